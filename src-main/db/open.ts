@@ -1,0 +1,114 @@
+import BetterSqlite3, { type Database } from 'better-sqlite3'
+import { drizzle } from 'drizzle-orm/better-sqlite3'
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import * as schema from './schema'
+
+/**
+ * How hard a commit is pushed to disk.
+ * - `normal` (synchronous=NORMAL in WAL mode): a commit is in the OS's hands when it returns,
+ *   so nothing acknowledged is lost when the process is killed; a power cut may lose the last
+ *   commits (never corrupt the file).
+ * - `full` (synchronous=FULL): every commit is fsynced; also survives power loss, at a fraction
+ *   of the speed (docs/configuration.md has the figures).
+ */
+export type Durability = 'normal' | 'full'
+
+/** Marks a file as Leasehold's ('LSHD'), so another program's SQLite file is never migrated. */
+const APPLICATION_ID = 0x4c534844
+
+export const DEFAULT_MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url))
+
+export type Drizzle = ReturnType<typeof drizzle<typeof schema>>
+
+export interface OpenedDatabase {
+  sqlite: Database
+  orm: Drizzle
+}
+
+export interface OpenOptions {
+  /** A file path, or ':memory:' for tests. */
+  path: string
+  durability?: Durability
+  migrationsFolder?: string
+}
+
+/** Why a database cannot be opened; the CLI prints `message` as one line and exits. */
+export class DatabaseOpenError extends Error {
+  override name = 'DatabaseOpenError'
+}
+
+interface JournalEntry {
+  when: number
+  tag: string
+}
+
+function readJournal(folder: string): JournalEntry[] {
+  const path = join(folder, 'meta', '_journal.json')
+  return (JSON.parse(readFileSync(path, 'utf8')) as { entries: JournalEntry[] }).entries
+}
+
+function tableExists(sqlite: Database, name: string): boolean {
+  return sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined
+}
+
+/**
+ * Refuses files this version must not touch: not SQLite, damaged, another program's, or
+ * migrated by a newer Leasehold. Such a file is never recreated or overwritten.
+ */
+function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry[]): void {
+  let check: string
+  try {
+    check = (sqlite.pragma('quick_check(1)', { simple: true }) as string) ?? ''
+  } catch (error) {
+    throw new DatabaseOpenError(`${path} is not a readable SQLite database (${(error as Error).message}); it was left untouched`)
+  }
+  if (check !== 'ok') {
+    throw new DatabaseOpenError(`${path} is damaged (integrity check: ${check}); it was left untouched — restore a backup or move it away`)
+  }
+  const applicationId = sqlite.pragma('application_id', { simple: true }) as number
+  const hasTables = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").get() !== undefined
+  if (hasTables && applicationId !== APPLICATION_ID) {
+    throw new DatabaseOpenError(`${path} is not a Leasehold database; it was left untouched`)
+  }
+  if (tableExists(sqlite, '__drizzle_migrations')) {
+    const newest = sqlite.prepare('SELECT MAX(created_at) AS newest FROM __drizzle_migrations').get() as { newest: number | null }
+    const known = Math.max(0, ...journal.map((e) => e.when))
+    if (newest.newest !== null && Number(newest.newest) > known) {
+      throw new DatabaseOpenError(
+        `${path} was written by a newer version of Leasehold; upgrade Leasehold to open it (the file was left untouched)`,
+      )
+    }
+  }
+}
+
+/** Opens (creating if new) and migrates the database, with WAL, foreign keys and a busy timeout. */
+export function openDatabase(options: OpenOptions): OpenedDatabase {
+  const migrationsFolder = options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER
+  const journal = readJournal(migrationsFolder)
+  const isNewFile = options.path === ':memory:' || !existsSync(options.path)
+  let sqlite: Database
+  try {
+    sqlite = new BetterSqlite3(options.path)
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open ${options.path}: ${(error as Error).message}`)
+  }
+  try {
+    if (!isNewFile) checkExistingFile(sqlite, options.path, journal)
+    sqlite.pragma('journal_mode = WAL')
+    sqlite.pragma(`synchronous = ${options.durability === 'full' ? 'FULL' : 'NORMAL'}`)
+    sqlite.pragma('foreign_keys = ON')
+    sqlite.pragma('busy_timeout = 5000')
+    sqlite.pragma('cache_size = -65536') // 64 MiB: keeps the hot indexes in memory at a million jobs
+    sqlite.pragma(`application_id = ${APPLICATION_ID}`)
+    const orm = drizzle(sqlite, { schema })
+    migrate(orm, { migrationsFolder })
+    return { sqlite, orm }
+  } catch (error) {
+    sqlite.close()
+    if (error instanceof DatabaseOpenError) throw error
+    throw new DatabaseOpenError(`cannot open ${options.path}: ${(error as Error).message}`)
+  }
+}

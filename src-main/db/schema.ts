@@ -1,0 +1,180 @@
+/**
+ * The Leasehold database: one SQLite file that is the truth for jobs, leases, attempts and the
+ * event log. Column names are the scheduler's own words in snake_case, so a raw row from
+ * better-sqlite3 has the same shape as drizzle's inferred type. Times are epoch milliseconds;
+ * they become ISO strings only at the HTTP and IPC edges. JSON columns hold text.
+ *
+ * After changing this file run `npm run db:generate` and commit the new file in drizzle/.
+ */
+import { sql } from 'drizzle-orm'
+import { index, integer, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+
+/** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
+export const jobs = sqliteTable(
+  'jobs',
+  {
+    /** Insertion order; breaks ties in FIFO order and keys list cursors. */
+    seq: integer('seq').primaryKey(),
+    id: text('id').notNull().unique(),
+    addon_id: text('addon_id'),
+    job_type: text('job_type').notNull(),
+    /** 0 LOW, 1 NORMAL, 2 HIGH, 3 URGENT: higher is picked first. */
+    priority: integer('priority').notNull(),
+    cost_units: integer('cost_units').notNull(),
+    constraints: text('constraints').notNull(),
+    payload: text('payload').notNull(),
+    is_unique: integer('is_unique').notNull(),
+    idempotency_key: text('idempotency_key').unique(),
+    tags: text('tags').notNull(),
+    max_runtime_s: integer('max_runtime_s'),
+    queue: text('queue').notNull(),
+    max_attempts: integer('max_attempts').notNull(),
+    state: text('state').notNull(),
+    attempts: integer('attempts').notNull(),
+    claimed_by: text('claimed_by'),
+    claim_expires_at: integer('claim_expires_at'),
+    /** The current lease, or the last one once the job has ended. */
+    lease_id: text('lease_id'),
+    /** When a requeued job may be taken again (exponential backoff); null if it may now. */
+    next_retry_at: integer('next_retry_at'),
+    /** When the job became eligible (submit, or the end of its backoff): the FIFO key. */
+    eligible_at: integer('eligible_at').notNull(),
+    cancel_requested: integer('cancel_requested').notNull(),
+    progress: real('progress'),
+    note: text('note'),
+    /** 1 when the job ended because it ran out of attempts. */
+    dead_letter: integer('dead_letter').notNull(),
+    final_status: text('final_status'),
+    error: text('error'),
+    result: text('result'),
+    metrics: text('metrics'),
+    created_at: integer('created_at').notNull(),
+    updated_at: integer('updated_at').notNull(),
+    started_at: integer('started_at'),
+    finished_at: integer('finished_at'),
+  },
+  (t) => [
+    // Picking the next job: per priority, the oldest eligible QUEUED job (O(log n) per priority).
+    index('jobs_pick').on(t.priority, t.eligible_at, t.seq).where(sql`state = 'QUEUED'`),
+    index('jobs_pick_queue').on(t.queue, t.priority, t.eligible_at, t.seq).where(sql`state = 'QUEUED'`),
+    // Claims of dialect 002 that may expire.
+    index('jobs_claim_expiry')
+      .on(t.claim_expires_at)
+      .where(sql`state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING')`),
+    // Listing newest first, by state or by add-on.
+    index('jobs_state_seq').on(t.state, t.seq),
+    index('jobs_addon_seq').on(t.addon_id, t.seq),
+  ],
+)
+
+/** One row per lease: seed 002's `scheduler_lease_runs`. */
+export const leases = sqliteTable(
+  'leases',
+  {
+    id: text('id').primaryKey(),
+    job_id: text('job_id')
+      .notNull()
+      .references(() => jobs.id),
+    attempt_id: text('attempt_id').notNull(),
+    worker_id: text('worker_id').notNull(),
+    addon_id: text('addon_id'),
+    cost_units: integer('cost_units').notNull(),
+    ttl_s: integer('ttl_s').notNull(),
+    grace_s: integer('grace_s').notNull(),
+    /** ACTIVE, EXPIRED or RELEASED. */
+    state: text('state').notNull(),
+    /** Secret handed only to the holder (dialect 003 names its lease by it). */
+    token: text('token').notNull().unique(),
+    /** Strictly increasing over every lease ever granted: a later lease always has a larger fence. */
+    fence: integer('fence').notNull().unique(),
+    granted_at: integer('granted_at').notNull(),
+    last_heartbeat_at: integer('last_heartbeat_at').notNull(),
+    expires_at: integer('expires_at').notNull(),
+    released_at: integer('released_at'),
+    /** SUCCEEDED, FAILED, CANCELED or TIMEOUT. */
+    release_status: text('release_status'),
+  },
+  (t) => [
+    index('leases_active_expiry').on(t.expires_at).where(sql`state = 'ACTIVE'`),
+    index('leases_active_worker').on(t.worker_id).where(sql`state = 'ACTIVE'`),
+    index('leases_job').on(t.job_id),
+  ],
+)
+
+/** One execution of a job; completion and failure are idempotent by (job_id, attempt id). */
+export const attempts = sqliteTable(
+  'attempts',
+  {
+    id: text('id').primaryKey(),
+    job_id: text('job_id')
+      .notNull()
+      .references(() => jobs.id),
+    lease_id: text('lease_id').notNull(),
+    worker_id: text('worker_id').notNull(),
+    number: integer('number').notNull(),
+    started_at: integer('started_at').notNull(),
+    finished_at: integer('finished_at'),
+    /** SUCCEEDED, FAILED, CANCELED or TIMEOUT; null while running. */
+    outcome: text('outcome'),
+    /** What became of the job: REQUEUED, DEAD_LETTERED or FINAL; null while running. */
+    disposition: text('disposition'),
+    error: text('error'),
+  },
+  (t) => [uniqueIndex('attempts_job_number').on(t.job_id, t.number)],
+)
+
+/** The append-only event log (`scheduler_events`), written in the transaction it records. */
+export const events = sqliteTable(
+  'events',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    ts: integer('ts').notNull(),
+    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER or CAPACITY. */
+    entity_type: text('entity_type').notNull(),
+    entity_id: text('entity_id').notNull(),
+    /** The job this event belongs to, if any: a job's timeline includes its leases' events. */
+    job_id: text('job_id'),
+    event_type: text('event_type').notNull(),
+    data: text('data').notNull(),
+  },
+  (t) => [index('events_job').on(t.job_id, t.id), index('events_type_ts').on(t.event_type, t.ts)],
+)
+
+/** Dialect 003's transport: one message per submit and per requeue. The jobs table stays the truth. */
+export const streamMessages = sqliteTable(
+  'stream_messages',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    enqueue_id: text('enqueue_id').notNull(),
+    stream: text('stream').notNull(),
+    job_id: text('job_id')
+      .notNull()
+      .references(() => jobs.id),
+    created_at: integer('created_at').notNull(),
+    acked_at: integer('acked_at'),
+  },
+  (t) => [index('stream_messages_job').on(t.job_id, t.id)],
+)
+
+/** Gauges sampled on a timer; the time-series endpoint reads these, so charts survive restarts. */
+export const statsSamples = sqliteTable('stats_samples', {
+  ts: integer('ts').primaryKey(),
+  leases_active: integer('leases_active').notNull(),
+  jobs_queued: integer('jobs_queued').notNull(),
+  jobs_running: integer('jobs_running').notNull(),
+  capacity_used: integer('capacity_used').notNull(),
+  busy_rating: real('busy_rating').notNull(),
+})
+
+/** Operator settings that outlive a restart (total units, the busy rating's mode and value). */
+export const settings = sqliteTable('settings', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+})
+
+export type JobRow = typeof jobs.$inferSelect
+export type LeaseRow = typeof leases.$inferSelect
+export type AttemptRow = typeof attempts.$inferSelect
+export type EventRow = typeof events.$inferSelect
+export type StreamMessageRow = typeof streamMessages.$inferSelect
+export type StatsSampleRow = typeof statsSamples.$inferSelect

@@ -1,0 +1,35 @@
+/** Every scheduling rule reads time from a Clock, so tests move time instead of sleeping. */
+export interface Clock {
+  /** Epoch milliseconds. */
+  now(): number
+}
+
+export const SECOND = 1000
+export const MINUTE = 60 * SECOND
+export const HOUR = 60 * MINUTE
+
+export const systemClock: Clock = { now: () => Date.now() }
+
+/** A clock that only moves when told to: for tests, and for hosts started with an injected clock. */
+export class ManualClock implements Clock {
+  constructor(private current: number) {}
+
+  now(): number {
+    return this.current
+  }
+
+  advance(ms: number): void {
+    this.current += ms
+  }
+
+  set(ms: number): void {
+    this.current = ms
+  }
+}
+
+/** ISO-8601 UTC with milliseconds, the only time format on the wire. */
+export function iso(ms: number): string
+export function iso(ms: number | null): string | null
+export function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString()
+}

@@ -1,0 +1,159 @@
+import type { Database, Statement } from 'better-sqlite3'
+import { drizzle } from 'drizzle-orm/better-sqlite3'
+import type { BackoffPolicy } from './backoff'
+import type { Clock } from './clock'
+
+/** The scheduling knobs the engine reads. The host builds them from flags (src-main/config.ts). */
+export interface EngineConfig {
+  /** Lease time-to-live granted when a request names none. */
+  leaseTtlS: number
+  /** Added to the TTL before a silent lease expires. */
+  heartbeatGraceS: number
+  /** How long a dialect-002 claim holds a job before it returns to QUEUED. */
+  claimTtlS: number
+  /** Bounds for a request's own `ttl_sec`. */
+  minTtlS: number
+  maxTtlS: number
+  /** Attempts a job gets unless its submit says otherwise. */
+  maxAttempts: number
+  backoff: BackoffPolicy
+  /** Advice to a dialect-001/003 worker whose lease request was denied. */
+  denyRetryAfterMs: number
+  /** Advice to a dialect-002 worker whose lease request was denied (also its `next_retry_at`). */
+  leaseRetryAfterS: number
+}
+
+export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
+  leaseTtlS: 30,
+  heartbeatGraceS: 5,
+  claimTtlS: 60,
+  minTtlS: 1,
+  maxTtlS: 3600,
+  maxAttempts: 3,
+  backoff: { baseMs: 2_000, maxMs: 10 * 60_000 },
+  denyRetryAfterMs: 1_500,
+  leaseRetryAfterS: 10,
+}
+
+export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY'
+
+/** An event as listeners see it: the stored row with its data parsed. */
+export interface EngineEvent {
+  id: number
+  ts: number
+  entity_type: EntityType
+  entity_id: string
+  job_id: string | null
+  event_type: string
+  data: Record<string, unknown>
+}
+
+export type EventListener = (event: EngineEvent) => void
+
+/**
+ * What every engine operation works with: the database, the clock, the config, a cache of
+ * prepared statements, and the event log. An operation runs inside {@link transact}; the events
+ * it appends are written in its transaction and handed to listeners only after it commits.
+ */
+export class EngineContext {
+  private readonly statements = new Map<string, Statement>()
+  private readonly listeners = new Set<EventListener>()
+  /** Events of the transaction in progress, or null outside one. */
+  private pending: EngineEvent[] | null = null
+  /** drizzle over the same connection, for the cold queries that read better as a builder. */
+  readonly orm: ReturnType<typeof drizzle>
+
+  constructor(
+    readonly db: Database,
+    readonly clock: Clock,
+    readonly config: EngineConfig,
+  ) {
+    this.orm = drizzle(db)
+  }
+
+  /** A prepared statement, prepared once per SQL text (the hot paths run at prepared speed). */
+  stmt<Row = unknown>(sql: string): Statement<unknown[], Row> {
+    let statement = this.statements.get(sql)
+    if (!statement) {
+      statement = this.db.prepare(sql)
+      this.statements.set(sql, statement)
+    }
+    return statement as Statement<unknown[], Row>
+  }
+
+  one<Row>(sql: string, ...params: unknown[]): Row | undefined {
+    return this.stmt<Row>(sql).get(...params)
+  }
+
+  all<Row>(sql: string, ...params: unknown[]): Row[] {
+    return this.stmt<Row>(sql).all(...params)
+  }
+
+  run(sql: string, ...params: unknown[]): void {
+    this.stmt(sql).run(...params)
+  }
+
+  /**
+   * Runs `fn` as one IMMEDIATE transaction. A thrown error rolls everything back, events
+   * included; after a commit the events go to listeners in the order they were appended.
+   */
+  transact<T>(fn: () => T): T {
+    if (this.pending) return fn() // already inside this context's transaction
+    const pending: EngineEvent[] = []
+    this.pending = pending
+    this.stmt('BEGIN IMMEDIATE').run()
+    let result: T
+    try {
+      result = fn()
+      this.stmt('COMMIT').run()
+    } catch (error) {
+      if (this.db.inTransaction) this.stmt('ROLLBACK').run()
+      throw error
+    } finally {
+      this.pending = null
+    }
+    for (const event of pending) this.dispatch(event)
+    return result
+  }
+
+  /** Appends an event to the log inside the current transaction. */
+  appendEvent(
+    entityType: EntityType,
+    entityId: string,
+    jobId: string | null,
+    eventType: string,
+    data: Record<string, unknown> = {},
+  ): void {
+    if (!this.pending) throw new Error('appendEvent outside a transaction')
+    const ts = this.clock.now()
+    const info = this.stmt(
+      'INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(ts, entityType, entityId, jobId, eventType, JSON.stringify(data))
+    this.pending.push({
+      id: Number(info.lastInsertRowid),
+      ts,
+      entity_type: entityType,
+      entity_id: entityId,
+      job_id: jobId,
+      event_type: eventType,
+      data,
+    })
+  }
+
+  /** Listens to committed events; returns the function that stops listening. */
+  onEvent(listener: EventListener): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  private dispatch(event: EngineEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        // A listener's bug must not undo or hide a committed operation.
+        console.error('leasehold: event listener failed:', error)
+      }
+    }
+  }
+}

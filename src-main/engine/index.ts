@@ -1,0 +1,93 @@
+import type { Database } from 'better-sqlite3'
+import type { EventRow, JobRow } from '../db/schema'
+import { CapacityStore, type CapacityChange, type CapacitySettings } from './capacity-store'
+import type { CapacityFigures } from './capacity'
+import type { Clock } from './clock'
+import { DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
+import * as jobs from './jobs'
+import * as leases from './leases'
+import { listJobs, type JobListQuery, type JobPage } from './list'
+import type { WorkerFilter } from './pick'
+import * as reaper from './reaper'
+import * as stats from './stats'
+
+export type { EngineConfig, EngineEvent, EventListener } from './context'
+export { DEFAULT_ENGINE_CONFIG } from './context'
+export { EngineError } from './errors'
+
+export interface EngineOptions {
+  db: Database
+  clock: Clock
+  config?: Partial<EngineConfig>
+  /** Capacity settings used until an operator changes them (then the stored ones win). */
+  capacity?: CapacitySettings
+}
+
+/**
+ * The scheduler: every rule of CONTRACTS.md as one method per verb, each one SQLite transaction
+ * that appends its events. It knows no HTTP, Electron or timers; dialects adapt its results,
+ * and the host's timers call {@link Engine.reap} and {@link Engine.sampleStats}.
+ */
+export class Engine {
+  readonly ctx: EngineContext
+  readonly capacity: CapacityStore
+
+  constructor(options: EngineOptions) {
+    this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
+    this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
+  }
+
+  get config(): EngineConfig {
+    return this.ctx.config
+  }
+
+  onEvent(listener: EventListener): () => void {
+    return this.ctx.onEvent(listener)
+  }
+
+  // Jobs
+  submit = (input: jobs.SubmitJob): jobs.SubmitResult => jobs.submit(this.ctx, input)
+  getJob = (jobId: string): JobRow => jobs.getJob(this.ctx, jobId)
+  listJobs = (query: JobListQuery): JobPage => listJobs(this.ctx, query)
+  cancel = (jobId: string, reason?: string | null): JobRow => jobs.cancel(this.ctx, jobId, reason)
+  updateStatus = (jobId: string, update: jobs.StatusUpdate): JobRow => jobs.updateStatus(this.ctx, jobId, update)
+  jobEvents = (jobId: string): EventRow[] => jobs.jobEvents(this.ctx, jobId)
+  attempts = (jobId: string) => {
+    jobs.getJob(this.ctx, jobId)
+    return this.ctx.all<import('../db/schema').AttemptRow>('SELECT * FROM attempts WHERE job_id = ? ORDER BY number', jobId)
+  }
+
+  // Leases
+  /** Dialect 001: dequeue and lease in one step; the job becomes LEASED. */
+  requestLease = (filter: WorkerFilter, ttl_s?: number): leases.LeaseDecision =>
+    leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'LEASED' })
+  /** Dialect 003: claim = lease + attempt + token; the job becomes RUNNING. */
+  claimAndLease = (filter: WorkerFilter, ttl_s?: number): leases.LeaseDecision =>
+    leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'RUNNING' })
+  /** Dialect 002: claim now, lease later. */
+  claim = (filter: WorkerFilter, limit = 1): JobRow[] => leases.claimJobs(this.ctx, filter, limit)
+  requestLeaseForJob = (request: leases.LeaseRequestForJob): leases.JobLeaseDecision =>
+    leases.requestLeaseForJob(this.ctx, this.capacity, request)
+  getLease = (leaseId: string) => leases.getLease(this.ctx, leaseId)
+  heartbeat = (request: Parameters<typeof leases.heartbeat>[1]) => leases.heartbeat(this.ctx, request)
+  heartbeatByToken = (request: Parameters<typeof leases.heartbeatByToken>[1]) => leases.heartbeatByToken(this.ctx, request)
+  release = (request: leases.ReleaseRequest): leases.Released => leases.releaseLease(this.ctx, request)
+  complete = (request: Parameters<typeof leases.completeAttempt>[1]) => leases.completeAttempt(this.ctx, request)
+  fail = (request: Parameters<typeof leases.failAttempt>[1]) => leases.failAttempt(this.ctx, request)
+
+  // Time-driven work
+  /** Expires due leases and claims; returns how many of each. */
+  reap = (): { leases: number; claims: number } => ({
+    leases: reaper.expireDueLeases(this.ctx),
+    claims: reaper.expireDueClaims(this.ctx),
+  })
+  nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
+
+  // Capacity and stats
+  getCapacity = (): CapacityFigures => this.capacity.figures()
+  setCapacity = (change: CapacityChange): CapacityFigures => this.capacity.set(change)
+  reportMeasuredBusy = (rating: number): void => this.capacity.reportMeasuredBusy(rating)
+  snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
+  sampleStats = () => stats.sampleStats(this.ctx, this.capacity)
+  timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range) => stats.timeseries(this.ctx, metric, bucket, range)
+}

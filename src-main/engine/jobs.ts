@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto'
+import type { EventRow, JobRow } from '../db/schema'
+import type { EngineContext } from './context'
+import { EngineError, invalid, jobNotFound } from './errors'
+import { writeStreamMessage } from './streams'
+import { assertMove, CANCEL_AT_ONCE_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
+
+/** A submit in the model's own words; each dialect maps its field names onto this. */
+export interface SubmitJob {
+  job_type: string
+  cost_units: number
+  addon_id?: string | null
+  priority?: Priority
+  constraints?: Record<string, boolean>
+  payload?: unknown
+  unique?: boolean
+  idempotency_key?: string | null
+  tags?: string[]
+  max_runtime_s?: number | null
+  queue?: string
+  max_attempts?: number
+}
+
+export interface SubmitResult {
+  job: JobRow
+  /** True when the idempotency key was known: `job` is the existing job, nothing was written. */
+  duplicate: boolean
+}
+
+function isPositiveInteger(n: unknown): n is number {
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 1
+}
+
+/** The few invariants the database relies on, checked even when a caller skipped validation. */
+function checkSubmit(input: SubmitJob): void {
+  if (typeof input.job_type !== 'string' || input.job_type.length === 0) throw invalid('job_type: must be a non-empty string')
+  if (!isPositiveInteger(input.cost_units)) throw invalid('cost_units: must be an integer of at least 1')
+  if (input.max_attempts !== undefined && !isPositiveInteger(input.max_attempts)) {
+    throw invalid('max_attempts: must be an integer of at least 1')
+  }
+  if (input.max_runtime_s != null && !isPositiveInteger(input.max_runtime_s)) {
+    throw invalid('max_runtime_s: must be an integer of at least 1')
+  }
+}
+
+export function getJob(ctx: EngineContext, jobId: string): JobRow {
+  const job = ctx.one<JobRow>('SELECT * FROM jobs WHERE id = ?', jobId)
+  if (!job) throw jobNotFound(jobId)
+  return job
+}
+
+/** Writes the job's changed columns and bumps `updated_at`. */
+export function updateJob(ctx: EngineContext, jobId: string, changes: Partial<JobRow>): void {
+  const columns = Object.keys(changes)
+  const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE id = @id`
+  ctx.stmt(sql).run({ ...changes, updated_at: ctx.clock.now(), id: jobId })
+}
+
+/** Moves a job to a new state through the transition table, with any other changes. */
+export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow> = {}): void {
+  assertMove(job.id, job.state, to)
+  updateJob(ctx, job.id, { ...changes, state: to })
+}
+
+/** Submits a job, or returns the existing one when its idempotency key is already known. */
+export function submit(ctx: EngineContext, input: SubmitJob): SubmitResult {
+  checkSubmit(input)
+  return ctx.transact(() => {
+    if (input.idempotency_key != null) {
+      const existing = ctx.one<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?', input.idempotency_key)
+      if (existing) return { job: existing, duplicate: true }
+    }
+    const now = ctx.clock.now()
+    const job: Omit<JobRow, 'seq'> = {
+      id: randomUUID(),
+      addon_id: input.addon_id ?? null,
+      job_type: input.job_type,
+      priority: priorityRank(input.priority ?? 'NORMAL'),
+      cost_units: input.cost_units,
+      constraints: JSON.stringify(input.constraints ?? {}),
+      payload: JSON.stringify(input.payload ?? {}),
+      is_unique: input.unique ? 1 : 0,
+      idempotency_key: input.idempotency_key ?? null,
+      tags: JSON.stringify(input.tags ?? []),
+      max_runtime_s: input.max_runtime_s ?? null,
+      queue: input.queue ?? 'default',
+      max_attempts: input.max_attempts ?? ctx.config.maxAttempts,
+      state: 'QUEUED',
+      attempts: 0,
+      claimed_by: null,
+      claim_expires_at: null,
+      lease_id: null,
+      next_retry_at: null,
+      eligible_at: now,
+      cancel_requested: 0,
+      progress: null,
+      note: null,
+      dead_letter: 0,
+      final_status: null,
+      error: null,
+      result: null,
+      metrics: null,
+      created_at: now,
+      updated_at: now,
+      started_at: null,
+      finished_at: null,
+    }
+    const info = ctx
+      .stmt(
+        `INSERT INTO jobs (id, addon_id, job_type, priority, cost_units, constraints, payload, is_unique,
+           idempotency_key, tags, max_runtime_s, queue, max_attempts, state, attempts, claimed_by,
+           claim_expires_at, lease_id, next_retry_at, eligible_at, cancel_requested, progress, note,
+           dead_letter, final_status, error, result, metrics, created_at, updated_at, started_at, finished_at)
+         VALUES (@id, @addon_id, @job_type, @priority, @cost_units, @constraints, @payload, @is_unique,
+           @idempotency_key, @tags, @max_runtime_s, @queue, @max_attempts, @state, @attempts, @claimed_by,
+           @claim_expires_at, @lease_id, @next_retry_at, @eligible_at, @cancel_requested, @progress, @note,
+           @dead_letter, @final_status, @error, @result, @metrics, @created_at, @updated_at, @started_at, @finished_at)`,
+      )
+      .run(job)
+    writeStreamMessage(ctx, job.id, job.queue)
+    ctx.appendEvent('JOB', job.id, job.id, 'JOB_SUBMITTED', {
+      state: 'QUEUED',
+      job_type: job.job_type,
+      priority: input.priority ?? 'NORMAL',
+      cost_units: job.cost_units,
+      queue: job.queue,
+    })
+    return { job: { ...job, seq: Number(info.lastInsertRowid) }, duplicate: false }
+  })
+}
+
+/**
+ * Cancels a job. Jobs not yet holding capacity (and BLOCKED ones) end CANCELED at once; LEASED
+ * and RUNNING jobs get `cancel_requested`, which every heartbeat answer carries, and end
+ * CANCELED when their lease is released or expires. A terminal job answers 409.
+ */
+export function cancel(ctx: EngineContext, jobId: string, reason: string | null = null): JobRow {
+  return ctx.transact(() => {
+    const job = getJob(ctx, jobId)
+    const state = job.state as JobState
+    if (CANCEL_AT_ONCE_STATES.has(state)) {
+      const now = ctx.clock.now()
+      moveJob(ctx, job, 'CANCELED', {
+        final_status: 'CANCELED',
+        finished_at: now,
+        claimed_by: null,
+        claim_expires_at: null,
+        note: reason ?? job.note,
+      })
+      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: state, reason })
+    } else if (LEASED_STATES.has(state)) {
+      if (!job.cancel_requested) {
+        updateJob(ctx, job.id, { cancel_requested: 1 })
+        ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCEL_REQUESTED', { state, reason })
+      }
+    } else {
+      assertMove(job.id, state, 'CANCELED') // terminal: throws 409 illegal_transition
+    }
+    return getJob(ctx, jobId)
+  })
+}
+
+export interface StatusUpdate {
+  state?: JobState
+  note?: string | null
+  progress?: number | null
+}
+
+/**
+ * Dialect 002's status update: a claiming worker reports PREPARING, a note or progress. The
+ * only state a worker may set this way is PREPARING (or the state the job is already in);
+ * leases, not status calls, make a job RUNNING. An update keeps a claim alive.
+ */
+export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUpdate): JobRow {
+  if (update.progress != null && !(update.progress >= 0 && update.progress <= 1)) {
+    throw invalid('progress: must be a number from 0 to 1')
+  }
+  return ctx.transact(() => {
+    const job = getJob(ctx, jobId)
+    const from = job.state as JobState
+    if (TERMINAL_STATES.has(from)) {
+      throw new EngineError(409, 'illegal_transition', `Job ${jobId} is ${from}; it takes no more status updates`)
+    }
+    const to = update.state ?? from
+    if (to !== from && to !== 'PREPARING') {
+      throw new EngineError(409, 'illegal_transition', `Job ${jobId} cannot move from ${from} to ${to} by a status update`)
+    }
+    const changes: Partial<JobRow> = {}
+    if (update.note !== undefined) changes.note = update.note
+    if (update.progress !== undefined) changes.progress = update.progress
+    if (job.claim_expires_at !== null) changes.claim_expires_at = ctx.clock.now() + ctx.config.claimTtlS * 1000
+    if (to !== from) moveJob(ctx, job, to, changes)
+    else if (Object.keys(changes).length > 0) updateJob(ctx, job.id, changes)
+    if (to !== from || update.note != null) {
+      ctx.appendEvent('JOB', job.id, job.id, 'JOB_STATUS', { state: to, from, note: update.note ?? null })
+    }
+    return getJob(ctx, jobId)
+  })
+}
+
+/** A job's timeline: its own events and its leases', oldest first. */
+export function jobEvents(ctx: EngineContext, jobId: string): EventRow[] {
+  getJob(ctx, jobId)
+  return ctx.all<EventRow>('SELECT * FROM events WHERE job_id = ? ORDER BY id', jobId)
+}

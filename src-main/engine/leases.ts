@@ -1,0 +1,480 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { AttemptRow, JobRow, LeaseRow, StreamMessageRow } from '../db/schema'
+import { nextRetryAt } from './backoff'
+import { capacityDenial } from './capacity'
+import type { CapacityStore } from './capacity-store'
+import type { EngineContext } from './context'
+import { EngineError, invalid, leaseNotFound, workerMismatch } from './errors'
+import { getJob, moveJob, updateJob } from './jobs'
+import { eligibleJobs, type WorkerFilter } from './pick'
+import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
+import { ackStreamMessages, currentStreamMessage, writeStreamMessage } from './streams'
+
+export interface Leased {
+  lease: LeaseRow
+  job: JobRow
+}
+
+export type LeaseDecision =
+  | ({ granted: true; message: StreamMessageRow | undefined } & Leased)
+  | { granted: false; reason: string; retry_after_ms: number }
+
+/** What a worker reports when it finishes an attempt. */
+export interface Outcome {
+  status: FinalStatus
+  result?: unknown
+  error?: unknown
+  metrics?: unknown
+}
+
+// ---------------------------------------------------------------------------------------------
+// Granting
+
+function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
+  const ttl = ttlS ?? ctx.config.leaseTtlS
+  const { minTtlS, maxTtlS } = ctx.config
+  if (!Number.isSafeInteger(ttl) || ttl < minTtlS || ttl > maxTtlS) {
+    throw invalid(`ttl_sec: must be a whole number of seconds from ${minTtlS} to ${maxTtlS}`)
+  }
+  return ttl
+}
+
+/**
+ * Grants a lease on `job` to `workerId`, inside the caller's transaction: the lease (with a new
+ * token and the next fence), the attempt it counts, and the job's move to `to`. Capacity has
+ * been checked by the caller.
+ */
+function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): Leased {
+  const now = ctx.clock.now()
+  const { fence } = ctx.one<{ fence: number }>('SELECT COALESCE(MAX(fence), 0) + 1 AS fence FROM leases')!
+  const lease: LeaseRow = {
+    id: randomUUID(),
+    job_id: job.id,
+    attempt_id: randomUUID(),
+    worker_id: workerId,
+    addon_id: job.addon_id,
+    cost_units: job.cost_units,
+    ttl_s: ttlS,
+    grace_s: ctx.config.heartbeatGraceS,
+    state: 'ACTIVE',
+    token: randomBytes(24).toString('base64url'),
+    fence,
+    granted_at: now,
+    last_heartbeat_at: now,
+    expires_at: now + (ttlS + ctx.config.heartbeatGraceS) * 1000,
+    released_at: null,
+    release_status: null,
+  }
+  ctx
+    .stmt(
+      `INSERT INTO leases (id, job_id, attempt_id, worker_id, addon_id, cost_units, ttl_s, grace_s, state, token,
+         fence, granted_at, last_heartbeat_at, expires_at, released_at, release_status)
+       VALUES (@id, @job_id, @attempt_id, @worker_id, @addon_id, @cost_units, @ttl_s, @grace_s, @state, @token,
+         @fence, @granted_at, @last_heartbeat_at, @expires_at, @released_at, @release_status)`,
+    )
+    .run(lease)
+  const attempt = job.attempts + 1
+  ctx.run(
+    'INSERT INTO attempts (id, job_id, lease_id, worker_id, number, started_at) VALUES (?, ?, ?, ?, ?, ?)',
+    lease.attempt_id,
+    job.id,
+    lease.id,
+    workerId,
+    attempt,
+    now,
+  )
+  moveJob(ctx, job, to, {
+    attempts: attempt,
+    lease_id: lease.id,
+    claimed_by: workerId,
+    claim_expires_at: null,
+    next_retry_at: null,
+    started_at: job.started_at ?? now,
+  })
+  ctx.appendEvent('LEASE', lease.id, job.id, 'LEASE_GRANTED', {
+    state: to,
+    worker_id: workerId,
+    cost_units: lease.cost_units,
+    attempt,
+    fence,
+    expires_at: lease.expires_at,
+  })
+  return { lease, job: getJob(ctx, job.id) }
+}
+
+/**
+ * Dialect 001 request and dialect 003 claim: dequeue the head job this worker can take and lease
+ * it in one step. If the head does not fit the available capacity the request is denied and
+ * the head keeps its place: no smaller job behind it is leased instead.
+ */
+export function leaseNext(
+  ctx: EngineContext,
+  capacity: CapacityStore,
+  filter: WorkerFilter,
+  options: { ttl_s?: number; to: 'LEASED' | 'RUNNING' },
+): LeaseDecision {
+  const ttl = checkTtl(ctx, options.ttl_s)
+  return ctx.transact(() => {
+    const retry_after_ms = ctx.config.denyRetryAfterMs
+    const figures = capacity.figures()
+    if (figures.available <= 0) return { granted: false, reason: capacityDenial(figures, 1)!, retry_after_ms }
+    const head = eligibleJobs(ctx, filter, ctx.clock.now()).next()
+    if (head.done) return { granted: false, reason: 'No jobs queued', retry_after_ms }
+    const denial = capacityDenial(figures, head.value.cost_units)
+    if (denial) return { granted: false, reason: denial, retry_after_ms }
+    const leased = grant(ctx, head.value, filter.worker_id, ttl, options.to)
+    return { granted: true, ...leased, message: currentStreamMessage(ctx, leased.job.id) }
+  })
+}
+
+/** Dialect 002 claim: take up to `limit` jobs for this worker (no capacity yet; that is the lease). */
+export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: number): JobRow[] {
+  if (!Number.isSafeInteger(limit) || limit < 1) throw invalid('limit: must be a whole number of at least 1')
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    const claimed: JobRow[] = []
+    for (const job of eligibleJobs(ctx, filter, now)) {
+      moveJob(ctx, job, 'CLAIMED', {
+        claimed_by: filter.worker_id,
+        claim_expires_at: now + ctx.config.claimTtlS * 1000,
+      })
+      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIMED', { state: 'CLAIMED', worker_id: filter.worker_id })
+      claimed.push(getJob(ctx, job.id))
+      if (claimed.length === limit) break
+    }
+    return claimed
+  })
+}
+
+export interface LeaseRequestForJob {
+  job_id: string
+  /** If given, must equal the job's cost (409 `cost_mismatch`). */
+  cost_units?: number
+  ttl_s?: number
+}
+
+export type JobLeaseDecision =
+  | ({ approved: true } & Leased)
+  | { approved: false; reason: string; retry_after_sec: number; job: JobRow }
+
+/**
+ * Dialect 002 lease request for a claimed job. The lease belongs to the worker that claimed
+ * it. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
+ * advice, and keeps the claim alive while the worker keeps asking.
+ */
+export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, request: LeaseRequestForJob): JobLeaseDecision {
+  const ttl = checkTtl(ctx, request.ttl_s)
+  return ctx.transact(() => {
+    const job = getJob(ctx, request.job_id)
+    if (!LEASE_REQUEST_STATES.has(job.state as JobState)) {
+      throw new EngineError(409, 'illegal_transition', `Job ${job.id} is ${job.state}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
+    }
+    if (request.cost_units !== undefined && request.cost_units !== job.cost_units) {
+      throw new EngineError(409, 'cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)
+    }
+    const denial = capacityDenial(capacity.figures(), job.cost_units)
+    if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
+    const now = ctx.clock.now()
+    const retry_after_sec = ctx.config.leaseRetryAfterS
+    moveJob(ctx, job, 'LEASE_PENDING', {
+      next_retry_at: now + retry_after_sec * 1000,
+      claim_expires_at: now + ctx.config.claimTtlS * 1000,
+    })
+    ctx.appendEvent('JOB', job.id, job.id, 'LEASE_DENIED', { state: 'LEASE_PENDING', reason: denial })
+    return { approved: false, reason: denial, retry_after_sec, job: getJob(ctx, job.id) }
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding the lease a worker names (fencing)
+
+export function getLease(ctx: EngineContext, leaseId: string): LeaseRow {
+  const lease = ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', leaseId)
+  if (!lease) throw leaseNotFound(leaseId)
+  return lease
+}
+
+/**
+ * A lease past its `expires_at` is expired on the spot, in its own transaction, before any call
+ * that names it is answered: a late heartbeat never revives a lease the reaper has not reached.
+ */
+function expireIfDue(ctx: EngineContext, lease: LeaseRow): LeaseRow {
+  if (lease.state !== 'ACTIVE' || lease.expires_at > ctx.clock.now()) return lease
+  ctx.transact(() => expireLease(ctx, lease))
+  return getLease(ctx, lease.id)
+}
+
+/** The 409 for a write under a lease that is no longer ACTIVE. */
+export function notActive(lease: LeaseRow, body: Record<string, unknown> = {}): EngineError {
+  return lease.state === 'EXPIRED'
+    ? new EngineError(409, 'lease_expired', `Lease ${lease.id} expired`, body)
+    : new EngineError(409, 'lease_not_active', `Lease ${lease.id} was released (${lease.release_status})`, body)
+}
+
+/** Resolves the lease named by id (dialects 001, 002): 404, then 403 on another worker's lease. */
+function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undefined, jobId: string | undefined): LeaseRow {
+  const lease = expireIfDue(ctx, getLease(ctx, leaseId))
+  if (workerId !== undefined && lease.worker_id !== workerId) throw workerMismatch(leaseId, workerId)
+  if (jobId !== undefined && lease.job_id !== jobId) {
+    throw new EngineError(409, 'job_mismatch', `Lease ${leaseId} is for job ${lease.job_id}, not ${jobId}`)
+  }
+  return lease
+}
+
+/** Resolves the lease named by its token (dialect 003): a token that is not this job's is a mismatch. */
+function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): LeaseRow {
+  const found = ctx.one<LeaseRow>('SELECT * FROM leases WHERE token = ?', token)
+  if (!found || found.job_id !== jobId) {
+    getJob(ctx, jobId) // 404 for an unknown job comes first
+    throw new EngineError(409, 'lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
+  }
+  const lease = expireIfDue(ctx, found)
+  if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
+  return lease
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heartbeats
+
+export interface HeartbeatReport {
+  progress?: number | null
+  note?: string | null
+}
+
+function checkProgress(report: HeartbeatReport): void {
+  if (report.progress != null && !(report.progress >= 0 && report.progress <= 1)) {
+    throw invalid('progress: must be a number from 0 to 1')
+  }
+}
+
+/** Extends an ACTIVE lease to now + ttl + grace; the first heartbeat moves LEASED → RUNNING. */
+function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport): Leased {
+  if (lease.state !== 'ACTIVE') throw notActive(lease)
+  const now = ctx.clock.now()
+  const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
+  ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE id = ?', now, expiresAt, lease.id)
+  const job = getJob(ctx, lease.job_id)
+  const changes: Partial<JobRow> = {}
+  if (report.progress != null) changes.progress = report.progress
+  if (report.note != null) changes.note = report.note
+  if (job.state === 'LEASED') {
+    moveJob(ctx, job, 'RUNNING', changes)
+    ctx.appendEvent('JOB', job.id, job.id, 'JOB_RUNNING', { state: 'RUNNING', lease_id: lease.id })
+  } else if (Object.keys(changes).length > 0) {
+    updateJob(ctx, job.id, changes)
+  }
+  return { lease: { ...lease, last_heartbeat_at: now, expires_at: expiresAt }, job: getJob(ctx, job.id) }
+}
+
+/** Heartbeat naming the lease by id (dialects 000/001 and 002). */
+export function heartbeat(
+  ctx: EngineContext,
+  request: { lease_id: string; worker_id?: string; job_id?: string } & HeartbeatReport,
+): Leased {
+  checkProgress(request)
+  const lease = leaseById(ctx, request.lease_id, request.worker_id, request.job_id)
+  return ctx.transact(() => extend(ctx, lease, request))
+}
+
+/** Heartbeat naming the lease by its token (dialect 003). */
+export function heartbeatByToken(
+  ctx: EngineContext,
+  request: { job_id: string; worker_id: string; lease_token: string } & HeartbeatReport,
+): Leased {
+  checkProgress(request)
+  const lease = leaseByToken(ctx, request.job_id, request.worker_id, request.lease_token)
+  return ctx.transact(() => extend(ctx, lease, request))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finishing an attempt
+
+type Disposition = 'REQUEUED' | 'DEAD_LETTERED' | 'FINAL'
+
+const FINAL_STATUS_OF: Record<string, FinalStatus> = {
+  DONE: 'SUCCEEDED',
+  FAILED: 'FAILED',
+  CANCELED: 'CANCELED',
+  TIMEOUT: 'TIMEOUT',
+}
+
+const json = (value: unknown): string | null => (value === undefined || value === null ? null : JSON.stringify(value))
+
+/** Puts a job back in the queue after an attempt, eligible again after the backoff. */
+function requeue(ctx: EngineContext, job: JobRow, reason: string): void {
+  const now = ctx.clock.now()
+  const retryAt = nextRetryAt(now, job.attempts, ctx.config.backoff)
+  moveJob(ctx, job, 'QUEUED', {
+    claimed_by: null,
+    claim_expires_at: null,
+    next_retry_at: retryAt,
+    eligible_at: retryAt,
+    progress: null,
+  })
+  writeStreamMessage(ctx, job.id, job.queue)
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason, attempt: job.attempts, next_retry_at: retryAt })
+}
+
+/** Ends a job in a terminal state. */
+function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outcome, deadLetter: boolean): void {
+  moveJob(ctx, job, to, {
+    final_status: FINAL_STATUS_OF[to]!,
+    finished_at: ctx.clock.now(),
+    dead_letter: deadLetter ? 1 : 0,
+    result: json(outcome.result) ?? job.result,
+    error: json(outcome.error) ?? job.error,
+    metrics: json(outcome.metrics) ?? job.metrics,
+  })
+  ctx.appendEvent('JOB', job.id, job.id, `JOB_${to}`, {
+    state: to,
+    lease_id: job.lease_id,
+    attempt: job.attempts,
+    dead_letter: deadLetter,
+  })
+}
+
+function closeAttempt(ctx: EngineContext, lease: LeaseRow, status: FinalStatus, disposition: Disposition, error: unknown): void {
+  ctx.run(
+    'UPDATE attempts SET finished_at = ?, outcome = ?, disposition = ?, error = ? WHERE id = ?',
+    ctx.clock.now(),
+    status,
+    disposition,
+    json(error),
+    lease.attempt_id,
+  )
+}
+
+/** Where a reported outcome takes the job. Completion status is what the worker reports. */
+function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobState; disposition: Disposition } {
+  if (outcome.status === 'SUCCEEDED') return { to: 'DONE', disposition: 'FINAL' }
+  if (job.cancel_requested || outcome.status === 'CANCELED') return { to: 'CANCELED', disposition: 'FINAL' }
+  if (retryable) {
+    return job.attempts < job.max_attempts ? { to: 'QUEUED', disposition: 'REQUEUED' } : { to: outcome.status === 'TIMEOUT' ? 'TIMEOUT' : 'FAILED', disposition: 'DEAD_LETTERED' }
+  }
+  return { to: outcome.status === 'TIMEOUT' ? 'TIMEOUT' : 'FAILED', disposition: 'FINAL' }
+}
+
+/** Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on. */
+function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean): Disposition {
+  const job = getJob(ctx, lease.job_id)
+  const { to, disposition } = decide(job, outcome, retryable)
+  ctx.run(
+    "UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = ? WHERE id = ?",
+    ctx.clock.now(),
+    outcome.status,
+    lease.id,
+  )
+  closeAttempt(ctx, lease, outcome.status, disposition, outcome.error)
+  if (to === 'QUEUED') requeue(ctx, job, `attempt ${job.attempts} failed`)
+  else finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
+  ackStreamMessages(ctx, job.id)
+  return disposition
+}
+
+/**
+ * Expires an ACTIVE lease inside the caller's transaction: its capacity is free at once, the
+ * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
+ * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
+ */
+export function expireLease(ctx: EngineContext, lease: LeaseRow): void {
+  const now = ctx.clock.now()
+  ctx.run("UPDATE leases SET state = 'EXPIRED', released_at = ?, release_status = 'TIMEOUT' WHERE id = ?", now, lease.id)
+  ctx.appendEvent('LEASE', lease.id, lease.job_id, 'LEASE_EXPIRED', {
+    worker_id: lease.worker_id,
+    expires_at: lease.expires_at,
+    last_heartbeat_at: lease.last_heartbeat_at,
+  })
+  const job = getJob(ctx, lease.job_id)
+  const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
+  closeAttempt(ctx, lease, 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
+  if (to === 'QUEUED') requeue(ctx, job, 'lease expired')
+  else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
+}
+
+export interface ReleaseRequest extends Outcome {
+  lease_id: string
+  worker_id?: string
+  job_id?: string
+}
+
+export interface Released extends Leased {
+  /** True when this repeated a release that had already taken effect. */
+  replay: boolean
+}
+
+/**
+ * Dialect 002 release (and dialect 001 complete): final for the job whatever the status. A
+ * release repeating one that took effect answers as the first did; releasing an expired lease
+ * answers 409 `lease_expired` (the attempt already ended TIMEOUT when the lease expired).
+ */
+export function releaseLease(ctx: EngineContext, request: ReleaseRequest): Released {
+  const lease = leaseById(ctx, request.lease_id, request.worker_id, request.job_id)
+  if (lease.state === 'RELEASED' && lease.release_status === request.status) {
+    return { lease, job: getJob(ctx, lease.job_id), replay: true }
+  }
+  if (lease.state !== 'ACTIVE') throw notActive(lease)
+  return ctx.transact(() => {
+    release(ctx, lease, request, false)
+    return { lease: getLease(ctx, lease.id), job: getJob(ctx, lease.job_id), replay: false }
+  })
+}
+
+export interface AttemptReport {
+  job_id: string
+  attempt_id: string
+  worker_id: string
+  lease_token: string
+}
+
+export interface AttemptAnswer {
+  ack: boolean
+  requeued: boolean
+  dlq: boolean
+  job: JobRow
+}
+
+function answerFor(ctx: EngineContext, attempt: AttemptRow): AttemptAnswer {
+  return {
+    ack: true,
+    requeued: attempt.disposition === 'REQUEUED',
+    dlq: attempt.disposition === 'DEAD_LETTERED',
+    job: getJob(ctx, attempt.job_id),
+  }
+}
+
+/**
+ * Dialect 003 complete and fail, idempotent by (job_id, attempt_id) and guarded by the lease
+ * token. A repeat of the call that ended the attempt answers as it did; any other call on an
+ * ended attempt is 409 with `ack: true` (the message must not be redelivered).
+ */
+function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean): AttemptAnswer {
+  const lease = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
+  if (lease.attempt_id !== report.attempt_id) {
+    throw new EngineError(409, 'attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
+  }
+  const attempt = ctx.one<AttemptRow>('SELECT * FROM attempts WHERE id = ?', lease.attempt_id)!
+  if (lease.state !== 'ACTIVE') {
+    if (lease.state === 'RELEASED' && attempt.outcome === outcome.status) return answerFor(ctx, attempt)
+    throw notActive(lease, { ack: true })
+  }
+  return ctx.transact(() => {
+    release(ctx, lease, outcome, retryable)
+    return answerFor(ctx, ctx.one<AttemptRow>('SELECT * FROM attempts WHERE id = ?', lease.attempt_id)!)
+  })
+}
+
+export function completeAttempt(ctx: EngineContext, report: AttemptReport & { result?: unknown }): AttemptAnswer {
+  return finishAttempt(ctx, report, { status: 'SUCCEEDED', result: report.result }, false)
+}
+
+export interface AttemptError {
+  code?: string
+  message?: string
+  stack?: string
+  retryable?: boolean
+}
+
+/** A retryable failure requeues while attempts remain, else dead-letters; any other failure is final. */
+export function failAttempt(ctx: EngineContext, report: AttemptReport & { error: AttemptError }): AttemptAnswer {
+  return finishAttempt(ctx, report, { status: 'FAILED', error: report.error }, report.error.retryable === true)
+}

@@ -1,0 +1,88 @@
+import type { JobRow } from '../db/schema'
+import type { EngineContext } from './context'
+
+/** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
+export interface WorkerFilter {
+  worker_id: string
+  /** Only this add-on's jobs. */
+  addon_id?: string | null
+  /** Only these job types. */
+  accept_job_types?: string[] | null
+  /** No job costing more units (001 `max_units`, 002 `max_cost_units`). */
+  max_units?: number | null
+  /** Whether the worker can run jobs with `constraints.gpu_required`. */
+  gpu_available?: boolean
+  /** Dialect 003 streams (job queues), tried in this order; null means every queue. */
+  queues?: string[] | null
+}
+
+const PRIORITY_RANKS = [3, 2, 1, 0] // URGENT first
+
+/** True when the worker holds an ACTIVE lease (it may then not take a `unique` job). */
+export function holdsActiveLease(ctx: EngineContext, workerId: string): boolean {
+  return ctx.one("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE' LIMIT 1", workerId) !== undefined
+}
+
+function canTake(job: JobRow, filter: WorkerFilter, holdsLease: () => boolean): boolean {
+  if (filter.addon_id != null && job.addon_id !== filter.addon_id) return false
+  if (filter.accept_job_types && !filter.accept_job_types.includes(job.job_type)) return false
+  if (filter.max_units != null && job.cost_units > filter.max_units) return false
+  if (!filter.gpu_available && job.constraints.includes('gpu_required') && requiresGpu(job)) return false
+  if (job.is_unique && holdsLease()) return false
+  return true
+}
+
+function requiresGpu(job: JobRow): boolean {
+  return (JSON.parse(job.constraints) as Record<string, unknown>).gpu_required === true
+}
+
+/** Most picks take the first row; a worker that skips rows reads on in growing pages. */
+const FIRST_PAGE = 1
+const MAX_PAGE = 64
+
+/**
+ * The eligible QUEUED jobs this worker can take, in scheduling order: by stream if the worker
+ * names streams, then URGENT before HIGH before NORMAL before LOW, then by the time each job
+ * became eligible. Each priority is one index range read in pages, so the first job costs
+ * O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
+ * claims. (Pages rather than an open cursor: the caller writes between rows.)
+ */
+export function* eligibleJobs(ctx: EngineContext, filter: WorkerFilter, now: number): Generator<JobRow> {
+  let holds: boolean | undefined
+  const holdsLease = () => (holds ??= holdsActiveLease(ctx, filter.worker_id))
+  for (const queue of filter.queues ?? [null]) {
+    for (const rank of PRIORITY_RANKS) {
+      let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }
+      for (let size = FIRST_PAGE; ; size = Math.min(size * 4, MAX_PAGE)) {
+        const page = eligiblePage(ctx, queue, rank, now, after, size)
+        for (const job of page) {
+          if (canTake(job, filter, holdsLease)) yield job
+        }
+        if (page.length < size) break
+        const last = page[page.length - 1]!
+        after = { eligible_at: last.eligible_at, seq: last.seq }
+      }
+    }
+  }
+}
+
+function eligiblePage(
+  ctx: EngineContext,
+  queue: string | null,
+  rank: number,
+  now: number,
+  after: { eligible_at: number; seq: number },
+  size: number,
+): JobRow[] {
+  return queue === null
+    ? ctx.all<JobRow>(
+        `SELECT * FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at <= ?
+           AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ?`,
+        rank, now, after.eligible_at, after.seq, size,
+      )
+    : ctx.all<JobRow>(
+        `SELECT * FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at <= ?
+           AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ?`,
+        queue, rank, now, after.eligible_at, after.seq, size,
+      )
+}

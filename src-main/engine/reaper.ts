@@ -1,0 +1,60 @@
+import type { JobRow, LeaseRow } from '../db/schema'
+import type { EngineContext } from './context'
+import { moveJob } from './jobs'
+import { expireLease } from './leases'
+
+/** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
+const BATCH = 1000
+
+/**
+ * Expires every ACTIVE lease whose `expires_at` has come, in batches of {@link BATCH} per
+ * transaction. Returns how many it expired. The host calls this on a short timer and once
+ * right after opening the database, so leases granted before a restart expire on time.
+ */
+export function expireDueLeases(ctx: EngineContext): number {
+  let total = 0
+  for (;;) {
+    const expired = ctx.transact(() => {
+      const due = ctx.all<LeaseRow>(
+        "SELECT * FROM leases WHERE state = 'ACTIVE' AND expires_at <= ? ORDER BY expires_at LIMIT ?",
+        ctx.clock.now(),
+        BATCH,
+      )
+      for (const lease of due) expireLease(ctx, lease)
+      return due.length
+    })
+    total += expired
+    if (expired < BATCH) return total
+  }
+}
+
+/**
+ * Returns dialect-002 claims that ran out (no lease requested or status reported in time) to
+ * QUEUED. No attempt is counted and the job keeps its place in the queue.
+ */
+export function expireDueClaims(ctx: EngineContext): number {
+  return ctx.transact(() => {
+    const due = ctx.all<JobRow>(
+      `SELECT * FROM jobs WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at <= ?
+       ORDER BY claim_expires_at LIMIT ?`,
+      ctx.clock.now(),
+      BATCH,
+    )
+    for (const job of due) {
+      moveJob(ctx, job, 'QUEUED', { claimed_by: null, claim_expires_at: null, next_retry_at: null })
+      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIM_EXPIRED', { state: 'QUEUED', worker_id: job.claimed_by })
+    }
+    return due.length
+  })
+}
+
+/** The earliest moment something will be due, for a host that sleeps until then. */
+export function nextDueAt(ctx: EngineContext): number | null {
+  const row = ctx.one<{ at: number | null }>(
+    `SELECT MIN(at) AS at FROM (
+       SELECT MIN(expires_at) AS at FROM leases WHERE state = 'ACTIVE'
+       UNION ALL
+       SELECT MIN(claim_expires_at) FROM jobs WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING'))`,
+  )
+  return row?.at ?? null
+}

@@ -1,0 +1,91 @@
+import { EngineError } from './errors'
+
+/**
+ * The canonical job states. Each dialect renders them its own way (src-main/http/views), but
+ * every move goes through {@link JOB_TRANSITIONS}. docs/states.md draws the same table.
+ */
+export const JOB_STATES = [
+  /** Waiting to be picked (a requeued job also waits out its `next_retry_at`). */
+  'QUEUED',
+  /** Taken by a dialect-002 worker; returns to QUEUED if the claim expires. */
+  'CLAIMED',
+  /** The claiming worker is getting ready (dialect 002 status update). */
+  'PREPARING',
+  /** The claiming worker asked for a lease and was denied; it asks again later. */
+  'LEASE_PENDING',
+  /** A lease was granted through dialect 001; the first heartbeat makes it RUNNING. */
+  'LEASED',
+  /** A worker holds a lease and runs the job. */
+  'RUNNING',
+  /** Halted by a file-lease blocker; waits for an operator's answer. */
+  'BLOCKED',
+  /** Finished successfully. */
+  'DONE',
+  /** Finished with a failure that is not retried. */
+  'FAILED',
+  /** Canceled before or while it ran. */
+  'CANCELED',
+  /** Its last lease expired with no attempts left (dead-lettered). */
+  'TIMEOUT',
+] as const
+
+export type JobState = (typeof JOB_STATES)[number]
+
+export const TERMINAL_STATES: ReadonlySet<JobState> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
+
+/** States from which a job is canceled at once; LEASED and RUNNING only get `cancel_requested`. */
+export const CANCEL_AT_ONCE_STATES: ReadonlySet<JobState> = new Set([
+  'QUEUED',
+  'CLAIMED',
+  'PREPARING',
+  'LEASE_PENDING',
+  'BLOCKED',
+])
+
+/** States from which dialect 002 may request a lease. */
+export const LEASE_REQUEST_STATES: ReadonlySet<JobState> = new Set(['CLAIMED', 'PREPARING', 'LEASE_PENDING'])
+
+/** States in which a job holds an ACTIVE lease. */
+export const LEASED_STATES: ReadonlySet<JobState> = new Set(['LEASED', 'RUNNING'])
+
+const FINISH: JobState[] = ['DONE', 'FAILED', 'CANCELED', 'TIMEOUT']
+
+/** Every legal move. A move not listed here answers 409 `illegal_transition`. */
+export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
+  QUEUED: ['CLAIMED', 'LEASED', 'RUNNING', 'CANCELED'],
+  CLAIMED: ['PREPARING', 'LEASE_PENDING', 'RUNNING', 'QUEUED', 'CANCELED'],
+  PREPARING: ['PREPARING', 'LEASE_PENDING', 'RUNNING', 'QUEUED', 'CANCELED'],
+  LEASE_PENDING: ['PREPARING', 'LEASE_PENDING', 'RUNNING', 'QUEUED', 'CANCELED'],
+  LEASED: ['RUNNING', 'QUEUED', 'BLOCKED', ...FINISH],
+  RUNNING: ['QUEUED', 'BLOCKED', ...FINISH],
+  BLOCKED: ['QUEUED', 'CANCELED'],
+  DONE: [],
+  FAILED: [],
+  CANCELED: [],
+  TIMEOUT: [],
+}
+
+export function canMove(from: JobState, to: JobState): boolean {
+  return JOB_TRANSITIONS[from].includes(to)
+}
+
+/** Throws 409 `illegal_transition` unless `from → to` is in the table. */
+export function assertMove(jobId: string, from: string, to: JobState): void {
+  if (!canMove(from as JobState, to)) {
+    throw new EngineError(409, 'illegal_transition', `Job ${jobId} cannot move from ${from} to ${to}`)
+  }
+}
+
+export const PRIORITIES = ['LOW', 'NORMAL', 'HIGH', 'URGENT'] as const
+export type Priority = (typeof PRIORITIES)[number]
+
+/** Stored as an integer so that a higher number is picked first. */
+export const priorityRank = (p: Priority): number => PRIORITIES.indexOf(p)
+export const priorityName = (rank: number): Priority => PRIORITIES[rank] ?? 'NORMAL'
+
+export const LEASE_STATES = ['ACTIVE', 'EXPIRED', 'RELEASED'] as const
+export type LeaseState = (typeof LEASE_STATES)[number]
+
+/** How an attempt, and a lease release, ended. */
+export const FINAL_STATUSES = ['SUCCEEDED', 'FAILED', 'CANCELED', 'TIMEOUT'] as const
+export type FinalStatus = (typeof FINAL_STATUSES)[number]

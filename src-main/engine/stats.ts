@@ -1,0 +1,143 @@
+import type { StatsSampleRow } from '../db/schema'
+import type { CapacityStore } from './capacity-store'
+import { HOUR, MINUTE } from './clock'
+import type { EngineContext } from './context'
+import { invalid } from './errors'
+
+export interface Snapshot {
+  capacity: { total: number; used: number; reserved: number; usable: number; available: number; busy_rating: number; busy_mode: 'auto' | 'manual' }
+  jobs: {
+    queued: number
+    claimed: number
+    leased: number
+    running: number
+    blocked: number
+    done_last_24h: number
+    failed_last_24h: number
+    canceled_last_24h: number
+    timeout_last_24h: number
+  }
+  leases: { active: number; expired_last_24h: number }
+}
+
+const countState = (ctx: EngineContext, state: string): number =>
+  ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs WHERE state = ?', state)!.n
+
+const countEvents = (ctx: EngineContext, eventType: string, since: number, until = Number.MAX_SAFE_INTEGER): number =>
+  ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ? AND ts < ?', eventType, since, until)!.n
+
+/** Dialect 002's current snapshot; `reserved = total − usable` is what the busy rating holds back. */
+export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot {
+  const c = capacity.figures()
+  const dayAgo = ctx.clock.now() - 24 * HOUR
+  return {
+    capacity: {
+      total: c.total_units,
+      used: c.leased,
+      reserved: c.total_units - c.usable,
+      usable: c.usable,
+      available: c.available,
+      busy_rating: c.busy_rating,
+      busy_mode: c.busy_mode,
+    },
+    jobs: {
+      queued: countState(ctx, 'QUEUED'),
+      claimed: countState(ctx, 'CLAIMED') + countState(ctx, 'PREPARING') + countState(ctx, 'LEASE_PENDING'),
+      leased: countState(ctx, 'LEASED'),
+      running: countState(ctx, 'RUNNING'),
+      blocked: countState(ctx, 'BLOCKED'),
+      done_last_24h: countEvents(ctx, 'JOB_DONE', dayAgo),
+      failed_last_24h: countEvents(ctx, 'JOB_FAILED', dayAgo),
+      canceled_last_24h: countEvents(ctx, 'JOB_CANCELED', dayAgo),
+      timeout_last_24h: countEvents(ctx, 'JOB_TIMEOUT', dayAgo),
+    },
+    leases: {
+      active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,
+      expired_last_24h: countEvents(ctx, 'LEASE_EXPIRED', dayAgo),
+    },
+  }
+}
+
+/** Writes one sample of the gauges; the host calls this on a timer (`--stats-interval-s`). */
+export function sampleStats(ctx: EngineContext, capacity: CapacityStore): StatsSampleRow {
+  const c = capacity.figures()
+  const sample: StatsSampleRow = {
+    ts: ctx.clock.now(),
+    leases_active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,
+    jobs_queued: countState(ctx, 'QUEUED'),
+    jobs_running: countState(ctx, 'RUNNING') + countState(ctx, 'LEASED'),
+    capacity_used: c.leased,
+    busy_rating: c.busy_rating,
+  }
+  ctx
+    .stmt(
+      `INSERT OR REPLACE INTO stats_samples (ts, leases_active, jobs_queued, jobs_running, capacity_used, busy_rating)
+       VALUES (@ts, @leases_active, @jobs_queued, @jobs_running, @capacity_used, @busy_rating)`,
+    )
+    .run(sample)
+  return sample
+}
+
+export const GAUGE_METRICS = ['leases_active', 'jobs_queued', 'jobs_running', 'capacity_used', 'busy_rating'] as const
+/** Counted metrics and the events they count. */
+export const COUNT_METRICS = {
+  jobs_completed: ['JOB_DONE'],
+  jobs_failed: ['JOB_FAILED', 'JOB_TIMEOUT'],
+  leases_expired: ['LEASE_EXPIRED'],
+} as const
+export const METRICS = [...GAUGE_METRICS, ...(Object.keys(COUNT_METRICS) as (keyof typeof COUNT_METRICS)[])] as const
+export type Metric = (typeof METRICS)[number]
+
+export const BUCKETS = { '1m': MINUTE, '5m': 5 * MINUTE, '15m': 15 * MINUTE, '1h': HOUR } as const
+export const RANGES = { '1h': HOUR, '6h': 6 * HOUR, '24h': 24 * HOUR, '7d': 7 * 24 * HOUR } as const
+export type Bucket = keyof typeof BUCKETS
+export type Range = keyof typeof RANGES
+
+export interface TimeseriesPoint {
+  ts: number
+  value: number
+}
+
+/**
+ * Every bucket of the range, oldest first, the last one holding now; gauges are the mean of the
+ * samples in a bucket and counts the number of events, 0 where a bucket has none. Read from
+ * SQLite, so the series survive restarts.
+ */
+export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, range: Range): TimeseriesPoint[] {
+  if (!METRICS.includes(metric)) throw invalid(`metric: must be one of ${METRICS.join(', ')}`)
+  const size = BUCKETS[bucket]
+  const span = RANGES[range]
+  if (size === undefined) throw invalid(`bucket: must be one of ${Object.keys(BUCKETS).join(', ')}`)
+  if (span === undefined) throw invalid(`range: must be one of ${Object.keys(RANGES).join(', ')}`)
+  const lastStart = Math.floor(ctx.clock.now() / size) * size
+  const count = Math.ceil(span / size)
+  const first = lastStart - (count - 1) * size
+  const end = lastStart + size
+  const values = new Map<number, number>()
+  if (metric in COUNT_METRICS) {
+    const types = COUNT_METRICS[metric as keyof typeof COUNT_METRICS]
+    const rows = ctx.all<{ b: number; n: number }>(
+      `SELECT (ts / ?) * ? AS b, COUNT(*) AS n FROM events
+       WHERE event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
+      size,
+      size,
+      ...types,
+      first,
+      end,
+    )
+    for (const row of rows) values.set(row.b, row.n)
+  } else {
+    // The column name comes from the closed GAUGE_METRICS list checked above, never from input.
+    const rows = ctx.all<{ b: number; v: number }>(
+      `SELECT (ts / ?) * ? AS b, AVG(${metric}) AS v FROM stats_samples WHERE ts >= ? AND ts < ? GROUP BY b`,
+      size,
+      size,
+      first,
+      end,
+    )
+    for (const row of rows) values.set(row.b, row.v)
+  }
+  const points: TimeseriesPoint[] = []
+  for (let ts = first; ts < end; ts += size) points.push({ ts, value: values.get(ts) ?? 0 })
+  return points
+}
