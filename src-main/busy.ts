@@ -1,0 +1,53 @@
+import { cpus } from 'node:os'
+
+export interface CpuTimes {
+  /** Milliseconds all cores spent idle. */
+  idle: number
+  /** Milliseconds all cores spent in total. */
+  total: number
+  /** Milliseconds of CPU this process used (the host's own work is not the user's). */
+  own: number
+}
+
+/** The machine's CPU time so far, summed over cores. */
+export function readCpuTimes(): CpuTimes {
+  let idle = 0
+  let total = 0
+  for (const cpu of cpus()) {
+    const t = cpu.times
+    idle += t.idle
+    total += t.user + t.nice + t.sys + t.idle + t.irq
+  }
+  const usage = process.cpuUsage()
+  return { idle, total, own: (usage.user + usage.system) / 1000 }
+}
+
+/**
+ * The busy rating (0–10, one decimal) from CPU use between two readings: 0 when every core
+ * sat idle, 10 when none did. The host's own CPU time is left out, so the scheduler does not
+ * shrink its capacity because of its own bookkeeping. Pure, so the rule is tested without a
+ * machine to load.
+ */
+export function busyFromCpu(previous: CpuTimes, current: CpuTimes): number {
+  const total = current.total - previous.total
+  if (total <= 0) return 0
+  const busy = total - (current.idle - previous.idle) - (current.own - previous.own)
+  return Math.round(Math.min(1, Math.max(0, busy / total)) * 100) / 10
+}
+
+/**
+ * Measures the busy rating each time `sample()` is called, from the CPU use since the last
+ * call, smoothed (each sample moves the rating halfway) so one spike does not swing capacity.
+ */
+export class CpuBusyMeter {
+  private last = readCpuTimes()
+  private rating: number | null = null
+
+  sample(): number {
+    const now = readCpuTimes()
+    const measured = busyFromCpu(this.last, now)
+    this.last = now
+    this.rating = this.rating === null ? measured : Math.round((this.rating + measured) * 5) / 10
+    return this.rating
+  }
+}

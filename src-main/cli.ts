@@ -1,0 +1,94 @@
+import { ConfigError, parseServeArgs, serveHelp } from './config'
+import { DatabaseOpenError } from './db/open'
+import { startHost } from './host'
+import { VERSION } from './version'
+
+const USAGE = `Usage: leasehold <command> [flags]
+
+Leasehold is a local job scheduler: jobs with a priority and a cost in capacity units, workers
+that hold leases on that capacity and keep them alive with heartbeats, and a busy rating that
+makes background work yield to the person at the desk.
+
+Commands:
+  serve       run the host without a window (HTTP API + scheduler)
+  help        show this help, or the help of a command: leasehold help serve
+
+Flags:
+  -h, --help     show help
+  -v, --version  show the version
+
+Run 'leasehold serve --help' for the host's flags.`
+
+/** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const [command, ...rest] = argv
+  if (command === undefined || command === '-h' || command === '--help') {
+    console.log(USAGE)
+    return 0
+  }
+  if (command === 'help') {
+    console.log(rest[0] === 'serve' ? serveHelp() : USAGE)
+    return 0
+  }
+  if (command === '-v' || command === '--version') {
+    console.log(VERSION)
+    return 0
+  }
+  if (command === 'serve') {
+    if (rest.includes('-h') || rest.includes('--help')) {
+      console.log(serveHelp())
+      return 0
+    }
+    return serve(rest, env)
+  }
+  console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
+  return 2
+}
+
+async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let host
+  try {
+    host = await startHost(parseServeArgs(argv, env))
+  } catch (error) {
+    return reportStartError(error)
+  }
+  console.log(`leasehold listening on ${host.url}`)
+  const running = host
+  return new Promise<number>((resolve) => {
+    const shutdown = (signal: string) => {
+      console.error(`leasehold: ${signal}: finishing requests in flight and closing the database`)
+      running.stop().then(
+        () => resolve(0),
+        (error: unknown) => {
+          console.error(`leasehold: could not stop cleanly: ${(error as Error).message}`)
+          resolve(1)
+        },
+      )
+    }
+    process.once('SIGTERM', () => shutdown('SIGTERM'))
+    process.once('SIGINT', () => shutdown('SIGINT'))
+  })
+}
+
+/** One line for what a user can fix (exit 2), or the error for what they cannot (exit 1). */
+function reportStartError(error: unknown): number {
+  if (error instanceof ConfigError) {
+    console.error(`leasehold: ${error.message}`)
+    return 2
+  }
+  if (error instanceof DatabaseOpenError) {
+    console.error(`leasehold: ${error.message}`)
+    return 1
+  }
+  const e = error as NodeJS.ErrnoException
+  if (e.code === 'EADDRINUSE') {
+    console.error(`leasehold: the port is already in use (${e.message}); pick another with --port`)
+    return 1
+  }
+  if (e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL') {
+    console.error(`leasehold: cannot listen there (${e.message})`)
+    return 1
+  }
+  console.error(`leasehold: could not start: ${e.message}`)
+  return 1
+}

@@ -1,0 +1,144 @@
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { z } from 'zod'
+import type { Durability } from './db/open'
+
+/** Everything `leasehold serve` (and the desktop app) needs to start a host. */
+export interface HostConfig {
+  dataDir: string
+  host: string
+  port: number
+  /** The API token; null = read `<dataDir>/token`, creating it on first start. */
+  token: string | null
+  workers: number
+  /** Total capacity units; null keeps the stored setting (default 100). */
+  totalUnits: number | null
+  /** A manual busy rating, 'auto' to measure it, or null to keep the stored setting (default auto). */
+  busy: number | 'auto' | null
+  leaseTtlS: number
+  heartbeatGraceS: number
+  claimTtlS: number
+  maxAttempts: number
+  durability: Durability
+  /** Host names accepted in the Host header besides localhost, 127.0.0.1 and [::1]. */
+  allowedHosts: string[]
+  /** JSON bodies larger than this are refused with 413. */
+  bodyLimitBytes: number
+  statsIntervalS: number
+}
+
+/** A bad flag or environment value: the CLI prints `message` as one line and exits 2. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+/** The folder Electron calls `userData` for an app named leasehold, so the CLI and the app share it. */
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, platform = process.platform): string {
+  if (platform === 'win32') return join(env.APPDATA ?? join(homedir(), 'AppData', 'Roaming'), 'leasehold')
+  if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'leasehold')
+  return join(env.XDG_CONFIG_HOME ?? join(homedir(), '.config'), 'leasehold')
+}
+
+const int = (min: number, max: number) =>
+  z.coerce
+    .number({ error: `must be a whole number from ${min} to ${max}` })
+    .int(`must be a whole number from ${min} to ${max}`)
+    .min(min, `must be a whole number from ${min} to ${max}`)
+    .max(max, `must be a whole number from ${min} to ${max}`)
+
+const busyRating = z.union([
+  z.literal('auto'),
+  z.coerce
+    .number({ error: 'must be a number from 0 to 10, or auto' })
+    .min(0, 'must be a number from 0 to 10, or auto')
+    .max(10, 'must be a number from 0 to 10, or auto'),
+])
+
+interface Flag {
+  name: string
+  env: string
+  value: string
+  help: string
+  schema: z.ZodType
+  default?: string
+}
+
+/** The flags of `leasehold serve`, each also read from LEASEHOLD_<NAME>. The help text is made from this table. */
+export const SERVE_FLAGS: Flag[] = [
+  { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: z.string().min(1, 'must not be empty') },
+  { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
+  { name: 'port', env: 'LEASEHOLD_PORT', value: 'N', help: 'port to listen on; 0 picks a free one', schema: int(0, 65535), default: '7878' },
+  { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(16, 'must be at least 16 characters') },
+  { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (the local pool is not built yet: only 0)', schema: int(0, 64).refine((n) => n === 0, 'is not supported yet: the local worker pool is not built; use 0'), default: '0' },
+  { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
+  { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
+  { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: '30' },
+  { name: 'heartbeat-grace-s', env: 'LEASEHOLD_HEARTBEAT_GRACE_S', value: 'S', help: 'added to the TTL before a silent lease expires', schema: int(0, 3600), default: '5' },
+  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a dialect-002 claim holds a job', schema: int(1, 86_400), default: '60' },
+  { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: '3' },
+  { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
+  { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated', schema: z.string(), default: '' },
+  { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, 64 * 1024 * 1024), default: String(1024 * 1024) },
+  { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
+]
+
+export function serveHelp(): string {
+  const rows = SERVE_FLAGS.map((f) => {
+    const left = `  --${f.name} ${f.value}`
+    const dflt = f.default ? ` [${f.default}]` : ''
+    return `${left.padEnd(30)}${f.help}${dflt}\n${' '.repeat(30)}env ${f.env}`
+  })
+  return ['Usage: leasehold serve [flags]', '', 'Runs the Leasehold host without a window: the HTTP API and the scheduler.', '', 'Flags:', ...rows, '  -h, --help'].join('\n')
+}
+
+/**
+ * Reads `serve` flags, then LEASEHOLD_* variables, then defaults. Throws {@link ConfigError}
+ * naming the flag on the first bad value.
+ */
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults: { dataDir?: string } = {}): HostConfig {
+  let values: Record<string, string | boolean | undefined>
+  try {
+    values = parseArgs({
+      args: argv,
+      options: Object.fromEntries(SERVE_FLAGS.map((f) => [f.name, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    }).values
+  } catch (error) {
+    throw new ConfigError((error as Error).message.split('\n')[0]!)
+  }
+  const read = (name: string): unknown => {
+    const flag = SERVE_FLAGS.find((f) => f.name === name)!
+    const fromFlag = values[name] as string | undefined
+    const raw = fromFlag ?? env[flag.env] ?? flag.default
+    if (raw === undefined) return undefined
+    const parsed = flag.schema.safeParse(raw)
+    if (!parsed.success) {
+      const source = fromFlag !== undefined ? `--${name}` : env[flag.env] !== undefined ? flag.env : `--${name}`
+      throw new ConfigError(`${source} ${parsed.error.issues[0]?.message ?? 'is not valid'} (got "${raw}")`)
+    }
+    return parsed.data
+  }
+  const busy = read('busy') as number | 'auto' | undefined
+  return {
+    dataDir: (read('data-dir') as string | undefined) ?? defaults.dataDir ?? defaultDataDir(env),
+    host: read('host') as string,
+    port: read('port') as number,
+    token: (read('token') as string | undefined) ?? null,
+    workers: read('workers') as number,
+    totalUnits: (read('total-units') as number | undefined) ?? null,
+    busy: busy ?? null,
+    leaseTtlS: read('lease-ttl-s') as number,
+    heartbeatGraceS: read('heartbeat-grace-s') as number,
+    claimTtlS: read('claim-ttl-s') as number,
+    maxAttempts: read('max-attempts') as number,
+    durability: read('durability') as Durability,
+    allowedHosts: (read('allowed-host') as string)
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
+    bodyLimitBytes: read('body-limit') as number,
+    statsIntervalS: read('stats-interval-s') as number,
+  }
+}

@@ -1,0 +1,163 @@
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { CpuBusyMeter } from './busy'
+import type { HostConfig } from './config'
+import { openDatabase } from './db/open'
+import { Engine } from './engine'
+import { type Clock, systemClock } from './engine/clock'
+import { createHttpApp } from './http/server'
+import { VERSION } from './version'
+
+/** A running host: the engine, its timers and the HTTP server over one database. */
+export interface Host {
+  /** The base URL clients use, e.g. http://127.0.0.1:7878 */
+  readonly url: string
+  readonly token: string
+  readonly engine: Engine
+  /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
+  stop(): Promise<void>
+}
+
+export interface HostOptions {
+  clock?: Clock
+  migrationsFolder?: string
+  log?: (line: string) => void
+}
+
+/** How often due leases and claims are looked for: well inside the promised ~1 s. */
+const REAP_INTERVAL_MS = 250
+const BUSY_INTERVAL_MS = 2_000
+/** Slow-client limits: a client that trickles its headers or body cannot hold a connection. */
+const HEADERS_TIMEOUT_MS = 10_000
+const REQUEST_TIMEOUT_MS = 60_000 // above the 30 s long-poll cap of dialect 003
+const KEEP_ALIVE_TIMEOUT_MS = 5_000
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
+
+/** The token from --token, else `<dataDir>/token`, created (mode 0600) on first start. */
+export function loadOrCreateToken(dataDir: string, given: string | null): string {
+  if (given) return given
+  const path = join(dataDir, 'token')
+  try {
+    return readFileSync(path, 'utf8').trim()
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+  }
+  const token = randomBytes(32).toString('base64url')
+  try {
+    writeFileSync(path, `${token}\n`, { mode: 0o600, flag: 'wx' })
+    return token
+  } catch (error) {
+    // Another host started at the same moment and wrote it first: use theirs.
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readFileSync(path, 'utf8').trim()
+    throw error
+  }
+}
+
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve(server.address() as AddressInfo)
+    })
+  })
+}
+
+/** Starts a host from a config: the composition root shared by `leasehold serve` and Electron. */
+export async function startHost(config: HostConfig, options: HostOptions = {}): Promise<Host> {
+  const log = options.log ?? ((line: string) => console.error(line))
+  const clock = options.clock ?? systemClock
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+  const token = loadOrCreateToken(config.dataDir, config.token)
+  const { sqlite } = openDatabase({
+    path: join(config.dataDir, 'leasehold.db'),
+    durability: config.durability,
+    migrationsFolder: options.migrationsFolder,
+  })
+
+  const engine = new Engine({
+    db: sqlite,
+    clock,
+    config: {
+      leaseTtlS: config.leaseTtlS,
+      heartbeatGraceS: config.heartbeatGraceS,
+      claimTtlS: config.claimTtlS,
+      maxAttempts: config.maxAttempts,
+    },
+    capacity: { total_units: 100, busy_rating: null },
+  })
+  applyCapacityFlags(engine, config)
+
+  // Leases granted before a restart expire on time: reap once before serving anything.
+  engine.reap()
+  const busyMeter = new CpuBusyMeter()
+  const timers = [
+    setInterval(() => engine.reap(), REAP_INTERVAL_MS),
+    setInterval(() => engine.sampleStats(), config.statsIntervalS * 1000),
+    setInterval(() => engine.reportMeasuredBusy(busyMeter.sample()), BUSY_INTERVAL_MS),
+  ]
+
+  let port = config.port
+  const app = createHttpApp({
+    engine,
+    version: VERSION,
+    policy: {
+      token,
+      allowedHosts: config.allowedHosts,
+      get port() {
+        return port
+      },
+    },
+    bodyLimitBytes: config.bodyLimitBytes,
+    log,
+  })
+  const server = createServer(app.callback())
+  server.headersTimeout = HEADERS_TIMEOUT_MS
+  server.requestTimeout = REQUEST_TIMEOUT_MS
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+
+  let address: AddressInfo
+  try {
+    address = await listen(server, config.port, config.host)
+  } catch (error) {
+    for (const timer of timers) clearInterval(timer)
+    sqlite.close()
+    throw error
+  }
+  port = address.port
+  if (!LOOPBACK.has(config.host)) {
+    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs`)
+  }
+  const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address
+  const url = `http://${hostPart}:${address.port}`
+
+  let stopping: Promise<void> | null = null
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      for (const timer of timers) clearInterval(timer)
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeIdleConnections()
+      await closed
+      engine.sampleStats() // the last gauges before the gap in the series
+      sqlite.close()
+    })())
+
+  return { url, token, engine, stop }
+}
+
+/** --total-units and --busy, when given, are an operator's change that outlives the restart. */
+function applyCapacityFlags(engine: Engine, config: HostConfig): void {
+  const current = engine.getCapacity()
+  const change: { total_units?: number; busy_rating?: number | null } = {}
+  if (config.totalUnits !== null && config.totalUnits !== current.total_units) change.total_units = config.totalUnits
+  if (config.busy !== null) {
+    const wanted = config.busy === 'auto' ? null : config.busy
+    const stored = current.busy_mode === 'auto' ? null : current.busy_rating
+    if (wanted !== stored) change.busy_rating = wanted
+  }
+  if (Object.keys(change).length > 0) engine.setCapacity(change)
+}

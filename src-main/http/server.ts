@@ -1,0 +1,58 @@
+import Router from '@koa/router'
+import Koa from 'koa'
+import type { Engine } from '../engine'
+import { EngineError } from '../engine/errors'
+import { errorMiddleware } from './errors'
+import { checkRequest, type GuardPolicy } from './guard'
+import { systemRouter } from './system'
+
+export interface HttpDependencies {
+  engine: Engine
+  version: string
+  policy: GuardPolicy
+  bodyLimitBytes: number
+  log: (line: string) => void
+}
+
+/**
+ * The HTTP app, given its dependencies: error mapping, the request guard (Host, Origin, token),
+ * then one router per dialect under its own prefix. Routes translate; the engine decides.
+ */
+export function createHttpApp(deps: HttpDependencies): Koa {
+  const app = new Koa()
+  app.proxy = false
+  app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice
+
+  app.use(async (ctx, next) => {
+    ctx.set('Cache-Control', 'no-store')
+    ctx.set('X-Content-Type-Options', 'nosniff')
+    await next()
+  })
+  app.use(errorMiddleware(deps.log))
+  app.use(async (ctx, next) => {
+    const refusal = checkRequest(
+      {
+        path: ctx.path,
+        host: ctx.get('host') || undefined,
+        origin: ctx.get('origin') || undefined,
+        authorization: ctx.get('authorization') || undefined,
+      },
+      deps.policy,
+    )
+    if (refusal) throw new EngineError(refusal.status, refusal.code, refusal.detail)
+    await next()
+  })
+
+  const routers: Router[] = [systemRouter(deps.engine, deps.version, deps.bodyLimitBytes)]
+  for (const router of routers) {
+    app.use(router.routes())
+    app.use(
+      router.allowedMethods({
+        throw: true,
+        methodNotAllowed: () => new EngineError(405, 'method_not_allowed', 'That method is not allowed on this route'),
+        notImplemented: () => new EngineError(501, 'not_implemented', 'That method is not implemented'),
+      }),
+    )
+  }
+  return app
+}

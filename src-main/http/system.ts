@@ -1,0 +1,28 @@
+import Router from '@koa/router'
+import { z } from 'zod'
+import type { Engine } from '../engine'
+import { readJson } from './body'
+import { validate } from './errors'
+
+/** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
+export const CapacityChange = z.strictObject({
+  total_units: z.number().int().min(0).max(1_000_000).optional(),
+  busy_rating: z.number().min(0).max(10).nullable().optional(),
+})
+export type CapacityChange = z.infer<typeof CapacityChange>
+
+/** Routes shared by every dialect: health and capacity. */
+export function systemRouter(engine: Engine, version: string, bodyLimit: number): Router {
+  const router = new Router({ prefix: '/api' })
+  router.get('/health', (ctx) => {
+    ctx.body = { ok: true, version }
+  })
+  router.get('/capacity', (ctx) => {
+    ctx.body = engine.getCapacity()
+  })
+  router.put('/capacity', async (ctx) => {
+    const change = validate(CapacityChange, await readJson(ctx, bodyLimit))
+    ctx.body = engine.setCapacity(change)
+  })
+  return router
+}

@@ -1,0 +1,138 @@
+import Database from 'better-sqlite3'
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { SERVE_FLAGS } from '../../src-main/config'
+import { tempDir } from '../helpers/host'
+import { runCli, startServe } from '../helpers/process'
+
+const dirs: string[] = []
+function dataDir(): string {
+  const dir = tempDir()
+  dirs.push(dir)
+  return dir
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+describe('leasehold command line', () => {
+  test('--help lists the commands and serve --help lists every flag with its env variable', () => {
+    const top = runCli(['--help'])
+    expect(top.status).toBe(0)
+    expect(top.stdout).toMatch(/serve/)
+    const serve = runCli(['serve', '--help'])
+    expect(serve.status).toBe(0)
+    for (const flag of SERVE_FLAGS) {
+      expect(serve.stdout).toContain(`--${flag.name}`)
+      expect(serve.stdout).toContain(flag.env)
+    }
+  })
+
+  test.each([
+    [['--port', 'abc'], '--port'],
+    [['--busy', '11'], '--busy'],
+    [['--durability', 'sometimes'], '--durability'],
+    [['--workers', '2'], '--workers'],
+    [['--lease-ttl-s', '0'], '--lease-ttl-s'],
+    [['--no-such-flag'], 'no-such-flag'],
+  ])('a bad value (%j) prints one line naming the flag and exits 2', (args, name) => {
+    const result = runCli(['serve', '--data-dir', dataDir(), ...args])
+    expect(result.status).toBe(2)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toContain(name)
+  })
+
+  test('a bad LEASEHOLD_* variable is named the same way', () => {
+    const result = runCli(['serve', '--data-dir', dataDir()], { LEASEHOLD_PORT: '99999' })
+    expect(result.status).toBe(2)
+    expect(result.stderr).toContain('LEASEHOLD_PORT')
+  })
+
+  test('an unknown command is one line and exit 2', () => {
+    const result = runCli(['frobnicate'])
+    expect(result.status).toBe(2)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+  })
+})
+
+describe('leasehold serve', () => {
+  test('prints its listening line, serves health, and exits 0 on SIGTERM with the database closed cleanly', async () => {
+    const dir = dataDir()
+    const serve = await startServe(['--data-dir', dir, '--port', '0', '--busy', '0'])
+    expect(serve.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    const health = await fetch(`${serve.url}/api/health`)
+    expect(health.status).toBe(200)
+    serve.child.kill('SIGTERM')
+    expect(await serve.exited).toBe(0)
+    // A clean close checkpoints the write-ahead log away.
+    const wal = join(dir, 'leasehold.db-wal')
+    expect(!existsSync(wal) || statSync(wal).size === 0).toBe(true)
+  })
+
+  test('SIGTERM lets a request in flight finish before exiting', async () => {
+    const dir = dataDir()
+    const serve = await startServe(['--data-dir', dir, '--port', '0', '--busy', '0'])
+    const token = readFileSync(join(dir, 'token'), 'utf8').trim()
+    const body = JSON.stringify({ total_units: 7 })
+    const answer = new Promise<number>((resolve, reject) => {
+      const req = request(
+        `${serve.url}/api/capacity`,
+        { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': body.length } },
+        (res) => {
+          res.resume()
+          resolve(res.statusCode ?? 0)
+        },
+      )
+      req.on('error', reject)
+      req.write(body.slice(0, 5)) // the request is now in flight
+      setTimeout(() => {
+        serve.child.kill('SIGTERM')
+        setTimeout(() => req.end(body.slice(5)), 300)
+      }, 300)
+    })
+    expect(await answer).toBe(200)
+    expect(await serve.exited).toBe(0)
+  })
+
+  test('a database written by a newer version stops the start with one line and is left untouched', async () => {
+    const dir = dataDir()
+    const first = await startServe(['--data-dir', dir, '--port', '0'])
+    first.child.kill('SIGTERM')
+    await first.exited
+    const path = join(dir, 'leasehold.db')
+    const db = new Database(path)
+    db.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('from-the-future', Date.UTC(2100, 0, 1))
+    db.close()
+    const before = readFileSync(path)
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/newer version/)
+    expect(readFileSync(path).equals(before)).toBe(true)
+  })
+
+  test('a corrupt database file stops the start with one line and is left untouched', () => {
+    const dir = dataDir()
+    const path = join(dir, 'leasehold.db')
+    writeFileSync(path, Buffer.from('this is not a database, but it is somebody’s file'.repeat(200)))
+    const before = readFileSync(path)
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/not a readable SQLite database|damaged/)
+    expect(readFileSync(path).equals(before)).toBe(true)
+  })
+
+  test('a port already in use is one line, exit 1', async () => {
+    const dir = dataDir()
+    const first = await startServe(['--data-dir', dir, '--port', '0'])
+    const port = new URL(first.url).port
+    const second = runCli(['serve', '--data-dir', dataDir(), '--port', port])
+    first.child.kill('SIGTERM')
+    await first.exited
+    expect(second.status).toBe(1)
+    expect(second.stderr).toMatch(/already in use/)
+  })
+})

@@ -1,0 +1,70 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { request } from 'node:http'
+import { join } from 'node:path'
+import { type HostConfig, parseServeArgs } from '../../src-main/config'
+import type { Clock } from '../../src-main/engine/clock'
+import { type Host, startHost } from '../../src-main/host'
+
+export function tempDir(prefix = 'leasehold-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix))
+}
+
+/** A host config as `leasehold serve` would build it, on a fresh data dir and a free port. */
+export function testConfig(overrides: Partial<HostConfig> = {}): HostConfig {
+  return { ...parseServeArgs(['--port', '0', '--busy', '0'], {}, { dataDir: tempDir() }), ...overrides }
+}
+
+export interface TestHost extends Host {
+  dataDir: string
+  /** fetch against the host with its token; `init.token: null` sends none. */
+  call(path: string, init?: RequestInit & { json?: unknown; token?: string | null }): Promise<Response>
+  /** Stops the host and removes its data dir. */
+  dispose(): Promise<void>
+}
+
+export async function startTestHost(overrides: Partial<HostConfig> = {}, options: { clock?: Clock } = {}): Promise<TestHost> {
+  const config = testConfig(overrides)
+  const host = await startHost(config, { ...options, log: () => {} })
+  const call = (path: string, init: RequestInit & { json?: unknown; token?: string | null } = {}) => {
+    const headers = new Headers(init.headers)
+    const token = init.token === undefined ? host.token : init.token
+    if (token !== null) headers.set('authorization', `Bearer ${token}`)
+    let body = init.body
+    if (init.json !== undefined) {
+      headers.set('content-type', 'application/json')
+      body = JSON.stringify(init.json)
+    }
+    return fetch(`${host.url}${path}`, { ...init, headers, body })
+  }
+  return {
+    ...host,
+    url: host.url,
+    token: host.token,
+    engine: host.engine,
+    stop: host.stop,
+    dataDir: config.dataDir,
+    call,
+    dispose: async () => {
+      await host.stop()
+      rmSync(config.dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A request through node:http, for headers fetch refuses to set (Host). */
+export function rawRequest(
+  url: string,
+  options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url + options.path, { method: options.method ?? 'GET', headers: options.headers }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => (body += chunk))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
+    })
+    req.on('error', reject)
+    req.end(options.body)
+  })
+}

@@ -1,0 +1,41 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+export const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
+
+/** Runs `leasehold …` to completion. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 30_000 })
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+export interface ServeProcess {
+  child: ChildProcess
+  url: string
+  exited: Promise<number | null>
+  stderr(): string
+}
+
+/** Starts `leasehold serve …` and resolves once it printed its listening line. */
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${stderr}`)), 20_000)
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      const match = /leasehold listening on (http:\/\/\S+)/.exec(stdout)
+      if (match) {
+        clearTimeout(timer)
+        resolve({ child, url: match[1]!, exited, stderr: () => stderr })
+      }
+    })
+    exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`serve exited with ${code}: ${stderr}`))
+    })
+  })
+}

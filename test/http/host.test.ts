@@ -1,0 +1,119 @@
+import { statSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
+
+let host: TestHost
+afterEach(async () => {
+  await host?.dispose()
+})
+
+describe('health and capacity', () => {
+  test('GET /api/health needs no token and reports ok and the version', async () => {
+    host = await startTestHost()
+    const res = await host.call('/api/health', { token: null })
+    expect(res.status).toBe(200)
+    expect(await res.json()).toEqual({ ok: true, version: expect.stringMatching(/^\d+\.\d+\.\d+/) })
+  })
+
+  test('the token is created on first start in <data-dir>/token with mode 0600', async () => {
+    host = await startTestHost()
+    const stat = statSync(join(host.dataDir, 'token'))
+    expect(stat.mode & 0o777).toBe(0o600)
+    expect(host.token.length).toBeGreaterThanOrEqual(32)
+  })
+
+  test('GET /api/capacity reports total, busy rating and mode, usable, leased, available', async () => {
+    host = await startTestHost({ totalUnits: 50, busy: 8 })
+    const res = await host.call('/api/capacity')
+    expect(res.status).toBe(200)
+    expect(await res.json()).toEqual({ total_units: 50, busy_rating: 8, busy_mode: 'manual', usable: 10, leased: 0, available: 10 })
+  })
+
+  test('PUT /api/capacity changes total units and the busy rating; null switches to auto', async () => {
+    host = await startTestHost()
+    let res = await host.call('/api/capacity', { method: 'PUT', json: { total_units: 40, busy_rating: 5 } })
+    expect(await res.json()).toMatchObject({ total_units: 40, busy_rating: 5, busy_mode: 'manual', usable: 20 })
+    res = await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: null } })
+    expect(await res.json()).toMatchObject({ total_units: 40, busy_mode: 'auto' })
+  })
+
+  test('PUT /api/capacity with anything else is 400 naming the fields, and changes nothing', async () => {
+    host = await startTestHost({ totalUnits: 30 })
+    for (const body of [{ busy_rating: 11 }, { busy_rating: '5' }, { total_units: -1 }, { total_units: 1.5 }, { extra: true }]) {
+      const res = await host.call('/api/capacity', { method: 'PUT', json: body })
+      expect(res.status).toBe(400)
+      const error = await res.json()
+      expect(error.code).toBe('invalid_request')
+      expect(error.detail).toMatch(/busy_rating|total_units|extra/)
+    }
+    expect((await (await host.call('/api/capacity')).json()).total_units).toBe(30)
+  })
+})
+
+describe('request guard', () => {
+  test('no token or a wrong token is 401 unauthorized', async () => {
+    host = await startTestHost()
+    expect((await host.call('/api/capacity', { token: null })).status).toBe(401)
+    const wrong = await host.call('/api/capacity', { token: 'x'.repeat(43) })
+    expect(wrong.status).toBe(401)
+    expect(await wrong.json()).toEqual({ code: 'unauthorized', detail: expect.any(String) })
+  })
+
+  test('a foreign Host header is 403 even for /api/health (DNS rebinding)', async () => {
+    host = await startTestHost()
+    const res = await rawRequest(host.url, { path: '/api/health', headers: { host: 'evil.example' } })
+    expect(res.status).toBe(403)
+    expect(JSON.parse(res.body).code).toBe('forbidden_host')
+    const wrongPort = await rawRequest(host.url, { path: '/api/health', headers: { host: 'localhost:1' } })
+    expect(wrongPort.status).toBe(403)
+    const own = await rawRequest(host.url, { path: '/api/health', headers: { host: `localhost:${new URL(host.url).port}` } })
+    expect(own.status).toBe(200)
+  })
+
+  test('a foreign Origin is 403 and no response carries CORS headers', async () => {
+    host = await startTestHost()
+    const res = await host.call('/api/capacity', { headers: { origin: 'http://evil.example' } })
+    expect(res.status).toBe(403)
+    expect((await res.json()).code).toBe('forbidden_origin')
+    const own = await host.call('/api/capacity', { headers: { origin: host.url } })
+    expect(own.status).toBe(200)
+    for (const r of [res, own]) {
+      expect([...r.headers.keys()].filter((k) => k.startsWith('access-control-'))).toEqual([])
+    }
+  })
+
+  test('unknown routes are 404 JSON and wrong methods 405 JSON', async () => {
+    host = await startTestHost()
+    const missing = await host.call('/api/nothing-here')
+    expect(missing.status).toBe(404)
+    expect((await missing.json()).code).toBe('not_found')
+    const wrongMethod = await host.call('/api/capacity', { method: 'DELETE' })
+    expect(wrongMethod.status).toBe(405)
+    expect((await wrongMethod.json()).code).toBe('method_not_allowed')
+  })
+
+  test('a non-JSON body is 415, malformed JSON 400, a body over the limit 413', async () => {
+    host = await startTestHost({ bodyLimitBytes: 2048 })
+    const text = await host.call('/api/capacity', { method: 'PUT', body: 'busy=1', headers: { 'content-type': 'text/plain' } })
+    expect(text.status).toBe(415)
+    const broken = await host.call('/api/capacity', { method: 'PUT', body: '{"busy_rating":', headers: { 'content-type': 'application/json' } })
+    expect(broken.status).toBe(400)
+    expect((await broken.json()).code).toBe('invalid_json')
+    const big = await host.call('/api/capacity', { method: 'PUT', json: { note: 'x'.repeat(4096) } })
+    expect(big.status).toBe(413)
+    expect((await big.json()).code).toBe('payload_too_large')
+  })
+})
+
+describe('restart', () => {
+  test('capacity settings and jobs survive a restart on the same data dir', async () => {
+    host = await startTestHost()
+    await host.call('/api/capacity', { method: 'PUT', json: { total_units: 12, busy_rating: 3 } })
+    const { job } = host.engine.submit({ job_type: 'kept', cost_units: 2 })
+    await host.stop()
+    host = await startTestHost({ dataDir: host.dataDir, totalUnits: null, busy: null })
+    expect(await (await host.call('/api/capacity')).json()).toMatchObject({ total_units: 12, busy_rating: 3 })
+    expect(host.engine.getJob(job.id).job_type).toBe('kept')
+  })
+})
