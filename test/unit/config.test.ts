@@ -1,0 +1,48 @@
+import { describe, expect, test } from 'vitest'
+import { ConfigError, defaultDataDir, parseServeArgs } from '../../src-main/config'
+
+describe('serve configuration', () => {
+  test('defaults: loopback, port 7878, no local workers, normal durability, stored capacity kept', () => {
+    const config = parseServeArgs([], {}, { dataDir: '/tmp/x' })
+    expect(config).toMatchObject({
+      dataDir: '/tmp/x',
+      host: '127.0.0.1',
+      port: 7878,
+      workers: 0,
+      token: null,
+      totalUnits: null,
+      busy: null,
+      leaseTtlS: 30,
+      heartbeatGraceS: 5,
+      claimTtlS: 60,
+      maxAttempts: 3,
+      durability: 'normal',
+      allowedHosts: [],
+      bodyLimitBytes: 1024 * 1024,
+    })
+  })
+
+  test('a flag wins over its LEASEHOLD_* variable, which wins over the default', () => {
+    expect(parseServeArgs(['--port', '9000'], { LEASEHOLD_PORT: '9001' }).port).toBe(9000)
+    expect(parseServeArgs([], { LEASEHOLD_PORT: '9001' }).port).toBe(9001)
+    expect(parseServeArgs([], { LEASEHOLD_BUSY: 'auto' }).busy).toBe('auto')
+    expect(parseServeArgs(['--busy', '7.5'], {}).busy).toBe(7.5)
+    expect(parseServeArgs(['--allowed-host', 'A.lan, b.lan'], {}).allowedHosts).toEqual(['a.lan', 'b.lan'])
+  })
+
+  test('a bad value throws a ConfigError naming the flag or the variable', () => {
+    expect(() => parseServeArgs(['--port', '-1'], {})).toThrow(/--port/)
+    expect(() => parseServeArgs([], { LEASEHOLD_DURABILITY: 'maybe' })).toThrow(/LEASEHOLD_DURABILITY/)
+    expect(() => parseServeArgs(['--token', 'short'], {})).toThrow(ConfigError)
+  })
+
+  test('a positive --workers is refused while the local pool does not exist', () => {
+    expect(() => parseServeArgs(['--workers', '2'], {})).toThrow(/--workers is not supported yet/)
+  })
+
+  test("the default data dir is the platform's app-data folder, shared with the desktop app", () => {
+    expect(defaultDataDir({ XDG_CONFIG_HOME: '/home/u/.config' }, 'linux')).toBe('/home/u/.config/leasehold')
+    expect(defaultDataDir({ APPDATA: 'C:\\Users\\u\\AppData\\Roaming' }, 'win32')).toMatch(/Roaming.leasehold$/)
+    expect(defaultDataDir({}, 'darwin')).toMatch(/Library\/Application Support\/leasehold$/)
+  })
+})

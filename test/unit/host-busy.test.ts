@@ -1,0 +1,18 @@
+import { expect, test } from 'vitest'
+import { busyFromCpu } from '../../src-main/busy'
+
+test('busy rating is 0 when the cores sat idle and 10 when none did', () => {
+  expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 1000, total: 1000, own: 0 })).toBe(0)
+  expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 0, total: 1000, own: 0 })).toBe(10)
+  expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 250, total: 1000, own: 0 })).toBe(7.5)
+})
+
+test("the host's own CPU time does not count as the machine being busy", () => {
+  expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 500, total: 1000, own: 500 })).toBe(0)
+  expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 200, total: 1000, own: 300 })).toBe(5)
+})
+
+test('no elapsed time reads as idle rather than dividing by zero', () => {
+  const same = { idle: 5, total: 10, own: 1 }
+  expect(busyFromCpu(same, same)).toBe(0)
+})

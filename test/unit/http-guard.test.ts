@@ -1,0 +1,43 @@
+import { describe, expect, test } from 'vitest'
+import { checkRequest, type GuardPolicy, tokensMatch } from '../../src-main/http/guard'
+
+const policy: GuardPolicy = { token: 'secret-token-0123456789', port: 7878, allowedHosts: ['leasehold.lan'] }
+const ok = { path: '/api/capacity', host: '127.0.0.1:7878', origin: undefined, authorization: 'Bearer secret-token-0123456789' }
+
+describe('request guard', () => {
+  test('a loopback Host with the right port and the token passes', () => {
+    for (const host of ['127.0.0.1:7878', 'localhost:7878', '[::1]:7878', 'LOCALHOST:7878', 'leasehold.lan:7878']) {
+      expect(checkRequest({ ...ok, host }, policy)).toBeNull()
+    }
+  })
+
+  test('a Host naming another server or another port is 403 (DNS rebinding)', () => {
+    for (const host of ['evil.example:7878', '127.0.0.1:8080', 'localhost', undefined, '127.0.0.1.evil.example:7878']) {
+      expect(checkRequest({ ...ok, host }, policy)?.status).toBe(403)
+    }
+  })
+
+  test("an Origin other than the server's own is 403; the server's own passes", () => {
+    expect(checkRequest({ ...ok, origin: 'http://evil.example' }, policy)?.code).toBe('forbidden_origin')
+    expect(checkRequest({ ...ok, origin: 'null' }, policy)?.code).toBe('forbidden_origin')
+    expect(checkRequest({ ...ok, origin: 'http://localhost:7878' }, policy)).toBeNull()
+  })
+
+  test('every /api and /internal path needs the token except /api/health, however it is spelled', () => {
+    for (const path of ['/api/capacity', '/API/capacity', '/internal/worker/claim', '/%61pi/capacity', '//api/capacity', '/api']) {
+      expect(checkRequest({ ...ok, path, authorization: undefined }, policy)?.status, path).toBe(401)
+    }
+    expect(checkRequest({ ...ok, path: '/api/health', authorization: undefined }, policy)).toBeNull()
+  })
+
+  test('a wrong token, or one without the Bearer scheme, is 401', () => {
+    expect(checkRequest({ ...ok, authorization: 'Bearer wrong' }, policy)?.status).toBe(401)
+    expect(checkRequest({ ...ok, authorization: 'secret-token-0123456789' }, policy)?.status).toBe(401)
+  })
+
+  test('tokens are compared whatever their lengths', () => {
+    expect(tokensMatch('abc', 'abc')).toBe(true)
+    expect(tokensMatch('abc', 'abcd')).toBe(false)
+    expect(tokensMatch('', 'abc')).toBe(false)
+  })
+})
