@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { CpuBusyMeter } from './busy'
+import { ClaimWaiters } from './claim-waiters'
 import type { HostConfig } from './config'
 import { openDatabase } from './db/open'
 import { Engine } from './engine'
@@ -101,9 +102,11 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     setInterval(() => engine.reportMeasuredBusy(busyMeter.sample()), BUSY_INTERVAL_MS),
   ]
 
+  const waiters = new ClaimWaiters(engine)
   let port = config.port
   const app = createHttpApp({
     engine,
+    waiters,
     version: VERSION,
     policy: {
       token,
@@ -125,6 +128,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     address = await listen(server, config.port, config.host)
   } catch (error) {
     for (const timer of timers) clearInterval(timer)
+    waiters.close()
     sqlite.close()
     throw error
   }
@@ -140,6 +144,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     (stopping ??= (async () => {
       for (const timer of timers) clearInterval(timer)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
       server.closeIdleConnections()
       await closed
       engine.sampleStats() // the last gauges before the gap in the series

@@ -1,13 +1,18 @@
 import Router from '@koa/router'
 import Koa from 'koa'
+import type { ClaimWaiters } from '../claim-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
 import { errorMiddleware } from './errors'
 import { checkRequest, type GuardPolicy } from './guard'
+import { pullRouter } from './dialect-pull'
+import { queueRouter } from './dialect-queue'
+import { workerRouter } from './dialect-worker'
 import { systemRouter } from './system'
 
 export interface HttpDependencies {
   engine: Engine
+  waiters: ClaimWaiters
   version: string
   policy: GuardPolicy
   bodyLimitBytes: number
@@ -43,7 +48,13 @@ export function createHttpApp(deps: HttpDependencies): Koa {
     await next()
   })
 
-  const routers: Router[] = [systemRouter(deps.engine, deps.version, deps.bodyLimitBytes)]
+  const { engine, bodyLimitBytes: limit } = deps
+  const routers: Router[] = [
+    systemRouter(engine, deps.version, limit),
+    pullRouter(engine, limit),
+    queueRouter(engine, limit),
+    workerRouter(engine, deps.waiters, limit),
+  ]
   for (const router of routers) {
     app.use(router.routes())
     app.use(

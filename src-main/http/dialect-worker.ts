@@ -1,0 +1,118 @@
+import Router from '@koa/router'
+import { z } from 'zod'
+import type { ClaimWaiters } from '../claim-waiters'
+import type { Engine } from '../engine'
+import { iso } from '../engine/clock'
+import { EngineError } from '../engine/errors'
+import { readJson } from './body'
+import { validate } from './errors'
+import { Id, JsonValue, Note, Progress, WorkerId } from './schemas'
+
+/** The longest a claim may wait for work; a larger `max_wait_ms` is capped to this. */
+export const MAX_CLAIM_WAIT_MS = 30_000
+
+/** Seed 003: a claim is a lease + an attempt + a token; the DB stays the truth. */
+export const WorkerClaim = z.strictObject({
+  worker_id: WorkerId,
+  streams: z.array(z.string().min(1).max(200)).min(1).max(50),
+  max_wait_ms: z.number().int().min(0).optional(),
+})
+export type WorkerClaim = z.infer<typeof WorkerClaim>
+
+export const WorkerHeartbeat = z.strictObject({
+  worker_id: WorkerId,
+  job_id: Id,
+  lease_token: z.string().min(1).max(200),
+  progress: Progress.nullable().optional(),
+  note: Note.nullable().optional(),
+})
+export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeat>
+
+const AttemptFields = {
+  worker_id: WorkerId,
+  job_id: Id,
+  attempt_id: Id,
+  lease_token: z.string().min(1).max(200),
+  stream: z.string().max(200).optional(),
+  message_id: z.string().max(200).optional(),
+}
+
+export const WorkerComplete = z.strictObject({ ...AttemptFields, result: JsonValue.optional() })
+export type WorkerComplete = z.infer<typeof WorkerComplete>
+
+export const WorkerFail = z.strictObject({
+  ...AttemptFields,
+  error: z.strictObject({
+    code: z.string().max(200).optional(),
+    message: z.string().max(100_000).optional(),
+    stack: z.string().max(100_000).optional(),
+    retryable: z.boolean().optional(),
+  }),
+})
+export type WorkerFail = z.infer<typeof WorkerFail>
+
+export const WORKER_PREFIX = '/internal/worker'
+
+/** Dialect 003 answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
+function notOk<T>(fn: () => T, withAck: boolean): T {
+  try {
+    return fn()
+  } catch (error) {
+    if (error instanceof EngineError && error.status === 409) {
+      const extra = withAck ? { ok: false, ack: error.body.ack === true } : { ok: false }
+      throw new EngineError(409, error.code, error.detail, extra)
+    }
+    throw error
+  }
+}
+
+export function workerRouter(engine: Engine, waiters: ClaimWaiters, bodyLimit: number): Router {
+  const router = new Router({ prefix: WORKER_PREFIX })
+
+  router.post('/claim', async (ctx) => {
+    const input = validate(WorkerClaim, await readJson(ctx, bodyLimit))
+    const gone = new AbortController()
+    ctx.res.once('close', () => gone.abort()) // the client hung up while waiting
+    const decision = await waiters.claim(
+      { worker_id: input.worker_id, queues: input.streams },
+      { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: gone.signal },
+    )
+    if (!decision.granted) {
+      ctx.body = { claimed: false }
+      return
+    }
+    const { lease, job, message } = decision
+    ctx.body = {
+      claimed: true,
+      job_id: job.id,
+      attempt_id: lease.attempt_id,
+      lease_token: lease.token,
+      stream: job.queue,
+      message_id: message ? String(message.id) : null,
+      payload: JSON.parse(job.payload),
+      job_type: job.job_type,
+      lease_ttl_seconds: lease.ttl_s,
+      heartbeat_interval_seconds: Math.max(1, Math.floor(lease.ttl_s / 3)),
+    }
+  })
+
+  router.post('/heartbeat', async (ctx) => {
+    const input = validate(WorkerHeartbeat, await readJson(ctx, bodyLimit))
+    const { lease, job } = notOk(() => engine.heartbeatByToken(input), false)
+    ctx.body = { ok: true, lease_expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 }
+  })
+
+  router.post('/complete', async (ctx) => {
+    const input = validate(WorkerComplete, await readJson(ctx, bodyLimit))
+    const answer = notOk(() => engine.complete(input), true)
+    ctx.body = { ok: true, ack: answer.ack }
+  })
+
+  router.post('/fail', async (ctx) => {
+    const input = validate(WorkerFail, await readJson(ctx, bodyLimit))
+    const answer = notOk(() => engine.fail(input), true)
+    ctx.body = { ok: true, ack: answer.ack, requeued: answer.requeued, dlq: answer.dlq }
+  })
+
+  return router
+}
