@@ -104,7 +104,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
 
   const waiters = new ClaimWaiters(engine)
   let port = config.port
-  const app = createHttpApp({
+  const http = createHttpApp({
     engine,
     waiters,
     version: VERSION,
@@ -118,7 +118,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     bodyLimitBytes: config.bodyLimitBytes,
     log,
   })
-  const server = createServer(app.callback())
+  const server = createServer(http.app.callback())
   server.headersTimeout = HEADERS_TIMEOUT_MS
   server.requestTimeout = REQUEST_TIMEOUT_MS
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
@@ -145,8 +145,12 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       for (const timer of timers) clearInterval(timer)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
+      http.closeStreams()
+      // Keep-alive connections become idle as their last request finishes: close each then.
+      const sweep = setInterval(() => server.closeIdleConnections(), 25)
       server.closeIdleConnections()
       await closed
+      clearInterval(sweep)
       engine.sampleStats() // the last gauges before the gap in the series
       sqlite.close()
     })())

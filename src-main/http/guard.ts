@@ -7,6 +7,8 @@ export interface GuardPolicy {
   port: number
   /** Extra host names (lowercase) to accept besides the loopback names. */
   allowedHosts: readonly string[]
+  /** Whether a ticket from POST /api/events/ticket is valid (it opens only the event stream). */
+  isValidTicket?: (ticket: string) => boolean
 }
 
 export interface GuardInput {
@@ -14,6 +16,8 @@ export interface GuardInput {
   host: string | undefined
   origin: string | undefined
   authorization: string | undefined
+  /** The `ticket` query parameter, if any. */
+  ticket?: string
 }
 
 export interface Refusal {
@@ -21,6 +25,9 @@ export interface Refusal {
   code: string
   detail: string
 }
+
+/** The one route a ticket opens (browsers' EventSource cannot send an Authorization header). */
+const EVENT_STREAM_PATH = '/api/events/stream'
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]']
 
@@ -83,7 +90,10 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
   }
   if (needsToken(input.path)) {
     const match = /^Bearer (.+)$/.exec(input.authorization ?? '')
-    if (!match || !tokensMatch(match[1]!, policy.token)) {
+    const bearerOk = match !== null && tokensMatch(match[1]!, policy.token)
+    const ticketOk =
+      !bearerOk && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH && policy.isValidTicket?.(input.ticket) === true
+    if (!bearerOk && !ticketOk) {
       return { status: 401, code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }
   }

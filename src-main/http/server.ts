@@ -4,6 +4,7 @@ import type { ClaimWaiters } from '../claim-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
 import { errorMiddleware } from './errors'
+import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy } from './guard'
 import { pullRouter } from './dialect-pull'
 import { queueRouter } from './dialect-queue'
@@ -23,8 +24,24 @@ export interface HttpDependencies {
  * The HTTP app, given its dependencies: error mapping, the request guard (Host, Origin, token),
  * then one router per dialect under its own prefix. Routes translate; the engine decides.
  */
-export function createHttpApp(deps: HttpDependencies): Koa {
+export interface HttpApp {
+  app: Koa
+  /** Ends the open event streams (they never end by themselves), so the server can close. */
+  closeStreams(): void
+}
+
+export function createHttpApp(deps: HttpDependencies): HttpApp {
   const app = new Koa()
+  const tickets = new StreamTickets()
+  const streams = new EventStreams()
+  const policy: GuardPolicy = {
+    token: deps.policy.token,
+    allowedHosts: deps.policy.allowedHosts,
+    get port() {
+      return deps.policy.port // known only once the server listens (port 0)
+    },
+    isValidTicket: (ticket) => tickets.isValid(ticket, Date.now()),
+  }
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice
 
@@ -41,8 +58,9 @@ export function createHttpApp(deps: HttpDependencies): Koa {
         host: ctx.get('host') || undefined,
         origin: ctx.get('origin') || undefined,
         authorization: ctx.get('authorization') || undefined,
+        ticket: typeof ctx.query.ticket === 'string' ? ctx.query.ticket : undefined,
       },
-      deps.policy,
+      policy,
     )
     if (refusal) throw new EngineError(refusal.status, refusal.code, refusal.detail)
     await next()
@@ -54,6 +72,7 @@ export function createHttpApp(deps: HttpDependencies): Koa {
     pullRouter(engine, limit),
     queueRouter(engine, limit),
     workerRouter(engine, deps.waiters, limit),
+    eventsRouter(engine, tickets, streams),
   ]
   for (const router of routers) {
     app.use(router.routes())
@@ -65,5 +84,5 @@ export function createHttpApp(deps: HttpDependencies): Koa {
       }),
     )
   }
-  return app
+  return { app, closeStreams: () => streams.closeAll() }
 }

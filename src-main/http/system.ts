@@ -3,6 +3,7 @@ import { z } from 'zod'
 import type { Engine } from '../engine'
 import { readJson } from './body'
 import { validate } from './errors'
+import { openApiDocument } from './openapi'
 
 /** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
 export const CapacityChange = z.strictObject({
@@ -11,7 +12,7 @@ export const CapacityChange = z.strictObject({
 })
 export type CapacityChange = z.infer<typeof CapacityChange>
 
-/** Routes shared by every dialect: health and capacity. */
+/** Routes shared by every dialect: health, capacity and the OpenAPI document. */
 export function systemRouter(engine: Engine, version: string, bodyLimit: number): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
@@ -23,6 +24,10 @@ export function systemRouter(engine: Engine, version: string, bodyLimit: number)
   router.put('/capacity', async (ctx) => {
     const change = validate(CapacityChange, await readJson(ctx, bodyLimit))
     ctx.body = engine.setCapacity(change)
+  })
+  let openApi: unknown
+  router.get('/openapi.json', (ctx) => {
+    ctx.body = openApi ??= openApiDocument(version)
   })
   return router
 }

@@ -117,3 +117,29 @@ describe('restart', () => {
     expect(host.engine.getJob(job.id).job_type).toBe('kept')
   })
 })
+
+describe('OpenAPI', () => {
+  test('GET /api/openapi.json is an OpenAPI 3.1 document covering every dialect, built from the zod schemas', async () => {
+    host = await startTestHost()
+    const res = await host.call('/api/openapi.json')
+    expect(res.status).toBe(200)
+    const doc = await res.json()
+    expect(doc.openapi).toBe('3.1.0')
+    for (const path of [
+      '/api/capacity',
+      '/api/system/scheduler/leases/request',
+      '/api/system/scheduler/leases/{lease_id}/heartbeat',
+      '/api/scheduler/jobs/submit',
+      '/api/scheduler/lease/{lease_id}/release',
+      '/api/scheduler/stats/timeseries',
+      '/internal/worker/claim',
+      '/internal/worker/fail',
+    ]) {
+      expect(Object.keys(doc.paths)).toContain(path)
+    }
+    const submit = doc.paths['/api/scheduler/jobs/submit'].post.requestBody.content['application/json'].schema
+    const schema = submit.$ref ? doc.components.schemas[submit.$ref.split('/').pop()] : submit
+    expect(schema.required).toEqual(expect.arrayContaining(['job_type', 'cost_units']))
+    expect(schema.properties.cost_units).toMatchObject({ type: 'integer', minimum: 1 })
+  })
+})

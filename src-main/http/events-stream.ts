@@ -1,0 +1,120 @@
+import Router from '@koa/router'
+import { randomBytes } from 'node:crypto'
+import { PassThrough } from 'node:stream'
+import type { EventRow } from '../db/schema'
+import type { Engine, EngineEvent } from '../engine'
+import { iso } from '../engine/clock'
+import { EngineError } from '../engine/errors'
+
+/** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
+export const TICKET_TTL_MS = 60_000
+/** At most this many missed events are replayed on resume; an older gap is announced, not replayed. */
+export const MAX_REPLAY = 10_000
+const PING_MS = 15_000
+
+/**
+ * Short-lived tickets for the event stream: a browser's EventSource cannot send an
+ * Authorization header, so an authorised client trades its token for a ticket it can put in
+ * the URL (the long-lived token never appears in a URL or a log).
+ */
+export class StreamTickets {
+  private readonly tickets = new Map<string, number>()
+
+  issue(now: number): { ticket: string; expires_at: number } {
+    for (const [ticket, expiresAt] of this.tickets) if (expiresAt <= now) this.tickets.delete(ticket)
+    const ticket = randomBytes(24).toString('base64url')
+    const expiresAt = now + TICKET_TTL_MS
+    this.tickets.set(ticket, expiresAt)
+    return { ticket, expires_at: expiresAt }
+  }
+
+  isValid(ticket: string, now: number): boolean {
+    const expiresAt = this.tickets.get(ticket)
+    return expiresAt !== undefined && expiresAt > now
+  }
+}
+
+function sseEvent(event: Pick<EngineEvent, 'id' | 'ts' | 'entity_type' | 'entity_id' | 'job_id' | 'event_type' | 'data'>): string {
+  const data = {
+    id: event.id,
+    ts: iso(event.ts),
+    type: event.event_type,
+    entity_type: event.entity_type,
+    entity_id: event.entity_id,
+    job_id: event.job_id,
+    data: event.data,
+  }
+  return `id: ${event.id}\nevent: ${event.event_type}\ndata: ${JSON.stringify(data)}\n\n`
+}
+
+/** The open streams, so the host can end them when it stops (a stream never ends by itself). */
+export class EventStreams {
+  private readonly open = new Set<PassThrough>()
+
+  add(stream: PassThrough): void {
+    this.open.add(stream)
+    stream.once('close', () => this.open.delete(stream))
+  }
+
+  closeAll(): void {
+    for (const stream of this.open) stream.end()
+  }
+}
+
+/**
+ * GET /api/events/stream: server-sent events of the event log. A client resuming with
+ * `Last-Event-ID` (or `?last_event_id=`) first gets what it missed from SQLite, then live
+ * events as they commit. POST /api/events/ticket trades the token for a stream ticket.
+ */
+export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: EventStreams): Router {
+  const router = new Router({ prefix: '/api/events' })
+
+  router.post('/ticket', (ctx) => {
+    const { ticket, expires_at } = tickets.issue(Date.now())
+    ctx.body = { ticket, expires_at: iso(expires_at) }
+  })
+
+  router.get('/stream', (ctx) => {
+    const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
+    if (resumeFrom !== '' && !/^\d{1,15}$/.test(resumeFrom)) {
+      throw new EngineError(400, 'invalid_request', 'Last-Event-ID: must be an event id')
+    }
+    const stream = new PassThrough()
+    streams.add(stream)
+    ctx.req.socket.setTimeout(0)
+    ctx.req.socket.setNoDelay(true)
+    ctx.status = 200
+    ctx.set('Content-Type', 'text/event-stream; charset=utf-8')
+    ctx.set('Cache-Control', 'no-store')
+    ctx.set('X-Accel-Buffering', 'no')
+    ctx.body = stream
+
+    stream.write('retry: 2000\n\n')
+    if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
+    // Replay and subscribe run in one synchronous step: no event can commit in between.
+    const unsubscribe = engine.onEvent((event) => stream.write(sseEvent(event)))
+    const ping = setInterval(() => stream.write(': ping\n\n'), PING_MS)
+    const end = () => {
+      clearInterval(ping)
+      unsubscribe()
+      stream.end()
+    }
+    ctx.res.once('close', end)
+    stream.once('close', end)
+  })
+
+  return router
+}
+
+function replay(engine: Engine, stream: PassThrough, after: number): void {
+  const db = engine.ctx
+  const newest = db.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')?.id ?? 0
+  let from = after
+  if (newest - after > MAX_REPLAY) {
+    from = newest - MAX_REPLAY
+    stream.write(`event: gap\ndata: ${JSON.stringify({ missed_from: after + 1, missed_to: from })}\n\n`)
+  }
+  for (const row of db.all<EventRow>('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?', from, MAX_REPLAY)) {
+    stream.write(sseEvent({ ...row, entity_type: row.entity_type as EngineEvent['entity_type'], data: JSON.parse(row.data) }))
+  }
+}

@@ -1,0 +1,90 @@
+import { afterEach, expect, test } from 'vitest'
+import { startTestHost, type TestHost } from '../helpers/host'
+
+let host: TestHost
+afterEach(async () => {
+  await host?.dispose()
+})
+
+interface SseMessage {
+  id?: string
+  event?: string
+  data?: string
+}
+
+/** Reads server-sent events from a streaming response until `until` says stop. */
+async function readEvents(res: Response, until: (messages: SseMessage[]) => boolean, timeoutMs = 5000): Promise<SseMessage[]> {
+  const reader = res.body!.getReader()
+  const decoder = new TextDecoder()
+  const messages: SseMessage[] = []
+  let buffer = ''
+  const deadline = setTimeout(() => reader.cancel(), timeoutMs)
+  try {
+    while (!until(messages)) {
+      const { done, value } = await reader.read()
+      if (done) break
+      buffer += decoder.decode(value, { stream: true })
+      let end: number
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end)
+        buffer = buffer.slice(end + 2)
+        const message: SseMessage = {}
+        for (const line of block.split('\n')) {
+          const [key, ...rest] = line.split(': ')
+          if (key === 'id' || key === 'event' || key === 'data') message[key] = rest.join(': ')
+        }
+        if (message.event) messages.push(message)
+      }
+    }
+  } finally {
+    clearTimeout(deadline)
+    await reader.cancel().catch(() => {})
+  }
+  return messages
+}
+
+test('the event stream delivers events as they commit', async () => {
+  host = await startTestHost()
+  const res = await host.call('/api/events/stream')
+  expect(res.status).toBe(200)
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+  const { job } = host.engine.submit({ job_type: 'watched', cost_units: 1 })
+  const messages = await readEvents(res, (m) => m.some((e) => e.event === 'JOB_SUBMITTED'))
+  const submitted = messages.find((e) => e.event === 'JOB_SUBMITTED')!
+  expect(JSON.parse(submitted.data!)).toMatchObject({ type: 'JOB_SUBMITTED', entity_type: 'JOB', job_id: job.id })
+  expect(Number(submitted.id)).toBeGreaterThan(0)
+})
+
+test('Last-Event-ID resumes with the events missed while away, in order', async () => {
+  host = await startTestHost()
+  const first = host.engine.submit({ job_type: 'a', cost_units: 1 })
+  const seen = host.engine.jobEvents(first.job.id).at(-1)!.id
+  const missed = [host.engine.submit({ job_type: 'b', cost_units: 1 }).job.id, host.engine.submit({ job_type: 'c', cost_units: 1 }).job.id]
+  const res = await host.call('/api/events/stream', { headers: { 'last-event-id': String(seen) } })
+  const messages = await readEvents(res, (m) => m.filter((e) => e.event === 'JOB_SUBMITTED').length >= 2)
+  expect(messages.filter((e) => e.event === 'JOB_SUBMITTED').map((e) => JSON.parse(e.data!).job_id)).toEqual(missed)
+})
+
+test('a ticket opens the stream without the token; a bad ticket or none is 401', async () => {
+  host = await startTestHost()
+  const ticketRes = await host.call('/api/events/ticket', { method: 'POST' })
+  expect(ticketRes.status).toBe(200)
+  const { ticket, expires_at } = await ticketRes.json()
+  expect(Date.parse(expires_at)).toBeGreaterThan(Date.now())
+  const res = await host.call(`/api/events/stream?ticket=${ticket}`, { token: null })
+  expect(res.status).toBe(200)
+  await res.body!.cancel()
+  expect((await host.call('/api/events/stream?ticket=forged', { token: null })).status).toBe(401)
+  expect((await host.call('/api/events/stream', { token: null })).status).toBe(401)
+  // A ticket opens nothing else.
+  expect((await host.call(`/api/capacity?ticket=${ticket}`, { token: null })).status).toBe(401)
+  expect((await host.call('/api/events/ticket', { method: 'POST', token: null })).status).toBe(401)
+})
+
+test('stopping the host ends open streams', async () => {
+  host = await startTestHost()
+  const res = await host.call('/api/events/stream')
+  const done = readEvents(res, () => false, 10_000)
+  await host.stop()
+  await expect(done).resolves.toBeDefined()
+})
