@@ -7,7 +7,7 @@
  * After changing this file run `npm run db:generate` and commit the new file in drizzle/.
  */
 import { sql } from 'drizzle-orm'
-import { index, integer, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 
 /** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
 export const jobs = sqliteTable(
@@ -178,3 +178,80 @@ export type AttemptRow = typeof attempts.$inferSelect
 export type EventRow = typeof events.$inferSelect
 export type StreamMessageRow = typeof streamMessages.$inferSelect
 export type StatsSampleRow = typeof statsSamples.$inferSelect
+
+/**
+ * File leases (seed 004): the right of one owner to mutate one file, keyed by the file's
+ * normalized absolute path. At most one ACTIVE row per file (a unique partial index).
+ */
+export const fileLeases = sqliteTable(
+  'file_leases',
+  {
+    id: text('id').primaryKey(),
+    file: text('file').notNull(),
+    owner_id: text('owner_id').notNull(),
+    /** The job lease it is held under, if any: the owner is alive while that lease is ACTIVE. */
+    lease_id: text('lease_id'),
+    job_id: text('job_id'),
+    /** ACTIVE, RELEASED, or REVOKED (taken by an operator's force release: the owner's writes are refused). */
+    state: text('state').notNull(),
+    acquired_at: integer('acquired_at').notNull(),
+    last_heartbeat_at: integer('last_heartbeat_at').notNull(),
+    released_at: integer('released_at'),
+    /** released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released */
+    release_reason: text('release_reason'),
+  },
+  (t) => [
+    uniqueIndex('file_leases_active_file').on(t.file).where(sql`state = 'ACTIVE'`),
+    index('file_leases_active_idle').on(t.last_heartbeat_at).where(sql`state = 'ACTIVE'`),
+    index('file_leases_lease').on(t.lease_id),
+    index('file_leases_owner_file').on(t.owner_id, t.file),
+  ],
+)
+
+/** A denied acquire and its one scheduled retry at `retry_at` (denied_at + 180 s). */
+export const fileContentions = sqliteTable(
+  'file_contentions',
+  {
+    file: text('file').notNull(),
+    owner_id: text('owner_id').notNull(),
+    lease_id: text('lease_id'),
+    job_id: text('job_id'),
+    denied_at: integer('denied_at').notNull(),
+    retry_at: integer('retry_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.file, t.owner_id] })],
+)
+
+/** A blocker report: a job still blocked after its retry, halted until an operator answers. */
+export const blockers = sqliteTable(
+  'blockers',
+  {
+    id: text('id').primaryKey(),
+    /** Creation order, for listing. */
+    seq: integer('seq').notNull().unique(),
+    file: text('file').notNull(),
+    holder_owner_id: text('holder_owner_id').notNull(),
+    holder_job_id: text('holder_job_id'),
+    holder_acquired_at: integer('holder_acquired_at').notNull(),
+    holder_last_heartbeat_at: integer('holder_last_heartbeat_at').notNull(),
+    retry_s: integer('retry_s').notNull(),
+    denied_at: integer('denied_at').notNull(),
+    retried_at: integer('retried_at').notNull(),
+    requester_owner_id: text('requester_owner_id').notNull(),
+    requester_job_id: text('requester_job_id'),
+    requester_lease_id: text('requester_lease_id'),
+    /** OPEN or RESOLVED. */
+    state: text('state').notNull(),
+    /** retry, force_release or cancel. */
+    resolution: text('resolution'),
+    note: text('note'),
+    resolved_by: text('resolved_by'),
+    resolved_at: integer('resolved_at'),
+    created_at: integer('created_at').notNull(),
+  },
+  (t) => [index('blockers_state_seq').on(t.state, t.seq), index('blockers_requester_job').on(t.requester_job_id)],
+)
+
+export type FileLeaseRow = typeof fileLeases.$inferSelect
+export type FileContentionRow = typeof fileContentions.$inferSelect
+export type BlockerRow = typeof blockers.$inferSelect

@@ -4,6 +4,8 @@ import { CapacityStore, type CapacityChange, type CapacitySettings } from './cap
 import type { CapacityFigures } from './capacity'
 import type { Clock } from './clock'
 import { DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
+import * as blockers from './blockers'
+import * as files from './files'
 import * as jobs from './jobs'
 import * as leases from './leases'
 import { listJobs, type JobListQuery, type JobPage } from './list'
@@ -75,11 +77,21 @@ export class Engine {
   complete = (request: Parameters<typeof leases.completeAttempt>[1]) => leases.completeAttempt(this.ctx, request)
   fail = (request: Parameters<typeof leases.failAttempt>[1]) => leases.failAttempt(this.ctx, request)
 
+  // File leases and blockers (seed 004)
+  acquireFile = (request: files.FileLeaseRequest): files.AcquireResult => files.acquireFile(this.ctx, request)
+  heartbeatFile = (request: { file: string; owner_id: string }) => files.heartbeatFile(this.ctx, request)
+  releaseFile = (request: { file: string; owner_id: string }) => files.releaseFile(this.ctx, request)
+  listFileLeases = (state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null = 'ACTIVE') => files.listFileLeases(this.ctx, state)
+  listBlockers = (state: 'OPEN' | 'RESOLVED' | null = null) => blockers.listBlockers(this.ctx, state)
+  getBlocker = (blockerId: string) => blockers.getBlocker(this.ctx, blockerId)
+  resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker) => blockers.resolveBlocker(this.ctx, blockerId, answer)
+
   // Time-driven work
   /** Expires due leases and claims; returns how many of each. */
-  reap = (): { leases: number; claims: number } => ({
+  reap = (): { leases: number; claims: number; idleFiles: number } => ({
     leases: reaper.expireDueLeases(this.ctx),
     claims: reaper.expireDueClaims(this.ctx),
+    idleFiles: files.releaseIdleFiles(this.ctx),
   })
   nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { EventRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError, invalid, jobNotFound } from './errors'
+import { closeBlockersOfCanceledJob } from './blockers'
 import { writeStreamMessage } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
 
@@ -148,6 +149,7 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
         note: reason ?? job.note,
       })
       ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: state, reason })
+      if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
     } else if (LEASED_STATES.has(state)) {
       if (!job.cancel_requested) {
         updateJob(ctx, job.id, { cancel_requested: 1 })

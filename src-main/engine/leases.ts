@@ -5,6 +5,7 @@ import { capacityDenial } from './capacity'
 import type { CapacityStore } from './capacity-store'
 import type { EngineContext } from './context'
 import { EngineError, invalid, leaseNotFound, workerMismatch } from './errors'
+import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, type WorkerFilter } from './pick'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
@@ -289,7 +290,7 @@ export function heartbeatByToken(
 // ---------------------------------------------------------------------------------------------
 // Finishing an attempt
 
-type Disposition = 'REQUEUED' | 'DEAD_LETTERED' | 'FINAL'
+type Disposition = 'REQUEUED' | 'DEAD_LETTERED' | 'FINAL' | 'BLOCKED'
 
 const FINAL_STATUS_OF: Record<string, FinalStatus> = {
   DONE: 'SUCCEEDED',
@@ -333,7 +334,7 @@ function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outco
   })
 }
 
-function closeAttempt(ctx: EngineContext, lease: LeaseRow, status: FinalStatus, disposition: Disposition, error: unknown): void {
+function closeAttempt(ctx: EngineContext, lease: LeaseRow, status: FinalStatus | 'BLOCKED', disposition: Disposition, error: unknown): void {
   ctx.run(
     'UPDATE attempts SET finished_at = ?, outcome = ?, disposition = ?, error = ? WHERE id = ?',
     ctx.clock.now(),
@@ -356,8 +357,12 @@ function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobSta
 
 /** Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on. */
 function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean): Disposition {
+  if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
+    throw new EngineError(409, 'file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it', { ack: false })
+  }
   const job = getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, outcome, retryable)
+  releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
   ctx.run(
     "UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = ? WHERE id = ?",
     ctx.clock.now(),
@@ -365,9 +370,10 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
     lease.id,
   )
   closeAttempt(ctx, lease, outcome.status, disposition, outcome.error)
+  // Ack before a requeue: the requeue's own message must stay pending for the next delivery.
+  ackStreamMessages(ctx, job.id)
   if (to === 'QUEUED') requeue(ctx, job, `attempt ${job.attempts} failed`)
   else finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
-  ackStreamMessages(ctx, job.id)
   return disposition
 }
 
@@ -384,11 +390,26 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow): void {
     expires_at: lease.expires_at,
     last_heartbeat_at: lease.last_heartbeat_at,
   })
+  releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
   const job = getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
   closeAttempt(ctx, lease, 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
   if (to === 'QUEUED') requeue(ctx, job, 'lease expired')
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
+}
+
+/**
+ * Halts the job of a lease on a blocker (inside the caller's transaction): the lease is
+ * released so its capacity comes back, the attempt ends BLOCKED, the files held under it are
+ * released, and the job waits in BLOCKED for an operator.
+ */
+export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: string): void {
+  ctx.run("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = 'BLOCKED' WHERE id = ?", ctx.clock.now(), lease.id)
+  closeAttempt(ctx, lease, 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
+  releaseFilesOfLease(ctx, lease.id, 'job_blocked')
+  const job = getJob(ctx, lease.job_id)
+  moveJob(ctx, job, 'BLOCKED', { progress: null })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_BLOCKED', { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id })
 }
 
 export interface ReleaseRequest extends Outcome {

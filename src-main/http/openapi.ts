@@ -14,6 +14,7 @@ import {
   Timeseries,
 } from './dialect-queue'
 import { WORKER_PREFIX, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat } from './dialect-worker'
+import { BlockerList, BlockerResolve, FileAcquire, FileHeartbeat, FileLeaseList, FileRelease } from './dialect-files'
 import { CapacityChange } from './system'
 
 /**
@@ -76,6 +77,14 @@ export function openApiDocument(version: string) {
         responses: { '200': { description: 'text/event-stream' }, ...errors(400, 401) },
       },
     },
+    // Dialect 004: file leases and blockers
+    '/api/files/leases/acquire': { post: { ...post('Acquire a file (granted, held with one retry at +180 s, or halted)', FileAcquire, '{granted: true, file_lease}', [404, 409]), responses: { '200': { description: '{granted: true, file_lease}' }, '409': { description: 'file_lease_held {contention} or blocked {blocker}' }, '429': { description: 'retry_too_early' }, ...errors(...COMMON) } } },
+    '/api/files/leases/heartbeat': { post: post('Keep a held file lease from going idle (30 s)', FileHeartbeat, '{ok, file_lease}', [404, 409]) },
+    '/api/files/leases/release': { post: post('Release a file lease', FileRelease, '{ok, file_lease}', [404, 409]) },
+    '/api/files/leases': { get: get('File leases (ACTIVE by default)', '{file_leases}', [400], FileLeaseList) },
+    '/api/blockers': { get: get('Blocker reports, open first', '{blockers}', [400], BlockerList) },
+    '/api/blockers/{blocker_id}': { get: withPath(get('One blocker report', '{blocker}', [404]), 'blocker_id') },
+    '/api/blockers/{blocker_id}/resolve': { post: withPath(post("The operator's answer: retry, force_release or cancel", BlockerResolve, '{blocker, job_state}', [404, 409]), 'blocker_id') },
     // Dialect 001/000: pull-lease
     [`${PULL_PREFIX}/request`]: { post: post('Dequeue and lease the head job (granted or denied, both 200)', PullLeaseRequest, '{denied, lease, job} or {denied, reason, retry_after_ms}') },
     [`${PULL_PREFIX}/{lease_id}/heartbeat`]: { post: withPath(post('Extend a lease; the first heartbeat makes the job running', PullHeartbeat, '{ok, expires_at, cancel_requested}', [403, 404, 409]), 'lease_id') },

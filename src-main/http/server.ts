@@ -6,6 +6,7 @@ import { EngineError } from '../engine/errors'
 import { errorMiddleware } from './errors'
 import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy } from './guard'
+import { filesRouter } from './dialect-files'
 import { pullRouter } from './dialect-pull'
 import { queueRouter } from './dialect-queue'
 import { workerRouter } from './dialect-worker'
@@ -72,6 +73,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     pullRouter(engine, limit),
     queueRouter(engine, limit),
     workerRouter(engine, deps.waiters, limit),
+    filesRouter(engine, limit),
     eventsRouter(engine, tickets, streams),
   ]
   for (const router of routers) {
