@@ -1,3 +1,4 @@
+import { WORKER_HELP, workerCommand } from './commands/worker'
 import { ConfigError, parseServeArgs, serveHelp } from './config'
 import { DatabaseOpenError } from './db/open'
 import { startHost } from './host'
@@ -11,6 +12,7 @@ makes background work yield to the person at the desk.
 
 Commands:
   serve       run the host without a window (HTTP API + scheduler)
+  worker      run jobs for a host over HTTP
   help        show this help, or the help of a command: leasehold help serve
 
 Flags:
@@ -26,21 +28,21 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     console.log(USAGE)
     return 0
   }
+  const helps: Record<string, () => string> = { serve: serveHelp, worker: () => WORKER_HELP }
   if (command === 'help') {
-    console.log(rest[0] === 'serve' ? serveHelp() : USAGE)
+    console.log(helps[rest[0] ?? '']?.() ?? USAGE)
+    return 0
+  }
+  if (helps[command] && (rest.includes('-h') || rest.includes('--help'))) {
+    console.log(helps[command]!())
     return 0
   }
   if (command === '-v' || command === '--version') {
     console.log(VERSION)
     return 0
   }
-  if (command === 'serve') {
-    if (rest.includes('-h') || rest.includes('--help')) {
-      console.log(serveHelp())
-      return 0
-    }
-    return serve(rest, env)
-  }
+  if (command === 'serve') return serve(rest, env)
+  if (command === 'worker') return runClient(() => workerCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2
 }
@@ -68,6 +70,25 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.once('SIGTERM', () => shutdown('SIGTERM'))
     process.once('SIGINT', () => shutdown('SIGINT'))
   })
+}
+
+/** Runs a client command; a bad flag or an unreachable host is one line. */
+async function runClient(command: () => Promise<number>): Promise<number> {
+  try {
+    return await command()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`leasehold: ${error.message}`)
+      return 2
+    }
+    const cause = (error as { cause?: { code?: string } }).cause
+    if (cause?.code === 'ECONNREFUSED') {
+      console.error('leasehold: the host is not running (connection refused); start it with leasehold serve')
+      return 1
+    }
+    console.error(`leasehold: ${(error as Error).message}`)
+    return 1
+  }
 }
 
 /** One line for what a user can fix (exit 2), or the error for what they cannot (exit 1). */

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { CpuBusyMeter } from './busy'
 import { ClaimWaiters } from './claim-waiters'
+import { HOST_FILE } from './client-config'
+import { ClockWaiters } from './clock-waiters'
 import type { HostConfig } from './config'
 import { openDatabase } from './db/open'
 import { Engine } from './engine'
@@ -96,8 +98,12 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   // Leases granted before a restart expire on time: reap once before serving anything.
   engine.reap()
   const busyMeter = new CpuBusyMeter()
+  const clockWaiters = new ClockWaiters(clock)
   const timers = [
-    setInterval(() => engine.reap(), REAP_INTERVAL_MS),
+    setInterval(() => {
+      engine.reap()
+      clockWaiters.check()
+    }, REAP_INTERVAL_MS),
     setInterval(() => engine.sampleStats(), config.statsIntervalS * 1000),
     setInterval(() => engine.reportMeasuredBusy(busyMeter.sample()), BUSY_INTERVAL_MS),
   ]
@@ -107,6 +113,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   const http = createHttpApp({
     engine,
     waiters,
+    clockWaiters,
     version: VERSION,
     policy: {
       token,
@@ -138,6 +145,9 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   }
   const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${hostPart}:${address.port}`
+  // Local commands (leasehold worker, submit, status) find the running host here.
+  const hostFile = join(config.dataDir, HOST_FILE)
+  writeFileSync(hostFile, `${JSON.stringify({ url, pid: process.pid })}\n`, { mode: 0o600 })
 
   let stopping: Promise<void> | null = null
   const stop = (): Promise<void> =>
@@ -145,6 +155,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       for (const timer of timers) clearInterval(timer)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
+      clockWaiters.close()
       http.closeStreams()
       // Keep-alive connections become idle as their last request finishes: close each then.
       const sweep = setInterval(() => server.closeIdleConnections(), 25)
@@ -153,6 +164,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       clearInterval(sweep)
       engine.sampleStats() // the last gauges before the gap in the series
       sqlite.close()
+      rmSync(hostFile, { force: true })
     })())
 
   return { url, token, engine, stop }

@@ -291,6 +291,11 @@ export function revokeFile(ctx: EngineContext, file: string, by: string): FileLe
   return holder ?? null
 }
 
+/** When the requester's one retry of a file is due, or null if it has no pending retry. */
+export function fileRetryAt(ctx: EngineContext, file: string, ownerId: string): number | null {
+  return ctx.one<{ retry_at: number }>('SELECT retry_at FROM file_contentions WHERE file = ? AND owner_id = ?', fileKey(file), ownerId)?.retry_at ?? null
+}
+
 export function listFileLeases(ctx: EngineContext, state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null, limit = 500): FileLeaseRow[] {
   return state === null
     ? ctx.all<FileLeaseRow>('SELECT * FROM file_leases ORDER BY acquired_at DESC LIMIT ?', limit)

@@ -81,10 +81,15 @@ export class Engine {
   acquireFile = (request: files.FileLeaseRequest): files.AcquireResult => files.acquireFile(this.ctx, request)
   heartbeatFile = (request: { file: string; owner_id: string }) => files.heartbeatFile(this.ctx, request)
   releaseFile = (request: { file: string; owner_id: string }) => files.releaseFile(this.ctx, request)
+  fileRetryAt = (file: string, ownerId: string): number | null => files.fileRetryAt(this.ctx, file, ownerId)
   listFileLeases = (state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null = 'ACTIVE') => files.listFileLeases(this.ctx, state)
   listBlockers = (state: 'OPEN' | 'RESOLVED' | null = null) => blockers.listBlockers(this.ctx, state)
   getBlocker = (blockerId: string) => blockers.getBlocker(this.ctx, blockerId)
   resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker) => blockers.resolveBlocker(this.ctx, blockerId, answer)
+
+  /** Records something about a worker that an operator should see (a handler that failed to load…). */
+  recordWorkerEvent = (workerId: string, eventType: string, data: Record<string, unknown>): void =>
+    this.ctx.transact(() => this.ctx.appendEvent('WORKER', workerId, null, eventType, data))
 
   // Time-driven work
   /** Expires due leases and claims; returns how many of each. */

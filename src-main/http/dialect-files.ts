@@ -1,6 +1,7 @@
 import Router from '@koa/router'
 import { z } from 'zod'
 import type { BlockerRow, FileLeaseRow } from '../db/schema'
+import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import { RESOLUTIONS } from '../engine/blockers'
@@ -21,6 +22,9 @@ export type FileHeartbeat = z.infer<typeof FileHeartbeat>
 
 export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId })
 export type FileRelease = z.infer<typeof FileRelease>
+
+export const FileRetryWait = z.strictObject({ file: FilePath, owner_id: OwnerId, max_wait_ms: z.number().int().min(0).optional() })
+export type FileRetryWait = z.infer<typeof FileRetryWait>
 
 export const FileLeaseList = z.strictObject({ state: z.enum(['ACTIVE', 'RELEASED', 'REVOKED', 'all']).default('ACTIVE') })
 export type FileLeaseList = z.infer<typeof FileLeaseList>
@@ -79,7 +83,10 @@ export function blockerView(b: BlockerRow) {
   }
 }
 
-export function filesRouter(engine: Engine, bodyLimit: number): Router {
+/** The longest one wait for a retry may last; the worker asks again after it. */
+const MAX_RETRY_WAIT_MS = 30_000
+
+export function filesRouter(engine: Engine, clockWaiters: ClockWaiters, bodyLimit: number): Router {
   const router = new Router({ prefix: '/api' })
   const now = () => engine.ctx.clock.now()
 
@@ -95,6 +102,16 @@ export function filesRouter(engine: Engine, bodyLimit: number): Router {
       ctx.status = 409
       ctx.body = { granted: false, code: 'blocked', detail: `Still blocked on ${result.blocker.file} after the retry: halted`, blocker: blockerView(result.blocker) }
     }
+  })
+
+  // Not in the seed: lets a denied requester wait for its one retry by the host's clock.
+  router.post('/files/leases/wait', async (ctx) => {
+    const input = validate(FileRetryWait, await readJson(ctx, bodyLimit))
+    const retryAt = engine.fileRetryAt(input.file, input.owner_id)
+    const gone = new AbortController()
+    ctx.res.once('close', () => gone.abort())
+    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(input.max_wait_ms ?? 0, MAX_RETRY_WAIT_MS), gone.signal))
+    ctx.body = { ready, retry_at: iso(retryAt) }
   })
 
   router.post('/files/leases/heartbeat', async (ctx) => {

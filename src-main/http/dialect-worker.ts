@@ -51,6 +51,9 @@ export const WorkerFail = z.strictObject({
 })
 export type WorkerFail = z.infer<typeof WorkerFail>
 
+export const WorkerReport = z.strictObject({ worker_id: WorkerId, kind: z.string().min(1).max(100), detail: z.string().max(10_000) })
+export type WorkerReport = z.infer<typeof WorkerReport>
+
 export const WORKER_PREFIX = '/internal/worker'
 
 /** Dialect 003 answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
@@ -86,11 +89,13 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, bodyLimit: n
       claimed: true,
       job_id: job.id,
       attempt_id: lease.attempt_id,
+      lease_id: lease.id,
       lease_token: lease.token,
       stream: job.queue,
       message_id: message ? String(message.id) : null,
       payload: JSON.parse(job.payload),
       job_type: job.job_type,
+      max_runtime_s: job.max_runtime_s,
       lease_ttl_seconds: lease.ttl_s,
       heartbeat_interval_seconds: Math.max(1, Math.floor(lease.ttl_s / 3)),
     }
@@ -112,6 +117,13 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, bodyLimit: n
     const input = validate(WorkerFail, await readJson(ctx, bodyLimit))
     const answer = notOk(() => engine.fail(input), true)
     ctx.body = { ok: true, ack: answer.ack, requeued: answer.requeued, dlq: answer.dlq }
+  })
+
+  // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
+  router.post('/report', async (ctx) => {
+    const input = validate(WorkerReport, await readJson(ctx, bodyLimit))
+    engine.recordWorkerEvent(input.worker_id, 'WORKER_PROBLEM', { kind: input.kind, detail: input.detail })
+    ctx.body = { ok: true }
   })
 
   return router

@@ -1,6 +1,7 @@
 import Router from '@koa/router'
 import Koa from 'koa'
 import type { ClaimWaiters } from '../claim-waiters'
+import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
 import { errorMiddleware } from './errors'
@@ -15,6 +16,7 @@ import { systemRouter } from './system'
 export interface HttpDependencies {
   engine: Engine
   waiters: ClaimWaiters
+  clockWaiters: ClockWaiters
   version: string
   policy: GuardPolicy
   bodyLimitBytes: number
@@ -73,7 +75,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     pullRouter(engine, limit),
     queueRouter(engine, limit),
     workerRouter(engine, deps.waiters, limit),
-    filesRouter(engine, limit),
+    filesRouter(engine, deps.clockWaiters, limit),
     eventsRouter(engine, tickets, streams),
   ]
   for (const router of routers) {

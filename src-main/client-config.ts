@@ -1,0 +1,40 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { ConfigError, defaultDataDir } from './config'
+
+/** Where a client command finds the host: flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the data dir. */
+export interface ClientTarget {
+  url: string
+  token: string
+}
+
+/** Written by a running host so that local commands find it; removed when it stops. */
+export const HOST_FILE = 'host.json'
+
+function readOptional(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8').trim()
+  } catch {
+    return null
+  }
+}
+
+export function resolveClientTarget(
+  flags: { url?: string; token?: string; 'data-dir'?: string },
+  env: NodeJS.ProcessEnv,
+): ClientTarget {
+  const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
+  let url = flags.url ?? env.LEASEHOLD_URL
+  if (!url) {
+    const host = readOptional(join(dataDir, HOST_FILE))
+    url = host ? (JSON.parse(host) as { url: string }).url : 'http://127.0.0.1:7878'
+  }
+  try {
+    new URL(url)
+  } catch {
+    throw new ConfigError(`--url is not a URL (got "${url}")`)
+  }
+  const token = flags.token ?? env.LEASEHOLD_TOKEN ?? readOptional(join(dataDir, 'token'))
+  if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
+  return { url: url.replace(/\/+$/, ''), token }
+}

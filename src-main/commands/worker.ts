@@ -1,0 +1,93 @@
+import { hostname } from 'node:os'
+import { parseArgs } from 'node:util'
+import { HttpTransport } from '../../src-worker/transport-http'
+import { WorkerRuntime } from '../../src-worker/runtime'
+import { resolveClientTarget } from '../client-config'
+import { ConfigError } from '../config'
+
+export const WORKER_HELP = `Usage: leasehold worker [flags]
+
+Runs jobs for a Leasehold host over HTTP (dialect 003): the same runtime as the host's local
+workers, anywhere that can reach the host.
+
+Flags:
+  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir)
+  --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: <data-dir>/token)
+  --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)
+  --streams a,b        streams (job queues) to take jobs from, in priority order [default]
+  --concurrency N      jobs at once, each in its own handler thread [1]
+  --handlers DIR       a folder of user handlers (*.mjs exporting {type, run})
+  --exec-allow P,Q     programs the exec handler may run (none by default)
+  --worker-id ID       this worker's name [<hostname>-<pid>]
+  --grace-s S          on SIGTERM, how long running jobs may finish before they are failed as retryable [10]
+  -h, --help`
+
+export interface WorkerFlags {
+  url?: string
+  token?: string
+  'data-dir'?: string
+  streams?: string
+  concurrency?: string
+  handlers?: string
+  'exec-allow'?: string
+  'worker-id'?: string
+  'grace-s'?: string
+}
+
+const list = (value: string | undefined): string[] => (value ?? '').split(',').map((s) => s.trim()).filter(Boolean)
+
+function wholeNumber(flag: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value)
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`)
+  return n
+}
+
+export function parseWorkerArgs(argv: string[]): WorkerFlags {
+  try {
+    return parseArgs({
+      args: argv,
+      options: Object.fromEntries(
+        ['url', 'token', 'data-dir', 'streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s'].map((name) => [name, { type: 'string' as const }]),
+      ),
+      strict: true,
+      allowPositionals: false,
+    }).values as WorkerFlags
+  } catch (error) {
+    throw new ConfigError((error as Error).message.split('\n')[0]!)
+  }
+}
+
+/** `leasehold worker`: an external worker until SIGTERM/SIGINT, then a drain. */
+export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const flags = parseWorkerArgs(argv)
+  const target = resolveClientTarget(flags, env)
+  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, 1, 64)
+  const graceS = wholeNumber('grace-s', flags['grace-s'], 10, 0, 3600)
+  const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
+  const log = (line: string) => console.error(line)
+  const runtime = new WorkerRuntime({
+    transport: new HttpTransport(target.url, target.token),
+    workerId,
+    streams: list(flags.streams).length > 0 ? list(flags.streams) : ['default'],
+    concurrency,
+    handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']) },
+    log,
+  })
+  const { types, problems } = await runtime.start()
+  for (const problem of problems) {
+    log(`leasehold worker: handler ${problem.file} did not load: ${problem.error}`)
+    await new HttpTransport(target.url, target.token)
+      .report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` })
+      .catch(() => {})
+  }
+  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
+  return new Promise<number>((resolve) => {
+    const shutdown = () => {
+      log(`leasehold worker: stopping; running jobs have ${graceS} s to finish`)
+      runtime.stop(graceS * 1000).then(() => resolve(0), () => resolve(1))
+    }
+    process.once('SIGTERM', shutdown)
+    process.once('SIGINT', shutdown)
+  })
+}

@@ -1,0 +1,53 @@
+/**
+ * What a job handler sees. A handler is a module exporting `{ type, run }`; built-in ones live
+ * in ./handlers, user ones are `*.mjs` files in `<data-dir>/handlers/`.
+ */
+
+export interface JobInfo {
+  id: string
+  type: string
+  attempt_id: string
+  max_runtime_s: number | null
+}
+
+/** File writes that pass the file-lease gate: acquire, wait once if held, halt if still held. */
+export interface GatedFiles {
+  writeFile(path: string, data: string | Uint8Array): Promise<void>
+  appendFile(path: string, data: string | Uint8Array): Promise<void>
+  rm(path: string, options?: { force?: boolean; recursive?: boolean }): Promise<void>
+  rename(from: string, to: string): Promise<void>
+}
+
+export interface HandlerContext {
+  job: JobInfo
+  payload: unknown
+  /** Fires on cancel, max runtime, a lost lease, and shutdown; `signal.reason` says which. */
+  signal: AbortSignal
+  /** Reports progress (0–1) and/or a note; sent with the next heartbeat. */
+  progress(fraction: number | null, note?: string): void
+  log(line: string): void
+  files: GatedFiles
+}
+
+export interface Handler {
+  type: string
+  run(ctx: HandlerContext): unknown
+}
+
+/** Throw this (or any error with `retryable: false`) to fail the attempt without a retry. */
+export class JobError extends Error {
+  readonly code: string
+  readonly retryable: boolean
+
+  constructor(message: string, options: { code?: string; retryable?: boolean } = {}) {
+    super(message)
+    this.name = 'JobError'
+    this.code = options.code ?? 'job_error'
+    this.retryable = options.retryable ?? true
+  }
+}
+
+export function isHandler(value: unknown): value is Handler {
+  const h = value as Handler | null
+  return typeof h === 'object' && h !== null && typeof h.type === 'string' && h.type.length > 0 && typeof h.run === 'function'
+}

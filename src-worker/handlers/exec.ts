@@ -1,0 +1,102 @@
+import { spawn } from 'node:child_process'
+import { basename } from 'node:path'
+import { type Handler, JobError } from '../handler-api'
+
+const TAIL_LINES = 50
+
+interface ExecPayload {
+  program: string
+  args: string[]
+  cwd?: string
+  env?: Record<string, string>
+  timeout_ms?: number
+}
+
+function parsePayload(payload: unknown): ExecPayload {
+  const p = (payload ?? {}) as Record<string, unknown>
+  const args = p.args ?? []
+  const ok =
+    typeof p.program === 'string' &&
+    p.program.length > 0 &&
+    Array.isArray(args) &&
+    args.every((a) => typeof a === 'string') &&
+    (p.cwd === undefined || typeof p.cwd === 'string') &&
+    (p.env === undefined || (typeof p.env === 'object' && p.env !== null && Object.values(p.env).every((v) => typeof v === 'string'))) &&
+    (p.timeout_ms === undefined || (typeof p.timeout_ms === 'number' && p.timeout_ms > 0))
+  if (!ok) {
+    throw new JobError('exec: payload must be {program, args?: string[], cwd?, env?: {NAME: value}, timeout_ms?}', {
+      code: 'invalid_payload',
+      retryable: false,
+    })
+  }
+  return p as unknown as ExecPayload
+}
+
+/** Whether `program` is on the allow-list: by the exact path given, or by its bare name. */
+export function execAllowed(program: string, allowList: readonly string[]): boolean {
+  return allowList.includes(program) || (!program.includes('/') && allowList.some((entry) => basename(entry) === program && !entry.includes('/')))
+}
+
+/**
+ * `exec {program, args, cwd, env, timeout_ms}`: runs a program — never through a shell, so no
+ * string is ever interpolated — if it is on the allow-list. Output lines become progress notes;
+ * exit 0 succeeds with the output tail as the result, anything else fails.
+ */
+export function execHandler(allowList: readonly string[]): Handler {
+  return {
+    type: 'exec',
+    run({ payload, signal, progress, log }) {
+      const p = parsePayload(payload)
+      if (!execAllowed(p.program, allowList)) {
+        throw new JobError(`exec: "${p.program}" is not on the allow-list (leasehold serve --exec-allow)`, {
+          code: 'exec_not_allowed',
+          retryable: false,
+        })
+      }
+      return new Promise((resolve, reject) => {
+        const child = spawn(p.program, p.args, {
+          cwd: p.cwd,
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...p.env },
+          shell: false,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        })
+        const tail: string[] = []
+        const onLine = (line: string) => {
+          tail.push(line)
+          if (tail.length > TAIL_LINES) tail.shift()
+          progress(null, line.slice(0, 500))
+          log(line)
+        }
+        for (const stream of [child.stdout, child.stderr]) {
+          let partial = ''
+          stream.setEncoding('utf8')
+          stream.on('data', (chunk: string) => {
+            const lines = (partial + chunk).split('\n')
+            partial = lines.pop() ?? ''
+            lines.forEach(onLine)
+          })
+          stream.on('end', () => partial && onLine(partial))
+        }
+        const stop = () => {
+          child.kill('SIGTERM')
+          setTimeout(() => child.kill('SIGKILL'), 2000).unref()
+        }
+        let timedOut = false
+        const timer = p.timeout_ms ? setTimeout(() => ((timedOut = true), stop()), p.timeout_ms) : null
+        signal.addEventListener('abort', stop, { once: true })
+        child.on('error', (error) => {
+          if (timer) clearTimeout(timer)
+          reject(new JobError(`exec: cannot run "${p.program}": ${error.message}`, { code: 'exec_failed', retryable: false }))
+        })
+        child.on('close', (code, sig) => {
+          if (timer) clearTimeout(timer)
+          signal.removeEventListener('abort', stop)
+          const output_tail = tail.join('\n')
+          if (code === 0) resolve({ exit_code: 0, output_tail })
+          else if (timedOut) reject(new JobError(`exec: timed out after ${p.timeout_ms} ms`, { code: 'exec_timeout' }))
+          else reject(Object.assign(new JobError(`exec: exited with ${code ?? sig}`, { code: 'exit_status' }), { output_tail }))
+        })
+      })
+    },
+  }
+}

@@ -1,0 +1,49 @@
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { type Handler, isHandler } from '../handler-api'
+import { execHandler } from './exec'
+import { fileWrite } from './file-write'
+import { sleep } from './sleep'
+
+export interface HandlerOptions {
+  /** Folder of user handlers (`*.mjs` exporting `{type, run}`), or null for none. */
+  handlersDir: string | null
+  /** Programs the `exec` handler may run. */
+  execAllow: readonly string[]
+}
+
+export interface LoadedHandlers {
+  handlers: Map<string, Handler>
+  /** Modules that failed to load: reported and skipped, the rest still load. */
+  problems: { file: string; error: string }[]
+}
+
+/** The built-in handlers plus every user handler that loads; a user handler may replace a built-in. */
+export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
+  const handlers = new Map<string, Handler>()
+  for (const handler of [sleep, fileWrite, execHandler(options.execAllow)]) handlers.set(handler.type, handler)
+  const problems: LoadedHandlers['problems'] = []
+  let files: string[] = []
+  if (options.handlersDir) {
+    try {
+      files = readdirSync(options.handlersDir)
+        .filter((f) => f.endsWith('.mjs'))
+        .sort()
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') problems.push({ file: options.handlersDir, error: (error as Error).message })
+    }
+  }
+  for (const file of files) {
+    const path = join(options.handlersDir!, file)
+    try {
+      const module = (await import(pathToFileURL(path).href)) as { default?: unknown }
+      const handler = isHandler(module.default) ? module.default : module
+      if (!isHandler(handler)) throw new Error('does not export {type, run}')
+      handlers.set(handler.type, handler)
+    } catch (error) {
+      problems.push({ file: path, error: (error as Error).message.split('\n')[0]! })
+    }
+  }
+  return { handlers, problems }
+}

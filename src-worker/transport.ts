@@ -1,0 +1,69 @@
+/**
+ * What the worker runtime needs from the host, behind one interface with two implementations:
+ * HTTP (dialect 003 + /api/files, for external workers) and IPC (local workers the host
+ * spawns). Both speak the same semantics; the runtime does not know which it has.
+ */
+
+/** A claimed job: a lease, an attempt and a token (dialect 003's claim). */
+export interface Claim {
+  job_id: string
+  attempt_id: string
+  /** The job lease's id: file leases taken by the job are held under it. */
+  lease_id: string
+  lease_token: string
+  job_type: string
+  payload: unknown
+  max_runtime_s: number | null
+  lease_ttl_seconds: number
+  heartbeat_interval_seconds: number
+}
+
+export interface HeartbeatAnswer {
+  cancel_requested: boolean
+}
+
+export interface AttemptError {
+  code: string
+  message: string
+  stack?: string
+  retryable: boolean
+}
+
+/** The attempt's identity, sent with every call made under its lease. */
+export interface AttemptRef {
+  job_id: string
+  attempt_id: string
+  lease_token: string
+}
+
+export type FileAcquireAnswer =
+  | { granted: true }
+  | { granted: false; code: 'file_lease_held'; retry_at: string; holder: unknown }
+  | { granted: false; code: 'blocked'; blocker: unknown }
+
+/** The lease is gone (409 from the host): stop the job, report nothing more under it. */
+export class LeaseLostError extends Error {
+  override name = 'LeaseLostError'
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+export interface WorkerTransport {
+  /** Long-poll claim; null when nothing could be leased within `maxWaitMs`. */
+  claim(request: { worker_id: string; streams: string[]; max_wait_ms: number }, signal: AbortSignal): Promise<Claim | null>
+  heartbeat(ref: AttemptRef & { worker_id: string; progress?: number | null; note?: string | null }): Promise<HeartbeatAnswer>
+  complete(ref: AttemptRef & { worker_id: string; result: unknown }): Promise<void>
+  fail(ref: AttemptRef & { worker_id: string; error: AttemptError }): Promise<void>
+  acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer>
+  /** Resolves once the host's clock reaches the one retry of `file` for `owner_id` (or after `max_wait_ms`). */
+  waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean>
+  heartbeatFile(request: { file: string; owner_id: string }): Promise<void>
+  /** Tells the host something an operator should see (e.g. a handler module that failed to load). */
+  report(problem: { worker_id: string; kind: string; detail: string }): Promise<void>
+  /** Frees what the transport holds (connections, listeners). */
+  close(): void
+}
