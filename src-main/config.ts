@@ -12,6 +12,9 @@ export interface HostConfig {
   /** The API token; null = read `<dataDir>/token`, creating it on first start. */
   token: string | null
   workers: number
+  /** Programs local workers' exec handler may run. */
+  execAllow: string[]
+  drainGraceS: number
   /** Total capacity units; null keeps the stored setting (default 100). */
   totalUnits: number | null
   /** A manual busy rating, 'auto' to measure it, or null to keep the stored setting (default auto). */
@@ -70,7 +73,9 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
   { name: 'port', env: 'LEASEHOLD_PORT', value: 'N', help: 'port to listen on; 0 picks a free one', schema: int(0, 65535), default: '7878' },
   { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(16, 'must be at least 16 characters') },
-  { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (the local pool is not built yet: only 0)', schema: int(0, 64).refine((n) => n === 0, 'is not supported yet: the local worker pool is not built; use 0'), default: '0' },
+  { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
+  { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
+  { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
   { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: '30' },
@@ -127,6 +132,11 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     port: read('port') as number,
     token: (read('token') as string | undefined) ?? null,
     workers: read('workers') as number,
+    execAllow: (read('exec-allow') as string)
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean),
+    drainGraceS: read('drain-grace-s') as number,
     totalUnits: (read('total-units') as number | undefined) ?? null,
     busy: busy ?? null,
     leaseTtlS: read('lease-ttl-s') as number,

@@ -12,7 +12,10 @@ import { openDatabase } from './db/open'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
 import { createHttpApp } from './http/server'
+import { forkSpawner, type Spawner } from './pool/spawn'
+import { WorkerPool } from './pool/supervisor'
 import { VERSION } from './version'
+import { WorkerDirectory } from './workers'
 
 /** A running host: the engine, its timers and the HTTP server over one database. */
 export interface Host {
@@ -20,6 +23,7 @@ export interface Host {
   readonly url: string
   readonly token: string
   readonly engine: Engine
+  readonly pool: WorkerPool | null
   /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
   stop(): Promise<void>
 }
@@ -28,6 +32,8 @@ export interface HostOptions {
   clock?: Clock
   migrationsFolder?: string
   log?: (line: string) => void
+  /** How local workers are started: child_process.fork under Node (the default), utilityProcess under Electron. */
+  spawn?: Spawner
 }
 
 /** How often due leases and claims are looked for: well inside the promised ~1 s. */
@@ -109,11 +115,13 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   ]
 
   const waiters = new ClaimWaiters(engine)
+  const directory = new WorkerDirectory(() => clock.now())
   let port = config.port
   const http = createHttpApp({
     engine,
     waiters,
     clockWaiters,
+    directory,
     version: VERSION,
     policy: {
       token,
@@ -143,6 +151,24 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   if (!LOOPBACK.has(config.host)) {
     log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs`)
   }
+  const pool =
+    config.workers > 0
+      ? new WorkerPool({
+          engine,
+          waiters,
+          clockWaiters,
+          directory,
+          size: config.workers,
+          spawn: options.spawn ?? forkSpawner,
+          log,
+          workerEnv: {
+            LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
+            LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
+          },
+        })
+      : null
+  pool?.start()
+
   const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${hostPart}:${address.port}`
   // Local commands (leasehold worker, submit, status) find the running host here.
@@ -152,6 +178,8 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   let stopping: Promise<void> | null = null
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
+      // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
+      await pool?.stop(config.drainGraceS * 1000)
       for (const timer of timers) clearInterval(timer)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
@@ -167,7 +195,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       rmSync(hostFile, { force: true })
     })())
 
-  return { url, token, engine, stop }
+  return { url, token, engine, pool, stop }
 }
 
 /** --total-units and --busy, when given, are an operator's change that outlives the restart. */

@@ -57,12 +57,16 @@ export class WorkerRuntime {
 
   constructor(private readonly options: RuntimeOptions) {}
 
-  /** Starts the handler threads, reports handler modules that failed to load, then claims. */
+  /** Starts the handler threads; says which job types they run and which modules failed to load. */
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
     this.threads = Array.from({ length: this.options.concurrency }, () => new HandlerThread(this.options.handlers))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
-    this.slots = this.threads.map((_, i) => this.slot(i))
     return { types: ready[0]!.types, problems: ready[0]!.problems }
+  }
+
+  /** Begins claiming, once {@link start} has succeeded (a worker that failed to start takes no work). */
+  begin(): void {
+    this.slots = this.threads.map((_, i) => this.slot(i))
   }
 
   /**

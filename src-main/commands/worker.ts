@@ -81,6 +81,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
       .report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` })
       .catch(() => {})
   }
+  runtime.begin()
   console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
   return new Promise<number>((resolve) => {
     const shutdown = () => {

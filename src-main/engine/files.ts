@@ -49,18 +49,38 @@ function ageS(since: number, now: number): number {
   return Math.round((now - since) / 100) / 10
 }
 
+/** Why an owner is not alive, with the timestamps that show it (for the event that ends its lease). */
+interface Death {
+  because: 'idle' | 'owner_lease_ended'
+  evidence: Record<string, unknown>
+}
+
 /**
  * Why the holder of a file lease is no longer alive, or null while it is: it went idle for
  * {@link FILE_IDLE_MS}, or the job lease it is held under is no longer ACTIVE. Conservative:
  * an owner counts as alive until one of these is certain.
  */
-function deadBecause(ctx: EngineContext, holder: FileLeaseRow, now: number): string | null {
-  if (now - holder.last_heartbeat_at >= FILE_IDLE_MS) return 'idle'
+function deadBecause(ctx: EngineContext, holder: FileLeaseRow, now: number): Death | null {
+  if (now - holder.last_heartbeat_at >= FILE_IDLE_MS) return { because: 'idle', evidence: { idle_ms: now - holder.last_heartbeat_at } }
   if (holder.lease_id !== null) {
     const lease = ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', holder.lease_id)
-    if (!lease || lease.state !== 'ACTIVE' || lease.expires_at <= now) return 'owner_lease_ended'
+    if (!lease || lease.state !== 'ACTIVE' || lease.expires_at <= now) {
+      const owner_lease = lease
+        ? { lease_id: lease.id, state: lease.state, expires_at: lease.expires_at, last_heartbeat_at: lease.last_heartbeat_at, released_at: lease.released_at }
+        : { lease_id: holder.lease_id, state: null }
+      return { because: 'owner_lease_ended', evidence: { owner_lease } }
+    }
   }
   return null
+}
+
+/**
+ * The owner itself calls (acquire or heartbeat) on a lease whose owner already counts as dead:
+ * the lease ends as the reaper would have ended it, so the answer never depends on whether the
+ * reaper got there first.
+ */
+function endDeadOwn(ctx: EngineContext, lease: FileLeaseRow, death: Death): void {
+  endFileLease(ctx, lease, 'RELEASED', death.because === 'idle' ? 'idle' : 'owner_lease_expired', { because: death.because, at: ctx.clock.now(), ...death.evidence })
 }
 
 function endFileLease(ctx: EngineContext, lease: FileLeaseRow, state: 'RELEASED' | 'REVOKED', reason: string, evidence: Record<string, unknown> = {}): void {
@@ -94,16 +114,15 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
       })
     }
     let holder = activeOn(ctx, file)
+    const death = holder ? deadBecause(ctx, holder, now) : null
+    if (holder && death) {
+      if (holder.owner_id === request.owner_id) endDeadOwn(ctx, holder, death)
+      else endFileLease(ctx, holder, 'RELEASED', 'reclaimed', { because: death.because, reclaimed_by: request.owner_id, at: now, ...death.evidence })
+      holder = undefined
+    }
     if (holder && holder.owner_id === request.owner_id) {
       ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, holder.id)
       return { granted: true, file_lease: { ...holder, last_heartbeat_at: now } }
-    }
-    if (holder) {
-      const reason = deadBecause(ctx, holder, now)
-      if (reason) {
-        endFileLease(ctx, holder, 'RELEASED', 'reclaimed', { because: reason, reclaimed_by: request.owner_id, at: now })
-        holder = undefined
-      }
     }
     if (!holder) {
       if (contention) ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
@@ -232,18 +251,29 @@ function ownersLease(ctx: EngineContext, file: string, ownerId: string): FileLea
   return lease
 }
 
-/** Keeps a held file lease from going idle. */
+/**
+ * Keeps a held file lease from going idle. A heartbeat on a lease whose owner already counts
+ * as dead (idle 30 s, or its job lease expired) does not revive it, even before the reaper ran:
+ * the lease ends (committed) and the answer is 409 `file_lease_not_held`.
+ */
 export function heartbeatFile(ctx: EngineContext, request: { file: string; owner_id: string }): FileLeaseRow {
   const file = fileKey(request.file)
-  return ctx.transact(() => {
+  const outcome = ctx.transact((): { held: boolean; lease: FileLeaseRow } => {
     const lease = ownersLease(ctx, file, request.owner_id)
-    if (lease.state !== 'ACTIVE') {
-      throw new EngineError(409, 'file_lease_not_held', `${request.owner_id} no longer holds ${file} (${lease.release_reason})`)
-    }
+    if (lease.state !== 'ACTIVE') return { held: false, lease }
     const now = ctx.clock.now()
+    const death = deadBecause(ctx, lease, now)
+    if (death) {
+      endDeadOwn(ctx, lease, death)
+      return { held: false, lease: ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE id = ?', lease.id)! }
+    }
     ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, lease.id)
-    return { ...lease, last_heartbeat_at: now }
+    return { held: true, lease: { ...lease, last_heartbeat_at: now } }
   })
+  if (!outcome.held) {
+    throw new EngineError(409, 'file_lease_not_held', `${request.owner_id} no longer holds ${file} (${outcome.lease.release_reason})`)
+  }
+  return outcome.lease
 }
 
 /** Releases a held file lease; releasing one already released answers the same again. */

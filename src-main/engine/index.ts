@@ -99,6 +99,16 @@ export class Engine {
     idleFiles: files.releaseIdleFiles(this.ctx),
   })
   nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
+  /** A local worker process exited: its leases expire now, not after their TTL. */
+  expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)
+  /** The jobs each worker holds an ACTIVE lease on. */
+  activeLeasesByWorker = (): Map<string, string[]> => {
+    const byWorker = new Map<string, string[]>()
+    for (const row of this.ctx.all<{ worker_id: string; job_id: string }>("SELECT worker_id, job_id FROM leases WHERE state = 'ACTIVE'")) {
+      byWorker.set(row.worker_id, [...(byWorker.get(row.worker_id) ?? []), row.job_id])
+    }
+    return byWorker
+  }
 
   // Capacity and stats
   getCapacity = (): CapacityFigures => this.capacity.figures()

@@ -382,10 +382,11 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
  * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
  * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
  */
-export function expireLease(ctx: EngineContext, lease: LeaseRow): void {
+export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_heartbeat' | 'worker_exited' = 'no_heartbeat'): void {
   const now = ctx.clock.now()
   ctx.run("UPDATE leases SET state = 'EXPIRED', released_at = ?, release_status = 'TIMEOUT' WHERE id = ?", now, lease.id)
   ctx.appendEvent('LEASE', lease.id, lease.job_id, 'LEASE_EXPIRED', {
+    reason,
     worker_id: lease.worker_id,
     expires_at: lease.expires_at,
     last_heartbeat_at: lease.last_heartbeat_at,
@@ -394,7 +395,7 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow): void {
   const job = getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
   closeAttempt(ctx, lease, 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
-  if (to === 'QUEUED') requeue(ctx, job, 'lease expired')
+  if (to === 'QUEUED') requeue(ctx, job, reason === 'worker_exited' ? 'worker exited' : 'lease expired')
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
 }
 

@@ -29,6 +29,19 @@ export function expireDueLeases(ctx: EngineContext): number {
 }
 
 /**
+ * Expires at once every ACTIVE lease a worker holds: its process is gone, so waiting out the
+ * TTL would only keep the capacity stranded. The jobs are requeued (or dead-lettered) as on
+ * any expiry. Returns how many leases it expired.
+ */
+export function expireLeasesOfWorker(ctx: EngineContext, workerId: string): number {
+  return ctx.transact(() => {
+    const held = ctx.all<LeaseRow>("SELECT * FROM leases WHERE worker_id = ? AND state = 'ACTIVE'", workerId)
+    for (const lease of held) expireLease(ctx, lease, 'worker_exited')
+    return held.length
+  })
+}
+
+/**
  * Returns dialect-002 claims that ran out (no lease requested or status reported in time) to
  * QUEUED. No attempt is counted and the job keeps its place in the queue.
  */

@@ -117,9 +117,10 @@ export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, r
   if (metric in COUNT_METRICS) {
     const types = COUNT_METRICS[metric as keyof typeof COUNT_METRICS]
     const rows = ctx.all<{ b: number; n: number }>(
-      `SELECT (ts / ?) * ? AS b, COUNT(*) AS n FROM events
+      // `ts - ts % size`, not `(ts / size) * size`: better-sqlite3 binds numbers as REAL, so the
+      // division would not truncate and every event would land in a bucket of its own.
+      `SELECT ts - ts % ? AS b, COUNT(*) AS n FROM events
        WHERE event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
-      size,
       size,
       ...types,
       first,
@@ -129,8 +130,7 @@ export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, r
   } else {
     // The column name comes from the closed GAUGE_METRICS list checked above, never from input.
     const rows = ctx.all<{ b: number; v: number }>(
-      `SELECT (ts / ?) * ? AS b, AVG(${metric}) AS v FROM stats_samples WHERE ts >= ? AND ts < ? GROUP BY b`,
-      size,
+      `SELECT ts - ts % ? AS b, AVG(${metric}) AS v FROM stats_samples WHERE ts >= ? AND ts < ? GROUP BY b`,
       size,
       first,
       end,

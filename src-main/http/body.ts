@@ -3,7 +3,8 @@ import { EngineError } from '../engine/errors'
 
 /**
  * Reads a JSON request body: only `application/json` (415 otherwise), at most `limit` bytes
- * (413, and reading stops there), well-formed (400). An empty body reads as `{}`.
+ * (413, and reading stops there), well-formed and nested at most {@link MAX_JSON_DEPTH} levels
+ * (400). An empty body reads as `{}`.
  */
 export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   const length = Number(ctx.get('content-length') || 0)
@@ -24,11 +25,34 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   }
   const text = Buffer.concat(chunks).toString('utf8')
   if (text.trim() === '') return {}
+  let value: unknown
   try {
-    return JSON.parse(text) as unknown
+    value = JSON.parse(text) as unknown
   } catch {
     throw new EngineError(400, 'invalid_json', 'The body is not well-formed JSON')
   }
+  if (nestedDeeperThan(value, MAX_JSON_DEPTH)) {
+    throw new EngineError(400, 'invalid_request', `(body): JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
+  }
+  return value
+}
+
+/**
+ * JSON.parse accepts any depth, but storing a value (JSON.stringify) overflows the stack at a
+ * few thousand levels: deeper bodies are refused up front rather than failing with a 500.
+ */
+export const MAX_JSON_DEPTH = 512
+
+/** Walks the value without recursion (a recursive walk would overflow on the very input it guards against). */
+function nestedDeeperThan(value: unknown, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 1]]
+  while (pending.length > 0) {
+    const [item, depth] = pending.pop()!
+    if (item === null || typeof item !== 'object') continue
+    if (depth > max) return true
+    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1])
+  }
+  return false
 }
 
 /** Stops reading; the connection closes after the answer, so the rest of the body is never read. */

@@ -5,6 +5,8 @@ import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
 import { readJson } from './body'
+import { claimAnswer } from '../worker-answers'
+import type { WorkerDirectory } from '../workers'
 import { validate } from './errors'
 import { Id, JsonValue, Note, Progress, WorkerId } from './schemas'
 
@@ -69,59 +71,46 @@ function notOk<T>(fn: () => T, withAck: boolean): T {
   }
 }
 
-export function workerRouter(engine: Engine, waiters: ClaimWaiters, bodyLimit: number): Router {
+export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: WorkerDirectory, bodyLimit: number): Router {
   const router = new Router({ prefix: WORKER_PREFIX })
+  // Every call names its worker: that is how external workers appear in GET /api/workers.
+  const seen = <T extends { worker_id: string }>(input: T): T => {
+    directory.seen(input.worker_id)
+    return input
+  }
 
   router.post('/claim', async (ctx) => {
-    const input = validate(WorkerClaim, await readJson(ctx, bodyLimit))
+    const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
     const gone = new AbortController()
     ctx.res.once('close', () => gone.abort()) // the client hung up while waiting
     const decision = await waiters.claim(
       { worker_id: input.worker_id, queues: input.streams },
       { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: gone.signal },
     )
-    if (!decision.granted) {
-      ctx.body = { claimed: false }
-      return
-    }
-    const { lease, job, message } = decision
-    ctx.body = {
-      claimed: true,
-      job_id: job.id,
-      attempt_id: lease.attempt_id,
-      lease_id: lease.id,
-      lease_token: lease.token,
-      stream: job.queue,
-      message_id: message ? String(message.id) : null,
-      payload: JSON.parse(job.payload),
-      job_type: job.job_type,
-      max_runtime_s: job.max_runtime_s,
-      lease_ttl_seconds: lease.ttl_s,
-      heartbeat_interval_seconds: Math.max(1, Math.floor(lease.ttl_s / 3)),
-    }
+    ctx.body = claimAnswer(decision)
   })
 
   router.post('/heartbeat', async (ctx) => {
-    const input = validate(WorkerHeartbeat, await readJson(ctx, bodyLimit))
+    const input = seen(validate(WorkerHeartbeat, await readJson(ctx, bodyLimit)))
     const { lease, job } = notOk(() => engine.heartbeatByToken(input), false)
     ctx.body = { ok: true, lease_expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 }
   })
 
   router.post('/complete', async (ctx) => {
-    const input = validate(WorkerComplete, await readJson(ctx, bodyLimit))
+    const input = seen(validate(WorkerComplete, await readJson(ctx, bodyLimit)))
     const answer = notOk(() => engine.complete(input), true)
     ctx.body = { ok: true, ack: answer.ack }
   })
 
   router.post('/fail', async (ctx) => {
-    const input = validate(WorkerFail, await readJson(ctx, bodyLimit))
+    const input = seen(validate(WorkerFail, await readJson(ctx, bodyLimit)))
     const answer = notOk(() => engine.fail(input), true)
     ctx.body = { ok: true, ack: answer.ack, requeued: answer.requeued, dlq: answer.dlq }
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
   router.post('/report', async (ctx) => {
-    const input = validate(WorkerReport, await readJson(ctx, bodyLimit))
+    const input = seen(validate(WorkerReport, await readJson(ctx, bodyLimit)))
     engine.recordWorkerEvent(input.worker_id, 'WORKER_PROBLEM', { kind: input.kind, detail: input.detail })
     ctx.body = { ok: true }
   })

@@ -3,6 +3,7 @@ import Koa from 'koa'
 import type { ClaimWaiters } from '../claim-waiters'
 import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
+import type { WorkerDirectory } from '../workers'
 import { EngineError } from '../engine/errors'
 import { errorMiddleware } from './errors'
 import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
@@ -17,6 +18,7 @@ export interface HttpDependencies {
   engine: Engine
   waiters: ClaimWaiters
   clockWaiters: ClockWaiters
+  directory: WorkerDirectory
   version: string
   policy: GuardPolicy
   bodyLimitBytes: number
@@ -71,10 +73,10 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
 
   const { engine, bodyLimitBytes: limit } = deps
   const routers: Router[] = [
-    systemRouter(engine, deps.version, limit),
+    systemRouter(engine, deps.directory, deps.version, limit),
     pullRouter(engine, limit),
     queueRouter(engine, limit),
-    workerRouter(engine, deps.waiters, limit),
+    workerRouter(engine, deps.waiters, deps.directory, limit),
     filesRouter(engine, deps.clockWaiters, limit),
     eventsRouter(engine, tickets, streams),
   ]

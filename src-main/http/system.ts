@@ -1,6 +1,8 @@
 import Router from '@koa/router'
 import { z } from 'zod'
 import type { Engine } from '../engine'
+import { iso } from '../engine/clock'
+import type { WorkerDirectory } from '../workers'
 import { readJson } from './body'
 import { validate } from './errors'
 import { openApiDocument } from './openapi'
@@ -12,8 +14,8 @@ export const CapacityChange = z.strictObject({
 })
 export type CapacityChange = z.infer<typeof CapacityChange>
 
-/** Routes shared by every dialect: health, capacity and the OpenAPI document. */
-export function systemRouter(engine: Engine, version: string, bodyLimit: number): Router {
+/** Routes shared by every dialect: health, capacity, workers and the OpenAPI document. */
+export function systemRouter(engine: Engine, directory: WorkerDirectory, version: string, bodyLimit: number): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
     ctx.body = { ok: true, version }
@@ -24,6 +26,11 @@ export function systemRouter(engine: Engine, version: string, bodyLimit: number)
   router.put('/capacity', async (ctx) => {
     const change = validate(CapacityChange, await readJson(ctx, bodyLimit))
     ctx.body = engine.setCapacity(change)
+  })
+  router.get('/workers', (ctx) => {
+    ctx.body = {
+      workers: directory.list(engine).map((w) => ({ ...w, last_seen_at: iso(w.last_seen_at), started_at: iso(w.started_at) })),
+    }
   })
   let openApi: unknown
   router.get('/openapi.json', (ctx) => {

@@ -34,7 +34,7 @@ describe('leasehold command line', () => {
     [['--port', 'abc'], '--port'],
     [['--busy', '11'], '--busy'],
     [['--durability', 'sometimes'], '--durability'],
-    [['--workers', '2'], '--workers'],
+    [['--workers', '-1'], '--workers'],
     [['--lease-ttl-s', '0'], '--lease-ttl-s'],
     [['--no-such-flag'], 'no-such-flag'],
   ])('a bad value (%j) prints one line naming the flag and exits 2', (args, name) => {

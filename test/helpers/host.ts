@@ -10,9 +10,12 @@ export function tempDir(prefix = 'leasehold-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }
 
-/** A host config as `leasehold serve` would build it, on a fresh data dir and a free port. */
+/**
+ * A host config as `leasehold serve` would build it, on a fresh data dir and a free port, with
+ * no local workers unless a test asks for them (they would take the test's jobs).
+ */
 export function testConfig(overrides: Partial<HostConfig> = {}): HostConfig {
-  return { ...parseServeArgs(['--port', '0', '--busy', '0'], {}, { dataDir: tempDir() }), ...overrides }
+  return { ...parseServeArgs(['--port', '0', '--busy', '0', '--workers', '0'], {}, { dataDir: tempDir() }), ...overrides }
 }
 
 export interface TestHost extends Host {
@@ -23,9 +26,9 @@ export interface TestHost extends Host {
   dispose(): Promise<void>
 }
 
-export async function startTestHost(overrides: Partial<HostConfig> = {}, options: { clock?: Clock } = {}): Promise<TestHost> {
+export async function startTestHost(overrides: Partial<HostConfig> = {}, options: { clock?: Clock; log?: (line: string) => void } = {}): Promise<TestHost> {
   const config = testConfig(overrides)
-  const host = await startHost(config, { ...options, log: () => {} })
+  const host = await startHost(config, { log: () => {}, ...options })
   const call = (path: string, init: RequestInit & { json?: unknown; token?: string | null } = {}) => {
     const headers = new Headers(init.headers)
     const token = init.token === undefined ? host.token : init.token
@@ -42,6 +45,7 @@ export async function startTestHost(overrides: Partial<HostConfig> = {}, options
     url: host.url,
     token: host.token,
     engine: host.engine,
+    pool: host.pool,
     stop: host.stop,
     dataDir: config.dataDir,
     call,

@@ -16,9 +16,13 @@ export interface ServeProcess {
   stderr(): string
 }
 
-/** Starts `leasehold serve …` and resolves once it printed its listening line. */
+/**
+ * Starts `leasehold serve …` and resolves once it printed its listening line. No local workers
+ * unless the args ask for them (they would take the test's jobs).
+ */
 export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const withWorkers = args.includes('--workers') ? args : [...args, '--workers', '0']
+  const child = spawn(process.execPath, [BIN, 'serve', ...withWorkers], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))

@@ -2,13 +2,15 @@ import { describe, expect, test } from 'vitest'
 import { ConfigError, defaultDataDir, parseServeArgs } from '../../src-main/config'
 
 describe('serve configuration', () => {
-  test('defaults: loopback, port 7878, no local workers, normal durability, stored capacity kept', () => {
+  test('defaults: loopback, port 7878, two local workers, normal durability, stored capacity kept', () => {
     const config = parseServeArgs([], {}, { dataDir: '/tmp/x' })
     expect(config).toMatchObject({
       dataDir: '/tmp/x',
       host: '127.0.0.1',
       port: 7878,
-      workers: 0,
+      workers: 2,
+      execAllow: [],
+      drainGraceS: 10,
       token: null,
       totalUnits: null,
       busy: null,
@@ -36,8 +38,10 @@ describe('serve configuration', () => {
     expect(() => parseServeArgs(['--token', 'short'], {})).toThrow(ConfigError)
   })
 
-  test('a positive --workers is refused while the local pool does not exist', () => {
-    expect(() => parseServeArgs(['--workers', '2'], {})).toThrow(/--workers is not supported yet/)
+  test('--workers takes 0 (external workers only) to 64', () => {
+    expect(parseServeArgs(['--workers', '0'], {}).workers).toBe(0)
+    expect(() => parseServeArgs(['--workers', '65'], {})).toThrow(/--workers/)
+    expect(parseServeArgs(['--exec-allow', '/bin/echo, git'], {}).execAllow).toEqual(['/bin/echo', 'git'])
   })
 
   test("the default data dir is the platform's app-data folder, shared with the desktop app", () => {

@@ -1,0 +1,78 @@
+import type { ClaimWaiters } from '../claim-waiters'
+import type { ClockWaiters } from '../clock-waiters'
+import type { Engine } from '../engine'
+import { EngineError } from '../engine/errors'
+import { acquireAnswer, claimAnswer } from '../worker-answers'
+import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
+
+export interface IpcHostDeps {
+  engine: Engine
+  waiters: ClaimWaiters
+  clockWaiters: ClockWaiters
+}
+
+const MAX_WAIT_MS = 30_000
+
+/**
+ * Answers one request from a local worker: the same engine calls, with the same semantics, as
+ * dialect 003 and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
+ * in another's name. `gone` aborts when the process exits, so a waiting claim never hands a
+ * lease to a dead worker.
+ */
+export async function answerWorkerRequest(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal): Promise<IpcResponse> {
+  try {
+    return { type: 'response', id: request.id, result: await dispatch(deps, workerId, request, gone) }
+  } catch (error) {
+    if (error instanceof EngineError) return { type: 'response', id: request.id, error: { status: error.status, code: error.code, detail: error.detail } }
+    return { type: 'response', id: request.id, error: { status: 500, code: 'internal_error', detail: (error as Error).message } }
+  }
+}
+
+async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal): Promise<unknown> {
+  const { engine, waiters, clockWaiters } = deps
+  const schema = IPC_METHODS[request.method]
+  const parsed = schema.safeParse(request.params)
+  if (!parsed.success) throw new EngineError(400, 'invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
+  const params = parsed.data as Record<string, unknown>
+  if ('worker_id' in params && params.worker_id !== workerId) {
+    throw new EngineError(403, 'worker_mismatch', `This process is ${workerId}, not ${String(params.worker_id)}`)
+  }
+  switch (request.method) {
+    case 'claim': {
+      const p = params as (typeof IPC_METHODS)['claim']['_output']
+      const decision = await waiters.claim({ worker_id: workerId, queues: p.streams }, { maxWaitMs: Math.min(p.max_wait_ms, MAX_WAIT_MS), signal: gone })
+      if (decision.granted && gone.aborted) {
+        // Granted in the instant the process died: give it straight back.
+        engine.expireLeasesOfWorker(workerId)
+        return { claimed: false }
+      }
+      return claimAnswer(decision)
+    }
+    case 'heartbeat': {
+      const p = params as (typeof IPC_METHODS)['heartbeat']['_output']
+      const { job } = engine.heartbeatByToken(p)
+      return { cancel_requested: job.cancel_requested === 1 }
+    }
+    case 'complete':
+      engine.complete(params as (typeof IPC_METHODS)['complete']['_output'])
+      return { ok: true }
+    case 'fail':
+      engine.fail(params as (typeof IPC_METHODS)['fail']['_output'])
+      return { ok: true }
+    case 'acquireFile':
+      return acquireAnswer(engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output']))
+    case 'waitFileRetry': {
+      const p = params as (typeof IPC_METHODS)['waitFileRetry']['_output']
+      const retryAt = engine.fileRetryAt(p.file, p.owner_id)
+      return retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(p.max_wait_ms, MAX_WAIT_MS), gone))
+    }
+    case 'heartbeatFile':
+      engine.heartbeatFile(params as (typeof IPC_METHODS)['heartbeatFile']['_output'])
+      return { ok: true }
+    case 'report': {
+      const p = params as (typeof IPC_METHODS)['report']['_output']
+      engine.recordWorkerEvent(workerId, 'WORKER_PROBLEM', { kind: p.kind, detail: p.detail })
+      return { ok: true }
+    }
+  }
+}

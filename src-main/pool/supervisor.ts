@@ -1,0 +1,130 @@
+import { FromWorker } from '../../src-worker/ipc-protocol'
+import type { WorkerDirectory } from '../workers'
+import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
+import type { Spawner, WorkerProcess } from './spawn'
+
+export interface PoolOptions extends IpcHostDeps {
+  size: number
+  spawn: Spawner
+  directory: WorkerDirectory
+  log: (line: string) => void
+  /** Environment every worker gets (streams, handlers folder, exec allow-list). */
+  workerEnv: Record<string, string>
+  /** A worker that has not said it is ready by then is killed. */
+  readyTimeoutMs?: number
+  /** Restart delay after the n-th consecutive failure: min(1 s × 2^n, this). */
+  maxRestartDelayMs?: number
+}
+
+/** A worker that stayed up this long is healthy again: its next restart starts the backoff over. */
+const HEALTHY_AFTER_MS = 60_000
+
+interface Slot {
+  index: number
+  generation: number
+  failures: number
+  worker: WorkerProcess | null
+  workerId: string | null
+  restartTimer: NodeJS.Timeout | null
+}
+
+/**
+ * The embedded worker pool's supervisor: keeps `size` local worker processes running, answers
+ * their IPC requests with the engine, and restarts a crashed one with backoff. A worker that
+ * fails to start is killed and never handed work; when one exits, its leases expire at once, so
+ * its jobs are requeued now rather than after their TTL.
+ */
+export class WorkerPool {
+  private readonly slots: Slot[]
+  private stopping = false
+  private readonly exits = new Map<string, Promise<void>>()
+
+  constructor(private readonly options: PoolOptions) {
+    this.slots = Array.from({ length: options.size }, (_, index) => ({ index, generation: 0, failures: 0, worker: null, workerId: null, restartTimer: null }))
+  }
+
+  start(): void {
+    for (const slot of this.slots) this.launch(slot)
+  }
+
+  private launch(slot: Slot): void {
+    const { directory, log } = this.options
+    slot.generation += 1
+    const workerId = `local-${slot.index + 1}.${slot.generation}`
+    const worker = this.options.spawn({ ...this.options.workerEnv, LEASEHOLD_WORKER_ID: workerId })
+    slot.worker = worker
+    slot.workerId = workerId
+    const startedAt = Date.now()
+    const gone = new AbortController()
+    let ready = false
+    directory.update(workerId, { kind: 'local', pid: worker.pid, state: 'starting', started_at: startedAt, restarts: slot.generation - 1 })
+    worker.onOutput((line) => log(`[${workerId}] ${line}`))
+
+    const readyTimer = setTimeout(() => {
+      log(`leasehold: local worker ${workerId} did not start within ${this.options.readyTimeoutMs ?? 20_000} ms; killing it`)
+      worker.kill()
+    }, this.options.readyTimeoutMs ?? 20_000)
+
+    worker.onMessage((raw) => {
+      const parsed = FromWorker.safeParse(raw)
+      if (!parsed.success) return log(`leasehold: ignored a malformed message from ${workerId}`)
+      const message = parsed.data
+      if (message.type === 'ready') {
+        ready = true
+        clearTimeout(readyTimer)
+        directory.update(workerId, { state: 'ready' })
+      } else if (message.type === 'job') {
+        directory.update(workerId, {})
+      } else if (!ready) {
+        // Not started properly: no work for it, whatever it asks.
+        worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
+      } else {
+        void answerWorkerRequest(this.options, workerId, message, gone.signal).then((response) => worker.send(response))
+      }
+    })
+
+    let exited: () => void = () => {}
+    this.exits.set(workerId, new Promise<void>((resolve) => (exited = resolve)))
+    worker.onExit((code) => {
+      clearTimeout(readyTimer)
+      gone.abort()
+      const expired = this.options.engine.expireLeasesOfWorker(workerId)
+      directory.forget(workerId)
+      this.exits.delete(workerId)
+      exited()
+      if (this.stopping) return
+      const upFor = Date.now() - startedAt
+      slot.failures = ready && upFor > HEALTHY_AFTER_MS ? 0 : slot.failures + 1
+      const delay = Math.min(1000 * 2 ** (slot.failures - 1), this.options.maxRestartDelayMs ?? 30_000)
+      log(`leasehold: local worker ${workerId} exited (${code ?? 'signal'})${expired ? `; ${expired} lease(s) expired` : ''}; restarting in ${delay} ms`)
+      slot.restartTimer = setTimeout(() => {
+        slot.restartTimer = null
+        if (!this.stopping) this.launch(slot)
+      }, delay)
+    })
+  }
+
+  /**
+   * Drains: each worker stops claiming, running jobs get `graceMs` to finish, then are failed as
+   * retryable; a worker still alive a few seconds after that is killed.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true
+    for (const slot of this.slots) {
+      if (slot.restartTimer) clearTimeout(slot.restartTimer)
+      if (slot.workerId) this.options.directory.update(slot.workerId, { state: 'draining' })
+      slot.worker?.send({ type: 'drain', grace_ms: graceMs })
+    }
+    const all = Promise.all(this.exits.values())
+    const deadline = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), graceMs + 5_000).unref())
+    if ((await Promise.race([all, deadline])) === 'late') {
+      for (const slot of this.slots) slot.worker?.kill()
+      await all
+    }
+  }
+
+  /** The pids of the running local workers (for tests and `leasehold status`). */
+  pids(): number[] {
+    return this.slots.flatMap((s) => (s.worker?.pid ? [s.worker.pid] : []))
+  }
+}

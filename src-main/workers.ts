@@ -1,0 +1,58 @@
+import type { Engine } from './engine'
+
+/** What the dashboard shows of a worker (GET /api/workers). */
+export interface WorkerInfo {
+  worker_id: string
+  kind: 'local' | 'external'
+  /** Local workers: the process id. */
+  pid: number | null
+  /** starting, ready, draining or exited (local); active (external). */
+  state: string
+  current_job_ids: string[]
+  last_seen_at: number
+  started_at: number
+  restarts: number
+}
+
+/**
+ * The workers the host knows: local ones from the pool, external ones from their calls to
+ * /internal/worker. Kept in memory — a worker is a process, not a record; the leases they hold
+ * are in SQLite.
+ */
+export class WorkerDirectory {
+  private readonly workers = new Map<string, WorkerInfo>()
+
+  constructor(private readonly now: () => number) {}
+
+  /** An external worker made a call. */
+  seen(workerId: string): void {
+    const known = this.workers.get(workerId)
+    if (known) known.last_seen_at = this.now()
+    else this.update(workerId, { kind: 'external', state: 'active' })
+  }
+
+  update(workerId: string, changes: Partial<Omit<WorkerInfo, 'worker_id'>>): void {
+    const now = this.now()
+    const known = this.workers.get(workerId) ?? {
+      worker_id: workerId,
+      kind: 'external' as const,
+      pid: null,
+      state: 'starting',
+      current_job_ids: [],
+      last_seen_at: now,
+      started_at: now,
+      restarts: 0,
+    }
+    this.workers.set(workerId, { ...known, ...changes, last_seen_at: now })
+  }
+
+  forget(workerId: string): void {
+    this.workers.delete(workerId)
+  }
+
+  /** Every known worker with the jobs it holds leases on now. */
+  list(engine: Engine): WorkerInfo[] {
+    const leases = engine.activeLeasesByWorker()
+    return [...this.workers.values()].map((w) => ({ ...w, current_job_ids: leases.get(w.worker_id) ?? [] }))
+  }
+}

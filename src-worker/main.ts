@@ -1,0 +1,33 @@
+/**
+ * A local worker process, started by the host's pool (child_process.fork under Node, Electron's
+ * utilityProcess in the desktop app). Its settings come in LEASEHOLD_WORKER_* variables.
+ */
+import { IpcTransport, processChannel } from './transport-ipc'
+import { WorkerRuntime } from './runtime'
+
+const env = process.env
+const workerId = env.LEASEHOLD_WORKER_ID ?? `local-${process.pid}`
+const channel = processChannel()
+const transport = new IpcTransport(channel, (command) => {
+  if (command.type === 'drain') void runtime.stop(command.grace_ms).then(() => process.exit(0))
+})
+const runtime = new WorkerRuntime({
+  transport,
+  workerId,
+  streams: (env.LEASEHOLD_WORKER_STREAMS ?? 'default').split(',').filter(Boolean),
+  concurrency: 1,
+  handlers: {
+    handlersDir: env.LEASEHOLD_WORKER_HANDLERS || null,
+    execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
+  },
+  log: (line) => console.error(line),
+  onJob: (jobId) => channel.send({ type: 'job', job_id: jobId }),
+})
+
+const { types, problems } = await runtime.start()
+for (const problem of problems) {
+  console.error(`leasehold worker ${workerId}: handler ${problem.file} did not load: ${problem.error}`)
+  await transport.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
+}
+channel.send({ type: 'ready', worker_id: workerId, types })
+runtime.begin()

@@ -1,0 +1,95 @@
+import { FromHost, type IpcMethod, type IpcParams } from './ipc-protocol'
+import { type AttemptError, type Claim, type FileAcquireAnswer, type HeartbeatAnswer, LeaseLostError, type WorkerTransport } from './transport'
+import { HostError } from './transport-http'
+
+/** A message pipe to the host: Node's child-process IPC, or Electron's utility-process port. */
+export interface IpcChannel {
+  send(message: unknown): void
+  onMessage(listener: (message: unknown) => void): void
+}
+
+/** The channel of this process, whichever way the host started it. */
+export function processChannel(): IpcChannel {
+  const parentPort = (process as unknown as { parentPort?: { postMessage(m: unknown): void; on(e: 'message', l: (e: { data: unknown }) => void): void } }).parentPort
+  if (parentPort) {
+    return { send: (m) => parentPort.postMessage(m), onMessage: (l) => parentPort.on('message', (e) => l(e.data)) }
+  }
+  if (!process.send) throw new Error('this worker was not started by a Leasehold host (no IPC channel)')
+  return { send: (m) => process.send!(m), onMessage: (l) => process.on('message', l) }
+}
+
+/** The worker transport for local workers: requests to the host over IPC, answered by the engine. */
+export class IpcTransport implements WorkerTransport {
+  private nextId = 1
+  private readonly pending = new Map<number, { resolve(result: unknown): void; reject(error: Error): void }>()
+  private closed = false
+
+  constructor(
+    private readonly channel: IpcChannel,
+    private readonly onCommand: (command: Exclude<FromHost, { type: 'response' }>) => void = () => {},
+  ) {
+    channel.onMessage((raw) => {
+      const parsed = FromHost.safeParse(raw)
+      if (!parsed.success) return // not ours; the host validates what it sends too
+      const message = parsed.data
+      if (message.type !== 'response') return this.onCommand(message)
+      const waiter = this.pending.get(message.id)
+      this.pending.delete(message.id)
+      if (!waiter) return
+      if (!message.error) return waiter.resolve(message.result)
+      const { status, code, detail } = message.error
+      waiter.reject(status === 409 ? new LeaseLostError(code, detail) : new HostError(status, code, detail))
+    })
+  }
+
+  private call<M extends IpcMethod>(method: M, params: IpcParams<M>): Promise<unknown> {
+    if (this.closed) return Promise.reject(new Error('transport closed'))
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject })
+      this.channel.send({ type: 'request', id, method, params })
+    })
+  }
+
+  async claim(request: IpcParams<'claim'>, signal: AbortSignal): Promise<Claim | null> {
+    // The host ends a waiting claim when it drains us; an abort here only stops waiting for it.
+    const answer = (await Promise.race([
+      this.call('claim', request),
+      new Promise((resolve) => signal.addEventListener('abort', () => resolve({ claimed: false }), { once: true })),
+    ])) as { claimed: boolean }
+    return answer.claimed ? (answer as unknown as Claim) : null
+  }
+
+  async heartbeat(request: IpcParams<'heartbeat'>): Promise<HeartbeatAnswer> {
+    return (await this.call('heartbeat', request)) as HeartbeatAnswer
+  }
+
+  async complete(request: IpcParams<'complete'>): Promise<void> {
+    await this.call('complete', request)
+  }
+
+  async fail(request: IpcParams<'fail'> & { error: AttemptError }): Promise<void> {
+    await this.call('fail', request)
+  }
+
+  async acquireFile(request: IpcParams<'acquireFile'>): Promise<FileAcquireAnswer> {
+    return (await this.call('acquireFile', request)) as FileAcquireAnswer
+  }
+
+  async waitFileRetry(request: IpcParams<'waitFileRetry'>, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return false
+    return (await this.call('waitFileRetry', request)) as boolean
+  }
+
+  async heartbeatFile(request: IpcParams<'heartbeatFile'>): Promise<void> {
+    await this.call('heartbeatFile', request)
+  }
+
+  async report(problem: IpcParams<'report'>): Promise<void> {
+    await this.call('report', problem)
+  }
+
+  close(): void {
+    this.closed = true
+  }
+}
