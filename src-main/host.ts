@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { CpuBusyMeter } from './busy'
 import { ClaimWaiters } from './claim-waiters'
 import { HOST_FILE } from './client-config'
@@ -32,6 +33,8 @@ export interface HostOptions {
   clock?: Clock
   migrationsFolder?: string
   log?: (line: string) => void
+  /** The built dashboard to serve at `/` (default: out/renderer of this checkout). */
+  rendererDir?: string
   /** How local workers are started: child_process.fork under Node (the default), utilityProcess under Electron. */
   spawn?: Spawner
 }
@@ -43,6 +46,8 @@ const BUSY_INTERVAL_MS = 2_000
 const HEADERS_TIMEOUT_MS = 10_000
 const REQUEST_TIMEOUT_MS = 60_000 // above the 30 s long-poll cap of dialect 003
 const KEEP_ALIVE_TIMEOUT_MS = 5_000
+
+const DEFAULT_RENDERER_DIR = fileURLToPath(new URL('../out/renderer', import.meta.url))
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
 
@@ -131,6 +136,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
   })
   const server = createServer(http.app.callback())

@@ -5,6 +5,7 @@ import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import type { WorkerDirectory } from '../workers'
 import { EngineError } from '../engine/errors'
+import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware } from './errors'
 import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy } from './guard'
@@ -22,6 +23,8 @@ export interface HttpDependencies {
   version: string
   policy: GuardPolicy
   bodyLimitBytes: number
+  /** The built dashboard (out/renderer), served at `/`. */
+  rendererDir: string
   log: (line: string) => void
 }
 
@@ -71,6 +74,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     await next()
   })
 
+  app.use(dashboardMiddleware(deps.rendererDir))
   const { engine, bodyLimitBytes: limit } = deps
   const routers: Router[] = [
     systemRouter(engine, deps.directory, deps.version, limit),

@@ -26,7 +26,10 @@ export interface TestHost extends Host {
   dispose(): Promise<void>
 }
 
-export async function startTestHost(overrides: Partial<HostConfig> = {}, options: { clock?: Clock; log?: (line: string) => void } = {}): Promise<TestHost> {
+export async function startTestHost(
+  overrides: Partial<HostConfig> = {},
+  options: { clock?: Clock; log?: (line: string) => void; rendererDir?: string } = {},
+): Promise<TestHost> {
   const config = testConfig(overrides)
   const host = await startHost(config, { log: () => {}, ...options })
   const call = (path: string, init: RequestInit & { json?: unknown; token?: string | null } = {}) => {

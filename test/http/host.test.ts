@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
@@ -143,3 +144,33 @@ describe('OpenAPI', () => {
     expect(schema.properties.cost_units).toMatchObject({ type: 'integer', minimum: 1 })
   })
 })
+
+describe('dashboard', () => {
+  test('GET / serves the dashboard page without a token, with a CSP; /api still needs the token', async () => {
+    const { mkdirSync, writeFileSync } = await import('node:fs')
+    const { tempDir } = await import('../helpers/host')
+    const rendererDir = tempDir('leasehold-renderer-')
+    mkdirSync(join(rendererDir, 'assets'))
+    writeFileSync(join(rendererDir, 'index.html'), '<!doctype html><title>Leasehold</title>')
+    writeFileSync(join(rendererDir, 'assets', 'app.js'), 'console.log(1)')
+    host = await startTestHost({}, { rendererDir })
+    const page = await host.call('/', { token: null })
+    expect(page.status).toBe(200)
+    expect(await page.text()).toContain('<title>Leasehold</title>')
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'self'")
+    expect((await host.call('/assets/app.js', { token: null })).status).toBe(200)
+    expect((await host.call('/assets/../../token', { token: null })).status).toBe(404)
+    expect((await host.call('/api/capacity', { token: null })).status).toBe(401)
+  })
+
+  test('without a built dashboard, / says how to build it', async () => {
+    host = await startTestHost({}, { rendererDir: join(tempDirPath(), 'missing') })
+    const page = await host.call('/', { token: null })
+    expect(page.status).toBe(200)
+    expect(await page.text()).toContain('npm run build')
+  })
+})
+
+function tempDirPath(): string {
+  return tmpdir()
+}

@@ -1,0 +1,28 @@
+/** Where the API is and the token to call it with. */
+export interface Connection {
+  apiBase: string
+  token: string
+}
+
+/** Survives reloads of the tab, not the tab itself, and is never sent anywhere but the host. */
+const TOKEN_KEY = 'leasehold.token'
+
+/**
+ * In Electron the preload hands the connection over. In a browser the page is served by the
+ * host, so the API is this page's origin, and the token arrives once in the URL fragment
+ * (`#token=…`, never sent to a server): it is kept in sessionStorage and removed from the
+ * address bar and history. Null when no token is known.
+ */
+export function resolveConnection(): Connection | null {
+  if (window.leasehold) return { apiBase: window.leasehold.apiBase, token: window.leasehold.token }
+  const fragment = new URLSearchParams(location.hash.slice(1))
+  const fromFragment = fragment.get('token')
+  if (fromFragment) {
+    sessionStorage.setItem(TOKEN_KEY, fromFragment)
+    fragment.delete('token')
+    const rest = fragment.toString()
+    history.replaceState(history.state, '', `${location.pathname}${location.search}${rest ? `#${rest}` : ''}`)
+  }
+  const token = sessionStorage.getItem(TOKEN_KEY)
+  return token ? { apiBase: location.origin, token } : null
+}
