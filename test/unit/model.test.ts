@@ -1,0 +1,602 @@
+/**
+ * Model-based property test of the engine: fast-check drives random sequences of the verbs every
+ * dialect uses (submit, claim, the three ways to get a lease, heartbeat, clock moves, reaping,
+ * completion, failure, cancel, and reopening the database file), while a small model records
+ * the leases the test holds and predicts how the engine must answer calls made under them. After
+ * every command the scheduling invariants of CONTRACTS.md are checked directly in SQLite.
+ */
+import type { Database } from 'better-sqlite3'
+import fc from 'fast-check'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { openDatabase } from '../../src-main/db/open'
+import type { JobRow, LeaseRow } from '../../src-main/db/schema'
+import { ManualClock, SECOND } from '../../src-main/engine/clock'
+import { PRIORITIES, type JobState } from '../../src-main/engine/states'
+import { Engine, EngineError, type EngineConfig } from '../../src-main/engine'
+import { T0 } from '../helpers/engine'
+
+const CONFIG: Partial<EngineConfig> = {
+  leaseTtlS: 10,
+  heartbeatGraceS: 2,
+  claimTtlS: 30,
+  maxAttempts: 3,
+  backoff: { baseMs: 1_000, maxMs: 8_000 },
+}
+const TOTAL_UNITS = 10
+const WORKERS = ['w1', 'w2', 'w3'] as const
+
+const RUNS = 50
+const MAX_COMMANDS = 60
+
+// ---------------------------------------------------------------------------------------------
+// The system under test: an engine over a database file that a command may close and reopen.
+
+interface Real {
+  path: string
+  clock: ManualClock
+  busy: number
+  db: Database
+  engine: Engine
+}
+
+function openEngine(path: string, clock: ManualClock, busy: number): { db: Database; engine: Engine } {
+  const { sqlite } = openDatabase({ path })
+  const engine = new Engine({ db: sqlite, clock, config: CONFIG, capacity: { total_units: TOTAL_UNITS, busy_rating: busy } })
+  return { db: sqlite, engine }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model: the leases the test holds, what it expects of each, and the jobs it knows.
+
+type ModelLeaseState = 'ACTIVE' | 'EXPIRED' | 'RELEASED'
+
+interface HeldLease {
+  lease_id: string
+  job_id: string
+  worker_id: string
+  token: string
+  attempt_id: string
+  ttl_s: number
+  grace_s: number
+  expires_at: number
+  state: ModelLeaseState
+  release_status: string | null
+}
+
+interface Model {
+  jobs: string[]
+  /** Jobs a dialect-002 claim handed to the test (they may have moved on since). */
+  claimed: string[]
+  leases: HeldLease[]
+}
+
+const pick = <T>(items: T[], index: number): T | undefined => (items.length === 0 ? undefined : items[index % items.length])
+
+/** Runs `fn` and returns the EngineError it throws, or undefined; any other error fails the test. */
+function attempt<T>(fn: () => T): { value: T; error?: undefined } | { value?: undefined; error: EngineError } {
+  try {
+    return { value: fn() }
+  } catch (error) {
+    if (error instanceof EngineError) return { error }
+    throw error
+  }
+}
+
+function expectRefusal(result: { error?: EngineError }, status: number, code: string): void {
+  expect(result.error, `expected ${status} ${code}`).toBeInstanceOf(EngineError)
+  expect({ status: result.error!.status, code: result.error!.code }).toEqual({ status, code })
+}
+
+/**
+ * A call naming a lease first expires it on the spot if it is due (the engine never answers for a
+ * lease past its `expires_at` as if it were alive); the model follows.
+ */
+function expireIfDue(held: HeldLease, now: number): void {
+  if (held.state === 'ACTIVE' && held.expires_at <= now) {
+    held.state = 'EXPIRED'
+    held.release_status = 'TIMEOUT'
+  }
+}
+
+/** The 409 a call under a lease that is no longer ACTIVE gets. */
+function notActiveCode(held: HeldLease): string {
+  return held.state === 'EXPIRED' ? 'lease_expired' : 'lease_not_active'
+}
+
+function dbJob(real: Real, jobId: string): JobRow {
+  return real.db.prepare('SELECT * FROM jobs WHERE id = ?').get(jobId) as JobRow
+}
+
+function dbLease(real: Real, leaseId: string): LeaseRow {
+  return real.db.prepare('SELECT * FROM leases WHERE id = ?').get(leaseId) as LeaseRow
+}
+
+/**
+ * A reference picker: the QUEUED jobs this worker may take, in scheduling order (priority, then
+ * the time the job became eligible, then submit order), skipping what the worker cannot take.
+ */
+function takeable(real: Real, workerId: string, maxUnits: number | null): JobRow[] {
+  const now = real.clock.now()
+  const holdsLease = real.db.prepare("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE'").get(workerId) !== undefined
+  const queued = real.db
+    .prepare("SELECT * FROM jobs WHERE state = 'QUEUED' AND eligible_at <= ? ORDER BY priority DESC, eligible_at, seq")
+    .all(now) as JobRow[]
+  return queued.filter((job) => (maxUnits === null || job.cost_units <= maxUnits) && !(job.is_unique && holdsLease))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invariants, read straight from the database.
+
+type Invariant = (real: Real, model: Model) => void
+
+const INVARIANTS = {
+  'capacity is never exceeded: leased units of ACTIVE leases never pass usable': (real) => {
+    const { leased } = real.db.prepare("SELECT COALESCE(SUM(cost_units), 0) AS leased FROM leases WHERE state = 'ACTIVE'").get() as {
+      leased: number
+    }
+    const usable = Math.floor((TOTAL_UNITS * (10 - real.busy)) / 10)
+    expect(leased).toBeLessThanOrEqual(usable)
+    expect(real.engine.getCapacity()).toMatchObject({ leased, usable, available: usable - leased })
+  },
+  'a job has at most one ACTIVE lease': (real) => {
+    const doubled = real.db
+      .prepare("SELECT job_id, COUNT(*) AS n FROM leases WHERE state = 'ACTIVE' GROUP BY job_id HAVING n > 1")
+      .all()
+    expect(doubled).toEqual([])
+  },
+  'a job is completed at most once: one JOB_DONE event and one SUCCEEDED attempt at most': (real) => {
+    const done = real.db
+      .prepare("SELECT job_id, COUNT(*) AS n FROM events WHERE event_type = 'JOB_DONE' GROUP BY job_id HAVING n > 1")
+      .all()
+    expect(done).toEqual([])
+    const succeeded = real.db
+      .prepare("SELECT job_id, COUNT(*) AS n FROM attempts WHERE outcome = 'SUCCEEDED' GROUP BY job_id HAVING n > 1")
+      .all()
+    expect(succeeded).toEqual([])
+    // A DONE job has exactly its one JOB_DONE event; no other job has one.
+    const mismatched = real.db
+      .prepare(
+        `SELECT j.id, j.state, (SELECT COUNT(*) FROM events e WHERE e.job_id = j.id AND e.event_type = 'JOB_DONE') AS n
+         FROM jobs j WHERE (j.state = 'DONE') <> (n = 1)`,
+      )
+      .all()
+    expect(mismatched).toEqual([])
+  },
+  'attempts never exceed max_attempts, and each attempt counted is one lease granted': (real) => {
+    const over = real.db.prepare('SELECT id, attempts, max_attempts FROM jobs WHERE attempts > max_attempts').all()
+    expect(over).toEqual([])
+    const miscounted = real.db
+      .prepare(
+        `SELECT j.id, j.attempts, (SELECT COUNT(*) FROM attempts a WHERE a.job_id = j.id) AS rows_,
+           (SELECT COUNT(*) FROM leases l WHERE l.job_id = j.id) AS leases_
+         FROM jobs j WHERE j.attempts <> rows_ OR j.attempts <> leases_`,
+      )
+      .all()
+    expect(miscounted).toEqual([])
+  },
+  'a LEASED or RUNNING job holds exactly one ACTIVE lease (its lease_id) and no other job holds any': (real) => {
+    const wrong = real.db
+      .prepare(
+        `SELECT j.id, j.state, j.lease_id,
+           (SELECT COUNT(*) FROM leases l WHERE l.job_id = j.id AND l.state = 'ACTIVE') AS active,
+           (SELECT COUNT(*) FROM leases l WHERE l.id = j.lease_id AND l.state = 'ACTIVE') AS own
+         FROM jobs j
+         WHERE (j.state IN ('LEASED', 'RUNNING') AND (active <> 1 OR own <> 1))
+            OR (j.state NOT IN ('LEASED', 'RUNNING') AND active <> 0)`,
+      )
+      .all()
+    expect(wrong).toEqual([])
+    // An attempt is open exactly while its lease is ACTIVE.
+    const open = real.db
+      .prepare(
+        `SELECT a.id FROM attempts a JOIN leases l ON l.id = a.lease_id
+         WHERE (a.outcome IS NULL) <> (l.state = 'ACTIVE')`,
+      )
+      .all()
+    expect(open).toEqual([])
+  },
+  'the ACTIVE leases are exactly the ones the model holds as ACTIVE, with the same expiry': (real, model) => {
+    const active = real.db.prepare("SELECT id, expires_at FROM leases WHERE state = 'ACTIVE' ORDER BY id").all()
+    const expected = model.leases
+      .filter((l) => l.state === 'ACTIVE')
+      .map((l) => ({ id: l.lease_id, expires_at: l.expires_at }))
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+    expect(active).toEqual(expected)
+    const ended = model.leases.filter((l) => l.state !== 'ACTIVE')
+    for (const held of ended) {
+      expect(dbLease(real, held.lease_id)).toMatchObject({ state: held.state, release_status: held.release_status })
+    }
+  },
+} satisfies Record<string, Invariant>
+
+type InvariantName = keyof typeof INVARIANTS
+
+// ---------------------------------------------------------------------------------------------
+// Commands. Each runs one engine verb, checks the engine's answer against the model, then the
+// invariant under test.
+
+type Cmd = fc.Command<Model, Real>
+
+let checkAfterEach: Invariant = () => {}
+
+abstract class Base implements Cmd {
+  check(): boolean {
+    return true
+  }
+  run(model: Model, real: Real): void {
+    this.apply(model, real)
+    checkAfterEach(real, model)
+  }
+  abstract apply(model: Model, real: Real): void
+  abstract toString(): string
+}
+
+class Submit extends Base {
+  constructor(
+    readonly cost: number,
+    readonly priority: (typeof PRIORITIES)[number],
+    readonly maxAttempts: number,
+    readonly unique: boolean,
+  ) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const { job, duplicate } = real.engine.submit({
+      job_type: 'test',
+      cost_units: this.cost,
+      priority: this.priority,
+      max_attempts: this.maxAttempts,
+      unique: this.unique,
+    })
+    expect(duplicate).toBe(false)
+    expect(dbJob(real, job.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+    model.jobs.push(job.id)
+  }
+  toString(): string {
+    return `submit(cost=${this.cost}, ${this.priority}, max_attempts=${this.maxAttempts}${this.unique ? ', unique' : ''})`
+  }
+}
+
+/** Dialect 002 claim: the first `limit` jobs the worker may take, in scheduling order. */
+class Claim extends Base {
+  constructor(
+    readonly worker: string,
+    readonly limit: number,
+  ) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const expected = takeable(real, this.worker, null)
+      .slice(0, this.limit)
+      .map((j) => j.id)
+    const claimed = real.engine.claim({ worker_id: this.worker }, this.limit)
+    expect(claimed.map((j) => j.id)).toEqual(expected)
+    for (const job of claimed) {
+      expect(job).toMatchObject({ state: 'CLAIMED', claimed_by: this.worker })
+      model.claimed.push(job.id)
+    }
+  }
+  toString(): string {
+    return `claim(${this.worker}, limit=${this.limit})`
+  }
+}
+
+function holdNewLease(model: Model, real: Real, lease: LeaseRow): void {
+  expect(lease.expires_at).toBe(real.clock.now() + (lease.ttl_s + lease.grace_s) * SECOND)
+  model.leases.push({
+    lease_id: lease.id,
+    job_id: lease.job_id,
+    worker_id: lease.worker_id,
+    token: lease.token,
+    attempt_id: lease.attempt_id,
+    ttl_s: lease.ttl_s,
+    grace_s: lease.grace_s,
+    expires_at: lease.expires_at,
+    state: 'ACTIVE',
+    release_status: null,
+  })
+}
+
+/**
+ * Dialect 001 `requestLease` (job becomes LEASED) or dialect 003 `claimAndLease` (RUNNING): the
+ * head job the worker may take is leased if it fits, else the request is denied and nothing
+ * behind the head is leased instead.
+ */
+class Grant extends Base {
+  constructor(
+    readonly dialect: '001' | '003',
+    readonly worker: string,
+    readonly ttl: number,
+    readonly maxUnits: number | null,
+  ) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const before = real.engine.getCapacity()
+    const head = takeable(real, this.worker, this.maxUnits)[0]
+    const filter = { worker_id: this.worker, max_units: this.maxUnits }
+    const decision =
+      this.dialect === '001' ? real.engine.requestLease(filter, this.ttl) : real.engine.claimAndLease(filter, this.ttl)
+    const fits = head !== undefined && before.available > 0 && head.cost_units <= before.available
+    expect(decision.granted, `head ${head?.id} cost ${head?.cost_units}, available ${before.available}`).toBe(fits)
+    if (!decision.granted) return
+    expect(decision.job.id).toBe(head!.id)
+    expect(decision.lease).toMatchObject({ state: 'ACTIVE', worker_id: this.worker, cost_units: head!.cost_units, ttl_s: this.ttl })
+    expect(decision.job).toMatchObject({
+      state: this.dialect === '001' ? 'LEASED' : 'RUNNING',
+      lease_id: decision.lease.id,
+      attempts: head!.attempts + 1,
+    })
+    holdNewLease(model, real, decision.lease)
+  }
+  toString(): string {
+    return `grant${this.dialect}(${this.worker}, ttl=${this.ttl}${this.maxUnits === null ? '' : `, max_units=${this.maxUnits}`})`
+  }
+}
+
+/** Dialect 002 lease request for a job the test claimed: approved exactly when the job fits. */
+class GrantClaimed extends Base {
+  constructor(
+    readonly index: number,
+    readonly ttl: number,
+  ) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const jobId = pick(model.claimed, this.index)
+    if (jobId === undefined) return
+    const job = dbJob(real, jobId)
+    const before = real.engine.getCapacity()
+    const result = attempt(() => real.engine.requestLeaseForJob({ job_id: jobId, ttl_s: this.ttl }))
+    if (!['CLAIMED', 'PREPARING', 'LEASE_PENDING'].includes(job.state)) {
+      expectRefusal(result, 409, 'illegal_transition')
+      return
+    }
+    const decision = result.value!
+    expect(decision.approved).toBe(job.cost_units <= before.available)
+    if (!decision.approved) {
+      expect(decision.job.state).toBe('LEASE_PENDING')
+      return
+    }
+    expect(decision.job).toMatchObject({ state: 'RUNNING', attempts: job.attempts + 1, lease_id: decision.lease.id })
+    expect(decision.lease.worker_id).toBe(job.claimed_by)
+    holdNewLease(model, real, decision.lease)
+  }
+  toString(): string {
+    return `grant002(claimed #${this.index}, ttl=${this.ttl})`
+  }
+}
+
+/** Heartbeat by lease id (001/002) or by token (003), as the holder or as another worker. */
+class Heartbeat extends Base {
+  constructor(
+    readonly index: number,
+    readonly byToken: boolean,
+    readonly wrongWorker: boolean,
+  ) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const held = pick(model.leases, this.index)
+    if (!held) return
+    const now = real.clock.now()
+    const worker = this.wrongWorker ? `not-${held.worker_id}` : held.worker_id
+    const before = dbJob(real, held.job_id)
+    const result = attempt(() =>
+      this.byToken
+        ? real.engine.heartbeatByToken({ job_id: held.job_id, worker_id: worker, lease_token: held.token })
+        : real.engine.heartbeat({ lease_id: held.lease_id, worker_id: worker }),
+    )
+    expireIfDue(held, now)
+    if (this.wrongWorker) {
+      expectRefusal(result, 403, 'worker_mismatch')
+      return
+    }
+    if (held.state !== 'ACTIVE') {
+      expectRefusal(result, 409, notActiveCode(held))
+      return
+    }
+    expect(result.error).toBeUndefined()
+    held.expires_at = now + (held.ttl_s + held.grace_s) * SECOND
+    expect(result.value!.lease.expires_at).toBe(held.expires_at)
+    expect(result.value!.job.state).toBe('RUNNING') // the first heartbeat moves LEASED → RUNNING
+    expect(result.value!.job.cancel_requested).toBe(before.cancel_requested)
+  }
+  toString(): string {
+    return `heartbeat(lease #${this.index}${this.byToken ? ', by token' : ''}${this.wrongWorker ? ', wrong worker' : ''})`
+  }
+}
+
+class Advance extends Base {
+  constructor(readonly ms: number) {
+    super()
+  }
+  apply(_model: Model, real: Real): void {
+    real.clock.advance(this.ms)
+  }
+  toString(): string {
+    return `advance(${this.ms} ms)`
+  }
+}
+
+/** The reaper expires exactly the ACTIVE leases and the dialect-002 claims whose time has come. */
+class Reap extends Base {
+  apply(model: Model, real: Real): void {
+    const now = real.clock.now()
+    const due = model.leases.filter((l) => l.state === 'ACTIVE' && l.expires_at <= now)
+    const claimsDue = real.db
+      .prepare("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at <= ?")
+      .get(now) as { n: number }
+    const reaped = real.engine.reap()
+    expect(reaped).toMatchObject({ leases: due.length, claims: claimsDue.n })
+    for (const held of due) expireIfDue(held, now)
+    expect(real.engine.reap()).toMatchObject({ leases: 0, claims: 0 })
+  }
+  toString(): string {
+    return 'reap()'
+  }
+}
+
+type FinishVia = 'release' | 'attempt'
+
+/**
+ * Ends the attempt under a held lease: SUCCEEDED (dialect 001/002 release, or dialect 003
+ * complete) or FAILED (release with FAILED is final; dialect 003 fail may be retryable). A repeat
+ * of a finish that took effect answers as the first did and changes nothing.
+ */
+class Finish extends Base {
+  constructor(
+    readonly index: number,
+    readonly status: 'SUCCEEDED' | 'FAILED',
+    readonly via: FinishVia,
+    readonly retryable: boolean,
+  ) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const held = pick(model.leases, this.index)
+    if (!held) return
+    const now = real.clock.now()
+    const before = dbJob(real, held.job_id)
+    const eventsBefore = real.db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }
+    const report = { job_id: held.job_id, attempt_id: held.attempt_id, worker_id: held.worker_id, lease_token: held.token }
+    const result = attempt<{ job: JobRow }>(() => {
+      if (this.via === 'release') return real.engine.release({ lease_id: held.lease_id, worker_id: held.worker_id, status: this.status })
+      return this.status === 'SUCCEEDED'
+        ? real.engine.complete(report)
+        : real.engine.fail({ ...report, error: { message: 'boom', retryable: this.retryable } })
+    })
+    expireIfDue(held, now)
+    if (held.state === 'RELEASED' && held.release_status === this.status) {
+      // A repeat: same answer, nothing written.
+      expect(result.error).toBeUndefined()
+      expect(result.value!.job.state).toBe(before.state)
+      expect(real.db.prepare('SELECT COUNT(*) AS n FROM events').get()).toEqual(eventsBefore)
+      return
+    }
+    if (held.state !== 'ACTIVE') {
+      expectRefusal(result, 409, notActiveCode(held))
+      return
+    }
+    expect(result.error).toBeUndefined()
+    held.state = 'RELEASED'
+    held.release_status = this.status
+    let expected: JobState
+    if (this.status === 'SUCCEEDED') expected = 'DONE'
+    else if (before.cancel_requested) expected = 'CANCELED'
+    else if (this.via === 'attempt' && this.retryable && before.attempts < before.max_attempts) expected = 'QUEUED'
+    else expected = 'FAILED'
+    expect(result.value!.job.state).toBe(expected)
+  }
+  toString(): string {
+    const kind = this.status === 'SUCCEEDED' ? 'complete' : `fail${this.retryable ? '(retryable)' : ''}`
+    return `${kind}(lease #${this.index}, via ${this.via})`
+  }
+}
+
+/** Cancel: at once before a lease, a request while leased, 409 once terminal. */
+class Cancel extends Base {
+  constructor(readonly index: number) {
+    super()
+  }
+  apply(model: Model, real: Real): void {
+    const jobId = pick(model.jobs, this.index)
+    if (!jobId) return
+    const before = dbJob(real, jobId)
+    const result = attempt(() => real.engine.cancel(jobId))
+    if (['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'].includes(before.state)) {
+      expectRefusal(result, 409, 'illegal_transition')
+    } else if (before.state === 'LEASED' || before.state === 'RUNNING') {
+      expect(result.value).toMatchObject({ state: before.state, cancel_requested: 1 })
+    } else {
+      expect(result.value).toMatchObject({ state: 'CANCELED' })
+    }
+  }
+  toString(): string {
+    return `cancel(job #${this.index})`
+  }
+}
+
+/** Closes the better-sqlite3 handle and opens a new engine on the same file and clock. */
+class Reopen extends Base {
+  apply(_model: Model, real: Real): void {
+    real.db.close()
+    Object.assign(real, openEngine(real.path, real.clock, real.busy))
+  }
+  toString(): string {
+    return 'reopen()'
+  }
+}
+
+const worker = fc.constantFrom(...WORKERS)
+const index = fc.nat({ max: 50 })
+const ttl = fc.integer({ min: 1, max: 20 })
+
+const submit = fc
+  .tuple(fc.integer({ min: 1, max: 6 }), fc.constantFrom(...PRIORITIES), fc.integer({ min: 1, max: 3 }), fc.boolean())
+  .map(([cost, priority, max, unique]) => new Submit(cost, priority, max, unique))
+const grant = fc
+  .tuple(fc.constantFrom('001' as const, '003' as const), worker, ttl, fc.option(fc.integer({ min: 1, max: 6 }), { freq: 3 }))
+  .map(([dialect, w, t, max]) => new Grant(dialect, w, t, max))
+const heartbeat = fc.tuple(index, fc.boolean()).map(([i, byToken]) => new Heartbeat(i, byToken, false))
+const finishVia = fc.constantFrom<FinishVia>('release', 'attempt')
+
+// fc.commands picks each arbitrary equally often: the common verbs are listed more than once.
+const commands = fc.commands(
+  [
+    submit,
+    submit,
+    submit,
+    fc.tuple(worker, fc.integer({ min: 1, max: 2 })).map(([w, limit]) => new Claim(w, limit)),
+    grant,
+    grant,
+    grant,
+    fc.tuple(index, ttl).map(([i, t]) => new GrantClaimed(i, t)),
+    heartbeat,
+    heartbeat,
+    fc.tuple(index, fc.boolean()).map(([i, byToken]) => new Heartbeat(i, byToken, true)),
+    fc.oneof(fc.integer({ min: 0, max: 5 * SECOND }), fc.integer({ min: 5 * SECOND, max: 40 * SECOND })).map((ms) => new Advance(ms)),
+    fc.constant(new Reap()),
+    fc.tuple(index, finishVia).map(([i, via]) => new Finish(i, 'SUCCEEDED', via, false)),
+    fc.tuple(index, finishVia, fc.boolean()).map(([i, via, retryable]) => new Finish(i, 'FAILED', via, retryable)),
+    index.map((i) => new Cancel(i)),
+    fc.constant(new Reopen()),
+  ],
+  { maxCommands: MAX_COMMANDS, size: 'max' },
+)
+
+// ---------------------------------------------------------------------------------------------
+
+const dir = mkdtempSync(join(tmpdir(), 'leasehold-model-'))
+let runs = 0
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+function runScenario(cmds: Iterable<Cmd>, busy: number): void {
+  const path = join(dir, `run-${++runs}.db`)
+  const clock = new ManualClock(T0)
+  const real: Real = { path, clock, busy, ...openEngine(path, clock, busy) }
+  try {
+    fc.modelRun(() => ({ model: { jobs: [], claimed: [], leases: [] }, real }), cmds)
+  } finally {
+    real.db.close()
+    for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true })
+  }
+}
+
+describe('engine against a model, with invariants checked after every command', () => {
+  it.each(Object.keys(INVARIANTS) as InvariantName[])('%s', (name) => {
+    checkAfterEach = INVARIANTS[name]
+    try {
+      fc.assert(
+        fc.property(commands, fc.constantFrom(0, 0, 3, 5), (cmds, busy) => runScenario(cmds, busy)),
+        { numRuns: RUNS },
+      )
+    } finally {
+      checkAfterEach = () => {}
+    }
+  })
+})
