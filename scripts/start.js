@@ -21,11 +21,12 @@ function electronBinary() {
   }
 }
 
-/** Builds main, preload and renderer into out/ (package.json "main" is out/main/electron.js). */
+/** Builds main, preload and renderer into out/ (package.json "main" is out/main/electron.js); quiet unless it fails. */
 function build() {
   const cli = join(dirname(require.resolve('electron-vite/package.json')), 'bin', 'electron-vite.js')
-  const result = spawnSync(process.execPath, [cli, 'build'], { cwd: projectRoot, stdio: 'inherit' })
+  const result = spawnSync(process.execPath, [cli, 'build'], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' })
   if (result.error) throw result.error
+  if (result.status !== 0) process.stderr.write(result.stdout + result.stderr)
   return result.status ?? 1
 }
 
@@ -60,11 +61,11 @@ function runForwardingSignals(command, commandArgs) {
 }
 
 const electron = electronBinary()
-if (electron) {
-  const status = build()
-  if (status !== 0) process.exit(status)
-  runForwardingSignals(electron, ['.', ...args])
-} else {
+if (!electron) {
   console.error('leasehold: Electron is not installed on this machine; starting the headless host (leasehold serve).')
-  runForwardingSignals(process.execPath, [join(projectRoot, 'bin', 'leasehold.js'), 'serve', ...args])
 }
+// Both ways need the build: the window shows out/renderer, and so does the host at `/`.
+const status = build()
+if (status !== 0) process.exit(status)
+if (electron) runForwardingSignals(electron, ['.', ...args])
+else runForwardingSignals(process.execPath, [join(projectRoot, 'bin', 'leasehold.js'), 'serve', ...args])

@@ -24,6 +24,10 @@ const runtime = new WorkerRuntime({
   onJob: (jobId) => channel.send({ type: 'job', job_id: jobId }),
 })
 
+// A worker outlives its host only as an orphan holding nothing: when the host goes (even killed
+// with SIGKILL), the IPC channel closes and the worker ends; its leases expire on the host's side.
+process.on('disconnect', () => process.exit(1))
+
 const { types, problems } = await runtime.start()
 for (const problem of problems) {
   console.error(`leasehold worker ${workerId}: handler ${problem.file} did not load: ${problem.error}`)
