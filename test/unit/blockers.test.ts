@@ -1,0 +1,264 @@
+/**
+ * Seed 004, phase 5, in the engine: still blocked after the one retry → a hard stop with a full
+ * blocker report (never a silent skip), the job BLOCKED with its capacity given back, and the
+ * operator's three answers (retry, force_release, cancel), each an event with its note.
+ */
+import { describe, expect, test } from 'vitest'
+import type { AttemptRow, BlockerRow, EventRow, FileLeaseRow } from '../../src-main/db/schema'
+import { SECOND } from '../../src-main/engine/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import type { Engine } from '../../src-main/engine'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { claimOrFail, expectEngineError } from './support'
+
+const FILE = '/repo/src/shared.ts'
+
+function events(engine: Engine, type: string): (Omit<EventRow, 'data'> & { data: any })[] {
+  return engine.ctx
+    .all<EventRow>('SELECT * FROM events WHERE event_type = ? ORDER BY id', type)
+    .map((e) => ({ ...e, data: JSON.parse(e.data) }))
+}
+
+function fileRows(engine: Engine, file: string): FileLeaseRow[] {
+  return engine.ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
+}
+
+function runningJob(engine: Engine, workerId: string, cost = 3, extra: Parameters<typeof aJob>[0] = {}) {
+  engine.submit(aJob({ cost_units: cost, ...extra }))
+  return claimOrFail(engine, workerId)
+}
+
+/**
+ * w1 holds FILE (since T0), w2 is denied at T0 + 5 s, both stay alive, and w2's one retry at
+ * denied_at + 180 s finds FILE still held: w2 is halted.
+ */
+function halted(options: { file?: string; requesterExtra?: Parameters<typeof aJob>[0] } = {}) {
+  const file = options.file ?? FILE
+  const s = setup()
+  const { engine, clock } = s
+  const holder = runningJob(engine, 'w1', 3)
+  const requester = runningJob(engine, 'w2', 4, options.requesterExtra)
+  const holderFile = engine.acquireFile({ file, owner_id: 'w1', lease_id: holder.lease.id })
+  if (!holderFile.granted) throw new Error('holder not granted')
+  // The requester also holds another file: the halt must give it back.
+  engine.acquireFile({ file: '/repo/requester-own.ts', owner_id: 'w2', lease_id: requester.lease.id })
+  clock.advance(5 * SECOND)
+  const deniedAt = clock.now()
+  expect(engine.acquireFile({ file, owner_id: 'w2', lease_id: requester.lease.id })).toMatchObject({ code: 'file_lease_held' })
+  const retryAt = deniedAt + FILE_RETRY_MS
+  while (clock.now() < retryAt) {
+    clock.advance(Math.min(10 * SECOND, retryAt - clock.now()))
+    engine.heartbeat({ lease_id: holder.lease.id })
+    engine.heartbeat({ lease_id: requester.lease.id })
+    engine.heartbeatFile({ file, owner_id: 'w1' })
+    engine.heartbeatFile({ file: '/repo/requester-own.ts', owner_id: 'w2' })
+    engine.reap()
+  }
+  const leasedBefore = engine.getCapacity().leased
+  const result = engine.acquireFile({ file, owner_id: 'w2', lease_id: requester.lease.id })
+  if (result.granted || result.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(result)}`)
+  return { ...s, file, holder, requester, holderFile: holderFile.file_lease, deniedAt, retryAt, blocker: result.blocker, leasedBefore }
+}
+
+describe('halt: still blocked after the retry', () => {
+  test('the blocker report has every field: file, holder owner/job/acquired_at, age, retry_s 180, denied_at, retried_at, requester', () => {
+    const { blocker, holder, requester, deniedAt, retryAt, holderFile } = halted()
+    expect(blocker).toMatchObject({
+      id: expect.any(String),
+      file: FILE,
+      holder_owner_id: 'w1',
+      holder_job_id: holder.job.id,
+      holder_acquired_at: T0,
+      holder_last_heartbeat_at: retryAt,
+      retry_s: 180,
+      denied_at: deniedAt,
+      retried_at: retryAt,
+      requester_owner_id: 'w2',
+      requester_job_id: requester.job.id,
+      requester_lease_id: requester.lease.id,
+      state: 'OPEN',
+      resolution: null,
+      note: null,
+      resolved_at: null,
+      created_at: retryAt,
+    })
+    expect(holderFile.acquired_at).toBe(T0)
+  })
+
+  test('the halt is explicit: BLOCKER_OPENED and JOB_BLOCKED events, the report stored and listed', () => {
+    const { engine, blocker, requester, retryAt, deniedAt } = halted()
+    const [opened] = events(engine, 'BLOCKER_OPENED')
+    expect(opened).toMatchObject({ entity_type: 'BLOCKER', entity_id: blocker.id, job_id: requester.job.id, ts: retryAt })
+    expect(opened!.data).toMatchObject({
+      file: FILE,
+      holder_owner_id: 'w1',
+      age_s: (retryAt - T0) / 1000,
+      retry_s: 180,
+      denied_at: deniedAt,
+      retried_at: retryAt,
+      requester_owner_id: 'w2',
+    })
+    const [blocked] = events(engine, 'JOB_BLOCKED')
+    expect(blocked).toMatchObject({ job_id: requester.job.id })
+    expect(blocked!.data).toMatchObject({ state: 'BLOCKED', blocker_id: blocker.id, lease_id: requester.lease.id })
+    expect(engine.getBlocker(blocker.id)).toEqual(blocker)
+    expect(engine.listBlockers('OPEN').map((b) => b.id)).toEqual([blocker.id])
+  })
+
+  test('the halted job is BLOCKED and holds no capacity: its lease released BLOCKED, its attempt BLOCKED, its files released', () => {
+    const { engine, requester, leasedBefore, retryAt } = halted()
+    expect(engine.getJob(requester.job.id).state).toBe('BLOCKED')
+    expect(engine.getLease(requester.lease.id)).toMatchObject({ state: 'RELEASED', release_status: 'BLOCKED', released_at: retryAt })
+    expect(engine.getCapacity().leased).toBe(leasedBefore - 4)
+    const [attempt] = engine.attempts(requester.job.id) as AttemptRow[]
+    expect(attempt).toMatchObject({ outcome: 'BLOCKED', disposition: 'BLOCKED', finished_at: retryAt })
+    expect(fileRows(engine, '/repo/requester-own.ts')[0]).toMatchObject({ state: 'RELEASED', release_reason: 'job_blocked' })
+    // A BLOCKED job is not picked by anyone until an operator answers.
+    expect(engine.claimAndLease({ worker_id: 'w9' })).toMatchObject({ granted: false })
+  })
+
+  test('the holder keeps the file and its job through the halt', () => {
+    const { engine, holder, holderFile } = halted()
+    expect(fileRows(engine, FILE).filter((r) => r.state === 'ACTIVE').map((r) => r.id)).toEqual([holderFile.id])
+    expect(engine.getJob(holder.job.id).state).toBe('RUNNING')
+  })
+
+  test('a halted job heartbeating its released lease is told it is no longer active', () => {
+    const { engine, requester } = halted()
+    expectEngineError(() => engine.heartbeat({ lease_id: requester.lease.id }), 409, 'lease_not_active')
+  })
+})
+
+describe("the operator's answers", () => {
+  test('retry: the blocked job is QUEUED and eligible at once; a BLOCKER_RESOLVED event carries the note', () => {
+    const { engine, clock, blocker, requester } = halted()
+    clock.advance(7 * SECOND)
+    const resolved = engine.resolveBlocker(blocker.id, { action: 'retry', note: 'try again, w1 is nearly done', by: 'alice' })
+    expect(resolved).toMatchObject({ state: 'RESOLVED', resolution: 'retry', note: 'try again, w1 is nearly done', resolved_by: 'alice', resolved_at: clock.now() })
+    const job = engine.getJob(requester.job.id)
+    expect(job).toMatchObject({ state: 'QUEUED', next_retry_at: null, eligible_at: clock.now() })
+    const [event] = events(engine, 'BLOCKER_RESOLVED')
+    expect(event).toMatchObject({ entity_id: blocker.id, job_id: requester.job.id, ts: clock.now() })
+    expect(event!.data).toEqual({ action: 'retry', note: 'try again, w1 is nearly done', by: 'alice', file: FILE })
+    // Eligible at once: the next claim takes it.
+    expect(claimOrFail(engine, 'w3').job.id).toBe(requester.job.id)
+  })
+
+  test('retry gives a job that had used its last attempt one more', () => {
+    const { engine, blocker, requester } = halted({ requesterExtra: { max_attempts: 1 } })
+    engine.resolveBlocker(blocker.id, { action: 'retry' })
+    expect(engine.getJob(requester.job.id)).toMatchObject({ state: 'QUEUED', attempts: 1, max_attempts: 2 })
+    expect(claimOrFail(engine, 'w3').job.id).toBe(requester.job.id)
+  })
+
+  test('force_release: the holder loses the file (REVOKED), its heartbeat and release answer 409 file_lease_lost, and the blocked job is requeued', () => {
+    const { engine, clock, blocker, requester, holderFile } = halted()
+    clock.advance(SECOND)
+    engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'w1 is stuck' })
+    expect(fileRows(engine, FILE).find((r) => r.id === holderFile.id)).toMatchObject({
+      state: 'REVOKED',
+      release_reason: 'force_released',
+      released_at: clock.now(),
+    })
+    const [revoked] = events(engine, 'FILE_LEASE_REVOKED')
+    expect(revoked).toMatchObject({ entity_id: holderFile.id })
+    expect(revoked!.data).toMatchObject({ file: FILE, owner_id: 'w1', reason: 'force_released', by: 'operator' })
+    expectEngineError(() => engine.heartbeatFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
+    expectEngineError(() => engine.releaseFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
+    expect(engine.getJob(requester.job.id).state).toBe('QUEUED')
+    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', note: 'w1 is stuck' })
+    // The file is free for the next owner.
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true })
+  })
+
+  test("force_release: the holder's job cannot finish SUCCEEDED (409 file_lease_lost, nothing changes) but can fail", () => {
+    const { engine, blocker, holder } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    const before = engine.getJob(holder.job.id)
+    expectEngineError(() => engine.release({ lease_id: holder.lease.id, status: 'SUCCEEDED' }), 409, 'file_lease_lost')
+    const report = { job_id: holder.job.id, attempt_id: holder.lease.attempt_id, worker_id: 'w1', lease_token: holder.lease.token }
+    expectEngineError(() => engine.complete(report), 409, 'file_lease_lost')
+    expect(engine.getJob(holder.job.id)).toEqual(before)
+    expect(engine.getLease(holder.lease.id).state).toBe('ACTIVE')
+    const failed = engine.fail({ ...report, error: { code: 'file_lost', message: 'an operator took the file' } })
+    expect(failed).toMatchObject({ ack: true, requeued: false })
+    expect(engine.getJob(holder.job.id).state).toBe('FAILED')
+  })
+
+  test('cancel: the blocked job is CANCELED, with a BLOCKER_RESOLVED event carrying the note', () => {
+    const { engine, blocker, requester, holderFile } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'cancel', note: 'not needed any more' })
+    expect(engine.getJob(requester.job.id)).toMatchObject({ state: 'CANCELED', final_status: 'CANCELED' })
+    expect(events(engine, 'JOB_CANCELED').map((e) => e.job_id)).toEqual([requester.job.id])
+    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'cancel', note: 'not needed any more', by: 'operator' })
+    // The holder is untouched.
+    expect(fileRows(engine, FILE).find((r) => r.id === holderFile.id)!.state).toBe('ACTIVE')
+  })
+
+  test.each(['retry', 'force_release', 'cancel'] as const)('resolving twice (%s first) is 409 blocker_resolved and changes nothing', (action) => {
+    const { engine, blocker, requester } = halted()
+    engine.resolveBlocker(blocker.id, { action, note: 'first' })
+    const state = engine.getJob(requester.job.id).state
+    for (const again of ['retry', 'force_release', 'cancel'] as const) {
+      expectEngineError(() => engine.resolveBlocker(blocker.id, { action: again, note: 'second' }), 409, 'blocker_resolved')
+    }
+    expect(engine.getBlocker(blocker.id)).toMatchObject({ resolution: action, note: 'first' })
+    expect(engine.getJob(requester.job.id).state).toBe(state)
+    expect(events(engine, 'BLOCKER_RESOLVED')).toHaveLength(1)
+  })
+
+  test('an unknown blocker is 404 blocker_not_found', () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.resolveBlocker('00000000-0000-4000-8000-000000000000', { action: 'retry' }), 404, 'blocker_not_found')
+    expectEngineError(() => engine.getBlocker('nope'), 404, 'blocker_not_found')
+  })
+
+  test('canceling the BLOCKED job directly closes its blocker with a BLOCKER_RESOLVED event', () => {
+    const { engine, blocker, requester } = halted()
+    engine.cancel(requester.job.id, 'operator gave up')
+    expect(engine.getJob(requester.job.id).state).toBe('CANCELED')
+    expect(engine.getBlocker(blocker.id)).toMatchObject({ state: 'RESOLVED', resolution: 'cancel', note: 'operator gave up' })
+    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'cancel', note: 'operator gave up' })
+    expectEngineError(() => engine.resolveBlocker(blocker.id, { action: 'retry' }), 409, 'blocker_resolved')
+  })
+
+  test('a blocker whose requester had no job lease resolves without touching any job', () => {
+    const { engine, clock } = setup()
+    engine.acquireFile({ file: FILE, owner_id: 'holder' })
+    engine.acquireFile({ file: FILE, owner_id: 'me' })
+    for (let t = 0; t < 18; t++) {
+      clock.advance(10 * SECOND)
+      engine.heartbeatFile({ file: FILE, owner_id: 'holder' })
+    }
+    const result = engine.acquireFile({ file: FILE, owner_id: 'me' })
+    if (result.granted || result.code !== 'blocked') throw new Error('expected a halt')
+    expect(result.blocker).toMatchObject({ requester_job_id: null, requester_lease_id: null })
+    expect(engine.resolveBlocker(result.blocker.id, { action: 'retry' })).toMatchObject({ state: 'RESOLVED' })
+  })
+})
+
+describe('listing blockers', () => {
+  test('open blockers first (oldest first), then resolved ones (newest first); the state filter applies', () => {
+    const { engine, clock } = setup()
+    const ids: string[] = []
+    // Four halts on four files, one after another.
+    for (let i = 0; i < 4; i++) {
+      const file = `/repo/f${i}.ts`
+      engine.acquireFile({ file, owner_id: `holder${i}` })
+      engine.acquireFile({ file, owner_id: `req${i}` })
+      for (let t = 0; t < 18; t++) {
+        clock.advance(10 * SECOND)
+        for (let j = 0; j <= i; j++) engine.heartbeatFile({ file: `/repo/f${j}.ts`, owner_id: `holder${j}` })
+      }
+      const r = engine.acquireFile({ file, owner_id: `req${i}` })
+      if (r.granted || r.code !== 'blocked') throw new Error('expected a halt')
+      ids.push(r.blocker.id)
+    }
+    engine.resolveBlocker(ids[0]!, { action: 'retry' })
+    engine.resolveBlocker(ids[2]!, { action: 'cancel' })
+    const list = (rows: BlockerRow[]) => rows.map((b) => b.id)
+    expect(list(engine.listBlockers())).toEqual([ids[1], ids[3], ids[2], ids[0]])
+    expect(list(engine.listBlockers('OPEN'))).toEqual([ids[1], ids[3]])
+    expect(list(engine.listBlockers('RESOLVED'))).toEqual([ids[2], ids[0]])
+  })
+})

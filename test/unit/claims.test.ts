@@ -1,0 +1,218 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import { eventTypes, expectEngineError } from './support'
+
+function claimed(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
+  const s = setup(options)
+  const submitted = s.engine.submit(job).job
+  const [claim] = s.engine.claim({ worker_id: 'w' })
+  expect(claim?.id).toBe(submitted.id)
+  return { ...s, job: submitted }
+}
+
+describe('dialect 002 claim', () => {
+  it('a claim moves the job QUEUED → CLAIMED for the worker, for claim ttl 60 s, without holding capacity', () => {
+    const { engine, job } = claimed()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'CLAIMED', claimed_by: 'w', claim_expires_at: T0 + 60 * SECOND, attempts: 0 })
+    expect(engine.getCapacity().leased).toBe(0)
+    expect(eventTypes(engine.jobEvents(job.id))).toEqual(['JOB_SUBMITTED', 'JOB_CLAIMED'])
+  })
+
+  it('the claim ttl comes from config', () => {
+    const { engine, job } = claimed({ config: { claimTtlS: 5 } })
+    expect(engine.getJob(job.id).claim_expires_at).toBe(T0 + 5 * SECOND)
+  })
+
+  it('a claim takes up to limit jobs, in order, and nothing already claimed', () => {
+    const { engine } = setup()
+    const ids = Array.from({ length: 4 }, () => engine.submit(aJob()).job.id)
+    expect(engine.claim({ worker_id: 'a' }, 3).map((j) => j.id)).toEqual(ids.slice(0, 3))
+    expect(engine.claim({ worker_id: 'b' }, 3).map((j) => j.id)).toEqual(ids.slice(3))
+    expect(engine.claim({ worker_id: 'c' }, 3)).toEqual([])
+  })
+
+  it.each([0, -1, 1.5])('a claim limit of %d is 400 invalid_request', (limit) => {
+    const { engine } = setup()
+    engine.submit(aJob())
+    expectEngineError(() => engine.claim({ worker_id: 'w' }, limit), 400, 'invalid_request')
+  })
+
+  it('a claimed job is not leased by a dialect-001 request', () => {
+    const { engine } = claimed()
+    expect(engine.requestLease({ worker_id: 'other' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+  })
+})
+
+describe('dialect 002 status updates', () => {
+  it('a status update moves CLAIMED → PREPARING, stores note and progress, and keeps the claim alive', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(50 * SECOND)
+    const updated = engine.updateStatus(job.id, { state: 'PREPARING', note: 'downloading', progress: 0.25 })
+    expect(updated).toMatchObject({ state: 'PREPARING', note: 'downloading', progress: 0.25, claim_expires_at: T0 + 110 * SECOND })
+    clock.advance(50 * SECOND)
+    engine.reap()
+    expect(engine.getJob(job.id).state).toBe('PREPARING')
+  })
+
+  it('a status update may only set PREPARING (or the current state); RUNNING comes from a lease', () => {
+    const { engine, job } = claimed()
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'RUNNING' }), 409, 'illegal_transition')
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'DONE' }), 409, 'illegal_transition')
+    expect(engine.updateStatus(job.id, { state: 'CLAIMED', note: 'n' }).state).toBe('CLAIMED')
+  })
+
+  it('a QUEUED job cannot be set PREPARING by a status update', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob())
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'PREPARING' }), 409, 'illegal_transition')
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
+  })
+
+  it('a terminal job takes no status updates (409 illegal_transition)', () => {
+    const { engine, job } = claimed()
+    engine.cancel(job.id)
+    expectEngineError(() => engine.updateStatus(job.id, { note: 'late' }), 409, 'illegal_transition')
+    expect(engine.getJob(job.id).note).toBeNull()
+  })
+
+  it('a progress outside 0–1 is 400 invalid_request', () => {
+    const { engine, job } = claimed()
+    expectEngineError(() => engine.updateStatus(job.id, { progress: 2 }), 400, 'invalid_request')
+  })
+
+  it('a status update of an unknown job is 404 job_not_found', () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.updateStatus('missing', { note: 'x' }), 404, 'job_not_found')
+  })
+})
+
+describe('dialect 002 lease request', () => {
+  it.each(['CLAIMED', 'PREPARING', 'LEASE_PENDING'] as const)(
+    'a lease may be requested from %s; approval makes the job RUNNING under the claiming worker',
+    (state) => {
+      const { engine, job } = claimed({ total_units: 10 })
+      if (state === 'PREPARING') engine.updateStatus(job.id, { state: 'PREPARING' })
+      if (state === 'LEASE_PENDING') {
+        engine.setCapacity({ busy_rating: 10 })
+        expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(false)
+        engine.setCapacity({ busy_rating: 0 })
+      }
+      expect(engine.getJob(job.id).state).toBe(state)
+      const decision = engine.requestLeaseForJob({ job_id: job.id, cost_units: 1, ttl_s: 45 })
+      if (!decision.approved) throw new Error('expected approval')
+      expect(decision.lease).toMatchObject({ worker_id: 'w', job_id: job.id, cost_units: 1, ttl_s: 45, state: 'ACTIVE' })
+      expect(decision.job).toMatchObject({ state: 'RUNNING', attempts: 1, lease_id: decision.lease.id, claim_expires_at: null, next_retry_at: null })
+    },
+  )
+
+  it.each(['QUEUED', 'RUNNING', 'DONE'] as const)('a lease request on a %s job is 409 illegal_transition', (state) => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob())
+    if (state !== 'QUEUED') {
+      engine.claim({ worker_id: 'w' })
+      const d = engine.requestLeaseForJob({ job_id: job.id })
+      if (!d.approved) throw new Error('expected approval')
+      if (state === 'DONE') engine.release({ lease_id: d.lease.id, status: 'SUCCEEDED' })
+    }
+    expectEngineError(() => engine.requestLeaseForJob({ job_id: job.id }), 409, 'illegal_transition')
+    expect(engine.getJob(job.id).attempts).toBe(state === 'QUEUED' ? 0 : 1)
+  })
+
+  it('a lease request whose cost_units differ from the job\'s is 409 cost_mismatch', () => {
+    const { engine, job } = claimed({}, aJob({ cost_units: 3 }))
+    expectEngineError(() => engine.requestLeaseForJob({ job_id: job.id, cost_units: 2 }), 409, 'cost_mismatch')
+    expect(engine.getJob(job.id).state).toBe('CLAIMED')
+  })
+
+  it('a lease request of an unknown job is 404 job_not_found', () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.requestLeaseForJob({ job_id: 'missing' }), 404, 'job_not_found')
+  })
+
+  it('a lease request with a ttl outside the bounds is 400 invalid_request', () => {
+    const { engine, job } = claimed()
+    expectEngineError(() => engine.requestLeaseForJob({ job_id: job.id, ttl_s: 0 }), 400, 'invalid_request')
+  })
+
+  it('a denial sets LEASE_PENDING with next_retry_at and retry_after_sec, names the numbers and keeps the claim alive', () => {
+    const { engine, clock, job } = claimed({ total_units: 50, busy_rating: 8 }, aJob({ cost_units: 20 }))
+    clock.advance(50 * SECOND)
+    const decision = engine.requestLeaseForJob({ job_id: job.id })
+    expect(decision).toMatchObject({
+      approved: false,
+      reason: 'Capacity exceeded: used=0, requested=20, capacity=10',
+      retry_after_sec: 10,
+    })
+    expect(engine.getJob(job.id)).toMatchObject({
+      state: 'LEASE_PENDING',
+      next_retry_at: clock.now() + 10 * SECOND,
+      claim_expires_at: clock.now() + 60 * SECOND,
+      claimed_by: 'w',
+      attempts: 0,
+    })
+    expect(eventTypes(engine.jobEvents(job.id))).toContain('LEASE_DENIED')
+  })
+
+  it('on a LEASE_PENDING job next_retry_at is advice: an early request is approved once capacity is back', () => {
+    const { engine, clock, job } = claimed({ total_units: 10 }, aJob({ cost_units: 10 }))
+    engine.setCapacity({ busy_rating: 5 })
+    expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(false)
+    engine.setCapacity({ busy_rating: 0 })
+    clock.advance(SECOND) // well before next_retry_at
+    expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(true)
+  })
+})
+
+describe('dialect 002 claim expiry', () => {
+  it('expired claim returns to QUEUED without counting an attempt', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(60 * SECOND - 1)
+    expect(engine.reap().claims).toBe(0)
+    clock.advance(1)
+    expect(engine.reap()).toMatchObject({ leases: 0, claims: 1 })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0, claimed_by: null, claim_expires_at: null })
+    expect(engine.attempts(job.id)).toEqual([])
+    expect(eventTypes(engine.jobEvents(job.id))).toContain('JOB_CLAIM_EXPIRED')
+    expect(engine.claim({ worker_id: 'other' }).map((j) => j.id)).toEqual([job.id])
+  })
+
+  it.each(['PREPARING', 'LEASE_PENDING'] as const)('an expired claim in %s also returns to QUEUED', (state) => {
+    const { engine, clock, job } = claimed({ total_units: 1 }, aJob({ cost_units: 1 }))
+    if (state === 'PREPARING') engine.updateStatus(job.id, { state: 'PREPARING' })
+    else {
+      engine.setCapacity({ busy_rating: 10 })
+      engine.requestLeaseForJob({ job_id: job.id })
+    }
+    clock.advance(61 * SECOND)
+    engine.reap()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0, next_retry_at: null })
+  })
+
+  it('a job whose claim expired keeps its place ahead of later submits', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(10 * SECOND)
+    const later = engine.submit(aJob()).job
+    clock.advance(60 * SECOND)
+    engine.reap()
+    expect(engine.claim({ worker_id: 'x' }, 2).map((j) => j.id)).toEqual([job.id, later.id])
+  })
+
+  it('a leased job is not touched by claim expiry', () => {
+    const { engine, clock, job } = claimed()
+    const d = engine.requestLeaseForJob({ job_id: job.id, ttl_s: 600 })
+    expect(d.approved).toBe(true)
+    clock.advance(120 * SECOND)
+    expect(engine.reap()).toMatchObject({ leases: 0, claims: 0 })
+    expect(engine.getJob(job.id).state).toBe('RUNNING')
+  })
+
+  it('a lease granted through dialect 002 is fenced like any other: a late release after expiry is 409 lease_expired', () => {
+    const { engine, clock, job } = claimed()
+    const d = engine.requestLeaseForJob({ job_id: job.id })
+    if (!d.approved) throw new Error('expected approval')
+    clock.advance(36 * SECOND)
+    expectEngineError(() => engine.release({ lease_id: d.lease.id, worker_id: 'w', status: 'SUCCEEDED' }), 409, 'lease_expired')
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
+  })
+})

@@ -1,0 +1,125 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import BetterSqlite3 from 'better-sqlite3'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
+import { aJob } from '../helpers/engine'
+import { leaseOrFail, openFileEngine, tempDir } from './support'
+
+let dir: string
+let cleanup: () => void
+beforeEach(() => ({ dir, cleanup } = tempDir()))
+afterEach(() => cleanup())
+
+function openError(path: string): DatabaseOpenError {
+  try {
+    const { sqlite } = openDatabase({ path })
+    sqlite.close()
+  } catch (error) {
+    expect(error).toBeInstanceOf(DatabaseOpenError)
+    return error as DatabaseOpenError
+  }
+  throw new Error(`expected ${path} to be refused`)
+}
+
+function newestJournalEntry(): number {
+  const journal = JSON.parse(readFileSync(join(DEFAULT_MIGRATIONS_FOLDER, 'meta', '_journal.json'), 'utf8')) as { entries: { when: number }[] }
+  return Math.max(...journal.entries.map((e) => e.when))
+}
+
+describe('opening the database file', () => {
+  it('a new file is created, migrated and marked as Leasehold\'s', () => {
+    const path = join(dir, 'new.db')
+    const { sqlite } = openDatabase({ path })
+    const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()
+    expect(tables).toEqual(expect.arrayContaining(['jobs', 'leases', 'attempts', 'events', 'stream_messages', 'stats_samples', 'settings']))
+    expect(sqlite.pragma('application_id', { simple: true })).toBe(0x4c534844)
+    expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal')
+    expect(sqlite.pragma('foreign_keys', { simple: true })).toBe(1)
+    sqlite.close()
+    expect(existsSync(path)).toBe(true)
+  })
+
+  it('reopening an existing Leasehold file keeps its data', () => {
+    const path = join(dir, 'leasehold.db')
+    const first = openFileEngine(path)
+    const { job } = first.engine.submit(aJob({ payload: { keep: true }, idempotency_key: 'k' }))
+    const { lease } = leaseOrFail(first.engine, 'w')
+    first.sqlite.close()
+
+    const second = openFileEngine(path, { clock: first.clock })
+    expect(second.engine.getJob(job.id)).toMatchObject({ state: 'LEASED', attempts: 1, lease_id: lease.id })
+    expect(JSON.parse(second.engine.getJob(job.id).payload)).toEqual({ keep: true })
+    expect(second.engine.getLease(lease.id)).toMatchObject({ state: 'ACTIVE', fence: lease.fence, token: lease.token })
+    expect(second.engine.submit(aJob({ idempotency_key: 'k' })).duplicate).toBe(true)
+    // Fences keep increasing across restarts.
+    second.engine.submit(aJob())
+    expect(leaseOrFail(second.engine, 'w2').lease.fence).toBeGreaterThan(lease.fence)
+    second.sqlite.close()
+  })
+
+  it('a file written by a newer version refuses to open with a clear message and is left untouched', () => {
+    const path = join(dir, 'newer.db')
+    const { sqlite } = openDatabase({ path })
+    sqlite.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('from-the-future', newestJournalEntry() + 1000)
+    sqlite.close()
+    const bytes = readFileSync(path)
+
+    const error = openError(path)
+    expect(error.message).toContain(path)
+    expect(error.message).toMatch(/newer version of Leasehold/)
+    expect(error.message).toMatch(/upgrade/i)
+    expect(readFileSync(path).equals(bytes)).toBe(true)
+
+    // Nothing was migrated or dropped: the future migration's row is still there.
+    const raw = new BetterSqlite3(path, { readonly: true })
+    expect(raw.prepare('SELECT COUNT(*) FROM __drizzle_migrations WHERE hash = ?').pluck().get('from-the-future')).toBe(1)
+    raw.close()
+  })
+
+  it('a non-SQLite (garbage) file refuses and is left byte-for-byte untouched', () => {
+    const path = join(dir, 'garbage.db')
+    const garbage = Buffer.alloc(8192)
+    for (let i = 0; i < garbage.length; i++) garbage[i] = (i * 7919 + 13) % 256
+    writeFileSync(path, garbage)
+
+    const error = openError(path)
+    expect(error.message).toContain(path)
+    expect(error.message).toMatch(/not a readable SQLite database|damaged/)
+    expect(error.message).toMatch(/untouched/)
+    expect(readFileSync(path).equals(garbage)).toBe(true)
+  })
+
+  it('a text file refuses and is left byte-for-byte untouched', () => {
+    const path = join(dir, 'notes.db')
+    const text = 'these are my notes, not a database\n'.repeat(200)
+    writeFileSync(path, text)
+    openError(path)
+    expect(readFileSync(path, 'utf8')).toBe(text)
+  })
+
+  it('another program\'s SQLite file refuses and is left untouched', () => {
+    const path = join(dir, 'other.db')
+    const other = new BetterSqlite3(path)
+    other.exec("CREATE TABLE contacts (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO contacts (name) VALUES ('Ada')")
+    other.close()
+    const bytes = readFileSync(path)
+
+    const error = openError(path)
+    expect(error.message).toContain(path)
+    expect(error.message).toMatch(/not a Leasehold database/)
+    expect(readFileSync(path).equals(bytes)).toBe(true)
+    const raw = new BetterSqlite3(path, { readonly: true })
+    const tables = raw.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()
+    expect(tables).toEqual(['contacts'])
+    raw.close()
+  })
+
+  it('an empty file is adopted as a new database', () => {
+    const path = join(dir, 'empty.db')
+    writeFileSync(path, '')
+    const { sqlite } = openDatabase({ path })
+    expect(sqlite.prepare("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").get()).toBeDefined()
+    sqlite.close()
+  })
+})

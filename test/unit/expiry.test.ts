@@ -1,0 +1,151 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import { join } from 'node:path'
+import { claimOrFail, eventTypes, leaseOrFail, openFileEngine, tempDir } from './support'
+
+describe('lease expiry', () => {
+  it('the reaper expires a lease once expires_at has passed, not before', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    const { lease } = leaseOrFail(engine, 'w')
+    clock.advance(35 * SECOND - 1)
+    expect(engine.reap()).toMatchObject({ leases: 0, claims: 0 })
+    expect(engine.getLease(lease.id).state).toBe('ACTIVE')
+    clock.advance(2)
+    expect(engine.reap()).toMatchObject({ leases: 1, claims: 0 })
+    expect(engine.getLease(lease.id)).toMatchObject({ state: 'EXPIRED', release_status: 'TIMEOUT' })
+  })
+
+  it('nextDueAt names the earliest lease or claim expiry, for a host that sleeps until then', () => {
+    const { engine, clock } = setup()
+    expect(engine.nextDueAt()).toBeNull()
+    engine.submit(aJob())
+    engine.submit(aJob())
+    leaseOrFail(engine, 'w', 100)
+    clock.advance(SECOND)
+    engine.claim({ worker_id: 'c' })
+    expect(engine.nextDueAt()).toBe(T0 + SECOND + 60 * SECOND)
+  })
+
+  it('an expired lease frees its capacity at once and records the attempt as TIMEOUT', () => {
+    const { engine, clock } = setup({ total_units: 10 })
+    const { job } = engine.submit(aJob({ cost_units: 10 }))
+    leaseOrFail(engine, 'w')
+    expect(engine.getCapacity().available).toBe(0)
+    clock.advance(36 * SECOND)
+    engine.reap()
+    expect(engine.getCapacity()).toMatchObject({ leased: 0, available: 10 })
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'TIMEOUT', disposition: 'REQUEUED', finished_at: clock.now() })
+  })
+
+  it('expired lease requeues with exponential backoff, then dead-letters after max_attempts', () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob({ max_attempts: 3 }))
+    const delays: number[] = []
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      leaseOrFail(engine, 'w')
+      clock.advance(36 * SECOND)
+      engine.reap()
+      const requeued = engine.getJob(job.id)
+      expect(requeued).toMatchObject({ state: 'QUEUED', attempts: attempt, dead_letter: 0, claimed_by: null })
+      delays.push(requeued.next_retry_at! - clock.now())
+      clock.set(requeued.next_retry_at!)
+    }
+    expect(delays).toEqual([2 * SECOND, 4 * SECOND])
+    leaseOrFail(engine, 'w')
+    clock.advance(36 * SECOND)
+    engine.reap()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', final_status: 'TIMEOUT', dead_letter: 1, attempts: 3 })
+    expect(engine.attempts(job.id).map((a) => [a.outcome, a.disposition])).toEqual([
+      ['TIMEOUT', 'REQUEUED'],
+      ['TIMEOUT', 'REQUEUED'],
+      ['TIMEOUT', 'DEAD_LETTERED'],
+    ])
+    expect(engine.requestLease({ worker_id: 'w' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    const events = engine.jobEvents(job.id)
+    expect(eventTypes(events).filter((t) => t === 'LEASE_EXPIRED')).toHaveLength(3)
+    const last = events[events.length - 1]!
+    expect(last.event_type).toBe('JOB_TIMEOUT')
+    expect(JSON.parse(last.data)).toMatchObject({ dead_letter: true })
+  })
+
+  it('a job with max_attempts 1 is dead-lettered on its first expiry', () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob({ max_attempts: 1 }))
+    claimOrFail(engine, 'w')
+    clock.advance(36 * SECOND)
+    engine.reap()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', dead_letter: 1 })
+  })
+
+  it('the backoff policy comes from config and is capped', () => {
+    const { engine, clock } = setup({ config: { backoff: { baseMs: 10 * SECOND, maxMs: 15 * SECOND }, maxAttempts: 10 } })
+    const { job } = engine.submit(aJob())
+    const delays: number[] = []
+    for (let i = 0; i < 3; i++) {
+      leaseOrFail(engine, 'w')
+      clock.advance(36 * SECOND)
+      engine.reap()
+      const j = engine.getJob(job.id)
+      delays.push(j.next_retry_at! - clock.now())
+      clock.set(j.next_retry_at!)
+    }
+    expect(delays).toEqual([10 * SECOND, 15 * SECOND, 15 * SECOND])
+  })
+
+  it('a requeue after expiry writes a new stream message for the job', () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob({ queue: 'q' }))
+    claimOrFail(engine, 'w')
+    clock.advance(36 * SECOND)
+    engine.reap()
+    const messages = engine.ctx.all<{ stream: string }>('SELECT stream FROM stream_messages WHERE job_id = ?', job.id)
+    expect(messages).toEqual([{ stream: 'q' }, { stream: 'q' }])
+  })
+
+  it('a cancel-requested job whose lease expires ends CANCELED, not requeued', () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob())
+    leaseOrFail(engine, 'w')
+    engine.cancel(job.id)
+    clock.advance(36 * SECOND)
+    engine.reap()
+    expect(engine.getJob(job.id).state).toBe('CANCELED')
+  })
+
+  it('the reaper expires many due leases in one pass and leaves live ones', () => {
+    const { engine, clock } = setup({ total_units: 10_000 })
+    for (let i = 0; i < 30; i++) engine.submit(aJob())
+    for (let i = 0; i < 20; i++) leaseOrFail(engine, `w${i}`, 10)
+    for (let i = 0; i < 10; i++) leaseOrFail(engine, `v${i}`, 100)
+    clock.advance(20 * SECOND)
+    expect(engine.reap().leases).toBe(20)
+    expect(engine.snapshot().leases.active).toBe(10)
+  })
+
+  it('the reaper expires leases right after a reopen', () => {
+    const { dir, cleanup } = tempDir()
+    try {
+      const path = join(dir, 'leasehold.db')
+      const before = openFileEngine(path)
+      const { job } = before.engine.submit(aJob())
+      const { lease } = leaseOrFail(before.engine, 'w')
+      before.sqlite.close()
+
+      // The process was down past the lease's expiry; the host reaps once right after opening.
+      const clock = before.clock
+      clock.advance(5 * 60 * SECOND)
+      const after = openFileEngine(path, { clock })
+      expect(after.engine.getLease(lease.id).state).toBe('ACTIVE')
+      expect(after.engine.nextDueAt()).toBe(lease.expires_at)
+      expect(after.engine.reap().leases).toBe(1)
+      expect(after.engine.getLease(lease.id).state).toBe('EXPIRED')
+      expect(after.engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 1 })
+      expect(after.engine.getCapacity().leased).toBe(0)
+      after.sqlite.close()
+    } finally {
+      cleanup()
+    }
+  })
+})

@@ -1,0 +1,587 @@
+/**
+ * Seed 004, phases 1–4, in the engine: the file-lease gate (acquire / deny / release, the key),
+ * liveness reclaim of a dead owner's lease, stop-idle after 30 s, and the contention heartbeat
+ * with its one retry at +180 s. Every test runs on a ManualClock: time moves only when told.
+ */
+import { describe, expect, test } from 'vitest'
+import type { EventRow, FileLeaseRow } from '../../src-main/db/schema'
+import { SECOND } from '../../src-main/engine/clock'
+import { FILE_IDLE_MS, FILE_RETRY_MS, fileKey } from '../../src-main/engine/files'
+import type { Engine } from '../../src-main/engine'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { claimOrFail, expectEngineError } from './support'
+
+const FILE = '/repo/src/main.ts'
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+function fileEvents(engine: Engine, type: string): (Omit<EventRow, 'data'> & { data: any })[] {
+  return engine.ctx
+    .all<EventRow>('SELECT * FROM events WHERE event_type = ? ORDER BY id', type)
+    .map((e) => ({ ...e, data: JSON.parse(e.data) }))
+}
+
+function rowsOn(engine: Engine, file: string): FileLeaseRow[] {
+  return engine.ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
+}
+
+function activeOn(engine: Engine, file: string): FileLeaseRow[] {
+  return rowsOn(engine, file).filter((r) => r.state === 'ACTIVE')
+}
+
+function contentionCount(engine: Engine): number {
+  return engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM file_contentions')!.n
+}
+
+/** A running job with its job lease (dialect 003 claim): an owner whose liveness is that lease. */
+function runningJob(engine: Engine, workerId: string) {
+  engine.submit(aJob({ cost_units: 2 }))
+  return claimOrFail(engine, workerId)
+}
+
+/** Grants or fails the test. */
+function granted(engine: Engine, request: { file: string; owner_id: string; lease_id?: string | null }): FileLeaseRow {
+  const result = engine.acquireFile(request)
+  if (!result.granted) throw new Error(`expected a grant, got ${result.code}`)
+  return result.file_lease
+}
+
+interface KeepAlive {
+  /** Job leases to heartbeat (as their workers would). */
+  leases?: string[]
+  /** File leases to heartbeat, as [file, owner]. */
+  files?: [string, string][]
+}
+
+/**
+ * Moves the clock by `ms` in steps of at most 10 s, heartbeating what a live worker would
+ * heartbeat after each step (job lease TTL 30 s + grace 5 s; file idle window 30 s).
+ */
+function tick(engine: Engine, clock: { advance(ms: number): void }, ms: number, alive: KeepAlive = {}): void {
+  let left = ms
+  while (left > 0) {
+    const step = Math.min(left, 10 * SECOND)
+    clock.advance(step)
+    left -= step
+    for (const lease_id of alive.leases ?? []) engine.heartbeat({ lease_id })
+    for (const [file, owner_id] of alive.files ?? []) engine.heartbeatFile({ file, owner_id })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Acquire / deny / release
+
+describe('acquire / deny / release', () => {
+  test('a free file is granted to the first owner: one ACTIVE file lease and a FILE_LEASE_ACQUIRED event', () => {
+    const { engine } = setup()
+    const job = runningJob(engine, 'w1')
+    const lease = granted(engine, { file: FILE, owner_id: 'w1', lease_id: job.lease.id })
+    expect(lease).toMatchObject({
+      file: FILE,
+      owner_id: 'w1',
+      lease_id: job.lease.id,
+      job_id: job.job.id,
+      state: 'ACTIVE',
+      acquired_at: T0,
+      last_heartbeat_at: T0,
+      released_at: null,
+    })
+    expect(activeOn(engine, FILE)).toHaveLength(1)
+    const [acquired] = fileEvents(engine, 'FILE_LEASE_ACQUIRED')
+    expect(acquired).toMatchObject({ entity_type: 'FILE_LEASE', entity_id: lease.id, job_id: job.job.id, ts: T0 })
+    expect(acquired!.data).toMatchObject({ file: FILE, owner_id: 'w1', lease_id: job.lease.id })
+  })
+
+  test('a competing acquire of a held file is denied deterministically with the holder named', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    const b = runningJob(engine, 'w2')
+    granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    clock.advance(4 * SECOND)
+    const result = engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id })
+    expect(result).toEqual({
+      granted: false,
+      code: 'file_lease_held',
+      contention: {
+        file: FILE,
+        holder: { owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 4 },
+        denied_at: T0 + 4 * SECOND,
+        retry_at: T0 + 4 * SECOND + FILE_RETRY_MS,
+      },
+    })
+    expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w1'])
+    // The denied job is untouched: still running, still holding its capacity.
+    expect(engine.getJob(b.job.id).state).toBe('RUNNING')
+    expect(engine.getLease(b.lease.id).state).toBe('ACTIVE')
+  })
+
+  test('an owner without a job lease can hold a file, and is denied like anyone else', () => {
+    const { engine } = setup()
+    const lease = granted(engine, { file: FILE, owner_id: 'editor' })
+    expect(lease).toMatchObject({ lease_id: null, job_id: null, state: 'ACTIVE' })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'other' })).toMatchObject({ granted: false, code: 'file_lease_held' })
+  })
+
+  test('re-acquire by the same owner is granted: the same lease, refreshed as a heartbeat', () => {
+    const { engine, clock } = setup()
+    const first = granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(12 * SECOND)
+    const again = granted(engine, { file: FILE, owner_id: 'w1' })
+    expect(again.id).toBe(first.id)
+    expect(again).toMatchObject({ acquired_at: T0, last_heartbeat_at: T0 + 12 * SECOND, state: 'ACTIVE' })
+    expect(rowsOn(engine, FILE)).toHaveLength(1)
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')).toHaveLength(0)
+    expect(contentionCount(engine)).toBe(0)
+  })
+
+  test('release frees the file: RELEASED with reason released, an event, and the next owner is granted', () => {
+    const { engine, clock } = setup()
+    const held = granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(3 * SECOND)
+    const released = engine.releaseFile({ file: FILE, owner_id: 'w1' })
+    expect(released).toMatchObject({ id: held.id, state: 'RELEASED', release_reason: 'released', released_at: T0 + 3 * SECOND })
+    expect(activeOn(engine, FILE)).toHaveLength(0)
+    const [event] = fileEvents(engine, 'FILE_LEASE_RELEASED')
+    expect(event!.data).toMatchObject({ file: FILE, owner_id: 'w1', reason: 'released' })
+    const next = granted(engine, { file: FILE, owner_id: 'w2' })
+    expect(next.owner_id).toBe('w2')
+    expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w2'])
+  })
+
+  test('releasing twice answers the same again and writes nothing more', () => {
+    const { engine, clock } = setup()
+    granted(engine, { file: FILE, owner_id: 'w1' })
+    const first = engine.releaseFile({ file: FILE, owner_id: 'w1' })
+    clock.advance(SECOND)
+    const events = engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    expect(engine.releaseFile({ file: FILE, owner_id: 'w1' })).toEqual(first)
+    expect(engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(events)
+  })
+
+  test('heartbeat and release by an owner that never held the file are 404 file_lease_not_found', () => {
+    const { engine } = setup()
+    granted(engine, { file: FILE, owner_id: 'w1' })
+    expectEngineError(() => engine.heartbeatFile({ file: FILE, owner_id: 'w2' }), 404, 'file_lease_not_found')
+    expectEngineError(() => engine.releaseFile({ file: FILE, owner_id: 'w2' }), 404, 'file_lease_not_found')
+    expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w1'])
+  })
+
+  test('a heartbeat on a released file lease is 409 file_lease_not_held', () => {
+    const { engine } = setup()
+    granted(engine, { file: FILE, owner_id: 'w1' })
+    engine.releaseFile({ file: FILE, owner_id: 'w1' })
+    expectEngineError(() => engine.heartbeatFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_not_held')
+  })
+
+  test('a job lease named by the acquire is fenced: an expired or released one is refused 409', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    engine.release({ lease_id: a.lease.id, status: 'SUCCEEDED' })
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w1', lease_id: a.lease.id }), 409, 'lease_not_active')
+    const b = runningJob(engine, 'w2')
+    clock.advance(35 * SECOND) // b's expires_at, not yet reaped
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 409, 'lease_expired')
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w3', lease_id: '00000000-0000-4000-8000-000000000000' }), 404, 'lease_not_found')
+    expect(rowsOn(engine, FILE)).toHaveLength(0)
+  })
+})
+
+describe('the file key: the normalized absolute path', () => {
+  test('/a/./b/../c/ and /a/c are one key', () => {
+    expect(fileKey('/a/./b/../c/')).toBe('/a/c')
+    expect(fileKey('/a/c')).toBe('/a/c')
+    expect(fileKey('/a//c')).toBe('/a/c')
+    expect(fileKey('/')).toBe('/')
+  })
+
+  test('two spellings of one file contend: the second owner is denied on the normalized key', () => {
+    const { engine } = setup()
+    const held = granted(engine, { file: '/a/./b/../c/', owner_id: 'w1' })
+    expect(held.file).toBe('/a/c')
+    const result = engine.acquireFile({ file: '/a/c', owner_id: 'w2' })
+    expect(result).toMatchObject({ granted: false, code: 'file_lease_held', contention: { file: '/a/c', holder: { owner_id: 'w1' } } })
+    expect(activeOn(engine, '/a/c')).toHaveLength(1)
+  })
+
+  test('the holder may re-acquire, heartbeat and release under any spelling of its file', () => {
+    const { engine, clock } = setup()
+    const held = granted(engine, { file: '/a/c', owner_id: 'w1' })
+    expect(granted(engine, { file: '/a/b/../c', owner_id: 'w1' }).id).toBe(held.id)
+    clock.advance(SECOND)
+    expect(engine.heartbeatFile({ file: '/a/./c/', owner_id: 'w1' })).toMatchObject({ id: held.id, last_heartbeat_at: T0 + SECOND })
+    expect(engine.releaseFile({ file: '/x/../a/c', owner_id: 'w1' })).toMatchObject({ id: held.id, state: 'RELEASED' })
+  })
+
+  test.each([
+    ['relative', 'a/b.txt'],
+    ['dot-relative', './a/b.txt'],
+    ['parent-relative', '../etc/passwd'],
+    ['empty', ''],
+    ['NUL', '/a/b\0c'],
+  ])('a %s path is 400 invalid_request on acquire, heartbeat and release, and nothing is written', (_kind, file) => {
+    const { engine } = setup()
+    const before = engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    expectEngineError(() => engine.acquireFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
+    expectEngineError(() => engine.heartbeatFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
+    expectEngineError(() => engine.releaseFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
+    expect(engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
+    expect(engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(before)
+  })
+
+  test('a path that is not a string is 400 invalid_request', () => {
+    expectEngineError(() => fileKey(undefined), 400, 'invalid_request')
+    expectEngineError(() => fileKey(42), 400, 'invalid_request')
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// 2. Liveness: a dead owner never retains a lease
+
+describe('liveness reclaim: a dead owner never retains a lease', () => {
+  test('an owner whose job lease expired is dead: the next acquire reclaims it, with the evidence in a FILE_LEASE_RELEASED event', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1') // expires_at = T0 + 35 s unless heartbeated
+    const held = granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    // The worker keeps touching the file but its job lease stops heartbeating.
+    clock.advance(20 * SECOND)
+    engine.heartbeatFile({ file: FILE, owner_id: 'w1' })
+    clock.advance(15 * SECOND) // T0 + 35 s: the job lease's expires_at has come (the reaper has not run)
+    const b = granted(engine, { file: FILE, owner_id: 'w2' })
+    expect(b.owner_id).toBe('w2')
+    expect(rowsOn(engine, FILE).find((r) => r.id === held.id)).toMatchObject({
+      state: 'RELEASED',
+      release_reason: 'reclaimed',
+      released_at: T0 + 35 * SECOND,
+    })
+    const [reclaim] = fileEvents(engine, 'FILE_LEASE_RELEASED')
+    expect(reclaim).toMatchObject({ entity_id: held.id, job_id: a.job.id, ts: T0 + 35 * SECOND })
+    expect(reclaim!.data).toMatchObject({
+      file: FILE,
+      owner_id: 'w1',
+      reason: 'reclaimed',
+      because: 'owner_lease_ended',
+      reclaimed_by: 'w2',
+      at: T0 + 35 * SECOND,
+      acquired_at: T0,
+      last_heartbeat_at: T0 + 20 * SECOND,
+      owner_lease: { lease_id: a.lease.id, state: 'ACTIVE', expires_at: T0 + 35 * SECOND, last_heartbeat_at: T0 },
+    })
+    expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w2'])
+  })
+
+  test('conservative: the owner is alive until its job lease expires_at (34.999 s: still denied)', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    clock.advance(20 * SECOND)
+    engine.heartbeatFile({ file: FILE, owner_id: 'w1' })
+    clock.advance(15 * SECOND - 1)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w2' })).toMatchObject({ granted: false, code: 'file_lease_held' })
+    expect(fileEvents(engine, 'FILE_LEASE_RELEASED')).toHaveLength(0)
+  })
+
+  test('the reaper expiring a job lease releases its file leases at once (owner_lease_expired)', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    const held = granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    clock.advance(20 * SECOND)
+    engine.heartbeatFile({ file: FILE, owner_id: 'w1' })
+    clock.advance(15 * SECOND)
+    expect(engine.reap().leases).toBe(1)
+    expect(rowsOn(engine, FILE)[0]).toMatchObject({ id: held.id, state: 'RELEASED', release_reason: 'owner_lease_expired' })
+    expect(fileEvents(engine, 'FILE_LEASE_RELEASED')[0]!.data).toMatchObject({ reason: 'owner_lease_expired', owner_id: 'w1' })
+    expect(granted(engine, { file: FILE, owner_id: 'w2' }).owner_id).toBe('w2')
+  })
+
+  test.each([
+    ['SUCCEEDED', 'job_succeeded'],
+    ['FAILED', 'job_failed'],
+    ['CANCELED', 'job_ended'],
+  ] as const)('releasing the job lease with %s ends its file leases (%s), and the file is free', (status, reason) => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    granted(engine, { file: '/repo/other.ts', owner_id: 'w1', lease_id: a.lease.id })
+    clock.advance(5 * SECOND)
+    engine.release({ lease_id: a.lease.id, status })
+    const rows = engine.ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE lease_id = ?', a.lease.id)
+    expect(rows).toHaveLength(2)
+    for (const row of rows) expect(row).toMatchObject({ state: 'RELEASED', release_reason: reason, released_at: T0 + 5 * SECOND })
+    expect(fileEvents(engine, 'FILE_LEASE_RELEASED').map((e) => e.data.reason)).toEqual([reason, reason])
+    expect(granted(engine, { file: FILE, owner_id: 'w2' }).owner_id).toBe('w2')
+  })
+
+  test('dialect 003 completion and failure end the file leases too', () => {
+    const { engine } = setup()
+    const a = runningJob(engine, 'w1')
+    const b = runningJob(engine, 'w2')
+    granted(engine, { file: '/f/a', owner_id: 'w1', lease_id: a.lease.id })
+    granted(engine, { file: '/f/b', owner_id: 'w2', lease_id: b.lease.id })
+    engine.complete({ job_id: a.job.id, attempt_id: a.lease.attempt_id, worker_id: 'w1', lease_token: a.lease.token })
+    engine.fail({ job_id: b.job.id, attempt_id: b.lease.attempt_id, worker_id: 'w2', lease_token: b.lease.token, error: { retryable: true } })
+    expect(rowsOn(engine, '/f/a')[0]).toMatchObject({ state: 'RELEASED', release_reason: 'job_succeeded' })
+    expect(rowsOn(engine, '/f/b')[0]).toMatchObject({ state: 'RELEASED', release_reason: 'job_failed' })
+  })
+
+  test('an owner without a job lease is dead after 30 s without acquire or heartbeat: the next acquire reclaims (because idle)', () => {
+    const { engine, clock } = setup()
+    const held = granted(engine, { file: FILE, owner_id: 'editor' })
+    clock.advance(FILE_IDLE_MS - 1)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w2' })).toMatchObject({ granted: false, code: 'file_lease_held' })
+    clock.advance(1)
+    const next = granted(engine, { file: FILE, owner_id: 'w3' })
+    expect(next.owner_id).toBe('w3')
+    const [reclaim] = fileEvents(engine, 'FILE_LEASE_RELEASED')
+    expect(reclaim).toMatchObject({ entity_id: held.id, ts: T0 + FILE_IDLE_MS })
+    expect(reclaim!.data).toMatchObject({
+      reason: 'reclaimed',
+      because: 'idle',
+      reclaimed_by: 'w3',
+      owner_id: 'editor',
+      acquired_at: T0,
+      last_heartbeat_at: T0,
+      at: T0 + FILE_IDLE_MS,
+    })
+  })
+
+  test('a live job lease does not keep an untouched file: the owner is idle after 30 s all the same', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    tick(engine, clock, FILE_IDLE_MS, { leases: [a.lease.id] })
+    expect(engine.getLease(a.lease.id).state).toBe('ACTIVE')
+    expect(granted(engine, { file: FILE, owner_id: 'w2' }).owner_id).toBe('w2')
+    expect(fileEvents(engine, 'FILE_LEASE_RELEASED')[0]!.data).toMatchObject({ reason: 'reclaimed', because: 'idle' })
+  })
+
+  test('an owner that keeps heartbeating its file and its job lease is never reclaimed', () => {
+    const { engine, clock } = setup()
+    const a = runningJob(engine, 'w1')
+    granted(engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    for (let i = 0; i < 30; i++) {
+      tick(engine, clock, 10 * SECOND, { leases: [a.lease.id], files: [[FILE, 'w1']] })
+      engine.reap()
+      expect(engine.acquireFile({ file: FILE, owner_id: `w-other-${i}` })).toMatchObject({ granted: false, code: 'file_lease_held' })
+    }
+    expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w1'])
+    expect(fileEvents(engine, 'FILE_LEASE_RELEASED')).toHaveLength(0)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// 3. Stop-idle
+
+describe('stop-idle: released after 30 s of inactivity', () => {
+  test('held at 29.999 s of inactivity, released at 30 s (engine.reap)', () => {
+    const { engine, clock } = setup()
+    const held = granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(FILE_IDLE_MS - 1)
+    expect(engine.reap().idleFiles).toBe(0)
+    expect(activeOn(engine, FILE)).toHaveLength(1)
+    clock.advance(1)
+    expect(engine.reap().idleFiles).toBe(1)
+    expect(rowsOn(engine, FILE)[0]).toMatchObject({ id: held.id, state: 'RELEASED', release_reason: 'idle', released_at: T0 + FILE_IDLE_MS })
+    const [event] = fileEvents(engine, 'FILE_LEASE_RELEASED')
+    expect(event).toMatchObject({ entity_id: held.id, ts: T0 + FILE_IDLE_MS })
+    expect(event!.data).toMatchObject({ reason: 'idle', owner_id: 'w1', file: FILE, acquired_at: T0, last_heartbeat_at: T0 })
+    expect(engine.reap().idleFiles).toBe(0)
+  })
+
+  test('a heartbeat restarts the window: held at heartbeat + 29.999 s, released at heartbeat + 30 s', () => {
+    const { engine, clock } = setup()
+    granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(20 * SECOND)
+    engine.heartbeatFile({ file: FILE, owner_id: 'w1' })
+    clock.advance(FILE_IDLE_MS - 1)
+    expect(engine.reap().idleFiles).toBe(0)
+    clock.advance(1)
+    expect(engine.reap().idleFiles).toBe(1)
+    expect(rowsOn(engine, FILE)[0]!.released_at).toBe(T0 + 20 * SECOND + FILE_IDLE_MS)
+  })
+
+  test('an acquire by the holder restarts the window like a heartbeat', () => {
+    const { engine, clock } = setup()
+    granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(25 * SECOND)
+    granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(FILE_IDLE_MS - 1)
+    expect(engine.reap().idleFiles).toBe(0)
+    clock.advance(1)
+    expect(engine.reap().idleFiles).toBe(1)
+  })
+
+  test('only the idle lease is released; a heartbeated one on another file stays', () => {
+    const { engine, clock } = setup()
+    granted(engine, { file: '/f/idle', owner_id: 'w1' })
+    granted(engine, { file: '/f/busy', owner_id: 'w2' })
+    tick(engine, clock, FILE_IDLE_MS, { files: [['/f/busy', 'w2']] })
+    expect(engine.reap().idleFiles).toBe(1)
+    expect(activeOn(engine, '/f/idle')).toHaveLength(0)
+    expect(activeOn(engine, '/f/busy')).toHaveLength(1)
+  })
+
+  test('a heartbeat at 30 s of inactivity does not revive the lease, even before the reaper runs', () => {
+    const { engine, clock } = setup()
+    const held = granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(FILE_IDLE_MS)
+    expectEngineError(() => engine.heartbeatFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_not_held')
+    expect(rowsOn(engine, FILE)[0]).toMatchObject({ id: held.id, state: 'RELEASED', release_reason: 'idle', released_at: T0 + FILE_IDLE_MS })
+    expect(engine.reap().idleFiles).toBe(0)
+  })
+
+  test('an acquire by the holder at 30 s of inactivity gets a new lease: the old one ended idle', () => {
+    const { engine, clock } = setup()
+    const old = granted(engine, { file: FILE, owner_id: 'w1' })
+    clock.advance(FILE_IDLE_MS)
+    const fresh = granted(engine, { file: FILE, owner_id: 'w1' })
+    expect(fresh.id).not.toBe(old.id)
+    expect(fresh.acquired_at).toBe(T0 + FILE_IDLE_MS)
+    expect(rowsOn(engine, FILE).find((r) => r.id === old.id)).toMatchObject({ state: 'RELEASED' })
+    expect(activeOn(engine, FILE).map((r) => r.id)).toEqual([fresh.id])
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// 4. Contention heartbeat and the one retry at +180 s
+
+describe('contention heartbeat and the one retry at +180 s', () => {
+  /** w1 holds FILE under a job lease; w2 (with its own job lease) is denied at T0 + 7 s. */
+  function contended() {
+    const s = setup()
+    const a = runningJob(s.engine, 'w1')
+    const b = runningJob(s.engine, 'w2')
+    granted(s.engine, { file: FILE, owner_id: 'w1', lease_id: a.lease.id })
+    s.clock.advance(7 * SECOND)
+    const denial = s.engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id })
+    expect(denial).toMatchObject({ granted: false, code: 'file_lease_held' })
+    const deniedAt = T0 + 7 * SECOND
+    /** Both workers alive: job heartbeats for both; the holder touches its file. */
+    const alive: KeepAlive = { leases: [a.lease.id, b.lease.id], files: [[FILE, 'w1']] }
+    return { ...s, a, b, deniedAt, alive }
+  }
+
+  test('a denial emits one FILE_LEASE_CONTENDED event with retry_at = denied_at + 180 s', () => {
+    const { engine, a, b, deniedAt } = contended()
+    const events = fileEvents(engine, 'FILE_LEASE_CONTENDED')
+    expect(events).toHaveLength(1)
+    expect(events[0]).toMatchObject({ entity_type: 'FILE_LEASE', job_id: b.job.id, ts: deniedAt })
+    expect(events[0]!.data).toEqual({
+      file: FILE,
+      holder: { owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 7 },
+      denied_at: deniedAt,
+      retry_at: deniedAt + 180 * SECOND,
+      requester_owner_id: 'w2',
+    })
+    expect(engine.fileRetryAt(FILE, 'w2')).toBe(deniedAt + 180 * SECOND)
+    expect(FILE_RETRY_MS).toBe(180 * SECOND)
+  })
+
+  test('a retry at 179.999 s is 429 retry_too_early, with no new event and retry_at unchanged', () => {
+    const { engine, clock, b, deniedAt, alive } = contended()
+    tick(engine, clock, 10 * SECOND, alive)
+    // Short-loop attempts all refused, and none of them moves the retry.
+    const early = expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')
+    expect(early.body).toEqual({ retry_at: new Date(deniedAt + FILE_RETRY_MS).toISOString() })
+    tick(engine, clock, FILE_RETRY_MS - 10 * SECOND - 1, alive)
+    expect(clock.now()).toBe(deniedAt + FILE_RETRY_MS - 1)
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')).toHaveLength(1)
+    expect(engine.fileRetryAt(FILE, 'w2')).toBe(deniedAt + FILE_RETRY_MS)
+  })
+
+  test('before retry_at the requester is refused 429 even if the file came free meanwhile', () => {
+    const { engine, clock, b, alive } = contended()
+    engine.releaseFile({ file: FILE, owner_id: 'w1' })
+    tick(engine, clock, 60 * SECOND, { leases: alive.leases })
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')
+    expect(activeOn(engine, FILE)).toHaveLength(0)
+  })
+
+  test('the retry at exactly 180 s is evaluated: granted when the holder released meanwhile, and the contention is gone', () => {
+    const { engine, clock, b, deniedAt, alive } = contended()
+    tick(engine, clock, 100 * SECOND, alive)
+    engine.releaseFile({ file: FILE, owner_id: 'w1' })
+    tick(engine, clock, deniedAt + FILE_RETRY_MS - clock.now(), { leases: alive.leases })
+    expect(clock.now()).toBe(deniedAt + FILE_RETRY_MS)
+    const lease = granted(engine, { file: FILE, owner_id: 'w2', lease_id: b.lease.id })
+    expect(lease).toMatchObject({ owner_id: 'w2', job_id: b.job.id, acquired_at: deniedAt + FILE_RETRY_MS })
+    expect(engine.fileRetryAt(FILE, 'w2')).toBeNull()
+    expect(contentionCount(engine)).toBe(0)
+    expect(engine.listBlockers()).toHaveLength(0)
+  })
+
+  test('the retry at 180 s is granted when the holder died meanwhile (reclaimed)', () => {
+    const { engine, clock, a, b, deniedAt } = contended()
+    // w1 stops heartbeating anything; w2 keeps its job lease alive.
+    tick(engine, clock, FILE_RETRY_MS, { leases: [b.lease.id] })
+    expect(clock.now()).toBe(deniedAt + FILE_RETRY_MS)
+    expect(engine.getLease(a.lease.id).expires_at).toBeLessThan(clock.now()) // dead by time; the reaper is not run here
+    expect(granted(engine, { file: FILE, owner_id: 'w2', lease_id: b.lease.id }).owner_id).toBe('w2')
+  })
+
+  test('the retry at 180 s while still held halts: a blocker, and no second retry is ever scheduled', () => {
+    const { engine, clock, a, b, deniedAt, alive } = contended()
+    tick(engine, clock, FILE_RETRY_MS, alive)
+    expect(clock.now()).toBe(deniedAt + FILE_RETRY_MS)
+    const result = engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id })
+    expect(result).toMatchObject({ granted: false, code: 'blocked', blocker: { file: FILE, holder_owner_id: 'w1', holder_job_id: a.job.id } })
+    expect(engine.fileRetryAt(FILE, 'w2')).toBeNull()
+    expect(contentionCount(engine)).toBe(0)
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')).toHaveLength(1)
+    // The halted job's lease is gone: it cannot try again under it.
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 409, 'lease_not_active')
+    tick(engine, clock, FILE_RETRY_MS, { leases: [a.lease.id], files: [[FILE, 'w1']] })
+    expect(contentionCount(engine)).toBe(0)
+    expect(engine.listBlockers()).toHaveLength(1)
+    expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w1'])
+  })
+
+  test('a retry late (after retry_at) is the one retry too: evaluated, not rescheduled', () => {
+    const { engine, clock, b, deniedAt, alive } = contended()
+    tick(engine, clock, FILE_RETRY_MS + 40 * SECOND, alive)
+    const result = engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id })
+    expect(result).toMatchObject({ granted: false, code: 'blocked', blocker: { denied_at: deniedAt, retried_at: deniedAt + FILE_RETRY_MS + 40 * SECOND } })
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')).toHaveLength(1)
+  })
+
+  test('an owner without a job lease still blocked at its retry is halted with a report that names no job', () => {
+    const { engine, clock } = setup()
+    granted(engine, { file: FILE, owner_id: 'holder' })
+    const alive: KeepAlive = { files: [[FILE, 'holder']] }
+    expect(engine.acquireFile({ file: FILE, owner_id: 'me' })).toMatchObject({ code: 'file_lease_held' })
+    tick(engine, clock, FILE_RETRY_MS, alive)
+    // The one retry: still held, so a halt (no job to block: the report stands alone).
+    const halted = engine.acquireFile({ file: FILE, owner_id: 'me' })
+    expect(halted).toMatchObject({ granted: false, code: 'blocked', blocker: { requester_owner_id: 'me', requester_job_id: null } })
+    expect(contentionCount(engine)).toBe(0)
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')).toHaveLength(1)
+  })
+
+  test('the pending retry is per file and requester: other files and other requesters are not held back by it', () => {
+    const { engine, b } = contended()
+    expect(granted(engine, { file: '/repo/other.ts', owner_id: 'w2', lease_id: b.lease.id }).owner_id).toBe('w2')
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: false, code: 'file_lease_held' })
+    expect(contentionCount(engine)).toBe(2)
+  })
+
+  test("the requester's job lease ending drops its pending retry", () => {
+    const { engine, b } = contended()
+    engine.release({ lease_id: b.lease.id, status: 'FAILED' })
+    expect(engine.fileRetryAt(FILE, 'w2')).toBeNull()
+    expect(contentionCount(engine)).toBe(0)
+  })
+
+  test('retry scheduling is monotonic: retry_at is denied_at + 180 s exactly, whatever time the denial happens', () => {
+    const { engine, clock } = setup()
+    granted(engine, { file: FILE, owner_id: 'holder' })
+    for (let i = 0; i < 5; i++) {
+      clock.advance(1_234 * (i + 1))
+      engine.heartbeatFile({ file: FILE, owner_id: 'holder' })
+      const r = engine.acquireFile({ file: FILE, owner_id: `r${i}` })
+      if (r.granted || r.code !== 'file_lease_held') throw new Error('expected a denial')
+      expect(r.contention.retry_at - r.contention.denied_at).toBe(180_000)
+      expect(r.contention.denied_at).toBe(clock.now())
+    }
+  })
+})

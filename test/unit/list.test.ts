@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import { expectEngineError } from './support'
+
+describe('listing jobs', () => {
+  it('lists newest first with a default limit of 50', () => {
+    const { engine } = setup()
+    const ids = Array.from({ length: 60 }, () => engine.submit(aJob()).job.id)
+    const page = engine.listJobs({})
+    expect(page.jobs).toHaveLength(50)
+    expect(page.jobs.map((j) => j.id)).toEqual(ids.slice(10).reverse())
+    expect(page.next_cursor).not.toBeNull()
+  })
+
+  it('pages with an opaque cursor until next_cursor is null, every job exactly once', () => {
+    const { engine } = setup()
+    const ids = Array.from({ length: 7 }, () => engine.submit(aJob()).job.id)
+    const seen: string[] = []
+    let cursor: string | undefined
+    for (;;) {
+      const page = engine.listJobs({ limit: 3, cursor })
+      seen.push(...page.jobs.map((j) => j.id))
+      if (page.next_cursor === null) break
+      cursor = page.next_cursor
+    }
+    expect(seen).toEqual([...ids].reverse())
+  })
+
+  it('pages stay stable while jobs are submitted', () => {
+    const { engine } = setup()
+    const ids = Array.from({ length: 4 }, () => engine.submit(aJob()).job.id)
+    const first = engine.listJobs({ limit: 2 })
+    engine.submit(aJob())
+    engine.submit(aJob())
+    const second = engine.listJobs({ limit: 2, cursor: first.next_cursor! })
+    expect(second.jobs.map((j) => j.id)).toEqual([ids[1], ids[0]])
+    expect(second.next_cursor).toBeNull()
+  })
+
+  it('exactly `limit` jobs left gives no next cursor', () => {
+    const { engine } = setup()
+    for (let i = 0; i < 3; i++) engine.submit(aJob())
+    expect(engine.listJobs({ limit: 3 }).next_cursor).toBeNull()
+  })
+
+  it('filters by state, addon_id, job_type and creation time', () => {
+    const { engine, clock } = setup()
+    const a = engine.submit(aJob({ addon_id: 'a', job_type: 'x' })).job
+    clock.advance(10 * SECOND)
+    const b = engine.submit(aJob({ addon_id: 'b', job_type: 'y' })).job
+    clock.advance(10 * SECOND)
+    const c = engine.submit(aJob({ addon_id: 'a', job_type: 'y' })).job
+    engine.cancel(c.id)
+    const ids = (q: Parameters<typeof engine.listJobs>[0]) => engine.listJobs(q).jobs.map((j) => j.id)
+    expect(ids({ state: 'QUEUED' })).toEqual([b.id, a.id])
+    expect(ids({ state: 'CANCELED' })).toEqual([c.id])
+    expect(ids({ addon_id: 'a' })).toEqual([c.id, a.id])
+    expect(ids({ job_type: 'y' })).toEqual([c.id, b.id])
+    expect(ids({ addon_id: 'a', job_type: 'y', state: 'CANCELED' })).toEqual([c.id])
+    expect(ids({ created_after: T0 + 10 * SECOND })).toEqual([c.id, b.id])
+    expect(ids({ created_before: T0 + 10 * SECOND })).toEqual([b.id, a.id])
+  })
+
+  it('limit must be 1 to 500', () => {
+    const { engine } = setup()
+    engine.submit(aJob())
+    expect(engine.listJobs({ limit: 500 }).jobs).toHaveLength(1)
+    for (const limit of [0, 501, 2.5]) {
+      const error = expectEngineError(() => engine.listJobs({ limit }), 400, 'invalid_request')
+      expect(error.detail).toContain('limit')
+    }
+  })
+
+  it('an unknown state or a cursor the server never gave out is 400 invalid_request', () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.listJobs({ state: 'SLEEPING' as never }), 400, 'invalid_request')
+    expectEngineError(() => engine.listJobs({ cursor: 'garbage' }), 400, 'invalid_request')
+    expectEngineError(() => engine.listJobs({ cursor: Buffer.from('seq:abc').toString('base64url') }), 400, 'invalid_request')
+  })
+})

@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import { eventTypes, expectEngineError, leaseOrFail } from './support'
+
+function leasedJob(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
+  const s = setup(options)
+  const submitted = s.engine.submit(job).job
+  const leased = leaseOrFail(s.engine, 'w')
+  return { ...s, job: submitted, lease: leased.lease }
+}
+
+describe('release', () => {
+  it('release SUCCEEDED ends the job DONE, frees capacity and closes the attempt', () => {
+    const { engine, clock, job, lease } = leasedJob({}, aJob({ cost_units: 3 }))
+    clock.advance(5 * SECOND)
+    const released = engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED', result: { out: 42 } })
+    expect(released.replay).toBe(false)
+    expect(released.lease).toMatchObject({ state: 'RELEASED', release_status: 'SUCCEEDED', released_at: clock.now() })
+    expect(released.job).toMatchObject({ state: 'DONE', final_status: 'SUCCEEDED', finished_at: clock.now(), dead_letter: 0 })
+    expect(JSON.parse(released.job.result!)).toEqual({ out: 42 })
+    expect(engine.getCapacity().leased).toBe(0)
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'SUCCEEDED', disposition: 'FINAL', finished_at: clock.now() })
+  })
+
+  it('release FAILED is final even with attempts left (only dialect-003 retryable /fail requeues)', () => {
+    const { engine, job, lease } = leasedJob({ config: { maxAttempts: 5 } })
+    const released = engine.release({ lease_id: lease.id, status: 'FAILED', error: { message: 'boom' } })
+    expect(released.job).toMatchObject({ state: 'FAILED', final_status: 'FAILED', dead_letter: 0, attempts: 1 })
+    expect(JSON.parse(released.job.error!)).toEqual({ message: 'boom' })
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'FAILED', disposition: 'FINAL' })
+    expect(JSON.parse(engine.attempts(job.id)[0]!.error!)).toEqual({ message: 'boom' })
+  })
+
+  it('release CANCELED ends the job CANCELED', () => {
+    const { engine, lease } = leasedJob()
+    expect(engine.release({ lease_id: lease.id, status: 'CANCELED' }).job.state).toBe('CANCELED')
+  })
+
+  it('release works from RUNNING as well as LEASED', () => {
+    const { engine, lease } = leasedJob()
+    engine.heartbeat({ lease_id: lease.id, worker_id: 'w' })
+    expect(engine.release({ lease_id: lease.id, status: 'SUCCEEDED' }).job.state).toBe('DONE')
+  })
+
+  it('replaying a completion answers as the first time and writes nothing', () => {
+    const { engine, clock, job, lease } = leasedJob()
+    const first = engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED', result: 1 })
+    const eventsBefore = engine.jobEvents(job.id)
+    clock.advance(10 * SECOND)
+    const again = engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED', result: 1 })
+    expect(again.replay).toBe(true)
+    expect(again.lease).toEqual(first.lease)
+    expect(again.job).toEqual(first.job)
+    expect(engine.jobEvents(job.id)).toEqual(eventsBefore)
+  })
+
+  it('replaying a failure answers as the first time', () => {
+    const { engine, lease } = leasedJob()
+    const first = engine.release({ lease_id: lease.id, status: 'FAILED' })
+    const again = engine.release({ lease_id: lease.id, status: 'FAILED' })
+    expect(again).toMatchObject({ replay: true, job: first.job, lease: first.lease })
+  })
+
+  it('a different outcome on an already released lease is 409 lease_not_active and changes nothing', () => {
+    const { engine, job, lease } = leasedJob()
+    engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
+    expectEngineError(() => engine.release({ lease_id: lease.id, status: 'FAILED' }), 409, 'lease_not_active')
+    expect(engine.getJob(job.id).state).toBe('DONE')
+  })
+
+  it('a release by another worker is 403 worker_mismatch and changes nothing', () => {
+    const { engine, job, lease } = leasedJob()
+    expectEngineError(() => engine.release({ lease_id: lease.id, worker_id: 'other', status: 'SUCCEEDED' }), 403, 'worker_mismatch')
+    expect(engine.getJob(job.id).state).toBe('LEASED')
+    expect(engine.getLease(lease.id).state).toBe('ACTIVE')
+  })
+
+  it('a release of an unknown lease is 404 lease_not_found', () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.release({ lease_id: 'x', status: 'SUCCEEDED' }), 404, 'lease_not_found')
+  })
+
+  it('release of an expired lease is 409 lease_expired and the attempt ended TIMEOUT', () => {
+    const { engine, clock, job, lease } = leasedJob()
+    clock.advance(36 * SECOND)
+    engine.reap()
+    expectEngineError(() => engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED' }), 409, 'lease_expired')
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'TIMEOUT' })
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
+  })
+
+  it('a late completion after expiry is refused by fencing (409 lease_expired), even before the reaper ran', () => {
+    const { engine, clock, job, lease } = leasedJob()
+    clock.advance(35 * SECOND)
+    expectEngineError(() => engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED' }), 409, 'lease_expired')
+    const after = engine.getJob(job.id)
+    expect(after.state).toBe('QUEUED')
+    expect(after.final_status).toBeNull()
+    expect(engine.attempts(job.id)[0]!.outcome).toBe('TIMEOUT')
+  })
+
+  it('a superseded lease cannot finish the job its successor now runs', () => {
+    const { engine, clock, job, lease } = leasedJob()
+    clock.advance(36 * SECOND)
+    engine.reap()
+    clock.advance(2 * SECOND)
+    const second = leaseOrFail(engine, 'w2')
+    expect(second.job.id).toBe(job.id)
+    expectEngineError(() => engine.release({ lease_id: lease.id, worker_id: 'w', status: 'FAILED' }), 409, 'lease_expired')
+    expectEngineError(() => engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }), 409, 'lease_expired')
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'LEASED', lease_id: second.lease.id })
+    expect(engine.getLease(second.lease.id).state).toBe('ACTIVE')
+  })
+
+  it('a release writes the job\'s final event in its transaction', () => {
+    const { engine, job, lease } = leasedJob()
+    engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
+    expect(eventTypes(engine.jobEvents(job.id))).toEqual(['JOB_SUBMITTED', 'LEASE_GRANTED', 'JOB_DONE'])
+  })
+
+  it('a release acknowledges the job\'s stream messages', () => {
+    const { engine, job, lease } = leasedJob()
+    engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
+    const unacked = engine.ctx.all('SELECT * FROM stream_messages WHERE job_id = ? AND acked_at IS NULL', job.id)
+    expect(unacked).toEqual([])
+  })
+})

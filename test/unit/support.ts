@@ -1,0 +1,74 @@
+import { expect } from 'vitest'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Database } from 'better-sqlite3'
+import { openDatabase } from '../../src-main/db/open'
+import { ManualClock } from '../../src-main/engine/clock'
+import { Engine, EngineError, type EngineConfig } from '../../src-main/engine'
+import type { Leased } from '../../src-main/engine/leases'
+import type { WorkerFilter } from '../../src-main/engine/pick'
+import type { EventRow } from '../../src-main/db/schema'
+import { T0 } from '../helpers/engine'
+
+/** Runs `fn` and returns the EngineError it throws; fails the test if it throws nothing or something else. */
+export function engineError(fn: () => unknown): EngineError {
+  try {
+    fn()
+  } catch (error) {
+    expect(error).toBeInstanceOf(EngineError)
+    return error as EngineError
+  }
+  throw new Error('expected an EngineError, but the call succeeded')
+}
+
+/** Asserts `fn` throws an EngineError with this status and code, and returns it. */
+export function expectEngineError(fn: () => unknown, status: number, code: string): EngineError {
+  const error = engineError(fn)
+  expect({ status: error.status, code: error.code }).toEqual({ status, code })
+  return error
+}
+
+/** Leases the head job through dialect 001 and fails the test on a denial. */
+export function leaseOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s?: number): Leased {
+  const decision = engine.requestLease(typeof filter === 'string' ? { worker_id: filter } : filter, ttl_s)
+  if (!decision.granted) throw new Error(`expected a grant, got a denial: ${decision.reason}`)
+  return decision
+}
+
+/** Claims and leases the head job through dialect 003 and fails the test on a denial. */
+export function claimOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s?: number) {
+  const decision = engine.claimAndLease(typeof filter === 'string' ? { worker_id: filter } : filter, ttl_s)
+  if (!decision.granted) throw new Error(`expected a grant, got a denial: ${decision.reason}`)
+  return decision
+}
+
+export const eventTypes = (events: EventRow[]): string[] => events.map((e) => e.event_type)
+
+/** A temporary directory removed by the returned cleanup. */
+export function tempDir(): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-unit-'))
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+export interface FileEngine {
+  engine: Engine
+  sqlite: Database
+  clock: ManualClock
+}
+
+/** An engine on a database file, as the host opens it; close `sqlite` to "stop the process". */
+export function openFileEngine(
+  path: string,
+  options: { clock?: ManualClock; config?: Partial<EngineConfig>; total_units?: number; busy_rating?: number | null } = {},
+): FileEngine {
+  const { sqlite } = openDatabase({ path })
+  const clock = options.clock ?? new ManualClock(T0)
+  const engine = new Engine({
+    db: sqlite,
+    clock,
+    config: options.config,
+    capacity: { total_units: options.total_units ?? 100, busy_rating: options.busy_rating === undefined ? 0 : options.busy_rating },
+  })
+  return { engine, sqlite, clock }
+}

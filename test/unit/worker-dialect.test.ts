@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import type { Engine } from '../../src-main/engine'
+import { claimOrFail, expectEngineError } from './support'
+
+function claimedByWorker(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
+  const s = setup(options)
+  const submitted = s.engine.submit(job).job
+  const granted = claimOrFail(s.engine, 'w')
+  const report = { job_id: submitted.id, attempt_id: granted.lease.attempt_id, worker_id: 'w', lease_token: granted.lease.token }
+  return { ...s, job: submitted, lease: granted.lease, report }
+}
+
+const unackedMessages = (engine: Engine, jobId: string) =>
+  engine.ctx.all('SELECT * FROM stream_messages WHERE job_id = ? AND acked_at IS NULL', jobId).length
+
+describe('dialect 003 claim = lease + attempt + token', () => {
+  it('claimAndLease moves QUEUED → RUNNING and returns the lease, its token and attempt', () => {
+    const { engine, job, lease } = claimedByWorker()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'RUNNING', attempts: 1, lease_id: lease.id, claimed_by: 'w' })
+    expect(engine.attempts(job.id)).toEqual([expect.objectContaining({ id: lease.attempt_id, number: 1, lease_id: lease.id })])
+    expect(lease.expires_at).toBe(T0 + 35 * SECOND)
+  })
+
+  it('a claim is a lease: capacity rules apply', () => {
+    const { engine } = setup({ total_units: 50, busy_rating: 8 })
+    engine.submit(aJob({ cost_units: 11 }))
+    expect(engine.claimAndLease({ worker_id: 'w' })).toMatchObject({
+      granted: false,
+      reason: 'Capacity exceeded: used=0, requested=11, capacity=10',
+    })
+  })
+})
+
+describe('dialect 003 heartbeat by token', () => {
+  it('a heartbeat with the token extends the lease to now + ttl + grace', () => {
+    const { engine, clock, job, lease } = claimedByWorker()
+    clock.advance(20 * SECOND)
+    const beat = engine.heartbeatByToken({ job_id: job.id, worker_id: 'w', lease_token: lease.token })
+    expect(beat.lease.expires_at).toBe(T0 + 55 * SECOND)
+    expect(beat.job.cancel_requested).toBe(0)
+  })
+
+  it('a token that is not this job\'s lease is 409 lease_token_mismatch', () => {
+    const { engine, job } = claimedByWorker()
+    const other = engine.submit(aJob()).job
+    const otherLease = claimOrFail(engine, 'w2').lease
+    expect(otherLease.job_id).toBe(other.id)
+    expectEngineError(() => engine.heartbeatByToken({ job_id: job.id, worker_id: 'w', lease_token: 'forged' }), 409, 'lease_token_mismatch')
+    expectEngineError(
+      () => engine.heartbeatByToken({ job_id: job.id, worker_id: 'w2', lease_token: otherLease.token }),
+      409,
+      'lease_token_mismatch',
+    )
+  })
+
+  it('a heartbeat for an unknown job is 404 job_not_found', () => {
+    const { engine, lease } = claimedByWorker()
+    expectEngineError(() => engine.heartbeatByToken({ job_id: 'missing', worker_id: 'w', lease_token: lease.token }), 404, 'job_not_found')
+  })
+
+  it('a heartbeat by another worker with the right token is 403 worker_mismatch', () => {
+    const { engine, job, lease } = claimedByWorker()
+    expectEngineError(() => engine.heartbeatByToken({ job_id: job.id, worker_id: 'x', lease_token: lease.token }), 403, 'worker_mismatch')
+  })
+
+  it('a heartbeat after expiry is 409 lease_expired; after completion 409 lease_not_active', () => {
+    const a = claimedByWorker()
+    a.clock.advance(35 * SECOND)
+    expectEngineError(() => a.engine.heartbeatByToken({ job_id: a.job.id, worker_id: 'w', lease_token: a.lease.token }), 409, 'lease_expired')
+    const b = claimedByWorker()
+    b.engine.complete(b.report)
+    expectEngineError(() => b.engine.heartbeatByToken({ job_id: b.job.id, worker_id: 'w', lease_token: b.lease.token }), 409, 'lease_not_active')
+  })
+
+  it('a superseded token is refused once the job has a new lease', () => {
+    const { engine, clock, job, lease } = claimedByWorker()
+    clock.advance(36 * SECOND)
+    engine.reap()
+    clock.advance(2 * SECOND)
+    const second = claimOrFail(engine, 'w2').lease
+    expect(second.job_id).toBe(job.id)
+    expectEngineError(() => engine.heartbeatByToken({ job_id: job.id, worker_id: 'w', lease_token: lease.token }), 409, 'lease_expired')
+    expect(engine.getLease(second.id).state).toBe('ACTIVE')
+  })
+})
+
+describe('dialect 003 complete and fail', () => {
+  it('complete ends the job DONE with its result, acks its messages and frees capacity', () => {
+    const { engine, job, report } = claimedByWorker({}, aJob({ cost_units: 4 }))
+    const answer = engine.complete({ ...report, result: { ok: 1 } })
+    expect(answer).toMatchObject({ ack: true, requeued: false, dlq: false })
+    expect(answer.job).toMatchObject({ state: 'DONE', final_status: 'SUCCEEDED' })
+    expect(JSON.parse(answer.job.result!)).toEqual({ ok: 1 })
+    expect(unackedMessages(engine, job.id)).toBe(0)
+    expect(engine.getCapacity().leased).toBe(0)
+  })
+
+  it('replaying a completion answers as the first time (idempotent by job_id and attempt_id)', () => {
+    const { engine, clock, job, report } = claimedByWorker()
+    const first = engine.complete(report)
+    const events = engine.jobEvents(job.id)
+    clock.advance(SECOND)
+    expect(engine.complete(report)).toEqual(first)
+    expect(engine.jobEvents(job.id)).toEqual(events)
+  })
+
+  it('replaying a failure answers as the first time', () => {
+    const { engine, report } = claimedByWorker({}, aJob({ max_attempts: 3 }))
+    const first = engine.fail({ ...report, error: { message: 'x', retryable: true } })
+    expect(first.requeued).toBe(true)
+    expect(engine.fail({ ...report, error: { message: 'x', retryable: true } })).toEqual(first)
+  })
+
+  it('a completion after the attempt failed is 409 lease_not_active with ack true', () => {
+    const { engine, job, report } = claimedByWorker()
+    engine.fail({ ...report, error: { message: 'no' } })
+    const error = expectEngineError(() => engine.complete(report), 409, 'lease_not_active')
+    expect(error.body).toMatchObject({ ack: true })
+    expect(engine.getJob(job.id).state).toBe('FAILED')
+  })
+
+  it('a late completion after expiry is refused (409 lease_expired, ack true) and the requeued job is untouched', () => {
+    const { engine, clock, job, report } = claimedByWorker()
+    clock.advance(36 * SECOND)
+    engine.reap()
+    const before = engine.getJob(job.id)
+    const error = expectEngineError(() => engine.complete(report), 409, 'lease_expired')
+    expect(error.body).toMatchObject({ ack: true })
+    expect(engine.getJob(job.id)).toEqual(before)
+    expect(before.state).toBe('QUEUED')
+  })
+
+  it('a completion naming another attempt is 409 attempt_mismatch', () => {
+    const { engine, job, report } = claimedByWorker()
+    expectEngineError(() => engine.complete({ ...report, attempt_id: 'other' }), 409, 'attempt_mismatch')
+    expect(engine.getJob(job.id).state).toBe('RUNNING')
+  })
+
+  it('a completion with a forged token is 409 lease_token_mismatch and by another worker 403', () => {
+    const { engine, job, report } = claimedByWorker()
+    expectEngineError(() => engine.complete({ ...report, lease_token: 'forged' }), 409, 'lease_token_mismatch')
+    expectEngineError(() => engine.complete({ ...report, worker_id: 'x' }), 403, 'worker_mismatch')
+    expect(engine.getJob(job.id).state).toBe('RUNNING')
+  })
+
+  it('fail with error.retryable requeues with backoff while attempts remain', () => {
+    const { engine, clock, job, report } = claimedByWorker({}, aJob({ max_attempts: 2 }))
+    const answer = engine.fail({ ...report, error: { code: 'E', message: 'flaky', retryable: true } })
+    expect(answer).toMatchObject({ ack: true, requeued: true, dlq: false })
+    expect(answer.job).toMatchObject({ state: 'QUEUED', attempts: 1, next_retry_at: clock.now() + 2 * SECOND, dead_letter: 0 })
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'FAILED', disposition: 'REQUEUED' })
+    expect(JSON.parse(engine.attempts(job.id)[0]!.error!)).toMatchObject({ code: 'E', message: 'flaky' })
+    // The attempt's message is acknowledged; the requeue's new message waits for the next delivery.
+    const messages = engine.ctx.all<{ acked_at: number | null }>('SELECT acked_at FROM stream_messages WHERE job_id = ? ORDER BY id', job.id)
+    expect(messages.map((m) => m.acked_at !== null)).toEqual([true, false])
+    expect(unackedMessages(engine, job.id)).toBe(1)
+  })
+
+  it('fail with error.retryable on the last attempt dead-letters', () => {
+    const { engine, clock, job, report } = claimedByWorker({}, aJob({ max_attempts: 2 }))
+    engine.fail({ ...report, error: { message: 'flaky', retryable: true } })
+    clock.advance(2 * SECOND)
+    const second = claimOrFail(engine, 'w')
+    const answer = engine.fail({
+      job_id: job.id,
+      attempt_id: second.lease.attempt_id,
+      worker_id: 'w',
+      lease_token: second.lease.token,
+      error: { message: 'flaky', retryable: true },
+    })
+    expect(answer).toMatchObject({ ack: true, requeued: false, dlq: true })
+    expect(answer.job).toMatchObject({ state: 'FAILED', dead_letter: 1, attempts: 2 })
+  })
+
+  it('fail without retryable is final even with attempts left', () => {
+    const { engine, report } = claimedByWorker({}, aJob({ max_attempts: 5 }))
+    const answer = engine.fail({ ...report, error: { message: 'bad input' } })
+    expect(answer).toMatchObject({ ack: true, requeued: false, dlq: false })
+    expect(answer.job).toMatchObject({ state: 'FAILED', dead_letter: 0 })
+  })
+})
