@@ -24,7 +24,7 @@ export const jobs = sqliteTable(
     constraints: text('constraints').notNull(),
     payload: text('payload').notNull(),
     is_unique: integer('is_unique').notNull(),
-    idempotency_key: text('idempotency_key').unique(),
+    idempotency_key: text('idempotency_key'),
     tags: text('tags').notNull(),
     max_runtime_s: integer('max_runtime_s'),
     queue: text('queue').notNull(),
@@ -63,7 +63,9 @@ export const jobs = sqliteTable(
       .where(sql`state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING')`),
     // Listing newest first, by state or by add-on.
     index('jobs_state_seq').on(t.state, t.seq),
-    index('jobs_addon_seq').on(t.addon_id, t.seq),
+    // Partial: most jobs have neither, and every index entry is a page written per commit.
+    index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
+    uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
   ],
 )
 
@@ -95,7 +97,8 @@ export const leases = sqliteTable(
     release_status: text('release_status'),
   },
   (t) => [
-    index('leases_active_expiry').on(t.expires_at).where(sql`state = 'ACTIVE'`),
+    // Covers the reaper's scan and the sum of leased units (capacity), without touching the table.
+    index('leases_active_expiry').on(t.expires_at, t.cost_units).where(sql`state = 'ACTIVE'`),
     index('leases_active_worker').on(t.worker_id).where(sql`state = 'ACTIVE'`),
     index('leases_job').on(t.job_id),
   ],

@@ -50,17 +50,19 @@ export function getJob(ctx: EngineContext, jobId: string): JobRow {
   return job
 }
 
-/** Writes the job's changed columns and bumps `updated_at`. */
-export function updateJob(ctx: EngineContext, jobId: string, changes: Partial<JobRow>): void {
+/** Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is. */
+export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>): JobRow {
   const columns = Object.keys(changes)
   const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE id = @id`
-  ctx.stmt(sql).run({ ...changes, updated_at: ctx.clock.now(), id: jobId })
+  const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
+  ctx.stmt(sql).run({ ...changes, updated_at: updated.updated_at, id: job.id })
+  return updated
 }
 
-/** Moves a job to a new state through the transition table, with any other changes. */
-export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow> = {}): void {
+/** Moves a job to a new state through the transition table, with any other changes; returns the new row. */
+export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow> = {}): JobRow {
   assertMove(job.id, job.state, to)
-  updateJob(ctx, job.id, { ...changes, state: to })
+  return updateJob(ctx, job, { ...changes, state: to })
 }
 
 /** Submits a job, or returns the existing one when its idempotency key is already known. */
@@ -152,7 +154,7 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
       if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
     } else if (LEASED_STATES.has(state)) {
       if (!job.cancel_requested) {
-        updateJob(ctx, job.id, { cancel_requested: 1 })
+        updateJob(ctx, job, { cancel_requested: 1 })
         ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCEL_REQUESTED', { state, reason })
       }
     } else {
@@ -192,7 +194,7 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
     if (update.progress !== undefined) changes.progress = update.progress
     if (job.claim_expires_at !== null) changes.claim_expires_at = ctx.clock.now() + ctx.config.claimTtlS * 1000
     if (to !== from) moveJob(ctx, job, to, changes)
-    else if (Object.keys(changes).length > 0) updateJob(ctx, job.id, changes)
+    else if (Object.keys(changes).length > 0) updateJob(ctx, job, changes)
     if (to !== from || update.note != null) {
       ctx.appendEvent('JOB', job.id, job.id, 'JOB_STATUS', { state: to, from, note: update.note ?? null })
     }

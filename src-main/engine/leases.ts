@@ -84,7 +84,7 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     attempt,
     now,
   )
-  moveJob(ctx, job, to, {
+  const leasedJob = moveJob(ctx, job, to, {
     attempts: attempt,
     lease_id: lease.id,
     claimed_by: workerId,
@@ -100,7 +100,7 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     fence,
     expires_at: lease.expires_at,
   })
-  return { lease, job: getJob(ctx, job.id) }
+  return { lease, job: leasedJob }
 }
 
 /**
@@ -135,12 +135,13 @@ export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: numbe
     const now = ctx.clock.now()
     const claimed: JobRow[] = []
     for (const job of eligibleJobs(ctx, filter, now)) {
-      moveJob(ctx, job, 'CLAIMED', {
-        claimed_by: filter.worker_id,
-        claim_expires_at: now + ctx.config.claimTtlS * 1000,
-      })
+      claimed.push(
+        moveJob(ctx, job, 'CLAIMED', {
+          claimed_by: filter.worker_id,
+          claim_expires_at: now + ctx.config.claimTtlS * 1000,
+        }),
+      )
       ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIMED', { state: 'CLAIMED', worker_id: filter.worker_id })
-      claimed.push(getJob(ctx, job.id))
       if (claimed.length === limit) break
     }
     return claimed
@@ -177,12 +178,12 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
     const now = ctx.clock.now()
     const retry_after_sec = ctx.config.leaseRetryAfterS
-    moveJob(ctx, job, 'LEASE_PENDING', {
+    const pending = moveJob(ctx, job, 'LEASE_PENDING', {
       next_retry_at: now + retry_after_sec * 1000,
       claim_expires_at: now + ctx.config.claimTtlS * 1000,
     })
     ctx.appendEvent('JOB', job.id, job.id, 'LEASE_DENIED', { state: 'LEASE_PENDING', reason: denial })
-    return { approved: false, reason: denial, retry_after_sec, job: getJob(ctx, job.id) }
+    return { approved: false, reason: denial, retry_after_sec, job: pending }
   })
 }
 
@@ -254,17 +255,17 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport): L
   const now = ctx.clock.now()
   const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
   ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE id = ?', now, expiresAt, lease.id)
-  const job = getJob(ctx, lease.job_id)
+  let job = getJob(ctx, lease.job_id)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
   if (report.note != null) changes.note = report.note
   if (job.state === 'LEASED') {
-    moveJob(ctx, job, 'RUNNING', changes)
+    job = moveJob(ctx, job, 'RUNNING', changes)
     ctx.appendEvent('JOB', job.id, job.id, 'JOB_RUNNING', { state: 'RUNNING', lease_id: lease.id })
   } else if (Object.keys(changes).length > 0) {
-    updateJob(ctx, job.id, changes)
+    job = updateJob(ctx, job, changes)
   }
-  return { lease: { ...lease, last_heartbeat_at: now, expires_at: expiresAt }, job: getJob(ctx, job.id) }
+  return { lease: { ...lease, last_heartbeat_at: now, expires_at: expiresAt }, job }
 }
 
 /** Heartbeat naming the lease by id (dialects 000/001 and 002). */
@@ -302,10 +303,10 @@ const FINAL_STATUS_OF: Record<string, FinalStatus> = {
 const json = (value: unknown): string | null => (value === undefined || value === null ? null : JSON.stringify(value))
 
 /** Puts a job back in the queue after an attempt, eligible again after the backoff. */
-function requeue(ctx: EngineContext, job: JobRow, reason: string): void {
+function requeue(ctx: EngineContext, job: JobRow, reason: string): JobRow {
   const now = ctx.clock.now()
   const retryAt = nextRetryAt(now, job.attempts, ctx.config.backoff)
-  moveJob(ctx, job, 'QUEUED', {
+  const queued = moveJob(ctx, job, 'QUEUED', {
     claimed_by: null,
     claim_expires_at: null,
     next_retry_at: retryAt,
@@ -314,11 +315,12 @@ function requeue(ctx: EngineContext, job: JobRow, reason: string): void {
   })
   writeStreamMessage(ctx, job.id, job.queue)
   ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason, attempt: job.attempts, next_retry_at: retryAt })
+  return queued
 }
 
 /** Ends a job in a terminal state. */
-function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outcome, deadLetter: boolean): void {
-  moveJob(ctx, job, to, {
+function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outcome, deadLetter: boolean): JobRow {
+  const finished = moveJob(ctx, job, to, {
     final_status: FINAL_STATUS_OF[to]!,
     finished_at: ctx.clock.now(),
     dead_letter: deadLetter ? 1 : 0,
@@ -332,6 +334,7 @@ function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outco
     attempt: job.attempts,
     dead_letter: deadLetter,
   })
+  return finished
 }
 
 function closeAttempt(ctx: EngineContext, lease: LeaseRow, status: FinalStatus | 'BLOCKED', disposition: Disposition, error: unknown): void {
@@ -355,26 +358,24 @@ function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobSta
   return { to: outcome.status === 'TIMEOUT' ? 'TIMEOUT' : 'FAILED', disposition: 'FINAL' }
 }
 
-/** Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on. */
-function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean): Disposition {
+/**
+ * Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on;
+ * returns the rows as they now are.
+ */
+function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean): Leased & { disposition: Disposition } {
   if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
     throw new EngineError(409, 'file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it', { ack: false })
   }
   const job = getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
-  ctx.run(
-    "UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = ? WHERE id = ?",
-    ctx.clock.now(),
-    outcome.status,
-    lease.id,
-  )
+  const now = ctx.clock.now()
+  ctx.run("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = ? WHERE id = ?", now, outcome.status, lease.id)
   closeAttempt(ctx, lease, outcome.status, disposition, outcome.error)
   // Ack before a requeue: the requeue's own message must stay pending for the next delivery.
   ackStreamMessages(ctx, job.id)
-  if (to === 'QUEUED') requeue(ctx, job, `attempt ${job.attempts} failed`)
-  else finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
-  return disposition
+  const moved = to === 'QUEUED' ? requeue(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
+  return { lease: { ...lease, state: 'RELEASED', released_at: now, release_status: outcome.status }, job: moved, disposition }
 }
 
 /**
@@ -436,8 +437,8 @@ export function releaseLease(ctx: EngineContext, request: ReleaseRequest): Relea
   }
   if (lease.state !== 'ACTIVE') throw notActive(lease)
   return ctx.transact(() => {
-    release(ctx, lease, request, false)
-    return { lease: getLease(ctx, lease.id), job: getJob(ctx, lease.job_id), replay: false }
+    const released = release(ctx, lease, request, false)
+    return { lease: released.lease, job: released.job, replay: false }
   })
 }
 
@@ -474,14 +475,14 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
   if (lease.attempt_id !== report.attempt_id) {
     throw new EngineError(409, 'attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
-  const attempt = ctx.one<AttemptRow>('SELECT * FROM attempts WHERE id = ?', lease.attempt_id)!
   if (lease.state !== 'ACTIVE') {
+    const attempt = ctx.one<AttemptRow>('SELECT * FROM attempts WHERE id = ?', lease.attempt_id)!
     if (lease.state === 'RELEASED' && attempt.outcome === outcome.status) return answerFor(ctx, attempt)
     throw notActive(lease, { ack: true })
   }
   return ctx.transact(() => {
-    release(ctx, lease, outcome, retryable)
-    return answerFor(ctx, ctx.one<AttemptRow>('SELECT * FROM attempts WHERE id = ?', lease.attempt_id)!)
+    const { job, disposition } = release(ctx, lease, outcome, retryable)
+    return { ack: true, requeued: disposition === 'REQUEUED', dlq: disposition === 'DEAD_LETTERED', job }
   })
 }
 
