@@ -154,7 +154,7 @@ function checkAgreement(m: Model, r: Real): void {
 type Cmd = fc.Command<Model, Real>
 
 abstract class Base implements Cmd {
-  check(): boolean {
+  check(_m: Readonly<Model>): boolean {
     return true
   }
   run(m: Model, r: Real): void {
@@ -170,7 +170,7 @@ class StartJob extends Base {
   constructor(readonly owner: string) {
     super()
   }
-  check(m: Model): boolean {
+  override check(m: Readonly<Model>): boolean {
     return !m.current.has(this.owner)
   }
   apply(m: Model, r: Real): void {
@@ -251,7 +251,7 @@ class RetryWhenDue extends Base {
   constructor(readonly index: number) {
     super()
   }
-  check(m: Model): boolean {
+  override check(m: Readonly<Model>): boolean {
     return [...m.contentions.values()].some((c) => c.retry_at <= m.now)
   }
   apply(m: Model, r: Real): void {
@@ -320,7 +320,7 @@ class HeartbeatJob extends Base {
   constructor(readonly owner: string) {
     super()
   }
-  check(m: Model): boolean {
+  override check(m: Readonly<Model>): boolean {
     return m.current.has(this.owner)
   }
   apply(m: Model, r: Real): void {
@@ -348,7 +348,7 @@ class FinishJob extends Base {
   ) {
     super()
   }
-  check(m: Model): boolean {
+  override check(m: Readonly<Model>): boolean {
     return m.current.has(this.owner)
   }
   apply(m: Model, r: Real): void {
@@ -437,7 +437,7 @@ class Resolve extends Base {
   ) {
     super()
   }
-  check(m: Model): boolean {
+  override check(m: Readonly<Model>): boolean {
     return m.blockers.length > 0
   }
   apply(m: Model, r: Real): void {
