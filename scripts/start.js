@@ -67,5 +67,11 @@ if (!electron) {
 // Both ways need the build: the window shows out/renderer, and so does the host at `/`.
 const status = build()
 if (status !== 0) process.exit(status)
-if (electron) runForwardingSignals(electron, ['.', ...args])
-else runForwardingSignals(process.execPath, [join(projectRoot, 'bin', 'leasehold.js'), 'serve', ...args])
+if (electron) {
+  // better-sqlite3 for Electron's ABI, beside node_modules' Node build (scripts/rebuild-native.js).
+  const native = spawnSync(process.execPath, [join(projectRoot, 'scripts', 'rebuild-native.js')], { cwd: projectRoot, stdio: 'inherit' })
+  if (native.status !== 0) process.exit(native.status ?? 1)
+  runForwardingSignals(electron, ['.', ...args])
+} else {
+  runForwardingSignals(process.execPath, [join(projectRoot, 'bin', 'leasehold.js'), 'serve', ...args])
+}

@@ -51,3 +51,23 @@ export class CpuBusyMeter {
     return this.rating
   }
 }
+
+/**
+ * How busy the person at the desk makes the machine, from the seconds since their last key
+ * press or mouse move (Electron's powerMonitor): at the keyboard now → 6, within the minute →
+ * 4, within five minutes → 2, away → 0. Background work yields to someone who is working.
+ */
+export function busyFromUserIdle(idleSeconds: number): number {
+  if (idleSeconds < 15) return 6
+  if (idleSeconds < 60) return 4
+  if (idleSeconds < 300) return 2
+  return 0
+}
+
+/**
+ * The auto busy rating: the busier of the CPU's rating and the user's presence (the larger,
+ * not the sum: a user at work also loads the CPU, and that must not count twice).
+ */
+export function autoBusyRating(cpuRating: number, userIdleSeconds: number | null): number {
+  return userIdleSeconds === null ? cpuRating : Math.max(cpuRating, busyFromUserIdle(userIdleSeconds))
+}

@@ -1,13 +1,16 @@
 // The desktop shell: a composition root and nothing more (DESIGN.md, "Electron is a shell").
 // It starts the same host `leasehold serve` starts, opens one locked-down window onto it and
 // stops the host before the process goes. No scheduling rule lives here.
-import { BrowserWindow, app, dialog, ipcMain, session, type IpcMainEvent, type WebContents } from 'electron'
+import { BrowserWindow, Menu, Tray, app, dialog, ipcMain, nativeImage, powerMonitor, session, type IpcMainEvent, type WebContents } from 'electron'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseServeArgs } from './config'
 import { startHost, type Host } from './host'
 import { utilitySpawner } from './pool/spawn-electron'
 import { CONNECTION_CHANNEL, type Connection } from './preload-channel'
+import { TRAY_ICON_16, TRAY_ICON_32 } from './tray-icon'
+import { trayMenuLines, trayTooltip } from './tray-status'
 import { contentSecurityPolicy, windowOptions } from './window-options'
 
 /** Set by `electron-vite dev`: the renderer comes from Vite's dev server, which proxies the API. */
@@ -16,6 +19,7 @@ const devServerUrl = process.env['ELECTRON_RENDERER_URL']
 /** The host once asked to start; quitting waits for it even if it is still starting. */
 let starting: Promise<Host> | null = null
 let window: BrowserWindow | null = null
+let tray: Tray | null = null
 
 if (!app.requestSingleInstanceLock()) {
   // Another Leasehold owns the database and the port: hand over to it.
@@ -35,8 +39,12 @@ async function onReady(): Promise<void> {
     rendererDir: join(app.getAppPath(), 'out', 'renderer'),
     // Local workers are utility processes running the built worker entry (out/main/worker.js).
     spawn: utilitySpawner,
+    // Someone at the keyboard makes the machine busier (auto busy rating).
+    userIdleSeconds: () => powerMonitor.getSystemIdleTime(),
+    nativeBinding: electronNativeBinding(),
   })
   const host = await starting
+  setupTray(host)
   setupConnectionChannel(host)
   setupContentSecurityPolicy(host)
   openWindow(host)
@@ -67,6 +75,43 @@ function openWindow(running: Host): void {
     if (window === opened) window = null
   })
   void opened.loadURL(pageUrl(running))
+}
+
+/**
+ * better-sqlite3 built for Electron's ABI by scripts/rebuild-native.js (npm start runs it), kept
+ * apart from node_modules so the Node build there stays what `leasehold serve` and the tests load.
+ */
+function electronNativeBinding(): string | undefined {
+  const binding = join(app.getAppPath(), 'out', 'native', 'better_sqlite3.node')
+  return existsSync(binding) ? binding : undefined
+}
+
+/** A tray icon whose tooltip and menu show capacity in use and open blockers, kept current by events. */
+function setupTray(running: Host): void {
+  const icon = nativeImage.createFromDataURL(TRAY_ICON_16)
+  icon.addRepresentation({ scaleFactor: 2, dataURL: TRAY_ICON_32 })
+  tray = new Tray(icon)
+  const refresh = () => {
+    const capacity = running.engine.getCapacity()
+    const open = running.engine.listBlockers('OPEN').length
+    tray?.setToolTip(trayTooltip(capacity, open))
+    tray?.setContextMenu(
+      Menu.buildFromTemplate([
+        ...trayMenuLines(capacity, open).map((label) => ({ label, enabled: false })),
+        { type: 'separator' as const },
+        { label: 'Show Leasehold', click: () => (window ? window.show() : openWindow(running)) },
+        { label: 'Quit', click: () => app.quit() },
+      ]),
+    )
+  }
+  let scheduled: NodeJS.Timeout | null = null
+  running.engine.onEvent(() => {
+    scheduled ??= setTimeout(() => {
+      scheduled = null
+      refresh()
+    }, 500) // at most twice a second, however busy the log
+  })
+  refresh()
 }
 
 /** The preload asks once, synchronously, for the API base and token; only our window is answered. */

@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { CpuBusyMeter } from './busy'
+import { autoBusyRating, CpuBusyMeter } from './busy'
 import { ClaimWaiters } from './claim-waiters'
 import { HOST_FILE } from './client-config'
 import { ClockWaiters } from './clock-waiters'
@@ -35,6 +35,10 @@ export interface HostOptions {
   log?: (line: string) => void
   /** The built dashboard to serve at `/` (default: out/renderer of this checkout). */
   rendererDir?: string
+  /** Seconds since the user last touched keyboard or mouse (the desktop app's powerMonitor); counts in the auto busy rating. */
+  userIdleSeconds?: () => number
+  /** better-sqlite3's native addon to load instead of node_modules' (the desktop app's Electron build). */
+  nativeBinding?: string
   /** How local workers are started: child_process.fork under Node (the default), utilityProcess under Electron. */
   spawn?: Spawner
 }
@@ -91,6 +95,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     path: join(config.dataDir, 'leasehold.db'),
     durability: config.durability,
     migrationsFolder: options.migrationsFolder,
+    nativeBinding: options.nativeBinding,
   })
 
   const engine = new Engine({
@@ -116,7 +121,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       clockWaiters.check()
     }, REAP_INTERVAL_MS),
     setInterval(() => engine.sampleStats(), config.statsIntervalS * 1000),
-    setInterval(() => engine.reportMeasuredBusy(busyMeter.sample()), BUSY_INTERVAL_MS),
+    setInterval(() => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null)), BUSY_INTERVAL_MS),
   ]
 
   const waiters = new ClaimWaiters(engine)

@@ -33,6 +33,8 @@ export interface OpenOptions {
   path: string
   durability?: Durability
   migrationsFolder?: string
+  /** A better-sqlite3 addon built for another runtime (Electron's ABI), instead of node_modules'. */
+  nativeBinding?: string
 }
 
 /** Why a database cannot be opened; the CLI prints `message` as one line and exits. */
@@ -91,7 +93,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   const isNewFile = options.path === ':memory:' || !existsSync(options.path)
   let sqlite: Database
   try {
-    sqlite = new BetterSqlite3(options.path)
+    sqlite = new BetterSqlite3(options.path, options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
   } catch (error) {
     throw new DatabaseOpenError(`cannot open ${options.path}: ${(error as Error).message}`)
   }

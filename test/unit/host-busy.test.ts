@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { busyFromCpu } from '../../src-main/busy'
+import { autoBusyRating, busyFromCpu } from '../../src-main/busy'
 
 test('busy rating is 0 when the cores sat idle and 10 when none did', () => {
   expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 1000, total: 1000, own: 0 })).toBe(0)
@@ -15,4 +15,13 @@ test("the host's own CPU time does not count as the machine being busy", () => {
 test('no elapsed time reads as idle rather than dividing by zero', () => {
   const same = { idle: 5, total: 10, own: 1 }
   expect(busyFromCpu(same, same)).toBe(0)
+})
+
+test('someone at the keyboard makes the machine busier; an away user adds nothing', () => {
+  expect(autoBusyRating(1, 3)).toBe(6)
+  expect(autoBusyRating(1, 30)).toBe(4)
+  expect(autoBusyRating(1, 120)).toBe(2)
+  expect(autoBusyRating(1, 3600)).toBe(1)
+  expect(autoBusyRating(8, 3)).toBe(8) // the larger, not the sum
+  expect(autoBusyRating(3.5, null)).toBe(3.5) // no user signal outside the desktop app
 })

@@ -1,0 +1,218 @@
+/**
+ * `npm run bench` — how fast the engine runs jobs on this machine, against the machine's own
+ * SQLite floor. Every measurement uses a temp-file database in os.tmpdir(), removed afterwards,
+ * the real Engine API and a ManualClock (moved 1 ms per job; expiry is reached by moving it).
+ *
+ *   npm run bench                 the full run (about 3 minutes on 2 cores)
+ *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
+ *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
+ */
+import { cpus } from 'node:os'
+import { performance } from 'node:perf_hooks'
+import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
+import { formatTable, openEngine, withTempDir, type Row } from './bench/lib'
+import {
+  grantLatencies,
+  insertBacklog,
+  latencySummary,
+  lifecycleEmpty,
+  rawFloor,
+  reaper,
+  runLifecycle,
+  type Latency,
+  type LifecycleResult,
+} from './bench/measure'
+
+interface Counts {
+  /** Lifecycle jobs at durability normal (also the floor's job count). */
+  jobs: number
+  /** Lifecycle jobs at durability full (each commit is an fsync). */
+  fullJobs: number
+  /** The small and the large backlog for grant latency and the loaded lifecycle. */
+  smallBacklog: number
+  backlog: number
+  latencySamples: number
+  backlogJobs: number
+  reaperLeases: number
+  /** Time caps (ms) for the lifecycle runs: the count is cut short, and says so, past them. */
+  capMs: { normal: number; full: number; backlog: number }
+}
+
+const FULL: Counts = {
+  jobs: 50_000,
+  fullJobs: 2_000,
+  smallBacklog: 1_000,
+  backlog: 1_000_000,
+  latencySamples: 1_000,
+  backlogJobs: 10_000,
+  reaperLeases: 10_000,
+  capMs: { normal: 75_000, full: 15_000, backlog: 25_000 },
+}
+
+const QUICK: Counts = {
+  jobs: 5_000,
+  fullJobs: 500,
+  smallBacklog: 1_000,
+  backlog: 100_000,
+  latencySamples: 500,
+  backlogJobs: 5_000,
+  reaperLeases: 2_000,
+  capMs: { normal: 15_000, full: 5_000, backlog: 10_000 },
+}
+
+/** Targets printed beside the figures. */
+const ENGINE_FLOOR_TARGET = 0.7
+const LATENCY_GROWTH_TARGET = 1.5
+
+interface Options {
+  quick: boolean
+  json: boolean
+}
+
+function parseArgs(argv: string[]): Options {
+  const known = new Set(['--quick', '--json'])
+  for (const arg of argv) {
+    if (!known.has(arg)) {
+      console.error(`bench: unknown flag ${arg} (known: ${[...known].join(' ')})`)
+      process.exit(2)
+    }
+  }
+  return { quick: argv.includes('--quick'), json: argv.includes('--json') }
+}
+
+const n = (count: number) => count.toLocaleString('en-US')
+const progress = (message: string) => console.error(`bench: ${message}`)
+
+function verbNote(r: LifecycleResult): string {
+  const v = r.verbUs
+  const f = (x: number) => x.toFixed(0)
+  return `µs/verb: submit ${f(v.submit)} · lease ${f(v.lease)} · heartbeat ${f(v.heartbeat)} · release ${f(v.release)}`
+}
+
+/** "50,000 jobs", or "31,200 of 50,000 jobs (time cap)" when the cap cut the run short. */
+function jobCount(r: { jobs: number }, asked: number): string {
+  return r.jobs < asked ? `${n(r.jobs)} of ${n(asked)} jobs (time cap)` : `${n(asked)} jobs`
+}
+
+function target(name: string, value: number, ok: boolean, targetText: string, note: string): Row {
+  return { name, value, unit: 'ratio', target: targetText, status: ok ? 'PASS' : 'MISS', note }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The measurements, each adding its rows
+
+function measureNormal(c: Counts, rows: Row[]): { engine: number; floor: number } {
+  progress(`raw floor, ${n(c.jobs)} jobs × 5 transactions (normal)`)
+  const floor = withTempDir('floor', (dir) => rawFloor(dir, 'normal', c.jobs)).jobsPerS
+  progress(`engine lifecycle, ${n(c.jobs)} jobs (normal)`)
+  const engine = withTempDir('normal', (dir) => lifecycleEmpty(dir, 'normal', c.jobs, c.capMs.normal))
+  rows.push(
+    { name: 'raw floor (normal)', value: floor, unit: 'jobs/s', note: `${n(c.jobs)} jobs, 5 one-row write txns each` },
+    { name: 'engine lifecycle (normal)', value: engine.jobsPerS, unit: 'jobs/s', note: `${jobCount(engine, c.jobs)}; ${verbNote(engine)}` },
+  )
+  return { engine: engine.jobsPerS, floor }
+}
+
+function measureFull(c: Counts, rows: Row[]): void {
+  progress(`raw floor and engine lifecycle, ${n(c.fullJobs)} jobs (full)`)
+  const floorRun = withTempDir('floor-full', (dir) => rawFloor(dir, 'full', c.fullJobs, c.capMs.full))
+  const floor = floorRun.jobsPerS
+  const engine = withTempDir('full', (dir) => lifecycleEmpty(dir, 'full', c.fullJobs, c.capMs.full))
+  rows.push(
+    { name: 'raw floor (full)', value: floor, unit: 'jobs/s', note: `${jobCount(floorRun, c.fullJobs)} (fewer: every commit fsyncs)` },
+    {
+      name: 'engine lifecycle (full)',
+      value: engine.jobsPerS,
+      unit: 'jobs/s',
+      note: `${jobCount(engine, c.fullJobs)}; ÷ floor(full) = ${(engine.jobsPerS / floor).toFixed(2)}; ${verbNote(engine)}`,
+    },
+  )
+}
+
+/** Grant latency at the small and the large backlog, then the lifecycle on top of the large one. */
+function measureBacklog(c: Counts, rows: Row[]): { small: Latency; large: Latency } {
+  return withTempDir('backlog', (dir) => {
+    const b = openEngine(dir, 'normal')
+    try {
+      const maxAttempts = DEFAULT_ENGINE_CONFIG.maxAttempts
+      insertBacklog(b.db, c.smallBacklog, b.clock.now(), maxAttempts)
+      progress(`grant latency at ${n(c.smallBacklog)} queued`)
+      grantLatencies(b, Math.min(200, c.latencySamples)) // warm-up
+      const small = latencySummary(grantLatencies(b, c.latencySamples))
+
+      progress(`inserting the backlog up to ${n(c.backlog)} queued`)
+      const insertMs = insertBacklog(b.db, c.backlog - c.smallBacklog, b.clock.now(), maxAttempts)
+      progress(`grant latency at ${n(c.backlog)} queued`)
+      grantLatencies(b, Math.min(200, c.latencySamples)) // warm-up
+      const large = latencySummary(grantLatencies(b, c.latencySamples))
+
+      progress(`engine lifecycle, ${n(c.backlogJobs)} jobs with ${n(c.backlog)} queued`)
+      const loaded = runLifecycle(b, c.backlogJobs, c.capMs.backlog)
+      const samples = `${n(c.latencySamples)} grants of the head`
+      rows.push(
+        { name: `grant latency p50 @ ${n(c.smallBacklog)} queued`, value: small.p50, unit: 'µs', note: samples },
+        { name: `grant latency p99 @ ${n(c.smallBacklog)} queued`, value: small.p99, unit: 'µs' },
+        { name: `grant latency p50 @ ${n(c.backlog)} queued`, value: large.p50, unit: 'µs', note: samples },
+        { name: `grant latency p99 @ ${n(c.backlog)} queued`, value: large.p99, unit: 'µs' },
+        {
+          name: `engine lifecycle @ ${n(c.backlog)} queued`,
+          value: loaded.jobsPerS,
+          unit: 'jobs/s',
+          note: `${jobCount(loaded, c.backlogJobs)}, NORMAL over a LOW backlog (inserted in ${(insertMs / 1000).toFixed(1)} s); ${verbNote(loaded)}`,
+        },
+      )
+      return { small, large }
+    } finally {
+      b.db.close()
+    }
+  })
+}
+
+function measureReaper(c: Counts, rows: Row[]): void {
+  progress(`reaper, ${n(c.reaperLeases)} expired leases`)
+  const r = withTempDir('reaper', (dir) => reaper(dir, c.reaperLeases))
+  rows.push({
+    name: `reaper, ${n(c.reaperLeases)} expired leases`,
+    value: r.ms,
+    unit: 'ms',
+    note: `${((r.ms * 1000) / r.expired).toFixed(0)} µs/lease; each requeued with backoff (granting them took ${(r.setupMs / 1000).toFixed(1)} s)`,
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function main(): void {
+  const options = parseArgs(process.argv.slice(2))
+  const counts = options.quick ? QUICK : FULL
+  const started = performance.now()
+  const rows: Row[] = []
+
+  const normal = measureNormal(counts, rows)
+  measureFull(counts, rows)
+  const latency = measureBacklog(counts, rows)
+  measureReaper(counts, rows)
+
+  const ratio = normal.engine / normal.floor
+  const growth = latency.large.p50 / latency.small.p50
+  rows.push(
+    target('engine ÷ floor (normal)', ratio, ratio >= ENGINE_FLOOR_TARGET, `≥ ${ENGINE_FLOOR_TARGET.toFixed(2)}`, 'lifecycle jobs/s ÷ raw floor jobs/s'),
+    target(
+      `grant p50 ${n(counts.backlog)} ÷ ${n(counts.smallBacklog)} queued`,
+      growth,
+      growth <= LATENCY_GROWTH_TARGET,
+      `≤ ${LATENCY_GROWTH_TARGET.toFixed(2)}`,
+      'p50 latency growth with queue depth',
+    ),
+  )
+  const elapsedS = (performance.now() - started) / 1000
+
+  if (options.json) {
+    const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: process.platform }
+    console.log(JSON.stringify({ mode: options.quick ? 'quick' : 'full', machine, counts, elapsed_s: elapsedS, rows }, null, 2))
+  } else {
+    console.log(formatTable(rows))
+    console.log(`\n${options.quick ? 'quick' : 'full'} run, ${elapsedS.toFixed(1)} s, node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`)
+  }
+}
+
+main()

@@ -1,0 +1,231 @@
+/** The benchmark's measurements, one function each. Every one works on its own temp-file database. */
+import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import BetterSqlite3, { type Database } from 'better-sqlite3'
+import type { Durability } from '../../src-main/db/open'
+import { priorityRank } from '../../src-main/engine/states'
+import { openEngine, percentile, timeMs, type BenchEngine, type TempDir } from './lib'
+
+const WORKER = { worker_id: 'bench-worker' }
+/** The measured jobs: default priority, so they are picked ahead of the LOW backlog. */
+const NOOP = { job_type: 'noop', cost_units: 1 } as const
+/** The backlog: plain no-op jobs one priority below the measured ones. */
+const BACKLOG = { job_type: 'noop', cost_units: 1, priority: 'LOW' } as const
+
+// ---------------------------------------------------------------------------------------------
+// The engine lifecycle: submit → requestLease (grant) → heartbeat → release SUCCEEDED
+
+export interface LifecycleResult {
+  /** Jobs actually run: fewer than asked when the time cap was reached first. */
+  jobs: number
+  jobsPerS: number
+  /** Mean microseconds per call of each verb. */
+  verbUs: { submit: number; lease: number; heartbeat: number; release: number }
+}
+
+/** One job through its whole life; adds each verb's time (ms) to `acc`. */
+function oneLifecycle(b: BenchEngine, acc: number[]): void {
+  const { engine, clock } = b
+  clock.advance(1)
+  let t = performance.now()
+  engine.submit(NOOP)
+  let u = performance.now()
+  acc[0]! += u - t
+  const decision = engine.requestLease(WORKER)
+  t = performance.now()
+  acc[1]! += t - u
+  if (!decision.granted) throw new Error(`bench: lease denied: ${decision.reason}`)
+  const lease_id = decision.lease.id
+  engine.heartbeat({ lease_id, worker_id: WORKER.worker_id })
+  u = performance.now()
+  acc[2]! += u - t
+  engine.release({ lease_id, worker_id: WORKER.worker_id, status: 'SUCCEEDED' })
+  acc[3]! += performance.now() - u
+}
+
+/**
+ * Runs `jobs` lifecycles (after a short untimed warm-up) on an open engine, stopping early once
+ * `capMs` have passed so a slow or busy machine still finishes the bench in bounded time.
+ */
+export function runLifecycle(b: BenchEngine, jobs: number, capMs = Infinity, warmup = Math.min(1000, jobs)): LifecycleResult {
+  const scratch = [0, 0, 0, 0]
+  for (let i = 0; i < warmup; i++) oneLifecycle(b, scratch)
+  const acc = [0, 0, 0, 0]
+  let done = 0
+  const deadline = performance.now() + capMs
+  const ms = timeMs(() => {
+    for (; done < jobs; done++) {
+      if (done % 100 === 0 && performance.now() > deadline) break
+      oneLifecycle(b, acc)
+    }
+  })
+  const us = (i: number) => (acc[i]! * 1000) / done
+  return { jobs: done, jobsPerS: (done * 1000) / ms, verbUs: { submit: us(0), lease: us(1), heartbeat: us(2), release: us(3) } }
+}
+
+/** Lifecycle jobs/s on a fresh database with nothing else queued. */
+export function lifecycleEmpty(dir: TempDir, durability: Durability, jobs: number, capMs = Infinity): LifecycleResult {
+  const b = openEngine(dir, durability)
+  try {
+    return runLifecycle(b, jobs, capMs)
+  } finally {
+    b.db.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The backlog
+
+const JOB_COLUMNS = [
+  'id', 'addon_id', 'job_type', 'priority', 'cost_units', 'constraints', 'payload', 'is_unique',
+  'idempotency_key', 'tags', 'max_runtime_s', 'queue', 'max_attempts', 'state', 'attempts', 'claimed_by',
+  'claim_expires_at', 'lease_id', 'next_retry_at', 'eligible_at', 'cancel_requested', 'progress', 'note',
+  'dead_letter', 'final_status', 'error', 'result', 'metrics', 'created_at', 'updated_at', 'started_at', 'finished_at',
+] as const
+
+/**
+ * Appends `count` QUEUED LOW no-op jobs, as `engine.submit` would write them (jobs rows only: no
+ * stream messages or events), in one transaction with one prepared INSERT. Returns ms taken.
+ */
+export function insertBacklog(db: Database, count: number, now: number, maxAttempts: number): number {
+  const insert = db.prepare(
+    `INSERT INTO jobs (${JOB_COLUMNS.join(', ')}) VALUES (${JOB_COLUMNS.map(() => '?').join(', ')})`,
+  )
+  const priority = priorityRank(BACKLOG.priority)
+  const fill = db.transaction(() => {
+    for (let i = 0; i < count; i++) {
+      insert.run(
+        randomUUID(), null, BACKLOG.job_type, priority, BACKLOG.cost_units, '{}', '{}', 0,
+        null, '[]', null, 'default', maxAttempts, 'QUEUED', 0, null,
+        null, null, null, now, 0, null, null,
+        0, null, null, null, null, now, now, null, null,
+      )
+    }
+  })
+  return timeMs(() => fill())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lease-grant latency
+
+/**
+ * Microseconds of each `requestLease` that grants the head of the backlog. Between samples
+ * (untimed) the lease is released and a replacement LOW job submitted, so the depth stays put.
+ */
+export function grantLatencies(b: BenchEngine, samples: number): number[] {
+  const { engine, clock } = b
+  const out: number[] = []
+  for (let i = 0; i < samples; i++) {
+    clock.advance(1)
+    const start = performance.now()
+    const decision = engine.requestLease(WORKER)
+    out.push((performance.now() - start) * 1000)
+    if (!decision.granted) throw new Error(`bench: lease denied: ${decision.reason}`)
+    engine.release({ lease_id: decision.lease.id, worker_id: WORKER.worker_id, status: 'SUCCEEDED' })
+    engine.submit(BACKLOG)
+  }
+  return out
+}
+
+export interface Latency {
+  p50: number
+  p99: number
+}
+
+export function latencySummary(samples: number[]): Latency {
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reaper
+
+export interface ReaperResult {
+  ms: number
+  expired: number
+  setupMs: number
+}
+
+/** Grants `leases` leases, moves the clock past their expiry and times one `engine.reap()`. */
+export function reaper(dir: TempDir, leases: number): ReaperResult {
+  const b = openEngine(dir, 'normal', leases)
+  const { engine, clock } = b
+  try {
+    const setupMs = timeMs(() => {
+      engine.ctx.transact(() => {
+        for (let i = 0; i < leases; i++) engine.submit(NOOP)
+      })
+      for (let done = 0; done < leases; ) {
+        const batch = Math.min(1000, leases - done)
+        engine.ctx.transact(() => {
+          for (let i = 0; i < batch; i++) {
+            const d = engine.requestLease(WORKER)
+            if (!d.granted) throw new Error(`bench: lease denied: ${d.reason}`)
+          }
+        })
+        done += batch
+      }
+    })
+    clock.advance((engine.config.leaseTtlS + engine.config.heartbeatGraceS) * 1000 + 1)
+    let expired = 0
+    const ms = timeMs(() => {
+      expired = engine.reap().leases
+    })
+    if (expired !== leases) throw new Error(`bench: reaper expired ${expired} of ${leases} leases`)
+    return { ms, expired, setupMs }
+  } finally {
+    b.db.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw floor: plain better-sqlite3, same pragmas, five one-row write transactions per job
+
+const FLOOR_TXNS_PER_JOB = 5
+
+function openFloorDb(path: string, durability: Durability): Database {
+  const db = new BetterSqlite3(path)
+  db.pragma('journal_mode = WAL')
+  db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`)
+  db.pragma('foreign_keys = ON')
+  db.pragma('busy_timeout = 5000')
+  db.pragma('cache_size = -65536')
+  db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, state TEXT NOT NULL, at INTEGER NOT NULL)')
+  return db
+}
+
+/**
+ * Jobs/s of the machine's floor: per job, one INSERT then four UPDATEs of that row, each its own
+ * BEGIN IMMEDIATE … COMMIT through prepared statements (as the engine runs its transactions).
+ * Stops early once `capMs` have passed.
+ */
+export function rawFloor(dir: TempDir, durability: Durability, jobs: number, capMs = Infinity): { jobs: number; jobsPerS: number } {
+  const db = openFloorDb(dir.path('floor.sqlite'), durability)
+  try {
+    const begin = db.prepare('BEGIN IMMEDIATE')
+    const commit = db.prepare('COMMIT')
+    const insert = db.prepare('INSERT INTO t (state, at) VALUES (?, ?)')
+    const update = db.prepare('UPDATE t SET state = ?, at = ? WHERE id = ?')
+    const txn = (write: () => void) => {
+      begin.run()
+      write()
+      commit.run()
+    }
+    const oneJob = (i: number) => {
+      let id = 0
+      txn(() => (id = Number(insert.run('QUEUED', i).lastInsertRowid)))
+      for (let k = 1; k < FLOOR_TXNS_PER_JOB; k++) txn(() => update.run(`S${k}`, i, id))
+    }
+    for (let i = 0; i < Math.min(1000, jobs); i++) oneJob(i) // warm-up
+    let done = 0
+    const deadline = performance.now() + capMs
+    const ms = timeMs(() => {
+      for (; done < jobs; done++) {
+        if (done % 100 === 0 && performance.now() > deadline) break
+        oneJob(done)
+      }
+    })
+    return { jobs: done, jobsPerS: (done * 1000) / ms }
+  } finally {
+    db.close()
+  }
+}

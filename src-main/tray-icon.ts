@@ -1,0 +1,3 @@
+/** The tray icon (a ring around a dot), 16 px and 32 px for high-density displays, as PNG data URLs. */
+export const TRAY_ICON_16 = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9hAAAAQ0lEQVR42mPQyDvBQAnGJfEfByZowH8iMVYD/pOI8RpAjNdQDCBGM1a1+Az4T4T4cDeApECkOBqpkpAoTspUyUwkYwBT29WYVD0kmAAAAABJRU5ErkJggg=='
+export const TRAY_ICON_32 = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAACAAAAAgCAYAAABzenr0AAAAhUlEQVR42u2XwQ1AIQhDHcfp/pxuVScwsVA+PXjoTfHFhFLG/NboVPQiDioFACkZAJJKAUCkEADEogBQpCuAzJfSd9kCqo4JAai84gigfPy6Zom7Ma4ZBZCdVRYMQTyAB2AD0N6G1kb0mxW3DyOLcdweSCwimUUotYjlFouJxWpms5yWaAOrK2J+XnP4+gAAAABJRU5ErkJggg=='
