@@ -6,10 +6,12 @@
  *   npm run bench                 the full run (about 3 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
+ *   npm run bench -- --only=http  one group of figures: engine, http or workers (repeatable)
  */
 import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
+import { type HttpCounts, measureHttp, measureWorkers } from './bench/http'
 import { formatTable, openEngine, withTempDir, type Row } from './bench/lib'
 import {
   grantLatencies,
@@ -36,6 +38,7 @@ interface Counts {
   reaperLeases: number
   /** Time caps (ms) for the lifecycle runs: the count is cut short, and says so, past them. */
   capMs: { normal: number; full: number; backlog: number }
+  http: HttpCounts
 }
 
 const FULL: Counts = {
@@ -47,6 +50,7 @@ const FULL: Counts = {
   backlogJobs: 10_000,
   reaperLeases: 10_000,
   capMs: { normal: 75_000, full: 15_000, backlog: 25_000 },
+  http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000 },
 }
 
 const QUICK: Counts = {
@@ -58,26 +62,37 @@ const QUICK: Counts = {
   backlogJobs: 5_000,
   reaperLeases: 2_000,
   capMs: { normal: 15_000, full: 5_000, backlog: 10_000 },
+  http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300 },
 }
 
 /** Targets printed beside the figures. */
 const ENGINE_FLOOR_TARGET = 0.7
 const LATENCY_GROWTH_TARGET = 1.5
+const PICKUP_P50_TARGET_MS = 2
+const PICKUP_P99_TARGET_MS = 10
+const DIALECT_003_AT_8_TARGET = 2_000
+
+const PARTS = ['engine', 'http', 'workers'] as const
+type Part = (typeof PARTS)[number]
 
 interface Options {
   quick: boolean
   json: boolean
+  /** Which groups of figures to measure (default: all). */
+  only: Set<Part>
 }
 
 function parseArgs(argv: string[]): Options {
-  const known = new Set(['--quick', '--json'])
+  const only = new Set<Part>()
   for (const arg of argv) {
-    if (!known.has(arg)) {
-      console.error(`bench: unknown flag ${arg} (known: ${[...known].join(' ')})`)
+    const part = /^--only=(\w+)$/.exec(arg)?.[1]
+    if (part && (PARTS as readonly string[]).includes(part)) only.add(part as Part)
+    else if (arg !== '--quick' && arg !== '--json') {
+      console.error(`bench: unknown flag ${arg} (known: --quick --json --only=${PARTS.join('|')})`)
       process.exit(2)
     }
   }
-  return { quick: argv.includes('--quick'), json: argv.includes('--json') }
+  return { quick: argv.includes('--quick'), json: argv.includes('--json'), only: only.size > 0 ? only : new Set(PARTS) }
 }
 
 const n = (count: number) => count.toLocaleString('en-US')
@@ -181,29 +196,46 @@ function measureReaper(c: Counts, rows: Row[]): void {
 
 // ---------------------------------------------------------------------------------------------
 
-function main(): void {
+async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2))
   const counts = options.quick ? QUICK : FULL
   const started = performance.now()
   const rows: Row[] = []
 
-  const normal = measureNormal(counts, rows)
-  measureFull(counts, rows)
-  const latency = measureBacklog(counts, rows)
-  measureReaper(counts, rows)
-
-  const ratio = normal.engine / normal.floor
-  const growth = latency.large.p50 / latency.small.p50
-  rows.push(
-    target('engine ÷ floor (normal)', ratio, ratio >= ENGINE_FLOOR_TARGET, `≥ ${ENGINE_FLOOR_TARGET.toFixed(2)}`, 'lifecycle jobs/s ÷ raw floor jobs/s'),
-    target(
-      `grant p50 ${n(counts.backlog)} ÷ ${n(counts.smallBacklog)} queued`,
-      growth,
-      growth <= LATENCY_GROWTH_TARGET,
-      `≤ ${LATENCY_GROWTH_TARGET.toFixed(2)}`,
-      'p50 latency growth with queue depth',
-    ),
-  )
+  if (options.only.has('engine')) {
+    const normal = measureNormal(counts, rows)
+    measureFull(counts, rows)
+    const latency = measureBacklog(counts, rows)
+    measureReaper(counts, rows)
+    const ratio = normal.engine / normal.floor
+    const growth = latency.large.p50 / latency.small.p50
+    rows.push(
+      target('engine ÷ floor (normal)', ratio, ratio >= ENGINE_FLOOR_TARGET, `≥ ${ENGINE_FLOOR_TARGET.toFixed(2)}`, 'lifecycle jobs/s ÷ raw floor jobs/s'),
+      target(
+        `grant p50 ${n(counts.backlog)} ÷ ${n(counts.smallBacklog)} queued`,
+        growth,
+        growth <= LATENCY_GROWTH_TARGET,
+        `≤ ${LATENCY_GROWTH_TARGET.toFixed(2)}`,
+        'p50 latency growth with queue depth',
+      ),
+    )
+  }
+  if (options.only.has('http')) {
+    const http = await measureHttp(counts.http, progress)
+    rows.push(
+      ...http.rows,
+      { name: 'pickup p50', value: http.pickupP50, unit: 'ms', target: `≤ ${PICKUP_P50_TARGET_MS}`, status: http.pickupP50 <= PICKUP_P50_TARGET_MS ? 'PASS' : 'MISS' },
+      { name: 'pickup p99', value: http.pickupP99, unit: 'ms', target: `≤ ${PICKUP_P99_TARGET_MS}`, status: http.pickupP99 <= PICKUP_P99_TARGET_MS ? 'PASS' : 'MISS' },
+      {
+        name: 'dialect 003 lifecycle, 8 workers',
+        value: http.d003at8,
+        unit: 'jobs/s',
+        target: `≥ ${n(DIALECT_003_AT_8_TARGET)}`,
+        status: http.d003at8 >= DIALECT_003_AT_8_TARGET ? 'PASS' : 'MISS',
+      },
+    )
+  }
+  if (options.only.has('workers')) rows.push(...(await measureWorkers(counts.http, progress)))
   const elapsedS = (performance.now() - started) / 1000
 
   if (options.json) {
@@ -215,4 +247,4 @@ function main(): void {
   }
 }
 
-main()
+void main()
