@@ -1,0 +1,574 @@
+/**
+ * Dialect 002 (queue) over real HTTP: submit, claim, status, cancel, list, events, the lease
+ * request/heartbeat/release/get, and the stats routes. Every documented status and code, and
+ * the exact views (seed 002 + the extras views.ts documents).
+ */
+import { afterEach, describe, expect, test } from 'vitest'
+import { ManualClock } from '../../src-main/engine/clock'
+import { startTestHost, type TestHost } from '../helpers/host'
+import {
+  body,
+  expectError,
+  expectInvalid,
+  ISO_MS,
+  keys,
+  post,
+  PULL,
+  QUEUE,
+  QUEUE_JOB_KEYS,
+  QUEUE_LEASE_KEYS,
+  QUEUE_RESULT_KEYS,
+  submit,
+  UNKNOWN_ID,
+} from './support'
+
+const T0 = Date.parse('2026-02-06T20:10:00.000Z')
+let host: TestHost
+let clock: ManualClock
+
+async function start(overrides: Parameters<typeof startTestHost>[0] = {}) {
+  clock = new ManualClock(T0)
+  host = await startTestHost({ totalUnits: 70, busy: 0, leaseTtlS: 30, heartbeatGraceS: 5, claimTtlS: 60, ...overrides }, { clock })
+  return host
+}
+
+afterEach(async () => {
+  await host?.dispose()
+})
+
+const get = (path: string) => host.call(path)
+
+async function claim(workerId = 'w1', extra: Record<string, unknown> = {}) {
+  const res = await post(host, `${QUEUE}/jobs/claim`, { worker_id: workerId, ...extra })
+  expect(res.status).toBe(200)
+  return (await body(res)).job
+}
+
+async function lease(jobId: string, extra: Record<string, unknown> = {}) {
+  const res = await post(host, `${QUEUE}/lease/request`, { job_id: jobId, ...extra })
+  expect(res.status).toBe(200)
+  const answer = await body(res)
+  expect(answer.approved).toBe(true)
+  return answer.lease
+}
+
+/** submit → claim → lease request: a RUNNING job with its lease. */
+async function running(workerId = 'w1', submitExtra: Record<string, unknown> = {}) {
+  const job = await submit(host, submitExtra)
+  const claimed = await claim(workerId)
+  expect(claimed.job_id).toBe(job.job_id)
+  return { job, lease: await lease(job.job_id) }
+}
+
+describe('POST /jobs/submit', () => {
+  test('201 {job} with every seed field and the documented extras, defaults filled in', async () => {
+    await start()
+    const res = await post(host, `${QUEUE}/jobs/submit`, {
+      addon_id: 'visuals',
+      job_type: 'load30',
+      priority: 'NORMAL',
+      cost_units: 30,
+      constraints: { cpu_heavy: true },
+      payload: { model: 'sdxl' },
+      client_request_id: 'req-1',
+    })
+    expect(res.status).toBe(201)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job'])
+    expect(keys(answer.job)).toEqual(QUEUE_JOB_KEYS)
+    expect(answer.job).toEqual({
+      job_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      addon_id: 'visuals',
+      job_type: 'load30',
+      priority: 'NORMAL',
+      cost_units: 30,
+      constraints: { cpu_heavy: true },
+      payload: { model: 'sdxl' },
+      state: 'QUEUED',
+      created_at: new Date(T0).toISOString(),
+      updated_at: new Date(T0).toISOString(),
+      claimed_by: null,
+      claim_expires_at: null,
+      lease_id: null,
+      attempts: 0,
+      next_retry_at: null,
+      unique: false,
+      tags: [],
+      max_runtime_s: null,
+      queue: 'default',
+      max_attempts: 3,
+      client_request_id: 'req-1',
+      cancel_requested: false,
+      progress: null,
+      note: null,
+      dead_letter: false,
+    })
+  })
+
+  test('only job_type and cost_units are needed; the model extras are accepted', async () => {
+    await start()
+    const job = await submit(host, { job_type: 'x', cost_units: 2, unique: true, tags: ['a'], max_runtime_s: 10, queue: 'q', max_attempts: 7 })
+    expect(job).toMatchObject({ priority: 'NORMAL', constraints: {}, payload: {}, addon_id: null, unique: true, tags: ['a'], max_runtime_s: 10, queue: 'q', max_attempts: 7 })
+  })
+
+  test('a repeated client_request_id is 409 duplicate_request with the existing job in the body, and adds no job', async () => {
+    await start()
+    const first = await submit(host, { client_request_id: 'same' })
+    const res = await post(host, `${QUEUE}/jobs/submit`, { job_type: 'other', cost_units: 9, client_request_id: 'same' })
+    const error = await expectError(res, 409, 'duplicate_request', ['job'])
+    expect(error.job).toEqual(first)
+    expect(host.engine.listJobs({}).jobs).toHaveLength(1)
+  })
+
+  test('an invalid body is 400 invalid_request naming the fields (cost_units <= 0, missing job_type, wrong types, unknown keys)', async () => {
+    await start()
+    const url = `${QUEUE}/jobs/submit`
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: 0 }), 'cost_units')
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: -3 }), 'cost_units')
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: 1.5 }), 'cost_units')
+    await expectInvalid(await post(host, url, { cost_units: 1 }), 'job_type')
+    await expectInvalid(await post(host, url, {}), 'job_type', 'cost_units')
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: 1, priority: 'normal' }), 'priority')
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: 1, constraints: { gpu_required: 'yes' } }), 'constraints')
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: 1, tags: 'a' }), 'tags')
+    await expectInvalid(await post(host, url, { job_type: 'x', cost_units: 1, bogus: 1 }), 'bogus')
+    expect(host.engine.listJobs({}).jobs).toHaveLength(0)
+  })
+
+  test('no token is 401', async () => {
+    await start()
+    await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'x', cost_units: 1 }, null), 401, 'unauthorized')
+  })
+})
+
+describe('POST /jobs/claim', () => {
+  test('200 {job} CLAIMED with claimed_by and claim_expires_at = now + claim ttl', async () => {
+    await start()
+    const job = await submit(host)
+    const res = await post(host, `${QUEUE}/jobs/claim`, { addon_id: null, worker_id: 'visuals-worker-01', limit: 1 })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job'])
+    expect(keys(answer.job)).toEqual(QUEUE_JOB_KEYS)
+    expect(answer.job).toMatchObject({
+      job_id: job.job_id,
+      state: 'CLAIMED',
+      claimed_by: 'visuals-worker-01',
+      claim_expires_at: new Date(T0 + 60_000).toISOString(),
+      attempts: 0,
+    })
+  })
+
+  test('nothing claimable is 204 with an empty body', async () => {
+    await start()
+    const res = await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w' })
+    expect(res.status).toBe(204)
+    expect(await res.text()).toBe('')
+  })
+
+  test('limit > 1 adds jobs:[…] in scheduling order (priority, then first in first out)', async () => {
+    await start()
+    const low = await submit(host, { priority: 'LOW' })
+    const n1 = await submit(host)
+    clock.advance(1)
+    const n2 = await submit(host)
+    const urgent = await submit(host, { priority: 'URGENT' })
+    const res = await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w', limit: 3 })
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job', 'jobs'])
+    expect(answer.jobs.map((j: any) => j.job_id)).toEqual([urgent.job_id, n1.job_id, n2.job_id])
+    expect(answer.job.job_id).toBe(urgent.job_id)
+    expect(host.engine.getJob(low.job_id).state).toBe('QUEUED')
+  })
+
+  test('accept_job_types, max_cost_units, addon_id and gpu capability filter what a worker can take', async () => {
+    await start()
+    const gpu = await submit(host, { constraints: { gpu_required: true } })
+    const big = await submit(host, { cost_units: 50 })
+    const other = await submit(host, { job_type: 'render' })
+    const addon = await submit(host, { addon_id: 'visuals' })
+    expect((await claim('w', { accept_job_types: ['render'] })).job_id).toBe(other.job_id)
+    expect((await claim('w', { addon_id: 'visuals' })).job_id).toBe(addon.job_id)
+    expect((await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w', max_cost_units: 40 })).status).toBe(204)
+    expect((await claim('w', { constraints_capabilities: { gpu_available: true }, max_cost_units: 40 })).job_id).toBe(gpu.job_id)
+    expect((await claim('w')).job_id).toBe(big.job_id)
+  })
+
+  test('an invalid claim is 400 naming the fields', async () => {
+    await start()
+    const url = `${QUEUE}/jobs/claim`
+    await expectInvalid(await post(host, url, {}), 'worker_id')
+    await expectInvalid(await post(host, url, { worker_id: 'w', limit: 0 }), 'limit')
+    await expectInvalid(await post(host, url, { worker_id: 'w', limit: 101 }), 'limit')
+    await expectInvalid(await post(host, url, { worker_id: 'w', max_cost_units: 'big' }), 'max_cost_units')
+    await expectInvalid(await post(host, url, { worker_id: 'w', accept_job_types: 'x' }), 'accept_job_types')
+    await expectInvalid(await post(host, url, { worker_id: 'w', constraints_capabilities: { gpu_available: 1 } }), 'constraints_capabilities')
+  })
+
+  test('an expired claim returns the job to QUEUED without counting an attempt', async () => {
+    await start()
+    const job = await submit(host)
+    await claim('w')
+    clock.advance(60_001)
+    host.engine.reap()
+    const view = (await body(await get(`${QUEUE}/jobs/${job.job_id}`))).job
+    expect(view).toMatchObject({ state: 'QUEUED', attempts: 0, claimed_by: null })
+  })
+})
+
+describe('GET /jobs/{id}, status, cancel, events', () => {
+  test('GET /jobs/{id} is {job, result}: result null until the job ends, then the seed JobResult', async () => {
+    await start()
+    const { job, lease: l } = await running()
+    let answer = await body(await get(`${QUEUE}/jobs/${job.job_id}`))
+    expect(keys(answer)).toEqual(['job', 'result'])
+    expect(keys(answer.job)).toEqual(QUEUE_JOB_KEYS)
+    expect(answer.result).toBeNull()
+    clock.advance(2000)
+    await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED', result_data: { path: '/x' } })
+    answer = await body(await get(`${QUEUE}/jobs/${job.job_id}`))
+    expect(keys(answer.result)).toEqual(QUEUE_RESULT_KEYS)
+    expect(answer.result).toEqual({
+      job_id: job.job_id,
+      status: 'SUCCEEDED',
+      result_data: { path: '/x' },
+      error: null,
+      started_at: new Date(T0).toISOString(),
+      finished_at: new Date(T0 + 2000).toISOString(),
+      attempts: 1,
+    })
+  })
+
+  test('an unknown job is 404 job_not_found on get, status, cancel and events', async () => {
+    await start()
+    await expectError(await get(`${QUEUE}/jobs/${UNKNOWN_ID}`), 404, 'job_not_found')
+    await expectError(await post(host, `${QUEUE}/jobs/${UNKNOWN_ID}/status`, { state: 'PREPARING' }), 404, 'job_not_found')
+    await expectError(await post(host, `${QUEUE}/jobs/${UNKNOWN_ID}/cancel`, {}), 404, 'job_not_found')
+    await expectError(await get(`${QUEUE}/jobs/${UNKNOWN_ID}/events`), 404, 'job_not_found')
+  })
+
+  test('status: CLAIMED → PREPARING with note and progress is 200 {job}; illegal moves are 409 illegal_transition', async () => {
+    await start()
+    const job = await submit(host)
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'RUNNING' }), 409, 'illegal_transition')
+    await claim('w')
+    const res = await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING', note: 'warming model cache', progress: 0.15 })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job'])
+    expect(answer.job).toMatchObject({ state: 'PREPARING', note: 'warming model cache', progress: 0.15 })
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'DONE' }), 409, 'illegal_transition')
+    const l = await lease(job.job_id)
+    await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w', status: 'SUCCEEDED' })
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING' }), 409, 'illegal_transition')
+  })
+
+  test('status: a bad body is 400 naming the field', async () => {
+    await start()
+    const job = await submit(host)
+    await expectInvalid(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'SLEEPING' }), 'state')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { progress: 1.5 }), 'progress')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { note: 5 }), 'note')
+  })
+
+  test('cancel: a queued job is CANCELED at once; a running one gets cancel_requested; a terminal one is 409 illegal_transition', async () => {
+    await start()
+    const queued = await submit(host)
+    const res = await post(host, `${QUEUE}/jobs/${queued.job_id}/cancel`, { reason: 'user aborted' })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job'])
+    expect(answer.job.state).toBe('CANCELED')
+    await expectError(await post(host, `${QUEUE}/jobs/${queued.job_id}/cancel`, {}), 409, 'illegal_transition')
+
+    const { job, lease: l } = await running('w2')
+    const requested = await body(await post(host, `${QUEUE}/jobs/${job.job_id}/cancel`, {}))
+    expect(requested.job).toMatchObject({ state: 'RUNNING', cancel_requested: true })
+    const hb = await body(await post(host, `${QUEUE}/lease/${l.lease_id}/heartbeat`, { job_id: job.job_id, worker_id: 'w2' }))
+    expect(hb.job.cancel_requested).toBe(true)
+    const released = await body(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w2', status: 'CANCELED' }))
+    expect(released.job.state).toBe('CANCELED')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/${job.job_id}/cancel`, { reason: 3 }), 'reason')
+  })
+
+  test('GET /jobs/{id}/events lists the timeline {ts, type, data} oldest first', async () => {
+    await start()
+    const { job } = await running()
+    const answer = await body(await get(`${QUEUE}/jobs/${job.job_id}/events`))
+    expect(keys(answer)).toEqual(['events'])
+    expect(answer.events.map((e: any) => e.type)).toEqual(['JOB_SUBMITTED', 'JOB_CLAIMED', 'LEASE_GRANTED'])
+    for (const e of answer.events) {
+      expect(keys(e)).toEqual(['data', 'entity_id', 'entity_type', 'id', 'ts', 'type'])
+      expect(e.ts).toMatch(ISO_MS)
+    }
+    expect(answer.events[1].data).toMatchObject({ worker_id: 'w1' })
+  })
+})
+
+describe('GET /jobs (list)', () => {
+  test('filters by state and addon_id, pages with limit and an opaque next_cursor', async () => {
+    await start()
+    const ids: string[] = []
+    for (let i = 0; i < 5; i++) ids.push((await submit(host, { addon_id: i % 2 === 0 ? 'a' : 'b' })).job_id)
+    await claim('w', { addon_id: 'b' })
+    const page1 = await body(await get(`${QUEUE}/jobs?limit=2`))
+    expect(keys(page1)).toEqual(['jobs', 'next_cursor'])
+    expect(page1.jobs).toHaveLength(2)
+    expect(typeof page1.next_cursor).toBe('string')
+    for (const j of page1.jobs) expect(keys(j)).toEqual(QUEUE_JOB_KEYS)
+    const seen = [...page1.jobs]
+    let cursor = page1.next_cursor
+    while (cursor) {
+      const page = await body(await get(`${QUEUE}/jobs?limit=2&cursor=${encodeURIComponent(cursor)}`))
+      seen.push(...page.jobs)
+      cursor = page.next_cursor
+    }
+    expect(seen.map((j) => j.job_id).sort()).toEqual([...ids].sort())
+    const a = await body(await get(`${QUEUE}/jobs?addon_id=a`))
+    expect(a.jobs).toHaveLength(3)
+    const claimed = await body(await get(`${QUEUE}/jobs?state=CLAIMED`))
+    expect(claimed.jobs.map((j: any) => j.addon_id)).toEqual(['b'])
+    const after = await body(await get(`${QUEUE}/jobs?created_after=${encodeURIComponent(new Date(T0 + 1).toISOString())}`))
+    expect(after.jobs).toHaveLength(0)
+  })
+
+  test('limit above 500, a bad state, a bad time, a foreign cursor or a repeated parameter are 400 naming them', async () => {
+    await start()
+    await expectInvalid(await get(`${QUEUE}/jobs?limit=501`), 'limit')
+    await expectInvalid(await get(`${QUEUE}/jobs?limit=0`), 'limit')
+    await expectInvalid(await get(`${QUEUE}/jobs?state=NOPE`), 'state')
+    await expectInvalid(await get(`${QUEUE}/jobs?created_after=yesterday`), 'created_after')
+    await expectInvalid(await get(`${QUEUE}/jobs?cursor=garbage`), 'cursor')
+    await expectInvalid(await get(`${QUEUE}/jobs?state=QUEUED&state=DONE`), 'state')
+    await expectInvalid(await get(`${QUEUE}/jobs?colour=red`), 'colour')
+    expect((await get(`${QUEUE}/jobs?limit=500`)).status).toBe(200)
+  })
+})
+
+describe('POST /lease/request', () => {
+  test('approved is 200 {approved, lease} with the seed Lease fields; the job is RUNNING under the claiming worker', async () => {
+    await start()
+    const job = await submit(host, { cost_units: 30, addon_id: 'visuals' })
+    await claim('visuals-worker-01')
+    const res = await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id, addon_id: 'visuals', job_type: 'generic', cost_units: 30, priority: 'NORMAL', constraints: {}, ttl_sec: 20 })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['approved', 'lease'])
+    expect(keys(answer.lease)).toEqual(QUEUE_LEASE_KEYS)
+    expect(answer.lease).toMatchObject({
+      job_id: job.job_id,
+      addon_id: 'visuals',
+      worker_id: 'visuals-worker-01',
+      cost_units: 30,
+      ttl_sec: 20,
+      state: 'ACTIVE',
+      granted_at: new Date(T0).toISOString(),
+      last_heartbeat_at: new Date(T0).toISOString(),
+      expires_at: new Date(T0 + 25_000).toISOString(),
+      released_at: null,
+      release_status: null,
+      fence: expect.any(Number),
+    })
+    expect(JSON.stringify(answer)).not.toContain(host.engine.getLease(answer.lease.lease_id).token)
+    const view = (await body(await get(`${QUEUE}/jobs/${job.job_id}`))).job
+    expect(view).toMatchObject({ state: 'RUNNING', lease_id: answer.lease.lease_id, attempts: 1 })
+  })
+
+  test('denied is 200 {approved:false, retry_after_sec, reason} naming the numbers; the job is LEASE_PENDING with next_retry_at', async () => {
+    await start() // 70 units
+    await running('w1', { cost_units: 60 })
+    const job = await submit(host, { cost_units: 30 })
+    await claim('w2')
+    const res = await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id, cost_units: 30 })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['approved', 'reason', 'retry_after_sec'])
+    expect(answer).toEqual({ approved: false, retry_after_sec: expect.any(Number), reason: 'Capacity exceeded: used=60, requested=30, capacity=70' })
+    const view = (await body(await get(`${QUEUE}/jobs/${job.job_id}`))).job
+    expect(view.state).toBe('LEASE_PENDING')
+    expect(Date.parse(view.next_retry_at)).toBe(T0 + answer.retry_after_sec * 1000)
+  })
+
+  test('a cost_units differing from the job is 409 cost_mismatch', async () => {
+    await start()
+    const job = await submit(host, { cost_units: 5 })
+    await claim('w')
+    await expectError(await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id, cost_units: 4 }), 409, 'cost_mismatch')
+    expect(host.engine.getJob(job.job_id).state).toBe('CLAIMED')
+  })
+
+  test('a lease for a job not claimed (QUEUED) or already running is 409 illegal_transition; an unknown job 404', async () => {
+    await start()
+    const job = await submit(host)
+    await expectError(await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id }), 409, 'illegal_transition')
+    await claim('w')
+    await lease(job.job_id)
+    await expectError(await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id }), 409, 'illegal_transition')
+    await expectError(await post(host, `${QUEUE}/lease/request`, { job_id: UNKNOWN_ID }), 404, 'job_not_found')
+  })
+
+  test('a bad lease request is 400 naming the field', async () => {
+    await start()
+    await expectInvalid(await post(host, `${QUEUE}/lease/request`, {}), 'job_id')
+    await expectInvalid(await post(host, `${QUEUE}/lease/request`, { job_id: UNKNOWN_ID, ttl_sec: 0 }), 'ttl_sec')
+    await expectInvalid(await post(host, `${QUEUE}/lease/request`, { job_id: UNKNOWN_ID, cost_units: '3' }), 'cost_units')
+  })
+})
+
+describe('POST /lease/{id}/heartbeat', () => {
+  test('200 {lease, job}: extends the lease, records progress and message', async () => {
+    await start()
+    const { job, lease: l } = await running()
+    clock.advance(10_000)
+    const res = await post(host, `${QUEUE}/lease/${l.lease_id}/heartbeat`, { job_id: job.job_id, worker_id: 'w1', progress: 0.65, message: 'rendering step 23/35' })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job', 'lease'])
+    expect(keys(answer.lease)).toEqual(QUEUE_LEASE_KEYS)
+    expect(keys(answer.job)).toEqual(QUEUE_JOB_KEYS)
+    expect(answer.lease).toMatchObject({ last_heartbeat_at: new Date(T0 + 10_000).toISOString(), expires_at: new Date(T0 + 45_000).toISOString() })
+    expect(answer.job).toMatchObject({ progress: 0.65, note: 'rendering step 23/35', state: 'RUNNING' })
+  })
+
+  test('404 for an unknown lease, 403 for another worker, 409 lease_expired, 409 lease_not_active after release', async () => {
+    await start()
+    const { job, lease: l } = await running()
+    await expectError(await post(host, `${QUEUE}/lease/${UNKNOWN_ID}/heartbeat`, { job_id: job.job_id, worker_id: 'w1' }), 404, 'lease_not_found')
+    await expectError(await post(host, `${QUEUE}/lease/${l.lease_id}/heartbeat`, { job_id: job.job_id, worker_id: 'w9' }), 403, 'worker_mismatch')
+    await expectInvalid(await post(host, `${QUEUE}/lease/${l.lease_id}/heartbeat`, { worker_id: 'w1' }), 'job_id')
+    await expectInvalid(await post(host, `${QUEUE}/lease/${l.lease_id}/heartbeat`, { job_id: job.job_id, worker_id: 'w1', progress: -1 }), 'progress')
+    await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED' })
+    await expectError(await post(host, `${QUEUE}/lease/${l.lease_id}/heartbeat`, { job_id: job.job_id, worker_id: 'w1' }), 409, 'lease_not_active')
+
+    const second = await running('w2')
+    clock.advance(35_001)
+    await expectError(await post(host, `${QUEUE}/lease/${second.lease.lease_id}/heartbeat`, { job_id: second.job.job_id, worker_id: 'w2' }), 409, 'lease_expired')
+  })
+})
+
+describe('POST /lease/{id}/release and GET /lease/{id}', () => {
+  test('release is 200 {lease RELEASED, job DONE, result}; capacity is freed; a repeat answers the same', async () => {
+    await start()
+    const { job, lease: l } = await running('w1', { cost_units: 30 })
+    expect(host.engine.getCapacity().leased).toBe(30)
+    const req = { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED', result_data: { path: '/runtime/x.jpg' }, error: null, metrics: { runtime_ms: 5 } }
+    const res = await post(host, `${QUEUE}/lease/${l.lease_id}/release`, req)
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['job', 'lease', 'result'])
+    expect(keys(answer.lease)).toEqual(QUEUE_LEASE_KEYS)
+    expect(keys(answer.result)).toEqual(QUEUE_RESULT_KEYS)
+    expect(answer.lease).toMatchObject({ state: 'RELEASED', release_status: 'SUCCEEDED', released_at: new Date(T0).toISOString() })
+    expect(answer.job.state).toBe('DONE')
+    expect(answer.result).toMatchObject({ status: 'SUCCEEDED', result_data: { path: '/runtime/x.jpg' } })
+    expect(host.engine.getCapacity().leased).toBe(0)
+    const repeat = await post(host, `${QUEUE}/lease/${l.lease_id}/release`, req)
+    expect(repeat.status).toBe(200)
+    expect(await body(repeat)).toEqual(answer)
+    await expectError(
+      await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { ...req, status: 'FAILED' }),
+      409,
+      'lease_not_active',
+    )
+  })
+
+  test('FAILED, CANCELED and TIMEOUT releases finalize the job in that state', async () => {
+    await start()
+    for (const [status, state] of [['FAILED', 'FAILED'], ['CANCELED', 'CANCELED'], ['TIMEOUT', 'TIMEOUT']] as const) {
+      const { job, lease: l } = await running('w', { max_attempts: 5 })
+      const answer = await body(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w', status }))
+      expect(answer.job.state).toBe(state)
+      expect(answer.result.status).toBe(status)
+    }
+  })
+
+  test('release of an expired lease is 409 lease_expired and the attempt ends TIMEOUT', async () => {
+    await start()
+    const { job, lease: l } = await running()
+    clock.advance(36_000)
+    await expectError(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED' }), 409, 'lease_expired')
+    expect(host.engine.attempts(job.job_id).map((a) => a.outcome)).toEqual(['TIMEOUT'])
+    expect(host.engine.getJob(job.job_id).state).not.toBe('DONE')
+  })
+
+  test('release: 404 unknown lease, 403 other worker, 400 naming a bad status', async () => {
+    await start()
+    const { job, lease: l } = await running()
+    await expectError(await post(host, `${QUEUE}/lease/${UNKNOWN_ID}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED' }), 404, 'lease_not_found')
+    await expectError(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w2', status: 'SUCCEEDED' }), 403, 'worker_mismatch')
+    await expectInvalid(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'DONE' }), 'status')
+    expect(host.engine.getLease(l.lease_id).state).toBe('ACTIVE')
+  })
+
+  test('GET /lease/{id} is {lease} without the token; 404 lease_not_found', async () => {
+    await start()
+    const { lease: l } = await running()
+    const answer = await body(await get(`${QUEUE}/lease/${l.lease_id}`))
+    expect(keys(answer)).toEqual(['lease'])
+    expect(answer.lease).toEqual(l)
+    await expectError(await get(`${QUEUE}/lease/${UNKNOWN_ID}`), 404, 'lease_not_found')
+  })
+
+  test('a job leased through dialect 001 shows as RUNNING in dialect 002', async () => {
+    await start()
+    const job = await submit(host)
+    await post(host, `${PULL}/request`, { worker_id: 'p' })
+    expect((await body(await get(`${QUEUE}/jobs/${job.job_id}`))).job.state).toBe('RUNNING')
+  })
+})
+
+describe('stats', () => {
+  test('GET /stats/snapshot has capacity {total, used, reserved, usable, available, busy_rating}, jobs and leases', async () => {
+    await start({ totalUnits: 70, busy: 2 }) // usable 56, reserved 14
+    await running('w', { cost_units: 6 })
+    await submit(host)
+    const res = await get(`${QUEUE}/stats/snapshot`)
+    expect(res.status).toBe(200)
+    const snap = await body(res)
+    expect(keys(snap)).toEqual(['capacity', 'jobs', 'leases'])
+    expect(snap.capacity).toMatchObject({ total: 70, used: 6, reserved: 14, usable: 56, available: 50, busy_rating: 2 })
+    // Seed 002's fields plus the documented extras (busy_mode; per-state and per-outcome job counts).
+    expect(keys(snap.capacity)).toEqual(['available', 'busy_mode', 'busy_rating', 'reserved', 'total', 'usable', 'used'])
+    expect(keys(snap.jobs)).toEqual(
+      ['blocked', 'canceled_last_24h', 'claimed', 'done_last_24h', 'failed_last_24h', 'leased', 'queued', 'running', 'timeout_last_24h'],
+    )
+    expect(snap.jobs).toMatchObject({ queued: 1, running: 1, blocked: 0, failed_last_24h: 0 })
+    expect(keys(snap.leases)).toEqual(['active', 'expired_last_24h'])
+    expect(snap.leases).toEqual({ active: 1, expired_last_24h: 0 })
+  })
+
+  test('GET /stats/timeseries answers {metric, bucket, range, points} with every bucket present', async () => {
+    await start()
+    for (const [bucket, range, count] of [['5m', '1h', 12], ['1m', '1h', 60], ['1h', '24h', 24], ['15m', '6h', 24], ['1h', '7d', 168]] as const) {
+      for (const metric of ['leases_active', 'jobs_queued', 'jobs_running', 'capacity_used', 'busy_rating', 'jobs_completed', 'jobs_failed', 'leases_expired']) {
+        const res = await get(`${QUEUE}/stats/timeseries?metric=${metric}&bucket=${bucket}&range=${range}`)
+        expect(res.status).toBe(200)
+        const answer = await body(res)
+        expect(answer).toMatchObject({ metric, bucket, range })
+        expect(answer.points).toHaveLength(count)
+        for (const p of answer.points) {
+          expect(keys(p)).toEqual(['ts', 'value'])
+          expect(p.ts).toMatch(ISO_MS)
+          expect(typeof p.value).toBe('number')
+        }
+      }
+    }
+  })
+
+  test('timeseries counts completions in their bucket', async () => {
+    await start()
+    const { job, lease: l } = await running()
+    await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED' })
+    const answer = await body(await get(`${QUEUE}/stats/timeseries?metric=jobs_completed&bucket=1m&range=1h`))
+    expect(answer.points.at(-1).value).toBe(1)
+    expect(answer.points.reduce((s: number, p: any) => s + p.value, 0)).toBe(1)
+  })
+
+  test('a bad metric, bucket or range is 400 naming it', async () => {
+    await start()
+    await expectInvalid(await get(`${QUEUE}/stats/timeseries`), 'metric')
+    await expectInvalid(await get(`${QUEUE}/stats/timeseries?metric=nope`), 'metric')
+    await expectInvalid(await get(`${QUEUE}/stats/timeseries?metric=leases_active&bucket=2m`), 'bucket')
+    await expectInvalid(await get(`${QUEUE}/stats/timeseries?metric=leases_active&range=30d`), 'range')
+  })
+})

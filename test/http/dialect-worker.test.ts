@@ -1,0 +1,355 @@
+/**
+ * Dialect 003 (worker) over real HTTP: claim (a lease + attempt + token, long-polling),
+ * heartbeat, complete, fail. Every documented status and code, the exact answers, and the
+ * long-poll timing rules.
+ */
+import { afterEach, describe, expect, test, vi } from 'vitest'
+import { ManualClock } from '../../src-main/engine/clock'
+import { MAX_CLAIM_WAIT_MS } from '../../src-main/http/dialect-worker'
+import { startTestHost, type TestHost } from '../helpers/host'
+import { body, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
+
+const T0 = Date.parse('2026-02-06T20:10:00.000Z')
+let host: TestHost
+let clock: ManualClock
+
+async function start(overrides: Parameters<typeof startTestHost>[0] = {}) {
+  clock = new ManualClock(T0)
+  host = await startTestHost({ totalUnits: 10, busy: 0, leaseTtlS: 30, heartbeatGraceS: 5, ...overrides }, { clock })
+  return host
+}
+
+afterEach(async () => {
+  await host?.dispose()
+})
+
+async function claimNow(workerId = 'w1', streams = ['default']) {
+  const res = await post(host, `${WORKER}/claim`, { worker_id: workerId, streams, max_wait_ms: 0 })
+  expect(res.status).toBe(200)
+  return body(res)
+}
+
+async function claimed(workerId = 'w1', submitExtra: Record<string, unknown> = {}) {
+  const job = await submit(host, submitExtra)
+  const c = await claimNow(workerId, [job.queue])
+  expect(c).toMatchObject({ claimed: true, job_id: job.job_id })
+  return c
+}
+
+const attemptOf = (c: any, workerId = 'w1') => ({
+  worker_id: workerId,
+  job_id: c.job_id,
+  attempt_id: c.attempt_id,
+  lease_token: c.lease_token,
+  stream: c.stream,
+  message_id: c.message_id,
+})
+
+describe('POST /internal/worker/claim', () => {
+  test('a claim is a lease: {claimed:true, job_id, attempt_id, lease_token, stream, message_id, payload, lease_ttl_seconds, heartbeat_interval_seconds}', async () => {
+    await start()
+    const job = await submit(host, { queue: 'renders', payload: { p: [1, 2] }, cost_units: 3 })
+    const res = await post(host, `${WORKER}/claim`, { worker_id: 'w1', streams: ['renders'], max_wait_ms: 0 })
+    expect(res.status).toBe(200)
+    const c = await body(res)
+    expect(keys(c)).toEqual(WORKER_CLAIM_KEYS)
+    expect(c).toMatchObject({
+      claimed: true,
+      job_id: job.job_id,
+      attempt_id: expect.any(String),
+      lease_token: expect.any(String),
+      stream: 'renders',
+      message_id: expect.any(String),
+      payload: { p: [1, 2] },
+      job_type: 'generic',
+      lease_ttl_seconds: 30,
+    })
+    expect(c.heartbeat_interval_seconds).toBeGreaterThanOrEqual(1)
+    expect(c.heartbeat_interval_seconds).toBeLessThan(c.lease_ttl_seconds)
+    expect(host.engine.getJob(job.job_id)).toMatchObject({ state: 'RUNNING', attempts: 1 })
+    expect(host.engine.getCapacity().leased).toBe(3)
+    expect(host.engine.attempts(job.job_id)[0]!.id).toBe(c.attempt_id)
+  })
+
+  test('no work with max_wait_ms 0 is {claimed:false} and nothing else', async () => {
+    await start()
+    const res = await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 })
+    expect(res.status).toBe(200)
+    expect(await body(res)).toEqual({ claimed: false })
+  })
+
+  test('streams are tried in the order given; jobs on other streams are not taken', async () => {
+    await start()
+    const b = await submit(host, { queue: 'b', priority: 'URGENT' })
+    const a = await submit(host, { queue: 'a', priority: 'LOW' })
+    await submit(host, { queue: 'c', priority: 'URGENT' })
+    expect((await claimNow('w', ['a', 'b'])).job_id).toBe(a.job_id)
+    expect((await claimNow('w', ['a', 'b'])).job_id).toBe(b.job_id)
+    expect(await claimNow('w', ['a', 'b'])).toEqual({ claimed: false })
+  })
+
+  test('capacity rules apply: a job that does not fit is not claimed', async () => {
+    await start({ totalUnits: 10, busy: 5 }) // usable 5
+    const job = await submit(host, { cost_units: 6 })
+    expect(await claimNow('w')).toEqual({ claimed: false })
+    expect(host.engine.getJob(job.job_id).state).toBe('QUEUED')
+  })
+
+  test('an invalid claim is 400 naming the fields', async () => {
+    await start()
+    await expectInvalid(await post(host, `${WORKER}/claim`, { streams: ['default'] }), 'worker_id')
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: [] }), 'streams')
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: 'default' }), 'streams')
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: -1 }), 'max_wait_ms')
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: '10' }), 'max_wait_ms')
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 1.5 }), 'max_wait_ms')
+  })
+
+  test('no token is 401', async () => {
+    await start()
+    await expectError(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'] }, null), 401, 'unauthorized')
+  })
+})
+
+describe('long-poll claims', () => {
+  test('a waiting claim (max_wait_ms 10000) answers within 100 ms of a submit', async () => {
+    await start()
+    const started = Date.now()
+    const pending = post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 10_000 }).then(async (res) => ({
+      at: Date.now(),
+      answer: await body(res),
+    }))
+    await new Promise((r) => setTimeout(r, 300))
+    const job = await submit(host)
+    const submittedAt = Date.now()
+    const { at, answer } = await pending
+    expect(answer).toMatchObject({ claimed: true, job_id: job.job_id })
+    expect(at - submittedAt).toBeLessThan(100)
+    expect(at - started).toBeGreaterThanOrEqual(290) // it really waited
+  })
+
+  test('a waiting claim answers as soon as capacity comes back', async () => {
+    await start({ totalUnits: 2 })
+    const first = await claimed('w1', { cost_units: 2 })
+    const second = await submit(host, { cost_units: 2 })
+    const pending = post(host, `${WORKER}/claim`, { worker_id: 'w2', streams: ['default'], max_wait_ms: 10_000 }).then(async (res) => ({ at: Date.now(), answer: await body(res) }))
+    await new Promise((r) => setTimeout(r, 200))
+    await post(host, `${WORKER}/complete`, attemptOf(first))
+    const doneAt = Date.now()
+    const { at, answer } = await pending
+    expect(answer).toMatchObject({ claimed: true, job_id: second.job_id })
+    expect(at - doneAt).toBeLessThan(100)
+  })
+
+  test('a claim with no work answers {claimed:false} after about max_wait_ms', async () => {
+    await start()
+    const started = Date.now()
+    const res = await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 700 })
+    const elapsed = Date.now() - started
+    expect(await body(res)).toEqual({ claimed: false })
+    expect(elapsed).toBeGreaterThanOrEqual(680)
+    expect(elapsed).toBeLessThan(1500)
+  })
+
+  test('a client that disconnects mid-wait is removed: a later submit is not leased to it', async () => {
+    await start()
+    const gone = new AbortController()
+    const stillWaiting = post(host, `${WORKER}/claim`, { worker_id: 'present', streams: ['default'], max_wait_ms: 10_000 })
+    const abandonedWithSignal = host
+      .call(`${WORKER}/claim`, { method: 'POST', json: { worker_id: 'ghost', streams: ['default'], max_wait_ms: 10_000 }, signal: gone.signal })
+      .catch((error: Error) => error)
+    await new Promise((r) => setTimeout(r, 200))
+    gone.abort()
+    expect(await abandonedWithSignal).toBeInstanceOf(Error)
+    await new Promise((r) => setTimeout(r, 200))
+    // The first (still connected) waiter takes the first job; the gone one must never take the second.
+    const one = await submit(host)
+    expect(await body(await stillWaiting)).toMatchObject({ claimed: true, job_id: one.job_id })
+    const two = await submit(host)
+    await new Promise((r) => setTimeout(r, 300))
+    expect(host.engine.getJob(two.job_id).state).toBe('QUEUED')
+    expect(host.engine.snapshot().leases.active).toBe(1)
+    expect(await claimNow('w-next')).toMatchObject({ claimed: true, job_id: two.job_id })
+  })
+
+  test('max_wait_ms above 30000 is accepted and capped: the wait is armed for 30 s, not for the asked time', async () => {
+    await start()
+    // The host runs in this process, so the claim's wait timer can be observed directly (no 30 s sleep).
+    const armed = vi.spyOn(globalThis, 'setTimeout')
+    try {
+      for (const asked of [45_000, 9_000_000_000]) {
+        armed.mockClear()
+        const gone = new AbortController()
+        const pending = host
+          .call(`${WORKER}/claim`, { method: 'POST', json: { worker_id: 'w', streams: ['default'], max_wait_ms: asked }, signal: gone.signal })
+          .then((r) => r.status, (error: Error) => error.name)
+        await until(() => armed.mock.calls.some(([, ms]) => ms === MAX_CLAIM_WAIT_MS), 2000)
+        expect(armed.mock.calls.some(([, ms]) => ms === asked)).toBe(false)
+        gone.abort()
+        expect(await pending).toBe('AbortError') // it was still waiting
+      }
+    } finally {
+      armed.mockRestore()
+    }
+    expect(MAX_CLAIM_WAIT_MS).toBe(30_000)
+  })
+})
+
+describe('POST /internal/worker/heartbeat', () => {
+  test('200 {ok, lease_expires_at, cancel_requested}: extends to now + ttl + grace', async () => {
+    await start()
+    const c = await claimed()
+    clock.advance(12_000)
+    const res = await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: c.lease_token })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['cancel_requested', 'lease_expires_at', 'ok'])
+    expect(answer).toEqual({ ok: true, lease_expires_at: new Date(T0 + 12_000 + 35_000).toISOString(), cancel_requested: false })
+    expect(answer.lease_expires_at).toMatch(ISO_MS)
+    await post(host, `${QUEUE}/jobs/${c.job_id}/cancel`, {})
+    expect((await body(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: c.lease_token }))).cancel_requested).toBe(true)
+  })
+
+  test('a token that is not this job’s lease is 409 {ok:false, code:lease_token_mismatch, detail}', async () => {
+    await start()
+    const c = await claimed()
+    const other = await claimed('w1')
+    const error = await expectError(
+      await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: other.lease_token }),
+      409,
+      'lease_token_mismatch',
+      ['ok'],
+    )
+    expect(error.ok).toBe(false)
+    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: 'forged' }), 409, 'lease_token_mismatch', ['ok'])
+  })
+
+  test('409 lease_expired after expires_at, 409 lease_not_active after completion, both with ok:false', async () => {
+    await start()
+    const c = await claimed()
+    await post(host, `${WORKER}/complete`, attemptOf(c))
+    const released = await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: c.lease_token }), 409, 'lease_not_active', ['ok'])
+    expect(released.ok).toBe(false)
+    const d = await claimed()
+    clock.advance(35_001)
+    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: d.job_id, lease_token: d.lease_token }), 409, 'lease_expired', ['ok'])
+  })
+
+  test('an unknown job is 404 job_not_found; another worker is 403 worker_mismatch; a bad body 400', async () => {
+    await start()
+    const c = await claimed()
+    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: UNKNOWN_ID, lease_token: c.lease_token }), 404, 'job_not_found')
+    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w2', job_id: c.job_id, lease_token: c.lease_token }), 403, 'worker_mismatch')
+    await expectInvalid(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id }), 'lease_token')
+    await expectInvalid(await post(host, `${WORKER}/heartbeat`, { job_id: c.job_id, lease_token: c.lease_token }), 'worker_id')
+  })
+})
+
+describe('POST /internal/worker/complete', () => {
+  test('200 {ok:true, ack:true}: the job is DONE with its result, the lease released; a repeat answers the same', async () => {
+    await start()
+    const c = await claimed()
+    const req = { ...attemptOf(c), result: { artifact: '/x', timings: { ms: 3 } } }
+    const res = await post(host, `${WORKER}/complete`, req)
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(answer).toEqual({ ok: true, ack: true })
+    const job = host.engine.getJob(c.job_id)
+    expect(job.state).toBe('DONE')
+    expect(JSON.parse(job.result!)).toEqual({ artifact: '/x', timings: { ms: 3 } })
+    expect(host.engine.getCapacity().leased).toBe(0)
+    const events = host.engine.jobEvents(c.job_id).length
+    const repeat = await post(host, `${WORKER}/complete`, req)
+    expect(repeat.status).toBe(200)
+    expect(await body(repeat)).toEqual(answer)
+    expect(host.engine.jobEvents(c.job_id).length).toBe(events)
+  })
+
+  test('a completion of a failed attempt is 409 lease_not_active with ok:false, ack:true', async () => {
+    await start()
+    const c = await claimed()
+    await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { message: 'boom' } })
+    const error = await expectError(await post(host, `${WORKER}/complete`, attemptOf(c)), 409, 'lease_not_active', ['ok', 'ack'])
+    expect(error).toMatchObject({ ok: false, ack: true })
+  })
+
+  test('a completion after the lease expired and the job was requeued is 409 lease_expired, ok:false, ack:true', async () => {
+    await start()
+    const c = await claimed()
+    clock.advance(35_001)
+    host.engine.reap()
+    expect(host.engine.getJob(c.job_id).state).toBe('QUEUED')
+    const error = await expectError(await post(host, `${WORKER}/complete`, attemptOf(c)), 409, 'lease_expired', ['ok', 'ack'])
+    expect(error).toMatchObject({ ok: false, ack: true })
+    expect(host.engine.getJob(c.job_id).state).toBe('QUEUED')
+  })
+
+  test('a wrong attempt_id is 409 with ok:false, ack:false; a wrong token 409 lease_token_mismatch; 404 unknown job; 403 other worker', async () => {
+    await start()
+    const c = await claimed()
+    const error = await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), attempt_id: UNKNOWN_ID }), 409, 'attempt_mismatch', ['ok', 'ack'])
+    expect(error).toMatchObject({ ok: false, ack: false })
+    await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), lease_token: 'forged' }), 409, 'lease_token_mismatch', ['ok', 'ack'])
+    await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), job_id: UNKNOWN_ID }), 404, 'job_not_found')
+    await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), worker_id: 'w9' }), 403, 'worker_mismatch')
+    expect(host.engine.getJob(c.job_id).state).toBe('RUNNING')
+  })
+
+  test('a bad body is 400 naming the fields', async () => {
+    await start()
+    const c = await claimed()
+    const { attempt_id: _a, ...noAttempt } = attemptOf(c)
+    await expectInvalid(await post(host, `${WORKER}/complete`, noAttempt), 'attempt_id')
+    await expectInvalid(await post(host, `${WORKER}/complete`, { ...attemptOf(c), message_id: 5 }), 'message_id')
+    await expectInvalid(await post(host, `${WORKER}/complete`, { ...attemptOf(c), extra: 1 }), 'extra')
+  })
+})
+
+describe('POST /internal/worker/fail', () => {
+  test('a retryable failure with attempts left requeues: {ok, ack, requeued:true, dlq:false}', async () => {
+    await start()
+    const c = await claimed('w1', { max_attempts: 2 })
+    const res = await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { code: 'E', message: 'flaky', stack: 'trace', retryable: true } })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(keys(answer)).toEqual(['ack', 'dlq', 'ok', 'requeued'])
+    expect(answer).toEqual({ ok: true, ack: true, requeued: true, dlq: false })
+    const job = host.engine.getJob(c.job_id)
+    expect(job.state).toBe('QUEUED')
+    expect(job.next_retry_at).toBeGreaterThan(clock.now())
+    // Not eligible before its backoff; then the second attempt, which dead-letters.
+    expect(await claimNow('w1')).toEqual({ claimed: false })
+    clock.advance(job.next_retry_at! - clock.now())
+    const again = await claimNow('w1')
+    expect(again).toMatchObject({ claimed: true, job_id: c.job_id })
+    expect(again.message_id).not.toBe(c.message_id) // the requeue wrote a new stream message
+    const last = await body(await post(host, `${WORKER}/fail`, { ...attemptOf(again), error: { retryable: true } }))
+    expect(last).toEqual({ ok: true, ack: true, requeued: false, dlq: true })
+    expect(host.engine.getJob(c.job_id)).toMatchObject({ state: 'FAILED', dead_letter: 1 })
+    const view = (await body(await host.call(`${QUEUE}/jobs/${c.job_id}`))).job
+    expect(view.dead_letter).toBe(true)
+  })
+
+  test('a failure that is not retryable is final: requeued:false, dlq:false, job FAILED', async () => {
+    await start()
+    const c = await claimed('w1', { max_attempts: 5 })
+    const answer = await body(await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { message: 'bad input' } }))
+    expect(answer).toEqual({ ok: true, ack: true, requeued: false, dlq: false })
+    expect(host.engine.getJob(c.job_id).state).toBe('FAILED')
+  })
+
+  test('a repeated failure answers as the first; errors: 409 lease_expired (ack), 400 naming error', async () => {
+    await start()
+    const c = await claimed('w1', { max_attempts: 3 })
+    const req = { ...attemptOf(c), error: { retryable: true } }
+    const first = await body(await post(host, `${WORKER}/fail`, req))
+    expect(await body(await post(host, `${WORKER}/fail`, req))).toEqual(first)
+    await expectInvalid(await post(host, `${WORKER}/fail`, attemptOf(c)), 'error')
+    await expectInvalid(await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { retryable: 'yes' } }), 'error.retryable')
+    clock.advance(60_000)
+    const d = await claimed('w2', { queue: 'other' })
+    clock.advance(35_001)
+    const error = await expectError(await post(host, `${WORKER}/fail`, { ...attemptOf(d, 'w2'), error: {} }), 409, 'lease_expired', ['ok', 'ack'])
+    expect(error).toMatchObject({ ok: false, ack: true })
+  })
+})

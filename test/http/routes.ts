@@ -1,0 +1,77 @@
+/**
+ * Every route the HTTP app serves, read from the routers themselves (so a new route is covered
+ * by the security tests without editing them), and the body schema of every POST/PUT route
+ * (exported by the dialect files) for the fuzz tests.
+ */
+import type { z } from 'zod'
+import { BlockerResolve, FileAcquire, FileHeartbeat, FileRelease, FileRetryWait } from '../../src-main/http/dialect-files'
+import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/http/dialect-pull'
+import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitJob } from '../../src-main/http/dialect-queue'
+import { WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-main/http/dialect-worker'
+import { createHttpApp, type HttpDependencies } from '../../src-main/http/server'
+import { CapacityChange } from '../../src-main/http/system'
+
+export interface Route {
+  method: string
+  /** With `:params`. */
+  path: string
+}
+
+/**
+ * The routes of the app exactly as createHttpApp mounts them: each router's dispatch middleware
+ * carries its router. Building the app touches none of its dependencies, so stubs do.
+ */
+export function allRoutes(): Route[] {
+  const stub = null as never
+  const deps = {
+    engine: stub,
+    waiters: stub,
+    clockWaiters: stub,
+    version: '0.0.0',
+    policy: { token: 'x'.repeat(32), port: 1, allowedHosts: [] },
+    bodyLimitBytes: 1024,
+    log: () => {},
+  } as unknown as HttpDependencies
+  const out: Route[] = []
+  for (const middleware of createHttpApp(deps).app.middleware as unknown as { router?: { stack: { path: string; methods: string[] }[] } }[]) {
+    for (const layer of middleware.router?.stack ?? []) {
+      for (const method of layer.methods) if (method !== 'HEAD') out.push({ method, path: layer.path })
+    }
+  }
+  return out
+}
+
+/** A concrete path: every `:param` replaced by `id`. */
+export const fill = (path: string, id: string) => path.replace(/:[a-z_]+/g, encodeURIComponent(id))
+
+export interface BodyRoute extends Route {
+  schema: z.ZodType
+}
+
+/** Every POST/PUT route that reads a JSON body, with the schema it validates it against. */
+export const BODY_ROUTES: BodyRoute[] = [
+  { method: 'PUT', path: '/api/capacity', schema: CapacityChange },
+  { method: 'POST', path: '/api/system/scheduler/leases/request', schema: PullLeaseRequest },
+  { method: 'POST', path: '/api/system/scheduler/leases/:lease_id/heartbeat', schema: PullHeartbeat },
+  { method: 'POST', path: '/api/system/scheduler/leases/:lease_id/complete', schema: PullComplete },
+  { method: 'POST', path: '/api/scheduler/jobs/submit', schema: SubmitJob },
+  { method: 'POST', path: '/api/scheduler/jobs/claim', schema: ClaimJobs },
+  { method: 'POST', path: '/api/scheduler/jobs/:job_id/status', schema: StatusUpdate },
+  { method: 'POST', path: '/api/scheduler/jobs/:job_id/cancel', schema: CancelJob },
+  { method: 'POST', path: '/api/scheduler/lease/request', schema: LeaseRequest },
+  { method: 'POST', path: '/api/scheduler/lease/:lease_id/heartbeat', schema: LeaseHeartbeat },
+  { method: 'POST', path: '/api/scheduler/lease/:lease_id/release', schema: LeaseRelease },
+  { method: 'POST', path: '/internal/worker/claim', schema: WorkerClaim },
+  { method: 'POST', path: '/internal/worker/heartbeat', schema: WorkerHeartbeat },
+  { method: 'POST', path: '/internal/worker/complete', schema: WorkerComplete },
+  { method: 'POST', path: '/internal/worker/fail', schema: WorkerFail },
+  { method: 'POST', path: '/internal/worker/report', schema: WorkerReport },
+  { method: 'POST', path: '/api/files/leases/acquire', schema: FileAcquire },
+  { method: 'POST', path: '/api/files/leases/wait', schema: FileRetryWait },
+  { method: 'POST', path: '/api/files/leases/heartbeat', schema: FileHeartbeat },
+  { method: 'POST', path: '/api/files/leases/release', schema: FileRelease },
+  { method: 'POST', path: '/api/blockers/:blocker_id/resolve', schema: BlockerResolve },
+]
+
+/** POST/PUT routes that take no body at all (their body is never read). */
+export const BODYLESS_WRITE_ROUTES: Route[] = [{ method: 'POST', path: '/api/events/ticket' }]

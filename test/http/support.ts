@@ -1,0 +1,160 @@
+/**
+ * Shared pieces of the HTTP tests: the field lists the views must show (seeds + the extras
+ * views.ts documents), error assertions, and a digest of the database for "nothing changed".
+ */
+import { expect } from 'vitest'
+import type { TestHost } from '../helpers/host'
+
+export const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
+
+export const PULL = '/api/system/scheduler/leases'
+export const QUEUE = '/api/scheduler'
+export const WORKER = '/internal/worker'
+
+const sorted = (keys: readonly string[]) => [...keys].sort()
+
+/** Seed 001's lease, exactly. */
+export const PULL_LEASE_KEYS = sorted(['lease_id', 'job_id', 'worker_id', 'capacity_units', 'issued_at', 'expires_at', 'last_heartbeat'])
+/** Seed 001's job, exactly. */
+export const PULL_JOB_KEYS = sorted([
+  'job_id',
+  'type',
+  'priority',
+  'requested_units',
+  'unique',
+  'state',
+  'payload',
+  'idempotency_key',
+  'tags',
+  'max_runtime_s',
+  'lease_id',
+  'created_at',
+  'updated_at',
+])
+/** Seed 002's JobIntent plus the model's extra fields (views.ts queueJob). */
+export const QUEUE_JOB_KEYS = sorted([
+  // seed 002
+  'job_id',
+  'addon_id',
+  'job_type',
+  'priority',
+  'cost_units',
+  'constraints',
+  'payload',
+  'state',
+  'created_at',
+  'updated_at',
+  'claimed_by',
+  'claim_expires_at',
+  'lease_id',
+  'attempts',
+  'next_retry_at',
+  // documented extras
+  'unique',
+  'tags',
+  'max_runtime_s',
+  'queue',
+  'max_attempts',
+  'client_request_id',
+  'cancel_requested',
+  'progress',
+  'note',
+  'dead_letter',
+])
+/** Seed 002's Lease plus who holds it and how it ended (views.ts queueLease); never the token. */
+export const QUEUE_LEASE_KEYS = sorted([
+  'lease_id',
+  'job_id',
+  'addon_id',
+  'cost_units',
+  'ttl_sec',
+  'state',
+  'granted_at',
+  'last_heartbeat_at',
+  'expires_at',
+  // documented extras
+  'worker_id',
+  'released_at',
+  'release_status',
+  'fence',
+])
+/** Seed 002's JobResult, exactly. */
+export const QUEUE_RESULT_KEYS = sorted(['job_id', 'status', 'result_data', 'error', 'started_at', 'finished_at', 'attempts'])
+/** Seed 003's claim answer plus the extras dialect-worker.ts documents (job type, lease id, max runtime). */
+export const WORKER_CLAIM_KEYS = sorted([
+  'claimed',
+  'job_id',
+  'attempt_id',
+  'lease_token',
+  'stream',
+  'message_id',
+  'payload',
+  'lease_ttl_seconds',
+  'heartbeat_interval_seconds',
+  // documented extras
+  'job_type',
+  'lease_id',
+  'max_runtime_s',
+])
+
+export const keys = (value: unknown): string[] => Object.keys(value as object).sort()
+
+export async function body(res: Response): Promise<any> {
+  const text = await res.text()
+  return text === '' ? undefined : JSON.parse(text)
+}
+
+/** The answer is the documented error: status, code, `{detail, code}` (+ extra keys), no stack. */
+export async function expectError(res: Response, status: number, code: string, extraKeys: string[] = []): Promise<any> {
+  const text = await res.text()
+  expect(res.status, text).toBe(status)
+  expect(res.headers.get('content-type')).toMatch(/application\/json/)
+  const error = JSON.parse(text)
+  expect(error.code).toBe(code)
+  expect(typeof error.detail).toBe('string')
+  expect(keys(error)).toEqual(sorted(['detail', 'code', ...extraKeys]))
+  expect(text).not.toMatch(/\bat .*\.(ts|js):\d+/) // no stack trace
+  return error
+}
+
+/** 400 invalid_request whose detail names every given field. */
+export async function expectInvalid(res: Response, ...fields: string[]): Promise<any> {
+  const error = await expectError(res, 400, 'invalid_request')
+  for (const field of fields) expect(error.detail).toContain(field)
+  return error
+}
+
+/** Row counts of every table plus the last event id: equal digests mean nothing was written. */
+export function dbDigest(host: TestHost): string {
+  const db = host.engine.ctx.db
+  const tables = db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '__drizzle%' ORDER BY name")
+    .all() as { name: string }[]
+  const parts = tables.map(({ name }) => `${name}=${(db.prepare(`SELECT COUNT(*) AS n FROM "${name}"`).get() as { n: number }).n}`)
+  const maxEvent = (db.prepare('SELECT COALESCE(MAX(id), 0) AS m FROM events').get() as { m: number }).m
+  const states = db.prepare('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state').all()
+  const leaseStates = db.prepare('SELECT state, COUNT(*) AS n FROM leases GROUP BY state ORDER BY state').all()
+  return JSON.stringify({ parts, maxEvent, states, leaseStates })
+}
+
+/** Submits through dialect 002 and returns the job view. */
+export async function submit(host: TestHost, json: Record<string, unknown> = {}): Promise<any> {
+  const res = await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'generic', cost_units: 1, ...json } })
+  const answer = await body(res)
+  expect(res.status, JSON.stringify(answer)).toBe(201)
+  return answer.job
+}
+
+export const post = (host: TestHost, path: string, json: unknown, token?: string | null) =>
+  host.call(path, { method: 'POST', json, ...(token === undefined ? {} : { token }) })
+
+/** Waits until `check` is true, polling every 20 ms, at most `ms`. */
+export async function until(check: () => boolean | Promise<boolean>, ms = 3000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+export const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
