@@ -148,6 +148,19 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   server.headersTimeout = HEADERS_TIMEOUT_MS
   server.requestTimeout = REQUEST_TIMEOUT_MS
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+  // Requests Node refuses before Koa sees them (a request line or headers over 16 KiB, a
+  // malformed request) still get the API's error shape.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy()
+    const [status, code, detail] =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'headers_too_large', 'The request line or headers are too large']
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'request_timeout', 'The request took too long to arrive']
+          : [400, 'bad_request', 'The request is not valid HTTP']
+    const body = JSON.stringify({ detail, code })
+    socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  })
 
   let address: AddressInfo
   try {

@@ -5,6 +5,7 @@ import type { EventRow } from '../db/schema'
 import type { Engine, EngineEvent } from '../engine'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
+import { readJson } from './body'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
 export const TICKET_TTL_MS = 60_000
@@ -66,10 +67,11 @@ export class EventStreams {
  * `Last-Event-ID` (or `?last_event_id=`) first gets what it missed from SQLite, then live
  * events as they commit. POST /api/events/ticket trades the token for a stream ticket.
  */
-export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: EventStreams): Router {
+export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: EventStreams, bodyLimit: number): Router {
   const router = new Router({ prefix: '/api/events' })
 
-  router.post('/ticket', (ctx) => {
+  router.post('/ticket', async (ctx) => {
+    await readJson(ctx, bodyLimit) // no fields, but the same rules for a body as everywhere: JSON only
     const { ticket, expires_at } = tickets.issue(Date.now())
     ctx.body = { ticket, expires_at: iso(expires_at) }
   })

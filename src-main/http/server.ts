@@ -82,7 +82,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     queueRouter(engine, limit),
     workerRouter(engine, deps.waiters, deps.directory, limit),
     filesRouter(engine, deps.clockWaiters, limit),
-    eventsRouter(engine, tickets, streams),
+    eventsRouter(engine, tickets, streams, limit),
   ]
   for (const router of routers) {
     app.use(router.routes())

@@ -174,3 +174,18 @@ describe('dashboard', () => {
 function tempDirPath(): string {
   return tmpdir()
 }
+
+describe('requests Node refuses itself', () => {
+  test('a request line over 16 KiB gets 431 with the {detail, code} shape', async () => {
+    host = await startTestHost()
+    const res = await rawRequest(host.url, { path: `/api/health?${'x'.repeat(20_000)}` })
+    expect(res.status).toBe(431)
+    expect(JSON.parse(res.body)).toEqual({ detail: expect.any(String), code: 'headers_too_large' })
+  })
+
+  test('a stream ticket request with a non-JSON body is 415 like any other', async () => {
+    host = await startTestHost()
+    const res = await host.call('/api/events/ticket', { method: 'POST', body: 'hi', headers: { 'content-type': 'text/plain' } })
+    expect(res.status).toBe(415)
+  })
+})
