@@ -1,3 +1,6 @@
+import { JOBS_HELP, jobsCommand } from './commands/jobs'
+import { STATUS_HELP, statusCommand } from './commands/status'
+import { SUBMIT_HELP, submitCommand } from './commands/submit'
 import { WORKER_HELP, workerCommand } from './commands/worker'
 import { ConfigError, parseServeArgs, serveHelp } from './config'
 import { DatabaseOpenError } from './db/open'
@@ -13,13 +16,18 @@ makes background work yield to the person at the desk.
 Commands:
   serve       run the host without a window (HTTP API + scheduler)
   worker      run jobs for a host over HTTP
+  submit      submit a job; --wait follows it to its end
+  jobs        list jobs (--state, --limit, --json)
+  status      capacity, busy rating, leases, workers and open blockers
   help        show this help, or the help of a command: leasehold help serve
 
 Flags:
   -h, --help     show help
   -v, --version  show the version
 
-Run 'leasehold serve --help' for the host's flags.`
+Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
+jobs, status) find the host through --url/--token, LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data
+directory of a host running on this machine.`
 
 /** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -28,7 +36,13 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     console.log(USAGE)
     return 0
   }
-  const helps: Record<string, () => string> = { serve: serveHelp, worker: () => WORKER_HELP }
+  const helps: Record<string, () => string> = {
+    serve: serveHelp,
+    worker: () => WORKER_HELP,
+    submit: () => SUBMIT_HELP,
+    jobs: () => JOBS_HELP,
+    status: () => STATUS_HELP,
+  }
   if (command === 'help') {
     console.log(helps[rest[0] ?? '']?.() ?? USAGE)
     return 0
@@ -43,6 +57,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
   if (command === 'serve') return serve(rest, env)
   if (command === 'worker') return runClient(() => workerCommand(rest, env))
+  if (command === 'submit') return runClient(() => submitCommand(rest, env))
+  if (command === 'jobs') return runClient(() => jobsCommand(rest, env))
+  if (command === 'status') return runClient(() => statusCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2
 }

@@ -1,0 +1,66 @@
+import { resolveClientTarget } from '../client-config'
+import { ConfigError } from '../config'
+import { JOB_STATES } from '../engine/states'
+import { callHost, parseFlags, type QueueJob, table, TARGET_HELP, wholeNumber } from './http-client'
+
+export const JOBS_HELP = `Usage: leasehold jobs [flags]
+
+Lists jobs, newest first: id, type, state, priority, units, attempts and when each was created.
+States show as the queue API (dialect 002) shows them: a LEASED job is RUNNING.
+
+Flags:
+  --state S            only jobs in this state: ${JOB_STATES.filter((s) => s !== 'LEASED').join(', ')}
+  --limit N            at most N jobs, 1 to 500 [50]
+  --json               print {jobs, next_cursor} as the host answers it
+${TARGET_HELP}
+  -h, --help`
+
+interface JobsFlags {
+  url?: string
+  token?: string
+  'data-dir'?: string
+  state?: string
+  limit?: string
+  json?: boolean
+}
+
+/** `leasehold jobs`: GET /api/scheduler/jobs as a table or as JSON. */
+export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const flags = parseFlags<JobsFlags>(argv, ['state', 'limit'], ['json'])
+  const query = new URLSearchParams()
+  if (flags.state !== undefined) {
+    const state = flags.state.toUpperCase()
+    if (!(JOB_STATES as readonly string[]).includes(state)) {
+      throw new ConfigError(`--state must be one of ${JOB_STATES.join(', ')} (got "${flags.state}")`)
+    }
+    query.set('state', state)
+  }
+  const limit = wholeNumber('limit', flags.limit, 1, 500)
+  if (limit !== undefined) query.set('limit', String(limit))
+  const target = resolveClientTarget(flags, env)
+  const page = await callHost<{ jobs: QueueJob[]; next_cursor: string | null }>(
+    target,
+    'GET',
+    `/api/scheduler/jobs${query.toString() ? `?${query}` : ''}`,
+  )
+  if (flags.json) {
+    console.log(JSON.stringify(page, null, 2))
+    return 0
+  }
+  if (page.jobs.length === 0) {
+    console.log(flags.state ? `no ${flags.state.toUpperCase()} jobs` : 'no jobs')
+    return 0
+  }
+  const rows = page.jobs.map((job) => [
+    job.job_id,
+    job.job_type,
+    job.state,
+    job.priority,
+    String(job.cost_units),
+    `${job.attempts}/${job.max_attempts}`,
+    job.created_at,
+  ])
+  console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED'], rows))
+  if (page.next_cursor) console.error(`(more jobs than shown; raise --limit, up to 500)`)
+  return 0
+}

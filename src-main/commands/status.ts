@@ -1,0 +1,100 @@
+import { resolveClientTarget } from '../client-config'
+import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
+
+export const STATUS_HELP = `Usage: leasehold status [flags]
+
+Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
+or set, usable, leased and available units), how many leases are active, the workers, and the
+open blockers (jobs halted on a held file, waiting for an operator).
+
+Flags:
+  --json               print {capacity, leases, workers, blockers} as JSON
+${TARGET_HELP}
+  -h, --help`
+
+interface StatusFlags {
+  url?: string
+  token?: string
+  'data-dir'?: string
+  json?: boolean
+}
+
+interface Capacity {
+  total_units: number
+  busy_rating: number
+  busy_mode: 'auto' | 'manual'
+  usable: number
+  leased: number
+  available: number
+}
+
+interface Worker {
+  worker_id: string
+  kind: string
+  pid: number | null
+  state: string
+  current_job_ids: string[]
+  last_seen_at: string | null
+}
+
+interface Blocker {
+  blocker_id: string
+  file: string
+  holder: { owner_id: string; job_id: string | null }
+  age_s: number
+  requester: { owner_id: string; job_id: string | null }
+  created_at: string
+}
+
+/** `leasehold status`: capacity, active leases, workers and open blockers. */
+export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const flags = parseFlags<StatusFlags>(argv, [], ['json'])
+  const target = resolveClientTarget(flags, env)
+  const [capacity, snapshot, workers, blockers] = await Promise.all([
+    callHost<Capacity>(target, 'GET', '/api/capacity'),
+    callHost<{ leases: { active: number } }>(target, 'GET', '/api/scheduler/stats/snapshot'),
+    callHost<{ workers: Worker[] }>(target, 'GET', '/api/workers'),
+    callHost<{ blockers: Blocker[] }>(target, 'GET', '/api/blockers?state=OPEN'),
+  ])
+  if (flags.json) {
+    console.log(
+      JSON.stringify({ url: target.url, capacity, leases: { active: snapshot.leases.active }, workers: workers.workers, blockers: blockers.blockers }, null, 2),
+    )
+    return 0
+  }
+  const c = capacity
+  const lines = [
+    `host      ${target.url}`,
+    `capacity  total ${c.total_units}, busy ${c.busy_rating} (${c.busy_mode}), usable ${c.usable}, leased ${c.leased}, available ${c.available}`,
+    `leases    ${snapshot.leases.active} active`,
+    `workers   ${workers.workers.length}`,
+  ]
+  if (workers.workers.length > 0) {
+    const rows = workers.workers.map((w) => [
+      w.worker_id,
+      w.kind,
+      w.state,
+      w.current_job_ids.length > 0 ? w.current_job_ids.join(',') : '-',
+      w.last_seen_at ?? '-',
+    ])
+    lines.push(indent(table(['ID', 'KIND', 'STATE', 'JOBS', 'LAST SEEN'], rows)))
+  }
+  lines.push(`blockers  ${blockers.blockers.length} open`)
+  if (blockers.blockers.length > 0) {
+    const rows = blockers.blockers.map((b) => [
+      b.blocker_id,
+      b.file,
+      `${b.holder.owner_id}${b.holder.job_id ? ` (job ${b.holder.job_id})` : ''} for ${b.age_s} s`,
+      b.requester.job_id ?? b.requester.owner_id,
+    ])
+    lines.push(indent(table(['ID', 'FILE', 'HELD BY', 'HALTED'], rows)))
+  }
+  console.log(lines.join('\n'))
+  return 0
+}
+
+const indent = (text: string) =>
+  text
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n')

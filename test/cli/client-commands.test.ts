@@ -1,0 +1,392 @@
+/**
+ * The client commands — `leasehold submit`, `jobs`, `status` — as a user runs them: the real
+ * command (bin/leasehold.js) against an in-process host on a free port, found through
+ * `--data-dir` (the host's host.json and token). The host's clock is manual so that a test can
+ * halt a job on a held file (the one retry comes 180 s after the denial) without waiting.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { parseSse } from '../../src-main/commands/submit'
+import { ManualClock, SECOND } from '../../src-main/engine/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import { startTestHost, tempDir, type TestHost } from '../helpers/host'
+import { BIN, runCli } from '../helpers/process'
+
+/** The runner's own LEASEHOLD_* settings must not pick the host. */
+const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
+
+let host: TestHost
+let clock: ManualClock
+const dirs: string[] = []
+const children: ChildProcess[] = []
+
+beforeAll(async () => {
+  clock = new ManualClock(Date.now())
+  host = await startTestHost({ workers: 0, leaseTtlS: 30, heartbeatGraceS: 5 }, { clock })
+})
+afterAll(async () => {
+  await host.dispose()
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+})
+
+/**
+ * Runs `leasehold …` to completion without blocking this process: runCli (spawnSync) would
+ * stall the in-process host the command talks to.
+ */
+function runAsync(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...CLEAN_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.push(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  return new Promise((resolve) => child.once('close', (status) => resolve({ status, stdout, stderr })))
+}
+
+/** Runs `leasehold <args> --data-dir <the host's>` to completion. */
+function cli(args: string[], env: NodeJS.ProcessEnv = {}) {
+  return runAsync([...args, '--data-dir', host.dataDir], env)
+}
+
+const lines = (text: string) => text.trim().split('\n').filter(Boolean)
+
+/** Starts `leasehold <args> --data-dir <the host's>` and lets the test act while it runs. */
+function startCli(args: string[]) {
+  const child = spawn(process.execPath, [BIN, ...args, '--data-dir', host.dataDir], {
+    env: { ...process.env, ...CLEAN_ENV },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  children.push(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const until = async (what: string, ready: () => boolean, ms = 20_000) => {
+    const deadline = Date.now() + ms
+    while (!ready()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nstdout: ${stdout}\nstderr: ${stderr}`)
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+  }
+  return { child, exited, until, stdout: () => stdout, stderr: () => stderr }
+}
+
+/** Leases the queued job of `type` as a test-driven worker (dialect 003: lease + attempt + token). */
+function take(type: string, workerId = 'test-worker') {
+  const decision = host.engine.claimAndLease({ worker_id: workerId, accept_job_types: [type] })
+  if (!decision.granted) throw new Error(`no grant: ${decision.reason}`)
+  const report = { job_id: decision.job.id, attempt_id: decision.lease.attempt_id!, worker_id: workerId, lease_token: decision.lease.token! }
+  return { ...decision, report }
+}
+
+/**
+ * Halts the leased job `requester` on `file`: a holder job takes the file, the requester is
+ * denied, both stay alive through the 180 s until its one retry, and the retry finds the file
+ * still held. Returns the open blocker and the holder (the caller finishes it).
+ */
+function halt(requester: ReturnType<typeof take>, file: string) {
+  host.engine.submit({ job_type: 'holder', cost_units: 1 })
+  const holder = take('holder', 'holder-worker')
+  expect(host.engine.acquireFile({ file, owner_id: 'holder-worker', lease_id: holder.lease.id })).toMatchObject({ granted: true })
+  expect(host.engine.acquireFile({ file, owner_id: requester.report.worker_id, lease_id: requester.lease.id })).toMatchObject({
+    granted: false,
+    code: 'file_lease_held',
+  })
+  const retryAt = clock.now() + FILE_RETRY_MS
+  while (clock.now() < retryAt) {
+    clock.advance(Math.min(10 * SECOND, retryAt - clock.now()))
+    host.engine.heartbeat({ lease_id: holder.lease.id })
+    host.engine.heartbeat({ lease_id: requester.lease.id })
+    host.engine.heartbeatFile({ file, owner_id: 'holder-worker' })
+  }
+  const result = host.engine.acquireFile({ file, owner_id: requester.report.worker_id, lease_id: requester.lease.id })
+  if (result.granted || result.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(result)}`)
+  return { blocker: result.blocker, holder }
+}
+
+function finishHolder(holder: ReturnType<typeof take>, file: string) {
+  host.engine.releaseFile({ file, owner_id: 'holder-worker' })
+  host.engine.complete(holder.report)
+}
+
+describe('leasehold submit', async () => {
+  test('prints the id of a job that exists with the flags as given', async () => {
+    const result = await cli(['submit', '--type', 'render', '--payload', '{"frame": 7}', '--priority', 'high', '--units', '3', '--queue', 'gpu', '--addon', 'visuals', '--max-attempts', '5'])
+    expect(result.stderr).toBe('')
+    expect(result.status).toBe(0)
+    const id = result.stdout.trim()
+    expect(id).toMatch(/^[0-9a-f-]{36}$/)
+    const job = host.engine.getJob(id)
+    expect(job).toMatchObject({ job_type: 'render', cost_units: 3, queue: 'gpu', addon_id: 'visuals', max_attempts: 5, state: 'QUEUED' })
+    expect(JSON.parse(job.payload!)).toEqual({ frame: 7 })
+    host.engine.cancel(id)
+  })
+
+  test('--payload @file reads the payload from a file; --json prints the job', async () => {
+    const dir = tempDir()
+    dirs.push(dir)
+    const file = join(dir, 'payload.json')
+    writeFileSync(file, JSON.stringify({ prompt: 'a lighthouse', steps: [1, 2] }))
+    const result = await cli(['submit', '--type', 'from-file', '--payload', `@${file}`, '--json'])
+    expect(result.status).toBe(0)
+    const job = JSON.parse(result.stdout) as { job_id: string; payload: unknown; job_type: string; cost_units: number }
+    expect(job).toMatchObject({ job_type: 'from-file', cost_units: 1, payload: { prompt: 'a lighthouse', steps: [1, 2] } })
+    expect(JSON.parse(host.engine.getJob(job.job_id).payload!)).toEqual({ prompt: 'a lighthouse', steps: [1, 2] })
+    host.engine.cancel(job.job_id)
+  })
+
+  test.each([
+    [['--type', 't', '--payload', '{not json'], '--payload is not valid JSON'],
+    [['--type', 't', '--payload', '@/no/such/payload.json'], '/no/such/payload.json'],
+    [['--payload', '{}'], '--type is required'],
+    [['--type', 't', '--frobnicate'], 'frobnicate'],
+    [['--type', 't', '--units', '0'], '--units'],
+    [['--type', 't', '--priority', 'whenever'], '--priority'],
+    [['--type', 't', 'stray'], 'stray'],
+  ])('bad input (%j) is one line and exit 2, and submits nothing', async (args, text) => {
+    const before = host.engine.listJobs({ limit: 500 }).jobs.length
+    const result = await cli(['submit', ...args])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toHaveLength(1)
+    expect(result.stderr).toContain(text)
+    expect(result.stdout).toBe('')
+    expect(host.engine.listJobs({ limit: 500 }).jobs.length).toBe(before)
+  })
+
+  test('repeating an idempotency key is exit 1 with duplicate_request, naming the job that has it', async () => {
+    const first = await cli(['submit', '--type', 'once', '--key', 'render-42'])
+    expect(first.status).toBe(0)
+    const id = first.stdout.trim()
+    const again = await cli(['submit', '--type', 'once', '--key', 'render-42'])
+    expect(again.status).toBe(1)
+    expect(lines(again.stderr)).toHaveLength(1)
+    expect(again.stderr).toContain('duplicate_request')
+    expect(again.stderr).toContain(id)
+    expect(again.stdout).toBe('')
+    host.engine.cancel(id)
+  })
+
+  test('a host error is its {detail, code} as one line, exit 1', async () => {
+    const result = await cli(['submit', '--type', 't', '--token', 'not-the-token'])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining('(unauthorized)')])
+  })
+})
+
+describe('leasehold submit --wait', async () => {
+  test('follows the job with a line per change and exits 0 when it is DONE', async () => {
+    const run = startCli(['submit', '--type', 'wait-ok', '--wait'])
+    await run.until('the job id', () => run.stdout().includes('\n'))
+    const id = run.stdout().trim()
+    await run.until('the QUEUED line', () => run.stderr().includes(`job ${id} QUEUED`))
+    const taken = take('wait-ok')
+    expect(taken.job.id).toBe(id)
+    await run.until('the RUNNING line', () => run.stderr().includes(`job ${id} RUNNING`))
+    // Progress from a heartbeat writes no event: the command reads the job now and then.
+    host.engine.heartbeatByToken({ ...taken.report, progress: 0.5, note: 'halfway there' })
+    await run.until('the progress', () => run.stderr().includes('50%'))
+    expect(run.stderr()).toContain('halfway there')
+    host.engine.complete({ ...taken.report, result: { frames: 24 } })
+    expect(await run.exited).toBe(0)
+    expect(lines(run.stderr()).at(-1)).toBe(`job ${id} DONE`)
+    expect(run.stdout().trim()).toBe(id)
+  })
+
+  test('exits 1 and prints the error when the job fails; --json prints {job, result} at the end', async () => {
+    const run = startCli(['submit', '--type', 'wait-fail', '--wait', '--json'])
+    // With --json nothing is printed until the end: wait for the job to exist.
+    await run.until('the QUEUED line', () => run.stderr().includes('QUEUED'))
+    const taken = take('wait-fail')
+    host.engine.fail({ ...taken.report, error: { code: 'E_DISK', message: 'disk on fire', retryable: false } })
+    expect(await run.exited).toBe(1)
+    expect(run.stderr()).toContain(`leasehold: job ${taken.job.id} FAILED: disk on fire (E_DISK)`)
+    const answer = JSON.parse(run.stdout()) as { job: { job_id: string; state: string }; result: { error: unknown } }
+    expect(answer.job).toMatchObject({ job_id: taken.job.id, state: 'FAILED' })
+    expect(answer.result.error).toMatchObject({ message: 'disk on fire' })
+  })
+
+  test('a job canceled while it waits exits 1 with CANCELED', async () => {
+    const run = startCli(['submit', '--type', 'wait-race', '--wait'])
+    await run.until('the job id', () => run.stdout().includes('\n'))
+    host.engine.cancel(run.stdout().trim(), 'changed my mind')
+    expect(await run.exited).toBe(1)
+    expect(run.stderr()).toContain('CANCELED')
+  })
+
+  test('a BLOCKED job is reported and waited on; after the operator requeues it, DONE exits 0', async () => {
+    const file = '/repo/src/shared.ts'
+    const run = startCli(['submit', '--type', 'wait-blocked', '--wait'])
+    await run.until('the job id', () => run.stdout().includes('\n'))
+    const id = run.stdout().trim()
+    const first = take('wait-blocked', 'blocked-worker')
+    const { blocker, holder } = halt(first, file)
+    await run.until('the BLOCKED line', () => run.stderr().includes(`job ${id} BLOCKED`))
+    expect(run.stderr()).toContain(`halted on ${file}, held by holder-worker`)
+    expect(run.child.exitCode).toBeNull()
+    host.engine.resolveBlocker(blocker.id, { action: 'retry', note: 'go again' })
+    const blockedAt = run.stderr().indexOf('BLOCKED')
+    await run.until('the requeue', () => run.stderr().indexOf('QUEUED', blockedAt) !== -1)
+    finishHolder(holder, file)
+    const second = take('wait-blocked', 'blocked-worker')
+    host.engine.complete(second.report)
+    expect(await run.exited).toBe(0)
+    expect(lines(run.stderr()).at(-1)).toBe(`job ${id} DONE`)
+  })
+})
+
+describe('leasehold jobs', async () => {
+  test('lists jobs as a table, filters by state, and --json parses', async () => {
+    const a = host.engine.submit({ job_type: 'listed-a', cost_units: 2 }).job
+    const b = host.engine.submit({ job_type: 'listed-b', cost_units: 1, priority: 'URGENT' }).job
+    host.engine.cancel(b.id)
+
+    const table = await cli(['jobs'])
+    expect(table.status).toBe(0)
+    const rows = lines(table.stdout)
+    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED$/)
+    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-`))
+    expect(rows.find((row) => row.startsWith(b.id))).toMatch(/listed-b\s+CANCELED\s+URGENT/)
+
+    const canceled = await cli(['jobs', '--state', 'canceled', '--limit', '500'])
+    expect(canceled.status).toBe(0)
+    expect(canceled.stdout).toContain(b.id)
+    expect(canceled.stdout).not.toContain(a.id)
+    for (const row of lines(canceled.stdout).slice(1)) expect(row).toMatch(/\sCANCELED\s/)
+
+    const json = await cli(['jobs', '--state', 'QUEUED', '--json'])
+    expect(json.status).toBe(0)
+    const page = JSON.parse(json.stdout) as { jobs: Array<{ job_id: string; state: string }>; next_cursor: string | null }
+    expect(page.jobs.map((j) => j.job_id)).toContain(a.id)
+    expect(page.jobs.every((j) => j.state === 'QUEUED')).toBe(true)
+
+    const limited = JSON.parse((await cli(['jobs', '--limit', '1', '--json'])).stdout) as { jobs: unknown[]; next_cursor: string | null }
+    expect(limited.jobs).toHaveLength(1)
+    expect(limited.next_cursor).not.toBeNull()
+    host.engine.cancel(a.id)
+  })
+
+  test.each([
+    [['--state', 'sleeping'], '--state'],
+    [['--limit', '501'], '--limit'],
+    [['--verbose'], 'verbose'],
+  ])('bad input (%j) is one line and exit 2', async (args, text) => {
+    const result = await cli(['jobs', ...args])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toHaveLength(1)
+    expect(result.stderr).toContain(text)
+  })
+})
+
+describe('leasehold status', async () => {
+  test('shows capacity with the busy rating and its mode, active leases, workers and open blockers', async () => {
+    host.engine.setCapacity({ total_units: 40, busy_rating: 5 })
+    try {
+      const quiet = await cli(['status'])
+      expect(quiet.status).toBe(0)
+      expect(quiet.stdout).toContain('capacity  total 40, busy 5 (manual), usable 20, leased 0, available 20')
+      expect(quiet.stdout).toMatch(/leases {4}0 active/)
+      expect(quiet.stdout).toMatch(/workers {3}0/)
+      expect(quiet.stdout).toMatch(/blockers {2}0 open/)
+
+      const file = '/repo/status/held.ts'
+      host.engine.submit({ job_type: 'status-halted', cost_units: 1 })
+      const { blocker, holder } = halt(take('status-halted', 'status-worker'), file)
+      const busy = await cli(['status'])
+      expect(busy.status).toBe(0)
+      expect(busy.stdout).toContain('leased 1, available 19')
+      expect(busy.stdout).toMatch(/leases {4}1 active/)
+      expect(busy.stdout).toMatch(/blockers {2}1 open/)
+      expect(busy.stdout).toMatch(new RegExp(`${blocker.id}\\s+${file}\\s+holder-worker \\(job ${holder.job.id}\\) for`))
+
+      const json = JSON.parse((await cli(['status', '--json'])).stdout) as {
+        capacity: Record<string, unknown>
+        leases: { active: number }
+        workers: unknown[]
+        blockers: Array<{ blocker_id: string; file: string; state: string }>
+      }
+      expect(json.capacity).toEqual({ total_units: 40, busy_rating: 5, busy_mode: 'manual', usable: 20, leased: 1, available: 19 })
+      expect(json.leases.active).toBe(1)
+      expect(json.workers).toEqual([])
+      expect(json.blockers).toEqual([expect.objectContaining({ blocker_id: blocker.id, file, state: 'OPEN' })])
+
+      host.engine.resolveBlocker(blocker.id, { action: 'cancel' })
+      finishHolder(holder, file)
+      expect((await cli(['status'])).stdout).toMatch(/blockers {2}0 open/)
+    } finally {
+      host.engine.setCapacity({ total_units: 100, busy_rating: 0 })
+    }
+  })
+})
+
+describe('finding the host', async () => {
+  test('no token is one line and exit 2', async () => {
+    const empty = tempDir()
+    dirs.push(empty)
+    const result = runCli(['status', '--data-dir', empty], CLEAN_ENV)
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining('no token')])
+  })
+
+  test('LEASEHOLD_URL and LEASEHOLD_TOKEN are used when no flag or data dir names the host', async () => {
+    const empty = tempDir()
+    dirs.push(empty)
+    const result = await runAsync(['jobs', '--limit', '1'], { LEASEHOLD_URL: host.url, LEASEHOLD_TOKEN: host.token, LEASEHOLD_DATA_DIR: empty })
+    expect(result.status).toBe(0)
+    expect(result.stdout).toMatch(/^ID\s+TYPE/)
+  })
+
+  test('a host that is not running is one line, exit 1', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number }
+        server.close(() => resolve(port))
+      })
+    })
+    const empty = tempDir()
+    dirs.push(empty)
+    mkdirSync(empty, { recursive: true })
+    const result = runCli(['submit', '--type', 't', '--url', `http://127.0.0.1:${port}`, '--token', 'x', '--data-dir', empty], CLEAN_ENV)
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining('not running')])
+  })
+})
+
+describe('help', async () => {
+  test('leasehold --help lists every command; help CMD and CMD --help show its flags', async () => {
+    const top = runCli(['--help'])
+    expect(top.status).toBe(0)
+    for (const command of ['serve', 'worker', 'submit', 'jobs', 'status', 'help']) expect(top.stdout).toMatch(new RegExp(`^  ${command}\\s`, 'm'))
+    const flags: Record<string, string[]> = {
+      submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--wait', '--json', '--url', '--token', '--data-dir'],
+      jobs: ['--state', '--limit', '--json', '--url', '--token', '--data-dir'],
+      status: ['--json', '--url', '--token', '--data-dir'],
+    }
+    const runs = Object.entries(flags).flatMap(([command, expected]) =>
+      [['help', command], [command, '--help']].map(async (args) => ({ command, expected, result: await runAsync(args) })),
+    )
+    for (const { command, expected, result } of await Promise.all(runs)) {
+      expect(result.status).toBe(0)
+      expect(result.stdout).toContain(`Usage: leasehold ${command}`)
+      for (const flag of expected) expect(result.stdout).toContain(flag)
+    }
+  })
+})
+
+describe('parseSse', async () => {
+  test('splits frames, keeps ids and leaves a partial frame for the next chunk', async () => {
+    const { frames, rest } = parseSse('retry: 2000\n\n: ping\n\nid: 7\nevent: JOB_DONE\ndata: {"job_id":"j"}\n\nid: 8\r\nevent: JOB')
+    expect(frames).toEqual([
+      { event: 'message', data: '', retry: 2000 },
+      { event: 'message', data: '' },
+      { id: '7', event: 'JOB_DONE', data: '{"job_id":"j"}' },
+    ])
+    expect(rest).toBe('id: 8\nevent: JOB')
+  })
+})
