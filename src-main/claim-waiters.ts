@@ -32,6 +32,8 @@ interface Waiter {
 export class ClaimWaiters {
   private waiting: Waiter[] = []
   private wakeScheduled = false
+  /** Wakes the waiters when the next requeued job's backoff ends: no event marks that moment. */
+  private eligibleTimer: NodeJS.Timeout | null = null
   private readonly unsubscribe: () => void
 
   constructor(private readonly engine: Engine) {
@@ -69,12 +71,14 @@ export class ClaimWaiters {
       const onAbort = () => waiter.resolve(first)
       options.signal?.addEventListener('abort', onAbort, { once: true })
       this.waiting.push(waiter)
+      this.armEligibleTimer()
     })
   }
 
   /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
   close(): void {
     this.unsubscribe()
+    if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
     for (const waiter of [...this.waiting]) {
       waiter.resolve({ granted: false, reason: 'The host is stopping', retry_after_ms: this.engine.config.denyRetryAfterMs })
     }
@@ -101,5 +105,24 @@ export class ClaimWaiters {
       }
       if (decision.granted) waiter.resolve(decision)
     }
+    this.armEligibleTimer()
+  }
+
+  private armEligibleTimer(): void {
+    if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
+    this.eligibleTimer = null
+    if (this.waiting.length === 0) return
+    let at: number | null
+    try {
+      at = this.engine.nextEligibleAt()
+    } catch {
+      return // the database is closing
+    }
+    if (at === null) return
+    const delay = Math.max(0, at - this.engine.ctx.clock.now())
+    this.eligibleTimer = setTimeout(() => {
+      this.eligibleTimer = null
+      this.wake()
+    }, delay + 1)
   }
 }

@@ -109,10 +109,13 @@ export class WorkerRuntime {
     let progress: number | null = null
     let note: string | null = null
     let stopReason: StopReason | null = null
+    let ended = false
     let stopped: () => void = () => {}
     const whenStopped = new Promise<void>((r) => (stopped = r))
     const stop = (reason: StopReason) => {
-      if (stopReason) return
+      // Once the handler has ended, a late answer (a heartbeat in flight) must not abort the
+      // thread: it may already run the next job.
+      if (stopReason || ended) return
       stopReason = reason
       thread.abort(reason)
       stopped()
@@ -145,6 +148,7 @@ export class WorkerRuntime {
       gate: (file) => this.gate(claim, file, heldFiles, (reason) => stop(reason)),
     })
     const result = await outcome
+    ended = true
     beating = false
     clearTimeout(beatTimer)
     clearTimeout(runtimeTimer)
@@ -174,7 +178,10 @@ export class WorkerRuntime {
       if (outcome.ok) await transport.complete({ ...ref, result: outcome.result })
       else await transport.fail({ ...ref, error: stopReason ? { ...STOP_ERRORS[stopReason], stack: outcome.error.stack } : outcome.error })
     } catch (error) {
-      log(`leasehold worker: could not report ${claim.job_id}: ${(error as Error).message}`)
+      // 409: the lease ended while the handler ran (expired, or the job was taken over): the
+      // host refused the report, and the result is dropped, as when a heartbeat finds it gone.
+      if (error instanceof LeaseLostError) log(`leasehold worker: lost the lease of ${claim.job_id} (${error.code}: ${error.message}); its result is dropped`)
+      else log(`leasehold worker: could not report ${claim.job_id}: ${(error as Error).message}`)
     }
   }
 

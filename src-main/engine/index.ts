@@ -9,7 +9,7 @@ import * as files from './files'
 import * as jobs from './jobs'
 import * as leases from './leases'
 import { listJobs, type JobListQuery, type JobPage } from './list'
-import type { WorkerFilter } from './pick'
+import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as reaper from './reaper'
 import * as stats from './stats'
 
@@ -99,6 +99,8 @@ export class Engine {
     idleFiles: files.releaseIdleFiles(this.ctx),
   })
   nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
+  /** When the next QUEUED job's backoff ends, or null. */
+  nextEligibleAt = (): number | null => nextEligibleAt(this.ctx, this.ctx.clock.now())
   /** A local worker process exited: its leases expire now, not after their TTL. */
   expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)
   /** The jobs each worker holds an ACTIVE lease on. */

@@ -86,3 +86,20 @@ function eligiblePage(
         queue, rank, now, after.eligible_at, after.seq, size,
       )
 }
+
+/**
+ * The next moment a QUEUED job becomes eligible (a requeued job's backoff ends), or null if none
+ * waits: whoever waits for work sets a timer for it. One index probe per priority.
+ */
+export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
+  let next: number | null = null
+  for (const rank of PRIORITY_RANKS) {
+    const row = ctx.one<{ at: number | null }>(
+      "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at > ?",
+      rank,
+      now,
+    )
+    if (row?.at != null && (next === null || row.at < next)) next = row.at
+  }
+  return next
+}

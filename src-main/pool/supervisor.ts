@@ -75,8 +75,9 @@ export class WorkerPool {
         directory.update(workerId, { state: 'ready' })
       } else if (message.type === 'job') {
         directory.update(workerId, {})
-      } else if (!ready) {
-        // Not started properly: no work for it, whatever it asks.
+      } else if (!ready && message.method !== 'report') {
+        // Not started properly: no work for it, whatever it asks. (It may report what went
+        // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
         worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
         void answerWorkerRequest(this.options, workerId, message, gone.signal).then((response) => worker.send(response))

@@ -1,0 +1,46 @@
+import { afterEach, expect, test } from 'vitest'
+import { ClaimWaiters } from '../../src-main/claim-waiters'
+import { openDatabase } from '../../src-main/db/open'
+import { Engine } from '../../src-main/engine'
+import { systemClock } from '../../src-main/engine/clock'
+
+let waiters: ClaimWaiters | undefined
+afterEach(() => waiters?.close())
+
+function realTimeEngine(backoffMs: number): Engine {
+  const { sqlite } = openDatabase({ path: ':memory:' })
+  return new Engine({ db: sqlite, clock: systemClock, config: { backoff: { baseMs: backoffMs, maxMs: backoffMs } }, capacity: { total_units: 10, busy_rating: 0 } })
+}
+
+test('a waiting claim is woken by a submit at once', async () => {
+  const engine = realTimeEngine(100)
+  waiters = new ClaimWaiters(engine)
+  const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 5000 })
+  const started = Date.now()
+  engine.submit({ job_type: 't', cost_units: 1 })
+  expect((await claim).granted).toBe(true)
+  expect(Date.now() - started).toBeLessThan(1000)
+})
+
+test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {
+  const engine = realTimeEngine(300)
+  waiters = new ClaimWaiters(engine)
+  const { job } = engine.submit({ job_type: 't', cost_units: 1 })
+  const first = engine.claimAndLease({ worker_id: 'a' })
+  if (!first.granted) throw new Error('no lease')
+  engine.fail({ job_id: job.id, attempt_id: first.lease.attempt_id, worker_id: 'a', lease_token: first.lease.token, error: { retryable: true } })
+  const started = Date.now()
+  const decision = await waiters.claim({ worker_id: 'b' }, { maxWaitMs: 5000 })
+  expect(decision.granted).toBe(true)
+  expect(Date.now() - started).toBeGreaterThanOrEqual(250)
+  expect(Date.now() - started).toBeLessThan(2000)
+})
+
+test('a wait ends with nothing claimed after maxWaitMs, or when the host closes', async () => {
+  const engine = realTimeEngine(100)
+  waiters = new ClaimWaiters(engine)
+  expect((await waiters.claim({ worker_id: 'w' }, { maxWaitMs: 50 })).granted).toBe(false)
+  const pending = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 10_000 })
+  waiters.close()
+  expect((await pending).granted).toBe(false)
+})

@@ -1,0 +1,63 @@
+/**
+ * Two jobs on real local workers write the same file through `files.*` (the file-lease gate):
+ * the second is denied while the first holds the file, waits for its one retry at +180 s on the
+ * host's clock (its job keeps its lease meanwhile), then gets the file and writes after the
+ * first.
+ *
+ * The 180 s are the host's injected clock: a ManualClock that follows real time (the reaper,
+ * the lease TTLs and the retry waiters all read it), jumped by 180 s once the holder is done.
+ */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, expect, test } from 'vitest'
+import { ManualClock } from '../../src-main/engine/clock'
+import { attempts, cleanUp, dataDirWith, events, HOLD_WRITE, poolReady, settled, startHost, submit, waitForEvent } from './support'
+
+const RETRY_MS = 180_000
+
+let ticker: NodeJS.Timeout | undefined
+afterEach(async () => {
+  clearInterval(ticker)
+  await cleanUp()
+})
+
+test('two jobs writing one file: the second waits for the first (one retry at +180 s on the host clock), then writes after it', async () => {
+  let offset = 0
+  const clock = new ManualClock(Date.now())
+  ticker = setInterval(() => clock.set(Date.now() + offset), 50)
+  // Leases long enough to outlive the 180 s jump: only the file gate is under test here.
+  const host = await startHost({ dataDir: dataDirWith({ 'hold-write.mjs': HOLD_WRITE }), workers: 2, leaseTtlS: 600, heartbeatGraceS: 5 }, { clock })
+  await poolReady(host, 2)
+  const file = join(host.dataDir, 'shared.txt')
+
+  const first = await submit(host, { job_type: 'test.hold-write', payload: { path: file, first: 'first: start\n', second: 'first: end\n', hold_ms: 1000 } })
+  await waitForEvent(host, { job: first, type: 'FILE_LEASE_ACQUIRED' }, 5000)
+  const second = await submit(host, { job_type: 'file.write', payload: { path: file, content: 'second\n', mode: 'append' } })
+
+  // Denied while the first holds it: the contention names the holder and the one retry.
+  const contended = await waitForEvent(host, { job: second, type: 'FILE_LEASE_CONTENDED' }, 5000)
+  expect(contended.data).toMatchObject({ file, requester_owner_id: `job:${second}`, holder: { job_id: first, owner_id: `job:${first}` } })
+  expect(contended.data.retry_at - contended.data.denied_at).toBe(RETRY_MS)
+  expect(attempts(host, second)).toHaveLength(1)
+  expect(host.lines.some((l) => l.includes(`${file} is held; ${second} waits for its one retry`))).toBe(true)
+
+  // The holder finishes and lets go of the file; the waiter still waits for its retry time.
+  expect((await settled(host, first, 5000)).job.state).toBe('DONE')
+  const firstDone = events(host, { job: first, type: 'JOB_DONE' })[0]!
+  await new Promise((r) => setTimeout(r, 600))
+  expect(events(host, { job: second, type: 'FILE_LEASE_ACQUIRED' })).toHaveLength(0)
+  expect(readFileSync(file, 'utf8')).toBe('first: start\nfirst: end\n')
+  expect((await settled(host, second, 100, ['RUNNING'])).job.state).toBe('RUNNING')
+
+  // 180 s later on the host's clock: the one retry finds the file free.
+  offset += RETRY_MS
+  const { job, result } = await settled(host, second, 5000)
+  expect(job.state).toBe('DONE')
+  expect(result).toMatchObject({ status: 'SUCCEEDED', attempts: 1, result_data: { path: file, mode: 'append' } })
+  const acquired = await waitForEvent(host, { job: second, type: 'FILE_LEASE_ACQUIRED' }, 100)
+  expect(acquired.id).toBeGreaterThan(firstDone.id)
+  expect(acquired.ts).toBeGreaterThanOrEqual(contended.data.retry_at)
+  expect(readFileSync(file, 'utf8')).toBe('first: start\nfirst: end\nsecond\n')
+  expect(events(host, { type: ['BLOCKER_OPENED', 'LEASE_EXPIRED'] })).toHaveLength(0)
+  for (const id of [first, second]) expect(events(host, { job: id, type: 'JOB_DONE' })).toHaveLength(1)
+})

@@ -1,0 +1,251 @@
+/**
+ * The embedded pool with real processes: two local workers (child processes over IPC) on one
+ * host, plus an external `leasehold worker` over HTTP. Jobs are submitted over HTTP (dialect
+ * 002). The host is shared by the tests of this file (starting worker processes is what costs
+ * time); each test waits on its own jobs, and the one that kills a worker comes last.
+ *
+ * Lease TTL 2 s + grace 1 s: heartbeats every ~1 s, a silent lease expires after 3 s.
+ */
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import type { TestHost } from '../helpers/host'
+import {
+  attempts,
+  cancelUnfinished,
+  cleanUp,
+  dataDirWith,
+  ECHO,
+  events,
+  HOLD,
+  jobView,
+  killChildren,
+  NOT_A_HANDLER,
+  poolReady,
+  QUEUE,
+  settled,
+  SPIN,
+  spawnWorker,
+  startHost,
+  submit,
+  THROWS_ON_LOAD,
+  until,
+  waitForEvent,
+  workerStarted,
+} from './support'
+
+const TTL_S = 2
+const GRACE_S = 1
+
+let host: TestHost & { lines: string[] }
+let handlersDir: string
+
+beforeAll(async () => {
+  const dataDir = dataDirWith({
+    'hold.mjs': HOLD,
+    'spin.mjs': SPIN,
+    'echo.mjs': ECHO,
+    'broken.mjs': THROWS_ON_LOAD,
+    'not-a-handler.mjs': NOT_A_HANDLER,
+  })
+  handlersDir = join(dataDir, 'handlers')
+  host = await startHost({ dataDir, workers: 2, leaseTtlS: TTL_S, heartbeatGraceS: GRACE_S, execAllow: [process.execPath] })
+  await poolReady(host, 2)
+})
+
+afterEach(async () => {
+  await killChildren()
+  if (host) cancelUnfinished(host)
+})
+
+afterAll(() => cleanUp())
+
+interface WorkerView {
+  worker_id: string
+  kind: string
+  pid: number | null
+  state: string
+  restarts: number
+}
+
+async function workers(): Promise<WorkerView[]> {
+  const res = await host.call('/api/workers')
+  return ((await res.json()) as { workers: WorkerView[] }).workers
+}
+
+test('jobs submitted over HTTP run to DONE on both local workers; an external leasehold worker runs jobs too', async () => {
+  // Only the external worker takes the "outside" stream, so those jobs prove it ran them.
+  const external = spawnWorker(host, ['--streams', 'outside', '--worker-id', 'outside-1', '--handlers', handlersDir])
+  await workerStarted(external)
+
+  const local = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(host, { job_type: 'sleep', payload: { ms: 150 + 10 * i } })))
+  const outside = [
+    await submit(host, { job_type: 'sleep', queue: 'outside', payload: { ms: 50 } }),
+    await submit(host, { job_type: 'test.echo', queue: 'outside', payload: { hello: 'outside' } }),
+  ]
+  for (const id of [...local, ...outside]) {
+    const { job, result } = await settled(host, id, 15_000)
+    expect(job.state, id).toBe('DONE')
+    expect(result).toMatchObject({ status: 'SUCCEEDED', attempts: 1 })
+    expect(events(host, { job: id, type: 'JOB_DONE' })).toHaveLength(1)
+    expect(attempts(host, id)).toMatchObject([{ outcome: 'SUCCEEDED', disposition: 'FINAL' }])
+  }
+  expect((await jobView(host, local[0]!)).result!.result_data).toEqual({ slept_ms: expect.any(Number) })
+  expect((await jobView(host, outside[1]!)).result!.result_data).toEqual({ echo: { hello: 'outside' }, pid: external.pid })
+
+  const ranBy = (ids: string[]) => [...new Set(ids.map((id) => attempts(host, id)[0]!.worker_id))].sort()
+  // Six jobs of ~150 ms on two workers that run one job at a time: both took part.
+  expect(ranBy(local)).toEqual(['local-1.1', 'local-2.1'])
+  expect(ranBy(outside)).toEqual(['outside-1'])
+  // The external worker loaded the same user handlers and reported the broken ones too.
+  const reported = events(host, { type: 'WORKER_PROBLEM' }).filter((e) => e.entity_id === 'outside-1')
+  expect(reported.map((e) => e.data.kind)).toEqual(['handler_load_failed', 'handler_load_failed'])
+  expect(external.output()).toMatch(/handler .*broken\.mjs did not load: this handler is broken on purpose/)
+})
+
+test('a user handler module that fails to load is reported (WORKER_PROBLEM + a log line) and skipped; the other handlers still run', async () => {
+  for (const workerId of ['local-1.1', 'local-2.1']) {
+    const problems = events(host, { type: 'WORKER_PROBLEM' }).filter((e) => e.entity_id === workerId)
+    expect(problems.map((e) => e.data.kind)).toEqual(['handler_load_failed', 'handler_load_failed'])
+    const details = problems.map((e) => e.data.detail as string).sort()
+    expect(details[0]).toBe(`${join(handlersDir, 'broken.mjs')}: this handler is broken on purpose`)
+    expect(details[1]).toBe(`${join(handlersDir, 'not-a-handler.mjs')}: does not export {type, run}`)
+    expect(host.lines).toContainEqual(`[${workerId}] leasehold worker ${workerId}: handler ${join(handlersDir, 'broken.mjs')} did not load: this handler is broken on purpose`)
+  }
+
+  const echo = await submit(host, { job_type: 'test.echo', payload: { n: 1 } })
+  const sleep = await submit(host, { job_type: 'sleep', payload: { ms: 10 } })
+  // The type the broken module would have registered does not exist: no handler, not retried.
+  const never = await submit(host, { job_type: 'test.never', max_attempts: 3 })
+  expect((await settled(host, echo, 5000)).result).toMatchObject({ status: 'SUCCEEDED', result_data: { echo: { n: 1 } } })
+  expect((await settled(host, sleep, 5000)).job.state).toBe('DONE')
+  const { job, result } = await settled(host, never, 5000)
+  expect(job.state).toBe('FAILED')
+  expect(result!.error).toMatchObject({ code: 'no_handler', retryable: false })
+  expect(attempts(host, never)).toHaveLength(1)
+})
+
+describe('exec', () => {
+  test('a program off the allow-list is refused: FAILED with exec_not_allowed, not retried', async () => {
+    const ids = [
+      await submit(host, { job_type: 'exec', max_attempts: 3, payload: { program: '/bin/sh', args: ['-c', 'echo hi'] } }),
+      // A bare name is allowed only when the allow-list has that bare name.
+      await submit(host, { job_type: 'exec', max_attempts: 3, payload: { program: 'node', args: ['-e', '1'] } }),
+    ]
+    for (const id of ids) {
+      const { job, result } = await settled(host, id, 5000)
+      expect(job.state).toBe('FAILED')
+      expect(result!.error).toMatchObject({ code: 'exec_not_allowed', retryable: false })
+      expect(result!.attempts).toBe(1)
+      expect(events(host, { job: id, type: 'JOB_REQUEUED' })).toHaveLength(0)
+    }
+  })
+
+  test('a program on the allow-list runs without a shell; its output and exit status come back, a non-zero exit fails', async () => {
+    const ok = await submit(host, {
+      job_type: 'exec',
+      payload: { program: process.execPath, args: ['-e', "console.log('out line'); console.error('err line'); console.log(process.argv[1])", '$(echo pwned); ls *'] },
+    })
+    const bad = await submit(host, {
+      job_type: 'exec',
+      max_attempts: 1,
+      payload: { program: process.execPath, args: ['-e', "console.log('before the exit'); process.exit(3)"] },
+    })
+
+    const done = await settled(host, ok, 10_000)
+    expect(done.job.state).toBe('DONE')
+    expect(done.result!.result_data.exit_code).toBe(0)
+    const tail = (done.result!.result_data.output_tail as string).split('\n').sort()
+    // The argument arrived as one literal string: no shell expanded it.
+    expect(tail).toEqual(['$(echo pwned); ls *', 'err line', 'out line'].sort())
+
+    const failed = await settled(host, bad, 10_000)
+    expect(failed.job.state).toBe('FAILED')
+    expect(failed.result!.error).toMatchObject({ code: 'exit_status', message: 'exec: exited with 3' })
+    expect(attempts(host, bad)).toMatchObject([{ outcome: 'FAILED' }])
+  })
+})
+
+test('cancel of a running job aborts its handler and the job ends CANCELED', async () => {
+  const marker = join(host.dataDir, 'cancel-marker.log')
+  writeFileSync(marker, '')
+  const id = await submit(host, { job_type: 'test.hold', payload: { ms: 30_000, marker } })
+  await until(() => readFileSync(marker, 'utf8').includes('started'), 5000, 'the handler started')
+  expect((await jobView(host, id)).job.state).toBe('RUNNING')
+
+  const canceledAt = Date.now()
+  const res = await host.call(`${QUEUE}/jobs/${id}/cancel`, { method: 'POST', json: { reason: 'changed my mind' } })
+  expect(res.status).toBe(200)
+  expect((await res.json()).job).toMatchObject({ state: 'RUNNING', cancel_requested: true })
+
+  // The worker hears of it with its next heartbeat (~1 s), aborts the handler and reports.
+  const { job, result } = await settled(host, id, 5000)
+  expect(job.state).toBe('CANCELED')
+  expect(Date.now() - canceledAt).toBeLessThan(3000)
+  expect(result!.error).toMatchObject({ code: 'canceled' })
+  const pid = Number(/started (\d+)/.exec(readFileSync(marker, 'utf8'))![1])
+  expect(readFileSync(marker, 'utf8')).toContain(`aborted canceled ${pid}`)
+  expect(events(host, { job: id }).map((e) => e.event_type)).toEqual(['JOB_SUBMITTED', 'LEASE_GRANTED', 'JOB_CANCEL_REQUESTED', 'JOB_CANCELED'])
+  // The worker is free again.
+  const next = await submit(host, { job_type: 'test.echo', payload: { after: 'cancel' } })
+  expect((await settled(host, next, 5000)).job.state).toBe('DONE')
+})
+
+test('a handler that blocks its thread for 3× the TTL keeps its lease: the heartbeat runs on another thread', async () => {
+  const spinMs = 3 * TTL_S * 1000
+  const id = await submit(host, { job_type: 'test.spin', payload: { ms: spinMs } })
+  const { job, result } = await settled(host, id, spinMs + 5000)
+  expect(job.state).toBe('DONE')
+  expect(result).toMatchObject({ status: 'SUCCEEDED', attempts: 1, result_data: { spun_ms: expect.any(Number) } })
+  expect(result!.result_data.spun_ms).toBeGreaterThanOrEqual(spinMs)
+  expect(events(host, { job: id, type: ['LEASE_EXPIRED', 'JOB_REQUEUED'] })).toHaveLength(0)
+  expect(attempts(host, id)).toMatchObject([{ outcome: 'SUCCEEDED' }])
+  // It heartbeat all along: the last heartbeat came well after TTL + grace.
+  const lease = host.engine.ctx.db.prepare('SELECT granted_at, last_heartbeat_at FROM leases WHERE job_id = ?').get(id) as { granted_at: number; last_heartbeat_at: number }
+  expect(lease.last_heartbeat_at - lease.granted_at).toBeGreaterThan((TTL_S + GRACE_S) * 1000)
+})
+
+test('kill -9 of a local worker mid-job: the job is requeued within 1 s, completed once by another worker, and the worker is restarted', async () => {
+  const id = await submit(host, { job_type: 'sleep', payload: { ms: 2500 } })
+  await waitForEvent(host, { job: id, type: 'LEASE_GRANTED' }, 5000)
+  const victim = attempts(host, id)[0]!.worker_id
+  const before = (await workers()).find((w) => w.worker_id === victim)!
+  expect(before).toMatchObject({ kind: 'local', state: 'ready' })
+  const pid = before.pid!
+  // Mid-job: it has run for a while and reported progress.
+  await until(async () => (await jobView(host, id)).job.progress > 0, 3000, 'progress reported')
+
+  let requeuedAt = 0
+  const unsubscribe = host.engine.onEvent((e) => {
+    if (e.job_id === id && e.event_type === 'JOB_REQUEUED' && !requeuedAt) requeuedAt = Date.now()
+  })
+  const killedAt = Date.now()
+  process.kill(pid, 'SIGKILL')
+  try {
+    await until(() => requeuedAt, 2000, 'JOB_REQUEUED')
+  } finally {
+    unsubscribe()
+  }
+  expect(requeuedAt - killedAt).toBeLessThan(1000)
+  expect(events(host, { job: id, type: 'LEASE_EXPIRED' })).toMatchObject([{ data: { reason: 'worker_exited', worker_id: victim } }])
+  expect((await jobView(host, id)).job.state).toBe('QUEUED')
+
+  // After its backoff another worker runs it; exactly one completion is accepted.
+  const { job } = await settled(host, id, 12_000)
+  expect(job.state).toBe('DONE')
+  const tries = attempts(host, id)
+  expect(tries.map((a) => a.outcome)).toEqual(['TIMEOUT', 'SUCCEEDED'])
+  expect(tries[0]!.worker_id).toBe(victim)
+  expect(tries[1]!.worker_id).not.toBe(victim)
+  expect(events(host, { job: id, type: 'JOB_DONE' })).toHaveLength(1)
+
+  // The killed worker's slot is running again, under a new id and pid.
+  const slot = victim.split('.')[0]!
+  await until(async () => (await workers()).some((w) => w.worker_id === `${slot}.2` && w.state === 'ready'), 15_000, `${slot}.2 ready`)
+  const after = (await workers()).find((w) => w.worker_id === `${slot}.2`)!
+  expect(after.restarts).toBe(1)
+  expect(after.pid).not.toBe(pid)
+  expect(host.pool!.pids()).toHaveLength(2)
+  expect(host.pool!.pids()).not.toContain(pid)
+  expect(host.lines.some((l) => l.startsWith(`leasehold: local worker ${victim} exited (signal); 1 lease(s) expired; restarting in`))).toBe(true)
+})
