@@ -1,9 +1,8 @@
 import { hostname } from 'node:os'
-import { parseArgs } from 'node:util'
 import { HttpTransport } from '../../src-worker/transport-http'
 import { WorkerRuntime } from '../../src-worker/runtime'
 import { resolveClientTarget } from '../client-config'
-import { ConfigError } from '../config'
+import { parseFlags, TARGET_HELP, wholeNumber } from './http-client'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -11,9 +10,7 @@ Runs jobs for a Leasehold host over HTTP (dialect 003): the same runtime as the 
 workers, anywhere that can reach the host.
 
 Flags:
-  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir)
-  --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: <data-dir>/token)
-  --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)
+${TARGET_HELP}
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once, each in its own handler thread [1]
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run})
@@ -36,34 +33,16 @@ export interface WorkerFlags {
 
 const list = (value: string | undefined): string[] => (value ?? '').split(',').map((s) => s.trim()).filter(Boolean)
 
-function wholeNumber(flag: string, value: string | undefined, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback
-  const n = Number(value)
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`)
-  return n
-}
-
 export function parseWorkerArgs(argv: string[]): WorkerFlags {
-  try {
-    return parseArgs({
-      args: argv,
-      options: Object.fromEntries(
-        ['url', 'token', 'data-dir', 'streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s'].map((name) => [name, { type: 'string' as const }]),
-      ),
-      strict: true,
-      allowPositionals: false,
-    }).values as WorkerFlags
-  } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!)
-  }
+  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s'])
 }
 
 /** `leasehold worker`: an external worker until SIGTERM/SIGINT, then a drain. */
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseWorkerArgs(argv)
   const target = resolveClientTarget(flags, env)
-  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, 1, 64)
-  const graceS = wholeNumber('grace-s', flags['grace-s'], 10, 0, 3600)
+  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, 64) ?? 1
+  const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = (line: string) => console.error(line)
   const runtime = new WorkerRuntime({
