@@ -1,14 +1,18 @@
+import 'uplot/dist/uPlot.min.css'
+import './app.css'
 import { mount } from 'svelte'
 import App from './App.svelte'
-import { ApiClient } from './lib/api'
-import { CapacityState } from './lib/capacity.svelte'
-import { resolveConnection } from './lib/connection'
+import { resolveConnection, storeToken } from './lib/connection'
+import { Dashboard } from './lib/dashboard.svelte'
+import { Route } from './lib/route.svelte'
 
 const target = document.getElementById('app')
 if (!target) throw new Error('index.html has no #app element')
 
-const connection = resolveConnection()
-const capacity = new CapacityState(connection ? new ApiClient(connection) : null)
-void capacity.refresh()
+const dashboard = new Dashboard(resolveConnection(), { saveToken: storeToken })
+const route = new Route()
+dashboard.show(route.place)
+route.onChange((place) => dashboard.show(place))
+dashboard.start()
 
-mount(App, { target, props: { capacity } })
+mount(App, { target, props: { dashboard } })

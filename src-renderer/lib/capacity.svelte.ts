@@ -1,28 +1,50 @@
-import type { ApiClient, Capacity } from './api'
+import { describeError, type ApiClient, type Capacity, type CapacityChange, type LogEvent } from './api'
+import { capacityBar } from './capacity-bar'
 
-/** The capacity pool as last read from the host, for components to show. */
+/** Events after which the capacity figures may have moved. */
+const MOVES_CAPACITY = /^(LEASE_GRANTED|LEASE_EXPIRED|JOB_(DONE|FAILED|CANCELED|TIMEOUT|REQUEUED|BLOCKED)|CAPACITY_CHANGED|BUSY_MEASURED)$/
+
+/** The capacity pool as last read from the host, and the operator's changes to it. */
 export class CapacityState {
   /** The last answer; null until the first one arrives. */
   current = $state<Capacity | null>(null)
-  /** Why the last read failed; null after a success. */
+  /** Why the last read or change failed; null after a success. */
   error = $state<string | null>(null)
   loading = $state(false)
+  saving = $state(false)
+  readonly bar = $derived(this.current ? capacityBar(this.current) : null)
 
-  /** Null client: no token is known, so there is nothing to read. */
-  constructor(private readonly api: ApiClient | null) {
-    if (!api) this.error = 'No API token: open the link `leasehold serve` prints (it ends in #token=…).'
-  }
+  constructor(private readonly api: ApiClient) {}
 
   async refresh(): Promise<void> {
-    if (!this.api) return
     this.loading = true
     try {
       this.current = await this.api.getCapacity()
       this.error = null
     } catch (error) {
-      this.error = error instanceof Error ? error.message : String(error)
+      this.error = describeError(error)
     } finally {
       this.loading = false
     }
+  }
+
+  /** `PUT /api/capacity`: total units and/or a busy rating (null = auto). */
+  async change(change: CapacityChange): Promise<boolean> {
+    this.saving = true
+    try {
+      this.current = await this.api.setCapacity(change)
+      this.error = null
+      return true
+    } catch (error) {
+      this.error = describeError(error)
+      return false
+    } finally {
+      this.saving = false
+    }
+  }
+
+  /** Whether this event calls for a fresh read. */
+  static moves(event: LogEvent): boolean {
+    return MOVES_CAPACITY.test(event.type)
   }
 }

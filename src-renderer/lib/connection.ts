@@ -26,3 +26,9 @@ export function resolveConnection(): Connection | null {
   const token = sessionStorage.getItem(TOKEN_KEY)
   return token ? { apiBase: location.origin, token } : null
 }
+
+/** Keeps a token the operator typed in, as one from the link would be kept. */
+export function storeToken(token: string): Connection {
+  sessionStorage.setItem(TOKEN_KEY, token)
+  return { apiBase: window.leasehold?.apiBase ?? location.origin, token }
+}

@@ -1,0 +1,45 @@
+import type { Capacity } from './api'
+
+/**
+ * The capacity bar: where each part of `total_units` goes, as fractions 0–1 of the total.
+ * `inUse` is what leases hold, `free` what can still be leased, `reserved` what the busy rating
+ * holds back (`total − usable`). Raising the rating never takes a lease away, so leases can
+ * reach into the reserved part: `over` is that overlap, and `available` is then negative.
+ */
+export interface CapacityBar {
+  inUse: number
+  free: number
+  reserved: number
+  over: number
+  /** Where `usable` ends: the marker on the bar. */
+  usableAt: number
+  /** Units the busy rating holds back. */
+  reservedUnits: number
+}
+
+export function capacityBar(c: Capacity): CapacityBar {
+  const total = Math.max(0, c.total_units)
+  const reservedUnits = Math.max(0, total - c.usable)
+  if (total === 0) return { inUse: 0, free: 0, reserved: 0, over: 0, usableAt: 0, reservedUnits }
+  const part = (units: number) => Math.min(1, Math.max(0, units / total))
+  const leased = Math.min(c.leased, total)
+  return {
+    inUse: part(Math.min(leased, c.usable)),
+    free: part(c.usable - leased),
+    over: part(leased - c.usable),
+    reserved: part(total - Math.max(c.usable, leased)),
+    usableAt: part(c.usable),
+    reservedUnits,
+  }
+}
+
+/** `8 (manual)` / `3.4 (auto)`: the rating as the host measured or was told it, one decimal. */
+export function busyLabel(c: Capacity): string {
+  const rating = Number.isInteger(c.busy_rating) ? String(c.busy_rating) : c.busy_rating.toFixed(1)
+  return `${rating} (${c.busy_mode})`
+}
+
+/** The usable units a busy rating would leave: `floor(total × (10 − busy) / 10)` (docs/capacity.md). */
+export function usableFor(totalUnits: number, busyRating: number): number {
+  return Math.floor((totalUnits * (10 - busyRating)) / 10)
+}

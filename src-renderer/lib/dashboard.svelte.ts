@@ -1,0 +1,163 @@
+import { ApiClient, ApiError, type LogEvent } from './api'
+import { BlockersState } from './blockers.svelte'
+import { CapacityState } from './capacity.svelte'
+import { ChartsState } from './charts.svelte'
+import { coalesce } from './coalesce'
+import type { Connection } from './connection'
+import { HostTime } from './host-time.svelte'
+import { JobDetailState } from './job-detail.svelte'
+import { JobsState } from './jobs.svelte'
+import { LeasesState } from './leases.svelte'
+import { LiveStream, type EventSourceLike } from './live.svelte'
+import type { Place } from './route.svelte'
+import { WorkersState } from './workers.svelte'
+
+/** `ok`: calls are answered; `missing`: no token is known; `rejected`: the host refused it (401). */
+export type AuthState = 'ok' | 'missing' | 'rejected'
+
+export interface DashboardOptions {
+  fetcher?: (input: URL, init: RequestInit) => Promise<Response>
+  openSource?: (url: string) => EventSourceLike
+  /** Keeps a token the operator typed in; returns the connection to use. */
+  saveToken?: (token: string) => Connection
+}
+
+/** How often each part is read again besides the events (heartbeats and busy samples are not events). */
+const POLL_MS = { leases: 2000, capacity: 10_000, workers: 5000, charts: 15_000 } as const
+
+/**
+ * The composition root of the renderer's state: one API client, one event stream, and one store
+ * per part of the page. Events go to every store; a store that cannot apply an event by itself
+ * asks for a (coalesced) read. Components get these stores and call their methods.
+ */
+export class Dashboard {
+  auth = $state<AuthState>('ok')
+  /** The last call got no answer at all (the host is down or unreachable). */
+  unreachable = $state(false)
+  detail = $state<JobDetailState | null>(null)
+  place = $state<Place>({ view: 'overview', jobId: null })
+
+  readonly time = new HostTime()
+  readonly api: ApiClient
+  readonly stream: LiveStream
+  readonly capacity: CapacityState
+  readonly leases: LeasesState
+  readonly jobs: JobsState
+  readonly blockers: BlockersState
+  readonly workers: WorkersState
+  readonly charts: ChartsState
+
+  private timers: ReturnType<typeof setInterval>[] = []
+  private readonly later = {
+    capacity: coalesce(() => void this.capacity.refresh(), 150),
+    jobs: coalesce(() => void this.jobs.refresh(), 300),
+    detail: coalesce(() => void this.detail?.refresh(), 300),
+    blockers: coalesce(() => void this.blockers.refresh(), 150),
+    workers: coalesce(() => void this.workers.refresh(), 300),
+  }
+
+  constructor(
+    connection: Connection | null,
+    private readonly options: DashboardOptions = {},
+  ) {
+    this.api = new ApiClient(connection ?? { apiBase: location.origin, token: '' }, options.fetcher)
+    this.api.onOutcome = (error) => this.observe(error)
+    this.auth = connection ? 'ok' : 'missing'
+    this.stream = new LiveStream(this.api, options.openSource, () => this.rejected())
+    this.capacity = new CapacityState(this.api)
+    this.leases = new LeasesState(this.api, () => this.time.now)
+    this.jobs = new JobsState(this.api)
+    this.blockers = new BlockersState(this.api)
+    this.workers = new WorkersState(this.api)
+    this.charts = new ChartsState(this.api)
+    this.stream.subscribe((event) => this.receive(event))
+    this.stream.onGap(() => this.refreshAll())
+  }
+
+  /** Connects and reads everything; nothing happens without a token. */
+  start(): void {
+    if (this.auth !== 'ok') return
+    this.time.start()
+    this.stream.start()
+    this.refreshAll()
+    this.stopPolling()
+    this.timers = [
+      setInterval(() => this.leases.sweep(), 250),
+      setInterval(() => void this.leases.refresh(), POLL_MS.leases),
+      setInterval(() => void this.capacity.refresh(), POLL_MS.capacity),
+      setInterval(() => void this.workers.refresh(), POLL_MS.workers),
+      setInterval(() => {
+        if (this.place.view === 'charts') void this.charts.refresh()
+      }, POLL_MS.charts),
+    ]
+  }
+
+  stop(): void {
+    this.stopPolling()
+    this.stream.stop()
+    this.time.stop()
+  }
+
+  refreshAll(): void {
+    void this.capacity.refresh()
+    void this.leases.refresh()
+    void this.jobs.refresh()
+    void this.blockers.refresh()
+    void this.workers.refresh()
+    void this.charts.refresh()
+    void this.detail?.refresh()
+  }
+
+  /** The operator typed a token: keep it and start again with it. */
+  useToken(token: string): void {
+    const trimmed = token.trim()
+    if (!trimmed) return
+    const connection = this.options.saveToken?.(trimmed) ?? { apiBase: this.api.connection.apiBase, token: trimmed }
+    this.api.connection = connection
+    this.auth = 'ok'
+    this.start()
+  }
+
+  /** Follows the page's place; the job view gets a store of its own. */
+  show(place: Place): void {
+    this.place = place
+    if (place.view === 'job' && place.jobId) {
+      if (this.detail?.jobId !== place.jobId) {
+        this.detail = new JobDetailState(this.api, place.jobId)
+        if (this.auth === 'ok') void this.detail.refresh()
+      }
+    } else {
+      this.detail = null
+    }
+    if (place.view === 'charts' && this.auth === 'ok') void this.charts.refresh()
+  }
+
+  private receive(event: LogEvent): void {
+    this.time.observe(event.ts)
+    this.leases.apply(event)
+    if (CapacityState.moves(event)) this.later.capacity()
+    if (this.jobs.apply(event)) this.later.jobs()
+    if (this.detail?.apply(event)) this.later.detail()
+    if (BlockersState.moves(event)) this.later.blockers()
+    if (WorkersState.moves(event)) this.later.workers()
+  }
+
+  private observe(error: ApiError | null): void {
+    if (error?.unauthorized) {
+      this.rejected()
+      return
+    }
+    this.unreachable = error?.unreachable ?? false
+  }
+
+  private rejected(): void {
+    if (this.auth === 'rejected') return
+    this.auth = this.api.connection.token ? 'rejected' : 'missing'
+    this.stop()
+  }
+
+  private stopPolling(): void {
+    for (const timer of this.timers) clearInterval(timer)
+    this.timers = []
+  }
+}

@@ -1,0 +1,98 @@
+import type { Job, LogEvent } from './api'
+
+/** Dialect 002 shows LEASED as RUNNING; the dashboard speaks dialect 002. */
+export const displayState = (state: string): string => (state === 'LEASED' ? 'RUNNING' : state)
+
+/** Events after which a job no longer holds its lease. */
+export const LEASE_ENDING_EVENTS: ReadonlySet<string> = new Set(['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'JOB_REQUEUED', 'JOB_BLOCKED'])
+
+const text = (value: unknown): string | null => (typeof value === 'string' ? value : null)
+const num = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null)
+
+/**
+ * One job as an event moves it: its state (every job event carries the state it moved to), the
+ * attempt and lease of a grant, a cancel request, a status note. The same job if the event says
+ * nothing about it.
+ */
+export function reduceJob(job: Job, event: LogEvent): Job {
+  if (event.job_id !== job.job_id) return job
+  const data = event.data ?? {}
+  const state = text(data['state'])
+  let next = job
+  if (state && (event.type.startsWith('JOB_') || event.type === 'LEASE_GRANTED' || event.type === 'LEASE_DENIED')) {
+    next = { ...next, state: displayState(state), updated_at: event.ts }
+  }
+  switch (event.type) {
+    case 'LEASE_GRANTED':
+      next = { ...next, attempts: num(data['attempt']) ?? next.attempts, lease_id: event.entity_id, claimed_by: text(data['worker_id']) ?? next.claimed_by }
+      break
+    case 'JOB_CANCEL_REQUESTED':
+      next = { ...next, cancel_requested: true }
+      break
+    case 'JOB_STATUS':
+      next = { ...next, note: text(data['note']) ?? next.note }
+      break
+    case 'JOB_REQUEUED':
+    case 'JOB_BLOCKED':
+      next = { ...next, lease_id: null, progress: null }
+      break
+  }
+  return next
+}
+
+/** A page of jobs as an event moves them; the same array when no row changed. */
+export function reduceJobs(jobs: readonly Job[], event: LogEvent): Job[] {
+  if (!event.job_id || !jobs.some((j) => j.job_id === event.job_id)) return jobs as Job[]
+  return jobs.map((job) => reduceJob(job, event))
+}
+
+/** One run of a job, as its event timeline tells it. */
+export interface AttemptView {
+  attempt: number
+  lease_id: string
+  worker_id: string | null
+  started_at: string
+  ended_at: string | null
+  /** What ended it: DONE, FAILED, CANCELED, TIMEOUT, REQUEUED (a retryable failure), BLOCKED, EXPIRED; null while it runs. */
+  outcome: string | null
+  reason: string | null
+}
+
+/**
+ * The attempts of a job from its event timeline: each LEASE_GRANTED starts one, and the next
+ * event that ends the lease (the job finished, requeued or halted, or the lease expired) ends
+ * it. No route lists attempts, so this is what the dashboard can know of them.
+ */
+export function attemptsFromEvents(events: readonly LogEvent[]): AttemptView[] {
+  const attempts: AttemptView[] = []
+  let open: AttemptView | null = null
+  for (const event of [...events].sort((a, b) => a.id - b.id)) {
+    const data = event.data ?? {}
+    if (event.type === 'LEASE_GRANTED') {
+      open = {
+        attempt: num(data['attempt']) ?? attempts.length + 1,
+        lease_id: event.entity_id,
+        worker_id: text(data['worker_id']),
+        started_at: event.ts,
+        ended_at: null,
+        outcome: null,
+        reason: null,
+      }
+      attempts.push(open)
+      continue
+    }
+    if (!open) continue
+    if (event.type === 'LEASE_EXPIRED' && event.entity_id === open.lease_id) {
+      open.ended_at = event.ts
+      open.outcome = 'EXPIRED'
+      open.reason = text(data['reason'])
+      open = null
+    } else if (LEASE_ENDING_EVENTS.has(event.type)) {
+      open.ended_at = event.ts
+      open.outcome = event.type.slice('JOB_'.length)
+      open.reason = text(data['reason'])
+      open = null
+    }
+  }
+  return attempts
+}

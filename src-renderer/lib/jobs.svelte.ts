@@ -1,0 +1,102 @@
+import { describeError, type ApiClient, type Job, type LogEvent } from './api'
+import { reduceJobs } from './job-events'
+
+export const PAGE_SIZE = 25
+
+export interface JobFilter {
+  /** A canonical state, or '' for all. */
+  state: string
+  job_type: string
+  addon_id: string
+}
+
+/**
+ * The jobs table: a filter, newest first, pages by cursor. Events move the rows on screen at
+ * once; a new job, or a job leaving the filtered state, reloads the first page.
+ */
+export class JobsState {
+  filter = $state<JobFilter>({ state: '', job_type: '', addon_id: '' })
+  rows = $state<Job[]>([])
+  error = $state<string | null>(null)
+  loading = $state(false)
+  loaded = $state(false)
+  /** The cursors of the pages before this one; empty on the first page. */
+  private cursors = $state<(string | undefined)[]>([])
+  nextCursor = $state<string | null>(null)
+  /** Job id → message, for a cancel that failed. */
+  cancelErrors = $state<Record<string, string>>({})
+
+  readonly page = $derived(this.cursors.length + 1)
+  readonly hasPrevious = $derived(this.cursors.length > 0)
+  readonly hasNext = $derived(this.nextCursor !== null)
+  private cursor: string | undefined = undefined
+  private generation = 0
+
+  constructor(private readonly api: ApiClient) {}
+
+  async refresh(): Promise<void> {
+    const generation = ++this.generation
+    this.loading = true
+    try {
+      const page = await this.api.listJobs({
+        state: this.filter.state || undefined,
+        job_type: this.filter.job_type.trim() || undefined,
+        addon_id: this.filter.addon_id.trim() || undefined,
+        limit: PAGE_SIZE,
+        cursor: this.cursor,
+      })
+      if (generation !== this.generation) return // a newer read is on its way
+      this.rows = page.jobs
+      this.nextCursor = page.next_cursor
+      this.error = null
+    } catch (error) {
+      if (generation === this.generation) this.error = describeError(error)
+    } finally {
+      if (generation === this.generation) {
+        this.loading = false
+        this.loaded = true
+      }
+    }
+  }
+
+  setFilter(change: Partial<JobFilter>): Promise<void> {
+    this.filter = { ...this.filter, ...change }
+    this.cursors = []
+    this.cursor = undefined
+    return this.refresh()
+  }
+
+  nextPage(): Promise<void> {
+    if (this.nextCursor === null) return Promise.resolve()
+    this.cursors = [...this.cursors, this.cursor]
+    this.cursor = this.nextCursor
+    return this.refresh()
+  }
+
+  previousPage(): Promise<void> {
+    if (this.cursors.length === 0) return Promise.resolve()
+    this.cursor = this.cursors[this.cursors.length - 1]
+    this.cursors = this.cursors.slice(0, -1)
+    return this.refresh()
+  }
+
+  async cancel(jobId: string): Promise<void> {
+    try {
+      const { job } = await this.api.cancelJob(jobId, 'canceled from the dashboard')
+      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? job : r))
+      delete this.cancelErrors[jobId]
+    } catch (error) {
+      this.cancelErrors[jobId] = describeError(error)
+    }
+  }
+
+  /** Moves the rows on screen; true when the first page should be read again. */
+  apply(event: LogEvent): boolean {
+    if (!event.type.startsWith('JOB_') && event.type !== 'LEASE_GRANTED') return false
+    const next = reduceJobs(this.rows, event)
+    if (next !== this.rows) this.rows = next
+    if (this.cursors.length > 0) return false
+    // A new job may belong on the first page; with a state filter, a moved job may leave it or join it.
+    return event.type === 'JOB_SUBMITTED' || this.filter.state !== ''
+  }
+}

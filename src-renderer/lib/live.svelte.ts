@@ -1,0 +1,177 @@
+import { ApiError, type LogEvent } from './api'
+
+/**
+ * The event types the host writes to its log. An EventSource only hands over named events it
+ * has a listener for, so the stream listens to each of these by name.
+ */
+export const EVENT_TYPES = [
+  'JOB_SUBMITTED',
+  'JOB_CLAIMED',
+  'JOB_CLAIM_EXPIRED',
+  'JOB_STATUS',
+  'JOB_RUNNING',
+  'JOB_REQUEUED',
+  'JOB_DONE',
+  'JOB_FAILED',
+  'JOB_CANCELED',
+  'JOB_TIMEOUT',
+  'JOB_CANCEL_REQUESTED',
+  'JOB_BLOCKED',
+  'LEASE_GRANTED',
+  'LEASE_DENIED',
+  'LEASE_EXPIRED',
+  'FILE_LEASE_ACQUIRED',
+  'FILE_LEASE_RELEASED',
+  'FILE_LEASE_REVOKED',
+  'FILE_LEASE_CONTENDED',
+  'BLOCKER_OPENED',
+  'BLOCKER_RESOLVED',
+  'CAPACITY_CHANGED',
+  'BUSY_MEASURED',
+  'WORKER_PROBLEM',
+] as const
+
+/**
+ * - `connecting`: the first connection is being made;
+ * - `live`: events arrive as they commit;
+ * - `reconnecting`: the stream dropped; the browser (or a fresh ticket) is bringing it back,
+ *   and it resumes after the last event it saw;
+ * - `stopped`: not running (no token, or stopped).
+ */
+export type StreamStatus = 'connecting' | 'live' | 'reconnecting' | 'stopped'
+
+/** The part of EventSource the stream uses, so tests can hand in a fake. */
+export interface EventSourceLike {
+  readonly readyState: number
+  onopen: ((event: Event) => void) | null
+  onerror: ((event: Event) => void) | null
+  addEventListener(type: string, listener: (event: MessageEvent<string>) => void): void
+  close(): void
+}
+
+export interface StreamEndpoints {
+  eventTicket(): Promise<{ ticket: string }>
+  streamUrl(ticket: string, lastEventId: string | null): string
+}
+
+const CLOSED = 2
+/** Waits before asking for a fresh ticket after a failure: 1 s, 2 s, 4 s … at most 15 s. */
+export const reconnectDelayMs = (failures: number): number => Math.min(15_000, 1000 * 2 ** Math.max(0, failures - 1))
+
+/**
+ * The host's event stream. `POST /api/events/ticket` opens it; while the browser can reconnect
+ * by itself (sending Last-Event-ID) it does; when it gives up — the host refused the reused
+ * ticket after its 60 s, or was gone — a fresh ticket reopens it after the last event seen.
+ */
+export class LiveStream {
+  status = $state<StreamStatus>('stopped')
+  /** Why the last attempt to (re)connect failed, for the indicator. */
+  problem = $state<string | null>(null)
+  lastEventId: string | null = null
+
+  private source: EventSourceLike | null = null
+  private failures = 0
+  private retryTimer: ReturnType<typeof setTimeout> | null = null
+  private running = false
+  private readonly listeners = new Set<(event: LogEvent) => void>()
+  private readonly gapListeners = new Set<() => void>()
+
+  constructor(
+    private readonly endpoints: StreamEndpoints,
+    private readonly openSource: (url: string) => EventSourceLike = (url) => new EventSource(url),
+    /** Told when the host refuses the token: the stream then stops. */
+    private readonly onUnauthorized: () => void = () => {},
+  ) {}
+
+  /** Listens to every event; returns the function that stops listening. */
+  subscribe(listener: (event: LogEvent) => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  /** Called when the host could not replay everything missed: the stores should reload. */
+  onGap(listener: () => void): () => void {
+    this.gapListeners.add(listener)
+    return () => this.gapListeners.delete(listener)
+  }
+
+  start(): void {
+    if (this.running) return
+    this.running = true
+    this.status = 'connecting'
+    void this.open()
+  }
+
+  stop(): void {
+    this.running = false
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer)
+    this.retryTimer = null
+    this.source?.close()
+    this.source = null
+    this.status = 'stopped'
+  }
+
+  private async open(): Promise<void> {
+    let ticket: string
+    try {
+      ticket = (await this.endpoints.eventTicket()).ticket
+    } catch (error) {
+      if (!this.running) return
+      if (error instanceof ApiError && error.unauthorized) {
+        this.stop()
+        this.onUnauthorized()
+        return
+      }
+      this.problem = error instanceof Error ? error.message : String(error)
+      this.retryLater()
+      return
+    }
+    if (!this.running) return
+    const source = this.openSource(this.endpoints.streamUrl(ticket, this.lastEventId))
+    this.source = source
+    source.onopen = () => {
+      this.failures = 0
+      this.problem = null
+      this.status = 'live'
+    }
+    source.onerror = () => {
+      if (this.source !== source) return
+      this.status = 'reconnecting'
+      if (source.readyState === CLOSED) {
+        // The browser gave up (an HTTP error such as the lapsed ticket's 401): a new ticket.
+        source.close()
+        this.source = null
+        this.retryLater()
+      }
+    }
+    const handle = (message: MessageEvent<string>) => this.receive(message)
+    for (const type of EVENT_TYPES) source.addEventListener(type, handle)
+    source.addEventListener('message', handle)
+    source.addEventListener('gap', () => {
+      for (const listener of this.gapListeners) listener()
+    })
+  }
+
+  private retryLater(): void {
+    if (!this.running) return
+    this.status = 'reconnecting'
+    this.failures += 1
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null
+      void this.open()
+    }, reconnectDelayMs(this.failures))
+  }
+
+  private receive(message: MessageEvent<string>): void {
+    let event: LogEvent
+    try {
+      event = JSON.parse(message.data) as LogEvent
+    } catch {
+      return
+    }
+    if (message.lastEventId) this.lastEventId = message.lastEventId
+    else if (event.id !== undefined) this.lastEventId = String(event.id)
+    this.status = 'live'
+    for (const listener of this.listeners) listener(event)
+  }
+}

@@ -1,0 +1,253 @@
+/**
+ * The dashboard in Debian's Chromium against a real host with its pool of two local workers:
+ * jobs appear, run and finish live; the busy rating changes usable capacity; a blocker halt is
+ * answered from the page; a running job is canceled from the page. The host runs on a
+ * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it.
+ */
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { ManualClock, SECOND } from '../../src-main/engine/clock'
+import { startTestHost, type TestHost } from '../helpers/host'
+
+const ROOT = join(import.meta.dirname, '../..')
+const RENDERER_DIR = join(ROOT, 'out/renderer')
+const SHOTS = join(ROOT, 'test-results/screenshots')
+const CHROMIUM = '/usr/bin/chromium'
+const Q = '/api/scheduler'
+
+let host: TestHost
+let browser: Browser
+let page: Page
+let offset = 0
+let clockTimer: ReturnType<typeof setInterval>
+const clock = new ManualClock(Date.now())
+const pageProblems: string[] = []
+
+/** Keeps the host's clock at real time plus `offset`. */
+const syncClock = () => clock.set(Date.now() + offset)
+
+async function json<T = any>(response: Response): Promise<T> {
+  const body = await response.json()
+  if (!response.ok) throw new Error(`${response.status} ${JSON.stringify(body)}`)
+  return body as T
+}
+
+const submit = async (body: Record<string, unknown>): Promise<string> =>
+  (await json(await host.call(`${Q}/jobs/submit`, { method: 'POST', json: { cost_units: 10, ...body } }))).job.job_id
+
+const jobState = async (id: string): Promise<string> => (await json(await host.call(`${Q}/jobs/${id}`))).job.state
+
+async function until<T>(check: () => Promise<T> | T, ms: number, what: string): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await check()
+    if (value) return value as NonNullable<T>
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+const shoot = async (name: string) => {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true })
+}
+
+// Skipped only on a developer machine without Debian's Chromium; CI installs it (.ci/run), and
+// there a missing browser fails the run rather than skipping the browser tests.
+if (process.env.CI && !existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`)
+
+describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real host', () => {
+  beforeAll(async () => {
+    // The host serves the built renderer; build it once from the sources under test.
+    execFileSync('npx', ['electron-vite', 'build'], { cwd: ROOT, stdio: 'pipe', timeout: 120_000 })
+    mkdirSync(SHOTS, { recursive: true })
+    clockTimer = setInterval(syncClock, 50)
+    host = await startTestHost(
+      { workers: 2, leaseTtlS: 10, heartbeatGraceS: 2, statsIntervalS: 1 },
+      { clock, rendererDir: RENDERER_DIR },
+    )
+    await until(async () => (await json(await host.call('/api/workers'))).workers.filter((w: any) => w.state === 'ready').length === 2, 20_000, 'two ready workers')
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    })
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
+    page.on('console', (message) => {
+      if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) pageProblems.push(message.text())
+    })
+    page.on('pageerror', (error) => pageProblems.push(String(error)))
+    await page.goto(`${host.url}/#token=${host.token}`)
+  }, 150_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    clearInterval(clockTimer)
+    await host?.dispose()
+  })
+
+  test('overview shows capacity, live, and keeps the token out of the address bar', async () => {
+    await page.getByTestId('stream-status').filter({ hasText: 'Live' }).waitFor()
+    await expect.poll(() => page.getByTestId('cap-total').textContent()).toBe('100')
+    expect(await page.getByTestId('cap-usable').textContent()).toBe('100')
+    expect(page.url()).not.toContain(host.token)
+    await page.getByTestId('leases-empty').waitFor()
+  })
+
+  test('submitted jobs appear, run and finish live, with their leases counting down', async () => {
+    await page.goto(`${host.url}/#/overview`)
+    const ids = [
+      await submit({ job_type: 'sleep', addon_id: 'visuals', payload: { ms: 2500 } }),
+      await submit({ job_type: 'sleep', addon_id: 'audio', payload: { ms: 2500 } }),
+    ]
+    // Both run at once (two workers): two active leases with a countdown and a heartbeat age.
+    await page.locator('[data-testid="leases"] tbody tr').nth(1).waitFor({ timeout: 5000 })
+    await expect.poll(() => page.getByTestId('cap-leased').textContent()).toBe('20')
+    expect(await page.locator('[data-testid="leases"] .countdown').first().textContent()).toMatch(/0:\d\d/)
+    await shoot('overview')
+    await page.screenshot({ path: join(ROOT, 'docs/dashboard.png') })
+
+    await page.click('nav a[href="#/jobs"]')
+    for (const id of ids) await page.locator(`tr[data-job="${id}"][data-state="RUNNING"]`).waitFor({ timeout: 5000 })
+    await shoot('jobs-running')
+    for (const id of ids) await page.locator(`tr[data-job="${id}"][data-state="DONE"]`).waitFor({ timeout: 10_000 })
+
+    // Search by add-on, then by a type nothing has.
+    await page.getByLabel('Add-on').fill('visuals')
+    await page.getByRole('button', { name: 'Search' }).click()
+    await expect.poll(() => page.locator('[data-testid="jobs"] tbody tr').count()).toBe(1)
+    await page.getByLabel('Type').fill('nothing-like-this')
+    await page.getByRole('button', { name: 'Search' }).click()
+    await page.getByTestId('jobs-empty').waitFor()
+    await page.getByRole('button', { name: 'Clear filters' }).click()
+    await page.locator(`tr[data-job="${ids[0]}"]`).waitFor()
+    await shoot('jobs')
+
+    // The job page: result, attempts from the timeline, the timeline.
+    await page.click(`tr[data-job="${ids[0]}"] a`)
+    await page.getByTestId('job-result').waitFor()
+    expect(await page.locator('[data-testid="attempts"] tbody tr').count()).toBe(1)
+    expect(await page.getByTestId('timeline').textContent()).toContain('JOB_DONE')
+    await shoot('job-detail')
+  })
+
+  test('setting the busy rating changes usable capacity', async () => {
+    await page.goto(`${host.url}/#/overview`)
+    await page.getByTestId('cap-usable').waitFor()
+    await page.getByLabel('Manual', { exact: true }).check()
+    await page.getByLabel('Manual busy rating').fill('8')
+    await page.getByRole('button', { name: 'Apply' }).click()
+    await expect.poll(() => page.getByTestId('cap-usable').textContent()).toBe('20')
+    expect(await page.getByTestId('busy-label').textContent()).toBe('8 (manual)')
+    expect(await page.getByTestId('cap-reserved').textContent()).toBe('80')
+    expect((await json(await host.call('/api/capacity'))).usable).toBe(20)
+    await shoot('capacity-busy-8')
+    // A change through the API shows up by itself (CAPACITY_CHANGED on the stream).
+    await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 0 } }))
+    await expect.poll(() => page.getByTestId('cap-usable').textContent()).toBe('100')
+  })
+
+  test('a blocker halt is answered from the page and the job is requeued', async () => {
+    // Two writers of one file, on a queue the pool does not take, driven through dialect 003.
+    const file = '/data/out/report.pdf'
+    const holder = await submit({ job_type: 'file.write', queue: 'manual', payload: { path: file, content: 'a' } })
+    const waiter = await submit({ job_type: 'file.write', queue: 'manual', payload: { path: file, content: 'b' } })
+    const claim = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-1', streams: ['manual'], max_wait_ms: 0 } }))
+    const claims = [await claim(), await claim()]
+    const byJob = Object.fromEntries(claims.map((c) => [c.job_id, c]))
+    const [a, b] = [byJob[holder], byJob[waiter]]
+    expect(a && b).toBeTruthy()
+    const acquire = (c: any) => host.call('/api/files/leases/acquire', { method: 'POST', json: { file, owner_id: `job:${c.job_id}`, lease_id: c.lease_id } })
+    expect((await acquire(a)).status).toBe(200)
+    expect((await acquire(b)).status).toBe(409) // held: one retry at +180 s
+    // Move the host's clock 184 s in steps, both workers (and the holder's file) heartbeating.
+    const heartbeat = async () => {
+      for (const c of [a, b]) {
+        await json(await host.call('/internal/worker/heartbeat', { method: 'POST', json: { worker_id: 'ext-1', job_id: c.job_id, lease_token: c.lease_token } }))
+      }
+      await json(await host.call('/api/files/leases/heartbeat', { method: 'POST', json: { file, owner_id: `job:${a.job_id}` } }))
+    }
+    for (let step = 0; step < 23; step++) {
+      offset += 8 * SECOND
+      syncClock()
+      await heartbeat()
+    }
+    const halted = await acquire(b)
+    expect(halted.status).toBe(409)
+    expect((await halted.json()).code).toBe('blocked')
+    expect(await jobState(waiter)).toBe('BLOCKED')
+
+    // The page shows it live: a count in the tab, the report on the blockers view.
+    await page.getByTestId('blocker-count').filter({ hasText: '1' }).waitFor({ timeout: 5000 })
+    await page.click('nav a[href="#/blockers"]')
+    const card = page.locator('[data-testid="open-blockers"] [data-state="OPEN"]')
+    await card.waitFor()
+    expect(await card.textContent()).toContain(file)
+    expect(await card.textContent()).toContain(`job:${holder}`)
+    await shoot('blockers-open')
+
+    await card.getByLabel('Note').fill('holder is done with it soon')
+    await card.getByRole('button', { name: 'Retry' }).click()
+    const resolved = page.locator('[data-testid="resolved-blockers"] [data-state="RESOLVED"]')
+    await resolved.waitFor({ timeout: 5000 })
+    expect(await resolved.getByTestId('resolution').textContent()).toMatch(/retry by dashboard .*holder is done with it soon/)
+    await page.getByTestId('blockers-empty').waitFor()
+    expect(await jobState(waiter)).toBe('QUEUED')
+    await shoot('blockers-resolved')
+
+    // The requeued job, and the holder's lease expiring (no more heartbeats): it flashes out.
+    await page.goto(`${host.url}/#/jobs/${waiter}`)
+    await page.locator('[data-testid="job-detail"]').getByText('QUEUED').waitFor()
+    expect(await page.getByTestId('timeline').textContent()).toContain('BLOCKER_RESOLVED')
+    await page.goto(`${host.url}/#/overview`)
+    await page.locator(`[data-testid="leases"] tr[data-lease="${a.lease_id}"]`).waitFor()
+    offset += 15 * SECOND
+    syncClock()
+    await page.locator(`tr[data-lease="${a.lease_id}"].expired`).waitFor({ timeout: 5000 })
+    await page.locator(`tr[data-lease="${a.lease_id}"]`).waitFor({ state: 'detached', timeout: 5000 })
+    await json(await host.call(`${Q}/jobs/${waiter}/cancel`, { method: 'POST', json: {} }))
+  })
+
+  test('a running job is canceled from the page', async () => {
+    const id = await submit({ job_type: 'sleep', payload: { ms: 60_000 } })
+    await page.goto(`${host.url}/#/jobs`)
+    const row = page.locator(`tr[data-job="${id}"]`)
+    await page.locator(`tr[data-job="${id}"][data-state="RUNNING"]`).waitFor({ timeout: 5000 })
+    await row.getByRole('button', { name: 'Cancel' }).click()
+    // Running: the worker learns of the cancel from its next heartbeat (every ttl/3 ≈ 3 s) and stops.
+    await page.locator(`tr[data-job="${id}"][data-state="CANCELED"]`).waitFor({ timeout: 10_000 })
+    expect(await jobState(id)).toBe('CANCELED')
+  })
+
+  test('workers and charts', async () => {
+    await page.click('nav a[href="#/workers"]')
+    await page.locator('[data-testid="workers-local"] tbody tr').nth(1).waitFor()
+    expect(await page.locator('[data-testid="workers-external"]').textContent()).toContain('ext-1')
+    await shoot('workers')
+
+    await page.click('nav a[href="#/charts"]')
+    await page.getByLabel('Range', { exact: true }).selectOption('1h')
+    await page.getByLabel('Bucket', { exact: true }).selectOption('1m')
+    await page.locator('[data-testid="chart-jobs_completed"] canvas').waitFor()
+    expect(await page.locator('.uplot').count()).toBe(7)
+    await expect.poll(async () => page.getByTestId('chart-jobs_completed').textContent()).toMatch(/peak [1-9]/)
+    await shoot('charts')
+  })
+
+  test('a wrong token gets the token form, the right one the dashboard', async () => {
+    const other = await browser.newPage({ viewport: { width: 1280, height: 720 } })
+    await other.goto(`${host.url}/#token=not-the-token`)
+    await other.getByText('The host refused this token').waitFor()
+    await other.screenshot({ path: join(SHOTS, 'token-form.png') })
+    await other.getByLabel('Token', { exact: true }).fill(host.token)
+    await other.getByRole('button', { name: 'Connect' }).click()
+    await other.getByTestId('cap-total').waitFor()
+    await other.close()
+  })
+
+  test('the page broke no CSP rule and threw nothing', () => {
+    expect(pageProblems).toEqual([])
+  })
+})

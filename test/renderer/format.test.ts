@@ -1,0 +1,82 @@
+import { describe, expect, test } from 'vitest'
+import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
+import { pointCount } from '../../src-renderer/lib/charts.svelte'
+import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
+import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
+
+const T0 = Date.UTC(2026, 0, 1)
+const SECOND = 1000
+const MINUTE = 60 * SECOND
+
+describe('countdown to a lease expiry', () => {
+  test('m:ss, rounded up so 0:00 never shows before the deadline', () => {
+    expect(formatCountdown(27_400)).toBe('0:28')
+    expect(formatCountdown(60_000)).toBe('1:00')
+    expect(formatCountdown(1)).toBe('0:01')
+    expect(formatCountdown(3 * 3600_000 + 5 * MINUTE + 7 * SECOND)).toBe('3:05:07')
+  })
+  test('expired at and after the deadline', () => {
+    expect(formatCountdown(0)).toBe('expired')
+    expect(formatCountdown(-5000)).toBe('expired')
+  })
+})
+
+describe('ages and durations', () => {
+  test('two largest units', () => {
+    expect(formatDuration(4 * SECOND)).toBe('4 s')
+    expect(formatDuration(2 * MINUTE + 5 * SECOND)).toBe('2 min 5 s')
+    expect(formatDuration(3 * 3600_000 + 12 * MINUTE)).toBe('3 h 12 min')
+    expect(formatDuration(50 * 3600_000)).toBe('2 d 2 h')
+  })
+  test('age of a heartbeat', () => {
+    expect(formatAge(T0, T0 + 300)).toBe('just now')
+    expect(formatAge(T0, T0 + 12 * SECOND)).toBe('12 s ago')
+    expect(formatAge(null, T0)).toBe('never')
+  })
+})
+
+describe('capacity arithmetic on the bar', () => {
+  const capacity = (total_units: number, busy_rating: number, leased: number) => {
+    const usable = usableFor(total_units, busy_rating)
+    return { total_units, busy_rating, busy_mode: 'manual' as const, usable, leased, available: usable - leased }
+  }
+  test('usable = floor(total × (10 − busy) / 10), as docs/capacity.md says', () => {
+    expect(usableFor(50, 8)).toBe(10)
+    expect(usableFor(100, 0)).toBe(100)
+    expect(usableFor(7, 5)).toBe(3)
+  })
+  test('in use, available and reserved add up to the total', () => {
+    const bar = capacityBar(capacity(100, 2, 30))
+    expect(bar).toMatchObject({ inUse: 0.3, free: 0.5, over: 0, reserved: 0.2, usableAt: 0.8, reservedUnits: 20 })
+    expect(bar.inUse + bar.free + bar.over + bar.reserved).toBeCloseTo(1)
+  })
+  test('leases beyond usable (the rating was raised) show as over, available negative', () => {
+    const c = capacity(50, 8, 30)
+    expect(c.available).toBe(-20)
+    const bar = capacityBar(c)
+    expect(bar).toMatchObject({ inUse: 0.2, free: 0, over: 0.4, reserved: 0.4, reservedUnits: 40 })
+    expect(bar.inUse + bar.free + bar.over + bar.reserved).toBeCloseTo(1)
+  })
+  test('zero total units draws an empty bar', () => {
+    expect(capacityBar(capacity(0, 0, 0))).toMatchObject({ inUse: 0, free: 0, reserved: 0, over: 0 })
+  })
+  test('the busy label keeps one decimal of a measured rating', () => {
+    expect(busyLabel({ ...capacity(100, 8, 0), busy_mode: 'manual' })).toBe('8 (manual)')
+    expect(busyLabel({ ...capacity(100, 0, 0), busy_rating: 3.456, busy_mode: 'auto' })).toBe('3.5 (auto)')
+  })
+})
+
+test('points per chart: range ÷ bucket', () => {
+  expect(pointCount('1h', '1m')).toBe(60)
+  expect(pointCount('24h', '5m')).toBe(288)
+  expect(pointCount('7d', '1h')).toBe(168)
+  expect(pointCount('1h', '1h')).toBe(1)
+})
+
+test('routes in the fragment', () => {
+  expect(parseRoute('')).toEqual({ view: 'overview', jobId: null })
+  expect(parseRoute('#/blockers')).toEqual({ view: 'blockers', jobId: null })
+  expect(parseRoute('#/jobs/abc-1')).toEqual({ view: 'job', jobId: 'abc-1' })
+  expect(parseRoute('#/nonsense')).toEqual({ view: 'overview', jobId: null })
+  expect(hrefOf({ view: 'job', jobId: 'a b' })).toBe('#/jobs/a%20b')
+})

@@ -1,0 +1,177 @@
+// @vitest-environment happy-dom
+import { describe, expect, test, vi } from 'vitest'
+import { ApiClient } from '../../src-renderer/lib/api'
+import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
+import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
+import { JobsState } from '../../src-renderer/lib/jobs.svelte'
+import { LiveStream, reconnectDelayMs, type EventSourceLike } from '../../src-renderer/lib/live.svelte'
+import { event, fakeFetch, job } from './support'
+
+const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
+
+/** An EventSource the test drives. */
+class FakeSource implements EventSourceLike {
+  readyState = 0
+  onopen: ((event: Event) => void) | null = null
+  onerror: ((event: Event) => void) | null = null
+  closed = false
+  readonly listeners = new Map<string, ((event: MessageEvent<string>) => void)[]>()
+  constructor(readonly url: string) {}
+  addEventListener(type: string, listener: (event: MessageEvent<string>) => void) {
+    this.listeners.set(type, [...(this.listeners.get(type) ?? []), listener])
+  }
+  close() {
+    this.closed = true
+    this.readyState = 2
+  }
+  open() {
+    this.readyState = 1
+    this.onopen?.(new Event('open'))
+  }
+  emit(type: string, data: unknown, lastEventId: string) {
+    for (const listener of this.listeners.get(type) ?? []) listener(new MessageEvent(type, { data: JSON.stringify(data), lastEventId }))
+  }
+  fail(readyState: number) {
+    this.readyState = readyState
+    this.onerror?.(new Event('error'))
+  }
+}
+
+describe('the live stream', () => {
+  test('opens with a ticket, hands on events, resumes after the last one with a fresh ticket when the browser gives up', async () => {
+    vi.useFakeTimers()
+    try {
+      let tickets = 0
+      const { fetcher } = fakeFetch({ 'POST /api/events/ticket': () => ({ ticket: `ticket-${++tickets}` }) })
+      const api = new ApiClient(connection, fetcher)
+      const sources: FakeSource[] = []
+      const stream = new LiveStream(api, (url) => {
+        const source = new FakeSource(url)
+        sources.push(source)
+        return source
+      })
+      const seen: string[] = []
+      stream.subscribe((e) => seen.push(e.type))
+      stream.start()
+      expect(stream.status).toBe('connecting')
+      await vi.waitFor(() => expect(sources).toHaveLength(1))
+      expect(sources[0]!.url).toBe('http://127.0.0.1:7878/api/events/stream?ticket=ticket-1')
+      sources[0]!.open()
+      expect(stream.status).toBe('live')
+      sources[0]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 41 }), '41')
+      sources[0]!.emit('JOB_DONE', event('JOB_DONE', { id: 42 }), '42')
+      expect(seen).toEqual(['JOB_SUBMITTED', 'JOB_DONE'])
+
+      // The connection drops; the browser reconnects by itself: the indicator says so.
+      sources[0]!.fail(0)
+      expect(stream.status).toBe('reconnecting')
+      sources[0]!.open()
+      expect(stream.status).toBe('live')
+
+      // The browser gives up (the reused ticket lapsed: 401): a fresh ticket, resuming after 42.
+      sources[0]!.fail(2)
+      expect(stream.status).toBe('reconnecting')
+      expect(sources[0]!.closed).toBe(true)
+      await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
+      expect(sources).toHaveLength(2)
+      expect(sources[1]!.url).toBe('http://127.0.0.1:7878/api/events/stream?ticket=ticket-2&last_event_id=42')
+      sources[1]!.open()
+      expect(stream.status).toBe('live')
+      stream.stop()
+      expect(stream.status).toBe('stopped')
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  test('backs off 1 s, 2 s, 4 s … at most 15 s between fresh tickets', () => {
+    expect([1, 2, 3, 4, 5, 9].map(reconnectDelayMs)).toEqual([1000, 2000, 4000, 8000, 15_000, 15_000])
+  })
+})
+
+describe('stores fed by the API and the stream', () => {
+  test('the jobs table pages by cursor and asks for the first page again on a new job', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/scheduler/jobs?state=QUEUED&limit=25': { jobs: [job({ job_id: 'b' })], next_cursor: 'c1' },
+      'GET /api/scheduler/jobs?state=QUEUED&limit=25&cursor=c1': { jobs: [job({ job_id: 'a' })], next_cursor: null },
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    await jobs.setFilter({ state: 'QUEUED' })
+    expect(jobs.rows.map((r) => r.job_id)).toEqual(['b'])
+    expect([jobs.page, jobs.hasNext, jobs.hasPrevious]).toEqual([1, true, false])
+    await jobs.nextPage()
+    expect(jobs.rows.map((r) => r.job_id)).toEqual(['a'])
+    expect([jobs.page, jobs.hasNext, jobs.hasPrevious]).toEqual([2, false, true])
+    // Not on the first page: the rows move, no re-read.
+    expect(jobs.apply(event('JOB_CLAIMED', { job_id: 'a', data: { state: 'CLAIMED' } }))).toBe(false)
+    expect(jobs.rows[0]!.state).toBe('CLAIMED')
+    await jobs.previousPage()
+    expect(jobs.page).toBe(1)
+    expect(jobs.apply(event('JOB_SUBMITTED', { job_id: 'new' }))).toBe(true)
+    expect(calls.map((c) => c.path)).toEqual([
+      '/api/scheduler/jobs?state=QUEUED&limit=25',
+      '/api/scheduler/jobs?state=QUEUED&limit=25&cursor=c1',
+      '/api/scheduler/jobs?state=QUEUED&limit=25',
+    ])
+  })
+
+  test('a blocker answer is sent with its note and the report moves to resolved', async () => {
+    const open = { blocker_id: 'b1', state: 'OPEN', file: '/f' }
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/blockers': { blockers: [open] },
+      'POST /api/blockers/b1/resolve': (body) => ({ blocker: { ...open, state: 'RESOLVED', resolution: (body as { action: string }).action }, job_state: 'QUEUED' }),
+    })
+    const blockers = new BlockersState(new ApiClient(connection, fetcher))
+    await blockers.refresh()
+    expect(blockers.open).toHaveLength(1)
+    expect(await blockers.resolve('b1', 'force_release', '  it is stuck ')).toBe(true)
+    expect(calls.at(-1)).toMatchObject({ method: 'POST', body: { action: 'force_release', note: 'it is stuck', by: 'dashboard' } })
+    expect(blockers.open).toHaveLength(0)
+    expect(blockers.resolved[0]).toMatchObject({ resolution: 'force_release' })
+    expect(BlockersState.moves(event('BLOCKER_OPENED'))).toBe(true)
+    expect(BlockersState.moves(event('JOB_DONE'))).toBe(false)
+  })
+
+  test('a refused token (401) asks for a token; a typed one is used from then on', async () => {
+    let accepted = 'right'
+    const { fetcher, calls } = fakeFetch({})
+    const guarded = async (input: URL, init: RequestInit) => {
+      const token = new Headers(init.headers).get('authorization')
+      if (token !== `Bearer ${accepted}`) return new Response(JSON.stringify({ code: 'unauthorized', detail: 'no' }), { status: 401 })
+      return fetcher(input, init)
+    }
+    const dashboard = new Dashboard({ ...connection, token: 'wrong' }, { fetcher: guarded, openSource: (url) => new FakeSource(url) })
+    await dashboard.capacity.refresh()
+    expect(dashboard.auth).toBe('rejected')
+    dashboard.useToken('  right ')
+    expect(dashboard.auth).toBe('ok')
+    expect(dashboard.api.connection.token).toBe('right')
+    await vi.waitFor(() => expect(calls.length).toBeGreaterThan(0))
+    dashboard.stop()
+    accepted = ''
+  })
+
+  test('no answer at all shows the host as unreachable until one comes', async () => {
+    let up = false
+    const fetcher = async () => {
+      if (!up) throw new TypeError('fetch failed')
+      return new Response(JSON.stringify({ total_units: 10, busy_rating: 0, busy_mode: 'manual', usable: 10, leased: 0, available: 10 }), { status: 200 })
+    }
+    const dashboard = new Dashboard(connection, { fetcher })
+    await dashboard.capacity.refresh()
+    expect(dashboard.unreachable).toBe(true)
+    expect(dashboard.capacity.error).toBe('The host does not answer')
+    up = true
+    await dashboard.capacity.refresh()
+    expect(dashboard.unreachable).toBe(false)
+    expect(dashboard.capacity.bar).toMatchObject({ free: 1 })
+  })
+
+  test('without a token nothing is called', () => {
+    const { fetcher, calls } = fakeFetch({})
+    const dashboard = new Dashboard(null, { fetcher })
+    dashboard.start()
+    expect(dashboard.auth).toBe('missing')
+    expect(calls).toEqual([])
+  })
+})

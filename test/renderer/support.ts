@@ -1,0 +1,53 @@
+import type { Job, LogEvent } from '../../src-renderer/lib/api'
+
+export const T0 = Date.UTC(2026, 0, 1)
+export const SECOND = 1000
+export const iso = (ms: number) => new Date(ms).toISOString()
+
+let nextId = 1
+/** An event as the SSE stream carries it. */
+export function event(type: string, fields: Partial<LogEvent> & { data?: Record<string, unknown> } = {}): LogEvent {
+  return { id: nextId++, ts: iso(T0), type, entity_type: 'JOB', entity_id: fields.job_id ?? 'job-1', job_id: 'job-1', data: {}, ...fields }
+}
+
+export function job(overrides: Partial<Job> = {}): Job {
+  return {
+    job_id: 'job-1',
+    addon_id: null,
+    job_type: 'sleep',
+    priority: 'NORMAL',
+    cost_units: 10,
+    payload: {},
+    state: 'QUEUED',
+    created_at: iso(T0),
+    updated_at: iso(T0),
+    claimed_by: null,
+    lease_id: null,
+    attempts: 0,
+    max_attempts: 3,
+    next_retry_at: null,
+    queue: 'default',
+    cancel_requested: false,
+    progress: null,
+    note: null,
+    dead_letter: false,
+    ...overrides,
+  }
+}
+
+/** A fetch that answers from a table of `METHOD path` → body (or a status with a body). */
+export function fakeFetch(routes: Record<string, object | ((body: any) => unknown)>) {
+  const calls: { method: string; path: string; body: unknown }[] = []
+  const fetcher = async (input: URL, init: RequestInit): Promise<Response> => {
+    const method = init.method ?? 'GET'
+    const path = input.pathname + input.search
+    const body = typeof init.body === 'string' ? JSON.parse(init.body) : undefined
+    calls.push({ method, path, body })
+    const route = routes[`${method} ${path}`] ?? routes[`${method} ${input.pathname}`]
+    if (route === undefined) return new Response(JSON.stringify({ code: 'not_found', detail: `no ${method} ${path}` }), { status: 404 })
+    const answer: unknown = typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route
+    if (answer instanceof Response) return answer
+    return new Response(JSON.stringify(answer), { status: 200, headers: { 'content-type': 'application/json' } })
+  }
+  return { fetcher, calls }
+}
