@@ -1,5 +1,5 @@
 import type { Database } from 'better-sqlite3'
-import type { EventRow, JobRow } from '../db/schema'
+import type { AttemptRow, EventRow, JobRow, LeaseRow } from '../db/schema'
 import { CapacityStore, type CapacityChange, type CapacitySettings } from './capacity-store'
 import type { CapacityFigures } from './capacity'
 import type { Clock } from './clock'
@@ -54,10 +54,16 @@ export class Engine {
   cancel = (jobId: string, reason?: string | null): JobRow => jobs.cancel(this.ctx, jobId, reason)
   updateStatus = (jobId: string, update: jobs.StatusUpdate): JobRow => jobs.updateStatus(this.ctx, jobId, update)
   jobEvents = (jobId: string): EventRow[] => jobs.jobEvents(this.ctx, jobId)
-  attempts = (jobId: string) => {
+  /** A job's attempts, first first. */
+  attempts = (jobId: string): AttemptRow[] => {
     jobs.getJob(this.ctx, jobId)
-    return this.ctx.all<import('../db/schema').AttemptRow>('SELECT * FROM attempts WHERE job_id = ? ORDER BY number', jobId)
+    return this.ctx.all<AttemptRow>('SELECT * FROM attempts WHERE job_id = ? ORDER BY number', jobId)
   }
+  /** The ACTIVE leases with their job's type and add-on, soonest expiry first. */
+  activeLeases = (): (LeaseRow & { job_type: string })[] =>
+    this.ctx.all<LeaseRow & { job_type: string }>(
+      "SELECT leases.*, jobs.job_type FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE' ORDER BY leases.expires_at",
+    )
 
   // Leases
   /** Dialect 001: dequeue and lease in one step; the job becomes LEASED. */

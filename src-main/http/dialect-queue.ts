@@ -7,7 +7,7 @@ import { BUCKETS, METRICS, RANGES } from '../engine/stats'
 import { readJson } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
-import { queueEvent, queueJob, queueLease, queueResult } from './views'
+import { queueAttempt, queueEvent, queueJob, queueLease, queueResult } from './views'
 
 /** Seed 002: submit, claim, status, then a lease request; release finalizes. */
 export const SubmitJob = z.strictObject({
@@ -165,6 +165,11 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.get('/jobs/:job_id/events', (ctx) => {
     ctx.body = { events: engine.jobEvents(validate(Id, ctx.params.job_id)).map(queueEvent) }
+  })
+
+  // Not in the seed: each attempt with its outcome and error (the dashboard's job page).
+  router.get('/jobs/:job_id/attempts', (ctx) => {
+    ctx.body = { attempts: engine.attempts(validate(Id, ctx.params.job_id)).map(queueAttempt) }
   })
 
   router.post('/lease/request', async (ctx) => {

@@ -69,6 +69,8 @@ export function openApiDocument(version: string) {
       get: get('Capacity: total, busy rating and mode, usable, leased, available', 'capacity'),
       put: post('Set total units and/or the busy rating (null = auto)', CapacityChange, 'capacity after the change'),
     },
+    '/api/leases': { get: get('Every ACTIVE lease, with the host clock (`now`)', '{now, leases}') },
+    '/api/workers': { get: get('Local and external workers', '{workers}') },
     '/api/events/ticket': { post: { summary: 'A short-lived ticket that opens the event stream', responses: { '200': { description: '{ticket, expires_at}' }, ...errors(401) } } },
     '/api/events/stream': {
       get: {
@@ -96,6 +98,7 @@ export function openApiDocument(version: string) {
     [`${QUEUE_PREFIX}/jobs/{job_id}`]: { get: withPath(get('A job and its result', '{job, result}', [404]), 'job_id') },
     [`${QUEUE_PREFIX}/jobs/{job_id}/status`]: { post: withPath(post('Report PREPARING, a note or progress', StatusUpdate, '{job}', [404, 409]), 'job_id') },
     [`${QUEUE_PREFIX}/jobs/{job_id}/cancel`]: { post: withPath(post('Cancel (at once, or requested while running)', CancelJob, '{job}', [404, 409]), 'job_id') },
+    [`${QUEUE_PREFIX}/jobs/{job_id}/attempts`]: { get: withPath(get("The job's attempts with outcome and error", '{attempts}', [404]), 'job_id') },
     [`${QUEUE_PREFIX}/jobs/{job_id}/events`]: { get: withPath(get("The job's timeline", '{events}', [404]), 'job_id') },
     [`${QUEUE_PREFIX}/lease/request`]: { post: post('Request a lease for a claimed job (approved or denied, both 200)', LeaseRequest, '{approved, lease} or {approved, retry_after_sec, reason}', [404, 409]) },
     [`${QUEUE_PREFIX}/lease/{lease_id}/heartbeat`]: { post: withPath(post('Extend a lease, report progress', LeaseHeartbeat, '{lease, job}', [403, 404, 409]), 'lease_id') },

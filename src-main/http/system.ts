@@ -27,6 +27,23 @@ export function systemRouter(engine: Engine, directory: WorkerDirectory, version
     const change = validate(CapacityChange, await readJson(ctx, bodyLimit))
     ctx.body = engine.setCapacity(change)
   })
+  // Every ACTIVE lease in one call, with the host's clock: countdowns need no guessing.
+  router.get('/leases', (ctx) => {
+    ctx.body = {
+      now: iso(engine.ctx.clock.now()),
+      leases: engine.activeLeases().map((l) => ({
+        lease_id: l.id,
+        job_id: l.job_id,
+        job_type: l.job_type,
+        addon_id: l.addon_id,
+        worker_id: l.worker_id,
+        cost_units: l.cost_units,
+        granted_at: iso(l.granted_at),
+        last_heartbeat_at: iso(l.last_heartbeat_at),
+        expires_at: iso(l.expires_at),
+      })),
+    }
+  })
   router.get('/workers', (ctx) => {
     ctx.body = {
       workers: directory.list(engine).map((w) => ({ ...w, last_seen_at: iso(w.last_seen_at), started_at: iso(w.started_at) })),

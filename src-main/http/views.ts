@@ -2,7 +2,7 @@
  * How each dialect shows the one model: field names per seed, states per CONTRACTS.md's table,
  * times as ISO-8601 UTC strings. Pure functions of stored rows.
  */
-import type { EventRow, JobRow, LeaseRow } from '../db/schema'
+import type { AttemptRow, EventRow, JobRow, LeaseRow } from '../db/schema'
 import { iso } from '../engine/clock'
 import { priorityName, TERMINAL_STATES, type JobState } from '../engine/states'
 
@@ -76,6 +76,20 @@ export function queueLease(lease: LeaseRow) {
     released_at: iso(lease.released_at),
     release_status: lease.release_status,
     fence: lease.fence,
+  }
+}
+
+export function queueAttempt(a: AttemptRow) {
+  return {
+    attempt_id: a.id,
+    attempt: a.number,
+    worker_id: a.worker_id,
+    lease_id: a.lease_id,
+    started_at: iso(a.started_at),
+    finished_at: iso(a.finished_at),
+    outcome: a.outcome,
+    disposition: a.disposition,
+    error: parse(a.error),
   }
 }
 

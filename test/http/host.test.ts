@@ -189,3 +189,25 @@ describe('requests Node refuses itself', () => {
     expect(res.status).toBe(415)
   })
 })
+
+describe('dashboard reads', () => {
+  test('GET /api/leases lists the ACTIVE leases with the host clock; GET …/jobs/{id}/attempts lists attempts with outcome and error', async () => {
+    host = await startTestHost()
+    const { job } = host.engine.submit({ job_type: 'viewed', cost_units: 3 })
+    const first = host.engine.claimAndLease({ worker_id: 'w1' })
+    if (!first.granted) throw new Error('not granted')
+    const leases = await (await host.call('/api/leases')).json()
+    expect(Date.parse(leases.now)).toBeGreaterThan(0)
+    expect(leases.leases).toEqual([
+      expect.objectContaining({ lease_id: first.lease.id, job_id: job.id, job_type: 'viewed', worker_id: 'w1', cost_units: 3 }),
+    ])
+    host.engine.fail({ job_id: job.id, attempt_id: first.lease.attempt_id, worker_id: 'w1', lease_token: first.lease.token, error: { code: 'boom', retryable: true } })
+    const { attempts } = await (await host.call(`/api/scheduler/jobs/${job.id}/attempts`)).json()
+    expect(attempts).toEqual([
+      expect.objectContaining({ attempt: 1, worker_id: 'w1', outcome: 'FAILED', disposition: 'REQUEUED', error: { code: 'boom', retryable: true } }),
+    ])
+    expect((await host.call('/api/leases')).ok).toBe(true)
+    expect((await (await host.call('/api/leases')).json()).leases).toEqual([])
+    expect((await host.call('/api/scheduler/jobs/nope/attempts')).status).toBe(404)
+  })
+})
