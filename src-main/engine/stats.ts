@@ -1,4 +1,4 @@
-import type { StatsSampleRow } from '../db/schema'
+import { COUNTED_EVENTS_CLAUSE, type StatsSampleRow } from '../db/schema'
 import type { CapacityStore } from './capacity-store'
 import { HOUR, MINUTE } from './clock'
 import type { EngineContext } from './context'
@@ -23,8 +23,9 @@ export interface Snapshot {
 const countState = (ctx: EngineContext, state: string): number =>
   ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs WHERE state = ?', state)!.n
 
+/** Counts one of the counted event types (COUNTED_EVENTS_CLAUSE keeps the query on its partial index). */
 const countEvents = (ctx: EngineContext, eventType: string, since: number, until = Number.MAX_SAFE_INTEGER): number =>
-  ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ? AND ts < ?', eventType, since, until)!.n
+  ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM events WHERE ${COUNTED_EVENTS_CLAUSE} AND event_type = ? AND ts >= ? AND ts < ?`, eventType, since, until)!.n
 
 /** Dialect 002's current snapshot; `reserved = total − usable` is what the busy rating holds back. */
 export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot {
@@ -120,7 +121,7 @@ export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, r
       // `ts - ts % size`, not `(ts / size) * size`: better-sqlite3 binds numbers as REAL, so the
       // division would not truncate and every event would land in a bucket of its own.
       `SELECT ts - ts % ? AS b, COUNT(*) AS n FROM events
-       WHERE event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
+       WHERE ${COUNTED_EVENTS_CLAUSE} AND event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
       size,
       ...types,
       first,
