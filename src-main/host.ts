@@ -144,10 +144,16 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
   })
-  const server = createServer(http.app.callback())
-  server.headersTimeout = HEADERS_TIMEOUT_MS
-  server.requestTimeout = REQUEST_TIMEOUT_MS
-  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+  const server = createServer(
+    {
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      requestTimeout: REQUEST_TIMEOUT_MS,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      // How often Node checks those limits (default 30 s): a trickling client is cut off on time.
+      connectionsCheckingInterval: 1_000,
+    },
+    http.app.callback(),
+  )
   // Requests Node refuses before Koa sees them (a request line or headers over 16 KiB, a
   // malformed request) still get the API's error shape.
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {

@@ -262,3 +262,30 @@ describe('CORS', () => {
     expect(offenders.map((o) => o.where)).toEqual([])
   })
 })
+
+describe('slow clients', () => {
+  test('a client trickling its headers is answered 408 and cut off after the 10 s headers timeout', async () => {
+    const { connect } = await import('node:net')
+    const { startTestHost } = await import('../helpers/host')
+    const slowHost = await startTestHost()
+    try {
+      const { hostname, port } = new URL(slowHost.url)
+      const socket = connect(Number(port), hostname)
+      let answer = ''
+      socket.setEncoding('utf8')
+      socket.on('data', (chunk: string) => (answer += chunk))
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())))
+      const started = Date.now()
+      socket.write(`GET /api/health HTTP/1.1\r\nHost: ${hostname}:${port}\r\n`)
+      const trickle = setInterval(() => socket.writable && socket.write(`X-Slow-${Date.now()}: 1\r\n`), 500)
+      const at = await closed
+      clearInterval(trickle)
+      expect(at - started).toBeGreaterThanOrEqual(9_000)
+      expect(at - started).toBeLessThan(14_000)
+      expect(answer).toMatch(/^HTTP\/1\.1 408/)
+      expect(answer).toContain('"code":"request_timeout"')
+    } finally {
+      await slowHost.dispose()
+    }
+  }, 20_000)
+})
