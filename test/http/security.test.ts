@@ -265,8 +265,6 @@ describe('CORS', () => {
 
 describe('slow clients', () => {
   test('a client trickling its headers is answered 408 and cut off after the 10 s headers timeout', async () => {
-    const { connect } = await import('node:net')
-    const { startTestHost } = await import('../helpers/host')
     const slowHost = await startTestHost()
     try {
       const { hostname, port } = new URL(slowHost.url)
