@@ -1,3 +1,4 @@
+import type { CapacityFigures } from '../engine/capacity'
 import { resolveClientTarget } from '../client-config'
 import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
 
@@ -19,14 +20,8 @@ interface StatusFlags {
   json?: boolean
 }
 
-interface Capacity {
-  total_units: number
-  busy_rating: number
-  busy_mode: 'auto' | 'manual'
-  usable: number
-  leased: number
-  available: number
-}
+/** GET /api/capacity answers the engine's figures as they are. */
+type Capacity = CapacityFigures
 
 interface Worker {
   worker_id: string
