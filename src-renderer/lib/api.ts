@@ -68,18 +68,39 @@ export interface JobQuery {
   cursor?: string
 }
 
-/** A job lease as dialect 002 shows it. */
-export interface Lease {
+/** An ACTIVE job lease as `GET /api/leases` lists it. */
+export interface ActiveLease {
   lease_id: string
   job_id: string
+  job_type: string
+  addon_id: string | null
   worker_id: string
   cost_units: number
-  ttl_sec: number
-  state: string
   granted_at: string
   last_heartbeat_at: string | null
   expires_at: string
-  released_at: string | null
+}
+
+/** `GET /api/leases`: every ACTIVE lease, and the host's clock when it read them. */
+export interface ActiveLeases {
+  now: string
+  leases: ActiveLease[]
+}
+
+/** One run of a job, as `GET /jobs/{id}/attempts` lists it (first first). */
+export interface Attempt {
+  attempt_id: string
+  attempt: number
+  worker_id: string
+  lease_id: string
+  started_at: string
+  finished_at: string | null
+  /** SUCCEEDED, FAILED, CANCELED, TIMEOUT or BLOCKED; null while it runs. */
+  outcome: string | null
+  /** What became of the job: REQUEUED, DEAD_LETTERED, FINAL or BLOCKED; null while it runs. */
+  disposition: string | null
+  /** What the worker (or the host) reported, usually `{code, message}`; null without one. */
+  error: unknown
 }
 
 /** One entry of the event log, as `/jobs/{id}/events` and the SSE stream carry it. */
@@ -184,9 +205,11 @@ export class ApiClient {
   jobEvents = (id: string): Promise<{ events: LogEvent[] }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}/events`)
   cancelJob = (id: string, reason?: string): Promise<{ job: Job }> =>
     this.call('POST', `${Q}/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {})
-  getLease = (id: string): Promise<{ lease: Lease }> => this.call('GET', `${Q}/lease/${encodeURIComponent(id)}`)
+  jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}/attempts`)
   timeseries = (metric: Metric, range: Range, bucket: Bucket): Promise<Timeseries> =>
     this.call('GET', `${Q}/stats/timeseries${queryString({ metric, range, bucket })}`)
+
+  listLeases = (): Promise<ActiveLeases> => this.call('GET', '/api/leases')
 
   listBlockers = (): Promise<{ blockers: Blocker[] }> => this.call('GET', '/api/blockers')
   resolveBlocker = (id: string, action: BlockerAction, note: string | null): Promise<{ blocker: Blocker; job_state: string | null }> =>

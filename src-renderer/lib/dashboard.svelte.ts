@@ -22,7 +22,7 @@ export interface DashboardOptions {
   saveToken?: (token: string) => Connection
 }
 
-/** How often each part is read again besides the events (heartbeats and busy samples are not events). */
+/** How often each part is read again besides the events (heartbeats and busy samples are not events; the leases' read also sets the host's clock). */
 const POLL_MS = { leases: 2000, capacity: 10_000, workers: 5000, charts: 15_000 } as const
 
 /**
@@ -50,6 +50,7 @@ export class Dashboard {
   private timers: ReturnType<typeof setInterval>[] = []
   private readonly later = {
     capacity: coalesce(() => void this.capacity.refresh(), 150),
+    leases: coalesce(() => void this.leases.refresh(), 150),
     jobs: coalesce(() => void this.jobs.refresh(), 300),
     detail: coalesce(() => void this.detail?.refresh(), 300),
     blockers: coalesce(() => void this.blockers.refresh(), 150),
@@ -65,7 +66,7 @@ export class Dashboard {
     this.auth = connection ? 'ok' : 'missing'
     this.stream = new LiveStream(this.api, options.openSource, () => this.rejected())
     this.capacity = new CapacityState(this.api)
-    this.leases = new LeasesState(this.api, () => this.time.now)
+    this.leases = new LeasesState(this.api, this.time)
     this.jobs = new JobsState(this.api)
     this.blockers = new BlockersState(this.api)
     this.workers = new WorkersState(this.api)
@@ -133,8 +134,7 @@ export class Dashboard {
   }
 
   private receive(event: LogEvent): void {
-    this.time.observe(event.ts)
-    this.leases.apply(event)
+    if (this.leases.apply(event)) this.later.leases()
     if (CapacityState.moves(event)) this.later.capacity()
     if (this.jobs.apply(event)) this.later.jobs()
     if (this.detail?.apply(event)) this.later.detail()

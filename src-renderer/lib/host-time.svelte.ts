@@ -1,28 +1,35 @@
+/** Differences this small between two readings are the network's jitter, not a clock that moved. */
+const JITTER_MS = 25
+
 /**
  * "Now" on the host's clock, ticking for countdowns and ages. The host stamps times with its own
- * clock, which a test (or a machine with a skewed clock) may run ahead of this page's: every
- * live event tells how far ahead at least (its `ts` minus when it arrived), and the largest such
- * lead is added to the local clock. Events replayed after a reconnect are older, so they never
- * raise it.
+ * clock, which a test (or a machine with a skewed clock) may run ahead of or behind this page's.
+ * `GET /api/leases` answers the host's `now`; the host read it about halfway between sending the
+ * request and getting the answer, so the offset is `now` minus that midpoint, within half the
+ * round trip. Each reading replaces the last, so a clock the host moves shows at the next one.
  */
 export class HostTime {
-  /** Milliseconds the host's clock runs ahead of this page's (never negative). */
+  /** Milliseconds the host's clock runs ahead of this page's (behind when negative). */
   offsetMs = $state(0)
   /** The host's now, updated every tick. */
-  now = $state(Date.now())
+  now = $state(0)
   private timer: ReturnType<typeof setInterval> | null = null
 
-  constructor(private readonly localNow: () => number = () => Date.now()) {
+  constructor(
+    /** This page's clock. */
+    readonly localNow: () => number = () => Date.now(),
+  ) {
     this.now = localNow()
   }
 
-  /** An event stamped `ts` (ISO) by the host arrived now. */
-  observe(ts: string): void {
-    const lead = Date.parse(ts) - this.localNow()
-    if (Number.isFinite(lead) && lead > this.offsetMs) {
-      this.offsetMs = lead
-      this.tick()
-    }
+  /** The host answered `hostNow` (ISO) to a request sent at `sentAt` and answered at `receivedAt` (this page's clock). */
+  sync(hostNow: string, sentAt: number, receivedAt: number): void {
+    const host = Date.parse(hostNow)
+    if (!Number.isFinite(host)) return
+    const offset = Math.round(host - (sentAt + receivedAt) / 2)
+    if (Math.abs(offset - this.offsetMs) <= Math.max(JITTER_MS, (receivedAt - sentAt) / 2)) return
+    this.offsetMs = offset
+    this.tick()
   }
 
   tick(): void {

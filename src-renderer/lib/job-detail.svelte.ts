@@ -1,16 +1,20 @@
-import { describeError, type ApiClient, type Job, type JobResult, type LogEvent } from './api'
-import { attemptsFromEvents, reduceJob } from './job-events'
+import { describeError, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
+import { reduceJob } from './job-events'
 
-/** One job: its fields, result or error, its event timeline and the attempts read from it. */
+/**
+ * One job: its fields, result or error, its attempts (each with its worker, outcome and error)
+ * and its event timeline. An event of the job joins the timeline at once and asks for a fresh
+ * read, which brings the attempts up to date.
+ */
 export class JobDetailState {
   job = $state<Job | null>(null)
   result = $state<JobResult | null>(null)
   events = $state<LogEvent[]>([])
+  attempts = $state<Attempt[]>([])
   error = $state<string | null>(null)
   notFound = $state(false)
   loading = $state(false)
   cancelError = $state<string | null>(null)
-  readonly attempts = $derived(attemptsFromEvents(this.events))
 
   constructor(
     private readonly api: ApiClient,
@@ -20,9 +24,14 @@ export class JobDetailState {
   async refresh(): Promise<void> {
     this.loading = true
     try {
-      const [{ job, result }, { events }] = await Promise.all([this.api.getJob(this.jobId), this.api.jobEvents(this.jobId)])
+      const [{ job, result }, { attempts }, { events }] = await Promise.all([
+        this.api.getJob(this.jobId),
+        this.api.jobAttempts(this.jobId),
+        this.api.jobEvents(this.jobId),
+      ])
       this.job = job
       this.result = result
+      this.attempts = attempts
       this.events = events
       this.error = null
     } catch (error) {

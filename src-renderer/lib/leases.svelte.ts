@@ -1,53 +1,55 @@
 import { describeError, type ApiClient, type LogEvent } from './api'
-import { leaseRow, mergeLeases, reduceLeases, sweepLeases, type LeaseRow } from './lease-events'
+import type { HostTime } from './host-time.svelte'
+import { leaseRow, mergeLeases, movesLeases, reduceLeases, sweepLeases, type LeaseRow } from './lease-events'
+import { ms } from './time-format'
 
 /**
  * The active job leases: who holds them, for what, until when, and how recently the holder
- * heartbeat. Read as the RUNNING/LEASED jobs and their leases; grants, expiries and job ends
- * arrive as events; heartbeats are not events, so `refresh` runs on a timer too.
+ * heartbeat. `GET /api/leases` lists them with the host's clock, which sets the page's idea of
+ * the host's time; grants, expiries and job ends arrive as events (a row appears or flashes out
+ * at once, then the store reads again); heartbeats are not events, so `refresh` runs on a timer too.
  */
 export class LeasesState {
   rows = $state<LeaseRow[]>([])
   error = $state<string | null>(null)
   loaded = $state(false)
-  /** Job types by job id, for the table (leases do not carry them). */
-  jobTypes = $state<Record<string, string>>({})
+  /** Reads started, and the latest one whose answer is shown: an older answer that comes later is dropped. */
+  private started = 0
+  private shown = 0
 
   constructor(
     private readonly api: ApiClient,
-    private readonly hostNow: () => number,
+    private readonly time: HostTime,
   ) {}
 
   async refresh(): Promise<void> {
-    const startedAt = this.hostNow()
+    const read = ++this.started
+    const sentAt = this.time.localNow()
     try {
-      const pages = await Promise.all([this.api.listJobs({ state: 'RUNNING', limit: 500 }), this.api.listJobs({ state: 'LEASED', limit: 500 })])
-      const jobs = pages.flatMap((p) => p.jobs)
-      const leases = await Promise.all(
-        jobs.filter((j) => j.lease_id).map((j) => this.api.getLease(j.lease_id!).then((r) => r.lease, () => null)),
-      )
-      const fetched = leases.filter((l) => l !== null && l.state === 'ACTIVE').map((l) => leaseRow(l!))
-      this.jobTypes = { ...this.jobTypes, ...Object.fromEntries(jobs.map((j) => [j.job_id, j.job_type])) }
-      this.rows = mergeLeases(this.rows, fetched, startedAt)
+      const answer = await this.api.listLeases()
+      if (read < this.shown) return
+      this.shown = read
+      this.time.sync(answer.now, sentAt, this.time.localNow())
+      this.rows = mergeLeases(this.rows, answer.leases.map(leaseRow), ms(answer.now) ?? this.time.now)
       this.error = null
     } catch (error) {
+      if (read < this.shown) return
       this.error = describeError(error)
     } finally {
       this.loaded = true
     }
   }
 
-  apply(event: LogEvent): void {
-    if (event.type === 'JOB_SUBMITTED' && event.job_id && typeof event.data?.['job_type'] === 'string') {
-      this.jobTypes[event.job_id] = event.data['job_type']
-    }
-    const next = reduceLeases(this.rows, event, this.hostNow())
+  /** Shows what an event did to the leases; true when they should be read again. */
+  apply(event: LogEvent): boolean {
+    const next = reduceLeases(this.rows, event, this.time.localNow())
     if (next !== this.rows) this.rows = next
+    return movesLeases(event)
   }
 
   /** Removes leases whose flash-out is over; called on each clock tick. */
   sweep(): void {
-    const next = sweepLeases(this.rows, this.hostNow())
+    const next = sweepLeases(this.rows, this.time.localNow())
     if (next !== this.rows) this.rows = next
   }
 }

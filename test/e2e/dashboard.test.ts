@@ -2,7 +2,8 @@
  * The dashboard in Debian's Chromium against a real host with its pool of two local workers:
  * jobs appear, run and finish live; the busy rating changes usable capacity; a blocker halt is
  * answered from the page; a running job is canceled from the page. The host runs on a
- * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it.
+ * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
+ * lease countdowns follow the host's clock, also when it moves.
  */
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
@@ -48,6 +49,18 @@ async function until<T>(check: () => Promise<T> | T, ms: number, what: string): 
     if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`)
     await new Promise((r) => setTimeout(r, 50))
   }
+}
+
+/** `m:ss` or `h:mm:ss` in seconds; NaN for anything else (`expired`). */
+const seconds = (clock: string): number => (/^\d+(:\d\d)+$/.test(clock) ? clock.split(':').reduce((total, part) => total * 60 + Number(part), 0) : NaN)
+
+/** Seconds between the countdown the page shows for a lease and the host's own time left on it. */
+async function countdownGap(leaseId: string): Promise<number> {
+  const shown = seconds(((await page.locator(`tr[data-lease="${leaseId}"] .countdown`).textContent()) ?? '').trim())
+  const { now, leases } = await json(await host.call('/api/leases'))
+  const lease = leases.find((l: { lease_id: string }) => l.lease_id === leaseId)
+  if (!lease) throw new Error(`lease ${leaseId} is not active`)
+  return Math.abs(shown - (Date.parse(lease.expires_at) - Date.parse(now)) / 1000)
 }
 
 const shoot = async (name: string) => {
@@ -107,7 +120,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await expect.poll(() => page.getByTestId('cap-leased').textContent()).toBe('20')
     expect(await page.locator('[data-testid="leases"] .countdown').first().textContent()).toMatch(/0:\d\d/)
     await shoot('overview')
-    await page.screenshot({ path: join(ROOT, 'docs/dashboard.png') })
+    // The README's screenshot, refreshed on request (UPDATE_README_SCREENSHOT=1 npm test), so a
+    // plain test run never changes a tracked file.
+    if (process.env.UPDATE_README_SCREENSHOT) await page.screenshot({ path: join(ROOT, 'docs/dashboard.png') })
 
     await page.click('nav a[href="#/jobs"]')
     for (const id of ids) await page.locator(`tr[data-job="${id}"][data-state="RUNNING"]`).waitFor({ timeout: 5000 })
@@ -125,10 +140,16 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await page.locator(`tr[data-job="${ids[0]}"]`).waitFor()
     await shoot('jobs')
 
-    // The job page: result, attempts from the timeline, the timeline.
+    // The job page: result, the attempt the host reports (a local worker, succeeded), the timeline.
     await page.click(`tr[data-job="${ids[0]}"] a`)
     await page.getByTestId('job-result').waitFor()
-    expect(await page.locator('[data-testid="attempts"] tbody tr').count()).toBe(1)
+    const attempts = page.locator('[data-testid="attempts"] tbody tr')
+    expect(await attempts.count()).toBe(1)
+    const [attempt] = (await json(await host.call(`${Q}/jobs/${ids[0]}/attempts`))).attempts
+    expect(attempt).toMatchObject({ attempt: 1, outcome: 'SUCCEEDED', disposition: 'FINAL', error: null })
+    expect(await attempts.first().textContent()).toContain(attempt.worker_id)
+    expect(await attempts.first().getByTestId('attempt-outcome').textContent()).toBe('SUCCEEDED')
+    expect(await attempts.first().getByTestId('attempt-disposition').textContent()).toBe('final')
     expect(await page.getByTestId('timeline').textContent()).toContain('JOB_DONE')
     await shoot('job-detail')
   })
@@ -197,12 +218,23 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await jobState(waiter)).toBe('QUEUED')
     await shoot('blockers-resolved')
 
-    // The requeued job, and the holder's lease expiring (no more heartbeats): it flashes out.
+    // The requeued job: its halted attempt with the host's error, and the timeline.
     await page.goto(`${host.url}/#/jobs/${waiter}`)
     await page.locator('[data-testid="job-detail"]').getByText('QUEUED').waitFor()
     expect(await page.getByTestId('timeline').textContent()).toContain('BLOCKER_RESOLVED')
+    const halt = page.locator('[data-testid="attempts"] tr[data-attempt="1"]')
+    expect(await halt.getByTestId('attempt-outcome').textContent()).toBe('BLOCKED')
+    expect(await halt.getByTestId('attempt-disposition').textContent()).toBe('halted on a blocker')
+    expect((await halt.getByTestId('attempt-error').textContent())?.replace(/\s+/g, ' ').trim()).toBe('blocked Halted by a file-lease blocker')
+    expect(await halt.textContent()).toContain('ext-1')
+    await shoot('job-blocked')
+
+    // A fresh page, the host's clock 184 s ahead and no lease event since: the countdown is the
+    // host's. Then the holder's lease expiring (no more heartbeats): it flashes out.
     await page.goto(`${host.url}/#/overview`)
+    await page.reload()
     await page.locator(`[data-testid="leases"] tr[data-lease="${a.lease_id}"]`).waitFor()
+    await expect.poll(() => countdownGap(a.lease_id)).toBeLessThanOrEqual(1.5)
     offset += 15 * SECOND
     syncClock()
     await page.locator(`tr[data-lease="${a.lease_id}"].expired`).waitFor({ timeout: 5000 })
@@ -234,6 +266,33 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await page.locator('.uplot').count()).toBe(7)
     await expect.poll(async () => page.getByTestId('chart-jobs_completed').textContent()).toMatch(/peak [1-9]/)
     await shoot('charts')
+  })
+
+  test('lease countdowns follow the host clock, also when it moves', async () => {
+    // A 10 min lease through dialect 001 (URGENT: the head of every queue), on a queue the pool
+    // does not take; nobody heartbeats.
+    const id = await submit({ job_type: 'sleep', queue: 'clock', priority: 'URGENT', addon_id: 'visuals', payload: {} })
+    const granted = await json(await host.call('/api/system/scheduler/leases/request', { method: 'POST', json: { worker_id: 'ext-clock', ttl_sec: 600 } }))
+    expect(granted).toMatchObject({ denied: false, job: { job_id: id } })
+    const leaseId: string = granted.lease.lease_id
+    await page.goto(`${host.url}/#/overview`)
+    const row = page.locator(`[data-testid="leases"] tr[data-lease="${leaseId}"]`)
+    await row.waitFor()
+    // Shown at once from the grant event; the read it calls for brings the job's type and add-on.
+    await expect.poll(() => row.textContent()).toContain('sleep · visuals')
+    await expect.poll(() => countdownGap(leaseId)).toBeLessThanOrEqual(1.5)
+    const before = seconds(((await row.locator('.countdown').textContent()) ?? '').trim())
+    expect(before).toBeGreaterThan(590)
+
+    // The host's clock jumps 2 min: the countdown follows within a read (2 s), no event needed.
+    offset += 120 * SECOND
+    syncClock()
+    await expect.poll(() => countdownGap(leaseId), { timeout: 5000 }).toBeLessThanOrEqual(1.5)
+    expect(seconds(((await row.locator('.countdown').textContent()) ?? '').trim())).toBeLessThan(before - 110)
+    await shoot('leases-clock-moved')
+
+    await json(await host.call(`/api/system/scheduler/leases/${leaseId}/complete`, { method: 'POST', json: { worker_id: 'ext-clock', status: 'completed' } }))
+    await row.waitFor({ state: 'detached', timeout: 5000 })
   })
 
   test('a wrong token gets the token form, the right one the dashboard', async () => {

@@ -3,12 +3,14 @@ import { flushSync, mount, unmount } from 'svelte'
 import { afterEach, expect, test, vi } from 'vitest'
 import BlockerCard from '../../src-renderer/components/BlockerCard.svelte'
 import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
+import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
 import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
+import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
-import { fakeFetch, iso, SECOND, T0 } from './support'
+import { event, fakeFetch, iso, job, SECOND, T0 } from './support'
 
 const mounted: ReturnType<typeof mount>[] = []
 function render<P extends Record<string, any>>(component: any, props: P): HTMLElement {
@@ -24,10 +26,12 @@ afterEach(() => {
 })
 const text = (el: Element | null | undefined) => el?.textContent?.replace(/\s+/g, ' ').trim()
 
-test('the leases table counts down to expiry, shows the heartbeat age, and marks an expired lease', () => {
+test('the leases table counts down to expiry, shows the job type and heartbeat age, and marks an expired lease', () => {
   const lease = (lease_id: string, ended: LeaseRow['ended'] = null): LeaseRow => ({
     lease_id,
     job_id: `${lease_id}-job-0000`,
+    job_type: lease_id === 'l1' ? 'sleep' : null,
+    addon_id: lease_id === 'l1' ? 'visuals' : null,
     worker_id: 'local-1.1',
     cost_units: 10,
     granted_at: T0,
@@ -35,20 +39,91 @@ test('the leases table counts down to expiry, shows the heartbeat age, and marks
     last_heartbeat_at: T0 + 2 * SECOND,
     ended,
   })
-  const el = render(LeasesTable, { rows: [lease('l1'), lease('l2', { how: 'expired', at: T0 })], jobTypes: { 'l1-job-0000': 'sleep' }, now: T0 + 10_500 })
+  const el = render(LeasesTable, { rows: [lease('l1'), lease('l2', { how: 'expired', at: T0 })], now: T0 + 10_500 })
   const rows = el.querySelectorAll('tbody tr')
   expect(rows).toHaveLength(2)
   expect(text(rows[0]!.querySelector('.countdown'))).toBe('0:25')
   expect(text(rows[0])).toContain('8 s ago')
-  expect(text(rows[0])).toContain('sleep')
+  expect(text(rows[0])).toContain('sleep · visuals')
   expect(rows[1]!.classList.contains('expired')).toBe(true)
   expect(text(rows[1]!.querySelector('.countdown'))).toBe('expired')
 })
 
 test('no leases: an empty state, not an empty table', () => {
-  const el = render(LeasesTable, { rows: [], jobTypes: {}, now: T0 })
+  const el = render(LeasesTable, { rows: [], now: T0 })
   expect(el.querySelector('table')).toBeNull()
   expect(text(el.querySelector('[data-testid="leases-empty"]'))).toContain('No active leases')
+})
+
+test('the job page lists the attempts the host reports, each with worker, times, outcome, disposition and error; the timeline stays', async () => {
+  const attempt = (n: number, fields: Record<string, unknown>) => ({
+    attempt_id: `att-${n}`,
+    attempt: n,
+    worker_id: `w${n}`,
+    lease_id: `lease-${n}`,
+    started_at: iso(T0 + n * 60 * SECOND),
+    finished_at: null,
+    outcome: null,
+    disposition: null,
+    error: null,
+    ...fields,
+  })
+  const { fetcher, calls } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'RUNNING', attempts: 3 }), result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': {
+      attempts: [
+        attempt(1, {
+          finished_at: iso(T0 + 72 * SECOND),
+          outcome: 'TIMEOUT',
+          disposition: 'REQUEUED',
+          error: { code: 'lease_expired', message: 'The lease expired without a heartbeat' },
+        }),
+        attempt(2, { finished_at: iso(T0 + 125 * SECOND), outcome: 'FAILED', disposition: 'REQUEUED', error: { code: 'E_IO', message: 'disk full', retryable: true } }),
+        attempt(3, {}),
+      ],
+    },
+    // The events would tell of other attempts: the page shows the host's.
+    'GET /api/scheduler/jobs/job-1/events': {
+      events: [
+        event('JOB_SUBMITTED', { data: { state: 'QUEUED' } }),
+        event('LEASE_GRANTED', { entity_type: 'LEASE', entity_id: 'lease-x', data: { attempt: 9, worker_id: 'ghost' } }),
+      ],
+    },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  expect(calls.map((c) => c.path)).toContain('/api/scheduler/jobs/job-1/attempts')
+  const el = render(JobDetailView, { detail, now: T0 + 200 * SECOND })
+  const rows = [...el.querySelectorAll('[data-testid="attempts"] tbody tr')]
+  expect(rows.map((r) => r.getAttribute('data-attempt'))).toEqual(['1', '2', '3'])
+  const cell = (row: Element, id: string) => text(row.querySelector(`[data-testid="${id}"]`))
+  expect(text(rows[0]!.children[1])).toBe('w1')
+  expect(text(rows[0]!.children[2])).toBe(new Date(T0 + 60 * SECOND).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' }))
+  expect(text(rows[0]!.children[3])).toMatch(/ after 12 s$/)
+  expect([cell(rows[0]!, 'attempt-outcome'), cell(rows[0]!, 'attempt-disposition'), cell(rows[0]!, 'attempt-error')]).toEqual([
+    'TIMEOUT',
+    'requeued',
+    'lease_expired The lease expired without a heartbeat',
+  ])
+  expect(rows[1]!.querySelector('[data-testid="attempt-error"] code')!.textContent).toBe('E_IO')
+  expect(cell(rows[1]!, 'attempt-error')).toBe('E_IO disk full')
+  expect([cell(rows[2]!, 'attempt-outcome'), cell(rows[2]!, 'attempt-disposition'), cell(rows[2]!, 'attempt-error')]).toEqual(['RUNNING', '—', '—'])
+  expect(text(rows[2]!.children[3])).toBe('running for 20 s')
+  expect(text(el.querySelector('[data-testid="attempts"]'))).not.toContain('ghost')
+  expect(text(el.querySelector('[data-testid="timeline"]'))).toContain('LEASE_GRANTED')
+})
+
+test('a job not run yet has no attempts', async () => {
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job(), result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [event('JOB_SUBMITTED', { data: { state: 'QUEUED' } })] },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 })
+  expect(el.querySelector('[data-testid="attempts"]')).toBeNull()
+  expect(text(el.querySelector('[data-testid="attempts-empty"]'))).toBe('Not run yet.')
 })
 
 test('the capacity panel shows the figures and sends a manual busy rating', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest'
-import { attemptsFromEvents, reduceJobs } from '../../src-renderer/lib/job-events'
-import { FLASH_MS, mergeLeases, reduceLeases, sweepLeases, type LeaseRow } from '../../src-renderer/lib/lease-events'
+import { attemptError, dispositionLabel } from '../../src-renderer/lib/attempts'
+import { reduceJobs } from '../../src-renderer/lib/job-events'
+import { FLASH_MS, leaseRow, mergeLeases, movesLeases, reduceLeases, sweepLeases, type LeaseRow } from '../../src-renderer/lib/lease-events'
 import { event, iso, job, SECOND, T0 } from './support'
 
 describe('the jobs table reduces job events', () => {
@@ -24,28 +25,25 @@ describe('the jobs table reduces job events', () => {
   })
 })
 
-describe('attempts read from the event timeline', () => {
-  test('a grant starts an attempt; the end of its lease ends it with the outcome', () => {
-    const attempts = attemptsFromEvents([
-      event('JOB_SUBMITTED', { data: { state: 'QUEUED' } }),
-      event('LEASE_GRANTED', { entity_id: 'l1', ts: iso(T0 + SECOND), data: { attempt: 1, worker_id: 'w1' } }),
-      event('LEASE_EXPIRED', { entity_id: 'l1', ts: iso(T0 + 40 * SECOND), data: { reason: 'no_heartbeat' } }),
-      event('JOB_REQUEUED', { data: { state: 'QUEUED', reason: 'lease expired' } }),
-      event('LEASE_GRANTED', { entity_id: 'l2', ts: iso(T0 + 50 * SECOND), data: { attempt: 2, worker_id: 'w2' } }),
-      event('JOB_BLOCKED', { data: { state: 'BLOCKED' } }),
-      event('BLOCKER_RESOLVED', { data: { action: 'retry' } }),
-      event('JOB_REQUEUED', { data: { state: 'QUEUED', reason: 'blocker retry' } }),
-      event('LEASE_GRANTED', { entity_id: 'l3', data: { attempt: 3, worker_id: 'w1' } }),
-    ])
-    expect(attempts.map((a) => [a.attempt, a.worker_id, a.outcome])).toEqual([
-      [1, 'w1', 'EXPIRED'],
-      [2, 'w2', 'BLOCKED'],
-      [3, 'w1', null],
-    ])
-    expect(attempts[0]).toMatchObject({ started_at: iso(T0 + SECOND), ended_at: iso(T0 + 40 * SECOND), reason: 'no_heartbeat' })
+describe("an attempt's ending as the job page writes it", () => {
+  test('a code and a message from the host and from workers; a bare string is a message; other JSON is shown as it is', () => {
+    expect(attemptError({ code: 'lease_expired', message: 'The lease expired without a heartbeat' })).toEqual({
+      code: 'lease_expired',
+      message: 'The lease expired without a heartbeat',
+    })
+    expect(attemptError({ code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: 'b1' })).toEqual({ code: 'blocked', message: 'Halted by a file-lease blocker' })
+    expect(attemptError({ message: 'boom', retryable: true })).toEqual({ code: null, message: 'boom' })
+    expect(attemptError('disk full')).toEqual({ code: null, message: 'disk full' })
+    expect(attemptError([1, 2])).toEqual({ code: null, message: '[1,2]' })
+    expect(attemptError({ exit: 3 })).toEqual({ code: null, message: '{"exit":3}' })
   })
-  test('no grant, no attempt', () => {
-    expect(attemptsFromEvents([event('JOB_SUBMITTED'), event('JOB_CANCELED', { data: { state: 'CANCELED' } })])).toEqual([])
+  test('no error, nothing to show', () => {
+    expect(attemptError(null)).toBeNull()
+    expect(attemptError(undefined)).toBeNull()
+    expect(attemptError('')).toBeNull()
+  })
+  test('what became of the job, in words', () => {
+    expect(['REQUEUED', 'DEAD_LETTERED', 'FINAL', 'BLOCKED', null].map(dispositionLabel)).toEqual(['requeued', 'dead-lettered', 'final', 'halted on a blocker', '—'])
   })
 })
 
@@ -56,7 +54,18 @@ describe('the leases table reduces lease events', () => {
   test('a grant adds a lease, counting down to its expiry (epoch ms in the event data)', () => {
     const rows = reduceLeases([], granted('l1', 'j1'), T0)
     expect(rows).toEqual([
-      { lease_id: 'l1', job_id: 'j1', worker_id: 'w1', cost_units: 5, granted_at: T0, expires_at: T0 + 35 * SECOND, last_heartbeat_at: T0, ended: null },
+      {
+        lease_id: 'l1',
+        job_id: 'j1',
+        job_type: null,
+        addon_id: null,
+        worker_id: 'w1',
+        cost_units: 5,
+        granted_at: T0,
+        expires_at: T0 + 35 * SECOND,
+        last_heartbeat_at: T0,
+        ended: null,
+      },
     ])
     expect(reduceLeases(rows, granted('l1', 'j1'), T0)).toBe(rows) // replayed after a reconnect
   })
@@ -74,10 +83,46 @@ describe('the leases table reduces lease events', () => {
     rows = reduceLeases(rows, event('JOB_REQUEUED', { job_id: 'j1', data: { state: 'QUEUED' } }), T0 + 2 * SECOND)
     expect(rows[0]!.ended!.at).toBe(T0 + SECOND)
   })
-  test('a fresh read replaces the leases but keeps those flashing out and those granted meanwhile', () => {
+  test('grants and lease ends call for a fresh read; other events do not', () => {
+    expect(movesLeases(granted('l1', 'j1'))).toBe(true)
+    expect(movesLeases(event('LEASE_EXPIRED', { entity_type: 'LEASE', entity_id: 'l1' }))).toBe(true)
+    expect(movesLeases(event('JOB_DONE', { data: { state: 'DONE' } }))).toBe(true)
+    expect(movesLeases(event('JOB_BLOCKED', { data: { state: 'BLOCKED' } }))).toBe(true)
+    expect(movesLeases(event('JOB_SUBMITTED'))).toBe(false)
+    expect(movesLeases(event('CAPACITY_CHANGED', { job_id: null }))).toBe(false)
+  })
+  test('a lease of GET /api/leases as a row: ISO times as epoch ms, with its job type and add-on', () => {
+    expect(
+      leaseRow({
+        lease_id: 'l1',
+        job_id: 'j1',
+        job_type: 'render',
+        addon_id: 'visuals',
+        worker_id: 'w1',
+        cost_units: 30,
+        granted_at: iso(T0),
+        last_heartbeat_at: null,
+        expires_at: iso(T0 + 12 * SECOND),
+      }),
+    ).toEqual({
+      lease_id: 'l1',
+      job_id: 'j1',
+      job_type: 'render',
+      addon_id: 'visuals',
+      worker_id: 'w1',
+      cost_units: 30,
+      granted_at: T0,
+      expires_at: T0 + 12 * SECOND,
+      last_heartbeat_at: null,
+      ended: null,
+    })
+  })
+  test('a fresh read replaces the leases but keeps those flashing out and those granted after the host read them', () => {
     const row = (lease_id: string, granted_at: number, ended: LeaseRow['ended'] = null): LeaseRow => ({
       lease_id,
       job_id: `job-${lease_id}`,
+      job_type: null,
+      addon_id: null,
       worker_id: 'w',
       cost_units: 1,
       granted_at,
@@ -85,10 +130,12 @@ describe('the leases table reduces lease events', () => {
       last_heartbeat_at: granted_at,
       ended,
     })
-    const known = [row('gone', T0), row('flashing', T0, { how: 'expired', at: T0 + SECOND }), row('new', T0 + 5 * SECOND)]
-    const fetched = [{ ...row('still', T0), last_heartbeat_at: T0 + 4 * SECOND }, row('flashing', T0)]
+    // 'gone' and 'missed' were granted before the host read its leases and it no longer lists them.
+    const known = [row('gone', T0), row('missed', T0 + 3 * SECOND - 1), row('flashing', T0, { how: 'expired', at: T0 + SECOND }), row('new', T0 + 3 * SECOND)]
+    const fetched = [{ ...row('still', T0), job_type: 'render', last_heartbeat_at: T0 + 4 * SECOND }, row('flashing', T0)]
     const merged = mergeLeases(known, fetched, T0 + 3 * SECOND)
     expect(merged.map((r) => r.lease_id).sort()).toEqual(['flashing', 'new', 'still'])
+    expect(merged.find((r) => r.lease_id === 'still')!.job_type).toBe('render')
     expect(merged.find((r) => r.lease_id === 'flashing')!.ended).not.toBeNull()
     expect(merged.find((r) => r.lease_id === 'still')!.last_heartbeat_at).toBe(T0 + 4 * SECOND)
   })

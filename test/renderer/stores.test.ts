@@ -1,11 +1,14 @@
 // @vitest-environment happy-dom
 import { describe, expect, test, vi } from 'vitest'
-import { ApiClient } from '../../src-renderer/lib/api'
+import { ApiClient, type ActiveLease, type ActiveLeases } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
 import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
+import { HostTime } from '../../src-renderer/lib/host-time.svelte'
+import { FLASH_MS } from '../../src-renderer/lib/lease-events'
+import { LeasesState } from '../../src-renderer/lib/leases.svelte'
 import { JobsState } from '../../src-renderer/lib/jobs.svelte'
 import { LiveStream, reconnectDelayMs, type EventSourceLike } from '../../src-renderer/lib/live.svelte'
-import { event, fakeFetch, job } from './support'
+import { event, fakeFetch, iso, job, SECOND, T0 } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
 
@@ -86,6 +89,150 @@ describe('the live stream', () => {
 
   test('backs off 1 s, 2 s, 4 s … at most 15 s between fresh tickets', () => {
     expect([1, 2, 3, 4, 5, 9].map(reconnectDelayMs)).toEqual([1000, 2000, 4000, 8000, 15_000, 15_000])
+  })
+})
+
+describe("the host's clock", () => {
+  test("is read from an answer's now, taken halfway through the round trip; jitter leaves it; a moved host clock moves it", () => {
+    let local = T0 + 200
+    const time = new HostTime(() => local)
+    // Sent at T0, answered at T0 + 200: the host read its clock (5 min ahead) at about T0 + 100.
+    time.sync(iso(T0 + 100 + 300 * SECOND), T0, T0 + 200)
+    expect(time.offsetMs).toBe(300 * SECOND)
+    expect(time.now).toBe(T0 + 200 + 300 * SECOND)
+    time.sync(iso(T0 + 130 + 300 * SECOND), T0, T0 + 200) // within the round trip: the same clock
+    expect(time.offsetMs).toBe(300 * SECOND)
+    local = T0 + 10 * SECOND
+    time.sync(iso(T0 + 10 * SECOND + 315 * SECOND), T0 + 10 * SECOND, T0 + 10 * SECOND) // a test moved it 15 s on
+    expect(time.now).toBe(T0 + 10 * SECOND + 315 * SECOND)
+    time.sync(iso(T0 + 7 * SECOND), T0 + 10 * SECOND, T0 + 10 * SECOND) // a host behind this page
+    expect(time.offsetMs).toBe(-3 * SECOND)
+    time.sync('not a time', T0, T0)
+    expect(time.offsetMs).toBe(-3 * SECOND)
+  })
+})
+
+describe('the leases store', () => {
+  const active = (lease_id: string, fields: Partial<ActiveLease> = {}): ActiveLease => ({
+    lease_id,
+    job_id: `job-${lease_id}`,
+    job_type: 'sleep',
+    addon_id: null,
+    worker_id: 'local-1.1',
+    cost_units: 10,
+    granted_at: iso(T0),
+    last_heartbeat_at: iso(T0 + 180 * SECOND),
+    expires_at: iso(T0 + 190 * SECOND),
+    ...fields,
+  })
+
+  test('reads GET /api/leases alone, counts down on the host clock it answers, and follows events between reads', async () => {
+    let local = T0 // this page's clock; the host's runs 184 s ahead
+    let answer: ActiveLeases = { now: iso(T0 + 184 * SECOND), leases: [active('l1')] }
+    const { fetcher, calls } = fakeFetch({ 'GET /api/leases': () => answer })
+    const time = new HostTime(() => local)
+    const leases = new LeasesState(new ApiClient(connection, fetcher), time)
+    await leases.refresh()
+    expect(calls.map((c) => `${c.method} ${c.path}`)).toEqual(['GET /api/leases'])
+    expect(leases.rows).toMatchObject([{ lease_id: 'l1', job_type: 'sleep', worker_id: 'local-1.1' }])
+    expect(leases.rows[0]!.expires_at - time.now).toBe(6 * SECOND)
+
+    // The test moves the host's clock 3 s on: the next read shows it.
+    answer = { now: iso(T0 + 187 * SECOND), leases: [active('l1')] }
+    await leases.refresh()
+    expect(leases.rows[0]!.expires_at - time.now).toBe(3 * SECOND)
+
+    // A grant shows at once (its job type comes with the next read); the expiry flashes l1 out.
+    local += 100
+    const grant = event('LEASE_GRANTED', {
+      entity_type: 'LEASE',
+      entity_id: 'l2',
+      job_id: 'job-l2',
+      ts: iso(T0 + 188 * SECOND),
+      data: { worker_id: 'w2', cost_units: 5, expires_at: T0 + 200 * SECOND },
+    })
+    expect(leases.apply(grant)).toBe(true)
+    expect(leases.apply(event('LEASE_EXPIRED', { entity_type: 'LEASE', entity_id: 'l1', job_id: 'job-l1' }))).toBe(true)
+    expect(leases.apply(event('JOB_SUBMITTED', { job_id: 'other' }))).toBe(false)
+    expect(leases.rows.map((r) => [r.lease_id, r.job_type, r.ended?.how ?? null])).toEqual([
+      ['l1', 'sleep', 'expired'],
+      ['l2', null, null],
+    ])
+    // An answer the host gave before the grant lists neither: l1 keeps flashing, l2 stays.
+    answer = { now: iso(T0 + 187.5 * SECOND), leases: [] }
+    await leases.refresh()
+    expect(leases.rows.map((r) => r.lease_id)).toEqual(['l1', 'l2'])
+    // One after it lists l2, with its type.
+    answer = { now: iso(T0 + 189 * SECOND), leases: [active('l2', { job_id: 'job-l2', job_type: 'render', granted_at: iso(T0 + 188 * SECOND) })] }
+    await leases.refresh()
+    expect(leases.rows.map((r) => [r.lease_id, r.job_type])).toEqual([
+      ['l1', 'sleep'],
+      ['l2', 'render'],
+    ])
+    // The flash lasts its time on this page's clock, whatever the host's did meanwhile.
+    local += FLASH_MS - 1
+    leases.sweep()
+    expect(leases.rows).toHaveLength(2)
+    local += 1
+    leases.sweep()
+    expect(leases.rows.map((r) => r.lease_id)).toEqual(['l2'])
+  })
+
+  test('an older answer that comes after a newer one is dropped', async () => {
+    const pending: ((answer: ActiveLeases) => void)[] = []
+    const fetcher = () =>
+      new Promise<Response>((resolve) => pending.push((answer) => resolve(new Response(JSON.stringify(answer), { status: 200 }))))
+    const time = new HostTime(() => T0)
+    const leases = new LeasesState(new ApiClient(connection, fetcher), time)
+    const first = leases.refresh()
+    const second = leases.refresh()
+    pending[1]!({ now: iso(T0 + 10 * SECOND), leases: [active('new')] })
+    await second
+    pending[0]!({ now: iso(T0 + 5 * SECOND), leases: [active('old')] })
+    await first
+    expect(leases.rows.map((r) => r.lease_id)).toEqual(['new'])
+    expect(time.now).toBe(T0 + 10 * SECOND)
+  })
+
+  test('the dashboard reads the leases every 2 s and soon after a lease event, and nothing else for them', async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      const { fetcher, calls } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/leases': () => ({ now: iso(Date.now() + 184 * SECOND), leases: [] }),
+      })
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, {
+        fetcher,
+        openSource: (url) => {
+          const source = new FakeSource(url)
+          sources.push(source)
+          return source
+        },
+      })
+      const leaseReads = () => calls.filter((c) => c.path === '/api/leases').length
+      dashboard.start()
+      await vi.advanceTimersByTimeAsync(0)
+      expect(leaseReads()).toBe(1)
+      expect(dashboard.time.now).toBe(Date.now() + 184 * SECOND)
+      sources[0]!.open()
+      sources[0]!.emit('LEASE_GRANTED', event('LEASE_GRANTED', { id: 7, entity_type: 'LEASE', entity_id: 'l1', data: { worker_id: 'w1', cost_units: 1 } }), '7')
+      sources[0]!.emit('LEASE_EXPIRED', event('LEASE_EXPIRED', { id: 8, entity_type: 'LEASE', entity_id: 'l1' }), '8')
+      await vi.advanceTimersByTimeAsync(200)
+      expect(leaseReads()).toBe(2) // one read for the burst
+      sources[0]!.emit('CAPACITY_CHANGED', event('CAPACITY_CHANGED', { id: 9, job_id: null, entity_type: 'CAPACITY', entity_id: 'capacity' }), '9')
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(leaseReads()).toBe(2)
+      await vi.advanceTimersByTimeAsync(800) // 2 s after the start
+      expect(leaseReads()).toBe(3)
+      await vi.advanceTimersByTimeAsync(2000)
+      expect(leaseReads()).toBe(4)
+      // No job lists or lease reads per job any more.
+      expect(calls.filter((c) => /[?&]state=|\/lease\//.test(c.path))).toEqual([])
+      dashboard.stop()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
 

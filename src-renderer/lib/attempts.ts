@@ -1,0 +1,37 @@
+/** How the job page writes an attempt's ending; pure, so the tests can pin it. */
+
+/** An attempt's error as the page shows it: a code and a message, either of which may be missing. */
+export interface AttemptError {
+  code: string | null
+  message: string | null
+}
+
+const text = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null)
+
+/**
+ * The code and message of an attempt's error. Workers report `{code, message, …}` (the host's
+ * own are `lease_expired` and `blocked`); a bare string is a message; anything else is shown as
+ * its JSON. Null when there is no error.
+ */
+export function attemptError(error: unknown): AttemptError | null {
+  if (error === null || error === undefined) return null
+  if (typeof error === 'string') return error ? { code: null, message: error } : null
+  if (typeof error === 'object' && !Array.isArray(error)) {
+    const fields = error as Record<string, unknown>
+    const code = text(fields['code'])
+    const message = text(fields['message']) ?? text(fields['detail'])
+    if (code || message) return { code, message }
+  }
+  return { code: null, message: JSON.stringify(error) }
+}
+
+const DISPOSITIONS: Record<string, string> = {
+  REQUEUED: 'requeued',
+  DEAD_LETTERED: 'dead-lettered',
+  FINAL: 'final',
+  BLOCKED: 'halted on a blocker',
+}
+
+/** What became of the job after an attempt, in words; `—` while it runs. */
+export const dispositionLabel = (disposition: string | null): string =>
+  disposition === null ? '—' : (DISPOSITIONS[disposition] ?? disposition.toLowerCase())
