@@ -100,7 +100,8 @@ export const leases = sqliteTable(
     // Covers the reaper's scan and the sum of leased units (capacity), without touching the table.
     index('leases_active_expiry').on(t.expires_at, t.cost_units).where(sql`state = 'ACTIVE'`),
     index('leases_active_worker').on(t.worker_id).where(sql`state = 'ACTIVE'`),
-    index('leases_job').on(t.job_id),
+    // No index on job_id: nothing looks leases up by job (a job's attempts name their leases),
+    // and jobs are never deleted, so the foreign key needs none either.
   ],
 )
 

@@ -1,0 +1,1 @@
+DROP INDEX `leases_job`;
