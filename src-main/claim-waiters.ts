@@ -87,7 +87,9 @@ export class ClaimWaiters {
   private scheduleWake(): void {
     if (this.wakeScheduled || this.waiting.length === 0) return
     this.wakeScheduled = true
-    setImmediate(() => {
+    // A microtask: after the whole batch of events of one commit (one wake pass for all of them),
+    // yet before any I/O, so a waiting claim is answered in the same turn as the submit.
+    queueMicrotask(() => {
       this.wakeScheduled = false
       this.wake()
     })
