@@ -501,7 +501,7 @@ function emptyModel(now: number): Model {
 }
 
 describe('file leases against a model', () => {
-  it('no two owners ever hold the same file at once, and every answer follows the rules', { timeout: 20_000 }, () => {
+  it('no two owners ever hold the same file at once, and every answer follows the rules', { timeout: 60_000 }, () => {
     const started = Date.now()
     const stats = { halts: 0, grants: 0, denials: 0, reclaims: 0, revokes: 0 }
     fc.assert(
