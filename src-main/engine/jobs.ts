@@ -4,7 +4,7 @@ import type { EngineContext } from './context'
 import { EngineError, invalid, jobNotFound } from './errors'
 import { closeBlockersOfCanceledJob } from './blockers'
 import { writeStreamMessage } from './streams'
-import { assertMove, CANCEL_AT_ONCE_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
+import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
 
 /** A submit in the model's own words; each dialect maps its field names onto this. */
 export interface SubmitJob {
@@ -63,6 +63,25 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
 export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow> = {}): JobRow {
   assertMove(job.id, job.state, to)
   return updateJob(ctx, job, { ...changes, state: to })
+}
+
+/** Returns an expired dialect-002 claim to QUEUED, inside the caller's transaction: no attempt counted, same place. */
+export function expireClaim(ctx: EngineContext, job: JobRow): JobRow {
+  const queued = moveJob(ctx, job, 'QUEUED', { claimed_by: null, claim_expires_at: null, next_retry_at: null })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIM_EXPIRED', { state: 'QUEUED', worker_id: job.claimed_by })
+  return queued
+}
+
+/**
+ * A claim past its `claim_expires_at` is expired on the spot, in its own transaction, before a
+ * call that names the job is answered: as with leases, the answer never depends on whether the
+ * reaper got there first.
+ */
+export function expireClaimIfDue(ctx: EngineContext, jobId: string): void {
+  const job = getJob(ctx, jobId)
+  if (job.claim_expires_at !== null && job.claim_expires_at <= ctx.clock.now() && CLAIM_STATES.has(job.state as JobState)) {
+    ctx.transact(() => expireClaim(ctx, job))
+  }
 }
 
 /** Submits a job, or returns the existing one when its idempotency key is already known. */
@@ -179,6 +198,7 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
   if (update.progress != null && !(update.progress >= 0 && update.progress <= 1)) {
     throw invalid('progress: must be a number from 0 to 1')
   }
+  expireClaimIfDue(ctx, jobId)
   return ctx.transact(() => {
     const job = getJob(ctx, jobId)
     const from = job.state as JobState

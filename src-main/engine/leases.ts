@@ -6,7 +6,7 @@ import type { CapacityStore } from './capacity-store'
 import type { EngineContext } from './context'
 import { EngineError, invalid, leaseNotFound, workerMismatch } from './errors'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
-import { getJob, moveJob, updateJob } from './jobs'
+import { expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, type WorkerFilter } from './pick'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
 import { ackStreamMessages, currentStreamMessage, writeStreamMessage } from './streams'
@@ -166,6 +166,7 @@ export type JobLeaseDecision =
  */
 export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, request: LeaseRequestForJob): JobLeaseDecision {
   const ttl = checkTtl(ctx, request.ttl_s)
+  expireClaimIfDue(ctx, request.job_id)
   return ctx.transact(() => {
     const job = getJob(ctx, request.job_id)
     if (!LEASE_REQUEST_STATES.has(job.state as JobState)) {

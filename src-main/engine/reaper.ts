@@ -1,6 +1,6 @@
 import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
-import { moveJob } from './jobs'
+import { expireClaim } from './jobs'
 import { expireLease } from './leases'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
@@ -53,10 +53,7 @@ export function expireDueClaims(ctx: EngineContext): number {
       ctx.clock.now(),
       BATCH,
     )
-    for (const job of due) {
-      moveJob(ctx, job, 'QUEUED', { claimed_by: null, claim_expires_at: null, next_retry_at: null })
-      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIM_EXPIRED', { state: 'QUEUED', worker_id: job.claimed_by })
-    }
+    for (const job of due) expireClaim(ctx, job)
     return due.length
   })
 }

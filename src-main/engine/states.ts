@@ -42,8 +42,11 @@ export const CANCEL_AT_ONCE_STATES: ReadonlySet<JobState> = new Set([
   'BLOCKED',
 ])
 
-/** States from which dialect 002 may request a lease. */
-export const LEASE_REQUEST_STATES: ReadonlySet<JobState> = new Set(['CLAIMED', 'PREPARING', 'LEASE_PENDING'])
+/** States in which a dialect-002 claim holds the job (and may expire). */
+export const CLAIM_STATES: ReadonlySet<JobState> = new Set(['CLAIMED', 'PREPARING', 'LEASE_PENDING'])
+
+/** States from which dialect 002 may request a lease: exactly the claimed ones. */
+export const LEASE_REQUEST_STATES = CLAIM_STATES
 
 /** States in which a job holds an ACTIVE lease. */
 export const LEASED_STATES: ReadonlySet<JobState> = new Set(['LEASED', 'RUNNING'])

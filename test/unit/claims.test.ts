@@ -216,3 +216,27 @@ describe('dialect 002 claim expiry', () => {
     expect(engine.getJob(job.id).state).toBe('QUEUED')
   })
 })
+
+describe('a claim past its expiry, before the reaper ran', () => {
+  it('a lease request finds the job back in QUEUED (409 illegal_transition), as the reaper would have left it', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(60 * SECOND)
+    expectEngineError(() => engine.requestLeaseForJob({ job_id: job.id }), 409, 'illegal_transition')
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', claimed_by: null, attempts: 0 })
+    expect(eventTypes(engine.jobEvents(job.id))).toEqual(['JOB_SUBMITTED', 'JOB_CLAIMED', 'JOB_CLAIM_EXPIRED'])
+    expect(engine.getCapacity().leased).toBe(0)
+  })
+
+  it('a status update does not revive it: the job is QUEUED and a PREPARING report is refused', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(60 * SECOND)
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'PREPARING' }), 409, 'illegal_transition')
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
+  })
+
+  it('one millisecond before its expiry the claim still holds', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(60 * SECOND - 1)
+    expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(true)
+  })
+})

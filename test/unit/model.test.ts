@@ -351,8 +351,11 @@ class GrantClaimed extends Base {
     const job = dbJob(real, jobId)
     const before = real.engine.getCapacity()
     const result = attempt(() => real.engine.requestLeaseForJob({ job_id: jobId, ttl_s: this.ttl }))
-    if (!['CLAIMED', 'PREPARING', 'LEASE_PENDING'].includes(job.state)) {
+    // A claim past its expiry is expired on the spot (as the reaper would), so it is refused too.
+    const claimExpired = job.claim_expires_at !== null && job.claim_expires_at <= real.clock.now()
+    if (!['CLAIMED', 'PREPARING', 'LEASE_PENDING'].includes(job.state) || claimExpired) {
       expectRefusal(result, 409, 'illegal_transition')
+      if (claimExpired) expect(dbJob(real, jobId).state).toBe('QUEUED')
       return
     }
     const decision = result.value!
