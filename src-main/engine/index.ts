@@ -59,7 +59,7 @@ export class Engine {
     jobs.getJob(this.ctx, jobId)
     return this.ctx.all<AttemptRow>('SELECT * FROM attempts WHERE job_id = ? ORDER BY number', jobId)
   }
-  /** The ACTIVE leases with their job's type and add-on, soonest expiry first. */
+  /** The ACTIVE leases with their job's type, soonest expiry first. */
   activeLeases = (): (LeaseRow & { job_type: string })[] =>
     this.ctx.all<LeaseRow & { job_type: string }>(
       "SELECT leases.*, jobs.job_type FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE' ORDER BY leases.expires_at",
@@ -112,9 +112,7 @@ export class Engine {
   /** The jobs each worker holds an ACTIVE lease on. */
   activeLeasesByWorker = (): Map<string, string[]> => {
     const byWorker = new Map<string, string[]>()
-    for (const row of this.ctx.all<{ worker_id: string; job_id: string }>("SELECT worker_id, job_id FROM leases WHERE state = 'ACTIVE'")) {
-      byWorker.set(row.worker_id, [...(byWorker.get(row.worker_id) ?? []), row.job_id])
-    }
+    for (const lease of this.activeLeases()) byWorker.set(lease.worker_id, [...(byWorker.get(lease.worker_id) ?? []), lease.job_id])
     return byWorker
   }
 
