@@ -2,9 +2,9 @@
  * Dialect 001/000 (pull-lease) over real HTTP: request = dequeue + lease, heartbeat, and the
  * complete route CONTRACTS.md adds. Every documented status and code, and the exact views.
  */
-import { afterEach, describe, expect, test } from 'vitest'
-import { ManualClock } from '../../src-main/engine/clock'
-import { startTestHost, type TestHost } from '../helpers/host'
+import { describe, expect, test } from 'vitest'
+import type { ManualClock } from '../../src-main/engine/clock'
+import type { TestHost } from '../helpers/host'
 import {
   body,
   expectError,
@@ -18,21 +18,19 @@ import {
   QUEUE,
   submit,
   UNKNOWN_ID,
+  clockedHost,
+  DIALECT_T0,
 } from './support'
 
-const T0 = Date.parse('2026-02-06T20:10:00.000Z')
+const T0 = DIALECT_T0
 let host: TestHost
 let clock: ManualClock
+const startHost = clockedHost({ totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 })
 
-async function start(overrides: Parameters<typeof startTestHost>[0] = {}) {
-  clock = new ManualClock(T0)
-  host = await startTestHost({ totalUnits: 10, busy: 0, leaseTtlS: 30, heartbeatGraceS: 5, ...overrides }, { clock })
+async function start(overrides: Parameters<typeof startHost>[0] = {}) {
+  ;({ host, clock } = await startHost(overrides))
   return host
 }
-
-afterEach(async () => {
-  await host?.dispose()
-})
 
 async function grant(workerId = 'worker-1', extra: Record<string, unknown> = {}) {
   const res = await post(host, `${PULL}/request`, { worker_id: workerId, ...extra })

@@ -3,9 +3,9 @@
  * request/heartbeat/release/get, and the stats routes. Every documented status and code, and
  * the exact views (seed 002 + the extras views.ts documents).
  */
-import { afterEach, describe, expect, test } from 'vitest'
-import { ManualClock } from '../../src-main/engine/clock'
-import { startTestHost, type TestHost } from '../helpers/host'
+import { describe, expect, test } from 'vitest'
+import type { ManualClock } from '../../src-main/engine/clock'
+import type { TestHost } from '../helpers/host'
 import {
   body,
   expectError,
@@ -20,21 +20,19 @@ import {
   QUEUE_RESULT_KEYS,
   submit,
   UNKNOWN_ID,
+  clockedHost,
+  DIALECT_T0,
 } from './support'
 
-const T0 = Date.parse('2026-02-06T20:10:00.000Z')
+const T0 = DIALECT_T0
 let host: TestHost
 let clock: ManualClock
+const startHost = clockedHost({ totalUnits: 70, leaseTtlS: 30, heartbeatGraceS: 5, claimTtlS: 60 })
 
-async function start(overrides: Parameters<typeof startTestHost>[0] = {}) {
-  clock = new ManualClock(T0)
-  host = await startTestHost({ totalUnits: 70, busy: 0, leaseTtlS: 30, heartbeatGraceS: 5, claimTtlS: 60, ...overrides }, { clock })
+async function start(overrides: Parameters<typeof startHost>[0] = {}) {
+  ;({ host, clock } = await startHost(overrides))
   return host
 }
-
-afterEach(async () => {
-  await host?.dispose()
-})
 
 const get = (path: string) => host.call(path)
 

@@ -3,25 +3,21 @@
  * heartbeat, complete, fail. Every documented status and code, the exact answers, and the
  * long-poll timing rules.
  */
-import { afterEach, describe, expect, test, vi } from 'vitest'
-import { ManualClock } from '../../src-main/engine/clock'
+import { describe, expect, test, vi } from 'vitest'
+import type { ManualClock } from '../../src-main/engine/clock'
 import { MAX_CLAIM_WAIT_MS } from '../../src-main/http/dialect-worker'
-import { startTestHost, type TestHost } from '../helpers/host'
-import { body, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
+import type { TestHost } from '../helpers/host'
+import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
 
-const T0 = Date.parse('2026-02-06T20:10:00.000Z')
+const T0 = DIALECT_T0
 let host: TestHost
 let clock: ManualClock
+const startHost = clockedHost({ totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 })
 
-async function start(overrides: Parameters<typeof startTestHost>[0] = {}) {
-  clock = new ManualClock(T0)
-  host = await startTestHost({ totalUnits: 10, busy: 0, leaseTtlS: 30, heartbeatGraceS: 5, ...overrides }, { clock })
+async function start(overrides: Parameters<typeof startHost>[0] = {}) {
+  ;({ host, clock } = await startHost(overrides))
   return host
 }
-
-afterEach(async () => {
-  await host?.dispose()
-})
 
 async function claimNow(workerId = 'w1', streams = ['default']) {
   const res = await post(host, `${WORKER}/claim`, { worker_id: workerId, streams, max_wait_ms: 0 })

@@ -2,8 +2,10 @@
  * Shared pieces of the HTTP tests: the field lists the views must show (seeds + the extras
  * views.ts documents), error assertions, and a digest of the database for "nothing changed".
  */
-import { expect } from 'vitest'
-import type { TestHost } from '../helpers/host'
+import { afterEach, expect } from 'vitest'
+import type { HostConfig } from '../../src-main/config'
+import { ManualClock } from '../../src-main/engine/clock'
+import { startTestHost, type TestHost } from '../helpers/host'
 
 export const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 
@@ -158,3 +160,23 @@ export async function until(check: () => boolean | Promise<boolean>, ms = 3000):
 }
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
+
+/** The instant the dialect tests start from: the seeds' own example time. */
+export const DIALECT_T0 = Date.parse('2026-02-06T20:10:00.000Z')
+
+/**
+ * A real host on a ManualClock at DIALECT_T0 for each test that calls `start()`, disposed after
+ * each test. `host()` and `clock()` read the current ones.
+ */
+export function clockedHost(defaults: Partial<HostConfig>) {
+  let current: { host: TestHost; clock: ManualClock } | undefined
+  afterEach(async () => {
+    await current?.host.dispose()
+    current = undefined
+  })
+  return async (overrides: Partial<HostConfig> = {}): Promise<{ host: TestHost; clock: ManualClock }> => {
+    const clock = new ManualClock(DIALECT_T0)
+    current = { host: await startTestHost({ busy: 0, ...defaults, ...overrides }, { clock }), clock }
+    return current
+  }
+}
