@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
-import type { Durability } from '../../src-main/db/open'
+import { applyConnectionSettings, type Durability } from '../../src-main/db/open'
 import { priorityRank } from '../../src-main/engine/states'
 import { openEngine, percentile, timeMs, type BenchEngine, type TempDir } from './lib'
 
@@ -184,11 +184,7 @@ const FLOOR_TXNS_PER_JOB = 5
 
 function openFloorDb(path: string, durability: Durability): Database {
   const db = new BetterSqlite3(path)
-  db.pragma('journal_mode = WAL')
-  db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`)
-  db.pragma('foreign_keys = ON')
-  db.pragma('busy_timeout = 5000')
-  db.pragma('cache_size = -65536')
+  applyConnectionSettings(db, durability)
   db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, state TEXT NOT NULL, at INTEGER NOT NULL)')
   return db
 }

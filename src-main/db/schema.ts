@@ -35,6 +35,8 @@ export const jobs = sqliteTable(
     claim_expires_at: integer('claim_expires_at'),
     /** The current lease, or the last one once the job has ended. */
     lease_id: text('lease_id'),
+    /** The dialect-003 stream message that delivers the job's current (or next) attempt. */
+    stream_message_id: integer('stream_message_id'),
     /** When a requeued job may be taken again (exponential backoff); null if it may now. */
     next_retry_at: integer('next_retry_at'),
     /** When the job became eligible (submit, or the end of its backoff): the FIFO key. */
@@ -61,8 +63,10 @@ export const jobs = sqliteTable(
     index('jobs_claim_expiry')
       .on(t.claim_expires_at)
       .where(sql`state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING')`),
-    // Listing newest first, by state or by add-on.
-    index('jobs_state_seq').on(t.state, t.seq),
+    // Listing newest first by state, and counting a state. DONE, the bulk of all jobs, is left
+    // out: finishing a job then only deletes its entry, and a listing of DONE jobs reads the
+    // table newest first, where DONE jobs are dense.
+    index('jobs_state_seq').on(t.state, t.seq).where(sql`state <> 'DONE'`),
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
@@ -73,7 +77,12 @@ export const jobs = sqliteTable(
 export const leases = sqliteTable(
   'leases',
   {
-    id: text('id').primaryKey(),
+    /**
+     * Strictly increasing over every lease ever granted: a later lease always has a larger
+     * fence. Also the row's key, so a grant appends at the table's end.
+     */
+    fence: integer('fence').primaryKey(),
+    id: text('id').notNull().unique(),
     job_id: text('job_id')
       .notNull()
       .references(() => jobs.id),
@@ -87,8 +96,6 @@ export const leases = sqliteTable(
     state: text('state').notNull(),
     /** Secret handed only to the holder (dialect 003 names its lease by it). */
     token: text('token').notNull().unique(),
-    /** Strictly increasing over every lease ever granted: a later lease always has a larger fence. */
-    fence: integer('fence').notNull().unique(),
     granted_at: integer('granted_at').notNull(),
     last_heartbeat_at: integer('last_heartbeat_at').notNull(),
     expires_at: integer('expires_at').notNull(),
@@ -97,9 +104,10 @@ export const leases = sqliteTable(
     release_status: text('release_status'),
   },
   (t) => [
-    // Covers the reaper's scan and the sum of leased units (capacity), without touching the table.
-    index('leases_active_expiry').on(t.expires_at, t.cost_units).where(sql`state = 'ACTIVE'`),
-    index('leases_active_worker').on(t.worker_id).where(sql`state = 'ACTIVE'`),
+    // The ACTIVE leases: the sum of leased units (capacity) and a worker's leases, without
+    // touching the table. Not keyed by expiry, so a heartbeat rewrites only the lease's row;
+    // the reaper reads every ACTIVE lease, which capacity bounds (each holds at least a unit).
+    index('leases_active').on(t.worker_id, t.cost_units).where(sql`state = 'ACTIVE'`),
     // No index on job_id: nothing looks leases up by job (a job's attempts name their leases),
     // and jobs are never deleted, so the foreign key needs none either.
   ],
@@ -157,21 +165,21 @@ export const events = sqliteTable(
   ],
 )
 
-/** Dialect 003's transport: one message per submit and per requeue. The jobs table stays the truth. */
-export const streamMessages = sqliteTable(
-  'stream_messages',
-  {
-    id: integer('id').primaryKey(),
-    enqueue_id: text('enqueue_id').notNull(),
-    stream: text('stream').notNull(),
-    job_id: text('job_id')
-      .notNull()
-      .references(() => jobs.id),
-    created_at: integer('created_at').notNull(),
-    acked_at: integer('acked_at'),
-  },
-  (t) => [index('stream_messages_job').on(t.job_id, t.id)],
-)
+/**
+ * Dialect 003's transport: one message per submit and per requeue. The jobs table stays the
+ * truth, and names its current message (`jobs.stream_message_id`); at most one message of a
+ * job is unacknowledged at a time.
+ */
+export const streamMessages = sqliteTable('stream_messages', {
+  id: integer('id').primaryKey(),
+  enqueue_id: text('enqueue_id').notNull(),
+  stream: text('stream').notNull(),
+  job_id: text('job_id')
+    .notNull()
+    .references(() => jobs.id),
+  created_at: integer('created_at').notNull(),
+  acked_at: integer('acked_at'),
+})
 
 /** Gauges sampled on a timer; the time-series endpoint reads these, so charts survive restarts. */
 export const statsSamples = sqliteTable('stats_samples', {

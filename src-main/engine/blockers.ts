@@ -42,8 +42,8 @@ function requeueBlocked(ctx: EngineContext, job: JobRow, reason: string): void {
     next_retry_at: null,
     eligible_at: now,
     max_attempts: Math.max(job.max_attempts, job.attempts + 1),
+    stream_message_id: writeStreamMessage(ctx, job.id, job.queue),
   })
-  writeStreamMessage(ctx, job.id, job.queue)
   ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason })
 }
 

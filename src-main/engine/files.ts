@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { newId } from './ids'
 import { isAbsolute, resolve, sep } from 'node:path'
 import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../db/schema'
 import { SECOND } from './clock'
@@ -127,7 +127,7 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     if (!holder) {
       if (contention) ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
       const granted: FileLeaseRow = {
-        id: randomUUID(),
+        id: newId(),
         file,
         owner_id: request.owner_id,
         lease_id: requesterLease?.id ?? null,
@@ -192,7 +192,7 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
   const now = ctx.clock.now()
   const { seq } = ctx.one<{ seq: number }>('SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM blockers')!
   const blocker: BlockerRow = {
-    id: randomUUID(),
+    id: newId(),
     seq,
     file: contention.file,
     holder_owner_id: holder.owner_id,

@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto'
+import { newId } from './ids'
 import type { EventRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError, invalid, jobNotFound } from './errors'
 import { closeBlockersOfCanceledJob } from './blockers'
-import { writeStreamMessage } from './streams'
+import { ackStreamMessage, nextStreamMessageId, writeStreamMessage } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
 
 /** A submit in the model's own words; each dialect maps its field names onto this. */
@@ -93,8 +93,9 @@ export function submit(ctx: EngineContext, input: SubmitJob): SubmitResult {
       if (existing) return { job: existing, duplicate: true }
     }
     const now = ctx.clock.now()
+    const messageId = nextStreamMessageId(ctx)
     const job: Omit<JobRow, 'seq'> = {
-      id: randomUUID(),
+      id: newId(),
       addon_id: input.addon_id ?? null,
       job_type: input.job_type,
       priority: priorityRank(input.priority ?? 'NORMAL'),
@@ -112,6 +113,7 @@ export function submit(ctx: EngineContext, input: SubmitJob): SubmitResult {
       claimed_by: null,
       claim_expires_at: null,
       lease_id: null,
+      stream_message_id: messageId,
       next_retry_at: null,
       eligible_at: now,
       cancel_requested: 0,
@@ -131,15 +133,15 @@ export function submit(ctx: EngineContext, input: SubmitJob): SubmitResult {
       .stmt(
         `INSERT INTO jobs (id, addon_id, job_type, priority, cost_units, constraints, payload, is_unique,
            idempotency_key, tags, max_runtime_s, queue, max_attempts, state, attempts, claimed_by,
-           claim_expires_at, lease_id, next_retry_at, eligible_at, cancel_requested, progress, note,
+           claim_expires_at, lease_id, stream_message_id, next_retry_at, eligible_at, cancel_requested, progress, note,
            dead_letter, final_status, error, result, metrics, created_at, updated_at, started_at, finished_at)
          VALUES (@id, @addon_id, @job_type, @priority, @cost_units, @constraints, @payload, @is_unique,
            @idempotency_key, @tags, @max_runtime_s, @queue, @max_attempts, @state, @attempts, @claimed_by,
-           @claim_expires_at, @lease_id, @next_retry_at, @eligible_at, @cancel_requested, @progress, @note,
+           @claim_expires_at, @lease_id, @stream_message_id, @next_retry_at, @eligible_at, @cancel_requested, @progress, @note,
            @dead_letter, @final_status, @error, @result, @metrics, @created_at, @updated_at, @started_at, @finished_at)`,
       )
       .run(job)
-    writeStreamMessage(ctx, job.id, job.queue)
+    writeStreamMessage(ctx, job.id, job.queue, messageId)
     ctx.appendEvent('JOB', job.id, job.id, 'JOB_SUBMITTED', {
       state: 'QUEUED',
       job_type: job.job_type,
@@ -169,6 +171,7 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
         claim_expires_at: null,
         note: reason ?? job.note,
       })
+      ackStreamMessage(ctx, job) // never to be delivered now
       ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: state, reason })
       if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
     } else if (LEASED_STATES.has(state)) {

@@ -1,4 +1,5 @@
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { newId } from './ids'
 import type { AttemptRow, JobRow, LeaseRow, StreamMessageRow } from '../db/schema'
 import { nextRetryAt } from './backoff'
 import { capacityDenial } from './capacity'
@@ -9,7 +10,7 @@ import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, type WorkerFilter } from './pick'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
-import { ackStreamMessages, currentStreamMessage, writeStreamMessage } from './streams'
+import { ackStreamMessage, currentStreamMessage, writeStreamMessage } from './streams'
 
 export interface Leased {
   lease: LeaseRow
@@ -49,9 +50,9 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
   const now = ctx.clock.now()
   const { fence } = ctx.one<{ fence: number }>('SELECT COALESCE(MAX(fence), 0) + 1 AS fence FROM leases')!
   const lease: LeaseRow = {
-    id: randomUUID(),
+    id: newId(),
     job_id: job.id,
-    attempt_id: randomUUID(),
+    attempt_id: newId(),
     worker_id: workerId,
     addon_id: job.addon_id,
     cost_units: job.cost_units,
@@ -68,10 +69,10 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
   }
   ctx
     .stmt(
-      `INSERT INTO leases (id, job_id, attempt_id, worker_id, addon_id, cost_units, ttl_s, grace_s, state, token,
-         fence, granted_at, last_heartbeat_at, expires_at, released_at, release_status)
-       VALUES (@id, @job_id, @attempt_id, @worker_id, @addon_id, @cost_units, @ttl_s, @grace_s, @state, @token,
-         @fence, @granted_at, @last_heartbeat_at, @expires_at, @released_at, @release_status)`,
+      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, addon_id, cost_units, ttl_s, grace_s, state, token,
+         granted_at, last_heartbeat_at, expires_at, released_at, release_status)
+       VALUES (@fence, @id, @job_id, @attempt_id, @worker_id, @addon_id, @cost_units, @ttl_s, @grace_s, @state, @token,
+         @granted_at, @last_heartbeat_at, @expires_at, @released_at, @release_status)`,
     )
     .run(lease)
   const attempt = job.attempts + 1
@@ -124,7 +125,7 @@ export function leaseNext(
     const denial = capacityDenial(figures, head.value.cost_units)
     if (denial) return { granted: false, reason: denial, retry_after_ms }
     const leased = grant(ctx, head.value, filter.worker_id, ttl, options.to)
-    return { granted: true, ...leased, message: currentStreamMessage(ctx, leased.job.id) }
+    return { granted: true, ...leased, message: currentStreamMessage(ctx, leased.job) }
   })
 }
 
@@ -307,20 +308,23 @@ const json = (value: unknown): string | null => (value === undefined || value ==
 function requeue(ctx: EngineContext, job: JobRow, reason: string): JobRow {
   const now = ctx.clock.now()
   const retryAt = nextRetryAt(now, job.attempts, ctx.config.backoff)
+  // The ended attempt's message is acknowledged; the new one waits for the next delivery.
+  ackStreamMessage(ctx, job)
   const queued = moveJob(ctx, job, 'QUEUED', {
     claimed_by: null,
     claim_expires_at: null,
     next_retry_at: retryAt,
     eligible_at: retryAt,
     progress: null,
+    stream_message_id: writeStreamMessage(ctx, job.id, job.queue),
   })
-  writeStreamMessage(ctx, job.id, job.queue)
   ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason, attempt: job.attempts, next_retry_at: retryAt })
   return queued
 }
 
 /** Ends a job in a terminal state. */
 function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outcome, deadLetter: boolean): JobRow {
+  ackStreamMessage(ctx, job)
   const finished = moveJob(ctx, job, to, {
     final_status: FINAL_STATUS_OF[to]!,
     finished_at: ctx.clock.now(),
@@ -373,8 +377,6 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
   const now = ctx.clock.now()
   ctx.run("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = ? WHERE id = ?", now, outcome.status, lease.id)
   closeAttempt(ctx, lease, outcome.status, disposition, outcome.error)
-  // Ack before a requeue: the requeue's own message must stay pending for the next delivery.
-  ackStreamMessages(ctx, job.id)
   const moved = to === 'QUEUED' ? requeue(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
   return { lease: { ...lease, state: 'RELEASED', released_at: now, release_status: outcome.status }, job: moved, disposition }
 }
@@ -411,6 +413,7 @@ export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: strin
   closeAttempt(ctx, lease, 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
   const job = getJob(ctx, lease.job_id)
+  ackStreamMessage(ctx, job) // the attempt it delivered has ended; a retry writes a new one
   moveJob(ctx, job, 'BLOCKED', { progress: null })
   ctx.appendEvent('JOB', job.id, job.id, 'JOB_BLOCKED', { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id })
 }

@@ -1,27 +1,41 @@
-import { randomUUID } from 'node:crypto'
-import type { StreamMessageRow } from '../db/schema'
+import type { JobRow, StreamMessageRow } from '../db/schema'
 import type { EngineContext } from './context'
+import { newId } from './ids'
 
 /**
  * Dialect 003's transport, kept in SQLite: every submit and every requeue writes a message on
- * the job's stream (its queue). Messages may repeat; the jobs table stays the truth, and a
- * message is acknowledged once its attempt's final state is committed.
+ * the job's stream (its queue), and the job names it (`stream_message_id`). Messages may
+ * repeat; the jobs table stays the truth. A message is acknowledged once the final state of the
+ * attempt it delivered is committed, so a job has at most one unacknowledged message: its
+ * current one.
  */
-export function writeStreamMessage(ctx: EngineContext, jobId: string, stream: string): void {
+
+/** The id the next message will get: a submit names its message in the job row it inserts. */
+export function nextStreamMessageId(ctx: EngineContext): number {
+  return ctx.one<{ id: number }>('SELECT COALESCE(MAX(id), 0) + 1 AS id FROM stream_messages')!.id
+}
+
+/** Writes a message for the job (which must exist) and returns its id, for `job.stream_message_id`. */
+export function writeStreamMessage(ctx: EngineContext, jobId: string, stream: string, id: number = nextStreamMessageId(ctx)): number {
   ctx.run(
-    'INSERT INTO stream_messages (enqueue_id, stream, job_id, created_at) VALUES (?, ?, ?, ?)',
-    randomUUID(),
+    'INSERT INTO stream_messages (id, enqueue_id, stream, job_id, created_at) VALUES (?, ?, ?, ?, ?)',
+    id,
+    newId(),
     stream,
     jobId,
     ctx.clock.now(),
   )
+  return id
 }
 
-/** The message that delivered the job's current attempt: the newest one for the job. */
-export function currentStreamMessage(ctx: EngineContext, jobId: string): StreamMessageRow | undefined {
-  return ctx.one<StreamMessageRow>('SELECT * FROM stream_messages WHERE job_id = ? ORDER BY id DESC LIMIT 1', jobId)
+/** The message that delivers the job's current attempt. */
+export function currentStreamMessage(ctx: EngineContext, job: JobRow): StreamMessageRow | undefined {
+  if (job.stream_message_id === null) return undefined
+  return ctx.one<StreamMessageRow>('SELECT * FROM stream_messages WHERE id = ?', job.stream_message_id)
 }
 
-export function ackStreamMessages(ctx: EngineContext, jobId: string): void {
-  ctx.run('UPDATE stream_messages SET acked_at = ? WHERE job_id = ? AND acked_at IS NULL', ctx.clock.now(), jobId)
+/** Acknowledges the job's current message: the attempt it delivered has ended. */
+export function ackStreamMessage(ctx: EngineContext, job: JobRow): void {
+  if (job.stream_message_id === null) return
+  ctx.run('UPDATE stream_messages SET acked_at = ? WHERE id = ? AND acked_at IS NULL', ctx.clock.now(), job.stream_message_id)
 }

@@ -144,6 +144,14 @@ describe("the operator's answers", () => {
     expect(claimOrFail(engine, 'w3').job.id).toBe(requester.job.id)
   })
 
+  test('a halt acknowledges the stream message of the attempt it ended; a retry writes the next one', () => {
+    const { engine, blocker, requester } = halted()
+    const unacked = () => engine.ctx.all<{ id: number }>('SELECT id FROM stream_messages WHERE job_id = ? AND acked_at IS NULL', requester.job.id)
+    expect(unacked()).toEqual([])
+    engine.resolveBlocker(blocker.id, { action: 'retry' })
+    expect(unacked()).toEqual([{ id: engine.getJob(requester.job.id).stream_message_id }])
+  })
+
   test('retry gives a job that had used its last attempt one more', () => {
     const { engine, blocker, requester } = halted({ requesterExtra: { max_attempts: 1 } })
     engine.resolveBlocker(blocker.id, { action: 'retry' })

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
 import { aJob } from '../helpers/engine'
@@ -120,6 +120,48 @@ describe('opening the database file', () => {
     writeFileSync(path, '')
     const { sqlite } = openDatabase({ path })
     expect(sqlite.prepare("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").get()).toBeDefined()
+    sqlite.close()
+  })
+})
+
+describe('migrations', () => {
+  /** A migrations folder holding only the first `count` migrations, as an older release shipped them. */
+  function olderMigrations(count: number): string {
+    const folder = join(dir, `migrations-${count}`)
+    mkdirSync(join(folder, 'meta'), { recursive: true })
+    const journal = JSON.parse(readFileSync(join(DEFAULT_MIGRATIONS_FOLDER, 'meta', '_journal.json'), 'utf8')) as { entries: { tag: string }[] }
+    const entries = journal.entries.slice(0, count)
+    writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries }))
+    for (const entry of entries) copyFileSync(join(DEFAULT_MIGRATIONS_FOLDER, `${entry.tag}.sql`), join(folder, `${entry.tag}.sql`))
+    return folder
+  }
+
+  it('0005 names each job\'s newest stream message and acknowledges the ones it superseded', () => {
+    const path = join(dir, 'old.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(5) })
+    const insertJob = old.sqlite.prepare(
+      `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, state,
+         attempts, eligible_at, cancel_requested, dead_letter, created_at, updated_at)
+       VALUES (?, 'test', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 0, 0, 0, 0, 0, 0)`,
+    )
+    const insertMessage = old.sqlite.prepare("INSERT INTO stream_messages (id, enqueue_id, stream, job_id, created_at) VALUES (?, ?, 'default', ?, 7)")
+    insertJob.run('job-a')
+    insertJob.run('job-b')
+    insertMessage.run(1, 'e1', 'job-a')
+    insertMessage.run(2, 'e2', 'job-b')
+    insertMessage.run(3, 'e3', 'job-a') // job-a was requeued without its first message being acknowledged
+    old.sqlite.close()
+
+    const { sqlite } = openDatabase({ path })
+    expect(sqlite.prepare('SELECT id, stream_message_id FROM jobs ORDER BY id').all()).toEqual([
+      { id: 'job-a', stream_message_id: 3 },
+      { id: 'job-b', stream_message_id: 2 },
+    ])
+    expect(sqlite.prepare('SELECT id, acked_at FROM stream_messages ORDER BY id').all()).toEqual([
+      { id: 1, acked_at: 7 },
+      { id: 2, acked_at: null },
+      { id: 3, acked_at: null },
+    ])
     sqlite.close()
   })
 })

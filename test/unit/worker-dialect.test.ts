@@ -181,3 +181,34 @@ describe('dialect 003 complete and fail', () => {
     expect(answer.job).toMatchObject({ state: 'FAILED', dead_letter: 0 })
   })
 })
+
+describe('dialect 003 stream messages', () => {
+  const messages = (engine: Engine, jobId: string) =>
+    engine.ctx.all<{ id: number; acked_at: number | null }>('SELECT id, acked_at FROM stream_messages WHERE job_id = ? ORDER BY id', jobId)
+
+  it('a claim delivers the job\'s current message, the one the job names', () => {
+    const { engine } = setup()
+    const submitted = engine.submit(aJob()).job
+    const decision = engine.claimAndLease({ worker_id: 'w', queues: ['default'] })
+    if (!decision.granted) throw new Error(decision.reason)
+    expect(decision.message?.id).toBe(submitted.stream_message_id)
+    expect(messages(engine, submitted.id)).toEqual([{ id: submitted.stream_message_id, acked_at: null }])
+  })
+
+  it('a job has at most one unacknowledged message: an expiry acknowledges the attempt\'s message before the requeue writes the next', () => {
+    const { engine, clock, job, lease } = claimedByWorker({}, aJob({ max_attempts: 3 }))
+    clock.advance((lease.ttl_s + lease.grace_s) * SECOND + 1)
+    engine.reap()
+    const requeued = engine.getJob(job.id)
+    expect(requeued.state).toBe('QUEUED')
+    expect(messages(engine, job.id).map((m) => m.acked_at !== null)).toEqual([true, false])
+    expect(messages(engine, job.id)[1]!.id).toBe(requeued.stream_message_id)
+  })
+
+  it('canceling a queued job acknowledges its message: it will never be delivered', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob())
+    engine.cancel(job.id)
+    expect(unackedMessages(engine, job.id)).toBe(0)
+  })
+})
