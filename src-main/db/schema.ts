@@ -9,6 +9,16 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 
+/**
+ * The jobs in the jobs_state_seq index: all but LEASED and RUNNING (each holds an ACTIVE lease,
+ * so they are listed and counted through leases_active, bounded by capacity) and DONE (the bulk
+ * of all jobs: a listing of them reads the table newest first, where they are dense). A job's
+ * run from grant to DONE then writes no entry there. SQLite uses a partial index only for a
+ * query that repeats its clause word for word, so queries include this text.
+ */
+export const STATE_SEQ_CLAUSE = "state NOT IN ('LEASED', 'RUNNING', 'DONE')"
+export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['LEASED', 'RUNNING', 'DONE']
+
 /** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
 export const jobs = sqliteTable(
   'jobs',
@@ -63,10 +73,8 @@ export const jobs = sqliteTable(
     index('jobs_claim_expiry')
       .on(t.claim_expires_at)
       .where(sql`state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING')`),
-    // Listing newest first by state, and counting a state. DONE, the bulk of all jobs, is left
-    // out: finishing a job then only deletes its entry, and a listing of DONE jobs reads the
-    // table newest first, where DONE jobs are dense.
-    index('jobs_state_seq').on(t.state, t.seq).where(sql`state <> 'DONE'`),
+    // Listing newest first by state, and counting a state, except the states STATE_SEQ_CLAUSE leaves out.
+    index('jobs_state_seq').on(t.state, t.seq).where(sql.raw(STATE_SEQ_CLAUSE)),
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
@@ -94,8 +102,11 @@ export const leases = sqliteTable(
     grace_s: integer('grace_s').notNull(),
     /** ACTIVE, EXPIRED or RELEASED. */
     state: text('state').notNull(),
-    /** Secret handed only to the holder (dialect 003 names its lease by it). */
-    token: text('token').notNull().unique(),
+    /**
+     * Secret handed only to the holder (dialect 003 names its lease by it, beside the job id:
+     * the lease is found through the job, so the token needs no index of its own).
+     */
+    token: text('token').notNull(),
     granted_at: integer('granted_at').notNull(),
     last_heartbeat_at: integer('last_heartbeat_at').notNull(),
     expires_at: integer('expires_at').notNull(),

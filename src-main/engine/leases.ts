@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto'
-import { newId } from './ids'
+import { newId, newToken } from './ids'
 import type { AttemptRow, JobRow, LeaseRow, StreamMessageRow } from '../db/schema'
 import { nextRetryAt } from './backoff'
 import { capacityDenial } from './capacity'
@@ -59,7 +58,7 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     ttl_s: ttlS,
     grace_s: ctx.config.heartbeatGraceS,
     state: 'ACTIVE',
-    token: randomBytes(24).toString('base64url'),
+    token: newToken(),
     fence,
     granted_at: now,
     last_heartbeat_at: now,
@@ -225,13 +224,25 @@ function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undef
   return lease
 }
 
+/**
+ * The job's lease that has this token: its current lease (the usual case), else one of its
+ * earlier leases, found through its attempts. 404 for an unknown job comes first.
+ */
+function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): LeaseRow | undefined {
+  const job = getJob(ctx, jobId)
+  const current = job.lease_id === null ? undefined : ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', job.lease_id)
+  if (current?.token === token) return current
+  return ctx.one<LeaseRow>(
+    'SELECT leases.* FROM attempts JOIN leases ON leases.id = attempts.lease_id WHERE attempts.job_id = ? AND leases.token = ?',
+    jobId,
+    token,
+  )
+}
+
 /** Resolves the lease named by its token (dialect 003): a token that is not this job's is a mismatch. */
 function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): LeaseRow {
-  const found = ctx.one<LeaseRow>('SELECT * FROM leases WHERE token = ?', token)
-  if (!found || found.job_id !== jobId) {
-    getJob(ctx, jobId) // 404 for an unknown job comes first
-    throw new EngineError(409, 'lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
-  }
+  const found = jobLeaseWithToken(ctx, jobId, token)
+  if (!found) throw new EngineError(409, 'lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
   const lease = expireIfDue(ctx, found)
   if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
   return lease

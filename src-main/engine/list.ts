@@ -1,8 +1,8 @@
-import { and, desc, eq, gte, lt, lte, type SQL } from 'drizzle-orm'
-import { jobs, type JobRow } from '../db/schema'
+import { and, desc, eq, gte, inArray, lt, lte, sql, type SQL } from 'drizzle-orm'
+import { jobs, leases, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { invalid } from './errors'
-import { JOB_STATES, type JobState } from './states'
+import { JOB_STATES, LEASED_STATES, type JobState } from './states'
 
 export interface JobListQuery {
   state?: JobState
@@ -44,7 +44,15 @@ export function listJobs(ctx: EngineContext, query: JobListQuery): JobPage {
     throw invalid(`state: must be one of ${JOB_STATES.join(', ')}`)
   }
   const conditions: SQL[] = []
-  if (query.state !== undefined) conditions.push(eq(jobs.state, query.state))
+  if (query.state !== undefined) {
+    conditions.push(eq(jobs.state, query.state))
+    if (LEASED_STATES.has(query.state)) {
+      // Found through their ACTIVE leases (few: capacity bounds them).
+      conditions.push(inArray(jobs.id, ctx.orm.select({ id: leases.job_id }).from(leases).where(eq(leases.state, 'ACTIVE'))))
+    } else if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) {
+      conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
+    }
+  }
   if (query.addon_id !== undefined) conditions.push(eq(jobs.addon_id, query.addon_id))
   if (query.job_type !== undefined) conditions.push(eq(jobs.job_type, query.job_type))
   if (query.created_after !== undefined) conditions.push(gte(jobs.created_at, query.created_after))

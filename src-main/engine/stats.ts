@@ -1,8 +1,9 @@
-import { COUNTED_EVENTS_CLAUSE, type StatsSampleRow } from '../db/schema'
+import { COUNTED_EVENTS_CLAUSE, STATE_SEQ_CLAUSE, type StatsSampleRow } from '../db/schema'
 import type { CapacityStore } from './capacity-store'
 import { HOUR, MINUTE } from './clock'
 import type { EngineContext } from './context'
 import { invalid } from './errors'
+import { LEASED_STATES, type JobState } from './states'
 
 export interface Snapshot {
   capacity: { total: number; used: number; reserved: number; usable: number; available: number; busy_rating: number; busy_mode: 'auto' | 'manual' }
@@ -20,8 +21,17 @@ export interface Snapshot {
   leases: { active: number; expired_last_24h: number }
 }
 
-const countState = (ctx: EngineContext, state: string): number =>
-  ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs WHERE state = ?', state)!.n
+/**
+ * Jobs in a state other than DONE: LEASED and RUNNING ones through their ACTIVE leases, the
+ * others on the jobs_state_seq index (see STATE_SEQ_CLAUSE).
+ */
+const countState = (ctx: EngineContext, state: Exclude<JobState, 'DONE'>): number =>
+  LEASED_STATES.has(state)
+    ? ctx.one<{ n: number }>(
+        "SELECT COUNT(*) AS n FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE' AND jobs.state = ?",
+        state,
+      )!.n
+    : ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE}`, state)!.n
 
 /** Counts one of the counted event types (COUNTED_EVENTS_CLAUSE keeps the query on its partial index). */
 const countEvents = (ctx: EngineContext, eventType: string, since: number, until = Number.MAX_SAFE_INTEGER): number =>

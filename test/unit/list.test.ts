@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import { expectEngineError } from './support'
+import type { JobState } from '../../src-main/engine/states'
+import { expectEngineError, leaseOrFail } from './support'
 
 describe('listing jobs', () => {
   it('lists newest first with a default limit of 50', () => {
@@ -60,6 +61,29 @@ describe('listing jobs', () => {
     expect(ids({ addon_id: 'a', job_type: 'y', state: 'CANCELED' })).toEqual([c.id])
     expect(ids({ created_after: T0 + 10 * SECOND })).toEqual([c.id, b.id])
     expect(ids({ created_before: T0 + 10 * SECOND })).toEqual([b.id, a.id])
+  })
+
+  it('filters by every state, whichever index serves it (LEASED and RUNNING through their leases)', () => {
+    const { engine } = setup()
+    const submitted = () => engine.submit(aJob()).job.id
+    const byState: Partial<Record<JobState, string>> = {
+      DONE: submitted(),
+      FAILED: submitted(),
+      LEASED: submitted(),
+      RUNNING: submitted(),
+      CLAIMED: submitted(),
+      CANCELED: submitted(),
+      QUEUED: submitted(),
+    }
+    engine.release({ lease_id: leaseOrFail(engine, 'w').lease.id, status: 'SUCCEEDED' })
+    engine.release({ lease_id: leaseOrFail(engine, 'w').lease.id, status: 'FAILED' })
+    leaseOrFail(engine, 'w')
+    engine.heartbeat({ lease_id: leaseOrFail(engine, 'w').lease.id })
+    engine.claim({ worker_id: 'w' })
+    engine.cancel(byState.CANCELED!)
+    for (const [state, id] of Object.entries(byState)) {
+      expect(engine.listJobs({ state: state as JobState }).jobs.map((j) => j.id)).toEqual([id])
+    }
   })
 
   it('limit must be 1 to 500', () => {

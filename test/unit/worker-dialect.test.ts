@@ -55,6 +55,17 @@ describe('dialect 003 heartbeat by token', () => {
     )
   })
 
+  it('the token of an earlier attempt of the same job is that lease\'s: 409 lease_expired, not a mismatch', () => {
+    const { engine, clock, job, lease } = claimedByWorker({}, aJob({ max_attempts: 2 }))
+    clock.advance((lease.ttl_s + lease.grace_s) * SECOND + 1)
+    engine.reap()
+    clock.advance(10 * 60 * SECOND) // past the backoff
+    const second = claimOrFail(engine, 'w2')
+    expect(second.job.id).toBe(job.id)
+    expectEngineError(() => engine.heartbeatByToken({ job_id: job.id, worker_id: 'w', lease_token: lease.token }), 409, 'lease_expired')
+    expect(engine.heartbeatByToken({ job_id: job.id, worker_id: 'w2', lease_token: second.lease.token }).lease.id).toBe(second.lease.id)
+  })
+
   it('a heartbeat for an unknown job is 404 job_not_found', () => {
     const { engine, lease } = claimedByWorker()
     expectEngineError(() => engine.heartbeatByToken({ job_id: 'missing', worker_id: 'w', lease_token: lease.token }), 404, 'job_not_found')
