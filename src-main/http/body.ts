@@ -60,3 +60,15 @@ function tooLarge(ctx: Context, limit: number): EngineError {
   ctx.set('Connection', 'close')
   return new EngineError(413, 'payload_too_large', `The body is larger than ${limit} bytes`)
 }
+
+/**
+ * A signal that aborts when the client hangs up before its answer is sent: a long-poll stops
+ * waiting for it. (Not after a normal answer: an abort creates a DOMException, which is not free.)
+ */
+export function clientGone(ctx: Context): AbortSignal {
+  const gone = new AbortController()
+  ctx.res.once('close', () => {
+    if (!ctx.res.writableFinished) gone.abort()
+  })
+  return gone.signal
+}

@@ -6,7 +6,7 @@ import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import { RESOLUTIONS } from '../engine/blockers'
 import type { Contention } from '../engine/files'
-import { readJson } from './body'
+import { clientGone, readJson } from './body'
 import { validate } from './errors'
 import { Id, Note } from './schemas'
 
@@ -108,9 +108,7 @@ export function filesRouter(engine: Engine, clockWaiters: ClockWaiters, bodyLimi
   router.post('/files/leases/wait', async (ctx) => {
     const input = validate(FileRetryWait, await readJson(ctx, bodyLimit))
     const retryAt = engine.fileRetryAt(input.file, input.owner_id)
-    const gone = new AbortController()
-    ctx.res.once('close', () => gone.abort())
-    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(input.max_wait_ms ?? 0, MAX_RETRY_WAIT_MS), gone.signal))
+    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(input.max_wait_ms ?? 0, MAX_RETRY_WAIT_MS), clientGone(ctx)))
     ctx.body = { ready, retry_at: iso(retryAt) }
   })
 

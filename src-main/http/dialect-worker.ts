@@ -4,7 +4,7 @@ import type { ClaimWaiters } from '../claim-waiters'
 import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
-import { readJson } from './body'
+import { clientGone, readJson } from './body'
 import { claimAnswer } from '../worker-answers'
 import type { WorkerDirectory } from '../workers'
 import { validate } from './errors'
@@ -81,11 +81,9 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
 
   router.post('/claim', async (ctx) => {
     const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
-    const gone = new AbortController()
-    ctx.res.once('close', () => gone.abort()) // the client hung up while waiting
     const decision = await waiters.claim(
       { worker_id: input.worker_id, queues: input.streams },
-      { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: gone.signal },
+      { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: clientGone(ctx) },
     )
     ctx.body = claimAnswer(decision)
   })

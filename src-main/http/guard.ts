@@ -44,11 +44,16 @@ function isOwnHost(host: string | undefined, policy: GuardPolicy): boolean {
   return names.includes(name) && (port === null ? policy.port === 80 : Number(port) === policy.port)
 }
 
+const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
+
+/** The expected token's digest, computed once: the token is the same for every request. */
+const expectedDigests = new Map<string, Buffer>()
+
 /** Compares tokens in constant time (digests first, so different lengths leak nothing either). */
 export function tokensMatch(given: string, expected: string): boolean {
-  const a = createHash('sha256').update(given).digest()
-  const b = createHash('sha256').update(expected).digest()
-  return timingSafeEqual(a, b)
+  let digest = expectedDigests.get(expected)
+  if (!digest) expectedDigests.set(expected, (digest = sha256(expected)))
+  return timingSafeEqual(sha256(given), digest)
 }
 
 function decoded(path: string): string {
