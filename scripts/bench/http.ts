@@ -1,8 +1,9 @@
 /**
  * The HTTP and worker figures of `npm run bench`: a real `leasehold serve` in its own process on
- * loopback, clients in this one on keep-alive connections (fetch). Bounded in count and time.
+ * loopback, clients in this one on keep-alive connections (node:http). Bounded in count and time.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import http from 'node:http'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -26,32 +27,49 @@ interface Server {
   stop(): Promise<void>
 }
 
-async function startServer(args: string[]): Promise<Server> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir, '--port', '0', '--busy', '0', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  const url = await new Promise<string>((resolve, reject) => {
+const KOA_FLOOR = fileURLToPath(new URL('./koa-floor.mjs', import.meta.url))
+
+/** A child process's URL, from the `listening on <url>` line it prints. */
+function listeningUrl(child: ChildProcess): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
     let out = ''
     child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString()
       const match = /listening on (http:\/\/\S+)/.exec(out)
       if (match) resolve(match[1]!)
     })
-    child.once('exit', (code) => reject(new Error(`serve exited with ${code}`)))
+    child.once('exit', (code) => reject(new Error(`the server exited with ${code}`)))
   })
+}
+
+function stopChild(child: ChildProcess): Promise<unknown> {
+  const exited = new Promise((r) => child.once('exit', r))
+  child.kill('SIGTERM')
+  return exited
+}
+
+async function startServer(args: string[]): Promise<Server> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))
+  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir, '--port', '0', '--busy', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const url = await listeningUrl(child)
   const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
   return {
     url,
     token,
     child,
     stop: async () => {
-      const exited = new Promise((r) => child.once('exit', r))
-      child.kill('SIGTERM')
-      await exited
+      await stopChild(child)
       rmSync(dataDir, { recursive: true, force: true })
     },
   }
+}
+
+/** The bare Koa app of koa-floor.mjs, as a Server (it checks no token). */
+async function startKoaFloor(): Promise<Server> {
+  const child = spawn(process.execPath, [KOA_FLOOR], { stdio: ['ignore', 'pipe', 'pipe'] })
+  return { url: await listeningUrl(child), token: '', child, stop: async () => void (await stopChild(child)) }
 }
 
 /** Per-endpoint latencies, in milliseconds. */
@@ -65,19 +83,42 @@ class Latencies {
   }
 }
 
+/**
+ * The benchmark's HTTP client: node:http on keep-alive connections, one per concurrent worker.
+ * Lighter than fetch (which costs this machine ~700 µs of client CPU a request, enough to make
+ * the client, not the server, the bottleneck), so the figures measure the server.
+ */
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 })
+
+function request(url: string, method: 'GET' | 'POST', token: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const data = body === undefined ? undefined : JSON.stringify(body)
+  const headers: http.OutgoingHttpHeaders = { authorization: `Bearer ${token}` }
+  if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, agent, headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        resolve({ status: res.statusCode ?? 0, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} })
+      })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end(data)
+  })
+}
+
 function client(server: Server, latencies: Latencies) {
   return async (endpoint: string, path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const started = performance.now()
-    const res = await fetch(server.url + path, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    })
-    const text = await res.text()
+    const answer = await request(server.url + path, 'POST', server.token, body)
     latencies.add(endpoint, performance.now() - started)
-    return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+    return answer
   }
 }
+
+const get = async (server: Server, path: string): Promise<Record<string, unknown>> => (await request(server.url + path, 'GET', server.token)).json
 
 async function submitMany(post: ReturnType<typeof client>, count: number, jobType: string, payload: unknown = {}): Promise<void> {
   let next = 0
@@ -120,16 +161,43 @@ async function drain(post: ReturnType<typeof client>, dialect: '001' | '003', wo
   return done / ((performance.now() - started) / 1000)
 }
 
+/**
+ * The HTTP floor: `workers` clients send the bare Koa app three small JSON POSTs per job (as a
+ * dialect-003 lifecycle does) for `ms` milliseconds. No server runs the lifecycle faster over
+ * HTTP with this client on this machine. Timed rather than counted: the floor is fast enough
+ * that a count small enough for --quick would be over before the JIT has warmed up.
+ */
+async function floorDrain(server: Server, ms: number, workers: number): Promise<number> {
+  const post = client(server, new Latencies())
+  let jobs = 0
+  const started = performance.now()
+  await Promise.all(
+    Array.from({ length: workers }, async (_, i) => {
+      const body = { worker_id: `floor-${i}`, job_id: '01a2152e-413d-72c2-8774-bed85243ae9f', lease_token: 'x'.repeat(32) }
+      while (performance.now() - started < ms) {
+        for (let k = 0; k < 3; k++) await post('floor', '/', body)
+        jobs += 1
+      }
+    }),
+  )
+  return jobs / ((performance.now() - started) / 1000)
+}
+
 /** Submit → a waiting dialect-003 claim returns, one at a time. */
 async function pickups(post: ReturnType<typeof client>, count: number): Promise<number[]> {
   const samples: number[] = []
   for (let i = 0; i < count; i++) {
-    const waiting = post('POST /internal/worker/claim (long-poll)', '/internal/worker/claim', { worker_id: 'bench-pickup', streams: ['default'], max_wait_ms: 10_000 })
+    let claimedAt = 0
+    const waiting = post('POST /internal/worker/claim (long-poll)', '/internal/worker/claim', { worker_id: 'bench-pickup', streams: ['default'], max_wait_ms: 10_000 }).then((answer) => {
+      claimedAt = performance.now()
+      return answer
+    })
     await new Promise((r) => setTimeout(r, 5)) // let the claim reach the server and wait
     const started = performance.now()
     await post('POST /api/scheduler/jobs/submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1 })
     const claim = await waiting
-    samples.push(performance.now() - started)
+    // From sending the submit to the claim's answer, which may arrive before the submit's own.
+    samples.push(claimedAt - started)
     const ref = { worker_id: 'bench-pickup', job_id: claim.json.job_id, lease_token: claim.json.lease_token, attempt_id: claim.json.attempt_id }
     await post('POST /internal/worker/complete', '/internal/worker/complete', { ...ref, result: {} })
   }
@@ -138,13 +206,39 @@ async function pickups(post: ReturnType<typeof client>, count: number): Promise<
 
 const p = (samples: number[], q: number) => percentile(samples, q)
 
-export async function measureHttp(counts: HttpCounts, progress: (m: string) => void): Promise<{ rows: Row[]; pickupP50: number; pickupP99: number; d003at8: number }> {
+/** Jobs run untimed through each server before its figures are taken. */
+const WARM_UP_JOBS = 500
+
+export interface HttpFigures {
+  rows: Row[]
+  pickupP50: number
+  pickupP99: number
+  d003at8: number
+  /** The HTTP floor with 8 workers: bare Koa, 3 requests per job. */
+  floorAt8: number
+}
+
+export async function measureHttp(counts: HttpCounts, progress: (m: string) => void): Promise<HttpFigures> {
   const rows: Row[] = []
+  progress('HTTP floor (bare Koa), 8 workers, 3 requests per job, 2 s warm-up + 3 s')
+  const koa = await startKoaFloor()
+  let floorAt8: number
+  try {
+    await floorDrain(koa, 2_000, 8) // lets the JIT and the connections warm up
+    floorAt8 = await floorDrain(koa, 3_000, 8)
+  } finally {
+    await koa.stop()
+  }
+  rows.push({ name: 'HTTP floor, bare Koa, 8 workers', value: floorAt8, unit: 'jobs/s', note: `3 JSON POSTs per job, same client: ${Math.round(floorAt8 * 3).toLocaleString('en-US')} requests/s` })
   const server = await startServer(['--workers', '0', '--total-units', '100000'])
   const latencies = new Latencies()
   const post = client(server, latencies)
   let d003at8 = 0
   try {
+    progress(`HTTP warm-up, ${WARM_UP_JOBS} jobs`)
+    const untimed = client(server, new Latencies())
+    await submitMany(untimed, WARM_UP_JOBS, 'noop')
+    await drain(untimed, '003', 8)
     for (const dialect of ['001', '003'] as const) {
       for (const workers of [1, 8, 32]) {
         progress(`HTTP dialect ${dialect}, ${workers} worker(s), ${counts.lifecycleJobs} jobs`)
@@ -169,7 +263,7 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
       if (endpoint.includes('long-poll')) continue
       rows.push({ name: `${endpoint} p50 / p99`, value: p(samples, 50), unit: 'ms', note: `p99 ${p(samples, 99).toFixed(2)} ms over ${samples.length} requests` })
     }
-    return { rows, pickupP50: p(pickup, 50), pickupP99: p(pickup, 99), d003at8 }
+    return { rows, pickupP50: p(pickup, 50), pickupP99: p(pickup, 99), d003at8, floorAt8 }
   } finally {
     await server.stop()
   }
@@ -184,13 +278,11 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promis
 }
 
 async function doneCount(server: Server): Promise<number> {
-  const res = await fetch(`${server.url}/api/scheduler/stats/snapshot`, { headers: { authorization: `Bearer ${server.token}` } })
-  return ((await res.json()) as { jobs: { done_last_24h: number } }).jobs.done_last_24h
+  return ((await get(server, '/api/scheduler/stats/snapshot')) as { jobs: { done_last_24h: number } }).jobs.done_last_24h
 }
 
 async function workersReady(server: Server, count: number): Promise<boolean> {
-  const res = await fetch(`${server.url}/api/workers`, { headers: { authorization: `Bearer ${server.token}` } })
-  const { workers } = (await res.json()) as { workers: { state: string }[] }
+  const { workers } = (await get(server, '/api/workers')) as { workers: { state: string }[] }
   return workers.filter((w) => w.state === 'ready' || w.state === 'active').length >= count
 }
 
@@ -214,13 +306,12 @@ export async function measureWorkers(counts: HttpCounts, progress: (m: string) =
     // Pickup = the host's own timestamps: JOB_SUBMITTED → LEASE_GRANTED (millisecond resolution).
     const samples: number[] = []
     const post = client(pooled, new Latencies())
-    const headers = { authorization: `Bearer ${pooled.token}` }
     for (let i = 0; i < Math.min(100, counts.pickups); i++) {
       const before = await doneCount(pooled)
       const submitted = await post('submit', '/api/scheduler/jobs/submit', { job_type: 'sleep', cost_units: 1, payload: { ms: 0 } })
       const jobId = (submitted.json.job as { job_id: string }).job_id
       await waitFor(async () => (await doneCount(pooled)) > before, 10_000)
-      const { events } = (await (await fetch(`${pooled.url}/api/scheduler/jobs/${jobId}/events`, { headers })).json()) as { events: { type: string; ts: string }[] }
+      const { events } = (await get(pooled, `/api/scheduler/jobs/${jobId}/events`)) as { events: { type: string; ts: string }[] }
       const at = (type: string) => Date.parse(events.find((e) => e.type === type)!.ts)
       samples.push(at('LEASE_GRANTED') - at('JOB_SUBMITTED'))
     }
