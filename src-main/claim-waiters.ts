@@ -31,14 +31,18 @@ interface Waiter {
  */
 export class ClaimWaiters {
   private waiting: Waiter[] = []
-  private wakeScheduled = false
+  /** A wake pass is running; a commit during it (its own grants) asks for one more pass. */
+  private waking = false
+  private wakeAgain = false
+  /** A waiter was granted since the last {@link takeWoken}. */
+  private woken = false
   /** Wakes the waiters when the next requeued job's backoff ends: no event marks that moment. */
   private eligibleTimer: NodeJS.Timeout | null = null
   private readonly unsubscribe: () => void
 
   constructor(private readonly engine: Engine) {
-    this.unsubscribe = engine.onEvent((event) => {
-      if (WAKE_EVENTS.has(event.event_type)) this.scheduleWake()
+    this.unsubscribe = engine.onCommit((events) => {
+      if (events.some((event) => WAKE_EVENTS.has(event.event_type))) this.wakeNow()
     })
   }
 
@@ -75,6 +79,16 @@ export class ClaimWaiters {
     })
   }
 
+  /**
+   * Whether a waiting claim was granted since the last call. The HTTP server asks after each
+   * request, and lets the woken claims be answered before that request's own answer.
+   */
+  takeWoken(): boolean {
+    const woken = this.woken
+    this.woken = false
+    return woken
+  }
+
   /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
   close(): void {
     this.unsubscribe()
@@ -84,15 +98,26 @@ export class ClaimWaiters {
     }
   }
 
-  private scheduleWake(): void {
-    if (this.wakeScheduled || this.waiting.length === 0) return
-    this.wakeScheduled = true
-    // A microtask: after the whole batch of events of one commit (one wake pass for all of them),
-    // yet before any I/O, so a waiting claim is answered in the same turn as the submit.
-    queueMicrotask(() => {
-      this.wakeScheduled = false
-      this.wake()
-    })
+  /**
+   * Right after the commit that made work or capacity available, before its caller goes on: a
+   * waiting claim is granted before the submit that woke it is even answered, so the worker's
+   * answer is the first one written. One pass per commit, however many events it had.
+   */
+  private wakeNow(): void {
+    if (this.waiting.length === 0) return
+    if (this.waking) {
+      this.wakeAgain = true
+      return
+    }
+    this.waking = true
+    try {
+      do {
+        this.wakeAgain = false
+        this.wake()
+      } while (this.wakeAgain)
+    } finally {
+      this.waking = false
+    }
   }
 
   /** Offers the queue to each waiter, oldest first. */
@@ -105,7 +130,10 @@ export class ClaimWaiters {
       } catch {
         continue // e.g. the database is closing; the waiter's own timer ends its wait
       }
-      if (decision.granted) waiter.resolve(decision)
+      if (decision.granted) {
+        waiter.resolve(decision)
+        this.woken = true
+      }
     }
     this.armEligibleTimer()
   }
@@ -124,7 +152,7 @@ export class ClaimWaiters {
     const delay = Math.max(0, at - this.engine.ctx.clock.now())
     this.eligibleTimer = setTimeout(() => {
       this.eligibleTimer = null
-      this.wake()
+      this.wakeNow()
     }, delay + 1)
   }
 }

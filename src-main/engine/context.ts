@@ -49,6 +49,8 @@ export interface EngineEvent {
 }
 
 export type EventListener = (event: EngineEvent) => void
+/** Called once per commit, after its events went to the event listeners. */
+export type CommitListener = (events: readonly EngineEvent[]) => void
 
 /**
  * What every engine operation works with: the database, the clock, the config, a cache of
@@ -74,6 +76,7 @@ export class EngineContext {
   private readonly statements = new Map<string, Statement>()
   private readonly builders = new Map<Statement, RowBuilder>()
   private readonly listeners = new Set<EventListener>()
+  private readonly commitListeners = new Set<CommitListener>()
   /** Events of the transaction in progress, or null outside one. */
   private pending: EngineEvent[] | null = null
   /** drizzle over the same connection, for the cold queries that read better as a builder. */
@@ -144,6 +147,7 @@ export class EngineContext {
       this.pending = null
     }
     for (const event of pending) this.dispatch(event)
+    if (pending.length > 0) this.dispatchCommit(pending)
     return result
   }
 
@@ -175,6 +179,25 @@ export class EngineContext {
   onEvent(listener: EventListener): () => void {
     this.listeners.add(listener)
     return () => this.listeners.delete(listener)
+  }
+
+  /**
+   * Listens to commits: the listener gets each commit's events at once, after every event
+   * listener has seen them, and may itself run operations (their commits reach it in turn).
+   */
+  onCommit(listener: CommitListener): () => void {
+    this.commitListeners.add(listener)
+    return () => this.commitListeners.delete(listener)
+  }
+
+  private dispatchCommit(events: readonly EngineEvent[]): void {
+    for (const listener of this.commitListeners) {
+      try {
+        listener(events)
+      } catch (error) {
+        console.error('leasehold: commit listener failed:', error)
+      }
+    }
   }
 
   private dispatch(event: EngineEvent): void {

@@ -3,7 +3,7 @@ import type { AttemptRow, EventRow, JobRow, LeaseRow } from '../db/schema'
 import { CapacityStore, type CapacityChange, type CapacitySettings } from './capacity-store'
 import type { CapacityFigures } from './capacity'
 import type { Clock } from './clock'
-import { DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
+import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
 import * as blockers from './blockers'
 import * as files from './files'
 import * as jobs from './jobs'
@@ -13,7 +13,7 @@ import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as reaper from './reaper'
 import * as stats from './stats'
 
-export type { EngineConfig, EngineEvent, EventListener } from './context'
+export type { CommitListener, EngineConfig, EngineEvent, EventListener } from './context'
 export { DEFAULT_ENGINE_CONFIG } from './context'
 export { EngineError } from './errors'
 
@@ -45,6 +45,11 @@ export class Engine {
 
   onEvent(listener: EventListener): () => void {
     return this.ctx.onEvent(listener)
+  }
+
+  /** Called once per commit with its events, after the event listeners (see EngineContext.onCommit). */
+  onCommit(listener: CommitListener): () => void {
+    return this.ctx.onCommit(listener)
   }
 
   // Jobs

@@ -74,6 +74,12 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     await next()
   })
 
+  // A request that woke waiting claims (a submit, a completion that gave capacity back) is
+  // answered after them: the worker that was waiting for work hears of it first.
+  app.use(async (_ctx, next) => {
+    await next()
+    if (deps.waiters.takeWoken()) await new Promise((resolve) => setImmediate(resolve))
+  })
   app.use(dashboardMiddleware(deps.rendererDir))
   const { engine, bodyLimitBytes: limit } = deps
   const routers: Router[] = [

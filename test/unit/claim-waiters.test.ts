@@ -22,6 +22,21 @@ test('a waiting claim is woken by a submit at once', async () => {
   expect(Date.now() - started).toBeLessThan(1000)
 })
 
+test('a waiting claim is granted in the commit that woke it, before the submit returns to its caller', async () => {
+  const engine = realTimeEngine(100)
+  waiters = new ClaimWaiters(engine)
+  const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 5000 })
+  expect(waiters.size).toBe(1)
+  const { job } = engine.submit({ job_type: 't', cost_units: 1 })
+  // Already leased when submit returns: the HTTP server can answer the worker before the submitter.
+  expect(waiters.size).toBe(0)
+  expect(engine.getJob(job.id).state).toBe('RUNNING')
+  expect(waiters.takeWoken()).toBe(true)
+  expect(waiters.takeWoken()).toBe(false)
+  const decision = await claim
+  expect(decision.granted && decision.job.id).toBe(job.id)
+})
+
 test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {
   const engine = realTimeEngine(300)
   waiters = new ClaimWaiters(engine)
