@@ -18,6 +18,7 @@ import {
   insertBacklog,
   latencySummary,
   lifecycleEmpty,
+  modelFloor,
   rawFloor,
   reaper,
   runLifecycle,
@@ -119,11 +120,24 @@ function target(name: string, value: number, ok: boolean, targetText: string, no
 function measureNormal(c: Counts, rows: Row[]): { engine: number; floor: number } {
   progress(`raw floor, ${n(c.jobs)} jobs × 5 transactions (normal)`)
   const floor = withTempDir('floor', (dir) => rawFloor(dir, 'normal', c.jobs)).jobsPerS
+  progress(`data-model floor, ${n(c.jobs)} jobs × 4 transactions (normal)`)
+  const model = withTempDir('model', (dir) => modelFloor(dir, c.jobs, c.capMs.normal))
   progress(`engine lifecycle, ${n(c.jobs)} jobs (normal)`)
   const engine = withTempDir('normal', (dir) => lifecycleEmpty(dir, 'normal', c.jobs, c.capMs.normal))
   rows.push(
     { name: 'raw floor (normal)', value: floor, unit: 'jobs/s', note: `${n(c.jobs)} jobs, 5 one-row write txns each` },
-    { name: 'engine lifecycle (normal)', value: engine.jobsPerS, unit: 'jobs/s', note: `${jobCount(engine, c.jobs)}; ${verbNote(engine)}` },
+    {
+      name: 'data-model floor (normal)',
+      value: model.jobsPerS,
+      unit: 'jobs/s',
+      note: `${jobCount(model, c.jobs)}: the engine's rows, plain statements; ${(model.jobsPerS / floor).toFixed(2)} × raw floor`,
+    },
+    {
+      name: 'engine lifecycle (normal)',
+      value: engine.jobsPerS,
+      unit: 'jobs/s',
+      note: `${jobCount(engine, c.jobs)}; ${(engine.jobsPerS / model.jobsPerS).toFixed(2)} × data-model floor; ${verbNote(engine)}`,
+    },
   )
   return { engine: engine.jobsPerS, floor }
 }

@@ -1,10 +1,10 @@
 /** The benchmark's measurements, one function each. Every one works on its own temp-file database. */
-import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
-import { applyConnectionSettings, type Durability } from '../../src-main/db/open'
+import { applyConnectionSettings, openDatabase, type Durability } from '../../src-main/db/open'
+import { newId, newToken } from '../../src-main/engine/ids'
 import { priorityRank } from '../../src-main/engine/states'
-import { openEngine, percentile, timeMs, type BenchEngine, type TempDir } from './lib'
+import { openEngine, percentile, T0, timeMs, type BenchEngine, type TempDir } from './lib'
 
 const WORKER = { worker_id: 'bench-worker' }
 /** The measured jobs: default priority, so they are picked ahead of the LOW backlog. */
@@ -95,7 +95,7 @@ export function insertBacklog(db: Database, count: number, now: number, maxAttem
   const fill = db.transaction(() => {
     for (let i = 0; i < count; i++) {
       insert.run(
-        randomUUID(), null, BACKLOG.job_type, priority, BACKLOG.cost_units, '{}', '{}', 0,
+        newId(), null, BACKLOG.job_type, priority, BACKLOG.cost_units, '{}', '{}', 0,
         null, '[]', null, 'default', maxAttempts, 'QUEUED', 0, null,
         null, null, null, now, 0, null, null,
         0, null, null, null, null, now, now, null, null,
@@ -189,38 +189,110 @@ function openFloorDb(path: string, durability: Durability): Database {
   return db
 }
 
+/** Runs `oneJob` `jobs` times after a warm-up, stopping early once `capMs` have passed. */
+function timedJobs(oneJob: (i: number) => void, jobs: number, capMs: number): { jobs: number; jobsPerS: number } {
+  for (let i = 0; i < Math.min(1000, jobs); i++) oneJob(i) // warm-up
+  let done = 0
+  const deadline = performance.now() + capMs
+  const ms = timeMs(() => {
+    for (; done < jobs; done++) {
+      if (done % 100 === 0 && performance.now() > deadline) break
+      oneJob(done)
+    }
+  })
+  return { jobs: done, jobsPerS: (done * 1000) / ms }
+}
+
+/** Runs `write` as one BEGIN IMMEDIATE … COMMIT through prepared statements, as the engine does. */
+function transactions(db: Database): (write: () => void) => void {
+  const begin = db.prepare('BEGIN IMMEDIATE')
+  const commit = db.prepare('COMMIT')
+  return (write) => {
+    begin.run()
+    write()
+    commit.run()
+  }
+}
+
 /**
  * Jobs/s of the machine's floor: per job, one INSERT then four UPDATEs of that row, each its own
- * BEGIN IMMEDIATE … COMMIT through prepared statements (as the engine runs its transactions).
- * Stops early once `capMs` have passed.
+ * transaction through prepared statements. Stops early once `capMs` have passed.
  */
 export function rawFloor(dir: TempDir, durability: Durability, jobs: number, capMs = Infinity): { jobs: number; jobsPerS: number } {
   const db = openFloorDb(dir.path('floor.sqlite'), durability)
   try {
-    const begin = db.prepare('BEGIN IMMEDIATE')
-    const commit = db.prepare('COMMIT')
+    const txn = transactions(db)
     const insert = db.prepare('INSERT INTO t (state, at) VALUES (?, ?)')
     const update = db.prepare('UPDATE t SET state = ?, at = ? WHERE id = ?')
-    const txn = (write: () => void) => {
-      begin.run()
-      write()
-      commit.run()
-    }
-    const oneJob = (i: number) => {
+    return timedJobs((i) => {
       let id = 0
       txn(() => (id = Number(insert.run('QUEUED', i).lastInsertRowid)))
       for (let k = 1; k < FLOOR_TXNS_PER_JOB; k++) txn(() => update.run(`S${k}`, i, id))
-    }
-    for (let i = 0; i < Math.min(1000, jobs); i++) oneJob(i) // warm-up
-    let done = 0
-    const deadline = performance.now() + capMs
-    const ms = timeMs(() => {
-      for (; done < jobs; done++) {
-        if (done % 100 === 0 && performance.now() > deadline) break
-        oneJob(done)
-      }
-    })
-    return { jobs: done, jobsPerS: (done * 1000) / ms }
+    }, jobs, capMs)
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * Jobs/s of the data model's floor: the rows the engine writes for one lifecycle (a job, its
+ * stream message, lease and attempt, four events, and their updates), written into Leasehold's
+ * own schema with plain prepared statements in the engine's four transactions, with none of its
+ * reads, checks or bookkeeping. Engine ÷ this floor is what the engine's own logic costs; this
+ * floor ÷ the raw floor is what the model's tables and indexes cost.
+ */
+export function modelFloor(dir: TempDir, jobs: number, capMs = Infinity): { jobs: number; jobsPerS: number } {
+  const { sqlite: db } = openDatabase({ path: dir.path('model.sqlite') })
+  try {
+    const txn = transactions(db)
+    const insertJob = db.prepare(
+      `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, state,
+         attempts, stream_message_id, eligible_at, cancel_requested, dead_letter, created_at, updated_at)
+       VALUES (?, 'noop', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 0, ?, ?, 0, 0, ?, ?)`,
+    )
+    const insertMessage = db.prepare("INSERT INTO stream_messages (id, enqueue_id, stream, job_id, created_at) VALUES (?, ?, 'default', ?, ?)")
+    const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, 'JOB', ?, ?, ?, '{}')")
+    const leaseJob = db.prepare("UPDATE jobs SET state = 'LEASED', attempts = 1, lease_id = ?, claimed_by = 'w', started_at = ?, updated_at = ? WHERE id = ?")
+    const insertLease = db.prepare(
+      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at)
+       VALUES (?, ?, ?, ?, 'w', 1, 30, 5, 'ACTIVE', ?, ?, ?, ?)`,
+    )
+    const insertAttempt = db.prepare("INSERT INTO attempts (id, job_id, lease_id, worker_id, number, started_at) VALUES (?, ?, ?, 'w', 1, ?)")
+    const beat = db.prepare('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?')
+    const runJob = db.prepare("UPDATE jobs SET state = 'RUNNING', updated_at = ? WHERE id = ?")
+    const releaseLease = db.prepare("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = 'SUCCEEDED' WHERE fence = ?")
+    const closeAttempt = db.prepare("UPDATE attempts SET finished_at = ?, outcome = 'SUCCEEDED', disposition = 'FINAL' WHERE id = ?")
+    const ackMessage = db.prepare('UPDATE stream_messages SET acked_at = ? WHERE id = ?')
+    const finishJob = db.prepare("UPDATE jobs SET state = 'DONE', final_status = 'SUCCEEDED', finished_at = ?, updated_at = ? WHERE id = ?")
+    let fence = 0 // also the message id: one of each per job, warm-up included
+    return timedJobs(() => {
+      fence += 1
+      const now = T0 + fence
+      const [jobId, leaseId, attemptId] = [newId(), newId(), newId()]
+      txn(() => {
+        insertJob.run(jobId, fence, now, now, now)
+        insertMessage.run(fence, newId(), jobId, now)
+        insertEvent.run(now, jobId, jobId, 'JOB_SUBMITTED')
+      })
+      txn(() => {
+        leaseJob.run(leaseId, now, now, jobId)
+        insertLease.run(fence, leaseId, jobId, attemptId, newToken(), now, now, now + 35_000)
+        insertAttempt.run(attemptId, jobId, leaseId, now)
+        insertEvent.run(now, leaseId, jobId, 'LEASE_GRANTED')
+      })
+      txn(() => {
+        beat.run(now, now + 35_000, fence)
+        runJob.run(now, jobId)
+        insertEvent.run(now, jobId, jobId, 'JOB_RUNNING')
+      })
+      txn(() => {
+        releaseLease.run(now, fence)
+        closeAttempt.run(now, attemptId)
+        ackMessage.run(now, fence)
+        finishJob.run(now, now, jobId)
+        insertEvent.run(now, jobId, jobId, 'JOB_DONE')
+      })
+    }, jobs, capMs)
   } finally {
     db.close()
   }
