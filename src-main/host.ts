@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
+import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -154,6 +154,11 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     },
     http.app.callback(),
   )
+  let requestsInFlight = 0
+  server.on('request', (_request, response: ServerResponse) => {
+    requestsInFlight += 1
+    response.once('close', () => (requestsInFlight -= 1))
+  })
   // Requests Node refuses before Koa sees them (a request line or headers over 16 KiB, a
   // malformed request) still get the API's error shape.
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
@@ -215,9 +220,11 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
       clockWaiters.close()
       http.closeStreams()
-      // Keep-alive connections become idle as their last request finishes: close each then.
-      const sweep = setInterval(() => server.closeIdleConnections(), 25)
-      server.closeIdleConnections()
+      // Requests in flight finish; then every connection closes, including keep-alive ones and
+      // those a client opened ahead and never sent a request on (Node counts those as busy).
+      const closeConnections = () => (requestsInFlight === 0 ? server.closeAllConnections() : server.closeIdleConnections())
+      const sweep = setInterval(closeConnections, 25)
+      closeConnections()
       await closed
       clearInterval(sweep)
       engine.sampleStats() // the last gauges before the gap in the series

@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -116,6 +117,31 @@ describe('restart', () => {
     host = await startTestHost({ dataDir: host.dataDir, totalUnits: null, busy: null })
     expect(await (await host.call('/api/capacity')).json()).toMatchObject({ total_units: 12, busy_rating: 3 })
     expect(host.engine.getJob(job.id).job_type).toBe('kept')
+  })
+})
+
+describe('stopping', () => {
+  test('stop does not wait for connections that never sent a request, nor for idle keep-alive ones', async () => {
+    host = await startTestHost()
+    await host.call('/api/health') // a keep-alive connection, idle now
+    const { port } = new URL(host.url)
+    const silent = connect(Number(port), '127.0.0.1') // opened ahead, as HTTP clients do, and never used
+    await new Promise((resolve) => silent.once('connect', resolve))
+    const closed = new Promise((resolve) => silent.once('close', resolve))
+    const started = performance.now()
+    await host.stop()
+    expect(performance.now() - started).toBeLessThan(1_000)
+    await closed
+  })
+
+  test('a request in flight when stop begins is answered before the server closes', async () => {
+    host = await startTestHost()
+    const waiting = host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'w', streams: ['default'], max_wait_ms: 10_000 } })
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await host.stop()
+    const answer = await waiting
+    expect(answer.status).toBe(200)
+    expect(await answer.json()).toMatchObject({ claimed: false })
   })
 })
 
