@@ -52,11 +52,6 @@ export type EventListener = (event: EngineEvent) => void
 /** Called once per commit, after its events went to the event listeners. */
 export type CommitListener = (events: readonly EngineEvent[]) => void
 
-/**
- * What every engine operation works with: the database, the clock, the config, a cache of
- * prepared statements, and the event log. An operation runs inside {@link transact}; the events
- * it appends are written in its transaction and handed to listeners only after it commits.
- */
 /** Builds a row object from a raw row (an array of column values). */
 type RowBuilder = (values: unknown[]) => unknown
 
@@ -72,6 +67,11 @@ function rowBuilder(names: string[]): RowBuilder {
   return new Function('values', `return { ${fields} }`) as RowBuilder
 }
 
+/**
+ * What every engine operation works with: the database, the clock, the config, a cache of
+ * prepared statements, and the event log. An operation runs inside {@link transact}; the events
+ * it appends are written in its transaction and handed to listeners only after it commits.
+ */
 export class EngineContext {
   private readonly statements = new Map<string, Statement>()
   private readonly builders = new Map<Statement, RowBuilder>()

@@ -1,9 +1,9 @@
-import { newId } from './ids'
 import { isAbsolute, resolve, sep } from 'node:path'
 import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../db/schema'
 import { SECOND } from './clock'
 import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
+import { newId } from './ids'
 import { blockLease, getLease, notActive } from './leases'
 
 /** A denied requester retries exactly once, this long after the denial (seed 004: "exactly 3 minutes"). */

@@ -1,7 +1,7 @@
-import { newId } from './ids'
 import type { EventRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError, invalid, jobNotFound } from './errors'
+import { newId } from './ids'
 import { closeBlockersOfCanceledJob } from './blockers'
 import { ackStreamMessage, nextStreamMessageId, writeStreamMessage } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
