@@ -1,3 +1,4 @@
+import { type JsonAnswer, requestJson } from './http-json'
 import { type AttemptError, type Claim, type FileAcquireAnswer, type HeartbeatAnswer, LeaseLostError, type WorkerTransport } from './transport'
 
 /** An HTTP answer the transport cannot act on. */
@@ -19,19 +20,12 @@ export class HttpTransport implements WorkerTransport {
     private readonly token: string,
   ) {}
 
-  private async post(path: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; body: Record<string, unknown> }> {
-    const res = await fetch(new URL(path, this.baseUrl), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal,
-    })
-    const text = await res.text()
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+  private post(path: string, body: unknown, signal?: AbortSignal): Promise<JsonAnswer> {
+    return requestJson(new URL(path, this.baseUrl), { method: 'POST', token: this.token, body, signal })
   }
 
   /** 409 means the lease is gone; anything else unexpected is an error. */
-  private check(answer: { status: number; body: Record<string, unknown> }): Record<string, unknown> {
+  private check(answer: JsonAnswer): Record<string, unknown> {
     if (answer.status === 200) return answer.body
     const code = String(answer.body.code ?? 'http_error')
     const detail = String(answer.body.detail ?? `HTTP ${answer.status}`)

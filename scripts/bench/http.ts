@@ -3,12 +3,12 @@
  * loopback, clients in this one on keep-alive connections (node:http). Bounded in count and time.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import http from 'node:http'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
+import { requestJson } from '../../src-worker/http-json'
 import { percentile, type Row } from './lib'
 
 const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
@@ -84,41 +84,21 @@ class Latencies {
 }
 
 /**
- * The benchmark's HTTP client: node:http on keep-alive connections, one per concurrent worker.
- * Lighter than fetch (which costs this machine ~700 µs of client CPU a request, enough to make
- * the client, not the server, the bottleneck), so the figures measure the server.
+ * The bench's client: the workers' own keep-alive node:http requests (src-worker/http-json.ts),
+ * timed per endpoint. (fetch would cost the client ~700 µs of CPU a request and make it, not
+ * the server, the bottleneck.)
  */
-const agent = new http.Agent({ keepAlive: true, maxSockets: 256 })
-
-function request(url: string, method: 'GET' | 'POST', token: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  const data = body === undefined ? undefined : JSON.stringify(body)
-  const headers: http.OutgoingHttpHeaders = { authorization: `Bearer ${token}` }
-  if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent, headers }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (chunk: Buffer) => chunks.push(chunk))
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        resolve({ status: res.statusCode ?? 0, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} })
-      })
-      res.on('error', reject)
-    })
-    req.on('error', reject)
-    req.end(data)
-  })
-}
-
 function client(server: Server, latencies: Latencies) {
   return async (endpoint: string, path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const started = performance.now()
-    const answer = await request(server.url + path, 'POST', server.token, body)
+    const answer = await requestJson(server.url + path, { method: 'POST', token: server.token, body })
     latencies.add(endpoint, performance.now() - started)
-    return answer
+    return { status: answer.status, json: answer.body }
   }
 }
 
-const get = async (server: Server, path: string): Promise<Record<string, unknown>> => (await request(server.url + path, 'GET', server.token)).json
+const get = async (server: Server, path: string): Promise<Record<string, unknown>> =>
+  (await requestJson(server.url + path, { method: 'GET', token: server.token })).body
 
 async function submitMany(post: ReturnType<typeof client>, count: number, jobType: string, payload: unknown = {}): Promise<void> {
   let next = 0
