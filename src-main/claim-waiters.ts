@@ -1,4 +1,4 @@
-import type { Engine } from './engine'
+import type { Engine, EngineEvent } from './engine'
 import type { LeaseDecision } from './engine/leases'
 import type { WorkerFilter } from './engine/pick'
 
@@ -24,26 +24,47 @@ interface Waiter {
   settled: boolean
 }
 
+/** A lease granted to a waiter, answered once the commit that holds it is durable. */
+interface Grant {
+  waiter: Waiter
+  decision: LeaseDecision
+}
+
+const isWakeEvent = (event: EngineEvent): boolean => WAKE_EVENTS.has(event.event_type)
+
 /**
  * Long-poll claims (dialect 003, and the local workers' IPC). A claim that cannot be leased
- * now waits; the engine's after-commit events wake the waiters, oldest first, so a submit
- * reaches a waiting worker at once — the database is never polled in a loop.
+ * now waits. A commit that makes work or capacity available leases it to the waiters, oldest
+ * first, inside that same commit: one transaction writes the submit and the grant, and the
+ * worker is answered as soon as it is durable, before the submitter. The database is never
+ * polled in a loop.
  */
 export class ClaimWaiters {
   private waiting: Waiter[] = []
-  /** A wake pass is running; a commit during it (its own grants) asks for one more pass. */
-  private waking = false
-  private wakeAgain = false
+  /** The grants made inside each commit in progress, keyed by its events (see CommitListener). */
+  private readonly grantsByCommit = new WeakMap<readonly EngineEvent[], Grant[]>()
   /** A waiter was granted since the last {@link takeWoken}. */
   private woken = false
   /** Wakes the waiters when the next requeued job's backoff ends: no event marks that moment. */
   private eligibleTimer: NodeJS.Timeout | null = null
-  private readonly unsubscribe: () => void
+  private readonly unsubscribe: (() => void)[]
 
   constructor(private readonly engine: Engine) {
-    this.unsubscribe = engine.onCommit((events) => {
-      if (events.some((event) => WAKE_EVENTS.has(event.event_type))) this.wakeNow()
-    })
+    this.unsubscribe = [
+      engine.beforeCommit((events) => {
+        if (this.waiting.length === 0 || !events.some(isWakeEvent)) return
+        // Inside the committing transaction; a grant that fails undoes only itself.
+        const grants = this.offer((waiter) => engine.ctx.attempt(() => engine.claimAndLease(waiter.filter, waiter.ttlS)))
+        if (grants.length > 0) this.grantsByCommit.set(events, grants)
+      }),
+      engine.onCommit((events) => {
+        const grants = this.grantsByCommit.get(events) ?? []
+        this.grantsByCommit.delete(events)
+        for (const { waiter, decision } of grants) this.answer(waiter, decision)
+        // A requeue may have set a later eligible time for the waiters still waiting.
+        if (grants.length > 0 || events.some(isWakeEvent)) this.armEligibleTimer()
+      }),
+    ]
   }
 
   get size(): number {
@@ -91,7 +112,7 @@ export class ClaimWaiters {
 
   /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
   close(): void {
-    this.unsubscribe()
+    for (const unsubscribe of this.unsubscribe) unsubscribe()
     if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
     for (const waiter of [...this.waiting]) {
       waiter.resolve({ granted: false, reason: 'The host is stopping', retry_after_ms: this.engine.config.denyRetryAfterMs })
@@ -99,42 +120,36 @@ export class ClaimWaiters {
   }
 
   /**
-   * Right after the commit that made work or capacity available, before its caller goes on: a
-   * waiting claim is granted before the submit that woke it is even answered, so the worker's
-   * answer is the first one written. One pass per commit, however many events it had.
+   * Offers the queue to each waiter, oldest first, and takes the granted ones off the list: they
+   * are answered by the caller. (Should their commit fail, their own timer ends their wait.)
    */
-  private wakeNow(): void {
-    if (this.waiting.length === 0) return
-    if (this.waking) {
-      this.wakeAgain = true
-      return
-    }
-    this.waking = true
-    try {
-      do {
-        this.wakeAgain = false
-        this.wake()
-      } while (this.wakeAgain)
-    } finally {
-      this.waking = false
-    }
-  }
-
-  /** Offers the queue to each waiter, oldest first. */
-  private wake(): void {
+  private offer(claim: (waiter: Waiter) => LeaseDecision | undefined): Grant[] {
+    const grants: Grant[] = []
     for (const waiter of [...this.waiting]) {
       if (waiter.settled) continue
-      let decision: LeaseDecision
-      try {
-        decision = this.engine.claimAndLease(waiter.filter, waiter.ttlS)
-      } catch {
-        continue // e.g. the database is closing; the waiter's own timer ends its wait
-      }
-      if (decision.granted) {
-        waiter.resolve(decision)
-        this.woken = true
-      }
+      const decision = claim(waiter)
+      if (!decision?.granted) continue
+      grants.push({ waiter, decision })
+      this.waiting = this.waiting.filter((w) => w !== waiter)
     }
+    return grants
+  }
+
+  private answer(waiter: Waiter, decision: LeaseDecision): void {
+    waiter.resolve(decision)
+    this.woken = true
+  }
+
+  /** A requeued job's backoff ended: each grant is its own transaction, answered after it commits. */
+  private wakeForEligible(): void {
+    const grants = this.offer((waiter) => {
+      try {
+        return this.engine.claimAndLease(waiter.filter, waiter.ttlS)
+      } catch {
+        return undefined // e.g. the database is closing; the waiter's own timer ends its wait
+      }
+    })
+    for (const { waiter, decision } of grants) this.answer(waiter, decision)
     this.armEligibleTimer()
   }
 
@@ -152,7 +167,7 @@ export class ClaimWaiters {
     const delay = Math.max(0, at - this.engine.ctx.clock.now())
     this.eligibleTimer = setTimeout(() => {
       this.eligibleTimer = null
-      this.wakeNow()
+      this.wakeForEligible()
     }, delay + 1)
   }
 }

@@ -49,7 +49,11 @@ export interface EngineEvent {
 }
 
 export type EventListener = (event: EngineEvent) => void
-/** Called once per commit, after its events went to the event listeners. */
+/**
+ * Called once per commit with its events: just before it ({@link EngineContext.beforeCommit}),
+ * or after it and after the event listeners ({@link EngineContext.onCommit}). Both get the same
+ * array for the same commit.
+ */
 export type CommitListener = (events: readonly EngineEvent[]) => void
 
 /** Builds a row object from a raw row (an array of column values). */
@@ -77,6 +81,7 @@ export class EngineContext {
   private readonly builders = new Map<Statement, RowBuilder>()
   private readonly listeners = new Set<EventListener>()
   private readonly commitListeners = new Set<CommitListener>()
+  private readonly beforeCommitListeners = new Set<CommitListener>()
   /** Events of the transaction in progress, or null outside one. */
   private pending: EngineEvent[] | null = null
   /** drizzle over the same connection, for the cold queries that read better as a builder. */
@@ -139,6 +144,7 @@ export class EngineContext {
     let result: T
     try {
       result = fn()
+      if (pending.length > 0) for (const listener of this.beforeCommitListeners) listener(pending)
       this.stmt('COMMIT').run()
     } catch (error) {
       if (this.db.inTransaction) this.stmt('ROLLBACK').run()
@@ -149,6 +155,26 @@ export class EngineContext {
     for (const event of pending) this.dispatch(event)
     if (pending.length > 0) this.dispatchCommit(pending)
     return result
+  }
+
+  /**
+   * Runs `fn` inside the current transaction under a savepoint: if it throws, its writes and
+   * events are undone and undefined is returned, and the rest of the transaction goes on.
+   */
+  attempt<T>(fn: () => T): T | undefined {
+    if (!this.pending) throw new Error('attempt outside a transaction')
+    const eventsBefore = this.pending.length
+    this.stmt('SAVEPOINT attempt').run()
+    try {
+      const result = fn()
+      this.stmt('RELEASE attempt').run()
+      return result
+    } catch {
+      this.stmt('ROLLBACK TO attempt').run()
+      this.stmt('RELEASE attempt').run()
+      this.pending.length = eventsBefore
+      return undefined
+    }
   }
 
   /** Appends an event to the log inside the current transaction. */
@@ -179,6 +205,16 @@ export class EngineContext {
   onEvent(listener: EventListener): () => void {
     this.listeners.add(listener)
     return () => this.listeners.delete(listener)
+  }
+
+  /**
+   * Called at the end of every transaction that appended events, just before it commits. The
+   * listener may run operations: they join the transaction (through {@link attempt}, so that a
+   * failure undoes only its own part), and their events join the commit's.
+   */
+  beforeCommit(listener: CommitListener): () => void {
+    this.beforeCommitListeners.add(listener)
+    return () => this.beforeCommitListeners.delete(listener)
   }
 
   /**

@@ -52,6 +52,11 @@ export class Engine {
     return this.ctx.onCommit(listener)
   }
 
+  /** Called just before each commit, inside its transaction (see EngineContext.beforeCommit). */
+  beforeCommit(listener: CommitListener): () => void {
+    return this.ctx.beforeCommit(listener)
+  }
+
   // Jobs
   submit = (input: jobs.SubmitJob): jobs.SubmitResult => jobs.submit(this.ctx, input)
   getJob = (jobId: string): JobRow => jobs.getJob(this.ctx, jobId)

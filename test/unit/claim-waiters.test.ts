@@ -22,12 +22,15 @@ test('a waiting claim is woken by a submit at once', async () => {
   expect(Date.now() - started).toBeLessThan(1000)
 })
 
-test('a waiting claim is granted in the commit that woke it, before the submit returns to its caller', async () => {
+test('a waiting claim is granted in the commit that woke it: one commit holds the submit and the lease', async () => {
   const engine = realTimeEngine(100)
   waiters = new ClaimWaiters(engine)
+  const commits: string[][] = []
+  engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
   const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 5000 })
   expect(waiters.size).toBe(1)
   const { job } = engine.submit({ job_type: 't', cost_units: 1 })
+  expect(commits).toEqual([['JOB_SUBMITTED', 'LEASE_GRANTED']])
   // Already leased when submit returns: the HTTP server can answer the worker before the submitter.
   expect(waiters.size).toBe(0)
   expect(engine.getJob(job.id).state).toBe('RUNNING')

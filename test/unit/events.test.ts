@@ -111,4 +111,34 @@ describe('event log', () => {
     engine.cancel(job.id)
     expect(engine.jobEvents(job.id).slice(0, first.length)).toEqual(first)
   })
+
+  it('an operation run under ctx.attempt that fails undoes only its own writes and events; the transaction commits', () => {
+    const { engine } = setup()
+    const commits: string[][] = []
+    engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
+    const { kept, failed } = engine.ctx.transact(() => {
+      const kept = engine.submit(aJob()).job
+      const failed = engine.ctx.attempt(() => {
+        engine.submit(aJob({ idempotency_key: 'undone' }))
+        throw new Error('this part fails')
+      })
+      return { kept, failed }
+    })
+    expect(failed).toBeUndefined()
+    expect(engine.getJob(kept.id).state).toBe('QUEUED')
+    expect(engine.ctx.one('SELECT 1 FROM jobs WHERE idempotency_key = ?', 'undone')).toBeUndefined()
+    expect(commits).toEqual([['JOB_SUBMITTED']])
+  })
+
+  it('beforeCommit listeners run inside the transaction, and what they append joins the same commit', () => {
+    const { engine } = setup()
+    const commits: string[][] = []
+    engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
+    engine.beforeCommit((events) => {
+      expect(engine.ctx.db.inTransaction).toBe(true)
+      if (events.some((e) => e.event_type === 'JOB_SUBMITTED')) engine.ctx.attempt(() => engine.requestLease({ worker_id: 'w' }))
+    })
+    engine.submit(aJob())
+    expect(commits).toEqual([['JOB_SUBMITTED', 'LEASE_GRANTED']])
+  })
 })
