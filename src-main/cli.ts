@@ -3,8 +3,6 @@ import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
 import { WORKER_HELP, workerCommand } from './commands/worker'
 import { ConfigError, parseServeArgs, serveHelp } from './config'
-import { DatabaseOpenError } from './db/open'
-import { startHost } from './host'
 import { VERSION } from './version'
 
 const USAGE = `Usage: leasehold <command> [flags]
@@ -65,10 +63,17 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
 }
 
 async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  // The host (Koa, SQLite, drizzle, the engine) is loaded for `serve` only: the client commands
+  // start in about half the time without it.
+  const [{ startHost }, { DatabaseOpenError }] = await Promise.all([import('./host'), import('./db/open')])
   let host
   try {
     host = await startHost(parseServeArgs(argv, env))
   } catch (error) {
+    if (error instanceof DatabaseOpenError) {
+      console.error(`leasehold: ${error.message}`)
+      return 1
+    }
     return reportStartError(error)
   }
   console.log(`leasehold listening on ${host.url}`)
@@ -113,10 +118,6 @@ function reportStartError(error: unknown): number {
   if (error instanceof ConfigError) {
     console.error(`leasehold: ${error.message}`)
     return 2
-  }
-  if (error instanceof DatabaseOpenError) {
-    console.error(`leasehold: ${error.message}`)
-    return 1
   }
   const e = error as NodeJS.ErrnoException
   if (e.code === 'EADDRINUSE') {
