@@ -1,7 +1,9 @@
 /**
- * `npm run bench` — how fast the engine runs jobs on this machine, against the machine's own
- * SQLite floor. Every measurement uses a temp-file database in os.tmpdir(), removed afterwards,
- * the real Engine API and a ManualClock (moved 1 ms per job; expiry is reached by moving it).
+ * `npm run bench` — how fast the engine and the host run jobs on this machine, against the
+ * machine's own floors: raw SQLite, Leasehold's data model written with plain statements, and a
+ * bare Koa app over loopback (docs/performance.md). Every engine measurement uses a temp-file
+ * database in os.tmpdir(), removed afterwards, the real Engine API and a ManualClock (moved 1 ms
+ * per job; expiry is reached by moving it); the HTTP ones a real `leasehold serve`.
  *
  *   npm run bench                 the full run (about 3 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
