@@ -16,8 +16,8 @@ import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from
  * run from grant to DONE then writes no entry there. SQLite uses a partial index only for a
  * query that repeats its clause word for word, so queries include this text.
  */
-export const STATE_SEQ_CLAUSE = "state NOT IN ('LEASED', 'RUNNING', 'DONE')"
 export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['LEASED', 'RUNNING', 'DONE']
+export const STATE_SEQ_CLAUSE = `state NOT IN (${STATES_OUTSIDE_STATE_SEQ.map((state) => `'${state}'`).join(', ')})`
 
 /** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
 export const jobs = sqliteTable(

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import type { JobState } from '../../src-main/engine/states'
+import { jobListQuery } from '../../src-main/engine/list'
+import { JOB_STATES, type JobState } from '../../src-main/engine/states'
 import { expectEngineError, leaseOrFail } from './support'
 
 describe('listing jobs', () => {
@@ -83,6 +84,23 @@ describe('listing jobs', () => {
     engine.cancel(byState.CANCELED!)
     for (const [state, id] of Object.entries(byState)) {
       expect(engine.listJobs({ state: state as JobState }).jobs.map((j) => j.id)).toEqual([id])
+    }
+  })
+
+  it('a filter by any state but DONE reads an index, never the whole jobs table', () => {
+    const { engine } = setup()
+    const plan = (state: JobState) => {
+      const { sql, params } = jobListQuery(engine.ctx, { state }, 51).toSQL()
+      return engine.ctx.db
+        .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .all(...params)
+        .map((row) => (row as { detail: string }).detail)
+        .join(' | ')
+    }
+    for (const state of JOB_STATES.filter((s) => s !== 'DONE')) {
+      const expected = state === 'LEASED' || state === 'RUNNING' ? /leases_active/ : /jobs_state_seq/
+      expect(plan(state), state).toMatch(expected)
+      expect(plan(state), state).not.toMatch(/^SCAN jobs$|SCAN jobs \|/)
     }
   })
 
