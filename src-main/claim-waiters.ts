@@ -19,6 +19,8 @@ const WAKE_EVENTS = new Set([
 interface Waiter {
   filter: WorkerFilter
   ttlS: number | undefined
+  /** Settles with the grant, or the last denial when the wait ends. */
+  answer: Promise<LeaseDecision>
   resolve(decision: LeaseDecision): void
   timer: NodeJS.Timeout
   settled: boolean
@@ -74,30 +76,50 @@ export class ClaimWaiters {
   /**
    * Claims at once if a job can be leased; otherwise waits up to `maxWaitMs` for one. Resolves
    * with the last denial when the wait ends, the signal aborts (client gone), or {@link close}.
+   * The first try runs in the engine's commit group, and a denied claim starts waiting inside
+   * that same operation: work that another operation of the group makes available is offered
+   * to it before the group commits, never missed between the try and the wait.
    */
-  claim(filter: WorkerFilter, options: { maxWaitMs: number; ttlS?: number; signal?: AbortSignal }): Promise<LeaseDecision> {
-    const first = this.engine.claimAndLease(filter, options.ttlS)
-    if (first.granted || options.maxWaitMs <= 0 || options.signal?.aborted) return Promise.resolve(first)
-    return new Promise((resolve) => {
-      const waiter: Waiter = {
-        filter,
-        ttlS: options.ttlS,
-        settled: false,
-        resolve: (decision) => {
-          if (waiter.settled) return
-          waiter.settled = true
-          clearTimeout(waiter.timer)
-          options.signal?.removeEventListener('abort', onAbort)
-          this.waiting = this.waiting.filter((w) => w !== waiter)
-          resolve(decision)
-        },
-        timer: setTimeout(() => waiter.resolve(first), options.maxWaitMs),
-      }
-      const onAbort = () => waiter.resolve(first)
-      options.signal?.addEventListener('abort', onAbort, { once: true })
-      this.waiting.push(waiter)
-      this.armEligibleTimer()
-    })
+  async claim(filter: WorkerFilter, options: { maxWaitMs: number; ttlS?: number; signal?: AbortSignal }): Promise<LeaseDecision> {
+    let waiter: Waiter | null = null
+    let first: LeaseDecision
+    try {
+      first = await this.engine.run(() => {
+        const decision = this.engine.claimAndLease(filter, options.ttlS)
+        if (!decision.granted && options.maxWaitMs > 0 && !options.signal?.aborted) waiter = this.wait(filter, decision, options)
+        return decision
+      })
+    } catch (error) {
+      ;(waiter as Waiter | null)?.resolve({ granted: false, reason: 'The claim failed', retry_after_ms: this.engine.config.denyRetryAfterMs })
+      throw error
+    }
+    const registered = waiter as Waiter | null
+    return registered ? registered.answer : first
+  }
+
+  private wait(filter: WorkerFilter, denial: LeaseDecision, options: { maxWaitMs: number; ttlS?: number; signal?: AbortSignal }): Waiter {
+    let settle!: (decision: LeaseDecision) => void
+    const answer = new Promise<LeaseDecision>((resolve) => (settle = resolve))
+    const onAbort = () => waiter.resolve(denial)
+    const waiter: Waiter = {
+      filter,
+      ttlS: options.ttlS,
+      settled: false,
+      answer,
+      resolve: (decision) => {
+        if (waiter.settled) return
+        waiter.settled = true
+        clearTimeout(waiter.timer)
+        options.signal?.removeEventListener('abort', onAbort)
+        this.waiting = this.waiting.filter((w) => w !== waiter)
+        settle(decision)
+      },
+      timer: setTimeout(() => waiter.resolve(denial), options.maxWaitMs),
+    }
+    options.signal?.addEventListener('abort', onAbort, { once: true })
+    this.waiting.push(waiter)
+    this.armEligibleTimer()
+    return waiter
   }
 
   /**

@@ -63,21 +63,18 @@ export class CapacityStore {
     checkCapacityChange(change)
     const previous = this.settings
     const next = { ...previous, ...change }
-    // In force before the commit, so listeners woken by the event already see the new figures.
+    // In force before the commit, so listeners woken by the event already see the new figures;
+    // put back should the commit not happen.
     this.settings = next
-    try {
-      this.ctx.transact(() => {
-        this.ctx.run(
-          'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-          SETTINGS_KEY,
-          JSON.stringify(next),
-        )
-        this.ctx.appendEvent('CAPACITY', 'capacity', null, 'CAPACITY_CHANGED', { ...next })
-      })
-    } catch (error) {
-      this.settings = previous
-      throw error
-    }
+    this.ctx.transact(() => {
+      this.ctx.onRollback(() => (this.settings = previous))
+      this.ctx.run(
+        'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        SETTINGS_KEY,
+        JSON.stringify(next),
+      )
+      this.ctx.appendEvent('CAPACITY', 'capacity', null, 'CAPACITY_CHANGED', { ...next })
+    })
     return this.figures()
   }
 

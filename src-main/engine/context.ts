@@ -21,6 +21,10 @@ export interface EngineConfig {
   denyRetryAfterMs: number
   /** Advice to a dialect-002 worker whose lease request was denied (also its `next_retry_at`). */
   leaseRetryAfterS: number
+  /** The most operations one commit group holds; the group commits at once when it reaches it. */
+  groupMaxOperations: number
+  /** The longest a group stays open while operations keep arriving in one event-loop turn. */
+  groupMaxMs: number
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -33,6 +37,8 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   backoff: { baseMs: 2_000, maxMs: 10 * 60_000 },
   denyRetryAfterMs: 1_500,
   leaseRetryAfterS: 10,
+  groupMaxOperations: 256,
+  groupMaxMs: 2,
 }
 
 export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY'
@@ -71,10 +77,32 @@ function rowBuilder(names: string[]): RowBuilder {
   return new Function('values', `return { ${fields} }`) as RowBuilder
 }
 
+/** One operation of a commit group, settled once the group has committed (or failed). */
+interface Member {
+  outcome: { ok: true; value: unknown } | { ok: false; error: unknown }
+  resolve(value: unknown): void
+  reject(error: unknown): void
+}
+
+/** Operations that share one `BEGIN IMMEDIATE … COMMIT` (see {@link EngineContext.runGrouped}). */
+interface Group {
+  members: Member[]
+  openedAt: number
+  /** Why the group was abandoned (its commit failed, or SQLite lost its transaction). */
+  failure?: unknown
+}
+
 /**
  * What every engine operation works with: the database, the clock, the config, a cache of
  * prepared statements, and the event log. An operation runs inside {@link transact}; the events
  * it appends are written in its transaction and handed to listeners only after it commits.
+ *
+ * Two ways in. A plain call of a verb ({@link transact} outside any group) is its own
+ * transaction, durable when the call returns. {@link runGrouped} puts the operation in the current
+ * commit group instead: operations that arrive in the same event-loop turn share one commit,
+ * each verb under its own savepoint, and nobody hears of any of them (answer or event) before
+ * that commit. A plain call, or a read, made while a group is open commits the group first, so
+ * nothing outside a group ever sees its uncommitted writes.
  */
 export class EngineContext {
   private readonly statements = new Map<string, Statement>()
@@ -82,21 +110,53 @@ export class EngineContext {
   private readonly listeners = new Set<EventListener>()
   private readonly commitListeners = new Set<CommitListener>()
   private readonly beforeCommitListeners = new Set<CommitListener>()
-  /** Events of the transaction in progress, or null outside one. */
+  /** Events of the transaction in progress (plain or group), or null outside one. */
   private pending: EngineEvent[] | null = null
-  /** drizzle over the same connection, for the cold queries that read better as a builder. */
-  readonly orm: ReturnType<typeof drizzle>
+  /** What to do to memory if the transaction in progress (or a savepoint of it) is rolled back. */
+  private undos: (() => void)[] = []
+  /** Inside a transaction's body: a nested {@link transact} joins it. */
+  private inBody = false
+  /** Inside an operation given to {@link runGrouped}: a verb's {@link transact} becomes a savepoint. */
+  private inOperation = false
+  /** The open commit group, or null. */
+  private group: Group | null = null
+  private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
+  private readonly drizzle: ReturnType<typeof drizzle>
 
   constructor(
     readonly db: Database,
     readonly clock: Clock,
     readonly config: EngineConfig,
   ) {
-    this.orm = drizzle(db)
+    this.drizzle = drizzle(db)
+    this.control = {
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
+      savepoint: db.prepare('SAVEPOINT operation'),
+      release: db.prepare('RELEASE operation'),
+      rollbackTo: db.prepare('ROLLBACK TO operation'),
+    }
   }
 
-  /** A prepared statement, prepared once per SQL text (the hot paths run at prepared speed). */
+  /** Used outside every operation while a group is open (a read from a route, a timer): commit the group first. */
+  private beforeOutsideUse(): void {
+    if (this.group && !this.inOperation && !this.inBody) this.flush()
+  }
+
+  /** drizzle over the same connection, for the cold queries that read better as a builder. */
+  get orm(): ReturnType<typeof drizzle> {
+    this.beforeOutsideUse()
+    return this.drizzle
+  }
+
+  /**
+   * A prepared statement, prepared once per SQL text (the hot paths run at prepared speed).
+   * Used outside every operation while a group is open, it commits the group first: only
+   * committed state is seen from outside a group.
+   */
   stmt<Row = unknown>(sql: string): Statement<unknown[], Row> {
+    this.beforeOutsideUse()
     let statement = this.statements.get(sql)
     if (!statement) {
       statement = this.db.prepare(sql)
@@ -133,28 +193,75 @@ export class EngineContext {
   }
 
   /**
-   * Runs `fn` as one IMMEDIATE transaction. A thrown error rolls everything back, events
-   * included; after a commit the events go to listeners in the order they were appended.
+   * Runs `fn` atomically. Outside a group: one IMMEDIATE transaction; a thrown error rolls
+   * everything back, events included; after the commit the events go to listeners in the order
+   * they were appended. Inside an operation of a group: a savepoint of the group's transaction,
+   * rolled back alone if `fn` throws. Inside either: `fn` simply joins.
    */
   transact<T>(fn: () => T): T {
-    if (this.pending) return fn() // already inside this context's transaction
+    if (this.inBody) return fn()
+    if (this.group) {
+      if (this.inOperation) return this.savepoint(fn)
+      this.flush() // a plain call while a group is open: the group commits first
+    }
+    return this.plainTransaction(fn)
+  }
+
+  private plainTransaction<T>(fn: () => T): T {
     const pending: EngineEvent[] = []
     this.pending = pending
-    this.stmt('BEGIN IMMEDIATE').run()
+    this.undos = []
+    this.control.begin.run()
+    this.inBody = true
     let result: T
     try {
       result = fn()
       if (pending.length > 0) for (const listener of this.beforeCommitListeners) listener(pending)
-      this.stmt('COMMIT').run()
+      this.control.commit.run()
     } catch (error) {
-      if (this.db.inTransaction) this.stmt('ROLLBACK').run()
+      if (this.db.inTransaction) this.control.rollback.run()
+      this.undoTo(0)
       throw error
     } finally {
+      this.inBody = false
       this.pending = null
+      this.undos = []
     }
     for (const event of pending) this.dispatch(event)
     if (pending.length > 0) this.dispatchCommit(pending)
     return result
+  }
+
+  /**
+   * Runs `fn` under a savepoint of the transaction in progress: if it throws, its writes, events
+   * and memory changes are undone and the error is rethrown; the rest of the transaction goes
+   * on. If SQLite lost the whole transaction (it does so on some I/O errors and a full disk),
+   * the open group fails with it.
+   */
+  private savepoint<T>(fn: () => T): T {
+    const pending = this.pending!
+    const eventsBefore = pending.length
+    const undosBefore = this.undos.length
+    const outer = this.inBody
+    this.control.savepoint.run()
+    this.inBody = true
+    try {
+      const result = fn()
+      this.control.release.run()
+      return result
+    } catch (error) {
+      if (this.db.inTransaction) {
+        this.control.rollbackTo.run()
+        this.control.release.run()
+        pending.length = eventsBefore
+        this.undoTo(undosBefore)
+      } else {
+        this.abandonGroup(error)
+      }
+      throw error
+    } finally {
+      this.inBody = outer
+    }
   }
 
   /**
@@ -163,18 +270,130 @@ export class EngineContext {
    */
   attempt<T>(fn: () => T): T | undefined {
     if (!this.pending) throw new Error('attempt outside a transaction')
-    const eventsBefore = this.pending.length
-    this.stmt('SAVEPOINT attempt').run()
     try {
-      const result = fn()
-      this.stmt('RELEASE attempt').run()
-      return result
-    } catch {
-      this.stmt('ROLLBACK TO attempt').run()
-      this.stmt('RELEASE attempt').run()
-      this.pending.length = eventsBefore
+      return this.savepoint(fn)
+    } catch (error) {
+      if (!this.db.inTransaction) throw error // the transaction itself is gone: not this attempt's failure alone
       return undefined
     }
+  }
+
+  /**
+   * Registers how to put memory back should the transaction in progress not commit (or the
+   * savepoint it is in roll back): state kept in memory never runs ahead of the database.
+   */
+  onRollback(undo: () => void): void {
+    if (!this.pending) throw new Error('onRollback outside a transaction')
+    this.undos.push(undo)
+  }
+
+  private undoTo(length: number): void {
+    while (this.undos.length > length) {
+      try {
+        this.undos.pop()!()
+      } catch (error) {
+        console.error('leasehold: undo after rollback failed:', error)
+      }
+    }
+  }
+
+  /**
+   * Group commit: runs `op` now, in the commit group of this event-loop turn (opening one if
+   * none is open), and settles with its answer or its error once the group has committed. The
+   * group commits when the turn ends, or at once when it holds `groupMaxOperations` operations
+   * or has been open `groupMaxMs` (see {@link EngineConfig}). Each verb `op` calls is atomic on its
+   * own (a savepoint): one that fails undoes only itself. Should the commit fail, every
+   * operation of the group fails with its error and nothing of the group stays, in the database
+   * or in memory. Later operations of a group see the earlier ones' writes, which is safe
+   * because nobody hears of any of them before the whole group is durable.
+   */
+  runGrouped<T>(op: () => T): Promise<T> {
+    if (this.inBody || this.inOperation) throw new Error('run inside an operation: call the verb directly')
+    if (!this.group) this.openGroup()
+    const group = this.group!
+    this.inOperation = true
+    let outcome: Member['outcome']
+    try {
+      outcome = { ok: true, value: op() }
+    } catch (error) {
+      outcome = { ok: false, error }
+    } finally {
+      this.inOperation = false
+    }
+    return new Promise<T>((resolve, reject) => {
+      if (this.group !== group) {
+        // The group was lost while `op` ran (its transaction is gone): nothing of it stays.
+        reject(outcome.ok ? group.failure : outcome.error)
+        return
+      }
+      group.members.push({ outcome, resolve: resolve as (value: unknown) => void, reject })
+      const { groupMaxOperations, groupMaxMs } = this.config
+      if (group.members.length >= groupMaxOperations || performance.now() - group.openedAt >= groupMaxMs) this.flush()
+    })
+  }
+
+  /** Commits the open group now, if there is one (the host calls it before closing the database). */
+  flush(): void {
+    const group = this.group
+    if (!group) return
+    const pending = this.pending!
+    try {
+      if (pending.length > 0) {
+        this.inBody = true
+        try {
+          for (const listener of this.beforeCommitListeners) listener(pending)
+        } finally {
+          this.inBody = false
+        }
+      }
+      this.control.commit.run()
+    } catch (error) {
+      this.abandonGroup(error)
+      return
+    }
+    this.endGroup()
+    for (const member of group.members) {
+      if (member.outcome.ok) member.resolve(member.outcome.value)
+      else member.reject(member.outcome.error)
+    }
+    for (const event of pending) this.dispatch(event)
+    if (pending.length > 0) this.dispatchCommit(pending)
+  }
+
+  private openGroup(): void {
+    this.control.begin.run()
+    const group: Group = { members: [], openedAt: performance.now() }
+    this.group = group
+    this.pending = []
+    this.undos = []
+    setImmediate(() => {
+      if (this.group === group) this.flush()
+    })
+  }
+
+  private endGroup(): void {
+    this.group = null
+    this.pending = null
+    this.undos = []
+  }
+
+  /** The group's transaction failed or was lost: roll back, undo memory, fail every member. */
+  private abandonGroup(cause: unknown): void {
+    const group = this.group
+    if (!group) return
+    if (this.db.inTransaction) {
+      try {
+        this.control.rollback.run()
+      } catch {
+        // The rollback itself failed (the disk is gone): SQLite rolls back on the next open.
+      }
+    }
+    this.undoTo(0)
+    this.endGroup()
+    group.failure = cause
+    // Even a member that had failed on its own hears of the commit: its answer may have rested
+    // on writes of the group that are now gone.
+    for (const member of group.members) member.reject(cause)
   }
 
   /** Appends an event to the log inside the current transaction. */
@@ -185,7 +404,7 @@ export class EngineContext {
     eventType: string,
     data: Record<string, unknown> = {},
   ): void {
-    if (!this.pending) throw new Error('appendEvent outside a transaction')
+    if (!this.pending || !this.inBody) throw new Error('appendEvent outside a transaction')
     const ts = this.clock.now()
     const info = this.stmt(
       'INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, ?, ?, ?, ?, ?)',

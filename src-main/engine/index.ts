@@ -57,6 +57,20 @@ export class Engine {
     return this.ctx.beforeCommit(listener)
   }
 
+  /**
+   * Group commit: runs `op` (one or more verbs) in the commit group of this event-loop turn and
+   * settles once the group is durable. Transports use it for every operation they answer, so
+   * that many operations share one commit; see EngineContext.runGrouped.
+   */
+  run<T>(op: () => T): Promise<T> {
+    return this.ctx.runGrouped(op)
+  }
+
+  /** Commits the open group now, if any (before the database is closed). */
+  flush(): void {
+    this.ctx.flush()
+  }
+
   // Jobs
   submit = (input: jobs.SubmitJob): jobs.SubmitResult => jobs.submit(this.ctx, input)
   getJob = (jobId: string): JobRow => jobs.getJob(this.ctx, jobId)

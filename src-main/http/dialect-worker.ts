@@ -58,10 +58,13 @@ export type WorkerReport = z.infer<typeof WorkerReport>
 
 export const WORKER_PREFIX = '/internal/worker'
 
-/** Dialect 003 answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
-function notOk<T>(fn: () => T, withAck: boolean): T {
+/**
+ * Runs `op` in the engine's commit group. Dialect 003 answers a 409 with `ok: false` (and `ack`
+ * on complete/fail) beside `{detail, code}`.
+ */
+async function notOk<T>(engine: Engine, op: () => T, withAck: boolean): Promise<T> {
   try {
-    return fn()
+    return await engine.run(op)
   } catch (error) {
     if (error instanceof EngineError && error.status === 409) {
       const extra = withAck ? { ok: false, ack: error.body.ack === true } : { ok: false }
@@ -90,26 +93,26 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
 
   router.post('/heartbeat', async (ctx) => {
     const input = seen(validate(WorkerHeartbeat, await readJson(ctx, bodyLimit)))
-    const { lease, job } = notOk(() => engine.heartbeatByToken(input), false)
+    const { lease, job } = await notOk(engine, () => engine.heartbeatByToken(input), false)
     ctx.body = { ok: true, lease_expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 }
   })
 
   router.post('/complete', async (ctx) => {
     const input = seen(validate(WorkerComplete, await readJson(ctx, bodyLimit)))
-    const answer = notOk(() => engine.complete(input), true)
+    const answer = await notOk(engine, () => engine.complete(input), true)
     ctx.body = { ok: true, ack: answer.ack }
   })
 
   router.post('/fail', async (ctx) => {
     const input = seen(validate(WorkerFail, await readJson(ctx, bodyLimit)))
-    const answer = notOk(() => engine.fail(input), true)
+    const answer = await notOk(engine, () => engine.fail(input), true)
     ctx.body = { ok: true, ack: answer.ack, requeued: answer.requeued, dlq: answer.dlq }
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
   router.post('/report', async (ctx) => {
     const input = seen(validate(WorkerReport, await readJson(ctx, bodyLimit)))
-    engine.recordWorkerEvent(input.worker_id, 'WORKER_PROBLEM', { kind: input.kind, detail: input.detail })
+    await engine.run(() => engine.recordWorkerEvent(input.worker_id, 'WORKER_PROBLEM', { kind: input.kind, detail: input.detail }))
     ctx.body = { ok: true }
   })
 

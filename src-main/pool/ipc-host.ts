@@ -43,35 +43,35 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
       const decision = await waiters.claim({ worker_id: workerId, queues: p.streams }, { maxWaitMs: Math.min(p.max_wait_ms, MAX_WAIT_MS), signal: gone })
       if (decision.granted && gone.aborted) {
         // Granted in the instant the process died: give it straight back.
-        engine.expireLeasesOfWorker(workerId)
+        await engine.run(() => engine.expireLeasesOfWorker(workerId))
         return { claimed: false }
       }
       return claimAnswer(decision)
     }
     case 'heartbeat': {
       const p = params as (typeof IPC_METHODS)['heartbeat']['_output']
-      const { job } = engine.heartbeatByToken(p)
+      const { job } = await engine.run(() => engine.heartbeatByToken(p))
       return { cancel_requested: job.cancel_requested === 1 }
     }
     case 'complete':
-      engine.complete(params as (typeof IPC_METHODS)['complete']['_output'])
+      await engine.run(() => engine.complete(params as (typeof IPC_METHODS)['complete']['_output']))
       return { ok: true }
     case 'fail':
-      engine.fail(params as (typeof IPC_METHODS)['fail']['_output'])
+      await engine.run(() => engine.fail(params as (typeof IPC_METHODS)['fail']['_output']))
       return { ok: true }
     case 'acquireFile':
-      return acquireAnswer(engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output']))
+      return acquireAnswer(await engine.run(() => engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output'])))
     case 'waitFileRetry': {
       const p = params as (typeof IPC_METHODS)['waitFileRetry']['_output']
       const retryAt = engine.fileRetryAt(p.file, p.owner_id)
       return retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(p.max_wait_ms, MAX_WAIT_MS), gone))
     }
     case 'heartbeatFile':
-      engine.heartbeatFile(params as (typeof IPC_METHODS)['heartbeatFile']['_output'])
+      await engine.run(() => engine.heartbeatFile(params as (typeof IPC_METHODS)['heartbeatFile']['_output']))
       return { ok: true }
     case 'report': {
       const p = params as (typeof IPC_METHODS)['report']['_output']
-      engine.recordWorkerEvent(workerId, 'WORKER_PROBLEM', { kind: p.kind, detail: p.detail })
+      await engine.run(() => engine.recordWorkerEvent(workerId, 'WORKER_PROBLEM', { kind: p.kind, detail: p.detail }))
       return { ok: true }
     }
   }
