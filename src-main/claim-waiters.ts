@@ -1,4 +1,4 @@
-import type { Engine, EngineEvent } from './engine'
+import type { ClaimBatch, Engine, EngineEvent } from './engine'
 import type { LeaseDecision } from './engine/leases'
 import type { WorkerFilter } from './engine/pick'
 
@@ -16,21 +16,32 @@ const WAKE_EVENTS = new Set([
   'BUSY_MEASURED',
 ])
 
+export interface ClaimOptions {
+  maxWaitMs: number
+  /** Jobs to take at most (a worker with several free slots); 1 unless said. */
+  maxJobs?: number
+  ttlS?: number
+  signal?: AbortSignal
+}
+
 interface Waiter {
   filter: WorkerFilter
+  maxJobs: number
   ttlS: number | undefined
-  /** Settles with the grant, or the last denial when the wait ends. */
-  answer: Promise<LeaseDecision>
-  resolve(decision: LeaseDecision): void
+  /** Settles with the grants, or with none and the last denial when the wait ends. */
+  answer: Promise<ClaimBatch>
+  resolve(claimed: ClaimBatch): void
   timer: NodeJS.Timeout
   settled: boolean
 }
 
-/** A lease granted to a waiter, answered once the commit that holds it is durable. */
+/** Leases granted to a waiter, answered once the commit that holds them is durable. */
 interface Grant {
   waiter: Waiter
-  decision: LeaseDecision
+  claimed: ClaimBatch
 }
+
+const nothing = (denial: ClaimBatch['denial']): ClaimBatch => ({ granted: [], denial })
 
 const isWakeEvent = (event: EngineEvent): boolean => WAKE_EVENTS.has(event.event_type)
 
@@ -56,13 +67,13 @@ export class ClaimWaiters {
       engine.beforeCommit((events) => {
         if (this.waiting.length === 0 || !events.some(isWakeEvent)) return
         // Inside the committing transaction; a grant that fails undoes only itself.
-        const grants = this.offer((waiter) => engine.ctx.attempt(() => engine.claimAndLease(waiter.filter, waiter.ttlS)))
+        const grants = this.offer((waiter) => engine.ctx.attempt(() => engine.claimBatch(waiter.filter, waiter.maxJobs, waiter.ttlS)))
         if (grants.length > 0) this.grantsByCommit.set(events, grants)
       }),
       engine.onCommit((events) => {
         const grants = this.grantsByCommit.get(events) ?? []
         this.grantsByCommit.delete(events)
-        for (const { waiter, decision } of grants) this.answer(waiter, decision)
+        for (const { waiter, claimed } of grants) this.answer(waiter, claimed)
         // A requeue may have set a later eligible time for the waiters still waiting.
         if (grants.length > 0 || events.some(isWakeEvent)) this.armEligibleTimer()
       }),
@@ -76,45 +87,55 @@ export class ClaimWaiters {
   /**
    * Claims at once if a job can be leased; otherwise waits up to `maxWaitMs` for one. Resolves
    * with the last denial when the wait ends, the signal aborts (client gone), or {@link close}.
-   * The first try runs in the engine's commit group, and a denied claim starts waiting inside
-   * that same operation: work that another operation of the group makes available is offered
-   * to it before the group commits, never missed between the try and the wait.
    */
-  async claim(filter: WorkerFilter, options: { maxWaitMs: number; ttlS?: number; signal?: AbortSignal }): Promise<LeaseDecision> {
+  async claim(filter: WorkerFilter, options: ClaimOptions): Promise<LeaseDecision> {
+    const { claimed } = await this.claimAfter(filter, { ...options, maxJobs: 1 }, () => ({ claimed: this.engine.claimBatch(filter, 1, options.ttlS) }))
+    return claimed.granted[0] ?? claimed.denial!
+  }
+
+  /**
+   * Runs `op` (which claims, and may report on other jobs first, as a worker's exchange does) as
+   * one operation of the engine's commit group; if it leased nothing, waits up to `maxWaitMs`
+   * for up to `maxJobs` jobs. The wait starts inside that same operation: work that another
+   * operation of the group makes available is offered to it before the group commits, never
+   * missed between the try and the wait.
+   */
+  async claimAfter<R extends { claimed: ClaimBatch }>(filter: WorkerFilter, options: ClaimOptions, op: () => R): Promise<R> {
     let waiter: Waiter | null = null
-    let first: LeaseDecision
+    let first: R
     try {
       first = await this.engine.run(() => {
-        const decision = this.engine.claimAndLease(filter, options.ttlS)
-        if (!decision.granted && options.maxWaitMs > 0 && !options.signal?.aborted) waiter = this.wait(filter, decision, options)
-        return decision
+        const answer = op()
+        if (answer.claimed.granted.length === 0 && options.maxWaitMs > 0 && !options.signal?.aborted) waiter = this.wait(filter, answer.claimed.denial, options)
+        return answer
       })
     } catch (error) {
-      ;(waiter as Waiter | null)?.resolve({ granted: false, reason: 'The claim failed', retry_after_ms: this.engine.config.denyRetryAfterMs })
+      ;(waiter as Waiter | null)?.resolve(nothing(null))
       throw error
     }
     const registered = waiter as Waiter | null
-    return registered ? registered.answer : first
+    return registered ? { ...first, claimed: await registered.answer } : first
   }
 
-  private wait(filter: WorkerFilter, denial: LeaseDecision, options: { maxWaitMs: number; ttlS?: number; signal?: AbortSignal }): Waiter {
-    let settle!: (decision: LeaseDecision) => void
-    const answer = new Promise<LeaseDecision>((resolve) => (settle = resolve))
-    const onAbort = () => waiter.resolve(denial)
+  private wait(filter: WorkerFilter, denial: ClaimBatch['denial'], options: ClaimOptions): Waiter {
+    let settle!: (claimed: ClaimBatch) => void
+    const answer = new Promise<ClaimBatch>((resolve) => (settle = resolve))
+    const onAbort = () => waiter.resolve(nothing(denial))
     const waiter: Waiter = {
       filter,
+      maxJobs: options.maxJobs ?? 1,
       ttlS: options.ttlS,
       settled: false,
       answer,
-      resolve: (decision) => {
+      resolve: (claimed) => {
         if (waiter.settled) return
         waiter.settled = true
         clearTimeout(waiter.timer)
         options.signal?.removeEventListener('abort', onAbort)
         this.waiting = this.waiting.filter((w) => w !== waiter)
-        settle(decision)
+        settle(claimed)
       },
-      timer: setTimeout(() => waiter.resolve(denial), options.maxWaitMs),
+      timer: setTimeout(() => waiter.resolve(nothing(denial)), options.maxWaitMs),
     }
     options.signal?.addEventListener('abort', onAbort, { once: true })
     this.waiting.push(waiter)
@@ -137,7 +158,7 @@ export class ClaimWaiters {
     for (const unsubscribe of this.unsubscribe) unsubscribe()
     if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
     for (const waiter of [...this.waiting]) {
-      waiter.resolve({ granted: false, reason: 'The host is stopping', retry_after_ms: this.engine.config.denyRetryAfterMs })
+      waiter.resolve(nothing({ granted: false, reason: 'The host is stopping', retry_after_ms: this.engine.config.denyRetryAfterMs }))
     }
   }
 
@@ -145,20 +166,20 @@ export class ClaimWaiters {
    * Offers the queue to each waiter, oldest first, and takes the granted ones off the list: they
    * are answered by the caller. (Should their commit fail, their own timer ends their wait.)
    */
-  private offer(claim: (waiter: Waiter) => LeaseDecision | undefined): Grant[] {
+  private offer(claim: (waiter: Waiter) => ClaimBatch | undefined): Grant[] {
     const grants: Grant[] = []
     for (const waiter of [...this.waiting]) {
       if (waiter.settled) continue
-      const decision = claim(waiter)
-      if (!decision?.granted) continue
-      grants.push({ waiter, decision })
+      const claimed = claim(waiter)
+      if (!claimed?.granted.length) continue
+      grants.push({ waiter, claimed })
       this.waiting = this.waiting.filter((w) => w !== waiter)
     }
     return grants
   }
 
-  private answer(waiter: Waiter, decision: LeaseDecision): void {
-    waiter.resolve(decision)
+  private answer(waiter: Waiter, claimed: ClaimBatch): void {
+    waiter.resolve(claimed)
     this.woken = true
   }
 
@@ -166,12 +187,12 @@ export class ClaimWaiters {
   private wakeForEligible(): void {
     const grants = this.offer((waiter) => {
       try {
-        return this.engine.claimAndLease(waiter.filter, waiter.ttlS)
+        return this.engine.claimBatch(waiter.filter, waiter.maxJobs, waiter.ttlS)
       } catch {
         return undefined // e.g. the database is closing; the waiter's own timer ends its wait
       }
     })
-    for (const { waiter, decision } of grants) this.answer(waiter, decision)
+    for (const { waiter, claimed } of grants) this.answer(waiter, claimed)
     this.armEligibleTimer()
   }
 

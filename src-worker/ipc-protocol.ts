@@ -8,14 +8,22 @@ import { z } from 'zod'
 
 const Str = z.string().min(1).max(4096)
 const AttemptRef = { worker_id: Str, job_id: Str, attempt_id: Str, lease_token: Str }
+const Progress = { progress: z.number().min(0).max(1).nullable().optional(), note: z.string().max(10_000).nullable().optional() }
+const AttemptFailure = z.object({ code: z.string(), message: z.string(), stack: z.string().optional(), retryable: z.boolean() })
+const { worker_id: _worker, ...JobRef } = AttemptRef
 
 export const IPC_METHODS = {
   claim: z.object({ worker_id: Str, streams: z.array(Str).min(1), max_wait_ms: z.number().int().min(0) }),
-  heartbeat: z.object({ ...AttemptRef, progress: z.number().min(0).max(1).nullable().optional(), note: z.string().max(10_000).nullable().optional() }),
+  heartbeat: z.object({ ...AttemptRef, ...Progress }),
   complete: z.object({ ...AttemptRef, result: z.unknown() }),
-  fail: z.object({
-    ...AttemptRef,
-    error: z.object({ code: z.string(), message: z.string(), stack: z.string().optional(), retryable: z.boolean() }),
+  fail: z.object({ ...AttemptRef, error: AttemptFailure }),
+  /** Reports on the jobs a worker runs, then a claim for its free slots: one round trip (dialect 003's /batch). */
+  exchange: z.object({
+    worker_id: Str,
+    heartbeat: z.array(z.object({ job_id: Str, lease_token: Str, ...Progress })).optional(),
+    complete: z.array(z.object({ ...JobRef, result: z.unknown() })).optional(),
+    fail: z.array(z.object({ ...JobRef, error: AttemptFailure })).optional(),
+    claim: z.object({ streams: z.array(Str).min(1), max_jobs: z.number().int().min(1).max(256), max_wait_ms: z.number().int().min(0) }).optional(),
   }),
   acquireFile: z.object({ file: Str, owner_id: Str, lease_id: Str }),
   waitFileRetry: z.object({ file: Str, owner_id: Str, max_wait_ms: z.number().int().min(0) }),

@@ -77,9 +77,12 @@ function rowBuilder(names: string[]): RowBuilder {
   return new Function('values', `return { ${fields} }`) as RowBuilder
 }
 
+/** What a call came to: its value, or the error it threw. */
+export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown }
+
 /** One operation of a commit group, settled once the group has committed (or failed). */
 interface Member {
-  outcome: { ok: true; value: unknown } | { ok: false; error: unknown }
+  outcome: Settled<unknown>
   resolve(value: unknown): void
   reject(error: unknown): void
 }
@@ -200,10 +203,8 @@ export class EngineContext {
    */
   transact<T>(fn: () => T): T {
     if (this.inBody) return fn()
-    if (this.group) {
-      if (this.inOperation) return this.savepoint(fn)
-      this.flush() // a plain call while a group is open: the group commits first
-    }
+    if (this.inOperation) return this.savepoint(fn)
+    if (this.group) this.flush() // a plain call while a group is open: the group commits first
     return this.plainTransaction(fn)
   }
 
@@ -275,6 +276,28 @@ export class EngineContext {
     } catch (error) {
       if (!this.db.inTransaction) throw error // the transaction itself is gone: not this attempt's failure alone
       return undefined
+    }
+  }
+
+  /**
+   * Runs `fn` inside the transaction in progress as if it were a call of its own: each verb it
+   * calls is atomic under its own savepoint, and an error it throws is returned, not thrown (the
+   * verbs that completed before it stay). A batch answers each of its items this way. Should
+   * SQLite lose the whole transaction, that is thrown: it is not this item's failure alone.
+   */
+  settle<T>(fn: () => T): Settled<T> {
+    if (!this.pending) throw new Error('settle outside a transaction')
+    const outer = { inBody: this.inBody, inOperation: this.inOperation }
+    this.inBody = false
+    this.inOperation = true
+    try {
+      return { ok: true, value: fn() }
+    } catch (error) {
+      if (!this.db.inTransaction) throw error
+      return { ok: false, error }
+    } finally {
+      this.inBody = outer.inBody
+      this.inOperation = outer.inOperation
     }
   }
 

@@ -4,6 +4,7 @@ import { CapacityStore, type CapacityChange, type CapacitySettings } from './cap
 import type { CapacityFigures } from './capacity'
 import type { Clock } from './clock'
 import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
+import * as batch from './batch'
 import * as blockers from './blockers'
 import * as files from './files'
 import * as jobs from './jobs'
@@ -16,6 +17,7 @@ import * as stats from './stats'
 export type { CommitListener, EngineConfig, EngineEvent, EventListener } from './context'
 export { DEFAULT_ENGINE_CONFIG } from './context'
 export { EngineError } from './errors'
+export { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ClaimBatch, type ExchangeAnswer, type ItemResult, type WorkerExchange } from './batch'
 
 export interface EngineOptions {
   db: Database
@@ -106,6 +108,14 @@ export class Engine {
   release = (request: leases.ReleaseRequest): leases.Released => leases.releaseLease(this.ctx, request)
   complete = (request: Parameters<typeof leases.completeAttempt>[1]) => leases.completeAttempt(this.ctx, request)
   fail = (request: Parameters<typeof leases.failAttempt>[1]) => leases.failAttempt(this.ctx, request)
+
+  // Batches: each item answered as its one-job verb would answer it (see batch.ts)
+  submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<jobs.SubmitResult>[] => batch.submitMany(this.ctx, inputs)
+  /** Dialect 003 claim of up to `maxJobs` jobs, stopping at the first denial. */
+  claimBatch = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): batch.ClaimBatch =>
+    batch.claimBatch(this.ctx, this.capacity, filter, maxJobs, ttl_s)
+  /** A worker's reports (heartbeats, completions, failures) and a claim for its free slots, in one call. */
+  exchange = (request: batch.WorkerExchange): batch.ExchangeAnswer => batch.exchange(this.ctx, this.capacity, request)
 
   // File leases and blockers (seed 004)
   acquireFile = (request: files.FileLeaseRequest): files.AcquireResult => files.acquireFile(this.ctx, request)

@@ -1,11 +1,11 @@
 import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClaimWaiters } from '../claim-waiters'
-import type { Engine } from '../engine'
+import { type Engine, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
 import { clientGone, readJson } from './body'
-import { claimAnswer } from '../worker-answers'
+import { claimAnswer, exchangeAnswer } from '../worker-answers'
 import type { WorkerDirectory } from '../workers'
 import { validate } from './errors'
 import { Id, JsonValue, Note, Progress, WorkerId } from './schemas'
@@ -14,9 +14,11 @@ import { Id, JsonValue, Note, Progress, WorkerId } from './schemas'
 export const MAX_CLAIM_WAIT_MS = 30_000
 
 /** Seed 003: a claim is a lease + an attempt + a token; the DB stays the truth. */
+const Streams = z.array(z.string().min(1).max(200)).min(1).max(50)
+
 export const WorkerClaim = z.strictObject({
   worker_id: WorkerId,
-  streams: z.array(z.string().min(1).max(200)).min(1).max(50),
+  streams: Streams,
   max_wait_ms: z.number().int().min(0).optional(),
 })
 export type WorkerClaim = z.infer<typeof WorkerClaim>
@@ -42,16 +44,33 @@ const AttemptFields = {
 export const WorkerComplete = z.strictObject({ ...AttemptFields, result: JsonValue.optional() })
 export type WorkerComplete = z.infer<typeof WorkerComplete>
 
-export const WorkerFail = z.strictObject({
-  ...AttemptFields,
-  error: z.strictObject({
-    code: z.string().max(200).optional(),
-    message: z.string().max(100_000).optional(),
-    stack: z.string().max(100_000).optional(),
-    retryable: z.boolean().optional(),
-  }),
+const AttemptFailure = z.strictObject({
+  code: z.string().max(200).optional(),
+  message: z.string().max(100_000).optional(),
+  stack: z.string().max(100_000).optional(),
+  retryable: z.boolean().optional(),
 })
+
+export const WorkerFail = z.strictObject({ ...AttemptFields, error: AttemptFailure })
 export type WorkerFail = z.infer<typeof WorkerFail>
+
+const { worker_id: _worker, ...BatchAttemptFields } = AttemptFields
+const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_ITEMS).optional()
+
+/**
+ * Not in the seed: a worker's whole round trip in one request — heartbeats, completions and
+ * failures of the jobs it runs, then a claim of up to `max_jobs` for its free slots.
+ */
+export const WorkerBatch = z.strictObject({
+  worker_id: WorkerId,
+  heartbeat: Reports(z.strictObject({ job_id: Id, lease_token: z.string().min(1).max(200), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
+  complete: Reports(z.strictObject({ ...BatchAttemptFields, result: JsonValue.optional() })),
+  fail: Reports(z.strictObject({ ...BatchAttemptFields, error: AttemptFailure })),
+  claim: z
+    .strictObject({ streams: Streams, max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS), max_wait_ms: z.number().int().min(0).optional() })
+    .optional(),
+})
+export type WorkerBatch = z.infer<typeof WorkerBatch>
 
 export const WorkerReport = z.strictObject({ worker_id: WorkerId, kind: z.string().min(1).max(100), detail: z.string().max(10_000) })
 export type WorkerReport = z.infer<typeof WorkerReport>
@@ -107,6 +126,18 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
     const input = seen(validate(WorkerFail, await readJson(ctx, bodyLimit)))
     const answer = await notOk(engine, () => engine.fail(input), true)
     ctx.body = { ok: true, ack: answer.ack, requeued: answer.requeued, dlq: answer.dlq }
+  })
+
+  router.post('/batch', async (ctx) => {
+    const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
+    const { claim, ...reports } = input
+    const filter = { worker_id: input.worker_id, queues: claim?.streams ?? [] }
+    const answer = await waiters.claimAfter(
+      filter,
+      { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: claim ? Math.min(claim.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS) : 0, signal: clientGone(ctx) },
+      () => engine.exchange({ ...reports, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
+    )
+    ctx.body = exchangeAnswer(reports, answer)
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).

@@ -13,7 +13,7 @@ import {
   SubmitJob,
   Timeseries,
 } from './dialect-queue'
-import { WORKER_PREFIX, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat } from './dialect-worker'
+import { WORKER_PREFIX, WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat } from './dialect-worker'
 import { BlockerList, BlockerResolve, FileAcquire, FileHeartbeat, FileLeaseList, FileRelease } from './dialect-files'
 import { CapacityChange } from './system'
 
@@ -111,6 +111,9 @@ export function openApiDocument(version: string) {
     [`${WORKER_PREFIX}/heartbeat`]: { post: post('Extend the lease named by its token', WorkerHeartbeat, '{ok, lease_expires_at, cancel_requested}', [403, 404, 409]) },
     [`${WORKER_PREFIX}/complete`]: { post: post('Complete the attempt (idempotent)', WorkerComplete, '{ok, ack}', [403, 404, 409]) },
     [`${WORKER_PREFIX}/fail`]: { post: post('Fail the attempt; retryable requeues while attempts remain', WorkerFail, '{ok, ack, requeued, dlq}', [403, 404, 409]) },
+    [`${WORKER_PREFIX}/batch`]: {
+      post: post('Not in the seed: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip; each report answered as its own route would', WorkerBatch, '{heartbeats, completed, failed, jobs}'),
+    },
   }
   return createDocument({
     openapi: '3.1.0',

@@ -2,7 +2,7 @@ import type { ClaimWaiters } from '../claim-waiters'
 import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
-import { acquireAnswer, claimAnswer } from '../worker-answers'
+import { acquireAnswer, claimAnswer, exchangeAnswer } from '../worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 
 export interface IpcHostDeps {
@@ -47,6 +47,20 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
         return { claimed: false }
       }
       return claimAnswer(decision)
+    }
+    case 'exchange': {
+      const { claim, ...reports } = params as (typeof IPC_METHODS)['exchange']['_output']
+      const answer = await waiters.claimAfter(
+        { worker_id: workerId, queues: claim?.streams ?? [] },
+        { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: Math.min(claim?.max_wait_ms ?? 0, MAX_WAIT_MS), signal: gone },
+        () => engine.exchange({ ...reports, worker_id: workerId, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
+      )
+      if (answer.claimed.granted.length > 0 && gone.aborted) {
+        // Granted in the instant the process died: give them straight back.
+        await engine.run(() => engine.expireLeasesOfWorker(workerId))
+        return { ...exchangeAnswer(reports, answer), jobs: [] }
+      }
+      return exchangeAnswer(reports, answer)
     }
     case 'heartbeat': {
       const p = params as (typeof IPC_METHODS)['heartbeat']['_output']

@@ -349,3 +349,64 @@ describe('POST /internal/worker/fail', () => {
     expect(error).toMatchObject({ ok: false, ack: true })
   })
 })
+
+describe('POST /internal/worker/batch (not in the seed: reports and a claim in one round trip)', () => {
+  const refOf = (c: any) => ({ job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token })
+
+  test('completes, fails and heartbeats several jobs and claims the next ones in one request, each answered as its own route would', async () => {
+    await start()
+    const jobs = [await submit(host), await submit(host), await submit(host)]
+    const first = await body(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 2 } }))
+    expect(first).toMatchObject({ heartbeats: [], completed: [], failed: [] })
+    expect(first.jobs.map((j: any) => j.job_id)).toEqual([jobs[0].job_id, jobs[1].job_id])
+    expect(keys(first.jobs[0])).toEqual(WORKER_CLAIM_KEYS)
+    const [a, b] = first.jobs
+    const answer = await body(
+      await post(host, `${WORKER}/batch`, {
+        worker_id: 'w1',
+        heartbeat: [{ job_id: b.job_id, lease_token: b.lease_token, progress: 0.5 }],
+        complete: [{ ...refOf(a), result: { ok: true } }],
+        fail: [{ ...refOf(b), error: { message: 'boom' } }],
+        claim: { streams: ['default'], max_jobs: 5 },
+      }),
+    )
+    expect(answer.heartbeats).toEqual([{ job_id: b.job_id, ok: true, lease_expires_at: expect.stringMatching(ISO_MS), cancel_requested: false }])
+    expect(answer.completed).toEqual([{ job_id: a.job_id, ok: true, ack: true }])
+    expect(answer.failed).toEqual([{ job_id: b.job_id, ok: true, ack: true, requeued: false, dlq: false }])
+    expect(answer.jobs.map((j: any) => j.job_id)).toEqual([jobs[2].job_id])
+    expect(host.engine.getJob(a.job_id).state).toBe('DONE')
+    expect(host.engine.getJob(b.job_id).state).toBe('FAILED')
+  })
+
+  test('a refused report carries its code (409 body: ok:false, ack) and does not fail the others', async () => {
+    await start()
+    const c = await claimed('w1')
+    const answer = await body(
+      await post(host, `${WORKER}/batch`, {
+        worker_id: 'w1',
+        complete: [{ ...refOf(c), lease_token: 'not-the-token' }, refOf(c)],
+      }),
+    )
+    expect(answer.completed).toEqual([
+      { job_id: c.job_id, ok: false, ack: false, code: 'lease_token_mismatch', detail: expect.any(String) },
+      { job_id: c.job_id, ok: true, ack: true },
+    ])
+  })
+
+  test('a batch claim that finds nothing long-polls, and a submit wakes it with up to max_jobs jobs', async () => {
+    await start()
+    const waiting = post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 3, max_wait_ms: 10_000 } })
+    await new Promise((r) => setTimeout(r, 300)) // the claim arrives and waits
+    // Two submits in one commit group: the waiting claim is granted both inside that commit.
+    const submitted = await Promise.all([1, 2].map(() => host.engine.run(() => host.engine.submit({ job_type: 'generic', cost_units: 1 }))))
+    const answer = await body(await waiting)
+    expect(answer.jobs.map((j: any) => j.job_id)).toEqual(submitted.map((s) => s.job.id))
+  })
+
+  test('max_jobs is 1 to 256, and a report names its job: 400 naming the field', async () => {
+    await start()
+    await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 0 } }), 'claim.max_jobs')
+    await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 257 } }), 'claim.max_jobs')
+    await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', complete: [{ attempt_id: UNKNOWN_ID, lease_token: 't' }] }), 'complete.0.job_id')
+  })
+})

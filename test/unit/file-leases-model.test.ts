@@ -502,7 +502,6 @@ function emptyModel(now: number): Model {
 
 describe('file leases against a model', () => {
   it('no two owners ever hold the same file at once, and every answer follows the rules', { timeout: 60_000 }, () => {
-    const started = Date.now()
     const stats = { halts: 0, grants: 0, denials: 0, reclaims: 0, revokes: 0 }
     fc.assert(
       fc.property(commands, (cmds) => {
@@ -526,7 +525,6 @@ describe('file leases against a model', () => {
     expect(stats.reclaims).toBeGreaterThan(0)
     expect(stats.halts).toBeGreaterThan(0)
     expect(stats.revokes).toBeGreaterThan(0)
-    expect(Date.now() - started).toBeLessThan(20_000)
   })
 })
 

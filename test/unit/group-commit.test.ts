@@ -18,11 +18,11 @@ afterEach(() => {
 })
 
 /** An engine over a file database, and a second connection that sees only committed rows. */
-function withObserver() {
+function withObserver(options: Parameters<typeof setup>[0] = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-group-'))
   dirs.push(dir)
   const path = join(dir, 'leasehold.db')
-  const { engine, clock } = setup({ path })
+  const { engine, clock } = setup({ ...options, path })
   const observer = new Database(path, { readonly: true })
   const committedJobs = () => (observer.prepare('SELECT COUNT(*) AS n FROM jobs').get() as { n: number }).n
   return { engine, clock, committedJobs, close: () => observer.close() }
@@ -46,7 +46,7 @@ describe('group commit', () => {
   })
 
   it('no answer and no event leaves before the group commits, and another connection sees nothing before it', async () => {
-    const { engine, committedJobs, close } = withObserver()
+    const { engine, committedJobs, close } = withObserver(UNTIMED)
     const seen: EngineEvent[] = []
     engine.onEvent((event) => seen.push(event))
     let answered = false
@@ -66,7 +66,7 @@ describe('group commit', () => {
   })
 
   it('an operation that fails undoes only itself: the others of its group commit and are answered', async () => {
-    const { engine } = setup()
+    const { engine } = setup(UNTIMED)
     const { job: held } = engine.submit(aJob())
     const before = engine.submit(aJob({ idempotency_key: 'first' }))
     const results = await Promise.allSettled([
@@ -89,7 +89,7 @@ describe('group commit', () => {
   })
 
   it('a later operation of a group sees the earlier ones: a repeated key in one group is a duplicate', async () => {
-    const { engine } = setup()
+    const { engine } = setup(UNTIMED)
     const [first, second] = await Promise.all([
       engine.run(() => engine.submit(aJob({ idempotency_key: 'same' }))),
       engine.run(() => engine.submit(aJob({ idempotency_key: 'same' }))),
@@ -99,7 +99,7 @@ describe('group commit', () => {
   })
 
   it('a failed commit fails every operation of the group, and nothing of it stays in the database or in memory', async () => {
-    const { engine } = setup({ total_units: 100 })
+    const { engine } = setup({ ...UNTIMED, total_units: 100 })
     const seen: EngineEvent[] = []
     engine.onEvent((event) => seen.push(event))
     let failCommit = true
@@ -120,7 +120,7 @@ describe('group commit', () => {
   })
 
   it('a group whose transaction SQLite rolled back under it fails whole, and the next operation opens a new one', async () => {
-    const { engine } = setup()
+    const { engine } = setup(UNTIMED)
     const first = engine.run(() => engine.submit(aJob()))
     const lost = engine.run(() =>
       engine.ctx.transact(() => {
@@ -136,7 +136,7 @@ describe('group commit', () => {
   })
 
   it('a plain call or a read while a group is open commits the group first: outside a group only committed state is seen', async () => {
-    const { engine, committedJobs, close } = withObserver()
+    const { engine, committedJobs, close } = withObserver(UNTIMED)
     const grouped = engine.run(() => engine.submit(aJob()))
     expect(committedJobs()).toBe(0)
     expect(engine.listJobs({ limit: 10 }).jobs).toHaveLength(1) // the read committed the group

@@ -1,0 +1,112 @@
+import type { CapacityStore } from './capacity-store'
+import type { EngineContext, Settled } from './context'
+import { EngineError, invalid } from './errors'
+import { submit, type SubmitJob, type SubmitResult } from './jobs'
+import {
+  type AttemptAnswer,
+  type AttemptError,
+  type AttemptReport,
+  completeAttempt,
+  failAttempt,
+  type HeartbeatReport,
+  heartbeatByToken,
+  type LeaseDecision,
+  type Leased,
+  leaseNext,
+} from './leases'
+import type { WorkerFilter } from './pick'
+
+/**
+ * Batch verbs: many operations in one call, each answered on its own. They add nothing to the
+ * rules: each item is the one-job verb, atomic under its own savepoint, so one item that is
+ * refused (a lost lease, a duplicate key) never undoes another. Only an unexpected error (a
+ * bug, a storage fault) fails the whole batch.
+ */
+
+/** The most items one batch call may carry, and the most jobs one claim may take. */
+export const MAX_BATCH_ITEMS = 1000
+export const MAX_CLAIM_JOBS = 256
+
+/** One item's answer: its value, or the domain error that refused it. */
+export type ItemResult<T> = { ok: true; value: T } | { ok: false; error: EngineError }
+
+function item<T>(settled: Settled<T>): ItemResult<T> {
+  if (settled.ok) return settled
+  if (settled.error instanceof EngineError) return { ok: false, error: settled.error }
+  throw settled.error // not a refusal: the batch fails whole
+}
+
+function checkCount(name: string, count: number, max: number): void {
+  if (count > max) throw invalid(`${name}: at most ${max} items in one call`)
+}
+
+/** Submits many jobs in one transaction; each is answered as a single submit would be. */
+export function submitMany(ctx: EngineContext, inputs: SubmitJob[]): ItemResult<SubmitResult>[] {
+  checkCount('jobs', inputs.length, MAX_BATCH_ITEMS)
+  return ctx.transact(() => inputs.map((input) => item(ctx.settle(() => submit(ctx, input)))))
+}
+
+/** The jobs granted by one claim of up to `maxJobs`, and why it stopped short, if it did. */
+export interface ClaimBatch {
+  granted: (LeaseDecision & { granted: true })[]
+  /** The denial that ended the claim before `maxJobs` (nothing queued, no capacity), or null. */
+  denial: (LeaseDecision & { granted: false }) | null
+}
+
+/**
+ * Dialect 003 claim of up to `maxJobs`: the head jobs this worker can take, each leased as a
+ * single claim would lease it, in order, until one is denied (no job, or the head does not
+ * fit: no backfilling past it).
+ */
+export function claimBatch(ctx: EngineContext, capacity: CapacityStore, filter: WorkerFilter, maxJobs: number, ttlS?: number): ClaimBatch {
+  if (!Number.isSafeInteger(maxJobs) || maxJobs < 1 || maxJobs > MAX_CLAIM_JOBS) {
+    throw invalid(`max_jobs: must be a whole number from 1 to ${MAX_CLAIM_JOBS}`)
+  }
+  return ctx.transact(() => {
+    const granted: ClaimBatch['granted'] = []
+    while (granted.length < maxJobs) {
+      const decision = leaseNext(ctx, capacity, filter, { ttl_s: ttlS, to: 'RUNNING' })
+      if (!decision.granted) return { granted, denial: decision }
+      granted.push(decision)
+    }
+    return { granted, denial: null }
+  })
+}
+
+/** What a worker sends in one exchange: reports on the jobs it runs, and a claim for free slots. */
+export interface WorkerExchange {
+  worker_id: string
+  heartbeat?: (Omit<AttemptReport, 'attempt_id' | 'worker_id'> & HeartbeatReport)[]
+  complete?: (Omit<AttemptReport, 'worker_id'> & { result?: unknown })[]
+  fail?: (Omit<AttemptReport, 'worker_id'> & { error: AttemptError })[]
+  /** Claim up to `max_jobs` more, after the reports (capacity they free is reused at once). */
+  claim?: { filter: Omit<WorkerFilter, 'worker_id'>; max_jobs: number; ttl_s?: number }
+}
+
+export interface ExchangeAnswer {
+  heartbeats: ItemResult<Leased>[]
+  completed: ItemResult<AttemptAnswer>[]
+  failed: ItemResult<AttemptAnswer>[]
+  claimed: ClaimBatch
+}
+
+/**
+ * A worker's round trip in one transaction: heartbeats, completions and failures (each as the
+ * one-job verb would answer it), then a claim for the slots it has free. Reports come first,
+ * so the capacity a completion frees can go straight to the next job.
+ */
+export function exchange(ctx: EngineContext, capacity: CapacityStore, request: WorkerExchange): ExchangeAnswer {
+  const { worker_id } = request
+  const heartbeats = request.heartbeat ?? []
+  const completions = request.complete ?? []
+  const failures = request.fail ?? []
+  checkCount('reports', heartbeats.length + completions.length + failures.length, MAX_BATCH_ITEMS)
+  return ctx.transact(() => ({
+    heartbeats: heartbeats.map((beat) => item(ctx.settle(() => heartbeatByToken(ctx, { ...beat, worker_id })))),
+    completed: completions.map((report) => item(ctx.settle(() => completeAttempt(ctx, { ...report, worker_id })))),
+    failed: failures.map((report) => item(ctx.settle(() => failAttempt(ctx, { ...report, worker_id })))),
+    claimed: request.claim
+      ? claimBatch(ctx, capacity, { ...request.claim.filter, worker_id }, request.claim.max_jobs, request.claim.ttl_s)
+      : { granted: [], denial: null },
+  }))
+}

@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest'
+import { MAX_BATCH_ITEMS } from '../../src-main/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import { aJob, setup } from '../helpers/engine'
+import { expectEngineError } from './support'
+
+describe('batch verbs', () => {
+  it('submitMany answers each job as a single submit would: a known key is a duplicate, an invalid job is refused alone', () => {
+    const { engine } = setup()
+    const known = engine.submit(aJob({ idempotency_key: 'known' })).job
+    const results = engine.submitMany([aJob({ job_type: 'a' }), aJob({ idempotency_key: 'known' }), aJob({ cost_units: 0 }), aJob({ job_type: 'b' })])
+    expect(results.map((r) => r.ok)).toEqual([true, true, false, true])
+    expect(results[1]).toMatchObject({ ok: true, value: { duplicate: true, job: { id: known.id } } })
+    expect(results[2]).toMatchObject({ ok: false, error: { status: 400, code: 'invalid_request' } })
+    expect(engine.listJobs({ limit: 10 }).jobs.map((job) => job.job_type).sort()).toEqual(['a', 'b', 'test'])
+  })
+
+  it(`a batch carries at most ${MAX_BATCH_ITEMS} items`, () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.submitMany(Array.from({ length: MAX_BATCH_ITEMS + 1 }, () => aJob())), 400, 'invalid_request')
+    expect(engine.listJobs({ limit: 1 }).jobs).toHaveLength(0)
+  })
+
+  it('claimBatch takes the head jobs in scheduling order and stops at the first that does not fit: no backfilling past it', () => {
+    const { engine } = setup({ total_units: 10 })
+    const first = engine.submit(aJob({ cost_units: 4 })).job
+    const second = engine.submit(aJob({ cost_units: 4 })).job
+    engine.submit(aJob({ cost_units: 4 })) // does not fit in the 2 units left
+    engine.submit(aJob({ cost_units: 1 })) // would fit, but is behind the head
+    const { granted, denial } = engine.claimBatch({ worker_id: 'w1' }, 10)
+    expect(granted.map((g) => g.job.id)).toEqual([first.id, second.id])
+    expect(denial).toMatchObject({ granted: false, reason: expect.stringContaining('apacity') })
+    expect(engine.getCapacity()).toMatchObject({ leased: 8, available: 2 })
+  })
+
+  it('an exchange reports first and then claims: the capacity a completion frees goes to the next job at once', () => {
+    const { engine } = setup({ total_units: 1 })
+    const a = engine.submit(aJob()).job
+    const b = engine.submit(aJob()).job
+    const [held] = engine.claimBatch({ worker_id: 'w1' }, 5).granted
+    expect(held!.job.id).toBe(a.id)
+    const answer = engine.exchange({
+      worker_id: 'w1',
+      complete: [{ job_id: a.id, attempt_id: held!.lease.attempt_id, lease_token: held!.lease.token, result: { ok: 1 } }],
+      claim: { filter: {}, max_jobs: 5 },
+    })
+    expect(answer.completed).toMatchObject([{ ok: true, value: { ack: true } }])
+    expect(answer.claimed.granted.map((g) => g.job.id)).toEqual([b.id])
+    expect(engine.getJob(a.id).state).toBe('DONE')
+    expect(engine.getJob(b.id).state).toBe('RUNNING')
+  })
+
+  it('one refused report in an exchange (a lost lease) is answered with its code and the others still take effect', () => {
+    const { engine, clock } = setup({ config: { leaseTtlS: 10, heartbeatGraceS: 0 } })
+    const [x, y] = [engine.submit(aJob()).job, engine.submit(aJob()).job]
+    const leases = engine.claimBatch({ worker_id: 'w1' }, 2).granted
+    clock.advance(5 * SECOND)
+    engine.heartbeatByToken({ job_id: y.id, worker_id: 'w1', lease_token: leases[1]!.lease.token }) // y stays alive
+    clock.advance(6 * SECOND) // x's lease is past its expiry
+    const answer = engine.exchange({
+      worker_id: 'w1',
+      complete: [
+        { job_id: x.id, attempt_id: leases[0]!.lease.attempt_id, lease_token: leases[0]!.lease.token },
+        { job_id: y.id, attempt_id: leases[1]!.lease.attempt_id, lease_token: leases[1]!.lease.token },
+      ],
+    })
+    expect(answer.completed[0]).toMatchObject({ ok: false, error: { status: 409, code: 'lease_expired', body: { ack: true } } })
+    expect(answer.completed[1]).toMatchObject({ ok: true })
+    // The refused item's expiry still happened, as a single call would have made it happen.
+    expect(engine.getJob(x.id).state).toBe('QUEUED')
+    expect(engine.getJob(y.id).state).toBe('DONE')
+  })
+
+  it('heartbeats in an exchange extend each lease and say whether a cancel was requested', () => {
+    const { engine, clock } = setup()
+    const job = engine.submit(aJob()).job
+    const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
+    engine.cancel(job.id)
+    clock.advance(3 * SECOND)
+    const answer = engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: job.id, lease_token: held!.lease.token, progress: 0.5 }] })
+    expect(answer.heartbeats).toMatchObject([{ ok: true, value: { job: { cancel_requested: 1, progress: 0.5 } } }])
+    expect(answer.heartbeats[0]!.ok && answer.heartbeats[0]!.value.lease.expires_at).toBe(held!.lease.expires_at + 3 * SECOND)
+  })
+
+  it('a worker cannot report on another worker’s lease through an exchange', () => {
+    const { engine } = setup()
+    const job = engine.submit(aJob()).job
+    const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
+    const answer = engine.exchange({ worker_id: 'w2', complete: [{ job_id: job.id, attempt_id: held!.lease.attempt_id, lease_token: held!.lease.token }] })
+    expect(answer.completed).toMatchObject([{ ok: false, error: { status: 403, code: 'worker_mismatch' } }])
+    expect(engine.getJob(job.id).state).toBe('RUNNING')
+  })
+})
