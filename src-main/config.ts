@@ -4,6 +4,13 @@ import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import type { Durability } from './db/open'
 
+/**
+ * Jobs a local worker runs at once unless configured (`--worker-concurrency`). Jobs mostly wait
+ * (on files, programs, the network), and while one waits another runs; the capacity units, not
+ * this number, keep the machine from being overrun.
+ */
+export const DEFAULT_WORKER_CONCURRENCY = 16
+
 /** Everything `leasehold serve` (and the desktop app) needs to start a host. */
 export interface HostConfig {
   dataDir: string
@@ -12,6 +19,8 @@ export interface HostConfig {
   /** The API token; null = read `<dataDir>/token`, creating it on first start. */
   token: string | null
   workers: number
+  /** Jobs each local worker runs at once. */
+  workerConcurrency: number
   /** Programs local workers' exec handler may run. */
   execAllow: string[]
   drainGraceS: number
@@ -74,6 +83,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'port', env: 'LEASEHOLD_PORT', value: 'N', help: 'port to listen on; 0 picks a free one', schema: int(0, 65535), default: '7878' },
   { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(16, 'must be at least 16 characters') },
   { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
+  { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: 'jobs each local worker runs at once (capacity units still bound the total)', schema: int(1, 256), default: String(DEFAULT_WORKER_CONCURRENCY) },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
@@ -132,6 +142,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     port: read('port') as number,
     token: (read('token') as string | undefined) ?? null,
     workers: read('workers') as number,
+    workerConcurrency: read('worker-concurrency') as number,
     execAllow: (read('exec-allow') as string)
       .split(',')
       .map((p) => p.trim())

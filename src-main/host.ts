@@ -199,6 +199,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
           workerEnv: {
             LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
             LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
+            LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency),
           },
         })
       : null

@@ -1,6 +1,7 @@
 /**
- * A handler thread: runs one job's handler at a time, away from the runtime's thread, so a
- * handler that computes (or blocks) for a long time cannot starve the heartbeats.
+ * A handler thread: runs job handlers away from the runtime's thread, so a handler that computes
+ * (or blocks) for a long time cannot starve the heartbeats. Several jobs may run in one thread at
+ * once (handlers are async); each has its own AbortSignal.
  */
 import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
 import { parentPort, workerData } from 'node:worker_threads'
@@ -12,7 +13,8 @@ const port = parentPort!
 const send = (message: FromThread) => port.postMessage(message)
 
 const { handlers, problems } = await loadHandlers(workerData as HandlerOptions)
-let abort: AbortController | null = null
+/** The runs in progress, by run number: how to abort each. */
+const runs = new Map<number, AbortController>()
 let nextGateId = 1
 const gates = new Map<number, { resolve(): void; reject(error: Error): void }>()
 
@@ -27,32 +29,35 @@ class GateError extends Error {
   }
 }
 
-function gate(file: string): Promise<void> {
+function gate(run: number, file: string): Promise<void> {
   const id = nextGateId++
   return new Promise((resolve, reject) => {
     gates.set(id, { resolve, reject })
-    send({ type: 'gate', id, file })
+    send({ type: 'gate', run, id, file })
   })
 }
 
-const files: GatedFiles = {
-  async writeFile(path, data) {
-    await gate(path)
-    await writeFile(path, data)
-  },
-  async appendFile(path, data) {
-    await gate(path)
-    await appendFile(path, data)
-  },
-  async rm(path, options) {
-    await gate(path)
-    await rm(path, options)
-  },
-  async rename(from, to) {
-    await gate(from)
-    await gate(to)
-    await rename(from, to)
-  },
+/** The gated file API of one run: its writes pass the gate under its job. */
+function filesOf(run: number): GatedFiles {
+  return {
+    async writeFile(path, data) {
+      await gate(run, path)
+      await writeFile(path, data)
+    },
+    async appendFile(path, data) {
+      await gate(run, path)
+      await appendFile(path, data)
+    },
+    async rm(path, options) {
+      await gate(run, path)
+      await rm(path, options)
+    },
+    async rename(from, to) {
+      await gate(run, from)
+      await gate(run, to)
+      await rename(from, to)
+    },
+  }
 }
 
 function describe(error: unknown) {
@@ -65,8 +70,9 @@ function describe(error: unknown) {
   }
 }
 
-async function run(job: JobInfo, payload: unknown): Promise<void> {
-  abort = new AbortController()
+async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void> {
+  const abort = new AbortController()
+  runs.set(run, abort)
   const handler = handlers.get(job.type)
   try {
     if (!handler) throw Object.assign(new Error(`No handler for job type "${job.type}"`), { code: 'no_handler', retryable: false })
@@ -74,22 +80,22 @@ async function run(job: JobInfo, payload: unknown): Promise<void> {
       job,
       payload,
       signal: abort.signal,
-      progress: (fraction, note) => send({ type: 'progress', fraction, note: note ?? null }),
-      log: (line) => send({ type: 'log', line: String(line) }),
-      files,
+      progress: (fraction, note) => send({ type: 'progress', run, fraction, note: note ?? null }),
+      log: (line) => send({ type: 'log', run, line: String(line) }),
+      files: filesOf(run),
     }
     const result = await handler.run(ctx)
-    send({ type: 'done', result: result === undefined ? null : result })
+    send({ type: 'done', run, result: result === undefined ? null : result })
   } catch (error) {
-    send({ type: 'failed', error: describe(error) })
+    send({ type: 'failed', run, error: describe(error) })
   } finally {
-    abort = null
+    runs.delete(run)
   }
 }
 
 port.on('message', (message: ToThread) => {
-  if (message.type === 'run') void run(message.job, message.payload)
-  else if (message.type === 'abort') abort?.abort(new GateError('aborted', message.reason))
+  if (message.type === 'run') void runJob(message.run, message.job, message.payload)
+  else if (message.type === 'abort') runs.get(message.run)?.abort(new GateError('aborted', message.reason))
   else if (message.type === 'gate-answer') {
     const waiter = gates.get(message.id)
     gates.delete(message.id)

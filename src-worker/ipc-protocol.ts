@@ -3,20 +3,15 @@ import { z } from 'zod'
 /**
  * The one message registry between the host and its local worker processes, validated at both
  * ends. A worker calls the host (`request` → `response`, matched by id) with the same
- * semantics as dialect 003 and /api/files over HTTP; the host tells a worker to drain.
+ * semantics as dialect 003's /batch and /api/files over HTTP; the host tells a worker to drain.
  */
 
 const Str = z.string().min(1).max(4096)
-const AttemptRef = { worker_id: Str, job_id: Str, attempt_id: Str, lease_token: Str }
+const JobRef = { job_id: Str, attempt_id: Str, lease_token: Str }
 const Progress = { progress: z.number().min(0).max(1).nullable().optional(), note: z.string().max(10_000).nullable().optional() }
 const AttemptFailure = z.object({ code: z.string(), message: z.string(), stack: z.string().optional(), retryable: z.boolean() })
-const { worker_id: _worker, ...JobRef } = AttemptRef
 
 export const IPC_METHODS = {
-  claim: z.object({ worker_id: Str, streams: z.array(Str).min(1), max_wait_ms: z.number().int().min(0) }),
-  heartbeat: z.object({ ...AttemptRef, ...Progress }),
-  complete: z.object({ ...AttemptRef, result: z.unknown() }),
-  fail: z.object({ ...AttemptRef, error: AttemptFailure }),
   /** Reports on the jobs a worker runs, then a claim for its free slots: one round trip (dialect 003's /batch). */
   exchange: z.object({
     worker_id: Str,
@@ -56,7 +51,6 @@ export type IpcResponse = z.infer<typeof IpcResponse>
 /** Worker → host notices (no answer). */
 export const WorkerNotice = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ready'), worker_id: Str, types: z.array(z.string()) }),
-  z.object({ type: z.literal('job'), job_id: z.string().nullable() }),
 ])
 export type WorkerNotice = z.infer<typeof WorkerNotice>
 

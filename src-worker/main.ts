@@ -5,6 +5,12 @@
 import { IpcTransport, processChannel } from './transport-ipc'
 import { WorkerRuntime } from './runtime'
 
+/** A whole number of at least 1 from the environment, or the default. */
+function wholeNumberFrom(value: string | undefined, fallback: number): number {
+  const n = Number(value)
+  return Number.isSafeInteger(n) && n >= 1 ? n : fallback
+}
+
 const env = process.env
 const workerId = env.LEASEHOLD_WORKER_ID ?? `local-${process.pid}`
 const channel = processChannel()
@@ -15,13 +21,12 @@ const runtime = new WorkerRuntime({
   transport,
   workerId,
   streams: (env.LEASEHOLD_WORKER_STREAMS ?? 'default').split(',').filter(Boolean),
-  concurrency: 1,
+  concurrency: wholeNumberFrom(env.LEASEHOLD_WORKER_CONCURRENCY, 1), // the host always says (--worker-concurrency)
   handlers: {
     handlersDir: env.LEASEHOLD_WORKER_HANDLERS || null,
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
   },
   log: (line) => console.error(line),
-  onJob: (jobId) => channel.send({ type: 'job', job_id: jobId }),
 })
 
 // A worker outlives its host only as an orphan holding nothing: when the host goes (even killed

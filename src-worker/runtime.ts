@@ -1,23 +1,23 @@
 import { resolve } from 'node:path'
 import { HandlerThread, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
-import { type AttemptError, type Claim, LeaseLostError, type WorkerTransport } from './transport'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, ReportAnswer, WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
   workerId: string
   /** Streams (job queues) to claim from, in priority order. */
   streams: string[]
-  /** Jobs run at once, each in its own handler thread. */
+  /** Jobs run at once. */
   concurrency: number
+  /** Handler threads the jobs share (default: one per job up to 4). */
+  threads?: number
   handlers: HandlerOptions
   log: (line: string) => void
-  /** How long one claim long-polls. */
+  /** How long a claim long-polls when the worker has nothing else to say. */
   claimWaitMs?: number
   /** How long an aborted handler may take to stop before its thread is replaced. */
   abortGraceMs?: number
-  /** Told when a slot starts or ends a job (the pool reports it to the host). */
-  onJob?: (jobId: string | null) => void
 }
 
 /** Why a running job was told to stop. */
@@ -28,6 +28,9 @@ const STOP_ERRORS: Record<Exclude<StopReason, 'lease_lost' | 'blocked'>, Attempt
   max_runtime: { code: 'max_runtime_exceeded', message: 'Ran past its max_runtime_s', retryable: false },
   shutdown: { code: 'shutdown', message: 'The worker shut down before the job finished', retryable: true },
 }
+
+/** The default number of handler threads: enough for handlers that compute, few enough to stay cheap. */
+const MAX_DEFAULT_THREADS = 4
 
 /** A heartbeat every interval, ±10 %, so many workers do not beat in step. */
 export function jitter(intervalMs: number, random = Math.random): number {
@@ -43,41 +46,83 @@ class GateStop extends Error {
   }
 }
 
+/** A job this worker runs now. */
+interface Running {
+  claim: Claim
+  thread: HandlerThread
+  run: number
+  heldFiles: Set<string>
+  progress: number | null
+  note: string | null
+  stopReason: StopReason | null
+  /** The handler has returned: a late answer must not stop anything. */
+  ended: boolean
+  beatTimer?: NodeJS.Timeout
+  runtimeTimer?: NodeJS.Timeout
+  stop(reason: StopReason): void
+}
+
+/** What the worker has to tell the host, sent with its next exchange. */
+interface Outbox {
+  /** At most one heartbeat per job: the latest progress wins. */
+  heartbeat: Map<string, NonNullable<ExchangeRequest['heartbeat']>[number]>
+  complete: NonNullable<ExchangeRequest['complete']>
+  fail: NonNullable<ExchangeRequest['fail']>
+}
+
+const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [] })
+
 /**
- * The worker loop, the same for local and external workers: claim (long-poll) → run the
- * handler in a handler thread → heartbeat every ttl/3 with jitter while it runs → complete or
- * fail. The heartbeat runs on this thread, the handler on its own, so a busy handler cannot
- * starve it.
+ * The worker loop, the same for local and external workers. Up to `concurrency` jobs run at
+ * once in a few shared handler threads; the runtime's own thread only talks to the host. It
+ * talks in exchanges: one round trip carries the heartbeats, completions and failures gathered
+ * since the last one, and a claim for the slots that are free. At most two exchanges are in
+ * flight: a claim that long-polls while every slot is free or waiting, and one that carries
+ * reports (and claims the slots they free, without waiting); whatever arrives meanwhile goes
+ * with the next. So a busy worker sends one request per batch of finished jobs, not three per
+ * job. The heartbeat timers run on this thread, the handlers on theirs, so a busy handler
+ * cannot starve them.
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()
-  private readonly running = new Map<string, (reason: StopReason) => void>()
-  private slots: Promise<void>[] = []
+  private readonly running = new Map<string, Running>()
   private threads: HandlerThread[] = []
+  private outbox = emptyOutbox()
+  /** Slots asked for by claims in flight. */
+  private reserved = 0
+  private polling = false
+  private reporting = false
+  private pumpQueued = false
+  /** Resolves once the worker has stopped claiming and every job has ended and been reported. */
+  private drained: (() => void) | null = null
+  /** After a failed exchange, the next one waits until then. */
+  private pauseUntil = 0
 
   constructor(private readonly options: RuntimeOptions) {}
 
   /** Starts the handler threads; says which job types they run and which modules failed to load. */
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
-    this.threads = Array.from({ length: this.options.concurrency }, () => new HandlerThread(this.options.handlers))
+    const count = this.options.threads ?? Math.min(this.options.concurrency, MAX_DEFAULT_THREADS)
+    this.threads = Array.from({ length: Math.max(1, count) }, () => new HandlerThread(this.options.handlers))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
     return { types: ready[0]!.types, problems: ready[0]!.problems }
   }
 
   /** Begins claiming, once {@link start} has succeeded (a worker that failed to start takes no work). */
   begin(): void {
-    this.slots = this.threads.map((_, i) => this.slot(i))
+    this.pump()
   }
 
   /**
    * Drains: stops claiming, lets running jobs finish for up to `graceMs`, then aborts them and
-   * fails them as retryable, and ends the handler threads.
+   * fails them as retryable, reports everything, and ends the handler threads.
    */
   async stop(graceMs: number): Promise<void> {
     this.stopClaiming.abort()
-    const drained = Promise.all(this.slots)
+    const drained = new Promise<void>((resolve) => (this.drained = resolve))
+    this.checkDrained()
     const timer = setTimeout(() => {
-      for (const stop of this.running.values()) stop('shutdown')
+      for (const job of this.running.values()) job.stop('shutdown')
     }, graceMs)
     await drained
     clearTimeout(timer)
@@ -85,104 +130,191 @@ export class WorkerRuntime {
     this.options.transport.close()
   }
 
-  private async slot(index: number): Promise<void> {
+  private get free(): number {
+    return this.stopClaiming.signal.aborted ? 0 : this.options.concurrency - this.running.size - this.reserved
+  }
+
+  private get hasReports(): boolean {
+    return this.outbox.heartbeat.size + this.outbox.complete.length + this.outbox.fail.length > 0
+  }
+
+  /** Something changed: look at what to send once this turn's other changes are in. */
+  private pump(): void {
+    if (this.pumpQueued) return
+    this.pumpQueued = true
+    setImmediate(() => {
+      this.pumpQueued = false
+      this.send()
+    })
+  }
+
+  private send(): void {
+    const wait = this.pauseUntil - Date.now()
+    if (wait > 0) {
+      setTimeout(() => this.pump(), wait)
+      return
+    }
+    if (this.hasReports && !this.reporting) {
+      void this.exchange(false)
+    } else if (!this.hasReports && !this.polling && !this.reporting && this.free > 0) {
+      void this.exchange(true)
+    }
+    this.checkDrained()
+  }
+
+  /** One round trip: the reports gathered so far, and a claim for the free slots. */
+  private async exchange(longPoll: boolean): Promise<void> {
     const { transport, workerId, streams, log } = this.options
-    while (!this.stopClaiming.signal.aborted) {
-      let claim: Claim | null
-      try {
-        claim = await transport.claim({ worker_id: workerId, streams, max_wait_ms: this.options.claimWaitMs ?? 20_000 }, this.stopClaiming.signal)
-      } catch (error) {
-        if (this.stopClaiming.signal.aborted) return
-        log(`leasehold worker: claim failed (${(error as Error).message}); retrying in 1 s`)
-        await new Promise((r) => setTimeout(r, 1000))
-        continue
+    const outbox = this.outbox
+    this.outbox = emptyOutbox()
+    const maxJobs = Math.min(this.free, 256)
+    const request: ExchangeRequest = { worker_id: workerId }
+    if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
+    if (outbox.complete.length > 0) request.complete = outbox.complete
+    if (outbox.fail.length > 0) request.fail = outbox.fail
+    if (maxJobs > 0) request.claim = { streams, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
+    this.reserved += maxJobs
+    if (longPoll) this.polling = true
+    else this.reporting = true
+    let answer: ExchangeAnswer | null = null
+    try {
+      answer = await transport.exchange(request, longPoll ? this.stopClaiming.signal : undefined)
+    } catch (error) {
+      if (!this.stopClaiming.signal.aborted || !longPoll) {
+        log(`leasehold worker: the host did not answer (${(error as Error).message}); retrying in 1 s`)
+        this.pauseUntil = Date.now() + 1000
       }
-      if (claim) await this.execute(index, claim)
+      this.putBack(outbox)
+    } finally {
+      this.reserved -= maxJobs
+      if (longPoll) this.polling = false
+      else this.reporting = false
+    }
+    if (answer) {
+      answer.heartbeats.forEach((a) => this.onHeartbeatAnswer(a))
+      for (const a of [...answer.completed, ...answer.failed]) {
+        if (!a.ok) log(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
+      }
+      for (const claim of answer.jobs) this.execute(claim)
+    }
+    this.pump()
+  }
+
+  /**
+   * Reports of an exchange that did not reach the host go out with the next one: completions
+   * and failures are idempotent, and a heartbeat sent late is still a heartbeat. (Should the
+   * host stay away past the leases' TTL, they expire there and the reports are refused.)
+   */
+  private putBack(outbox: Outbox): void {
+    for (const [jobId, beat] of outbox.heartbeat) if (!this.outbox.heartbeat.has(jobId)) this.outbox.heartbeat.set(jobId, beat)
+    this.outbox.complete.unshift(...outbox.complete)
+    this.outbox.fail.unshift(...outbox.fail)
+  }
+
+  private onHeartbeatAnswer(answer: ReportAnswer): void {
+    const job = this.running.get(answer.job_id)
+    if (!job || job.ended) return // a late answer for a job that has ended
+    if (!answer.ok) return job.stop('lease_lost')
+    if (answer.cancel_requested) return job.stop('canceled')
+    for (const file of job.heldFiles) {
+      void this.options.transport.heartbeatFile({ file, owner_id: ownerOf(job.claim) }).catch(() => {})
     }
   }
 
-  private async execute(index: number, claim: Claim): Promise<void> {
-    const { transport, workerId, log } = this.options
-    const ref = { job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, worker_id: workerId }
-    const thread = this.threads[index]!
-    const heldFiles = new Set<string>()
-    let progress: number | null = null
-    let note: string | null = null
-    let stopReason: StopReason | null = null
-    let ended = false
+  private checkDrained(): void {
+    if (this.drained && this.running.size === 0 && !this.hasReports && !this.reporting && !this.polling) {
+      this.drained()
+      this.drained = null
+    }
+  }
+
+  /** The thread with the fewest jobs. */
+  private leastLoadedThread(): HandlerThread {
+    return this.threads.reduce((best, thread) => (thread.load < best.load ? thread : best))
+  }
+
+  private execute(claim: Claim): void {
+    const { log } = this.options
+    const thread = this.leastLoadedThread()
+    const job: Running = {
+      claim,
+      thread,
+      run: 0,
+      heldFiles: new Set(),
+      progress: null,
+      note: null,
+      stopReason: null,
+      ended: false,
+      stop: (reason) => {
+        // Once the handler has ended, a late answer (a heartbeat in flight) must not abort anything.
+        if (job.stopReason || job.ended) return
+        job.stopReason = reason
+        job.thread.abort(job.run, reason)
+        stopped()
+      },
+    }
     let stopped: () => void = () => {}
     const whenStopped = new Promise<void>((r) => (stopped = r))
-    const stop = (reason: StopReason) => {
-      // Once the handler has ended, a late answer (a heartbeat in flight) must not abort the
-      // thread: it may already run the next job.
-      if (stopReason || ended) return
-      stopReason = reason
-      thread.abort(reason)
-      stopped()
-    }
-    this.running.set(claim.job_id, stop)
-    this.options.onJob?.(claim.job_id)
+    this.running.set(claim.job_id, job)
 
-    let beating = true
-    let beatTimer: NodeJS.Timeout | undefined
-    const beat = async () => {
-      try {
-        const answer = await transport.heartbeat({ ...ref, progress, note })
-        if (answer.cancel_requested) stop('canceled')
-        for (const file of heldFiles) await transport.heartbeatFile({ file, owner_id: ownerOf(claim) }).catch(() => {})
-      } catch (error) {
-        if (error instanceof LeaseLostError) stop('lease_lost')
-        else log(`leasehold worker: heartbeat for ${claim.job_id} failed: ${(error as Error).message}`)
-      }
-      if (beating) beatTimer = setTimeout(beat, jitter(claim.heartbeat_interval_seconds * 1000))
+    const queueBeat = () => {
+      this.outbox.heartbeat.set(claim.job_id, { job_id: claim.job_id, lease_token: claim.lease_token, progress: job.progress, note: job.note })
+      this.pump()
     }
-    beatTimer = setTimeout(beat, jitter(claim.heartbeat_interval_seconds * 1000))
-    const runtimeTimer = claim.max_runtime_s ? setTimeout(() => stop('max_runtime'), claim.max_runtime_s * 1000) : undefined
+    const beat = () => {
+      if (job.ended) return
+      queueBeat()
+      job.beatTimer = setTimeout(beat, jitter(claim.heartbeat_interval_seconds * 1000))
+    }
+    job.beatTimer = setTimeout(beat, jitter(claim.heartbeat_interval_seconds * 1000))
+    if (claim.max_runtime_s) job.runtimeTimer = setTimeout(() => job.stop('max_runtime'), claim.max_runtime_s * 1000)
 
-    const outcome = this.runWithGrace(index, claim, whenStopped, {
+    const started = thread.start({ id: claim.job_id, type: claim.job_type, attempt_id: claim.attempt_id, max_runtime_s: claim.max_runtime_s }, claim.payload, {
+      // Progress goes to the host with the next exchange (one heartbeat per job at most).
       progress: (fraction, text) => {
-        if (fraction !== null) progress = fraction
-        if (text !== null) note = text
+        if (fraction !== null) job.progress = fraction
+        if (text !== null) job.note = text
+        queueBeat()
       },
-      log: (line) => log(`[${claim.job_type} ${claim.job_id.slice(0, 8)}] ${line}`),
-      gate: (file) => this.gate(claim, file, heldFiles, (reason) => stop(reason)),
+      log: (line) => log(`[${claim.job_type} ${claim.job_id.slice(-8)}] ${line}`),
+      gate: (file) => this.gate(claim, file, job.heldFiles, (reason) => job.stop(reason)),
     })
-    const result = await outcome
-    ended = true
-    beating = false
-    clearTimeout(beatTimer)
-    clearTimeout(runtimeTimer)
-    this.running.delete(claim.job_id)
-    this.options.onJob?.(null)
-    await this.report(claim, ref, result, stopReason)
+    job.run = started.run
+    void this.withGrace(job, started.outcome, whenStopped).then((outcome) => this.finish(job, outcome))
   }
 
-  /** Runs the handler; once told to stop, it gets `abortGraceMs` before its thread is replaced. */
-  private async runWithGrace(index: number, claim: Claim, whenStopped: Promise<void>, callbacks: Parameters<HandlerThread['run']>[2]): Promise<RunOutcome> {
-    const thread = this.threads[index]!
-    const run = thread.run({ id: claim.job_id, type: claim.job_type, attempt_id: claim.attempt_id, max_runtime_s: claim.max_runtime_s }, claim.payload, callbacks)
+  /** The handler's outcome; once told to stop, it gets `abortGraceMs` before its thread is replaced. */
+  private async withGrace(job: Running, outcome: Promise<RunOutcome>, whenStopped: Promise<void>): Promise<RunOutcome> {
     const grace = whenStopped.then(() => new Promise<'stuck'>((r) => setTimeout(() => r('stuck'), this.options.abortGraceMs ?? 5000)))
-    const first = await Promise.race([run, grace])
+    const first = await Promise.race([outcome, grace])
     if (first !== 'stuck') return first
-    this.options.log(`leasehold worker: the handler of ${claim.job_id} did not stop; replacing its thread`)
-    void thread.terminate()
-    this.threads[index] = new HandlerThread(this.options.handlers)
+    this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; replacing its thread`)
+    const index = this.threads.indexOf(job.thread)
+    if (index >= 0) this.threads[index] = new HandlerThread(this.options.handlers)
+    void job.thread.terminate() // other jobs of that thread end as thread_exited (retryable)
     return { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } }
   }
 
-  private async report(claim: Claim, ref: { job_id: string; attempt_id: string; lease_token: string; worker_id: string }, outcome: RunOutcome, stopReason: StopReason | null): Promise<void> {
-    const { transport, log } = this.options
-    if (stopReason === 'lease_lost') return log(`leasehold worker: lost the lease of ${claim.job_id}; its result is dropped`)
-    if (stopReason === 'blocked') return log(`leasehold worker: ${claim.job_id} halted on a file-lease blocker; an operator decides`)
-    try {
-      if (outcome.ok) await transport.complete({ ...ref, result: outcome.result })
-      else await transport.fail({ ...ref, error: stopReason ? { ...STOP_ERRORS[stopReason], stack: outcome.error.stack } : outcome.error })
-    } catch (error) {
-      // 409: the lease ended while the handler ran (expired, or the job was taken over): the
-      // host refused the report, and the result is dropped, as when a heartbeat finds it gone.
-      if (error instanceof LeaseLostError) log(`leasehold worker: lost the lease of ${claim.job_id} (${error.code}: ${error.message}); its result is dropped`)
-      else log(`leasehold worker: could not report ${claim.job_id}: ${(error as Error).message}`)
+  private finish(job: Running, outcome: RunOutcome): void {
+    const { claim } = job
+    job.ended = true
+    clearTimeout(job.beatTimer)
+    clearTimeout(job.runtimeTimer)
+    this.running.delete(claim.job_id)
+    const { log } = this.options
+    const ref = { job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token }
+    if (job.stopReason === 'lease_lost') {
+      this.outbox.heartbeat.delete(claim.job_id)
+      log(`leasehold worker: lost the lease of ${claim.job_id}; its result is dropped`)
+    } else if (job.stopReason === 'blocked') {
+      this.outbox.heartbeat.delete(claim.job_id)
+      log(`leasehold worker: ${claim.job_id} halted on a file-lease blocker; an operator decides`)
+    } else if (outcome.ok) {
+      this.outbox.complete.push({ ...ref, result: outcome.result })
+    } else {
+      this.outbox.fail.push({ ...ref, error: job.stopReason ? { ...STOP_ERRORS[job.stopReason], stack: outcome.error.stack } : outcome.error })
     }
+    this.pump()
   }
 
   /**

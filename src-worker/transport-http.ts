@@ -1,5 +1,5 @@
 import { type JsonAnswer, requestJson } from './http-json'
-import { type AttemptError, type Claim, type FileAcquireAnswer, type HeartbeatAnswer, LeaseLostError, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
 
 /** An HTTP answer the transport cannot act on. */
 export class HostError extends Error {
@@ -33,28 +33,13 @@ export class HttpTransport implements WorkerTransport {
     throw new HostError(answer.status, code, detail)
   }
 
-  async claim(request: { worker_id: string; streams: string[]; max_wait_ms: number }, signal: AbortSignal): Promise<Claim | null> {
+  async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     try {
-      const body = this.check(await this.post('/internal/worker/claim', request, signal))
-      return body.claimed ? (body as unknown as Claim) : null
+      return this.check(await this.post('/internal/worker/batch', request, signal)) as unknown as ExchangeAnswer
     } catch (error) {
-      if (signal.aborted) return null
+      if (signal?.aborted) return { heartbeats: [], completed: [], failed: [], jobs: [] }
       throw error
     }
-  }
-
-  async heartbeat(request: { job_id: string; attempt_id: string; lease_token: string; worker_id: string; progress?: number | null; note?: string | null }): Promise<HeartbeatAnswer> {
-    const { attempt_id: _attempt, ...body } = request
-    const answer = this.check(await this.post('/internal/worker/heartbeat', body))
-    return { cancel_requested: answer.cancel_requested === true }
-  }
-
-  async complete(request: { job_id: string; attempt_id: string; lease_token: string; worker_id: string; result: unknown }): Promise<void> {
-    this.check(await this.post('/internal/worker/complete', request))
-  }
-
-  async fail(request: { job_id: string; attempt_id: string; lease_token: string; worker_id: string; error: AttemptError }): Promise<void> {
-    this.check(await this.post('/internal/worker/fail', request))
   }
 
   async acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer> {

@@ -1,5 +1,5 @@
 import { FromHost, type IpcMethod, type IpcParams } from './ipc-protocol'
-import { type AttemptError, type Claim, type FileAcquireAnswer, type HeartbeatAnswer, LeaseLostError, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
 import { HostError } from './transport-http'
 
 /** A message pipe to the host: Node's child-process IPC, or Electron's utility-process port. */
@@ -51,25 +51,20 @@ export class IpcTransport implements WorkerTransport {
     })
   }
 
-  async claim(request: IpcParams<'claim'>, signal: AbortSignal): Promise<Claim | null> {
+  async exchange(request: IpcParams<'exchange'>, signal?: AbortSignal): Promise<ExchangeAnswer> {
+    if (!signal) return (await this.call('exchange', request)) as ExchangeAnswer
     // The host ends a waiting claim when it drains us; an abort here only stops waiting for it.
-    const answer = (await Promise.race([
-      this.call('claim', request),
-      new Promise((resolve) => signal.addEventListener('abort', () => resolve({ claimed: false }), { once: true })),
-    ])) as { claimed: boolean }
-    return answer.claimed ? (answer as unknown as Claim) : null
-  }
-
-  async heartbeat(request: IpcParams<'heartbeat'>): Promise<HeartbeatAnswer> {
-    return (await this.call('heartbeat', request)) as HeartbeatAnswer
-  }
-
-  async complete(request: IpcParams<'complete'>): Promise<void> {
-    await this.call('complete', request)
-  }
-
-  async fail(request: IpcParams<'fail'> & { error: AttemptError }): Promise<void> {
-    await this.call('fail', request)
+    // The listener goes with the call: the signal lives as long as the worker.
+    let onAbort!: () => void
+    const aborted = new Promise<ExchangeAnswer>((resolve) => {
+      onAbort = () => resolve({ heartbeats: [], completed: [], failed: [], jobs: [] })
+      signal.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      return await Promise.race([this.call('exchange', request) as Promise<ExchangeAnswer>, aborted])
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
   }
 
   async acquireFile(request: IpcParams<'acquireFile'>): Promise<FileAcquireAnswer> {

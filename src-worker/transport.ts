@@ -18,8 +18,31 @@ export interface Claim {
   heartbeat_interval_seconds: number
 }
 
-export interface HeartbeatAnswer {
-  cancel_requested: boolean
+/** One round trip with the host: reports on the jobs a worker runs, then a claim for its free slots. */
+export interface ExchangeRequest {
+  worker_id: string
+  heartbeat?: { job_id: string; lease_token: string; progress?: number | null; note?: string | null }[]
+  complete?: (AttemptRef & { result: unknown })[]
+  fail?: (AttemptRef & { error: AttemptError })[]
+  /** Up to `max_jobs` more; waits up to `max_wait_ms` if none can be leased now. */
+  claim?: { streams: string[]; max_jobs: number; max_wait_ms: number }
+}
+
+/** The host's answer to one report, in the order sent. `ok: false` carries the 409's code. */
+export interface ReportAnswer {
+  job_id: string
+  ok: boolean
+  code?: string
+  detail?: string
+  /** Heartbeats: stop the job, an operator canceled it. */
+  cancel_requested?: boolean
+}
+
+export interface ExchangeAnswer {
+  heartbeats: ReportAnswer[]
+  completed: ReportAnswer[]
+  failed: ReportAnswer[]
+  jobs: Claim[]
 }
 
 export interface AttemptError {
@@ -53,11 +76,11 @@ export class LeaseLostError extends Error {
 }
 
 export interface WorkerTransport {
-  /** Long-poll claim; null when nothing could be leased within `maxWaitMs`. */
-  claim(request: { worker_id: string; streams: string[]; max_wait_ms: number }, signal: AbortSignal): Promise<Claim | null>
-  heartbeat(ref: AttemptRef & { worker_id: string; progress?: number | null; note?: string | null }): Promise<HeartbeatAnswer>
-  complete(ref: AttemptRef & { worker_id: string; result: unknown }): Promise<void>
-  fail(ref: AttemptRef & { worker_id: string; error: AttemptError }): Promise<void>
+  /**
+   * Reports and a claim in one round trip (dialect 003's /batch, IPC `exchange`). When `signal`
+   * aborts while the claim waits, resolves with the reports answered and no jobs.
+   */
+  exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer>
   acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer>
   /** Resolves once the host's clock reaches the one retry of `file` for `owner_id` (or after `max_wait_ms`). */
   waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean>

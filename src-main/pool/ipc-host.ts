@@ -2,7 +2,7 @@ import type { ClaimWaiters } from '../claim-waiters'
 import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
-import { acquireAnswer, claimAnswer, exchangeAnswer } from '../worker-answers'
+import { acquireAnswer, exchangeAnswer } from '../worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 
 export interface IpcHostDeps {
@@ -15,7 +15,7 @@ const MAX_WAIT_MS = 30_000
 
 /**
  * Answers one request from a local worker: the same engine calls, with the same semantics, as
- * dialect 003 and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
+ * dialect 003's /batch and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
  * in another's name. `gone` aborts when the process exits, so a waiting claim never hands a
  * lease to a dead worker.
  */
@@ -38,16 +38,6 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
     throw new EngineError(403, 'worker_mismatch', `This process is ${workerId}, not ${String(params.worker_id)}`)
   }
   switch (request.method) {
-    case 'claim': {
-      const p = params as (typeof IPC_METHODS)['claim']['_output']
-      const decision = await waiters.claim({ worker_id: workerId, queues: p.streams }, { maxWaitMs: Math.min(p.max_wait_ms, MAX_WAIT_MS), signal: gone })
-      if (decision.granted && gone.aborted) {
-        // Granted in the instant the process died: give it straight back.
-        await engine.run(() => engine.expireLeasesOfWorker(workerId))
-        return { claimed: false }
-      }
-      return claimAnswer(decision)
-    }
     case 'exchange': {
       const { claim, ...reports } = params as (typeof IPC_METHODS)['exchange']['_output']
       const answer = await waiters.claimAfter(
@@ -62,17 +52,6 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
       }
       return exchangeAnswer(reports, answer)
     }
-    case 'heartbeat': {
-      const p = params as (typeof IPC_METHODS)['heartbeat']['_output']
-      const { job } = await engine.run(() => engine.heartbeatByToken(p))
-      return { cancel_requested: job.cancel_requested === 1 }
-    }
-    case 'complete':
-      await engine.run(() => engine.complete(params as (typeof IPC_METHODS)['complete']['_output']))
-      return { ok: true }
-    case 'fail':
-      await engine.run(() => engine.fail(params as (typeof IPC_METHODS)['fail']['_output']))
-      return { ok: true }
     case 'acquireFile':
       return acquireAnswer(await engine.run(() => engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output'])))
     case 'waitFileRetry': {

@@ -73,13 +73,12 @@ export class WorkerPool {
         ready = true
         clearTimeout(readyTimer)
         directory.update(workerId, { state: 'ready' })
-      } else if (message.type === 'job') {
-        directory.update(workerId, {})
       } else if (!ready && message.method !== 'report') {
         // Not started properly: no work for it, whatever it asks. (It may report what went
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
         worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
+        directory.update(workerId, {}) // every request is a sign of life
         void answerWorkerRequest(this.options, workerId, message, gone.signal).then((response) => worker.send(response))
       }
     })

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events'
 /**
  * The IPC message registry between the host and its local workers (src-worker/ipc-protocol.ts),
  * both ends of it without processes: the host's answers (answerWorkerRequest) and supervisor,
@@ -20,9 +21,7 @@ import { aJob, setup } from '../helpers/engine'
 describe('the message registry', () => {
   const good: unknown[] = [
     { type: 'ready', worker_id: 'local-1.1', types: ['sleep', 'exec'] },
-    { type: 'job', job_id: null },
-    { type: 'job', job_id: 'j1' },
-    { type: 'request', id: 1, method: 'claim', params: { worker_id: 'w', streams: ['default'], max_wait_ms: 0 } },
+    { type: 'request', id: 1, method: 'exchange', params: { worker_id: 'w', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 0 } } },
     { type: 'request', id: 2, method: 'report', params: {} }, // params are checked per method by the host
   ]
   const malformed: unknown[] = [
@@ -35,12 +34,12 @@ describe('the message registry', () => {
     { type: 'ready' },
     { type: 'ready', worker_id: '', types: [] },
     { type: 'ready', worker_id: 'w', types: 'sleep' },
-    { type: 'job' },
-    { type: 'job', job_id: 7 },
+    { type: 'job', job_id: 'j1' }, // a notice the host derives itself now
     { type: 'request', id: 1, method: 'steal', params: {} },
-    { type: 'request', id: 1.5, method: 'claim', params: {} },
-    { type: 'request', id: '1', method: 'claim', params: {} },
-    { type: 'request', method: 'claim', params: {} },
+    { type: 'request', id: 1, method: 'claim', params: {} }, // one round trip, exchange, carries claims now
+    { type: 'request', id: 1.5, method: 'exchange', params: {} },
+    { type: 'request', id: '1', method: 'exchange', params: {} },
+    { type: 'request', method: 'exchange', params: {} },
     { type: 'response', id: 1, result: {} }, // the host's kind of message, not a worker's
     { type: 'drain', grace_ms: 0 },
   ]
@@ -69,29 +68,31 @@ describe('the message registry', () => {
       { type: 'drain', grace_ms: -1 },
       { type: 'drain', grace_ms: 0.5 },
       { type: 'kill' },
-      { type: 'request', id: 1, method: 'claim', params: {} },
+      { type: 'request', id: 1, method: 'exchange', params: {} },
     ]) {
       expect(FromHost.safeParse(message).success, JSON.stringify(message)).toBe(false)
     }
   })
 
   test("each method's params are checked", () => {
-    const ref = { worker_id: 'w', job_id: 'j', attempt_id: 'a', lease_token: 't' }
+    const ref = { job_id: 'j', attempt_id: 'a', lease_token: 't' }
+    const claim = { streams: ['default'], max_jobs: 1, max_wait_ms: 0 }
     const bad: [keyof typeof IPC_METHODS, unknown][] = [
-      ['claim', { worker_id: 'w', streams: [], max_wait_ms: 0 }],
-      ['claim', { worker_id: 'w', streams: ['default'], max_wait_ms: -1 }],
-      ['claim', { worker_id: '', streams: ['default'], max_wait_ms: 0 }],
-      ['heartbeat', { ...ref, progress: 1.5 }],
-      ['heartbeat', { worker_id: 'w', job_id: 'j', attempt_id: 'a' }],
-      ['fail', { ...ref, error: { code: 'x', message: 'y' } }],
+      ['exchange', { worker_id: 'w', claim: { ...claim, streams: [] } }],
+      ['exchange', { worker_id: 'w', claim: { ...claim, max_wait_ms: -1 } }],
+      ['exchange', { worker_id: 'w', claim: { ...claim, max_jobs: 0 } }],
+      ['exchange', { worker_id: '', claim }],
+      ['exchange', { worker_id: 'w', heartbeat: [{ job_id: 'j', lease_token: 't', progress: 1.5 }] }],
+      ['exchange', { worker_id: 'w', heartbeat: [{ job_id: 'j' }] }],
+      ['exchange', { worker_id: 'w', fail: [{ ...ref, error: { code: 'x', message: 'y' } }] }],
       ['acquireFile', { file: '/x', owner_id: 'o' }],
       ['waitFileRetry', { file: '/x', owner_id: 'o', max_wait_ms: 1.5 }],
       ['report', { worker_id: 'w', kind: '', detail: 'd' }],
       ['report', { worker_id: 'w', kind: 'k', detail: 'd'.repeat(10_001) }],
     ]
     for (const [method, params] of bad) expect(IPC_METHODS[method].safeParse(params).success, `${method} ${JSON.stringify(params)}`).toBe(false)
-    expect(IPC_METHODS.heartbeat.safeParse({ ...ref, progress: 0.5, note: null }).success).toBe(true)
-    expect(IPC_METHODS.fail.safeParse({ ...ref, error: { code: 'x', message: 'y', retryable: false } }).success).toBe(true)
+    expect(IPC_METHODS.exchange.safeParse({ worker_id: 'w', heartbeat: [{ job_id: 'j', lease_token: 't', progress: 0.5, note: null }] }).success).toBe(true)
+    expect(IPC_METHODS.exchange.safeParse({ worker_id: 'w', fail: [{ ...ref, error: { code: 'x', message: 'y', retryable: false } }], claim }).success).toBe(true)
   })
 })
 
@@ -105,24 +106,26 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
   const request = (method: IpcRequest['method'], params: unknown, id = 7): IpcRequest => ({ type: 'request', id, method, params })
   const alive = new AbortController().signal
 
+  const claimOne = (workerId: string, max_wait_ms = 0) => ({ worker_id: workerId, claim: { streams: ['default'], max_jobs: 1, max_wait_ms } })
+
   test('a request naming another worker_id is 403 worker_mismatch, and nothing happens', async () => {
     const d = deps()
     const { job } = d.engine.submit(aJob())
     // Claim in another's name: refused, the job stays queued.
-    let answer = await answerWorkerRequest(d, 'local-1.1', request('claim', { worker_id: 'local-2.1', streams: ['default'], max_wait_ms: 0 }), alive)
+    let answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', claimOne('local-2.1')), alive)
     expect(answer).toEqual({ type: 'response', id: 7, error: { status: 403, code: 'worker_mismatch', detail: 'This process is local-1.1, not local-2.1' } })
     expect(d.engine.getJob(job.id).state).toBe('QUEUED')
 
-    // The real claim, then a heartbeat, a completion and a report in another's name.
-    answer = await answerWorkerRequest(d, 'local-1.1', request('claim', { worker_id: 'local-1.1', streams: ['default'], max_wait_ms: 0 }, 8), alive)
-    const claim = answer.result as { claimed: boolean; job_id: string; attempt_id: string; lease_token: string }
+    // The real claim, then reports and a problem report in another's name.
+    answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', claimOne('local-1.1'), 8), alive)
+    const [claim] = (answer.result as { jobs: { claimed: boolean; job_id: string; attempt_id: string; lease_token: string }[] }).jobs
     expect(claim).toMatchObject({ claimed: true, job_id: job.id })
-    const ref = { worker_id: 'local-2.1', job_id: job.id, attempt_id: claim.attempt_id, lease_token: claim.lease_token }
+    const ref = { job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token }
     const eventsBefore = d.engine.jobEvents(job.id).length
     for (const [method, params] of [
-      ['heartbeat', ref],
-      ['complete', { ...ref, result: { stolen: true } }],
-      ['fail', { ...ref, error: { code: 'x', message: 'y', retryable: false } }],
+      ['exchange', { worker_id: 'local-2.1', heartbeat: [{ job_id: job.id, lease_token: claim!.lease_token }] }],
+      ['exchange', { worker_id: 'local-2.1', complete: [{ ...ref, result: { stolen: true } }] }],
+      ['exchange', { worker_id: 'local-2.1', fail: [{ ...ref, error: { code: 'x', message: 'y', retryable: false } }] }],
       ['report', { worker_id: 'local-2.1', kind: 'handler_load_failed', detail: 'not mine' }],
     ] as const) {
       answer = await answerWorkerRequest(d, 'local-1.1', request(method, params, 9), alive)
@@ -133,24 +136,24 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     expect(d.engine.ctx.db.prepare("SELECT COUNT(*) AS n FROM events WHERE event_type = 'WORKER_PROBLEM'").get()).toEqual({ n: 0 })
 
     // In its own name the same completion is accepted.
-    answer = await answerWorkerRequest(d, 'local-1.1', request('complete', { ...ref, worker_id: 'local-1.1', result: { ok: 1 } }, 10), alive)
-    expect(answer).toEqual({ type: 'response', id: 10, result: { ok: true } })
+    answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', { worker_id: 'local-1.1', complete: [{ ...ref, result: { ok: 1 } }] }, 10), alive)
+    expect(answer).toEqual({ type: 'response', id: 10, result: { heartbeats: [], completed: [{ job_id: job.id, ok: true, ack: true }], failed: [], jobs: [] } })
     expect(d.engine.getJob(job.id).state).toBe('DONE')
     d.close()
   })
 
-  test('malformed params are 400 invalid_request naming the method; a lost lease is 409', async () => {
+  test('malformed params are 400 invalid_request naming the method; a lost lease is a refused report with its code', async () => {
     const d = deps()
-    let answer = await answerWorkerRequest(d, 'w', request('claim', { worker_id: 'w', streams: 'default' }), alive)
-    expect(answer).toMatchObject({ id: 7, error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^claim: /) } })
-    answer = await answerWorkerRequest(d, 'w', request('heartbeat', null), alive)
+    let answer = await answerWorkerRequest(d, 'w', request('exchange', { worker_id: 'w', claim: { streams: 'default' } }), alive)
+    expect(answer).toMatchObject({ id: 7, error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^exchange: /) } })
+    answer = await answerWorkerRequest(d, 'w', request('exchange', null), alive)
     expect(answer).toMatchObject({ error: { status: 400, code: 'invalid_request' } })
 
     const { job } = d.engine.submit(aJob())
-    const claim = (await answerWorkerRequest(d, 'w', request('claim', { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }), alive)).result as Record<string, string>
+    const [claim] = ((await answerWorkerRequest(d, 'w', request('exchange', claimOne('w')), alive)).result as { jobs: Record<string, string>[] }).jobs
     expect(d.engine.expireLeasesOfWorker('w')).toBe(1)
-    answer = await answerWorkerRequest(d, 'w', request('complete', { worker_id: 'w', job_id: job.id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, result: null }), alive)
-    expect(answer).toMatchObject({ error: { status: 409, code: 'lease_expired' } })
+    answer = await answerWorkerRequest(d, 'w', request('exchange', { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: null }] }), alive)
+    expect(answer.result).toMatchObject({ completed: [{ job_id: job.id, ok: false, ack: true, code: 'lease_expired' }] })
     d.close()
   })
 
@@ -159,8 +162,8 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     d.engine.submit(aJob())
     const gone = new AbortController()
     gone.abort()
-    const answer = await answerWorkerRequest(d, 'w', request('claim', { worker_id: 'w', streams: ['default'], max_wait_ms: 1000 }), gone.signal)
-    expect(answer.result).toEqual({ claimed: false })
+    const answer = await answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 1000)), gone.signal)
+    expect(answer.result).toMatchObject({ jobs: [] })
     expect(d.engine.activeLeasesByWorker().size).toBe(0)
     d.close()
   })
@@ -231,7 +234,8 @@ describe('the supervisor checks what a worker process sends', () => {
     expect(worker.sent).toEqual([])
 
     engine.submit(aJob())
-    worker.emit({ type: 'request', id: 2, method: 'claim', params: { worker_id: 'local-1.1', streams: ['default'], max_wait_ms: 0 } })
+    const claimOne = { worker_id: 'local-1.1', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } }
+    worker.emit({ type: 'request', id: 2, method: 'exchange', params: claimOne })
     expect((await answered(1))[0]).toEqual({ type: 'response', id: 2, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
     worker.emit({ type: 'request', id: 3, method: 'report', params: { worker_id: 'local-1.1', kind: 'handler_load_failed', detail: '/h/bad.mjs: boom' } })
     expect((await answered(2))[1]).toEqual({ type: 'response', id: 3, result: { ok: true } })
@@ -240,8 +244,8 @@ describe('the supervisor checks what a worker process sends', () => {
     ])
 
     worker.emit({ type: 'ready', worker_id: 'local-1.1', types: ['sleep'] })
-    worker.emit({ type: 'request', id: 4, method: 'claim', params: { worker_id: 'local-1.1', streams: ['default'], max_wait_ms: 0 } })
-    expect((await answered(3))[2]).toMatchObject({ type: 'response', id: 4, result: { claimed: true } })
+    worker.emit({ type: 'request', id: 4, method: 'exchange', params: claimOne })
+    expect((await answered(3))[2]).toMatchObject({ type: 'response', id: 4, result: { jobs: [{ claimed: true }] } })
   })
 })
 
@@ -258,29 +262,48 @@ describe('the worker end (IpcTransport)', () => {
     const { ch, sent, deliver } = channel()
     const commands: unknown[] = []
     const transport = new IpcTransport(ch, (c) => commands.push(c))
-    const beat = transport.heartbeat(ref)
-    const done = transport.complete({ ...ref, result: 1 })
+    const exchanged = transport.exchange({ worker_id: 'w', complete: [{ ...ref, result: 1 }] })
+    const held = transport.heartbeatFile({ file: '/f', owner_id: 'o' })
     const report = transport.report({ worker_id: 'w', kind: 'k', detail: 'd' })
     expect(sent.map((m) => [m.type, m.id, m.method])).toEqual([
-      ['request', 1, 'heartbeat'],
-      ['request', 2, 'complete'],
+      ['request', 1, 'exchange'],
+      ['request', 2, 'heartbeatFile'],
       ['request', 3, 'report'],
     ])
-    deliver({ type: 'response', id: 2, error: { status: 409, code: 'lease_expired', detail: 'Lease x expired' } })
+    const answer = { heartbeats: [], completed: [{ job_id: 'j', ok: true, ack: true }], failed: [], jobs: [] }
+    deliver({ type: 'response', id: 2, error: { status: 409, code: 'file_lease_lost', detail: 'taken' } })
     deliver({ type: 'response', id: 1, error: { status: 409 } }) // malformed: ignored
-    deliver({ type: 'response', id: '1', result: { cancel_requested: true } }) // malformed: ignored
+    deliver({ type: 'response', id: '1', result: answer }) // malformed: ignored
     deliver({ type: 'drain', grace_ms: 5 })
     deliver({ type: 'drain', grace_ms: -5 }) // malformed: ignored
     deliver({ type: 'response', id: 3, error: { status: 403, code: 'worker_mismatch', detail: 'no' } })
-    deliver({ type: 'response', id: 1, result: { cancel_requested: true } })
-    await expect(beat).resolves.toEqual({ cancel_requested: true })
-    await expect(done).rejects.toBeInstanceOf(LeaseLostError)
-    await expect(done).rejects.toMatchObject({ code: 'lease_expired' })
+    deliver({ type: 'response', id: 1, result: answer })
+    await expect(exchanged).resolves.toEqual(answer)
+    await expect(held).rejects.toBeInstanceOf(LeaseLostError)
+    await expect(held).rejects.toMatchObject({ code: 'file_lease_lost' })
     await expect(report).rejects.toBeInstanceOf(HostError)
     await expect(report).rejects.toMatchObject({ status: 403, code: 'worker_mismatch' })
     expect(commands).toEqual([{ type: 'drain', grace_ms: 5 }])
     transport.close()
-    await expect(transport.heartbeat(ref)).rejects.toThrow('transport closed')
+    await expect(transport.exchange({ worker_id: 'w' })).rejects.toThrow('transport closed')
+  })
+
+  test('a waiting exchange removes its abort listener when it ends: 20,000 claims leave the long-lived signal as they found it', async () => {
+    const { ch, sent, deliver } = channel()
+    const transport = new IpcTransport(ch)
+    const stop = new AbortController()
+    const empty = { heartbeats: [], completed: [], failed: [], jobs: [] }
+    const listeners = () => getEventListeners(stop.signal, 'abort').length
+    const before = listeners()
+    for (let i = 0; i < 20_000; i++) {
+      const pending = transport.exchange({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1000 } }, stop.signal)
+      deliver({ type: 'response', id: sent[sent.length - 1]!.id, result: empty })
+      await pending
+    }
+    expect(listeners()).toBe(before)
+    const waiting = transport.exchange({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1000 } }, stop.signal)
+    stop.abort() // stopping: the wait ends at once, with no jobs
+    await expect(waiting).resolves.toEqual(empty)
   })
 })
 

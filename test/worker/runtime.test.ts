@@ -4,7 +4,7 @@
  */
 import { afterEach, expect, test } from 'vitest'
 import { WorkerRuntime } from '../../src-worker/runtime'
-import { type AttemptError, type Claim, type HeartbeatAnswer, LeaseLostError, type WorkerTransport } from '../../src-worker/transport'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, ReportAnswer, WorkerTransport } from '../../src-worker/transport'
 import { until } from './support'
 
 function aClaim(id: string, ms: number): Claim {
@@ -21,27 +21,31 @@ function aClaim(id: string, ms: number): Claim {
   }
 }
 
-/** Hands out the given claims in order, then waits; heartbeats answer as `beat` says. */
+/**
+ * Hands out the given claims as asked (up to max_jobs each time), then lets a claim wait until
+ * the worker stops; heartbeats are answered as `beat` says; records every request.
+ */
 class ScriptedTransport implements WorkerTransport {
   readonly completed: { job_id: string; result: unknown }[] = []
   readonly failed: { job_id: string; error: AttemptError }[] = []
+  readonly requests: ExchangeRequest[] = []
   constructor(
     private readonly claims: Claim[],
-    private readonly beat: (jobId: string) => Promise<HeartbeatAnswer>,
+    private readonly beat: (jobId: string) => Promise<ReportAnswer> = async (job_id) => ({ job_id, ok: true, cancel_requested: false }),
   ) {}
-  claim(_request: unknown, signal: AbortSignal): Promise<Claim | null> {
-    const next = this.claims.shift()
-    if (next) return Promise.resolve(next)
-    return new Promise((resolve) => signal.addEventListener('abort', () => resolve(null), { once: true }))
-  }
-  heartbeat(ref: { job_id: string }): Promise<HeartbeatAnswer> {
-    return this.beat(ref.job_id)
-  }
-  async complete(ref: { job_id: string; result: unknown }): Promise<void> {
-    this.completed.push({ job_id: ref.job_id, result: ref.result })
-  }
-  async fail(ref: { job_id: string; error: AttemptError }): Promise<void> {
-    this.failed.push({ job_id: ref.job_id, error: ref.error })
+  async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+    this.requests.push(request)
+    for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
+    for (const f of request.fail ?? []) this.failed.push({ job_id: f.job_id, error: f.error })
+    const heartbeats = await Promise.all((request.heartbeat ?? []).map((h) => this.beat(h.job_id)))
+    const answer: ExchangeAnswer = {
+      heartbeats,
+      completed: (request.complete ?? []).map((c) => ({ job_id: c.job_id, ok: true })),
+      failed: (request.fail ?? []).map((f) => ({ job_id: f.job_id, ok: true })),
+      jobs: this.claims.splice(0, request.claim?.max_jobs ?? 0),
+    }
+    if (answer.jobs.length > 0 || !request.claim || request.claim.max_wait_ms === 0) return answer
+    return new Promise((resolve) => signal?.addEventListener('abort', () => resolve(answer), { once: true }))
   }
   acquireFile(): never {
     throw new Error('not scripted')
@@ -63,10 +67,10 @@ afterEach(async () => {
 test("a heartbeat answer that arrives after its job ended does not stop the next job on the same thread", async () => {
   // Job 1's first heartbeat is answered late with 409 (its lease was released by the completion
   // that overtook it); by then job 1 is done and job 2 runs on the same handler thread.
-  const transport = new ScriptedTransport([aClaim('job-1', 100), aClaim('job-2', 600)], (jobId) =>
-    jobId === 'job-1'
-      ? new Promise((_, reject) => setTimeout(() => reject(new LeaseLostError('lease_not_active', 'Lease job-1-l was released (SUCCEEDED)')), 350))
-      : Promise.resolve({ cancel_requested: false }),
+  const transport = new ScriptedTransport([aClaim('job-1', 100), aClaim('job-2', 600)], (job_id) =>
+    job_id === 'job-1'
+      ? new Promise((resolve) => setTimeout(() => resolve({ job_id, ok: false, code: 'lease_not_active', detail: 'Lease job-1-l was released (SUCCEEDED)' }), 350))
+      : Promise.resolve({ job_id, ok: true, cancel_requested: false }),
   )
   const lines: string[] = []
   runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 1, handlers: { handlersDir: null, execAllow: [] }, log: (l) => lines.push(l) })
@@ -76,4 +80,34 @@ test("a heartbeat answer that arrives after its job ended does not stop the next
   expect(transport.failed).toEqual([])
   expect(transport.completed.map((c) => c.job_id)).toEqual(['job-1', 'job-2'])
   expect(lines).toEqual([])
+})
+
+test('a worker with free slots claims them in one request, and reports finished jobs together with its next claim', async () => {
+  const transport = new ScriptedTransport(Array.from({ length: 6 }, (_, i) => aClaim(`job-${i}`, 50)))
+  runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 4, threads: 2, handlers: { handlersDir: null, execAllow: [] }, log: () => {} })
+  await runtime.start()
+  runtime.begin()
+  await until(() => transport.completed.length >= 6, 5000, 'every job reported')
+  expect(transport.requests[0]!.claim).toMatchObject({ max_jobs: 4 })
+  expect(transport.completed.map((c) => c.job_id).sort()).toEqual(['job-0', 'job-1', 'job-2', 'job-3', 'job-4', 'job-5'])
+  // Fewer requests than jobs: completions travel together, and with the claim for the slots they free.
+  const reporting = transport.requests.filter((r) => r.complete?.length)
+  expect(reporting.length).toBeLessThan(6)
+  expect(reporting.some((r) => r.claim && r.claim.max_wait_ms === 0)).toBe(true)
+  expect(transport.failed).toEqual([])
+})
+
+test('a stopping worker claims nothing more, lets its jobs finish and reports them before it ends', async () => {
+  const transport = new ScriptedTransport([aClaim('job-1', 300), aClaim('job-2', 300)])
+  runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 2, handlers: { handlersDir: null, execAllow: [] }, log: () => {} })
+  await runtime.start()
+  runtime.begin()
+  await until(() => transport.requests.length >= 1, 5000, 'the first claim')
+  await new Promise((r) => setTimeout(r, 50))
+  const stopping = runtime.stop(5_000)
+  await stopping
+  runtime = null
+  expect(transport.completed.map((c) => c.job_id).sort()).toEqual(['job-1', 'job-2'])
+  const afterStop = transport.requests.slice(1)
+  expect(afterStop.every((r) => r.claim === undefined)).toBe(true)
 })
