@@ -38,6 +38,8 @@ export type ClaimJobs = z.infer<typeof ClaimJobs>
 
 export const StatusUpdate = z.strictObject({
   state: z.enum(JOB_STATES).optional(),
+  /** Not in the seed: the worker making the update; another worker's job is 403 worker_mismatch. */
+  worker_id: WorkerId.optional(),
   note: Note.nullable().optional(),
   progress: Progress.nullable().optional(),
 })
@@ -68,6 +70,8 @@ export const LeaseRequest = z.strictObject({
   priority: PRIORITY.optional(),
   constraints: z.record(z.string().max(100), z.boolean()).optional(),
   ttl_sec: TtlSec.optional(),
+  /** Not in the seed: the worker asking; another worker's claim is 403 worker_mismatch. */
+  worker_id: WorkerId.optional(),
 })
 export type LeaseRequest = z.infer<typeof LeaseRequest>
 
@@ -174,7 +178,12 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/lease/request', async (ctx) => {
     const input = await body(ctx, LeaseRequest)
-    const decision = engine.requestLeaseForJob({ job_id: input.job_id, cost_units: input.cost_units, ttl_s: input.ttl_sec })
+    const decision = engine.requestLeaseForJob({
+      job_id: input.job_id,
+      cost_units: input.cost_units,
+      ttl_s: input.ttl_sec,
+      worker_id: input.worker_id,
+    })
     ctx.body = decision.approved
       ? { approved: true, lease: queueLease(decision.lease) }
       : { approved: false, retry_after_sec: decision.retry_after_sec, reason: decision.reason }

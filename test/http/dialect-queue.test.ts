@@ -261,6 +261,34 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING' }), 409, 'illegal_transition')
   })
 
+  test('status: the claiming worker may set PREPARING and LEASE_PENDING from any claim state, and repeat the state with a note', async () => {
+    await start()
+    const job = await submit(host)
+    await claim('w')
+    const status = (json: Record<string, unknown>) => post(host, `${QUEUE}/jobs/${job.job_id}/status`, json)
+    for (const state of ['LEASE_PENDING', 'PREPARING', 'PREPARING', 'LEASE_PENDING', 'LEASE_PENDING'] as const) {
+      const res = await status({ state, note: `now ${state}`, worker_id: 'w' })
+      expect(res.status).toBe(200)
+      expect((await body(res)).job).toMatchObject({ state, note: `now ${state}`, claimed_by: 'w' })
+    }
+    const res = await status({ note: 'still asking', progress: 0.5 })
+    expect((await body(res)).job).toMatchObject({ state: 'LEASE_PENDING', note: 'still asking', progress: 0.5 })
+    await expectError(await status({ state: 'RUNNING', worker_id: 'w' }), 409, 'illegal_transition')
+    await expectError(await status({ state: 'QUEUED', worker_id: 'w' }), 409, 'illegal_transition')
+  })
+
+  test('status: QUEUED → PREPARING, and any status after a terminal state, are 409 illegal_transition', async () => {
+    await start()
+    const job = await submit(host)
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING' }), 409, 'illegal_transition')
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'LEASE_PENDING' }), 409, 'illegal_transition')
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { note: 'nobody holds it' }), 409, 'illegal_transition')
+    await post(host, `${QUEUE}/jobs/${job.job_id}/cancel`, {})
+    for (const state of ['PREPARING', 'LEASE_PENDING', 'CANCELED'] as const) {
+      await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state }), 409, 'illegal_transition')
+    }
+  })
+
   test('status: a bad body is 400 naming the field', async () => {
     await start()
     const job = await submit(host)
