@@ -84,14 +84,29 @@ export function expireClaimIfDue(ctx: EngineContext, jobId: string): void {
   }
 }
 
-/** Submits a job, or returns the existing one when its idempotency key is already known. */
-export function submit(ctx: EngineContext, input: SubmitJob): SubmitResult {
+/**
+ * 400 `cost_exceeds_capacity`: a job costing more than the total could never be leased, and as
+ * nothing passes the head of the line it would hold back every job behind it.
+ */
+export const costExceedsCapacity = (cost: number, totalUnits: number) =>
+  new EngineError(
+    400,
+    'cost_exceeds_capacity',
+    `cost_units: ${cost} exceeds the total capacity of ${totalUnits} units, so the job could never run; raise total_units (PUT /api/capacity) or split the job`,
+  )
+
+/**
+ * Submits a job, or returns the existing one when its idempotency key is already known. A job
+ * costing more than `totalUnits` (the capacity's total now) is refused.
+ */
+export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number): SubmitResult {
   checkSubmit(input)
   return ctx.transact(() => {
     if (input.idempotency_key != null) {
       const existing = ctx.one<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?', input.idempotency_key)
       if (existing) return { job: existing, duplicate: true }
     }
+    if (input.cost_units > totalUnits) throw costExceedsCapacity(input.cost_units, totalUnits)
     const now = ctx.clock.now()
     const messageId = nextStreamMessageId(ctx)
     const job: Omit<JobRow, 'seq'> = {

@@ -7,7 +7,7 @@ import { BUCKETS, METRICS, RANGES } from '../engine/stats'
 import { readJson } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
-import { queueAttempt, queueEvent, queueJob, queueLease, queueResult } from './views'
+import { queueAttempt, queueEvent, queueJob, queueJobRead, queueLease, queueResult } from './views'
 
 /** Seed 002: submit, claim, status, then a lease request; release finalizes. */
 export const SubmitJob = z.strictObject({
@@ -149,12 +149,14 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
   router.get('/jobs', (ctx) => {
     const q = validate(ListJobs, query(ctx.query))
     const page = engine.listJobs(q)
-    ctx.body = { jobs: page.jobs.map(queueJob), next_cursor: page.next_cursor }
+    const reasons = engine.waitingReasons(page.jobs)
+    ctx.body = { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null)), next_cursor: page.next_cursor }
   })
 
   router.get('/jobs/:job_id', (ctx) => {
     const job = engine.getJob(validate(Id, ctx.params.job_id))
-    ctx.body = { job: queueJob(job), result: queueResult(job) }
+    const [reason] = engine.waitingReasons([job])
+    ctx.body = { job: queueJobRead(job, reason ?? null), result: queueResult(job) }
   })
 
   router.post('/jobs/:job_id/status', async (ctx) => {

@@ -30,7 +30,7 @@ const errors = (...statuses: number[]) =>
   )
 
 const ERROR_TEXT: Record<number, string> = {
-  400: 'invalid_request (the failing fields are named), invalid_json',
+  400: 'invalid_request (the failing fields are named), invalid_json, cost_exceeds_capacity',
   401: 'unauthorized',
   403: 'worker_mismatch',
   404: 'job_not_found / lease_not_found',
