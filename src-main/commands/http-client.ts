@@ -107,6 +107,8 @@ export interface QueueJob {
   progress: number | null
   note: string | null
   dead_letter: boolean
+  /** Why it is not running yet; only the reads (GET /jobs/{id}, GET /jobs) carry it. */
+  waiting_reason?: string | null
   [field: string]: unknown
 }
 

@@ -5,8 +5,9 @@ import { callHost, parseFlags, type QueueJob, table, TARGET_HELP, wholeNumber } 
 
 export const JOBS_HELP = `Usage: leasehold jobs [flags]
 
-Lists jobs, newest first: id, type, state, priority, units, attempts and when each was created.
-States show as the queue API (dialect 002) shows them: a LEASED job is RUNNING.
+Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
+why a waiting job is not running yet (its waiting_reason). States show as the queue API
+(dialect 002) shows them: a LEASED job is RUNNING.
 
 Flags:
   --state S            only jobs in this state: ${JOB_STATES.filter((s) => s !== 'LEASED').join(', ')}
@@ -59,8 +60,9 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
     String(job.cost_units),
     `${job.attempts}/${job.max_attempts}`,
     job.created_at,
+    job.waiting_reason ?? '-',
   ])
-  console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED'], rows))
+  console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED', 'WAITING'], rows))
   if (page.next_cursor) console.error(`(more jobs than shown; raise --limit, up to 500)`)
   return 0
 }

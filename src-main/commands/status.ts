@@ -6,10 +6,12 @@ export const STATUS_HELP = `Usage: leasehold status [flags]
 
 Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
 or set, usable, leased and available units), how many leases are active, the workers, and the
-open blockers (jobs halted on a held file, waiting for an operator).
+open blockers (jobs halted on a held file, waiting for an operator). Jobs that cost more than
+the total capacity (it was lowered below their cost) are reported: they cannot run until it is
+raised again.
 
 Flags:
-  --json               print {capacity, leases, workers, blockers} as JSON
+  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers} as JSON
 ${TARGET_HELP}
   -h, --help`
 
@@ -47,13 +49,24 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const target = resolveClientTarget(flags, env)
   const [capacity, snapshot, workers, blockers] = await Promise.all([
     callHost<Capacity>(target, 'GET', '/api/capacity'),
-    callHost<{ leases: { active: number } }>(target, 'GET', '/api/scheduler/stats/snapshot'),
+    callHost<{ leases: { active: number }; jobs: { over_capacity: number } }>(target, 'GET', '/api/scheduler/stats/snapshot'),
     callHost<{ workers: Worker[] }>(target, 'GET', '/api/workers'),
     callHost<{ blockers: Blocker[] }>(target, 'GET', '/api/blockers?state=OPEN'),
   ])
   if (flags.json) {
     console.log(
-      JSON.stringify({ url: target.url, capacity, leases: { active: snapshot.leases.active }, workers: workers.workers, blockers: blockers.blockers }, null, 2),
+      JSON.stringify(
+        {
+          url: target.url,
+          capacity,
+          leases: { active: snapshot.leases.active },
+          jobs: { over_capacity: snapshot.jobs.over_capacity },
+          workers: workers.workers,
+          blockers: blockers.blockers,
+        },
+        null,
+        2,
+      ),
     )
     return 0
   }
@@ -62,8 +75,16 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     `host      ${target.url}`,
     `capacity  total ${c.total_units}, busy ${c.busy_rating} (${c.busy_mode}), usable ${c.usable}, leased ${c.leased}, available ${c.available}`,
     `leases    ${snapshot.leases.active} active`,
-    `workers   ${workers.workers.length}`,
   ]
+  const stuck = snapshot.jobs.over_capacity
+  if (stuck > 0) {
+    lines.push(
+      `warning   ${stuck} waiting job${stuck === 1 ? '' : 's'} cost${stuck === 1 ? 's' : ''} more than the total capacity (${c.total_units} units) and cannot run: raise total_units or cancel ${stuck === 1 ? 'it' : 'them'} (leasehold jobs shows which)`,
+    )
+  }
+  lines.push(
+    `workers   ${workers.workers.length}`,
+  )
   if (workers.workers.length > 0) {
     const rows = workers.workers.map((w) => [
       w.worker_id,

@@ -17,7 +17,8 @@ Flags:
   --max-attempts N     how many attempts a retryable failure or an expired lease may use [host default]
   --key KEY            an idempotency key: submitting the same key again is refused
                        (duplicate_request) and names the job that has it
-  --wait               follow the job until it ends: a live progress line on stderr; exit 0 if
+  --wait               follow the job until it ends: a live progress line on stderr (saying why
+                       the job waits while it does); exit 0 if
                        it is DONE, 1 if it FAILED, was CANCELED or timed out (TIMEOUT). A BLOCKED
                        job is reported and waited on: an operator may requeue it
   --json               print the job as JSON instead of its id (with --wait: {job, result} at the end)
@@ -155,6 +156,7 @@ function describe(job: QueueJob): string {
   if (job.attempts > 0) parts.push(`attempt ${job.attempts}/${job.max_attempts}`)
   let line = parts.join(' ')
   if (job.note) line += ` — ${job.note.replace(/\s+/g, ' ').trim()}`
+  if (job.waiting_reason) line += ` — waiting: ${job.waiting_reason}`
   return line
 }
 

@@ -41,9 +41,10 @@ function checkCount(name: string, count: number, max: number): void {
 }
 
 /** Submits many jobs in one transaction; each is answered as a single submit would be. */
-export function submitMany(ctx: EngineContext, inputs: SubmitJob[]): ItemResult<SubmitResult>[] {
+export function submitMany(ctx: EngineContext, capacity: CapacityStore, inputs: SubmitJob[]): ItemResult<SubmitResult>[] {
   checkCount('jobs', inputs.length, MAX_BATCH_ITEMS)
-  return ctx.transact(() => inputs.map((input) => item(ctx.settle(() => submit(ctx, input)))))
+  const totalUnits = capacity.totalUnits()
+  return ctx.transact(() => inputs.map((input) => item(ctx.settle(() => submit(ctx, input, totalUnits)))))
 }
 
 /** The jobs granted by one claim of up to `maxJobs`, and why it stopped short, if it did. */

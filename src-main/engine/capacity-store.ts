@@ -1,6 +1,7 @@
 import type { EngineContext } from './context'
 import { capacityFigures, type CapacityFigures } from './capacity'
 import { invalid } from './errors'
+import { reportJobsOverCapacity } from './waiting'
 
 /** The operator's capacity settings, kept in the settings table so they outlive a restart. */
 export interface CapacitySettings {
@@ -41,6 +42,11 @@ export class CapacityStore {
     this.settings = row ? { ...defaults, ...(JSON.parse(row.value) as Partial<CapacitySettings>) } : defaults
   }
 
+  /** The operator's total units (before the busy rating): no job costing more can ever run. */
+  totalUnits(): number {
+    return this.settings.total_units
+  }
+
   busyRating(): number {
     return this.settings.busy_rating ?? this.measuredBusy
   }
@@ -58,7 +64,10 @@ export class CapacityStore {
     )
   }
 
-  /** The operator changes total units and/or the busy rating (null = auto); an event records it. */
+  /**
+   * The operator changes total units and/or the busy rating (null = auto); an event records it,
+   * and a lower total reports each waiting job it leaves unable ever to run.
+   */
   set(change: CapacityChange): CapacityFigures {
     checkCapacityChange(change)
     const previous = this.settings
@@ -74,6 +83,7 @@ export class CapacityStore {
         JSON.stringify(next),
       )
       this.ctx.appendEvent('CAPACITY', 'capacity', null, 'CAPACITY_CHANGED', { ...next })
+      reportJobsOverCapacity(this.ctx, previous.total_units, next.total_units)
     })
     return this.figures()
   }

@@ -13,6 +13,8 @@ import { listJobs, type JobListQuery, type JobPage } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as reaper from './reaper'
 import * as stats from './stats'
+import type { JobState } from './states'
+import { readSituation, WAITING_STATES, waitingReason } from './waiting'
 
 export type { CommitListener, EngineConfig, EngineEvent, EventListener } from './context'
 export { DEFAULT_ENGINE_CONFIG } from './context'
@@ -74,12 +76,19 @@ export class Engine {
   }
 
   // Jobs
-  submit = (input: jobs.SubmitJob): jobs.SubmitResult => jobs.submit(this.ctx, input)
+  submit = (input: jobs.SubmitJob): jobs.SubmitResult => jobs.submit(this.ctx, input, this.capacity.totalUnits())
   getJob = (jobId: string): JobRow => jobs.getJob(this.ctx, jobId)
   listJobs = (query: JobListQuery): JobPage => listJobs(this.ctx, query)
   cancel = (jobId: string, reason?: string | null): JobRow => jobs.cancel(this.ctx, jobId, reason)
   updateStatus = (jobId: string, update: jobs.StatusUpdate): JobRow => jobs.updateStatus(this.ctx, jobId, update)
   jobEvents = (jobId: string): EventRow[] => jobs.jobEvents(this.ctx, jobId)
+  /** Why each of these jobs waits (null for one that runs or has ended). For views, not hot paths. */
+  waitingReasons = (rows: readonly JobRow[]): (string | null)[] => {
+    // A page of running or finished jobs needs none of the situation's reads.
+    if (!rows.some((row) => WAITING_STATES.has(row.state as JobState))) return rows.map(() => null)
+    const situation = readSituation(this.ctx, this.capacity)
+    return rows.map((row) => waitingReason(row, situation))
+  }
   /** A job's attempts, first first. */
   attempts = (jobId: string): AttemptRow[] => {
     jobs.getJob(this.ctx, jobId)
@@ -110,7 +119,7 @@ export class Engine {
   fail = (request: Parameters<typeof leases.failAttempt>[1]) => leases.failAttempt(this.ctx, request)
 
   // Batches: each item answered as its one-job verb would answer it (see batch.ts)
-  submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<jobs.SubmitResult>[] => batch.submitMany(this.ctx, inputs)
+  submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<jobs.SubmitResult>[] => batch.submitMany(this.ctx, this.capacity, inputs)
   /** Dialect 003 claim of up to `maxJobs` jobs, stopping at the first denial. */
   claimBatch = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): batch.ClaimBatch =>
     batch.claimBatch(this.ctx, this.capacity, filter, maxJobs, ttl_s)

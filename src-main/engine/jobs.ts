@@ -84,14 +84,29 @@ export function expireClaimIfDue(ctx: EngineContext, jobId: string): void {
   }
 }
 
-/** Submits a job, or returns the existing one when its idempotency key is already known. */
-export function submit(ctx: EngineContext, input: SubmitJob): SubmitResult {
+/**
+ * 400 `cost_exceeds_capacity`: a job costing more than the total could never be leased, and as
+ * nothing passes the head of the line it would hold back every job behind it.
+ */
+export const costExceedsCapacity = (cost: number, totalUnits: number) =>
+  new EngineError(
+    400,
+    'cost_exceeds_capacity',
+    `cost_units: ${cost} exceeds the total capacity of ${totalUnits} units, so the job could never run; raise total_units (PUT /api/capacity) or split the job`,
+  )
+
+/**
+ * Submits a job, or returns the existing one when its idempotency key is already known. A job
+ * costing more than `totalUnits` (the capacity's total now) is refused.
+ */
+export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number): SubmitResult {
   checkSubmit(input)
   return ctx.transact(() => {
     if (input.idempotency_key != null) {
       const existing = ctx.one<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?', input.idempotency_key)
       if (existing) return { job: existing, duplicate: true }
     }
+    if (input.cost_units > totalUnits) throw costExceedsCapacity(input.cost_units, totalUnits)
     const now = ctx.clock.now()
     const messageId = nextStreamMessageId(ctx)
     const job: Omit<JobRow, 'seq'> = {
@@ -190,12 +205,29 @@ export interface StatusUpdate {
   state?: JobState
   note?: string | null
   progress?: number | null
+  /** The worker making the update; when given it must be the job's claimer (403 `worker_mismatch`). */
+  worker_id?: string
+}
+
+/** The states a claiming worker may set by a status update (seed 002: it says PREPARING, then LEASE_PENDING as it asks). */
+const STATUS_SETTABLE: ReadonlySet<JobState> = new Set(['PREPARING', 'LEASE_PENDING'])
+
+/**
+ * 403 `worker_mismatch` when a dialect-002 write names a worker that is not the job's claimer.
+ * A job nobody holds (requeued, its claim lapsed) is left to the caller's 409.
+ */
+export function checkClaimer(job: JobRow, workerId: string | undefined): void {
+  if (workerId !== undefined && job.claimed_by !== null && job.claimed_by !== workerId) {
+    throw new EngineError(403, 'worker_mismatch', `Job ${job.id} is held by another worker, not ${workerId}`)
+  }
 }
 
 /**
- * Dialect 002's status update: a claiming worker reports PREPARING, a note or progress. The
- * only state a worker may set this way is PREPARING (or the state the job is already in);
- * leases, not status calls, make a job RUNNING. An update keeps a claim alive.
+ * Dialect 002's status update: the claiming worker reports PREPARING or LEASE_PENDING (from any
+ * claim state), or repeats the state the job is in with a note or progress. Leases, not status
+ * calls, make a job RUNNING. A job nobody holds — QUEUED again because its claim lapsed or it
+ * was requeued, BLOCKED, or finished — takes no status update (409): the caller is a stale
+ * worker. An update keeps a claim alive.
  */
 export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUpdate): JobRow {
   if (update.progress != null && !(update.progress >= 0 && update.progress <= 1)) {
@@ -205,11 +237,17 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
   return ctx.transact(() => {
     const job = getJob(ctx, jobId)
     const from = job.state as JobState
-    if (TERMINAL_STATES.has(from)) {
-      throw new EngineError(409, 'illegal_transition', `Job ${jobId} is ${from}; it takes no more status updates`)
+    checkClaimer(job, update.worker_id)
+    if (!CLAIM_STATES.has(from) && !LEASED_STATES.has(from)) {
+      const why = TERMINAL_STATES.has(from)
+        ? 'it takes no more status updates'
+        : from === 'QUEUED'
+          ? 'no worker holds it (its claim lapsed or it was requeued): claim it again'
+          : 'it waits for an operator'
+      throw new EngineError(409, 'illegal_transition', `Job ${jobId} is ${from}; ${why}`)
     }
     const to = update.state ?? from
-    if (to !== from && to !== 'PREPARING') {
+    if (to !== from && !(STATUS_SETTABLE.has(to) && CLAIM_STATES.has(from))) {
       throw new EngineError(409, 'illegal_transition', `Job ${jobId} cannot move from ${from} to ${to} by a status update`)
     }
     const changes: Partial<JobRow> = {}

@@ -6,7 +6,7 @@ import type { EngineContext } from './context'
 import { EngineError, invalid, leaseNotFound, workerMismatch } from './errors'
 import { newId, newToken } from './ids'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
-import { expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
+import { checkClaimer, expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, type WorkerFilter } from './pick'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
 import { ackStreamMessage, currentStreamMessage, writeStreamMessage } from './streams'
@@ -153,6 +153,8 @@ export interface LeaseRequestForJob {
   /** If given, must equal the job's cost (409 `cost_mismatch`). */
   cost_units?: number
   ttl_s?: number
+  /** The worker asking; when given it must be the job's claimer (403 `worker_mismatch`). */
+  worker_id?: string
 }
 
 export type JobLeaseDecision =
@@ -161,7 +163,7 @@ export type JobLeaseDecision =
 
 /**
  * Dialect 002 lease request for a claimed job. The lease belongs to the worker that claimed
- * it. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
+ * it; a request naming another worker is refused (403) before anything changes. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
  * advice, and keeps the claim alive while the worker keeps asking.
  */
 export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, request: LeaseRequestForJob): JobLeaseDecision {
@@ -169,6 +171,7 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
   expireClaimIfDue(ctx, request.job_id)
   return ctx.transact(() => {
     const job = getJob(ctx, request.job_id)
+    checkClaimer(job, request.worker_id)
     if (!LEASE_REQUEST_STATES.has(job.state as JobState)) {
       throw new EngineError(409, 'illegal_transition', `Job ${job.id} is ${job.state}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
     }

@@ -11,7 +11,7 @@ export const JOB_STATES = [
   'CLAIMED',
   /** The claiming worker is getting ready (dialect 002 status update). */
   'PREPARING',
-  /** The claiming worker asked for a lease and was denied; it asks again later. */
+  /** The claiming worker is asking for a lease (its status update), or was denied one; it asks again later. */
   'LEASE_PENDING',
   /** A lease was granted through dialect 001; the first heartbeat makes it RUNNING. */
   'LEASED',

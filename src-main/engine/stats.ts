@@ -4,6 +4,7 @@ import { HOUR, MINUTE } from './clock'
 import type { EngineContext } from './context'
 import { invalid } from './errors'
 import { LEASED_STATES, type JobState } from './states'
+import { countOverCapacity } from './waiting'
 
 export interface Snapshot {
   capacity: { total: number; used: number; reserved: number; usable: number; available: number; busy_rating: number; busy_mode: 'auto' | 'manual' }
@@ -17,6 +18,8 @@ export interface Snapshot {
     failed_last_24h: number
     canceled_last_24h: number
     timeout_last_24h: number
+    /** Waiting jobs that cost more than the total capacity: they cannot run until it is raised. */
+    over_capacity: number
   }
   leases: { active: number; expired_last_24h: number }
 }
@@ -61,6 +64,7 @@ export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot 
       failed_last_24h: countEvents(ctx, 'JOB_FAILED', dayAgo),
       canceled_last_24h: countEvents(ctx, 'JOB_CANCELED', dayAgo),
       timeout_last_24h: countEvents(ctx, 'JOB_TIMEOUT', dayAgo),
+      over_capacity: countOverCapacity(ctx, c.total_units),
     },
     leases: {
       active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,

@@ -7,7 +7,7 @@ import { BUCKETS, METRICS, RANGES } from '../engine/stats'
 import { readJson } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
-import { queueAttempt, queueEvent, queueJob, queueLease, queueResult } from './views'
+import { queueAttempt, queueEvent, queueJob, queueJobRead, queueLease, queueResult } from './views'
 
 /** Seed 002: submit, claim, status, then a lease request; release finalizes. */
 export const SubmitJob = z.strictObject({
@@ -38,6 +38,8 @@ export type ClaimJobs = z.infer<typeof ClaimJobs>
 
 export const StatusUpdate = z.strictObject({
   state: z.enum(JOB_STATES).optional(),
+  /** Not in the seed: the worker making the update; another worker's job is 403 worker_mismatch. */
+  worker_id: WorkerId.optional(),
   note: Note.nullable().optional(),
   progress: Progress.nullable().optional(),
 })
@@ -68,6 +70,8 @@ export const LeaseRequest = z.strictObject({
   priority: PRIORITY.optional(),
   constraints: z.record(z.string().max(100), z.boolean()).optional(),
   ttl_sec: TtlSec.optional(),
+  /** Not in the seed: the worker asking; another worker's claim is 403 worker_mismatch. */
+  worker_id: WorkerId.optional(),
 })
 export type LeaseRequest = z.infer<typeof LeaseRequest>
 
@@ -145,12 +149,14 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
   router.get('/jobs', (ctx) => {
     const q = validate(ListJobs, query(ctx.query))
     const page = engine.listJobs(q)
-    ctx.body = { jobs: page.jobs.map(queueJob), next_cursor: page.next_cursor }
+    const reasons = engine.waitingReasons(page.jobs)
+    ctx.body = { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null)), next_cursor: page.next_cursor }
   })
 
   router.get('/jobs/:job_id', (ctx) => {
     const job = engine.getJob(validate(Id, ctx.params.job_id))
-    ctx.body = { job: queueJob(job), result: queueResult(job) }
+    const [reason] = engine.waitingReasons([job])
+    ctx.body = { job: queueJobRead(job, reason ?? null), result: queueResult(job) }
   })
 
   router.post('/jobs/:job_id/status', async (ctx) => {
@@ -174,7 +180,12 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/lease/request', async (ctx) => {
     const input = await body(ctx, LeaseRequest)
-    const decision = engine.requestLeaseForJob({ job_id: input.job_id, cost_units: input.cost_units, ttl_s: input.ttl_sec })
+    const decision = engine.requestLeaseForJob({
+      job_id: input.job_id,
+      cost_units: input.cost_units,
+      ttl_s: input.ttl_sec,
+      worker_id: input.worker_id,
+    })
     ctx.body = decision.approved
       ? { approved: true, lease: queueLease(decision.lease) }
       : { approved: false, retry_after_sec: decision.retry_after_sec, reason: decision.reason }

@@ -30,7 +30,7 @@ const errors = (...statuses: number[]) =>
   )
 
 const ERROR_TEXT: Record<number, string> = {
-  400: 'invalid_request (the failing fields are named), invalid_json',
+  400: 'invalid_request (the failing fields are named), invalid_json, cost_exceeds_capacity',
   401: 'unauthorized',
   403: 'worker_mismatch',
   404: 'job_not_found / lease_not_found',
@@ -96,11 +96,11 @@ export function openApiDocument(version: string) {
     [`${QUEUE_PREFIX}/jobs/claim`]: { post: { ...post('Claim up to `limit` jobs', ClaimJobs, '{job} (and {jobs} when limit > 1)'), responses: { '200': { description: '{job}' }, '204': { description: 'nothing to claim' }, ...errors(...COMMON) } } },
     [`${QUEUE_PREFIX}/jobs`]: { get: get('List jobs newest first, with a cursor', '{jobs, next_cursor}', [400], ListJobs) },
     [`${QUEUE_PREFIX}/jobs/{job_id}`]: { get: withPath(get('A job and its result', '{job, result}', [404]), 'job_id') },
-    [`${QUEUE_PREFIX}/jobs/{job_id}/status`]: { post: withPath(post('Report PREPARING, a note or progress', StatusUpdate, '{job}', [404, 409]), 'job_id') },
+    [`${QUEUE_PREFIX}/jobs/{job_id}/status`]: { post: withPath(post('Report PREPARING or LEASE_PENDING, a note or progress', StatusUpdate, '{job}', [403, 404, 409]), 'job_id') },
     [`${QUEUE_PREFIX}/jobs/{job_id}/cancel`]: { post: withPath(post('Cancel (at once, or requested while running)', CancelJob, '{job}', [404, 409]), 'job_id') },
     [`${QUEUE_PREFIX}/jobs/{job_id}/attempts`]: { get: withPath(get("The job's attempts with outcome and error", '{attempts}', [404]), 'job_id') },
     [`${QUEUE_PREFIX}/jobs/{job_id}/events`]: { get: withPath(get("The job's timeline", '{events}', [404]), 'job_id') },
-    [`${QUEUE_PREFIX}/lease/request`]: { post: post('Request a lease for a claimed job (approved or denied, both 200)', LeaseRequest, '{approved, lease} or {approved, retry_after_sec, reason}', [404, 409]) },
+    [`${QUEUE_PREFIX}/lease/request`]: { post: post('Request a lease for a claimed job (approved or denied, both 200)', LeaseRequest, '{approved, lease} or {approved, retry_after_sec, reason}', [403, 404, 409]) },
     [`${QUEUE_PREFIX}/lease/{lease_id}/heartbeat`]: { post: withPath(post('Extend a lease, report progress', LeaseHeartbeat, '{lease, job}', [403, 404, 409]), 'lease_id') },
     [`${QUEUE_PREFIX}/lease/{lease_id}/release`]: { post: withPath(post('Release the lease; final for the job', LeaseRelease, '{lease, job, result}', [403, 404, 409]), 'lease_id') },
     [`${QUEUE_PREFIX}/lease/{lease_id}`]: { get: withPath(get('A lease', '{lease}', [404]), 'lease_id') },

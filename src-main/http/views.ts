@@ -46,6 +46,15 @@ export function queueJob(job: JobRow) {
   }
 }
 
+/**
+ * The job as the reads show it (GET /jobs/{id}, GET /jobs): the job plus `waiting_reason`, why
+ * it is not running yet (null when it runs or has ended). Only reads carry it: it costs a few
+ * queries, which the claim and completion answers do not pay.
+ */
+export function queueJobRead(job: JobRow, waitingReason: string | null) {
+  return { ...queueJob(job), waiting_reason: waitingReason }
+}
+
 /** Seed 002's JobResult for a finished job, else null. */
 export function queueResult(job: JobRow) {
   if (!TERMINAL_STATES.has(job.state as JobState)) return null

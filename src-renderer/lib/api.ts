@@ -42,6 +42,8 @@ export interface Job {
   progress: number | null
   note: string | null
   dead_letter: boolean
+  /** Why it is not running yet (null when it runs or has ended); only the reads carry it. */
+  waiting_reason?: string | null
 }
 
 /** Dialect 002's JobResult: null until the job ends. */

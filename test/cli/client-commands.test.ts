@@ -173,6 +173,14 @@ describe('leasehold submit', async () => {
     host.engine.cancel(id)
   })
 
+  test('a job costing more than the total capacity is refused: cost_exceeds_capacity as one line, exit 1, no job', async () => {
+    const before = host.engine.listJobs({}).jobs.length
+    const result = await cli(['submit', '--type', 'too-big', '--units', '500'])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringMatching(/500 exceeds the total capacity of 100 units.*\(cost_exceeds_capacity\)/)])
+    expect(host.engine.listJobs({}).jobs.length).toBe(before)
+  })
+
   test('a host error is its {detail, code} as one line, exit 1', async () => {
     const result = await cli(['submit', '--type', 't', '--token', 'not-the-token'])
     expect(result.status).toBe(1)
@@ -210,6 +218,21 @@ describe('leasehold submit --wait', async () => {
     const answer = JSON.parse(run.stdout()) as { job: { job_id: string; state: string }; result: { error: unknown } }
     expect(answer.job).toMatchObject({ job_id: taken.job.id, state: 'FAILED' })
     expect(answer.result.error).toMatchObject({ message: 'disk on fire' })
+  })
+
+  test('the progress line says why a waiting job waits', async () => {
+    host.engine.setCapacity({ busy_rating: 8 })
+    try {
+      const run = startCli(['submit', '--type', 'wait-why', '--units', '50', '--wait'])
+      await run.until('the job id', () => run.stdout().includes('\n'))
+      const id = run.stdout().trim()
+      await run.until('the reason', () => run.stderr().includes('waiting: first in line'))
+      expect(run.stderr()).toContain(`job ${id} QUEUED — waiting: first in line; needs 50 units; 20 available (busy rating 8 leaves 20 of 100 units, 0 leased)`)
+      host.engine.cancel(id)
+      expect(await run.exited).toBe(1)
+    } finally {
+      host.engine.setCapacity({ busy_rating: 0 })
+    }
   })
 
   test('a job canceled while it waits exits 1 with CANCELED', async () => {
@@ -250,9 +273,9 @@ describe('leasehold jobs', async () => {
     const table = await cli(['jobs'])
     expect(table.status).toBe(0)
     const rows = lines(table.stdout)
-    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED$/)
-    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-`))
-    expect(rows.find((row) => row.startsWith(b.id))).toMatch(/listed-b\s+CANCELED\s+URGENT/)
+    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED\s+WAITING$/)
+    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-\\S+\\s+first in line; waiting for a worker to take it$`))
+    expect(rows.find((row) => row.startsWith(b.id))).toMatch(/listed-b\s+CANCELED\s+URGENT.*\s-$/)
 
     const canceled = await cli(['jobs', '--state', 'canceled', '--limit', '500'])
     expect(canceled.status).toBe(0)
@@ -322,6 +345,25 @@ describe('leasehold status', async () => {
     } finally {
       host.engine.setCapacity({ total_units: 100, busy_rating: 0 })
     }
+  })
+
+  test('reports the waiting jobs a lowered total leaves unable to run', async () => {
+    const big = host.engine.submit({ job_type: 'status-big', cost_units: 80 }).job
+    host.engine.setCapacity({ total_units: 50 })
+    try {
+      const result = await cli(['status'])
+      expect(result.status).toBe(0)
+      expect(result.stdout).toContain(
+        'warning   1 waiting job costs more than the total capacity (50 units) and cannot run: raise total_units or cancel it (leasehold jobs shows which)',
+      )
+      expect((JSON.parse((await cli(['status', '--json'])).stdout) as { jobs: unknown }).jobs).toEqual({ over_capacity: 1 })
+      const jobs = await cli(['jobs', '--state', 'QUEUED'])
+      expect(lines(jobs.stdout).find((row) => row.startsWith(big.id))).toMatch(/cost 80 exceeds total capacity 50; raise total_units or cancel the job$/)
+    } finally {
+      host.engine.cancel(big.id)
+      host.engine.setCapacity({ total_units: 100 })
+    }
+    expect((await cli(['status'])).stdout).not.toContain('warning')
   })
 })
 

@@ -16,6 +16,7 @@ import {
   PULL,
   QUEUE,
   QUEUE_JOB_KEYS,
+  QUEUE_JOB_READ_KEYS,
   QUEUE_LEASE_KEYS,
   QUEUE_RESULT_KEYS,
   submit,
@@ -220,7 +221,8 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     const { job, lease: l } = await running()
     let answer = await body(await get(`${QUEUE}/jobs/${job.job_id}`))
     expect(keys(answer)).toEqual(['job', 'result'])
-    expect(keys(answer.job)).toEqual(QUEUE_JOB_KEYS)
+    expect(keys(answer.job)).toEqual(QUEUE_JOB_READ_KEYS)
+    expect(answer.job.waiting_reason).toBeNull() // it runs
     expect(answer.result).toBeNull()
     clock.advance(2000)
     await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w1', status: 'SUCCEEDED', result_data: { path: '/x' } })
@@ -259,6 +261,34 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     const l = await lease(job.job_id)
     await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w', status: 'SUCCEEDED' })
     await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING' }), 409, 'illegal_transition')
+  })
+
+  test('status: the claiming worker may set PREPARING and LEASE_PENDING from any claim state, and repeat the state with a note', async () => {
+    await start()
+    const job = await submit(host)
+    await claim('w')
+    const status = (json: Record<string, unknown>) => post(host, `${QUEUE}/jobs/${job.job_id}/status`, json)
+    for (const state of ['LEASE_PENDING', 'PREPARING', 'PREPARING', 'LEASE_PENDING', 'LEASE_PENDING'] as const) {
+      const res = await status({ state, note: `now ${state}`, worker_id: 'w' })
+      expect(res.status).toBe(200)
+      expect((await body(res)).job).toMatchObject({ state, note: `now ${state}`, claimed_by: 'w' })
+    }
+    const res = await status({ note: 'still asking', progress: 0.5 })
+    expect((await body(res)).job).toMatchObject({ state: 'LEASE_PENDING', note: 'still asking', progress: 0.5 })
+    await expectError(await status({ state: 'RUNNING', worker_id: 'w' }), 409, 'illegal_transition')
+    await expectError(await status({ state: 'QUEUED', worker_id: 'w' }), 409, 'illegal_transition')
+  })
+
+  test('status: QUEUED → PREPARING, and any status after a terminal state, are 409 illegal_transition', async () => {
+    await start()
+    const job = await submit(host)
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING' }), 409, 'illegal_transition')
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'LEASE_PENDING' }), 409, 'illegal_transition')
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { note: 'nobody holds it' }), 409, 'illegal_transition')
+    await post(host, `${QUEUE}/jobs/${job.job_id}/cancel`, {})
+    for (const state of ['PREPARING', 'LEASE_PENDING', 'CANCELED'] as const) {
+      await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state }), 409, 'illegal_transition')
+    }
   })
 
   test('status: a bad body is 400 naming the field', async () => {
@@ -313,7 +343,7 @@ describe('GET /jobs (list)', () => {
     expect(keys(page1)).toEqual(['jobs', 'next_cursor'])
     expect(page1.jobs).toHaveLength(2)
     expect(typeof page1.next_cursor).toBe('string')
-    for (const j of page1.jobs) expect(keys(j)).toEqual(QUEUE_JOB_KEYS)
+    for (const j of page1.jobs) expect(keys(j)).toEqual(QUEUE_JOB_READ_KEYS)
     const seen = [...page1.jobs]
     let cursor = page1.next_cursor
     while (cursor) {
@@ -528,9 +558,9 @@ describe('stats', () => {
     // Seed 002's fields plus the documented extras (busy_mode; per-state and per-outcome job counts).
     expect(keys(snap.capacity)).toEqual(['available', 'busy_mode', 'busy_rating', 'reserved', 'total', 'usable', 'used'])
     expect(keys(snap.jobs)).toEqual(
-      ['blocked', 'canceled_last_24h', 'claimed', 'done_last_24h', 'failed_last_24h', 'leased', 'queued', 'running', 'timeout_last_24h'],
+      ['blocked', 'canceled_last_24h', 'claimed', 'done_last_24h', 'failed_last_24h', 'leased', 'over_capacity', 'queued', 'running', 'timeout_last_24h'],
     )
-    expect(snap.jobs).toMatchObject({ queued: 1, running: 1, blocked: 0, failed_last_24h: 0 })
+    expect(snap.jobs).toMatchObject({ queued: 1, running: 1, blocked: 0, failed_last_24h: 0, over_capacity: 0 })
     expect(keys(snap.leases)).toEqual(['active', 'expired_last_24h'])
     expect(snap.leases).toEqual({ active: 1, expired_last_24h: 0 })
   })

@@ -153,3 +153,42 @@ describe('fencing: a worker paused past its lease never changes the job again', 
     expect(host.engine.getCapacity().leased).toBe(0)
   })
 })
+
+describe('fencing: dialect 002 writes before a lease are fenced by the claim', () => {
+  /** A claims, and its claim lapses: the reaper requeues the job. */
+  async function claimLapsed() {
+    await start()
+    const job = await submit(host)
+    const a = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'A' }))
+    expect(a.job.job_id).toBe(job.job_id)
+    clock.advance(60_001)
+    await until(() => host.engine.getJob(job.job_id).state === 'QUEUED', 1500)
+    return job
+  }
+
+  test('a status update for a job whose claim lapsed (requeued) is 409 and changes nothing', async () => {
+    const job = await claimLapsed()
+    const before = snapshotOf(job.job_id)
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { note: 'late', worker_id: 'A' }), 409, 'illegal_transition')
+    await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'LEASE_PENDING' }), 409, 'illegal_transition')
+    expect(snapshotOf(job.job_id)).toBe(before)
+  })
+
+  test('a status update or lease request naming a worker that is not the claimer is 403 worker_mismatch; nothing changes', async () => {
+    const job = await claimLapsed()
+    const b = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'B' }))
+    expect(b.job).toMatchObject({ job_id: job.job_id, claimed_by: 'B' })
+    const before = snapshotOf(job.job_id)
+    for (let i = 0; i < 20; i++) {
+      await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'PREPARING', note: 'stale', worker_id: 'A' }), 403, 'worker_mismatch')
+    }
+    for (let i = 0; i < 3; i++) {
+      await expectError(await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id, worker_id: 'A' }), 403, 'worker_mismatch')
+    }
+    expect(snapshotOf(job.job_id)).toBe(before)
+    expect(host.engine.getCapacity().leased).toBe(0)
+    // B, the claimer, goes on.
+    const granted = await body(await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id, worker_id: 'B' }))
+    expect(granted).toMatchObject({ approved: true, lease: { worker_id: 'B', job_id: job.job_id } })
+  })
+})

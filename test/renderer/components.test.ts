@@ -126,6 +126,21 @@ test('a job not run yet has no attempts', async () => {
   expect(text(el.querySelector('[data-testid="attempts-empty"]'))).toBe('Not run yet.')
 })
 
+test('the job page says why a waiting job waits, and says nothing for a running one', async () => {
+  const reason = 'first in line; needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)'
+  const routes = (waiting_reason: string | null) => ({
+    'GET /api/scheduler/jobs/job-1': { job: job({ waiting_reason }), result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [] },
+  })
+  const waiting = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch(routes(reason)).fetcher), 'job-1')
+  await waiting.refresh()
+  expect(text(render(JobDetailView, { detail: waiting, now: T0 }).querySelector('[data-testid="job-waiting"]'))).toBe(reason)
+  const running = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch(routes(null)).fetcher), 'job-1')
+  await running.refresh()
+  expect(render(JobDetailView, { detail: running, now: T0 }).querySelector('[data-testid="job-waiting"]')).toBeNull()
+})
+
 test('the capacity panel shows the figures and sends a manual busy rating', async () => {
   const figures = { total_units: 50, busy_rating: 0, busy_mode: 'auto', usable: 50, leased: 10, available: 40 }
   const { fetcher, calls } = fakeFetch({

@@ -26,11 +26,14 @@ describe('cancellation', () => {
   })
 
   it.each(['CLAIMED', 'PREPARING', 'LEASE_PENDING'] as const)('cancel %s is immediate and drops the claim', (state) => {
-    const { engine } = setup({ total_units: 1 })
-    const { job } = engine.submit(aJob({ cost_units: state === 'LEASE_PENDING' ? 5 : 1 }))
+    const { engine } = setup({ total_units: 5 })
+    const { job } = engine.submit(aJob({ cost_units: 5 }))
     engine.claim({ worker_id: 'w' })
     if (state === 'PREPARING') engine.updateStatus(job.id, { state: 'PREPARING' })
-    if (state === 'LEASE_PENDING') expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(false)
+    if (state === 'LEASE_PENDING') {
+      engine.setCapacity({ busy_rating: 10 }) // nothing usable: the lease is denied
+      expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(false)
+    }
     expect(engine.getJob(job.id).state).toBe(state)
     expect(engine.cancel(job.id)).toMatchObject({ state: 'CANCELED', claimed_by: null, claim_expires_at: null })
   })

@@ -55,11 +55,53 @@ describe('dialect 002 status updates', () => {
     expect(engine.getJob(job.id).state).toBe('PREPARING')
   })
 
-  it('a status update may only set PREPARING (or the current state); RUNNING comes from a lease', () => {
+  it('a status update may only set PREPARING or LEASE_PENDING (or the current state); RUNNING comes from a lease', () => {
     const { engine, job } = claimed()
     expectEngineError(() => engine.updateStatus(job.id, { state: 'RUNNING' }), 409, 'illegal_transition')
     expectEngineError(() => engine.updateStatus(job.id, { state: 'DONE' }), 409, 'illegal_transition')
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'QUEUED' }), 409, 'illegal_transition')
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'BLOCKED' }), 409, 'illegal_transition')
     expect(engine.updateStatus(job.id, { state: 'CLAIMED', note: 'n' }).state).toBe('CLAIMED')
+  })
+
+  it.each([
+    ['CLAIMED', 'PREPARING'],
+    ['CLAIMED', 'LEASE_PENDING'],
+    ['PREPARING', 'PREPARING'],
+    ['PREPARING', 'LEASE_PENDING'],
+    ['LEASE_PENDING', 'PREPARING'],
+    ['LEASE_PENDING', 'LEASE_PENDING'],
+  ] as const)('the claiming worker may set %s → %s by a status update (seed 002 walks CLAIMED → PREPARING → LEASE_PENDING)', (from, to) => {
+    const { engine, job } = claimed()
+    if (from !== 'CLAIMED') engine.updateStatus(job.id, { state: from, worker_id: 'w' })
+    const updated = engine.updateStatus(job.id, { state: to, note: 'next step', worker_id: 'w' })
+    expect(updated).toMatchObject({ state: to, note: 'next step', claimed_by: 'w' })
+    expect(eventTypes(engine.jobEvents(job.id)).at(-1)).toBe('JOB_STATUS')
+  })
+
+  it('a status update naming another worker than the claimer is 403 worker_mismatch and changes nothing', () => {
+    const { engine, job } = claimed()
+    const before = engine.getJob(job.id)
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'LEASE_PENDING', note: 'stale', worker_id: 'other' }), 403, 'worker_mismatch')
+    expect(engine.getJob(job.id)).toEqual(before)
+    expect(eventTypes(engine.jobEvents(job.id))).toEqual(['JOB_SUBMITTED', 'JOB_CLAIMED'])
+  })
+
+  it('a status update for a job whose claim lapsed (QUEUED again) is 409, even with a note only', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(61 * SECOND)
+    expectEngineError(() => engine.updateStatus(job.id, { note: 'late', worker_id: 'w' }), 409, 'illegal_transition')
+    expectEngineError(() => engine.updateStatus(job.id, { note: 'late' }), 409, 'illegal_transition')
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', note: null, claimed_by: null })
+  })
+
+  it('a status update for a job since claimed by another worker is 403 worker_mismatch', () => {
+    const { engine, clock, job } = claimed()
+    clock.advance(61 * SECOND)
+    engine.reap()
+    expect(engine.claim({ worker_id: 'w2' }).map((j) => j.id)).toEqual([job.id])
+    expectEngineError(() => engine.updateStatus(job.id, { state: 'PREPARING', note: 'stale', worker_id: 'w' }), 403, 'worker_mismatch')
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'CLAIMED', claimed_by: 'w2', note: null })
   })
 
   it('a QUEUED job cannot be set PREPARING by a status update', () => {
@@ -123,6 +165,19 @@ describe('dialect 002 lease request', () => {
     const { engine, job } = claimed({}, aJob({ cost_units: 3 }))
     expectEngineError(() => engine.requestLeaseForJob({ job_id: job.id, cost_units: 2 }), 409, 'cost_mismatch')
     expect(engine.getJob(job.id).state).toBe('CLAIMED')
+  })
+
+  it('a lease request naming another worker than the claimer is 403 worker_mismatch: no lease, the claim stays', () => {
+    const { engine, job } = claimed()
+    expectEngineError(() => engine.requestLeaseForJob({ job_id: job.id, worker_id: 'stale' }), 403, 'worker_mismatch')
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'CLAIMED', claimed_by: 'w', attempts: 0, lease_id: null })
+    expect(engine.getCapacity().leased).toBe(0)
+  })
+
+  it('a lease request naming the claimer is granted to it', () => {
+    const { engine, job } = claimed()
+    const decision = engine.requestLeaseForJob({ job_id: job.id, worker_id: 'w' })
+    expect(decision.approved && decision.lease.worker_id).toBe('w')
   })
 
   it('a lease request of an unknown job is 404 job_not_found', () => {

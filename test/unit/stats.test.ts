@@ -61,6 +61,7 @@ describe('stats snapshot', () => {
       failed_last_24h: 1,
       canceled_last_24h: 0,
       timeout_last_24h: 1,
+      over_capacity: 0,
     })
     expect(snap.leases).toEqual({ active: 2, expired_last_24h: 1 })
   })

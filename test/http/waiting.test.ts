@@ -1,0 +1,61 @@
+/**
+ * A queue never stalls silently, over HTTP: a job larger than the capacity is refused at
+ * submit, a lowered total reports the jobs it strands, and the reads say why each job waits.
+ */
+import { describe, expect, test } from 'vitest'
+import type { TestHost } from '../helpers/host'
+import { body, clockedHost, dbDigest, expectError, post, QUEUE, submit } from './support'
+
+let host: TestHost
+const startHost = clockedHost({ totalUnits: 100 })
+async function start(overrides: Parameters<typeof startHost>[0] = {}) {
+  ;({ host } = await startHost(overrides))
+}
+const put = (path: string, json: unknown) => host.call(path, { method: 'PUT', json })
+const jobView = async (id: string) => (await body(await host.call(`${QUEUE}/jobs/${id}`))).job
+
+describe('a job costing more than total_units', () => {
+  test('POST /jobs/submit is 400 cost_exceeds_capacity naming both numbers, and writes nothing', async () => {
+    await start()
+    const before = dbDigest(host)
+    const error = await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'big', cost_units: 500 }), 400, 'cost_exceeds_capacity')
+    expect(error.detail).toMatch(/500 exceeds the total capacity of 100 units/)
+    expect(dbDigest(host)).toBe(before)
+    await submit(host, { cost_units: 100 }) // the whole capacity is fine
+  })
+
+  test('a total lowered below a queued job\'s cost: JOB_EXCEEDS_CAPACITY in its timeline, its waiting_reason, the snapshot count', async () => {
+    await start()
+    const big = await submit(host, { cost_units: 80 })
+    const small = await submit(host, { cost_units: 5 })
+    expect((await put('/api/capacity', { total_units: 50 })).status).toBe(200)
+    const events = (await body(await host.call(`${QUEUE}/jobs/${big.job_id}/events`))).events
+    expect(events.at(-1)).toMatchObject({ type: 'JOB_EXCEEDS_CAPACITY', data: { state: 'QUEUED', cost_units: 80, total_units: 50 } })
+    expect((await jobView(big.job_id)).waiting_reason).toBe('cost 80 exceeds total capacity 50; raise total_units or cancel the job')
+    expect((await jobView(small.job_id)).waiting_reason).toBe(`behind job …${big.job_id.slice(-8)}, whose cost 80 exceeds total capacity 50`)
+    const snapshot = await body(await host.call(`${QUEUE}/stats/snapshot`))
+    expect(snapshot.jobs.over_capacity).toBe(1)
+  })
+})
+
+describe('waiting_reason on the reads', () => {
+  test('GET /jobs/{id} and GET /jobs say why each waiting job waits; a running job says null; other answers do not carry it', async () => {
+    await start({ busy: 8 }) // 20 of 100 units usable
+    const head = await submit(host, { cost_units: 40 })
+    expect(head).not.toHaveProperty('waiting_reason')
+    const behind = await submit(host, { cost_units: 1 })
+    const shortfall = 'needs 40 units; 20 available (busy rating 8 leaves 20 of 100 units, 0 leased)'
+    expect((await jobView(head.job_id)).waiting_reason).toBe(`first in line; ${shortfall}`)
+    const list = await body(await host.call(`${QUEUE}/jobs`))
+    const reasons = Object.fromEntries(list.jobs.map((j: any) => [j.job_id, j.waiting_reason]))
+    expect(reasons).toEqual({ [head.job_id]: `first in line; ${shortfall}`, [behind.job_id]: `behind job …${head.job_id.slice(-8)}, which ${shortfall}` })
+
+    expect((await put('/api/capacity', { busy_rating: 0 })).status).toBe(200)
+    const claimed = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w1' }))
+    expect(claimed.job).not.toHaveProperty('waiting_reason')
+    expect((await jobView(head.job_id)).waiting_reason).toBe('claimed by w1; waiting for its lease request')
+    expect((await body(await post(host, `${QUEUE}/lease/request`, { job_id: head.job_id, worker_id: 'w1' }))).approved).toBe(true)
+    expect((await jobView(head.job_id)).waiting_reason).toBeNull()
+    expect((await jobView(behind.job_id)).waiting_reason).toBe('first in line; waiting for a worker to take it')
+  })
+})

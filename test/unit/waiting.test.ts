@@ -1,0 +1,155 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/clock'
+import type { Engine } from '../../src-main/engine'
+import { eventTypes, expectEngineError, leaseOrFail } from './support'
+
+const reasonOf = (engine: Engine, jobId: string) => engine.waitingReasons([engine.getJob(jobId)])[0]
+const short = (id: string) => `…${id.slice(-8)}`
+
+describe('a queue never stalls silently: a job larger than the capacity', () => {
+  it('a submit whose cost_units exceeds total_units is 400 cost_exceeds_capacity, and nothing is written', () => {
+    const { engine } = setup({ total_units: 100 })
+    const error = expectEngineError(() => engine.submit(aJob({ cost_units: 101 })), 400, 'cost_exceeds_capacity')
+    expect(error.detail).toContain('101')
+    expect(error.detail).toContain('100')
+    expect(engine.listJobs({}).jobs).toEqual([])
+    expect(engine.submit(aJob({ cost_units: 100 })).job.state).toBe('QUEUED') // exactly the total fits
+  })
+
+  it('the check reads the total now: after the total is raised the same submit is accepted', () => {
+    const { engine } = setup({ total_units: 10 })
+    expectEngineError(() => engine.submit(aJob({ cost_units: 50 })), 400, 'cost_exceeds_capacity')
+    engine.setCapacity({ total_units: 50 })
+    expect(engine.submit(aJob({ cost_units: 50 })).duplicate).toBe(false)
+  })
+
+  it('a busy rating does not refuse a submit: it passes, the total does not', () => {
+    const { engine } = setup({ total_units: 100, busy_rating: 9 })
+    expect(engine.submit(aJob({ cost_units: 80 })).job.state).toBe('QUEUED')
+  })
+
+  it('a repeated idempotency key answers the existing job even if the total has since dropped below its cost', () => {
+    const { engine } = setup({ total_units: 100 })
+    const first = engine.submit(aJob({ cost_units: 80, idempotency_key: 'k' })).job
+    engine.setCapacity({ total_units: 50 })
+    expect(engine.submit(aJob({ cost_units: 80, idempotency_key: 'k' }))).toMatchObject({ duplicate: true, job: { id: first.id } })
+  })
+
+  it('lowering total_units below a waiting job\'s cost reports it: one JOB_EXCEEDS_CAPACITY event, its reason, the snapshot count', () => {
+    const { engine } = setup({ total_units: 100 })
+    const big = engine.submit(aJob({ cost_units: 80 })).job
+    const claimed = engine.submit(aJob({ cost_units: 70 })).job
+    const small = engine.submit(aJob({ cost_units: 10 })).job
+    expect(engine.claim({ worker_id: 'w', max_units: 70 }).map((j) => j.id)).toEqual([claimed.id])
+    engine.setCapacity({ total_units: 50 })
+    expect(eventTypes(engine.jobEvents(big.id)).at(-1)).toBe('JOB_EXCEEDS_CAPACITY')
+    expect(engine.jobEvents(big.id).at(-1)!.data).toBe(JSON.stringify({ state: 'QUEUED', cost_units: 80, total_units: 50 }))
+    expect(eventTypes(engine.jobEvents(claimed.id)).at(-1)).toBe('JOB_EXCEEDS_CAPACITY')
+    expect(eventTypes(engine.jobEvents(small.id))).toEqual(['JOB_SUBMITTED'])
+    expect(engine.snapshot().jobs.over_capacity).toBe(2)
+    expect(reasonOf(engine, big.id)).toBe('cost 80 exceeds total capacity 50; raise total_units or cancel the job')
+    expect(reasonOf(engine, small.id)).toBe(`behind job ${short(big.id)}, whose cost 80 exceeds total capacity 50`)
+
+    // Lowering it again reports only the jobs the new drop strands; raising it ends the report.
+    engine.setCapacity({ total_units: 40 })
+    expect(eventTypes(engine.jobEvents(big.id)).filter((t) => t === 'JOB_EXCEEDS_CAPACITY')).toHaveLength(1)
+    engine.setCapacity({ total_units: 100 })
+    expect(engine.snapshot().jobs.over_capacity).toBe(0)
+    expect(reasonOf(engine, big.id)).toBe('first in line; waiting for a worker to take it')
+  })
+
+  it('running and finished jobs are not reported when the total drops below their cost', () => {
+    const { engine } = setup({ total_units: 100 })
+    const running = engine.submit(aJob({ cost_units: 80 })).job
+    leaseOrFail(engine, 'w')
+    engine.setCapacity({ total_units: 50 })
+    expect(eventTypes(engine.jobEvents(running.id))).not.toContain('JOB_EXCEEDS_CAPACITY')
+    expect(reasonOf(engine, running.id)).toBeNull()
+  })
+})
+
+describe('every waiting job can say why it waits', () => {
+  it('the head of the line that does not fit names the numbers, with what the busy rating holds back', () => {
+    const { engine } = setup({ total_units: 100, busy_rating: 8 })
+    engine.submit(aJob({ cost_units: 10 }))
+    leaseOrFail(engine, 'w') // 10 of the 20 usable units leased
+    const head = engine.submit(aJob({ cost_units: 40 })).job
+    expect(reasonOf(engine, head.id)).toBe('first in line; needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)')
+  })
+
+  it('a job behind a head that does not fit says which job it waits behind and why', () => {
+    const { engine } = setup({ total_units: 70 })
+    engine.submit(aJob({ cost_units: 60 }))
+    leaseOrFail(engine, 'w')
+    const head = engine.submit(aJob({ cost_units: 40 })).job
+    const small = engine.submit(aJob({ cost_units: 5 })).job
+    expect(reasonOf(engine, small.id)).toBe(`behind job ${short(head.id)}, which needs 40 units; 10 available (60 of 70 units leased)`)
+  })
+
+  it('a job behind a head that fits waits its turn; the head waits for a worker', () => {
+    const { engine } = setup()
+    const head = engine.submit(aJob()).job
+    const next = engine.submit(aJob()).job
+    expect(reasonOf(engine, head.id)).toBe('first in line; waiting for a worker to take it')
+    expect(reasonOf(engine, next.id)).toBe(`waiting its turn behind job ${short(head.id)}`)
+  })
+
+  it('the line is by priority: an URGENT job submitted later is the head', () => {
+    const { engine } = setup()
+    const normal = engine.submit(aJob()).job
+    const urgent = engine.submit(aJob({ priority: 'URGENT' })).job
+    expect(reasonOf(engine, urgent.id)).toMatch(/^first in line/)
+    expect(reasonOf(engine, normal.id)).toBe(`waiting its turn behind job ${short(urgent.id)}`)
+  })
+
+  it('a requeued job in its backoff says when it may run again', () => {
+    const { engine, clock } = setup({ config: { leaseTtlS: 5, heartbeatGraceS: 0 } })
+    const job = engine.submit(aJob()).job
+    leaseOrFail(engine, 'w')
+    clock.advance(5 * SECOND)
+    engine.reap()
+    const requeued = engine.getJob(job.id)
+    expect(requeued.state).toBe('QUEUED')
+    expect(reasonOf(engine, job.id)).toBe(`retry not before ${new Date(requeued.next_retry_at!).toISOString()}`)
+  })
+
+  it('a claimed job waits for its worker\'s lease request; a LEASE_PENDING one names the shortfall and the next ask', () => {
+    const { engine, clock } = setup({ total_units: 10 })
+    const job = engine.submit(aJob({ cost_units: 8 })).job
+    engine.claim({ worker_id: 'w' })
+    expect(reasonOf(engine, job.id)).toBe('claimed by w; waiting for its lease request')
+    engine.setCapacity({ busy_rating: 5 })
+    const denied = engine.requestLeaseForJob({ job_id: job.id })
+    expect(denied.approved).toBe(false)
+    const retryAt = new Date(T0 + 10 * SECOND).toISOString()
+    expect(reasonOf(engine, job.id)).toBe(`lease denied: needs 8 units; 5 available (busy rating 5 leaves 5 of 10 units, 0 leased); w asks again after ${retryAt}`)
+    engine.setCapacity({ busy_rating: 0 })
+    clock.advance(SECOND)
+    expect(reasonOf(engine, job.id)).toBe(`capacity is free now; waiting for w to ask for its lease again after ${retryAt}`)
+  })
+
+  it('a BLOCKED job waits for an operator', () => {
+    const { engine } = setup()
+    const job = engine.submit(aJob()).job
+    engine.ctx.run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
+    expect(reasonOf(engine, job.id)).toBe('halted; waits for an operator to retry, force release or cancel')
+  })
+
+  it('running and finished jobs have no reason, and a page of them reads nothing', () => {
+    const { engine } = setup()
+    const job = engine.submit(aJob()).job
+    leaseOrFail(engine, 'w')
+    expect(reasonOf(engine, job.id)).toBeNull()
+    engine.cancel(job.id)
+    expect(engine.waitingReasons([engine.getJob(job.id)])).toEqual([null])
+  })
+
+  it('a list gets one reason per job, in order, read against one situation', () => {
+    const { engine } = setup()
+    const ids = [engine.submit(aJob()).job.id, engine.submit(aJob()).job.id]
+    leaseOrFail(engine, 'w')
+    const rows = ids.map((id) => engine.getJob(id))
+    expect(engine.waitingReasons(rows)).toEqual([null, 'first in line; waiting for a worker to take it'])
+  })
+})
