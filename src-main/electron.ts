@@ -1,56 +1,90 @@
 // The desktop shell: a composition root and nothing more (DESIGN.md, "Electron is a shell").
-// It starts the same host `leasehold serve` starts, opens one locked-down window onto it and
-// stops the host before the process goes. No scheduling rule lives here.
-import { BrowserWindow, Menu, Tray, app, dialog, ipcMain, nativeImage, powerMonitor, session, type IpcMainEvent, type WebContents } from 'electron'
+// It starts the same host `leasehold serve` starts — or, when one already runs on the data dir,
+// opens its window on that one — opens one locked-down window onto it and stops the host it
+// started before the process goes. No scheduling rule lives here; every decision it makes is a
+// pure function under src-main/desktop/ with its unit tests.
+import { BrowserWindow, Menu, Tray, app, dialog, ipcMain, nativeImage, powerMonitor, session, utilityProcess, type IpcMainEvent, type WebContents } from 'electron'
 import { existsSync } from 'node:fs'
-import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { parseServeArgs } from './config'
-import { startHost, type Host } from './host'
+import { join, resolve } from 'node:path'
+import { APP_FILES } from '../scripts/app-files.js'
+import { defaultDataDir, parseServeArgs, type HostConfig } from './config'
+import { splitArgs } from './desktop/app-args'
+import { applicationMenu } from './desktop/app-menu'
+import { isQuitMessage } from './desktop/launch'
+import { answersHealth, readRunningHost } from './desktop/running-host'
+import { developmentServer, trustedSender, withAuthorization } from './desktop/trust'
+import { loadOrCreateToken, startHost, type Host } from './host'
 import { utilitySpawner } from './pool/spawn-electron'
 import { CONNECTION_CHANNEL, type Connection } from './preload-channel'
 import { TRAY_ICON_16, TRAY_ICON_32 } from './tray-icon'
 import { trayMenuLines, trayTooltip } from './tray-status'
 import { contentSecurityPolicy, windowOptions } from './window-options'
 
-/** Set by `electron-vite dev`: the renderer comes from Vite's dev server, which proxies the API. */
-const devServerUrl = process.env['ELECTRON_RENDERER_URL']
+/** What the window shows: the host this app started, or one that was already running (`host` null). */
+interface Target {
+  /** The host's base URL, e.g. http://127.0.0.1:7878 */
+  url: string
+  token: string
+  host: Host | null
+}
 
-/** The host once asked to start; quitting waits for it even if it is still starting. */
-let starting: Promise<Host> | null = null
+/** `electron-vite dev`: the renderer comes from Vite's dev server, which proxies the API. Never in a packaged app. */
+const devServerUrl = developmentServer(process.env, app.isPackaged)
+
+/** The target once asked for; quitting waits for it even if its host is still starting. */
+let starting: Promise<Target> | null = null
 let window: BrowserWindow | null = null
 let tray: Tray | null = null
 
-if (!app.requestSingleInstanceLock()) {
-  // Another Leasehold owns the database and the port: hand over to it.
-  app.quit()
-} else {
-  setupSecondInstance()
-  setupContentsHardening()
-  setupQuit()
-  app.whenReady().then(onReady).catch(fail)
+// Every renderer sandboxed, whatever a window's options say. Must come before `ready`.
+app.enableSandbox()
+
+const config = readConfig()
+if (config !== null) {
+  // One data dir, one app: the single-instance lock lives in userData, so it follows --data-dir
+  // (by default both are the same folder, ~/.config/leasehold and its platform equivalents).
+  app.setPath('userData', config.dataDir)
+  if (!app.requestSingleInstanceLock()) {
+    // Another Leasehold app owns this data dir: it shows its window (second-instance) and we go.
+    app.quit()
+  } else {
+    setupSecondInstance()
+    setupContentsHardening()
+    setupQuit()
+    setupQuitMessage()
+    app.whenReady().then(() => onReady(config)).catch(fail)
+  }
 }
 
-async function onReady(): Promise<void> {
+/**
+ * `npm start -- --port 9000` works as `leasehold serve --port 9000` does: Leasehold's own flags
+ * are read from the command line, then LEASEHOLD_* variables, then the defaults; every other
+ * argument is Chromium's or Electron's and is left to them (desktop/app-args.ts).
+ */
+function readConfig(): HostConfig | null {
+  try {
+    // argv[0] is Electron; the app path (`.` from the source tree) is no flag and is left alone.
+    const { leasehold } = splitArgs(process.argv.slice(1))
+    const config = parseServeArgs(leasehold, process.env, { dataDir: defaultDataDir(process.env) })
+    return { ...config, dataDir: resolve(config.dataDir) } // app.setPath takes absolute paths only
+  } catch (error) {
+    fail(error)
+    return null
+  }
+}
+
+async function onReady(config: HostConfig): Promise<void> {
   denyPermissions()
-  starting = startHost(parseServeArgs([], process.env, { dataDir: app.getPath('userData') }), {
-    // drizzle/ sits beside package.json, in the source tree and in the packaged app alike.
-    migrationsFolder: join(app.getAppPath(), 'drizzle'),
-    rendererDir: join(app.getAppPath(), 'out', 'renderer'),
-    // Local workers are utility processes running the built worker entry (out/main/worker.js).
-    spawn: utilitySpawner,
-    // Someone at the keyboard makes the machine busier (auto busy rating).
-    userIdleSeconds: () => powerMonitor.getSystemIdleTime(),
-    nativeBinding: electronNativeBinding(),
-  })
-  const host = await starting
-  setupTray(host)
-  setupConnectionChannel(host)
-  setupContentSecurityPolicy(host)
-  openWindow(host)
-  app.on('activate', () => {
-    if (BrowserWindow.getAllWindows().length === 0) openWindow(host)
-  })
+  Menu.setApplicationMenu(Menu.buildFromTemplate(applicationMenu({ platform: process.platform, devTools: devServerUrl !== undefined })))
+  starting = connect(config)
+  const target = await starting
+  if (target.host) setupTray(target.host)
+  setupConnectionChannel(target)
+  setupContentSecurityPolicy(target)
+  setupAuthorization(target)
+  showWindow()
+  // macOS: clicking the dock icon after the window was closed opens it again.
+  app.on('activate', showWindow)
   app.on('window-all-closed', () => {
     // On macOS an app lives on without windows (the dock reopens one); elsewhere closing it quits.
     if (process.platform !== 'darwin') app.quit()
@@ -58,31 +92,68 @@ async function onReady(): Promise<void> {
 }
 
 /**
+ * A host already running on this data dir (`leasehold serve`, found by its host.json, a live
+ * pid and its health answer) gets a window of its own instead of a second host that would
+ * migrate the same database and fail on the taken port. Otherwise the app starts its host.
+ */
+async function connect(config: HostConfig): Promise<Target> {
+  const running = readRunningHost(config.dataDir)
+  if (running !== null && (await answersHealth(running.url))) {
+    console.error(`leasehold: a host is already running at ${running.url} (pid ${running.pid}); this window shows it and leaves it running when closed.`)
+    return { url: running.url, token: loadOrCreateToken(config.dataDir, config.token), host: null }
+  }
+  const host = await startHost(config, {
+    // drizzle/ sits beside package.json, in the source tree and in the packaged app alike.
+    migrationsFolder: join(app.getAppPath(), APP_FILES.migrations),
+    rendererDir: join(app.getAppPath(), APP_FILES.renderer),
+    // Local workers are utility processes running the built worker entry (out/main/worker.js).
+    spawn: utilitySpawner((modulePath, args, options) => utilityProcess.fork(modulePath, args, options)),
+    // Someone at the keyboard makes the machine busier (auto busy rating).
+    userIdleSeconds: () => powerMonitor.getSystemIdleTime(),
+    nativeBinding: electronNativeBinding(),
+  })
+  return { url: host.url, token: host.token, host }
+}
+
+/**
  * The page the window shows. Both are same-origin with the API, which the host requires: it
  * refuses a foreign or `null` Origin and sends no CORS headers (CONTRACTS.md, "Security of
  * the HTTP server"). In development Vite's dev server proxies /api and /internal to the host.
  */
-function pageUrl(running: Host): string {
-  return devServerUrl ?? `${running.url}/`
+function pageUrl(target: Target): string {
+  return devServerUrl ?? `${target.url}/`
 }
 
-function openWindow(running: Host): void {
-  const preload = fileURLToPath(new URL('../preload/preload.cjs', import.meta.url))
-  const opened = new BrowserWindow(windowOptions(preload))
+/** Shows the window, opening it if there is none (closed on macOS, or not yet opened). */
+function showWindow(): void {
+  if (window) {
+    if (window.isMinimized()) window.restore()
+    window.show()
+    window.focus()
+    return
+  }
+  void starting?.then(openWindow, () => undefined)
+}
+
+function openWindow(target: Target): void {
+  if (window) return
+  const preload = join(app.getAppPath(), APP_FILES.preload)
+  const opened = new BrowserWindow(windowOptions(preload, { devTools: devServerUrl !== undefined }))
   window = opened
   opened.once('ready-to-show', () => opened.show())
   opened.on('closed', () => {
     if (window === opened) window = null
   })
-  void opened.loadURL(pageUrl(running))
+  void opened.loadURL(pageUrl(target))
 }
 
 /**
  * better-sqlite3 built for Electron's ABI by scripts/rebuild-native.js (npm start runs it), kept
  * apart from node_modules so the Node build there stays what `leasehold serve` and the tests load.
+ * In a packaged app it sits in app.asar.unpacked, which Electron's asar support resolves.
  */
 function electronNativeBinding(): string | undefined {
-  const binding = join(app.getAppPath(), 'out', 'native', 'better_sqlite3.node')
+  const binding = join(app.getAppPath(), APP_FILES.nativeAddon)
   return existsSync(binding) ? binding : undefined
 }
 
@@ -99,7 +170,7 @@ function setupTray(running: Host): void {
       Menu.buildFromTemplate([
         ...trayMenuLines(capacity, open).map((label) => ({ label, enabled: false })),
         { type: 'separator' as const },
-        { label: 'Show Leasehold', click: () => (window ? window.show() : openWindow(running)) },
+        { label: 'Show Leasehold', click: showWindow },
         { label: 'Quit', click: () => app.quit() },
       ]),
     )
@@ -114,22 +185,43 @@ function setupTray(running: Host): void {
   refresh()
 }
 
-/** The preload asks once, synchronously, for the API base and token; only our window is answered. */
-function setupConnectionChannel(running: Host): void {
-  const connection: Connection = { apiBase: new URL(pageUrl(running)).origin, token: running.token }
-  ipcMain.on(CONNECTION_CHANNEL, (event: IpcMainEvent) => {
-    const fromOurWindow = window !== null && event.sender === window.webContents
-    const fromTopFrame = event.senderFrame !== null && event.senderFrame.parent === null
-    event.returnValue = fromOurWindow && fromTopFrame ? connection : null
+/**
+ * Answers an IPC channel only for our window's top frame at the page's origin
+ * (desktop/trust.ts); anyone else gets null. Every channel the shell listens on goes through it.
+ */
+function answerTrusted(channel: string, pageOrigin: string, answer: () => unknown): void {
+  ipcMain.on(channel, (event: IpcMainEvent) => {
+    const frame = event.senderFrame
+    const trusted = trustedSender(
+      { origin: frame?.origin ?? null, isTopFrame: frame !== null && frame.parent === null, fromOurWindow: window !== null && event.sender === window.webContents },
+      pageOrigin,
+    )
+    event.returnValue = trusted ? answer() : null
+  })
+}
+
+/** The preload asks once, synchronously, for the API's base URL (the token stays here). */
+function setupConnectionChannel(target: Target): void {
+  const origin = new URL(pageUrl(target)).origin
+  const connection: Connection = { apiBase: origin }
+  answerTrusted(CONNECTION_CHANNEL, origin, () => connection)
+}
+
+/**
+ * The token travels only from here: every request the window sends to the page's origin (the
+ * host, or in development Vite's proxy to it) gets `Authorization: Bearer <token>`.
+ */
+function setupAuthorization(target: Target): void {
+  const api = { origin: new URL(pageUrl(target)).origin, token: target.token }
+  session.defaultSession.webRequest.onBeforeSendHeaders({ urls: [`${api.origin}/*`] }, (details, callback) => {
+    callback({ requestHeaders: withAuthorization(details.url, details.requestHeaders, api) })
   })
 }
 
 /** The CSP arrives as a response header on the page itself, so the page cannot loosen it. */
-function setupContentSecurityPolicy(running: Host): void {
-  const origin = new URL(pageUrl(running)).origin
-  const policy = contentSecurityPolicy(
-    devServerUrl === undefined ? { apiBase: running.url } : { apiBase: running.url, devServerUrl },
-  )
+function setupContentSecurityPolicy(target: Target): void {
+  const origin = new URL(pageUrl(target)).origin
+  const policy = contentSecurityPolicy(devServerUrl === undefined ? { apiBase: target.url } : { apiBase: target.url, devServerUrl })
   session.defaultSession.webRequest.onHeadersReceived({ urls: [`${origin}/*`] }, (details, callback) => {
     const headers = { ...details.responseHeaders }
     for (const name of Object.keys(headers)) {
@@ -158,12 +250,18 @@ function setupContentsHardening(): void {
   })
 }
 
+/** A second launch (npm start again, or the app's icon) shows the window, opening it again if it was closed. */
 function setupSecondInstance(): void {
-  app.on('second-instance', () => {
-    if (!window) return
-    if (window.isMinimized()) window.restore()
-    window.show()
-    window.focus()
+  app.on('second-instance', showWindow)
+}
+
+/**
+ * `npm start` asks for a clean quit over the IPC channel it opened (scripts/start.js): on Windows
+ * a signal would end the process outright, before the pool drains.
+ */
+function setupQuitMessage(): void {
+  process.on('message', (message) => {
+    if (isQuitMessage(message)) app.quit()
   })
 }
 
@@ -187,7 +285,7 @@ function setupQuit(): void {
   })
 }
 
-/** A host that cannot start (bad LEASEHOLD_* value, port taken, damaged database) ends the app. */
+/** A host that cannot start (bad flag or LEASEHOLD_* value, port taken, damaged database) ends the app. */
 function fail(error: unknown): void {
   const message = error instanceof Error ? error.message : String(error)
   console.error(`leasehold: ${message}`)
@@ -197,8 +295,8 @@ function fail(error: unknown): void {
     .finally(() => app.exit(1))
 }
 
-/** Stops the host if one was started (`stop()` is idempotent); a host that never started has nothing to stop. */
+/** Stops the host this app started, if it did (`stop()` is idempotent); a window on another host leaves that host alone. */
 async function stopHost(): Promise<void> {
-  const host = await starting?.catch(() => null)
-  await host?.stop()
+  const target = await starting?.catch(() => null)
+  await target?.host?.stop()
 }

@@ -3,9 +3,10 @@ import type { BrowserWindowConstructorOptions } from 'electron'
 /**
  * The options of the dashboard window, per Electron's security checklist. Kept apart from
  * electron.ts (and importing Electron's types only) so a unit test can read them without
- * Electron running: turning one of these off must fail that test.
+ * Electron running: turning one of these off must fail that test. The DevTools exist only
+ * when asked for (in development, `electron-vite dev`); elsewhere no menu or shortcut opens them.
  */
-export function windowOptions(preloadPath: string): BrowserWindowConstructorOptions {
+export function windowOptions(preloadPath: string, options: { devTools?: boolean } = {}): BrowserWindowConstructorOptions {
   return {
     width: 1100,
     height: 760,
@@ -24,6 +25,7 @@ export function windowOptions(preloadPath: string): BrowserWindowConstructorOpti
       webviewTag: false,
       experimentalFeatures: false,
       spellcheck: false,
+      devTools: options.devTools ?? false,
     },
   }
 }

@@ -1,34 +1,48 @@
-import { utilityProcess } from 'electron'
+import type { UtilityProcess, utilityProcess } from 'electron'
 import { type Spawner, workerEntry } from './spawn'
+
+/** Electron's `utilityProcess.fork`, handed in by electron.ts so this module runs (and is tested) without Electron. */
+export type UtilityFork = (typeof utilityProcess)['fork']
 
 /**
  * In the desktop app: local workers are Electron utility processes running the same worker entry
  * (built to out/main/worker.js). They talk to the host over their parentPort, which the worker's
  * IPC transport uses when it finds one.
  */
-export const utilitySpawner: Spawner = (env) => {
-  const child = utilityProcess.fork(workerEntry(), [], {
-    env: { ...process.env, ...env },
-    stdio: 'pipe',
-    serviceName: 'Leasehold worker',
-  })
-  const outputListeners: ((line: string) => void)[] = []
-  for (const stream of [child.stdout, child.stderr]) {
-    let partial = ''
-    stream?.on('data', (chunk: Buffer) => {
-      const lines = (partial + chunk.toString('utf8')).split('\n')
-      partial = lines.pop() ?? ''
-      for (const line of lines) if (line) outputListeners.forEach((l) => l(line))
+export function utilitySpawner(fork: UtilityFork, entry: () => string = workerEntry): Spawner {
+  return (env) => {
+    const child: UtilityProcess = fork(entry(), [], {
+      env: { ...process.env, ...env },
+      stdio: 'pipe',
+      serviceName: 'Leasehold worker',
     })
-  }
-  return {
-    get pid() {
-      return child.pid ?? null
-    },
-    send: (message) => child.postMessage(message),
-    onMessage: (listener) => child.on('message', listener),
-    onExit: (listener) => child.once('exit', (code) => listener(code)),
-    kill: () => void child.kill(),
-    onOutput: (listener) => outputListeners.push(listener),
+    // A utility process has no pid until it has started: `fork` returns at once and the process
+    // is launched afterwards. The pid is taken from the 'spawn' event, not read at fork time.
+    let pid: number | null = null
+    child.once('spawn', () => {
+      pid = child.pid ?? null
+    })
+    child.once('exit', () => {
+      pid = null
+    })
+    const outputListeners: ((line: string) => void)[] = []
+    for (const stream of [child.stdout, child.stderr]) {
+      let partial = ''
+      stream?.on('data', (chunk: Buffer) => {
+        const lines = (partial + chunk.toString('utf8')).split('\n')
+        partial = lines.pop() ?? ''
+        for (const line of lines) if (line) outputListeners.forEach((l) => l(line))
+      })
+    }
+    return {
+      get pid() {
+        return pid
+      },
+      send: (message) => child.postMessage(message),
+      onMessage: (listener) => child.on('message', listener),
+      onExit: (listener) => child.once('exit', (code) => listener(code)),
+      kill: () => void child.kill(),
+      onOutput: (listener) => outputListeners.push(listener),
+    }
   }
 }

@@ -8,13 +8,15 @@ export interface Connection {
 const TOKEN_KEY = 'leasehold.token'
 
 /**
- * In Electron the preload hands the connection over. In a browser the page is served by the
- * host, so the API is this page's origin, and the token arrives once in the URL fragment
- * (`#token=…`, never sent to a server): it is kept in sessionStorage and removed from the
- * address bar and history. Null when no token is known.
+ * In Electron the preload hands over the API's base URL and no token: the main process adds the
+ * Authorization header to the window's requests, so the page never holds the token (the empty
+ * one here is replaced on the way out). In a browser the page is served by the host, so the API
+ * is this page's origin, and the token arrives once in the URL fragment (`#token=…`, never sent
+ * to a server): it is kept in sessionStorage and removed from the address bar and history. Null
+ * when no token is known.
  */
 export function resolveConnection(): Connection | null {
-  if (window.leasehold) return { apiBase: window.leasehold.apiBase, token: window.leasehold.token }
+  if (window.leasehold) return { apiBase: window.leasehold.apiBase, token: '' }
   const fragment = new URLSearchParams(location.hash.slice(1))
   const fromFragment = fragment.get('token')
   if (fromFragment) {
