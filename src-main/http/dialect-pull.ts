@@ -34,7 +34,7 @@ export function pullRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/request', async (ctx) => {
     const body = validate(PullLeaseRequest, await readJson(ctx, bodyLimit))
-    const decision = engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null }, body.ttl_sec)
+    const decision = await engine.run(() => engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null }, body.ttl_sec))
     ctx.body = decision.granted
       ? { denied: false, lease: pullLease(decision.lease), job: pullJob(decision.job) }
       : { denied: true, reason: decision.reason, retry_after_ms: decision.retry_after_ms }
@@ -42,19 +42,23 @@ export function pullRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/:lease_id/heartbeat', async (ctx) => {
     const body = validate(PullHeartbeat, await readJson(ctx, bodyLimit))
-    const { lease, job } = engine.heartbeat({ lease_id: validate(Id, ctx.params.lease_id), worker_id: body.worker_id })
+    const leaseId = validate(Id, ctx.params.lease_id)
+    const { lease, job } = await engine.run(() => engine.heartbeat({ lease_id: leaseId, worker_id: body.worker_id }))
     ctx.body = { ok: true, expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 }
   })
 
   router.post('/:lease_id/complete', async (ctx) => {
     const body = validate(PullComplete, await readJson(ctx, bodyLimit))
-    const { job } = engine.release({
-      lease_id: validate(Id, ctx.params.lease_id),
-      worker_id: body.worker_id,
-      status: body.status === 'completed' ? 'SUCCEEDED' : 'FAILED',
-      result: body.result,
-      error: body.error,
-    })
+    const leaseId = validate(Id, ctx.params.lease_id)
+    const { job } = await engine.run(() =>
+      engine.release({
+        lease_id: leaseId,
+        worker_id: body.worker_id,
+        status: body.status === 'completed' ? 'SUCCEEDED' : 'FAILED',
+        result: body.result,
+        error: body.error,
+      }),
+    )
     ctx.body = { ok: true, job: pullJob(job) }
   })
 

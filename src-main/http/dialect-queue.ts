@@ -26,6 +26,15 @@ export const SubmitJob = z.strictObject({
 })
 export type SubmitJob = z.infer<typeof SubmitJob>
 
+/** The most jobs one submit-batch request may carry. */
+export const MAX_SUBMIT_BATCH = 1000
+
+export const SubmitBatch = z.strictObject({ jobs: z.array(SubmitJob).min(1).max(MAX_SUBMIT_BATCH) })
+export type SubmitBatch = z.infer<typeof SubmitBatch>
+
+/** Dialect 002's submit in the model's words: `client_request_id` is the idempotency key. */
+const submitInput = (input: SubmitJob) => ({ ...input, idempotency_key: input.client_request_id })
+
 export const ClaimJobs = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
   worker_id: WorkerId,
@@ -118,7 +127,7 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/jobs/submit', async (ctx) => {
     const input = await body(ctx, SubmitJob)
-    const { job, duplicate } = engine.submit({ ...input, idempotency_key: input.client_request_id })
+    const { job, duplicate } = await engine.run(() => engine.submit(submitInput(input)))
     if (duplicate) {
       throw new EngineError(409, 'duplicate_request', `A job with client_request_id ${input.client_request_id} exists`, { job: queueJob(job) })
     }
@@ -126,19 +135,31 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     ctx.body = { job: queueJob(job) }
   })
 
+  // Not in the seed: many submits in one request, each answered as /jobs/submit would answer it.
+  router.post('/jobs/submit-batch', async (ctx) => {
+    const input = await body(ctx, SubmitBatch)
+    const results = await engine.run(() => engine.submitMany(input.jobs.map(submitInput)))
+    ctx.body = {
+      results: results.map((result, i) => {
+        if (!result.ok) return { ok: false, code: result.error.code, detail: result.error.detail }
+        const { job, duplicate } = result.value
+        if (!duplicate) return { ok: true, job: queueJob(job) }
+        return { ok: false, code: 'duplicate_request', detail: `A job with client_request_id ${input.jobs[i]!.client_request_id} exists`, job: queueJob(job) }
+      }),
+    }
+  })
+
   router.post('/jobs/claim', async (ctx) => {
     const input = await body(ctx, ClaimJobs)
     const limit = input.limit ?? 1
-    const jobs = engine.claim(
-      {
-        worker_id: input.worker_id,
-        addon_id: input.addon_id,
-        accept_job_types: input.accept_job_types,
-        max_units: input.max_cost_units,
-        gpu_available: input.constraints_capabilities?.gpu_available === true,
-      },
-      limit,
-    )
+    const filter = {
+      worker_id: input.worker_id,
+      addon_id: input.addon_id,
+      accept_job_types: input.accept_job_types,
+      max_units: input.max_cost_units,
+      gpu_available: input.constraints_capabilities?.gpu_available === true,
+    }
+    const jobs = await engine.run(() => engine.claim(filter, limit))
     if (jobs.length === 0) {
       ctx.status = 204
       return
@@ -161,12 +182,14 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/jobs/:job_id/status', async (ctx) => {
     const input = await body(ctx, StatusUpdate)
-    ctx.body = { job: queueJob(engine.updateStatus(validate(Id, ctx.params.job_id), input)) }
+    const jobId = validate(Id, ctx.params.job_id)
+    ctx.body = { job: queueJob(await engine.run(() => engine.updateStatus(jobId, input))) }
   })
 
   router.post('/jobs/:job_id/cancel', async (ctx) => {
     const input = await body(ctx, CancelJob)
-    ctx.body = { job: queueJob(engine.cancel(validate(Id, ctx.params.job_id), input.reason ?? null)) }
+    const jobId = validate(Id, ctx.params.job_id)
+    ctx.body = { job: queueJob(await engine.run(() => engine.cancel(jobId, input.reason ?? null))) }
   })
 
   router.get('/jobs/:job_id/events', (ctx) => {
@@ -180,12 +203,9 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/lease/request', async (ctx) => {
     const input = await body(ctx, LeaseRequest)
-    const decision = engine.requestLeaseForJob({
-      job_id: input.job_id,
-      cost_units: input.cost_units,
-      ttl_s: input.ttl_sec,
-      worker_id: input.worker_id,
-    })
+    const decision = await engine.run(() =>
+      engine.requestLeaseForJob({ job_id: input.job_id, cost_units: input.cost_units, ttl_s: input.ttl_sec, worker_id: input.worker_id }),
+    )
     ctx.body = decision.approved
       ? { approved: true, lease: queueLease(decision.lease) }
       : { approved: false, retry_after_sec: decision.retry_after_sec, reason: decision.reason }
@@ -193,27 +213,27 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
 
   router.post('/lease/:lease_id/heartbeat', async (ctx) => {
     const input = await body(ctx, LeaseHeartbeat)
-    const { lease, job } = engine.heartbeat({
-      lease_id: validate(Id, ctx.params.lease_id),
-      worker_id: input.worker_id,
-      job_id: input.job_id,
-      progress: input.progress,
-      note: input.message,
-    })
+    const leaseId = validate(Id, ctx.params.lease_id)
+    const { lease, job } = await engine.run(() =>
+      engine.heartbeat({ lease_id: leaseId, worker_id: input.worker_id, job_id: input.job_id, progress: input.progress, note: input.message }),
+    )
     ctx.body = { lease: queueLease(lease), job: queueJob(job) }
   })
 
   router.post('/lease/:lease_id/release', async (ctx) => {
     const input = await body(ctx, LeaseRelease)
-    const { lease, job } = engine.release({
-      lease_id: validate(Id, ctx.params.lease_id),
-      worker_id: input.worker_id,
-      job_id: input.job_id,
-      status: input.status,
-      result: input.result_data,
-      error: input.error,
-      metrics: input.metrics,
-    })
+    const leaseId = validate(Id, ctx.params.lease_id)
+    const { lease, job } = await engine.run(() =>
+      engine.release({
+        lease_id: leaseId,
+        worker_id: input.worker_id,
+        job_id: input.job_id,
+        status: input.status,
+        result: input.result_data,
+        error: input.error,
+        metrics: input.metrics,
+      }),
+    )
     ctx.body = { lease: queueLease(lease), job: queueJob(job), result: queueResult(job) }
   })
 

@@ -1,18 +1,7 @@
 import { z } from 'zod'
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi'
 import { PULL_PREFIX, PullComplete, PullHeartbeat, PullLeaseRequest } from './dialect-pull'
-import {
-  CancelJob,
-  ClaimJobs,
-  LeaseHeartbeat,
-  LeaseRelease,
-  LeaseRequest,
-  ListJobs,
-  QUEUE_PREFIX,
-  StatusUpdate,
-  SubmitJob,
-  Timeseries,
-} from './dialect-queue'
+import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, ListJobs, QUEUE_PREFIX, StatusUpdate, SubmitBatch, SubmitJob, Timeseries } from './dialect-queue'
 import { WORKER_PREFIX, WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat } from './dialect-worker'
 import { BlockerList, BlockerResolve, FileAcquire, FileHeartbeat, FileLeaseList, FileRelease } from './dialect-files'
 import { CapacityChange } from './system'
@@ -93,6 +82,9 @@ export function openApiDocument(version: string) {
     [`${PULL_PREFIX}/{lease_id}/complete`]: { post: withPath(post('Finish the job: completed or failed', PullComplete, '{ok, job}', [403, 404, 409]), 'lease_id') },
     // Dialect 002: queue
     [`${QUEUE_PREFIX}/jobs/submit`]: { post: post('Submit a job', SubmitJob, '{job}', [409], '201') },
+    [`${QUEUE_PREFIX}/jobs/submit-batch`]: {
+      post: post('Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would ({ok, job} or {ok:false, code, detail, job?})', SubmitBatch, '{results}'),
+    },
     [`${QUEUE_PREFIX}/jobs/claim`]: { post: { ...post('Claim up to `limit` jobs', ClaimJobs, '{job} (and {jobs} when limit > 1)'), responses: { '200': { description: '{job}' }, '204': { description: 'nothing to claim' }, ...errors(...COMMON) } } },
     [`${QUEUE_PREFIX}/jobs`]: { get: get('List jobs newest first, with a cursor', '{jobs, next_cursor}', [400], ListJobs) },
     [`${QUEUE_PREFIX}/jobs/{job_id}`]: { get: withPath(get('A job and its result', '{job, result}', [404]), 'job_id') },

@@ -600,3 +600,26 @@ describe('stats', () => {
     await expectInvalid(await get(`${QUEUE}/stats/timeseries?metric=leases_active&range=30d`), 'range')
   })
 })
+
+describe('POST /api/scheduler/jobs/submit-batch (not in the seed)', () => {
+  test('each job is answered as /jobs/submit would answer it: created, a known client_request_id with its job, an oversized job refused', async () => {
+    await start()
+    const known = await submit(host, { client_request_id: 'known' })
+    const res = await post(host, `${QUEUE}/jobs/submit-batch`, {
+      jobs: [{ job_type: 'a', cost_units: 1 }, { job_type: 'b', cost_units: 1, client_request_id: 'known' }, { job_type: 'c', cost_units: 1_000_000 }],
+    })
+    expect(res.status).toBe(200)
+    const { results } = await body(res)
+    expect(results[0]).toMatchObject({ ok: true, job: { job_type: 'a', state: 'QUEUED' } })
+    expect(results[1]).toMatchObject({ ok: false, code: 'duplicate_request', job: { job_id: known.job_id } })
+    expect(results[2]).toMatchObject({ ok: false, code: 'cost_exceeds_capacity', detail: expect.any(String) })
+    expect(keys(results[0].job)).toEqual(QUEUE_JOB_KEYS)
+  })
+
+  test('an empty batch or one over 1,000 jobs is 400 naming jobs, and nothing is submitted', async () => {
+    await start()
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [] }), 'jobs')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: Array.from({ length: 1001 }, () => ({ job_type: 'x', cost_units: 1 })) }), 'jobs')
+    expect(host.engine.listJobs({ limit: 1 }).jobs).toHaveLength(0)
+  })
+})

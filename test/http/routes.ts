@@ -6,7 +6,7 @@
 import type { z } from 'zod'
 import { BlockerResolve, FileAcquire, FileHeartbeat, FileRelease, FileRetryWait } from '../../src-main/http/dialect-files'
 import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/http/dialect-pull'
-import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitJob } from '../../src-main/http/dialect-queue'
+import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitBatch, SubmitJob } from '../../src-main/http/dialect-queue'
 import { WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-main/http/dialect-worker'
 import { createHttpApp, type HttpDependencies } from '../../src-main/http/server'
 import { CapacityChange } from '../../src-main/http/system'
@@ -55,6 +55,7 @@ export const BODY_ROUTES: BodyRoute[] = [
   { method: 'POST', path: '/api/system/scheduler/leases/:lease_id/heartbeat', schema: PullHeartbeat },
   { method: 'POST', path: '/api/system/scheduler/leases/:lease_id/complete', schema: PullComplete },
   { method: 'POST', path: '/api/scheduler/jobs/submit', schema: SubmitJob },
+  { method: 'POST', path: '/api/scheduler/jobs/submit-batch', schema: SubmitBatch },
   { method: 'POST', path: '/api/scheduler/jobs/claim', schema: ClaimJobs },
   { method: 'POST', path: '/api/scheduler/jobs/:job_id/status', schema: StatusUpdate },
   { method: 'POST', path: '/api/scheduler/jobs/:job_id/cancel', schema: CancelJob },
