@@ -53,11 +53,17 @@ export class IpcTransport implements WorkerTransport {
 
   async claim(request: IpcParams<'claim'>, signal: AbortSignal): Promise<Claim | null> {
     // The host ends a waiting claim when it drains us; an abort here only stops waiting for it.
-    const answer = (await Promise.race([
-      this.call('claim', request),
-      new Promise((resolve) => signal.addEventListener('abort', () => resolve({ claimed: false }), { once: true })),
-    ])) as { claimed: boolean }
-    return answer.claimed ? (answer as unknown as Claim) : null
+    // The signal lives as long as the worker: the listener goes with the claim, or every claim
+    // would leave one behind (a MaxListenersExceededWarning, and each abort slower to dispatch).
+    let stopWaiting = () => {}
+    const aborted = new Promise<{ claimed: false }>((resolve) => (stopWaiting = () => resolve({ claimed: false })))
+    signal.addEventListener('abort', stopWaiting, { once: true })
+    try {
+      const answer = (await Promise.race([this.call('claim', request), aborted])) as { claimed: boolean }
+      return answer.claimed ? (answer as unknown as Claim) : null
+    } finally {
+      signal.removeEventListener('abort', stopWaiting)
+    }
   }
 
   async heartbeat(request: IpcParams<'heartbeat'>): Promise<HeartbeatAnswer> {

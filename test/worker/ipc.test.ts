@@ -3,6 +3,7 @@
  * both ends of it without processes: the host's answers (answerWorkerRequest) and supervisor,
  * and the worker's IpcTransport. Plus the heartbeat jitter.
  */
+import { getEventListeners } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { ClaimWaiters } from '../../src-main/claim-waiters'
 import { ClockWaiters } from '../../src-main/clock-waiters'
@@ -281,6 +282,40 @@ describe('the worker end (IpcTransport)', () => {
     expect(commands).toEqual([{ type: 'drain', grace_ms: 5 }])
     transport.close()
     await expect(transport.heartbeat(ref)).rejects.toThrow('transport closed')
+  })
+})
+
+describe('the worker end over a long life (IpcTransport.claim)', () => {
+  test('a claim removes its abort listener when it ends: 20,000 claims leave the long-lived signal as they found it', async () => {
+    // A fake parent port in this process: it answers every claim at once, "nothing to claim"
+    // except every 1000th, which gets a job.
+    let listener: (message: unknown) => void = () => {}
+    const port: IpcChannel = {
+      send: (m) => {
+        const { id } = m as IpcRequest
+        const result = id % 1000 === 0 ? { claimed: true, job_id: `j${id}` } : { claimed: false }
+        queueMicrotask(() => listener({ type: 'response', id, result }))
+      },
+      onMessage: (l) => (listener = l),
+    }
+    const transport = new IpcTransport(port)
+    const stop = new AbortController()
+    const request = { worker_id: 'w', streams: ['default'], max_wait_ms: 20_000 }
+    const before = getEventListeners(stop.signal, 'abort').length
+    let claimed = 0
+    for (let i = 0; i < 20_000; i++) {
+      if (await transport.claim(request, stop.signal)) claimed++
+    }
+    expect(claimed).toBe(20)
+    expect(getEventListeners(stop.signal, 'abort').length).toBe(before)
+
+    // One waiting claim holds one listener, and an abort still ends it (the host's answer is not awaited).
+    const silent = new IpcTransport({ send: () => {}, onMessage: () => {} })
+    const waiting = silent.claim(request, stop.signal)
+    expect(getEventListeners(stop.signal, 'abort').length).toBe(before + 1)
+    stop.abort()
+    await expect(waiting).resolves.toBeNull()
+    expect(getEventListeners(stop.signal, 'abort').length).toBe(before)
   })
 })
 
