@@ -69,12 +69,13 @@ export class WorkerPool {
       const parsed = FromWorker.safeParse(raw)
       if (!parsed.success) return log(`leasehold: ignored a malformed message from ${workerId}`)
       const message = parsed.data
+      // Every message is a sign of life, heartbeats above all: a worker on a long job says little else.
+      directory.touch(workerId)
+      if (message.type === 'job') return // a sign of life, no more: the jobs it runs are read from its leases
       if (message.type === 'ready') {
         ready = true
         clearTimeout(readyTimer)
         directory.update(workerId, { state: 'ready' })
-      } else if (message.type === 'job') {
-        directory.update(workerId, {})
       } else if (!ready && message.method !== 'report') {
         // Not started properly: no work for it, whatever it asks. (It may report what went
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)

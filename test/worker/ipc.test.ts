@@ -7,6 +7,7 @@ import { getEventListeners } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { ClaimWaiters } from '../../src-main/claim-waiters'
 import { ClockWaiters } from '../../src-main/clock-waiters'
+import { SECOND } from '../../src-main/engine/clock'
 import { answerWorkerRequest, type IpcHostDeps } from '../../src-main/pool/ipc-host'
 import type { WorkerProcess } from '../../src-main/pool/spawn'
 import { WorkerPool } from '../../src-main/pool/supervisor'
@@ -16,7 +17,7 @@ import { jitter } from '../../src-worker/runtime'
 import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport-http'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
-import { aJob, setup } from '../helpers/engine'
+import { aJob, setup, T0 } from '../helpers/engine'
 
 describe('the message registry', () => {
   const good: unknown[] = [
@@ -198,16 +199,18 @@ describe('the supervisor checks what a worker process sends', () => {
     pool = null
   })
 
-  test('malformed messages are ignored (and logged); before "ready" only a report is answered', async () => {
+  /** A pool of one fake process on a fresh engine; `answered(n)` waits for the n-th message to the worker. */
+  function onePool() {
     const { engine, clock } = setup()
     const lines: string[] = []
     const processes: FakeProcess[] = []
+    const directory = new WorkerDirectory(() => clock.now())
     let env: Record<string, string> = {}
     pool = new WorkerPool({
       engine,
       waiters: new ClaimWaiters(engine),
       clockWaiters: new ClockWaiters(clock),
-      directory: new WorkerDirectory(() => clock.now()),
+      directory,
       size: 1,
       spawn: (e) => {
         env = e
@@ -219,12 +222,17 @@ describe('the supervisor checks what a worker process sends', () => {
       workerEnv: { LEASEHOLD_WORKER_EXEC_ALLOW: '' },
     })
     pool.start()
-    expect(env.LEASEHOLD_WORKER_ID).toBe('local-1.1')
     const worker = processes[0]!
     const answered = async (n: number) => {
       for (let i = 0; i < 50 && worker.sent.length < n; i++) await new Promise((r) => setTimeout(r, 5))
       return worker.sent as IpcResponse[]
     }
+    return { engine, clock, directory, lines, env, worker, answered }
+  }
+
+  test('malformed messages are ignored (and logged); before "ready" only a report is answered', async () => {
+    const { engine, lines, env, worker, answered } = onePool()
+    expect(env.LEASEHOLD_WORKER_ID).toBe('local-1.1')
 
     worker.emit({ type: 'request', id: 1, method: 'steal', params: {} })
     worker.emit('hello')
@@ -243,6 +251,36 @@ describe('the supervisor checks what a worker process sends', () => {
     worker.emit({ type: 'ready', worker_id: 'local-1.1', types: ['sleep'] })
     worker.emit({ type: 'request', id: 4, method: 'claim', params: { worker_id: 'local-1.1', streams: ['default'], max_wait_ms: 0 } })
     expect((await answered(3))[2]).toMatchObject({ type: 'response', id: 4, result: { claimed: true } })
+  })
+
+  test('a local worker on a long job is busy with that job, and its heartbeats keep it last seen now', async () => {
+    const { engine, clock, directory, worker, answered } = onePool()
+    const me = 'local-1.1'
+    const view = () => directory.list(engine).find((w) => w.worker_id === me)!
+    worker.emit({ type: 'ready', worker_id: me, types: ['sleep'] })
+    expect(view()).toMatchObject({ state: 'ready', current_job_ids: [], last_seen_at: T0 })
+
+    const { job } = engine.submit(aJob())
+    clock.advance(5 * SECOND)
+    worker.emit({ type: 'request', id: 1, method: 'claim', params: { worker_id: me, streams: ['default'], max_wait_ms: 0 } })
+    const claim = (await answered(1))[0]!.result as { job_id: string; attempt_id: string; lease_token: string }
+    expect(claim.job_id).toBe(job.id)
+    worker.emit({ type: 'job', job_id: job.id })
+    expect(view()).toMatchObject({ state: 'busy', current_job_ids: [job.id], last_seen_at: T0 + 5 * SECOND })
+
+    // Three minutes of a job that sends nothing but heartbeats (every 10 s, the default TTL's third).
+    const ref = { worker_id: me, job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token }
+    for (let beat = 1; beat <= 18; beat++) {
+      clock.advance(10 * SECOND)
+      worker.emit({ type: 'request', id: 1 + beat, method: 'heartbeat', params: ref })
+      expect(view()).toMatchObject({ state: 'busy', current_job_ids: [job.id], last_seen_at: clock.now() })
+    }
+    expect((await answered(19))[18]).toMatchObject({ id: 19, result: { cancel_requested: false } })
+
+    clock.advance(SECOND)
+    worker.emit({ type: 'request', id: 20, method: 'complete', params: { ...ref, result: null } })
+    await answered(20)
+    expect(view()).toMatchObject({ state: 'ready', current_job_ids: [], last_seen_at: clock.now() })
   })
 })
 
