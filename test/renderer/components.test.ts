@@ -6,10 +6,12 @@ import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
+import WorkersView from '../../src-renderer/components/WorkersView.svelte'
 import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
+import { WorkersState } from '../../src-renderer/lib/workers.svelte'
 import { event, fakeFetch, iso, job, SECOND, T0 } from './support'
 
 const mounted: ReturnType<typeof mount>[] = []
@@ -230,4 +232,23 @@ test('the token form hands over the typed token', () => {
   flushSync()
   el.querySelector('form')!.requestSubmit()
   expect(tokens).toEqual(['abc'])
+})
+
+test('a busy worker shows its jobs by the end of their ids (jobs of one minute share the start), each a link with the whole id on hover', () => {
+  const ids = ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb11cc']
+  const workers = new WorkersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch({}).fetcher))
+  workers.workers = [
+    { worker_id: 'local-1.1', kind: 'local', pid: 4242, state: 'busy', current_job_ids: ids, last_seen_at: iso(T0), started_at: iso(T0 - 600 * SECOND), restarts: 0 },
+    { worker_id: 'local-2.1', kind: 'local', pid: 4243, state: 'ready', current_job_ids: [], last_seen_at: iso(T0), started_at: iso(T0 - 600 * SECOND), restarts: 0 },
+  ]
+  workers.loaded = true
+  const el = render(WorkersView, { workers, now: T0 + 2 * SECOND })
+  const busy = el.querySelector('tr[data-worker="local-1.1"]')!
+  const links = [...busy.querySelectorAll('a')]
+  expect(links.map((a) => a.textContent)).toEqual(['…81c03f9a', '…00bb11cc'])
+  expect(links.map((a) => a.getAttribute('href'))).toEqual(ids.map((id) => `#/jobs/${id}`))
+  expect(links.map((a) => a.getAttribute('title'))).toEqual(ids)
+  expect(text(busy)).toContain('busy')
+  expect(text(busy)).toContain('2 s ago')
+  expect(text(el.querySelector('tr[data-worker="local-2.1"]'))).toContain('idle')
 })

@@ -3,6 +3,9 @@ import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capaci
 import { pointCount } from '../../src-renderer/lib/charts.svelte'
 import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
+import { shortId } from '../../src-renderer/lib/short-id'
+import { shortId as cliShortId } from '../../src-main/commands/http-client'
+import { newId } from '../../src-main/engine/ids'
 
 const T0 = Date.UTC(2026, 0, 1)
 const SECOND = 1000
@@ -79,4 +82,24 @@ test('routes in the fragment', () => {
   expect(parseRoute('#/jobs/abc-1')).toEqual({ view: 'job', jobId: 'abc-1' })
   expect(parseRoute('#/nonsense')).toEqual({ view: 'overview', jobId: null })
   expect(hrefOf({ view: 'job', jobId: 'a b' })).toBe('#/jobs/a%20b')
+})
+
+describe('short job ids', () => {
+  test('the last 8 characters, so ids made in the same millisecond still read apart', () => {
+    const ids = Array.from({ length: 50 }, () => newId())
+    expect(new Set(ids.map((id) => id.slice(0, 8))).size).toBeLessThanOrEqual(2) // the time part: all alike
+    const shown = ids.map(shortId)
+    expect(new Set(shown).size).toBe(50)
+    expect(shortId('0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a')).toBe('…81c03f9a')
+  })
+
+  test('an id too short to shorten shows whole', () => {
+    expect(shortId('job-1')).toBe('job-1')
+    expect(shortId('123456789')).toBe('123456789')
+    expect(shortId('1234567890')).toBe('…34567890')
+  })
+
+  test('the command line shortens the same way as the dashboard', () => {
+    for (const id of ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', 'job-1', '123456789', '1234567890', newId()]) expect(cliShortId(id)).toBe(shortId(id))
+  })
 })
