@@ -115,6 +115,29 @@ test('the job page lists the attempts the host reports, each with worker, times,
   expect(text(el.querySelector('[data-testid="timeline"]'))).toContain('LEASE_GRANTED')
 })
 
+test("a failed job's page shows its stack line by line, and times in the timeline as clock times, not epoch milliseconds", async () => {
+  const stack = ['Error: disk on fire', ...Array.from({ length: 30 }, (_, i) => `    at step${i} (/very/long/path/${'x'.repeat(120)}/module${i}.mjs:${i}:7)`)].join('\n')
+  const expires = T0 + 35 * SECOND
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'FAILED', attempts: 1 }), result: { status: 'FAILED', result_data: null, error: { code: 'E_FIRE', message: 'disk on fire', stack } } },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': {
+      events: [event('LEASE_GRANTED', { entity_type: 'LEASE', entity_id: 'lease-1', data: { attempt: 1, worker_id: 'local-1.1', expires_at: expires, fence: 3 } })],
+    },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 + 40 * SECOND })
+  const shown = el.querySelector('[data-testid="job-error"]')!.textContent!
+  expect(shown).toContain('"code": "E_FIRE"')
+  expect(shown).not.toContain('\\n') // the stack is not squeezed into a JSON string
+  expect(shown.split('\n')).toEqual(expect.arrayContaining(stack.split('\n')))
+  const timeline = text(el.querySelector('[data-testid="timeline"]'))!
+  expect(timeline).not.toContain(String(expires))
+  expect(timeline).toContain(`expires_at=${new Date(expires).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })}`)
+  expect(timeline).toContain('fence=3')
+})
+
 test('a job not run yet has no attempts', async () => {
   const { fetcher } = fakeFetch({
     'GET /api/scheduler/jobs/job-1': { job: job(), result: null },
@@ -161,7 +184,7 @@ test('the capacity panel shows the figures and sends a manual busy rating', asyn
   expect(figure('busy-label')).toBe('8 (manual)')
 })
 
-test('an open blocker offers retry, force release and cancel, each with the note', () => {
+test('an open blocker offers retry, force release and cancel, each with the note; force release asks first', () => {
   const blocker: Blocker = {
     blocker_id: 'b1',
     file: '/data/a.txt',
@@ -187,9 +210,21 @@ test('an open blocker offers retry, force release and cancel, each with the note
   note.value = 'done soon'
   note.dispatchEvent(new Event('input', { bubbles: true }))
   flushSync()
-  for (const label of ['Retry', 'Force release', 'Cancel job']) {
+  const click = (label: string) => {
     ;[...el.querySelectorAll('button')].find((b) => b.textContent === label)!.click()
+    flushSync()
   }
+  click('Retry')
+  click('Force release')
+  expect(answers).toEqual([['retry', 'done soon']]) // not yet: it asks
+  const ask = el.querySelector('[data-testid="confirm-force"]')
+  expect(text(ask)).toContain('Take /data/a.txt from job:h?')
+  click("Keep the holder's lease")
+  expect(el.querySelector('[data-testid="confirm-force"]')).toBeNull()
+  click('Force release')
+  click('Yes, force release')
+  expect(el.querySelector('[data-testid="confirm-force"]')).toBeNull()
+  click('Cancel job')
   expect(answers).toEqual([
     ['retry', 'done soon'],
     ['force_release', 'done soon'],

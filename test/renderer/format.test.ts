@@ -4,6 +4,8 @@ import { pointCount } from '../../src-renderer/lib/charts.svelte'
 import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
 import { shortId } from '../../src-renderer/lib/short-id'
+import { eventPairs } from '../../src-renderer/lib/event-text'
+import { errorText } from '../../src-renderer/lib/attempts'
 import { shortId as cliShortId } from '../../src-main/commands/http-client'
 import { newId } from '../../src-main/engine/ids'
 
@@ -101,5 +103,29 @@ describe('short job ids', () => {
 
   test('the command line shortens the same way as the dashboard', () => {
     for (const id of ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', 'job-1', '123456789', '1234567890', newId()]) expect(cliShortId(id)).toBe(shortId(id))
+  })
+})
+
+describe("an event's data on the timeline", () => {
+  const clock = (at: number) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })
+
+  test('times (fields named …_at, epoch ms or ISO) show as clock times; other numbers stay numbers', () => {
+    const data = { expires_at: T0 + 35 * SECOND, retry_at: new Date(T0 + 180 * SECOND).toISOString(), fence: 1795668613865, ttl_s: 30 }
+    expect(eventPairs(data, T0)).toBe(`expires_at=${clock(T0 + 35 * SECOND)}  retry_at=${clock(T0 + 180 * SECOND)}  fence=1795668613865  ttl_s=30`)
+  })
+
+  test('a time on another day carries its date; a missing or unreadable time is shown as it is', () => {
+    expect(eventPairs({ next_retry_at: T0 + 26 * 3600 * SECOND }, T0)).toMatch(/^next_retry_at=\S+ \d+ \d\d:\d\d:\d\d$/)
+    expect(eventPairs({ released_at: null, acquired_at: 'soon', holder: { owner_id: 'w' } }, T0)).toBe('released_at=null  acquired_at=soon  holder={"owner_id":"w"}')
+    expect(eventPairs(null, T0)).toBe('')
+  })
+})
+
+describe("a job's error", () => {
+  test('its fields as JSON, then its stack as the lines it is', () => {
+    expect(errorText({ code: 'E', message: 'boom', stack: 'Error: boom\n    at f (a.mjs:1:1)' })).toBe('{\n  "code": "E",\n  "message": "boom"\n}\n\nError: boom\n    at f (a.mjs:1:1)')
+    expect(errorText({ code: 'E', message: 'boom' })).toBe('{\n  "code": "E",\n  "message": "boom"\n}')
+    expect(errorText('plain words')).toBe('plain words')
+    expect(errorText(['a'])).toBe('[\n  "a"\n]')
   })
 })
