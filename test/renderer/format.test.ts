@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
-import { pointCount } from '../../src-renderer/lib/charts.svelte'
+import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
 import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
 import { shortId } from '../../src-renderer/lib/short-id'
@@ -127,5 +127,28 @@ describe("a job's error", () => {
     expect(errorText({ code: 'E', message: 'boom' })).toBe('{\n  "code": "E",\n  "message": "boom"\n}')
     expect(errorText('plain words')).toBe('plain words')
     expect(errorText(['a'])).toBe('[\n  "a"\n]')
+  })
+})
+
+describe('what a chart draws', () => {
+  const series = (since: number | null) => ({
+    metric: 'jobs_queued' as const,
+    bucket: '1m' as const,
+    range: '1h' as const,
+    since: since === null ? null : new Date(since).toISOString(),
+    points: Array.from({ length: 5 }, (_, i) => ({ ts: new Date(T0 + i * MINUTE).toISOString(), value: i === 4 ? 3 : 0 })),
+  })
+
+  test('no value for the buckets that ended before the history began: a gap, not zeros; the axis keeps the whole range', () => {
+    const drawn = chartSeries(series(T0 + 2 * MINUTE + 10 * SECOND))
+    expect(drawn.xs).toEqual([0, 1, 2, 3, 4].map((i) => (T0 + i * MINUTE) / 1000))
+    expect(drawn.ys).toEqual([null, null, 0, 0, 3]) // the bucket that holds the start is drawn, its zeros real
+  })
+
+  test('a history older than the range draws every bucket; no history yet draws none', () => {
+    expect(chartSeries(series(T0 - 7 * 24 * 60 * MINUTE)).ys).toEqual([0, 0, 0, 0, 3])
+    expect(chartSeries(series(T0 + 4 * MINUTE)).ys).toEqual([null, null, null, null, 3])
+    expect(chartSeries(series(null)).ys).toEqual([null, null, null, null, null])
+    expect(chartSeries(undefined)).toEqual({ xs: [], ys: [] })
   })
 })
