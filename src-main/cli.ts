@@ -1,3 +1,5 @@
+import { resolve } from 'node:path'
+import { dashboardLink } from './client-config'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
@@ -35,7 +37,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     return 0
   }
   const helps: Record<string, () => string> = {
-    serve: serveHelp,
+    serve: () => serveHelp(env),
     worker: () => WORKER_HELP,
     submit: () => SUBMIT_HELP,
     jobs: () => JOBS_HELP,
@@ -67,8 +69,10 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // start in about half the time without it.
   const [{ startHost }, { DatabaseOpenError }] = await Promise.all([import('./host'), import('./db/open')])
   let host
+  let config
   try {
-    host = await startHost(parseServeArgs(argv, env))
+    config = parseServeArgs(argv, env)
+    host = await startHost(config)
   } catch (error) {
     if (error instanceof DatabaseOpenError) {
       console.error(`leasehold: ${error.message}`)
@@ -76,7 +80,10 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     }
     return reportStartError(error)
   }
+  // The first line is what scripts wait for; the link is how a person gets into the dashboard.
   console.log(`leasehold listening on ${host.url}`)
+  console.log(`  data dir   ${resolve(config.dataDir)}`)
+  console.log(`  dashboard  ${dashboardLink(host.url, host.token)}`)
   const running = host
   return new Promise<number>((resolve) => {
     const shutdown = (signal: string) => {

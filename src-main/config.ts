@@ -98,10 +98,12 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
 ]
 
-export function serveHelp(): string {
+export function serveHelp(env: NodeJS.ProcessEnv = process.env): string {
   const rows = SERVE_FLAGS.map((f) => {
     const left = `  --${f.name} ${f.value}`
-    const dflt = f.default ? ` [${f.default}]` : ''
+    // The data dir's default depends on the platform and the environment: show this machine's.
+    const fallback = f.name === 'data-dir' ? defaultDataDir(env) : f.default
+    const dflt = fallback ? ` [${fallback}]` : ''
     return `${left.padEnd(30)}${f.help}${dflt}\n${' '.repeat(30)}env ${f.env}`
   })
   return ['Usage: leasehold serve [flags]', '', 'Runs the Leasehold host without a window: the HTTP API and the scheduler.', '', 'Flags:', ...rows, '  -h, --help'].join('\n')

@@ -6,7 +6,10 @@ export interface WorkerInfo {
   kind: 'local' | 'external'
   /** Local workers: the process id. */
   pid: number | null
-  /** starting, ready, draining or exited (local); active (external). */
+  /**
+   * Local: starting, ready (idle), busy (ready and holding a lease) or draining. External:
+   * active, or busy while it holds a lease.
+   */
   state: string
   current_job_ids: string[]
   last_seen_at: number
@@ -26,9 +29,17 @@ export class WorkerDirectory {
 
   /** An external worker made a call. */
   seen(workerId: string): void {
+    if (!this.touch(workerId)) this.update(workerId, { kind: 'external', state: 'active' })
+  }
+
+  /**
+   * A known worker said something (a claim, a heartbeat, a notice): it was alive just now.
+   * False for a worker this directory does not know (a local one that has already exited).
+   */
+  touch(workerId: string): boolean {
     const known = this.workers.get(workerId)
     if (known) known.last_seen_at = this.now()
-    else this.update(workerId, { kind: 'external', state: 'active' })
+    return known !== undefined
   }
 
   update(workerId: string, changes: Partial<Omit<WorkerInfo, 'worker_id'>>): void {
@@ -50,9 +61,15 @@ export class WorkerDirectory {
     this.workers.delete(workerId)
   }
 
-  /** Every known worker with the jobs it holds leases on now. */
+  /** Every known worker with the jobs it holds leases on now; one that holds any is busy. */
   list(engine: Engine): WorkerInfo[] {
     const leases = engine.activeLeasesByWorker()
-    return [...this.workers.values()].map((w) => ({ ...w, current_job_ids: leases.get(w.worker_id) ?? [] }))
+    return [...this.workers.values()].map((w) => {
+      const jobs = leases.get(w.worker_id) ?? []
+      return { ...w, state: workingState(w.state, jobs.length), current_job_ids: jobs }
+    })
   }
 }
+
+/** A worker that may take work (ready, active) and holds a lease is busy; starting and draining stay as they are. */
+const workingState = (state: string, leases: number): string => (leases > 0 && (state === 'ready' || state === 'active') ? 'busy' : state)

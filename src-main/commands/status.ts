@@ -1,6 +1,6 @@
 import type { CapacityFigures } from '../engine/capacity'
 import { resolveClientTarget } from '../client-config'
-import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
+import { callHost, parseFlags, shortId, table, TARGET_HELP } from './http-client'
 
 export const STATUS_HELP = `Usage: leasehold status [flags]
 
@@ -8,7 +8,8 @@ Shows the host at a glance: capacity (total units, the busy rating and whether i
 or set, usable, leased and available units), how many leases are active, the workers, and the
 open blockers (jobs halted on a held file, waiting for an operator). Jobs that cost more than
 the total capacity (it was lowered below their cost) are reported: they cannot run until it is
-raised again.
+raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
+\`leasehold jobs\` lists whole; --json has every id.
 
 Flags:
   --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers} as JSON
@@ -90,7 +91,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
       w.worker_id,
       w.kind,
       w.state,
-      w.current_job_ids.length > 0 ? w.current_job_ids.join(',') : '-',
+      w.current_job_ids.length > 0 ? w.current_job_ids.map(shortId).join(',') : '-',
       w.last_seen_at ?? '-',
     ])
     lines.push(indent(table(['ID', 'KIND', 'STATE', 'JOBS', 'LAST SEEN'], rows)))
@@ -100,8 +101,8 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     const rows = blockers.blockers.map((b) => [
       b.blocker_id,
       b.file,
-      `${b.holder.owner_id}${b.holder.job_id ? ` (job ${b.holder.job_id})` : ''} for ${b.age_s} s`,
-      b.requester.job_id ?? b.requester.owner_id,
+      `${b.holder.owner_id}${b.holder.job_id ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s`,
+      b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
     ])
     lines.push(indent(table(['ID', 'FILE', 'HELD BY', 'HALTED'], rows)))
   }

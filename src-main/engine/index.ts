@@ -166,4 +166,6 @@ export class Engine {
   snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
   sampleStats = () => stats.sampleStats(this.ctx, this.capacity)
   timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range) => stats.timeseries(this.ctx, metric, bucket, range)
+  /** When the stats history starts (first sample or event), or null: the time series know no earlier time. */
+  seriesStart = (): number | null => stats.seriesStart(this.ctx)
 }

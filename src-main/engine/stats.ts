@@ -114,6 +114,17 @@ export interface TimeseriesPoint {
 }
 
 /**
+ * When this database's history starts: its first stats sample or its first event, whichever
+ * came first; null before either. A series answers 0 for every bucket before it as for any
+ * empty bucket, so a chart uses this to leave out the time before the host existed.
+ */
+export function seriesStart(ctx: EngineContext): number | null {
+  const sample = ctx.one<{ ts: number | null }>('SELECT MIN(ts) AS ts FROM stats_samples')?.ts ?? null
+  const event = ctx.one<{ ts: number }>('SELECT ts FROM events ORDER BY id LIMIT 1')?.ts ?? null
+  return sample === null ? event : event === null ? sample : Math.min(sample, event)
+}
+
+/**
  * Every bucket of the range, oldest first, the last one holding now; gauges are the mean of the
  * samples in a bucket and counts the number of events, 0 where a bucket has none. Read from
  * SQLite, so the series survive restarts.

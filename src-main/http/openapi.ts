@@ -97,7 +97,7 @@ export function openApiDocument(version: string) {
     [`${QUEUE_PREFIX}/lease/{lease_id}/release`]: { post: withPath(post('Release the lease; final for the job', LeaseRelease, '{lease, job, result}', [403, 404, 409]), 'lease_id') },
     [`${QUEUE_PREFIX}/lease/{lease_id}`]: { get: withPath(get('A lease', '{lease}', [404]), 'lease_id') },
     [`${QUEUE_PREFIX}/stats/snapshot`]: { get: get('Capacity, job and lease counts now', 'snapshot') },
-    [`${QUEUE_PREFIX}/stats/timeseries`]: { get: get('A metric per bucket over a range, from SQLite', '{metric, bucket, range, points}', [400], Timeseries) },
+    [`${QUEUE_PREFIX}/stats/timeseries`]: { get: get('A metric per bucket over a range, from SQLite', '{metric, bucket, range, since, points}', [400], Timeseries) },
     // Dialect 003: worker
     [`${WORKER_PREFIX}/claim`]: { post: post('Long-poll claim: lease + attempt + token', WorkerClaim, '{claimed, …}') },
     [`${WORKER_PREFIX}/heartbeat`]: { post: post('Extend the lease named by its token', WorkerHeartbeat, '{ok, lease_expires_at, cancel_requested}', [403, 404, 409]) },

@@ -69,16 +69,18 @@ export class WorkerPool {
       const parsed = FromWorker.safeParse(raw)
       if (!parsed.success) return log(`leasehold: ignored a malformed message from ${workerId}`)
       const message = parsed.data
+      // Every message is a sign of life, heartbeats above all: a worker on a long job says little else.
+      directory.touch(workerId)
       if (message.type === 'ready') {
         ready = true
         clearTimeout(readyTimer)
-        directory.update(workerId, { state: 'ready' })
+        // A utility process has its pid only once it has spawned: by now it has.
+        directory.update(workerId, { state: 'ready', pid: worker.pid })
       } else if (!ready && message.method !== 'report') {
         // Not started properly: no work for it, whatever it asks. (It may report what went
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
         worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
-        directory.update(workerId, {}) // every request is a sign of life
         void answerWorkerRequest(this.options, workerId, message, gone.signal).then((response) => worker.send(response))
       }
     })
@@ -88,7 +90,13 @@ export class WorkerPool {
     worker.onExit((code) => {
       clearTimeout(readyTimer)
       gone.abort()
-      const expired = this.options.engine.expireLeasesOfWorker(workerId)
+      let expired = 0
+      try {
+        expired = this.options.engine.expireLeasesOfWorker(workerId)
+      } catch (error) {
+        // A full disk, say: the reaper expires them on its next tick that can write.
+        log(`leasehold: the leases of ${workerId} could not be expired now (${(error as Error).message}); the reaper will`)
+      }
       directory.forget(workerId)
       this.exits.delete(workerId)
       exited()

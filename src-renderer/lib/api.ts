@@ -158,6 +158,8 @@ export interface Timeseries {
   metric: Metric
   bucket: Bucket
   range: Range
+  /** Where the host's history starts (its first sample or event); null before either. Buckets before it are 0 by contract. */
+  since: string | null
   points: { ts: string; value: number }[]
 }
 

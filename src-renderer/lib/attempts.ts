@@ -25,6 +25,17 @@ export function attemptError(error: unknown): AttemptError | null {
   return { code: null, message: JSON.stringify(error) }
 }
 
+/**
+ * A job's error for the page, whole: its fields as JSON, and a stack (which JSON would squeeze
+ * into one line of `\n`s) after them as the lines it is.
+ */
+export function errorText(error: unknown): string {
+  if (typeof error !== 'object' || error === null || Array.isArray(error)) return typeof error === 'string' ? error : JSON.stringify(error, null, 2)
+  const { stack, ...fields } = error as Record<string, unknown>
+  const json = JSON.stringify(typeof stack === 'string' ? fields : error, null, 2)
+  return typeof stack === 'string' && stack !== '' ? `${json}\n\n${stack}` : json
+}
+
 const DISPOSITIONS: Record<string, string> = {
   REQUEUED: 'requeued',
   DEAD_LETTERED: 'dead-lettered',

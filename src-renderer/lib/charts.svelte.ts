@@ -4,6 +4,29 @@ import { describeError, METRICS, type ApiClient, type Bucket, type Metric, type 
 const MINUTES: Record<Range | Bucket, number> = { '1m': 1, '5m': 5, '15m': 15, '1h': 60, '6h': 360, '24h': 1440, '7d': 10080 }
 export const pointCount = (range: Range, bucket: Bucket): number => Math.ceil(MINUTES[range] / MINUTES[bucket])
 
+/** A series as a chart draws it: bucket starts in seconds (uPlot's unit) and values. */
+export interface ChartSeries {
+  xs: number[]
+  /** Null where nothing is drawn: a gap, not a zero. */
+  ys: (number | null)[]
+}
+
+/**
+ * What a chart draws of a series: every bucket of the range on the time axis, but no value for
+ * the buckets that ended before the host's history began (`since`). The host answers 0 for those
+ * as for any empty bucket, and a line of zeros would claim that nothing ran then, when nothing
+ * was there to run it. Before any history at all (`since` null), nothing is drawn.
+ */
+export function chartSeries(series: Timeseries | undefined): ChartSeries {
+  const points = series?.points ?? []
+  const bucketMs = series ? MINUTES[series.bucket] * 60_000 : 0
+  const since = series?.since ? Date.parse(series.since) : null
+  return {
+    xs: points.map((p) => Date.parse(p.ts) / 1000),
+    ys: points.map((p) => (since !== null && Date.parse(p.ts) + bucketMs > since ? p.value : null)),
+  }
+}
+
 /** The time series of GET /api/scheduler/stats/timeseries, one per metric, for one range and bucket. */
 export class ChartsState {
   range = $state<Range>('1h')

@@ -326,7 +326,7 @@ describe('leasehold status', async () => {
       expect(busy.stdout).toContain('leased 1, available 19')
       expect(busy.stdout).toMatch(/leases {4}1 active/)
       expect(busy.stdout).toMatch(/blockers {2}1 open/)
-      expect(busy.stdout).toMatch(new RegExp(`${blocker.id}\\s+${file}\\s+holder-worker \\(job ${holder.job.id}\\) for`))
+      expect(busy.stdout).toMatch(new RegExp(`${blocker.id}\\s+${file}\\s+holder-worker \\(job …${holder.job.id.slice(-8)}\\) for`))
 
       const json = JSON.parse((await cli(['status', '--json'])).stdout) as {
         capacity: Record<string, unknown>
@@ -364,6 +364,30 @@ describe('leasehold status', async () => {
       host.engine.setCapacity({ total_units: 100 })
     }
     expect((await cli(['status'])).stdout).not.toContain('warning')
+  })
+})
+
+describe('leasehold status names jobs by the end of their ids', async () => {
+  test("a busy worker's jobs show as the last 8 characters of their ids, the part that tells jobs of one minute apart", async () => {
+    const claim = async () => {
+      const res = await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-status', streams: ['status-ids'], max_wait_ms: 0 } })
+      return (await res.json()) as { job_id: string; attempt_id: string; lease_token: string }
+    }
+    host.engine.submit({ job_type: 'status-ids', cost_units: 1, queue: 'status-ids' })
+    host.engine.submit({ job_type: 'status-ids', cost_units: 1, queue: 'status-ids' })
+    const claims = [await claim(), await claim()]
+    try {
+      const result = await cli(['status'])
+      expect(result.status).toBe(0)
+      const row = lines(result.stdout).find((line) => line.includes('ext-status'))!
+      expect(row).toMatch(/ext-status\s+external\s+busy\s+…[0-9a-f]{8},…[0-9a-f]{8}\s/)
+      for (const { job_id } of claims) {
+        expect(row).toContain(`…${job_id.slice(-8)}`)
+        expect(row).not.toContain(job_id)
+      }
+    } finally {
+      for (const c of claims) host.engine.complete({ worker_id: 'ext-status', job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token })
+    }
   })
 })
 

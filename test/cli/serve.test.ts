@@ -3,7 +3,7 @@ import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { SERVE_FLAGS } from '../../src-main/config'
+import { defaultDataDir, SERVE_FLAGS } from '../../src-main/config'
 import { tempDir } from '../helpers/host'
 import { runCli, startServe } from '../helpers/process'
 
@@ -44,6 +44,13 @@ describe('leasehold command line', () => {
     expect(result.stderr).toContain(name)
   })
 
+  test('serve --help shows where the data dir is by default on this machine', () => {
+    const env = { XDG_CONFIG_HOME: '/somewhere/config' }
+    const serve = runCli(['serve', '--help'], env)
+    expect(serve.stdout).toMatch(/--data-dir PATH +where the database and token live \[(.+)\]\n/)
+    expect(/--data-dir .*\[(.+)\]\n/.exec(serve.stdout)![1]).toBe(defaultDataDir({ ...process.env, ...env }))
+  })
+
   test('a bad LEASEHOLD_* variable is named the same way', () => {
     const result = runCli(['serve', '--data-dir', dataDir()], { LEASEHOLD_PORT: '99999' })
     expect(result.status).toBe(2)
@@ -62,6 +69,10 @@ describe('leasehold serve', () => {
     const dir = dataDir()
     const serve = await startServe(['--data-dir', dir, '--port', '0', '--busy', '0'])
     expect(serve.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    // Then where its data lives and the dashboard's link with the token, as Jupyter prints its own.
+    const token = readFileSync(join(dir, 'token'), 'utf8').trim()
+    await expect.poll(() => serve.stdout()).toContain('dashboard')
+    expect(serve.stdout()).toBe(`leasehold listening on ${serve.url}\n  data dir   ${dir}\n  dashboard  ${serve.url}/#token=${token}\n`)
     const health = await fetch(`${serve.url}/api/health`)
     expect(health.status).toBe(200)
     serve.child.kill('SIGTERM')

@@ -26,6 +26,8 @@ let offset = 0
 let clockTimer: ReturnType<typeof setInterval>
 const clock = new ManualClock(Date.now())
 const pageProblems: string[] = []
+/** Every address the page asked for and did not find (a favicon, a script): there should be none. */
+const notFound: string[] = []
 
 /** Keeps the host's clock at real time plus `offset`. */
 const syncClock = () => clock.set(Date.now() + offset)
@@ -92,6 +94,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
       if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) pageProblems.push(message.text())
     })
     page.on('pageerror', (error) => pageProblems.push(String(error)))
+    page.on('response', (response) => {
+      if (response.status() === 404) notFound.push(response.url())
+    })
     await page.goto(`${host.url}/#token=${host.token}`)
   }, 150_000)
 
@@ -126,6 +131,8 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
 
     await page.click('nav a[href="#/jobs"]')
     for (const id of ids) await page.locator(`tr[data-job="${id}"][data-state="RUNNING"]`).waitFor({ timeout: 5000 })
+    // Made in the same second, the two ids share their start; the table shows their ends.
+    expect(await Promise.all(ids.map((id) => page.locator(`tr[data-job="${id}"] td`).first().textContent()))).toEqual(ids.map((id) => `…${id.slice(-8)}`))
     await shoot('jobs-running')
     for (const id of ids) await page.locator(`tr[data-job="${id}"][data-state="DONE"]`).waitFor({ timeout: 10_000 })
 
@@ -151,6 +158,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await attempts.first().getByTestId('attempt-outcome').textContent()).toBe('SUCCEEDED')
     expect(await attempts.first().getByTestId('attempt-disposition').textContent()).toBe('final')
     expect(await page.getByTestId('timeline').textContent()).toContain('JOB_DONE')
+    // Times in the event data (expires_at=…) read as times, not epoch milliseconds.
+    expect(await page.getByTestId('timeline').textContent()).toMatch(/expires_at=\d\d:\d\d:\d\d/)
+    expect(await page.getByTestId('timeline').textContent()).not.toMatch(/=\d{13}\b/)
     await shoot('job-detail')
   })
 
@@ -253,11 +263,52 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await jobState(id)).toBe('CANCELED')
   })
 
+  test("a failed job's long stack is wrapped inside the page, not cut off at its edge", async () => {
+    const id = await submit({ job_type: 'fails', queue: 'stack', max_attempts: 1 })
+    const claim = await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-1', streams: ['stack'], max_wait_ms: 0 } }))
+    expect(claim.job_id).toBe(id)
+    const frame = (i: number) => `    at frame${i} (/home/someone/projects/a-rather-deep/folder/structure/${'nested/'.repeat(12)}module-${i}.mjs:${i}:13)`
+    const stack = ['Error: the handler gave up', ...Array.from({ length: 25 }, (_, i) => frame(i))].join('\n')
+    const error = { code: 'E_GAVE_UP', message: 'the handler gave up', stack, retryable: false }
+    await json(
+      await host.call('/internal/worker/fail', { method: 'POST', json: { worker_id: 'ext-1', job_id: id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error } }),
+    )
+    await page.goto(`${host.url}/#/jobs/${id}`)
+    const shown = page.getByTestId('job-error')
+    await shown.waitFor()
+    expect(await shown.textContent()).toContain(frame(24))
+    const fits = await shown.evaluate((el) => ({
+      wrapped: el.scrollWidth <= el.clientWidth,
+      inside: el.getBoundingClientRect().right <= document.documentElement.clientWidth,
+      page: document.documentElement.scrollWidth <= document.documentElement.clientWidth,
+    }))
+    expect(fits).toEqual({ wrapped: true, inside: true, page: true })
+    await shoot('job-failed-stack')
+  })
+
   test('workers and charts', async () => {
+    // A local worker on a long job: busy with that job (its id's end), seen at its last heartbeat.
+    const long = await submit({ job_type: 'sleep', payload: { ms: 60_000 } })
     await page.click('nav a[href="#/workers"]')
     await page.locator('[data-testid="workers-local"] tbody tr').nth(1).waitFor()
+    const busy = page.locator(`[data-testid="workers-local"] tr:has(a[href="#/jobs/${long}"])`)
+    await busy.waitFor({ timeout: 10_000 })
+    expect(await busy.locator('a').textContent()).toBe(`…${long.slice(-8)}`)
+    await expect.poll(() => busy.locator('.badge').textContent(), { timeout: 10_000 }).toBe('busy')
+    // Twelve seconds into the job (heartbeats only: no event says the worker is alive), it was
+    // seen at its last heartbeat (every ttl/3 ≈ 3 s; the page reads the workers every 5 s).
+    await until(
+      async () => {
+        const lease = (await json(await host.call('/api/leases'))).leases.find((l: { job_id: string }) => l.job_id === long)
+        return lease && Date.parse(lease.last_heartbeat_at) - Date.parse(lease.granted_at) >= 12_000
+      },
+      20_000,
+      'a heartbeat 12 s into the job',
+    )
+    await expect.poll(() => busy.locator('td').nth(4).textContent(), { timeout: 10_000 }).toMatch(/^(just now|\d s ago)$/)
     expect(await page.locator('[data-testid="workers-external"]').textContent()).toContain('ext-1')
     await shoot('workers')
+    await json(await host.call(`${Q}/jobs/${long}/cancel`, { method: 'POST', json: {} }))
 
     await page.click('nav a[href="#/charts"]')
     await page.getByLabel('Range', { exact: true }).selectOption('1h')
@@ -306,7 +357,8 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await other.close()
   })
 
-  test('the page broke no CSP rule and threw nothing', () => {
+  test('the page broke no CSP rule, threw nothing, and asked for nothing it could not find (a favicon included)', () => {
     expect(pageProblems).toEqual([])
+    expect(notFound).toEqual([])
   })
 })

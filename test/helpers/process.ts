@@ -13,6 +13,7 @@ export interface ServeProcess {
   child: ChildProcess
   url: string
   exited: Promise<number | null>
+  stdout(): string
   stderr(): string
 }
 
@@ -34,7 +35,7 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise
       const match = /leasehold listening on (http:\/\/\S+)/.exec(stdout)
       if (match) {
         clearTimeout(timer)
-        resolve({ child, url: match[1]!, exited, stderr: () => stderr })
+        resolve({ child, url: match[1]!, exited, stdout: () => stdout, stderr: () => stderr })
       }
     })
     exited.then((code) => {

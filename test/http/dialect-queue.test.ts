@@ -573,6 +573,7 @@ describe('stats', () => {
         expect(res.status).toBe(200)
         const answer = await body(res)
         expect(answer).toMatchObject({ metric, bucket, range })
+        expect(answer.since === null || ISO_MS.test(answer.since)).toBe(true)
         expect(answer.points).toHaveLength(count)
         for (const p of answer.points) {
           expect(keys(p)).toEqual(['ts', 'value'])

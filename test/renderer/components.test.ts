@@ -6,10 +6,12 @@ import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
+import WorkersView from '../../src-renderer/components/WorkersView.svelte'
 import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
+import { WorkersState } from '../../src-renderer/lib/workers.svelte'
 import { event, fakeFetch, iso, job, SECOND, T0 } from './support'
 
 const mounted: ReturnType<typeof mount>[] = []
@@ -113,6 +115,29 @@ test('the job page lists the attempts the host reports, each with worker, times,
   expect(text(el.querySelector('[data-testid="timeline"]'))).toContain('LEASE_GRANTED')
 })
 
+test("a failed job's page shows its stack line by line, and times in the timeline as clock times, not epoch milliseconds", async () => {
+  const stack = ['Error: disk on fire', ...Array.from({ length: 30 }, (_, i) => `    at step${i} (/very/long/path/${'x'.repeat(120)}/module${i}.mjs:${i}:7)`)].join('\n')
+  const expires = T0 + 35 * SECOND
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'FAILED', attempts: 1 }), result: { status: 'FAILED', result_data: null, error: { code: 'E_FIRE', message: 'disk on fire', stack } } },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': {
+      events: [event('LEASE_GRANTED', { entity_type: 'LEASE', entity_id: 'lease-1', data: { attempt: 1, worker_id: 'local-1.1', expires_at: expires, fence: 3 } })],
+    },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 + 40 * SECOND })
+  const shown = el.querySelector('[data-testid="job-error"]')!.textContent!
+  expect(shown).toContain('"code": "E_FIRE"')
+  expect(shown).not.toContain('\\n') // the stack is not squeezed into a JSON string
+  expect(shown.split('\n')).toEqual(expect.arrayContaining(stack.split('\n')))
+  const timeline = text(el.querySelector('[data-testid="timeline"]'))!
+  expect(timeline).not.toContain(String(expires))
+  expect(timeline).toContain(`expires_at=${new Date(expires).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })}`)
+  expect(timeline).toContain('fence=3')
+})
+
 test('a job not run yet has no attempts', async () => {
   const { fetcher } = fakeFetch({
     'GET /api/scheduler/jobs/job-1': { job: job(), result: null },
@@ -174,7 +199,7 @@ test('the capacity panel shows the figures and sends a manual busy rating', asyn
   expect(figure('busy-label')).toBe('8 (manual)')
 })
 
-test('an open blocker offers retry, force release and cancel, each with the note', () => {
+test('an open blocker offers retry, force release and cancel, each with the note; force release asks first', () => {
   const blocker: Blocker = {
     blocker_id: 'b1',
     file: '/data/a.txt',
@@ -200,9 +225,21 @@ test('an open blocker offers retry, force release and cancel, each with the note
   note.value = 'done soon'
   note.dispatchEvent(new Event('input', { bubbles: true }))
   flushSync()
-  for (const label of ['Retry', 'Force release', 'Cancel job']) {
+  const click = (label: string) => {
     ;[...el.querySelectorAll('button')].find((b) => b.textContent === label)!.click()
+    flushSync()
   }
+  click('Retry')
+  click('Force release')
+  expect(answers).toEqual([['retry', 'done soon']]) // not yet: it asks
+  const ask = el.querySelector('[data-testid="confirm-force"]')
+  expect(text(ask)).toContain('Take /data/a.txt from job:h?')
+  click("Keep the holder's lease")
+  expect(el.querySelector('[data-testid="confirm-force"]')).toBeNull()
+  click('Force release')
+  click('Yes, force release')
+  expect(el.querySelector('[data-testid="confirm-force"]')).toBeNull()
+  click('Cancel job')
   expect(answers).toEqual([
     ['retry', 'done soon'],
     ['force_release', 'done soon'],
@@ -245,4 +282,23 @@ test('the token form hands over the typed token', () => {
   flushSync()
   el.querySelector('form')!.requestSubmit()
   expect(tokens).toEqual(['abc'])
+})
+
+test('a busy worker shows its jobs by the end of their ids (jobs of one minute share the start), each a link with the whole id on hover', () => {
+  const ids = ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb11cc']
+  const workers = new WorkersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch({}).fetcher))
+  workers.workers = [
+    { worker_id: 'local-1.1', kind: 'local', pid: 4242, state: 'busy', current_job_ids: ids, last_seen_at: iso(T0), started_at: iso(T0 - 600 * SECOND), restarts: 0 },
+    { worker_id: 'local-2.1', kind: 'local', pid: 4243, state: 'ready', current_job_ids: [], last_seen_at: iso(T0), started_at: iso(T0 - 600 * SECOND), restarts: 0 },
+  ]
+  workers.loaded = true
+  const el = render(WorkersView, { workers, now: T0 + 2 * SECOND })
+  const busy = el.querySelector('tr[data-worker="local-1.1"]')!
+  const links = [...busy.querySelectorAll('a')]
+  expect(links.map((a) => a.textContent)).toEqual(['…81c03f9a', '…00bb11cc'])
+  expect(links.map((a) => a.getAttribute('href'))).toEqual(ids.map((id) => `#/jobs/${id}`))
+  expect(links.map((a) => a.getAttribute('title'))).toEqual(ids)
+  expect(text(busy)).toContain('busy')
+  expect(text(busy)).toContain('2 s ago')
+  expect(text(el.querySelector('tr[data-worker="local-2.1"]'))).toContain('idle')
 })

@@ -1,8 +1,13 @@
 import { describe, expect, test } from 'vitest'
 import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
-import { pointCount } from '../../src-renderer/lib/charts.svelte'
+import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
 import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
+import { shortId } from '../../src-renderer/lib/short-id'
+import { eventPairs } from '../../src-renderer/lib/event-text'
+import { errorText } from '../../src-renderer/lib/attempts'
+import { shortId as cliShortId } from '../../src-main/commands/http-client'
+import { newId } from '../../src-main/engine/ids'
 
 const T0 = Date.UTC(2026, 0, 1)
 const SECOND = 1000
@@ -79,4 +84,71 @@ test('routes in the fragment', () => {
   expect(parseRoute('#/jobs/abc-1')).toEqual({ view: 'job', jobId: 'abc-1' })
   expect(parseRoute('#/nonsense')).toEqual({ view: 'overview', jobId: null })
   expect(hrefOf({ view: 'job', jobId: 'a b' })).toBe('#/jobs/a%20b')
+})
+
+describe('short job ids', () => {
+  test('the last 8 characters, so ids made in the same millisecond still read apart', () => {
+    const ids = Array.from({ length: 50 }, () => newId())
+    expect(new Set(ids.map((id) => id.slice(0, 8))).size).toBeLessThanOrEqual(2) // the time part: all alike
+    const shown = ids.map(shortId)
+    expect(new Set(shown).size).toBe(50)
+    expect(shortId('0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a')).toBe('…81c03f9a')
+  })
+
+  test('an id too short to shorten shows whole', () => {
+    expect(shortId('job-1')).toBe('job-1')
+    expect(shortId('123456789')).toBe('123456789')
+    expect(shortId('1234567890')).toBe('…34567890')
+  })
+
+  test('the command line shortens the same way as the dashboard', () => {
+    for (const id of ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', 'job-1', '123456789', '1234567890', newId()]) expect(cliShortId(id)).toBe(shortId(id))
+  })
+})
+
+describe("an event's data on the timeline", () => {
+  const clock = (at: number) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })
+
+  test('times (fields named …_at, epoch ms or ISO) show as clock times; other numbers stay numbers', () => {
+    const data = { expires_at: T0 + 35 * SECOND, retry_at: new Date(T0 + 180 * SECOND).toISOString(), fence: 1795668613865, ttl_s: 30 }
+    expect(eventPairs(data, T0)).toBe(`expires_at=${clock(T0 + 35 * SECOND)}  retry_at=${clock(T0 + 180 * SECOND)}  fence=1795668613865  ttl_s=30`)
+  })
+
+  test('a time on another day carries its date; a missing or unreadable time is shown as it is', () => {
+    expect(eventPairs({ next_retry_at: T0 + 26 * 3600 * SECOND }, T0)).toMatch(/^next_retry_at=\S+ \d+ \d\d:\d\d:\d\d$/)
+    expect(eventPairs({ released_at: null, acquired_at: 'soon', holder: { owner_id: 'w' } }, T0)).toBe('released_at=null  acquired_at=soon  holder={"owner_id":"w"}')
+    expect(eventPairs(null, T0)).toBe('')
+  })
+})
+
+describe("a job's error", () => {
+  test('its fields as JSON, then its stack as the lines it is', () => {
+    expect(errorText({ code: 'E', message: 'boom', stack: 'Error: boom\n    at f (a.mjs:1:1)' })).toBe('{\n  "code": "E",\n  "message": "boom"\n}\n\nError: boom\n    at f (a.mjs:1:1)')
+    expect(errorText({ code: 'E', message: 'boom' })).toBe('{\n  "code": "E",\n  "message": "boom"\n}')
+    expect(errorText('plain words')).toBe('plain words')
+    expect(errorText(['a'])).toBe('[\n  "a"\n]')
+  })
+})
+
+describe('what a chart draws', () => {
+  const series = (since: number | null) => ({
+    metric: 'jobs_queued' as const,
+    bucket: '1m' as const,
+    range: '1h' as const,
+    since: since === null ? null : new Date(since).toISOString(),
+    points: Array.from({ length: 5 }, (_, i) => ({ ts: new Date(T0 + i * MINUTE).toISOString(), value: i === 4 ? 3 : 0 })),
+  })
+
+  test('no value for the buckets that ended before the history began: a gap, not zeros; the axis keeps the whole range', () => {
+    const drawn = chartSeries(series(T0 + 2 * MINUTE + 10 * SECOND))
+    expect(drawn.xs).toEqual([0, 1, 2, 3, 4].map((i) => (T0 + i * MINUTE) / 1000))
+    expect(drawn.ys).toEqual([null, null, 0, 0, 3]) // the bucket that holds the start is drawn, its zeros real
+  })
+
+  test('a history older than the range draws every bucket; no history yet draws none', () => {
+    expect(chartSeries(series(T0 - 7 * 24 * 60 * MINUTE)).ys).toEqual([0, 0, 0, 0, 3])
+    expect(chartSeries(series(T0 + 4 * MINUTE)).ys).toEqual([null, null, null, null, 3])
+    expect(chartSeries(series(null)).ys).toEqual([null, null, null, null, null])
+    expect(chartSeries(undefined)).toEqual({ xs: [], ys: [] })
+  })
 })

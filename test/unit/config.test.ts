@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'vitest'
+import { dashboardLink } from '../../src-main/client-config'
 import { ConfigError, defaultDataDir, parseServeArgs } from '../../src-main/config'
 
 describe('serve configuration', () => {
@@ -48,5 +49,16 @@ describe('serve configuration', () => {
     expect(defaultDataDir({ XDG_CONFIG_HOME: '/home/u/.config' }, 'linux')).toBe('/home/u/.config/leasehold')
     expect(defaultDataDir({ APPDATA: 'C:\\Users\\u\\AppData\\Roaming' }, 'win32')).toMatch(/Roaming.leasehold$/)
     expect(defaultDataDir({}, 'darwin')).toMatch(/Library\/Application Support\/leasehold$/)
+  })
+})
+
+describe('the dashboard link serve prints', () => {
+  test('carries the token in the fragment, escaped, and opens a host bound to every interface on loopback', () => {
+    expect(dashboardLink('http://127.0.0.1:7878', 'abc_DEF-123')).toBe('http://127.0.0.1:7878/#token=abc_DEF-123')
+    expect(dashboardLink('http://127.0.0.1:7878', 'a+b/c=d e')).toBe('http://127.0.0.1:7878/#token=a%2Bb%2Fc%3Dd%20e')
+    expect(new URLSearchParams(new URL(dashboardLink('http://127.0.0.1:1', 'a+b/c=d e')).hash.slice(1)).get('token')).toBe('a+b/c=d e')
+    expect(dashboardLink('http://0.0.0.0:7878', 't')).toBe('http://127.0.0.1:7878/#token=t')
+    expect(dashboardLink('http://[::]:7878', 't')).toBe('http://[::1]:7878/#token=t')
+    expect(dashboardLink('http://192.168.1.5:7878', 't')).toBe('http://192.168.1.5:7878/#token=t')
   })
 })

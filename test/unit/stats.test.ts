@@ -81,6 +81,26 @@ describe('stats timeseries', () => {
     expect(engine.timeseries('jobs_queued', '1h', '7d')).toHaveLength(168)
   })
 
+  it("the history starts at the first sample or event, whichever came first: before it, a series has only the contract's zeros", () => {
+    const { engine, clock } = setup()
+    expect(engine.seriesStart()).toBeNull()
+    clock.advance(10 * SECOND)
+    engine.sampleStats()
+    expect(engine.seriesStart()).toBe(T0 + 10 * SECOND)
+    clock.advance(MINUTE)
+    engine.submit(aJob())
+    engine.sampleStats()
+    expect(engine.seriesStart()).toBe(T0 + 10 * SECOND)
+
+    const events = setup()
+    events.clock.advance(3 * SECOND)
+    events.engine.submit(aJob())
+    expect(events.engine.seriesStart()).toBe(T0 + 3 * SECOND)
+    events.clock.advance(7 * SECOND)
+    events.engine.sampleStats()
+    expect(events.engine.seriesStart()).toBe(T0 + 3 * SECOND)
+  })
+
   it('counted metrics count events per bucket', () => {
     const { engine, clock } = setup()
     clock.advance(HOUR) // start at a bucket boundary an hour in

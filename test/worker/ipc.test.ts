@@ -1,12 +1,13 @@
-import { getEventListeners } from 'node:events'
 /**
  * The IPC message registry between the host and its local workers (src-worker/ipc-protocol.ts),
  * both ends of it without processes: the host's answers (answerWorkerRequest) and supervisor,
  * and the worker's IpcTransport. Plus the heartbeat jitter.
  */
+import { getEventListeners } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { ClaimWaiters } from '../../src-main/claim-waiters'
 import { ClockWaiters } from '../../src-main/clock-waiters'
+import { SECOND } from '../../src-main/engine/clock'
 import { answerWorkerRequest, type IpcHostDeps } from '../../src-main/pool/ipc-host'
 import type { WorkerProcess } from '../../src-main/pool/spawn'
 import { WorkerPool } from '../../src-main/pool/supervisor'
@@ -16,7 +17,7 @@ import { jitter } from '../../src-worker/runtime'
 import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport-http'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
-import { aJob, setup } from '../helpers/engine'
+import { aJob, setup, T0 } from '../helpers/engine'
 
 describe('the message registry', () => {
   const good: unknown[] = [
@@ -200,16 +201,18 @@ describe('the supervisor checks what a worker process sends', () => {
     pool = null
   })
 
-  test('malformed messages are ignored (and logged); before "ready" only a report is answered', async () => {
+  /** A pool of one fake process on a fresh engine; `answered(n)` waits for the n-th message to the worker. */
+  function onePool() {
     const { engine, clock } = setup()
     const lines: string[] = []
     const processes: FakeProcess[] = []
+    const directory = new WorkerDirectory(() => clock.now())
     let env: Record<string, string> = {}
     pool = new WorkerPool({
       engine,
       waiters: new ClaimWaiters(engine),
       clockWaiters: new ClockWaiters(clock),
-      directory: new WorkerDirectory(() => clock.now()),
+      directory,
       size: 1,
       spawn: (e) => {
         env = e
@@ -221,12 +224,17 @@ describe('the supervisor checks what a worker process sends', () => {
       workerEnv: { LEASEHOLD_WORKER_EXEC_ALLOW: '' },
     })
     pool.start()
-    expect(env.LEASEHOLD_WORKER_ID).toBe('local-1.1')
     const worker = processes[0]!
     const answered = async (n: number) => {
       for (let i = 0; i < 50 && worker.sent.length < n; i++) await new Promise((r) => setTimeout(r, 5))
       return worker.sent as IpcResponse[]
     }
+    return { engine, clock, directory, lines, env, worker, answered }
+  }
+
+  test('malformed messages are ignored (and logged); before "ready" only a report is answered', async () => {
+    const { engine, lines, env, worker, answered } = onePool()
+    expect(env.LEASEHOLD_WORKER_ID).toBe('local-1.1')
 
     worker.emit({ type: 'request', id: 1, method: 'steal', params: {} })
     worker.emit('hello')
@@ -246,6 +254,35 @@ describe('the supervisor checks what a worker process sends', () => {
     worker.emit({ type: 'ready', worker_id: 'local-1.1', types: ['sleep'] })
     worker.emit({ type: 'request', id: 4, method: 'exchange', params: claimOne })
     expect((await answered(3))[2]).toMatchObject({ type: 'response', id: 4, result: { jobs: [{ claimed: true }] } })
+  })
+
+  test('a local worker on a long job is busy with that job, and its heartbeats keep it last seen now', async () => {
+    const { engine, clock, directory, worker, answered } = onePool()
+    const me = 'local-1.1'
+    const view = () => directory.list(engine).find((w) => w.worker_id === me)!
+    worker.emit({ type: 'ready', worker_id: me, types: ['sleep'] })
+    expect(view()).toMatchObject({ state: 'ready', current_job_ids: [], last_seen_at: T0 })
+
+    const { job } = engine.submit(aJob())
+    clock.advance(5 * SECOND)
+    worker.emit({ type: 'request', id: 1, method: 'exchange', params: { worker_id: me, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } } })
+    const [claim] = ((await answered(1))[0]!.result as { jobs: { job_id: string; attempt_id: string; lease_token: string }[] }).jobs
+    expect(claim!.job_id).toBe(job.id)
+    expect(view()).toMatchObject({ state: 'busy', current_job_ids: [job.id], last_seen_at: T0 + 5 * SECOND })
+
+    // Three minutes of a job that sends nothing but heartbeats (every 10 s, the default TTL's third).
+    const ref = { job_id: claim!.job_id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token }
+    for (let beat = 1; beat <= 18; beat++) {
+      clock.advance(10 * SECOND)
+      worker.emit({ type: 'request', id: 1 + beat, method: 'exchange', params: { worker_id: me, heartbeat: [{ job_id: ref.job_id, lease_token: ref.lease_token }] } })
+      expect(view()).toMatchObject({ state: 'busy', current_job_ids: [job.id], last_seen_at: clock.now() })
+    }
+    expect((await answered(19))[18]).toMatchObject({ id: 19, result: { heartbeats: [{ ok: true, cancel_requested: false }] } })
+
+    clock.advance(SECOND)
+    worker.emit({ type: 'request', id: 20, method: 'exchange', params: { worker_id: me, complete: [{ ...ref, result: null }] } })
+    await answered(20)
+    expect(view()).toMatchObject({ state: 'ready', current_job_ids: [], last_seen_at: clock.now() })
   })
 })
 
@@ -301,9 +338,12 @@ describe('the worker end (IpcTransport)', () => {
       await pending
     }
     expect(listeners()).toBe(before)
+    // One waiting exchange holds one listener, and an abort still ends it (the host's answer is not awaited).
     const waiting = transport.exchange({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1000 } }, stop.signal)
+    expect(listeners()).toBe(before + 1)
     stop.abort() // stopping: the wait ends at once, with no jobs
     await expect(waiting).resolves.toEqual(empty)
+    expect(listeners()).toBe(before)
   })
 })
 

@@ -65,6 +65,7 @@ interface WorkerView {
   kind: string
   pid: number | null
   state: string
+  current_job_ids: string[]
   restarts: number
 }
 
@@ -210,7 +211,7 @@ test('kill -9 of a local worker mid-job: the job is requeued within 1 s, complet
   await waitForEvent(host, { job: id, type: 'LEASE_GRANTED' }, 5000)
   const victim = attempts(host, id)[0]!.worker_id
   const before = (await workers()).find((w) => w.worker_id === victim)!
-  expect(before).toMatchObject({ kind: 'local', state: 'ready' })
+  expect(before).toMatchObject({ kind: 'local', state: 'busy', current_job_ids: [id] })
   const pid = before.pid!
   // Mid-job: it has run for a while and reported progress.
   await until(async () => (await jobView(host, id)).job.progress > 0, 3000, 'progress reported')
