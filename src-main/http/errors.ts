@@ -10,7 +10,7 @@ import type { LogLimiter } from '../log-limiter'
  * shares. A bug is logged with its stack and answered as a plain 500 — never a stack trace or
  * an internal path; a storage fault (full disk) is logged at most once a minute.
  */
-export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter, dataDir: string) {
+export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string) {
   return async (ctx: Context, next: Next): Promise<void> => {
     try {
       await next()
@@ -18,7 +18,7 @@ export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter
         throw new EngineError(404, 'not_found', `No route ${ctx.method} ${ctx.path}`)
       }
     } catch (error) {
-      const answer = answerError(error, dataDir)
+      const answer = answerError(error, dataDir())
       if (answer.internal) {
         log(`leasehold: internal error on ${ctx.method} ${ctx.path}: ${(error as Error)?.stack ?? String(error)}`)
       } else if (answer.status >= 500) {

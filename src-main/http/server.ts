@@ -60,7 +60,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     ctx.set('X-Content-Type-Options', 'nosniff')
     await next()
   })
-  app.use(errorMiddleware(deps.log, new LogLimiter(deps.log, Date.now), dirname(deps.engine.databaseFile)))
+  app.use(errorMiddleware(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile)))
   app.use(async (ctx, next) => {
     const refusal = checkRequest(
       {

@@ -27,7 +27,7 @@ export async function answerWorkerRequest(deps: IpcHostDeps, workerId: string, r
   } catch (error) {
     const { status, code, detail, internal } = answerError(error, dirname(deps.engine.databaseFile))
     // The worker is this host's own process: it logs a bug's message, where the host has no log.
-    return { type: 'response', id: request.id, error: { status, code, detail: internal ? (error as Error).message : detail } }
+    return { type: 'response', id: request.id, error: { status, code, detail: internal ? String((error as Error)?.message ?? error) : detail } }
   }
 }
 
