@@ -155,8 +155,10 @@ describe('the host on a full disk', () => {
  */
 describe('a real full disk (tmpfs)', () => {
   let mountPoint: string | undefined
-  afterEach(() => {
+  afterEach(async () => {
     if (!mountPoint) return
+    await host?.dispose() // its files are open on the mount: close them first
+    host = undefined
     try {
       execFileSync('umount', [mountPoint], { stdio: 'ignore' })
     } catch {
