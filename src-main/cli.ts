@@ -67,7 +67,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
 async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // The host (Koa, SQLite, drizzle, the engine) is loaded for `serve` only: the client commands
   // start in about half the time without it.
-  const [{ startHost }, { DatabaseOpenError }] = await Promise.all([import('./host'), import('./db/open')])
+  const [{ startHost }, { DatabaseOpenError }, { HostStartError }] = await Promise.all([import('./host'), import('./db/open'), import('./host-dir')])
   let host
   let config
   try {
@@ -76,6 +76,10 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   } catch (error) {
     if (error instanceof DatabaseOpenError) {
       console.error(`leasehold: ${error.message}`)
+      return 1
+    }
+    if (error instanceof HostStartError) {
+      console.error(`leasehold: could not start: ${error.message}`)
       return 1
     }
     return reportStartError(error)
@@ -131,7 +135,7 @@ function reportStartError(error: unknown): number {
     console.error(`leasehold: the port is already in use (${e.message}); pick another with --port`)
     return 1
   }
-  if (e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL') {
+  if (e.syscall === 'listen' && (e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL')) {
     console.error(`leasehold: cannot listen there (${e.message})`)
     return 1
   }

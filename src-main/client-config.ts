@@ -11,9 +11,27 @@ export interface ClientTarget {
 /** Written by a running host so that local commands find it; removed when it stops. */
 export const HOST_FILE = 'host.json'
 
+/** What host.json says: where the host listens, and its process. */
+export interface HostFile {
+  url: string
+  pid: number
+}
+
 function readOptional(path: string): string | null {
   try {
     return readFileSync(path, 'utf8').trim()
+  } catch {
+    return null
+  }
+}
+
+/** The data dir's host.json, or null when there is none (no host runs there) or it cannot be read. */
+export function readHostFile(dataDir: string): HostFile | null {
+  const text = readOptional(join(dataDir, HOST_FILE))
+  if (!text) return null
+  try {
+    const host = JSON.parse(text) as Partial<HostFile>
+    return typeof host.url === 'string' && typeof host.pid === 'number' ? { url: host.url, pid: host.pid } : null
   } catch {
     return null
   }
@@ -25,10 +43,7 @@ export function resolveClientTarget(
 ): ClientTarget {
   const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
   let url = flags.url ?? env.LEASEHOLD_URL
-  if (!url) {
-    const host = readOptional(join(dataDir, HOST_FILE))
-    url = host ? (JSON.parse(host) as { url: string }).url : 'http://127.0.0.1:7878'
-  }
+  url ||= readHostFile(dataDir)?.url ?? 'http://127.0.0.1:7878'
   try {
     new URL(url)
   } catch {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -12,7 +12,10 @@ import type { HostConfig } from './config'
 import { openDatabase } from './db/open'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
+import { answerError } from './error-answer'
+import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './host-dir'
 import { createHttpApp } from './http/server'
+import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { VERSION } from './version'
@@ -85,11 +88,41 @@ function listen(server: Server, port: number, host: string): Promise<AddressInfo
   })
 }
 
-/** Starts a host from a config: the composition root shared by `leasehold serve` and Electron. */
+/** Cleanup steps of a start in progress, run newest first should the start fail. */
+type Undo = (() => void | Promise<void>)[]
+
+async function undoAll(undo: Undo): Promise<void> {
+  for (const step of undo.reverse()) {
+    try {
+      await step()
+    } catch {
+      // The start already failed with the error that matters; a step that cannot undo goes on.
+    }
+  }
+}
+
+/**
+ * Starts a host from a config: the composition root shared by `leasehold serve` and Electron.
+ * A start that fails at any step, before or after listening, undoes the steps before it (the
+ * server closed, the database closed, the data dir unlocked) and rejects: no half-started host
+ * keeps taking requests.
+ */
 export async function startHost(config: HostConfig, options: HostOptions = {}): Promise<Host> {
+  createDataDir(config.dataDir)
+  // Before anything else is read or written: a second host on this data dir stops here.
+  const lock = lockDataDir(config.dataDir, options.nativeBinding)
+  const undo: Undo = [() => lock.release()]
+  try {
+    return await startLocked(config, options, lock, undo)
+  } catch (error) {
+    await undoAll(undo)
+    throw storageStartError(error, config.dataDir) ?? error
+  }
+}
+
+async function startLocked(config: HostConfig, options: HostOptions, lock: DataDirLock, undo: Undo): Promise<Host> {
   const log = options.log ?? ((line: string) => console.error(line))
   const clock = options.clock ?? systemClock
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   const token = loadOrCreateToken(config.dataDir, config.token)
   const { sqlite } = openDatabase({
     path: join(config.dataDir, 'leasehold.db'),
@@ -97,6 +130,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     migrationsFolder: options.migrationsFolder,
     nativeBinding: options.nativeBinding,
   })
+  undo.push(() => void sqlite.close())
 
   const engine = new Engine({
     db: sqlite,
@@ -111,20 +145,30 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
   })
   applyCapacityFlags(engine, config)
 
-  // Leases granted before a restart expire on time: reap once before serving anything.
-  engine.reap()
+  // A timer that throws (a full disk) would end the process: each tick catches, logs at most
+  // once a minute, and the next tick tries again.
+  const limiter = new LogLimiter(log, () => clock.now())
+  const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
+  const reap = tick('the reaper', () => engine.reap())
+  // Leases granted before a restart expire on time: reap once before serving anything.
+  reap()
   const timers = [
     setInterval(() => {
-      engine.reap()
+      reap()
       clockWaiters.check()
     }, REAP_INTERVAL_MS),
-    setInterval(() => engine.sampleStats(), config.statsIntervalS * 1000),
-    setInterval(() => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null)), BUSY_INTERVAL_MS),
+    setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
+    setInterval(
+      tick('the busy sampler', () => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))),
+      BUSY_INTERVAL_MS,
+    ),
   ]
+  undo.push(() => timers.forEach(clearInterval))
 
   const waiters = new ClaimWaiters(engine)
+  undo.push(() => waiters.close())
   const directory = new WorkerDirectory(() => clock.now())
   let port = config.port
   const http = createHttpApp({
@@ -173,19 +217,24 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   })
 
-  let address: AddressInfo
-  try {
-    address = await listen(server, config.port, config.host)
-  } catch (error) {
-    for (const timer of timers) clearInterval(timer)
-    waiters.close()
-    sqlite.close()
-    throw error
-  }
+  const address = await listen(server, config.port, config.host)
+  undo.push(() => {
+    server.closeAllConnections()
+    return new Promise<void>((resolve) => server.close(() => resolve()))
+  })
   port = address.port
   if (!LOOPBACK.has(config.host)) {
     log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs`)
   }
+
+  const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address
+  const url = `http://${hostPart}:${address.port}`
+  // Local commands (leasehold worker, submit, status) find the running host here. It is ours to
+  // write and remove: the lock keeps every other host off this data dir.
+  const hostFile = join(config.dataDir, HOST_FILE)
+  undo.push(() => removeHostFile(hostFile))
+  writeHostFile(hostFile, { url, pid: process.pid })
+
   const pool =
     config.workers > 0
       ? new WorkerPool({
@@ -203,13 +252,8 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
           },
         })
       : null
+  undo.push(() => pool?.stop(0))
   pool?.start()
-
-  const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address
-  const url = `http://${hostPart}:${address.port}`
-  // Local commands (leasehold worker, submit, status) find the running host here.
-  const hostFile = join(config.dataDir, HOST_FILE)
-  writeFileSync(hostFile, `${JSON.stringify({ url, pid: process.pid })}\n`, { mode: 0o600 })
 
   let stopping: Promise<void> | null = null
   const stop = (): Promise<void> =>
@@ -228,12 +272,37 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
       closeConnections()
       await closed
       clearInterval(sweep)
-      engine.sampleStats() // the last gauges before the gap in the series
+      tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
+      engine.flush() // a group still open commits (a no-op when the sample above committed it)
       sqlite.close()
-      rmSync(hostFile, { force: true })
+      removeHostFile(hostFile)
+      lock.release() // last: another host may start here only once this one is gone
     })())
 
   return { url, token, engine, pool, stop }
+}
+
+/**
+ * A timer's tick that never throws: a failure is logged (at most once a minute per timer, naming
+ * the disk when it is a storage fault) and the next tick tries again; the first tick that works
+ * after failures says so (as rate-limited, so a flapping disk cannot flood the log).
+ */
+function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir: string): () => void {
+  let failing = false
+  return () => {
+    try {
+      run()
+      if (failing) {
+        failing = false
+        limiter.line(`${name} recovered`, `leasehold: ${name} works again`)
+      }
+    } catch (error) {
+      failing = true
+      const answer = answerError(error, dataDir)
+      const reason = answer.internal ? ((error as Error)?.stack ?? String(error)) : `${answer.code}: ${answer.detail}`
+      limiter.line(name, `leasehold: ${name} failed and will try again on its next tick (${reason})`)
+    }
+  }
 }
 
 /** --total-units and --busy, when given, are an operator's change that outlives the restart. */

@@ -71,8 +71,10 @@ function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry
     throw new DatabaseOpenError(`${path} is damaged (integrity check: ${check}); it was left untouched — restore a backup or move it away`)
   }
   const applicationId = sqlite.pragma('application_id', { simple: true }) as number
+  // Another program's mark refuses the file whatever it holds, even no tables yet; an unmarked
+  // file (0) is adopted only while it is empty.
   const hasTables = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").get() !== undefined
-  if (hasTables && applicationId !== APPLICATION_ID) {
+  if (applicationId !== APPLICATION_ID && (applicationId !== 0 || hasTables)) {
     throw new DatabaseOpenError(`${path} is not a Leasehold database; it was left untouched`)
   }
   if (tableExists(sqlite, '__drizzle_migrations')) {
@@ -121,7 +123,8 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   try {
     if (!isNewFile) checkExistingFile(sqlite, options.path, journal)
     applyConnectionSettings(sqlite, options.durability)
-    sqlite.pragma(`application_id = ${APPLICATION_ID}`)
+    // Written only when it differs: on a full disk a marked file still opens without a write.
+    if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID) sqlite.pragma(`application_id = ${APPLICATION_ID}`)
     const orm = drizzle(sqlite, { schema })
     migrate(orm, { migrationsFolder })
     return { sqlite, orm }

@@ -47,6 +47,11 @@ export class Engine {
     return this.ctx.config
   }
 
+  /** The database file ('' or ':memory:' in tests); its folder is the data dir a storage fault names. */
+  get databaseFile(): string {
+    return this.ctx.db.name
+  }
+
   onEvent(listener: EventListener): () => void {
     return this.ctx.onEvent(listener)
   }

@@ -1,13 +1,16 @@
 import type { Context, Next } from 'koa'
 import type { z } from 'zod'
 import { EngineError } from '../engine/errors'
+import { answerError } from '../error-answer'
+import type { LogLimiter } from '../log-limiter'
 
 /**
- * The one error middleware: an EngineError becomes `{detail, code}` (plus any extra body fields)
- * with its status; anything else is logged and answered as a plain 500 — never a stack trace or
- * an internal path.
+ * The one error middleware: every thrown error becomes `{detail, code}` (plus any extra body
+ * fields) with its status, through {@link answerError}, the mapping the local workers' IPC
+ * shares. A bug is logged with its stack and answered as a plain 500 — never a stack trace or
+ * an internal path; a storage fault (full disk) is logged at most once a minute.
  */
-export function errorMiddleware(log: (line: string) => void) {
+export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string) {
   return async (ctx: Context, next: Next): Promise<void> => {
     try {
       await next()
@@ -15,14 +18,14 @@ export function errorMiddleware(log: (line: string) => void) {
         throw new EngineError(404, 'not_found', `No route ${ctx.method} ${ctx.path}`)
       }
     } catch (error) {
-      if (error instanceof EngineError) {
-        ctx.status = error.status
-        ctx.body = { ...error.body, detail: error.detail, code: error.code }
-      } else {
+      const answer = answerError(error, dataDir())
+      if (answer.internal) {
         log(`leasehold: internal error on ${ctx.method} ${ctx.path}: ${(error as Error)?.stack ?? String(error)}`)
-        ctx.status = 500
-        ctx.body = { detail: 'Internal error', code: 'internal_error' }
+      } else if (answer.status >= 500) {
+        limiter.line(answer.code, `leasehold: ${answer.code} on ${ctx.method} ${ctx.path}: ${answer.detail}`)
       }
+      ctx.status = answer.status
+      ctx.body = { ...answer.body, detail: answer.detail, code: answer.code }
     }
   }
 }

@@ -1,10 +1,12 @@
 import Router from '@koa/router'
 import Koa from 'koa'
+import { dirname } from 'node:path'
 import type { ClaimWaiters } from '../claim-waiters'
 import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import type { WorkerDirectory } from '../workers'
 import { EngineError } from '../engine/errors'
+import { LogLimiter } from '../log-limiter'
 import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware } from './errors'
 import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
@@ -58,7 +60,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     ctx.set('X-Content-Type-Options', 'nosniff')
     await next()
   })
-  app.use(errorMiddleware(deps.log))
+  app.use(errorMiddleware(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile)))
   app.use(async (ctx, next) => {
     const refusal = checkRequest(
       {

@@ -1,7 +1,9 @@
+import { dirname } from 'node:path'
 import type { ClaimWaiters } from '../claim-waiters'
 import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
+import { answerError } from '../error-answer'
 import { acquireAnswer, exchangeAnswer } from '../worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 
@@ -23,8 +25,9 @@ export async function answerWorkerRequest(deps: IpcHostDeps, workerId: string, r
   try {
     return { type: 'response', id: request.id, result: await dispatch(deps, workerId, request, gone) }
   } catch (error) {
-    if (error instanceof EngineError) return { type: 'response', id: request.id, error: { status: error.status, code: error.code, detail: error.detail } }
-    return { type: 'response', id: request.id, error: { status: 500, code: 'internal_error', detail: (error as Error).message } }
+    const { status, code, detail, internal } = answerError(error, dirname(deps.engine.databaseFile))
+    // The worker is this host's own process: it logs a bug's message, where the host has no log.
+    return { type: 'response', id: request.id, error: { status, code, detail: internal ? String((error as Error)?.message ?? error) : detail } }
   }
 }
 

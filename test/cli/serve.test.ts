@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3'
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -145,5 +146,85 @@ describe('leasehold serve', () => {
     await first.exited
     expect(second.status).toBe(1)
     expect(second.stderr).toMatch(/already in use/)
+  })
+})
+
+describe('leasehold serve on a data dir it cannot use', () => {
+  test('a host.json that cannot be written (a directory in its place) is one line "could not start", exit 1, and nothing listens', async () => {
+    const dir = dataDir()
+    mkdirSync(join(dir, 'host.json'))
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/could not start: cannot write .*host\.json/)
+    expect(result.stdout).not.toMatch(/listening/)
+  })
+
+  test('a second host on the same data dir refuses with one line naming the first; after the first is SIGKILLed a new one starts at once', async () => {
+    const dir = dataDir()
+    const first = await startServe(['--data-dir', dir, '--port', '0'])
+    const hostFile = readFileSync(join(dir, 'host.json'), 'utf8')
+    const second = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+    expect(second.status).toBe(1)
+    expect(second.stderr.trim().split('\n')).toHaveLength(1)
+    expect(second.stderr).toContain(`pid ${first.child.pid}`)
+    expect(second.stderr).toContain(first.url)
+    // The refused host touched nothing of the first's.
+    expect(readFileSync(join(dir, 'host.json'), 'utf8')).toBe(hostFile)
+    expect((await fetch(`${first.url}/api/health`)).status).toBe(200)
+
+    first.child.kill('SIGKILL')
+    await first.exited
+    const third = await startServe(['--data-dir', dir, '--port', '0'])
+    expect((await fetch(`${third.url}/api/health`)).status).toBe(200)
+    expect(JSON.parse(readFileSync(join(dir, 'host.json'), 'utf8'))).toEqual({ url: third.url, pid: third.child.pid })
+    third.child.kill('SIGTERM')
+    expect(await third.exited).toBe(0)
+  })
+
+  test('a data dir under a regular file says the data dir cannot be created, with the OS reason', () => {
+    const file = join(dataDir(), 'a-file')
+    writeFileSync(file, 'not a folder')
+    const result = runCli(['serve', '--data-dir', join(file, 'leasehold'), '--port', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/cannot create the data dir .*a-file\/leasehold \(ENOTDIR/)
+    expect(result.stderr).not.toMatch(/listen/)
+  })
+
+  test('a data dir under a folder that cannot be written says the data dir cannot be created, with the OS reason', (context) => {
+    const parent = join(dataDir(), 'locked')
+    mkdirSync(parent)
+    let unmount = () => {}
+    if (process.getuid?.() === 0) {
+      // Root writes through permissions: a read-only tmpfs refuses it instead.
+      try {
+        execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k', 'tmpfs', parent], { stdio: 'pipe' })
+        unmount = () => execFileSync('umount', [parent], { stdio: 'ignore' })
+      } catch (error) {
+        return context.skip(`as root only a read-only mount refuses a write, and mount -t tmpfs is not permitted here (${(error as Error).message.split('\n')[0]})`)
+      }
+    } else {
+      chmodSync(parent, 0o500)
+    }
+    try {
+      const result = runCli(['serve', '--data-dir', join(parent, 'leasehold'), '--port', '0'])
+      expect(result.status).toBe(1)
+      expect(result.stderr.trim().split('\n')).toHaveLength(1)
+      expect(result.stderr).toMatch(/cannot create the data dir .*locked\/leasehold \((EACCES|EROFS)/)
+      expect(result.stderr).not.toMatch(/listen/)
+    } finally {
+      unmount()
+      chmodSync(parent, 0o700)
+    }
+  })
+
+  test.skipIf(process.platform !== 'linux')('a data dir under /proc is refused with one line at once (no endless mkdir)', () => {
+    const started = Date.now()
+    const result = runCli(['serve', '--data-dir', '/proc/nope', '--port', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/cannot create the data dir \/proc\/nope \(ENOENT/)
+    expect(Date.now() - started).toBeLessThan(15_000)
   })
 })

@@ -115,6 +115,33 @@ describe('opening the database file', () => {
     raw.close()
   })
 
+  it('a file marked with another program\'s application_id is refused even with no tables, and left untouched', () => {
+    const path = join(dir, 'other-empty.db')
+    const other = new BetterSqlite3(path)
+    other.pragma('application_id = 0x12345678')
+    other.close()
+    const bytes = readFileSync(path)
+
+    const error = openError(path)
+    expect(error.message).toMatch(/not a Leasehold database/)
+    expect(readFileSync(path).equals(bytes)).toBe(true)
+    const raw = new BetterSqlite3(path, { readonly: true })
+    expect(raw.pragma('application_id', { simple: true })).toBe(0x12345678)
+    expect(raw.prepare("SELECT COUNT(*) FROM sqlite_master").pluck().get()).toBe(0)
+    raw.close()
+  })
+
+  it('an unmarked SQLite file with no tables is adopted as a new database', () => {
+    const path = join(dir, 'unmarked.db')
+    const fresh = new BetterSqlite3(path)
+    fresh.pragma('user_version = 0') // a valid, empty SQLite file with application_id 0
+    fresh.exec('CREATE TABLE t (x); DROP TABLE t')
+    fresh.close()
+    const { sqlite } = openDatabase({ path })
+    expect(sqlite.pragma('application_id', { simple: true })).toBe(0x4c534844)
+    sqlite.close()
+  })
+
   it('an empty file is adopted as a new database', () => {
     const path = join(dir, 'empty.db')
     writeFileSync(path, '')

@@ -1,0 +1,74 @@
+import { EngineError } from './engine/errors'
+
+/** What a client is told about a thrown error, over HTTP and over the local workers' IPC alike. */
+export interface ErrorAnswer {
+  status: number
+  code: string
+  detail: string
+  /** Fields a dialect puts beside `{detail, code}` (an EngineError's `body`). */
+  body: Record<string, unknown>
+  /** Not a refusal by a rule nor a storage fault: a bug, which the caller logs in full. */
+  internal: boolean
+}
+
+/** A storage fault: the disk is full (`full`), or it failed or refused to write (`io`). */
+export type StorageFault = 'full' | 'io'
+
+/** Error codes meaning "no space": SQLite's, and the OS's from a file write (quota included). */
+const FULL_CODES = new Set(['SQLITE_FULL', 'ENOSPC', 'EDQUOT'])
+/** Other storage faults, besides every extended SQLITE_IOERR_* code. */
+const IO_CODES = new Set(['EIO', 'EROFS'])
+
+/** The `code` of a thrown error, whatever was thrown (a string, null…). */
+function errorCode(error: unknown): string | null {
+  const code = (error as { code?: unknown } | null | undefined)?.code
+  return typeof code === 'string' ? code : null
+}
+
+/**
+ * Which storage fault a thrown error is, from its `code` alone: a better-sqlite3 SqliteError
+ * carries SQLite's extended code ('SQLITE_FULL', 'SQLITE_IOERR_WRITE'), a Node fs error its
+ * errno name. The code is read from the raw error, so a statement's failure and a grouped
+ * COMMIT's failure rethrown to each of its callers are classified alike.
+ */
+export function storageFault(error: unknown): StorageFault | null {
+  const code = errorCode(error)
+  if (code === null) return null
+  if (FULL_CODES.has(code)) return 'full'
+  if (code === 'SQLITE_IOERR' || code.startsWith('SQLITE_IOERR_') || code.startsWith('SQLITE_READONLY') || IO_CODES.has(code)) return 'io'
+  return null
+}
+
+/**
+ * Turns any thrown error into the answer a client gets. An EngineError keeps its status and
+ * code; a write the disk cannot hold is 507 `storage_full`, another storage fault 503
+ * `storage_error`, each naming the data dir so the operator knows which disk; anything else is
+ * a plain 500 — never a stack trace. The write did not happen in either storage case: SQLite
+ * rolled its transaction back.
+ */
+export function answerError(error: unknown, dataDir: string): ErrorAnswer {
+  if (error instanceof EngineError) {
+    return { status: error.status, code: error.code, detail: error.detail, body: error.body, internal: false }
+  }
+  const code = errorCode(error)
+  switch (storageFault(error)) {
+    case 'full':
+      return {
+        status: 507,
+        code: 'storage_full',
+        detail: `The disk is full: the write was not made (${code}). Free space on the disk that holds the data dir ${dataDir}; reads still work`,
+        body: {},
+        internal: false,
+      }
+    case 'io':
+      return {
+        status: 503,
+        code: 'storage_error',
+        detail: `The disk failed a write: it was not made (${code}). Check the disk that holds the data dir ${dataDir}; reads may still work`,
+        body: {},
+        internal: false,
+      }
+    default:
+      return { status: 500, code: 'internal_error', detail: 'Internal error', body: {}, internal: true }
+  }
+}

@@ -1,0 +1,109 @@
+import BetterSqlite3 from 'better-sqlite3'
+import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { HOST_FILE, readHostFile, type HostFile } from './client-config'
+import { storageFault } from './error-answer'
+
+/** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
+export class HostStartError extends Error {
+  override name = 'HostStartError'
+}
+
+/** The file in the data dir whose lock says a host runs there. */
+export const LOCK_FILE = 'host.lock'
+
+/** The data dir held by this process until {@link release}. */
+export interface DataDirLock {
+  release(): void
+}
+
+const reason = (error: unknown) => (error as Error).message
+
+/**
+ * Creates the data dir (mode 0700) with its missing parents, one at a time. Node's recursive
+ * mkdir retries forever where the parent exists but refuses new entries (under /proc it spins
+ * at 100 % CPU); here each missing part is made once and any refusal is the answer.
+ */
+export function createDataDir(dataDir: string): void {
+  const missing: string[] = []
+  let at = resolve(dataDir)
+  while (!existsSync(at)) {
+    missing.unshift(at)
+    if (dirname(at) === at) break
+    at = dirname(at)
+  }
+  try {
+    for (const path of missing) mkdirSync(path, { mode: 0o700 })
+  } catch (error) {
+    throw new HostStartError(`cannot create the data dir ${dataDir} (${reason(error)})`)
+  }
+  if (!statSync(dataDir).isDirectory()) throw new HostStartError(`the data dir ${dataDir} is not a directory`)
+  try {
+    accessSync(dataDir, constants.W_OK)
+  } catch (error) {
+    throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
+  }
+}
+
+/**
+ * Holds the data dir for this process's lifetime, so that a second host refuses to start on it.
+ * The lock is SQLite's on a small file of its own, `host.lock`, opened in exclusive locking
+ * mode and written once: SQLite takes an OS lock (fcntl on Unix, LockFileEx on Windows) and,
+ * in that mode, keeps it until the connection closes. The OS drops it when the process ends in
+ * any way, so a host killed with SIGKILL leaves nothing to go stale and the next one starts at
+ * once. (Two connections of one process conflict too: SQLite tracks its locks per file.)
+ *
+ * A refusal names the holder from its host.json, written once it listens. Once the lock is
+ * ours, any host.json left there is a dead host's and is removed.
+ */
+export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLock {
+  const path = join(dataDir, LOCK_FILE)
+  let lock: BetterSqlite3.Database
+  try {
+    lock = new BetterSqlite3(path, { timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
+  } catch (error) {
+    throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
+  }
+  try {
+    lock.pragma('locking_mode = EXCLUSIVE')
+    lock.exec('BEGIN EXCLUSIVE')
+    lock.pragma(`user_version = ${process.pid}`) // the write that makes the lock last
+    lock.exec('COMMIT')
+  } catch (error) {
+    lock.close()
+    if ((error as { code?: string }).code === 'SQLITE_BUSY') throw new HostStartError(holderMessage(dataDir, readHostFile(dataDir)))
+    throw storageStartError(error, dataDir) ?? new HostStartError(`cannot lock the data dir ${dataDir} (${reason(error)}); ${path} may be damaged: remove it if no host runs`)
+  }
+  removeHostFile(join(dataDir, HOST_FILE))
+  return { release: () => void lock.close() }
+}
+
+function holderMessage(dataDir: string, holder: HostFile | null): string {
+  const who = holder ? `another Leasehold host (pid ${holder.pid}, ${holder.url}) runs` : 'another Leasehold host is starting'
+  return `${who} on the data dir ${dataDir}; stop it first, or give this one another --data-dir`
+}
+
+/** A start that failed on the disk itself (full, failing) says so and names the data dir; null for any other error. */
+export function storageStartError(error: unknown, dataDir: string): HostStartError | null {
+  const fault = storageFault(error)
+  if (!fault) return null
+  return new HostStartError(`the disk that holds the data dir ${dataDir} ${fault === 'full' ? 'is full' : 'failed a write'} (${reason(error)})`)
+}
+
+/** Writes host.json (mode 0600), saying where the host listens. */
+export function writeHostFile(path: string, host: HostFile): void {
+  try {
+    writeFileSync(path, `${JSON.stringify(host)}\n`, { mode: 0o600 })
+  } catch (error) {
+    throw new HostStartError(`cannot write ${path} (${reason(error)})`)
+  }
+}
+
+/** Removes host.json; something else in its place (a directory) is left for writeHostFile to report. */
+export function removeHostFile(path: string): void {
+  try {
+    rmSync(path, { force: true })
+  } catch {
+    // not a file: nothing of ours to remove
+  }
+}

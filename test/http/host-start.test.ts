@@ -1,0 +1,79 @@
+/**
+ * A host starts whole or not at all, and alone on its data dir: a start that fails after it
+ * listened closes everything and rejects; a second host on a held data dir refuses, naming
+ * the first, and leaves the first's host.json alone.
+ */
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { HostStartError } from '../../src-main/host-dir'
+import { startHost } from '../../src-main/host'
+import { startTestHost, testConfig, type TestHost } from '../helpers/host'
+
+const hosts: TestHost[] = []
+afterEach(async () => {
+  for (const host of hosts.splice(0)) await host.dispose()
+})
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+describe('a second host on one data dir', () => {
+  test('refuses with one line naming the first one\'s pid and address, and leaves its host.json alone', async () => {
+    const first = await startTestHost()
+    hosts.push(first)
+    const hostFile = join(first.dataDir, 'host.json')
+    const before = readFileSync(hostFile, 'utf8')
+
+    const refusal = await startHost(testConfig({ dataDir: first.dataDir }), { log: () => {} }).then(
+      () => null,
+      (error: unknown) => error,
+    )
+    expect(refusal).toBeInstanceOf(HostStartError)
+    const message = (refusal as HostStartError).message
+    expect(message).toContain(`pid ${process.pid}`)
+    expect(message).toContain(first.url)
+    expect(message).toContain(first.dataDir)
+    expect(message.split('\n')).toHaveLength(1)
+
+    expect(readFileSync(hostFile, 'utf8')).toBe(before)
+    expect((await first.call('/api/capacity')).status).toBe(200)
+  })
+
+  test('may start once the first has stopped', async () => {
+    const first = await startTestHost()
+    await first.stop()
+    const second = await startTestHost({ dataDir: first.dataDir })
+    hosts.push(second)
+    expect((await second.call('/api/capacity')).status).toBe(200)
+  })
+})
+
+describe('a start that fails after listening', () => {
+  test('closes the server and the database, unlocks the data dir and rejects: nothing is accepted', async () => {
+    const port = await freePort()
+    const config = testConfig({ port, workers: 1 })
+    const failing = startHost(config, {
+      log: () => {},
+      spawn: () => {
+        throw new Error('no worker for you')
+      },
+    })
+    await expect(failing).rejects.toThrow('no worker for you')
+    await expect(fetch(`http://127.0.0.1:${port}/api/health`)).rejects.toThrow()
+    expect(() => readFileSync(join(config.dataDir, 'host.json'))).toThrow(/ENOENT/)
+
+    // The database was closed and the data dir unlocked: the next host starts, and nothing
+    // the failed one might have taken is there.
+    const next = await startTestHost({ dataDir: config.dataDir })
+    hosts.push(next)
+    expect(next.engine.listJobs({ limit: 10 }).jobs).toEqual([])
+  })
+})

@@ -1,0 +1,233 @@
+/**
+ * Faults of the disk under the data dir never take the host down or lie to a client: a write
+ * the disk cannot hold is 507 `storage_full`, another storage fault 503 `storage_error`, reads
+ * keep answering, every timer of the host survives and tries again, and once space returns the
+ * writes work with nothing acknowledged lost. The fault is injected at the database layer
+ * (StorageFaultInjector), and, where this machine lets the test mount one, made real with a
+ * small tmpfs filled to the last byte.
+ */
+import BetterSqlite3 from 'better-sqlite3'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { ClaimWaiters } from '../../src-main/claim-waiters'
+import { ClockWaiters } from '../../src-main/clock-waiters'
+import { ManualClock, SECOND } from '../../src-main/engine/clock'
+import { answerWorkerRequest } from '../../src-main/pool/ipc-host'
+import { startTestHost, tempDir, type TestHost } from '../helpers/host'
+import { StorageFaultInjector } from '../helpers/storage-faults'
+import { body, dbDigest, DIALECT_T0, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
+
+let host: TestHost | undefined
+let injector: StorageFaultInjector | undefined
+afterEach(async () => {
+  injector?.dispose()
+  injector = undefined
+  await host?.dispose()
+  host = undefined
+})
+
+/** A host on a ManualClock whose log lines are kept, with a fault injector on its database. */
+async function faultyHost(overrides: Parameters<typeof startTestHost>[0] = {}) {
+  const clock = new ManualClock(DIALECT_T0)
+  const lines: string[] = []
+  host = await startTestHost({ statsIntervalS: 1, leaseTtlS: 5, heartbeatGraceS: 0, ...overrides }, { clock, log: (line) => lines.push(line) })
+  injector = new StorageFaultInjector(host.engine.ctx.db)
+  return { host, clock, lines, injector }
+}
+
+const matching = (lines: string[], pattern: RegExp) => lines.filter((line) => pattern.test(line))
+
+function integrityCheck(dataDir: string): string {
+  const db = new BetterSqlite3(join(dataDir, 'leasehold.db'), { readonly: true })
+  try {
+    return db.pragma('integrity_check', { simple: true }) as string
+  } finally {
+    db.close()
+  }
+}
+
+describe('a write the disk cannot hold', () => {
+  test('is 507 storage_full naming the data dir, in every dialect; nothing is written and reads keep answering', async () => {
+    const { host, injector } = await faultyHost()
+    const kept = await submit(host, { job_type: 'kept' })
+    const before = dbDigest(host)
+    injector.code = 'SQLITE_FULL'
+
+    const refused = [
+      await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 }),
+      await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w' }),
+      await post(host, `${PULL}/request`, { worker_id: 'w' }),
+      await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }),
+      await host.call('/api/capacity', { method: 'PUT', json: { total_units: 7 } }),
+    ]
+    for (const res of refused) {
+      const error = await expectError(res, 507, 'storage_full')
+      expect(error.detail).toMatch(/disk is full/)
+      expect(error.detail).toContain(host.dataDir)
+    }
+    expect(dbDigest(host)).toBe(before)
+
+    // Reads are not writes: they answer as before.
+    expect((await host.call(`${QUEUE}/jobs/${kept.job_id}`)).status).toBe(200)
+    expect((await host.call('/api/capacity')).status).toBe(200)
+    expect((await host.call(`${QUEUE}/jobs`)).status).toBe(200)
+    expect((await host.call('/api/health', { token: null })).status).toBe(200)
+  })
+
+  test('another storage fault (SQLITE_IOERR_*) is 503 storage_error', async () => {
+    const { host, injector } = await faultyHost()
+    injector.code = 'SQLITE_IOERR_WRITE'
+    const error = await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 }), 503, 'storage_error')
+    expect(error.detail).toContain(host.dataDir)
+  })
+
+  test('is logged at most once a minute, not once per request', async () => {
+    const { host, lines, injector } = await faultyHost()
+    injector.code = 'SQLITE_FULL'
+    for (let i = 0; i < 5; i++) expect((await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 })).status).toBe(507)
+    expect(matching(lines, /storage_full on POST/)).toHaveLength(1)
+  })
+
+  test('a local worker gets the same answer over IPC', async () => {
+    const { host, clock, injector } = await faultyHost()
+    await submit(host)
+    const waiters = new ClaimWaiters(host.engine)
+    const clockWaiters = new ClockWaiters(clock)
+    injector.code = 'SQLITE_FULL'
+    const answer = await answerWorkerRequest(
+      { engine: host.engine, waiters, clockWaiters },
+      'local-1.1',
+      { type: 'request', id: 1, method: 'exchange', params: { worker_id: 'local-1.1', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } } },
+      new AbortController().signal,
+    )
+    waiters.close()
+    expect(answer.error).toEqual({ status: 507, code: 'storage_full', detail: expect.stringContaining(host.dataDir) })
+  })
+})
+
+describe('the host on a full disk', () => {
+  test('stays up: its timers log once a minute and try again each tick; when space returns, due work is done and no acknowledged job is lost', async () => {
+    const { host, clock, lines, injector } = await faultyHost()
+    const acknowledged = [(await submit(host, { job_type: 'a' })).job_id, (await submit(host, { job_type: 'b' })).job_id]
+    const leased = await body(await post(host, `${PULL}/request`, { worker_id: 'w', ttl_sec: 5 }))
+    expect(leased.denied).toBe(false)
+
+    injector.code = 'SQLITE_FULL'
+    clock.advance(10 * SECOND) // the lease is due: the reaper must write, and cannot
+    await until(() => matching(lines, /the reaper failed/).length > 0 && matching(lines, /the stats sampler failed/).length > 0, 5000)
+    expect(matching(lines, /the reaper failed/)[0]).toMatch(/storage_full: .*disk is full.*/)
+    expect(matching(lines, /the reaper failed/)[0]).toContain(host.dataDir)
+    // Several more reaper ticks (one every 250 ms), each refused, none logged.
+    const refusedSoFar = injector.refused
+    await until(() => injector.refused >= refusedSoFar + 8, 5000)
+    expect(matching(lines, /the reaper failed/)).toHaveLength(1)
+    // A minute on, the next failure is logged with how many were held back.
+    clock.advance(61 * SECOND)
+    await until(() => matching(lines, /the reaper failed/).length === 2, 5000)
+    expect(matching(lines, /the reaper failed/)[1]).toMatch(/\((\d+) more like it since/)
+
+    // Still serving, and the lease is still due.
+    expect((await host.call('/api/health', { token: null })).status).toBe(200)
+    expect(host.engine.getJob(leased.job.job_id).state).toBe('LEASED')
+
+    injector.code = null // space returns
+    await until(() => matching(lines, /the reaper works again/).length === 1, 5000)
+    const requeued = (await body(await host.call(`${QUEUE}/jobs/${leased.job.job_id}`))).job
+    expect(requeued).toMatchObject({ state: 'QUEUED', attempts: 1 })
+    acknowledged.push((await submit(host, { job_type: 'after' })).job_id)
+
+    const dataDir = host.dataDir
+    await host.stop()
+    const db = new BetterSqlite3(join(dataDir, 'leasehold.db'), { readonly: true })
+    const ids = db.prepare('SELECT id FROM jobs ORDER BY id').pluck().all()
+    db.close()
+    expect(ids.sort()).toEqual([...acknowledged].sort())
+    expect(integrityCheck(dataDir)).toBe('ok')
+    expect(matching(lines, /internal error/)).toEqual([])
+  })
+})
+
+/**
+ * A real full disk: the data dir on a 4 MiB tmpfs, filled to its last byte by another file.
+ * Needs root and a kernel that lets this process mount; elsewhere the test says why it skipped.
+ */
+describe('a real full disk (tmpfs)', () => {
+  let mountPoint: string | undefined
+  afterEach(async () => {
+    if (!mountPoint) return
+    await host?.dispose() // its files are open on the mount: close them first
+    host = undefined
+    try {
+      execFileSync('umount', [mountPoint], { stdio: 'ignore' })
+    } catch {
+      // already gone
+    }
+    rmSync(mountPoint, { recursive: true, force: true })
+    mountPoint = undefined
+  })
+
+  function mountTmpfs(): string | null {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return 'it needs root on Linux to mount a tmpfs'
+    mountPoint = tempDir('leasehold-tmpfs-')
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', mountPoint], { stdio: 'pipe' })
+      return null
+    } catch (error) {
+      rmSync(mountPoint, { recursive: true, force: true })
+      mountPoint = undefined
+      return `mount -t tmpfs is not permitted here (${(error as Error).message.split('\n')[0]})`
+    }
+  }
+
+  /** Writes 64 KiB pieces into one file until the disk refuses the next byte. */
+  function fillDisk(path: string): void {
+    const chunk = Buffer.alloc(64 * 1024, 1)
+    try {
+      for (let i = 0; i < 1024; i++) writeFileSync(path, chunk, { flag: 'a' })
+      for (let i = 0; i < 64 * 1024; i++) writeFileSync(path, chunk.subarray(0, 1), { flag: 'a' })
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
+      return
+    }
+    throw new Error('the disk never filled')
+  }
+
+  test('answers 507 on a full tmpfs, stays up, and takes writes again once space is freed', async (context) => {
+    const skipped = mountTmpfs()
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    const lines: string[] = []
+    host = await startTestHost({ dataDir, statsIntervalS: 1 }, { log: (line) => lines.push(line) })
+    const acknowledged = [(await submit(host)).job_id]
+
+    const filler = join(mountPoint!, 'filler')
+    fillDisk(filler)
+    // The write-ahead log has room left in its file; the writes that need more are refused.
+    let refusal: Response | undefined
+    for (let i = 0; i < 2000 && !refusal; i++) {
+      const res = await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1, payload: { pad: 'x'.repeat(2000) } })
+      if (res.status === 201) acknowledged.push((await body(res)).job.job_id)
+      else refusal = res
+    }
+    expect(refusal, 'a submit was refused').toBeDefined()
+    const error = await expectError(refusal!, 507, 'storage_full')
+    expect(error.detail).toContain(dataDir)
+    expect((await host.call(`${QUEUE}/jobs/${acknowledged[0]}`)).status).toBe(200)
+    // The stats sampler writes every second; it fails, logs, and the host goes on.
+    await until(() => matching(lines, /the stats sampler failed/).length > 0, 5000)
+    expect((await host.call('/api/health', { token: null })).status).toBe(200)
+
+    rmSync(filler)
+    acknowledged.push((await submit(host)).job_id)
+    await host.stop()
+    host = undefined
+    const db = new BetterSqlite3(join(dataDir, 'leasehold.db'), { readonly: true })
+    expect(db.prepare('SELECT id FROM jobs').pluck().all().sort()).toEqual([...acknowledged].sort())
+    db.close()
+    expect(integrityCheck(dataDir)).toBe('ok')
+    expect(matching(lines, /internal error/)).toEqual([])
+  })
+})
