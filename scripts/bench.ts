@@ -8,13 +8,16 @@
  *   npm run bench                 the full run (about 3 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
- *   npm run bench -- --only=http  one group of figures: engine, http or workers (repeatable)
+ *   npm run bench -- --only=http  one group of figures: engine, http, workers or batched (repeatable)
+ *   npm run bench -- --peer=FILE  also the ratios to BullMQ: FILE holds the JSON line that
+ *                                 ../shared/peer-bench/run.sh printed in the same sitting
  */
 import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
-import { type HttpCounts, measureHttp, measureWorkers } from './bench/http'
-import { formatTable, openEngine, withTempDir, type Row } from './bench/lib'
+import { readFileSync } from 'node:fs'
+import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureWorkers } from './bench/http'
+import { formatTable, openEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import {
   grantLatencies,
   insertBacklog,
@@ -22,6 +25,8 @@ import {
   lifecycleEmpty,
   modelFloor,
   rawFloor,
+  engineConcurrent,
+  pagesPerJob,
   reaper,
   runLifecycle,
   type Latency,
@@ -42,6 +47,10 @@ interface Counts {
   /** Time caps (ms) for the lifecycle runs: the count is cut short, and says so, past them. */
   capMs: { normal: number; full: number; backlog: number }
   http: HttpCounts
+  /** Jobs for the 32 simulated workers of the group-commit figure, and lifecycles for pages per job. */
+  concurrentJobs: number
+  pageJobs: number
+  batched: BatchedCounts
 }
 
 const FULL: Counts = {
@@ -54,6 +63,9 @@ const FULL: Counts = {
   reaperLeases: 10_000,
   capMs: { normal: 75_000, full: 15_000, backlog: 25_000 },
   http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000 },
+  concurrentJobs: 20_000,
+  pageJobs: 2_000,
+  batched: { drainJobs: 20_000, localPickups: 200 },
 }
 
 const QUICK: Counts = {
@@ -66,6 +78,9 @@ const QUICK: Counts = {
   reaperLeases: 2_000,
   capMs: { normal: 15_000, full: 5_000, backlog: 10_000 },
   http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300 },
+  concurrentJobs: 5_000,
+  pageJobs: 500,
+  batched: { drainJobs: 5_000, localPickups: 50 },
 }
 
 /** Targets printed beside the figures. */
@@ -74,28 +89,53 @@ const LATENCY_GROWTH_TARGET = 1.5
 const PICKUP_P50_TARGET_MS = 2
 const PICKUP_P99_TARGET_MS = 10
 const DIALECT_003_AT_8_TARGET = 2_000
+/** Issue 11's targets: dialect 003 against the HTTP floor, pages per lifecycle, and ratios to BullMQ c=8. */
+const DIALECT_003_FLOOR_TARGET = 0.5
+const PAGES_PER_JOB_TARGET = 14
+const PEER_TARGETS = { 'pool drain (normal)': 2, 'pool drain (full)': 1, 'external workers batched, 8 processes': 1 } as const
 
-const PARTS = ['engine', 'http', 'workers'] as const
+const PARTS = ['engine', 'http', 'workers', 'batched'] as const
 type Part = (typeof PARTS)[number]
 
 interface Options {
   quick: boolean
   json: boolean
+  /** BullMQ's figures from the same sitting (peer-bench's JSON line), for the ratio rows. */
+  peer: Peer | null
   /** Which groups of figures to measure (default: all). */
   only: Set<Part>
 }
 
+/** What the bench reads of peer-bench's JSON line. */
+interface Peer {
+  processing: { concurrency: number; jobs_per_s: number }[]
+  latency: { concurrency: number; pickup_ms: { p50: number } }[]
+}
+
+function readPeer(file: string): Peer {
+  try {
+    const lines = readFileSync(file, 'utf8').trim().split('\n')
+    return JSON.parse(lines[lines.length - 1]!) as Peer
+  } catch (error) {
+    console.error(`bench: --peer=${file}: ${(error as Error).message}`)
+    process.exit(2)
+  }
+}
+
 function parseArgs(argv: string[]): Options {
   const only = new Set<Part>()
+  let peer: Peer | null = null
   for (const arg of argv) {
     const part = /^--only=(\w+)$/.exec(arg)?.[1]
+    const peerFile = /^--peer=(.+)$/.exec(arg)?.[1]
     if (part && (PARTS as readonly string[]).includes(part)) only.add(part as Part)
+    else if (peerFile) peer = readPeer(peerFile)
     else if (arg !== '--quick' && arg !== '--json') {
-      console.error(`bench: unknown flag ${arg} (known: --quick --json --only=${PARTS.join('|')})`)
+      console.error(`bench: unknown flag ${arg} (known: --quick --json --only=${PARTS.join('|')} --peer=FILE)`)
       process.exit(2)
     }
   }
-  return { quick: argv.includes('--quick'), json: argv.includes('--json'), only: only.size > 0 ? only : new Set(PARTS) }
+  return { quick: argv.includes('--quick'), json: argv.includes('--json'), peer, only: only.size > 0 ? only : new Set(PARTS) }
 }
 
 const n = (count: number) => count.toLocaleString('en-US')
@@ -199,6 +239,55 @@ function measureBacklog(c: Counts, rows: Row[]): { small: Latency; large: Latenc
   })
 }
 
+/** Pages per lifecycle, and 32 simulated workers whose verbs share commits. */
+async function measureGroupCommit(c: Counts, rows: Row[]): Promise<void> {
+  progress(`pages per job, ${n(c.pageJobs)} lifecycles one at a time`)
+  const pages = withTempDir('pages', (dir) => pagesPerJob(dir, c.pageJobs))
+  rows.push({
+    name: 'pages per job',
+    value: pages,
+    unit: 'pages',
+    target: `≤ ${PAGES_PER_JOB_TARGET}`,
+    status: pages <= PAGES_PER_JOB_TARGET ? 'PASS' : 'MISS',
+    note: 'WAL frames per lifecycle (submit, grant, heartbeat, complete: 4 commits)',
+  })
+  progress(`engine concurrent, 32 workers, ${n(c.concurrentJobs)} jobs`)
+  const dir = tempDir('concurrent')
+  try {
+    const r = await engineConcurrent(dir, c.concurrentJobs, 32)
+    rows.push({
+      name: 'engine concurrent, 32 workers (normal)',
+      value: r.jobsPerS,
+      unit: 'jobs/s',
+      note: `${n(c.concurrentJobs)} jobs, claim → heartbeat → complete through engine.run; ${r.opsPerCommit.toFixed(1)} operations per commit`,
+    })
+  } finally {
+    dir.cleanup()
+  }
+}
+
+/** The ratio rows against BullMQ c=8 from the same sitting. */
+function peerRows(peer: Peer, rows: Row[]): Row[] {
+  const bull = peer.processing.find((x) => x.concurrency === 8)?.jobs_per_s
+  const bullPickup = peer.latency.find((x) => x.concurrency === 8)?.pickup_ms.p50
+  const out: Row[] = []
+  for (const [name, wanted] of Object.entries(PEER_TARGETS)) {
+    const ours = rows.find((r) => r.name === name)?.value
+    if (ours === undefined || !bull) continue
+    const ratio = ours / bull
+    out.push(target(`${name} ÷ BullMQ c=8`, ratio, ratio >= wanted, `≥ ${wanted.toFixed(2)}`, `BullMQ process c=8: ${n(Math.round(bull))} jobs/s`))
+  }
+  if (bullPickup !== undefined) {
+    for (const [name, factor] of [['local pickup p50 (submit → lease granted)', 1 / 1000], ['pickup p50', 1]] as const) {
+      const ours = rows.find((r) => r.name === name)?.value
+      if (ours === undefined) continue
+      const ms = ours * factor
+      out.push({ name: `${name} vs BullMQ`, value: ms, unit: 'ms', target: `≤ ${bullPickup}`, status: ms <= bullPickup ? 'PASS' : 'MISS', note: `BullMQ pickup p50 c=8: ${bullPickup} ms` })
+    }
+  }
+  return out
+}
+
 function measureReaper(c: Counts, rows: Row[]): void {
   progress(`reaper, ${n(c.reaperLeases)} expired leases`)
   const r = withTempDir('reaper', (dir) => reaper(dir, c.reaperLeases))
@@ -223,6 +312,7 @@ async function main(): Promise<void> {
     measureFull(counts, rows)
     const latency = measureBacklog(counts, rows)
     measureReaper(counts, rows)
+    await measureGroupCommit(counts, rows)
     const ratio = normal.engine / normal.floor
     const growth = latency.large.p50 / latency.small.p50
     rows.push(
@@ -250,9 +340,18 @@ async function main(): Promise<void> {
         status: http.d003at8 >= DIALECT_003_AT_8_TARGET ? 'PASS' : 'MISS',
         note: `${(http.d003at8 / http.floorAt8).toFixed(2)} × the HTTP floor (${n(Math.round(http.floorAt8))} jobs/s)`,
       },
+      target(
+        'dialect 003 lifecycle, 8 workers ÷ HTTP floor',
+        http.d003at8 / http.floorAt8,
+        http.d003at8 / http.floorAt8 >= DIALECT_003_FLOOR_TARGET,
+        `≥ ${DIALECT_003_FLOOR_TARGET.toFixed(2)}`,
+        'one job per request triple, the seed routes',
+      ),
     )
   }
   if (options.only.has('workers')) rows.push(...(await measureWorkers(counts.http, progress)))
+  if (options.only.has('batched')) rows.push(...(await measureBatched(counts.batched, progress)))
+  if (options.peer) rows.push(...peerRows(options.peer, rows))
   const elapsedS = (performance.now() - started) / 1000
 
   if (options.json) {

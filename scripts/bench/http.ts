@@ -3,11 +3,13 @@
  * loopback, clients in this one on keep-alive connections (node:http). Bounded in count and time.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { get as httpGet } from 'node:http'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
+import BetterSqlite3 from 'better-sqlite3'
 import { requestJson } from '../../src-worker/http-json'
 import { percentile, type Row } from './lib'
 
@@ -23,6 +25,7 @@ export interface HttpCounts {
 interface Server {
   url: string
   token: string
+  dataDir: string
   child: ChildProcess
   stop(): Promise<void>
 }
@@ -58,6 +61,7 @@ async function startServer(args: string[]): Promise<Server> {
   return {
     url,
     token,
+    dataDir,
     child,
     stop: async () => {
       await stopChild(child)
@@ -69,7 +73,7 @@ async function startServer(args: string[]): Promise<Server> {
 /** The bare Koa app of koa-floor.mjs, as a Server (it checks no token). */
 async function startKoaFloor(): Promise<Server> {
   const child = spawn(process.execPath, [KOA_FLOOR], { stdio: ['ignore', 'pipe', 'pipe'] })
-  return { url: await listeningUrl(child), token: '', child, stop: async () => void (await stopChild(child)) }
+  return { url: await listeningUrl(child), token: '', dataDir: '', child, stop: async () => void (await stopChild(child)) }
 }
 
 /** Per-endpoint latencies, in milliseconds. */
@@ -318,6 +322,167 @@ export async function measureWorkers(counts: HttpCounts, progress: (m: string) =
     for (const w of workers) w.kill('SIGTERM')
     await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode === null ? w.once('exit', r) : r(null)))))
     await external.stop()
+  }
+  return rows
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batched: jobs submitted 1,000 a request, drained by workers that run many at once
+
+export interface BatchedCounts {
+  /** No-op jobs per drain. */
+  drainJobs: number
+  localPickups: number
+}
+
+/** Jobs per submit-batch request, as the peer's addBulk chunks. */
+const SUBMIT_CHUNK = 1000
+
+/** The DONE jobs, read from the host's database file by a second connection (costs the host nothing). */
+function doneWatcher(server: Server): { done(): number; lastFinishedAt(): number; close(): void } {
+  const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
+  const count = db.prepare("SELECT COUNT(*) AS n FROM jobs WHERE state = 'DONE'")
+  const last = db.prepare('SELECT MAX(finished_at) AS at FROM jobs')
+  return {
+    done: () => (count.get() as { n: number }).n,
+    lastFinishedAt: () => (last.get() as { at: number }).at,
+    close: () => db.close(),
+  }
+}
+
+/**
+ * `jobs` no-op jobs (each reports progress once) submitted in requests of 1,000, until all are
+ * DONE: jobs/s from the first submit to the host's timestamp of the last DONE.
+ */
+async function drainBatched(server: Server, jobs: number): Promise<number> {
+  const post = client(server, new Latencies())
+  const watcher = doneWatcher(server)
+  try {
+    const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
+    for (let i = 0; i < jobs; i += SUBMIT_CHUNK) {
+      const chunk = Array.from({ length: Math.min(SUBMIT_CHUNK, jobs - i) }, () => ({ job_type: 'noop', cost_units: 1 }))
+      const res = await post('submit-batch', '/api/scheduler/jobs/submit-batch', { jobs: chunk })
+      if (res.status !== 200) throw new Error(`submit-batch answered ${res.status}`)
+    }
+    const deadline = performance.now() + 180_000
+    while (watcher.done() < jobs) {
+      if (performance.now() > deadline) throw new Error(`only ${watcher.done()} of ${jobs} jobs DONE after 180 s`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    return jobs / ((watcher.lastFinishedAt() - started) / 1000)
+  } finally {
+    watcher.close()
+  }
+}
+
+/** Follows GET /api/events/stream, calling `onEvent` with each event's type and data. */
+function openEventStream(server: Server, onEvent: (type: string, data: Record<string, unknown>) => void): Promise<{ close(): void }> {
+  return new Promise((resolve, reject) => {
+    const request = httpGet(`${server.url}/api/events/stream`, { headers: { authorization: `Bearer ${server.token}` } }, (response) => {
+      if (response.statusCode !== 200) return reject(new Error(`event stream answered ${response.statusCode}`))
+      let buffer = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => {
+        buffer += chunk
+        let end: number
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const message = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          const type = /^event: (.*)$/m.exec(message)?.[1]
+          const data = /^data: (.*)$/m.exec(message)?.[1]
+          if (type && data) onEvent(type, JSON.parse(data) as Record<string, unknown>)
+        }
+      })
+      resolve({ close: () => request.destroy() })
+    })
+    request.on('error', reject)
+  })
+}
+
+/**
+ * Submit → the job's LEASE_GRANTED on the event stream, one job at a time, with the pool's
+ * claims waiting. The grant is made inside the submit's own commit and its event leaves with
+ * the worker's answer, so this is the time until a local worker holds the job.
+ */
+async function localPickups(server: Server, count: number): Promise<number[]> {
+  const post = client(server, new Latencies())
+  const grantedAt = new Map<string, number>()
+  let wake: () => void = () => {}
+  const stream = await openEventStream(server, (type, data) => {
+    if (type !== 'LEASE_GRANTED') return
+    grantedAt.set(String(data.job_id), performance.now())
+    wake()
+  })
+  const samples: number[] = []
+  try {
+    for (let i = 0; i < count; i++) {
+      await new Promise((r) => setTimeout(r, 20)) // the previous job ends; the claims wait again
+      const started = performance.now()
+      const res = await post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1 })
+      const jobId = (res.json.job as { job_id: string }).job_id
+      const deadline = started + 10_000
+      while (!grantedAt.has(jobId)) {
+        if (performance.now() > deadline) throw new Error(`job ${jobId} was not granted within 10 s`)
+        await new Promise<void>((r) => {
+          wake = r
+          setTimeout(r, 100)
+        })
+      }
+      samples.push(grantedAt.get(jobId)! - started)
+    }
+  } finally {
+    stream.close()
+  }
+  return samples
+}
+
+/** The drains of issue 11's targets, and the local pickup in microseconds. */
+export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void): Promise<Row[]> {
+  const rows: Row[] = []
+  const n = counts.drainJobs.toLocaleString('en-US')
+  for (const durability of ['normal', 'full'] as const) {
+    progress(`pool drain (${durability}): the default pool, ${n} no-op jobs submitted 1,000 a request`)
+    const server = await startServer(['--durability', durability])
+    try {
+      await waitFor(() => workersReady(server, 2), 60_000)
+      await drainBatched(server, Math.min(2_000, counts.drainJobs)) // warm-up
+      rows.push({
+        name: `pool drain (${durability})`,
+        value: await drainBatched(server, counts.drainJobs),
+        unit: 'jobs/s',
+        note: `${n} noop jobs (progress once each), 2 local workers × 16 jobs, first submit → last DONE`,
+      })
+      if (durability === 'normal') {
+        progress(`local pickup, ${counts.localPickups} jobs`)
+        const samples = await localPickups(server, counts.localPickups)
+        rows.push(
+          { name: 'local pickup p50 (submit → lease granted)', value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time, seen on the event stream` },
+          { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
+        )
+      }
+    } finally {
+      await server.stop()
+    }
+  }
+
+  progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)
+  const server = await startServer(['--workers', '0'])
+  const workers = Array.from({ length: 8 }, (_, i) =>
+    spawn(process.execPath, [BIN, 'worker', '--url', server.url, '--token', server.token, '--worker-id', `bench-batched-${i}`], { stdio: 'ignore' }),
+  )
+  try {
+    await waitFor(() => workersReady(server, 8), 60_000)
+    await drainBatched(server, Math.min(2_000, counts.drainJobs)) // warm-up
+    rows.push({
+      name: 'external workers batched, 8 processes',
+      value: await drainBatched(server, counts.drainJobs),
+      unit: 'jobs/s',
+      note: `${n} noop jobs, 8 × 16 jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE`,
+    })
+  } finally {
+    for (const w of workers) w.kill('SIGTERM')
+    await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode === null ? w.once('exit', r) : r(null)))))
+    await server.stop()
   }
   return rows
 }

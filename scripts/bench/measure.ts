@@ -1,4 +1,5 @@
 /** The benchmark's measurements, one function each. Every one works on its own temp-file database. */
+import { statSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { applyConnectionSettings, openDatabase, type Durability } from '../../src-main/db/open'
@@ -295,5 +296,71 @@ export function modelFloor(dir: TempDir, jobs: number, capMs = Infinity): { jobs
     }, jobs, capMs)
   } finally {
     db.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pages per job, and many workers at once (group commit)
+
+/**
+ * WAL frames (pages) one lifecycle writes, one job at a time: each verb its own commit, as a
+ * lone worker's calls would be. Checkpoints are held off so that every frame stays countable.
+ */
+export function pagesPerJob(dir: TempDir, jobs: number): number {
+  const b = openEngine(dir, 'normal')
+  try {
+    const scratch = [0, 0, 0, 0]
+    for (let i = 0; i < 200; i++) oneLifecycle(b, scratch) // the tables reach their steady shape
+    b.db.pragma('wal_autocheckpoint = 0')
+    b.db.pragma('wal_checkpoint(TRUNCATE)')
+    for (let i = 0; i < jobs; i++) oneLifecycle(b, scratch)
+    const pageSize = b.db.pragma('page_size', { simple: true }) as number
+    const walBytes = statSync(dir.path('bench.sqlite') + '-wal').size
+    return (walBytes - 32) / (24 + pageSize) / jobs
+  } finally {
+    b.db.close()
+  }
+}
+
+export interface ConcurrentResult {
+  jobsPerS: number
+  /** Operations per commit on average: how much group commit gathered. */
+  opsPerCommit: number
+}
+
+/**
+ * `workers` simulated workers in this process, each running claim → heartbeat → complete one
+ * job at a time through `engine.run`, so their verbs interleave and share commits as requests
+ * arriving together do in the host. The jobs are submitted first (untimed).
+ */
+export async function engineConcurrent(dir: TempDir, jobs: number, workers: number): Promise<ConcurrentResult> {
+  const b = openEngine(dir, 'normal', 1_000_000)
+  const { engine } = b
+  try {
+    for (let i = 0; i < jobs; i += 1000) engine.submitMany(Array.from({ length: Math.min(1000, jobs - i) }, () => NOOP))
+    const commitsBefore = engine.commits
+    let ops = 0
+    const run = <T>(op: () => T): Promise<T> => {
+      ops += 1
+      return engine.run(op)
+    }
+    const started = performance.now()
+    await Promise.all(
+      Array.from({ length: workers }, async (_, i) => {
+        const worker_id = `bench-${i}`
+        for (;;) {
+          const { granted } = await run(() => engine.claimBatch({ worker_id }, 1))
+          const lease = granted[0]?.lease
+          if (!lease) return
+          const ref = { worker_id, job_id: lease.job_id, lease_token: lease.token }
+          await run(() => engine.heartbeatByToken(ref))
+          await run(() => engine.complete({ ...ref, attempt_id: lease.attempt_id }))
+        }
+      }),
+    )
+    const ms = performance.now() - started
+    return { jobsPerS: (jobs * 1000) / ms, opsPerCommit: ops / Math.max(1, engine.commits - commitsBefore) }
+  } finally {
+    b.db.close()
   }
 }

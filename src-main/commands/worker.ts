@@ -2,6 +2,7 @@ import { hostname } from 'node:os'
 import { HttpTransport } from '../../src-worker/transport-http'
 import { WorkerRuntime } from '../../src-worker/runtime'
 import { resolveClientTarget } from '../client-config'
+import { DEFAULT_WORKER_CONCURRENCY } from '../config'
 import { parseFlags, TARGET_HELP, wholeNumber } from './http-client'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
@@ -12,7 +13,7 @@ workers, anywhere that can reach the host.
 Flags:
 ${TARGET_HELP}
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
-  --concurrency N      jobs at once, each in its own handler thread [1]
+  --concurrency N      jobs at once, sharing up to 4 handler threads [16]
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run})
   --exec-allow P,Q     programs the exec handler may run (none by default)
   --worker-id ID       this worker's name [<hostname>-<pid>]
@@ -41,7 +42,7 @@ export function parseWorkerArgs(argv: string[]): WorkerFlags {
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseWorkerArgs(argv)
   const target = resolveClientTarget(flags, env)
-  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, 64) ?? 1
+  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, 256) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = (line: string) => console.error(line)

@@ -123,6 +123,8 @@ export class EngineContext {
   private inOperation = false
   /** The open commit group, or null. */
   private group: Group | null = null
+  /** Transactions committed since the engine started (plain and grouped): how well groups gather. */
+  commits = 0
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
   private readonly drizzle: ReturnType<typeof drizzle>
 
@@ -219,6 +221,7 @@ export class EngineContext {
       result = fn()
       if (pending.length > 0) for (const listener of this.beforeCommitListeners) listener(pending)
       this.control.commit.run()
+      this.commits += 1
     } catch (error) {
       if (this.db.inTransaction) this.control.rollback.run()
       this.undoTo(0)
@@ -370,6 +373,7 @@ export class EngineContext {
         }
       }
       this.control.commit.run()
+      this.commits += 1
     } catch (error) {
       this.abandonGroup(error)
       return

@@ -75,6 +75,11 @@ export class Engine {
     return this.ctx.runGrouped(op)
   }
 
+  /** Transactions committed since the engine started: with {@link run}'s operations counted, how much groups gather. */
+  get commits(): number {
+    return this.ctx.commits
+  }
+
   /** Commits the open group now, if any (before the database is closed). */
   flush(): void {
     this.ctx.flush()

@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url'
 import { type Handler, isHandler } from '../handler-api'
 import { execHandler } from './exec'
 import { fileWrite } from './file-write'
+import { noop } from './noop'
 import { sleep } from './sleep'
 
 export interface HandlerOptions {
@@ -22,7 +23,7 @@ export interface LoadedHandlers {
 /** The built-in handlers plus every user handler that loads; a user handler may replace a built-in. */
 export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
   const handlers = new Map<string, Handler>()
-  for (const handler of [sleep, fileWrite, execHandler(options.execAllow)]) handlers.set(handler.type, handler)
+  for (const handler of [sleep, noop, fileWrite, execHandler(options.execAllow)]) handlers.set(handler.type, handler)
   const problems: LoadedHandlers['problems'] = []
   let files: string[] = []
   if (options.handlersDir) {
