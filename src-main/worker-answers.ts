@@ -11,7 +11,7 @@ import type { LeaseDecision } from './engine/leases'
 /** Dialect 003's claim answer. */
 export function claimAnswer(decision: LeaseDecision) {
   if (!decision.granted) return { claimed: false as const }
-  const { lease, job, message } = decision
+  const { lease, job, message_id } = decision
   return {
     claimed: true as const,
     job_id: job.id,
@@ -19,7 +19,7 @@ export function claimAnswer(decision: LeaseDecision) {
     lease_id: lease.id,
     lease_token: lease.token,
     stream: job.queue,
-    message_id: message ? String(message.id) : null,
+    message_id: message_id === null ? null : String(message_id),
     payload: JSON.parse(job.payload) as unknown,
     job_type: job.job_type,
     max_runtime_s: job.max_runtime_s,

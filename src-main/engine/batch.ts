@@ -10,9 +10,9 @@ import {
   failAttempt,
   type HeartbeatReport,
   heartbeatByToken,
-  type LeaseDecision,
   type Leased,
-  leaseNext,
+  type LeasedHeads,
+  leaseHeads,
 } from './leases'
 import type { WorkerFilter } from './pick'
 
@@ -48,11 +48,7 @@ export function submitMany(ctx: EngineContext, capacity: CapacityStore, inputs: 
 }
 
 /** The jobs granted by one claim of up to `maxJobs`, and why it stopped short, if it did. */
-export interface ClaimBatch {
-  granted: (LeaseDecision & { granted: true })[]
-  /** The denial that ended the claim before `maxJobs` (nothing queued, no capacity), or null. */
-  denial: (LeaseDecision & { granted: false }) | null
-}
+export type ClaimBatch = LeasedHeads
 
 /**
  * Dialect 003 claim of up to `maxJobs`: the head jobs this worker can take, each leased as a
@@ -63,15 +59,7 @@ export function claimBatch(ctx: EngineContext, capacity: CapacityStore, filter: 
   if (!Number.isSafeInteger(maxJobs) || maxJobs < 1 || maxJobs > MAX_CLAIM_JOBS) {
     throw invalid(`max_jobs: must be a whole number from 1 to ${MAX_CLAIM_JOBS}`)
   }
-  return ctx.transact(() => {
-    const granted: ClaimBatch['granted'] = []
-    while (granted.length < maxJobs) {
-      const decision = leaseNext(ctx, capacity, filter, { ttl_s: ttlS, to: 'RUNNING' })
-      if (!decision.granted) return { granted, denial: decision }
-      granted.push(decision)
-    }
-    return { granted, denial: null }
-  })
+  return leaseHeads(ctx, capacity, filter, { ttl_s: ttlS, to: 'RUNNING', maxJobs })
 }
 
 /** What a worker sends in one exchange: reports on the jobs it runs, and a claim for free slots. */

@@ -2,6 +2,7 @@ import type { Database, Statement } from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { BackoffPolicy } from './backoff'
 import type { Clock } from './clock'
+import { Counters } from './counters'
 
 /** The scheduling knobs the engine reads. The host builds them from flags (src-main/config.ts). */
 export interface EngineConfig {
@@ -125,6 +126,8 @@ export class EngineContext {
   private group: Group | null = null
   /** Transactions committed since the engine started (plain and grouped): how well groups gather. */
   commits = 0
+  /** Fences and stream message ids, handed out from memory. */
+  readonly counters = new Counters(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
   private readonly drizzle: ReturnType<typeof drizzle>
 

@@ -1,4 +1,4 @@
-import type { AttemptRow, JobRow, LeaseRow, StreamMessageRow } from '../db/schema'
+import type { AttemptRow, JobRow, LeaseRow } from '../db/schema'
 import { nextRetryAt } from './backoff'
 import { capacityDenial } from './capacity'
 import type { CapacityStore } from './capacity-store'
@@ -7,9 +7,9 @@ import { EngineError, invalid, leaseNotFound, workerMismatch } from './errors'
 import { newId, newToken } from './ids'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { checkClaimer, expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
-import { eligibleJobs, type WorkerFilter } from './pick'
+import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
-import { ackStreamMessage, currentStreamMessage, writeStreamMessage } from './streams'
+import { ackStreamMessage, writeStreamMessage } from './streams'
 
 export interface Leased {
   lease: LeaseRow
@@ -17,8 +17,15 @@ export interface Leased {
 }
 
 export type LeaseDecision =
-  | ({ granted: true; message: StreamMessageRow | undefined } & Leased)
+  | ({ granted: true; /** The stream message that delivers this attempt (dialect 003's `message_id`). */ message_id: number | null } & Leased)
   | { granted: false; reason: string; retry_after_ms: number }
+
+/** The jobs one lease request took (at most its `maxJobs`), and why it stopped short, if it did. */
+export interface LeasedHeads {
+  granted: (LeaseDecision & { granted: true })[]
+  /** The denial that ended it before `maxJobs` (nothing queued, no capacity), or null. */
+  denial: (LeaseDecision & { granted: false }) | null
+}
 
 /** What a worker reports when it finishes an attempt. */
 export interface Outcome {
@@ -47,7 +54,7 @@ function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
  */
 function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): Leased {
   const now = ctx.clock.now()
-  const { fence } = ctx.one<{ fence: number }>('SELECT COALESCE(MAX(fence), 0) + 1 AS fence FROM leases')!
+  const fence = ctx.counters.nextFence()
   const lease: LeaseRow = {
     id: newId(),
     job_id: job.id,
@@ -114,17 +121,40 @@ export function leaseNext(
   filter: WorkerFilter,
   options: { ttl_s?: number; to: 'LEASED' | 'RUNNING' },
 ): LeaseDecision {
+  const { granted, denial } = leaseHeads(ctx, capacity, filter, { ...options, maxJobs: 1 })
+  return granted[0] ?? denial!
+}
+
+/**
+ * The head jobs this worker can take, leased one after another in scheduling order until
+ * `maxJobs` or the first that cannot be leased: as that many single requests would, in one walk
+ * of the queue. A worker that holds a lease (the ones granted here included) takes no `unique`
+ * job.
+ */
+export function leaseHeads(
+  ctx: EngineContext,
+  capacity: CapacityStore,
+  filter: WorkerFilter,
+  options: { ttl_s?: number; to: 'LEASED' | 'RUNNING'; maxJobs: number },
+): LeasedHeads {
   const ttl = checkTtl(ctx, options.ttl_s)
   return ctx.transact(() => {
     const retry_after_ms = ctx.config.denyRetryAfterMs
-    const figures = capacity.figures()
-    if (figures.available <= 0) return { granted: false, reason: capacityDenial(figures, 1)!, retry_after_ms }
-    const head = eligibleJobs(ctx, filter, ctx.clock.now()).next()
-    if (head.done) return { granted: false, reason: 'No jobs queued', retry_after_ms }
-    const denial = capacityDenial(figures, head.value.cost_units)
-    if (denial) return { granted: false, reason: denial, retry_after_ms }
-    const leased = grant(ctx, head.value, filter.worker_id, ttl, options.to)
-    return { granted: true, ...leased, message: currentStreamMessage(ctx, leased.job) }
+    const granted: LeasedHeads['granted'] = []
+    const stop = (reason: string): LeasedHeads => ({ granted, denial: { granted: false, reason, retry_after_ms } })
+    let figures = capacity.figures()
+    if (figures.available <= 0) return stop(capacityDenial(figures, 1)!)
+    let holds: boolean | undefined
+    const holdsLease = () => granted.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id))
+    for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), holdsLease)) {
+      const denial = capacityDenial(figures, job.cost_units)
+      if (denial) return stop(denial)
+      const leased = grant(ctx, job, filter.worker_id, ttl, options.to)
+      granted.push({ granted: true, ...leased, message_id: leased.job.stream_message_id })
+      figures = { ...figures, leased: figures.leased + job.cost_units, available: figures.available - job.cost_units }
+      if (granted.length === options.maxJobs) return { granted, denial: null }
+    }
+    return stop('No jobs queued')
   })
 }
 
@@ -231,24 +261,28 @@ function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undef
  * The job's lease that has this token: its current lease (the usual case), else one of its
  * earlier leases, found through its attempts. 404 for an unknown job comes first.
  */
-function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): LeaseRow | undefined {
+function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Leased | undefined {
   const job = getJob(ctx, jobId)
   const current = job.lease_id === null ? undefined : ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', job.lease_id)
-  if (current?.token === token) return current
-  return ctx.one<LeaseRow>(
+  if (current?.token === token) return { lease: current, job }
+  const earlier = ctx.one<LeaseRow>(
     'SELECT leases.* FROM attempts JOIN leases ON leases.id = attempts.lease_id WHERE attempts.job_id = ? AND leases.token = ?',
     jobId,
     token,
   )
+  return earlier && { lease: earlier, job }
 }
 
-/** Resolves the lease named by its token (dialect 003): a token that is not this job's is a mismatch. */
-function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): LeaseRow {
+/**
+ * Resolves the lease named by its token (dialect 003): a token that is not this job's is a
+ * mismatch. Also answers the job as it now is, so the caller need not read it again.
+ */
+function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): Leased {
   const found = jobLeaseWithToken(ctx, jobId, token)
   if (!found) throw new EngineError(409, 'lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
-  const lease = expireIfDue(ctx, found)
+  const lease = expireIfDue(ctx, found.lease)
   if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
-  return lease
+  return { lease, job: lease === found.lease ? found.job : getJob(ctx, jobId) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -265,13 +299,16 @@ function checkProgress(report: HeartbeatReport): void {
   }
 }
 
-/** Extends an ACTIVE lease to now + ttl + grace; the first heartbeat moves LEASED → RUNNING. */
-function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport): Leased {
+/**
+ * Extends an ACTIVE lease to now + ttl + grace; the first heartbeat moves LEASED → RUNNING.
+ * `job` is the lease's job as already read in this transaction, if the caller has it.
+ */
+function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, current?: JobRow): Leased {
   if (lease.state !== 'ACTIVE') throw notActive(lease)
   const now = ctx.clock.now()
   const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
   ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE id = ?', now, expiresAt, lease.id)
-  let job = getJob(ctx, lease.job_id)
+  let job = current ?? getJob(ctx, lease.job_id)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
   if (report.note != null) changes.note = report.note
@@ -300,8 +337,8 @@ export function heartbeatByToken(
   request: { job_id: string; worker_id: string; lease_token: string } & HeartbeatReport,
 ): Leased {
   checkProgress(request)
-  const lease = leaseByToken(ctx, request.job_id, request.worker_id, request.lease_token)
-  return ctx.transact(() => extend(ctx, lease, request))
+  const { lease, job } = leaseByToken(ctx, request.job_id, request.worker_id, request.lease_token)
+  return ctx.transact(() => extend(ctx, lease, request, job))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -381,11 +418,11 @@ function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobSta
  * Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on;
  * returns the rows as they now are.
  */
-function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean): Leased & { disposition: Disposition } {
+function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean, current?: JobRow): Leased & { disposition: Disposition } {
   if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
     throw new EngineError(409, 'file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it', { ack: false })
   }
-  const job = getJob(ctx, lease.job_id)
+  const job = current ?? getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
   const now = ctx.clock.now()
@@ -489,7 +526,7 @@ function answerFor(ctx: EngineContext, attempt: AttemptRow): AttemptAnswer {
  * ended attempt is 409 with `ack: true` (the message must not be redelivered).
  */
 function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean): AttemptAnswer {
-  const lease = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
+  const { lease, job: current } = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
   if (lease.attempt_id !== report.attempt_id) {
     throw new EngineError(409, 'attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
@@ -499,7 +536,7 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
     throw notActive(lease, { ack: true })
   }
   return ctx.transact(() => {
-    const { job, disposition } = release(ctx, lease, outcome, retryable)
+    const { job, disposition } = release(ctx, lease, outcome, retryable, current)
     return { ack: true, requeued: disposition === 'REQUEUED', dlq: disposition === 'DEAD_LETTERED', job }
   })
 }

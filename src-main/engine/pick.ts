@@ -23,6 +23,11 @@ export function holdsActiveLease(ctx: EngineContext, workerId: string): boolean 
   return ctx.one("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE' LIMIT 1", workerId) !== undefined
 }
 
+function memo<T>(fn: () => T): () => T {
+  let value: { v: T } | undefined
+  return () => (value ??= { v: fn() }).v
+}
+
 function canTake(job: JobRow, filter: WorkerFilter, holdsLease: () => boolean): boolean {
   if (filter.addon_id != null && job.addon_id !== filter.addon_id) return false
   if (filter.accept_job_types && !filter.accept_job_types.includes(job.job_type)) return false
@@ -50,9 +55,13 @@ const PAGE_SIZES = [1, 4, 16, 64] as const
  * O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
  * claims. (Pages rather than an open cursor: the caller writes between rows.)
  */
-export function* eligibleJobs(ctx: EngineContext, filter: WorkerFilter, now: number): Generator<JobRow> {
-  let holds: boolean | undefined
-  const holdsLease = () => (holds ??= holdsActiveLease(ctx, filter.worker_id))
+export function* eligibleJobs(
+  ctx: EngineContext,
+  filter: WorkerFilter,
+  now: number,
+  /** Whether the worker holds a lease now (a caller that grants as it walks says so itself). */
+  holdsLease: () => boolean = memo(() => holdsActiveLease(ctx, filter.worker_id)),
+): Generator<JobRow> {
   for (const queue of filter.queues ?? [null]) {
     for (const rank of PRIORITY_RANKS) {
       let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }

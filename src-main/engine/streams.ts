@@ -1,4 +1,4 @@
-import type { JobRow, StreamMessageRow } from '../db/schema'
+import type { JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { newId } from './ids'
 
@@ -12,7 +12,7 @@ import { newId } from './ids'
 
 /** The id the next message will get: a submit names its message in the job row it inserts. */
 export function nextStreamMessageId(ctx: EngineContext): number {
-  return ctx.one<{ id: number }>('SELECT COALESCE(MAX(id), 0) + 1 AS id FROM stream_messages')!.id
+  return ctx.counters.nextMessageId()
 }
 
 /** Writes a message for the job (which must exist) and returns its id, for `job.stream_message_id`. */
@@ -26,12 +26,6 @@ export function writeStreamMessage(ctx: EngineContext, jobId: string, stream: st
     ctx.clock.now(),
   )
   return id
-}
-
-/** The message that delivers the job's current attempt. */
-export function currentStreamMessage(ctx: EngineContext, job: JobRow): StreamMessageRow | undefined {
-  if (job.stream_message_id === null) return undefined
-  return ctx.one<StreamMessageRow>('SELECT * FROM stream_messages WHERE id = ?', job.stream_message_id)
 }
 
 /** Acknowledges the job's current message: the attempt it delivered has ended. */

@@ -1,8 +1,9 @@
 /**
  * Crash test over HTTP: the real `leasehold serve` process under load from several clients
- * (submits through dialect 002, claim/complete through dialect 003, and a worker that claims
- * and then goes silent), killed with SIGKILL at random moments and restarted on the same data
- * dir. Afterwards: every submit that got its 201 exists, every acknowledged completion is DONE,
+ * (submits through dialect 002, one by one and 200 to a request; claim/complete through dialect
+ * 003, one by one and in batches; and a worker that claims and then goes silent), killed with
+ * SIGKILL at random moments — so often in the middle of large commit groups — and restarted on
+ * the same data dir. Afterwards: every submit that got its 201 exists, every acknowledged completion is DONE,
  * no job is completed twice, and leases granted before a crash expire on time after it.
  */
 import Database from 'better-sqlite3'
@@ -156,7 +157,43 @@ function load(call: (path: string, json?: unknown) => Promise<Response>, ledger:
       }
     }
   }
+  // Large groups: 200 submits in one request, and a worker that finishes and claims 8 at a time.
+  const batchSubmitter = async (name: string) => {
+    while (!stopped) {
+      const keys = Array.from({ length: 200 }, () => `r${round}-${name}-${n++}`)
+      try {
+        const res = await call('/api/scheduler/jobs/submit-batch', { jobs: keys.map((key) => ({ job_type: 'crash', cost_units: 1, client_request_id: key })) })
+        const answer = (await res.json()) as { results?: { ok: boolean; job?: { job_id: string } }[] }
+        if (res.status === 200) for (const r of answer.results ?? []) if (r.ok) ledger.submitted.add(r.job!.job_id)
+      } catch {
+        /* killed mid-request: outcome unknown */
+      }
+    }
+  }
+  const batchWorker = async (name: string) => {
+    let running: { job_id: string; attempt_id: string; lease_token: string }[] = []
+    while (!stopped) {
+      try {
+        const res = await call('/internal/worker/batch', {
+          worker_id: name,
+          complete: running.map((c) => ({ job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token, result: { by: name } })),
+          claim: { streams: ['default'], max_jobs: 8, max_wait_ms: 200 },
+        })
+        const answer = (await res.json()) as { completed: { job_id: string; ok: boolean }[]; jobs: { job_id: string; attempt_id: string; lease_token: string }[] }
+        running = []
+        if (res.status !== 200) continue
+        for (const c of answer.completed) if (c.ok) ledger.completed.add(c.job_id)
+        ledger.claims += answer.jobs.length
+        running = answer.jobs
+      } catch {
+        /* killed mid-request: these leases expire, and their jobs are requeued */
+        running = []
+      }
+    }
+  }
   const clients = [
+    batchSubmitter('b1'),
+    batchWorker('bw1'),
     submitter('s1'),
     submitter('s2'),
     submitter('s3'),

@@ -126,7 +126,7 @@ describe('granting a lease', () => {
     const { job } = engine.submit(aJob({ queue: 'video' }))
     const decision = engine.claimAndLease({ worker_id: 'w' })
     if (!decision.granted) throw new Error('expected a grant')
-    expect(decision.message).toMatchObject({ job_id: job.id, stream: 'video' })
+    expect(decision.message_id).toBe(engine.getJob(job.id).stream_message_id)
   })
 
   it('an unknown lease id is 404 lease_not_found', () => {

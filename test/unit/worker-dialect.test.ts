@@ -202,7 +202,7 @@ describe('dialect 003 stream messages', () => {
     const submitted = engine.submit(aJob()).job
     const decision = engine.claimAndLease({ worker_id: 'w', queues: ['default'] })
     if (!decision.granted) throw new Error(decision.reason)
-    expect(decision.message?.id).toBe(submitted.stream_message_id)
+    expect(decision.message_id).toBe(submitted.stream_message_id)
     expect(messages(engine, submitted.id)).toEqual([{ id: submitted.stream_message_id, acked_at: null }])
   })
 
