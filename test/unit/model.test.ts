@@ -4,6 +4,11 @@
  * completion, failure, cancel, and reopening the database file), while a small model records
  * the leases the test holds and predicts how the engine must answer calls made under them. After
  * every command the scheduling invariants of CONTRACTS.md are checked directly in SQLite.
+ *
+ * Half the runs drive the engine as the batching transports do: every verb in the open commit
+ * group (a read, or a Flush command, ends the group: random group boundaries), and the dialect
+ * 003 verbs through the batch verbs (claimBatch, exchange), whose items must answer exactly as
+ * the one-job verbs the model predicts.
  */
 import type { Database } from 'better-sqlite3'
 import fc from 'fast-check'
@@ -15,7 +20,9 @@ import { openDatabase } from '../../src-main/db/open'
 import type { JobRow, LeaseRow } from '../../src-main/db/schema'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { PRIORITIES, type JobState } from '../../src-main/engine/states'
-import { Engine, EngineError, type EngineConfig } from '../../src-main/engine'
+import { Engine, EngineError, type EngineConfig, type ItemResult } from '../../src-main/engine'
+import type { AttemptError, AttemptReport } from '../../src-main/engine/leases'
+import type { WorkerFilter } from '../../src-main/engine/pick'
 import { T0 } from '../helpers/engine'
 
 const CONFIG: Partial<EngineConfig> = {
@@ -38,14 +45,65 @@ interface Real {
   path: string
   clock: ManualClock
   busy: number
+  /** Through commit groups and the batch verbs (see viaBatches). */
+  batched: boolean
   db: Database
   engine: Engine
 }
 
-function openEngine(path: string, clock: ManualClock, busy: number): { db: Database; engine: Engine } {
+function openEngine(path: string, clock: ManualClock, busy: number, batched: boolean): { db: Database; engine: Engine } {
   const { sqlite } = openDatabase({ path })
   const engine = new Engine({ db: sqlite, clock, config: CONFIG, capacity: { total_units: TOTAL_UNITS, busy_rating: busy } })
-  return { db: sqlite, engine }
+  return { db: sqlite, engine: batched ? viaBatches(engine) : engine }
+}
+
+/** An item of a batch, as its one-job verb would answer: the value, or the refusal thrown. */
+function itemValue<T>(result: ItemResult<T> | undefined): T {
+  if (!result) throw new Error('a batch answered no item')
+  if (!result.ok) throw result.error
+  return result.value
+}
+
+/**
+ * The engine as the batching transports use it. Each verb runs in the open commit group (the
+ * group commits later, when something outside it reads); the dialect-003 verbs go through
+ * claimBatch and exchange. The op runs at once inside the group, so its answer is known now.
+ */
+function viaBatches(engine: Engine): Engine {
+  const grouped = <T>(op: () => T): T => {
+    let outcome: { ok: true; value: T } | { ok: false; error: unknown } | undefined
+    engine
+      .run(() => {
+        try {
+          outcome = { ok: true, value: op() }
+        } catch (error) {
+          outcome = { ok: false, error }
+          throw error
+        }
+      })
+      .catch(() => {}) // the outcome is read below; a failed commit would fail a later read
+    if (!outcome!.ok) throw outcome!.error
+    return outcome!.value
+  }
+  const batchVerbs: Partial<Record<keyof Engine, (...args: never[]) => unknown>> = {
+    claimAndLease: (filter: WorkerFilter, ttl?: number) => {
+      const { granted, denial } = engine.claimBatch(filter, 1, ttl)
+      return granted[0] ?? denial
+    },
+    heartbeatByToken: (request: { job_id: string; worker_id: string; lease_token: string }) =>
+      itemValue(engine.exchange({ worker_id: request.worker_id, heartbeat: [request] }).heartbeats[0]),
+    complete: (report: AttemptReport) => itemValue(engine.exchange({ worker_id: report.worker_id, complete: [report] }).completed[0]),
+    fail: (report: AttemptReport & { error: AttemptError }) => itemValue(engine.exchange({ worker_id: report.worker_id, fail: [report] }).failed[0]),
+  }
+  const verbs = new Set<string | symbol>(['submit', 'claim', 'requestLease', 'claimAndLease', 'requestLeaseForJob', 'heartbeat', 'heartbeatByToken', 'release', 'complete', 'fail', 'cancel', 'reap'])
+  return new Proxy(engine, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown
+      if (!verbs.has(key) || typeof value !== 'function') return value
+      const verb = (batchVerbs[key as keyof Engine] ?? value) as (...args: unknown[]) => unknown
+      return (...args: unknown[]) => grouped(() => verb(...args))
+    },
+  })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -524,10 +582,21 @@ class Cancel extends Base {
 }
 
 /** Closes the better-sqlite3 handle and opens a new engine on the same file and clock. */
+/** A group boundary: the open commit group commits now (in the runs that group). */
+class Flush extends Base {
+  apply(_model: Model, real: Real): void {
+    real.engine.flush()
+  }
+  override toString(): string {
+    return 'flush'
+  }
+}
+
 class Reopen extends Base {
   apply(_model: Model, real: Real): void {
+    real.engine.flush()
     real.db.close()
-    Object.assign(real, openEngine(real.path, real.clock, real.busy))
+    Object.assign(real, openEngine(real.path, real.clock, real.busy, real.batched))
   }
   toString(): string {
     return 'reopen()'
@@ -566,6 +635,7 @@ const commands = fc.commands(
     fc.tuple(index, finishVia).map(([i, via]) => new Finish(i, 'SUCCEEDED', via, false)),
     fc.tuple(index, finishVia, fc.boolean()).map(([i, via, retryable]) => new Finish(i, 'FAILED', via, retryable)),
     index.map((i) => new Cancel(i)),
+    fc.constant(new Flush()),
     fc.constant(new Reopen()),
   ],
   { maxCommands: MAX_COMMANDS, size: 'max' },
@@ -578,13 +648,14 @@ let runs = 0
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-function runScenario(cmds: Iterable<Cmd>, busy: number): void {
+function runScenario(cmds: Iterable<Cmd>, busy: number, batched: boolean): void {
   const path = join(dir, `run-${++runs}.db`)
   const clock = new ManualClock(T0)
-  const real: Real = { path, clock, busy, ...openEngine(path, clock, busy) }
+  const real: Real = { path, clock, busy, batched, ...openEngine(path, clock, busy, batched) }
   try {
     fc.modelRun(() => ({ model: { jobs: [], claimed: [], leases: [] }, real }), cmds)
   } finally {
+    real.engine.flush()
     real.db.close()
     for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true })
   }
@@ -595,7 +666,7 @@ describe('engine against a model, with invariants checked after every command', 
     checkAfterEach = INVARIANTS[name]
     try {
       fc.assert(
-        fc.property(commands, fc.constantFrom(0, 0, 3, 5), (cmds, busy) => runScenario(cmds, busy)),
+        fc.property(commands, fc.constantFrom(0, 0, 3, 5), fc.boolean(), (cmds, busy, batched) => runScenario(cmds, busy, batched)),
         { numRuns: RUNS },
       )
     } finally {
