@@ -338,12 +338,19 @@ export interface BatchedCounts {
 /** Jobs per submit-batch request, as the peer's addBulk chunks. */
 const SUBMIT_CHUNK = 1000
 
-/** The DONE jobs, read from the host's database file by a second connection (costs the host nothing). */
-function doneWatcher(server: Server): { done(): number; lastFinishedAt(): number; close(): void } {
+/**
+ * Watches the host's database file through a second, read-only connection: whether work is
+ * left (QUEUED jobs or ACTIVE leases, both read from partial indexes, so a look costs the
+ * machine next to nothing), and once none is, the DONE count and the last finish time.
+ */
+function doneWatcher(server: Server): { busy(): boolean; done(): number; lastFinishedAt(): number; close(): void } {
   const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
+  const queued = db.prepare("SELECT 1 FROM jobs WHERE state = 'QUEUED' LIMIT 1")
+  const active = db.prepare("SELECT 1 FROM leases WHERE state = 'ACTIVE' LIMIT 1")
   const count = db.prepare("SELECT COUNT(*) AS n FROM jobs WHERE state = 'DONE'")
   const last = db.prepare('SELECT MAX(finished_at) AS at FROM jobs')
   return {
+    busy: () => queued.get() !== undefined || active.get() !== undefined,
     done: () => (count.get() as { n: number }).n,
     lastFinishedAt: () => (last.get() as { at: number }).at,
     close: () => db.close(),
@@ -358,6 +365,7 @@ async function drainBatched(server: Server, jobs: number): Promise<number> {
   const post = client(server, new Latencies())
   const watcher = doneWatcher(server)
   try {
+    const doneBefore = watcher.done()
     const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
     for (let i = 0; i < jobs; i += SUBMIT_CHUNK) {
       const chunk = Array.from({ length: Math.min(SUBMIT_CHUNK, jobs - i) }, () => ({ job_type: 'noop', cost_units: 1 }))
@@ -365,10 +373,12 @@ async function drainBatched(server: Server, jobs: number): Promise<number> {
       if (res.status !== 200) throw new Error(`submit-batch answered ${res.status}`)
     }
     const deadline = performance.now() + 180_000
-    while (watcher.done() < jobs) {
-      if (performance.now() > deadline) throw new Error(`only ${watcher.done()} of ${jobs} jobs DONE after 180 s`)
+    while (watcher.busy()) {
+      if (performance.now() > deadline) throw new Error(`jobs still running after 180 s`)
       await new Promise((r) => setTimeout(r, 50))
     }
+    const done = watcher.done() - doneBefore
+    if (done !== jobs) throw new Error(`${done} of ${jobs} jobs DONE`)
     return jobs / ((watcher.lastFinishedAt() - started) / 1000)
   } finally {
     watcher.close()
