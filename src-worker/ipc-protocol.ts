@@ -16,7 +16,7 @@ export const IPC_METHODS = {
   exchange: z.object({
     worker_id: Str,
     heartbeat: z.array(z.object({ job_id: Str, lease_token: Str, ...Progress })).optional(),
-    complete: z.array(z.object({ ...JobRef, result: z.unknown() })).optional(),
+    complete: z.array(z.object({ ...JobRef, result: z.unknown(), ...Progress })).optional(),
     fail: z.array(z.object({ ...JobRef, error: AttemptFailure })).optional(),
     claim: z.object({ streams: z.array(Str).min(1), max_jobs: z.number().int().min(1).max(256), max_wait_ms: z.number().int().min(0) }).optional(),
   }),

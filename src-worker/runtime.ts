@@ -310,7 +310,10 @@ export class WorkerRuntime {
       this.outbox.heartbeat.delete(claim.job_id)
       log(`leasehold worker: ${claim.job_id} halted on a file-lease blocker; an operator decides`)
     } else if (outcome.ok) {
-      this.outbox.complete.push({ ...ref, result: outcome.result })
+      // A heartbeat not yet sent goes with the completion: its progress reaches the host all the same.
+      const beat = this.outbox.heartbeat.get(claim.job_id)
+      this.outbox.heartbeat.delete(claim.job_id)
+      this.outbox.complete.push({ ...ref, result: outcome.result, ...(beat && { progress: beat.progress, note: beat.note }) })
     } else {
       this.outbox.fail.push({ ...ref, error: job.stopReason ? { ...STOP_ERRORS[job.stopReason], stack: outcome.error.stack } : outcome.error })
     }

@@ -22,7 +22,8 @@ export interface Claim {
 export interface ExchangeRequest {
   worker_id: string
   heartbeat?: { job_id: string; lease_token: string; progress?: number | null; note?: string | null }[]
-  complete?: (AttemptRef & { result: unknown })[]
+  /** A completion may carry the job's last progress and note, instead of a heartbeat before it. */
+  complete?: (AttemptRef & { result: unknown; progress?: number | null; note?: string | null })[]
   fail?: (AttemptRef & { error: AttemptError })[]
   /** Up to `max_jobs` more; waits up to `max_wait_ms` if none can be leased now. */
   claim?: { streams: string[]; max_jobs: number; max_wait_ms: number }

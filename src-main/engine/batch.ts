@@ -66,7 +66,8 @@ export function claimBatch(ctx: EngineContext, capacity: CapacityStore, filter: 
 export interface WorkerExchange {
   worker_id: string
   heartbeat?: (Omit<AttemptReport, 'attempt_id' | 'worker_id'> & HeartbeatReport)[]
-  complete?: (Omit<AttemptReport, 'worker_id'> & { result?: unknown })[]
+  /** A completion may carry the job's last progress and note (no heartbeat needed for them). */
+  complete?: (Omit<AttemptReport, 'worker_id'> & { result?: unknown } & HeartbeatReport)[]
   fail?: (Omit<AttemptReport, 'worker_id'> & { error: AttemptError })[]
   /** Claim up to `max_jobs` more, after the reports (capacity they free is reused at once). */
   claim?: { filter: Omit<WorkerFilter, 'worker_id'>; max_jobs: number; ttl_s?: number }

@@ -33,6 +33,8 @@ export interface Outcome {
   result?: unknown
   error?: unknown
   metrics?: unknown
+  /** The job's last progress and note, when they come with the outcome instead of a heartbeat before it. */
+  report?: HeartbeatReport
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,6 +385,8 @@ function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outco
     result: json(outcome.result) ?? job.result,
     error: json(outcome.error) ?? job.error,
     metrics: json(outcome.metrics) ?? job.metrics,
+    progress: outcome.report?.progress ?? job.progress,
+    note: outcome.report?.note ?? job.note,
   })
   ctx.appendEvent('JOB', job.id, job.id, `JOB_${to}`, {
     state: to,
@@ -541,8 +545,13 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
   })
 }
 
-export function completeAttempt(ctx: EngineContext, report: AttemptReport & { result?: unknown }): AttemptAnswer {
-  return finishAttempt(ctx, report, { status: 'SUCCEEDED', result: report.result }, false)
+/**
+ * Completes the attempt. A completion may carry the job's last progress and note, as a heartbeat
+ * would (a worker whose job ended before its queued heartbeat went out sends them with it).
+ */
+export function completeAttempt(ctx: EngineContext, report: AttemptReport & { result?: unknown } & HeartbeatReport): AttemptAnswer {
+  checkProgress(report)
+  return finishAttempt(ctx, report, { status: 'SUCCEEDED', result: report.result, report: { progress: report.progress, note: report.note } }, false)
 }
 
 export interface AttemptError {

@@ -64,7 +64,7 @@ const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_IT
 export const WorkerBatch = z.strictObject({
   worker_id: WorkerId,
   heartbeat: Reports(z.strictObject({ job_id: Id, lease_token: z.string().min(1).max(200), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
-  complete: Reports(z.strictObject({ ...BatchAttemptFields, result: JsonValue.optional() })),
+  complete: Reports(z.strictObject({ ...BatchAttemptFields, result: JsonValue.optional(), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
   fail: Reports(z.strictObject({ ...BatchAttemptFields, error: AttemptFailure })),
   claim: z
     .strictObject({ streams: Streams, max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS), max_wait_ms: z.number().int().min(0).optional() })

@@ -90,4 +90,19 @@ describe('batch verbs', () => {
     expect(answer.completed).toMatchObject([{ ok: false, error: { status: 403, code: 'worker_mismatch' } }])
     expect(engine.getJob(job.id).state).toBe('RUNNING')
   })
+
+  it('a completion may carry the job’s last progress and note, which the job keeps as a heartbeat would have set them', () => {
+    const { engine } = setup()
+    const job = engine.submit(aJob()).job
+    const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
+    const ref = { job_id: job.id, attempt_id: held!.lease.attempt_id, lease_token: held!.lease.token }
+    const answer = engine.exchange({ worker_id: 'w1', complete: [{ ...ref, progress: 0.5, note: 'half way, then done' }] })
+    expect(answer.completed).toMatchObject([{ ok: true }])
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'DONE', progress: 0.5, note: 'half way, then done' })
+    const other = engine.submit(aJob()).job
+    const [next] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
+    const bad = engine.exchange({ worker_id: 'w1', complete: [{ job_id: other.id, attempt_id: next!.lease.attempt_id, lease_token: next!.lease.token, progress: 2 }] })
+    expect(bad.completed).toMatchObject([{ ok: false, error: { status: 400, code: 'invalid_request' } }])
+    expect(engine.getJob(other.id).state).toBe('RUNNING')
+  })
 })

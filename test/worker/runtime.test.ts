@@ -111,3 +111,16 @@ test('a stopping worker claims nothing more, lets its jobs finish and reports th
   const afterStop = transport.requests.slice(1)
   expect(afterStop.every((r) => r.claim === undefined)).toBe(true)
 })
+
+test('a job’s progress reaches the host once: with a heartbeat if one went out, else with its completion, never after it', async () => {
+  const noop = { ...aClaim('job-1', 0), job_type: 'noop', payload: {} }
+  const transport = new ScriptedTransport([noop])
+  runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 1, handlers: { handlersDir: null, execAllow: [] }, log: () => {} })
+  await runtime.start()
+  runtime.begin()
+  await until(() => transport.completed.length >= 1, 5000, 'the job reported')
+  await new Promise((r) => setTimeout(r, 100)) // anything still queued would go out now
+  const sent = transport.requests.flatMap((r) => [...(r.heartbeat ?? []).map((h) => ({ beat: h.progress })), ...(r.complete ?? []).map((c) => ({ done: c.progress ?? null }))])
+  // Usually the handler's progress and its end arrive in one turn: one request, the progress in the completion.
+  expect([[{ done: 0.5 }], [{ beat: 0.5 }, { done: null }]]).toContainEqual(sent)
+})
