@@ -111,6 +111,7 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     if (contention && now < contention.retry_at) {
       throw new EngineError(429, 'retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
         retry_at: new Date(contention.retry_at).toISOString(),
+        retry_after_s: Math.ceil((contention.retry_at - now) / 1000),
       })
     }
     let holder = activeOn(ctx, file)

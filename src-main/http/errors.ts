@@ -17,6 +17,11 @@ export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter
       if (ctx.status === 404 && ctx.body === undefined) {
         throw new EngineError(404, 'not_found', `No route ${ctx.method} ${ctx.path}`)
       }
+      // The router answered a known path with another method: its `Allow` header stays.
+      if (ctx.status === 405 && ctx.body === undefined) {
+        throw new EngineError(405, 'method_not_allowed', `${ctx.method} is not allowed on this route (allowed: ${ctx.response.get('Allow')})`)
+      }
+      if (ctx.status === 501 && ctx.body === undefined) throw new EngineError(501, 'not_implemented', `${ctx.method} is not implemented`)
     } catch (error) {
       const answer = answerError(error, dataDir())
       if (answer.internal) {
@@ -26,6 +31,8 @@ export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter
       }
       ctx.status = answer.status
       ctx.body = { ...answer.body, detail: answer.detail, code: answer.code }
+      // An answer that says when to come back says it as HTTP does too.
+      if (typeof answer.body.retry_after_s === 'number') ctx.set('Retry-After', String(Math.max(0, answer.body.retry_after_s)))
     }
   }
 }

@@ -94,13 +94,8 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   ]
   for (const router of routers) {
     app.use(router.routes())
-    app.use(
-      router.allowedMethods({
-        throw: true,
-        methodNotAllowed: () => new EngineError(405, 'method_not_allowed', 'That method is not allowed on this route'),
-        notImplemented: () => new EngineError(501, 'not_implemented', 'That method is not implemented'),
-      }),
-    )
+    // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
+    app.use(router.allowedMethods())
   }
   return { app, closeStreams: () => streams.closeAll() }
 }

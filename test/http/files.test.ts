@@ -234,14 +234,19 @@ describe('integration: two workers contend for one file', () => {
     // While w1 works: w1 heartbeats job and file, w2 heartbeats its job and waits.
     await advance(60 * SECOND, { jobs: [w1, w2], files: ['w1'] }, async () => expect(await activeHolders()).toEqual(['w1']))
     const early = await acquire(w2)
-    const error = await expectError(early, 429, 'retry_too_early', ['retry_at'])
+    const retryAfter = early.headers.get('retry-after')
+    const error = await expectError(early, 429, 'retry_too_early', ['retry_at', 'retry_after_s'])
     expect(error.retry_at).toBe(iso(retryAt))
+    // The one retry is 120 s away on the host's clock: said in the body and as HTTP's Retry-After.
+    expect(error.retry_after_s).toBe(Math.ceil((retryAt - clock.now()) / 1000))
+    expect(retryAfter).toBe(String(error.retry_after_s))
     // w1 is done with the file.
     expect((await fileRelease('w1')).status).toBe(200)
     await advance(retryAt - 1 - clock.now(), { jobs: [w1, w2] }, async () => expect(await activeHolders()).toEqual([]))
     expect(clock.now()).toBe(retryAt - 1)
     // 179.999 s: still too early, though the file is free.
-    await expectError(await acquire(w2), 429, 'retry_too_early', ['retry_at'])
+    const lastMs = await expectError(await acquire(w2), 429, 'retry_too_early', ['retry_at', 'retry_after_s'])
+    expect(lastMs.retry_after_s).toBe(1) // 1 ms left rounds up: never "come back now" too early
     clock.advance(1)
     const res = await acquire(w2)
     expect(res.status).toBe(200)

@@ -95,6 +95,17 @@ describe('request guard', () => {
     expect((await wrongMethod.json()).code).toBe('method_not_allowed')
   })
 
+  test('a 405 names the methods the route allows in an Allow header (HTTP requires it)', async () => {
+    host = await startTestHost()
+    const capacity = await host.call('/api/capacity', { method: 'DELETE' })
+    expect(capacity.status).toBe(405)
+    expect(capacity.headers.get('allow')?.split(/,\s*/).sort()).toEqual(['GET', 'HEAD', 'PUT'])
+    expect(await capacity.json()).toMatchObject({ code: 'method_not_allowed', detail: expect.stringContaining('GET') })
+    const submit = await host.call('/internal/worker/claim', { method: 'GET' })
+    expect(submit.status).toBe(405)
+    expect(submit.headers.get('allow')).toBe('POST')
+  })
+
   test('a non-JSON body is 415, malformed JSON 400, a body over the limit 413', async () => {
     host = await startTestHost({ bodyLimitBytes: 2048 })
     const text = await host.call('/api/capacity', { method: 'PUT', body: 'busy=1', headers: { 'content-type': 'text/plain' } })

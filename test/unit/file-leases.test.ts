@@ -482,7 +482,7 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     tick(engine, clock, 10 * SECOND, alive)
     // Short-loop attempts all refused, and none of them moves the retry.
     const early = expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')
-    expect(early.body).toEqual({ retry_at: new Date(deniedAt + FILE_RETRY_MS).toISOString() })
+    expect(early.body).toEqual({ retry_at: new Date(deniedAt + FILE_RETRY_MS).toISOString(), retry_after_s: (FILE_RETRY_MS - 10 * SECOND) / 1000 })
     tick(engine, clock, FILE_RETRY_MS - 10 * SECOND - 1, alive)
     expect(clock.now()).toBe(deniedAt + FILE_RETRY_MS - 1)
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')
