@@ -9,6 +9,7 @@ import * as blockers from './blockers'
 import * as files from './files'
 import * as jobs from './jobs'
 import * as leases from './leases'
+import { RecentCounts } from './recent-counts'
 import { listJobs, type JobListQuery, type JobPage } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as reaper from './reaper'
@@ -37,10 +38,13 @@ export interface EngineOptions {
 export class Engine {
   readonly ctx: EngineContext
   readonly capacity: CapacityStore
+  /** The finished and expired counts of the last 24 h, for the snapshot. */
+  private readonly recent: RecentCounts
 
   constructor(options: EngineOptions) {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
     this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
+    this.recent = new RecentCounts(this.ctx)
   }
 
   get config(): EngineConfig {
@@ -173,7 +177,7 @@ export class Engine {
   getCapacity = (): CapacityFigures => this.capacity.figures()
   setCapacity = (change: CapacityChange): CapacityFigures => this.capacity.set(change)
   reportMeasuredBusy = (rating: number): void => this.capacity.reportMeasuredBusy(rating)
-  snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
+  snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity, this.recent)
   sampleStats = () => stats.sampleStats(this.ctx, this.capacity)
   timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range) => stats.timeseries(this.ctx, metric, bucket, range)
   /** When the stats history starts (first sample or event), or null: the time series know no earlier time. */

@@ -4,6 +4,7 @@ import { HOUR, MINUTE } from './clock'
 import type { EngineContext } from './context'
 import { invalid } from './errors'
 import { LEASED_STATES, type JobState } from './states'
+import type { RecentCounts } from './recent-counts'
 import { countOverCapacity } from './waiting'
 
 export interface Snapshot {
@@ -36,14 +37,12 @@ const countState = (ctx: EngineContext, state: Exclude<JobState, 'DONE'>): numbe
       )!.n
     : ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE}`, state)!.n
 
-/** Counts one of the counted event types (COUNTED_EVENTS_CLAUSE keeps the query on its partial index). */
-const countEvents = (ctx: EngineContext, eventType: string, since: number, until = Number.MAX_SAFE_INTEGER): number =>
-  ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM events WHERE ${COUNTED_EVENTS_CLAUSE} AND event_type = ? AND ts >= ? AND ts < ?`, eventType, since, until)!.n
-
-/** Dialect 002's current snapshot; `reserved = total − usable` is what the busy rating holds back. */
-export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot {
+/**
+ * Dialect 002's current snapshot; `reserved = total − usable` is what the busy rating holds back.
+ * The counts of the last 24 h come from memory ({@link RecentCounts}), not from the event log.
+ */
+export function snapshot(ctx: EngineContext, capacity: CapacityStore, recent: RecentCounts): Snapshot {
   const c = capacity.figures()
-  const dayAgo = ctx.clock.now() - 24 * HOUR
   return {
     capacity: {
       total: c.total_units,
@@ -60,15 +59,15 @@ export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot 
       leased: countState(ctx, 'LEASED'),
       running: countState(ctx, 'RUNNING'),
       blocked: countState(ctx, 'BLOCKED'),
-      done_last_24h: countEvents(ctx, 'JOB_DONE', dayAgo),
-      failed_last_24h: countEvents(ctx, 'JOB_FAILED', dayAgo),
-      canceled_last_24h: countEvents(ctx, 'JOB_CANCELED', dayAgo),
-      timeout_last_24h: countEvents(ctx, 'JOB_TIMEOUT', dayAgo),
+      done_last_24h: recent.lastDay('JOB_DONE'),
+      failed_last_24h: recent.lastDay('JOB_FAILED'),
+      canceled_last_24h: recent.lastDay('JOB_CANCELED'),
+      timeout_last_24h: recent.lastDay('JOB_TIMEOUT'),
       over_capacity: countOverCapacity(ctx, c.total_units),
     },
     leases: {
       active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,
-      expired_last_24h: countEvents(ctx, 'LEASE_EXPIRED', dayAgo),
+      expired_last_24h: recent.lastDay('LEASE_EXPIRED'),
     },
   }
 }

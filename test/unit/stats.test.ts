@@ -5,7 +5,49 @@ import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import type { Metric } from '../../src-main/engine/stats'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
 
+/** The counted events of a type in [now − 24 h, now], counted in the event log itself. */
+function countedInLog(engine: ReturnType<typeof setup>['engine'], type: string, now: number): number {
+  return engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, now - 24 * HOUR)!.n
+}
+
 describe('stats snapshot', () => {
+  it('the last-24-h counts, kept in memory, equal a count of the event log at every moment, across a minute cut by the window and a restart', () => {
+    const dir = tempDir()
+    try {
+      const path = join(dir.dir, 'leasehold.db')
+      let { engine, sqlite, clock } = openFileEngine(path)
+      const finish = (status: 'SUCCEEDED' | 'FAILED') => {
+        engine.submit(aJob())
+        engine.release({ lease_id: leaseOrFail(engine, 'w').lease.id, status })
+      }
+      for (let i = 0; i < 30; i++) {
+        finish(i % 3 === 0 ? 'FAILED' : 'SUCCEEDED')
+        clock.advance(17 * SECOND + 333) // events spread over minutes, not on their edges
+      }
+      const check = () => {
+        const snap = engine.snapshot()
+        expect(snap.jobs.done_last_24h).toBe(countedInLog(engine, 'JOB_DONE', clock.now()))
+        expect(snap.jobs.failed_last_24h).toBe(countedInLog(engine, 'JOB_FAILED', clock.now()))
+      }
+      check()
+      // The window's start walks through the minutes of those events, one step at a time.
+      clock.advance(24 * HOUR - 9 * MINUTE)
+      for (let i = 0; i < 60; i++) {
+        check()
+        clock.advance(11 * SECOND + 7)
+      }
+      // A restart reads the counts back from the log.
+      sqlite.close()
+      ;({ engine, sqlite } = openFileEngine(path, { clock }))
+      check()
+      finish('SUCCEEDED')
+      check()
+      sqlite.close()
+    } finally {
+      dir.cleanup()
+    }
+  })
+
   it('capacity figures with reserved = total − usable', () => {
     const { engine } = setup({ total_units: 50, busy_rating: 8 })
     engine.submit(aJob({ cost_units: 4 }))

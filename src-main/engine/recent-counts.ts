@@ -1,0 +1,64 @@
+import { COUNTED_EVENTS_CLAUSE } from '../db/schema'
+import { HOUR, MINUTE } from './clock'
+import type { EngineContext, EngineEvent } from './context'
+
+/** The event types the snapshot counts over the last 24 h. */
+export type CountedEvent = 'JOB_DONE' | 'JOB_FAILED' | 'JOB_CANCELED' | 'JOB_TIMEOUT' | 'LEASE_EXPIRED'
+const COUNTED: readonly CountedEvent[] = ['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'LEASE_EXPIRED']
+
+const WINDOW_MS = 24 * HOUR
+
+/**
+ * How many of each counted event committed in the last 24 h, kept in memory per minute, so the
+ * snapshot never scans a day of the event log (at a few thousand jobs a second that is hundreds
+ * of millions of index entries). SQLite stays the truth: the minutes are read from the log once,
+ * at start, and then follow the events as they commit. The one minute the window's start cuts
+ * in two is counted exactly, from the log's index, so the answer equals a count of the log.
+ */
+export class RecentCounts {
+  /** Per type: committed events by minute (epoch ms / 60,000). */
+  private readonly byMinute = new Map<CountedEvent, Map<number, number>>(COUNTED.map((type) => [type, new Map()]))
+
+  constructor(private readonly ctx: EngineContext) {
+    const since = ctx.clock.now() - WINDOW_MS
+    for (const type of COUNTED) {
+      const rows = ctx.all<{ minute: number; n: number }>(
+        `SELECT ts / ${MINUTE} AS minute, COUNT(*) AS n FROM events WHERE ${COUNTED_EVENTS_CLAUSE} AND event_type = ? AND ts >= ? GROUP BY minute`,
+        type,
+        since,
+      )
+      const minutes = this.byMinute.get(type)!
+      for (const row of rows) minutes.set(row.minute, row.n)
+    }
+    ctx.onEvent((event) => this.add(event))
+  }
+
+  private add(event: EngineEvent): void {
+    const minutes = this.byMinute.get(event.event_type as CountedEvent)
+    if (!minutes) return
+    const minute = Math.floor(event.ts / MINUTE)
+    minutes.set(minute, (minutes.get(minute) ?? 0) + 1)
+  }
+
+  /** Events of `type` with `ts` in [now − 24 h, now]. */
+  lastDay(type: CountedEvent): number {
+    const since = this.ctx.clock.now() - WINDOW_MS
+    const firstWhole = Math.ceil(since / MINUTE)
+    const minutes = this.byMinute.get(type)!
+    let count = 0
+    for (const [minute, n] of minutes) {
+      if (minute >= firstWhole) count += n
+      else if (minute < firstWhole - 1) minutes.delete(minute) // out of every future window
+    }
+    // The minute cut by the window's start: only its events at or after `since`.
+    if (since % MINUTE !== 0) {
+      count += this.ctx.one<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM events WHERE ${COUNTED_EVENTS_CLAUSE} AND event_type = ? AND ts >= ? AND ts < ?`,
+        type,
+        since,
+        firstWhole * MINUTE,
+      )!.n
+    }
+    return count
+  }
+}
