@@ -180,11 +180,15 @@ export class WorkerRuntime {
     try {
       answer = await transport.exchange(request, longPoll ? this.stopClaiming.signal : undefined)
     } catch (error) {
-      if (!this.stopClaiming.signal.aborted || !longPoll) {
+      const reports = (request.heartbeat?.length ?? 0) + (request.complete?.length ?? 0) + (request.fail?.length ?? 0)
+      if (this.stopClaiming.signal.aborted) {
+        // Stopping: a host that does not answer now is not waited for; the leases expire there.
+        if (reports > 0) log(`leasehold worker: the host did not answer (${(error as Error).message}); ${reports} report(s) dropped on the way out`)
+      } else {
         log(`leasehold worker: the host did not answer (${(error as Error).message}); retrying in 1 s`)
         this.pauseUntil = Date.now() + 1000
+        this.putBack(outbox)
       }
-      this.putBack(outbox)
     } finally {
       this.reserved -= maxJobs
       if (longPoll) this.polling = false
@@ -203,7 +207,8 @@ export class WorkerRuntime {
   /**
    * Reports of an exchange that did not reach the host go out with the next one: completions
    * and failures are idempotent, and a heartbeat sent late is still a heartbeat. (Should the
-   * host stay away past the leases' TTL, they expire there and the reports are refused.)
+   * host stay away past the leases' TTL, they expire there and the reports are refused.) A
+   * stopping worker does not wait for a host that does not answer.
    */
   private putBack(outbox: Outbox): void {
     for (const [jobId, beat] of outbox.heartbeat) if (!this.outbox.heartbeat.has(jobId)) this.outbox.heartbeat.set(jobId, beat)

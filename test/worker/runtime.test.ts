@@ -124,3 +124,21 @@ test('a job’s progress reaches the host once: with a heartbeat if one went out
   // Usually the handler's progress and its end arrive in one turn: one request, the progress in the completion.
   expect([[{ done: 0.5 }], [{ beat: 0.5 }, { done: null }]]).toContainEqual(sent)
 })
+
+test('a stopping worker whose host no longer answers still stops: its last reports are dropped, and their leases expire on the host', async () => {
+  class GoneHost extends ScriptedTransport {
+    override async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+      if (request.complete?.length || request.fail?.length) throw new Error('connect ECONNREFUSED')
+      return super.exchange(request, signal)
+    }
+  }
+  const transport = new GoneHost([aClaim('job-1', 200)])
+  const lines: string[] = []
+  runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 1, handlers: { handlersDir: null, execAllow: [] }, log: (l) => lines.push(l) })
+  await runtime.start()
+  runtime.begin()
+  await until(() => transport.requests.length >= 1, 5000, 'the claim')
+  await runtime.stop(5_000)
+  runtime = null
+  expect(lines.some((l) => l.includes('1 report(s) dropped on the way out'))).toBe(true)
+})
