@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ManualClock } from '../../src-main/engine/clock'
-import { attempts, cleanUp, dataDirWith, events, HOLD_WRITE, poolReady, settled, startHost, submit, waitForEvent } from './support'
+import { attempts, cleanUp, dataDirWith, events, HOLD_WRITE, poolReady, settled, startHost, submit, until, waitForEvent } from './support'
 
 const RETRY_MS = 180_000
 
@@ -39,7 +39,8 @@ test('two jobs writing one file: the second waits for the first (one retry at +1
   expect(contended.data).toMatchObject({ file, requester_owner_id: `job:${second}`, holder: { job_id: first, owner_id: `job:${first}` } })
   expect(contended.data.retry_at - contended.data.denied_at).toBe(RETRY_MS)
   expect(attempts(host, second)).toHaveLength(1)
-  expect(host.lines.some((l) => l.includes(`${file} is held; ${second} waits for its one retry`))).toBe(true)
+  // The worker's own line comes through its stderr, a moment after the host's event.
+  await until(() => host.lines.some((l) => l.includes(`${file} is held; ${second} waits for its one retry`)), 5000, 'the worker says it waits')
 
   // The holder finishes and lets go of the file; the waiter still waits for its retry time.
   expect((await settled(host, first, 5000)).job.state).toBe('DONE')
