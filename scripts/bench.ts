@@ -16,7 +16,7 @@ import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
-import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureWorkers } from './bench/http'
+import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureRss, measureWorkers } from './bench/http'
 import { formatTable, openEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import {
   grantLatencies,
@@ -65,7 +65,7 @@ const FULL: Counts = {
   http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000 },
   concurrentJobs: 20_000,
   pageJobs: 2_000,
-  batched: { drainJobs: 20_000, localPickups: 200 },
+  batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000 },
 }
 
 const QUICK: Counts = {
@@ -80,7 +80,7 @@ const QUICK: Counts = {
   http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300 },
   concurrentJobs: 5_000,
   pageJobs: 500,
-  batched: { drainJobs: 5_000, localPickups: 50 },
+  batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000 },
 }
 
 /** Targets printed beside the figures. */
@@ -350,7 +350,10 @@ async function main(): Promise<void> {
     )
   }
   if (options.only.has('workers')) rows.push(...(await measureWorkers(counts.http, progress)))
-  if (options.only.has('batched')) rows.push(...(await measureBatched(counts.batched, progress)))
+  if (options.only.has('batched')) {
+    rows.push(...(await measureBatched(counts.batched, progress)))
+    rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
+  }
   if (options.peer) rows.push(...peerRows(options.peer, rows))
   const elapsedS = (performance.now() - started) / 1000
 

@@ -10,7 +10,9 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import BetterSqlite3 from 'better-sqlite3'
+import { openDatabase } from '../../src-main/db/open'
 import { requestJson } from '../../src-worker/http-json'
+import { insertFinished } from './measure'
 import { percentile, type Row } from './lib'
 
 const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
@@ -51,8 +53,7 @@ function stopChild(child: ChildProcess): Promise<unknown> {
   return exited
 }
 
-async function startServer(args: string[]): Promise<Server> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))
+async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))): Promise<Server> {
   const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir, '--port', '0', '--busy', '0', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -333,6 +334,8 @@ export interface BatchedCounts {
   /** No-op jobs per drain. */
   drainJobs: number
   localPickups: number
+  /** Finished jobs in the database of the memory figure. */
+  finishedJobs: number
 }
 
 /** Jobs per submit-batch request, as the peer's addBulk chunks. */
@@ -444,6 +447,50 @@ async function localPickups(server: Server, count: number): Promise<number[]> {
     stream.close()
   }
   return samples
+}
+
+/** The host's resident memory (VmRSS, in MB) as Linux reports it. */
+function rssMb(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
+  return Number(kb) / 1024
+}
+
+/**
+ * A host on a database that already holds `finished` DONE jobs (with their events, all within
+ * the last 24 h): how long it takes to start, and its resident memory after it has run jobs.
+ */
+export async function measureRss(finished: number, progress: (m: string) => void): Promise<Row[]> {
+  const n = finished.toLocaleString('en-US')
+  const dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-rss-'))
+  progress(`host memory: writing ${n} finished jobs`)
+  const { sqlite } = openDatabase({ path: join(dataDir, 'leasehold.db') })
+  const insertMs = insertFinished(sqlite, finished, Date.now())
+  sqlite.close()
+  progress(`host memory: starting a host on them, then 20,000 more jobs`)
+  const started = performance.now()
+  const server = await startServer([], dataDir)
+  const startMs = performance.now() - started
+  try {
+    await waitFor(() => workersReady(server, 2), 60_000)
+    await drainBatched(server, 20_000)
+    const snapshot = await get(server, '/api/scheduler/stats/snapshot')
+    const done = (snapshot as { jobs: { done_last_24h: number } }).jobs.done_last_24h
+    if (done < finished) throw new Error(`the snapshot counts ${done} DONE in 24 h, fewer than the ${finished} written`)
+    const mb = rssMb(server.child.pid!)
+    return [
+      {
+        name: `host RSS, ${n} finished jobs`,
+        value: mb,
+        unit: 'MB',
+        target: '≤ 200',
+        status: mb <= 200 ? 'PASS' : 'MISS',
+        note: `after 20,000 more jobs; the database written in ${(insertMs / 1000).toFixed(1)} s`,
+      },
+      { name: `host start, ${n} finished jobs`, value: startMs, unit: 'ms', note: 'spawn → listening, with the day\'s counts read from the event log' },
+    ]
+  } finally {
+    await server.stop()
+  }
 }
 
 /** The drains of issue 11's targets, and the local pickup in microseconds. */

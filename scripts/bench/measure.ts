@@ -106,6 +106,31 @@ export function insertBacklog(db: Database, count: number, now: number, maxAttem
   return timeMs(() => fill())
 }
 
+/**
+ * Appends `count` DONE no-op jobs with their JOB_DONE events, finished over the last 24 h before
+ * `now` (so the snapshot's day counts them all), as a long-used host's database holds them. Rows
+ * only (no leases or attempts): what a host keeps in memory does not grow with those. Returns ms.
+ */
+export function insertFinished(db: Database, count: number, now: number): number {
+  const insertJob = db.prepare(`INSERT INTO jobs (${JOB_COLUMNS.join(', ')}) VALUES (${JOB_COLUMNS.map(() => '?').join(', ')})`)
+  const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, 'JOB', ?, ?, 'JOB_DONE', ?)")
+  const priority = priorityRank('NORMAL')
+  const fill = db.transaction(() => {
+    for (let i = 0; i < count; i++) {
+      const id = newId()
+      const at = now - 24 * 3600 * 1000 + Math.floor(((i + 1) * 24 * 3600 * 1000) / (count + 1))
+      insertJob.run(
+        id, null, NOOP.job_type, priority, NOOP.cost_units, '{}', '{}', 0,
+        null, '[]', null, 'default', 3, 'DONE', 1, 'bench-worker',
+        null, null, null, at, 0, 0.5, null,
+        0, 'SUCCEEDED', null, 'null', null, at, at, at, at,
+      )
+      insertEvent.run(at, id, id, JSON.stringify({ state: 'DONE', attempt: 1, dead_letter: false }))
+    }
+  })
+  return timeMs(() => fill())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lease-grant latency
 
