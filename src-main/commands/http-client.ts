@@ -119,17 +119,6 @@ export interface QueueResult {
   [field: string]: unknown
 }
 
-/**
- * A job id where a table names jobs beside something else (a worker's jobs, a blocker's): its
- * last 8 characters after an ellipsis. Ids are UUIDv7 and start with the time, so jobs made in
- * the same minute share their first characters; the last 8 are random. The dashboard shortens
- * the same way (src-renderer/lib/short-id.ts), and the suffix finds the whole id in `leasehold
- * jobs`.
- */
-export function shortId(id: string): string {
-  return id.length > 9 ? `…${id.slice(-8)}` : id
-}
-
 /** Pads columns to their widest cell; the last column is not padded. */
 export function table(header: string[], rows: string[][]): string {
   const all = [header, ...rows]

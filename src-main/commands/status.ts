@@ -1,6 +1,7 @@
 import type { CapacityFigures } from '../engine/capacity'
 import { resolveClientTarget } from '../client-config'
-import { callHost, parseFlags, shortId, table, TARGET_HELP } from './http-client'
+import { shortId } from '../short-id'
+import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
 
 export const STATUS_HELP = `Usage: leasehold status [flags]
 

@@ -5,6 +5,7 @@ import { iso } from './clock'
 import type { EngineContext } from './context'
 import { eligibleJobs } from './pick'
 import type { JobState } from './states'
+import { shortId } from '../short-id'
 
 /**
  * Why a job waits, in words, for the job views people read (GET /jobs/{id}, GET /jobs, the CLI
@@ -43,9 +44,6 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore): Wait
   }
 }
 
-/** A time-ordered id shortened to the part that tells ids apart: its end. */
-const short = (id: string) => `…${id.slice(-8)}`
-
 /** "needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)", or "(60 of 70 units leased)". */
 function capacityShortfall(cost: number, c: CapacityFigures): string {
   const detail =
@@ -64,7 +62,7 @@ export function waitingReason(job: JobRow, s: WaitingSituation): string | null {
   if (!WAITING_STATES.has(state)) return null
   if (state === 'BLOCKED') {
     const blocker = s.blockerOf(job.id)
-    const on = blocker ? ` on ${blocker.file}, held by ${blocker.holder_owner_id} (blocker ${short(blocker.id)})` : ''
+    const on = blocker ? ` on ${blocker.file}, held by ${blocker.holder_owner_id} (blocker ${shortId(blocker.id)})` : ''
     return `halted${on}; waits for an operator to retry, force release or cancel`
   }
   const c = s.capacity
@@ -87,9 +85,9 @@ export function waitingReason(job: JobRow, s: WaitingSituation): string | null {
   if (head === undefined || head.id === job.id) {
     return fits ? 'first in line; waiting for a worker to take it' : `first in line; ${capacityShortfall(job.cost_units, c)}`
   }
-  if (head.cost_units > c.total_units) return `behind job ${short(head.id)}, whose ${overCapacity(head, c)}`
-  if (head.cost_units > c.available) return `behind job ${short(head.id)}, which ${capacityShortfall(head.cost_units, c)}`
-  return `waiting its turn behind job ${short(head.id)}`
+  if (head.cost_units > c.total_units) return `behind job ${shortId(head.id)}, whose ${overCapacity(head, c)}`
+  if (head.cost_units > c.available) return `behind job ${shortId(head.id)}, which ${capacityShortfall(head.cost_units, c)}`
+  return `waiting its turn behind job ${shortId(head.id)}`
 }
 
 /**

@@ -6,7 +6,7 @@ import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
 import { shortId } from '../../src-renderer/lib/short-id'
 import { eventPairs } from '../../src-renderer/lib/event-text'
 import { errorText } from '../../src-renderer/lib/attempts'
-import { shortId as cliShortId } from '../../src-main/commands/http-client'
+import { shortId as cliShortId } from '../../src-main/short-id'
 import { newId } from '../../src-main/engine/ids'
 
 const T0 = Date.UTC(2026, 0, 1)
@@ -101,7 +101,7 @@ describe('short job ids', () => {
     expect(shortId('1234567890')).toBe('…34567890')
   })
 
-  test('the command line shortens the same way as the dashboard', () => {
+  test('the host (the command line, waiting reasons) shortens the same way as the dashboard', () => {
     for (const id of ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', 'job-1', '123456789', '1234567890', newId()]) expect(cliShortId(id)).toBe(shortId(id))
   })
 })
