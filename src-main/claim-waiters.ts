@@ -1,4 +1,4 @@
-import type { ClaimBatch, Engine, EngineEvent } from './engine'
+import type { ClaimBatch, Engine, EngineEvent, ExchangeAnswer, WorkerExchange } from './engine'
 import type { LeaseDecision } from './engine/leases'
 import type { WorkerFilter } from './engine/pick'
 
@@ -40,6 +40,9 @@ interface Grant {
   waiter: Waiter
   claimed: ClaimBatch
 }
+
+/** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
+export type WorkerExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; max_jobs: number } }
 
 const nothing = (denial: ClaimBatch['denial']): ClaimBatch => ({ granted: [], denial })
 
@@ -115,6 +118,20 @@ export class ClaimWaiters {
     }
     const registered = waiter as Waiter | null
     return registered ? { ...first, claimed: await registered.answer } : first
+  }
+
+  /**
+   * A worker's exchange (dialect 003's /batch, the local workers' IPC `exchange`): its reports,
+   * then a claim of up to `max_jobs` that waits up to `maxWaitMs` (already capped by the
+   * transport) when nothing could be leased.
+   */
+  exchange(request: WorkerExchangeRequest, options: { maxWaitMs: number; signal?: AbortSignal }): Promise<ExchangeAnswer> {
+    const { claim, ...reports } = request
+    return this.claimAfter(
+      { worker_id: request.worker_id, queues: claim?.streams ?? [] },
+      { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: claim ? options.maxWaitMs : 0, signal: options.signal },
+      () => this.engine.exchange({ ...reports, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
+    )
   }
 
   private wait(filter: WorkerFilter, denial: ClaimBatch['denial'], options: ClaimOptions): Waiter {

@@ -1,6 +1,7 @@
 import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
-import type { Engine } from '../engine'
+import { type Engine, MAX_BATCH_ITEMS } from '../engine'
+import type { JobRow } from '../db/schema'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
 import { JOB_STATES } from '../engine/states'
@@ -27,14 +28,15 @@ export const SubmitJob = z.strictObject({
 })
 export type SubmitJob = z.infer<typeof SubmitJob>
 
-/** The most jobs one submit-batch request may carry. */
-export const MAX_SUBMIT_BATCH = 1000
-
-export const SubmitBatch = z.strictObject({ jobs: z.array(SubmitJob).min(1).max(MAX_SUBMIT_BATCH) })
+export const SubmitBatch = z.strictObject({ jobs: z.array(SubmitJob).min(1).max(MAX_BATCH_ITEMS) })
 export type SubmitBatch = z.infer<typeof SubmitBatch>
 
 /** Dialect 002's submit in the model's words: `client_request_id` is the idempotency key. */
 const submitInput = (input: SubmitJob) => ({ ...input, idempotency_key: input.client_request_id })
+
+/** Seed 002's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
+const duplicateRequest = (input: SubmitJob, job: JobRow) =>
+  new EngineError(409, 'duplicate_request', `A job with client_request_id ${input.client_request_id} exists`, { job: queueJob(job) })
 
 export const ClaimJobs = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
@@ -130,7 +132,7 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     const input = await body(ctx, SubmitJob)
     const { job, duplicate } = await engine.run(() => engine.submit(submitInput(input)))
     if (duplicate) {
-      throw new EngineError(409, 'duplicate_request', `A job with client_request_id ${input.client_request_id} exists`, { job: queueJob(job) })
+      throw duplicateRequest(input, job)
     }
     ctx.status = 201
     ctx.body = { job: queueJob(job) }
@@ -145,7 +147,8 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
         if (!result.ok) return { ok: false, code: result.error.code, detail: result.error.detail }
         const { job, duplicate } = result.value
         if (!duplicate) return { ok: true, job: queueJob(job) }
-        return { ok: false, code: 'duplicate_request', detail: `A job with client_request_id ${input.jobs[i]!.client_request_id} exists`, job: queueJob(job) }
+        const { code, detail, body } = duplicateRequest(input.jobs[i]!, job)
+        return { ok: false, code, detail, ...body }
       }),
     }
   })

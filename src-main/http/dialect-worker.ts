@@ -130,14 +130,8 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
 
   router.post('/batch', async (ctx) => {
     const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
-    const { claim, ...reports } = input
-    const filter = { worker_id: input.worker_id, queues: claim?.streams ?? [] }
-    const answer = await waiters.claimAfter(
-      filter,
-      { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: claim ? Math.min(claim.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS) : 0, signal: clientGone(ctx) },
-      () => engine.exchange({ ...reports, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
-    )
-    ctx.body = exchangeAnswer(reports, answer)
+    const answer = await waiters.exchange(input, { maxWaitMs: Math.min(input.claim?.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: clientGone(ctx) })
+    ctx.body = exchangeAnswer(input, answer)
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).

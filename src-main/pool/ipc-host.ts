@@ -42,18 +42,14 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
   }
   switch (request.method) {
     case 'exchange': {
-      const { claim, ...reports } = params as (typeof IPC_METHODS)['exchange']['_output']
-      const answer = await waiters.claimAfter(
-        { worker_id: workerId, queues: claim?.streams ?? [] },
-        { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: Math.min(claim?.max_wait_ms ?? 0, MAX_WAIT_MS), signal: gone },
-        () => engine.exchange({ ...reports, worker_id: workerId, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
-      )
+      const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }
+      const answer = await waiters.exchange(request, { maxWaitMs: Math.min(request.claim?.max_wait_ms ?? 0, MAX_WAIT_MS), signal: gone })
       if (answer.claimed.granted.length > 0 && gone.aborted) {
         // Granted in the instant the process died: give them straight back.
         await engine.run(() => engine.expireLeasesOfWorker(workerId))
-        return { ...exchangeAnswer(reports, answer), jobs: [] }
+        return { ...exchangeAnswer(request, answer), jobs: [] }
       }
-      return exchangeAnswer(reports, answer)
+      return exchangeAnswer(request, answer)
     }
     case 'acquireFile':
       return acquireAnswer(await engine.run(() => engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output'])))
