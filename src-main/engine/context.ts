@@ -125,7 +125,7 @@ export class EngineContext {
   /** The open commit group, or null. */
   private group: Group | null = null
   /** Transactions committed since the engine started (plain and grouped): how well groups gather. */
-  commits = 0
+  private committed = 0
   /** Fences and stream message ids, handed out from memory. */
   readonly counters = new Counters(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
@@ -145,6 +145,10 @@ export class EngineContext {
       release: db.prepare('RELEASE operation'),
       rollbackTo: db.prepare('ROLLBACK TO operation'),
     }
+  }
+
+  get commits(): number {
+    return this.committed
   }
 
   /** Used outside every operation while a group is open (a read from a route, a timer): commit the group first. */
@@ -224,7 +228,7 @@ export class EngineContext {
       result = fn()
       if (pending.length > 0) for (const listener of this.beforeCommitListeners) listener(pending)
       this.control.commit.run()
-      this.commits += 1
+      this.committed += 1
     } catch (error) {
       if (this.db.inTransaction) this.control.rollback.run()
       this.undoTo(0)
@@ -376,7 +380,7 @@ export class EngineContext {
         }
       }
       this.control.commit.run()
-      this.commits += 1
+      this.committed += 1
     } catch (error) {
       this.abandonGroup(error)
       return
