@@ -261,8 +261,8 @@ export function rawFloor(dir: TempDir, durability: Durability, jobs: number, cap
 }
 
 /**
- * Jobs/s of the data model's floor: the rows the engine writes for one lifecycle (a job, its
- * stream message, lease and attempt, four events, and their updates), written into Leasehold's
+ * Jobs/s of the data model's floor: the rows the engine writes for one lifecycle (a job, the
+ * lease that runs its attempt, four events, and their updates), written into Leasehold's
  * own schema with plain prepared statements in the engine's four transactions, with none of its
  * reads, checks or bookkeeping. Engine ÷ this floor is what the engine's own logic costs; this
  * floor ÷ the raw floor is what the model's tables and indexes cost.
@@ -276,19 +276,15 @@ export function modelFloor(dir: TempDir, jobs: number, capMs = Infinity): { jobs
          attempts, stream_message_id, eligible_at, cancel_requested, dead_letter, created_at, updated_at)
        VALUES (?, 'noop', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 0, ?, ?, 0, 0, ?, ?)`,
     )
-    const insertMessage = db.prepare("INSERT INTO stream_messages (id, enqueue_id, stream, job_id, created_at) VALUES (?, ?, 'default', ?, ?)")
     const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, 'JOB', ?, ?, ?, '{}')")
     const leaseJob = db.prepare("UPDATE jobs SET state = 'LEASED', attempts = 1, lease_id = ?, claimed_by = 'w', started_at = ?, updated_at = ? WHERE id = ?")
     const insertLease = db.prepare(
-      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at)
-       VALUES (?, ?, ?, ?, 'w', 1, 30, 5, 'ACTIVE', ?, ?, ?, ?)`,
+      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at, attempt)
+       VALUES (?, ?, ?, ?, 'w', 1, 30, 5, 'ACTIVE', ?, ?, ?, ?, 1)`,
     )
-    const insertAttempt = db.prepare("INSERT INTO attempts (id, job_id, lease_id, worker_id, number, started_at) VALUES (?, ?, ?, 'w', 1, ?)")
     const beat = db.prepare('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?')
     const runJob = db.prepare("UPDATE jobs SET state = 'RUNNING', updated_at = ? WHERE id = ?")
-    const releaseLease = db.prepare("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = 'SUCCEEDED' WHERE fence = ?")
-    const closeAttempt = db.prepare("UPDATE attempts SET finished_at = ?, outcome = 'SUCCEEDED', disposition = 'FINAL' WHERE id = ?")
-    const ackMessage = db.prepare('UPDATE stream_messages SET acked_at = ? WHERE id = ?')
+    const releaseLease = db.prepare("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = 'SUCCEEDED', disposition = 'FINAL' WHERE fence = ?")
     const finishJob = db.prepare("UPDATE jobs SET state = 'DONE', final_status = 'SUCCEEDED', finished_at = ?, updated_at = ? WHERE id = ?")
     let fence = 0 // also the message id: one of each per job, warm-up included
     return timedJobs(() => {
@@ -297,13 +293,11 @@ export function modelFloor(dir: TempDir, jobs: number, capMs = Infinity): { jobs
       const [jobId, leaseId, attemptId] = [newId(), newId(), newId()]
       txn(() => {
         insertJob.run(jobId, fence, now, now, now)
-        insertMessage.run(fence, newId(), jobId, now)
         insertEvent.run(now, jobId, jobId, 'JOB_SUBMITTED')
       })
       txn(() => {
         leaseJob.run(leaseId, now, now, jobId)
         insertLease.run(fence, leaseId, jobId, attemptId, newToken(), now, now, now + 35_000)
-        insertAttempt.run(attemptId, jobId, leaseId, now)
         insertEvent.run(now, leaseId, jobId, 'LEASE_GRANTED')
       })
       txn(() => {
@@ -313,8 +307,6 @@ export function modelFloor(dir: TempDir, jobs: number, capMs = Infinity): { jobs
       })
       txn(() => {
         releaseLease.run(now, fence)
-        closeAttempt.run(now, attemptId)
-        ackMessage.run(now, fence)
         finishJob.run(now, now, jobId)
         insertEvent.run(now, jobId, jobId, 'JOB_DONE')
       })

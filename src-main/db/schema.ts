@@ -45,7 +45,12 @@ export const jobs = sqliteTable(
     claim_expires_at: integer('claim_expires_at'),
     /** The current lease, or the last one once the job has ended. */
     lease_id: text('lease_id'),
-    /** The dialect-003 stream message that delivers the job's current (or next) attempt. */
+    /**
+     * Dialect 003's transport: the stream message (on the stream named by `queue`) that delivers
+     * the job's current or next attempt. Every submit and every requeue gives the job a new one,
+     * recorded in its JOB_SUBMITTED or JOB_REQUEUED event; it is acknowledged when the attempt it
+     * delivered ends, so a job has at most one unacknowledged message: its current one.
+     */
     stream_message_id: integer('stream_message_id'),
     /** When a requeued job may be taken again (exponential backoff); null if it may now. */
     next_retry_at: integer('next_retry_at'),
@@ -81,7 +86,10 @@ export const jobs = sqliteTable(
   ],
 )
 
-/** One row per lease: seed 002's `scheduler_lease_runs`. */
+/**
+ * One row per lease: seed 002's `scheduler_lease_runs`, and the attempt the lease runs (one
+ * execution of a job; completion and failure are idempotent by (job_id, attempt_id)).
+ */
 export const leases = sqliteTable(
   'leases',
   {
@@ -111,39 +119,23 @@ export const leases = sqliteTable(
     last_heartbeat_at: integer('last_heartbeat_at').notNull(),
     expires_at: integer('expires_at').notNull(),
     released_at: integer('released_at'),
-    /** SUCCEEDED, FAILED, CANCELED or TIMEOUT. */
+    /** SUCCEEDED, FAILED, CANCELED, TIMEOUT or BLOCKED: also the outcome of the lease's attempt. */
     release_status: text('release_status'),
+    /** The job's attempt this lease runs (1, 2, …): a lease and its attempt are one row. */
+    attempt: integer('attempt').notNull(),
+    /** What became of the job when the attempt ended: REQUEUED, DEAD_LETTERED, FINAL or BLOCKED. */
+    disposition: text('disposition'),
+    /** The attempt's error (JSON), if it failed. */
+    error: text('error'),
   },
   (t) => [
     // The ACTIVE leases: the sum of leased units (capacity) and a worker's leases, without
     // touching the table. Not keyed by expiry, so a heartbeat rewrites only the lease's row;
     // the reaper reads every ACTIVE lease, which capacity bounds (each holds at least a unit).
     index('leases_active').on(t.worker_id, t.cost_units).where(sql`state = 'ACTIVE'`),
-    // No index on job_id: nothing looks leases up by job (a job's attempts name their leases),
-    // and jobs are never deleted, so the foreign key needs none either.
+    // A job's attempts, in order; also finds an earlier lease of a job by its token.
+    uniqueIndex('leases_job_attempt').on(t.job_id, t.attempt),
   ],
-)
-
-/** One execution of a job; completion and failure are idempotent by (job_id, attempt id). */
-export const attempts = sqliteTable(
-  'attempts',
-  {
-    id: text('id').primaryKey(),
-    job_id: text('job_id')
-      .notNull()
-      .references(() => jobs.id),
-    lease_id: text('lease_id').notNull(),
-    worker_id: text('worker_id').notNull(),
-    number: integer('number').notNull(),
-    started_at: integer('started_at').notNull(),
-    finished_at: integer('finished_at'),
-    /** SUCCEEDED, FAILED, CANCELED or TIMEOUT; null while running. */
-    outcome: text('outcome'),
-    /** What became of the job: REQUEUED, DEAD_LETTERED or FINAL; null while running. */
-    disposition: text('disposition'),
-    error: text('error'),
-  },
-  (t) => [uniqueIndex('attempts_job_number').on(t.job_id, t.number)],
 )
 
 /**
@@ -176,22 +168,6 @@ export const events = sqliteTable(
   ],
 )
 
-/**
- * Dialect 003's transport: one message per submit and per requeue. The jobs table stays the
- * truth, and names its current message (`jobs.stream_message_id`); at most one message of a
- * job is unacknowledged at a time.
- */
-export const streamMessages = sqliteTable('stream_messages', {
-  id: integer('id').primaryKey(),
-  enqueue_id: text('enqueue_id').notNull(),
-  stream: text('stream').notNull(),
-  job_id: text('job_id')
-    .notNull()
-    .references(() => jobs.id),
-  created_at: integer('created_at').notNull(),
-  acked_at: integer('acked_at'),
-})
-
 /** Gauges sampled on a timer; the time-series endpoint reads these, so charts survive restarts. */
 export const statsSamples = sqliteTable('stats_samples', {
   ts: integer('ts').primaryKey(),
@@ -210,9 +186,22 @@ export const settings = sqliteTable('settings', {
 
 export type JobRow = typeof jobs.$inferSelect
 export type LeaseRow = typeof leases.$inferSelect
-export type AttemptRow = typeof attempts.$inferSelect
+/** An attempt as the API shows it: the attempt's columns of its lease row, under their own names. */
+export interface AttemptRow {
+  id: string
+  job_id: string
+  lease_id: string
+  worker_id: string
+  number: number
+  started_at: number
+  finished_at: number | null
+  /** SUCCEEDED, FAILED, CANCELED, TIMEOUT or BLOCKED; null while running. */
+  outcome: string | null
+  /** REQUEUED, DEAD_LETTERED, FINAL or BLOCKED; null while running. */
+  disposition: string | null
+  error: string | null
+}
 export type EventRow = typeof events.$inferSelect
-export type StreamMessageRow = typeof streamMessages.$inferSelect
 export type StatsSampleRow = typeof statsSamples.$inferSelect
 
 /**

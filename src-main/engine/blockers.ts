@@ -3,7 +3,7 @@ import type { EngineContext } from './context'
 import { EngineError } from './errors'
 import { getJob, moveJob } from './jobs'
 import { revokeFile } from './files'
-import { writeStreamMessage } from './streams'
+import { nextStreamMessageId } from './streams'
 
 /** The operator's three answers to a blocker halt. */
 export const RESOLUTIONS = ['retry', 'force_release', 'cancel'] as const
@@ -36,15 +36,16 @@ export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | nu
  */
 function requeueBlocked(ctx: EngineContext, job: JobRow, reason: string): void {
   const now = ctx.clock.now()
+  const messageId = nextStreamMessageId(ctx)
   moveJob(ctx, job, 'QUEUED', {
     claimed_by: null,
     claim_expires_at: null,
     next_retry_at: null,
     eligible_at: now,
     max_attempts: Math.max(job.max_attempts, job.attempts + 1),
-    stream_message_id: writeStreamMessage(ctx, job.id, job.queue),
+    stream_message_id: messageId,
   })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason, message_id: messageId })
 }
 
 /**

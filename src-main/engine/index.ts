@@ -106,7 +106,12 @@ export class Engine {
   /** A job's attempts, first first. */
   attempts = (jobId: string): AttemptRow[] => {
     jobs.getJob(this.ctx, jobId)
-    return this.ctx.all<AttemptRow>('SELECT * FROM attempts WHERE job_id = ? ORDER BY number', jobId)
+    return this.ctx.all<AttemptRow>(
+      `SELECT attempt_id AS id, job_id, id AS lease_id, worker_id, attempt AS number, granted_at AS started_at,
+         released_at AS finished_at, release_status AS outcome, disposition, error
+       FROM leases WHERE job_id = ? ORDER BY attempt`,
+      jobId,
+    )
   }
   /** The ACTIVE leases with their job's type, soonest expiry first. */
   activeLeases = (): (LeaseRow & { job_type: string })[] =>

@@ -3,7 +3,7 @@ import type { EngineContext } from './context'
 import { EngineError, invalid, jobNotFound } from './errors'
 import { newId } from './ids'
 import { closeBlockersOfCanceledJob } from './blockers'
-import { ackStreamMessage, nextStreamMessageId, writeStreamMessage } from './streams'
+import { nextStreamMessageId } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
 
 /** A submit in the model's own words; each dialect maps its field names onto this. */
@@ -53,9 +53,10 @@ export function getJob(ctx: EngineContext, jobId: string): JobRow {
 /** Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is. */
 export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>): JobRow {
   const columns = Object.keys(changes)
-  const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE id = @id`
+  // By `seq`, the row's key: no lookup in the id index first.
+  const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE seq = @seq`
   const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
-  ctx.stmt(sql).run({ ...changes, updated_at: updated.updated_at, id: job.id })
+  ctx.stmt(sql).run({ ...changes, updated_at: updated.updated_at, seq: job.seq })
   return updated
 }
 
@@ -156,13 +157,13 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
            @dead_letter, @final_status, @error, @result, @metrics, @created_at, @updated_at, @started_at, @finished_at)`,
       )
       .run(job)
-    writeStreamMessage(ctx, job.id, job.queue, messageId)
     ctx.appendEvent('JOB', job.id, job.id, 'JOB_SUBMITTED', {
       state: 'QUEUED',
       job_type: job.job_type,
       priority: input.priority ?? 'NORMAL',
       cost_units: job.cost_units,
       queue: job.queue,
+      message_id: messageId,
     })
     return { job: { ...job, seq: Number(info.lastInsertRowid) }, duplicate: false }
   })
@@ -186,7 +187,6 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
         claim_expires_at: null,
         note: reason ?? job.note,
       })
-      ackStreamMessage(ctx, job) // never to be delivered now
       ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: state, reason })
       if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
     } else if (LEASED_STATES.has(state)) {

@@ -1,4 +1,4 @@
-import type { AttemptRow, JobRow, LeaseRow } from '../db/schema'
+import type { JobRow, LeaseRow } from '../db/schema'
 import { nextRetryAt } from './backoff'
 import { capacityDenial } from './capacity'
 import type { CapacityStore } from './capacity-store'
@@ -9,7 +9,7 @@ import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { checkClaimer, expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
-import { ackStreamMessage, writeStreamMessage } from './streams'
+import { nextStreamMessageId } from './streams'
 
 export interface Leased {
   lease: LeaseRow
@@ -51,8 +51,8 @@ function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
 
 /**
  * Grants a lease on `job` to `workerId`, inside the caller's transaction: the lease (with a new
- * token and the next fence), the attempt it counts, and the job's move to `to`. Capacity has
- * been checked by the caller.
+ * token and the next fence) that runs the job's next attempt, and the job's move to `to`.
+ * Capacity has been checked by the caller.
  */
 function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): Leased {
   const now = ctx.clock.now()
@@ -74,25 +74,19 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     expires_at: now + (ttlS + ctx.config.heartbeatGraceS) * 1000,
     released_at: null,
     release_status: null,
+    attempt: job.attempts + 1,
+    disposition: null,
+    error: null,
   }
   ctx
     .stmt(
       `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, addon_id, cost_units, ttl_s, grace_s, state, token,
-         granted_at, last_heartbeat_at, expires_at, released_at, release_status)
+         granted_at, last_heartbeat_at, expires_at, released_at, release_status, attempt, disposition, error)
        VALUES (@fence, @id, @job_id, @attempt_id, @worker_id, @addon_id, @cost_units, @ttl_s, @grace_s, @state, @token,
-         @granted_at, @last_heartbeat_at, @expires_at, @released_at, @release_status)`,
+         @granted_at, @last_heartbeat_at, @expires_at, @released_at, @release_status, @attempt, @disposition, @error)`,
     )
     .run(lease)
-  const attempt = job.attempts + 1
-  ctx.run(
-    'INSERT INTO attempts (id, job_id, lease_id, worker_id, number, started_at) VALUES (?, ?, ?, ?, ?, ?)',
-    lease.attempt_id,
-    job.id,
-    lease.id,
-    workerId,
-    attempt,
-    now,
-  )
+  const attempt = lease.attempt
   const leasedJob = moveJob(ctx, job, to, {
     attempts: attempt,
     lease_id: lease.id,
@@ -261,17 +255,13 @@ function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undef
 
 /**
  * The job's lease that has this token: its current lease (the usual case), else one of its
- * earlier leases, found through its attempts. 404 for an unknown job comes first.
+ * earlier leases. 404 for an unknown job comes first.
  */
 function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Leased | undefined {
   const job = getJob(ctx, jobId)
   const current = job.lease_id === null ? undefined : ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', job.lease_id)
   if (current?.token === token) return { lease: current, job }
-  const earlier = ctx.one<LeaseRow>(
-    'SELECT leases.* FROM attempts JOIN leases ON leases.id = attempts.lease_id WHERE attempts.job_id = ? AND leases.token = ?',
-    jobId,
-    token,
-  )
+  const earlier = ctx.one<LeaseRow>('SELECT * FROM leases WHERE job_id = ? AND token = ?', jobId, token)
   return earlier && { lease: earlier, job }
 }
 
@@ -309,7 +299,7 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   if (lease.state !== 'ACTIVE') throw notActive(lease)
   const now = ctx.clock.now()
   const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
-  ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE id = ?', now, expiresAt, lease.id)
+  ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?', now, expiresAt, lease.fence)
   let job = current ?? getJob(ctx, lease.job_id)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
@@ -361,23 +351,28 @@ const json = (value: unknown): string | null => (value === undefined || value ==
 function requeue(ctx: EngineContext, job: JobRow, reason: string): JobRow {
   const now = ctx.clock.now()
   const retryAt = nextRetryAt(now, job.attempts, ctx.config.backoff)
-  // The ended attempt's message is acknowledged; the new one waits for the next delivery.
-  ackStreamMessage(ctx, job)
+  // The ended attempt's message is acknowledged; a new one waits for the next delivery.
+  const messageId = nextStreamMessageId(ctx)
   const queued = moveJob(ctx, job, 'QUEUED', {
     claimed_by: null,
     claim_expires_at: null,
     next_retry_at: retryAt,
     eligible_at: retryAt,
     progress: null,
-    stream_message_id: writeStreamMessage(ctx, job.id, job.queue),
+    stream_message_id: messageId,
   })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason, attempt: job.attempts, next_retry_at: retryAt })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', {
+    state: 'QUEUED',
+    reason,
+    attempt: job.attempts,
+    next_retry_at: retryAt,
+    message_id: messageId,
+  })
   return queued
 }
 
 /** Ends a job in a terminal state. */
 function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outcome, deadLetter: boolean): JobRow {
-  ackStreamMessage(ctx, job)
   const finished = moveJob(ctx, job, to, {
     final_status: FINAL_STATUS_OF[to]!,
     finished_at: ctx.clock.now(),
@@ -397,15 +392,26 @@ function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outco
   return finished
 }
 
-function closeAttempt(ctx: EngineContext, lease: LeaseRow, status: FinalStatus | 'BLOCKED', disposition: Disposition, error: unknown): void {
+/** Ends a lease and the attempt it ran (one row): EXPIRED, or RELEASED with the attempt's outcome. */
+function endLease(
+  ctx: EngineContext,
+  lease: LeaseRow,
+  state: 'RELEASED' | 'EXPIRED',
+  status: FinalStatus | 'BLOCKED',
+  disposition: Disposition,
+  error: unknown,
+): LeaseRow {
+  const ended = { state, released_at: ctx.clock.now(), release_status: status, disposition, error: json(error) }
   ctx.run(
-    'UPDATE attempts SET finished_at = ?, outcome = ?, disposition = ?, error = ? WHERE id = ?',
-    ctx.clock.now(),
-    status,
-    disposition,
-    json(error),
-    lease.attempt_id,
+    'UPDATE leases SET state = ?, released_at = ?, release_status = ?, disposition = ?, error = ? WHERE fence = ?',
+    ended.state,
+    ended.released_at,
+    ended.release_status,
+    ended.disposition,
+    ended.error,
+    lease.fence,
   )
+  return { ...lease, ...ended }
 }
 
 /** Where a reported outcome takes the job. Completion status is what the worker reports. */
@@ -429,11 +435,9 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
   const job = current ?? getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
-  const now = ctx.clock.now()
-  ctx.run("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = ? WHERE id = ?", now, outcome.status, lease.id)
-  closeAttempt(ctx, lease, outcome.status, disposition, outcome.error)
+  const released = endLease(ctx, lease, 'RELEASED', outcome.status, disposition, outcome.error)
   const moved = to === 'QUEUED' ? requeue(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
-  return { lease: { ...lease, state: 'RELEASED', released_at: now, release_status: outcome.status }, job: moved, disposition }
+  return { lease: released, job: moved, disposition }
 }
 
 /**
@@ -442,8 +446,9 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
  * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
  */
 export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_heartbeat' | 'worker_exited' = 'no_heartbeat'): void {
-  const now = ctx.clock.now()
-  ctx.run("UPDATE leases SET state = 'EXPIRED', released_at = ?, release_status = 'TIMEOUT' WHERE id = ?", now, lease.id)
+  const job = getJob(ctx, lease.job_id)
+  const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
+  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
   ctx.appendEvent('LEASE', lease.id, lease.job_id, 'LEASE_EXPIRED', {
     reason,
     worker_id: lease.worker_id,
@@ -451,9 +456,6 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_hea
     last_heartbeat_at: lease.last_heartbeat_at,
   })
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
-  const job = getJob(ctx, lease.job_id)
-  const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
-  closeAttempt(ctx, lease, 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
   if (to === 'QUEUED') requeue(ctx, job, reason === 'worker_exited' ? 'worker exited' : 'lease expired')
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
 }
@@ -464,11 +466,9 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_hea
  * released, and the job waits in BLOCKED for an operator.
  */
 export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: string): void {
-  ctx.run("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = 'BLOCKED' WHERE id = ?", ctx.clock.now(), lease.id)
-  closeAttempt(ctx, lease, 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
+  endLease(ctx, lease, 'RELEASED', 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
-  const job = getJob(ctx, lease.job_id)
-  ackStreamMessage(ctx, job) // the attempt it delivered has ended; a retry writes a new one
+  const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
   moveJob(ctx, job, 'BLOCKED', { progress: null })
   ctx.appendEvent('JOB', job.id, job.id, 'JOB_BLOCKED', { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id })
 }
@@ -515,12 +515,12 @@ export interface AttemptAnswer {
   job: JobRow
 }
 
-function answerFor(ctx: EngineContext, attempt: AttemptRow): AttemptAnswer {
+function answerFor(ctx: EngineContext, ended: LeaseRow): AttemptAnswer {
   return {
     ack: true,
-    requeued: attempt.disposition === 'REQUEUED',
-    dlq: attempt.disposition === 'DEAD_LETTERED',
-    job: getJob(ctx, attempt.job_id),
+    requeued: ended.disposition === 'REQUEUED',
+    dlq: ended.disposition === 'DEAD_LETTERED',
+    job: getJob(ctx, ended.job_id),
   }
 }
 
@@ -535,8 +535,7 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
     throw new EngineError(409, 'attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
   if (lease.state !== 'ACTIVE') {
-    const attempt = ctx.one<AttemptRow>('SELECT * FROM attempts WHERE id = ?', lease.attempt_id)!
-    if (lease.state === 'RELEASED' && attempt.outcome === outcome.status) return answerFor(ctx, attempt)
+    if (lease.state === 'RELEASED' && lease.release_status === outcome.status) return answerFor(ctx, lease)
     throw notActive(lease, { ack: true })
   }
   return ctx.transact(() => {

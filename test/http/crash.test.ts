@@ -255,7 +255,7 @@ describe('leasehold serve killed with SIGKILL under load', () => {
         expect(lostCompletions, 'completions acknowledged but lost').toEqual([])
         for (const id of doneIds) expect(jobs.get(id)).toBe('DONE')
 
-        const attemptsDone = db.prepare("SELECT job_id, COUNT(*) AS n FROM attempts WHERE outcome = 'SUCCEEDED' GROUP BY job_id HAVING n > 1").all()
+        const attemptsDone = db.prepare("SELECT job_id, COUNT(*) AS n FROM leases WHERE release_status = 'SUCCEEDED' GROUP BY job_id HAVING n > 1").all()
         expect(attemptsDone, 'jobs with two successful attempts').toEqual([])
         const active = db.prepare("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE' AND expires_at < ?").get(Date.now() - EXPIRY_SLACK_MS) as { n: number }
         expect(active.n, 'leases left ACTIVE past their expiry').toBe(0)

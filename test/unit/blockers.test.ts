@@ -9,7 +9,7 @@ import { SECOND } from '../../src-main/engine/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import type { Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { claimOrFail, expectEngineError } from './support'
+import { claimOrFail, expectEngineError, messageIds } from './support'
 
 const FILE = '/repo/src/shared.ts'
 
@@ -144,12 +144,13 @@ describe("the operator's answers", () => {
     expect(claimOrFail(engine, 'w3').job.id).toBe(requester.job.id)
   })
 
-  test('a halt acknowledges the stream message of the attempt it ended; a retry writes the next one', () => {
+  test('a halt delivers no new stream message; a retry gives the job the next one', () => {
     const { engine, blocker, requester } = halted()
-    const unacked = () => engine.ctx.all<{ id: number }>('SELECT id FROM stream_messages WHERE job_id = ? AND acked_at IS NULL', requester.job.id)
-    expect(unacked()).toEqual([])
+    expect(messageIds(engine, requester.job.id)).toEqual([requester.job.stream_message_id])
     engine.resolveBlocker(blocker.id, { action: 'retry' })
-    expect(unacked()).toEqual([{ id: engine.getJob(requester.job.id).stream_message_id }])
+    const retried = engine.getJob(requester.job.id).stream_message_id!
+    expect(messageIds(engine, requester.job.id)).toEqual([requester.job.stream_message_id, retried])
+    expect(retried).toBeGreaterThan(requester.job.stream_message_id!)
   })
 
   test('retry gives a job that had used its last attempt one more', () => {

@@ -32,7 +32,7 @@ describe('opening the database file', () => {
     const path = join(dir, 'new.db')
     const { sqlite } = openDatabase({ path })
     const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()
-    expect(tables).toEqual(expect.arrayContaining(['jobs', 'leases', 'attempts', 'events', 'stream_messages', 'stats_samples', 'settings']))
+    expect(tables).toEqual(expect.arrayContaining(['jobs', 'leases', 'events', 'stats_samples', 'settings']))
     expect(sqlite.pragma('application_id', { simple: true })).toBe(0x4c534844)
     expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal')
     expect(sqlite.pragma('foreign_keys', { simple: true })).toBe(1)
@@ -179,7 +179,7 @@ describe('migrations', () => {
     insertMessage.run(3, 'e3', 'job-a') // job-a was requeued without its first message being acknowledged
     old.sqlite.close()
 
-    const { sqlite } = openDatabase({ path })
+    const { sqlite } = openDatabase({ path, migrationsFolder: olderMigrations(7) })
     expect(sqlite.prepare('SELECT id, stream_message_id FROM jobs ORDER BY id').all()).toEqual([
       { id: 'job-a', stream_message_id: 3 },
       { id: 'job-b', stream_message_id: 2 },
@@ -190,5 +190,50 @@ describe('migrations', () => {
       { id: 3, acked_at: null },
     ])
     sqlite.close()
+  })
+
+  it('0007 folds each attempt into its lease row and keeps message ids increasing past the old table\'s', () => {
+    const path = join(dir, 'before-0007.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(7) })
+    old.sqlite
+      .prepare(
+        `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, state,
+           attempts, eligible_at, cancel_requested, dead_letter, created_at, updated_at, stream_message_id)
+         VALUES ('job-a', 'test', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 2, 0, 0, 0, 0, 0, 41)`,
+      )
+      .run()
+    const insertLease = old.sqlite.prepare(
+      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at,
+         last_heartbeat_at, expires_at, released_at, release_status)
+       VALUES (?, ?, 'job-a', ?, 'w', 1, 30, 5, 'EXPIRED', 't', 10, 10, 45, 50, 'TIMEOUT')`,
+    )
+    const insertAttempt = old.sqlite.prepare(
+      `INSERT INTO attempts (id, job_id, lease_id, worker_id, number, started_at, finished_at, outcome, disposition, error)
+       VALUES (?, 'job-a', ?, 'w', ?, 10, 50, 'TIMEOUT', 'REQUEUED', ?)`,
+    )
+    for (const n of [1, 2]) {
+      insertLease.run(n, `lease-${n}`, `attempt-${n}`)
+      insertAttempt.run(`attempt-${n}`, `lease-${n}`, n, `{"n":${n}}`)
+    }
+    old.sqlite.prepare("INSERT INTO stream_messages (id, enqueue_id, stream, job_id, created_at) VALUES (41, 'e', 'default', 'job-a', 7)").run()
+    old.sqlite.close()
+
+    const reopened = openFileEngine(path)
+    expect(reopened.engine.attempts('job-a')).toEqual([1, 2].map((n) => expect.objectContaining({
+      id: `attempt-${n}`, lease_id: `lease-${n}`, number: n, started_at: 10, finished_at: 50, outcome: 'TIMEOUT', disposition: 'REQUEUED', error: `{"n":${n}}`,
+    })))
+    expect(reopened.engine.submit(aJob()).job.stream_message_id).toBeGreaterThan(41)
+    reopened.sqlite.close()
+  })
+
+  it('stream message ids keep increasing across restarts, however many a host handed out', () => {
+    const path = join(dir, 'messages.db')
+    const first = openFileEngine(path)
+    const before = [1, 2, 3].map(() => first.engine.submit(aJob()).job.stream_message_id!)
+    first.sqlite.close()
+    const second = openFileEngine(path, { clock: first.clock })
+    const after = second.engine.submit(aJob()).job.stream_message_id!
+    expect(after).toBeGreaterThan(Math.max(...before))
+    second.sqlite.close()
   })
 })

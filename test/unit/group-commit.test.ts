@@ -119,6 +119,22 @@ describe('group commit', () => {
     expect(engine.getCapacity().total_units).toBe(100) // the in-memory setting was put back
   })
 
+  it('a stream message id reserved by a group that failed is reserved again: no id is given twice after a restart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-group-'))
+    dirs.push(dir)
+    const path = join(dir, 'leasehold.db')
+    const first = setup({ ...UNTIMED, path })
+    let failCommit = true
+    first.engine.beforeCommit(() => {
+      if (failCommit) throw new Error('disk I/O error')
+    })
+    await expect(first.engine.run(() => first.engine.submit(aJob()))).rejects.toThrow('disk I/O error')
+    failCommit = false
+    const kept = (await first.engine.run(() => first.engine.submit(aJob()))).job
+    const second = setup({ path })
+    expect(second.engine.submit(aJob()).job.stream_message_id).toBeGreaterThan(kept.stream_message_id!)
+  })
+
   it('a group whose transaction SQLite rolled back under it fails whole, and the next operation opens a new one', async () => {
     const { engine } = setup(UNTIMED)
     const first = engine.run(() => engine.submit(aJob()))

@@ -211,7 +211,7 @@ const INVARIANTS = {
       .all()
     expect(done).toEqual([])
     const succeeded = real.db
-      .prepare("SELECT job_id, COUNT(*) AS n FROM attempts WHERE outcome = 'SUCCEEDED' GROUP BY job_id HAVING n > 1")
+      .prepare("SELECT job_id, COUNT(*) AS n FROM leases WHERE release_status = 'SUCCEEDED' GROUP BY job_id HAVING n > 1")
       .all()
     expect(succeeded).toEqual([])
     // A DONE job has exactly its one JOB_DONE event; no other job has one.
@@ -228,9 +228,9 @@ const INVARIANTS = {
     expect(over).toEqual([])
     const miscounted = real.db
       .prepare(
-        `SELECT j.id, j.attempts, (SELECT COUNT(*) FROM attempts a WHERE a.job_id = j.id) AS rows_,
+        `SELECT j.id, j.attempts, (SELECT COALESCE(MAX(l.attempt), 0) FROM leases l WHERE l.job_id = j.id) AS last_,
            (SELECT COUNT(*) FROM leases l WHERE l.job_id = j.id) AS leases_
-         FROM jobs j WHERE j.attempts <> rows_ OR j.attempts <> leases_`,
+         FROM jobs j WHERE j.attempts <> last_ OR j.attempts <> leases_`,
       )
       .all()
     expect(miscounted).toEqual([])
@@ -247,11 +247,11 @@ const INVARIANTS = {
       )
       .all()
     expect(wrong).toEqual([])
-    // An attempt is open exactly while its lease is ACTIVE.
+    // An attempt is open (no outcome, no disposition) exactly while its lease is ACTIVE.
     const open = real.db
       .prepare(
-        `SELECT a.id FROM attempts a JOIN leases l ON l.id = a.lease_id
-         WHERE (a.outcome IS NULL) <> (l.state = 'ACTIVE')`,
+        `SELECT id FROM leases
+         WHERE (release_status IS NULL) <> (state = 'ACTIVE') OR (disposition IS NULL) <> (state = 'ACTIVE')`,
       )
       .all()
     expect(open).toEqual([])

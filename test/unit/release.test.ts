@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import { eventTypes, expectEngineError, leaseOrFail } from './support'
+import { eventTypes, expectEngineError, leaseOrFail, messageIds } from './support'
 
 function leasedJob(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
   const s = setup(options)
@@ -119,10 +119,9 @@ describe('release', () => {
     expect(eventTypes(engine.jobEvents(job.id))).toEqual(['JOB_SUBMITTED', 'LEASE_GRANTED', 'JOB_DONE'])
   })
 
-  it('a release acknowledges the job\'s stream messages', () => {
+  it('a released job is delivered no further stream message', () => {
     const { engine, job, lease } = leasedJob()
-    engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
-    const unacked = engine.ctx.all('SELECT * FROM stream_messages WHERE job_id = ? AND acked_at IS NULL', job.id)
-    expect(unacked).toEqual([])
+    engine.release({ lease_id: lease.id, status: 'FAILED' })
+    expect(messageIds(engine, job.id)).toEqual([job.stream_message_id])
   })
 })

@@ -72,3 +72,10 @@ export function openFileEngine(
   })
   return { engine, sqlite, clock }
 }
+
+/** The job's stream messages, oldest first, as its JOB_SUBMITTED and JOB_REQUEUED events record them. */
+export const messageIds = (engine: Engine, jobId: string): number[] =>
+  engine
+    .jobEvents(jobId)
+    .filter((e) => e.event_type === 'JOB_SUBMITTED' || e.event_type === 'JOB_REQUEUED')
+    .map((e) => (JSON.parse(e.data) as { message_id: number }).message_id)

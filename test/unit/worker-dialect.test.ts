@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
-import { claimOrFail, expectEngineError } from './support'
+import { claimOrFail, expectEngineError, messageIds } from './support'
 
 function claimedByWorker(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
   const s = setup(options)
@@ -12,8 +12,6 @@ function claimedByWorker(options: Parameters<typeof setup>[0] = {}, job = aJob()
   return { ...s, job: submitted, lease: granted.lease, report }
 }
 
-const unackedMessages = (engine: Engine, jobId: string) =>
-  engine.ctx.all('SELECT * FROM stream_messages WHERE job_id = ? AND acked_at IS NULL', jobId).length
 
 describe('dialect 003 claim = lease + attempt + token', () => {
   it('claimAndLease moves QUEUED → RUNNING and returns the lease, its token and attempt', () => {
@@ -104,7 +102,7 @@ describe('dialect 003 complete and fail', () => {
     expect(answer).toMatchObject({ ack: true, requeued: false, dlq: false })
     expect(answer.job).toMatchObject({ state: 'DONE', final_status: 'SUCCEEDED' })
     expect(JSON.parse(answer.job.result!)).toEqual({ ok: 1 })
-    expect(unackedMessages(engine, job.id)).toBe(0)
+    expect(messageIds(engine, job.id)).toEqual([job.stream_message_id]) // no message follows the final state
     expect(engine.getCapacity().leased).toBe(0)
   })
 
@@ -163,10 +161,9 @@ describe('dialect 003 complete and fail', () => {
     expect(answer.job).toMatchObject({ state: 'QUEUED', attempts: 1, next_retry_at: clock.now() + 2 * SECOND, dead_letter: 0 })
     expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'FAILED', disposition: 'REQUEUED' })
     expect(JSON.parse(engine.attempts(job.id)[0]!.error!)).toMatchObject({ code: 'E', message: 'flaky' })
-    // The attempt's message is acknowledged; the requeue's new message waits for the next delivery.
-    const messages = engine.ctx.all<{ acked_at: number | null }>('SELECT acked_at FROM stream_messages WHERE job_id = ? ORDER BY id', job.id)
-    expect(messages.map((m) => m.acked_at !== null)).toEqual([true, false])
-    expect(unackedMessages(engine, job.id)).toBe(1)
+    // The requeue gives the job a new message, which waits for the next delivery.
+    expect(messageIds(engine, job.id)).toEqual([job.stream_message_id, answer.job.stream_message_id])
+    expect(answer.job.stream_message_id).toBeGreaterThan(job.stream_message_id!)
   })
 
   it('fail with error.retryable on the last attempt dead-letters', () => {
@@ -194,32 +191,31 @@ describe('dialect 003 complete and fail', () => {
 })
 
 describe('dialect 003 stream messages', () => {
-  const messages = (engine: Engine, jobId: string) =>
-    engine.ctx.all<{ id: number; acked_at: number | null }>('SELECT id, acked_at FROM stream_messages WHERE job_id = ? ORDER BY id', jobId)
-
-  it('a claim delivers the job\'s current message, the one the job names', () => {
+  it('a claim delivers the job\'s current message, the one its submit recorded', () => {
     const { engine } = setup()
     const submitted = engine.submit(aJob()).job
     const decision = engine.claimAndLease({ worker_id: 'w', queues: ['default'] })
     if (!decision.granted) throw new Error(decision.reason)
     expect(decision.message_id).toBe(submitted.stream_message_id)
-    expect(messages(engine, submitted.id)).toEqual([{ id: submitted.stream_message_id, acked_at: null }])
+    expect(messageIds(engine, submitted.id)).toEqual([submitted.stream_message_id])
   })
 
-  it('a job has at most one unacknowledged message: an expiry acknowledges the attempt\'s message before the requeue writes the next', () => {
+  it('each submit and each requeue gives the job a new message, with a larger id than any before', () => {
     const { engine, clock, job, lease } = claimedByWorker({}, aJob({ max_attempts: 3 }))
+    const other = engine.submit(aJob()).job
     clock.advance((lease.ttl_s + lease.grace_s) * SECOND + 1)
     engine.reap()
     const requeued = engine.getJob(job.id)
     expect(requeued.state).toBe('QUEUED')
-    expect(messages(engine, job.id).map((m) => m.acked_at !== null)).toEqual([true, false])
-    expect(messages(engine, job.id)[1]!.id).toBe(requeued.stream_message_id)
+    expect(messageIds(engine, job.id)).toEqual([job.stream_message_id, requeued.stream_message_id])
+    expect(requeued.stream_message_id).toBeGreaterThan(other.stream_message_id!)
+    expect(other.stream_message_id).toBeGreaterThan(job.stream_message_id!)
   })
 
-  it('canceling a queued job acknowledges its message: it will never be delivered', () => {
+  it('a canceled job\'s message is never delivered', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
     engine.cancel(job.id)
-    expect(unackedMessages(engine, job.id)).toBe(0)
+    expect(engine.claimAndLease({ worker_id: 'w' })).toMatchObject({ granted: false })
   })
 })
