@@ -139,6 +139,7 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
         released_at: null,
         release_reason: null,
       }
+      noteFileUnderJobLease(ctx, granted.lease_id)
       ctx
         .stmt(
           `INSERT INTO file_leases (id, file, owner_id, lease_id, job_id, state, acquired_at, last_heartbeat_at, released_at, release_reason)
@@ -165,6 +166,7 @@ function checkRequesterLease(ctx: EngineContext, leaseId: string): LeaseRow {
 function deny(ctx: EngineContext, file: string, ownerId: string, holder: FileLeaseRow, requesterLease: LeaseRow | null): Contention {
   const now = ctx.clock.now()
   const retryAt = now + FILE_RETRY_MS
+  noteFileUnderJobLease(ctx, requesterLease?.id ?? null)
   ctx.run(
     'INSERT INTO file_contentions (file, owner_id, lease_id, job_id, denied_at, retry_at) VALUES (?, ?, ?, ?, ?, ?)',
     file,
@@ -292,14 +294,39 @@ export function releaseFile(ctx: EngineContext, request: { file: string; owner_i
  * failed, ended, or was halted), and drops its pending retries. Inside the caller's transaction.
  */
 export function releaseFilesOfLease(ctx: EngineContext, leaseId: string, reason: string): void {
+  if (!filesTakenUnderJobLeases(ctx)) return
   for (const lease of ctx.all<FileLeaseRow>("SELECT * FROM file_leases WHERE lease_id = ? AND state = 'ACTIVE'", leaseId)) {
     endFileLease(ctx, lease, 'RELEASED', reason)
   }
   ctx.run('DELETE FROM file_contentions WHERE lease_id = ?', leaseId)
 }
 
+/**
+ * Whether any file lease or contention was ever recorded under a job lease: until one is, the
+ * end of every job lease skips the file gate's three probes (most jobs never touch the gate).
+ * Read from SQLite once per engine, then only ever set; a set by a write that was rolled back
+ * merely costs the probes again.
+ */
+const filesUnderJobLeases = new WeakMap<EngineContext, boolean>()
+
+function filesTakenUnderJobLeases(ctx: EngineContext): boolean {
+  let taken = filesUnderJobLeases.get(ctx)
+  if (taken === undefined) {
+    taken =
+      ctx.one('SELECT 1 FROM file_leases WHERE lease_id IS NOT NULL LIMIT 1') !== undefined ||
+      ctx.one('SELECT 1 FROM file_contentions WHERE lease_id IS NOT NULL LIMIT 1') !== undefined
+    filesUnderJobLeases.set(ctx, taken)
+  }
+  return taken
+}
+
+function noteFileUnderJobLease(ctx: EngineContext, leaseId: string | null): void {
+  if (leaseId !== null) filesUnderJobLeases.set(ctx, true)
+}
+
 /** True when an operator took a file from this job lease: its job may not then succeed. */
 export function hasRevokedFiles(ctx: EngineContext, leaseId: string): boolean {
+  if (!filesTakenUnderJobLeases(ctx)) return false
   return ctx.one("SELECT 1 FROM file_leases WHERE lease_id = ? AND state = 'REVOKED' LIMIT 1", leaseId) !== undefined
 }
 

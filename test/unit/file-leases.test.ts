@@ -9,7 +9,8 @@ import { SECOND } from '../../src-main/engine/clock'
 import { FILE_IDLE_MS, FILE_RETRY_MS, fileKey } from '../../src-main/engine/files'
 import type { Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { claimOrFail, expectEngineError } from './support'
+import { claimOrFail, expectEngineError, openFileEngine, tempDir } from './support'
+import { join } from 'node:path'
 
 const FILE = '/repo/src/main.ts'
 
@@ -184,6 +185,27 @@ describe('acquire / deny / release', () => {
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 409, 'lease_expired')
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w3', lease_id: '00000000-0000-4000-8000-000000000000' }), 404, 'lease_not_found')
     expect(rowsOn(engine, FILE)).toHaveLength(0)
+  })
+})
+
+describe('the end of a job lease releases its files', () => {
+  test('a file taken under a job lease before a restart is released when that lease ends after it', () => {
+    const { dir, cleanup } = tempDir()
+    try {
+      const path = join(dir, 'leasehold.db')
+      const first = openFileEngine(path)
+      first.engine.submit(aJob())
+      const { job, lease } = claimOrFail(first.engine, 'w1')
+      const held = granted(first.engine, { file: FILE, owner_id: 'w1', lease_id: lease.id })
+      first.sqlite.close()
+
+      const second = openFileEngine(path, { clock: first.clock })
+      second.engine.complete({ job_id: job.id, attempt_id: lease.attempt_id, worker_id: 'w1', lease_token: lease.token })
+      expect(rowsOn(second.engine, FILE)).toEqual([expect.objectContaining({ id: held.id, state: 'RELEASED', release_reason: 'job_succeeded' })])
+      second.sqlite.close()
+    } finally {
+      cleanup()
+    }
   })
 })
 
