@@ -71,8 +71,9 @@ export const jobs = sqliteTable(
     finished_at: integer('finished_at'),
   },
   (t) => [
-    // Picking the next job: per priority, the oldest eligible QUEUED job (O(log n) per priority).
-    index('jobs_pick').on(t.priority, t.eligible_at, t.seq).where(sql`state = 'QUEUED'`),
+    // Picking the next job: per queue and priority, the oldest eligible QUEUED job (O(log n) per
+    // queue and priority). One index for both kinds of worker: one that names no queue merges
+    // the queues' ranges (src-main/engine/pick.ts).
     index('jobs_pick_queue').on(t.queue, t.priority, t.eligible_at, t.seq).where(sql`state = 'QUEUED'`),
     // Claims of dialect 002 that may expire.
     index('jobs_claim_expiry')

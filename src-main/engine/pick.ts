@@ -51,9 +51,11 @@ const PAGE_SIZES = [1, 4, 16, 64] as const
 /**
  * The eligible QUEUED jobs this worker can take, in scheduling order: by stream if the worker
  * names streams, then URGENT before HIGH before NORMAL before LOW, then by the time each job
- * became eligible. Each priority is one index range read in pages, so the first job costs
- * O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
- * claims. (Pages rather than an open cursor: the caller writes between rows.)
+ * became eligible. One index (`jobs_pick`: queue, priority, eligible_at, seq) serves both: a
+ * worker that names no stream reads every queue's range of a priority at once, merged in order.
+ * Each range is read in pages, so the first job costs O(log n) however many are queued. Lazy:
+ * the caller stops at the head, or after `limit` claims. (Pages rather than an open cursor: the
+ * caller writes between rows.)
  */
 export function* eligibleJobs(
   ctx: EngineContext,
@@ -62,57 +64,81 @@ export function* eligibleJobs(
   /** Whether the worker holds a lease now (a caller that grants as it walks says so itself). */
   holdsLease: () => boolean = memo(() => holdsActiveLease(ctx, filter.worker_id)),
 ): Generator<JobRow> {
-  for (const queue of filter.queues ?? [null]) {
-    for (const rank of PRIORITY_RANKS) {
-      let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }
-      for (let p = 0; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
-        const size = PAGE_SIZES[p]!
-        const page = eligiblePage(ctx, queue, rank, now, after, size)
-        for (const job of page) {
-          if (canTake(job, filter, holdsLease)) yield job
-        }
-        if (page.length < size) break
-        const last = page[page.length - 1]!
-        after = { eligible_at: last.eligible_at, seq: last.seq }
-      }
+  const inOrder = filter.queues
+    ? filter.queues.flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now)))
+    : PRIORITY_RANKS.map((rank) => merged(queuesWithQueuedJobs(ctx).map((queue) => rangeOf(ctx, queue, rank, now))))
+  for (const range of inOrder) {
+    for (const job of range) {
+      if (canTake(job, filter, holdsLease)) yield job
     }
   }
 }
 
-function eligiblePage(
-  ctx: EngineContext,
-  queue: string | null,
-  rank: number,
-  now: number,
-  after: { eligible_at: number; seq: number },
-  size: (typeof PAGE_SIZES)[number],
-): JobRow[] {
-  return queue === null
-    ? ctx.all<JobRow>(
-        `SELECT * FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at <= ?
-           AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ${size}`,
-        rank, now, after.eligible_at, after.seq,
-      )
-    : ctx.all<JobRow>(
-        `SELECT * FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at <= ?
-           AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ${size}`,
-        queue, rank, now, after.eligible_at, after.seq,
-      )
+/** The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. */
+function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number): Generator<JobRow> {
+  let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }
+  for (let p = 0; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
+    const size = PAGE_SIZES[p]!
+    const page = ctx.all<JobRow>(
+      `SELECT * FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at <= ?
+         AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ${size}`,
+      queue, rank, now, after.eligible_at, after.seq,
+    )
+    yield* page
+    if (page.length < size) return
+    const last = page[page.length - 1]!
+    after = { eligible_at: last.eligible_at, seq: last.seq }
+  }
+}
+
+/** Several ranges merged into one, by the time each job became eligible, then submit order. */
+function* merged(ranges: Generator<JobRow>[]): Generator<JobRow> {
+  if (ranges.length === 1) return yield* ranges[0]!
+  const heads = ranges.map((range) => range.next())
+  for (;;) {
+    let first = -1
+    for (let i = 0; i < heads.length; i++) {
+      const job = heads[i]!.value
+      if (heads[i]!.done || !job) continue
+      const best = first < 0 ? undefined : heads[first]!.value!
+      if (!best || job.eligible_at < best.eligible_at || (job.eligible_at === best.eligible_at && job.seq < best.seq)) first = i
+    }
+    if (first < 0) return
+    yield heads[first]!.value!
+    heads[first] = ranges[first]!.next()
+  }
+}
+
+/** The queues that have QUEUED jobs, one index probe each (a skip through `jobs_pick`). */
+function queuesWithQueuedJobs(ctx: EngineContext): string[] {
+  return ctx
+    .all<{ queue: string }>(
+      `WITH RECURSIVE q(queue) AS (
+         SELECT (SELECT MIN(queue) FROM jobs WHERE state = 'QUEUED')
+         UNION ALL
+         SELECT (SELECT MIN(queue) FROM jobs WHERE state = 'QUEUED' AND queue > q.queue) FROM q WHERE q.queue IS NOT NULL
+       )
+       SELECT queue FROM q WHERE queue IS NOT NULL`,
+    )
+    .map((row) => row.queue)
 }
 
 /**
  * The next moment a QUEUED job becomes eligible (a requeued job's backoff ends), or null if none
- * waits: whoever waits for work sets a timer for it. One index probe per priority.
+ * waits: whoever waits for work sets a timer for it. One index probe per queue and priority.
  */
 export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
   let next: number | null = null
-  for (const rank of PRIORITY_RANKS) {
-    const row = ctx.one<{ at: number | null }>(
-      "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at > ?",
-      rank,
-      now,
-    )
-    if (row?.at != null && (next === null || row.at < next)) next = row.at
+  for (const queue of queuesWithQueuedJobs(ctx)) {
+    for (const rank of PRIORITY_RANKS) {
+      const row = ctx.one<{ at: number | null }>(
+        "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at > ?",
+        queue,
+        rank,
+        now,
+      )
+      if (row?.at != null && (next === null || row.at < next)) next = row.at
+    }
   }
   return next
 }

@@ -199,6 +199,24 @@ describe('jobs a worker cannot take are skipped for it, not denied', () => {
     expect(leaseOrFail(engine, { worker_id: 'small', max_units: 5 }).job.id).toBe(next.id)
   })
 
+  it('a worker that names no queue takes every queue\'s jobs in one order: priority, then eligible time, then submit order', () => {
+    const { engine, clock } = setup()
+    const submitted: Record<string, string> = {}
+    for (const [name, queue, priority] of [
+      ['b-normal', 'b', 'NORMAL'],
+      ['a-normal', 'a', 'NORMAL'],
+      ['c-low', 'c', 'LOW'],
+      ['c-high', 'c', 'HIGH'],
+      ['a-high', 'a', 'HIGH'],
+    ] as const) {
+      submitted[name] = engine.submit(aJob({ queue, priority })).job.id
+      if (name !== 'b-normal') clock.advance(SECOND) // b-normal and a-normal share a millisecond
+    }
+    const byId = Object.fromEntries(Object.entries(submitted).map(([name, id]) => [id, name]))
+    const order = engine.claim({ worker_id: 'w' }, 5).map((job) => byId[job.id])
+    expect(order).toEqual(['c-high', 'a-high', 'b-normal', 'a-normal', 'c-low'])
+  })
+
   it('dialect 003 streams are tried in the order given and only those streams', () => {
     const { engine, clock } = setup()
     const a = engine.submit(aJob({ queue: 'a', priority: 'URGENT' })).job
