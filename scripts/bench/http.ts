@@ -13,7 +13,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { requestJson } from '../../src-worker/http-json'
 import { insertFinished } from './measure'
-import { percentile, type Row } from './lib'
+import { percentile, processTreeCpuMs, type Row } from './lib'
 
 const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
 
@@ -360,14 +360,27 @@ function doneWatcher(server: Server): { busy(): boolean; done(): number; lastFin
   }
 }
 
+interface Drain {
+  jobsPerS: number
+  /** CPU per job of the host process and of its children (the embedded pool), or of `workers`. */
+  cpu: string
+}
+
 /**
  * `jobs` no-op jobs (each reports progress once) submitted in requests of 1,000, until all are
- * DONE: jobs/s from the first submit to the host's timestamp of the last DONE.
+ * DONE: jobs/s from the first submit to the host's timestamp of the last DONE, and the CPU per
+ * job of the host and of the workers (the host's child processes, or the `workers` given).
  */
-async function drainBatched(server: Server, jobs: number): Promise<number> {
+async function drainBatched(server: Server, jobs: number, workers: ChildProcess[] = []): Promise<Drain> {
   const post = client(server, new Latencies())
   const watcher = doneWatcher(server)
+  const cpu = () => {
+    const host = processTreeCpuMs(server.child.pid!)
+    const external = workers.map((w) => processTreeCpuMs(w.pid!)?.own ?? 0).reduce((a, b) => a + b, 0)
+    return host && { host: host.own, workers: workers.length > 0 ? external : host.children }
+  }
   try {
+    const cpuBefore = cpu()
     const doneBefore = watcher.done()
     const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
     for (let i = 0; i < jobs; i += SUBMIT_CHUNK) {
@@ -382,7 +395,12 @@ async function drainBatched(server: Server, jobs: number): Promise<number> {
     }
     const done = watcher.done() - doneBefore
     if (done !== jobs) throw new Error(`${done} of ${jobs} jobs DONE`)
-    return jobs / ((watcher.lastFinishedAt() - started) / 1000)
+    const cpuAfter = cpu()
+    const perJob = (ms: number) => `${Math.round((ms * 1000) / jobs)} µs`
+    return {
+      jobsPerS: jobs / ((watcher.lastFinishedAt() - started) / 1000),
+      cpu: cpuBefore && cpuAfter ? `CPU per job: host ${perJob(cpuAfter.host - cpuBefore.host)}, workers ${perJob(cpuAfter.workers - cpuBefore.workers)}` : 'CPU not measured (no /proc)',
+    }
   } finally {
     watcher.close()
   }
@@ -503,11 +521,12 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
     try {
       await waitFor(() => workersReady(server, 2), 60_000)
       await drainBatched(server, Math.min(2_000, counts.drainJobs)) // warm-up
+      const drain = await drainBatched(server, counts.drainJobs)
       rows.push({
         name: `pool drain (${durability})`,
-        value: await drainBatched(server, counts.drainJobs),
+        value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs (progress once each), 2 local workers × 16 jobs, first submit → last DONE`,
+        note: `${n} noop jobs (progress once each), 2 local workers × 16 jobs, first submit → last DONE; ${drain.cpu}`,
       })
       if (durability === 'normal') {
         progress(`local pickup, ${counts.localPickups} jobs`)
@@ -529,12 +548,13 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   )
   try {
     await waitFor(() => workersReady(server, 8), 60_000)
-    await drainBatched(server, Math.min(2_000, counts.drainJobs)) // warm-up
+    await drainBatched(server, Math.min(2_000, counts.drainJobs), workers) // warm-up
+    const drain = await drainBatched(server, counts.drainJobs, workers)
     rows.push({
       name: 'external workers batched, 8 processes',
-      value: await drainBatched(server, counts.drainJobs),
+      value: drain.jobsPerS,
       unit: 'jobs/s',
-      note: `${n} noop jobs, 8 × 16 jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE`,
+      note: `${n} noop jobs, 8 × 16 jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE; ${drain.cpu}`,
     })
   } finally {
     for (const w of workers) w.kill('SIGTERM')

@@ -1,5 +1,5 @@
 /** Small helpers shared by the benchmark's measurements: temp databases, timing, percentiles, the table. */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -88,4 +88,33 @@ export function formatTable(rows: readonly Row[]): string {
   const line = (c: string[]) =>
     c.map((cell, i) => (i === 1 ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd()
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n')
+}
+
+/**
+ * CPU time a process and its child processes have used so far, in ms (user + system, from
+ * /proc; null where there is none). On a shared machine a drain's jobs/s moves with the load;
+ * CPU per job barely does, so A/B comparisons read it beside the rate.
+ */
+export function processTreeCpuMs(pid: number): { own: number; children: number } | null {
+  const ticksOf = (stat: string) => {
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return { parent: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) }
+  }
+  try {
+    const own = ticksOf(readFileSync(`/proc/${pid}/stat`, 'utf8')).ticks
+    let children = 0
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const stat = ticksOf(readFileSync(`/proc/${entry}/stat`, 'utf8'))
+        if (stat.parent === pid) children += stat.ticks
+      } catch {
+        // the process ended while we looked
+      }
+    }
+    const msPerTick = 1000 / 100 // USER_HZ is 100 on Linux
+    return { own: own * msPerTick, children: children * msPerTick }
+  } catch {
+    return null
+  }
 }
