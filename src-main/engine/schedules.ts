@@ -135,9 +135,9 @@ export function parseCron(cron: string, timezone: string): Cron {
   }
   try {
     parsed.nextRun(new Date(0)) // croner reads the time zone only when it computes a time
-  } catch {
-    canonicalTimeZone(timezone) // throws invalid_timezone, naming it
-    throw new EngineError(400, 'invalid_timezone', `timezone: ${timezone} cannot be used for schedules`)
+  } catch (error) {
+    canonicalTimeZone(timezone) // an unknown zone: invalid_timezone, naming it
+    throw new EngineError(400, 'invalid_cron', `cron: ${cronReason(error)}`)
   }
   return parsed
 }
