@@ -17,8 +17,8 @@ import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageSt
 import { createHttpApp } from './http/server'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
-import { ScheduleTimer } from './schedule-timer'
 import { WorkerPool } from './pool/supervisor'
+import { ScheduleTimer } from './schedule-timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers'
 

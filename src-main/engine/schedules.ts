@@ -91,7 +91,8 @@ export interface Firing {
 
 /** Which schedule firing made a job, for the job's views. */
 export interface ScheduleOrigin {
-  schedule: string
+  /** The schedule's name when it fired. */
+  name: string
   fire_at: number
 }
 
@@ -293,7 +294,7 @@ export function scheduleOrigins(ctx: EngineContext, jobIds: readonly string[]): 
     `SELECT job_id, schedule_name, fire_at FROM schedule_runs WHERE job_id IN (SELECT value FROM json_each(?))`,
     JSON.stringify(jobIds),
   )
-  for (const row of rows) origins.set(row.job_id, { schedule: row.schedule_name, fire_at: row.fire_at })
+  for (const row of rows) origins.set(row.job_id, { name: row.schedule_name, fire_at: row.fire_at })
   return origins
 }
 

@@ -54,7 +54,7 @@ export function queueJob(job: JobRow) {
  * queries, which the claim and completion answers do not pay.
  */
 export function queueJobRead(job: JobRow, waitingReason: string | null, origin: ScheduleOrigin | null) {
-  return { ...queueJob(job), waiting_reason: waitingReason, schedule: origin ? { name: origin.schedule, fire_at: iso(origin.fire_at) } : null }
+  return { ...queueJob(job), waiting_reason: waitingReason, schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at) } }
 }
 
 /** Seed 002's JobResult for a finished job, else null. */

@@ -170,7 +170,7 @@ describe('firing', () => {
     const job = engine.getJob(firing!.job_id!)
     expect(job).toMatchObject({ job_type: 'backup', cost_units: 3, priority: 2, queue: 'nightly', state: 'QUEUED', created_at: T0 + 2 * HOUR })
     expect(JSON.parse(job.payload)).toEqual({ to: '/mnt' })
-    expect(engine.scheduleOrigins([job.id, 'other'])).toEqual(new Map([[job.id, { schedule: 'nightly', fire_at: T0 + 2 * HOUR }]]))
+    expect(engine.scheduleOrigins([job.id, 'other'])).toEqual(new Map([[job.id, { name: 'nightly', fire_at: T0 + 2 * HOUR }]]))
     // The job's timeline says the schedule made it.
     expect(engine.jobEvents(job.id).map((e) => e.event_type)).toEqual(['JOB_SUBMITTED', 'SCHEDULE_FIRED'])
     expect(engine.getSchedule('nightly')).toMatchObject({
