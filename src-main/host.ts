@@ -18,6 +18,7 @@ import { createHttpApp } from './http/server'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
+import { ScheduleTimer } from './schedule-timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers'
 
@@ -154,10 +155,17 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const reap = tick('the reaper', () => engine.reap())
   // Leases granted before a restart expire on time: reap once before serving anything.
   reap()
+  // Recurring schedules: one timer for the next firing; firings missed while the host was down
+  // are caught up now (one run each), before anything is served.
+  const scheduleLog = tickLog('the schedule timer', limiter, config.dataDir)
+  const schedules = new ScheduleTimer(engine, { clock, onError: scheduleLog.failed, onFired: scheduleLog.worked })
+  undo.push(() => schedules.stop())
+  await schedules.start()
   const timers = [
     setInterval(() => {
       reap()
       clockWaiters.check()
+      void schedules.check() // in memory: an injected clock that moved fires what came due
     }, REAP_INTERVAL_MS),
     setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
     setInterval(
@@ -261,6 +269,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       for (const timer of timers) clearInterval(timer)
+      await schedules.stop()
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
       clockWaiters.close()
@@ -288,20 +297,32 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
  * after failures says so (as rate-limited, so a flapping disk cannot flood the log).
  */
 function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir: string): () => void {
-  let failing = false
+  const log = tickLog(name, limiter, dataDir)
   return () => {
     try {
       run()
-      if (failing) {
-        failing = false
-        limiter.line(`${name} recovered`, `leasehold: ${name} works again`)
-      }
+      log.worked()
     } catch (error) {
+      log.failed(error)
+    }
+  }
+}
+
+/** How a timer's failures and recovery are logged (see {@link guardedTick}); for timers that run asynchronously too. */
+function tickLog(name: string, limiter: LogLimiter, dataDir: string): { worked(): void; failed(error: unknown): void } {
+  let failing = false
+  return {
+    worked: () => {
+      if (!failing) return
+      failing = false
+      limiter.line(`${name} recovered`, `leasehold: ${name} works again`)
+    },
+    failed: (error) => {
       failing = true
       const answer = answerError(error, dataDir)
       const reason = answer.internal ? ((error as Error)?.stack ?? String(error)) : `${answer.code}: ${answer.detail}`
       limiter.line(name, `leasehold: ${name} failed and will try again on its next tick (${reason})`)
-    }
+    },
   }
 }
 

@@ -13,16 +13,27 @@ export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; 
 
 /** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */
 export function parseFlags<T>(argv: string[], strings: readonly string[], booleans: readonly string[] = []): T {
+  return parseCommandLine<T>(argv, strings, booleans, false).values
+}
+
+/** {@link parseFlags} for a command that also takes words (`leasehold schedule pause NAME`). */
+export function parseCommandLine<T>(
+  argv: string[],
+  strings: readonly string[],
+  booleans: readonly string[],
+  allowPositionals = true,
+): { values: T; positionals: string[] } {
   try {
-    return parseArgs({
+    const { values, positionals } = parseArgs({
       args: argv,
       options: {
         ...Object.fromEntries([...TARGET_FLAGS, ...strings].map((name) => [name, { type: 'string' as const }])),
         ...Object.fromEntries(booleans.map((name) => [name, { type: 'boolean' as const }])),
       },
       strict: true,
-      allowPositionals: false,
-    }).values as T
+      allowPositionals,
+    })
+    return { values: values as T, positionals }
   } catch (error) {
     throw new ConfigError((error as Error).message.split('\n')[0]!)
   }

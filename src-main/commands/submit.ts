@@ -25,7 +25,7 @@ Flags:
 ${TARGET_HELP}
   -h, --help`
 
-interface SubmitFlags {
+export interface SubmitFlags {
   url?: string
   token?: string
   'data-dir'?: string

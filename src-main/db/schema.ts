@@ -152,7 +152,7 @@ export const events = sqliteTable(
     /** Increasing: rows are never deleted, so a plain rowid key never reuses an id (no AUTOINCREMENT page to write). */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),
-    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER or CAPACITY. */
+    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER, CAPACITY or SCHEDULE. */
     entity_type: text('entity_type').notNull(),
     entity_id: text('entity_id').notNull(),
     /** The job this event belongs to, if any: a job's timeline includes its leases' events. */
@@ -281,3 +281,54 @@ export const blockers = sqliteTable(
 export type FileLeaseRow = typeof fileLeases.$inferSelect
 export type FileContentionRow = typeof fileContentions.$inferSelect
 export type BlockerRow = typeof blockers.$inferSelect
+
+/**
+ * Recurring schedules (docs/schedules.md): a cron expression in a time zone and the job each
+ * firing submits. `next_fire_at` is the earliest firing not yet handled; the timer sleeps until
+ * the smallest one among enabled schedules.
+ */
+export const schedules = sqliteTable(
+  'schedules',
+  {
+    id: text('id').primaryKey(),
+    /** The schedule's key in the API and on the command line. */
+    name: text('name').notNull().unique(),
+    cron: text('cron').notNull(),
+    /** An IANA time zone, e.g. Europe/Berlin; the host's own when the schedule was created without one. */
+    timezone: text('timezone').notNull(),
+    /** The job each firing submits: the submit fields as JSON (src-main/engine/schedules.ts JobTemplate). */
+    job: text('job').notNull(),
+    /** allow: fire whatever runs; skip: skip a firing while the last one's job is unfinished. */
+    overlap: text('overlap').notNull(),
+    enabled: integer('enabled').notNull(),
+    /** The earliest firing not yet handled; null while disabled (or when the expression never fires again). */
+    next_fire_at: integer('next_fire_at'),
+    created_at: integer('created_at').notNull(),
+    updated_at: integer('updated_at').notNull(),
+  },
+  (t) => [index('schedules_due').on(t.next_fire_at).where(sql`enabled = 1`)],
+)
+
+/**
+ * One row per handled firing: the exactly-once key (schedule, fire time) is its primary key, so a
+ * firing can never make a second job. Kept after its schedule is deleted: it says which schedule
+ * made a job. A run's job may be gone (pruned); nothing here holds a job back from pruning.
+ */
+export const scheduleRuns = sqliteTable(
+  'schedule_runs',
+  {
+    schedule_id: text('schedule_id').notNull(),
+    fire_at: integer('fire_at').notNull(),
+    /** The schedule's name when it fired. */
+    schedule_name: text('schedule_name').notNull(),
+    /** FIRED (a job was submitted) or SKIPPED (overlap, or the submit was refused: see reason). */
+    outcome: text('outcome').notNull(),
+    job_id: text('job_id'),
+    reason: text('reason'),
+    created_at: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.schedule_id, t.fire_at] }), index('schedule_runs_job').on(t.job_id).where(sql`job_id IS NOT NULL`)],
+)
+
+export type ScheduleRow = typeof schedules.$inferSelect
+export type ScheduleRunRow = typeof scheduleRuns.$inferSelect

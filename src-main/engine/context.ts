@@ -42,7 +42,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   groupMaxMs: 2,
 }
 
-export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY'
+export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY' | 'SCHEDULE'
 
 /** An event as listeners see it: the stored row with its data parsed. */
 export interface EngineEvent {

@@ -13,6 +13,7 @@ import { RecentCounts } from './recent-counts'
 import { listJobs, type JobListQuery, type JobPage } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as reaper from './reaper'
+import * as schedules from './schedules'
 import * as stats from './stats'
 import type { JobState } from './states'
 import { readSituation, WAITING_STATES, waitingReason } from './waiting'
@@ -20,6 +21,7 @@ import { readSituation, WAITING_STATES, waitingReason } from './waiting'
 export type { CommitListener, EngineConfig, EngineEvent, EventListener } from './context'
 export { DEFAULT_ENGINE_CONFIG } from './context'
 export { EngineError } from './errors'
+export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './schedules'
 export { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ClaimBatch, type ExchangeAnswer, type ItemResult, type WorkerExchange } from './batch'
 
 export interface EngineOptions {
@@ -159,7 +161,21 @@ export class Engine {
   recordWorkerEvent = (workerId: string, eventType: string, data: Record<string, unknown>): void =>
     this.ctx.transact(() => this.ctx.appendEvent('WORKER', workerId, null, eventType, data))
 
+  // Recurring schedules (docs/schedules.md)
+  createSchedule = (input: schedules.ScheduleInput): schedules.Schedule => schedules.createSchedule(this.ctx, this.capacity, input)
+  updateSchedule = (name: string, change: schedules.ScheduleChange): schedules.Schedule =>
+    schedules.updateSchedule(this.ctx, this.capacity, name, change)
+  deleteSchedule = (name: string): schedules.Schedule => schedules.deleteSchedule(this.ctx, name)
+  getSchedule = (name: string): schedules.Schedule => schedules.getSchedule(this.ctx, name)
+  listSchedules = (): schedules.Schedule[] => schedules.listSchedules(this.ctx)
+  /** Which schedule firing made each of these jobs (for the job views). */
+  scheduleOrigins = (jobIds: readonly string[]): Map<string, schedules.ScheduleOrigin> => schedules.scheduleOrigins(this.ctx, jobIds)
+
   // Time-driven work
+  /** Fires the schedules due now, each once (its latest due firing); the schedule timer calls it. */
+  fireDueSchedules = (): schedules.Firing[] => schedules.fireDueSchedules(this.ctx, this.capacity)
+  /** When the earliest enabled schedule fires next, or null. */
+  nextScheduleFireAt = (): number | null => schedules.nextScheduleFireAt(this.ctx)
   /** Expires due leases and claims; returns how many of each. */
   reap = (): { leases: number; claims: number; idleFiles: number } => ({
     leases: reaper.expireDueLeases(this.ctx),

@@ -33,7 +33,7 @@ function isPositiveInteger(n: unknown): n is number {
 }
 
 /** The few invariants the database relies on, checked even when a caller skipped validation. */
-function checkSubmit(input: SubmitJob): void {
+export function checkSubmit(input: SubmitJob): void {
   if (typeof input.job_type !== 'string' || input.job_type.length === 0) throw invalid('job_type: must be a non-empty string')
   if (!isPositiveInteger(input.cost_units)) throw invalid('cost_units: must be an integer of at least 1')
   if (input.max_attempts !== undefined && !isPositiveInteger(input.max_attempts)) {

@@ -175,13 +175,14 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     const q = validate(ListJobs, query(ctx.query))
     const page = engine.listJobs(q)
     const reasons = engine.waitingReasons(page.jobs)
-    ctx.body = { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null)), next_cursor: page.next_cursor }
+    const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
+    ctx.body = { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }
   })
 
   router.get('/jobs/:job_id', (ctx) => {
     const job = engine.getJob(validate(Id, ctx.params.job_id))
     const [reason] = engine.waitingReasons([job])
-    ctx.body = { job: queueJobRead(job, reason ?? null), result: queueResult(job) }
+    ctx.body = { job: queueJobRead(job, reason ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) }
   })
 
   router.post('/jobs/:job_id/status', async (ctx) => {

@@ -4,6 +4,7 @@ import { PULL_PREFIX, PullComplete, PullHeartbeat, PullLeaseRequest } from './di
 import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, ListJobs, QUEUE_PREFIX, StatusUpdate, SubmitBatch, SubmitJob, Timeseries } from './dialect-queue'
 import { WORKER_PREFIX, WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat } from './dialect-worker'
 import { BlockerList, BlockerResolve, FileAcquire, FileHeartbeat, FileLeaseList, FileRelease } from './dialect-files'
+import { ChangeSchedule, CreateSchedule, ScheduleAnswer, ScheduleList, SCHEDULES_PREFIX } from './schedules'
 import { CapacityChange } from './system'
 
 /**
@@ -19,11 +20,11 @@ const errors = (...statuses: number[]) =>
   )
 
 const ERROR_TEXT: Record<number, string> = {
-  400: 'invalid_request (the failing fields are named), invalid_json, cost_exceeds_capacity',
+  400: 'invalid_request (the failing fields are named), invalid_json, cost_exceeds_capacity, invalid_cron, invalid_timezone',
   401: 'unauthorized',
   403: 'worker_mismatch',
-  404: 'job_not_found / lease_not_found',
-  409: 'lease_expired, lease_not_active, illegal_transition, duplicate_request, lease_token_mismatch, cost_mismatch',
+  404: 'job_not_found / lease_not_found / schedule_not_found',
+  409: 'lease_expired, lease_not_active, illegal_transition, duplicate_request, lease_token_mismatch, cost_mismatch, duplicate_schedule',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
 }
@@ -46,6 +47,9 @@ function get(summary: string, ok: string, extra: number[] = [], query?: z.ZodObj
   }
 }
 
+/** A success answer with its body's schema. */
+const answer = (description: string, schema: z.ZodType) => ({ description, content: { 'application/json': { schema } } })
+
 const withPath = (op: ZodOpenApiOperationObject, name: string): ZodOpenApiOperationObject => ({
   ...op,
   requestParams: { ...op.requestParams, path: z.object({ [name]: z.string() }) },
@@ -67,6 +71,27 @@ export function openApiDocument(version: string) {
         requestParams: { query: z.object({ ticket: z.string().optional(), last_event_id: z.string().optional() }) },
         responses: { '200': { description: 'text/event-stream' }, ...errors(400, 401) },
       },
+    },
+    // Recurring schedules (docs/schedules.md)
+    [SCHEDULES_PREFIX]: {
+      get: { summary: 'Every schedule, with its next three firings and its last run', responses: { '200': answer('{schedules}', ScheduleList), ...errors(401) } },
+      post: {
+        summary: 'Create a schedule (cron expression, time zone, the job each firing submits)',
+        requestBody: { content: { 'application/json': { schema: CreateSchedule } } },
+        responses: { '201': answer('{schedule}', ScheduleAnswer), ...errors(...COMMON, 409) },
+      },
+    },
+    [`${SCHEDULES_PREFIX}/{name}`]: {
+      get: withPath({ summary: 'One schedule', responses: { '200': answer('{schedule}', ScheduleAnswer), ...errors(401, 404) } }, 'name'),
+      patch: withPath(
+        {
+          summary: 'Change a schedule: each field given replaces its own (job as a whole); enabled false pauses it',
+          requestBody: { content: { 'application/json': { schema: ChangeSchedule } } },
+          responses: { '200': answer('{schedule}', ScheduleAnswer), ...errors(...COMMON, 404) },
+        },
+        'name',
+      ),
+      delete: withPath({ summary: 'Delete a schedule (the jobs it made stay)', responses: { '200': answer('{schedule} as it was', ScheduleAnswer), ...errors(401, 404) } }, 'name'),
     },
     // Dialect 004: file leases and blockers
     '/api/files/leases/acquire': { post: { ...post('Acquire a file (granted, held with one retry at +180 s, or halted)', FileAcquire, '{granted: true, file_lease}', [404, 409]), responses: { '200': { description: '{granted: true, file_lease}' }, '409': { description: 'file_lease_held {contention} or blocked {blocker}' }, '429': { description: 'retry_too_early' }, ...errors(...COMMON) } } },

@@ -3,6 +3,7 @@
  * times as ISO-8601 UTC strings. Pure functions of stored rows.
  */
 import type { AttemptRow, EventRow, JobRow, LeaseRow } from '../db/schema'
+import type { ScheduleOrigin } from '../engine'
 import { iso } from '../engine/clock'
 import { priorityName, TERMINAL_STATES, type JobState } from '../engine/states'
 
@@ -48,11 +49,12 @@ export function queueJob(job: JobRow) {
 
 /**
  * The job as the reads show it (GET /jobs/{id}, GET /jobs): the job plus `waiting_reason`, why
- * it is not running yet (null when it runs or has ended). Only reads carry it: it costs a few
+ * it is not running yet (null when it runs or has ended), and `schedule`, the schedule firing
+ * that made it (null for a job submitted by hand). Only reads carry them: they cost a few
  * queries, which the claim and completion answers do not pay.
  */
-export function queueJobRead(job: JobRow, waitingReason: string | null) {
-  return { ...queueJob(job), waiting_reason: waitingReason }
+export function queueJobRead(job: JobRow, waitingReason: string | null, origin: ScheduleOrigin | null) {
+  return { ...queueJob(job), waiting_reason: waitingReason, schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at) } }
 }
 
 /** Seed 002's JobResult for a finished job, else null. */

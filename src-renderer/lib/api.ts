@@ -44,6 +44,8 @@ export interface Job {
   dead_letter: boolean
   /** Why it is not running yet (null when it runs or has ended); only the reads carry it. */
   waiting_reason?: string | null
+  /** The schedule firing that made it (null for a job submitted by hand); only the reads carry it. */
+  schedule?: { name: string; fire_at: string } | null
 }
 
 /** Dialect 002's JobResult: null until the job ends. */
@@ -163,6 +165,55 @@ export interface Timeseries {
   points: { ts: string; value: number }[]
 }
 
+/** The job a schedule submits at each firing: submit's fields, less client_request_id. */
+export interface JobTemplate {
+  job_type: string
+  cost_units: number
+  addon_id?: string | null
+  priority?: string
+  constraints?: Record<string, boolean>
+  payload?: unknown
+  unique?: boolean
+  tags?: string[]
+  max_runtime_s?: number | null
+  queue?: string
+  max_attempts?: number
+}
+
+export const OVERLAP_POLICIES = ['allow', 'skip'] as const
+export type Overlap = (typeof OVERLAP_POLICIES)[number]
+
+/** A recurring schedule as `/api/schedules` shows it (docs/schedules.md). */
+export interface Schedule {
+  id: string
+  name: string
+  cron: string
+  timezone: string
+  job: JobTemplate
+  overlap: Overlap
+  enabled: boolean
+  /** The earliest firing not yet handled; null while disabled. */
+  next_fire_at: string | null
+  /** The next three firings. */
+  next_fire_times: string[]
+  last_run: { fire_at: string; outcome: 'FIRED' | 'SKIPPED'; reason: string | null; job_id: string | null; job_state: string | null } | null
+  created_at: string
+  updated_at: string
+}
+
+/** `POST /api/schedules`. */
+export interface ScheduleInput {
+  name: string
+  cron: string
+  timezone?: string | null
+  job: JobTemplate
+  overlap?: Overlap
+  enabled?: boolean
+}
+
+/** `PATCH /api/schedules/{name}`: each field given replaces its own. */
+export type ScheduleChange = Partial<Omit<ScheduleInput, 'name'>>
+
 /**
  * An error answer of the host (`{detail, code}` with its status), or status 0 with code
  * `unreachable` when no answer came at all.
@@ -220,6 +271,12 @@ export class ApiClient {
     this.call('POST', `/api/blockers/${encodeURIComponent(id)}/resolve`, { action, note, by: 'dashboard' })
 
   listWorkers = (): Promise<{ workers: Worker[] }> => this.call('GET', '/api/workers')
+
+  listSchedules = (): Promise<{ schedules: Schedule[] }> => this.call('GET', '/api/schedules')
+  createSchedule = (input: ScheduleInput): Promise<{ schedule: Schedule }> => this.call('POST', '/api/schedules', input)
+  updateSchedule = (name: string, change: ScheduleChange): Promise<{ schedule: Schedule }> =>
+    this.call('PATCH', `/api/schedules/${encodeURIComponent(name)}`, change)
+  deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call('DELETE', `/api/schedules/${encodeURIComponent(name)}`)
 
   /** A ticket that opens the event stream (an EventSource cannot send the token). */
   eventTicket = (): Promise<{ ticket: string; expires_at: string }> => this.call('POST', '/api/events/ticket', {})

@@ -10,6 +10,7 @@ import { JobsState } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
 import type { Place } from './route.svelte'
+import { SchedulesState } from './schedules.svelte'
 import { WorkersState } from './workers.svelte'
 
 /** `ok`: calls are answered; `missing`: no token is known; `rejected`: the host refused it (401). */
@@ -43,6 +44,7 @@ export class Dashboard {
   readonly capacity: CapacityState
   readonly leases: LeasesState
   readonly jobs: JobsState
+  readonly schedules: SchedulesState
   readonly blockers: BlockersState
   readonly workers: WorkersState
   readonly charts: ChartsState
@@ -54,6 +56,7 @@ export class Dashboard {
     jobs: coalesce(() => void this.jobs.refresh(), 300),
     detail: coalesce(() => void this.detail?.refresh(), 300),
     blockers: coalesce(() => void this.blockers.refresh(), 150),
+    schedules: coalesce(() => void this.schedules.refresh(), 300),
     workers: coalesce(() => void this.workers.refresh(), 300),
   }
 
@@ -69,6 +72,7 @@ export class Dashboard {
     this.leases = new LeasesState(this.api, this.time)
     this.jobs = new JobsState(this.api)
     this.blockers = new BlockersState(this.api)
+    this.schedules = new SchedulesState(this.api)
     this.workers = new WorkersState(this.api)
     this.charts = new ChartsState(this.api)
     this.stream.subscribe((event) => this.receive(event))
@@ -104,6 +108,7 @@ export class Dashboard {
     void this.leases.refresh()
     void this.jobs.refresh()
     void this.blockers.refresh()
+    void this.schedules.refresh()
     void this.workers.refresh()
     void this.charts.refresh()
     void this.detail?.refresh()
@@ -139,6 +144,7 @@ export class Dashboard {
     if (this.jobs.apply(event)) this.later.jobs()
     if (this.detail?.apply(event)) this.later.detail()
     if (BlockersState.moves(event)) this.later.blockers()
+    if (this.schedules.apply(event)) this.later.schedules()
     if (WorkersState.moves(event)) this.later.workers()
   }
 

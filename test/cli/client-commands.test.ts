@@ -13,7 +13,7 @@ import { parseSse } from '../../src-main/commands/submit'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { BIN, runCli } from '../helpers/process'
+import { BIN, runCli, runCliAsync } from '../helpers/process'
 
 /** The runner's own LEASEHOLD_* settings must not pick the host. */
 const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
@@ -35,18 +35,9 @@ afterEach(() => {
   for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
 })
 
-/**
- * Runs `leasehold …` to completion without blocking this process: runCli (spawnSync) would
- * stall the in-process host the command talks to.
- */
+/** Runs `leasehold …` to completion without blocking this process (and the host in it). */
 function runAsync(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...CLEAN_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  children.push(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  return new Promise((resolve) => child.once('close', (status) => resolve({ status, stdout, stderr })))
+  return runCliAsync(args, { ...CLEAN_ENV, ...env }, (child) => children.push(child))
 }
 
 /** Runs `leasehold <args> --data-dir <the host's>` to completion. */

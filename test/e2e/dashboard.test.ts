@@ -1,7 +1,8 @@
 /**
  * The dashboard in Debian's Chromium against a real host with its pool of two local workers:
  * jobs appear, run and finish live; the busy rating changes usable capacity; a blocker halt is
- * answered from the page; a running job is canceled from the page. The host runs on a
+ * answered from the page; a running job is canceled from the page; a schedule is created,
+ * explained in words and disabled. The host runs on a
  * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
  * lease countdowns follow the host's clock, also when it moves.
  */
@@ -344,6 +345,42 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
 
     await json(await host.call(`/api/system/scheduler/leases/${leaseId}/complete`, { method: 'POST', json: { worker_id: 'ext-clock', status: 'completed' } }))
     await row.waitFor({ state: 'detached', timeout: 5000 })
+  })
+
+  test('a schedule is created from the Schedules view: its next run and its expression in words show; it is disabled from the page', async () => {
+    await page.click('nav a[href="#/schedules"]')
+    await page.getByTestId('schedules-empty').waitFor()
+    await page.getByRole('button', { name: 'New schedule' }).click()
+    const form = page.getByTestId('schedule-form')
+    await form.getByLabel('Name', { exact: true }).fill('nightly-report')
+    await form.getByLabel('Cron expression', { exact: true }).fill('30 2 * * *')
+    await form.getByLabel('Time zone', { exact: true }).fill('UTC')
+    await form.getByLabel('Job type', { exact: true }).fill('noop')
+    // Put in words as it is typed, before anything is sent.
+    expect(await form.getByTestId('cron-words').textContent()).toBe('At 02:30, every day (UTC)')
+    await shoot('schedule-form')
+    await form.getByRole('button', { name: 'Create schedule' }).click()
+    const row = page.locator('tr[data-schedule="nightly-report"]')
+    await row.waitFor()
+    await form.waitFor({ state: 'detached' })
+    expect(await row.getByTestId('schedule-words').textContent()).toBe('At 02:30, every day')
+    // Its next run is the host's, as the page writes times, with the time left.
+    const { schedule } = await json(await host.call('/api/schedules/nightly-report'))
+    expect(schedule).toMatchObject({ cron: '30 2 * * *', timezone: 'UTC', enabled: true, job: { job_type: 'noop', cost_units: 1 } })
+    const shown = await page.evaluate(
+      (at) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' }),
+      schedule.next_fire_at,
+    )
+    const next = row.getByTestId('schedule-next')
+    expect(await next.locator('div').first().textContent()).toContain(shown)
+    expect(await next.locator('div').first().textContent()).toMatch(/in \d+ (h|min)/)
+    expect(await next.locator('div').count()).toBe(3)
+    await shoot('schedules')
+
+    await row.getByLabel('Enabled: nightly-report').uncheck()
+    await page.locator('tr[data-schedule="nightly-report"][data-enabled="false"]').waitFor({ timeout: 5000 })
+    expect(await next.textContent()).toContain('disabled')
+    expect((await json(await host.call('/api/schedules/nightly-report'))).schedule).toMatchObject({ enabled: false, next_fire_at: null })
   })
 
   test('a wrong token gets the token form, the right one the dashboard', async () => {

@@ -9,6 +9,25 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): { status: n
   return { status: result.status, stdout: result.stdout, stderr: result.stderr }
 }
 
+/**
+ * Runs `leasehold …` to completion without blocking this process (runCli's spawnSync would stall
+ * a host running in this process, which the command talks to). `started` hears of the child, so
+ * a test can kill one left running.
+ */
+export function runCliAsync(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  started: (child: ChildProcess) => void = () => {},
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  started(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  return new Promise((resolve) => child.once('close', (status) => resolve({ status, stdout, stderr })))
+}
+
 export interface ServeProcess {
   child: ChildProcess
   url: string

@@ -1,7 +1,7 @@
 /**
  * Fuzzing the HTTP layer with fast-check: bad bodies (random JSON, wrong types, huge strings,
  * deep nesting, `__proto__` keys, numbers beyond safe integers, broken JSON), bad headers and
- * bad paths against every POST/PUT route. The server answers 4xx, never 5xx, and writes
+ * bad paths against every POST/PUT/PATCH route. The server answers 4xx, never 5xx, and writes
  * nothing: the database digest (row counts per table, job and lease states, the last event id)
  * is the same after every request.
  *
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { z } from 'zod'
 import { ManualClock } from '../../src-main/engine/clock'
 import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
-import { BODY_ROUTES, allRoutes, fill, type BodyRoute } from './routes'
+import { BODY_ROUTES, allRoutes, fill, isWrite, type BodyRoute } from './routes'
 import { body, dbDigest, post, PULL, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 300)
@@ -20,7 +20,7 @@ const SEED = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31)
 
 let host: TestHost
 /** Real ids of each kind, so a path names something that exists and only the body is wrong. */
-const ids: Record<string, string[]> = { lease_id: [], job_id: [], blocker_id: [] }
+const ids: Record<string, string[]> = { lease_id: [], job_id: [], blocker_id: [], name: [] }
 
 beforeAll(async () => {
   host = await startTestHost({ totalUnits: 50, busy: 0, statsIntervalS: 3600, bodyLimitBytes: 1024 * 1024 }, { clock: new ManualClock(Date.parse('2026-02-06T20:10:00.000Z')) })
@@ -42,6 +42,9 @@ beforeAll(async () => {
   ids.job_id!.push(claim.job_id)
   ids.lease_id!.push(host.engine.getJob(claim.job_id).lease_id!)
   ids.job_id!.push((await submit(host)).job_id)
+  // A schedule (its clock never reaches a firing), so a PATCH names one that exists.
+  expect((await post(host, '/api/schedules', { name: 'nightly', cron: '0 2 * * *', timezone: 'UTC', job: { job_type: 'x', cost_units: 1 } })).status).toBe(201)
+  ids.name!.push('nightly')
   console.log(`fuzz seed ${SEED} (FUZZ_SEED=${SEED} to replay), ${RUNS} runs per route`)
 }, 30_000)
 
@@ -145,10 +148,10 @@ function expectClientError(status: number, text: string, what: string) {
   if (/\bat .*\.(ts|js):\d+/.test(text)) throw new Error(`${what} → a stack trace: ${text.slice(0, 300)}`)
 }
 
-describe('fuzzed bodies on every POST/PUT route → 4xx and no change', () => {
-  test('the route list covers every POST/PUT route the app serves', () => {
+describe('fuzzed bodies on every POST/PUT/PATCH route → 4xx and no change', () => {
+  test('the route list covers every POST/PUT/PATCH route the app serves', () => {
     const served = allRoutes()
-      .filter((r) => r.method === 'POST' || r.method === 'PUT')
+      .filter(isWrite)
       .map((r) => `${r.method} ${r.path}`)
     const fuzzed = BODY_ROUTES.map((r) => `${r.method} ${r.path}`)
     // The ticket route takes any JSON body (it has no fields): no body is invalid for a schema.

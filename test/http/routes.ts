@@ -1,6 +1,6 @@
 /**
  * Every route the HTTP app serves, read from the routers themselves (so a new route is covered
- * by the security tests without editing them), and the body schema of every POST/PUT route
+ * by the security tests without editing them), and the body schema of every POST/PUT/PATCH route
  * (exported by the dialect files) for the fuzz tests.
  */
 import type { z } from 'zod'
@@ -8,6 +8,7 @@ import { BlockerResolve, FileAcquire, FileHeartbeat, FileRelease, FileRetryWait 
 import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/http/dialect-pull'
 import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitBatch, SubmitJob } from '../../src-main/http/dialect-queue'
 import { WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-main/http/dialect-worker'
+import { ChangeSchedule, CreateSchedule } from '../../src-main/http/schedules'
 import { createHttpApp, type HttpDependencies } from '../../src-main/http/server'
 import { CapacityChange } from '../../src-main/http/system'
 
@@ -48,7 +49,7 @@ export interface BodyRoute extends Route {
   schema: z.ZodType
 }
 
-/** Every POST/PUT route that reads a JSON body, with the schema it validates it against. */
+/** Every POST/PUT/PATCH route that reads a JSON body, with the schema it validates it against. */
 export const BODY_ROUTES: BodyRoute[] = [
   { method: 'PUT', path: '/api/capacity', schema: CapacityChange },
   { method: 'POST', path: '/api/system/scheduler/leases/request', schema: PullLeaseRequest },
@@ -73,7 +74,12 @@ export const BODY_ROUTES: BodyRoute[] = [
   { method: 'POST', path: '/api/files/leases/heartbeat', schema: FileHeartbeat },
   { method: 'POST', path: '/api/files/leases/release', schema: FileRelease },
   { method: 'POST', path: '/api/blockers/:blocker_id/resolve', schema: BlockerResolve },
+  { method: 'POST', path: '/api/schedules', schema: CreateSchedule },
+  { method: 'PATCH', path: '/api/schedules/:name', schema: ChangeSchedule },
 ]
 
-/** POST/PUT routes that take no body at all (their body is never read). */
+/** POST/PUT/PATCH routes that take no body at all (their body is never read). */
 export const BODYLESS_WRITE_ROUTES: Route[] = [{ method: 'POST', path: '/api/events/ticket' }]
+
+/** The methods that write with a body. */
+export const isWrite = (route: Route): boolean => route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH'

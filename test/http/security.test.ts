@@ -6,7 +6,7 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
-import { BODY_ROUTES, BODYLESS_WRITE_ROUTES, allRoutes, fill, type Route } from './routes'
+import { BODY_ROUTES, BODYLESS_WRITE_ROUTES, allRoutes, fill, isWrite, type Route } from './routes'
 import { dbDigest, UNKNOWN_ID } from './support'
 
 let host: TestHost
@@ -42,7 +42,7 @@ async function hit(route: Route, headers: Record<string, string>) {
 }
 
 describe('the route list', () => {
-  test('covers every dialect route, and every POST/PUT route is either fuzzed with a schema or takes no body', () => {
+  test('covers every dialect route, and every POST/PUT/PATCH route is either fuzzed with a schema or takes no body', () => {
     const names = ROUTES.map((r) => `${r.method} ${r.path}`)
     expect(names).toEqual(
       expect.arrayContaining([
@@ -71,7 +71,7 @@ describe('the route list', () => {
         'POST /internal/worker/fail',
       ]),
     )
-    const writes = ROUTES.filter((r) => r.method === 'POST' || r.method === 'PUT').map((r) => `${r.method} ${r.path}`)
+    const writes = ROUTES.filter(isWrite).map((r) => `${r.method} ${r.path}`)
     const covered = [...BODY_ROUTES, ...BODYLESS_WRITE_ROUTES].map((r) => `${r.method} ${r.path}`)
     expect(writes.sort()).toEqual(covered.sort())
   })

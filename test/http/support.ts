@@ -63,8 +63,8 @@ export const QUEUE_JOB_KEYS = sorted([
   'note',
   'dead_letter',
 ])
-/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits (views.ts queueJobRead). */
-export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason'])
+/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views.ts queueJobRead). */
+export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason', 'schedule'])
 /** Seed 002's Lease plus who holds it and how it ended (views.ts queueLease); never the token. */
 export const QUEUE_LEASE_KEYS = sorted([
   'lease_id',

@@ -1,0 +1,125 @@
+import { type ClientTarget, resolveClientTarget } from '../client-config'
+import { ConfigError } from '../config'
+import type { ScheduleView } from '../http/schedules'
+import { shortId } from '../short-id'
+import { callHost, HostError, parseCommandLine, table, TARGET_HELP } from './http-client'
+import { buildSubmit, type SubmitFlags } from './submit'
+
+export const SCHEDULE_HELP = `Usage: leasehold schedule <add|list|pause|resume|rm> [NAME] [flags]
+
+Recurring schedules: a cron expression in a time zone, and the job each firing submits
+(/api/schedules; the rules are in docs/schedules.md). A firing makes one job, once; firings
+missed while the host was down are caught up with one run, the latest.
+
+  add NAME --cron EXPR --type TYPE [flags]   create a schedule
+  list                                       every schedule: state, next firing, last run
+  pause NAME                                 stop it firing (enabled false)
+  resume NAME                                fire again, from its first firing after now
+  rm NAME                                    delete it (the jobs it made stay)
+
+Flags of add:
+  --cron EXPR          when it fires: 5 fields (minute hour day-of-month month day-of-week),
+                       6 (seconds first) or 7 (…, year), or @hourly, @daily, @weekly …; quote it:
+                       --cron '0 2 * * *' is every day at 02:00
+  --tz ZONE            an IANA time zone, e.g. Europe/Berlin [the host's own]
+  --overlap P          allow, or skip: skip a firing while the last one's job is unfinished [allow]
+  --paused             create it paused (enabled false)
+  --type TYPE          the job each firing submits (required), with --payload JSON|@FILE,
+                       --priority P, --units N [1], --queue Q, --addon A, --max-attempts N
+                       as for leasehold submit
+Flags:
+  --json               print the host's answer as JSON
+${TARGET_HELP}
+  -h, --help
+
+Exit 2 on bad input, a flag or a cron expression or time zone the host refuses (the reason is
+printed); exit 1 when the host refuses otherwise (no such schedule, a name already taken).`
+
+/** The flags of the job template are submit's (less --key and --wait: each firing is a new job, followed by nobody). */
+interface ScheduleFlags extends Omit<SubmitFlags, 'key' | 'wait'> {
+  cron?: string
+  tz?: string
+  overlap?: string
+  paused?: boolean
+}
+
+const ADD_FLAGS = ['cron', 'tz', 'overlap', 'type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts'] as const
+const ACTIONS = ['add', 'list', 'pause', 'resume', 'rm'] as const
+type Action = (typeof ACTIONS)[number]
+
+/** The body of POST /api/schedules from the flags of `add`; anything missing or malformed is a ConfigError (exit 2). */
+export function buildSchedule(name: string, flags: ScheduleFlags): Record<string, unknown> {
+  if (flags.cron === undefined || flags.cron.trim() === '') throw new ConfigError("--cron is required (e.g. --cron '0 2 * * *', every day at 02:00)")
+  if (flags.overlap !== undefined && !['allow', 'skip'].includes(flags.overlap)) {
+    throw new ConfigError(`--overlap must be allow or skip (got "${flags.overlap}")`)
+  }
+  const body: Record<string, unknown> = { name, cron: flags.cron, job: buildSubmit(flags) }
+  if (flags.tz !== undefined) body.timezone = flags.tz
+  if (flags.overlap !== undefined) body.overlap = flags.overlap
+  if (flags.paused) body.enabled = false
+  return body
+}
+
+/** A call to the host where a 400 is the user's input (a cron expression, a time zone): exit 2 with its reason. */
+async function call<T>(target: ClientTarget, method: string, path: string, body?: unknown): Promise<T> {
+  try {
+    return await callHost<T>(target, method, path, body)
+  } catch (error) {
+    if (error instanceof HostError && error.status === 400) throw new ConfigError(error.message)
+    throw error
+  }
+}
+
+const path = (name: string) => `/api/schedules/${encodeURIComponent(name)}`
+
+/** One line of `list` for the last run: when, what, and the job's state now. */
+function lastRunText(schedule: ScheduleView): string {
+  const run = schedule.last_run
+  if (!run) return '-'
+  if (run.outcome === 'SKIPPED') return `${run.fire_at} skipped (${run.reason ?? 'no reason given'})`
+  return `${run.fire_at} job ${run.job_id ? shortId(run.job_id) : '?'} ${run.job_state ?? 'pruned'}`
+}
+
+/** `leasehold schedule add|list|pause|resume|rm`. */
+export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: flags, positionals } = parseCommandLine<ScheduleFlags>(argv, ADD_FLAGS, ['paused', 'json'])
+  const [action, name, ...extra] = positionals
+  if (action === undefined) throw new ConfigError(`schedule needs one of ${ACTIONS.join(', ')} (try leasehold schedule --help)`)
+  if (!(ACTIONS as readonly string[]).includes(action)) throw new ConfigError(`unknown schedule command "${action}" (one of ${ACTIONS.join(', ')})`)
+  if (action === 'list' ? name !== undefined : name === undefined) {
+    throw new ConfigError(action === 'list' ? `schedule list takes no name (got "${name}")` : `schedule ${action} needs the schedule's NAME`)
+  }
+  if (extra.length > 0) throw new ConfigError(`unexpected argument "${extra[0]}"`)
+  if (action !== 'add') {
+    const given: string[] = [...ADD_FLAGS.filter((flag) => flags[flag] !== undefined), ...(flags.paused ? ['paused'] : [])]
+    if (given.length > 0) throw new ConfigError(`--${given[0]} belongs to schedule add`)
+  }
+  const body = action === 'add' ? buildSchedule(name!, flags) : undefined
+  const target = resolveClientTarget(flags, env)
+  return run(action as Action, name ?? '', body, target, flags.json === true)
+}
+
+async function run(action: Action, name: string, body: Record<string, unknown> | undefined, target: ClientTarget, json: boolean): Promise<number> {
+  if (action === 'list') {
+    const { schedules } = await call<{ schedules: ScheduleView[] }>(target, 'GET', '/api/schedules')
+    if (json) console.log(JSON.stringify({ schedules }, null, 2))
+    else if (schedules.length === 0) console.log('no schedules')
+    else {
+      const rows = schedules.map((s) => [s.name, s.cron, s.timezone, s.enabled ? s.overlap : 'paused', s.next_fire_at ?? '-', lastRunText(s)])
+      console.log(table(['NAME', 'CRON', 'ZONE', 'STATE', 'NEXT', 'LAST RUN'], rows))
+    }
+    return 0
+  }
+  const answer =
+    action === 'add'
+      ? await call<{ schedule: ScheduleView }>(target, 'POST', '/api/schedules', body)
+      : action === 'rm'
+        ? await call<{ schedule: ScheduleView }>(target, 'DELETE', path(name))
+        : await call<{ schedule: ScheduleView }>(target, 'PATCH', path(name), { enabled: action === 'resume' })
+  const { schedule } = answer
+  if (json) console.log(JSON.stringify(answer, null, 2))
+  else if (action === 'rm') console.log(`removed ${schedule.name}`)
+  else if (action === 'pause') console.log(`paused ${schedule.name}`)
+  else console.log(`${action === 'add' ? 'added' : 'resumed'} ${schedule.name}; next firing ${schedule.next_fire_at ?? 'none (paused)'}`)
+  return 0
+}

@@ -1,0 +1,90 @@
+import type { JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput } from './api'
+
+/** What the schedule form edits, as text where the person types text. */
+export interface ScheduleDraft {
+  name: string
+  cron: string
+  timezone: string
+  job_type: string
+  cost_units: string
+  priority: string
+  queue: string
+  /** JSON text; empty for none. */
+  payload: string
+  overlap: Overlap
+  enabled: boolean
+  /** The template's fields the form does not show (tags, constraints, max_attempts …), kept as they are on an edit. */
+  rest: Omit<JobTemplate, 'job_type' | 'cost_units' | 'priority' | 'queue' | 'payload'>
+}
+
+export const PRIORITY_CHOICES = ['LOW', 'NORMAL', 'HIGH', 'URGENT'] as const
+
+/** A new schedule: every day at 02:00 in `timezone`, a job of one unit. */
+export function emptyDraft(timezone: string): ScheduleDraft {
+  return { name: '', cron: '0 2 * * *', timezone, job_type: '', cost_units: '1', priority: 'NORMAL', queue: '', payload: '', overlap: 'allow', enabled: true, rest: {} }
+}
+
+/** The form filled in with a schedule, to edit it. */
+export function draftOf(schedule: Schedule): ScheduleDraft {
+  const { job_type, cost_units, priority, queue, payload, ...rest } = schedule.job
+  return {
+    name: schedule.name,
+    cron: schedule.cron,
+    timezone: schedule.timezone,
+    job_type,
+    cost_units: String(cost_units),
+    priority: priority ?? 'NORMAL',
+    queue: queue ?? '',
+    payload: payload === undefined ? '' : JSON.stringify(payload, null, 2),
+    overlap: schedule.overlap,
+    enabled: schedule.enabled,
+    rest,
+  }
+}
+
+export type DraftResult<T> = { ok: true; value: T } | { ok: false; problem: string }
+
+/** The job template of a draft, or what is wrong with it that the host need not be asked about. */
+function templateOf(draft: ScheduleDraft): DraftResult<JobTemplate> {
+  if (draft.job_type.trim() === '') return { ok: false, problem: 'Job type: required' }
+  const cost = Number(draft.cost_units)
+  if (draft.cost_units.trim() === '' || !Number.isSafeInteger(cost) || cost < 1) return { ok: false, problem: 'Units: a whole number of at least 1' }
+  const job: JobTemplate = { ...draft.rest, job_type: draft.job_type.trim(), cost_units: cost, priority: draft.priority }
+  if (draft.queue.trim() !== '') job.queue = draft.queue.trim()
+  if (draft.payload.trim() !== '') {
+    try {
+      job.payload = JSON.parse(draft.payload) as unknown
+    } catch (error) {
+      return { ok: false, problem: `Payload: not JSON (${(error as Error).message})` }
+    }
+  }
+  return { ok: true, value: job }
+}
+
+/** `POST /api/schedules` from a new schedule's draft. */
+export function createInput(draft: ScheduleDraft): DraftResult<ScheduleInput> {
+  if (draft.name.trim() === '') return { ok: false, problem: 'Name: required' }
+  const job = templateOf(draft)
+  if (!job.ok) return job
+  return {
+    ok: true,
+    value: { name: draft.name.trim(), cron: draft.cron.trim(), timezone: draft.timezone.trim() || null, job: job.value, overlap: draft.overlap, enabled: draft.enabled },
+  }
+}
+
+/** `PATCH /api/schedules/{name}` from an edited draft: its timing, job and overlap (enabling has its own switch). */
+export function changeInput(draft: ScheduleDraft): DraftResult<ScheduleChange> {
+  const job = templateOf(draft)
+  if (!job.ok) return job
+  return { ok: true, value: { cron: draft.cron.trim(), timezone: draft.timezone.trim() || null, job: job.value, overlap: draft.overlap } }
+}
+
+/** This machine's time zone: a new schedule's default (the desktop app and the host share the machine). */
+export function localTimeZone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'
+}
+
+/** The time zones this browser knows, for the form's suggestions. */
+export function knownTimeZones(): string[] {
+  return typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : []
+}

@@ -1,0 +1,130 @@
+/**
+ * `leasehold schedule add|list|pause|resume|rm` as a user runs it: the real command against an
+ * in-process host (found through --data-dir) on a manual clock, so a firing comes when the test
+ * moves the clock.
+ */
+import type { ChildProcess } from 'node:child_process'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { MINUTE, ManualClock } from '../../src-main/engine/clock'
+import { startTestHost, type TestHost } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
+
+/** The runner's own LEASEHOLD_* settings must not pick the host. */
+const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
+const T0 = Date.parse('2026-02-06T20:10:00.000Z')
+
+let host: TestHost
+const clock = new ManualClock(T0)
+const children: ChildProcess[] = []
+
+beforeAll(async () => {
+  host = await startTestHost({ workers: 0, totalUnits: 20 }, { clock })
+})
+afterAll(async () => {
+  await host.dispose()
+})
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+  for (const schedule of host.engine.listSchedules()) host.engine.deleteSchedule(schedule.name)
+})
+
+const cli = (args: string[]) => runCliAsync([...args, '--data-dir', host.dataDir], CLEAN_ENV, (child) => children.push(child))
+const lines = (text: string) => text.trim().split('\n').filter(Boolean)
+
+describe('leasehold schedule', () => {
+  test('add creates a schedule with its job; list shows its zone, state and next firing', async () => {
+    const added = await cli([
+      'schedule', 'add', 'nightly', '--cron', '0 2 * * *', '--tz', 'Europe/Berlin', '--type', 'backup',
+      '--payload', '{"to": "/mnt"}', '--units', '3', '--priority', 'high', '--queue', 'nightly', '--overlap', 'skip',
+    ])
+    expect(added.stderr).toBe('')
+    expect(added.status).toBe(0)
+    expect(added.stdout.trim()).toBe('added nightly; next firing 2026-02-07T01:00:00.000Z')
+    expect(host.engine.getSchedule('nightly')).toMatchObject({
+      cron: '0 2 * * *',
+      timezone: 'Europe/Berlin',
+      overlap: 'skip',
+      enabled: true,
+      job: { job_type: 'backup', cost_units: 3, priority: 'HIGH', queue: 'nightly', payload: { to: '/mnt' } },
+    })
+
+    const list = await cli(['schedule', 'list'])
+    expect(list.status).toBe(0)
+    const [header, row] = lines(list.stdout)
+    expect(header).toMatch(/^NAME\s+CRON\s+ZONE\s+STATE\s+NEXT\s+LAST RUN$/)
+    expect(row).toMatch(/^nightly\s+0 2 \* \* \*\s+Europe\/Berlin\s+skip\s+2026-02-07T01:00:00.000Z\s+-$/)
+    const json = JSON.parse((await cli(['schedule', 'list', '--json'])).stdout)
+    expect(json.schedules.map((s: { name: string }) => s.name)).toEqual(['nightly'])
+  })
+
+  test('list shows the last run: its fire time, its job and the job\'s state', async () => {
+    await cli(['schedule', 'add', 'often', '--cron', '*/5 * * * *', '--tz', 'UTC', '--type', 'tick'])
+    clock.set(T0 + 5 * MINUTE)
+    await host.engine.run(() => host.engine.fireDueSchedules())
+    const [run] = host.engine.listJobs({ job_type: 'tick' }).jobs
+    const row = lines((await cli(['schedule', 'list'])).stdout)[1]
+    expect(row).toContain(`2026-02-06T20:15:00.000Z job …${run!.id.slice(-8)} QUEUED`)
+    host.engine.cancel(run!.id)
+  })
+
+  test('pause stops it firing (no next firing); resume goes on from its next firing after now; rm deletes it', async () => {
+    await cli(['schedule', 'add', 'hourly', '--cron', '@hourly', '--type', 'tick'])
+    const paused = await cli(['schedule', 'pause', 'hourly'])
+    expect(paused.stdout.trim()).toBe('paused hourly')
+    expect(host.engine.getSchedule('hourly')).toMatchObject({ enabled: false, next_fire_at: null })
+    expect(lines((await cli(['schedule', 'list'])).stdout)[1]).toMatch(/^hourly\s+@hourly\s+\S+\s+paused\s+-\s+-$/)
+    const resumed = await cli(['schedule', 'resume', 'hourly'])
+    expect(resumed.stdout.trim()).toMatch(/^resumed hourly; next firing \d{4}-\d\d-\d\dT\d\d:00:00.000Z$/)
+    expect(host.engine.getSchedule('hourly').enabled).toBe(true)
+    expect((await cli(['schedule', 'rm', 'hourly'])).stdout.trim()).toBe('removed hourly')
+    expect(host.engine.listSchedules()).toEqual([])
+    expect((await cli(['schedule', 'list'])).stdout.trim()).toBe('no schedules')
+  })
+
+  test.each([
+    [['schedule'], 'schedule needs one of add, list, pause, resume, rm'],
+    [['schedule', 'every'], 'unknown schedule command "every"'],
+    [['schedule', 'add', 'x', '--type', 't'], '--cron is required'],
+    [['schedule', 'add', 'x', '--cron', '* * * * *'], '--type is required'],
+    [['schedule', 'add', '--cron', '* * * * *', '--type', 't'], 'schedule add needs the schedule\'s NAME'],
+    [['schedule', 'add', 'x', '--cron', '* * * * *', '--type', 't', '--overlap', 'maybe'], '--overlap must be allow or skip'],
+    [['schedule', 'add', 'x', '--cron', '61 * * * *', '--type', 't'], 'cron: Invalid value for minute: 61 (invalid_cron)'],
+    [['schedule', 'add', 'x', '--cron', '* * * * *', '--tz', 'Mars/Base', '--type', 't'], 'timezone: "Mars/Base" is not a time zone'],
+    [['schedule', 'add', 'x', '--cron', '* * * * *', '--type', 't', '--units', '21'], '(cost_exceeds_capacity)'],
+    [['schedule', 'add', 'has space', '--cron', '* * * * *', '--type', 't'], 'name:'],
+    [['schedule', 'pause'], 'schedule pause needs the schedule\'s NAME'],
+    [['schedule', 'pause', 'x', '--cron', '* * * * *'], '--cron belongs to schedule add'],
+    [['schedule', 'list', 'x'], 'schedule list takes no name'],
+    [['schedule', 'rm', 'x', 'y'], 'unexpected argument "y"'],
+  ])('bad input (%j) is one line and exit 2, and changes nothing', async (args, text) => {
+    const result = await cli(args)
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toHaveLength(1)
+    expect(result.stderr).toContain(text)
+    expect(result.stdout).toBe('')
+    expect(host.engine.listSchedules()).toEqual([])
+  })
+
+  test('an unknown name or a name already taken is the host\'s refusal as one line, exit 1', async () => {
+    const missing = await cli(['schedule', 'pause', 'nope'])
+    expect(missing.status).toBe(1)
+    expect(lines(missing.stderr)).toEqual(['leasehold: No schedule nope (schedule_not_found)'])
+    expect((await cli(['schedule', 'add', 'twice', '--cron', '@daily', '--type', 't'])).status).toBe(0)
+    const again = await cli(['schedule', 'add', 'twice', '--cron', '@daily', '--type', 't'])
+    expect(again.status).toBe(1)
+    expect(lines(again.stderr)).toEqual(['leasehold: A schedule named twice exists (duplicate_schedule)'])
+  })
+
+  test('leasehold --help lists schedule; help schedule and schedule --help show its commands and flags', async () => {
+    const top = await cli(['--help'])
+    expect(top.stdout).toMatch(/^ {2}schedule\s/m)
+    for (const args of [['help', 'schedule'], ['schedule', '--help']]) {
+      const help = await runCliAsync(args, CLEAN_ENV)
+      expect(help.status).toBe(0)
+      expect(help.stdout).toContain('Usage: leasehold schedule')
+      for (const word of ['add NAME', 'list', 'pause NAME', 'resume NAME', 'rm NAME', '--cron', '--tz', '--overlap', '--paused', '--type', '--json', '--url', '--token', '--data-dir']) {
+        expect(help.stdout).toContain(word)
+      }
+    }
+  })
+})

@@ -1,0 +1,192 @@
+// @vitest-environment happy-dom
+import { flushSync, mount, unmount } from 'svelte'
+import { afterEach, describe, expect, test, vi } from 'vitest'
+import SchedulesView from '../../src-renderer/components/SchedulesView.svelte'
+import { ApiClient, type Schedule } from '../../src-renderer/lib/api'
+import { describeCron } from '../../src-renderer/lib/cron-words'
+import { changeInput, createInput, draftOf, emptyDraft } from '../../src-renderer/lib/schedule-form'
+import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
+import { event, fakeFetch, iso, T0 } from './support'
+
+const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
+const HOUR = 3_600_000
+
+function schedule(overrides: Partial<Schedule> = {}): Schedule {
+  return {
+    id: 'sched-1',
+    name: 'nightly',
+    cron: '0 2 * * *',
+    timezone: 'UTC',
+    job: { job_type: 'backup', cost_units: 2 },
+    overlap: 'allow',
+    enabled: true,
+    next_fire_at: iso(T0 + 2 * HOUR),
+    next_fire_times: [iso(T0 + 2 * HOUR), iso(T0 + 26 * HOUR), iso(T0 + 50 * HOUR)],
+    last_run: null,
+    created_at: iso(T0),
+    updated_at: iso(T0),
+    ...overrides,
+  }
+}
+
+describe('a cron expression in words', () => {
+  test.each([
+    ['0 2 * * *', 'At 02:00, every day'],
+    ['30 2 * * *', 'At 02:30, every day'],
+    ['@daily', 'At 00:00, every day'],
+    ['*/15 * * * *', 'Every 15 minutes'],
+    ['0 * * * *', 'Every hour'],
+    ['0 9 * * 1-5', 'At 09:00, Monday through Friday'],
+    ['0 0 1 * *', 'At 00:00, on day 1 of the month'],
+    ['*/10 * * * * *', 'Every 10 seconds'],
+    ['0 0 * * MON#2', 'At 00:00, on the second Monday of the month'],
+  ])('%s reads "%s"', (cron, words) => {
+    expect(describeCron(cron)).toEqual({ words, problem: null })
+  })
+
+  test('an expression it cannot read says why, and an empty one is empty', () => {
+    expect(describeCron('61 * * * *')).toEqual({ words: null, problem: 'minutes part must be >= 0 and <= 59' })
+    expect(describeCron('  ')).toEqual({ words: null, problem: 'empty' })
+  })
+})
+
+describe('the schedule form', () => {
+  test('a new draft becomes the POST body; the payload is JSON, an empty queue is left out', () => {
+    const draft = { ...emptyDraft('Europe/Berlin'), name: ' nightly ', job_type: 'exec', cost_units: '3', payload: '{"program": "backup.sh"}', overlap: 'skip' as const }
+    expect(createInput(draft)).toEqual({
+      ok: true,
+      value: {
+        name: 'nightly',
+        cron: '0 2 * * *',
+        timezone: 'Europe/Berlin',
+        job: { job_type: 'exec', cost_units: 3, priority: 'NORMAL', payload: { program: 'backup.sh' } },
+        overlap: 'skip',
+        enabled: true,
+      },
+    })
+  })
+
+  test('what the host need not be asked about is refused in the form', () => {
+    const draft = { ...emptyDraft('UTC'), name: 'n', job_type: 'x' }
+    expect(createInput({ ...draft, name: '' })).toEqual({ ok: false, problem: 'Name: required' })
+    expect(createInput({ ...draft, job_type: ' ' })).toEqual({ ok: false, problem: 'Job type: required' })
+    expect(createInput({ ...draft, cost_units: '1.5' })).toEqual({ ok: false, problem: 'Units: a whole number of at least 1' })
+    expect(createInput({ ...draft, payload: '{nope' })).toMatchObject({ ok: false, problem: expect.stringMatching(/^Payload: not JSON/) })
+  })
+
+  test('editing keeps the job fields the form does not show (a PATCH replaces the job whole)', () => {
+    const existing = schedule({ job: { job_type: 'backup', cost_units: 2, tags: ['nightly'], max_attempts: 5, constraints: { ssd: true }, queue: 'io', payload: { a: 1 } } })
+    const draft = draftOf(existing)
+    expect(draft).toMatchObject({ name: 'nightly', cron: '0 2 * * *', job_type: 'backup', cost_units: '2', queue: 'io', payload: '{\n  "a": 1\n}' })
+    expect(changeInput({ ...draft, cron: '0 3 * * *' })).toEqual({
+      ok: true,
+      value: {
+        cron: '0 3 * * *',
+        timezone: 'UTC',
+        job: { job_type: 'backup', cost_units: 2, priority: 'NORMAL', queue: 'io', payload: { a: 1 }, tags: ['nightly'], max_attempts: 5, constraints: { ssd: true } },
+        overlap: 'allow',
+      },
+    })
+  })
+})
+
+describe('the schedules store', () => {
+  test('lists, creates (sorted in by name), disables and deletes through the API', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/schedules': { schedules: [schedule({ name: 'zeta' })] },
+      'POST /api/schedules': (body: any) => ({ schedule: schedule({ name: body.name }) }),
+      'PATCH /api/schedules/zeta': (body: any) => ({ schedule: schedule({ name: 'zeta', enabled: body.enabled, next_fire_at: null, next_fire_times: [] }) }),
+      'DELETE /api/schedules/alpha': { schedule: schedule({ name: 'alpha' }) },
+    })
+    const store = new SchedulesState(new ApiClient(connection, fetcher))
+    await store.refresh()
+    expect(store.all.map((s) => s.name)).toEqual(['zeta'])
+    expect(await store.create({ ...emptyDraft('UTC'), name: 'alpha', job_type: 'x' })).toBe(true)
+    expect(store.all.map((s) => s.name)).toEqual(['alpha', 'zeta'])
+    await store.setEnabled('zeta', false)
+    expect(store.all.find((s) => s.name === 'zeta')).toMatchObject({ enabled: false, next_fire_at: null })
+    expect(calls.find((c) => c.method === 'PATCH')!.body).toEqual({ enabled: false })
+    await store.remove('alpha')
+    expect(store.all.map((s) => s.name)).toEqual(['zeta'])
+  })
+
+  test("the host's refusal of a draft is the form's error, and nothing is added", async () => {
+    const refusal = () => new Response(JSON.stringify({ code: 'invalid_cron', detail: 'cron: Invalid value for minute: 61' }), { status: 400 })
+    const { fetcher } = fakeFetch({ 'POST /api/schedules': refusal })
+    const store = new SchedulesState(new ApiClient(connection, fetcher))
+    expect(await store.create({ ...emptyDraft('UTC'), name: 'n', cron: '61 * * * *', job_type: 'x' })).toBe(false)
+    expect(store.formError).toBe('cron: Invalid value for minute: 61')
+    expect(store.all).toEqual([])
+  })
+
+  test('a schedule event, or a move of a last run\'s job, calls for a fresh read; other jobs do not', async () => {
+    const { fetcher } = fakeFetch({ 'GET /api/schedules': { schedules: [schedule({ last_run: { fire_at: iso(T0), outcome: 'FIRED', reason: null, job_id: 'job-7', job_state: 'QUEUED' } })] } })
+    const store = new SchedulesState(new ApiClient(connection, fetcher))
+    await store.refresh()
+    expect(store.apply(event('SCHEDULE_FIRED', { entity_type: 'SCHEDULE', job_id: 'job-8' }))).toBe(true)
+    expect(store.apply(event('JOB_DONE', { job_id: 'job-7' }))).toBe(true)
+    expect(store.apply(event('JOB_DONE', { job_id: 'job-9' }))).toBe(false)
+    expect(store.apply(event('LEASE_GRANTED', { job_id: 'job-7' }))).toBe(false)
+  })
+})
+
+describe('the Schedules view', () => {
+  const mounted: ReturnType<typeof mount>[] = []
+  afterEach(() => {
+    for (const component of mounted.splice(0)) unmount(component)
+    document.body.innerHTML = ''
+  })
+  const text = (el: Element | null | undefined) => el?.textContent?.replace(/\s+/g, ' ').trim()
+
+  async function view(schedules: Schedule[], routes: Parameters<typeof fakeFetch>[0] = {}) {
+    const { fetcher, calls } = fakeFetch({ 'GET /api/schedules': { schedules }, ...routes })
+    const store = new SchedulesState(new ApiClient(connection, fetcher))
+    await store.refresh()
+    const target = document.createElement('div')
+    document.body.append(target)
+    mounted.push(mount(SchedulesView, { target, props: { schedules: store, now: T0 } }))
+    flushSync()
+    return { el: target, store, calls }
+  }
+
+  test('each schedule shows its expression in words, its next runs (the first with the time left) and its last run', async () => {
+    const { el } = await view([
+      schedule(),
+      schedule({ name: 'off', enabled: false, next_fire_at: null, next_fire_times: [], last_run: { fire_at: iso(T0 - HOUR), outcome: 'SKIPPED', reason: 'overlap: the last run’s job j has not finished', job_id: null, job_state: null } }),
+    ])
+    const [nightly, off] = [...el.querySelectorAll('tbody tr')]
+    expect(text(nightly!.querySelector('[data-testid="schedule-words"]'))).toBe('At 02:00, every day')
+    const next = nightly!.querySelectorAll('[data-testid="schedule-next"] div')
+    expect(next).toHaveLength(3)
+    expect(text(next[0])).toContain('in 2 h')
+    expect(text(nightly!.querySelector('[data-testid="schedule-last-run"]'))).toBe('never')
+    expect((nightly!.querySelector('input[type="checkbox"]') as HTMLInputElement).checked).toBe(true)
+    expect(text(off!.querySelector('[data-testid="schedule-next"]'))).toBe('disabled')
+    expect(text(off!.querySelector('[data-testid="schedule-last-run"]'))).toContain('skipped: overlap')
+    expect((off!.querySelector('input[type="checkbox"]') as HTMLInputElement).checked).toBe(false)
+  })
+
+  test('the form puts the expression in words as it is typed, and creates the schedule', async () => {
+    const created = vi.fn((body: any) => ({ schedule: schedule({ name: body.name, cron: body.cron }) }))
+    const { el, calls } = await view([], { 'POST /api/schedules': created })
+    expect(text(el.querySelector('[data-testid="schedules-empty"]'))).toContain('No schedules yet')
+    ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    const type = (name: string, value: string) => {
+      const input = form.querySelector(`[name="${name}"]`) as HTMLInputElement
+      input.value = value
+      input.dispatchEvent(new Event('input', { bubbles: true }))
+      flushSync()
+    }
+    type('name', 'weekdays')
+    type('cron', '0 9 * * 1-5')
+    type('timezone', 'Europe/Berlin')
+    type('job_type', 'report')
+    expect(text(form.querySelector('[data-testid="cron-words"]'))).toBe('At 09:00, Monday through Friday (Europe/Berlin)')
+    ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(el.querySelector('tr[data-schedule="weekdays"]')).not.toBeNull())
+    expect(calls.find((c) => c.method === 'POST')!.body).toMatchObject({ name: 'weekdays', cron: '0 9 * * 1-5', timezone: 'Europe/Berlin', job: { job_type: 'report', cost_units: 1 } })
+    expect(el.querySelector('[data-testid="schedule-form"]')).toBeNull()
+  })
+})

@@ -1,0 +1,475 @@
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { EventRow } from '../../src-main/db/schema'
+import type { Engine } from '../../src-main/engine'
+import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
+import { dueFiring, parseCron, type ScheduleInput } from '../../src-main/engine/schedules'
+import { ScheduleTimer, type Timers } from '../../src-main/schedule-timer'
+import { setup, T0 } from '../helpers/engine'
+import { expectEngineError, openFileEngine, tempDir } from './support'
+
+const DAY = 24 * HOUR
+
+/** A schedule in UTC with test defaults plus overrides. */
+const aSchedule = (overrides: Partial<ScheduleInput> = {}): ScheduleInput => ({
+  name: 'nightly',
+  cron: '0 2 * * *',
+  timezone: 'UTC',
+  job: { job_type: 'backup', cost_units: 1 },
+  ...overrides,
+})
+
+const scheduleEvents = (engine: Engine): EventRow[] =>
+  engine.ctx.all<EventRow>("SELECT * FROM events WHERE entity_type = 'SCHEDULE' ORDER BY id")
+
+const jobsOf = (engine: Engine) => engine.ctx.all<{ id: string; job_type: string; state: string }>('SELECT id, job_type, state FROM jobs ORDER BY seq')
+
+const runsOf = (engine: Engine) =>
+  engine.ctx.all<{ fire_at: number; outcome: string; job_id: string | null; reason: string | null }>(
+    'SELECT fire_at, outcome, job_id, reason FROM schedule_runs ORDER BY fire_at',
+  )
+
+const at = (text: string) => Date.parse(text)
+
+describe('the firing decision (pure, takes now)', () => {
+  const hourly = parseCron('0 * * * *', 'UTC')
+
+  it('nothing is due before the next firing, nor without one', () => {
+    expect(dueFiring(hourly, T0 + HOUR, T0 + HOUR - 1)).toBeNull()
+    expect(dueFiring(hourly, null, T0 + DAY)).toBeNull()
+  })
+
+  it('at its time exactly one firing is due, and the schedule goes on from the next', () => {
+    expect(dueFiring(hourly, T0 + HOUR, T0 + HOUR)).toEqual({ fire_at: T0 + HOUR, next_fire_at: T0 + 2 * HOUR, caught_up: false })
+    expect(dueFiring(hourly, T0 + HOUR, T0 + HOUR + 59 * MINUTE)).toEqual({ fire_at: T0 + HOUR, next_fire_at: T0 + 2 * HOUR, caught_up: false })
+  })
+
+  it('after downtime only the latest missed firing is due (one catch-up run)', () => {
+    expect(dueFiring(hourly, T0 + HOUR, T0 + 5 * HOUR + 10 * MINUTE)).toEqual({ fire_at: T0 + 5 * HOUR, next_fire_at: T0 + 6 * HOUR, caught_up: true })
+  })
+})
+
+describe('creating, changing and deleting schedules', () => {
+  it('a created schedule lists its next three firings; it fires first at its first firing after now', () => {
+    const { engine } = setup()
+    const schedule = engine.createSchedule(aSchedule({ overlap: 'skip' }))
+    expect(schedule).toMatchObject({
+      name: 'nightly',
+      cron: '0 2 * * *',
+      timezone: 'UTC',
+      job: { job_type: 'backup', cost_units: 1 },
+      overlap: 'skip',
+      enabled: true,
+      next_fire_at: T0 + 2 * HOUR,
+      next_fire_times: [T0 + 2 * HOUR, T0 + DAY + 2 * HOUR, T0 + 2 * DAY + 2 * HOUR],
+      last_run: null,
+      created_at: T0,
+    })
+    expect(engine.getSchedule('nightly')).toEqual(schedule)
+    expect(engine.listSchedules()).toEqual([schedule])
+    expect(scheduleEvents(engine).map((e) => e.event_type)).toEqual(['SCHEDULE_CREATED'])
+  })
+
+  it('overlap defaults to allow and the time zone to the host\'s own, stored in its canonical spelling', () => {
+    const { engine } = setup()
+    const schedule = engine.createSchedule(aSchedule({ timezone: undefined }))
+    expect(schedule.overlap).toBe('allow')
+    expect(schedule.timezone).toBe(Intl.DateTimeFormat().resolvedOptions().timeZone)
+    expect(engine.createSchedule(aSchedule({ name: 'berlin', timezone: 'europe/berlin' })).timezone).toBe('Europe/Berlin')
+  })
+
+  it('a duplicate name is 409 duplicate_schedule, and nothing is written', () => {
+    const { engine } = setup()
+    engine.createSchedule(aSchedule())
+    expectEngineError(() => engine.createSchedule(aSchedule({ cron: '* * * * *' })), 409, 'duplicate_schedule')
+    expect(engine.listSchedules()).toHaveLength(1)
+    expect(scheduleEvents(engine)).toHaveLength(1)
+  })
+
+  it('a bad cron expression is 400 invalid_cron with the reason', () => {
+    const { engine } = setup()
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: '61 * * * *' })), 400, 'invalid_cron').detail).toBe(
+      'cron: Invalid value for minute: 61',
+    )
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: 'every day' })), 400, 'invalid_cron').detail).toMatch(/^cron: .*five, six, or seven/)
+    // Valid, but it never fires again: it could never do anything.
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: '0 0 0 30 2 *' })), 400, 'invalid_cron').detail).toMatch(/never fires/)
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: '0 0 0 1 1 * 2020' })), 400, 'invalid_cron').detail).toMatch(/never fires/)
+  })
+
+  it('an unknown time zone is 400 invalid_timezone naming it', () => {
+    const { engine } = setup()
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ timezone: 'Mars/Olympus_Mons' })), 400, 'invalid_timezone').detail).toMatch(
+      /^timezone: "Mars\/Olympus_Mons" is not a time zone/,
+    )
+  })
+
+  it('the job template is held to the rules of a submit: a cost above the total capacity, a bad max_attempts', () => {
+    const { engine } = setup({ total_units: 10 })
+    const tooBig = expectEngineError(() => engine.createSchedule(aSchedule({ job: { job_type: 'x', cost_units: 11 } })), 400, 'cost_exceeds_capacity')
+    expect(tooBig.detail).toMatch(/^job\.cost_units: 11 exceeds the total capacity of 10/)
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ job: { job_type: 'x', cost_units: 1, max_attempts: 0 } })), 400, 'invalid_request').detail).toBe(
+      'job.max_attempts: must be an integer of at least 1',
+    )
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ job: { job_type: '', cost_units: 1 } })), 400, 'invalid_request').detail).toBe(
+      'job.job_type: must be a non-empty string',
+    )
+    expect(engine.listSchedules()).toEqual([])
+  })
+
+  it('a name that could not go into a URL unquoted is 400', () => {
+    const { engine } = setup()
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ name: 'a b/c' })), 400, 'invalid_request').detail).toMatch(/^name: /)
+  })
+
+  it('changing the expression or the time zone moves the next firing; other changes keep it', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule())
+    clock.advance(30 * MINUTE)
+    expect(engine.updateSchedule('nightly', { cron: '0 4 * * *' })).toMatchObject({ next_fire_at: T0 + 4 * HOUR, updated_at: T0 + 30 * MINUTE })
+    expect(engine.updateSchedule('nightly', { timezone: 'America/New_York' }).next_fire_at).toBe(at('2026-01-01T09:00:00Z')) // 04:00 EST
+    const before = engine.getSchedule('nightly').next_fire_at
+    expect(engine.updateSchedule('nightly', { overlap: 'skip', job: { job_type: 'other', cost_units: 2 } })).toMatchObject({
+      next_fire_at: before,
+      overlap: 'skip',
+      job: { job_type: 'other', cost_units: 2 },
+    })
+    const updates = scheduleEvents(engine).filter((e) => e.event_type === 'SCHEDULE_UPDATED')
+    expect(updates.map((e) => JSON.parse(e.data).changed)).toEqual([['cron'], ['timezone'], ['job', 'overlap']])
+  })
+
+  it('a change of an unknown schedule is 404; an empty change or a bad one is 400 and changes nothing', () => {
+    const { engine } = setup()
+    expectEngineError(() => engine.updateSchedule('nope', { enabled: false }), 404, 'schedule_not_found')
+    engine.createSchedule(aSchedule())
+    expectEngineError(() => engine.updateSchedule('nightly', {}), 400, 'invalid_request')
+    expectEngineError(() => engine.updateSchedule('nightly', { cron: '0 25 * * *', enabled: false }), 400, 'invalid_cron')
+    expect(engine.getSchedule('nightly')).toMatchObject({ cron: '0 2 * * *', enabled: true })
+  })
+
+  it('a deleted schedule is gone and never fires; its name can be used again', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule())
+    expect(engine.deleteSchedule('nightly').name).toBe('nightly')
+    expectEngineError(() => engine.getSchedule('nightly'), 404, 'schedule_not_found')
+    expectEngineError(() => engine.deleteSchedule('nightly'), 404, 'schedule_not_found')
+    clock.advance(DAY)
+    expect(engine.fireDueSchedules()).toEqual([])
+    expect(engine.createSchedule(aSchedule()).name).toBe('nightly')
+    expect(scheduleEvents(engine).map((e) => e.event_type)).toEqual(['SCHEDULE_CREATED', 'SCHEDULE_DELETED', 'SCHEDULE_CREATED'])
+  })
+})
+
+describe('firing', () => {
+  it('a firing submits its job through the submit verb; the job records its schedule and fire time', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ job: { job_type: 'backup', cost_units: 3, priority: 'HIGH', payload: { to: '/mnt' }, queue: 'nightly', tags: ['b'] } }))
+    clock.set(T0 + 2 * HOUR)
+    const [firing] = engine.fireDueSchedules()
+    expect(firing).toMatchObject({ name: 'nightly', fire_at: T0 + 2 * HOUR, outcome: 'FIRED', reason: null })
+    const job = engine.getJob(firing!.job_id!)
+    expect(job).toMatchObject({ job_type: 'backup', cost_units: 3, priority: 2, queue: 'nightly', state: 'QUEUED', created_at: T0 + 2 * HOUR })
+    expect(JSON.parse(job.payload)).toEqual({ to: '/mnt' })
+    expect(engine.scheduleOrigins([job.id, 'other'])).toEqual(new Map([[job.id, { name: 'nightly', fire_at: T0 + 2 * HOUR }]]))
+    // The job's timeline says the schedule made it.
+    expect(engine.jobEvents(job.id).map((e) => e.event_type)).toEqual(['JOB_SUBMITTED', 'SCHEDULE_FIRED'])
+    expect(engine.getSchedule('nightly')).toMatchObject({
+      next_fire_at: T0 + DAY + 2 * HOUR,
+      last_run: { fire_at: T0 + 2 * HOUR, outcome: 'FIRED', job_id: job.id, job_state: 'QUEUED' },
+    })
+  })
+
+  it('fires exactly once per fire time, however many firing attempts come at that time', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '*/10 * * * *' }))
+    clock.set(T0 + 10 * MINUTE)
+    expect(engine.fireDueSchedules()).toHaveLength(1)
+    expect(engine.fireDueSchedules()).toEqual([])
+    clock.advance(5 * MINUTE)
+    expect(engine.fireDueSchedules()).toEqual([])
+    clock.set(T0 + 20 * MINUTE)
+    expect(engine.fireDueSchedules()).toHaveLength(1)
+    expect(runsOf(engine).map((r) => r.fire_at)).toEqual([T0 + 10 * MINUTE, T0 + 20 * MINUTE])
+    expect(jobsOf(engine)).toHaveLength(2)
+  })
+
+  it('the key (schedule, fire time) refuses a second run even if a schedule were moved back to a handled firing', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '*/10 * * * *' }))
+    clock.set(T0 + 10 * MINUTE)
+    engine.fireDueSchedules()
+    engine.ctx.run('UPDATE schedules SET next_fire_at = ?', T0 + 10 * MINUTE) // as a stale timer would believe
+    expect(engine.fireDueSchedules()).toEqual([])
+    expect(jobsOf(engine)).toHaveLength(1)
+  })
+
+  it('fires exactly once across a restart, and catches up once after downtime (the latest missed firing)', () => {
+    const { dir, cleanup } = tempDir()
+    try {
+      const path = join(dir, 'leasehold.db')
+      const first = openFileEngine(path)
+      first.engine.createSchedule(aSchedule({ cron: '0 * * * *' }))
+      first.clock.set(T0 + HOUR + 30 * SECOND)
+      expect(first.engine.fireDueSchedules()).toHaveLength(1)
+      first.sqlite.close()
+
+      // Back at the same moment: that firing is handled.
+      const second = openFileEngine(path, { clock: first.clock })
+      expect(second.engine.fireDueSchedules()).toEqual([])
+      second.sqlite.close()
+
+      // Down from 01:00:30 to 05:20: firings at 02:00, 03:00, 04:00 and 05:00 were missed; one run, 05:00's.
+      first.clock.set(T0 + 5 * HOUR + 20 * MINUTE)
+      const third = openFileEngine(path, { clock: first.clock })
+      const firings = third.engine.fireDueSchedules()
+      expect(firings).toEqual([expect.objectContaining({ fire_at: T0 + 5 * HOUR, outcome: 'FIRED' })])
+      expect(third.engine.fireDueSchedules()).toEqual([])
+      expect(runsOf(third.engine).map((r) => r.fire_at)).toEqual([T0 + HOUR, T0 + 5 * HOUR])
+      expect(jobsOf(third.engine)).toHaveLength(2)
+      const fired = scheduleEvents(third.engine).filter((e) => e.event_type === 'SCHEDULE_FIRED').map((e) => JSON.parse(e.data))
+      expect(fired[1]).toMatchObject({ fire_at: T0 + 5 * HOUR, caught_up: true, missed_from: T0 + 2 * HOUR, next_fire_at: T0 + 6 * HOUR })
+      expect(third.engine.getSchedule('nightly').next_fire_at).toBe(T0 + 6 * HOUR)
+      third.sqlite.close()
+    } finally {
+      cleanup()
+    }
+  })
+
+  it('overlap skip: a firing while the last run is unfinished is skipped and recorded; once it ends, the next fires', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '* * * * *', overlap: 'skip' }))
+    clock.set(T0 + MINUTE)
+    const [first] = engine.fireDueSchedules()
+    clock.set(T0 + 2 * MINUTE)
+    expect(engine.fireDueSchedules()).toEqual([
+      { name: 'nightly', fire_at: T0 + 2 * MINUTE, outcome: 'SKIPPED', job_id: null, reason: `overlap: the last run's job ${first!.job_id} has not finished` },
+    ])
+    const skipped = scheduleEvents(engine).filter((e) => e.event_type === 'SCHEDULE_SKIPPED')
+    expect(JSON.parse(skipped[0]!.data)).toEqual({ name: 'nightly', fire_at: T0 + 2 * MINUTE, reason: 'overlap', running_job_id: first!.job_id })
+    expect(engine.getSchedule('nightly').last_run).toMatchObject({ outcome: 'SKIPPED', job_id: null })
+
+    engine.cancel(first!.job_id!)
+    clock.set(T0 + 3 * MINUTE)
+    expect(engine.fireDueSchedules()).toEqual([expect.objectContaining({ outcome: 'FIRED' })])
+    expect(jobsOf(engine)).toHaveLength(2)
+  })
+
+  it('overlap allow (the default) fires whatever still runs', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '* * * * *' }))
+    for (let minute = 1; minute <= 3; minute++) {
+      clock.set(T0 + minute * MINUTE)
+      engine.fireDueSchedules()
+    }
+    expect(jobsOf(engine).map((j) => j.state)).toEqual(['QUEUED', 'QUEUED', 'QUEUED'])
+  })
+
+  it('a submit refused at firing time (capacity lowered below the cost) is recorded as SKIPPED and the schedule goes on', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '* * * * *', job: { job_type: 'big', cost_units: 50 } }))
+    engine.setCapacity({ total_units: 10 })
+    clock.set(T0 + MINUTE)
+    const [firing] = engine.fireDueSchedules()
+    expect(firing).toMatchObject({ outcome: 'SKIPPED', job_id: null, reason: expect.stringMatching(/^cost_exceeds_capacity: cost_units: 50 exceeds/) })
+    expect(jobsOf(engine)).toEqual([])
+    expect(engine.getSchedule('nightly').next_fire_at).toBe(T0 + 2 * MINUTE)
+  })
+
+  it('a disabled schedule never fires; enabled again, it goes on from now without catching up', () => {
+    const { engine, clock } = setup()
+    expect(engine.createSchedule(aSchedule({ name: 'off', cron: '* * * * *', enabled: false }))).toMatchObject({ next_fire_at: null, next_fire_times: [] })
+    engine.createSchedule(aSchedule({ name: 'paused', cron: '* * * * *' }))
+    expect(engine.updateSchedule('paused', { enabled: false })).toMatchObject({ enabled: false, next_fire_at: null })
+    expect(engine.nextScheduleFireAt()).toBeNull()
+    clock.advance(DAY)
+    expect(engine.fireDueSchedules()).toEqual([])
+    expect(jobsOf(engine)).toEqual([])
+    expect(engine.updateSchedule('paused', { enabled: true }).next_fire_at).toBe(T0 + DAY + MINUTE)
+    expect(engine.fireDueSchedules()).toEqual([])
+  })
+
+  it('an expression in a time zone fires at its local time', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '0 9 * * 1-5', timezone: 'Asia/Tokyo' })) // 09:00 JST = 00:00 UTC
+    expect(engine.getSchedule('nightly').next_fire_times).toEqual([at('2026-01-02T00:00:00Z'), at('2026-01-05T00:00:00Z'), at('2026-01-06T00:00:00Z')])
+    clock.set(at('2026-01-02T00:00:00Z'))
+    expect(engine.fireDueSchedules()).toHaveLength(1)
+  })
+
+  it('seconds: a six-field expression fires on its seconds', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '*/15 * * * * *' }))
+    expect(engine.getSchedule('nightly').next_fire_times).toEqual([T0 + 15 * SECOND, T0 + 30 * SECOND, T0 + 45 * SECOND])
+    clock.set(T0 + 15 * SECOND)
+    expect(engine.fireDueSchedules()).toHaveLength(1)
+  })
+})
+
+describe('daylight saving time: a daily 02:30 in Europe/Berlin (docs/schedules.md)', () => {
+  /** Steps the clock to each firing the schedule announces and fires it; returns the fire times. */
+  function fireThrough(engine: Engine, clock: { set(ms: number): void }, until: number): number[] {
+    const fired: number[] = []
+    for (;;) {
+      const next = engine.getSchedule('berlin').next_fire_at!
+      if (next > until) return fired
+      clock.set(next)
+      fired.push(...engine.fireDueSchedules().map((f) => f.fire_at))
+    }
+  }
+
+  it('spring forward (29 March 2026, 02:00 → 03:00): the missing 02:30 fires once, at 03:00 CEST', () => {
+    const { engine, clock } = setup()
+    clock.set(at('2026-03-27T12:00:00Z'))
+    engine.createSchedule(aSchedule({ name: 'berlin', cron: '30 2 * * *', timezone: 'Europe/Berlin' }))
+    expect(fireThrough(engine, clock, at('2026-03-30T12:00:00Z'))).toEqual([
+      at('2026-03-28T01:30:00Z'), // 02:30 CET
+      at('2026-03-29T01:00:00Z'), // 03:00 CEST: the first valid time after the gap, that day
+      at('2026-03-30T00:30:00Z'), // 02:30 CEST
+    ])
+    expect(jobsOf(engine)).toHaveLength(3)
+  })
+
+  it('fall back (25 October 2026, 03:00 → 02:00): the twice-lived 02:30 fires once, at its first occurrence', () => {
+    const { engine, clock } = setup()
+    clock.set(at('2026-10-23T12:00:00Z'))
+    engine.createSchedule(aSchedule({ name: 'berlin', cron: '30 2 * * *', timezone: 'Europe/Berlin' }))
+    expect(fireThrough(engine, clock, at('2026-10-26T12:00:00Z'))).toEqual([
+      at('2026-10-24T00:30:00Z'), // 02:30 CEST
+      at('2026-10-25T00:30:00Z'), // 02:30 CEST, the first of the two; not again at 02:30 CET (01:30Z)
+      at('2026-10-26T01:30:00Z'), // 02:30 CET
+    ])
+    // Firing attempts through the repeated hour find nothing more to fire.
+    clock.set(at('2026-10-25T01:30:00Z'))
+    expect(engine.fireDueSchedules()).toEqual([])
+  })
+
+  it('an interval expression runs through the repeated hour on both passes (every 30 minutes, fall back)', () => {
+    const { engine, clock } = setup()
+    clock.set(at('2026-10-24T23:50:00Z')) // 01:50 CEST
+    engine.createSchedule(aSchedule({ name: 'berlin', cron: '*/30 * * * *', timezone: 'Europe/Berlin' }))
+    expect(fireThrough(engine, clock, at('2026-10-25T02:00:00Z'))).toEqual(
+      ['00:00', '00:30', '01:00', '01:30', '02:00'].map((time) => at(`2026-10-25T${time}:00Z`)), // 02:00, 02:30 CEST, 02:00, 02:30 CET, 03:00 CET
+    )
+  })
+})
+
+describe('the schedule timer', () => {
+  /** Timers the test runs out by hand: what is armed, and for how long. */
+  class FakeTimers implements Timers {
+    armed: { run: () => void; ms: number }[] = []
+    setTimeout(run: () => void, ms: number) {
+      const timer = { run, ms }
+      this.armed.push(timer)
+      return timer
+    }
+    clearTimeout(handle: unknown) {
+      this.armed = this.armed.filter((t) => t !== handle)
+    }
+    /** The first armed timer runs out (once, as a real one does). */
+    runOut() {
+      const timer = this.armed.shift()
+      if (!timer) throw new Error('no timer is armed')
+      timer.run()
+    }
+  }
+
+  const timers: ScheduleTimer[] = []
+  afterEach(async () => {
+    for (const timer of timers.splice(0)) await timer.stop()
+  })
+  const timerFor = (engine: Engine, clock: { now(): number }, fake: Timers, maxSleepMs = 12 * HOUR) => {
+    const timer = new ScheduleTimer(engine, { clock, timers: fake, maxSleepMs, onError: (error) => { throw error } })
+    timers.push(timer)
+    return timer
+  }
+
+  it('sets one timer, for the earliest next firing, and sets it again on create, update and delete', async () => {
+    const { engine, clock } = setup()
+    const fake = new FakeTimers()
+    const timer = timerFor(engine, clock, fake)
+    await timer.start()
+    expect(fake.armed).toEqual([])
+    expect(timer.armedFor).toBeNull()
+
+    await engine.run(() => engine.createSchedule(aSchedule({ name: 'late', cron: '0 6 * * *' })))
+    expect(fake.armed.map((t) => t.ms)).toEqual([6 * HOUR])
+    await engine.run(() => engine.createSchedule(aSchedule({ name: 'early', cron: '0 1 * * *' })))
+    expect(fake.armed.map((t) => t.ms)).toEqual([HOUR])
+    await engine.run(() => engine.updateSchedule('early', { cron: '0 3 * * *' }))
+    expect(fake.armed.map((t) => t.ms)).toEqual([3 * HOUR])
+    await engine.run(() => engine.deleteSchedule('early'))
+    expect(fake.armed.map((t) => t.ms)).toEqual([6 * HOUR])
+    await engine.run(() => engine.updateSchedule('late', { enabled: false }))
+    expect(fake.armed).toEqual([])
+  })
+
+  it('fires when its timer runs out, then sets itself for the firing after', async () => {
+    const { engine, clock } = setup()
+    const fake = new FakeTimers()
+    engine.createSchedule(aSchedule({ cron: '0 * * * *' }))
+    const timer = timerFor(engine, clock, fake)
+    await timer.start()
+    expect(timer.armedFor).toBe(T0 + HOUR)
+    clock.set(T0 + HOUR)
+    fake.runOut()
+    await timer.check()
+    expect(jobsOf(engine)).toHaveLength(1)
+    expect(timer.armedFor).toBe(T0 + 2 * HOUR)
+    expect(fake.armed.map((t) => t.ms)).toEqual([HOUR])
+  })
+
+  it('a timer that wakes early (its sleep is capped) sleeps again without firing', async () => {
+    const { engine, clock } = setup()
+    const fake = new FakeTimers()
+    engine.createSchedule(aSchedule({ cron: '0 * * * *' }))
+    const timer = timerFor(engine, clock, fake, 10 * MINUTE)
+    await timer.start()
+    expect(fake.armed.map((t) => t.ms)).toEqual([10 * MINUTE])
+    clock.advance(10 * MINUTE)
+    fake.runOut()
+    expect(fake.armed.map((t) => t.ms)).toEqual([10 * MINUTE])
+    clock.set(T0 + HOUR - 5 * MINUTE) // the machine slept: less than the cap is left
+    fake.runOut()
+    expect(fake.armed.map((t) => t.ms)).toEqual([5 * MINUTE])
+    expect(jobsOf(engine)).toEqual([])
+  })
+
+  it('at start it catches up the firing missed while the host was down, once', async () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '0 * * * *' }))
+    clock.set(T0 + 3 * HOUR + 1)
+    await timerFor(engine, clock, new FakeTimers()).start()
+    expect(runsOf(engine)).toEqual([expect.objectContaining({ fire_at: T0 + 3 * HOUR, outcome: 'FIRED' })])
+    await timerFor(engine, clock, new FakeTimers()).start()
+    expect(jobsOf(engine)).toHaveLength(1)
+  })
+
+  it('two timers firing at the same moment make one job per fire time', async () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '*/5 * * * *' }))
+    const [a, b] = [new FakeTimers(), new FakeTimers()]
+    const [one, two] = [timerFor(engine, clock, a), timerFor(engine, clock, b)]
+    await Promise.all([one.start(), two.start()])
+    for (let step = 1; step <= 3; step++) {
+      clock.set(T0 + step * 5 * MINUTE)
+      a.runOut()
+      b.runOut()
+      await Promise.all([one.check(), two.check()])
+    }
+    expect(runsOf(engine).map((r) => r.fire_at)).toEqual([5, 10, 15].map((m) => T0 + m * MINUTE))
+    expect(jobsOf(engine)).toHaveLength(3)
+  })
+
+  it('a stopped timer fires nothing more', async () => {
+    const { engine, clock } = setup()
+    const fake = new FakeTimers()
+    engine.createSchedule(aSchedule({ cron: '0 * * * *' }))
+    const timer = timerFor(engine, clock, fake)
+    await timer.start()
+    await timer.stop()
+    expect(fake.armed).toEqual([])
+    clock.set(T0 + HOUR)
+    await timer.check()
+    expect(jobsOf(engine)).toEqual([])
+  })
+})
