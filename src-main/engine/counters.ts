@@ -1,34 +1,14 @@
 import type { EngineContext } from './context'
 
 /**
- * A number the engine hands out in order, kept in memory instead of asking SQLite for `MAX()` on
- * every grant or submit. SQLite stays the truth: the counter starts from the largest number
- * stored, on first use. A number taken by a write that is rolled back is skipped, not given
- * back: a gap is harmless, the numbers only have to increase. (One host owns a data dir at a
- * time, so nobody else writes these tables.)
- */
-class Sequence {
-  private last: number | null = null
-
-  constructor(
-    private readonly ctx: EngineContext,
-    /** Answers the largest number stored, as `n`. */
-    private readonly maxSql: string,
-  ) {}
-
-  next(): number {
-    this.last ??= this.ctx.one<{ n: number }>(this.maxSql)!.n
-    this.last += 1
-    return this.last
-  }
-}
-
-/**
- * A sequence whose numbers are stored nowhere else where `MAX()` could find them (a message id
- * lives in its job's row, and is replaced on requeue): it reserves blocks of numbers in the
- * settings table, inside the transaction that takes the first number of a block. After a
- * restart it starts past the last reservation, so a number handed out before is never given
- * again; a reservation rolled back is made again by the next number.
+ * A number the engine hands out in order from memory, instead of asking SQLite for `MAX()` on
+ * every grant or submit, and which must never be handed out twice, even after the rows that
+ * held it were deleted (retention and purges delete old leases and jobs). So the numbers are not
+ * looked up in the rows that use them: the sequence reserves blocks of them in the settings
+ * table, inside the transaction that takes the first number of a block, and after a restart it
+ * starts past the last reservation. A reservation rolled back is made again by the next number;
+ * a number taken by a write that is rolled back is skipped, not given back: a gap is harmless,
+ * the numbers only have to increase. (One host owns a data dir at a time.)
  */
 class ReservedSequence {
   private last: number | null = null
@@ -36,14 +16,17 @@ class ReservedSequence {
 
   constructor(
     private readonly ctx: EngineContext,
+    /** The settings key of the reservation. */
     private readonly key: string,
-    private readonly block: number,
+    /** Where a database from before reservations starts: the largest number stored, as `n`. */
+    private readonly storedMaxSql: string,
+    private readonly block = 4096,
   ) {}
 
   next(): number {
     if (this.last === null) {
       const row = this.ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', this.key)
-      this.reserved = row ? Number(row.value) : 0
+      this.reserved = row ? Number(row.value) : this.ctx.one<{ n: number }>(this.storedMaxSql)!.n
       this.last = this.reserved
     }
     this.last += 1
@@ -65,12 +48,13 @@ class ReservedSequence {
 
 /** The engine's sequences: lease fences and stream message ids. */
 export class Counters {
-  private readonly fences: Sequence
+  private readonly fences: ReservedSequence
   private readonly messageIds: ReservedSequence
 
   constructor(ctx: EngineContext) {
-    this.fences = new Sequence(ctx, 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases')
-    this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 4096)
+    this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases')
+    // Migration 0007 wrote the reservation from the table of messages it dropped.
+    this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) AS n FROM jobs')
   }
 
   /** The fence of the next lease: strictly greater than every fence granted before, anywhere. */

@@ -226,6 +226,19 @@ describe('migrations', () => {
     reopened.sqlite.close()
   })
 
+  it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {
+    const path = join(dir, 'fences.db')
+    const first = openFileEngine(path)
+    first.engine.submit(aJob())
+    const { lease } = leaseOrFail(first.engine, 'w')
+    first.sqlite.prepare('DELETE FROM leases').run() // as retention deletes old leases with their jobs
+    first.sqlite.close()
+    const second = openFileEngine(path, { clock: first.clock })
+    second.engine.submit(aJob())
+    expect(leaseOrFail(second.engine, 'w2').lease.fence).toBeGreaterThan(lease.fence)
+    second.sqlite.close()
+  })
+
   it('stream message ids keep increasing across restarts, however many a host handed out', () => {
     const path = join(dir, 'messages.db')
     const first = openFileEngine(path)
