@@ -151,6 +151,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
+  const waiters = new ClaimWaiters(engine)
+  undo.push(() => waiters.close())
   const reap = tick('the reaper', () => engine.reap())
   // Leases granted before a restart expire on time: reap once before serving anything.
   reap()
@@ -158,6 +160,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     setInterval(() => {
       reap()
       clockWaiters.check()
+      waiters.wakeIfDue()
     }, REAP_INTERVAL_MS),
     setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
     setInterval(
@@ -167,8 +170,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   ]
   undo.push(() => timers.forEach(clearInterval))
 
-  const waiters = new ClaimWaiters(engine)
-  undo.push(() => waiters.close())
   const directory = new WorkerDirectory(() => clock.now())
   let port = config.port
   const http = createHttpApp({

@@ -38,7 +38,10 @@ export const jobs = sqliteTable(
     tags: text('tags').notNull(),
     max_runtime_s: integer('max_runtime_s'),
     queue: text('queue').notNull(),
+    /** The most attempts the job may have had, all runs counted (an operator's retry raises it). */
     max_attempts: integer('max_attempts').notNull(),
+    /** The attempts each run may use: `max_attempts` as submitted. A retry gives the job this many more. */
+    attempt_budget: integer('attempt_budget').notNull().default(0),
     state: text('state').notNull(),
     attempts: integer('attempts').notNull(),
     claimed_by: text('claimed_by'),
@@ -47,10 +50,20 @@ export const jobs = sqliteTable(
     lease_id: text('lease_id'),
     /** The dialect-003 stream message that delivers the job's current (or next) attempt. */
     stream_message_id: integer('stream_message_id'),
+    /**
+     * The job's first stream message (its submit's). Every message of the job lies between this
+     * and `stream_message_id`, which is how a purge finds them without an index on their job.
+     */
+    first_stream_message_id: integer('first_stream_message_id'),
     /** When a requeued job may be taken again (exponential backoff); null if it may now. */
     next_retry_at: integer('next_retry_at'),
-    /** When the job became eligible (submit, or the end of its backoff): the FIFO key. */
+    /** When the job became eligible (submit, its `run_at`, or the end of its backoff): the FIFO key. */
     eligible_at: integer('eligible_at').notNull(),
+    /**
+     * When a delayed job is to run (its submit's `run_at` or `delay_ms`): it is not eligible
+     * before. Null for a job that was not delayed, or that an operator ran at once.
+     */
+    run_at: integer('run_at'),
     cancel_requested: integer('cancel_requested').notNull(),
     progress: real('progress'),
     note: text('note'),
@@ -120,7 +133,8 @@ export const leases = sqliteTable(
     // the reaper reads every ACTIVE lease, which capacity bounds (each holds at least a unit).
     index('leases_active').on(t.worker_id, t.cost_units).where(sql`state = 'ACTIVE'`),
     // No index on job_id: nothing looks leases up by job (a job's attempts name their leases),
-    // and jobs are never deleted, so the foreign key needs none either.
+    // and a purge (engine/purge.ts) finds a job's leases through its attempts, with the
+    // foreign-key checks off, so the foreign key needs none either.
   ],
 )
 
@@ -156,7 +170,10 @@ export const COUNTED_EVENTS_CLAUSE = "event_type IN ('JOB_DONE', 'JOB_FAILED', '
 export const events = sqliteTable(
   'events',
   {
-    /** Increasing: rows are never deleted, so a plain rowid key never reuses an id (no AUTOINCREMENT page to write). */
+    /**
+     * Increasing: a purge never deletes the newest row, so a plain rowid key never reuses an id
+     * (no AUTOINCREMENT page to write), and Last-Event-ID stays a safe place to resume from.
+     */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),
     /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER or CAPACITY. */
@@ -202,6 +219,14 @@ export const statsSamples = sqliteTable('stats_samples', {
   busy_rating: real('busy_rating').notNull(),
 })
 
+/** Queues an operator paused: their jobs are neither claimed nor leased until resumed. */
+export const pausedQueues = sqliteTable('paused_queues', {
+  queue: text('queue').primaryKey(),
+  paused_at: integer('paused_at').notNull(),
+  /** Who paused it, as the request said (`requested_by`), or null. */
+  paused_by: text('paused_by'),
+})
+
 /** Operator settings that outlive a restart (total units, the busy rating's mode and value). */
 export const settings = sqliteTable('settings', {
   key: text('key').primaryKey(),
@@ -214,6 +239,7 @@ export type AttemptRow = typeof attempts.$inferSelect
 export type EventRow = typeof events.$inferSelect
 export type StreamMessageRow = typeof streamMessages.$inferSelect
 export type StatsSampleRow = typeof statsSamples.$inferSelect
+export type PausedQueueRow = typeof pausedQueues.$inferSelect
 
 /**
  * File leases (seed 004): the right of one owner to mutate one file, keyed by the file's

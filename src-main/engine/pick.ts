@@ -1,5 +1,6 @@
 import type { JobRow } from '../db/schema'
 import type { EngineContext } from './context'
+import { NOT_PAUSED_CLAUSE } from './queues'
 
 /** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
 export interface WorkerFilter {
@@ -51,8 +52,8 @@ const PAGE_SIZES = [1, 4, 16, 64] as const
 /**
  * The eligible QUEUED jobs this worker can take, in scheduling order: by stream if the worker
  * names streams, then URGENT before HIGH before NORMAL before LOW, then by the time each job
- * became eligible. Each priority is one index range read in pages, so the first job costs
- * O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
+ * became eligible. Paused queues hand out nothing. Each priority is one index range read in
+ * pages, so the first job costs O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
  * claims. (Pages rather than an open cursor: the caller writes between rows.)
  */
 export function* eligibleJobs(
@@ -63,6 +64,7 @@ export function* eligibleJobs(
   holdsLease: () => boolean = memo(() => holdsActiveLease(ctx, filter.worker_id)),
 ): Generator<JobRow> {
   for (const queue of filter.queues ?? [null]) {
+    if (queue !== null && ctx.pausedQueues.has(queue)) continue
     for (const rank of PRIORITY_RANKS) {
       let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }
       for (let p = 0; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
@@ -87,10 +89,12 @@ function eligiblePage(
   after: { eligible_at: number; seq: number },
   size: (typeof PAGE_SIZES)[number],
 ): JobRow[] {
+  // While a queue is paused, a walk over every queue reads past that queue's jobs.
+  const notPaused = ctx.pausedQueues.size > 0 ? ` AND ${NOT_PAUSED_CLAUSE}` : ''
   return queue === null
     ? ctx.all<JobRow>(
         `SELECT * FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at <= ?
-           AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ${size}`,
+           AND (eligible_at, seq) > (?, ?)${notPaused} ORDER BY eligible_at, seq LIMIT ${size}`,
         rank, now, after.eligible_at, after.seq,
       )
     : ctx.all<JobRow>(
@@ -101,14 +105,21 @@ function eligiblePage(
 }
 
 /**
- * The next moment a QUEUED job becomes eligible (a requeued job's backoff ends), or null if none
- * waits: whoever waits for work sets a timer for it. One index probe per priority.
+ * The next moment a QUEUED job of a queue that is not paused becomes eligible (a requeued job's
+ * backoff ends, a delayed job's `run_at` comes), or null if none waits: whoever waits for work
+ * sets a timer for it. One index probe per priority.
  */
 export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
   let next: number | null = null
+  // With a condition outside the index, the first row in index order is the minimum.
+  const sql =
+    ctx.pausedQueues.size > 0
+      ? `SELECT eligible_at AS at FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at > ? AND ${NOT_PAUSED_CLAUSE}
+           ORDER BY eligible_at LIMIT 1`
+      : "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at > ?"
   for (const rank of PRIORITY_RANKS) {
     const row = ctx.one<{ at: number | null }>(
-      "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND priority = ? AND eligible_at > ?",
+      sql,
       rank,
       now,
     )

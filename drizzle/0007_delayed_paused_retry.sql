@@ -1,0 +1,11 @@
+CREATE TABLE `paused_queues` (
+	`queue` text PRIMARY KEY NOT NULL,
+	`paused_at` integer NOT NULL,
+	`paused_by` text
+);
+--> statement-breakpoint
+ALTER TABLE `jobs` ADD `attempt_budget` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `jobs` ADD `first_stream_message_id` integer;--> statement-breakpoint
+ALTER TABLE `jobs` ADD `run_at` integer;--> statement-breakpoint
+UPDATE `jobs` SET `attempt_budget` = `max_attempts`;--> statement-breakpoint
+UPDATE `jobs` SET `first_stream_message_id` = `m`.`first` FROM (SELECT `job_id`, MIN(`id`) AS `first` FROM `stream_messages` GROUP BY `job_id`) AS `m` WHERE `m`.`job_id` = `jobs`.`id`;
