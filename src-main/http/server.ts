@@ -15,6 +15,7 @@ import { filesRouter } from './dialect-files'
 import { pullRouter } from './dialect-pull'
 import { queueRouter } from './dialect-queue'
 import { workerRouter } from './dialect-worker'
+import { operationsRouter } from './operations'
 import { systemRouter } from './system'
 
 export interface HttpDependencies {
@@ -91,6 +92,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     workerRouter(engine, deps.waiters, deps.directory, limit),
     filesRouter(engine, deps.clockWaiters, limit),
     eventsRouter(engine, tickets, streams, limit),
+    operationsRouter(engine, limit),
   ]
   for (const router of routers) {
     app.use(router.routes())
