@@ -152,17 +152,14 @@ export function operationsRouter(engine: Engine, bodyLimit: number): Router {
     ctx.body = { queues: engine.listQueues().map(queueView) } satisfies QueueList
   })
 
-  router.post('/queues/:queue/pause', async (ctx) => {
-    const input = await body(ctx, QueueOperation)
-    const queue = validate(QueueName, ctx.params.queue)
-    ctx.body = { queue: queuePauseView(await engine.run(() => engine.pauseQueue(queue, input.requested_by ?? null))) } satisfies QueueAnswer
-  })
-
-  router.post('/queues/:queue/resume', async (ctx) => {
-    const input = await body(ctx, QueueOperation)
-    const queue = validate(QueueName, ctx.params.queue)
-    ctx.body = { queue: queuePauseView(await engine.run(() => engine.resumeQueue(queue, input.requested_by ?? null))) } satisfies QueueAnswer
-  })
+  const queueVerbs = { pause: engine.pauseQueue, resume: engine.resumeQueue } as const
+  for (const [verb, change] of Object.entries(queueVerbs)) {
+    router.post(`/queues/:queue/${verb}`, async (ctx) => {
+      const input = await body(ctx, QueueOperation)
+      const queue = validate(QueueName, ctx.params.queue)
+      ctx.body = { queue: queuePauseView(await engine.run(() => change(queue, input.requested_by ?? null))) } satisfies QueueAnswer
+    })
+  }
 
   return router
 }

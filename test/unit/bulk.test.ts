@@ -1,24 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import type { BulkAction, Engine } from '../../src-main/engine'
+import type { Engine } from '../../src-main/engine'
 import { PURGE_BATCH } from '../../src-main/engine/purge'
 import { aJob, setup } from '../helpers/engine'
-import { claimOrFail, eventTypes, expectEngineError } from './support'
-
-/** Runs a bulk call step by step, as the HTTP route does; returns the totals and each step's count. */
-function runBulk(engine: Engine, action: BulkAction, request: Parameters<Engine['planBulk']>[1]) {
-  const plan = engine.planBulk(action, request)
-  const steps: number[] = []
-  let matched = 0
-  let changed = 0
-  for (let cursor = plan.first; cursor; ) {
-    const step = engine.bulkStep(plan, cursor)
-    steps.push(step.matched)
-    matched += step.matched
-    changed += step.changed
-    cursor = step.next
-  }
-  return { matched, changed, steps }
-}
+import { claimOrFail, eventTypes, expectEngineError, runBulk } from './support'
 
 /** A job that ended FAILED (dialect 003, not retryable). */
 function failedJob(engine: Engine, fields: Parameters<typeof aJob>[0] = {}): string {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import type { Engine } from '../../src-main/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import { aJob, setup } from '../helpers/engine'
-import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
+import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, runBulk, tempDir } from './support'
 
 /** Every row a job owns, by table. */
 function rowsOf(engine: Engine, jobId: string) {
@@ -19,16 +19,8 @@ function rowsOf(engine: Engine, jobId: string) {
 
 const NONE = { jobs: 0, attempts: 0, leases: 0, stream_messages: 0, events: 0 }
 
-function purgeAll(engine: Engine, request: Parameters<Engine['planBulk']>[1] = { filter: {}, all: true }) {
-  const plan = engine.planBulk('purge', request)
-  let matched = 0
-  let changed = 0
-  for (let cursor = plan.first; cursor; ) {
-    const step = engine.bulkStep(plan, cursor)
-    matched += step.matched
-    changed += step.changed
-    cursor = step.next
-  }
+const purgeAll = (engine: Engine, request: Parameters<Engine['planBulk']>[1] = { filter: {}, all: true }) => {
+  const { matched, changed } = runBulk(engine, 'purge', request)
   return { matched, changed }
 }
 

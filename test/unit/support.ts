@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/clock'
-import { Engine, EngineError, type EngineConfig } from '../../src-main/engine'
+import { type BulkAction, Engine, EngineError, type EngineConfig } from '../../src-main/engine'
 import type { Leased } from '../../src-main/engine/leases'
 import type { WorkerFilter } from '../../src-main/engine/pick'
 import type { EventRow } from '../../src-main/db/schema'
@@ -71,4 +71,20 @@ export function openFileEngine(
     capacity: { total_units: options.total_units ?? 100, busy_rating: options.busy_rating === undefined ? 0 : options.busy_rating },
   })
   return { engine, sqlite, clock }
+}
+
+/** Runs a bulk call step by step, as the HTTP route does; returns the totals and each step's count. */
+export function runBulk(engine: Engine, action: BulkAction, request: Parameters<Engine['planBulk']>[1]) {
+  const plan = engine.planBulk(action, request)
+  const steps: number[] = []
+  let matched = 0
+  let changed = 0
+  for (let cursor = plan.first; cursor; ) {
+    const step = engine.bulkStep(plan, cursor)
+    steps.push(step.matched)
+    matched += step.matched
+    changed += step.changed
+    cursor = step.next
+  }
+  return { matched, changed, steps }
 }
