@@ -1,6 +1,7 @@
 import { resolve } from 'node:path'
 import { dashboardLink } from './client-config'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
+import { QUEUE_HELP, queueCommand } from './commands/queue'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
 import { WORKER_HELP, workerCommand } from './commands/worker'
@@ -16,8 +17,9 @@ makes background work yield to the person at the desk.
 Commands:
   serve       run the host without a window (HTTP API + scheduler)
   worker      run jobs for a host over HTTP
-  submit      submit a job; --wait follows it to its end
+  submit      submit a job (--at/--in delay it); --wait follows it to its end
   jobs        list jobs (--state, --limit, --json)
+  queue       list the queues, pause or resume one (queue list | pause Q | resume Q)
   status      capacity, busy rating, leases, workers and open blockers
   help        show this help, or the help of a command: leasehold help serve
 
@@ -26,7 +28,7 @@ Flags:
   -v, --version  show the version
 
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
-jobs, status) find the host through --url/--token, LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data
+jobs, queue, status) find the host through --url/--token, LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data
 directory of a host running on this machine.`
 
 /** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
@@ -41,6 +43,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     worker: () => WORKER_HELP,
     submit: () => SUBMIT_HELP,
     jobs: () => JOBS_HELP,
+    queue: () => QUEUE_HELP,
     status: () => STATUS_HELP,
   }
   if (command === 'help') {
@@ -59,6 +62,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (command === 'worker') return runClient(() => workerCommand(rest, env))
   if (command === 'submit') return runClient(() => submitCommand(rest, env))
   if (command === 'jobs') return runClient(() => jobsCommand(rest, env))
+  if (command === 'queue') return runClient(() => queueCommand(rest, env))
   if (command === 'status') return runClient(() => statusCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2
