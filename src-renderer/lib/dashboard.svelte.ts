@@ -1,5 +1,6 @@
 import { ApiClient, ApiError, type LogEvent } from './api'
 import { BlockersState } from './blockers.svelte'
+import { BulkState } from './bulk.svelte'
 import { CapacityState } from './capacity.svelte'
 import { ChartsState } from './charts.svelte'
 import { coalesce } from './coalesce'
@@ -9,6 +10,7 @@ import { JobDetailState } from './job-detail.svelte'
 import { JobsState } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
+import { QueuesState } from './queues.svelte'
 import type { Place } from './route.svelte'
 import { WorkersState } from './workers.svelte'
 
@@ -43,6 +45,8 @@ export class Dashboard {
   readonly capacity: CapacityState
   readonly leases: LeasesState
   readonly jobs: JobsState
+  readonly bulk: BulkState
+  readonly queues: QueuesState
   readonly blockers: BlockersState
   readonly workers: WorkersState
   readonly charts: ChartsState
@@ -52,6 +56,7 @@ export class Dashboard {
     capacity: coalesce(() => void this.capacity.refresh(), 150),
     leases: coalesce(() => void this.leases.refresh(), 150),
     jobs: coalesce(() => void this.jobs.refresh(), 300),
+    queues: coalesce(() => void this.queues.refresh(), 300),
     detail: coalesce(() => void this.detail?.refresh(), 300),
     blockers: coalesce(() => void this.blockers.refresh(), 150),
     workers: coalesce(() => void this.workers.refresh(), 300),
@@ -68,6 +73,8 @@ export class Dashboard {
     this.capacity = new CapacityState(this.api)
     this.leases = new LeasesState(this.api, this.time)
     this.jobs = new JobsState(this.api)
+    this.bulk = new BulkState(this.api, () => this.later.jobs())
+    this.queues = new QueuesState(this.api)
     this.blockers = new BlockersState(this.api)
     this.workers = new WorkersState(this.api)
     this.charts = new ChartsState(this.api)
@@ -103,6 +110,7 @@ export class Dashboard {
     void this.capacity.refresh()
     void this.leases.refresh()
     void this.jobs.refresh()
+    void this.queues.refresh()
     void this.blockers.refresh()
     void this.workers.refresh()
     void this.charts.refresh()
@@ -131,12 +139,16 @@ export class Dashboard {
       this.detail = null
     }
     if (place.view === 'charts' && this.auth === 'ok') void this.charts.refresh()
+    if (place.view === 'queues' && this.auth === 'ok') void this.queues.refresh()
+    if (place.view !== 'jobs') this.bulk.dismiss()
   }
 
   private receive(event: LogEvent): void {
     if (this.leases.apply(event)) this.later.leases()
     if (CapacityState.moves(event)) this.later.capacity()
     if (this.jobs.apply(event)) this.later.jobs()
+    // Counts move with every job; they are read again only while someone looks (a pause or resume always).
+    if (QueuesState.moves(event) && (this.place.view === 'queues' || event.type.startsWith('QUEUE_'))) this.later.queues()
     if (this.detail?.apply(event)) this.later.detail()
     if (BlockersState.moves(event)) this.later.blockers()
     if (WorkersState.moves(event)) this.later.workers()
