@@ -129,6 +129,18 @@ describe('waiting claims and delayed jobs', () => {
     expect(tries).toBe(1)
   })
 
+  it("the local workers' exchange, waiting for work, is granted a delayed job when it becomes due", async () => {
+    const { engine, clock } = setup()
+    waiters = new ClaimWaiters(engine)
+    const { job } = engine.submit(aJob({ delay_ms: MINUTE }))
+    const exchange = waiters.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4 } }, { maxWaitMs: 60_000 })
+    await new Promise((resolve) => setImmediate(resolve)) // its first try committed, nothing granted: it waits
+    expect(waiters.size).toBe(1)
+    clock.advance(MINUTE)
+    waiters.wakeIfDue()
+    expect((await exchange).claimed.granted.map((g) => g.job.id)).toEqual([job.id])
+  })
+
   it('run now wakes a waiting claim at once', async () => {
     const { engine } = setup()
     waiters = new ClaimWaiters(engine)

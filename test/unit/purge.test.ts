@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { Engine } from '../../src-main/engine'
 import { SECOND } from '../../src-main/engine/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, runBulk, tempDir } from './support'
 
@@ -75,6 +76,36 @@ describe('purging finished jobs', () => {
     expect(canceled.map((id) => rowsOf(engine, id).jobs)).toEqual([1, 1, 1])
     expect(purgeAll(engine, { filter: { queue: 'a', states: ['CANCELED'] } })).toEqual({ matched: 2, changed: 2 })
     expect(canceled.map((id) => rowsOf(engine, id).jobs)).toEqual([0, 0, 1])
+  })
+
+  it('also deletes the released file leases held under the job and its resolved blockers; an active file lease of a live job stays', () => {
+    const { engine, clock } = setup()
+    const file = '/repo/shared.ts'
+    engine.submit(aJob())
+    const held = claimOrFail(engine, 'w1')
+    engine.submit(aJob())
+    const halted = claimOrFail(engine, 'w2')
+    expect(engine.acquireFile({ file, owner_id: 'w1', lease_id: held.lease.id })).toMatchObject({ granted: true })
+    expect(engine.acquireFile({ file, owner_id: 'w2', lease_id: halted.lease.id })).toMatchObject({ code: 'file_lease_held' })
+    for (let waited = 0; waited < FILE_RETRY_MS; waited += 10 * SECOND) {
+      clock.advance(10 * SECOND)
+      engine.heartbeat({ lease_id: held.lease.id })
+      engine.heartbeat({ lease_id: halted.lease.id })
+      engine.heartbeatFile({ file, owner_id: 'w1' })
+    }
+    expect(engine.acquireFile({ file, owner_id: 'w2', lease_id: halted.lease.id })).toMatchObject({ code: 'blocked' })
+    engine.cancel(halted.job.id) // its blocker is resolved with it
+    engine.submit(aJob()) // the newest event is another job's
+    const count = (sql: string, id: string) => engine.ctx.one<{ n: number }>(sql, id)!.n
+    expect(count('SELECT COUNT(*) AS n FROM blockers WHERE requester_job_id = ?', halted.job.id)).toBe(1)
+    expect(engine.deleteFinishedJobs([halted.job.id, held.job.id])).toBe(1) // the holder still runs
+    expect(count('SELECT COUNT(*) AS n FROM blockers WHERE requester_job_id = ?', halted.job.id)).toBe(0)
+    expect(count("SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ? AND state = 'ACTIVE'", held.lease.id)).toBe(1)
+    engine.release({ lease_id: held.lease.id, status: 'SUCCEEDED' })
+    expect(count('SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ?', held.lease.id)).toBe(1) // released, kept while its job is
+    expect(engine.deleteFinishedJobs([held.job.id])).toBe(1)
+    expect(count('SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ?', held.lease.id)).toBe(0)
+    expect(engine.ctx.db.pragma('foreign_key_check')).toEqual([])
   })
 
   it('runs as a transaction of its own: refused inside another', () => {
