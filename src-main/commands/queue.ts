@@ -63,7 +63,7 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const path = `/api/queues/${encodeURIComponent(name!)}/${sub}`
   const { queue } = await callHost<{ queue: QueueView }>(target, 'POST', path, flags.by === undefined ? {} : { requested_by: flags.by })
   if (flags.json) console.log(JSON.stringify({ queue }, null, 2))
-  else console.log(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} running`)
+  else console.log(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} active`)
   return 0
 }
 
@@ -74,7 +74,7 @@ const sum = (counts: Record<string, number> | undefined, states: string[]) => st
 export function queueTable(queues: QueueView[]): string {
   const rows = queues.map((q) => [
     q.queue,
-    q.paused ? `paused${pausedSince(q)}` : 'running',
+    q.paused ? `paused${pausedSince(q)}` : 'active',
     String(sum(q.counts, ['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING'])),
     String(sum(q.counts, ['LEASED', 'RUNNING'])),
     String(sum(q.counts, ['BLOCKED'])),

@@ -176,7 +176,7 @@ export const events = sqliteTable(
      */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),
-    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER or CAPACITY. */
+    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER, CAPACITY or QUEUE. */
     entity_type: text('entity_type').notNull(),
     entity_id: text('entity_id').notNull(),
     /** The job this event belongs to, if any: a job's timeline includes its leases' events. */

@@ -5,8 +5,7 @@ import type { EngineContext } from './context'
  * every grant or submit. SQLite stays the truth: the counter starts from the largest number
  * stored (or the floor a purge left, see {@link keepHighs}), on first use. A number taken by a
  * write that is rolled back is skipped, not given back: a gap is harmless, the numbers only
- * have to increase. (One host owns a data dir at a
- * time, so nobody else writes these tables.)
+ * have to increase. (One host owns a data dir at a time, so nobody else writes these tables.)
  */
 class Sequence {
   private last: number | null = null

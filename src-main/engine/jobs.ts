@@ -67,7 +67,7 @@ export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
  */
 export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now: number): number | null {
   const at = input.run_at ?? (input.delay_ms != null ? now + input.delay_ms : null)
-  return at !== null && at > now ? Math.min(at, LATEST_TIME) : null
+  return at !== null && at > now ? at : null
 }
 
 export function getJob(ctx: EngineContext, jobId: string): JobRow {

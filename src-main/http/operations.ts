@@ -16,11 +16,9 @@ import { queueJob } from './views'
 
 const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')
 
-export const JobOperation = z.strictObject({ requested_by: RequestedBy })
-export type JobOperation = z.infer<typeof JobOperation>
-
-export const QueueOperation = z.strictObject({ requested_by: RequestedBy })
-export type QueueOperation = z.infer<typeof QueueOperation>
+/** The body of an operator's one-job or one-queue action (run now, retry, pause, resume); it may be empty. */
+export const OperatorRequest = z.strictObject({ requested_by: RequestedBy })
+export type OperatorRequest = z.infer<typeof OperatorRequest>
 
 export const QueueName = z.string().min(1).max(200)
 
@@ -137,13 +135,13 @@ export function operationsRouter(engine: Engine, bodyLimit: number): Router {
   }
 
   router.post('/jobs/:job_id/retry', async (ctx) => {
-    const input = await body(ctx, JobOperation)
+    const input = await body(ctx, OperatorRequest)
     const jobId = validate(Id, ctx.params.job_id)
     ctx.body = { job: queueJob(await engine.run(() => engine.retry(jobId, input.requested_by ?? null))) } satisfies JobAnswer
   })
 
   router.post('/jobs/:job_id/run-now', async (ctx) => {
-    const input = await body(ctx, JobOperation)
+    const input = await body(ctx, OperatorRequest)
     const jobId = validate(Id, ctx.params.job_id)
     ctx.body = { job: queueJob(await engine.run(() => engine.runNow(jobId, input.requested_by ?? null))) } satisfies JobAnswer
   })
@@ -155,7 +153,7 @@ export function operationsRouter(engine: Engine, bodyLimit: number): Router {
   const queueVerbs = { pause: engine.pauseQueue, resume: engine.resumeQueue } as const
   for (const [verb, change] of Object.entries(queueVerbs)) {
     router.post(`/queues/:queue/${verb}`, async (ctx) => {
-      const input = await body(ctx, QueueOperation)
+      const input = await body(ctx, OperatorRequest)
       const queue = validate(QueueName, ctx.params.queue)
       ctx.body = { queue: queuePauseView(await engine.run(() => change(queue, input.requested_by ?? null))) } satisfies QueueAnswer
     })

@@ -426,7 +426,7 @@ describe('leasehold queue', async () => {
     const json = JSON.parse((await cli(['queue', 'list', '--json'])).stdout)
     expect(json.queues.find((q: { queue: string }) => q.queue === 'cli-q')).toMatchObject({ paused: true, counts: { QUEUED: 1 } })
     const resumed = await cli(['queue', 'resume', 'cli-q'])
-    expect(resumed.stdout.trim()).toBe('queue cli-q running')
+    expect(resumed.stdout.trim()).toBe('queue cli-q active')
     host.engine.cancel(id)
   })
 

@@ -10,7 +10,7 @@ import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, Statu
 import { WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-main/http/dialect-worker'
 import { createHttpApp, type HttpDependencies } from '../../src-main/http/server'
 import { CapacityChange } from '../../src-main/http/system'
-import { BulkRequest, JobOperation, QueueOperation } from '../../src-main/http/operations'
+import { BulkRequest, OperatorRequest } from '../../src-main/http/operations'
 
 export interface Route {
   method: string
@@ -74,13 +74,13 @@ export const BODY_ROUTES: BodyRoute[] = [
   { method: 'POST', path: '/api/files/leases/heartbeat', schema: FileHeartbeat },
   { method: 'POST', path: '/api/files/leases/release', schema: FileRelease },
   { method: 'POST', path: '/api/blockers/:blocker_id/resolve', schema: BlockerResolve },
-  { method: 'POST', path: '/api/jobs/:job_id/retry', schema: JobOperation },
-  { method: 'POST', path: '/api/jobs/:job_id/run-now', schema: JobOperation },
+  { method: 'POST', path: '/api/jobs/:job_id/retry', schema: OperatorRequest },
+  { method: 'POST', path: '/api/jobs/:job_id/run-now', schema: OperatorRequest },
   { method: 'POST', path: '/api/jobs/bulk/retry', schema: BulkRequest },
   { method: 'POST', path: '/api/jobs/bulk/cancel', schema: BulkRequest },
   { method: 'POST', path: '/api/jobs/bulk/purge', schema: BulkRequest },
-  { method: 'POST', path: '/api/queues/:queue/pause', schema: QueueOperation },
-  { method: 'POST', path: '/api/queues/:queue/resume', schema: QueueOperation },
+  { method: 'POST', path: '/api/queues/:queue/pause', schema: OperatorRequest },
+  { method: 'POST', path: '/api/queues/:queue/resume', schema: OperatorRequest },
 ]
 
 /** POST/PUT routes that take no body at all (their body is never read). */
