@@ -150,12 +150,11 @@ export function operationsRouter(engine: Engine, bodyLimit: number): Router {
     ctx.body = { queues: engine.listQueues().map(queueView) } satisfies QueueList
   })
 
-  const queueVerbs = { pause: engine.pauseQueue, resume: engine.resumeQueue } as const
-  for (const [verb, change] of Object.entries(queueVerbs)) {
+  for (const [verb, change] of [['pause', 'pauseQueue'], ['resume', 'resumeQueue']] as const) {
     router.post(`/queues/:queue/${verb}`, async (ctx) => {
       const input = await body(ctx, OperatorRequest)
       const queue = validate(QueueName, ctx.params.queue)
-      ctx.body = { queue: queuePauseView(await engine.run(() => change(queue, input.requested_by ?? null))) } satisfies QueueAnswer
+      ctx.body = { queue: queuePauseView(await engine.run(() => engine[change](queue, input.requested_by ?? null))) } satisfies QueueAnswer
     })
   }
 
