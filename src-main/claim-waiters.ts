@@ -6,6 +6,9 @@ import type { WorkerFilter } from './engine/pick'
 const WAKE_EVENTS = new Set([
   'JOB_SUBMITTED',
   'JOB_REQUEUED',
+  'JOB_RETRIED',
+  'JOB_RUN_NOW',
+  'QUEUE_RESUMED',
   'JOB_CLAIM_EXPIRED',
   'JOB_DONE',
   'JOB_FAILED',
@@ -61,8 +64,13 @@ export class ClaimWaiters {
   private readonly grantsByCommit = new WeakMap<readonly EngineEvent[], Grant[]>()
   /** A waiter was granted since the last {@link takeWoken}. */
   private woken = false
-  /** Wakes the waiters when the next requeued job's backoff ends: no event marks that moment. */
+  /**
+   * Wakes the waiters when the next requeued job's backoff ends or a delayed job's `run_at`
+   * comes: no event marks that moment.
+   */
   private eligibleTimer: NodeJS.Timeout | null = null
+  /** The moment {@link eligibleTimer} is set for, on the engine's clock. */
+  private eligibleAt: number | null = null
   private readonly unsubscribe: (() => void)[]
 
   constructor(private readonly engine: Engine) {
@@ -200,6 +208,15 @@ export class ClaimWaiters {
     this.woken = true
   }
 
+  /**
+   * Wakes the waiters if the moment their timer waits for has come on the engine's clock. The
+   * host calls this on its reaper tick, so a clock that is moved (a test's, or one that jumps)
+   * wakes them as promptly as the timer does in real time. No query unless it is due.
+   */
+  wakeIfDue(): void {
+    if (this.eligibleAt !== null && this.engine.ctx.clock.now() >= this.eligibleAt) this.wakeForEligible()
+  }
+
   /** A requeued job's backoff ended: each grant is its own transaction, answered after it commits. */
   private wakeForEligible(): void {
     const grants = this.offer((waiter) => {
@@ -216,6 +233,7 @@ export class ClaimWaiters {
   private armEligibleTimer(): void {
     if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
     this.eligibleTimer = null
+    this.eligibleAt = null
     if (this.waiting.length === 0) return
     let at: number | null
     try {
@@ -225,6 +243,7 @@ export class ClaimWaiters {
     }
     if (at === null) return
     const delay = Math.max(0, at - this.engine.ctx.clock.now())
+    this.eligibleAt = at
     this.eligibleTimer = setTimeout(() => {
       this.eligibleTimer = null
       this.wakeForEligible()

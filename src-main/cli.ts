@@ -2,6 +2,7 @@ import { resolve } from 'node:path'
 import { dashboardLink } from './client-config'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
+import { QUEUE_HELP, queueCommand } from './commands/queue'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
 import { WORKER_HELP, workerCommand } from './commands/worker'
@@ -17,9 +18,10 @@ makes background work yield to the person at the desk.
 Commands:
   serve       run the host without a window (HTTP API + scheduler)
   worker      run jobs for a host over HTTP
-  submit      submit a job; --wait follows it to its end
+  submit      submit a job (--at/--in delay it); --wait follows it to its end
   jobs        list jobs (--state, --limit, --json)
   schedule    recurring schedules: add, list, pause, resume, rm (cron, time zones)
+  queue       list the queues, pause or resume one (queue list | pause Q | resume Q)
   status      capacity, busy rating, leases, workers and open blockers
   help        show this help, or the help of a command: leasehold help serve
 
@@ -28,8 +30,8 @@ Flags:
   -v, --version  show the version
 
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
-jobs, schedule, status) find the host through --url/--token, LEASEHOLD_URL/LEASEHOLD_TOKEN, or
-the data directory of a host running on this machine.`
+jobs, queue, schedule, status) find the host through --url/--token, LEASEHOLD_URL/LEASEHOLD_TOKEN,
+or the data directory of a host running on this machine.`
 
 /** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -44,6 +46,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     submit: () => SUBMIT_HELP,
     jobs: () => JOBS_HELP,
     schedule: () => SCHEDULE_HELP,
+    queue: () => QUEUE_HELP,
     status: () => STATUS_HELP,
   }
   if (command === 'help') {
@@ -63,6 +66,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (command === 'submit') return runClient(() => submitCommand(rest, env))
   if (command === 'jobs') return runClient(() => jobsCommand(rest, env))
   if (command === 'schedule') return runClient(() => scheduleCommand(rest, env))
+  if (command === 'queue') return runClient(() => queueCommand(rest, env))
   if (command === 'status') return runClient(() => statusCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2

@@ -152,6 +152,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
+  const waiters = new ClaimWaiters(engine)
+  undo.push(() => waiters.close())
   const reap = tick('the reaper', () => engine.reap())
   // Leases granted before a restart expire on time: reap once before serving anything.
   reap()
@@ -166,6 +168,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       reap()
       clockWaiters.check()
       void schedules.check() // in memory: an injected clock that moved fires what came due
+      waiters.wakeIfDue()
     }, REAP_INTERVAL_MS),
     setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
     setInterval(
@@ -175,8 +178,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   ]
   undo.push(() => timers.forEach(clearInterval))
 
-  const waiters = new ClaimWaiters(engine)
-  undo.push(() => waiters.close())
   const directory = new WorkerDirectory(() => clock.now())
   let port = config.port
   const http = createHttpApp({

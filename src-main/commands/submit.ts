@@ -17,6 +17,10 @@ Flags:
   --max-attempts N     how many attempts a retryable failure or an expired lease may use [host default]
   --key KEY            an idempotency key: submitting the same key again is refused
                        (duplicate_request) and names the job that has it
+  --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
+                       2026-03-01T02:00:00Z (without a zone it is this machine's local time)
+  --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
+                       (--at and --in do not go together)
   --wait               follow the job until it ends: a live progress line on stderr (saying why
                        the job waits while it does); exit 0 if
                        it is DONE, 1 if it FAILED, was CANCELED or timed out (TIMEOUT). A BLOCKED
@@ -37,6 +41,8 @@ export interface SubmitFlags {
   addon?: string
   'max-attempts'?: string
   key?: string
+  at?: string
+  in?: string
   wait?: boolean
   json?: boolean
 }
@@ -80,12 +86,37 @@ export function buildSubmit(flags: SubmitFlags): Record<string, unknown> {
   const maxAttempts = wholeNumber('max-attempts', flags['max-attempts'], 1, 1000)
   if (maxAttempts !== undefined) body.max_attempts = maxAttempts
   if (flags.key !== undefined) body.client_request_id = flags.key
+  if (flags.at !== undefined && flags.in !== undefined) throw new ConfigError('--at and --in: give one or the other, not both')
+  if (flags.at !== undefined) body.run_at = parseTime('at', flags.at)
+  if (flags.in !== undefined) body.delay_ms = parseDuration('in', flags.in)
   return body
+}
+
+/** `--at`: an ISO-8601 date and time (local without a zone), as the host's ISO UTC; anything else is a ConfigError. */
+export function parseTime(flag: string, value: string): string {
+  const date = /^(\d{4})-(\d\d)-(\d\d)T\d\d:\d\d(:\d\d(\.\d{1,3})?)?(Z|[+-]\d\d:\d\d)?$/.exec(value)
+  // Date.parse takes 2026-02-30 for 2 March: the day must exist in its month.
+  const real = date !== null && new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3]))).getUTCDate() === Number(date[3])
+  const ms = real ? Date.parse(value) : NaN
+  if (Number.isNaN(ms)) throw new ConfigError(`--${flag} must be an ISO-8601 time such as 2026-03-01T02:00:00Z (got "${value}")`)
+  return new Date(ms).toISOString()
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** `--in`: a duration such as 90s, 10m, 2h, 1d or 1h30m, in milliseconds; anything else is a ConfigError. */
+export function parseDuration(flag: string, value: string): number {
+  const parts = /^(\d+(ms|s|m|h|d))+$/.test(value) ? [...value.matchAll(/(\d+)(ms|s|m|h|d)/g)] : []
+  const ms = parts.reduce((total, [, n, unit]) => total + Number(n) * DURATION_UNITS[unit!]!, 0)
+  if (parts.length === 0 || !Number.isSafeInteger(ms)) {
+    throw new ConfigError(`--${flag} must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "${value}")`)
+  }
+  return ms
 }
 
 /** `leasehold submit`: one job; with --wait, follows it to its end. */
 export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key'], ['wait', 'json'])
+  const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key', 'at', 'in'], ['wait', 'json'])
   const body = buildSubmit(flags)
   const target = resolveClientTarget(flags, env)
   let job: QueueJob

@@ -38,7 +38,10 @@ export const jobs = sqliteTable(
     tags: text('tags').notNull(),
     max_runtime_s: integer('max_runtime_s'),
     queue: text('queue').notNull(),
+    /** The most attempts the job may have had, all runs counted (an operator's retry raises it). */
     max_attempts: integer('max_attempts').notNull(),
+    /** The attempts each run may use: `max_attempts` as submitted. A retry gives the job this many more. */
+    attempt_budget: integer('attempt_budget').notNull().default(0),
     state: text('state').notNull(),
     attempts: integer('attempts').notNull(),
     claimed_by: text('claimed_by'),
@@ -54,8 +57,13 @@ export const jobs = sqliteTable(
     stream_message_id: integer('stream_message_id'),
     /** When a requeued job may be taken again (exponential backoff); null if it may now. */
     next_retry_at: integer('next_retry_at'),
-    /** When the job became eligible (submit, or the end of its backoff): the FIFO key. */
+    /** When the job became eligible (submit, its `run_at`, or the end of its backoff): the FIFO key. */
     eligible_at: integer('eligible_at').notNull(),
+    /**
+     * When a delayed job is to run (its submit's `run_at` or `delay_ms`): it is not eligible
+     * before. Null for a job that was not delayed, or that an operator ran at once.
+     */
+    run_at: integer('run_at'),
     cancel_requested: integer('cancel_requested').notNull(),
     progress: real('progress'),
     note: text('note'),
@@ -134,7 +142,8 @@ export const leases = sqliteTable(
     // touching the table. Not keyed by expiry, so a heartbeat rewrites only the lease's row;
     // the reaper reads every ACTIVE lease, which capacity bounds (each holds at least a unit).
     index('leases_active').on(t.worker_id, t.cost_units).where(sql`state = 'ACTIVE'`),
-    // A job's attempts, in order; also finds an earlier lease of a job by its token.
+    // A job's attempts, in order; also finds an earlier lease of a job by its token, and a
+    // purge's leases of a job.
     uniqueIndex('leases_job_attempt').on(t.job_id, t.attempt),
   ],
 )
@@ -149,10 +158,13 @@ export const COUNTED_EVENTS_CLAUSE = "event_type IN ('JOB_DONE', 'JOB_FAILED', '
 export const events = sqliteTable(
   'events',
   {
-    /** Increasing: rows are never deleted, so a plain rowid key never reuses an id (no AUTOINCREMENT page to write). */
+    /**
+     * Increasing: a purge never deletes the newest row, so a plain rowid key never reuses an id
+     * (no AUTOINCREMENT page to write), and Last-Event-ID stays a safe place to resume from.
+     */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),
-    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER, CAPACITY or SCHEDULE. */
+    /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER, CAPACITY, SCHEDULE or QUEUE. */
     entity_type: text('entity_type').notNull(),
     entity_id: text('entity_id').notNull(),
     /** The job this event belongs to, if any: a job's timeline includes its leases' events. */
@@ -177,6 +189,14 @@ export const statsSamples = sqliteTable('stats_samples', {
   jobs_running: integer('jobs_running').notNull(),
   capacity_used: integer('capacity_used').notNull(),
   busy_rating: real('busy_rating').notNull(),
+})
+
+/** Queues an operator paused: their jobs are neither claimed nor leased until resumed. */
+export const pausedQueues = sqliteTable('paused_queues', {
+  queue: text('queue').primaryKey(),
+  paused_at: integer('paused_at').notNull(),
+  /** Who paused it, as the request said (`requested_by`), or null. */
+  paused_by: text('paused_by'),
 })
 
 /** Operator settings that outlive a restart (total units, the busy rating's mode and value). */
@@ -204,6 +224,7 @@ export interface AttemptRow {
 }
 export type EventRow = typeof events.$inferSelect
 export type StatsSampleRow = typeof statsSamples.$inferSelect
+export type PausedQueueRow = typeof pausedQueues.$inferSelect
 
 /**
  * File leases (seed 004): the right of one owner to mutate one file, keyed by the file's

@@ -3,6 +3,7 @@ import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { BackoffPolicy } from './backoff'
 import type { Clock } from './clock'
 import { Counters } from './counters'
+import { PausedQueues } from './queues'
 
 /** The scheduling knobs the engine reads. The host builds them from flags (src-main/config.ts). */
 export interface EngineConfig {
@@ -42,7 +43,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   groupMaxMs: 2,
 }
 
-export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY' | 'SCHEDULE'
+export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY' | 'SCHEDULE' | 'QUEUE'
 
 /** An event as listeners see it: the stored row with its data parsed. */
 export interface EngineEvent {
@@ -128,6 +129,8 @@ export class EngineContext {
   private committed = 0
   /** Fences and stream message ids, handed out from memory. */
   readonly counters = new Counters(this)
+  /** The queues an operator paused, kept in memory for the pick path. */
+  readonly pausedQueues = new PausedQueues(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
   private readonly drizzle: ReturnType<typeof drizzle>
 
@@ -241,6 +244,25 @@ export class EngineContext {
     for (const event of pending) this.dispatch(event)
     if (pending.length > 0) this.dispatchCommit(pending)
     return result
+  }
+
+  /**
+   * Runs `fn` as a transaction of its own with SQLite's foreign-key checks off, for deletions
+   * that remove a row's children themselves: deleting a job makes SQLite look for rows that
+   * still name it in every table whose foreign key points at jobs, and leases and stream
+   * messages keep no index on their job (each would cost a page per job on the hot path), so
+   * each look would read a whole table. The pragma takes effect only outside a transaction,
+   * hence its own: an open group commits first, and a call inside a transaction is refused.
+   */
+  transactWithoutForeignKeyChecks<T>(fn: () => T): T {
+    if (this.inBody || this.inOperation) throw new Error('a transaction without foreign-key checks cannot run inside another transaction')
+    if (this.group) this.flush()
+    this.db.pragma('foreign_keys = OFF')
+    try {
+      return this.plainTransaction(fn)
+    } finally {
+      this.db.pragma('foreign_keys = ON')
+    }
   }
 
   /**

@@ -6,12 +6,17 @@ import type { Clock } from './clock'
 import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
 import * as batch from './batch'
 import * as blockers from './blockers'
+import * as bulk from './bulk'
 import * as files from './files'
 import * as jobs from './jobs'
 import * as leases from './leases'
 import { RecentCounts } from './recent-counts'
 import { listJobs, type JobListQuery, type JobPage } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
+import { deleteFinishedJobs } from './purge'
+import * as queues from './queues'
+import { retryJob } from './retry'
+import { runNow } from './scheduled'
 import * as reaper from './reaper'
 import * as schedules from './schedules'
 import * as stats from './stats'
@@ -23,6 +28,8 @@ export { DEFAULT_ENGINE_CONFIG } from './context'
 export { EngineError } from './errors'
 export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './schedules'
 export { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ClaimBatch, type ExchangeAnswer, type ItemResult, type WorkerExchange } from './batch'
+export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkFilter, type BulkPlan, type BulkStep } from './bulk'
+export type { CountedState, QueuePause, QueueSummary } from './queues'
 
 export interface EngineOptions {
   db: Database
@@ -47,6 +54,7 @@ export class Engine {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
     this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
     this.recent = new RecentCounts(this.ctx)
+    this.ctx.pausedQueues.load()
   }
 
   get config(): EngineConfig {
@@ -147,6 +155,22 @@ export class Engine {
   /** A worker's reports (heartbeats, completions, failures) and a claim for its free slots, in one call. */
   exchange = (request: batch.WorkerExchange): batch.ExchangeAnswer => batch.exchange(this.ctx, this.capacity, request)
 
+  // Delayed jobs, paused queues, retries and bulk operations (docs/operations.md)
+  /** Runs a delayed job now (409 `not_scheduled` unless it waits for its `run_at`). */
+  runNow = (jobId: string, requestedBy: string | null = null): JobRow => runNow(this.ctx, jobId, requestedBy)
+  /** A FAILED, TIMEOUT or CANCELED job back to QUEUED as a new run with a fresh attempt budget. */
+  retry = (jobId: string, requestedBy: string | null = null): JobRow => retryJob(this.ctx, jobId, this.capacity.totalUnits(), requestedBy)
+  pauseQueue = (queue: string, requestedBy: string | null = null): queues.QueuePause => queues.pauseQueue(this.ctx, queue, requestedBy)
+  resumeQueue = (queue: string, requestedBy: string | null = null): queues.QueuePause => queues.resumeQueue(this.ctx, queue, requestedBy)
+  /** Every queue with jobs other than DONE ones, or paused, with its counts by state. */
+  listQueues = (): queues.QueueSummary[] => queues.listQueues(this.ctx)
+  /** Checks and plans a bulk retry, cancel or purge; {@link bulkStep} then runs it step by step. */
+  planBulk = (action: bulk.BulkAction, request: Parameters<typeof bulk.planBulk>[2]): bulk.BulkPlan => bulk.planBulk(this.ctx, action, request)
+  /** One step of a bulk call, its own transaction: call it outside {@link run}, and let other work in between steps. */
+  bulkStep = (plan: bulk.BulkPlan, cursor: bulk.BulkCursor): bulk.BulkStep => bulk.bulkStep(this.ctx, this.capacity, plan, cursor)
+  /** Deletes the finished ones of these jobs with their rows, in transactions of its own (see purge.ts). */
+  deleteFinishedJobs = (jobIds: readonly string[]): number => deleteFinishedJobs(this.ctx, jobIds)
+
   // File leases and blockers (seed 004)
   acquireFile = (request: files.FileLeaseRequest): files.AcquireResult => files.acquireFile(this.ctx, request)
   heartbeatFile = (request: { file: string; owner_id: string }) => files.heartbeatFile(this.ctx, request)
@@ -183,7 +207,7 @@ export class Engine {
     idleFiles: files.releaseIdleFiles(this.ctx),
   })
   nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
-  /** When the next QUEUED job's backoff ends, or null. */
+  /** When the next QUEUED job's backoff ends or a delayed job's `run_at` comes, or null (paused queues left out). */
   nextEligibleAt = (): number | null => nextEligibleAt(this.ctx, this.ctx.clock.now())
   /** A local worker process exited: its leases expire now, not after their TTL. */
   expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)

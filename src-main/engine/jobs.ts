@@ -20,6 +20,10 @@ export interface SubmitJob {
   max_runtime_s?: number | null
   queue?: string
   max_attempts?: number
+  /** A delayed job: not claimable or leasable before this moment (epoch ms). Not with `delay_ms`. */
+  run_at?: number | null
+  /** A delayed job: not claimable or leasable for this many milliseconds. Not with `run_at`. */
+  delay_ms?: number | null
 }
 
 export interface SubmitResult {
@@ -42,6 +46,28 @@ export function checkSubmit(input: SubmitJob): void {
   if (input.max_runtime_s != null && !isPositiveInteger(input.max_runtime_s)) {
     throw invalid('max_runtime_s: must be an integer of at least 1')
   }
+  if (input.run_at != null && input.delay_ms != null) throw invalid('run_at, delay_ms: give one or the other, not both')
+  if (input.run_at != null && !(Number.isSafeInteger(input.run_at) && input.run_at >= 0 && input.run_at <= LATEST_TIME)) {
+    throw invalid('run_at: must be a time between 1970 and 9999')
+  }
+  if (input.delay_ms != null && !(Number.isSafeInteger(input.delay_ms) && input.delay_ms >= 0 && input.delay_ms <= MAX_DELAY_MS)) {
+    throw invalid(`delay_ms: must be a whole number of milliseconds from 0 to ${MAX_DELAY_MS} (100 years)`)
+  }
+}
+
+/** The last moment an ISO-8601 time with a four-digit year can name (9999-12-31T23:59:59.999Z). */
+const LATEST_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
+/** The longest delay a submit may ask for. */
+export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+
+/**
+ * When a submitted job is to run, if that is later than `now` (a delayed job), else null: the
+ * job is eligible at once. A time in the past is not a delay: the job takes its place as any
+ * job submitted now, never ahead of jobs that have been waiting.
+ */
+export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now: number): number | null {
+  const at = input.run_at ?? (input.delay_ms != null ? now + input.delay_ms : null)
+  return at !== null && at > now ? at : null
 }
 
 export function getJob(ctx: EngineContext, jobId: string): JobRow {
@@ -98,7 +124,8 @@ export const costExceedsCapacity = (cost: number, totalUnits: number) =>
 
 /**
  * Submits a job, or returns the existing one when its idempotency key is already known. A job
- * costing more than `totalUnits` (the capacity's total now) is refused.
+ * costing more than `totalUnits` (the capacity's total now) is refused. A delayed job (`run_at`
+ * or `delay_ms`) becomes eligible at that time: it is its `eligible_at`, the FIFO key.
  */
 export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number): SubmitResult {
   checkSubmit(input)
@@ -110,6 +137,8 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
     if (input.cost_units > totalUnits) throw costExceedsCapacity(input.cost_units, totalUnits)
     const now = ctx.clock.now()
     const messageId = nextStreamMessageId(ctx)
+    const runAt = delayedUntil(input, now)
+    const maxAttempts = input.max_attempts ?? ctx.config.maxAttempts
     const job: Omit<JobRow, 'seq'> = {
       id: newId(),
       addon_id: input.addon_id ?? null,
@@ -123,7 +152,8 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       tags: JSON.stringify(input.tags ?? []),
       max_runtime_s: input.max_runtime_s ?? null,
       queue: input.queue ?? 'default',
-      max_attempts: input.max_attempts ?? ctx.config.maxAttempts,
+      max_attempts: maxAttempts,
+      attempt_budget: maxAttempts,
       state: 'QUEUED',
       attempts: 0,
       claimed_by: null,
@@ -131,7 +161,8 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       lease_id: null,
       stream_message_id: messageId,
       next_retry_at: null,
-      eligible_at: now,
+      eligible_at: runAt ?? now,
+      run_at: runAt,
       cancel_requested: 0,
       progress: null,
       note: null,
@@ -148,13 +179,15 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
     const info = ctx
       .stmt(
         `INSERT INTO jobs (id, addon_id, job_type, priority, cost_units, constraints, payload, is_unique,
-           idempotency_key, tags, max_runtime_s, queue, max_attempts, state, attempts, claimed_by,
-           claim_expires_at, lease_id, stream_message_id, next_retry_at, eligible_at, cancel_requested, progress, note,
-           dead_letter, final_status, error, result, metrics, created_at, updated_at, started_at, finished_at)
+           idempotency_key, tags, max_runtime_s, queue, max_attempts, attempt_budget, state, attempts, claimed_by,
+           claim_expires_at, lease_id, stream_message_id, next_retry_at, eligible_at, run_at,
+           cancel_requested, progress, note, dead_letter, final_status, error, result, metrics, created_at, updated_at,
+           started_at, finished_at)
          VALUES (@id, @addon_id, @job_type, @priority, @cost_units, @constraints, @payload, @is_unique,
-           @idempotency_key, @tags, @max_runtime_s, @queue, @max_attempts, @state, @attempts, @claimed_by,
-           @claim_expires_at, @lease_id, @stream_message_id, @next_retry_at, @eligible_at, @cancel_requested, @progress, @note,
-           @dead_letter, @final_status, @error, @result, @metrics, @created_at, @updated_at, @started_at, @finished_at)`,
+           @idempotency_key, @tags, @max_runtime_s, @queue, @max_attempts, @attempt_budget, @state, @attempts, @claimed_by,
+           @claim_expires_at, @lease_id, @stream_message_id, @next_retry_at, @eligible_at, @run_at,
+           @cancel_requested, @progress, @note, @dead_letter, @final_status, @error, @result, @metrics, @created_at, @updated_at,
+           @started_at, @finished_at)`,
       )
       .run(job)
     ctx.appendEvent('JOB', job.id, job.id, 'JOB_SUBMITTED', {
@@ -164,6 +197,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       cost_units: job.cost_units,
       queue: job.queue,
       message_id: messageId,
+      ...(runAt !== null ? { run_at: runAt } : {}),
     })
     return { job: { ...job, seq: Number(info.lastInsertRowid) }, duplicate: false }
   })

@@ -8,6 +8,7 @@ import { newId, newToken } from './ids'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { checkClaimer, expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
+import { pausedDenial } from './queues'
 import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
 import { nextStreamMessageId } from './streams'
 
@@ -190,7 +191,8 @@ export type JobLeaseDecision =
 /**
  * Dialect 002 lease request for a claimed job. The lease belongs to the worker that claimed
  * it; a request naming another worker is refused (403) before anything changes. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
- * advice, and keeps the claim alive while the worker keeps asking.
+ * advice, and keeps the claim alive while the worker keeps asking. A job of a paused queue is
+ * denied, as for want of capacity.
  */
 export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, request: LeaseRequestForJob): JobLeaseDecision {
   const ttl = checkTtl(ctx, request.ttl_s)
@@ -204,7 +206,7 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     if (request.cost_units !== undefined && request.cost_units !== job.cost_units) {
       throw new EngineError(409, 'cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)
     }
-    const denial = capacityDenial(capacity.figures(), job.cost_units)
+    const denial = pausedDenial(ctx, job.queue) ?? capacityDenial(capacity.figures(), job.cost_units)
     if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
     const now = ctx.clock.now()
     const retry_after_sec = ctx.config.leaseRetryAfterS

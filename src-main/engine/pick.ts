@@ -51,11 +51,11 @@ const PAGE_SIZES = [1, 4, 16, 64] as const
 /**
  * The eligible QUEUED jobs this worker can take, in scheduling order: by stream if the worker
  * names streams, then URGENT before HIGH before NORMAL before LOW, then by the time each job
- * became eligible. One index (`jobs_pick`: queue, priority, eligible_at, seq) serves both: a
- * worker that names no stream reads every queue's range of a priority at once, merged in order.
- * Each range is read in pages, so the first job costs O(log n) however many are queued. Lazy:
- * the caller stops at the head, or after `limit` claims. (Pages rather than an open cursor: the
- * caller writes between rows.)
+ * became eligible. Paused queues hand out nothing. One index (`jobs_pick_queue`: queue,
+ * priority, eligible_at, seq) serves both: a worker that names no stream reads every queue's
+ * range of a priority at once, merged in order. Each range is read in pages, so the first job
+ * costs O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
+ * claims. (Pages rather than an open cursor: the caller writes between rows.)
  */
 export function* eligibleJobs(
   ctx: EngineContext,
@@ -65,8 +65,8 @@ export function* eligibleJobs(
   holdsLease: () => boolean = memo(() => holdsActiveLease(ctx, filter.worker_id)),
 ): Generator<JobRow> {
   const inOrder = filter.queues
-    ? filter.queues.flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now)))
-    : PRIORITY_RANKS.map((rank) => merged(queuesWithQueuedJobs(ctx).map((queue) => rangeOf(ctx, queue, rank, now))))
+    ? unpaused(ctx, filter.queues).flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now)))
+    : PRIORITY_RANKS.map((rank) => merged(unpaused(ctx, queuesWithQueuedJobs(ctx)).map((queue) => rangeOf(ctx, queue, rank, now))))
   for (const range of inOrder) {
     for (const job of range) {
       if (canTake(job, filter, holdsLease)) yield job
@@ -109,7 +109,12 @@ function* merged(ranges: Generator<JobRow>[]): Generator<JobRow> {
   }
 }
 
-/** The queues that have QUEUED jobs, one index probe each (a skip through `jobs_pick`). */
+/** The queues that may hand out work now, of these: the ones not paused. */
+function unpaused(ctx: EngineContext, queues: readonly string[]): string[] {
+  return ctx.pausedQueues.size === 0 ? [...queues] : queues.filter((queue) => !ctx.pausedQueues.has(queue))
+}
+
+/** The queues that have QUEUED jobs, one index probe each (a skip through `jobs_pick_queue`). */
 function queuesWithQueuedJobs(ctx: EngineContext): string[] {
   return ctx
     .all<{ queue: string }>(
@@ -124,12 +129,13 @@ function queuesWithQueuedJobs(ctx: EngineContext): string[] {
 }
 
 /**
- * The next moment a QUEUED job becomes eligible (a requeued job's backoff ends), or null if none
- * waits: whoever waits for work sets a timer for it. One index probe per queue and priority.
+ * The next moment a QUEUED job of a queue that is not paused becomes eligible (a requeued job's
+ * backoff ends, a delayed job's `run_at` comes), or null if none waits: whoever waits for work
+ * sets a timer for it. One index probe per queue and priority.
  */
 export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
   let next: number | null = null
-  for (const queue of queuesWithQueuedJobs(ctx)) {
+  for (const queue of unpaused(ctx, queuesWithQueuedJobs(ctx))) {
     for (const rank of PRIORITY_RANKS) {
       const row = ctx.one<{ at: number | null }>(
         "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at > ?",

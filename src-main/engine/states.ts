@@ -5,7 +5,7 @@ import { EngineError } from './errors'
  * every move goes through {@link JOB_TRANSITIONS}. docs/states.md draws the same table.
  */
 export const JOB_STATES = [
-  /** Waiting to be picked (a requeued job also waits out its `next_retry_at`). */
+  /** Waiting to be picked (a requeued job also waits out its `next_retry_at`, a delayed one its `run_at`). */
   'QUEUED',
   /** Taken by a dialect-002 worker; returns to QUEUED if the claim expires. */
   'CLAIMED',
@@ -21,11 +21,11 @@ export const JOB_STATES = [
   'BLOCKED',
   /** Finished successfully. */
   'DONE',
-  /** Finished with a failure that is not retried. */
+  /** Finished with a failure that is not retried (an operator may retry it). */
   'FAILED',
-  /** Canceled before or while it ran. */
+  /** Canceled before or while it ran (an operator may retry it). */
   'CANCELED',
-  /** Its last lease expired with no attempts left (dead-lettered). */
+  /** Its last lease expired with no attempts left (dead-lettered; an operator may retry it). */
   'TIMEOUT',
 ] as const
 
@@ -63,10 +63,14 @@ export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = 
   RUNNING: ['QUEUED', 'BLOCKED', ...FINISH],
   BLOCKED: ['QUEUED', 'CANCELED'],
   DONE: [],
-  FAILED: [],
-  CANCELED: [],
-  TIMEOUT: [],
+  // An operator's retry: a new run with a fresh attempt budget (engine/retry.ts).
+  FAILED: ['QUEUED'],
+  CANCELED: ['QUEUED'],
+  TIMEOUT: ['QUEUED'],
 }
+
+/** The finished states an operator may retry (DONE is not: a success is submitted again instead). */
+export const RETRYABLE_STATES: ReadonlySet<JobState> = new Set(['FAILED', 'CANCELED', 'TIMEOUT'])
 
 export function canMove(from: JobState, to: JobState): boolean {
   return JOB_TRANSITIONS[from].includes(to)

@@ -4,6 +4,7 @@ import type { CapacityStore } from './capacity-store'
 import { iso } from './clock'
 import type { EngineContext } from './context'
 import { eligibleJobs } from './pick'
+import { isScheduled } from './scheduled'
 import type { JobState } from './states'
 import { shortId } from '../short-id'
 
@@ -25,6 +26,8 @@ export interface WaitingSituation {
   head: JobRow | undefined
   /** The open blocker a BLOCKED job waits on. */
   blockerOf(jobId: string): BlockerRow | undefined
+  /** The queues an operator paused. */
+  paused: ReadonlySet<string>
 }
 
 /** The states in which a job waits for something; the others run or have ended. */
@@ -41,6 +44,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore): Wait
     head: eligibleJobs(ctx, { worker_id: '', gpu_available: true }, now).next().value ?? undefined,
     blockerOf: (jobId) =>
       ctx.one<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN' ORDER BY seq DESC LIMIT 1", jobId),
+    paused: new Set(ctx.pausedQueues.all()),
   }
 }
 
@@ -65,6 +69,10 @@ export function waitingReason(job: JobRow, s: WaitingSituation): string | null {
     const on = blocker ? ` on ${blocker.file}, held by ${blocker.holder_owner_id} (blocker ${shortId(blocker.id)})` : ''
     return `halted${on}; waits for an operator to retry, force release or cancel`
   }
+  if (s.paused.has(job.queue)) {
+    const when = isScheduled(job, s.now) ? `; scheduled for ${iso(job.run_at)}` : ''
+    return `queue ${job.queue} is paused${when}; nothing is taken from it until it is resumed`
+  }
   const c = s.capacity
   if (job.cost_units > c.total_units) return `${overCapacity(job, c)}; raise total_units or cancel the job`
   const fits = job.cost_units <= c.available
@@ -79,7 +87,8 @@ export function waitingReason(job: JobRow, s: WaitingSituation): string | null {
   }
   // QUEUED
   if (job.eligible_at > s.now) {
-    return job.next_retry_at !== null ? `retry not before ${iso(job.next_retry_at)}` : `not eligible before ${iso(job.eligible_at)}`
+    if (job.next_retry_at !== null) return `retry not before ${iso(job.next_retry_at)}`
+    return isScheduled(job, s.now) ? `scheduled for ${iso(job.run_at)}` : `not eligible before ${iso(job.eligible_at)}`
   }
   const head = s.head
   if (head === undefined || head.id === job.id) {

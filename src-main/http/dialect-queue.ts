@@ -1,6 +1,7 @@
 import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
 import { type Engine, MAX_BATCH_ITEMS } from '../engine'
+import { MAX_DELAY_MS } from '../engine/jobs'
 import type { JobRow } from '../db/schema'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
@@ -25,14 +26,22 @@ export const SubmitJob = z.strictObject({
   max_runtime_s: z.number().int().min(1).max(7 * 24 * 3600).nullable().optional(),
   queue: z.string().min(1).max(200).optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
+  /** Not in the seed: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
+  run_at: z.iso.datetime({ offset: true }).nullable().optional(),
+  /** Not in the seed: a delayed job, not claimable or leasable for this many milliseconds. Not with `run_at`. */
+  delay_ms: z.number().int().min(0).max(MAX_DELAY_MS).nullable().optional(),
 })
 export type SubmitJob = z.infer<typeof SubmitJob>
 
 export const SubmitBatch = z.strictObject({ jobs: z.array(SubmitJob).min(1).max(MAX_BATCH_ITEMS) })
 export type SubmitBatch = z.infer<typeof SubmitBatch>
 
-/** Dialect 002's submit in the model's words: `client_request_id` is the idempotency key. */
-const submitInput = (input: SubmitJob) => ({ ...input, idempotency_key: input.client_request_id })
+/** Dialect 002's submit in the model's words: `client_request_id` is the idempotency key; times are epoch ms. */
+const submitInput = (input: SubmitJob) => ({
+  ...input,
+  idempotency_key: input.client_request_id,
+  run_at: input.run_at == null ? input.run_at : Date.parse(input.run_at),
+})
 
 /** Seed 002's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
 const duplicateRequest = (input: SubmitJob, job: JobRow) =>

@@ -16,6 +16,7 @@ import { pullRouter } from './dialect-pull'
 import { queueRouter } from './dialect-queue'
 import { workerRouter } from './dialect-worker'
 import { schedulesRouter } from './schedules'
+import { operationsRouter } from './operations'
 import { systemRouter } from './system'
 
 export interface HttpDependencies {
@@ -93,6 +94,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     filesRouter(engine, deps.clockWaiters, limit),
     eventsRouter(engine, tickets, streams, limit),
     schedulesRouter(engine, limit),
+    operationsRouter(engine, limit),
   ]
   for (const router of routers) {
     app.use(router.routes())

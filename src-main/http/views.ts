@@ -34,6 +34,8 @@ export function queueJob(job: JobRow) {
     lease_id: job.lease_id,
     attempts: job.attempts,
     next_retry_at: iso(job.next_retry_at),
+    /** A delayed job's time (null when it was not delayed, or was run at once). */
+    run_at: iso(job.run_at),
     unique: job.is_unique === 1,
     tags: parse(job.tags),
     max_runtime_s: job.max_runtime_s,

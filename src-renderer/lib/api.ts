@@ -37,6 +37,8 @@ export interface Job {
   attempts: number
   max_attempts: number
   next_retry_at: string | null
+  /** A delayed job's time (null when it was not delayed, or was run at once). */
+  run_at: string | null
   queue: string
   cancel_requested: boolean
   progress: number | null
@@ -137,6 +139,47 @@ export interface Blocker {
 
 export const BLOCKER_ACTIONS = ['retry', 'force_release', 'cancel'] as const
 export type BlockerAction = (typeof BLOCKER_ACTIONS)[number]
+
+/** The finished states an operator may retry (src-main/engine/states.ts RETRYABLE_STATES). */
+export const RETRYABLE_STATES: ReadonlySet<string> = new Set(['FAILED', 'CANCELED', 'TIMEOUT'])
+
+/** A queue as `GET /api/queues` lists it: its jobs by state (DONE not counted), paused or not. */
+export interface QueueInfo {
+  queue: string
+  paused: boolean
+  paused_at: string | null
+  paused_by: string | null
+  counts: Partial<Record<string, number>>
+}
+
+export const BULK_ACTIONS = ['retry', 'cancel', 'purge'] as const
+export type BulkAction = (typeof BULK_ACTIONS)[number]
+
+/** The states each bulk action applies to (src-main/engine/bulk.ts BULK_STATES), in the dashboard's names. */
+export const BULK_STATES: Readonly<Record<BulkAction, readonly string[]>> = {
+  retry: ['FAILED', 'CANCELED', 'TIMEOUT'],
+  cancel: ['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'LEASED', 'RUNNING', 'BLOCKED'],
+  purge: ['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'],
+}
+
+/** `POST /api/jobs/bulk/{action}`: which jobs (every field must match), and how. */
+export interface BulkRequest {
+  states?: string[]
+  queue?: string
+  job_type?: string
+  addon_id?: string
+  /** Cancel or purge with an empty filter. */
+  all?: boolean
+  /** Count only. */
+  dry_run?: boolean
+}
+
+export interface BulkAnswer {
+  action: BulkAction
+  matched: number
+  changed: number
+  dry_run: boolean
+}
 
 export interface Worker {
   worker_id: string
@@ -261,6 +304,14 @@ export class ApiClient {
   cancelJob = (id: string, reason?: string): Promise<{ job: Job }> =>
     this.call('POST', `${Q}/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {})
   jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}/attempts`)
+  retryJob = (id: string): Promise<{ job: Job }> => this.call('POST', `/api/jobs/${encodeURIComponent(id)}/retry`, { requested_by: 'dashboard' })
+  runJobNow = (id: string): Promise<{ job: Job }> => this.call('POST', `/api/jobs/${encodeURIComponent(id)}/run-now`, { requested_by: 'dashboard' })
+  bulk = (action: BulkAction, request: BulkRequest): Promise<BulkAnswer> =>
+    this.call('POST', `/api/jobs/bulk/${action}`, { ...request, requested_by: 'dashboard' })
+
+  listQueues = (): Promise<{ queues: QueueInfo[] }> => this.call('GET', '/api/queues')
+  setQueuePaused = (queue: string, paused: boolean): Promise<{ queue: Omit<QueueInfo, 'counts'> }> =>
+    this.call('POST', `/api/queues/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`, { requested_by: 'dashboard' })
   timeseries = (metric: Metric, range: Range, bucket: Bucket): Promise<Timeseries> =>
     this.call('GET', `${Q}/stats/timeseries${queryString({ metric, range, bucket })}`)
 

@@ -1,5 +1,6 @@
 import { ApiClient, ApiError, type LogEvent } from './api'
 import { BlockersState } from './blockers.svelte'
+import { BulkState } from './bulk.svelte'
 import { CapacityState } from './capacity.svelte'
 import { ChartsState } from './charts.svelte'
 import { coalesce } from './coalesce'
@@ -9,6 +10,7 @@ import { JobDetailState } from './job-detail.svelte'
 import { JobsState } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
+import { QueuesState } from './queues.svelte'
 import type { Place } from './route.svelte'
 import { SchedulesState } from './schedules.svelte'
 import { WorkersState } from './workers.svelte'
@@ -45,6 +47,8 @@ export class Dashboard {
   readonly leases: LeasesState
   readonly jobs: JobsState
   readonly schedules: SchedulesState
+  readonly bulk: BulkState
+  readonly queues: QueuesState
   readonly blockers: BlockersState
   readonly workers: WorkersState
   readonly charts: ChartsState
@@ -54,6 +58,7 @@ export class Dashboard {
     capacity: coalesce(() => void this.capacity.refresh(), 150),
     leases: coalesce(() => void this.leases.refresh(), 150),
     jobs: coalesce(() => void this.jobs.refresh(), 300),
+    queues: coalesce(() => void this.queues.refresh(), 300),
     detail: coalesce(() => void this.detail?.refresh(), 300),
     blockers: coalesce(() => void this.blockers.refresh(), 150),
     schedules: coalesce(() => void this.schedules.refresh(), 300),
@@ -71,6 +76,8 @@ export class Dashboard {
     this.capacity = new CapacityState(this.api)
     this.leases = new LeasesState(this.api, this.time)
     this.jobs = new JobsState(this.api)
+    this.bulk = new BulkState(this.api, () => this.later.jobs())
+    this.queues = new QueuesState(this.api)
     this.blockers = new BlockersState(this.api)
     this.schedules = new SchedulesState(this.api)
     this.workers = new WorkersState(this.api)
@@ -107,6 +114,7 @@ export class Dashboard {
     void this.capacity.refresh()
     void this.leases.refresh()
     void this.jobs.refresh()
+    void this.queues.refresh()
     void this.blockers.refresh()
     void this.schedules.refresh()
     void this.workers.refresh()
@@ -136,12 +144,16 @@ export class Dashboard {
       this.detail = null
     }
     if (place.view === 'charts' && this.auth === 'ok') void this.charts.refresh()
+    if (place.view === 'queues' && this.auth === 'ok') void this.queues.refresh()
+    if (place.view !== 'jobs') this.bulk.dismiss()
   }
 
   private receive(event: LogEvent): void {
     if (this.leases.apply(event)) this.later.leases()
     if (CapacityState.moves(event)) this.later.capacity()
     if (this.jobs.apply(event)) this.later.jobs()
+    // Counts move with every job; they are read again only while someone looks (a pause or resume always).
+    if (QueuesState.moves(event) && (this.place.view === 'queues' || event.type.startsWith('QUEUE_'))) this.later.queues()
     if (this.detail?.apply(event)) this.later.detail()
     if (BlockersState.moves(event)) this.later.blockers()
     if (this.schedules.apply(event)) this.later.schedules()

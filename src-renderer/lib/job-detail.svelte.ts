@@ -14,7 +14,8 @@ export class JobDetailState {
   error = $state<string | null>(null)
   notFound = $state(false)
   loading = $state(false)
-  cancelError = $state<string | null>(null)
+  /** Why the last cancel, retry or run-now failed. */
+  actionError = $state<string | null>(null)
 
   constructor(
     private readonly api: ApiClient,
@@ -50,12 +51,28 @@ export class JobDetailState {
     return true
   }
 
-  async cancel(): Promise<void> {
+  cancel(): Promise<void> {
+    return this.act(() => this.api.cancelJob(this.jobId, 'canceled from the dashboard'))
+  }
+
+  /** A failed, dead-lettered or canceled job back to the queue as a new run. */
+  retry(): Promise<void> {
+    return this.act(() => this.api.retryJob(this.jobId))
+  }
+
+  /** A scheduled (delayed) job runs now. */
+  runNow(): Promise<void> {
+    return this.act(() => this.api.runJobNow(this.jobId))
+  }
+
+  private async act(call: () => Promise<{ job: Job }>): Promise<void> {
     try {
-      this.job = (await this.api.cancelJob(this.jobId, 'canceled from the dashboard')).job
-      this.cancelError = null
+      const { job } = await call()
+      this.job = job
+      this.actionError = null
+      void this.refresh() // the result, waiting reason and timeline as they now are
     } catch (error) {
-      this.cancelError = describeError(error)
+      this.actionError = describeError(error)
     }
   }
 }

@@ -36,6 +36,12 @@ export function reduceJob(job: Job, event: LogEvent): Job {
     case 'JOB_BLOCKED':
       next = { ...next, lease_id: null, progress: null }
       break
+    case 'JOB_RUN_NOW':
+      next = { ...next, run_at: null }
+      break
+    case 'JOB_RETRIED':
+      next = { ...next, max_attempts: num(data['max_attempts']) ?? next.max_attempts, dead_letter: false, cancel_requested: false, progress: null, note: null, run_at: null }
+      break
   }
   return next
 }

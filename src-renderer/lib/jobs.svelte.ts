@@ -23,8 +23,8 @@ export class JobsState {
   /** The cursors of the pages before this one; empty on the first page. */
   private cursors = $state<(string | undefined)[]>([])
   nextCursor = $state<string | null>(null)
-  /** Job id → message, for a cancel that failed. */
-  cancelErrors = $state<Record<string, string>>({})
+  /** Job id → message, for a cancel or run-now that failed. */
+  rowErrors = $state<Record<string, string>>({})
 
   readonly page = $derived(this.cursors.length + 1)
   readonly hasPrevious = $derived(this.cursors.length > 0)
@@ -80,13 +80,22 @@ export class JobsState {
     return this.refresh()
   }
 
-  async cancel(jobId: string): Promise<void> {
+  cancel(jobId: string): Promise<void> {
+    return this.act(jobId, () => this.api.cancelJob(jobId, 'canceled from the dashboard'))
+  }
+
+  /** Runs a scheduled (delayed) job now. */
+  runNow(jobId: string): Promise<void> {
+    return this.act(jobId, () => this.api.runJobNow(jobId))
+  }
+
+  private async act(jobId: string, call: () => Promise<{ job: Job }>): Promise<void> {
     try {
-      const { job } = await this.api.cancelJob(jobId, 'canceled from the dashboard')
-      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? job : r))
-      delete this.cancelErrors[jobId]
+      const { job } = await call()
+      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? { ...r, ...job } : r))
+      delete this.rowErrors[jobId]
     } catch (error) {
-      this.cancelErrors[jobId] = describeError(error)
+      this.rowErrors[jobId] = describeError(error)
     }
   }
 

@@ -1,5 +1,5 @@
-/** The dashboard's views, addressed by the URL fragment: `#/jobs`, `#/jobs/<id>`, `#/schedules`, `#/blockers` … */
-export const VIEWS = ['overview', 'jobs', 'schedules', 'blockers', 'workers', 'charts'] as const
+/** The dashboard's views, addressed by the URL fragment: `#/jobs`, `#/jobs/<id>`, `#/schedules`, `#/queues`, `#/blockers` … */
+export const VIEWS = ['overview', 'jobs', 'schedules', 'queues', 'blockers', 'workers', 'charts'] as const
 export type View = (typeof VIEWS)[number] | 'job'
 
 export interface Place {

@@ -141,6 +141,11 @@ describe('leasehold submit', async () => {
     [['--type', 't', '--units', '0'], '--units'],
     [['--type', 't', '--priority', 'whenever'], '--priority'],
     [['--type', 't', 'stray'], 'stray'],
+    [['--type', 't', '--in', '10 minutes'], '--in must be a duration'],
+    [['--type', 't', '--in', '5'], '--in must be a duration'],
+    [['--type', 't', '--at', 'next tuesday'], '--at must be an ISO-8601 time'],
+    [['--type', 't', '--at', '2026-02-30T00:00:00Z'], '--at must be an ISO-8601 time'],
+    [['--type', 't', '--in', '1m', '--at', '2030-01-01T00:00:00Z'], '--at and --in'],
   ])('bad input (%j) is one line and exit 2, and submits nothing', async (args, text) => {
     const before = host.engine.listJobs({ limit: 500 }).jobs.length
     const result = await cli(['submit', ...args])
@@ -149,6 +154,22 @@ describe('leasehold submit', async () => {
     expect(result.stderr).toContain(text)
     expect(result.stdout).toBe('')
     expect(host.engine.listJobs({ limit: 500 }).jobs.length).toBe(before)
+  })
+
+  test('--in delays the job from now on the host, --at until the given time; the job waits scheduled', async () => {
+    const delayed = await cli(['submit', '--type', 'later', '--in', '1h30m'])
+    expect(delayed.status).toBe(0)
+    const id = delayed.stdout.trim()
+    expect(host.engine.getJob(id)).toMatchObject({ state: 'QUEUED', run_at: expect.any(Number) })
+    const runAt = host.engine.getJob(id).run_at!
+    expect(runAt - host.engine.getJob(id).created_at).toBe(90 * 60 * SECOND)
+    const at = new Date(clock.now() + 3_600_000).toISOString()
+    const timed = await cli(['submit', '--type', 'later', '--at', at, '--json'])
+    expect(JSON.parse(timed.stdout)).toMatchObject({ run_at: at, state: 'QUEUED' })
+    const listed = await cli(['jobs', '--state', 'QUEUED'])
+    expect(listed.stdout).toContain(`scheduled for ${at}`)
+    host.engine.cancel(id)
+    host.engine.cancel(JSON.parse(timed.stdout).job_id)
   })
 
   test('repeating an idempotency key is exit 1 with duplicate_request, naming the job that has it', async () => {
@@ -382,6 +403,36 @@ describe('leasehold status names jobs by the end of their ids', async () => {
   })
 })
 
+describe('leasehold queue', async () => {
+  test('pause holds a queue, list shows it paused with its jobs, resume lets them go', async () => {
+    const id = host.engine.submit({ job_type: 'q', cost_units: 1, queue: 'cli-q' }).job.id
+    const paused = await cli(['queue', 'pause', 'cli-q', '--by', 'ops'])
+    expect(paused.status).toBe(0)
+    expect(paused.stdout).toMatch(/^queue cli-q paused since \S+ by ops$/m)
+    expect(host.engine.claimAndLease({ worker_id: 'w', queues: ['cli-q'] })).toMatchObject({ granted: false })
+    const listed = await cli(['queue', 'list'])
+    expect(listed.status).toBe(0)
+    expect(listed.stdout).toMatch(/^QUEUE\s+STATE\s+WAITING\s+RUNNING/m)
+    expect(listed.stdout).toMatch(/^cli-q\s+paused since \S+ by ops\s+1\s+0/m)
+    const json = JSON.parse((await cli(['queue', 'list', '--json'])).stdout)
+    expect(json.queues.find((q: { queue: string }) => q.queue === 'cli-q')).toMatchObject({ paused: true, counts: { QUEUED: 1 } })
+    const resumed = await cli(['queue', 'resume', 'cli-q'])
+    expect(resumed.stdout.trim()).toBe('queue cli-q active')
+    host.engine.cancel(id)
+  })
+
+  test.each([
+    [[], 'queue needs one of list, pause, resume'],
+    [['stop', 'q'], 'queue needs one of list, pause, resume'],
+    [['pause'], 'queue pause needs the name of a queue'],
+    [['list', 'extra'], 'extra'],
+  ])('bad input (%j) is one line and exit 2', async (args, text) => {
+    const result = await cli(['queue', ...args])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(text)])
+  })
+})
+
 describe('finding the host', async () => {
   test('no token is one line and exit 2', async () => {
     const empty = tempDir()
@@ -419,9 +470,10 @@ describe('help', async () => {
   test('leasehold --help lists every command; help CMD and CMD --help show its flags', async () => {
     const top = runCli(['--help'])
     expect(top.status).toBe(0)
-    for (const command of ['serve', 'worker', 'submit', 'jobs', 'status', 'help']) expect(top.stdout).toMatch(new RegExp(`^  ${command}\\s`, 'm'))
+    for (const command of ['serve', 'worker', 'submit', 'jobs', 'queue', 'status', 'help']) expect(top.stdout).toMatch(new RegExp(`^  ${command}\\s`, 'm'))
     const flags: Record<string, string[]> = {
-      submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--wait', '--json', '--url', '--token', '--data-dir'],
+      submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--at', '--in', '--wait', '--json', '--url', '--token', '--data-dir'],
+      queue: ['list', 'pause QUEUE', 'resume QUEUE', '--by', '--json', '--url', '--token', '--data-dir'],
       jobs: ['--state', '--limit', '--json', '--url', '--token', '--data-dir'],
       status: ['--json', '--url', '--token', '--data-dir'],
     }

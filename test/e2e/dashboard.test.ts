@@ -2,7 +2,8 @@
  * The dashboard in Debian's Chromium against a real host with its pool of two local workers:
  * jobs appear, run and finish live; the busy rating changes usable capacity; a blocker halt is
  * answered from the page; a running job is canceled from the page; a schedule is created,
- * explained in words and disabled. The host runs on a
+ * explained in words and disabled; a scheduled job is run now or canceled, a queue paused and
+ * resumed, a failed job retried, jobs retried and purged in bulk. The host runs on a
  * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
  * lease countdowns follow the host's clock, also when it moves.
  */
@@ -381,6 +382,103 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await page.locator('tr[data-schedule="nightly-report"][data-enabled="false"]').waitFor({ timeout: 5000 })
     expect(await next.textContent()).toContain('disabled')
     expect((await json(await host.call('/api/schedules/nightly-report'))).schedule).toMatchObject({ enabled: false, next_fire_at: null })
+  })
+
+  test('a scheduled job is listed with its time, run now from the page, and another one canceled', async () => {
+    const runs = await submit({ job_type: 'sleep', payload: { ms: 200 }, delay_ms: 3_600_000 })
+    const waits = await submit({ job_type: 'sleep', payload: { ms: 200 }, delay_ms: 3_600_000 })
+    await page.goto(`${host.url}/#/jobs`)
+    const row = page.locator(`tr[data-job="${runs}"][data-scheduled="true"]`)
+    await row.waitFor({ timeout: 5000 })
+    expect(await row.textContent()).toContain('SCHEDULED')
+    expect(await row.getByTestId('run-at').textContent()).toMatch(/^for \d\d:\d\d:\d\d$/)
+    await shoot('jobs-scheduled')
+    await row.getByRole('button', { name: `Run job ${runs} now` }).click()
+    // Eligible at once: a local worker takes it, and the row follows it to its end.
+    await page.locator(`tr[data-job="${runs}"][data-state="DONE"]`).waitFor({ timeout: 10_000 })
+    const timeline = (await json(await host.call(`${Q}/jobs/${runs}/events`))).events.map((e: { type: string }) => e.type)
+    expect(timeline).toEqual(expect.arrayContaining(['JOB_RUN_NOW', 'JOB_DONE']))
+    await page.locator(`tr[data-job="${waits}"][data-scheduled="true"]`).getByRole('button', { name: 'Cancel' }).click()
+    await page.locator(`tr[data-job="${waits}"][data-state="CANCELED"]`).waitFor({ timeout: 5000 })
+    expect(await jobState(waits)).toBe('CANCELED')
+  })
+
+  test('a queue is paused and resumed with its toggle; its jobs wait meanwhile', async () => {
+    await page.goto(`${host.url}/#/queues`)
+    // The local workers take the default queue: pause it by name.
+    await page.getByLabel('Pause another queue').fill('default')
+    await page.getByRole('button', { name: 'Pause', exact: true }).click()
+    const row = page.locator('tr[data-queue="default"]')
+    await page.locator('tr[data-queue="default"][data-paused="true"]').waitFor({ timeout: 5000 })
+    await page.getByTestId('paused-count').filter({ hasText: '1' }).waitFor()
+    const held = await submit({ job_type: 'sleep', payload: { ms: 100 } })
+    const job = (await json(await host.call(`${Q}/jobs/${held}`))).job
+    expect(job).toMatchObject({ state: 'QUEUED', waiting_reason: expect.stringContaining('queue default is paused') })
+    const waiting = (await json(await host.call('/api/queues'))).queues.find((q: { queue: string }) => q.queue === 'default').counts.QUEUED
+    expect(waiting).toBeGreaterThanOrEqual(1)
+    await expect.poll(() => row.locator('td.num').first().textContent(), { timeout: 5000 }).toBe(String(waiting))
+    await shoot('queues-paused')
+    await row.getByRole('button', { name: 'Resume queue default' }).click()
+    await page.locator('tr[data-queue="default"][data-paused="false"]').waitFor({ timeout: 5000 })
+    await until(async () => (await jobState(held)) === 'DONE', 10_000, 'the held job done after the resume')
+    expect((await json(await host.call('/api/queues'))).queues.some((q: { paused: boolean }) => q.paused)).toBe(false)
+  })
+
+  test("a failed job is retried from its page: a new run, its first attempt kept", async () => {
+    const id = await submit({ job_type: 'flaky', queue: 'retry', max_attempts: 1 })
+    const take = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-retry', streams: ['retry'], max_wait_ms: 0 } }))
+    const first = await take()
+    expect(first.job_id).toBe(id)
+    const error = { code: 'E_FLAKY', message: 'not this time', retryable: true }
+    await json(await host.call('/internal/worker/fail', { method: 'POST', json: { worker_id: 'ext-retry', job_id: id, attempt_id: first.attempt_id, lease_token: first.lease_token, error } }))
+    expect(await jobState(id)).toBe('FAILED')
+    await page.goto(`${host.url}/#/jobs/${id}`)
+    const detail = page.getByTestId('job-detail')
+    await detail.getByText('FAILED', { exact: true }).waitFor()
+    await detail.getByRole('button', { name: 'Retry' }).click()
+    await detail.getByText('QUEUED', { exact: true }).waitFor({ timeout: 5000 })
+    await expect.poll(() => page.getByTestId('timeline').textContent(), { timeout: 5000 }).toContain('JOB_RETRIED')
+    expect(await page.getByTestId('timeline').textContent()).toContain('requested_by=dashboard')
+    const second = await take()
+    expect(second.job_id).toBe(id)
+    await json(await host.call('/internal/worker/complete', { method: 'POST', json: { worker_id: 'ext-retry', job_id: id, attempt_id: second.attempt_id, lease_token: second.lease_token } }))
+    await detail.getByText('DONE', { exact: true }).waitFor({ timeout: 5000 })
+    await expect.poll(() => page.locator('[data-testid="attempts"] tbody tr').count(), { timeout: 5000 }).toBe(2)
+    expect(await page.locator('[data-testid="attempts"] tr[data-attempt="1"]').getByTestId('attempt-error').textContent()).toContain('E_FLAKY')
+    await shoot('job-retried')
+  })
+
+  test('bulk retry and purge from the jobs view, each confirmed with the number of jobs it touches', async () => {
+    const ids = [await submit({ job_type: 'bulk-e2e', queue: 'bulk' }), await submit({ job_type: 'bulk-e2e', queue: 'bulk' })]
+    for (const id of ids) await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+    await page.goto(`${host.url}/#/jobs`)
+    await page.getByLabel('Type').fill('bulk-e2e')
+    await page.getByRole('button', { name: 'Search' }).click()
+    await page.getByRole('group', { name: 'Filter by state' }).getByRole('button', { name: 'CANCELED', exact: true }).click()
+    await expect.poll(() => page.locator('[data-testid="jobs"] tbody tr').count()).toBe(2)
+
+    await page.getByTestId('bulk-retry').click()
+    const confirm = page.getByTestId('bulk-confirm')
+    await confirm.waitFor()
+    expect(await confirm.textContent()).toContain('Retry 2 jobs? The CANCELED jobs of type bulk-e2e will go back to the queue')
+    await shoot('bulk-retry-confirm')
+    await confirm.getByRole('button', { name: 'Retry 2 jobs' }).click()
+    await expect.poll(() => page.getByTestId('bulk-result').textContent()).toBe('Retried 2 of 2 jobs.')
+    expect(await Promise.all(ids.map(jobState))).toEqual(['QUEUED', 'QUEUED'])
+
+    for (const id of ids) await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+    await page.getByTestId('bulk-purge').click()
+    await confirm.waitFor()
+    expect(await confirm.textContent()).toContain('Purge 2 jobs?')
+    await confirm.getByRole('button', { name: 'Keep them' }).click()
+    await confirm.waitFor({ state: 'detached' })
+    expect(await Promise.all(ids.map(jobState))).toEqual(['CANCELED', 'CANCELED'])
+    await page.getByTestId('bulk-purge').click()
+    await confirm.getByRole('button', { name: 'Purge 2 jobs' }).click()
+    await expect.poll(() => page.getByTestId('bulk-result').textContent()).toBe('Purged 2 of 2 jobs.')
+    await page.getByTestId('jobs-empty').waitFor({ timeout: 5000 })
+    for (const id of ids) expect((await host.call(`${Q}/jobs/${id}`)).status).toBe(404)
+    await page.getByRole('button', { name: 'Clear filters' }).click()
   })
 
   test('a wrong token gets the token form, the right one the dashboard', async () => {

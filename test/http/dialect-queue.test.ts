@@ -91,6 +91,7 @@ describe('POST /jobs/submit', () => {
       lease_id: null,
       attempts: 0,
       next_retry_at: null,
+      run_at: null,
       unique: false,
       tags: [],
       max_runtime_s: null,

@@ -11,6 +11,7 @@ import { WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, 
 import { ChangeSchedule, CreateSchedule } from '../../src-main/http/schedules'
 import { createHttpApp, type HttpDependencies } from '../../src-main/http/server'
 import { CapacityChange } from '../../src-main/http/system'
+import { BulkRequest, OperatorRequest } from '../../src-main/http/operations'
 
 export interface Route {
   method: string
@@ -76,6 +77,13 @@ export const BODY_ROUTES: BodyRoute[] = [
   { method: 'POST', path: '/api/blockers/:blocker_id/resolve', schema: BlockerResolve },
   { method: 'POST', path: '/api/schedules', schema: CreateSchedule },
   { method: 'PATCH', path: '/api/schedules/:name', schema: ChangeSchedule },
+  { method: 'POST', path: '/api/jobs/:job_id/retry', schema: OperatorRequest },
+  { method: 'POST', path: '/api/jobs/:job_id/run-now', schema: OperatorRequest },
+  { method: 'POST', path: '/api/jobs/bulk/retry', schema: BulkRequest },
+  { method: 'POST', path: '/api/jobs/bulk/cancel', schema: BulkRequest },
+  { method: 'POST', path: '/api/jobs/bulk/purge', schema: BulkRequest },
+  { method: 'POST', path: '/api/queues/:queue/pause', schema: OperatorRequest },
+  { method: 'POST', path: '/api/queues/:queue/resume', schema: OperatorRequest },
 ]
 
 /** POST/PUT/PATCH routes that take no body at all (their body is never read). */

@@ -52,6 +52,7 @@ export const QUEUE_JOB_KEYS = sorted([
   'attempts',
   'next_retry_at',
   // documented extras
+  'run_at',
   'unique',
   'tags',
   'max_runtime_s',

@@ -1,5 +1,5 @@
 // @vitest-environment happy-dom
-import { flushSync, mount, unmount } from 'svelte'
+import { flushSync } from 'svelte'
 import { afterEach, expect, test, vi } from 'vitest'
 import BlockerCard from '../../src-renderer/components/BlockerCard.svelte'
 import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
@@ -12,21 +12,9 @@ import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
 import { WorkersState } from '../../src-renderer/lib/workers.svelte'
-import { event, fakeFetch, iso, job, SECOND, T0 } from './support'
+import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
-const mounted: ReturnType<typeof mount>[] = []
-function render<P extends Record<string, any>>(component: any, props: P): HTMLElement {
-  const target = document.createElement('div')
-  document.body.append(target)
-  mounted.push(mount(component, { target, props }))
-  flushSync()
-  return target
-}
-afterEach(() => {
-  for (const component of mounted.splice(0)) unmount(component)
-  document.body.innerHTML = ''
-})
-const text = (el: Element | null | undefined) => el?.textContent?.replace(/\s+/g, ' ').trim()
+afterEach(unmountAll)
 
 test('the leases table counts down to expiry, shows the job type and heartbeat age, and marks an expired lease', () => {
   const lease = (lease_id: string, ended: LeaseRow['ended'] = null): LeaseRow => ({

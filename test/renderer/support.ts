@@ -1,3 +1,4 @@
+import { flushSync, mount, unmount } from 'svelte'
 import type { Job, LogEvent } from '../../src-renderer/lib/api'
 
 export const T0 = Date.UTC(2026, 0, 1)
@@ -26,6 +27,7 @@ export function job(overrides: Partial<Job> = {}): Job {
     attempts: 0,
     max_attempts: 3,
     next_retry_at: null,
+    run_at: null,
     queue: 'default',
     cancel_requested: false,
     progress: null,
@@ -51,3 +53,22 @@ export function fakeFetch(routes: Record<string, object | ((body: any) => unknow
   }
   return { fetcher, calls }
 }
+
+const mounted: ReturnType<typeof mount>[] = []
+
+/** Mounts a component in the document (happy-dom); {@link unmountAll} after each test takes it away. */
+export function render<P extends Record<string, any>>(component: any, props: P): HTMLElement {
+  const target = document.createElement('div')
+  document.body.append(target)
+  mounted.push(mount(component, { target, props }))
+  flushSync()
+  return target
+}
+
+export function unmountAll(): void {
+  for (const component of mounted.splice(0)) unmount(component)
+  document.body.innerHTML = ''
+}
+
+/** An element's text with its white space folded. */
+export const text = (el: Element | null | undefined) => el?.textContent?.replace(/\s+/g, ' ').trim()

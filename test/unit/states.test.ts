@@ -8,6 +8,7 @@ import {
   LEASE_REQUEST_STATES,
   priorityName,
   priorityRank,
+  RETRYABLE_STATES,
   TERMINAL_STATES,
   type JobState,
 } from '../../src-main/engine/states'
@@ -55,11 +56,15 @@ describe('canonical job states', () => {
     )
   })
 
-  it('terminal states are DONE, FAILED, CANCELED, TIMEOUT and have no way out', () => {
+  it('terminal states are DONE, FAILED, CANCELED, TIMEOUT; the only way out is an operator\'s retry of a FAILED, CANCELED or TIMEOUT job', () => {
     expect([...TERMINAL_STATES].sort()).toEqual(['CANCELED', 'DONE', 'FAILED', 'TIMEOUT'])
+    expect([...RETRYABLE_STATES].sort()).toEqual(['CANCELED', 'FAILED', 'TIMEOUT'])
+    expect(JOB_TRANSITIONS.DONE).toEqual([])
     for (const s of TERMINAL_STATES) {
-      expect(JOB_TRANSITIONS[s]).toEqual([])
-      for (const to of JOB_STATES) expectEngineError(() => assertMove('j', s, to), 409, 'illegal_transition')
+      for (const to of JOB_STATES) {
+        if (RETRYABLE_STATES.has(s) && to === 'QUEUED') expect(canMove(s, to)).toBe(true)
+        else expectEngineError(() => assertMove('j', s, to), 409, 'illegal_transition')
+      }
     }
   })
 
@@ -79,6 +84,7 @@ describe('canonical job states', () => {
     ]
     const legal = new Set([...CONTRACT_MOVES, ...extra].map(([a, b]) => `${a}>${b}`))
     for (const from of ['LEASED', 'RUNNING'] as const) for (const to of TERMINAL_STATES) legal.add(`${from}>${to}`)
+    for (const from of RETRYABLE_STATES) legal.add(`${from}>QUEUED`)
     for (const from of JOB_STATES) {
       for (const to of JOB_STATES) {
         if (legal.has(`${from}>${to}`)) continue

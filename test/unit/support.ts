@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/clock'
-import { Engine, EngineError, type EngineConfig } from '../../src-main/engine'
+import { type BulkAction, Engine, EngineError, type EngineConfig } from '../../src-main/engine'
 import type { Leased } from '../../src-main/engine/leases'
 import type { WorkerFilter } from '../../src-main/engine/pick'
 import type { EventRow } from '../../src-main/db/schema'
@@ -73,9 +73,25 @@ export function openFileEngine(
   return { engine, sqlite, clock }
 }
 
-/** The job's stream messages, oldest first, as its JOB_SUBMITTED and JOB_REQUEUED events record them. */
+/** The job's stream messages, oldest first, as its JOB_SUBMITTED, JOB_REQUEUED and JOB_RETRIED events record them. */
 export const messageIds = (engine: Engine, jobId: string): number[] =>
   engine
     .jobEvents(jobId)
-    .filter((e) => e.event_type === 'JOB_SUBMITTED' || e.event_type === 'JOB_REQUEUED')
+    .filter((e) => ['JOB_SUBMITTED', 'JOB_REQUEUED', 'JOB_RETRIED'].includes(e.event_type))
     .map((e) => (JSON.parse(e.data) as { message_id: number }).message_id)
+
+/** Runs a bulk call step by step, as the HTTP route does; returns the totals and each step's count. */
+export function runBulk(engine: Engine, action: BulkAction, request: Parameters<Engine['planBulk']>[1]) {
+  const plan = engine.planBulk(action, request)
+  const steps: number[] = []
+  let matched = 0
+  let changed = 0
+  for (let cursor = plan.first; cursor; ) {
+    const step = engine.bulkStep(plan, cursor)
+    steps.push(step.matched)
+    matched += step.matched
+    changed += step.changed
+    cursor = step.next
+  }
+  return { matched, changed, steps }
+}

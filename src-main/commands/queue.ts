@@ -1,0 +1,86 @@
+import { resolveClientTarget } from '../client-config'
+import { ConfigError } from '../config'
+import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
+
+export const QUEUE_HELP = `Usage: leasehold queue list [flags]
+       leasehold queue pause QUEUE [flags]
+       leasehold queue resume QUEUE [flags]
+
+Lists the queues (GET /api/queues) with their jobs by state and whether each is paused, or
+pauses or resumes one (POST /api/queues/QUEUE/pause, /resume). A paused queue's jobs are
+neither claimed nor leased by any worker until it is resumed; jobs already running finish,
+and submits are still accepted. A pause outlives a restart of the host.
+
+Commands:
+  list                 every queue that has jobs other than DONE ones, or is paused: its jobs
+                       waiting (QUEUED and claimed), running, blocked, failed, canceled and
+                       timed out (DONE jobs are not counted)
+  pause QUEUE          pause a queue (it need not have jobs yet)
+  resume QUEUE         resume a paused queue
+
+Flags:
+  --by NAME            who asks, recorded in the queue's event (pause, resume)
+  --json               print the host's answer as JSON
+${TARGET_HELP}
+  -h, --help`
+
+interface QueueFlags {
+  url?: string
+  token?: string
+  'data-dir'?: string
+  by?: string
+  json?: boolean
+}
+
+interface QueueView {
+  queue: string
+  paused: boolean
+  paused_at: string | null
+  paused_by: string | null
+  counts?: Record<string, number>
+}
+
+const SUBCOMMANDS = ['list', 'pause', 'resume'] as const
+
+/** `leasehold queue list|pause|resume`. */
+export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const [sub, ...rest] = argv
+  if (sub === undefined || !(SUBCOMMANDS as readonly string[]).includes(sub)) {
+    throw new ConfigError(`queue needs one of ${SUBCOMMANDS.join(', ')}${sub === undefined ? '' : ` (got "${sub}")`}; see leasehold queue --help`)
+  }
+  const name = sub === 'list' ? undefined : rest.shift()
+  if (sub !== 'list' && (name === undefined || name.startsWith('-'))) throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
+  const flags = parseFlags<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'])
+  const target = resolveClientTarget(flags, env)
+
+  if (sub === 'list') {
+    const answer = await callHost<{ queues: QueueView[] }>(target, 'GET', '/api/queues')
+    if (flags.json) console.log(JSON.stringify(answer, null, 2))
+    else if (answer.queues.length === 0) console.log('no queues with jobs (DONE jobs are not counted), and none paused')
+    else console.log(queueTable(answer.queues))
+    return 0
+  }
+  const path = `/api/queues/${encodeURIComponent(name!)}/${sub}`
+  const { queue } = await callHost<{ queue: QueueView }>(target, 'POST', path, flags.by === undefined ? {} : { requested_by: flags.by })
+  if (flags.json) console.log(JSON.stringify({ queue }, null, 2))
+  else console.log(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} active`)
+  return 0
+}
+
+const pausedSince = (q: QueueView) => ` since ${q.paused_at}${q.paused_by ? ` by ${q.paused_by}` : ''}`
+
+const sum = (counts: Record<string, number> | undefined, states: string[]) => states.reduce((total, state) => total + (counts?.[state] ?? 0), 0)
+
+export function queueTable(queues: QueueView[]): string {
+  const rows = queues.map((q) => [
+    q.queue,
+    q.paused ? `paused${pausedSince(q)}` : 'active',
+    String(sum(q.counts, ['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING'])),
+    String(sum(q.counts, ['LEASED', 'RUNNING'])),
+    String(sum(q.counts, ['BLOCKED'])),
+    String(sum(q.counts, ['FAILED'])),
+    String(sum(q.counts, ['CANCELED'])),
+    String(sum(q.counts, ['TIMEOUT'])),
+  ])
+  return table(['QUEUE', 'STATE', 'WAITING', 'RUNNING', 'BLOCKED', 'FAILED', 'CANCELED', 'TIMEOUT'], rows)
+}

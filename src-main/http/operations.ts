@@ -1,0 +1,162 @@
+import Router, { type RouterContext } from '@koa/router'
+import { z } from 'zod'
+import { BULK_ACTIONS, type BulkAction, type BulkPlan, type Engine, type QueuePause, type QueueSummary } from '../engine'
+import { iso } from '../engine/clock'
+import { JOB_STATES, PRIORITIES } from '../engine/states'
+import { readJson } from './body'
+import { validate } from './errors'
+import { Id } from './schemas'
+import { queueJob } from './views'
+
+/**
+ * An operator's routes over every dialect's jobs (docs/operations.md): run a delayed job now,
+ * retry a finished one, pause and resume queues, and bulk retry, cancel or purge by filter.
+ * Jobs are shown as dialect 002 shows them.
+ */
+
+const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')
+
+/** The body of an operator's one-job or one-queue action (run now, retry, pause, resume); it may be empty. */
+export const OperatorRequest = z.strictObject({ requested_by: RequestedBy })
+export type OperatorRequest = z.infer<typeof OperatorRequest>
+
+export const QueueName = z.string().min(1).max(200)
+
+export const BulkRequest = z.strictObject({
+  states: z.array(z.enum(JOB_STATES)).max(JOB_STATES.length).optional().describe('Only jobs in these states (each must be one the action applies to)'),
+  queue: z.string().min(1).max(200).optional(),
+  job_type: z.string().min(1).max(200).optional(),
+  addon_id: z.string().min(1).max(200).optional(),
+  all: z.boolean().optional().describe('Cancel or purge with an empty filter: every job the action applies to'),
+  dry_run: z.boolean().optional().describe('Count the matching jobs, change nothing'),
+  requested_by: RequestedBy,
+})
+export type BulkRequest = z.infer<typeof BulkRequest>
+
+// Answers. The routes check their bodies against these at compile time (`satisfies`).
+
+const Time = z.iso.datetime()
+
+/** A job as dialect 002 shows it (src-main/http/views.ts queueJob). */
+export const JobView = z
+  .object({
+    job_id: z.string(),
+    addon_id: z.string().nullable(),
+    job_type: z.string(),
+    priority: z.enum(PRIORITIES),
+    cost_units: z.number().int(),
+    constraints: z.unknown(),
+    payload: z.unknown(),
+    state: z.string().describe('The canonical state; LEASED shows as RUNNING'),
+    created_at: Time,
+    updated_at: Time,
+    claimed_by: z.string().nullable(),
+    claim_expires_at: Time.nullable(),
+    lease_id: z.string().nullable(),
+    attempts: z.number().int(),
+    next_retry_at: Time.nullable(),
+    run_at: Time.nullable().describe('A delayed job’s time; null when it was not delayed or was run at once'),
+    unique: z.boolean(),
+    tags: z.unknown(),
+    max_runtime_s: z.number().int().nullable(),
+    queue: z.string(),
+    max_attempts: z.number().int(),
+    client_request_id: z.string().nullable(),
+    cancel_requested: z.boolean(),
+    progress: z.number().nullable(),
+    note: z.string().nullable(),
+    dead_letter: z.boolean(),
+  })
+  .meta({ id: 'QueueJob' })
+
+export const JobAnswer = z.object({ job: JobView })
+export type JobAnswer = z.infer<typeof JobAnswer>
+
+const QueuePauseView = {
+  queue: z.string(),
+  paused: z.boolean(),
+  paused_at: Time.nullable(),
+  paused_by: z.string().nullable(),
+}
+
+export const QueueAnswer = z.object({ queue: z.object(QueuePauseView) })
+export type QueueAnswer = z.infer<typeof QueueAnswer>
+
+export const QueueList = z.object({
+  queues: z.array(
+    z.object({
+      ...QueuePauseView,
+      counts: z.partialRecord(z.enum(JOB_STATES), z.number().int()).describe('Jobs by state; DONE jobs are not counted'),
+    }),
+  ),
+})
+export type QueueList = z.infer<typeof QueueList>
+
+export const BulkAnswer = z.object({
+  action: z.enum(BULK_ACTIONS),
+  matched: z.number().int().describe('Jobs the filter selected among those the action applies to'),
+  changed: z.number().int().describe('Jobs it changed (0 on a dry run)'),
+  dry_run: z.boolean(),
+})
+export type BulkAnswer = z.infer<typeof BulkAnswer>
+
+const queuePauseView = (q: QueuePause) => ({ queue: q.queue, paused: q.paused, paused_at: iso(q.paused_at), paused_by: q.paused_by })
+const queueView = (q: QueueSummary) => ({ ...queuePauseView(q), counts: q.counts })
+
+/**
+ * Runs a bulk call step by step, each step its own short transaction, letting other requests in
+ * between (a step holds the write lock for at most a few hundred jobs).
+ */
+async function runBulk(engine: Engine, plan: BulkPlan): Promise<{ matched: number; changed: number }> {
+  let matched = 0
+  let changed = 0
+  for (let cursor = plan.first; cursor; ) {
+    const step = engine.bulkStep(plan, cursor)
+    matched += step.matched
+    changed += step.changed
+    cursor = step.next
+    if (cursor) await new Promise((resolve) => setImmediate(resolve))
+  }
+  return { matched, changed }
+}
+
+export function operationsRouter(engine: Engine, bodyLimit: number): Router {
+  const router = new Router({ prefix: '/api' })
+  const body = async <S extends z.ZodType>(ctx: RouterContext, schema: S) => validate(schema, await readJson(ctx, bodyLimit))
+
+  // Before /jobs/:job_id/…, which would take "bulk" for a job id.
+  for (const action of BULK_ACTIONS) {
+    router.post(`/jobs/bulk/${action}`, async (ctx) => {
+      const { states, queue, job_type, addon_id, all, dry_run, requested_by } = await body(ctx, BulkRequest)
+      const plan = engine.planBulk(action as BulkAction, { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by })
+      const { matched, changed } = await runBulk(engine, plan)
+      ctx.body = { action, matched, changed, dry_run: plan.dryRun } satisfies BulkAnswer
+    })
+  }
+
+  router.post('/jobs/:job_id/retry', async (ctx) => {
+    const input = await body(ctx, OperatorRequest)
+    const jobId = validate(Id, ctx.params.job_id)
+    ctx.body = { job: queueJob(await engine.run(() => engine.retry(jobId, input.requested_by ?? null))) } satisfies JobAnswer
+  })
+
+  router.post('/jobs/:job_id/run-now', async (ctx) => {
+    const input = await body(ctx, OperatorRequest)
+    const jobId = validate(Id, ctx.params.job_id)
+    ctx.body = { job: queueJob(await engine.run(() => engine.runNow(jobId, input.requested_by ?? null))) } satisfies JobAnswer
+  })
+
+  router.get('/queues', (ctx) => {
+    ctx.body = { queues: engine.listQueues().map(queueView) } satisfies QueueList
+  })
+
+  for (const [verb, change] of [['pause', 'pauseQueue'], ['resume', 'resumeQueue']] as const) {
+    router.post(`/queues/:queue/${verb}`, async (ctx) => {
+      const input = await body(ctx, OperatorRequest)
+      const queue = validate(QueueName, ctx.params.queue)
+      ctx.body = { queue: queuePauseView(await engine.run(() => engine[change](queue, input.requested_by ?? null))) } satisfies QueueAnswer
+    })
+  }
+
+  return router
+}

@@ -1,0 +1,121 @@
+import { BULK_STATES, describeError, type ApiClient, type BulkAction, type BulkAnswer, type BulkRequest } from './api'
+import type { JobFilter } from './jobs.svelte'
+
+/** A bulk action counted and waiting for the operator's yes. */
+export interface PendingBulk {
+  action: BulkAction
+  request: BulkRequest
+  /** How many jobs it will touch, as the host counted them (a dry run). */
+  matched: number
+}
+
+/**
+ * Bulk retry and purge of the jobs the jobs view's filter selects. The host counts the jobs
+ * first (a dry run), the operator confirms that number, then the host acts and says how many
+ * jobs it changed.
+ */
+export class BulkState {
+  pending = $state<PendingBulk | null>(null)
+  /** The action being counted or run. */
+  busy = $state<BulkAction | null>(null)
+  result = $state<BulkAnswer | null>(null)
+  error = $state<string | null>(null)
+
+  constructor(
+    private readonly api: ApiClient,
+    /** Called after an action changed jobs (the jobs table reads again). */
+    private readonly changed: () => void = () => {},
+  ) {}
+
+  /**
+   * The request for this filter, or null when the action cannot apply to the state it shows (a
+   * retry of RUNNING jobs). An empty filter means every job the action applies to: the count
+   * the operator confirms says how many.
+   */
+  static requestFor(action: BulkAction, filter: JobFilter): BulkRequest | null {
+    if (filter.state !== '' && !BULK_STATES[action].includes(filter.state)) return null
+    const request: BulkRequest = {}
+    if (filter.state !== '') request.states = [filter.state]
+    if (filter.job_type.trim()) request.job_type = filter.job_type.trim()
+    if (filter.addon_id.trim()) request.addon_id = filter.addon_id.trim()
+    if (Object.keys(request).length === 0) request.all = true
+    return request
+  }
+
+  /** Counts the jobs the action would touch and asks for confirmation. */
+  async prepare(action: BulkAction, filter: JobFilter): Promise<void> {
+    const request = BulkState.requestFor(action, filter)
+    if (!request) return
+    this.busy = action
+    this.result = null
+    this.error = null
+    try {
+      const { matched } = await this.api.bulk(action, { ...request, dry_run: true })
+      this.pending = { action, request, matched }
+    } catch (error) {
+      this.error = describeError(error)
+    } finally {
+      this.busy = null
+    }
+  }
+
+  async confirm(): Promise<void> {
+    const pending = this.pending
+    if (!pending) return
+    this.busy = pending.action
+    try {
+      this.result = await this.api.bulk(pending.action, pending.request)
+      this.pending = null
+      this.error = null
+      if (this.result.changed > 0) this.changed()
+    } catch (error) {
+      this.error = describeError(error)
+    } finally {
+      this.busy = null
+    }
+  }
+
+  dismiss(): void {
+    this.pending = null
+    this.result = null
+    this.error = null
+  }
+}
+
+const VERBS: Record<BulkAction, { verb: string; done: string }> = {
+  retry: { verb: 'Retry', done: 'Retried' },
+  cancel: { verb: 'Cancel', done: 'Canceled' },
+  purge: { verb: 'Purge', done: 'Purged' },
+}
+
+const jobs = (n: number) => `${n} job${n === 1 ? '' : 's'}`
+
+/** The jobs a request selects, in words: "FAILED jobs of type render", "every finished job". */
+export function describeSelection(action: BulkAction, request: BulkRequest): string {
+  const states = request.states ?? BULK_STATES[action]
+  const what = !request.states && action === 'purge' ? 'finished jobs' : `${states.join(', ')} jobs`
+  const of = [request.job_type && `of type ${request.job_type}`, request.addon_id && `of add-on ${request.addon_id}`, request.queue && `in queue ${request.queue}`]
+  const which = of.filter(Boolean).join(' ')
+  return request.all ? `every one of the ${what}` : `the ${what}${which ? ` ${which}` : ''}`
+}
+
+/** The confirmation question: what will happen to how many jobs. */
+export function bulkQuestion(pending: PendingBulk): string {
+  const { action, request, matched } = pending
+  if (matched === 0) return `No job matches: nothing to ${action} (${describeSelection(action, request)}).`
+  const selection = describeSelection(action, request)
+  if (action === 'purge') return `Purge ${jobs(matched)}? ${capitalize(selection)} will be deleted with their attempts and events. This cannot be undone.`
+  if (action === 'retry') return `Retry ${jobs(matched)}? ${capitalize(selection)} will go back to the queue, each as a new run with a fresh attempt budget.`
+  return `Cancel ${jobs(matched)}? ${capitalize(selection)} will be canceled (running ones are asked to stop).`
+}
+
+/** What an action did: "Retried 3 of 3 jobs.", "Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused)." */
+export function bulkOutcome(answer: BulkAnswer): string {
+  const skipped = answer.matched - answer.changed
+  const rest = skipped > 0 ? `; ${skipped} ${skipped === 1 ? 'was' : 'were'} not (moved on meanwhile, or refused)` : ''
+  return `${VERBS[answer.action].done} ${answer.changed} of ${jobs(answer.matched)}${rest}.`
+}
+
+export const bulkVerb = (action: BulkAction): string => VERBS[action].verb
+
+const capitalize = (text: string) => text.charAt(0).toUpperCase() + text.slice(1)

@@ -1,0 +1,52 @@
+import { describeError, type ApiClient, type LogEvent, type QueueInfo } from './api'
+
+/** The queues with their jobs by state, and a pause toggle for each. */
+export class QueuesState {
+  queues = $state<QueueInfo[]>([])
+  error = $state<string | null>(null)
+  loaded = $state(false)
+  /** Queue → the pause (true) or resume (false) being sent. */
+  pending = $state<Record<string, boolean>>({})
+  /** Queue → why a pause or resume failed. */
+  failures = $state<Record<string, string>>({})
+
+  readonly paused = $derived(this.queues.filter((q) => q.paused).length)
+
+  constructor(private readonly api: ApiClient) {}
+
+  async refresh(): Promise<void> {
+    try {
+      this.queues = (await this.api.listQueues()).queues
+      this.error = null
+    } catch (error) {
+      this.error = describeError(error)
+    } finally {
+      this.loaded = true
+    }
+  }
+
+  /** Pauses or resumes a queue (one that has no jobs yet too), then reads the list again. */
+  async setPaused(queue: string, paused: boolean): Promise<void> {
+    const name = queue.trim()
+    if (!name) return
+    this.pending[name] = paused
+    try {
+      const answer = await this.api.setQueuePaused(name, paused)
+      const known = this.queues.some((q) => q.queue === name)
+      this.queues = known
+        ? this.queues.map((q) => (q.queue === name ? { ...q, ...answer.queue } : q))
+        : [...this.queues, { ...answer.queue, counts: {} }].sort((a, b) => a.queue.localeCompare(b.queue))
+      delete this.failures[name]
+      void this.refresh()
+    } catch (error) {
+      this.failures[name] = describeError(error)
+    } finally {
+      delete this.pending[name]
+    }
+  }
+
+  /** Whether this event calls for a fresh read (a queue paused or resumed, or a job moved). */
+  static moves(event: LogEvent): boolean {
+    return event.type === 'QUEUE_PAUSED' || event.type === 'QUEUE_RESUMED' || event.type.startsWith('JOB_') || event.type === 'LEASE_GRANTED'
+  }
+}

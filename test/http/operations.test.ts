@@ -1,0 +1,165 @@
+/**
+ * The operator's routes over real HTTP (docs/operations.md): delayed submits and run-now, retry,
+ * pausing queues, and bulk retry/cancel/purge. Every answer is checked against the zod schema
+ * the OpenAPI document publishes for it.
+ */
+import { describe, expect, test } from 'vitest'
+import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { BulkAnswer, JobAnswer, QueueAnswer, QueueList } from '../../src-main/http/operations'
+import type { TestHost } from '../helpers/host'
+import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, post, PULL, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'
+
+const T0 = DIALECT_T0
+const startHost = clockedHost({ totalUnits: 100 })
+
+async function ok<T>(res: Response, schema: { parse(value: unknown): T }): Promise<T> {
+  const answer = await body(res)
+  expect(res.status, JSON.stringify(answer)).toBe(200)
+  return schema.parse(answer)
+}
+
+/** A job that ended FAILED through dialect 003 (not retryable). */
+async function failedJob(host: TestHost, fields: Record<string, unknown> = {}): Promise<string> {
+  const job = await submit(host, { priority: 'URGENT', ...fields })
+  const claim = await body(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: [job.queue] }))
+  expect(claim.job_id).toBe(job.job_id)
+  const fail = await post(host, `${WORKER}/fail`, { worker_id: 'w', job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error: { message: 'no' } })
+  expect(fail.status).toBe(200)
+  return job.job_id
+}
+
+const jobOf = async (host: TestHost, id: string) => (await body(await host.call(`${QUEUE}/jobs/${id}`))).job
+
+describe('delayed jobs over HTTP', () => {
+  test('run_at or delay_ms on a submit delays the job; its views show run_at and why it waits', async () => {
+    const { host } = await startHost()
+    const at = new Date(T0 + 10 * MINUTE).toISOString()
+    const job = await submit(host, { run_at: at })
+    expect(job.run_at).toBe(at)
+    expect(await jobOf(host, job.job_id)).toMatchObject({ run_at: at, waiting_reason: `scheduled for ${at}` })
+    const plain = await submit(host)
+    expect(plain.run_at).toBeNull()
+    const batch = await body(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [{ job_type: 't', cost_units: 1, delay_ms: 90_000 }] }))
+    expect(batch.results[0].job.run_at).toBe(new Date(T0 + 90 * SECOND).toISOString())
+    // Not claimable before then, through any dialect.
+    const claimed = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'q', limit: 5 }))
+    expect(claimed.jobs.map((j: { job_id: string }) => j.job_id)).toEqual([plain.job_id])
+    expect(await body(await post(host, `${PULL}/request`, { worker_id: 'p' }))).toMatchObject({ denied: true })
+    expect(await body(await post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'] }))).toEqual({ claimed: false })
+  })
+
+  test('run_at with delay_ms is 400 naming both; a run_at that is not an ISO time is 400', async () => {
+    const { host } = await startHost()
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, run_at: new Date(T0).toISOString(), delay_ms: 5 }), 'run_at', 'delay_ms')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, run_at: 'tomorrow' }), 'run_at')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, delay_ms: -1 }), 'delay_ms')
+  })
+
+  test('a long-poll claim (dialect 003) is answered when a delayed job becomes due on the host clock', async () => {
+    const { host, clock } = await startHost()
+    const job = await submit(host, { delay_ms: 5 * MINUTE })
+    const claim = post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'], max_wait_ms: 20_000 })
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    clock.advance(5 * MINUTE) // the host's reaper tick notices within 250 ms
+    const answer = await body(await claim)
+    expect(answer).toMatchObject({ claimed: true, job_id: job.job_id })
+  })
+
+  test('run-now makes a delayed job claimable at once; 409 not_scheduled otherwise; 404 for an unknown job', async () => {
+    const { host } = await startHost()
+    const job = await submit(host, { delay_ms: 60 * MINUTE })
+    const ran = await ok(await post(host, `/api/jobs/${job.job_id}/run-now`, { requested_by: 'ops' }), JobAnswer)
+    expect(ran.job).toMatchObject({ job_id: job.job_id, state: 'QUEUED', run_at: null })
+    expect(await body(await post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'] }))).toMatchObject({ claimed: true, job_id: job.job_id })
+    await expectError(await post(host, `/api/jobs/${job.job_id}/run-now`, {}), 409, 'not_scheduled')
+    await expectError(await post(host, `/api/jobs/${UNKNOWN_ID}/run-now`, {}), 404, 'job_not_found')
+    const events = (await body(await host.call(`${QUEUE}/jobs/${job.job_id}/events`))).events
+    expect(events.find((e: { type: string }) => e.type === 'JOB_RUN_NOW').data).toMatchObject({ requested_by: 'ops' })
+  })
+})
+
+describe('retry over HTTP', () => {
+  test('a FAILED job comes back QUEUED with a fresh budget; the timeline shows who asked and when', async () => {
+    const { host, clock } = await startHost()
+    const id = await failedJob(host, { max_attempts: 3 })
+    clock.advance(SECOND)
+    const { job } = await ok(await post(host, `/api/jobs/${id}/retry`, { requested_by: 'alice' }), JobAnswer)
+    expect(job).toMatchObject({ state: 'QUEUED', attempts: 1, max_attempts: 4, dead_letter: false })
+    const events = (await body(await host.call(`${QUEUE}/jobs/${id}/events`))).events as { type: string; ts: string; data: Record<string, unknown> }[]
+    expect(events.map((e) => e.type)).toEqual(['JOB_SUBMITTED', 'LEASE_GRANTED', 'JOB_FAILED', 'JOB_RETRIED'])
+    expect(events.at(-1)).toMatchObject({ ts: new Date(T0 + SECOND).toISOString(), data: { from: 'FAILED', requested_by: 'alice' } })
+    const attempts = (await body(await host.call(`${QUEUE}/jobs/${id}/attempts`))).attempts
+    expect(attempts).toHaveLength(1)
+  })
+
+  test('409 for a job that has not finished and for a DONE one; 404 for an unknown job; the body is optional', async () => {
+    const { host } = await startHost()
+    const queued = await submit(host)
+    await expectError(await post(host, `/api/jobs/${queued.job_id}/retry`, {}), 409, 'illegal_transition')
+    await expectError(await host.call(`/api/jobs/${UNKNOWN_ID}/retry`, { method: 'POST' }), 404, 'job_not_found')
+    await expectInvalid(await post(host, `/api/jobs/${queued.job_id}/retry`, { by: 'x' }), 'by')
+    const canceled = await submit(host)
+    await post(host, `${QUEUE}/jobs/${canceled.job_id}/cancel`, {})
+    expect((await host.call(`/api/jobs/${canceled.job_id}/retry`, { method: 'POST' })).status).toBe(200)
+  })
+})
+
+describe('pausing queues over HTTP', () => {
+  test('a paused queue hands out nothing through dialects 001, 002 and 003; resume releases it and wakes a waiting claim', async () => {
+    const { host } = await startHost()
+    const paused = await ok(await post(host, '/api/queues/reports/pause', { requested_by: 'ops' }), QueueAnswer)
+    expect(paused.queue).toMatchObject({ queue: 'reports', paused: true, paused_by: 'ops', paused_at: new Date(T0).toISOString() })
+    const job = await submit(host, { queue: 'reports' })
+    expect((await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'q' })).status).toBe(204)
+    expect(await body(await post(host, `${PULL}/request`, { worker_id: 'p' }))).toMatchObject({ denied: true })
+    expect(await body(await post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['reports'] }))).toEqual({ claimed: false })
+    const batch = await body(await post(host, `${WORKER}/batch`, { worker_id: 'x', claim: { streams: ['reports'], max_jobs: 4 } }))
+    expect(batch.jobs).toEqual([])
+    expect(await jobOf(host, job.job_id)).toMatchObject({ state: 'QUEUED', waiting_reason: expect.stringContaining('queue reports is paused') })
+    const list = await ok(await host.call('/api/queues'), QueueList)
+    expect(list.queues).toEqual([{ queue: 'reports', paused: true, paused_at: new Date(T0).toISOString(), paused_by: 'ops', counts: { QUEUED: 1 } }])
+
+    const waiting = post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['reports'], max_wait_ms: 20_000 })
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const resumed = await ok(await post(host, '/api/queues/reports/resume', {}), QueueAnswer)
+    expect(resumed.queue).toEqual({ queue: 'reports', paused: false, paused_at: null, paused_by: null })
+    expect(await body(await waiting)).toMatchObject({ claimed: true, job_id: job.job_id })
+  })
+
+  test('a queue name longer than 200 characters is 400', async () => {
+    const { host } = await startHost()
+    await expectInvalid(await post(host, `/api/queues/${'q'.repeat(201)}/pause`, {}))
+  })
+})
+
+describe('bulk operations over HTTP', () => {
+  test('bulk retry counts on a dry run, then retries exactly the matching jobs', async () => {
+    const { host } = await startHost()
+    const matching = [await failedJob(host, { job_type: 'render' }), await failedJob(host, { job_type: 'render' })]
+    const other = await failedJob(host, { job_type: 'encode' })
+    const dry = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', dry_run: true }), BulkAnswer)
+    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true })
+    const done = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', states: ['FAILED'], requested_by: 'ops' }), BulkAnswer)
+    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false })
+    expect(await Promise.all([...matching, other].map(async (id) => (await jobOf(host, id)).state))).toEqual(['QUEUED', 'QUEUED', 'FAILED'])
+  })
+
+  test('cancel and purge refuse an empty filter unless all: true; states outside the action are 400', async () => {
+    const { host } = await startHost()
+    await expectInvalid(await post(host, '/api/jobs/bulk/purge', {}), 'all: true')
+    await expectInvalid(await post(host, '/api/jobs/bulk/cancel', {}), 'all: true')
+    await expectInvalid(await post(host, '/api/jobs/bulk/purge', { states: ['RUNNING'] }), 'states')
+    await expectInvalid(await post(host, '/api/jobs/bulk/retry', { states: ['NOPE'] }), 'states')
+  })
+
+  test('bulk cancel then purge: the purged jobs are gone, the others stay', async () => {
+    const { host } = await startHost()
+    const inQueue = [await submit(host, { queue: 'old' }), await submit(host, { queue: 'old' })]
+    const keep = await submit(host, { queue: 'new' })
+    expect(await ok(await post(host, '/api/jobs/bulk/cancel', { queue: 'old' }), BulkAnswer)).toMatchObject({ matched: 2, changed: 2 })
+    expect(await ok(await post(host, '/api/jobs/bulk/purge', { all: true, dry_run: true }), BulkAnswer)).toMatchObject({ matched: 2, changed: 0 })
+    expect(await ok(await post(host, '/api/jobs/bulk/purge', { queue: 'old' }), BulkAnswer)).toMatchObject({ matched: 2, changed: 2 })
+    for (const job of inQueue) await expectError(await host.call(`${QUEUE}/jobs/${job.job_id}`), 404, 'job_not_found')
+    expect((await jobOf(host, keep.job_id)).state).toBe('QUEUED')
+  })
+})

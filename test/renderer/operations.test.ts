@@ -1,0 +1,150 @@
+// @vitest-environment happy-dom
+/**
+ * The dashboard's side of delayed jobs, paused queues, retries and bulk actions: what the
+ * stores send the host, and what the components show.
+ */
+import { flushSync } from 'svelte'
+import { afterEach, describe, expect, test } from 'vitest'
+import JobsTable from '../../src-renderer/components/JobsTable.svelte'
+import QueuesView from '../../src-renderer/components/QueuesView.svelte'
+import { ApiClient } from '../../src-renderer/lib/api'
+import { BulkState, bulkOutcome, bulkQuestion } from '../../src-renderer/lib/bulk.svelte'
+import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
+import { reduceJob } from '../../src-renderer/lib/job-events'
+import { JobsState } from '../../src-renderer/lib/jobs.svelte'
+import { QueuesState } from '../../src-renderer/lib/queues.svelte'
+import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
+
+const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
+const filter = (fields: Partial<{ state: string; job_type: string; addon_id: string }> = {}) => ({ state: '', job_type: '', addon_id: '', ...fields })
+
+afterEach(unmountAll)
+
+describe('scheduled jobs', () => {
+  test('a QUEUED job waiting for its run_at shows as SCHEDULED with its time and a run-now button; once due it is QUEUED', () => {
+    const scheduled = job({ job_id: 'job-s', run_at: iso(T0 + 60 * SECOND) })
+    let ran = ''
+    const el = render(JobsTable, { jobs: [scheduled], now: T0, oncancel: () => {}, onrunnow: (id: string) => (ran = id) })
+    const row = el.querySelector('tr[data-job="job-s"]')!
+    expect(row.getAttribute('data-scheduled')).toBe('true')
+    expect(text(row)).toContain('SCHEDULED')
+    expect(text(row.querySelector('[data-testid="run-at"]'))).toMatch(/^for \d\d:\d\d:\d\d$/)
+    ;(row.querySelector('button[aria-label="Run job job-s now"]') as HTMLButtonElement).click()
+    expect(ran).toBe('job-s')
+    const due = render(JobsTable, { jobs: [scheduled], now: T0 + 60 * SECOND, oncancel: () => {}, onrunnow: () => {} })
+    expect(due.querySelector('tr[data-job="job-s"]')!.getAttribute('data-scheduled')).toBeNull()
+    expect(due.querySelector('button[aria-label="Run job job-s now"]')).toBeNull()
+  })
+
+  test('run now and retry are sent as the dashboard, and the row or page shows the job the host answers', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/jobs/job-1/run-now': { job: job({ run_at: null }) },
+      'POST /api/jobs/job-1/retry': { job: job({ state: 'QUEUED', max_attempts: 6 }) },
+      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'QUEUED', max_attempts: 6 }), result: null },
+      'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+      'GET /api/scheduler/jobs/job-1/events': { events: [] },
+    })
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    jobs.rows = [job({ run_at: iso(T0 + 60 * SECOND) })]
+    await jobs.runNow('job-1')
+    expect(jobs.rows[0]!.run_at).toBeNull()
+    const detail = new JobDetailState(api, 'job-1')
+    detail.job = job({ state: 'FAILED', dead_letter: true })
+    await detail.retry()
+    expect(detail.job).toMatchObject({ state: 'QUEUED', max_attempts: 6 })
+    expect(calls.filter((c) => c.method === 'POST').map((c) => [c.path, c.body])).toEqual([
+      ['/api/jobs/job-1/run-now', { requested_by: 'dashboard' }],
+      ['/api/jobs/job-1/retry', { requested_by: 'dashboard' }],
+    ])
+  })
+
+  test('a refused run now is shown on its row', async () => {
+    const { fetcher } = fakeFetch({
+      'POST /api/jobs/job-1/run-now': new Response(JSON.stringify({ code: 'not_scheduled', detail: 'Job job-1 is QUEUED and eligible' }), { status: 409 }),
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    await jobs.runNow('job-1')
+    expect(jobs.rowErrors['job-1']).toBe('Job job-1 is QUEUED and eligible')
+  })
+
+  test('events move a job: run now clears its run_at, a retry its dead letter and budget', () => {
+    expect(reduceJob(job({ run_at: iso(T0) }), event('JOB_RUN_NOW', { data: { state: 'QUEUED' } })).run_at).toBeNull()
+    const retried = reduceJob(job({ state: 'FAILED', dead_letter: true }), event('JOB_RETRIED', { data: { state: 'QUEUED', max_attempts: 6 } }))
+    expect(retried).toMatchObject({ state: 'QUEUED', dead_letter: false, max_attempts: 6 })
+  })
+})
+
+describe('paused queues', () => {
+  test('the toggle pauses and resumes a queue, and the view shows it paused with its counts', async () => {
+    let paused = false
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/queues': () => ({ queues: [{ queue: 'reports', paused, paused_at: paused ? iso(T0) : null, paused_by: paused ? 'dashboard' : null, counts: { QUEUED: 2, FAILED: 1 } }] }),
+      'POST /api/queues/reports/pause': () => ((paused = true), { queue: { queue: 'reports', paused, paused_at: iso(T0), paused_by: 'dashboard' } }),
+      'POST /api/queues/reports/resume': () => ((paused = false), { queue: { queue: 'reports', paused, paused_at: null, paused_by: null } }),
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    const row = () => el.querySelector('tr[data-queue="reports"]')!
+    expect(row().getAttribute('data-paused')).toBe('false')
+    expect([...row().querySelectorAll('td.num')].map((td) => td.textContent)).toEqual(['2', '0', '0', '1', '0', '0'])
+    ;(row().querySelector('button[aria-pressed]') as HTMLButtonElement).click()
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    flushSync()
+    expect(row().getAttribute('data-paused')).toBe('true')
+    expect(queues.paused).toBe(1)
+    expect(text(row())).toContain('by dashboard')
+    await queues.setPaused('reports', false)
+    flushSync()
+    expect(row().getAttribute('data-paused')).toBe('false')
+    expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/reports/pause', '/api/queues/reports/resume'])
+  })
+
+  test('a queue with no jobs yet can be paused by name', async () => {
+    const { fetcher } = fakeFetch({
+      'GET /api/queues': { queues: [] },
+      'POST /api/queues/later/pause': { queue: { queue: 'later', paused: true, paused_at: iso(T0), paused_by: 'dashboard' } },
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.setPaused(' later ', true)
+    expect(queues.queues).toEqual([expect.objectContaining({ queue: 'later', paused: true, counts: {} })])
+  })
+})
+
+describe('bulk actions', () => {
+  test('the request follows the jobs filter; an action that cannot apply to the filtered state has none; no filter means all', () => {
+    expect(BulkState.requestFor('retry', filter({ state: 'FAILED', job_type: ' render ' }))).toEqual({ states: ['FAILED'], job_type: 'render' })
+    expect(BulkState.requestFor('retry', filter({ state: 'RUNNING' }))).toBeNull()
+    expect(BulkState.requestFor('purge', filter({ state: 'QUEUED' }))).toBeNull()
+    expect(BulkState.requestFor('purge', filter())).toEqual({ all: true })
+    expect(BulkState.requestFor('purge', filter({ addon_id: 'a' }))).toEqual({ addon_id: 'a' })
+  })
+
+  test('counts first (a dry run), asks, then acts and says how many it changed', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/jobs/bulk/purge': (body: { dry_run?: boolean }) => ({ action: 'purge', matched: 3, changed: body.dry_run ? 0 : 3, dry_run: body.dry_run === true }),
+    })
+    let reloads = 0
+    const bulk = new BulkState(new ApiClient(connection, fetcher), () => (reloads += 1))
+    await bulk.prepare('purge', filter({ state: 'FAILED' }))
+    expect(bulk.pending).toEqual({ action: 'purge', request: { states: ['FAILED'] }, matched: 3 })
+    expect(bulkQuestion(bulk.pending!)).toBe('Purge 3 jobs? The FAILED jobs will be deleted with their attempts and events. This cannot be undone.')
+    await bulk.confirm()
+    expect(bulk.pending).toBeNull()
+    expect(bulkOutcome(bulk.result!)).toBe('Purged 3 of 3 jobs.')
+    expect(reloads).toBe(1)
+    expect(calls.map((c) => c.body)).toEqual([
+      { states: ['FAILED'], dry_run: true, requested_by: 'dashboard' },
+      { states: ['FAILED'], requested_by: 'dashboard' },
+    ])
+  })
+
+  test('the question names what is selected, and says when nothing matches', () => {
+    expect(bulkQuestion({ action: 'retry', request: { all: true }, matched: 2 })).toBe(
+      'Retry 2 jobs? Every one of the FAILED, CANCELED, TIMEOUT jobs will go back to the queue, each as a new run with a fresh attempt budget.',
+    )
+    expect(bulkQuestion({ action: 'retry', request: { job_type: 'render' }, matched: 0 })).toBe('No job matches: nothing to retry (the FAILED, CANCELED, TIMEOUT jobs of type render).')
+    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
+  })
+})

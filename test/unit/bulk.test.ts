@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest'
+import type { Engine } from '../../src-main/engine'
+import { PURGE_BATCH } from '../../src-main/engine/purge'
+import { aJob, setup } from '../helpers/engine'
+import { claimOrFail, eventTypes, expectEngineError, runBulk } from './support'
+
+/** A job that ended FAILED (dialect 003, not retryable). */
+function failedJob(engine: Engine, fields: Parameters<typeof aJob>[0] = {}): string {
+  const { job } = engine.submit(aJob({ priority: 'URGENT', ...fields }))
+  const { lease } = claimOrFail(engine, { worker_id: 'w', queues: [job.queue] })
+  if (lease.job_id !== job.id) throw new Error('claimed another job')
+  engine.fail({ job_id: job.id, attempt_id: lease.attempt_id, worker_id: 'w', lease_token: lease.token, error: { message: 'no' } })
+  return job.id
+}
+
+describe('bulk retry', () => {
+  it('counts and changes exactly the matching finished jobs; a dry run only counts', () => {
+    const { engine } = setup()
+    const matching = [failedJob(engine, { queue: 'q', job_type: 'render' }), failedJob(engine, { queue: 'q', job_type: 'render' })]
+    const otherType = failedJob(engine, { queue: 'q', job_type: 'encode' })
+    const otherQueue = failedJob(engine, { queue: 'r', job_type: 'render' })
+    const canceled = engine.submit(aJob({ queue: 'q', job_type: 'render' })).job.id
+    engine.cancel(canceled)
+    const waiting = engine.submit(aJob({ queue: 'q', job_type: 'render' })).job.id
+
+    const filter = { states: ['FAILED' as const], queue: 'q', job_type: 'render' }
+    expect(runBulk(engine, 'retry', { filter, dry_run: true })).toMatchObject({ matched: 2, changed: 0 })
+    expect(matching.map((id) => engine.getJob(id).state)).toEqual(['FAILED', 'FAILED'])
+
+    expect(runBulk(engine, 'retry', { filter, requested_by: 'ops' })).toMatchObject({ matched: 2, changed: 2 })
+    expect(matching.map((id) => engine.getJob(id).state)).toEqual(['QUEUED', 'QUEUED'])
+    expect([otherType, otherQueue, canceled, waiting].map((id) => engine.getJob(id).state)).toEqual(['FAILED', 'FAILED', 'CANCELED', 'QUEUED'])
+    expect(JSON.parse(engine.jobEvents(matching[0]!).at(-1)!.data)).toMatchObject({ requested_by: 'ops' })
+
+    // No state given: every retryable state of the queue (FAILED, CANCELED, TIMEOUT).
+    expect(runBulk(engine, 'retry', { filter: { queue: 'q' } })).toMatchObject({ matched: 2, changed: 2 })
+    expect([otherType, canceled].map((id) => engine.getJob(id).state)).toEqual(['QUEUED', 'QUEUED'])
+  })
+
+  it('a job whose retry is refused is matched but not changed, and the others go on', () => {
+    const { engine } = setup({ total_units: 10 })
+    const big = engine.submit(aJob({ cost_units: 10 })).job.id
+    const small = engine.submit(aJob({ cost_units: 1 })).job.id
+    engine.cancel(big)
+    engine.cancel(small)
+    engine.setCapacity({ total_units: 5 })
+    expect(runBulk(engine, 'retry', { filter: {} })).toMatchObject({ matched: 2, changed: 1 })
+    expect([big, small].map((id) => engine.getJob(id).state)).toEqual(['CANCELED', 'QUEUED'])
+  })
+
+  it('states the action does not apply to are refused, naming the field', () => {
+    const { engine } = setup()
+    expect(expectEngineError(() => engine.planBulk('retry', { filter: { states: ['DONE'] } }), 400, 'invalid_request').detail).toMatch(/^states: retry applies to/)
+    expectEngineError(() => engine.planBulk('cancel', { filter: { states: ['FAILED'] } }), 400, 'invalid_request')
+    expectEngineError(() => engine.planBulk('purge', { filter: { states: ['QUEUED'] } }), 400, 'invalid_request')
+  })
+})
+
+describe('bulk cancel', () => {
+  it('an empty filter is refused unless all: true', () => {
+    const { engine } = setup()
+    engine.submit(aJob())
+    expect(expectEngineError(() => engine.planBulk('cancel', { filter: {} }), 400, 'invalid_request').detail).toContain('all: true')
+    expect(runBulk(engine, 'cancel', { filter: {}, all: true })).toMatchObject({ matched: 1, changed: 1 })
+  })
+
+  it('cancels waiting jobs at once and asks running ones to stop; finished jobs and other queues are untouched', () => {
+    const { engine } = setup()
+    const running = engine.submit(aJob({ addon_id: 'a' })).job.id
+    claimOrFail(engine, 'w')
+    const waiting = engine.submit(aJob({ addon_id: 'a' })).job.id
+    const other = engine.submit(aJob({ addon_id: 'b' })).job.id
+    const failed = failedJob(engine, { addon_id: 'a' })
+    expect(runBulk(engine, 'cancel', { filter: { addon_id: 'a' } })).toMatchObject({ matched: 2, changed: 2 })
+    expect(engine.getJob(waiting).state).toBe('CANCELED')
+    expect(engine.getJob(running)).toMatchObject({ state: 'RUNNING', cancel_requested: 1 })
+    expect([other, failed].map((id) => engine.getJob(id).state)).toEqual(['QUEUED', 'FAILED'])
+    // Asked again: the running job is matched, but already cancel-requested, so not changed.
+    expect(runBulk(engine, 'cancel', { filter: { addon_id: 'a' } })).toMatchObject({ matched: 1, changed: 0 })
+    expect(eventTypes(engine.jobEvents(running)).filter((t) => t === 'JOB_CANCEL_REQUESTED')).toHaveLength(1)
+  })
+})
+
+describe('bulk steps', () => {
+  it('works in steps of at most PURGE_BATCH jobs, each its own transaction', () => {
+    const { engine } = setup()
+    const count = PURGE_BATCH * 2 + 7
+    for (let i = 0; i < count; i += 500) engine.submitMany(Array.from({ length: Math.min(500, count - i) }, () => aJob({ queue: 'many' })))
+    const commits = engine.commits
+    const result = runBulk(engine, 'cancel', { filter: { queue: 'many' } })
+    expect(result).toMatchObject({ matched: count, changed: count })
+    expect(Math.max(...result.steps)).toBe(PURGE_BATCH)
+    expect(engine.commits - commits).toBe(result.steps.filter((n) => n > 0).length)
+    expect(engine.listQueues()).toEqual([expect.objectContaining({ queue: 'many', counts: { CANCELED: count } })])
+  })
+
+  it('a job submitted after the call started is not swept up', () => {
+    const { engine } = setup()
+    engine.submit(aJob({ queue: 'q' }))
+    const plan = engine.planBulk('cancel', { filter: { queue: 'q' } })
+    const late = engine.submit(aJob({ queue: 'q' })).job.id
+    for (let cursor = plan.first; cursor; ) cursor = engine.bulkStep(plan, cursor).next
+    expect(engine.getJob(late).state).toBe('QUEUED')
+  })
+})

@@ -1,0 +1,162 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { ClaimWaiters } from '../../src-main/claim-waiters'
+import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { expectEngineError, leaseOrFail } from './support'
+
+let waiters: ClaimWaiters | undefined
+afterEach(() => waiters?.close())
+
+describe('delayed jobs', () => {
+  it('a delayed job is invisible to every dialect until its run_at, then taken at once', () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob({ run_at: T0 + 10 * MINUTE }))
+    expect(job).toMatchObject({ state: 'QUEUED', run_at: T0 + 10 * MINUTE, eligible_at: T0 + 10 * MINUTE })
+    clock.advance(10 * MINUTE - 1)
+    expect(engine.requestLease({ worker_id: 'w' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    expect(engine.claimAndLease({ worker_id: 'w' })).toMatchObject({ granted: false })
+    expect(engine.claimAndLease({ worker_id: 'w', queues: ['default'] })).toMatchObject({ granted: false })
+    expect(engine.claim({ worker_id: 'w' })).toEqual([])
+    expect(engine.claimBatch({ worker_id: 'w' }, 5).granted).toEqual([])
+    clock.advance(1)
+    expect(engine.claim({ worker_id: 'w' }).map((j) => j.id)).toEqual([job.id])
+  })
+
+  it('delay_ms counts from the submit; a due delayed job takes its place by priority, then by the time it became eligible', () => {
+    const { engine, clock } = setup()
+    const delayed = engine.submit(aJob({ delay_ms: 5 * SECOND })).job.id
+    clock.advance(2 * SECOND)
+    const before = engine.submit(aJob()).job.id // eligible at T0+2s, before the delayed one
+    clock.advance(4 * SECOND)
+    const after = engine.submit(aJob()).job.id // eligible at T0+6s, after it
+    const urgent = engine.submit(aJob({ priority: 'URGENT', delay_ms: 0 })).job.id // no delay at all
+    const order = [0, 1, 2, 3].map((i) => leaseOrFail(engine, `w${i}`).job.id)
+    expect(order).toEqual([urgent, before, delayed, after])
+  })
+
+  it('a run_at in the past is no delay: the job is eligible now, never ahead of jobs already waiting', () => {
+    const { engine, clock } = setup()
+    clock.advance(MINUTE)
+    const waiting = engine.submit(aJob()).job.id
+    const { job } = engine.submit(aJob({ run_at: T0 }))
+    expect(job).toMatchObject({ run_at: null, eligible_at: T0 + MINUTE })
+    expect(engine.claim({ worker_id: 'w' }, 2).map((j) => j.id)).toEqual([waiting, job.id])
+  })
+
+  it('run_at and delay_ms together are refused, naming both fields; a negative delay is refused', () => {
+    const { engine } = setup()
+    const both = expectEngineError(() => engine.submit(aJob({ run_at: T0 + MINUTE, delay_ms: 1000 })), 400, 'invalid_request')
+    expect(both.detail).toContain('run_at, delay_ms')
+    expectEngineError(() => engine.submit(aJob({ delay_ms: -1 })), 400, 'invalid_request')
+    expectEngineError(() => engine.submit(aJob({ run_at: 1.5 })), 400, 'invalid_request')
+  })
+
+  it('every submit of a batch may be delayed; an item with both fields is refused alone', () => {
+    const { engine } = setup()
+    const results = engine.submitMany([aJob({ delay_ms: MINUTE }), aJob({ run_at: T0 + MINUTE, delay_ms: 1 }), aJob()])
+    expect(results.map((r) => r.ok)).toEqual([true, false, true])
+    expect(results[0]!.ok && results[0]!.value.job.run_at).toBe(T0 + MINUTE)
+  })
+
+  it('the waiting reason says the job is scheduled, and for when', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob({ delay_ms: 90 * SECOND }))
+    expect(engine.waitingReasons([engine.getJob(job.id)])).toEqual(['scheduled for 2026-01-01T00:01:30.000Z'])
+  })
+
+  it('nextEligibleAt names the run_at of the next delayed job', () => {
+    const { engine } = setup()
+    engine.submit(aJob({ delay_ms: 3 * MINUTE }))
+    engine.submit(aJob({ delay_ms: MINUTE, priority: 'LOW' }))
+    expect(engine.nextEligibleAt()).toBe(T0 + MINUTE)
+  })
+
+  it('run now makes a delayed job eligible at once, in line from now, and clears its run_at', () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob({ run_at: T0 + 60 * MINUTE }))
+    clock.advance(SECOND)
+    const other = engine.submit(aJob()).job.id
+    clock.advance(SECOND)
+    const ran = engine.runNow(job.id, 'ops')
+    expect(ran).toMatchObject({ run_at: null, eligible_at: T0 + 2 * SECOND })
+    expect(engine.claim({ worker_id: 'w' }, 2).map((j) => j.id)).toEqual([other, job.id])
+    const event = engine.jobEvents(job.id).find((e) => e.event_type === 'JOB_RUN_NOW')!
+    expect(JSON.parse(event.data)).toEqual({ state: 'QUEUED', run_at: T0 + 60 * MINUTE, requested_by: 'ops' })
+  })
+
+  it('run now answers 409 not_scheduled for a job that is not waiting for its run_at', () => {
+    const { engine, clock } = setup()
+    const plain = engine.submit(aJob()).job.id
+    expectEngineError(() => engine.runNow(plain), 409, 'not_scheduled')
+    const due = engine.submit(aJob({ delay_ms: SECOND })).job.id
+    clock.advance(SECOND)
+    expectEngineError(() => engine.runNow(due), 409, 'not_scheduled')
+    const canceled = engine.submit(aJob({ delay_ms: MINUTE })).job.id
+    engine.cancel(canceled)
+    expectEngineError(() => engine.runNow(canceled), 409, 'not_scheduled')
+    expectEngineError(() => engine.runNow('no-such-job'), 404, 'job_not_found')
+  })
+
+  it('a delayed job is canceled at once, as any queued job', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob({ delay_ms: MINUTE }))
+    expect(engine.cancel(job.id).state).toBe('CANCELED')
+  })
+})
+
+describe('waiting claims and delayed jobs', () => {
+  it('a waiting claim is woken when a delayed job becomes due on the engine clock, without a query before then', async () => {
+    const { engine, clock } = setup()
+    waiters = new ClaimWaiters(engine)
+    const claim = waiters.claim({ worker_id: 'w', queues: ['default'] }, { maxWaitMs: 60_000 })
+    const { job } = engine.submit(aJob({ delay_ms: 10 * MINUTE }))
+    // The submit woke the claim, which found nothing eligible: it waits on.
+    expect(waiters.size).toBe(1)
+    const claimBatch = engine.claimBatch
+    let tries = 0
+    engine.claimBatch = (...args) => {
+      tries += 1
+      return claimBatch(...args)
+    }
+    clock.advance(10 * MINUTE - 1)
+    for (let i = 0; i < 3; i++) waiters.wakeIfDue() // the host's reaper ticks
+    expect(tries).toBe(0) // not due: the database is not asked
+    expect(waiters.size).toBe(1)
+    clock.advance(1)
+    waiters.wakeIfDue()
+    const decision = await claim
+    expect(decision.granted && decision.job.id).toBe(job.id)
+    expect(tries).toBe(1)
+  })
+
+  it("the local workers' exchange, waiting for work, is granted a delayed job when it becomes due", async () => {
+    const { engine, clock } = setup()
+    waiters = new ClaimWaiters(engine)
+    const { job } = engine.submit(aJob({ delay_ms: MINUTE }))
+    const exchange = waiters.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4 } }, { maxWaitMs: 60_000 })
+    await new Promise((resolve) => setImmediate(resolve)) // its first try committed, nothing granted: it waits
+    expect(waiters.size).toBe(1)
+    clock.advance(MINUTE)
+    waiters.wakeIfDue()
+    expect((await exchange).claimed.granted.map((g) => g.job.id)).toEqual([job.id])
+  })
+
+  it('run now wakes a waiting claim at once', async () => {
+    const { engine } = setup()
+    waiters = new ClaimWaiters(engine)
+    const { job } = engine.submit(aJob({ delay_ms: 10 * MINUTE }))
+    const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
+    expect(waiters.size).toBe(1)
+    engine.runNow(job.id)
+    const decision = await claim
+    expect(decision.granted && decision.job.id).toBe(job.id)
+  })
+
+  it('a delayed job is taken in order after its time by the batch claim of dialect 003', () => {
+    const { engine, clock } = setup()
+    const later = engine.submit(aJob({ delay_ms: 2 * SECOND })).job.id
+    const sooner = engine.submit(aJob({ delay_ms: SECOND })).job.id
+    clock.advance(2 * SECOND)
+    expect(engine.claimBatch({ worker_id: 'w' }, 5).granted.map((g) => g.job.id)).toEqual([sooner, later])
+  })
+})
