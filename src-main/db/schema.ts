@@ -19,6 +19,12 @@ import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from
 export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['LEASED', 'RUNNING', 'DONE']
 export const STATE_SEQ_CLAUSE = `state NOT IN (${STATES_OUTSIDE_STATE_SEQ.map((state) => `'${state}'`).join(', ')})`
 
+/**
+ * The finished jobs, which retention deletes once their `finished_at` is old enough (the
+ * jobs_finished index). Queries repeat this clause word for word, as for STATE_SEQ_CLAUSE.
+ */
+export const FINISHED_STATES_CLAUSE = "state IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
+
 /** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
 export const jobs = sqliteTable(
   'jobs',
@@ -78,6 +84,9 @@ export const jobs = sqliteTable(
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
+    // Retention: the finished jobs, oldest finish first. One entry per job, written when it
+    // finishes, at the index's end (finish times grow): one page per commit.
+    index('jobs_finished').on(t.finished_at).where(sql.raw(FINISHED_STATES_CLAUSE)),
   ],
 )
 
@@ -119,8 +128,9 @@ export const leases = sqliteTable(
     // touching the table. Not keyed by expiry, so a heartbeat rewrites only the lease's row;
     // the reaper reads every ACTIVE lease, which capacity bounds (each holds at least a unit).
     index('leases_active').on(t.worker_id, t.cost_units).where(sql`state = 'ACTIVE'`),
-    // No index on job_id: nothing looks leases up by job (a job's attempts name their leases),
-    // and jobs are never deleted, so the foreign key needs none either.
+    // No index on job_id: nothing looks leases up by job (a job's attempts name their leases).
+    // Retention deletes a job's leases through its attempts, with the foreign keys' checks
+    // off for that transaction (src-main/engine/prune.ts), so the key needs no index either.
   ],
 )
 
@@ -156,7 +166,10 @@ export const COUNTED_EVENTS_CLAUSE = "event_type IN ('JOB_DONE', 'JOB_FAILED', '
 export const events = sqliteTable(
   'events',
   {
-    /** Increasing: rows are never deleted, so a plain rowid key never reuses an id (no AUTOINCREMENT page to write). */
+    /**
+     * Increasing. A plain rowid key (no AUTOINCREMENT page to write) never reuses an id as long as
+     * the newest row stays: retention never deletes the job that holds it (src-main/engine/prune.ts).
+     */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),
     /** JOB, LEASE, FILE_LEASE, BLOCKER, WORKER or CAPACITY. */
@@ -181,16 +194,22 @@ export const events = sqliteTable(
  * truth, and names its current message (`jobs.stream_message_id`); at most one message of a
  * job is unacknowledged at a time.
  */
-export const streamMessages = sqliteTable('stream_messages', {
-  id: integer('id').primaryKey(),
-  enqueue_id: text('enqueue_id').notNull(),
-  stream: text('stream').notNull(),
-  job_id: text('job_id')
-    .notNull()
-    .references(() => jobs.id),
-  created_at: integer('created_at').notNull(),
-  acked_at: integer('acked_at'),
-})
+export const streamMessages = sqliteTable(
+  'stream_messages',
+  {
+    id: integer('id').primaryKey(),
+    enqueue_id: text('enqueue_id').notNull(),
+    stream: text('stream').notNull(),
+    job_id: text('job_id')
+      .notNull()
+      .references(() => jobs.id),
+    created_at: integer('created_at').notNull(),
+    acked_at: integer('acked_at'),
+  },
+  // Retention deletes a job's messages (a requeued job has several; only the newest is named by
+  // the job). Job ids sort by time, so an entry lands at the index's end: one page per commit.
+  (t) => [index('stream_messages_job').on(t.job_id)],
+)
 
 /** Gauges sampled on a timer; the time-series endpoint reads these, so charts survive restarts. */
 export const statsSamples = sqliteTable('stats_samples', {
@@ -201,6 +220,21 @@ export const statsSamples = sqliteTable('stats_samples', {
   capacity_used: integer('capacity_used').notNull(),
   busy_rating: real('busy_rating').notNull(),
 })
+
+/**
+ * The counted events (COUNTED_EVENTS_CLAUSE) of deleted jobs, per event type and minute (per hour
+ * once older than the charts' longest range): retention deletes a job's events, and the time
+ * series must not lose what they counted. `ts` is the start of the minute or hour.
+ */
+export const statsCounts = sqliteTable(
+  'stats_counts',
+  {
+    event_type: text('event_type').notNull(),
+    ts: integer('ts').notNull(),
+    n: integer('n').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ts, t.event_type] })],
+)
 
 /** Operator settings that outlive a restart (total units, the busy rating's mode and value). */
 export const settings = sqliteTable('settings', {
