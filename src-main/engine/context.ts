@@ -151,6 +151,11 @@ export class EngineContext {
     return this.committed
   }
 
+  /** True while an operation or a transaction's body runs: a verb that needs a transaction of its own cannot start now. */
+  get insideOperation(): boolean {
+    return this.inBody || this.inOperation
+  }
+
   /** Used outside every operation while a group is open (a read from a route, a timer): commit the group first. */
   private beforeOutsideUse(): void {
     if (this.group && !this.inOperation && !this.inBody) this.flush()
