@@ -18,6 +18,8 @@ import { createHttpApp } from './http/server'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
+import { type PassHealth, Pruner } from './retention/pruner'
+import { storageReport } from './retention/storage-report'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers'
 
@@ -28,6 +30,8 @@ export interface Host {
   readonly token: string
   readonly engine: Engine
   readonly pool: WorkerPool | null
+  /** Retention's timer; `runPass()` runs a pass now (tests, and nothing else, need that). */
+  readonly pruner: Pruner
   /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
   stop(): Promise<void>
 }
@@ -129,6 +133,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     durability: config.durability,
     migrationsFolder: options.migrationsFolder,
     nativeBinding: options.nativeBinding,
+    log,
   })
   undo.push(() => void sqlite.close())
 
@@ -166,6 +171,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     ),
   ]
   undo.push(() => timers.forEach(clearInterval))
+  // Retention: finished jobs older than --retain-days go, in short steps between requests.
+  const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
+  pruner.start()
+  undo.push(() => pruner.stop())
 
   const waiters = new ClaimWaiters(engine)
   undo.push(() => waiters.close())
@@ -185,6 +194,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    storage: () => storageReport(engine, pruner),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
   })
@@ -261,6 +271,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       for (const timer of timers) clearInterval(timer)
+      await pruner.stop() // a pass in progress ends at its next step, before the database closes
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
       clockWaiters.close()
@@ -279,29 +290,42 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       lock.release() // last: another host may start here only once this one is gone
     })())
 
-  return { url, token, engine, pool, stop }
+  return { url, token, engine, pool, pruner, stop }
 }
 
 /**
- * A timer's tick that never throws: a failure is logged (at most once a minute per timer, naming
- * the disk when it is a storage fault) and the next tick tries again; the first tick that works
- * after failures says so (as rate-limited, so a flapping disk cannot flood the log).
+ * How a timer's outcome is logged: a failure at most once a minute per timer (naming the disk
+ * when it is a storage fault), and the next tick tries again; the first tick that works after
+ * failures says so (as rate-limited, so a flapping disk cannot flood the log).
  */
-function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir: string): () => void {
+function timerHealth(name: string, limiter: LogLimiter, dataDir: string): PassHealth {
   let failing = false
-  return () => {
-    try {
-      run()
-      if (failing) {
-        failing = false
-        limiter.line(`${name} recovered`, `leasehold: ${name} works again`)
-      }
-    } catch (error) {
+  return {
+    ok() {
+      if (!failing) return
+      failing = false
+      limiter.line(`${name} recovered`, `leasehold: ${name} works again`)
+    },
+    failed(error) {
       failing = true
       const answer = answerError(error, dataDir)
       const reason = answer.internal ? ((error as Error)?.stack ?? String(error)) : `${answer.code}: ${answer.detail}`
       limiter.line(name, `leasehold: ${name} failed and will try again on its next tick (${reason})`)
+    },
+  }
+}
+
+/** A timer's tick that never throws: see {@link timerHealth}. */
+function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir: string): () => void {
+  const health = timerHealth(name, limiter, dataDir)
+  return () => {
+    try {
+      run()
+    } catch (error) {
+      health.failed(error)
+      return
     }
+    health.ok()
   }
 }
 
