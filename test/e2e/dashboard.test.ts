@@ -112,6 +112,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await page.getByTestId('cap-usable').textContent()).toBe('100')
     expect(page.url()).not.toContain(host.token)
     await page.getByTestId('leases-empty').waitFor()
+    // The database's size and how long finished jobs are kept (GET /api/storage).
+    await expect.poll(() => page.getByTestId('storage-retention').textContent()).toBe('7 days')
+    expect(await page.getByTestId('storage-size').textContent()).toMatch(/^\d+(\.\d)? (KB|MB)$/)
   })
 
   test('submitted jobs appear, run and finish live, with their leases counting down', async () => {
