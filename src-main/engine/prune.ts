@@ -27,8 +27,9 @@ export function pruneCutoff(now: number, retainDays: number): number | null {
  * file lease. Nor the job that holds the newest lease, stream message or event: those tables are
  * keyed by a rowid that SQLite hands out as the largest one plus one, so deleting the newest row
  * would give its number again (a fence must only grow; an event stream resumes from an event
- * id). A later job soon takes over that role, so such a job is kept only until then. A query must repeat FINISHED_STATES_CLAUSE word for word for
- * SQLite to use the jobs_finished index; this clause does.
+ * id). A later job soon takes over that role, so such a job is kept only until then. A query
+ * must repeat FINISHED_STATES_CLAUSE word for word for SQLite to use the jobs_finished index;
+ * this clause does.
  */
 const DELETABLE = `${FINISHED_STATES_CLAUSE}
   AND NOT EXISTS (SELECT 1 FROM blockers WHERE blockers.state = 'OPEN' AND (blockers.requester_job_id = jobs.id OR blockers.holder_job_id = jobs.id))

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
-import type { Engine } from '../../src-main/engine'
+import { Engine } from '../../src-main/engine'
 import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, pruneCutoff } from '../../src-main/engine/prune'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
@@ -404,6 +404,25 @@ describe('deleteFinishedJobs: the one deletion, shared by retention and purges',
     expect(pruneAll(engine, 1)).toEqual([5])
     expect(engine.ctx.db.prepare('SELECT COUNT(*) FROM events WHERE event_type IN (?, ?)').pluck().get('JOB_DONE', 'JOB_FAILED')).toBe(0)
     expect(series()).toEqual(before)
+  })
+})
+
+describe('the snapshot\'s counts of the last day', () => {
+  it('still count jobs deleted within the day (a purge), after a restart reads them from the database', () => {
+    const { engine, clock } = setup()
+    const ids: string[] = []
+    for (let i = 0; i < 3; i++) {
+      engine.submit(aJob())
+      const { lease, job } = claimOrFail(engine, 'w')
+      engine.complete({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id })
+      ids.push(job.id)
+    }
+    engine.submit(aJob({ priority: 'LOW' }))
+    claimOrFail(engine, 'w2') // the newest job, lease and event are another job's
+    clock.advance(HOUR)
+    expect(engine.deleteFinishedJobs(ids)).toEqual(ids)
+    const restarted = new Engine({ db: engine.ctx.db, clock })
+    expect(restarted.snapshot().jobs.done_last_24h).toBe(3)
   })
 })
 
