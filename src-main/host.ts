@@ -30,7 +30,7 @@ export interface Host {
   readonly token: string
   readonly engine: Engine
   readonly pool: WorkerPool | null
-  /** Retention's timer; `runPass()` runs a pass now (tests, and nothing else, need that). */
+  /** Retention's timer: its last pass (GET /api/storage), and `runPass()` to run one now. */
   readonly pruner: Pruner
   /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
   stop(): Promise<void>

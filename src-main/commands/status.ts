@@ -8,10 +8,10 @@ export const STATUS_HELP = `Usage: leasehold status [flags]
 
 Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
 or set, usable, leased and available units), how many leases are active, the workers, the
-open blockers (jobs halted on a held file, waiting for an operator), and the database's size on
-disk with how long finished jobs are kept (--retain-days of leasehold serve). Jobs that cost more than
-the total capacity (it was lowered below their cost) are reported: they cannot run until it is
-raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
+open blockers (jobs halted on a held file, waiting for an operator), and the database's size
+on disk with how long finished jobs are kept (--retain-days of leasehold serve). Jobs that
+cost more than the total capacity (it was lowered below their cost) are reported: they cannot
+run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
 \`leasehold jobs\` lists whole; --json has every id.
 
 Flags:

@@ -76,7 +76,7 @@ export const EXPIRED_JOBS_SQL = `SELECT id FROM jobs WHERE ${DELETABLE} AND fini
 
 /**
  * Deletes these jobs and everything that belongs to them (see DELETE_STATEMENTS), in one
- * transaction of its own; returns the ids it deleted. A job that is not finished, or that
+ * transaction of its own; returns the ids it deleted, in no particular order. A job that is not finished, or that
  * something live still refers to (see DELETABLE), is left alone, as is an unknown id: the
  * caller (retention, a purge) names candidates and this decides.
  *

@@ -59,8 +59,9 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
  * deletes the finished jobs older than the retention period, applies the statistics' own
  * retention, and gives surplus free pages back to the file system. Every step is one short
  * transaction of the engine's, with a checkpoint of the WAL every few steps; between steps the
- * pass yields to the event loop, so a claim waits at most for one step. What a pass deletes is decided by the engine's clock and the setting
- * alone (pruneCutoff); this class only paces the steps.
+ * pass yields to the event loop, so a claim waits at most for one step. What a pass deletes is
+ * decided by the engine's clock and the setting alone (pruneCutoff); this class only paces the
+ * steps.
  */
 export class Pruner {
   /** The last pass that completed, or null before the first. */
