@@ -8,7 +8,7 @@
  *   npm run bench                 the full run (about 3 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
- *   npm run bench -- --only=http  one group of figures: engine, http, workers or batched (repeatable)
+ *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched or retention (repeatable)
  *   npm run bench -- --peer=FILE  also the ratios to BullMQ: FILE holds the JSON line that
  *                                 ../shared/peer-bench/run.sh printed in the same sitting
  */
@@ -18,6 +18,7 @@ import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
 import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureRss, measureWorkers } from './bench/http'
 import { formatTable, openEngine, tempDir, withTempDir, type Row } from './bench/lib'
+import { measureRetention } from './bench/retention'
 import {
   grantLatencies,
   insertBacklog,
@@ -51,6 +52,8 @@ interface Counts {
   concurrentJobs: number
   pageJobs: number
   batched: BatchedCounts
+  /** Jobs for retention's figures: pruned at once, and the database's size after them. */
+  retentionJobs: number
 }
 
 const FULL: Counts = {
@@ -66,6 +69,7 @@ const FULL: Counts = {
   concurrentJobs: 20_000,
   pageJobs: 2_000,
   batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000 },
+  retentionJobs: 1_000_000,
 }
 
 const QUICK: Counts = {
@@ -81,6 +85,7 @@ const QUICK: Counts = {
   concurrentJobs: 5_000,
   pageJobs: 500,
   batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000 },
+  retentionJobs: 100_000,
 }
 
 /** Targets printed beside the figures. */
@@ -94,7 +99,7 @@ const DIALECT_003_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
 const PEER_TARGETS = { 'pool drain (normal)': 2, 'pool drain (full)': 1, 'external workers batched, 8 processes': 1 } as const
 
-const PARTS = ['engine', 'http', 'workers', 'batched'] as const
+const PARTS = ['engine', 'http', 'workers', 'batched', 'retention'] as const
 type Part = (typeof PARTS)[number]
 
 interface Options {
@@ -354,6 +359,7 @@ async function main(): Promise<void> {
     rows.push(...(await measureBatched(counts.batched, progress)))
     rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
   }
+  if (options.only.has('retention')) rows.push(...(await measureRetention(counts.retentionJobs, progress)))
   if (options.peer) rows.push(...peerRows(options.peer, rows))
   const elapsedS = (performance.now() - started) / 1000
 

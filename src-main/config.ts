@@ -38,6 +38,8 @@ export interface HostConfig {
   /** JSON bodies larger than this are refused with 413. */
   bodyLimitBytes: number
   statsIntervalS: number
+  /** Days a finished job is kept after it finished, then deleted with its history; 0 keeps every job. */
+  retainDays: number
 }
 
 /** A bad flag or environment value: the CLI prints `message` as one line and exits 2. */
@@ -96,6 +98,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated', schema: z.string(), default: '' },
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, 64 * 1024 * 1024), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
+  { name: 'retain-days', env: 'LEASEHOLD_RETAIN_DAYS', value: 'DAYS', help: 'days a finished job is kept, then deleted with its history (0 = forever)', schema: int(0, 36_500), default: '7' },
 ]
 
 export function serveHelp(env: NodeJS.ProcessEnv = process.env): string {
@@ -163,5 +166,6 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
       .filter(Boolean),
     bodyLimitBytes: read('body-limit') as number,
     statsIntervalS: read('stats-interval-s') as number,
+    retainDays: read('retain-days') as number,
   }
 }

@@ -18,6 +18,8 @@ import { createHttpApp } from './http/server'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
+import { type PassHealth, Pruner } from './retention/pruner'
+import { storageReport } from './retention/storage-report'
 import { ScheduleTimer } from './schedule-timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers'
@@ -29,6 +31,8 @@ export interface Host {
   readonly token: string
   readonly engine: Engine
   readonly pool: WorkerPool | null
+  /** Retention's timer: its last pass (GET /api/storage), and `runPass()` to run one now. */
+  readonly pruner: Pruner
   /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
   stop(): Promise<void>
 }
@@ -130,6 +134,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     durability: config.durability,
     migrationsFolder: options.migrationsFolder,
     nativeBinding: options.nativeBinding,
+    log,
   })
   undo.push(() => void sqlite.close())
 
@@ -159,8 +164,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   reap()
   // Recurring schedules: one timer for the next firing; firings missed while the host was down
   // are caught up now (one run each), before anything is served.
-  const scheduleLog = tickLog('the schedule timer', limiter, config.dataDir)
-  const schedules = new ScheduleTimer(engine, { clock, onError: scheduleLog.failed, onFired: scheduleLog.worked })
+  const scheduleLog = timerHealth('the schedule timer', limiter, config.dataDir)
+  const schedules = new ScheduleTimer(engine, { clock, onError: (error) => scheduleLog.failed(error), onFired: () => scheduleLog.ok() })
   undo.push(() => schedules.stop())
   await schedules.start()
   const timers = [
@@ -177,6 +182,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     ),
   ]
   undo.push(() => timers.forEach(clearInterval))
+  // Retention: finished jobs older than --retain-days go, in short steps between requests.
+  const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
+  pruner.start()
+  undo.push(() => pruner.stop())
 
   const directory = new WorkerDirectory(() => clock.now())
   let port = config.port
@@ -194,6 +203,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    storage: () => storageReport(engine, pruner),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
   })
@@ -271,6 +281,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await pool?.stop(config.drainGraceS * 1000)
       for (const timer of timers) clearInterval(timer)
       await schedules.stop()
+      await pruner.stop() // a pass in progress ends at its next step, before the database closes
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
       clockWaiters.close()
@@ -289,41 +300,42 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       lock.release() // last: another host may start here only once this one is gone
     })())
 
-  return { url, token, engine, pool, stop }
+  return { url, token, engine, pool, pruner, stop }
 }
 
 /**
- * A timer's tick that never throws: a failure is logged (at most once a minute per timer, naming
- * the disk when it is a storage fault) and the next tick tries again; the first tick that works
- * after failures says so (as rate-limited, so a flapping disk cannot flood the log).
+ * How a timer's outcome is logged: a failure at most once a minute per timer (naming the disk
+ * when it is a storage fault), and the next tick tries again; the first tick that works after
+ * failures says so (as rate-limited, so a flapping disk cannot flood the log).
  */
-function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir: string): () => void {
-  const log = tickLog(name, limiter, dataDir)
-  return () => {
-    try {
-      run()
-      log.worked()
-    } catch (error) {
-      log.failed(error)
-    }
-  }
-}
-
-/** How a timer's failures and recovery are logged (see {@link guardedTick}); for timers that run asynchronously too. */
-function tickLog(name: string, limiter: LogLimiter, dataDir: string): { worked(): void; failed(error: unknown): void } {
+function timerHealth(name: string, limiter: LogLimiter, dataDir: string): PassHealth {
   let failing = false
   return {
-    worked: () => {
+    ok() {
       if (!failing) return
       failing = false
       limiter.line(`${name} recovered`, `leasehold: ${name} works again`)
     },
-    failed: (error) => {
+    failed(error) {
       failing = true
       const answer = answerError(error, dataDir)
       const reason = answer.internal ? ((error as Error)?.stack ?? String(error)) : `${answer.code}: ${answer.detail}`
       limiter.line(name, `leasehold: ${name} failed and will try again on its next tick (${reason})`)
     },
+  }
+}
+
+/** A timer's tick that never throws: see {@link timerHealth}. */
+function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir: string): () => void {
+  const health = timerHealth(name, limiter, dataDir)
+  return () => {
+    try {
+      run()
+    } catch (error) {
+      health.failed(error)
+      return
+    }
+    health.ok()
   }
 }
 

@@ -1,4 +1,5 @@
 import type { CapacityFigures } from '../engine/capacity'
+import type { StorageAnswer } from '../http/system'
 import { resolveClientTarget } from '../client-config'
 import { shortId } from '../short-id'
 import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
@@ -6,14 +7,15 @@ import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
 export const STATUS_HELP = `Usage: leasehold status [flags]
 
 Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
-or set, usable, leased and available units), how many leases are active, the workers, and the
-open blockers (jobs halted on a held file, waiting for an operator). Jobs that cost more than
-the total capacity (it was lowered below their cost) are reported: they cannot run until it is
-raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
+or set, usable, leased and available units), how many leases are active, the workers, the
+open blockers (jobs halted on a held file, waiting for an operator), and the database's size
+on disk with how long finished jobs are kept (--retain-days of leasehold serve). Jobs that
+cost more than the total capacity (it was lowered below their cost) are reported: they cannot
+run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
 \`leasehold jobs\` lists whole; --json has every id.
 
 Flags:
-  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers} as JSON
+  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage} as JSON
 ${TARGET_HELP}
   -h, --help`
 
@@ -49,11 +51,12 @@ interface Blocker {
 export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseFlags<StatusFlags>(argv, [], ['json'])
   const target = resolveClientTarget(flags, env)
-  const [capacity, snapshot, workers, blockers] = await Promise.all([
+  const [capacity, snapshot, workers, blockers, storage] = await Promise.all([
     callHost<Capacity>(target, 'GET', '/api/capacity'),
     callHost<{ leases: { active: number }; jobs: { over_capacity: number } }>(target, 'GET', '/api/scheduler/stats/snapshot'),
     callHost<{ workers: Worker[] }>(target, 'GET', '/api/workers'),
     callHost<{ blockers: Blocker[] }>(target, 'GET', '/api/blockers?state=OPEN'),
+    callHost<StorageAnswer>(target, 'GET', '/api/storage'),
   ])
   if (flags.json) {
     console.log(
@@ -65,6 +68,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
           jobs: { over_capacity: snapshot.jobs.over_capacity },
           workers: workers.workers,
           blockers: blockers.blockers,
+          storage,
         },
         null,
         2,
@@ -107,8 +111,19 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     ])
     lines.push(indent(table(['ID', 'FILE', 'HELD BY', 'HALTED'], rows)))
   }
+  lines.push(`storage   ${storageLine(storage)}`)
   console.log(lines.join('\n'))
   return 0
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
+
+/** "database 12.3 MB (file 10.1 MB + WAL 2.2 MB); finished jobs kept 7 days, 1,234 deleted at 2026-…" */
+function storageLine(s: StorageAnswer): string {
+  const size = `database ${mb(s.database_bytes)} (file ${mb(s.file_bytes)} + WAL ${mb(s.wal_bytes)})`
+  const kept = s.retain_days === 0 ? 'finished jobs kept forever' : `finished jobs kept ${s.retain_days} day${s.retain_days === 1 ? '' : 's'}`
+  const last = s.last_prune ? `, ${s.last_prune.jobs_deleted.toLocaleString('en-US')} deleted by the last pass at ${s.last_prune.at}` : ''
+  return `${size}; ${kept}${last}`
 }
 
 const indent = (text: string) =>

@@ -1,8 +1,8 @@
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { existsSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema'
 
@@ -35,6 +35,8 @@ export interface OpenOptions {
   migrationsFolder?: string
   /** A better-sqlite3 addon built for another runtime (Electron's ABI), instead of node_modules'. */
   nativeBinding?: string
+  /** Where the one-time conversion of an older file to incremental vacuum is reported. */
+  log?: (line: string) => void
 }
 
 /** Why a database cannot be opened; the CLI prints `message` as one line and exits. */
@@ -111,6 +113,76 @@ export function applyConnectionSettings(sqlite: Database, durability: Durability
   sqlite.pragma('temp_store = MEMORY') // savepoints' sub-journals in memory, not a temp file per group
 }
 
+const AUTO_VACUUM_INCREMENTAL = 2
+
+/**
+ * Free disk space a conversion asks for, as a multiple of the file's size: VACUUM writes a copy
+ * of the database to a temporary file, then the whole database again through the WAL.
+ */
+const VACUUM_SPACE_FACTOR = 2
+
+/**
+ * Retention deletes old jobs, and the pages they held are given back to the file system a few
+ * at a time (`PRAGMA incremental_vacuum`, src-main/engine/storage.ts). That needs
+ * `auto_vacuum = INCREMENTAL`, which SQLite fixes when the first table is created: a new file
+ * gets it before anything else is written. A file made before Leasehold had retention is
+ * converted once, here, by a VACUUM, which rewrites the whole file and cannot run inside a
+ * transaction (so it is no migration). The conversion is skipped, with a line in the log, when
+ * the disk lacks the room for it; should it fail anyway (a full disk), SQLite leaves the file as
+ * it was, and the host starts without giving pages back (freed pages are still reused) and tries
+ * again at its next start.
+ */
+function ensureIncrementalVacuum(sqlite: Database, path: string, log: (line: string) => void): void {
+  if (sqlite.pragma('auto_vacuum', { simple: true }) === AUTO_VACUUM_INCREMENTAL) return
+  const hasTables = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").get() !== undefined
+  const size = path === ':memory:' ? 0 : statSync(path).size
+  if (hasTables) {
+    const free = freeBytes(dirname(path))
+    const needed = size * VACUUM_SPACE_FACTOR
+    if (free !== null && free < needed) {
+      log(
+        `leasehold: ${path} was not converted to incremental vacuum: that needs ${mb(needed)} free on its disk and ${mb(free)} are; ` +
+          'old jobs are still deleted and their space reused, but the file does not shrink (it tries again at the next start)',
+      )
+      return
+    }
+    log(`leasehold: converting ${path} (${mb(size)}) to incremental vacuum, once, so that the space of deleted jobs goes back to the disk…`)
+  }
+  const started = performance.now()
+  try {
+    sqlite.pragma(`auto_vacuum = ${AUTO_VACUUM_INCREMENTAL}`)
+    sqlite.exec('VACUUM')
+  } catch (error) {
+    log(
+      `leasehold: converting ${path} to incremental vacuum failed (${(error as Error).message}); the file is as it was, ` +
+        'old jobs are still deleted and their space reused, but the file does not shrink (it tries again at the next start)',
+    )
+    truncateWal(sqlite)
+    return
+  }
+  truncateWal(sqlite) // the VACUUM wrote the whole file through the WAL: give that space back too
+  if (hasTables) log(`leasehold: ${path} converted in ${((performance.now() - started) / 1000).toFixed(1)} s (${mb(statSync(path).size)} now)`)
+}
+
+function truncateWal(sqlite: Database): void {
+  try {
+    sqlite.pragma('wal_checkpoint(TRUNCATE)')
+  } catch {
+    // The next checkpoint does it.
+  }
+}
+
+function freeBytes(folder: string): number | null {
+  try {
+    const stats = statfsSync(folder)
+    return stats.bavail * stats.bsize
+  } catch {
+    return null // unknown: try, and let SQLite refuse if it must
+  }
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
+
 /** Opens (creating if new) and migrates the database, with {@link applyConnectionSettings}. */
 export function openDatabase(options: OpenOptions): OpenedDatabase {
   const migrationsFolder = options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER
@@ -124,7 +196,10 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   }
   try {
     if (!isNewFile) checkExistingFile(sqlite, options.path, journal)
+    // Before the WAL header or any table is written: only then does the setting take on a new file.
+    if (isNewFile) sqlite.pragma(`auto_vacuum = ${AUTO_VACUUM_INCREMENTAL}`)
     applyConnectionSettings(sqlite, options.durability)
+    ensureIncrementalVacuum(sqlite, options.path, options.log ?? ((line) => console.error(line)))
     // Written only when it differs: on a full disk a marked file still opens without a write.
     if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID) sqlite.pragma(`application_id = ${APPLICATION_ID}`)
     const orm = drizzle(sqlite, { schema })

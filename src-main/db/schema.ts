@@ -19,6 +19,12 @@ import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from
 export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['LEASED', 'RUNNING', 'DONE']
 export const STATE_SEQ_CLAUSE = `state NOT IN (${STATES_OUTSIDE_STATE_SEQ.map((state) => `'${state}'`).join(', ')})`
 
+/**
+ * The finished jobs, which retention deletes once their `finished_at` is old enough (the
+ * jobs_finished index). Queries repeat this clause word for word, as for STATE_SEQ_CLAUSE.
+ */
+export const FINISHED_STATES_CLAUSE = "state IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
+
 /** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
 export const jobs = sqliteTable(
   'jobs',
@@ -92,6 +98,9 @@ export const jobs = sqliteTable(
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
+    // Retention: the finished jobs, oldest finish first. One entry per job, written when it
+    // finishes, at the index's end (finish times grow): one page per commit.
+    index('jobs_finished').on(t.finished_at).where(sql.raw(FINISHED_STATES_CLAUSE)),
   ],
 )
 
@@ -159,8 +168,9 @@ export const events = sqliteTable(
   'events',
   {
     /**
-     * Increasing: a purge never deletes the newest row, so a plain rowid key never reuses an id
-     * (no AUTOINCREMENT page to write), and Last-Event-ID stays a safe place to resume from.
+     * Increasing: a purge or retention never deletes the newest row, so a plain rowid key never
+     * reuses an id (no AUTOINCREMENT page to write), and Last-Event-ID stays a safe place to
+     * resume from (src-main/engine/prune.ts).
      */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),
@@ -198,6 +208,21 @@ export const pausedQueues = sqliteTable('paused_queues', {
   /** Who paused it, as the request said (`requested_by`), or null. */
   paused_by: text('paused_by'),
 })
+
+/**
+ * The counted events (COUNTED_EVENTS_CLAUSE) of deleted jobs, per event type and minute (per hour
+ * once older than the charts' longest range): retention deletes a job's events, and the time
+ * series must not lose what they counted. `ts` is the start of the minute or hour.
+ */
+export const statsCounts = sqliteTable(
+  'stats_counts',
+  {
+    event_type: text('event_type').notNull(),
+    ts: integer('ts').notNull(),
+    n: integer('n').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ts, t.event_type] })],
+)
 
 /** Operator settings that outlive a restart (total units, the busy rating's mode and value). */
 export const settings = sqliteTable('settings', {

@@ -3,14 +3,14 @@ import type { CapacityStore } from './capacity-store'
 import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
 import { cancel, getJob } from './jobs'
-import { deleteFinishedJobs, PURGE_BATCH } from './purge'
+import { deleteFinishedJobs } from './prune'
 import { retryJob } from './retry'
 import { CANCEL_AT_ONCE_STATES, JOB_STATES, type JobState, LEASED_STATES, RETRYABLE_STATES, TERMINAL_STATES } from './states'
 
 /**
  * Bulk operations: retry, cancel or purge every job a filter selects. Each is its one-job verb
  * applied job by job, so the rules stay in one place; a call works in steps of at most
- * {@link PURGE_BATCH} jobs, one transaction each, so it never holds the write lock for long.
+ * {@link BULK_STEP} jobs, one transaction each, so it never holds the write lock for long.
  * The jobs a call can touch are those that exist when it starts (their `seq` is at most the
  * largest then): a job submitted meanwhile is never swept up.
  */
@@ -64,6 +64,9 @@ export interface BulkStep {
 /** Rows of `seq` one step reads at most, so a state with few matches is still walked in short steps. */
 const SEQ_WINDOW = 50_000
 
+/** The most jobs one step of a bulk call finds and changes, in one transaction. */
+export const BULK_STEP = 500
+
 const isEmpty = (filter: BulkFilter) =>
   (filter.states === undefined || filter.states.length === 0) && filter.queue === undefined && filter.job_type === undefined && filter.addon_id === undefined
 
@@ -102,7 +105,7 @@ export function planBulk(
 
 /**
  * The ids (in `seq` order) of the jobs in `state` that match the filter, with a `seq` above
- * `afterSeq` and at most `untilSeq`, at most {@link PURGE_BATCH} of them. Each state is read
+ * `afterSeq` and at most `untilSeq`, at most {@link BULK_STEP} of them. Each state is read
  * the way its index allows: LEASED and RUNNING through the ACTIVE leases, DONE by `seq` (the
  * table's own order), the others on jobs_state_seq.
  */
@@ -116,24 +119,23 @@ function matching(ctx: EngineContext, state: JobState, filter: BulkFilter, after
     conditions.push(`${field} = ?`)
     params.push(filter[field])
   }
-  return ctx.all(`SELECT seq, id FROM jobs WHERE ${conditions.join(' AND ')} ORDER BY seq LIMIT ${PURGE_BATCH}`, ...params)
+  return ctx.all(`SELECT seq, id FROM jobs WHERE ${conditions.join(' AND ')} ORDER BY seq LIMIT ${BULK_STEP}`, ...params)
 }
 
 /**
- * One step of a bulk call: the next matching jobs of one state (at most {@link PURGE_BATCH},
+ * One step of a bulk call: the next matching jobs of one state (at most {@link BULK_STEP},
  * within a window of `seq`), each retried, canceled or purged as its own verb would do it.
  * `matched` counts the jobs the step found, `changed` those it changed: a job whose retry is
  * refused (it costs more than the capacity), one already cancel-requested, or one that moved
  * on meanwhile is matched but not changed. A dry run only counts. Returns where the next step
- * starts, or null after the last. Runs as its own transaction (a purge's without foreign-key
- * checks): call it outside any.
+ * starts, or null after the last. Runs as its own transaction: call it outside any.
  */
 export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: BulkPlan, cursor: BulkCursor): BulkStep {
   const state = plan.states[cursor.state]!
   const untilSeq = Math.min(cursor.afterSeq + SEQ_WINDOW, plan.lastSeq)
   const apply = (found: { id: string }[]): number => {
     if (plan.dryRun || found.length === 0) return 0
-    if (plan.action === 'purge') return deleteFinishedJobs(ctx, found.map((job) => job.id))
+    if (plan.action === 'purge') return deleteFinishedJobs(ctx, found.map((job) => job.id)).length
     return ctx.transact(() => {
       let changed = 0
       for (const job of found) {
@@ -146,7 +148,7 @@ export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: Bulk
   }
   const found = matching(ctx, state, plan.filter, cursor.afterSeq, untilSeq)
   const changed = apply(found)
-  const full = found.length === PURGE_BATCH
+  const full = found.length === BULK_STEP
   const next: BulkCursor | null = full
     ? { state: cursor.state, afterSeq: found[found.length - 1]!.seq }
     : untilSeq < plan.lastSeq

@@ -7,6 +7,7 @@ export interface Clock {
 export const SECOND = 1000
 export const MINUTE = 60 * SECOND
 export const HOUR = 60 * MINUTE
+export const DAY = 24 * HOUR
 
 export const systemClock: Clock = { now: () => Date.now() }
 

@@ -154,6 +154,11 @@ export class EngineContext {
     return this.committed
   }
 
+  /** True while an operation or a transaction's body runs: a verb that needs a transaction of its own cannot start now. */
+  get insideOperation(): boolean {
+    return this.inBody || this.inOperation
+  }
+
   /** Used outside every operation while a group is open (a read from a route, a timer): commit the group first. */
   private beforeOutsideUse(): void {
     if (this.group && !this.inOperation && !this.inBody) this.flush()
@@ -244,25 +249,6 @@ export class EngineContext {
     for (const event of pending) this.dispatch(event)
     if (pending.length > 0) this.dispatchCommit(pending)
     return result
-  }
-
-  /**
-   * Runs `fn` as a transaction of its own with SQLite's foreign-key checks off, for deletions
-   * that remove a row's children themselves: deleting a job makes SQLite look for rows that
-   * still name it in every table whose foreign key points at jobs, and leases and stream
-   * messages keep no index on their job (each would cost a page per job on the hot path), so
-   * each look would read a whole table. The pragma takes effect only outside a transaction,
-   * hence its own: an open group commits first, and a call inside a transaction is refused.
-   */
-  transactWithoutForeignKeyChecks<T>(fn: () => T): T {
-    if (this.inBody || this.inOperation) throw new Error('a transaction without foreign-key checks cannot run inside another transaction')
-    if (this.group) this.flush()
-    this.db.pragma('foreign_keys = OFF')
-    try {
-      return this.plainTransaction(fn)
-    } finally {
-      this.db.pragma('foreign_keys = ON')
-    }
   }
 
   /**

@@ -13,13 +13,15 @@ import * as leases from './leases'
 import { RecentCounts } from './recent-counts'
 import { listJobs, type JobListQuery, type JobPage } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
-import { deleteFinishedJobs } from './purge'
 import * as queues from './queues'
 import { retryJob } from './retry'
 import { runNow } from './scheduled'
+import * as prune from './prune'
 import * as reaper from './reaper'
 import * as schedules from './schedules'
 import * as stats from './stats'
+import { pruneStatsStep } from './stats-retention'
+import * as storage from './storage'
 import type { JobState } from './states'
 import { readSituation, WAITING_STATES, waitingReason } from './waiting'
 
@@ -168,8 +170,6 @@ export class Engine {
   planBulk = (action: bulk.BulkAction, request: Parameters<typeof bulk.planBulk>[2]): bulk.BulkPlan => bulk.planBulk(this.ctx, action, request)
   /** One step of a bulk call, its own transaction: call it outside {@link run}, and let other work in between steps. */
   bulkStep = (plan: bulk.BulkPlan, cursor: bulk.BulkCursor): bulk.BulkStep => bulk.bulkStep(this.ctx, this.capacity, plan, cursor)
-  /** Deletes the finished ones of these jobs with their rows, in transactions of its own (see purge.ts). */
-  deleteFinishedJobs = (jobIds: readonly string[]): number => deleteFinishedJobs(this.ctx, jobIds)
 
   // File leases and blockers (seed 004)
   acquireFile = (request: files.FileLeaseRequest): files.AcquireResult => files.acquireFile(this.ctx, request)
@@ -217,6 +217,19 @@ export class Engine {
     for (const lease of this.activeLeases()) byWorker.set(lease.worker_id, [...(byWorker.get(lease.worker_id) ?? []), lease.job_id])
     return byWorker
   }
+
+  // Retention (docs/retention.md): each call one short transaction of its own, outside any group
+  /** Deletes up to `limit` jobs that finished before `cutoff`, and all that is theirs; returns how many. */
+  pruneFinishedJobs = (cutoff: number, limit?: number): number => prune.pruneFinishedJobs(this.ctx, cutoff, limit)
+  /** Deletes these finished jobs and all that is theirs, leaving any that something live needs; returns the ids deleted. */
+  deleteFinishedJobs = (jobIds: readonly string[]): string[] => prune.deleteFinishedJobs(this.ctx, jobIds)
+  /** One step of the statistics' own retention at the clock's now; 0 when nothing is left to do. */
+  pruneStats = (): number => pruneStatsStep(this.ctx, this.ctx.clock.now())
+  /** Gives up to `maxPages` surplus free pages back to the file system; returns how many. */
+  returnFreePages = (maxPages: number): number => storage.returnFreePages(this.ctx, maxPages)
+  storage = (): storage.StorageFigures => storage.storageFigures(this.ctx)
+  /** Copies the WAL into the database file as far as it can without waiting (after each retention step). */
+  checkpoint = (): void => storage.checkpointWal(this.ctx)
 
   // Capacity and stats
   getCapacity = (): CapacityFigures => this.capacity.figures()

@@ -29,6 +29,13 @@ export class RecentCounts {
       )
       const minutes = this.byMinute.get(type)!
       for (const row of rows) minutes.set(row.minute, row.n)
+      // Events of jobs deleted since (a purge: retention keeps a day at least), as counted then.
+      const kept = ctx.all<{ minute: number; n: number }>(
+        `SELECT ts / ${MINUTE} AS minute, n FROM stats_counts WHERE event_type = ? AND ts >= ?`,
+        type,
+        Math.ceil(since / MINUTE) * MINUTE,
+      )
+      for (const row of kept) minutes.set(row.minute, (minutes.get(row.minute) ?? 0) + row.n)
     }
     ctx.onEvent((event) => this.add(event))
   }

@@ -113,14 +113,18 @@ export interface TimeseriesPoint {
 }
 
 /**
- * When this database's history starts: its first stats sample or its first event, whichever
- * came first; null before either. A series answers 0 for every bucket before it as for any
- * empty bucket, so a chart uses this to leave out the time before the host existed.
+ * When this database's history starts: its first stats sample, first kept count of deleted jobs'
+ * events, or first event, whichever came first; null before any. A series answers 0 for every
+ * bucket before it as for any empty bucket, so a chart uses this to leave out the time before
+ * the host existed (or before the statistics' retention, docs/retention.md).
  */
 export function seriesStart(ctx: EngineContext): number | null {
-  const sample = ctx.one<{ ts: number | null }>('SELECT MIN(ts) AS ts FROM stats_samples')?.ts ?? null
-  const event = ctx.one<{ ts: number }>('SELECT ts FROM events ORDER BY id LIMIT 1')?.ts ?? null
-  return sample === null ? event : event === null ? sample : Math.min(sample, event)
+  const starts = [
+    ctx.one<{ ts: number | null }>('SELECT MIN(ts) AS ts FROM stats_samples')?.ts ?? null,
+    ctx.one<{ ts: number | null }>('SELECT MIN(ts) AS ts FROM stats_counts')?.ts ?? null,
+    ctx.one<{ ts: number }>('SELECT ts FROM events ORDER BY id LIMIT 1')?.ts ?? null,
+  ].filter((ts): ts is number => ts !== null)
+  return starts.length > 0 ? Math.min(...starts) : null
 }
 
 /**
@@ -152,6 +156,16 @@ export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, r
       end,
     )
     for (const row of rows) values.set(row.b, row.n)
+    // What deleted jobs' events counted (src-main/engine/prune.ts), per minute or per hour.
+    const kept = ctx.all<{ b: number; n: number }>(
+      `SELECT ts - ts % ? AS b, SUM(n) AS n FROM stats_counts
+       WHERE event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
+      size,
+      ...types,
+      first,
+      end,
+    )
+    for (const row of kept) values.set(row.b, (values.get(row.b) ?? 0) + row.n)
   } else {
     // The column name comes from the closed GAUGE_METRICS list checked above, never from input.
     const rows = ctx.all<{ b: number; v: number }>(

@@ -5,7 +5,7 @@ import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, ListJ
 import { WORKER_PREFIX, WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat } from './dialect-worker'
 import { BlockerList, BlockerResolve, FileAcquire, FileHeartbeat, FileLeaseList, FileRelease } from './dialect-files'
 import { ChangeSchedule, CreateSchedule, ScheduleAnswer, ScheduleList, SCHEDULES_PREFIX } from './schedules'
-import { CapacityChange } from './system'
+import { CapacityChange, StorageAnswer } from './system'
 import { BULK_ACTIONS } from '../engine'
 import { BulkAnswer, BulkRequest, JobAnswer, OperatorRequest, QueueAnswer, QueueList } from './operations'
 
@@ -71,6 +71,12 @@ export function openApiDocument(version: string) {
     },
     '/api/leases': { get: get('Every ACTIVE lease, with the host clock (`now`)', '{now, leases}') },
     '/api/workers': { get: get('Local and external workers', '{workers}') },
+    '/api/storage': {
+      get: {
+        summary: "The database's size on disk (file + WAL) and the retention setting (docs/retention.md)",
+        responses: { '200': { description: 'storage', content: { 'application/json': { schema: StorageAnswer } } }, ...errors(401) },
+      },
+    },
     '/api/events/ticket': { post: { summary: 'A short-lived ticket that opens the event stream', responses: { '200': { description: '{ticket, expires_at}' }, ...errors(401) } } },
     '/api/events/stream': {
       get: {

@@ -4,6 +4,7 @@ import { dirname } from 'node:path'
 import type { ClaimWaiters } from '../claim-waiters'
 import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
+import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../workers'
 import { EngineError } from '../engine/errors'
 import { LogLimiter } from '../log-limiter'
@@ -27,6 +28,8 @@ export interface HttpDependencies {
   version: string
   policy: GuardPolicy
   bodyLimitBytes: number
+  /** The database's size and the retention setting (GET /api/storage). */
+  storage: () => StorageReport
   /** The built dashboard (out/renderer), served at `/`. */
   rendererDir: string
   log: (line: string) => void
@@ -87,7 +90,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   app.use(dashboardMiddleware(deps.rendererDir))
   const { engine, bodyLimitBytes: limit } = deps
   const routers: Router[] = [
-    systemRouter(engine, deps.directory, deps.version, limit),
+    systemRouter(engine, deps.directory, deps.version, limit, deps.storage),
     pullRouter(engine, limit),
     queueRouter(engine, limit),
     workerRouter(engine, deps.waiters, deps.directory, limit),

@@ -2,6 +2,7 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
+import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../workers'
 import { readJson } from './body'
 import { validate } from './errors'
@@ -14,8 +15,39 @@ export const CapacityChange = z.strictObject({
 })
 export type CapacityChange = z.infer<typeof CapacityChange>
 
-/** Routes shared by every dialect: health, capacity, workers and the OpenAPI document. */
-export function systemRouter(engine: Engine, directory: WorkerDirectory, version: string, bodyLimit: number): Router {
+/** GET /api/storage: the database's size on disk and the retention that bounds it (docs/retention.md). */
+export const StorageAnswer = z
+  .object({
+    database_bytes: z.number().int().meta({ description: 'The database file and its write-ahead log together' }),
+    file_bytes: z.number().int(),
+    wal_bytes: z.number().int(),
+    free_bytes: z.number().int().meta({ description: 'Free pages inside the file, reused before it grows' }),
+    auto_vacuum: z.enum(['none', 'full', 'incremental']).meta({ description: 'incremental: surplus free pages go back to the disk after each pruning' }),
+    retain_days: z.number().int().meta({ description: 'Days a finished job is kept after it finished (--retain-days); 0 = forever' }),
+    stats_retain_days: z.number().int().meta({ description: 'Days the statistics time series are kept' }),
+    last_prune: z
+      .object({
+        at: z.string(),
+        retain_days: z.number().int(),
+        jobs_deleted: z.number().int(),
+        stats_rows: z.number().int(),
+        pages_returned: z.number().int(),
+        longest_step_ms: z.number().meta({ description: 'The longest time one step held the write lock' }),
+        longest_checkpoint_ms: z.number().meta({ description: 'The longest checkpoint of the WAL between steps' }),
+        duration_ms: z.number(),
+      })
+      .nullable()
+      .meta({ description: 'The last pass of the pruner (a minute apart), or null before the first' }),
+  })
+  .meta({ id: 'Storage' })
+export type StorageAnswer = z.infer<typeof StorageAnswer>
+
+export function storageAnswer(report: StorageReport): StorageAnswer {
+  return { ...report, last_prune: report.last_prune && { ...report.last_prune, at: iso(report.last_prune.at) } }
+}
+
+/** Routes shared by every dialect: health, capacity, workers, storage and the OpenAPI document. */
+export function systemRouter(engine: Engine, directory: WorkerDirectory, version: string, bodyLimit: number, storage: () => StorageReport): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
     ctx.body = { ok: true, version }
@@ -48,6 +80,9 @@ export function systemRouter(engine: Engine, directory: WorkerDirectory, version
     ctx.body = {
       workers: directory.list(engine).map((w) => ({ ...w, last_seen_at: iso(w.last_seen_at), started_at: iso(w.started_at) })),
     }
+  })
+  router.get('/storage', (ctx) => {
+    ctx.body = storageAnswer(storage())
   })
   let openApi: unknown
   router.get('/openapi.json', (ctx) => {

@@ -10,6 +10,19 @@ export interface Capacity {
   available: number
 }
 
+/** `GET /api/storage` (docs/retention.md): the database's size on disk and the retention setting. */
+export interface Storage {
+  database_bytes: number
+  file_bytes: number
+  wal_bytes: number
+  free_bytes: number
+  auto_vacuum: 'none' | 'full' | 'incremental'
+  /** 0: finished jobs are kept forever. */
+  retain_days: number
+  stats_retain_days: number
+  last_prune: { at: string; jobs_deleted: number; pages_returned: number; longest_step_ms: number } | null
+}
+
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
 export interface CapacityChange {
   total_units?: number
@@ -328,6 +341,7 @@ export class ApiClient {
   updateSchedule = (name: string, change: ScheduleChange): Promise<{ schedule: Schedule }> =>
     this.call('PATCH', `/api/schedules/${encodeURIComponent(name)}`, change)
   deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call('DELETE', `/api/schedules/${encodeURIComponent(name)}`)
+  getStorage = (): Promise<Storage> => this.call('GET', '/api/storage')
 
   /** A ticket that opens the event stream (an EventSource cannot send the token). */
   eventTicket = (): Promise<{ ticket: string; expires_at: string }> => this.call('POST', '/api/events/ticket', {})

@@ -13,6 +13,7 @@ import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
 import type { Place } from './route.svelte'
 import { SchedulesState } from './schedules.svelte'
+import { StorageState } from './storage.svelte'
 import { WorkersState } from './workers.svelte'
 
 /** `ok`: calls are answered; `missing`: no token is known; `rejected`: the host refused it (401). */
@@ -26,7 +27,7 @@ export interface DashboardOptions {
 }
 
 /** How often each part is read again besides the events (heartbeats and busy samples are not events; the leases' read also sets the host's clock). */
-const POLL_MS = { leases: 2000, capacity: 10_000, workers: 5000, charts: 15_000 } as const
+const POLL_MS = { leases: 2000, capacity: 10_000, workers: 5000, charts: 15_000, storage: 60_000 } as const
 
 /**
  * The composition root of the renderer's state: one API client, one event stream, and one store
@@ -52,6 +53,7 @@ export class Dashboard {
   readonly blockers: BlockersState
   readonly workers: WorkersState
   readonly charts: ChartsState
+  readonly storage: StorageState
 
   private timers: ReturnType<typeof setInterval>[] = []
   private readonly later = {
@@ -82,6 +84,7 @@ export class Dashboard {
     this.schedules = new SchedulesState(this.api)
     this.workers = new WorkersState(this.api)
     this.charts = new ChartsState(this.api)
+    this.storage = new StorageState(this.api)
     this.stream.subscribe((event) => this.receive(event))
     this.stream.onGap(() => this.refreshAll())
   }
@@ -101,6 +104,7 @@ export class Dashboard {
       setInterval(() => {
         if (this.place.view === 'charts') void this.charts.refresh()
       }, POLL_MS.charts),
+      setInterval(() => void this.storage.refresh(), POLL_MS.storage),
     ]
   }
 
@@ -119,6 +123,7 @@ export class Dashboard {
     void this.schedules.refresh()
     void this.workers.refresh()
     void this.charts.refresh()
+    void this.storage.refresh()
     void this.detail?.refresh()
   }
 

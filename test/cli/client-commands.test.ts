@@ -329,6 +329,7 @@ describe('leasehold status', async () => {
       expect(quiet.stdout).toMatch(/leases {4}0 active/)
       expect(quiet.stdout).toMatch(/workers {3}0/)
       expect(quiet.stdout).toMatch(/blockers {2}0 open/)
+      expect(quiet.stdout).toMatch(/\nstorage {3}database \d+\.\d MB \(file \d+\.\d MB \+ WAL \d+\.\d MB\); finished jobs kept 7 days/)
 
       const file = '/repo/status/held.ts'
       host.engine.submit({ job_type: 'status-halted', cost_units: 1 })
@@ -345,11 +346,15 @@ describe('leasehold status', async () => {
         leases: { active: number }
         workers: unknown[]
         blockers: Array<{ blocker_id: string; file: string; state: string }>
+        storage: { database_bytes: number; file_bytes: number; wal_bytes: number; retain_days: number; auto_vacuum: string }
       }
       expect(json.capacity).toEqual({ total_units: 40, busy_rating: 5, busy_mode: 'manual', usable: 20, leased: 1, available: 19 })
       expect(json.leases.active).toBe(1)
       expect(json.workers).toEqual([])
       expect(json.blockers).toEqual([expect.objectContaining({ blocker_id: blocker.id, file, state: 'OPEN' })])
+      expect(json.storage).toMatchObject({ retain_days: 7, auto_vacuum: 'incremental' })
+      expect(json.storage.database_bytes).toBe(json.storage.file_bytes + json.storage.wal_bytes)
+      expect(json.storage.file_bytes).toBeGreaterThan(0)
 
       host.engine.resolveBlocker(blocker.id, { action: 'cancel' })
       finishHolder(holder, file)

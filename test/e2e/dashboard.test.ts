@@ -114,6 +114,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await page.getByTestId('cap-usable').textContent()).toBe('100')
     expect(page.url()).not.toContain(host.token)
     await page.getByTestId('leases-empty').waitFor()
+    // The database's size and how long finished jobs are kept (GET /api/storage).
+    await expect.poll(() => page.getByTestId('storage-retention').textContent()).toBe('7 days')
+    expect(await page.getByTestId('storage-size').textContent()).toMatch(/^\d+(\.\d)? (KB|MB)$/)
   })
 
   test('submitted jobs appear, run and finish live, with their leases counting down', async () => {
@@ -467,6 +470,8 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await Promise.all(ids.map(jobState))).toEqual(['QUEUED', 'QUEUED'])
 
     for (const id of ids) await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+    // The newest event is another job's: a purge keeps the job that holds the newest event (docs/retention.md).
+    await submit({ job_type: 'sleep', payload: { ms: 10 } })
     await page.getByTestId('bulk-purge').click()
     await confirm.waitFor()
     expect(await confirm.textContent()).toContain('Purge 2 jobs?')

@@ -5,12 +5,14 @@ import BlockerCard from '../../src-renderer/components/BlockerCard.svelte'
 import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
+import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
 import WorkersView from '../../src-renderer/components/WorkersView.svelte'
 import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
+import { StorageState } from '../../src-renderer/lib/storage.svelte'
 import { WorkersState } from '../../src-renderer/lib/workers.svelte'
 import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
@@ -289,4 +291,30 @@ test('a busy worker shows its jobs by the end of their ids (jobs of one minute s
   expect(text(busy)).toContain('busy')
   expect(text(busy)).toContain('2 s ago')
   expect(text(el.querySelector('tr[data-worker="local-2.1"]'))).toContain('idle')
+})
+
+test('the storage panel shows the database size (file + WAL) and how long finished jobs are kept', async () => {
+  const answer = {
+    database_bytes: 13 * 1024 * 1024,
+    file_bytes: 12 * 1024 * 1024,
+    wal_bytes: 1024 * 1024,
+    free_bytes: 300 * 1024,
+    auto_vacuum: 'incremental',
+    retain_days: 7,
+    stats_retain_days: 90,
+    last_prune: { at: iso(T0), jobs_deleted: 1234, pages_returned: 0, longest_step_ms: 3.2 },
+  }
+  const { fetcher } = fakeFetch({ 'GET /api/storage': () => answer })
+  const storage = new StorageState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await storage.refresh()
+  const el = render(StoragePanel, { storage })
+  expect(text(el.querySelector('[data-testid="storage-size"]'))).toBe('13.0 MB')
+  expect(text(el.querySelector('[data-testid="storage-retention"]'))).toBe('7 days')
+  expect(text(el.querySelector('[data-testid="storage-note"]'))).toMatch(/deleted with their history 7 days after they finish; the last pass, at .+, deleted 1,234\. Statistics are kept 90 days\./)
+
+  answer.retain_days = 0
+  await storage.refresh()
+  flushSync()
+  expect(text(el.querySelector('[data-testid="storage-retention"]'))).toBe('forever')
+  expect(text(el.querySelector('[data-testid="storage-note"]'))).toContain('Finished jobs are never deleted (--retain-days 0).')
 })

@@ -4,6 +4,7 @@ import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
 import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
 import { shortId } from '../../src-renderer/lib/short-id'
+import { formatBytes, retentionText } from '../../src-renderer/lib/storage.svelte'
 import { eventPairs } from '../../src-renderer/lib/event-text'
 import { errorText } from '../../src-renderer/lib/attempts'
 import { shortId as cliShortId } from '../../src-main/short-id'
@@ -150,5 +151,19 @@ describe('what a chart draws', () => {
     expect(chartSeries(series(T0 + 4 * MINUTE)).ys).toEqual([null, null, null, null, 3])
     expect(chartSeries(series(null)).ys).toEqual([null, null, null, null, null])
     expect(chartSeries(undefined)).toEqual({ xs: [], ys: [] })
+  })
+})
+
+describe('storage figures', () => {
+  test('sizes in KB below a megabyte, MB with one decimal, GB with two', () => {
+    expect(formatBytes(0)).toBe('0 KB')
+    expect(formatBytes(812 * 1024)).toBe('812 KB')
+    expect(formatBytes(12.34 * 1024 * 1024)).toBe('12.3 MB')
+    expect(formatBytes(1.236 * 1024 * 1024 * 1024)).toBe('1.24 GB')
+  })
+  test('retention in days, and 0 as forever', () => {
+    expect(retentionText(7)).toBe('7 days')
+    expect(retentionText(1)).toBe('1 day')
+    expect(retentionText(0)).toBe('forever')
   })
 })

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { Engine } from '../../src-main/engine'
-import { PURGE_BATCH } from '../../src-main/engine/purge'
+import { BULK_STEP } from '../../src-main/engine/bulk'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, expectEngineError, runBulk } from './support'
 
@@ -82,14 +82,14 @@ describe('bulk cancel', () => {
 })
 
 describe('bulk steps', () => {
-  it('works in steps of at most PURGE_BATCH jobs, each its own transaction', () => {
+  it('works in steps of at most BULK_STEP jobs, each its own transaction', () => {
     const { engine } = setup()
-    const count = PURGE_BATCH * 2 + 7
+    const count = BULK_STEP * 2 + 7
     for (let i = 0; i < count; i += 500) engine.submitMany(Array.from({ length: Math.min(500, count - i) }, () => aJob({ queue: 'many' })))
     const commits = engine.commits
     const result = runBulk(engine, 'cancel', { filter: { queue: 'many' } })
     expect(result).toMatchObject({ matched: count, changed: count })
-    expect(Math.max(...result.steps)).toBe(PURGE_BATCH)
+    expect(Math.max(...result.steps)).toBe(BULK_STEP)
     expect(engine.commits - commits).toBe(result.steps.filter((n) => n > 0).length)
     expect(engine.listQueues()).toEqual([expect.objectContaining({ queue: 'many', counts: { CANCELED: count } })])
   })

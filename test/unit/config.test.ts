@@ -22,7 +22,16 @@ describe('serve configuration', () => {
       durability: 'normal',
       allowedHosts: [],
       bodyLimitBytes: 1024 * 1024,
+      retainDays: 7,
     })
+  })
+
+  test('--retain-days takes 0 (keep every job) and whole days; anything else names the flag', () => {
+    expect(parseServeArgs(['--retain-days', '0'], {}).retainDays).toBe(0)
+    expect(parseServeArgs([], { LEASEHOLD_RETAIN_DAYS: '30' }).retainDays).toBe(30)
+    expect(() => parseServeArgs(['--retain-days', '-1'], {})).toThrow(/--retain-days/)
+    expect(() => parseServeArgs(['--retain-days', '1.5'], {})).toThrow(/--retain-days/)
+    expect(() => parseServeArgs([], { LEASEHOLD_RETAIN_DAYS: 'week' })).toThrow(/LEASEHOLD_RETAIN_DAYS/)
   })
 
   test('a flag wins over its LEASEHOLD_* variable, which wins over the default', () => {

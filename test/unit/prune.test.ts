@@ -1,0 +1,444 @@
+/**
+ * Retention in the engine (docs/retention.md): a finished job is deleted with everything that is
+ * its own once it finished longer ago than the period, in bounded steps, and nothing a live job
+ * needs goes with it. Time is moved on a ManualClock.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
+import { Engine } from '../../src-main/engine'
+import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, pruneCutoff } from '../../src-main/engine/prune'
+import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
+
+const RETAIN_DAYS = 7
+
+/** Every row of every table that names the job, keyed by table: what "the job and all that is its own" means. */
+function rowsOf(engine: Engine, jobId: string): Record<string, unknown[]> {
+  const all = (sql: string) => engine.ctx.db.prepare(sql).all(jobId)
+  return {
+    jobs: all('SELECT * FROM jobs WHERE id = ?'),
+    leases: all('SELECT * FROM leases WHERE job_id = ? ORDER BY fence'),
+    events: all('SELECT * FROM events WHERE job_id = ? ORDER BY id'),
+    file_leases: all('SELECT * FROM file_leases WHERE job_id = ? ORDER BY rowid'),
+    blockers: all('SELECT * FROM blockers WHERE requester_job_id = ? ORDER BY seq'),
+  }
+}
+
+const rowCount = (rows: Record<string, unknown[]>) => Object.values(rows).reduce((n, r) => n + r.length, 0)
+
+/** The ids events may name a job's things by: the job, its leases and its file leases. */
+function entityIds(engine: Engine, jobId: string): string[] {
+  return [
+    jobId,
+    ...(engine.ctx.db.prepare('SELECT id FROM leases WHERE job_id = ?').pluck().all(jobId) as string[]),
+    ...(engine.ctx.db.prepare('SELECT id FROM file_leases WHERE job_id = ?').pluck().all(jobId) as string[]),
+  ]
+}
+
+/** Runs pruning steps at the clock's now until one deletes fewer than `limit`; returns each step's count. */
+function pruneAll(engine: Engine, retainDays = RETAIN_DAYS, limit = 250): number[] {
+  const cutoff = pruneCutoff(engine.ctx.clock.now(), retainDays)
+  if (cutoff === null) return []
+  const steps: number[] = []
+  for (;;) {
+    const deleted = engine.pruneFinishedJobs(cutoff, limit)
+    steps.push(deleted)
+    if (deleted < limit) return steps
+  }
+}
+
+function integrity(engine: Engine): { integrity: unknown; foreignKeys: unknown[]; foreignKeysOn: unknown } {
+  return {
+    integrity: engine.ctx.db.pragma('integrity_check', { simple: true }),
+    foreignKeys: engine.ctx.db.pragma('foreign_key_check') as unknown[],
+    foreignKeysOn: engine.ctx.db.pragma('foreign_keys', { simple: true }),
+  }
+}
+
+const healthy = { integrity: 'ok', foreignKeys: [], foreignKeysOn: 1 }
+
+/**
+ * Jobs that finished every way a job can — DONE, FAILED after a requeue (two attempts, two leases,
+ * two stream messages, a LEASE_EXPIRED event), CANCELED while queued, TIMEOUT dead-lettered —
+ * around T0, and beside them two that are still needed: one QUEUED since T0 and one RUNNING
+ * since T0 under a lease (1 h TTL) that `passTime` keeps alive.
+ */
+function mixedHistory() {
+  const s = setup({ config: { backoff: { baseMs: SECOND, maxMs: SECOND } } })
+  const { engine, clock } = s
+  engine.submit(aJob({ job_type: 'done' }))
+  const done = leaseOrFail(engine, 'w1')
+  engine.release({ lease_id: done.lease.id, worker_id: 'w1', status: 'SUCCEEDED' })
+
+  engine.submit(aJob({ job_type: 'failed' }))
+  const first = leaseOrFail(engine, 'w1')
+  clock.advance(HOUR) // the lease expires: requeued with a backoff of a second
+  engine.reap()
+  clock.advance(2 * SECOND)
+  const second = leaseOrFail(engine, 'w1')
+  expect(second.job.id).toBe(first.job.id)
+  engine.release({ lease_id: second.lease.id, worker_id: 'w1', status: 'FAILED', error: { message: 'no' } })
+
+  const canceled = engine.submit(aJob({ job_type: 'canceled' })).job
+  engine.cancel(canceled.id)
+
+  engine.submit(aJob({ job_type: 'timeout', max_attempts: 1 }))
+  const timeout = claimOrFail(engine, 'w1')
+  clock.advance(HOUR)
+  engine.reap()
+
+  const queued = engine.submit(aJob({ job_type: 'queued', priority: 'LOW' })).job
+  engine.submit(aJob({ job_type: 'running' }))
+  const running = claimOrFail(engine, 'w2', 3600)
+  const expired = [done.job.id, first.job.id, canceled.id, timeout.job.id]
+  expect(expired.map((id) => engine.getJob(id).state)).toEqual(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
+  /** Moves the clock, heartbeating the running job's lease on the way. */
+  const passTime = (ms: number) => {
+    for (let left = ms; left > 0; left -= Math.min(left, 30 * MINUTE)) {
+      clock.advance(Math.min(left, 30 * MINUTE))
+      engine.heartbeatByToken({ job_id: running.job.id, worker_id: 'w2', lease_token: running.lease.token })
+    }
+  }
+  return { ...s, expired, queued, running, passTime }
+}
+
+describe('pruneCutoff: the decision is a function of the clock and the setting', () => {
+  it('is the moment retain_days before now', () => {
+    expect(pruneCutoff(T0 + 10 * DAY, 7)).toBe(T0 + 3 * DAY)
+    expect(pruneCutoff(T0, 1)).toBe(T0 - DAY)
+  })
+
+  it('is null for 0: every job is kept forever', () => {
+    expect(pruneCutoff(T0 + 1000 * DAY, 0)).toBeNull()
+  })
+})
+
+describe('pruning finished jobs', () => {
+  it('removes exactly the expired finished jobs with their leases (each with its attempt) and events', () => {
+    const { engine, expired, queued, running, passTime } = mixedHistory()
+    const failed = rowsOf(engine, expired[1]!)
+    expect(engine.attempts(expired[1]!)).toHaveLength(2)
+    expect(failed.leases).toHaveLength(2)
+    expect(failed.events!.map((e) => (e as { event_type: string }).event_type)).toContain('LEASE_EXPIRED')
+    const named = expired.flatMap((id) => entityIds(engine, id))
+
+    // A job that finishes six days later: younger than the period when the test looks.
+    passTime(6 * DAY)
+    const young = engine.submit(aJob({ job_type: 'young' })).job
+    const youngLease = claimOrFail(engine, 'w3')
+    engine.complete({ job_id: young.id, worker_id: 'w3', lease_token: youngLease.lease.token, attempt_id: youngLease.lease.attempt_id })
+    passTime(DAY + 3 * HOUR)
+
+    const live = [queued.id, running.job.id, young.id]
+    const before = Object.fromEntries(live.map((id) => [id, rowsOf(engine, id)]))
+    expect(rowCount(before[queued.id]!)).toBeGreaterThan(0)
+    expect(pruneAll(engine)).toEqual([4])
+
+    for (const id of expired) expect(rowCount(rowsOf(engine, id)), `rows of ${id}`).toBe(0)
+    // No event names a deleted job, lease or file lease, whether by job_id or as its entity.
+    const mentions = engine.ctx.db
+      .prepare('SELECT COUNT(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?)) OR entity_id IN (SELECT value FROM json_each(?))')
+      .pluck()
+      .get(JSON.stringify(named), JSON.stringify(named))
+    expect(mentions).toBe(0)
+    for (const id of live) expect(rowsOf(engine, id)).toEqual(before[id])
+    expect(engine.getJob(running.job.id).state).toBe('RUNNING')
+    expect(integrity(engine)).toEqual(healthy)
+  })
+
+  it('keeps a job until it finished longer ago than the period, to the millisecond', () => {
+    const { engine, clock } = setup()
+    const job = engine.submit(aJob()).job
+    const finishedAt = clock.now()
+    engine.cancel(job.id)
+    engine.submit(aJob()) // the newest job, kept whatever its age (see the rowid test below)
+    clock.set(finishedAt + RETAIN_DAYS * DAY)
+    expect(pruneAll(engine)).toEqual([0])
+    expect(engine.getJob(job.id).state).toBe('CANCELED')
+    clock.advance(1)
+    expect(pruneAll(engine)).toEqual([1])
+    expect(() => engine.getJob(job.id)).toThrow(/job/i)
+  })
+
+  it('never deletes a job that is not finished, however old', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    const running = claimOrFail(engine, 'w', 3600)
+    engine.submit(aJob())
+    const [claimed] = engine.claim({ worker_id: 'w2' }) // dialect 002: CLAIMED
+    const queued = engine.submit(aJob({ priority: 'LOW' })).job
+    clock.advance(30 * DAY)
+    expect(pruneAll(engine)).toEqual([0])
+    expect(engine.deleteFinishedJobs([queued.id, running.job.id, claimed!.id])).toEqual([])
+    expect(engine.getJob(claimed!.id).state).toBe('CLAIMED')
+    expect(engine.getJob(queued.id).state).toBe('QUEUED')
+    expect(engine.getJob(running.job.id).state).toBe('RUNNING')
+  })
+
+  it('with retention 0 keeps every job', () => {
+    const { engine, clock } = setup()
+    for (let i = 0; i < 3; i++) engine.cancel(engine.submit(aJob()).job.id)
+    clock.advance(10_000 * DAY)
+    expect(pruneAll(engine, 0)).toEqual([])
+    expect(engine.listJobs({ limit: 10 }).jobs).toHaveLength(3)
+  })
+
+  it('works in bounded steps: no step deletes more than its limit', () => {
+    const { engine, clock } = setup()
+    for (let i = 0; i < 25; i++) engine.submitMany(Array.from({ length: 40 }, () => aJob()))
+    const ids = engine.ctx.db.prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[]
+    for (const id of ids) {
+      clock.advance(1)
+      engine.cancel(id)
+    }
+    clock.advance(RETAIN_DAYS * DAY + 1)
+    // 1,000 expired, the newest kept (it holds the newest rowids): 999 in steps of at most 100.
+    const steps = pruneAll(engine, RETAIN_DAYS, 100)
+    expect(steps).toEqual([100, 100, 100, 100, 100, 100, 100, 100, 100, 99])
+    expect(engine.ctx.db.prepare('SELECT id FROM jobs').pluck().all()).toEqual([ids.at(-1)])
+    expect(integrity(engine)).toEqual(healthy)
+  })
+
+  it('deletes the oldest finishes first', () => {
+    const { engine, clock } = setup()
+    const a = engine.submit(aJob()).job
+    const b = engine.submit(aJob()).job
+    engine.submit(aJob({ priority: 'LOW' })) // newest, never finished
+    engine.cancel(b.id)
+    clock.advance(MINUTE)
+    engine.cancel(a.id)
+    clock.advance(RETAIN_DAYS * DAY + MINUTE)
+    expect(engine.pruneFinishedJobs(clock.now() - RETAIN_DAYS * DAY, 1)).toBe(1)
+    expect(() => engine.getJob(b.id)).toThrow()
+    expect(engine.getJob(a.id).state).toBe('CANCELED')
+  })
+})
+
+describe('what a live job needs stays', () => {
+  it('a job an open blocker names, as the halted job or as its file\'s holder, is kept until the blocker is answered', () => {
+    const { engine, clock } = setup()
+    const FILE = '/repo/shared.ts'
+    engine.submit(aJob({ cost_units: 3 }))
+    const holder = claimOrFail(engine, 'w1', 3600)
+    engine.submit(aJob({ cost_units: 3 }))
+    const requester = claimOrFail(engine, 'w2', 3600)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w1', lease_id: holder.lease.id }).granted).toBe(true)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: requester.lease.id })).toMatchObject({ code: 'file_lease_held' })
+    for (let waited = 0; waited < FILE_RETRY_MS; waited += 10 * SECOND) {
+      clock.advance(10 * SECOND)
+      engine.heartbeatFile({ file: FILE, owner_id: 'w1' }) // the holder stays alive: the retry finds the file held
+    }
+    const halt = engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: requester.lease.id })
+    if (halt.granted || halt.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(halt)}`)
+    // The holder finishes; its file lease ends with it. The requester waits, BLOCKED.
+    engine.complete({ job_id: holder.job.id, worker_id: 'w1', lease_token: holder.lease.token, attempt_id: holder.lease.attempt_id })
+    clock.advance(30 * DAY)
+    expect(pruneAll(engine)).toEqual([0])
+    expect(engine.getJob(holder.job.id).state).toBe('DONE')
+
+    engine.resolveBlocker(halt.blocker.id, { action: 'cancel', note: 'not needed' })
+    // A later job takes over the newest job row, lease and event (see the rowid test below).
+    engine.submit(aJob({ priority: 'LOW' }))
+    claimOrFail(engine, 'w3', 3600)
+    clock.advance(RETAIN_DAYS * DAY + 1)
+    expect(pruneAll(engine)).toEqual([2])
+    // The blocker report went with the job it halted; the holder's rows with the holder.
+    expect(rowCount(rowsOf(engine, requester.job.id))).toBe(0)
+    expect(rowCount(rowsOf(engine, holder.job.id))).toBe(0)
+    expect(engine.listBlockers()).toEqual([])
+    expect(integrity(engine)).toEqual(healthy)
+  })
+
+  it('a finished job that still holds an ACTIVE file lease is kept', () => {
+    const { engine, clock } = setup()
+    const job = engine.submit(aJob()).job
+    engine.cancel(job.id)
+    engine.submit(aJob({ priority: 'LOW' }))
+    // Not a state the engine makes (a job's file leases end with its lease): the rule holds anyway.
+    engine.ctx.db
+      .prepare("INSERT INTO file_leases (id, file, owner_id, lease_id, job_id, state, acquired_at, last_heartbeat_at) VALUES ('f', '/x', 'o', NULL, ?, 'ACTIVE', 0, 0)")
+      .run(job.id)
+    clock.advance(30 * DAY)
+    expect(pruneAll(engine)).toEqual([0])
+    engine.ctx.db.prepare("UPDATE file_leases SET state = 'RELEASED' WHERE id = 'f'").run()
+    expect(pruneAll(engine)).toEqual([1])
+  })
+
+  describe('no fence, message id or event id is given twice: fences and message ids are reserved apart from their rows, and the job holding the newest event is kept', () => {
+    let dir: string
+    let cleanup: () => void
+    beforeEach(() => ({ dir, cleanup } = tempDir()))
+    afterEach(() => cleanup())
+
+    /** Prunes 30 days on, restarts on the same file (counters are read from the tables), and returns the new engine. */
+    function pruneAndRestart(first: ReturnType<typeof openFileEngine>, expected: number[]) {
+      first.clock.advance(30 * DAY)
+      expect(pruneAll(first.engine)).toEqual(expected)
+      first.sqlite.close()
+      return openFileEngine(`${dir}/leasehold.db`, { clock: first.clock })
+    }
+
+    it('the newest lease may go: the next fence is larger than any granted', () => {
+      const first = openFileEngine(`${dir}/leasehold.db`)
+      const { engine } = first
+      engine.submit(aJob({ priority: 'LOW' }))
+      engine.submit(aJob({ priority: 'LOW' }))
+      const a = leaseOrFail(engine, 'w')
+      engine.release({ lease_id: a.lease.id, worker_id: 'w', status: 'SUCCEEDED' })
+      const b = leaseOrFail(engine, 'w') // the newest lease, on the older of the two jobs' rows
+      engine.release({ lease_id: b.lease.id, worker_id: 'w', status: 'SUCCEEDED' })
+      engine.submit(aJob()) // the newest job, message and event
+      const second = pruneAndRestart(first, [2])
+      expect(second.sqlite.prepare('SELECT COUNT(*) FROM leases').pluck().get()).toBe(0)
+      expect(leaseOrFail(second.engine, 'w').lease.fence).toBeGreaterThan(b.lease.fence)
+      second.sqlite.close()
+    })
+
+    it('the job with the newest stream message may go: the next message id is larger than any written', () => {
+      const first = openFileEngine(`${dir}/leasehold.db`)
+      const { engine, clock } = first
+      const x = engine.submit(aJob()).job
+      engine.submit(aJob({ priority: 'LOW' })) // the newest job
+      leaseOrFail(engine, 'w')
+      clock.advance(HOUR)
+      engine.reap() // x is requeued: a new message, the newest
+      const newestMessage = engine.getJob(x.id).stream_message_id!
+      engine.cancel(x.id)
+      leaseOrFail(engine, 'w2') // the LOW job: the newest lease and event
+      const second = pruneAndRestart(first, [1])
+      expect(second.sqlite.prepare('SELECT COUNT(*) FROM jobs WHERE id = ?').pluck().get(x.id)).toBe(0)
+      expect(second.engine.submit(aJob()).job.stream_message_id).toBeGreaterThan(newestMessage)
+      second.sqlite.close()
+    })
+
+    it('the newest event: the next event id is larger than any appended (an event stream resumes by it)', () => {
+      const first = openFileEngine(`${dir}/leasehold.db`)
+      const { engine } = first
+      const a = engine.submit(aJob({ priority: 'LOW' })).job
+      engine.submit(aJob({ priority: 'HIGH' }))
+      leaseOrFail(engine, 'w') // the HIGH job: the newest job, message and lease
+      engine.cancel(a.id) // the newest event
+      const newestEvent = engine.ctx.db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
+      const second = pruneAndRestart(first, [0])
+      expect(second.engine.getJob(a.id).state).toBe('CANCELED')
+      const next = second.engine.submit(aJob()).job
+      expect(second.sqlite.prepare('SELECT MIN(id) FROM events WHERE job_id = ?').pluck().get(next.id)).toBeGreaterThan(newestEvent)
+      second.sqlite.close()
+    })
+
+    it('once a newer job holds them, the job is deleted', () => {
+      const first = openFileEngine(`${dir}/leasehold.db`)
+      const { engine } = first
+      engine.submit(aJob())
+      const only = leaseOrFail(engine, 'w')
+      engine.release({ lease_id: only.lease.id, worker_id: 'w', status: 'SUCCEEDED' })
+      first.clock.advance(30 * DAY)
+      expect(pruneAll(engine)).toEqual([0])
+      engine.submit(aJob())
+      leaseOrFail(engine, 'w')
+      expect(pruneAll(engine)).toEqual([1])
+      first.sqlite.close()
+    })
+  })
+})
+
+describe('deleteFinishedJobs: the one deletion, shared by retention and purges', () => {
+  it('deletes the finished jobs it is given, whatever their age, and leaves the others and unknown ids', () => {
+    const { engine } = setup()
+    const a = engine.submit(aJob()).job
+    const b = engine.submit(aJob()).job
+    const queued = engine.submit(aJob({ priority: 'LOW' })).job
+    engine.cancel(a.id)
+    engine.cancel(b.id)
+    expect(engine.deleteFinishedJobs([a.id, queued.id, 'no-such-job'])).toEqual([a.id])
+    expect(engine.getJob(b.id).state).toBe('CANCELED')
+    expect(engine.getJob(queued.id).state).toBe('QUEUED')
+    expect(integrity(engine)).toEqual(healthy)
+  })
+
+  it('runs in a transaction of its own: inside an operation it throws and changes nothing', async () => {
+    const { engine } = setup()
+    const a = engine.submit(aJob()).job
+    engine.submit(aJob())
+    engine.cancel(a.id)
+    await expect(engine.run(() => engine.deleteFinishedJobs([a.id]))).rejects.toThrow(/transaction of its own/)
+    expect(engine.getJob(a.id).state).toBe('CANCELED')
+    expect(engine.ctx.db.pragma('foreign_keys', { simple: true })).toBe(1)
+  })
+
+  it('commits an open group first, and the group\'s writes stay', async () => {
+    const { engine } = setup()
+    const a = engine.submit(aJob()).job
+    engine.cancel(a.id)
+    const pending = engine.run(() => engine.submit(aJob()))
+    expect(engine.deleteFinishedJobs([a.id])).toEqual([a.id])
+    const { job } = await pending
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
+  })
+
+  it('the time series count what the deleted jobs\' events counted', () => {
+    const { engine, clock } = setup()
+    const ids: string[] = []
+    for (let i = 0; i < 5; i++) {
+      clock.advance(10 * MINUTE)
+      engine.submit(aJob())
+      const { lease, job } = claimOrFail(engine, 'w')
+      if (i % 2 === 0) engine.complete({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id })
+      else engine.fail({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id, error: { message: 'x' } })
+      ids.push(job.id)
+    }
+    engine.submit(aJob({ priority: 'LOW' }))
+    claimOrFail(engine, 'w2') // the newest job, lease and event are another job's
+    clock.advance(2 * DAY)
+    const series = () => ({
+      completed: engine.timeseries('jobs_completed', '1h', '7d'),
+      failed: engine.timeseries('jobs_failed', '5m', '7d'),
+      start: engine.seriesStart(),
+    })
+    const before = series()
+    expect(before.completed.reduce((n, p) => n + p.value, 0)).toBe(3)
+    expect(pruneAll(engine, 1)).toEqual([5])
+    expect(engine.ctx.db.prepare('SELECT COUNT(*) FROM events WHERE event_type IN (?, ?)').pluck().get('JOB_DONE', 'JOB_FAILED')).toBe(0)
+    expect(series()).toEqual(before)
+  })
+})
+
+describe('the snapshot\'s counts of the last day', () => {
+  it('still count jobs deleted within the day (a purge), after a restart reads them from the database', () => {
+    const { engine, clock } = setup()
+    const ids: string[] = []
+    for (let i = 0; i < 3; i++) {
+      engine.submit(aJob())
+      const { lease, job } = claimOrFail(engine, 'w')
+      engine.complete({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id })
+      ids.push(job.id)
+    }
+    engine.submit(aJob({ priority: 'LOW' }))
+    claimOrFail(engine, 'w2') // the newest job, lease and event are another job's
+    clock.advance(HOUR)
+    expect(engine.deleteFinishedJobs(ids).sort()).toEqual([...ids].sort())
+    const restarted = new Engine({ db: engine.ctx.db, clock })
+    expect(restarted.snapshot().jobs.done_last_24h).toBe(3)
+  })
+})
+
+describe('query plans: retention reads by index, never a whole table', () => {
+  it('finding expired jobs uses the jobs_finished index, and every deletion looks its rows up', () => {
+    const { engine } = setup()
+    const plan = (sql: string, ...params: unknown[]) =>
+      (engine.ctx.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
+    expect(plan(EXPIRED_JOBS_SQL, T0, 10)).toContain('SEARCH jobs USING INDEX jobs_finished (finished_at<?)')
+    // As the deletion runs them: with the foreign-key checks off (they would scan leases).
+    engine.ctx.db.pragma('foreign_keys = OFF')
+    try {
+      for (const sql of [DELETABLE_JOBS_SQL, ...DELETE_STATEMENTS]) {
+        // file_contentions holds a row per pending file retry (it is emptied as leases end): a scan of it is nothing.
+        const scans = plan(sql, '[]').filter((d) => /^SCAN (?!json_each|file_contentions|file_leases USING INDEX file_leases_active)/.test(d))
+        expect(scans, sql).toEqual([])
+      }
+    } finally {
+      engine.ctx.db.pragma('foreign_keys = ON')
+    }
+  })
+})

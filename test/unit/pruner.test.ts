@@ -1,0 +1,199 @@
+/**
+ * The pruner: retention on a timer, in short steps with the event loop between them, and a
+ * database file that stops growing once finished jobs are deleted as fast as new ones finish.
+ * The engine's clock is a ManualClock; the pruner's own timer is vitest's fake timers.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import type { Engine } from '../../src-main/engine'
+import { DAY, MINUTE, SECOND } from '../../src-main/engine/clock'
+import { PRUNE_BATCH } from '../../src-main/engine/prune'
+import { PRUNE_FIRST_DELAY_MS, PRUNE_INTERVAL_MS, Pruner, type PassHealth } from '../../src-main/retention/pruner'
+import { aJob, setup } from '../helpers/engine'
+import { StorageFaultInjector } from '../helpers/storage-faults'
+
+/** Health that remembers what it was told. */
+function recordingHealth(): PassHealth & { outcomes: string[] } {
+  const outcomes: string[] = []
+  return { outcomes, ok: () => outcomes.push('ok'), failed: (error) => outcomes.push(`failed: ${(error as Error).message}`) }
+}
+
+/**
+ * `count` jobs run to DONE, with a payload of `payloadBytes`. Retention keeps the last of them
+ * until a later job exists (it holds the newest lease and event: see prune.test.ts).
+ */
+function finishJobs(engine: Engine, count: number, payloadBytes = 16): void {
+  const payload = { pad: 'x'.repeat(payloadBytes) }
+  for (let done = 0; done < count; done += 500) {
+    engine.submitMany(Array.from({ length: Math.min(500, count - done) }, () => aJob({ payload })))
+    let claimed = engine.claimBatch({ worker_id: 'w' }, 100).granted
+    while (claimed.length > 0) {
+      const complete = claimed.map(({ lease }) => ({ job_id: lease.job_id, attempt_id: lease.attempt_id, lease_token: lease.token }))
+      claimed = engine.exchange({ worker_id: 'w', complete, claim: { filter: {}, max_jobs: 100 } }).claimed.granted
+    }
+  }
+}
+
+const jobCount = (engine: Engine) => engine.ctx.db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+const pages = (engine: Engine) => engine.storage().page_count
+
+let pruner: Pruner | undefined
+afterEach(async () => {
+  await pruner?.stop()
+  pruner = undefined
+  vi.useRealTimers()
+})
+
+describe('the pruner runs on its timer', () => {
+  it('a pass soon after start, then one a minute, each deleting what has expired by then', async () => {
+    // The timer's clock is faked; setImmediate is not: a pass yields to the real event loop.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] })
+    const { engine, clock } = setup()
+    finishJobs(engine, 10)
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    pruner.start()
+    await vi.advanceTimersByTimeAsync(PRUNE_FIRST_DELAY_MS - 1)
+    await pruner.idle()
+    expect(jobCount(engine)).toBe(10)
+    await vi.advanceTimersByTimeAsync(1)
+    await pruner.idle()
+    expect(jobCount(engine)).toBe(1)
+    expect(pruner.last).toMatchObject({ at: clock.now(), retain_days: 1, jobs_deleted: 9 })
+
+    finishJobs(engine, 5)
+    clock.advance(DAY + MINUTE)
+    await vi.advanceTimersByTimeAsync(PRUNE_INTERVAL_MS - PRUNE_FIRST_DELAY_MS - 1)
+    await pruner.idle()
+    expect(jobCount(engine)).toBe(6)
+    await vi.advanceTimersByTimeAsync(1)
+    await pruner.idle()
+    expect(jobCount(engine)).toBe(1)
+  })
+
+  it('with --retain-days 0 a pass deletes no job', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, 10)
+    clock.advance(1000 * DAY)
+    pruner = new Pruner({ engine, retainDays: 0, health: recordingHealth() })
+    await pruner.runPass()
+    expect(jobCount(engine)).toBe(10)
+    expect(pruner.last).toMatchObject({ jobs_deleted: 0, retain_days: 0 })
+  })
+})
+
+describe('a pass works in short steps', () => {
+  it('lets the event loop run between steps of at most PRUNE_BATCH jobs', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, 3 * PRUNE_BATCH + 10)
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    // What other callbacks see while the pass runs: the jobs left between its steps.
+    const seen: number[] = []
+    let watching = true
+    const watch = () => {
+      seen.push(jobCount(engine))
+      if (watching) setImmediate(watch)
+    }
+    setImmediate(watch)
+    await pruner.runPass()
+    watching = false
+    const total = 3 * PRUNE_BATCH + 10
+    expect(seen).toContain(total - PRUNE_BATCH)
+    expect(seen).toContain(total - 2 * PRUNE_BATCH)
+    expect(seen).toContain(total - 3 * PRUNE_BATCH)
+    expect(jobCount(engine)).toBe(1)
+  })
+
+  it('stop ends a pass in progress at its next step', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, 4 * PRUNE_BATCH)
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    const pass = pruner.runPass()
+    await pruner.stop()
+    await pass
+    expect(jobCount(engine)).toBe(3 * PRUNE_BATCH) // one step ran before the stop was seen
+    expect(pruner.last).toBeNull()
+    await pruner.runPass() // stopped: no more passes
+    expect(jobCount(engine)).toBe(3 * PRUNE_BATCH)
+  })
+
+  it('a failing pass is reported, and the next one that works says so', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, 10)
+    clock.advance(2 * DAY)
+    const health = recordingHealth()
+    pruner = new Pruner({ engine, retainDays: 1, health })
+    const faults = new StorageFaultInjector(engine.ctx.db)
+    try {
+      faults.code = 'SQLITE_FULL'
+      await pruner.runPass()
+      expect(health.outcomes).toEqual(['failed: database or disk is full'])
+      expect(jobCount(engine)).toBe(10)
+      faults.code = null
+      await pruner.runPass()
+      expect(health.outcomes.at(-1)).toBe('ok')
+      expect(jobCount(engine)).toBe(1)
+    } finally {
+      faults.dispose()
+    }
+    expect(engine.ctx.db.pragma('foreign_keys', { simple: true })).toBe(1)
+  })
+})
+
+describe('the database stops growing in steady state', () => {
+  /** Runs `days` days of 300 jobs a day (1 KB payloads), a pruner pass at the end of each; returns the page count after each day. */
+  async function days(engine: Engine, advance: (ms: number) => void, retainDays: number, count: number): Promise<number[]> {
+    pruner = new Pruner({ engine, retainDays, health: recordingHealth() })
+    const counts: number[] = []
+    for (let day = 0; day < count; day++) {
+      finishJobs(engine, 300, 1024)
+      advance(DAY)
+      await pruner.runPass()
+      counts.push(pages(engine))
+    }
+    return counts
+  }
+
+  it('with retention the page count stays bounded over submit, finish and prune cycles', async () => {
+    const { engine, clock } = setup()
+    const counts = await days(engine, (ms) => clock.advance(ms), 2, 16)
+    const settled = counts[3]!
+    // From the fourth day on, two days of jobs are kept: the file reuses the pages of the jobs it deleted.
+    for (const count of counts.slice(4)) expect(count).toBeLessThanOrEqual(settled * 1.05)
+    expect(jobCount(engine)).toBeLessThanOrEqual(2 * 300 + 1)
+  })
+
+  it('without retention it grows with every day (what the bound above is measured against)', async () => {
+    const { engine, clock } = setup()
+    const counts = await days(engine, (ms) => clock.advance(ms), 0, 6)
+    for (let i = 1; i < counts.length; i++) expect(counts[i]!).toBeGreaterThan(counts[i - 1]! + 100)
+  })
+
+  it('surplus free pages go back to the file system after a large deletion', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, 3000, 4096)
+    const full = pages(engine)
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    await pruner.runPass()
+    const after = engine.storage()
+    expect(pruner.last!.pages_returned).toBeGreaterThan(full / 2)
+    expect(after.page_count).toBeLessThan(full / 4)
+    // What stays free is the reserve the next jobs will reuse.
+    expect(after.freelist_count).toBeLessThanOrEqual(Math.max(1024, after.page_count / 10))
+    expect(engine.ctx.db.pragma('integrity_check', { simple: true })).toBe('ok')
+  })
+})
+
+describe('timing', () => {
+  it('a pass records the longest step it took', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, PRUNE_BATCH * 2)
+    clock.advance(2 * DAY + 10 * SECOND)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    await pruner.runPass()
+    expect(pruner.last!.longest_step_ms).toBeGreaterThan(0)
+    expect(pruner.last!.longest_step_ms).toBeLessThanOrEqual(pruner.last!.duration_ms)
+  })
+})
