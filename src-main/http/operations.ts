@@ -6,7 +6,7 @@ import { JOB_STATES, PRIORITIES } from '../engine/states'
 import { readJson } from './body'
 import { validate } from './errors'
 import { Id } from './schemas'
-import { queueJob } from './views'
+import { JobAnswer, queueJob } from './views/queue'
 
 /**
  * An operator's routes over every dialect's jobs (docs/operations.md): run a delayed job now,
@@ -37,40 +37,6 @@ export type BulkRequest = z.infer<typeof BulkRequest>
 
 const Time = z.iso.datetime()
 
-/** A job as dialect 002 shows it (src-main/http/views.ts queueJob). */
-export const JobView = z
-  .object({
-    job_id: z.string(),
-    addon_id: z.string().nullable(),
-    job_type: z.string(),
-    priority: z.enum(PRIORITIES),
-    cost_units: z.number().int(),
-    constraints: z.unknown(),
-    payload: z.unknown(),
-    state: z.string().describe('The canonical state; LEASED shows as RUNNING'),
-    created_at: Time,
-    updated_at: Time,
-    claimed_by: z.string().nullable(),
-    claim_expires_at: Time.nullable(),
-    lease_id: z.string().nullable(),
-    attempts: z.number().int(),
-    next_retry_at: Time.nullable(),
-    run_at: Time.nullable().describe('A delayed job’s time; null when it was not delayed or was run at once'),
-    unique: z.boolean(),
-    tags: z.unknown(),
-    max_runtime_s: z.number().int().nullable(),
-    queue: z.string(),
-    max_attempts: z.number().int(),
-    client_request_id: z.string().nullable(),
-    cancel_requested: z.boolean(),
-    progress: z.number().nullable(),
-    note: z.string().nullable(),
-    dead_letter: z.boolean(),
-  })
-  .meta({ id: 'QueueJob' })
-
-export const JobAnswer = z.object({ job: JobView })
-export type JobAnswer = z.infer<typeof JobAnswer>
 
 const QueuePauseView = {
   queue: z.string(),

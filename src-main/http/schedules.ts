@@ -6,7 +6,7 @@ import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME } from '../engine/schedul
 import { readJson } from './body'
 import { SubmitJob } from './dialect-queue'
 import { validate } from './errors'
-import { queueState } from './views'
+import { queueState } from './views/queue'
 
 /**
  * Recurring schedules (docs/schedules.md): a cron expression, a time zone and the job each firing
