@@ -671,6 +671,179 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every schedule, with its next three firings and its last run */
+        get: operations["listSchedules"];
+        put?: never;
+        /** Create a schedule (cron expression, time zone, the job each firing submits) */
+        post: operations["createSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/schedules/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One schedule */
+        get: operations["getSchedule"];
+        put?: never;
+        post?: never;
+        /** Delete a schedule (the jobs it made stay) */
+        delete: operations["deleteSchedule"];
+        options?: never;
+        head?: never;
+        /** Change a schedule: each field given replaces its own (job as a whole); enabled false pauses it */
+        patch: operations["changeSchedule"];
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/run-now": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run a delayed job now */
+        post: operations["runJobNow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Retry a FAILED, TIMEOUT or CANCELED job: a new run with a fresh attempt budget */
+        post: operations["retryJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/bulk/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Bulk retry of the jobs a filter selects, in steps (dry_run counts only) */
+        post: operations["bulkRetry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/bulk/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Bulk cancel of the jobs a filter selects, in steps (dry_run counts only) */
+        post: operations["bulkCancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/bulk/purge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Bulk purge of the jobs a filter selects, in steps (dry_run counts only) */
+        post: operations["bulkPurge"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Queues with jobs other than DONE ones, or paused: counts by state, paused or not */
+        get: operations["listQueues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queues/{queue}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pause a queue: nothing is claimed or leased from it */
+        post: operations["pauseQueue"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queues/{queue}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resume a paused queue */
+        post: operations["resumeQueue"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -694,6 +867,21 @@ export interface components {
         Bucket: "1m" | "5m" | "15m" | "1h";
         /** @enum {string} */
         Range: "1h" | "6h" | "24h" | "7d";
+        JobTemplate: {
+            addon_id?: string | null;
+            job_type: string;
+            priority?: components["schemas"]["Priority"];
+            cost_units: number;
+            constraints?: {
+                [key: string]: boolean;
+            };
+            payload?: unknown;
+            unique?: boolean;
+            tags?: string[];
+            max_runtime_s?: number | null;
+            queue?: string;
+            max_attempts?: number;
+        };
         /** @description An error answer: {detail, code}, no more */
         Error: {
             /** @description What went wrong, for people; a 400 names the failing fields */
@@ -784,7 +972,7 @@ export interface components {
             job_id: string | null;
         };
         /** @enum {string} */
-        EntityType: "JOB" | "LEASE" | "FILE_LEASE" | "BLOCKER" | "WORKER" | "CAPACITY";
+        EntityType: "JOB" | "LEASE" | "FILE_LEASE" | "BLOCKER" | "WORKER" | "CAPACITY" | "SCHEDULE" | "QUEUE";
         StreamGap: {
             missed_from: number;
             missed_to: number;
@@ -984,6 +1172,8 @@ export interface components {
             lease_id: string | null;
             attempts: number;
             next_retry_at: components["schemas"]["Timestamp"] | null;
+            /** @description A delayed job's time (null when it was not delayed, or was run at once) */
+            run_at: components["schemas"]["Timestamp"] | null;
             unique: boolean;
             tags: string[];
             max_runtime_s: number | null;
@@ -1032,7 +1222,7 @@ export interface components {
             /** @description Opaque; pass it as `cursor` for the next page */
             next_cursor: string | null;
         };
-        /** @description A job as the reads show it: plus why it waits */
+        /** @description A job as the reads show it: plus why it waits and the schedule that made it */
         QueueJobRead: {
             job_id: string;
             addon_id: string | null;
@@ -1052,6 +1242,8 @@ export interface components {
             lease_id: string | null;
             attempts: number;
             next_retry_at: components["schemas"]["Timestamp"] | null;
+            /** @description A delayed job's time (null when it was not delayed, or was run at once) */
+            run_at: components["schemas"]["Timestamp"] | null;
             unique: boolean;
             tags: string[];
             max_runtime_s: number | null;
@@ -1065,6 +1257,11 @@ export interface components {
             dead_letter: boolean;
             /** @description Why the job is not running yet; null when it runs or has ended */
             waiting_reason: string | null;
+            /** @description The schedule firing that submitted the job; null for a job submitted by hand */
+            schedule: {
+                name: string;
+                fire_at: components["schemas"]["Timestamp"];
+            } | null;
         };
         JobWithResult: {
             job: components["schemas"]["QueueJobRead"];
@@ -1317,6 +1514,58 @@ export interface components {
         WorkerReportAnswer: {
             /** @constant */
             ok: true;
+        };
+        Schedule: {
+            id: string;
+            name: string;
+            cron: string;
+            timezone: string;
+            job: components["schemas"]["JobTemplate"];
+            /** @enum {string} */
+            overlap: "allow" | "skip";
+            enabled: boolean;
+            /** @description the earliest firing not yet handled; null while disabled */
+            next_fire_at: components["schemas"]["Timestamp"] | null;
+            /** @description the next three firings, next_fire_at first */
+            next_fire_times: components["schemas"]["Timestamp"][];
+            last_run: components["schemas"]["ScheduleRun"] | null;
+            created_at: components["schemas"]["Timestamp"];
+            updated_at: components["schemas"]["Timestamp"];
+        };
+        ScheduleRun: {
+            fire_at: components["schemas"]["Timestamp"];
+            /** @enum {string} */
+            outcome: "FIRED" | "SKIPPED";
+            /** @description why the firing was skipped (overlap, or the submit refused) */
+            reason: string | null;
+            job_id: string | null;
+            /** @description the job's state now (dialect 002's names); null without a job or once it is pruned */
+            job_state: string | null;
+        };
+        BulkAnswer: {
+            /** @enum {string} */
+            action: "retry" | "cancel" | "purge";
+            /** @description Jobs the filter selected among those the action applies to */
+            matched: number;
+            /** @description Jobs it changed (0 on a dry run) */
+            changed: number;
+            dry_run: boolean;
+        };
+        QueueSummary: {
+            queue: string;
+            paused: boolean;
+            paused_at: components["schemas"]["Timestamp"] | null;
+            paused_by: string | null;
+            /** @description Jobs by state (LEASED for a job under an ACTIVE lease); DONE jobs are not counted */
+            counts: {
+                [key: string]: number;
+            };
+        };
+        QueuePause: {
+            queue: string;
+            paused: boolean;
+            paused_at: components["schemas"]["Timestamp"] | null;
+            paused_by: string | null;
         };
     };
     responses: {
@@ -2242,6 +2491,8 @@ export interface operations {
                     max_runtime_s?: number | null;
                     queue?: string;
                     max_attempts?: number;
+                    run_at?: string | null;
+                    delay_ms?: number | null;
                 };
             };
         };
@@ -2307,6 +2558,8 @@ export interface operations {
                         max_runtime_s?: number | null;
                         queue?: string;
                         max_attempts?: number;
+                        run_at?: string | null;
+                        delay_ms?: number | null;
                     }[];
                 };
             };
@@ -3262,6 +3515,581 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WorkerReportAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schedules: components["schemas"]["Schedule"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+        };
+    };
+    createSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    cron: string;
+                    timezone?: string | null;
+                    job: components["schemas"]["JobTemplate"];
+                    /** @enum {string} */
+                    overlap?: "allow" | "skip";
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schedule: components["schemas"]["Schedule"];
+                    };
+                };
+            };
+            /** @description invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job); invalid_request (the failing fields are named in detail) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description duplicate_schedule */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schedule: components["schemas"]["Schedule"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description schedule_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+        };
+    };
+    deleteSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schedule: components["schemas"]["Schedule"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description schedule_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+        };
+    };
+    changeSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    cron?: string;
+                    timezone?: string | null;
+                    job?: components["schemas"]["JobTemplate"];
+                    /** @enum {string} */
+                    overlap?: "allow" | "skip";
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schedule: components["schemas"]["Schedule"];
+                    };
+                };
+            };
+            /** @description invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job); invalid_request (the failing fields are named in detail) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description schedule_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    runJobNow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_scheduled: the job does not wait for its run_at */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    retryJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAnswer"];
+                };
+            };
+            /** @description cost_exceeds_capacity; invalid_request (the failing fields are named in detail) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description illegal_transition: the job has not finished, or is DONE */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    bulkRetry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Only jobs in these states (each must be one the action applies to) */
+                    states?: ("QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "LEASED" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT")[];
+                    queue?: string;
+                    job_type?: string;
+                    addon_id?: string;
+                    /** @description Cancel or purge with an empty filter: every job the action applies to */
+                    all?: boolean;
+                    /** @description Count the matching jobs, change nothing */
+                    dry_run?: boolean;
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    bulkCancel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Only jobs in these states (each must be one the action applies to) */
+                    states?: ("QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "LEASED" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT")[];
+                    queue?: string;
+                    job_type?: string;
+                    addon_id?: string;
+                    /** @description Cancel or purge with an empty filter: every job the action applies to */
+                    all?: boolean;
+                    /** @description Count the matching jobs, change nothing */
+                    dry_run?: boolean;
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    bulkPurge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Only jobs in these states (each must be one the action applies to) */
+                    states?: ("QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "LEASED" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT")[];
+                    queue?: string;
+                    job_type?: string;
+                    addon_id?: string;
+                    /** @description Cancel or purge with an empty filter: every job the action applies to */
+                    all?: boolean;
+                    /** @description Count the matching jobs, change nothing */
+                    dry_run?: boolean;
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    listQueues: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        queues: components["schemas"]["QueueSummary"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+        };
+    };
+    pauseQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        queue: components["schemas"]["QueuePause"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    resumeQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        queue: components["schemas"]["QueuePause"];
+                    };
                 };
             };
             400: components["responses"]["BadRequest"];

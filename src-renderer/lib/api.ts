@@ -19,52 +19,22 @@ const every =
 /** `GET /api/capacity` (docs/capacity.md). */
 export type Capacity = Schemas['Capacity']
 
+/** The JSON body of an operation. */
+type JsonBody<O extends { requestBody?: unknown }> = NonNullable<O['requestBody']> extends { content: { 'application/json': infer B } } ? B : never
+
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
-export type CapacityChange = NonNullable<paths['/api/capacity']['put']['requestBody']>['content']['application/json']
+export type CapacityChange = JsonBody<paths['/api/capacity']['put']>
 
-<<<<<<< ours
-/** The canonical job states (src-main/engine/states.ts); dialect 002 shows LEASED as RUNNING. */
-export const JOB_STATES = ['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'] as const
-export type JobState = (typeof JOB_STATES)[number]
-export const TERMINAL_STATES: ReadonlySet<string> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
-
-/** A job as dialect 002 shows it. */
-export interface Job {
-  job_id: string
-  addon_id: string | null
-  job_type: string
-  priority: string
-  cost_units: number
-  payload: unknown
-  state: string
-  created_at: string
-  updated_at: string
-  claimed_by: string | null
-  lease_id: string | null
-  attempts: number
-  max_attempts: number
-  next_retry_at: string | null
-  /** A delayed job's time (null when it was not delayed, or was run at once). */
-  run_at: string | null
-  queue: string
-  cancel_requested: boolean
-  progress: number | null
-  note: string | null
-  dead_letter: boolean
-  /** Why it is not running yet (null when it runs or has ended); only the reads carry it. */
-  waiting_reason?: string | null
-  /** The schedule firing that made it (null for a job submitted by hand); only the reads carry it. */
-  schedule?: { name: string; fire_at: string } | null
-}
-=======
 /** The job states as dialect 002 shows them (LEASED shows as RUNNING). */
 export type JobState = Schemas['QueueJobState']
 export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 export const TERMINAL_STATES: ReadonlySet<string> = new Set<JobState>(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
-/** A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits. */
-export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason'>>
->>>>>>> theirs
+/**
+ * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits and the
+ * schedule firing that made it.
+ */
+export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'schedule'>>
 
 /** Dialect 002's JobResult: null until the job ends. */
 export type JobResult = Schemas['QueueResult']
@@ -87,24 +57,21 @@ export type LogEvent = Schemas['QueueEvent'] & Partial<Pick<Schemas['StreamEvent
 
 export type Blocker = Schemas['Blocker']
 
-<<<<<<< ours
-export const BLOCKER_ACTIONS = ['retry', 'force_release', 'cancel'] as const
-export type BlockerAction = (typeof BLOCKER_ACTIONS)[number]
+export type BlockerAction = NonNullable<Blocker['resolution']>
+export const BLOCKER_ACTIONS = every<BlockerAction>()(['retry', 'force_release', 'cancel'])
 
 /** The finished states an operator may retry (src-main/engine/states.ts RETRYABLE_STATES). */
-export const RETRYABLE_STATES: ReadonlySet<string> = new Set(['FAILED', 'CANCELED', 'TIMEOUT'])
+export const RETRYABLE_STATES: ReadonlySet<string> = new Set<JobState>(['FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** A queue as `GET /api/queues` lists it: its jobs by state (DONE not counted), paused or not. */
-export interface QueueInfo {
-  queue: string
-  paused: boolean
-  paused_at: string | null
-  paused_by: string | null
-  counts: Partial<Record<string, number>>
-}
+export type QueueInfo = Schemas['QueueSummary']
 
-export const BULK_ACTIONS = ['retry', 'cancel', 'purge'] as const
-export type BulkAction = (typeof BULK_ACTIONS)[number]
+/** A queue paused or resumed (`POST /api/queues/{queue}/pause|resume`). */
+export type QueuePause = Schemas['QueuePause']
+
+export type BulkAnswer = Schemas['BulkAnswer']
+export type BulkAction = BulkAnswer['action']
+export const BULK_ACTIONS = every<BulkAction>()(['retry', 'cancel', 'purge'])
 
 /** The states each bulk action applies to (src-main/engine/bulk.ts BULK_STATES), in the dashboard's names. */
 export const BULK_STATES: Readonly<Record<BulkAction, readonly string[]>> = {
@@ -113,39 +80,8 @@ export const BULK_STATES: Readonly<Record<BulkAction, readonly string[]>> = {
   purge: ['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'],
 }
 
-/** `POST /api/jobs/bulk/{action}`: which jobs (every field must match), and how. */
-export interface BulkRequest {
-  states?: string[]
-  queue?: string
-  job_type?: string
-  addon_id?: string
-  /** Cancel or purge with an empty filter. */
-  all?: boolean
-  /** Count only. */
-  dry_run?: boolean
-}
-
-export interface BulkAnswer {
-  action: BulkAction
-  matched: number
-  changed: number
-  dry_run: boolean
-}
-
-export interface Worker {
-  worker_id: string
-  kind: 'local' | 'external'
-  pid: number | null
-  state: string
-  current_job_ids: string[]
-  last_seen_at: string
-  started_at: string
-  restarts: number
-}
-=======
-export type BlockerAction = NonNullable<Blocker['resolution']>
-export const BLOCKER_ACTIONS = every<BlockerAction>()(['retry', 'force_release', 'cancel'])
->>>>>>> theirs
+/** `POST /api/jobs/bulk/{action}`: which jobs (every field must match), and how; the client says who asks. */
+export type BulkRequest = Omit<JsonBody<paths['/api/jobs/bulk/retry']['post']>, 'requested_by'>
 
 export type Worker = Schemas['Worker']
 
@@ -167,54 +103,22 @@ export const BUCKETS = every<Bucket>()(['1m', '5m', '15m', '1h'])
 
 export type Timeseries = Schemas['Timeseries']
 
-/** The job a schedule submits at each firing: submit's fields, less client_request_id. */
-export interface JobTemplate {
-  job_type: string
-  cost_units: number
-  addon_id?: string | null
-  priority?: string
-  constraints?: Record<string, boolean>
-  payload?: unknown
-  unique?: boolean
-  tags?: string[]
-  max_runtime_s?: number | null
-  queue?: string
-  max_attempts?: number
-}
+export type Priority = Schemas['Priority']
 
-export const OVERLAP_POLICIES = ['allow', 'skip'] as const
-export type Overlap = (typeof OVERLAP_POLICIES)[number]
+/** The job a schedule submits at each firing: submit's fields, less client_request_id. */
+export type JobTemplate = Schemas['JobTemplate']
 
 /** A recurring schedule as `/api/schedules` shows it (docs/schedules.md). */
-export interface Schedule {
-  id: string
-  name: string
-  cron: string
-  timezone: string
-  job: JobTemplate
-  overlap: Overlap
-  enabled: boolean
-  /** The earliest firing not yet handled; null while disabled. */
-  next_fire_at: string | null
-  /** The next three firings. */
-  next_fire_times: string[]
-  last_run: { fire_at: string; outcome: 'FIRED' | 'SKIPPED'; reason: string | null; job_id: string | null; job_state: string | null } | null
-  created_at: string
-  updated_at: string
-}
+export type Schedule = Schemas['Schedule']
+
+export type Overlap = Schedule['overlap']
+export const OVERLAP_POLICIES = every<Overlap>()(['allow', 'skip'])
 
 /** `POST /api/schedules`. */
-export interface ScheduleInput {
-  name: string
-  cron: string
-  timezone?: string | null
-  job: JobTemplate
-  overlap?: Overlap
-  enabled?: boolean
-}
+export type ScheduleInput = JsonBody<paths['/api/schedules']['post']>
 
 /** `PATCH /api/schedules/{name}`: each field given replaces its own. */
-export type ScheduleChange = Partial<Omit<ScheduleInput, 'name'>>
+export type ScheduleChange = JsonBody<paths['/api/schedules/{name}']['patch']>
 
 /**
  * An error answer of the host (`{detail, code}` with its status), or status 0 with code
@@ -282,21 +186,18 @@ export class ApiClient {
   getJob = (id: string): Promise<{ job: Job; result: JobResult | null }> => this.call(this.api.GET(`${Q}/jobs/{job_id}`, { params: { path: { job_id: id } } }))
   jobEvents = (id: string): Promise<{ events: LogEvent[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/events`, { params: { path: { job_id: id } } }))
   cancelJob = (id: string, reason?: string): Promise<{ job: Job }> =>
-<<<<<<< ours
-    this.call('POST', `${Q}/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {})
-  jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}/attempts`)
-  retryJob = (id: string): Promise<{ job: Job }> => this.call('POST', `/api/jobs/${encodeURIComponent(id)}/retry`, { requested_by: 'dashboard' })
-  runJobNow = (id: string): Promise<{ job: Job }> => this.call('POST', `/api/jobs/${encodeURIComponent(id)}/run-now`, { requested_by: 'dashboard' })
-  bulk = (action: BulkAction, request: BulkRequest): Promise<BulkAnswer> =>
-    this.call('POST', `/api/jobs/bulk/${action}`, { ...request, requested_by: 'dashboard' })
-
-  listQueues = (): Promise<{ queues: QueueInfo[] }> => this.call('GET', '/api/queues')
-  setQueuePaused = (queue: string, paused: boolean): Promise<{ queue: Omit<QueueInfo, 'counts'> }> =>
-    this.call('POST', `/api/queues/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`, { requested_by: 'dashboard' })
-=======
     this.call(this.api.POST(`${Q}/jobs/{job_id}/cancel`, { params: { path: { job_id: id } }, body: reason ? { reason } : {} }))
   jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/attempts`, { params: { path: { job_id: id } } }))
->>>>>>> theirs
+  retryJob = (id: string): Promise<{ job: Job }> =>
+    this.call(this.api.POST('/api/jobs/{job_id}/retry', { params: { path: { job_id: id } }, body: { requested_by: BY } }))
+  runJobNow = (id: string): Promise<{ job: Job }> =>
+    this.call(this.api.POST('/api/jobs/{job_id}/run-now', { params: { path: { job_id: id } }, body: { requested_by: BY } }))
+  bulk = (action: BulkAction, request: BulkRequest): Promise<BulkAnswer> =>
+    this.call(this.api.POST(`/api/jobs/bulk/${action}`, { body: { ...request, requested_by: BY } }))
+
+  listQueues = (): Promise<{ queues: QueueInfo[] }> => this.call(this.api.GET('/api/queues'))
+  setQueuePaused = (queue: string, paused: boolean): Promise<{ queue: QueuePause }> =>
+    this.call(this.api.POST(paused ? '/api/queues/{queue}/pause' : '/api/queues/{queue}/resume', { params: { path: { queue } }, body: { requested_by: BY } }))
   timeseries = (metric: Metric, range: Range, bucket: Bucket): Promise<Timeseries> =>
     this.call(this.api.GET(`${Q}/stats/timeseries`, { params: { query: { metric, range, bucket } } }))
 
@@ -308,11 +209,11 @@ export class ApiClient {
 
   listWorkers = (): Promise<{ workers: Worker[] }> => this.call(this.api.GET('/api/workers'))
 
-  listSchedules = (): Promise<{ schedules: Schedule[] }> => this.call('GET', '/api/schedules')
-  createSchedule = (input: ScheduleInput): Promise<{ schedule: Schedule }> => this.call('POST', '/api/schedules', input)
+  listSchedules = (): Promise<{ schedules: Schedule[] }> => this.call(this.api.GET('/api/schedules'))
+  createSchedule = (input: ScheduleInput): Promise<{ schedule: Schedule }> => this.call(this.api.POST('/api/schedules', { body: input }))
   updateSchedule = (name: string, change: ScheduleChange): Promise<{ schedule: Schedule }> =>
-    this.call('PATCH', `/api/schedules/${encodeURIComponent(name)}`, change)
-  deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call('DELETE', `/api/schedules/${encodeURIComponent(name)}`)
+    this.call(this.api.PATCH('/api/schedules/{name}', { params: { path: { name } }, body: change }))
+  deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call(this.api.DELETE('/api/schedules/{name}', { params: { path: { name } } }))
 
   /** A ticket that opens the event stream (an EventSource cannot send the token). */
   eventTicket = (): Promise<{ ticket: string; expires_at: string }> => this.call(this.api.POST('/api/events/ticket'))
@@ -345,6 +246,9 @@ export class ApiClient {
 }
 
 const Q = '/api/scheduler'
+
+/** Who asks, in the events of the operator's actions taken here. */
+const BY = 'dashboard'
 
 /** The query without its empty values (a filter left blank is no filter). */
 function defined<T extends object>(query: T): T {

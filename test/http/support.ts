@@ -64,15 +64,9 @@ export const QUEUE_JOB_KEYS = sorted([
   'note',
   'dead_letter',
 ])
-<<<<<<< ours
-/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views.ts queueJobRead). */
+/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views/queue.ts queueJobRead). */
 export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason', 'schedule'])
-/** Seed 002's Lease plus who holds it and how it ended (views.ts queueLease); never the token. */
-=======
-/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits (views/queue.ts queueJobRead). */
-export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason'])
 /** Seed 002's Lease plus who holds it and how it ended (views/queue.ts queueLease); never the token. */
->>>>>>> theirs
 export const QUEUE_LEASE_KEYS = sorted([
   'lease_id',
   'job_id',

@@ -29,13 +29,10 @@ export function job(overrides: Partial<Job> = {}): Job {
     attempts: 0,
     max_attempts: 3,
     next_retry_at: null,
-<<<<<<< ours
     run_at: null,
-=======
     unique: false,
     tags: [],
     max_runtime_s: null,
->>>>>>> theirs
     queue: 'default',
     client_request_id: null,
     cancel_requested: false,

@@ -204,7 +204,7 @@ export function queueAttempt(a: AttemptRow): QueueAttempt {
   }
 }
 
-export const ENTITY_TYPES = ['JOB', 'LEASE', 'FILE_LEASE', 'BLOCKER', 'WORKER', 'CAPACITY'] as const satisfies readonly EntityType[]
+export const ENTITY_TYPES = ['JOB', 'LEASE', 'FILE_LEASE', 'BLOCKER', 'WORKER', 'CAPACITY', 'SCHEDULE', 'QUEUE'] as const satisfies readonly EntityType[]
 export const EntityTypeSchema = z.enum(ENTITY_TYPES).meta({ id: 'EntityType' })
 
 /** One entry of the event log, as a job's timeline lists it. */
