@@ -1,8 +1,10 @@
 import { parseArgs } from 'node:util'
+import createClient, { type Client } from 'openapi-fetch'
+import type { components, paths } from '../../src-shared/api-types'
 import type { ClientTarget } from '../client-config'
 import { ConfigError } from '../config'
 
-/** Shared by the client commands (submit, jobs, status): flags, whole numbers, calls to the host. */
+/** Shared by the client commands (submit, jobs, status): flags, whole numbers, the typed client of the host. */
 
 /** The flags every client command takes to find the host. */
 export const TARGET_FLAGS = ['url', 'token', 'data-dir'] as const
@@ -71,64 +73,47 @@ export function unreachable(url: string, error: unknown): Error {
   return new Error(`cannot reach the host at ${url}: ${why}`, { cause })
 }
 
-/** Reads an error answer as a HostError, whatever its shape. */
-export async function hostError(response: Response): Promise<HostError> {
-  const text = await response.text().catch(() => '')
-  let body: Record<string, unknown> = {}
-  try {
-    const parsed = JSON.parse(text) as unknown
-    if (parsed && typeof parsed === 'object') body = parsed as Record<string, unknown>
-  } catch {
-    // not JSON: keep the text as the detail
-  }
-  const detail = typeof body.detail === 'string' ? body.detail : oneLine(text).slice(0, 200) || response.statusText || 'no detail'
-  const code = typeof body.code === 'string' ? body.code : `http_${response.status}`
-  return new HostError(response.status, code, oneLine(detail), body)
+/** An error answer as a HostError, whatever its shape: its `{detail, code}`, else its text. */
+export function hostError(status: number, statusText: string, answer: unknown): HostError {
+  const body = answer !== null && typeof answer === 'object' ? (answer as Record<string, unknown>) : {}
+  const text = typeof answer === 'string' ? answer : ''
+  const detail = typeof body.detail === 'string' ? body.detail : oneLine(text).slice(0, 200) || statusText || 'no detail'
+  const code = typeof body.code === 'string' ? body.code : `http_${status}`
+  return new HostError(status, code, oneLine(detail), body)
 }
 
-/** A JSON call to the host with the bearer token; a non-2xx answer throws a HostError. */
-export async function callHost<T>(target: ClientTarget, method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { authorization: `Bearer ${target.token}`, accept: 'application/json' }
-  if (body !== undefined) headers['content-type'] = 'application/json'
-  let response: Response
+/**
+ * The host's API, typed from its OpenAPI document (src-shared/api-types.ts, generated): a call
+ * names its route, and its parameters, body and answer are the route's own.
+ */
+export type HostApi = Client<paths>
+
+export function hostApi(target: ClientTarget): HostApi {
+  return createClient<paths>({ baseUrl: target.url, headers: { authorization: `Bearer ${target.token}`, accept: 'application/json' } })
+}
+
+/** What an openapi-fetch call settles to. */
+interface Settled<D> {
+  data?: D
+  error?: unknown
+  response: Response
+}
+
+/** A call's answer: its data; an error answer throws a HostError, a host that cannot be reached one line. */
+export async function answered<D>(target: ClientTarget, call: Promise<Settled<D>>): Promise<D> {
+  let settled: Settled<D>
   try {
-    response = await fetch(`${target.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    settled = await call
   } catch (error) {
     throw unreachable(target.url, error)
   }
-  if (!response.ok) throw await hostError(response)
-  if (response.status === 204) return undefined as T
-  return (await response.json()) as T
+  const { response } = settled
+  if (!response.ok) throw hostError(response.status, response.statusText, settled.error)
+  return settled.data as D
 }
 
-/** The dialect-002 view of a job, as the client commands read it. */
-export interface QueueJob {
-  job_id: string
-  addon_id: string | null
-  job_type: string
-  priority: string
-  cost_units: number
-  state: string
-  created_at: string
-  updated_at: string
-  attempts: number
-  max_attempts: number
-  queue: string
-  client_request_id: string | null
-  progress: number | null
-  note: string | null
-  dead_letter: boolean
-  /** Why it is not running yet; only the reads (GET /jobs/{id}, GET /jobs) carry it. */
-  waiting_reason?: string | null
-  [field: string]: unknown
-}
-
-export interface QueueResult {
-  status: string | null
-  result_data: unknown
-  error: unknown
-  [field: string]: unknown
-}
+/** The dialect-002 view of a job as the reads show it (with why it waits). */
+export type QueueJob = components['schemas']['QueueJobRead']
 
 /** Pads columns to their widest cell; the last column is not padded. */
 export function table(header: string[], rows: string[][]): string {

@@ -1,7 +1,7 @@
 import { resolveClientTarget } from '../client-config'
 import { ConfigError } from '../config'
-import { JOB_STATES } from '../engine/states'
-import { callHost, parseFlags, type QueueJob, table, TARGET_HELP, wholeNumber } from './http-client'
+import { JOB_STATES, type JobState } from '../engine/states'
+import { answered, hostApi, parseFlags, table, TARGET_HELP, wholeNumber } from './http-client'
 
 export const JOBS_HELP = `Usage: leasehold jobs [flags]
 
@@ -28,22 +28,13 @@ interface JobsFlags {
 /** `leasehold jobs`: GET /api/scheduler/jobs as a table or as JSON. */
 export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseFlags<JobsFlags>(argv, ['state', 'limit'], ['json'])
-  const query = new URLSearchParams()
-  if (flags.state !== undefined) {
-    const state = flags.state.toUpperCase()
-    if (!(JOB_STATES as readonly string[]).includes(state)) {
-      throw new ConfigError(`--state must be one of ${JOB_STATES.join(', ')} (got "${flags.state}")`)
-    }
-    query.set('state', state)
+  const state = flags.state?.toUpperCase() as JobState | undefined
+  if (state !== undefined && !JOB_STATES.includes(state)) {
+    throw new ConfigError(`--state must be one of ${JOB_STATES.join(', ')} (got "${flags.state}")`)
   }
   const limit = wholeNumber('limit', flags.limit, 1, 500)
-  if (limit !== undefined) query.set('limit', String(limit))
   const target = resolveClientTarget(flags, env)
-  const page = await callHost<{ jobs: QueueJob[]; next_cursor: string | null }>(
-    target,
-    'GET',
-    `/api/scheduler/jobs${query.toString() ? `?${query}` : ''}`,
-  )
+  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { state, limit } } }))
   if (flags.json) {
     console.log(JSON.stringify(page, null, 2))
     return 0

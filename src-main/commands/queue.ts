@@ -1,6 +1,7 @@
 import { resolveClientTarget } from '../client-config'
 import { ConfigError } from '../config'
-import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
+import type { components } from '../../src-shared/api-types'
+import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
        leasehold queue pause QUEUE [flags]
@@ -32,13 +33,8 @@ interface QueueFlags {
   json?: boolean
 }
 
-interface QueueView {
-  queue: string
-  paused: boolean
-  paused_at: string | null
-  paused_by: string | null
-  counts?: Record<string, number>
-}
+/** A queue as the host shows it: paused or not, and (in the list) its jobs by state. */
+type QueueView = components['schemas']['QueuePause'] & Partial<Pick<components['schemas']['QueueSummary'], 'counts'>>
 
 const SUBCOMMANDS = ['list', 'pause', 'resume'] as const
 
@@ -54,14 +50,14 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const target = resolveClientTarget(flags, env)
 
   if (sub === 'list') {
-    const answer = await callHost<{ queues: QueueView[] }>(target, 'GET', '/api/queues')
+    const answer = await answered(target, hostApi(target).GET('/api/queues'))
     if (flags.json) console.log(JSON.stringify(answer, null, 2))
     else if (answer.queues.length === 0) console.log('no queues with jobs (DONE jobs are not counted), and none paused')
     else console.log(queueTable(answer.queues))
     return 0
   }
-  const path = `/api/queues/${encodeURIComponent(name!)}/${sub}`
-  const { queue } = await callHost<{ queue: QueueView }>(target, 'POST', path, flags.by === undefined ? {} : { requested_by: flags.by })
+  const path = sub === 'pause' ? '/api/queues/{queue}/pause' : '/api/queues/{queue}/resume'
+  const { queue } = await answered(target, hostApi(target).POST(path, { params: { path: { queue: name! } }, body: flags.by === undefined ? {} : { requested_by: flags.by } }))
   if (flags.json) console.log(JSON.stringify({ queue }, null, 2))
   else console.log(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} active`)
   return 0

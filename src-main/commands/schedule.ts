@@ -1,8 +1,8 @@
 import { type ClientTarget, resolveClientTarget } from '../client-config'
 import { ConfigError } from '../config'
-import type { ScheduleView } from '../http/schedules'
+import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../short-id'
-import { callHost, HostError, parseCommandLine, table, TARGET_HELP } from './http-client'
+import { answered, HostError, hostApi, parseCommandLine, table, TARGET_HELP } from './http-client'
 import { buildSubmit, type SubmitFlags } from './submit'
 
 export const SCHEDULE_HELP = `Usage: leasehold schedule <add|list|pause|resume|rm> [NAME] [flags]
@@ -47,30 +47,33 @@ const ADD_FLAGS = ['cron', 'tz', 'overlap', 'type', 'payload', 'priority', 'unit
 const ACTIONS = ['add', 'list', 'pause', 'resume', 'rm'] as const
 type Action = (typeof ACTIONS)[number]
 
+type ScheduleView = components['schemas']['Schedule']
+type CreateBody = paths['/api/schedules']['post']['requestBody']['content']['application/json']
+
 /** The body of POST /api/schedules from the flags of `add`; anything missing or malformed is a ConfigError (exit 2). */
-export function buildSchedule(name: string, flags: ScheduleFlags): Record<string, unknown> {
+export function buildSchedule(name: string, flags: ScheduleFlags): CreateBody {
   if (flags.cron === undefined || flags.cron.trim() === '') throw new ConfigError("--cron is required (e.g. --cron '0 2 * * *', every day at 02:00)")
   if (flags.overlap !== undefined && !['allow', 'skip'].includes(flags.overlap)) {
     throw new ConfigError(`--overlap must be allow or skip (got "${flags.overlap}")`)
   }
-  const body: Record<string, unknown> = { name, cron: flags.cron, job: buildSubmit(flags) }
+  const body: CreateBody = { name, cron: flags.cron, job: buildSubmit(flags) }
   if (flags.tz !== undefined) body.timezone = flags.tz
-  if (flags.overlap !== undefined) body.overlap = flags.overlap
+  if (flags.overlap !== undefined) body.overlap = flags.overlap as CreateBody['overlap']
   if (flags.paused) body.enabled = false
   return body
 }
 
 /** A call to the host where a 400 is the user's input (a cron expression, a time zone): exit 2 with its reason. */
-async function call<T>(target: ClientTarget, method: string, path: string, body?: unknown): Promise<T> {
+async function call<D>(target: ClientTarget, request: Parameters<typeof answered<D>>[1]): Promise<D> {
   try {
-    return await callHost<T>(target, method, path, body)
+    return await answered(target, request)
   } catch (error) {
     if (error instanceof HostError && error.status === 400) throw new ConfigError(error.message)
     throw error
   }
 }
 
-const path = (name: string) => `/api/schedules/${encodeURIComponent(name)}`
+const named = (name: string) => ({ params: { path: { name } } })
 
 /** One line of `list` for the last run: when, what, and the job's state now. */
 function lastRunText(schedule: ScheduleView): string {
@@ -99,9 +102,10 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
   return run(action as Action, name ?? '', body, target, flags.json === true)
 }
 
-async function run(action: Action, name: string, body: Record<string, unknown> | undefined, target: ClientTarget, json: boolean): Promise<number> {
+async function run(action: Action, name: string, body: CreateBody | undefined, target: ClientTarget, json: boolean): Promise<number> {
+  const api = hostApi(target)
   if (action === 'list') {
-    const { schedules } = await call<{ schedules: ScheduleView[] }>(target, 'GET', '/api/schedules')
+    const { schedules } = await call(target, api.GET('/api/schedules'))
     if (json) console.log(JSON.stringify({ schedules }, null, 2))
     else if (schedules.length === 0) console.log('no schedules')
     else {
@@ -112,10 +116,10 @@ async function run(action: Action, name: string, body: Record<string, unknown> |
   }
   const answer =
     action === 'add'
-      ? await call<{ schedule: ScheduleView }>(target, 'POST', '/api/schedules', body)
+      ? await call(target, api.POST('/api/schedules', { body: body! }))
       : action === 'rm'
-        ? await call<{ schedule: ScheduleView }>(target, 'DELETE', path(name))
-        : await call<{ schedule: ScheduleView }>(target, 'PATCH', path(name), { enabled: action === 'resume' })
+        ? await call(target, api.DELETE('/api/schedules/{name}', named(name)))
+        : await call(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
   const { schedule } = answer
   if (json) console.log(JSON.stringify(answer, null, 2))
   else if (action === 'rm') console.log(`removed ${schedule.name}`)

@@ -1,8 +1,7 @@
-import type { CapacityFigures } from '../engine/capacity'
 import type { StorageAnswer } from '../http/system'
 import { resolveClientTarget } from '../client-config'
 import { shortId } from '../short-id'
-import { callHost, parseFlags, table, TARGET_HELP } from './http-client'
+import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
 
 export const STATUS_HELP = `Usage: leasehold status [flags]
 
@@ -26,37 +25,17 @@ interface StatusFlags {
   json?: boolean
 }
 
-/** GET /api/capacity answers the engine's figures as they are. */
-type Capacity = CapacityFigures
-
-interface Worker {
-  worker_id: string
-  kind: string
-  pid: number | null
-  state: string
-  current_job_ids: string[]
-  last_seen_at: string | null
-}
-
-interface Blocker {
-  blocker_id: string
-  file: string
-  holder: { owner_id: string; job_id: string | null }
-  age_s: number
-  requester: { owner_id: string; job_id: string | null }
-  created_at: string
-}
-
 /** `leasehold status`: capacity, active leases, workers and open blockers. */
 export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseFlags<StatusFlags>(argv, [], ['json'])
   const target = resolveClientTarget(flags, env)
+  const api = hostApi(target)
   const [capacity, snapshot, workers, blockers, storage] = await Promise.all([
-    callHost<Capacity>(target, 'GET', '/api/capacity'),
-    callHost<{ leases: { active: number }; jobs: { over_capacity: number } }>(target, 'GET', '/api/scheduler/stats/snapshot'),
-    callHost<{ workers: Worker[] }>(target, 'GET', '/api/workers'),
-    callHost<{ blockers: Blocker[] }>(target, 'GET', '/api/blockers?state=OPEN'),
-    callHost<StorageAnswer>(target, 'GET', '/api/storage'),
+    answered(target, api.GET('/api/capacity')),
+    answered(target, api.GET('/api/scheduler/stats/snapshot')),
+    answered(target, api.GET('/api/workers')),
+    answered(target, api.GET('/api/blockers', { params: { query: { state: 'OPEN' } } })),
+    answered(target, api.GET('/api/storage')),
   ])
   if (flags.json) {
     console.log(

@@ -1,7 +1,9 @@
+import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import { readFileSync } from 'node:fs'
+import type { components, paths } from '../../src-shared/api-types'
 import { type ClientTarget, resolveClientTarget } from '../client-config'
 import { ConfigError } from '../config'
-import { callHost, HostError, hostError, parseFlags, type QueueJob, type QueueResult, TARGET_HELP, unreachable, wholeNumber } from './http-client'
+import { answered, HostError, hostApi, hostError, parseFlags, type QueueJob, TARGET_HELP, unreachable, wholeNumber } from './http-client'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
 
@@ -47,7 +49,10 @@ export interface SubmitFlags {
   json?: boolean
 }
 
-const PRIORITIES = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
+type SubmitBody = paths['/api/scheduler/jobs/submit']['post']['requestBody']['content']['application/json']
+type Priority = components['schemas']['Priority']
+
+const PRIORITIES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 const TERMINAL = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** `--payload`: JSON text, `@file` or `@-`; anything unreadable or not JSON is a ConfigError (exit 2). */
@@ -72,12 +77,12 @@ export function readPayload(value: string): unknown {
   }
 }
 
-export function buildSubmit(flags: SubmitFlags): Record<string, unknown> {
+export function buildSubmit(flags: SubmitFlags): SubmitBody {
   if (flags.type === undefined || flags.type.trim() === '') throw new ConfigError('--type is required (the job type, e.g. --type exec)')
-  const body: Record<string, unknown> = { job_type: flags.type, cost_units: wholeNumber('units', flags.units, 1, 1_000_000) ?? 1 }
+  const body: SubmitBody = { job_type: flags.type, cost_units: wholeNumber('units', flags.units, 1, 1_000_000) ?? 1 }
   if (flags.payload !== undefined) body.payload = readPayload(flags.payload)
   if (flags.priority !== undefined) {
-    const priority = flags.priority.toUpperCase()
+    const priority = flags.priority.toUpperCase() as Priority
     if (!PRIORITIES.includes(priority)) throw new ConfigError(`--priority must be one of ${PRIORITIES.join(', ')} (got "${flags.priority}")`)
     body.priority = priority
   }
@@ -119,11 +124,11 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key', 'at', 'in'], ['wait', 'json'])
   const body = buildSubmit(flags)
   const target = resolveClientTarget(flags, env)
-  let job: QueueJob
+  let job: components['schemas']['QueueJob']
   try {
-    job = (await callHost<{ job: QueueJob }>(target, 'POST', '/api/scheduler/jobs/submit', body)).job
+    job = (await answered(target, hostApi(target).POST('/api/scheduler/jobs/submit', { body }))).job
   } catch (error) {
-    const existing = (error as HostError).body?.job as QueueJob | undefined
+    const existing = (error as HostError).body?.job as components['schemas']['DuplicateRequest']['job'] | undefined
     if (error instanceof HostError && error.code === 'duplicate_request' && existing?.job_id) {
       throw new HostError(error.status, error.code, `${error.detail}: ${existing.job_id} (${existing.state})`, error.body)
     }
@@ -142,10 +147,8 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
 // ---------------------------------------------------------------------------------------------
 // --wait
 
-export interface JobAnswer {
-  job: QueueJob
-  result: QueueResult | null
-}
+/** GET /api/scheduler/jobs/{job_id}: the job as the reads show it, and its result once it ended. */
+export type JobAnswer = components['schemas']['JobWithResult']
 
 /** The live line: redrawn in place on a terminal, one line per change otherwise. */
 export class ProgressLine {
@@ -211,45 +214,31 @@ export function describeError(answer: JobAnswer): string {
 const GIVE_UP_MS = 60_000
 /** Progress from heartbeats writes no event: the job is also read this often. */
 const POLL_MS = 2_000
+/** How long to wait before opening the stream again after the host answered it with a 5xx. */
+const REOPEN_MS = 2_000
 
-interface SseFrame {
-  id?: string
-  event: string
-  data: string
-  retry?: number
-}
+/**
+ * The event stream as an EventSource (the `eventsource` package: it reconnects by itself and
+ * resumes with Last-Event-ID). The host names each event by its type, and an EventSource hands
+ * over only the names it listens to: this one hands every event to `onevent`, whatever its name.
+ */
+class EventLogSource extends EventSource {
+  onevent: ((event: MessageEvent<string>) => void) | null = null
 
-/** Splits server-sent events off a text buffer; returns the frames and what is left over. */
-export function parseSse(buffer: string): { frames: SseFrame[]; rest: string } {
-  const text = buffer.replace(/\r\n?/g, '\n')
-  const frames: SseFrame[] = []
-  let start = 0
-  for (let end = text.indexOf('\n\n', start); end !== -1; end = text.indexOf('\n\n', start)) {
-    const frame: SseFrame = { event: 'message', data: '' }
-    const data: string[] = []
-    for (const line of text.slice(start, end).split('\n')) {
-      if (line === '' || line.startsWith(':')) continue
-      const colon = line.indexOf(':')
-      const field = colon === -1 ? line : line.slice(0, colon)
-      const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '')
-      if (field === 'id') frame.id = value
-      else if (field === 'event') frame.event = value
-      else if (field === 'data') data.push(value)
-      else if (field === 'retry' && /^\d+$/.test(value)) frame.retry = Number(value)
-    }
-    frame.data = data.join('\n')
-    frames.push(frame)
-    start = end + 2
+  override dispatchEvent(event: Event): boolean {
+    if (event instanceof MessageEvent) this.onevent?.(event as MessageEvent<string>)
+    return super.dispatchEvent(event)
   }
-  return { frames, rest: text.slice(start) }
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve()
-    const timer = setTimeout(resolve, ms)
-    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true })
-  })
+/** The job an event's data names, if it is an event of the log (StreamEvent) at all. */
+function eventJobId(data: string): string | null {
+  try {
+    return (JSON.parse(data) as Partial<components['schemas']['StreamEvent']>).job_id ?? null
+  } catch {
+    return null
+  }
+}
 
 /**
  * Follows a job to its end: the event stream (resumed with Last-Event-ID when it drops) says
@@ -257,16 +246,16 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * that came before, and a slow poll picks up progress that heartbeats write without an event.
  */
 export async function waitForJob(target: ClientTarget, jobId: string, line: ProgressLine): Promise<{ code: number; answer: JobAnswer }> {
-  const stop = new AbortController()
-  let outcome: { code: number; answer: JobAnswer } | null = null
-  let failure: unknown = null
+  const api = hostApi(target)
+  let settle!: (result: { code: number; answer: JobAnswer } | Error) => void
+  const settled = new Promise<{ code: number; answer: JobAnswer } | Error>((resolve) => (settle = resolve))
+  let done = false
   let blockedShown = false
 
-  const end = (result: { code: number; answer: JobAnswer } | null, error?: unknown) => {
-    if (stop.signal.aborted) return
-    outcome = result
-    failure = error ?? null
-    stop.abort()
+  const end = (result: { code: number; answer: JobAnswer } | Error) => {
+    if (done) return
+    done = true
+    settle(result)
   }
 
   const render = async (answer: JobAnswer) => {
@@ -300,95 +289,91 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
       do {
         again = false
         try {
-          await render(await callHost<JobAnswer>(target, 'GET', `/api/scheduler/jobs/${encodeURIComponent(jobId)}`))
+          await render(await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id: jobId } } })))
         } catch (error) {
           // The host gone for a moment is the stream's business; a refusal (401, 404) ends the wait.
-          if (error instanceof HostError && error.status < 500) end(null, error)
+          if (error instanceof HostError && error.status < 500) end(error)
         }
-      } while (again && !stop.signal.aborted)
+      } while (again && !done)
       reading = null
     })()
     return reading
   }
 
-  const poll = setInterval(() => void refresh(), POLL_MS)
-  try {
-    let lastEventId: string | null = null
-    let retryMs = 2_000
-    let unreachableSince: number | null = null
-    while (!stop.signal.aborted) {
-      let response: Response | null = null
-      try {
-        const headers: Record<string, string> = { authorization: `Bearer ${target.token}`, accept: 'text/event-stream' }
-        if (lastEventId !== null) headers['last-event-id'] = lastEventId
-        response = await fetch(`${target.url}/api/events/stream`, { headers, signal: stop.signal })
-      } catch (error) {
-        if (stop.signal.aborted) break
-        unreachableSince ??= Date.now()
-        if (Date.now() - unreachableSince > GIVE_UP_MS) {
-          line.finish()
-          end(null, unreachable(target.url, error))
-          break
-        }
-        await sleep(retryMs, stop.signal)
-        continue
-      }
-      if (!response.ok) {
-        const error = await hostError(response)
-        if (response.status < 500) {
-          line.finish()
-          end(null, error)
-          break
-        }
-        await sleep(retryMs, stop.signal)
-        continue
-      }
+  // The stream's requests carry the token; a refusal is kept as the host said it, and a failed
+  // connection as the reason it failed, for the one line --wait ends with.
+  let refusal: HostError | null = null
+  let connectError: unknown = null
+  const fetchWithToken: FetchLike = async (url, init) => {
+    try {
+      const response = await fetch(url, { ...init, headers: { ...init.headers, authorization: `Bearer ${target.token}` } })
+      if (!response.ok) refusal = hostError(response.status, response.statusText, await response.clone().json().catch(() => null))
+      return response
+    } catch (error) {
+      connectError = error
+      throw error
+    }
+  }
+
+  let source = null as EventLogSource | null
+  let lastEventId: string | null = null
+  let unreachableSince: number | null = null
+  let reopenTimer: ReturnType<typeof setTimeout> | null = null
+  const open = () => {
+    // A stream opened again after the host refused it resumes where the last one stopped.
+    const url = new URL('/api/events/stream', target.url)
+    if (lastEventId !== null) url.searchParams.set('last_event_id', lastEventId)
+    const stream = (source = new EventLogSource(url, { fetch: fetchWithToken }))
+    stream.onopen = () => {
       unreachableSince = null
       // Subscribed: whatever happened before is in the job itself.
       void refresh()
-      try {
-        const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
-        let buffer = ''
-        for (;;) {
-          const { value, done } = await reader.read()
-          if (done) break
-          const { frames, rest } = parseSse(buffer + value)
-          buffer = rest
-          for (const frame of frames) {
-            if (frame.retry !== undefined) retryMs = Math.min(Math.max(frame.retry, 250), 30_000)
-            if (frame.id !== undefined && frame.id !== '') lastEventId = frame.id
-            if (frame.event === 'gap') void refresh()
-            else if (frame.data.includes(jobId)) {
-              try {
-                if ((JSON.parse(frame.data) as { job_id?: string }).job_id === jobId) void refresh()
-              } catch {
-                // not an event of ours
-              }
-            }
-          }
-        }
-      } catch {
-        // the stream dropped (or we stopped it): resume below with Last-Event-ID
-      }
-      if (!stop.signal.aborted) await sleep(retryMs, stop.signal)
     }
+    stream.onevent = (event) => {
+      if (event.lastEventId) lastEventId = event.lastEventId
+      if (event.type === 'gap') void refresh()
+      else if (event.data.includes(jobId) && eventJobId(event.data) === jobId) void refresh()
+    }
+    stream.onerror = (event: ErrorEvent) => {
+      if (done) return
+      if (stream.readyState !== EventSource.CLOSED) {
+        // Dropped or unreachable: the EventSource tries again by itself, resuming with Last-Event-ID.
+        unreachableSince ??= Date.now()
+        if (Date.now() - unreachableSince > GIVE_UP_MS) {
+          line.finish()
+          end(unreachable(target.url, connectError ?? new Error(event.message ?? 'the event stream dropped')))
+        }
+        return
+      }
+      // Answered with another status than 200: a refusal ends the wait, a 5xx is tried again.
+      const status = event.code ?? refusal?.status ?? 0
+      if (status >= 400 && status < 500) {
+        line.finish()
+        end(refusal ?? new HostError(status, `http_${status}`, event.message ?? 'the event stream was refused', {}))
+        return
+      }
+      reopenTimer = setTimeout(open, REOPEN_MS)
+    }
+  }
+
+  const poll = setInterval(() => void refresh(), POLL_MS)
+  open()
+  try {
+    const result = await settled
     await reading
+    if (result instanceof Error) throw result
+    return result
   } finally {
     clearInterval(poll)
-    stop.abort()
+    if (reopenTimer) clearTimeout(reopenTimer)
+    source?.close()
   }
-  if (failure) throw failure
-  return outcome!
 }
 
 /** What a BLOCKED job waits on, from its open blocker. */
 async function blockerLine(target: ClientTarget, jobId: string): Promise<string> {
   try {
-    const { blockers } = await callHost<{ blockers: Array<{ blocker_id: string; file: string; holder: { owner_id: string }; requester: { job_id: string | null } }> }>(
-      target,
-      'GET',
-      '/api/blockers?state=OPEN',
-    )
+    const { blockers } = await answered(target, hostApi(target).GET('/api/blockers', { params: { query: { state: 'OPEN' } } }))
     const blocker = blockers.find((b) => b.requester.job_id === jobId)
     if (blocker) return `halted on ${blocker.file}, held by ${blocker.holder.owner_id} (blocker ${blocker.blocker_id})`
   } catch {

@@ -432,7 +432,7 @@ function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobSta
  */
 function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean, current?: JobRow): Leased & { disposition: Disposition } {
   if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
-    throw new EngineError(409, 'file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it', { ack: false })
+    throw new EngineError(409, 'file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
   }
   const job = current ?? getJob(ctx, lease.job_id)
   const { to, disposition } = decide(job, outcome, retryable)

@@ -1,5 +1,16 @@
 import type { Context } from 'koa'
+import type { z } from 'zod'
 import { EngineError } from '../engine/errors'
+
+/**
+ * Answers with `body`, typed by the route's response schema (the one its OpenAPI entry names):
+ * a view that drifts from the documented schema does not compile. The schema is not checked
+ * at run time; the contract tests hold every answer they receive to the document.
+ */
+export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.output<S>, status = 200): void {
+  ctx.status = status
+  ctx.body = body
+}
 
 /**
  * Reads a JSON request body: only `application/json` (415 otherwise), at most `limit` bytes

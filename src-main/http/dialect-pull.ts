@@ -2,10 +2,10 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
-import { readJson } from './body'
-import { validate } from './errors'
-import { Id, JsonValue, TtlSec, WorkerId } from './schemas'
-import { pullJob, pullLease } from './views'
+import { readJson, reply } from './body'
+import { pathParam, validate } from './errors'
+import { JsonValue, TtlSec, WorkerId } from './schemas'
+import { PullCompleteAnswer, PullDecision, PullHeartbeatAnswer, pullJob, pullLease } from './views/pull'
 
 /** Seeds 000 + 001: one step dequeues and leases; the first heartbeat makes the job running. */
 export const PullLeaseRequest = z.strictObject({
@@ -35,21 +35,25 @@ export function pullRouter(engine: Engine, bodyLimit: number): Router {
   router.post('/request', async (ctx) => {
     const body = validate(PullLeaseRequest, await readJson(ctx, bodyLimit))
     const decision = await engine.run(() => engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null }, body.ttl_sec))
-    ctx.body = decision.granted
-      ? { denied: false, lease: pullLease(decision.lease), job: pullJob(decision.job) }
-      : { denied: true, reason: decision.reason, retry_after_ms: decision.retry_after_ms }
+    reply(
+      ctx,
+      PullDecision,
+      decision.granted
+        ? { denied: false, lease: pullLease(decision.lease), job: pullJob(decision.job) }
+        : { denied: true, reason: decision.reason, retry_after_ms: decision.retry_after_ms },
+    )
   })
 
   router.post('/:lease_id/heartbeat', async (ctx) => {
     const body = validate(PullHeartbeat, await readJson(ctx, bodyLimit))
-    const leaseId = validate(Id, ctx.params.lease_id)
+    const leaseId = pathParam(ctx, 'lease_id')
     const { lease, job } = await engine.run(() => engine.heartbeat({ lease_id: leaseId, worker_id: body.worker_id }))
-    ctx.body = { ok: true, expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 }
+    reply(ctx, PullHeartbeatAnswer, { ok: true, expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 })
   })
 
   router.post('/:lease_id/complete', async (ctx) => {
     const body = validate(PullComplete, await readJson(ctx, bodyLimit))
-    const leaseId = validate(Id, ctx.params.lease_id)
+    const leaseId = pathParam(ctx, 'lease_id')
     const { job } = await engine.run(() =>
       engine.release({
         lease_id: leaseId,
@@ -59,7 +63,7 @@ export function pullRouter(engine: Engine, bodyLimit: number): Router {
         error: body.error,
       }),
     )
-    ctx.body = { ok: true, job: pullJob(job) }
+    reply(ctx, PullCompleteAnswer, { ok: true, job: pullJob(job) })
   })
 
   return router

@@ -5,12 +5,34 @@ import { MAX_DELAY_MS } from '../engine/jobs'
 import type { JobRow } from '../db/schema'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
-import { JOB_STATES } from '../engine/states'
-import { BUCKETS, METRICS, RANGES } from '../engine/stats'
-import { readJson } from './body'
-import { validate } from './errors'
-import { Id, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
-import { queueAttempt, queueEvent, queueJob, queueJobRead, queueLease, queueResult } from './views'
+import { readJson, reply } from './body'
+import { pathParam, validate } from './errors'
+import { Id, JobState, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
+import {
+  BucketName,
+  ClaimAnswer,
+  type DuplicateRequest,
+  JobAnswer,
+  JobAttempts,
+  JobEvents,
+  JobPage,
+  JobWithResult,
+  LeaseAnswer,
+  LeaseDecision,
+  LeaseReleased,
+  LeaseWithJob,
+  MetricName,
+  queueAttempt,
+  queueEvent,
+  queueJob,
+  queueJobRead,
+  queueLease,
+  queueResult,
+  RangeName,
+  Snapshot,
+  SubmitBatchAnswer,
+  Timeseries as TimeseriesAnswer,
+} from './views/queue'
 
 /** Seed 002: submit, claim, status, then a lease request; release finalizes. */
 export const SubmitJob = z.strictObject({
@@ -44,8 +66,11 @@ const submitInput = (input: SubmitJob) => ({
 })
 
 /** Seed 002's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
-const duplicateRequest = (input: SubmitJob, job: JobRow) =>
-  new EngineError(409, 'duplicate_request', `A job with client_request_id ${input.client_request_id} exists`, { job: queueJob(job) })
+const duplicateRequest = (input: SubmitJob, job: JobRow): DuplicateRequest => ({
+  code: 'duplicate_request',
+  detail: `A job with client_request_id ${input.client_request_id} exists`,
+  job: queueJob(job),
+})
 
 export const ClaimJobs = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
@@ -58,7 +83,7 @@ export const ClaimJobs = z.strictObject({
 export type ClaimJobs = z.infer<typeof ClaimJobs>
 
 export const StatusUpdate = z.strictObject({
-  state: z.enum(JOB_STATES).optional(),
+  state: JobState.optional(),
   /** Not in the seed: the worker making the update; another worker's job is 403 worker_mismatch. */
   worker_id: WorkerId.optional(),
   note: Note.nullable().optional(),
@@ -72,7 +97,7 @@ export type CancelJob = z.infer<typeof CancelJob>
 const isoTime = z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))
 
 export const ListJobs = z.strictObject({
-  state: z.enum(JOB_STATES).optional(),
+  state: JobState.optional(),
   addon_id: z.string().min(1).max(200).optional(),
   job_type: z.string().min(1).max(200).optional(),
   created_after: isoTime.optional(),
@@ -115,9 +140,9 @@ export const LeaseRelease = z.strictObject({
 export type LeaseRelease = z.infer<typeof LeaseRelease>
 
 export const Timeseries = z.strictObject({
-  metric: z.enum(METRICS),
-  bucket: z.enum(Object.keys(BUCKETS) as [keyof typeof BUCKETS]).default('5m'),
-  range: z.enum(Object.keys(RANGES) as [keyof typeof RANGES]).default('24h'),
+  metric: MetricName,
+  bucket: BucketName.default('5m'),
+  range: RangeName.default('24h'),
 })
 export type Timeseries = z.infer<typeof Timeseries>
 
@@ -141,25 +166,23 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     const input = await body(ctx, SubmitJob)
     const { job, duplicate } = await engine.run(() => engine.submit(submitInput(input)))
     if (duplicate) {
-      throw duplicateRequest(input, job)
+      const { code, detail, ...body } = duplicateRequest(input, job)
+      throw new EngineError(409, code, detail, body)
     }
-    ctx.status = 201
-    ctx.body = { job: queueJob(job) }
+    reply(ctx, JobAnswer, { job: queueJob(job) }, 201)
   })
 
   // Not in the seed: many submits in one request, each answered as /jobs/submit would answer it.
   router.post('/jobs/submit-batch', async (ctx) => {
     const input = await body(ctx, SubmitBatch)
     const results = await engine.run(() => engine.submitMany(input.jobs.map(submitInput)))
-    ctx.body = {
-      results: results.map((result, i) => {
+    reply(ctx, SubmitBatchAnswer, {
+      results: results.map((result, i): SubmitBatchAnswer['results'][number] => {
         if (!result.ok) return { ok: false, code: result.error.code, detail: result.error.detail }
         const { job, duplicate } = result.value
-        if (!duplicate) return { ok: true, job: queueJob(job) }
-        const { code, detail, body } = duplicateRequest(input.jobs[i]!, job)
-        return { ok: false, code, detail, ...body }
+        return duplicate ? { ok: false, ...duplicateRequest(input.jobs[i]!, job) } : { ok: true, job: queueJob(job) }
       }),
-    }
+    })
   })
 
   router.post('/jobs/claim', async (ctx) => {
@@ -177,7 +200,7 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
       ctx.status = 204
       return
     }
-    ctx.body = limit > 1 ? { job: queueJob(jobs[0]!), jobs: jobs.map(queueJob) } : { job: queueJob(jobs[0]!) }
+    reply(ctx, ClaimAnswer, limit > 1 ? { job: queueJob(jobs[0]!), jobs: jobs.map(queueJob) } : { job: queueJob(jobs[0]!) })
   })
 
   router.get('/jobs', (ctx) => {
@@ -185,34 +208,34 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     const page = engine.listJobs(q)
     const reasons = engine.waitingReasons(page.jobs)
     const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
-    ctx.body = { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }
+    reply(ctx, JobPage, { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor })
   })
 
   router.get('/jobs/:job_id', (ctx) => {
-    const job = engine.getJob(validate(Id, ctx.params.job_id))
+    const job = engine.getJob(pathParam(ctx, 'job_id'))
     const [reason] = engine.waitingReasons([job])
-    ctx.body = { job: queueJobRead(job, reason ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) }
+    reply(ctx, JobWithResult, { job: queueJobRead(job, reason ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) })
   })
 
   router.post('/jobs/:job_id/status', async (ctx) => {
     const input = await body(ctx, StatusUpdate)
-    const jobId = validate(Id, ctx.params.job_id)
-    ctx.body = { job: queueJob(await engine.run(() => engine.updateStatus(jobId, input))) }
+    const jobId = pathParam(ctx, 'job_id')
+    reply(ctx, JobAnswer, { job: queueJob(await engine.run(() => engine.updateStatus(jobId, input))) })
   })
 
   router.post('/jobs/:job_id/cancel', async (ctx) => {
     const input = await body(ctx, CancelJob)
-    const jobId = validate(Id, ctx.params.job_id)
-    ctx.body = { job: queueJob(await engine.run(() => engine.cancel(jobId, input.reason ?? null))) }
+    const jobId = pathParam(ctx, 'job_id')
+    reply(ctx, JobAnswer, { job: queueJob(await engine.run(() => engine.cancel(jobId, input.reason ?? null))) })
   })
 
   router.get('/jobs/:job_id/events', (ctx) => {
-    ctx.body = { events: engine.jobEvents(validate(Id, ctx.params.job_id)).map(queueEvent) }
+    reply(ctx, JobEvents, { events: engine.jobEvents(pathParam(ctx, 'job_id')).map(queueEvent) })
   })
 
   // Not in the seed: each attempt with its outcome and error (the dashboard's job page).
   router.get('/jobs/:job_id/attempts', (ctx) => {
-    ctx.body = { attempts: engine.attempts(validate(Id, ctx.params.job_id)).map(queueAttempt) }
+    reply(ctx, JobAttempts, { attempts: engine.attempts(pathParam(ctx, 'job_id')).map(queueAttempt) })
   })
 
   router.post('/lease/request', async (ctx) => {
@@ -220,23 +243,27 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     const decision = await engine.run(() =>
       engine.requestLeaseForJob({ job_id: input.job_id, cost_units: input.cost_units, ttl_s: input.ttl_sec, worker_id: input.worker_id }),
     )
-    ctx.body = decision.approved
-      ? { approved: true, lease: queueLease(decision.lease) }
-      : { approved: false, retry_after_sec: decision.retry_after_sec, reason: decision.reason }
+    reply(
+      ctx,
+      LeaseDecision,
+      decision.approved
+        ? { approved: true, lease: queueLease(decision.lease) }
+        : { approved: false, retry_after_sec: decision.retry_after_sec, reason: decision.reason },
+    )
   })
 
   router.post('/lease/:lease_id/heartbeat', async (ctx) => {
     const input = await body(ctx, LeaseHeartbeat)
-    const leaseId = validate(Id, ctx.params.lease_id)
+    const leaseId = pathParam(ctx, 'lease_id')
     const { lease, job } = await engine.run(() =>
       engine.heartbeat({ lease_id: leaseId, worker_id: input.worker_id, job_id: input.job_id, progress: input.progress, note: input.message }),
     )
-    ctx.body = { lease: queueLease(lease), job: queueJob(job) }
+    reply(ctx, LeaseWithJob, { lease: queueLease(lease), job: queueJob(job) })
   })
 
   router.post('/lease/:lease_id/release', async (ctx) => {
     const input = await body(ctx, LeaseRelease)
-    const leaseId = validate(Id, ctx.params.lease_id)
+    const leaseId = pathParam(ctx, 'lease_id')
     const { lease, job } = await engine.run(() =>
       engine.release({
         lease_id: leaseId,
@@ -248,27 +275,27 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
         metrics: input.metrics,
       }),
     )
-    ctx.body = { lease: queueLease(lease), job: queueJob(job), result: queueResult(job) }
+    reply(ctx, LeaseReleased, { lease: queueLease(lease), job: queueJob(job), result: queueResult(job) })
   })
 
   router.get('/lease/:lease_id', (ctx) => {
-    ctx.body = { lease: queueLease(engine.getLease(validate(Id, ctx.params.lease_id))) }
+    reply(ctx, LeaseAnswer, { lease: queueLease(engine.getLease(pathParam(ctx, 'lease_id'))) })
   })
 
   router.get('/stats/snapshot', (ctx) => {
-    ctx.body = engine.snapshot()
+    reply(ctx, Snapshot, engine.snapshot())
   })
 
   router.get('/stats/timeseries', (ctx) => {
     const q = validate(Timeseries, query(ctx.query))
-    ctx.body = {
+    reply(ctx, TimeseriesAnswer, {
       metric: q.metric,
       bucket: q.bucket,
       range: q.range,
       // Not in seed 002: where the history starts, so a chart can leave out the zeros before it.
       since: iso(engine.seriesStart()),
-      points: engine.timeseries(q.metric, q.bucket, q.range).map((p) => ({ ts: new Date(p.ts).toISOString(), value: p.value })),
-    }
+      points: engine.timeseries(q.metric, q.bucket, q.range).map((p) => ({ ts: iso(p.ts), value: p.value })),
+    })
   })
 
   return router

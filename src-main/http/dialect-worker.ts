@@ -2,16 +2,24 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClaimWaiters } from '../claim-waiters'
 import { type Engine, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
-import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
-import { clientGone, readJson } from './body'
-import { claimAnswer, exchangeAnswer } from '../worker-answers'
 import type { WorkerDirectory } from '../workers'
+import { clientGone, readJson, reply } from './body'
 import { validate } from './errors'
-import { Id, JsonValue, Note, Progress, WorkerId } from './schemas'
-
-/** The longest a claim may wait for work; a larger `max_wait_ms` is capped to this. */
-export const MAX_CLAIM_WAIT_MS = 30_000
+import { Id, JsonValue, MAX_LONG_POLL_MS, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
+import {
+  claimAnswer,
+  completeAnswer,
+  exchangeAnswer,
+  failAnswer,
+  heartbeatAnswer,
+  WorkerBatchAnswer,
+  WorkerClaimAnswer,
+  WorkerCompleteAnswer,
+  WorkerFailAnswer,
+  WorkerHeartbeatAnswer,
+  WorkerReportAnswer,
+} from './views/worker'
 
 /** Seed 003: a claim is a lease + an attempt + a token; the DB stays the truth. */
 const Streams = z.array(z.string().min(1).max(200)).min(1).max(50)
@@ -19,7 +27,7 @@ const Streams = z.array(z.string().min(1).max(200)).min(1).max(50)
 export const WorkerClaim = z.strictObject({
   worker_id: WorkerId,
   streams: Streams,
-  max_wait_ms: z.number().int().min(0).optional(),
+  max_wait_ms: MaxWaitMs.optional(),
 })
 export type WorkerClaim = z.infer<typeof WorkerClaim>
 
@@ -67,7 +75,7 @@ export const WorkerBatch = z.strictObject({
   complete: Reports(z.strictObject({ ...BatchAttemptFields, result: JsonValue.optional(), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
   fail: Reports(z.strictObject({ ...BatchAttemptFields, error: AttemptFailure })),
   claim: z
-    .strictObject({ streams: Streams, max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS), max_wait_ms: z.number().int().min(0).optional() })
+    .strictObject({ streams: Streams, max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS), max_wait_ms: MaxWaitMs.optional() })
     .optional(),
 })
 export type WorkerBatch = z.infer<typeof WorkerBatch>
@@ -105,40 +113,37 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
     const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
     const decision = await waiters.claim(
       { worker_id: input.worker_id, queues: input.streams },
-      { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: clientGone(ctx) },
+      { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_LONG_POLL_MS), signal: clientGone(ctx) },
     )
-    ctx.body = claimAnswer(decision)
+    reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
   })
 
   router.post('/heartbeat', async (ctx) => {
     const input = seen(validate(WorkerHeartbeat, await readJson(ctx, bodyLimit)))
-    const { lease, job } = await notOk(engine, () => engine.heartbeatByToken(input), false)
-    ctx.body = { ok: true, lease_expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 }
+    reply(ctx, WorkerHeartbeatAnswer, heartbeatAnswer(await notOk(engine, () => engine.heartbeatByToken(input), false)))
   })
 
   router.post('/complete', async (ctx) => {
     const input = seen(validate(WorkerComplete, await readJson(ctx, bodyLimit)))
-    const answer = await notOk(engine, () => engine.complete(input), true)
-    ctx.body = { ok: true, ack: answer.ack }
+    reply(ctx, WorkerCompleteAnswer, completeAnswer(await notOk(engine, () => engine.complete(input), true)))
   })
 
   router.post('/fail', async (ctx) => {
     const input = seen(validate(WorkerFail, await readJson(ctx, bodyLimit)))
-    const answer = await notOk(engine, () => engine.fail(input), true)
-    ctx.body = { ok: true, ack: answer.ack, requeued: answer.requeued, dlq: answer.dlq }
+    reply(ctx, WorkerFailAnswer, failAnswer(await notOk(engine, () => engine.fail(input), true)))
   })
 
   router.post('/batch', async (ctx) => {
     const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
-    const answer = await waiters.exchange(input, { maxWaitMs: Math.min(input.claim?.max_wait_ms ?? 0, MAX_CLAIM_WAIT_MS), signal: clientGone(ctx) })
-    ctx.body = exchangeAnswer(input, answer)
+    const answer = await waiters.exchange(input, { maxWaitMs: Math.min(input.claim?.max_wait_ms ?? 0, MAX_LONG_POLL_MS), signal: clientGone(ctx) })
+    reply(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
   router.post('/report', async (ctx) => {
     const input = seen(validate(WorkerReport, await readJson(ctx, bodyLimit)))
     await engine.run(() => engine.recordWorkerEvent(input.worker_id, 'WORKER_PROBLEM', { kind: input.kind, detail: input.detail }))
-    ctx.body = { ok: true }
+    reply(ctx, WorkerReportAnswer, { ok: true })
   })
 
   return router

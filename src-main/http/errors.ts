@@ -3,6 +3,7 @@ import type { z } from 'zod'
 import { EngineError } from '../engine/errors'
 import { answerError } from '../error-answer'
 import type { LogLimiter } from '../log-limiter'
+import { pathParams } from './schemas'
 
 /**
  * The one error middleware: every thrown error becomes `{detail, code}` (plus any extra body
@@ -46,4 +47,9 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.infe
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(body)'}: ${issue.message}`)
     .join('; ')
   throw new EngineError(400, 'invalid_request', detail)
+}
+
+/** A path parameter, validated as an id; a failure is 400 naming the parameter. */
+export function pathParam(ctx: { params: Record<string, string | undefined> }, name: string): string {
+  return validate(pathParams(name), ctx.params)[name] as string
 }

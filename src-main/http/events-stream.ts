@@ -5,7 +5,9 @@ import type { EventRow } from '../db/schema'
 import type { Engine, EngineEvent } from '../engine'
 import { iso } from '../engine/clock'
 import { EngineError } from '../engine/errors'
-import { readJson } from './body'
+import { readJson, reply } from './body'
+import { LAST_EVENT_ID } from './schemas'
+import { EventTicket, streamEvent, type StreamGap } from './views/system'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
 export const TICKET_TTL_MS = 60_000
@@ -36,16 +38,7 @@ export class StreamTickets {
 }
 
 function sseEvent(event: Pick<EngineEvent, 'id' | 'ts' | 'entity_type' | 'entity_id' | 'job_id' | 'event_type' | 'data'>): string {
-  const data = {
-    id: event.id,
-    ts: iso(event.ts),
-    type: event.event_type,
-    entity_type: event.entity_type,
-    entity_id: event.entity_id,
-    job_id: event.job_id,
-    data: event.data,
-  }
-  return `id: ${event.id}\nevent: ${event.event_type}\ndata: ${JSON.stringify(data)}\n\n`
+  return `id: ${event.id}\nevent: ${event.event_type}\ndata: ${JSON.stringify(streamEvent(event))}\n\n`
 }
 
 /** The open streams, so the host can end them when it stops (a stream never ends by itself). */
@@ -73,12 +66,12 @@ export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: Ev
   router.post('/ticket', async (ctx) => {
     await readJson(ctx, bodyLimit) // no fields, but the same rules for a body as everywhere: JSON only
     const { ticket, expires_at } = tickets.issue(Date.now())
-    ctx.body = { ticket, expires_at: iso(expires_at) }
+    reply(ctx, EventTicket, { ticket, expires_at: iso(expires_at) })
   })
 
   router.get('/stream', (ctx) => {
     const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
-    if (resumeFrom !== '' && !/^\d{1,15}$/.test(resumeFrom)) {
+    if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
       throw new EngineError(400, 'invalid_request', 'Last-Event-ID: must be an event id')
     }
     const stream = new PassThrough()
@@ -114,7 +107,8 @@ function replay(engine: Engine, stream: PassThrough, after: number): void {
   let from = after
   if (newest - after > MAX_REPLAY) {
     from = newest - MAX_REPLAY
-    stream.write(`event: gap\ndata: ${JSON.stringify({ missed_from: after + 1, missed_to: from })}\n\n`)
+    const gap: StreamGap = { missed_from: after + 1, missed_to: from }
+    stream.write(`event: gap\ndata: ${JSON.stringify(gap)}\n\n`)
   }
   for (const row of db.all<EventRow>('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?', from, MAX_REPLAY)) {
     stream.write(sseEvent({ ...row, entity_type: row.entity_type as EngineEvent['entity_type'], data: JSON.parse(row.data) }))

@@ -2,11 +2,11 @@ import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
 import { BULK_ACTIONS, type BulkAction, type BulkPlan, type Engine, type QueuePause, type QueueSummary } from '../engine'
 import { iso } from '../engine/clock'
-import { JOB_STATES, PRIORITIES } from '../engine/states'
-import { readJson } from './body'
+import { JOB_STATES } from '../engine/states'
+import { readJson, reply } from './body'
 import { validate } from './errors'
-import { Id } from './schemas'
-import { queueJob } from './views'
+import { Id, IsoTime } from './schemas'
+import { JobAnswer, queueJob } from './views/queue'
 
 /**
  * An operator's routes over every dialect's jobs (docs/operations.md): run a delayed job now,
@@ -33,71 +33,36 @@ export const BulkRequest = z.strictObject({
 })
 export type BulkRequest = z.infer<typeof BulkRequest>
 
-// Answers. The routes check their bodies against these at compile time (`satisfies`).
+// Answers. The routes answer through `reply`, so a body that drifts from its schema does not compile.
 
-const Time = z.iso.datetime()
-
-/** A job as dialect 002 shows it (src-main/http/views.ts queueJob). */
-export const JobView = z
-  .object({
-    job_id: z.string(),
-    addon_id: z.string().nullable(),
-    job_type: z.string(),
-    priority: z.enum(PRIORITIES),
-    cost_units: z.number().int(),
-    constraints: z.unknown(),
-    payload: z.unknown(),
-    state: z.string().describe('The canonical state; LEASED shows as RUNNING'),
-    created_at: Time,
-    updated_at: Time,
-    claimed_by: z.string().nullable(),
-    claim_expires_at: Time.nullable(),
-    lease_id: z.string().nullable(),
-    attempts: z.number().int(),
-    next_retry_at: Time.nullable(),
-    run_at: Time.nullable().describe('A delayed job’s time; null when it was not delayed or was run at once'),
-    unique: z.boolean(),
-    tags: z.unknown(),
-    max_runtime_s: z.number().int().nullable(),
-    queue: z.string(),
-    max_attempts: z.number().int(),
-    client_request_id: z.string().nullable(),
-    cancel_requested: z.boolean(),
-    progress: z.number().nullable(),
-    note: z.string().nullable(),
-    dead_letter: z.boolean(),
-  })
-  .meta({ id: 'QueueJob' })
-
-export const JobAnswer = z.object({ job: JobView })
-export type JobAnswer = z.infer<typeof JobAnswer>
-
-const QueuePauseView = {
+const QueuePauseFields = {
   queue: z.string(),
   paused: z.boolean(),
-  paused_at: Time.nullable(),
+  paused_at: IsoTime.nullable(),
   paused_by: z.string().nullable(),
 }
 
-export const QueueAnswer = z.object({ queue: z.object(QueuePauseView) })
+export const QueuePauseView = z.object(QueuePauseFields).meta({ id: 'QueuePause' })
+export const QueueAnswer = z.object({ queue: QueuePauseView })
 export type QueueAnswer = z.infer<typeof QueueAnswer>
 
-export const QueueList = z.object({
-  queues: z.array(
-    z.object({
-      ...QueuePauseView,
-      counts: z.partialRecord(z.enum(JOB_STATES), z.number().int()).describe('Jobs by state; DONE jobs are not counted'),
-    }),
-  ),
-})
+export const QueueSummaryView = z
+  .object({
+    ...QueuePauseFields,
+    counts: z.partialRecord(z.enum(JOB_STATES), z.number().int()).describe('Jobs by state (LEASED for a job under an ACTIVE lease); DONE jobs are not counted'),
+  })
+  .meta({ id: 'QueueSummary' })
+export const QueueList = z.object({ queues: z.array(QueueSummaryView) })
 export type QueueList = z.infer<typeof QueueList>
 
-export const BulkAnswer = z.object({
-  action: z.enum(BULK_ACTIONS),
-  matched: z.number().int().describe('Jobs the filter selected among those the action applies to'),
-  changed: z.number().int().describe('Jobs it changed (0 on a dry run)'),
-  dry_run: z.boolean(),
-})
+export const BulkAnswer = z
+  .object({
+    action: z.enum(BULK_ACTIONS),
+    matched: z.number().int().describe('Jobs the filter selected among those the action applies to'),
+    changed: z.number().int().describe('Jobs it changed (0 on a dry run)'),
+    dry_run: z.boolean(),
+  })
+  .meta({ id: 'BulkAnswer' })
 export type BulkAnswer = z.infer<typeof BulkAnswer>
 
 const queuePauseView = (q: QueuePause) => ({ queue: q.queue, paused: q.paused, paused_at: iso(q.paused_at), paused_by: q.paused_by })
@@ -130,31 +95,31 @@ export function operationsRouter(engine: Engine, bodyLimit: number): Router {
       const { states, queue, job_type, addon_id, all, dry_run, requested_by } = await body(ctx, BulkRequest)
       const plan = engine.planBulk(action as BulkAction, { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by })
       const { matched, changed } = await runBulk(engine, plan)
-      ctx.body = { action, matched, changed, dry_run: plan.dryRun } satisfies BulkAnswer
+      reply(ctx, BulkAnswer, { action, matched, changed, dry_run: plan.dryRun })
     })
   }
 
   router.post('/jobs/:job_id/retry', async (ctx) => {
     const input = await body(ctx, OperatorRequest)
     const jobId = validate(Id, ctx.params.job_id)
-    ctx.body = { job: queueJob(await engine.run(() => engine.retry(jobId, input.requested_by ?? null))) } satisfies JobAnswer
+    reply(ctx, JobAnswer, { job: queueJob(await engine.run(() => engine.retry(jobId, input.requested_by ?? null))) })
   })
 
   router.post('/jobs/:job_id/run-now', async (ctx) => {
     const input = await body(ctx, OperatorRequest)
     const jobId = validate(Id, ctx.params.job_id)
-    ctx.body = { job: queueJob(await engine.run(() => engine.runNow(jobId, input.requested_by ?? null))) } satisfies JobAnswer
+    reply(ctx, JobAnswer, { job: queueJob(await engine.run(() => engine.runNow(jobId, input.requested_by ?? null))) })
   })
 
   router.get('/queues', (ctx) => {
-    ctx.body = { queues: engine.listQueues().map(queueView) } satisfies QueueList
+    reply(ctx, QueueList, { queues: engine.listQueues().map(queueView) })
   })
 
   for (const [verb, change] of [['pause', 'pauseQueue'], ['resume', 'resumeQueue']] as const) {
     router.post(`/queues/:queue/${verb}`, async (ctx) => {
       const input = await body(ctx, OperatorRequest)
       const queue = validate(QueueName, ctx.params.queue)
-      ctx.body = { queue: queuePauseView(await engine.run(() => engine[change](queue, input.requested_by ?? null))) } satisfies QueueAnswer
+      reply(ctx, QueueAnswer, { queue: queuePauseView(await engine.run(() => engine[change](queue, input.requested_by ?? null))) })
     })
   }
 

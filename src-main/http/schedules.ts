@@ -3,10 +3,11 @@ import { z } from 'zod'
 import type { Engine, Schedule } from '../engine'
 import { iso } from '../engine/clock'
 import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME } from '../engine/schedules'
-import { readJson } from './body'
+import { readJson, reply } from './body'
 import { SubmitJob } from './dialect-queue'
 import { validate } from './errors'
-import { queueState } from './views'
+import { IsoTime } from './schemas'
+import { queueState } from './views/queue'
 
 /**
  * Recurring schedules (docs/schedules.md): a cron expression, a time zone and the job each firing
@@ -49,8 +50,6 @@ export type CreateSchedule = z.infer<typeof CreateSchedule>
 /** Each field given replaces the schedule's (`job` as a whole); the name is the key and stays. */
 export const ChangeSchedule = CreateSchedule.omit({ name: true }).partial()
 export type ChangeSchedule = z.infer<typeof ChangeSchedule>
-
-const IsoTime = z.string().meta({ description: 'ISO-8601 UTC with milliseconds', example: '2026-02-06T02:00:00.000Z' })
 
 export const ScheduleRunView = z
   .object({
@@ -110,29 +109,28 @@ export function schedulesRouter(engine: Engine, bodyLimit: number): Router {
   const body = async <S extends z.ZodType>(ctx: RouterContext, schema: S) => validate(schema, await readJson(ctx, bodyLimit))
 
   router.get('/', (ctx) => {
-    ctx.body = { schedules: engine.listSchedules().map(scheduleView) }
+    reply(ctx, ScheduleList, { schedules: engine.listSchedules().map(scheduleView) })
   })
 
   router.post('/', async (ctx) => {
     const input = await body(ctx, CreateSchedule)
     const schedule = await engine.run(() => engine.createSchedule(input))
-    ctx.status = 201
-    ctx.body = { schedule: scheduleView(schedule) }
+    reply(ctx, ScheduleAnswer, { schedule: scheduleView(schedule) }, 201)
   })
 
   router.get('/:name', (ctx) => {
-    ctx.body = { schedule: scheduleView(engine.getSchedule(validate(PathName, ctx.params.name))) }
+    reply(ctx, ScheduleAnswer, { schedule: scheduleView(engine.getSchedule(validate(PathName, ctx.params.name))) })
   })
 
   router.patch('/:name', async (ctx) => {
     const change = await body(ctx, ChangeSchedule)
     const name = validate(PathName, ctx.params.name)
-    ctx.body = { schedule: scheduleView(await engine.run(() => engine.updateSchedule(name, change))) }
+    reply(ctx, ScheduleAnswer, { schedule: scheduleView(await engine.run(() => engine.updateSchedule(name, change))) })
   })
 
   router.delete('/:name', async (ctx) => {
     const name = validate(PathName, ctx.params.name)
-    ctx.body = { schedule: scheduleView(await engine.run(() => engine.deleteSchedule(name))) }
+    reply(ctx, ScheduleAnswer, { schedule: scheduleView(await engine.run(() => engine.deleteSchedule(name))) })
   })
 
   return router

@@ -4,9 +4,11 @@ import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../workers'
-import { readJson } from './body'
+import { readJson, reply } from './body'
 import { validate } from './errors'
+import { IsoTime } from './schemas'
 import { openApiDocument } from './openapi'
+import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, WorkerList, workerView } from './views/system'
 
 /** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
 export const CapacityChange = z.strictObject({
@@ -27,7 +29,7 @@ export const StorageAnswer = z
     stats_retain_days: z.number().int().meta({ description: 'Days the statistics time series are kept' }),
     last_prune: z
       .object({
-        at: z.string(),
+        at: IsoTime,
         retain_days: z.number().int(),
         jobs_deleted: z.number().int(),
         stats_rows: z.number().int(),
@@ -50,39 +52,24 @@ export function storageAnswer(report: StorageReport): StorageAnswer {
 export function systemRouter(engine: Engine, directory: WorkerDirectory, version: string, bodyLimit: number, storage: () => StorageReport): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
-    ctx.body = { ok: true, version }
+    reply(ctx, Health, { ok: true, version })
   })
   router.get('/capacity', (ctx) => {
-    ctx.body = engine.getCapacity()
+    reply(ctx, Capacity, capacityView(engine.getCapacity()))
   })
   router.put('/capacity', async (ctx) => {
     const change = validate(CapacityChange, await readJson(ctx, bodyLimit))
-    ctx.body = engine.setCapacity(change)
+    reply(ctx, Capacity, capacityView(engine.setCapacity(change)))
   })
   // Every ACTIVE lease in one call, with the host's clock: countdowns need no guessing.
   router.get('/leases', (ctx) => {
-    ctx.body = {
-      now: iso(engine.ctx.clock.now()),
-      leases: engine.activeLeases().map((l) => ({
-        lease_id: l.id,
-        job_id: l.job_id,
-        job_type: l.job_type,
-        addon_id: l.addon_id,
-        worker_id: l.worker_id,
-        cost_units: l.cost_units,
-        granted_at: iso(l.granted_at),
-        last_heartbeat_at: iso(l.last_heartbeat_at),
-        expires_at: iso(l.expires_at),
-      })),
-    }
+    reply(ctx, ActiveLeases, activeLeasesView(engine.ctx.clock.now(), engine.activeLeases()))
   })
   router.get('/workers', (ctx) => {
-    ctx.body = {
-      workers: directory.list(engine).map((w) => ({ ...w, last_seen_at: iso(w.last_seen_at), started_at: iso(w.started_at) })),
-    }
+    reply(ctx, WorkerList, { workers: directory.list(engine).map(workerView) })
   })
   router.get('/storage', (ctx) => {
-    ctx.body = storageAnswer(storage())
+    reply(ctx, StorageAnswer, storageAnswer(storage()))
   })
   let openApi: unknown
   router.get('/openapi.json', (ctx) => {

@@ -4,7 +4,8 @@ import type { ClockWaiters } from '../clock-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
 import { answerError } from '../error-answer'
-import { acquireAnswer, exchangeAnswer } from '../worker-answers'
+import { exchangeAnswer } from '../http/views/worker'
+import { acquireAnswer } from '../worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 
 export interface IpcHostDeps {

@@ -1,172 +1,80 @@
+import createClient, { type Client } from 'openapi-fetch'
+import type { components, paths } from '../../src-shared/api-types'
 import type { Connection } from './connection'
 
+/*
+ * The wire types are the API's own, generated from its OpenAPI document into
+ * src-shared/api-types.ts (npm run api:types): nothing here is copied by hand. The lists below
+ * are checked against the generated unions at compile time, so a value the host adds is missed
+ * nowhere.
+ */
+type Schemas = components['schemas']
+
+/** A list that names every member of the union `T`, checked at compile time both ways. */
+const every =
+  <T extends string>() =>
+  <const L extends readonly T[]>(list: L & ([Exclude<T, L[number]>] extends [never] ? unknown : { missing: Exclude<T, L[number]> })): L =>
+    list
+
 /** `GET /api/capacity` (docs/capacity.md). */
-export interface Capacity {
-  total_units: number
-  busy_rating: number
-  busy_mode: 'auto' | 'manual'
-  usable: number
-  leased: number
-  available: number
-}
+export type Capacity = Schemas['Capacity']
+
+/** The JSON body of an operation. */
+type JsonBody<O extends { requestBody?: unknown }> = NonNullable<O['requestBody']> extends { content: { 'application/json': infer B } } ? B : never
 
 /** `GET /api/storage` (docs/retention.md): the database's size on disk and the retention setting. */
-export interface Storage {
-  database_bytes: number
-  file_bytes: number
-  wal_bytes: number
-  free_bytes: number
-  auto_vacuum: 'none' | 'full' | 'incremental'
-  /** 0: finished jobs are kept forever. */
-  retain_days: number
-  stats_retain_days: number
-  last_prune: { at: string; jobs_deleted: number; pages_returned: number; longest_step_ms: number } | null
-}
+export type Storage = Schemas['Storage']
 
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
-export interface CapacityChange {
-  total_units?: number
-  busy_rating?: number | null
-}
+export type CapacityChange = JsonBody<paths['/api/capacity']['put']>
 
-/** The canonical job states (src-main/engine/states.ts); dialect 002 shows LEASED as RUNNING. */
-export const JOB_STATES = ['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'] as const
-export type JobState = (typeof JOB_STATES)[number]
-export const TERMINAL_STATES: ReadonlySet<string> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
+/** The job states as dialect 002 shows them (LEASED shows as RUNNING). */
+export type JobState = Schemas['QueueJobState']
+export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
+export const TERMINAL_STATES: ReadonlySet<string> = new Set<JobState>(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
-/** A job as dialect 002 shows it. */
-export interface Job {
-  job_id: string
-  addon_id: string | null
-  job_type: string
-  priority: string
-  cost_units: number
-  payload: unknown
-  state: string
-  created_at: string
-  updated_at: string
-  claimed_by: string | null
-  lease_id: string | null
-  attempts: number
-  max_attempts: number
-  next_retry_at: string | null
-  /** A delayed job's time (null when it was not delayed, or was run at once). */
-  run_at: string | null
-  queue: string
-  cancel_requested: boolean
-  progress: number | null
-  note: string | null
-  dead_letter: boolean
-  /** Why it is not running yet (null when it runs or has ended); only the reads carry it. */
-  waiting_reason?: string | null
-  /** The schedule firing that made it (null for a job submitted by hand); only the reads carry it. */
-  schedule?: { name: string; fire_at: string } | null
-}
+/**
+ * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits and the
+ * schedule firing that made it.
+ */
+export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'schedule'>>
 
 /** Dialect 002's JobResult: null until the job ends. */
-export interface JobResult {
-  job_id: string
-  status: string | null
-  result_data: unknown
-  error: unknown
-  started_at: string | null
-  finished_at: string | null
-  attempts: number
-}
+export type JobResult = Schemas['QueueResult']
 
-export interface JobPage {
-  jobs: Job[]
-  next_cursor: string | null
-}
+export type JobPage = Schemas['JobPage']
 
-export interface JobQuery {
-  state?: string
-  job_type?: string
-  addon_id?: string
-  limit?: number
-  cursor?: string
-}
+export type JobQuery = NonNullable<paths['/api/scheduler/jobs']['get']['parameters']['query']>
 
 /** An ACTIVE job lease as `GET /api/leases` lists it. */
-export interface ActiveLease {
-  lease_id: string
-  job_id: string
-  job_type: string
-  addon_id: string | null
-  worker_id: string
-  cost_units: number
-  granted_at: string
-  last_heartbeat_at: string | null
-  expires_at: string
-}
+export type ActiveLease = Schemas['ActiveLease']
 
 /** `GET /api/leases`: every ACTIVE lease, and the host's clock when it read them. */
-export interface ActiveLeases {
-  now: string
-  leases: ActiveLease[]
-}
+export type ActiveLeases = Schemas['ActiveLeases']
 
 /** One run of a job, as `GET /jobs/{id}/attempts` lists it (first first). */
-export interface Attempt {
-  attempt_id: string
-  attempt: number
-  worker_id: string
-  lease_id: string
-  started_at: string
-  finished_at: string | null
-  /** SUCCEEDED, FAILED, CANCELED, TIMEOUT or BLOCKED; null while it runs. */
-  outcome: string | null
-  /** What became of the job: REQUEUED, DEAD_LETTERED, FINAL or BLOCKED; null while it runs. */
-  disposition: string | null
-  /** What the worker (or the host) reported, usually `{code, message}`; null without one. */
-  error: unknown
-}
+export type Attempt = Schemas['QueueAttempt']
 
-/** One entry of the event log, as `/jobs/{id}/events` and the SSE stream carry it. */
-export interface LogEvent {
-  id: number
-  ts: string
-  type: string
-  entity_type: string
-  entity_id: string
-  job_id?: string | null
-  data: Record<string, unknown> | null
-}
+/** One entry of the event log: as `/jobs/{id}/events` lists it, and the SSE stream carries it (with its job). */
+export type LogEvent = Schemas['QueueEvent'] & Partial<Pick<Schemas['StreamEvent'], 'job_id'>>
 
-export interface Blocker {
-  blocker_id: string
-  file: string
-  holder: { owner_id: string; job_id: string | null; acquired_at: string; last_heartbeat_at: string | null }
-  age_s: number
-  retry_s: number
-  denied_at: string
-  retried_at: string
-  requester: { owner_id: string; job_id: string | null; lease_id: string | null }
-  state: 'OPEN' | 'RESOLVED'
-  resolution: string | null
-  note: string | null
-  resolved_by: string | null
-  resolved_at: string | null
-  created_at: string
-}
+export type Blocker = Schemas['Blocker']
 
-export const BLOCKER_ACTIONS = ['retry', 'force_release', 'cancel'] as const
-export type BlockerAction = (typeof BLOCKER_ACTIONS)[number]
+export type BlockerAction = NonNullable<Blocker['resolution']>
+export const BLOCKER_ACTIONS = every<BlockerAction>()(['retry', 'force_release', 'cancel'])
 
 /** The finished states an operator may retry (src-main/engine/states.ts RETRYABLE_STATES). */
-export const RETRYABLE_STATES: ReadonlySet<string> = new Set(['FAILED', 'CANCELED', 'TIMEOUT'])
+export const RETRYABLE_STATES: ReadonlySet<string> = new Set<JobState>(['FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** A queue as `GET /api/queues` lists it: its jobs by state (DONE not counted), paused or not. */
-export interface QueueInfo {
-  queue: string
-  paused: boolean
-  paused_at: string | null
-  paused_by: string | null
-  counts: Partial<Record<string, number>>
-}
+export type QueueInfo = Schemas['QueueSummary']
 
-export const BULK_ACTIONS = ['retry', 'cancel', 'purge'] as const
-export type BulkAction = (typeof BULK_ACTIONS)[number]
+/** A queue paused or resumed (`POST /api/queues/{queue}/pause|resume`). */
+export type QueuePause = Schemas['QueuePause']
+
+export type BulkAnswer = Schemas['BulkAnswer']
+export type BulkAction = BulkAnswer['action']
+export const BULK_ACTIONS = every<BulkAction>()(['retry', 'cancel', 'purge'])
 
 /** The states each bulk action applies to (src-main/engine/bulk.ts BULK_STATES), in the dashboard's names. */
 export const BULK_STATES: Readonly<Record<BulkAction, readonly string[]>> = {
@@ -175,100 +83,45 @@ export const BULK_STATES: Readonly<Record<BulkAction, readonly string[]>> = {
   purge: ['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'],
 }
 
-/** `POST /api/jobs/bulk/{action}`: which jobs (every field must match), and how. */
-export interface BulkRequest {
-  states?: string[]
-  queue?: string
-  job_type?: string
-  addon_id?: string
-  /** Cancel or purge with an empty filter. */
-  all?: boolean
-  /** Count only. */
-  dry_run?: boolean
-}
+/** `POST /api/jobs/bulk/{action}`: which jobs (every field must match), and how; the client says who asks. */
+export type BulkRequest = Omit<JsonBody<paths['/api/jobs/bulk/retry']['post']>, 'requested_by'>
 
-export interface BulkAnswer {
-  action: BulkAction
-  matched: number
-  changed: number
-  dry_run: boolean
-}
+export type Worker = Schemas['Worker']
 
-export interface Worker {
-  worker_id: string
-  kind: 'local' | 'external'
-  pid: number | null
-  state: string
-  current_job_ids: string[]
-  last_seen_at: string
-  started_at: string
-  restarts: number
-}
+export type Metric = Schemas['Metric']
+export const METRICS = every<Metric>()([
+  'leases_active',
+  'jobs_queued',
+  'jobs_running',
+  'capacity_used',
+  'busy_rating',
+  'jobs_completed',
+  'jobs_failed',
+  'leases_expired',
+])
+export type Range = Schemas['Range']
+export const RANGES = every<Range>()(['1h', '6h', '24h', '7d'])
+export type Bucket = Schemas['Bucket']
+export const BUCKETS = every<Bucket>()(['1m', '5m', '15m', '1h'])
 
-export const METRICS = ['leases_active', 'jobs_queued', 'jobs_running', 'capacity_used', 'busy_rating', 'jobs_completed', 'jobs_failed'] as const
-export type Metric = (typeof METRICS)[number]
-export const RANGES = ['1h', '6h', '24h', '7d'] as const
-export type Range = (typeof RANGES)[number]
-export const BUCKETS = ['1m', '5m', '15m', '1h'] as const
-export type Bucket = (typeof BUCKETS)[number]
+export type Timeseries = Schemas['Timeseries']
 
-export interface Timeseries {
-  metric: Metric
-  bucket: Bucket
-  range: Range
-  /** Where the host's history starts (its first sample or event); null before either. Buckets before it are 0 by contract. */
-  since: string | null
-  points: { ts: string; value: number }[]
-}
+export type Priority = Schemas['Priority']
 
 /** The job a schedule submits at each firing: submit's fields, less client_request_id. */
-export interface JobTemplate {
-  job_type: string
-  cost_units: number
-  addon_id?: string | null
-  priority?: string
-  constraints?: Record<string, boolean>
-  payload?: unknown
-  unique?: boolean
-  tags?: string[]
-  max_runtime_s?: number | null
-  queue?: string
-  max_attempts?: number
-}
-
-export const OVERLAP_POLICIES = ['allow', 'skip'] as const
-export type Overlap = (typeof OVERLAP_POLICIES)[number]
+export type JobTemplate = Schemas['JobTemplate']
 
 /** A recurring schedule as `/api/schedules` shows it (docs/schedules.md). */
-export interface Schedule {
-  id: string
-  name: string
-  cron: string
-  timezone: string
-  job: JobTemplate
-  overlap: Overlap
-  enabled: boolean
-  /** The earliest firing not yet handled; null while disabled. */
-  next_fire_at: string | null
-  /** The next three firings. */
-  next_fire_times: string[]
-  last_run: { fire_at: string; outcome: 'FIRED' | 'SKIPPED'; reason: string | null; job_id: string | null; job_state: string | null } | null
-  created_at: string
-  updated_at: string
-}
+export type Schedule = Schemas['Schedule']
+
+export type Overlap = Schedule['overlap']
+export const OVERLAP_POLICIES = every<Overlap>()(['allow', 'skip'])
 
 /** `POST /api/schedules`. */
-export interface ScheduleInput {
-  name: string
-  cron: string
-  timezone?: string | null
-  job: JobTemplate
-  overlap?: Overlap
-  enabled?: boolean
-}
+export type ScheduleInput = JsonBody<paths['/api/schedules']['post']>
 
 /** `PATCH /api/schedules/{name}`: each field given replaces its own. */
-export type ScheduleChange = Partial<Omit<ScheduleInput, 'name'>>
+export type ScheduleChange = JsonBody<paths['/api/schedules/{name}']['patch']>
 
 /**
  * An error answer of the host (`{detail, code}` with its status), or status 0 with code
@@ -293,58 +146,81 @@ export class ApiError extends Error {
   }
 }
 
-type FetchLike = (input: URL, init: RequestInit) => Promise<Response>
+/** What the client calls to fetch: the global fetch, or a test's fake. */
+export type FetchLike = (request: Request) => Promise<Response>
 
-const Q = '/api/scheduler'
+/** What an openapi-fetch call settles to. */
+interface Settled<D> {
+  data?: D
+  error?: unknown
+  response: Response
+}
 
-/** The renderer's only way to the host: HTTP with the bearer token, as any other client. */
+/**
+ * The renderer's only way to the host: HTTP with the bearer token, as any other client, through
+ * openapi-fetch typed by the generated paths (a call names its route; its parameters, body and
+ * answer are the route's own).
+ */
 export class ApiClient {
   /** Told of every call's outcome: the error, or null after an answer came (even an error answer other than 401). */
   onOutcome: (error: ApiError | null) => void = () => {}
+  private client: { connection: Connection; api: Client<paths> } | null = null
 
   constructor(
     /** Replaced when the operator enters another token. */
     public connection: Connection,
-    private readonly fetcher: FetchLike = (input, init) => fetch(input, init),
+    private readonly fetcher: FetchLike = (request) => fetch(request),
   ) {}
 
-  getCapacity = (): Promise<Capacity> => this.call('GET', '/api/capacity')
-  setCapacity = (change: CapacityChange): Promise<Capacity> => this.call('PUT', '/api/capacity', change)
+  /** The typed client for the current connection. */
+  private get api(): Client<paths> {
+    const { connection } = this
+    if (this.client?.connection !== connection) {
+      const headers = { Authorization: `Bearer ${connection.token}`, Accept: 'application/json' }
+      this.client = { connection, api: createClient<paths>({ baseUrl: connection.apiBase, headers, fetch: (request) => this.fetcher(request) }) }
+    }
+    return this.client.api
+  }
 
-  listJobs = (query: JobQuery): Promise<JobPage> => this.call('GET', `${Q}/jobs${queryString(query)}`)
-  getJob = (id: string): Promise<{ job: Job; result: JobResult | null }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}`)
-  jobEvents = (id: string): Promise<{ events: LogEvent[] }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}/events`)
+  getCapacity = (): Promise<Capacity> => this.call(this.api.GET('/api/capacity'))
+  setCapacity = (change: CapacityChange): Promise<Capacity> => this.call(this.api.PUT('/api/capacity', { body: change }))
+
+  listJobs = (query: JobQuery): Promise<JobPage> => this.call(this.api.GET(`${Q}/jobs`, { params: { query: defined(query) } }))
+  getJob = (id: string): Promise<{ job: Job; result: JobResult | null }> => this.call(this.api.GET(`${Q}/jobs/{job_id}`, { params: { path: { job_id: id } } }))
+  jobEvents = (id: string): Promise<{ events: LogEvent[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/events`, { params: { path: { job_id: id } } }))
   cancelJob = (id: string, reason?: string): Promise<{ job: Job }> =>
-    this.call('POST', `${Q}/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {})
-  jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call('GET', `${Q}/jobs/${encodeURIComponent(id)}/attempts`)
-  retryJob = (id: string): Promise<{ job: Job }> => this.call('POST', `/api/jobs/${encodeURIComponent(id)}/retry`, { requested_by: 'dashboard' })
-  runJobNow = (id: string): Promise<{ job: Job }> => this.call('POST', `/api/jobs/${encodeURIComponent(id)}/run-now`, { requested_by: 'dashboard' })
+    this.call(this.api.POST(`${Q}/jobs/{job_id}/cancel`, { params: { path: { job_id: id } }, body: reason ? { reason } : {} }))
+  jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/attempts`, { params: { path: { job_id: id } } }))
+  retryJob = (id: string): Promise<{ job: Job }> =>
+    this.call(this.api.POST('/api/jobs/{job_id}/retry', { params: { path: { job_id: id } }, body: { requested_by: BY } }))
+  runJobNow = (id: string): Promise<{ job: Job }> =>
+    this.call(this.api.POST('/api/jobs/{job_id}/run-now', { params: { path: { job_id: id } }, body: { requested_by: BY } }))
   bulk = (action: BulkAction, request: BulkRequest): Promise<BulkAnswer> =>
-    this.call('POST', `/api/jobs/bulk/${action}`, { ...request, requested_by: 'dashboard' })
+    this.call(this.api.POST(`/api/jobs/bulk/${action}`, { body: { ...request, requested_by: BY } }))
 
-  listQueues = (): Promise<{ queues: QueueInfo[] }> => this.call('GET', '/api/queues')
-  setQueuePaused = (queue: string, paused: boolean): Promise<{ queue: Omit<QueueInfo, 'counts'> }> =>
-    this.call('POST', `/api/queues/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`, { requested_by: 'dashboard' })
+  listQueues = (): Promise<{ queues: QueueInfo[] }> => this.call(this.api.GET('/api/queues'))
+  setQueuePaused = (queue: string, paused: boolean): Promise<{ queue: QueuePause }> =>
+    this.call(this.api.POST(paused ? '/api/queues/{queue}/pause' : '/api/queues/{queue}/resume', { params: { path: { queue } }, body: { requested_by: BY } }))
   timeseries = (metric: Metric, range: Range, bucket: Bucket): Promise<Timeseries> =>
-    this.call('GET', `${Q}/stats/timeseries${queryString({ metric, range, bucket })}`)
+    this.call(this.api.GET(`${Q}/stats/timeseries`, { params: { query: { metric, range, bucket } } }))
 
-  listLeases = (): Promise<ActiveLeases> => this.call('GET', '/api/leases')
+  listLeases = (): Promise<ActiveLeases> => this.call(this.api.GET('/api/leases'))
 
-  listBlockers = (): Promise<{ blockers: Blocker[] }> => this.call('GET', '/api/blockers')
-  resolveBlocker = (id: string, action: BlockerAction, note: string | null): Promise<{ blocker: Blocker; job_state: string | null }> =>
-    this.call('POST', `/api/blockers/${encodeURIComponent(id)}/resolve`, { action, note, by: 'dashboard' })
+  listBlockers = (): Promise<{ blockers: Blocker[] }> => this.call(this.api.GET('/api/blockers'))
+  resolveBlocker = (id: string, action: BlockerAction, note: string | null): Promise<Schemas['BlockerResolved']> =>
+    this.call(this.api.POST('/api/blockers/{blocker_id}/resolve', { params: { path: { blocker_id: id } }, body: { action, note, by: 'dashboard' } }))
 
-  listWorkers = (): Promise<{ workers: Worker[] }> => this.call('GET', '/api/workers')
+  listWorkers = (): Promise<{ workers: Worker[] }> => this.call(this.api.GET('/api/workers'))
 
-  listSchedules = (): Promise<{ schedules: Schedule[] }> => this.call('GET', '/api/schedules')
-  createSchedule = (input: ScheduleInput): Promise<{ schedule: Schedule }> => this.call('POST', '/api/schedules', input)
+  listSchedules = (): Promise<{ schedules: Schedule[] }> => this.call(this.api.GET('/api/schedules'))
+  createSchedule = (input: ScheduleInput): Promise<{ schedule: Schedule }> => this.call(this.api.POST('/api/schedules', { body: input }))
   updateSchedule = (name: string, change: ScheduleChange): Promise<{ schedule: Schedule }> =>
-    this.call('PATCH', `/api/schedules/${encodeURIComponent(name)}`, change)
-  deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call('DELETE', `/api/schedules/${encodeURIComponent(name)}`)
-  getStorage = (): Promise<Storage> => this.call('GET', '/api/storage')
+    this.call(this.api.PATCH('/api/schedules/{name}', { params: { path: { name } }, body: change }))
+  deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call(this.api.DELETE('/api/schedules/{name}', { params: { path: { name } } }))
+  getStorage = (): Promise<Storage> => this.call(this.api.GET('/api/storage'))
 
   /** A ticket that opens the event stream (an EventSource cannot send the token). */
-  eventTicket = (): Promise<{ ticket: string; expires_at: string }> => this.call('POST', '/api/events/ticket', {})
+  eventTicket = (): Promise<{ ticket: string; expires_at: string }> => this.call(this.api.POST('/api/events/ticket'))
 
   streamUrl(ticket: string, lastEventId: string | null): string {
     const url = new URL('/api/events/stream', this.connection.apiBase)
@@ -353,41 +229,34 @@ export class ApiClient {
     return url.toString()
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.connection.token}`, Accept: 'application/json' }
-    if (body !== undefined) headers['Content-Type'] = 'application/json'
-    let response: Response
+  private async call<D>(request: Promise<Settled<D>>): Promise<D> {
+    let settled: Settled<D>
     try {
-      response = await this.fetcher(new URL(path, this.connection.apiBase), {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-      })
+      settled = await request
     } catch {
       const error = new ApiError(0, 'unreachable', 'The host does not answer')
       this.onOutcome(error)
       throw error
     }
-    const answer: unknown = response.status === 204 ? null : await response.json().catch(() => null)
-    if (!response.ok) {
-      const body = (answer ?? {}) as { code?: string; detail?: string }
-      const error = new ApiError(response.status, body.code ?? 'http_error', body.detail ?? `HTTP ${response.status}`)
+    if (!settled.response.ok) {
+      const body = (settled.error ?? {}) as { code?: string; detail?: string }
+      const error = new ApiError(settled.response.status, body.code ?? 'http_error', body.detail ?? `HTTP ${settled.response.status}`)
       this.onOutcome(error.unauthorized ? error : null)
       throw error
     }
     this.onOutcome(null)
-    return answer as T
+    return settled.data as D
   }
 }
 
-/** `?a=1&b=2` of the defined, non-empty values; '' when there are none. */
-export function queryString(params: object): string {
-  const search = new URLSearchParams()
-  for (const [key, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null && value !== '') search.set(key, String(value))
-  }
-  const text = search.toString()
-  return text ? `?${text}` : ''
+const Q = '/api/scheduler'
+
+/** Who asks, in the events of the operator's actions taken here. */
+const BY = 'dashboard'
+
+/** The query without its empty values (a filter left blank is no filter). */
+function defined<T extends object>(query: T): T {
+  return Object.fromEntries(Object.entries(query).filter(([, value]) => value !== undefined && value !== null && value !== '')) as T
 }
 
 /** A message for people from anything thrown. */

@@ -1,4 +1,4 @@
-import { ApiClient, ApiError, type LogEvent } from './api'
+import { ApiClient, ApiError, type FetchLike, type LogEvent } from './api'
 import { BlockersState } from './blockers.svelte'
 import { BulkState } from './bulk.svelte'
 import { CapacityState } from './capacity.svelte'
@@ -20,7 +20,7 @@ import { WorkersState } from './workers.svelte'
 export type AuthState = 'ok' | 'missing' | 'rejected'
 
 export interface DashboardOptions {
-  fetcher?: (input: URL, init: RequestInit) => Promise<Response>
+  fetcher?: FetchLike
   openSource?: (url: string) => EventSourceLike
   /** Keeps a token the operator typed in; returns the connection to use. */
   saveToken?: (token: string) => Connection

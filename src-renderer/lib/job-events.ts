@@ -1,7 +1,7 @@
-import type { Job, LogEvent } from './api'
+import type { Job, JobState, LogEvent } from './api'
 
 /** Dialect 002 shows LEASED as RUNNING; the dashboard speaks dialect 002. */
-export const displayState = (state: string): string => (state === 'LEASED' ? 'RUNNING' : state)
+export const displayState = (state: string): JobState => (state === 'LEASED' ? 'RUNNING' : (state as JobState))
 
 /** Events after which a job no longer holds its lease. */
 export const LEASE_ENDING_EVENTS: ReadonlySet<string> = new Set(['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'JOB_REQUEUED', 'JOB_BLOCKED'])

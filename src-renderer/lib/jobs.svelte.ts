@@ -1,11 +1,11 @@
-import { describeError, type ApiClient, type Job, type LogEvent } from './api'
+import { describeError, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
 
 export interface JobFilter {
-  /** A canonical state, or '' for all. */
-  state: string
+  /** A state as dialect 002 shows it, or '' for all. */
+  state: JobState | ''
   job_type: string
   addon_id: string
 }

@@ -1,4 +1,4 @@
-import type { JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput } from './api'
+import type { JobTemplate, Overlap, Priority, Schedule, ScheduleChange, ScheduleInput } from './api'
 
 /** What the schedule form edits, as text where the person types text. */
 export interface ScheduleDraft {
@@ -7,7 +7,7 @@ export interface ScheduleDraft {
   timezone: string
   job_type: string
   cost_units: string
-  priority: string
+  priority: Priority
   queue: string
   /** JSON text; empty for none. */
   payload: string
@@ -17,7 +17,7 @@ export interface ScheduleDraft {
   rest: Omit<JobTemplate, 'job_type' | 'cost_units' | 'priority' | 'queue' | 'payload'>
 }
 
-export const PRIORITY_CHOICES = ['LOW', 'NORMAL', 'HIGH', 'URGENT'] as const
+export const PRIORITY_CHOICES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 
 /** A new schedule: every day at 02:00 in `timezone`, a job of one unit. */
 export function emptyDraft(timezone: string): ScheduleDraft {

@@ -6,10 +6,11 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { createServer as createHttpServer } from 'node:http'
+import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { parseSse } from '../../src-main/commands/submit'
+import { ProgressLine, waitForJob } from '../../src-main/commands/submit'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
@@ -493,14 +494,40 @@ describe('help', async () => {
   })
 })
 
-describe('parseSse', async () => {
-  test('splits frames, keeps ids and leaves a partial frame for the next chunk', async () => {
-    const { frames, rest } = parseSse('retry: 2000\n\n: ping\n\nid: 7\nevent: JOB_DONE\ndata: {"job_id":"j"}\n\nid: 8\r\nevent: JOB')
-    expect(frames).toEqual([
-      { event: 'message', data: '', retry: 2000 },
-      { event: 'message', data: '' },
-      { id: '7', event: 'JOB_DONE', data: '{"job_id":"j"}' },
-    ])
-    expect(rest).toBe('id: 8\nevent: JOB')
+describe('submit --wait follows the event stream', async () => {
+  test('after the stream drops it resumes with Last-Event-ID and sees the job end', async () => {
+    // A host that drops the first stream after one event, then answers the resume with the rest.
+    const jobId = 'job-that-drops'
+    const resumedWith: (string | undefined)[] = []
+    let state = 'RUNNING'
+    const server = createHttpServer((req, res) => {
+      if (req.url?.startsWith('/api/events/stream')) {
+        resumedWith.push(req.headers['last-event-id'] as string | undefined)
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        if (resumedWith.length === 1) {
+          res.end(`retry: 50\n\nid: 41\nevent: JOB_RUNNING\ndata: ${JSON.stringify({ id: 41, job_id: jobId })}\n\n`)
+        } else {
+          state = 'DONE'
+          res.write(`id: 42\nevent: JOB_DONE\ndata: ${JSON.stringify({ id: 42, job_id: jobId })}\n\n`)
+        }
+        return
+      }
+      const job = { job_id: jobId, state, attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ job, result: null }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    let printed = ''
+    const out = { isTTY: false, write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WriteStream
+    try {
+      const { code } = await waitForJob({ url, token: 't' }, jobId, new ProgressLine(out))
+      expect(code).toBe(0)
+      expect(resumedWith).toEqual([undefined, '41'])
+      expect(lines(printed)).toEqual([`job ${jobId} RUNNING attempt 1/3`, `job ${jobId} DONE`])
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 })

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { type HostConfig, parseServeArgs } from '../../src-main/config'
 import type { Clock } from '../../src-main/engine/clock'
 import { type Host, startHost } from '../../src-main/host'
+import { holdFetchToContract, holdToContract } from './contract'
 
 export function tempDir(prefix = 'leasehold-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
@@ -32,7 +33,7 @@ export async function startTestHost(
 ): Promise<TestHost> {
   const config = testConfig(overrides)
   const host = await startHost(config, { log: () => {}, ...options })
-  const call = (path: string, init: RequestInit & { json?: unknown; token?: string | null } = {}) => {
+  const call = async (path: string, init: RequestInit & { json?: unknown; token?: string | null } = {}) => {
     const headers = new Headers(init.headers)
     const token = init.token === undefined ? host.token : init.token
     if (token !== null) headers.set('authorization', `Bearer ${token}`)
@@ -41,7 +42,9 @@ export async function startTestHost(
       headers.set('content-type', 'application/json')
       body = JSON.stringify(init.json)
     }
-    return fetch(`${host.url}${path}`, { ...init, headers, body })
+    const res = await fetch(`${host.url}${path}`, { ...init, headers, body })
+    await holdFetchToContract(init.method ?? 'GET', path, res)
+    return res
   }
   return {
     ...host,
@@ -59,7 +62,7 @@ export async function startTestHost(
   }
 }
 
-/** A request through node:http, for headers fetch refuses to set (Host). */
+/** A request through node:http, for headers fetch refuses to set (Host); its answer is held to the OpenAPI document too. */
 export function rawRequest(
   url: string,
   options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
@@ -69,9 +72,19 @@ export function rawRequest(
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (chunk: string) => (body += chunk))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
+      res.on('end', () => {
+        const status = res.statusCode ?? 0
+        try {
+          holdToContract({ method: options.method ?? 'GET', target: options.path, status, header: (name) => headerValue(res.headers[name.toLowerCase()]), body })
+        } catch (error) {
+          return reject(error)
+        }
+        resolve({ status, headers: res.headers, body })
+      })
     })
     req.on('error', reject)
     req.end(options.body)
   })
 }
+
+const headerValue = (value: string | string[] | undefined): string | null => (value === undefined ? null : Array.isArray(value) ? value.join(', ') : value)

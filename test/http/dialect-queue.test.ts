@@ -1,7 +1,7 @@
 /**
  * Dialect 002 (queue) over real HTTP: submit, claim, status, cancel, list, events, the lease
  * request/heartbeat/release/get, and the stats routes. Every documented status and code, and
- * the exact views (seed 002 + the extras views.ts documents).
+ * the exact views (seed 002 + the extras views/queue.ts documents).
  */
 import { describe, expect, test } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/clock'

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test, vi } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/clock'
-import { MAX_CLAIM_WAIT_MS } from '../../src-main/http/dialect-worker'
+import { MAX_LONG_POLL_MS, MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
 import type { TestHost } from '../helpers/host'
 import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
 
@@ -99,6 +99,7 @@ describe('POST /internal/worker/claim', () => {
     await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: -1 }), 'max_wait_ms')
     await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: '10' }), 'max_wait_ms')
     await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 1.5 }), 'max_wait_ms')
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: MAX_WAIT_MS_ACCEPTED + 1 }), 'max_wait_ms')
   })
 
   test('no token is 401', async () => {
@@ -168,18 +169,18 @@ describe('long-poll claims', () => {
     expect(await claimNow('w-next')).toMatchObject({ claimed: true, job_id: two.job_id })
   })
 
-  test('max_wait_ms above 30000 is accepted and capped: the wait is armed for 30 s, not for the asked time', async () => {
+  test('max_wait_ms above 30000 (up to an hour) is accepted and capped: the wait is armed for 30 s, not for the asked time', async () => {
     await start()
     // The host runs in this process, so the claim's wait timer can be observed directly (no 30 s sleep).
     const armed = vi.spyOn(globalThis, 'setTimeout')
     try {
-      for (const asked of [45_000, 9_000_000_000]) {
+      for (const asked of [45_000, MAX_WAIT_MS_ACCEPTED]) {
         armed.mockClear()
         const gone = new AbortController()
         const pending = host
           .call(`${WORKER}/claim`, { method: 'POST', json: { worker_id: 'w', streams: ['default'], max_wait_ms: asked }, signal: gone.signal })
           .then((r) => r.status, (error: Error) => error.name)
-        await until(() => armed.mock.calls.some(([, ms]) => ms === MAX_CLAIM_WAIT_MS), 2000)
+        await until(() => armed.mock.calls.some(([, ms]) => ms === MAX_LONG_POLL_MS), 2000)
         expect(armed.mock.calls.some(([, ms]) => ms === asked)).toBe(false)
         gone.abort()
         expect(await pending).toBe('AbortError') // it was still waiting
@@ -187,7 +188,8 @@ describe('long-poll claims', () => {
     } finally {
       armed.mockRestore()
     }
-    expect(MAX_CLAIM_WAIT_MS).toBe(30_000)
+    expect(MAX_LONG_POLL_MS).toBe(30_000)
+    expect(MAX_WAIT_MS_ACCEPTED).toBe(3_600_000)
   })
 })
 

@@ -5,7 +5,8 @@
  */
 import { describe, expect, test } from 'vitest'
 import { MINUTE, SECOND } from '../../src-main/engine/clock'
-import { BulkAnswer, JobAnswer, QueueAnswer, QueueList } from '../../src-main/http/operations'
+import { BulkAnswer, QueueAnswer, QueueList } from '../../src-main/http/operations'
+import { JobAnswer } from '../../src-main/http/views/queue'
 import type { TestHost } from '../helpers/host'
 import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, post, PULL, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'
 

@@ -1,6 +1,6 @@
 /**
  * Shared pieces of the HTTP tests: the field lists the views must show (seeds + the extras
- * views.ts documents), error assertions, and a digest of the database for "nothing changed".
+ * src-main/http/views/ documents), error assertions, and a digest of the database for "nothing changed".
  */
 import { afterEach, expect } from 'vitest'
 import type { HostConfig } from '../../src-main/config'
@@ -33,7 +33,7 @@ export const PULL_JOB_KEYS = sorted([
   'created_at',
   'updated_at',
 ])
-/** Seed 002's JobIntent plus the model's extra fields (views.ts queueJob). */
+/** Seed 002's JobIntent plus the model's extra fields (views/queue.ts queueJob). */
 export const QUEUE_JOB_KEYS = sorted([
   // seed 002
   'job_id',
@@ -64,9 +64,9 @@ export const QUEUE_JOB_KEYS = sorted([
   'note',
   'dead_letter',
 ])
-/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views.ts queueJobRead). */
+/** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views/queue.ts queueJobRead). */
 export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason', 'schedule'])
-/** Seed 002's Lease plus who holds it and how it ended (views.ts queueLease); never the token. */
+/** Seed 002's Lease plus who holds it and how it ended (views/queue.ts queueLease); never the token. */
 export const QUEUE_LEASE_KEYS = sorted([
   'lease_id',
   'job_id',

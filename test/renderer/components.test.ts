@@ -242,7 +242,7 @@ test('a resolved blocker says who answered what, and offers nothing', () => {
     blocker: {
       blocker_id: 'b2',
       file: '/f',
-      holder: { owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: null },
+      holder: { owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0) },
       age_s: 1,
       retry_s: 180,
       denied_at: iso(T0),

@@ -11,12 +11,12 @@ import { ApiClient } from '../../src-renderer/lib/api'
 import { BulkState, bulkOutcome, bulkQuestion } from '../../src-renderer/lib/bulk.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import { reduceJob } from '../../src-renderer/lib/job-events'
-import { JobsState } from '../../src-renderer/lib/jobs.svelte'
+import { JobsState, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
 import { QueuesState } from '../../src-renderer/lib/queues.svelte'
 import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
-const filter = (fields: Partial<{ state: string; job_type: string; addon_id: string }> = {}) => ({ state: '', job_type: '', addon_id: '', ...fields })
+const filter = (fields: Partial<JobFilter> = {}): JobFilter => ({ state: '', job_type: '', addon_id: '', ...fields })
 
 afterEach(unmountAll)
 

@@ -101,7 +101,7 @@ describe('the leases table reduces lease events', () => {
         worker_id: 'w1',
         cost_units: 30,
         granted_at: iso(T0),
-        last_heartbeat_at: null,
+        last_heartbeat_at: iso(T0 + 2 * SECOND),
         expires_at: iso(T0 + 12 * SECOND),
       }),
     ).toEqual({
@@ -113,7 +113,7 @@ describe('the leases table reduces lease events', () => {
       cost_units: 30,
       granted_at: T0,
       expires_at: T0 + 12 * SECOND,
-      last_heartbeat_at: null,
+      last_heartbeat_at: T0 + 2 * SECOND,
       ended: null,
     })
   })

@@ -282,10 +282,10 @@ describe('stores fed by the API and the stream', () => {
   test('a refused token (401) asks for a token; a typed one is used from then on', async () => {
     let accepted = 'right'
     const { fetcher, calls } = fakeFetch({})
-    const guarded = async (input: URL, init: RequestInit) => {
-      const token = new Headers(init.headers).get('authorization')
+    const guarded = async (request: Request) => {
+      const token = request.headers.get('authorization')
       if (token !== `Bearer ${accepted}`) return new Response(JSON.stringify({ code: 'unauthorized', detail: 'no' }), { status: 401 })
-      return fetcher(input, init)
+      return fetcher(request)
     }
     const dashboard = new Dashboard({ ...connection, token: 'wrong' }, { fetcher: guarded, openSource: (url) => new FakeSource(url) })
     await dashboard.capacity.refresh()

@@ -18,17 +18,23 @@ export function job(overrides: Partial<Job> = {}): Job {
     job_type: 'sleep',
     priority: 'NORMAL',
     cost_units: 10,
+    constraints: {},
     payload: {},
     state: 'QUEUED',
     created_at: iso(T0),
     updated_at: iso(T0),
     claimed_by: null,
+    claim_expires_at: null,
     lease_id: null,
     attempts: 0,
     max_attempts: 3,
     next_retry_at: null,
     run_at: null,
+    unique: false,
+    tags: [],
+    max_runtime_s: null,
     queue: 'default',
+    client_request_id: null,
     cancel_requested: false,
     progress: null,
     note: null,
@@ -40,12 +46,14 @@ export function job(overrides: Partial<Job> = {}): Job {
 /** A fetch that answers from a table of `METHOD path` → body (or a status with a body). */
 export function fakeFetch(routes: Record<string, object | ((body: any) => unknown)>) {
   const calls: { method: string; path: string; body: unknown }[] = []
-  const fetcher = async (input: URL, init: RequestInit): Promise<Response> => {
-    const method = init.method ?? 'GET'
-    const path = input.pathname + input.search
-    const body = typeof init.body === 'string' ? JSON.parse(init.body) : undefined
+  const fetcher = async (request: Request): Promise<Response> => {
+    const { method } = request
+    const url = new URL(request.url)
+    const path = url.pathname + url.search
+    const text = await request.text()
+    const body = text === '' ? undefined : JSON.parse(text)
     calls.push({ method, path, body })
-    const route = routes[`${method} ${path}`] ?? routes[`${method} ${input.pathname}`]
+    const route = routes[`${method} ${path}`] ?? routes[`${method} ${url.pathname}`]
     if (route === undefined) return new Response(JSON.stringify({ code: 'not_found', detail: `no ${method} ${path}` }), { status: 404 })
     const answer: unknown = typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route
     if (answer instanceof Response) return answer

@@ -1,0 +1,168 @@
+/**
+ * Dialect 004 (file leases and blockers) as the wire shows it. Each view's zod schema sits beside
+ * the function that renders it; the acquire's refusals (409 held or blocked, 429 too early) have
+ * schemas of their own.
+ */
+import { z } from 'zod'
+import type { BlockerRow, FileLeaseRow } from '../../db/schema'
+import { RESOLUTIONS } from '../../engine/blockers'
+import { iso } from '../../engine/clock'
+import type { Contention } from '../../engine/files'
+import { IsoTime, JobState } from '../schemas'
+
+const ageS = (since: number, now: number) => Math.round((now - since) / 100) / 10
+
+export const FILE_LEASE_STATES = ['ACTIVE', 'RELEASED', 'REVOKED'] as const
+export const BLOCKER_STATES = ['OPEN', 'RESOLVED'] as const
+
+export const FileLease = z
+  .object({
+    file_lease_id: z.string(),
+    file: z.string().meta({ description: "The file's normalized absolute path" }),
+    owner_id: z.string(),
+    lease_id: z.string().nullable().meta({ description: 'The job lease it is held under, if any' }),
+    job_id: z.string().nullable(),
+    state: z.enum(FILE_LEASE_STATES).meta({ description: "REVOKED: taken by an operator's force release" }),
+    acquired_at: IsoTime,
+    last_heartbeat_at: IsoTime,
+    age_s: z.number().meta({ description: 'Seconds since it was acquired (one decimal)' }),
+    released_at: IsoTime.nullable(),
+    release_reason: z.string().nullable().meta({ description: 'released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released' }),
+  })
+  .meta({ id: 'FileLease' })
+export type FileLease = z.infer<typeof FileLease>
+
+export function fileLeaseView(lease: FileLeaseRow, now: number): FileLease {
+  return {
+    file_lease_id: lease.id,
+    file: lease.file,
+    owner_id: lease.owner_id,
+    lease_id: lease.lease_id,
+    job_id: lease.job_id,
+    state: lease.state as FileLease['state'],
+    acquired_at: iso(lease.acquired_at),
+    last_heartbeat_at: iso(lease.last_heartbeat_at),
+    age_s: ageS(lease.acquired_at, now),
+    released_at: iso(lease.released_at),
+    release_reason: lease.release_reason,
+  }
+}
+
+export const FileContention = z
+  .object({
+    file: z.string(),
+    holder: z.object({ owner_id: z.string(), job_id: z.string().nullable(), acquired_at: IsoTime, age_s: z.number() }),
+    denied_at: IsoTime,
+    retry_at: IsoTime.meta({ description: 'The one retry: denied_at + 180 s' }),
+  })
+  .meta({ id: 'FileContention' })
+export type FileContention = z.infer<typeof FileContention>
+
+export function contentionView(c: Contention): FileContention {
+  return { file: c.file, holder: { ...c.holder, acquired_at: iso(c.holder.acquired_at) }, denied_at: iso(c.denied_at), retry_at: iso(c.retry_at) }
+}
+
+/** The blocker report: the file, who holds it and for how long, the retry, who was halted. */
+export const Blocker = z
+  .object({
+    blocker_id: z.string(),
+    file: z.string(),
+    holder: z.object({ owner_id: z.string(), job_id: z.string().nullable(), acquired_at: IsoTime, last_heartbeat_at: IsoTime }),
+    age_s: z.number().meta({ description: 'How long the holder had held the file when the retry was refused' }),
+    retry_s: z.number().int(),
+    denied_at: IsoTime,
+    retried_at: IsoTime,
+    requester: z.object({ owner_id: z.string(), job_id: z.string().nullable(), lease_id: z.string().nullable() }),
+    state: z.enum(BLOCKER_STATES),
+    resolution: z.enum(RESOLUTIONS).nullable(),
+    note: z.string().nullable(),
+    resolved_by: z.string().nullable(),
+    resolved_at: IsoTime.nullable(),
+    created_at: IsoTime,
+  })
+  .meta({ id: 'Blocker', description: 'A blocker report: a job still blocked after its retry, halted until an operator answers' })
+export type Blocker = z.infer<typeof Blocker>
+
+export function blockerView(b: BlockerRow): Blocker {
+  return {
+    blocker_id: b.id,
+    file: b.file,
+    holder: {
+      owner_id: b.holder_owner_id,
+      job_id: b.holder_job_id,
+      acquired_at: iso(b.holder_acquired_at),
+      last_heartbeat_at: iso(b.holder_last_heartbeat_at),
+    },
+    age_s: ageS(b.holder_acquired_at, b.retried_at),
+    retry_s: b.retry_s,
+    denied_at: iso(b.denied_at),
+    retried_at: iso(b.retried_at),
+    requester: { owner_id: b.requester_owner_id, job_id: b.requester_job_id, lease_id: b.requester_lease_id },
+    state: b.state as Blocker['state'],
+    resolution: b.resolution as Blocker['resolution'],
+    note: b.note,
+    resolved_by: b.resolved_by,
+    resolved_at: iso(b.resolved_at),
+    created_at: iso(b.created_at),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The answers of the routes
+
+export const FileLeaseGranted = z.object({ granted: z.literal(true), file_lease: FileLease }).meta({ id: 'FileLeaseGranted' })
+export type FileLeaseGranted = z.infer<typeof FileLeaseGranted>
+
+/** 409 `file_lease_held`: denied, with the one retry fixed at `contention.retry_at`. */
+export const FileLeaseHeld = z
+  .object({ granted: z.literal(false), code: z.literal('file_lease_held'), detail: z.string(), contention: FileContention })
+  .meta({ id: 'FileLeaseHeld', description: 'Denied: another owner holds the file; retry once at contention.retry_at' })
+export type FileLeaseHeld = z.infer<typeof FileLeaseHeld>
+
+/** 409 `blocked`: still held at the retry, so the requester is halted with a blocker report. */
+export const FileBlocked = z
+  .object({ granted: z.literal(false), code: z.literal('blocked'), detail: z.string(), blocker: Blocker })
+  .meta({ id: 'FileBlocked', description: 'Still held at the retry: the requester is halted (its job is BLOCKED) with this report' })
+export type FileBlocked = z.infer<typeof FileBlocked>
+
+/** The acquire's 409s that carry more than `{detail, code}`. */
+export const FileAcquireRefusal = z.union([FileLeaseHeld, FileBlocked])
+export type FileAcquireRefusal = z.infer<typeof FileAcquireRefusal>
+
+export function acquireRefusal(refusal: { code: 'file_lease_held'; contention: Contention } | { code: 'blocked'; blocker: BlockerRow }): FileAcquireRefusal {
+  if (refusal.code === 'file_lease_held') {
+    const { contention } = refusal
+    return { granted: false, code: 'file_lease_held', detail: `${contention.file} is held by ${contention.holder.owner_id}`, contention: contentionView(contention) }
+  }
+  return { granted: false, code: 'blocked', detail: `Still blocked on ${refusal.blocker.file} after the retry: halted`, blocker: blockerView(refusal.blocker) }
+}
+
+/** 429 `retry_too_early`: the one retry is later (also said in Retry-After). */
+export const RetryTooEarly = z
+  .object({
+    detail: z.string(),
+    code: z.literal('retry_too_early'),
+    retry_at: IsoTime,
+    retry_after_s: z.number().int().meta({ description: 'Seconds until retry_at, as the Retry-After header says' }),
+  })
+  .meta({ id: 'RetryTooEarly' })
+
+export const FileRetryWaitAnswer = z
+  .object({
+    ready: z.boolean().meta({ description: 'The retry may be made now; false when the wait ended first' }),
+    retry_at: IsoTime.nullable().meta({ description: 'null: no retry pending for this owner and file' }),
+  })
+  .meta({ id: 'FileRetryWaitAnswer' })
+export type FileRetryWaitAnswer = z.infer<typeof FileRetryWaitAnswer>
+
+export const FileLeaseAnswer = z.object({ ok: z.literal(true), file_lease: FileLease }).meta({ id: 'FileLeaseAnswer' })
+export type FileLeaseAnswer = z.infer<typeof FileLeaseAnswer>
+
+export const FileLeaseListAnswer = z.object({ file_leases: z.array(FileLease) }).meta({ id: 'FileLeaseList' })
+export const BlockerListAnswer = z.object({ blockers: z.array(Blocker) }).meta({ id: 'BlockerList' })
+export const BlockerAnswer = z.object({ blocker: Blocker }).meta({ id: 'BlockerAnswer' })
+
+export const BlockerResolved = z
+  .object({ blocker: Blocker, job_state: JobState.nullable().meta({ description: "The halted job's canonical state after the answer" }) })
+  .meta({ id: 'BlockerResolved' })
+export type BlockerResolved = z.infer<typeof BlockerResolved>

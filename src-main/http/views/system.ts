@@ -1,0 +1,116 @@
+/**
+ * The routes every dialect shares (health, capacity, leases, workers, the event stream) as the
+ * wire shows them. Each view's zod schema sits beside the function that renders it.
+ */
+import { z } from 'zod'
+import type { LeaseRow } from '../../db/schema'
+import type { EngineEvent } from '../../engine'
+import type { CapacityFigures } from '../../engine/capacity'
+import { iso } from '../../engine/clock'
+import type { WorkerInfo } from '../../workers'
+import { IsoTime } from '../schemas'
+import { QueueEvent } from './queue'
+
+export const Health = z.object({ ok: z.literal(true), version: z.string() }).meta({ id: 'Health' })
+
+export const Capacity = z
+  .object({
+    total_units: z.number().int(),
+    busy_rating: z.number().min(0).max(10).meta({ description: '0 idle … 10 fully busy' }),
+    busy_mode: z.enum(['auto', 'manual']).meta({ description: 'auto: measured from the host; manual: set by an operator' }),
+    usable: z.number().int().meta({ description: 'floor(total × (10 − busy) / 10)' }),
+    leased: z.number().int().meta({ description: 'Units held by ACTIVE leases' }),
+    available: z.number().int().meta({ description: 'usable − leased; negative when the busy rating rose under running work' }),
+  })
+  .meta({ id: 'Capacity', description: 'Capacity and the busy rating (docs/capacity.md)' })
+export type Capacity = z.infer<typeof Capacity>
+
+export const capacityView = (figures: CapacityFigures): Capacity => ({ ...figures })
+
+export const ActiveLease = z
+  .object({
+    lease_id: z.string(),
+    job_id: z.string(),
+    job_type: z.string(),
+    addon_id: z.string().nullable(),
+    worker_id: z.string(),
+    cost_units: z.number().int(),
+    granted_at: IsoTime,
+    last_heartbeat_at: IsoTime,
+    expires_at: IsoTime,
+  })
+  .meta({ id: 'ActiveLease', description: 'An ACTIVE job lease' })
+export type ActiveLease = z.infer<typeof ActiveLease>
+
+export const ActiveLeases = z
+  .object({ now: IsoTime.meta({ description: "The host's clock when it read the leases" }), leases: z.array(ActiveLease) })
+  .meta({ id: 'ActiveLeases' })
+export type ActiveLeases = z.infer<typeof ActiveLeases>
+
+export function activeLeasesView(now: number, leases: readonly (LeaseRow & { job_type: string })[]): ActiveLeases {
+  return {
+    now: iso(now),
+    leases: leases.map((l) => ({
+      lease_id: l.id,
+      job_id: l.job_id,
+      job_type: l.job_type,
+      addon_id: l.addon_id,
+      worker_id: l.worker_id,
+      cost_units: l.cost_units,
+      granted_at: iso(l.granted_at),
+      last_heartbeat_at: iso(l.last_heartbeat_at),
+      expires_at: iso(l.expires_at),
+    })),
+  }
+}
+
+export const Worker = z
+  .object({
+    worker_id: z.string(),
+    kind: z.enum(['local', 'external']),
+    pid: z.number().int().nullable().meta({ description: "A local worker's process id" }),
+    state: z.enum(['starting', 'ready', 'busy', 'draining', 'active']).meta({
+      description: 'Local: starting, ready (idle), busy (holding a lease) or draining. External: active, or busy while it holds a lease',
+    }),
+    current_job_ids: z.array(z.string()),
+    last_seen_at: IsoTime,
+    started_at: IsoTime,
+    restarts: z.number().int(),
+  })
+  .meta({ id: 'Worker' })
+export type Worker = z.infer<typeof Worker>
+
+export const WorkerList = z.object({ workers: z.array(Worker) }).meta({ id: 'WorkerList' })
+
+export function workerView(w: WorkerInfo): Worker {
+  return { ...w, state: w.state as Worker['state'], last_seen_at: iso(w.last_seen_at), started_at: iso(w.started_at) }
+}
+
+export const EventTicket = z
+  .object({ ticket: z.string().meta({ description: 'Opens GET /api/events/stream as ?ticket=' }), expires_at: IsoTime })
+  .meta({ id: 'EventTicket' })
+
+/** The `data` of each event on the stream (its SSE `event:` is the type, its `id:` the id). */
+export const StreamEvent = QueueEvent.extend({
+  job_id: z.string().nullable().meta({ description: 'The job the event belongs to, if any' }),
+}).meta({ id: 'StreamEvent', description: 'The data of one event on the stream' })
+export type StreamEvent = z.infer<typeof StreamEvent>
+
+export function streamEvent(event: Pick<EngineEvent, 'id' | 'ts' | 'entity_type' | 'entity_id' | 'job_id' | 'event_type' | 'data'>): StreamEvent {
+  return {
+    id: event.id,
+    ts: iso(event.ts),
+    type: event.event_type,
+    entity_type: event.entity_type,
+    entity_id: event.entity_id,
+    job_id: event.job_id,
+    data: event.data,
+  }
+}
+
+/** The data of a `gap` frame: events older than the replay window, announced instead of replayed. */
+export const StreamGap = z.object({ missed_from: z.number().int(), missed_to: z.number().int() }).meta({ id: 'StreamGap' })
+export type StreamGap = z.infer<typeof StreamGap>
+
+export const OpenApiDocument = z.looseObject({ openapi: z.string() }).meta({ description: 'This document' })
+export type OpenApiDocument = z.infer<typeof OpenApiDocument>
