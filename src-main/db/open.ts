@@ -19,6 +19,7 @@ export type Durability = 'normal' | 'full'
 /** Marks a file as Leasehold's ('LSHD'), so another program's SQLite file is never migrated. */
 const APPLICATION_ID = 0x4c534844
 
+/** drizzle/ of this checkout: two levels up from src-main/db/ and from the bundle in out/cli/ (scripts/cli-bundle.js) alike. */
 export const DEFAULT_MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 export type Drizzle = ReturnType<typeof drizzle<typeof schema>>
