@@ -10,6 +10,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { register } from 'tsx/esm/api'
+import { buildCliBundle } from './cli-bundle.js'
 
 register()
 const { splitArgs } = await import('../src-main/desktop/app-args.ts')
@@ -85,13 +86,25 @@ function dataDir() {
   }
 }
 
-/** Builds main, preload and renderer into out/ (package.json "main" is out/main/electron.js); quiet unless it fails. */
-function build() {
+/**
+ * Builds main, preload and renderer into out/ (package.json "main" is out/main/electron.js), and
+ * the command's bundle, out/cli/, that the headless host runs (scripts/cli-bundle.js); quiet
+ * unless it fails. Without the bundle the host still runs, from its sources through tsx.
+ */
+async function build() {
   const cli = join(dirname(require.resolve('electron-vite/package.json')), 'bin', 'electron-vite.js')
   const result = spawnSync(process.execPath, [cli, 'build'], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' })
   if (result.error) throw result.error
-  if (result.status !== 0) process.stderr.write(result.stdout + result.stderr)
-  return result.status ?? 1
+  if (result.status !== 0) {
+    process.stderr.write(result.stdout + result.stderr)
+    return result.status ?? 1
+  }
+  try {
+    await buildCliBundle()
+  } catch (error) {
+    console.error(`leasehold: the command's bundle (out/cli/) could not be built (${error.message}); the host runs from its sources`)
+  }
+  return 0
 }
 
 /**
@@ -158,7 +171,7 @@ if (running !== null && (await answersHealth(running.url))) {
   else process.exit(0)
 } else {
   // Every way needs the build: the window shows out/renderer, and so does the host at `/`.
-  const status = build()
+  const status = await build()
   if (status !== 0) process.exit(status)
   let native = null
   if ('path' in electron && sandbox === null) {

@@ -59,7 +59,8 @@ const HEADERS_TIMEOUT_MS = 10_000
 const REQUEST_TIMEOUT_MS = 60_000 // above the 30 s long-poll cap of dialect 003
 const KEEP_ALIVE_TIMEOUT_MS = 5_000
 
-const DEFAULT_RENDERER_DIR = fileURLToPath(new URL('../out/renderer', import.meta.url))
+/** out/renderer of this checkout, seen from src-main/host.ts or from the bundle in out/cli/ (scripts/cli-bundle.js). */
+const DEFAULT_RENDERER_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../out/renderer' : '../renderer', import.meta.url))
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
 

@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import BetterSqlite3 from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
+import { buildCliBundle } from '../cli-bundle.js'
 import { requestJson } from '../../src-worker/http-json'
 import { insertFinished } from './measure'
 import { percentile, processTreeCpuMs, type Row } from './lib'
@@ -53,7 +54,14 @@ function stopChild(child: ChildProcess): Promise<unknown> {
   return exited
 }
 
+/**
+ * The hosts (and `leasehold worker`s) run as `npm start` runs them: from the command's bundle,
+ * built once per bench run from these sources (bin/leasehold.js runs it, being fresh).
+ */
+let bundleBuilt: Promise<unknown> | null = null
+
 async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))): Promise<Server> {
+  await (bundleBuilt ??= buildCliBundle())
   const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir, '--port', '0', '--busy', '0', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })

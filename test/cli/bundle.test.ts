@@ -1,0 +1,83 @@
+/**
+ * The command's bundle (scripts/cli-bundle.js) runs the host as the sources do: built from this
+ * checkout into a project laid out as the real one, it finds the migrations, the dashboard and
+ * the worker process it starts by their places beside it, not beside the sources.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { buildCliBundle, freshCliBundle, PROJECT_ROOT } from '../../scripts/cli-bundle.js'
+
+const PAGE = '<!doctype html><title>the dashboard beside the bundle</title>\n'
+
+let root: string
+let child: ChildProcess
+let url: string
+let token: string
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'leasehold-bundle-host-'))
+  writeFileSync(join(root, 'package.json'), '{ "type": "module" }\n')
+  symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(root, 'node_modules'))
+  cpSync(join(PROJECT_ROOT, 'drizzle'), join(root, 'drizzle'), { recursive: true })
+  mkdirSync(join(root, 'out', 'renderer'), { recursive: true })
+  writeFileSync(join(root, 'out', 'renderer', 'index.html'), PAGE)
+  const outDir = join(root, 'out', 'cli')
+  await buildCliBundle({ outDir })
+  const entry = freshCliBundle(outDir)
+  expect(entry).toBe(join(outDir, 'leasehold.js'))
+
+  const dataDir = join(root, 'data')
+  const run = `const { main } = await import(${JSON.stringify(pathToFileURL(entry!).href)}); process.exitCode = await main(process.argv.slice(1))`
+  child = spawn(process.execPath, ['--input-type=module', '-e', run, 'serve', '--data-dir', dataDir, '--port', '0', '--workers', '1', '--busy', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  url = await new Promise<string>((resolve, reject) => {
+    let stdout = ''
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      const match = /leasehold listening on (http:\/\/\S+)/.exec(stdout)
+      if (match) resolve(match[1]!)
+    })
+    child.once('exit', (code) => reject(new Error(`the bundled host exited with ${code}: ${stderr}`)))
+  })
+  token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
+})
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+  }
+  rmSync(root, { recursive: true, force: true })
+})
+
+const api = (path: string, init: RequestInit = {}) =>
+  fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers } })
+
+describe('the host run from the command bundle', () => {
+  test('serves the dashboard built beside the bundle (out/renderer)', async () => {
+    const page = await fetch(`${url}/`)
+    expect(page.status).toBe(200)
+    expect(await page.text()).toBe(PAGE)
+  })
+
+  test('migrated its database from drizzle/ and runs a job in the local worker it started from the bundle', async () => {
+    const submitted = await api('/api/scheduler/jobs/submit', { method: 'POST', body: JSON.stringify({ job_type: 'noop', cost_units: 1 }) })
+    expect(submitted.status).toBe(201)
+    const { job } = (await submitted.json()) as { job: { job_id: string } }
+    const deadline = Date.now() + 30_000
+    let state = ''
+    while (state !== 'DONE' && Date.now() < deadline) {
+      state = ((await (await api(`/api/scheduler/jobs/${job.job_id}`)).json()) as { job: { state: string } }).job.state
+      if (state !== 'DONE') await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    expect(state).toBe('DONE')
+  })
+})
