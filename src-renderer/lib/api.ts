@@ -20,7 +20,7 @@ export interface Storage {
   /** 0: finished jobs are kept forever. */
   retain_days: number
   stats_retain_days: number
-  last_prune: { at: string; jobs_deleted: number; pages_returned: number; longest_step_ms: number } | null
+  last_prune: { at: string; jobs_deleted: number; events_deleted: number; pages_returned: number; longest_step_ms: number } | null
 }
 
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
