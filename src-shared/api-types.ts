@@ -990,6 +990,8 @@ export interface components {
                 at: components["schemas"]["Timestamp"];
                 retain_days: number;
                 jobs_deleted: number;
+                /** @description Events that named no job (capacity, busy rating, workers), deleted after the same period */
+                events_deleted: number;
                 stats_rows: number;
                 pages_returned: number;
                 /** @description The longest time one step held the write lock */

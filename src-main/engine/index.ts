@@ -221,6 +221,8 @@ export class Engine {
   // Retention (docs/retention.md): each call one short transaction of its own, outside any group
   /** Deletes up to `limit` jobs that finished before `cutoff`, and all that is theirs; returns how many. */
   pruneFinishedJobs = (cutoff: number, limit?: number): number => prune.pruneFinishedJobs(this.ctx, cutoff, limit)
+  /** Deletes up to `limit` events that name no job and are older than `cutoff`, the oldest first; returns how many. */
+  pruneJoblessEvents = (cutoff: number, limit: number): number => prune.pruneJoblessEvents(this.ctx, cutoff, limit)
   /** Deletes these finished jobs and all that is theirs, leaving any that something live needs; returns the ids deleted. */
   deleteFinishedJobs = (jobIds: readonly string[]): string[] => prune.deleteFinishedJobs(this.ctx, jobIds)
   /** One step of the statistics' own retention at the clock's now; 0 when nothing is left to do. */

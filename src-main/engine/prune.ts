@@ -111,3 +111,26 @@ export function expiredJobIds(ctx: EngineContext, cutoff: number, limit: number)
 export function pruneFinishedJobs(ctx: EngineContext, cutoff: number, limit = PRUNE_BATCH): number {
   return deleteFinishedJobs(ctx, expiredJobIds(ctx, cutoff, limit)).length
 }
+
+/** Events that name no job, read per step: the oldest of them, by id (the events_job index holds them first). */
+export const JOBLESS_EVENTS_SQL = 'SELECT id, ts FROM events INDEXED BY events_job WHERE job_id IS NULL ORDER BY id LIMIT ?'
+
+/**
+ * One step of retention for the events that name no job — capacity changes, busy measurements,
+ * worker problems, a file lease held without a job lease: deletes up to `limit` of those older
+ * than `cutoff`, the oldest first, in one transaction, and returns how many. They are read in id
+ * order and the step stops at the first that is not old enough, so a step reads `limit` rows at
+ * most. The newest event of all stays (see DELETABLE: its id must not be given again).
+ */
+export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: number): number {
+  return ctx.transact(() => {
+    const newest = ctx.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')!.id
+    const expired: number[] = []
+    for (const row of ctx.all<{ id: number; ts: number }>(JOBLESS_EVENTS_SQL, limit)) {
+      if (row.ts >= cutoff || row.id === newest) break
+      expired.push(row.id)
+    }
+    if (expired.length > 0) ctx.run(`DELETE FROM events WHERE id IN (${IDS})`, JSON.stringify(expired))
+    return expired.length
+  })
+}

@@ -32,6 +32,7 @@ export const StorageAnswer = z
         at: IsoTime,
         retain_days: z.number().int(),
         jobs_deleted: z.number().int(),
+        events_deleted: z.number().int().meta({ description: 'Events that named no job (capacity, busy rating, workers), deleted after the same period' }),
         stats_rows: z.number().int(),
         pages_returned: z.number().int(),
         longest_step_ms: z.number().meta({ description: 'The longest time one step held the write lock' }),

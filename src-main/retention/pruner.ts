@@ -7,6 +7,9 @@ import { PRUNE_BATCH, pruneCutoff } from '../engine/prune'
 export const PRUNE_INTERVAL_MS = MINUTE
 export const PRUNE_FIRST_DELAY_MS = 10 * SECOND
 
+/** Events that name no job deleted per step. */
+export const JOBLESS_EVENTS_BATCH = 500
+
 /** Free pages given back per step: each step moves at most this many pages (a few ms). */
 export const VACUUM_STEP_PAGES = 256
 
@@ -15,7 +18,7 @@ export const VACUUM_STEP_PAGES = 256
  * (a few ms to copy). A checkpoint after every step would pay the file's sync each time; none
  * would leave the automatic one, every 10,000 pages, to make some commit copy 40 MB at once.
  */
-const CHECKPOINT_EVERY = { jobs: 8, stats: 8, pages: 2 } as const
+const CHECKPOINT_EVERY = { jobs: 8, events: 8, stats: 8, pages: 2 } as const
 
 /** What one pass did. */
 export interface PrunePass {
@@ -24,6 +27,8 @@ export interface PrunePass {
   /** The retention period it applied, in days (0: finished jobs are kept). */
   retain_days: number
   jobs_deleted: number
+  /** Events that named no job (capacity, busy rating, workers), deleted after the same period. */
+  events_deleted: number
   /** Statistics rows deleted or thinned. */
   stats_rows: number
   /** Pages given back to the file system. */
@@ -56,12 +61,12 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
 
 /**
  * Retention on a timer (docs/retention.md): a pass soon after start and then once a minute
- * deletes the finished jobs older than the retention period, applies the statistics' own
- * retention, and gives surplus free pages back to the file system. Every step is one short
- * transaction of the engine's, with a checkpoint of the WAL every few steps; between steps the
- * pass yields to the event loop, so a claim waits at most for one step. What a pass deletes is
- * decided by the engine's clock and the setting alone (pruneCutoff); this class only paces the
- * steps.
+ * deletes the finished jobs older than the retention period (and the events that name no job),
+ * applies the statistics' own retention, and gives surplus free pages back to the file system.
+ * Every step is one short transaction of the engine's, with a checkpoint of the WAL every few
+ * steps; between steps the pass yields to the event loop, so a claim waits at most for one
+ * step. What a pass deletes is decided by the engine's clock and the setting alone
+ * (pruneCutoff); this class only paces the steps.
  */
 export class Pruner {
   /** The last pass that completed, or null before the first. */
@@ -151,6 +156,11 @@ export class Pruner {
     }
     const jobs = cutoff === null ? 0 : await steps(() => engine.pruneFinishedJobs(cutoff, PRUNE_BATCH), (n) => n < PRUNE_BATCH, CHECKPOINT_EVERY.jobs)
     if (jobs === null) return null
+    const events =
+      cutoff === null
+        ? 0
+        : await steps(() => engine.pruneJoblessEvents(cutoff, JOBLESS_EVENTS_BATCH), (n) => n < JOBLESS_EVENTS_BATCH, CHECKPOINT_EVERY.events)
+    if (events === null) return null
     const stats = await steps(() => engine.pruneStats(), (n) => n === 0, CHECKPOINT_EVERY.stats)
     if (stats === null) return null
     const pages = await steps(() => engine.returnFreePages(VACUUM_STEP_PAGES), (n) => n === 0, CHECKPOINT_EVERY.pages)
@@ -159,6 +169,7 @@ export class Pruner {
       at,
       retain_days: retainDays,
       jobs_deleted: jobs,
+      events_deleted: events,
       stats_rows: stats,
       pages_returned: pages,
       longest_step_ms: longestStep,

@@ -52,6 +52,7 @@ describe('GET /api/storage', () => {
       at: '2026-03-03T00:00:00.000Z',
       retain_days: 1,
       jobs_deleted: 19, // the last holds the newest lease and event until a later job does
+      events_deleted: 1, // the CAPACITY_CHANGED of the test host's --busy 0, at its start
       stats_rows: 0,
       pages_returned: 0,
       longest_step_ms: expect.any(Number),

@@ -302,7 +302,7 @@ test('the storage panel shows the database size (file + WAL) and how long finish
     auto_vacuum: 'incremental',
     retain_days: 7,
     stats_retain_days: 90,
-    last_prune: { at: iso(T0), jobs_deleted: 1234, pages_returned: 0, longest_step_ms: 3.2 },
+    last_prune: { at: iso(T0), jobs_deleted: 1234, events_deleted: 0, pages_returned: 0, longest_step_ms: 3.2 },
   }
   const { fetcher } = fakeFetch({ 'GET /api/storage': () => answer })
   const storage = new StorageState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))

@@ -133,6 +133,9 @@ describe('a file made before retention', () => {
     ])
     expect(started, stderr).toBe(true)
     expect(stderr).toMatch(/converting .* to incremental vacuum failed \(.+\); the file is as it was/)
+    // It serves (and, once it has answered, its SIGTERM handler is surely in place).
+    const url = /leasehold listening on (\S+)/.exec(stdout)![1]!
+    expect((await fetch(`${url}/api/health`)).status).toBe(200)
     child.kill('SIGTERM')
     expect(await exited).toBe(0)
     expect(inspect(path)).toEqual(before)

@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { Engine } from '../../src-main/engine'
-import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, pruneCutoff } from '../../src-main/engine/prune'
+import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, JOBLESS_EVENTS_SQL, pruneCutoff } from '../../src-main/engine/prune'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
@@ -343,6 +343,31 @@ describe('what a live job needs stays', () => {
   })
 })
 
+describe('events that name no job', () => {
+  it('go after the same period, the oldest first, in bounded steps; the newest event of all stays', () => {
+    const { engine, clock } = setup({ busy_rating: null })
+    engine.setCapacity({ total_units: 50 }) // CAPACITY_CHANGED
+    engine.reportMeasuredBusy(4) // BUSY_MEASURED
+    engine.recordWorkerEvent('w1', 'WORKER_PROBLEM', { kind: 'handler', detail: 'x' })
+    clock.advance(DAY)
+    engine.recordWorkerEvent('w1', 'WORKER_PROBLEM', { kind: 'handler', detail: 'y' }) // a day younger
+    const jobless = () => engine.ctx.db.prepare('SELECT event_type FROM events WHERE job_id IS NULL ORDER BY id').pluck().all()
+    expect(jobless()).toEqual(['CAPACITY_CHANGED', 'BUSY_MEASURED', 'WORKER_PROBLEM', 'WORKER_PROBLEM'])
+    engine.submit(aJob()) // a newer event that names a job
+
+    clock.advance(RETAIN_DAYS * DAY - 1)
+    const cutoff = () => pruneCutoff(clock.now(), RETAIN_DAYS)!
+    expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(2)
+    expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(1)
+    expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(0)
+    expect(jobless()).toEqual(['WORKER_PROBLEM'])
+    clock.advance(DAY)
+    engine.ctx.db.prepare('DELETE FROM events WHERE job_id IS NOT NULL').run() // (as if its job had gone)
+    expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(0) // the newest event of all
+    expect(jobless()).toEqual(['WORKER_PROBLEM'])
+  })
+})
+
 describe('deleteFinishedJobs: the one deletion, shared by retention and purges', () => {
   it('deletes the finished jobs it is given, whatever their age, and leaves the others and unknown ids', () => {
     const { engine } = setup()
@@ -429,6 +454,7 @@ describe('query plans: retention reads by index, never a whole table', () => {
     const plan = (sql: string, ...params: unknown[]) =>
       (engine.ctx.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
     expect(plan(EXPIRED_JOBS_SQL, T0, 10)).toContain('SEARCH jobs USING INDEX jobs_finished (finished_at<?)')
+    expect(plan(JOBLESS_EVENTS_SQL, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_job \(job_id=\?\)$/)])
     // As the deletion runs them: with the foreign-key checks off (they would scan leases).
     engine.ctx.db.pragma('foreign_keys = OFF')
     try {

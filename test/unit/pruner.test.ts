@@ -142,11 +142,15 @@ describe('a pass works in short steps', () => {
 })
 
 describe('the database stops growing in steady state', () => {
-  /** Runs `days` days of 300 jobs a day (1 KB payloads), a pruner pass at the end of each; returns the page count after each day. */
+  /**
+   * Runs `days` days of 300 jobs a day (1 KB payloads) and 100 events that name no job (worker
+   * problems), a pruner pass at the end of each; returns the page count after each day.
+   */
   async function days(engine: Engine, advance: (ms: number) => void, retainDays: number, count: number): Promise<number[]> {
     pruner = new Pruner({ engine, retainDays, health: recordingHealth() })
     const counts: number[] = []
     for (let day = 0; day < count; day++) {
+      for (let i = 0; i < 100; i++) engine.recordWorkerEvent('w', 'WORKER_PROBLEM', { kind: 'handler', detail: 'x'.repeat(200) })
       finishJobs(engine, 300, 1024)
       advance(DAY)
       await pruner.runPass()
@@ -162,6 +166,7 @@ describe('the database stops growing in steady state', () => {
     // From the fourth day on, two days of jobs are kept: the file reuses the pages of the jobs it deleted.
     for (const count of counts.slice(4)) expect(count).toBeLessThanOrEqual(settled * 1.05)
     expect(jobCount(engine)).toBeLessThanOrEqual(2 * 300 + 1)
+    expect(engine.ctx.db.prepare('SELECT COUNT(*) FROM events WHERE job_id IS NULL').pluck().get()).toBeLessThanOrEqual(2 * 100)
   })
 
   it('without retention it grows with every day (what the bound above is measured against)', async () => {
