@@ -399,10 +399,10 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     await start()
     const waiting = post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 3, max_wait_ms: 10_000 } })
     await new Promise((r) => setTimeout(r, 300)) // the claim arrives and waits
-    // Two submits in one commit group: the waiting claim is granted both inside that commit.
-    const submitted = await Promise.all([1, 2].map(() => host.engine.run(() => host.engine.submit({ job_type: 'generic', cost_units: 1 }))))
+    // Two jobs in one commit (a batch submit): the waiting claim is granted both inside that commit.
+    const submitted = await host.engine.run(() => host.engine.submitMany([1, 2].map(() => ({ job_type: 'generic', cost_units: 1 }))))
     const answer = await body(await waiting)
-    expect(answer.jobs.map((j: any) => j.job_id)).toEqual(submitted.map((s) => s.job.id))
+    expect(answer.jobs.map((j: any) => j.job_id)).toEqual(submitted.map((s) => (s.ok ? s.value.job.id : null)))
   })
 
   test('max_jobs is 1 to 256, and a report names its job: 400 naming the field', async () => {
