@@ -64,9 +64,10 @@ export function* eligibleJobs(
   /** Whether the worker holds a lease now (a caller that grants as it walks says so itself). */
   holdsLease: () => boolean = memo(() => holdsActiveLease(ctx, filter.worker_id)),
 ): Generator<JobRow> {
+  const queues = unpaused(ctx, filter.queues ?? queuesWithQueuedJobs(ctx)) // read once per walk, not once per priority
   const inOrder = filter.queues
-    ? unpaused(ctx, filter.queues).flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now)))
-    : PRIORITY_RANKS.map((rank) => merged(unpaused(ctx, queuesWithQueuedJobs(ctx)).map((queue) => rangeOf(ctx, queue, rank, now))))
+    ? queues.flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now)))
+    : PRIORITY_RANKS.map((rank) => merged(queues.map((queue) => rangeOf(ctx, queue, rank, now))))
   for (const range of inOrder) {
     for (const job of range) {
       if (canTake(job, filter, holdsLease)) yield job
