@@ -111,7 +111,7 @@ export function insertBacklog(db: Database, count: number, now: number, maxAttem
  * (so the snapshot's day counts them all), as a long-used host's database holds them, in one
  * transaction. By default rows only (no leases or attempts): what a host keeps in memory does
  * not grow with those. With `lifecycle`, every row a real run leaves, as the data-model floor
- * writes them: the job, its stream message, lease and attempt, and its four events (submitted,
+ * writes them: the job (with its stream message), the lease that ran its attempt, and its four events (submitted,
  * lease granted, running, done). Returns ms.
  */
 export function insertFinished(db: Database, count: number, now: number, options: { lifecycle?: boolean } = {}): number {
@@ -119,19 +119,18 @@ export function insertFinished(db: Database, count: number, now: number, options
     `INSERT INTO jobs (${JOB_COLUMNS.join(', ')}, stream_message_id) VALUES (${JOB_COLUMNS.map(() => '?').join(', ')}, ?)`,
   )
   const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, ?, ?, ?, ?, ?)")
-  const insertMessage = db.prepare("INSERT INTO stream_messages (id, enqueue_id, stream, job_id, created_at, acked_at) VALUES (?, ?, 'default', ?, ?, ?)")
   const insertLease = db.prepare(
-    `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at, released_at, release_status)
-     VALUES (?, ?, ?, ?, 'bench-worker', 1, 30, 5, 'RELEASED', ?, ?, ?, ?, ?, 'SUCCEEDED')`,
+    `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at, released_at, release_status, attempt, disposition)
+     VALUES (?, ?, ?, ?, 'bench-worker', 1, 30, 5, 'RELEASED', ?, ?, ?, ?, ?, 'SUCCEEDED', 1, 'FINAL')`,
   )
-  const insertAttempt = db.prepare(
-    "INSERT INTO attempts (id, job_id, lease_id, worker_id, number, started_at, finished_at, outcome, disposition) VALUES (?, ?, ?, 'bench-worker', 1, ?, ?, 'SUCCEEDED', 'FINAL')",
-  )
-  const next = (sql: string) => (db.prepare(sql).pluck().get() as number) + 1
+  // Fences and message ids past what the host reserved, and reserved as the host would (counters.ts).
+  const reserved = (key: string, maxSql: string) =>
+    Math.max(Number(db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(key) ?? 0), db.prepare(maxSql).pluck().get() as number) + 1
+  const reserve = db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
   const priority = priorityRank('NORMAL')
   const fill = db.transaction(() => {
-    let fence = next('SELECT COALESCE(MAX(fence), 0) FROM leases')
-    let message = next('SELECT COALESCE(MAX(id), 0) FROM stream_messages')
+    let fence = reserved('fences_reserved', 'SELECT COALESCE(MAX(fence), 0) FROM leases')
+    let message = reserved('stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) FROM jobs')
     for (let i = 0; i < count; i++) {
       const id = newId()
       const at = now - 24 * 3600 * 1000 + Math.floor(((i + 1) * 24 * 3600 * 1000) / (count + 1))
@@ -141,19 +140,18 @@ export function insertFinished(db: Database, count: number, now: number, options
         null, '[]', null, 'default', 3, 'DONE', 1, 'bench-worker',
         null, leaseId, null, at, 0, 0.5, null,
         0, 'SUCCEEDED', null, 'null', null, at, at, at, at,
-        options.lifecycle ? message : null,
+        options.lifecycle ? message++ : null,
       )
       if (options.lifecycle) {
-        const attemptId = newId()
-        insertMessage.run(message++, newId(), id, at, at)
-        insertLease.run(fence, leaseId, id, attemptId, newToken(), at, at, at + 35_000, at)
-        insertAttempt.run(attemptId, id, leaseId, at, at)
+        insertLease.run(fence, leaseId, id, newId(), newToken(), at, at, at + 35_000, at)
         insertEvent.run(at, 'JOB', id, id, 'JOB_SUBMITTED', JSON.stringify({ state: 'QUEUED', job_type: NOOP.job_type, priority: 'NORMAL', cost_units: 1, queue: 'default' }))
         insertEvent.run(at, 'LEASE', leaseId, id, 'LEASE_GRANTED', JSON.stringify({ state: 'RUNNING', worker_id: 'bench-worker', cost_units: 1, attempt: 1, fence: fence++, expires_at: at + 35_000 }))
         insertEvent.run(at, 'JOB', id, id, 'JOB_RUNNING', JSON.stringify({ state: 'RUNNING', lease_id: leaseId }))
       }
       insertEvent.run(at, 'JOB', id, id, 'JOB_DONE', JSON.stringify({ state: 'DONE', attempt: 1, dead_letter: false }))
     }
+    reserve.run('fences_reserved', String(fence))
+    reserve.run('stream_message_ids_reserved', String(message))
   })
   return timeMs(() => fill())
 }
