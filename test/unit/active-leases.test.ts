@@ -11,7 +11,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import type { JobRow, LeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
-import { aJob, setup } from '../helpers/engine'
+import { aJob, seededRandom, setup } from '../helpers/engine'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -29,19 +29,10 @@ function expectMemoryIsTheDatabase(engine: Engine): void {
   expect(engine.getCapacity().leased).toBe(engine.ctx.activeLeases.units)
 }
 
-/** A small seeded generator, so that a failure replays. */
-function random(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state * 1664525 + 1013904223) >>> 0
-    return state / 2 ** 32
-  }
-}
-
 describe('the ACTIVE leases in memory', () => {
   test('follow every verb that grants, extends or ends a lease or writes a leased job, step by step', () => {
     const { engine, clock } = setup({ total_units: 12 })
-    const next = random(11)
+    const next = seededRandom(11)
     const pick = <T>(items: T[]): T | undefined => items[Math.floor(next() * items.length)]
     const active = () => [...engine.ctx.activeLeases.all()]
     const steps: ((() => unknown) | null)[] = []
