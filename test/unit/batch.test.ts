@@ -13,6 +13,9 @@ describe('batch verbs', () => {
     expect(results[1]).toMatchObject({ ok: true, value: { duplicate: true, job: { id: known.id } } })
     expect(results[2]).toMatchObject({ ok: false, error: { status: 400, code: 'invalid_request' } })
     expect(engine.listJobs({ limit: 10 }).jobs.map((job) => job.job_type).sort()).toEqual(['a', 'b', 'test'])
+    // Undone and run again one by one (settleEach), the others were written once: one event each.
+    const submitted = engine.ctx.all<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_SUBMITTED'")[0]!.n
+    expect(submitted).toBe(3)
   })
 
   it(`a batch carries at most ${MAX_BATCH_ITEMS} items`, () => {
