@@ -1,6 +1,6 @@
 import Router from '@koa/router'
 import { z } from 'zod'
-import type { ClockWaiters } from '../clock-waiters'
+import type { ClockWaiters } from '../workers/clock-waiters'
 import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import { RESOLUTIONS } from '../engine/blockers'

@@ -1,11 +1,11 @@
 import { dirname } from 'node:path'
-import type { ClaimWaiters } from '../claim-waiters'
-import type { ClockWaiters } from '../clock-waiters'
+import type { ClaimWaiters } from '../workers/claim-waiters'
+import type { ClockWaiters } from '../workers/clock-waiters'
 import type { Engine } from '../engine'
 import { EngineError } from '../engine/errors'
 import { answerError } from '../error-answer'
 import { exchangeAnswer } from '../http/views/worker'
-import { acquireAnswer } from '../worker-answers'
+import { acquireAnswer } from './worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 
 export interface IpcHostDeps {
