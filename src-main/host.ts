@@ -8,6 +8,7 @@ import { autoBusyRating, CpuBusyMeter } from './busy/measure'
 import { ClaimWaiters } from './workers/claim-waiters'
 import { HOST_FILE } from './data-dir/client-target'
 import { ClockWaiters } from './workers/clock-waiters'
+import { MAX_LONG_POLL_MS } from './workers/long-poll'
 import type { HostConfig } from './config'
 import { openDatabase } from './db/open'
 import { Engine } from './engine'
@@ -56,7 +57,7 @@ const REAP_INTERVAL_MS = 250
 const BUSY_INTERVAL_MS = 2_000
 /** Slow-client limits: a client that trickles its headers or body cannot hold a connection. */
 const HEADERS_TIMEOUT_MS = 10_000
-const REQUEST_TIMEOUT_MS = 60_000 // above the 30 s long-poll cap of dialect 003
+const REQUEST_TIMEOUT_MS = 2 * MAX_LONG_POLL_MS // room above the longest long-poll
 const KEEP_ALIVE_TIMEOUT_MS = 5_000
 
 /** out/renderer of this checkout, seen from src-main/host.ts or from the bundle in out/cli/ (scripts/cli-bundle.js). */
