@@ -4,7 +4,7 @@ import type { EventRow } from '../../src-main/db/schema'
 import type { Engine } from '../../src-main/engine'
 import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { dueFiring, parseCron, type ScheduleInput } from '../../src-main/engine/schedules'
-import { ScheduleTimer, type Timers } from '../../src-main/schedule-timer'
+import { ScheduleTimer, type Timers } from '../../src-main/schedules/timer'
 import { setup, T0 } from '../helpers/engine'
 import { expectEngineError, openFileEngine, tempDir } from './support'
 

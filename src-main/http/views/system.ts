@@ -7,7 +7,7 @@ import type { LeaseRow } from '../../db/schema'
 import type { EngineEvent } from '../../engine'
 import type { CapacityFigures } from '../../engine/capacity'
 import { iso } from '../../engine/clock'
-import type { WorkerInfo } from '../../workers'
+import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
 import { QueueEvent } from './queue'
 

@@ -1,6 +1,6 @@
-import type { ClaimBatch, Engine, EngineEvent, ExchangeAnswer, WorkerExchange } from './engine'
-import type { LeaseDecision } from './engine/leases'
-import type { WorkerFilter } from './engine/pick'
+import type { ClaimBatch, Engine, EngineEvent, ExchangeAnswer, WorkerExchange } from '../engine'
+import type { LeaseDecision } from '../engine/leases'
+import type { WorkerFilter } from '../engine/pick'
 
 /** Events after which a waiting claim may now succeed: work arrived, or capacity came back. */
 const WAKE_EVENTS = new Set([
