@@ -18,6 +18,10 @@ export interface GatedFiles {
   rename(from: string, to: string): Promise<void>
 }
 
+/**
+ * A run's context. `signal` and `files` are getters, made when first read (most handlers need
+ * neither): pass `ctx` itself on, not a spread copy of it.
+ */
 export interface HandlerContext {
   job: JobInfo
   payload: unknown

@@ -1,14 +1,21 @@
 import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
-import type { FromThread, ToThread } from './thread-protocol'
+import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
 import type { AttemptError } from './transport'
 
-export interface RunCallbacks {
-  progress(fraction: number | null, note: string | null): void
-  log(line: string): void
+/**
+ * What becomes of the messages of the runs in a thread: one listener for all of them, told
+ * which run each message is about by the run's own value (`R`, given to {@link HandlerThread.start}).
+ * A job so costs no callbacks of its own.
+ */
+export interface RunListener<R> {
+  progress(run: R, fraction: number | null, note: string | null): void
+  log(run: R, line: string): void
   /** Passes one file through the gate; rejects with {code, message} when the job must stop. */
-  gate(file: string): Promise<void>
+  gate(run: R, file: string): Promise<void>
+  /** The run has ended: its handler returned or threw, or the thread exited. Called once. */
+  end(run: R, outcome: RunOutcome): void
 }
 
 export type RunOutcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
@@ -17,40 +24,48 @@ const fromSources = import.meta.url.endsWith('.ts')
 
 const exited = (code: number): RunOutcome => ({ ok: false, error: { code: 'thread_exited', message: `handler thread exited with ${code}`, retryable: true } })
 
-/** A run in progress in a thread: where its messages go, and how it ends. */
-interface Run {
-  callbacks: RunCallbacks
-  resolve(outcome: RunOutcome): void
-}
-
 /**
  * One handler thread, reused job after job and shared by several jobs at once; replaced when a
  * handler will not stop (the jobs it still ran then end as `thread_exited`, retryable).
  */
-export class HandlerThread {
+export class HandlerThread<R> {
   private worker: Worker
+  /** Messages to the thread, posted together at the end of the runtime's turn. */
+  private readonly batch: MessageBatch<ToThread>
   private readonly ready: Promise<FromThread & { type: 'ready' }>
-  private readonly runs = new Map<number, Run>()
+  private isReady = false
+  /** The runs in progress, by number. */
+  private readonly runs = new Map<number, R>()
   private nextRun = 1
   /** Set once the thread has exited: a run started after that ends at once. */
   private exitCode: number | null = null
 
-  constructor(options: HandlerOptions) {
+  constructor(
+    options: HandlerOptions,
+    private readonly listener: RunListener<R>,
+  ) {
     const entry = new URL(fromSources ? './handler-thread.ts' : './handler-thread.js', import.meta.url)
     this.worker = fromSources
       ? new Worker(new URL('./thread-boot.mjs', import.meta.url), { workerData: { ...options, entry: entry.href } })
       : new Worker(entry, { workerData: options })
+    this.batch = new MessageBatch((messages) => this.worker.postMessage(messages), queueMicrotask)
     this.ready = new Promise((resolve, reject) => {
-      this.worker.on('message', (message: FromThread) => {
-        if (message.type === 'ready') resolve(message)
-        else this.route(message)
+      this.worker.on('message', (messages: FromThread[]) => {
+        for (const message of messages) {
+          if (message.type !== 'ready') this.route(message)
+          else {
+            this.isReady = true
+            resolve(message)
+          }
+        }
       })
       this.worker.once('error', reject)
       this.worker.once('exit', (code) => {
         this.exitCode = code
         reject(new Error(`handler thread exited with ${code}`))
-        for (const run of this.runs.values()) run.resolve(exited(code))
+        const ended = [...this.runs.values()]
         this.runs.clear()
+        for (const run of ended) listener.end(run, exited(code))
       })
     })
     this.ready.catch(() => {}) // observed by whoever awaits whenReady()
@@ -66,19 +81,19 @@ export class HandlerThread {
   }
 
   private post(message: ToThread): void {
-    this.worker.postMessage(message)
+    this.batch.send(message)
   }
 
   private route(message: Exclude<FromThread, { type: 'ready' }>): void {
     const run = this.runs.get(message.run)
-    if (!run) return
+    if (run === undefined) return
     switch (message.type) {
       case 'progress':
-        return run.callbacks.progress(message.fraction, message.note)
+        return this.listener.progress(run, message.fraction, message.note)
       case 'log':
-        return run.callbacks.log(message.line)
+        return this.listener.log(run, message.line)
       case 'gate':
-        return void run.callbacks.gate(message.file).then(
+        return void this.listener.gate(run, message.file).then(
           () => this.post({ type: 'gate-answer', id: message.id, error: null }),
           (error: { code?: string; message?: string }) =>
             this.post({ type: 'gate-answer', id: message.id, error: { code: error.code ?? 'gate_failed', message: error.message ?? 'gate failed' } }),
@@ -86,23 +101,32 @@ export class HandlerThread {
       case 'done':
       case 'failed':
         this.runs.delete(message.run)
-        return run.resolve(message.type === 'done' ? { ok: true, result: message.result } : { ok: false, error: message.error })
+        if (message.progress) this.listener.progress(run, message.progress.fraction, message.progress.note)
+        return this.listener.end(run, message.type === 'done' ? { ok: true, result: message.result } : { ok: false, error: message.error })
     }
   }
 
   /**
-   * Runs one job in the thread; resolves with its result or its error (never rejects for a
-   * handler's fault). Returns the run's number, for {@link abort}, before it ends.
+   * Runs one job in the thread; its messages and its end (its result or its error, never a
+   * throw for a handler's fault) go to the listener with `run`. Returns the run's number, for
+   * {@link abort}. The end never comes before this returns.
    */
-  start(job: JobInfo, payload: unknown, callbacks: RunCallbacks): { run: number; outcome: Promise<RunOutcome> } {
-    const run = this.nextRun++
-    if (this.exitCode !== null) return { run, outcome: Promise.resolve(exited(this.exitCode)) }
-    const outcome = new Promise<RunOutcome>((resolve) => this.runs.set(run, { callbacks, resolve }))
-    void this.ready.then(
-      () => this.post({ type: 'run', run, job, payload }),
-      () => {}, // the exit handler has ended the run
-    )
-    return { run, outcome }
+  start(job: JobInfo, payload: unknown, run: R): number {
+    const number = this.nextRun++
+    const exitCode = this.exitCode
+    if (exitCode !== null) {
+      queueMicrotask(() => this.listener.end(run, exited(exitCode)))
+      return number
+    }
+    this.runs.set(number, run)
+    const message: ToThread = { type: 'run', run: number, job, payload }
+    if (this.isReady) this.post(message)
+    else
+      void this.ready.then(
+        () => this.post(message),
+        () => {}, // the exit handler has ended the run
+      )
+    return number
   }
 
   abort(run: number, reason: string): void {

@@ -7,14 +7,65 @@ import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
-import type { FromThread, ToThread } from './thread-protocol'
+import { type FromThread, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
 
 const port = parentPort!
-const send = (message: FromThread) => port.postMessage(message)
+/** How long a batch may wait while a handler keeps the thread busy (see MessageBatch). */
+const MAX_BATCH_AGE_MS = 20
+/**
+ * The progress each run reported since the last batch went, not sent yet: a run's calls in one
+ * turn go as one message (the last fraction, the last note), or with its end if it ends then.
+ */
+const unsentProgress = new Map<number, RunProgress>()
+const batch = new MessageBatch<FromThread>(
+  (messages) => {
+    for (const [run, { fraction, note }] of unsentProgress) messages.push({ type: 'progress', run, fraction, note })
+    unsentProgress.clear()
+    if (messages.length > 0) post(messages)
+  },
+  setImmediate,
+  MAX_BATCH_AGE_MS,
+)
+
+function post(messages: FromThread[]): void {
+  try {
+    port.postMessage(messages)
+  } catch {
+    // Something a handler gave cannot be cloned (a function in its result, say). Each message
+    // goes alone: a result that cannot go fails its own job, and the batch's other jobs are
+    // unaffected; another message that cannot go is dropped.
+    for (const message of messages) {
+      try {
+        port.postMessage([message])
+      } catch (error) {
+        if (message.type === 'done') port.postMessage([{ type: 'failed', run: message.run, error: describe(error) }])
+      }
+    }
+  }
+}
+const send = (message: FromThread) => batch.send(message)
+
+function progress(run: number, fraction: number | null, note: string | null): void {
+  const unsent = unsentProgress.get(run)
+  if (!unsent) unsentProgress.set(run, { fraction, note })
+  else {
+    if (fraction !== null) unsent.fraction = fraction
+    if (note !== null) unsent.note = note
+  }
+  batch.touch()
+}
+
+/** The run's progress not sent yet, to go with its end. */
+function takeProgress(run: number): { progress?: RunProgress } {
+  const unsent = unsentProgress.get(run)
+  if (!unsent) return {}
+  unsentProgress.delete(run)
+  return { progress: unsent }
+}
 
 const { handlers, problems } = await loadHandlers(workerData as HandlerOptions)
 /** The runs in progress, by run number: how to abort each. */
-const runs = new Map<number, AbortController>()
+const runs = new Map<number, RunStop>()
 let nextGateId = 1
 const gates = new Map<number, { resolve(): void; reject(error: Error): void }>()
 
@@ -60,6 +111,62 @@ function filesOf(run: number): GatedFiles {
   }
 }
 
+/**
+ * How a run is told to stop. Its AbortSignal is made when the handler first reads `ctx.signal`
+ * (an AbortController costs more than the rest of a no-op job's run); a run told to stop before
+ * that gets a signal already aborted, with the same reason.
+ */
+class RunStop {
+  private controller: AbortController | null = null
+  private stopped: { reason: unknown } | null = null
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController()
+      if (this.stopped) this.controller.abort(this.stopped.reason)
+    }
+    return this.controller.signal
+  }
+
+  abort(reason: unknown): void {
+    if (this.controller) this.controller.abort(reason)
+    else this.stopped ??= { reason }
+  }
+}
+
+/**
+ * What a handler gets. `progress` and `log` are its own functions (a handler may destructure
+ * them); `signal` and `files` are getters that make them when first read (so a copy made by
+ * spreading `ctx` has neither).
+ */
+class RunContext implements HandlerContext {
+  readonly progress: HandlerContext['progress']
+  readonly log: HandlerContext['log']
+  readonly #run: number
+  readonly #stop: RunStop
+  #files: GatedFiles | null = null
+
+  constructor(
+    readonly job: JobInfo,
+    readonly payload: unknown,
+    run: number,
+    stop: RunStop,
+  ) {
+    this.#run = run
+    this.#stop = stop
+    this.progress = (fraction, note) => progress(run, fraction, note ?? null)
+    this.log = (line) => send({ type: 'log', run, line: String(line) })
+  }
+
+  get signal(): AbortSignal {
+    return this.#stop.signal
+  }
+
+  get files(): GatedFiles {
+    return (this.#files ??= filesOf(this.#run))
+  }
+}
+
 function describe(error: unknown) {
   const e = (error ?? {}) as { name?: string; code?: unknown; message?: unknown; stack?: unknown; retryable?: unknown }
   return {
@@ -71,29 +178,21 @@ function describe(error: unknown) {
 }
 
 async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void> {
-  const abort = new AbortController()
-  runs.set(run, abort)
+  const stop = new RunStop()
+  runs.set(run, stop)
   const handler = handlers.get(job.type)
   try {
     if (!handler) throw Object.assign(new Error(`No handler for job type "${job.type}"`), { code: 'no_handler', retryable: false })
-    const ctx: HandlerContext = {
-      job,
-      payload,
-      signal: abort.signal,
-      progress: (fraction, note) => send({ type: 'progress', run, fraction, note: note ?? null }),
-      log: (line) => send({ type: 'log', run, line: String(line) }),
-      files: filesOf(run),
-    }
-    const result = await handler.run(ctx)
-    send({ type: 'done', run, result: result === undefined ? null : result })
+    const result = await handler.run(new RunContext(job, payload, run, stop))
+    send({ type: 'done', run, result: result === undefined ? null : result, ...takeProgress(run) })
   } catch (error) {
-    send({ type: 'failed', run, error: describe(error) })
+    send({ type: 'failed', run, error: describe(error), ...takeProgress(run) })
   } finally {
     runs.delete(run)
   }
 }
 
-port.on('message', (message: ToThread) => {
+function receive(message: ToThread): void {
   if (message.type === 'run') void runJob(message.run, message.job, message.payload)
   else if (message.type === 'abort') runs.get(message.run)?.abort(new GateError('aborted', message.reason))
   else if (message.type === 'gate-answer') {
@@ -102,6 +201,10 @@ port.on('message', (message: ToThread) => {
     if (message.error) waiter?.reject(new GateError(message.error.code, message.error.message))
     else waiter?.resolve()
   }
+}
+
+port.on('message', (messages: ToThread[]) => {
+  for (const message of messages) receive(message)
 })
 
 send({ type: 'ready', types: [...handlers.keys()], problems })

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path'
-import { HandlerThread, type RunOutcome } from './handler-thread-client'
+import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
+import { placeBatch, RunTimes } from './thread-placement'
 import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, ReportAnswer, WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -10,7 +11,7 @@ export interface RuntimeOptions {
   streams: string[]
   /** Jobs run at once. */
   concurrency: number
-  /** Handler threads the jobs share (default: one per job up to 4). */
+  /** Handler threads the jobs share (default: one per job up to 4; see thread-placement.ts for which runs where). */
   threads?: number
   handlers: HandlerOptions
   log: (line: string) => void
@@ -18,6 +19,8 @@ export interface RuntimeOptions {
   claimWaitMs?: number
   /** How long an aborted handler may take to stop before its thread is replaced. */
   abortGraceMs?: number
+  /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
+  shortRunMs?: number
 }
 
 /** Why a running job was told to stop. */
@@ -49,17 +52,29 @@ class GateStop extends Error {
 /** A job this worker runs now. */
 interface Running {
   claim: Claim
-  thread: HandlerThread
+  thread: HandlerThread<Running>
+  /** Its run's number in its thread. */
   run: number
-  heldFiles: Set<string>
+  startedAt: number
+  /** The files it holds through the gate (none until it passes the gate). */
+  heldFiles: Set<string> | null
   progress: number | null
   note: string | null
   stopReason: StopReason | null
   /** The handler has returned: a late answer must not stop anything. */
   ended: boolean
-  beatTimer?: NodeJS.Timeout
-  runtimeTimer?: NodeJS.Timeout
-  stop(reason: StopReason): void
+  beats: BeatGroup | null
+  runtimeTimer: NodeJS.Timeout | undefined
+  /** Runs from the stop until the handler's thread is replaced, unless the handler ends first. */
+  graceTimer: NodeJS.Timeout | undefined
+}
+
+/** The jobs started together with one heartbeat interval: one timer beats them all. */
+interface BeatGroup {
+  jobs: Running[]
+  /** How many of them still run: the timer ends with the last. */
+  live: number
+  timer: NodeJS.Timeout | undefined
 }
 
 /** What the worker has to tell the host, sent with its next exchange. */
@@ -81,12 +96,16 @@ const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [
  * reports (and claims the slots they free, without waiting); whatever arrives meanwhile goes
  * with the next. So a busy worker sends one request per batch of finished jobs, not three per
  * job. The heartbeat timers run on this thread, the handlers on theirs, so a busy handler
- * cannot starve them.
+ * cannot starve them. Messages between this thread and a handler thread go in one batch per
+ * turn each way (thread-protocol.ts), and a batch of short jobs shares one thread
+ * (thread-placement.ts): a batch of no-op jobs wakes one thread once.
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()
   private readonly running = new Map<string, Running>()
-  private threads: HandlerThread[] = []
+  /** How long each job type's runs typically take (see thread-placement.ts). */
+  private readonly runTimes: RunTimes
+  private threads: HandlerThread<Running>[] = []
   private outbox = emptyOutbox()
   /** Slots asked for by claims in flight. */
   private reserved = 0
@@ -98,12 +117,27 @@ export class WorkerRuntime {
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
 
-  constructor(private readonly options: RuntimeOptions) {}
+  /** Where the handler threads' messages go, for every job. */
+  private readonly listener: RunListener<Running> = {
+    // Progress goes to the host with the next exchange (one heartbeat per job at most).
+    progress: (job, fraction, note) => {
+      if (fraction !== null) job.progress = fraction
+      if (note !== null) job.note = note
+      this.queueBeat(job)
+    },
+    log: (job, line) => this.options.log(`[${job.claim.job_type} ${job.claim.job_id.slice(-8)}] ${line}`),
+    gate: (job, file) => this.gate(job, file),
+    end: (job, outcome) => this.finish(job, outcome),
+  }
+
+  constructor(private readonly options: RuntimeOptions) {
+    this.runTimes = new RunTimes(options.shortRunMs)
+  }
 
   /** Starts the handler threads; says which job types they run and which modules failed to load. */
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
     const count = this.options.threads ?? Math.min(this.options.concurrency, MAX_DEFAULT_THREADS)
-    this.threads = Array.from({ length: Math.max(1, count) }, () => new HandlerThread(this.options.handlers))
+    this.threads = Array.from({ length: Math.max(1, count) }, () => new HandlerThread(this.options.handlers, this.listener))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
     return { types: ready[0]!.types, problems: ready[0]!.problems }
   }
@@ -122,7 +156,7 @@ export class WorkerRuntime {
     const drained = new Promise<void>((resolve) => (this.drained = resolve))
     this.checkDrained()
     const timer = setTimeout(() => {
-      for (const job of this.running.values()) job.stop('shutdown')
+      for (const job of this.running.values()) this.stopJob(job, 'shutdown')
     }, graceMs)
     await drained
     clearTimeout(timer)
@@ -199,7 +233,7 @@ export class WorkerRuntime {
       for (const a of [...answer.completed, ...answer.failed]) {
         if (!a.ok) log(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
       }
-      for (const claim of answer.jobs) this.execute(claim)
+      this.place(answer.jobs)
     }
     this.pump()
   }
@@ -219,9 +253,9 @@ export class WorkerRuntime {
   private onHeartbeatAnswer(answer: ReportAnswer): void {
     const job = this.running.get(answer.job_id)
     if (!job || job.ended) return // a late answer for a job that has ended
-    if (!answer.ok) return job.stop('lease_lost')
-    if (answer.cancel_requested) return job.stop('canceled')
-    for (const file of job.heldFiles) {
+    if (!answer.ok) return this.stopJob(job, 'lease_lost')
+    if (answer.cancel_requested) return this.stopJob(job, 'canceled')
+    for (const file of job.heldFiles ?? []) {
       void this.options.transport.heartbeatFile({ file, owner_id: ownerOf(job.claim) }).catch(() => {})
     }
   }
@@ -233,94 +267,116 @@ export class WorkerRuntime {
     }
   }
 
-  /** The thread with the fewest jobs. */
-  private leastLoadedThread(): HandlerThread {
-    return this.threads.reduce((best, thread) => (thread.load < best.load ? thread : best))
+  /**
+   * Starts a batch of claimed jobs, on the threads thread-placement.ts picks (a batch of short
+   * jobs shares one thread). The jobs of the batch heartbeat together.
+   */
+  private place(claims: Claim[]): void {
+    const threads = this.threads
+    const placed = placeBatch(
+      claims.map((claim) => claim.job_type),
+      threads.map((thread) => thread.load),
+      (type) => this.runTimes.isShort(type),
+    )
+    const byInterval = new Map<number, Running[]>()
+    claims.forEach((claim, i) => {
+      const job = this.execute(claim, threads[placed[i]!]!)
+      const together = byInterval.get(claim.heartbeat_interval_seconds)
+      if (together) together.push(job)
+      else byInterval.set(claim.heartbeat_interval_seconds, [job])
+    })
+    for (const [seconds, jobs] of byInterval) this.beatTogether(jobs, seconds * 1000)
   }
 
-  private execute(claim: Claim): void {
-    const { log } = this.options
-    const thread = this.leastLoadedThread()
+  private execute(claim: Claim, thread: HandlerThread<Running>): Running {
     const job: Running = {
       claim,
       thread,
       run: 0,
-      heldFiles: new Set(),
+      startedAt: performance.now(),
+      heldFiles: null,
       progress: null,
       note: null,
       stopReason: null,
       ended: false,
-      stop: (reason) => {
-        // Once the handler has ended, a late answer (a heartbeat in flight) must not abort anything.
-        if (job.stopReason || job.ended) return
-        job.stopReason = reason
-        job.thread.abort(job.run, reason)
-        stopped()
-      },
+      beats: null,
+      runtimeTimer: undefined,
+      graceTimer: undefined,
     }
-    let stopped: () => void = () => {}
-    const whenStopped = new Promise<void>((r) => (stopped = r))
     this.running.set(claim.job_id, job)
-
-    const queueBeat = () => {
-      this.outbox.heartbeat.set(claim.job_id, { job_id: claim.job_id, lease_token: claim.lease_token, progress: job.progress, note: job.note })
-      this.pump()
-    }
-    const beat = () => {
-      if (job.ended) return
-      queueBeat()
-      job.beatTimer = setTimeout(beat, jitter(claim.heartbeat_interval_seconds * 1000))
-    }
-    job.beatTimer = setTimeout(beat, jitter(claim.heartbeat_interval_seconds * 1000))
-    if (claim.max_runtime_s) job.runtimeTimer = setTimeout(() => job.stop('max_runtime'), claim.max_runtime_s * 1000)
-
-    const started = thread.start({ id: claim.job_id, type: claim.job_type, attempt_id: claim.attempt_id, max_runtime_s: claim.max_runtime_s }, claim.payload, {
-      // Progress goes to the host with the next exchange (one heartbeat per job at most).
-      progress: (fraction, text) => {
-        if (fraction !== null) job.progress = fraction
-        if (text !== null) job.note = text
-        queueBeat()
-      },
-      log: (line) => log(`[${claim.job_type} ${claim.job_id.slice(-8)}] ${line}`),
-      gate: (file) => this.gate(claim, file, job.heldFiles, (reason) => job.stop(reason)),
-    })
-    job.run = started.run
-    void this.withGrace(job, started.outcome, whenStopped).then((outcome) => this.finish(job, outcome))
+    if (claim.max_runtime_s) job.runtimeTimer = setTimeout(() => this.stopJob(job, 'max_runtime'), claim.max_runtime_s * 1000)
+    job.run = thread.start({ id: claim.job_id, type: claim.job_type, attempt_id: claim.attempt_id, max_runtime_s: claim.max_runtime_s }, claim.payload, job)
+    return job
   }
 
-  /** The handler's outcome; once told to stop, it gets `abortGraceMs` before its thread is replaced. */
-  private async withGrace(job: Running, outcome: Promise<RunOutcome>, whenStopped: Promise<void>): Promise<RunOutcome> {
-    const grace = whenStopped.then(() => new Promise<'stuck'>((r) => setTimeout(() => r('stuck'), this.options.abortGraceMs ?? 5000)))
-    const first = await Promise.race([outcome, grace])
-    if (first !== 'stuck') return first
+  /** Heartbeats for `jobs` every `intervalMs` (±10 %) while any of them runs: one timer, not one per job. */
+  private beatTogether(jobs: Running[], intervalMs: number): void {
+    const group: BeatGroup = { jobs, live: jobs.length, timer: undefined }
+    const beat = () => {
+      group.jobs = group.jobs.filter((job) => !job.ended)
+      for (const job of group.jobs) this.queueBeat(job)
+      group.timer = setTimeout(beat, jitter(intervalMs))
+    }
+    group.timer = setTimeout(beat, jitter(intervalMs))
+    for (const job of jobs) job.beats = group
+  }
+
+  /** The job's heartbeat, with its latest progress, goes with the next exchange. */
+  private queueBeat(job: Running): void {
+    const { job_id, lease_token } = job.claim
+    this.outbox.heartbeat.set(job_id, { job_id, lease_token, progress: job.progress, note: job.note })
+    this.pump()
+  }
+
+  /** Tells the job's handler to stop; once told, it gets `abortGraceMs` before its thread is replaced. */
+  private stopJob(job: Running, reason: StopReason): void {
+    // Once the handler has ended, a late answer (a heartbeat in flight) must not abort anything.
+    if (job.stopReason || job.ended) return
+    job.stopReason = reason
+    job.thread.abort(job.run, reason)
+    job.graceTimer = setTimeout(() => this.replaceStuck(job), this.options.abortGraceMs ?? 5000)
+  }
+
+  private replaceStuck(job: Running): void {
+    if (job.ended) return
     this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; replacing its thread`)
     const index = this.threads.indexOf(job.thread)
-    if (index >= 0) this.threads[index] = new HandlerThread(this.options.handlers)
+    if (index >= 0) this.threads[index] = new HandlerThread(this.options.handlers, this.listener)
     void job.thread.terminate() // other jobs of that thread end as thread_exited (retryable)
-    return { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } }
+    this.finish(job, { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } })
   }
 
+  /** The job has ended (once: the thread of a job finished as stuck ends it again when it exits). */
   private finish(job: Running, outcome: RunOutcome): void {
+    if (job.ended) return
     const { claim } = job
+    this.runTimes.learn(claim.job_type, performance.now() - job.startedAt)
     job.ended = true
-    clearTimeout(job.beatTimer)
+    if (job.beats && --job.beats.live === 0) clearTimeout(job.beats.timer)
     clearTimeout(job.runtimeTimer)
+    clearTimeout(job.graceTimer)
     this.running.delete(claim.job_id)
     const { log } = this.options
-    const ref = { job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token }
+    const { job_id, attempt_id, lease_token } = claim
     if (job.stopReason === 'lease_lost') {
-      this.outbox.heartbeat.delete(claim.job_id)
-      log(`leasehold worker: lost the lease of ${claim.job_id}; its result is dropped`)
+      this.outbox.heartbeat.delete(job_id)
+      log(`leasehold worker: lost the lease of ${job_id}; its result is dropped`)
     } else if (job.stopReason === 'blocked') {
-      this.outbox.heartbeat.delete(claim.job_id)
-      log(`leasehold worker: ${claim.job_id} halted on a file-lease blocker; an operator decides`)
+      this.outbox.heartbeat.delete(job_id)
+      log(`leasehold worker: ${job_id} halted on a file-lease blocker; an operator decides`)
     } else if (outcome.ok) {
+      const completion: Outbox['complete'][number] = { job_id, attempt_id, lease_token, result: outcome.result }
       // A heartbeat not yet sent goes with the completion: its progress reaches the host all the same.
-      const beat = this.outbox.heartbeat.get(claim.job_id)
-      this.outbox.heartbeat.delete(claim.job_id)
-      this.outbox.complete.push({ ...ref, result: outcome.result, ...(beat && { progress: beat.progress, note: beat.note }) })
+      const beat = this.outbox.heartbeat.get(job_id)
+      if (beat) {
+        this.outbox.heartbeat.delete(job_id)
+        completion.progress = beat.progress
+        completion.note = beat.note
+      }
+      this.outbox.complete.push(completion)
     } else {
-      this.outbox.fail.push({ ...ref, error: job.stopReason ? { ...STOP_ERRORS[job.stopReason], stack: outcome.error.stack } : outcome.error })
+      const error = job.stopReason ? { ...STOP_ERRORS[job.stopReason], stack: outcome.error.stack } : outcome.error
+      this.outbox.fail.push({ job_id, attempt_id, lease_token, error })
     }
     this.pump()
   }
@@ -330,9 +386,11 @@ export class WorkerRuntime {
    * heartbeating) until the host's clock reaches the one retry, then retry once; still held →
    * the host has halted the job on a blocker, and the handler is stopped.
    */
-  private async gate(claim: Claim, file: string, held: Set<string>, stop: (reason: StopReason) => void): Promise<void> {
+  private async gate(job: Running, file: string): Promise<void> {
     const { transport, log } = this.options
+    const { claim } = job
     const key = resolve(file)
+    const held = (job.heldFiles ??= new Set())
     if (held.has(key)) return
     const request = { file: key, owner_id: ownerOf(claim), lease_id: claim.lease_id }
     let answer = await transport.acquireFile(request)
@@ -347,7 +405,7 @@ export class WorkerRuntime {
       held.add(key)
       return
     }
-    stop('blocked')
+    this.stopJob(job, 'blocked')
     throw new GateStop('blocked', `${key} is still held after the retry: the job is halted until an operator answers`)
   }
 }

@@ -2,10 +2,13 @@
  * The worker runtime against a scripted transport (real handler threads, no host): what it does
  * with answers that arrive late.
  */
+import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
-import { WorkerRuntime } from '../../src-worker/runtime'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, ReportAnswer, WorkerTransport } from '../../src-worker/transport'
-import { until } from './support'
+import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, ReportAnswer, WorkerTransport } from '../../src-worker/transport'
+import { tempDir } from '../helpers/host'
+import { SPIN, until, writeHandlers } from './support'
 
 function aClaim(id: string, ms: number): Claim {
   return {
@@ -29,9 +32,14 @@ class ScriptedTransport implements WorkerTransport {
   readonly completed: { job_id: string; result: unknown }[] = []
   readonly failed: { job_id: string; error: AttemptError }[] = []
   readonly requests: ExchangeRequest[] = []
+  /** The job ids of each answer that handed out jobs. */
+  readonly answered: string[][] = []
   constructor(
     private readonly claims: Claim[],
     private readonly beat: (jobId: string) => Promise<ReportAnswer> = async (job_id) => ({ job_id, ok: true, cancel_requested: false }),
+    private readonly files: (file: string) => FileAcquireAnswer = () => {
+      throw new Error('not scripted')
+    },
   ) {}
   async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
@@ -44,11 +52,27 @@ class ScriptedTransport implements WorkerTransport {
       failed: (request.fail ?? []).map((f) => ({ job_id: f.job_id, ok: true })),
       jobs: this.claims.splice(0, request.claim?.max_jobs ?? 0),
     }
+    if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
     if (answer.jobs.length > 0 || !request.claim || request.claim.max_wait_ms === 0) return answer
-    return new Promise((resolve) => signal?.addEventListener('abort', () => resolve(answer), { once: true }))
+    // A waiting claim: answered with the next offer, or when the worker stops.
+    return new Promise((resolve) => {
+      this.waiting = () => {
+        this.waiting = null
+        answer.jobs = this.claims.splice(0, request.claim!.max_jobs)
+        if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
+        resolve(answer)
+      }
+      signal?.addEventListener('abort', () => this.waiting?.(), { once: true })
+    })
   }
-  acquireFile(): never {
-    throw new Error('not scripted')
+  private waiting: (() => void) | null = null
+  /** More claims: a waiting claim gets them at once. */
+  offer(claims: Claim[]): void {
+    this.claims.push(...claims)
+    this.waiting?.()
+  }
+  async acquireFile(request: { file: string }): Promise<FileAcquireAnswer> {
+    return this.files(request.file)
   }
   waitFileRetry(): never {
     throw new Error('not scripted')
@@ -59,10 +83,18 @@ class ScriptedTransport implements WorkerTransport {
 }
 
 let runtime: WorkerRuntime | null = null
+const dirs: string[] = []
 afterEach(async () => {
   await runtime?.stop(0)
   runtime = null
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
+
+function aTempDir(): string {
+  const dir = tempDir('leasehold-runtime-test-')
+  dirs.push(dir)
+  return dir
+}
 
 test("a heartbeat answer that arrives after its job ended does not stop the next job on the same thread", async () => {
   // Job 1's first heartbeat is answered late with 409 (its lease was released by the completion
@@ -141,4 +173,125 @@ test('a stopping worker whose host no longer answers still stops: its last repor
   await runtime.stop(5_000)
   runtime = null
   expect(lines.some((l) => l.includes('1 report(s) dropped on the way out'))).toBe(true)
+})
+
+/** A claim of `type` with `payload` (heartbeats every ~50 ms unless `more` says otherwise). */
+function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim> = {}): Claim {
+  return { ...aClaim(id, 0), job_type: type, payload, ...more }
+}
+
+/** A runtime on `transport` with the built-in handlers and user handler `modules` (file name → source). */
+async function started(transport: WorkerTransport, options: Partial<Omit<RuntimeOptions, 'handlers'>> & { modules?: Record<string, string> } = {}) {
+  const lines: string[] = []
+  const { modules, ...rest } = options
+  runtime = new WorkerRuntime({
+    transport,
+    workerId: 'w',
+    streams: ['default'],
+    concurrency: 1,
+    log: (l) => lines.push(l),
+    ...rest,
+    handlers: { handlersDir: modules ? writeHandlers(aTempDir(), modules) : null, execAllow: [] },
+  })
+  await runtime.start()
+  runtime.begin()
+  return lines
+}
+
+/** `test.where`: answers with the id of the thread it ran on. */
+const WHERE = `import { threadId } from 'node:worker_threads'
+export default { type: 'test.where', run: () => ({ thread: threadId }) }
+`
+
+/** `test.write {path}`: writes the file through the gate. */
+const WRITE = `export default {
+  type: 'test.write',
+  async run({ payload, files }) {
+    await files.writeFile(payload.path, 'written')
+    return { wrote: payload.path }
+  },
+}
+`
+
+test('a no-op job’s progress crosses from its thread with its end: the completion carries it, and no heartbeat goes', async () => {
+  const transport = new ScriptedTransport([aJobOf('job-1', 'noop', {}, { heartbeat_interval_seconds: 30 })])
+  await started(transport)
+  await until(() => transport.completed.length >= 1, 5000, 'the job reported')
+  await new Promise((r) => setTimeout(r, 100)) // anything still queued would go out now
+  expect(transport.requests.flatMap((r) => r.heartbeat ?? [])).toEqual([])
+  expect(transport.requests.flatMap((r) => r.complete ?? [])).toEqual([{ job_id: 'job-1', attempt_id: 'job-1-a', lease_token: 'job-1-t', result: null, progress: 0.5, note: null }])
+})
+
+test('jobs of a type not seen yet spread over the threads; a batch of a type known to be short runs in one thread', async () => {
+  const batch = (from: number) => Array.from({ length: 8 }, (_, i) => aJobOf(`job-${from + i}`, 'test.where', {}))
+  // Every known type counts as short here, so the rule, not the machine's speed, decides.
+  const transport = new ScriptedTransport(batch(0))
+  await started(transport, { concurrency: 8, threads: 4, shortRunMs: Number.POSITIVE_INFINITY, modules: { 'where.mjs': WHERE } })
+  await until(() => transport.completed.length >= 8, 5000, 'the first batch reported')
+  const threadsOf = (ids: string[]) => new Set(transport.completed.filter((c) => ids.includes(c.job_id)).map((c) => (c.result as { thread: number }).thread))
+  expect(threadsOf(batch(0).map((c) => c.job_id)).size).toBe(4)
+
+  // Now known: each answer's jobs of the next batch go to one thread.
+  transport.offer(batch(8))
+  await until(() => transport.completed.length >= 16, 5000, 'the second batch reported')
+  const answers = transport.answered.filter((jobs) => jobs.some((id) => Number(id.slice(4)) >= 8))
+  expect(answers.some((jobs) => jobs.length > 1)).toBe(true)
+  for (const jobs of answers) expect(threadsOf(jobs).size, jobs.join()).toBe(1)
+  expect(transport.failed).toEqual([])
+})
+
+test('a handler that blocks its thread delays neither another thread’s messages nor the heartbeats', async () => {
+  const transport = new ScriptedTransport([aJobOf('spin', 'test.spin', { ms: 1500 }), aJobOf('sleep', 'sleep', { ms: 300 })])
+  await started(transport, { concurrency: 2, threads: 2, modules: { 'spin.mjs': SPIN } })
+  await until(() => transport.completed.length >= 2, 10_000, 'both jobs reported')
+  const reported = (id: string) => transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === id))
+  // The sleeping job's progress and end came back while the other thread was still blocked…
+  expect(reported('sleep')).toBeLessThan(reported('spin'))
+  // …and the blocked job kept heartbeating meanwhile (every ~50 ms here, from the runtime's thread).
+  const beatsWhileBlocked = transport.requests.slice(0, reported('spin')).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
+  expect(beatsWhileBlocked.length).toBeGreaterThan(1)
+  expect(transport.failed).toEqual([])
+})
+
+test('a file write passes the gate through the runtime: granted, it is written; refused as blocked, the handler is stopped and nothing is reported', async () => {
+  const dir = aTempDir()
+  const [granted, refused] = [join(dir, 'granted.txt'), join(dir, 'refused.txt')]
+  const transport = new ScriptedTransport(
+    [aJobOf('ok', 'test.write', { path: granted }), aJobOf('halted', 'test.write', { path: refused })],
+    undefined,
+    (file) => (file === granted ? { granted: true } : { granted: false, code: 'blocked', blocker: { id: 'b-1' } }),
+  )
+  const lines = await started(transport, { concurrency: 2, modules: { 'write.mjs': WRITE } })
+  await until(() => transport.completed.length >= 1 && lines.some((l) => l.includes('halted on a file-lease blocker')), 5000, 'both jobs ended')
+  await new Promise((r) => setTimeout(r, 100)) // anything still queued would go out now
+  expect(readFileSync(granted, 'utf8')).toBe('written')
+  expect(existsSync(refused)).toBe(false)
+  expect(transport.completed).toEqual([{ job_id: 'ok', result: { wrote: granted } }])
+  expect(transport.failed).toEqual([])
+})
+
+test('a handler that does not stop within the grace has its thread replaced: it fails as stopped, the other job of its thread as thread_exited, and the next job runs on the new thread', async () => {
+  const transport = new ScriptedTransport([
+    aJobOf('stuck', 'test.spin', { ms: 5000 }, { max_runtime_s: 0.2 }),
+    aJobOf('neighbour', 'sleep', { ms: 5000 }),
+    aJobOf('next', 'noop', {}),
+  ])
+  const lines = await started(transport, { concurrency: 2, threads: 1, abortGraceMs: 300, modules: { 'spin.mjs': SPIN } })
+  await until(() => transport.completed.length >= 1, 10_000, 'the next job reported')
+  expect(lines).toContain('leasehold worker: the handler of stuck did not stop; replacing its thread')
+  const failed = Object.fromEntries(transport.failed.map((f) => [f.job_id, f.error]))
+  expect(failed).toEqual({
+    stuck: { code: 'max_runtime_exceeded', message: 'Ran past its max_runtime_s', retryable: false },
+    neighbour: { code: 'thread_exited', message: expect.stringMatching(/^handler thread exited with /), retryable: true },
+  })
+  expect(transport.completed).toEqual([{ job_id: 'next', result: null }])
+})
+
+test('a handler whose result cannot be cloned fails its own job; the other jobs of its batch and thread complete', async () => {
+  const UNCLONEABLE = `export default { type: 'test.uncloneable', run: () => ({ callback: () => 1 }) }\n`
+  const transport = new ScriptedTransport([aJobOf('bad', 'test.uncloneable', {}), aJobOf('good', 'noop', {})])
+  await started(transport, { concurrency: 2, threads: 1, modules: { 'uncloneable.mjs': UNCLONEABLE } })
+  await until(() => transport.completed.length + transport.failed.length >= 2, 5000, 'both jobs reported')
+  expect(transport.completed).toEqual([{ job_id: 'good', result: null }])
+  expect(transport.failed).toEqual([{ job_id: 'bad', error: expect.objectContaining({ code: 'handler_error', message: expect.stringMatching(/could not be cloned/), retryable: true }) }])
 })
