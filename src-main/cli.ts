@@ -1,5 +1,5 @@
 import { resolve } from 'node:path'
-import { dashboardLink } from './client-config'
+import { dashboardLink } from './data-dir/client-target'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
 import { QUEUE_HELP, queueCommand } from './commands/queue'
@@ -75,7 +75,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
 async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // The host (Koa, SQLite, drizzle, the engine) is loaded for `serve` only: the client commands
   // start in about half the time without it.
-  const [{ startHost }, { DatabaseOpenError }, { HostStartError }] = await Promise.all([import('./host'), import('./db/open'), import('./host-dir')])
+  const [{ startHost }, { DatabaseOpenError }, { HostStartError }] = await Promise.all([import('./host'), import('./db/open'), import('./data-dir/lock')])
   let host
   let config
   try {

@@ -15,10 +15,10 @@ import { answersHealth, readRunningHost } from './desktop/running-host'
 import { developmentServer, trustedSender, withAuthorization } from './desktop/trust'
 import { loadOrCreateToken, startHost, type Host } from './host'
 import { utilitySpawner } from './pool/spawn-electron'
-import { CONNECTION_CHANNEL, type Connection } from './preload-channel'
-import { TRAY_ICON_16, TRAY_ICON_32 } from './tray-icon'
-import { trayMenuLines, trayTooltip } from './tray-status'
-import { contentSecurityPolicy, windowOptions } from './window-options'
+import { CONNECTION_CHANNEL, type Connection } from './desktop/preload-channel'
+import { TRAY_ICON_16, TRAY_ICON_32 } from './desktop/tray-icon'
+import { trayMenuLines, trayTooltip } from './desktop/tray-status'
+import { contentSecurityPolicy, windowOptions } from './desktop/window-options'
 
 /** What the window shows: the host this app started, or one that was already running (`host` null). */
 interface Target {

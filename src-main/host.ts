@@ -4,25 +4,26 @@ import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { autoBusyRating, CpuBusyMeter } from './busy'
-import { ClaimWaiters } from './claim-waiters'
-import { HOST_FILE } from './client-config'
-import { ClockWaiters } from './clock-waiters'
+import { autoBusyRating, CpuBusyMeter } from './busy/measure'
+import { ClaimWaiters } from './workers/claim-waiters'
+import { HOST_FILE } from './data-dir/client-target'
+import { ClockWaiters } from './workers/clock-waiters'
+import { MAX_LONG_POLL_MS } from './workers/long-poll'
 import type { HostConfig } from './config'
 import { openDatabase } from './db/open'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
 import { answerError } from './error-answer'
-import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './host-dir'
+import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { createHttpApp } from './http/server'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
 import { storageReport } from './retention/storage-report'
-import { ScheduleTimer } from './schedule-timer'
+import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
-import { WorkerDirectory } from './workers'
+import { WorkerDirectory } from './workers/directory'
 
 /** A running host: the engine, its timers and the HTTP server over one database. */
 export interface Host {
@@ -56,7 +57,7 @@ const REAP_INTERVAL_MS = 250
 const BUSY_INTERVAL_MS = 2_000
 /** Slow-client limits: a client that trickles its headers or body cannot hold a connection. */
 const HEADERS_TIMEOUT_MS = 10_000
-const REQUEST_TIMEOUT_MS = 60_000 // above the 30 s long-poll cap of dialect 003
+const REQUEST_TIMEOUT_MS = 2 * MAX_LONG_POLL_MS // room above the longest long-poll
 const KEEP_ALIVE_TIMEOUT_MS = 5_000
 
 /** out/renderer of this checkout, seen from src-main/host.ts or from the bundle in out/cli/ (scripts/cli-bundle.js). */

@@ -4,7 +4,7 @@
 // The URL comes from the main process over a synchronous IPC call, which the main process
 // answers only for its own window's top frame at the expected origin.
 import { contextBridge, ipcRenderer } from 'electron'
-import { CONNECTION_CHANNEL, type Connection } from './preload-channel'
+import { CONNECTION_CHANNEL, type Connection } from './desktop/preload-channel'
 
 const connection = ipcRenderer.sendSync(CONNECTION_CHANNEL) as Connection | null
 

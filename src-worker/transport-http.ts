@@ -1,4 +1,5 @@
-import { type JsonAnswer, requestJson } from './http-json'
+import type { paths } from '../src-shared/api-types'
+import { requestJson } from './http-json'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
 
 /** An HTTP answer the transport cannot act on. */
@@ -13,6 +14,22 @@ export class HostError extends Error {
   }
 }
 
+/**
+ * The routes a worker calls, each a POST with a JSON body, typed by the OpenAPI document
+ * (src-shared/api-types.ts, generated): a body the host would not accept, or an answer read
+ * as something the host does not send, fails to compile. The generated types rather than
+ * openapi-fetch: fetch's Request and Response objects cost a worker half again its CPU per job
+ * (`npm run bench -- --only=batched`), and node:http (./http-json.ts) does not.
+ */
+type WorkerRoute = '/internal/worker/batch' | '/internal/worker/report' | '/api/files/leases/acquire' | '/api/files/leases/wait' | '/api/files/leases/heartbeat'
+type Responses<R extends WorkerRoute> = paths[R]['post']['responses']
+type JsonOf<T> = T extends { content: { 'application/json': infer B } } ? B : never
+type RequestBody<R extends WorkerRoute> = paths[R]['post']['requestBody']['content']['application/json']
+/** What a route answers: its 200 body, or one of the error bodies the document lists for it. */
+type Answer<R extends WorkerRoute> =
+  | { ok: true; body: JsonOf<Responses<R>[200]> }
+  | { ok: false; status: number; body: JsonOf<Responses<R>[Exclude<keyof Responses<R>, 200>]> }
+
 /** Dialect 003 and /api/files over HTTP, for workers outside the host (`leasehold worker`). */
 export class HttpTransport implements WorkerTransport {
   constructor(
@@ -20,22 +37,25 @@ export class HttpTransport implements WorkerTransport {
     private readonly token: string,
   ) {}
 
-  private post(path: string, body: unknown, signal?: AbortSignal): Promise<JsonAnswer> {
-    return requestJson(new URL(path, this.baseUrl), { method: 'POST', token: this.token, body, signal })
+  private async post<R extends WorkerRoute>(route: R, body: RequestBody<R>, signal?: AbortSignal): Promise<Answer<R>> {
+    const { status, body: answer } = await requestJson(new URL(route, this.baseUrl), { method: 'POST', token: this.token, body, signal })
+    return (status === 200 ? { ok: true, body: answer } : { ok: false, status, body: answer }) as Answer<R>
   }
 
-  /** 409 means the lease is gone; anything else unexpected is an error. */
-  private check(answer: JsonAnswer): Record<string, unknown> {
-    if (answer.status === 200) return answer.body
-    const code = String(answer.body.code ?? 'http_error')
-    const detail = String(answer.body.detail ?? `HTTP ${answer.status}`)
+  /** The 200 body; 409 means the lease is gone; anything else unexpected is an error. */
+  private check<R extends WorkerRoute>(answer: Answer<R>): JsonOf<Responses<R>[200]> {
+    if (answer.ok) return answer.body
+    // A body that is not the host's (a proxy's page, an empty answer) still ends as an error.
+    const body: { code?: unknown; detail?: unknown } = answer.body ?? {}
+    const code = String(body.code ?? 'http_error')
+    const detail = String(body.detail ?? `HTTP ${answer.status}`)
     if (answer.status === 409) throw new LeaseLostError(code, detail)
     throw new HostError(answer.status, code, detail)
   }
 
   async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     try {
-      return this.check(await this.post('/internal/worker/batch', request, signal)) as unknown as ExchangeAnswer
+      return this.check(await this.post('/internal/worker/batch', request, signal))
     } catch (error) {
       if (signal?.aborted) return { heartbeats: [], completed: [], failed: [], jobs: [] }
       throw error
@@ -44,19 +64,18 @@ export class HttpTransport implements WorkerTransport {
 
   async acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer> {
     const answer = await this.post('/api/files/leases/acquire', request)
-    if (answer.status === 200) return { granted: true }
-    if (answer.status === 409 && answer.body.code === 'file_lease_held') {
-      const contention = answer.body.contention as { retry_at: string; holder: unknown }
-      return { granted: false, code: 'file_lease_held', retry_at: contention.retry_at, holder: contention.holder }
+    if (answer.ok) return { granted: true }
+    if (answer.status === 409 && 'contention' in answer.body) {
+      const { retry_at, holder } = answer.body.contention
+      return { granted: false, code: 'file_lease_held', retry_at, holder }
     }
-    if (answer.status === 409 && answer.body.code === 'blocked') return { granted: false, code: 'blocked', blocker: answer.body.blocker }
+    if (answer.status === 409 && 'blocker' in answer.body) return { granted: false, code: 'blocked', blocker: answer.body.blocker }
     return this.check(answer) as never
   }
 
   async waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean> {
     try {
-      const body = this.check(await this.post('/api/files/leases/wait', request, signal))
-      return body.ready === true
+      return this.check(await this.post('/api/files/leases/wait', request, signal)).ready
     } catch (error) {
       if (signal.aborted) return false
       throw error

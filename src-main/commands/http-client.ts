@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import createClient, { type Client } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
-import type { ClientTarget } from '../client-config'
+import type { ClientTarget } from '../data-dir/client-target'
 import { ConfigError } from '../config'
 
 /** Shared by the client commands (submit, jobs, status): flags, whole numbers, the typed client of the host. */

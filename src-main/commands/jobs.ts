@@ -1,4 +1,4 @@
-import { resolveClientTarget } from '../client-config'
+import { resolveClientTarget } from '../data-dir/client-target'
 import { ConfigError } from '../config'
 import { JOB_STATES, type JobState } from '../engine/states'
 import { answered, hostApi, parseFlags, table, TARGET_HELP, wholeNumber } from './http-client'

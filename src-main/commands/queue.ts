@@ -1,4 +1,4 @@
-import { resolveClientTarget } from '../client-config'
+import { resolveClientTarget } from '../data-dir/client-target'
 import { ConfigError } from '../config'
 import type { components } from '../../src-shared/api-types'
 import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'

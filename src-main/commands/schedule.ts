@@ -1,4 +1,4 @@
-import { type ClientTarget, resolveClientTarget } from '../client-config'
+import { type ClientTarget, resolveClientTarget } from '../data-dir/client-target'
 import { ConfigError } from '../config'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../short-id'

@@ -1,5 +1,5 @@
 import type { StorageAnswer } from '../http/system'
-import { resolveClientTarget } from '../client-config'
+import { resolveClientTarget } from '../data-dir/client-target'
 import { shortId } from '../short-id'
 import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
 

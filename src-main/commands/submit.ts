@@ -1,7 +1,7 @@
 import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import { readFileSync } from 'node:fs'
 import type { components, paths } from '../../src-shared/api-types'
-import { type ClientTarget, resolveClientTarget } from '../client-config'
+import { type ClientTarget, resolveClientTarget } from '../data-dir/client-target'
 import { ConfigError } from '../config'
 import { answered, HostError, hostApi, hostError, parseFlags, type QueueJob, TARGET_HELP, unreachable, wholeNumber } from './http-client'
 

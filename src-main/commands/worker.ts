@@ -1,7 +1,7 @@
 import { hostname } from 'node:os'
 import { HttpTransport } from '../../src-worker/transport-http'
 import { WorkerRuntime } from '../../src-worker/runtime'
-import { resolveClientTarget } from '../client-config'
+import { resolveClientTarget } from '../data-dir/client-target'
 import { DEFAULT_WORKER_CONCURRENCY } from '../config'
 import { parseFlags, TARGET_HELP, wholeNumber } from './http-client'
 

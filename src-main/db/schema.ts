@@ -20,10 +20,7 @@ import { COUNTED_EVENTS } from '../engine/events'
 export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['LEASED', 'RUNNING', 'DONE']
 export const STATE_SEQ_CLAUSE = `state NOT IN (${STATES_OUTSIDE_STATE_SEQ.map((state) => `'${state}'`).join(', ')})`
 
-/**
- * The finished jobs, which retention deletes once their `finished_at` is old enough (the
- * jobs_finished index). Queries repeat this clause word for word, as for STATE_SEQ_CLAUSE.
- */
+/** The finished jobs: the states retention deletes from, once their `finished_at` is old enough. */
 export const FINISHED_STATES_CLAUSE = "state IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
 
 /** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
@@ -90,18 +87,21 @@ export const jobs = sqliteTable(
     // queue and priority). One index for both kinds of worker: one that names no queue merges
     // the queues' ranges (src-main/engine/pick.ts).
     index('jobs_pick_queue').on(t.queue, t.priority, t.eligible_at, t.seq).where(sql`state = 'QUEUED'`),
-    // Claims of dialect 002 that may expire.
-    index('jobs_claim_expiry')
-      .on(t.claim_expires_at)
-      .where(sql`state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING')`),
+    // Claims of dialect 002 that may expire: a job has `claim_expires_at` exactly while a claim
+    // holds it. (Keyed on the column, not on `state`: SQLite maintains a partial index on every
+    // update that writes a column of its clause, so an index on `state` costs every move of every
+    // job, and this one only the claims'.)
+    index('jobs_claim_expiry').on(t.claim_expires_at).where(sql`claim_expires_at IS NOT NULL`),
     // Listing newest first by state, and counting a state, except the states STATE_SEQ_CLAUSE leaves out.
     index('jobs_state_seq').on(t.state, t.seq).where(sql.raw(STATE_SEQ_CLAUSE)),
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
-    // Retention: the finished jobs, oldest finish first. One entry per job, written when it
-    // finishes, at the index's end (finish times grow): one page per commit.
-    index('jobs_finished').on(t.finished_at).where(sql.raw(FINISHED_STATES_CLAUSE)),
+    // Retention: the finished jobs, oldest finish first (a job has `finished_at` exactly while it
+    // is finished). One entry per job, written when it finishes, at the index's end (finish times
+    // grow): one page per commit. Keyed on the column, as jobs_claim_expiry, so a grant does not
+    // maintain it.
+    index('jobs_finished').on(t.finished_at).where(sql`finished_at IS NOT NULL`),
   ],
 )
 

@@ -18,9 +18,9 @@ import type { WorkerFilter } from './pick'
 
 /**
  * Batch verbs: many operations in one call, each answered on its own. They add nothing to the
- * rules: each item is the one-job verb, atomic under its own savepoint, so one item that is
- * refused (a lost lease, a duplicate key) never undoes another. Only an unexpected error (a
- * bug, a storage fault) fails the whole batch.
+ * rules: each item is the one-job verb, atomic on its own (see EngineContext.settleEach), so one
+ * item that is refused (a lost lease, a duplicate key) never undoes another. Only an unexpected
+ * error (a bug, a storage fault) fails the whole batch.
  */
 
 /** The most items one batch call may carry, and the most jobs one claim may take. */
@@ -44,7 +44,7 @@ function checkCount(name: string, count: number, max: number): void {
 export function submitMany(ctx: EngineContext, capacity: CapacityStore, inputs: SubmitJob[]): ItemResult<SubmitResult>[] {
   checkCount('jobs', inputs.length, MAX_BATCH_ITEMS)
   const totalUnits = capacity.totalUnits()
-  return ctx.transact(() => inputs.map((input) => item(ctx.settle(() => submit(ctx, input, totalUnits)))))
+  return ctx.transact(() => ctx.settleEach(inputs.map((input) => () => submit(ctx, input, totalUnits))).map(item))
 }
 
 /** The jobs granted by one claim of up to `maxJobs`, and why it stopped short, if it did. */
@@ -92,9 +92,9 @@ export function exchange(ctx: EngineContext, capacity: CapacityStore, request: W
   const failures = request.fail ?? []
   checkCount('reports', heartbeats.length + completions.length + failures.length, MAX_BATCH_ITEMS)
   return ctx.transact(() => ({
-    heartbeats: heartbeats.map((beat) => item(ctx.settle(() => heartbeatByToken(ctx, { ...beat, worker_id })))),
-    completed: completions.map((report) => item(ctx.settle(() => completeAttempt(ctx, { ...report, worker_id })))),
-    failed: failures.map((report) => item(ctx.settle(() => failAttempt(ctx, { ...report, worker_id })))),
+    heartbeats: ctx.settleEach(heartbeats.map((beat) => () => heartbeatByToken(ctx, { ...beat, worker_id }))).map(item),
+    completed: ctx.settleEach(completions.map((report) => () => completeAttempt(ctx, { ...report, worker_id }))).map(item),
+    failed: ctx.settleEach(failures.map((report) => () => failAttempt(ctx, { ...report, worker_id }))).map(item),
     claimed: request.claim
       ? claimBatch(ctx, capacity, { ...request.claim.filter, worker_id }, request.claim.max_jobs, request.claim.ttl_s)
       : { granted: [], denial: null },

@@ -51,11 +51,9 @@ export class CapacityStore {
     return this.settings.busy_rating ?? this.measuredBusy
   }
 
-  /** The figures now, reading the units held by ACTIVE leases. Call inside the operation's transaction. */
+  /** The figures now, with the units held by ACTIVE leases (kept in memory: see ActiveLeases). */
   figures(): CapacityFigures {
-    const { leased } = this.ctx.one<{ leased: number }>(
-      "SELECT COALESCE(SUM(cost_units), 0) AS leased FROM leases WHERE state = 'ACTIVE'",
-    )!
+    const leased = this.ctx.activeLeases.units
     return capacityFigures(
       this.settings.total_units,
       this.busyRating(),

@@ -1,7 +1,8 @@
-import type { Database, Statement } from 'better-sqlite3'
+import type { Database, RunResult, Statement } from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { BackoffPolicy } from './backoff'
 import type { Clock } from './clock'
+import { ActiveLeases } from './active-leases'
 import { Counters } from './counters'
 import type { EngineEvent, EventData, EventEntity, EventType } from './events'
 import { PausedQueues } from './queues'
@@ -69,6 +70,17 @@ function rowBuilder(names: string[]): RowBuilder {
   return new Function('values', `return { ${fields} }`) as RowBuilder
 }
 
+type Inserter = (row: object) => RunResult
+
+/**
+ * Inserts a row's `columns` with positional parameters read straight off the row: binding by
+ * name looks each parameter up on the object, which for a wide row costs more than the insert.
+ */
+function inserter(statement: Statement, columns: readonly string[]): Inserter {
+  const args = columns.map((column) => `row[${JSON.stringify(column)}]`).join(', ')
+  return new Function('statement', `return (row) => statement.run(${args})`)(statement) as Inserter
+}
+
 /** What a call came to: its value, or the error it threw. */
 export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown }
 
@@ -102,6 +114,7 @@ interface Group {
 export class EngineContext {
   private readonly statements = new Map<string, Statement>()
   private readonly builders = new Map<Statement, RowBuilder>()
+  private readonly inserters = new Map<readonly string[], Inserter>()
   private readonly listeners = new Set<EventListener>()
   private readonly commitListeners = new Set<CommitListener>()
   private readonly beforeCommitListeners = new Set<CommitListener>()
@@ -121,6 +134,8 @@ export class EngineContext {
   readonly counters = new Counters(this)
   /** The queues an operator paused, kept in memory for the pick path. */
   readonly pausedQueues = new PausedQueues(this)
+  /** The ACTIVE leases and their jobs, kept in memory for the hot verbs. */
+  readonly activeLeases = new ActiveLeases(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
   private readonly drizzle: ReturnType<typeof drizzle>
 
@@ -200,6 +215,21 @@ export class EngineContext {
 
   run(sql: string, ...params: unknown[]): void {
     this.stmt(sql).run(...params)
+  }
+
+  /**
+   * Inserts `row` into `table`, its `columns` only. `columns` is the caller's constant: the
+   * statement is prepared once per such list.
+   */
+  insert(table: string, columns: readonly string[], row: object): RunResult {
+    this.beforeOutsideUse()
+    let insert = this.inserters.get(columns)
+    if (!insert) {
+      const sql = `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`
+      insert = inserter(this.stmt(sql), columns)
+      this.inserters.set(columns, insert)
+    }
+    return insert(row)
   }
 
   /**
@@ -307,6 +337,25 @@ export class EngineContext {
       this.inBody = outer.inBody
       this.inOperation = outer.inOperation
     }
+  }
+
+  /**
+   * Runs each of `calls` as {@link settle} would, in order, but all under one savepoint while
+   * none fails: a savepoint per call costs more than a typical call. Should one fail, all of
+   * them are undone and run again one by one, each under its own savepoint, so that the failure
+   * undoes only itself and the answers are those of one-by-one calls. (A number one of them took
+   * from a sequence is not given back: a gap, as after any rollback.)
+   */
+  settleEach<T>(calls: readonly (() => T)[]): Settled<T>[] {
+    if (!this.pending) throw new Error('settleEach outside a transaction')
+    if (calls.length > 1) {
+      try {
+        return this.savepoint(() => calls.map((call): Settled<T> => ({ ok: true, value: call() })))
+      } catch (error) {
+        if (!this.db.inTransaction) throw error
+      }
+    }
+    return calls.map((call) => this.settle(call))
   }
 
   /**

@@ -163,6 +163,7 @@ export class Engine {
     this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
     this.recent = new RecentCounts(this.ctx)
     this.ctx.pausedQueues.load()
+    this.ctx.activeLeases.load()
   }
 
   get config(): EngineConfig {

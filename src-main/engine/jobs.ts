@@ -83,6 +83,7 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
   const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE seq = @seq`
   const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
   ctx.stmt(sql).run({ ...changes, updated_at: updated.updated_at, seq: job.seq })
+  ctx.activeLeases.jobWritten(job.id, changes, updated.updated_at)
   return updated
 }
 
@@ -120,6 +121,17 @@ export const costExceedsCapacity = (cost: number, totalUnits: number) =>
     'cost_exceeds_capacity',
     `cost_units: ${cost} exceeds the total capacity of ${totalUnits} units, so the job could never run; raise total_units (PUT /api/capacity) or split the job`,
   )
+
+/** Every column of a job but `seq`, the rowid SQLite assigns. */
+const JOB_COLUMNS = [
+  'id', 'addon_id', 'job_type', 'priority', 'cost_units', 'constraints', 'payload', 'is_unique', 'idempotency_key', 'tags',
+  'max_runtime_s', 'queue', 'max_attempts', 'attempt_budget', 'state', 'attempts', 'claimed_by', 'claim_expires_at',
+  'lease_id', 'stream_message_id', 'next_retry_at', 'eligible_at', 'run_at', 'cancel_requested', 'progress', 'note',
+  'dead_letter', 'final_status', 'error', 'result', 'metrics', 'created_at', 'updated_at', 'started_at', 'finished_at',
+] as const satisfies readonly (keyof JobRow)[]
+/** Fails to compile while a column of the table is missing from the list. */
+const allJobColumns: Exclude<keyof JobRow, 'seq' | (typeof JOB_COLUMNS)[number]> extends never ? true : never = true
+void allJobColumns
 
 /**
  * Submits a job, or returns the existing one when its idempotency key is already known. A job
@@ -175,20 +187,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       started_at: null,
       finished_at: null,
     }
-    const info = ctx
-      .stmt(
-        `INSERT INTO jobs (id, addon_id, job_type, priority, cost_units, constraints, payload, is_unique,
-           idempotency_key, tags, max_runtime_s, queue, max_attempts, attempt_budget, state, attempts, claimed_by,
-           claim_expires_at, lease_id, stream_message_id, next_retry_at, eligible_at, run_at,
-           cancel_requested, progress, note, dead_letter, final_status, error, result, metrics, created_at, updated_at,
-           started_at, finished_at)
-         VALUES (@id, @addon_id, @job_type, @priority, @cost_units, @constraints, @payload, @is_unique,
-           @idempotency_key, @tags, @max_runtime_s, @queue, @max_attempts, @attempt_budget, @state, @attempts, @claimed_by,
-           @claim_expires_at, @lease_id, @stream_message_id, @next_retry_at, @eligible_at, @run_at,
-           @cancel_requested, @progress, @note, @dead_letter, @final_status, @error, @result, @metrics, @created_at, @updated_at,
-           @started_at, @finished_at)`,
-      )
-      .run(job)
+    const info = ctx.insert('jobs', JOB_COLUMNS, job)
     ctx.appendEvent('JOB', job.id, job.id, 'JOB_SUBMITTED', {
       state: 'QUEUED',
       job_type: job.job_type,

@@ -51,6 +51,15 @@ function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
   return ttl
 }
 
+/** Every column of a lease. */
+const LEASE_COLUMNS = [
+  'fence', 'id', 'job_id', 'attempt_id', 'worker_id', 'addon_id', 'cost_units', 'ttl_s', 'grace_s', 'state', 'token',
+  'granted_at', 'last_heartbeat_at', 'expires_at', 'released_at', 'release_status', 'attempt', 'disposition', 'error',
+] as const satisfies readonly (keyof LeaseRow)[]
+/** Fails to compile while a column of the table is missing from the list. */
+const allLeaseColumns: Exclude<keyof LeaseRow, (typeof LEASE_COLUMNS)[number]> extends never ? true : never = true
+void allLeaseColumns
+
 /**
  * Grants a lease on `job` to `workerId`, inside the caller's transaction: the lease (with a new
  * token and the next fence) that runs the job's next attempt, and the job's move to `to`.
@@ -80,23 +89,16 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     disposition: null,
     error: null,
   }
-  ctx
-    .stmt(
-      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, addon_id, cost_units, ttl_s, grace_s, state, token,
-         granted_at, last_heartbeat_at, expires_at, released_at, release_status, attempt, disposition, error)
-       VALUES (@fence, @id, @job_id, @attempt_id, @worker_id, @addon_id, @cost_units, @ttl_s, @grace_s, @state, @token,
-         @granted_at, @last_heartbeat_at, @expires_at, @released_at, @release_status, @attempt, @disposition, @error)`,
-    )
-    .run(lease)
+  ctx.insert('leases', LEASE_COLUMNS, lease)
   const attempt = lease.attempt
-  const leasedJob = moveJob(ctx, job, to, {
-    attempts: attempt,
-    lease_id: lease.id,
-    claimed_by: workerId,
-    claim_expires_at: null,
-    next_retry_at: null,
-    started_at: job.started_at ?? now,
-  })
+  // Only the columns that change: SQLite maintains every index that names a column the update
+  // writes, even with the value it had (jobs_claim_expiry names a claim's expiry).
+  const changes: Partial<JobRow> = { attempts: attempt, lease_id: lease.id, claimed_by: workerId }
+  if (job.claim_expires_at !== null) changes.claim_expires_at = null
+  if (job.next_retry_at !== null) changes.next_retry_at = null
+  if (job.started_at === null) changes.started_at = now
+  const leasedJob = moveJob(ctx, job, to, changes)
+  ctx.activeLeases.granted(lease, leasedJob)
   ctx.appendEvent('LEASE', lease.id, job.id, 'LEASE_GRANTED', {
     state: to,
     worker_id: workerId,
@@ -224,7 +226,7 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
 // Finding the lease a worker names (fencing)
 
 export function getLease(ctx: EngineContext, leaseId: string): LeaseRow {
-  const lease = ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', leaseId)
+  const lease = ctx.activeLeases.byId(leaseId)?.lease ?? ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', leaseId)
   if (!lease) throw leaseNotFound(leaseId)
   return lease
 }
@@ -261,7 +263,9 @@ function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undef
  * earlier leases. 404 for an unknown job comes first.
  */
 function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Leased | undefined {
-  const job = getJob(ctx, jobId)
+  const active = ctx.activeLeases.ofJob(jobId)
+  if (active?.lease.token === token) return active
+  const job = active?.job ?? getJob(ctx, jobId)
   const current = job.lease_id === null ? undefined : ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', job.lease_id)
   if (current?.token === token) return { lease: current, job }
   const earlier = ctx.one<LeaseRow>('SELECT * FROM leases WHERE job_id = ? AND token = ?', jobId, token)
@@ -303,7 +307,9 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   const now = ctx.clock.now()
   const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
   ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?', now, expiresAt, lease.fence)
-  let job = current ?? getJob(ctx, lease.job_id)
+  const extended = { ...lease, last_heartbeat_at: now, expires_at: expiresAt }
+  ctx.activeLeases.leaseWritten(extended)
+  let job = current ?? ctx.activeLeases.ofJob(lease.job_id)?.job ?? getJob(ctx, lease.job_id)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
   if (report.note != null) changes.note = report.note
@@ -313,7 +319,7 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   } else if (Object.keys(changes).length > 0) {
     job = updateJob(ctx, job, changes)
   }
-  return { lease: { ...lease, last_heartbeat_at: now, expires_at: expiresAt }, job }
+  return { lease: extended, job }
 }
 
 /** Heartbeat naming the lease by id (dialects 000/001 and 002). */
@@ -414,6 +420,7 @@ function endLease(
     ended.error,
     lease.fence,
   )
+  ctx.activeLeases.ended(lease)
   return { ...lease, ...ended }
 }
 
@@ -435,12 +442,17 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
   if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
     throw new EngineError('file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
   }
-  const job = current ?? getJob(ctx, lease.job_id)
+  const job = current ?? jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
   const released = endLease(ctx, lease, 'RELEASED', outcome.status, disposition, outcome.error)
   const moved = to === 'QUEUED' ? requeue(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
   return { lease: released, job: moved, disposition }
+}
+
+/** The job of a lease as it now is: from memory while the lease is ACTIVE. */
+function jobOfLease(ctx: EngineContext, lease: LeaseRow): JobRow {
+  return ctx.activeLeases.ofJob(lease.job_id)?.job ?? getJob(ctx, lease.job_id)
 }
 
 /**
@@ -449,7 +461,7 @@ function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryabl
  * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
  */
 export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_heartbeat' | 'worker_exited' = 'no_heartbeat'): void {
-  const job = getJob(ctx, lease.job_id)
+  const job = jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
   endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
   ctx.appendEvent('LEASE', lease.id, lease.job_id, 'LEASE_EXPIRED', {

@@ -115,18 +115,19 @@ function unpaused(ctx: EngineContext, queues: readonly string[]): string[] {
   return ctx.pausedQueues.size === 0 ? [...queues] : queues.filter((queue) => !ctx.pausedQueues.has(queue))
 }
 
-/** The queues that have QUEUED jobs, one index probe each (a skip through `jobs_pick_queue`). */
+/**
+ * The queues that have QUEUED jobs: one index probe each, skipping through `jobs_pick_queue`.
+ * (A loop of probes, not a recursive query: SQLite builds a temporary table for that, and
+ * setting one up and tearing it down cost more than the probes.)
+ */
 function queuesWithQueuedJobs(ctx: EngineContext): string[] {
-  return ctx
-    .all<{ queue: string }>(
-      `WITH RECURSIVE q(queue) AS (
-         SELECT (SELECT MIN(queue) FROM jobs WHERE state = 'QUEUED')
-         UNION ALL
-         SELECT (SELECT MIN(queue) FROM jobs WHERE state = 'QUEUED' AND queue > q.queue) FROM q WHERE q.queue IS NOT NULL
-       )
-       SELECT queue FROM q WHERE queue IS NOT NULL`,
-    )
-    .map((row) => row.queue)
+  const queues: string[] = []
+  let row = ctx.one<{ queue: string | null }>("SELECT MIN(queue) AS queue FROM jobs WHERE state = 'QUEUED'")
+  while (row?.queue != null) {
+    queues.push(row.queue)
+    row = ctx.one<{ queue: string | null }>("SELECT MIN(queue) AS queue FROM jobs WHERE state = 'QUEUED' AND queue > ?", row.queue)
+  }
+  return queues
 }
 
 /**

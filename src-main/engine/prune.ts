@@ -28,9 +28,8 @@ export function pruneCutoff(now: number, retainDays: number): number | null {
  * hands out as the largest one plus one, so deleting the newest row would give its number again
  * (an event stream resumes from an event id). A later job soon takes over that role, so such a
  * job is kept only until then. (Fences and stream message ids need no such care: they are
- * reserved apart from their rows, see counters.ts.) A query
- * must repeat FINISHED_STATES_CLAUSE word for word for SQLite to use the jobs_finished index;
- * this clause does.
+ * reserved apart from their rows, see counters.ts.) A query that bounds `finished_at` reads
+ * them through the jobs_finished index.
  */
 const DELETABLE = `${FINISHED_STATES_CLAUSE}
   AND NOT EXISTS (SELECT 1 FROM blockers WHERE blockers.state = 'OPEN' AND (blockers.requester_job_id = jobs.id OR blockers.holder_job_id = jobs.id))

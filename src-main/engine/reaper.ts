@@ -64,7 +64,7 @@ export function nextDueAt(ctx: EngineContext): number | null {
     `SELECT MIN(at) AS at FROM (
        SELECT MIN(expires_at) AS at FROM leases WHERE state = 'ACTIVE'
        UNION ALL
-       SELECT MIN(claim_expires_at) FROM jobs WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING'))`,
+       SELECT MIN(claim_expires_at) FROM jobs WHERE claim_expires_at IS NOT NULL)`,
   )
   return row?.at ?? null
 }

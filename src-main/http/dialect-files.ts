@@ -1,11 +1,12 @@
 import Router from '@koa/router'
 import { z } from 'zod'
-import type { ClockWaiters } from '../clock-waiters'
+import type { ClockWaiters } from '../workers/clock-waiters'
+import { longPollMs } from '../workers/long-poll'
 import { BLOCKER_STATES, type Engine, FILE_LEASE_STATES, RESOLUTIONS } from '../engine'
 import { iso } from '../engine/clock'
 import { clientGone, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
-import { Id, MAX_LONG_POLL_MS, MaxWaitMs, Note } from './schemas'
+import { Id, MaxWaitMs, Note } from './schemas'
 import {
   acquireRefusal,
   BlockerAnswer,
@@ -67,7 +68,7 @@ export function filesRouter(engine: Engine, clockWaiters: ClockWaiters, bodyLimi
   router.post('/files/leases/wait', async (ctx) => {
     const input = validate(FileRetryWait, await readJson(ctx, bodyLimit))
     const retryAt = engine.fileRetryAt(input.file, input.owner_id)
-    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(input.max_wait_ms ?? 0, MAX_LONG_POLL_MS), clientGone(ctx)))
+    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, longPollMs(input.max_wait_ms), clientGone(ctx)))
     reply(ctx, FileRetryWaitAnswer, { ready, retry_at: iso(retryAt) })
   })
 

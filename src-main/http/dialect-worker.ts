@@ -1,11 +1,12 @@
 import Router from '@koa/router'
 import { z } from 'zod'
-import type { ClaimWaiters } from '../claim-waiters'
+import type { ClaimWaiters } from '../workers/claim-waiters'
+import { longPollMs } from '../workers/long-poll'
 import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
-import type { WorkerDirectory } from '../workers'
+import type { WorkerDirectory } from '../workers/directory'
 import { clientGone, readJson, reply } from './body'
 import { validate } from './errors'
-import { Id, JsonValue, MAX_LONG_POLL_MS, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
+import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
 import { HttpError, statusOf } from './statuses'
 import {
   claimAnswer,
@@ -112,7 +113,7 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
     const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
     const decision = await waiters.claim(
       { worker_id: input.worker_id, queues: input.streams },
-      { maxWaitMs: Math.min(input.max_wait_ms ?? 0, MAX_LONG_POLL_MS), signal: clientGone(ctx) },
+      { maxWaitMs: longPollMs(input.max_wait_ms), signal: clientGone(ctx) },
     )
     reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
   })
@@ -134,7 +135,7 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
 
   router.post('/batch', async (ctx) => {
     const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
-    const answer = await waiters.exchange(input, { maxWaitMs: Math.min(input.claim?.max_wait_ms ?? 0, MAX_LONG_POLL_MS), signal: clientGone(ctx) })
+    const answer = await waiters.exchange(input, { maxWaitMs: longPollMs(input.claim?.max_wait_ms), signal: clientGone(ctx) })
     reply(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
   })
 

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/states'
+import { MAX_LONG_POLL_MS } from '../workers/long-poll'
 
 /** Zod pieces shared by the dialects' request and response schemas. */
 
@@ -19,11 +20,9 @@ export const JsonValue: z.ZodType<unknown> = z.unknown()
 export const PRIORITY = z.enum(PRIORITIES).meta({ id: 'Priority', description: 'URGENT > HIGH > NORMAL > LOW' })
 
 /**
- * The longest a long-poll (a worker's claim, a file retry wait) waits in one request; a larger
- * `max_wait_ms`, up to {@link MAX_WAIT_MS_ACCEPTED}, is accepted and waits this long.
+ * The largest `max_wait_ms` a request may name (an hour); above it is 400. Up to it, a wait
+ * longer than {@link MAX_LONG_POLL_MS} is accepted and capped to it.
  */
-export const MAX_LONG_POLL_MS = 30_000
-/** The largest `max_wait_ms` a request may name (an hour); above it is 400. */
 export const MAX_WAIT_MS_ACCEPTED = 3_600_000
 export const MaxWaitMs = z
   .number()

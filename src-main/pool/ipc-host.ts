@@ -1,11 +1,12 @@
 import { dirname } from 'node:path'
-import type { ClaimWaiters } from '../claim-waiters'
-import type { ClockWaiters } from '../clock-waiters'
+import type { ClaimWaiters } from '../workers/claim-waiters'
+import type { ClockWaiters } from '../workers/clock-waiters'
+import { longPollMs } from '../workers/long-poll'
 import type { Engine } from '../engine'
 import { answerError } from '../error-answer'
 import { HttpError } from '../http/statuses'
 import { exchangeAnswer } from '../http/views/worker'
-import { acquireAnswer } from '../worker-answers'
+import { acquireAnswer } from './worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 
 export interface IpcHostDeps {
@@ -13,8 +14,6 @@ export interface IpcHostDeps {
   waiters: ClaimWaiters
   clockWaiters: ClockWaiters
 }
-
-const MAX_WAIT_MS = 30_000
 
 /**
  * Answers one request from a local worker: the same engine calls, with the same semantics, as
@@ -44,7 +43,7 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
   switch (request.method) {
     case 'exchange': {
       const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }
-      const answer = await waiters.exchange(request, { maxWaitMs: Math.min(request.claim?.max_wait_ms ?? 0, MAX_WAIT_MS), signal: gone })
+      const answer = await waiters.exchange(request, { maxWaitMs: longPollMs(request.claim?.max_wait_ms), signal: gone })
       if (answer.claimed.granted.length > 0 && gone.aborted) {
         // Granted in the instant the process died: give them straight back.
         await engine.run(() => engine.expireLeasesOfWorker(workerId))
@@ -57,7 +56,7 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
     case 'waitFileRetry': {
       const p = params as (typeof IPC_METHODS)['waitFileRetry']['_output']
       const retryAt = engine.fileRetryAt(p.file, p.owner_id)
-      return retryAt === null || (await clockWaiters.waitUntil(retryAt, Math.min(p.max_wait_ms, MAX_WAIT_MS), gone))
+      return retryAt === null || (await clockWaiters.waitUntil(retryAt, longPollMs(p.max_wait_ms), gone))
     }
     case 'heartbeatFile':
       await engine.run(() => engine.heartbeatFile(params as (typeof IPC_METHODS)['heartbeatFile']['_output']))

@@ -1,5 +1,5 @@
 import { FromWorker } from '../../src-worker/ipc-protocol'
-import type { WorkerDirectory } from '../workers'
+import type { WorkerDirectory } from '../workers/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
 

@@ -1,7 +1,7 @@
 import type { MenuItemConstructorOptions } from 'electron'
 import { describe, expect, test } from 'vitest'
 import { applicationMenu } from '../../src-main/desktop/app-menu'
-import { windowOptions } from '../../src-main/window-options'
+import { windowOptions } from '../../src-main/desktop/window-options'
 
 /** Every role in a menu template, submenus included. */
 function roles(items: MenuItemConstructorOptions[]): string[] {

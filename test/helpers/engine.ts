@@ -26,6 +26,15 @@ export function setup(
   return { engine, clock }
 }
 
+/** A small seeded random generator (0 ≤ n < 1), so that a randomized test replays when it fails. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state * 1664525 + 1013904223) >>> 0
+    return state / 2 ** 32
+  }
+}
+
 /** A submit with test defaults plus overrides. */
 export function aJob(overrides: Partial<SubmitJob> = {}): SubmitJob {
   return { job_type: 'test', cost_units: 1, ...overrides }

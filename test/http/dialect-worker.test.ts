@@ -5,7 +5,8 @@
  */
 import { describe, expect, test, vi } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/clock'
-import { MAX_LONG_POLL_MS, MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
+import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
+import { MAX_LONG_POLL_MS } from '../../src-main/workers/long-poll'
 import type { TestHost } from '../helpers/host'
 import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
 

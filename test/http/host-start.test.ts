@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { HostStartError } from '../../src-main/host-dir'
+import { HostStartError } from '../../src-main/data-dir/lock'
 import { startHost } from '../../src-main/host'
 import { startTestHost, testConfig, type TestHost } from '../helpers/host'
 

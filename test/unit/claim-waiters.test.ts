@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from 'vitest'
-import { ClaimWaiters } from '../../src-main/claim-waiters'
+import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { openDatabase } from '../../src-main/db/open'
 import { Engine } from '../../src-main/engine'
 import { systemClock } from '../../src-main/engine/clock'

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { dashboardLink } from '../../src-main/client-config'
+import { dashboardLink } from '../../src-main/data-dir/client-target'
 import { ConfigError, defaultDataDir, parseServeArgs } from '../../src-main/config'
 
 describe('serve configuration', () => {

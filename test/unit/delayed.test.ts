@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { ClaimWaiters } from '../../src-main/claim-waiters'
+import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { MINUTE, SECOND } from '../../src-main/engine/clock'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { expectEngineError, leaseOrFail } from './support'

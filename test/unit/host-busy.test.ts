@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { autoBusyRating, busyFromCpu } from '../../src-main/busy'
+import { autoBusyRating, busyFromCpu } from '../../src-main/busy/measure'
 
 test('busy rating is 0 when the cores sat idle and 10 when none did', () => {
   expect(busyFromCpu({ idle: 0, total: 0, own: 0 }, { idle: 1000, total: 1000, own: 0 })).toBe(0)

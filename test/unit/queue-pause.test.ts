@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { ClaimWaiters } from '../../src-main/claim-waiters'
+import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { SECOND } from '../../src-main/engine/clock'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, leaseOrFail, openFileEngine, tempDir } from './support'

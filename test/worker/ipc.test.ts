@@ -4,14 +4,15 @@
  * and the worker's IpcTransport. Plus the heartbeat jitter.
  */
 import { getEventListeners } from 'node:events'
-import { afterEach, describe, expect, test } from 'vitest'
-import { ClaimWaiters } from '../../src-main/claim-waiters'
-import { ClockWaiters } from '../../src-main/clock-waiters'
+import { afterEach, describe, expect, test, vi } from 'vitest'
+import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { ClockWaiters } from '../../src-main/workers/clock-waiters'
 import { SECOND } from '../../src-main/engine/clock'
 import { answerWorkerRequest, type IpcHostDeps } from '../../src-main/pool/ipc-host'
 import type { WorkerProcess } from '../../src-main/pool/spawn'
 import { WorkerPool } from '../../src-main/pool/supervisor'
-import { WorkerDirectory } from '../../src-main/workers'
+import { WorkerDirectory } from '../../src-main/workers/directory'
+import { MAX_LONG_POLL_MS } from '../../src-main/workers/long-poll'
 import { FromHost, FromWorker, IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 import { jitter } from '../../src-worker/runtime'
 import { LeaseLostError } from '../../src-worker/transport'
@@ -156,6 +157,42 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     expect(d.engine.expireLeasesOfWorker('w')).toBe(1)
     answer = await answerWorkerRequest(d, 'w', request('exchange', { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: null }] }), alive)
     expect(answer.result).toMatchObject({ completed: [{ job_id: job.id, ok: false, ack: true, code: 'lease_expired' }] })
+    d.close()
+  })
+
+  test('a wait longer than the long-poll cap waits the cap, as over HTTP: a claim and a file retry wait alike', async () => {
+    const d = deps()
+    const asked = 3_600_000
+    // Two workers each hold a job; w2 is denied w1's file, so it has a retry to wait for.
+    d.engine.submit(aJob())
+    d.engine.submit(aJob())
+    const leaseOf = async (workerId: string) => {
+      const answer = await answerWorkerRequest(d, workerId, request('exchange', claimOne(workerId)), alive)
+      return (answer.result as { jobs: { lease_id: string }[] }).jobs[0]!.lease_id
+    }
+    const [one, two] = [await leaseOf('w1'), await leaseOf('w2')]
+    expect((await answerWorkerRequest(d, 'w1', request('acquireFile', { file: '/data/out.txt', owner_id: 'w1', lease_id: one }), alive)).result).toEqual({ granted: true })
+    expect((await answerWorkerRequest(d, 'w2', request('acquireFile', { file: '/data/out.txt', owner_id: 'w2', lease_id: two }), alive)).result).toMatchObject({ granted: false, code: 'file_lease_held' })
+
+    // The host runs in this process, so each wait's timer is seen as it is armed (no 30 s sleep).
+    const armed = vi.spyOn(globalThis, 'setTimeout')
+    try {
+      for (const [workerId, method, params] of [
+        ['w3', 'exchange', claimOne('w3', asked)], // no job left: the claim waits
+        ['w2', 'waitFileRetry', { file: '/data/out.txt', owner_id: 'w2', max_wait_ms: asked }],
+      ] as const) {
+        armed.mockClear()
+        const gone = new AbortController()
+        const answer = answerWorkerRequest(d, workerId, request(method, params), gone.signal)
+        for (let turn = 0; turn < 200 && !armed.mock.calls.some(([, ms]) => ms === MAX_LONG_POLL_MS); turn++) await new Promise((r) => setImmediate(r))
+        expect(armed.mock.calls.some(([, ms]) => ms === MAX_LONG_POLL_MS), method).toBe(true)
+        expect(armed.mock.calls.some(([, ms]) => ms === asked), method).toBe(false)
+        gone.abort() // the process exits: the wait ends with nothing
+        expect((await answer).error, method).toBeUndefined()
+      }
+    } finally {
+      armed.mockRestore()
+    }
     d.close()
   })
 

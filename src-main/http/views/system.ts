@@ -5,7 +5,7 @@
 import { z } from 'zod'
 import type { ActiveLease as ActiveLeaseRecord, CapacityFigures, Event } from '../../engine'
 import { iso } from '../../engine/clock'
-import type { WorkerInfo } from '../../workers'
+import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
 import { QueueEvent } from './queue'
 

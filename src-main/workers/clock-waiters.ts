@@ -1,4 +1,4 @@
-import type { Clock } from './engine/clock'
+import type { Clock } from '../engine/clock'
 
 interface Waiter {
   at: number

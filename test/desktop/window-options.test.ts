@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { contentSecurityPolicy, windowOptions } from '../../src-main/window-options'
+import { contentSecurityPolicy, windowOptions } from '../../src-main/desktop/window-options'
 
 const PRELOAD = '/app/out/preload/preload.cjs'
 

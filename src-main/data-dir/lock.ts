@@ -1,8 +1,8 @@
 import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
-import { HOST_FILE, readHostFile, type HostFile } from './client-config'
-import { LockFile } from './db/lock-file'
-import { storageFault } from './error-answer'
+import { LockFile } from '../db/lock-file'
+import { storageFault } from '../error-answer'
+import { HOST_FILE, readHostFile, type HostFile } from './client-target'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
 export class HostStartError extends Error {

@@ -1,4 +1,4 @@
-import type { Engine } from './engine'
+import type { Engine } from '../engine'
 
 /** What the dashboard shows of a worker (GET /api/workers). */
 export interface WorkerInfo {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ConfigError, defaultDataDir } from './config'
+import { ConfigError, defaultDataDir } from '../config'
 
 /** Where a client command finds the host: flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the data dir. */
 export interface ClientTarget {

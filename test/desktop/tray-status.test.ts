@@ -1,6 +1,6 @@
 import { expect, test } from 'vitest'
 import { capacityFigures } from '../../src-main/engine/capacity'
-import { trayMenuLines, trayTooltip } from '../../src-main/tray-status'
+import { trayMenuLines, trayTooltip } from '../../src-main/desktop/tray-status'
 
 test('the tray tooltip shows capacity in use and open blockers', () => {
   const capacity = capacityFigures(50, 8, 'manual', 6)

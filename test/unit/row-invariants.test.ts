@@ -1,0 +1,82 @@
+/**
+ * The rules of the jobs table that its partial indexes rely on (db/schema.ts): a job has
+ * `claim_expires_at` exactly while a dialect-002 claim holds it (jobs_claim_expiry), and
+ * `finished_at` exactly while it is finished (jobs_finished). A walk through every verb that moves
+ * a job keeps them at each step, and the queries that need those jobs read them by index.
+ */
+import { describe, expect, test } from 'vitest'
+import { SECOND } from '../../src-main/engine/clock'
+import type { Engine } from '../../src-main/engine'
+import { EXPIRED_JOBS_SQL } from '../../src-main/engine/prune'
+import { aJob, seededRandom, setup, T0 } from '../helpers/engine'
+import { engineContext } from '../../src-main/engine/internals'
+
+const CLAIM_STATES = "('CLAIMED', 'PREPARING', 'LEASE_PENDING')"
+const FINISHED_STATES = "('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
+
+function breaches(engine: Engine): { id: string; state: string; claim_expires_at: number | null; finished_at: number | null }[] {
+  return engineContext(engine).db
+    .prepare(
+      `SELECT id, state, claim_expires_at, finished_at FROM jobs
+       WHERE (claim_expires_at IS NOT NULL) != (state IN ${CLAIM_STATES}) OR (finished_at IS NOT NULL) != (state IN ${FINISHED_STATES})`,
+    )
+    .all() as ReturnType<typeof breaches>
+}
+
+describe('jobs rows keep the rules their partial indexes rely on', () => {
+  test('claim_expires_at only while claimed, finished_at only while finished, through every verb that moves a job', () => {
+    const { engine, clock } = setup({ total_units: 6 })
+    const next = seededRandom(7)
+    const pick = <T>(items: T[]): T | undefined => items[Math.floor(next() * items.length)]
+    const jobs = () => engineContext(engine).db.prepare('SELECT id, state, claimed_by FROM jobs').all() as { id: string; state: string; claimed_by: string | null }[]
+    const states = new Set<string>()
+    for (let step = 0; step < 500; step++) {
+      const job = pick(jobs())
+      const worker = `w${Math.floor(next() * 2)}`
+      const choices: (() => unknown)[] = [
+        () => engine.submit(aJob({ cost_units: 1 + Math.floor(next() * 2), max_attempts: 2 })),
+        () => engine.claim({ worker_id: worker }, 2),
+        () => engine.claimAndLease({ worker_id: worker }),
+        () => clock.advance(Math.floor(next() * 40) * SECOND),
+        () => engine.reap(),
+      ]
+      if (job) {
+        const lease = engineContext(engine).activeLeases.ofJob(job.id)?.lease
+        choices.push(
+          () => engine.updateStatus(job.id, { state: pick(['PREPARING', 'LEASE_PENDING'] as const), worker_id: job.claimed_by ?? worker }),
+          () => engine.requestLeaseForJob({ job_id: job.id, worker_id: job.claimed_by ?? worker }),
+          () => engine.cancel(job.id),
+          () => engine.retry(job.id),
+        )
+        if (lease) {
+          const report = { job_id: job.id, attempt_id: lease.attempt_id, worker_id: lease.worker_id, lease_token: lease.token }
+          choices.push(
+            () => engine.complete(report),
+            () => engine.fail({ ...report, error: { code: 'boom', retryable: next() < 0.5 } }),
+            () => engine.expireLeasesOfWorker(lease.worker_id),
+          )
+        }
+      }
+      try {
+        pick(choices)!()
+      } catch {
+        // a refusal is part of the walk
+      }
+      for (const { state } of jobs()) states.add(state)
+      expect(breaches(engine), `step ${step}`).toEqual([])
+    }
+    // The walk went through the states the rules are about.
+    for (const state of ['CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'QUEUED', 'DONE', 'FAILED', 'CANCELED']) expect(states).toContain(state)
+  })
+
+  test("the reaper's and retention's queries read these jobs through the two indexes", () => {
+    const { engine } = setup()
+    const plan = (sql: string, ...params: unknown[]) =>
+      (engineContext(engine).db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((row) => row.detail).join('\n')
+    expect(plan(`SELECT * FROM jobs WHERE state IN ${CLAIM_STATES} AND claim_expires_at <= ? ORDER BY claim_expires_at LIMIT 100`, T0)).toContain(
+      'USING INDEX jobs_claim_expiry (claim_expires_at<?)',
+    )
+    expect(plan('SELECT MIN(claim_expires_at) FROM jobs WHERE claim_expires_at IS NOT NULL')).toContain('USING COVERING INDEX jobs_claim_expiry')
+    expect(plan(EXPIRED_JOBS_SQL, T0, 10)).toContain('USING INDEX jobs_finished (finished_at<?)')
+  })
+})
