@@ -1,7 +1,9 @@
 import type { AttemptRow, BlockerRow, EventRow, FileLeaseRow, JobRow, LeaseRow } from '../db/schema'
+import type * as batch from './batch'
 import type { Resolution } from './blockers'
 import type { EngineEvent } from './events'
 import type * as files from './files'
+import type * as jobs from './jobs'
 import type * as rows from './leases'
 import type { FinalStatus, JobState, LeaseState, Priority } from './states'
 import { priorityName } from './states'
@@ -113,6 +115,20 @@ export const ATTEMPT_OUTCOMES = ['SUCCEEDED', 'FAILED', 'CANCELED', 'TIMEOUT', '
 export const ATTEMPT_DISPOSITIONS = ['REQUEUED', 'DEAD_LETTERED', 'FINAL', 'BLOCKED'] as const
 export type AttemptDisposition = (typeof ATTEMPT_DISPOSITIONS)[number]
 
+/** A submit's answer: the job, and whether it was already known by its idempotency key (nothing written then). */
+export interface SubmitResult {
+  job: Job
+  duplicate: boolean
+}
+
+export const toSubmitResult = (result: jobs.SubmitResult): SubmitResult => ({ job: toJob(result.job), duplicate: result.duplicate })
+
+/** A page of jobs, newest first; `next_cursor` names the next page. */
+export interface JobPage {
+  jobs: Job[]
+  next_cursor: string | null
+}
+
 /** Capacity held by one worker for one job; it runs one attempt of the job. */
 export interface Lease {
   id: string
@@ -157,6 +173,11 @@ export function toLease(row: LeaseRow): Lease {
     release_status: row.release_status as AttemptOutcome | null,
   }
 }
+
+/** An ACTIVE lease with its job's type, as the dashboard lists it. */
+export type ActiveLease = Lease & { job_type: string }
+
+export const toActiveLease = (row: LeaseRow & { job_type: string }): ActiveLease => ({ ...toLease(row), job_type: row.job_type })
 
 /** One execution of a job (the attempt columns of its lease). */
 export interface Attempt {
@@ -396,6 +417,26 @@ export interface AttemptEnded {
 }
 
 export const toAttemptEnded = ({ ack, requeued, dlq }: rows.AttemptAnswer): AttemptEnded => ({ ack, requeued, dlq })
+
+/** A batch item's value decoded; a refusal passes as it is. */
+export function toItem<T, U>(result: batch.ItemResult<T>, decode: (value: T) => U): batch.ItemResult<U> {
+  return result.ok ? { ok: true, value: decode(result.value) } : result
+}
+
+/** A worker's exchange answered: each report as its one-job verb answers it, then the jobs claimed. */
+export interface ExchangeAnswer {
+  heartbeats: batch.ItemResult<LeaseExtended>[]
+  completed: batch.ItemResult<AttemptEnded>[]
+  failed: batch.ItemResult<AttemptEnded>[]
+  claimed: Claims
+}
+
+export const toExchangeAnswer = (answer: batch.ExchangeAnswer): ExchangeAnswer => ({
+  heartbeats: answer.heartbeats.map((result) => toItem(result, toLeaseExtended)),
+  completed: answer.completed.map((result) => toItem(result, toAttemptEnded)),
+  failed: answer.failed.map((result) => toItem(result, toAttemptEnded)),
+  claimed: toClaims(answer.claimed),
+})
 
 /** A file acquire: granted, or refused with the contention (the one retry) or the blocker report that halted the requester. */
 export type AcquireResult =

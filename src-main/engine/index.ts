@@ -2,40 +2,46 @@ import type { Database } from 'better-sqlite3'
 import { CapacityStore, type CapacityChange, type CapacitySettings } from './capacity-store'
 import type { CapacityFigures } from './capacity'
 import type { Clock } from './clock'
-import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig } from './context'
+import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
 import * as batch from './batch'
 import * as blockers from './blockers'
 import * as bulk from './bulk'
 import {
   type AcquireResult,
-  type Assignment,
+  type ActiveLease,
   type Attempt,
   type AttemptEnded,
   type Blocker,
   type Claims,
-  type Denial,
   type Event,
+  type ExchangeAnswer,
   type FileLease,
   type Job,
   type JobLeaseDecision,
+  type JobPage,
   type LeaseDecision,
   type Lease,
   type Leased,
   type LeaseExtended,
   type Released,
+  type SubmitResult,
   toAcquireResult,
+  toActiveLease,
   toAttempt,
   toAttemptEnded,
   toBlocker,
   toClaims,
   toEvent,
+  toExchangeAnswer,
   toFileLease,
+  toItem,
   toJob,
   toJobLeaseDecision,
   toLease,
   toLeased,
   toLeaseDecision,
   toLeaseExtended,
+  toSubmitResult,
 } from './domain'
 import { eventsAfter, newestEventId } from './event-log'
 import type { WorkerProblem } from './events'
@@ -59,7 +65,7 @@ import { readSituation, WAITING_STATES, waitingReason } from './waiting'
 
 // The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
 // nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
-export type { CommitListener, EngineConfig } from './context'
+export type { CommitListener, EngineConfig, EventListener } from './context'
 export { DEFAULT_ENGINE_CONFIG } from './context'
 export { ENGINE_ERROR_CODES, EngineError, type EngineErrorCode, type ErrorExtra } from './errors'
 export {
@@ -68,6 +74,7 @@ export {
   BLOCKER_STATES,
   FILE_LEASE_STATES,
   type AcquireResult,
+  type ActiveLease,
   type Assignment,
   type Attempt,
   type AttemptDisposition,
@@ -78,15 +85,18 @@ export {
   type Claims,
   type Denial,
   type Event,
+  type ExchangeAnswer,
   type FileLease,
   type FileLeaseState,
   type Job,
   type JobLeaseDecision,
+  type JobPage,
   type Lease,
   type LeaseDecision,
   type Leased,
   type LeaseExtended,
   type Released,
+  type SubmitResult,
 } from './domain'
 export { ENTITY_TYPES, EVENT_TYPES, WAKE_EVENTS, type EntityType, type EventData, type EventType, type WorkerProblem } from './events'
 export type { CapacityChange, CapacitySettings } from './capacity-store'
@@ -103,39 +113,6 @@ export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkF
 export type { CountedState, QueuePause, QueueSummary } from './queues'
 export type { Bucket, Metric, Range, Snapshot, StatsSample, TimeseriesPoint } from './stats'
 export type { StorageFigures } from './storage'
-
-/** A submit's answer: the job, and whether it was already known by its idempotency key (nothing written then). */
-export interface SubmitResult {
-  job: Job
-  duplicate: boolean
-}
-
-/** A page of jobs, newest first; `next_cursor` names the next page. */
-export interface JobPage {
-  jobs: Job[]
-  next_cursor: string | null
-}
-
-/** A worker's exchange answered: each report as its one-job verb answers it, then the jobs claimed. */
-export interface ExchangeAnswer {
-  heartbeats: batch.ItemResult<LeaseExtended>[]
-  completed: batch.ItemResult<AttemptEnded>[]
-  failed: batch.ItemResult<AttemptEnded>[]
-  claimed: Claims
-}
-
-/** A listener of committed events. */
-export type EventListener = (event: Event) => void
-
-/** The ACTIVE lease with its job's type, as the dashboard lists it. */
-export type ActiveLease = Lease & { job_type: string }
-
-/** An item's value decoded, its refusal passed on. */
-function mapItem<T, U>(result: batch.ItemResult<T>, decode: (value: T) => U): batch.ItemResult<U> {
-  return result.ok ? { ok: true, value: decode(result.value) } : result
-}
-
-const toSubmitResult = (result: jobs.SubmitResult): SubmitResult => ({ job: toJob(result.job), duplicate: result.duplicate })
 
 export interface EngineOptions {
   db: Database
@@ -235,7 +212,7 @@ export class Engine {
   /** A job's attempts, first first. */
   attempts = (jobId: string): Attempt[] => jobAttempts(this.ctx, jobId).map(toAttempt)
   /** The ACTIVE leases with their job's type, soonest expiry first. */
-  activeLeases = (): ActiveLease[] => activeLeases(this.ctx).map((row) => ({ ...toLease(row), job_type: row.job_type }))
+  activeLeases = (): ActiveLease[] => activeLeases(this.ctx).map(toActiveLease)
 
   // Leases
   /** Dialect 001: dequeue and lease in one step; the job becomes LEASED. */
@@ -263,7 +240,7 @@ export class Engine {
 
   // Batches: each item answered as its one-job verb would answer it (see batch.ts)
   submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<SubmitResult>[] =>
-    batch.submitMany(this.ctx, this.capacity, inputs).map((result) => mapItem(result, toSubmitResult))
+    batch.submitMany(this.ctx, this.capacity, inputs).map((result) => toItem(result, toSubmitResult))
   /** Dialect 003 claim of up to `maxJobs` jobs, stopping at the first denial. */
   claimBatch = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims => toClaims(batch.claimBatch(this.ctx, this.capacity, filter, maxJobs, ttl_s))
   /**
@@ -274,15 +251,7 @@ export class Engine {
   claimInCommit = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims | undefined =>
     this.ctx.attempt(() => this.claimBatch(filter, maxJobs, ttl_s))
   /** A worker's reports (heartbeats, completions, failures) and a claim for its free slots, in one call. */
-  exchange = (request: batch.WorkerExchange): ExchangeAnswer => {
-    const answer = batch.exchange(this.ctx, this.capacity, request)
-    return {
-      heartbeats: answer.heartbeats.map((result) => mapItem(result, toLeaseExtended)),
-      completed: answer.completed.map((result) => mapItem(result, toAttemptEnded)),
-      failed: answer.failed.map((result) => mapItem(result, toAttemptEnded)),
-      claimed: toClaims(answer.claimed),
-    }
-  }
+  exchange = (request: batch.WorkerExchange): ExchangeAnswer => toExchangeAnswer(batch.exchange(this.ctx, this.capacity, request))
 
   // Delayed jobs, paused queues, retries and bulk operations (docs/operations.md)
   /** Runs a delayed job now (409 `not_scheduled` unless it waits for its `run_at`). */

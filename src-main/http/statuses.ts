@@ -9,6 +9,10 @@ import type { AcquireResult, EngineErrorCode } from '../engine'
 
 /** The codes only the HTTP layer (and the host around the engine) answers with. */
 export const HTTP_ERROR_CODES = [
+  /** Refused by Node's HTTP parser, before Koa sees the request (src-main/host.ts). */
+  'bad_request',
+  'request_timeout',
+  'headers_too_large',
   'invalid_json',
   'unsupported_media_type',
   'payload_too_large',
@@ -33,6 +37,7 @@ export type ErrorCode = EngineErrorCode | AcquireRefusalCode | HttpErrorCode
 
 export const ERROR_STATUS = {
   invalid_request: 400,
+  bad_request: 400,
   invalid_json: 400,
   cost_exceeds_capacity: 400,
   invalid_cron: 400,
@@ -48,6 +53,7 @@ export const ERROR_STATUS = {
   file_lease_not_found: 404,
   schedule_not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   illegal_transition: 409,
   duplicate_request: 409,
   lease_expired: 409,
@@ -66,6 +72,7 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   retry_too_early: 429,
+  headers_too_large: 431,
   internal_error: 500,
   not_implemented: 501,
   storage_error: 503,
