@@ -8,8 +8,9 @@ import { HttpError } from './statuses'
 /**
  * The one error middleware: every thrown error becomes `{detail, code}` (plus any extra body
  * fields) with its code's status (src-main/http/statuses.ts), through {@link answerError}, the
- * mapping the local workers' IPC shares. A bug is logged with its stack and answered as a plain 500 — never a stack trace or
- * an internal path; a storage fault (full disk) is logged at most once a minute.
+ * mapping the local workers' IPC shares. A bug is logged with its stack and answered as a plain
+ * 500 — never a stack trace or an internal path; a storage fault (full disk) is logged at most
+ * once a minute.
  */
 export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string) {
   return async (ctx: Context, next: Next): Promise<void> => {

@@ -154,7 +154,7 @@ export const QueueLease = z
     last_heartbeat_at: IsoTime,
     expires_at: IsoTime,
     released_at: IsoTime.nullable(),
-    release_status: z.enum(ATTEMPT_OUTCOMES).nullable().meta({ description: "How its attempt ended; BLOCKED: halted by a file-lease blocker" }),
+    release_status: z.enum(ATTEMPT_OUTCOMES).nullable().meta({ description: 'How its attempt ended; BLOCKED: halted by a file-lease blocker' }),
     fence: z.number().int().meta({ description: 'Strictly increases with every lease granted' }),
   })
   .meta({ id: 'QueueLease', description: "Seed 002's Lease plus who holds it and how it ended (never the token)" })
