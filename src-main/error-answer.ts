@@ -1,11 +1,14 @@
-import { EngineError } from './engine/errors'
+import { EngineError, type ErrorExtra } from './engine'
+import { iso } from './engine/clock'
+import { type ErrorCode, HttpError, statusOf } from './http/statuses'
 
 /** What a client is told about a thrown error, over HTTP and over the local workers' IPC alike. */
 export interface ErrorAnswer {
+  /** From the one table of statuses (src-main/http/statuses.ts). */
   status: number
-  code: string
+  code: ErrorCode
   detail: string
-  /** Fields a dialect puts beside `{detail, code}` (an EngineError's `body`). */
+  /** Fields the wire shows beside `{detail, code}`: an HttpError's body, an EngineError's extra. */
   body: Record<string, unknown>
   /** Not a refusal by a rule nor a storage fault: a bug, which the caller logs in full. */
   internal: boolean
@@ -39,22 +42,30 @@ export function storageFault(error: unknown): StorageFault | null {
   return null
 }
 
+/** An engine error's extra fields as the wire shows them: times as ISO-8601. */
+function wireExtra(extra: ErrorExtra): Record<string, unknown> {
+  return extra.retry_at === undefined ? { ...extra } : { ...extra, retry_at: iso(extra.retry_at) }
+}
+
 /**
- * Turns any thrown error into the answer a client gets. An EngineError keeps its status and
- * code; a write the disk cannot hold is 507 `storage_full`, another storage fault 503
- * `storage_error`, each naming the data dir so the operator knows which disk; anything else is
- * a plain 500 — never a stack trace. The write did not happen in either storage case: SQLite
- * rolled its transaction back.
+ * Turns any thrown error into the answer a client gets. An EngineError or HttpError keeps its
+ * code, and its status is the code's; a write the disk cannot hold is 507 `storage_full`, another
+ * storage fault 503 `storage_error`, each naming the data dir so the operator knows which disk;
+ * anything else is a plain 500 — never a stack trace. The write did not happen in either storage
+ * case: SQLite rolled its transaction back.
  */
 export function answerError(error: unknown, dataDir: string): ErrorAnswer {
   if (error instanceof EngineError) {
+    return { status: statusOf(error.code), code: error.code, detail: error.detail, body: wireExtra(error.extra), internal: false }
+  }
+  if (error instanceof HttpError) {
     return { status: error.status, code: error.code, detail: error.detail, body: error.body, internal: false }
   }
   const code = errorCode(error)
   switch (storageFault(error)) {
     case 'full':
       return {
-        status: 507,
+        status: statusOf('storage_full'),
         code: 'storage_full',
         detail: `The disk is full: the write was not made (${code}). Free space on the disk that holds the data dir ${dataDir}; reads still work`,
         body: {},
@@ -62,13 +73,13 @@ export function answerError(error: unknown, dataDir: string): ErrorAnswer {
       }
     case 'io':
       return {
-        status: 503,
+        status: statusOf('storage_error'),
         code: 'storage_error',
         detail: `The disk failed a write: it was not made (${code}). Check the disk that holds the data dir ${dataDir}; reads may still work`,
         body: {},
         internal: false,
       }
     default:
-      return { status: 500, code: 'internal_error', detail: 'Internal error', body: {}, internal: true }
+      return { status: statusOf('internal_error'), code: 'internal_error', detail: 'Internal error', body: {}, internal: true }
   }
 }

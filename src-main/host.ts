@@ -16,6 +16,7 @@ import { type Clock, systemClock } from './engine/clock'
 import { answerError } from './error-answer'
 import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { createHttpApp } from './http/server'
+import { statusOf } from './http/statuses'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
@@ -228,12 +229,13 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // malformed request) still get the API's error shape.
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
     if (!socket.writable) return socket.destroy()
-    const [status, code, detail] =
+    const [code, detail] =
       error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'headers_too_large', 'The request line or headers are too large']
+        ? (['headers_too_large', 'The request line or headers are too large'] as const)
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? [408, 'request_timeout', 'The request took too long to arrive']
-          : [400, 'bad_request', 'The request is not valid HTTP']
+          ? (['request_timeout', 'The request took too long to arrive'] as const)
+          : (['bad_request', 'The request is not valid HTTP'] as const)
+    const status = statusOf(code)
     const body = JSON.stringify({ detail, code })
     socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   })

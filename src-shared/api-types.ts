@@ -1010,8 +1010,7 @@ export interface components {
         StreamEvent: {
             id: number;
             ts: components["schemas"]["Timestamp"];
-            /** @description The event type, e.g. JOB_SUBMITTED, LEASE_GRANTED, JOB_DONE */
-            type: string;
+            type: components["schemas"]["EventType"];
             entity_type: components["schemas"]["EntityType"];
             entity_id: string;
             data: {
@@ -1020,6 +1019,11 @@ export interface components {
             /** @description The job the event belongs to, if any */
             job_id: string | null;
         };
+        /**
+         * @description The event type, e.g. JOB_SUBMITTED, LEASE_GRANTED, JOB_DONE
+         * @enum {string}
+         */
+        EventType: "JOB_SUBMITTED" | "JOB_CLAIMED" | "JOB_CLAIM_EXPIRED" | "JOB_STATUS" | "JOB_RUNNING" | "JOB_REQUEUED" | "JOB_DONE" | "JOB_FAILED" | "JOB_TIMEOUT" | "JOB_CANCELED" | "JOB_CANCEL_REQUESTED" | "JOB_BLOCKED" | "JOB_EXCEEDS_CAPACITY" | "JOB_RETRIED" | "JOB_RUN_NOW" | "LEASE_GRANTED" | "LEASE_DENIED" | "LEASE_EXPIRED" | "FILE_LEASE_ACQUIRED" | "FILE_LEASE_RELEASED" | "FILE_LEASE_REVOKED" | "FILE_LEASE_CONTENDED" | "BLOCKER_OPENED" | "BLOCKER_RESOLVED" | "CAPACITY_CHANGED" | "BUSY_MEASURED" | "WORKER_PROBLEM" | "SCHEDULE_CREATED" | "SCHEDULE_UPDATED" | "SCHEDULE_DELETED" | "SCHEDULE_FIRED" | "SCHEDULE_SKIPPED" | "QUEUE_PAUSED" | "QUEUE_RESUMED";
         /** @enum {string} */
         EntityType: "JOB" | "LEASE" | "FILE_LEASE" | "BLOCKER" | "WORKER" | "CAPACITY" | "SCHEDULE" | "QUEUE";
         StreamGap: {
@@ -1357,8 +1361,7 @@ export interface components {
         QueueEvent: {
             id: number;
             ts: components["schemas"]["Timestamp"];
-            /** @description The event type, e.g. JOB_SUBMITTED, LEASE_GRANTED, JOB_DONE */
-            type: string;
+            type: components["schemas"]["EventType"];
             entity_type: components["schemas"]["EntityType"];
             entity_id: string;
             data: {
@@ -1389,7 +1392,8 @@ export interface components {
             last_heartbeat_at: components["schemas"]["Timestamp"];
             expires_at: components["schemas"]["Timestamp"];
             released_at: components["schemas"]["Timestamp"] | null;
-            release_status: components["schemas"]["FinalStatus"] | null;
+            /** @description How its attempt ended; BLOCKED: halted by a file-lease blocker */
+            release_status: ("SUCCEEDED" | "FAILED" | "CANCELED" | "TIMEOUT" | "BLOCKED") | null;
             /** @description Strictly increases with every lease granted */
             fence: number;
         };

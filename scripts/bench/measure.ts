@@ -6,6 +6,7 @@ import { applyConnectionSettings, openDatabase, type Durability } from '../../sr
 import { newId, newToken } from '../../src-main/engine/ids'
 import { priorityRank } from '../../src-main/engine/states'
 import { openEngine, percentile, T0, timeMs, type BenchEngine, type TempDir } from './lib'
+import { engineContext } from '../../src-main/engine/internals'
 
 const WORKER = { worker_id: 'bench-worker' }
 /** The measured jobs: default priority, so they are picked ahead of the LOW backlog. */
@@ -202,12 +203,12 @@ export function reaper(dir: TempDir, leases: number): ReaperResult {
   const { engine, clock } = b
   try {
     const setupMs = timeMs(() => {
-      engine.ctx.transact(() => {
+      engineContext(engine).transact(() => {
         for (let i = 0; i < leases; i++) engine.submit(NOOP)
       })
       for (let done = 0; done < leases; ) {
         const batch = Math.min(1000, leases - done)
-        engine.ctx.transact(() => {
+        engineContext(engine).transact(() => {
           for (let i = 0; i < batch; i++) {
             const d = engine.requestLease(WORKER)
             if (!d.granted) throw new Error(`bench: lease denied: ${d.reason}`)
@@ -392,11 +393,11 @@ export async function engineConcurrent(dir: TempDir, jobs: number, workers: numb
         const worker_id = `bench-${i}`
         for (;;) {
           const { granted } = await run(() => engine.claimBatch({ worker_id }, 1))
-          const lease = granted[0]?.lease
-          if (!lease) return
-          const ref = { worker_id, job_id: lease.job_id, lease_token: lease.token }
+          const claimed = granted[0]
+          if (!claimed) return
+          const ref = { worker_id, job_id: claimed.job_id, lease_token: claimed.lease_token }
           await run(() => engine.heartbeatByToken(ref))
-          await run(() => engine.complete({ ...ref, attempt_id: lease.attempt_id }))
+          await run(() => engine.complete({ ...ref, attempt_id: claimed.attempt_id }))
         }
       }),
     )

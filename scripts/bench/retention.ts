@@ -14,6 +14,7 @@ import { PRUNE_BATCH } from '../../src-main/engine/prune'
 import { Pruner, VACUUM_STEP_PAGES } from '../../src-main/retention/pruner'
 import { percentile, T0, tempDir, type Row, type TempDir } from './lib'
 import { insertFinished } from './measure'
+import { engineContext } from '../../src-main/engine/internals'
 
 /** The million jobs arrive over this many days, a day's worth at a time. */
 const DAYS = 30
@@ -84,7 +85,7 @@ async function fill(b: Built, jobs: number, progress: (m: string) => void): Prom
   for (let day = 1; day <= DAYS; day++) {
     const today = Math.floor((jobs * day) / DAYS) - Math.floor((jobs * (day - 1)) / DAYS)
     b.clock.set(T0 + day * DAY)
-    insertFinished(b.engine.ctx.db, today, b.clock.now(), { lifecycle: true })
+    insertFinished(engineContext(b.engine).db, today, b.clock.now(), { lifecycle: true })
     await b.pass()
     if (day % 10 === 0) progress(`  day ${day} of ${DAYS}: ${(b.size().file / MB).toFixed(0)} MB`)
   }
@@ -113,13 +114,13 @@ export async function measureRetention(jobs: number, progress: (m: string) => vo
     const p = open(keepDir, RETAIN_DAYS)
     // The rows were written in bulk, 40 MB of distinct pages left in the WAL; a host's own
     // commits would have checkpointed them as they went. Not the pruner's to copy.
-    p.engine.ctx.db.pragma('wal_checkpoint(TRUNCATE)')
+    engineContext(p.engine).db.pragma('wal_checkpoint(TRUNCATE)')
     p.clock.set(T0 + (DAYS + RETAIN_DAYS + 1) * DAY)
     const calls = timeEachCall(p.engine, ['pruneFinishedJobs', 'pruneStats', 'returnFreePages', 'checkpoint'])
     const load = loadavg()[0]!
     await p.pass()
     const pass = p.pruner.last!
-    const left = p.engine.ctx.db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+    const left = engineContext(p.engine).db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
     const after = p.size()
     rows.push(
       {
@@ -160,7 +161,7 @@ export async function measureRetention(jobs: number, progress: (m: string) => vo
     const b = open(pruneDir, RETAIN_DAYS)
     await fill(b, jobs, progress)
     const size = b.size()
-    const held = b.engine.ctx.db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+    const held = engineContext(b.engine).db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
     rows.push({
       name: `database size after ${n(jobs)} jobs, with retention`,
       value: (size.file + size.wal) / MB,

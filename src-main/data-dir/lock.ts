@@ -1,8 +1,8 @@
-import BetterSqlite3 from 'better-sqlite3'
 import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
-import { HOST_FILE, readHostFile, type HostFile } from './client-target'
+import { LockFile } from '../db/lock-file'
 import { storageFault } from '../error-answer'
+import { HOST_FILE, readHostFile, type HostFile } from './client-target'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
 export class HostStartError extends Error {
@@ -47,35 +47,29 @@ export function createDataDir(dataDir: string): void {
 
 /**
  * Holds the data dir for this process's lifetime, so that a second host refuses to start on it.
- * The lock is SQLite's on a small file of its own, `host.lock`, opened in exclusive locking
- * mode and written once: SQLite takes an OS lock (fcntl on Unix, LockFileEx on Windows) and,
- * in that mode, keeps it until the connection closes. The OS drops it when the process ends in
- * any way, so a host killed with SIGKILL leaves nothing to go stale and the next one starts at
- * once. (Two connections of one process conflict too: SQLite tracks its locks per file.)
+ * The lock is SQLite's on a small file of its own, `host.lock` (src-main/db/lock-file.ts): the OS
+ * drops it when the process ends in any way, so a host killed with SIGKILL leaves nothing to go
+ * stale and the next one starts at once.
  *
  * A refusal names the holder from its host.json, written once it listens. Once the lock is
  * ours, any host.json left there is a dead host's and is removed.
  */
 export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE)
-  let lock: BetterSqlite3.Database
+  let lock: LockFile
   try {
-    lock = new BetterSqlite3(path, { timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
+    lock = LockFile.open(path, nativeBinding)
   } catch (error) {
     throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
   }
   try {
-    lock.pragma('locking_mode = EXCLUSIVE')
-    lock.exec('BEGIN EXCLUSIVE')
-    lock.pragma(`user_version = ${process.pid}`) // the write that makes the lock last
-    lock.exec('COMMIT')
+    lock.hold(process.pid)
   } catch (error) {
-    lock.close()
     if ((error as { code?: string }).code === 'SQLITE_BUSY') throw new HostStartError(holderMessage(dataDir, readHostFile(dataDir)))
     throw storageStartError(error, dataDir) ?? new HostStartError(`cannot lock the data dir ${dataDir} (${reason(error)}); ${path} may be damaged: remove it if no host runs`)
   }
   removeHostFile(join(dataDir, HOST_FILE))
-  return { release: () => void lock.close() }
+  return { release: () => lock.release() }
 }
 
 function holderMessage(dataDir: string, holder: HostFile | null): string {

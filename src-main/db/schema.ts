@@ -8,6 +8,7 @@
  */
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { COUNTED_EVENTS } from '../engine/events'
 
 /**
  * The jobs in the jobs_state_seq index: all but LEASED and RUNNING (each holds an ACTIVE lease,
@@ -158,10 +159,11 @@ export const leases = sqliteTable(
 )
 
 /**
- * The event types the statistics count. A query must repeat this clause word for word for SQLite
- * to use the partial index on it (src-main/engine/stats.ts does).
+ * The event types the statistics count (src-main/engine/events.ts, in the order of the one list
+ * of event types). A query must repeat this clause word for word for SQLite to use the partial
+ * index on it (src-main/engine/stats.ts does).
  */
-export const COUNTED_EVENTS_CLAUSE = "event_type IN ('JOB_DONE', 'JOB_FAILED', 'JOB_TIMEOUT', 'JOB_CANCELED', 'LEASE_EXPIRED')"
+export const COUNTED_EVENTS_CLAUSE = `event_type IN (${COUNTED_EVENTS.map((type) => `'${type}'`).join(', ')})`
 
 /** The append-only event log (`scheduler_events`), written in the transaction it records. */
 export const events = sqliteTable(

@@ -18,7 +18,7 @@ export interface ResolveBlocker {
 
 export function getBlocker(ctx: EngineContext, blockerId: string): BlockerRow {
   const blocker = ctx.one<BlockerRow>('SELECT * FROM blockers WHERE id = ?', blockerId)
-  if (!blocker) throw new EngineError(404, 'blocker_not_found', `No blocker ${blockerId}`)
+  if (!blocker) throw new EngineError('blocker_not_found', `No blocker ${blockerId}`)
   return blocker
 }
 
@@ -57,7 +57,7 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
   return ctx.transact(() => {
     const blocker = getBlocker(ctx, blockerId)
     if (blocker.state !== 'OPEN') {
-      throw new EngineError(409, 'blocker_resolved', `Blocker ${blockerId} was already resolved (${blocker.resolution})`)
+      throw new EngineError('blocker_resolved', `Blocker ${blockerId} was already resolved (${blocker.resolution})`)
     }
     const by = answer.by ?? 'operator'
     const job = blocker.requester_job_id ? getJob(ctx, blocker.requester_job_id) : null

@@ -86,7 +86,6 @@ export function planBulk(
   if (wrong.length > 0) throw invalid(`states: ${action} applies to ${applies.join(', ')}, not ${wrong.join(', ')}`)
   if (action !== 'retry' && isEmpty(request.filter) && request.all !== true) {
     throw new EngineError(
-      400,
       'invalid_request',
       `states, queue, job_type, addon_id: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
     )

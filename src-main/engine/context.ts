@@ -4,6 +4,7 @@ import type { BackoffPolicy } from './backoff'
 import type { Clock } from './clock'
 import { ActiveLeases } from './active-leases'
 import { Counters } from './counters'
+import type { EngineEvent, EventData, EventEntity, EventType } from './events'
 import { PausedQueues } from './queues'
 
 /** The scheduling knobs the engine reads. The host builds them from flags (src-main/config.ts). */
@@ -44,18 +45,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   groupMaxMs: 2,
 }
 
-export type EntityType = 'JOB' | 'LEASE' | 'FILE_LEASE' | 'BLOCKER' | 'WORKER' | 'CAPACITY' | 'SCHEDULE' | 'QUEUE'
-
-/** An event as listeners see it: the stored row with its data parsed. */
-export interface EngineEvent {
-  id: number
-  ts: number
-  entity_type: EntityType
-  entity_id: string
-  job_id: string | null
-  event_type: string
-  data: Record<string, unknown>
-}
+export type { EngineEvent, EntityType } from './events'
 
 export type EventListener = (event: EngineEvent) => void
 /**
@@ -488,12 +478,12 @@ export class EngineContext {
   }
 
   /** Appends an event to the log inside the current transaction. */
-  appendEvent(
-    entityType: EntityType,
+  appendEvent<T extends EventType>(
+    entityType: EventEntity<T>,
     entityId: string,
     jobId: string | null,
-    eventType: string,
-    data: Record<string, unknown> = {},
+    eventType: T,
+    data: EventData<T>,
   ): void {
     if (!this.pending || !this.inBody) throw new Error('appendEvent outside a transaction')
     const ts = this.clock.now()
@@ -508,7 +498,7 @@ export class EngineContext {
       job_id: jobId,
       event_type: eventType,
       data,
-    })
+    } as EngineEvent)
   }
 
   /** Listens to committed events; returns the function that stops listening. */

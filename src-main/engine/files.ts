@@ -109,8 +109,8 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     const requesterLease = request.lease_id ? checkRequesterLease(ctx, request.lease_id) : null
     const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
     if (contention && now < contention.retry_at) {
-      throw new EngineError(429, 'retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
-        retry_at: new Date(contention.retry_at).toISOString(),
+      throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
+        retry_at: contention.retry_at,
         retry_after_s: Math.ceil((contention.retry_at - now) / 1000),
       })
     }
@@ -247,9 +247,9 @@ function ownersLease(ctx: EngineContext, file: string, ownerId: string): FileLea
     file,
     ownerId,
   )
-  if (!lease) throw new EngineError(404, 'file_lease_not_found', `${ownerId} holds no lease on ${file}`)
+  if (!lease) throw new EngineError('file_lease_not_found', `${ownerId} holds no lease on ${file}`)
   if (lease.state === 'REVOKED') {
-    throw new EngineError(409, 'file_lease_lost', `The lease on ${file} was taken from ${ownerId} by an operator; writes under it are refused`)
+    throw new EngineError('file_lease_lost', `The lease on ${file} was taken from ${ownerId} by an operator; writes under it are refused`)
   }
   return lease
 }
@@ -274,7 +274,7 @@ export function heartbeatFile(ctx: EngineContext, request: { file: string; owner
     return { held: true, lease: { ...lease, last_heartbeat_at: now } }
   })
   if (!outcome.held) {
-    throw new EngineError(409, 'file_lease_not_held', `${request.owner_id} no longer holds ${file} (${outcome.lease.release_reason})`)
+    throw new EngineError('file_lease_not_held', `${request.owner_id} no longer holds ${file} (${outcome.lease.release_reason})`)
   }
   return outcome.lease
 }

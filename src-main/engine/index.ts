@@ -1,5 +1,4 @@
 import type { Database } from 'better-sqlite3'
-import type { AttemptRow, EventRow, JobRow, LeaseRow } from '../db/schema'
 import { CapacityStore, type CapacityChange, type CapacitySettings } from './capacity-store'
 import type { CapacityFigures } from './capacity'
 import type { Clock } from './clock'
@@ -7,11 +6,51 @@ import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineC
 import * as batch from './batch'
 import * as blockers from './blockers'
 import * as bulk from './bulk'
+import {
+  type AcquireResult,
+  type ActiveLease,
+  type Attempt,
+  type AttemptEnded,
+  type Blocker,
+  type Claims,
+  type Event,
+  type ExchangeAnswer,
+  type FileLease,
+  type Job,
+  type JobLeaseDecision,
+  type JobPage,
+  type LeaseDecision,
+  type Lease,
+  type Leased,
+  type LeaseExtended,
+  type Released,
+  type SubmitResult,
+  toAcquireResult,
+  toActiveLease,
+  toAttempt,
+  toAttemptEnded,
+  toBlocker,
+  toClaims,
+  toEvent,
+  toExchangeAnswer,
+  toFileLease,
+  toItem,
+  toJob,
+  toJobLeaseDecision,
+  toLease,
+  toLeased,
+  toLeaseDecision,
+  toLeaseExtended,
+  toSubmitResult,
+} from './domain'
+import { eventsAfter, newestEventId } from './event-log'
+import type { WorkerProblem } from './events'
 import * as files from './files'
 import * as jobs from './jobs'
+import { activeLeases, jobAttempts } from './lease-reads'
 import * as leases from './leases'
 import { RecentCounts } from './recent-counts'
-import { listJobs, type JobListQuery, type JobPage } from './list'
+import { listJobs, type JobListQuery } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as queues from './queues'
 import { retryJob } from './retry'
@@ -22,16 +61,58 @@ import * as schedules from './schedules'
 import * as stats from './stats'
 import { pruneStatsStep } from './stats-retention'
 import * as storage from './storage'
-import type { JobState } from './states'
 import { readSituation, WAITING_STATES, waitingReason } from './waiting'
 
-export type { CommitListener, EngineConfig, EngineEvent, EventListener } from './context'
+// The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
+// nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
+export type { CommitListener, EngineConfig, EventListener } from './context'
 export { DEFAULT_ENGINE_CONFIG } from './context'
-export { EngineError } from './errors'
+export { ENGINE_ERROR_CODES, EngineError, type EngineErrorCode, type ErrorExtra } from './errors'
+export {
+  ATTEMPT_DISPOSITIONS,
+  ATTEMPT_OUTCOMES,
+  BLOCKER_STATES,
+  FILE_LEASE_STATES,
+  type AcquireResult,
+  type ActiveLease,
+  type Assignment,
+  type Attempt,
+  type AttemptDisposition,
+  type AttemptEnded,
+  type AttemptOutcome,
+  type Blocker,
+  type BlockerState,
+  type Claims,
+  type Denial,
+  type Event,
+  type ExchangeAnswer,
+  type FileLease,
+  type FileLeaseState,
+  type Job,
+  type JobLeaseDecision,
+  type JobPage,
+  type Lease,
+  type LeaseDecision,
+  type Leased,
+  type LeaseExtended,
+  type Released,
+  type SubmitResult,
+} from './domain'
+export { ENTITY_TYPES, EVENT_TYPES, WAKE_EVENTS, type EntityType, type EventData, type EventType, type WorkerProblem } from './events'
+export type { CapacityChange, CapacitySettings } from './capacity-store'
+export type { CapacityFigures } from './capacity'
+export type { Contention, FileLeaseRequest } from './files'
+export type { AttemptError, HeartbeatReport, LeaseRequestForJob, Outcome } from './leases'
+export type { JobListQuery } from './list'
+export type { WorkerFilter } from './pick'
+export type { StatusUpdate, SubmitJob } from './jobs'
+export { RESOLUTIONS, type Resolution, type ResolveBlocker } from './blockers'
 export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './schedules'
-export { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ClaimBatch, type ExchangeAnswer, type ItemResult, type WorkerExchange } from './batch'
+export { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ItemResult, type WorkerExchange } from './batch'
 export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkFilter, type BulkPlan, type BulkStep } from './bulk'
 export type { CountedState, QueuePause, QueueSummary } from './queues'
+export type { Bucket, Metric, Range, Snapshot, StatsSample, TimeseriesPoint } from './stats'
+export type { StorageFigures } from './storage'
 
 export interface EngineOptions {
   db: Database
@@ -47,8 +128,10 @@ export interface EngineOptions {
  * and the host's timers call {@link Engine.reap} and {@link Engine.sampleStats}.
  */
 export class Engine {
-  readonly ctx: EngineContext
-  readonly capacity: CapacityStore
+  // Private: the engine's own modules take it as a parameter; its white-box tests reach it
+  // through engine/internals.ts.
+  private readonly ctx: EngineContext
+  private readonly capacity: CapacityStore
   /** The finished and expired counts of the last 24 h, for the snapshot. */
   private readonly recent: RecentCounts
 
@@ -64,11 +147,17 @@ export class Engine {
     return this.ctx.config
   }
 
+  /** The time on the engine's clock (epoch ms): what "now" is for every rule, and for the views that show ages. */
+  now(): number {
+    return this.ctx.clock.now()
+  }
+
   /** The database file ('' or ':memory:' in tests); its folder is the data dir a storage fault names. */
   get databaseFile(): string {
     return this.ctx.db.name
   }
 
+  /** Listens to committed events, one at a time in the order they were appended; returns the function that stops listening. */
   onEvent(listener: EventListener): () => void {
     return this.ctx.onEvent(listener)
   }
@@ -103,66 +192,72 @@ export class Engine {
   }
 
   // Jobs
-  submit = (input: jobs.SubmitJob): jobs.SubmitResult => jobs.submit(this.ctx, input, this.capacity.totalUnits())
-  getJob = (jobId: string): JobRow => jobs.getJob(this.ctx, jobId)
-  listJobs = (query: JobListQuery): JobPage => listJobs(this.ctx, query)
-  cancel = (jobId: string, reason?: string | null): JobRow => jobs.cancel(this.ctx, jobId, reason)
-  updateStatus = (jobId: string, update: jobs.StatusUpdate): JobRow => jobs.updateStatus(this.ctx, jobId, update)
-  jobEvents = (jobId: string): EventRow[] => jobs.jobEvents(this.ctx, jobId)
+  submit = (input: jobs.SubmitJob): SubmitResult => toSubmitResult(jobs.submit(this.ctx, input, this.capacity.totalUnits()))
+  getJob = (jobId: string): Job => toJob(jobs.getJob(this.ctx, jobId))
+  listJobs = (query: JobListQuery): JobPage => {
+    const page = listJobs(this.ctx, query)
+    return { jobs: page.jobs.map(toJob), next_cursor: page.next_cursor }
+  }
+  cancel = (jobId: string, reason?: string | null): Job => toJob(jobs.cancel(this.ctx, jobId, reason))
+  updateStatus = (jobId: string, update: jobs.StatusUpdate): Job => toJob(jobs.updateStatus(this.ctx, jobId, update))
+  /** A job's timeline: its own events and its leases', oldest first. */
+  jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)
   /** Why each of these jobs waits (null for one that runs or has ended). For views, not hot paths. */
-  waitingReasons = (rows: readonly JobRow[]): (string | null)[] => {
+  waitingReasons = (list: readonly Job[]): (string | null)[] => {
     // A page of running or finished jobs needs none of the situation's reads.
-    if (!rows.some((row) => WAITING_STATES.has(row.state as JobState))) return rows.map(() => null)
+    if (!list.some((job) => WAITING_STATES.has(job.state))) return list.map(() => null)
     const situation = readSituation(this.ctx, this.capacity)
-    return rows.map((row) => waitingReason(row, situation))
+    return list.map((job) => waitingReason(job, situation))
   }
   /** A job's attempts, first first. */
-  attempts = (jobId: string): AttemptRow[] => {
-    jobs.getJob(this.ctx, jobId)
-    return this.ctx.all<AttemptRow>(
-      `SELECT attempt_id AS id, job_id, id AS lease_id, worker_id, attempt AS number, granted_at AS started_at,
-         released_at AS finished_at, release_status AS outcome, disposition, error
-       FROM leases WHERE job_id = ? ORDER BY attempt`,
-      jobId,
-    )
-  }
+  attempts = (jobId: string): Attempt[] => jobAttempts(this.ctx, jobId).map(toAttempt)
   /** The ACTIVE leases with their job's type, soonest expiry first. */
-  activeLeases = (): (LeaseRow & { job_type: string })[] =>
-    this.ctx.all<LeaseRow & { job_type: string }>(
-      "SELECT leases.*, jobs.job_type FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE' ORDER BY leases.expires_at",
-    )
+  activeLeases = (): ActiveLease[] => activeLeases(this.ctx).map(toActiveLease)
 
   // Leases
   /** Dialect 001: dequeue and lease in one step; the job becomes LEASED. */
-  requestLease = (filter: WorkerFilter, ttl_s?: number): leases.LeaseDecision =>
-    leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'LEASED' })
-  /** Dialect 003: claim = lease + attempt + token; the job becomes RUNNING. */
-  claimAndLease = (filter: WorkerFilter, ttl_s?: number): leases.LeaseDecision =>
-    leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'RUNNING' })
+  requestLease = (filter: WorkerFilter, ttl_s?: number): LeaseDecision =>
+    toLeaseDecision(leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'LEASED' }))
+  /** Dialect 003: claim = lease + attempt + token; the job becomes RUNNING. (Workers claim through {@link claimBatch}.) */
+  claimAndLease = (filter: WorkerFilter, ttl_s?: number): LeaseDecision =>
+    toLeaseDecision(leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'RUNNING' }))
   /** Dialect 002: claim now, lease later. */
-  claim = (filter: WorkerFilter, limit = 1): JobRow[] => leases.claimJobs(this.ctx, filter, limit)
-  requestLeaseForJob = (request: leases.LeaseRequestForJob): leases.JobLeaseDecision =>
-    leases.requestLeaseForJob(this.ctx, this.capacity, request)
-  getLease = (leaseId: string) => leases.getLease(this.ctx, leaseId)
-  heartbeat = (request: Parameters<typeof leases.heartbeat>[1]) => leases.heartbeat(this.ctx, request)
-  heartbeatByToken = (request: Parameters<typeof leases.heartbeatByToken>[1]) => leases.heartbeatByToken(this.ctx, request)
-  release = (request: leases.ReleaseRequest): leases.Released => leases.releaseLease(this.ctx, request)
-  complete = (request: Parameters<typeof leases.completeAttempt>[1]) => leases.completeAttempt(this.ctx, request)
-  fail = (request: Parameters<typeof leases.failAttempt>[1]) => leases.failAttempt(this.ctx, request)
+  claim = (filter: WorkerFilter, limit = 1): Job[] => leases.claimJobs(this.ctx, filter, limit).map(toJob)
+  requestLeaseForJob = (request: leases.LeaseRequestForJob): JobLeaseDecision =>
+    toJobLeaseDecision(leases.requestLeaseForJob(this.ctx, this.capacity, request))
+  getLease = (leaseId: string): Lease => toLease(leases.getLease(this.ctx, leaseId))
+  /** Heartbeat naming the lease by id (dialects 000/001 and 002). */
+  heartbeat = (request: Parameters<typeof leases.heartbeat>[1]): Leased => toLeased(leases.heartbeat(this.ctx, request))
+  /** Heartbeat naming the lease by its token (dialect 003). */
+  heartbeatByToken = (request: Parameters<typeof leases.heartbeatByToken>[1]): LeaseExtended =>
+    toLeaseExtended(leases.heartbeatByToken(this.ctx, request))
+  release = (request: leases.ReleaseRequest): Released => {
+    const released = leases.releaseLease(this.ctx, request)
+    return { ...toLeased(released), replay: released.replay }
+  }
+  complete = (request: Parameters<typeof leases.completeAttempt>[1]): AttemptEnded => toAttemptEnded(leases.completeAttempt(this.ctx, request))
+  fail = (request: Parameters<typeof leases.failAttempt>[1]): AttemptEnded => toAttemptEnded(leases.failAttempt(this.ctx, request))
 
   // Batches: each item answered as its one-job verb would answer it (see batch.ts)
-  submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<jobs.SubmitResult>[] => batch.submitMany(this.ctx, this.capacity, inputs)
+  submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<SubmitResult>[] =>
+    batch.submitMany(this.ctx, this.capacity, inputs).map((result) => toItem(result, toSubmitResult))
   /** Dialect 003 claim of up to `maxJobs` jobs, stopping at the first denial. */
-  claimBatch = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): batch.ClaimBatch =>
-    batch.claimBatch(this.ctx, this.capacity, filter, maxJobs, ttl_s)
+  claimBatch = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims => toClaims(batch.claimBatch(this.ctx, this.capacity, filter, maxJobs, ttl_s))
+  /**
+   * A waiting claim's turn inside a commit (called from a {@link beforeCommit} listener): claims
+   * as {@link claimBatch} does, in the committing transaction under a savepoint of its own, so a
+   * claim that fails undoes only itself (and answers undefined).
+   */
+  claimInCommit = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims | undefined =>
+    this.ctx.attempt(() => this.claimBatch(filter, maxJobs, ttl_s))
   /** A worker's reports (heartbeats, completions, failures) and a claim for its free slots, in one call. */
-  exchange = (request: batch.WorkerExchange): batch.ExchangeAnswer => batch.exchange(this.ctx, this.capacity, request)
+  exchange = (request: batch.WorkerExchange): ExchangeAnswer => toExchangeAnswer(batch.exchange(this.ctx, this.capacity, request))
 
   // Delayed jobs, paused queues, retries and bulk operations (docs/operations.md)
   /** Runs a delayed job now (409 `not_scheduled` unless it waits for its `run_at`). */
-  runNow = (jobId: string, requestedBy: string | null = null): JobRow => runNow(this.ctx, jobId, requestedBy)
+  runNow = (jobId: string, requestedBy: string | null = null): Job => toJob(runNow(this.ctx, jobId, requestedBy))
   /** A FAILED, TIMEOUT or CANCELED job back to QUEUED as a new run with a fresh attempt budget. */
-  retry = (jobId: string, requestedBy: string | null = null): JobRow => retryJob(this.ctx, jobId, this.capacity.totalUnits(), requestedBy)
+  retry = (jobId: string, requestedBy: string | null = null): Job => toJob(retryJob(this.ctx, jobId, this.capacity.totalUnits(), requestedBy))
   pauseQueue = (queue: string, requestedBy: string | null = null): queues.QueuePause => queues.pauseQueue(this.ctx, queue, requestedBy)
   resumeQueue = (queue: string, requestedBy: string | null = null): queues.QueuePause => queues.resumeQueue(this.ctx, queue, requestedBy)
   /** Every queue with jobs other than DONE ones, or paused, with its counts by state. */
@@ -173,18 +268,24 @@ export class Engine {
   bulkStep = (plan: bulk.BulkPlan, cursor: bulk.BulkCursor): bulk.BulkStep => bulk.bulkStep(this.ctx, this.capacity, plan, cursor)
 
   // File leases and blockers (seed 004)
-  acquireFile = (request: files.FileLeaseRequest): files.AcquireResult => files.acquireFile(this.ctx, request)
-  heartbeatFile = (request: { file: string; owner_id: string }) => files.heartbeatFile(this.ctx, request)
-  releaseFile = (request: { file: string; owner_id: string }) => files.releaseFile(this.ctx, request)
+  acquireFile = (request: files.FileLeaseRequest): AcquireResult => toAcquireResult(files.acquireFile(this.ctx, request))
+  heartbeatFile = (request: { file: string; owner_id: string }): FileLease => toFileLease(files.heartbeatFile(this.ctx, request))
+  releaseFile = (request: { file: string; owner_id: string }): FileLease => toFileLease(files.releaseFile(this.ctx, request))
   fileRetryAt = (file: string, ownerId: string): number | null => files.fileRetryAt(this.ctx, file, ownerId)
-  listFileLeases = (state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null = 'ACTIVE') => files.listFileLeases(this.ctx, state)
-  listBlockers = (state: 'OPEN' | 'RESOLVED' | null = null) => blockers.listBlockers(this.ctx, state)
-  getBlocker = (blockerId: string) => blockers.getBlocker(this.ctx, blockerId)
-  resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker) => blockers.resolveBlocker(this.ctx, blockerId, answer)
+  listFileLeases = (state: FileLease['state'] | null = 'ACTIVE'): FileLease[] => files.listFileLeases(this.ctx, state).map(toFileLease)
+  listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(toBlocker)
+  getBlocker = (blockerId: string): Blocker => toBlocker(blockers.getBlocker(this.ctx, blockerId))
+  resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker): Blocker => toBlocker(blockers.resolveBlocker(this.ctx, blockerId, answer))
 
-  /** Records something about a worker that an operator should see (a handler that failed to load…). */
-  recordWorkerEvent = (workerId: string, eventType: string, data: Record<string, unknown>): void =>
-    this.ctx.transact(() => this.ctx.appendEvent('WORKER', workerId, null, eventType, data))
+  /** Records what a worker reports for an operator to see (a handler that failed to load…): a WORKER_PROBLEM event. */
+  recordWorkerProblem = (workerId: string, problem: WorkerProblem): void =>
+    this.ctx.transact(() => this.ctx.appendEvent('WORKER', workerId, null, 'WORKER_PROBLEM', { kind: problem.kind, detail: problem.detail }))
+
+  // The event log
+  /** The newest event's id (0 for an empty log): where a resuming stream client stands against the log. */
+  newestEventId = (): number => newestEventId(this.ctx)
+  /** Up to `limit` events after the one with id `after`, oldest first (a stream client's replay). */
+  eventsAfter = (after: number, limit: number): Event[] => eventsAfter(this.ctx, after, limit).map(toEvent)
 
   // Recurring schedules (docs/schedules.md)
   createSchedule = (input: schedules.ScheduleInput): schedules.Schedule => schedules.createSchedule(this.ctx, this.capacity, input)
@@ -215,7 +316,7 @@ export class Engine {
   /** The jobs each worker holds an ACTIVE lease on. */
   activeLeasesByWorker = (): Map<string, string[]> => {
     const byWorker = new Map<string, string[]>()
-    for (const lease of this.activeLeases()) byWorker.set(lease.worker_id, [...(byWorker.get(lease.worker_id) ?? []), lease.job_id])
+    for (const lease of activeLeases(this.ctx)) byWorker.set(lease.worker_id, [...(byWorker.get(lease.worker_id) ?? []), lease.job_id])
     return byWorker
   }
 
@@ -239,8 +340,9 @@ export class Engine {
   setCapacity = (change: CapacityChange): CapacityFigures => this.capacity.set(change)
   reportMeasuredBusy = (rating: number): void => this.capacity.reportMeasuredBusy(rating)
   snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity, this.recent)
-  sampleStats = () => stats.sampleStats(this.ctx, this.capacity)
-  timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range) => stats.timeseries(this.ctx, metric, bucket, range)
+  /** Writes one sample of the gauges (the host's stats timer). */
+  sampleStats = (): stats.StatsSample => stats.sampleStats(this.ctx, this.capacity)
+  timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range): stats.TimeseriesPoint[] => stats.timeseries(this.ctx, metric, bucket, range)
   /** When the stats history starts (first sample or event), or null: the time series know no earlier time. */
   seriesStart = (): number | null => stats.seriesStart(this.ctx)
 }

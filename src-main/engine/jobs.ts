@@ -118,7 +118,6 @@ export function expireClaimIfDue(ctx: EngineContext, jobId: string): void {
  */
 export const costExceedsCapacity = (cost: number, totalUnits: number) =>
   new EngineError(
-    400,
     'cost_exceeds_capacity',
     `cost_units: ${cost} exceeds the total capacity of ${totalUnits} units, so the job could never run; raise total_units (PUT /api/capacity) or split the job`,
   )
@@ -251,7 +250,7 @@ const STATUS_SETTABLE: ReadonlySet<JobState> = new Set(['PREPARING', 'LEASE_PEND
  */
 export function checkClaimer(job: JobRow, workerId: string | undefined): void {
   if (workerId !== undefined && job.claimed_by !== null && job.claimed_by !== workerId) {
-    throw new EngineError(403, 'worker_mismatch', `Job ${job.id} is held by another worker, not ${workerId}`)
+    throw new EngineError('worker_mismatch', `Job ${job.id} is held by another worker, not ${workerId}`)
   }
 }
 
@@ -277,11 +276,11 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
         : from === 'QUEUED'
           ? 'no worker holds it (its claim lapsed or it was requeued): claim it again'
           : 'it waits for an operator'
-      throw new EngineError(409, 'illegal_transition', `Job ${jobId} is ${from}; ${why}`)
+      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${why}`)
     }
     const to = update.state ?? from
     if (to !== from && !(STATUS_SETTABLE.has(to) && CLAIM_STATES.has(from))) {
-      throw new EngineError(409, 'illegal_transition', `Job ${jobId} cannot move from ${from} to ${to} by a status update`)
+      throw new EngineError('illegal_transition', `Job ${jobId} cannot move from ${from} to ${to} by a status update`)
     }
     const changes: Partial<JobRow> = {}
     if (update.note !== undefined) changes.note = update.note

@@ -3,13 +3,14 @@ import { nextRetryAt } from './backoff'
 import { capacityDenial } from './capacity'
 import type { CapacityStore } from './capacity-store'
 import type { EngineContext } from './context'
-import { EngineError, invalid, leaseNotFound, workerMismatch } from './errors'
+import { EngineError, type ErrorExtra, invalid, leaseNotFound, workerMismatch } from './errors'
 import { newId, newToken } from './ids'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { checkClaimer, expireClaimIfDue, getJob, moveJob, updateJob } from './jobs'
 import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
 import { pausedDenial } from './queues'
-import { LEASE_REQUEST_STATES, type FinalStatus, type JobState } from './states'
+import { JOB_ENDED_EVENTS } from './events'
+import { LEASE_REQUEST_STATES, type FinalStatus, type JobState, type TerminalState } from './states'
 import { nextStreamMessageId } from './streams'
 
 export interface Leased {
@@ -203,10 +204,10 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     const job = getJob(ctx, request.job_id)
     checkClaimer(job, request.worker_id)
     if (!LEASE_REQUEST_STATES.has(job.state as JobState)) {
-      throw new EngineError(409, 'illegal_transition', `Job ${job.id} is ${job.state}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
+      throw new EngineError('illegal_transition', `Job ${job.id} is ${job.state}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
     }
     if (request.cost_units !== undefined && request.cost_units !== job.cost_units) {
-      throw new EngineError(409, 'cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)
+      throw new EngineError('cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)
     }
     const denial = pausedDenial(ctx, job.queue) ?? capacityDenial(capacity.figures(), job.cost_units)
     if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
@@ -241,10 +242,10 @@ function expireIfDue(ctx: EngineContext, lease: LeaseRow): LeaseRow {
 }
 
 /** The 409 for a write under a lease that is no longer ACTIVE. */
-export function notActive(lease: LeaseRow, body: Record<string, unknown> = {}): EngineError {
+export function notActive(lease: LeaseRow, extra: ErrorExtra = {}): EngineError {
   return lease.state === 'EXPIRED'
-    ? new EngineError(409, 'lease_expired', `Lease ${lease.id} expired`, body)
-    : new EngineError(409, 'lease_not_active', `Lease ${lease.id} was released (${lease.release_status})`, body)
+    ? new EngineError('lease_expired', `Lease ${lease.id} expired`, extra)
+    : new EngineError('lease_not_active', `Lease ${lease.id} was released (${lease.release_status})`, extra)
 }
 
 /** Resolves the lease named by id (dialects 001, 002): 404, then 403 on another worker's lease. */
@@ -252,7 +253,7 @@ function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undef
   const lease = expireIfDue(ctx, getLease(ctx, leaseId))
   if (workerId !== undefined && lease.worker_id !== workerId) throw workerMismatch(leaseId, workerId)
   if (jobId !== undefined && lease.job_id !== jobId) {
-    throw new EngineError(409, 'job_mismatch', `Lease ${leaseId} is for job ${lease.job_id}, not ${jobId}`)
+    throw new EngineError('job_mismatch', `Lease ${leaseId} is for job ${lease.job_id}, not ${jobId}`)
   }
   return lease
 }
@@ -277,7 +278,7 @@ function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Le
  */
 function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): Leased {
   const found = jobLeaseWithToken(ctx, jobId, token)
-  if (!found) throw new EngineError(409, 'lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
+  if (!found) throw new EngineError('lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
   const lease = expireIfDue(ctx, found.lease)
   if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
   return { lease, job: lease === found.lease ? found.job : getJob(ctx, jobId) }
@@ -380,7 +381,7 @@ function requeue(ctx: EngineContext, job: JobRow, reason: string): JobRow {
 }
 
 /** Ends a job in a terminal state. */
-function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outcome, deadLetter: boolean): JobRow {
+function finishJob(ctx: EngineContext, job: JobRow, to: TerminalState, outcome: Outcome, deadLetter: boolean): JobRow {
   const finished = moveJob(ctx, job, to, {
     final_status: FINAL_STATUS_OF[to]!,
     finished_at: ctx.clock.now(),
@@ -391,7 +392,7 @@ function finishJob(ctx: EngineContext, job: JobRow, to: JobState, outcome: Outco
     progress: outcome.report?.progress ?? job.progress,
     note: outcome.report?.note ?? job.note,
   })
-  ctx.appendEvent('JOB', job.id, job.id, `JOB_${to}`, {
+  ctx.appendEvent('JOB', job.id, job.id, JOB_ENDED_EVENTS[to], {
     state: to,
     lease_id: job.lease_id,
     attempt: job.attempts,
@@ -424,7 +425,7 @@ function endLease(
 }
 
 /** Where a reported outcome takes the job. Completion status is what the worker reports. */
-function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobState; disposition: Disposition } {
+function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: 'QUEUED' | TerminalState; disposition: Disposition } {
   if (outcome.status === 'SUCCEEDED') return { to: 'DONE', disposition: 'FINAL' }
   if (job.cancel_requested || outcome.status === 'CANCELED') return { to: 'CANCELED', disposition: 'FINAL' }
   if (retryable) {
@@ -439,7 +440,7 @@ function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: JobSta
  */
 function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean, current?: JobRow): Leased & { disposition: Disposition } {
   if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
-    throw new EngineError(409, 'file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
+    throw new EngineError('file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
   }
   const job = current ?? jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, outcome, retryable)
@@ -546,7 +547,7 @@ function answerFor(ctx: EngineContext, ended: LeaseRow): AttemptAnswer {
 function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean): AttemptAnswer {
   const { lease, job: current } = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
   if (lease.attempt_id !== report.attempt_id) {
-    throw new EngineError(409, 'attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
+    throw new EngineError('attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
   if (lease.state !== 'ACTIVE') {
     if (lease.state === 'RELEASED' && lease.release_status === outcome.status) return answerFor(ctx, lease)

@@ -1,10 +1,7 @@
 import { COUNTED_EVENTS_CLAUSE } from '../db/schema'
 import { HOUR, MINUTE } from './clock'
 import type { EngineContext, EngineEvent } from './context'
-
-/** The event types the snapshot counts over the last 24 h. */
-export type CountedEvent = 'JOB_DONE' | 'JOB_FAILED' | 'JOB_CANCELED' | 'JOB_TIMEOUT' | 'LEASE_EXPIRED'
-const COUNTED: readonly CountedEvent[] = ['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'LEASE_EXPIRED']
+import { COUNTED_EVENTS as COUNTED, type CountedEvent } from './events'
 
 const WINDOW_MS = 24 * HOUR
 

@@ -21,7 +21,7 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
     const from = job.state as JobState
     if (!RETRYABLE_STATES.has(from)) {
       const why = from === 'DONE' ? 'a job that succeeded is not retried (submit it again)' : 'only a FAILED, TIMEOUT or CANCELED job is retried'
-      throw new EngineError(409, 'illegal_transition', `Job ${jobId} is ${from}; ${why}`)
+      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${why}`)
     }
     if (job.cost_units > totalUnits) throw costExceedsCapacity(job.cost_units, totalUnits)
     const now = ctx.clock.now()

@@ -25,7 +25,7 @@ export function runNow(ctx: EngineContext, jobId: string, requestedBy: string | 
     const job = getJob(ctx, jobId)
     const now = ctx.clock.now()
     if (!isScheduled(job, now)) {
-      throw new EngineError(409, 'not_scheduled', `Job ${jobId} is ${job.state}${job.state === 'QUEUED' ? ' and eligible' : ''}; only a QUEUED job waiting for its run_at can be run now`)
+      throw new EngineError('not_scheduled', `Job ${jobId} is ${job.state}${job.state === 'QUEUED' ? ' and eligible' : ''}; only a QUEUED job waiting for its run_at can be run now`)
     }
     const ran = updateJob(ctx, job, { eligible_at: now, run_at: null })
     ctx.appendEvent('JOB', job.id, job.id, 'JOB_RUN_NOW', { state: 'QUEUED', run_at: job.run_at, requested_by: requestedBy })

@@ -102,7 +102,7 @@ export const UPCOMING = 3
 /** Letters, digits and `. _ : -`, starting with a letter or digit: a name that goes into a URL and a shell unquoted. */
 export const SCHEDULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/
 
-export const scheduleNotFound = (name: string) => new EngineError(404, 'schedule_not_found', `No schedule ${name}`)
+export const scheduleNotFound = (name: string) => new EngineError('schedule_not_found', `No schedule ${name}`)
 
 // ---------------------------------------------------------------------------------------------
 // Cron expressions and time zones (pure)
@@ -117,7 +117,7 @@ export function canonicalTimeZone(zone: string): string {
   try {
     return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone
   } catch {
-    throw new EngineError(400, 'invalid_timezone', `timezone: ${JSON.stringify(zone)} is not a time zone this host knows (an IANA name such as Europe/Berlin, America/New_York or UTC)`)
+    throw new EngineError('invalid_timezone', `timezone: ${JSON.stringify(zone)} is not a time zone this host knows (an IANA name such as Europe/Berlin, America/New_York or UTC)`)
   }
 }
 
@@ -132,13 +132,13 @@ export function parseCron(cron: string, timezone: string): Cron {
   try {
     parsed = new Cron(cron, { timezone, paused: true })
   } catch (error) {
-    throw new EngineError(400, 'invalid_cron', `cron: ${cronReason(error)}`)
+    throw new EngineError('invalid_cron', `cron: ${cronReason(error)}`)
   }
   try {
     parsed.nextRun(new Date(0)) // croner reads the time zone only when it computes a time
   } catch (error) {
     canonicalTimeZone(timezone) // an unknown zone: invalid_timezone, naming it
-    throw new EngineError(400, 'invalid_cron', `cron: ${cronReason(error)}`)
+    throw new EngineError('invalid_cron', `cron: ${cronReason(error)}`)
   }
   return parsed
 }
@@ -212,7 +212,7 @@ function checkTemplate(template: JobTemplate, totalUnits: number): JobTemplate {
     checkSubmit(template)
     if (template.cost_units > totalUnits) throw costExceedsCapacity(template.cost_units, totalUnits)
   } catch (error) {
-    if (error instanceof EngineError && error.status === 400) throw new EngineError(400, error.code, `job.${error.detail}`)
+    if (error instanceof EngineError) throw new EngineError(error.code, `job.${error.detail}`)
     throw error
   }
   return template
@@ -220,9 +220,9 @@ function checkTemplate(template: JobTemplate, totalUnits: number): JobTemplate {
 
 /** The expression in its zone, and that it fires at least once more after `now` (400 otherwise). */
 function checkFires(cron: string, timezone: string, now: number): Cron {
-  if (typeof cron !== 'string' || cron.trim() === '' || cron.length > 200) throw new EngineError(400, 'invalid_cron', 'cron: must be a cron expression of 1 to 200 characters')
+  if (typeof cron !== 'string' || cron.trim() === '' || cron.length > 200) throw new EngineError('invalid_cron', 'cron: must be a cron expression of 1 to 200 characters')
   const parsed = parseCron(cron.trim(), timezone)
-  if (fireTimeAfter(parsed, now) === null) throw new EngineError(400, 'invalid_cron', `cron: ${cron} never fires after ${new Date(now).toISOString()}`)
+  if (fireTimeAfter(parsed, now) === null) throw new EngineError('invalid_cron', `cron: ${cron} never fires after ${new Date(now).toISOString()}`)
   return parsed
 }
 
@@ -311,7 +311,7 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
   const overlap = checkOverlap(input.overlap ?? 'allow')
   const enabled = input.enabled ?? true
   return ctx.transact(() => {
-    if (findRow(ctx, name)) throw new EngineError(409, 'duplicate_schedule', `A schedule named ${name} exists`)
+    if (findRow(ctx, name)) throw new EngineError('duplicate_schedule', `A schedule named ${name} exists`)
     const row: ScheduleRow = {
       id: newId(),
       name,
@@ -437,7 +437,7 @@ function fireSchedule(ctx: EngineContext, capacity: CapacityStore, row: Schedule
   ctx.run('UPDATE schedules SET next_fire_at = ? WHERE id = ?', due.next_fire_at, row.id)
   if (ctx.one('SELECT 1 FROM schedule_runs WHERE schedule_id = ? AND fire_at = ?', row.id, due.fire_at)) return null
   const base = { name: row.name, fire_at: due.fire_at }
-  const missed = due.caught_up ? { caught_up: true, missed_from: row.next_fire_at } : {}
+  const missed = due.caught_up ? { caught_up: true as const, missed_from: row.next_fire_at } : {}
   let firing: Firing
   const running = row.overlap === 'skip' ? unfinishedRun(ctx, row.id) : null
   if (running) {

@@ -31,7 +31,9 @@ export const JOB_STATES = [
 
 export type JobState = (typeof JOB_STATES)[number]
 
-export const TERMINAL_STATES: ReadonlySet<JobState> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
+/** The states a job ends in. */
+export type TerminalState = 'DONE' | 'FAILED' | 'CANCELED' | 'TIMEOUT'
+export const TERMINAL_STATES: ReadonlySet<JobState> = new Set<TerminalState>(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** States from which a job is canceled at once; LEASED and RUNNING only get `cancel_requested`. */
 export const CANCEL_AT_ONCE_STATES: ReadonlySet<JobState> = new Set([
@@ -79,7 +81,7 @@ export function canMove(from: JobState, to: JobState): boolean {
 /** Throws 409 `illegal_transition` unless `from → to` is in the table. */
 export function assertMove(jobId: string, from: string, to: JobState): void {
   if (!canMove(from as JobState, to)) {
-    throw new EngineError(409, 'illegal_transition', `Job ${jobId} cannot move from ${from} to ${to}`)
+    throw new EngineError('illegal_transition', `Job ${jobId} cannot move from ${from} to ${to}`)
   }
 }
 

@@ -1,7 +1,8 @@
-import { COUNTED_EVENTS_CLAUSE, STATE_SEQ_CLAUSE, type StatsSampleRow } from '../db/schema'
+import { COUNTED_EVENTS_CLAUSE, STATE_SEQ_CLAUSE } from '../db/schema'
 import type { CapacityStore } from './capacity-store'
 import { HOUR, MINUTE } from './clock'
 import type { EngineContext } from './context'
+import type { CountedEvent } from './events'
 import { invalid } from './errors'
 import { LEASED_STATES, type JobState } from './states'
 import type { RecentCounts } from './recent-counts'
@@ -72,10 +73,20 @@ export function snapshot(ctx: EngineContext, capacity: CapacityStore, recent: Re
   }
 }
 
+/** One sample of the gauges (a row of stats_samples), which the time series of gauges average. */
+export interface StatsSample {
+  ts: number
+  leases_active: number
+  jobs_queued: number
+  jobs_running: number
+  capacity_used: number
+  busy_rating: number
+}
+
 /** Writes one sample of the gauges; the host calls this on a timer (`--stats-interval-s`). */
-export function sampleStats(ctx: EngineContext, capacity: CapacityStore): StatsSampleRow {
+export function sampleStats(ctx: EngineContext, capacity: CapacityStore): StatsSample {
   const c = capacity.figures()
-  const sample: StatsSampleRow = {
+  const sample: StatsSample = {
     ts: ctx.clock.now(),
     leases_active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,
     jobs_queued: countState(ctx, 'QUEUED'),
@@ -98,7 +109,7 @@ export const COUNT_METRICS = {
   jobs_completed: ['JOB_DONE'],
   jobs_failed: ['JOB_FAILED', 'JOB_TIMEOUT'],
   leases_expired: ['LEASE_EXPIRED'],
-} as const
+} as const satisfies Record<string, readonly CountedEvent[]>
 export const METRICS = [...GAUGE_METRICS, ...(Object.keys(COUNT_METRICS) as (keyof typeof COUNT_METRICS)[])] as const
 export type Metric = (typeof METRICS)[number]
 

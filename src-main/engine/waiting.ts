@@ -58,10 +58,13 @@ function capacityShortfall(cost: number, c: CapacityFigures): string {
 }
 
 /** "cost 500 exceeds total capacity 100": such a job can never be leased. */
-const overCapacity = (job: JobRow, c: CapacityFigures) => `cost ${job.cost_units} exceeds total capacity ${c.total_units}`
+const overCapacity = (job: Pick<JobRow, 'cost_units'>, c: CapacityFigures) => `cost ${job.cost_units} exceeds total capacity ${c.total_units}`
+
+/** What a job's waiting reason reads of it: a stored row and a decoded job alike. */
+export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'cost_units' | 'claimed_by' | 'next_retry_at' | 'eligible_at' | 'run_at'> & { state: string }
 
 /** Why this job is not running yet, or null if it is not waiting (it runs, or it has ended). */
-export function waitingReason(job: JobRow, s: WaitingSituation): string | null {
+export function waitingReason(job: WaitingJob, s: WaitingSituation): string | null {
   const state = job.state as JobState
   if (!WAITING_STATES.has(state)) return null
   if (state === 'BLOCKED') {
@@ -113,7 +116,7 @@ export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number
     previousTotal,
   )
   for (const job of jobs) {
-    ctx.appendEvent('JOB', job.id, job.id, 'JOB_EXCEEDS_CAPACITY', { state: job.state, cost_units: job.cost_units, total_units: total })
+    ctx.appendEvent('JOB', job.id, job.id, 'JOB_EXCEEDS_CAPACITY', { state: job.state as JobState, cost_units: job.cost_units, total_units: total })
   }
 }
 

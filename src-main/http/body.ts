@@ -1,6 +1,6 @@
 import type { Context } from 'koa'
 import type { z } from 'zod'
-import { EngineError } from '../engine/errors'
+import { HttpError } from './statuses'
 
 /**
  * Answers with `body`, typed by the route's response schema (the one its OpenAPI entry names):
@@ -22,7 +22,7 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   const hasBody = length > 0 || ctx.get('transfer-encoding') !== ''
   if (!hasBody) return {}
   if (!ctx.is('application/json')) {
-    throw new EngineError(415, 'unsupported_media_type', 'The body must be JSON (Content-Type: application/json)')
+    throw new HttpError('unsupported_media_type', 'The body must be JSON (Content-Type: application/json)')
   }
   if (length > limit) throw tooLarge(ctx, limit)
   const chunks: Buffer[] = []
@@ -40,10 +40,10 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   try {
     value = JSON.parse(text) as unknown
   } catch {
-    throw new EngineError(400, 'invalid_json', 'The body is not well-formed JSON')
+    throw new HttpError('invalid_json', 'The body is not well-formed JSON')
   }
   if (nestedDeeperThan(value, MAX_JSON_DEPTH)) {
-    throw new EngineError(400, 'invalid_request', `(body): JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
+    throw new HttpError('invalid_request', `(body): JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
   }
   return value
 }
@@ -67,9 +67,9 @@ function nestedDeeperThan(value: unknown, max: number): boolean {
 }
 
 /** Stops reading; the connection closes after the answer, so the rest of the body is never read. */
-function tooLarge(ctx: Context, limit: number): EngineError {
+function tooLarge(ctx: Context, limit: number): HttpError {
   ctx.set('Connection', 'close')
-  return new EngineError(413, 'payload_too_large', `The body is larger than ${limit} bytes`)
+  return new HttpError('payload_too_large', `The body is larger than ${limit} bytes`)
 }
 
 /**

@@ -2,10 +2,8 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import { longPollMs } from '../workers/long-poll'
-import type { Engine } from '../engine'
+import { BLOCKER_STATES, type Engine, FILE_LEASE_STATES, RESOLUTIONS } from '../engine'
 import { iso } from '../engine/clock'
-import { RESOLUTIONS } from '../engine/blockers'
-import type { JobState } from '../engine/states'
 import { clientGone, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
 import { Id, MaxWaitMs, Note } from './schemas'
@@ -15,15 +13,14 @@ import {
   BlockerListAnswer,
   BlockerResolved,
   blockerView,
-  BLOCKER_STATES,
   FileAcquireRefusal,
   FileLeaseAnswer,
   FileLeaseGranted,
   FileLeaseListAnswer,
   fileLeaseView,
   FileRetryWaitAnswer,
-  FILE_LEASE_STATES,
 } from './views/files'
+import { statusOf } from './statuses'
 
 // Seed 004 as CONTRACTS.md decides it: file leases and blocker halts.
 
@@ -58,13 +55,13 @@ export type BlockerResolve = z.infer<typeof BlockerResolve>
 
 export function filesRouter(engine: Engine, clockWaiters: ClockWaiters, bodyLimit: number): Router {
   const router = new Router({ prefix: '/api' })
-  const now = () => engine.ctx.clock.now()
+  const now = () => engine.now()
 
   router.post('/files/leases/acquire', async (ctx) => {
     const input = validate(FileAcquire, await readJson(ctx, bodyLimit))
     const result = engine.acquireFile(input)
     if (result.granted) reply(ctx, FileLeaseGranted, { granted: true, file_lease: fileLeaseView(result.file_lease, now()) })
-    else reply(ctx, FileAcquireRefusal, acquireRefusal(result), 409)
+    else reply(ctx, FileAcquireRefusal, acquireRefusal(result), statusOf(result.code))
   })
 
   // Not in the seed: lets a denied requester wait for its one retry by the host's clock.
@@ -103,7 +100,7 @@ export function filesRouter(engine: Engine, clockWaiters: ClockWaiters, bodyLimi
     const input = validate(BlockerResolve, await readJson(ctx, bodyLimit))
     const blocker = engine.resolveBlocker(pathParam(ctx, 'blocker_id'), input)
     const job = blocker.requester_job_id ? engine.getJob(blocker.requester_job_id) : null
-    reply(ctx, BlockerResolved, { blocker: blockerView(blocker), job_state: (job?.state as JobState | undefined) ?? null })
+    reply(ctx, BlockerResolved, { blocker: blockerView(blocker), job_state: job?.state ?? null })
   })
 
   return router

@@ -48,7 +48,7 @@ export function pullRouter(engine: Engine, bodyLimit: number): Router {
     const body = validate(PullHeartbeat, await readJson(ctx, bodyLimit))
     const leaseId = pathParam(ctx, 'lease_id')
     const { lease, job } = await engine.run(() => engine.heartbeat({ lease_id: leaseId, worker_id: body.worker_id }))
-    reply(ctx, PullHeartbeatAnswer, { ok: true, expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested === 1 })
+    reply(ctx, PullHeartbeatAnswer, { ok: true, expires_at: iso(lease.expires_at), cancel_requested: job.cancel_requested })
   })
 
   router.post('/:lease_id/complete', async (ctx) => {

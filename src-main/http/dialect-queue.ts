@@ -1,13 +1,12 @@
 import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
-import { type Engine, MAX_BATCH_ITEMS } from '../engine'
+import { type Engine, type Job, MAX_BATCH_ITEMS } from '../engine'
 import { MAX_DELAY_MS } from '../engine/jobs'
-import type { JobRow } from '../db/schema'
 import { iso } from '../engine/clock'
-import { EngineError } from '../engine/errors'
 import { readJson, reply } from './body'
 import { pathParam, validate } from './errors'
 import { Id, JobState, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
+import { HttpError } from './statuses'
 import {
   BucketName,
   ClaimAnswer,
@@ -66,7 +65,7 @@ const submitInput = (input: SubmitJob) => ({
 })
 
 /** Seed 002's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
-const duplicateRequest = (input: SubmitJob, job: JobRow): DuplicateRequest => ({
+const duplicateRequest = (input: SubmitJob, job: Job): DuplicateRequest => ({
   code: 'duplicate_request',
   detail: `A job with client_request_id ${input.client_request_id} exists`,
   job: queueJob(job),
@@ -152,7 +151,7 @@ export const QUEUE_PREFIX = '/api/scheduler'
 function query(raw: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {}
   for (const [key, value] of Object.entries(raw)) {
-    if (Array.isArray(value)) throw new EngineError(400, 'invalid_request', `${key}: given more than once`)
+    if (Array.isArray(value)) throw new HttpError('invalid_request', `${key}: given more than once`)
     if (value !== undefined) out[key] = value
   }
   return out
@@ -167,7 +166,7 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     const { job, duplicate } = await engine.run(() => engine.submit(submitInput(input)))
     if (duplicate) {
       const { code, detail, ...body } = duplicateRequest(input, job)
-      throw new EngineError(409, code, detail, body)
+      throw new HttpError(code, detail, body)
     }
     reply(ctx, JobAnswer, { job: queueJob(job) }, 201)
   })

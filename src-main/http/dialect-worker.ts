@@ -2,12 +2,12 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
-import { type Engine, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
-import { EngineError } from '../engine/errors'
+import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
 import { clientGone, readJson, reply } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
+import { HttpError, statusOf } from './statuses'
 import {
   claimAnswer,
   completeAnswer,
@@ -94,9 +94,8 @@ async function notOk<T>(engine: Engine, op: () => T, withAck: boolean): Promise<
   try {
     return await engine.run(op)
   } catch (error) {
-    if (error instanceof EngineError && error.status === 409) {
-      const extra = withAck ? { ok: false, ack: error.body.ack === true } : { ok: false }
-      throw new EngineError(409, error.code, error.detail, extra)
+    if (error instanceof EngineError && statusOf(error.code) === 409) {
+      throw new HttpError(error.code, error.detail, withAck ? { ok: false, ack: error.extra.ack === true } : { ok: false })
     }
     throw error
   }
@@ -143,7 +142,7 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
   router.post('/report', async (ctx) => {
     const input = seen(validate(WorkerReport, await readJson(ctx, bodyLimit)))
-    await engine.run(() => engine.recordWorkerEvent(input.worker_id, 'WORKER_PROBLEM', { kind: input.kind, detail: input.detail }))
+    await engine.run(() => engine.recordWorkerProblem(input.worker_id, { kind: input.kind, detail: input.detail }))
     reply(ctx, WorkerReportAnswer, { ok: true })
   })
 

@@ -1,28 +1,29 @@
 import type { Context, Next } from 'koa'
 import type { z } from 'zod'
-import { EngineError } from '../engine/errors'
 import { answerError } from '../error-answer'
 import type { LogLimiter } from '../log-limiter'
 import { pathParams } from './schemas'
+import { HttpError } from './statuses'
 
 /**
  * The one error middleware: every thrown error becomes `{detail, code}` (plus any extra body
- * fields) with its status, through {@link answerError}, the mapping the local workers' IPC
- * shares. A bug is logged with its stack and answered as a plain 500 — never a stack trace or
- * an internal path; a storage fault (full disk) is logged at most once a minute.
+ * fields) with its code's status (src-main/http/statuses.ts), through {@link answerError}, the
+ * mapping the local workers' IPC shares. A bug is logged with its stack and answered as a plain
+ * 500 — never a stack trace or an internal path; a storage fault (full disk) is logged at most
+ * once a minute.
  */
 export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string) {
   return async (ctx: Context, next: Next): Promise<void> => {
     try {
       await next()
       if (ctx.status === 404 && ctx.body === undefined) {
-        throw new EngineError(404, 'not_found', `No route ${ctx.method} ${ctx.path}`)
+        throw new HttpError('not_found', `No route ${ctx.method} ${ctx.path}`)
       }
       // The router answered a known path with another method: its `Allow` header stays.
       if (ctx.status === 405 && ctx.body === undefined) {
-        throw new EngineError(405, 'method_not_allowed', `${ctx.method} is not allowed on this route (allowed: ${ctx.response.get('Allow')})`)
+        throw new HttpError('method_not_allowed', `${ctx.method} is not allowed on this route (allowed: ${ctx.response.get('Allow')})`)
       }
-      if (ctx.status === 501 && ctx.body === undefined) throw new EngineError(501, 'not_implemented', `${ctx.method} is not implemented`)
+      if (ctx.status === 501 && ctx.body === undefined) throw new HttpError('not_implemented', `${ctx.method} is not implemented`)
     } catch (error) {
       const answer = answerError(error, dataDir())
       if (answer.internal) {
@@ -46,7 +47,7 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.infe
     .slice(0, 10)
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(body)'}: ${issue.message}`)
     .join('; ')
-  throw new EngineError(400, 'invalid_request', detail)
+  throw new HttpError('invalid_request', detail)
 }
 
 /** A path parameter, validated as an id; a failure is 400 naming the parameter. */

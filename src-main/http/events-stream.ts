@@ -1,12 +1,11 @@
 import Router from '@koa/router'
 import { randomBytes } from 'node:crypto'
 import { PassThrough } from 'node:stream'
-import type { EventRow } from '../db/schema'
-import type { Engine, EngineEvent } from '../engine'
+import type { Engine, Event } from '../engine'
 import { iso } from '../engine/clock'
-import { EngineError } from '../engine/errors'
 import { readJson, reply } from './body'
 import { LAST_EVENT_ID } from './schemas'
+import { HttpError } from './statuses'
 import { EventTicket, streamEvent, type StreamGap } from './views/system'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
@@ -37,7 +36,7 @@ export class StreamTickets {
   }
 }
 
-function sseEvent(event: Pick<EngineEvent, 'id' | 'ts' | 'entity_type' | 'entity_id' | 'job_id' | 'event_type' | 'data'>): string {
+function sseEvent(event: Event): string {
   return `id: ${event.id}\nevent: ${event.event_type}\ndata: ${JSON.stringify(streamEvent(event))}\n\n`
 }
 
@@ -72,7 +71,7 @@ export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: Ev
   router.get('/stream', (ctx) => {
     const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
     if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
-      throw new EngineError(400, 'invalid_request', 'Last-Event-ID: must be an event id')
+      throw new HttpError('invalid_request', 'Last-Event-ID: must be an event id')
     }
     const stream = new PassThrough()
     streams.add(stream)
@@ -102,15 +101,12 @@ export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: Ev
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {
-  const db = engine.ctx
-  const newest = db.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')?.id ?? 0
+  const newest = engine.newestEventId()
   let from = after
   if (newest - after > MAX_REPLAY) {
     from = newest - MAX_REPLAY
     const gap: StreamGap = { missed_from: after + 1, missed_to: from }
     stream.write(`event: gap\ndata: ${JSON.stringify(gap)}\n\n`)
   }
-  for (const row of db.all<EventRow>('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?', from, MAX_REPLAY)) {
-    stream.write(sseEvent({ ...row, entity_type: row.entity_type as EngineEvent['entity_type'], data: JSON.parse(row.data) }))
-  }
+  for (const event of engine.eventsAfter(from, MAX_REPLAY)) stream.write(sseEvent(event))
 }

@@ -20,9 +20,9 @@ export interface GuardInput {
   ticket?: string
 }
 
+/** Why the guard refused a request; its status is the code's (src-main/http/statuses.ts). */
 export interface Refusal {
-  status: number
-  code: string
+  code: 'forbidden_host' | 'forbidden_origin' | 'unauthorized'
   detail: string
 }
 
@@ -78,20 +78,20 @@ function needsToken(path: string): boolean {
  */
 export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | null {
   if (!isOwnHost(input.host, policy)) {
-    return { status: 403, code: 'forbidden_host', detail: 'The Host header does not name this server' }
+    return { code: 'forbidden_host', detail: 'The Host header does not name this server' }
   }
   if (input.origin !== undefined && input.origin !== 'null') {
     let originHost: string
     try {
       originHost = new URL(input.origin).host
     } catch {
-      return { status: 403, code: 'forbidden_origin', detail: 'The Origin header is not this server' }
+      return { code: 'forbidden_origin', detail: 'The Origin header is not this server' }
     }
     if (!isOwnHost(originHost, policy)) {
-      return { status: 403, code: 'forbidden_origin', detail: 'The Origin header is not this server' }
+      return { code: 'forbidden_origin', detail: 'The Origin header is not this server' }
     }
   } else if (input.origin === 'null') {
-    return { status: 403, code: 'forbidden_origin', detail: 'The Origin header is not this server' }
+    return { code: 'forbidden_origin', detail: 'The Origin header is not this server' }
   }
   if (needsToken(input.path)) {
     const match = /^Bearer (.+)$/.exec(input.authorization ?? '')
@@ -99,7 +99,7 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
     const ticketOk =
       !bearerOk && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH && policy.isValidTicket?.(input.ticket) === true
     if (!bearerOk && !ticketOk) {
-      return { status: 401, code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
+      return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }
   }
   return null

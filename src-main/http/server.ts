@@ -6,7 +6,7 @@ import type { ClockWaiters } from '../workers/clock-waiters'
 import type { Engine } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../workers/directory'
-import { EngineError } from '../engine/errors'
+import { HttpError } from './statuses'
 import { LogLimiter } from '../log-limiter'
 import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware } from './errors'
@@ -77,7 +77,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
       },
       policy,
     )
-    if (refusal) throw new EngineError(refusal.status, refusal.code, refusal.detail)
+    if (refusal) throw new HttpError(refusal.code, refusal.detail)
     await next()
   })
 

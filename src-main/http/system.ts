@@ -64,7 +64,7 @@ export function systemRouter(engine: Engine, directory: WorkerDirectory, version
   })
   // Every ACTIVE lease in one call, with the host's clock: countdowns need no guessing.
   router.get('/leases', (ctx) => {
-    reply(ctx, ActiveLeases, activeLeasesView(engine.ctx.clock.now(), engine.activeLeases()))
+    reply(ctx, ActiveLeases, activeLeasesView(engine.now(), engine.activeLeases()))
   })
   router.get('/workers', (ctx) => {
     reply(ctx, WorkerList, { workers: directory.list(engine).map(workerView) })

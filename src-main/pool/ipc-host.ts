@@ -3,8 +3,8 @@ import type { ClaimWaiters } from '../workers/claim-waiters'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import { longPollMs } from '../workers/long-poll'
 import type { Engine } from '../engine'
-import { EngineError } from '../engine/errors'
 import { answerError } from '../error-answer'
+import { HttpError } from '../http/statuses'
 import { exchangeAnswer } from '../http/views/worker'
 import { acquireAnswer } from './worker-answers'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
@@ -35,10 +35,10 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
   const { engine, waiters, clockWaiters } = deps
   const schema = IPC_METHODS[request.method]
   const parsed = schema.safeParse(request.params)
-  if (!parsed.success) throw new EngineError(400, 'invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
+  if (!parsed.success) throw new HttpError('invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
   const params = parsed.data as Record<string, unknown>
   if ('worker_id' in params && params.worker_id !== workerId) {
-    throw new EngineError(403, 'worker_mismatch', `This process is ${workerId}, not ${String(params.worker_id)}`)
+    throw new HttpError('worker_mismatch', `This process is ${workerId}, not ${String(params.worker_id)}`)
   }
   switch (request.method) {
     case 'exchange': {
@@ -63,7 +63,7 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
       return { ok: true }
     case 'report': {
       const p = params as (typeof IPC_METHODS)['report']['_output']
-      await engine.run(() => engine.recordWorkerEvent(workerId, 'WORKER_PROBLEM', { kind: p.kind, detail: p.detail }))
+      await engine.run(() => engine.recordWorkerProblem(workerId, { kind: p.kind, detail: p.detail }))
       return { ok: true }
     }
   }

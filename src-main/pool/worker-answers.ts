@@ -1,4 +1,4 @@
-import type { AcquireResult } from '../engine/files'
+import type { AcquireResult } from '../engine'
 
 /**
  * The file gate's decision in the worker runtime's terms, for the local workers' IPC. (Claims and

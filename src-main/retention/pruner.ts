@@ -118,7 +118,7 @@ export class Pruner {
   private async pass(): Promise<PrunePass | null> {
     const { engine, retainDays } = this.options
     const started = performance.now()
-    const at = engine.ctx.clock.now()
+    const at = engine.now()
     const cutoff = pruneCutoff(at, retainDays)
     let longestStep = 0
     let longestCheckpoint = 0

@@ -1,23 +1,4 @@
-import type { ClaimBatch, Engine, EngineEvent, ExchangeAnswer, WorkerExchange } from '../engine'
-import type { LeaseDecision } from '../engine/leases'
-import type { WorkerFilter } from '../engine/pick'
-
-/** Events after which a waiting claim may now succeed: work arrived, or capacity came back. */
-const WAKE_EVENTS = new Set([
-  'JOB_SUBMITTED',
-  'JOB_REQUEUED',
-  'JOB_RETRIED',
-  'JOB_RUN_NOW',
-  'QUEUE_RESUMED',
-  'JOB_CLAIM_EXPIRED',
-  'JOB_DONE',
-  'JOB_FAILED',
-  'JOB_CANCELED',
-  'JOB_TIMEOUT',
-  'LEASE_EXPIRED',
-  'CAPACITY_CHANGED',
-  'BUSY_MEASURED',
-])
+import { type Assignment, type Claims, type Denial, type Engine, type Event, type ExchangeAnswer, WAKE_EVENTS, type WorkerExchange, type WorkerFilter } from '../engine'
 
 export interface ClaimOptions {
   maxWaitMs: number
@@ -32,8 +13,8 @@ interface Waiter {
   maxJobs: number
   ttlS: number | undefined
   /** Settles with the grants, or with none and the last denial when the wait ends. */
-  answer: Promise<ClaimBatch>
-  resolve(claimed: ClaimBatch): void
+  answer: Promise<Claims>
+  resolve(claimed: Claims): void
   timer: NodeJS.Timeout
   settled: boolean
 }
@@ -41,15 +22,16 @@ interface Waiter {
 /** Leases granted to a waiter, answered once the commit that holds them is durable. */
 interface Grant {
   waiter: Waiter
-  claimed: ClaimBatch
+  claimed: Claims
 }
 
 /** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
 export type WorkerExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; max_jobs: number } }
 
-const nothing = (denial: ClaimBatch['denial']): ClaimBatch => ({ granted: [], denial })
+const nothing = (denial: Claims['denial']): Claims => ({ granted: [], denial })
 
-const isWakeEvent = (event: EngineEvent): boolean => WAKE_EVENTS.has(event.event_type)
+/** Work arrived or capacity came back (engine/events.ts decides which events say so). */
+const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
 
 /**
  * Long-poll claims (dialect 003, and the local workers' IPC). A claim that cannot be leased
@@ -61,7 +43,7 @@ const isWakeEvent = (event: EngineEvent): boolean => WAKE_EVENTS.has(event.event
 export class ClaimWaiters {
   private waiting: Waiter[] = []
   /** The grants made inside each commit in progress, keyed by its events (see CommitListener). */
-  private readonly grantsByCommit = new WeakMap<readonly EngineEvent[], Grant[]>()
+  private readonly grantsByCommit = new WeakMap<readonly Event[], Grant[]>()
   /** A waiter was granted since the last {@link takeWoken}. */
   private woken = false
   /**
@@ -78,7 +60,7 @@ export class ClaimWaiters {
       engine.beforeCommit((events) => {
         if (this.waiting.length === 0 || !events.some(isWakeEvent)) return
         // Inside the committing transaction; a grant that fails undoes only itself.
-        const grants = this.offer((waiter) => engine.ctx.attempt(() => engine.claimBatch(waiter.filter, waiter.maxJobs, waiter.ttlS)))
+        const grants = this.offer((waiter) => engine.claimInCommit(waiter.filter, waiter.maxJobs, waiter.ttlS))
         if (grants.length > 0) this.grantsByCommit.set(events, grants)
       }),
       engine.onCommit((events) => {
@@ -99,7 +81,7 @@ export class ClaimWaiters {
    * Claims at once if a job can be leased; otherwise waits up to `maxWaitMs` for one. Resolves
    * with the last denial when the wait ends, the signal aborts (client gone), or {@link close}.
    */
-  async claim(filter: WorkerFilter, options: ClaimOptions): Promise<LeaseDecision> {
+  async claim(filter: WorkerFilter, options: ClaimOptions): Promise<Assignment | Denial> {
     const { claimed } = await this.claimAfter(filter, { ...options, maxJobs: 1 }, () => ({ claimed: this.engine.claimBatch(filter, 1, options.ttlS) }))
     return claimed.granted[0] ?? claimed.denial!
   }
@@ -111,7 +93,7 @@ export class ClaimWaiters {
    * operation of the group makes available is offered to it before the group commits, never
    * missed between the try and the wait.
    */
-  async claimAfter<R extends { claimed: ClaimBatch }>(filter: WorkerFilter, options: ClaimOptions, op: () => R): Promise<R> {
+  async claimAfter<R extends { claimed: Claims }>(filter: WorkerFilter, options: ClaimOptions, op: () => R): Promise<R> {
     let waiter: Waiter | null = null
     let first: R
     try {
@@ -142,9 +124,9 @@ export class ClaimWaiters {
     )
   }
 
-  private wait(filter: WorkerFilter, denial: ClaimBatch['denial'], options: ClaimOptions): Waiter {
-    let settle!: (claimed: ClaimBatch) => void
-    const answer = new Promise<ClaimBatch>((resolve) => (settle = resolve))
+  private wait(filter: WorkerFilter, denial: Claims['denial'], options: ClaimOptions): Waiter {
+    let settle!: (claimed: Claims) => void
+    const answer = new Promise<Claims>((resolve) => (settle = resolve))
     const onAbort = () => waiter.resolve(nothing(denial))
     const waiter: Waiter = {
       filter,
@@ -191,7 +173,7 @@ export class ClaimWaiters {
    * Offers the queue to each waiter, oldest first, and takes the granted ones off the list: they
    * are answered by the caller. (Should their commit fail, their own timer ends their wait.)
    */
-  private offer(claim: (waiter: Waiter) => ClaimBatch | undefined): Grant[] {
+  private offer(claim: (waiter: Waiter) => Claims | undefined): Grant[] {
     const grants: Grant[] = []
     for (const waiter of [...this.waiting]) {
       if (waiter.settled) continue
@@ -203,7 +185,7 @@ export class ClaimWaiters {
     return grants
   }
 
-  private answer(waiter: Waiter, claimed: ClaimBatch): void {
+  private answer(waiter: Waiter, claimed: Claims): void {
     waiter.resolve(claimed)
     this.woken = true
   }
@@ -214,7 +196,7 @@ export class ClaimWaiters {
    * wakes them as promptly as the timer does in real time. No query unless it is due.
    */
   wakeIfDue(): void {
-    if (this.eligibleAt !== null && this.engine.ctx.clock.now() >= this.eligibleAt) this.wakeForEligible()
+    if (this.eligibleAt !== null && this.engine.now() >= this.eligibleAt) this.wakeForEligible()
   }
 
   /** A requeued job's backoff ended: each grant is its own transaction, answered after it commits. */
@@ -242,7 +224,7 @@ export class ClaimWaiters {
       return // the database is closing
     }
     if (at === null) return
-    const delay = Math.max(0, at - this.engine.ctx.clock.now())
+    const delay = Math.max(0, at - this.engine.now())
     this.eligibleAt = at
     this.eligibleTimer = setTimeout(() => {
       this.eligibleTimer = null

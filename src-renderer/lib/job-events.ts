@@ -4,7 +4,7 @@ import type { Job, JobState, LogEvent } from './api'
 export const displayState = (state: string): JobState => (state === 'LEASED' ? 'RUNNING' : (state as JobState))
 
 /** Events after which a job no longer holds its lease. */
-export const LEASE_ENDING_EVENTS: ReadonlySet<string> = new Set(['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'JOB_REQUEUED', 'JOB_BLOCKED'])
+export const LEASE_ENDING_EVENTS: ReadonlySet<LogEvent['type']> = new Set<LogEvent['type']>(['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'JOB_REQUEUED', 'JOB_BLOCKED'])
 
 const text = (value: unknown): string | null => (typeof value === 'string' ? value : null)
 const num = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null)

@@ -1,45 +1,12 @@
+import { EVENT_TYPES } from '../../src-shared/event-types'
 import { ApiError, type LogEvent } from './api'
 
 /**
- * The event types the host writes to its log. An EventSource only hands over named events it
- * has a listener for, so the stream listens to each of these by name.
+ * The event types the host writes to its log: the host's own list (src-shared/event-types.ts). An
+ * EventSource only hands over named events it has a listener for, so the stream listens to each
+ * of these by name.
  */
-export const EVENT_TYPES = [
-  'JOB_SUBMITTED',
-  'JOB_CLAIMED',
-  'JOB_CLAIM_EXPIRED',
-  'JOB_STATUS',
-  'JOB_RUNNING',
-  'JOB_REQUEUED',
-  'JOB_DONE',
-  'JOB_FAILED',
-  'JOB_CANCELED',
-  'JOB_TIMEOUT',
-  'JOB_CANCEL_REQUESTED',
-  'JOB_BLOCKED',
-  'JOB_EXCEEDS_CAPACITY',
-  'JOB_RETRIED',
-  'JOB_RUN_NOW',
-  'LEASE_GRANTED',
-  'LEASE_DENIED',
-  'LEASE_EXPIRED',
-  'FILE_LEASE_ACQUIRED',
-  'FILE_LEASE_RELEASED',
-  'FILE_LEASE_REVOKED',
-  'FILE_LEASE_CONTENDED',
-  'BLOCKER_OPENED',
-  'BLOCKER_RESOLVED',
-  'CAPACITY_CHANGED',
-  'BUSY_MEASURED',
-  'WORKER_PROBLEM',
-  'SCHEDULE_CREATED',
-  'SCHEDULE_UPDATED',
-  'SCHEDULE_DELETED',
-  'SCHEDULE_FIRED',
-  'SCHEDULE_SKIPPED',
-  'QUEUE_PAUSED',
-  'QUEUE_RESUMED',
-] as const
+export { EVENT_TYPES }
 
 /**
  * - `connecting`: the first connection is being made;

@@ -117,7 +117,7 @@ describe('leasehold submit', async () => {
     expect(id).toMatch(/^[0-9a-f-]{36}$/)
     const job = host.engine.getJob(id)
     expect(job).toMatchObject({ job_type: 'render', cost_units: 3, queue: 'gpu', addon_id: 'visuals', max_attempts: 5, state: 'QUEUED' })
-    expect(JSON.parse(job.payload!)).toEqual({ frame: 7 })
+    expect(job.payload).toEqual({ frame: 7 })
     host.engine.cancel(id)
   })
 
@@ -130,7 +130,7 @@ describe('leasehold submit', async () => {
     expect(result.status).toBe(0)
     const job = JSON.parse(result.stdout) as { job_id: string; payload: unknown; job_type: string; cost_units: number }
     expect(job).toMatchObject({ job_type: 'from-file', cost_units: 1, payload: { prompt: 'a lighthouse', steps: [1, 2] } })
-    expect(JSON.parse(host.engine.getJob(job.job_id).payload!)).toEqual({ prompt: 'a lighthouse', steps: [1, 2] })
+    expect(host.engine.getJob(job.job_id).payload).toEqual({ prompt: 'a lighthouse', steps: [1, 2] })
     host.engine.cancel(job.job_id)
   })
 

@@ -11,8 +11,8 @@
  */
 import { openDatabase } from '../../src-main/db/open'
 import { systemClock } from '../../src-main/engine/clock'
-import { Engine, EngineError } from '../../src-main/engine'
-import type { LeaseRow } from '../../src-main/db/schema'
+import { Engine, EngineError, type Lease } from '../../src-main/engine'
+import { statusOf } from '../../src-main/http/statuses'
 import { DRIVER_CONFIG, DRIVER_CAPACITY, type Ack } from './protocol'
 
 const [path, seedArg] = process.argv.slice(2)
@@ -48,10 +48,10 @@ engine.reap()
 ack({ op: 'ready', pid: process.pid })
 
 /** The leases this process holds. */
-const held: LeaseRow[] = []
+const held: Lease[] = []
 let submitted = 0
 
-function takeHeld(): LeaseRow | undefined {
+function takeHeld(): Lease | undefined {
   if (held.length === 0) return undefined
   return held.splice(int(0, held.length - 1), 1)[0]
 }
@@ -61,7 +61,7 @@ function underLease<T>(fn: () => T): T | undefined {
   try {
     return fn()
   } catch (error) {
-    if (error instanceof EngineError && error.status === 409) return undefined
+    if (error instanceof EngineError && statusOf(error.code) === 409) return undefined
     throw error
   }
 }

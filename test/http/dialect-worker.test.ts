@@ -255,7 +255,7 @@ describe('POST /internal/worker/complete', () => {
     expect(answer).toEqual({ ok: true, ack: true })
     const job = host.engine.getJob(c.job_id)
     expect(job.state).toBe('DONE')
-    expect(JSON.parse(job.result!)).toEqual({ artifact: '/x', timings: { ms: 3 } })
+    expect(job.result).toEqual({ artifact: '/x', timings: { ms: 3 } })
     expect(host.engine.getCapacity().leased).toBe(0)
     const events = host.engine.jobEvents(c.job_id).length
     const repeat = await post(host, `${WORKER}/complete`, req)
@@ -324,7 +324,7 @@ describe('POST /internal/worker/fail', () => {
     expect(again.message_id).not.toBe(c.message_id) // the requeue wrote a new stream message
     const last = await body(await post(host, `${WORKER}/fail`, { ...attemptOf(again), error: { retryable: true } }))
     expect(last).toEqual({ ok: true, ack: true, requeued: false, dlq: true })
-    expect(host.engine.getJob(c.job_id)).toMatchObject({ state: 'FAILED', dead_letter: 1 })
+    expect(host.engine.getJob(c.job_id)).toMatchObject({ state: 'FAILED', dead_letter: true })
     const view = (await body(await host.call(`${QUEUE}/jobs/${c.job_id}`))).job
     expect(view.dead_letter).toBe(true)
   })

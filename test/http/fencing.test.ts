@@ -119,7 +119,7 @@ describe('fencing: a worker paused past its lease never changes the job again', 
     await expectError(await post(host, `${WORKER}/complete`, asA), 409, 'lease_expired', ['ok', 'ack'])
     const final = host.engine.getJob(job.job_id)
     expect(final.state).toBe('DONE')
-    expect(JSON.parse(final.result!)).toEqual({ by: 'B' })
+    expect(final.result).toEqual({ by: 'B' })
     expect(jobDoneCount(job.job_id)).toBe(1)
   })
 

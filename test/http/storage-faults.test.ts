@@ -18,6 +18,7 @@ import { answerWorkerRequest } from '../../src-main/pool/ipc-host'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { StorageFaultInjector } from '../helpers/storage-faults'
 import { body, dbDigest, DIALECT_T0, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 let host: TestHost | undefined
 let injector: StorageFaultInjector | undefined
@@ -33,7 +34,7 @@ async function faultyHost(overrides: Parameters<typeof startTestHost>[0] = {}) {
   const clock = new ManualClock(DIALECT_T0)
   const lines: string[] = []
   host = await startTestHost({ statsIntervalS: 1, leaseTtlS: 5, heartbeatGraceS: 0, ...overrides }, { clock, log: (line) => lines.push(line) })
-  injector = new StorageFaultInjector(host.engine.ctx.db)
+  injector = new StorageFaultInjector(engineContext(host.engine).db)
   return { host, clock, lines, injector }
 }
 

@@ -24,8 +24,8 @@ async function storage(): Promise<StorageAnswer> {
 /** Runs `count` jobs to DONE through the engine, as a worker would. */
 function finish(count: number): void {
   host.engine.submitMany(Array.from({ length: count }, () => ({ job_type: 'noop', cost_units: 1 })))
-  for (const { lease } of host.engine.claimBatch({ worker_id: 'w' }, count).granted) {
-    host.engine.complete({ job_id: lease.job_id, worker_id: 'w', attempt_id: lease.attempt_id, lease_token: lease.token })
+  for (const { job_id, attempt_id, lease_token } of host.engine.claimBatch({ worker_id: 'w' }, count).granted) {
+    host.engine.complete({ job_id, worker_id: 'w', attempt_id, lease_token })
   }
 }
 

@@ -7,7 +7,7 @@ export const iso = (ms: number) => new Date(ms).toISOString()
 
 let nextId = 1
 /** An event as the SSE stream carries it. */
-export function event(type: string, fields: Partial<LogEvent> & { data?: Record<string, unknown> } = {}): LogEvent {
+export function event(type: LogEvent['type'], fields: Partial<LogEvent> & { data?: Record<string, unknown> } = {}): LogEvent {
   return { id: nextId++, ts: iso(T0), type, entity_type: 'JOB', entity_id: fields.job_id ?? 'job-1', job_id: 'job-1', data: {}, ...fields }
 }
 

@@ -12,6 +12,7 @@ import type { JobRow, LeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup } from '../helpers/engine'
+import { engineContext } from '../../src-main/engine/internals'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -19,14 +20,14 @@ afterEach(() => {
 })
 
 function expectMemoryIsTheDatabase(engine: Engine): void {
-  const db = engine.ctx.db
+  const db = engineContext(engine).db
   const leases = db.prepare("SELECT * FROM leases WHERE state = 'ACTIVE' ORDER BY fence").all() as LeaseRow[]
   const jobs = leases.map((lease) => db.prepare('SELECT * FROM jobs WHERE id = ?').get(lease.job_id) as JobRow)
-  const memory = [...engine.ctx.activeLeases.all()].sort((a, b) => a.lease.fence - b.lease.fence)
+  const memory = [...engineContext(engine).activeLeases.all()].sort((a, b) => a.lease.fence - b.lease.fence)
   expect(memory.map((entry) => entry.lease)).toEqual(leases)
   expect(memory.map((entry) => entry.job)).toEqual(jobs)
-  expect(engine.ctx.activeLeases.units).toBe(leases.reduce((sum, lease) => sum + lease.cost_units, 0))
-  expect(engine.getCapacity().leased).toBe(engine.ctx.activeLeases.units)
+  expect(engineContext(engine).activeLeases.units).toBe(leases.reduce((sum, lease) => sum + lease.cost_units, 0))
+  expect(engine.getCapacity().leased).toBe(engineContext(engine).activeLeases.units)
 }
 
 describe('the ACTIVE leases in memory', () => {
@@ -34,7 +35,7 @@ describe('the ACTIVE leases in memory', () => {
     const { engine, clock } = setup({ total_units: 12 })
     const next = seededRandom(11)
     const pick = <T>(items: T[]): T | undefined => items[Math.floor(next() * items.length)]
-    const active = () => [...engine.ctx.activeLeases.all()]
+    const active = () => [...engineContext(engine).activeLeases.all()]
     const steps: ((() => unknown) | null)[] = []
     for (let step = 0; step < 400; step++) {
       const entry = pick(active())
@@ -86,19 +87,19 @@ describe('the ACTIVE leases in memory', () => {
     await expect(refused).rejects.toMatchObject({ code: 'attempt_mismatch' })
     await expect(grant).resolves.toMatchObject({ granted: true })
     expectMemoryIsTheDatabase(engine)
-    expect(engine.ctx.activeLeases.size).toBe(2)
+    expect(engineContext(engine).activeLeases.size).toBe(2)
 
     // A transaction that grants and extends, then throws: the database and memory both roll back.
     engine.submit(aJob())
     expect(() =>
-      engine.ctx.transact(() => {
+      engineContext(engine).transact(() => {
         const decision = engine.claimAndLease({ worker_id: 'w3' })
         if (decision.granted) engine.heartbeat({ lease_id: held.lease.id, progress: 0.5 })
         throw new Error('fault after the grant')
       }),
     ).toThrow('fault after the grant')
     expectMemoryIsTheDatabase(engine)
-    expect(engine.ctx.activeLeases.size).toBe(2)
+    expect(engineContext(engine).activeLeases.size).toBe(2)
   })
 
   test('are read back from the database when the engine starts again', () => {
@@ -108,11 +109,11 @@ describe('the ACTIVE leases in memory', () => {
     const first = setup({ path })
     for (let i = 0; i < 4; i++) first.engine.submit(aJob({ cost_units: i + 1 }))
     const granted = first.engine.claimBatch({ worker_id: 'w1' }, 3).granted
-    first.engine.heartbeat({ lease_id: granted[0]!.lease.id, progress: 0.25 })
-    first.engine.ctx.db.close()
+    first.engine.heartbeat({ lease_id: granted[0]!.lease_id, progress: 0.25 })
+    engineContext(first.engine).db.close()
 
     const second = setup({ path })
-    expect(second.engine.ctx.activeLeases.size).toBe(3)
+    expect(engineContext(second.engine).activeLeases.size).toBe(3)
     expect(second.engine.getCapacity().leased).toBe(1 + 2 + 3)
     expectMemoryIsTheDatabase(second.engine)
   })

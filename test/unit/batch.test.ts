@@ -3,6 +3,7 @@ import { MAX_BATCH_ITEMS } from '../../src-main/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import { aJob, setup } from '../helpers/engine'
 import { expectEngineError } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 describe('batch verbs', () => {
   it('submitMany answers each job as a single submit would: a known key is a duplicate, an invalid job is refused alone', () => {
@@ -11,10 +12,10 @@ describe('batch verbs', () => {
     const results = engine.submitMany([aJob({ job_type: 'a' }), aJob({ idempotency_key: 'known' }), aJob({ cost_units: 0 }), aJob({ job_type: 'b' })])
     expect(results.map((r) => r.ok)).toEqual([true, true, false, true])
     expect(results[1]).toMatchObject({ ok: true, value: { duplicate: true, job: { id: known.id } } })
-    expect(results[2]).toMatchObject({ ok: false, error: { status: 400, code: 'invalid_request' } })
+    expect(results[2]).toMatchObject({ ok: false, error: { code: 'invalid_request' } })
     expect(engine.listJobs({ limit: 10 }).jobs.map((job) => job.job_type).sort()).toEqual(['a', 'b', 'test'])
     // Undone and run again one by one (settleEach), the others were written once: one event each.
-    const submitted = engine.ctx.all<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_SUBMITTED'")[0]!.n
+    const submitted = engineContext(engine).all<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_SUBMITTED'")[0]!.n
     expect(submitted).toBe(3)
   })
 
@@ -31,7 +32,7 @@ describe('batch verbs', () => {
     engine.submit(aJob({ cost_units: 4 })) // does not fit in the 2 units left
     engine.submit(aJob({ cost_units: 1 })) // would fit, but is behind the head
     const { granted, denial } = engine.claimBatch({ worker_id: 'w1' }, 10)
-    expect(granted.map((g) => g.job.id)).toEqual([first.id, second.id])
+    expect(granted.map((g) => g.job_id)).toEqual([first.id, second.id])
     expect(denial).toMatchObject({ granted: false, reason: expect.stringContaining('apacity') })
     expect(engine.getCapacity()).toMatchObject({ leased: 8, available: 2 })
   })
@@ -41,14 +42,14 @@ describe('batch verbs', () => {
     const a = engine.submit(aJob()).job
     const b = engine.submit(aJob()).job
     const [held] = engine.claimBatch({ worker_id: 'w1' }, 5).granted
-    expect(held!.job.id).toBe(a.id)
+    expect(held!.job_id).toBe(a.id)
     const answer = engine.exchange({
       worker_id: 'w1',
-      complete: [{ job_id: a.id, attempt_id: held!.lease.attempt_id, lease_token: held!.lease.token, result: { ok: 1 } }],
+      complete: [{ job_id: a.id, attempt_id: held!.attempt_id, lease_token: held!.lease_token, result: { ok: 1 } }],
       claim: { filter: {}, max_jobs: 5 },
     })
     expect(answer.completed).toMatchObject([{ ok: true, value: { ack: true } }])
-    expect(answer.claimed.granted.map((g) => g.job.id)).toEqual([b.id])
+    expect(answer.claimed.granted.map((g) => g.job_id)).toEqual([b.id])
     expect(engine.getJob(a.id).state).toBe('DONE')
     expect(engine.getJob(b.id).state).toBe('RUNNING')
   })
@@ -58,16 +59,16 @@ describe('batch verbs', () => {
     const [x, y] = [engine.submit(aJob()).job, engine.submit(aJob()).job]
     const leases = engine.claimBatch({ worker_id: 'w1' }, 2).granted
     clock.advance(5 * SECOND)
-    engine.heartbeatByToken({ job_id: y.id, worker_id: 'w1', lease_token: leases[1]!.lease.token }) // y stays alive
+    engine.heartbeatByToken({ job_id: y.id, worker_id: 'w1', lease_token: leases[1]!.lease_token }) // y stays alive
     clock.advance(6 * SECOND) // x's lease is past its expiry
     const answer = engine.exchange({
       worker_id: 'w1',
       complete: [
-        { job_id: x.id, attempt_id: leases[0]!.lease.attempt_id, lease_token: leases[0]!.lease.token },
-        { job_id: y.id, attempt_id: leases[1]!.lease.attempt_id, lease_token: leases[1]!.lease.token },
+        { job_id: x.id, attempt_id: leases[0]!.attempt_id, lease_token: leases[0]!.lease_token },
+        { job_id: y.id, attempt_id: leases[1]!.attempt_id, lease_token: leases[1]!.lease_token },
       ],
     })
-    expect(answer.completed[0]).toMatchObject({ ok: false, error: { status: 409, code: 'lease_expired', body: { ack: true } } })
+    expect(answer.completed[0]).toMatchObject({ ok: false, error: { code: 'lease_expired', extra: { ack: true } } })
     expect(answer.completed[1]).toMatchObject({ ok: true })
     // The refused item's expiry still happened, as a single call would have made it happen.
     expect(engine.getJob(x.id).state).toBe('QUEUED')
@@ -78,19 +79,20 @@ describe('batch verbs', () => {
     const { engine, clock } = setup()
     const job = engine.submit(aJob()).job
     const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
+    const expiresAt = engine.getLease(held!.lease_id).expires_at
     engine.cancel(job.id)
     clock.advance(3 * SECOND)
-    const answer = engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: job.id, lease_token: held!.lease.token, progress: 0.5 }] })
-    expect(answer.heartbeats).toMatchObject([{ ok: true, value: { job: { cancel_requested: 1, progress: 0.5 } } }])
-    expect(answer.heartbeats[0]!.ok && answer.heartbeats[0]!.value.lease.expires_at).toBe(held!.lease.expires_at + 3 * SECOND)
+    const answer = engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: job.id, lease_token: held!.lease_token, progress: 0.5 }] })
+    expect(answer.heartbeats).toMatchObject([{ ok: true, value: { lease_id: held!.lease_id, expires_at: expiresAt + 3 * SECOND, cancel_requested: true } }])
+    expect(engine.getJob(job.id)).toMatchObject({ cancel_requested: true, progress: 0.5 })
   })
 
   it('a worker cannot report on another worker’s lease through an exchange', () => {
     const { engine } = setup()
     const job = engine.submit(aJob()).job
     const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
-    const answer = engine.exchange({ worker_id: 'w2', complete: [{ job_id: job.id, attempt_id: held!.lease.attempt_id, lease_token: held!.lease.token }] })
-    expect(answer.completed).toMatchObject([{ ok: false, error: { status: 403, code: 'worker_mismatch' } }])
+    const answer = engine.exchange({ worker_id: 'w2', complete: [{ job_id: job.id, attempt_id: held!.attempt_id, lease_token: held!.lease_token }] })
+    expect(answer.completed).toMatchObject([{ ok: false, error: { code: 'worker_mismatch' } }])
     expect(engine.getJob(job.id).state).toBe('RUNNING')
   })
 
@@ -98,14 +100,14 @@ describe('batch verbs', () => {
     const { engine } = setup()
     const job = engine.submit(aJob()).job
     const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
-    const ref = { job_id: job.id, attempt_id: held!.lease.attempt_id, lease_token: held!.lease.token }
+    const ref = { job_id: job.id, attempt_id: held!.attempt_id, lease_token: held!.lease_token }
     const answer = engine.exchange({ worker_id: 'w1', complete: [{ ...ref, progress: 0.5, note: 'half way, then done' }] })
     expect(answer.completed).toMatchObject([{ ok: true }])
     expect(engine.getJob(job.id)).toMatchObject({ state: 'DONE', progress: 0.5, note: 'half way, then done' })
     const other = engine.submit(aJob()).job
     const [next] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
-    const bad = engine.exchange({ worker_id: 'w1', complete: [{ job_id: other.id, attempt_id: next!.lease.attempt_id, lease_token: next!.lease.token, progress: 2 }] })
-    expect(bad.completed).toMatchObject([{ ok: false, error: { status: 400, code: 'invalid_request' } }])
+    const bad = engine.exchange({ worker_id: 'w1', complete: [{ job_id: other.id, attempt_id: next!.attempt_id, lease_token: next!.lease_token, progress: 2 }] })
+    expect(bad.completed).toMatchObject([{ ok: false, error: { code: 'invalid_request' } }])
     expect(engine.getJob(other.id).state).toBe('RUNNING')
   })
 })

@@ -4,23 +4,24 @@
  * operator's three answers (retry, force_release, cancel), each an event with its note.
  */
 import { describe, expect, test } from 'vitest'
-import type { AttemptRow, BlockerRow, EventRow, FileLeaseRow } from '../../src-main/db/schema'
+import type { EventRow, FileLeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
-import type { Engine } from '../../src-main/engine'
+import type { Blocker, Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, messageIds } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 const FILE = '/repo/src/shared.ts'
 
 function events(engine: Engine, type: string): (Omit<EventRow, 'data'> & { data: any })[] {
-  return engine.ctx
+  return engineContext(engine)
     .all<EventRow>('SELECT * FROM events WHERE event_type = ? ORDER BY id', type)
     .map((e) => ({ ...e, data: JSON.parse(e.data) }))
 }
 
 function fileRows(engine: Engine, file: string): FileLeaseRow[] {
-  return engine.ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
+  return engineContext(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
 }
 
 function runningJob(engine: Engine, workerId: string, cost = 3, extra: Parameters<typeof aJob>[0] = {}) {
@@ -110,7 +111,7 @@ describe('halt: still blocked after the retry', () => {
     expect(engine.getJob(requester.job.id).state).toBe('BLOCKED')
     expect(engine.getLease(requester.lease.id)).toMatchObject({ state: 'RELEASED', release_status: 'BLOCKED', released_at: retryAt })
     expect(engine.getCapacity().leased).toBe(leasedBefore - 4)
-    const [attempt] = engine.attempts(requester.job.id) as AttemptRow[]
+    const [attempt] = engine.attempts(requester.job.id)
     expect(attempt).toMatchObject({ outcome: 'BLOCKED', disposition: 'BLOCKED', finished_at: retryAt })
     expect(fileRows(engine, '/repo/requester-own.ts')[0]).toMatchObject({ state: 'RELEASED', release_reason: 'job_blocked' })
     // A BLOCKED job is not picked by anyone until an operator answers.
@@ -265,7 +266,7 @@ describe('listing blockers', () => {
     }
     engine.resolveBlocker(ids[0]!, { action: 'retry' })
     engine.resolveBlocker(ids[2]!, { action: 'cancel' })
-    const list = (rows: BlockerRow[]) => rows.map((b) => b.id)
+    const list = (blockers: Blocker[]) => blockers.map((b) => b.id)
     expect(list(engine.listBlockers())).toEqual([ids[1], ids[3], ids[2], ids[0]])
     expect(list(engine.listBlockers('OPEN'))).toEqual([ids[1], ids[3]])
     expect(list(engine.listBlockers('RESOLVED'))).toEqual([ids[2], ids[0]])

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import { eventTypes, expectEngineError, leaseOrFail } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 describe('cancellation', () => {
   it('cancel QUEUED is immediate; cancel RUNNING sets cancel_requested and ends CANCELED on release; cancel terminal 409 illegal_transition', () => {
@@ -15,7 +16,7 @@ describe('cancellation', () => {
     expect(lease.job_id).toBe(running.id)
     engine.heartbeat({ lease_id: lease.id, worker_id: 'w' })
     const requested = engine.cancel(running.id)
-    expect(requested).toMatchObject({ state: 'RUNNING', cancel_requested: 1 })
+    expect(requested).toMatchObject({ state: 'RUNNING', cancel_requested: true })
     expect(engine.getLease(lease.id).state).toBe('ACTIVE')
     expect(engine.getCapacity().leased).toBe(1)
     clock.advance(SECOND)
@@ -42,7 +43,7 @@ describe('cancellation', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
     // File-lease blockers are not built yet; put the job in BLOCKED directly.
-    engine.ctx.run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
+    engineContext(engine).run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
     expect(engine.cancel(job.id).state).toBe('CANCELED')
   })
 
@@ -50,7 +51,7 @@ describe('cancellation', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
     const { lease } = leaseOrFail(engine, 'w')
-    expect(engine.cancel(job.id)).toMatchObject({ state: 'LEASED', cancel_requested: 1 })
+    expect(engine.cancel(job.id)).toMatchObject({ state: 'LEASED', cancel_requested: true })
     expect(engine.getLease(lease.id).state).toBe('ACTIVE')
   })
 

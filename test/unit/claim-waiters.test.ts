@@ -37,7 +37,7 @@ test('a waiting claim is granted in the commit that woke it: one commit holds th
   expect(waiters.takeWoken()).toBe(true)
   expect(waiters.takeWoken()).toBe(false)
   const decision = await claim
-  expect(decision.granted && decision.job.id).toBe(job.id)
+  expect(decision.granted && decision.job_id).toBe(job.id)
 })
 
 test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {

@@ -49,7 +49,7 @@ describe('opening the database file', () => {
 
     const second = openFileEngine(path, { clock: first.clock })
     expect(second.engine.getJob(job.id)).toMatchObject({ state: 'LEASED', attempts: 1, lease_id: lease.id })
-    expect(JSON.parse(second.engine.getJob(job.id).payload)).toEqual({ keep: true })
+    expect(second.engine.getJob(job.id).payload).toEqual({ keep: true })
     expect(second.engine.getLease(lease.id)).toMatchObject({ state: 'ACTIVE', fence: lease.fence, token: lease.token })
     expect(second.engine.submit(aJob({ idempotency_key: 'k' })).duplicate).toBe(true)
     // Fences keep increasing across restarts.
@@ -220,7 +220,7 @@ describe('migrations', () => {
 
     const reopened = openFileEngine(path)
     expect(reopened.engine.attempts('job-a')).toEqual([1, 2].map((n) => expect.objectContaining({
-      id: `attempt-${n}`, lease_id: `lease-${n}`, number: n, started_at: 10, finished_at: 50, outcome: 'TIMEOUT', disposition: 'REQUEUED', error: `{"n":${n}}`,
+      id: `attempt-${n}`, lease_id: `lease-${n}`, number: n, started_at: 10, finished_at: 50, outcome: 'TIMEOUT', disposition: 'REQUEUED', error: { n },
     })))
     expect(reopened.engine.submit(aJob()).job.stream_message_id).toBeGreaterThan(41)
     reopened.sqlite.close()

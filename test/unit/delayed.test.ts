@@ -81,7 +81,7 @@ describe('delayed jobs', () => {
     expect(ran).toMatchObject({ run_at: null, eligible_at: T0 + 2 * SECOND })
     expect(engine.claim({ worker_id: 'w' }, 2).map((j) => j.id)).toEqual([other, job.id])
     const event = engine.jobEvents(job.id).find((e) => e.event_type === 'JOB_RUN_NOW')!
-    expect(JSON.parse(event.data)).toEqual({ state: 'QUEUED', run_at: T0 + 60 * MINUTE, requested_by: 'ops' })
+    expect(event.data).toEqual({ state: 'QUEUED', run_at: T0 + 60 * MINUTE, requested_by: 'ops' })
   })
 
   it('run now answers 409 not_scheduled for a job that is not waiting for its run_at', () => {
@@ -125,7 +125,7 @@ describe('waiting claims and delayed jobs', () => {
     clock.advance(1)
     waiters.wakeIfDue()
     const decision = await claim
-    expect(decision.granted && decision.job.id).toBe(job.id)
+    expect(decision.granted && decision.job_id).toBe(job.id)
     expect(tries).toBe(1)
   })
 
@@ -138,7 +138,7 @@ describe('waiting claims and delayed jobs', () => {
     expect(waiters.size).toBe(1)
     clock.advance(MINUTE)
     waiters.wakeIfDue()
-    expect((await exchange).claimed.granted.map((g) => g.job.id)).toEqual([job.id])
+    expect((await exchange).claimed.granted.map((g) => g.job_id)).toEqual([job.id])
   })
 
   it('run now wakes a waiting claim at once', async () => {
@@ -149,7 +149,7 @@ describe('waiting claims and delayed jobs', () => {
     expect(waiters.size).toBe(1)
     engine.runNow(job.id)
     const decision = await claim
-    expect(decision.granted && decision.job.id).toBe(job.id)
+    expect(decision.granted && decision.job_id).toBe(job.id)
   })
 
   it('a delayed job is taken in order after its time by the batch claim of dialect 003', () => {
@@ -157,6 +157,6 @@ describe('waiting claims and delayed jobs', () => {
     const later = engine.submit(aJob({ delay_ms: 2 * SECOND })).job.id
     const sooner = engine.submit(aJob({ delay_ms: SECOND })).job.id
     clock.advance(2 * SECOND)
-    expect(engine.claimBatch({ worker_id: 'w' }, 5).granted.map((g) => g.job.id)).toEqual([sooner, later])
+    expect(engine.claimBatch({ worker_id: 'w' }, 5).granted.map((g) => g.job_id)).toEqual([sooner, later])
   })
 })

@@ -1,7 +1,8 @@
 import BetterSqlite3 from 'better-sqlite3'
 import { describe, expect, test } from 'vitest'
 import { ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
-import { EngineError } from '../../src-main/engine/errors'
+import { EngineError } from '../../src-main/engine'
+import { HttpError } from '../../src-main/http/statuses'
 import { answerError, storageFault } from '../../src-main/error-answer'
 import { LogLimiter } from '../../src-main/log-limiter'
 
@@ -9,9 +10,21 @@ const sqliteError = (code: string) => new BetterSqlite3.SqliteError('from SQLite
 const fsError = (code: string) => Object.assign(new Error(`${code}: from the OS`), { code })
 
 describe('one mapping from a thrown error to the answer (answerError)', () => {
-  test('an EngineError keeps its status, code, detail and extra body fields', () => {
-    const answer = answerError(new EngineError(409, 'duplicate_request', 'seen', { job: { id: 'j' } }), '/data')
+  test("an HttpError keeps its code, detail and body fields, with its code's status", () => {
+    const answer = answerError(new HttpError('duplicate_request', 'seen', { job: { id: 'j' } }), '/data')
     expect(answer).toEqual({ status: 409, code: 'duplicate_request', detail: 'seen', body: { job: { id: 'j' } }, internal: false })
+  })
+
+  test("an EngineError keeps its code and detail, gets its code's status, and its extra fields in wire form (times ISO)", () => {
+    const answer = answerError(new EngineError('retry_too_early', 'later', { retry_at: Date.UTC(2026, 0, 1, 0, 3), retry_after_s: 180 }), '/data')
+    expect(answer).toEqual({
+      status: 429,
+      code: 'retry_too_early',
+      detail: 'later',
+      body: { retry_at: '2026-01-01T00:03:00.000Z', retry_after_s: 180 },
+      internal: false,
+    })
+    expect(answerError(new EngineError('lease_expired', 'gone', { ack: true }), '/data')).toMatchObject({ status: 409, body: { ack: true } })
   })
 
   test.each(['SQLITE_FULL', 'ENOSPC', 'EDQUOT'])('no space (%s) is 507 storage_full saying the disk is full and where', (code) => {

@@ -1,18 +1,19 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import type { EngineEvent } from '../../src-main/engine'
+import type { Event } from '../../src-main/engine'
 import { eventTypes, expectEngineError, leaseOrFail } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 describe('event log', () => {
   it('events are written in the transaction and listeners see them only after commit (a rolled-back op emits nothing)', () => {
     const { engine } = setup()
-    const seen: { event: EngineEvent; inTransaction: boolean; jobVisible: boolean }[] = []
+    const seen: { event: Event; inTransaction: boolean; jobVisible: boolean }[] = []
     engine.onEvent((event) => {
       seen.push({
         event,
-        inTransaction: engine.ctx.db.inTransaction,
-        jobVisible: engine.ctx.one('SELECT 1 FROM jobs WHERE id = ?', event.entity_id) !== undefined,
+        inTransaction: engineContext(engine).db.inTransaction,
+        jobVisible: engineContext(engine).one('SELECT 1 FROM jobs WHERE id = ?', event.entity_id) !== undefined,
       })
     })
 
@@ -23,10 +24,10 @@ describe('event log', () => {
     expect(seen[0]!.event).toMatchObject({ entity_type: 'JOB', entity_id: job.id, job_id: job.id, event_type: 'JOB_SUBMITTED' })
 
     // Rolled back: an operation whose transaction fails emits nothing and leaves nothing behind.
-    const eventCount = () => engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    const eventCount = () => engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
     const before = eventCount()
     expect(() =>
-      engine.ctx.transact(() => {
+      engineContext(engine).transact(() => {
         engine.submit(aJob({ idempotency_key: 'rolled-back' }))
         throw new Error('boom after the submit')
       }),
@@ -50,7 +51,7 @@ describe('event log', () => {
 
   it('listeners see events in the order they were appended, with parsed data', () => {
     const { engine, clock } = setup()
-    const seen: EngineEvent[] = []
+    const seen: Event[] = []
     engine.onEvent((e) => seen.push(e))
     engine.submit(aJob())
     clock.advance(36 * SECOND)
@@ -116,9 +117,9 @@ describe('event log', () => {
     const { engine } = setup()
     const commits: string[][] = []
     engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
-    const { kept, failed } = engine.ctx.transact(() => {
+    const { kept, failed } = engineContext(engine).transact(() => {
       const kept = engine.submit(aJob()).job
-      const failed = engine.ctx.attempt(() => {
+      const failed = engineContext(engine).attempt(() => {
         engine.submit(aJob({ idempotency_key: 'undone' }))
         throw new Error('this part fails')
       })
@@ -126,7 +127,7 @@ describe('event log', () => {
     })
     expect(failed).toBeUndefined()
     expect(engine.getJob(kept.id).state).toBe('QUEUED')
-    expect(engine.ctx.one('SELECT 1 FROM jobs WHERE idempotency_key = ?', 'undone')).toBeUndefined()
+    expect(engineContext(engine).one('SELECT 1 FROM jobs WHERE idempotency_key = ?', 'undone')).toBeUndefined()
     expect(commits).toEqual([['JOB_SUBMITTED']])
   })
 
@@ -135,8 +136,8 @@ describe('event log', () => {
     const commits: string[][] = []
     engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
     engine.beforeCommit((events) => {
-      expect(engine.ctx.db.inTransaction).toBe(true)
-      if (events.some((e) => e.event_type === 'JOB_SUBMITTED')) engine.ctx.attempt(() => engine.requestLease({ worker_id: 'w' }))
+      expect(engineContext(engine).db.inTransaction).toBe(true)
+      if (events.some((e) => e.event_type === 'JOB_SUBMITTED')) engineContext(engine).attempt(() => engine.requestLease({ worker_id: 'w' }))
     })
     engine.submit(aJob())
     expect(commits).toEqual([['JOB_SUBMITTED', 'LEASE_GRANTED']])

@@ -48,7 +48,7 @@ describe('lease expiry', () => {
       clock.advance(36 * SECOND)
       engine.reap()
       const requeued = engine.getJob(job.id)
-      expect(requeued).toMatchObject({ state: 'QUEUED', attempts: attempt, dead_letter: 0, claimed_by: null })
+      expect(requeued).toMatchObject({ state: 'QUEUED', attempts: attempt, dead_letter: false, claimed_by: null })
       delays.push(requeued.next_retry_at! - clock.now())
       clock.set(requeued.next_retry_at!)
     }
@@ -56,7 +56,7 @@ describe('lease expiry', () => {
     leaseOrFail(engine, 'w')
     clock.advance(36 * SECOND)
     engine.reap()
-    expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', final_status: 'TIMEOUT', dead_letter: 1, attempts: 3 })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', final_status: 'TIMEOUT', dead_letter: true, attempts: 3 })
     expect(engine.attempts(job.id).map((a) => [a.outcome, a.disposition])).toEqual([
       ['TIMEOUT', 'REQUEUED'],
       ['TIMEOUT', 'REQUEUED'],
@@ -67,7 +67,7 @@ describe('lease expiry', () => {
     expect(eventTypes(events).filter((t) => t === 'LEASE_EXPIRED')).toHaveLength(3)
     const last = events[events.length - 1]!
     expect(last.event_type).toBe('JOB_TIMEOUT')
-    expect(JSON.parse(last.data)).toMatchObject({ dead_letter: true })
+    expect(last.data).toMatchObject({ dead_letter: true })
   })
 
   it('a job with max_attempts 1 is dead-lettered on its first expiry', () => {
@@ -76,7 +76,7 @@ describe('lease expiry', () => {
     claimOrFail(engine, 'w')
     clock.advance(36 * SECOND)
     engine.reap()
-    expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', dead_letter: 1 })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', dead_letter: true })
   })
 
   it('the backoff policy comes from config and is capped', () => {

@@ -15,7 +15,9 @@ import { describe, expect, it } from 'vitest'
 import type { FileContentionRow, FileLeaseRow, LeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/clock'
 import { Engine, EngineError } from '../../src-main/engine'
+import { statusOf } from '../../src-main/http/statuses'
 import { aJob, setup, type Setup } from '../helpers/engine'
+import { engineContext } from '../../src-main/engine/internals'
 
 const OWNERS = ['a', 'b', 'c', 'd'] as const
 const FILES = ['/repo/one.ts', '/repo/two.ts', '/repo/dir/../three.ts'] as const
@@ -112,7 +114,7 @@ function outcome(fn: () => unknown): { ok: true; value: any } | { ok: false; sta
     return { ok: true, value: fn() }
   } catch (error) {
     if (!(error instanceof EngineError)) throw error
-    return { ok: false, status: error.status, code: error.code }
+    return { ok: false, status: statusOf(error.code), code: error.code }
   }
 }
 
@@ -121,7 +123,7 @@ function expectFailure(got: ReturnType<typeof outcome>, status: number, codes: s
 }
 
 function checkAgreement(m: Model, r: Real): void {
-  const db = r.engine.ctx
+  const db = engineContext(r.engine)
   expect(r.clock.now()).toBe(m.now)
   // The one-owner rule, where it lives: at most one ACTIVE row per file.
   const doubled = db.all<{ file: string; n: number }>("SELECT file, COUNT(*) AS n FROM file_leases WHERE state = 'ACTIVE' GROUP BY file HAVING n > 1")
@@ -507,15 +509,15 @@ describe('file leases against a model', () => {
       fc.property(commands, (cmds) => {
         const real = setup()
         fc.modelRun(() => ({ model: emptyModel(real.clock.now()), real }), cmds)
-        const count = (type: string) => real.engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ?', type)!.n
+        const count = (type: string) => engineContext(real.engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ?', type)!.n
         stats.halts += count('BLOCKER_OPENED')
         stats.grants += count('FILE_LEASE_ACQUIRED')
         stats.denials += count('FILE_LEASE_CONTENDED')
         stats.revokes += count('FILE_LEASE_REVOKED')
-        stats.reclaims += real.engine.ctx.one<{ n: number }>(
+        stats.reclaims += engineContext(real.engine).one<{ n: number }>(
           "SELECT COUNT(*) AS n FROM events WHERE event_type = 'FILE_LEASE_RELEASED' AND json_extract(data, '$.reason') = 'reclaimed'",
         )!.n
-        real.engine.ctx.db.close()
+        engineContext(real.engine).db.close()
       }),
       { numRuns: RUNS, seed: SEED },
     )

@@ -11,6 +11,7 @@ import type { Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, openFileEngine, tempDir } from './support'
 import { join } from 'node:path'
+import { engineContext } from '../../src-main/engine/internals'
 
 const FILE = '/repo/src/main.ts'
 
@@ -18,13 +19,13 @@ const FILE = '/repo/src/main.ts'
 // Helpers
 
 function fileEvents(engine: Engine, type: string): (Omit<EventRow, 'data'> & { data: any })[] {
-  return engine.ctx
+  return engineContext(engine)
     .all<EventRow>('SELECT * FROM events WHERE event_type = ? ORDER BY id', type)
     .map((e) => ({ ...e, data: JSON.parse(e.data) }))
 }
 
 function rowsOn(engine: Engine, file: string): FileLeaseRow[] {
-  return engine.ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
+  return engineContext(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
 }
 
 function activeOn(engine: Engine, file: string): FileLeaseRow[] {
@@ -32,7 +33,7 @@ function activeOn(engine: Engine, file: string): FileLeaseRow[] {
 }
 
 function contentionCount(engine: Engine): number {
-  return engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM file_contentions')!.n
+  return engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_contentions')!.n
 }
 
 /** A running job with its job lease (dialect 003 claim): an owner whose liveness is that lease. */
@@ -155,9 +156,9 @@ describe('acquire / deny / release', () => {
     granted(engine, { file: FILE, owner_id: 'w1' })
     const first = engine.releaseFile({ file: FILE, owner_id: 'w1' })
     clock.advance(SECOND)
-    const events = engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    const events = engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
     expect(engine.releaseFile({ file: FILE, owner_id: 'w1' })).toEqual(first)
-    expect(engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(events)
+    expect(engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(events)
   })
 
   test('heartbeat and release by an owner that never held the file are 404 file_lease_not_found', () => {
@@ -243,12 +244,12 @@ describe('the file key: the normalized absolute path', () => {
     ['NUL', '/a/b\0c'],
   ])('a %s path is 400 invalid_request on acquire, heartbeat and release, and nothing is written', (_kind, file) => {
     const { engine } = setup()
-    const before = engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    const before = engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
     expectEngineError(() => engine.acquireFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
     expectEngineError(() => engine.heartbeatFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
     expectEngineError(() => engine.releaseFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
-    expect(engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
-    expect(engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(before)
+    expect(engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
+    expect(engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(before)
   })
 
   test('a path that is not a string is 400 invalid_request', () => {
@@ -327,7 +328,7 @@ describe('liveness reclaim: a dead owner never retains a lease', () => {
     granted(engine, { file: '/repo/other.ts', owner_id: 'w1', lease_id: a.lease.id })
     clock.advance(5 * SECOND)
     engine.release({ lease_id: a.lease.id, status })
-    const rows = engine.ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE lease_id = ?', a.lease.id)
+    const rows = engineContext(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE lease_id = ?', a.lease.id)
     expect(rows).toHaveLength(2)
     for (const row of rows) expect(row).toMatchObject({ state: 'RELEASED', release_reason: reason, released_at: T0 + 5 * SECOND })
     expect(fileEvents(engine, 'FILE_LEASE_RELEASED').map((e) => e.data.reason)).toEqual([reason, reason])
@@ -504,7 +505,7 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     tick(engine, clock, 10 * SECOND, alive)
     // Short-loop attempts all refused, and none of them moves the retry.
     const early = expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')
-    expect(early.body).toEqual({ retry_at: new Date(deniedAt + FILE_RETRY_MS).toISOString(), retry_after_s: (FILE_RETRY_MS - 10 * SECOND) / 1000 })
+    expect(early.extra).toEqual({ retry_at: deniedAt + FILE_RETRY_MS, retry_after_s: (FILE_RETRY_MS - 10 * SECOND) / 1000 })
     tick(engine, clock, FILE_RETRY_MS - 10 * SECOND - 1, alive)
     expect(clock.now()).toBe(deniedAt + FILE_RETRY_MS - 1)
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 429, 'retry_too_early')

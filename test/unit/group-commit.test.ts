@@ -5,8 +5,9 @@ import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { DEFAULT_ENGINE_CONFIG } from '../../src-main/engine/context'
 import { EngineError } from '../../src-main/engine/errors'
-import type { EngineEvent } from '../../src-main/engine'
+import type { Event } from '../../src-main/engine'
 import { aJob, setup } from '../helpers/engine'
+import { engineContext } from '../../src-main/engine/internals'
 
 const MAX_GROUP_OPERATIONS = DEFAULT_ENGINE_CONFIG.groupMaxOperations
 /** No time bound, so that a loaded test machine does not cut groups short. */
@@ -47,7 +48,7 @@ describe('group commit', () => {
 
   it('no answer and no event leaves before the group commits, and another connection sees nothing before it', async () => {
     const { engine, committedJobs, close } = withObserver(UNTIMED)
-    const seen: EngineEvent[] = []
+    const seen: Event[] = []
     engine.onEvent((event) => seen.push(event))
     let answered = false
     const answer = engine.run(() => engine.submit(aJob())).then((result) => {
@@ -100,7 +101,7 @@ describe('group commit', () => {
 
   it('a failed commit fails every operation of the group, and nothing of it stays in the database or in memory', async () => {
     const { engine } = setup({ ...UNTIMED, total_units: 100 })
-    const seen: EngineEvent[] = []
+    const seen: Event[] = []
     engine.onEvent((event) => seen.push(event))
     let failCommit = true
     engine.beforeCommit(() => {
@@ -139,8 +140,8 @@ describe('group commit', () => {
     const { engine } = setup(UNTIMED)
     const first = engine.run(() => engine.submit(aJob()))
     const lost = engine.run(() =>
-      engine.ctx.transact(() => {
-        engine.ctx.db.exec('ROLLBACK') // what SQLite does by itself on a full disk or an I/O error
+      engineContext(engine).transact(() => {
+        engineContext(engine).db.exec('ROLLBACK') // what SQLite does by itself on a full disk or an I/O error
         throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' })
       }),
     )
@@ -185,7 +186,7 @@ describe('group commit', () => {
     const granted: string[] = []
     engine.beforeCommit((events) => {
       if (!events.some((e) => e.event_type === 'JOB_SUBMITTED')) return
-      const decision = engine.ctx.attempt(() => engine.claimAndLease({ worker_id: 'w1' }))
+      const decision = engineContext(engine).attempt(() => engine.claimAndLease({ worker_id: 'w1' }))
       if (decision?.granted) granted.push(decision.job.id)
     })
     const { job } = await engine.run(() => engine.submit(aJob()))

@@ -59,11 +59,11 @@ describe('heartbeat', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
     const { lease } = leaseOrFail(engine, 'w')
-    expect(engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }).job.cancel_requested).toBe(0)
+    expect(engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }).job.cancel_requested).toBe(false)
     engine.cancel(job.id)
-    expect(engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }).job.cancel_requested).toBe(1)
+    expect(engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }).job.cancel_requested).toBe(true)
     const byToken = engine.heartbeatByToken({ job_id: job.id, worker_id: 'w', lease_token: lease.token })
-    expect(byToken.job.cancel_requested).toBe(1)
+    expect(byToken.cancel_requested).toBe(true)
   })
 
   it('an unknown lease is 404 lease_not_found', () => {

@@ -13,7 +13,7 @@ describe('request guard', () => {
 
   test('a Host naming another server or another port is 403 (DNS rebinding)', () => {
     for (const host of ['evil.example:7878', '127.0.0.1:8080', 'localhost', undefined, '127.0.0.1.evil.example:7878']) {
-      expect(checkRequest({ ...ok, host }, policy)?.status).toBe(403)
+      expect(checkRequest({ ...ok, host }, policy)?.code).toBe('forbidden_host')
     }
   })
 
@@ -25,14 +25,14 @@ describe('request guard', () => {
 
   test('every /api and /internal path needs the token except /api/health, however it is spelled', () => {
     for (const path of ['/api/capacity', '/API/capacity', '/internal/worker/claim', '/%61pi/capacity', '//api/capacity', '/api']) {
-      expect(checkRequest({ ...ok, path, authorization: undefined }, policy)?.status, path).toBe(401)
+      expect(checkRequest({ ...ok, path, authorization: undefined }, policy)?.code, path).toBe('unauthorized')
     }
     expect(checkRequest({ ...ok, path: '/api/health', authorization: undefined }, policy)).toBeNull()
   })
 
   test('a wrong token, or one without the Bearer scheme, is 401', () => {
-    expect(checkRequest({ ...ok, authorization: 'Bearer wrong' }, policy)?.status).toBe(401)
-    expect(checkRequest({ ...ok, authorization: 'secret-token-0123456789' }, policy)?.status).toBe(401)
+    expect(checkRequest({ ...ok, authorization: 'Bearer wrong' }, policy)?.code).toBe('unauthorized')
+    expect(checkRequest({ ...ok, authorization: 'secret-token-0123456789' }, policy)?.code).toBe('unauthorized')
   })
 
   test('tokens are compared whatever their lengths', () => {

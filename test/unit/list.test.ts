@@ -4,6 +4,7 @@ import { SECOND } from '../../src-main/engine/clock'
 import { jobListQuery } from '../../src-main/engine/list'
 import { JOB_STATES, type JobState } from '../../src-main/engine/states'
 import { expectEngineError, leaseOrFail } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 describe('listing jobs', () => {
   it('lists newest first with a default limit of 50', () => {
@@ -90,8 +91,8 @@ describe('listing jobs', () => {
   it('a filter by any state but DONE reads an index, never the whole jobs table', () => {
     const { engine } = setup()
     const plan = (state: JobState) => {
-      const { sql, params } = jobListQuery(engine.ctx, { state }, 51).toSQL()
-      return engine.ctx.db
+      const { sql, params } = jobListQuery(engineContext(engine), { state }, 51).toSQL()
+      return engineContext(engine).db
         .prepare(`EXPLAIN QUERY PLAN ${sql}`)
         .all(...params)
         .map((row) => (row as { detail: string }).detail)

@@ -10,12 +10,13 @@ import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, JOBLESS_EVENTS
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 const RETAIN_DAYS = 7
 
 /** Every row of every table that names the job, keyed by table: what "the job and all that is its own" means. */
 function rowsOf(engine: Engine, jobId: string): Record<string, unknown[]> {
-  const all = (sql: string) => engine.ctx.db.prepare(sql).all(jobId)
+  const all = (sql: string) => engineContext(engine).db.prepare(sql).all(jobId)
   return {
     jobs: all('SELECT * FROM jobs WHERE id = ?'),
     leases: all('SELECT * FROM leases WHERE job_id = ? ORDER BY fence'),
@@ -31,14 +32,14 @@ const rowCount = (rows: Record<string, unknown[]>) => Object.values(rows).reduce
 function entityIds(engine: Engine, jobId: string): string[] {
   return [
     jobId,
-    ...(engine.ctx.db.prepare('SELECT id FROM leases WHERE job_id = ?').pluck().all(jobId) as string[]),
-    ...(engine.ctx.db.prepare('SELECT id FROM file_leases WHERE job_id = ?').pluck().all(jobId) as string[]),
+    ...(engineContext(engine).db.prepare('SELECT id FROM leases WHERE job_id = ?').pluck().all(jobId) as string[]),
+    ...(engineContext(engine).db.prepare('SELECT id FROM file_leases WHERE job_id = ?').pluck().all(jobId) as string[]),
   ]
 }
 
 /** Runs pruning steps at the clock's now until one deletes fewer than `limit`; returns each step's count. */
 function pruneAll(engine: Engine, retainDays = RETAIN_DAYS, limit = 250): number[] {
-  const cutoff = pruneCutoff(engine.ctx.clock.now(), retainDays)
+  const cutoff = pruneCutoff(engineContext(engine).clock.now(), retainDays)
   if (cutoff === null) return []
   const steps: number[] = []
   for (;;) {
@@ -50,9 +51,9 @@ function pruneAll(engine: Engine, retainDays = RETAIN_DAYS, limit = 250): number
 
 function integrity(engine: Engine): { integrity: unknown; foreignKeys: unknown[]; foreignKeysOn: unknown } {
   return {
-    integrity: engine.ctx.db.pragma('integrity_check', { simple: true }),
-    foreignKeys: engine.ctx.db.pragma('foreign_key_check') as unknown[],
-    foreignKeysOn: engine.ctx.db.pragma('foreign_keys', { simple: true }),
+    integrity: engineContext(engine).db.pragma('integrity_check', { simple: true }),
+    foreignKeys: engineContext(engine).db.pragma('foreign_key_check') as unknown[],
+    foreignKeysOn: engineContext(engine).db.pragma('foreign_keys', { simple: true }),
   }
 }
 
@@ -137,7 +138,7 @@ describe('pruning finished jobs', () => {
 
     for (const id of expired) expect(rowCount(rowsOf(engine, id)), `rows of ${id}`).toBe(0)
     // No event names a deleted job, lease or file lease, whether by job_id or as its entity.
-    const mentions = engine.ctx.db
+    const mentions = engineContext(engine).db
       .prepare('SELECT COUNT(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?)) OR entity_id IN (SELECT value FROM json_each(?))')
       .pluck()
       .get(JSON.stringify(named), JSON.stringify(named))
@@ -187,7 +188,7 @@ describe('pruning finished jobs', () => {
   it('works in bounded steps: no step deletes more than its limit', () => {
     const { engine, clock } = setup()
     for (let i = 0; i < 25; i++) engine.submitMany(Array.from({ length: 40 }, () => aJob()))
-    const ids = engine.ctx.db.prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[]
+    const ids = engineContext(engine).db.prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[]
     for (const id of ids) {
       clock.advance(1)
       engine.cancel(id)
@@ -196,7 +197,7 @@ describe('pruning finished jobs', () => {
     // 1,000 expired, the newest kept (it holds the newest rowids): 999 in steps of at most 100.
     const steps = pruneAll(engine, RETAIN_DAYS, 100)
     expect(steps).toEqual([100, 100, 100, 100, 100, 100, 100, 100, 100, 99])
-    expect(engine.ctx.db.prepare('SELECT id FROM jobs').pluck().all()).toEqual([ids.at(-1)])
+    expect(engineContext(engine).db.prepare('SELECT id FROM jobs').pluck().all()).toEqual([ids.at(-1)])
     expect(integrity(engine)).toEqual(healthy)
   })
 
@@ -256,12 +257,12 @@ describe('what a live job needs stays', () => {
     engine.cancel(job.id)
     engine.submit(aJob({ priority: 'LOW' }))
     // Not a state the engine makes (a job's file leases end with its lease): the rule holds anyway.
-    engine.ctx.db
+    engineContext(engine).db
       .prepare("INSERT INTO file_leases (id, file, owner_id, lease_id, job_id, state, acquired_at, last_heartbeat_at) VALUES ('f', '/x', 'o', NULL, ?, 'ACTIVE', 0, 0)")
       .run(job.id)
     clock.advance(30 * DAY)
     expect(pruneAll(engine)).toEqual([0])
-    engine.ctx.db.prepare("UPDATE file_leases SET state = 'RELEASED' WHERE id = 'f'").run()
+    engineContext(engine).db.prepare("UPDATE file_leases SET state = 'RELEASED' WHERE id = 'f'").run()
     expect(pruneAll(engine)).toEqual([1])
   })
 
@@ -319,7 +320,7 @@ describe('what a live job needs stays', () => {
       engine.submit(aJob({ priority: 'HIGH' }))
       leaseOrFail(engine, 'w') // the HIGH job: the newest job, message and lease
       engine.cancel(a.id) // the newest event
-      const newestEvent = engine.ctx.db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
+      const newestEvent = engineContext(engine).db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
       const second = pruneAndRestart(first, [0])
       expect(second.engine.getJob(a.id).state).toBe('CANCELED')
       const next = second.engine.submit(aJob()).job
@@ -348,10 +349,10 @@ describe('events that name no job', () => {
     const { engine, clock } = setup({ busy_rating: null })
     engine.setCapacity({ total_units: 50 }) // CAPACITY_CHANGED
     engine.reportMeasuredBusy(4) // BUSY_MEASURED
-    engine.recordWorkerEvent('w1', 'WORKER_PROBLEM', { kind: 'handler', detail: 'x' })
+    engine.recordWorkerProblem('w1', { kind: 'handler', detail: 'x' })
     clock.advance(DAY)
-    engine.recordWorkerEvent('w1', 'WORKER_PROBLEM', { kind: 'handler', detail: 'y' }) // a day younger
-    const jobless = () => engine.ctx.db.prepare('SELECT event_type FROM events WHERE job_id IS NULL ORDER BY id').pluck().all()
+    engine.recordWorkerProblem('w1', { kind: 'handler', detail: 'y' }) // a day younger
+    const jobless = () => engineContext(engine).db.prepare('SELECT event_type FROM events WHERE job_id IS NULL ORDER BY id').pluck().all()
     expect(jobless()).toEqual(['CAPACITY_CHANGED', 'BUSY_MEASURED', 'WORKER_PROBLEM', 'WORKER_PROBLEM'])
     engine.submit(aJob()) // a newer event that names a job
 
@@ -362,7 +363,7 @@ describe('events that name no job', () => {
     expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(0)
     expect(jobless()).toEqual(['WORKER_PROBLEM'])
     clock.advance(DAY)
-    engine.ctx.db.prepare('DELETE FROM events WHERE job_id IS NOT NULL').run() // (as if its job had gone)
+    engineContext(engine).db.prepare('DELETE FROM events WHERE job_id IS NOT NULL').run() // (as if its job had gone)
     expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(0) // the newest event of all
     expect(jobless()).toEqual(['WORKER_PROBLEM'])
   })
@@ -389,7 +390,7 @@ describe('deleteFinishedJobs: the one deletion, shared by retention and purges',
     engine.cancel(a.id)
     await expect(engine.run(() => engine.deleteFinishedJobs([a.id]))).rejects.toThrow(/transaction of its own/)
     expect(engine.getJob(a.id).state).toBe('CANCELED')
-    expect(engine.ctx.db.pragma('foreign_keys', { simple: true })).toBe(1)
+    expect(engineContext(engine).db.pragma('foreign_keys', { simple: true })).toBe(1)
   })
 
   it('commits an open group first, and the group\'s writes stay', async () => {
@@ -424,7 +425,7 @@ describe('deleteFinishedJobs: the one deletion, shared by retention and purges',
     const before = series()
     expect(before.completed.reduce((n, p) => n + p.value, 0)).toBe(3)
     expect(pruneAll(engine, 1)).toEqual([5])
-    expect(engine.ctx.db.prepare('SELECT COUNT(*) FROM events WHERE event_type IN (?, ?)').pluck().get('JOB_DONE', 'JOB_FAILED')).toBe(0)
+    expect(engineContext(engine).db.prepare('SELECT COUNT(*) FROM events WHERE event_type IN (?, ?)').pluck().get('JOB_DONE', 'JOB_FAILED')).toBe(0)
     expect(series()).toEqual(before)
   })
 })
@@ -443,7 +444,7 @@ describe('the snapshot\'s counts of the last day', () => {
     claimOrFail(engine, 'w2') // the newest job, lease and event are another job's
     clock.advance(HOUR)
     expect(engine.deleteFinishedJobs(ids).sort()).toEqual([...ids].sort())
-    const restarted = new Engine({ db: engine.ctx.db, clock })
+    const restarted = new Engine({ db: engineContext(engine).db, clock })
     expect(restarted.snapshot().jobs.done_last_24h).toBe(3)
   })
 })
@@ -452,11 +453,11 @@ describe('query plans: retention reads by index, never a whole table', () => {
   it('finding expired jobs uses the jobs_finished index, and every deletion looks its rows up', () => {
     const { engine } = setup()
     const plan = (sql: string, ...params: unknown[]) =>
-      (engine.ctx.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
+      (engineContext(engine).db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
     expect(plan(EXPIRED_JOBS_SQL, T0, 10)).toContain('SEARCH jobs USING INDEX jobs_finished (finished_at<?)')
     expect(plan(JOBLESS_EVENTS_SQL, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_job \(job_id=\?\)$/)])
     // As the deletion runs them: with the foreign-key checks off (they would scan leases).
-    engine.ctx.db.pragma('foreign_keys = OFF')
+    engineContext(engine).db.pragma('foreign_keys = OFF')
     try {
       for (const sql of [DELETABLE_JOBS_SQL, ...DELETE_STATEMENTS]) {
         // file_contentions holds a row per pending file retry (it is emptied as leases end): a scan of it is nothing.
@@ -464,7 +465,7 @@ describe('query plans: retention reads by index, never a whole table', () => {
         expect(scans, sql).toEqual([])
       }
     } finally {
-      engine.ctx.db.pragma('foreign_keys = ON')
+      engineContext(engine).db.pragma('foreign_keys = ON')
     }
   })
 })

@@ -10,6 +10,7 @@ import { PRUNE_BATCH } from '../../src-main/engine/prune'
 import { PRUNE_FIRST_DELAY_MS, PRUNE_INTERVAL_MS, Pruner, type PassHealth } from '../../src-main/retention/pruner'
 import { aJob, setup } from '../helpers/engine'
 import { StorageFaultInjector } from '../helpers/storage-faults'
+import { engineContext } from '../../src-main/engine/internals'
 
 /** Health that remembers what it was told. */
 function recordingHealth(): PassHealth & { outcomes: string[] } {
@@ -27,13 +28,13 @@ function finishJobs(engine: Engine, count: number, payloadBytes = 16): void {
     engine.submitMany(Array.from({ length: Math.min(500, count - done) }, () => aJob({ payload })))
     let claimed = engine.claimBatch({ worker_id: 'w' }, 100).granted
     while (claimed.length > 0) {
-      const complete = claimed.map(({ lease }) => ({ job_id: lease.job_id, attempt_id: lease.attempt_id, lease_token: lease.token }))
+      const complete = claimed.map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token }))
       claimed = engine.exchange({ worker_id: 'w', complete, claim: { filter: {}, max_jobs: 100 } }).claimed.granted
     }
   }
 }
 
-const jobCount = (engine: Engine) => engine.ctx.db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+const jobCount = (engine: Engine) => engineContext(engine).db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
 const pages = (engine: Engine) => engine.storage().page_count
 
 let pruner: Pruner | undefined
@@ -124,7 +125,7 @@ describe('a pass works in short steps', () => {
     clock.advance(2 * DAY)
     const health = recordingHealth()
     pruner = new Pruner({ engine, retainDays: 1, health })
-    const faults = new StorageFaultInjector(engine.ctx.db)
+    const faults = new StorageFaultInjector(engineContext(engine).db)
     try {
       faults.code = 'SQLITE_FULL'
       await pruner.runPass()
@@ -137,7 +138,7 @@ describe('a pass works in short steps', () => {
     } finally {
       faults.dispose()
     }
-    expect(engine.ctx.db.pragma('foreign_keys', { simple: true })).toBe(1)
+    expect(engineContext(engine).db.pragma('foreign_keys', { simple: true })).toBe(1)
   })
 })
 
@@ -150,7 +151,7 @@ describe('the database stops growing in steady state', () => {
     pruner = new Pruner({ engine, retainDays, health: recordingHealth() })
     const counts: number[] = []
     for (let day = 0; day < count; day++) {
-      for (let i = 0; i < 100; i++) engine.recordWorkerEvent('w', 'WORKER_PROBLEM', { kind: 'handler', detail: 'x'.repeat(200) })
+      for (let i = 0; i < 100; i++) engine.recordWorkerProblem('w', { kind: 'handler', detail: 'x'.repeat(200) })
       finishJobs(engine, 300, 1024)
       advance(DAY)
       await pruner.runPass()
@@ -166,7 +167,7 @@ describe('the database stops growing in steady state', () => {
     // From the fourth day on, two days of jobs are kept: the file reuses the pages of the jobs it deleted.
     for (const count of counts.slice(4)) expect(count).toBeLessThanOrEqual(settled * 1.05)
     expect(jobCount(engine)).toBeLessThanOrEqual(2 * 300 + 1)
-    expect(engine.ctx.db.prepare('SELECT COUNT(*) FROM events WHERE job_id IS NULL').pluck().get()).toBeLessThanOrEqual(2 * 100)
+    expect(engineContext(engine).db.prepare('SELECT COUNT(*) FROM events WHERE job_id IS NULL').pluck().get()).toBeLessThanOrEqual(2 * 100)
   })
 
   it('without retention it grows with every day (what the bound above is measured against)', async () => {
@@ -187,7 +188,7 @@ describe('the database stops growing in steady state', () => {
     expect(after.page_count).toBeLessThan(full / 4)
     // What stays free is the reserve the next jobs will reuse.
     expect(after.freelist_count).toBeLessThanOrEqual(Math.max(1024, after.page_count / 10))
-    expect(engine.ctx.db.pragma('integrity_check', { simple: true })).toBe('ok')
+    expect(engineContext(engine).db.pragma('integrity_check', { simple: true })).toBe('ok')
   })
 })
 

@@ -5,10 +5,11 @@ import { SECOND } from '../../src-main/engine/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, runBulk, tempDir } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 /** Every row a job owns, by table. */
 function rowsOf(engine: Engine, jobId: string) {
-  const count = (sql: string, ...params: unknown[]) => engine.ctx.one<{ n: number }>(sql, ...params)!.n
+  const count = (sql: string, ...params: unknown[]) => engineContext(engine).one<{ n: number }>(sql, ...params)!.n
   return {
     jobs: count('SELECT COUNT(*) AS n FROM jobs WHERE id = ?', jobId),
     leases: count('SELECT COUNT(*) AS n FROM leases WHERE job_id = ?', jobId),
@@ -43,8 +44,8 @@ describe('purging finished jobs', () => {
     expect(engine.deleteFinishedJobs([job.id])).toHaveLength(1)
     expect(rowsOf(engine, job.id)).toEqual(NONE)
     expect(rowsOf(engine, neighbour)).toEqual(other)
-    expect(engine.ctx.db.pragma('foreign_key_check')).toEqual([])
-    expect(engine.ctx.db.pragma('foreign_keys', { simple: true })).toBe(1)
+    expect(engineContext(engine).db.pragma('foreign_key_check')).toEqual([])
+    expect(engineContext(engine).db.pragma('foreign_keys', { simple: true })).toBe(1)
   })
 
   it('never touches a job that has not finished, whatever it is asked', () => {
@@ -95,7 +96,7 @@ describe('purging finished jobs', () => {
     expect(engine.acquireFile({ file, owner_id: 'w2', lease_id: halted.lease.id })).toMatchObject({ code: 'blocked' })
     engine.cancel(halted.job.id) // its blocker is resolved with it
     engine.submit(aJob()) // the newest event is another job's
-    const count = (sql: string, id: string) => engine.ctx.one<{ n: number }>(sql, id)!.n
+    const count = (sql: string, id: string) => engineContext(engine).one<{ n: number }>(sql, id)!.n
     expect(count('SELECT COUNT(*) AS n FROM blockers WHERE requester_job_id = ?', halted.job.id)).toBe(1)
     expect(engine.deleteFinishedJobs([halted.job.id, held.job.id])).toHaveLength(1) // the holder still runs
     expect(count('SELECT COUNT(*) AS n FROM blockers WHERE requester_job_id = ?', halted.job.id)).toBe(0)
@@ -105,14 +106,14 @@ describe('purging finished jobs', () => {
     engine.submit(aJob()) // the newest event is another job's again
     expect(engine.deleteFinishedJobs([held.job.id])).toHaveLength(1)
     expect(count('SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ?', held.lease.id)).toBe(0)
-    expect(engine.ctx.db.pragma('foreign_key_check')).toEqual([])
+    expect(engineContext(engine).db.pragma('foreign_key_check')).toEqual([])
   })
 
   it('runs as a transaction of its own: refused inside another', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
     engine.cancel(job.id)
-    expect(() => engine.ctx.transact(() => engine.deleteFinishedJobs([job.id]))).toThrow('cannot run inside another transaction')
+    expect(() => engineContext(engine).transact(() => engine.deleteFinishedJobs([job.id]))).toThrow('cannot run inside another transaction')
     expect(rowsOf(engine, job.id).jobs).toBe(1)
   })
 
@@ -128,14 +129,14 @@ describe('purging finished jobs', () => {
       expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(0)
       const other = first.engine.submit(aJob()).job
       expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(1)
-      const newestEvent = first.engine.ctx.one<{ id: number }>('SELECT MAX(id) AS id FROM events')!.id
+      const newestEvent = engineContext(first.engine).one<{ id: number }>('SELECT MAX(id) AS id FROM events')!.id
       first.sqlite.close()
 
       const second = openFileEngine(path)
       const next = second.engine.submit(aJob()).job
       expect(next.stream_message_id).toBeGreaterThan(other.stream_message_id!)
       expect(leaseOrFail(second.engine, 'w').lease.fence).toBeGreaterThan(lease.fence)
-      expect(second.engine.ctx.one<{ id: number }>('SELECT MIN(id) AS id FROM events WHERE job_id = ?', next.id)!.id).toBeGreaterThan(newestEvent)
+      expect(engineContext(second.engine).one<{ id: number }>('SELECT MIN(id) AS id FROM events WHERE job_id = ?', next.id)!.id).toBeGreaterThan(newestEvent)
       second.sqlite.close()
     } finally {
       cleanup()

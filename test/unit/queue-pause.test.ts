@@ -4,12 +4,13 @@ import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { SECOND } from '../../src-main/engine/clock'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, leaseOrFail, openFileEngine, tempDir } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 let waiters: ClaimWaiters | undefined
 afterEach(() => waiters?.close())
 
 const queueEvents = (engine: ReturnType<typeof setup>['engine']) =>
-  engine.ctx.all<{ event_type: string; entity_type: string; entity_id: string; data: string }>("SELECT * FROM events WHERE entity_type = 'QUEUE' ORDER BY id")
+  engineContext(engine).all<{ event_type: string; entity_type: string; entity_id: string; data: string }>("SELECT * FROM events WHERE entity_type = 'QUEUE' ORDER BY id")
 
 describe('pausing queues', () => {
   it('a paused queue hands out nothing through any dialect, while the other queues go on', () => {
@@ -76,12 +77,12 @@ describe('pausing queues', () => {
     const { engine } = setup()
     const id = engine.submit(aJob({ queue: 'q' })).job.id
     expect(() =>
-      engine.ctx.transact(() => {
+      engineContext(engine).transact(() => {
         engine.pauseQueue('q')
         throw new Error('the transaction fails after the pause')
       }),
     ).toThrow('the transaction fails')
-    expect(engine.ctx.pausedQueues.has('q')).toBe(false)
+    expect(engineContext(engine).pausedQueues.has('q')).toBe(false)
     expect(engine.listQueues()[0]).toMatchObject({ queue: 'q', paused: false })
     expect(engine.claim({ worker_id: 'w' }).map((j) => j.id)).toEqual([id])
   })
@@ -140,7 +141,7 @@ describe('pausing queues and waiting claims', () => {
     expect(waiters.size).toBe(2)
     engine.resumeQueue('q')
     const granted = [await claim, (await exchange).claimed.granted[0]!]
-    expect(granted.map((g) => g.granted && g.job.id).sort()).toEqual([...ids].sort())
+    expect(granted.map((g) => g.granted && g.job_id).sort()).toEqual([...ids].sort())
     expect(eventTypes(engine.jobEvents(ids[0]!))).toContain('LEASE_GRANTED')
   })
 })

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { HOUR, ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { T0 } from '../helpers/engine'
 import { openFileEngine, tempDir } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 const COUNTED = ['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'LEASE_EXPIRED'] as const
 
@@ -21,7 +22,7 @@ function snapshotCounts(engine: ReturnType<typeof openFileEngine>['engine']): Re
 /** The same counts, counted in the event log itself. */
 function logCounts(engine: ReturnType<typeof openFileEngine>['engine'], now: number): Record<string, number> {
   return Object.fromEntries(
-    COUNTED.map((type) => [type, engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, now - 24 * HOUR)!.n]),
+    COUNTED.map((type) => [type, engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, now - 24 * HOUR)!.n]),
   )
 }
 

@@ -17,8 +17,8 @@ describe('release', () => {
     const released = engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED', result: { out: 42 } })
     expect(released.replay).toBe(false)
     expect(released.lease).toMatchObject({ state: 'RELEASED', release_status: 'SUCCEEDED', released_at: clock.now() })
-    expect(released.job).toMatchObject({ state: 'DONE', final_status: 'SUCCEEDED', finished_at: clock.now(), dead_letter: 0 })
-    expect(JSON.parse(released.job.result!)).toEqual({ out: 42 })
+    expect(released.job).toMatchObject({ state: 'DONE', final_status: 'SUCCEEDED', finished_at: clock.now(), dead_letter: false })
+    expect(released.job.result).toEqual({ out: 42 })
     expect(engine.getCapacity().leased).toBe(0)
     expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'SUCCEEDED', disposition: 'FINAL', finished_at: clock.now() })
   })
@@ -26,10 +26,10 @@ describe('release', () => {
   it('release FAILED is final even with attempts left (only dialect-003 retryable /fail requeues)', () => {
     const { engine, job, lease } = leasedJob({ config: { maxAttempts: 5 } })
     const released = engine.release({ lease_id: lease.id, status: 'FAILED', error: { message: 'boom' } })
-    expect(released.job).toMatchObject({ state: 'FAILED', final_status: 'FAILED', dead_letter: 0, attempts: 1 })
-    expect(JSON.parse(released.job.error!)).toEqual({ message: 'boom' })
+    expect(released.job).toMatchObject({ state: 'FAILED', final_status: 'FAILED', dead_letter: false, attempts: 1 })
+    expect(released.job.error).toEqual({ message: 'boom' })
     expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'FAILED', disposition: 'FINAL' })
-    expect(JSON.parse(engine.attempts(job.id)[0]!.error!)).toEqual({ message: 'boom' })
+    expect(engine.attempts(job.id)[0]!.error).toEqual({ message: 'boom' })
   })
 
   it('release CANCELED ends the job CANCELED', () => {

@@ -20,10 +20,10 @@ describe('retrying a finished job', () => {
     const { engine, clock } = s
     const { job } = engine.submit(aJob({ max_attempts: 2 }))
     failToTheEnd(s, job.id)
-    expect(engine.getJob(job.id)).toMatchObject({ state: 'FAILED', attempts: 2, dead_letter: 1 })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'FAILED', attempts: 2, dead_letter: true })
     clock.advance(SECOND)
     const retried = engine.retry(job.id, 'alice')
-    expect(retried).toMatchObject({ state: 'QUEUED', attempts: 2, max_attempts: 4, dead_letter: 0, final_status: null, error: null, eligible_at: clock.now() })
+    expect(retried).toMatchObject({ state: 'QUEUED', attempts: 2, max_attempts: 4, dead_letter: false, final_status: null, error: null, eligible_at: clock.now() })
     // The new run gets two attempts of its own, numbered 3 and 4, then dead-letters again.
     failToTheEnd(s, job.id)
     expect(engine.attempts(job.id).map((a) => [a.number, a.outcome, a.disposition])).toEqual([
@@ -37,7 +37,7 @@ describe('retrying a finished job', () => {
     expect(types.indexOf('JOB_RETRIED')).toBeGreaterThan(types.indexOf('JOB_FAILED'))
     const retriedEvent = engine.jobEvents(job.id).find((e) => e.event_type === 'JOB_RETRIED')!
     expect(retriedEvent.ts).toBe(retried.updated_at)
-    expect(JSON.parse(retriedEvent.data)).toEqual({ state: 'QUEUED', from: 'FAILED', requested_by: 'alice', message_id: retried.stream_message_id, attempts: 2, max_attempts: 4 })
+    expect(retriedEvent.data).toEqual({ state: 'QUEUED', from: 'FAILED', requested_by: 'alice', message_id: retried.stream_message_id, attempts: 2, max_attempts: 4 })
   })
 
   it('a TIMEOUT job (its last lease expired) and a CANCELED one are retried too; a retried job is taken at once', () => {
@@ -46,7 +46,7 @@ describe('retrying a finished job', () => {
     claimOrFail(engine, 'w')
     clock.advance(60 * SECOND)
     engine.reap()
-    expect(engine.getJob(timedOut)).toMatchObject({ state: 'TIMEOUT', dead_letter: 1 })
+    expect(engine.getJob(timedOut)).toMatchObject({ state: 'TIMEOUT', dead_letter: true })
     const canceled = engine.submit(aJob()).job.id
     engine.cancel(canceled, 'not now')
     expect(engine.retry(timedOut).max_attempts).toBe(2)

@@ -7,6 +7,7 @@ import { dueFiring, parseCron, type ScheduleInput } from '../../src-main/engine/
 import { ScheduleTimer, type Timers } from '../../src-main/schedules/timer'
 import { setup, T0 } from '../helpers/engine'
 import { expectEngineError, openFileEngine, tempDir } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 const DAY = 24 * HOUR
 
@@ -20,12 +21,12 @@ const aSchedule = (overrides: Partial<ScheduleInput> = {}): ScheduleInput => ({
 })
 
 const scheduleEvents = (engine: Engine): EventRow[] =>
-  engine.ctx.all<EventRow>("SELECT * FROM events WHERE entity_type = 'SCHEDULE' ORDER BY id")
+  engineContext(engine).all<EventRow>("SELECT * FROM events WHERE entity_type = 'SCHEDULE' ORDER BY id")
 
-const jobsOf = (engine: Engine) => engine.ctx.all<{ id: string; job_type: string; state: string }>('SELECT id, job_type, state FROM jobs ORDER BY seq')
+const jobsOf = (engine: Engine) => engineContext(engine).all<{ id: string; job_type: string; state: string }>('SELECT id, job_type, state FROM jobs ORDER BY seq')
 
 const runsOf = (engine: Engine) =>
-  engine.ctx.all<{ fire_at: number; outcome: string; job_id: string | null; reason: string | null }>(
+  engineContext(engine).all<{ fire_at: number; outcome: string; job_id: string | null; reason: string | null }>(
     'SELECT fire_at, outcome, job_id, reason FROM schedule_runs ORDER BY fire_at',
   )
 
@@ -168,8 +169,8 @@ describe('firing', () => {
     const [firing] = engine.fireDueSchedules()
     expect(firing).toMatchObject({ name: 'nightly', fire_at: T0 + 2 * HOUR, outcome: 'FIRED', reason: null })
     const job = engine.getJob(firing!.job_id!)
-    expect(job).toMatchObject({ job_type: 'backup', cost_units: 3, priority: 2, queue: 'nightly', state: 'QUEUED', created_at: T0 + 2 * HOUR })
-    expect(JSON.parse(job.payload)).toEqual({ to: '/mnt' })
+    expect(job).toMatchObject({ job_type: 'backup', cost_units: 3, priority: 'HIGH', queue: 'nightly', state: 'QUEUED', created_at: T0 + 2 * HOUR })
+    expect(job.payload).toEqual({ to: '/mnt' })
     expect(engine.scheduleOrigins([job.id, 'other'])).toEqual(new Map([[job.id, { name: 'nightly', fire_at: T0 + 2 * HOUR }]]))
     // The job's timeline says the schedule made it.
     expect(engine.jobEvents(job.id).map((e) => e.event_type)).toEqual(['JOB_SUBMITTED', 'SCHEDULE_FIRED'])
@@ -198,7 +199,7 @@ describe('firing', () => {
     engine.createSchedule(aSchedule({ cron: '*/10 * * * *' }))
     clock.set(T0 + 10 * MINUTE)
     engine.fireDueSchedules()
-    engine.ctx.run('UPDATE schedules SET next_fire_at = ?', T0 + 10 * MINUTE) // as a stale timer would believe
+    engineContext(engine).run('UPDATE schedules SET next_fire_at = ?', T0 + 10 * MINUTE) // as a stale timer would believe
     expect(engine.fireDueSchedules()).toEqual([])
     expect(jobsOf(engine)).toHaveLength(1)
   })

@@ -4,10 +4,11 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import type { Metric } from '../../src-main/engine/stats'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 /** The counted events of a type in [now − 24 h, now], counted in the event log itself. */
 function countedInLog(engine: ReturnType<typeof setup>['engine'], type: string, now: number): number {
-  return engine.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, now - 24 * HOUR)!.n
+  return engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, now - 24 * HOUR)!.n
 }
 
 describe('stats snapshot', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
+import { engineContext } from '../../src-main/engine/internals'
 import { expectEngineError } from './support'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -15,12 +16,12 @@ describe('submit', () => {
       job_type: 'render',
       cost_units: 2,
       addon_id: null,
-      priority: 1, // NORMAL
-      constraints: '{}',
-      payload: '{}',
-      is_unique: 0,
+      priority: 'NORMAL',
+      constraints: {},
+      payload: {},
+      unique: false,
       idempotency_key: null,
-      tags: '[]',
+      tags: [],
       max_runtime_s: null,
       queue: 'default',
       max_attempts: 3,
@@ -30,8 +31,8 @@ describe('submit', () => {
       claim_expires_at: null,
       lease_id: null,
       next_retry_at: null,
-      cancel_requested: 0,
-      dead_letter: 0,
+      cancel_requested: false,
+      dead_letter: false,
       created_at: T0,
       updated_at: T0,
       eligible_at: T0,
@@ -63,22 +64,26 @@ describe('submit', () => {
     const stored = engine.getJob(job.id)
     expect(stored).toMatchObject({
       addon_id: 'addon-a',
-      priority: 3,
+      priority: 'URGENT',
       cost_units: 5,
-      is_unique: 1,
+      unique: true,
       idempotency_key: 'key-1',
       max_runtime_s: 600,
       queue: 'video',
       max_attempts: 5,
     })
-    expect(JSON.parse(stored.constraints)).toEqual({ gpu_required: true, ssd: false })
-    expect(JSON.parse(stored.payload)).toEqual({ input: 'a.mp4', n: [1, 2] })
-    expect(JSON.parse(stored.tags)).toEqual(['x', 'y'])
+    expect(stored.constraints).toEqual({ gpu_required: true, ssd: false })
+    expect(stored.payload).toEqual({ input: 'a.mp4', n: [1, 2] })
+    expect(stored.tags).toEqual(['x', 'y'])
   })
 
   it('priorities are stored so that a higher rank is picked first: LOW<NORMAL<HIGH<URGENT', () => {
     const { engine } = setup()
-    const rank = (priority: 'LOW' | 'NORMAL' | 'HIGH' | 'URGENT') => engine.submit(aJob({ priority })).job.priority
+    const rank = (priority: 'LOW' | 'NORMAL' | 'HIGH' | 'URGENT') => {
+      const { job } = engine.submit(aJob({ priority }))
+      expect(job.priority).toBe(priority)
+      return engineContext(engine).one<{ priority: number }>('SELECT priority FROM jobs WHERE id = ?', job.id)!.priority
+    }
     expect([rank('LOW'), rank('NORMAL'), rank('HIGH'), rank('URGENT')]).toEqual([0, 1, 2, 3])
   })
 
@@ -134,7 +139,7 @@ describe('submit', () => {
     const { job } = engine.submit(aJob({ queue: 'q1' }))
     const events = engine.jobEvents(job.id)
     expect(events.map((e) => [e.entity_type, e.event_type])).toEqual([['JOB', 'JOB_SUBMITTED']])
-    expect(JSON.parse(events[0]!.data)).toMatchObject({ state: 'QUEUED', queue: 'q1', message_id: job.stream_message_id })
+    expect(events[0]!.data).toMatchObject({ state: 'QUEUED', queue: 'q1', message_id: job.stream_message_id })
     expect(job.stream_message_id).toBeGreaterThan(0)
   })
 

@@ -5,10 +5,8 @@ import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/clock'
-import { type BulkAction, Engine, EngineError, type EngineConfig } from '../../src-main/engine'
-import type { Leased } from '../../src-main/engine/leases'
-import type { WorkerFilter } from '../../src-main/engine/pick'
-import type { EventRow } from '../../src-main/db/schema'
+import { type BulkAction, Engine, EngineError, type EngineConfig, type Event, type LeaseDecision, type WorkerFilter } from '../../src-main/engine'
+import { statusOf } from '../../src-main/http/statuses'
 import { T0 } from '../helpers/engine'
 
 /** Runs `fn` and returns the EngineError it throws; fails the test if it throws nothing or something else. */
@@ -22,15 +20,19 @@ export function engineError(fn: () => unknown): EngineError {
   throw new Error('expected an EngineError, but the call succeeded')
 }
 
-/** Asserts `fn` throws an EngineError with this status and code, and returns it. */
+/**
+ * Asserts `fn` throws an EngineError with this code, and returns it. The engine knows no status:
+ * `status` is checked against the HTTP layer's one table for the code, so each test also says
+ * what its refusal answers over the wire.
+ */
 export function expectEngineError(fn: () => unknown, status: number, code: string): EngineError {
   const error = engineError(fn)
-  expect({ status: error.status, code: error.code }).toEqual({ status, code })
+  expect({ status: statusOf(error.code), code: error.code }).toEqual({ status, code })
   return error
 }
 
 /** Leases the head job through dialect 001 and fails the test on a denial. */
-export function leaseOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s?: number): Leased {
+export function leaseOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s?: number): LeaseDecision & { granted: true } {
   const decision = engine.requestLease(typeof filter === 'string' ? { worker_id: filter } : filter, ttl_s)
   if (!decision.granted) throw new Error(`expected a grant, got a denial: ${decision.reason}`)
   return decision
@@ -43,7 +45,7 @@ export function claimOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s
   return decision
 }
 
-export const eventTypes = (events: EventRow[]): string[] => events.map((e) => e.event_type)
+export const eventTypes = (events: Event[]): string[] => events.map((e) => e.event_type)
 
 /** A temporary directory removed by the returned cleanup. */
 export function tempDir(): { dir: string; cleanup: () => void } {
@@ -77,8 +79,7 @@ export function openFileEngine(
 export const messageIds = (engine: Engine, jobId: string): number[] =>
   engine
     .jobEvents(jobId)
-    .filter((e) => ['JOB_SUBMITTED', 'JOB_REQUEUED', 'JOB_RETRIED'].includes(e.event_type))
-    .map((e) => (JSON.parse(e.data) as { message_id: number }).message_id)
+    .flatMap((e) => (e.event_type === 'JOB_SUBMITTED' || e.event_type === 'JOB_REQUEUED' || e.event_type === 'JOB_RETRIED' ? [e.data.message_id] : []))
 
 /** Runs a bulk call step by step, as the HTTP route does; returns the totals and each step's count. */
 export function runBulk(engine: Engine, action: BulkAction, request: Parameters<Engine['planBulk']>[1]) {

@@ -3,6 +3,7 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
 import { eventTypes, expectEngineError, leaseOrFail } from './support'
+import { engineContext } from '../../src-main/engine/internals'
 
 const reasonOf = (engine: Engine, jobId: string) => engine.waitingReasons([engine.getJob(jobId)])[0]
 const short = (id: string) => `…${id.slice(-8)}`
@@ -44,7 +45,7 @@ describe('a queue never stalls silently: a job larger than the capacity', () => 
     expect(engine.claim({ worker_id: 'w', max_units: 70 }).map((j) => j.id)).toEqual([claimed.id])
     engine.setCapacity({ total_units: 50 })
     expect(eventTypes(engine.jobEvents(big.id)).at(-1)).toBe('JOB_EXCEEDS_CAPACITY')
-    expect(engine.jobEvents(big.id).at(-1)!.data).toBe(JSON.stringify({ state: 'QUEUED', cost_units: 80, total_units: 50 }))
+    expect(engine.jobEvents(big.id).at(-1)!.data).toEqual({ state: 'QUEUED', cost_units: 80, total_units: 50 })
     expect(eventTypes(engine.jobEvents(claimed.id)).at(-1)).toBe('JOB_EXCEEDS_CAPACITY')
     expect(eventTypes(engine.jobEvents(small.id))).toEqual(['JOB_SUBMITTED'])
     expect(engine.snapshot().jobs.over_capacity).toBe(2)
@@ -132,7 +133,7 @@ describe('every waiting job can say why it waits', () => {
   it('a BLOCKED job waits for an operator', () => {
     const { engine } = setup()
     const job = engine.submit(aJob()).job
-    engine.ctx.run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
+    engineContext(engine).run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
     expect(reasonOf(engine, job.id)).toBe('halted; waits for an operator to retry, force release or cancel')
   })
 

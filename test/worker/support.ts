@@ -11,6 +11,7 @@ import type { HostConfig } from '../../src-main/config'
 import type { Clock } from '../../src-main/engine/clock'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { BIN } from '../helpers/process'
+import { engineContext } from '../../src-main/engine/internals'
 
 export const QUEUE = '/api/scheduler'
 
@@ -43,7 +44,7 @@ export interface StoredEvent {
 
 /** The event log as stored (oldest first), optionally of one job and/or of some types. */
 export function events(host: TestHost, filter: { job?: string; type?: string | string[] } = {}): StoredEvent[] {
-  const rows = host.engine.ctx.db.prepare('SELECT * FROM events ORDER BY id').all() as (Omit<StoredEvent, 'data'> & { data: string })[]
+  const rows = engineContext(host.engine).db.prepare('SELECT * FROM events ORDER BY id').all() as (Omit<StoredEvent, 'data'> & { data: string })[]
   const types = filter.type === undefined ? null : ([] as string[]).concat(filter.type)
   return rows
     .map((row) => ({ ...row, data: JSON.parse(row.data) as Record<string, any> }))
@@ -208,7 +209,7 @@ export async function killChildren(): Promise<void> {
 
 /** Cancels every job of the host not yet ended, so a failed test leaves no work to the next. */
 export function cancelUnfinished(host: TestHost): void {
-  const open = host.engine.ctx.db.prepare("SELECT id FROM jobs WHERE state NOT IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')").all() as { id: string }[]
+  const open = engineContext(host.engine).db.prepare("SELECT id FROM jobs WHERE state NOT IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')").all() as { id: string }[]
   for (const { id } of open) host.engine.cancel(id, 'left over by a test')
 }
 

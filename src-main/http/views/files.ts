@@ -4,16 +4,11 @@
  * schemas of their own.
  */
 import { z } from 'zod'
-import type { BlockerRow, FileLeaseRow } from '../../db/schema'
-import { RESOLUTIONS } from '../../engine/blockers'
+import { type AcquireResult, type Blocker as BlockerReport, BLOCKER_STATES, type Contention, type FileLease as FileLeaseRecord, FILE_LEASE_STATES, RESOLUTIONS } from '../../engine'
 import { iso } from '../../engine/clock'
-import type { Contention } from '../../engine/files'
 import { IsoTime, JobState } from '../schemas'
 
 const ageS = (since: number, now: number) => Math.round((now - since) / 100) / 10
-
-export const FILE_LEASE_STATES = ['ACTIVE', 'RELEASED', 'REVOKED'] as const
-export const BLOCKER_STATES = ['OPEN', 'RESOLVED'] as const
 
 export const FileLease = z
   .object({
@@ -32,14 +27,14 @@ export const FileLease = z
   .meta({ id: 'FileLease' })
 export type FileLease = z.infer<typeof FileLease>
 
-export function fileLeaseView(lease: FileLeaseRow, now: number): FileLease {
+export function fileLeaseView(lease: FileLeaseRecord, now: number): FileLease {
   return {
     file_lease_id: lease.id,
     file: lease.file,
     owner_id: lease.owner_id,
     lease_id: lease.lease_id,
     job_id: lease.job_id,
-    state: lease.state as FileLease['state'],
+    state: lease.state,
     acquired_at: iso(lease.acquired_at),
     last_heartbeat_at: iso(lease.last_heartbeat_at),
     age_s: ageS(lease.acquired_at, now),
@@ -83,7 +78,7 @@ export const Blocker = z
   .meta({ id: 'Blocker', description: 'A blocker report: a job still blocked after its retry, halted until an operator answers' })
 export type Blocker = z.infer<typeof Blocker>
 
-export function blockerView(b: BlockerRow): Blocker {
+export function blockerView(b: BlockerReport): Blocker {
   return {
     blocker_id: b.id,
     file: b.file,
@@ -98,8 +93,8 @@ export function blockerView(b: BlockerRow): Blocker {
     denied_at: iso(b.denied_at),
     retried_at: iso(b.retried_at),
     requester: { owner_id: b.requester_owner_id, job_id: b.requester_job_id, lease_id: b.requester_lease_id },
-    state: b.state as Blocker['state'],
-    resolution: b.resolution as Blocker['resolution'],
+    state: b.state,
+    resolution: b.resolution,
     note: b.note,
     resolved_by: b.resolved_by,
     resolved_at: iso(b.resolved_at),
@@ -129,7 +124,7 @@ export type FileBlocked = z.infer<typeof FileBlocked>
 export const FileAcquireRefusal = z.union([FileLeaseHeld, FileBlocked])
 export type FileAcquireRefusal = z.infer<typeof FileAcquireRefusal>
 
-export function acquireRefusal(refusal: { code: 'file_lease_held'; contention: Contention } | { code: 'blocked'; blocker: BlockerRow }): FileAcquireRefusal {
+export function acquireRefusal(refusal: Extract<AcquireResult, { granted: false }>): FileAcquireRefusal {
   if (refusal.code === 'file_lease_held') {
     const { contention } = refusal
     return { granted: false, code: 'file_lease_held', detail: `${contention.file} is held by ${contention.holder.owner_id}`, contention: contentionView(contention) }

@@ -3,12 +3,10 @@
  * and priorities. Each view's zod schema sits beside the function that renders it.
  */
 import { z } from 'zod'
-import type { JobRow, LeaseRow } from '../../db/schema'
+import type { Job, Lease } from '../../engine'
 import { iso } from '../../engine/clock'
-import { type JobState, PRIORITIES, priorityName } from '../../engine/states'
+import { type JobState, PRIORITIES } from '../../engine/states'
 import { IsoTime } from '../schemas'
-
-const parse = (text: string | null): unknown => (text === null ? null : JSON.parse(text))
 
 const PULL_STATES = {
   QUEUED: 'queued',
@@ -29,8 +27,8 @@ export const PullState = z
   .meta({ id: 'PullJobState', description: 'A job state as dialect 001 shows it' })
 export type PullState = z.infer<typeof PullState>
 
-export function pullState(state: string): PullState {
-  return PULL_STATES[state as JobState]
+export function pullState(state: JobState): PullState {
+  return PULL_STATES[state]
 }
 
 export const PullPriority = z.enum(PRIORITIES.map((p) => p.toLowerCase() as Lowercase<typeof p>) as [Lowercase<(typeof PRIORITIES)[number]>]).meta({ id: 'PullPriority' })
@@ -55,17 +53,17 @@ export const PullJob = z
   .meta({ id: 'PullJob', description: "Seed 001's job" })
 export type PullJob = z.infer<typeof PullJob>
 
-export function pullJob(job: JobRow): PullJob {
+export function pullJob(job: Job): PullJob {
   return {
     job_id: job.id,
     type: job.job_type,
-    priority: priorityName(job.priority).toLowerCase() as PullJob['priority'],
+    priority: job.priority.toLowerCase() as PullJob['priority'],
     requested_units: job.cost_units,
-    unique: job.is_unique === 1,
+    unique: job.unique,
     state: pullState(job.state),
-    payload: parse(job.payload),
+    payload: job.payload,
     idempotency_key: job.idempotency_key,
-    tags: parse(job.tags) as string[],
+    tags: job.tags,
     max_runtime_s: job.max_runtime_s,
     lease_id: job.lease_id,
     created_at: iso(job.created_at),
@@ -87,7 +85,7 @@ export const PullLease = z
   .meta({ id: 'PullLease', description: "Seed 001's lease" })
 export type PullLease = z.infer<typeof PullLease>
 
-export function pullLease(lease: LeaseRow): PullLease {
+export function pullLease(lease: Lease): PullLease {
   return {
     lease_id: lease.id,
     job_id: lease.job_id,

@@ -4,23 +4,29 @@
  * document cannot drift. Canonical names, LEASED shown as RUNNING, times as ISO-8601 UTC.
  */
 import { z } from 'zod'
-import type { AttemptRow, EventRow, JobRow, LeaseRow } from '../../db/schema'
-import type { ScheduleOrigin } from '../../engine'
+import {
+  ATTEMPT_DISPOSITIONS,
+  ATTEMPT_OUTCOMES,
+  type Attempt,
+  ENTITY_TYPES,
+  type Event,
+  EVENT_TYPES,
+  type Job,
+  type Lease,
+  type ScheduleOrigin,
+} from '../../engine'
 import { iso } from '../../engine/clock'
-import type { EntityType } from '../../engine/context'
 import { BUCKETS, METRICS, RANGES } from '../../engine/stats'
-import { type FinalStatus as FinalStatusName, type JobState as JobStateName, JOB_STATES, type LeaseState as LeaseStateName, priorityName, TERMINAL_STATES } from '../../engine/states'
+import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/states'
 import { FinalStatus, IsoTime, LeaseState, PRIORITY } from '../schemas'
-
-const parse = (text: string | null): unknown => (text === null ? null : JSON.parse(text))
 
 /** The states dialect 002 shows: the canonical ones, LEASED shown as RUNNING. */
 export const QUEUE_STATES = JOB_STATES.filter((state): state is Exclude<JobStateName, 'LEASED'> => state !== 'LEASED')
 export const QueueState = z.enum(QUEUE_STATES).meta({ id: 'QueueJobState', description: 'A job state as dialect 002 shows it (LEASED shows as RUNNING)' })
 export type QueueState = z.infer<typeof QueueState>
 
-export function queueState(state: string): QueueState {
-  return state === 'LEASED' ? 'RUNNING' : (state as QueueState)
+export function queueState(state: JobStateName): QueueState {
+  return state === 'LEASED' ? 'RUNNING' : state
 }
 
 /** Seed 002's JobIntent, plus the model's extra fields. */
@@ -56,15 +62,15 @@ export const QueueJob = z
   .meta({ id: 'QueueJob', description: "Seed 002's JobIntent plus the model's extra fields" })
 export type QueueJob = z.infer<typeof QueueJob>
 
-export function queueJob(job: JobRow): QueueJob {
+export function queueJob(job: Job): QueueJob {
   return {
     job_id: job.id,
     addon_id: job.addon_id,
     job_type: job.job_type,
-    priority: priorityName(job.priority),
+    priority: job.priority,
     cost_units: job.cost_units,
-    constraints: parse(job.constraints) as Record<string, boolean>,
-    payload: parse(job.payload),
+    constraints: job.constraints,
+    payload: job.payload,
     state: queueState(job.state),
     created_at: iso(job.created_at),
     updated_at: iso(job.updated_at),
@@ -74,16 +80,16 @@ export function queueJob(job: JobRow): QueueJob {
     attempts: job.attempts,
     next_retry_at: iso(job.next_retry_at),
     run_at: iso(job.run_at),
-    unique: job.is_unique === 1,
-    tags: parse(job.tags) as string[],
+    unique: job.unique,
+    tags: job.tags,
     max_runtime_s: job.max_runtime_s,
     queue: job.queue,
     max_attempts: job.max_attempts,
     client_request_id: job.idempotency_key,
-    cancel_requested: job.cancel_requested === 1,
+    cancel_requested: job.cancel_requested,
     progress: job.progress,
     note: job.note,
-    dead_letter: job.dead_letter === 1,
+    dead_letter: job.dead_letter,
   }
 }
 
@@ -102,7 +108,7 @@ export const QueueJobRead = QueueJob.extend({
 }).meta({ id: 'QueueJobRead', description: 'A job as the reads show it: plus why it waits and the schedule that made it' })
 export type QueueJobRead = z.infer<typeof QueueJobRead>
 
-export function queueJobRead(job: JobRow, waitingReason: string | null, origin: ScheduleOrigin | null): QueueJobRead {
+export function queueJobRead(job: Job, waitingReason: string | null, origin: ScheduleOrigin | null): QueueJobRead {
   return { ...queueJob(job), waiting_reason: waitingReason, schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at)! } }
 }
 
@@ -121,13 +127,13 @@ export const QueueResult = z
 export type QueueResult = z.infer<typeof QueueResult>
 
 /** Seed 002's JobResult for a finished job, else null. */
-export function queueResult(job: JobRow): QueueResult | null {
-  if (!TERMINAL_STATES.has(job.state as JobStateName)) return null
+export function queueResult(job: Job): QueueResult | null {
+  if (!TERMINAL_STATES.has(job.state)) return null
   return {
     job_id: job.id,
-    status: job.final_status as FinalStatusName | null,
-    result_data: parse(job.result),
-    error: parse(job.error),
+    status: job.final_status,
+    result_data: job.result,
+    error: job.error,
     started_at: iso(job.started_at),
     finished_at: iso(job.finished_at),
     attempts: job.attempts,
@@ -148,13 +154,13 @@ export const QueueLease = z
     last_heartbeat_at: IsoTime,
     expires_at: IsoTime,
     released_at: IsoTime.nullable(),
-    release_status: FinalStatus.nullable(),
+    release_status: z.enum(ATTEMPT_OUTCOMES).nullable().meta({ description: 'How its attempt ended; BLOCKED: halted by a file-lease blocker' }),
     fence: z.number().int().meta({ description: 'Strictly increases with every lease granted' }),
   })
   .meta({ id: 'QueueLease', description: "Seed 002's Lease plus who holds it and how it ended (never the token)" })
 export type QueueLease = z.infer<typeof QueueLease>
 
-export function queueLease(lease: LeaseRow): QueueLease {
+export function queueLease(lease: Lease): QueueLease {
   return {
     lease_id: lease.id,
     job_id: lease.job_id,
@@ -162,18 +168,15 @@ export function queueLease(lease: LeaseRow): QueueLease {
     worker_id: lease.worker_id,
     cost_units: lease.cost_units,
     ttl_sec: lease.ttl_s,
-    state: lease.state as LeaseStateName,
+    state: lease.state,
     granted_at: iso(lease.granted_at),
     last_heartbeat_at: iso(lease.last_heartbeat_at),
     expires_at: iso(lease.expires_at),
     released_at: iso(lease.released_at),
-    release_status: lease.release_status as FinalStatusName | null,
+    release_status: lease.release_status,
     fence: lease.fence,
   }
 }
-
-export const ATTEMPT_OUTCOMES = [...(FinalStatus.options as readonly FinalStatusName[]), 'BLOCKED'] as const
-export const ATTEMPT_DISPOSITIONS = ['REQUEUED', 'DEAD_LETTERED', 'FINAL', 'BLOCKED'] as const
 
 export const QueueAttempt = z
   .object({
@@ -190,7 +193,7 @@ export const QueueAttempt = z
   .meta({ id: 'QueueAttempt', description: 'One execution of a job' })
 export type QueueAttempt = z.infer<typeof QueueAttempt>
 
-export function queueAttempt(a: AttemptRow): QueueAttempt {
+export function queueAttempt(a: Attempt): QueueAttempt {
   return {
     attempt_id: a.id,
     attempt: a.number,
@@ -198,21 +201,22 @@ export function queueAttempt(a: AttemptRow): QueueAttempt {
     lease_id: a.lease_id,
     started_at: iso(a.started_at),
     finished_at: iso(a.finished_at),
-    outcome: a.outcome as QueueAttempt['outcome'],
-    disposition: a.disposition as QueueAttempt['disposition'],
-    error: parse(a.error),
+    outcome: a.outcome,
+    disposition: a.disposition,
+    error: a.error,
   }
 }
 
-export const ENTITY_TYPES = ['JOB', 'LEASE', 'FILE_LEASE', 'BLOCKER', 'WORKER', 'CAPACITY', 'SCHEDULE', 'QUEUE'] as const satisfies readonly EntityType[]
 export const EntityTypeSchema = z.enum(ENTITY_TYPES).meta({ id: 'EntityType' })
+/** The event types: the one list (src-shared/event-types.ts), the stream's event names. */
+export const EventTypeSchema = z.enum(EVENT_TYPES).meta({ id: 'EventType', description: 'The event type, e.g. JOB_SUBMITTED, LEASE_GRANTED, JOB_DONE' })
 
 /** One entry of the event log, as a job's timeline lists it. */
 export const QueueEvent = z
   .object({
     id: z.number().int(),
     ts: IsoTime,
-    type: z.string().meta({ description: 'The event type, e.g. JOB_SUBMITTED, LEASE_GRANTED, JOB_DONE' }),
+    type: EventTypeSchema,
     entity_type: EntityTypeSchema,
     entity_id: z.string(),
     data: z.record(z.string(), z.unknown()),
@@ -220,15 +224,8 @@ export const QueueEvent = z
   .meta({ id: 'QueueEvent', description: 'One entry of the event log' })
 export type QueueEvent = z.infer<typeof QueueEvent>
 
-export function queueEvent(event: EventRow): QueueEvent {
-  return {
-    id: event.id,
-    ts: iso(event.ts),
-    type: event.event_type,
-    entity_type: event.entity_type as EntityType,
-    entity_id: event.entity_id,
-    data: parse(event.data) as Record<string, unknown>,
-  }
+export function queueEvent(event: Event): QueueEvent {
+  return { id: event.id, ts: iso(event.ts), type: event.event_type, entity_type: event.entity_type, entity_id: event.entity_id, data: event.data }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,9 +3,7 @@
  * wire shows them. Each view's zod schema sits beside the function that renders it.
  */
 import { z } from 'zod'
-import type { LeaseRow } from '../../db/schema'
-import type { EngineEvent } from '../../engine'
-import type { CapacityFigures } from '../../engine/capacity'
+import type { ActiveLease as ActiveLeaseRecord, CapacityFigures, Event } from '../../engine'
 import { iso } from '../../engine/clock'
 import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
@@ -47,7 +45,7 @@ export const ActiveLeases = z
   .meta({ id: 'ActiveLeases' })
 export type ActiveLeases = z.infer<typeof ActiveLeases>
 
-export function activeLeasesView(now: number, leases: readonly (LeaseRow & { job_type: string })[]): ActiveLeases {
+export function activeLeasesView(now: number, leases: readonly ActiveLeaseRecord[]): ActiveLeases {
   return {
     now: iso(now),
     leases: leases.map((l) => ({
@@ -96,7 +94,7 @@ export const StreamEvent = QueueEvent.extend({
 }).meta({ id: 'StreamEvent', description: 'The data of one event on the stream' })
 export type StreamEvent = z.infer<typeof StreamEvent>
 
-export function streamEvent(event: Pick<EngineEvent, 'id' | 'ts' | 'entity_type' | 'entity_id' | 'job_id' | 'event_type' | 'data'>): StreamEvent {
+export function streamEvent(event: Event): StreamEvent {
   return {
     id: event.id,
     ts: iso(event.ts),

@@ -4,10 +4,8 @@
  * view's zod schema sits beside the function that renders it.
  */
 import { z } from 'zod'
-import type { JobRow, LeaseRow } from '../../db/schema'
 import { iso } from '../../engine/clock'
-import type { ExchangeAnswer, ItemResult } from '../../engine'
-import type { AttemptAnswer, LeaseDecision } from '../../engine/leases'
+import type { Assignment, AttemptEnded, Denial, ExchangeAnswer, ItemResult, LeaseExtended } from '../../engine'
 import { IsoTime } from '../schemas'
 
 /** Seed 003's claim answer, plus the job's type, its lease id and its max runtime. */
@@ -35,25 +33,24 @@ export const WorkerClaimAnswer = z
 export type WorkerClaimAnswer = z.infer<typeof WorkerClaimAnswer>
 
 /** Dialect 003's claim answer. */
-export function claimAnswer(decision: LeaseDecision): WorkerClaimAnswer {
-  if (!decision.granted) return { claimed: false }
-  return claimedJob(decision.lease, decision.job, decision.message_id)
+export function claimAnswer(decision: Assignment | Denial): WorkerClaimAnswer {
+  return decision.granted ? claimedJob(decision) : { claimed: false }
 }
 
-function claimedJob(lease: LeaseRow, job: JobRow, messageId: number | null): WorkerClaimed {
+function claimedJob(a: Assignment): WorkerClaimed {
   return {
     claimed: true,
-    job_id: job.id,
-    attempt_id: lease.attempt_id,
-    lease_id: lease.id,
-    lease_token: lease.token,
-    stream: job.queue,
-    message_id: messageId === null ? null : String(messageId),
-    payload: JSON.parse(job.payload) as unknown,
-    job_type: job.job_type,
-    max_runtime_s: job.max_runtime_s,
-    lease_ttl_seconds: lease.ttl_s,
-    heartbeat_interval_seconds: Math.max(1, Math.floor(lease.ttl_s / 3)),
+    job_id: a.job_id,
+    attempt_id: a.attempt_id,
+    lease_id: a.lease_id,
+    lease_token: a.lease_token,
+    stream: a.queue,
+    message_id: a.message_id === null ? null : String(a.message_id),
+    payload: a.payload,
+    job_type: a.job_type,
+    max_runtime_s: a.max_runtime_s,
+    lease_ttl_seconds: a.ttl_s,
+    heartbeat_interval_seconds: Math.max(1, Math.floor(a.ttl_s / 3)),
   }
 }
 
@@ -62,8 +59,8 @@ export const WorkerHeartbeatAnswer = z
   .meta({ id: 'WorkerHeartbeatAnswer' })
 export type WorkerHeartbeatAnswer = z.infer<typeof WorkerHeartbeatAnswer>
 
-export function heartbeatAnswer(leased: { lease: LeaseRow; job: JobRow }): WorkerHeartbeatAnswer {
-  return { ok: true, lease_expires_at: iso(leased.lease.expires_at), cancel_requested: leased.job.cancel_requested === 1 }
+export function heartbeatAnswer(extended: LeaseExtended): WorkerHeartbeatAnswer {
+  return { ok: true, lease_expires_at: iso(extended.expires_at), cancel_requested: extended.cancel_requested }
 }
 
 export const WorkerCompleteAnswer = z
@@ -71,7 +68,7 @@ export const WorkerCompleteAnswer = z
   .meta({ id: 'WorkerCompleteAnswer' })
 export type WorkerCompleteAnswer = z.infer<typeof WorkerCompleteAnswer>
 
-export const completeAnswer = (answer: AttemptAnswer): WorkerCompleteAnswer => ({ ok: true, ack: answer.ack })
+export const completeAnswer = (answer: AttemptEnded): WorkerCompleteAnswer => ({ ok: true, ack: answer.ack })
 
 export const WorkerFailAnswer = z
   .object({
@@ -83,7 +80,7 @@ export const WorkerFailAnswer = z
   .meta({ id: 'WorkerFailAnswer' })
 export type WorkerFailAnswer = z.infer<typeof WorkerFailAnswer>
 
-export const failAnswer = ({ ack, requeued, dlq }: AttemptAnswer): WorkerFailAnswer => ({ ok: true, ack, requeued, dlq })
+export const failAnswer = ({ ack, requeued, dlq }: AttemptEnded): WorkerFailAnswer => ({ ok: true, ack, requeued, dlq })
 
 export const WorkerReportAnswer = z.object({ ok: z.literal(true) }).meta({ id: 'WorkerReportAnswer' })
 
@@ -103,9 +100,9 @@ export type WorkerBatchAnswer = z.infer<typeof WorkerBatchAnswer>
 
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }): z.infer<typeof RefusedItem>
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck: true): z.infer<typeof RefusedReport>
-function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck = false) {
-  const { code, detail, body } = result.error
-  return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: body.ack === true } : {}) }
+function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck = false): z.infer<typeof RefusedItem> | z.infer<typeof RefusedReport> {
+  const { code, detail, extra } = result.error
+  return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: extra.ack === true } : {}) }
 }
 
 /**
@@ -130,7 +127,7 @@ export function exchangeAnswer(
       const jobId = request.fail![i]!.job_id
       return result.ok ? { job_id: jobId, ...failAnswer(result.value) } : refused(jobId, result, true)
     }),
-    jobs: answer.claimed.granted.map(({ lease, job, message_id }) => claimedJob(lease, job, message_id)),
+    jobs: answer.claimed.granted.map(claimedJob),
   }
 }
 

@@ -1,0 +1,40 @@
+import BetterSqlite3 from 'better-sqlite3'
+
+/**
+ * An exclusive lock held through SQLite on a small file of its own (the data dir's host.lock): in
+ * exclusive locking mode, after one write, SQLite keeps its OS lock (fcntl on Unix, LockFileEx on
+ * Windows) until the connection closes, and the OS drops it when the process ends in any way —
+ * so a process killed with SIGKILL leaves nothing to go stale. (Two connections of one process
+ * conflict too: SQLite tracks its locks per file.) What the lock means, and what a refusal
+ * says, is the host's (src-main/host-dir.ts).
+ */
+export class LockFile {
+  private constructor(private readonly db: BetterSqlite3.Database) {}
+
+  /** Opens (creating) the lock file; throws as the file system refuses. Waits for no one. */
+  static open(path: string, nativeBinding?: string): LockFile {
+    return new LockFile(new BetterSqlite3(path, { timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) }))
+  }
+
+  /**
+   * Takes the lock for as long as this file stays open, writing `pid` into it (the write that
+   * makes the lock last). On failure the file is closed and SQLite's error thrown: `SQLITE_BUSY`
+   * when another connection holds the lock.
+   */
+  hold(pid: number): void {
+    try {
+      this.db.pragma('locking_mode = EXCLUSIVE')
+      this.db.exec('BEGIN EXCLUSIVE')
+      this.db.pragma(`user_version = ${pid}`)
+      this.db.exec('COMMIT')
+    } catch (error) {
+      this.db.close()
+      throw error
+    }
+  }
+
+  /** Gives the lock up. */
+  release(): void {
+    this.db.close()
+  }
+}

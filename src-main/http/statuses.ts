@@ -1,0 +1,102 @@
+import type { AcquireResult, EngineErrorCode } from '../engine'
+
+/**
+ * The HTTP status of every error code an answer carries: the one table. The engine raises
+ * domain errors by code (ENGINE_ERROR_CODES) and knows no status; the HTTP layer's own refusals
+ * (a malformed request, the request guard, a storage fault) are {@link HttpError}s with codes of
+ * their own. Every answer's status comes from here, and the local workers' IPC reports the same.
+ */
+
+/** The codes only the HTTP layer (and the host around the engine) answers with. */
+export const HTTP_ERROR_CODES = [
+  /** Refused by Node's HTTP parser, before Koa sees the request (src-main/host.ts). */
+  'bad_request',
+  'request_timeout',
+  'headers_too_large',
+  'invalid_json',
+  'unsupported_media_type',
+  'payload_too_large',
+  'unauthorized',
+  'forbidden_host',
+  'forbidden_origin',
+  'not_found',
+  'method_not_allowed',
+  'not_implemented',
+  /** Dialect 002: a submit repeating a known client_request_id (the engine answers the existing job). */
+  'duplicate_request',
+  'internal_error',
+  'storage_error',
+  'storage_full',
+] as const
+export type HttpErrorCode = (typeof HTTP_ERROR_CODES)[number]
+
+/** The codes of a file acquire's refusals, which the engine answers (not throws) and the route sends as errors. */
+export type AcquireRefusalCode = Extract<AcquireResult, { granted: false }>['code']
+
+export type ErrorCode = EngineErrorCode | AcquireRefusalCode | HttpErrorCode
+
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  bad_request: 400,
+  invalid_json: 400,
+  cost_exceeds_capacity: 400,
+  invalid_cron: 400,
+  invalid_timezone: 400,
+  unauthorized: 401,
+  forbidden_host: 403,
+  forbidden_origin: 403,
+  worker_mismatch: 403,
+  not_found: 404,
+  job_not_found: 404,
+  lease_not_found: 404,
+  blocker_not_found: 404,
+  file_lease_not_found: 404,
+  schedule_not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
+  illegal_transition: 409,
+  duplicate_request: 409,
+  lease_expired: 409,
+  lease_not_active: 409,
+  lease_token_mismatch: 409,
+  attempt_mismatch: 409,
+  job_mismatch: 409,
+  cost_mismatch: 409,
+  file_lease_held: 409,
+  blocked: 409,
+  file_lease_lost: 409,
+  file_lease_not_held: 409,
+  blocker_resolved: 409,
+  duplicate_schedule: 409,
+  not_scheduled: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  retry_too_early: 429,
+  headers_too_large: 431,
+  internal_error: 500,
+  not_implemented: 501,
+  storage_error: 503,
+  storage_full: 507,
+} as const satisfies Record<ErrorCode, number>
+
+export const statusOf = (code: ErrorCode): number => ERROR_STATUS[code]
+
+/**
+ * A refusal by the HTTP layer itself, or an engine refusal re-dressed by a dialect (dialect 003's
+ * `ok: false`). `body` holds the fields the wire shows beside `{detail, code}`, already in wire
+ * form; the status comes from {@link ERROR_STATUS}.
+ */
+export class HttpError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly body: Record<string, unknown> = {},
+  ) {
+    super(detail)
+    this.name = 'HttpError'
+  }
+
+  get status(): number {
+    return statusOf(this.code)
+  }
+}

@@ -1,0 +1,39 @@
+import { describe, expect, test } from 'vitest'
+import { openDatabase } from '../../src-main/db/open'
+import { COUNTED_EVENTS_CLAUSE } from '../../src-main/db/schema'
+import { EVENT_TYPES, WAKE_EVENTS } from '../../src-main/engine'
+import { COUNTED_EVENTS, EVENT_ROLES } from '../../src-main/engine/events'
+import { COUNT_METRICS } from '../../src-main/engine/stats'
+import { openApiDocument } from '../../src-main/http/openapi'
+import { EVENT_TYPES as SHARED_EVENT_TYPES } from '../../src-shared/event-types'
+
+/**
+ * One list of event types (src-shared/event-types.ts), typed by one union in the engine
+ * (engine/events.ts): the sets the host uses, the index the statistics read and the stream's
+ * documented names all come from it.
+ */
+describe('the one list of event types', () => {
+  test('the engine exports the shared list itself, not a copy', () => {
+    expect(EVENT_TYPES).toBe(SHARED_EVENT_TYPES)
+    expect(new Set(EVENT_TYPES).size).toBe(EVENT_TYPES.length)
+  })
+
+  test("the counted events' clause is the partial index's that the migrations created (a reordered list would no longer match it)", () => {
+    const { sqlite } = openDatabase({ path: ':memory:' })
+    const index = sqlite.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'events_counted_type_ts'").pluck().get() as string
+    sqlite.close()
+    expect(index.endsWith(`WHERE ${COUNTED_EVENTS_CLAUSE}`)).toBe(true)
+    expect(COUNTED_EVENTS).toEqual(['JOB_DONE', 'JOB_FAILED', 'JOB_TIMEOUT', 'JOB_CANCELED', 'LEASE_EXPIRED'])
+  })
+
+  test('the time series count only counted events, and every counted end of a job wakes waiting claims', () => {
+    for (const types of Object.values(COUNT_METRICS)) for (const type of types) expect(COUNTED_EVENTS).toContain(type)
+    for (const type of COUNTED_EVENTS) expect(WAKE_EVENTS.has(type)).toBe(true)
+    expect([...WAKE_EVENTS]).toEqual(EVENT_TYPES.filter((type) => EVENT_ROLES[type].wakes))
+  })
+
+  test("the event stream documents the list as its event names (the API's EventType)", () => {
+    const doc = openApiDocument('test') as unknown as { components: { schemas: Record<string, { enum?: readonly string[] }> } }
+    expect(doc.components.schemas['EventType']?.enum).toEqual([...EVENT_TYPES])
+  })
+})
