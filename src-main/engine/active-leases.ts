@@ -12,7 +12,7 @@ export interface ActiveLease {
  * (a heartbeat, a completion, the capacity check of every grant) read neither the job nor the
  * lease back, nor sum the units in use. SQLite stays the truth: the map is read from it at start,
  * and every write of a lease or of a leased job goes through this map in the same transaction
- * (`grant`, `updateJob`, `extend`, `endLease` are the only writers), with an undo should that
+ * (the row layer, rows.ts, is the only writer of both), with an undo should that
  * transaction or its savepoint roll back. There is at most one ACTIVE lease per job, and no more
  * ACTIVE leases than capacity units, so the map stays small.
  */

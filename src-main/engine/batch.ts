@@ -2,18 +2,10 @@ import type { CapacityStore } from './capacity-store'
 import type { EngineContext, Settled } from './context'
 import { EngineError, invalid } from './errors'
 import { submit, type SubmitJob, type SubmitResult } from './jobs'
-import {
-  type AttemptAnswer,
-  type AttemptError,
-  type AttemptReport,
-  completeAttempt,
-  failAttempt,
-  type HeartbeatReport,
-  heartbeatByToken,
-  type Leased,
-  type LeasedHeads,
-  leaseHeads,
-} from './leases'
+import { type AttemptAnswer, type AttemptError, type AttemptReport, completeAttempt, failAttempt } from './attempt-reports'
+import { type LeasedHeads, leaseHeads } from './grants'
+import { heartbeatByToken } from './heartbeats'
+import type { HeartbeatReport, Leased } from './rows'
 import type { WorkerFilter } from './pick'
 
 /**

@@ -1,9 +1,9 @@
 import type { BlockerRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError } from './errors'
-import { getJob, moveJob } from './jobs'
+import { cancelNow, requeue } from './moves'
+import { getJob } from './rows'
 import { revokeFile } from './files'
-import { nextStreamMessageId } from './streams'
 
 /** The operator's three answers to a blocker halt. */
 export const RESOLUTIONS = ['retry', 'force_release', 'cancel'] as const
@@ -35,17 +35,7 @@ export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | nu
  * run it again, so a job that had used its last attempt is given one more.
  */
 function requeueBlocked(ctx: EngineContext, job: JobRow, reason: string): void {
-  const now = ctx.clock.now()
-  const messageId = nextStreamMessageId(ctx)
-  moveJob(ctx, job, 'QUEUED', {
-    claimed_by: null,
-    claim_expires_at: null,
-    next_retry_at: null,
-    eligible_at: now,
-    max_attempts: Math.max(job.max_attempts, job.attempts + 1),
-    stream_message_id: messageId,
-  })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', { state: 'QUEUED', reason, message_id: messageId })
+  requeue(ctx, job, reason, null, { max_attempts: Math.max(job.max_attempts, job.attempts + 1) })
 }
 
 /**
@@ -64,8 +54,7 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
     const halted = job?.state === 'BLOCKED' ? job : null
     if (answer.action === 'force_release') revokeFile(ctx, blocker.file, by)
     if (halted && answer.action === 'cancel') {
-      moveJob(ctx, halted, 'CANCELED', { final_status: 'CANCELED', finished_at: ctx.clock.now(), note: answer.note ?? halted.note })
-      ctx.appendEvent('JOB', halted.id, halted.id, 'JOB_CANCELED', { state: 'CANCELED', from: 'BLOCKED', reason: 'blocker canceled' })
+      cancelNow(ctx, halted, 'blocker canceled', answer.note ?? null)
     } else if (halted) {
       requeueBlocked(ctx, halted, `blocker ${answer.action}`)
     }

@@ -4,7 +4,9 @@ import type { Resolution } from './blockers'
 import type { EngineEvent } from './events'
 import type * as files from './files'
 import type * as jobs from './jobs'
-import type * as rows from './leases'
+import type { AttemptAnswer } from './attempt-reports'
+import type { JobLeaseDecision as JobLeaseDecisionRows, LeaseDecision as LeaseDecisionRows, LeasedHeads } from './grants'
+import type { Leased as LeasedRows } from './rows'
 import type { FinalStatus, JobState, LeaseState, Priority } from './states'
 import { priorityName } from './states'
 
@@ -327,18 +329,18 @@ export interface Leased {
   job: Job
 }
 
-export const toLeased = (leased: rows.Leased): Leased => ({ lease: toLease(leased.lease), job: toJob(leased.job) })
+export const toLeased = (leased: LeasedRows): Leased => ({ lease: toLease(leased.lease), job: toJob(leased.job) })
 
 /** A lease request of dialect 001 (or one claim of dialect 003): the head job leased, or a denial. */
 export type LeaseDecision = ({ granted: true; /** The stream message that delivers this attempt. */ message_id: number | null } & Leased) | Denial
 
-export const toLeaseDecision = (decision: rows.LeaseDecision): LeaseDecision =>
+export const toLeaseDecision = (decision: LeaseDecisionRows): LeaseDecision =>
   decision.granted ? { granted: true, message_id: decision.message_id, ...toLeased(decision) } : decision
 
 /** Dialect 002's lease request for a claimed job: approved with the lease, or denied (the job waits in LEASE_PENDING). */
 export type JobLeaseDecision = ({ approved: true } & Leased) | { approved: false; reason: string; retry_after_sec: number; job: Job }
 
-export const toJobLeaseDecision = (decision: rows.JobLeaseDecision): JobLeaseDecision =>
+export const toJobLeaseDecision = (decision: JobLeaseDecisionRows): JobLeaseDecision =>
   decision.approved ? { approved: true, ...toLeased(decision) } : { ...decision, job: toJob(decision.job) }
 
 export interface Released extends Leased {
@@ -367,7 +369,7 @@ export interface Assignment {
   message_id: number | null
 }
 
-export function toAssignment(granted: rows.LeaseDecision & { granted: true }): Assignment {
+export function toAssignment(granted: LeaseDecisionRows & { granted: true }): Assignment {
   const { lease, job } = granted
   return {
     granted: true,
@@ -390,7 +392,7 @@ export interface Claims {
   denial: Denial | null
 }
 
-export const toClaims = (heads: rows.LeasedHeads): Claims => ({ granted: heads.granted.map(toAssignment), denial: heads.denial })
+export const toClaims = (heads: LeasedHeads): Claims => ({ granted: heads.granted.map(toAssignment), denial: heads.denial })
 
 /** A heartbeat's answer to the worker that holds the lease: until when it holds, and whether to stop. */
 export interface LeaseExtended {
@@ -400,7 +402,7 @@ export interface LeaseExtended {
   cancel_requested: boolean
 }
 
-export const toLeaseExtended = ({ lease, job }: rows.Leased): LeaseExtended => ({
+export const toLeaseExtended = ({ lease, job }: LeasedRows): LeaseExtended => ({
   lease_id: lease.id,
   expires_at: lease.expires_at,
   cancel_requested: job.cancel_requested === 1,
@@ -416,7 +418,7 @@ export interface AttemptEnded {
   dlq: boolean
 }
 
-export const toAttemptEnded = ({ ack, requeued, dlq }: rows.AttemptAnswer): AttemptEnded => ({ ack, requeued, dlq })
+export const toAttemptEnded = ({ ack, requeued, dlq }: AttemptAnswer): AttemptEnded => ({ ack, requeued, dlq })
 
 /** A batch item's value decoded; a refusal passes as it is. */
 export function toItem<T, U>(result: batch.ItemResult<T>, decode: (value: T) => U): batch.ItemResult<U> {

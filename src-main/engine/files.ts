@@ -4,7 +4,7 @@ import { SECOND } from './clock'
 import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
 import { newId } from './ids'
-import { blockLease, getLease, notActive } from './leases'
+import { endLease, getLease, getJob, moveJob, notActive } from './rows'
 
 /** A denied requester retries exactly once, this long after the denial (seed 004: "exactly 3 minutes"). */
 export const FILE_RETRY_MS = 180 * SECOND
@@ -358,4 +358,17 @@ export function listFileLeases(ctx: EngineContext, state: 'ACTIVE' | 'RELEASED' 
   return state === null
     ? ctx.all<FileLeaseRow>('SELECT * FROM file_leases ORDER BY acquired_at DESC LIMIT ?', limit)
     : ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE state = ? ORDER BY acquired_at DESC LIMIT ?', state, limit)
+}
+
+/**
+ * Halts the job of a lease on a blocker (inside the caller's transaction): the lease is
+ * released so its capacity comes back, the attempt ends BLOCKED, the files held under it are
+ * released, and the job waits in BLOCKED for an operator.
+ */
+export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: string): void {
+  endLease(ctx, lease, 'RELEASED', 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
+  releaseFilesOfLease(ctx, lease.id, 'job_blocked')
+  const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
+  moveJob(ctx, job, 'BLOCKED', { progress: null })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_BLOCKED', { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id })
 }

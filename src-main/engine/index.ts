@@ -48,7 +48,10 @@ import type { WorkerProblem } from './events'
 import * as files from './files'
 import * as jobs from './jobs'
 import { activeLeases, jobAttempts } from './lease-reads'
-import * as leases from './leases'
+import * as attempts from './attempt-reports'
+import * as grants from './grants'
+import * as heartbeats from './heartbeats'
+import { getJob, getLease } from './rows'
 import { RecentCounts } from './recent-counts'
 import { listJobs, type JobListQuery } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
@@ -102,7 +105,10 @@ export { ENTITY_TYPES, EVENT_TYPES, WAKE_EVENTS, type EntityType, type EventData
 export type { CapacityChange, CapacitySettings } from './capacity-store'
 export type { CapacityFigures } from './capacity'
 export type { Contention, FileLeaseRequest } from './files'
-export type { AttemptError, HeartbeatReport, LeaseRequestForJob, Outcome } from './leases'
+export type { AttemptError } from './attempt-reports'
+export type { LeaseRequestForJob } from './grants'
+export type { Outcome } from './lease-end'
+export type { HeartbeatReport } from './rows'
 export type { JobListQuery } from './list'
 export type { WorkerFilter } from './pick'
 export type { StatusUpdate, SubmitJob } from './jobs'
@@ -193,7 +199,7 @@ export class Engine {
 
   // Jobs
   submit = (input: jobs.SubmitJob): SubmitResult => toSubmitResult(jobs.submit(this.ctx, input, this.capacity.totalUnits()))
-  getJob = (jobId: string): Job => toJob(jobs.getJob(this.ctx, jobId))
+  getJob = (jobId: string): Job => toJob(getJob(this.ctx, jobId))
   listJobs = (query: JobListQuery): JobPage => {
     const page = listJobs(this.ctx, query)
     return { jobs: page.jobs.map(toJob), next_cursor: page.next_cursor }
@@ -217,26 +223,26 @@ export class Engine {
   // Leases
   /** Dialect 001: dequeue and lease in one step; the job becomes LEASED. */
   requestLease = (filter: WorkerFilter, ttl_s?: number): LeaseDecision =>
-    toLeaseDecision(leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'LEASED' }))
+    toLeaseDecision(grants.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'LEASED' }))
   /** Dialect 003: claim = lease + attempt + token; the job becomes RUNNING. (Workers claim through {@link claimBatch}.) */
   claimAndLease = (filter: WorkerFilter, ttl_s?: number): LeaseDecision =>
-    toLeaseDecision(leases.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'RUNNING' }))
+    toLeaseDecision(grants.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'RUNNING' }))
   /** Dialect 002: claim now, lease later. */
-  claim = (filter: WorkerFilter, limit = 1): Job[] => leases.claimJobs(this.ctx, filter, limit).map(toJob)
-  requestLeaseForJob = (request: leases.LeaseRequestForJob): JobLeaseDecision =>
-    toJobLeaseDecision(leases.requestLeaseForJob(this.ctx, this.capacity, request))
-  getLease = (leaseId: string): Lease => toLease(leases.getLease(this.ctx, leaseId))
+  claim = (filter: WorkerFilter, limit = 1): Job[] => grants.claimJobs(this.ctx, filter, limit).map(toJob)
+  requestLeaseForJob = (request: grants.LeaseRequestForJob): JobLeaseDecision =>
+    toJobLeaseDecision(grants.requestLeaseForJob(this.ctx, this.capacity, request))
+  getLease = (leaseId: string): Lease => toLease(getLease(this.ctx, leaseId))
   /** Heartbeat naming the lease by id (dialects 000/001 and 002). */
-  heartbeat = (request: Parameters<typeof leases.heartbeat>[1]): Leased => toLeased(leases.heartbeat(this.ctx, request))
+  heartbeat = (request: Parameters<typeof heartbeats.heartbeat>[1]): Leased => toLeased(heartbeats.heartbeat(this.ctx, request))
   /** Heartbeat naming the lease by its token (dialect 003). */
-  heartbeatByToken = (request: Parameters<typeof leases.heartbeatByToken>[1]): LeaseExtended =>
-    toLeaseExtended(leases.heartbeatByToken(this.ctx, request))
-  release = (request: leases.ReleaseRequest): Released => {
-    const released = leases.releaseLease(this.ctx, request)
+  heartbeatByToken = (request: Parameters<typeof heartbeats.heartbeatByToken>[1]): LeaseExtended =>
+    toLeaseExtended(heartbeats.heartbeatByToken(this.ctx, request))
+  release = (request: attempts.ReleaseRequest): Released => {
+    const released = attempts.releaseLease(this.ctx, request)
     return { ...toLeased(released), replay: released.replay }
   }
-  complete = (request: Parameters<typeof leases.completeAttempt>[1]): AttemptEnded => toAttemptEnded(leases.completeAttempt(this.ctx, request))
-  fail = (request: Parameters<typeof leases.failAttempt>[1]): AttemptEnded => toAttemptEnded(leases.failAttempt(this.ctx, request))
+  complete = (request: Parameters<typeof attempts.completeAttempt>[1]): AttemptEnded => toAttemptEnded(attempts.completeAttempt(this.ctx, request))
+  fail = (request: Parameters<typeof attempts.failAttempt>[1]): AttemptEnded => toAttemptEnded(attempts.failAttempt(this.ctx, request))
 
   // Batches: each item answered as its one-job verb would answer it (see batch.ts)
   submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<SubmitResult>[] =>

@@ -1,8 +1,10 @@
 import type { EventRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
-import { EngineError, invalid, jobNotFound } from './errors'
+import { EngineError, invalid } from './errors'
 import { newId } from './ids'
 import { closeBlockersOfCanceledJob } from './blockers'
+import { cancelNow } from './moves'
+import { getJob, moveJob, updateJob } from './rows'
 import { nextStreamMessageId } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
 
@@ -68,29 +70,6 @@ export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now: number): number | null {
   const at = input.run_at ?? (input.delay_ms != null ? now + input.delay_ms : null)
   return at !== null && at > now ? at : null
-}
-
-export function getJob(ctx: EngineContext, jobId: string): JobRow {
-  const job = ctx.one<JobRow>('SELECT * FROM jobs WHERE id = ?', jobId)
-  if (!job) throw jobNotFound(jobId)
-  return job
-}
-
-/** Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is. */
-export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>): JobRow {
-  const columns = Object.keys(changes)
-  // By `seq`, the row's key: no lookup in the id index first.
-  const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE seq = @seq`
-  const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
-  ctx.stmt(sql).run({ ...changes, updated_at: updated.updated_at, seq: job.seq })
-  ctx.activeLeases.jobWritten(job.id, changes, updated.updated_at)
-  return updated
-}
-
-/** Moves a job to a new state through the transition table, with any other changes; returns the new row. */
-export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow> = {}): JobRow {
-  assertMove(job.id, job.state, to)
-  return updateJob(ctx, job, { ...changes, state: to })
 }
 
 /** Returns an expired dialect-002 claim to QUEUED, inside the caller's transaction: no attempt counted, same place. */
@@ -211,15 +190,7 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
     const job = getJob(ctx, jobId)
     const state = job.state as JobState
     if (CANCEL_AT_ONCE_STATES.has(state)) {
-      const now = ctx.clock.now()
-      moveJob(ctx, job, 'CANCELED', {
-        final_status: 'CANCELED',
-        finished_at: now,
-        claimed_by: null,
-        claim_expires_at: null,
-        note: reason ?? job.note,
-      })
-      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: state, reason })
+      cancelNow(ctx, job, reason, reason)
       if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
     } else if (LEASED_STATES.has(state)) {
       if (!job.cancel_requested) {

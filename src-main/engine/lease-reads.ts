@@ -1,6 +1,6 @@
 import type { AttemptRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
-import { getJob } from './jobs'
+import { getJob } from './rows'
 
 /** Reads of the leases table for the views people read: a job's attempts, the ACTIVE leases. */
 

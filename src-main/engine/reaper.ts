@@ -1,7 +1,7 @@
 import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { expireClaim } from './jobs'
-import { expireLease } from './leases'
+import { expireLease } from './lease-end'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
 const BATCH = 1000

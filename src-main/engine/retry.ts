@@ -1,7 +1,8 @@
 import type { JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError } from './errors'
-import { costExceedsCapacity, getJob, moveJob } from './jobs'
+import { costExceedsCapacity } from './jobs'
+import { getJob, moveJob } from './rows'
 import { type JobState, RETRYABLE_STATES } from './states'
 import { nextStreamMessageId } from './streams'
 

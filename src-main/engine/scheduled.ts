@@ -1,7 +1,7 @@
 import type { JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError } from './errors'
-import { getJob, updateJob } from './jobs'
+import { getJob, updateJob } from './rows'
 
 /**
  * Delayed jobs. A submit's `run_at` or `delay_ms` (see `delayedUntil` in jobs.ts) becomes the

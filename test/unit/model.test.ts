@@ -22,7 +22,7 @@ import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { PRIORITIES, type JobState } from '../../src-main/engine/states'
 import { Engine, EngineError, type EngineConfig, type ItemResult, type Lease } from '../../src-main/engine'
 import { statusOf } from '../../src-main/http/statuses'
-import type { AttemptError, AttemptReport } from '../../src-main/engine/leases'
+import type { AttemptError, AttemptReport } from '../../src-main/engine/attempt-reports'
 import type { WorkerFilter } from '../../src-main/engine/pick'
 import { T0 } from '../helpers/engine'
 

@@ -1,0 +1,198 @@
+import type { JobRow, LeaseRow } from '../db/schema'
+import { capacityDenial } from './capacity'
+import type { CapacityStore } from './capacity-store'
+import type { EngineContext } from './context'
+import { EngineError, invalid } from './errors'
+import { newId, newToken } from './ids'
+import { checkClaimer, expireClaimIfDue } from './jobs'
+import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
+import { pausedDenial } from './queues'
+import { getJob, insertLease, type Leased, moveJob } from './rows'
+import { LEASE_REQUEST_STATES, type JobState } from './states'
+
+/**
+ * Granting leases: a worker's claim or lease request takes the head job it can run and leases
+ * it (a new token, the next fence, the job's next attempt), if capacity allows; dialect 002
+ * claims first and asks for the lease after.
+ */
+
+export type LeaseDecision =
+  | ({ granted: true; /** The stream message that delivers this attempt (dialect 003's `message_id`). */ message_id: number | null } & Leased)
+  | { granted: false; reason: string; retry_after_ms: number }
+
+/** The jobs one lease request took (at most its `maxJobs`), and why it stopped short, if it did. */
+export interface LeasedHeads {
+  granted: (LeaseDecision & { granted: true })[]
+  /** The denial that ended it before `maxJobs` (nothing queued, no capacity), or null. */
+  denial: (LeaseDecision & { granted: false }) | null
+}
+
+function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
+  const ttl = ttlS ?? ctx.config.leaseTtlS
+  const { minTtlS, maxTtlS } = ctx.config
+  if (!Number.isSafeInteger(ttl) || ttl < minTtlS || ttl > maxTtlS) {
+    throw invalid(`ttl_sec: must be a whole number of seconds from ${minTtlS} to ${maxTtlS}`)
+  }
+  return ttl
+}
+
+/**
+ * Grants a lease on `job` to `workerId`, inside the caller's transaction: the lease (with a new
+ * token and the next fence) that runs the job's next attempt, and the job's move to `to`.
+ * Capacity has been checked by the caller.
+ */
+function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): Leased {
+  const now = ctx.clock.now()
+  const fence = ctx.counters.nextFence()
+  const lease: LeaseRow = {
+    id: newId(),
+    job_id: job.id,
+    attempt_id: newId(),
+    worker_id: workerId,
+    addon_id: job.addon_id,
+    cost_units: job.cost_units,
+    ttl_s: ttlS,
+    grace_s: ctx.config.heartbeatGraceS,
+    state: 'ACTIVE',
+    token: newToken(),
+    fence,
+    granted_at: now,
+    last_heartbeat_at: now,
+    expires_at: now + (ttlS + ctx.config.heartbeatGraceS) * 1000,
+    released_at: null,
+    release_status: null,
+    attempt: job.attempts + 1,
+    disposition: null,
+    error: null,
+  }
+  insertLease(ctx, lease, job)
+  const attempt = lease.attempt
+  // Only the columns that change: SQLite maintains every index that names a column the update
+  // writes, even with the value it had (jobs_claim_expiry names a claim's expiry).
+  const changes: Partial<JobRow> = { attempts: attempt, lease_id: lease.id, claimed_by: workerId }
+  if (job.claim_expires_at !== null) changes.claim_expires_at = null
+  if (job.next_retry_at !== null) changes.next_retry_at = null
+  if (job.started_at === null) changes.started_at = now
+  const leasedJob = moveJob(ctx, job, to, changes)
+  ctx.appendEvent('LEASE', lease.id, job.id, 'LEASE_GRANTED', {
+    state: to,
+    worker_id: workerId,
+    cost_units: lease.cost_units,
+    attempt,
+    fence,
+    expires_at: lease.expires_at,
+  })
+  return { lease, job: leasedJob }
+}
+
+/**
+ * Dialect 001 request and dialect 003 claim: dequeue the head job this worker can take and lease
+ * it in one step. If the head does not fit the available capacity the request is denied and
+ * the head keeps its place: no smaller job behind it is leased instead.
+ */
+export function leaseNext(
+  ctx: EngineContext,
+  capacity: CapacityStore,
+  filter: WorkerFilter,
+  options: { ttl_s?: number; to: 'LEASED' | 'RUNNING' },
+): LeaseDecision {
+  const { granted, denial } = leaseHeads(ctx, capacity, filter, { ...options, maxJobs: 1 })
+  return granted[0] ?? denial!
+}
+
+/**
+ * The head jobs this worker can take, leased one after another in scheduling order until
+ * `maxJobs` or the first that cannot be leased: as that many single requests would, in one walk
+ * of the queue. A worker that holds a lease (the ones granted here included) takes no `unique`
+ * job.
+ */
+export function leaseHeads(
+  ctx: EngineContext,
+  capacity: CapacityStore,
+  filter: WorkerFilter,
+  options: { ttl_s?: number; to: 'LEASED' | 'RUNNING'; maxJobs: number },
+): LeasedHeads {
+  const ttl = checkTtl(ctx, options.ttl_s)
+  return ctx.transact(() => {
+    const retry_after_ms = ctx.config.denyRetryAfterMs
+    const granted: LeasedHeads['granted'] = []
+    const stop = (reason: string): LeasedHeads => ({ granted, denial: { granted: false, reason, retry_after_ms } })
+    let figures = capacity.figures()
+    if (figures.available <= 0) return stop(capacityDenial(figures, 1)!)
+    let holds: boolean | undefined
+    const holdsLease = () => granted.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id))
+    for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), holdsLease)) {
+      const denial = capacityDenial(figures, job.cost_units)
+      if (denial) return stop(denial)
+      const leased = grant(ctx, job, filter.worker_id, ttl, options.to)
+      granted.push({ granted: true, ...leased, message_id: leased.job.stream_message_id })
+      figures = { ...figures, leased: figures.leased + job.cost_units, available: figures.available - job.cost_units }
+      if (granted.length === options.maxJobs) return { granted, denial: null }
+    }
+    return stop('No jobs queued')
+  })
+}
+
+/** Dialect 002 claim: take up to `limit` jobs for this worker (no capacity yet; that is the lease). */
+export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: number): JobRow[] {
+  if (!Number.isSafeInteger(limit) || limit < 1) throw invalid('limit: must be a whole number of at least 1')
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    const claimed: JobRow[] = []
+    for (const job of eligibleJobs(ctx, filter, now)) {
+      claimed.push(
+        moveJob(ctx, job, 'CLAIMED', {
+          claimed_by: filter.worker_id,
+          claim_expires_at: now + ctx.config.claimTtlS * 1000,
+        }),
+      )
+      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIMED', { state: 'CLAIMED', worker_id: filter.worker_id })
+      if (claimed.length === limit) break
+    }
+    return claimed
+  })
+}
+
+export interface LeaseRequestForJob {
+  job_id: string
+  /** If given, must equal the job's cost (409 `cost_mismatch`). */
+  cost_units?: number
+  ttl_s?: number
+  /** The worker asking; when given it must be the job's claimer (403 `worker_mismatch`). */
+  worker_id?: string
+}
+
+export type JobLeaseDecision =
+  | ({ approved: true } & Leased)
+  | { approved: false; reason: string; retry_after_sec: number; job: JobRow }
+
+/**
+ * Dialect 002 lease request for a claimed job. The lease belongs to the worker that claimed
+ * it; a request naming another worker is refused (403) before anything changes. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
+ * advice, and keeps the claim alive while the worker keeps asking. A job of a paused queue is
+ * denied, as for want of capacity.
+ */
+export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, request: LeaseRequestForJob): JobLeaseDecision {
+  const ttl = checkTtl(ctx, request.ttl_s)
+  expireClaimIfDue(ctx, request.job_id)
+  return ctx.transact(() => {
+    const job = getJob(ctx, request.job_id)
+    checkClaimer(job, request.worker_id)
+    if (!LEASE_REQUEST_STATES.has(job.state as JobState)) {
+      throw new EngineError('illegal_transition', `Job ${job.id} is ${job.state}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
+    }
+    if (request.cost_units !== undefined && request.cost_units !== job.cost_units) {
+      throw new EngineError('cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)
+    }
+    const denial = pausedDenial(ctx, job.queue) ?? capacityDenial(capacity.figures(), job.cost_units)
+    if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
+    const now = ctx.clock.now()
+    const retry_after_sec = ctx.config.leaseRetryAfterS
+    const pending = moveJob(ctx, job, 'LEASE_PENDING', {
+      next_retry_at: now + retry_after_sec * 1000,
+      claim_expires_at: now + ctx.config.claimTtlS * 1000,
+    })
+    ctx.appendEvent('JOB', job.id, job.id, 'LEASE_DENIED', { state: 'LEASE_PENDING', reason: denial })
+    return { approved: false, reason: denial, retry_after_sec, job: pending }
+  })
+}

@@ -1,0 +1,59 @@
+import type { JobRow } from '../db/schema'
+import type { EngineContext } from './context'
+import { moveJob } from './rows'
+import type { JobState } from './states'
+import { nextStreamMessageId } from './streams'
+
+/**
+ * The two moves of a job that several verbs make, each written once: back to the queue (after
+ * a failed or expired attempt, or an operator's answer to a blocker), and canceled at once (by
+ * a cancel, or an operator's answer to a blocker).
+ */
+
+/**
+ * Puts a job back in the queue, eligible at `retryAt` (the end of a backoff) or, if null, now,
+ * with a new stream message: the message of the attempt that ended is acknowledged, and the new
+ * one waits for the next delivery. `changes` are any other columns the caller's rule sets.
+ */
+export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt: number | null, changes: Partial<JobRow> = {}): JobRow {
+  const messageId = nextStreamMessageId(ctx)
+  const queued = moveJob(ctx, job, 'QUEUED', {
+    ...released(job),
+    next_retry_at: retryAt,
+    eligible_at: retryAt ?? ctx.clock.now(),
+    progress: null,
+    stream_message_id: messageId,
+    ...changes,
+  })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', {
+    state: 'QUEUED',
+    reason,
+    attempt: job.attempts,
+    ...(retryAt !== null ? { next_retry_at: retryAt } : {}),
+    message_id: messageId,
+  })
+  return queued
+}
+
+/** Cancels a job that holds no lease, at once: it ends CANCELED. */
+export function cancelNow(ctx: EngineContext, job: JobRow, reason: string | null, note: string | null): JobRow {
+  const canceled = moveJob(ctx, job, 'CANCELED', {
+    ...released(job),
+    final_status: 'CANCELED',
+    finished_at: ctx.clock.now(),
+    note: note ?? job.note,
+  })
+  ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: job.state as JobState, reason })
+  return canceled
+}
+
+/**
+ * A job no worker holds any more. Only the columns that change are written: SQLite maintains
+ * every index that names a column an update writes (jobs_claim_expiry names the claim's expiry).
+ */
+function released(job: JobRow): Partial<JobRow> {
+  const changes: Partial<JobRow> = {}
+  if (job.claimed_by !== null) changes.claimed_by = null
+  if (job.claim_expires_at !== null) changes.claim_expires_at = null
+  return changes
+}
