@@ -1,5 +1,6 @@
 import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
+import type { AttemptDisposition } from './domain'
 import { EngineError, type ErrorExtra, jobNotFound, leaseNotFound } from './errors'
 import { assertMove, type FinalStatus, type JobState } from './states'
 
@@ -82,7 +83,7 @@ export function notActive(lease: LeaseRow, extra: ErrorExtra = {}): EngineError 
 }
 
 /** How an attempt ended, on its lease: what became of the job. */
-export type Disposition = 'REQUEUED' | 'DEAD_LETTERED' | 'FINAL' | 'BLOCKED'
+export type Disposition = AttemptDisposition
 
 /** A value as JSON text, or null for none. */
 export const json = (value: unknown): string | null => (value === undefined || value === null ? null : JSON.stringify(value))
