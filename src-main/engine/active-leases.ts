@@ -65,10 +65,15 @@ export class ActiveLeases {
     this.change(job.id, { lease, job })
   }
 
-  /** A job's columns were written: if it holds an ACTIVE lease, its entry takes the same changes. */
-  jobWritten(jobId: string, changes: Partial<JobRow>, updatedAt: number): void {
-    const entry = this.byJob.get(jobId)
-    if (entry) this.change(jobId, { lease: entry.lease, job: { ...entry.job, ...changes, updated_at: updatedAt } })
+  /**
+   * A job was written (`before` → `after` by `changes`): if it holds an ACTIVE lease, its entry
+   * becomes `after`, or takes the same changes if the writer started from another copy of it.
+   */
+  jobWritten(before: JobRow, after: JobRow, changes: Partial<JobRow>): void {
+    const entry = this.byJob.get(before.id)
+    if (!entry) return
+    const job = entry.job === before ? after : { ...entry.job, ...changes, updated_at: after.updated_at }
+    this.change(before.id, { lease: entry.lease, job })
   }
 
   /** An ACTIVE lease was extended (a heartbeat). */

@@ -67,13 +67,14 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
   }
   insertLease(ctx, lease, job)
   const attempt = lease.attempt
-  // Only the columns that change: SQLite maintains every index that names a column the update
-  // writes, even with the value it had (jobs_claim_expiry names a claim's expiry).
-  const changes: Partial<JobRow> = { attempts: attempt, lease_id: lease.id, claimed_by: workerId }
-  if (job.claim_expires_at !== null) changes.claim_expires_at = null
-  if (job.next_retry_at !== null) changes.next_retry_at = null
-  if (job.started_at === null) changes.started_at = now
-  const leasedJob = moveJob(ctx, job, to, changes)
+  const leasedJob = moveJob(ctx, job, to, {
+    attempts: attempt,
+    lease_id: lease.id,
+    claimed_by: workerId,
+    claim_expires_at: null,
+    next_retry_at: null,
+    started_at: job.started_at ?? now,
+  })
   ctx.appendEvent('LEASE', lease.id, job.id, 'LEASE_GRANTED', {
     state: to,
     worker_id: workerId,

@@ -18,7 +18,8 @@ import { nextStreamMessageId } from './streams'
 export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt: number | null, changes: Partial<JobRow> = {}): JobRow {
   const messageId = nextStreamMessageId(ctx)
   const queued = moveJob(ctx, job, 'QUEUED', {
-    ...released(job),
+    claimed_by: null,
+    claim_expires_at: null,
     next_retry_at: retryAt,
     eligible_at: retryAt ?? ctx.clock.now(),
     progress: null,
@@ -38,22 +39,12 @@ export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt
 /** Cancels a job that holds no lease, at once: it ends CANCELED. */
 export function cancelNow(ctx: EngineContext, job: JobRow, reason: string | null, note: string | null): JobRow {
   const canceled = moveJob(ctx, job, 'CANCELED', {
-    ...released(job),
+    claimed_by: null,
+    claim_expires_at: null,
     final_status: 'CANCELED',
     finished_at: ctx.clock.now(),
     note: note ?? job.note,
   })
   ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: job.state as JobState, reason })
   return canceled
-}
-
-/**
- * A job no worker holds any more. Only the columns that change are written: SQLite maintains
- * every index that names a column an update writes (jobs_claim_expiry names the claim's expiry).
- */
-function released(job: JobRow): Partial<JobRow> {
-  const changes: Partial<JobRow> = {}
-  if (job.claimed_by !== null) changes.claimed_by = null
-  if (job.claim_expires_at !== null) changes.claim_expires_at = null
-  return changes
 }

@@ -29,14 +29,24 @@ export function getJob(ctx: EngineContext, jobId: string): JobRow {
   return job
 }
 
-/** Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is. */
+/**
+ * Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is. Only
+ * the columns whose value changes are written: SQLite maintains every index that names a column
+ * an UPDATE writes, even to write the value it had (jobs_claim_expiry names a claim's expiry,
+ * which most moves set to the null it already is).
+ */
 export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>): JobRow {
-  const columns = Object.keys(changes)
-  // By `seq`, the row's key: no lookup in the id index first.
-  const sql = `UPDATE jobs SET ${columns.map((c) => `${c} = @${c}`).join(', ')}, updated_at = @updated_at WHERE seq = @seq`
   const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
-  ctx.stmt(sql).run({ ...changes, updated_at: updated.updated_at, seq: job.seq })
-  ctx.activeLeases.jobWritten(job.id, changes, updated.updated_at)
+  const params: Record<string, unknown> = { updated_at: updated.updated_at, seq: job.seq }
+  const sets = ['updated_at = @updated_at']
+  for (const column of Object.keys(changes) as (keyof JobRow)[]) {
+    if (changes[column] === job[column]) continue
+    params[column] = changes[column]
+    sets.push(`${column} = @${column}`)
+  }
+  // By `seq`, the row's key: no lookup in the id index first.
+  ctx.stmt(`UPDATE jobs SET ${sets.join(', ')} WHERE seq = @seq`).run(params)
+  ctx.activeLeases.jobWritten(job, updated, changes)
   return updated
 }
 

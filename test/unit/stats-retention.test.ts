@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest'
 import { DAY, HOUR, MINUTE } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
+import type { StatsSample } from '../../src-main/engine/stats'
 import { STATS_FULL_DETAIL_MS, STATS_RETAIN_MS } from '../../src-main/engine/stats-retention'
 import { setup, T0 } from '../helpers/engine'
 import { engineContext } from '../../src-main/engine/internals'
@@ -14,14 +15,7 @@ import { engineContext } from '../../src-main/engine/internals'
 const SPAN = 100 * DAY
 const EVERY = 5 * MINUTE
 
-interface Sample {
-  ts: number
-  leases_active: number
-  jobs_queued: number
-  jobs_running: number
-  capacity_used: number
-  busy_rating: number
-}
+type Sample = StatsSample
 
 function fill(engine: Engine): void {
   const sample = engineContext(engine).db.prepare(
