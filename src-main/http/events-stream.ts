@@ -85,12 +85,23 @@ export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: Ev
 
     stream.write('retry: 2000\n\n')
     if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
-    // Replay and subscribe run in one synchronous step: no event can commit in between.
-    const unsubscribe = engine.onEvent((event) => stream.write(sseEvent(event)))
+    // Replay and subscribe run in one synchronous step: no event can commit in between. A
+    // commit's events leave in one write (a write per event cost a system call each, and a
+    // commit of a busy pool holds dozens); they are gathered as the events are told, so that a
+    // commit made by another commit listener still leaves after the events before it.
+    let gathered = ''
+    const unsubscribe = [
+      engine.onEvent((event) => (gathered += sseEvent(event))),
+      engine.onCommit(() => {
+        if (gathered === '') return
+        stream.write(gathered)
+        gathered = ''
+      }),
+    ]
     const ping = setInterval(() => stream.write(': ping\n\n'), PING_MS)
     const end = () => {
       clearInterval(ping)
-      unsubscribe()
+      for (const stop of unsubscribe) stop()
       stream.end()
     }
     ctx.res.once('close', end)

@@ -1,4 +1,5 @@
 import { afterEach, expect, test } from 'vitest'
+import { connect } from 'node:net'
 import { startTestHost, type TestHost } from '../helpers/host'
 
 let host: TestHost
@@ -87,4 +88,60 @@ test('stopping the host ends open streams', async () => {
   const done = readEvents(res, () => false, 10_000)
   await host.stop()
   await expect(done).resolves.toBeDefined()
+})
+
+/**
+ * The raw chunks of an event stream's HTTP body (chunked transfer encoding: one chunk per write
+ * the server makes), read off a plain socket until `until` says stop.
+ */
+async function readChunks(url: string, token: string, until: (chunks: string[]) => boolean): Promise<string[]> {
+  const { hostname, port } = new URL(url)
+  const socket = connect(Number(port), hostname)
+  socket.write(`GET /api/events/stream HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\n\r\n`)
+  let raw = Buffer.alloc(0)
+  let headersRead = false
+  const chunks: string[] = []
+  try {
+    for await (const data of socket) {
+      raw = Buffer.concat([raw, data as Buffer])
+      if (!headersRead) {
+        const end = raw.indexOf('\r\n\r\n')
+        if (end < 0) continue
+        headersRead = true
+        raw = raw.subarray(end + 4)
+      }
+      // Whole chunks only: `<size in hex>\r\n<data>\r\n`.
+      for (;;) {
+        const line = raw.indexOf('\r\n')
+        if (line < 0) break
+        const size = parseInt(raw.subarray(0, line).toString(), 16)
+        if (raw.length < line + 2 + size + 2) break
+        chunks.push(raw.subarray(line + 2, line + 2 + size).toString())
+        raw = raw.subarray(line + 2 + size + 2)
+      }
+      if (until(chunks)) break
+    }
+  } finally {
+    socket.destroy()
+  }
+  return chunks
+}
+
+test("a commit's events reach a stream client in one write, in the order they were appended", async () => {
+  host = await startTestHost()
+  let submitted: (string | null)[] | null = null
+  const chunks = await readChunks(host.url, host.token, (chunks) => {
+    // The stream's first write comes in the step that subscribes it: from then on it hears every commit.
+    submitted ??= host.engine
+      .submitMany([
+        { job_type: 'one', cost_units: 1 },
+        { job_type: 'two', cost_units: 1 },
+        { job_type: 'three', cost_units: 1 },
+      ])
+      .map((result) => (result.ok ? result.value.job.id : null))
+    return chunks.some((chunk) => chunk.includes('JOB_SUBMITTED'))
+  })
+  const chunk = chunks.find((c) => c.includes('JOB_SUBMITTED'))!
+  const ids = [...chunk.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!).job_id)
+  expect(ids).toEqual(submitted)
 })
