@@ -111,10 +111,8 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
 
   router.post('/claim', async (ctx) => {
     const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
-    const decision = await waiters.claim(
-      { worker_id: input.worker_id, queues: input.streams },
-      { maxWaitMs: longPollMs(input.max_wait_ms), signal: clientGone(ctx) },
-    )
+    const maxWaitMs = longPollMs(input.max_wait_ms)
+    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined })
     reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
   })
 
@@ -135,7 +133,8 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
 
   router.post('/batch', async (ctx) => {
     const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
-    const answer = await waiters.exchange(input, { maxWaitMs: longPollMs(input.claim?.max_wait_ms), signal: clientGone(ctx) })
+    const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
+    const answer = await waiters.exchange(input, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined })
     reply(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
   })
 

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 
 export interface GuardPolicy {
   /** The API token every /api and /internal route needs, except /api/health. */
@@ -44,19 +44,36 @@ function isOwnHost(host: string | undefined, policy: GuardPolicy): boolean {
   return names.includes(name) && (port === null ? policy.port === 80 : Number(port) === policy.port)
 }
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
+/** An expected token's bytes, and a buffer of their length to copy a given token into. */
+interface ExpectedToken {
+  bytes: Buffer
+  given: Buffer
+}
 
-/** The expected token's digest, computed once: the token is the same for every request. */
-const expectedDigests = new Map<string, Buffer>()
+/** Made once per expected token: the token is the same for every request. */
+const expectedTokens = new Map<string, ExpectedToken>()
 
-/** Compares tokens in constant time (digests first, so different lengths leak nothing either). */
+/**
+ * Compares tokens in constant time, whatever their lengths: the given token is copied into a
+ * buffer of the expected token's length (cut short or padded with zeros) and compared with
+ * `timingSafeEqual`, then the lengths are compared. The time taken depends on the given token's
+ * length, never on the expected token. (No digest per request: hashing each token cost more
+ * than the rest of the guard.)
+ */
 export function tokensMatch(given: string, expected: string): boolean {
-  let digest = expectedDigests.get(expected)
-  if (!digest) expectedDigests.set(expected, (digest = sha256(expected)))
-  return timingSafeEqual(sha256(given), digest)
+  let token = expectedTokens.get(expected)
+  if (!token) {
+    const bytes = Buffer.from(expected, 'utf8')
+    expectedTokens.set(expected, (token = { bytes, given: Buffer.alloc(bytes.length) }))
+  }
+  token.given.fill(0)
+  token.given.write(given, 'utf8')
+  const sameLength = Buffer.byteLength(given, 'utf8') === token.bytes.length
+  return timingSafeEqual(token.given, token.bytes) && sameLength
 }
 
 function decoded(path: string): string {
+  if (!path.includes('%')) return path.toLowerCase() // nothing to decode
   try {
     return decodeURIComponent(path).toLowerCase()
   } catch {

@@ -18,6 +18,7 @@ import { queueRouter } from './dialect-queue'
 import { workerRouter } from './dialect-worker'
 import { schedulesRouter } from './schedules'
 import { operationsRouter } from './operations'
+import { routersMiddleware } from './routing'
 import { systemRouter } from './system'
 
 export interface HttpDependencies {
@@ -60,25 +61,27 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice
 
-  app.use(async (ctx, next) => {
+  app.use((ctx, next) => {
     ctx.set('Cache-Control', 'no-store')
     ctx.set('X-Content-Type-Options', 'nosniff')
-    await next()
+    return next()
   })
   app.use(errorMiddleware(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile)))
-  app.use(async (ctx, next) => {
+  app.use((ctx, next) => {
+    const headers = ctx.req.headers
     const refusal = checkRequest(
       {
         path: ctx.path,
-        host: ctx.get('host') || undefined,
-        origin: ctx.get('origin') || undefined,
-        authorization: ctx.get('authorization') || undefined,
-        ticket: typeof ctx.query.ticket === 'string' ? ctx.query.ticket : undefined,
+        host: headers.host || undefined,
+        origin: headers.origin || undefined,
+        authorization: headers.authorization || undefined,
+        // (The query is parsed only when there is one: most requests have none.)
+        ticket: ctx.querystring !== '' && typeof ctx.query.ticket === 'string' ? ctx.query.ticket : undefined,
       },
       policy,
     )
     if (refusal) throw new HttpError(refusal.code, refusal.detail)
-    await next()
+    return next()
   })
 
   // A request that woke waiting claims (a submit, a completion that gave capacity back) is
@@ -99,10 +102,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     schedulesRouter(engine, limit),
     operationsRouter(engine, limit),
   ]
-  for (const router of routers) {
-    app.use(router.routes())
-    // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
-    app.use(router.allowedMethods())
-  }
+  // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
+  app.use(routersMiddleware(routers))
   return { app, closeStreams: () => streams.closeAll() }
 }

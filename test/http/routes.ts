@@ -20,8 +20,8 @@ export interface Route {
 }
 
 /**
- * The routes of the app exactly as createHttpApp mounts them: each router's dispatch middleware
- * carries its router. Building the app touches none of its dependencies, so stubs do.
+ * The routes of the app exactly as createHttpApp mounts them: the routing middleware carries
+ * its routers. Building the app touches none of its dependencies, so stubs do.
  */
 export function allRoutes(): Route[] {
   const stub = null as never
@@ -35,8 +35,8 @@ export function allRoutes(): Route[] {
     log: () => {},
   } as unknown as HttpDependencies
   const out: Route[] = []
-  for (const middleware of createHttpApp(deps).app.middleware as unknown as { router?: { stack: { path: string; methods: string[] }[] } }[]) {
-    for (const layer of middleware.router?.stack ?? []) {
+  for (const middleware of createHttpApp(deps).app.middleware as unknown as { routers?: { stack: { path: string; methods: string[] }[] }[] }[]) {
+    for (const layer of (middleware.routers ?? []).flatMap((router) => router.stack)) {
       for (const method of layer.methods) if (method !== 'HEAD') out.push({ method, path: layer.path })
     }
   }

@@ -40,4 +40,20 @@ describe('request guard', () => {
     expect(tokensMatch('abc', 'abcd')).toBe(false)
     expect(tokensMatch('', 'abc')).toBe(false)
   })
+
+  test('only the whole token matches: not one it starts, not one that starts with it, not one with another byte', () => {
+    const token = 'secret-token-0123456789'
+    expect(tokensMatch(token, token)).toBe(true)
+    expect(tokensMatch(`${token}0`, token)).toBe(false)
+    expect(tokensMatch(`${token}\0`, token)).toBe(false)
+    expect(tokensMatch(token.slice(0, -1), token)).toBe(false)
+    expect(tokensMatch(`${token.slice(0, -1)}\0`, token)).toBe(false)
+    expect(tokensMatch(`${token.slice(0, -1)}8`, token)).toBe(false)
+    // The same number of characters, not of bytes; and back to the right token after wrong ones.
+    expect(tokensMatch(`${token.slice(0, -1)}é`, token)).toBe(false)
+    expect(tokensMatch('é'.repeat(token.length), token)).toBe(false)
+    expect(tokensMatch(token, token)).toBe(true)
+    expect(tokensMatch('', '')).toBe(true)
+    expect(tokensMatch('x', '')).toBe(false)
+  })
 })
