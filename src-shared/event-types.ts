@@ -4,10 +4,6 @@
  * list) and derives from it which events wake a waiting claim and which the statistics count; the
  * API documents it as the event stream's names (the `EventType` schema), and the dashboard
  * listens to each by name. A plain constant, so the host and the dashboard import the same one.
- *
- * The order is the order of the statistics' partial index (db/schema.ts COUNTED_EVENTS_CLAUSE is
- * built from it): JOB_TIMEOUT stays before JOB_CANCELED, or that clause no longer matches the
- * index that migrations created.
  */
 export const EVENT_TYPES = [
   'JOB_SUBMITTED',

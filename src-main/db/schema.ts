@@ -11,14 +11,24 @@ import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from
 import { COUNTED_EVENTS } from '../engine/events'
 
 /**
- * The jobs in the jobs_state_seq index: all but LEASED and RUNNING (each holds an ACTIVE lease,
- * so they are listed and counted through leases_active, bounded by capacity) and DONE (the bulk
- * of all jobs: a listing of them reads the table newest first, where they are dense). A job's
- * run from grant to DONE then writes no entry there. SQLite uses a partial index only for a
- * query that repeats its clause word for word, so queries include this text.
+ * The jobs in the jobs_state_seq index: all but QUEUED (every QUEUED job is in the pick index,
+ * jobs_pick_queue, which counts and lists them), LEASED and RUNNING (each holds an ACTIVE lease:
+ * the engine keeps those in memory, src-main/engine/active-leases.ts) and DONE (the bulk of all
+ * jobs: a listing of them reads the table newest first, where they are dense). A job's life from
+ * submit to DONE then writes no entry there. SQLite uses a partial index only for a query that
+ * repeats its clause word for word, so queries include this text.
  */
-export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['LEASED', 'RUNNING', 'DONE']
+export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['QUEUED', 'LEASED', 'RUNNING', 'DONE']
 export const STATE_SEQ_CLAUSE = `state NOT IN (${STATES_OUTSIDE_STATE_SEQ.map((state) => `'${state}'`).join(', ')})`
+
+/**
+ * The rows whose id does not name their key: the jobs and leases made before ids did (migration
+ * 0013), whose ids are random UUIDs version 7. A job's or lease's id now names its row's key
+ * (src-main/engine/ids.ts `keyedId`, UUID version 8), so it is found without an index; these
+ * older rows keep a partial unique index on their id, which no new row enters. A query must
+ * repeat this clause word for word for SQLite to use it.
+ */
+export const UNKEYED_ID_CLAUSE = "substr(id, 15, 1) <> '8'"
 
 /** The finished jobs: the states retention deletes from, once their `finished_at` is old enough. */
 export const FINISHED_STATES_CLAUSE = "state IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
@@ -29,7 +39,8 @@ export const jobs = sqliteTable(
   {
     /** Insertion order; breaks ties in FIFO order and keys list cursors. */
     seq: integer('seq').primaryKey(),
-    id: text('id').notNull().unique(),
+    /** Names `seq` (src-main/engine/ids.ts), except in rows older than that (UNKEYED_ID_CLAUSE). */
+    id: text('id').notNull(),
     addon_id: text('addon_id'),
     job_type: text('job_type').notNull(),
     /** 0 LOW, 1 NORMAL, 2 HIGH, 3 URGENT: higher is picked first. */
@@ -81,6 +92,12 @@ export const jobs = sqliteTable(
     updated_at: integer('updated_at').notNull(),
     started_at: integer('started_at'),
     finished_at: integer('finished_at'),
+    /**
+     * The job's newest event: its timeline is a chain from here through each event's `prev_id`,
+     * so no index holds a job's events (src-main/engine/timeline.ts). Null for a job with no event
+     * since migration 0013 (its earlier events are found through events_unchained_job).
+     */
+    last_event_id: integer('last_event_id'),
   },
   (t) => [
     // Picking the next job: per queue and priority, the oldest eligible QUEUED job (O(log n) per
@@ -94,6 +111,8 @@ export const jobs = sqliteTable(
     index('jobs_claim_expiry').on(t.claim_expires_at).where(sql`claim_expires_at IS NOT NULL`),
     // Listing newest first by state, and counting a state, except the states STATE_SEQ_CLAUSE leaves out.
     index('jobs_state_seq').on(t.state, t.seq).where(sql.raw(STATE_SEQ_CLAUSE)),
+    // The jobs made before ids named their key; no job made since enters it.
+    uniqueIndex('jobs_unkeyed_id').on(t.id).where(sql.raw(UNKEYED_ID_CLAUSE)),
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
@@ -117,10 +136,10 @@ export const leases = sqliteTable(
      * fence. Also the row's key, so a grant appends at the table's end.
      */
     fence: integer('fence').primaryKey(),
-    id: text('id').notNull().unique(),
-    job_id: text('job_id')
-      .notNull()
-      .references(() => jobs.id),
+    /** Names `fence` (src-main/engine/ids.ts), except in rows older than that (UNKEYED_ID_CLAUSE). */
+    id: text('id').notNull(),
+    /** The job's id (no foreign key: that would need an index on every job's id). */
+    job_id: text('job_id').notNull(),
     attempt_id: text('attempt_id').notNull(),
     worker_id: text('worker_id').notNull(),
     addon_id: text('addon_id'),
@@ -146,24 +165,28 @@ export const leases = sqliteTable(
     disposition: text('disposition'),
     /** The attempt's error (JSON), if it failed. */
     error: text('error'),
+    /**
+     * The fence of the job's lease before this one (its previous attempt), null for its first:
+     * a job's leases are a chain from its current one (`jobs.lease_id`), found without an index.
+     */
+    prev_fence: integer('prev_fence'),
   },
   (t) => [
-    // The ACTIVE leases: the sum of leased units (capacity) and a worker's leases, without
-    // touching the table. Not keyed by expiry, so a heartbeat rewrites only the lease's row;
-    // the reaper reads every ACTIVE lease, which capacity bounds (each holds at least a unit).
-    index('leases_active').on(t.worker_id, t.cost_units).where(sql`state = 'ACTIVE'`),
-    // A job's attempts, in order; also finds an earlier lease of a job by its token, and a
-    // purge's leases of a job.
-    uniqueIndex('leases_job_attempt').on(t.job_id, t.attempt),
+    // The leases granted before ids named their key; no lease granted since enters it. (The
+    // ACTIVE leases are kept in memory, src-main/engine/active-leases.ts: no index holds them.)
+    uniqueIndex('leases_unkeyed_id').on(t.id).where(sql.raw(UNKEYED_ID_CLAUSE)),
   ],
 )
 
-/**
- * The event types the statistics count (src-main/engine/events.ts, in the order of the one list
- * of event types). A query must repeat this clause word for word for SQLite to use the partial
- * index on it (src-main/engine/stats.ts does).
- */
+/** The event types the statistics count (src-main/engine/events.ts, in the order of the one list of event types). */
 export const COUNTED_EVENTS_CLAUSE = `event_type IN (${COUNTED_EVENTS.map((type) => `'${type}'`).join(', ')})`
+
+/**
+ * The events of a job that are not on its chain (`jobs.last_event_id`, `events.prev_id`): those
+ * appended before migration 0013. A job's event appended since always has a `prev_id` (0 for the
+ * first of its chain), so none enters events_unchained_job.
+ */
+export const UNCHAINED_JOB_EVENTS_CLAUSE = 'prev_id IS NULL AND job_id IS NOT NULL'
 
 /** The append-only event log (`scheduler_events`), written in the transaction it records. */
 export const events = sqliteTable(
@@ -183,13 +206,18 @@ export const events = sqliteTable(
     job_id: text('job_id'),
     event_type: text('event_type').notNull(),
     data: text('data').notNull(),
+    /**
+     * The job's event before this one (0 for its first), for an event that names a job: a job's
+     * events are a chain from `jobs.last_event_id`. Null for an event that names no job, and for
+     * a job's events appended before migration 0013.
+     */
+    prev_id: integer('prev_id'),
   },
   (t) => [
-    index('events_job').on(t.job_id, t.id),
-    // Only the event types the stats count: the many other events write no page here.
-    index('events_counted_type_ts')
-      .on(t.event_type, t.ts)
-      .where(sql.raw(COUNTED_EVENTS_CLAUSE)),
+    // A job's events before migration 0013; no event appended since enters it.
+    index('events_unchained_job').on(t.job_id, t.id).where(sql.raw(UNCHAINED_JOB_EVENTS_CLAUSE)),
+    // The events that name no job (retention deletes them by age): no job's event enters it.
+    index('events_jobless_ts').on(t.ts).where(sql`job_id IS NULL`),
   ],
 )
 
@@ -212,9 +240,12 @@ export const pausedQueues = sqliteTable('paused_queues', {
 })
 
 /**
- * The counted events (COUNTED_EVENTS_CLAUSE) of deleted jobs, per event type and minute (per hour
- * once older than the charts' longest range): retention deletes a job's events, and the time
- * series must not lose what they counted. `ts` is the start of the minute or hour.
+ * The counted events (COUNTED_EVENTS_CLAUSE) per event type and minute (per hour once older than
+ * the charts' longest range), up to the event whose id the `events_counted_through` setting
+ * names: the engine adds them from time to time (src-main/engine/recent-counts.ts), so the time
+ * series read this table and the few events after that one instead of an index on the log, and
+ * retention may delete a job's events without losing what they counted. `ts` is the start of the
+ * minute or hour.
  */
 export const statsCounts = sqliteTable(
   'stats_counts',

@@ -1,5 +1,6 @@
 import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
+import { findJob } from './rows'
 
 /** An ACTIVE lease and its job, as both were last written. */
 export interface ActiveLease {
@@ -8,31 +9,62 @@ export interface ActiveLease {
 }
 
 /**
+ * The settings key of a fence at or below every ACTIVE lease's: where the engine's start reads
+ * the ACTIVE leases from (the leases table has no index on its state).
+ */
+export const ACTIVE_FROM_KEY = 'active_leases_from_fence'
+
+/**
  * The ACTIVE leases and their jobs, kept in memory beside the database, so that the hot verbs
  * (a heartbeat, a completion, the capacity check of every grant) read neither the job nor the
- * lease back, nor sum the units in use. SQLite stays the truth: the map is read from it at start,
- * and every write of a lease or of a leased job goes through this map in the same transaction
- * (the row layer, rows.ts, is the only writer of both), with an undo should that
- * transaction or its savepoint roll back. There is at most one ACTIVE lease per job, and no more
- * ACTIVE leases than capacity units, so the map stays small.
+ * lease back, nor sum the units in use, and so that no index has to hold the ACTIVE leases: the
+ * reaper, the counts of LEASED and RUNNING jobs, their listings and a worker's leases read this
+ * map. SQLite stays the truth: the map is read from it at start, and every write of a lease or
+ * of a leased job goes through this map in the same transaction (the row layer, rows.ts, is the
+ * only writer of both), with an undo should that transaction or its savepoint roll back. There
+ * is at most one ACTIVE lease per job, and no more ACTIVE leases than capacity units, so the map
+ * stays small.
+ *
+ * Reads from outside every operation go through {@link committed} (or the counts below it), which
+ * commits an open group first: as with SQLite, nothing outside a group sees its uncommitted writes.
  */
 export class ActiveLeases {
   private readonly byJob = new Map<string, ActiveLease>()
   private readonly jobOfLease = new Map<string, string>()
+  /** ACTIVE leases per worker. */
+  private readonly perWorker = new Map<string, number>()
   private unitsHeld = 0
 
   constructor(private readonly ctx: EngineContext) {}
 
-  /** Reads the ACTIVE leases and their jobs from the database (the engine does so once, at start). */
+  /**
+   * Reads the ACTIVE leases and their jobs from the database (the engine does so once, at start).
+   * Every ACTIVE lease has a fence at or above the one {@link floorToStore} last stored (fences
+   * only grow), so the read is a range of the leases' key from there, not the whole table.
+   */
   load(): void {
     this.byJob.clear()
     this.jobOfLease.clear()
+    this.perWorker.clear()
     this.unitsHeld = 0
-    const leases = this.ctx.all<LeaseRow>("SELECT * FROM leases WHERE state = 'ACTIVE'")
+    const from = Number(this.ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', ACTIVE_FROM_KEY)?.value ?? 0)
+    const leases = this.ctx.all<LeaseRow>("SELECT * FROM leases WHERE fence >= ? AND state = 'ACTIVE'", from)
     for (const lease of leases) {
-      const job = this.ctx.one<JobRow>('SELECT * FROM jobs WHERE id = ?', lease.job_id)
+      const job = findJob(this.ctx, lease.job_id)
       if (job) this.write(lease.job_id, { lease, job })
     }
+  }
+
+  /**
+   * A fence at or below the fence of every lease ACTIVE now or granted later, for the lease
+   * sequence to store with each block of fences it reserves (counters.ts): the smallest ACTIVE
+   * fence, or `next` (the fence about to be granted) when none is ACTIVE. Written in the
+   * transaction that reserves, it is rolled back with it.
+   */
+  floorToStore(next: number): number {
+    let floor = next
+    for (const { lease } of this.byJob.values()) floor = Math.min(floor, lease.fence)
+    return floor
   }
 
   /** Capacity units held by ACTIVE leases now. */
@@ -55,9 +87,20 @@ export class ActiveLeases {
     return jobId === undefined ? undefined : this.byJob.get(jobId)
   }
 
-  /** Every ACTIVE lease with its job (in no particular order). */
+  /** Whether the worker holds an ACTIVE lease (it may then not take a `unique` job). */
+  holds(workerId: string): boolean {
+    return (this.perWorker.get(workerId) ?? 0) > 0
+  }
+
+  /** Every ACTIVE lease with its job (in no particular order), as the transaction in progress sees them. */
   all(): IterableIterator<ActiveLease> {
     return this.byJob.values()
+  }
+
+  /** Every ACTIVE lease with its job as committed: an open group commits first. For reads outside the verbs. */
+  committed(): ActiveLease[] {
+    this.ctx.commitBeforeRead()
+    return [...this.byJob.values()]
   }
 
   /** A lease was granted (inside its transaction). */
@@ -99,11 +142,15 @@ export class ActiveLeases {
     if (before) {
       this.unitsHeld -= before.lease.cost_units
       this.jobOfLease.delete(before.lease.id)
+      const held = this.perWorker.get(before.lease.worker_id)! - 1
+      if (held === 0) this.perWorker.delete(before.lease.worker_id)
+      else this.perWorker.set(before.lease.worker_id, held)
     }
     if (next) {
       this.byJob.set(jobId, next)
       this.jobOfLease.set(next.lease.id, jobId)
       this.unitsHeld += next.lease.cost_units
+      this.perWorker.set(next.lease.worker_id, (this.perWorker.get(next.lease.worker_id) ?? 0) + 1)
     } else {
       this.byJob.delete(jobId)
     }

@@ -2,7 +2,7 @@ import type { BlockerRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError } from './errors'
 import { cancelNow, requeue } from './moves'
-import { getJob } from './rows'
+import { getJob, recordJobEvent } from './rows'
 import { revokeFile } from './files'
 
 /** The operator's three answers to a blocker halt. */
@@ -66,12 +66,9 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
       ctx.clock.now(),
       blocker.id,
     )
-    ctx.appendEvent('BLOCKER', blocker.id, blocker.requester_job_id, 'BLOCKER_RESOLVED', {
-      action: answer.action,
-      note: answer.note ?? null,
-      by,
-      file: blocker.file,
-    })
+    const resolved = { action: answer.action, note: answer.note ?? null, by, file: blocker.file }
+    if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_RESOLVED', resolved)
+    else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_RESOLVED', entity: 'BLOCKER', entityId: blocker.id, data: resolved })
     return getBlocker(ctx, blocker.id)
   })
 }
@@ -85,6 +82,11 @@ export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, re
       ctx.clock.now(),
       blocker.id,
     )
-    ctx.appendEvent('BLOCKER', blocker.id, jobId, 'BLOCKER_RESOLVED', { action: 'cancel', note: reason, by: 'cancel', file: blocker.file })
+    recordJobEvent(ctx, jobId, {
+      type: 'BLOCKER_RESOLVED',
+      entity: 'BLOCKER',
+      entityId: blocker.id,
+      data: { action: 'cancel', note: reason, by: 'cancel', file: blocker.file },
+    })
   }
 }

@@ -80,7 +80,7 @@ export class CapacityStore {
         SETTINGS_KEY,
         JSON.stringify(next),
       )
-      this.ctx.appendEvent('CAPACITY', 'capacity', null, 'CAPACITY_CHANGED', { ...next })
+      this.ctx.appendEvent('CAPACITY', 'capacity', 'CAPACITY_CHANGED', { ...next })
       reportJobsOverCapacity(this.ctx, previous.total_units, next.total_units)
     })
     return this.figures()
@@ -95,7 +95,7 @@ export class CapacityStore {
     const changed = Math.round(clamped) !== Math.round(this.measuredBusy)
     this.measuredBusy = clamped
     if (changed && this.settings.busy_rating === null) {
-      this.ctx.transact(() => this.ctx.appendEvent('CAPACITY', 'capacity', null, 'BUSY_MEASURED', { busy_rating: clamped }))
+      this.ctx.transact(() => this.ctx.appendEvent('CAPACITY', 'capacity', 'BUSY_MEASURED', { busy_rating: clamped }))
     }
   }
 }

@@ -4,8 +4,9 @@ import type { BackoffPolicy } from './backoff'
 import type { Clock } from './clock'
 import { ActiveLeases } from './active-leases'
 import { Counters } from './counters'
-import type { EngineEvent, EventData, EventEntity, EventType } from './events'
+import type { EngineEvent, EntityType, EventData, EventEntity, EventType } from './events'
 import { PausedQueues } from './queues'
+import { RecentCounts } from './recent-counts'
 
 /** The scheduling knobs the engine reads. The host builds them from flags (src-main/config.ts). */
 export interface EngineConfig {
@@ -29,6 +30,12 @@ export interface EngineConfig {
   groupMaxOperations: number
   /** The longest a group stays open while operations keep arriving in one event-loop turn. */
   groupMaxMs: number
+  /**
+   * Events after the statistics' mark at which the engine stores their counts at the end of a
+   * commit, should the host's stats timer (which stores them too) be slow to come: what a
+   * restart, or a time series, reads of the log past stats_counts stays about this long (recent-counts.ts).
+   */
+  countsStoreAfterEvents: number
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -43,6 +50,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   leaseRetryAfterS: 10,
   groupMaxOperations: 256,
   groupMaxMs: 2,
+  countsStoreAfterEvents: 100_000,
 }
 
 export type { EngineEvent, EntityType } from './events'
@@ -54,6 +62,12 @@ export type EventListener = (event: EngineEvent) => void
  * array for the same commit.
  */
 export type CommitListener = (events: readonly EngineEvent[]) => void
+
+/** What appending an event of a job's timeline needs of the job: its id and its newest event as last written. */
+export interface JobLink {
+  id: string
+  last_event_id: number | null
+}
 
 /** Builds a row object from a raw row (an array of column values). */
 type RowBuilder = (values: unknown[]) => unknown
@@ -122,6 +136,8 @@ export class EngineContext {
   private pending: EngineEvent[] | null = null
   /** What to do to memory if the transaction in progress (or a savepoint of it) is rolled back. */
   private undos: (() => void)[] = []
+  /** Per job, the newest event appended in the transaction in progress: where the job's chain goes on. */
+  private readonly heads = new Map<string, number>()
   /** Inside a transaction's body: a nested {@link transact} joins it. */
   private inBody = false
   /** Inside an operation given to {@link runGrouped}: a verb's {@link transact} becomes a savepoint. */
@@ -136,6 +152,8 @@ export class EngineContext {
   readonly pausedQueues = new PausedQueues(this)
   /** The ACTIVE leases and their jobs, kept in memory for the hot verbs. */
   readonly activeLeases = new ActiveLeases(this)
+  /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
+  readonly counts = new RecentCounts(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
   private readonly drizzle: ReturnType<typeof drizzle>
 
@@ -167,6 +185,15 @@ export class EngineContext {
   /** Used outside every operation while a group is open (a read from a route, a timer): commit the group first. */
   private beforeOutsideUse(): void {
     if (this.group && !this.inOperation && !this.inBody) this.flush()
+  }
+
+  /**
+   * A read of state kept in memory, from outside every operation (a route, a timer), commits an
+   * open group first, as {@link stmt} does for a read of SQLite: only committed state is seen
+   * from outside a group.
+   */
+  commitBeforeRead(): void {
+    this.beforeOutsideUse()
   }
 
   /** drizzle over the same connection, for the cold queries that read better as a builder. */
@@ -265,6 +292,7 @@ export class EngineContext {
       this.inBody = false
       this.pending = null
       this.undos = []
+      this.heads.clear()
     }
     for (const event of pending) this.dispatch(event)
     if (pending.length > 0) this.dispatchCommit(pending)
@@ -456,6 +484,7 @@ export class EngineContext {
     this.group = null
     this.pending = null
     this.undos = []
+    this.heads.clear()
   }
 
   /** The group's transaction failed or was lost: roll back, undo memory, fail every member. */
@@ -477,28 +506,37 @@ export class EngineContext {
     for (const member of group.members) member.reject(cause)
   }
 
-  /** Appends an event to the log inside the current transaction. */
-  appendEvent<T extends EventType>(
-    entityType: EventEntity<T>,
-    entityId: string,
-    jobId: string | null,
-    eventType: T,
-    data: EventData<T>,
-  ): void {
+  /**
+   * Appends an event that names no job to the log, inside the current transaction. A job's
+   * events go through the row layer (rows.ts), which keeps the job's chain of events.
+   */
+  appendEvent<T extends EventType>(entityType: EventEntity<T>, entityId: string, eventType: T, data: EventData<T>): void {
+    this.insertEvent(entityType, entityId, null, null, eventType, data)
+  }
+
+  /**
+   * Appends an event of `job`'s timeline, chained to the job's newest event (`prev_id`), and
+   * returns its id, which the caller writes as the job's `last_event_id` in the same transaction
+   * (rows.ts does). The job's newest event is the one appended last in this transaction, or the
+   * one `job` names: a copy of the job read before an event of this transaction still chains right.
+   */
+  appendJobEvent(job: JobLink, entityType: EntityType, entityId: string, eventType: EventType, data: unknown): number {
+    const before = this.heads.get(job.id)
+    const id = this.insertEvent(entityType, entityId, job.id, before ?? job.last_event_id ?? 0, eventType, data)
+    this.heads.set(job.id, id)
+    this.onRollback(() => (before === undefined ? this.heads.delete(job.id) : this.heads.set(job.id, before)))
+    return id
+  }
+
+  private insertEvent(entityType: EntityType, entityId: string, jobId: string | null, prevId: number | null, eventType: EventType, data: unknown): number {
     if (!this.pending || !this.inBody) throw new Error('appendEvent outside a transaction')
     const ts = this.clock.now()
     const info = this.stmt(
-      'INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, ?, ?, ?, ?, ?)',
-    ).run(ts, entityType, entityId, jobId, eventType, JSON.stringify(data))
-    this.pending.push({
-      id: Number(info.lastInsertRowid),
-      ts,
-      entity_type: entityType,
-      entity_id: entityId,
-      job_id: jobId,
-      event_type: eventType,
-      data,
-    } as EngineEvent)
+      'INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data, prev_id) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ).run(ts, entityType, entityId, jobId, eventType, JSON.stringify(data), prevId)
+    const id = Number(info.lastInsertRowid)
+    this.pending.push({ id, ts, entity_type: entityType, entity_id: entityId, job_id: jobId, event_type: eventType, data } as EngineEvent)
+    return id
   }
 
   /** Listens to committed events; returns the function that stops listening. */

@@ -1,4 +1,7 @@
+import { ACTIVE_FROM_KEY } from './active-leases'
 import type { EngineContext } from './context'
+
+const UPSERT_SETTING = 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'
 
 /**
  * A number the engine hands out in order from memory, instead of asking SQLite for `MAX()` on
@@ -20,6 +23,8 @@ class ReservedSequence {
     private readonly key: string,
     /** Where a database from before reservations starts: the largest number stored, as `n`. */
     private readonly storedMaxSql: string,
+    /** Called inside the transaction that reserves a block, with the number being taken. */
+    private readonly onReserve: (taken: number) => void = () => {},
     private readonly block = 4096,
   ) {}
 
@@ -36,11 +41,8 @@ class ReservedSequence {
 
   private reserve(upTo: number): void {
     const before = this.reserved
-    this.ctx.run(
-      'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-      this.key,
-      String(upTo),
-    )
+    this.ctx.run(UPSERT_SETTING, this.key, String(upTo))
+    this.onReserve(this.last!)
     this.reserved = upTo
     this.ctx.onRollback(() => (this.reserved = before))
   }
@@ -52,7 +54,10 @@ export class Counters {
   private readonly messageIds: ReservedSequence
 
   constructor(ctx: EngineContext) {
-    this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases')
+    // With each block of fences, where the ACTIVE leases start (active-leases.ts reads from there at start).
+    this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases', (taken) =>
+      ctx.run(UPSERT_SETTING, ACTIVE_FROM_KEY, String(ctx.activeLeases.floorToStore(taken))),
+    )
     // Migration 0007 wrote the reservation from the table of messages it dropped.
     this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) AS n FROM jobs')
   }

@@ -4,7 +4,7 @@ import { SECOND } from './clock'
 import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
 import { newId } from './ids'
-import { endLease, getLease, getJob, moveJob, notActive } from './rows'
+import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from './rows'
 
 /** A denied requester retries exactly once, this long after the denial (seed 004: "exactly 3 minutes"). */
 export const FILE_RETRY_MS = 180 * SECOND
@@ -63,7 +63,7 @@ interface Death {
 function deadBecause(ctx: EngineContext, holder: FileLeaseRow, now: number): Death | null {
   if (now - holder.last_heartbeat_at >= FILE_IDLE_MS) return { because: 'idle', evidence: { idle_ms: now - holder.last_heartbeat_at } }
   if (holder.lease_id !== null) {
-    const lease = ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', holder.lease_id)
+    const lease = findLease(ctx, holder.lease_id)
     if (!lease || lease.state !== 'ACTIVE' || lease.expires_at <= now) {
       const owner_lease = lease
         ? { lease_id: lease.id, state: lease.state, expires_at: lease.expires_at, last_heartbeat_at: lease.last_heartbeat_at, released_at: lease.released_at }
@@ -85,14 +85,10 @@ function endDeadOwn(ctx: EngineContext, lease: FileLeaseRow, death: Death): void
 
 function endFileLease(ctx: EngineContext, lease: FileLeaseRow, state: 'RELEASED' | 'REVOKED', reason: string, evidence: Record<string, unknown> = {}): void {
   ctx.run('UPDATE file_leases SET state = ?, released_at = ?, release_reason = ? WHERE id = ?', state, ctx.clock.now(), reason, lease.id)
-  ctx.appendEvent('FILE_LEASE', lease.id, lease.job_id, state === 'REVOKED' ? 'FILE_LEASE_REVOKED' : 'FILE_LEASE_RELEASED', {
-    file: lease.file,
-    owner_id: lease.owner_id,
-    reason,
-    acquired_at: lease.acquired_at,
-    last_heartbeat_at: lease.last_heartbeat_at,
-    ...evidence,
-  })
+  const data = { file: lease.file, owner_id: lease.owner_id, reason, acquired_at: lease.acquired_at, last_heartbeat_at: lease.last_heartbeat_at, ...evidence }
+  const type = state === 'REVOKED' ? 'FILE_LEASE_REVOKED' : 'FILE_LEASE_RELEASED'
+  if (lease.job_id === null) ctx.appendEvent('FILE_LEASE', lease.id, type, data)
+  else recordJobEvent(ctx, lease.job_id, { type, entity: 'FILE_LEASE', entityId: lease.id, data })
 }
 
 /**
@@ -146,7 +142,9 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
            VALUES (@id, @file, @owner_id, @lease_id, @job_id, @state, @acquired_at, @last_heartbeat_at, @released_at, @release_reason)`,
         )
         .run(granted)
-      ctx.appendEvent('FILE_LEASE', granted.id, granted.job_id, 'FILE_LEASE_ACQUIRED', { file, owner_id: granted.owner_id, lease_id: granted.lease_id })
+      const data = { file, owner_id: granted.owner_id, lease_id: granted.lease_id }
+      if (granted.job_id === null) ctx.appendEvent('FILE_LEASE', granted.id, 'FILE_LEASE_ACQUIRED', data)
+      else recordJobEvent(ctx, granted.job_id, { type: 'FILE_LEASE_ACQUIRED', entity: 'FILE_LEASE', entityId: granted.id, data })
       return { granted: true, file_lease: granted }
     }
     if (contention) return { granted: false, code: 'blocked', blocker: halt(ctx, contention, holder, requesterLease) }
@@ -183,10 +181,9 @@ function deny(ctx: EngineContext, file: string, ownerId: string, holder: FileLea
     retry_at: retryAt,
   }
   // The contention heartbeat: the denial is visible in the log, with when the one retry is due.
-  ctx.appendEvent('FILE_LEASE', holder.id, requesterLease?.job_id ?? null, 'FILE_LEASE_CONTENDED', {
-    ...contention,
-    requester_owner_id: ownerId,
-  })
+  const data = { ...contention, requester_owner_id: ownerId }
+  if (!requesterLease) ctx.appendEvent('FILE_LEASE', holder.id, 'FILE_LEASE_CONTENDED', data)
+  else recordJobEvent(ctx, requesterLease.job_id, { type: 'FILE_LEASE_CONTENDED', entity: 'FILE_LEASE', entityId: holder.id, data })
   return contention
 }
 
@@ -226,7 +223,7 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
     )
     .run(blocker)
   ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', contention.file, contention.owner_id)
-  ctx.appendEvent('BLOCKER', blocker.id, blocker.requester_job_id, 'BLOCKER_OPENED', {
+  const opened = {
     file: blocker.file,
     holder_owner_id: blocker.holder_owner_id,
     holder_job_id: blocker.holder_job_id,
@@ -235,7 +232,9 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
     denied_at: blocker.denied_at,
     retried_at: now,
     requester_owner_id: blocker.requester_owner_id,
-  })
+  }
+  if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_OPENED', opened)
+  else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_OPENED', entity: 'BLOCKER', entityId: blocker.id, data: opened })
   if (requesterLease) blockLease(ctx, requesterLease, blocker.id)
   return blocker
 }
@@ -369,6 +368,5 @@ export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: strin
   endLease(ctx, lease, 'RELEASED', 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
   const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
-  moveJob(ctx, job, 'BLOCKED', { progress: null })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_BLOCKED', { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id })
+  moveJob(ctx, job, 'BLOCKED', { progress: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
 }

@@ -3,11 +3,11 @@ import { capacityDenial } from './capacity'
 import type { CapacityStore } from './capacity-store'
 import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
-import { newId, newToken } from './ids'
+import { keyedId, newId, newToken } from './ids'
 import { checkClaimer, expireClaimIfDue } from './jobs'
 import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
 import { pausedDenial } from './queues'
-import { getJob, insertLease, type Leased, moveJob } from './rows'
+import { fenceOfLease, getJob, insertLease, type Leased, moveJob } from './rows'
 import { LEASE_REQUEST_STATES, type JobState } from './states'
 
 /**
@@ -45,7 +45,7 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
   const now = ctx.clock.now()
   const fence = ctx.counters.nextFence()
   const lease: LeaseRow = {
-    id: newId(),
+    id: keyedId(fence),
     job_id: job.id,
     attempt_id: newId(),
     worker_id: workerId,
@@ -64,25 +64,22 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     attempt: job.attempts + 1,
     disposition: null,
     error: null,
+    prev_fence: fenceOfLease(ctx, job.lease_id),
   }
   insertLease(ctx, lease, job)
   const attempt = lease.attempt
-  const leasedJob = moveJob(ctx, job, to, {
-    attempts: attempt,
-    lease_id: lease.id,
-    claimed_by: workerId,
-    claim_expires_at: null,
-    next_retry_at: null,
-    started_at: job.started_at ?? now,
-  })
-  ctx.appendEvent('LEASE', lease.id, job.id, 'LEASE_GRANTED', {
-    state: to,
-    worker_id: workerId,
-    cost_units: lease.cost_units,
-    attempt,
-    fence,
-    expires_at: lease.expires_at,
-  })
+  const leasedJob = moveJob(
+    ctx,
+    job,
+    to,
+    { attempts: attempt, lease_id: lease.id, claimed_by: workerId, claim_expires_at: null, next_retry_at: null, started_at: job.started_at ?? now },
+    {
+      type: 'LEASE_GRANTED',
+      entity: 'LEASE',
+      entityId: lease.id,
+      data: { state: to, worker_id: workerId, cost_units: lease.cost_units, attempt, fence, expires_at: lease.expires_at },
+    },
+  )
   return { lease, job: leasedJob }
 }
 
@@ -142,12 +139,14 @@ export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: numbe
     const claimed: JobRow[] = []
     for (const job of eligibleJobs(ctx, filter, now)) {
       claimed.push(
-        moveJob(ctx, job, 'CLAIMED', {
-          claimed_by: filter.worker_id,
-          claim_expires_at: now + ctx.config.claimTtlS * 1000,
-        }),
+        moveJob(
+          ctx,
+          job,
+          'CLAIMED',
+          { claimed_by: filter.worker_id, claim_expires_at: now + ctx.config.claimTtlS * 1000 },
+          { type: 'JOB_CLAIMED', data: { state: 'CLAIMED', worker_id: filter.worker_id } },
+        ),
       )
-      ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIMED', { state: 'CLAIMED', worker_id: filter.worker_id })
       if (claimed.length === limit) break
     }
     return claimed
@@ -189,11 +188,13 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
     const now = ctx.clock.now()
     const retry_after_sec = ctx.config.leaseRetryAfterS
-    const pending = moveJob(ctx, job, 'LEASE_PENDING', {
-      next_retry_at: now + retry_after_sec * 1000,
-      claim_expires_at: now + ctx.config.claimTtlS * 1000,
-    })
-    ctx.appendEvent('JOB', job.id, job.id, 'LEASE_DENIED', { state: 'LEASE_PENDING', reason: denial })
+    const pending = moveJob(
+      ctx,
+      job,
+      'LEASE_PENDING',
+      { next_retry_at: now + retry_after_sec * 1000, claim_expires_at: now + ctx.config.claimTtlS * 1000 },
+      { type: 'LEASE_DENIED', data: { state: 'LEASE_PENDING', reason: denial } },
+    )
     return { approved: false, reason: denial, retry_after_sec, job: pending }
   })
 }

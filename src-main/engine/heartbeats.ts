@@ -26,8 +26,7 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   if (report.progress != null) changes.progress = report.progress
   if (report.note != null) changes.note = report.note
   if (job.state === 'LEASED') {
-    job = moveJob(ctx, job, 'RUNNING', changes)
-    ctx.appendEvent('JOB', job.id, job.id, 'JOB_RUNNING', { state: 'RUNNING', lease_id: lease.id })
+    job = moveJob(ctx, job, 'RUNNING', changes, { type: 'JOB_RUNNING', data: { state: 'RUNNING', lease_id: lease.id } })
   } else if (Object.keys(changes).length > 0) {
     job = updateJob(ctx, job, changes)
   }

@@ -19,12 +19,44 @@ function randomBytes(count: number): Buffer {
 }
 
 /**
- * A new id for a job, lease, attempt, stream message, file lease or blocker: a UUID version 7,
- * which starts with the time. Ids made later sort later, so each id index grows at its end: an
- * insert dirties the one hot last page instead of a random page of a large index, which is what
- * a commit costs on this storage (one WAL frame per dirty page).
+ * A new id for an attempt, file lease, blocker or schedule: a UUID version 7, which starts with
+ * the time. Ids made later sort later, so each id index grows at its end: an insert dirties the
+ * one hot last page instead of a random page of a large index, which is what a commit costs on
+ * this storage (one WAL frame per dirty page).
  */
 export const newId = (): string => v7({ random: randomBytes(16) })
+
+/** The largest key an id can name: 2^48 − 1 (281 trillion jobs or leases). */
+const MAX_KEY = 2 ** 48 - 1
+
+const hex = (value: number, digits: number): string => value.toString(16).padStart(digits, '0')
+
+/**
+ * The id of a job or lease, which names its row's key (the job's `seq`, the lease's `fence`), so
+ * that finding a row by its id needs no index on ids: each index entry is a page a commit
+ * writes. A UUID version 8 (RFC 9562's custom layout): the time in milliseconds first, as in
+ * version 7 (ids made later sort later), then the key in 48 bits, then 24 random bits:
+ * `tttttttt-tttt-8kkk-8kkk-kkkkkkrrrrrr`. Only the time and the random bits are version 7's
+ * idea of an id; a reader must still check that the row it finds has this id (a key is used
+ * again when the newest job is deleted, and anyone may send any id).
+ */
+export function keyedId(key: number): string {
+  if (!Number.isSafeInteger(key) || key < 0 || key > MAX_KEY) throw new RangeError(`keyedId: ${key} is not a key from 0 to 2^48 − 1`)
+  const time = hex(Date.now(), 12)
+  const k = hex(key, 12)
+  return `${time.slice(0, 8)}-${time.slice(8)}-8${k.slice(0, 3)}-8${k.slice(3, 6)}-${k.slice(6)}${randomBytes(3).toString('hex')}`
+}
+
+const KEYED = /^[0-9a-f]{8}-[0-9a-f]{4}-8([0-9a-f]{3})-8([0-9a-f]{3})-([0-9a-f]{6})[0-9a-f]{6}$/
+
+/**
+ * The key a {@link keyedId} names, or null for any other string (an older job's or lease's id,
+ * UUID version 7, is found through its partial index instead: db/schema.ts UNKEYED_ID_CLAUSE).
+ */
+export function idKey(id: string): number | null {
+  const match = KEYED.exec(id)
+  return match ? parseInt(match[1]! + match[2]! + match[3]!, 16) : null
+}
 
 /** A lease token: 24 random bytes, base64url (the secret that names a lease in dialect 003). */
 export const newToken = (): string => randomBytes(24).toString('base64url')

@@ -52,7 +52,6 @@ import * as attempts from './attempt-reports'
 import * as grants from './grants'
 import * as heartbeats from './heartbeats'
 import { getJob, getLease } from './rows'
-import { RecentCounts } from './recent-counts'
 import { listJobs, type JobListQuery } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as queues from './queues'
@@ -138,13 +137,11 @@ export class Engine {
   // through engine/internals.ts.
   private readonly ctx: EngineContext
   private readonly capacity: CapacityStore
-  /** The finished and expired counts of the last 24 h, for the snapshot. */
-  private readonly recent: RecentCounts
 
   constructor(options: EngineOptions) {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
     this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
-    this.recent = new RecentCounts(this.ctx)
+    this.ctx.counts.load()
     this.ctx.pausedQueues.load()
     this.ctx.activeLeases.load()
   }
@@ -285,7 +282,7 @@ export class Engine {
 
   /** Records what a worker reports for an operator to see (a handler that failed to load…): a WORKER_PROBLEM event. */
   recordWorkerProblem = (workerId: string, problem: WorkerProblem): void =>
-    this.ctx.transact(() => this.ctx.appendEvent('WORKER', workerId, null, 'WORKER_PROBLEM', { kind: problem.kind, detail: problem.detail }))
+    this.ctx.transact(() => this.ctx.appendEvent('WORKER', workerId, 'WORKER_PROBLEM', { kind: problem.kind, detail: problem.detail }))
 
   // The event log
   /** The newest event's id (0 for an empty log): where a resuming stream client stands against the log. */
@@ -345,7 +342,7 @@ export class Engine {
   getCapacity = (): CapacityFigures => this.capacity.figures()
   setCapacity = (change: CapacityChange): CapacityFigures => this.capacity.set(change)
   reportMeasuredBusy = (rating: number): void => this.capacity.reportMeasuredBusy(rating)
-  snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity, this.recent)
+  snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
   /** Writes one sample of the gauges (the host's stats timer). */
   sampleStats = (): stats.StatsSample => stats.sampleStats(this.ctx, this.capacity)
   timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range): stats.TimeseriesPoint[] => stats.timeseries(this.ctx, metric, bucket, range)

@@ -1,10 +1,12 @@
 import type { EventRow, JobRow } from '../db/schema'
 import type { EngineContext } from './context'
+import type { EventData } from './events'
 import { EngineError, invalid } from './errors'
-import { newId } from './ids'
+import { keyedId } from './ids'
 import { closeBlockersOfCanceledJob } from './blockers'
 import { cancelNow } from './moves'
-import { getJob, moveJob, updateJob } from './rows'
+import { getJob, type JobEvent, moveJob, updateJob } from './rows'
+import { readTimeline } from './timeline'
 import { nextStreamMessageId } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
 
@@ -74,9 +76,13 @@ export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now:
 
 /** Returns an expired dialect-002 claim to QUEUED, inside the caller's transaction: no attempt counted, same place. */
 export function expireClaim(ctx: EngineContext, job: JobRow): JobRow {
-  const queued = moveJob(ctx, job, 'QUEUED', { claimed_by: null, claim_expires_at: null, next_retry_at: null })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_CLAIM_EXPIRED', { state: 'QUEUED', worker_id: job.claimed_by })
-  return queued
+  return moveJob(
+    ctx,
+    job,
+    'QUEUED',
+    { claimed_by: null, claim_expires_at: null, next_retry_at: null },
+    { type: 'JOB_CLAIM_EXPIRED', data: { state: 'QUEUED', worker_id: job.claimed_by } },
+  )
 }
 
 /**
@@ -101,15 +107,15 @@ export const costExceedsCapacity = (cost: number, totalUnits: number) =>
     `cost_units: ${cost} exceeds the total capacity of ${totalUnits} units, so the job could never run; raise total_units (PUT /api/capacity) or split the job`,
   )
 
-/** Every column of a job but `seq`, the rowid SQLite assigns. */
+/** Every column of a job. */
 const JOB_COLUMNS = [
-  'id', 'addon_id', 'job_type', 'priority', 'cost_units', 'constraints', 'payload', 'is_unique', 'idempotency_key', 'tags',
+  'seq', 'id', 'addon_id', 'job_type', 'priority', 'cost_units', 'constraints', 'payload', 'is_unique', 'idempotency_key', 'tags',
   'max_runtime_s', 'queue', 'max_attempts', 'attempt_budget', 'state', 'attempts', 'claimed_by', 'claim_expires_at',
   'lease_id', 'stream_message_id', 'next_retry_at', 'eligible_at', 'run_at', 'cancel_requested', 'progress', 'note',
-  'dead_letter', 'final_status', 'error', 'result', 'metrics', 'created_at', 'updated_at', 'started_at', 'finished_at',
+  'dead_letter', 'final_status', 'error', 'result', 'metrics', 'created_at', 'updated_at', 'started_at', 'finished_at', 'last_event_id',
 ] as const satisfies readonly (keyof JobRow)[]
 /** Fails to compile while a column of the table is missing from the list. */
-const allJobColumns: Exclude<keyof JobRow, 'seq' | (typeof JOB_COLUMNS)[number]> extends never ? true : never = true
+const allJobColumns: Exclude<keyof JobRow, (typeof JOB_COLUMNS)[number]> extends never ? true : never = true
 void allJobColumns
 
 /**
@@ -129,11 +135,26 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
     const messageId = nextStreamMessageId(ctx)
     const runAt = delayedUntil(input, now)
     const maxAttempts = input.max_attempts ?? ctx.config.maxAttempts
-    const job: Omit<JobRow, 'seq'> = {
-      id: newId(),
+    // The key SQLite would give the row (the largest plus one), taken first so the id can name it.
+    const seq = (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
+    const id = keyedId(seq)
+    const priority = input.priority ?? 'NORMAL'
+    const queue = input.queue ?? 'default'
+    const submitted = ctx.appendJobEvent({ id, last_event_id: null }, 'JOB', id, 'JOB_SUBMITTED', {
+      state: 'QUEUED',
+      job_type: input.job_type,
+      priority,
+      cost_units: input.cost_units,
+      queue,
+      message_id: messageId,
+      ...(runAt !== null ? { run_at: runAt } : {}),
+    } satisfies EventData<'JOB_SUBMITTED'>)
+    const job: JobRow = {
+      seq,
+      id,
       addon_id: input.addon_id ?? null,
       job_type: input.job_type,
-      priority: priorityRank(input.priority ?? 'NORMAL'),
+      priority: priorityRank(priority),
       cost_units: input.cost_units,
       constraints: JSON.stringify(input.constraints ?? {}),
       payload: JSON.stringify(input.payload ?? {}),
@@ -141,7 +162,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       idempotency_key: input.idempotency_key ?? null,
       tags: JSON.stringify(input.tags ?? []),
       max_runtime_s: input.max_runtime_s ?? null,
-      queue: input.queue ?? 'default',
+      queue,
       max_attempts: maxAttempts,
       attempt_budget: maxAttempts,
       state: 'QUEUED',
@@ -165,18 +186,10 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       updated_at: now,
       started_at: null,
       finished_at: null,
+      last_event_id: submitted,
     }
-    const info = ctx.insert('jobs', JOB_COLUMNS, job)
-    ctx.appendEvent('JOB', job.id, job.id, 'JOB_SUBMITTED', {
-      state: 'QUEUED',
-      job_type: job.job_type,
-      priority: input.priority ?? 'NORMAL',
-      cost_units: job.cost_units,
-      queue: job.queue,
-      message_id: messageId,
-      ...(runAt !== null ? { run_at: runAt } : {}),
-    })
-    return { job: { ...job, seq: Number(info.lastInsertRowid) }, duplicate: false }
+    ctx.insert('jobs', JOB_COLUMNS, job)
+    return { job, duplicate: false }
   })
 }
 
@@ -193,10 +206,7 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
       cancelNow(ctx, job, reason, reason)
       if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
     } else if (LEASED_STATES.has(state)) {
-      if (!job.cancel_requested) {
-        updateJob(ctx, job, { cancel_requested: 1 })
-        ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCEL_REQUESTED', { state, reason })
-      }
+      if (!job.cancel_requested) updateJob(ctx, job, { cancel_requested: 1 }, { type: 'JOB_CANCEL_REQUESTED', data: { state, reason } })
     } else {
       assertMove(job.id, state, 'CANCELED') // terminal: throws 409 illegal_transition
     }
@@ -257,17 +267,14 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
     if (update.note !== undefined) changes.note = update.note
     if (update.progress !== undefined) changes.progress = update.progress
     if (job.claim_expires_at !== null) changes.claim_expires_at = ctx.clock.now() + ctx.config.claimTtlS * 1000
-    if (to !== from) moveJob(ctx, job, to, changes)
-    else if (Object.keys(changes).length > 0) updateJob(ctx, job, changes)
-    if (to !== from || update.note != null) {
-      ctx.appendEvent('JOB', job.id, job.id, 'JOB_STATUS', { state: to, from, note: update.note ?? null })
-    }
+    const events: JobEvent[] = to !== from || update.note != null ? [{ type: 'JOB_STATUS', data: { state: to, from, note: update.note ?? null } }] : []
+    if (to !== from) moveJob(ctx, job, to, changes, ...events)
+    else if (Object.keys(changes).length > 0 || events.length > 0) updateJob(ctx, job, changes, ...events)
     return getJob(ctx, jobId)
   })
 }
 
 /** A job's timeline: its own events and its leases', oldest first. */
 export function jobEvents(ctx: EngineContext, jobId: string): EventRow[] {
-  getJob(ctx, jobId)
-  return ctx.all<EventRow>('SELECT * FROM events WHERE job_id = ? ORDER BY id', jobId)
+  return readTimeline(ctx, getJob(ctx, jobId))
 }

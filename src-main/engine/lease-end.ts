@@ -2,7 +2,7 @@ import type { JobRow, LeaseRow } from '../db/schema'
 import { nextRetryAt } from './backoff'
 import type { EngineContext } from './context'
 import { EngineError } from './errors'
-import { JOB_ENDED_EVENTS } from './events'
+import { type EventData, JOB_ENDED_EVENTS } from './events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { requeue } from './moves'
 import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, moveJob } from './rows'
@@ -34,23 +34,22 @@ const FINAL_STATUS_OF: Record<string, FinalStatus> = {
 
 /** Ends a job in a terminal state. */
 function finishJob(ctx: EngineContext, job: JobRow, to: TerminalState, outcome: Outcome, deadLetter: boolean): JobRow {
-  const finished = moveJob(ctx, job, to, {
-    final_status: FINAL_STATUS_OF[to]!,
-    finished_at: ctx.clock.now(),
-    dead_letter: deadLetter ? 1 : 0,
-    result: json(outcome.result) ?? job.result,
-    error: json(outcome.error) ?? job.error,
-    metrics: json(outcome.metrics) ?? job.metrics,
-    progress: outcome.report?.progress ?? job.progress,
-    note: outcome.report?.note ?? job.note,
-  })
-  ctx.appendEvent('JOB', job.id, job.id, JOB_ENDED_EVENTS[to], {
-    state: to,
-    lease_id: job.lease_id,
-    attempt: job.attempts,
-    dead_letter: deadLetter,
-  })
-  return finished
+  return moveJob(
+    ctx,
+    job,
+    to,
+    {
+      final_status: FINAL_STATUS_OF[to]!,
+      finished_at: ctx.clock.now(),
+      dead_letter: deadLetter ? 1 : 0,
+      result: json(outcome.result) ?? job.result,
+      error: json(outcome.error) ?? job.error,
+      metrics: json(outcome.metrics) ?? job.metrics,
+      progress: outcome.report?.progress ?? job.progress,
+      note: outcome.report?.note ?? job.note,
+    },
+    { type: JOB_ENDED_EVENTS[to], data: { state: to, lease_id: job.lease_id, attempt: job.attempts, dead_letter: deadLetter } },
+  )
 }
 
 /** Where a reported outcome takes the job. Completion status is what the worker reports. */
@@ -88,12 +87,13 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_hea
   const job = jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
   endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
-  ctx.appendEvent('LEASE', lease.id, lease.job_id, 'LEASE_EXPIRED', {
+  // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
+  ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
     reason,
     worker_id: lease.worker_id,
     expires_at: lease.expires_at,
     last_heartbeat_at: lease.last_heartbeat_at,
-  })
+  } satisfies EventData<'LEASE_EXPIRED'>)
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
   if (to === 'QUEUED') requeueAfter(ctx, job, reason === 'worker_exited' ? 'worker exited' : 'lease expired')
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')

@@ -2,7 +2,7 @@ import type { LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { EngineError, workerMismatch } from './errors'
 import { expireIfDue } from './lease-end'
-import { getJob, getLease, type Leased } from './rows'
+import { findLease, getJob, getLease, type Leased, leasesOfJob } from './rows'
 
 /**
  * Finding the lease a worker names, by its id (dialects 001, 002) or by its job and token
@@ -27,9 +27,9 @@ function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Le
   const active = ctx.activeLeases.ofJob(jobId)
   if (active?.lease.token === token) return active
   const job = active?.job ?? getJob(ctx, jobId)
-  const current = job.lease_id === null ? undefined : ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', job.lease_id)
+  const current = job.lease_id === null ? undefined : findLease(ctx, job.lease_id)
   if (current?.token === token) return { lease: current, job }
-  const earlier = ctx.one<LeaseRow>('SELECT * FROM leases WHERE job_id = ? AND token = ?', jobId, token)
+  const earlier = leasesOfJob(ctx, job).find((lease) => lease.token === token)
   return earlier && { lease: earlier, job }
 }
 

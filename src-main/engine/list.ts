@@ -1,5 +1,5 @@
-import { and, desc, eq, gte, inArray, lt, lte, sql, type SQL } from 'drizzle-orm'
-import { jobs, leases, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../db/schema'
+import { and, desc, eq, gte, lt, lte, sql, type SQL } from 'drizzle-orm'
+import { jobs, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { invalid } from './errors'
 import { JOB_STATES, LEASED_STATES, type JobState } from './states'
@@ -43,25 +43,60 @@ export function listJobs(ctx: EngineContext, query: JobListQuery): JobPage {
   if (query.state !== undefined && !JOB_STATES.includes(query.state)) {
     throw invalid(`state: must be one of ${JOB_STATES.join(', ')}`)
   }
-  const rows = jobListQuery(ctx, query, limit + 1).all()
+  const rows = query.state === 'QUEUED' ? queuedRows(ctx, query, limit + 1) : readPage(ctx, jobListQuery(ctx, query, limit + 1))
   const page = rows.slice(0, limit)
   return { jobs: page, next_cursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.seq) : null }
 }
 
+/** The newest jobs {@link queuedRows} looks for among first, by the table's key, before it reads the pick index. */
+export const QUEUED_WINDOW = 10_000
+
+/**
+ * QUEUED jobs, newest first: no index holds them by `seq` (jobs_state_seq leaves them out; every
+ * QUEUED job is in the pick index, jobs_pick_queue, ordered for the pick). So a page looks
+ * among the {@link QUEUED_WINDOW} newest jobs below the cursor first, by the table's key, where
+ * a backlog's jobs are; only if that finds too few does it read the pick index and sort what it
+ * holds (a cost in QUEUED jobs, never in the finished ones).
+ */
+function queuedRows(ctx: EngineContext, query: JobListQuery, rows: number): JobRow[] {
+  const below = query.cursor !== undefined ? decodeCursor(query.cursor) : (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
+  const from = below - QUEUED_WINDOW
+  const recent = readPage(ctx, jobListQuery(ctx, query, rows, { from }))
+  if (recent.length === rows || from <= 1) return recent
+  return [...recent, ...readPage(ctx, jobListQuery(ctx, { ...query, cursor: encodeCursor(from) }, rows - recent.length))]
+}
+
+/** A page's SQL and its parameters. */
+export interface PageQuery {
+  sql: string
+  params: unknown[]
+}
+
+const readPage = (ctx: EngineContext, query: PageQuery): JobRow[] => ctx.all<JobRow>(query.sql, ...query.params)
+
 /**
  * The query behind a page of {@link listJobs}, newest first, at most `rows` rows. Every filter by
- * state but DONE reads an index (a test checks the plan): LEASED and RUNNING jobs through
- * leases_active, the other states through jobs_state_seq.
+ * state but DONE reads an index (a test checks the plan): LEASED and RUNNING jobs are those of the
+ * ACTIVE leases in memory, QUEUED ones are on the pick index, the other states on jobs_state_seq.
+ * With `window.from`, a filter by QUEUED reads the table by its key from there instead.
  */
-export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number) {
+export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number }): PageQuery {
   const conditions: SQL[] = []
+  let pickIndex = false
   if (query.state !== undefined) {
-    conditions.push(eq(jobs.state, query.state))
     if (LEASED_STATES.has(query.state)) {
-      // Found through their ACTIVE leases (few: capacity bounds them).
-      conditions.push(inArray(jobs.id, ctx.orm.select({ id: leases.job_id }).from(leases).where(eq(leases.state, 'ACTIVE'))))
-    } else if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) {
-      conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
+      // Found among the ACTIVE leases (few: capacity bounds them).
+      const seqs = ctx.activeLeases.committed().filter(({ job }) => job.state === query.state).map(({ job }) => job.seq)
+      conditions.push(sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`, eq(jobs.state, query.state))
+    } else if (query.state === 'QUEUED' && window) {
+      // `+state`: no index on state for this one, the table's key range instead.
+      conditions.push(sql`+${jobs.state} = 'QUEUED'`, gte(jobs.seq, window.from))
+    } else if (query.state === 'QUEUED') {
+      pickIndex = true
+      conditions.push(sql`${jobs.state} = 'QUEUED'`) // written in: the pick index's clause, for SQLite to see it holds
+    } else {
+      conditions.push(eq(jobs.state, query.state))
+      if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
     }
   }
   if (query.addon_id !== undefined) conditions.push(eq(jobs.addon_id, query.addon_id))
@@ -69,5 +104,9 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
   if (query.created_after !== undefined) conditions.push(gte(jobs.created_at, query.created_after))
   if (query.created_before !== undefined) conditions.push(lte(jobs.created_at, query.created_before))
   if (query.cursor !== undefined) conditions.push(lt(jobs.seq, decodeCursor(query.cursor)))
-  return ctx.orm.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows)
+  const { sql: text, params } = ctx.orm.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows).toSQL()
+  // drizzle has no INDEXED BY: left to itself, SQLite may read the whole table newest first instead.
+  const from = 'from "jobs"'
+  if (pickIndex && !text.includes(from)) throw new Error(`listJobs: no ${from} in ${text}`)
+  return { sql: pickIndex ? text.replace(from, `${from} INDEXED BY jobs_pick_queue`) : text, params }
 }

@@ -17,34 +17,33 @@ import { nextStreamMessageId } from './streams'
  */
 export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt: number | null, changes: Partial<JobRow> = {}): JobRow {
   const messageId = nextStreamMessageId(ctx)
-  const queued = moveJob(ctx, job, 'QUEUED', {
-    claimed_by: null,
-    claim_expires_at: null,
-    next_retry_at: retryAt,
-    eligible_at: retryAt ?? ctx.clock.now(),
-    progress: null,
-    stream_message_id: messageId,
-    ...changes,
-  })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_REQUEUED', {
-    state: 'QUEUED',
-    reason,
-    attempt: job.attempts,
-    ...(retryAt !== null ? { next_retry_at: retryAt } : {}),
-    message_id: messageId,
-  })
-  return queued
+  return moveJob(
+    ctx,
+    job,
+    'QUEUED',
+    {
+      claimed_by: null,
+      claim_expires_at: null,
+      next_retry_at: retryAt,
+      eligible_at: retryAt ?? ctx.clock.now(),
+      progress: null,
+      stream_message_id: messageId,
+      ...changes,
+    },
+    {
+      type: 'JOB_REQUEUED',
+      data: { state: 'QUEUED', reason, attempt: job.attempts, ...(retryAt !== null ? { next_retry_at: retryAt } : {}), message_id: messageId },
+    },
+  )
 }
 
 /** Cancels a job that holds no lease, at once: it ends CANCELED. */
 export function cancelNow(ctx: EngineContext, job: JobRow, reason: string | null, note: string | null): JobRow {
-  const canceled = moveJob(ctx, job, 'CANCELED', {
-    claimed_by: null,
-    claim_expires_at: null,
-    final_status: 'CANCELED',
-    finished_at: ctx.clock.now(),
-    note: note ?? job.note,
-  })
-  ctx.appendEvent('JOB', job.id, job.id, 'JOB_CANCELED', { state: 'CANCELED', from: job.state as JobState, reason })
-  return canceled
+  return moveJob(
+    ctx,
+    job,
+    'CANCELED',
+    { claimed_by: null, claim_expires_at: null, final_status: 'CANCELED', finished_at: ctx.clock.now(), note: note ?? job.note },
+    { type: 'JOB_CANCELED', data: { state: 'CANCELED', from: job.state as JobState, reason } },
+  )
 }

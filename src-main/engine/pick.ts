@@ -20,7 +20,7 @@ const PRIORITY_RANKS = [3, 2, 1, 0] // URGENT first
 
 /** True when the worker holds an ACTIVE lease (it may then not take a `unique` job). */
 export function holdsActiveLease(ctx: EngineContext, workerId: string): boolean {
-  return ctx.one("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE' LIMIT 1", workerId) !== undefined
+  return ctx.activeLeases.holds(workerId)
 }
 
 function memo<T>(fn: () => T): () => T {

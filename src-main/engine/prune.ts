@@ -1,6 +1,8 @@
-import { COUNTED_EVENTS_CLAUSE, FINISHED_STATES_CLAUSE } from '../db/schema'
-import { DAY, MINUTE } from './clock'
+import { FINISHED_STATES_CLAUSE, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from '../db/schema'
+import { DAY } from './clock'
 import type { EngineContext } from './context'
+import { fenceOfLease, findJob } from './rows'
+import { TIMELINE_CHAIN } from './timeline'
 
 /**
  * Retention: finished jobs are deleted, with everything that belongs to them, once they finished
@@ -8,7 +10,7 @@ import type { EngineContext } from './context'
  */
 
 /**
- * Jobs deleted per transaction: about 9 rows and a dozen index entries each, so a step holds the
+ * Jobs deleted per transaction: about 9 rows and a few index entries each, so a step holds the
  * write lock for a few milliseconds (docs/performance.md has the figures).
  */
 export const PRUNE_BATCH = 100
@@ -36,99 +38,107 @@ const DELETABLE = `${FINISHED_STATES_CLAUSE}
   AND NOT EXISTS (SELECT 1 FROM file_leases WHERE file_leases.state = 'ACTIVE' AND file_leases.job_id = jobs.id)
   AND jobs.id NOT IN (SELECT job_id FROM events WHERE id = (SELECT MAX(id) FROM events) AND job_id IS NOT NULL)`
 
-/** The ids a statement deletes by: a JSON array bound as one parameter. */
+/** The values a statement deletes by: a JSON array bound as one parameter. */
 const IDS = 'SELECT value FROM json_each(?)'
 
-/** The leases of the jobs (through leases_job_attempt). */
-const LEASES_OF_IDS = `SELECT id FROM leases WHERE job_id IN (${IDS})`
+/** The fences on the chains of leases (a job's leases, rows.ts `leasesOfJob`) that start at the fences of a JSON array. */
+export const LEASE_CHAINS_SQL = `WITH RECURSIVE chain(fence) AS (
+  ${IDS} UNION ALL SELECT leases.prev_fence FROM leases JOIN chain ON leases.fence = chain.fence WHERE leases.prev_fence IS NOT NULL)
+  SELECT fence FROM chain`
+
+/** What each deletion takes, as a JSON array: the jobs' ids or keys, their leases' fences, or their newest events. */
+type DeleteBy = 'ids' | 'seqs' | 'fences' | 'lastEvents'
 
 /**
- * What deleting a job deletes, in order, each statement taking the jobs' ids: the counted events
- * are first added to `stats_counts`, so the time series keep what they counted; then the events
- * of the job (its leases' and file leases' events carry its id too), its file contentions, file
- * leases and resolved blocker reports, its leases (each with the attempt it ran), and the job.
- * One statement per table.
+ * What deleting a job deletes, in order: its events (the chain from its newest, timeline.ts, and
+ * those from before the chains; its leases' and file leases' events are on its chain too), its
+ * file contentions, file leases and resolved blocker reports, its leases (each with the attempt
+ * it ran), and the job. One statement per table, each taking one JSON array of what it deletes by.
+ * (What the events counted is in stats_counts before they go: see deleteJobs.)
  */
-export const DELETE_STATEMENTS = [
-  // INDEXED BY: left to itself, SQLite reads the counted events of every job (their partial
-  // index) and filters them, instead of the few events of these jobs.
-  `INSERT INTO stats_counts (event_type, ts, n)
-     SELECT event_type, ts - ts % ${MINUTE}, COUNT(*) FROM events INDEXED BY events_job
-     WHERE job_id IN (${IDS}) AND ${COUNTED_EVENTS_CLAUSE} GROUP BY 1, 2
-     ON CONFLICT (ts, event_type) DO UPDATE SET n = n + excluded.n`,
-  `DELETE FROM events WHERE job_id IN (${IDS})`,
-  `DELETE FROM file_contentions WHERE job_id IN (${IDS})`,
-  `DELETE FROM file_leases WHERE lease_id IN (${LEASES_OF_IDS})`,
-  `DELETE FROM blockers WHERE requester_job_id IN (${IDS})`,
-  `DELETE FROM leases WHERE job_id IN (${IDS})`,
-  `DELETE FROM jobs WHERE id IN (${IDS})`,
-] as const
+export const DELETE_STATEMENTS: readonly { sql: string; by: DeleteBy }[] = [
+  { sql: `WITH RECURSIVE ${TIMELINE_CHAIN} DELETE FROM events WHERE id IN (SELECT id FROM chain)`, by: 'lastEvents' },
+  { sql: `DELETE FROM events WHERE job_id IN (${IDS}) AND ${UNCHAINED_JOB_EVENTS_CLAUSE}`, by: 'ids' },
+  { sql: `DELETE FROM file_contentions WHERE job_id IN (${IDS})`, by: 'ids' },
+  { sql: `DELETE FROM file_leases WHERE lease_id IN (SELECT id FROM leases WHERE fence IN (${IDS}))`, by: 'fences' },
+  { sql: `DELETE FROM blockers WHERE requester_job_id IN (${IDS})`, by: 'ids' },
+  { sql: `DELETE FROM leases WHERE fence IN (${IDS})`, by: 'fences' },
+  { sql: `DELETE FROM jobs WHERE seq IN (${IDS})`, by: 'seqs' },
+]
 
-/** Which of the named jobs may be deleted now. */
-export const DELETABLE_JOBS_SQL = `SELECT id FROM jobs WHERE id IN (${IDS}) AND ${DELETABLE}`
+/** Which of the named jobs (by `seq`) may be deleted now. */
+export const DELETABLE_JOBS_SQL = `SELECT * FROM jobs WHERE seq IN (${IDS}) AND ${DELETABLE}`
 
 /** The oldest finishes before a cutoff that may be deleted now, through the jobs_finished index. */
-export const EXPIRED_JOBS_SQL = `SELECT id FROM jobs WHERE ${DELETABLE} AND finished_at < ? ORDER BY finished_at LIMIT ?`
+export const EXPIRED_JOBS_SQL = `SELECT * FROM jobs WHERE ${DELETABLE} AND finished_at < ? ORDER BY finished_at LIMIT ?`
+
+/**
+ * Deletes these jobs and everything that belongs to them (see DELETE_STATEMENTS), inside the
+ * caller's transaction; returns their ids. The counts of the events after the statistics' mark
+ * are stored first (recent-counts.ts), so that the time series keep what the deleted events counted.
+ */
+function deleteJobs(ctx: EngineContext, jobs: readonly JobRow[]): string[] {
+  if (jobs.length === 0) return []
+  ctx.counts.store()
+  const starts = jobs.map((job) => fenceOfLease(ctx, job.lease_id)).filter((fence) => fence !== null)
+  const by: Record<DeleteBy, string> = {
+    ids: JSON.stringify(jobs.map((job) => job.id)),
+    seqs: JSON.stringify(jobs.map((job) => job.seq)),
+    fences: JSON.stringify(ctx.stmt(LEASE_CHAINS_SQL).pluck().all(JSON.stringify(starts))),
+    lastEvents: JSON.stringify(jobs.map((job) => job.last_event_id)),
+  }
+  for (const statement of DELETE_STATEMENTS) ctx.run(statement.sql, by[statement.by])
+  return jobs.map((job) => job.id)
+}
+
+/** Retention and purges run outside every other transaction: a deletion of up to a few hundred jobs is a unit of its own. */
+function ownTransaction<T>(ctx: EngineContext, what: string, fn: () => T): T {
+  if (ctx.insideOperation) throw new Error(`${what} runs in a transaction of its own: it cannot run inside another transaction`)
+  ctx.flush()
+  return ctx.transact(fn)
+}
 
 /**
  * Deletes these jobs and everything that belongs to them (see DELETE_STATEMENTS), in one
- * transaction of its own; returns the ids it deleted, in no particular order. A job that is not finished, or that
- * something live still refers to (see DELETABLE), is left alone, as is an unknown id: the
- * caller (retention, a purge) names candidates and this decides.
+ * transaction of its own; returns the ids it deleted, in no particular order. A job that is not
+ * finished, or that something live still refers to (see DELETABLE), is left alone, as is an
+ * unknown id: the caller (a purge) names candidates and this decides.
  *
  * It commits an open group first and runs outside every other transaction: a deletion of up to
  * a few hundred jobs is a unit of its own, never part of a group that answers claims. Called
  * inside an operation, it throws.
  */
 export function deleteFinishedJobs(ctx: EngineContext, jobIds: readonly string[]): string[] {
-  if (ctx.insideOperation) {
-    throw new Error('deleteFinishedJobs runs in a transaction of its own: it cannot run inside another transaction')
-  }
-  if (jobIds.length === 0) return []
-  ctx.flush()
-  return ctx.transact(() => {
-    const ids = ctx.stmt(DELETABLE_JOBS_SQL).pluck().all(JSON.stringify(jobIds)) as string[]
-    if (ids.length === 0) return ids
-    const json = JSON.stringify(ids)
-    for (const sql of DELETE_STATEMENTS) ctx.run(sql, json)
-    return ids
+  if (jobIds.length === 0 && !ctx.insideOperation) return []
+  return ownTransaction(ctx, 'deleteFinishedJobs', () => {
+    const seqs = jobIds.map((id) => findJob(ctx, id)?.seq).filter((seq) => seq !== undefined)
+    return deleteJobs(ctx, ctx.all<JobRow>(DELETABLE_JOBS_SQL, JSON.stringify(seqs)))
   })
 }
 
 /**
- * Up to `limit` finished jobs that ended before `cutoff` and may be deleted, the oldest finish
- * first (read through the jobs_finished index).
- */
-export function expiredJobIds(ctx: EngineContext, cutoff: number, limit: number): string[] {
-  return ctx.stmt(EXPIRED_JOBS_SQL).pluck().all(cutoff, limit) as string[]
-}
-
-/**
- * One step of retention: deletes up to `limit` of the jobs that finished before `cutoff`, in one
- * transaction. Returns how many it deleted; fewer than `limit` means none are left for now.
+ * One step of retention: deletes up to `limit` of the jobs that finished before `cutoff` (the
+ * oldest finish first, read through the jobs_finished index), in one transaction. Returns how
+ * many it deleted; fewer than `limit` means none are left for now.
  */
 export function pruneFinishedJobs(ctx: EngineContext, cutoff: number, limit = PRUNE_BATCH): number {
-  return deleteFinishedJobs(ctx, expiredJobIds(ctx, cutoff, limit)).length
+  return ownTransaction(ctx, 'pruneFinishedJobs', () => deleteJobs(ctx, ctx.all<JobRow>(EXPIRED_JOBS_SQL, cutoff, limit)).length)
 }
 
-/** Events that name no job, read per step: the oldest of them, by id (the events_job index holds them first). */
-export const JOBLESS_EVENTS_SQL = 'SELECT id, ts FROM events INDEXED BY events_job WHERE job_id IS NULL ORDER BY id LIMIT ?'
+/** Events that name no job and are older than a cutoff, the oldest first (their own index, events_jobless_ts). */
+export const JOBLESS_EVENTS_SQL = 'SELECT id FROM events WHERE job_id IS NULL AND ts < ? ORDER BY ts LIMIT ?'
 
 /**
  * One step of retention for the events that name no job — capacity changes, busy measurements,
  * worker problems, a file lease held without a job lease: deletes up to `limit` of those older
- * than `cutoff`, the oldest first, in one transaction, and returns how many. They are read in id
- * order and the step stops at the first that is not old enough, so a step reads `limit` rows at
- * most. The newest event of all stays (see DELETABLE: its id must not be given again).
+ * than `cutoff`, the oldest first, in one transaction, and returns how many. A step reads
+ * `limit` entries of their index at most. The newest event of all stays (see DELETABLE: its id
+ * must not be given again).
  */
 export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: number): number {
   return ctx.transact(() => {
     const newest = ctx.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')!.id
-    const expired: number[] = []
-    for (const row of ctx.all<{ id: number; ts: number }>(JOBLESS_EVENTS_SQL, limit)) {
-      if (row.ts >= cutoff || row.id === newest) break
-      expired.push(row.id)
-    }
+    const expired = (ctx.stmt(JOBLESS_EVENTS_SQL).pluck().all(cutoff, limit) as number[]).filter((id) => id !== newest)
     if (expired.length > 0) ctx.run(`DELETE FROM events WHERE id IN (${IDS})`, JSON.stringify(expired))
     return expired.length
   })

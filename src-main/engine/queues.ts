@@ -68,7 +68,7 @@ export function pauseQueue(ctx: EngineContext, queue: string, by: string | null 
     const now = ctx.clock.now()
     ctx.run('INSERT INTO paused_queues (queue, paused_at, paused_by) VALUES (?, ?, ?)', queue, now, by)
     ctx.pausedQueues.set(queue, true)
-    ctx.appendEvent('QUEUE', queue, null, 'QUEUE_PAUSED', { queue, requested_by: by })
+    ctx.appendEvent('QUEUE', queue, 'QUEUE_PAUSED', { queue, requested_by: by })
     return { queue, paused: true, paused_at: now, paused_by: by }
   })
 }
@@ -80,7 +80,7 @@ export function resumeQueue(ctx: EngineContext, queue: string, by: string | null
     if (!ctx.pausedQueues.has(queue)) return { queue, paused: false, paused_at: null, paused_by: null }
     ctx.run('DELETE FROM paused_queues WHERE queue = ?', queue)
     ctx.pausedQueues.set(queue, false)
-    ctx.appendEvent('QUEUE', queue, null, 'QUEUE_RESUMED', { queue, requested_by: by })
+    ctx.appendEvent('QUEUE', queue, 'QUEUE_RESUMED', { queue, requested_by: by })
     return { queue, paused: false, paused_at: null, paused_by: null }
   })
 }
@@ -100,8 +100,9 @@ export interface QueueSummary extends QueuePause {
 
 /**
  * Every queue that has jobs other than DONE ones, or is paused, by name, with its counts by
- * state. The counts read the jobs_state_seq index (and the ACTIVE leases for LEASED and
- * RUNNING): a cost in the number of unfinished and failed jobs, never in the DONE ones.
+ * state. The counts read the pick index for QUEUED, the jobs_state_seq index for the others
+ * but LEASED and RUNNING, and the ACTIVE leases in memory for those: a cost in the number of
+ * unfinished and failed jobs, never in the DONE ones.
  */
 export function listQueues(ctx: EngineContext): QueueSummary[] {
   const byName = new Map<string, QueueSummary>()
@@ -111,12 +112,11 @@ export function listQueues(ctx: EngineContext): QueueSummary[] {
     return found
   }
   const counted = [
+    ...ctx.all<{ queue: string; state: CountedState; n: number }>("SELECT queue, 'QUEUED' AS state, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue"),
     ...ctx.all<{ queue: string; state: CountedState; n: number }>(
       `SELECT queue, state, COUNT(*) AS n FROM jobs WHERE ${STATE_SEQ_CLAUSE} GROUP BY queue, state`,
     ),
-    ...ctx.all<{ queue: string; state: CountedState; n: number }>(
-      "SELECT jobs.queue, jobs.state, COUNT(*) AS n FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE' GROUP BY jobs.queue, jobs.state",
-    ),
+    ...ctx.activeLeases.committed().map(({ job }) => ({ queue: job.queue, state: job.state as CountedState, n: 1 })),
   ]
   for (const row of counted) summary(row.queue).counts[row.state] = (summary(row.queue).counts[row.state] ?? 0) + row.n
   for (const row of ctx.all<{ queue: string; paused_at: number; paused_by: string | null }>('SELECT * FROM paused_queues')) {

@@ -6,6 +6,13 @@ import { expireLease } from './lease-end'
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
 const BATCH = 1000
 
+/** The ACTIVE leases (kept in memory, active-leases.ts) that `keep` selects, soonest expiry first. */
+function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolean): LeaseRow[] {
+  const leases: LeaseRow[] = []
+  for (const { lease } of ctx.activeLeases.all()) if (keep(lease)) leases.push(lease)
+  return leases.sort((a, b) => a.expires_at - b.expires_at || a.fence - b.fence)
+}
+
 /**
  * Expires every ACTIVE lease whose `expires_at` has come, in batches of {@link BATCH} per
  * transaction. Returns how many it expired. The host calls this on a short timer and once
@@ -15,11 +22,8 @@ export function expireDueLeases(ctx: EngineContext): number {
   let total = 0
   for (;;) {
     const expired = ctx.transact(() => {
-      const due = ctx.all<LeaseRow>(
-        "SELECT * FROM leases WHERE state = 'ACTIVE' AND expires_at <= ? ORDER BY expires_at LIMIT ?",
-        ctx.clock.now(),
-        BATCH,
-      )
+      const now = ctx.clock.now()
+      const due = activeLeasesWhere(ctx, (lease) => lease.expires_at <= now).slice(0, BATCH)
       for (const lease of due) expireLease(ctx, lease)
       return due.length
     })
@@ -35,7 +39,7 @@ export function expireDueLeases(ctx: EngineContext): number {
  */
 export function expireLeasesOfWorker(ctx: EngineContext, workerId: string): number {
   return ctx.transact(() => {
-    const held = ctx.all<LeaseRow>("SELECT * FROM leases WHERE worker_id = ? AND state = 'ACTIVE'", workerId)
+    const held = activeLeasesWhere(ctx, (lease) => lease.worker_id === workerId)
     for (const lease of held) expireLease(ctx, lease, 'worker_exited')
     return held.length
   })
@@ -60,11 +64,7 @@ export function expireDueClaims(ctx: EngineContext): number {
 
 /** The earliest moment something will be due, for a host that sleeps until then. */
 export function nextDueAt(ctx: EngineContext): number | null {
-  const row = ctx.one<{ at: number | null }>(
-    `SELECT MIN(at) AS at FROM (
-       SELECT MIN(expires_at) AS at FROM leases WHERE state = 'ACTIVE'
-       UNION ALL
-       SELECT MIN(claim_expires_at) FROM jobs WHERE claim_expires_at IS NOT NULL)`,
-  )
-  return row?.at ?? null
+  let at = ctx.one<{ at: number | null }>('SELECT MIN(claim_expires_at) AS at FROM jobs WHERE claim_expires_at IS NOT NULL')?.at ?? null
+  for (const { lease } of ctx.activeLeases.committed()) if (at === null || lease.expires_at < at) at = lease.expires_at
+  return at
 }

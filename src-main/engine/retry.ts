@@ -27,8 +27,13 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
     if (job.cost_units > totalUnits) throw costExceedsCapacity(job.cost_units, totalUnits)
     const now = ctx.clock.now()
     const messageId = nextStreamMessageId(ctx)
-    const retried = moveJob(ctx, job, 'QUEUED', {
-      max_attempts: job.attempts + job.attempt_budget,
+    const max_attempts = job.attempts + job.attempt_budget
+    return moveJob(
+      ctx,
+      job,
+      'QUEUED',
+      {
+      max_attempts,
       eligible_at: now,
       run_at: null,
       next_retry_at: null,
@@ -46,15 +51,11 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
       finished_at: null,
       // A new delivery on the job's stream (its last one was acknowledged when it ended).
       stream_message_id: messageId,
-    })
-    ctx.appendEvent('JOB', job.id, job.id, 'JOB_RETRIED', {
-      state: 'QUEUED',
-      from,
-      requested_by: requestedBy,
-      attempts: job.attempts,
-      max_attempts: retried.max_attempts,
-      message_id: messageId,
-    })
-    return retried
+      },
+      {
+        type: 'JOB_RETRIED',
+        data: { state: 'QUEUED', from, requested_by: requestedBy, attempts: job.attempts, max_attempts, message_id: messageId },
+      },
+    )
   })
 }

@@ -1,7 +1,9 @@
-import type { JobRow, LeaseRow } from '../db/schema'
+import { type JobRow, type LeaseRow, UNKEYED_ID_CLAUSE } from '../db/schema'
 import type { EngineContext } from './context'
 import type { AttemptDisposition } from './domain'
 import { EngineError, type ErrorExtra, jobNotFound, leaseNotFound } from './errors'
+import type { EventData, EventEntity, EventType } from './events'
+import { idKey } from './ids'
 import { assertMove, type FinalStatus, type JobState } from './states'
 
 /**
@@ -23,19 +25,55 @@ export interface Leased {
   job: JobRow
 }
 
+/**
+ * The job with this id, or undefined. Its id names its `seq` (ids.ts `keyedId`): one read by the
+ * table's key, and the id checked. A job made before ids named their key is found through
+ * jobs_unkeyed_id.
+ */
+export function findJob(ctx: EngineContext, jobId: string): JobRow | undefined {
+  const seq = idKey(jobId)
+  if (seq === null) return ctx.one<JobRow>(`SELECT * FROM jobs WHERE id = ? AND ${UNKEYED_ID_CLAUSE}`, jobId)
+  const job = ctx.one<JobRow>('SELECT * FROM jobs WHERE seq = ?', seq)
+  return job?.id === jobId ? job : undefined
+}
+
 export function getJob(ctx: EngineContext, jobId: string): JobRow {
-  const job = ctx.one<JobRow>('SELECT * FROM jobs WHERE id = ?', jobId)
+  const job = findJob(ctx, jobId)
   if (!job) throw jobNotFound(jobId)
   return job
 }
 
 /**
- * Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is. Only
- * the columns whose value changes are written: SQLite maintains every index that names a column
- * an UPDATE writes, even to write the value it had (jobs_claim_expiry names a claim's expiry,
- * which most moves set to the null it already is).
+ * An event of a job's timeline, as the verb that records it gives it: its type and data, and the
+ * lease, file lease, blocker or schedule it is about when that is not the job itself.
  */
-export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>): JobRow {
+export type JobEvent = {
+  [T in EventType]: EventEntity<T> extends 'JOB'
+    ? { type: T; data: EventData<T> }
+    : { type: T; data: EventData<T>; entity: EventEntity<T>; entityId: string }
+}[EventType]
+
+/** Appends the job's events, in order, each chained to the one before; returns the last one's id. */
+function appendJobEvents(ctx: EngineContext, job: JobRow, events: readonly JobEvent[]): number {
+  let id = 0
+  for (const event of events) {
+    id = 'entity' in event
+      ? ctx.appendJobEvent(job, event.entity, event.entityId, event.type, event.data)
+      : ctx.appendJobEvent(job, 'JOB', job.id, event.type, event.data)
+  }
+  return id
+}
+
+/**
+ * Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is; the
+ * `events` that record the change are appended first and the last becomes the job's
+ * `last_event_id` in the same write (a job's events are a chain: no index holds them). Only the
+ * columns whose value changes are written: SQLite maintains every index that names a column an
+ * UPDATE writes, even to write the value it had (jobs_claim_expiry names a claim's expiry, which
+ * most moves set to the null it already is).
+ */
+export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
+  if (events.length > 0) changes = { ...changes, last_event_id: appendJobEvents(ctx, job, events) }
   const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
   const params: Record<string, unknown> = { updated_at: updated.updated_at, seq: job.seq }
   const sets = ['updated_at = @updated_at']
@@ -50,16 +88,33 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
   return updated
 }
 
-/** Moves a job to a new state through the transition table, with any other changes; returns the new row. */
-export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow> = {}): JobRow {
+/**
+ * Moves a job to a new state through the transition table, with any other changes and the events
+ * that record the move; returns the new row.
+ */
+export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
   assertMove(job.id, job.state, to)
-  return updateJob(ctx, job, { ...changes, state: to })
+  return updateJob(ctx, job, { ...changes, state: to }, ...events)
+}
+
+/**
+ * Records an event of a job's timeline that comes with no other write of the job (a file lease
+ * under its lease, a blocker, a firing of its schedule): the job's `last_event_id` alone is
+ * written. Returns the job as it now is. A job named by id is read (an ACTIVE lease's from memory).
+ */
+export function recordJobEvent(ctx: EngineContext, jobOrId: JobRow | string, event: JobEvent): JobRow {
+  const job = typeof jobOrId === 'string' ? (ctx.activeLeases.ofJob(jobOrId)?.job ?? getJob(ctx, jobOrId)) : jobOrId
+  const last_event_id = appendJobEvents(ctx, job, [event])
+  ctx.run('UPDATE jobs SET last_event_id = ? WHERE seq = ?', last_event_id, job.seq)
+  const updated = { ...job, last_event_id }
+  ctx.activeLeases.jobWritten(job, updated, { last_event_id })
+  return updated
 }
 
 /** Every column of a lease. */
 const LEASE_COLUMNS = [
   'fence', 'id', 'job_id', 'attempt_id', 'worker_id', 'addon_id', 'cost_units', 'ttl_s', 'grace_s', 'state', 'token',
-  'granted_at', 'last_heartbeat_at', 'expires_at', 'released_at', 'release_status', 'attempt', 'disposition', 'error',
+  'granted_at', 'last_heartbeat_at', 'expires_at', 'released_at', 'release_status', 'attempt', 'disposition', 'error', 'prev_fence',
 ] as const satisfies readonly (keyof LeaseRow)[]
 /** Fails to compile while a column of the table is missing from the list. */
 const allLeaseColumns: Exclude<keyof LeaseRow, (typeof LEASE_COLUMNS)[number]> extends never ? true : never = true
@@ -79,10 +134,45 @@ export function extendLease(ctx: EngineContext, lease: LeaseRow, now: number, ex
   return extended
 }
 
+/**
+ * The lease with this id, or undefined: an ACTIVE one from memory, another by the `fence` its id
+ * names (ids.ts `keyedId`), the id checked; a lease granted before ids named their key through
+ * leases_unkeyed_id.
+ */
+export function findLease(ctx: EngineContext, leaseId: string): LeaseRow | undefined {
+  const active = ctx.activeLeases.byId(leaseId)
+  if (active) return active.lease
+  const fence = idKey(leaseId)
+  if (fence === null) return ctx.one<LeaseRow>(`SELECT * FROM leases WHERE id = ? AND ${UNKEYED_ID_CLAUSE}`, leaseId)
+  const lease = ctx.one<LeaseRow>('SELECT * FROM leases WHERE fence = ?', fence)
+  return lease?.id === leaseId ? lease : undefined
+}
+
 export function getLease(ctx: EngineContext, leaseId: string): LeaseRow {
-  const lease = ctx.activeLeases.byId(leaseId)?.lease ?? ctx.one<LeaseRow>('SELECT * FROM leases WHERE id = ?', leaseId)
+  const lease = findLease(ctx, leaseId)
   if (!lease) throw leaseNotFound(leaseId)
   return lease
+}
+
+/** The fence of the lease with this id (a job's `lease_id`), or null when there is none. */
+export function fenceOfLease(ctx: EngineContext, leaseId: string | null): number | null {
+  if (leaseId === null) return null
+  return idKey(leaseId) ?? findLease(ctx, leaseId)?.fence ?? null
+}
+
+/**
+ * A job's leases, first attempt first: a chain from its current or last lease (`jobs.lease_id`)
+ * through each lease's `prev_fence`, so no index holds a job's leases. Empty for a job never leased.
+ */
+export function leasesOfJob(ctx: EngineContext, job: Pick<JobRow, 'lease_id'>): LeaseRow[] {
+  const last = fenceOfLease(ctx, job.lease_id)
+  if (last === null) return []
+  return ctx.all<LeaseRow>(
+    `WITH RECURSIVE chain(fence) AS (
+       SELECT ? UNION ALL SELECT leases.prev_fence FROM leases JOIN chain ON leases.fence = chain.fence WHERE leases.prev_fence IS NOT NULL)
+     SELECT leases.* FROM chain JOIN leases ON leases.fence = chain.fence ORDER BY leases.attempt`,
+    last,
+  )
 }
 
 /** The 409 for a write under a lease that is no longer ACTIVE. */

@@ -27,8 +27,11 @@ export function runNow(ctx: EngineContext, jobId: string, requestedBy: string | 
     if (!isScheduled(job, now)) {
       throw new EngineError('not_scheduled', `Job ${jobId} is ${job.state}${job.state === 'QUEUED' ? ' and eligible' : ''}; only a QUEUED job waiting for its run_at can be run now`)
     }
-    const ran = updateJob(ctx, job, { eligible_at: now, run_at: null })
-    ctx.appendEvent('JOB', job.id, job.id, 'JOB_RUN_NOW', { state: 'QUEUED', run_at: job.run_at, requested_by: requestedBy })
-    return ran
+    return updateJob(
+      ctx,
+      job,
+      { eligible_at: now, run_at: null },
+      { type: 'JOB_RUN_NOW', data: { state: 'QUEUED', run_at: job.run_at, requested_by: requestedBy } },
+    )
   })
 }

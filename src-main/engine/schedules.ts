@@ -5,6 +5,7 @@ import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
 import { newId } from './ids'
 import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
+import { findJob, recordJobEvent } from './rows'
 import { type JobState, TERMINAL_STATES } from './states'
 
 /**
@@ -239,14 +240,14 @@ function getRow(ctx: EngineContext, name: string): ScheduleRow {
   return row
 }
 
+/** The state of a run's job, or null when it made none or the job is gone (pruned). */
+const runJobState = (ctx: EngineContext, jobId: string | null): JobState | null =>
+  jobId === null ? null : ((findJob(ctx, jobId)?.state as JobState | undefined) ?? null)
+
 function lastRun(ctx: EngineContext, scheduleId: string): ScheduleRun | null {
-  const row = ctx.one<ScheduleRunRow & { job_state: string | null }>(
-    `SELECT schedule_runs.*, jobs.state AS job_state FROM schedule_runs LEFT JOIN jobs ON jobs.id = schedule_runs.job_id
-     WHERE schedule_runs.schedule_id = ? ORDER BY schedule_runs.fire_at DESC LIMIT 1`,
-    scheduleId,
-  )
+  const row = ctx.one<ScheduleRunRow>('SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT 1', scheduleId)
   if (!row) return null
-  return { fire_at: row.fire_at, outcome: row.outcome as RunOutcome, reason: row.reason, job_id: row.job_id, job_state: row.job_state as JobState | null }
+  return { fire_at: row.fire_at, outcome: row.outcome as RunOutcome, reason: row.reason, job_id: row.job_id, job_state: runJobState(ctx, row.job_id) }
 }
 
 function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
@@ -330,7 +331,7 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
          VALUES (@id, @name, @cron, @timezone, @job, @overlap, @enabled, @next_fire_at, @created_at, @updated_at)`,
       )
       .run(row)
-    ctx.appendEvent('SCHEDULE', row.id, null, 'SCHEDULE_CREATED', {
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_CREATED', {
       name,
       cron: row.cron,
       timezone,
@@ -379,7 +380,7 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
            next_fire_at = @next_fire_at, updated_at = @updated_at WHERE id = @id`,
       )
       .run(updated)
-    ctx.appendEvent('SCHEDULE', row.id, null, 'SCHEDULE_UPDATED', { name, changed: given, enabled, next_fire_at: next })
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_UPDATED', { name, changed: given, enabled, next_fire_at: next })
     return decode(ctx, updated)
   })
 }
@@ -390,19 +391,19 @@ export function deleteSchedule(ctx: EngineContext, name: string): Schedule {
     const row = getRow(ctx, name)
     const schedule = decode(ctx, row)
     ctx.run('DELETE FROM schedules WHERE id = ?', row.id)
-    ctx.appendEvent('SCHEDULE', row.id, null, 'SCHEDULE_DELETED', { name })
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_DELETED', { name })
     return schedule
   })
 }
 
 /** The job of the schedule's last firing, if it has not finished (a pruned job has). */
 function unfinishedRun(ctx: EngineContext, scheduleId: string): string | null {
-  const row = ctx.one<{ job_id: string; state: string | null }>(
-    `SELECT schedule_runs.job_id, jobs.state FROM schedule_runs LEFT JOIN jobs ON jobs.id = schedule_runs.job_id
-     WHERE schedule_runs.schedule_id = ? AND schedule_runs.outcome = 'FIRED' ORDER BY schedule_runs.fire_at DESC LIMIT 1`,
+  const row = ctx.one<{ job_id: string }>(
+    "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND outcome = 'FIRED' ORDER BY fire_at DESC LIMIT 1",
     scheduleId,
   )
-  return row && row.state !== null && !TERMINAL_STATES.has(row.state as JobState) ? row.job_id : null
+  const state = row ? runJobState(ctx, row.job_id) : null
+  return state !== null && !TERMINAL_STATES.has(state) ? row!.job_id : null
 }
 
 function recordRun(ctx: EngineContext, row: ScheduleRow, firing: Firing): void {
@@ -429,7 +430,7 @@ function fireSchedule(ctx: EngineContext, capacity: CapacityStore, row: Schedule
     // until edited rather than failing every pass of the timer.
     ctx.run('UPDATE schedules SET next_fire_at = NULL WHERE id = ?', row.id)
     const reason = error instanceof EngineError ? error.detail : String(error)
-    ctx.appendEvent('SCHEDULE', row.id, null, 'SCHEDULE_SKIPPED', { name: row.name, fire_at: row.next_fire_at, reason })
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_SKIPPED', { name: row.name, fire_at: row.next_fire_at, reason })
     return null
   }
   const due = dueFiring(cron, row.next_fire_at, now)
@@ -443,7 +444,7 @@ function fireSchedule(ctx: EngineContext, capacity: CapacityStore, row: Schedule
   if (running) {
     firing = { ...base, outcome: 'SKIPPED', job_id: null, reason: `overlap: the last run's job ${running} has not finished` }
     recordRun(ctx, row, firing)
-    ctx.appendEvent('SCHEDULE', row.id, null, 'SCHEDULE_SKIPPED', { ...base, reason: 'overlap', running_job_id: running, ...missed })
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_SKIPPED', { ...base, reason: 'overlap', running_job_id: running, ...missed })
     return firing
   }
   // The very submit verb, under a savepoint of its own: a refusal undoes only the submit.
@@ -452,14 +453,19 @@ function fireSchedule(ctx: EngineContext, capacity: CapacityStore, row: Schedule
     const job: JobRow = submitted.value.job
     firing = { ...base, outcome: 'FIRED', job_id: job.id, reason: null }
     recordRun(ctx, row, firing)
-    ctx.appendEvent('SCHEDULE', row.id, job.id, 'SCHEDULE_FIRED', { ...base, job_id: job.id, next_fire_at: due.next_fire_at, ...missed })
+    recordJobEvent(ctx, job, {
+      type: 'SCHEDULE_FIRED',
+      entity: 'SCHEDULE',
+      entityId: row.id,
+      data: { ...base, job_id: job.id, next_fire_at: due.next_fire_at, ...missed },
+    })
     return firing
   }
   if (!(submitted.error instanceof EngineError)) throw submitted.error
   const { code, detail } = submitted.error
   firing = { ...base, outcome: 'SKIPPED', job_id: null, reason: `${code}: ${detail}` }
   recordRun(ctx, row, firing)
-  ctx.appendEvent('SCHEDULE', row.id, null, 'SCHEDULE_SKIPPED', { ...base, reason: code, detail, ...missed })
+  ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_SKIPPED', { ...base, reason: code, detail, ...missed })
   return firing
 }
 

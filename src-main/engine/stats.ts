@@ -1,11 +1,10 @@
-import { COUNTED_EVENTS_CLAUSE, STATE_SEQ_CLAUSE } from '../db/schema'
+import { STATE_SEQ_CLAUSE } from '../db/schema'
 import type { CapacityStore } from './capacity-store'
 import { HOUR, MINUTE } from './clock'
 import type { EngineContext } from './context'
 import type { CountedEvent } from './events'
 import { invalid } from './errors'
 import { LEASED_STATES, type JobState } from './states'
-import type { RecentCounts } from './recent-counts'
 import { countOverCapacity } from './waiting'
 
 export interface Snapshot {
@@ -27,22 +26,22 @@ export interface Snapshot {
 }
 
 /**
- * Jobs in a state other than DONE: LEASED and RUNNING ones through their ACTIVE leases, the
- * others on the jobs_state_seq index (see STATE_SEQ_CLAUSE).
+ * Jobs in a state other than DONE: LEASED and RUNNING ones among the ACTIVE leases in memory,
+ * QUEUED ones on the pick index (jobs_pick_queue holds every QUEUED job), the others on the
+ * jobs_state_seq index (see STATE_SEQ_CLAUSE).
  */
-const countState = (ctx: EngineContext, state: Exclude<JobState, 'DONE'>): number =>
-  LEASED_STATES.has(state)
-    ? ctx.one<{ n: number }>(
-        "SELECT COUNT(*) AS n FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE' AND jobs.state = ?",
-        state,
-      )!.n
-    : ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE}`, state)!.n
+export function countState(ctx: EngineContext, state: Exclude<JobState, 'DONE'>): number {
+  if (LEASED_STATES.has(state)) return ctx.activeLeases.committed().filter(({ job }) => job.state === state).length
+  if (state === 'QUEUED') return ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state = 'QUEUED'")!.n
+  return ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE}`, state)!.n
+}
 
 /**
  * Dialect 002's current snapshot; `reserved = total − usable` is what the busy rating holds back.
- * The counts of the last 24 h come from memory ({@link RecentCounts}), not from the event log.
+ * The counts of the last 24 h come from memory (recent-counts.ts), not from the event log.
  */
-export function snapshot(ctx: EngineContext, capacity: CapacityStore, recent: RecentCounts): Snapshot {
+export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot {
+  const recent = ctx.counts
   const c = capacity.figures()
   return {
     capacity: {
@@ -67,7 +66,7 @@ export function snapshot(ctx: EngineContext, capacity: CapacityStore, recent: Re
       over_capacity: countOverCapacity(ctx, c.total_units),
     },
     leases: {
-      active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,
+      active: ctx.activeLeases.committed().length,
       expired_last_24h: recent.lastDay('LEASE_EXPIRED'),
     },
   }
@@ -83,23 +82,29 @@ export interface StatsSample {
   busy_rating: number
 }
 
-/** Writes one sample of the gauges; the host calls this on a timer (`--stats-interval-s`). */
+/**
+ * Writes one sample of the gauges, and the counts of the events since the last such write
+ * (recent-counts.ts); the host calls this on a timer (`--stats-interval-s`).
+ */
 export function sampleStats(ctx: EngineContext, capacity: CapacityStore): StatsSample {
   const c = capacity.figures()
   const sample: StatsSample = {
     ts: ctx.clock.now(),
-    leases_active: ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM leases WHERE state = 'ACTIVE'")!.n,
+    leases_active: ctx.activeLeases.committed().length,
     jobs_queued: countState(ctx, 'QUEUED'),
     jobs_running: countState(ctx, 'RUNNING') + countState(ctx, 'LEASED'),
     capacity_used: c.leased,
     busy_rating: c.busy_rating,
   }
-  ctx
-    .stmt(
-      `INSERT OR REPLACE INTO stats_samples (ts, leases_active, jobs_queued, jobs_running, capacity_used, busy_rating)
-       VALUES (@ts, @leases_active, @jobs_queued, @jobs_running, @capacity_used, @busy_rating)`,
-    )
-    .run(sample)
+  ctx.transact(() => {
+    ctx
+      .stmt(
+        `INSERT OR REPLACE INTO stats_samples (ts, leases_active, jobs_queued, jobs_running, capacity_used, busy_rating)
+         VALUES (@ts, @leases_active, @jobs_queued, @jobs_running, @capacity_used, @busy_rating)`,
+      )
+      .run(sample)
+    ctx.counts.store()
+  })
   return sample
 }
 
@@ -156,18 +161,21 @@ export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, r
   const values = new Map<number, number>()
   if (metric in COUNT_METRICS) {
     const types = COUNT_METRICS[metric as keyof typeof COUNT_METRICS]
+    // The events stats_counts does not hold yet: the few after its mark (recent-counts.ts), read
+    // by the log's key.
     const rows = ctx.all<{ b: number; n: number }>(
       // `ts - ts % size`, not `(ts / size) * size`: better-sqlite3 binds numbers as REAL, so the
       // division would not truncate and every event would land in a bucket of its own.
       `SELECT ts - ts % ? AS b, COUNT(*) AS n FROM events
-       WHERE ${COUNTED_EVENTS_CLAUSE} AND event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
+       WHERE id > ? AND event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,
       size,
+      ctx.counts.storedThrough(),
       ...types,
       first,
       end,
     )
     for (const row of rows) values.set(row.b, row.n)
-    // What deleted jobs' events counted (src-main/engine/prune.ts), per minute or per hour.
+    // The counts up to the mark, per minute or per hour.
     const kept = ctx.all<{ b: number; n: number }>(
       `SELECT ts - ts % ? AS b, SUM(n) AS n FROM stats_counts
        WHERE event_type IN (${types.map(() => '?').join(', ')}) AND ts >= ? AND ts < ? GROUP BY b`,

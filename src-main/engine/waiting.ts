@@ -4,6 +4,7 @@ import type { CapacityStore } from './capacity-store'
 import { iso } from './clock'
 import type { EngineContext } from './context'
 import { eligibleJobs } from './pick'
+import { recordJobEvent } from './rows'
 import { isScheduled } from './scheduled'
 import type { JobState } from './states'
 import { shortId } from '../short-id'
@@ -109,14 +110,12 @@ export function waitingReason(job: WaitingJob, s: WaitingSituation): string | nu
  */
 export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number, total: number): void {
   if (total >= previousTotal) return
-  const jobs = ctx.all<Pick<JobRow, 'id' | 'state' | 'cost_units'>>(
-    `SELECT id, state, cost_units FROM jobs WHERE ${WAITING_IN_SQL}
-       AND cost_units > ? AND cost_units <= ? ORDER BY seq`,
-    total,
-    previousTotal,
-  )
+  const jobs = ctx.all<JobRow>(`SELECT * FROM jobs WHERE ${WAITING_IN_SQL} AND cost_units > ? AND cost_units <= ? ORDER BY seq`, total, previousTotal)
   for (const job of jobs) {
-    ctx.appendEvent('JOB', job.id, job.id, 'JOB_EXCEEDS_CAPACITY', { state: job.state as JobState, cost_units: job.cost_units, total_units: total })
+    recordJobEvent(ctx, job, {
+      type: 'JOB_EXCEEDS_CAPACITY',
+      data: { state: job.state as JobState, cost_units: job.cost_units, total_units: total },
+    })
   }
 }
 

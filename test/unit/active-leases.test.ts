@@ -12,7 +12,10 @@ import type { JobRow, LeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup } from '../helpers/engine'
+import { leaseOrFail } from './support'
+import { ACTIVE_FROM_KEY } from '../../src-main/engine/active-leases'
 import { engineContext } from '../../src-main/engine/internals'
+import { holdsActiveLease } from '../../src-main/engine/pick'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -28,6 +31,37 @@ function expectMemoryIsTheDatabase(engine: Engine): void {
   expect(memory.map((entry) => entry.job)).toEqual(jobs)
   expect(engineContext(engine).activeLeases.units).toBe(leases.reduce((sum, lease) => sum + lease.cost_units, 0))
   expect(engine.getCapacity().leased).toBe(engineContext(engine).activeLeases.units)
+  expectReadsOfMemoryAreTheDatabase(engine)
+}
+
+/**
+ * What reads the ACTIVE leases from memory instead of an index answers what a query of the
+ * database answers: the counts of LEASED and RUNNING jobs (snapshot, gauges, queues), the ACTIVE
+ * leases (view, reaper's next moment, a worker's), and the listings of LEASED and RUNNING jobs.
+ */
+function expectReadsOfMemoryAreTheDatabase(engine: Engine): void {
+  const db = engineContext(engine).db
+  const count = (sql: string, ...params: unknown[]) => db.prepare(sql).pluck().get(...params) as number
+  const activeJoin = "FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE'"
+  const snapshot = engine.snapshot()
+  expect(snapshot.leases.active).toBe(count("SELECT COUNT(*) FROM leases WHERE state = 'ACTIVE'"))
+  expect(snapshot.jobs.leased).toBe(count(`SELECT COUNT(*) ${activeJoin} AND jobs.state = 'LEASED'`))
+  expect(snapshot.jobs.running).toBe(count(`SELECT COUNT(*) ${activeJoin} AND jobs.state = 'RUNNING'`))
+  expect(snapshot.jobs.queued).toBe(count("SELECT COUNT(*) FROM jobs WHERE state = 'QUEUED'"))
+  const byQueue = db.prepare("SELECT queue, state, COUNT(*) AS n FROM jobs WHERE state NOT IN ('DONE') GROUP BY queue, state").all() as { queue: string; state: string; n: number }[]
+  const queues = Object.fromEntries(engine.listQueues().map((summary) => [summary.queue, summary.counts]))
+  for (const row of byQueue) expect(queues[row.queue]?.[row.state as keyof (typeof queues)[string]], `${row.queue} ${row.state}`).toBe(row.n)
+  const expiries = db.prepare(`SELECT leases.id, leases.job_id, jobs.job_type ${activeJoin} ORDER BY leases.expires_at, leases.fence`).all()
+  expect(engine.activeLeases().map(({ id, job_id, job_type }) => ({ id, job_id, job_type }))).toEqual(expiries)
+  const soonest = count("SELECT MIN(at) FROM (SELECT MIN(expires_at) AS at FROM leases WHERE state = 'ACTIVE' UNION ALL SELECT MIN(claim_expires_at) FROM jobs)")
+  expect(engine.nextDueAt()).toBe(soonest)
+  for (const worker of ['w0', 'w1', 'w2']) {
+    expect(holdsActiveLease(engineContext(engine), worker)).toBe(count("SELECT COUNT(*) FROM leases WHERE worker_id = ? AND state = 'ACTIVE'", worker) > 0)
+  }
+  for (const state of ['LEASED', 'RUNNING'] as const) {
+    const listed = db.prepare(`SELECT jobs.id ${activeJoin} AND jobs.state = ? ORDER BY jobs.seq DESC`).pluck().all(state)
+    expect(engine.listJobs({ state, limit: 500 }).jobs.map((job) => job.id), state).toEqual(listed)
+  }
 }
 
 describe('the ACTIVE leases in memory', () => {
@@ -37,11 +71,13 @@ describe('the ACTIVE leases in memory', () => {
     const pick = <T>(items: T[]): T | undefined => items[Math.floor(next() * items.length)]
     const active = () => [...engineContext(engine).activeLeases.all()]
     const steps: ((() => unknown) | null)[] = []
+    let stepsHolding = 0
     for (let step = 0; step < 400; step++) {
       const entry = pick(active())
       const choices: (() => unknown)[] = [
         () => engine.submit(aJob({ cost_units: 1 + Math.floor(next() * 3), max_attempts: 2 })),
         () => engine.requestLease({ worker_id: `w${Math.floor(next() * 3)}` }),
+        () => engine.claim({ worker_id: `w${Math.floor(next() * 3)}` }),
         () => engine.claimBatch({ worker_id: `w${Math.floor(next() * 3)}` }, 1 + Math.floor(next() * 3)),
         () => clock.advance(Math.floor(next() * 20) * SECOND),
         () => engine.reap(),
@@ -69,8 +105,9 @@ describe('the ACTIVE leases in memory', () => {
         // a refusal (409, 403…) is part of the walk
       }
       expectMemoryIsTheDatabase(engine)
+      if (active().length > 0) stepsHolding += 1
     }
-    expect(active().length).toBeGreaterThan(0) // the walk ended with leases held, so it tested something
+    expect(stepsHolding).toBeGreaterThan(100) // the walk held leases most of the time, so it tested something
   })
 
   test('a verb refused under its savepoint in a group, and a group that fails, leave memory as the database', async () => {
@@ -116,5 +153,36 @@ describe('the ACTIVE leases in memory', () => {
     expect(engineContext(second.engine).activeLeases.size).toBe(3)
     expect(second.engine.getCapacity().leased).toBe(1 + 2 + 3)
     expectMemoryIsTheDatabase(second.engine)
+  })
+
+  test('are read back at start from where the oldest ACTIVE lease is, however many leases were granted after it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-active-'))
+    dirs.push(dir)
+    const path = join(dir, 'leasehold.db')
+    const first = setup({ path })
+    first.engine.submit(aJob())
+    const held = leaseOrFail(first.engine, 'long')
+    // Many more leases since, granted and released: the fences are reserved block after block.
+    for (let i = 0; i < 9_000; i++) {
+      first.engine.submit(aJob())
+      first.engine.release({ lease_id: leaseOrFail(first.engine, 'short').lease.id, status: 'SUCCEEDED' })
+    }
+    const db = engineContext(first.engine).db
+    const from = Number(db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(ACTIVE_FROM_KEY))
+    expect(from).toBeLessThanOrEqual(held.lease.fence)
+    expect(from).toBeGreaterThan(0)
+    db.close()
+
+    const second = setup({ path })
+    expect(engineContext(second.engine).activeLeases.byId(held.lease.id)?.lease).toMatchObject({ id: held.lease.id, state: 'ACTIVE' })
+    expectMemoryIsTheDatabase(second.engine)
+    // With none ACTIVE, the next start reads from the lease about to be granted.
+    second.engine.release({ lease_id: held.lease.id, status: 'SUCCEEDED' })
+    for (let i = 0; i < 4_200; i++) {
+      second.engine.submit(aJob())
+      second.engine.release({ lease_id: leaseOrFail(second.engine, 'short').lease.id, status: 'SUCCEEDED' })
+    }
+    const after = Number(engineContext(second.engine).db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(ACTIVE_FROM_KEY))
+    expect(after).toBeGreaterThan(held.lease.fence)
   })
 })

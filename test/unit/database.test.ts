@@ -3,7 +3,9 @@ import BetterSqlite3 from 'better-sqlite3'
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
-import { aJob } from '../helpers/engine'
+import { aJob, T0 } from '../helpers/engine'
+import { HOUR, MINUTE } from '../../src-main/engine/clock'
+import { newId } from '../../src-main/engine/ids'
 import { leaseOrFail, openFileEngine, tempDir } from './support'
 
 let dir: string
@@ -202,6 +204,8 @@ describe('migrations', () => {
          VALUES ('job-a', 'test', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 2, 0, 0, 0, 0, 0, 41)`,
       )
       .run()
+    // As a grant leaves it: the job names its last lease (a job's leases are found from there).
+    old.sqlite.prepare("UPDATE jobs SET lease_id = 'lease-2' WHERE id = 'job-a'").run()
     const insertLease = old.sqlite.prepare(
       `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at,
          last_heartbeat_at, expires_at, released_at, release_status)
@@ -224,6 +228,69 @@ describe('migrations', () => {
     })))
     expect(reopened.engine.submit(aJob()).job.stream_message_id).toBeGreaterThan(41)
     reopened.sqlite.close()
+  })
+
+  it('0013 keeps every job, lease and event findable and every count, though it drops their indexes', () => {
+    const path = join(dir, 'before-0013.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(13) })
+    const at = T0 - HOUR
+    const insertJob = old.sqlite.prepare(
+      `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, attempt_budget, state,
+         attempts, lease_id, eligible_at, cancel_requested, dead_letter, created_at, updated_at, finished_at, stream_message_id)
+       VALUES (?, 'test', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 3, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)`,
+    )
+    const done = newId()
+    const queued = newId()
+    const [first, second] = [newId(), newId()]
+    insertJob.run(done, 'DONE', 2, second, at, at, at, at + 2 * MINUTE, 1)
+    insertJob.run(queued, 'QUEUED', 0, null, at, at, at, null, 2)
+    const insertLease = old.sqlite.prepare(
+      `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at,
+         last_heartbeat_at, expires_at, released_at, release_status, attempt, disposition)
+       VALUES (?, ?, ?, ?, 'w', 1, 30, 5, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    insertLease.run(1, first, done, newId(), 'EXPIRED', 'token-1', at, at, at + MINUTE, at + MINUTE, 'TIMEOUT', 1, 'REQUEUED')
+    insertLease.run(2, second, done, newId(), 'RELEASED', 'token-2', at + MINUTE, at + MINUTE, at + 2 * MINUTE, at + 2 * MINUTE, 'SUCCEEDED', 2, 'FINAL')
+    const insertEvent = old.sqlite.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, ?, ?, ?, ?, '{}')")
+    insertEvent.run(at, 'JOB', done, done, 'JOB_SUBMITTED')
+    insertEvent.run(at, 'JOB', queued, queued, 'JOB_SUBMITTED')
+    insertEvent.run(at, 'LEASE', first, done, 'LEASE_GRANTED')
+    insertEvent.run(at + MINUTE, 'LEASE', first, done, 'LEASE_EXPIRED')
+    insertEvent.run(at + MINUTE, 'CAPACITY', 'capacity', null, 'CAPACITY_CHANGED')
+    insertEvent.run(at + MINUTE, 'LEASE', second, done, 'LEASE_GRANTED')
+    insertEvent.run(at + 2 * MINUTE, 'JOB', done, done, 'JOB_DONE')
+    // A job deleted before 0013 counted one more JOB_DONE in the same minute.
+    old.sqlite.prepare("INSERT INTO stats_counts (event_type, ts, n) VALUES ('JOB_DONE', ?, 1)").run(at + 2 * MINUTE)
+    const logged = (id: string) => old.sqlite.prepare('SELECT id FROM events WHERE job_id = ? ORDER BY id').pluck().all(id)
+    const [doneEvents, queuedEvents] = [logged(done), logged(queued)]
+    old.sqlite.close()
+
+    const { engine, sqlite } = openFileEngine(path)
+    expect(engine.jobEvents(done).map((event) => event.id)).toEqual(doneEvents)
+    expect(engine.attempts(done).map((attempt) => [attempt.lease_id, attempt.number])).toEqual([[first, 1], [second, 2]])
+    expect(engine.getLease(first)).toMatchObject({ job_id: done, state: 'EXPIRED' })
+    expect(engine.snapshot().jobs.done_last_24h).toBe(2)
+    expect(engine.snapshot().leases.expired_last_24h).toBe(1)
+    const completed = engine.timeseries('jobs_completed', '1m', '1h').filter((point) => point.value > 0)
+    expect(completed).toEqual([{ ts: at + 2 * MINUTE, value: 2 }])
+    // The job queued before the upgrade runs after it: its timeline goes on from its old events.
+    const { lease } = leaseOrFail(engine, 'w')
+    expect(lease.job_id).toBe(queued)
+    engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
+    expect(engine.jobEvents(queued).map((event) => event.event_type)).toEqual(['JOB_SUBMITTED', 'LEASE_GRANTED', 'JOB_DONE'])
+    expect(engine.jobEvents(queued)[0]!.id).toBe(queuedEvents[0])
+    // And both go whole when deleted.
+    engine.submit(aJob()) // the newest event is another job's
+    expect(engine.deleteFinishedJobs([done, queued]).sort()).toEqual([done, queued].sort())
+    for (const id of [done, queued]) {
+      expect(sqlite.prepare('SELECT COUNT(*) FROM events WHERE job_id = ?').pluck().get(id)).toBe(0)
+      expect(sqlite.prepare('SELECT COUNT(*) FROM leases WHERE job_id = ?').pluck().get(id)).toBe(0)
+    }
+    expect(engine.timeseries('jobs_completed', '1m', '1h').filter((point) => point.value > 0)).toEqual([
+      { ts: at + 2 * MINUTE, value: 2 },
+      { ts: T0 - (T0 % MINUTE), value: 1 },
+    ])
+    sqlite.close()
   })
 
   it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {

@@ -52,7 +52,7 @@ describe('the engine modules', () => {
   })
 
   test('the row layer imports no verb module', () => {
-    expect(engineImports().get('rows')!.sort()).toEqual(['errors', 'states'])
+    expect(engineImports().get('rows')!.sort()).toEqual(['errors', 'ids', 'states'])
   })
 
   test('the check sees a cycle when there is one', () => {

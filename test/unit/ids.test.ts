@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { newId, newToken } from '../../src-main/engine/ids'
+import { idKey, keyedId, newId, newToken } from '../../src-main/engine/ids'
 
 describe('ids and lease tokens', () => {
   it('ids are UUID version 7 and sort by the time they were made', async () => {
@@ -17,5 +17,20 @@ describe('ids and lease tokens', () => {
     expect(new Set(tokens).size).toBe(tokens.length)
     // 24 random bytes, base64url: 32 characters.
     for (const token of tokens.slice(0, 100)) expect(token).toMatch(/^[A-Za-z0-9_-]{32}$/)
+  })
+
+  it("a job's or lease's id names its row's key, is a UUID version 8 that sorts by time, and no other string names a key", async () => {
+    const keys = [0, 1, 4095, 4096, 123_456_789, 2 ** 48 - 1]
+    const ids = keys.map(keyedId)
+    for (const [i, id] of ids.entries()) {
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      expect(idKey(id)).toBe(keys[i])
+    }
+    const first = keyedId(7)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(keyedId(7) > first).toBe(true)
+    expect(new Set(Array.from({ length: 1000 }, () => keyedId(7))).size).toBe(1000) // random bits after the key
+    for (const other of [newId(), first.toUpperCase(), first.slice(1), `${first}0`, 'job-1', '']) expect(idKey(other)).toBeNull()
+    for (const bad of [-1, 2 ** 48, 1.5, Number.NaN]) expect(() => keyedId(bad)).toThrow(RangeError)
   })
 })

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import { jobListQuery } from '../../src-main/engine/list'
+import { jobListQuery, QUEUED_WINDOW } from '../../src-main/engine/list'
 import { JOB_STATES, type JobState } from '../../src-main/engine/states'
 import { expectEngineError, leaseOrFail } from './support'
 import { engineContext } from '../../src-main/engine/internals'
@@ -88,10 +88,10 @@ describe('listing jobs', () => {
     }
   })
 
-  it('a filter by any state but DONE reads an index, never the whole jobs table', () => {
+  it('a filter by any state but DONE reads an index or the ACTIVE leases in memory, never the whole jobs table', () => {
     const { engine } = setup()
-    const plan = (state: JobState) => {
-      const { sql, params } = jobListQuery(engineContext(engine), { state }, 51).toSQL()
+    const plan = (state: JobState, window?: { from: number }) => {
+      const { sql, params } = jobListQuery(engineContext(engine), { state }, 51, window)
       return engineContext(engine).db
         .prepare(`EXPLAIN QUERY PLAN ${sql}`)
         .all(...params)
@@ -99,10 +99,37 @@ describe('listing jobs', () => {
         .join(' | ')
     }
     for (const state of JOB_STATES.filter((s) => s !== 'DONE')) {
-      const expected = state === 'LEASED' || state === 'RUNNING' ? /leases_active/ : /jobs_state_seq/
+      const expected =
+        state === 'LEASED' || state === 'RUNNING' ? /SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/ : state === 'QUEUED' ? /jobs_pick_queue/ : /jobs_state_seq/
       expect(plan(state), state).toMatch(expected)
       expect(plan(state), state).not.toMatch(/^SCAN jobs$|SCAN jobs \|/)
     }
+    // QUEUED looks among the newest jobs first, by the table's key.
+    expect(plan('QUEUED', { from: 1 })).toBe('SEARCH jobs USING INTEGER PRIMARY KEY (rowid>?)')
+  })
+
+  it('QUEUED jobs are listed newest first, among the newest jobs and behind many finished ones alike', () => {
+    const { engine } = setup()
+    const early = Array.from({ length: 5 }, () => engine.submit(aJob({ queue: 'slow', priority: 'LOW' })).job.id)
+    // More finished jobs than the first look covers, between the early queued jobs and the late ones.
+    const finished: string[] = []
+    while (finished.length < QUEUED_WINDOW + 10) finished.push(...engine.submitMany(Array.from({ length: 1000 }, () => aJob())).map((item) => (item.ok ? item.value.job.id : '')))
+    for (const id of finished) engine.cancel(id)
+    const late = Array.from({ length: 4 }, () => engine.submit(aJob({ queue: 'fast' })).job.id)
+    const expected = [...early, ...late].reverse()
+    for (const limit of [2, 3, 9, 50]) {
+      const seen: string[] = []
+      let cursor: string | undefined
+      for (;;) {
+        const page = engine.listJobs({ state: 'QUEUED', limit, cursor })
+        seen.push(...page.jobs.map((j) => j.id))
+        if (page.next_cursor === null) break
+        cursor = page.next_cursor
+      }
+      expect(seen, `limit ${limit}`).toEqual(expected)
+    }
+    expect(engine.listJobs({ state: 'QUEUED', job_type: 'nothing' }).jobs).toEqual([])
+    expect(engine.listJobs({ state: 'CANCELED', limit: 1 }).jobs.map((j) => j.id)).toEqual([finished.at(-1)])
   })
 
   it('limit must be 1 to 500', () => {

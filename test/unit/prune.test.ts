@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { Engine } from '../../src-main/engine'
-import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, JOBLESS_EVENTS_SQL, pruneCutoff } from '../../src-main/engine/prune'
+import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, JOBLESS_EVENTS_SQL, LEASE_CHAINS_SQL, pruneCutoff } from '../../src-main/engine/prune'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
@@ -455,17 +455,12 @@ describe('query plans: retention reads by index, never a whole table', () => {
     const plan = (sql: string, ...params: unknown[]) =>
       (engineContext(engine).db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
     expect(plan(EXPIRED_JOBS_SQL, T0, 10)).toContain('SEARCH jobs USING INDEX jobs_finished (finished_at<?)')
-    expect(plan(JOBLESS_EVENTS_SQL, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_job \(job_id=\?\)$/)])
-    // As the deletion runs them: with the foreign-key checks off (they would scan leases).
-    engineContext(engine).db.pragma('foreign_keys = OFF')
-    try {
-      for (const sql of [DELETABLE_JOBS_SQL, ...DELETE_STATEMENTS]) {
-        // file_contentions holds a row per pending file retry (it is emptied as leases end): a scan of it is nothing.
-        const scans = plan(sql, '[]').filter((d) => /^SCAN (?!json_each|file_contentions|file_leases USING INDEX file_leases_active)/.test(d))
-        expect(scans, sql).toEqual([])
-      }
-    } finally {
-      engineContext(engine).db.pragma('foreign_keys = ON')
+    expect(plan(JOBLESS_EVENTS_SQL, T0, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_jobless_ts \(ts<\?\)$/)])
+    for (const sql of [DELETABLE_JOBS_SQL, LEASE_CHAINS_SQL, ...DELETE_STATEMENTS.map((statement) => statement.sql)]) {
+      // file_contentions holds a row per pending file retry (it is emptied as leases end): a scan of it is nothing;
+      // `chain` is the recursive walk's own queue of a job's events or leases.
+      const scans = plan(sql, '[]').filter((d) => /^SCAN (?!json_each|chain$|file_contentions|file_leases USING INDEX file_leases_active)/.test(d))
+      expect(scans, sql).toEqual([])
     }
   })
 })
