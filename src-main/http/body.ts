@@ -45,8 +45,9 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
  * A body of a declared `length` (at most the limit). A route reads its body from within the
  * request's own event, before Node's parser has pushed the bytes that came with the headers:
  * one turn of the microtask queue later a small body is usually all buffered, and is taken at
- * once — without an async iterator, and without waiting for the stream's end, which Node
- * signals a turn of the event loop later. Anything else is read as it streams in.
+ * once — without an async iterator, and without waiting for the stream's `end`, which Node
+ * emits only after further steps of its parser and of the stream. A body still on its way is
+ * read as it streams in.
  */
 async function buffered(ctx: Context, length: number, limit: number): Promise<Buffer> {
   const req = ctx.req
