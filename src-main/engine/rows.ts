@@ -26,16 +26,19 @@ export interface Leased {
 }
 
 /**
- * The job with this id, or undefined. Its id names its `seq` (ids.ts `keyedId`): one read by the
- * table's key, and the id checked. A job made before ids named their key is found through
- * jobs_unkeyed_id.
+ * The job or lease with this id, or undefined. Its id names its key (ids.ts `keyedId`: a job's
+ * `seq`, a lease's `fence`): one read by the table's key, and the id checked. A row made before
+ * ids named their key is found through its table's partial index on ids (UNKEYED_ID_CLAUSE).
  */
-export function findJob(ctx: EngineContext, jobId: string): JobRow | undefined {
-  const seq = idKey(jobId)
-  if (seq === null) return ctx.one<JobRow>(`SELECT * FROM jobs WHERE id = ? AND ${UNKEYED_ID_CLAUSE}`, jobId)
-  const job = ctx.one<JobRow>('SELECT * FROM jobs WHERE seq = ?', seq)
-  return job?.id === jobId ? job : undefined
+function rowById<Row extends { id: string }>(ctx: EngineContext, table: 'jobs' | 'leases', key: 'seq' | 'fence', id: string): Row | undefined {
+  const value = idKey(id)
+  if (value === null) return ctx.one<Row>(`SELECT * FROM ${table} WHERE id = ? AND ${UNKEYED_ID_CLAUSE}`, id)
+  const row = ctx.one<Row>(`SELECT * FROM ${table} WHERE ${key} = ?`, value)
+  return row?.id === id ? row : undefined
 }
+
+/** The job with this id, or undefined (see rowById). */
+export const findJob = (ctx: EngineContext, jobId: string): JobRow | undefined => rowById<JobRow>(ctx, 'jobs', 'seq', jobId)
 
 export function getJob(ctx: EngineContext, jobId: string): JobRow {
   const job = findJob(ctx, jobId)
@@ -134,19 +137,9 @@ export function extendLease(ctx: EngineContext, lease: LeaseRow, now: number, ex
   return extended
 }
 
-/**
- * The lease with this id, or undefined: an ACTIVE one from memory, another by the `fence` its id
- * names (ids.ts `keyedId`), the id checked; a lease granted before ids named their key through
- * leases_unkeyed_id.
- */
-export function findLease(ctx: EngineContext, leaseId: string): LeaseRow | undefined {
-  const active = ctx.activeLeases.byId(leaseId)
-  if (active) return active.lease
-  const fence = idKey(leaseId)
-  if (fence === null) return ctx.one<LeaseRow>(`SELECT * FROM leases WHERE id = ? AND ${UNKEYED_ID_CLAUSE}`, leaseId)
-  const lease = ctx.one<LeaseRow>('SELECT * FROM leases WHERE fence = ?', fence)
-  return lease?.id === leaseId ? lease : undefined
-}
+/** The lease with this id, or undefined: an ACTIVE one from memory, another from the table (see rowById). */
+export const findLease = (ctx: EngineContext, leaseId: string): LeaseRow | undefined =>
+  ctx.activeLeases.byId(leaseId)?.lease ?? rowById<LeaseRow>(ctx, 'leases', 'fence', leaseId)
 
 export function getLease(ctx: EngineContext, leaseId: string): LeaseRow {
   const lease = findLease(ctx, leaseId)

@@ -30,7 +30,7 @@ export interface Snapshot {
  * QUEUED ones on the pick index (jobs_pick_queue holds every QUEUED job), the others on the
  * jobs_state_seq index (see STATE_SEQ_CLAUSE).
  */
-export function countState(ctx: EngineContext, state: Exclude<JobState, 'DONE'>): number {
+function countState(ctx: EngineContext, state: Exclude<JobState, 'DONE'>): number {
   if (LEASED_STATES.has(state)) return ctx.activeLeases.committed().filter(({ job }) => job.state === state).length
   if (state === 'QUEUED') return ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state = 'QUEUED'")!.n
   return ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE}`, state)!.n
