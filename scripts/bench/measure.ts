@@ -3,7 +3,7 @@ import { statSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { applyConnectionSettings, openDatabase, type Durability } from '../../src-main/db/open'
-import { newId, newToken } from '../../src-main/engine/ids'
+import { keyedId, newId, newToken } from '../../src-main/engine/ids'
 import { priorityRank } from '../../src-main/engine/states'
 import { openEngine, percentile, T0, timeMs, type BenchEngine, type TempDir } from './lib'
 import { engineContext } from '../../src-main/engine/internals'
@@ -297,44 +297,49 @@ export function modelFloor(dir: TempDir, jobs: number, capMs = Infinity): { jobs
   const { sqlite: db } = openDatabase({ path: dir.path('model.sqlite') })
   try {
     const txn = transactions(db)
+    // As the engine writes them (migration 0013): ids that name their row's key, rows updated by
+    // key, and each job's events chained (events.prev_id, jobs.last_event_id).
     const insertJob = db.prepare(
-      `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, state,
-         attempts, stream_message_id, eligible_at, cancel_requested, dead_letter, created_at, updated_at)
-       VALUES (?, 'noop', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 0, ?, ?, 0, 0, ?, ?)`,
+      `INSERT INTO jobs (seq, id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, state,
+         attempts, stream_message_id, eligible_at, cancel_requested, dead_letter, created_at, updated_at, last_event_id)
+       VALUES (?, ?, 'noop', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 'QUEUED', 0, ?, ?, 0, 0, ?, ?, ?)`,
     )
-    const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, 'JOB', ?, ?, ?, '{}')")
-    const leaseJob = db.prepare("UPDATE jobs SET state = 'LEASED', attempts = 1, lease_id = ?, claimed_by = 'w', started_at = ?, updated_at = ? WHERE id = ?")
+    const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data, prev_id) VALUES (?, 'JOB', ?, ?, ?, '{}', ?)")
+    const leaseJob = db.prepare("UPDATE jobs SET state = 'LEASED', attempts = 1, lease_id = ?, claimed_by = 'w', started_at = ?, updated_at = ?, last_event_id = ? WHERE seq = ?")
     const insertLease = db.prepare(
       `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at, attempt)
        VALUES (?, ?, ?, ?, 'w', 1, 30, 5, 'ACTIVE', ?, ?, ?, ?, 1)`,
     )
     const beat = db.prepare('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?')
-    const runJob = db.prepare("UPDATE jobs SET state = 'RUNNING', updated_at = ? WHERE id = ?")
+    const runJob = db.prepare("UPDATE jobs SET state = 'RUNNING', updated_at = ?, last_event_id = ? WHERE seq = ?")
     const releaseLease = db.prepare("UPDATE leases SET state = 'RELEASED', released_at = ?, release_status = 'SUCCEEDED', disposition = 'FINAL' WHERE fence = ?")
-    const finishJob = db.prepare("UPDATE jobs SET state = 'DONE', final_status = 'SUCCEEDED', finished_at = ?, updated_at = ? WHERE id = ?")
-    let fence = 0 // also the message id: one of each per job, warm-up included
+    const finishJob = db.prepare("UPDATE jobs SET state = 'DONE', final_status = 'SUCCEEDED', finished_at = ?, updated_at = ?, last_event_id = ? WHERE seq = ?")
+    const event = (now: number, entityId: string, jobId: string, type: string, prev: number) =>
+      Number(insertEvent.run(now, entityId, jobId, type, prev).lastInsertRowid)
+    let fence = 0 // also the job's key and its message id: one of each per job, warm-up included
     return timedJobs(() => {
       fence += 1
       const now = T0 + fence
-      const [jobId, leaseId, attemptId] = [newId(), newId(), newId()]
+      const [jobId, leaseId, attemptId] = [keyedId(fence), keyedId(fence), newId()]
+      let last = 0
       txn(() => {
-        insertJob.run(jobId, fence, now, now, now)
-        insertEvent.run(now, jobId, jobId, 'JOB_SUBMITTED')
+        last = event(now, jobId, jobId, 'JOB_SUBMITTED', 0) // 0: the first of its chain
+        insertJob.run(fence, jobId, fence, now, now, now, last)
       })
       txn(() => {
-        leaseJob.run(leaseId, now, now, jobId)
+        last = event(now, leaseId, jobId, 'LEASE_GRANTED', last)
+        leaseJob.run(leaseId, now, now, last, fence)
         insertLease.run(fence, leaseId, jobId, attemptId, newToken(), now, now, now + 35_000)
-        insertEvent.run(now, leaseId, jobId, 'LEASE_GRANTED')
       })
       txn(() => {
         beat.run(now, now + 35_000, fence)
-        runJob.run(now, jobId)
-        insertEvent.run(now, jobId, jobId, 'JOB_RUNNING')
+        last = event(now, jobId, jobId, 'JOB_RUNNING', last)
+        runJob.run(now, last, fence)
       })
       txn(() => {
         releaseLease.run(now, fence)
-        finishJob.run(now, now, jobId)
-        insertEvent.run(now, jobId, jobId, 'JOB_DONE')
+        last = event(now, jobId, jobId, 'JOB_DONE', last)
+        finishJob.run(now, now, last, fence)
       })
     }, jobs, capMs)
   } finally {
