@@ -4,7 +4,7 @@ import { BUCKETS, RANGES } from './stats'
 
 /**
  * The statistics' own retention, longer than the jobs': the gauges (`stats_samples`) and the
- * counts of deleted jobs' events (`stats_counts`) are kept for {@link STATS_RETAIN_MS}; what is
+ * counts of the counted events (`stats_counts`) are kept for {@link STATS_RETAIN_MS}; what is
  * older than any range of the time series reaches ({@link STATS_FULL_DETAIL_MS}) is thinned to
  * one row per hour (gauges averaged, counts summed), so that the whole 90 days take about as many
  * rows as a few days of full detail. docs/retention.md.

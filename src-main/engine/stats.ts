@@ -129,7 +129,7 @@ export interface TimeseriesPoint {
 }
 
 /**
- * When this database's history starts: its first stats sample, first kept count of deleted jobs'
+ * When this database's history starts: its first stats sample, first stored count of
  * events, or first event, whichever came first; null before any. A series answers 0 for every
  * bucket before it as for any empty bucket, so a chart uses this to leave out the time before
  * the host existed (or before the statistics' retention, docs/retention.md).
