@@ -271,6 +271,7 @@ export interface AttemptRow {
   job_id: string
   lease_id: string
   worker_id: string
+  /** 1 for the first attempt. */
   number: number
   started_at: number
   finished_at: number | null

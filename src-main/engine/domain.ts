@@ -181,16 +181,11 @@ export type ActiveLease = Lease & { job_type: string }
 
 export const toActiveLease = (row: LeaseRow & { job_type: string }): ActiveLease => ({ ...toLease(row), job_type: row.job_type })
 
-/** One execution of a job (the attempt columns of its lease). */
-export interface Attempt {
-  id: string
-  job_id: string
-  lease_id: string
-  worker_id: string
-  /** 1 for the first attempt. */
-  number: number
-  started_at: number
-  finished_at: number | null
+/**
+ * One execution of a job (the attempt columns of its lease, db/schema.ts AttemptRow), its
+ * outcome and disposition typed and its error parsed.
+ */
+export interface Attempt extends Omit<AttemptRow, 'outcome' | 'disposition' | 'error'> {
   /** Null while it runs. */
   outcome: AttemptOutcome | null
   /** Null while it runs. */
@@ -201,13 +196,7 @@ export interface Attempt {
 
 export function toAttempt(row: AttemptRow): Attempt {
   return {
-    id: row.id,
-    job_id: row.job_id,
-    lease_id: row.lease_id,
-    worker_id: row.worker_id,
-    number: row.number,
-    started_at: row.started_at,
-    finished_at: row.finished_at,
+    ...row,
     outcome: row.outcome as AttemptOutcome | null,
     disposition: row.disposition as AttemptDisposition | null,
     error: parse(row.error),
