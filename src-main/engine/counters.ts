@@ -48,18 +48,26 @@ class ReservedSequence {
   }
 }
 
-/** The engine's sequences: lease fences and stream message ids. */
+/** The engine's sequences: job keys, lease fences and stream message ids. */
 export class Counters {
+  private readonly jobSeqs: ReservedSequence
   private readonly fences: ReservedSequence
   private readonly messageIds: ReservedSequence
 
   constructor(ctx: EngineContext) {
+    // Before reservations, a job's key was the largest one stored plus one.
+    this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs')
     // With each block of fences, where the ACTIVE leases start (active-leases.ts reads from there at start).
     this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases', (taken) =>
       ctx.run(UPSERT_SETTING, ACTIVE_FROM_KEY, String(ctx.activeLeases.floorToStore(taken))),
     )
     // Migration 0007 wrote the reservation from the table of messages it dropped.
     this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) AS n FROM jobs')
+  }
+
+  /** The key (`seq`) of the next job: strictly greater than every job's before, deleted ones too. */
+  nextJobSeq(): number {
+    return this.jobSeqs.next()
   }
 
   /** The fence of the next lease: strictly greater than every fence granted before, anywhere. */

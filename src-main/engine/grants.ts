@@ -119,7 +119,7 @@ export function leaseHeads(
     if (figures.available <= 0) return stop(capacityDenial(figures, 1)!)
     let holds: boolean | undefined
     const holdsLease = () => granted.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id))
-    for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), holdsLease)) {
+    for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), { holdsLease, wanted: options.maxJobs })) {
       const denial = capacityDenial(figures, job.cost_units)
       if (denial) return stop(denial)
       const leased = grant(ctx, job, filter.worker_id, ttl, options.to)
@@ -137,7 +137,7 @@ export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: numbe
   return ctx.transact(() => {
     const now = ctx.clock.now()
     const claimed: JobRow[] = []
-    for (const job of eligibleJobs(ctx, filter, now)) {
+    for (const job of eligibleJobs(ctx, filter, now, { wanted: limit })) {
       claimed.push(
         moveJob(
           ctx,

@@ -135,8 +135,8 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
     const messageId = nextStreamMessageId(ctx)
     const runAt = delayedUntil(input, now)
     const maxAttempts = input.max_attempts ?? ctx.config.maxAttempts
-    // The key SQLite would give the row (the largest plus one), taken first so the id can name it.
-    const seq = (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
+    // The row's key, taken first so the id can name it.
+    const seq = ctx.counters.nextJobSeq()
     const id = keyedId(seq)
     const priority = input.priority ?? 'NORMAL'
     const queue = input.queue ?? 'default'

@@ -42,11 +42,17 @@ function requiresGpu(job: JobRow): boolean {
 }
 
 /**
- * Most picks take the first row; a worker that skips rows reads on in growing pages. The sizes
- * are written into the SQL, not bound: a bound LIMIT costs ~40 µs a call in SQLite here, more
- * than the whole index probe.
+ * A pick reads its first page sized to the jobs it means to take (one, or a batch claim's N); a
+ * worker that skips rows reads on in growing pages. The sizes are written into the SQL, not
+ * bound: a bound LIMIT costs ~40 µs a call in SQLite here, more than the whole index probe.
  */
 const PAGE_SIZES = [1, 4, 16, 64] as const
+
+/** The first page for a pick of `wanted` jobs: the smallest size that holds them, or the largest. */
+function firstPage(wanted: number): number {
+  const fits = PAGE_SIZES.findIndex((size) => size >= wanted)
+  return fits < 0 ? PAGE_SIZES.length - 1 : fits
+}
 
 /**
  * The eligible QUEUED jobs this worker can take, in scheduling order: by stream if the worker
@@ -61,13 +67,21 @@ export function* eligibleJobs(
   ctx: EngineContext,
   filter: WorkerFilter,
   now: number,
-  /** Whether the worker holds a lease now (a caller that grants as it walks says so itself). */
-  holdsLease: () => boolean = memo(() => holdsActiveLease(ctx, filter.worker_id)),
+  {
+    holdsLease = memo(() => holdsActiveLease(ctx, filter.worker_id)),
+    wanted = 1,
+  }: {
+    /** Whether the worker holds a lease now (a caller that grants as it walks says so itself). */
+    holdsLease?: () => boolean
+    /** How many jobs the caller means to take: the size of the first page read. */
+    wanted?: number
+  } = {},
 ): Generator<JobRow> {
   const queues = unpaused(ctx, filter.queues ?? queuesWithQueuedJobs(ctx)) // read once per walk, not once per priority
+  const first = firstPage(wanted)
   const inOrder = filter.queues
-    ? queues.flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now)))
-    : PRIORITY_RANKS.map((rank) => merged(queues.map((queue) => rangeOf(ctx, queue, rank, now))))
+    ? queues.flatMap((queue) => PRIORITY_RANKS.map((rank) => rangeOf(ctx, queue, rank, now, first)))
+    : PRIORITY_RANKS.map((rank) => merged(queues.map((queue) => rangeOf(ctx, queue, rank, now, first))))
   for (const range of inOrder) {
     for (const job of range) {
       if (canTake(job, filter, holdsLease)) yield job
@@ -76,9 +90,9 @@ export function* eligibleJobs(
 }
 
 /** The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. */
-function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number): Generator<JobRow> {
+function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, startPage: number): Generator<JobRow> {
   let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }
-  for (let p = 0; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
+  for (let p = startPage; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
     const size = PAGE_SIZES[p]!
     const page = ctx.all<JobRow>(
       `SELECT * FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at <= ?

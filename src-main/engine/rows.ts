@@ -78,15 +78,16 @@ function appendJobEvents(ctx: EngineContext, job: JobRow, events: readonly JobEv
 export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
   if (events.length > 0) changes = { ...changes, last_event_id: appendJobEvents(ctx, job, events) }
   const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
-  const params: Record<string, unknown> = { updated_at: updated.updated_at, seq: job.seq }
-  const sets = ['updated_at = @updated_at']
+  // Positional parameters: binding by name looks each one up on an object (context.ts `inserter`).
+  const params: unknown[] = [updated.updated_at]
+  let sets = 'updated_at = ?'
   for (const column of Object.keys(changes) as (keyof JobRow)[]) {
     if (changes[column] === job[column]) continue
-    params[column] = changes[column]
-    sets.push(`${column} = @${column}`)
+    params.push(changes[column])
+    sets += `, ${column} = ?`
   }
   // By `seq`, the row's key: no lookup in the id index first.
-  ctx.stmt(`UPDATE jobs SET ${sets.join(', ')} WHERE seq = @seq`).run(params)
+  ctx.run(`UPDATE jobs SET ${sets} WHERE seq = ?`, ...params, job.seq)
   ctx.activeLeases.jobWritten(job, updated, changes)
   return updated
 }

@@ -5,6 +5,7 @@ import { SECOND } from '../../src-main/engine/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, runBulk, tempDir } from './support'
+import { idKey } from '../../src-main/engine/ids'
 import { engineContext } from '../../src-main/engine/internals'
 
 /** Every row a job owns, by table. */
@@ -117,24 +118,27 @@ describe('purging finished jobs', () => {
     expect(rowsOf(engine, job.id).jobs).toBe(1)
   })
 
-  it('no fence, stream message id or event id is handed out twice after a purge and a restart', () => {
+  it('no job key, fence, stream message id or event id is handed out twice after a purge and a restart', () => {
     const { dir, cleanup } = tempDir()
     try {
       const path = join(dir, 'leasehold.db')
       const first = openFileEngine(path)
-      const { job } = first.engine.submit(aJob())
+      const other = first.engine.submit(aJob()).job
+      const { job } = first.engine.submit(aJob({ priority: 'HIGH' })) // the newest job, leased first
       const { lease } = leaseOrFail(first.engine, 'w')
+      expect(lease.job_id).toBe(job.id)
       first.engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
       // The job holds the newest event (its id is where a client resumes the stream): kept until a newer one exists.
       expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(0)
-      const other = first.engine.submit(aJob()).job
+      first.engine.cancel(other.id, null)
       expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(1)
       const newestEvent = engineContext(first.engine).one<{ id: number }>('SELECT MAX(id) AS id FROM events')!.id
       first.sqlite.close()
 
       const second = openFileEngine(path)
       const next = second.engine.submit(aJob()).job
-      expect(next.stream_message_id).toBeGreaterThan(other.stream_message_id!)
+      expect(idKey(next.id)).toBeGreaterThan(idKey(job.id)!)
+      expect(next.stream_message_id).toBeGreaterThan(job.stream_message_id!)
       expect(leaseOrFail(second.engine, 'w').lease.fence).toBeGreaterThan(lease.fence)
       expect(engineContext(second.engine).one<{ id: number }>('SELECT MIN(id) AS id FROM events WHERE job_id = ?', next.id)!.id).toBeGreaterThan(newestEvent)
       second.sqlite.close()
