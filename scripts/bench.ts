@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
 import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureRss, measureWorkers } from './bench/http'
-import { formatTable, openEngine, tempDir, withTempDir, type Row } from './bench/lib'
+import { formatTable, openEngine, reopenEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import { measureRetention } from './bench/retention'
 import {
   grantLatencies,
@@ -208,7 +208,7 @@ function measureFull(c: Counts, rows: Row[]): void {
 /** Grant latency at the small and the large backlog, then the lifecycle on top of the large one. */
 function measureBacklog(c: Counts, rows: Row[]): { small: Latency; large: Latency } {
   return withTempDir('backlog', (dir) => {
-    const b = openEngine(dir, 'normal')
+    let b = openEngine(dir, 'normal')
     try {
       const maxAttempts = DEFAULT_ENGINE_CONFIG.maxAttempts
       insertBacklog(b.db, c.smallBacklog, b.clock.now(), maxAttempts)
@@ -218,6 +218,7 @@ function measureBacklog(c: Counts, rows: Row[]): { small: Latency; large: Latenc
 
       progress(`inserting the backlog up to ${n(c.backlog)} queued`)
       const insertMs = insertBacklog(b.db, c.backlog - c.smallBacklog, b.clock.now(), maxAttempts)
+      b = reopenEngine(dir, b, 'normal')
       progress(`grant latency at ${n(c.backlog)} queued`)
       grantLatencies(b, Math.min(200, c.latencySamples)) // warm-up
       const large = latencySummary(grantLatencies(b, c.latencySamples))

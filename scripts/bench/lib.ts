@@ -36,6 +36,19 @@ export function openEngine(dir: TempDir, durability: Durability, totalUnits = 10
   return { engine, clock, db: sqlite }
 }
 
+/**
+ * The same database opened anew, on a clock where the old one stood: an engine hands out job
+ * keys, fences and message ids from memory, so after rows were written around it (measure.ts
+ * `insertBacklog`) a new one must start past what they reserved.
+ */
+export function reopenEngine(dir: TempDir, b: BenchEngine, durability: Durability): BenchEngine {
+  const now = b.clock.now()
+  b.db.close()
+  const reopened = openEngine(dir, durability)
+  reopened.clock.set(now)
+  return reopened
+}
+
 /** Runs `fn` with a fresh temp directory and always removes it afterwards. */
 export function withTempDir<T>(label: string, fn: (dir: TempDir) => T): T {
   const dir = tempDir(label)

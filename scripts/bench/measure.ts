@@ -38,6 +38,10 @@ function oneLifecycle(b: BenchEngine, acc: number[]): void {
   acc[1]! += t - u
   if (!decision.granted) throw new Error(`bench: lease denied: ${decision.reason}`)
   const lease_id = decision.lease.id
+  // A second later, as a real heartbeat comes: at the grant's own millisecond the new expiry
+  // would equal the granted one, and SQLite leaves a row it would rewrite unchanged unwritten.
+  clock.advance(1000)
+  t = performance.now()
   engine.heartbeat({ lease_id, worker_id: WORKER.worker_id })
   u = performance.now()
   acc[2]! += u - t
@@ -86,18 +90,32 @@ const JOB_COLUMNS = [
 ] as const
 
 /**
+ * The first of `count` numbers of an engine sequence (counters.ts) past every one it reserved or
+ * stored, reserved as the engine would. An engine already open hands out numbers from its memory:
+ * it must be opened anew after rows are written this way.
+ */
+function reserveBlock(db: Database, key: string, storedMaxSql: string, count: number): number {
+  const stored = Number(db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(key) ?? 0)
+  const first = Math.max(stored, db.prepare(storedMaxSql).pluck().get() as number) + 1
+  db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, String(first + count - 1))
+  return first
+}
+
+/**
  * Appends `count` QUEUED LOW no-op jobs, as `engine.submit` would write them (jobs rows only: no
  * stream messages or events), in one transaction with one prepared INSERT. Returns ms taken.
+ * Their keys are reserved as the engine's (see reserveBlock).
  */
 export function insertBacklog(db: Database, count: number, now: number, maxAttempts: number): number {
   const insert = db.prepare(
-    `INSERT INTO jobs (${JOB_COLUMNS.join(', ')}) VALUES (${JOB_COLUMNS.map(() => '?').join(', ')})`,
+    `INSERT INTO jobs (seq, ${JOB_COLUMNS.join(', ')}) VALUES (?, ${JOB_COLUMNS.map(() => '?').join(', ')})`,
   )
   const priority = priorityRank(BACKLOG.priority)
   const fill = db.transaction(() => {
+    const seq = reserveBlock(db, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) FROM jobs', count)
     for (let i = 0; i < count; i++) {
       insert.run(
-        newId(), null, BACKLOG.job_type, priority, BACKLOG.cost_units, '{}', '{}', 0,
+        seq + i, newId(), null, BACKLOG.job_type, priority, BACKLOG.cost_units, '{}', '{}', 0,
         null, '[]', null, 'default', maxAttempts, 'QUEUED', 0, null,
         null, null, null, now, 0, null, null,
         0, null, null, null, null, now, now, null, null,
@@ -117,27 +135,24 @@ export function insertBacklog(db: Database, count: number, now: number, maxAttem
  */
 export function insertFinished(db: Database, count: number, now: number, options: { lifecycle?: boolean } = {}): number {
   const insertJob = db.prepare(
-    `INSERT INTO jobs (${JOB_COLUMNS.join(', ')}, stream_message_id) VALUES (${JOB_COLUMNS.map(() => '?').join(', ')}, ?)`,
+    `INSERT INTO jobs (seq, ${JOB_COLUMNS.join(', ')}, stream_message_id) VALUES (?, ${JOB_COLUMNS.map(() => '?').join(', ')}, ?)`,
   )
   const insertEvent = db.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, ?, ?, ?, ?, ?)")
   const insertLease = db.prepare(
     `INSERT INTO leases (fence, id, job_id, attempt_id, worker_id, cost_units, ttl_s, grace_s, state, token, granted_at, last_heartbeat_at, expires_at, released_at, release_status, attempt, disposition)
      VALUES (?, ?, ?, ?, 'bench-worker', 1, 30, 5, 'RELEASED', ?, ?, ?, ?, ?, 'SUCCEEDED', 1, 'FINAL')`,
   )
-  // Fences and message ids past what the host reserved, and reserved as the host would (counters.ts).
-  const reserved = (key: string, maxSql: string) =>
-    Math.max(Number(db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(key) ?? 0), db.prepare(maxSql).pluck().get() as number) + 1
-  const reserve = db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
   const priority = priorityRank('NORMAL')
   const fill = db.transaction(() => {
-    let fence = reserved('fences_reserved', 'SELECT COALESCE(MAX(fence), 0) FROM leases')
-    let message = reserved('stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) FROM jobs')
+    const seq = reserveBlock(db, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) FROM jobs', count)
+    let fence = reserveBlock(db, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) FROM leases', count)
+    let message = reserveBlock(db, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) FROM jobs', count)
     for (let i = 0; i < count; i++) {
       const id = newId()
       const at = now - 24 * 3600 * 1000 + Math.floor(((i + 1) * 24 * 3600 * 1000) / (count + 1))
       const leaseId = options.lifecycle ? newId() : null
       insertJob.run(
-        id, null, NOOP.job_type, priority, NOOP.cost_units, '{}', '{}', 0,
+        seq + i, id, null, NOOP.job_type, priority, NOOP.cost_units, '{}', '{}', 0,
         null, '[]', null, 'default', 3, 'DONE', 1, 'bench-worker',
         null, leaseId, null, at, 0, 0.5, null,
         0, 'SUCCEEDED', null, 'null', null, at, at, at, at,
@@ -151,8 +166,6 @@ export function insertFinished(db: Database, count: number, now: number, options
       }
       insertEvent.run(at, 'JOB', id, id, 'JOB_DONE', JSON.stringify({ state: 'DONE', attempt: 1, dead_letter: false }))
     }
-    reserve.run('fences_reserved', String(fence))
-    reserve.run('stream_message_ids_reserved', String(message))
   })
   return timeMs(() => fill())
 }
