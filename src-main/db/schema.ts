@@ -17,9 +17,14 @@ import { COUNTED_EVENTS } from '../engine/events'
  * jobs: a listing of them reads the table newest first, where they are dense). A job's life from
  * submit to DONE then writes no entry there. SQLite uses a partial index only for a query that
  * repeats its clause word for word, so queries include this text.
+ *
+ * The clause is a chain of `<>`, not `NOT IN (…)`: SQLite evaluates an IN list of more than two
+ * values through a temporary B-tree it builds and drops each time, and it evaluates a partial
+ * index's clause on every insert of a job and every update that writes `state` — three times in
+ * every job's life, ~15 % of the engine's CPU in a drain (migration 0014).
  */
 export const STATES_OUTSIDE_STATE_SEQ: readonly string[] = ['QUEUED', 'LEASED', 'RUNNING', 'DONE']
-export const STATE_SEQ_CLAUSE = `state NOT IN (${STATES_OUTSIDE_STATE_SEQ.map((state) => `'${state}'`).join(', ')})`
+export const STATE_SEQ_CLAUSE = STATES_OUTSIDE_STATE_SEQ.map((state) => `state <> '${state}'`).join(' AND ')
 
 /**
  * The rows whose id does not name their key: the jobs and leases made before ids did (migration
