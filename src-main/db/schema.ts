@@ -121,11 +121,6 @@ export const jobs = sqliteTable(
     // Partial: most jobs have neither, and every index entry is a page written per commit.
     index('jobs_addon_seq').on(t.addon_id, t.seq).where(sql`addon_id IS NOT NULL`),
     uniqueIndex('jobs_idempotency_key').on(t.idempotency_key).where(sql`idempotency_key IS NOT NULL`),
-    // Retention: the finished jobs, oldest finish first (a job has `finished_at` exactly while it
-    // is finished). One entry per job, written when it finishes, at the index's end (finish times
-    // grow): one page per commit. Keyed on the column, as jobs_claim_expiry, so a grant does not
-    // maintain it.
-    index('jobs_finished').on(t.finished_at).where(sql`finished_at IS NOT NULL`),
   ],
 )
 

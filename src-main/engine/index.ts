@@ -137,6 +137,8 @@ export class Engine {
   // through engine/internals.ts.
   private readonly ctx: EngineContext
   private readonly capacity: CapacityStore
+  /** Where retention's sweep over the jobs goes on (prune.ts). */
+  private readonly retentionSweep: prune.RetentionSweep = { after: 0 }
 
   constructor(options: EngineOptions) {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
@@ -324,8 +326,11 @@ export class Engine {
   }
 
   // Retention (docs/retention.md): each call one short transaction of its own, outside any group
-  /** Deletes up to `limit` jobs that finished before `cutoff`, and all that is theirs; returns how many. */
-  pruneFinishedJobs = (cutoff: number, limit?: number): number => prune.pruneFinishedJobs(this.ctx, cutoff, limit)
+  /**
+   * One step of retention's sweep: deletes up to `limit` jobs that finished before `cutoff`, and
+   * all that is theirs; says how many, and whether the sweep's pass is over.
+   */
+  pruneFinishedJobs = (cutoff: number, limit?: number): prune.PruneStep => prune.pruneFinishedJobs(this.ctx, this.retentionSweep, cutoff, limit)
   /** Deletes up to `limit` events that name no job and are older than `cutoff`, the oldest first; returns how many. */
   pruneJoblessEvents = (cutoff: number, limit: number): number => prune.pruneJoblessEvents(this.ctx, cutoff, limit)
   /** Deletes these finished jobs and all that is theirs, leaving any that something live needs; returns the ids deleted. */

@@ -29,9 +29,8 @@ export function pruneCutoff(now: number, retainDays: number): number | null {
  * file lease. Nor the job that holds the newest event: events are keyed by a rowid that SQLite
  * hands out as the largest one plus one, so deleting the newest row would give its number again
  * (an event stream resumes from an event id). A later job soon takes over that role, so such a
- * job is kept only until then. (Fences and stream message ids need no such care: they are
- * reserved apart from their rows, see counters.ts.) A query that bounds `finished_at` reads
- * them through the jobs_finished index.
+ * job is kept only until then. (Job keys, fences and stream message ids need no such care: they
+ * are reserved apart from their rows, see counters.ts.)
  */
 const DELETABLE = `${FINISHED_STATES_CLAUSE}
   AND NOT EXISTS (SELECT 1 FROM blockers WHERE blockers.state = 'OPEN' AND (blockers.requester_job_id = jobs.id OR blockers.holder_job_id = jobs.id))
@@ -69,8 +68,29 @@ export const DELETE_STATEMENTS: readonly { sql: string; by: DeleteBy }[] = [
 /** Which of the named jobs (by `seq`) may be deleted now. */
 export const DELETABLE_JOBS_SQL = `SELECT * FROM jobs WHERE seq IN (${IDS}) AND ${DELETABLE}`
 
-/** The oldest finishes before a cutoff that may be deleted now, through the jobs_finished index. */
-export const EXPIRED_JOBS_SQL = `SELECT * FROM jobs WHERE ${DELETABLE} AND finished_at < ? ORDER BY finished_at LIMIT ?`
+/**
+ * Rows a retention step reads at most, per job it may delete: jobs that are not finished yet, or
+ * finished too recently, or needed by something live, are read and left (see pruneFinishedJobs).
+ */
+export const SWEEP_READS_PER_DELETE = 4
+
+/** The jobs after a key, in key order: what a retention step reads (the table's own order, no index). */
+export const SWEEP_SQL = 'SELECT seq, created_at, finished_at FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?'
+
+/**
+ * Where retention's sweep over the jobs goes on from: the key of the last job it read. Kept in
+ * memory only, as a hint — after a start, a sweep begins again at the lowest key.
+ */
+export interface RetentionSweep {
+  after: number
+}
+
+/** A retention step's outcome: how many jobs it deleted, and whether the sweep's pass is over. */
+export interface PruneStep {
+  deleted: number
+  /** The sweep reached the jobs made since the cutoff, or the table's end: the next step starts a new pass. */
+  done: boolean
+}
 
 /**
  * Deletes these jobs and everything that belongs to them (see DELETE_STATEMENTS), inside the
@@ -117,12 +137,37 @@ export function deleteFinishedJobs(ctx: EngineContext, jobIds: readonly string[]
 }
 
 /**
- * One step of retention: deletes up to `limit` of the jobs that finished before `cutoff` (the
- * oldest finish first, read through the jobs_finished index), in one transaction. Returns how
- * many it deleted; fewer than `limit` means none are left for now.
+ * One step of retention, in one transaction: reads on from where the sweep stopped, in the order
+ * of the jobs' keys (no index: a job's finish writes no index entry for retention), and deletes
+ * up to `limit` of the jobs it reads that finished before `cutoff` and that may be deleted
+ * (DELETABLE). It reads at most `limit × SWEEP_READS_PER_DELETE` jobs, and stops at the first
+ * job made at or after the cutoff: no job made since can have finished before it (were the
+ * clock set back, a job made "later" stops the pass early, and what lies beyond it is deleted
+ * a pass later — never earlier). A pass therefore reads each old job once: those not finished
+ * yet (a QUEUED job waiting since last month, a RUNNING one), finished too recently, or needed by
+ * something live are read and left, and read again by the next pass. When the pass is over,
+ * the next step starts at the lowest key.
  */
-export function pruneFinishedJobs(ctx: EngineContext, cutoff: number, limit = PRUNE_BATCH): number {
-  return ownTransaction(ctx, 'pruneFinishedJobs', () => deleteJobs(ctx, ctx.all<JobRow>(EXPIRED_JOBS_SQL, cutoff, limit)).length)
+export function pruneFinishedJobs(ctx: EngineContext, sweep: RetentionSweep, cutoff: number, limit = PRUNE_BATCH): PruneStep {
+  return ownTransaction(ctx, 'pruneFinishedJobs', () => {
+    const reads = limit * SWEEP_READS_PER_DELETE
+    const rows = ctx.all<Pick<JobRow, 'seq' | 'created_at' | 'finished_at'>>(SWEEP_SQL, sweep.after, reads)
+    const expired: number[] = []
+    let last = sweep.after
+    let frontier = false
+    for (const row of rows) {
+      if (row.created_at >= cutoff) {
+        frontier = true
+        break
+      }
+      last = row.seq
+      if (row.finished_at !== null && row.finished_at < cutoff && expired.push(row.seq) === limit) break
+    }
+    const done = frontier || (rows.length < reads && last === (rows.at(-1)?.seq ?? sweep.after))
+    sweep.after = done ? 0 : last
+    const deleted = deleteJobs(ctx, ctx.all<JobRow>(DELETABLE_JOBS_SQL, JSON.stringify(expired))).length
+    return { deleted, done }
+  })
 }
 
 /** Events that name no job and are older than a cutoff, the oldest first (their own index, events_jobless_ts). */

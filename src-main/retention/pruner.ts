@@ -154,7 +154,13 @@ export class Pruner {
         await yieldToEventLoop()
       }
     }
-    const jobs = cutoff === null ? 0 : await steps(() => engine.pruneFinishedJobs(cutoff, PRUNE_BATCH), (n) => n < PRUNE_BATCH, CHECKPOINT_EVERY.jobs)
+    let swept = false // retention's sweep over the jobs has ended its pass (prune.ts pruneFinishedJobs)
+    const sweepStep = (before: number) => {
+      const step = engine.pruneFinishedJobs(before, PRUNE_BATCH)
+      swept = step.done
+      return step.deleted
+    }
+    const jobs = cutoff === null ? 0 : await steps(() => sweepStep(cutoff), () => swept, CHECKPOINT_EVERY.jobs)
     if (jobs === null) return null
     const events =
       cutoff === null

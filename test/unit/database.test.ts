@@ -293,6 +293,32 @@ describe('migrations', () => {
     sqlite.close()
   })
 
+  it('0014 and 0015 keep the listings by state and retention of a database made before them', () => {
+    const path = join(dir, 'before-0014.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(14) })
+    const insertJob = old.sqlite.prepare(
+      `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, attempt_budget, state,
+         attempts, eligible_at, cancel_requested, dead_letter, created_at, updated_at, finished_at)
+       VALUES (?, 'test', 1, 1, '{}', '{}', 0, '[]', 'default', 3, 3, ?, 0, ?, 0, 0, ?, ?, ?)`,
+    )
+    const at = T0 - 10 * 24 * HOUR
+    const [failed, canceled, queued] = [newId(), newId(), newId()]
+    insertJob.run(failed, 'FAILED', at, at, at, at)
+    insertJob.run(canceled, 'CANCELED', at, at, at, at)
+    insertJob.run(queued, 'QUEUED', at, at, at, null)
+    old.sqlite.close()
+
+    const { engine, sqlite } = openFileEngine(path)
+    const indexes = sqlite.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'").all() as { name: string; sql: string }[]
+    expect(indexes.map((index) => index.name)).not.toContain('jobs_finished')
+    expect(indexes.find((index) => index.name === 'jobs_state_seq')?.sql).toContain("WHERE state <> 'QUEUED' AND state <> 'LEASED'")
+    expect(engine.listJobs({ state: 'FAILED' }).jobs.map((job) => job.id)).toEqual([failed])
+    engine.submit(aJob()) // the newest event is another job's
+    expect(engine.pruneFinishedJobs(T0 - 7 * 24 * HOUR)).toEqual({ deleted: 2, done: true })
+    expect(sqlite.prepare('SELECT id FROM jobs WHERE id IN (?, ?, ?)').pluck().all(failed, canceled, queued)).toEqual([queued])
+    sqlite.close()
+  })
+
   it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {
     const path = join(dir, 'fences.db')
     const first = openFileEngine(path)

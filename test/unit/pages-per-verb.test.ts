@@ -1,10 +1,9 @@
 /**
  * A commit costs a WAL frame per page it changed (docs/performance.md, "Where a commit's time
  * goes"), so each verb of a job's life writes only the B-trees its rows live in: the job, its
- * place in the pick index, its lease, its events, and its entry in the retention index when it
- * finishes. No index of ACTIVE leases, of job or lease ids, of a job's events or of the counted
- * events gets an entry (each used to). Read from the WAL frames of each verb's commit, mapped
- * to their B-tree by SQLite's dbstat table.
+ * place in the pick index, its lease and its events. No index of ACTIVE leases, of job or lease
+ * ids, of a job's events, of the counted events or of finish times gets an entry (each used to).
+ * Read from the WAL frames of each verb's commit, mapped to their B-tree by SQLite's dbstat table.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -50,7 +49,7 @@ describe('the pages a job writes', () => {
       expect(btrees('submit')).toEqual(['events', 'jobs', 'jobs_pick_queue'])
       expect(btrees('grant')).toEqual(['events', 'jobs', 'jobs_pick_queue', 'leases'])
       expect(btrees('heartbeat')).toEqual(['events', 'jobs', 'leases'])
-      expect(btrees('release')).toEqual(['events', 'jobs', 'jobs_finished', 'leases'])
+      expect(btrees('release')).toEqual(['events', 'jobs', 'leases'])
       sqlite.close()
     } finally {
       dir.cleanup()

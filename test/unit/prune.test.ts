@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { Engine } from '../../src-main/engine'
-import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, EXPIRED_JOBS_SQL, JOBLESS_EVENTS_SQL, LEASE_CHAINS_SQL, pruneCutoff } from '../../src-main/engine/prune'
+import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, JOBLESS_EVENTS_SQL, LEASE_CHAINS_SQL, pruneCutoff, SWEEP_READS_PER_DELETE, SWEEP_SQL } from '../../src-main/engine/prune'
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
@@ -37,15 +37,15 @@ function entityIds(engine: Engine, jobId: string): string[] {
   ]
 }
 
-/** Runs pruning steps at the clock's now until one deletes fewer than `limit`; returns each step's count. */
+/** Runs retention steps at the clock's now until the sweep's pass is over; returns each step's count. */
 function pruneAll(engine: Engine, retainDays = RETAIN_DAYS, limit = 250): number[] {
   const cutoff = pruneCutoff(engineContext(engine).clock.now(), retainDays)
   if (cutoff === null) return []
   const steps: number[] = []
   for (;;) {
-    const deleted = engine.pruneFinishedJobs(cutoff, limit)
-    steps.push(deleted)
-    if (deleted < limit) return steps
+    const step = engine.pruneFinishedJobs(cutoff, limit)
+    steps.push(step.deleted)
+    if (step.done) return steps
   }
 }
 
@@ -201,18 +201,83 @@ describe('pruning finished jobs', () => {
     expect(integrity(engine)).toEqual(healthy)
   })
 
-  it('deletes the oldest finishes first', () => {
+  it('reads the jobs in the order of their keys, each step going on where the one before stopped', () => {
     const { engine, clock } = setup()
     const a = engine.submit(aJob()).job
     const b = engine.submit(aJob()).job
-    engine.submit(aJob({ priority: 'LOW' })) // newest, never finished
+    engine.submit(aJob({ priority: 'LOW' })) // never finished
     engine.cancel(b.id)
     clock.advance(MINUTE)
     engine.cancel(a.id)
+    engine.submit(aJob({ priority: 'LOW' })) // the newest event is another job's
     clock.advance(RETAIN_DAYS * DAY + MINUTE)
-    expect(engine.pruneFinishedJobs(clock.now() - RETAIN_DAYS * DAY, 1)).toBe(1)
+    const cutoff = clock.now() - RETAIN_DAYS * DAY
+    // a first, though it finished last: no index orders the finishes (a finish writes none).
+    expect(engine.pruneFinishedJobs(cutoff, 1)).toEqual({ deleted: 1, done: false })
+    expect(() => engine.getJob(a.id)).toThrow()
+    expect(engine.getJob(b.id).state).toBe('CANCELED')
+    expect(engine.pruneFinishedJobs(cutoff, 1)).toEqual({ deleted: 1, done: false })
     expect(() => engine.getJob(b.id)).toThrow()
-    expect(engine.getJob(a.id).state).toBe('CANCELED')
+    expect(engine.pruneFinishedJobs(cutoff, 1)).toEqual({ deleted: 0, done: true }) // the two unfinished jobs, then the end
+  })
+
+  it('one pass deletes every expired job, however many unfinished old jobs lie between them and more than a step reads', () => {
+    const { engine, clock } = setup()
+    const limit = 5 // a step reads at most 5 × SWEEP_READS_PER_DELETE jobs
+    const expired: string[] = []
+    const waiting: string[] = []
+    for (let i = 0; i < 12; i++) {
+      // Runs of unfinished jobs longer than a step reads, between the finished ones.
+      for (let k = 0; k < limit * SWEEP_READS_PER_DELETE + 3; k++) waiting.push(engine.submit(aJob({ priority: 'LOW' })).job.id)
+      const { job } = engine.submit(aJob())
+      engine.cancel(job.id)
+      expired.push(job.id)
+    }
+    engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+    clock.advance(RETAIN_DAYS * DAY + 1)
+    const steps = pruneAll(engine, RETAIN_DAYS, limit)
+    expect(steps.reduce((a, b) => a + b, 0)).toBe(expired.length)
+    expect(steps.length).toBeGreaterThan(expired.length) // steps that read only unfinished jobs went on, not stopped
+    for (const id of expired) expect(() => engine.getJob(id)).toThrow()
+    for (const id of waiting) expect(engine.getJob(id).state).toBe('QUEUED')
+  })
+
+  it('a pass ends at the first job made since the cutoff, and keeps a job made before it that finished after it', () => {
+    const { engine, clock } = setup()
+    const old = engine.submit(aJob()).job
+    engine.cancel(old.id)
+    const late = engine.submit(aJob()).job // made now, finished after the cutoff below
+    clock.advance(4 * DAY)
+    engine.cancel(late.id)
+    for (let i = 0; i < 300; i++) engine.submit(aJob({ priority: 'LOW' })) // made after the cutoff below
+    clock.advance(RETAIN_DAYS * DAY - 4 * DAY + 1) // `old` finished just over RETAIN_DAYS ago, `late` 3 days later
+    const cutoff = clock.now() - RETAIN_DAYS * DAY
+    // One step reads `old`, `late` and the first job made since the cutoff, and the pass is over:
+    // the 299 jobs after it are not read.
+    expect(engine.pruneFinishedJobs(cutoff, 2)).toEqual({ deleted: 1, done: true })
+    expect(() => engine.getJob(old.id)).toThrow()
+    expect(engine.getJob(late.id).state).toBe('CANCELED')
+  })
+
+  it('after a restart the sweep starts again at the lowest key, and finds what a pass left behind', () => {
+    const dir = tempDir()
+    try {
+      const path = `${dir.dir}/leasehold.db`
+      const first = openFileEngine(path)
+      const ids = Array.from({ length: 6 }, () => first.engine.submit(aJob()).job.id)
+      for (const id of ids) first.engine.cancel(id)
+      first.engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+      first.clock.advance(RETAIN_DAYS * DAY + 1)
+      const cutoff = first.clock.now() - RETAIN_DAYS * DAY
+      expect(first.engine.pruneFinishedJobs(cutoff, 2)).toEqual({ deleted: 2, done: false })
+      first.sqlite.close()
+      const second = openFileEngine(path, { clock: first.clock })
+      expect(pruneAll(second.engine, RETAIN_DAYS, 2)).toEqual([2, 2, 0])
+      expect(second.sqlite.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'CANCELED'").pluck().get()).toBe(0)
+      second.sqlite.close()
+    } finally {
+      dir.cleanup()
+    }
   })
 })
 
@@ -450,11 +515,11 @@ describe('the snapshot\'s counts of the last day', () => {
 })
 
 describe('query plans: retention reads by index, never a whole table', () => {
-  it('finding expired jobs uses the jobs_finished index, and every deletion looks its rows up', () => {
+  it('the sweep reads a range of the jobs\' keys, and every deletion looks its rows up', () => {
     const { engine } = setup()
     const plan = (sql: string, ...params: unknown[]) =>
       (engineContext(engine).db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
-    expect(plan(EXPIRED_JOBS_SQL, T0, 10)).toContain('SEARCH jobs USING INDEX jobs_finished (finished_at<?)')
+    expect(plan(SWEEP_SQL, 0, 10)).toEqual(['SEARCH jobs USING INTEGER PRIMARY KEY (rowid>?)'])
     expect(plan(JOBLESS_EVENTS_SQL, T0, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_jobless_ts \(ts<\?\)$/)])
     for (const sql of [DELETABLE_JOBS_SQL, LEASE_CHAINS_SQL, ...DELETE_STATEMENTS.map((statement) => statement.sql)]) {
       // file_contentions holds a row per pending file retry (it is emptied as leases end): a scan of it is nothing;

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Engine } from '../../src-main/engine'
 import { DAY, MINUTE, SECOND } from '../../src-main/engine/clock'
-import { PRUNE_BATCH } from '../../src-main/engine/prune'
+import { PRUNE_BATCH, SWEEP_READS_PER_DELETE } from '../../src-main/engine/prune'
 import { PRUNE_FIRST_DELAY_MS, PRUNE_INTERVAL_MS, Pruner, type PassHealth } from '../../src-main/retention/pruner'
 import { aJob, setup } from '../helpers/engine'
 import { StorageFaultInjector } from '../helpers/storage-faults'
@@ -103,6 +103,21 @@ describe('a pass works in short steps', () => {
     expect(seen).toContain(total - 2 * PRUNE_BATCH)
     expect(seen).toContain(total - 3 * PRUNE_BATCH)
     expect(jobCount(engine)).toBe(1)
+  })
+
+  it('a pass goes on through steps that delete nothing until its sweep has read every old job', async () => {
+    const { engine, clock } = setup()
+    // More old jobs that never finish than a step reads, then finished ones.
+    const waiting = SWEEP_READS_PER_DELETE * PRUNE_BATCH + 50
+    engine.submitMany(Array.from({ length: waiting }, () => aJob({ queue: 'parked' })))
+    engine.pauseQueue('parked', null)
+    finishJobs(engine, 20)
+    engine.submit(aJob({ queue: 'parked' })) // the newest event is an unfinished job's
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    await pruner.runPass()
+    expect(pruner.last).toMatchObject({ jobs_deleted: 20 })
+    expect(jobCount(engine)).toBe(waiting + 1)
   })
 
   it('stop ends a pass in progress at its next step', async () => {
