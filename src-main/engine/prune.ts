@@ -161,11 +161,17 @@ export function pruneFinishedJobs(ctx: EngineContext, sweep: RetentionSweep, cut
         break
       }
       last = row.seq
-      if (row.finished_at !== null && row.finished_at < cutoff && expired.push(row.seq) === limit) break
+      if (row.finished_at !== null && row.finished_at < cutoff) {
+        expired.push(row.seq)
+        if (expired.length === limit) break
+      }
     }
+    // Over when it met the frontier, or read the table's last job (fewer rows than asked, all read).
     const done = frontier || (rows.length < reads && last === (rows.at(-1)?.seq ?? sweep.after))
-    sweep.after = done ? 0 : last
     const deleted = deleteJobs(ctx, ctx.all<JobRow>(DELETABLE_JOBS_SQL, JSON.stringify(expired))).length
+    const before = sweep.after
+    sweep.after = done ? 0 : last
+    ctx.onRollback(() => (sweep.after = before)) // a step that fails (a full disk) is read again
     return { deleted, done }
   })
 }

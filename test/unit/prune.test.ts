@@ -10,6 +10,7 @@ import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, JOBLESS_EVENTS_SQL, LEASE_CHAINS
 import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
+import { StorageFaultInjector } from '../helpers/storage-faults'
 import { engineContext } from '../../src-main/engine/internals'
 
 const RETAIN_DAYS = 7
@@ -257,6 +258,27 @@ describe('pruning finished jobs', () => {
     expect(engine.pruneFinishedJobs(cutoff, 2)).toEqual({ deleted: 1, done: true })
     expect(() => engine.getJob(old.id)).toThrow()
     expect(engine.getJob(late.id).state).toBe('CANCELED')
+  })
+
+  it('a step that fails (a full disk) moves the sweep on by nothing: the next step reads its jobs again', () => {
+    const { engine, clock } = setup()
+    // One step's worth of unfinished jobs (limit 1: SWEEP_READS_PER_DELETE rows), then an expired one.
+    for (let i = 0; i < SWEEP_READS_PER_DELETE; i++) engine.submit(aJob({ priority: 'LOW' }))
+    const expired = engine.submit(aJob()).job
+    engine.cancel(expired.id)
+    engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+    clock.advance(RETAIN_DAYS * DAY + 1)
+    const cutoff = clock.now() - RETAIN_DAYS * DAY
+    const faults = new StorageFaultInjector(engineContext(engine).db)
+    try {
+      faults.code = 'SQLITE_FULL'
+      expect(() => engine.pruneFinishedJobs(cutoff, 1)).toThrow(/full/) // it read the unfinished jobs; its commit failed
+    } finally {
+      faults.dispose()
+    }
+    expect(engine.pruneFinishedJobs(cutoff, 1)).toEqual({ deleted: 0, done: false }) // the same jobs again
+    expect(engine.pruneFinishedJobs(cutoff, 1)).toEqual({ deleted: 1, done: false })
+    expect(() => engine.getJob(expired.id)).toThrow()
   })
 
   it('after a restart the sweep starts again at the lowest key, and finds what a pass left behind', () => {
