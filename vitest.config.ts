@@ -9,6 +9,7 @@ export default defineConfig({
   resolve: { conditions: ['browser'] },
   test: {
     include: ['test/**/*.test.ts'],
+    globalSetup: ['test/global-setup.ts'],
     // Room for a loaded 2-core CI machine; the tests assert behaviour, not speed.
     testTimeout: 60_000,
     hookTimeout: 60_000,
