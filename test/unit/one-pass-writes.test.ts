@@ -3,8 +3,8 @@
  * that writes a column the clause names; an `IN (…)` list of more than two values in such a
  * clause makes it build, fill and drop a temporary B-tree each time (the `OpenEphemeral`
  * opcode). A job's insert and each move of its `state` once did so through jobs_state_seq, at
- * about a fifth of the engine's CPU in a drain (schema.ts STATE_SEQ_CLAUSE). Read from the programs of
- * the statements a job's life prepares, as `EXPLAIN` lists them.
+ * about a fifth of the engine's CPU in a drain (schema.ts STATE_SEQ_CLAUSE). Read from the
+ * programs of the statements a job's life prepares, as `EXPLAIN` lists them.
  */
 import { describe, expect, it } from 'vitest'
 import type { Database } from 'better-sqlite3'
