@@ -38,8 +38,8 @@ const hex = (value: number, digits: number): string => value.toString(16).padSta
  * version 7 (ids made later sort later), then the key in 48 bits, then 24 random bits:
  * `tttttttt-tttt-8kkk-8kkk-kkkkkkrrrrrr`. Version 8, not 7, so that the older rows' random
  * version-7 ids are told apart by one character (db/schema.ts UNKEYED_ID_CLAUSE). A reader still
- * checks that the row it finds has this id: a job's key is given again when the newest job is
- * deleted, and anyone may send any id.
+ * checks that the row it finds has this id: anyone may send any id, and one with a row's key but
+ * other bits names nothing.
  */
 export function keyedId(key: number): string {
   if (!Number.isSafeInteger(key) || key < 0 || key > MAX_KEY) throw new RangeError(`keyedId: ${key} is not a key from 0 to 2^48 − 1`)
