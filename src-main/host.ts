@@ -66,7 +66,11 @@ const DEFAULT_RENDERER_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.ts
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
 
-/** The token from --token, else `<dataDir>/token`, created (mode 0600) on first start. */
+/**
+ * The token from --token, else `<dataDir>/token`, created (mode 0600) on first start. It is hex:
+ * a base64url token starts with `-` one time in 64, and a command line then reads
+ * `--token -Xy…` as a missing value.
+ */
 export function loadOrCreateToken(dataDir: string, given: string | null): string {
   if (given) return given
   const path = join(dataDir, 'token')
@@ -75,7 +79,7 @@ export function loadOrCreateToken(dataDir: string, given: string | null): string
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
   }
-  const token = randomBytes(32).toString('base64url')
+  const token = randomBytes(32).toString('hex')
   try {
     writeFileSync(path, `${token}\n`, { mode: 0o600, flag: 'wx' })
     return token
