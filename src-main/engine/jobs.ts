@@ -189,6 +189,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       last_event_id: submitted,
     }
     ctx.insert('jobs', JOB_COLUMNS, job)
+    ctx.queuedJobWritten()
     return { job, duplicate: false }
   })
 }

@@ -89,16 +89,23 @@ export function* eligibleJobs(
   }
 }
 
-/** The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. */
+/**
+ * The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. A
+ * range the transaction already found empty at this moment is not read again (context.ts
+ * `isEmptyRange`).
+ */
 function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, startPage: number): Generator<JobRow> {
-  let after = { eligible_at: Number.MIN_SAFE_INTEGER, seq: 0 }
+  const key = `${rank} ${now} ${queue}`
+  if (ctx.isEmptyRange(key)) return
+  let after: { eligible_at: number; seq: number } | null = null
   for (let p = startPage; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
     const size = PAGE_SIZES[p]!
-    const page = ctx.all<JobRow>(
+    const page: JobRow[] = ctx.all<JobRow>(
       `SELECT * FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at <= ?
          AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ${size}`,
-      queue, rank, now, after.eligible_at, after.seq,
+      queue, rank, now, after?.eligible_at ?? Number.MIN_SAFE_INTEGER, after?.seq ?? 0,
     )
+    if (page.length === 0 && after === null) ctx.noteEmptyRange(key)
     yield* page
     if (page.length < size) return
     const last = page[page.length - 1]!

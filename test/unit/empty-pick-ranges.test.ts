@@ -1,0 +1,88 @@
+/**
+ * A transaction remembers the pick ranges (a queue and priority, at one moment) it found empty,
+ * so that a commit offering its new job to many waiting claims reads each empty range once
+ * (context.ts `isEmptyRange`, pick.ts `rangeOf`). What it remembers is forgotten whenever a job
+ * may have come back into a range: a job written as QUEUED, a savepoint rolled back.
+ */
+import type { Statement } from 'better-sqlite3'
+import { afterEach, expect, test } from 'vitest'
+import { engineContext } from '../../src-main/engine/internals'
+import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { aJob, setup } from '../helpers/engine'
+
+let waiters: ClaimWaiters | undefined
+afterEach(() => waiters?.close())
+
+const PICK_RANGE = "state = 'QUEUED' AND queue = ? AND priority = ?"
+
+/** Counts the pick-range queries `fn` runs. */
+function countRangeReads(statement: Statement, fn: () => Promise<unknown>): Promise<number> {
+  const proto = Object.getPrototypeOf(statement) as { all: (...params: unknown[]) => unknown[] }
+  const all = proto.all
+  let reads = 0
+  proto.all = function (this: Statement, ...params: unknown[]) {
+    if (this.source.includes(PICK_RANGE)) reads += 1
+    return all.apply(this, params)
+  }
+  return fn().then(
+    () => {
+      proto.all = all
+      return reads
+    },
+    (error: unknown) => {
+      proto.all = all
+      throw error
+    },
+  )
+}
+
+test('a commit that offers its one new job to eight waiting claims reads each empty pick range once', async () => {
+  const { engine } = setup()
+  waiters = new ClaimWaiters(engine)
+  const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
+  const reads = await countRangeReads(engineContext(engine).db.prepare('SELECT 1'), () => engine.run(() => engine.submit(aJob())))
+  // The first waiter reads URGENT and HIGH (empty) and NORMAL (the job); the second NORMAL (now
+  // empty) and LOW; the six others read nothing. Read again by every waiter, it was 3 + 7 × 4.
+  expect(reads).toBe(5)
+  const granted = await Promise.race(claims)
+  expect(granted.granted).toBe(true)
+  waiters.close()
+  expect((await Promise.all(claims)).filter((claim) => claim.granted)).toHaveLength(1)
+})
+
+test('a range found empty is read again once a job is submitted into it in the same transaction', async () => {
+  const { engine } = setup()
+  const second = await engine.run(() => {
+    expect(engine.claimBatch({ worker_id: 'a', queues: ['default'] }, 1).granted).toEqual([])
+    engine.submit(aJob())
+    return engine.claimBatch({ worker_id: 'b', queues: ['default'] }, 1)
+  })
+  expect(second.granted).toHaveLength(1)
+})
+
+test('a range found empty is read again once a failed job is requeued into it in the same transaction', async () => {
+  const { engine } = setup({ config: { backoff: { baseMs: 0, maxMs: 0 } } })
+  engine.submit(aJob())
+  const [held] = engine.claimBatch({ worker_id: 'a', queues: ['default'] }, 1).granted
+  const retried = await engine.run(() => {
+    expect(engine.claimBatch({ worker_id: 'b', queues: ['default'] }, 1).granted).toEqual([])
+    engine.fail({ job_id: held!.job_id, attempt_id: held!.attempt_id, lease_token: held!.lease_token, worker_id: 'a', error: { code: 'flaky', message: 'try again', retryable: true } })
+    return engine.claimBatch({ worker_id: 'c', queues: ['default'] }, 1)
+  })
+  expect(retried.granted.map((claim) => claim.job_id)).toEqual([held!.job_id])
+})
+
+test('a savepoint rolled back forgets the ranges it found empty: the grant it undid is in reach again', () => {
+  const { engine } = setup()
+  const { job } = engine.submit(aJob())
+  const ctx = engineContext(engine)
+  const third = ctx.transact(() => {
+    ctx.attempt(() => {
+      expect(engine.claimBatch({ worker_id: 'a', queues: ['default'] }, 1).granted).toHaveLength(1)
+      expect(engine.claimBatch({ worker_id: 'b', queues: ['default'] }, 1).granted).toEqual([]) // the job's range, now empty
+      throw new Error('undo both claims')
+    })
+    return engine.claimBatch({ worker_id: 'c', queues: ['default'] }, 1)
+  })
+  expect(third.granted.map((claim) => claim.job_id)).toEqual([job.id])
+})
