@@ -18,6 +18,17 @@ import { percentile, processTreeCpuMs, type Row } from './lib'
 
 const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
 
+/**
+ * The load under which the peer measures its pickup (peer-bench/peer-bullmq.mjs, LAT_RATE and
+ * LAT_SECONDS): jobs added one request each, open loop, 500 a second for 4 s. The one-at-a-time
+ * pickups wait 5–20 ms between jobs, long enough for this VM's idle cores to go cold, so only
+ * the pickups under this load compare with the peer's.
+ */
+export const PEER_LOAD = { jobsPerS: 500, seconds: 4 }
+/** The pickup rows measured under PEER_LOAD; bench.ts compares them with BullMQ's. */
+export const OPEN_LOOP_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → waiting claim)`
+export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → lease granted)`
+
 export interface HttpCounts {
   /** Jobs per lifecycle run (one run per dialect and worker count). */
   lifecycleJobs: number
@@ -199,6 +210,72 @@ async function pickups(post: ReturnType<typeof client>, count: number): Promise<
 
 const p = (samples: number[], q: number) => percentile(samples, q)
 
+/** Run first and not counted: the connections open and the submits reach their pace. */
+const PEER_LOAD_WARM_UP_S = 1
+
+interface Sent {
+  jobId: string
+  sentAt: number
+}
+
+/**
+ * Submits `jobsPerS × seconds` no-op jobs, one request each, in an open loop: the i-th leaves at
+ * i / jobsPerS s whether or not the earlier ones have been answered. Job `i` carries
+ * `payload: { i: firstIndex + i }`, and `sentAt` is keyed by that number as each leaves, so
+ * a claim answered before its submit's own answer still finds its start.
+ */
+async function openLoopSubmits(server: Server, load: { jobsPerS: number; seconds: number }, firstIndex: number, sentAt: Map<number, number>): Promise<Sent[]> {
+  const post = client(server, new Latencies())
+  const total = Math.round(load.jobsPerS * load.seconds)
+  const submits: Promise<Sent>[] = []
+  const started = performance.now()
+  while (submits.length < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) * load.jobsPerS) / 1000) + 1)
+    while (submits.length < due) {
+      const i = firstIndex + submits.length
+      const at = performance.now()
+      sentAt.set(i, at)
+      submits.push(post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1, payload: { i } }).then((res) => ({ jobId: (res.json.job as { job_id: string }).job_id, sentAt: at })))
+    }
+    await new Promise((r) => setTimeout(r, 1))
+  }
+  return Promise.all(submits)
+}
+
+/**
+ * Submit → a waiting dialect-003 claim answers, under the peer's load: 8 workers long-poll
+ * /internal/worker/claim and complete each job at once, as the peer's 8 concurrent handlers do.
+ */
+async function openLoopPickups(server: Server, load: typeof PEER_LOAD): Promise<number[]> {
+  const post = client(server, new Latencies())
+  const sentAt = new Map<number, number>()
+  let samples: number[] = []
+  let stopping = false
+  const workers = Array.from({ length: 8 }, async (_, k) => {
+    const worker_id = `bench-open-loop-${k}`
+    while (!stopping) {
+      const claim = await post('POST /internal/worker/claim (long-poll)', '/internal/worker/claim', { worker_id, streams: ['default'], max_wait_ms: 500 })
+      const claimedAt = performance.now()
+      if (claim.json.claimed !== true) continue
+      const started = sentAt.get((claim.json.payload as { i: number }).i)
+      if (started !== undefined) samples.push(claimedAt - started)
+      const ref = { worker_id, job_id: claim.json.job_id, lease_token: claim.json.lease_token, attempt_id: claim.json.attempt_id }
+      await post('POST /internal/worker/complete', '/internal/worker/complete', { ...ref, result: {} })
+    }
+  })
+  try {
+    const warmUp = await openLoopSubmits(server, { jobsPerS: load.jobsPerS, seconds: PEER_LOAD_WARM_UP_S }, 0, sentAt)
+    await waitFor(async () => samples.length >= warmUp.length, 10_000)
+    samples = []
+    const measured = await openLoopSubmits(server, load, warmUp.length, sentAt)
+    await waitFor(async () => samples.length >= measured.length, 10_000)
+    return samples
+  } finally {
+    stopping = true
+    await Promise.all(workers)
+  }
+}
+
 /** Jobs run untimed through each server before its figures are taken. */
 const WARM_UP_JOBS = 500
 
@@ -251,6 +328,12 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
     rows.push(
       { name: 'pickup latency p50 (submit → waiting claim)', value: p(pickup, 50), unit: 'ms', note: `${counts.pickups} pickups over loopback` },
       { name: 'pickup latency p99', value: p(pickup, 99), unit: 'ms' },
+    )
+    progress(`pickup latency under the peer's load: ${PEER_LOAD.jobsPerS} submits/s for ${PEER_LOAD.seconds} s, 8 waiting claims`)
+    const loaded = await openLoopPickups(server, PEER_LOAD)
+    rows.push(
+      { name: OPEN_LOOP_PICKUP, value: p(loaded, 50), unit: 'ms', note: `${loaded.length} jobs, one submit each, open loop; 8 dialect-003 workers long-poll` },
+      { name: `pickup p99 at ${PEER_LOAD.jobsPerS} jobs/s`, value: p(loaded, 99), unit: 'ms' },
     )
     for (const [endpoint, samples] of latencies.byEndpoint) {
       if (endpoint.includes('long-poll')) continue
@@ -475,6 +558,28 @@ async function localPickups(server: Server, count: number): Promise<number[]> {
   return samples
 }
 
+/**
+ * Submit → the job's LEASE_GRANTED on the event stream, under the peer's load (jobs added one
+ * request each, open loop), with the pool's claims waiting.
+ */
+async function openLoopLocalPickups(server: Server, load: typeof PEER_LOAD): Promise<number[]> {
+  const grantedAt = new Map<string, number>()
+  const stream = await openEventStream(server, (type, data) => {
+    if (type === 'LEASE_GRANTED') grantedAt.set(String(data.job_id), performance.now())
+  })
+  try {
+    const sentAt = new Map<number, number>()
+    const granted = async (jobs: Sent[]) => waitFor(async () => jobs.every((job) => grantedAt.has(job.jobId)), 10_000)
+    const warmUp = await openLoopSubmits(server, { jobsPerS: load.jobsPerS, seconds: PEER_LOAD_WARM_UP_S }, 0, sentAt)
+    await granted(warmUp)
+    const measured = await openLoopSubmits(server, load, warmUp.length, sentAt)
+    await granted(measured)
+    return measured.map((job) => grantedAt.get(job.jobId)! - job.sentAt)
+  } finally {
+    stream.close()
+  }
+}
+
 /** The host's resident memory (VmRSS, in MB) as Linux reports it. */
 function rssMb(pid: number): number {
   const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
@@ -542,6 +647,12 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         rows.push(
           { name: 'local pickup p50 (submit → lease granted)', value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time, seen on the event stream` },
           { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
+        )
+        progress(`local pickup under the peer's load: ${PEER_LOAD.jobsPerS} submits/s for ${PEER_LOAD.seconds} s`)
+        const loaded = await openLoopLocalPickups(server, PEER_LOAD)
+        rows.push(
+          { name: OPEN_LOOP_LOCAL_PICKUP, value: p(loaded, 50) * 1000, unit: 'µs', note: `${loaded.length} jobs, one submit each, open loop; seen on the event stream` },
+          { name: `local pickup p99 at ${PEER_LOAD.jobsPerS} jobs/s`, value: p(loaded, 99) * 1000, unit: 'µs' },
         )
       }
     } finally {
