@@ -5,7 +5,7 @@ import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
 import { keyedId, newId, newToken } from './ids'
 import { checkClaimer, expireClaimIfDue } from './jobs'
-import { eligibleJobs, holdsActiveLease, type WorkerFilter } from './pick'
+import { eligibleJobs, holdsActiveLease, knownEmpty, type WorkerFilter } from './pick'
 import { pausedDenial } from './queues'
 import { fenceOfLease, getJob, insertLease, type Leased, moveJob } from './rows'
 import { LEASE_REQUEST_STATES, type JobState } from './states'
@@ -112,11 +112,12 @@ export function leaseHeads(
 ): LeasedHeads {
   const ttl = checkTtl(ctx, options.ttl_s)
   return ctx.transact(() => {
+    const known = knownDenial(ctx, capacity, filter)
+    if (known) return { granted: [], denial: known }
     const retry_after_ms = ctx.config.denyRetryAfterMs
     const granted: LeasedHeads['granted'] = []
     const stop = (reason: string): LeasedHeads => ({ granted, denial: { granted: false, reason, retry_after_ms } })
     let figures = capacity.figures()
-    if (figures.available <= 0) return stop(capacityDenial(figures, 1)!)
     let holds: boolean | undefined
     const holdsLease = () => granted.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id))
     for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), { holdsLease, wanted: options.maxJobs })) {
@@ -127,8 +128,22 @@ export function leaseHeads(
       figures = { ...figures, leased: figures.leased + job.cost_units, available: figures.available - job.cost_units }
       if (granted.length === options.maxJobs) return { granted, denial: null }
     }
-    return stop('No jobs queued')
+    return stop(NO_JOBS)
   })
+}
+
+const NO_JOBS = 'No jobs queued'
+
+/**
+ * A claim's denial when it is known without a walk of the queue: no capacity is left, or the
+ * transaction in progress already found every range of the streams the worker names empty
+ * (pick.ts `knownEmpty`). Null when only a walk can tell. It writes nothing: a claim offered
+ * inside a commit (Engine.claimInCommit) asks it before it opens a savepoint.
+ */
+export function knownDenial(ctx: EngineContext, capacity: CapacityStore, filter: WorkerFilter): LeasedHeads['denial'] {
+  const figures = capacity.figures()
+  const reason = figures.available <= 0 ? capacityDenial(figures, 1)! : filter.queues && knownEmpty(ctx, filter.queues, ctx.clock.now()) ? NO_JOBS : null
+  return reason === null ? null : { granted: false, reason, retry_after_ms: ctx.config.denyRetryAfterMs }
 }
 
 /** Dialect 002 claim: take up to `limit` jobs for this worker (no capacity yet; that is the lease). */

@@ -253,8 +253,12 @@ export class Engine {
    * as {@link claimBatch} does, in the committing transaction under a savepoint of its own, so a
    * claim that fails undoes only itself (and answers undefined).
    */
-  claimInCommit = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims | undefined =>
-    this.ctx.attempt(() => this.claimBatch(filter, maxJobs, ttl_s))
+  claimInCommit = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims | undefined => {
+    // A claim that is denied before any write (the capacity is gone, or the commit's new work
+    // already went to an earlier waiter) needs no savepoint: the next waiters are asked cheaply.
+    const known = grants.knownDenial(this.ctx, this.capacity, filter)
+    return known ? { granted: [], denial: known } : this.ctx.attempt(() => this.claimBatch(filter, maxJobs, ttl_s))
+  }
   /** A worker's reports (heartbeats, completions, failures) and a claim for its free slots, in one call. */
   exchange = (request: batch.WorkerExchange): ExchangeAnswer => toExchangeAnswer(batch.exchange(this.ctx, this.capacity, request))
 

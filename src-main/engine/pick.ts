@@ -89,13 +89,24 @@ export function* eligibleJobs(
   }
 }
 
+/** A pick range's name in the transaction's notes of empty ranges (context.ts `isEmptyRange`). */
+const rangeKey = (queue: string, rank: number, now: number): string => `${rank} ${now} ${queue}`
+
+/**
+ * Whether the transaction in progress already found every range of these streams empty at this
+ * moment: a claim naming them would walk nothing. False whenever a walk is needed to tell.
+ */
+export function knownEmpty(ctx: EngineContext, queues: readonly string[], now: number): boolean {
+  return unpaused(ctx, queues).every((queue) => PRIORITY_RANKS.every((rank) => ctx.isEmptyRange(rangeKey(queue, rank, now))))
+}
+
 /**
  * The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. A
  * range the transaction already found empty at this moment is not read again (context.ts
  * `isEmptyRange`).
  */
 function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, startPage: number): Generator<JobRow> {
-  const key = `${rank} ${now} ${queue}`
+  const key = rangeKey(queue, rank, now)
   if (ctx.isEmptyRange(key)) return
   let after: { eligible_at: number; seq: number } | null = null
   for (let p = startPage; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {

@@ -15,32 +15,28 @@ afterEach(() => waiters?.close())
 
 const PICK_RANGE = "state = 'QUEUED' AND queue = ? AND priority = ?"
 
-/** Counts the pick-range queries `fn` runs. */
-function countRangeReads(statement: Statement, fn: () => Promise<unknown>): Promise<number> {
-  const proto = Object.getPrototypeOf(statement) as { all: (...params: unknown[]) => unknown[] }
-  const all = proto.all
-  let reads = 0
-  proto.all = function (this: Statement, ...params: unknown[]) {
-    if (this.source.includes(PICK_RANGE)) reads += 1
-    return all.apply(this, params)
+/** Counts the statements of `method` (all, run) whose SQL includes `sql` while `fn` runs. */
+async function countStatements(statement: Statement, method: 'all' | 'run', sql: string, fn: () => Promise<unknown>): Promise<number> {
+  const proto = Object.getPrototypeOf(statement) as Record<'all' | 'run', (...params: unknown[]) => unknown>
+  const original = proto[method]
+  let count = 0
+  proto[method] = function (this: Statement, ...params: unknown[]) {
+    if (this.source.includes(sql)) count += 1
+    return original.apply(this, params)
   }
-  return fn().then(
-    () => {
-      proto.all = all
-      return reads
-    },
-    (error: unknown) => {
-      proto.all = all
-      throw error
-    },
-  )
+  try {
+    await fn()
+    return count
+  } finally {
+    proto[method] = original
+  }
 }
 
 test('a commit that offers its one new job to eight waiting claims reads each empty pick range once', async () => {
   const { engine } = setup()
   waiters = new ClaimWaiters(engine)
   const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
-  const reads = await countRangeReads(engineContext(engine).db.prepare('SELECT 1'), () => engine.run(() => engine.submit(aJob())))
+  const reads = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'all', PICK_RANGE, () => engine.run(() => engine.submit(aJob())))
   // The first waiter reads URGENT and HIGH (empty) and NORMAL (the job); the second NORMAL (now
   // empty) and LOW; the six others read nothing. Read again by every waiter, it was 3 + 7 × 4.
   expect(reads).toBe(5)
@@ -48,6 +44,28 @@ test('a commit that offers its one new job to eight waiting claims reads each em
   expect(granted.granted).toBe(true)
   waiters.close()
   expect((await Promise.all(claims)).filter((claim) => claim.granted)).toHaveLength(1)
+})
+
+test('a waiting claim that the ranges already found empty deny is asked without a savepoint of its own', async () => {
+  const { engine } = setup()
+  waiters = new ClaimWaiters(engine)
+  const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
+  await new Promise((resolve) => setTimeout(resolve, 10)) // the claims' own group has committed
+  const savepoints = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'run', 'SAVEPOINT', () => engine.run(() => engine.submit(aJob())))
+  // The submit's, and the first two waiters' (one takes the job, one finds its range empty).
+  expect(savepoints).toBe(3)
+  waiters.close()
+  expect((await Promise.all(claims)).filter((claim) => claim.granted)).toHaveLength(1)
+})
+
+test('a claim with no capacity left is denied as before, without a walk of the queue', () => {
+  const { engine } = setup({ total_units: 1 })
+  engine.submit(aJob())
+  engine.submit(aJob())
+  expect(engine.claimBatch({ worker_id: 'a', queues: ['default'] }, 1).granted).toHaveLength(1)
+  const denied = engine.claimBatch({ worker_id: 'b', queues: ['default'] }, 1)
+  expect(denied.granted).toEqual([])
+  expect(denied.denial).toMatchObject({ granted: false, reason: expect.stringMatching(/capacity|units/i) })
 })
 
 test('a range found empty is read again once a job is submitted into it in the same transaction', async () => {
