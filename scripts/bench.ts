@@ -5,7 +5,7 @@
  * database in os.tmpdir(), removed afterwards, the real Engine API and a ManualClock (moved 1 ms
  * per job; expiry is reached by moving it); the HTTP ones a real `leasehold serve`.
  *
- *   npm run bench                 the full run (about 3 minutes on 2 cores)
+ *   npm run bench                 the full run (about 5 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
  *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched or retention (repeatable)
