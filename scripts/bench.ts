@@ -6,7 +6,7 @@
  * per job; expiry is reached by moving it); the HTTP ones a real `leasehold serve`.
  *
  *   npm run bench                 the full run (about 5 minutes on 2 cores)
- *   npm run bench -- --quick      smaller counts (about 20 s), for a quick look
+ *   npm run bench -- --quick      smaller counts (about a minute), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
  *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched or retention (repeatable)
  *   npm run bench -- --peer=FILE  also the ratios to BullMQ: FILE holds the JSON line that
