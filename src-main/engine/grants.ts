@@ -1,5 +1,5 @@
 import type { JobRow, LeaseRow } from '../db/schema'
-import { capacityDenial } from './capacity'
+import { type CapacityFigures, capacityDenial } from './capacity'
 import type { CapacityStore } from './capacity-store'
 import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
@@ -112,12 +112,12 @@ export function leaseHeads(
 ): LeasedHeads {
   const ttl = checkTtl(ctx, options.ttl_s)
   return ctx.transact(() => {
-    const known = knownDenial(ctx, capacity, filter)
+    let figures = capacity.figures()
+    const known = knownDenial(ctx, figures, filter)
     if (known) return { granted: [], denial: known }
     const retry_after_ms = ctx.config.denyRetryAfterMs
     const granted: LeasedHeads['granted'] = []
     const stop = (reason: string): LeasedHeads => ({ granted, denial: { granted: false, reason, retry_after_ms } })
-    let figures = capacity.figures()
     let holds: boolean | undefined
     const holdsLease = () => granted.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id))
     for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), { holdsLease, wanted: options.maxJobs })) {
@@ -140,8 +140,7 @@ const NO_JOBS = 'No jobs queued'
  * (pick.ts `knownEmpty`). Null when only a walk can tell. It writes nothing: a claim offered
  * inside a commit (Engine.claimInCommit) asks it before it opens a savepoint.
  */
-export function knownDenial(ctx: EngineContext, capacity: CapacityStore, filter: WorkerFilter): LeasedHeads['denial'] {
-  const figures = capacity.figures()
+export function knownDenial(ctx: EngineContext, figures: CapacityFigures, filter: WorkerFilter): LeasedHeads['denial'] {
   const reason = figures.available <= 0 ? capacityDenial(figures, 1)! : filter.queues && knownEmpty(ctx, filter.queues, ctx.clock.now()) ? NO_JOBS : null
   return reason === null ? null : { granted: false, reason, retry_after_ms: ctx.config.denyRetryAfterMs }
 }

@@ -256,7 +256,7 @@ export class Engine {
   claimInCommit = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims | undefined => {
     // A claim that is denied before any write (the capacity is gone, or the commit's new work
     // already went to an earlier waiter) needs no savepoint: the next waiters are asked cheaply.
-    const known = grants.knownDenial(this.ctx, this.capacity, filter)
+    const known = grants.knownDenial(this.ctx, this.capacity.figures(), filter)
     return known ? { granted: [], denial: known } : this.ctx.attempt(() => this.claimBatch(filter, maxJobs, ttl_s))
   }
   /** A worker's reports (heartbeats, completions, failures) and a claim for its free slots, in one call. */
