@@ -49,6 +49,38 @@ class GateStop extends Error {
   }
 }
 
+/** What the runtime knows when it decides what to send (see {@link nextExchange}). */
+export interface SendState {
+  /** Heartbeats, completions or failures wait to be sent. */
+  reports: boolean
+  /** Some of them are heartbeats. */
+  heartbeats: boolean
+  /** An exchange with reports and no long-poll is in flight. */
+  reporting: boolean
+  /** A long-poll is in flight. */
+  polling: boolean
+  /** Slots neither running a job nor asked for. */
+  free: number
+  /** How soon the running jobs should report, when they are all short jobs; else null. */
+  reportsDueInMs: number | null
+}
+
+/**
+ * What the worker sends next: an exchange (a long-poll or not), a look again later, or nothing.
+ * - Reports go as soon as no other exchange with reports is in flight. When no long-poll is in
+ *   flight either, they carry one for the free slots — unless they hold heartbeats, whose
+ *   answers may stop a job and must come back at once. A worker that runs short jobs one at a
+ *   time so makes one round trip per job: its report and its next claim are one exchange.
+ * - With nothing to report, free slots are claimed by a long-poll — but while every running job
+ *   is a short one that should end within `reportsDueInMs`, the claim waits to go with its report.
+ */
+export function nextExchange(state: SendState): { longPoll: boolean } | { pollInMs: number } | null {
+  const { reports, heartbeats, reporting, polling, free, reportsDueInMs } = state
+  if (reports) return reporting ? null : { longPoll: !polling && free > 0 && !heartbeats }
+  if (polling || reporting || free <= 0) return null
+  return reportsDueInMs === null ? { longPoll: true } : { pollInMs: reportsDueInMs }
+}
+
 /** A job this worker runs now. */
 interface Running {
   claim: Claim
@@ -92,10 +124,11 @@ const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [
  * once in a few shared handler threads; the runtime's own thread only talks to the host. It
  * talks in exchanges: one round trip carries the heartbeats, completions and failures gathered
  * since the last one, and a claim for the slots that are free. At most two exchanges are in
- * flight: a claim that long-polls while every slot is free or waiting, and one that carries
- * reports (and claims the slots they free, without waiting); whatever arrives meanwhile goes
- * with the next. So a busy worker sends one request per batch of finished jobs, not three per
- * job. The heartbeat timers run on this thread, the handlers on theirs, so a busy handler
+ * flight: a long-poll for the free slots, and one that carries reports (and claims the slots
+ * they free, without waiting); reports sent while no long-poll is in flight carry it, and
+ * whatever arrives meanwhile goes with the next (nextExchange decides). So a busy worker sends
+ * one request per batch of finished jobs, not three per job, and one that runs short jobs one
+ * at a time one request per job. The heartbeat timers run on this thread, the handlers on theirs, so a busy handler
  * cannot starve them. Messages between this thread and a handler thread go in one batch per
  * turn each way (thread-protocol.ts), and a batch of short jobs shares one thread
  * (thread-placement.ts): a batch of no-op jobs wakes one thread once.
@@ -116,6 +149,8 @@ export class WorkerRuntime {
   private drained: (() => void) | null = null
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
+  /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
+  private pollTimer: NodeJS.Timeout | undefined
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -153,6 +188,7 @@ export class WorkerRuntime {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopClaiming.abort()
+    clearTimeout(this.pollTimer)
     const drained = new Promise<void>((resolve) => (this.drained = resolve))
     this.checkDrained()
     const timer = setTimeout(() => {
@@ -188,12 +224,42 @@ export class WorkerRuntime {
       setTimeout(() => this.pump(), wait)
       return
     }
-    if (this.hasReports && !this.reporting) {
-      void this.exchange(false)
-    } else if (!this.hasReports && !this.polling && !this.reporting && this.free > 0) {
-      void this.exchange(true)
-    }
+    const next = nextExchange({
+      reports: this.hasReports,
+      heartbeats: this.outbox.heartbeat.size > 0,
+      reporting: this.reporting,
+      polling: this.polling,
+      free: this.free,
+      reportsDueInMs: this.reportsDueIn(),
+    })
+    if (next && 'longPoll' in next) void this.exchange(next.longPoll)
+    else if (next) this.pollLater(next.pollInMs)
     this.checkDrained()
+  }
+
+  /**
+   * How soon the jobs running now will report, if every one of them is a job whose runs are
+   * short and it has not yet overrun (RunTimes.expectedEnd); null if some job may run long.
+   */
+  private reportsDueIn(): number | null {
+    if (this.running.size === 0) return null
+    const now = performance.now()
+    let latest = 0
+    for (const job of this.running.values()) {
+      const left = this.runTimes.expectedEnd(job.claim.job_type, job.startedAt) - now
+      if (left <= 0) return null
+      latest = Math.max(latest, left)
+    }
+    return latest
+  }
+
+  /** Looks again in `ms`: the short jobs' reports were to carry the long-poll, but are late. */
+  private pollLater(ms: number): void {
+    if (this.pollTimer) return
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = undefined
+      this.pump()
+    }, Math.ceil(ms))
   }
 
   /** One round trip: the reports gathered so far, and a claim for the free slots. */
@@ -227,6 +293,11 @@ export class WorkerRuntime {
       this.reserved -= maxJobs
       if (longPoll) this.polling = false
       else this.reporting = false
+    }
+    if (answer && longPoll && this.stopClaiming.signal.aborted && (outbox.complete.length > 0 || outbox.fail.length > 0)) {
+      // The long-poll was given up on the way out, so its reports may not have reached the
+      // host: they go again with the next exchange (completions and failures are idempotent).
+      this.putBack(outbox)
     }
     if (answer) {
       answer.heartbeats.forEach((a) => this.onHeartbeatAnswer(a))

@@ -24,6 +24,15 @@ export class RunTimes {
     this.typicalMs.set(type, typical === undefined ? ms : typical + NEWEST_WEIGHT * (ms - typical))
   }
 
+  /**
+   * When a run of `type` started at `startedAt` should have ended: twice its typical run, and
+   * never later than a short run. A type not seen yet, or not short, has no such moment.
+   */
+  expectedEnd(type: string, startedAt: number): number {
+    const typical = this.typicalMs.get(type)
+    return typical === undefined || typical >= this.shortMs ? -Infinity : startedAt + Math.min(2 * typical + 1, this.shortMs)
+  }
+
   /** Whether the type's runs have been short; a type not seen yet is not. */
   isShort(type: string): boolean {
     const typical = this.typicalMs.get(type)

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
-import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
+import { nextExchange, type RuntimeOptions, type SendState, WorkerRuntime } from '../../src-worker/runtime'
 import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, ReportAnswer, WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { SPIN, until, writeHandlers } from './support'
@@ -66,6 +66,10 @@ class ScriptedTransport implements WorkerTransport {
     })
   }
   private waiting: (() => void) | null = null
+  /** A long-poll waits for an offer. */
+  get polled(): boolean {
+    return this.waiting !== null
+  }
   /** More claims: a waiting claim gets them at once. */
   offer(claims: Claim[]): void {
     this.claims.push(...claims)
@@ -294,4 +298,67 @@ test('a handler whose result cannot be cloned fails its own job; the other jobs 
   await until(() => transport.completed.length + transport.failed.length >= 2, 5000, 'both jobs reported')
   expect(transport.completed).toEqual([{ job_id: 'good', result: null }])
   expect(transport.failed).toEqual([{ job_id: 'bad', error: expect.objectContaining({ code: 'handler_error', message: expect.stringMatching(/could not be cloned/), retryable: true }) }])
+})
+
+const idle: SendState = { reports: false, heartbeats: false, reporting: false, polling: false, free: 4, reportsDueInMs: null }
+
+test('reports carry the long-poll for the free slots when none is in flight, unless they hold heartbeats', () => {
+  expect(nextExchange({ ...idle, reports: true })).toEqual({ longPoll: true })
+  expect(nextExchange({ ...idle, reports: true, polling: true })).toEqual({ longPoll: false })
+  // A heartbeat's answer may stop its job: it never waits behind a claim.
+  expect(nextExchange({ ...idle, reports: true, heartbeats: true })).toEqual({ longPoll: false })
+  expect(nextExchange({ ...idle, reports: true, free: 0 })).toEqual({ longPoll: false })
+  // One exchange with reports at a time: later reports wait for it.
+  expect(nextExchange({ ...idle, reports: true, reporting: true })).toBeNull()
+})
+
+test('free slots are claimed at once, unless every running job is short and its report will carry the claim', () => {
+  expect(nextExchange(idle)).toEqual({ longPoll: true })
+  expect(nextExchange({ ...idle, reportsDueInMs: 3 })).toEqual({ pollInMs: 3 })
+  expect(nextExchange({ ...idle, polling: true })).toBeNull()
+  expect(nextExchange({ ...idle, reporting: true })).toBeNull()
+  expect(nextExchange({ ...idle, free: 0 })).toBeNull()
+})
+
+test('a worker that runs short jobs one at a time makes one round trip per job: its report carries its next claim', async () => {
+  const transport = new ScriptedTransport([])
+  // Every job type seen once counts as short here, so the rule, not the machine's speed, decides.
+  await started(transport, { concurrency: 4, shortRunMs: Number.POSITIVE_INFINITY })
+  const oneJob = async (i: number) => {
+    transport.offer([aJobOf(`job-${i}`, 'noop', {}, { heartbeat_interval_seconds: 30 })])
+    await until(() => transport.completed.some((c) => c.job_id === `job-${i}`) && transport.polled, 5000, `job-${i} reported, and a claim waiting`)
+  }
+  await until(() => transport.polled, 5000, 'the first claim')
+  for (let i = 0; i < 3; i++) await oneJob(i) // the first of a type runs as one that may be long
+  const before = transport.requests.length
+  for (let i = 3; i < 9; i++) await oneJob(i)
+  // One request per job (a late report lets the claim go alone, so a hiccup may add one); the
+  // claim and the report apart would be 12.
+  expect(transport.requests.length - before).toBeLessThanOrEqual(8)
+  const carried = transport.requests.slice(before).filter((r) => r.complete?.length && r.claim && r.claim.max_wait_ms > 0)
+  expect(carried.length).toBeGreaterThanOrEqual(4)
+})
+
+test('a job that may run long does not hold back the claim for the other free slots', async () => {
+  const transport = new ScriptedTransport([aClaim('job-1', 300)])
+  // Even where every type seen once counts as short: a type not seen yet may run long, so the
+  // free slot is claimed while the job runs.
+  await started(transport, { concurrency: 2, shortRunMs: Number.POSITIVE_INFINITY })
+  await until(() => transport.requests.length >= 2, 5000, 'a second claim')
+  expect(transport.completed).toEqual([])
+  expect(transport.requests[1]!.claim).toMatchObject({ max_jobs: 1 })
+  expect(transport.requests[1]!.claim!.max_wait_ms).toBeGreaterThan(0)
+})
+
+test('a stopping worker sends the reports of the long-poll it gives up again, without a claim (completions are idempotent)', async () => {
+  const transport = new ScriptedTransport([aJobOf('job-1', 'noop', {}, { heartbeat_interval_seconds: 30 })])
+  await started(transport, { concurrency: 1 })
+  // One slot: the job's completion carries the next long-poll, which waits.
+  await until(() => transport.completed.length >= 1 && transport.polled, 5000, 'the completion, waiting as a claim')
+  await runtime!.stop(5_000)
+  runtime = null
+  expect(transport.completed.map((c) => c.job_id)).toEqual(['job-1', 'job-1'])
+  const last = transport.requests.at(-1)!
+  expect(last.complete?.map((c) => c.job_id)).toEqual(['job-1'])
+  expect(last.claim).toBeUndefined()
 })
