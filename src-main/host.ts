@@ -10,6 +10,7 @@ import { HOST_FILE } from './data-dir/client-target'
 import { ClockWaiters } from './workers/clock-waiters'
 import { MAX_LONG_POLL_MS } from './workers/long-poll'
 import type { HostConfig } from './config'
+import { Checkpointer } from './db/checkpointer'
 import { openDatabase } from './db/open'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
@@ -145,6 +146,19 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   })
   undo.push(() => void sqlite.close())
 
+  // Checkpoints off the main thread (db/checkpointer.ts); a thread that fails is logged, and the
+  // main connection's own checkpoint still bounds the log.
+  const limiter = new LogLimiter(log, () => clock.now())
+  const checkpoints = timerHealth('the checkpointer', limiter, config.dataDir)
+  const checkpointer = new Checkpointer({
+    path: sqlite.name,
+    durability: config.durability,
+    nativeBinding: options.nativeBinding,
+    onPass: () => checkpoints.ok(),
+    onError: (error) => checkpoints.failed(error),
+  })
+  undo.push(() => checkpointer.stop())
+
   const engine = new Engine({
     db: sqlite,
     clock,
@@ -160,7 +174,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
-  const limiter = new LogLimiter(log, () => clock.now())
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
@@ -303,7 +316,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       clearInterval(sweep)
       tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
-      sqlite.close()
+      await checkpointer.stop()
+      sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)
       lock.release() // last: another host may start here only once this one is gone
     })())

@@ -1,0 +1,93 @@
+import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
+import type { Durability } from './open'
+
+/**
+ * How often the checkpointer copies the write-ahead log back into the database file. Each pass
+ * copies what the last 250 ms committed, so the main connection's own checkpoint (the safety net
+ * at WAL_AUTOCHECKPOINT_PAGES, open.ts) finds little left to copy when it comes.
+ */
+export const CHECKPOINT_INTERVAL_MS = 250
+
+/** What a pass did: `wal_checkpoint(PASSIVE)`'s row. */
+export interface CheckpointPass {
+  /** Frames in the write-ahead log. */
+  log: number
+  /** Of them, the frames now in the database file. */
+  checkpointed: number
+}
+
+export interface CheckpointerOptions {
+  path: string
+  durability: Durability
+  /** The native addon to load, as openDatabase takes it (the Electron build's). */
+  nativeBinding?: string
+  intervalMs?: number
+  /** A pass copied frames back. */
+  onPass?: (pass: CheckpointPass) => void
+  /** The thread could not open the database, or a pass failed (the next pass tries again). */
+  onError: (error: Error) => void
+}
+
+/**
+ * The thread's code. Its own connection runs `PRAGMA wal_checkpoint(PASSIVE)` every interval:
+ * a passive checkpoint never waits for the writer and never makes it wait, and one with nothing
+ * to copy does no I/O. Plain CommonJS, so it needs no build entry of its own.
+ */
+const THREAD = `
+const { parentPort, workerData } = require('node:worker_threads')
+const Database = require(workerData.driver)
+let db = null
+try {
+  db = new Database(workerData.path, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
+  db.pragma('synchronous = ' + (workerData.durability === 'full' ? 'FULL' : 'NORMAL'))
+} catch (error) {
+  parentPort.postMessage({ error: error.message })
+}
+const pass = () => {
+  try {
+    const [row] = db.pragma('wal_checkpoint(PASSIVE)')
+    if (row.checkpointed > 0 && row.log > 0) parentPort.postMessage({ pass: { log: row.log, checkpointed: row.checkpointed } })
+  } catch (error) {
+    parentPort.postMessage({ error: error.message })
+  }
+}
+const timer = db && setInterval(pass, workerData.intervalMs)
+parentPort.on('message', () => {
+  clearInterval(timer)
+  db?.close()
+  parentPort.close()
+})
+`
+
+/**
+ * Copies the write-ahead log back into the database file on a thread of its own. Without it,
+ * the commit that brings the log to WAL_AUTOCHECKPOINT_PAGES runs the checkpoint on the host's
+ * main thread: every request waits for it (measured at 500 jobs/s: ~43 ms every ~2.7 s, the
+ * whole p99 of pickup). Durability is unchanged: commits are exactly as durable as before, and
+ * a checkpoint syncs the log before it copies, wherever it runs.
+ */
+export class Checkpointer {
+  private readonly worker: Worker
+  private readonly exited: Promise<void>
+
+  constructor(options: CheckpointerOptions) {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3')
+    this.worker = new Worker(THREAD, {
+      eval: true,
+      workerData: { driver, path: options.path, durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
+    })
+    this.worker.on('message', (message: { pass?: CheckpointPass; error?: string }) => {
+      if (message.pass) options.onPass?.(message.pass)
+      if (message.error) options.onError(new Error(message.error))
+    })
+    this.worker.on('error', (error) => options.onError(error))
+    this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()))
+  }
+
+  /** Ends the thread once its pass in progress is done (before the main connection closes). */
+  async stop(): Promise<void> {
+    this.worker.postMessage('stop')
+    await this.exited
+  }
+}

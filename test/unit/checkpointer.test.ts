@@ -1,0 +1,94 @@
+/**
+ * The write-ahead log goes back into the database file from a thread of its own, so no commit
+ * of the host's main thread waits for a checkpoint.
+ */
+import { existsSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import BetterSqlite3 from 'better-sqlite3'
+import { afterEach, beforeEach, expect, it, vi } from 'vitest'
+import { Checkpointer, type CheckpointPass } from '../../src-main/db/checkpointer'
+import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from '../../src-main/db/open'
+import { startTestHost, type TestHost } from '../helpers/host'
+import { until } from '../worker/support'
+import { tempDir } from './support'
+
+let dir: string
+let cleanup: () => void
+beforeEach(() => ({ dir, cleanup } = tempDir()))
+afterEach(() => cleanup())
+
+it('the checkpointer copies what the writer committed into the database file from a connection of its own; the writer goes on, nothing lost', async () => {
+  const path = join(dir, 'leasehold.db')
+  const { sqlite } = openDatabase({ path })
+  sqlite.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, text TEXT)')
+  const insert = sqlite.prepare('INSERT INTO scratch (text) VALUES (?)')
+  for (let i = 0; i < 200; i++) insert.run('x'.repeat(500)) // ~200 commits, far below the writer's own checkpoint
+  const before = statSync(path).size
+  const passes: CheckpointPass[] = []
+  const errors: Error[] = []
+  const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 20, onPass: (p) => passes.push(p), onError: (e) => errors.push(e) })
+  try {
+    await until(() => passes.some((p) => p.checkpointed === p.log), 10_000, 'a pass that copied the whole log')
+    expect(passes.every((p) => p.log < WAL_AUTOCHECKPOINT_PAGES)).toBe(true)
+    expect(statSync(path).size).toBeGreaterThan(before)
+    // The writer goes on committing beside the thread, and every row is there.
+    for (let i = 0; i < 50; i++) insert.run('y')
+    expect(sqlite.prepare('SELECT COUNT(*) FROM scratch').pluck().get()).toBe(250)
+  } finally {
+    await checkpointer.stop()
+    sqlite.close()
+  }
+  expect(errors).toEqual([])
+})
+
+it('a checkpointer that cannot open the database says why, and stops cleanly', async () => {
+  const errors: Error[] = []
+  const checkpointer = new Checkpointer({ path: join(dir, 'missing', 'leasehold.db'), durability: 'normal', intervalMs: 20, onError: (e) => errors.push(e) })
+  await until(() => errors.length > 0, 10_000, 'the error')
+  expect(errors[0]!.message).toMatch(/unable to open|directory does not exist|no such file/i)
+  await checkpointer.stop()
+})
+
+let host: TestHost | null = null
+afterEach(async () => {
+  await host?.dispose()
+  host = null
+})
+
+it('a host copies its log back into the database file as it goes, not only at the writer’s checkpoint', async () => {
+  host = await startTestHost()
+  const file = join(host.dataDir, 'leasehold.db')
+  const before = statSync(file).size
+  const res = await host.call('/api/scheduler/jobs/submit-batch', { method: 'POST', json: { jobs: Array.from({ length: 200 }, () => ({ job_type: 'noop', cost_units: 1 })) } })
+  expect(res.status).toBe(200)
+  // 200 jobs write a few hundred pages, far below WAL_AUTOCHECKPOINT_PAGES: only the thread copies them.
+  await until(() => statSync(file).size > before, 10_000, 'the database file to grow')
+})
+
+it('a stopped host ends its checkpointer before it closes the database, and leaves no log behind', async () => {
+  // The thread's connection must be gone when the host's closes: the last connection checkpoints
+  // the rest and removes the log, and no pass may run on a database the host has let go of.
+  const order: string[] = []
+  const stop = Checkpointer.prototype.stop
+  const stopSpy = vi.spyOn(Checkpointer.prototype, 'stop').mockImplementation(async function (this: Checkpointer) {
+    await stop.call(this)
+    order.push('checkpointer stopped')
+  })
+  const close = BetterSqlite3.prototype.close
+  const closeSpy = vi.spyOn(BetterSqlite3.prototype, 'close').mockImplementation(function (this: BetterSqlite3.Database) {
+    if (this.name.endsWith('leasehold.db')) order.push('database closed') // not the data dir's lock
+    return close.call(this)
+  })
+  try {
+    host = await startTestHost()
+    const file = join(host.dataDir, 'leasehold.db')
+    await host.call('/api/scheduler/jobs/submit', { method: 'POST', json: { job_type: 'noop', cost_units: 1 } })
+    expect(existsSync(`${file}-wal`)).toBe(true)
+    await host.stop()
+    expect(order).toEqual(['checkpointer stopped', 'database closed'])
+    expect(existsSync(`${file}-wal`)).toBe(false)
+  } finally {
+    stopSpy.mockRestore()
+    closeSpy.mockRestore()
+  }
+})
