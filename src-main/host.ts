@@ -11,7 +11,7 @@ import { ClockWaiters } from './workers/clock-waiters'
 import { MAX_LONG_POLL_MS } from './workers/long-poll'
 import type { HostConfig } from './config'
 import { Checkpointer } from './db/checkpointer'
-import { openDatabase } from './db/open'
+import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
 import { answerError } from './error-answer'
@@ -146,8 +146,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   })
   undo.push(() => void sqlite.close())
 
-  // Checkpoints off the main thread (db/checkpointer.ts); a thread that fails is logged, and the
-  // main connection's own checkpoint still bounds the log.
+  // Checkpoints off the main thread (db/checkpointer.ts). Should the thread fail, the main
+  // connection's own checkpoint still bounds the log, as it did before there was a thread.
   const limiter = new LogLimiter(log, () => clock.now())
   const checkpoints = timerHealth('the checkpointer', limiter, config.dataDir)
   const checkpointer = new Checkpointer({
@@ -155,7 +155,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     durability: config.durability,
     nativeBinding: options.nativeBinding,
     onPass: () => checkpoints.ok(),
-    onError: (error) => checkpoints.failed(error),
+    onError: (error, stopped) => {
+      if (!stopped) return checkpoints.failed(error)
+      log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
+    },
   })
   undo.push(() => checkpointer.stop())
 

@@ -25,8 +25,11 @@ export interface CheckpointerOptions {
   intervalMs?: number
   /** A pass copied frames back. */
   onPass?: (pass: CheckpointPass) => void
-  /** The thread could not open the database, or a pass failed (the next pass tries again). */
-  onError: (error: Error) => void
+  /**
+   * A pass failed (the next pass tries again), or — `stopped` — the thread could not open the
+   * database or died: checkpoints are then left to the main connection's own.
+   */
+  onError: (error: Error, stopped: boolean) => void
 }
 
 /**
@@ -42,7 +45,8 @@ try {
   db = new Database(workerData.path, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
   db.pragma('synchronous = ' + (workerData.durability === 'full' ? 'FULL' : 'NORMAL'))
 } catch (error) {
-  parentPort.postMessage({ error: error.message })
+  db = null
+  parentPort.postMessage({ error: error.message, stopped: true })
 }
 const pass = () => {
   try {
@@ -77,11 +81,11 @@ export class Checkpointer {
       eval: true,
       workerData: { driver, path: options.path, durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
     })
-    this.worker.on('message', (message: { pass?: CheckpointPass; error?: string }) => {
+    this.worker.on('message', (message: { pass?: CheckpointPass; error?: string; stopped?: boolean }) => {
       if (message.pass) options.onPass?.(message.pass)
-      if (message.error) options.onError(new Error(message.error))
+      if (message.error) options.onError(new Error(message.error), message.stopped === true)
     })
-    this.worker.on('error', (error) => options.onError(error))
+    this.worker.on('error', (error) => options.onError(error, true))
     this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()))
   }
 

@@ -41,11 +41,11 @@ it('the checkpointer copies what the writer committed into the database file fro
   expect(errors).toEqual([])
 })
 
-it('a checkpointer that cannot open the database says why, and stops cleanly', async () => {
-  const errors: Error[] = []
-  const checkpointer = new Checkpointer({ path: join(dir, 'missing', 'leasehold.db'), durability: 'normal', intervalMs: 20, onError: (e) => errors.push(e) })
+it('a checkpointer that cannot open the database says why and that it stopped, and stop() still ends its thread', async () => {
+  const errors: { message: string; stopped: boolean }[] = []
+  const checkpointer = new Checkpointer({ path: join(dir, 'missing', 'leasehold.db'), durability: 'normal', intervalMs: 20, onError: (e, stopped) => errors.push({ message: e.message, stopped }) })
   await until(() => errors.length > 0, 10_000, 'the error')
-  expect(errors[0]!.message).toMatch(/unable to open|directory does not exist|no such file/i)
+  expect(errors).toEqual([{ message: expect.stringMatching(/unable to open|directory does not exist|no such file/i), stopped: true }])
   await checkpointer.stop()
 })
 
