@@ -72,26 +72,34 @@ parentPort.on('message', () => {
  * a checkpoint syncs the log before it copies, wherever it runs.
  */
 export class Checkpointer {
-  private readonly worker: Worker
-  private readonly exited: Promise<void>
+  /** Null when the thread could not even be started (reported through `onError` as stopped). */
+  private readonly worker: Worker | null = null
+  private readonly exited: Promise<void> = Promise.resolve()
 
   constructor(options: CheckpointerOptions) {
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3')
-    this.worker = new Worker(THREAD, {
-      eval: true,
-      workerData: { driver, path: options.path, durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
-    })
-    this.worker.on('message', (message: { pass?: CheckpointPass; error?: string; stopped?: boolean }) => {
+    let worker: Worker
+    try {
+      const driver = createRequire(import.meta.url).resolve('better-sqlite3')
+      worker = new Worker(THREAD, {
+        eval: true,
+        workerData: { driver, path: options.path, durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
+      })
+    } catch (error) {
+      queueMicrotask(() => options.onError(error as Error, true))
+      return
+    }
+    worker.on('message', (message: { pass?: CheckpointPass; error?: string; stopped?: boolean }) => {
       if (message.pass) options.onPass?.(message.pass)
       if (message.error) options.onError(new Error(message.error), message.stopped === true)
     })
-    this.worker.on('error', (error) => options.onError(error, true))
-    this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()))
+    worker.on('error', (error) => options.onError(error, true))
+    this.worker = worker
+    this.exited = new Promise((resolve) => worker.once('exit', () => resolve()))
   }
 
   /** Ends the thread once its pass in progress is done (before the main connection closes). */
   async stop(): Promise<void> {
-    this.worker.postMessage('stop')
+    this.worker?.postMessage('stop')
     await this.exited
   }
 }

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { DAY, ManualClock } from '../../src-main/engine/clock'
 import { StorageAnswer } from '../../src-main/http/system'
 import { startTestHost, type TestHost } from '../helpers/host'
+import { until } from '../worker/support'
 
 let host: TestHost
 afterEach(async () => {
@@ -33,12 +34,19 @@ describe('GET /api/storage', () => {
   test('answers the file and WAL sizes as they are on disk, and the retention setting', async () => {
     host = await startTestHost({ retainDays: 3 })
     finish(20)
-    const answer = await storage()
     const file = join(host.dataDir, 'leasehold.db')
-    expect(answer).toMatchObject({ retain_days: 3, stats_retain_days: 90, auto_vacuum: 'incremental', last_prune: null })
-    expect(answer.file_bytes).toBe(statSync(file).size)
-    expect(answer.wal_bytes).toBe(statSync(`${file}-wal`).size)
-    expect(answer.database_bytes).toBe(answer.file_bytes + answer.wal_bytes)
+    // The checkpointer's thread may copy pages into the file between the answer and the stat:
+    // the answer must match the disk as it was at some moment, so asking again may be needed.
+    const onDisk = () => ({ file_bytes: statSync(file).size, wal_bytes: statSync(`${file}-wal`).size })
+    const answer = await until(async () => {
+      const before = onDisk()
+      const seen = await storage()
+      const after = onDisk()
+      return before.file_bytes === after.file_bytes && before.wal_bytes === after.wal_bytes ? { seen, disk: after } : null
+    }, 5_000, 'a moment with no checkpoint under way')
+    expect(answer.seen).toMatchObject({ retain_days: 3, stats_retain_days: 90, auto_vacuum: 'incremental', last_prune: null })
+    expect(answer.seen).toMatchObject(answer.disk)
+    expect(answer.seen.database_bytes).toBe(answer.seen.file_bytes + answer.seen.wal_bytes)
   })
 
   test('after a pass, the pass: when it ran by the host\'s clock, and what it deleted', async () => {

@@ -324,8 +324,10 @@ test('a worker that runs short jobs one at a time makes one round trip per job: 
   const transport = new ScriptedTransport([])
   // Every job type seen once counts as short here, so the rule, not the machine's speed, decides.
   await started(transport, { concurrency: 4, shortRunMs: Number.POSITIVE_INFINITY })
+  // 50 ms runs: a job is late for its report only past twice that, which even a loaded machine
+  // rarely is.
   const oneJob = async (i: number) => {
-    transport.offer([aJobOf(`job-${i}`, 'noop', {}, { heartbeat_interval_seconds: 30 })])
+    transport.offer([{ ...aClaim(`job-${i}`, 50), heartbeat_interval_seconds: 30 }])
     await until(() => transport.completed.some((c) => c.job_id === `job-${i}`) && transport.polled, 5000, `job-${i} reported, and a claim waiting`)
   }
   await until(() => transport.polled, 5000, 'the first claim')
