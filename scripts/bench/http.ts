@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import BetterSqlite3 from 'better-sqlite3'
+import { DEFAULT_WORKER_CONCURRENCY } from '../../src-main/config'
 import { openDatabase } from '../../src-main/db/open'
 import { buildCliBundle } from '../cli-bundle.js'
 import { requestJson } from '../../src-worker/http-json'
@@ -641,7 +642,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs (progress once each), 2 local workers × 16 jobs, first submit → last DONE; ${drain.cpu}`,
+        note: `${n} noop jobs (progress once each), 2 local workers × ${DEFAULT_WORKER_CONCURRENCY} jobs, first submit → last DONE; ${drain.cpu}`,
       })
       if (durability === 'normal') {
         progress(`local pickup, ${counts.localPickups} jobs`)
@@ -675,7 +676,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
       name: 'external workers batched, 8 processes',
       value: drain.jobsPerS,
       unit: 'jobs/s',
-      note: `${n} noop jobs, 8 × 16 jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE; ${drain.cpu}`,
+      note: `${n} noop jobs, 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE; ${drain.cpu}`,
     })
   } finally {
     for (const w of workers) w.kill('SIGTERM')

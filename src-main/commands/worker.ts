@@ -13,7 +13,7 @@ workers, anywhere that can reach the host.
 Flags:
 ${TARGET_HELP}
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
-  --concurrency N      jobs at once, sharing up to 4 handler threads [16]
+  --concurrency N      jobs at once, sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run})
   --exec-allow P,Q     programs the exec handler may run (none by default)
   --worker-id ID       this worker's name [<hostname>-<pid>]
