@@ -29,7 +29,10 @@ describe('ids and lease tokens', () => {
     const first = keyedId(7)
     await new Promise((resolve) => setTimeout(resolve, 5))
     expect(keyedId(7) > first).toBe(true)
-    expect(new Set(Array.from({ length: 1000 }, () => keyedId(7))).size).toBe(1000) // random bits after the key
+    // Random bits after the key. A row's key alone makes its id unique; these only vary. 24 bits
+    // of them: 1,000 draws within a few milliseconds repeat one about 3 % of the time (a birthday
+    // collision), so the rule is that they vary, not that 1,000 never meet.
+    expect(new Set(Array.from({ length: 1000 }, () => keyedId(7))).size).toBeGreaterThanOrEqual(990)
     for (const other of [newId(), first.toUpperCase(), first.slice(1), `${first}0`, 'job-1', '']) expect(idKey(other)).toBeNull()
     for (const bad of [-1, 2 ** 48, 1.5, Number.NaN]) expect(() => keyedId(bad)).toThrow(RangeError)
   })
