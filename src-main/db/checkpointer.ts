@@ -48,10 +48,16 @@ try {
   db = null
   parentPort.postMessage({ error: error.message, stopped: true })
 }
+// The last pass that copied something: an idle host's passes find the same figures and stay
+// silent, so the main thread is not woken four times a second for nothing.
+let last = { log: 0, checkpointed: 0 }
 const pass = () => {
   try {
     const [row] = db.pragma('wal_checkpoint(PASSIVE)')
-    if (row.checkpointed > 0 && row.log > 0) parentPort.postMessage({ pass: { log: row.log, checkpointed: row.checkpointed } })
+    if (row.checkpointed > 0 && (row.log !== last.log || row.checkpointed !== last.checkpointed)) {
+      last = { log: row.log, checkpointed: row.checkpointed }
+      parentPort.postMessage({ pass: last })
+    }
   } catch (error) {
     parentPort.postMessage({ error: error.message })
   }
