@@ -146,6 +146,7 @@ export class Engine {
     this.ctx.counts.load()
     this.ctx.pausedQueues.load()
     this.ctx.activeLeases.load()
+    this.ctx.queuedTally.load()
   }
 
   get config(): EngineConfig {

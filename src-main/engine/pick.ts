@@ -93,21 +93,29 @@ export function* eligibleJobs(
 const rangeKey = (queue: string, rank: number, now: number): string => `${rank} ${now} ${queue}`
 
 /**
- * Whether the transaction in progress already found every range of these streams empty at this
- * moment: a claim naming them would walk nothing. False whenever a walk is needed to tell.
+ * Whether a range is known to hold nothing to take at this moment, without reading it: it has
+ * no QUEUED job at all (queued-tally.ts), or the transaction in progress already read it and
+ * found none eligible (context.ts `isEmptyRange`).
+ */
+function knownEmptyRange(ctx: EngineContext, queue: string, rank: number, now: number): boolean {
+  return ctx.queuedTally.count(queue, rank) === 0 || ctx.isEmptyRange(rangeKey(queue, rank, now))
+}
+
+/**
+ * Whether every range of these streams is known to hold nothing to take at this moment: a
+ * claim naming them would walk nothing. False whenever a walk is needed to tell.
  */
 export function knownEmpty(ctx: EngineContext, queues: readonly string[], now: number): boolean {
-  return unpaused(ctx, queues).every((queue) => PRIORITY_RANKS.every((rank) => ctx.isEmptyRange(rangeKey(queue, rank, now))))
+  return unpaused(ctx, queues).every((queue) => PRIORITY_RANKS.every((rank) => knownEmptyRange(ctx, queue, rank, now)))
 }
 
 /**
  * The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. A
- * range the transaction already found empty at this moment is not read again (context.ts
- * `isEmptyRange`).
+ * range known to hold nothing now is not read (see knownEmptyRange).
  */
 function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, startPage: number): Generator<JobRow> {
+  if (knownEmptyRange(ctx, queue, rank, now)) return
   const key = rangeKey(queue, rank, now)
-  if (ctx.isEmptyRange(key)) return
   let after: { eligible_at: number; seq: number } | null = null
   for (let p = startPage; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
     const size = PAGE_SIZES[p]!
@@ -147,19 +155,9 @@ function unpaused(ctx: EngineContext, queues: readonly string[]): string[] {
   return ctx.pausedQueues.size === 0 ? [...queues] : queues.filter((queue) => !ctx.pausedQueues.has(queue))
 }
 
-/**
- * The queues that have QUEUED jobs: one index probe each, skipping through `jobs_pick_queue`.
- * (A loop of probes, not a recursive query: SQLite builds a temporary table for that, and
- * setting one up and tearing it down cost more than the probes.)
- */
+/** The queues that have QUEUED jobs, from memory (queued-tally.ts). */
 function queuesWithQueuedJobs(ctx: EngineContext): string[] {
-  const queues: string[] = []
-  let row = ctx.one<{ queue: string | null }>("SELECT MIN(queue) AS queue FROM jobs WHERE state = 'QUEUED'")
-  while (row?.queue != null) {
-    queues.push(row.queue)
-    row = ctx.one<{ queue: string | null }>("SELECT MIN(queue) AS queue FROM jobs WHERE state = 'QUEUED' AND queue > ?", row.queue)
-  }
-  return queues
+  return ctx.queuedTally.queues()
 }
 
 /**
@@ -171,6 +169,7 @@ export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
   let next: number | null = null
   for (const queue of unpaused(ctx, queuesWithQueuedJobs(ctx))) {
     for (const rank of PRIORITY_RANKS) {
+      if (ctx.queuedTally.count(queue, rank) === 0) continue
       const row = ctx.one<{ at: number | null }>(
         "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at > ?",
         queue,

@@ -24,6 +24,7 @@ import { Engine, EngineError, type EngineConfig, type ItemResult, type Lease } f
 import { statusOf } from '../../src-main/http/statuses'
 import type { AttemptError, AttemptReport } from '../../src-main/engine/attempt-reports'
 import type { WorkerFilter } from '../../src-main/engine/pick'
+import { engineContext } from '../../src-main/engine/internals'
 import { T0 } from '../helpers/engine'
 
 const CONFIG: Partial<EngineConfig> = {
@@ -287,6 +288,14 @@ const INVARIANTS = {
     for (const held of ended) {
       expect(dbLease(real, held.lease_id)).toMatchObject({ state: held.state, release_status: held.release_status })
     }
+  },
+  'the QUEUED jobs counted in memory are the table\'s, per queue and priority (a pick skips what the count holds empty)': (real) => {
+    const rows = real.db
+      .prepare("SELECT queue, priority, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue, priority")
+      .all() as { queue: string; priority: number; n: number }[]
+    const tally = engineContext(real.engine).queuedTally
+    expect(tally.queues()).toEqual([...new Set(rows.map((row) => row.queue))].sort())
+    for (const row of rows) expect(tally.count(row.queue, row.priority), `${row.queue} ${row.priority}`).toBe(row.n)
   },
 } satisfies Record<string, Invariant>
 

@@ -1,0 +1,163 @@
+/**
+ * The QUEUED jobs the engine counts in memory, per queue and priority (engine/queued-tally.ts),
+ * are always the table's: after every verb that makes a job QUEUED or takes it out of QUEUED,
+ * after a verb that fails under its savepoint, after a transaction that rolls back, and after a
+ * restart. The pick path skips a range the tally holds empty, so a count that fell short would
+ * leave a job that no worker is ever given.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { SECOND } from '../../src-main/engine/clock'
+import type { Engine } from '../../src-main/engine'
+import { engineContext } from '../../src-main/engine/internals'
+import { aJob, seededRandom, setup } from '../helpers/engine'
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+const QUEUES = ['default', 'mail', 'render']
+const PRIORITIES = ['LOW', 'NORMAL', 'HIGH', 'URGENT'] as const
+
+/** The table's QUEUED jobs per queue and priority rank, and the tally's, as `queue rank` → count. */
+function counts(engine: Engine): { table: Record<string, number>; tally: Record<string, number> } {
+  const ctx = engineContext(engine)
+  const rows = ctx.db
+    .prepare("SELECT queue, priority, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue, priority")
+    .all() as { queue: string; priority: number; n: number }[]
+  const table = Object.fromEntries(rows.map((row) => [`${row.queue} ${row.priority}`, row.n]))
+  const tally: Record<string, number> = {}
+  for (const queue of ctx.queuedTally.queues()) {
+    for (let rank = 0; rank < 4; rank++) if (ctx.queuedTally.count(queue, rank) !== 0) tally[`${queue} ${rank}`] = ctx.queuedTally.count(queue, rank)
+  }
+  return { table, tally }
+}
+
+function expectTallyIsTheTable(engine: Engine, when = ''): void {
+  const { table, tally } = counts(engine)
+  expect(tally, when).toEqual(table)
+  expect(engine.snapshot().jobs.queued, when).toBe(Object.values(table).reduce((sum, n) => sum + n, 0))
+}
+
+describe('the tally of QUEUED jobs', () => {
+  test('follows every verb that makes a job QUEUED or takes it out, step by step', () => {
+    const { engine, clock } = setup({ total_units: 6, config: { maxAttempts: 2, claimTtlS: 5 } })
+    const next = seededRandom(7)
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!
+    const worker = () => `w${Math.floor(next() * 3)}`
+    const jobIds: string[] = []
+    let everQueued = 0
+    for (let step = 0; step < 500; step++) {
+      const ctx = engineContext(engine)
+      const active = [...ctx.activeLeases.all()]
+      const held = active.length > 0 ? pick(active) : undefined
+      const someJob = jobIds.length > 0 ? pick(jobIds) : undefined
+      const choices: (() => unknown)[] = [
+        () => jobIds.push(engine.submit(aJob({ queue: pick(QUEUES), priority: pick(PRIORITIES), cost_units: 1 + Math.floor(next() * 2) })).job.id),
+        () => jobIds.push(engine.submit(aJob({ queue: pick(QUEUES), delay_ms: Math.floor(next() * 30) * SECOND })).job.id),
+        () => engine.claimBatch({ worker_id: worker(), queues: [pick(QUEUES)] }, 1 + Math.floor(next() * 3)),
+        () => engine.claimBatch({ worker_id: worker() }, 2),
+        () => engine.claim({ worker_id: worker() }),
+        () => engine.requestLease({ worker_id: worker() }),
+        () => clock.advance(Math.floor(next() * 10) * SECOND),
+        () => engine.reap(),
+        () => engine.pauseQueue(pick(QUEUES)),
+        () => engine.resumeQueue(pick(QUEUES)),
+      ]
+      if (someJob) {
+        choices.push(
+          () => engine.cancel(someJob),
+          () => engine.retry(someJob),
+          () => engine.runNow(someJob),
+        )
+      }
+      if (held) {
+        const { lease, job } = held
+        const report = { job_id: job.id, attempt_id: lease.attempt_id, worker_id: lease.worker_id, lease_token: lease.token }
+        choices.push(
+          () => engine.complete({ ...report, result: { step } }),
+          () => engine.fail({ ...report, error: { code: 'boom', retryable: next() < 0.7 } }),
+          () => engine.release({ lease_id: lease.id, status: pick(['SUCCEEDED', 'FAILED'] as const) }),
+          () => engine.expireLeasesOfWorker(lease.worker_id),
+        )
+      }
+      try {
+        pick(choices)()
+      } catch {
+        // a refusal (409, 404…) is part of the walk
+      }
+      expectTallyIsTheTable(engine, `step ${step}`)
+      if (Object.keys(counts(engine).table).length > 1) everQueued += 1
+    }
+    expect(everQueued).toBeGreaterThan(100) // jobs sat QUEUED in several ranges most of the walk
+  })
+
+  test('a verb refused under its savepoint in a group, and a transaction that rolls back, leave the tally as the table', async () => {
+    const { engine } = setup()
+    engine.submit(aJob({ priority: 'HIGH' }))
+    const held = engine.claimAndLease({ worker_id: 'w1' })
+    if (!held.granted) throw new Error('not granted')
+    // One group: a submit, then a completion refused (wrong attempt): only the refusal is undone.
+    const submitted = engine.run(() => engine.submit(aJob({ queue: 'mail' })))
+    const refused = engine.run(() => engine.complete({ job_id: held.job.id, attempt_id: 'not-this-attempt', worker_id: 'w1', lease_token: held.lease.token }))
+    await expect(refused).rejects.toMatchObject({ code: 'attempt_mismatch' })
+    await submitted
+    expectTallyIsTheTable(engine)
+    expect(engineContext(engine).queuedTally.count('mail', 1)).toBe(1)
+
+    // A transaction that submits and takes a job, then throws: the table and the tally roll back.
+    expect(() =>
+      engineContext(engine).transact(() => {
+        engine.submit(aJob({ priority: 'URGENT' }))
+        engine.claimBatch({ worker_id: 'w2' }, 2)
+        throw new Error('fault after the claim')
+      }),
+    ).toThrow('fault after the claim')
+    expectTallyIsTheTable(engine)
+    expect(engineContext(engine).queuedTally.count('mail', 1)).toBe(1)
+    expect(engineContext(engine).queuedTally.count('default', 3)).toBe(0)
+  })
+
+  test('is read back from the table when the engine starts again', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-tally-'))
+    dirs.push(dir)
+    const path = join(dir, 'leasehold.db')
+    const first = setup({ path })
+    for (const queue of QUEUES) for (const priority of PRIORITIES) first.engine.submit(aJob({ queue, priority }))
+    first.engine.claimBatch({ worker_id: 'w1', queues: ['mail'] }, 3)
+    engineContext(first.engine).db.close()
+
+    const second = setup({ path })
+    expectTallyIsTheTable(second.engine)
+    expect(second.engine.snapshot().jobs.queued).toBe(QUEUES.length * PRIORITIES.length - 3)
+  })
+
+  test('a job in a range the tally holds is given to a worker, a job in no range is never looked for', () => {
+    const { engine } = setup()
+    const ctx = engineContext(engine)
+    const reads = () => {
+      let n = 0
+      const proto = Object.getPrototypeOf(ctx.db.prepare('SELECT 1')) as { all: (...p: unknown[]) => unknown }
+      const original = proto.all
+      proto.all = function (this: { source: string }, ...params: unknown[]) {
+        if (this.source.includes("state = 'QUEUED' AND queue = ?")) n += 1
+        return original.apply(this, params)
+      }
+      return { count: () => n, restore: () => void (proto.all = original) }
+    }
+    const probe = reads()
+    try {
+      expect(engine.claimBatch({ worker_id: 'w1' }, 4).granted).toEqual([])
+      expect(probe.count()).toBe(0) // nothing QUEUED anywhere: no range read
+      engine.submit(aJob({ queue: 'render', priority: 'LOW' }))
+      const granted = engine.claimBatch({ worker_id: 'w1' }, 4).granted
+      expect(granted.map((grant) => grant.job_id)).toHaveLength(1)
+      expect(probe.count()).toBe(1) // render's LOW range, and no other
+    } finally {
+      probe.restore()
+    }
+  })
+})
