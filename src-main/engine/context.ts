@@ -5,7 +5,7 @@ import type { Clock } from './clock'
 import { ActiveLeases } from './active-leases'
 import { Counters } from './counters'
 import type { EngineEvent, EntityType, EventData, EventEntity, EventType } from './events'
-import { QueuedTally } from './queued-tally'
+import { JobTally } from './job-tally'
 import { PausedQueues } from './queues'
 import { RecentCounts } from './recent-counts'
 
@@ -156,7 +156,7 @@ export class EngineContext {
   /** The ACTIVE leases and their jobs, kept in memory for the hot verbs. */
   readonly activeLeases = new ActiveLeases(this)
   /** How many QUEUED jobs each queue holds per priority, kept in memory for the pick path. */
-  readonly queuedTally = new QueuedTally(this)
+  readonly jobTally = new JobTally(this)
   /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
   readonly counts = new RecentCounts(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>

@@ -63,7 +63,8 @@ import * as schedules from './schedules'
 import * as stats from './stats'
 import { pruneStatsStep } from './stats-retention'
 import * as storage from './storage'
-import { readSituation, WAITING_STATES, waitingReason } from './waiting'
+import { WAITING_STATES } from './states'
+import { readSituation, waitingReason } from './waiting'
 
 // The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
 // nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
@@ -146,7 +147,7 @@ export class Engine {
     this.ctx.counts.load()
     this.ctx.pausedQueues.load()
     this.ctx.activeLeases.load()
-    this.ctx.queuedTally.load()
+    this.ctx.jobTally.load()
   }
 
   get config(): EngineConfig {

@@ -190,7 +190,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
     }
     ctx.insert('jobs', JOB_COLUMNS, job)
     ctx.queuedJobWritten()
-    ctx.queuedTally.written(undefined, job)
+    ctx.jobTally.written(undefined, job)
     return { job, duplicate: false }
   })
 }

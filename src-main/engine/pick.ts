@@ -94,11 +94,11 @@ const rangeKey = (queue: string, rank: number, now: number): string => `${rank} 
 
 /**
  * Whether a range is known to hold nothing to take at this moment, without reading it: it has
- * no QUEUED job at all (queued-tally.ts), or the transaction in progress already read it and
+ * no QUEUED job at all (job-tally.ts), or the transaction in progress already read it and
  * found none eligible (context.ts `isEmptyRange`).
  */
 function knownEmptyRange(ctx: EngineContext, queue: string, rank: number, now: number): boolean {
-  return ctx.queuedTally.count(queue, rank) === 0 || ctx.isEmptyRange(rangeKey(queue, rank, now))
+  return ctx.jobTally.count(queue, rank) === 0 || ctx.isEmptyRange(rangeKey(queue, rank, now))
 }
 
 /**
@@ -155,9 +155,9 @@ function unpaused(ctx: EngineContext, queues: readonly string[]): string[] {
   return ctx.pausedQueues.size === 0 ? [...queues] : queues.filter((queue) => !ctx.pausedQueues.has(queue))
 }
 
-/** The queues that have QUEUED jobs, from memory (queued-tally.ts). */
+/** The queues that have QUEUED jobs, from memory (job-tally.ts). */
 function queuesWithQueuedJobs(ctx: EngineContext): string[] {
-  return ctx.queuedTally.queues()
+  return ctx.jobTally.queues()
 }
 
 /**
@@ -169,7 +169,7 @@ export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
   let next: number | null = null
   for (const queue of unpaused(ctx, queuesWithQueuedJobs(ctx))) {
     for (const rank of PRIORITY_RANKS) {
-      if (ctx.queuedTally.count(queue, rank) === 0) continue
+      if (ctx.jobTally.count(queue, rank) === 0) continue
       const row = ctx.one<{ at: number | null }>(
         "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at > ?",
         queue,

@@ -89,7 +89,7 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
   // By `seq`, the row's key: no lookup in the id index first.
   ctx.run(`UPDATE jobs SET ${sets} WHERE seq = ?`, ...params, job.seq)
   if (updated.state === 'QUEUED') ctx.queuedJobWritten()
-  ctx.queuedTally.written(job, updated)
+  ctx.jobTally.written(job, updated)
   ctx.activeLeases.jobWritten(job, updated, changes)
   return updated
 }

@@ -50,6 +50,9 @@ export const CLAIM_STATES: ReadonlySet<JobState> = new Set(['CLAIMED', 'PREPARIN
 /** States from which dialect 002 may request a lease: exactly the claimed ones. */
 export const LEASE_REQUEST_STATES = CLAIM_STATES
 
+/** The states in which a job waits for something; the others run or have ended. */
+export const WAITING_STATES: ReadonlySet<JobState> = new Set(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'BLOCKED'])
+
 /** States in which a job holds an ACTIVE lease. */
 export const LEASED_STATES: ReadonlySet<JobState> = new Set(['LEASED', 'RUNNING'])
 

@@ -27,12 +27,12 @@ export interface Snapshot {
 
 /**
  * Jobs in a state other than DONE: LEASED and RUNNING ones among the ACTIVE leases in memory,
- * QUEUED ones in the tally in memory (queued-tally.ts), the others on the jobs_state_seq index
+ * QUEUED ones in the tally in memory (job-tally.ts), the others on the jobs_state_seq index
  * (see STATE_SEQ_CLAUSE).
  */
 function countState(ctx: EngineContext, state: Exclude<JobState, 'DONE'>): number {
   if (LEASED_STATES.has(state)) return ctx.activeLeases.committed().filter(({ job }) => job.state === state).length
-  if (state === 'QUEUED') return ctx.queuedTally.committedTotal()
+  if (state === 'QUEUED') return ctx.jobTally.committedQueued()
   return ctx.one<{ n: number }>(`SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE}`, state)!.n
 }
 

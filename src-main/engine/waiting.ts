@@ -6,7 +6,7 @@ import type { EngineContext } from './context'
 import { eligibleJobs } from './pick'
 import { recordJobEvent } from './rows'
 import { isScheduled } from './scheduled'
-import type { JobState } from './states'
+import { type JobState, WAITING_STATES } from './states'
 import { shortId } from '../short-id'
 
 /**
@@ -31,8 +31,6 @@ export interface WaitingSituation {
   paused: ReadonlySet<string>
 }
 
-/** The states in which a job waits for something; the others run or have ended. */
-export const WAITING_STATES: ReadonlySet<JobState> = new Set(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'BLOCKED'])
 const WAITING_IN_SQL = `state IN (${[...WAITING_STATES].map((s) => `'${s}'`).join(', ')})`
 
 /** Reads the situation once: the capacity now, the head of the line, and a way to find a blocked job's blocker. */
@@ -109,7 +107,7 @@ export function waitingReason(job: WaitingJob, s: WaitingSituation): string | nu
  * when the total drops below its cost. Its job view then says so until the total is raised.
  */
 export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number, total: number): void {
-  if (total >= previousTotal) return
+  if (total >= previousTotal || ctx.jobTally.waitingCosting(total, previousTotal) === 0) return
   const jobs = ctx.all<JobRow>(`SELECT * FROM jobs WHERE ${WAITING_IN_SQL} AND cost_units > ? AND cost_units <= ? ORDER BY seq`, total, previousTotal)
   for (const job of jobs) {
     recordJobEvent(ctx, job, {
@@ -119,10 +117,8 @@ export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number
   }
 }
 
-/** How many waiting jobs cost more than the total capacity: they can never run until it is raised. */
+/** How many waiting jobs cost more than the total capacity: they can never run until it is raised (counted in memory, job-tally.ts). */
 export function countOverCapacity(ctx: EngineContext, totalUnits: number): number {
-  return ctx.one<{ n: number }>(
-    `SELECT COUNT(*) AS n FROM jobs WHERE ${WAITING_IN_SQL} AND cost_units > ?`,
-    totalUnits,
-  )!.n
+  ctx.commitBeforeRead()
+  return ctx.jobTally.waitingCosting(totalUnits)
 }

@@ -1,6 +1,6 @@
 /**
  * A pick reads no range (a queue and priority) that holds no QUEUED job (the tally in memory,
- * queued-tally.ts), and a transaction remembers the ranges it read and found empty, so that a
+ * job-tally.ts), and a transaction remembers the ranges it read and found empty, so that a
  * commit offering its new job to many waiting claims reads each range at most once (context.ts
  * `isEmptyRange`, pick.ts `rangeOf`). What it remembers is forgotten whenever a job may have
  * come back into a range: a job written as QUEUED, a savepoint rolled back.

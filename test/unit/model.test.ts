@@ -289,13 +289,19 @@ const INVARIANTS = {
       expect(dbLease(real, held.lease_id)).toMatchObject({ state: held.state, release_status: held.release_status })
     }
   },
-  'the QUEUED jobs counted in memory are the table\'s, per queue and priority (a pick skips what the count holds empty)': (real) => {
+  'the jobs counted in memory are the table\'s: QUEUED per queue and priority (a pick skips what the count holds empty), waiting per cost': (real) => {
     const rows = real.db
       .prepare("SELECT queue, priority, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue, priority")
       .all() as { queue: string; priority: number; n: number }[]
-    const tally = engineContext(real.engine).queuedTally
+    const tally = engineContext(real.engine).jobTally
     expect(tally.queues()).toEqual([...new Set(rows.map((row) => row.queue))].sort())
     for (const row of rows) expect(tally.count(row.queue, row.priority), `${row.queue} ${row.priority}`).toBe(row.n)
+    const waiting = "state IN ('QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'BLOCKED')"
+    for (const units of [0, 1, TOTAL_UNITS]) {
+      expect(tally.waitingCosting(units), `waiting jobs costing more than ${units}`).toBe(
+        real.db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${waiting} AND cost_units > ?`).pluck().get(units),
+      )
+    }
   },
 } satisfies Record<string, Invariant>
 

@@ -1,9 +1,10 @@
 /**
- * The QUEUED jobs the engine counts in memory, per queue and priority (engine/queued-tally.ts),
- * are always the table's: after every verb that makes a job QUEUED or takes it out of QUEUED,
- * after a verb that fails under its savepoint, after a transaction that rolls back, and after a
- * restart. The pick path skips a range the tally holds empty, so a count that fell short would
- * leave a job that no worker is ever given.
+ * The jobs the engine counts in memory (engine/job-tally.ts) — the QUEUED ones per queue and
+ * priority, the waiting ones per cost — are always the table's: after every verb that makes a
+ * job QUEUED or waiting or takes it out, after a verb that fails under its savepoint, after a
+ * transaction that rolls back, and after a restart. The pick path skips a range the tally holds
+ * empty, so a count that fell short would leave a job that no worker is ever given; the
+ * snapshot's `over_capacity` is read from the counts per cost.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,6 +23,8 @@ afterEach(() => {
 const QUEUES = ['default', 'mail', 'render']
 const PRIORITIES = ['LOW', 'NORMAL', 'HIGH', 'URGENT'] as const
 
+const WAITING = "state IN ('QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'BLOCKED')"
+
 /** The table's QUEUED jobs per queue and priority rank, and the tally's, as `queue rank` → count. */
 function counts(engine: Engine): { table: Record<string, number>; tally: Record<string, number> } {
   const ctx = engineContext(engine)
@@ -30,8 +33,8 @@ function counts(engine: Engine): { table: Record<string, number>; tally: Record<
     .all() as { queue: string; priority: number; n: number }[]
   const table = Object.fromEntries(rows.map((row) => [`${row.queue} ${row.priority}`, row.n]))
   const tally: Record<string, number> = {}
-  for (const queue of ctx.queuedTally.queues()) {
-    for (let rank = 0; rank < 4; rank++) if (ctx.queuedTally.count(queue, rank) !== 0) tally[`${queue} ${rank}`] = ctx.queuedTally.count(queue, rank)
+  for (const queue of ctx.jobTally.queues()) {
+    for (let rank = 0; rank < 4; rank++) if (ctx.jobTally.count(queue, rank) !== 0) tally[`${queue} ${rank}`] = ctx.jobTally.count(queue, rank)
   }
   return { table, tally }
 }
@@ -39,24 +42,34 @@ function counts(engine: Engine): { table: Record<string, number>; tally: Record<
 function expectTallyIsTheTable(engine: Engine, when = ''): void {
   const { table, tally } = counts(engine)
   expect(tally, when).toEqual(table)
-  expect(engine.snapshot().jobs.queued, when).toBe(Object.values(table).reduce((sum, n) => sum + n, 0))
+  const snapshot = engine.snapshot()
+  expect(snapshot.jobs.queued, when).toBe(Object.values(table).reduce((sum, n) => sum + n, 0))
+  const db = engineContext(engine).db
+  for (const units of [0, 1, 2, 3, 5]) {
+    const costing = db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${WAITING} AND cost_units > ?`).pluck().get(units)
+    expect(engineContext(engine).jobTally.waitingCosting(units), `${when}: waiting jobs costing more than ${units}`).toBe(costing)
+  }
+  const total = engine.getCapacity().total_units
+  expect(snapshot.jobs.over_capacity, when).toBe(db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${WAITING} AND cost_units > ?`).pluck().get(total))
 }
 
-describe('the tally of QUEUED jobs', () => {
-  test('follows every verb that makes a job QUEUED or takes it out, step by step', () => {
+describe('the tally of QUEUED and waiting jobs', () => {
+  test('follows every verb that makes a job QUEUED or waiting or takes it out, step by step', () => {
     const { engine, clock } = setup({ total_units: 6, config: { maxAttempts: 2, claimTtlS: 5 } })
     const next = seededRandom(7)
     const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!
     const worker = () => `w${Math.floor(next() * 3)}`
     const jobIds: string[] = []
     let everQueued = 0
+    let everOverCapacity = 0
+    let everClaimed = 0
     for (let step = 0; step < 500; step++) {
       const ctx = engineContext(engine)
       const active = [...ctx.activeLeases.all()]
       const held = active.length > 0 ? pick(active) : undefined
       const someJob = jobIds.length > 0 ? pick(jobIds) : undefined
       const choices: (() => unknown)[] = [
-        () => jobIds.push(engine.submit(aJob({ queue: pick(QUEUES), priority: pick(PRIORITIES), cost_units: 1 + Math.floor(next() * 2) })).job.id),
+        () => jobIds.push(engine.submit(aJob({ queue: pick(QUEUES), priority: pick(PRIORITIES), cost_units: 1 + Math.floor(next() * 4) })).job.id),
         () => jobIds.push(engine.submit(aJob({ queue: pick(QUEUES), delay_ms: Math.floor(next() * 30) * SECOND })).job.id),
         () => engine.claimBatch({ worker_id: worker(), queues: [pick(QUEUES)] }, 1 + Math.floor(next() * 3)),
         () => engine.claimBatch({ worker_id: worker() }, 2),
@@ -66,6 +79,7 @@ describe('the tally of QUEUED jobs', () => {
         () => engine.reap(),
         () => engine.pauseQueue(pick(QUEUES)),
         () => engine.resumeQueue(pick(QUEUES)),
+        () => engine.setCapacity({ total_units: 2 + Math.floor(next() * 5) }),
       ]
       if (someJob) {
         choices.push(
@@ -91,8 +105,12 @@ describe('the tally of QUEUED jobs', () => {
       }
       expectTallyIsTheTable(engine, `step ${step}`)
       if (Object.keys(counts(engine).table).length > 1) everQueued += 1
+      const { jobs } = engine.snapshot()
+      if (jobs.over_capacity > 0) everOverCapacity += 1
+      if (jobs.claimed > 0) everClaimed += 1
     }
-    expect(everQueued).toBeGreaterThan(100) // jobs sat QUEUED in several ranges most of the walk
+    // The walk tested something: jobs sat QUEUED in several ranges, cost more than the total, and were claimed.
+    expect(Math.min(everQueued, everOverCapacity, everClaimed), JSON.stringify({ everQueued, everOverCapacity, everClaimed })).toBeGreaterThan(50)
   })
 
   test('a verb refused under its savepoint in a group, and a transaction that rolls back, leave the tally as the table', async () => {
@@ -106,7 +124,7 @@ describe('the tally of QUEUED jobs', () => {
     await expect(refused).rejects.toMatchObject({ code: 'attempt_mismatch' })
     await submitted
     expectTallyIsTheTable(engine)
-    expect(engineContext(engine).queuedTally.count('mail', 1)).toBe(1)
+    expect(engineContext(engine).jobTally.count('mail', 1)).toBe(1)
 
     // A transaction that submits and takes a job, then throws: the table and the tally roll back.
     expect(() =>
@@ -117,8 +135,8 @@ describe('the tally of QUEUED jobs', () => {
       }),
     ).toThrow('fault after the claim')
     expectTallyIsTheTable(engine)
-    expect(engineContext(engine).queuedTally.count('mail', 1)).toBe(1)
-    expect(engineContext(engine).queuedTally.count('default', 3)).toBe(0)
+    expect(engineContext(engine).jobTally.count('mail', 1)).toBe(1)
+    expect(engineContext(engine).jobTally.count('default', 3)).toBe(0)
   })
 
   test('is read back from the table when the engine starts again', () => {
@@ -126,13 +144,15 @@ describe('the tally of QUEUED jobs', () => {
     dirs.push(dir)
     const path = join(dir, 'leasehold.db')
     const first = setup({ path })
-    for (const queue of QUEUES) for (const priority of PRIORITIES) first.engine.submit(aJob({ queue, priority }))
-    first.engine.claimBatch({ worker_id: 'w1', queues: ['mail'] }, 3)
+    for (const queue of QUEUES) for (const priority of PRIORITIES) first.engine.submit(aJob({ queue, priority, cost_units: 2 }))
+    first.engine.claimBatch({ worker_id: 'w1', queues: ['mail'] }, 3) // RUNNING: no longer waiting
+    first.engine.claim({ worker_id: 'w2' }) // CLAIMED (dialect 002): still waiting
+    first.engine.setCapacity({ total_units: 1 }) // every waiting job now costs more than the total
     engineContext(first.engine).db.close()
 
     const second = setup({ path })
     expectTallyIsTheTable(second.engine)
-    expect(second.engine.snapshot().jobs.queued).toBe(QUEUES.length * PRIORITIES.length - 3)
+    expect(second.engine.snapshot().jobs).toMatchObject({ queued: QUEUES.length * PRIORITIES.length - 4, claimed: 1, over_capacity: QUEUES.length * PRIORITIES.length - 3 })
   })
 
   test('a job in a range the tally holds is given to a worker, a job in no range is never looked for', () => {

@@ -1,0 +1,126 @@
+import { type JobRow, STATE_SEQ_CLAUSE } from '../db/schema'
+import type { EngineContext } from './context'
+import { WAITING_STATES, type JobState } from './states'
+
+/** What the tally reads of a job row. */
+type Tallied = Pick<JobRow, 'state' | 'queue' | 'priority' | 'cost_units'>
+
+/** Priorities are ranks 0 (LOW) to 3 (URGENT): one counter each. */
+const RANKS = 4
+
+const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefined && WAITING_STATES.has(job.state as JobState)
+
+/**
+ * Counts of jobs kept in memory beside the database, so that neither the pick path nor the
+ * snapshot counts rows:
+ * - the QUEUED jobs of each queue, per priority. The pick path asks before it reads a range of
+ *   the pick index (pick.ts): a claim over an empty queue or priority asks nothing of SQLite,
+ *   nor does finding the queues that hold work, nor the count of QUEUED jobs in the snapshot and
+ *   the gauges. On a host that is mostly idle, a pickup's claims used to read six to ten such
+ *   ranges (every priority, twice over), each a statement on the path to the worker's answer.
+ * - the waiting jobs (WAITING_STATES) per cost: the snapshot's `over_capacity` (those costing more
+ *   than the total) used to read every waiting job, tens of milliseconds with a backlog.
+ *
+ * SQLite stays the truth: the counts are read from the table at start (the QUEUED jobs from the
+ * pick index), and every write of a job goes through the tally in the same transaction (the
+ * job's insert, jobs.ts, and `updateJob`, rows.ts, are the only writers of a job's state, queue,
+ * priority or cost; retention deletes finished jobs only), with an undo should that transaction
+ * or its savepoint roll back.
+ *
+ * A QUEUED job that is not eligible yet (delayed, or in its backoff) counts too: a range with a
+ * count may still hold nothing to take now, and is read; a range without one is never read.
+ */
+export class JobTally {
+  /** Per queue, the QUEUED jobs of each priority rank. A queue leaves the map when it has none. */
+  private readonly queuedPerQueue = new Map<string, number[]>()
+  private queued = 0
+  /** Per cost in units, the waiting jobs. A cost leaves the map when none waits. */
+  private readonly waitingPerCost = new Map<number, number>()
+
+  constructor(private readonly ctx: EngineContext) {}
+
+  /**
+   * Counts the QUEUED and the waiting jobs (the engine does so once, at start): the QUEUED ones
+   * on the pick index, the other waiting states each on jobs_state_seq, so a start reads no
+   * finished job (a single `state IN (…)` would scan the whole table).
+   */
+  load(): void {
+    this.queuedPerQueue.clear()
+    this.queued = 0
+    this.waitingPerCost.clear()
+    const queued = this.ctx.all<{ queue: string; priority: number; cost_units: number; n: number }>(
+      "SELECT queue, priority, cost_units, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue, priority, cost_units",
+    )
+    for (const row of queued) {
+      this.addQueued(row.queue, row.priority, row.n)
+      this.addWaiting(row.cost_units, row.n)
+    }
+    for (const state of WAITING_STATES) {
+      if (state === 'QUEUED') continue
+      const rows = this.ctx.all<{ cost_units: number; n: number }>(
+        `SELECT cost_units, COUNT(*) AS n FROM jobs WHERE state = ? AND ${STATE_SEQ_CLAUSE} GROUP BY cost_units`,
+        state,
+      )
+      for (const row of rows) this.addWaiting(row.cost_units, row.n)
+    }
+  }
+
+  /** The QUEUED jobs of this queue and priority rank, as committed plus the transaction in progress. */
+  count(queue: string, rank: number): number {
+    return this.queuedPerQueue.get(queue)?.[rank] ?? 0
+  }
+
+  /** The queues that hold a QUEUED job, in name order. */
+  queues(): string[] {
+    return [...this.queuedPerQueue.keys()].sort()
+  }
+
+  /** Every QUEUED job, as committed: from outside every operation, an open group commits first. */
+  committedQueued(): number {
+    this.ctx.commitBeforeRead()
+    return this.queued
+  }
+
+  /** The waiting jobs that cost more than `units` and at most `upTo` units, as committed plus the transaction in progress. */
+  waitingCosting(units: number, upTo = Infinity): number {
+    let n = 0
+    for (const [cost, count] of this.waitingPerCost) if (cost > units && cost <= upTo) n += count
+    return n
+  }
+
+  /**
+   * A job row was written inside the transaction in progress: inserted (`before` undefined) or
+   * updated from `before` (the row as it was) to `after`.
+   */
+  written(before: Tallied | undefined, after: Tallied): void {
+    const wasQueued = before?.state === 'QUEUED'
+    const isQueued = after.state === 'QUEUED'
+    const queuedMoves = (wasQueued || isQueued) && !(wasQueued && isQueued && before.queue === after.queue && before.priority === after.priority)
+    const wasWaiting = isWaiting(before)
+    const isWaitingNow = isWaiting(after)
+    const waitingMoves = (wasWaiting || isWaitingNow) && !(wasWaiting && isWaitingNow && before.cost_units === after.cost_units)
+    if (!queuedMoves && !waitingMoves) return
+    const apply = (sign: 1 | -1) => {
+      if (queuedMoves && wasQueued) this.addQueued(before.queue, before.priority, -sign)
+      if (queuedMoves && isQueued) this.addQueued(after.queue, after.priority, sign)
+      if (waitingMoves && wasWaiting) this.addWaiting(before.cost_units, -sign)
+      if (waitingMoves && isWaitingNow) this.addWaiting(after.cost_units, sign)
+    }
+    apply(1)
+    this.ctx.onRollback(() => apply(-1))
+  }
+
+  private addQueued(queue: string, rank: number, n: number): void {
+    let counts = this.queuedPerQueue.get(queue)
+    if (!counts) this.queuedPerQueue.set(queue, (counts = new Array<number>(RANKS).fill(0)))
+    counts[rank] = counts[rank]! + n
+    this.queued += n
+    if (counts.every((count) => count === 0)) this.queuedPerQueue.delete(queue)
+  }
+
+  private addWaiting(cost: number, n: number): void {
+    const count = (this.waitingPerCost.get(cost) ?? 0) + n
+    if (count === 0) this.waitingPerCost.delete(cost)
+    else this.waitingPerCost.set(cost, count)
+  }
+}
