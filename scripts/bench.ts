@@ -211,7 +211,10 @@ function measureBacklog(c: Counts, rows: Row[]): { small: Latency; large: Latenc
     let b = openEngine(dir, 'normal')
     try {
       const maxAttempts = DEFAULT_ENGINE_CONFIG.maxAttempts
+      // Written beside the engine: it reads what it keeps in memory (the QUEUED jobs' tally, the
+      // ACTIVE leases, its counters) at start, so it is opened again on them.
       insertBacklog(b.db, c.smallBacklog, b.clock.now(), maxAttempts)
+      b = reopenEngine(dir, b, 'normal')
       progress(`grant latency at ${n(c.smallBacklog)} queued`)
       grantLatencies(b, Math.min(200, c.latencySamples)) // warm-up
       const small = latencySummary(grantLatencies(b, c.latencySamples))

@@ -155,7 +155,7 @@ export class EngineContext {
   readonly pausedQueues = new PausedQueues(this)
   /** The ACTIVE leases and their jobs, kept in memory for the hot verbs. */
   readonly activeLeases = new ActiveLeases(this)
-  /** How many QUEUED jobs each queue holds per priority, kept in memory for the pick path. */
+  /** The QUEUED jobs per queue and priority, and the waiting jobs per cost, kept in memory for the pick path and the snapshot. */
   readonly jobTally = new JobTally(this)
   /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
   readonly counts = new RecentCounts(this)
