@@ -3,7 +3,8 @@
  * job-tally.ts), and a transaction remembers the ranges it read and found empty, so that a
  * commit offering its new job to many waiting claims reads each range at most once (context.ts
  * `isEmptyRange`, pick.ts `rangeOf`). What it remembers is forgotten whenever a job may have
- * come back into a range: a job written as QUEUED, a savepoint rolled back.
+ * come back into a range: a job written as QUEUED, a savepoint rolled back. And a pick's first
+ * read is sized to the jobs it means to take.
  */
 import type { Statement } from 'better-sqlite3'
 import { afterEach, expect, test } from 'vitest'
@@ -106,4 +107,23 @@ test('a savepoint rolled back forgets the ranges it found empty: the grant it un
     return engine.claimBatch({ worker_id: 'c', queues: ['default'] }, 1)
   })
   expect(third.granted.map((claim) => claim.job_id)).toEqual([job.id])
+})
+
+test("a worker's batch claim of 32 (its free slots) reads 32 rows of its range, not a page of 64", () => {
+  const { engine } = setup()
+  for (let i = 0; i < 100; i++) engine.submit(aJob())
+  const proto = Object.getPrototypeOf(engineContext(engine).db.prepare('SELECT 1')) as { all: (...params: unknown[]) => unknown[] }
+  const original = proto.all
+  let rows = 0
+  proto.all = function (this: Statement, ...params: unknown[]) {
+    const result = original.apply(this, params)
+    if (this.source.includes(PICK_RANGE)) rows += result.length
+    return result
+  }
+  try {
+    expect(engine.claimBatch({ worker_id: 'w', queues: ['default'] }, 32).granted).toHaveLength(32)
+  } finally {
+    proto.all = original
+  }
+  expect(rows).toBe(32)
 })
