@@ -289,7 +289,7 @@ const INVARIANTS = {
       expect(dbLease(real, held.lease_id)).toMatchObject({ state: held.state, release_status: held.release_status })
     }
   },
-  'the jobs counted in memory are the table\'s: QUEUED per queue and priority (a pick skips what the count holds empty), waiting per cost': (real) => {
+  "the jobs counted in memory are the table's: QUEUED per queue and priority (a pick skips what the count holds empty), waiting per cost": (real) => {
     const rows = real.db
       .prepare("SELECT queue, priority, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue, priority")
       .all() as { queue: string; priority: number; n: number }[]
