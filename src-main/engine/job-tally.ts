@@ -81,6 +81,12 @@ export class JobTally {
     return this.queued
   }
 
+  /** The QUEUED jobs of each queue that holds one, as committed (see {@link committedQueued}). */
+  committedQueuedByQueue(): { queue: string; n: number }[] {
+    this.ctx.commitBeforeRead()
+    return [...this.queuedPerQueue].map(([queue, counts]) => ({ queue, n: counts.reduce((sum, count) => sum + count, 0) }))
+  }
+
   /** The waiting jobs that cost more than `units` and at most `upTo` units, as committed plus the transaction in progress. */
   waitingCosting(units: number, upTo = Infinity): number {
     let n = 0

@@ -100,9 +100,9 @@ export interface QueueSummary extends QueuePause {
 
 /**
  * Every queue that has jobs other than DONE ones, or is paused, by name, with its counts by
- * state. The counts read the pick index for QUEUED, the jobs_state_seq index for the others
- * but LEASED and RUNNING, and the ACTIVE leases in memory for those: a cost in the number of
- * unfinished and failed jobs, never in the DONE ones.
+ * state. QUEUED jobs are counted in memory (job-tally.ts), LEASED and RUNNING ones are the
+ * ACTIVE leases in memory, and the others are read from the jobs_state_seq index: a cost in the
+ * number of claimed, blocked and failed jobs, never in the QUEUED or DONE ones.
  */
 export function listQueues(ctx: EngineContext): QueueSummary[] {
   const byName = new Map<string, QueueSummary>()
@@ -112,7 +112,7 @@ export function listQueues(ctx: EngineContext): QueueSummary[] {
     return found
   }
   const counted = [
-    ...ctx.all<{ queue: string; state: CountedState; n: number }>("SELECT queue, 'QUEUED' AS state, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue"),
+    ...ctx.jobTally.committedQueuedByQueue().map(({ queue, n }) => ({ queue, state: 'QUEUED' as const, n })),
     ...ctx.all<{ queue: string; state: CountedState; n: number }>(
       `SELECT queue, state, COUNT(*) AS n FROM jobs WHERE ${STATE_SEQ_CLAUSE} GROUP BY queue, state`,
     ),

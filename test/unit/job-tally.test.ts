@@ -49,6 +49,10 @@ function expectTallyIsTheTable(engine: Engine, when = ''): void {
     const costing = db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${WAITING} AND cost_units > ?`).pluck().get(units)
     expect(engineContext(engine).jobTally.waitingCosting(units), `${when}: waiting jobs costing more than ${units}`).toBe(costing)
   }
+  const listed = Object.fromEntries(engine.listQueues().filter((q) => q.counts.QUEUED).map((q) => [q.queue, q.counts.QUEUED]))
+  const perQueue: Record<string, number> = {}
+  for (const [key, n] of Object.entries(table)) perQueue[key.split(' ')[0]!] = (perQueue[key.split(' ')[0]!] ?? 0) + n
+  expect(listed, `${when}: the queues' QUEUED counts`).toEqual(perQueue)
   const total = engine.getCapacity().total_units
   expect(snapshot.jobs.over_capacity, when).toBe(db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${WAITING} AND cost_units > ?`).pluck().get(total))
 }
