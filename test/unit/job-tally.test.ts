@@ -39,6 +39,7 @@ function counts(engine: Engine): { table: Record<string, number>; tally: Record<
   return { table, tally }
 }
 
+/** The tally, and what reads it (the snapshot, the queues' list), against queries of the table. */
 function expectTallyIsTheTable(engine: Engine, when = ''): void {
   const { table, tally } = counts(engine)
   expect(tally, when).toEqual(table)
@@ -50,9 +51,8 @@ function expectTallyIsTheTable(engine: Engine, when = ''): void {
     expect(engineContext(engine).jobTally.waitingCosting(units), `${when}: waiting jobs costing more than ${units}`).toBe(costing)
   }
   const listed = Object.fromEntries(engine.listQueues().filter((q) => q.counts.QUEUED).map((q) => [q.queue, q.counts.QUEUED]))
-  const perQueue: Record<string, number> = {}
-  for (const [key, n] of Object.entries(table)) perQueue[key.split(' ')[0]!] = (perQueue[key.split(' ')[0]!] ?? 0) + n
-  expect(listed, `${when}: the queues' QUEUED counts`).toEqual(perQueue)
+  const perQueue = db.prepare("SELECT queue, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue").all() as { queue: string; n: number }[]
+  expect(listed, `${when}: the queues' QUEUED counts`).toEqual(Object.fromEntries(perQueue.map((row) => [row.queue, row.n])))
   const total = engine.getCapacity().total_units
   expect(snapshot.jobs.over_capacity, when).toBe(db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${WAITING} AND cost_units > ?`).pluck().get(total))
 }
