@@ -129,9 +129,9 @@ const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [
  * whatever arrives meanwhile goes with the next (nextExchange decides). So a busy worker sends
  * one request per batch of finished jobs, not three per job, and one that runs short jobs one
  * at a time one request per job. The heartbeat timers run on this thread, the handlers on
- * theirs, so a busy handler cannot starve them. Messages between this thread and a handler thread go in one batch per
- * turn each way (thread-protocol.ts), and a batch of short jobs shares one thread
- * (thread-placement.ts): a batch of no-op jobs wakes one thread once.
+ * theirs, so a busy handler cannot starve them. Messages between this thread and a handler
+ * thread go in one batch per turn each way (thread-protocol.ts), and a batch of short jobs
+ * shares one thread (thread-placement.ts): a batch of no-op jobs wakes one thread once.
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()

@@ -87,6 +87,12 @@ export class JobTally {
     return [...this.queuedPerQueue].map(([queue, counts]) => ({ queue, n: counts.reduce((sum, count) => sum + count, 0) }))
   }
 
+  /** The waiting jobs that cost more than `units`, as committed (see {@link committedQueued}). */
+  committedWaitingCosting(units: number): number {
+    this.ctx.commitBeforeRead()
+    return this.waitingCosting(units)
+  }
+
   /** The waiting jobs that cost more than `units` and at most `upTo` units, as committed plus the transaction in progress. */
   waitingCosting(units: number, upTo = Infinity): number {
     let n = 0

@@ -119,6 +119,5 @@ export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number
 
 /** How many waiting jobs cost more than the total capacity: they can never run until it is raised (counted in memory, job-tally.ts). */
 export function countOverCapacity(ctx: EngineContext, totalUnits: number): number {
-  ctx.commitBeforeRead()
-  return ctx.jobTally.waitingCosting(totalUnits)
+  return ctx.jobTally.committedWaitingCosting(totalUnits)
 }
