@@ -34,6 +34,8 @@ class ScriptedTransport implements WorkerTransport {
   readonly requests: ExchangeRequest[] = []
   /** The job ids of each answer that handed out jobs. */
   readonly answered: string[][] = []
+  /** How long an exchange that carries completions or failures takes to be answered. */
+  reportRoundTripMs = 0
   constructor(
     private readonly claims: Claim[],
     private readonly beat: (jobId: string) => Promise<ReportAnswer> = async (job_id) => ({ job_id, ok: true, cancel_requested: false }),
@@ -45,6 +47,7 @@ class ScriptedTransport implements WorkerTransport {
     this.requests.push(request)
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
     for (const f of request.fail ?? []) this.failed.push({ job_id: f.job_id, error: f.error })
+    if (this.reportRoundTripMs > 0 && (request.complete?.length || request.fail?.length)) await new Promise((r) => setTimeout(r, this.reportRoundTripMs))
     const heartbeats = await Promise.all((request.heartbeat ?? []).map((h) => this.beat(h.job_id)))
     const answer: ExchangeAnswer = {
       heartbeats,
@@ -53,7 +56,7 @@ class ScriptedTransport implements WorkerTransport {
       jobs: this.claims.splice(0, request.claim?.max_jobs ?? 0),
     }
     if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
-    if (answer.jobs.length > 0 || !request.claim || request.claim.max_wait_ms === 0) return answer
+    if (answer.jobs.length > 0 || !request.claim || request.claim.max_wait_ms === 0 || signal?.aborted) return answer
     // A waiting claim: answered with the next offer, or when the worker stops.
     return new Promise((resolve) => {
       this.waiting = () => {
@@ -120,6 +123,9 @@ test("a heartbeat answer that arrives after its job ended does not stop the next
 
 test('a worker with free slots claims them in one request, and reports finished jobs together with its next claim', async () => {
   const transport = new ScriptedTransport(Array.from({ length: 6 }, (_, i) => aClaim(`job-${i}`, 50)))
+  // Reports that finish while one is on its way wait for it and go together with the next. The
+  // round trip is long next to the jobs, so a slow machine that ends them apart still batches.
+  transport.reportRoundTripMs = 200
   runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 4, threads: 2, handlers: { handlersDir: null, execAllow: [] }, log: () => {} })
   await runtime.start()
   runtime.begin()
