@@ -5,7 +5,7 @@ import { EngineError, invalid } from './errors'
 import { keyedId } from './ids'
 import { closeBlockersOfCanceledJob } from './blockers'
 import { cancelNow } from './moves'
-import { getJob, type JobEvent, moveJob, updateJob } from './rows'
+import { getJob, insertJob, type JobEvent, moveJob, updateJob } from './rows'
 import { readTimeline } from './timeline'
 import { nextStreamMessageId } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
@@ -107,17 +107,6 @@ export const costExceedsCapacity = (cost: number, totalUnits: number) =>
     `cost_units: ${cost} exceeds the total capacity of ${totalUnits} units, so the job could never run; raise total_units (PUT /api/capacity) or split the job`,
   )
 
-/** Every column of a job. */
-const JOB_COLUMNS = [
-  'seq', 'id', 'addon_id', 'job_type', 'priority', 'cost_units', 'constraints', 'payload', 'is_unique', 'idempotency_key', 'tags',
-  'max_runtime_s', 'queue', 'max_attempts', 'attempt_budget', 'state', 'attempts', 'claimed_by', 'claim_expires_at',
-  'lease_id', 'stream_message_id', 'next_retry_at', 'eligible_at', 'run_at', 'cancel_requested', 'progress', 'note',
-  'dead_letter', 'final_status', 'error', 'result', 'metrics', 'created_at', 'updated_at', 'started_at', 'finished_at', 'last_event_id',
-] as const satisfies readonly (keyof JobRow)[]
-/** Fails to compile while a column of the table is missing from the list. */
-const allJobColumns: Exclude<keyof JobRow, (typeof JOB_COLUMNS)[number]> extends never ? true : never = true
-void allJobColumns
-
 /**
  * Submits a job, or returns the existing one when its idempotency key is already known. A job
  * costing more than `totalUnits` (the capacity's total now) is refused. A delayed job (`run_at`
@@ -188,7 +177,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       finished_at: null,
       last_event_id: submitted,
     }
-    ctx.insert('jobs', JOB_COLUMNS, job)
+    insertJob(ctx, job)
     ctx.queuedJobWritten()
     ctx.jobTally.written(undefined, job)
     return { job, duplicate: false }

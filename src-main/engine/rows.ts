@@ -67,6 +67,32 @@ function appendJobEvents(ctx: EngineContext, job: JobRow, events: readonly JobEv
   return id
 }
 
+/** Every column of a job. */
+const JOB_COLUMNS = [
+  'seq', 'id', 'addon_id', 'job_type', 'priority', 'cost_units', 'constraints', 'payload', 'is_unique', 'idempotency_key', 'tags',
+  'max_runtime_s', 'queue', 'max_attempts', 'attempt_budget', 'state', 'attempts', 'claimed_by', 'claim_expires_at',
+  'lease_id', 'stream_message_id', 'next_retry_at', 'eligible_at', 'run_at', 'cancel_requested', 'progress', 'note',
+  'dead_letter', 'final_status', 'error', 'result', 'metrics', 'created_at', 'updated_at', 'started_at', 'finished_at', 'last_event_id',
+] as const satisfies readonly (keyof JobRow)[]
+/** Fails to compile while a column of the table is missing from the list. */
+const allJobColumns: Exclude<keyof JobRow, (typeof JOB_COLUMNS)[number]> extends never ? true : never = true
+void allJobColumns
+
+/** Writes a new job (inside the submit's transaction). */
+export function insertJob(ctx: EngineContext, job: JobRow): void {
+  ctx.insert('jobs', JOB_COLUMNS, job)
+}
+
+/** Each column's digit (1–37) in the key of an UPDATE's written columns, in the order written. */
+const JOB_COLUMN_DIGIT = new Map<string, number>(JOB_COLUMNS.map((column, i) => [column, i + 1]))
+/** Up to ten digits of base 38 make a key below 2^53, exact in a double. */
+const MAX_KEYED_COLUMNS = 10
+/**
+ * The `UPDATE jobs` for each list of columns written, by its key: made once. Building the text
+ * and hashing it for the statement cache on every write cost more than the rest of the write's JS.
+ */
+const jobUpdates = new Map<number, string>()
+
 /**
  * Writes the job's changed columns, bumps `updated_at`, and returns the row as it now is; the
  * `events` that record the change are appended first and the last becomes the job's
@@ -77,21 +103,42 @@ function appendJobEvents(ctx: EngineContext, job: JobRow, events: readonly JobEv
  */
 export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
   if (events.length > 0) changes = { ...changes, last_event_id: appendJobEvents(ctx, job, events) }
-  const updated = { ...job, ...changes, updated_at: ctx.clock.now() }
+  // A copy of the row with its values replaced (the row's own shape), not a spread of both: a
+  // spread adds each changed column to the copy as a new property.
+  const updated = { ...job }
+  const row = updated as Record<keyof JobRow, unknown>
   // Positional parameters: binding by name looks each one up on an object (context.ts `inserter`).
-  const params: unknown[] = [updated.updated_at]
-  let sets = 'updated_at = ?'
+  const params: unknown[] = [0]
+  const written: (keyof JobRow)[] = []
+  let key = 0
   for (const column of Object.keys(changes) as (keyof JobRow)[]) {
-    if (changes[column] === job[column]) continue
-    params.push(changes[column])
-    sets += `, ${column} = ?`
+    const value = changes[column]
+    if (value === job[column] || column === 'updated_at') continue
+    row[column] = value
+    params.push(value)
+    const digit = JOB_COLUMN_DIGIT.get(column)
+    if (digit === undefined) throw new Error(`updateJob: jobs has no column ${column}`)
+    written.push(column)
+    key = key * 38 + digit
   }
+  updated.updated_at = params[0] = ctx.clock.now()
   // By `seq`, the row's key: no lookup in the id index first.
-  ctx.run(`UPDATE jobs SET ${sets} WHERE seq = ?`, ...params, job.seq)
+  ctx.run(jobUpdateSql(written, key), ...params, job.seq)
   if (updated.state === 'QUEUED') ctx.queuedJobWritten()
   ctx.jobTally.written(job, updated)
   ctx.activeLeases.jobWritten(job, updated, changes)
   return updated
+}
+
+/** The UPDATE that writes `updated_at` and then the `written` columns, whose key is `key`. */
+function jobUpdateSql(written: readonly (keyof JobRow)[], key: number): string {
+  const keyed = written.length <= MAX_KEYED_COLUMNS
+  let sql = keyed ? jobUpdates.get(key) : undefined
+  if (sql === undefined) {
+    sql = `UPDATE jobs SET updated_at = ?${written.map((column) => `, ${column} = ?`).join('')} WHERE seq = ?`
+    if (keyed) jobUpdates.set(key, sql)
+  }
+  return sql
 }
 
 /**
