@@ -32,5 +32,10 @@ export class ManualClock implements Clock {
 export function iso(ms: number): string
 export function iso(ms: number | null): string | null
 export function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString()
+  if (ms === null) return null
+  // The answers of a batch name the same millisecond over and over (a job's created_at and
+  // updated_at, a thousand jobs submitted in one commit): the last one is kept.
+  if (ms !== lastIso.ms) lastIso = { ms, text: new Date(ms).toISOString() }
+  return lastIso.text
 }
+let lastIso = { ms: NaN, text: '' }

@@ -43,10 +43,23 @@ const hex = (value: number, digits: number): string => value.toString(16).padSta
  */
 export function keyedId(key: number): string {
   if (!Number.isSafeInteger(key) || key < 0 || key > MAX_KEY) throw new RangeError(`keyedId: ${key} is not a key from 0 to 2^48 − 1`)
-  const time = hex(Date.now(), 12)
   const k = hex(key, 12)
-  return `${time.slice(0, 8)}-${time.slice(8)}-8${k.slice(0, 3)}-8${k.slice(3, 6)}-${k.slice(6)}${randomBytes(3).toString('hex')}`
+  const random = randomBytes(3)
+  return `${timePrefix(Date.now())}-8${k.slice(0, 3)}-8${k.slice(3, 6)}-${k.slice(6)}${HEX[random[0]!]}${HEX[random[1]!]}${HEX[random[2]!]}`
 }
+
+/** Each byte's two hex digits (a Buffer's toString costs more than the id's other parts). */
+const HEX = Array.from({ length: 256 }, (_, byte) => hex(byte, 2))
+
+/** `tttttttt-tttt` for the millisecond `ms`; the ids of a batch share it, so the last is kept. */
+function timePrefix(ms: number): string {
+  if (ms !== lastPrefix.ms) {
+    const time = hex(ms, 12)
+    lastPrefix = { ms, text: `${time.slice(0, 8)}-${time.slice(8)}` }
+  }
+  return lastPrefix.text
+}
+let lastPrefix = { ms: NaN, text: '' }
 
 const KEYED = /^[0-9a-f]{8}-[0-9a-f]{4}-8([0-9a-f]{3})-8([0-9a-f]{3})-([0-9a-f]{6})[0-9a-f]{6}$/
 
