@@ -220,27 +220,52 @@ interface Sent {
 }
 
 /**
- * Submits `jobsPerS × seconds` no-op jobs, one request each, in an open loop: the i-th leaves at
- * i / jobsPerS s whether or not the earlier ones have been answered. Job `i` carries
+ * Calls `send(i)` for i = 0 … jobsPerS × seconds − 1 in an open loop: the i-th leaves at
+ * i / jobsPerS s whether or not the earlier ones have been answered. Resolves with their answers.
+ */
+async function openLoop<T>(load: { jobsPerS: number; seconds: number }, send: (i: number) => Promise<T>): Promise<T[]> {
+  const total = Math.round(load.jobsPerS * load.seconds)
+  const sent: Promise<T>[] = []
+  const started = performance.now()
+  while (sent.length < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) * load.jobsPerS) / 1000) + 1)
+    while (sent.length < due) sent.push(send(sent.length))
+    await new Promise((r) => setTimeout(r, 1))
+  }
+  return Promise.all(sent)
+}
+
+/**
+ * Submits `jobsPerS × seconds` no-op jobs, one request each, in an open loop. Job `i` carries
  * `payload: { i: firstIndex + i }`, and `sentAt` is keyed by that number as each leaves, so
  * a claim answered before its submit's own answer still finds its start.
  */
 async function openLoopSubmits(server: Server, load: { jobsPerS: number; seconds: number }, firstIndex: number, sentAt: Map<number, number>): Promise<Sent[]> {
   const post = client(server, new Latencies())
-  const total = Math.round(load.jobsPerS * load.seconds)
-  const submits: Promise<Sent>[] = []
-  const started = performance.now()
-  while (submits.length < total) {
-    const due = Math.min(total, Math.floor(((performance.now() - started) * load.jobsPerS) / 1000) + 1)
-    while (submits.length < due) {
-      const i = firstIndex + submits.length
-      const at = performance.now()
-      sentAt.set(i, at)
-      submits.push(post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1, payload: { i } }).then((res) => ({ jobId: (res.json.job as { job_id: string }).job_id, sentAt: at })))
-    }
-    await new Promise((r) => setTimeout(r, 1))
+  return openLoop(load, async (n) => {
+    const i = firstIndex + n
+    const at = performance.now()
+    sentAt.set(i, at)
+    const res = await post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1, payload: { i } })
+    return { jobId: (res.json.job as { job_id: string }).job_id, sentAt: at }
+  })
+}
+
+/**
+ * Round trips of one small JSON POST each to the bare Koa app, in an open loop at the peer's
+ * load: the floor under both pickups, which start with such a request. On this VM a process
+ * woken from idle costs far more than one kept busy, so the floor at 500 requests/s is not
+ * 1 / (the floor's requests/s).
+ */
+async function floorRoundTrips(server: Server, load: typeof PEER_LOAD): Promise<number[]> {
+  const post = client(server, new Latencies())
+  const once = async () => {
+    const at = performance.now()
+    await post('floor', '/', { job_type: 'noop', cost_units: 1 })
+    return performance.now() - at
   }
-  return Promise.all(submits)
+  await openLoop({ jobsPerS: load.jobsPerS, seconds: PEER_LOAD_WARM_UP_S }, once)
+  return openLoop(load, once)
 }
 
 /**
@@ -294,13 +319,24 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
   progress('HTTP floor (bare Koa), 8 workers, 3 requests per job, 2 s warm-up + 3 s')
   const koa = await startKoaFloor()
   let floorAt8: number
+  let roundTrips: number[]
   try {
     await floorDrain(koa, 2_000, 8) // lets the JIT and the connections warm up
     floorAt8 = await floorDrain(koa, 3_000, 8)
+    progress(`HTTP round trips to bare Koa at ${PEER_LOAD.jobsPerS} requests/s for ${PEER_LOAD.seconds} s`)
+    roundTrips = await floorRoundTrips(koa, PEER_LOAD)
   } finally {
     await koa.stop()
   }
-  rows.push({ name: 'HTTP floor, bare Koa, 8 workers', value: floorAt8, unit: 'jobs/s', note: `3 JSON POSTs per job, same client: ${Math.round(floorAt8 * 3).toLocaleString('en-US')} requests/s` })
+  rows.push(
+    { name: 'HTTP floor, bare Koa, 8 workers', value: floorAt8, unit: 'jobs/s', note: `3 JSON POSTs per job, same client: ${Math.round(floorAt8 * 3).toLocaleString('en-US')} requests/s` },
+    {
+      name: `HTTP round trip p50 at ${PEER_LOAD.jobsPerS} requests/s, bare Koa`,
+      value: p(roundTrips, 50),
+      unit: 'ms',
+      note: `${roundTrips.length} JSON POSTs, one each, open loop: the floor under the pickups, whose submit is such a request`,
+    },
+  )
   const server = await startServer(['--workers', '0', '--total-units', '100000'])
   const latencies = new Latencies()
   const post = client(server, latencies)
