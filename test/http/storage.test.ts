@@ -9,7 +9,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { DAY, ManualClock } from '../../src-main/engine/clock'
 import { StorageAnswer } from '../../src-main/http/system'
 import { startTestHost, type TestHost } from '../helpers/host'
-import { until } from '../worker/support'
+import { until } from '../helpers/until'
 
 let host: TestHost
 afterEach(async () => {

@@ -154,14 +154,7 @@ export async function submit(host: TestHost, json: Record<string, unknown> = {})
 export const post = (host: TestHost, path: string, json: unknown, token?: string | null) =>
   host.call(path, { method: 'POST', json, ...(token === undefined ? {} : { token }) })
 
-/** Waits until `check` is true, polling every 20 ms, at most `ms`. */
-export async function until(check: () => boolean | Promise<boolean>, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time')
-    await new Promise((r) => setTimeout(r, 20))
-  }
-}
+export { until } from '../helpers/until'
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 

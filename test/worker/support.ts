@@ -11,23 +11,12 @@ import type { HostConfig } from '../../src-main/config'
 import type { Clock } from '../../src-main/engine/clock'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { BIN } from '../helpers/process'
+import { until } from '../helpers/until'
 import { engineContext } from '../../src-main/engine/internals'
 
 export const QUEUE = '/api/scheduler'
-
-// ---------------------------------------------------------------------------------------------
-// Waiting
-
-/** Waits until `check` returns something truthy (polling every 25 ms), at most `ms`; returns it. */
-export async function until<T>(check: () => T | Promise<T>, ms: number, what = 'condition'): Promise<NonNullable<T>> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await check()
-    if (value) return value as NonNullable<T>
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
+/** The tests' one wait (helpers/until.ts), here for the worker tests that import it with the rest. */
+export { until }
 
 // ---------------------------------------------------------------------------------------------
 // The host's records
