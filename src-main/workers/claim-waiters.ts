@@ -89,17 +89,19 @@ export class ClaimWaiters {
   /**
    * Runs `op` (which claims, and may report on other jobs first, as a worker's exchange does) as
    * one operation of the engine's commit group; if it leased nothing, waits up to `maxWaitMs`
-   * for up to `maxJobs` jobs. The wait starts inside that same operation: work that another
-   * operation of the group makes available is offered to it before the group commits, never
-   * missed between the try and the wait.
+   * for up to `maxJobs` jobs — unless `answerNow` says the answer is news the caller must have
+   * at once. The wait starts inside that same operation: work that another operation of the
+   * group makes available is offered to it before the group commits, never missed between the
+   * try and the wait.
    */
-  async claimAfter<R extends { claimed: Claims }>(filter: WorkerFilter, options: ClaimOptions, op: () => R): Promise<R> {
+  async claimAfter<R extends { claimed: Claims }>(filter: WorkerFilter, options: ClaimOptions, op: () => R, answerNow: (answer: R) => boolean = () => false): Promise<R> {
     let waiter: Waiter | null = null
     let first: R
     try {
       first = await this.engine.run(() => {
         const answer = op()
-        if (answer.claimed.granted.length === 0 && options.maxWaitMs > 0 && !options.signal?.aborted) waiter = this.wait(filter, answer.claimed.denial, options)
+        const waits = answer.claimed.granted.length === 0 && options.maxWaitMs > 0 && !options.signal?.aborted && !answerNow(answer)
+        if (waits) waiter = this.wait(filter, answer.claimed.denial, options)
         return answer
       })
     } catch (error) {
@@ -113,7 +115,9 @@ export class ClaimWaiters {
   /**
    * A worker's exchange (dialect 003's /batch, the local workers' IPC `exchange`): its reports,
    * then a claim of up to `max_jobs` that waits up to `maxWaitMs` (already capped by the
-   * transport) when nothing could be leased.
+   * transport) when nothing could be leased. A report the host refused (its lease was lost) is
+   * answered at once, not held by the wait: the worker learns now that it must drop a result or
+   * stop a handler, not when work next comes.
    */
   exchange(request: WorkerExchangeRequest, options: { maxWaitMs: number; signal?: AbortSignal }): Promise<ExchangeAnswer> {
     const { claim, ...reports } = request
@@ -121,6 +125,7 @@ export class ClaimWaiters {
       { worker_id: request.worker_id, queues: claim?.streams ?? [] },
       { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: claim ? options.maxWaitMs : 0, signal: options.signal },
       () => this.engine.exchange({ ...reports, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
+      (answer) => [answer.heartbeats, answer.completed, answer.failed].some((items) => items.some((item) => !item.ok)),
     )
   }
 

@@ -62,3 +62,27 @@ test('a wait ends with nothing claimed after maxWaitMs, or when the host closes'
   waiters.close()
   expect((await pending).granted).toBe(false)
 })
+
+test('an exchange whose report the host refuses is answered at once, though its claim would wait; one whose reports are accepted waits', async () => {
+  const engine = realTimeEngine(100)
+  waiters = new ClaimWaiters(engine)
+  const { job } = engine.submit({ job_type: 't', cost_units: 1 })
+  const first = await waiters.exchange({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1 } }, { maxWaitMs: 0 })
+  const lease = first.claimed.granted[0]!
+  const report = { job_id: job.id, attempt_id: lease.attempt_id, lease_token: lease.lease_token }
+
+  // A completion under a token that names no lease: refused, and the worker hears it now, not
+  // when work next comes (the claim would otherwise wait the full minute).
+  const refused = waiters.exchange({ worker_id: 'w', complete: [{ ...report, lease_token: 'not-the-token' }], claim: { streams: ['default'], max_jobs: 1 } }, { maxWaitMs: 60_000 })
+  const answer = await Promise.race([refused, new Promise<'still waiting'>((r) => setTimeout(() => r('still waiting'), 5_000))])
+  expect(answer).not.toBe('still waiting')
+  expect(answer !== 'still waiting' && answer.completed[0]!.ok).toBe(false)
+  expect(waiters.size).toBe(0)
+
+  // The accepted completion: its claim waits for work, as a long-poll does.
+  const accepted = waiters.exchange({ worker_id: 'w', complete: [report], claim: { streams: ['default'], max_jobs: 1 } }, { maxWaitMs: 60_000 })
+  await new Promise((r) => setTimeout(r, 50))
+  expect(waiters.size).toBe(1)
+  waiters.close()
+  expect((await accepted).completed[0]!.ok).toBe(true)
+})
