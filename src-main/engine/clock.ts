@@ -32,10 +32,20 @@ export class ManualClock implements Clock {
 export function iso(ms: number): string
 export function iso(ms: number | null): string | null
 export function iso(ms: number | null): string | null {
-  if (ms === null) return null
-  // The answers of a batch name the same millisecond over and over (a job's created_at and
-  // updated_at, a thousand jobs submitted in one commit): the last one is kept.
-  if (ms !== lastIso.ms) lastIso = { ms, text: new Date(ms).toISOString() }
-  return lastIso.text
+  return ms === null ? null : isoText(ms)
 }
-let lastIso = { ms: NaN, text: '' }
+
+/**
+ * `format`, remembering its text for the last millisecond asked: a batch names the same one
+ * over and over (a job's created_at and updated_at, the ids of a thousand jobs submitted in
+ * one commit).
+ */
+export function lastMillisecond(format: (ms: number) => string): (ms: number) => string {
+  let last = { ms: NaN, text: '' }
+  return (ms) => {
+    if (ms !== last.ms) last = { ms, text: format(ms) }
+    return last.text
+  }
+}
+
+const isoText = lastMillisecond((ms) => new Date(ms).toISOString())

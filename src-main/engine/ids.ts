@@ -1,5 +1,6 @@
 import { randomFillSync } from 'node:crypto'
 import { v7 } from 'uuid'
+import { lastMillisecond } from './clock'
 
 /**
  * Cryptographically random bytes, drawn 4 KiB at a time: one call into the random source per
@@ -51,15 +52,11 @@ export function keyedId(key: number): string {
 /** Each byte's two hex digits (a Buffer's toString costs more than the id's other parts). */
 const HEX = Array.from({ length: 256 }, (_, byte) => hex(byte, 2))
 
-/** `tttttttt-tttt` for the millisecond `ms`; the ids of a batch share it, so the last is kept. */
-function timePrefix(ms: number): string {
-  if (ms !== lastPrefix.ms) {
-    const time = hex(ms, 12)
-    lastPrefix = { ms, text: `${time.slice(0, 8)}-${time.slice(8)}` }
-  }
-  return lastPrefix.text
-}
-let lastPrefix = { ms: NaN, text: '' }
+/** `tttttttt-tttt` for the millisecond `ms`. */
+const timePrefix = lastMillisecond((ms) => {
+  const time = hex(ms, 12)
+  return `${time.slice(0, 8)}-${time.slice(8)}`
+})
 
 const KEYED = /^[0-9a-f]{8}-[0-9a-f]{4}-8([0-9a-f]{3})-8([0-9a-f]{3})-([0-9a-f]{6})[0-9a-f]{6}$/
 
