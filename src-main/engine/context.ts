@@ -139,8 +139,6 @@ export class EngineContext {
   private undos: (() => void)[] = []
   /** Per job, the newest event appended in the transaction in progress: where the job's chain goes on. */
   private readonly heads = new Map<string, number>()
-  /** Pick ranges the transaction in progress found empty (see {@link isEmptyRange}). */
-  private readonly emptyRanges = new Set<string>()
   /** Inside a transaction's body: a nested {@link transact} joins it. */
   private inBody = false
   /** Inside an operation given to {@link runGrouped}: a verb's {@link transact} becomes a savepoint. */
@@ -298,7 +296,6 @@ export class EngineContext {
       this.pending = null
       this.undos = []
       this.heads.clear()
-      this.emptyRanges.clear()
     }
     for (const event of pending) this.dispatch(event)
     if (pending.length > 0) this.dispatchCommit(pending)
@@ -328,7 +325,6 @@ export class EngineContext {
         this.control.release.run()
         pending.length = eventsBefore
         this.undoTo(undosBefore)
-        this.emptyRanges.clear()
       } else {
         this.abandonGroup(error)
       }
@@ -391,28 +387,6 @@ export class EngineContext {
       }
     }
     return calls.map((call) => this.settle(call))
-  }
-
-  /**
-   * Whether a pick range (a queue and priority, at one moment: pick.ts) was found to hold no
-   * eligible job earlier in the transaction in progress. A commit offers its new work to the
-   * waiting claims one after another (workers/claim-waiters.ts): once the first has taken the
-   * only new job, the others would read the same empty ranges again, inside the commit that
-   * every answer waits for. The note is dropped when a job becomes QUEUED ({@link queuedJobWritten}),
-   * when a savepoint rolls back (an undone grant puts its job back), and when the transaction ends.
-   */
-  isEmptyRange(key: string): boolean {
-    return this.pending !== null && this.emptyRanges.has(key)
-  }
-
-  /** Notes a pick range found empty, for the rest of the transaction in progress (none outside one). */
-  noteEmptyRange(key: string): void {
-    if (this.pending !== null) this.emptyRanges.add(key)
-  }
-
-  /** A job was written as QUEUED (inserted, moved back, or changed while queued): a range may hold it now. */
-  queuedJobWritten(): void {
-    this.emptyRanges.clear()
   }
 
   /**
@@ -514,7 +488,6 @@ export class EngineContext {
     this.pending = null
     this.undos = []
     this.heads.clear()
-    this.emptyRanges.clear()
   }
 
   /** The group's transaction failed or was lost: roll back, undo memory, fail every member. */

@@ -1,27 +1,27 @@
 import { type JobRow, STATE_SEQ_CLAUSE } from '../db/schema'
 import type { EngineContext } from './context'
+import { QueuedRange } from './queued-range'
 import { WAITING_STATES, type JobState } from './states'
 
 /** What the tally reads of a job row. */
-type Tallied = Pick<JobRow, 'state' | 'queue' | 'priority' | 'cost_units'>
+type Tallied = Pick<JobRow, 'state' | 'queue' | 'priority' | 'cost_units' | 'eligible_at' | 'seq'>
 
-/** Priorities are ranks 0 (LOW) to 3 (URGENT): one counter each. */
+/** Priorities are ranks 0 (LOW) to 3 (URGENT): one range each. */
 const RANKS = 4
 
 const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefined && WAITING_STATES.has(job.state as JobState)
 
 /**
- * Counts of jobs kept in memory beside the database, so that neither the pick path nor the
- * snapshot counts rows:
- * - the QUEUED jobs of each queue, per priority. The pick path asks before it reads a range of
- *   the pick index (pick.ts): a claim over an empty queue or priority asks nothing of SQLite,
- *   nor does finding the queues that hold work, nor the count of QUEUED jobs in the snapshot and
- *   the gauges. On a host that is mostly idle, a pickup's claims used to read six to ten such
- *   ranges (every priority, twice over), each a statement on the path to the worker's answer.
+ * The jobs kept in memory beside the database, so that neither the pick path nor the snapshot
+ * counts or walks rows:
+ * - the QUEUED jobs of each queue, per priority, in pick order (queued-range.ts: their keys, not
+ *   their rows). A pick walks them and reads only the rows it may take (pick.ts); a claim over an
+ *   empty queue or priority reads nothing, nor does finding the queues that hold work, nor the
+ *   count of QUEUED jobs in the snapshot and the gauges.
  * - the waiting jobs (WAITING_STATES) per cost: the snapshot's `over_capacity` (those costing more
  *   than the total) used to read every waiting job, tens of milliseconds with a backlog.
  *
- * SQLite stays the truth: the counts are read from the table at start (the QUEUED jobs from the
+ * SQLite stays the truth: the jobs are read from the table at start (the QUEUED ones from the
  * pick index), and every write of a job goes through the tally in the same transaction (the
  * job's insert, jobs.ts, and `updateJob`, rows.ts, are the only writers of a job's state, queue,
  * priority or cost; retention deletes finished jobs only), with an undo should that transaction
@@ -32,7 +32,7 @@ const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefine
  */
 export class JobTally {
   /** Per queue, the QUEUED jobs of each priority rank. A queue leaves the map when it has none. */
-  private readonly queuedPerQueue = new Map<string, number[]>()
+  private readonly queuedPerQueue = new Map<string, QueuedRange[]>()
   private queued = 0
   /** Per cost in units, the waiting jobs. A cost leaves the map when none waits. */
   private readonly waitingPerCost = new Map<number, number>()
@@ -48,12 +48,14 @@ export class JobTally {
     this.queuedPerQueue.clear()
     this.queued = 0
     this.waitingPerCost.clear()
-    const queued = this.ctx.all<{ queue: string; priority: number; cost_units: number; n: number }>(
-      "SELECT queue, priority, cost_units, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue, priority, cost_units",
-    )
-    for (const row of queued) {
-      this.addQueued(row.queue, row.priority, row.n)
-      this.addWaiting(row.cost_units, row.n)
+    const queued = this.ctx.db
+      .prepare("SELECT queue, priority, eligible_at, seq, cost_units FROM jobs WHERE state = 'QUEUED' ORDER BY queue, priority, eligible_at, seq")
+      .raw(true)
+      .iterate() as IterableIterator<[string, number, number, number, number]>
+    for (const [queue, priority, eligibleAt, seq, cost] of queued) {
+      this.rangeOf(queue, priority).add(eligibleAt, seq)
+      this.queued += 1
+      this.addWaiting(cost, 1)
     }
     for (const state of WAITING_STATES) {
       if (state === 'QUEUED') continue
@@ -67,7 +69,13 @@ export class JobTally {
 
   /** The QUEUED jobs of this queue and priority rank, as committed plus the transaction in progress. */
   count(queue: string, rank: number): number {
-    return this.queuedPerQueue.get(queue)?.[rank] ?? 0
+    return this.queuedPerQueue.get(queue)?.[rank]!.size ?? 0
+  }
+
+  /** The QUEUED jobs of this queue and priority rank in pick order, or undefined when it has none (see {@link count}). */
+  range(queue: string, rank: number): QueuedRange | undefined {
+    const range = this.queuedPerQueue.get(queue)?.[rank]
+    return range && range.size > 0 ? range : undefined
   }
 
   /** The queues that hold a QUEUED job, in name order. */
@@ -84,7 +92,7 @@ export class JobTally {
   /** The QUEUED jobs of each queue that holds one, as committed (see {@link committedQueued}). */
   committedQueuedByQueue(): { queue: string; n: number }[] {
     this.ctx.commitBeforeRead()
-    return [...this.queuedPerQueue].map(([queue, counts]) => ({ queue, n: counts.reduce((sum, count) => sum + count, 0) }))
+    return [...this.queuedPerQueue].map(([queue, ranges]) => ({ queue, n: ranges.reduce((sum, range) => sum + range.size, 0) }))
   }
 
   /** The waiting jobs that cost more than `units`, as committed (see {@link committedQueued}). */
@@ -107,14 +115,16 @@ export class JobTally {
   written(before: Tallied | undefined, after: Tallied): void {
     const wasQueued = before?.state === 'QUEUED'
     const isQueued = after.state === 'QUEUED'
-    const queuedMoves = (wasQueued || isQueued) && !(wasQueued && isQueued && before.queue === after.queue && before.priority === after.priority)
+    const queuedMoves =
+      (wasQueued || isQueued) &&
+      !(wasQueued && isQueued && before.queue === after.queue && before.priority === after.priority && before.eligible_at === after.eligible_at)
     const wasWaiting = isWaiting(before)
     const isWaitingNow = isWaiting(after)
     const waitingMoves = (wasWaiting || isWaitingNow) && !(wasWaiting && isWaitingNow && before.cost_units === after.cost_units)
     if (!queuedMoves && !waitingMoves) return
     const apply = (sign: 1 | -1) => {
-      if (queuedMoves && wasQueued) this.addQueued(before.queue, before.priority, -sign)
-      if (queuedMoves && isQueued) this.addQueued(after.queue, after.priority, sign)
+      if (queuedMoves && wasQueued) this.moveQueued(before, -sign as 1 | -1)
+      if (queuedMoves && isQueued) this.moveQueued(after, sign)
       if (waitingMoves && wasWaiting) this.addWaiting(before.cost_units, -sign)
       if (waitingMoves && isWaitingNow) this.addWaiting(after.cost_units, sign)
     }
@@ -122,12 +132,19 @@ export class JobTally {
     this.ctx.onRollback(() => apply(-1))
   }
 
-  private addQueued(queue: string, rank: number, n: number): void {
-    let counts = this.queuedPerQueue.get(queue)
-    if (!counts) this.queuedPerQueue.set(queue, (counts = new Array<number>(RANKS).fill(0)))
-    counts[rank] = counts[rank]! + n
-    this.queued += n
-    if (counts.every((count) => count === 0)) this.queuedPerQueue.delete(queue)
+  /** The job (as `job` has it) comes into its range (`sign` 1) or leaves it (-1). */
+  private moveQueued(job: Tallied, sign: 1 | -1): void {
+    const range = this.rangeOf(job.queue, job.priority)
+    if (sign === 1) range.add(job.eligible_at, job.seq)
+    else range.remove(job.eligible_at, job.seq)
+    this.queued += sign
+    if (sign === -1 && this.queuedPerQueue.get(job.queue)!.every((r) => r.size === 0)) this.queuedPerQueue.delete(job.queue)
+  }
+
+  private rangeOf(queue: string, rank: number): QueuedRange {
+    let ranges = this.queuedPerQueue.get(queue)
+    if (!ranges) this.queuedPerQueue.set(queue, (ranges = Array.from({ length: RANKS }, () => new QueuedRange())))
+    return ranges[rank]!
   }
 
   private addWaiting(cost: number, n: number): void {

@@ -178,7 +178,6 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       last_event_id: submitted,
     }
     insertJob(ctx, job)
-    ctx.queuedJobWritten()
     ctx.jobTally.written(undefined, job)
     return { job, duplicate: false }
   })

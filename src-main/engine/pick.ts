@@ -44,10 +44,9 @@ function requiresGpu(job: JobRow): boolean {
 /**
  * A pick reads its first page sized to the jobs it means to take (one, or a batch claim's N); a
  * worker that skips rows reads on in growing pages. The sizes are written into the SQL, not
- * bound: a bound LIMIT costs ~40 µs a call in SQLite here, more than the whole index probe.
- * 32 is a size of its own because a worker's free slots usually are 32 (its default concurrency,
- * after it finished all it held): a page of 64 read and built 32 rows for nothing, ~10 % of the
- * engine's CPU in a drain.
+ * bound, so that each is one prepared statement. 32 is a size of its own because a worker's free
+ * slots usually are 32 (its default concurrency, after it finished all it held): a page of 64
+ * read and built 32 rows for nothing, ~10 % of the engine's CPU in a drain.
  */
 const PAGE_SIZES = [1, 4, 16, 32, 64] as const
 
@@ -60,11 +59,11 @@ function firstPage(wanted: number): number {
 /**
  * The eligible QUEUED jobs this worker can take, in scheduling order: by stream if the worker
  * names streams, then URGENT before HIGH before NORMAL before LOW, then by the time each job
- * became eligible. Paused queues hand out nothing. One index (`jobs_pick_queue`: queue,
- * priority, eligible_at, seq) serves both: a worker that names no stream reads every queue's
- * range of a priority at once, merged in order. Each range is read in pages, so the first job
- * costs O(log n) however many are queued. Lazy: the caller stops at the head, or after `limit`
- * claims. (Pages rather than an open cursor: the caller writes between rows.)
+ * became eligible. Paused queues hand out nothing. The order is kept in memory (job-tally.ts,
+ * queued-range.ts); a worker that names no stream walks every queue's range of a priority at
+ * once, merged in order. Each range is walked in pages, and only a page's rows are read, by
+ * their key. Lazy: the caller stops at the head, or after `limit` claims. (Pages rather than one
+ * pass: the caller writes between rows, and a write may move jobs in or out of a range.)
  */
 export function* eligibleJobs(
   ctx: EngineContext,
@@ -92,48 +91,54 @@ export function* eligibleJobs(
   }
 }
 
-/** A pick range's name in the transaction's notes of empty ranges (context.ts `isEmptyRange`). */
-const rangeKey = (queue: string, rank: number, now: number): string => `${rank} ${now} ${queue}`
-
-/**
- * Whether a range is known to hold nothing to take at this moment, without reading it: it has
- * no QUEUED job at all (job-tally.ts), or the transaction in progress already read it and
- * found none eligible (context.ts `isEmptyRange`).
- */
-function knownEmptyRange(ctx: EngineContext, queue: string, rank: number, now: number): boolean {
-  return ctx.jobTally.count(queue, rank) === 0 || ctx.isEmptyRange(rangeKey(queue, rank, now))
+/** Whether a range holds a job eligible at this moment (from memory). */
+function hasEligible(ctx: EngineContext, queue: string, rank: number, now: number): boolean {
+  return ctx.jobTally.range(queue, rank)?.hasEligible(now) ?? false
 }
 
 /**
  * Whether every range of these streams is known to hold nothing to take at this moment: a
- * claim naming them would walk nothing. False whenever a walk is needed to tell.
+ * claim naming them would walk nothing.
  */
 export function knownEmpty(ctx: EngineContext, queues: readonly string[], now: number): boolean {
-  return unpaused(ctx, queues).every((queue) => PRIORITY_RANKS.every((rank) => knownEmptyRange(ctx, queue, rank, now)))
+  return unpaused(ctx, queues).every((queue) => PRIORITY_RANKS.every((rank) => !hasEligible(ctx, queue, rank, now)))
 }
 
 /**
- * The eligible QUEUED jobs of one queue and priority, oldest eligible first, read in pages. A
- * range known to hold nothing now is not read (see knownEmptyRange).
+ * The eligible QUEUED jobs of one queue and priority, oldest eligible first: the range's keys
+ * from memory in pages, each page's rows read by their key. Each page goes on after the last job
+ * of the one before, so a job taken or written between pages is not met twice.
  */
 function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, startPage: number): Generator<JobRow> {
-  if (knownEmptyRange(ctx, queue, rank, now)) return
-  const key = rangeKey(queue, rank, now)
-  let after: { eligible_at: number; seq: number } | null = null
+  let after: { eligibleAt: number; seq: number } | null = null
   for (let p = startPage; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
+    const range = ctx.jobTally.range(queue, rank)
+    if (!range) return
     const size = PAGE_SIZES[p]!
-    const page: JobRow[] = ctx.all<JobRow>(
-      `SELECT * FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at <= ?
-         AND (eligible_at, seq) > (?, ?) ORDER BY eligible_at, seq LIMIT ${size}`,
-      queue, rank, now, after?.eligible_at ?? Number.MIN_SAFE_INTEGER, after?.seq ?? 0,
-    )
-    if (page.length === 0 && after === null) ctx.noteEmptyRange(key)
-    yield* page
-    if (page.length < size) return
-    const last = page[page.length - 1]!
-    after = { eligible_at: last.eligible_at, seq: last.seq }
+    const seqs = range.page(now, size, after)
+    if (seqs.length === 0) return
+    const rows = jobsBySeq(ctx, seqs, size)
+    for (const job of rows) {
+      if (job.state !== 'QUEUED') throw new Error(`pick: job ${job.id} is in the QUEUED range but ${job.state}`)
+      yield job
+    }
+    if (seqs.length < size) return
+    const last = rows[rows.length - 1]!
+    after = { eligibleAt: last.eligible_at, seq: last.seq }
   }
 }
+
+/** The rows of these jobs, in the order given; one statement per page size (the keys past `seqs` bound as 0, which no job has). */
+function jobsBySeq(ctx: EngineContext, seqs: readonly number[], size: number): JobRow[] {
+  const params: number[] = seqs.length === size ? (seqs as number[]) : [...seqs, ...new Array<number>(size - seqs.length).fill(0)]
+  const rows = ctx.all<JobRow>(`SELECT * FROM jobs WHERE seq IN (${PAGE_PLACEHOLDERS[size]})`, ...params)
+  if (rows.length !== seqs.length) throw new Error(`pick: ${seqs.length - rows.length} QUEUED jobs of a range have no row`)
+  if (rows.length < 2) return rows
+  const bySeq = new Map(rows.map((row) => [row.seq, row]))
+  return seqs.map((seq) => bySeq.get(seq)!)
+}
+
+const PAGE_PLACEHOLDERS: Record<number, string> = Object.fromEntries(PAGE_SIZES.map((size) => [size, new Array(size).fill('?').join(', ')]))
 
 /** Several ranges merged into one, by the time each job became eligible, then submit order. */
 function* merged(ranges: Generator<JobRow>[]): Generator<JobRow> {
@@ -166,20 +171,14 @@ function queuesWithQueuedJobs(ctx: EngineContext): string[] {
 /**
  * The next moment a QUEUED job of a queue that is not paused becomes eligible (a requeued job's
  * backoff ends, a delayed job's `run_at` comes), or null if none waits: whoever waits for work
- * sets a timer for it. One index probe per queue and priority.
+ * sets a timer for it. From memory.
  */
 export function nextEligibleAt(ctx: EngineContext, now: number): number | null {
   let next: number | null = null
   for (const queue of unpaused(ctx, queuesWithQueuedJobs(ctx))) {
     for (const rank of PRIORITY_RANKS) {
-      if (ctx.jobTally.count(queue, rank) === 0) continue
-      const row = ctx.one<{ at: number | null }>(
-        "SELECT MIN(eligible_at) AS at FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? AND eligible_at > ?",
-        queue,
-        rank,
-        now,
-      )
-      if (row?.at != null && (next === null || row.at < next)) next = row.at
+      const at = ctx.jobTally.range(queue, rank)?.nextEligibleAfter(now) ?? null
+      if (at !== null && (next === null || at < next)) next = at
     }
   }
   return next

@@ -124,7 +124,6 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
   updated.updated_at = params[0] = ctx.clock.now()
   // By `seq`, the row's key: no lookup in the id index first.
   ctx.run(jobUpdateSql(written, key), ...params, job.seq)
-  if (updated.state === 'QUEUED') ctx.queuedJobWritten()
   ctx.jobTally.written(job, updated)
   ctx.activeLeases.jobWritten(job, updated, changes)
   return updated

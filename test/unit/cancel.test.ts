@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import { eventTypes, expectEngineError, leaseOrFail } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
 describe('cancellation', () => {
   it('cancel QUEUED is immediate; cancel RUNNING sets cancel_requested and ends CANCELED on release; cancel terminal 409 illegal_transition', () => {
@@ -42,8 +41,7 @@ describe('cancellation', () => {
   it('cancel BLOCKED is immediate', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
-    // File-lease blockers are not built yet; put the job in BLOCKED directly.
-    engineContext(engine).run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
+    forceState(engine, job.id, 'BLOCKED') // as a file-lease blocker leaves it, without the contention
     expect(engine.cancel(job.id).state).toBe('CANCELED')
   })
 

@@ -1,6 +1,6 @@
 /**
  * The jobs the engine counts in memory (engine/job-tally.ts) — the QUEUED ones per queue and
- * priority, the waiting ones per cost — are always the table's: after every verb that makes a
+ * priority, in pick order, the waiting ones per cost — are always the table's: after every verb that makes a
  * job QUEUED or waiting or takes it out, after a verb that fails under its savepoint, after a
  * transaction that rolls back, and after a restart. The pick path skips a range the tally holds
  * empty, so a count that fell short would leave a job that no worker is ever given; the
@@ -43,6 +43,15 @@ function counts(engine: Engine): { table: Record<string, number>; tally: Record<
 function expectTallyIsTheTable(engine: Engine, when = ''): void {
   const { table, tally } = counts(engine)
   expect(tally, when).toEqual(table)
+  const ctx = engineContext(engine)
+  for (const key of Object.keys(table)) {
+    const [queue, rank] = [key.slice(0, key.lastIndexOf(' ')), Number(key.slice(key.lastIndexOf(' ') + 1))]
+    const inOrder = ctx.db
+      .prepare("SELECT seq FROM jobs WHERE state = 'QUEUED' AND queue = ? AND priority = ? ORDER BY eligible_at, seq")
+      .pluck()
+      .all(queue, rank)
+    expect(ctx.jobTally.range(queue, rank)!.page(Number.MAX_SAFE_INTEGER, 1e9, null), `${when}: the pick order of ${key}`).toEqual(inOrder)
+  }
   const snapshot = engine.snapshot()
   expect(snapshot.jobs.queued, when).toBe(Object.values(table).reduce((sum, n) => sum + n, 0))
   const db = engineContext(engine).db
@@ -167,7 +176,7 @@ describe('the tally of QUEUED and waiting jobs', () => {
       const proto = Object.getPrototypeOf(ctx.db.prepare('SELECT 1')) as { all: (...p: unknown[]) => unknown }
       const original = proto.all
       proto.all = function (this: { source: string }, ...params: unknown[]) {
-        if (this.source.includes("state = 'QUEUED' AND queue = ?")) n += 1
+        if (this.source.includes('SELECT * FROM jobs WHERE seq IN (')) n += 1
         return original.apply(this, params)
       }
       return { count: () => n, restore: () => void (proto.all = original) }
@@ -179,7 +188,7 @@ describe('the tally of QUEUED and waiting jobs', () => {
       engine.submit(aJob({ queue: 'render', priority: 'LOW' }))
       const granted = engine.claimBatch({ worker_id: 'w1' }, 4).granted
       expect(granted.map((grant) => grant.job_id)).toHaveLength(1)
-      expect(probe.count()).toBe(1) // render's LOW range, and no other
+      expect(probe.count()).toBe(1) // the row of render's LOW job, and no other read
     } finally {
       probe.restore()
     }

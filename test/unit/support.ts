@@ -5,6 +5,9 @@ import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/clock'
+import { engineContext } from '../../src-main/engine/internals'
+import { getJob, updateJob } from '../../src-main/engine/rows'
+import type { JobState } from '../../src-main/engine/states'
 import { type BulkAction, Engine, EngineError, type EngineConfig, type Event, type LeaseDecision, type WorkerFilter } from '../../src-main/engine'
 import { statusOf } from '../../src-main/http/statuses'
 import { T0 } from '../helpers/engine'
@@ -95,4 +98,14 @@ export function runBulk(engine: Engine, action: BulkAction, request: Parameters<
     cursor = step.next
   }
   return { matched, changed, steps }
+}
+
+/**
+ * Puts a job in `state` through the row layer, as no verb would (a BLOCKED job without its file
+ * contention): the engine's memory of QUEUED and waiting jobs follows the row, as it follows
+ * every write of a verb.
+ */
+export function forceState(engine: Engine, jobId: string, state: JobState): void {
+  const ctx = engineContext(engine)
+  ctx.transact(() => updateJob(ctx, getJob(ctx, jobId), { state }))
 }

@@ -2,8 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
-import { eventTypes, expectEngineError, leaseOrFail } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
 const reasonOf = (engine: Engine, jobId: string) => engine.waitingReasons([engine.getJob(jobId)])[0]
 const short = (id: string) => `…${id.slice(-8)}`
@@ -133,7 +132,7 @@ describe('every waiting job can say why it waits', () => {
   it('a BLOCKED job waits for an operator', () => {
     const { engine } = setup()
     const job = engine.submit(aJob()).job
-    engineContext(engine).run("UPDATE jobs SET state = 'BLOCKED' WHERE id = ?", job.id)
+    forceState(engine, job.id, 'BLOCKED')
     expect(reasonOf(engine, job.id)).toBe('halted; waits for an operator to retry, force release or cancel')
   })
 

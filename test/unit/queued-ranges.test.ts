@@ -1,21 +1,22 @@
 /**
- * A pick reads no range (a queue and priority) that holds no QUEUED job (the tally in memory,
- * job-tally.ts), and a transaction remembers the ranges it read and found empty, so that a
- * commit offering its new job to many waiting claims reads each range at most once (context.ts
- * `isEmptyRange`, pick.ts `rangeOf`). What it remembers is forgotten whenever a job may have
- * come back into a range: a job written as QUEUED, a savepoint rolled back. And a pick's first
- * read is sized to the jobs it means to take.
+ * The QUEUED jobs of each queue and priority are kept in memory in pick order (job-tally.ts,
+ * queued-range.ts), and a pick reads only the rows it may take, by their key (pick.ts): a
+ * commit offering its new job to many waiting claims reads that one row, and a range with
+ * nothing eligible is never read. A job written as QUEUED is in reach at once, and one a
+ * rolled-back savepoint had taken is back in its place. A pick's first read is sized to the jobs
+ * it means to take.
  */
 import type { Statement } from 'better-sqlite3'
-import { afterEach, expect, test } from 'vitest'
+import { afterEach, describe, expect, test } from 'vitest'
 import { engineContext } from '../../src-main/engine/internals'
+import { QueuedRange } from '../../src-main/engine/queued-range'
 import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
-import { aJob, setup } from '../helpers/engine'
+import { aJob, seededRandom, setup } from '../helpers/engine'
 
 let waiters: ClaimWaiters | undefined
 afterEach(() => waiters?.close())
 
-const PICK_RANGE = "state = 'QUEUED' AND queue = ? AND priority = ?"
+const PICK_ROWS = 'SELECT * FROM jobs WHERE seq IN ('
 
 /** Counts the statements of `method` (all, run) whose SQL includes `sql` while `fn` runs. */
 async function countStatements(statement: Statement, method: 'all' | 'run', sql: string, fn: () => Promise<unknown>): Promise<number> {
@@ -34,14 +35,14 @@ async function countStatements(statement: Statement, method: 'all' | 'run', sql:
   }
 }
 
-test('a commit that offers its one new job to eight waiting claims reads only the range that holds it, once', async () => {
+test('a commit that offers its one new job to eight waiting claims reads its row once, and nothing else of the queue', async () => {
   const { engine } = setup()
   waiters = new ClaimWaiters(engine)
   const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
-  const reads = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'all', PICK_RANGE, () => engine.run(() => engine.submit(aJob())))
-  // The first waiter reads NORMAL (the job); URGENT, HIGH and LOW hold no QUEUED job and are
-  // not read, nor is NORMAL once the job is taken. Before the tally it was 5 (the empty ranges
-  // read once each); before the notes of empty ranges, 3 + 7 × 4.
+  const reads = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'all', PICK_ROWS, () => engine.run(() => engine.submit(aJob())))
+  // The first waiter reads the job's row; the queue then holds nothing eligible, and the seven
+  // others read nothing. Before the tally it was 5 ranges read (the empty ones once each); before
+  // the notes of empty ranges, 3 + 7 × 4.
   expect(reads).toBe(1)
   const granted = await Promise.race(claims)
   expect(granted.granted).toBe(true)
@@ -56,7 +57,7 @@ test('a waiting claim that the ranges already found empty deny is asked without 
   await new Promise((resolve) => setTimeout(resolve, 10)) // the claims' own group has committed
   const savepoints = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'run', 'SAVEPOINT', () => engine.run(() => engine.submit(aJob())))
   // The submit's, and the first waiter's (it takes the job); the queue then holds no QUEUED job,
-  // so the seven others are denied from memory (it was 3: the second waiter read the range).
+  // so the seven others are denied from memory.
   expect(savepoints).toBe(2)
   waiters.close()
   expect((await Promise.all(claims)).filter((claim) => claim.granted)).toHaveLength(1)
@@ -72,7 +73,7 @@ test('a claim with no capacity left is denied as before, without a walk of the q
   expect(denied.denial).toMatchObject({ granted: false, reason: expect.stringMatching(/capacity|units/i) })
 })
 
-test('a range found empty is read again once a job is submitted into it in the same transaction', async () => {
+test('a job submitted into a range found empty is in reach in the same transaction', async () => {
   const { engine } = setup()
   const second = await engine.run(() => {
     expect(engine.claimBatch({ worker_id: 'a', queues: ['default'] }, 1).granted).toEqual([])
@@ -82,7 +83,7 @@ test('a range found empty is read again once a job is submitted into it in the s
   expect(second.granted).toHaveLength(1)
 })
 
-test('a range found empty is read again once a failed job is requeued into it in the same transaction', async () => {
+test('a failed job requeued into a range found empty is in reach in the same transaction', async () => {
   const { engine } = setup({ config: { backoff: { baseMs: 0, maxMs: 0 } } })
   engine.submit(aJob())
   const [held] = engine.claimBatch({ worker_id: 'a', queues: ['default'] }, 1).granted
@@ -94,7 +95,7 @@ test('a range found empty is read again once a failed job is requeued into it in
   expect(retried.granted.map((claim) => claim.job_id)).toEqual([held!.job_id])
 })
 
-test('a savepoint rolled back forgets the ranges it found empty: the grant it undid is in reach again', () => {
+test('a savepoint rolled back puts the job it granted back in its range', () => {
   const { engine } = setup()
   const { job } = engine.submit(aJob())
   const ctx = engineContext(engine)
@@ -117,7 +118,7 @@ test("a worker's batch claim of 32 (its free slots) reads 32 rows of its range, 
   let rows = 0
   proto.all = function (this: Statement, ...params: unknown[]) {
     const result = original.apply(this, params)
-    if (this.source.includes(PICK_RANGE)) rows += result.length
+    if (this.source.includes(PICK_ROWS)) rows += result.length
     return result
   }
   try {
@@ -126,4 +127,55 @@ test("a worker's batch claim of 32 (its free slots) reads 32 rows of its range, 
     proto.all = original
   }
   expect(rows).toBe(32)
+})
+
+describe('a queued range (the pick order in memory) against a sorted list of its jobs', () => {
+  /** The model: the live keys, sorted by (eligible_at, seq). */
+  const sorted = (keys: Map<number, number>) => [...keys].sort(([sa, ea], [sb, eb]) => ea - eb || sa - sb)
+
+  test('random adds (mostly at the end), removals (mostly at the front) and returns keep its order, pages and next time', () => {
+    const random = seededRandom(11)
+    const range = new QueuedRange()
+    const model = new Map<number, number>() // seq → eligible_at
+    let seq = 0
+    let now = 1_000
+    for (let step = 0; step < 5_000; step++) {
+      const roll = random()
+      if (roll < 0.45 || model.size === 0) {
+        // A new job (eligible now), or a delayed or requeued one (later, or back in the past).
+        const eligibleAt = roll < 0.35 ? now : now + Math.floor(random() * 200) - 50
+        seq += 1
+        range.add(eligibleAt, seq)
+        model.set(seq, eligibleAt)
+      } else if (roll < 0.9) {
+        const order = sorted(model)
+        const [s, e] = roll < 0.8 ? order[0]! : order[Math.floor(random() * order.length)]!
+        range.remove(e, s)
+        model.delete(s)
+      } else {
+        now += Math.floor(random() * 20)
+      }
+      const eligible = sorted(model).filter(([, e]) => e <= now)
+      expect(range.size).toBe(model.size)
+      expect(range.hasEligible(now)).toBe(eligible.length > 0)
+      const first = range.page(now, 16, null)
+      expect(first).toEqual(eligible.slice(0, 16).map(([s]) => s))
+      if (first.length === 16) {
+        const last = eligible[15]!
+        expect(range.page(now, 16, { eligibleAt: last[1], seq: last[0] })).toEqual(eligible.slice(16, 32).map(([s]) => s))
+      }
+      const later = sorted(model).find(([, e]) => e > now)
+      expect(range.nextEligibleAfter(now)).toBe(later ? later[1] : null)
+    }
+  })
+
+  test('removing a job it does not hold throws instead of losing count', () => {
+    const range = new QueuedRange()
+    range.add(10, 1)
+    expect(() => range.remove(10, 2)).toThrow(/not in it/)
+    expect(() => range.remove(11, 1)).toThrow(/not in it/)
+    range.remove(10, 1)
+    expect(() => range.remove(10, 1)).toThrow(/not in it/)
+    expect(range.size).toBe(0)
+  })
 })
