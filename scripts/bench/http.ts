@@ -476,14 +476,21 @@ const SUBMIT_CHUNK = 1000
  */
 function doneWatcher(server: Server): { busy(): boolean; done(): number; lastFinishedAt(): number; close(): void } {
   const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
-  const queued = db.prepare("SELECT 1 FROM jobs WHERE state = 'QUEUED' LIMIT 1")
-  // Newest first: the ACTIVE leases are the last granted, and no index serves `state` (a scan
-  // from the oldest reads every finished lease, at each poll of a drain's tail, on the host's cores).
-  const active = db.prepare("SELECT 1 FROM leases WHERE state = 'ACTIVE' ORDER BY fence DESC LIMIT 1")
+  // The jobs submitted from now on are those above the newest job now. No index holds a state
+  // that is not finished (QUEUED jobs are in the host's memory), so each poll reads the table by
+  // its key from the oldest job it last found unfinished: the jobs end about in their order, and
+  // a poll reads a few rows, not every finished one again.
+  let firstOpen = ((db.prepare('SELECT MAX(seq) FROM jobs').pluck().get() as number | null) ?? 0) + 1
+  const open = db.prepare("SELECT seq FROM jobs WHERE seq >= ? AND +state <> 'DONE' ORDER BY seq LIMIT 1").pluck()
   const count = db.prepare("SELECT COUNT(*) AS n FROM jobs WHERE state = 'DONE'")
   const last = db.prepare('SELECT MAX(finished_at) AS at FROM jobs')
   return {
-    busy: () => queued.get() !== undefined || active.get() !== undefined,
+    busy: () => {
+      const seq = open.get(firstOpen) as number | undefined
+      if (seq === undefined) return false
+      firstOpen = seq
+      return true
+    },
     done: () => (count.get() as { n: number }).n,
     lastFinishedAt: () => (last.get() as { at: number }).at,
     close: () => db.close(),

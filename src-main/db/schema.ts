@@ -11,8 +11,8 @@ import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from
 import { COUNTED_EVENTS } from '../engine/events'
 
 /**
- * The jobs in the jobs_state_seq index: all but QUEUED (every QUEUED job is in the pick index,
- * jobs_pick_queue, which counts and lists them), LEASED and RUNNING (each holds an ACTIVE lease:
+ * The jobs in the jobs_state_seq index: all but QUEUED (the engine keeps those in memory, in
+ * pick order: src-main/engine/queued-range.ts), LEASED and RUNNING (each holds an ACTIVE lease:
  * the engine keeps those in memory, src-main/engine/active-leases.ts) and DONE (the bulk of all
  * jobs: a listing of them reads the table newest first, where they are dense). A job's life from
  * submit to DONE then writes no entry there. SQLite uses a partial index only for a query that
@@ -105,10 +105,9 @@ export const jobs = sqliteTable(
     last_event_id: integer('last_event_id'),
   },
   (t) => [
-    // Picking the next job: per queue and priority, the oldest eligible QUEUED job (O(log n) per
-    // queue and priority). One index for both kinds of worker: one that names no queue merges
-    // the queues' ranges (src-main/engine/pick.ts).
-    index('jobs_pick_queue').on(t.queue, t.priority, t.eligible_at, t.seq).where(sql`state = 'QUEUED'`),
+    // No index holds the QUEUED jobs (migration 0016 dropped jobs_pick_queue): the engine keeps
+    // them in pick order in memory (src-main/engine/queued-range.ts), read from the table once
+    // at start. Each job's entry there cost an insert at submit and a delete at grant.
     // Claims of dialect 002 that may expire: a job has `claim_expires_at` exactly while a claim
     // holds it. (Keyed on the column, not on `state`: SQLite maintains a partial index on every
     // update that writes a column of its clause, so an index on `state` costs every move of every

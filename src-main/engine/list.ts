@@ -48,22 +48,29 @@ export function listJobs(ctx: EngineContext, query: JobListQuery): JobPage {
   return { jobs: page, next_cursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.seq) : null }
 }
 
-/** The newest jobs {@link queuedRows} looks for among first, by the table's key, before it reads the pick index. */
+/** The newest jobs {@link queuedRows} looks for among first, by the table's key, before it asks memory. */
 export const QUEUED_WINDOW = 10_000
 
+/** How many of the older QUEUED jobs {@link queuedRows} reads at a time. */
+const QUEUED_CHUNK = 1_000
+
 /**
- * QUEUED jobs, newest first: no index holds them by `seq` (jobs_state_seq leaves them out; every
- * QUEUED job is in the pick index, jobs_pick_queue, ordered for the pick). So a page looks
- * among the {@link QUEUED_WINDOW} newest jobs below the cursor first, by the table's key, where
- * a backlog's jobs are; only if that finds too few does it read the pick index and sort what it
- * holds (a cost in QUEUED jobs, never in the finished ones).
+ * QUEUED jobs, newest first: no index holds them (the engine keeps them in memory, in pick order:
+ * queued-range.ts). So a page looks among the {@link QUEUED_WINDOW} newest jobs below the cursor
+ * first, by the table's key, where a backlog's jobs are; only if that finds too few does it take
+ * the older QUEUED jobs' keys from memory, newest first, and read them a chunk at a time (a cost
+ * in QUEUED jobs, never in the finished ones).
  */
 function queuedRows(ctx: EngineContext, query: JobListQuery, rows: number): JobRow[] {
   const below = query.cursor !== undefined ? decodeCursor(query.cursor) : (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
   const from = below - QUEUED_WINDOW
-  const recent = readPage(ctx, jobListQuery(ctx, query, rows, { from }))
-  if (recent.length === rows || from <= 1) return recent
-  return [...recent, ...readPage(ctx, jobListQuery(ctx, { ...query, cursor: encodeCursor(from) }, rows - recent.length))]
+  const found = readPage(ctx, jobListQuery(ctx, query, rows, { from }))
+  if (found.length === rows || from <= 1) return found
+  const older = ctx.jobTally.committedQueuedBelow(from)
+  for (let at = 0; at < older.length && found.length < rows; at += QUEUED_CHUNK) {
+    found.push(...readPage(ctx, jobListQuery(ctx, query, rows - found.length, { seqs: older.slice(at, at + QUEUED_CHUNK) })))
+  }
+  return found
 }
 
 /** A page's SQL and its parameters. */
@@ -76,24 +83,24 @@ const readPage = (ctx: EngineContext, query: PageQuery): JobRow[] => ctx.all<Job
 
 /**
  * The query behind a page of {@link listJobs}, newest first, at most `rows` rows. Every filter by
- * state but DONE reads an index (a test checks the plan): LEASED and RUNNING jobs are those of the
- * ACTIVE leases in memory, QUEUED ones are on the pick index, the other states on jobs_state_seq.
- * With `window.from`, a filter by QUEUED reads the table by its key from there instead.
+ * state but DONE reads an index or the table's key (a test checks the plan): LEASED and RUNNING
+ * jobs are those of the ACTIVE leases in memory, QUEUED ones are read by their keys — a range of
+ * the table's (`window.from`) or the ones given (`window.seqs`, from memory; all of them below
+ * the cursor without a window) — and the other states are on jobs_state_seq.
  */
-export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number }): PageQuery {
+export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number } | { seqs: number[] }): PageQuery {
   const conditions: SQL[] = []
-  let pickIndex = false
   if (query.state !== undefined) {
     if (LEASED_STATES.has(query.state)) {
       // Found among the ACTIVE leases (few: capacity bounds them).
       const seqs = ctx.activeLeases.committed().filter(({ job }) => job.state === query.state).map(({ job }) => job.seq)
       conditions.push(sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`, eq(jobs.state, query.state))
-    } else if (query.state === 'QUEUED' && window) {
+    } else if (query.state === 'QUEUED' && window && 'from' in window) {
       // `+state`: no index on state for this one, the table's key range instead.
       conditions.push(sql`+${jobs.state} = 'QUEUED'`, gte(jobs.seq, window.from))
     } else if (query.state === 'QUEUED') {
-      pickIndex = true
-      conditions.push(sql`${jobs.state} = 'QUEUED'`) // written in: the pick index's clause, for SQLite to see it holds
+      const seqs = window && 'seqs' in window ? window.seqs : ctx.jobTally.committedQueuedBelow(query.cursor !== undefined ? decodeCursor(query.cursor) : Infinity)
+      conditions.push(sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`, sql`+${jobs.state} = 'QUEUED'`)
     } else {
       conditions.push(eq(jobs.state, query.state))
       if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
@@ -105,8 +112,5 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
   if (query.created_before !== undefined) conditions.push(lte(jobs.created_at, query.created_before))
   if (query.cursor !== undefined) conditions.push(lt(jobs.seq, decodeCursor(query.cursor)))
   const { sql: text, params } = ctx.orm.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows).toSQL()
-  // drizzle has no INDEXED BY: left to itself, SQLite may read the whole table newest first instead.
-  const from = 'from "jobs"'
-  if (pickIndex && !text.includes(from)) throw new Error(`listJobs: no ${from} in ${text}`)
-  return { sql: pickIndex ? text.replace(from, `${from} INDEXED BY jobs_pick_queue`) : text, params }
+  return { sql: text, params }
 }

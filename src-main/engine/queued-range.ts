@@ -62,6 +62,14 @@ export class QueuedRange {
     return found
   }
 
+  /** Adds the seq of every job of the range below `below` to `out` (in no useful order). */
+  seqsBelow(below: number, out: number[]): void {
+    for (let at = this.head; at < this.seqs.length; at++) {
+      const seq = this.seqs[at]!
+      if (seq > 0 && seq < below) out.push(seq)
+    }
+  }
+
   /** Whether a job of the range is eligible at `now`. */
   hasEligible(now: number): boolean {
     return this.head < this.seqs.length && this.eligible[this.head]! <= now

@@ -88,7 +88,7 @@ describe('listing jobs', () => {
     }
   })
 
-  it('a filter by any state but DONE reads an index or the ACTIVE leases in memory, never the whole jobs table', () => {
+  it('a filter by any state but DONE reads an index or jobs by their keys from memory, never the whole jobs table', () => {
     const { engine } = setup()
     const plan = (state: JobState, window?: { from: number }) => {
       const { sql, params } = jobListQuery(engineContext(engine), { state }, 51, window)
@@ -100,7 +100,7 @@ describe('listing jobs', () => {
     }
     for (const state of JOB_STATES.filter((s) => s !== 'DONE')) {
       const expected =
-        state === 'LEASED' || state === 'RUNNING' ? /SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/ : state === 'QUEUED' ? /jobs_pick_queue/ : /jobs_state_seq/
+        state === 'LEASED' || state === 'RUNNING' || state === 'QUEUED' ? /SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/ : /jobs_state_seq/
       expect(plan(state), state).toMatch(expected)
       expect(plan(state), state).not.toMatch(/^SCAN jobs$|SCAN jobs \|/)
     }
