@@ -22,10 +22,9 @@ const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefine
  *   than the total) used to read every waiting job, tens of milliseconds with a backlog.
  *
  * SQLite stays the truth: the jobs are read from the table at start, and every write of a job
- * goes through the tally in the same transaction (the
- * job's insert, jobs.ts, and `updateJob`, rows.ts, are the only writers of a job's state, queue,
- * priority or cost; retention deletes finished jobs only), with an undo should that transaction
- * or its savepoint roll back.
+ * goes through the tally in the same transaction (the job's insert, jobs.ts, and `updateJob`,
+ * rows.ts, are the only writers of a job's state, queue, priority or cost; retention deletes
+ * finished jobs only), with an undo should that transaction or its savepoint roll back.
  *
  * A QUEUED job that is not eligible yet (delayed, or in its backoff) is in its range too, at
  * the time it becomes eligible.
@@ -41,9 +40,9 @@ export class JobTally {
 
   /**
    * Reads the QUEUED and the waiting jobs (the engine does so once, at start). No index holds
-   * the QUEUED ones (an entry would cost every job an index insert and delete, ~6 % of a drain's
-   * CPU): they are found by one pass over the table, ~0.15 s with a million finished jobs. The
-   * other waiting states are each read on jobs_state_seq.
+   * the QUEUED ones (an entry cost every job an index insert at submit and a delete at grant):
+   * they are found by one pass over the table, ~0.15 s with a million finished jobs. The other
+   * waiting states are each read on jobs_state_seq.
    */
   load(): void {
     this.queuedPerQueue.clear()
