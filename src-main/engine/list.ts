@@ -85,8 +85,8 @@ const readPage = (ctx: EngineContext, query: PageQuery): JobRow[] => ctx.all<Job
  * The query behind a page of {@link listJobs}, newest first, at most `rows` rows. Every filter by
  * state but DONE reads an index or the table's key (a test checks the plan): LEASED and RUNNING
  * jobs are those of the ACTIVE leases in memory, QUEUED ones are read by their keys — a range of
- * the table's (`window.from`) or the ones given (`window.seqs`, from memory; all of them below
- * the cursor without a window) — and the other states are on jobs_state_seq.
+ * the table's (`window.from`) or the ones given (`window.seqs`, from memory): {@link queuedRows}
+ * says which — and the other states are on jobs_state_seq.
  */
 export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number } | { seqs: number[] }): PageQuery {
   const conditions: SQL[] = []
@@ -99,7 +99,8 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
       // `+state`: no index on state for this one, the table's key range instead.
       conditions.push(sql`+${jobs.state} = 'QUEUED'`, gte(jobs.seq, window.from))
     } else if (query.state === 'QUEUED') {
-      const seqs = window && 'seqs' in window ? window.seqs : ctx.jobTally.committedQueuedBelow(query.cursor !== undefined ? decodeCursor(query.cursor) : Infinity)
+      if (!window) throw new Error('jobListQuery: QUEUED jobs are read by their keys, a range of them or the ones given (queuedRows)')
+      const { seqs } = window as { seqs: number[] }
       conditions.push(sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`, sql`+${jobs.state} = 'QUEUED'`)
     } else {
       conditions.push(eq(jobs.state, query.state))

@@ -90,8 +90,8 @@ describe('listing jobs', () => {
 
   it('a filter by any state but DONE reads an index or jobs by their keys from memory, never the whole jobs table', () => {
     const { engine } = setup()
-    const plan = (state: JobState, window?: { from: number }) => {
-      const { sql, params } = jobListQuery(engineContext(engine), { state }, 51, window)
+    const plan = (state: JobState, window?: { from: number } | { seqs: number[] }) => {
+      const { sql, params } = jobListQuery(engineContext(engine), { state }, 51, window ?? (state === 'QUEUED' ? { seqs: [1, 2] } : undefined))
       return engineContext(engine).db
         .prepare(`EXPLAIN QUERY PLAN ${sql}`)
         .all(...params)
