@@ -73,6 +73,9 @@ function queuedRows(ctx: EngineContext, query: JobListQuery, rows: number): JobR
   return found
 }
 
+/** The jobs whose `seq` is one of these (bound as one JSON parameter, however many). */
+const seqIn = (seqs: readonly number[]): SQL => sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`
+
 /** A page's SQL and its parameters. */
 export interface PageQuery {
   sql: string
@@ -94,14 +97,11 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
     if (LEASED_STATES.has(query.state)) {
       // Found among the ACTIVE leases (few: capacity bounds them).
       const seqs = ctx.activeLeases.committed().filter(({ job }) => job.state === query.state).map(({ job }) => job.seq)
-      conditions.push(sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`, eq(jobs.state, query.state))
-    } else if (query.state === 'QUEUED' && window && 'from' in window) {
-      // `+state`: no index on state for this one, the table's key range instead.
-      conditions.push(sql`+${jobs.state} = 'QUEUED'`, gte(jobs.seq, window.from))
+      conditions.push(seqIn(seqs), eq(jobs.state, query.state))
     } else if (query.state === 'QUEUED') {
       if (!window) throw new Error('jobListQuery: QUEUED jobs are read by their keys, a range of them or the ones given (queuedRows)')
-      const { seqs } = window as { seqs: number[] }
-      conditions.push(sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`, sql`+${jobs.state} = 'QUEUED'`)
+      // `+state`: no index on state for these, the table's key instead.
+      conditions.push('from' in window ? gte(jobs.seq, window.from) : seqIn(window.seqs), sql`+${jobs.state} = 'QUEUED'`)
     } else {
       conditions.push(eq(jobs.state, query.state))
       if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
