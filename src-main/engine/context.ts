@@ -7,6 +7,7 @@ import { Counters } from './counters'
 import type { EngineEvent, EntityType, EventData, EventEntity, EventType } from './events'
 import { JobTally } from './job-tally'
 import { PausedQueues } from './queues'
+import { QueuedRows } from './queued-rows'
 import { RecentCounts } from './recent-counts'
 
 /** The scheduling knobs the engine reads. The host builds them from flags (src-main/config.ts). */
@@ -155,6 +156,8 @@ export class EngineContext {
   readonly activeLeases = new ActiveLeases(this)
   /** The QUEUED jobs per queue and priority, and the waiting jobs per cost, kept in memory for the pick path and the snapshot. */
   readonly jobTally = new JobTally(this)
+  /** The rows of QUEUED jobs as last written, so that a pick need not read them back. */
+  readonly queuedRows = new QueuedRows()
   /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
   readonly counts = new RecentCounts(this)
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
@@ -399,6 +402,7 @@ export class EngineContext {
   }
 
   private undoTo(length: number): void {
+    this.queuedRows.clear() // it keeps no undo of its own: a row it holds may be one of the writes undone
     while (this.undos.length > length) {
       try {
         this.undos.pop()!()

@@ -117,7 +117,7 @@ function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, 
     const size = PAGE_SIZES[p]!
     const seqs = range.page(now, size, after)
     if (seqs.length === 0) return
-    const rows = jobsBySeq(ctx, seqs, size)
+    const rows = jobsBySeq(ctx, seqs)
     for (const job of rows) {
       if (job.state !== 'QUEUED') throw new Error(`pick: job ${job.id} is in the QUEUED range but ${job.state}`)
       yield job
@@ -128,13 +128,27 @@ function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, 
   }
 }
 
-/** The rows of these jobs, in the order given; one statement per page size (the keys past `seqs` bound as 0, which no job has). */
-function jobsBySeq(ctx: EngineContext, seqs: readonly number[], size: number): JobRow[] {
-  const params: number[] = seqs.length === size ? (seqs as number[]) : [...seqs, ...new Array<number>(size - seqs.length).fill(0)]
-  const rows = ctx.all<JobRow>(`SELECT * FROM jobs WHERE seq IN (${PAGE_PLACEHOLDERS[size]})`, ...params)
-  if (rows.length !== seqs.length) throw new Error(`pick: ${seqs.length - rows.length} QUEUED jobs of a range have no row`)
-  if (rows.length < 2) return rows
+/**
+ * The rows of these jobs, in the order given: from memory where the engine keeps them
+ * (queued-rows.ts), the others read by their key, one statement per page size (the keys past
+ * those read bound as 0, which no job has).
+ */
+function jobsBySeq(ctx: EngineContext, seqs: readonly number[]): JobRow[] {
+  const rows: JobRow[] = []
+  let unread: number[] | null = null
+  for (const seq of seqs) {
+    const row = ctx.queuedRows.get(seq)
+    if (row) rows.push(row)
+    else (unread ??= []).push(seq)
+  }
+  if (unread === null) return rows
+  const size = PAGE_SIZES[firstPage(unread.length)]!
+  const params = unread.length === size ? unread : [...unread, ...new Array<number>(size - unread.length).fill(0)]
+  const read = ctx.all<JobRow>(`SELECT * FROM jobs WHERE seq IN (${PAGE_PLACEHOLDERS[size]})`, ...params)
+  if (read.length !== unread.length) throw new Error(`pick: ${unread.length - read.length} QUEUED jobs of a range have no row`)
+  if (read.length === seqs.length && read.length < 2) return read
   const bySeq = new Map(rows.map((row) => [row.seq, row]))
+  for (const row of read) bySeq.set(row.seq, row)
   return seqs.map((seq) => bySeq.get(seq)!)
 }
 

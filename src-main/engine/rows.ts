@@ -81,6 +81,7 @@ void allJobColumns
 /** Writes a new job (inside the submit's transaction). */
 export function insertJob(ctx: EngineContext, job: JobRow): void {
   ctx.insert('jobs', JOB_COLUMNS, job)
+  ctx.queuedRows.written(undefined, job)
 }
 
 /** Each column's digit (1–37) in the key of an UPDATE's written columns, in the order written. */
@@ -125,6 +126,7 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
   // By `seq`, the row's key: no lookup in the id index first.
   ctx.run(jobUpdateSql(written, key), ...params, job.seq)
   ctx.jobTally.written(job, updated)
+  ctx.queuedRows.written(job, updated)
   ctx.activeLeases.jobWritten(job, updated, changes)
   return updated
 }
@@ -159,6 +161,7 @@ export function recordJobEvent(ctx: EngineContext, jobOrId: JobRow | string, eve
   const last_event_id = appendJobEvents(ctx, job, [event])
   ctx.run('UPDATE jobs SET last_event_id = ? WHERE seq = ?', last_event_id, job.seq)
   const updated = { ...job, last_event_id }
+  ctx.queuedRows.written(job, updated)
   ctx.activeLeases.jobWritten(job, updated, { last_event_id })
   return updated
 }

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
+import type { JobRow } from '../../src-main/db/schema'
 import { engineContext } from '../../src-main/engine/internals'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 
@@ -63,7 +64,24 @@ function expectTallyIsTheTable(engine: Engine, when = ''): void {
   const perQueue = db.prepare("SELECT queue, COUNT(*) AS n FROM jobs WHERE state = 'QUEUED' GROUP BY queue").all() as { queue: string; n: number }[]
   expect(listed, `${when}: the queues' QUEUED counts`).toEqual(Object.fromEntries(perQueue.map((row) => [row.queue, row.n])))
   const total = engine.getCapacity().total_units
+  expectKeptRowsAreTheTable(engine, when)
   expect(snapshot.jobs.over_capacity, when).toBe(db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${WAITING} AND cost_units > ?`).pluck().get(total))
+}
+
+/**
+ * Every row the engine keeps in memory for a pick (queued-rows.ts) is its job's row in the
+ * table, and only QUEUED jobs have one. Returns how many rows it keeps.
+ */
+function expectKeptRowsAreTheTable(engine: Engine, when: string): number {
+  const ctx = engineContext(engine)
+  let kept = 0
+  for (const row of ctx.db.prepare('SELECT * FROM jobs').all() as JobRow[]) {
+    const inMemory = ctx.queuedRows.get(row.seq)
+    if (inMemory === undefined) continue
+    kept += 1
+    expect(inMemory, `${when}: the row kept for job ${row.seq}`).toEqual(row)
+  }
+  return kept
 }
 
 describe('the tally of QUEUED and waiting jobs', () => {
@@ -76,6 +94,7 @@ describe('the tally of QUEUED and waiting jobs', () => {
     let everQueued = 0
     let everOverCapacity = 0
     let everClaimed = 0
+    let everKept = 0
     for (let step = 0; step < 500; step++) {
       const ctx = engineContext(engine)
       const active = [...ctx.activeLeases.all()]
@@ -117,16 +136,18 @@ describe('the tally of QUEUED and waiting jobs', () => {
         // a refusal (409, 404…) is part of the walk
       }
       expectTallyIsTheTable(engine, `step ${step}`)
+      if (expectKeptRowsAreTheTable(engine, `step ${step}`) > 0) everKept += 1
       if (Object.keys(counts(engine).table).length > 1) everQueued += 1
       const { jobs } = engine.snapshot()
       if (jobs.over_capacity > 0) everOverCapacity += 1
       if (jobs.claimed > 0) everClaimed += 1
     }
-    // The walk tested something: jobs sat QUEUED in several ranges, cost more than the total, and were claimed.
-    expect(Math.min(everQueued, everOverCapacity, everClaimed), JSON.stringify({ everQueued, everOverCapacity, everClaimed })).toBeGreaterThan(50)
+    // The walk tested something: jobs sat QUEUED in several ranges with their rows in memory, cost
+    // more than the total, and were claimed.
+    expect(Math.min(everQueued, everOverCapacity, everClaimed, everKept), JSON.stringify({ everQueued, everOverCapacity, everClaimed, everKept })).toBeGreaterThan(50)
   })
 
-  test('a verb refused under its savepoint in a group, and a transaction that rolls back, leave the tally as the table', async () => {
+  test('a verb refused under its savepoint in a group, and a transaction that rolls back, leave the tally and the rows in memory as the table', async () => {
     const { engine } = setup()
     engine.submit(aJob({ priority: 'HIGH' }))
     const held = engine.claimAndLease({ worker_id: 'w1' })
@@ -139,11 +160,14 @@ describe('the tally of QUEUED and waiting jobs', () => {
     expectTallyIsTheTable(engine)
     expect(engineContext(engine).jobTally.count('mail', 1)).toBe(1)
 
-    // A transaction that submits and takes a job, then throws: the table and the tally roll back.
+    // A transaction that submits and takes a job, and makes a delayed job run now (a QUEUED job's
+    // row written, still QUEUED), then throws: the table, the tally and the rows in memory roll back.
+    const delayed = engine.submit(aJob({ delay_ms: 60_000 })).job
     expect(() =>
       engineContext(engine).transact(() => {
         engine.submit(aJob({ priority: 'URGENT' }))
         engine.claimBatch({ worker_id: 'w2' }, 2)
+        engine.runNow(delayed.id)
         throw new Error('fault after the claim')
       }),
     ).toThrow('fault after the claim')
@@ -186,6 +210,7 @@ describe('the tally of QUEUED and waiting jobs', () => {
       expect(engine.claimBatch({ worker_id: 'w1' }, 4).granted).toEqual([])
       expect(probe.count()).toBe(0) // nothing QUEUED anywhere: no range read
       engine.submit(aJob({ queue: 'render', priority: 'LOW' }))
+      ctx.queuedRows.clear() // as after a start: the row is read, not taken from memory
       const granted = engine.claimBatch({ worker_id: 'w1' }, 4).granted
       expect(granted.map((grant) => grant.job_id)).toHaveLength(1)
       expect(probe.count()).toBe(1) // the row of render's LOW job, and no other read

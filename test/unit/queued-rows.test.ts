@@ -1,0 +1,52 @@
+/**
+ * The rows of QUEUED jobs the engine keeps for the pick (engine/queued-rows.ts) stay within their
+ * memory budget: a backlog keeps its oldest rows, those a pick takes first, and the others are
+ * read from the table. That they are always the table's rows is checked by the tally's walk
+ * (job-tally.test.ts).
+ */
+import { expect, test } from 'vitest'
+import type { JobRow } from '../../src-main/db/schema'
+import type { Engine } from '../../src-main/engine'
+import { engineContext } from '../../src-main/engine/internals'
+import { QueuedRows } from '../../src-main/engine/queued-rows'
+import { aJob, setup } from '../helpers/engine'
+
+/** The table's row of each of these jobs. */
+function rowsOf(engine: Engine, ids: string[]): JobRow[] {
+  const read = engineContext(engine).db.prepare('SELECT * FROM jobs WHERE id = ?')
+  return ids.map((id) => read.get(id) as JobRow)
+}
+
+test('rows past the budget are not kept, and a row that leaves QUEUED frees its room for the next', () => {
+  const { engine } = setup()
+  const jobs = rowsOf(engine, Array.from({ length: 5 }, () => engine.submit(aJob()).job.id))
+  const rows = new QueuedRows(3 * 750) // room for three of these small rows (~700 bytes each as counted)
+  for (const job of jobs) rows.written(undefined, job)
+  expect(jobs.map((job) => rows.get(job.seq) !== undefined)).toEqual([true, true, true, false, false])
+
+  engine.claimBatch({ worker_id: 'w' }, 1)
+  const [taken] = rowsOf(engine, [jobs[0]!.id])
+  expect(taken!.state).toBe('RUNNING')
+  rows.written(jobs[0], taken!) // no longer QUEUED: it leaves, and its room is free
+  expect(rows.get(jobs[0]!.seq)).toBeUndefined()
+  rows.written(undefined, jobs[3]!)
+  expect(rows.get(jobs[3]!.seq)).toBe(jobs[3])
+  expect(rows.size).toBe(3)
+
+  rows.clear()
+  expect(rows.size).toBe(0)
+  rows.written(undefined, jobs[4]!)
+  expect(rows.get(jobs[4]!.seq)).toBe(jobs[4])
+})
+
+test('a pick takes the rows it keeps from memory and reads the others from the table, in order', () => {
+  const { engine } = setup()
+  const ctx = engineContext(engine)
+  const ids = Array.from({ length: 6 }, () => engine.submit(aJob()).job.id)
+  const jobs = rowsOf(engine, ids)
+  ctx.queuedRows.clear()
+  for (const job of [jobs[1]!, jobs[4]!]) ctx.queuedRows.written(undefined, job)
+  const granted = engine.claimBatch({ worker_id: 'w' }, 6).granted
+  expect(granted.map((grant) => grant.job_id)).toEqual(ids)
+  expect(ctx.queuedRows.size).toBe(0)
+})
