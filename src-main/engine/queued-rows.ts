@@ -2,9 +2,11 @@ import type { JobRow } from '../db/schema'
 
 /**
  * The most memory the rows of QUEUED jobs may hold, as estimated by {@link rowBytes}: about
- * 25,000 jobs with small payloads. Past it, a job's row stays in SQLite only and a pick reads it.
+ * 6,000 jobs with small payloads. Past it, a job's row stays in SQLite only and a pick reads it.
+ * (16 MiB held a 20,000-job drain's whole backlog, and left the heap ~15 MB larger after it: the
+ * host's RSS target is 200 MB.)
  */
-export const QUEUED_ROWS_BUDGET_BYTES = 16 * 1024 * 1024
+export const QUEUED_ROWS_BUDGET_BYTES = 4 * 1024 * 1024
 
 /**
  * What a row costs in memory, roughly: the object with its 37 fields, and its strings at two
