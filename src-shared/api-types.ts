@@ -357,7 +357,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would */
+        /**
+         * Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would
+         * @description With `Prefer: return=minimal` (RFC 7240) a job created is answered by its id and state only (SubmittedJobRef), and the answer carries `Preference-Applied: return=minimal`; refusals are answered in full either way.
+         */
         post: operations["submitJobs"];
         delete?: never;
         options?: never;
@@ -1256,7 +1259,7 @@ export interface components {
                 /** @constant */
                 ok: true;
                 job: components["schemas"]["QueueJob"];
-            } | {
+            } | components["schemas"]["SubmittedJobRef"] | {
                 /** @constant */
                 ok: false;
                 code: string;
@@ -1264,6 +1267,13 @@ export interface components {
                 /** @description The existing job of a duplicate_request */
                 job?: components["schemas"]["QueueJob"];
             })[];
+        };
+        /** @description A job created, answered by its id and state (the request sent Prefer: return=minimal) */
+        SubmittedJobRef: {
+            /** @constant */
+            ok: true;
+            job_id: string;
+            state: components["schemas"]["QueueJobState"];
         };
         QueueClaimAnswer: {
             job: components["schemas"]["QueueJob"];
@@ -2613,7 +2623,10 @@ export interface operations {
     submitJobs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description `return=minimal`: answer each job created by its id and state, not its whole view */
+                Prefer?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2642,9 +2655,11 @@ export interface operations {
             };
         };
         responses: {
-            /** @description OK */
+            /** @description One result per job, in the order sent */
             200: {
                 headers: {
+                    /** @description `return=minimal` when the request asked for it */
+                    "Preference-Applied"?: string;
                     [name: string]: unknown;
                 };
                 content: {

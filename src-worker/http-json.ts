@@ -16,10 +16,10 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 64 })
 /** Sends a JSON request with the bearer token and reads the JSON answer. */
 export function requestJson(
   url: string | URL,
-  options: { method: 'GET' | 'POST'; token: string; body?: unknown; signal?: AbortSignal },
+  options: { method: 'GET' | 'POST'; token: string; body?: unknown; signal?: AbortSignal; headers?: Record<string, string> },
 ): Promise<JsonAnswer> {
   const data = options.body === undefined ? undefined : JSON.stringify(options.body)
-  const headers: http.OutgoingHttpHeaders = { authorization: `Bearer ${options.token}` }
+  const headers: http.OutgoingHttpHeaders = { ...options.headers, authorization: `Bearer ${options.token}` }
   if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
   return new Promise((resolve, reject) => {
     const request = http.request(url, { method: options.method, agent, headers, signal: options.signal }, (response) => {

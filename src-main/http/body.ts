@@ -13,6 +13,16 @@ export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.out
 }
 
 /**
+ * Whether a request's `Prefer` header (RFC 7240) asks for `return=minimal`: an answer without
+ * the representation of what was created. Preferences are comma-separated, each a
+ * case-insensitive token with an optional value and `;` parameters; an unknown one is ignored.
+ */
+export function prefersMinimal(header: string | undefined): boolean {
+  if (!header) return false
+  return header.split(',').some((preference) => /^\s*return\s*=\s*"?minimal"?\s*(;|$)/i.test(preference))
+}
+
+/**
  * Reads a JSON request body: only `application/json` (415 otherwise), at most `limit` bytes
  * (413, and reading stops there), well-formed and nested at most {@link MAX_JSON_DEPTH} levels
  * (400). An empty body reads as `{}`.

@@ -3,7 +3,7 @@ import { z } from 'zod'
 import { type Engine, type Job, MAX_BATCH_ITEMS } from '../engine'
 import { MAX_DELAY_MS } from '../engine/jobs'
 import { iso } from '../engine/clock'
-import { readJson, reply } from './body'
+import { prefersMinimal, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
 import { Id, JobState, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './statuses'
@@ -27,6 +27,7 @@ import {
   queueJobRead,
   queueLease,
   queueResult,
+  queueState,
   RangeName,
   Snapshot,
   SubmitBatchAnswer,
@@ -171,15 +172,21 @@ export function queueRouter(engine: Engine, bodyLimit: number): Router {
     reply(ctx, JobAnswer, { job: queueJob(job) }, 201)
   })
 
-  // Not in the seed: many submits in one request, each answered as /jobs/submit would answer it.
+  // Not in the seed: many submits in one request, each answered as /jobs/submit would answer it,
+  // or only by its id and state when the client asks for it (RFC 7240 `Prefer: return=minimal`):
+  // a thousand job views (~550 KB of JSON) are most of the work of a batch's answer, and a
+  // client that sent the jobs has no use for them.
   router.post('/jobs/submit-batch', async (ctx) => {
     const input = await body(ctx, SubmitBatch)
+    const minimal = prefersMinimal(ctx.get('prefer'))
     const results = await engine.run(() => engine.submitMany(input.jobs.map(submitInput)))
+    if (minimal) ctx.set('Preference-Applied', 'return=minimal')
     reply(ctx, SubmitBatchAnswer, {
       results: results.map((result, i): SubmitBatchAnswer['results'][number] => {
         if (!result.ok) return { ok: false, code: result.error.code, detail: result.error.detail }
         const { job, duplicate } = result.value
-        return duplicate ? { ok: false, ...duplicateRequest(input.jobs[i]!, job) } : { ok: true, job: queueJob(job) }
+        if (duplicate) return { ok: false, ...duplicateRequest(input.jobs[i]!, job) }
+        return minimal ? { ok: true, job_id: job.id, state: queueState(job.state) } : { ok: true, job: queueJob(job) }
       }),
     })
   })

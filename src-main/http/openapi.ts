@@ -123,7 +123,7 @@ export const ANY_ROUTE_RESPONSES = {
   },
 } satisfies Record<string, ZodOpenApiResponseObject>
 
-type Success = z.ZodType | { schema?: z.ZodType; description: string; mediaType?: string }
+type Success = z.ZodType | { schema?: z.ZodType; description: string; mediaType?: string; headers?: z.ZodObject }
 type RouteError = string | [codes: string, schema: z.ZodType] | ZodOpenApiResponseObject
 
 interface OperationSpec {
@@ -153,7 +153,13 @@ function operation(method: 'get' | 'post' | 'put' | 'patch' | 'delete', spec: Op
   const responses: Record<string, ZodOpenApiResponseObject> = {}
   for (const [status, success] of Object.entries(spec.ok instanceof z.ZodType ? { '200': spec.ok } : spec.ok)) {
     if (success instanceof z.ZodType) responses[status] = { description: 'OK', content: json(success) }
-    else responses[status] = { description: success.description, ...(success.schema ? { content: { [success.mediaType ?? 'application/json']: { schema: success.schema } } } : {}) }
+    else {
+      responses[status] = {
+        description: success.description,
+        ...(success.headers ? { headers: success.headers } : {}),
+        ...(success.schema ? { content: { [success.mediaType ?? 'application/json']: { schema: success.schema } } } : {}),
+      }
+    }
   }
   const shared: number[] = [403, 500, 503]
   if (!spec.public) shared.push(401)
@@ -209,6 +215,10 @@ const EventsQuery = z.object({
 })
 const EventsHeaders = z.object({
   'Last-Event-ID': z.string().regex(LAST_EVENT_ID).optional().meta({ description: 'Resume after this event: the missed ones are replayed first' }),
+})
+
+const SubmitBatchHeaders = z.object({
+  Prefer: z.string().optional().meta({ description: '`return=minimal`: answer each job created by its id and state, not its whole view' }),
 })
 
 export function openApiDocument(version: string) {
@@ -354,8 +364,17 @@ export function openApiDocument(version: string) {
         id: 'submitJobs',
         tag: 'queue',
         summary: 'Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would',
+        description:
+          'With `Prefer: return=minimal` (RFC 7240) a job created is answered by its id and state only (SubmittedJobRef), and the answer carries `Preference-Applied: return=minimal`; refusals are answered in full either way.',
+        header: SubmitBatchHeaders,
         body: SubmitBatch,
-        ok: SubmitBatchAnswer,
+        ok: {
+          '200': {
+            description: 'One result per job, in the order sent',
+            schema: SubmitBatchAnswer,
+            headers: z.object({ 'Preference-Applied': z.string().optional().meta({ description: '`return=minimal` when the request asked for it' }) }),
+          },
+        },
       }),
     },
     [`${QUEUE_PREFIX}/jobs/claim`]: {

@@ -618,6 +618,29 @@ describe('POST /api/scheduler/jobs/submit-batch (not in the seed)', () => {
     expect(keys(results[0].job)).toEqual(QUEUE_JOB_KEYS)
   })
 
+  test('with Prefer: return=minimal a job created is answered by its id and state only, a refusal in full, and Preference-Applied says so', async () => {
+    await start()
+    const known = await submit(host, { client_request_id: 'known' })
+    const res = await host.call(`${QUEUE}/jobs/submit-batch`, {
+      method: 'POST',
+      headers: { Prefer: 'handling=lenient, return=minimal' },
+      json: { jobs: [{ job_type: 'a', cost_units: 1 }, { job_type: 'b', cost_units: 1, client_request_id: 'known' }, { job_type: 'c', cost_units: 1_000_000 }] },
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('preference-applied')).toBe('return=minimal')
+    const { results } = await body(res)
+    expect(keys(results[0])).toEqual(['job_id', 'ok', 'state'])
+    expect(results[0]).toEqual({ ok: true, job_id: expect.any(String), state: 'QUEUED' })
+    expect(host.engine.getJob(results[0].job_id)).toMatchObject({ job_type: 'a', state: 'QUEUED' })
+    expect(results[1]).toMatchObject({ ok: false, code: 'duplicate_request', job: { job_id: known.job_id } })
+    expect(keys(results[1].job)).toEqual(QUEUE_JOB_KEYS)
+    expect(results[2]).toMatchObject({ ok: false, code: 'cost_exceeds_capacity', detail: expect.any(String) })
+
+    const full = await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [{ job_type: 'd', cost_units: 1 }] })
+    expect(full.headers.get('preference-applied')).toBeNull()
+    expect(keys((await body(full)).results[0].job)).toEqual(QUEUE_JOB_KEYS)
+  })
+
   test('an empty batch or one over 1,000 jobs is 400 naming jobs, and nothing is submitted', async () => {
     await start()
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [] }), 'jobs')

@@ -7,7 +7,7 @@ import Koa from 'koa'
 import { connect } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { readJson } from '../../src-main/http/body'
+import { prefersMinimal, readJson } from '../../src-main/http/body'
 import { errorMiddleware } from '../../src-main/http/errors'
 import { LogLimiter } from '../../src-main/log-limiter'
 
@@ -143,5 +143,16 @@ describe('reading a JSON body', () => {
     expect((await exchange([post('{"a":')]))[0]).toMatchObject({ status: 400, body: { code: 'invalid_json' } })
     expect((await exchange([post(`${'['.repeat(513)}${']'.repeat(513)}`)]))[0]).toMatchObject({ status: 400, body: { code: 'invalid_request' } })
     expect(await exchange([post(`${'['.repeat(512)}${']'.repeat(512)}`)])).toHaveLength(1)
+  })
+})
+
+describe("a request's Prefer header (RFC 7240), as prefersMinimal reads it", () => {
+  test('return=minimal is found among other preferences, in any case, with parameters; anything else is not it', () => {
+    for (const header of ['return=minimal', 'RETURN=Minimal', 'respond-async, return=minimal', ' return = "minimal" ; x=1', 'wait=5,return=minimal']) {
+      expect(prefersMinimal(header), header).toBe(true)
+    }
+    for (const header of [undefined, '', 'return=representation', 'return=minimalist', 'x-return=minimal', 'handling=strict']) {
+      expect(prefersMinimal(header), String(header)).toBe(false)
+    }
   })
 })

@@ -235,11 +235,18 @@ export const JobAnswer = z.object({ job: QueueJob }).meta({ id: 'JobAnswer' })
 export type JobAnswer = z.infer<typeof JobAnswer>
 
 /** POST /jobs/submit-batch: one entry per submit, in order, each as /jobs/submit answers it. */
+/** A job created by a batch submit that asked for `Prefer: return=minimal`: its id and state, not its whole view. */
+export const SubmittedJobRef = z
+  .object({ ok: z.literal(true), job_id: z.string(), state: QueueState })
+  .meta({ id: 'SubmittedJobRef', description: 'A job created, answered by its id and state (the request sent Prefer: return=minimal)' })
+export type SubmittedJobRef = z.infer<typeof SubmittedJobRef>
+
 export const SubmitBatchAnswer = z
   .object({
     results: z.array(
       z.union([
         z.object({ ok: z.literal(true), job: QueueJob }),
+        SubmittedJobRef,
         z.object({ ok: z.literal(false), code: z.string(), detail: z.string(), job: QueueJob.optional().meta({ description: 'The existing job of a duplicate_request' }) }),
       ]),
     ),
