@@ -1,5 +1,4 @@
 import { randomFillSync } from 'node:crypto'
-import { v7 } from 'uuid'
 import { lastMillisecond } from './clock'
 
 /**
@@ -20,12 +19,18 @@ function randomBytes(count: number): Buffer {
 }
 
 /**
- * A new id for an attempt, file lease, blocker or schedule: a UUID version 7, which starts with
- * the time. Ids made later sort later, so each id index grows at its end: an insert dirties the
- * one hot last page instead of a random page of a large index, which is what a commit costs on
- * this storage (one WAL frame per dirty page).
+ * A new id for an attempt, file lease, blocker or schedule: a UUID version 7 (RFC 9562), which
+ * starts with the time in milliseconds, then 74 random bits: `tttttttt-tttt-7rrr-vrrr-rrrrrrrrrrrr`
+ * (`v` is 8, 9, a or b). Ids made later sort later, so each id index grows at its end: an insert
+ * dirties the one hot last page instead of a random page of a large index, which is what a
+ * commit costs on this storage (one WAL frame per dirty page). Written out from the hex table,
+ * as {@link keyedId} is, in half the time of the `uuid` package's (0.12 against 0.25 µs a call
+ * in a loop; every grant makes one).
  */
-export const newId = (): string => v7({ random: randomBytes(16) })
+export function newId(): string {
+  const r = randomBytes(10)
+  return `${timePrefix(Date.now())}-7${HEX[r[0]! & 0x0f]![1]}${HEX[r[1]!]}-${HEX[0x80 | (r[2]! & 0x3f)]}${HEX[r[3]!]}-${HEX[r[4]!]}${HEX[r[5]!]}${HEX[r[6]!]}${HEX[r[7]!]}${HEX[r[8]!]}${HEX[r[9]!]}`
+}
 
 /** The largest key an id can name: 2^48 − 1 (281 trillion jobs or leases). */
 const MAX_KEY = 2 ** 48 - 1

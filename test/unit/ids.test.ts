@@ -2,12 +2,23 @@ import { describe, expect, it } from 'vitest'
 import { idKey, keyedId, newId, newToken } from '../../src-main/engine/ids'
 
 describe('ids and lease tokens', () => {
-  it('ids are UUID version 7 and sort by the time they were made', async () => {
+  it('ids are UUID version 7 that start with the millisecond they were made, and sort by it', async () => {
+    const before = Date.now()
     const first = newId()
     await new Promise((resolve) => setTimeout(resolve, 5))
     const later = newId()
-    for (const id of [first, later]) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    const after = Date.now()
+    for (const id of [first, later]) {
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      const ms = parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
+      expect(ms).toBeGreaterThanOrEqual(before)
+      expect(ms).toBeLessThanOrEqual(after)
+    }
     expect(later > first).toBe(true)
+    // The bits after the version and the variant are random: every hex digit turns up in each place.
+    const ids = Array.from({ length: 2_000 }, newId)
+    for (const at of [15, 20, 35]) expect(new Set(ids.map((id) => id[at])).size, `place ${at}`).toBe(16)
+    expect(new Set(ids.map((id) => id[19]))).toEqual(new Set(['8', '9', 'a', 'b']))
   })
 
   it('no id or token repeats, across many refills of the random pool', () => {
