@@ -89,6 +89,43 @@ describe('group commit', () => {
     expect(before.duplicate).toBe(false)
   })
 
+  it("a group's first verb runs without a savepoint; should it fail after writing, the transaction begins again without it and the group goes on", async () => {
+    const { engine, committedJobs, close } = withObserver(UNTIMED)
+    const ctx = engineContext(engine)
+    const seen: Event[] = []
+    engine.onEvent((event) => seen.push(event))
+    const statements: string[] = []
+    const proto = Object.getPrototypeOf(ctx.db.prepare('SELECT 1')) as { run: (...params: unknown[]) => unknown }
+    const run = proto.run
+    proto.run = function (this: { source: string }, ...params: unknown[]) {
+      if (/^(SAVEPOINT|RELEASE|ROLLBACK|BEGIN)/.test(this.source)) statements.push(this.source.split(' ')[0]!)
+      return run.apply(this, params)
+    }
+    try {
+      const results = await Promise.allSettled([
+        engine.run(() =>
+          ctx.transact(() => {
+            engine.submit(aJob({ idempotency_key: 'undone', queue: 'mail' }))
+            throw new Error('fails after its write')
+          }),
+        ),
+        engine.run(() => engine.submit(aJob({ idempotency_key: 'kept' }))),
+      ])
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled'])
+      // BEGIN for the group; no savepoint for its first verb; ROLLBACK and BEGIN when it fails;
+      // the next verb is again the first of an untouched transaction.
+      expect(statements).toEqual(['BEGIN', 'ROLLBACK', 'BEGIN'])
+    } finally {
+      proto.run = run
+    }
+    expect(engine.listJobs({ limit: 10 }).jobs.map((job) => job.idempotency_key)).toEqual(['kept'])
+    expect(committedJobs()).toBe(1)
+    expect(seen.map((event) => event.event_type)).toEqual(['JOB_SUBMITTED'])
+    expect(ctx.jobTally.count('mail', 1)).toBe(0)
+    expect(ctx.jobTally.count('default', 1)).toBe(1)
+    close()
+  })
+
   it('a later operation of a group sees the earlier ones: a repeated key in one group is a duplicate', async () => {
     const { engine } = setup(UNTIMED)
     const [first, second] = await Promise.all([
