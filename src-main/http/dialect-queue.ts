@@ -1,7 +1,7 @@
 import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
 import { type Engine, type Job, MAX_BATCH_ITEMS } from '../engine'
-import { MAX_DELAY_MS } from '../engine/jobs'
+import { MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/jobs'
 import { iso } from '../engine/clock'
 import { prefersMinimal, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
@@ -58,11 +58,27 @@ export type SubmitJob = z.infer<typeof SubmitJob>
 export const SubmitBatch = z.strictObject({ jobs: z.array(SubmitJob).min(1).max(MAX_BATCH_ITEMS) })
 export type SubmitBatch = z.infer<typeof SubmitBatch>
 
-/** Dialect 002's submit in the model's words: `client_request_id` is the idempotency key; times are epoch ms. */
-const submitInput = (input: SubmitJob) => ({
-  ...input,
+/**
+ * Dialect 002's submit in the model's words: `client_request_id` is the idempotency key; times
+ * are epoch ms. Every field written out, not spread: each submit then has the same shape, which
+ * the engine reads faster than objects that carry only the fields each client sent (a batch of
+ * 1,000 is 1,000 of them).
+ */
+const submitInput = (input: SubmitJob): EngineSubmitJob => ({
+  job_type: input.job_type,
+  cost_units: input.cost_units,
+  addon_id: input.addon_id,
+  priority: input.priority,
+  constraints: input.constraints,
+  payload: input.payload,
+  unique: input.unique,
   idempotency_key: input.client_request_id,
+  tags: input.tags,
+  max_runtime_s: input.max_runtime_s,
+  queue: input.queue,
+  max_attempts: input.max_attempts,
   run_at: input.run_at == null ? input.run_at : Date.parse(input.run_at),
+  delay_ms: input.delay_ms,
 })
 
 /** Seed 002's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
