@@ -109,13 +109,18 @@ export class ActiveLeases {
   }
 
   /**
-   * A job was written (`before` → `after` by `changes`): if it holds an ACTIVE lease, its entry
-   * becomes `after`, or takes the same changes if the writer started from another copy of it.
+   * A job was written (`before` → `after`, the `written` columns and `updated_at`): if it holds
+   * an ACTIVE lease, its entry becomes `after`, or takes the columns written if the writer
+   * started from another copy of it.
    */
-  jobWritten(before: JobRow, after: JobRow, changes: Partial<JobRow>): void {
+  jobWritten(before: JobRow, after: JobRow, written: readonly (keyof JobRow)[]): void {
     const entry = this.byJob.get(before.id)
     if (!entry) return
-    const job = entry.job === before ? after : { ...entry.job, ...changes, updated_at: after.updated_at }
+    let job = after
+    if (entry.job !== before) {
+      job = { ...entry.job, updated_at: after.updated_at }
+      for (const column of written) (job as Record<keyof JobRow, unknown>)[column] = after[column]
+    }
     this.change(before.id, { lease: entry.lease, job })
   }
 

@@ -103,32 +103,68 @@ const jobUpdates = new Map<number, string>()
  * most moves set to the null it already is).
  */
 export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
-  if (events.length > 0) changes = { ...changes, last_event_id: appendJobEvents(ctx, job, events) }
+  return writeJob(ctx, job, changes, undefined, events)
+}
+
+/**
+ * Moves a job to a new state through the transition table, with any other changes and the events
+ * that record the move; returns the new row.
+ */
+export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
+  assertMove(job.id, job.state, to)
+  return writeJob(ctx, job, changes, to, events)
+}
+
+/**
+ * The write of {@link updateJob} and {@link moveJob}: `changes`, then the new `state` (if any)
+ * and the events' last id, as if they ended `changes`. They are not spread into it: every
+ * caller's `changes` has a shape of its own, and a copy of each per write cost more than the
+ * write's own JavaScript.
+ */
+function writeJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, state: JobState | undefined, events: readonly JobEvent[]): JobRow {
+  const lastEventId = events.length > 0 ? appendJobEvents(ctx, job, events) : undefined
   // A copy of the row with its values replaced (the row's own shape), not a spread of both: a
   // spread adds each changed column to the copy as a new property.
   const updated = { ...job }
-  const row = updated as Record<keyof JobRow, unknown>
-  // Positional parameters: binding by name looks each one up on an object (context.ts `inserter`).
-  const params: unknown[] = [0]
-  const written: (keyof JobRow)[] = []
-  let key = 0
+  const write = new ColumnWrites(job, updated)
   for (const column of Object.keys(changes) as (keyof JobRow)[]) {
-    const value = changes[column]
-    if (value === job[column] || column === 'updated_at') continue
-    row[column] = value
-    params.push(value)
-    const digit = JOB_COLUMN_DIGIT.get(column)
-    if (digit === undefined) throw new Error(`updateJob: jobs has no column ${column}`)
-    written.push(column)
-    key = key * 38 + digit
+    if (column === 'state' && state !== undefined) continue
+    if (column === 'last_event_id' && lastEventId !== undefined) continue
+    write.column(column, changes[column])
   }
-  updated.updated_at = params[0] = ctx.clock.now()
+  if (state !== undefined) write.column('state', state)
+  if (lastEventId !== undefined) write.column('last_event_id', lastEventId)
+  updated.updated_at = write.params[0] = ctx.clock.now()
   // By `seq`, the row's key: no lookup in the id index first.
-  ctx.run(jobUpdateSql(written, key), ...params, job.seq)
+  ctx.run(jobUpdateSql(write.written, write.key), ...write.params, job.seq)
   ctx.jobTally.written(job, updated)
   ctx.queuedRows.written(job, updated)
-  ctx.activeLeases.jobWritten(job, updated, changes)
+  ctx.activeLeases.jobWritten(job, updated, write.written)
   return updated
+}
+
+/** The columns an UPDATE of a job writes, gathered one by one: a column whose value is unchanged is left out. */
+class ColumnWrites {
+  /** `updated_at`'s value first (set last), then each written column's. Positional: binding by name looks each one up on an object (context.ts `inserter`). */
+  readonly params: unknown[] = [0]
+  readonly written: (keyof JobRow)[] = []
+  /** The written columns' digits in base 38: the key of their UPDATE's text (jobUpdateSql). */
+  key = 0
+
+  constructor(
+    private readonly before: JobRow,
+    private readonly after: JobRow,
+  ) {}
+
+  column(column: keyof JobRow, value: unknown): void {
+    if (value === this.before[column] || column === 'updated_at') return
+    ;(this.after as Record<keyof JobRow, unknown>)[column] = value
+    this.params.push(value)
+    const digit = JOB_COLUMN_DIGIT.get(column)
+    if (digit === undefined) throw new Error(`updateJob: jobs has no column ${column}`)
+    this.written.push(column)
+    this.key = this.key * 38 + digit
+  }
 }
 
 /** The UPDATE that writes `updated_at` and then the `written` columns, whose key is `key`. */
@@ -143,15 +179,6 @@ function jobUpdateSql(written: readonly (keyof JobRow)[], key: number): string {
 }
 
 /**
- * Moves a job to a new state through the transition table, with any other changes and the events
- * that record the move; returns the new row.
- */
-export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
-  assertMove(job.id, job.state, to)
-  return updateJob(ctx, job, { ...changes, state: to }, ...events)
-}
-
-/**
  * Records an event of a job's timeline that comes with no other write of the job (a file lease
  * under its lease, a blocker, a firing of its schedule): the job's `last_event_id` alone is
  * written. Returns the job as it now is. A job named by id is read (an ACTIVE lease's from memory).
@@ -162,7 +189,7 @@ export function recordJobEvent(ctx: EngineContext, jobOrId: JobRow | string, eve
   ctx.run('UPDATE jobs SET last_event_id = ? WHERE seq = ?', last_event_id, job.seq)
   const updated = { ...job, last_event_id }
   ctx.queuedRows.written(job, updated)
-  ctx.activeLeases.jobWritten(job, updated, { last_event_id })
+  ctx.activeLeases.jobWritten(job, updated, ['last_event_id'])
   return updated
 }
 
