@@ -1,6 +1,6 @@
 import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
-import { findJob } from './rows'
+import { copyJob, findJob } from './rows'
 
 /** An ACTIVE lease and its job, as both were last written. */
 export interface ActiveLease {
@@ -118,7 +118,8 @@ export class ActiveLeases {
     if (!entry) return
     let job = after
     if (entry.job !== before) {
-      job = { ...entry.job, updated_at: after.updated_at }
+      job = copyJob(entry.job)
+      job.updated_at = after.updated_at
       for (const column of written) (job as Record<keyof JobRow, unknown>)[column] = after[column]
     }
     this.change(before.id, { lease: entry.lease, job })

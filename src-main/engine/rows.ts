@@ -78,6 +78,55 @@ const JOB_COLUMNS = [
 const allJobColumns: Exclude<keyof JobRow, (typeof JOB_COLUMNS)[number]> extends never ? true : never = true
 void allJobColumns
 
+/**
+ * A copy of a job row, every column written out. The rows the engine keeps and passes between
+ * its verbs are made here (a write's new row, a submit's row, a row read from SQLite), so that
+ * they share one shape: V8 then reads their columns and copies them on its fast paths. Rows of
+ * several origins (a spread, the submit's literal, each statement's row builder) had as many
+ * shapes, and each spread of one took V8's slow clone.
+ */
+export function copyJob(job: JobRow): JobRow {
+  return {
+    seq: job.seq,
+    id: job.id,
+    addon_id: job.addon_id,
+    job_type: job.job_type,
+    priority: job.priority,
+    cost_units: job.cost_units,
+    constraints: job.constraints,
+    payload: job.payload,
+    is_unique: job.is_unique,
+    idempotency_key: job.idempotency_key,
+    tags: job.tags,
+    max_runtime_s: job.max_runtime_s,
+    queue: job.queue,
+    max_attempts: job.max_attempts,
+    attempt_budget: job.attempt_budget,
+    state: job.state,
+    attempts: job.attempts,
+    claimed_by: job.claimed_by,
+    claim_expires_at: job.claim_expires_at,
+    lease_id: job.lease_id,
+    stream_message_id: job.stream_message_id,
+    next_retry_at: job.next_retry_at,
+    eligible_at: job.eligible_at,
+    run_at: job.run_at,
+    cancel_requested: job.cancel_requested,
+    progress: job.progress,
+    note: job.note,
+    dead_letter: job.dead_letter,
+    final_status: job.final_status,
+    error: job.error,
+    result: job.result,
+    metrics: job.metrics,
+    created_at: job.created_at,
+    updated_at: job.updated_at,
+    started_at: job.started_at,
+    finished_at: job.finished_at,
+    last_event_id: job.last_event_id,
+  }
+}
+
 /** Writes a new job (inside the submit's transaction). */
 export function insertJob(ctx: EngineContext, job: JobRow): void {
   ctx.insert('jobs', JOB_COLUMNS, job)
@@ -125,7 +174,7 @@ function writeJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, sta
   const lastEventId = events.length > 0 ? appendJobEvents(ctx, job, events) : undefined
   // A copy of the row with its values replaced (the row's own shape), not a spread of both: a
   // spread adds each changed column to the copy as a new property.
-  const updated = { ...job }
+  const updated = copyJob(job)
   const write = new ColumnWrites(job, updated)
   for (const column of Object.keys(changes) as (keyof JobRow)[]) {
     if (column === 'state' && state !== undefined) continue
@@ -187,7 +236,8 @@ export function recordJobEvent(ctx: EngineContext, jobOrId: JobRow | string, eve
   const job = typeof jobOrId === 'string' ? (ctx.activeLeases.ofJob(jobOrId)?.job ?? getJob(ctx, jobOrId)) : jobOrId
   const last_event_id = appendJobEvents(ctx, job, [event])
   ctx.run('UPDATE jobs SET last_event_id = ? WHERE seq = ?', last_event_id, job.seq)
-  const updated = { ...job, last_event_id }
+  const updated = copyJob(job)
+  updated.last_event_id = last_event_id
   ctx.queuedRows.written(job, updated)
   ctx.activeLeases.jobWritten(job, updated, ['last_event_id'])
   return updated
