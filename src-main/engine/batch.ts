@@ -84,11 +84,35 @@ export function exchange(ctx: EngineContext, capacity: CapacityStore, request: W
   const failures = request.fail ?? []
   checkCount('reports', heartbeats.length + completions.length + failures.length, MAX_BATCH_ITEMS)
   return ctx.transact(() => ({
-    heartbeats: ctx.settleEach(heartbeats.map((beat) => () => heartbeatByToken(ctx, { ...beat, worker_id }))).map(item),
-    completed: ctx.settleEach(completions.map((report) => () => completeAttempt(ctx, { ...report, worker_id }))).map(item),
-    failed: ctx.settleEach(failures.map((report) => () => failAttempt(ctx, { ...report, worker_id }))).map(item),
+    heartbeats: ctx.settleEach(heartbeats.map((beat) => () => heartbeatByToken(ctx, heartbeatOf(beat, worker_id)))).map(item),
+    completed: ctx.settleEach(completions.map((report) => () => completeAttempt(ctx, completionOf(report, worker_id)))).map(item),
+    failed: ctx.settleEach(failures.map((report) => () => failAttempt(ctx, failureOf(report, worker_id)))).map(item),
     claimed: request.claim
       ? claimBatch(ctx, capacity, { ...request.claim.filter, worker_id }, request.claim.max_jobs, request.claim.ttl_s)
       : { granted: [], denial: null },
   }))
+}
+
+// Each report as its one-job verb takes it, with the worker's id: every field written out, not
+// spread, so that the verbs read reports of one shape. Parsed from a request, each carries only
+// the fields its worker sent, and the spreads' copies made the verbs' reads megamorphic.
+
+function heartbeatOf(beat: NonNullable<WorkerExchange['heartbeat']>[number], worker_id: string) {
+  return { job_id: beat.job_id, worker_id, lease_token: beat.lease_token, progress: beat.progress, note: beat.note }
+}
+
+function completionOf(report: NonNullable<WorkerExchange['complete']>[number], worker_id: string) {
+  return {
+    job_id: report.job_id,
+    attempt_id: report.attempt_id,
+    worker_id,
+    lease_token: report.lease_token,
+    result: report.result,
+    progress: report.progress,
+    note: report.note,
+  }
+}
+
+function failureOf(report: NonNullable<WorkerExchange['fail']>[number], worker_id: string) {
+  return { job_id: report.job_id, attempt_id: report.attempt_id, worker_id, lease_token: report.lease_token, error: report.error }
 }

@@ -79,11 +79,11 @@ const allJobColumns: Exclude<keyof JobRow, (typeof JOB_COLUMNS)[number]> extends
 void allJobColumns
 
 /**
- * A copy of a job row, every column written out. The rows the engine keeps and passes between
- * its verbs are made here (a write's new row, a submit's row, a row read from SQLite), so that
- * they share one shape: V8 then reads their columns and copies them on its fast paths. Rows of
- * several origins (a spread, the submit's literal, each statement's row builder) had as many
- * shapes, and each spread of one took V8's slow clone.
+ * A copy of a job row, every column written out. Each write's new row is made here, so the rows
+ * the engine keeps and passes between its verbs share one shape (V8's map; the submit's
+ * literal, with the columns in the same order, shares it too), and V8 reads and copies them on
+ * its fast paths. A spread's copy had a shape of its own for each shape it copied — the
+ * submit's, each statement's row builder's, the spreads' own — and each copy took V8's slow clone.
  */
 export function copyJob(job: JobRow): JobRow {
   return {
@@ -172,8 +172,7 @@ export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: 
  */
 function writeJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, state: JobState | undefined, events: readonly JobEvent[]): JobRow {
   const lastEventId = events.length > 0 ? appendJobEvents(ctx, job, events) : undefined
-  // A copy of the row with its values replaced (the row's own shape), not a spread of both: a
-  // spread adds each changed column to the copy as a new property.
+  // A copy of the row (in the one shape of copyJob) with the written values replaced.
   const updated = copyJob(job)
   const write = new ColumnWrites(job, updated)
   for (const column of Object.keys(changes) as (keyof JobRow)[]) {
