@@ -5,13 +5,28 @@ import { z } from 'zod'
 import type { Durability } from './db/open'
 
 /**
- * Jobs a worker runs at once unless configured (`--worker-concurrency`, `leasehold worker
- * --concurrency`). Jobs mostly wait (on files, programs, the network), and while one waits
- * another runs; the capacity units, not this number, keep the machine from being overrun. 32
- * rather than 16: a worker then claims and reports in batches twice as large, and the pool
- * drained 5-20 % faster, with a quarter less of the workers' CPU per job (docs/performance.md).
+ * Jobs a worker runs at once unless configured (`leasehold worker --concurrency`), and the
+ * fewest a local worker runs (`--worker-concurrency`, see {@link localWorkerSlots}). Jobs mostly
+ * wait (on files, programs, the network), and while one waits another runs; the capacity units,
+ * not this number, keep the machine from being overrun. 32 rather than 16: a worker then claims
+ * and reports in batches twice as large, and the pool drained 5-20 % faster, with a quarter less
+ * of the workers' CPU per job (docs/performance.md).
  */
 export const DEFAULT_WORKER_CONCURRENCY = 32
+
+/** The most jobs one worker may run at once (and claim in one request). */
+export const MAX_WORKER_CONCURRENCY = 256
+
+/**
+ * Jobs each local worker runs at once when `--worker-concurrency` is not given: enough for the
+ * pool together to fill the capacity with one-unit jobs, and never fewer than
+ * {@link DEFAULT_WORKER_CONCURRENCY}. With the defaults (100 units, 2 workers) that is 50 each;
+ * 32 each could never hold more than 64 of the 100 units. Read once, when the pool starts.
+ */
+export function localWorkerSlots(totalUnits: number, workers: number): number {
+  const share = workers > 0 ? Math.ceil(totalUnits / workers) : 0
+  return Math.min(MAX_WORKER_CONCURRENCY, Math.max(DEFAULT_WORKER_CONCURRENCY, share))
+}
 
 /** Everything `leasehold serve` (and the desktop app) needs to start a host. */
 export interface HostConfig {
@@ -21,8 +36,8 @@ export interface HostConfig {
   /** The API token; null = read `<dataDir>/token`, creating it on first start. */
   token: string | null
   workers: number
-  /** Jobs each local worker runs at once. */
-  workerConcurrency: number
+  /** Jobs each local worker runs at once; null = {@link localWorkerSlots} of the capacity at start. */
+  workerConcurrency: number | null
   /** Programs local workers' exec handler may run. */
   execAllow: string[]
   drainGraceS: number
@@ -87,7 +102,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'port', env: 'LEASEHOLD_PORT', value: 'N', help: 'port to listen on; 0 picks a free one', schema: int(0, 65535), default: '7878' },
   { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(16, 'must be at least 16 characters') },
   { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
-  { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: 'jobs each local worker runs at once (capacity units still bound the total)', schema: int(1, 256), default: String(DEFAULT_WORKER_CONCURRENCY) },
+  { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: `jobs each local worker runs at once (default: the pool's share of the capacity units, at least ${DEFAULT_WORKER_CONCURRENCY}; the units still bound the total)`, schema: int(1, MAX_WORKER_CONCURRENCY) },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
@@ -149,7 +164,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     port: read('port') as number,
     token: (read('token') as string | undefined) ?? null,
     workers: read('workers') as number,
-    workerConcurrency: read('worker-concurrency') as number,
+    workerConcurrency: (read('worker-concurrency') as number | undefined) ?? null,
     execAllow: (read('exec-allow') as string)
       .split(',')
       .map((p) => p.trim())

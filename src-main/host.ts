@@ -9,7 +9,7 @@ import { ClaimWaiters } from './workers/claim-waiters'
 import { HOST_FILE } from './data-dir/client-target'
 import { ClockWaiters } from './workers/clock-waiters'
 import { MAX_LONG_POLL_MS } from './workers/long-poll'
-import type { HostConfig } from './config'
+import { type HostConfig, localWorkerSlots } from './config'
 import { Checkpointer } from './db/checkpointer'
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { Engine } from './engine'
@@ -291,7 +291,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
           workerEnv: {
             LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
             LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
-            LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency),
+            LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
           },
         })
       : null

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import BetterSqlite3 from 'better-sqlite3'
-import { DEFAULT_WORKER_CONCURRENCY } from '../../src-main/config'
+import { DEFAULT_WORKER_CONCURRENCY, localWorkerSlots } from '../../src-main/config'
 import { openDatabase } from '../../src-main/db/open'
 import { buildCliBundle } from '../cli-bundle.js'
 import { requestJson } from '../../src-worker/http-json'
@@ -687,7 +687,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${DEFAULT_WORKER_CONCURRENCY} jobs, first submit → last DONE; ${drain.cpu}`,
+        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${localWorkerSlots(100, 2)} jobs (their share of the first 100 units), first submit → last DONE; ${drain.cpu}`,
       })
       if (durability === 'normal') {
         progress(`local pickup, ${counts.localPickups} jobs`)

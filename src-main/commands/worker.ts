@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { HttpTransport } from '../../src-worker/transport-http'
 import { WorkerRuntime } from '../../src-worker/runtime'
 import { resolveClientTarget } from '../data-dir/client-target'
-import { DEFAULT_WORKER_CONCURRENCY } from '../config'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../config'
 import { parseFlags, TARGET_HELP, wholeNumber } from './http-client'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
@@ -42,7 +42,7 @@ export function parseWorkerArgs(argv: string[]): WorkerFlags {
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseWorkerArgs(argv)
   const target = resolveClientTarget(flags, env)
-  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, 256) ?? DEFAULT_WORKER_CONCURRENCY
+  const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = (line: string) => console.error(line)

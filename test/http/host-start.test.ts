@@ -77,3 +77,25 @@ describe('a start that fails after listening', () => {
     expect(next.engine.listJobs({ limit: 10 }).jobs).toEqual([])
   })
 })
+
+describe('the local workers a host starts', () => {
+  /** The environment the host hands its first local worker (the start then fails: no process is made). */
+  async function firstWorkerEnv(overrides: Parameters<typeof testConfig>[0]): Promise<Record<string, string>> {
+    let env: Record<string, string> | undefined
+    const started = startHost(testConfig(overrides), {
+      log: () => {},
+      spawn: (given) => {
+        env = given
+        throw new Error('env taken')
+      },
+    })
+    await expect(started).rejects.toThrow('env taken')
+    return env!
+  }
+
+  test("run the pool's share of the stored capacity each, unless --worker-concurrency says", async () => {
+    expect((await firstWorkerEnv({ workers: 2, totalUnits: 300 })).LEASEHOLD_WORKER_CONCURRENCY).toBe('150')
+    expect((await firstWorkerEnv({ workers: 2 })).LEASEHOLD_WORKER_CONCURRENCY).toBe('50') // the first capacity: 100 units
+    expect((await firstWorkerEnv({ workers: 2, totalUnits: 300, workerConcurrency: 8 })).LEASEHOLD_WORKER_CONCURRENCY).toBe('8')
+  })
+})

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { dashboardLink } from '../../src-main/data-dir/client-target'
-import { ConfigError, defaultDataDir, parseServeArgs } from '../../src-main/config'
+import { ConfigError, DEFAULT_WORKER_CONCURRENCY, defaultDataDir, localWorkerSlots, parseServeArgs } from '../../src-main/config'
 
 describe('serve configuration', () => {
   test('defaults: loopback, port 7878, two local workers, normal durability, stored capacity kept', () => {
@@ -52,6 +52,19 @@ describe('serve configuration', () => {
     expect(parseServeArgs(['--workers', '0'], {}).workers).toBe(0)
     expect(() => parseServeArgs(['--workers', '65'], {})).toThrow(/--workers/)
     expect(parseServeArgs(['--exec-allow', '/bin/echo, git'], {}).execAllow).toEqual(['/bin/echo', 'git'])
+  })
+
+  test('a local worker runs its share of the capacity unless --worker-concurrency says: never fewer than 32, never more than 256', () => {
+    expect(parseServeArgs([], {}).workerConcurrency).toBeNull()
+    expect(parseServeArgs(['--worker-concurrency', '8'], {}).workerConcurrency).toBe(8)
+    expect(() => parseServeArgs(['--worker-concurrency', '257'], {})).toThrow(/--worker-concurrency/)
+    // The default pool (2 workers) fills the default capacity (100 units) with one-unit jobs.
+    expect(localWorkerSlots(100, 2)).toBe(50)
+    expect(localWorkerSlots(101, 2)).toBe(51)
+    expect(localWorkerSlots(10, 2)).toBe(DEFAULT_WORKER_CONCURRENCY)
+    expect(localWorkerSlots(0, 2)).toBe(DEFAULT_WORKER_CONCURRENCY)
+    expect(localWorkerSlots(100_000, 4)).toBe(256)
+    expect(localWorkerSlots(100, 0)).toBe(DEFAULT_WORKER_CONCURRENCY)
   })
 
   test("the default data dir is the platform's app-data folder, shared with the desktop app", () => {
