@@ -687,7 +687,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${process.env.LEASEHOLD_WORKER_CONCURRENCY ?? `${localWorkerSlots(100, 2)} jobs (their share of the first 100 units)`}, first submit → last DONE; ${drain.cpu}`,
+        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${process.env.LEASEHOLD_WORKER_CONCURRENCY ?? localWorkerSlots(100, 2)} jobs${process.env.LEASEHOLD_WORKER_CONCURRENCY ? '' : ' (their share of the first 100 units)'}, first submit → last DONE; ${drain.cpu}`,
       })
       if (durability === 'normal') {
         progress(`local pickup, ${counts.localPickups} jobs`)
