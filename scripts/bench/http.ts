@@ -676,6 +676,9 @@ export async function measureRss(finished: number, progress: (m: string) => void
 export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void): Promise<Row[]> {
   const rows: Row[] = []
   const n = counts.drainJobs.toLocaleString('en-US')
+  // The servers below take the slots of the environment, as the host does, or their share of the first capacity.
+  const given = process.env.LEASEHOLD_WORKER_CONCURRENCY
+  const slots = given ? `${given} jobs` : `${localWorkerSlots(100, 2)} jobs (their share of the first 100 units)`
   for (const durability of ['normal', 'full'] as const) {
     progress(`pool drain (${durability}): the default pool, ${n} no-op jobs submitted 1,000 a request`)
     const server = await startServer(['--durability', durability])
@@ -687,7 +690,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${process.env.LEASEHOLD_WORKER_CONCURRENCY ?? localWorkerSlots(100, 2)} jobs${process.env.LEASEHOLD_WORKER_CONCURRENCY ? '' : ' (their share of the first 100 units)'}, first submit → last DONE; ${drain.cpu}`,
+        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${slots}, first submit → last DONE; ${drain.cpu}`,
       })
       if (durability === 'normal') {
         progress(`local pickup, ${counts.localPickups} jobs`)

@@ -234,13 +234,13 @@ export function queueEvent(event: Event): QueueEvent {
 export const JobAnswer = z.object({ job: QueueJob }).meta({ id: 'JobAnswer' })
 export type JobAnswer = z.infer<typeof JobAnswer>
 
-/** POST /jobs/submit-batch: one entry per submit, in order, each as /jobs/submit answers it. */
 /** A job created by a batch submit that asked for `Prefer: return=minimal`: its id and state, not its whole view. */
 export const SubmittedJobRef = z
   .object({ ok: z.literal(true), job_id: z.string(), state: QueueState })
   .meta({ id: 'SubmittedJobRef', description: 'A job created, answered by its id and state (the request sent Prefer: return=minimal)' })
 export type SubmittedJobRef = z.infer<typeof SubmittedJobRef>
 
+/** POST /jobs/submit-batch: one entry per submit, in order, each as /jobs/submit answers it (or as a SubmittedJobRef). */
 export const SubmitBatchAnswer = z
   .object({
     results: z.array(
