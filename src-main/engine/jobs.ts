@@ -5,7 +5,7 @@ import { EngineError, invalid } from './errors'
 import { keyedId } from './ids'
 import { closeBlockersOfCanceledJob } from './blockers'
 import { cancelNow } from './moves'
-import { getJob, insertJob, type JobEvent, moveJob, updateJob } from './rows'
+import { getJob, insertJob, type JobEvent, moveJob, SELECT_JOBS, updateJob } from './rows'
 import { readTimeline } from './timeline'
 import { nextStreamMessageId } from './streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from './states'
@@ -116,7 +116,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
   checkSubmit(input)
   return ctx.transact(() => {
     if (input.idempotency_key != null) {
-      const existing = ctx.one<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?', input.idempotency_key)
+      const existing = ctx.one<JobRow>(`${SELECT_JOBS} WHERE idempotency_key = ?`, input.idempotency_key)
       if (existing) return { job: existing, duplicate: true }
     }
     if (input.cost_units > totalUnits) throw costExceedsCapacity(input.cost_units, totalUnits)

@@ -1,6 +1,7 @@
 import type { JobRow } from '../db/schema'
 import type { EngineContext } from './context'
 
+import { SELECT_JOBS } from './rows'
 /** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
 export interface WorkerFilter {
   worker_id: string
@@ -144,7 +145,7 @@ function jobsBySeq(ctx: EngineContext, seqs: readonly number[]): JobRow[] {
   if (unread === null) return rows
   const size = PAGE_SIZES[firstPage(unread.length)]!
   const params = unread.length === size ? unread : [...unread, ...new Array<number>(size - unread.length).fill(0)]
-  const read = ctx.all<JobRow>(`SELECT * FROM jobs WHERE seq IN (${PAGE_PLACEHOLDERS[size]})`, ...params)
+  const read = ctx.all<JobRow>(`${SELECT_JOBS} WHERE seq IN (${PAGE_PLACEHOLDERS[size]})`, ...params)
   if (read.length !== unread.length) throw new Error(`pick: ${unread.length - read.length} QUEUED jobs of a range have no row`)
   if (read.length === seqs.length && read.length < 2) return read
   const bySeq = new Map(rows.map((row) => [row.seq, row]))

@@ -1,7 +1,7 @@
 import { FINISHED_STATES_CLAUSE, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from '../db/schema'
 import { DAY } from './clock'
 import type { EngineContext } from './context'
-import { fenceOfLease, findJob } from './rows'
+import { fenceOfLease, findJob, SELECT_JOBS } from './rows'
 import { TIMELINE_CHAIN } from './timeline'
 
 /**
@@ -66,7 +66,7 @@ export const DELETE_STATEMENTS: readonly { sql: string; by: DeleteBy }[] = [
 ]
 
 /** Which of the named jobs (by `seq`) may be deleted now. */
-export const DELETABLE_JOBS_SQL = `SELECT * FROM jobs WHERE seq IN (${IDS}) AND ${DELETABLE}`
+export const DELETABLE_JOBS_SQL = `${SELECT_JOBS} WHERE seq IN (${IDS}) AND ${DELETABLE}`
 
 /**
  * Rows a retention step reads at most, per job it may delete: jobs that are not finished yet, or

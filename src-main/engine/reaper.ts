@@ -2,6 +2,7 @@ import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
 import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
+import { SELECT_JOBS } from './rows'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
 const BATCH = 1000
@@ -52,7 +53,7 @@ export function expireLeasesOfWorker(ctx: EngineContext, workerId: string): numb
 export function expireDueClaims(ctx: EngineContext): number {
   return ctx.transact(() => {
     const due = ctx.all<JobRow>(
-      `SELECT * FROM jobs WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at <= ?
+      `${SELECT_JOBS} WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at <= ?
        ORDER BY claim_expires_at LIMIT ?`,
       ctx.clock.now(),
       BATCH,

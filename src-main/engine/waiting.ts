@@ -4,7 +4,7 @@ import type { CapacityStore } from './capacity-store'
 import { iso } from './clock'
 import type { EngineContext } from './context'
 import { eligibleJobs } from './pick'
-import { recordJobEvent } from './rows'
+import { recordJobEvent, SELECT_JOBS } from './rows'
 import { isScheduled } from './scheduled'
 import { type JobState, WAITING_STATES } from './states'
 import { shortId } from '../short-id'
@@ -108,7 +108,7 @@ export function waitingReason(job: WaitingJob, s: WaitingSituation): string | nu
  */
 export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number, total: number): void {
   if (total >= previousTotal || ctx.jobTally.waitingCosting(total, previousTotal) === 0) return
-  const jobs = ctx.all<JobRow>(`SELECT * FROM jobs WHERE ${WAITING_IN_SQL} AND cost_units > ? AND cost_units <= ? ORDER BY seq`, total, previousTotal)
+  const jobs = ctx.all<JobRow>(`${SELECT_JOBS} WHERE ${WAITING_IN_SQL} AND cost_units > ? AND cost_units <= ? ORDER BY seq`, total, previousTotal)
   for (const job of jobs) {
     recordJobEvent(ctx, job, {
       type: 'JOB_EXCEEDS_CAPACITY',

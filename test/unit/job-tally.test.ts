@@ -14,6 +14,7 @@ import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
 import type { JobRow } from '../../src-main/db/schema'
 import { engineContext } from '../../src-main/engine/internals'
+import { SELECT_JOBS } from '../../src-main/engine/rows'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 
 const dirs: string[] = []
@@ -200,7 +201,7 @@ describe('the tally of QUEUED and waiting jobs', () => {
       const proto = Object.getPrototypeOf(ctx.db.prepare('SELECT 1')) as { all: (...p: unknown[]) => unknown }
       const original = proto.all
       proto.all = function (this: { source: string }, ...params: unknown[]) {
-        if (this.source.includes('SELECT * FROM jobs WHERE seq IN (')) n += 1
+        if (this.source.includes(`${SELECT_JOBS} WHERE seq IN (`)) n += 1
         return original.apply(this, params)
       }
       return { count: () => n, restore: () => void (proto.all = original) }

@@ -10,13 +10,14 @@ import type { Statement } from 'better-sqlite3'
 import { afterEach, describe, expect, test } from 'vitest'
 import { engineContext } from '../../src-main/engine/internals'
 import { QueuedRange } from '../../src-main/engine/queued-range'
+import { SELECT_JOBS } from '../../src-main/engine/rows'
 import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 
 let waiters: ClaimWaiters | undefined
 afterEach(() => waiters?.close())
 
-const PICK_ROWS = 'SELECT * FROM jobs WHERE seq IN ('
+const PICK_ROWS = `${SELECT_JOBS} WHERE seq IN (`
 
 /** Counts the statements of `method` (all, run) whose SQL includes `sql` while `fn` runs. */
 async function countStatements(statement: Statement, method: 'all' | 'run', sql: string, fn: () => Promise<unknown>): Promise<number> {
