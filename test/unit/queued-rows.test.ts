@@ -68,3 +68,9 @@ test('a job row read back from the table has its columns in the order of the row
   // The table's own order is another one (migrations add columns at its end): `SELECT *` would not do.
   expect(Object.keys(rowsOf(engine, [byId])[0]!)).not.toEqual(written)
 })
+
+test('a bulk backlog of 20,000 small jobs is kept whole: a pool drains it without reading a row back', () => {
+  const { engine } = setup()
+  for (let i = 0; i < 20; i++) engine.submitMany(Array.from({ length: 1_000 }, () => aJob()))
+  expect(engineContext(engine).queuedRows.size).toBe(20_000)
+})
