@@ -1,7 +1,7 @@
 import type { JobRow } from '../db/schema'
 import type { EngineContext } from './context'
-
 import { SELECT_JOBS } from './rows'
+
 /** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
 export interface WorkerFilter {
   worker_id: string

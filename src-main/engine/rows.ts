@@ -86,8 +86,7 @@ void allJobColumns
  * (map). Read in this order, a row has the shape of the rows the engine writes ({@link copyJob}),
  * so the verbs see one shape, whether a job's row was kept in memory since its write or read
  * back (queued-rows.ts, pick.ts). With two, the first row read back made a drain's hot verbs
- * deoptimize and run on both shapes after: 47–48 µs of the host's CPU per job in a first
- * 20,000-job drain, against 43 with one shape (docs/performance.md, fourteenth session).
+ * deoptimize, and they ran on both shapes after (docs/performance.md, fourteenth session).
  */
 export const SELECT_JOBS = `SELECT ${JOB_COLUMNS.join(', ')} FROM jobs`
 

@@ -1,8 +1,8 @@
 /**
  * The rows of QUEUED jobs the engine keeps for the pick (engine/queued-rows.ts) stay within their
  * memory budget: a backlog keeps its oldest rows, those a pick takes first, and the others are
- * read from the table. That they are always the table's rows is checked by the tally's walk
- * (job-tally.test.ts).
+ * read from the table, in the kept rows' shape. That they are always the table's rows is checked
+ * by the tally's walk (job-tally.test.ts).
  */
 import { expect, test } from 'vitest'
 import type { JobRow } from '../../src-main/db/schema'
@@ -58,8 +58,8 @@ test('a job row read back from the table has its columns in the order of the row
   const ctx = engineContext(engine)
   const [readBack, byId] = [engine.submit(aJob()).job.id, engine.submit(aJob()).job.id]
   ctx.queuedRows.clear() // neither row is kept now: a pick and a lookup read them from the table
-  const kept = ctx.queuedRows.get(findJob(ctx, engine.submit(aJob()).job.id)!.seq)!
-  const written = Object.keys(kept)
+  const keptId = engine.submit(aJob()).job.id // written after the clear: kept
+  const written = Object.keys(ctx.queuedRows.get(findJob(ctx, keptId)!.seq)!)
 
   const [picked] = eligibleJobs(ctx, { worker_id: 'w' }, clock.now())
   expect(picked!.id).toBe(readBack)
