@@ -93,15 +93,26 @@ export function exchange(ctx: EngineContext, capacity: CapacityStore, request: W
   }))
 }
 
+/**
+ * `T` with every field present (an optional one may hold undefined): the type of a copy that
+ * writes each field out instead of spreading, so that a field added to `T` and not to the copy
+ * fails to compile instead of being dropped.
+ */
+export type EveryField<T> = { [K in keyof Required<T>]: T[K] }
+
+type Heartbeat = NonNullable<WorkerExchange['heartbeat']>[number] & { worker_id: string }
+type Completion = NonNullable<WorkerExchange['complete']>[number] & { worker_id: string }
+type Failure = NonNullable<WorkerExchange['fail']>[number] & { worker_id: string }
+
 // Each report as its one-job verb takes it, with the worker's id: every field written out, not
 // spread, so that the verbs read reports of one shape. Parsed from a request, each carries only
 // the fields its worker sent, and the spreads' copies made the verbs' reads megamorphic.
 
-function heartbeatOf(beat: NonNullable<WorkerExchange['heartbeat']>[number], worker_id: string) {
+function heartbeatOf(beat: NonNullable<WorkerExchange['heartbeat']>[number], worker_id: string): EveryField<Heartbeat> {
   return { job_id: beat.job_id, worker_id, lease_token: beat.lease_token, progress: beat.progress, note: beat.note }
 }
 
-function completionOf(report: NonNullable<WorkerExchange['complete']>[number], worker_id: string) {
+function completionOf(report: NonNullable<WorkerExchange['complete']>[number], worker_id: string): EveryField<Completion> {
   return {
     job_id: report.job_id,
     attempt_id: report.attempt_id,
@@ -113,6 +124,6 @@ function completionOf(report: NonNullable<WorkerExchange['complete']>[number], w
   }
 }
 
-function failureOf(report: NonNullable<WorkerExchange['fail']>[number], worker_id: string) {
+function failureOf(report: NonNullable<WorkerExchange['fail']>[number], worker_id: string): EveryField<Failure> {
   return { job_id: report.job_id, attempt_id: report.attempt_id, worker_id, lease_token: report.lease_token, error: report.error }
 }
