@@ -13,6 +13,26 @@ export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.out
 }
 
 /**
+ * Answers now, as {@link reply} and then Koa's own `respond` would for a JSON body: the same
+ * status and headers (set through Koa's setters), the same bytes. For an answer that is ready
+ * before the route's promise settles — a waiting claim is answered from the commit that grants
+ * it (docs/performance.md) — so it leaves without the turns of promises and middleware that
+ * Koa's unwinding takes. `ctx.respond = false` is Koa's documented way to write the response
+ * yourself; the route must not touch `ctx` after this.
+ */
+export function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S>, status = 200): void {
+  reply(ctx, schema, body, status)
+  ctx.respond = false
+  if (!ctx.writable) {
+    ctx.res.end() // the client is gone, as Koa's respond would find it
+    return
+  }
+  const text = JSON.stringify(body)
+  ctx.length = Buffer.byteLength(text)
+  ctx.res.end(text)
+}
+
+/**
  * Whether a request's `Prefer` header (RFC 7240) asks for `return=minimal`: an answer without
  * the representation of what was created. Preferences are comma-separated, each a
  * case-insensitive token with an optional value and `;` parameters; an unknown one is ignored.

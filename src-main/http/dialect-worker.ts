@@ -2,9 +2,9 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
-import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
+import { type Claims, type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
-import { clientGone, readJson, reply } from './body'
+import { clientGone, readJson, reply, replyNow } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
 import { HttpError, statusOf } from './statuses'
@@ -112,8 +112,15 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
   router.post('/claim', async (ctx) => {
     const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
     const maxWaitMs = longPollMs(input.max_wait_ms)
-    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined })
-    reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
+    // A claim that waits is answered from the commit that grants it: the worker hears of its job
+    // as soon as the lease is durable.
+    let answered = false
+    const onGranted = (claimed: Claims) => {
+      replyNow(ctx, WorkerClaimAnswer, claimAnswer(claimed.granted[0]!))
+      answered = true
+    }
+    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined, onGranted })
+    if (!answered) reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
   })
 
   router.post('/heartbeat', async (ctx) => {

@@ -6,12 +6,20 @@ export interface ClaimOptions {
   maxJobs?: number
   ttlS?: number
   signal?: AbortSignal
+  /**
+   * For a claim that waits: called with its grants from inside the commit listener of the
+   * commit that holds them — once that commit is durable, and before the claim's promise
+   * settles. A transport that can answer there (HTTP) writes its answer at once instead of one
+   * turn of promises later; the claim's promise still settles with the same grants.
+   */
+  onGranted?: (claimed: Claims) => void
 }
 
 interface Waiter {
   filter: WorkerFilter
   maxJobs: number
   ttlS: number | undefined
+  onGranted: ((claimed: Claims) => void) | undefined
   /** Settles with the grants, or with none and the last denial when the wait ends. */
   answer: Promise<Claims>
   resolve(claimed: Claims): void
@@ -137,6 +145,7 @@ export class ClaimWaiters {
       filter,
       maxJobs: options.maxJobs ?? 1,
       ttlS: options.ttlS,
+      onGranted: options.onGranted,
       settled: false,
       answer,
       resolve: (claimed) => {
@@ -156,8 +165,10 @@ export class ClaimWaiters {
   }
 
   /**
-   * Whether a waiting claim was granted since the last call. The HTTP server asks after each
-   * request, and lets the woken claims be answered before that request's own answer.
+   * Whether a waiting claim was granted since the last call and is yet to be answered (its
+   * answer waits for its promise; one with `onGranted` was answered at the commit). The HTTP
+   * server asks after each request, and lets the woken claims be answered before that
+   * request's own answer.
    */
   takeWoken(): boolean {
     const woken = this.woken
@@ -190,9 +201,21 @@ export class ClaimWaiters {
     return grants
   }
 
+  /** Answers a granted waiter: through its `onGranted` if it has one, then its promise. */
   private answer(waiter: Waiter, claimed: Claims): void {
+    let answered = false
+    if (waiter.onGranted && !waiter.settled) {
+      try {
+        waiter.onGranted(claimed)
+        answered = true
+      } catch (error) {
+        // The promise below still carries the grants: the transport answers from there.
+        console.error('leasehold: answering a granted claim failed:', error)
+      }
+    }
     waiter.resolve(claimed)
-    this.woken = true
+    // Answered already: the request that woke it need not wait for it (see takeWoken).
+    if (!answered) this.woken = true
   }
 
   /**

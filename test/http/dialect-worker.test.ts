@@ -126,6 +126,33 @@ describe('long-poll claims', () => {
     expect(at - started).toBeGreaterThanOrEqual(290) // it really waited
   })
 
+  test('a waiting claim, answered from the commit that grants it, has the status, headers and body of a claim answered at once', async () => {
+    await start()
+    const headersOf = (res: Response) => ({
+      type: res.headers.get('content-type'),
+      cache: res.headers.get('cache-control'),
+      sniff: res.headers.get('x-content-type-options'),
+      chunked: res.headers.get('transfer-encoding'),
+    })
+    const first = await submit(host)
+    const atOnce = await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 })
+    const atOnceText = await atOnce.text()
+    expect(JSON.parse(atOnceText)).toMatchObject({ claimed: true, job_id: first.job_id })
+
+    const pending = post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 10_000 })
+    await new Promise((r) => setTimeout(r, 200)) // the claim waits
+    const second = await submit(host)
+    const waited = await pending
+    const waitedText = await waited.text()
+    expect(waited.status).toBe(atOnce.status)
+    expect(headersOf(waited)).toEqual(headersOf(atOnce))
+    expect(headersOf(waited)).toMatchObject({ type: 'application/json; charset=utf-8', cache: 'no-store', sniff: 'nosniff', chunked: null })
+    expect(Number(waited.headers.get('content-length'))).toBe(Buffer.byteLength(waitedText))
+    const answer = JSON.parse(waitedText)
+    expect(answer).toMatchObject({ claimed: true, job_id: second.job_id })
+    expect(keys(answer)).toEqual(keys(JSON.parse(atOnceText)))
+  })
+
   test('a waiting claim answers as soon as capacity comes back', async () => {
     await start({ totalUnits: 2 })
     const first = await claimed('w1', { cost_units: 2 })

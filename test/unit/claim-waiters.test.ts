@@ -1,4 +1,4 @@
-import { afterEach, expect, test } from 'vitest'
+import { afterEach, expect, test, vi } from 'vitest'
 import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { openDatabase } from '../../src-main/db/open'
 import { Engine } from '../../src-main/engine'
@@ -7,10 +7,13 @@ import { systemClock } from '../../src-main/engine/clock'
 let waiters: ClaimWaiters | undefined
 afterEach(() => waiters?.close())
 
-function realTimeEngine(backoffMs: number): Engine {
+function openEngine(backoffMs = 100): { engine: Engine; sqlite: ReturnType<typeof openDatabase>['sqlite'] } {
   const { sqlite } = openDatabase({ path: ':memory:' })
-  return new Engine({ db: sqlite, clock: systemClock, config: { backoff: { baseMs: backoffMs, maxMs: backoffMs } }, capacity: { total_units: 10, busy_rating: 0 } })
+  const engine = new Engine({ db: sqlite, clock: systemClock, config: { backoff: { baseMs: backoffMs, maxMs: backoffMs } }, capacity: { total_units: 10, busy_rating: 0 } })
+  return { engine, sqlite }
 }
+
+const realTimeEngine = (backoffMs: number): Engine => openEngine(backoffMs).engine
 
 test('a waiting claim is woken by a submit at once', async () => {
   const engine = realTimeEngine(100)
@@ -38,6 +41,55 @@ test('a waiting claim is granted in the commit that woke it: one commit holds th
   expect(waiters.takeWoken()).toBe(false)
   const decision = await claim
   expect(decision.granted && decision.job_id).toBe(job.id)
+})
+
+test('a waiting claim’s onGranted is called once its grant is committed, before its promise settles, and the waking request need not wait for it', async () => {
+  const { engine, sqlite } = openEngine()
+  waiters = new ClaimWaiters(engine)
+  let settled = false
+  const seen: { inTransaction: boolean; state: string; settled: boolean; jobId: string | undefined }[] = []
+  const claim = waiters.claim(
+    { worker_id: 'w' },
+    {
+      maxWaitMs: 5000,
+      onGranted: (claimed) => {
+        const jobId = claimed.granted[0]?.job_id
+        seen.push({ inTransaction: sqlite.inTransaction, state: engine.getJob(jobId!).state, settled, jobId })
+      },
+    },
+  )
+  void claim.then(() => (settled = true))
+  const { job } = await engine.run(() => engine.submit({ job_type: 't', cost_units: 1 }))
+  expect(seen).toEqual([{ inTransaction: false, state: 'RUNNING', settled: false, jobId: job.id }])
+  expect(waiters.takeWoken()).toBe(false)
+  const decision = await claim
+  expect(decision.granted && decision.job_id).toBe(job.id)
+})
+
+test('an onGranted that throws leaves the grant to the claim’s promise, and the other waiters are answered', async () => {
+  const { engine } = openEngine()
+  waiters = new ClaimWaiters(engine)
+  const errors = vi.spyOn(console, 'error').mockImplementation(() => {})
+  const failing = waiters.claim(
+    { worker_id: 'a' },
+    {
+      maxWaitMs: 5000,
+      onGranted: () => {
+        throw new Error('the socket went away')
+      },
+    },
+  )
+  const answered: string[] = []
+  const other = waiters.claim({ worker_id: 'b' }, { maxWaitMs: 5000, onGranted: (claimed) => answered.push(claimed.granted[0]!.job_id) })
+  await engine.run(() => engine.submitMany([{ job_type: 't', cost_units: 1 }, { job_type: 't', cost_units: 1 }]))
+  expect(errors).toHaveBeenCalledOnce()
+  errors.mockRestore()
+  // The failed answer is the transport's to make from the promise, after the waking request's.
+  expect(waiters.takeWoken()).toBe(true)
+  const [a, b] = await Promise.all([failing, other])
+  expect(a.granted).toBe(true)
+  if (!b.granted) throw new Error('b was not granted')
+  expect(answered).toEqual([b.job_id])
 })
 
 test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {
