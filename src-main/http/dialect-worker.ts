@@ -2,7 +2,7 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
-import { type Claims, type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
+import { type Assignment, type Engine, EngineError, type ExchangeAnswer, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
 import { clientGone, readJson, reply, replyNow } from './body'
 import { validate } from './errors'
@@ -115,11 +115,11 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
     // A claim that waits is answered from the commit that grants it: the worker hears of its job
     // as soon as the lease is durable.
     let answered = false
-    const onGranted = (claimed: Claims) => {
-      replyNow(ctx, WorkerClaimAnswer, claimAnswer(claimed.granted[0]!))
+    const onAnswer = (granted: Assignment) => {
+      replyNow(ctx, WorkerClaimAnswer, claimAnswer(granted))
       answered = true
     }
-    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined, onGranted })
+    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }, onAnswer)
     if (!answered) reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
   })
 
@@ -141,8 +141,13 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
   router.post('/batch', async (ctx) => {
     const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
     const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
-    const answer = await waiters.exchange(input, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined })
-    reply(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
+    let answered = false
+    const onAnswer = (answer: ExchangeAnswer) => {
+      replyNow(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
+      answered = true
+    }
+    const answer = await waiters.exchange(input, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }, onAnswer)
+    if (!answered) reply(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).

@@ -2,7 +2,7 @@ import { dirname } from 'node:path'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import { longPollMs } from '../workers/long-poll'
-import type { Engine } from '../engine'
+import type { Engine, ExchangeAnswer } from '../engine'
 import { answerError } from '../error-answer'
 import { HttpError } from '../http/statuses'
 import { exchangeAnswer } from '../http/views/worker'
@@ -19,11 +19,20 @@ export interface IpcHostDeps {
  * Answers one request from a local worker: the same engine calls, with the same semantics, as
  * dialect 003's /batch and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
  * in another's name. `gone` aborts when the process exits, so a waiting claim never hands a
- * lease to a dead worker.
+ * lease to a dead worker. An exchange that waits and is granted is also given to `answerEarly`
+ * from the commit that grants it (see claim-waiters.ts `OnAnswer`): the same response the
+ * promise settles with, so the caller sends whichever comes first, once.
  */
-export async function answerWorkerRequest(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal): Promise<IpcResponse> {
+export async function answerWorkerRequest(
+  deps: IpcHostDeps,
+  workerId: string,
+  request: IpcRequest,
+  gone: AbortSignal,
+  answerEarly?: (response: IpcResponse) => void,
+): Promise<IpcResponse> {
+  const early = answerEarly && ((result: unknown) => answerEarly({ type: 'response', id: request.id, result }))
   try {
-    return { type: 'response', id: request.id, result: await dispatch(deps, workerId, request, gone) }
+    return { type: 'response', id: request.id, result: await dispatch(deps, workerId, request, gone, early) }
   } catch (error) {
     const { status, code, detail, internal } = answerError(error, dirname(deps.engine.databaseFile))
     // The worker is this host's own process: it logs a bug's message, where the host has no log.
@@ -31,7 +40,7 @@ export async function answerWorkerRequest(deps: IpcHostDeps, workerId: string, r
   }
 }
 
-async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal): Promise<unknown> {
+async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal, answerEarly?: (result: unknown) => void): Promise<unknown> {
   const { engine, waiters, clockWaiters } = deps
   const schema = IPC_METHODS[request.method]
   const parsed = schema.safeParse(request.params)
@@ -43,7 +52,14 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
   switch (request.method) {
     case 'exchange': {
       const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }
-      const answer = await waiters.exchange(request, { maxWaitMs: longPollMs(request.claim?.max_wait_ms), signal: gone })
+      let answered: unknown
+      // (A process that dies ends its wait through `gone`: it is never answered early.)
+      const onAnswer = (answer: ExchangeAnswer) => {
+        answered = exchangeAnswer(request, answer)
+        answerEarly!(answered)
+      }
+      const answer = await waiters.exchange(request, { maxWaitMs: longPollMs(request.claim?.max_wait_ms), signal: gone }, answerEarly && onAnswer)
+      if (answered !== undefined) return answered
       if (answer.claimed.granted.length > 0 && gone.aborted) {
         // Granted in the instant the process died: give them straight back.
         await engine.run(() => engine.expireLeasesOfWorker(workerId))

@@ -1,4 +1,4 @@
-import { FromWorker } from '../../src-worker/ipc-protocol'
+import { FromWorker, type IpcResponse } from '../../src-worker/ipc-protocol'
 import type { WorkerDirectory } from '../workers/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
@@ -81,7 +81,14 @@ export class WorkerPool {
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
         worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
-        void answerWorkerRequest(this.options, workerId, message, gone.signal).then((response) => worker.send(response))
+        // A waiting claim's answer leaves from the commit that grants it; any other when it settles.
+        let sent = false
+        const send = (response: IpcResponse) => {
+          if (sent) return
+          sent = true
+          worker.send(response)
+        }
+        void answerWorkerRequest(this.options, workerId, message, gone.signal, send).then(send)
       }
     })
 

@@ -6,19 +6,21 @@ export interface ClaimOptions {
   maxJobs?: number
   ttlS?: number
   signal?: AbortSignal
-  /**
-   * For a claim that waits: called with its grants from inside the commit listener of the
-   * commit that holds them — once that commit is durable, and before the claim's promise
-   * settles. A transport that can answer there (HTTP) writes its answer at once instead of one
-   * turn of promises later; the claim's promise still settles with the same grants.
-   */
-  onGranted?: (claimed: Claims) => void
 }
+
+/**
+ * For a claim that waits: called with its answer from inside the commit listener of the commit
+ * that grants it — once that commit is durable, and before the claim's promise settles with
+ * the same answer. A transport answers there at once (an HTTP response, a local worker's IPC
+ * message) instead of one turn of promises and middleware later.
+ */
+export type OnAnswer<A> = (answer: A) => void
 
 interface Waiter {
   filter: WorkerFilter
   maxJobs: number
   ttlS: number | undefined
+  /** Answers the claim from the commit that grants it (see {@link OnAnswer}). */
   onGranted: ((claimed: Claims) => void) | undefined
   /** Settles with the grants, or with none and the last denial when the wait ends. */
   answer: Promise<Claims>
@@ -89,8 +91,10 @@ export class ClaimWaiters {
    * Claims at once if a job can be leased; otherwise waits up to `maxWaitMs` for one. Resolves
    * with the last denial when the wait ends, the signal aborts (client gone), or {@link close}.
    */
-  async claim(filter: WorkerFilter, options: ClaimOptions): Promise<Assignment | Denial> {
-    const { claimed } = await this.claimAfter(filter, { ...options, maxJobs: 1 }, () => ({ claimed: this.engine.claimBatch(filter, 1, options.ttlS) }))
+  async claim(filter: WorkerFilter, options: ClaimOptions, onAnswer?: OnAnswer<Assignment>): Promise<Assignment | Denial> {
+    const op = () => ({ claimed: this.engine.claimBatch(filter, 1, options.ttlS) })
+    const early = onAnswer && ((answer: { claimed: Claims }) => onAnswer(answer.claimed.granted[0]!))
+    const { claimed } = await this.claimAfter(filter, { ...options, maxJobs: 1 }, op, undefined, early)
     return claimed.granted[0] ?? claimed.denial!
   }
 
@@ -100,16 +104,23 @@ export class ClaimWaiters {
    * for up to `maxJobs` jobs — unless `answerNow` says the answer is news the caller must have
    * at once. The wait starts inside that same operation: work that another operation of the
    * group makes available is offered to it before the group commits, never missed between the
-   * try and the wait.
+   * try and the wait. A claim that waits and is granted is given to `onAnswer` from the commit
+   * that grants it, as well as to the promise.
    */
-  async claimAfter<R extends { claimed: Claims }>(filter: WorkerFilter, options: ClaimOptions, op: () => R, answerNow: (answer: R) => boolean = () => false): Promise<R> {
+  async claimAfter<R extends { claimed: Claims }>(
+    filter: WorkerFilter,
+    options: ClaimOptions,
+    op: () => R,
+    answerNow: (answer: R) => boolean = () => false,
+    onAnswer?: OnAnswer<R>,
+  ): Promise<R> {
     let waiter: Waiter | null = null
     let first: R
     try {
       first = await this.engine.run(() => {
         const answer = op()
         const waits = answer.claimed.granted.length === 0 && options.maxWaitMs > 0 && !options.signal?.aborted && !answerNow(answer)
-        if (waits) waiter = this.wait(filter, answer.claimed.denial, options)
+        if (waits) waiter = this.wait(filter, answer.claimed.denial, options, onAnswer && ((claimed) => onAnswer({ ...answer, claimed })))
         return answer
       })
     } catch (error) {
@@ -127,17 +138,18 @@ export class ClaimWaiters {
    * answered at once, not held by the wait: the worker learns now that it must drop a result or
    * stop a handler, not when work next comes.
    */
-  exchange(request: WorkerExchangeRequest, options: { maxWaitMs: number; signal?: AbortSignal }): Promise<ExchangeAnswer> {
+  exchange(request: WorkerExchangeRequest, options: { maxWaitMs: number; signal?: AbortSignal }, onAnswer?: OnAnswer<ExchangeAnswer>): Promise<ExchangeAnswer> {
     const { claim, ...reports } = request
     return this.claimAfter(
       { worker_id: request.worker_id, queues: claim?.streams ?? [] },
       { maxJobs: claim?.max_jobs ?? 1, maxWaitMs: claim ? options.maxWaitMs : 0, signal: options.signal },
       () => this.engine.exchange({ ...reports, claim: claim && { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } }),
       (answer) => [answer.heartbeats, answer.completed, answer.failed].some((items) => items.some((item) => !item.ok)),
+      onAnswer,
     )
   }
 
-  private wait(filter: WorkerFilter, denial: Claims['denial'], options: ClaimOptions): Waiter {
+  private wait(filter: WorkerFilter, denial: Claims['denial'], options: ClaimOptions, onGranted: Waiter['onGranted']): Waiter {
     let settle!: (claimed: Claims) => void
     const answer = new Promise<Claims>((resolve) => (settle = resolve))
     const onAbort = () => waiter.resolve(nothing(denial))
@@ -145,7 +157,7 @@ export class ClaimWaiters {
       filter,
       maxJobs: options.maxJobs ?? 1,
       ttlS: options.ttlS,
-      onGranted: options.onGranted,
+      onGranted,
       settled: false,
       answer,
       resolve: (claimed) => {

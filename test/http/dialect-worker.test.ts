@@ -429,7 +429,12 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     await new Promise((r) => setTimeout(r, 300)) // the claim arrives and waits
     // Two jobs in one commit (a batch submit): the waiting claim is granted both inside that commit.
     const submitted = await host.engine.run(() => host.engine.submitMany([1, 2].map(() => ({ job_type: 'generic', cost_units: 1 }))))
-    const answer = await body(await waiting)
+    const res = await waiting
+    const text = await res.text()
+    // Answered from that commit (replyNow): a whole JSON answer, as Koa would send it.
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8')
+    expect(Number(res.headers.get('content-length'))).toBe(Buffer.byteLength(text))
+    const answer = JSON.parse(text)
     expect(answer.jobs.map((j: any) => j.job_id)).toEqual(submitted.map((s) => (s.ok ? s.value.job.id : null)))
   })
 

@@ -3,6 +3,7 @@ import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { openDatabase } from '../../src-main/db/open'
 import { Engine } from '../../src-main/engine'
 import { systemClock } from '../../src-main/engine/clock'
+import { until } from '../helpers/until'
 
 let waiters: ClaimWaiters | undefined
 afterEach(() => waiters?.close())
@@ -43,21 +44,14 @@ test('a waiting claim is granted in the commit that woke it: one commit holds th
   expect(decision.granted && decision.job_id).toBe(job.id)
 })
 
-test('a waiting claim’s onGranted is called once its grant is committed, before its promise settles, and the waking request need not wait for it', async () => {
+test('a waiting claim’s onAnswer is called once its grant is committed, before its promise settles, and the waking request need not wait for it', async () => {
   const { engine, sqlite } = openEngine()
   waiters = new ClaimWaiters(engine)
   let settled = false
-  const seen: { inTransaction: boolean; state: string; settled: boolean; jobId: string | undefined }[] = []
-  const claim = waiters.claim(
-    { worker_id: 'w' },
-    {
-      maxWaitMs: 5000,
-      onGranted: (claimed) => {
-        const jobId = claimed.granted[0]?.job_id
-        seen.push({ inTransaction: sqlite.inTransaction, state: engine.getJob(jobId!).state, settled, jobId })
-      },
-    },
-  )
+  const seen: { inTransaction: boolean; state: string; settled: boolean; jobId: string }[] = []
+  const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 5000 }, (granted) => {
+    seen.push({ inTransaction: sqlite.inTransaction, state: engine.getJob(granted.job_id).state, settled, jobId: granted.job_id })
+  })
   void claim.then(() => (settled = true))
   const { job } = await engine.run(() => engine.submit({ job_type: 't', cost_units: 1 }))
   expect(seen).toEqual([{ inTransaction: false, state: 'RUNNING', settled: false, jobId: job.id }])
@@ -66,21 +60,37 @@ test('a waiting claim’s onGranted is called once its grant is committed, befor
   expect(decision.granted && decision.job_id).toBe(job.id)
 })
 
-test('an onGranted that throws leaves the grant to the claim’s promise, and the other waiters are answered', async () => {
+test('a waiting exchange’s onAnswer gets the answer its promise settles with: its own reports’ answers and the grants', async () => {
+  const { engine } = openEngine()
+  waiters = new ClaimWaiters(engine)
+  const { job: first } = engine.submit({ job_type: 't', cost_units: 1 })
+  const lease = engine.claimAndLease({ worker_id: 'w' })
+  if (!lease.granted) throw new Error('no lease')
+  const early: unknown[] = []
+  const exchange = waiters.exchange(
+    { worker_id: 'w', complete: [{ job_id: first.id, attempt_id: lease.lease.attempt_id, lease_token: lease.lease.token }], claim: { streams: ['default'], max_jobs: 2 } },
+    { maxWaitMs: 5000 },
+    (answer) => early.push(answer),
+  )
+  await until(() => waiters?.size === 1)
+  expect(early).toEqual([])
+  const { job: next } = await engine.run(() => engine.submit({ job_type: 't', cost_units: 1 }))
+  expect(early).toHaveLength(1)
+  const answer = await exchange
+  expect(early[0]).toEqual(answer)
+  expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
+  expect(answer.claimed.granted.map((g) => g.job_id)).toEqual([next.id])
+})
+
+test('an onAnswer that throws leaves the grant to the claim’s promise, and the other waiters are answered', async () => {
   const { engine } = openEngine()
   waiters = new ClaimWaiters(engine)
   const errors = vi.spyOn(console, 'error').mockImplementation(() => {})
-  const failing = waiters.claim(
-    { worker_id: 'a' },
-    {
-      maxWaitMs: 5000,
-      onGranted: () => {
-        throw new Error('the socket went away')
-      },
-    },
-  )
+  const failing = waiters.claim({ worker_id: 'a' }, { maxWaitMs: 5000 }, () => {
+    throw new Error('the socket went away')
+  })
   const answered: string[] = []
-  const other = waiters.claim({ worker_id: 'b' }, { maxWaitMs: 5000, onGranted: (claimed) => answered.push(claimed.granted[0]!.job_id) })
+  const other = waiters.claim({ worker_id: 'b' }, { maxWaitMs: 5000 }, (granted) => answered.push(granted.job_id))
   await engine.run(() => engine.submitMany([{ job_type: 't', cost_units: 1 }, { job_type: 't', cost_units: 1 }]))
   expect(errors).toHaveBeenCalledOnce()
   errors.mockRestore()

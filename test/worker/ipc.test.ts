@@ -19,6 +19,7 @@ import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport-http'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
 import { aJob, setup, T0 } from '../helpers/engine'
+import { until } from '../helpers/until'
 import { engineContext } from '../../src-main/engine/internals'
 
 describe('the message registry', () => {
@@ -196,6 +197,33 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     d.close()
   })
 
+  test('a waiting exchange is answered from the commit that grants it: answerEarly gets the response the promise settles with', async () => {
+    const d = deps()
+    const early: IpcResponse[] = []
+    const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), alive, (response) => early.push(response))
+    await until(() => d.waiters.size === 1)
+    const { job } = await d.engine.run(() => d.engine.submit(aJob()))
+    // Given from the commit listener: before the submit's own operation has settled.
+    expect(early).toHaveLength(1)
+    expect(early[0]).toMatchObject({ type: 'response', id: 7, result: { jobs: [{ claimed: true, job_id: job.id }] } })
+    expect(await pending).toEqual(early[0])
+    d.close()
+  })
+
+  test('a waiting exchange whose process dies is never answered early: its wait ends, and a later submit leases nothing to it', async () => {
+    const d = deps()
+    const gone = new AbortController()
+    const early: IpcResponse[] = []
+    const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), gone.signal, (response) => early.push(response))
+    await until(() => d.waiters.size === 1)
+    gone.abort()
+    await d.engine.run(() => d.engine.submit(aJob()))
+    expect((await pending).result).toMatchObject({ jobs: [] })
+    expect(early).toEqual([])
+    expect(d.engine.activeLeasesByWorker().size).toBe(0)
+    d.close()
+  })
+
   test('a claim made as the process dies hands no lease to it', async () => {
     const d = deps()
     d.engine.submit(aJob())
@@ -292,6 +320,18 @@ describe('the supervisor checks what a worker process sends', () => {
     worker.emit({ type: 'ready', worker_id: 'local-1.1', types: ['sleep'] })
     worker.emit({ type: 'request', id: 4, method: 'exchange', params: claimOne })
     expect((await answered(3))[2]).toMatchObject({ type: 'response', id: 4, result: { jobs: [{ claimed: true }] } })
+  })
+
+  test('a waiting exchange is answered once, from the commit that grants it', async () => {
+    const { engine, worker, answered } = onePool()
+    worker.emit({ type: 'ready', worker_id: 'local-1.1', types: ['sleep'] })
+    worker.emit({ type: 'request', id: 5, method: 'exchange', params: { worker_id: 'local-1.1', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 5000 } } })
+    await new Promise((r) => setTimeout(r, 20))
+    expect(worker.sent).toEqual([])
+    const { job } = await engine.run(() => engine.submit(aJob()))
+    expect(worker.sent).toEqual([expect.objectContaining({ type: 'response', id: 5, result: expect.objectContaining({ jobs: [expect.objectContaining({ job_id: job.id })] }) })])
+    await answered(2)
+    expect(worker.sent).toHaveLength(1)
   })
 
   test('a local worker on a long job is busy with that job, and its heartbeats keep it last seen now', async () => {
