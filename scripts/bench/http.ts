@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { get as httpGet } from 'node:http'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -28,7 +28,7 @@ const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
 export const PEER_LOAD = { jobsPerS: 500, seconds: 4 }
 /** The pickup rows measured under PEER_LOAD; bench.ts compares them with BullMQ's. */
 export const OPEN_LOOP_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → waiting claim)`
-export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → lease granted)`
+export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → handler starts)`
 
 export interface HttpCounts {
   /** Jobs per lifecycle run (one run per dialect and worker count). */
@@ -545,87 +545,87 @@ async function drainBatched(server: Server, jobs: number, workers: ChildProcess[
   }
 }
 
-/** Follows GET /api/events/stream, calling `onEvent` with each event's type and data. */
-function openEventStream(server: Server, onEvent: (type: string, data: Record<string, unknown>) => void): Promise<{ close(): void }> {
-  return new Promise((resolve, reject) => {
-    const request = httpGet(`${server.url}/api/events/stream`, { headers: { authorization: `Bearer ${server.token}` } }, (response) => {
-      if (response.statusCode !== 200) return reject(new Error(`event stream answered ${response.statusCode}`))
-      let buffer = ''
-      response.setEncoding('utf8')
-      response.on('data', (chunk: string) => {
-        buffer += chunk
-        let end: number
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const message = buffer.slice(0, end)
-          buffer = buffer.slice(end + 2)
-          const type = /^event: (.*)$/m.exec(message)?.[1]
-          const data = /^data: (.*)$/m.exec(message)?.[1]
-          if (type && data) onEvent(type, JSON.parse(data) as Record<string, unknown>)
-        }
-      })
-      resolve({ close: () => request.destroy() })
-    })
-    request.on('error', reject)
-  })
+/** The job type of {@link STAMP_HANDLER}: a no-op that says when it started. */
+const STAMP_TYPE = 'bench-stamp'
+
+/**
+ * A handler the bench puts in the host's handlers folder (`<data dir>/handlers`, which the local
+ * workers load): it notes the moment it starts on the machine's monotonic clock
+ * (`process.hrtime`, one clock for every process and thread), reports progress once as `noop`
+ * does, and returns that moment as its result.
+ */
+const STAMP_HANDLER = `export default {
+  type: '${STAMP_TYPE}',
+  async run({ progress }) {
+    const started_ns = String(process.hrtime.bigint())
+    progress(0.5)
+    return { started_ns }
+  },
+}
+`
+
+/** A fresh data dir whose local workers can run {@link STAMP_TYPE} jobs. */
+function dataDirWithStampHandler(): string {
+  const dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))
+  mkdirSync(join(dataDir, 'handlers'))
+  writeFileSync(join(dataDir, 'handlers', 'bench-stamp.mjs'), STAMP_HANDLER)
+  return dataDir
+}
+
+/** A stamp job submitted: its id, and when its submit left (the monotonic clock, ns). */
+interface Stamped {
+  jobId: string
+  sentNs: bigint
+}
+
+const submitStamp = async (post: ReturnType<typeof client>): Promise<Stamped> => {
+  const sentNs = process.hrtime.bigint()
+  const res = await post('submit', '/api/scheduler/jobs/submit', { job_type: STAMP_TYPE, cost_units: 1 })
+  if (res.status !== 201) throw new Error(`submit answered ${res.status}`)
+  return { jobId: (res.json.job as { job_id: string }).job_id, sentNs }
 }
 
 /**
- * Submit → the job's LEASE_GRANTED on the event stream, one job at a time, with the pool's
- * claims waiting. The grant is made inside the submit's own commit and its event leaves with
- * the worker's answer, so this is the time until a local worker holds the job.
+ * Once every one of these stamp jobs is DONE (read from the host's database, read-only): for
+ * each, from its submit leaving to its handler starting in a local worker, in ms.
+ */
+async function handlerStarts(server: Server, jobs: Stamped[]): Promise<number[]> {
+  const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
+  try {
+    const row = db.prepare('SELECT state, result FROM jobs WHERE id = ?')
+    const rowOf = (job: Stamped) => row.get(job.jobId) as { state: string; result: string | null } | undefined
+    await waitFor(async () => jobs.every((job) => rowOf(job)?.state === 'DONE'), 30_000)
+    return jobs.map((job) => {
+      const { started_ns } = JSON.parse(rowOf(job)!.result!) as { started_ns: string }
+      return Number(BigInt(started_ns) - job.sentNs) / 1e6
+    })
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * Submit → a local worker's handler starts, one job at a time, with the pool's claims waiting:
+ * what BullMQ's pickup measures (its processor's start − the add() call). Each job is DONE
+ * before the next is sent.
  */
 async function localPickups(server: Server, count: number): Promise<number[]> {
   const post = client(server, new Latencies())
-  const grantedAt = new Map<string, number>()
-  let wake: () => void = () => {}
-  const stream = await openEventStream(server, (type, data) => {
-    if (type !== 'LEASE_GRANTED') return
-    grantedAt.set(String(data.job_id), performance.now())
-    wake()
-  })
-  const samples: number[] = []
-  try {
-    for (let i = 0; i < count; i++) {
-      await new Promise((r) => setTimeout(r, 20)) // the previous job ends; the claims wait again
-      const started = performance.now()
-      const res = await post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1 })
-      const jobId = (res.json.job as { job_id: string }).job_id
-      const deadline = started + 10_000
-      while (!grantedAt.has(jobId)) {
-        if (performance.now() > deadline) throw new Error(`job ${jobId} was not granted within 10 s`)
-        await new Promise<void>((r) => {
-          wake = r
-          setTimeout(r, 100)
-        })
-      }
-      samples.push(grantedAt.get(jobId)! - started)
-    }
-  } finally {
-    stream.close()
+  const jobs: Stamped[] = []
+  for (let i = 0; i < count; i++) {
+    await new Promise((r) => setTimeout(r, 20)) // the claims wait again
+    const job = await submitStamp(post)
+    await handlerStarts(server, [job])
+    jobs.push(job)
   }
-  return samples
+  return handlerStarts(server, jobs)
 }
 
-/**
- * Submit → the job's LEASE_GRANTED on the event stream, under the peer's load (jobs added one
- * request each, open loop), with the pool's claims waiting.
- */
+/** Submit → a local worker's handler starts, under the peer's load (jobs added one request each, open loop). */
 async function openLoopLocalPickups(server: Server, load: typeof PEER_LOAD): Promise<number[]> {
-  const grantedAt = new Map<string, number>()
-  const stream = await openEventStream(server, (type, data) => {
-    if (type === 'LEASE_GRANTED') grantedAt.set(String(data.job_id), performance.now())
-  })
-  try {
-    const sentAt = new Map<number, number>()
-    const granted = async (jobs: Sent[]) => waitFor(async () => jobs.every((job) => grantedAt.has(job.jobId)), 10_000)
-    const warmUp = await openLoopSubmits(server, { jobsPerS: load.jobsPerS, seconds: PEER_LOAD_WARM_UP_S }, 0, sentAt)
-    await granted(warmUp)
-    const measured = await openLoopSubmits(server, load, warmUp.length, sentAt)
-    await granted(measured)
-    return measured.map((job) => grantedAt.get(job.jobId)! - job.sentAt)
-  } finally {
-    stream.close()
-  }
+  const post = client(server, new Latencies())
+  await handlerStarts(server, await openLoop({ jobsPerS: load.jobsPerS, seconds: PEER_LOAD_WARM_UP_S }, () => submitStamp(post)))
+  return handlerStarts(server, await openLoop(load, () => submitStamp(post)))
 }
 
 /** The host's resident memory (VmRSS, in MB) as Linux reports it. */
@@ -681,7 +681,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   const slots = given ? `${given} jobs` : `${localWorkerSlots(100, 2)} jobs (their share of the first 100 units)`
   for (const durability of ['normal', 'full'] as const) {
     progress(`pool drain (${durability}): the default pool, ${n} no-op jobs submitted 1,000 a request`)
-    const server = await startServer(['--durability', durability])
+    const server = await startServer(['--durability', durability], dataDirWithStampHandler())
     try {
       await waitFor(() => workersReady(server, 2), 60_000)
       await drainBatched(server, Math.min(2_000, counts.drainJobs)) // warm-up
@@ -696,13 +696,13 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         progress(`local pickup, ${counts.localPickups} jobs`)
         const samples = await localPickups(server, counts.localPickups)
         rows.push(
-          { name: 'local pickup p50 (submit → lease granted)', value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time, seen on the event stream` },
+          { name: 'local pickup p50 (submit → handler starts)', value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time; the handler's start on the machine's monotonic clock` },
           { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
         )
         progress(`local pickup under the peer's load: ${PEER_LOAD.jobsPerS} submits/s for ${PEER_LOAD.seconds} s`)
         const loaded = await openLoopLocalPickups(server, PEER_LOAD)
         rows.push(
-          { name: OPEN_LOOP_LOCAL_PICKUP, value: p(loaded, 50) * 1000, unit: 'µs', note: `${loaded.length} jobs, one submit each, open loop; seen on the event stream` },
+          { name: OPEN_LOOP_LOCAL_PICKUP, value: p(loaded, 50) * 1000, unit: 'µs', note: `${loaded.length} jobs, one submit each, open loop; the handler's start on the machine's monotonic clock` },
           { name: `local pickup p99 at ${PEER_LOAD.jobsPerS} jobs/s`, value: p(loaded, 99) * 1000, unit: 'µs' },
         )
       }
