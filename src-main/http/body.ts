@@ -22,14 +22,12 @@ export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.out
  */
 export function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S>, status = 200): void {
   reply(ctx, schema, body, status)
-  ctx.respond = false
-  if (!ctx.writable) {
-    ctx.res.end() // the client is gone, as Koa's respond would find it
-    return
-  }
   const text = JSON.stringify(body)
   ctx.length = Buffer.byteLength(text)
-  ctx.res.end(text)
+  // From here the response is ours to write (anything that threw above leaves it to Koa).
+  ctx.respond = false
+  if (!ctx.writable) ctx.res.end() // the client is gone, as Koa's respond would find it
+  else ctx.res.end(text)
 }
 
 /**
