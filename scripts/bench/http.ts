@@ -3,7 +3,6 @@
  * loopback, clients in this one on keep-alive connections (node:http). Bounded in count and time.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { get as httpGet } from 'node:http'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -203,7 +203,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), alive, (response) => early.push(response))
     await until(() => d.waiters.size === 1)
     const { job } = await d.engine.run(() => d.engine.submit(aJob()))
-    // Given from the commit listener: before the submit's own operation has settled.
+    // Given at the commit (claim-waiters.test.ts checks when), and the same as the promise's.
     expect(early).toHaveLength(1)
     expect(early[0]).toMatchObject({ type: 'response', id: 7, result: { jobs: [{ claimed: true, job_id: job.id }] } })
     expect(await pending).toEqual(early[0])
