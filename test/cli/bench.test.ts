@@ -1,29 +1,49 @@
 /**
  * `npm run bench` is how the speed targets are checked, and only a full run used to show that a
  * change had broken it (the eighth session's grant-latency rows stopped with "lease denied").
- * Its quick engine figures run here: the run ends, and every row it prints holds a number. No
- * figure is compared with anything: tests check behaviour, not timings.
+ * Its quick engine and batched figures run here: each run ends, and every row it prints holds a
+ * number. No figure is compared with a target: tests check behaviour, not timings.
  */
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { expect, test } from 'vitest'
 import { PROJECT_ROOT } from '../../scripts/cli-bundle.js'
+import { OPEN_LOOP_LOCAL_PICKUP } from '../../scripts/bench/http'
 
 const run = promisify(execFile)
 
-test('`npm run bench -- --quick --only=engine --json` runs to the end, and every row it prints holds a number', async () => {
+type Report = { mode: string; rows: { name: string; value: number; unit: string }[] }
+
+/** Runs `npm run bench -- --quick --only=<group> --json`; checks it ends, and that every row holds a number. */
+async function quickBench(group: string): Promise<Report> {
   const tsx = join(PROJECT_ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs')
-  const { stdout } = await run(process.execPath, [tsx, join(PROJECT_ROOT, 'scripts', 'bench.ts'), '--quick', '--only=engine', '--json'], {
+  const { stdout } = await run(process.execPath, [tsx, join(PROJECT_ROOT, 'scripts', 'bench.ts'), '--quick', `--only=${group}`, '--json'], {
     cwd: PROJECT_ROOT,
     maxBuffer: 16 * 1024 * 1024,
   })
-  const report = JSON.parse(stdout) as { mode: string; rows: { name: string; value: number; unit: string }[] }
+  const report = JSON.parse(stdout) as Report
   expect(report.mode).toBe('quick')
   const broken = report.rows.filter((row) => typeof row.value !== 'number' || !Number.isFinite(row.value))
   expect(broken).toEqual([])
+  return report
+}
+
+test('`npm run bench -- --quick --only=engine --json` runs to the end, and every row it prints holds a number', async () => {
+  const report = await quickBench('engine')
   // Rows issue 11 names, among the engine's own.
   expect(report.rows.map((row) => row.name)).toEqual(
     expect.arrayContaining(['engine lifecycle (normal)', 'pages per job', 'engine concurrent, 32 workers (normal)']),
   )
 })
+
+test('`npm run bench -- --quick --only=batched --json` runs to the end: the drains, and the local pickups read at the handler’s start', async () => {
+  const report = await quickBench('batched')
+  const byName = new Map(report.rows.map((row) => [row.name, row]))
+  for (const name of ['pool drain (normal)', 'pool drain (full)', 'external workers batched, 8 processes', 'local pickup p50 (submit → handler starts)', OPEN_LOOP_LOCAL_PICKUP]) {
+    expect(byName.get(name)?.value, name).toBeGreaterThan(0)
+  }
+  // Read on one clock across processes: a pickup takes some time, and far less than the run.
+  expect(byName.get(OPEN_LOOP_LOCAL_PICKUP)!.unit).toBe('µs')
+  expect(byName.get(OPEN_LOOP_LOCAL_PICKUP)!.value).toBeLessThan(10_000_000)
+}, 180_000) // ~15 s alone; three local servers, 8 worker processes and their drains on a busy CI machine
