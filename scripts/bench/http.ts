@@ -610,14 +610,12 @@ async function handlerStarts(server: Server, jobs: Stamped[]): Promise<number[]>
  */
 async function localPickups(server: Server, count: number): Promise<number[]> {
   const post = client(server, new Latencies())
-  const jobs: Stamped[] = []
+  const samples: number[] = []
   for (let i = 0; i < count; i++) {
     await new Promise((r) => setTimeout(r, 20)) // the claims wait again
-    const job = await submitStamp(post)
-    await handlerStarts(server, [job])
-    jobs.push(job)
+    samples.push(...(await handlerStarts(server, [await submitStamp(post)])))
   }
-  return handlerStarts(server, jobs)
+  return samples
 }
 
 /** Submit → a local worker's handler starts, under the peer's load (jobs added one request each, open loop). */

@@ -20,14 +20,32 @@ export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.out
  * Koa's unwinding takes. `ctx.respond = false` is Koa's documented way to write the response
  * yourself; the route must not touch `ctx` after this.
  */
-export function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S>, status = 200): void {
-  reply(ctx, schema, body, status)
+function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S>): void {
+  reply(ctx, schema, body)
   const text = JSON.stringify(body)
   ctx.length = Buffer.byteLength(text)
   // From here the response is ours to write (anything that threw above leaves it to Koa).
   ctx.respond = false
   if (!ctx.writable) ctx.res.end() // the client is gone, as Koa's respond would find it
   else ctx.res.end(text)
+}
+
+/**
+ * The answer of a route that may be answered before its promise settles (a waiting claim, from
+ * the commit that grants it): `now` writes it at once ({@link replyNow}); `settled` replies as
+ * {@link reply} does, unless `now` already answered.
+ */
+export function earlyReply<S extends z.ZodType>(ctx: Context, schema: S): { now(body: z.output<S>): void; settled(body: () => z.output<S>): void } {
+  let answered = false
+  return {
+    now(body) {
+      replyNow(ctx, schema, body)
+      answered = true
+    },
+    settled(body) {
+      if (!answered) reply(ctx, schema, body())
+    },
+  }
 }
 
 /**

@@ -2,9 +2,9 @@ import Router from '@koa/router'
 import { z } from 'zod'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
-import { type Assignment, type Engine, EngineError, type ExchangeAnswer, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
+import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
-import { clientGone, readJson, reply, replyNow } from './body'
+import { clientGone, earlyReply, readJson, reply } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
 import { HttpError, statusOf } from './statuses'
@@ -114,13 +114,10 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
     const maxWaitMs = longPollMs(input.max_wait_ms)
     // A claim that waits is answered from the commit that grants it: the worker hears of its job
     // as soon as the lease is durable.
-    let answered = false
-    const onAnswer = (granted: Assignment) => {
-      replyNow(ctx, WorkerClaimAnswer, claimAnswer(granted))
-      answered = true
-    }
-    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }, onAnswer)
-    if (!answered) reply(ctx, WorkerClaimAnswer, claimAnswer(decision))
+    const answer = earlyReply(ctx, WorkerClaimAnswer)
+    const options = { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }
+    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, options, (granted) => answer.now(claimAnswer(granted)))
+    answer.settled(() => claimAnswer(decision))
   })
 
   router.post('/heartbeat', async (ctx) => {
@@ -141,13 +138,10 @@ export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: W
   router.post('/batch', async (ctx) => {
     const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
     const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
-    let answered = false
-    const onAnswer = (answer: ExchangeAnswer) => {
-      replyNow(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
-      answered = true
-    }
-    const answer = await waiters.exchange(input, { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }, onAnswer)
-    if (!answered) reply(ctx, WorkerBatchAnswer, exchangeAnswer(input, answer))
+    const answer = earlyReply(ctx, WorkerBatchAnswer)
+    const options = { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }
+    const exchanged = await waiters.exchange(input, options, (early) => answer.now(exchangeAnswer(input, early)))
+    answer.settled(() => exchangeAnswer(input, exchanged))
   })
 
   // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
