@@ -28,6 +28,8 @@ export const PEER_LOAD = { jobsPerS: 500, seconds: 4 }
 /** The pickup rows measured under PEER_LOAD; bench.ts compares them with BullMQ's. */
 export const OPEN_LOOP_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → waiting claim)`
 export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → handler starts)`
+/** The same path with no engine (bare Koa → Node IPC → a worker process's thread): the floor under the row above. */
+export const LOCAL_PICKUP_FLOOR = `local pickup floor p50 at ${PEER_LOAD.jobsPerS} jobs/s (bare Koa → IPC → thread)`
 
 export interface HttpCounts {
   /** Jobs per lifecycle run (one run per dialect and worker count). */
@@ -90,9 +92,9 @@ async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 
   }
 }
 
-/** The bare Koa app of koa-floor.mjs, as a Server (it checks no token). */
-async function startKoaFloor(): Promise<Server> {
-  const child = spawn(process.execPath, [KOA_FLOOR], { stdio: ['ignore', 'pipe', 'pipe'] })
+/** The bare Koa app of koa-floor.mjs, as a Server (it checks no token); `--pool` adds its worker process. */
+async function startKoaFloor(args: string[] = []): Promise<Server> {
+  const child = spawn(process.execPath, [KOA_FLOOR, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
   return { url: await listeningUrl(child), token: '', dataDir: '', child, stop: async () => void (await stopChild(child)) }
 }
 
@@ -625,6 +627,35 @@ async function openLoopLocalPickups(server: Server, load: typeof PEER_LOAD): Pro
   return handlerStarts(server, await openLoop(load, () => submitStamp(post)))
 }
 
+/**
+ * The floor under the local pickup, under the peer's load: submit → a handler thread starts
+ * through bare Koa, Node IPC and a worker process's thread (koa-floor.mjs --pool), with no engine.
+ * In ms, as {@link openLoopLocalPickups}.
+ */
+async function localPickupFloor(load: typeof PEER_LOAD): Promise<number[]> {
+  const floor = await startKoaFloor(['--pool'])
+  try {
+    const post = client(floor, new Latencies())
+    const sentNs: bigint[] = []
+    const send = async () => {
+      const i = sentNs.length
+      sentNs.push(process.hrtime.bigint())
+      await post('floor', '/', { i })
+      return i
+    }
+    await openLoop({ jobsPerS: load.jobsPerS, seconds: PEER_LOAD_WARM_UP_S }, send)
+    const measured = await openLoop(load, send)
+    let starts: Record<string, string> = {}
+    await waitFor(async () => {
+      starts = (await get(floor, '/starts')) as Record<string, string>
+      return measured.every((i) => starts[i] !== undefined)
+    }, 10_000)
+    return measured.map((i) => Number(BigInt(starts[i]!) - sentNs[i]!) / 1e6)
+  } finally {
+    await floor.stop()
+  }
+}
+
 /** The host's resident memory (VmRSS, in MB) as Linux reports it. */
 function rssMb(pid: number): number {
   const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
@@ -702,6 +733,14 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
           { name: OPEN_LOOP_LOCAL_PICKUP, value: p(loaded, 50) * 1000, unit: 'µs', note: `${loaded.length} jobs, one submit each, open loop; the handler's start on the machine's monotonic clock` },
           { name: `local pickup p99 at ${PEER_LOAD.jobsPerS} jobs/s`, value: p(loaded, 99) * 1000, unit: 'µs' },
         )
+        progress(`the local pickup's floor (bare Koa → IPC → thread) at ${PEER_LOAD.jobsPerS} submits/s for ${PEER_LOAD.seconds} s`)
+        const floor = await localPickupFloor(PEER_LOAD)
+        rows.push({
+          name: LOCAL_PICKUP_FLOOR,
+          value: p(floor, 50) * 1000,
+          unit: 'µs',
+          note: `${floor.length} POSTs, open loop, each passed over Node IPC to a worker process's thread, on the same clock: the local pickup's path with no engine`,
+        })
       }
     } finally {
       await server.stop()
