@@ -8,6 +8,7 @@
 // path (HTTP → host → worker process → handler thread) with no engine and nothing written.
 // `GET /starts` answers those moments, `{ [i]: started_ns }`.
 import { fork } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import Koa from 'koa'
 
@@ -22,22 +23,30 @@ if (process.argv.includes('--pool-worker')) {
   process.on('message', (i) => thread.postMessage(i))
   process.on('disconnect', () => process.exit(0))
 } else {
-  const pool = process.argv.includes('--pool') ? fork(new URL(import.meta.url).pathname, ['--pool-worker'], { stdio: 'inherit' }) : null
-  const starts = {}
-  pool?.on('message', ({ i, started_ns }) => (starts[i] = started_ns))
-
+  const pool = process.argv.includes('--pool') ? fork(fileURLToPath(import.meta.url), ['--pool-worker'], { stdio: 'inherit' }) : null
   const app = new Koa()
-  app.use(async (ctx) => {
-    if (ctx.method === 'GET' && ctx.path === '/starts') {
-      ctx.body = starts
-      return
-    }
-    const chunks = []
-    for await (const chunk of ctx.req) chunks.push(chunk)
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}')
-    pool?.send(body.i)
-    ctx.body = { ok: true }
-  })
+  if (pool) {
+    const starts = {}
+    pool.on('message', ({ i, started_ns }) => (starts[i] = started_ns))
+    app.use(async (ctx) => {
+      if (ctx.method === 'GET' && ctx.path === '/starts') {
+        ctx.body = starts
+        return
+      }
+      const chunks = []
+      for await (const chunk of ctx.req) chunks.push(chunk)
+      pool.send(JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}').i)
+      ctx.body = { ok: true }
+    })
+  } else {
+    // The HTTP floor, exactly as every earlier sitting measured it.
+    app.use(async (ctx) => {
+      const chunks = []
+      for await (const chunk of ctx.req) chunks.push(chunk)
+      JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}')
+      ctx.body = { ok: true }
+    })
+  }
   const server = app.listen(0, '127.0.0.1', () => console.log(`listening on http://127.0.0.1:${server.address().port}`))
   process.on('SIGTERM', () => {
     pool?.disconnect()
