@@ -65,10 +65,10 @@ const FULL: Counts = {
   backlogJobs: 10_000,
   reaperLeases: 10_000,
   capMs: { normal: 75_000, full: 15_000, backlog: 25_000 },
-  http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000 },
+  http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000, warmUpS: 10 },
   concurrentJobs: 20_000,
   pageJobs: 2_000,
-  batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000 },
+  batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000, warmUpS: 10 },
   retentionJobs: 1_000_000,
 }
 
@@ -81,10 +81,10 @@ const QUICK: Counts = {
   backlogJobs: 5_000,
   reaperLeases: 2_000,
   capMs: { normal: 15_000, full: 5_000, backlog: 10_000 },
-  http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300 },
+  http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300, warmUpS: 5 },
   concurrentJobs: 5_000,
   pageJobs: 500,
-  batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000 },
+  batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000, warmUpS: 5 },
   retentionJobs: 100_000,
 }
 
