@@ -224,19 +224,23 @@ const p = (samples: number[], q: number) => percentile(samples, q)
 /** Run first and not counted: the connections open and the submits reach their pace. */
 const PEER_LOAD_FIRST_S = 1
 
+/** The peer's load for a stretch of `seconds`. */
+type Stretch = { jobsPerS: number; seconds: number }
+const stretch = (seconds: number): Stretch => ({ jobsPerS: PEER_LOAD.jobsPerS, seconds })
+
 /**
- * One path's samples under the peer's load (`run(seconds)` sends that load for that long and
+ * One path's samples under the peer's load (`run(stretch)` sends that load for that long and
  * resolves with the samples of its requests): in its seconds 1–5, and once it has run
  * `warmUpS` seconds. In between V8 compiles the path: at 500 jobs a second the host's own code
  * is still being optimized (some 270 functions, `--trace-opt`) in seconds 1–5, and a pickup
  * there takes ~1.2–1.5 × what it takes once compiled. docs/performance.md, seventeenth session.
  */
-async function underPeerLoad(warmUpS: number, run: (seconds: number) => Promise<number[]>): Promise<{ early: number[]; warm: number[] }> {
-  await run(PEER_LOAD_FIRST_S)
-  const early = await run(PEER_LOAD.seconds)
+async function underPeerLoad(warmUpS: number, run: (load: Stretch) => Promise<number[]>): Promise<{ early: number[]; warm: number[] }> {
+  await run(stretch(PEER_LOAD_FIRST_S))
+  const early = await run(PEER_LOAD)
   const rest = warmUpS - PEER_LOAD_FIRST_S - PEER_LOAD.seconds
-  if (rest > 0) await run(rest)
-  const warm = await run(PEER_LOAD.seconds)
+  if (rest > 0) await run(stretch(rest))
+  const warm = await run(PEER_LOAD)
   return { early, warm }
 }
 
@@ -249,7 +253,7 @@ interface Sent {
  * Calls `send(i)` for i = 0 … jobsPerS × seconds − 1 in an open loop: the i-th leaves at
  * i / jobsPerS s whether or not the earlier ones have been answered. Resolves with their answers.
  */
-async function openLoop<T>(load: { jobsPerS: number; seconds: number }, send: (i: number) => Promise<T>): Promise<T[]> {
+async function openLoop<T>(load: Stretch, send: (i: number) => Promise<T>): Promise<T[]> {
   const total = Math.round(load.jobsPerS * load.seconds)
   const sent: Promise<T>[] = []
   const started = performance.now()
@@ -266,7 +270,7 @@ async function openLoop<T>(load: { jobsPerS: number; seconds: number }, send: (i
  * `payload: { i: firstIndex + i }`, and `sentAt` is keyed by that number as each leaves, so
  * a claim answered before its submit's own answer still finds its start.
  */
-async function openLoopSubmits(server: Server, load: { jobsPerS: number; seconds: number }, firstIndex: number, sentAt: Map<number, number>): Promise<Sent[]> {
+async function openLoopSubmits(server: Server, load: Stretch, firstIndex: number, sentAt: Map<number, number>): Promise<Sent[]> {
   const post = client(server, new Latencies())
   return openLoop(load, async (n) => {
     const i = firstIndex + n
@@ -290,7 +294,7 @@ async function floorRoundTrips(server: Server, warmUpS: number): Promise<number[
     await post('floor', '/', { job_type: 'noop', cost_units: 1 })
     return performance.now() - at
   }
-  return (await underPeerLoad(warmUpS, (seconds) => openLoop({ jobsPerS: PEER_LOAD.jobsPerS, seconds }, once))).warm
+  return (await underPeerLoad(warmUpS, (load) => openLoop(load, once))).warm
 }
 
 /**
@@ -315,13 +319,13 @@ async function openLoopPickups(server: Server, warmUpS: number): Promise<{ early
       await post('POST /internal/worker/complete', '/internal/worker/complete', { ...ref, result: {} })
     }
   })
-  const run = async (seconds: number) => {
-    const submitted = await openLoopSubmits(server, { jobsPerS: PEER_LOAD.jobsPerS, seconds }, sent, sentAt)
+  const run = async (load: Stretch) => {
+    const submitted = await openLoopSubmits(server, load, sent, sentAt)
     sent += submitted.length
     await waitFor(async () => samples.length >= submitted.length, 10_000)
-    const stretch = samples
+    const taken = samples
     samples = []
-    return stretch
+    return taken
   }
   try {
     return await underPeerLoad(warmUpS, run)
@@ -654,7 +658,7 @@ async function localPickups(server: Server, count: number): Promise<number[]> {
 /** Submit → a local worker's handler starts, under the peer's load (jobs added one request each, open loop). */
 async function openLoopLocalPickups(server: Server, warmUpS: number): Promise<{ early: number[]; warm: number[] }> {
   const post = client(server, new Latencies())
-  return underPeerLoad(warmUpS, async (seconds) => handlerStarts(server, await openLoop({ jobsPerS: PEER_LOAD.jobsPerS, seconds }, () => submitStamp(post))))
+  return underPeerLoad(warmUpS, async (load) => handlerStarts(server, await openLoop(load, () => submitStamp(post))))
 }
 
 /**
@@ -673,8 +677,8 @@ async function localPickupFloor(warmUpS: number): Promise<number[]> {
       await post('floor', '/', { i })
       return i
     }
-    const run = async (seconds: number) => {
-      const sent = await openLoop({ jobsPerS: PEER_LOAD.jobsPerS, seconds }, send)
+    const run = async (load: Stretch) => {
+      const sent = await openLoop(load, send)
       let starts: Record<string, string> = {}
       await waitFor(async () => {
         starts = (await get(floor, '/starts')) as Record<string, string>
