@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
+import type { LinkAddress } from './thread-link'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
 import type { AttemptError } from './transport'
 
@@ -16,6 +17,13 @@ export interface RunListener<R> {
   gate(run: R, file: string): Promise<void>
   /** The run has ended: its handler returned or threw, or the thread exited. Called once. */
   end(run: R, outcome: RunOutcome): void
+  /**
+   * The host wrote an answer to the thread's own link (thread-link.ts), and the thread runs its
+   * jobs as `runs`: each is to be {@link HandlerThread.adopt}ed before this returns.
+   */
+  delivered?(thread: HandlerThread<R>, response: unknown, runs: number[]): void
+  /** The thread's link has closed, or the linked thread has exited: no answer comes through it any more. */
+  linkLost?(thread: HandlerThread<R>): void
 }
 
 export type RunOutcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
@@ -39,15 +47,20 @@ export class HandlerThread<R> {
   private nextRun = 1
   /** Set once the thread has exited: a run started after that ends at once. */
   private exitCode: number | null = null
+  /** The thread's own link to the host is up: a claim may name it (thread-link.ts). */
+  linked = false
 
+  /** `link`: where the thread links itself to the host, if it should. */
   constructor(
     options: HandlerOptions,
     private readonly listener: RunListener<R>,
+    link?: LinkAddress,
   ) {
     const entry = new URL(fromSources ? './handler-thread.ts' : './handler-thread.js', import.meta.url)
+    const workerData = { ...options, link }
     this.worker = fromSources
-      ? new Worker(new URL('./thread-boot.mjs', import.meta.url), { workerData: { ...options, entry: entry.href } })
-      : new Worker(entry, { workerData: options })
+      ? new Worker(new URL('./thread-boot.mjs', import.meta.url), { workerData: { ...workerData, entry: entry.href } })
+      : new Worker(entry, { workerData })
     this.batch = new MessageBatch((messages) => this.worker.postMessage(messages), queueMicrotask)
     this.ready = new Promise((resolve, reject) => {
       this.worker.on('message', (messages: FromThread[]) => {
@@ -55,6 +68,7 @@ export class HandlerThread<R> {
           if (message.type !== 'ready') this.route(message)
           else {
             this.isReady = true
+            this.linked = message.linked
             resolve(message)
           }
         }
@@ -66,6 +80,7 @@ export class HandlerThread<R> {
         const ended = [...this.runs.values()]
         this.runs.clear()
         for (const run of ended) listener.end(run, exited(code))
+        this.unlink()
       })
     })
     this.ready.catch(() => {}) // observed by whoever awaits whenReady()
@@ -84,7 +99,15 @@ export class HandlerThread<R> {
     this.batch.send(message)
   }
 
+  private unlink(): void {
+    if (!this.linked) return
+    this.linked = false
+    this.listener.linkLost?.(this)
+  }
+
   private route(message: Exclude<FromThread, { type: 'ready' }>): void {
+    if (message.type === 'linked') return this.unlink()
+    if (message.type === 'delivered') return this.listener.delivered?.(this, message.response, message.runs)
     const run = this.runs.get(message.run)
     if (run === undefined) return
     switch (message.type) {
@@ -127,6 +150,17 @@ export class HandlerThread<R> {
         () => {}, // the exit handler has ended the run
       )
     return number
+  }
+
+  /**
+   * Takes on a run the thread started itself, a job that came over its link (numbered by the
+   * thread): from now on its messages and its end go to the listener as any run's. On a thread
+   * that has exited, the run ends at once.
+   */
+  adopt(number: number, run: R): void {
+    const exitCode = this.exitCode
+    if (exitCode !== null) queueMicrotask(() => this.listener.end(run, exited(exitCode)))
+    else this.runs.set(number, run)
   }
 
   abort(run: number, reason: string): void {

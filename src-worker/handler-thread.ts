@@ -4,10 +4,13 @@
  * once (handlers are async); each has its own AbortSignal.
  */
 import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
+import { connect } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
-import { type FromThread, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
+import { type LinkAddress, lineReader } from './thread-link'
+import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
+import type { Claim } from './transport'
 
 const port = parentPort!
 /** How long a batch may wait while a handler keeps the thread busy (see MessageBatch). */
@@ -207,4 +210,59 @@ port.on('message', (messages: ToThread[]) => {
   for (const message of messages) receive(message)
 })
 
-send({ type: 'ready', types: [...handlers.keys()], problems })
+/** A link not up by then is given up on (a local socket connects at once, or fails at once). */
+const LINK_CONNECT_TIMEOUT_MS = 2000
+
+/** The run number of the next job that comes over the link: negative, apart from the runtime's. */
+let nextLinkRun = -1
+
+/**
+ * An answer the host wrote to this thread's link: it goes on to the runtime first — which so
+ * knows the jobs, and heartbeats them, even should a handler then keep this thread busy — and
+ * then its jobs run here.
+ */
+function receiveFromLink(line: string): void {
+  let response: { result?: { jobs?: unknown } }
+  try {
+    response = JSON.parse(line)
+  } catch {
+    return // not an answer: the host writes nothing else
+  }
+  const jobs = Array.isArray(response?.result?.jobs) ? (response.result.jobs as Claim[]) : []
+  const runs = jobs.map(() => nextLinkRun--)
+  batch.flush() // what the thread said before goes first
+  post([{ type: 'delivered', response, runs }])
+  jobs.forEach((claim, i) => void runJob(runs[i]!, jobInfo(claim), claim.payload))
+}
+
+/**
+ * Opens the thread's own link to the host (thread-link.ts). Resolves once it is up (true) or
+ * could not be opened (false): without one, jobs come from the runtime only.
+ */
+function link({ path, token, worker_id, thread }: LinkAddress): Promise<boolean> {
+  const socket = connect(path)
+  let up = false
+  socket.setEncoding('utf8')
+  const read = lineReader(receiveFromLink)
+  socket.on('data', (chunk: string) => read(chunk))
+  socket.on('error', () => {}) // 'close' follows
+  const giveUp = setTimeout(() => socket.destroy(), LINK_CONNECT_TIMEOUT_MS)
+  return new Promise((resolve) => {
+    socket.on('connect', () => {
+      clearTimeout(giveUp)
+      up = true
+      socket.write(`${JSON.stringify({ worker_id, thread, token })}\n`)
+      resolve(true)
+    })
+    socket.on('close', () => {
+      clearTimeout(giveUp)
+      if (up) send({ type: 'linked', up: false })
+      resolve(false)
+    })
+  })
+}
+
+// Ready once linked (or not): the runtime's first claim can then name this thread.
+const address = (workerData as { link?: LinkAddress }).link
+const linked = address ? await link(address) : false
+send({ type: 'ready', types: [...handlers.keys()], problems, linked })

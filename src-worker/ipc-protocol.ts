@@ -18,7 +18,15 @@ export const IPC_METHODS = {
     heartbeat: z.array(z.object({ job_id: Str, lease_token: Str, ...Progress })).optional(),
     complete: z.array(z.object({ ...JobRef, result: z.unknown(), ...Progress })).optional(),
     fail: z.array(z.object({ ...JobRef, error: AttemptFailure })).optional(),
-    claim: z.object({ streams: z.array(Str).min(1), max_jobs: z.number().int().min(1).max(256), max_wait_ms: z.number().int().min(0) }).optional(),
+    claim: z
+      .object({
+        streams: z.array(Str).min(1),
+        max_jobs: z.number().int().min(1).max(256),
+        max_wait_ms: z.number().int().min(0),
+        /** An idle handler thread with its own link: an answer granting one job goes there (thread-link.ts). */
+        thread: z.number().int().min(0).max(255).optional(),
+      })
+      .optional(),
   }),
   acquireFile: z.object({ file: Str, owner_id: Str, lease_id: Str }),
   waitFileRetry: z.object({ file: Str, owner_id: Str, max_wait_ms: z.number().int().min(0) }),

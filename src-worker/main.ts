@@ -4,6 +4,7 @@
  */
 import { IpcTransport, processChannel } from './transport-ipc'
 import { WorkerRuntime } from './runtime'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from './thread-link'
 
 /** A whole number of at least 1 from the environment, or the default. */
 function wholeNumberFrom(value: string | undefined, fallback: number): number {
@@ -13,6 +14,11 @@ function wholeNumberFrom(value: string | undefined, fallback: number): number {
 
 const env = process.env
 const workerId = env.LEASEHOLD_WORKER_ID ?? `local-${process.pid}`
+// The handler threads' links to the host (thread-link.ts). The token is taken out of the
+// environment before any thread starts: handlers have no use for it.
+const linkPath = env[LINK_PATH_ENV]
+const linkToken = env[LINK_TOKEN_ENV]
+delete env[LINK_TOKEN_ENV]
 const channel = processChannel()
 const transport = new IpcTransport(channel, (command) => {
   if (command.type === 'drain') void runtime.stop(command.grace_ms).then(() => process.exit(0))
@@ -27,6 +33,7 @@ const runtime = new WorkerRuntime({
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
   },
   log: (line) => console.error(line),
+  link: linkPath && linkToken ? { path: linkPath, token: linkToken } : undefined,
 })
 
 // A worker outlives its host only as an orphan holding nothing: when the host goes (even killed

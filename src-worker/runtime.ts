@@ -2,6 +2,8 @@ import { resolve } from 'node:path'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
+import { jobInfo } from './thread-protocol'
+import type { LinkAddress } from './thread-link'
 import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, ReportAnswer, WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -21,6 +23,8 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
+  /** Local workers: where each handler thread links itself to the host (thread-link.ts); none over HTTP. */
+  link?: Pick<LinkAddress, 'path' | 'token'>
 }
 
 /** Why a running job was told to stop. */
@@ -151,6 +155,8 @@ export class WorkerRuntime {
   private pauseUntil = 0
   /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
+  /** Threads named by claims in flight (thread-link.ts): no job is placed on them meanwhile. */
+  private readonly named = new Set<number>()
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -163,6 +169,11 @@ export class WorkerRuntime {
     log: (job, line) => this.options.log(`[${job.claim.job_type} ${job.claim.job_id.slice(-8)}] ${line}`),
     gate: (job, file) => this.gate(job, file),
     end: (job, outcome) => this.finish(job, outcome),
+    delivered: (thread, response, runs) => this.delivered(thread, response, runs),
+    linkLost: (thread) => {
+      const index = this.threads.indexOf(thread) // a thread already replaced was named by no claim
+      if (index >= 0) this.options.transport.threadGone?.(index)
+    },
   }
 
   constructor(private readonly options: RuntimeOptions) {
@@ -172,9 +183,14 @@ export class WorkerRuntime {
   /** Starts the handler threads; says which job types they run and which modules failed to load. */
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
     const count = this.options.threads ?? Math.min(this.options.concurrency, MAX_DEFAULT_THREADS)
-    this.threads = Array.from({ length: Math.max(1, count) }, () => new HandlerThread(this.options.handlers, this.listener))
+    this.threads = Array.from({ length: Math.max(1, count) }, (_, index) => this.newThread(index))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
     return { types: ready[0]!.types, problems: ready[0]!.problems }
+  }
+
+  private newThread(index: number): HandlerThread<Running> {
+    const { link, workerId } = this.options
+    return new HandlerThread(this.options.handlers, this.listener, link && { ...link, worker_id: workerId, thread: index })
   }
 
   /** Begins claiming, once {@link start} has succeeded (a worker that failed to start takes no work). */
@@ -272,7 +288,12 @@ export class WorkerRuntime {
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
     if (outbox.complete.length > 0) request.complete = outbox.complete
     if (outbox.fail.length > 0) request.fail = outbox.fail
+    const thread = maxJobs > 0 ? this.threadToName() : -1
     if (maxJobs > 0) request.claim = { streams, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
+    if (thread >= 0) {
+      request.claim!.thread = thread
+      this.named.add(thread)
+    }
     this.reserved += maxJobs
     if (longPoll) this.polling = true
     else this.reporting = true
@@ -291,6 +312,7 @@ export class WorkerRuntime {
       }
     } finally {
       this.reserved -= maxJobs
+      this.named.delete(thread)
       if (longPoll) this.polling = false
       else this.reporting = false
     }
@@ -307,6 +329,29 @@ export class WorkerRuntime {
       this.place(answer.jobs)
     }
     this.pump()
+  }
+
+  /**
+   * The handler thread a claim may name for an answer that grants one job (thread-link.ts): one
+   * that is linked, runs nothing, and no other claim in flight names; -1 for none. No job is
+   * placed on a named thread until its claim is answered, so the thread is free to pass the
+   * answer on at once. That leaves a thread to place on only with two threads or more (two
+   * exchanges may be in flight) — or with one slot, where nothing else runs while a claim waits.
+   */
+  private threadToName(): number {
+    if (this.threads.length < 2 && this.options.concurrency > 1) return -1
+    return this.threads.findIndex((thread, index) => thread.linked && thread.load === 0 && !this.named.has(index))
+  }
+
+  /**
+   * An answer the host wrote to `thread`'s link, passed on by the thread, which runs its jobs as
+   * `runs`: the runtime takes them on now, as jobs it started (heartbeats, timers, reports);
+   * then the answer settles its exchange, whose placing skips them.
+   */
+  private delivered(thread: HandlerThread<Running>, response: unknown, runs: number[]): void {
+    const jobs = (response as { result?: { jobs?: Claim[] } }).result?.jobs ?? []
+    this.startJobs(jobs, () => thread, runs)
+    this.options.transport.accept?.(response)
   }
 
   /**
@@ -342,16 +387,26 @@ export class WorkerRuntime {
    * Starts a batch of claimed jobs, on the threads thread-placement.ts picks (a batch of short
    * jobs shares one thread). The jobs of the batch heartbeat together.
    */
-  private place(claims: Claim[]): void {
+  private place(answered: Claim[]): void {
+    // Jobs that came through a thread's link run already (see delivered).
+    const claims = answered.filter((claim) => this.running.get(claim.job_id)?.claim.attempt_id !== claim.attempt_id)
     const threads = this.threads
     const placed = placeBatch(
       claims.map((claim) => claim.job_type),
-      threads.map((thread) => thread.load),
+      threads.map((thread, index) => (this.named.has(index) ? Number.POSITIVE_INFINITY : thread.load)),
       (type) => this.runTimes.isShort(type),
     )
+    this.startJobs(claims, (i) => threads[placed[i]!]!)
+  }
+
+  /**
+   * Starts jobs on the given threads — or, with `runs`, takes them on as the runs their thread
+   * started already — and heartbeats them together.
+   */
+  private startJobs(claims: Claim[], threadOf: (index: number) => HandlerThread<Running>, runs?: number[]): void {
     const byInterval = new Map<number, Running[]>()
     claims.forEach((claim, i) => {
-      const job = this.execute(claim, threads[placed[i]!]!)
+      const job = this.execute(claim, threadOf(i), runs?.[i])
       const together = byInterval.get(claim.heartbeat_interval_seconds)
       if (together) together.push(job)
       else byInterval.set(claim.heartbeat_interval_seconds, [job])
@@ -359,7 +414,8 @@ export class WorkerRuntime {
     for (const [seconds, jobs] of byInterval) this.beatTogether(jobs, seconds * 1000)
   }
 
-  private execute(claim: Claim, thread: HandlerThread<Running>): Running {
+  /** Starts the job on `thread`, or takes it on as the thread's run `run` (a job from its link). */
+  private execute(claim: Claim, thread: HandlerThread<Running>, run?: number): Running {
     const job: Running = {
       claim,
       thread,
@@ -376,7 +432,8 @@ export class WorkerRuntime {
     }
     this.running.set(claim.job_id, job)
     if (claim.max_runtime_s) job.runtimeTimer = setTimeout(() => this.stopJob(job, 'max_runtime'), claim.max_runtime_s * 1000)
-    job.run = thread.start({ id: claim.job_id, type: claim.job_type, attempt_id: claim.attempt_id, max_runtime_s: claim.max_runtime_s }, claim.payload, job)
+    if (run === undefined) job.run = thread.start(jobInfo(claim), claim.payload, job)
+    else thread.adopt((job.run = run), job)
     return job
   }
 
@@ -412,7 +469,7 @@ export class WorkerRuntime {
     if (job.ended) return
     this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; replacing its thread`)
     const index = this.threads.indexOf(job.thread)
-    if (index >= 0) this.threads[index] = new HandlerThread(this.options.handlers, this.listener)
+    if (index >= 0) this.threads[index] = this.newThread(index)
     void job.thread.terminate() // other jobs of that thread end as thread_exited (retryable)
     this.finish(job, { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } })
   }

@@ -1,4 +1,4 @@
-import type { AttemptError } from './transport'
+import type { AttemptError, Claim } from './transport'
 import type { JobInfo } from './handler-api'
 
 /**
@@ -20,13 +20,27 @@ export interface RunProgress {
 }
 
 export type FromThread =
-  | { type: 'ready'; types: string[]; problems: { file: string; error: string }[] }
+  /** `linked`: the thread's own link to the host is up (thread-link.ts). */
+  | { type: 'ready'; types: string[]; problems: { file: string; error: string }[]; linked: boolean }
   | ({ type: 'progress'; run: number } & RunProgress)
   | { type: 'log'; run: number; line: string }
   | { type: 'gate'; run: number; id: number; file: string }
   /** A run's end carries the progress it reported in the turn it ended in, if any. */
   | { type: 'done'; run: number; result: unknown; progress?: RunProgress }
   | { type: 'failed'; run: number; error: AttemptError; progress?: RunProgress }
+  /** The thread's own link to the host (thread-link.ts), up since it was ready, has closed. */
+  | { type: 'linked'; up: false }
+  /**
+   * An answer the host wrote to the thread's link, passed on before the thread runs its jobs:
+   * `runs` are their run numbers in the thread, in the order of the answer's jobs (negative, so
+   * they never meet the numbers the runtime gives the runs it starts).
+   */
+  | { type: 'delivered'; response: unknown; runs: number[] }
+
+/** What a handler is told about its job, from the job's claim. */
+export function jobInfo(claim: Claim): JobInfo {
+  return { id: claim.job_id, type: claim.job_type, attempt_id: claim.attempt_id, max_runtime_s: claim.max_runtime_s }
+}
 
 /**
  * The messages one side sends the other during a turn, posted together as one array when the

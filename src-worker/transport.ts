@@ -26,7 +26,13 @@ export interface ExchangeRequest {
   complete?: (AttemptRef & { result: unknown; progress?: number | null; note?: string | null })[]
   fail?: (AttemptRef & { error: AttemptError })[]
   /** Up to `max_jobs` more; waits up to `max_wait_ms` if none can be leased now. */
-  claim?: { streams: string[]; max_jobs: number; max_wait_ms: number }
+  claim?: {
+    streams: string[]
+    max_jobs: number
+    max_wait_ms: number
+    /** Local workers: the idle handler thread an answer granting one job may go straight to (thread-link.ts). */
+    thread?: number
+  }
 }
 
 /** The host's answer to one report, in the order sent. `ok: false` carries the 409's code. */
@@ -90,4 +96,11 @@ export interface WorkerTransport {
   report(problem: { worker_id: string; kind: string; detail: string }): Promise<void>
   /** Frees what the transport holds (connections, listeners). */
   close(): void
+  /**
+   * Local workers: an answer the host wrote to a handler thread's own link, passed on by that
+   * thread; it settles its exchange as if it had come the usual way (thread-link.ts).
+   */
+  accept?(message: unknown): void
+  /** Local workers: thread `index` can no longer pass answers on; exchanges whose claim named it fail. */
+  threadGone?(index: number): void
 }

@@ -1,7 +1,8 @@
-import { FromWorker, type IpcResponse } from '../../src-worker/ipc-protocol'
+import { FromWorker, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
 import type { WorkerDirectory } from '../workers/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
+import { ThreadLinks } from './thread-links'
 
 export interface PoolOptions extends IpcHostDeps {
   size: number
@@ -38,20 +39,28 @@ export class WorkerPool {
   private readonly slots: Slot[]
   private stopping = false
   private readonly exits = new Map<string, Promise<void>>()
+  /** The handler threads' own links: how a granted job reaches its handler without a hop (src-worker/thread-link.ts). */
+  private links: ThreadLinks | null = null
 
   constructor(private readonly options: PoolOptions) {
     this.slots = Array.from({ length: options.size }, (_, index) => ({ index, generation: 0, failures: 0, worker: null, workerId: null, restartTimer: null }))
   }
 
   start(): void {
+    this.links = new ThreadLinks(this.options.log)
     for (const slot of this.slots) this.launch(slot)
+  }
+
+  /** Answers written straight to a handler thread so far (see src-worker/thread-link.ts). */
+  get deliveredToThreads(): number {
+    return this.links?.delivered ?? 0
   }
 
   private launch(slot: Slot): void {
     const { directory, log } = this.options
     slot.generation += 1
     const workerId = `local-${slot.index + 1}.${slot.generation}`
-    const worker = this.options.spawn({ ...this.options.workerEnv, LEASEHOLD_WORKER_ID: workerId })
+    const worker = this.options.spawn({ ...this.options.workerEnv, LEASEHOLD_WORKER_ID: workerId, ...this.links?.envFor(workerId) })
     slot.worker = worker
     slot.workerId = workerId
     const startedAt = Date.now()
@@ -82,10 +91,13 @@ export class WorkerPool {
         worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
         // A waiting claim's answer leaves from the commit that grants it; any other when it settles.
+        // One that grants a single job goes to the handler thread the claim named, if it is linked.
+        const thread = namedThread(message)
         let sent = false
         const send = (response: IpcResponse) => {
           if (sent) return
           sent = true
+          if (thread !== null && grantsOneJob(response) && this.links?.deliver(workerId, thread, response)) return
           worker.send(response)
         }
         void answerWorkerRequest(this.options, workerId, message, gone.signal, send).then(send)
@@ -105,6 +117,7 @@ export class WorkerPool {
         log(`leasehold: the leases of ${workerId} could not be expired now (${(error as Error).message}); the reaper will`)
       }
       directory.forget(workerId)
+      this.links?.forget(workerId)
       this.exits.delete(workerId)
       exited()
       if (this.stopping) return
@@ -136,10 +149,27 @@ export class WorkerPool {
       for (const slot of this.slots) slot.worker?.kill()
       await all
     }
+    this.links?.close()
   }
 
   /** The pids of the running local workers (for tests and `leasehold status`). */
   pids(): number[] {
     return this.slots.flatMap((s) => (s.worker?.pid ? [s.worker.pid] : []))
   }
+}
+
+/** The handler thread an exchange's claim named for its answer, if it named one. */
+function namedThread(request: IpcRequest): number | null {
+  if (request.method !== 'exchange') return null
+  const thread = (request.params as { claim?: { thread?: unknown } } | null)?.claim?.thread
+  return Number.isSafeInteger(thread) ? (thread as number) : null
+}
+
+/**
+ * Whether the answer grants exactly one job: only such an answer goes to the named thread. Where
+ * a worker runs several jobs of one answer depends on their types (src-worker/thread-placement.ts);
+ * a single job goes to the least-loaded thread whatever its type, which the worker can name ahead.
+ */
+function grantsOneJob(response: IpcResponse): boolean {
+  return (response.result as { jobs?: unknown[] } | undefined)?.jobs?.length === 1
 }

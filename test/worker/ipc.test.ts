@@ -4,6 +4,7 @@
  * and the worker's IpcTransport. Plus the heartbeat jitter.
  */
 import { getEventListeners } from 'node:events'
+import { connect } from 'node:net'
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { ClockWaiters } from '../../src-main/workers/clock-waiters'
@@ -18,6 +19,7 @@ import { jitter } from '../../src-worker/runtime'
 import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport-http'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV, lineReader } from '../../src-worker/thread-link'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { engineContext } from '../../src-main/engine/internals'
@@ -334,6 +336,42 @@ describe('the supervisor checks what a worker process sends', () => {
     expect(worker.sent).toHaveLength(1)
   })
 
+  test('an answer granting one job goes to the linked handler thread its claim named; any other answer goes over IPC', async () => {
+    const { engine, env, worker, answered } = onePool()
+    const me = 'local-1.1'
+    worker.emit({ type: 'ready', worker_id: me, types: ['sleep'] })
+    // Thread 0 links itself as a handler thread does: a socket, and its worker's token.
+    const thread = connect(env[LINK_PATH_ENV]!)
+    const lines: string[] = []
+    const read = lineReader((line) => lines.push(line))
+    thread.setEncoding('utf8').on('data', (chunk: string) => read(chunk))
+    try {
+      await new Promise((resolve) => thread.once('connect', resolve))
+      thread.write(`${JSON.stringify({ worker_id: me, thread: 0, token: env[LINK_TOKEN_ENV] })}\n`)
+      await new Promise((r) => setTimeout(r, 50))
+      const wait = (id: number, thread: number, max_jobs = 1) =>
+        worker.emit({ type: 'request', id, method: 'exchange', params: { worker_id: me, claim: { streams: ['default'], max_jobs, max_wait_ms: 5000, thread } } })
+
+      wait(1, 0)
+      const { job } = await engine.run(() => engine.submit(aJob()))
+      await until(() => lines.length, 2000, 'the answer on the link')
+      expect(JSON.parse(lines[0]!)).toMatchObject({ type: 'response', id: 1, result: { jobs: [{ job_id: job.id }] } })
+      expect(worker.sent).toEqual([])
+
+      wait(2, 0, 2) // two jobs in one answer: where each runs is the worker's choice
+      await engine.run(() => engine.submitMany([aJob(), aJob()]))
+      expect((await answered(1))[0]).toMatchObject({ id: 2, result: { jobs: [{}, {}] } })
+      wait(3, 1) // a thread that is not linked
+      await engine.run(() => engine.submit(aJob()))
+      expect((await answered(2))[1]).toMatchObject({ id: 3, result: { jobs: [{}] } })
+      worker.emit({ type: 'request', id: 4, method: 'exchange', params: { worker_id: me, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0, thread: 0 } } })
+      expect((await answered(3))[2]).toMatchObject({ id: 4, result: { jobs: [] } }) // nothing granted: over IPC
+      expect(lines).toHaveLength(1)
+    } finally {
+      thread.destroy()
+    }
+  })
+
   test('a local worker on a long job is busy with that job, and its heartbeats keep it last seen now', async () => {
     const { engine, clock, directory, worker, answered } = onePool()
     const me = 'local-1.1'
@@ -422,6 +460,23 @@ describe('the worker end (IpcTransport)', () => {
     stop.abort() // stopping: the wait ends at once, with no jobs
     await expect(waiting).resolves.toEqual(empty)
     expect(listeners()).toBe(before)
+  })
+
+  test('an answer a handler thread passes on settles its exchange; when a thread goes, only the exchanges whose claim named it fail', async () => {
+    const { ch, sent } = channel()
+    const transport = new IpcTransport(ch)
+    const claim = (thread?: number) => ({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1000, thread } })
+    const throughZero = transport.exchange(claim(0))
+    const throughOne = transport.exchange(claim(1))
+    const unnamed = transport.exchange(claim())
+    const answer = { heartbeats: [], completed: [], failed: [], jobs: [] }
+    transport.accept({ type: 'response', id: sent[1]!.id, result: answer }) // passed on by thread 1
+    await expect(throughOne).resolves.toEqual(answer)
+    transport.threadGone(0)
+    await expect(throughZero).rejects.toThrow('handler thread 0 went away')
+    transport.threadGone(1) // nothing of its own waits any more
+    transport.accept({ type: 'response', id: sent[2]!.id, result: answer })
+    await expect(unnamed).resolves.toEqual(answer)
   })
 })
 

@@ -105,6 +105,20 @@ test('jobs submitted over HTTP run to DONE on both local workers; an external le
   expect(external.output()).toMatch(/handler .*broken\.mjs did not load: this handler is broken on purpose/)
 })
 
+test('a job granted to a waiting local worker goes straight to one of its handler threads, over the thread’s own link, and runs to DONE once', async () => {
+  const before = host.pool!.deliveredToThreads
+  const ids: string[] = []
+  for (let i = 0; i < 6; i++) {
+    const id = await submit(host, { job_type: 'test.echo', payload: { i } })
+    expect((await settled(host, id, 5000)).result).toMatchObject({ status: 'SUCCEEDED', attempts: 1, result_data: { echo: { i } } })
+    ids.push(id)
+  }
+  for (const id of ids) expect(events(host, { job: id, type: ['LEASE_GRANTED', 'JOB_DONE'] })).toHaveLength(2)
+  // Each worker's claims name an idle linked thread; only a claim sent before the host had read
+  // that thread's hello goes the old way (over IPC), and each worker has at most one such.
+  expect(host.pool!.deliveredToThreads - before).toBeGreaterThanOrEqual(ids.length - 2)
+})
+
 test('a user handler module that fails to load is reported (WORKER_PROBLEM + a log line) and skipped; the other handlers still run', async () => {
   for (const workerId of ['local-1.1', 'local-2.1']) {
     const problems = events(host, { type: 'WORKER_PROBLEM' }).filter((e) => e.entity_id === workerId)

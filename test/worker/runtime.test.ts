@@ -8,6 +8,8 @@ import { afterEach, expect, test } from 'vitest'
 import { nextExchange, type RuntimeOptions, type SendState, WorkerRuntime } from '../../src-worker/runtime'
 import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, ReportAnswer, WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
+import { ThreadLinks } from '../../src-main/pool/thread-links'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-worker/thread-link'
 import { SPIN, until, writeHandlers } from './support'
 
 function aClaim(id: string, ms: number): Claim {
@@ -43,7 +45,30 @@ class ScriptedTransport implements WorkerTransport {
       throw new Error('not scripted')
     },
   ) {}
+  /**
+   * As the host does for a local worker: an answer granting one job to a claim that names a
+   * linked thread goes through that thread's link (src-worker/thread-link.ts), and settles its
+   * exchange when the runtime passes it on.
+   */
+  links: ThreadLinks | null = null
+  /** Answers that went through a link. */
+  linked = 0
+  private readonly throughLinks = new Map<number, (answer: ExchangeAnswer) => void>()
+
   async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+    const answer = await this.answerOf(request, signal)
+    const thread = request.claim?.thread
+    if (!this.links || thread === undefined || answer.jobs.length !== 1) return answer
+    const id = this.linked + 1
+    if (!this.links.deliver('w', thread, { type: 'response', id, result: answer })) return answer
+    this.linked = id
+    return new Promise((resolve) => this.throughLinks.set(id, resolve))
+  }
+  accept(message: unknown): void {
+    const { id, result } = message as { id: number; result: ExchangeAnswer }
+    this.throughLinks.get(id)?.(result)
+  }
+  private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
     for (const f of request.fail ?? []) this.failed.push({ job_id: f.job_id, error: f.error })
@@ -261,6 +286,29 @@ test('a handler that blocks its thread delays neither another thread’s message
   const beatsWhileBlocked = transport.requests.slice(0, reported('spin')).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
   expect(beatsWhileBlocked.length).toBeGreaterThan(1)
   expect(transport.failed).toEqual([])
+})
+
+test('an answer granting one job comes through the idle thread its claim named: the runtime takes the job on before it runs, heartbeats it while its handler blocks that thread, and reports its end once', async () => {
+  const transport = new ScriptedTransport([])
+  const links = (transport.links = new ThreadLinks(() => {}))
+  try {
+    const env = links.envFor('w')
+    // Long-polls end every 50 ms, so one goes out after the threads have linked themselves.
+    await started(transport, { concurrency: 2, threads: 2, claimWaitMs: 50, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! }, modules: { 'spin.mjs': SPIN } })
+    await until(() => transport.polled && transport.requests.at(-1)!.claim?.thread !== undefined, 5000, 'a long-poll that names a linked thread')
+    transport.offer([aJobOf('spin', 'test.spin', { ms: 600 })])
+    await until(() => transport.completed.length >= 1, 5000, 'the job reported')
+    expect(transport.linked).toBe(1)
+    expect(transport.completed).toEqual([{ job_id: 'spin', result: { spun_ms: expect.any(Number), turns: expect.any(Number) } }])
+    const reported = transport.requests.findIndex((r) => r.complete?.length)
+    const beatsWhileBlocked = transport.requests.slice(0, reported).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
+    expect(beatsWhileBlocked.length).toBeGreaterThan(1) // every ~50 ms here, from the runtime's thread
+    await new Promise((r) => setTimeout(r, 100))
+    expect(transport.requests.flatMap((r) => r.complete ?? [])).toHaveLength(1)
+    expect(transport.failed).toEqual([])
+  } finally {
+    links.close()
+  }
 })
 
 test('a file write passes the gate through the runtime: granted, it is written; refused as blocked, the handler is stopped and nothing is reported', async () => {
