@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
-import type { LinkAddress } from './thread-link'
+import { type LinkAddress, Mailbox } from './thread-link'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
 import type { AttemptError } from './transport'
 
@@ -49,6 +49,8 @@ export class HandlerThread<R> {
   private exitCode: number | null = null
   /** The thread's own link to the host is up: a claim may name it (thread-link.ts). */
   linked = false
+  /** Where the thread leaves an answer from its link (thread-link.ts); none without a link. */
+  private readonly mailbox: Mailbox | null
 
   /** `link`: where the thread links itself to the host, if it should. */
   constructor(
@@ -57,7 +59,8 @@ export class HandlerThread<R> {
     link?: LinkAddress,
   ) {
     const entry = new URL(fromSources ? './handler-thread.ts' : './handler-thread.js', import.meta.url)
-    const workerData = { ...options, link }
+    this.mailbox = link ? new Mailbox() : null
+    const workerData = { ...options, link: link && { ...link, mailbox: this.mailbox!.buffer } }
     this.worker = fromSources
       ? new Worker(new URL('./thread-boot.mjs', import.meta.url), { workerData: { ...workerData, entry: entry.href } })
       : new Worker(entry, { workerData })
@@ -80,6 +83,7 @@ export class HandlerThread<R> {
         const ended = [...this.runs.values()]
         this.runs.clear()
         for (const run of ended) listener.end(run, exited(code))
+        this.collect() // a job whose answer it left ends now as thread_exited, not at its lease's expiry
         this.unlink()
       })
     })
@@ -105,9 +109,20 @@ export class HandlerThread<R> {
     this.listener.linkLost?.(this)
   }
 
+  /**
+   * Takes the answer the thread left in its mailbox, if it left one, to the listener (which
+   * adopts its job). The thread says when it has; the runtime also looks on its own while it
+   * waits for an answer through this thread, should a handler keep the thread from saying.
+   */
+  collect(): void {
+    const mail = this.mailbox?.take()
+    if (mail) this.listener.delivered?.(this, JSON.parse(mail.text), [mail.run])
+  }
+
   private route(message: Exclude<FromThread, { type: 'ready' }>): void {
     if (message.type === 'linked') return this.unlink()
     if (message.type === 'delivered') return this.listener.delivered?.(this, message.response, message.runs)
+    if (message.type === 'mail') return this.collect()
     const run = this.runs.get(message.run)
     if (run === undefined) return
     switch (message.type) {

@@ -8,7 +8,7 @@ import { connect } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
-import { type LinkAddress, lineReader } from './thread-link'
+import { type LinkAddress, lineReader, Mailbox } from './thread-link'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
 import type { Claim } from './transport'
 
@@ -217,11 +217,12 @@ const LINK_CONNECT_TIMEOUT_MS = 2000
 let nextLinkRun = -1
 
 /**
- * An answer the host wrote to this thread's link: it goes on to the runtime first — which so
- * knows the jobs, and heartbeats them, even should a handler then keep this thread busy — and
- * then its jobs run here.
+ * An answer the host wrote to this thread's link. The runtime must know its jobs whatever their
+ * handlers then do, to heartbeat them. An answer of one job that fits the mailbox is left there,
+ * the job started, and the runtime told after (it also looks there on its own while it waits for
+ * this thread: thread-link.ts); any other goes to the runtime by message before its jobs run.
  */
-function receiveFromLink(line: string): void {
+function receiveFromLink(line: string, mailbox: Mailbox): void {
   let response: { result?: { jobs?: unknown } }
   try {
     response = JSON.parse(line)
@@ -231,19 +232,22 @@ function receiveFromLink(line: string): void {
   const jobs = Array.isArray(response?.result?.jobs) ? (response.result.jobs as Claim[]) : []
   const runs = jobs.map(() => nextLinkRun--)
   batch.flush() // what the thread said before goes first
-  post([{ type: 'delivered', response, runs }])
+  const mailed = jobs.length === 1 && mailbox.put(line, runs[0]!)
+  if (!mailed) post([{ type: 'delivered', response, runs }])
   jobs.forEach((claim, i) => void runJob(runs[i]!, jobInfo(claim), claim.payload))
+  if (mailed) post([{ type: 'mail' }])
 }
 
 /**
  * Opens the thread's own link to the host (thread-link.ts). Resolves once it is up (true) or
  * could not be opened (false): without one, jobs come from the runtime only.
  */
-function link({ path, token, worker_id, thread }: LinkAddress): Promise<boolean> {
+function link({ path, token, worker_id, thread, mailbox }: LinkAddress & { mailbox: SharedArrayBuffer }): Promise<boolean> {
   const socket = connect(path)
   let up = false
   socket.setEncoding('utf8')
-  const read = lineReader(receiveFromLink)
+  const shared = new Mailbox(mailbox)
+  const read = lineReader((line) => receiveFromLink(line, shared))
   socket.on('data', (chunk: string) => read(chunk))
   socket.on('error', () => {}) // 'close' follows
   const giveUp = setTimeout(() => socket.destroy(), LINK_CONNECT_TIMEOUT_MS)
@@ -263,6 +267,6 @@ function link({ path, token, worker_id, thread }: LinkAddress): Promise<boolean>
 }
 
 // Ready once linked (or not): the runtime's first claim can then name this thread.
-const address = (workerData as { link?: LinkAddress }).link
+const address = (workerData as { link?: LinkAddress & { mailbox: SharedArrayBuffer } }).link
 const linked = address ? await link(address) : false
 send({ type: 'ready', types: [...handlers.keys()], problems, linked })

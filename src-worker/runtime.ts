@@ -157,6 +157,10 @@ export class WorkerRuntime {
   private pollTimer: NodeJS.Timeout | undefined
   /** Threads named by claims in flight (thread-link.ts): no job is placed on them meanwhile. */
   private readonly named = new Set<number>()
+  /** Looks in the named threads' mailboxes while any is named (see {@link watchNamed}). */
+  private mailCheck: NodeJS.Timeout | undefined
+  /** The heartbeat interval of the last jobs claimed: how often {@link mailCheck} looks, at most. */
+  private beatIntervalMs = 1000
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -293,6 +297,7 @@ export class WorkerRuntime {
     if (thread >= 0) {
       request.claim!.thread = thread
       this.named.add(thread)
+      this.watchNamed()
     }
     this.reserved += maxJobs
     if (longPoll) this.polling = true
@@ -313,6 +318,7 @@ export class WorkerRuntime {
     } finally {
       this.reserved -= maxJobs
       this.named.delete(thread)
+      this.watchNamed()
       if (longPoll) this.polling = false
       else this.reporting = false
     }
@@ -341,6 +347,24 @@ export class WorkerRuntime {
   private threadToName(): number {
     if (this.threads.length < 2 && this.options.concurrency > 1) return -1
     return this.threads.findIndex((thread, index) => thread.linked && thread.load === 0 && !this.named.has(index))
+  }
+
+  /**
+   * While a claim names a thread, looks in that thread's mailbox every half heartbeat interval
+   * (at most every second): a thread that has left an answer there tells the runtime once its
+   * job has started, but a handler that blocks the thread from its start keeps it from telling.
+   * Looking finds the job in time for its heartbeats all the same: its first beat goes at most
+   * one and a half intervals after the grant, half the lease's TTL.
+   */
+  private watchNamed(): void {
+    if (this.named.size === 0) {
+      clearInterval(this.mailCheck)
+      this.mailCheck = undefined
+    } else {
+      this.mailCheck ??= setInterval(() => {
+        for (const index of this.named) this.threads[index]?.collect()
+      }, Math.min(1000, this.beatIntervalMs / 2))
+    }
   }
 
   /**
@@ -406,6 +430,7 @@ export class WorkerRuntime {
   private startJobs(claims: Claim[], threadOf: (index: number) => HandlerThread<Running>, runs?: number[]): void {
     const byInterval = new Map<number, Running[]>()
     claims.forEach((claim, i) => {
+      this.beatIntervalMs = claim.heartbeat_interval_seconds * 1000
       const job = this.execute(claim, threadOf(i), runs?.[i])
       const together = byInterval.get(claim.heartbeat_interval_seconds)
       if (together) together.push(job)

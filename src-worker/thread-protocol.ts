@@ -31,11 +31,14 @@ export type FromThread =
   /** The thread's own link to the host (thread-link.ts), up since it was ready, has closed. */
   | { type: 'linked'; up: false }
   /**
-   * An answer the host wrote to the thread's link, passed on before the thread runs its jobs:
-   * `runs` are their run numbers in the thread, in the order of the answer's jobs (negative, so
-   * they never meet the numbers the runtime gives the runs it starts).
+   * An answer the host wrote to the thread's link that did not go through the mailbox (see
+   * thread-link.ts), passed on before the thread runs its jobs: `runs` are their run numbers in
+   * the thread, in the order of the answer's jobs (negative, so they never meet the numbers the
+   * runtime gives the runs it starts).
    */
   | { type: 'delivered'; response: unknown; runs: number[] }
+  /** The thread has left an answer in its mailbox and started its job: the runtime takes it now. */
+  | { type: 'mail' }
 
 /** What a handler is told about its job, from the job's claim. */
 export function jobInfo(claim: Claim): JobInfo {

@@ -288,7 +288,7 @@ test('a handler that blocks its thread delays neither another thread’s message
   expect(transport.failed).toEqual([])
 })
 
-test('an answer granting one job comes through the idle thread its claim named: the runtime takes the job on before it runs, heartbeats it while its handler blocks that thread, and reports its end once', async () => {
+test('an answer granting one job comes through the idle thread its claim named and runs there: the runtime finds the job in the thread’s mailbox while its handler blocks that thread from its start, heartbeats it, and reports its end once', async () => {
   const transport = new ScriptedTransport([])
   const links = (transport.links = new ThreadLinks(() => {}))
   try {

@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net'
 import { dirname } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, lineReader } from '../../src-worker/thread-link'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV, lineReader, Mailbox } from '../../src-worker/thread-link'
 import { until } from './support'
 
 const opened: { links: ThreadLinks[]; sockets: Socket[] } = { links: [], sockets: [] }
@@ -90,6 +90,20 @@ test.skipIf(process.platform === 'win32')('the links listen in a folder only the
   links.close()
   expect(() => statSync(folder)).toThrow(/ENOENT/)
   expect(links.envFor('local-1.1')).toEqual({}) // closed: a worker started now gets no link
+})
+
+test('a mailbox hands each answer left in it to the other side once, whole, with its run; one too long for it is refused', () => {
+  const thread = new Mailbox(new SharedArrayBuffer(12 + 64))
+  const runtime = new Mailbox(thread.buffer) // the other thread's view of the same memory
+  expect(runtime.take()).toBeNull()
+  const answer = JSON.stringify({ type: 'response', id: 7, result: { jobs: [{ job_id: 'é' }] } })
+  expect(thread.put(answer, -1)).toBe(true)
+  expect(runtime.take()).toEqual({ text: answer, run: -1 })
+  expect(runtime.take()).toBeNull()
+  expect(thread.put('{"id":8}', -2)).toBe(true)
+  expect(runtime.take()).toEqual({ text: '{"id":8}', run: -2 })
+  expect(thread.put(`{"payload":"${'x'.repeat(64)}"}`, -3)).toBe(false)
+  expect(runtime.take()).toBeNull()
 })
 
 test('the line reader gives whole lines however the text is cut, and stops at a line longer than its limit', () => {
