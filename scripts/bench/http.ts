@@ -36,7 +36,7 @@ export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS}
 export const EARLY_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → waiting claim)`
 export const EARLY_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → handler starts)`
 /** The same path with no engine (bare Koa → Node IPC → a worker process's thread): the floor under the row above. */
-export const LOCAL_PICKUP_FLOOR = `local pickup floor p50 at ${PEER_LOAD.jobsPerS} jobs/s (bare Koa → IPC → thread)`
+export const LOCAL_PICKUP_FLOOR = `local pickup floor p50 at ${PEER_LOAD.jobsPerS} jobs/s (bare Koa → socket → thread)`
 
 export interface HttpCounts {
   /** Jobs per lifecycle run (one run per dialect and worker count). */
@@ -777,13 +777,13 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   }
 
   // With no host running: the floor is the transport alone.
-  progress(`the local pickup's floor (bare Koa → IPC → thread) at ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
+  progress(`the local pickup's floor (bare Koa → socket → thread) at ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
   const floor = await localPickupFloor(counts.warmUpS)
   rows.push({
     name: LOCAL_PICKUP_FLOOR,
     value: p(floor, 50) * 1000,
     unit: 'µs',
-    note: `${floor.length} POSTs, open loop after ${counts.warmUpS} s of them, each passed over Node IPC to a worker process's thread, on the same clock: the local pickup's path with no engine`,
+    note: `${floor.length} POSTs, open loop after ${counts.warmUpS} s of them, each written over a Unix socket straight to a worker process's thread (as a job granted to a waiting local worker goes), on the same clock: the local pickup's path with no engine`,
   })
 
   progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)

@@ -2,30 +2,46 @@
 // answers {"ok":true}, with no guard, routing or engine. Started as its own process, like
 // `leasehold serve`, and driven by the same client, so the two are measured on equal terms.
 //
-// With --pool it is also the floor under the local pickup: each POST passes its body's `i` over
-// Node IPC to a child process (this file again, with --pool-worker), whose main thread posts it
-// to a worker thread that notes its start on the machine's monotonic clock — a local pickup's
-// path (HTTP → host → worker process → handler thread) with no engine and nothing written.
+// With --pool it is also the floor under the local pickup: each POST's body's `i` goes, as one
+// line, over a Unix socket straight to a worker thread of a child process (this file again, with
+// --pool-worker), which notes its start on the machine's monotonic clock — a local pickup's path
+// as a job granted to a waiting local worker takes it (HTTP → host → the handler thread's own
+// link, src-worker/thread-link.ts) with no engine and nothing written. The thread reports its
+// starts through its process's IPC channel, after it has noted them.
 // `GET /starts` answers those moments, `{ [i]: started_ns }`.
 import { fork } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import Koa from 'koa'
 
 const HANDLER_THREAD = `
-const { parentPort } = require('node:worker_threads')
-parentPort.on('message', (i) => parentPort.postMessage({ i, started_ns: String(process.hrtime.bigint()) }))
+const { parentPort, workerData } = require('node:worker_threads')
+const link = require('node:net').connect(workerData.path)
+link.setEncoding('utf8')
+let partial = ''
+link.on('data', (chunk) => {
+  const lines = (partial + chunk).split('\\n')
+  partial = lines.pop()
+  for (const i of lines) parentPort.postMessage({ i: Number(i), started_ns: String(process.hrtime.bigint()) })
+})
 `
 
 if (process.argv.includes('--pool-worker')) {
-  const thread = new Worker(HANDLER_THREAD, { eval: true })
+  const thread = new Worker(HANDLER_THREAD, { eval: true, workerData: { path: process.argv.at(-1) } })
   thread.on('message', (start) => process.send(start))
-  process.on('message', (i) => thread.postMessage(i))
   process.on('disconnect', () => process.exit(0))
 } else {
-  const pool = process.argv.includes('--pool') ? fork(fileURLToPath(import.meta.url), ['--pool-worker'], { stdio: 'inherit' }) : null
+  const folder = process.argv.includes('--pool') ? mkdtempSync(join(tmpdir(), 'koa-floor-')) : null
   const app = new Koa()
-  if (pool) {
+  let pool = null
+  if (folder) {
+    const path = join(folder, 'link.sock')
+    const linked = new Promise((resolve) => createServer(resolve).listen(path))
+    pool = fork(fileURLToPath(import.meta.url), ['--pool-worker', path], { stdio: 'inherit' })
     const starts = {}
     pool.on('message', ({ i, started_ns }) => (starts[i] = started_ns))
     app.use(async (ctx) => {
@@ -35,7 +51,7 @@ if (process.argv.includes('--pool-worker')) {
       }
       const chunks = []
       for await (const chunk of ctx.req) chunks.push(chunk)
-      pool.send(JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}').i)
+      ;(await linked).write(`${JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}').i}\n`)
       ctx.body = { ok: true }
     })
   } else {
@@ -50,6 +66,7 @@ if (process.argv.includes('--pool-worker')) {
   const server = app.listen(0, '127.0.0.1', () => console.log(`listening on http://127.0.0.1:${server.address().port}`))
   process.on('SIGTERM', () => {
     pool?.disconnect()
+    if (folder) rmSync(folder, { recursive: true, force: true })
     server.close(() => process.exit(0))
   })
 }
