@@ -120,7 +120,7 @@ export class HandlerThread<R> {
   }
 
   private route(message: Exclude<FromThread, { type: 'ready' }>): void {
-    if (message.type === 'linked') return this.unlink()
+    if (message.type === 'unlinked') return this.unlink()
     if (message.type === 'delivered') return this.listener.delivered?.(this, message.response, message.runs)
     if (message.type === 'mail') return this.collect()
     const run = this.runs.get(message.run)

@@ -260,7 +260,7 @@ function link({ path, token, worker_id, thread, mailbox }: LinkAddress & { mailb
     })
     socket.on('close', () => {
       clearTimeout(giveUp)
-      if (up) send({ type: 'linked', up: false })
+      if (up) send({ type: 'unlinked' })
       resolve(false)
     })
   })

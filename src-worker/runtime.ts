@@ -340,9 +340,11 @@ export class WorkerRuntime {
   /**
    * The handler thread a claim may name for an answer that grants one job (thread-link.ts): one
    * that is linked, runs nothing, and no other claim in flight names; -1 for none. No job is
-   * placed on a named thread until its claim is answered, so the thread is free to pass the
-   * answer on at once. That leaves a thread to place on only with two threads or more (two
-   * exchanges may be in flight) — or with one slot, where nothing else runs while a claim waits.
+   * placed on a named thread until its claim is answered, so the thread reads the answer and
+   * starts its job at once: one busy with a handler that computes could not, and the runtime
+   * would not know of the job. That leaves a thread to place on only with two threads or more
+   * (two exchanges may be in flight) — or with one slot, where nothing else runs while a claim
+   * waits.
    */
   private threadToName(): number {
     if (this.threads.length < 2 && this.options.concurrency > 1) return -1
@@ -353,8 +355,9 @@ export class WorkerRuntime {
    * While a claim names a thread, looks in that thread's mailbox every half heartbeat interval
    * (at most every second): a thread that has left an answer there tells the runtime once its
    * job has started, but a handler that blocks the thread from its start keeps it from telling.
-   * Looking finds the job in time for its heartbeats all the same: its first beat goes at most
-   * one and a half intervals after the grant, half the lease's TTL.
+   * Looking finds the job in time for its heartbeats all the same: once the runtime knows the
+   * interval (from any claim), the job's first beat goes at most one and a half intervals after
+   * the grant, half the lease's TTL.
    */
   private watchNamed(): void {
     if (this.named.size === 0) {

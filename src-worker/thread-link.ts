@@ -5,10 +5,8 @@ import { z } from 'zod'
  * job reaches its handler"). Without it, a job the host grants goes over the worker process's
  * IPC channel to its main thread, which posts it on to a handler thread: two threads woken, one
  * after the other. With it, a claim may name an idle thread (`claim.thread`); when the answer
- * grants one job, the host writes it to that thread's link instead, and the thread passes the
- * answer on to the main thread — which keeps the job's heartbeats, its timers and its report,
- * as for any job — before it runs the job. The main thread is woken beside the handler, not
- * before it.
+ * grants one job, the host writes it to that thread's link instead; the thread runs the job, and
+ * the main thread takes it on as any job (its heartbeats, its timers, the report of its end).
  *
  * A link is a local socket (a Unix socket in a folder only the host's user can open, a named
  * pipe on Windows) whose path and token the host gives each worker process at spawn. A thread
@@ -76,7 +74,7 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /**
- * Where a handler thread leaves an answer that came over its link, for the runtime to take
+ * Where a handler thread leaves an answer of one job that came over its link, for the runtime to take
  * without being woken for it: memory both threads share. The thread leaves the answer, starts
  * its job, then tells the runtime; should the handler block the thread from its start, the
  * runtime looks here on its own while a claim names the thread (WorkerRuntime), so the job is

@@ -29,7 +29,7 @@ export type FromThread =
   | { type: 'done'; run: number; result: unknown; progress?: RunProgress }
   | { type: 'failed'; run: number; error: AttemptError; progress?: RunProgress }
   /** The thread's own link to the host (thread-link.ts), up since it was ready, has closed. */
-  | { type: 'linked'; up: false }
+  | { type: 'unlinked' }
   /**
    * An answer the host wrote to the thread's link that did not go through the mailbox (see
    * thread-link.ts), passed on before the thread runs its jobs: `runs` are their run numbers in

@@ -29,7 +29,7 @@ export class ThreadLinks {
   private readonly tokens = new Map<string, Buffer>()
   /** Each worker's linked threads, by index. */
   private readonly links = new Map<string, Map<number, Socket>>()
-  /** Answers written to a thread (for the tests and the bench). */
+  /** Answers written to a thread so far (the tests read it). */
   delivered = 0
 
   constructor(private readonly log: (line: string) => void) {

@@ -68,6 +68,11 @@ class ScriptedTransport implements WorkerTransport {
     const { id, result } = message as { id: number; result: ExchangeAnswer }
     this.throughLinks.get(id)?.(result)
   }
+  /** The threads the runtime said were gone. */
+  readonly gone: number[] = []
+  threadGone(index: number): void {
+    this.gone.push(index)
+  }
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
@@ -306,6 +311,28 @@ test('an answer granting one job comes through the idle thread its claim named a
     await new Promise((r) => setTimeout(r, 100))
     expect(transport.requests.flatMap((r) => r.complete ?? [])).toHaveLength(1)
     expect(transport.failed).toEqual([])
+  } finally {
+    links.close()
+  }
+})
+
+test('a thread whose link closes is named by no claim after it: the runtime hears it is gone, and jobs still reach it the usual way', async () => {
+  const transport = new ScriptedTransport([])
+  const links = (transport.links = new ThreadLinks(() => {}))
+  try {
+    const env = links.envFor('w')
+    await started(transport, { concurrency: 2, threads: 2, claimWaitMs: 50, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! } })
+    await until(() => transport.requests.at(-1)?.claim?.thread !== undefined, 5000, 'a long-poll that names a linked thread')
+    links.forget('w') // the host closes both threads' links
+    await until(() => transport.gone.length === 2, 5000, 'both threads gone')
+    expect([...transport.gone].sort()).toEqual([0, 1])
+    // The long-poll that named a thread is answered the usual way, and the next claim names none.
+    transport.offer([aJobOf('after', 'noop', {})])
+    await until(() => transport.completed.length === 1, 5000, 'the job reported')
+    expect(transport.linked).toBe(0)
+    const reporting = transport.requests.find((r) => r.complete?.length)!
+    expect(reporting.claim).toBeDefined()
+    expect(reporting.claim!.thread).toBeUndefined()
   } finally {
     links.close()
   }
