@@ -35,7 +35,7 @@ export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS}
 /** The same pickups in their path's seconds 1–5 at that load, while V8 still compiles it. */
 export const EARLY_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → waiting claim)`
 export const EARLY_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → handler starts)`
-/** The same path with no engine (bare Koa → Node IPC → a worker process's thread): the floor under the row above. */
+/** The same path with no engine (bare Koa → a Unix socket → a worker process's thread): the floor under the row above. */
 export const LOCAL_PICKUP_FLOOR = `local pickup floor p50 at ${PEER_LOAD.jobsPerS} jobs/s (bare Koa → socket → thread)`
 
 export interface HttpCounts {
@@ -663,7 +663,8 @@ async function openLoopLocalPickups(server: Server, warmUpS: number): Promise<{ 
 
 /**
  * The floor under the local pickup, under the peer's load: submit → a handler thread starts
- * through bare Koa, Node IPC and a worker process's thread (koa-floor.mjs --pool), with no engine.
+ * through bare Koa and a Unix socket straight to a worker process's thread (koa-floor.mjs
+ * --pool), as a job granted to a waiting local worker goes, with no engine.
  * In ms, as {@link openLoopLocalPickups}.
  */
 async function localPickupFloor(warmUpS: number): Promise<number[]> {
