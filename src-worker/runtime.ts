@@ -161,6 +161,11 @@ export class WorkerRuntime {
   private mailCheck: NodeJS.Timeout | undefined
   /** The heartbeat interval of the last jobs claimed: how often {@link mailCheck} looks, at most. */
   private beatIntervalMs = 1000
+  /**
+   * The attempts taken on from a thread's link (see {@link delivered}), until their exchange's
+   * answer is placed: placing skips them, even if they have ended by then.
+   */
+  private readonly takenOn = new Set<string>()
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -377,6 +382,7 @@ export class WorkerRuntime {
    */
   private delivered(thread: HandlerThread<Running>, response: unknown, runs: number[]): void {
     const jobs = (response as { result?: { jobs?: Claim[] } }).result?.jobs ?? []
+    for (const claim of jobs) this.takenOn.add(claim.attempt_id)
     this.startJobs(jobs, () => thread, runs)
     this.options.transport.accept?.(response)
   }
@@ -415,8 +421,8 @@ export class WorkerRuntime {
    * jobs shares one thread). The jobs of the batch heartbeat together.
    */
   private place(answered: Claim[]): void {
-    // Jobs that came through a thread's link run already (see delivered).
-    const claims = answered.filter((claim) => this.running.get(claim.job_id)?.claim.attempt_id !== claim.attempt_id)
+    // Jobs that came through a thread's link were taken on already (see delivered).
+    const claims = answered.filter((claim) => !this.takenOn.delete(claim.attempt_id))
     const threads = this.threads
     const placed = placeBatch(
       claims.map((claim) => claim.job_type),

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, lineReader, MAX_HELLO_CHARS } from '../../src-worker/thread-link'
 
-/** A connection that has not said who it is by then is closed. */
+/** A connection that has not said who it is by then is closed (by default). */
 const HELLO_TIMEOUT_MS = 5_000
 
 /** Where the links listen: a socket in a fresh folder only this user can open (a named pipe on Windows). */
@@ -32,7 +32,10 @@ export class ThreadLinks {
   /** Answers written to a thread so far (the tests read it). */
   delivered = 0
 
-  constructor(private readonly log: (line: string) => void) {
+  constructor(
+    log: (line: string) => void,
+    private readonly helloTimeoutMs = HELLO_TIMEOUT_MS,
+  ) {
     try {
       this.path = linkPath()
       this.server = createServer((socket) => this.accept(socket))
@@ -84,7 +87,7 @@ export class ThreadLinks {
   private accept(socket: Socket): void {
     socket.setEncoding('utf8')
     socket.on('error', () => {}) // a link that breaks only closes; 'close' follows
-    const timer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS)
+    const timer = setTimeout(() => socket.destroy(), this.helloTimeoutMs)
     let hello: LinkHello | null = null
     const read = lineReader((line) => {
       if (hello) return void socket.destroy() // a thread says nothing after its hello

@@ -53,7 +53,7 @@ class ScriptedTransport implements WorkerTransport {
   links: ThreadLinks | null = null
   /** Answers that went through a link. */
   linked = 0
-  private readonly throughLinks = new Map<number, (answer: ExchangeAnswer) => void>()
+  private readonly throughLinks = new Map<number, { thread: number; resolve(answer: ExchangeAnswer): void; reject(error: Error): void }>()
 
   async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     const answer = await this.answerOf(request, signal)
@@ -62,16 +62,22 @@ class ScriptedTransport implements WorkerTransport {
     const id = this.linked + 1
     if (!this.links.deliver('w', thread, { type: 'response', id, result: answer })) return answer
     this.linked = id
-    return new Promise((resolve) => this.throughLinks.set(id, resolve))
+    return new Promise((resolve, reject) => this.throughLinks.set(id, { thread, resolve, reject }))
   }
   accept(message: unknown): void {
     const { id, result } = message as { id: number; result: ExchangeAnswer }
-    this.throughLinks.get(id)?.(result)
+    this.throughLinks.get(id)?.resolve(result)
+    this.throughLinks.delete(id)
   }
-  /** The threads the runtime said were gone. */
+  /** The threads the runtime said were gone; as IpcTransport, the exchanges whose answer went to one fail. */
   readonly gone: number[] = []
   threadGone(index: number): void {
     this.gone.push(index)
+    for (const [id, waiter] of this.throughLinks) {
+      if (waiter.thread !== index) continue
+      this.throughLinks.delete(id)
+      waiter.reject(new Error(`handler thread ${index} went away`))
+    }
   }
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
@@ -311,6 +317,24 @@ test('an answer granting one job comes through the idle thread its claim named a
     await new Promise((r) => setTimeout(r, 100))
     expect(transport.requests.flatMap((r) => r.complete ?? [])).toHaveLength(1)
     expect(transport.failed).toEqual([])
+  } finally {
+    links.close()
+  }
+})
+
+test('a thread that exits with an answer in its mailbox, before it could tell the runtime, has the answer’s job ended at once as thread_exited', async () => {
+  const transport = new ScriptedTransport([])
+  const links = (transport.links = new ThreadLinks(() => {}))
+  const EXITS = `export default { type: 'test.exits', run() { process.exit(3) } }\n`
+  try {
+    const env = links.envFor('w')
+    // Long-polls are not retried here: the runtime must learn of the job from the mailbox alone.
+    await started(transport, { concurrency: 2, threads: 2, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! }, modules: { 'exits.mjs': EXITS } })
+    await until(() => transport.polled && transport.requests.at(-1)!.claim?.thread !== undefined, 5000, 'a long-poll that names a linked thread')
+    transport.offer([aJobOf('exits', 'test.exits', {}, { heartbeat_interval_seconds: 60 })])
+    await until(() => transport.failed.length === 1, 5000, 'the job reported')
+    expect(transport.linked).toBe(1)
+    expect(transport.failed).toEqual([{ job_id: 'exits', error: expect.objectContaining({ code: 'thread_exited', retryable: true }) }])
   } finally {
     links.close()
   }

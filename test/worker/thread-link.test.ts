@@ -16,8 +16,8 @@ afterEach(() => {
   for (const links of opened.links.splice(0)) links.close()
 })
 
-function aServer(): ThreadLinks {
-  const links = new ThreadLinks(() => {})
+function aServer(helloTimeoutMs?: number): ThreadLinks {
+  const links = new ThreadLinks(() => {}, helloTimeoutMs)
   opened.links.push(links)
   return links
 }
@@ -81,6 +81,12 @@ test('a connection that does not show its own worker’s token, or sends more th
   await until(() => chatty.closed(), 2000, 'closed after saying more than its hello')
   expect(links.deliver('local-1.1', 0, { id: 2 })).toBe(false)
   expect(links.delivered).toBe(0)
+})
+
+test('a connection that says nothing is closed once the hello’s time is up', async () => {
+  const links = aServer(100)
+  const silent = await aThread(links.envFor('local-1.1')[LINK_PATH_ENV]!, '')
+  await until(() => silent.closed(), 2000, 'closed after 100 ms of silence')
 })
 
 test.skipIf(process.platform === 'win32')('the links listen in a folder only the host’s user can open, removed when they close', async () => {
