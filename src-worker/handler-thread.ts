@@ -8,7 +8,8 @@ import { connect } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
-import { type LinkAddress, lineReader, Mailbox } from './thread-link'
+import { lineReader } from './line-reader'
+import { type LinkAddress, Mailbox } from './thread-link'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
 import type { Claim } from './transport'
 
@@ -248,7 +249,7 @@ function link({ path, token, worker_id, thread, mailbox }: LinkAddress & { mailb
   socket.setEncoding('utf8')
   const shared = new Mailbox(mailbox)
   const read = lineReader((line) => receiveFromLink(line, shared))
-  socket.on('data', (chunk: string) => read(chunk))
+  socket.on('data', (chunk: string) => read.push(chunk))
   socket.on('error', () => {}) // 'close' follows
   const giveUp = setTimeout(() => socket.destroy(), LINK_CONNECT_TIMEOUT_MS)
   return new Promise((resolve) => {

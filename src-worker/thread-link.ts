@@ -43,30 +43,6 @@ export type LinkHello = z.infer<typeof LinkHello>
 /** The longest hello the host reads before it gives up on the connection. */
 export const MAX_HELLO_CHARS = 1024
 
-/**
- * Cuts a stream of text into lines ("\n"-ended JSON, which never holds a raw newline) and calls
- * `onLine` with each whole one. Returns the function to feed chunks to; it returns false, and
- * takes nothing more, once a line grows past `maxChars` without ending.
- */
-export function lineReader(onLine: (line: string) => void, maxChars = Number.POSITIVE_INFINITY): (chunk: string) => boolean {
-  let partial = ''
-  let broken = false
-  return (chunk) => {
-    if (broken) return false
-    let start = 0
-    let end: number
-    while ((end = chunk.indexOf('\n', start)) >= 0) {
-      const line = partial + chunk.slice(start, end)
-      partial = ''
-      start = end + 1
-      onLine(line)
-    }
-    partial += chunk.slice(start)
-    if (partial.length > maxChars) broken = true
-    return !broken
-  }
-}
-
 /** How much of an answer a thread's mailbox holds; a longer one goes to the runtime by message, before its job runs. */
 export const MAILBOX_BYTES = 64 * 1024
 

@@ -1,4 +1,5 @@
 import type { UtilityProcess, utilityProcess } from 'electron'
+import { lineReader } from '../../src-worker/line-reader'
 import { type Spawner, workerEntry } from './spawn'
 
 /** Electron's `utilityProcess.fork`, handed in by electron.ts so this module runs (and is tested) without Electron. */
@@ -27,12 +28,8 @@ export function utilitySpawner(fork: UtilityFork, entry: () => string = workerEn
     })
     const outputListeners: ((line: string) => void)[] = []
     for (const stream of [child.stdout, child.stderr]) {
-      let partial = ''
-      stream?.on('data', (chunk: Buffer) => {
-        const lines = (partial + chunk.toString('utf8')).split('\n')
-        partial = lines.pop() ?? ''
-        for (const line of lines) if (line) outputListeners.forEach((l) => l(line))
-      })
+      const read = lineReader((line) => line && outputListeners.forEach((l) => l(line)))
+      stream?.on('data', (chunk: Buffer) => read.push(chunk.toString('utf8')))
     }
     return {
       get pid() {

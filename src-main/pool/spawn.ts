@@ -1,5 +1,6 @@
 import { fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { lineReader } from '../../src-worker/line-reader'
 
 /** A local worker process as the pool sees it, however it was started. */
 export interface WorkerProcess {
@@ -24,13 +25,9 @@ export function workerEntry(): string {
 
 function lines(stream: NodeJS.ReadableStream | null, listener: (line: string) => void): void {
   if (!stream) return
-  let partial = ''
+  const read = lineReader((line) => line && listener(line))
   stream.setEncoding('utf8')
-  stream.on('data', (chunk: string) => {
-    const all = (partial + chunk).split('\n')
-    partial = all.pop() ?? ''
-    for (const line of all) if (line) listener(line)
-  })
+  stream.on('data', (chunk: string) => read.push(chunk))
 }
 
 /** Under plain Node: `child_process.fork` of the worker entry (through tsx when running from sources). */

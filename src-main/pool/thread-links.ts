@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, lineReader, MAX_HELLO_CHARS } from '../../src-worker/thread-link'
+import { lineReader } from '../../src-worker/line-reader'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, MAX_HELLO_CHARS } from '../../src-worker/thread-link'
 
 /** A connection that has not said who it is by then is closed (by default). */
 const HELLO_TIMEOUT_MS = 5_000
@@ -100,7 +101,7 @@ export class ThreadLinks {
       threads.set(hello.thread, socket)
     }, MAX_HELLO_CHARS)
     socket.on('data', (chunk: string) => {
-      if (!read(chunk)) socket.destroy()
+      if (!read.push(chunk)) socket.destroy()
     })
     socket.on('close', () => {
       clearTimeout(timer)

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { basename } from 'node:path'
 import { type Handler, JobError } from '../handler-api'
+import { lineReader } from '../line-reader'
 
 const TAIL_LINES = 50
 
@@ -68,14 +69,10 @@ export function execHandler(allowList: readonly string[]): Handler {
           log(line)
         }
         for (const stream of [child.stdout, child.stderr]) {
-          let partial = ''
+          const read = lineReader(onLine)
           stream.setEncoding('utf8')
-          stream.on('data', (chunk: string) => {
-            const lines = (partial + chunk).split('\n')
-            partial = lines.pop() ?? ''
-            lines.forEach(onLine)
-          })
-          stream.on('end', () => partial && onLine(partial))
+          stream.on('data', (chunk: string) => read.push(chunk))
+          stream.on('end', () => read.end())
         }
         const stop = () => {
           child.kill('SIGTERM')

@@ -19,7 +19,8 @@ import { jitter } from '../../src-worker/runtime'
 import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport-http'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, lineReader } from '../../src-worker/thread-link'
+import { lineReader } from '../../src-worker/line-reader'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-worker/thread-link'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { engineContext } from '../../src-main/engine/internals'
@@ -344,7 +345,7 @@ describe('the supervisor checks what a worker process sends', () => {
     const thread = connect(env[LINK_PATH_ENV]!)
     const lines: string[] = []
     const read = lineReader((line) => lines.push(line))
-    thread.setEncoding('utf8').on('data', (chunk: string) => read(chunk))
+    thread.setEncoding('utf8').on('data', (chunk: string) => read.push(chunk))
     try {
       await new Promise((resolve) => thread.once('connect', resolve))
       thread.write(`${JSON.stringify({ worker_id: me, thread: 0, token: env[LINK_TOKEN_ENV] })}\n`)

@@ -7,7 +7,8 @@ import { connect, type Socket } from 'node:net'
 import { dirname } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, lineReader, Mailbox } from '../../src-worker/thread-link'
+import { lineReader } from '../../src-worker/line-reader'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV, Mailbox } from '../../src-worker/thread-link'
 import { until } from './support'
 
 const opened: { links: ThreadLinks[]; sockets: Socket[] } = { links: [], sockets: [] }
@@ -30,7 +31,7 @@ async function aThread(path: string, hello: string) {
   let closed = false
   socket.setEncoding('utf8')
   const read = lineReader((line) => lines.push(line))
-  socket.on('data', (chunk: string) => read(chunk))
+  socket.on('data', (chunk: string) => read.push(chunk))
   socket.on('error', () => {})
   socket.on('close', () => (closed = true))
   await new Promise((resolve) => socket.once('connect', resolve))
@@ -112,14 +113,18 @@ test('a mailbox hands each answer left in it to the other side once, whole, with
   expect(runtime.take()).toBeNull()
 })
 
-test('the line reader gives whole lines however the text is cut, and stops at a line longer than its limit', () => {
+test('the line reader gives whole lines however the text is cut, the last one at the end, and stops at a line longer than its limit', () => {
   const lines: string[] = []
   const read = lineReader((line) => lines.push(line), 10)
-  expect(read('{"a"')).toBe(true)
-  expect(read(':1}\n{"b":2}\n{"c"')).toBe(true)
-  expect(read(':3}\n')).toBe(true)
+  expect(read.push('{"a"')).toBe(true)
+  expect(read.push(':1}\n{"b":2}\n{"c"')).toBe(true)
+  expect(read.push(':3}\n')).toBe(true)
   expect(lines).toEqual(['{"a":1}', '{"b":2}', '{"c":3}'])
-  expect(read('0123456789ab')).toBe(false)
-  expect(read('\n')).toBe(false)
-  expect(lines).toHaveLength(3)
+  read.push('last')
+  read.end()
+  expect(lines).toEqual(['{"a":1}', '{"b":2}', '{"c":3}', 'last'])
+  expect(read.push('0123456789ab')).toBe(false)
+  expect(read.push('\n')).toBe(false)
+  read.end()
+  expect(lines).toHaveLength(4)
 })
