@@ -1,4 +1,5 @@
 import type { Database, RunResult, Statement } from 'better-sqlite3'
+import type { JobRow } from '../db/schema'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { BackoffPolicy } from './backoff'
 import type { Clock } from './clock'
@@ -155,6 +156,15 @@ export class EngineContext {
   private untouched = false
   /** Transactions committed since the engine started (plain and grouped): how well groups gather. */
   private committed = 0
+  /** An operation of the open group answered a waiting claim: the group commits as that operation ends (see {@link commitWhenOperationEnds}). */
+  private commitSoon = false
+  /**
+   * Set while claims wait for work (Engine.serveWaitingClaims): writes a job being submitted
+   * already leased to the first waiting claim that would take it at once (grants.ts
+   * `grantOnSubmit`), and returns the row as written; null when it leaves the job to be written
+   * QUEUED.
+   */
+  leaseOnSubmit: ((job: JobRow) => JobRow | null) | null = null
   /** Fences and stream message ids, handed out from memory. */
   readonly counters = new Counters(this)
   /** The queues an operator paused, kept in memory for the pick path. */
@@ -473,8 +483,18 @@ export class EngineContext {
       }
       group.members.push({ outcome, resolve: resolve as (value: unknown) => void, reject })
       const { groupMaxOperations, groupMaxMs } = this.config
-      if (group.members.length >= groupMaxOperations || performance.now() - group.openedAt >= groupMaxMs) this.flush()
+      if (this.commitSoon || group.members.length >= groupMaxOperations || performance.now() - group.openedAt >= groupMaxMs) this.flush()
     })
+  }
+
+  /**
+   * Asks that the open group commit as the operation in progress ends, not with the rest of the
+   * event-loop turn: called when the operation answered a claim that waits (a job leased to it at
+   * its submit), whose worker then hears of it at once. Such groups commit at most once per
+   * claim answered; outside a group a transaction commits as it ends anyway.
+   */
+  commitWhenOperationEnds(): void {
+    if (this.group) this.commitSoon = true
   }
 
   /** Commits the open group now, if there is one (the host calls it before closing the database). */
@@ -520,6 +540,7 @@ export class EngineContext {
 
   private endGroup(): void {
     this.group = null
+    this.commitSoon = false
     this.untouched = false
     this.pending = null
     this.undos = []

@@ -5,9 +5,9 @@ import type { EngineContext } from './context'
 import { EngineError, invalid } from './errors'
 import { keyedId, newId, newToken } from './ids'
 import { checkClaimer, expireClaimIfDue } from './jobs'
-import { eligibleJobs, holdsActiveLease, knownEmpty, type WorkerFilter } from './pick'
+import { canTake, eligibleJobs, holdsActiveLease, knownEmpty, type WorkerFilter } from './pick'
 import { pausedDenial } from './queues'
-import { fenceOfLease, getJob, insertLease, type Leased, moveJob } from './rows'
+import { fenceOfLease, getJob, insertLease, insertMovedJob, type JobEvent, type Leased, moveJob } from './rows'
 import { LEASE_REQUEST_STATES, type JobState } from './states'
 
 /**
@@ -42,6 +42,13 @@ function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
  * Capacity has been checked by the caller.
  */
 function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): Leased {
+  const { lease, changes, event } = leaseFor(ctx, job, workerId, ttlS, to)
+  insertLease(ctx, lease, job)
+  return { lease, job: moveJob(ctx, job, to, changes, event) }
+}
+
+/** The lease that runs `job`'s next attempt for `workerId`, the job's columns it changes, and the event that records it. */
+function leaseFor(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): { lease: LeaseRow; changes: Partial<JobRow>; event: JobEvent } {
   const now = ctx.clock.now()
   const fence = ctx.counters.nextFence()
   const lease: LeaseRow = {
@@ -66,21 +73,17 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
     error: null,
     prev_fence: fenceOfLease(ctx, job.lease_id),
   }
-  insertLease(ctx, lease, job)
   const attempt = lease.attempt
-  const leasedJob = moveJob(
-    ctx,
-    job,
-    to,
-    { attempts: attempt, lease_id: lease.id, claimed_by: workerId, claim_expires_at: null, next_retry_at: null, started_at: job.started_at ?? now },
-    {
+  return {
+    lease,
+    changes: { attempts: attempt, lease_id: lease.id, claimed_by: workerId, claim_expires_at: null, next_retry_at: null, started_at: job.started_at ?? now },
+    event: {
       type: 'LEASE_GRANTED',
       entity: 'LEASE',
       entityId: lease.id,
       data: { state: to, worker_id: workerId, cost_units: lease.cost_units, attempt, fence, expires_at: lease.expires_at },
     },
-  )
-  return { lease, job: leasedJob }
+  }
 }
 
 /**
@@ -133,6 +136,70 @@ export function leaseHeads(
 }
 
 const NO_JOBS = 'No jobs queued'
+
+/** A claim that waits for work (the host's claim waiters keep them, oldest first). */
+export interface WaitingClaim {
+  readonly filter: WorkerFilter
+  readonly maxJobs: number
+  readonly ttlS: number | undefined
+}
+
+/** The claims waiting for work, as {@link grantOnSubmit} asks them. */
+export interface WaitingClaims {
+  /** The claims waiting now, oldest first. */
+  waiting(): readonly WaitingClaim[]
+  /**
+   * `claim` was granted `heads` inside the transaction in progress: it is answered once that
+   * commits. Returns what undoes this, should the transaction or the submit's savepoint roll back.
+   */
+  leased(claim: WaitingClaim, heads: LeasedHeads): () => void
+}
+
+/**
+ * A job being submitted while claims wait for work: leased in its own submit to the first of
+ * them that would take it, the job written once, already RUNNING, beside its lease — where the
+ * claims' turn at the commit (Engine.claimInCommit) would write it QUEUED, find it, and write it
+ * again. Returns the job as written, or null when this cannot be certain to decide what that turn
+ * would decide; the job is then written QUEUED and the commit offers it as always.
+ *
+ * Certain means: the job is eligible now, its queue is not paused and it fits the capacity; and
+ * each claim, oldest first, meets nothing else to take in its streams (every range of them holds
+ * no eligible job, from memory), so that the first one that can take this job takes it, and
+ * only it. Anything else — another job a claim would meet first, a claim's invalid `ttl_s` — is
+ * left to the commit. The answer to the claim is what its turn would have answered: this job,
+ * and "no jobs queued" if it asked for more than one.
+ */
+export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claims: WaitingClaims, job: JobRow): JobRow | null {
+  const waiting = claims.waiting()
+  if (waiting.length === 0) return null
+  const now = ctx.clock.now()
+  if (job.state !== 'QUEUED' || job.eligible_at > now || ctx.pausedQueues.has(job.queue)) return null
+  const figures = capacity.figures()
+  if (figures.available <= 0 || capacityDenial(figures, job.cost_units)) return null
+  for (const claim of waiting) {
+    const { filter } = claim
+    if (!knownEmpty(ctx, filter.queues ?? ctx.jobTally.queues(), now)) return null
+    const inStreams = !filter.queues || filter.queues.includes(job.queue)
+    if (!inStreams || !canTake(job, filter, () => holdsActiveLease(ctx, filter.worker_id))) continue
+    let ttl: number
+    try {
+      ttl = checkTtl(ctx, claim.ttlS)
+    } catch {
+      return null
+    }
+    const { lease, changes, event } = leaseFor(ctx, job, filter.worker_id, ttl, 'RUNNING')
+    const leased = insertMovedJob(ctx, job, 'RUNNING', changes, event)
+    insertLease(ctx, lease, leased)
+    const heads: LeasedHeads = {
+      granted: [{ granted: true, lease, job: leased, message_id: leased.stream_message_id }],
+      denial: claim.maxJobs === 1 ? null : { granted: false, reason: NO_JOBS, retry_after_ms: ctx.config.denyRetryAfterMs },
+    }
+    ctx.onRollback(claims.leased(claim, heads))
+    ctx.commitWhenOperationEnds()
+    return leased
+  }
+  return null
+}
 
 /**
  * A claim's denial when it is known without a walk of the queue: no capacity is left, or the

@@ -106,7 +106,7 @@ export type { CapacityChange, CapacitySettings } from './capacity-store'
 export type { CapacityFigures } from './capacity'
 export type { Contention, FileLeaseRequest } from './files'
 export type { AttemptError } from './attempt-reports'
-export type { LeaseRequestForJob } from './grants'
+export type { LeaseRequestForJob, WaitingClaim } from './grants'
 export type { Outcome } from './lease-end'
 export type { HeartbeatReport } from './rows'
 export type { JobListQuery } from './list'
@@ -180,6 +180,22 @@ export class Engine {
   }
 
   /**
+   * The claims that wait for work (the host's claim waiters, oldest first): a job submitted while
+   * they wait is leased in its own submit to the first that would take it, when that is certain
+   * (grants.ts `grantOnSubmit`), and `leased` hears of it inside that transaction — the claim is
+   * answered once it commits, which is then at the end of that operation. One source at a time;
+   * returns the function that stops it.
+   */
+  serveWaitingClaims(claims: { waiting(): readonly grants.WaitingClaim[]; leased(claim: grants.WaitingClaim, claimed: Claims): () => void }): () => void {
+    const source: grants.WaitingClaims = { waiting: () => claims.waiting(), leased: (claim, heads) => claims.leased(claim, toClaims(heads)) }
+    const leaseOnSubmit: EngineContext['leaseOnSubmit'] = (job) => grants.grantOnSubmit(this.ctx, this.capacity, source, job)
+    this.ctx.leaseOnSubmit = leaseOnSubmit
+    return () => {
+      if (this.ctx.leaseOnSubmit === leaseOnSubmit) this.ctx.leaseOnSubmit = null
+    }
+  }
+
+  /**
    * Group commit: runs `op` (one or more verbs) in the commit group of this event-loop turn and
    * settles once the group is durable. Transports use it for every operation they answer, so
    * that many operations share one commit; see EngineContext.runGrouped.
@@ -199,7 +215,7 @@ export class Engine {
   }
 
   // Jobs
-  submit = (input: jobs.SubmitJob): SubmitResult => toSubmitResult(jobs.submit(this.ctx, input, this.capacity.totalUnits()))
+  submit = (input: jobs.SubmitJob): SubmitResult => toSubmitResult(jobs.submit(this.ctx, input, this.capacity.totalUnits(), true))
   getJob = (jobId: string): Job => toJob(getJob(this.ctx, jobId))
   listJobs = (query: JobListQuery): JobPage => {
     const page = listJobs(this.ctx, query)

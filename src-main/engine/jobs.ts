@@ -31,6 +31,11 @@ export interface SubmitJob {
 }
 
 export interface SubmitResult {
+  /**
+   * The job as submitted (QUEUED), also when a waiting claim leased it in the same submit
+   * (grants.ts `grantOnSubmit`), as it is when the claim takes it at the commit: the answer does
+   * not depend on which of the two leased it. A caller that writes the job again reads it first.
+   */
   job: JobRow
   /** True when the idempotency key was known: `job` is the existing job, nothing was written. */
   duplicate: boolean
@@ -111,8 +116,13 @@ export const costExceedsCapacity = (cost: number, totalUnits: number) =>
  * Submits a job, or returns the existing one when its idempotency key is already known. A job
  * costing more than `totalUnits` (the capacity's total now) is refused. A delayed job (`run_at`
  * or `delay_ms`) becomes eligible at that time: it is its `eligible_at`, the FIFO key.
+ *
+ * `offerToWaiting` (the one-job submit): while claims wait for work, the first that would take
+ * the job may lease it at once (see EngineContext.leaseOnSubmit); otherwise the job is written
+ * QUEUED. Not for the items of a batch: a waiting claim of several jobs takes all the batch
+ * offers at the commit, where the first item alone would answer it.
  */
-export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number): SubmitResult {
+export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number, offerToWaiting = false): SubmitResult {
   checkSubmit(input)
   return ctx.transact(() => {
     if (input.idempotency_key != null) {
@@ -177,8 +187,10 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number)
       finished_at: null,
       last_event_id: submitted,
     }
-    insertJob(ctx, job)
-    ctx.jobTally.written(undefined, job)
+    if (!(offerToWaiting && ctx.leaseOnSubmit?.(job))) {
+      insertJob(ctx, job)
+      ctx.jobTally.written(undefined, job)
+    }
     return { job, duplicate: false }
   })
 }

@@ -29,7 +29,8 @@ function memo<T>(fn: () => T): () => T {
   return () => (value ??= { v: fn() }).v
 }
 
-function canTake(job: JobRow, filter: WorkerFilter, holdsLease: () => boolean): boolean {
+/** Whether this worker may take this job: its filter, and a `unique` job only while it holds no lease. */
+export function canTake(job: JobRow, filter: WorkerFilter, holdsLease: () => boolean): boolean {
   if (filter.addon_id != null && job.addon_id !== filter.addon_id) return false
   if (filter.accept_job_types && !filter.accept_job_types.includes(job.job_type)) return false
   if (filter.max_units != null && job.cost_units > filter.max_units) return false

@@ -145,6 +145,23 @@ export function insertJob(ctx: EngineContext, job: JobRow): void {
   ctx.queuedRows.written(undefined, job)
 }
 
+/**
+ * Writes a new job already moved on to `to`: the row {@link insertJob} and then {@link moveJob}
+ * would leave, in one write. `job` is the row as submitted, not written yet, whose submit event
+ * is appended; `events` follow it in the job's chain. Returns the row as written.
+ */
+export function insertMovedJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
+  assertMove(job.id, job.state, to)
+  const moved = copyJob(job)
+  for (const column of Object.keys(changes) as (keyof JobRow)[]) (moved as Record<keyof JobRow, unknown>)[column] = changes[column]
+  moved.state = to
+  moved.last_event_id = events.length > 0 ? appendJobEvents(ctx, job, events) : job.last_event_id
+  moved.updated_at = ctx.clock.now()
+  insertJob(ctx, moved)
+  ctx.jobTally.written(undefined, moved)
+  return moved
+}
+
 /** Each column's digit (1–37) in the key of an UPDATE's written columns, in the order written. */
 const JOB_COLUMN_DIGIT = new Map<string, number>(JOB_COLUMNS.map((column, i) => [column, i + 1]))
 /** Up to ten digits of base 38 make a key below 2^53, exact in a double. */

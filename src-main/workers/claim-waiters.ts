@@ -17,6 +17,8 @@ export interface ClaimOptions {
 export type OnAnswer<A> = (answer: A) => void
 
 interface Waiter {
+  /** Its place in the order of waiting: claims are served oldest first. */
+  order: number
   filter: WorkerFilter
   maxJobs: number
   ttlS: number | undefined
@@ -52,6 +54,9 @@ const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
  */
 export class ClaimWaiters {
   private waiting: Waiter[] = []
+  private waited = 0
+  /** Waiters leased a job in its submit, inside the transaction in progress: answered at its commit. */
+  private leasedAtSubmit: Grant[] = []
   /** The grants made inside each commit in progress, keyed by its events (see CommitListener). */
   private readonly grantsByCommit = new WeakMap<readonly Event[], Grant[]>()
   /** A waiter was granted since the last {@link takeWoken}. */
@@ -68,11 +73,16 @@ export class ClaimWaiters {
   constructor(private readonly engine: Engine) {
     this.unsubscribe = [
       engine.beforeCommit((events) => {
-        if (this.waiting.length === 0 || !events.some(isWakeEvent)) return
-        // Inside the committing transaction; a grant that fails undoes only itself.
-        const grants = this.offer((waiter) => engine.claimInCommit(waiter.filter, waiter.maxJobs, waiter.ttlS))
+        const grants = this.leasedAtSubmit
+        this.leasedAtSubmit = []
+        if (this.waiting.length > 0 && events.some(isWakeEvent)) {
+          // Inside the committing transaction; a grant that fails undoes only itself.
+          grants.push(...this.offer((waiter) => engine.claimInCommit(waiter.filter, waiter.maxJobs, waiter.ttlS)))
+        }
         if (grants.length > 0) this.grantsByCommit.set(events, grants)
       }),
+      // A job submitted while claims wait may go to the first of them in its own submit.
+      engine.serveWaitingClaims({ waiting: () => this.waiting, leased: (claim, claimed) => this.leased(claim as Waiter, claimed) }),
       engine.onCommit((events) => {
         const grants = this.grantsByCommit.get(events) ?? []
         this.grantsByCommit.delete(events)
@@ -154,6 +164,7 @@ export class ClaimWaiters {
     const answer = new Promise<Claims>((resolve) => (settle = resolve))
     const onAbort = () => waiter.resolve(nothing(denial))
     const waiter: Waiter = {
+      order: this.waited++,
       filter,
       maxJobs: options.maxJobs ?? 1,
       ttlS: options.ttlS,
@@ -211,6 +222,23 @@ export class ClaimWaiters {
       this.waiting = this.waiting.filter((w) => w !== waiter)
     }
     return grants
+  }
+
+  /**
+   * A waiter was leased a job in that job's submit (Engine.serveWaitingClaims): it stops waiting
+   * and is answered at the commit, as a grant of {@link offer} is. Returns the undo, should that
+   * submit be rolled back: the waiter waits again in its place.
+   */
+  private leased(waiter: Waiter, claimed: Claims): () => void {
+    const grant: Grant = { waiter, claimed }
+    this.waiting = this.waiting.filter((w) => w !== waiter)
+    this.leasedAtSubmit.push(grant)
+    return () => {
+      this.leasedAtSubmit = this.leasedAtSubmit.filter((g) => g !== grant)
+      if (waiter.settled || this.waiting.includes(waiter)) return
+      const after = this.waiting.findIndex((w) => w.order > waiter.order)
+      this.waiting = after < 0 ? [...this.waiting, waiter] : [...this.waiting.slice(0, after), waiter, ...this.waiting.slice(after)]
+    }
   }
 
   /** Answers a granted waiter: through its `onGranted` if it has one, then its promise. */
