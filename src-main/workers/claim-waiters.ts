@@ -49,11 +49,13 @@ const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
  * Long-poll claims (dialect 003, and the local workers' IPC). A claim that cannot be leased
  * now waits. A commit that makes work or capacity available leases it to the waiters, oldest
  * first, inside that same commit: one transaction writes the submit and the grant, and the
- * worker is answered as soon as it is durable, before the submitter. The database is never
- * polled in a loop.
+ * worker is answered as soon as it is durable, before the submitter. (A one-job submit that the
+ * first waiter would take leases it itself, and its group commits at once: grants.ts
+ * `grantOnSubmit`.) The database is never polled in a loop.
  */
 export class ClaimWaiters {
   private waiting: Waiter[] = []
+  /** Claims that have waited so far: the next one's {@link Waiter.order}. */
   private waited = 0
   /** Waiters leased a job in its submit, inside the transaction in progress: answered at its commit. */
   private leasedAtSubmit: Grant[] = []

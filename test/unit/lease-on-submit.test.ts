@@ -1,8 +1,9 @@
 /**
- * A job submitted while a claim waits for work is leased to it in its own submit (grants.ts
- * `grantOnSubmit`): the job's row is written once, already RUNNING, beside its lease, and the
- * group commits as that submit ends. It decides what the claims' turn at the commit would have
- * decided, or leaves the job to that turn: these tests hold the two to the same outcome.
+ * A job submitted on its own while a claim waits for work is leased to it in its own submit
+ * (grants.ts `grantOnSubmit`): the job's row is written once, already RUNNING, beside its lease,
+ * and the group commits as that submit ends. It decides what the claims' turn at the commit would
+ * have decided, or leaves the job to that turn: these tests hold the two to the same outcome. A
+ * batch's jobs are left to the commit.
  */
 import type { Statement } from 'better-sqlite3'
 import { afterEach, expect, test } from 'vitest'
@@ -156,13 +157,12 @@ test('a batch submit is offered at the commit, where a claim of several jobs tak
 test('a submit whose commit fails leaves its claim waiting in its place, and the next job goes to it', async () => {
   const { engine } = setup()
   waiters = new ClaimWaiters(engine)
-  let failCommit = true
+  let failCommit = false
   engine.beforeCommit(() => {
     if (failCommit) throw new Error('disk I/O error')
   })
   const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
   const later = waiters.claim({ worker_id: 'w-later' }, { maxWaitMs: 60_000 })
-  failCommit = false
   await aTurn()
   failCommit = true
   await expect(engine.run(() => engine.submit(aJob()))).rejects.toThrow('disk I/O error')
