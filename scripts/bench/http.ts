@@ -57,6 +57,22 @@ interface Server {
 
 const KOA_FLOOR = fileURLToPath(new URL('./koa-floor.mjs', import.meta.url))
 
+/**
+ * The child processes the bench has started (hosts, workers, the Koa floor) that have not exited
+ * yet. Each is stopped where it was started; should the bench die first (an uncaught error), they
+ * get SIGTERM as it exits, so that no host is left running beside the next sitting.
+ */
+const running = new Set<ChildProcess>()
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGTERM')
+})
+
+function tracked(child: ChildProcess): ChildProcess {
+  running.add(child)
+  child.once('exit', () => running.delete(child))
+  return child
+}
+
 /** A child process's URL, from the `listening on <url>` line it prints. */
 function listeningUrl(child: ChildProcess): Promise<string> {
   return new Promise<string>((resolve, reject) => {
@@ -84,9 +100,11 @@ let bundleBuilt: Promise<unknown> | null = null
 
 async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))): Promise<Server> {
   await (bundleBuilt ??= buildCliBundle())
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir, '--port', '0', '--busy', '0', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = tracked(
+    spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir, '--port', '0', '--busy', '0', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  )
   const url = await listeningUrl(child)
   const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
   return {
@@ -103,7 +121,7 @@ async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 
 
 /** The bare Koa app of koa-floor.mjs, as a Server (it checks no token); `--pool` adds its worker process. */
 async function startKoaFloor(args: string[] = []): Promise<Server> {
-  const child = spawn(process.execPath, [KOA_FLOOR, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = tracked(spawn(process.execPath, [KOA_FLOOR, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
   return { url: await listeningUrl(child), token: '', dataDir: '', child, stop: async () => void (await stopChild(child)) }
 }
 
@@ -473,7 +491,7 @@ export async function measureWorkers(counts: HttpCounts, progress: (m: string) =
   progress(`8 external leasehold worker processes, ${counts.poolJobs} no-op jobs`)
   const external = await startServer(['--workers', '0'])
   const workers = Array.from({ length: 8 }, (_, i) =>
-    spawn(process.execPath, [BIN, 'worker', '--url', external.url, '--token', external.token, '--worker-id', `bench-ext-${i}`], { stdio: 'ignore' }),
+    tracked(spawn(process.execPath, [BIN, 'worker', '--url', external.url, '--token', external.token, '--worker-id', `bench-ext-${i}`], { stdio: 'ignore' })),
   )
   try {
     await waitFor(async () => {
@@ -790,7 +808,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)
   const server = await startServer(['--workers', '0'])
   const workers = Array.from({ length: 8 }, (_, i) =>
-    spawn(process.execPath, [BIN, 'worker', '--url', server.url, '--token', server.token, '--worker-id', `bench-batched-${i}`], { stdio: 'ignore' }),
+    tracked(spawn(process.execPath, [BIN, 'worker', '--url', server.url, '--token', server.token, '--worker-id', `bench-batched-${i}`], { stdio: 'ignore' })),
   )
   try {
     await waitFor(() => workersReady(server, 8), 60_000)
