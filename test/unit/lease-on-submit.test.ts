@@ -35,6 +35,17 @@ function statementsOf<T>(engine: Parameters<typeof engineContext>[0], fn: () => 
 /** Lets the claims' own groups commit: they are waiting after this. */
 const aTurn = () => new Promise((resolve) => setImmediate(resolve))
 
+/**
+ * A job left to the commit that no claim could take: written QUEUED, and the one claim still
+ * waiting, answered "not granted" when the waiters close.
+ */
+async function expectLeftQueued(engine: ReturnType<typeof setup>['engine'], jobId: string, claim: Promise<{ granted: boolean }>): Promise<void> {
+  expect(engine.getJob(jobId).state).toBe('QUEUED')
+  expect(waiters!.size).toBe(1)
+  waiters!.close()
+  expect((await claim).granted).toBe(false)
+}
+
 test('a job submitted while a claim waits is leased in its submit: its row written once, already RUNNING, and the group commits as the submit ends', async () => {
   const { engine } = setup()
   waiters = new ClaimWaiters(engine)
@@ -110,10 +121,7 @@ test('a job that does not fit the capacity is written QUEUED, and no claim is an
   await aTurn()
   const waiting = (await engine.run(() => engine.submit(aJob()))).job
   expect(engine.getJob(fits.id).state).toBe('RUNNING')
-  expect(engine.getJob(waiting.id).state).toBe('QUEUED')
-  expect(waiters.size).toBe(1)
-  waiters.close()
-  expect((await second).granted).toBe(false)
+  await expectLeftQueued(engine, waiting.id, second)
 })
 
 test('a job of a paused queue is written QUEUED, and no claim is answered', async () => {
@@ -123,10 +131,7 @@ test('a job of a paused queue is written QUEUED, and no claim is answered', asyn
   const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
   await aTurn()
   const paused = (await engine.run(() => engine.submit(aJob({ queue: 'paused' })))).job
-  expect(engine.getJob(paused.id).state).toBe('QUEUED')
-  expect(waiters.size).toBe(1)
-  waiters.close()
-  expect((await claim).granted).toBe(false)
+  await expectLeftQueued(engine, paused.id, claim)
 })
 
 test('a unique job is not leased at its submit to a claim whose worker holds a lease', async () => {
@@ -139,9 +144,7 @@ test('a unique job is not leased at its submit to a claim whose worker holds a l
   const again = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
   await aTurn()
   const unique = (await engine.run(() => engine.submit(aJob({ unique: true })))).job
-  expect(engine.getJob(unique.id).state).toBe('QUEUED')
-  waiters.close()
-  expect((await again).granted).toBe(false)
+  await expectLeftQueued(engine, unique.id, again)
 })
 
 test('a batch submit is offered at the commit, where a claim of several jobs takes as many as it asked for', async () => {
