@@ -238,7 +238,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // How often Node checks those limits (default 30 s): a trickling client is cut off on time.
       connectionsCheckingInterval: 1_000,
     },
-    http.app.callback(),
+    http.listener,
   )
   let requestsInFlight = 0
   server.on('request', (_request, response: ServerResponse) => {

@@ -1,4 +1,5 @@
 import type { Context } from 'koa'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { z } from 'zod'
 import { HttpError } from './statuses'
 
@@ -10,6 +11,25 @@ import { HttpError } from './statuses'
 export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.output<S>, status = 200): void {
   ctx.status = status
   ctx.body = body
+}
+
+/** The headers of every API answer (src-main/http/server.ts sets them first of all). */
+export const API_HEADERS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' } as const
+
+/**
+ * Answers a request outside Koa (the worker lane) as Koa answers a JSON body: {@link API_HEADERS},
+ * any `headers` given, then the type and length, and `JSON.stringify`'s bytes. Nothing once the
+ * response has ended (the first answer is the one sent), and nothing but the end when the client
+ * is gone (Koa's `ctx.writable`).
+ */
+export function writeJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.writableEnded || (res.socket !== null && !res.socket.writable)) {
+    res.end()
+    return
+  }
+  const text = JSON.stringify(body)
+  res.writeHead(status, { ...API_HEADERS, ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text) })
+  res.end(text)
 }
 
 /**
@@ -72,8 +92,28 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   if (headers['content-type'] !== 'application/json' && !ctx.is('application/json')) {
     throw new HttpError('unsupported_media_type', 'The body must be JSON (Content-Type: application/json)')
   }
-  if (length > limit) throw tooLarge(ctx, limit)
-  const text = (chunked ? await streamed(ctx, limit) : await buffered(ctx, length, limit)).toString('utf8')
+  const tooLarge = () => {
+    // Reading stops; the connection closes after the answer, so the rest of the body is never read.
+    ctx.set('Connection', 'close')
+    return new HttpError('payload_too_large', `The body is larger than ${limit} bytes`)
+  }
+  if (length > limit) throw tooLarge()
+  return parseJson(chunked ? await streamed(ctx.req, limit, tooLarge) : await buffered(ctx.req, length, limit, tooLarge))
+}
+
+/**
+ * The body of a request already known to be JSON of a declared `length` within the body limit
+ * (the worker lane takes only such requests, src-main/http/worker-lane.ts), read as
+ * {@link readJson} reads it.
+ */
+export async function readDeclaredJson(req: IncomingMessage, length: number): Promise<unknown> {
+  // Node's parser never passes more than the declared length: the limit is that length.
+  return parseJson(await buffered(req, length, length, () => new HttpError('payload_too_large', `The body is larger than ${length} bytes`)))
+}
+
+/** A body's bytes as JSON: well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
+function parseJson(body: Buffer): unknown {
+  const text = body.toString('utf8')
   if (text.trim() === '') return {}
   let value: unknown
   try {
@@ -95,24 +135,23 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
  * emits only after further steps of its parser and of the stream. A body still on its way is
  * read as it streams in.
  */
-async function buffered(ctx: Context, length: number, limit: number): Promise<Buffer> {
-  const req = ctx.req
+async function buffered(req: IncomingMessage, length: number, limit: number, tooLarge: () => Error): Promise<Buffer> {
   if (req.readableLength < length) await undefined
-  if (req.readableLength !== length) return streamed(ctx, limit)
+  if (req.readableLength !== length) return streamed(req, limit, tooLarge)
   const body = req.read() as Buffer
   // The end of the message is all that is left: let the stream see it and close.
   req.resume()
   return body
 }
 
-/** Reads the body as it comes, stopping past `limit` bytes (413). */
-async function streamed(ctx: Context, limit: number): Promise<Buffer> {
+/** Reads the body as it comes, stopping past `limit` bytes (`tooLarge`'s error). */
+async function streamed(req: IncomingMessage, limit: number, tooLarge: () => Error): Promise<Buffer> {
   const chunks: Buffer[] = []
   let size = 0
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+  for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length
     if (size > limit) {
-      throw tooLarge(ctx, limit)
+      throw tooLarge()
     }
     chunks.push(chunk)
   }
@@ -137,21 +176,15 @@ function nestedDeeperThan(value: unknown, max: number): boolean {
   return false
 }
 
-/** Stops reading; the connection closes after the answer, so the rest of the body is never read. */
-function tooLarge(ctx: Context, limit: number): HttpError {
-  ctx.set('Connection', 'close')
-  return new HttpError('payload_too_large', `The body is larger than ${limit} bytes`)
-}
-
 /**
  * A signal that aborts when the client hangs up before its answer is sent: a long-poll stops
  * waiting for it. (Not after a normal answer: an abort creates a DOMException, which is not free.
  * Asked for only by a request that may wait: a controller and a listener are not free either.)
  */
-export function clientGone(ctx: Context): AbortSignal {
+export function clientGone(res: ServerResponse): AbortSignal {
   const gone = new AbortController()
-  ctx.res.once('close', () => {
-    if (!ctx.res.writableFinished) gone.abort()
+  res.once('close', () => {
+    if (!res.writableFinished) gone.abort()
   })
   return gone.signal
 }

@@ -68,7 +68,7 @@ export function filesRouter(engine: Engine, clockWaiters: ClockWaiters, bodyLimi
   router.post('/files/leases/wait', async (ctx) => {
     const input = validate(FileRetryWait, await readJson(ctx, bodyLimit))
     const retryAt = engine.fileRetryAt(input.file, input.owner_id)
-    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, longPollMs(input.max_wait_ms), clientGone(ctx)))
+    const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, longPollMs(input.max_wait_ms), clientGone(ctx.res)))
     reply(ctx, FileRetryWaitAnswer, { ready, retry_at: iso(retryAt) })
   })
 

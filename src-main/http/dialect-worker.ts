@@ -4,7 +4,7 @@ import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
 import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
-import { clientGone, earlyReply, readJson, reply } from './body'
+import { clientGone, earlyReply, readJson } from './body'
 import { validate } from './errors'
 import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
 import { HttpError, statusOf } from './statuses'
@@ -87,6 +87,39 @@ export type WorkerReport = z.infer<typeof WorkerReport>
 export const WORKER_PREFIX = '/internal/worker'
 
 /**
+ * How a worker route's answer leaves, given by whichever carrier runs the route: Koa's router
+ * ({@link workerRouter}), or the worker lane for the common shape of request (worker-lane.ts).
+ */
+export interface WorkerCall<Answer> {
+  /** A signal that aborts when the client hangs up (asked for only by a call that may wait). */
+  clientGone(): AbortSignal
+  /** Answers now, before the route's promise settles: a waiting claim, from the commit that grants it. */
+  answerNow(answer: Answer): void
+}
+
+/** One route of the worker dialect: `POST WORKER_PREFIX + path`, its body's schema, its answer's, and what it does. */
+export interface WorkerRoute<Body extends z.ZodType = z.ZodType, Answer extends z.ZodType = z.ZodType> {
+  path: string
+  body: Body
+  answer: Answer
+  run(input: z.output<Body>, call: WorkerCall<z.output<Answer>>): Promise<z.output<Answer>>
+}
+
+/** Every call names its worker: that is how external workers appear in GET /api/workers. */
+function route<Body extends z.ZodType<{ worker_id: string }>, Answer extends z.ZodType>(
+  directory: WorkerDirectory,
+  definition: WorkerRoute<Body, Answer>,
+): WorkerRoute {
+  return {
+    ...definition,
+    run: (input: z.output<Body>, call: WorkerCall<z.output<Answer>>) => {
+      directory.seen((input as { worker_id: string }).worker_id) // every body's schema requires it (Body's bound)
+      return definition.run(input, call)
+    },
+  } as WorkerRoute
+}
+
+/**
  * Runs `op` in the engine's commit group. Dialect 003 answers a 409 with `ok: false` (and `ack`
  * on complete/fail) beside `{detail, code}`.
  */
@@ -101,55 +134,75 @@ async function notOk<T>(engine: Engine, op: () => T, withAck: boolean): Promise<
   }
 }
 
-export function workerRouter(engine: Engine, waiters: ClaimWaiters, directory: WorkerDirectory, bodyLimit: number): Router {
+/** The worker dialect's routes. */
+export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: WorkerDirectory): WorkerRoute[] {
+  return [
+    route(directory, {
+      path: '/claim',
+      body: WorkerClaim,
+      answer: WorkerClaimAnswer,
+      // A claim that waits is answered from the commit that grants it: the worker hears of its job
+      // as soon as the lease is durable.
+      run: async (input, call) => {
+        const maxWaitMs = longPollMs(input.max_wait_ms)
+        const options = { maxWaitMs, signal: maxWaitMs > 0 ? call.clientGone() : undefined }
+        return claimAnswer(await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, options, (granted) => call.answerNow(claimAnswer(granted))))
+      },
+    }),
+    route(directory, {
+      path: '/heartbeat',
+      body: WorkerHeartbeat,
+      answer: WorkerHeartbeatAnswer,
+      run: async (input) => heartbeatAnswer(await notOk(engine, () => engine.heartbeatByToken(input), false)),
+    }),
+    route(directory, {
+      path: '/complete',
+      body: WorkerComplete,
+      answer: WorkerCompleteAnswer,
+      run: async (input) => completeAnswer(await notOk(engine, () => engine.complete(input), true)),
+    }),
+    route(directory, {
+      path: '/fail',
+      body: WorkerFail,
+      answer: WorkerFailAnswer,
+      run: async (input) => failAnswer(await notOk(engine, () => engine.fail(input), true)),
+    }),
+    route(directory, {
+      path: '/batch',
+      body: WorkerBatch,
+      answer: WorkerBatchAnswer,
+      run: async (input, call) => {
+        const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
+        const options = { maxWaitMs, signal: maxWaitMs > 0 ? call.clientGone() : undefined }
+        return exchangeAnswer(input, await waiters.exchange(input, options, (early) => call.answerNow(exchangeAnswer(input, early))))
+      },
+    }),
+    // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
+    route(directory, {
+      path: '/report',
+      body: WorkerReport,
+      answer: WorkerReportAnswer,
+      run: async (input) => {
+        await engine.run(() => engine.recordWorkerProblem(input.worker_id, { kind: input.kind, detail: input.detail }))
+        return { ok: true as const }
+      },
+    }),
+  ]
+}
+
+/**
+ * The worker routes under Koa: every request the worker lane leaves to Koa (another spelling of
+ * the path, another method, another body encoding) is answered here, by the same routes.
+ */
+export function workerRouter(routes: readonly WorkerRoute[], bodyLimit: number): Router {
   const router = new Router({ prefix: WORKER_PREFIX })
-  // Every call names its worker: that is how external workers appear in GET /api/workers.
-  const seen = <T extends { worker_id: string }>(input: T): T => {
-    directory.seen(input.worker_id)
-    return input
+  for (const { path, body, answer, run } of routes) {
+    router.post(path, async (ctx) => {
+      const input = validate(body, await readJson(ctx, bodyLimit))
+      const reply = earlyReply(ctx, answer)
+      const settled = await run(input, { clientGone: () => clientGone(ctx.res), answerNow: reply.now })
+      reply.settled(() => settled)
+    })
   }
-
-  router.post('/claim', async (ctx) => {
-    const input = seen(validate(WorkerClaim, await readJson(ctx, bodyLimit)))
-    const maxWaitMs = longPollMs(input.max_wait_ms)
-    // A claim that waits is answered from the commit that grants it: the worker hears of its job
-    // as soon as the lease is durable.
-    const answer = earlyReply(ctx, WorkerClaimAnswer)
-    const options = { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }
-    const decision = await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, options, (granted) => answer.now(claimAnswer(granted)))
-    answer.settled(() => claimAnswer(decision))
-  })
-
-  router.post('/heartbeat', async (ctx) => {
-    const input = seen(validate(WorkerHeartbeat, await readJson(ctx, bodyLimit)))
-    reply(ctx, WorkerHeartbeatAnswer, heartbeatAnswer(await notOk(engine, () => engine.heartbeatByToken(input), false)))
-  })
-
-  router.post('/complete', async (ctx) => {
-    const input = seen(validate(WorkerComplete, await readJson(ctx, bodyLimit)))
-    reply(ctx, WorkerCompleteAnswer, completeAnswer(await notOk(engine, () => engine.complete(input), true)))
-  })
-
-  router.post('/fail', async (ctx) => {
-    const input = seen(validate(WorkerFail, await readJson(ctx, bodyLimit)))
-    reply(ctx, WorkerFailAnswer, failAnswer(await notOk(engine, () => engine.fail(input), true)))
-  })
-
-  router.post('/batch', async (ctx) => {
-    const input = seen(validate(WorkerBatch, await readJson(ctx, bodyLimit)))
-    const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
-    const answer = earlyReply(ctx, WorkerBatchAnswer)
-    const options = { maxWaitMs, signal: maxWaitMs > 0 ? clientGone(ctx) : undefined }
-    const exchanged = await waiters.exchange(input, options, (early) => answer.now(exchangeAnswer(input, early)))
-    answer.settled(() => exchangeAnswer(input, exchanged))
-  })
-
-  // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
-  router.post('/report', async (ctx) => {
-    const input = seen(validate(WorkerReport, await readJson(ctx, bodyLimit)))
-    await engine.run(() => engine.recordWorkerProblem(input.worker_id, { kind: input.kind, detail: input.detail }))
-    reply(ctx, WorkerReportAnswer, { ok: true })
-  })
-
   return router
 }

@@ -5,14 +5,43 @@ import type { LogLimiter } from '../log-limiter'
 import { pathParams } from './schemas'
 import { HttpError } from './statuses'
 
+/** An error as the API answers it: its status, `{detail, code}` (plus any extra body fields), and headers. */
+export interface ErrorReply {
+  status: number
+  body: Record<string, unknown>
+  headers: Record<string, string>
+}
+
+/** Turns a thrown error into its answer (see {@link errorReplies}). */
+export type ErrorReplies = (error: unknown, method: string, path: string) => ErrorReply
+
 /**
- * The one error middleware: every thrown error becomes `{detail, code}` (plus any extra body
- * fields) with its code's status (src-main/http/statuses.ts), through {@link answerError}, the
- * mapping the local workers' IPC shares. A bug is logged with its stack and answered as a plain
- * 500 — never a stack trace or an internal path; a storage fault (full disk) is logged at most
- * once a minute.
+ * The one way a thrown error becomes an answer: `{detail, code}` (plus any extra body fields)
+ * with its code's status (src-main/http/statuses.ts), through {@link answerError}, the mapping
+ * the local workers' IPC shares. A bug is logged with its stack and answered as a plain 500 —
+ * never a stack trace or an internal path; a storage fault (full disk) is logged at most once a
+ * minute. Koa's error middleware and the worker lane (worker-lane.ts) share one.
  */
-export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string) {
+export function errorReplies(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string): ErrorReplies {
+  return (error, method, path) => {
+    const answer = answerError(error, dataDir())
+    if (answer.internal) {
+      log(`leasehold: internal error on ${method} ${path}: ${(error as Error)?.stack ?? String(error)}`)
+    } else if (answer.status >= 500) {
+      limiter.line(answer.code, `leasehold: ${answer.code} on ${method} ${path}: ${answer.detail}`)
+    }
+    // An answer that says when to come back says it as HTTP does too.
+    const headers: Record<string, string> =
+      typeof answer.body.retry_after_s === 'number' ? { 'Retry-After': String(Math.max(0, answer.body.retry_after_s)) } : {}
+    return { status: answer.status, body: { ...answer.body, detail: answer.detail, code: answer.code }, headers }
+  }
+}
+
+/**
+ * The error middleware: every error thrown below it, and the router's bare 404, 405 and 501,
+ * answered through `replies`.
+ */
+export function errorMiddleware(replies: ErrorReplies) {
   return async (ctx: Context, next: Next): Promise<void> => {
     try {
       await next()
@@ -25,16 +54,10 @@ export function errorMiddleware(log: (line: string) => void, limiter: LogLimiter
       }
       if (ctx.status === 501 && ctx.body === undefined) throw new HttpError('not_implemented', `${ctx.method} is not implemented`)
     } catch (error) {
-      const answer = answerError(error, dataDir())
-      if (answer.internal) {
-        log(`leasehold: internal error on ${ctx.method} ${ctx.path}: ${(error as Error)?.stack ?? String(error)}`)
-      } else if (answer.status >= 500) {
-        limiter.line(answer.code, `leasehold: ${answer.code} on ${ctx.method} ${ctx.path}: ${answer.detail}`)
-      }
-      ctx.status = answer.status
-      ctx.body = { ...answer.body, detail: answer.detail, code: answer.code }
-      // An answer that says when to come back says it as HTTP does too.
-      if (typeof answer.body.retry_after_s === 'number') ctx.set('Retry-After', String(Math.max(0, answer.body.retry_after_s)))
+      const reply = replies(error, ctx.method, ctx.path)
+      ctx.status = reply.status
+      ctx.body = reply.body
+      ctx.set(reply.headers)
     }
   }
 }

@@ -1,5 +1,6 @@
 import Router from '@koa/router'
 import Koa from 'koa'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { dirname } from 'node:path'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import type { ClockWaiters } from '../workers/clock-waiters'
@@ -8,14 +9,16 @@ import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../workers/directory'
 import { HttpError } from './statuses'
 import { LogLimiter } from '../log-limiter'
+import { API_HEADERS } from './body'
 import { dashboardMiddleware } from './dashboard'
-import { errorMiddleware } from './errors'
+import { errorMiddleware, errorReplies } from './errors'
 import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy } from './guard'
 import { filesRouter } from './dialect-files'
 import { pullRouter } from './dialect-pull'
 import { queueRouter } from './dialect-queue'
-import { workerRouter } from './dialect-worker'
+import { workerRouter, workerRoutes } from './dialect-worker'
+import { workerLane } from './worker-lane'
 import { schedulesRouter } from './schedules'
 import { operationsRouter } from './operations'
 import { routersMiddleware } from './routing'
@@ -38,10 +41,17 @@ export interface HttpDependencies {
 
 /**
  * The HTTP app, given its dependencies: error mapping, the request guard (Host, Origin, token),
- * then one router per dialect under its own prefix. Routes translate; the engine decides.
+ * then one router per dialect under its own prefix. Routes translate; the engine decides. The
+ * worker routes' common requests take the worker lane instead (worker-lane.ts): the same routes,
+ * guard and error answers, without Koa's work per request.
  */
 export interface HttpApp {
   app: Koa
+  /**
+   * The server's request listener: the worker lane (worker-lane.ts) for the worker routes' common
+   * requests, Koa's app for every other request.
+   */
+  listener: (req: IncomingMessage, res: ServerResponse) => void
   /** Ends the open event streams (they never end by themselves), so the server can close. */
   closeStreams(): void
 }
@@ -62,11 +72,11 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice
 
   app.use((ctx, next) => {
-    ctx.set('Cache-Control', 'no-store')
-    ctx.set('X-Content-Type-Options', 'nosniff')
+    ctx.set(API_HEADERS)
     return next()
   })
-  app.use(errorMiddleware(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile)))
+  const errors = errorReplies(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile))
+  app.use(errorMiddleware(errors))
   app.use((ctx, next) => {
     const headers = ctx.req.headers
     const refusal = checkRequest(
@@ -88,15 +98,16 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   // answered after them: the worker that was waiting for work hears of it first.
   app.use(async (_ctx, next) => {
     await next()
-    if (deps.waiters.takeWoken()) await new Promise((resolve) => setImmediate(resolve))
+    await deps.waiters.afterWokenClaims()
   })
   app.use(dashboardMiddleware(deps.rendererDir))
   const { engine, bodyLimitBytes: limit } = deps
+  const workers = workerRoutes(engine, deps.waiters, deps.directory)
   const routers: Router[] = [
     systemRouter(engine, deps.directory, deps.version, limit, deps.storage),
     pullRouter(engine, limit),
     queueRouter(engine, limit),
-    workerRouter(engine, deps.waiters, deps.directory, limit),
+    workerRouter(workers, limit),
     filesRouter(engine, deps.clockWaiters, limit),
     eventsRouter(engine, tickets, streams, limit),
     schedulesRouter(engine, limit),
@@ -104,5 +115,13 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   ]
   // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
   app.use(routersMiddleware(routers))
-  return { app, closeStreams: () => streams.closeAll() }
+  const koa = app.callback()
+  const lane = workerLane(workers, { policy, bodyLimitBytes: limit, waiters: deps.waiters, errors })
+  return {
+    app,
+    listener: (req, res) => {
+      if (!lane(req, res)) void koa(req, res)
+    },
+    closeStreams: () => streams.closeAll(),
+  }
 }

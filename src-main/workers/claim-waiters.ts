@@ -201,6 +201,17 @@ export class ClaimWaiters {
     return woken
   }
 
+  /**
+   * Resolves after the claims woken since the last {@link takeWoken} have been answered (one turn
+   * of the event loop lets their promises settle), at once if there are none. The HTTP server
+   * awaits it before each request's own answer: a request that woke waiting claims (a submit, a
+   * completion that gave capacity back) is answered after them, so the worker waiting for work
+   * hears of it first.
+   */
+  async afterWokenClaims(): Promise<void> {
+    if (this.takeWoken()) await new Promise((resolve) => setImmediate(resolve))
+  }
+
   /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
   close(): void {
     for (const unsubscribe of this.unsubscribe) unsubscribe()

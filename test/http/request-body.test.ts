@@ -8,7 +8,7 @@ import { connect } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { prefersMinimal, readJson } from '../../src-main/http/body'
-import { errorMiddleware } from '../../src-main/http/errors'
+import { errorMiddleware, errorReplies } from '../../src-main/http/errors'
 import { LogLimiter } from '../../src-main/log-limiter'
 
 const LIMIT = 4096
@@ -19,7 +19,7 @@ let close: () => Promise<void>
 beforeAll(async () => {
   const app = new Koa()
   const log = () => {}
-  app.use(errorMiddleware(log, new LogLimiter(log, Date.now), () => '/nowhere'))
+  app.use(errorMiddleware(errorReplies(log, new LogLimiter(log, Date.now), () => '/nowhere')))
   app.use(async (ctx) => {
     ctx.body = { read: await readJson(ctx, LIMIT) }
   })
