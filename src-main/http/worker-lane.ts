@@ -12,7 +12,8 @@ export type Lane = (req: IncomingMessage, res: ServerResponse) => boolean
 export interface LaneDependencies {
   policy: GuardPolicy
   bodyLimitBytes: number
-  waiters: ClaimWaiters
+  /** Before each answer, the claims its request woke are answered first (as server.ts does for Koa). */
+  waiters: Pick<ClaimWaiters, 'afterWokenClaims'>
   errors: ErrorReplies
 }
 

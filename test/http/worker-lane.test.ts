@@ -6,7 +6,7 @@
  */
 import { createServer, request, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { z } from 'zod'
 import { EngineError } from '../../src-main/engine'
 import { ManualClock } from '../../src-main/engine/clock'
@@ -14,7 +14,6 @@ import { WORKER_PREFIX, type WorkerCall, type WorkerRoute } from '../../src-main
 import { errorReplies } from '../../src-main/http/errors'
 import { workerLane } from '../../src-main/http/worker-lane'
 import { LogLimiter } from '../../src-main/log-limiter'
-import type { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { DIALECT_T0, submit } from './support'
 
@@ -48,7 +47,7 @@ const asWorker = { authorization: `Bearer ${TOKEN}`, 'content-type': 'applicatio
 
 describe('the lane alone', () => {
   const Echo = z.strictObject({ worker_id: z.string(), say: z.string().optional() })
-  /** What the stub route does with a body's `say`. */
+  /** What the stub route does: by default it echoes the body's `say`; a test may set its own. */
   let behaviour: (input: z.infer<typeof Echo>, call: WorkerCall<unknown>) => Promise<unknown>
   let woken: () => Promise<void>
   const logged: string[] = []
@@ -68,7 +67,7 @@ describe('the lane alone', () => {
         },
       },
       bodyLimitBytes: LIMIT,
-      waiters: { afterWokenClaims: () => woken() } as ClaimWaiters,
+      waiters: { afterWokenClaims: () => woken() },
       errors: errorReplies(log, new LogLimiter(log, Date.now), () => '/data'),
     })
     server = createServer((req, res) => {
@@ -80,13 +79,11 @@ describe('the lane alone', () => {
     port = (server.address() as AddressInfo).port
   })
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  afterEach(() => {
+  beforeEach(() => {
     behaviour = async (input) => ({ heard: input.say ?? null })
     woken = async () => {}
     logged.length = 0
   })
-  behaviour = async (input) => ({ heard: input.say ?? null })
-  woken = async () => {}
 
   test("a worker's request in its common shape is answered by the lane, with the API's headers", async () => {
     const res = await send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1', say: 'hi' }))
