@@ -17,7 +17,7 @@ export function reply<S extends z.ZodType>(ctx: Context, _schema: S, body: z.out
 export const API_HEADERS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' } as const
 
 /**
- * Answers a request outside Koa (the worker lane) as Koa answers a JSON body: {@link API_HEADERS},
+ * Answers a request outside Koa (the lane, lane.ts) as Koa answers a JSON body: {@link API_HEADERS},
  * any `headers` given, then the type and length, and `JSON.stringify`'s bytes. Nothing once the
  * response has ended (the first answer is the one sent), and nothing but the end when the client
  * is gone (Koa's `ctx.writable`).
@@ -40,8 +40,8 @@ export function writeJson(res: ServerResponse, status: number, body: unknown, he
  * Koa's unwinding takes. `ctx.respond = false` is Koa's documented way to write the response
  * yourself; the route must not touch `ctx` after this.
  */
-function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S>): void {
-  reply(ctx, schema, body)
+function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S>, status: number): void {
+  reply(ctx, schema, body, status)
   const text = JSON.stringify(body)
   ctx.length = Buffer.byteLength(text)
   // From here the response is ours to write (anything that threw above leaves it to Koa).
@@ -53,17 +53,21 @@ function replyNow<S extends z.ZodType>(ctx: Context, schema: S, body: z.output<S
 /**
  * The answer of a route that may be answered before its promise settles (a waiting claim, from
  * the commit that grants it): `now` writes it at once ({@link replyNow}); `settled` replies as
- * {@link reply} does, unless `now` already answered.
+ * {@link reply} does, unless `now` already answered. Either way with `status`.
  */
-export function earlyReply<S extends z.ZodType>(ctx: Context, schema: S): { now(body: z.output<S>): void; settled(body: () => z.output<S>): void } {
+export function earlyReply<S extends z.ZodType>(
+  ctx: Context,
+  schema: S,
+  status = 200,
+): { now(body: z.output<S>): void; settled(body: () => z.output<S>): void } {
   let answered = false
   return {
     now(body) {
-      replyNow(ctx, schema, body)
+      replyNow(ctx, schema, body, status)
       answered = true
     },
     settled(body) {
-      if (!answered) reply(ctx, schema, body())
+      if (!answered) reply(ctx, schema, body(), status)
     },
   }
 }
@@ -103,7 +107,7 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
 
 /**
  * The body of a request already known to be JSON of a declared `length` within the body limit
- * (the worker lane takes only such requests, src-main/http/worker-lane.ts), read as
+ * (the lane takes only such requests, src-main/http/lane.ts), read as
  * {@link readJson} reads it.
  */
 export async function readDeclaredJson(req: IncomingMessage, length: number): Promise<unknown> {

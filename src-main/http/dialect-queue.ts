@@ -7,6 +7,7 @@ import { prefersMinimal, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
 import { Id, JobState, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './statuses'
+import { type LaneRoute, postRoutes } from './lane'
 import {
   BucketName,
   ClaimAnswer,
@@ -175,19 +176,33 @@ function query(raw: Record<string, string | string[] | undefined>): Record<strin
   return out
 }
 
-export function queueRouter(engine: Engine, bodyLimit: number): Router {
+/**
+ * The queue dialect's routes that the lane serves (lane.ts): the one-job submit, on the way from
+ * a script to the worker waiting for its job. Koa's router serves them too ({@link queueRouter}).
+ */
+export function queueLaneRoutes(engine: Engine): LaneRoute[] {
+  const submit: LaneRoute<typeof SubmitJob, typeof JobAnswer> = {
+    path: '/jobs/submit',
+    body: SubmitJob,
+    answer: JobAnswer,
+    status: 201,
+    run: async (input) => {
+      const { job, duplicate } = await engine.run(() => engine.submit(submitInput(input)))
+      if (duplicate) {
+        const { code, detail, ...body } = duplicateRequest(input, job)
+        throw new HttpError(code, detail, body)
+      }
+      return { job: queueJob(job) }
+    },
+  }
+  return [submit as LaneRoute]
+}
+
+/** The queue dialect under Koa: `laneRoutes` ({@link queueLaneRoutes}) for every request the lane leaves to it, and the rest. */
+export function queueRouter(engine: Engine, bodyLimit: number, laneRoutes: readonly LaneRoute[]): Router {
   const router = new Router({ prefix: QUEUE_PREFIX })
   const body = async <S extends z.ZodType>(ctx: RouterContext, schema: S) => validate(schema, await readJson(ctx, bodyLimit))
-
-  router.post('/jobs/submit', async (ctx) => {
-    const input = await body(ctx, SubmitJob)
-    const { job, duplicate } = await engine.run(() => engine.submit(submitInput(input)))
-    if (duplicate) {
-      const { code, detail, ...body } = duplicateRequest(input, job)
-      throw new HttpError(code, detail, body)
-    }
-    reply(ctx, JobAnswer, { job: queueJob(job) }, 201)
-  })
+  postRoutes(router, laneRoutes, bodyLimit)
 
   // Not in the seed: many submits in one request, each answered as /jobs/submit would answer it,
   // or only by its id and state when the client asks for it (RFC 7240 `Prefer: return=minimal`):

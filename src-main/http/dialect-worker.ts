@@ -4,8 +4,7 @@ import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
 import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
-import { clientGone, earlyReply, readJson } from './body'
-import { validate } from './errors'
+import { type LaneCall, type LaneRoute, postRoutes } from './lane'
 import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
 import { HttpError, statusOf } from './statuses'
 import {
@@ -86,37 +85,18 @@ export type WorkerReport = z.infer<typeof WorkerReport>
 
 export const WORKER_PREFIX = '/internal/worker'
 
-/**
- * How a worker route's answer leaves, given by whichever carrier runs the route: Koa's router
- * ({@link workerRouter}), or the worker lane for the common shape of request (worker-lane.ts).
- */
-export interface WorkerCall<Answer> {
-  /** A signal that aborts when the client hangs up (asked for only by a call that may wait). */
-  clientGone(): AbortSignal
-  /** Answers now, before the route's promise settles: a waiting claim, from the commit that grants it. */
-  answerNow(answer: Answer): void
-}
-
-/** One route of the worker dialect: `POST WORKER_PREFIX + path`, its body's schema, its answer's, and what it does. */
-export interface WorkerRoute<Body extends z.ZodType = z.ZodType, Answer extends z.ZodType = z.ZodType> {
-  path: string
-  body: Body
-  answer: Answer
-  run(input: z.output<Body>, call: WorkerCall<z.output<Answer>>): Promise<z.output<Answer>>
-}
-
 /** Every call names its worker: that is how external workers appear in GET /api/workers. */
 function route<Body extends z.ZodType<{ worker_id: string }>, Answer extends z.ZodType>(
   directory: WorkerDirectory,
-  definition: WorkerRoute<Body, Answer>,
-): WorkerRoute {
+  definition: LaneRoute<Body, Answer>,
+): LaneRoute {
   return {
     ...definition,
-    run: (input: z.output<Body>, call: WorkerCall<z.output<Answer>>) => {
+    run: (input: z.output<Body>, call: LaneCall<z.output<Answer>>) => {
       directory.seen((input as { worker_id: string }).worker_id) // every body's schema requires it (Body's bound)
       return definition.run(input, call)
     },
-  } as WorkerRoute
+  } as LaneRoute
 }
 
 /**
@@ -134,8 +114,8 @@ async function notOk<T>(engine: Engine, op: () => T, withAck: boolean): Promise<
   }
 }
 
-/** The worker dialect's routes. */
-export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: WorkerDirectory): WorkerRoute[] {
+/** The worker dialect's routes: the lane's (lane.ts), and Koa's for every other request ({@link workerRouter}). */
+export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: WorkerDirectory): LaneRoute[] {
   return [
     route(directory, {
       path: '/claim',
@@ -190,19 +170,9 @@ export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: W
   ]
 }
 
-/**
- * The worker routes under Koa: every request the worker lane leaves to Koa (another spelling of
- * the path, another method, another body encoding) is answered here, by the same routes.
- */
-export function workerRouter(routes: readonly WorkerRoute[], bodyLimit: number): Router {
+/** The worker routes under Koa, for every request the lane leaves to it. */
+export function workerRouter(routes: readonly LaneRoute[], bodyLimit: number): Router {
   const router = new Router({ prefix: WORKER_PREFIX })
-  for (const { path, body, answer, run } of routes) {
-    router.post(path, async (ctx) => {
-      const input = validate(body, await readJson(ctx, bodyLimit))
-      const reply = earlyReply(ctx, answer)
-      const settled = await run(input, { clientGone: () => clientGone(ctx.res), answerNow: reply.now })
-      reply.settled(() => settled)
-    })
-  }
+  postRoutes(router, routes, bodyLimit)
   return router
 }

@@ -20,7 +20,7 @@ export type ErrorReplies = (error: unknown, method: string, path: string) => Err
  * with its code's status (src-main/http/statuses.ts), through {@link answerError}, the mapping
  * the local workers' IPC shares. A bug is logged with its stack and answered as a plain 500 —
  * never a stack trace or an internal path; a storage fault (full disk) is logged at most once a
- * minute. Koa's error middleware and the worker lane (worker-lane.ts) share one.
+ * minute. Koa's error middleware and the lane (lane.ts) share one.
  */
 export function errorReplies(log: (line: string) => void, limiter: LogLimiter, dataDir: () => string): ErrorReplies {
   return (error, method, path) => {

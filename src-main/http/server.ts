@@ -16,9 +16,9 @@ import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy } from './guard'
 import { filesRouter } from './dialect-files'
 import { pullRouter } from './dialect-pull'
-import { queueRouter } from './dialect-queue'
-import { workerRouter, workerRoutes } from './dialect-worker'
-import { workerLane } from './worker-lane'
+import { QUEUE_PREFIX, queueLaneRoutes, queueRouter } from './dialect-queue'
+import { WORKER_PREFIX, workerRouter, workerRoutes } from './dialect-worker'
+import { createLane } from './lane'
 import { schedulesRouter } from './schedules'
 import { operationsRouter } from './operations'
 import { routersMiddleware } from './routing'
@@ -42,16 +42,19 @@ export interface HttpDependencies {
 /**
  * The HTTP app, given its dependencies: error mapping, the request guard (Host, Origin, token),
  * then one router per dialect under its own prefix. Routes translate; the engine decides. The
- * worker routes' common requests take the worker lane instead (worker-lane.ts): the same routes,
- * guard and error answers, without Koa's work per request.
+ * common requests of the routes that come at the rate of jobs (the worker routes, the one-job
+ * submit) take the lane instead (lane.ts): the same routes, guard and error answers, without
+ * Koa's work per request.
  */
 export interface HttpApp {
   app: Koa
   /**
-   * The server's request listener: the worker lane (worker-lane.ts) for the worker routes' common
-   * requests, Koa's app for every other request.
+   * The server's request listener: the lane (lane.ts) for the common requests of its routes,
+   * Koa's app for every other request.
    */
   listener: (req: IncomingMessage, res: ServerResponse) => void
+  /** The paths whose common requests the lane answers. */
+  lanePaths: readonly string[]
   /** Ends the open event streams (they never end by themselves), so the server can close. */
   closeStreams(): void
 }
@@ -103,10 +106,11 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   app.use(dashboardMiddleware(deps.rendererDir))
   const { engine, bodyLimitBytes: limit } = deps
   const workers = workerRoutes(engine, deps.waiters, deps.directory)
+  const queue = queueLaneRoutes(engine)
   const routers: Router[] = [
     systemRouter(engine, deps.directory, deps.version, limit, deps.storage),
     pullRouter(engine, limit),
-    queueRouter(engine, limit),
+    queueRouter(engine, limit, queue),
     workerRouter(workers, limit),
     filesRouter(engine, deps.clockWaiters, limit),
     eventsRouter(engine, tickets, streams, limit),
@@ -116,12 +120,19 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
   app.use(routersMiddleware(routers))
   const koa = app.callback()
-  const lane = workerLane(workers, { policy, bodyLimitBytes: limit, waiters: deps.waiters, errors })
+  const lane = createLane(
+    [
+      { prefix: WORKER_PREFIX, routes: workers },
+      { prefix: QUEUE_PREFIX, routes: queue },
+    ],
+    { policy, bodyLimitBytes: limit, waiters: deps.waiters, errors },
+  )
   return {
     app,
     listener: (req, res) => {
       if (!lane(req, res)) void koa(req, res)
     },
+    lanePaths: lane.paths,
     closeStreams: () => streams.closeAll(),
   }
 }

@@ -9,7 +9,7 @@ import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/ht
 import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitBatch, SubmitJob } from '../../src-main/http/dialect-queue'
 import { WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-main/http/dialect-worker'
 import { ChangeSchedule, CreateSchedule } from '../../src-main/http/schedules'
-import { createHttpApp, type HttpDependencies } from '../../src-main/http/server'
+import { createHttpApp, type HttpApp, type HttpDependencies } from '../../src-main/http/server'
 import { CapacityChange } from '../../src-main/http/system'
 import { BulkRequest, OperatorRequest } from '../../src-main/http/operations'
 
@@ -24,6 +24,17 @@ export interface Route {
  * its routers. Building the app touches none of its dependencies, so stubs do.
  */
 export function allRoutes(): Route[] {
+  const out: Route[] = []
+  for (const middleware of appWithStubs().app.middleware as unknown as { routers?: { stack: { path: string; methods: string[] }[] }[] }[]) {
+    for (const layer of (middleware.routers ?? []).flatMap((router) => router.stack)) {
+      for (const method of layer.methods) if (method !== 'HEAD') out.push({ method, path: layer.path })
+    }
+  }
+  return out
+}
+
+/** The HTTP app, built with stubs for its dependencies: building it touches none of them. */
+export function appWithStubs(): HttpApp {
   const stub = null as never
   const deps = {
     engine: stub,
@@ -34,13 +45,7 @@ export function allRoutes(): Route[] {
     bodyLimitBytes: 1024,
     log: () => {},
   } as unknown as HttpDependencies
-  const out: Route[] = []
-  for (const middleware of createHttpApp(deps).app.middleware as unknown as { routers?: { stack: { path: string; methods: string[] }[] }[] }[]) {
-    for (const layer of (middleware.routers ?? []).flatMap((router) => router.stack)) {
-      for (const method of layer.methods) if (method !== 'HEAD') out.push({ method, path: layer.path })
-    }
-  }
-  return out
+  return createHttpApp(deps)
 }
 
 /** A concrete path: every `:param` replaced by `id`. */

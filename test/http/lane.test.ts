@@ -1,8 +1,9 @@
 /**
- * The worker lane (src-main/http/worker-lane.ts): the worker routes' common requests answered
- * without Koa, every other request left to Koa, and nothing answered differently. First the lane
- * alone, in front of a marker that stands for Koa; then a real host, where each worker route is
- * asked once through the lane and once through Koa and must answer alike.
+ * The lane (src-main/http/lane.ts): the common requests of the worker routes and of the one-job
+ * submit answered without Koa, every other request left to Koa, and nothing answered
+ * differently. First the lane alone, in front of a marker that stands for Koa; then a real host,
+ * where each of its routes is asked once through the lane and once through Koa and must answer
+ * alike.
  */
 import { createServer, request, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -10,12 +11,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { z } from 'zod'
 import { EngineError } from '../../src-main/engine'
 import { ManualClock } from '../../src-main/engine/clock'
-import { WORKER_PREFIX, type WorkerCall, type WorkerRoute } from '../../src-main/http/dialect-worker'
+import { WORKER_PREFIX } from '../../src-main/http/dialect-worker'
 import { errorReplies } from '../../src-main/http/errors'
-import { workerLane } from '../../src-main/http/worker-lane'
+import { createLane, type LaneCall, type LaneRoute } from '../../src-main/http/lane'
 import { LogLimiter } from '../../src-main/log-limiter'
 import { startTestHost, type TestHost } from '../helpers/host'
-import { DIALECT_T0, submit } from './support'
+import { appWithStubs } from './routes'
+import { DIALECT_T0, QUEUE, submit } from './support'
 
 const TOKEN = 't'.repeat(32)
 const LIMIT = 1024
@@ -48,17 +50,17 @@ const asWorker = { authorization: `Bearer ${TOKEN}`, 'content-type': 'applicatio
 describe('the lane alone', () => {
   const Echo = z.strictObject({ worker_id: z.string(), say: z.string().optional() })
   /** What the stub route does: by default it echoes the body's `say`; a test may set its own. */
-  let behaviour: (input: z.infer<typeof Echo>, call: WorkerCall<unknown>) => Promise<unknown>
+  let behaviour: (input: z.infer<typeof Echo>, call: LaneCall<unknown>) => Promise<unknown>
   let woken: () => Promise<void>
   const logged: string[] = []
   let server: Server
   let port = 0
 
-  const echo: WorkerRoute = { path: '/echo', body: Echo, answer: z.unknown(), run: (input, call) => behaviour(input as z.infer<typeof Echo>, call) }
+  const echo: LaneRoute = { path: '/echo', body: Echo, answer: z.unknown(), run: (input, call) => behaviour(input as z.infer<typeof Echo>, call) }
 
   beforeAll(async () => {
     const log = (line: string) => logged.push(line)
-    const lane = workerLane([echo], {
+    const lane = createLane([{ prefix: WORKER_PREFIX, routes: [echo] }], {
       policy: {
         token: TOKEN,
         allowedHosts: [],
@@ -201,7 +203,13 @@ describe('the lane alone', () => {
   })
 })
 
-describe('the lane and Koa answer every worker route alike', () => {
+test('the lane serves the worker routes and the one-job submit, and nothing else', () => {
+  expect([...appWithStubs().lanePaths].sort()).toEqual(
+    [...['claim', 'heartbeat', 'complete', 'fail', 'batch', 'report'].map((route) => `${WORKER_PREFIX}/${route}`), `${QUEUE}/jobs/submit`].sort(),
+  )
+})
+
+describe('the lane and Koa answer each of its routes alike', () => {
   let host: TestHost
   beforeAll(async () => {
     host = await startTestHost({ busy: 0, totalUnits: 10 }, { clock: new ManualClock(DIALECT_T0) }) // a clock that stands still: the same times
@@ -244,6 +252,21 @@ describe('the lane and Koa answer every worker route alike', () => {
     answers.push(await ask(carrier, 'claim', { worker_id: workerId, streams: ['x'] }, 'wrong-token'))
     return answers.map(comparable)
   }
+
+  test("a one-job submit, a repeated client_request_id and a refusal: the same statuses, headers and bodies", async () => {
+    const submitVia = (carrier: Carrier, body: unknown) =>
+      send(port(), 'POST', `${QUEUE}/jobs/submit`, { authorization: `Bearer ${host.token}`, 'content-type': THROUGH[carrier] }, json(body))
+    const answers = async (carrier: Carrier) => {
+      const request = { job_type: 'generic', cost_units: 1, client_request_id: `req-${carrier}`, payload: { n: 1 } }
+      const shown = [await submitVia(carrier, request), await submitVia(carrier, request), await submitVia(carrier, { job_type: 'generic', cost_units: 0 })]
+      return shown.map(comparable)
+    }
+    const throughLane = await answers('lane')
+    const throughKoa = await answers('koa')
+    expect(throughLane.map((answer: any) => answer.status)).toEqual([201, 409, 400])
+    // The client_request_id each carrier sent is the one difference.
+    expect(JSON.stringify(throughLane).replaceAll('req-lane', 'req')).toBe(JSON.stringify(throughKoa).replaceAll('req-koa', 'req'))
+  })
 
   test('a lifecycle, its refusals and its errors: the same statuses, headers and bodies', async () => {
     const throughLane = await lifecycle('lane')
