@@ -7,23 +7,6 @@ import { type ErrorReplies, validate } from './errors'
 import { checkRequest, type GuardPolicy } from './guard'
 import { HttpError } from './statuses'
 
-/**
- * The lane: the routes whose requests come at the rate of jobs — the worker routes (dialect
- * 003's claim, heartbeat, complete, fail, and the batch and report routes) and the one-job
- * submit (dialect 002) — answered straight from Node's request event, without Koa, for the shape
- * their clients send: `POST`, the path exactly as the route spells it, no query, a JSON body of a
- * declared length within the limit (`Content-Type: application/json` exactly). Koa's work per
- * request (its context, its middleware chain, its response) was a sixth of the host's CPU per job
- * of a dialect-003 lifecycle, and ~20 µs of a submit's way to the worker waiting for its job
- * (docs/performance.md). Every other request, to these paths too, goes on to Koa, whose routers
- * serve the same routes ({@link postRoutes}).
- *
- * Nothing is answered differently: the lane runs the same steps as Koa's app, in the same order,
- * with the same code — the request guard (guard.ts), the body's reading and validation, the
- * route itself, the woken claims' turn before the answer (server.ts), the same headers, and any
- * error through the same {@link ErrorReplies}.
- */
-
 /** How a lane route's answer leaves, given by whichever carrier runs it: the lane, or Koa's router. */
 export interface LaneCall<Answer> {
   /** A signal that aborts when the client hangs up (asked for only by a call that may wait). */
@@ -74,6 +57,22 @@ export interface LaneDependencies {
   errors: ErrorReplies
 }
 
+/**
+ * The lane: the routes whose requests come at the rate of jobs — the worker routes (dialect
+ * 003's claim, heartbeat, complete, fail, and the batch and report routes) and the one-job
+ * submit (dialect 002) — answered straight from Node's request event, without Koa, for the shape
+ * their clients send: `POST`, the path exactly as the route spells it, no query, a JSON body of a
+ * declared length within the limit (`Content-Type: application/json` exactly). Koa's work per
+ * request (its context, its middleware chain, its response) was a sixth of the host's CPU per job
+ * of a dialect-003 lifecycle, and ~20 µs of a submit's way to the worker waiting for its job
+ * (docs/performance.md). Every other request, to these paths too, goes on to Koa, whose routers
+ * serve the same routes ({@link postRoutes}).
+ *
+ * Nothing is answered differently: the lane runs the same steps as Koa's app, in the same order,
+ * with the same code — the request guard (guard.ts), the body's reading and validation, the
+ * route itself, the woken claims' turn before the answer (server.ts), the same headers, and any
+ * error through the same {@link ErrorReplies}.
+ */
 export function createLane(groups: readonly LaneRoutes[], deps: LaneDependencies): Lane {
   const byPath = new Map(groups.flatMap(({ prefix, routes }) => routes.map((route) => [prefix + route.path, route] as const)))
   const lane = (req: IncomingMessage, res: ServerResponse): boolean => {
