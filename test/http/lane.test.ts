@@ -242,7 +242,7 @@ describe('the lane and Koa answer each of its routes alike', () => {
     const lease = { worker_id: workerId, job_id: grant.job_id, lease_token: grant.lease_token }
     answers.push(await ask(carrier, 'heartbeat', { ...lease, progress: 0.5 }))
     answers.push(await ask(carrier, 'complete', { ...lease, attempt_id: grant.attempt_id, result: { ok: 1 } }))
-    answers.push(await ask(carrier, "complete", { ...lease, attempt_id: grant.attempt_id, result: { ok: 1 } })) // again: answered alike, ack
+    answers.push(await ask(carrier, 'complete', { ...lease, attempt_id: grant.attempt_id, result: { ok: 1 } })) // again: answered alike, ack
     answers.push(await ask(carrier, 'heartbeat', lease)) // the lease is gone: 409
     answers.push(await ask(carrier, 'claim', { worker_id: workerId, streams: [job.queue], max_wait_ms: 0 })) // nothing left
     answers.push(await ask(carrier, 'batch', { worker_id: workerId, claim: { streams: [job.queue], max_jobs: 2 } }))
@@ -253,7 +253,7 @@ describe('the lane and Koa answer each of its routes alike', () => {
     return answers.map(comparable)
   }
 
-  test("a one-job submit, a repeated client_request_id and a refusal: the same statuses, headers and bodies", async () => {
+  test('a one-job submit, a repeated client_request_id and a refusal: the same statuses, headers and bodies', async () => {
     const submitVia = (carrier: Carrier, body: unknown) =>
       send(port(), 'POST', `${QUEUE}/jobs/submit`, { authorization: `Bearer ${host.token}`, 'content-type': THROUGH[carrier] }, json(body))
     const answers = async (carrier: Carrier) => {
