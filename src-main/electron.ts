@@ -1,4 +1,4 @@
-// The desktop shell: a composition root and nothing more (DESIGN.md, "Electron is a shell").
+// The desktop shell: a composition root and nothing more (docs/architecture.md, "The processes").
 // It starts the same host `leasehold serve` starts — or, when one already runs on the data dir,
 // opens its window on that one — opens one locked-down window onto it and stops the host it
 // started before the process goes. No scheduling rule lives here; every decision it makes is a
@@ -117,8 +117,8 @@ async function connect(config: HostConfig): Promise<Target> {
 
 /**
  * The page the window shows. Both are same-origin with the API, which the host requires: it
- * refuses a foreign or `null` Origin and sends no CORS headers (CONTRACTS.md, "Security of
- * the HTTP server"). In development Vite's dev server proxies /api and /internal to the host.
+ * refuses a foreign or `null` Origin and sends no CORS headers (docs/api.md, "Host and
+ * Origin"). In development Vite's dev server proxies /api and /internal to the host.
  */
 function pageUrl(target: Target): string {
   return devServerUrl ?? `${target.url}/`

@@ -1,5 +1,5 @@
 // Runs sandboxed before the page: hands the renderer the API's base URL, nothing else. The
-// renderer then talks to the host over HTTP like any browser would (DESIGN.md, "One UI path"),
+// renderer then talks to the host over HTTP like any browser would (docs/architecture.md, "The processes"),
 // and the main process adds the bearer token to those requests, so the page never holds it.
 // The URL comes from the main process over a synchronous IPC call, which the main process
 // answers only for its own window's top frame at the expected origin.

@@ -129,7 +129,7 @@ export interface EngineOptions {
 }
 
 /**
- * The scheduler: every rule of CONTRACTS.md as one method per verb, each one SQLite transaction
+ * The scheduler: every scheduling rule (docs/architecture.md) as one method per verb, each one SQLite transaction
  * that appends its events. It knows no HTTP, Electron or timers; dialects adapt its results,
  * and the host's timers call {@link Engine.reap} and {@link Engine.sampleStats}.
  */

@@ -4,7 +4,7 @@ import type { JobRow } from '../db/schema'
  * The most memory the rows of QUEUED jobs may hold, as estimated by {@link rowBytes}: about
  * 24,000 jobs with small payloads (such a row takes ~600 bytes of heap, ~700 as counted). Past
  * it, a job's row stays in SQLite only and a pick reads it. A memory-for-CPU trade, measured with
- * a 20,000-job backlog drained by the pool (docs/performance.md, fourteenth session): reading the
+ * a 20,000-job backlog drained by the pool (docs/performance.md): reading the
  * rows back cost the drain 2–16 % of its jobs/s with 4 MiB (~6,000 rows), and holding them all
  * cost `host RSS, 1,000,000 finished jobs` 159–172 MB against 155–162.
  */

@@ -86,7 +86,7 @@ void allJobColumns
  * (map). Read in this order, a row has the shape of the rows the engine writes ({@link copyJob}),
  * so the verbs see one shape, whether a job's row was kept in memory since its write or read
  * back (queued-rows.ts, pick.ts). With two, the first row read back made a drain's hot verbs
- * deoptimize, and they ran on both shapes after (docs/performance.md, fourteenth session).
+ * deoptimize, and they ran on both shapes after (docs/performance.md).
  */
 export const SELECT_JOBS = `SELECT ${JOB_COLUMNS.join(', ')} FROM jobs`
 

@@ -22,7 +22,7 @@ import {
 } from './views/files'
 import { statusOf } from './statuses'
 
-// Seed 004 as CONTRACTS.md decides it: file leases and blocker halts.
+// The files API (docs/file-leases.md): file leases and blocker halts.
 
 /**
  * A file's absolute path: POSIX (`/…`) or Windows (`C:\…`, `\\server\…`); the host also refuses

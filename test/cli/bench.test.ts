@@ -1,6 +1,6 @@
 /**
  * `npm run bench` is how the speed targets are checked, and only a full run used to show that a
- * change had broken it (the eighth session's grant-latency rows stopped with "lease denied").
+ * change had broken it (the grant-latency rows once stopped with "lease denied").
  * Its quick engine and batched figures run here: each run ends, and every row it prints holds a
  * number. No figure is compared with a target: tests check behaviour, not timings.
  */

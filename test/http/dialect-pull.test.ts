@@ -1,6 +1,6 @@
 /**
  * Dialect 001/000 (pull-lease) over real HTTP: request = dequeue + lease, heartbeat, and the
- * complete route CONTRACTS.md adds. Every documented status and code, and the exact views.
+ * complete route Leasehold adds. Every documented status and code, and the exact views.
  */
 import { describe, expect, test } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/clock'
@@ -215,7 +215,7 @@ describe('POST /leases/{id}/heartbeat (seed 000)', () => {
   })
 })
 
-describe('POST /leases/{id}/complete (added by CONTRACTS.md)', () => {
+describe('POST /leases/{id}/complete (added so this API can finish a job)', () => {
   test('completed → 200 {ok, job} with the job completed and the lease released', async () => {
     await start()
     await submit(host)

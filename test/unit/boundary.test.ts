@@ -3,7 +3,7 @@ import { dirname, join, relative, resolve } from 'node:path'
 import { describe, expect, test } from 'vitest'
 
 /**
- * The engine's boundary (DESIGN.md, "A narrow, typed boundary"): outside src-main/engine/ and
+ * The engine's boundary (docs/architecture.md, "The engine's boundary"): outside src-main/engine/ and
  * src-main/db/ no module of the host imports the schema or a row type, reaches the engine's
  * context, or speaks SQL; it uses the engine's facade and its decoded domain types.
  */

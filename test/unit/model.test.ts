@@ -3,7 +3,7 @@
  * dialect uses (submit, claim, the three ways to get a lease, heartbeat, clock moves, reaping,
  * completion, failure, cancel, and reopening the database file), while a small model records
  * the leases the test holds and predicts how the engine must answer calls made under them. After
- * every command the scheduling invariants of CONTRACTS.md are checked directly in SQLite.
+ * every command the scheduling invariants (docs/architecture.md) are checked directly in SQLite.
  *
  * Half the runs drive the engine as the batching transports do: every verb in the open commit
  * group (a read, or a Flush command, ends the group: random group boundaries), and the dialect

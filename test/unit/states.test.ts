@@ -17,7 +17,7 @@ import { iso } from '../../src-main/engine/clock'
 import { T0 } from '../helpers/engine'
 import { expectEngineError } from './support'
 
-/** The moves CONTRACTS.md names, and only those. */
+/** The moves docs/states.md names, and only those. */
 const CONTRACT_MOVES: [JobState, JobState][] = [
   // dialect 002 path, status updates, claim expiry, and the lease request (approval or denial)
   ['QUEUED', 'CLAIMED'],
