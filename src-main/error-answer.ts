@@ -1,6 +1,7 @@
 import { EngineError, type ErrorExtra } from './engine'
 import { iso } from './engine/clock'
-import { type ErrorCode, HttpError, statusOf } from './http/statuses'
+import { type ErrorCode, statusOf } from '../src-shared/error-codes'
+import { HttpError } from './http/http-error'
 
 /** What a client is told about a thrown error, over HTTP and over the local workers' IPC alike. */
 export interface ErrorAnswer {

@@ -1,7 +1,7 @@
 import { type ClientTarget, resolveClientTarget } from '../data-dir/client-target'
 import { ConfigError } from '../config'
 import type { components, paths } from '../../src-shared/api-types'
-import { shortId } from '../short-id'
+import { shortId } from '../../src-shared/short-id'
 import { answered, HostError, hostApi, parseCommandLine, table, TARGET_HELP } from './http-client'
 import { buildSubmit, type SubmitFlags } from './submit'
 

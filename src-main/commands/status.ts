@@ -1,6 +1,6 @@
 import type { StorageAnswer } from '../http/system'
 import { resolveClientTarget } from '../data-dir/client-target'
-import { shortId } from '../short-id'
+import { shortId } from '../../src-shared/short-id'
 import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
 
 export const STATUS_HELP = `Usage: leasehold status [flags]

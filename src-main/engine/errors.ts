@@ -1,45 +1,7 @@
-/**
- * Every code the engine refuses with: the one list. The engine knows no HTTP: a transport maps
- * each code to its own terms (the HTTP layer to a status in one table, src-main/http/statuses.ts,
- * which a test holds to this list).
- */
-export const ENGINE_ERROR_CODES = [
-  /** A field the rules refuse; the detail names it. */
-  'invalid_request',
-  /** A job costing more than the whole capacity could never run. */
-  'cost_exceeds_capacity',
-  'invalid_cron',
-  'invalid_timezone',
-  /** A write naming a lease or job held by another worker. */
-  'worker_mismatch',
-  'job_not_found',
-  'lease_not_found',
-  'blocker_not_found',
-  'file_lease_not_found',
-  'schedule_not_found',
-  /** A move the transition table does not allow. */
-  'illegal_transition',
-  /** A write under a lease that expired. */
-  'lease_expired',
-  /** A write under a lease that was released. */
-  'lease_not_active',
-  /** A token that is not a lease of the job it names. */
-  'lease_token_mismatch',
-  'attempt_mismatch',
-  'job_mismatch',
-  'cost_mismatch',
-  /** An operator took the file from this owner (force release). */
-  'file_lease_lost',
-  'file_lease_not_held',
-  'blocker_resolved',
-  'duplicate_schedule',
-  /** Run now on a job that does not wait for its run_at. */
-  'not_scheduled',
-  /** A file acquire before its one retry is due. */
-  'retry_too_early',
-] as const
+import { ENGINE_ERROR_CODES, type EngineErrorCode } from '../../src-shared/error-codes'
 
-export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number]
+// The codes are shared with the transports and the workers; the engine knows no status.
+export { ENGINE_ERROR_CODES, type EngineErrorCode }
 
 /** What a refusal carries beside its code and detail, for the caller to act on. Times are epoch ms. */
 export interface ErrorExtra {

@@ -1,4 +1,5 @@
 import { isAbsolute, resolve, sep } from 'node:path'
+import type { AcquireRefusalCode } from '../../src-shared/error-codes'
 import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../db/schema'
 import { SECOND } from './clock'
 import type { EngineContext } from './context'
@@ -39,8 +40,8 @@ export interface Contention {
 
 export type AcquireResult =
   | { granted: true; file_lease: FileLeaseRow }
-  | { granted: false; code: 'file_lease_held'; contention: Contention }
-  | { granted: false; code: 'blocked'; blocker: BlockerRow }
+  | { granted: false; code: Extract<AcquireRefusalCode, 'file_lease_held'>; contention: Contention }
+  | { granted: false; code: Extract<AcquireRefusalCode, 'blocked'>; blocker: BlockerRow }
 
 const activeOn = (ctx: EngineContext, file: string) =>
   ctx.one<FileLeaseRow>("SELECT * FROM file_leases WHERE file = ? AND state = 'ACTIVE'", file)

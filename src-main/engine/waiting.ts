@@ -7,7 +7,7 @@ import { eligibleJobs } from './pick'
 import { recordJobEvent, SELECT_JOBS } from './rows'
 import { isScheduled } from './scheduled'
 import { type JobState, WAITING_STATES } from './states'
-import { shortId } from '../short-id'
+import { shortId } from '../../src-shared/short-id'
 
 /**
  * Why a job waits, in words, for the job views people read (GET /jobs/{id}, GET /jobs, the CLI

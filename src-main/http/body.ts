@@ -1,7 +1,7 @@
 import type { Context } from 'koa'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { z } from 'zod'
-import { HttpError } from './statuses'
+import { HttpError } from './http-error'
 
 /**
  * Answers with `body`, typed by the route's response schema (the one its OpenAPI entry names):

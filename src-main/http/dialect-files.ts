@@ -20,7 +20,7 @@ import {
   fileLeaseView,
   FileRetryWaitAnswer,
 } from './views/files'
-import { statusOf } from './statuses'
+import { statusOf } from '../../src-shared/error-codes'
 
 // The files API (docs/file-leases.md): file leases and blocker halts.
 

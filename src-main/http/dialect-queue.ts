@@ -6,7 +6,7 @@ import { iso } from '../engine/clock'
 import { prefersMinimal, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
 import { Id, JobState, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
-import { HttpError } from './statuses'
+import { HttpError } from './http-error'
 import { type LaneRoute, postRoutes } from './lane'
 import {
   BucketName,

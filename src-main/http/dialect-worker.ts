@@ -6,7 +6,8 @@ import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../en
 import type { WorkerDirectory } from '../workers/directory'
 import { type LaneCall, type LaneRoute, postRoutes } from './lane'
 import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
-import { HttpError, statusOf } from './statuses'
+import { statusOf } from '../../src-shared/error-codes'
+import { HttpError } from './http-error'
 import {
   claimAnswer,
   completeAnswer,

@@ -3,7 +3,7 @@ import type { z } from 'zod'
 import { answerError } from '../error-answer'
 import type { LogLimiter } from '../log-limiter'
 import { pathParams } from './schemas'
-import { HttpError } from './statuses'
+import { HttpError } from './http-error'
 
 /** An error as the API answers it: its status, `{detail, code}` (plus any extra body fields), and headers. */
 export interface ErrorReply {

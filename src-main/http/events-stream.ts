@@ -5,7 +5,7 @@ import type { Engine, Event } from '../engine'
 import { iso } from '../engine/clock'
 import { readJson, reply } from './body'
 import { LAST_EVENT_ID } from './schemas'
-import { HttpError } from './statuses'
+import { HttpError } from './http-error'
 import { EventTicket, streamEvent, type StreamGap } from './views/system'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */

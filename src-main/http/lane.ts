@@ -5,7 +5,7 @@ import type { ClaimWaiters } from '../workers/claim-waiters'
 import { clientGone, earlyReply, readDeclaredJson, readJson, writeJson } from './body'
 import { type ErrorReplies, validate } from './errors'
 import { checkRequest, type GuardPolicy } from './guard'
-import { HttpError } from './statuses'
+import { HttpError } from './http-error'
 
 /** How a lane route's answer leaves, given by whichever carrier runs it: the lane, or Koa's router. */
 export interface LaneCall<Answer> {

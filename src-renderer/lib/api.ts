@@ -1,6 +1,10 @@
 import createClient, { type Client } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
+
 import type { Connection } from './connection'
+
+/** The states' groups: the host's own (src-shared/job-states.ts). */
+export { RETRYABLE_STATES, TERMINAL_STATES } from '../../src-shared/job-states'
 
 /*
  * The wire types are the API's own, generated from its OpenAPI document into
@@ -31,7 +35,6 @@ export type CapacityChange = JsonBody<paths['/api/capacity']['put']>
 /** The job states as dialect 002 shows them (LEASED shows as RUNNING). */
 export type JobState = Schemas['QueueJobState']
 export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
-export const TERMINAL_STATES: ReadonlySet<string> = new Set<JobState>(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /**
  * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits and the
@@ -63,8 +66,6 @@ export type Blocker = Schemas['Blocker']
 export type BlockerAction = NonNullable<Blocker['resolution']>
 export const BLOCKER_ACTIONS = every<BlockerAction>()(['retry', 'force_release', 'cancel'])
 
-/** The finished states an operator may retry (src-main/engine/states.ts RETRYABLE_STATES). */
-export const RETRYABLE_STATES: ReadonlySet<string> = new Set<JobState>(['FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** A queue as `GET /api/queues` lists it: its jobs by state (DONE not counted), paused or not. */
 export type QueueInfo = Schemas['QueueSummary']

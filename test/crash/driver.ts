@@ -12,7 +12,7 @@
 import { openDatabase } from '../../src-main/db/open'
 import { systemClock } from '../../src-main/engine/clock'
 import { Engine, EngineError, type Lease } from '../../src-main/engine'
-import { statusOf } from '../../src-main/http/statuses'
+import { statusOf } from '../../src-shared/error-codes'
 import { DRIVER_CONFIG, DRIVER_CAPACITY, type Ack } from './protocol'
 
 const [path, seedArg] = process.argv.slice(2)

@@ -2,7 +2,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { describe, expect, test } from 'vitest'
 import { ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { EngineError } from '../../src-main/engine'
-import { HttpError } from '../../src-main/http/statuses'
+import { HttpError } from '../../src-main/http/http-error'
 import { answerError, storageFault } from '../../src-main/error-answer'
 import { LogLimiter } from '../../src-main/log-limiter'
 

@@ -2,11 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { ENGINE_ERROR_CODES } from '../../src-main/engine'
-import { ERROR_STATUS, HTTP_ERROR_CODES, statusOf } from '../../src-main/http/statuses'
+import { ACQUIRE_REFUSAL_CODES, ERROR_STATUS, HTTP_ERROR_CODES, statusOf } from '../../src-shared/error-codes'
 
 /**
  * The engine raises domain errors by code and knows no HTTP status; the HTTP layer maps every
- * code to its status in one table (src-main/http/statuses.ts), which the IPC host reports too.
+ * code to its status in one table (src-shared/error-codes.ts), which the IPC host reports too.
  */
 
 const ENGINE = resolve(import.meta.dirname, '../../src-main/engine')
@@ -40,7 +40,7 @@ describe('one table of statuses', () => {
   })
 
   test('the table holds no code that nothing answers with', () => {
-    const known = new Set<string>([...ENGINE_ERROR_CODES, ...HTTP_ERROR_CODES, 'file_lease_held', 'blocked'])
+    const known = new Set<string>([...ENGINE_ERROR_CODES, ...HTTP_ERROR_CODES, ...ACQUIRE_REFUSAL_CODES])
     expect(Object.keys(ERROR_STATUS).filter((code) => !known.has(code))).toEqual([])
   })
 })

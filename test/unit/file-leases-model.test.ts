@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest'
 import type { FileContentionRow, FileLeaseRow, LeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/clock'
 import { Engine, EngineError } from '../../src-main/engine'
-import { statusOf } from '../../src-main/http/statuses'
+import { statusOf } from '../../src-shared/error-codes'
 import { aJob, setup, type Setup } from '../helpers/engine'
 import { engineContext } from '../../src-main/engine/internals'
 

@@ -9,7 +9,7 @@ import { engineContext } from '../../src-main/engine/internals'
 import { getJob, updateJob } from '../../src-main/engine/rows'
 import type { JobState } from '../../src-main/engine/states'
 import { type BulkAction, Engine, EngineError, type EngineConfig, type Event, type LeaseDecision, type WorkerFilter } from '../../src-main/engine'
-import { statusOf } from '../../src-main/http/statuses'
+import { statusOf } from '../../src-shared/error-codes'
 import { T0 } from '../helpers/engine'
 
 /** Runs `fn` and returns the EngineError it throws; fails the test if it throws nothing or something else. */

@@ -1,11 +1,49 @@
-import type { AcquireResult, EngineErrorCode } from '../engine'
-
 /**
- * The HTTP status of every error code an answer carries: the one table. The engine raises
- * domain errors by code (ENGINE_ERROR_CODES) and knows no status; the HTTP layer's own refusals
- * (a malformed request, the request guard, a storage fault) are {@link HttpError}s with codes of
- * their own. Every answer's status comes from here, and the local workers' IPC reports the same.
+ * Every error code an answer carries, and its HTTP status: the one table. The engine raises
+ * domain errors by code ({@link ENGINE_ERROR_CODES}) and knows no status; the HTTP layer's own
+ * refusals (a malformed request, the request guard, a storage fault) have codes of their own.
+ * Every answer's status comes from here, over HTTP and the local workers' IPC alike, and the
+ * workers read refusals by these codes.
  */
+
+/** Every code the engine refuses with: the one list. */
+export const ENGINE_ERROR_CODES = [
+  /** A field the rules refuse; the detail names it. */
+  'invalid_request',
+  /** A job costing more than the whole capacity could never run. */
+  'cost_exceeds_capacity',
+  'invalid_cron',
+  'invalid_timezone',
+  /** A write naming a lease or job held by another worker. */
+  'worker_mismatch',
+  'job_not_found',
+  'lease_not_found',
+  'blocker_not_found',
+  'file_lease_not_found',
+  'schedule_not_found',
+  /** A move the transition table does not allow. */
+  'illegal_transition',
+  /** A write under a lease that expired. */
+  'lease_expired',
+  /** A write under a lease that was released. */
+  'lease_not_active',
+  /** A token that is not a lease of the job it names. */
+  'lease_token_mismatch',
+  'attempt_mismatch',
+  'job_mismatch',
+  'cost_mismatch',
+  /** An operator took the file from this owner (force release). */
+  'file_lease_lost',
+  'file_lease_not_held',
+  'blocker_resolved',
+  'duplicate_schedule',
+  /** Run now on a job that does not wait for its run_at. */
+  'not_scheduled',
+  /** A file acquire before its one retry is due. */
+  'retry_too_early',
+] as const
+
+export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number]
 
 /** The codes only the HTTP layer (and the host around the engine) answers with. */
 export const HTTP_ERROR_CODES = [
@@ -31,7 +69,8 @@ export const HTTP_ERROR_CODES = [
 export type HttpErrorCode = (typeof HTTP_ERROR_CODES)[number]
 
 /** The codes of a file acquire's refusals, which the engine answers (not throws) and the route sends as errors. */
-export type AcquireRefusalCode = Extract<AcquireResult, { granted: false }>['code']
+export const ACQUIRE_REFUSAL_CODES = ['file_lease_held', 'blocked'] as const
+export type AcquireRefusalCode = (typeof ACQUIRE_REFUSAL_CODES)[number]
 
 export type ErrorCode = EngineErrorCode | AcquireRefusalCode | HttpErrorCode
 
@@ -80,23 +119,3 @@ export const ERROR_STATUS = {
 } as const satisfies Record<ErrorCode, number>
 
 export const statusOf = (code: ErrorCode): number => ERROR_STATUS[code]
-
-/**
- * A refusal by the HTTP layer itself, or an engine refusal re-dressed by a dialect (dialect 003's
- * `ok: false`). `body` holds the fields the wire shows beside `{detail, code}`, already in wire
- * form; the status comes from {@link ERROR_STATUS}.
- */
-export class HttpError extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    readonly detail: string,
-    readonly body: Record<string, unknown> = {},
-  ) {
-    super(detail)
-    this.name = 'HttpError'
-  }
-
-  get status(): number {
-    return statusOf(this.code)
-  }
-}
