@@ -5,7 +5,7 @@ import { HttpError } from './http/http-error'
 
 /** What a client is told about a thrown error, over HTTP and over the local workers' IPC alike. */
 export interface ErrorAnswer {
-  /** From the one table of statuses (src-main/http/statuses.ts). */
+  /** From the one table of statuses (src-shared/error-codes.ts). */
   status: number
   code: ErrorCode
   detail: string

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
-import { type LinkAddress, Mailbox } from './thread-link'
+import { type LinkAddress, Mailbox } from './mailbox'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
 import type { AttemptError } from './transport'
 
@@ -18,7 +18,7 @@ export interface RunListener<R> {
   /** The run has ended: its handler returned or threw, or the thread exited. Called once. */
   end(run: R, outcome: RunOutcome): void
   /**
-   * The host wrote an answer to the thread's own link (thread-link.ts), and the thread runs its
+   * The host wrote an answer to the thread's own link (src-shared/thread-link.ts), and the thread runs its
    * jobs as `runs`: each is to be {@link HandlerThread.adopt}ed before this returns.
    */
   delivered?(thread: HandlerThread<R>, response: unknown, runs: number[]): void
@@ -47,9 +47,9 @@ export class HandlerThread<R> {
   private nextRun = 1
   /** Set once the thread has exited: a run started after that ends at once. */
   private exitCode: number | null = null
-  /** The thread's own link to the host is up: a claim may name it (thread-link.ts). */
+  /** The thread's own link to the host is up: a claim may name it (src-shared/thread-link.ts). */
   linked = false
-  /** Where the thread leaves an answer from its link (thread-link.ts); none without a link. */
+  /** Where the thread leaves an answer from its link (src-shared/thread-link.ts); none without a link. */
   private readonly mailbox: Mailbox | null
 
   /** `link`: where the thread links itself to the host, if it should. */

@@ -8,8 +8,8 @@ import { connect } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
-import { lineReader } from './line-reader'
-import { type LinkAddress, Mailbox } from './thread-link'
+import { lineReader } from '../src-shared/line-reader'
+import { type LinkAddress, Mailbox } from './mailbox'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
 import type { Claim } from './transport'
 
@@ -221,7 +221,7 @@ let nextLinkRun = -1
  * An answer the host wrote to this thread's link. The runtime must know its jobs whatever their
  * handlers then do, to heartbeat them. An answer of one job that fits the mailbox is left there,
  * the job started, and the runtime told after (it also looks there on its own while it waits for
- * this thread: thread-link.ts); any other goes to the runtime by message before its jobs run.
+ * this thread: src-shared/thread-link.ts); any other goes to the runtime by message before its jobs run.
  */
 function receiveFromLink(line: string, mailbox: Mailbox): void {
   let response: { result?: { jobs?: unknown } }
@@ -240,7 +240,7 @@ function receiveFromLink(line: string, mailbox: Mailbox): void {
 }
 
 /**
- * Opens the thread's own link to the host (thread-link.ts). Resolves once it is up (true) or
+ * Opens the thread's own link to the host (src-shared/thread-link.ts). Resolves once it is up (true) or
  * could not be opened (false): without one, jobs come from the runtime only.
  */
 function link({ path, token, worker_id, thread, mailbox }: LinkAddress & { mailbox: SharedArrayBuffer }): Promise<boolean> {

@@ -4,7 +4,7 @@
  */
 import { IpcTransport, processChannel } from './transport-ipc'
 import { WorkerRuntime } from './runtime'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV } from './thread-link'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../src-shared/thread-link'
 
 /** A whole number of at least 1 from the environment, or the default. */
 function wholeNumberFrom(value: string | undefined, fallback: number): number {
@@ -14,7 +14,7 @@ function wholeNumberFrom(value: string | undefined, fallback: number): number {
 
 const env = process.env
 const workerId = env.LEASEHOLD_WORKER_ID ?? `local-${process.pid}`
-// The handler threads' links to the host (thread-link.ts). The token is taken out of the
+// The handler threads' links to the host (src-shared/thread-link.ts). The token is taken out of the
 // environment before any thread starts: handlers have no use for it.
 const linkPath = env[LINK_PATH_ENV]
 const linkToken = env[LINK_TOKEN_ENV]

@@ -3,8 +3,8 @@ import { HandlerThread, type RunListener, type RunOutcome } from './handler-thre
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
-import type { LinkAddress } from './thread-link'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, ReportAnswer, WorkerTransport } from './transport'
+import type { LinkAddress } from './mailbox'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HeartbeatAnswer, WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -23,7 +23,7 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
-  /** Local workers: where each handler thread links itself to the host (thread-link.ts); none over HTTP. */
+  /** Local workers: where each handler thread links itself to the host (src-shared/thread-link.ts); none over HTTP. */
   link?: Pick<LinkAddress, 'path' | 'token'>
 }
 
@@ -155,7 +155,7 @@ export class WorkerRuntime {
   private pauseUntil = 0
   /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
-  /** Threads named by claims in flight (thread-link.ts): no job is placed on them meanwhile. */
+  /** Threads named by claims in flight (src-shared/thread-link.ts): no job is placed on them meanwhile. */
   private readonly named = new Set<number>()
   /** Looks in the named threads' mailboxes while any is named (see {@link watchNamed}). */
   private mailCheck: NodeJS.Timeout | undefined
@@ -343,7 +343,7 @@ export class WorkerRuntime {
   }
 
   /**
-   * The handler thread a claim may name for an answer that grants one job (thread-link.ts): one
+   * The handler thread a claim may name for an answer that grants one job (src-shared/thread-link.ts): one
    * that is linked, runs nothing, and no other claim in flight names; -1 for none. No job is
    * placed on a named thread until its claim is answered, so the thread reads the answer and
    * starts its job at once: one busy with a handler that computes could not, and the runtime
@@ -399,7 +399,7 @@ export class WorkerRuntime {
     this.outbox.fail.unshift(...outbox.fail)
   }
 
-  private onHeartbeatAnswer(answer: ReportAnswer): void {
+  private onHeartbeatAnswer(answer: HeartbeatAnswer): void {
     const job = this.running.get(answer.job_id)
     if (!job || job.ended) return // a late answer for a job that has ended
     if (!answer.ok) return this.stopJob(job, 'lease_lost')

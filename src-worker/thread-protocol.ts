@@ -20,7 +20,7 @@ export interface RunProgress {
 }
 
 export type FromThread =
-  /** `linked`: the thread's own link to the host is up (thread-link.ts). */
+  /** `linked`: the thread's own link to the host is up (src-shared/thread-link.ts). */
   | { type: 'ready'; types: string[]; problems: { file: string; error: string }[]; linked: boolean }
   | ({ type: 'progress'; run: number } & RunProgress)
   | { type: 'log'; run: number; line: string }
@@ -28,11 +28,11 @@ export type FromThread =
   /** A run's end carries the progress it reported in the turn it ended in, if any. */
   | { type: 'done'; run: number; result: unknown; progress?: RunProgress }
   | { type: 'failed'; run: number; error: AttemptError; progress?: RunProgress }
-  /** The thread's own link to the host (thread-link.ts), up since it was ready, has closed. */
+  /** The thread's own link to the host (src-shared/thread-link.ts), up since it was ready, has closed. */
   | { type: 'unlinked' }
   /**
    * An answer the host wrote to the thread's link that did not go through the mailbox (see
-   * thread-link.ts), passed on before the thread runs its jobs: `runs` are their run numbers in
+   * src-shared/thread-link.ts), passed on before the thread runs its jobs: `runs` are their run numbers in
    * the thread, in the order of the answer's jobs (negative, so they never meet the numbers the
    * runtime gives the runs it starts).
    */

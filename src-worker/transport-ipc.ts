@@ -1,4 +1,4 @@
-import { FromHost, type IpcMethod, type IpcParams } from './ipc-protocol'
+import { FromHost, type IpcMethod, type IpcParams } from '../src-shared/ipc-protocol'
 import { type ExchangeAnswer, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
 import { HostError } from './transport-http'
 

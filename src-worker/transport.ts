@@ -1,63 +1,27 @@
+import type { IpcParams } from '../src-shared/ipc-protocol'
+import type { AttemptFailure, WorkerClaimed, WorkerExchangeAnswer } from '../src-shared/worker-exchange'
+
 /**
  * What the worker runtime needs from the host, behind one interface with two implementations:
- * HTTP (dialect 003 + /api/files, for external workers) and IPC (local workers the host
- * spawns). Both speak the same semantics; the runtime does not know which it has.
+ * HTTP (the worker API + the files API, for external workers) and IPC (local workers the host
+ * spawns). Both carry the same messages (src-shared/worker-exchange.ts); the runtime does not
+ * know which it has.
  */
 
-/** A claimed job: a lease, an attempt and a token (dialect 003's claim). */
-export interface Claim {
-  job_id: string
-  attempt_id: string
-  /** The job lease's id: file leases taken by the job are held under it. */
-  lease_id: string
-  lease_token: string
-  job_type: string
-  payload: unknown
-  max_runtime_s: number | null
-  lease_ttl_seconds: number
-  heartbeat_interval_seconds: number
-}
+/** A claimed job: a lease, an attempt and a token (the worker API's claim). */
+export type Claim = WorkerClaimed
 
-/** One round trip with the host: reports on the jobs a worker runs, then a claim for its free slots. */
-export interface ExchangeRequest {
-  worker_id: string
-  heartbeat?: { job_id: string; lease_token: string; progress?: number | null; note?: string | null }[]
-  /** A completion may carry the job's last progress and note, instead of a heartbeat before it. */
-  complete?: (AttemptRef & { result: unknown; progress?: number | null; note?: string | null })[]
-  fail?: (AttemptRef & { error: AttemptError })[]
-  /** Up to `max_jobs` more; waits up to `max_wait_ms` if none can be leased now. */
-  claim?: {
-    streams: string[]
-    max_jobs: number
-    max_wait_ms: number
-    /** Local workers: the idle handler thread an answer granting one job may go straight to (thread-link.ts). */
-    thread?: number
-  }
-}
+/** One round trip with the host: reports on the jobs a worker runs, then a claim for its free slots (local workers may name a handler thread). */
+export type ExchangeRequest = IpcParams<'exchange'>
 
-/** The host's answer to one report, in the order sent. `ok: false` carries the 409's code. */
-export interface ReportAnswer {
-  job_id: string
-  ok: boolean
-  code?: string
-  detail?: string
-  /** Heartbeats: stop the job, an operator canceled it. */
-  cancel_requested?: boolean
-}
+/** The host's answer to one report, in the order sent: as its one-job route answers it, or refused (`ok: false` with the 409's code). */
+export type ReportAnswer = WorkerExchangeAnswer['heartbeats' | 'completed' | 'failed'][number]
+export type HeartbeatAnswer = WorkerExchangeAnswer['heartbeats'][number]
 
-export interface ExchangeAnswer {
-  heartbeats: ReportAnswer[]
-  completed: ReportAnswer[]
-  failed: ReportAnswer[]
-  jobs: Claim[]
-}
+export type ExchangeAnswer = WorkerExchangeAnswer
 
-export interface AttemptError {
-  code: string
-  message: string
-  stack?: string
-  retryable: boolean
-}
+/** How an attempt failed, as the runtime always reports it: every field the exchange allows, filled. */
+export type AttemptError = Required<Pick<AttemptFailure, 'code' | 'message' | 'retryable'>> & Pick<AttemptFailure, 'stack'>
 
 /** The attempt's identity, sent with every call made under its lease. */
 export interface AttemptRef {
@@ -98,7 +62,7 @@ export interface WorkerTransport {
   close(): void
   /**
    * Local workers: an answer the host wrote to a handler thread's own link, passed on by that
-   * thread; it settles its exchange as if it had come the usual way (thread-link.ts).
+   * thread; it settles its exchange as if it had come the usual way (src-shared/thread-link.ts).
    */
   accept?(message: unknown): void
   /** Local workers: thread `index` can no longer pass answers on; exchanges whose claim named it fail. */

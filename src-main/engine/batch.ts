@@ -1,3 +1,4 @@
+import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../../src-shared/worker-exchange'
 import type { CapacityStore } from './capacity-store'
 import type { EngineContext, Settled } from './context'
 import { EngineError, invalid } from './errors'
@@ -15,9 +16,8 @@ import type { WorkerFilter } from './pick'
  * error (a bug, a storage fault) fails the whole batch.
  */
 
-/** The most items one batch call may carry, and the most jobs one claim may take. */
-export const MAX_BATCH_ITEMS = 1000
-export const MAX_CLAIM_JOBS = 256
+/** The most items one batch call may carry, and the most jobs one claim may take: the worker exchange's limits. */
+export { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS }
 
 /** One item's answer: its value, or the domain error that refused it. */
 export type ItemResult<T> = { ok: true; value: T } | { ok: false; error: EngineError }

@@ -21,28 +21,12 @@ import {
   FileRetryWaitAnswer,
 } from './views/files'
 import { statusOf } from '../../src-shared/error-codes'
+import { ABSOLUTE_PATH, FileAcquire, FileHeartbeat, FilePath, FileRelease, FileRetryWait, OwnerId } from '../../src-shared/worker-exchange'
 
 // The files API (docs/file-leases.md): file leases and blocker halts.
 
-/**
- * A file's absolute path: POSIX (`/…`) or Windows (`C:\…`, `\\server\…`); the host also refuses
- * one its own platform does not call absolute, and one with a NUL.
- */
-export const ABSOLUTE_PATH = /^(\/|\\|[A-Za-z]:[\\/])/
-export const FilePath = z.string().min(1).max(4096).regex(ABSOLUTE_PATH, 'must be an absolute path')
-export const OwnerId = z.string().min(1).max(200)
-
-export const FileAcquire = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
-export type FileAcquire = z.infer<typeof FileAcquire>
-
-export const FileHeartbeat = z.strictObject({ file: FilePath, owner_id: OwnerId })
-export type FileHeartbeat = z.infer<typeof FileHeartbeat>
-
-export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId })
-export type FileRelease = z.infer<typeof FileRelease>
-
-export const FileRetryWait = z.strictObject({ file: FilePath, owner_id: OwnerId, max_wait_ms: MaxWaitMs.optional() })
-export type FileRetryWait = z.infer<typeof FileRetryWait>
+// The gate's requests are the worker exchange's (src-shared/worker-exchange.ts): the local workers' IPC sends the same.
+export { ABSOLUTE_PATH, FileAcquire, FileHeartbeat, FilePath, FileRelease, FileRetryWait, OwnerId }
 
 export const FileLeaseList = z.strictObject({ state: z.enum([...FILE_LEASE_STATES, 'all']).default('ACTIVE') })
 export type FileLeaseList = z.infer<typeof FileLeaseList>

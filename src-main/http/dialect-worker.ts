@@ -1,89 +1,24 @@
 import Router from '@koa/router'
-import { z } from 'zod'
+import type { z } from 'zod'
+import { WorkerClaim, WorkerComplete, WorkerExchange, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-shared/worker-exchange'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import { longPollMs } from '../workers/long-poll'
-import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
+import { type Engine, EngineError } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
 import { type LaneCall, type LaneRoute, postRoutes } from './lane'
-import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
 import { statusOf } from '../../src-shared/error-codes'
 import { HttpError } from './http-error'
 import {
-  claimAnswer,
-  completeAnswer,
-  exchangeAnswer,
-  failAnswer,
-  heartbeatAnswer,
-  WorkerBatchAnswer,
   WorkerClaimAnswer,
   WorkerCompleteAnswer,
+  WorkerExchangeAnswer,
   WorkerFailAnswer,
   WorkerHeartbeatAnswer,
   WorkerReportAnswer,
-} from './views/worker'
+} from '../../src-shared/worker-exchange'
+import { claimAnswer, completeAnswer, exchangeAnswer, failAnswer, heartbeatAnswer } from './views/worker'
 
-/** Seed 003: a claim is a lease + an attempt + a token; the DB stays the truth. */
-const Streams = z.array(z.string().min(1).max(200)).min(1).max(50)
-
-export const WorkerClaim = z.strictObject({
-  worker_id: WorkerId,
-  streams: Streams,
-  max_wait_ms: MaxWaitMs.optional(),
-})
-export type WorkerClaim = z.infer<typeof WorkerClaim>
-
-export const WorkerHeartbeat = z.strictObject({
-  worker_id: WorkerId,
-  job_id: Id,
-  lease_token: z.string().min(1).max(200),
-  progress: Progress.nullable().optional(),
-  note: Note.nullable().optional(),
-})
-export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeat>
-
-const AttemptFields = {
-  worker_id: WorkerId,
-  job_id: Id,
-  attempt_id: Id,
-  lease_token: z.string().min(1).max(200),
-  stream: z.string().max(200).optional(),
-  message_id: z.string().max(200).optional(),
-}
-
-export const WorkerComplete = z.strictObject({ ...AttemptFields, result: JsonValue.optional() })
-export type WorkerComplete = z.infer<typeof WorkerComplete>
-
-const AttemptFailure = z.strictObject({
-  code: z.string().max(200).optional(),
-  message: z.string().max(100_000).optional(),
-  stack: z.string().max(100_000).optional(),
-  retryable: z.boolean().optional(),
-})
-
-export const WorkerFail = z.strictObject({ ...AttemptFields, error: AttemptFailure })
-export type WorkerFail = z.infer<typeof WorkerFail>
-
-const { worker_id: _worker, ...BatchAttemptFields } = AttemptFields
-const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_ITEMS).optional()
-
-/**
- * Not in the seed: a worker's whole round trip in one request — heartbeats, completions and
- * failures of the jobs it runs, then a claim of up to `max_jobs` for its free slots.
- */
-export const WorkerBatch = z.strictObject({
-  worker_id: WorkerId,
-  heartbeat: Reports(z.strictObject({ job_id: Id, lease_token: z.string().min(1).max(200), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
-  complete: Reports(z.strictObject({ ...BatchAttemptFields, result: JsonValue.optional(), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
-  fail: Reports(z.strictObject({ ...BatchAttemptFields, error: AttemptFailure })),
-  claim: z
-    .strictObject({ streams: Streams, max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS), max_wait_ms: MaxWaitMs.optional() })
-    .optional(),
-})
-export type WorkerBatch = z.infer<typeof WorkerBatch>
-
-export const WorkerReport = z.strictObject({ worker_id: WorkerId, kind: z.string().min(1).max(100), detail: z.string().max(10_000) })
-export type WorkerReport = z.infer<typeof WorkerReport>
-
+/** The worker API (seed 003): a claim is a lease + an attempt + a token; the DB stays the truth. Its messages are src-shared/worker-exchange.ts. */
 export const WORKER_PREFIX = '/internal/worker'
 
 /** Every call names its worker: that is how external workers appear in GET /api/workers. */
@@ -150,8 +85,8 @@ export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: W
     }),
     route(directory, {
       path: '/batch',
-      body: WorkerBatch,
-      answer: WorkerBatchAnswer,
+      body: WorkerExchange,
+      answer: WorkerExchangeAnswer,
       run: async (input, call) => {
         const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
         const options = { maxWaitMs, signal: maxWaitMs > 0 ? call.clientGone() : undefined }

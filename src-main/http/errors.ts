@@ -17,7 +17,7 @@ export type ErrorReplies = (error: unknown, method: string, path: string) => Err
 
 /**
  * The one way a thrown error becomes an answer: `{detail, code}` (plus any extra body fields)
- * with its code's status (src-main/http/statuses.ts), through {@link answerError}, the mapping
+ * with its code's status (src-shared/error-codes.ts), through {@link answerError}, the mapping
  * the local workers' IPC shares. A bug is logged with its stack and answered as a plain 500 —
  * never a stack trace or an internal path; a storage fault (full disk) is logged at most once a
  * minute. Koa's error middleware and the lane (lane.ts) share one.

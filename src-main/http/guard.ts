@@ -20,7 +20,7 @@ export interface GuardInput {
   ticket?: string
 }
 
-/** Why the guard refused a request; its status is the code's (src-main/http/statuses.ts). */
+/** Why the guard refused a request; its status is the code's (src-shared/error-codes.ts). */
 export interface Refusal {
   code: 'forbidden_host' | 'forbidden_origin' | 'unauthorized'
   detail: string

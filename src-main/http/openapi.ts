@@ -24,7 +24,7 @@ import { z } from 'zod'
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi'
 import { PULL_PREFIX, PullComplete, PullHeartbeat, PullLeaseRequest } from './dialect-pull'
 import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, ListJobs, QUEUE_PREFIX, StatusUpdate, SubmitBatch, SubmitJob, Timeseries } from './dialect-queue'
-import { WORKER_PREFIX, WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from './dialect-worker'
+import { WORKER_PREFIX } from './dialect-worker'
 import { BlockerList, BlockerResolve, FileAcquire, FileHeartbeat, FileLeaseList, FileRelease, FileRetryWait } from './dialect-files'
 import { LAST_EVENT_ID, pathParams } from './schemas'
 import { CapacityChange, StorageAnswer } from './system'
@@ -62,15 +62,21 @@ import {
 } from './views/queue'
 import { ActiveLeases, Capacity, EventTicket, Health, OpenApiDocument, StreamEvent, StreamGap, WorkerList } from './views/system'
 import {
-  WorkerBatchAnswer,
+  WorkerClaim,
   WorkerClaimAnswer,
+  WorkerComplete,
   WorkerCompleteAnswer,
+  WorkerExchange,
+  WorkerExchangeAnswer,
+  WorkerFail,
   WorkerFailAnswer,
+  WorkerHeartbeat,
   WorkerHeartbeatAnswer,
   WorkerRefusal,
+  WorkerReport,
   WorkerReportAnswer,
   WorkerReportRefusal,
-} from './views/worker'
+} from '../../src-shared/worker-exchange'
 
 const TAGS = {
   system: 'Health, capacity and the busy rating, leases and workers at a glance, this document',
@@ -496,8 +502,8 @@ export function openApiDocument(version: string) {
         id: 'workerBatch',
         tag: 'worker',
         summary: 'Not in the seed: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip',
-        body: WorkerBatch,
-        ok: WorkerBatchAnswer,
+        body: WorkerExchange,
+        ok: WorkerExchangeAnswer,
       }),
     },
     [`${WORKER_PREFIX}/report`]: {

@@ -1,41 +1,19 @@
 import { z } from 'zod'
 import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/states'
-import { MAX_LONG_POLL_MS } from '../workers/long-poll'
+import { Id } from '../../src-shared/worker-exchange'
 
-/** Zod pieces shared by the dialects' request and response schemas. */
+/** Zod pieces shared by the dialects' request and response schemas; the worker exchange's own are src-shared's. */
+export { Id, IsoTime, JsonValue, MAX_WAIT_MS_ACCEPTED, MaxWaitMs, Note, Progress, WorkerId } from '../../src-shared/worker-exchange'
 
-/** An identifier in a path or body (job, lease, attempt ids are UUIDs, but unknown ids are 404, not 400). */
-export const Id = z.string().min(1).max(200)
 /** A route's path parameter: an id (the 400 for a bad one names the parameter). */
 export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id } as Record<N, typeof Id>)
 
-export const WorkerId = z.string().min(1).max(200)
 export const TtlSec = z.number().int().min(1).max(3600)
-export const Progress = z.number().min(0).max(1)
-export const Note = z.string().max(10_000)
-
-/** Any JSON value; bounded by the body limit. */
-export const JsonValue: z.ZodType<unknown> = z.unknown()
 
 export const PRIORITY = z.enum(PRIORITIES).meta({ id: 'Priority', description: 'URGENT > HIGH > NORMAL > LOW' })
 
-/**
- * The largest `max_wait_ms` a request may name (an hour); above it is 400. Up to it, a wait
- * longer than {@link MAX_LONG_POLL_MS} is accepted and capped to it.
- */
-export const MAX_WAIT_MS_ACCEPTED = 3_600_000
-export const MaxWaitMs = z
-  .number()
-  .int()
-  .min(0)
-  .max(MAX_WAIT_MS_ACCEPTED)
-  .meta({ description: `How long to wait for an answer, in ms; the host waits at most ${MAX_LONG_POLL_MS} ms (a larger value is capped)` })
-
 /** An event id, as `Last-Event-ID` or `?last_event_id=` resumes the event stream after it. */
 export const LAST_EVENT_ID = /^\d{1,15}$/
-
-/** A time as the API writes it: ISO-8601 UTC with milliseconds. */
-export const IsoTime = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z' })
 
 // Response vocabulary: each becomes a named schema of the OpenAPI document.
 export const JobState = z.enum(JOB_STATES).meta({ id: 'JobState', description: 'A canonical job state (docs/states.md)' })

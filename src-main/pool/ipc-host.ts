@@ -7,7 +7,7 @@ import { answerError } from '../error-answer'
 import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
 import { acquireAnswer } from './worker-answers'
-import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
+import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 
 export interface IpcHostDeps {
   engine: Engine

@@ -1,5 +1,5 @@
 import type { UtilityProcess, utilityProcess } from 'electron'
-import { lineReader } from '../../src-worker/line-reader'
+import { lineReader } from '../../src-shared/line-reader'
 import { type Spawner, workerEntry } from './spawn'
 
 /** Electron's `utilityProcess.fork`, handed in by electron.ts so this module runs (and is tested) without Electron. */

@@ -1,6 +1,6 @@
 import { fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { lineReader } from '../../src-worker/line-reader'
+import { lineReader } from '../../src-shared/line-reader'
 
 /** A local worker process as the pool sees it, however it was started. */
 export interface WorkerProcess {

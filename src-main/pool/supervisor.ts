@@ -1,4 +1,4 @@
-import { FromWorker, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
+import { FromWorker, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 import type { WorkerDirectory } from '../workers/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
@@ -39,7 +39,7 @@ export class WorkerPool {
   private readonly slots: Slot[]
   private stopping = false
   private readonly exits = new Map<string, Promise<void>>()
-  /** The handler threads' own links: how a granted job reaches its handler without a hop (src-worker/thread-link.ts). */
+  /** The handler threads' own links: how a granted job reaches its handler without a hop (src-shared/thread-link.ts). */
   private links: ThreadLinks | null = null
 
   constructor(private readonly options: PoolOptions) {
@@ -51,7 +51,7 @@ export class WorkerPool {
     for (const slot of this.slots) this.launch(slot)
   }
 
-  /** Answers written straight to a handler thread so far (see src-worker/thread-link.ts). */
+  /** Answers written straight to a handler thread so far (see src-shared/thread-link.ts). */
   get deliveredToThreads(): number {
     return this.links?.delivered ?? 0
   }

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { lineReader } from '../../src-worker/line-reader'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, MAX_HELLO_CHARS } from '../../src-worker/thread-link'
+import { lineReader } from '../../src-shared/line-reader'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, MAX_HELLO_CHARS } from '../../src-shared/thread-link'
 
 /** A connection that has not said who it is by then is closed (by default). */
 const HELLO_TIMEOUT_MS = 5_000
@@ -16,7 +16,7 @@ function linkPath(): string {
 }
 
 /**
- * The host's end of the handler threads' own links (src-worker/thread-link.ts): a socket server
+ * The host's end of the handler threads' own links (src-shared/thread-link.ts): a socket server
  * that accepts a thread once it shows its worker's token, and writes a waiting claim's answer
  * straight to the thread the claim named. Every way a link can fail — the server could not
  * listen, the thread never connected, the link closed — leaves {@link deliver} returning false,

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { basename } from 'node:path'
 import { type Handler, JobError } from '../handler-api'
-import { lineReader } from '../line-reader'
+import { lineReader } from '../../src-shared/line-reader'
 
 const TAIL_LINES = 50
 

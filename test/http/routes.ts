@@ -7,7 +7,7 @@ import type { z } from 'zod'
 import { BlockerResolve, FileAcquire, FileHeartbeat, FileRelease, FileRetryWait } from '../../src-main/http/dialect-files'
 import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/http/dialect-pull'
 import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitBatch, SubmitJob } from '../../src-main/http/dialect-queue'
-import { WorkerBatch, WorkerClaim, WorkerComplete, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-main/http/dialect-worker'
+import { WorkerClaim, WorkerComplete, WorkerExchange, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-shared/worker-exchange'
 import { ChangeSchedule, CreateSchedule } from '../../src-main/http/schedules'
 import { createHttpApp, type HttpApp, type HttpDependencies } from '../../src-main/http/server'
 import { CapacityChange } from '../../src-main/http/system'
@@ -74,7 +74,7 @@ export const BODY_ROUTES: BodyRoute[] = [
   { method: 'POST', path: '/internal/worker/complete', schema: WorkerComplete },
   { method: 'POST', path: '/internal/worker/fail', schema: WorkerFail },
   { method: 'POST', path: '/internal/worker/report', schema: WorkerReport },
-  { method: 'POST', path: '/internal/worker/batch', schema: WorkerBatch },
+  { method: 'POST', path: '/internal/worker/batch', schema: WorkerExchange },
   { method: 'POST', path: '/api/files/leases/acquire', schema: FileAcquire },
   { method: 'POST', path: '/api/files/leases/wait', schema: FileRetryWait },
   { method: 'POST', path: '/api/files/leases/heartbeat', schema: FileHeartbeat },

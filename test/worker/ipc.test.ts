@@ -1,5 +1,5 @@
 /**
- * The IPC message registry between the host and its local workers (src-worker/ipc-protocol.ts),
+ * The IPC message registry between the host and its local workers (src-shared/ipc-protocol.ts),
  * both ends of it without processes: the host's answers (answerWorkerRequest) and supervisor,
  * and the worker's IpcTransport. Plus the heartbeat jitter.
  */
@@ -14,13 +14,13 @@ import type { WorkerProcess } from '../../src-main/pool/spawn'
 import { WorkerPool } from '../../src-main/pool/supervisor'
 import { WorkerDirectory } from '../../src-main/workers/directory'
 import { MAX_LONG_POLL_MS } from '../../src-main/workers/long-poll'
-import { FromHost, FromWorker, IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-worker/ipc-protocol'
+import { FromHost, FromWorker, IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 import { jitter } from '../../src-worker/runtime'
 import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport-http'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
-import { lineReader } from '../../src-worker/line-reader'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-worker/thread-link'
+import { lineReader } from '../../src-shared/line-reader'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { engineContext } from '../../src-main/engine/internals'
@@ -81,7 +81,7 @@ describe('the message registry', () => {
     }
   })
 
-  test("each method's params are checked", () => {
+  test("each method's params are checked by the worker exchange's one schema, as over HTTP", () => {
     const ref = { job_id: 'j', attempt_id: 'a', lease_token: 't' }
     const claim = { streams: ['default'], max_jobs: 1, max_wait_ms: 0 }
     const bad: [keyof typeof IPC_METHODS, unknown][] = [
@@ -91,8 +91,11 @@ describe('the message registry', () => {
       ['exchange', { worker_id: '', claim }],
       ['exchange', { worker_id: 'w', heartbeat: [{ job_id: 'j', lease_token: 't', progress: 1.5 }] }],
       ['exchange', { worker_id: 'w', heartbeat: [{ job_id: 'j' }] }],
-      ['exchange', { worker_id: 'w', fail: [{ ...ref, error: { code: 'x', message: 'y' } }] }],
-      ['acquireFile', { file: '/x', owner_id: 'o' }],
+      ['exchange', { worker_id: 'w', fail: [{ ...ref, error: { code: 'x', message: 'y', retryable: 'yes' } }] }],
+      ['exchange', { worker_id: 'w', claim, extra: true }],
+      ['exchange', { worker_id: 'w', claim: { ...claim, thread: 256 } }],
+      ['acquireFile', { file: 'relative/x', owner_id: 'o' }],
+      ['acquireFile', { file: '/x' }],
       ['waitFileRetry', { file: '/x', owner_id: 'o', max_wait_ms: 1.5 }],
       ['report', { worker_id: 'w', kind: '', detail: 'd' }],
       ['report', { worker_id: 'w', kind: 'k', detail: 'd'.repeat(10_001) }],

@@ -6,18 +6,25 @@ import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { nextExchange, type RuntimeOptions, type SendState, WorkerRuntime } from '../../src-worker/runtime'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, ReportAnswer, WorkerTransport } from '../../src-worker/transport'
+import type { AttemptFailure } from '../../src-shared/worker-exchange'
+import type { Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, HeartbeatAnswer, WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-worker/thread-link'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
 import { SPIN, until, writeHandlers } from './support'
+
+/** A heartbeat's answer: the lease goes on, not canceled. */
+const beating = (job_id: string): HeartbeatAnswer => ({ job_id, ok: true, lease_expires_at: new Date(0).toISOString(), cancel_requested: false })
 
 function aClaim(id: string, ms: number): Claim {
   return {
+    claimed: true,
     job_id: id,
     attempt_id: `${id}-a`,
     lease_id: `${id}-l`,
     lease_token: `${id}-t`,
+    stream: 'default',
+    message_id: null,
     job_type: 'sleep',
     payload: { ms },
     max_runtime_s: null,
@@ -32,7 +39,7 @@ function aClaim(id: string, ms: number): Claim {
  */
 class ScriptedTransport implements WorkerTransport {
   readonly completed: { job_id: string; result: unknown }[] = []
-  readonly failed: { job_id: string; error: AttemptError }[] = []
+  readonly failed: { job_id: string; error: AttemptFailure }[] = []
   readonly requests: ExchangeRequest[] = []
   /** The job ids of each answer that handed out jobs. */
   readonly answered: string[][] = []
@@ -40,14 +47,14 @@ class ScriptedTransport implements WorkerTransport {
   reportRoundTripMs = 0
   constructor(
     private readonly claims: Claim[],
-    private readonly beat: (jobId: string) => Promise<ReportAnswer> = async (job_id) => ({ job_id, ok: true, cancel_requested: false }),
+    private readonly beat: (jobId: string) => Promise<HeartbeatAnswer> = async (job_id) => beating(job_id),
     private readonly files: (file: string) => FileAcquireAnswer = () => {
       throw new Error('not scripted')
     },
   ) {}
   /**
    * As the host does for a local worker: an answer granting one job to a claim that names a
-   * linked thread goes through that thread's link (src-worker/thread-link.ts), and settles its
+   * linked thread goes through that thread's link (src-shared/thread-link.ts), and settles its
    * exchange when the runtime passes it on.
    */
   links: ThreadLinks | null = null
@@ -87,8 +94,8 @@ class ScriptedTransport implements WorkerTransport {
     const heartbeats = await Promise.all((request.heartbeat ?? []).map((h) => this.beat(h.job_id)))
     const answer: ExchangeAnswer = {
       heartbeats,
-      completed: (request.complete ?? []).map((c) => ({ job_id: c.job_id, ok: true })),
-      failed: (request.fail ?? []).map((f) => ({ job_id: f.job_id, ok: true })),
+      completed: (request.complete ?? []).map((c) => ({ job_id: c.job_id, ok: true, ack: true })),
+      failed: (request.fail ?? []).map((f) => ({ job_id: f.job_id, ok: true, ack: true, requeued: false, dlq: true })),
       jobs: this.claims.splice(0, request.claim?.max_jobs ?? 0),
     }
     if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
@@ -145,7 +152,7 @@ test("a heartbeat answer that arrives after its job ended does not stop the next
   const transport = new ScriptedTransport([aClaim('job-1', 100), aClaim('job-2', 600)], (job_id) =>
     job_id === 'job-1'
       ? new Promise((resolve) => setTimeout(() => resolve({ job_id, ok: false, code: 'lease_not_active', detail: 'Lease job-1-l was released (SUCCEEDED)' }), 350))
-      : Promise.resolve({ job_id, ok: true, cancel_requested: false }),
+      : Promise.resolve(beating(job_id)),
   )
   const lines: string[] = []
   runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 1, handlers: { handlersDir: null, execAllow: [] }, log: (l) => lines.push(l) })
@@ -442,7 +449,7 @@ test('a worker that runs short jobs one at a time makes one round trip per job: 
   // One request per job (a late report lets the claim go alone, so a hiccup may add one); the
   // claim and the report apart would be 12.
   expect(transport.requests.length - before).toBeLessThanOrEqual(8)
-  const carried = transport.requests.slice(before).filter((r) => r.complete?.length && r.claim && r.claim.max_wait_ms > 0)
+  const carried = transport.requests.slice(before).filter((r) => r.complete?.length && r.claim && (r.claim.max_wait_ms ?? 0) > 0)
   expect(carried.length).toBeGreaterThanOrEqual(4)
 })
 

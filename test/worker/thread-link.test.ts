@@ -1,5 +1,5 @@
 /**
- * The handler threads' own links to the host (src-worker/thread-link.ts): the host's end
+ * The handler threads' own links to the host (src-shared/thread-link.ts): the host's end
  * (ThreadLinks) with plain sockets standing in for the threads, and the line reader both ends use.
  */
 import { statSync } from 'node:fs'
@@ -7,8 +7,9 @@ import { connect, type Socket } from 'node:net'
 import { dirname } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
-import { lineReader } from '../../src-worker/line-reader'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, Mailbox } from '../../src-worker/thread-link'
+import { lineReader } from '../../src-shared/line-reader'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
+import { Mailbox } from '../../src-worker/mailbox'
 import { until } from './support'
 
 const opened: { links: ThreadLinks[]; sockets: Socket[] } = { links: [], sockets: [] }

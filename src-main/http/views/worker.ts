@@ -1,36 +1,20 @@
 /**
- * Dialect 003 (worker) as the wire shows it, and the answers a worker gets whichever transport
- * it uses: the local workers' IPC renders claims and exchanges with these same functions. Each
- * view's zod schema sits beside the function that renders it.
+ * The worker API's answers rendered from the engine's results, whichever transport carries
+ * them: the local workers' IPC renders claims and exchanges with these same functions. Their
+ * schemas are the worker exchange's (src-shared/worker-exchange.ts).
  */
-import { z } from 'zod'
+import type {
+  RefusedItem,
+  RefusedReport,
+  WorkerClaimAnswer,
+  WorkerClaimed,
+  WorkerCompleteAnswer,
+  WorkerExchangeAnswer,
+  WorkerFailAnswer,
+  WorkerHeartbeatAnswer,
+} from '../../../src-shared/worker-exchange'
 import { iso } from '../../engine/clock'
 import type { Assignment, AttemptEnded, Denial, ExchangeAnswer, ItemResult, LeaseExtended } from '../../engine'
-import { IsoTime } from '../schemas'
-
-/** Seed 003's claim answer, plus the job's type, its lease id and its max runtime. */
-export const WorkerClaimed = z
-  .object({
-    claimed: z.literal(true),
-    job_id: z.string(),
-    attempt_id: z.string(),
-    lease_id: z.string(),
-    lease_token: z.string().meta({ description: 'Secret: names the lease in heartbeat, complete and fail' }),
-    stream: z.string().meta({ description: "The job's queue" }),
-    message_id: z.string().nullable(),
-    payload: z.unknown(),
-    job_type: z.string(),
-    max_runtime_s: z.number().int().nullable(),
-    lease_ttl_seconds: z.number().int(),
-    heartbeat_interval_seconds: z.number().int(),
-  })
-  .meta({ id: 'WorkerClaimed', description: 'A claimed job: lease + attempt + token' })
-export type WorkerClaimed = z.infer<typeof WorkerClaimed>
-
-export const WorkerClaimAnswer = z
-  .union([WorkerClaimed, z.object({ claimed: z.literal(false) })])
-  .meta({ id: 'WorkerClaimAnswer', description: 'A claimed job, or {claimed: false} when none came within max_wait_ms' })
-export type WorkerClaimAnswer = z.infer<typeof WorkerClaimAnswer>
 
 /** Dialect 003's claim answer. */
 export function claimAnswer(decision: Assignment | Denial): WorkerClaimAnswer {
@@ -54,53 +38,17 @@ function claimedJob(a: Assignment): WorkerClaimed {
   }
 }
 
-export const WorkerHeartbeatAnswer = z
-  .object({ ok: z.literal(true), lease_expires_at: IsoTime, cancel_requested: z.boolean().meta({ description: 'Stop the job: it was canceled' }) })
-  .meta({ id: 'WorkerHeartbeatAnswer' })
-export type WorkerHeartbeatAnswer = z.infer<typeof WorkerHeartbeatAnswer>
-
 export function heartbeatAnswer(extended: LeaseExtended): WorkerHeartbeatAnswer {
   return { ok: true, lease_expires_at: iso(extended.expires_at), cancel_requested: extended.cancel_requested }
 }
 
-export const WorkerCompleteAnswer = z
-  .object({ ok: z.literal(true), ack: z.boolean().meta({ description: 'The stream message may be acknowledged' }) })
-  .meta({ id: 'WorkerCompleteAnswer' })
-export type WorkerCompleteAnswer = z.infer<typeof WorkerCompleteAnswer>
-
 export const completeAnswer = (answer: AttemptEnded): WorkerCompleteAnswer => ({ ok: true, ack: answer.ack })
-
-export const WorkerFailAnswer = z
-  .object({
-    ok: z.literal(true),
-    ack: z.boolean(),
-    requeued: z.boolean().meta({ description: 'Retryable with attempts left: queued again after a backoff' }),
-    dlq: z.boolean().meta({ description: 'Dead-lettered: no attempts left, or not retryable' }),
-  })
-  .meta({ id: 'WorkerFailAnswer' })
-export type WorkerFailAnswer = z.infer<typeof WorkerFailAnswer>
 
 export const failAnswer = ({ ack, requeued, dlq }: AttemptEnded): WorkerFailAnswer => ({ ok: true, ack, requeued, dlq })
 
-export const WorkerReportAnswer = z.object({ ok: z.literal(true) }).meta({ id: 'WorkerReportAnswer' })
-
-/** A refused item of a batch: dialect 003's 409 body (`ok: false`, `ack` on complete/fail) with the job's id. */
-const RefusedItem = z.object({ job_id: z.string(), ok: z.literal(false), code: z.string(), detail: z.string() })
-const RefusedReport = RefusedItem.extend({ ack: z.boolean() })
-
-export const WorkerBatchAnswer = z
-  .object({
-    heartbeats: z.array(z.union([WorkerHeartbeatAnswer.extend({ job_id: z.string() }), RefusedItem])),
-    completed: z.array(z.union([WorkerCompleteAnswer.extend({ job_id: z.string() }), RefusedReport])),
-    failed: z.array(z.union([WorkerFailAnswer.extend({ job_id: z.string() }), RefusedReport])),
-    jobs: z.array(WorkerClaimed).meta({ description: 'The jobs claimed for the free slots' }),
-  })
-  .meta({ id: 'WorkerBatchAnswer', description: 'One entry per report, in the order sent, each as its one-job route answers it; then the claims' })
-export type WorkerBatchAnswer = z.infer<typeof WorkerBatchAnswer>
-
-function refused(jobId: string, result: ItemResult<unknown> & { ok: false }): z.infer<typeof RefusedItem>
-function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck: true): z.infer<typeof RefusedReport>
-function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck = false): z.infer<typeof RefusedItem> | z.infer<typeof RefusedReport> {
+function refused(jobId: string, result: ItemResult<unknown> & { ok: false }): RefusedItem
+function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck: true): RefusedReport
+function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck = false): RefusedItem | RefusedReport {
   const { code, detail, extra } = result.error
   return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: extra.ack === true } : {}) }
 }
@@ -113,7 +61,7 @@ function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, wit
 export function exchangeAnswer(
   request: { heartbeat?: { job_id: string }[]; complete?: { job_id: string }[]; fail?: { job_id: string }[] },
   answer: ExchangeAnswer,
-): WorkerBatchAnswer {
+): WorkerExchangeAnswer {
   return {
     heartbeats: answer.heartbeats.map((result, i) => {
       const jobId = request.heartbeat![i]!.job_id
@@ -130,15 +78,3 @@ export function exchangeAnswer(
     jobs: answer.claimed.granted.map(claimedJob),
   }
 }
-
-/** A 409 of a heartbeat: the lease is gone, `ok: false` beside `{detail, code}`. */
-export const WorkerRefusal = z
-  .object({ ok: z.literal(false), detail: z.string(), code: z.string().meta({ description: 'lease_token_mismatch, lease_expired, lease_not_active, …' }) })
-  .meta({ id: 'WorkerRefusal' })
-export type WorkerRefusal = z.infer<typeof WorkerRefusal>
-
-/** A 409 of a completion or failure: whether the stream message may be acknowledged all the same. */
-export const WorkerReportRefusal = WorkerRefusal.extend({
-  ack: z.boolean().meta({ description: 'true: the attempt had already ended (requeued or dead-lettered); acknowledge the message' }),
-}).meta({ id: 'WorkerReportRefusal' })
-export type WorkerReportRefusal = z.infer<typeof WorkerReportRefusal>

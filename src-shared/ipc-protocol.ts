@@ -1,0 +1,63 @@
+import { z } from 'zod'
+import { ExchangeClaim, FileAcquire, FileHeartbeat, FileRetryWait, Id, WorkerExchange, WorkerReport } from './worker-exchange'
+
+/**
+ * The one message registry between the host and its local worker processes, validated at both
+ * ends. A worker calls the host (`request` → `response`, matched by id) with the same messages
+ * and semantics as the worker API's /batch and the files API over HTTP (worker-exchange.ts);
+ * the host tells a worker to drain.
+ */
+
+export const IPC_METHODS = {
+  /** Reports on the jobs a worker runs, then a claim for its free slots: one round trip (the worker API's /batch). */
+  exchange: WorkerExchange.extend({
+    claim: ExchangeClaim.extend({
+      /** An idle handler thread with its own link: an answer granting one job goes there (thread-link.ts). */
+      thread: z.number().int().min(0).max(255).optional(),
+    }).optional(),
+  }),
+  acquireFile: FileAcquire,
+  waitFileRetry: FileRetryWait,
+  heartbeatFile: FileHeartbeat,
+  report: WorkerReport,
+} as const
+
+export type IpcMethod = keyof typeof IPC_METHODS
+export type IpcParams<M extends IpcMethod> = z.infer<(typeof IPC_METHODS)[M]>
+
+export const IpcRequest = z.object({
+  type: z.literal('request'),
+  id: z.number().int(),
+  method: z.enum(Object.keys(IPC_METHODS) as [IpcMethod, ...IpcMethod[]]),
+  params: z.unknown(),
+})
+export type IpcRequest = z.infer<typeof IpcRequest>
+
+export const IpcError = z.object({ status: z.number().int(), code: z.string(), detail: z.string() })
+export type IpcError = z.infer<typeof IpcError>
+
+export const IpcResponse = z.object({
+  type: z.literal('response'),
+  id: z.number().int(),
+  result: z.unknown().optional(),
+  error: IpcError.optional(),
+})
+export type IpcResponse = z.infer<typeof IpcResponse>
+
+/** Worker → host notices (no answer). */
+export const WorkerNotice = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('ready'), worker_id: Id, types: z.array(z.string()) }),
+])
+export type WorkerNotice = z.infer<typeof WorkerNotice>
+
+/** Host → worker commands. */
+export const HostCommand = z.discriminatedUnion('type', [z.object({ type: z.literal('drain'), grace_ms: z.number().int().min(0) })])
+export type HostCommand = z.infer<typeof HostCommand>
+
+/** Everything a worker may send, for the host to validate in one step. */
+export const FromWorker = z.union([IpcRequest, WorkerNotice])
+export type FromWorker = z.infer<typeof FromWorker>
+
+/** Everything the host may send. */
+export const FromHost = z.union([IpcResponse, HostCommand])
+export type FromHost = z.infer<typeof FromHost>

@@ -1,0 +1,216 @@
+import { z } from 'zod'
+
+/**
+ * The worker exchange: what a worker sends the host and what it gets back, whatever carries it —
+ * the worker API over HTTP (`/internal/worker/claim`, `heartbeat`, `complete`, `fail`, `batch`,
+ * `report`) and the local workers' IPC (`exchange`, `report`). One schema and one set of limits
+ * for every transport: the host validates with it, the worker runtime is typed by it, and the
+ * OpenAPI document describes it.
+ */
+
+/** The most items one batch may carry (reports of an exchange, jobs of a batch submit). */
+export const MAX_BATCH_ITEMS = 1000
+/** The most jobs one claim may take. */
+export const MAX_CLAIM_JOBS = 256
+/** The longest id, token, worker id or stream name. */
+export const MAX_ID_CHARS = 200
+/** The most streams one claim may name. */
+export const MAX_STREAMS = 50
+
+/**
+ * The longest a long-poll waits in one request — a worker's claim, a file lease's retry wait —
+ * whatever transport asked. A larger wait is accepted and waits this long (the worker asks again).
+ */
+export const MAX_LONG_POLL_MS = 30_000
+/** The largest `max_wait_ms` a request may name (an hour); above it is 400. */
+export const MAX_WAIT_MS_ACCEPTED = 3_600_000
+
+// ---------------------------------------------------------------------------------------------
+// Fields
+
+/** An identifier in a path or body (job, lease, attempt ids are UUIDs, but unknown ids are 404, not 400). */
+export const Id = z.string().min(1).max(MAX_ID_CHARS)
+export const WorkerId = z.string().min(1).max(MAX_ID_CHARS)
+/** The secret that names a lease in a worker's reports. */
+export const LeaseToken = z.string().min(1).max(MAX_ID_CHARS)
+export const Progress = z.number().min(0).max(1)
+export const Note = z.string().max(10_000)
+/** Any JSON value; bounded by the body limit. */
+export const JsonValue: z.ZodType<unknown> = z.unknown()
+export const MaxWaitMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_WAIT_MS_ACCEPTED)
+  .meta({ description: `How long to wait for an answer, in ms; the host waits at most ${MAX_LONG_POLL_MS} ms (a larger value is capped)` })
+/** A time as the API writes it: ISO-8601 UTC with milliseconds. */
+export const IsoTime = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z' })
+
+/** The streams (job queues) a claim takes from, in the order tried. */
+const Streams = z.array(z.string().min(1).max(MAX_ID_CHARS)).min(1).max(MAX_STREAMS)
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+export const WorkerClaim = z.strictObject({
+  worker_id: WorkerId,
+  streams: Streams,
+  max_wait_ms: MaxWaitMs.optional(),
+})
+export type WorkerClaim = z.infer<typeof WorkerClaim>
+
+const HeartbeatFields = { job_id: Id, lease_token: LeaseToken, progress: Progress.nullable().optional(), note: Note.nullable().optional() }
+
+export const WorkerHeartbeat = z.strictObject({ worker_id: WorkerId, ...HeartbeatFields })
+export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeat>
+
+/** The attempt a completion or failure is about, and the stream message it came as (seed 003 sends them back). */
+const AttemptFields = {
+  job_id: Id,
+  attempt_id: Id,
+  lease_token: LeaseToken,
+  stream: z.string().max(MAX_ID_CHARS).optional(),
+  message_id: z.string().max(MAX_ID_CHARS).optional(),
+}
+
+/** How an attempt failed, as the worker reports it (failures are data: each attempt keeps its error). */
+export const AttemptFailure = z.strictObject({
+  code: z.string().max(MAX_ID_CHARS).optional(),
+  message: z.string().max(100_000).optional(),
+  stack: z.string().max(100_000).optional(),
+  retryable: z.boolean().optional(),
+})
+export type AttemptFailure = z.infer<typeof AttemptFailure>
+
+export const WorkerComplete = z.strictObject({ worker_id: WorkerId, ...AttemptFields, result: JsonValue.optional() })
+export type WorkerComplete = z.infer<typeof WorkerComplete>
+
+export const WorkerFail = z.strictObject({ worker_id: WorkerId, ...AttemptFields, error: AttemptFailure })
+export type WorkerFail = z.infer<typeof WorkerFail>
+
+const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_ITEMS).optional()
+
+/** A claim for a worker's free slots: up to `max_jobs`, waiting up to `max_wait_ms` if none can be leased now. */
+export const ExchangeClaim = z.strictObject({
+  streams: Streams,
+  max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS),
+  max_wait_ms: MaxWaitMs.optional(),
+})
+
+/**
+ * A worker's whole round trip in one message — heartbeats, completions and failures of the jobs
+ * it runs, then a claim for its free slots. A completion may carry the job's last progress and
+ * note, instead of a heartbeat before it.
+ */
+export const WorkerExchange = z.strictObject({
+  worker_id: WorkerId,
+  heartbeat: Reports(z.strictObject(HeartbeatFields)),
+  complete: Reports(z.strictObject({ ...AttemptFields, result: JsonValue.optional(), progress: Progress.nullable().optional(), note: Note.nullable().optional() })),
+  fail: Reports(z.strictObject({ ...AttemptFields, error: AttemptFailure })),
+  claim: ExchangeClaim.optional(),
+})
+export type WorkerExchange = z.infer<typeof WorkerExchange>
+
+/** Something an operator should see (a handler module that failed to load). */
+export const WorkerReport = z.strictObject({ worker_id: WorkerId, kind: z.string().min(1).max(100), detail: z.string().max(10_000) })
+export type WorkerReport = z.infer<typeof WorkerReport>
+
+// ---------------------------------------------------------------------------------------------
+// The file gate: a handler's writes pass it (the files API over HTTP, the same messages over IPC)
+
+/**
+ * A file's absolute path: POSIX (`/…`) or Windows (`C:\…`, `\\server\…`); the host also refuses
+ * one its own platform does not call absolute, and one with a NUL.
+ */
+export const ABSOLUTE_PATH = /^(\/|\\|[A-Za-z]:[\\/])/
+export const FilePath = z.string().min(1).max(4096).regex(ABSOLUTE_PATH, 'must be an absolute path')
+export const OwnerId = z.string().min(1).max(200)
+
+export const FileAcquire = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
+export type FileAcquire = z.infer<typeof FileAcquire>
+
+export const FileHeartbeat = z.strictObject({ file: FilePath, owner_id: OwnerId })
+export type FileHeartbeat = z.infer<typeof FileHeartbeat>
+
+export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId })
+export type FileRelease = z.infer<typeof FileRelease>
+
+export const FileRetryWait = z.strictObject({ file: FilePath, owner_id: OwnerId, max_wait_ms: MaxWaitMs.optional() })
+export type FileRetryWait = z.infer<typeof FileRetryWait>
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+/** Seed 003's claim answer, plus the job's type, its lease id and its max runtime. */
+export const WorkerClaimed = z
+  .object({
+    claimed: z.literal(true),
+    job_id: z.string(),
+    attempt_id: z.string(),
+    lease_id: z.string(),
+    lease_token: z.string().meta({ description: 'Secret: names the lease in heartbeat, complete and fail' }),
+    stream: z.string().meta({ description: "The job's queue" }),
+    message_id: z.string().nullable(),
+    payload: z.unknown(),
+    job_type: z.string(),
+    max_runtime_s: z.number().int().nullable(),
+    lease_ttl_seconds: z.number().int(),
+    heartbeat_interval_seconds: z.number().int(),
+  })
+  .meta({ id: 'WorkerClaimed', description: 'A claimed job: lease + attempt + token' })
+export type WorkerClaimed = z.infer<typeof WorkerClaimed>
+
+export const WorkerClaimAnswer = z
+  .union([WorkerClaimed, z.object({ claimed: z.literal(false) })])
+  .meta({ id: 'WorkerClaimAnswer', description: 'A claimed job, or {claimed: false} when none came within max_wait_ms' })
+export type WorkerClaimAnswer = z.infer<typeof WorkerClaimAnswer>
+
+export const WorkerHeartbeatAnswer = z
+  .object({ ok: z.literal(true), lease_expires_at: IsoTime, cancel_requested: z.boolean().meta({ description: 'Stop the job: it was canceled' }) })
+  .meta({ id: 'WorkerHeartbeatAnswer' })
+export type WorkerHeartbeatAnswer = z.infer<typeof WorkerHeartbeatAnswer>
+
+export const WorkerCompleteAnswer = z
+  .object({ ok: z.literal(true), ack: z.boolean().meta({ description: 'The stream message may be acknowledged' }) })
+  .meta({ id: 'WorkerCompleteAnswer' })
+export type WorkerCompleteAnswer = z.infer<typeof WorkerCompleteAnswer>
+
+export const WorkerFailAnswer = z
+  .object({
+    ok: z.literal(true),
+    ack: z.boolean(),
+    requeued: z.boolean().meta({ description: 'Retryable with attempts left: queued again after a backoff' }),
+    dlq: z.boolean().meta({ description: 'Dead-lettered: no attempts left, or not retryable' }),
+  })
+  .meta({ id: 'WorkerFailAnswer' })
+export type WorkerFailAnswer = z.infer<typeof WorkerFailAnswer>
+
+export const WorkerReportAnswer = z.object({ ok: z.literal(true) }).meta({ id: 'WorkerReportAnswer' })
+
+/** A refused item of a batch: the one-job route's 409 body (`ok: false`, `ack` on complete/fail) with the job's id. */
+export const RefusedItem = z.object({ job_id: z.string(), ok: z.literal(false), code: z.string(), detail: z.string() })
+export type RefusedItem = z.infer<typeof RefusedItem>
+export const RefusedReport = RefusedItem.extend({ ack: z.boolean() })
+export type RefusedReport = z.infer<typeof RefusedReport>
+
+export const WorkerExchangeAnswer = z
+  .object({
+    heartbeats: z.array(z.union([WorkerHeartbeatAnswer.extend({ job_id: z.string() }), RefusedItem])),
+    completed: z.array(z.union([WorkerCompleteAnswer.extend({ job_id: z.string() }), RefusedReport])),
+    failed: z.array(z.union([WorkerFailAnswer.extend({ job_id: z.string() }), RefusedReport])),
+    jobs: z.array(WorkerClaimed).meta({ description: 'The jobs claimed for the free slots' }),
+  })
+  .meta({ id: 'WorkerBatchAnswer', description: 'One entry per report, in the order sent, each as its one-job route answers it; then the claims' })
+export type WorkerExchangeAnswer = z.infer<typeof WorkerExchangeAnswer>
+
+/** A 409 of a heartbeat: the lease is gone, `ok: false` beside `{detail, code}`. */
+export const WorkerRefusal = z
+  .object({ ok: z.literal(false), detail: z.string(), code: z.string().meta({ description: 'lease_token_mismatch, lease_expired, lease_not_active, …' }) })
+  .meta({ id: 'WorkerRefusal' })
+export type WorkerRefusal = z.infer<typeof WorkerRefusal>
+
+/** A 409 of a completion or failure: whether the stream message may be acknowledged all the same. */
+export const WorkerReportRefusal = WorkerRefusal.extend({
+  ack: z.boolean().meta({ description: 'true: the attempt had already ended (requeued or dead-lettered); acknowledge the message' }),
+}).meta({ id: 'WorkerReportRefusal' })
+export type WorkerReportRefusal = z.infer<typeof WorkerReportRefusal>

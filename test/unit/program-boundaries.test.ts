@@ -1,0 +1,75 @@
+/**
+ * The three programs — the host (src-main/), the worker (src-worker/) and the window
+ * (src-renderer/) — share only src-shared/, the protocol they speak: the worker exchange, the IPC
+ * messages, states, error codes, event types, short ids. None imports another's files, type
+ * imports included (a type import still ties one program's code to another's), and src-shared
+ * imports none of them. docs/architecture.md draws the layers.
+ */
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, relative, resolve } from 'node:path'
+import { describe, expect, test } from 'vitest'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+const PROGRAMS = ['src-main', 'src-worker', 'src-renderer', 'src-shared'] as const
+type Program = (typeof PROGRAMS)[number]
+
+/** What each program may import besides itself. */
+const ALLOWED: Record<Program, readonly Program[]> = {
+  'src-main': ['src-shared'],
+  'src-worker': ['src-shared'],
+  'src-renderer': ['src-shared'],
+  'src-shared': [],
+}
+
+/**
+ * The one import that still crosses: `leasehold worker` (src-main/commands/worker.ts) runs the
+ * worker runtime in the command's own process. It goes once the command line's way of finding a
+ * host (data-dir/client-target.ts, its flags) is shared with the worker program.
+ */
+const KNOWN_CROSSINGS = new Set(['src-main/commands/worker.ts → src-worker/transport-http', 'src-main/commands/worker.ts → src-worker/runtime'])
+
+function sources(dir: string): string[] {
+  return readdirSync(join(ROOT, dir), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && /\.(ts|svelte|mjs)$/.test(entry.name))
+    .map((entry) => relative(ROOT, join(entry.parentPath, entry.name)))
+}
+
+/** Every relative import of a file (static, type-only and dynamic alike), as a path from the root. */
+export function importsOf(file: string, source: string): string[] {
+  const specifiers = [...source.matchAll(/(?:^|\s)(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/gm)].map((m) => m[1] ?? m[2]!)
+  return specifiers.filter((s) => s.startsWith('.')).map((s) => relative(ROOT, resolve(ROOT, file, '..', s)))
+}
+
+function crossings(): string[] {
+  const found: string[] = []
+  for (const program of PROGRAMS) {
+    for (const file of sources(program)) {
+      for (const target of importsOf(file, readFileSync(join(ROOT, file), 'utf8'))) {
+        const other = PROGRAMS.find((p) => target === p || target.startsWith(`${p}/`))
+        if (!other || other === program || ALLOWED[program].includes(other)) continue
+        const crossing = `${file} → ${target}`
+        if (!KNOWN_CROSSINGS.has(crossing)) found.push(crossing)
+      }
+    }
+  }
+  return found
+}
+
+describe('the programs share only src-shared', () => {
+  test('no program imports another, and src-shared imports none of them', () => {
+    expect(crossings()).toEqual([])
+  })
+
+  test('the check sees an import of every kind', () => {
+    const file = 'src-main/pool/x.ts'
+    const source = [
+      "import { a } from '../../src-worker/a'",
+      "import type { B } from '../../src-worker/b'",
+      "export { c } from '../../src-renderer/c'",
+      "const d = await import('../../src-worker/d')",
+      "import { e } from '../../src-shared/e'",
+      "import { f } from 'zod'",
+    ].join('\n')
+    expect(importsOf(file, source)).toEqual(['src-worker/a', 'src-worker/b', 'src-renderer/c', 'src-worker/d', 'src-shared/e'])
+  })
+})
