@@ -14,6 +14,8 @@ export const MAX_BATCH_ITEMS = 1000
 export const MAX_CLAIM_JOBS = 256
 /** The longest id, token, worker id or stream name. */
 export const MAX_ID_CHARS = 200
+/** The longest error message or stack a failure report carries. */
+export const MAX_ERROR_CHARS = 100_000
 /** The most streams one claim may name. */
 export const MAX_STREAMS = 50
 
@@ -76,8 +78,8 @@ const AttemptFields = {
 /** How an attempt failed, as the worker reports it (failures are data: each attempt keeps its error). */
 export const AttemptFailure = z.strictObject({
   code: z.string().max(MAX_ID_CHARS).optional(),
-  message: z.string().max(100_000).optional(),
-  stack: z.string().max(100_000).optional(),
+  message: z.string().max(MAX_ERROR_CHARS).optional(),
+  stack: z.string().max(MAX_ERROR_CHARS).optional(),
   retryable: z.boolean().optional(),
 })
 export type AttemptFailure = z.infer<typeof AttemptFailure>

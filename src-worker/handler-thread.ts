@@ -6,6 +6,7 @@
 import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
 import { connect } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
+import { attemptErrorOf } from './attempt-error'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
 import { lineReader } from '../src-shared/line-reader'
@@ -42,7 +43,7 @@ function post(messages: FromThread[]): void {
       try {
         port.postMessage([message])
       } catch (error) {
-        if (message.type === 'done') port.postMessage([{ type: 'failed', run: message.run, error: describe(error) }])
+        if (message.type === 'done') port.postMessage([{ type: 'failed', run: message.run, error: attemptErrorOf(error) }])
       }
     }
   }
@@ -171,16 +172,6 @@ class RunContext implements HandlerContext {
   }
 }
 
-function describe(error: unknown) {
-  const e = (error ?? {}) as { name?: string; code?: unknown; message?: unknown; stack?: unknown; retryable?: unknown }
-  return {
-    code: typeof e.code === 'string' ? e.code : e.name === 'AbortError' ? 'aborted' : 'handler_error',
-    message: typeof e.message === 'string' ? e.message : String(error),
-    stack: typeof e.stack === 'string' ? e.stack : undefined,
-    retryable: e.retryable !== false,
-  }
-}
-
 async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void> {
   const stop = new RunStop()
   runs.set(run, stop)
@@ -190,7 +181,7 @@ async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void
     const result = await handler.run(new RunContext(job, payload, run, stop))
     send({ type: 'done', run, result: result === undefined ? null : result, ...takeProgress(run) })
   } catch (error) {
-    send({ type: 'failed', run, error: describe(error), ...takeProgress(run) })
+    send({ type: 'failed', run, error: attemptErrorOf(error), ...takeProgress(run) })
   } finally {
     runs.delete(run)
   }

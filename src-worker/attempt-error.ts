@@ -1,0 +1,25 @@
+import { MAX_ERROR_CHARS, MAX_ID_CHARS } from '../src-shared/worker-exchange'
+import type { AttemptError } from './transport'
+
+/**
+ * How a handler's thrown value is reported as its attempt's error: its code (or `aborted`,
+ * `handler_error`), message and stack, each cut to what the worker exchange carries, so that an
+ * error of any size is recorded — cut, with a mark — instead of making the host refuse the
+ * whole exchange. A handler says "do not retry" with `retryable: false`.
+ */
+export function attemptErrorOf(error: unknown): AttemptError {
+  const e = (error ?? {}) as { name?: string; code?: unknown; message?: unknown; stack?: unknown; retryable?: unknown }
+  const stack = typeof e.stack === 'string' ? cut(e.stack, MAX_ERROR_CHARS) : undefined
+  return {
+    code: cut(typeof e.code === 'string' && e.code ? e.code : e.name === 'AbortError' ? 'aborted' : 'handler_error', MAX_ID_CHARS),
+    message: cut(typeof e.message === 'string' ? e.message : String(error), MAX_ERROR_CHARS),
+    ...(stack === undefined ? {} : { stack }),
+    retryable: e.retryable !== false,
+  }
+}
+
+const MARK = '… (cut)'
+
+function cut(text: string, max: number): string {
+  return text.length <= max ? text : text.slice(0, max - MARK.length) + MARK
+}

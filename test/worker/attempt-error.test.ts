@@ -1,0 +1,32 @@
+import { describe, expect, test } from 'vitest'
+import { MAX_ERROR_CHARS, MAX_ID_CHARS, WorkerExchange } from '../../src-shared/worker-exchange'
+import { attemptErrorOf } from '../../src-worker/attempt-error'
+
+const ref = { job_id: 'j', attempt_id: 'a', lease_token: 't' }
+const carried = (error: unknown) => WorkerExchange.safeParse({ worker_id: 'w', fail: [{ ...ref, error: attemptErrorOf(error) }] }).success
+
+describe("a handler's error as its attempt reports it", () => {
+  test('an error of any size is cut to what the exchange carries, so the report is never refused', () => {
+    const huge = Object.assign(new Error('m'.repeat(3 * MAX_ERROR_CHARS)), { code: 'c'.repeat(1000) })
+    huge.stack = 's'.repeat(3 * MAX_ERROR_CHARS)
+    const reported = attemptErrorOf(huge)
+    expect(reported.message.length).toBe(MAX_ERROR_CHARS)
+    expect(reported.message.endsWith('… (cut)')).toBe(true)
+    expect(reported.stack!.length).toBe(MAX_ERROR_CHARS)
+    expect(reported.code.length).toBe(MAX_ID_CHARS)
+    expect(carried(huge)).toBe(true)
+  })
+
+  test('a small error is reported whole, with its code, and retried unless it says retryable: false', () => {
+    const error = Object.assign(new Error('disk on fire'), { code: 'EFIRE', retryable: false })
+    expect(attemptErrorOf(error)).toMatchObject({ code: 'EFIRE', message: 'disk on fire', retryable: false, stack: error.stack })
+    expect(attemptErrorOf(new Error('x'))).toMatchObject({ code: 'handler_error', retryable: true })
+    expect(attemptErrorOf(Object.assign(new Error('stop'), { name: 'AbortError' })).code).toBe('aborted')
+  })
+
+  test('a thrown value that is not an Error still reports: its text as the message, no stack', () => {
+    expect(attemptErrorOf('plain text')).toEqual({ code: 'handler_error', message: 'plain text', retryable: true })
+    expect(attemptErrorOf(undefined)).toEqual({ code: 'handler_error', message: 'undefined', retryable: true })
+    expect(carried(42)).toBe(true)
+  })
+})
