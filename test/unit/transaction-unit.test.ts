@@ -1,0 +1,163 @@
+/**
+ * The transaction unit's modes and moves (src-main/engine/transaction.ts), white-box: the unit
+ * is the point. The engine's verbs through it are tested by group-commit.test.ts and the model
+ * test; here, over a bare table, each move the unit allows and each it refuses.
+ */
+import Database from 'better-sqlite3'
+import { describe, expect, test } from 'vitest'
+import type { EngineEvent } from '../../src-main/engine/events'
+import { type TransactionHooks, TransactionUnit } from '../../src-main/engine/transaction'
+
+function setup(hooks: Partial<TransactionHooks> = {}) {
+  const db = new Database(':memory:')
+  db.exec('CREATE TABLE t (v INTEGER UNIQUE)')
+  const committed: EngineEvent[][] = []
+  const unit = new TransactionUnit(db, { groupMaxOperations: 256, groupMaxMs: 1_000 }, {
+    beforeCommit: () => {},
+    committed: (events) => committed.push(events),
+    rolledBack: () => {},
+    ...hooks,
+  })
+  const insert = (v: number) => unit.transact(() => db.prepare('INSERT INTO t (v) VALUES (?)').run(v))
+  const values = () => (db.prepare('SELECT v FROM t ORDER BY v').pluck().all() as number[])
+  return { db, unit, insert, values, committed }
+}
+
+describe('the transaction unit', () => {
+  test('a verb called on its own is its own transaction: committed when it returns', () => {
+    const { db, unit, insert, values } = setup()
+    expect(unit.transact(() => unit.current)).toBe('body')
+    insert(1)
+    expect(db.inTransaction).toBe(false)
+    expect(values()).toEqual([1])
+    expect(() => insert(1)).toThrow(/UNIQUE/)
+    expect(db.inTransaction).toBe(false)
+  })
+
+  test("a group's operations share one commit, and a failing verb undoes only itself, the group's first one too", async () => {
+    const { unit, insert, values } = setup()
+    const before = unit.commits
+    const first = unit.runGrouped(() => {
+      insert(1)
+      insert(1) // refused: undoes only itself
+    })
+    const second = unit.runGrouped(() => insert(2))
+    await expect(first).rejects.toThrow(/UNIQUE/)
+    await second
+    expect(values()).toEqual([1, 2])
+    expect(unit.commits - before).toBe(1)
+  })
+
+  test("the group's first verb, run without a savepoint, is undone alone when it fails", async () => {
+    const { unit, insert, values } = setup()
+    insert(1)
+    const failing = unit.runGrouped(() => insert(1))
+    const next = unit.runGrouped(() => insert(2))
+    await expect(failing).rejects.toThrow(/UNIQUE/)
+    await next
+    expect(values()).toEqual([1, 2])
+  })
+
+  test('nothing is answered before COMMIT: an operation settles only once its group has committed', async () => {
+    const { db, unit, insert } = setup()
+    let settled = false
+    const op = unit.runGrouped(() => insert(1)).then(() => (settled = true))
+    expect(unit.current).toBe('group')
+    await Promise.resolve()
+    expect(settled).toBe(false)
+    expect(db.inTransaction).toBe(true)
+    await op
+    expect(db.inTransaction).toBe(false)
+  })
+
+  test('a group cannot be run or committed from inside one of its operations', async () => {
+    const { unit } = setup()
+    let inner: unknown
+    await unit.runGrouped(() => {
+      try {
+        void unit.runGrouped(() => 0)
+      } catch (error) {
+        inner = error
+      }
+    })
+    expect(String(inner)).toMatch(/run inside an operation/)
+    let flushed: unknown
+    await unit.runGrouped(() => {
+      try {
+        unit.flush()
+      } catch (error) {
+        flushed = error
+      }
+    })
+    expect(String(flushed)).toMatch(/cannot commit from operation/)
+  })
+
+  test('settle, attempt and onRollback need a transaction in progress', () => {
+    const { unit } = setup()
+    expect(() => unit.settle(() => 0)).toThrow(/outside a transaction/)
+    expect(() => unit.attempt(() => 0)).toThrow(/outside a transaction/)
+    expect(() => unit.onRollback(() => {})).toThrow(/outside a transaction/)
+  })
+
+  test('a read from outside commits the open group first: only committed state is seen outside a group', async () => {
+    const { db, unit, insert } = setup()
+    const op = unit.runGrouped(() => insert(1))
+    expect(db.inTransaction).toBe(true)
+    unit.beforeUse()
+    expect(db.inTransaction).toBe(false)
+    await op
+  })
+
+  test('memory changes are undone with the savepoint they were made in', async () => {
+    const { unit, insert } = setup()
+    const memory: number[] = []
+    const remember = (v: number) =>
+      unit.transact(() => {
+        memory.push(v)
+        unit.onRollback(() => memory.pop())
+        insert(v)
+      })
+    await expect(
+      unit.runGrouped(() => {
+        remember(1)
+        remember(1) // its push is undone with its savepoint
+      }),
+    ).rejects.toThrow(/UNIQUE/)
+    expect(memory).toEqual([1])
+  })
+
+  test('a group lost inside an operation leaves the unit idle: the next operation opens a new group', async () => {
+    const { db, unit, insert, values } = setup()
+    const lost = unit.runGrouped(() => {
+      unit.transact(() => {
+        db.prepare('ROLLBACK').run() // as SQLite does on some I/O errors: the transaction is gone
+        throw new Error('disk I/O error')
+      })
+    })
+    await expect(lost).rejects.toThrow(/disk I\/O error/)
+    expect(unit.current).toBe('idle')
+    await unit.runGrouped(() => insert(7))
+    expect(values()).toEqual([7])
+    expect(unit.insideOperation).toBe(false)
+  })
+
+  test('before-commit work joins the commit: a verb there is part of it', async () => {
+    const setupDone = setup({
+      beforeCommit: () => {
+        if (!added) {
+          added = true
+          setupDone.unit.transact(() => setupDone.db.prepare('INSERT INTO t (v) VALUES (100)').run())
+        }
+      },
+    })
+    let added = false
+    const { unit, insert, values, committed } = setupDone
+    const events = [{ id: 1 } as EngineEvent]
+    await unit.runGrouped(() => {
+      insert(1)
+      unit.transact(() => unit.writing().events.push(...events))
+    })
+    expect(values()).toEqual([1, 100])
+    expect(committed).toEqual([events])
+  })
+})
