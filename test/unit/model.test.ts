@@ -3,7 +3,10 @@
  * dialect uses (submit, claim, the three ways to get a lease, heartbeat, clock moves, reaping,
  * completion, failure, cancel, and reopening the database file), while a small model records
  * the leases the test holds and predicts how the engine must answer calls made under them. After
- * every command the scheduling invariants (docs/architecture.md) are checked directly in SQLite.
+ * every command the scheduling invariants (docs/architecture.md) are checked directly in SQLite,
+ * and so is every cache of hot state the engine keeps in memory: the ACTIVE leases and their
+ * jobs, the job tally, the rows of QUEUED jobs, the day's event counts and the counters (the
+ * capacity figures through getCapacity). A cache that misses one write fails its invariant.
  *
  * Half the runs drive the engine as the batching transports do: every verb in the open commit
  * group (a read, or a Flush command, ends the group: random group boundaries), and the dialect
@@ -301,6 +304,42 @@ const INVARIANTS = {
       expect(tally.waitingCosting(units), `waiting jobs costing more than ${units}`).toBe(
         real.db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${waiting} AND cost_units > ?`).pluck().get(units),
       )
+    }
+  },
+  'the ACTIVE leases kept in memory are the table\'s, each with its lease row and its job row as SQLite holds them': (real) => {
+    const kept = [...engineContext(real.engine).activeLeases.all()].sort((a, b) => a.lease.fence - b.lease.fence)
+    const leases = real.db.prepare("SELECT * FROM leases WHERE state = 'ACTIVE' ORDER BY fence").all() as LeaseRow[]
+    expect(kept.map(({ lease }) => lease)).toEqual(leases)
+    expect(kept.map(({ job }) => job)).toEqual(leases.map((lease) => dbJob(real, lease.job_id)))
+  },
+  "the rows of QUEUED jobs kept in memory are the table's as they now are, and no other job's": (real) => {
+    const rows = engineContext(real.engine).queuedRows
+    const queued = real.db.prepare("SELECT * FROM jobs WHERE state = 'QUEUED'").all() as JobRow[]
+    const kept = queued.filter((row) => rows.get(row.seq) !== undefined)
+    for (const row of kept) expect(rows.get(row.seq), row.id).toEqual(row)
+    expect(rows.size).toBe(kept.length)
+  },
+  "the day's event counts in memory are the committed log's": (real) => {
+    if (real.db.inTransaction) return // they count events as they commit; an open group's are not counted yet
+    const byMinute = (engineContext(real.engine).counts as unknown as { byMinute: Map<string, Map<number, number>> }).byMinute
+    for (const [type, minutes] of byMinute) {
+      const counted = [...minutes.values()].reduce((sum, n) => sum + n, 0)
+      expect(counted, type).toBe(real.db.prepare('SELECT COUNT(*) FROM events WHERE event_type = ?').pluck().get(type))
+    }
+  },
+  'no number the counters hand out is in the table already, and each is covered by a stored reservation': (real) => {
+    type Sequence = { last: number | null; reserved: number; key: string }
+    const counters = engineContext(real.engine).counters as unknown as Record<'jobSeqs' | 'fences', Sequence>
+    const stored = (key: string) => Number(real.db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(key) ?? 0)
+    for (const [name, maxSql] of [
+      ['jobSeqs', 'SELECT COALESCE(MAX(seq), 0) FROM jobs'],
+      ['fences', 'SELECT COALESCE(MAX(fence), 0) FROM leases'],
+    ] as const) {
+      const sequence = counters[name]
+      if (sequence.last === null) continue // nothing handed out yet: it starts past the stored reservation
+      expect(sequence.last, name).toBeGreaterThanOrEqual(real.db.prepare(maxSql).pluck().get() as number)
+      expect(stored(sequence.key), name).toBe(sequence.reserved)
+      expect(sequence.reserved, name).toBeGreaterThanOrEqual(sequence.last)
     }
   },
 } satisfies Record<string, Invariant>
