@@ -1,5 +1,6 @@
 import type { JobRow, LeaseRow } from '../db/schema'
 import type { EngineContext } from './context'
+import type { RowWriteSubscriber, Undo } from './row-writes'
 import { copyJob, findJob } from './rows'
 
 /** An ACTIVE lease and its job, as both were last written. */
@@ -28,7 +29,7 @@ export const ACTIVE_FROM_KEY = 'active_leases_from_fence'
  * Reads from outside every operation go through {@link committed} (or the counts below it), which
  * commits an open group first: as with SQLite, nothing outside a group sees its uncommitted writes.
  */
-export class ActiveLeases {
+export class ActiveLeases implements RowWriteSubscriber {
   private readonly byJob = new Map<string, ActiveLease>()
   private readonly jobOfLease = new Map<string, string>()
   /** ACTIVE leases per worker. */
@@ -104,8 +105,8 @@ export class ActiveLeases {
   }
 
   /** A lease was granted (inside its transaction). */
-  granted(lease: LeaseRow, job: JobRow): void {
-    this.change(job.id, { lease, job })
+  leaseGranted(lease: LeaseRow, job: JobRow): Undo {
+    return this.change(job.id, { lease, job })
   }
 
   /**
@@ -113,34 +114,36 @@ export class ActiveLeases {
    * an ACTIVE lease, its entry becomes `after`, or takes the columns written if the writer
    * started from another copy of it.
    */
-  jobWritten(before: JobRow, after: JobRow, written: readonly (keyof JobRow)[]): void {
+  jobWritten(before: JobRow | undefined, after: JobRow, written: readonly (keyof JobRow)[]): Undo {
+    if (!before) return undefined // a new job holds no lease yet: its grant says so (leaseGranted)
     const entry = this.byJob.get(before.id)
-    if (!entry) return
+    if (!entry) return undefined
     let job = after
     if (entry.job !== before) {
       job = copyJob(entry.job)
       job.updated_at = after.updated_at
       for (const column of written) (job as Record<keyof JobRow, unknown>)[column] = after[column]
     }
-    this.change(before.id, { lease: entry.lease, job })
+    return this.change(before.id, { lease: entry.lease, job })
   }
 
   /** An ACTIVE lease was extended (a heartbeat). */
-  leaseWritten(lease: LeaseRow): void {
+  leaseExtended(lease: LeaseRow): Undo {
     const entry = this.byJob.get(lease.job_id)
-    if (entry && entry.lease.fence === lease.fence) this.change(lease.job_id, { lease, job: entry.job })
+    return entry && entry.lease.fence === lease.fence ? this.change(lease.job_id, { lease, job: entry.job }) : undefined
   }
 
   /** A lease ended (released or expired): it leaves the map. */
-  ended(lease: LeaseRow): void {
+  leaseEnded(lease: LeaseRow): Undo {
     const entry = this.byJob.get(lease.job_id)
-    if (entry && entry.lease.fence === lease.fence) this.change(lease.job_id, undefined)
+    return entry && entry.lease.fence === lease.fence ? this.change(lease.job_id, undefined) : undefined
   }
 
-  private change(jobId: string, next: ActiveLease | undefined): void {
+  /** Writes the entry of `jobId`; returns how to put back the one it replaced. */
+  private change(jobId: string, next: ActiveLease | undefined): Undo {
     const before = this.byJob.get(jobId)
     this.write(jobId, next)
-    this.ctx.onRollback(() => this.write(jobId, before))
+    return () => this.write(jobId, before)
   }
 
   private write(jobId: string, next: ActiveLease | undefined): void {

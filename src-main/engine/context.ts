@@ -11,6 +11,7 @@ import { JobTally } from './job-tally'
 import { PausedQueues } from './queues'
 import { QueuedRows } from './queued-rows'
 import { RecentCounts } from './recent-counts'
+import { RowWrites } from './row-writes'
 import { Statements } from './statements'
 import { type Settled, TransactionUnit } from './transaction'
 
@@ -56,6 +57,8 @@ export class EngineContext {
   readonly queuedRows = new QueuedRows()
   /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
   readonly counts = new RecentCounts(this)
+  /** Each write of a job or lease row, reported once by the row layer; the caches above that follow rows subscribe. */
+  readonly rowWrites = new RowWrites((undo) => this.onRollback(undo))
   private readonly drizzle: ReturnType<typeof drizzle>
 
   constructor(
@@ -72,6 +75,7 @@ export class EngineContext {
       rolledBack: () => this.queuedRows.clear(),
     })
     this.events = new EventLog(this.statements, this.tx, clock)
+    for (const cache of [this.activeLeases, this.jobTally, this.queuedRows]) this.rowWrites.subscribe(cache)
   }
 
   /** Transactions committed since the engine started (plain and grouped): how well groups gather. */

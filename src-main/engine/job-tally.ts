@@ -1,5 +1,6 @@
 import { type JobRow, STATE_SEQ_CLAUSE } from '../db/schema'
 import type { EngineContext } from './context'
+import type { RowWriteSubscriber, Undo } from './row-writes'
 import { QueuedRange } from './queued-range'
 import { WAITING_STATES, type JobState } from './states'
 
@@ -29,7 +30,7 @@ const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefine
  * A QUEUED job that is not eligible yet (delayed, or in its backoff) is in its range too, at
  * the time it becomes eligible.
  */
-export class JobTally {
+export class JobTally implements RowWriteSubscriber {
   /** Per queue, the QUEUED jobs of each priority rank. A queue leaves the map when it has none. */
   private readonly queuedPerQueue = new Map<string, QueuedRange[]>()
   private queued = 0
@@ -120,7 +121,7 @@ export class JobTally {
    * A job row was written inside the transaction in progress: inserted (`before` undefined) or
    * updated from `before` (the row as it was) to `after`.
    */
-  written(before: Tallied | undefined, after: Tallied): void {
+  jobWritten(before: Tallied | undefined, after: Tallied): Undo {
     const wasQueued = before?.state === 'QUEUED'
     const isQueued = after.state === 'QUEUED'
     const queuedMoves =
@@ -129,7 +130,7 @@ export class JobTally {
     const wasWaiting = isWaiting(before)
     const isWaitingNow = isWaiting(after)
     const waitingMoves = (wasWaiting || isWaitingNow) && !(wasWaiting && isWaitingNow && before.cost_units === after.cost_units)
-    if (!queuedMoves && !waitingMoves) return
+    if (!queuedMoves && !waitingMoves) return undefined
     const apply = (sign: 1 | -1) => {
       if (queuedMoves && wasQueued) this.moveQueued(before, -sign as 1 | -1)
       if (queuedMoves && isQueued) this.moveQueued(after, sign)
@@ -137,7 +138,7 @@ export class JobTally {
       if (waitingMoves && isWaitingNow) this.addWaiting(after.cost_units, sign)
     }
     apply(1)
-    this.ctx.onRollback(() => apply(-1))
+    return () => apply(-1)
   }
 
   /** The job (as `job` has it) comes into its range (`sign` 1) or leaves it (-1). */

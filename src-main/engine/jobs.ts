@@ -189,7 +189,6 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number,
     }
     if (!(offerToWaiting && ctx.leaseOnSubmit?.(job))) {
       insertJob(ctx, job)
-      ctx.jobTally.written(undefined, job)
     }
     return { job, duplicate: false }
   })

@@ -1,4 +1,5 @@
 import type { JobRow } from '../db/schema'
+import type { RowWriteSubscriber } from './row-writes'
 
 /**
  * The most memory the rows of QUEUED jobs may hold, as estimated by {@link rowBytes}: about
@@ -31,7 +32,7 @@ function rowBytes(row: JobRow): number {
  * might be here, and rollbacks are rare. Bounded by {@link QUEUED_ROWS_BUDGET_BYTES}: a row that
  * does not fit is not kept, so a backlog keeps the rows a pick takes first (the oldest).
  */
-export class QueuedRows {
+export class QueuedRows implements RowWriteSubscriber {
   private readonly rows = new Map<number, { row: JobRow; bytes: number }>()
   private bytes = 0
 
@@ -47,14 +48,18 @@ export class QueuedRows {
     return this.rows.size
   }
 
-  /** A job's row was written: inserted (`before` undefined) or updated from `before` to `after`. */
-  written(before: JobRow | undefined, after: JobRow): void {
+  /**
+   * A job's row was written: inserted (`before` undefined) or updated from `before` to `after`.
+   * It returns no undo: a rollback empties the map instead (see the class).
+   */
+  jobWritten(before: JobRow | undefined, after: JobRow): undefined {
     if (before) this.forget(before.seq)
     if (after.state !== 'QUEUED') return
     const bytes = rowBytes(after)
     if (this.bytes + bytes > this.budgetBytes) return
     this.rows.set(after.seq, { row: after, bytes })
     this.bytes += bytes
+    return undefined
   }
 
   /** Drops every row: a write in the map may have been rolled back. */

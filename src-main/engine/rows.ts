@@ -142,7 +142,7 @@ export function copyJob(job: JobRow): JobRow {
 /** Writes a new job (inside the submit's transaction). */
 export function insertJob(ctx: EngineContext, job: JobRow): void {
   ctx.insert('jobs', JOB_COLUMNS, job)
-  ctx.queuedRows.written(undefined, job)
+  ctx.rowWrites.jobInserted(job)
 }
 
 /**
@@ -158,7 +158,6 @@ export function insertMovedJob(ctx: EngineContext, job: JobRow, to: JobState, ch
   moved.last_event_id = events.length > 0 ? appendJobEvents(ctx, job, events) : job.last_event_id
   moved.updated_at = ctx.clock.now()
   insertJob(ctx, moved)
-  ctx.jobTally.written(undefined, moved)
   return moved
 }
 
@@ -214,9 +213,7 @@ function writeJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, sta
   updated.updated_at = write.params[0] = ctx.clock.now()
   // By `seq`, the row's key: no lookup in the id index first.
   ctx.run(jobUpdateSql(write.written, write.key), ...write.params, job.seq)
-  ctx.jobTally.written(job, updated)
-  ctx.queuedRows.written(job, updated)
-  ctx.activeLeases.jobWritten(job, updated, write.written)
+  ctx.rowWrites.jobWritten(job, updated, write.written)
   return updated
 }
 
@@ -255,6 +252,9 @@ function jobUpdateSql(written: readonly (keyof JobRow)[], key: number): string {
   return sql
 }
 
+/** The one column {@link recordJobEvent} writes. */
+const LAST_EVENT_ID: readonly (keyof JobRow)[] = ['last_event_id']
+
 /**
  * Records an event of a job's timeline that comes with no other write of the job (a file lease
  * under its lease, a blocker, a firing of its schedule): the job's `last_event_id` alone is
@@ -266,8 +266,7 @@ export function recordJobEvent(ctx: EngineContext, jobOrId: JobRow | string, eve
   ctx.run('UPDATE jobs SET last_event_id = ? WHERE seq = ?', last_event_id, job.seq)
   const updated = copyJob(job)
   updated.last_event_id = last_event_id
-  ctx.queuedRows.written(job, updated)
-  ctx.activeLeases.jobWritten(job, updated, ['last_event_id'])
+  ctx.rowWrites.jobWritten(job, updated, LAST_EVENT_ID)
   return updated
 }
 
@@ -283,14 +282,14 @@ void allLeaseColumns
 /** Writes a new ACTIVE lease (inside the grant's transaction). */
 export function insertLease(ctx: EngineContext, lease: LeaseRow, job: JobRow): void {
   ctx.insert('leases', LEASE_COLUMNS, lease)
-  ctx.activeLeases.granted(lease, job)
+  ctx.rowWrites.leaseGranted(lease, job)
 }
 
 /** Writes a heartbeat's new expiry; returns the lease as it now is. */
 export function extendLease(ctx: EngineContext, lease: LeaseRow, now: number, expiresAt: number): LeaseRow {
   ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?', now, expiresAt, lease.fence)
   const extended = { ...lease, last_heartbeat_at: now, expires_at: expiresAt }
-  ctx.activeLeases.leaseWritten(extended)
+  ctx.rowWrites.leaseExtended(extended)
   return extended
 }
 
@@ -357,7 +356,7 @@ export function endLease(
     ended.error,
     lease.fence,
   )
-  ctx.activeLeases.ended(lease)
+  ctx.rowWrites.leaseEnded(lease)
   return { ...lease, ...ended }
 }
 

@@ -23,21 +23,21 @@ test('rows past the budget are not kept, and a row that leaves QUEUED frees its 
   const { engine } = setup()
   const jobs = rowsOf(engine, Array.from({ length: 5 }, () => engine.submit(aJob()).job.id))
   const rows = new QueuedRows(3 * 750) // room for three of these small rows (~700 bytes each as counted)
-  for (const job of jobs) rows.written(undefined, job)
+  for (const job of jobs) rows.jobWritten(undefined, job)
   expect(jobs.map((job) => rows.get(job.seq) !== undefined)).toEqual([true, true, true, false, false])
 
   engine.claimBatch({ worker_id: 'w' }, 1)
   const [taken] = rowsOf(engine, [jobs[0]!.id])
   expect(taken!.state).toBe('RUNNING')
-  rows.written(jobs[0], taken!) // no longer QUEUED: it leaves, and its room is free
+  rows.jobWritten(jobs[0], taken!) // no longer QUEUED: it leaves, and its room is free
   expect(rows.get(jobs[0]!.seq)).toBeUndefined()
-  rows.written(undefined, jobs[3]!)
+  rows.jobWritten(undefined, jobs[3]!)
   expect(rows.get(jobs[3]!.seq)).toBe(jobs[3])
   expect(rows.size).toBe(3)
 
   rows.clear()
   expect(rows.size).toBe(0)
-  rows.written(undefined, jobs[4]!)
+  rows.jobWritten(undefined, jobs[4]!)
   expect(rows.get(jobs[4]!.seq)).toBe(jobs[4])
 })
 
@@ -47,7 +47,7 @@ test('a pick takes the rows it keeps from memory and reads the others from the t
   const ids = Array.from({ length: 6 }, () => engine.submit(aJob()).job.id)
   const jobs = rowsOf(engine, ids)
   ctx.queuedRows.clear()
-  for (const job of [jobs[1]!, jobs[4]!]) ctx.queuedRows.written(undefined, job)
+  for (const job of [jobs[1]!, jobs[4]!]) ctx.queuedRows.jobWritten(undefined, job)
   const granted = engine.claimBatch({ worker_id: 'w' }, 6).granted
   expect(granted.map((grant) => grant.job_id)).toEqual(ids)
   expect(ctx.queuedRows.size).toBe(0)
