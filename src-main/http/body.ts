@@ -97,12 +97,47 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
     throw new HttpError('unsupported_media_type', 'The body must be JSON (Content-Type: application/json)')
   }
   const tooLarge = () => {
-    // Reading stops; the connection closes after the answer, so the rest of the body is never read.
+    // The connection closes after the answer: what is left of the body is never parsed.
     ctx.set('Connection', 'close')
     return new HttpError('payload_too_large', `The body is larger than ${limit} bytes`)
   }
-  if (length > limit) throw tooLarge()
+  if (length > limit) {
+    await discardBody(ctx.req, length)
+    throw tooLarge()
+  }
   return parseJson(chunked ? await streamed(ctx.req, limit, tooLarge) : await buffered(ctx.req, length, limit, tooLarge))
+}
+
+/** At most this much of a refused body is read and thrown away before its answer (see {@link discardBody}). */
+export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
+/** For at most this long. */
+export const DISCARD_LIMIT_MS = 10_000
+
+/**
+ * Reads and throws away the rest of a refused request's body, for at most
+ * {@link DISCARD_LIMIT_MS} and {@link DISCARD_LIMIT_BYTES}, before the refusal is answered with
+ * `Connection: close`. Many clients (Node's among them) write their whole body before they read
+ * an answer: had the connection closed while they were still writing, the bytes still coming
+ * would meet a reset, the client's write would fail (EPIPE) and it would never read the answer.
+ * A body declared larger than the bound is not read at all: it is answered at once.
+ */
+async function discardBody(req: IncomingMessage, declared = 0): Promise<void> {
+  if (req.readableEnded || req.destroyed || declared > DISCARD_LIMIT_BYTES) return
+  await new Promise<void>((resolve) => {
+    let read = 0
+    const done = () => {
+      clearTimeout(timer)
+      req.off('data', onData).off('end', done).off('close', done).off('error', done)
+      req.pause()
+      resolve()
+    }
+    const onData = (chunk: Buffer) => {
+      read += chunk.length
+      if (read > DISCARD_LIMIT_BYTES) done()
+    }
+    const timer = setTimeout(done, DISCARD_LIMIT_MS)
+    req.on('data', onData).once('end', done).once('close', done).once('error', done)
+  })
 }
 
 /**
@@ -148,16 +183,25 @@ async function buffered(req: IncomingMessage, length: number, limit: number, too
   return body
 }
 
-/** Reads the body as it comes, stopping past `limit` bytes (`tooLarge`'s error). */
+/** Reads the body as it comes; past `limit` bytes, the rest is discarded ({@link discardBody}) and it fails with `tooLarge`'s error. */
 async function streamed(req: IncomingMessage, limit: number, tooLarge: () => Error): Promise<Buffer> {
   const chunks: Buffer[] = []
   let size = 0
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length
-    if (size > limit) {
-      throw tooLarge()
+  const over = await new Promise<boolean>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= limit) return void chunks.push(chunk)
+      req.off('data', onData).off('end', onEnd).off('error', reject)
+      resolve(true)
     }
-    chunks.push(chunk)
+    const onEnd = () => resolve(false)
+    req.on('data', onData).once('end', onEnd).once('error', reject)
+    // A client gone mid-body ends the read as for-await did: with an error.
+    req.once('close', () => (req.readableEnded ? undefined : reject(new Error('aborted'))))
+  })
+  if (over) {
+    await discardBody(req)
+    throw tooLarge()
   }
   return Buffer.concat(chunks)
 }
