@@ -150,9 +150,21 @@ export async function readDeclaredJson(req: IncomingMessage, length: number): Pr
   return parseJson(await buffered(req, length, length, () => new HttpError('payload_too_large', `The body is larger than ${length} bytes`)))
 }
 
-/** A body's bytes as JSON: well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
+/**
+ * Decodes UTF-8 strictly: a byte sequence that is not UTF-8 throws, where Buffer's decoding
+ * would put U+FFFD in its place and let a damaged name or payload through as if it had been sent so.
+ * A byte order mark is kept, so JSON.parse refuses it (400 `invalid_json`).
+ */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/** A body's bytes as JSON: UTF-8, well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
 function parseJson(body: Buffer): unknown {
-  const text = body.toString('utf8')
+  let text: string
+  try {
+    text = strictUtf8.decode(body)
+  } catch {
+    throw new HttpError('invalid_json', 'The body is not valid UTF-8')
+  }
   if (text.trim() === '') return {}
   let value: unknown
   try {

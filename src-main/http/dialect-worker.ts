@@ -5,7 +5,7 @@ import { longPollMs } from '../workers/long-poll'
 import { type Engine, EngineError, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
 import { type LaneCall, type LaneRoute, postRoutes } from './lane'
-import { Id, JsonValue, MaxWaitMs, Note, Progress, WorkerId } from './schemas'
+import { Id, JsonValue, MaxWaitMs, Name, Note, Progress, WorkerId } from './schemas'
 import { HttpError, statusOf } from './statuses'
 import {
   claimAnswer,
@@ -22,7 +22,7 @@ import {
 } from './views/worker'
 
 /** Seed 003: a claim is a lease + an attempt + a token; the DB stays the truth. */
-const Streams = z.array(z.string().min(1).max(200)).min(1).max(50)
+const Streams = z.array(Name).min(1).max(50)
 
 export const WorkerClaim = z.strictObject({
   worker_id: WorkerId,

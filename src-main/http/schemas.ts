@@ -9,6 +9,22 @@ export const Id = z.string().min(1).max(200)
 /** A route's path parameter: an id (the 400 for a bad one names the parameter). */
 export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id } as Record<N, typeof Id>)
 
+/**
+ * A name the host keeps and shows: a job type, a queue (a worker's stream). Well-formed Unicode
+ * without U+0000: JSON can spell a lone surrogate (`"\ud800"`), which has no UTF-8 form, so the
+ * name would come back altered from the database, the logs and every client; and a NUL cuts the
+ * name short wherever it meets a C string (a terminal, a log line, SQLite's text functions).
+ * Schedule names are narrower still (schedules.ts).
+ */
+/** U+0000, or a surrogate not in a pair (`u` makes a pair one code point, outside the class). */
+const ILL_FORMED = /[\u0000\ud800-\udfff]/u
+
+export const Name = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine((name) => !ILL_FORMED.test(name), 'must be well-formed Unicode without U+0000 (no lone surrogates)')
+
 export const WorkerId = z.string().min(1).max(200)
 export const TtlSec = z.number().int().min(1).max(3600)
 export const Progress = z.number().min(0).max(1)
