@@ -5,12 +5,14 @@
  * closing idle ones at the worst moment, every time.
  */
 import { readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { requestJson } from '../../src-worker/http-json'
 import { type CuttingProxy, cuttingProxy } from '../helpers/cutting-proxy'
 import type { TestHost } from '../helpers/host'
-import { attempts, cleanUp, settled, spawnWorker, startHost, submit, workerStarted } from './support'
+import { attempts, cleanUp, settled, spawnWorker, startHost, submit, until, workerStarted } from './support'
 
 let proxy: CuttingProxy | undefined
 afterEach(async () => {
@@ -59,4 +61,24 @@ test('requestJson resends a read, and a submit with a client_request_id, whose r
   expect(proxy.cuts()).toBe(3)
   const listed = (await (await host.call('/api/scheduler/jobs')).json()) as { jobs: { client_request_id: string | null }[] }
   expect(listed.jobs.map((job) => job.client_request_id)).toEqual(['keep-alive-1'])
+})
+
+test("requestJson's connections honour the host's Keep-Alive hint: the client closes an idle one itself", async () => {
+  // A host that says it keeps idle connections 2 s, and in fact never closes them: any close is the client's.
+  const server = createServer((_req, res) => {
+    res.setHeader('Keep-Alive', 'timeout=2')
+    res.end('{}')
+  })
+  server.keepAliveTimeout = 0
+  let closed = false
+  server.on('connection', (socket) => socket.on('close', () => (closed = true)))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const { port } = server.address() as AddressInfo
+    expect((await requestJson(`http://127.0.0.1:${port}/`, { method: 'GET', token: 't' })).status).toBe(200)
+    await until(() => closed, 10_000, 'the idle connection closed by the client')
+  } finally {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  }
 })
