@@ -244,7 +244,7 @@ const p = (samples: number[], q: number) => percentile(samples, q)
 const PEER_LOAD_FIRST_S = 1
 
 /** The peer's load for a stretch of `seconds`. */
-type Stretch = { jobsPerS: number; seconds: number }
+export type Stretch = { jobsPerS: number; seconds: number }
 const stretch = (seconds: number): Stretch => ({ jobsPerS: PEER_LOAD.jobsPerS, seconds })
 
 /**
@@ -274,7 +274,7 @@ interface Sent {
  * once all are in; if any failed, rejects then, saying how many and the first one's error. (Each
  * is settled as it leaves: a rejection left unobserved until the end would end the process.)
  */
-async function openLoop<T>(load: Stretch, send: (i: number) => Promise<T>): Promise<T[]> {
+export async function openLoop<T>(load: Stretch, send: (i: number) => Promise<T>): Promise<T[]> {
   const total = Math.round(load.jobsPerS * load.seconds)
   const sent: Promise<{ ok: true; value: T } | { ok: false; error: unknown }>[] = []
   const started = performance.now()
