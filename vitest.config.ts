@@ -10,6 +10,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
+    setupFiles: ['test/setup-warnings.ts'],
     // Room for a loaded 2-core CI machine; the tests assert behaviour, not speed.
     testTimeout: 60_000,
     hookTimeout: 60_000,

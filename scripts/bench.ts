@@ -311,70 +311,95 @@ function measureReaper(c: Counts, rows: Row[]): void {
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Runs one group of figures. A group that fails (a request refused, a host that would not
+ * start) is noted with its error and the run goes on: the figures gathered so far, its own
+ * included, are printed with what failed, and the bench exits with 1.
+ */
+async function group(failures: string[], name: Part, run: () => Promise<void> | void): Promise<void> {
+  try {
+    await run()
+  } catch (error) {
+    const why = (error as Error)?.message ?? String(error)
+    failures.push(`${name}: ${why}`)
+    progress(`${name} failed: ${why}`)
+  }
+}
+
 async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2))
   const counts = options.quick ? QUICK : FULL
   const started = performance.now()
   const rows: Row[] = []
+  const failures: string[] = []
+  // A last net: a rejection nothing awaited is noted as a failure rather than ending the run.
+  process.on('unhandledRejection', (error) => failures.push(`unhandled: ${(error as Error)?.message ?? String(error)}`))
 
   if (options.only.has('engine')) {
-    const normal = measureNormal(counts, rows)
-    measureFull(counts, rows)
-    const latency = measureBacklog(counts, rows)
-    measureReaper(counts, rows)
-    await measureGroupCommit(counts, rows)
-    const ratio = normal.engine / normal.floor
-    const growth = latency.large.p50 / latency.small.p50
-    rows.push(
-      target('engine ÷ floor (normal)', ratio, ratio >= ENGINE_FLOOR_TARGET, `≥ ${ENGINE_FLOOR_TARGET.toFixed(2)}`, 'lifecycle jobs/s ÷ raw floor jobs/s'),
-      target(
-        `grant p50 ${n(counts.backlog)} ÷ ${n(counts.smallBacklog)} queued`,
-        growth,
-        growth <= LATENCY_GROWTH_TARGET,
-        `≤ ${LATENCY_GROWTH_TARGET.toFixed(2)}`,
-        'p50 latency growth with queue depth',
-      ),
-    )
+    await group(failures, 'engine', async () => {
+      const normal = measureNormal(counts, rows)
+      measureFull(counts, rows)
+      const latency = measureBacklog(counts, rows)
+      measureReaper(counts, rows)
+      await measureGroupCommit(counts, rows)
+      const ratio = normal.engine / normal.floor
+      const growth = latency.large.p50 / latency.small.p50
+      rows.push(
+        target('engine ÷ floor (normal)', ratio, ratio >= ENGINE_FLOOR_TARGET, `≥ ${ENGINE_FLOOR_TARGET.toFixed(2)}`, 'lifecycle jobs/s ÷ raw floor jobs/s'),
+        target(
+          `grant p50 ${n(counts.backlog)} ÷ ${n(counts.smallBacklog)} queued`,
+          growth,
+          growth <= LATENCY_GROWTH_TARGET,
+          `≤ ${LATENCY_GROWTH_TARGET.toFixed(2)}`,
+          'p50 latency growth with queue depth',
+        ),
+      )
+    })
   }
   if (options.only.has('http')) {
-    const http = await measureHttp(counts.http, progress)
-    rows.push(
-      ...http.rows,
-      { name: 'pickup p50', value: http.pickupP50, unit: 'ms', target: `≤ ${PICKUP_P50_TARGET_MS}`, status: http.pickupP50 <= PICKUP_P50_TARGET_MS ? 'PASS' : 'MISS' },
-      { name: 'pickup p99', value: http.pickupP99, unit: 'ms', target: `≤ ${PICKUP_P99_TARGET_MS}`, status: http.pickupP99 <= PICKUP_P99_TARGET_MS ? 'PASS' : 'MISS' },
-      {
-        name: 'dialect 003 lifecycle, 8 workers',
-        value: http.d003at8,
-        unit: 'jobs/s',
-        target: `≥ ${n(DIALECT_003_AT_8_TARGET)}`,
-        status: http.d003at8 >= DIALECT_003_AT_8_TARGET ? 'PASS' : 'MISS',
-        note: `${(http.d003at8 / http.floorAt8).toFixed(2)} × the HTTP floor (${n(Math.round(http.floorAt8))} jobs/s)`,
-      },
-      target(
-        'dialect 003 lifecycle, 8 workers ÷ HTTP floor',
-        http.d003at8 / http.floorAt8,
-        http.d003at8 / http.floorAt8 >= DIALECT_003_FLOOR_TARGET,
-        `≥ ${DIALECT_003_FLOOR_TARGET.toFixed(2)}`,
-        'one job per request triple, the seed routes',
-      ),
-    )
+    await group(failures, 'http', async () => {
+      const http = await measureHttp(counts.http, progress, rows)
+      rows.push(
+        { name: 'pickup p50', value: http.pickupP50, unit: 'ms', target: `≤ ${PICKUP_P50_TARGET_MS}`, status: http.pickupP50 <= PICKUP_P50_TARGET_MS ? 'PASS' : 'MISS' },
+        { name: 'pickup p99', value: http.pickupP99, unit: 'ms', target: `≤ ${PICKUP_P99_TARGET_MS}`, status: http.pickupP99 <= PICKUP_P99_TARGET_MS ? 'PASS' : 'MISS' },
+        {
+          name: 'dialect 003 lifecycle, 8 workers',
+          value: http.d003at8,
+          unit: 'jobs/s',
+          target: `≥ ${n(DIALECT_003_AT_8_TARGET)}`,
+          status: http.d003at8 >= DIALECT_003_AT_8_TARGET ? 'PASS' : 'MISS',
+          note: `${(http.d003at8 / http.floorAt8).toFixed(2)} × the HTTP floor (${n(Math.round(http.floorAt8))} jobs/s)`,
+        },
+        target(
+          'dialect 003 lifecycle, 8 workers ÷ HTTP floor',
+          http.d003at8 / http.floorAt8,
+          http.d003at8 / http.floorAt8 >= DIALECT_003_FLOOR_TARGET,
+          `≥ ${DIALECT_003_FLOOR_TARGET.toFixed(2)}`,
+          'one job per request triple, the seed routes',
+        ),
+      )
+    })
   }
-  if (options.only.has('workers')) rows.push(...(await measureWorkers(counts.http, progress)))
+  if (options.only.has('workers')) await group(failures, 'workers', () => measureWorkers(counts.http, progress, rows).then(() => {}))
   if (options.only.has('batched')) {
-    rows.push(...(await measureBatched(counts.batched, progress)))
-    rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
+    await group(failures, 'batched', async () => {
+      await measureBatched(counts.batched, progress, rows)
+      rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
+    })
   }
-  if (options.only.has('retention')) rows.push(...(await measureRetention(counts.retentionJobs, progress)))
+  if (options.only.has('retention')) await group(failures, 'retention', () => measureRetention(counts.retentionJobs, progress, rows).then(() => {}))
   if (options.peer) rows.push(...peerRows(options.peer, rows))
   const elapsedS = (performance.now() - started) / 1000
 
   if (options.json) {
     const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: process.platform }
-    console.log(JSON.stringify({ mode: options.quick ? 'quick' : 'full', machine, counts, elapsed_s: elapsedS, rows }, null, 2))
+    console.log(JSON.stringify({ mode: options.quick ? 'quick' : 'full', machine, counts, elapsed_s: elapsedS, rows, failed: failures }, null, 2))
   } else {
     console.log(formatTable(rows))
     console.log(`\n${options.quick ? 'quick' : 'full'} run, ${elapsedS.toFixed(1)} s, node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`)
+    for (const failure of failures) console.log(`FAILED ${failure}`)
   }
+  if (failures.length > 0) process.exitCode = 1
 }
 
 void main()

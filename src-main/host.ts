@@ -17,7 +17,6 @@ import { type Clock, systemClock } from './engine/clock'
 import { answerError } from './error-answer'
 import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { createHttpApp } from './http/server'
-import { statusOf } from '../src-shared/error-codes'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
@@ -245,20 +244,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     requestsInFlight += 1
     response.once('close', () => (requestsInFlight -= 1))
   })
-  // Requests Node refuses before Koa sees them (a request line or headers over 16 KiB, a
-  // malformed request) still get the API's error shape.
-  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
-    if (!socket.writable) return socket.destroy()
-    const [code, detail] =
-      error.code === 'HPE_HEADER_OVERFLOW'
-        ? (['headers_too_large', 'The request line or headers are too large'] as const)
-        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? (['request_timeout', 'The request took too long to arrive'] as const)
-          : (['bad_request', 'The request is not valid HTTP'] as const)
-    const status = statusOf(code)
-    const body = JSON.stringify({ detail, code })
-    socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
-  })
+  // Requests Node refuses before Koa sees them still get the API's error shape.
+  server.on('clientError', http.clientError)
+  server.on('checkExpectation', http.checkExpectation)
 
   const address = await listen(server, config.port, config.host)
   undo.push(() => {

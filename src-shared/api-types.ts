@@ -1688,6 +1688,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description expectation_failed: an Expect header other than 100-continue */
+        ExpectationFailed: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description OPTIONS on a path: the methods it has, in Allow; no body (and no CORS headers, ever) */
         Options: {
             headers: {

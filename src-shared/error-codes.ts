@@ -51,6 +51,8 @@ export const HTTP_ERROR_CODES = [
   'bad_request',
   'request_timeout',
   'headers_too_large',
+  /** An `Expect` header other than `100-continue` (Node's server refuses it before any route). */
+  'expectation_failed',
   'invalid_json',
   'unsupported_media_type',
   'payload_too_large',
@@ -93,6 +95,7 @@ export const ERROR_STATUS = {
   schedule_not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,
+  expectation_failed: 417,
   illegal_transition: 409,
   duplicate_request: 409,
   lease_expired: 409,

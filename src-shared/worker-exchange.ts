@@ -48,8 +48,24 @@ export const MaxWaitMs = z
 /** A time as the API writes it: ISO-8601 UTC with milliseconds. */
 export const IsoTime = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z' })
 
+/** U+0000, or a surrogate not in a pair (`u` makes a pair one code point, outside the class). */
+const ILL_FORMED = /[\u0000\ud800-\udfff]/u
+
+/**
+ * A name the host keeps and shows: a job type, a queue (a worker's stream). Well-formed Unicode
+ * without U+0000: JSON can spell a lone surrogate (`"\ud800"`), which has no UTF-8 form, so the
+ * name would come back altered from the database, the logs and every client; and a NUL cuts the
+ * name short wherever it meets a C string (a terminal, a log line, SQLite's text functions).
+ * Schedule names are narrower still (src-main/http/schedules.ts).
+ */
+export const Name = z
+  .string()
+  .min(1)
+  .max(MAX_ID_CHARS)
+  .refine((name) => !ILL_FORMED.test(name), 'must be well-formed Unicode without U+0000 (no lone surrogates)')
+
 /** The streams (job queues) a claim takes from, in the order tried. */
-const Streams = z.array(z.string().min(1).max(MAX_ID_CHARS)).min(1).max(MAX_STREAMS)
+const Streams = z.array(Name).min(1).max(MAX_STREAMS)
 
 // ---------------------------------------------------------------------------------------------
 // Requests

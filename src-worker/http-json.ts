@@ -7,22 +7,69 @@ export interface JsonAnswer {
 }
 
 /**
+ * How long an idle keep-alive connection is kept when the host names no shorter time. An agent
+ * with a `timeout` is what makes Node honour the host's `Keep-Alive: timeout=N` hint (it then
+ * closes an idle socket a second before the host would); without one the hint is ignored, and
+ * a request can leave on a socket the host has just closed.
+ */
+const IDLE_SOCKET_MS = 30_000
+
+/**
  * Keep-alive connections to the host, shared by every request of the process. node:http rather
  * than fetch: fetch costs ~700 µs of CPU a request on a 2-core machine, node:http ~240 µs, and
- * a worker's requests (claim, heartbeat, complete) are all small.
+ * a worker's requests (claim, heartbeat, complete) are all small. (The agent's `timeout` only
+ * ever closes idle sockets: a request in flight, a long-poll too, is not timed by it.)
  */
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 })
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS })
 
-/** Sends a JSON request with the bearer token and reads the JSON answer. */
-export function requestJson(
-  url: string | URL,
-  options: { method: 'GET' | 'POST'; token: string; body?: unknown; signal?: AbortSignal; headers?: Record<string, string> },
-): Promise<JsonAnswer> {
+export interface JsonRequest {
+  method: 'GET' | 'POST'
+  token: string
+  body?: unknown
+  signal?: AbortSignal
+  headers?: Record<string, string>
+  /**
+   * Whether sending the request twice does what sending it once does, so that it may be resent
+   * when its connection fails (see {@link requestJson}). A GET is; a POST only when its caller says
+   * so, or when its body carries a `client_request_id` (the host answers a repeat with the job it
+   * already made).
+   */
+  idempotent?: boolean
+}
+
+/**
+ * Sends a JSON request with the bearer token and reads the JSON answer.
+ *
+ * A request that fails on a reused keep-alive connection before any byte of its answer (the
+ * host closed the idle connection as the request left: ECONNRESET, "socket hang up") is sent
+ * once more on a fresh connection, if it is idempotent. Node's agent honours the host's
+ * keep-alive hint, which makes the race rare; a client whose event loop was busy across the
+ * host's timeout still meets it. A failure on a fresh connection, or after the answer began, is
+ * the caller's.
+ */
+export function requestJson(url: string | URL, options: JsonRequest): Promise<JsonAnswer> {
   const data = options.body === undefined ? undefined : JSON.stringify(options.body)
   const headers: http.OutgoingHttpHeaders = { ...options.headers, authorization: `Bearer ${options.token}` }
   if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
+  const resend = options.idempotent ?? (options.method === 'GET' || hasClientRequestId(options.body))
+  return send(url, options, headers, data, resend ? 'may-resend' : 'once')
+}
+
+function hasClientRequestId(body: unknown): boolean {
+  const id = (body as { client_request_id?: unknown } | null | undefined)?.client_request_id
+  return typeof id === 'string' && id !== ''
+}
+
+/** `may-resend`: on the shared agent, resent once if its reused socket fails; `once`: on the shared agent, never resent; `fresh`: the resend. */
+type Sending = 'may-resend' | 'once' | 'fresh'
+
+function send(url: string | URL, options: JsonRequest, headers: http.OutgoingHttpHeaders, data: string | undefined, sending: Sending): Promise<JsonAnswer> {
   return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: options.method, agent, headers, signal: options.signal }, (response) => {
+    let answered = false
+    // The resend goes on a connection of its own (no agent): another idle socket of the pool
+    // may have been closed by the host at the same moment as the one that failed.
+    const request = http.request(url, { method: options.method, agent: sending === 'fresh' ? false : agent, headers, signal: options.signal }, (response) => {
+      answered = true
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))
       response.on('end', () => {
@@ -35,7 +82,10 @@ export function requestJson(
       })
       response.on('error', reject)
     })
-    request.on('error', reject)
+    request.on('error', (error) => {
+      if (sending === 'may-resend' && request.reusedSocket && !answered && !options.signal?.aborted) resolve(send(url, options, headers, data, 'fresh'))
+      else reject(error)
+    })
     request.end(data)
   })
 }

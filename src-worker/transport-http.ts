@@ -37,8 +37,15 @@ export class HttpTransport implements WorkerTransport {
     private readonly token: string,
   ) {}
 
+  /**
+   * Every route a worker calls may be sent twice (requestJson resends one whose keep-alive
+   * connection the host had just closed): heartbeats are; completions and failures name their
+   * attempt and are idempotent; an acquire by the file's holder is granted again; the runtime
+   * resends a failed exchange anyway. A claim whose answer was lost leaves its jobs leased to
+   * this worker until the lease expires, as it would with no resend.
+   */
   private async post<R extends WorkerRoute>(route: R, body: RequestBody<R>, signal?: AbortSignal): Promise<Answer<R>> {
-    const { status, body: answer } = await requestJson(new URL(route, this.baseUrl), { method: 'POST', token: this.token, body, signal })
+    const { status, body: answer } = await requestJson(new URL(route, this.baseUrl), { method: 'POST', token: this.token, body, signal, idempotent: true })
     return (status === 200 ? { ok: true, body: answer } : { ok: false, status, body: answer }) as Answer<R>
   }
 

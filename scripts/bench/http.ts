@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url'
 import BetterSqlite3 from 'better-sqlite3'
 import { DEFAULT_WORKER_CONCURRENCY, localWorkerSlots } from '../../src-main/config'
 import { openDatabase } from '../../src-main/db/open'
+import { idKey } from '../../src-main/engine/ids'
 import { buildCliBundle } from '../cli-bundle.js'
 import { requestJson } from '../../src-worker/http-json'
 import { insertFinished } from './measure'
@@ -243,7 +244,7 @@ const p = (samples: number[], q: number) => percentile(samples, q)
 const PEER_LOAD_FIRST_S = 1
 
 /** The peer's load for a stretch of `seconds`. */
-type Stretch = { jobsPerS: number; seconds: number }
+export type Stretch = { jobsPerS: number; seconds: number }
 const stretch = (seconds: number): Stretch => ({ jobsPerS: PEER_LOAD.jobsPerS, seconds })
 
 /**
@@ -269,18 +270,25 @@ interface Sent {
 
 /**
  * Calls `send(i)` for i = 0 … jobsPerS × seconds − 1 in an open loop: the i-th leaves at
- * i / jobsPerS s whether or not the earlier ones have been answered. Resolves with their answers.
+ * i / jobsPerS s whether or not the earlier ones have been answered. Resolves with their answers
+ * once all are in; if any failed, rejects then, saying how many and the first one's error. (Each
+ * is settled as it leaves: a rejection left unobserved until the end would end the process.)
  */
-async function openLoop<T>(load: Stretch, send: (i: number) => Promise<T>): Promise<T[]> {
+export async function openLoop<T>(load: Stretch, send: (i: number) => Promise<T>): Promise<T[]> {
   const total = Math.round(load.jobsPerS * load.seconds)
-  const sent: Promise<T>[] = []
+  const sent: Promise<{ ok: true; value: T } | { ok: false; error: unknown }>[] = []
   const started = performance.now()
   while (sent.length < total) {
     const due = Math.min(total, Math.floor(((performance.now() - started) * load.jobsPerS) / 1000) + 1)
-    while (sent.length < due) sent.push(send(sent.length))
+    while (sent.length < due) {
+      sent.push(send(sent.length).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error })))
+    }
     await new Promise((r) => setTimeout(r, 1))
   }
-  return Promise.all(sent)
+  const settled = await Promise.all(sent)
+  const failed = settled.flatMap((s) => (s.ok ? [] : [s.error]))
+  if (failed.length > 0) throw new Error(`${failed.length} of ${total} requests failed (the first: ${(failed[0] as Error)?.message ?? String(failed[0])})`)
+  return settled.map((s) => (s as { value: T }).value)
 }
 
 /**
@@ -325,7 +333,8 @@ async function openLoopPickups(server: Server, warmUpS: number): Promise<{ early
   let samples: number[] = []
   let sent = 0
   let stopping = false
-  const workers = Array.from({ length: 8 }, async (_, k) => {
+  let workerFailed: unknown = null
+  const worker = async (k: number) => {
     const worker_id = `bench-open-loop-${k}`
     while (!stopping) {
       const claim = await post('POST /internal/worker/claim (long-poll)', '/internal/worker/claim', { worker_id, streams: ['default'], max_wait_ms: 500 })
@@ -336,11 +345,17 @@ async function openLoopPickups(server: Server, warmUpS: number): Promise<{ early
       const ref = { worker_id, job_id: claim.json.job_id, lease_token: claim.json.lease_token, attempt_id: claim.json.attempt_id }
       await post('POST /internal/worker/complete', '/internal/worker/complete', { ...ref, result: {} })
     }
-  })
+  }
+  // Each worker's failure is kept as it happens (left unobserved, it would end the process) and
+  // ends the stretch under way.
+  const workers = Array.from({ length: 8 }, (_, k) => worker(k).catch((error: unknown) => void (workerFailed ??= error)))
   const run = async (load: Stretch) => {
     const submitted = await openLoopSubmits(server, load, sent, sentAt)
     sent += submitted.length
-    await waitFor(async () => samples.length >= submitted.length, 10_000)
+    await waitFor(async () => {
+      if (workerFailed !== null) throw workerFailed
+      return samples.length >= submitted.length
+    }, 10_000)
     const taken = samples
     samples = []
     return taken
@@ -365,8 +380,7 @@ export interface HttpFigures {
   floorAt8: number
 }
 
-export async function measureHttp(counts: HttpCounts, progress: (m: string) => void): Promise<HttpFigures> {
-  const rows: Row[] = []
+export async function measureHttp(counts: HttpCounts, progress: (m: string) => void, rows: Row[] = []): Promise<HttpFigures> {
   progress('HTTP floor (bare Koa), 8 workers, 3 requests per job, 2 s warm-up + 3 s')
   const koa = await startKoaFloor()
   let floorAt8: number
@@ -460,8 +474,7 @@ async function throughput(server: Server, jobs: number): Promise<number> {
   return jobs / ((performance.now() - started) / 1000)
 }
 
-export async function measureWorkers(counts: HttpCounts, progress: (m: string) => void): Promise<Row[]> {
-  const rows: Row[] = []
+export async function measureWorkers(counts: HttpCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
   progress(`embedded pool (2 local workers), ${counts.poolJobs} no-op jobs`)
   const pooled = await startServer(['--workers', '2'])
   try {
@@ -646,8 +659,10 @@ const submitStamp = async (post: ReturnType<typeof client>): Promise<Stamped> =>
 async function handlerStarts(server: Server, jobs: Stamped[]): Promise<number[]> {
   const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
   try {
-    const row = db.prepare('SELECT state, result FROM jobs WHERE id = ?')
-    const rowOf = (job: Stamped) => row.get(job.jobId) as { state: string; result: string | null } | undefined
+    // By the key the id names (jobs have no index on `id`): a lookup by `id` reads the whole
+    // table, and these run every 20 ms for each job still waiting.
+    const row = db.prepare('SELECT state, result FROM jobs WHERE seq = ? AND id = ?')
+    const rowOf = (job: Stamped) => row.get(idKey(job.jobId), job.jobId) as { state: string; result: string | null } | undefined
     await waitFor(async () => jobs.every((job) => rowOf(job)?.state === 'DONE'), 30_000)
     return jobs.map((job) => {
       const { started_ns } = JSON.parse(rowOf(job)!.result!) as { started_ns: string }
@@ -756,8 +771,7 @@ export async function measureRss(finished: number, progress: (m: string) => void
 }
 
 /** The drains of issue 11's targets, and the local pickup in microseconds. */
-export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void): Promise<Row[]> {
-  const rows: Row[] = []
+export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
   const n = counts.drainJobs.toLocaleString('en-US')
   // The servers below take the slots of the environment, as the host does, or their share of the first capacity.
   const given = process.env.LEASEHOLD_WORKER_CONCURRENCY

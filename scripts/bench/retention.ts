@@ -91,8 +91,7 @@ async function fill(b: Built, jobs: number, progress: (m: string) => void): Prom
   }
 }
 
-export async function measureRetention(jobs: number, progress: (m: string) => void): Promise<Row[]> {
-  const rows: Row[] = []
+export async function measureRetention(jobs: number, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
   const over = `${n(jobs)} jobs over ${DAYS} days, each with its stream message, lease, attempt and 4 events`
 
   progress(`database size without retention: ${n(jobs)} jobs over ${DAYS} days`)

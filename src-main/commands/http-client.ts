@@ -1,3 +1,4 @@
+import http from 'node:http'
 import { parseArgs } from 'node:util'
 import createClient, { type Client } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
@@ -89,7 +90,74 @@ export function hostError(status: number, statusText: string, answer: unknown): 
 export type HostApi = Client<paths>
 
 export function hostApi(target: ClientTarget): HostApi {
-  return createClient<paths>({ baseUrl: target.url, headers: { authorization: `Bearer ${target.token}`, accept: 'application/json' } })
+  return createClient<paths>({ baseUrl: target.url, headers: { authorization: `Bearer ${target.token}`, accept: 'application/json' }, fetch: resendingFetch })
+}
+
+/** How fetch reports a connection that was cut before any answer (undici's "other side closed", a reset, a broken pipe). */
+const CUT_CONNECTION = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
+
+function connectionCut(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } }).cause?.code
+  return typeof code === 'string' && CUT_CONNECTION.has(code)
+}
+
+/**
+ * Whether a request does the same sent twice: a read, or a submit that names its
+ * `client_request_id` (the host answers a repeat with the job it already made).
+ */
+async function resendable(request: Request): Promise<boolean> {
+  if (request.method === 'GET' || request.method === 'HEAD') return true
+  if (!request.headers.get('content-type')?.includes('application/json')) return false
+  try {
+    const body = (await request.clone().json()) as { client_request_id?: unknown } | null
+    return typeof body?.client_request_id === 'string'
+  } catch {
+    return false
+  }
+}
+
+/**
+ * fetch, with one resend of a request whose connection was cut before any answer, if it is
+ * {@link resendable}. fetch keeps connections alive between a command's requests (`submit
+ * --wait`'s reads), and the host closes one idle for 5 s: a request that leaves on it just then
+ * fails without having reached the host.
+ */
+export async function resendingFetch(request: Request): Promise<Response> {
+  const spare = (await resendable(request)) ? request.clone() : null
+  try {
+    return await fetch(request)
+  } catch (error) {
+    if (spare === null || !connectionCut(error)) throw error
+    return onFreshConnection(spare)
+  }
+}
+
+/**
+ * A request sent on a connection of its own, as fetch would send it. Not through fetch: its
+ * other idle connections may have been closed by the host at the same moment as the cut one,
+ * and fetch cannot be told to open a new one.
+ */
+async function onFreshConnection(request: Request): Promise<Response> {
+  const body = request.body === null ? undefined : Buffer.from(await request.arrayBuffer())
+  return new Promise((resolve, reject) => {
+    // As fetch fails: a TypeError whose cause says why (unreachable() reads it).
+    const failed = (error: Error) => reject(new TypeError('fetch failed', { cause: error }))
+    const headers = Object.fromEntries(request.headers)
+    const sent = http.request(request.url, { method: request.method, headers, agent: false, signal: request.signal }, (answer) => {
+      const chunks: Buffer[] = []
+      answer.on('data', (chunk: Buffer) => chunks.push(chunk))
+      answer.on('error', failed)
+      answer.on('end', () => {
+        const status = answer.statusCode ?? 502
+        const pairs: [string, string][] = []
+        for (let i = 0; i < answer.rawHeaders.length; i += 2) pairs.push([answer.rawHeaders[i]!, answer.rawHeaders[i + 1]!])
+        const empty = status === 204 || status === 304 || request.method === 'HEAD'
+        resolve(new Response(empty ? null : Buffer.concat(chunks), { status, statusText: answer.statusMessage, headers: pairs }))
+      })
+    })
+    sent.on('error', failed)
+    sent.end(body)
+  })
 }
 
 /** What an openapi-fetch call settles to. */

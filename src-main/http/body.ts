@@ -97,12 +97,47 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
     throw new HttpError('unsupported_media_type', 'The body must be JSON (Content-Type: application/json)')
   }
   const tooLarge = () => {
-    // Reading stops; the connection closes after the answer, so the rest of the body is never read.
+    // The connection closes after the answer: what is left of the body is never parsed.
     ctx.set('Connection', 'close')
     return new HttpError('payload_too_large', `The body is larger than ${limit} bytes`)
   }
-  if (length > limit) throw tooLarge()
+  if (length > limit) {
+    await discardBody(ctx.req, length)
+    throw tooLarge()
+  }
   return parseJson(chunked ? await streamed(ctx.req, limit, tooLarge) : await buffered(ctx.req, length, limit, tooLarge))
+}
+
+/** At most this much of a refused body is read and thrown away before its answer (see {@link discardBody}). */
+export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
+/** For at most this long. */
+export const DISCARD_LIMIT_MS = 10_000
+
+/**
+ * Reads and throws away the rest of a refused request's body, for at most
+ * {@link DISCARD_LIMIT_MS} and {@link DISCARD_LIMIT_BYTES}, before the refusal is answered with
+ * `Connection: close`. Many clients (Node's among them) write their whole body before they read
+ * an answer: had the connection closed while they were still writing, the bytes still coming
+ * would meet a reset, the client's write would fail (EPIPE) and it would never read the answer.
+ * A body declared larger than the bound is not read at all: it is answered at once.
+ */
+async function discardBody(req: IncomingMessage, declared = 0): Promise<void> {
+  if (req.readableEnded || req.destroyed || declared > DISCARD_LIMIT_BYTES) return
+  await new Promise<void>((resolve) => {
+    let read = 0
+    const done = () => {
+      clearTimeout(timer)
+      req.off('data', onData).off('end', done).off('close', done).off('error', done)
+      req.pause()
+      resolve()
+    }
+    const onData = (chunk: Buffer) => {
+      read += chunk.length
+      if (read > DISCARD_LIMIT_BYTES) done()
+    }
+    const timer = setTimeout(done, DISCARD_LIMIT_MS)
+    req.on('data', onData).once('end', done).once('close', done).once('error', done)
+  })
 }
 
 /**
@@ -115,9 +150,21 @@ export async function readDeclaredJson(req: IncomingMessage, length: number): Pr
   return parseJson(await buffered(req, length, length, () => new HttpError('payload_too_large', `The body is larger than ${length} bytes`)))
 }
 
-/** A body's bytes as JSON: well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
+/**
+ * Decodes UTF-8 strictly: a byte sequence that is not UTF-8 throws, where Buffer's decoding
+ * would put U+FFFD in its place and let a damaged name or payload through as if it had been sent so.
+ * A byte order mark is kept, so JSON.parse refuses it (400 `invalid_json`).
+ */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/** A body's bytes as JSON: UTF-8, well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
 function parseJson(body: Buffer): unknown {
-  const text = body.toString('utf8')
+  let text: string
+  try {
+    text = strictUtf8.decode(body)
+  } catch {
+    throw new HttpError('invalid_json', 'The body is not valid UTF-8')
+  }
   if (text.trim() === '') return {}
   let value: unknown
   try {
@@ -148,16 +195,25 @@ async function buffered(req: IncomingMessage, length: number, limit: number, too
   return body
 }
 
-/** Reads the body as it comes, stopping past `limit` bytes (`tooLarge`'s error). */
+/** Reads the body as it comes; past `limit` bytes, the rest is discarded ({@link discardBody}) and it fails with `tooLarge`'s error. */
 async function streamed(req: IncomingMessage, limit: number, tooLarge: () => Error): Promise<Buffer> {
   const chunks: Buffer[] = []
   let size = 0
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length
-    if (size > limit) {
-      throw tooLarge()
+  const over = await new Promise<boolean>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= limit) return void chunks.push(chunk)
+      req.off('data', onData).off('end', onEnd).off('error', reject)
+      resolve(true)
     }
-    chunks.push(chunk)
+    const onEnd = () => resolve(false)
+    req.on('data', onData).once('end', onEnd).once('error', reject)
+    // A client gone mid-body ends the read as for-await did: with an error.
+    req.once('close', () => (req.readableEnded ? undefined : reject(new Error('aborted'))))
+  })
+  if (over) {
+    await discardBody(req)
+    throw tooLarge()
   }
   return Buffer.concat(chunks)
 }

@@ -5,7 +5,7 @@ import { MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/jobs'
 import { iso } from '../engine/clock'
 import { prefersMinimal, readJson, reply } from './body'
 import { pathParam, validate } from './errors'
-import { Id, JobState, JsonValue, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
+import { Id, JobState, JsonValue, Name, Note, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type LaneRoute, postRoutes } from './lane'
 import {
@@ -38,7 +38,7 @@ import {
 /** Seed 002: submit, claim, status, then a lease request; release finalizes. */
 export const SubmitJob = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
-  job_type: z.string().min(1).max(200),
+  job_type: Name,
   priority: PRIORITY.optional(),
   cost_units: z.number().int().min(1).max(1_000_000),
   constraints: z.record(z.string().max(100), z.boolean()).optional(),
@@ -47,7 +47,7 @@ export const SubmitJob = z.strictObject({
   unique: z.boolean().optional(),
   tags: z.array(z.string().max(200)).max(100).optional(),
   max_runtime_s: z.number().int().min(1).max(7 * 24 * 3600).nullable().optional(),
-  queue: z.string().min(1).max(200).optional(),
+  queue: Name.optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
   /** Not in the seed: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
   run_at: z.iso.datetime({ offset: true }).nullable().optional(),

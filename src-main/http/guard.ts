@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
+import type { IncomingHttpHeaders } from 'node:http'
 
 export interface GuardPolicy {
   /** The API token every /api and /internal route needs, except /api/health. */
@@ -14,6 +15,10 @@ export interface GuardPolicy {
 export interface GuardInput {
   path: string
   host: string | undefined
+  /** How many Host headers the request has (Node keeps only the first; RFC 9112 wants exactly one). */
+  hostHeaders?: number
+  /** The request-target as sent: an absolute form (`http://host/path`) names its server there. */
+  target?: string
   origin: string | undefined
   authorization: string | undefined
   /** The `ticket` query parameter, if any. */
@@ -22,7 +27,7 @@ export interface GuardInput {
 
 /** Why the guard refused a request; its status is the code's (src-shared/error-codes.ts). */
 export interface Refusal {
-  code: 'forbidden_host' | 'forbidden_origin' | 'unauthorized'
+  code: 'bad_request' | 'forbidden_host' | 'forbidden_origin' | 'unauthorized'
   detail: string
 }
 
@@ -87,15 +92,57 @@ function needsToken(path: string): boolean {
   return /^\/+(api|internal)(\/|$)/.test(p) && p !== '/api/health'
 }
 
+/** The guard's input from a request as Node parsed it, given the path as its router reads it (and the ticket, if any). */
+export function guardInput(req: { headers: IncomingHttpHeaders; rawHeaders: string[]; url?: string }, path: string, ticket?: string): GuardInput {
+  const headers = req.headers
+  return {
+    path,
+    host: headers.host || undefined,
+    hostHeaders: hostHeaderCount(req.rawHeaders),
+    target: req.url,
+    origin: headers.origin || undefined,
+    authorization: headers.authorization || undefined,
+    ticket,
+  }
+}
+
+function hostHeaderCount(rawHeaders: string[]): number {
+  let count = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!
+    if (name.length === 4 && name.toLowerCase() === 'host') count += 1
+  }
+  return count
+}
+
+/** The authority of a request-target in absolute form (`http://127.0.0.1:7878/api/…` → `127.0.0.1:7878`), else null. */
+function absoluteAuthority(target: string | undefined): string | null {
+  if (target === undefined || !/^[a-z][a-z0-9+.-]*:\/\//i.test(target)) return null
+  try {
+    return new URL(target).host
+  } catch {
+    return ''
+  }
+}
+
 /**
  * Decides whether a request may reach a route; null lets it through. The Host check defeats DNS
  * rebinding: a web page on evil.example that resolves its name to 127.0.0.1 still sends
  * `Host: evil.example`, so a browser can never be turned into a client of this server. A
- * cross-site `Origin` is refused for the same reason; no CORS header is ever sent.
+ * cross-site `Origin` is refused for the same reason; no CORS header is ever sent. A request
+ * with two Host headers is malformed (RFC 9112: 400); one whose target is in absolute form names
+ * its server there, in place of the Host header (RFC 9112), and must name this one too.
  */
 export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | null {
+  if ((input.hostHeaders ?? 1) > 1) {
+    return { code: 'bad_request', detail: 'The request has more than one Host header' }
+  }
   if (!isOwnHost(input.host, policy)) {
     return { code: 'forbidden_host', detail: 'The Host header does not name this server' }
+  }
+  const authority = absoluteAuthority(input.target)
+  if (authority !== null && !isOwnHost(authority, policy)) {
+    return { code: 'forbidden_host', detail: 'The request target does not name this server' }
   }
   if (input.origin !== undefined && input.origin !== 'null') {
     let originHost: string

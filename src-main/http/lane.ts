@@ -4,7 +4,7 @@ import type { z } from 'zod'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import { clientGone, earlyReply, readDeclaredJson, readJson, writeJson } from './body'
 import { type ErrorReplies, validate } from './errors'
-import { checkRequest, type GuardPolicy } from './guard'
+import { checkRequest, type GuardPolicy, guardInput } from './guard'
 import { HttpError } from './http-error'
 
 /** How a lane route's answer leaves, given by whichever carrier runs it: the lane, or Koa's router. */
@@ -98,11 +98,7 @@ export function createLane(groups: readonly LaneRoutes[], deps: LaneDependencies
 async function serve(route: LaneRoute, path: string, req: IncomingMessage, res: ServerResponse, length: number, deps: LaneDependencies): Promise<void> {
   // The first answer is the one sent: writeJson writes nothing more once the response has ended.
   try {
-    const headers = req.headers
-    const refusal = checkRequest(
-      { path, host: headers.host || undefined, origin: headers.origin || undefined, authorization: headers.authorization || undefined },
-      deps.policy,
-    )
+    const refusal = checkRequest(guardInput(req, path), deps.policy)
     if (refusal) throw new HttpError(refusal.code, refusal.detail)
     const input = validate(route.body, await readDeclaredJson(req, length))
     const settled = await route.run(input, { clientGone: () => clientGone(res), answerNow: (early) => writeJson(res, route.status ?? 200, early) })

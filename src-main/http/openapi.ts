@@ -123,6 +123,7 @@ export const ANY_ROUTE_RESPONSES = {
   MalformedRequest: errorResponse('bad_request: not valid HTTP (answered before any route is looked at)'),
   RequestTimeout: errorResponse('request_timeout: the request took too long to arrive'),
   HeadersTooLarge: errorResponse('headers_too_large: the request line or headers are larger than 16 KiB'),
+  ExpectationFailed: errorResponse('expectation_failed: an Expect header other than 100-continue'),
   Options: {
     description: 'OPTIONS on a path: the methods it has, in Allow; no body (and no CORS headers, ever)',
     headers: z.object({ Allow: z.string() }),

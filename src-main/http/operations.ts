@@ -5,7 +5,7 @@ import { iso } from '../engine/clock'
 import { JOB_STATES } from '../engine/states'
 import { readJson, reply } from './body'
 import { validate } from './errors'
-import { Id, IsoTime } from './schemas'
+import { Id, IsoTime, Name } from './schemas'
 import { JobAnswer, queueJob } from './views/queue'
 
 /**
@@ -20,7 +20,7 @@ const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('W
 export const OperatorRequest = z.strictObject({ requested_by: RequestedBy })
 export type OperatorRequest = z.infer<typeof OperatorRequest>
 
-export const QueueName = z.string().min(1).max(200)
+export const QueueName = Name
 
 export const BulkRequest = z.strictObject({
   states: z.array(z.enum(JOB_STATES)).max(JOB_STATES.length).optional().describe('Only jobs in these states (each must be one the action applies to)'),

@@ -1,6 +1,7 @@
 import Router from '@koa/router'
 import Koa from 'koa'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import { dirname } from 'node:path'
 import type { ClaimWaiters } from '../workers/claim-waiters'
 import type { ClockWaiters } from '../workers/clock-waiters'
@@ -8,12 +9,13 @@ import type { Engine } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../workers/directory'
 import { HttpError } from './http-error'
+import { statusOf } from '../../src-shared/error-codes'
 import { LogLimiter } from '../log-limiter'
-import { API_HEADERS } from './body'
+import { API_HEADERS, writeJson } from './body'
 import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware, errorReplies } from './errors'
 import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
-import { checkRequest, type GuardPolicy } from './guard'
+import { checkRequest, type GuardPolicy, guardInput } from './guard'
 import { filesRouter } from './dialect-files'
 import { pullRouter } from './dialect-pull'
 import { QUEUE_PREFIX, queueLaneRoutes, queueRouter } from './dialect-queue'
@@ -57,6 +59,32 @@ export interface HttpApp {
   lanePaths: readonly string[]
   /** Ends the open event streams (they never end by themselves), so the server can close. */
   closeStreams(): void
+  /** The server's `clientError` listener: see {@link answerClientError}. */
+  clientError: typeof answerClientError
+  /** The server's `checkExpectation` listener: see {@link answerUnmetExpectation}. */
+  checkExpectation: (req: IncomingMessage, res: ServerResponse) => void
+}
+
+/**
+ * Answers a request Node's parser refused before any route saw it (a request line or headers
+ * over 16 KiB, headers that took too long to arrive, anything that is not HTTP) in the API's
+ * error shape, then lets the connection go. The socket is destroyed once the answer is written,
+ * not only ended: a client that keeps sending (a slow-headers attack) would otherwise hold a
+ * half-closed socket, and its file descriptor, for as long as it likes.
+ */
+export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (!socket.writable) return void socket.destroy()
+  const [code, detail] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? (['headers_too_large', 'The request line or headers are too large'] as const)
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? (['request_timeout', 'The request took too long to arrive'] as const)
+        : (['bad_request', 'The request is not valid HTTP'] as const)
+  const status = statusOf(code)
+  const body = JSON.stringify({ detail, code })
+  socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () =>
+    socket.destroy(),
+  )
 }
 
 export function createHttpApp(deps: HttpDependencies): HttpApp {
@@ -81,18 +109,9 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const errors = errorReplies(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile))
   app.use(errorMiddleware(errors))
   app.use((ctx, next) => {
-    const headers = ctx.req.headers
-    const refusal = checkRequest(
-      {
-        path: ctx.path,
-        host: headers.host || undefined,
-        origin: headers.origin || undefined,
-        authorization: headers.authorization || undefined,
-        // (The query is parsed only when there is one: most requests have none.)
-        ticket: ctx.querystring !== '' && typeof ctx.query.ticket === 'string' ? ctx.query.ticket : undefined,
-      },
-      policy,
-    )
+    // (The query is parsed only when there is one: most requests have none.)
+    const ticket = ctx.querystring !== '' && typeof ctx.query.ticket === 'string' ? ctx.query.ticket : undefined
+    const refusal = checkRequest(guardInput(ctx.req, ctx.path, ticket), policy)
     if (refusal) throw new HttpError(refusal.code, refusal.detail)
     return next()
   })
@@ -117,6 +136,10 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     schedulesRouter(engine, limit),
     operationsRouter(engine, limit),
   ]
+  // A route has one spelling: with a trailing slash it is no route (404), where the routers
+  // would take `/jobs/` for `/jobs`. Not a redirect: a client would have to send a POST's body
+  // again (307/308), and the API's clients spell their paths from its document.
+  app.use((ctx, next) => (ctx.path.length > 1 && ctx.path.endsWith('/') ? undefined : next()))
   // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
   app.use(routersMiddleware(routers))
   const koa = app.callback()
@@ -134,5 +157,12 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     },
     lanePaths: lane.paths,
     closeStreams: () => streams.closeAll(),
+    clientError: answerClientError,
+    // Node answers an unknown expectation with a bare 417 unless the server listens for it.
+    checkExpectation: (req, res) => {
+      const reply = errors(new HttpError('expectation_failed', `Expect: ${req.headers.expect} is not supported (only 100-continue)`), req.method ?? '', req.url ?? '')
+      res.shouldKeepAlive = false
+      writeJson(res, reply.status, reply.body, reply.headers)
+    },
   }
 }

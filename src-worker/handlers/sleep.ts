@@ -12,9 +12,15 @@ export const sleep: Handler = {
     while (Date.now() - started < ms) {
       signal.throwIfAborted()
       const left = ms - (Date.now() - started)
+      // One listener at a time on the run's signal: each step takes its own away when it ends.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 250))
-        signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true })
+        const wake = () => {
+          clearTimeout(timer)
+          signal.removeEventListener('abort', wake)
+          resolve()
+        }
+        const timer = setTimeout(wake, Math.min(left, 250))
+        signal.addEventListener('abort', wake, { once: true })
       })
       progress(Math.min(1, (Date.now() - started) / Math.max(ms, 1)))
     }

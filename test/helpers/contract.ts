@@ -57,8 +57,8 @@ function contract() {
   const routes = Object.entries(doc.paths)
     .map(([template, item]) => {
       const source = template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')
-      // As the routers match: any case, with or without a trailing slash.
-      return { template, pattern: new RegExp(`^${source}/?$`, 'i'), item, params: (template.match(/\{/g) ?? []).length }
+      // As the host matches: any case; with a trailing slash a path is no route (src-main/http/server.ts).
+      return { template, pattern: new RegExp(`^${source}$`, 'i'), item, params: (template.match(/\{/g) ?? []).length }
     })
     // A literal segment wins over a parameter (POST /jobs/submit before /jobs/{job_id}).
     .sort((a, b) => a.params - b.params)

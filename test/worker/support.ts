@@ -112,11 +112,12 @@ export function writeHandlers(dir: string, handlers: Record<string, string>): st
 export async function startHost(overrides: Partial<HostConfig>, options: { clock?: Clock } = {}): Promise<TestHost & { lines: string[] }> {
   const lines: string[] = []
   const host = await startTestHost({ drainGraceS: 1, ...overrides }, { ...options, log: (line) => lines.push(line) })
-  hosts.add(host)
-  return Object.assign(host, { lines })
+  const kept = Object.assign(host, { lines })
+  hosts.add(kept)
+  return kept
 }
 
-const hosts = new Set<TestHost>()
+const hosts = new Set<TestHost & { lines: string[] }>()
 
 /** Waits until every slot of the pool has a worker that said it is ready. */
 export async function poolReady(host: TestHost, size: number, ms = 20_000): Promise<void> {
@@ -139,6 +140,8 @@ export interface WorkerChild {
 }
 
 const children = new Set<ChildProcess>()
+/** What each `leasehold worker` of the test printed, read by {@link cleanUp}. */
+const outputs = new Set<() => string>()
 
 /** Starts `leasehold worker --url … --token …` plus `args`; it is killed after the test. */
 export function spawnWorker(host: TestHost, args: string[] = [], env: NodeJS.ProcessEnv = {}): WorkerChild {
@@ -148,6 +151,7 @@ export function spawnWorker(host: TestHost, args: string[] = [], env: NodeJS.Pro
   })
   children.add(child)
   let output = ''
+  outputs.add(() => output)
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()))
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()))
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
@@ -172,9 +176,14 @@ const alive = (pid: number) => {
 /**
  * For afterEach: kills every `leasehold worker` child, stops every host (its pool drains), kills
  * any local worker still alive, and removes the given temp folders (hosts remove their data dirs).
+ * Then fails if any of those processes printed a MaxListenersExceededWarning.
  */
 export async function cleanUp(extraDirs: string[] = []): Promise<void> {
   await killChildren()
+  // The worker processes' own warnings (printed, never seen by this process's hook in
+  // test/setup-warnings.ts): a listener leak there fails the test too.
+  const printed = [...[...outputs].map((output) => output()), ...[...hosts].flatMap((host) => host.lines)].join('\n')
+  outputs.clear()
   for (const host of [...hosts]) {
     hosts.delete(host)
     const pids = host.pool?.pids() ?? []
@@ -182,6 +191,8 @@ export async function cleanUp(extraDirs: string[] = []): Promise<void> {
     for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL')
   }
   for (const dir of extraDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+  const leak = /^.*MaxListenersExceededWarning.*$/m.exec(printed)
+  if (leak) throw new Error(`a worker process warned of a listener leak: ${leak[0]}`)
 }
 
 /** Kills every `leasehold worker` child still running (resumed first, in case a test stopped it). */

@@ -1,0 +1,56 @@
+/**
+ * A proxy in front of a host that cuts every reused keep-alive connection: the first request on
+ * a connection goes through (its Host header rewritten to the host's), any later one has its
+ * connection destroyed before a byte of an answer, and never reaches the host. This is what a
+ * client meets when the host closes an idle connection just as a request leaves on it.
+ */
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+export interface CuttingProxy {
+  url: string
+  /** Requests cut so far (each on a reused connection). */
+  cuts(): number
+  /** Requests passed to the host so far. */
+  passed(): number
+  close(): Promise<void>
+}
+
+export async function cuttingProxy(target: string): Promise<CuttingProxy> {
+  const upstream = new URL(target)
+  const served = new WeakSet<object>()
+  let cuts = 0
+  let passed = 0
+  const server = http.createServer((req, res) => {
+    if (served.has(req.socket)) {
+      cuts += 1
+      req.socket.destroy()
+      return
+    }
+    served.add(req.socket)
+    passed += 1
+    const forward = http.request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, agent: false },
+      (answer) => {
+        // Hop-by-hop headers are the proxy's own: its connection to the client stays open.
+        const { connection: _c, 'keep-alive': _k, ...headers } = answer.headers
+        res.writeHead(answer.statusCode ?? 502, headers)
+        answer.pipe(res)
+      },
+    )
+    forward.on('error', () => res.destroy())
+    req.pipe(forward)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    cuts: () => cuts,
+    passed: () => passed,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}

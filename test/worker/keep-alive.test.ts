@@ -1,0 +1,84 @@
+/**
+ * A request that leaves on a keep-alive connection the host has just closed fails before any
+ * byte of its answer. The clients resend such a request once, on a fresh connection, when
+ * sending it twice is harmless. A proxy that cuts every reused connection stands in for the host
+ * closing idle ones at the worst moment, every time.
+ */
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { afterEach, expect, test } from 'vitest'
+import { requestJson } from '../../src-worker/http-json'
+import { type CuttingProxy, cuttingProxy } from '../helpers/cutting-proxy'
+import type { TestHost } from '../helpers/host'
+import { attempts, cleanUp, settled, spawnWorker, startHost, submit, until, workerStarted } from './support'
+
+let proxy: CuttingProxy | undefined
+afterEach(async () => {
+  await proxy?.close()
+  proxy = undefined
+  await cleanUp()
+})
+
+test('leasehold worker behind a proxy that cuts reused connections: every job, file writes included, is DONE on its first attempt', async () => {
+  const host = await startHost({ workers: 0 })
+  proxy = await cuttingProxy(host.url)
+  const worker = spawnWorker({ url: proxy.url, token: host.token } as TestHost, ['--concurrency', '2'])
+  await workerStarted(worker)
+
+  const jobs: string[] = []
+  for (let i = 0; i < 6; i++) {
+    jobs.push(await submit(host, { job_type: 'file.write', payload: { path: join(host.dataDir, `out-${i}.txt`), content: `${i}\n` } }))
+    jobs.push(await submit(host, { job_type: 'noop' }))
+  }
+  for (const job of jobs) expect((await settled(host, job, 20_000)).job.state, worker.output()).toBe('DONE')
+  for (const job of jobs) expect(attempts(host, job), job).toHaveLength(1)
+  for (let i = 0; i < 6; i++) expect(readFileSync(join(host.dataDir, `out-${i}.txt`), 'utf8')).toBe(`${i}\n`)
+  expect(proxy.cuts()).toBeGreaterThan(0)
+})
+
+test('requestJson resends a read, and a submit with a client_request_id, whose reused connection was cut; a submit without one is not resent', async () => {
+  const host = await startHost({ workers: 0 })
+  proxy = await cuttingProxy(host.url)
+  const url = (path: string) => proxy!.url + path
+  const token = host.token
+
+  const health = () => requestJson(url('/api/health'), { method: 'GET', token })
+  expect((await health()).status).toBe(200)
+  // The agent's connection is reused, cut, and the read goes again on a fresh one.
+  expect((await health()).status).toBe(200)
+  expect(proxy.cuts()).toBe(1)
+
+  await health() // a connection for the agent to reuse
+  const keyed = { job_type: 'noop', cost_units: 1, client_request_id: 'keep-alive-1' }
+  expect((await requestJson(url('/api/scheduler/jobs/submit'), { method: 'POST', token, body: keyed })).status).toBe(201)
+  expect(proxy.cuts()).toBe(2)
+
+  await health()
+  const bare = requestJson(url('/api/scheduler/jobs/submit'), { method: 'POST', token, body: { job_type: 'noop', cost_units: 1 } })
+  await expect(bare).rejects.toMatchObject({ code: 'ECONNRESET' })
+  expect(proxy.cuts()).toBe(3)
+  const listed = (await (await host.call('/api/scheduler/jobs')).json()) as { jobs: { client_request_id: string | null }[] }
+  expect(listed.jobs.map((job) => job.client_request_id)).toEqual(['keep-alive-1'])
+})
+
+test("requestJson's connections honour the host's Keep-Alive hint: the client closes an idle one itself", async () => {
+  // A host that says it keeps idle connections 2 s, and in fact never closes them: any close is the client's.
+  const server = createServer((_req, res) => {
+    res.setHeader('Keep-Alive', 'timeout=2')
+    res.end('{}')
+  })
+  server.keepAliveTimeout = 0
+  let closed = false
+  server.on('connection', (socket) => socket.on('close', () => (closed = true)))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const { port } = server.address() as AddressInfo
+    expect((await requestJson(`http://127.0.0.1:${port}/`, { method: 'GET', token: 't' })).status).toBe(200)
+    await until(() => closed, 10_000, 'the idle connection closed by the client')
+  } finally {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  }
+})

@@ -1,0 +1,27 @@
+/**
+ * The built-in `sleep` handler waits in steps of 250 ms on the run's one AbortSignal: a step
+ * that ends must take its abort listener with it, or a sleep of a few seconds stacks up more
+ * than ten and Node warns of a leak (MaxListenersExceededWarning) from the worker.
+ */
+import { getEventListeners } from 'node:events'
+import { afterEach, expect, test, vi } from 'vitest'
+import { sleep } from '../../src-worker/handlers/sleep'
+import type { HandlerContext } from '../../src-worker/handler-api'
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+test('a long sleep keeps at most one abort listener on the run signal, and an abort still ends it at once', async () => {
+  vi.useFakeTimers()
+  const stop = new AbortController()
+  const most: number[] = []
+  const ctx = { payload: { ms: 10_000 }, signal: stop.signal, progress: () => most.push(getEventListeners(stop.signal, 'abort').length) } as unknown as HandlerContext
+  const running = sleep.run(ctx)
+  await vi.advanceTimersByTimeAsync(5_000)
+  expect(most.length).toBeGreaterThanOrEqual(19)
+  expect(Math.max(...most)).toBeLessThanOrEqual(1)
+  stop.abort(new Error('stop'))
+  await expect(running).rejects.toThrow('stop')
+  expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0)
+})
