@@ -1,5 +1,5 @@
 import { describeError, type ApiClient, type Job, type JobState, type LogEvent } from './api'
-import { reduceJobs } from './job-events'
+import { newerJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
 
@@ -46,7 +46,11 @@ export class JobsState {
         cursor: this.cursor,
       })
       if (generation !== this.generation) return // a newer read is on its way
-      this.rows = page.jobs
+      const shown = new Map(this.rows.map((row) => [row.job_id, row]))
+      this.rows = page.jobs.map((job) => {
+        const row = shown.get(job.job_id)
+        return row ? newerJob(row, job) : job
+      })
       this.nextCursor = page.next_cursor
       this.error = null
     } catch (error) {
@@ -92,7 +96,7 @@ export class JobsState {
   private async act(jobId: string, call: () => Promise<{ job: Job }>): Promise<void> {
     try {
       const { job } = await call()
-      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? { ...r, ...job } : r))
+      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? newerJob(r, { ...r, ...job }) : r))
       delete this.rowErrors[jobId]
     } catch (error) {
       this.rowErrors[jobId] = describeError(error)

@@ -4,7 +4,7 @@
  * stores send the host, and what the components show.
  */
 import { flushSync } from 'svelte'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, expect, test, vi } from 'vitest'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
 import QueuesView from '../../src-renderer/components/QueuesView.svelte'
 import { ApiClient } from '../../src-renderer/lib/api'
@@ -39,8 +39,8 @@ describe('scheduled jobs', () => {
   test('run now and retry are sent as the dashboard, and the row or page shows the job the host answers', async () => {
     const { fetcher, calls } = fakeFetch({
       'POST /api/jobs/job-1/run-now': { job: job({ run_at: null }) },
-      'POST /api/jobs/job-1/retry': { job: job({ state: 'QUEUED', max_attempts: 6 }) },
-      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'QUEUED', max_attempts: 6 }), result: null },
+      'POST /api/jobs/job-1/retry': { job: job({ state: 'QUEUED', max_attempts: 6, updated_at: iso(T0 + SECOND) }) },
+      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'QUEUED', max_attempts: 6, updated_at: iso(T0 + SECOND) }), result: null },
       'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
       'GET /api/scheduler/jobs/job-1/events': { events: [] },
     })
@@ -57,6 +57,34 @@ describe('scheduled jobs', () => {
       ['/api/jobs/job-1/run-now', { requested_by: 'dashboard' }],
       ['/api/jobs/job-1/retry', { requested_by: 'dashboard' }],
     ])
+  })
+
+  test('an answer older than the events that moved the job does not take its row back (run now: RUNNING, then DONE 1/3)', async () => {
+    const ran = T0 + SECOND
+    let answer: ((response: Response) => void) | null = null
+    const { fetcher } = fakeFetch({
+      'POST /api/jobs/job-1/run-now': () => new Promise<Response>((resolve) => (answer = resolve)),
+      'GET /api/scheduler/jobs': { jobs: [job({ state: 'QUEUED', run_at: null, updated_at: iso(ran) })], next_cursor: null },
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    jobs.rows = [job({ run_at: iso(T0 + 600 * SECOND) })]
+    const running = jobs.runNow('job-1')
+    // The stream brings the run-now and the grant before the answer to the POST arrives.
+    jobs.apply(event('JOB_RUN_NOW', { ts: iso(ran), data: { state: 'QUEUED' } }))
+    jobs.apply(event('LEASE_GRANTED', { ts: iso(ran + 40), entity_type: 'LEASE', entity_id: 'lease-1', data: { state: 'RUNNING', attempt: 1, worker_id: 'local-1' } }))
+    await vi.waitFor(() => expect(answer).not.toBeNull())
+    answer!(new Response(JSON.stringify({ job: job({ state: 'QUEUED', run_at: null, updated_at: iso(ran) }) }), { status: 200, headers: { 'content-type': 'application/json' } }))
+    await running
+    expect(jobs.rows[0]).toMatchObject({ state: 'RUNNING', attempts: 1 })
+    // A list read started before the grant and answered after it does not either.
+    await jobs.refresh()
+    expect(jobs.rows[0]).toMatchObject({ state: 'RUNNING', attempts: 1 })
+    jobs.apply(event('JOB_DONE', { ts: iso(ran + 4 * SECOND), data: { state: 'DONE', attempt: 1 } }))
+    expect(jobs.rows[0]).toMatchObject({ state: 'DONE', attempts: 1, max_attempts: 3 })
+  })
+
+  test('a job that ends counts the attempt that ended, even if its grant was missed', () => {
+    expect(reduceJob(job({ state: 'RUNNING', attempts: 0 }), event('JOB_DONE', { data: { state: 'DONE', attempt: 1 } }))).toMatchObject({ state: 'DONE', attempts: 1 })
   })
 
   test('a refused run now is shown on its row', async () => {

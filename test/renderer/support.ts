@@ -55,7 +55,7 @@ export function fakeFetch(routes: Record<string, object | ((body: any) => unknow
     calls.push({ method, path, body })
     const route = routes[`${method} ${path}`] ?? routes[`${method} ${url.pathname}`]
     if (route === undefined) return new Response(JSON.stringify({ code: 'not_found', detail: `no ${method} ${path}` }), { status: 404 })
-    const answer: unknown = typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route
+    const answer: unknown = await (typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route)
     if (answer instanceof Response) return answer
     return new Response(JSON.stringify(answer), { status: 200, headers: { 'content-type': 'application/json' } })
   }
