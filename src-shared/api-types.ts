@@ -2730,6 +2730,8 @@ export interface operations {
                 state?: components["schemas"]["JobState"];
                 addon_id?: string;
                 job_type?: string;
+                /** @description Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values */
+                search?: string;
                 created_after?: string;
                 created_before?: string;
                 limit?: number;

@@ -28,11 +28,13 @@ export class BulkState {
   ) {}
 
   /**
-   * The request for this filter, or null when the action cannot apply to the state it shows (a
-   * retry of RUNNING jobs). An empty filter means every job the action applies to: the count
-   * the operator confirms says how many.
+   * The request for this filter, or null when the action cannot apply to it: to the state it
+   * shows (a retry of RUNNING jobs), or to a search (bulk actions select by whole values, a
+   * search by parts). An empty filter means every job the action applies to: the count the
+   * operator confirms says how many.
    */
   static requestFor(action: BulkAction, filter: JobFilter): BulkRequest | null {
+    if (filter.search.trim() !== '') return null
     if (filter.state !== '' && !BULK_STATES[action].includes(filter.state)) return null
     const request: BulkRequest = {}
     if (filter.state !== '') request.states = [filter.state]

@@ -6,17 +6,18 @@
 import { flushSync } from 'svelte'
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
+import JobsView from '../../src-renderer/components/JobsView.svelte'
 import QueuesView from '../../src-renderer/components/QueuesView.svelte'
 import { ApiClient } from '../../src-renderer/lib/api'
 import { BulkState, bulkOutcome, bulkQuestion } from '../../src-renderer/lib/bulk.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import { reduceJob } from '../../src-renderer/lib/job-events'
-import { JobsState, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
+import { JobsState, NO_FILTER, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
 import { QueuesState } from '../../src-renderer/lib/queues.svelte'
 import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
-const filter = (fields: Partial<JobFilter> = {}): JobFilter => ({ state: '', job_type: '', addon_id: '', ...fields })
+const filter = (fields: Partial<JobFilter> = {}): JobFilter => ({ ...NO_FILTER, ...fields })
 
 afterEach(unmountAll)
 
@@ -147,6 +148,8 @@ describe('bulk actions', () => {
     expect(BulkState.requestFor('purge', filter({ state: 'QUEUED' }))).toBeNull()
     expect(BulkState.requestFor('purge', filter())).toEqual({ all: true })
     expect(BulkState.requestFor('purge', filter({ addon_id: 'a' }))).toEqual({ addon_id: 'a' })
+    // A search selects by parts of ids and text; a bulk call selects by whole values: none for a search.
+    expect(BulkState.requestFor('purge', filter({ search: 'a3f9' }))).toBeNull()
   })
 
   test('counts first (a dry run), asks, then acts and says how many it changed', async () => {
@@ -174,5 +177,29 @@ describe('bulk actions', () => {
     )
     expect(bulkQuestion({ action: 'retry', request: { job_type: 'render' }, matched: 0 })).toBe('No job matches: nothing to retry (the FAILED, CANCELED, TIMEOUT jobs of type render).')
     expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
+  })
+})
+
+describe('the jobs view', () => {
+  test('searches by any part of an id, type or add-on as typed, and asks the host with the search', async () => {
+    const found = job({ job_id: '01a2248b-543a-8000-8000-0000015c8d60', job_type: 'render' })
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/scheduler/jobs?limit=25': { jobs: [found, job({ job_id: 'job-2' })], next_cursor: null },
+      'GET /api/scheduler/jobs?search=5c8d&limit=25': { jobs: [found], next_cursor: null },
+    })
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    await jobs.refresh()
+    const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+    const box = el.querySelector('input[name="search"]') as HTMLInputElement
+    box.value = ' 5c8d '
+    box.dispatchEvent(new Event('input', { bubbles: true }))
+    ;(el.querySelector('form[role="search"] button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(1))
+    expect(el.querySelector(`tr[data-job="${found.job_id}"]`)).not.toBeNull()
+    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?search=5c8d&limit=25')
+    // Bulk actions cannot take a search: they are off, and the view says why.
+    expect((el.querySelector('[data-testid="bulk-purge"]') as HTMLButtonElement).disabled).toBe(true)
+    expect(text(el.querySelector('.bulk'))).toContain('clear the id-or-text search')
   })
 })
