@@ -188,7 +188,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     const layout = await layoutOf(page)
     if (process.env.UPDATE_README_SCREENSHOT) {
       await page.screenshot({ path: README_SHOT })
-      writeFileSync(README_LAYOUT, `${JSON.stringify(layout, null, 1)}\n`)
+      writeFileSync(README_LAYOUT, `{\n${Object.entries(layout).map(([name, box]) => `  ${JSON.stringify(name)}: ${JSON.stringify(box)}`).join(',\n')}\n}\n`)
     } else {
       const drift = layoutDrift(JSON.parse(readFileSync(README_LAYOUT, 'utf8')) as Record<string, Box>, layout)
       expect(drift, 'docs/dashboard.png no longer shows the window: UPDATE_README_SCREENSHOT=1 npx vitest run test/e2e/dashboard.test.ts, then commit it with docs/dashboard.layout.json').toEqual([])
@@ -256,6 +256,22 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     // A change through the API shows up by itself (CAPACITY_CHANGED on the stream).
     await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 0 } }))
     await expect.poll(() => page.getByTestId('cap-usable').textContent()).toBe('100')
+
+    // The total units number field, erased key by key and typed into.
+    const total = page.getByLabel('Total units', { exact: true })
+    await total.click()
+    await total.press('End')
+    for (let i = 0; i < 3; i++) await total.press('Backspace')
+    expect(await total.inputValue()).toBe('')
+    await page.getByRole('button', { name: 'Set', exact: true }).click()
+    expect(await page.getByTestId('total-problem').textContent()).toBe('Total units: a whole number from 0 to 1,000,000')
+    await total.pressSequentially('150')
+    await page.getByRole('button', { name: 'Set', exact: true }).click()
+    await expect.poll(() => page.getByTestId('cap-total').textContent()).toBe('150')
+    expect((await json(await host.call('/api/capacity'))).total_units).toBe(150)
+    await typeInto(total, '100')
+    await page.getByRole('button', { name: 'Set', exact: true }).click()
+    await expect.poll(async () => (await json(await host.call('/api/capacity'))).total_units).toBe(100)
   })
 
   test('a blocker halt is answered from the page and the job is requeued', async () => {
@@ -320,23 +336,26 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     // The timeline wraps between an event's fields, never inside one (unless a field is wider
     // than the whole line), also in a narrow window.
     await page.setViewportSize({ width: 760, height: 900 })
-    const pairs = page.locator('[data-testid="timeline"] .pair')
-    expect(await pairs.count()).toBeGreaterThan(10)
-    const broken = await pairs.evaluateAll((all) =>
-      all
-        .filter((el) => {
-          const first = document.createRange()
-          first.setStart(el.firstChild!, 0)
-          first.setEnd(el.firstChild!, 1)
-          const line = first.getBoundingClientRect().height
-          const box = el.getBoundingClientRect()
-          return box.height > line * 1.5 && box.width < el.parentElement!.clientWidth - 1
-        })
-        .map((el) => el.textContent),
-    )
-    expect(broken).toEqual([])
-    await shoot('job-timeline-narrow')
-    await page.setViewportSize({ width: 1280, height: 900 })
+    try {
+      const pairs = page.locator('[data-testid="timeline"] .pair')
+      expect(await pairs.count()).toBeGreaterThan(10)
+      const broken = await pairs.evaluateAll((all) =>
+        all
+          .filter((el) => {
+            const first = document.createRange()
+            first.setStart(el.firstChild!, 0)
+            first.setEnd(el.firstChild!, 1)
+            const line = first.getBoundingClientRect().height
+            const box = el.getBoundingClientRect()
+            return box.height > line * 1.5 && box.width < el.parentElement!.clientWidth - 1
+          })
+          .map((el) => el.textContent),
+      )
+      expect(broken).toEqual([])
+      await shoot('job-timeline-narrow')
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+    }
 
     // A fresh page, the host's clock 184 s ahead and no lease event since: the countdown is the
     // host's. Then the holder's lease expiring (no more heartbeats): it flashes out.

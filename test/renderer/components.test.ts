@@ -16,7 +16,7 @@ import type { LeaseRow } from '../../src-renderer/lib/lease-events'
 import { StorageState } from '../../src-renderer/lib/storage.svelte'
 import { formatClock } from '../../src-renderer/lib/time-format'
 import { WorkersState } from '../../src-renderer/lib/workers.svelte'
-import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
+import { event, fakeFetch, iso, job, render, SECOND, T0, text, typeText, unmountAll } from './support'
 
 afterEach(unmountAll)
 
@@ -174,6 +174,28 @@ test('a wait that ends by itself shows its time as every other time, on the job 
   expect(text(page.querySelector('[data-testid="job-detail"]'))).not.toContain('Next retry') // the same time, said once
   const table = render(JobsTable, { jobs: [waiting], now: T0, oncancel: () => {} })
   expect(text(table.querySelector('[data-testid="row-waiting"]'))).toBe(line)
+})
+
+test("the total units field keeps what is typed, an emptied field too, and says why it cannot send what it cannot", async () => {
+  const figures = { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 }
+  const { fetcher, calls } = fakeFetch({ 'GET /api/capacity': figures, 'PUT /api/capacity': (body) => ({ ...figures, ...(body as object) }) })
+  const capacity = new CapacityState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await capacity.refresh()
+  const el = render(CapacityPanel, { capacity })
+  const field = el.querySelector<HTMLInputElement>('input[aria-label="Total units"]')!
+  const set = el.querySelector<HTMLButtonElement>('form.total button[type="submit"]')!
+  // Backspaced to nothing, it stays empty while the person types on (it does not refill with 100).
+  typeText(field, '10', '1', '')
+  expect(field.value).toBe('')
+  set.click()
+  await vi.waitFor(() => expect(text(el.querySelector('[data-testid="total-problem"]'))).toBe('Total units: a whole number from 0 to 1,000,000'))
+  expect(field.getAttribute('aria-invalid')).toBe('true')
+  typeText(field, '1', '15', '150')
+  expect(field.value).toBe('150')
+  set.click()
+  await vi.waitFor(() => expect(text(el.querySelector('[data-testid="cap-total"]'))).toBe('150'))
+  expect(calls.filter((c) => c.method === 'PUT').map((c) => c.body)).toEqual([{ total_units: 150 }])
+  expect(el.querySelector('[data-testid="total-problem"]')).toBeNull()
 })
 
 test('the capacity panel shows the figures and sends a manual busy rating', async () => {

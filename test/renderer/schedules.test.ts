@@ -6,7 +6,7 @@ import { ApiClient, type Schedule } from '../../src-renderer/lib/api'
 import { describeCron } from '../../src-renderer/lib/cron-words'
 import { changeInput, createInput, draftOf, emptyDraft, hostProblem } from '../../src-renderer/lib/schedule-form'
 import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
-import { event, fakeFetch, iso, T0 } from './support'
+import { event, fakeFetch, iso, T0, typeText } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
 const HOUR = 3_600_000
@@ -181,12 +181,7 @@ describe('the Schedules view', () => {
     ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
     flushSync()
     const form = el.querySelector('[data-testid="schedule-form"]')!
-    const type = (name: string, value: string) => {
-      const input = form.querySelector(`[name="${name}"]`) as HTMLInputElement
-      input.value = value
-      input.dispatchEvent(new Event('input', { bubbles: true }))
-      flushSync()
-    }
+    const type = (name: string, value: string) => typeText(form.querySelector(`[name="${name}"]`) as HTMLInputElement, value)
     type('name', 'weekdays')
     type('cron', '0 9 * * 1-5')
     type('timezone', 'Europe/Berlin')
@@ -204,12 +199,10 @@ describe('the Schedules view', () => {
     ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
     flushSync()
     const form = el.querySelector('[data-testid="schedule-form"]')!
-    for (const [name, value] of [['name', 'n'], ['job_type', 'x'], ['cost_units', '']]) {
-      const input = form.querySelector(`[name="${name}"]`) as HTMLInputElement
-      input.value = value!
-      input.dispatchEvent(new Event('input', { bubbles: true }))
-    }
-    flushSync()
+    const field = (name: string) => form.querySelector(`[name="${name}"]`) as HTMLInputElement
+    typeText(field('name'), 'n')
+    typeText(field('job_type'), 'x')
+    typeText(field('cost_units'), '')
     ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
     await vi.waitFor(() => expect(form.querySelector('[data-testid="problem-cost_units"]')).not.toBeNull())
     expect(text(form.querySelector('[data-testid="problem-cost_units"]'))).toBe('Units: a whole number of at least 1')

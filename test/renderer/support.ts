@@ -78,5 +78,17 @@ export function unmountAll(): void {
   document.body.innerHTML = ''
 }
 
+/**
+ * Types into a field as its successive values, key by key (`'1', '15', '150'`; `'10', '1', ''`
+ * backspaces), each an input event as the browser sends it.
+ */
+export function typeText(field: HTMLInputElement | HTMLTextAreaElement, ...values: string[]): void {
+  for (const value of values) {
+    field.value = value
+    field.dispatchEvent(new Event('input', { bubbles: true }))
+    flushSync()
+  }
+}
+
 /** An element's text with its white space folded. */
 export const text = (el: Element | null | undefined) => el?.textContent?.replace(/\s+/g, ' ').trim()
