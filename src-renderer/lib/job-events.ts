@@ -22,6 +22,8 @@ export function reduceJob(job: Job, event: LogEvent): Job {
   let next = job
   if (state && (event.type.startsWith('JOB_') || event.type === 'LEASE_GRANTED' || event.type === 'LEASE_DENIED')) {
     next = { ...next, state: displayState(state), updated_at: event.ts }
+    // Why it waited was true of the state it left; the next read says why it waits now.
+    if (next.state !== job.state) next = { ...next, waiting_reason: null, waiting_until: null }
   }
   switch (event.type) {
     case 'LEASE_GRANTED':
