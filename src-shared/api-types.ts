@@ -902,6 +902,11 @@ export interface components {
             queue?: string;
             max_attempts?: number;
         };
+        /**
+         * Format: date-time
+         * @description ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z
+         */
+        Timestamp: string;
         /** @description An error answer: {detail, code}, no more */
         Error: {
             /** @description What went wrong, for people; a 400 names the failing fields */
@@ -936,11 +941,6 @@ export interface components {
             now: components["schemas"]["Timestamp"];
             leases: components["schemas"]["ActiveLease"][];
         };
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z
-         */
-        Timestamp: string;
         /** @description An ACTIVE job lease */
         ActiveLease: {
             lease_id: string;
@@ -1613,6 +1613,8 @@ export interface components {
             /** @description Jobs it changed (0 on a dry run) */
             changed: number;
             dry_run: boolean;
+            /** @description A dry run of retry or purge: the time it counted up to (give it as finished_by to act on those jobs); else null */
+            counted_at: components["schemas"]["Timestamp"] | null;
         };
         QueueSummary: {
             queue: string;
@@ -2739,6 +2741,8 @@ export interface operations {
                 state?: components["schemas"]["JobState"];
                 addon_id?: string;
                 job_type?: string;
+                /** @description Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values */
+                search?: string;
                 created_after?: string;
                 created_before?: string;
                 limit?: number;
@@ -3986,6 +3990,8 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
+                    /** @description Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted */
+                    finished_by?: components["schemas"]["Timestamp"];
                     /** @description Who asked, recorded in the event */
                     requested_by?: string | null;
                 };
@@ -4030,6 +4036,8 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
+                    /** @description Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted */
+                    finished_by?: components["schemas"]["Timestamp"];
                     /** @description Who asked, recorded in the event */
                     requested_by?: string | null;
                 };
@@ -4074,6 +4082,8 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
+                    /** @description Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted */
+                    finished_by?: components["schemas"]["Timestamp"];
                     /** @description Who asked, recorded in the event */
                     requested_by?: string | null;
                 };

@@ -46,6 +46,12 @@ export interface BulkPlan {
   requestedBy: string | null
   /** The largest `seq` when the call started. */
   lastSeq: number
+  /**
+   * Retry and purge: only jobs that finished at or before this instant (epoch ms). A dry run
+   * counts up to its own start and says when that was, so the action it was counted for, given
+   * that instant, touches exactly the jobs counted (none that finished after).
+   */
+  finishedBy: number | null
   /** Where the first step starts; null when there are no jobs at all. */
   first: BulkCursor | null
 }
@@ -79,7 +85,7 @@ const isEmpty = (filter: BulkFilter) =>
 export function planBulk(
   ctx: EngineContext,
   action: BulkAction,
-  request: { filter: BulkFilter; all?: boolean; dry_run?: boolean; requested_by?: string | null },
+  request: { filter: BulkFilter; all?: boolean; dry_run?: boolean; requested_by?: string | null; finished_by?: number },
 ): BulkPlan {
   const applies = BULK_STATES[action]
   const given = request.filter.states ?? []
@@ -91,6 +97,7 @@ export function planBulk(
       `states, queue, job_type, addon_id: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
     )
   }
+  if (request.finished_by !== undefined && action === 'cancel') throw invalid('finished_by: only retry and purge act on finished jobs')
   const lastSeq = ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0
   return {
     action,
@@ -99,6 +106,7 @@ export function planBulk(
     dryRun: request.dry_run === true,
     requestedBy: request.requested_by ?? null,
     lastSeq,
+    finishedBy: request.finished_by ?? (request.dry_run === true && action !== 'cancel' ? ctx.clock.now() : null),
     first: lastSeq > 0 ? { state: 0, afterSeq: 0 } : null,
   }
 }
@@ -109,9 +117,14 @@ export function planBulk(
  * the way its index allows: LEASED and RUNNING through the ACTIVE leases, DONE by `seq` (the
  * table's own order), the others on jobs_state_seq.
  */
-function matching(ctx: EngineContext, state: JobState, filter: BulkFilter, afterSeq: number, untilSeq: number): { seq: number; id: string }[] {
+function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq: number, untilSeq: number): { seq: number; id: string }[] {
+  const { filter } = plan
   const conditions = ['state = ?', 'seq > ?', 'seq <= ?']
   const params: unknown[] = [state, afterSeq, untilSeq]
+  if (plan.finishedBy !== null) {
+    conditions.push('finished_at <= ?')
+    params.push(plan.finishedBy)
+  }
   if (LEASED_STATES.has(state)) conditions.push("id IN (SELECT job_id FROM leases WHERE state = 'ACTIVE')")
   else if (!STATES_OUTSIDE_STATE_SEQ.includes(state)) conditions.push(STATE_SEQ_CLAUSE)
   for (const field of ['queue', 'job_type', 'addon_id'] as const) {
@@ -146,7 +159,7 @@ export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: Bulk
       return changed
     })
   }
-  const found = matching(ctx, state, plan.filter, cursor.afterSeq, untilSeq)
+  const found = matching(ctx, state, plan, cursor.afterSeq, untilSeq)
   const changed = apply(found)
   const full = found.length === BULK_STEP
   const next: BulkCursor | null = full

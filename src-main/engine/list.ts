@@ -8,6 +8,11 @@ export interface JobListQuery {
   state?: JobState
   addon_id?: string
   job_type?: string
+  /**
+   * Part of the job's id, type or add-on, in any case: the dashboard's search box (it shows ids
+   * shortened, so any part of one finds the job). Read row by row, newest first, until a page is full.
+   */
+  search?: string
   created_after?: number
   created_before?: number
   /** 1–500, default 50. */
@@ -109,6 +114,12 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
   }
   if (query.addon_id !== undefined) conditions.push(eq(jobs.addon_id, query.addon_id))
   if (query.job_type !== undefined) conditions.push(eq(jobs.job_type, query.job_type))
+  if (query.search !== undefined) {
+    const part = query.search.toLowerCase()
+    conditions.push(
+      sql`(instr(lower(${jobs.id}), ${part}) > 0 OR instr(lower(${jobs.job_type}), ${part}) > 0 OR instr(lower(coalesce(${jobs.addon_id}, '')), ${part}) > 0)`,
+    )
+  }
   if (query.created_after !== undefined) conditions.push(gte(jobs.created_at, query.created_after))
   if (query.created_before !== undefined) conditions.push(lte(jobs.created_at, query.created_before))
   if (query.cursor !== undefined) conditions.push(lt(jobs.seq, decodeCursor(query.cursor)))

@@ -118,6 +118,12 @@ export const ListJobs = z.strictObject({
   state: JobState.optional(),
   addon_id: z.string().min(1).max(200).optional(),
   job_type: z.string().min(1).max(200).optional(),
+  search: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .meta({ description: "Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values" }),
   created_after: isoTime.optional(),
   created_before: isoTime.optional(),
   limit: z.coerce.number().int().min(1).max(500).optional(),

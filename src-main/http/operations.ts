@@ -29,6 +29,9 @@ export const BulkRequest = z.strictObject({
   addon_id: z.string().min(1).max(200).optional(),
   all: z.boolean().optional().describe('Cancel or purge with an empty filter: every job the action applies to'),
   dry_run: z.boolean().optional().describe('Count the matching jobs, change nothing'),
+  finished_by: IsoTime.optional().describe(
+    "Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted",
+  ),
   requested_by: RequestedBy,
 })
 export type BulkRequest = z.infer<typeof BulkRequest>
@@ -61,6 +64,7 @@ export const BulkAnswer = z
     matched: z.number().int().describe('Jobs the filter selected among those the action applies to'),
     changed: z.number().int().describe('Jobs it changed (0 on a dry run)'),
     dry_run: z.boolean(),
+    counted_at: IsoTime.nullable().describe('A dry run of retry or purge: the time it counted up to (give it as finished_by to act on those jobs); else null'),
   })
   .meta({ id: 'BulkAnswer' })
 export type BulkAnswer = z.infer<typeof BulkAnswer>
@@ -92,10 +96,11 @@ export function operationsRouter(engine: Engine, bodyLimit: number): Router {
   // Before /jobs/:job_id/…, which would take "bulk" for a job id.
   for (const action of BULK_ACTIONS) {
     router.post(`/jobs/bulk/${action}`, async (ctx) => {
-      const { states, queue, job_type, addon_id, all, dry_run, requested_by } = await body(ctx, BulkRequest)
-      const plan = engine.planBulk(action as BulkAction, { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by })
+      const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by } = await body(ctx, BulkRequest)
+      const request = { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by) }
+      const plan = engine.planBulk(action as BulkAction, request)
       const { matched, changed } = await runBulk(engine, plan)
-      reply(ctx, BulkAnswer, { action, matched, changed, dry_run: plan.dryRun })
+      reply(ctx, BulkAnswer, { action, matched, changed, dry_run: plan.dryRun, counted_at: plan.dryRun && plan.finishedBy !== null ? iso(plan.finishedBy) : null })
     })
   }
 

@@ -40,7 +40,11 @@ export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', '
  * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits and the
  * schedule firing that made it.
  */
-export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'schedule'>>
+export type Job = Schemas['QueueJob'] &
+  Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'schedule'>> & {
+    /** When the wait ends by itself (ISO), if it does; optional until the host's reads carry it everywhere. */
+    waiting_until?: string | null
+  }
 
 /** Dialect 002's JobResult: null until the job ends. */
 export type JobResult = Schemas['QueueResult']

@@ -4,6 +4,7 @@ import type { JobFilter } from './jobs.svelte'
 /** A bulk action counted and waiting for the operator's yes. */
 export interface PendingBulk {
   action: BulkAction
+  /** What the action will be asked: for retry and purge, only the jobs finished by the time of the count (`finished_by`). */
   request: BulkRequest
   /** How many jobs it will touch, as the host counted them (a dry run). */
   matched: number
@@ -11,8 +12,8 @@ export interface PendingBulk {
 
 /**
  * Bulk retry and purge of the jobs the jobs view's filter selects. The host counts the jobs
- * first (a dry run), the operator confirms that number, then the host acts and says how many
- * jobs it changed.
+ * first (a dry run), the operator confirms that number, then the host acts on the jobs it
+ * counted (those finished by the time of the count) and says how many it changed.
  */
 export class BulkState {
   pending = $state<PendingBulk | null>(null)
@@ -28,11 +29,13 @@ export class BulkState {
   ) {}
 
   /**
-   * The request for this filter, or null when the action cannot apply to the state it shows (a
-   * retry of RUNNING jobs). An empty filter means every job the action applies to: the count
-   * the operator confirms says how many.
+   * The request for this filter, or null when the action cannot apply to it: to the state it
+   * shows (a retry of RUNNING jobs), or to a search (bulk actions select by whole values, a
+   * search by parts). An empty filter means every job the action applies to: the count the
+   * operator confirms says how many.
    */
   static requestFor(action: BulkAction, filter: JobFilter): BulkRequest | null {
+    if (filter.search.trim() !== '') return null
     if (filter.state !== '' && !BULK_STATES[action].includes(filter.state)) return null
     const request: BulkRequest = {}
     if (filter.state !== '') request.states = [filter.state]
@@ -50,8 +53,9 @@ export class BulkState {
     this.result = null
     this.error = null
     try {
-      const { matched } = await this.api.bulk(action, { ...request, dry_run: true })
-      this.pending = { action, request, matched }
+      const { matched, counted_at } = await this.api.bulk(action, { ...request, dry_run: true })
+      // Jobs that finish between the count and the yes are not swept up: the yes is for the number counted.
+      this.pending = { action, request: counted_at ? { ...request, finished_by: counted_at } : request, matched }
     } catch (error) {
       this.error = describeError(error)
     } finally {

@@ -11,7 +11,7 @@ import { JobsState } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
-import type { Place } from './route.svelte'
+import type { Place, View } from './route.svelte'
 import { SchedulesState } from './schedules.svelte'
 import { StorageState } from './storage.svelte'
 import { WorkersState } from './workers.svelte'
@@ -26,8 +26,17 @@ export interface DashboardOptions {
   saveToken?: (token: string) => Connection
 }
 
-/** How often each part is read again besides the events (heartbeats and busy samples are not events; the leases' read also sets the host's clock). */
-const POLL_MS = { leases: 2000, capacity: 10_000, workers: 5000, charts: 15_000, storage: 60_000 } as const
+/**
+ * What is read on a timer, because no event says it changed, and only while it is on screen
+ * (docs/dashboard.md): the leases while any is active (a heartbeat moves its expiry and is not an
+ * event; the read also sets the host's clock), the workers while their view is open (a worker's
+ * last heartbeat), the charts while theirs is (time moves their buckets). Everything else is
+ * read again on the events that change it, so an idle dashboard asks nothing.
+ */
+const POLL_MS = { leases: 2000, workers: 5000, charts: 15_000 } as const
+
+/** The database's size moves with every write: read again at most this often while events come. */
+const STORAGE_EVERY_MS = 60_000
 
 /**
  * The composition root of the renderer's state: one API client, one event stream, and one store
@@ -65,6 +74,7 @@ export class Dashboard {
     blockers: coalesce(() => void this.blockers.refresh(), 150),
     schedules: coalesce(() => void this.schedules.refresh(), 300),
     workers: coalesce(() => void this.workers.refresh(), 300),
+    storage: coalesce(() => void this.storage.refresh(), STORAGE_EVERY_MS),
   }
 
   constructor(
@@ -98,13 +108,15 @@ export class Dashboard {
     this.stopPolling()
     this.timers = [
       setInterval(() => this.leases.sweep(), 250),
-      setInterval(() => void this.leases.refresh(), POLL_MS.leases),
-      setInterval(() => void this.capacity.refresh(), POLL_MS.capacity),
-      setInterval(() => void this.workers.refresh(), POLL_MS.workers),
+      setInterval(() => {
+        if (this.leases.holding) void this.leases.refresh()
+      }, POLL_MS.leases),
+      setInterval(() => {
+        if (this.place.view === 'workers') void this.workers.refresh()
+      }, POLL_MS.workers),
       setInterval(() => {
         if (this.place.view === 'charts') void this.charts.refresh()
       }, POLL_MS.charts),
-      setInterval(() => void this.storage.refresh(), POLL_MS.storage),
     ]
   }
 
@@ -148,8 +160,7 @@ export class Dashboard {
     } else {
       this.detail = null
     }
-    if (place.view === 'charts' && this.auth === 'ok') void this.charts.refresh()
-    if (place.view === 'queues' && this.auth === 'ok') void this.queues.refresh()
+    if (this.auth === 'ok') void this.readAsShown(place.view)?.refresh()
     if (place.view !== 'jobs') this.bulk.dismiss()
   }
 
@@ -163,6 +174,23 @@ export class Dashboard {
     if (BlockersState.moves(event)) this.later.blockers()
     if (this.schedules.apply(event)) this.later.schedules()
     if (WorkersState.moves(event)) this.later.workers()
+    this.later.storage()
+  }
+
+  /** The part a view shows that is not kept up by every event (read on a timer, or seldom): read as the view comes on screen. */
+  private readAsShown(view: View): { refresh(): Promise<void> } | null {
+    switch (view) {
+      case 'charts':
+        return this.charts
+      case 'queues':
+        return this.queues
+      case 'workers':
+        return this.workers
+      case 'overview':
+        return this.storage
+      default:
+        return null
+    }
   }
 
   private observe(error: ApiError | null): void {

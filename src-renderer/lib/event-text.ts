@@ -1,22 +1,40 @@
-import { formatClock, ms } from './time-format'
+import { formatClock } from './time-format'
+
+/** An ISO-8601 time as the host writes them (`2026-11-28T21:47:38.341Z`, or with an offset). */
+const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)$/
 
 /**
- * A field of an event's data that is a time, as ISO; null for any other field or value. The host
- * names its times `…_at` and stores an event's data as written: epoch milliseconds, or ISO.
+ * A value of an event's data that is a time, in epoch ms or as the ISO string; null for any
+ * other. Every time on the wire is an ISO string; events stored before that carry epoch
+ * milliseconds, which only fields named `…_at` hold (other numbers, such as a fence, stay numbers).
  */
-function timeField(key: string, value: unknown): string | null {
-  if (!key.endsWith('_at')) return null
-  if (typeof value === 'number' && Number.isFinite(value)) return new Date(value).toISOString()
-  return typeof value === 'string' && ms(value) !== null ? value : null
+function timeOf(key: string, value: unknown): string | number | null {
+  if (typeof value === 'string' && ISO_TIME.test(value) && !Number.isNaN(Date.parse(value))) return value
+  if (key.endsWith('_at') && typeof value === 'number' && Number.isFinite(value)) return value
+  return null
 }
 
-/** An event's data as `key=value` pairs for the job's timeline, times as clock times (`expires_at=14:03:07`). */
-export function eventPairs(data: Record<string, unknown> | null, nowMs: number): string {
-  return Object.entries(data ?? {})
-    .map(([key, value]) => {
-      const at = timeField(key, value)
-      const shown = at !== null ? formatClock(at, nowMs) : typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
-      return `${key}=${shown}`
-    })
-    .join('  ')
+/** One value of an event's data as the timeline writes it: times with the window's formatter, objects field by field. */
+function valueText(key: string, value: unknown, nowMs: number): string {
+  const at = timeOf(key, value)
+  if (at !== null) return formatClock(at, nowMs)
+  if (Array.isArray(value)) return `[${value.map((item) => valueText(key, item, nowMs)).join(', ')}]`
+  if (typeof value === 'object' && value !== null) {
+    return `{${Object.entries(value).map(([k, v]) => `${k}=${valueText(k, v, nowMs)}`).join(', ')}}`
+  }
+  return String(value)
+}
+
+/** One field of an event's data on the timeline: `expires_at=14:03:07`. */
+export interface EventPair {
+  key: string
+  value: string
+}
+
+/**
+ * An event's data as `key=value` pairs for the job's timeline, times as the window writes them.
+ * Each pair is shown as one piece, so a line wraps between fields, never inside a value.
+ */
+export function eventPairs(data: Record<string, unknown> | null, nowMs: number): EventPair[] {
+  return Object.entries(data ?? {}).map(([key, value]) => ({ key, value: valueText(key, value, nowMs) }))
 }

@@ -1,5 +1,5 @@
 import { describeError, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
-import { reduceJob } from './job-events'
+import { newerJob, reduceJob } from './job-events'
 
 /**
  * One job: its fields, result or error, its attempts (each with its worker, outcome and error)
@@ -30,7 +30,7 @@ export class JobDetailState {
         this.api.jobAttempts(this.jobId),
         this.api.jobEvents(this.jobId),
       ])
-      this.job = job
+      this.job = this.job ? newerJob(this.job, job) : job
       this.result = result
       this.attempts = attempts
       this.events = events
@@ -68,7 +68,7 @@ export class JobDetailState {
   private async act(call: () => Promise<{ job: Job }>): Promise<void> {
     try {
       const { job } = await call()
-      this.job = job
+      this.job = this.job ? newerJob(this.job, { ...this.job, ...job }) : job
       this.actionError = null
       void this.refresh() // the result, waiting reason and timeline as they now are
     } catch (error) {

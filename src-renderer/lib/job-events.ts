@@ -1,4 +1,5 @@
 import type { Job, JobState, LogEvent } from './api'
+import { ms } from './time-format'
 
 /** Dialect 002 shows LEASED as RUNNING; the dashboard speaks dialect 002. */
 export const displayState = (state: string): JobState => (state === 'LEASED' ? 'RUNNING' : (state as JobState))
@@ -21,6 +22,8 @@ export function reduceJob(job: Job, event: LogEvent): Job {
   let next = job
   if (state && (event.type.startsWith('JOB_') || event.type === 'LEASE_GRANTED' || event.type === 'LEASE_DENIED')) {
     next = { ...next, state: displayState(state), updated_at: event.ts }
+    // Why it waited was true of the state it left; the next read says why it waits now.
+    if (next.state !== job.state) next = { ...next, waiting_reason: null, waiting_until: null }
   }
   switch (event.type) {
     case 'LEASE_GRANTED':
@@ -36,6 +39,12 @@ export function reduceJob(job: Job, event: LogEvent): Job {
     case 'JOB_BLOCKED':
       next = { ...next, lease_id: null, progress: null }
       break
+    case 'JOB_DONE':
+    case 'JOB_FAILED':
+    case 'JOB_TIMEOUT':
+      // The attempt that ended: a row that missed the grant still counts it.
+      next = { ...next, attempts: Math.max(next.attempts, num(data['attempt']) ?? 0) }
+      break
     case 'JOB_RUN_NOW':
       next = { ...next, run_at: null }
       break
@@ -50,4 +59,17 @@ export function reduceJob(job: Job, event: LogEvent): Job {
 export function reduceJobs(jobs: readonly Job[], event: LogEvent): Job[] {
   if (!event.job_id || !jobs.some((j) => j.job_id === event.job_id)) return jobs as Job[]
   return jobs.map((job) => reduceJob(job, event))
+}
+
+/**
+ * The newer of two versions of a job: the row on screen (moved by the events) or a read's
+ * answer. An answer can arrive after events that moved the job further (a run-now answered
+ * after the job's grant came over the stream): it must not take the row back. The job's
+ * `updated_at` orders them; within one millisecond the answer wins only if it shows the same
+ * state and at least as many attempts (then it only adds what events do not carry).
+ */
+export function newerJob(shown: Job, answer: Job): Job {
+  const [a, b] = [ms(shown.updated_at) ?? 0, ms(answer.updated_at) ?? 0]
+  if (b !== a) return b > a ? answer : shown
+  return answer.state === shown.state && answer.attempts >= shown.attempts ? answer : shown
 }

@@ -1,5 +1,5 @@
 import { describeError, type ApiClient, type Job, type JobState, type LogEvent } from './api'
-import { reduceJobs } from './job-events'
+import { newerJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
 
@@ -8,14 +8,22 @@ export interface JobFilter {
   state: JobState | ''
   job_type: string
   addon_id: string
+  /** Part of a job's id, type or add-on (the shortened ids the tables show are such parts); '' for none. */
+  search: string
 }
+
+/** No filter: every job. */
+export const NO_FILTER: JobFilter = { state: '', job_type: '', addon_id: '', search: '' }
+
+/** Whether a filter selects fewer than all jobs. */
+export const isFiltered = (filter: JobFilter): boolean => filter.state !== '' || filter.job_type.trim() !== '' || filter.addon_id.trim() !== '' || filter.search.trim() !== ''
 
 /**
  * The jobs table: a filter, newest first, pages by cursor. Events move the rows on screen at
  * once; a new job, or a job leaving the filtered state, reloads the first page.
  */
 export class JobsState {
-  filter = $state<JobFilter>({ state: '', job_type: '', addon_id: '' })
+  filter = $state<JobFilter>({ ...NO_FILTER })
   rows = $state<Job[]>([])
   error = $state<string | null>(null)
   loading = $state(false)
@@ -42,11 +50,16 @@ export class JobsState {
         state: this.filter.state || undefined,
         job_type: this.filter.job_type.trim() || undefined,
         addon_id: this.filter.addon_id.trim() || undefined,
+        search: this.filter.search.trim() || undefined,
         limit: PAGE_SIZE,
         cursor: this.cursor,
       })
       if (generation !== this.generation) return // a newer read is on its way
-      this.rows = page.jobs
+      const shown = new Map(this.rows.map((row) => [row.job_id, row]))
+      this.rows = page.jobs.map((job) => {
+        const row = shown.get(job.job_id)
+        return row ? newerJob(row, job) : job
+      })
       this.nextCursor = page.next_cursor
       this.error = null
     } catch (error) {
@@ -92,7 +105,7 @@ export class JobsState {
   private async act(jobId: string, call: () => Promise<{ job: Job }>): Promise<void> {
     try {
       const { job } = await call()
-      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? { ...r, ...job } : r))
+      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? newerJob(r, { ...r, ...job }) : r))
       delete this.rowErrors[jobId]
     } catch (error) {
       this.rowErrors[jobId] = describeError(error)

@@ -7,7 +7,8 @@ import { ms } from './time-format'
  * The active job leases: who holds them, for what, until when, and how recently the holder
  * heartbeat. `GET /api/leases` lists them with the host's clock, which sets the page's idea of
  * the host's time; grants, expiries and job ends arrive as events (a row appears or flashes out
- * at once, then the store reads again); heartbeats are not events, so `refresh` runs on a timer too.
+ * at once, then the store reads again); heartbeats are not events, so while any lease is
+ * active `refresh` runs on a timer too.
  */
 export class LeasesState {
   rows = $state<LeaseRow[]>([])
@@ -16,6 +17,9 @@ export class LeasesState {
   /** Reads started, and the latest one whose answer is shown: an older answer that comes later is dropped. */
   private started = 0
   private shown = 0
+
+  /** Whether any lease is active: only then do heartbeats move expiries, and only then are the leases read on a timer. */
+  readonly holding = $derived(this.rows.some((row) => row.ended === null))
 
   constructor(
     private readonly api: ApiClient,

@@ -1,12 +1,13 @@
 import type { JobTemplate, Overlap, Priority, Schedule, ScheduleChange, ScheduleInput } from './api'
 
-/** What the schedule form edits, as text where the person types text. */
+/** What the schedule form edits: text where the person types text, a number where the field is a number field. */
 export interface ScheduleDraft {
   name: string
   cron: string
   timezone: string
   job_type: string
-  cost_units: string
+  /** As a number field gives it: a number, or nothing (null, or undefined) while it is empty or not a number. */
+  cost_units: number | null | undefined
   priority: Priority
   queue: string
   /** JSON text; empty for none. */
@@ -21,7 +22,7 @@ export const PRIORITY_CHOICES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', '
 
 /** A new schedule: every day at 02:00 in `timezone`, a job of one unit. */
 export function emptyDraft(timezone: string): ScheduleDraft {
-  return { name: '', cron: '0 2 * * *', timezone, job_type: '', cost_units: '1', priority: 'NORMAL', queue: '', payload: '', overlap: 'allow', enabled: true, rest: {} }
+  return { name: '', cron: '0 2 * * *', timezone, job_type: '', cost_units: 1, priority: 'NORMAL', queue: '', payload: '', overlap: 'allow', enabled: true, rest: {} }
 }
 
 /** The form filled in with a schedule, to edit it. */
@@ -32,7 +33,7 @@ export function draftOf(schedule: Schedule): ScheduleDraft {
     cron: schedule.cron,
     timezone: schedule.timezone,
     job_type,
-    cost_units: String(cost_units),
+    cost_units,
     priority: priority ?? 'NORMAL',
     queue: queue ?? '',
     payload: payload === undefined ? '' : JSON.stringify(payload, null, 2),
@@ -42,20 +43,31 @@ export function draftOf(schedule: Schedule): ScheduleDraft {
   }
 }
 
-export type DraftResult<T> = { ok: true; value: T } | { ok: false; problem: string }
+/** A field of the form a problem is about. */
+export type DraftField = 'name' | 'cron' | 'timezone' | 'job_type' | 'cost_units' | 'priority' | 'queue' | 'payload' | 'overlap'
+
+/** Why the form cannot be sent, shown next to `field` (null: the form as a whole). */
+export interface FormProblem {
+  field: DraftField | null
+  message: string
+}
+
+export type DraftResult<T> = { ok: true; value: T } | { ok: false; problem: FormProblem }
+
+const refuse = (field: DraftField, message: string): { ok: false; problem: FormProblem } => ({ ok: false, problem: { field, message } })
 
 /** The job template of a draft, or what is wrong with it that the host need not be asked about. */
 function templateOf(draft: ScheduleDraft): DraftResult<JobTemplate> {
-  if (draft.job_type.trim() === '') return { ok: false, problem: 'Job type: required' }
-  const cost = Number(draft.cost_units)
-  if (draft.cost_units.trim() === '' || !Number.isSafeInteger(cost) || cost < 1) return { ok: false, problem: 'Units: a whole number of at least 1' }
+  if (draft.job_type.trim() === '') return refuse('job_type', 'Job type: required')
+  const cost = draft.cost_units
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) return refuse('cost_units', 'Units: a whole number of at least 1')
   const job: JobTemplate = { ...draft.rest, job_type: draft.job_type.trim(), cost_units: cost, priority: draft.priority }
   if (draft.queue.trim() !== '') job.queue = draft.queue.trim()
   if (draft.payload.trim() !== '') {
     try {
       job.payload = JSON.parse(draft.payload) as unknown
     } catch (error) {
-      return { ok: false, problem: `Payload: not JSON (${(error as Error).message})` }
+      return refuse('payload', `Payload: not JSON (${(error as Error).message})`)
     }
   }
   return { ok: true, value: job }
@@ -63,7 +75,7 @@ function templateOf(draft: ScheduleDraft): DraftResult<JobTemplate> {
 
 /** `POST /api/schedules` from a new schedule's draft. */
 export function createInput(draft: ScheduleDraft): DraftResult<ScheduleInput> {
-  if (draft.name.trim() === '') return { ok: false, problem: 'Name: required' }
+  if (draft.name.trim() === '') return refuse('name', 'Name: required')
   const job = templateOf(draft)
   if (!job.ok) return job
   return {
@@ -77,6 +89,29 @@ export function changeInput(draft: ScheduleDraft): DraftResult<ScheduleChange> {
   const job = templateOf(draft)
   if (!job.ok) return job
   return { ok: true, value: { cron: draft.cron.trim(), timezone: draft.timezone.trim() || null, job: job.value, overlap: draft.overlap } }
+}
+
+/** The host's fields (`cron`, `job.cost_units` …) as the form's. */
+const HOST_FIELDS: Readonly<Record<string, DraftField>> = {
+  name: 'name',
+  cron: 'cron',
+  timezone: 'timezone',
+  overlap: 'overlap',
+  'job.job_type': 'job_type',
+  'job.cost_units': 'cost_units',
+  'job.priority': 'priority',
+  'job.queue': 'queue',
+  'job.payload': 'payload',
+}
+
+/**
+ * The host's refusal of a draft as a problem of the field it names: the host starts its
+ * `detail` with the failing field (`cron: …`, `job.cost_units: …`); a refusal that names none
+ * of the form's fields is the form's as a whole.
+ */
+export function hostProblem(detail: string): FormProblem {
+  const named = /^([a-z_.]+):/.exec(detail)?.[1]
+  return { field: (named !== undefined && HOST_FIELDS[named]) || null, message: detail }
 }
 
 /** This machine's time zone: a new schedule's default (the desktop app and the host share the machine). */

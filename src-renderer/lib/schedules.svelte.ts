@@ -1,5 +1,5 @@
 import { describeError, type ApiClient, type LogEvent, type Schedule } from './api'
-import { changeInput, createInput, type DraftResult, type ScheduleDraft } from './schedule-form'
+import { changeInput, createInput, hostProblem, type DraftResult, type FormProblem, type ScheduleDraft } from './schedule-form'
 
 /** Recurring schedules (docs/schedules.md), by name, with the operator's changes to them. */
 export class SchedulesState {
@@ -7,8 +7,8 @@ export class SchedulesState {
   error = $state<string | null>(null)
   loaded = $state(false)
   saving = $state(false)
-  /** Why the last create or edit was refused (the host's reason, or the form's). */
-  formError = $state<string | null>(null)
+  /** Why the last create or edit was refused (the host's reason, or the form's), and the field it is about. */
+  formError = $state<FormProblem | null>(null)
   /** Schedule name → the change being sent (enable, disable, delete). */
   pending = $state<Record<string, string>>({})
   /** Schedule name → why a change failed. */
@@ -65,7 +65,7 @@ export class SchedulesState {
       this.formError = null
       return true
     } catch (error) {
-      this.formError = describeError(error)
+      this.formError = hostProblem(describeError(error))
       return false
     } finally {
       this.saving = false

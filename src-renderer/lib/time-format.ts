@@ -5,10 +5,14 @@ const MINUTE = 60 * SECOND
 const HOUR = 60 * MINUTE
 const DAY = 24 * HOUR
 
-/** Epoch milliseconds of an ISO time; null stays null. */
-export function ms(iso: string | null | undefined): number | null {
-  if (!iso) return null
-  const value = Date.parse(iso)
+/** A time as the host sends it (ISO-8601), or as epoch milliseconds (older stored events); null or undefined for none. */
+export type TimeValue = string | number | null | undefined
+
+/** Epoch milliseconds of a time; null for none or for what is not a time. */
+export function ms(at: TimeValue): number | null {
+  if (typeof at === 'number') return Number.isFinite(at) ? at : null
+  if (!at) return null
+  const value = Date.parse(at)
   return Number.isNaN(value) ? null : value
 }
 
@@ -50,13 +54,61 @@ export function formatAge(sinceMs: number | null, nowMs: number): string {
   return `${formatDuration(age)} ago`
 }
 
-/** A wall-clock time for tables: `14:03:07` today, `Jan 3 14:03` on another day. */
-export function formatClock(iso: string | null, nowMs: number): string {
-  const at = ms(iso)
-  if (at === null) return '—'
-  const date = new Date(at)
-  const today = new Date(nowMs)
-  const time = date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })
-  if (date.toDateString() === today.toDateString()) return time
-  return `${date.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${time}`
+/*
+ * The window's one way of writing a time of day, everywhere a time shows (tables, the job page,
+ * the storage text, chart axes, waiting lines, the timeline): the user's locale decides the
+ * hour cycle and separators (`21:47:10` in en-GB or de-DE, `9:47:10 PM` in en-US), and a time
+ * on another day than today carries its date. `locale` is for tests; the window leaves it out.
+ */
+const STYLES = {
+  time: { hour: 'numeric', minute: 'numeric', second: 'numeric' },
+  day: { month: 'short', day: 'numeric' },
+} satisfies Record<string, Intl.DateTimeFormatOptions>
+
+const formatters = new Map<string, Intl.DateTimeFormat>()
+
+/** The formatter of a style in a locale, made once (they are costly to make, cheap to use). */
+function formatter(style: keyof typeof STYLES, locale: string | undefined): Intl.DateTimeFormat {
+  const key = `${locale ?? ''}|${style}`
+  let made = formatters.get(key)
+  if (!made) {
+    made = new Intl.DateTimeFormat(locale, STYLES[style])
+    formatters.set(key, made)
+  }
+  return made
+}
+
+const sameDay = (a: number, b: number) => new Date(a).toDateString() === new Date(b).toDateString()
+
+/** A time as the window writes it: `21:47:10` (or `9:47:10 PM`) today, `Nov 3 21:47:10` on another day; `—` for none. */
+export function formatClock(at: TimeValue, nowMs: number, locale?: string): string {
+  const when = ms(at)
+  if (when === null) return '—'
+  const time = formatter('time', locale).format(when)
+  return sameDay(when, nowMs) ? time : `${formatter('day', locale).format(when)} ${time}`
+}
+
+/** A time to the minute: the time as written with seconds, less its seconds, so an axis and a table write a time alike in every locale. */
+function toTheMinute(time: Intl.DateTimeFormat, when: number): string {
+  const parts = time.formatToParts(when)
+  const at = parts.findIndex((part) => part.type === 'second')
+  // The seconds go with the separator before them (`:`).
+  const kept = at > 0 ? [...parts.slice(0, at - 1), ...parts.slice(at + 1)] : parts
+  return kept.map((part) => part.value).join('')
+}
+
+/**
+ * A chart's time axis labels (ticks in epoch seconds, as uPlot gives them), written as every
+ * other time: the time of day to the minute, and the date at the first tick of each day; dates
+ * alone when the ticks are a day or more apart.
+ */
+export function axisLabels(ticksS: readonly number[], locale?: string): string[] {
+  const spacing = ticksS.length > 1 ? (ticksS[1]! - ticksS[0]!) * SECOND : 0
+  return ticksS.map((tick, i) => {
+    const when = tick * SECOND
+    const date = formatter('day', locale).format(when)
+    if (spacing >= DAY) return date
+    const time = toTheMinute(formatter('time', locale), when)
+    return i === 0 || !sameDay(when, ticksS[i - 1]! * SECOND) ? `${date} ${time}` : time
+  })
 }

@@ -8,10 +8,10 @@
  * lease countdowns follow the host's clock, also when it moves.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { METRICS } from '../../src-renderer/lib/api'
@@ -20,6 +20,11 @@ const ROOT = join(import.meta.dirname, '../..')
 const RENDERER_DIR = join(ROOT, 'out/renderer')
 const SHOTS = join(ROOT, 'test-results/screenshots')
 const CHROMIUM = '/usr/bin/chromium'
+/** The README's screenshot, and where each named part of the window is in it (docs/dashboard.md). */
+const README_SHOT = join(ROOT, 'docs/dashboard.png')
+const README_LAYOUT = join(ROOT, 'docs/dashboard.layout.json')
+/** How far (px) a part may move or grow before the screenshot no longer shows the window as it is. */
+const LAYOUT_SLACK_PX = 24
 const Q = '/api/scheduler'
 
 let host: TestHost
@@ -31,6 +36,23 @@ const clock = new ManualClock(Date.now())
 const pageProblems: string[] = []
 /** Every address the page asked for and did not find (a favicon, a script): there should be none. */
 const notFound: string[] = []
+
+/**
+ * Reports of a page's trouble: an uncaught error, an error on its console, an answer of the host
+ * that is a server error. `Failed to load resource` lines are the console's echo of an HTTP
+ * error status, which the tests provoke on purpose (a refused run-now, a wrong token); a 404
+ * is caught apart (`notFound`), a 5xx here.
+ */
+function watch(target: Page): void {
+  target.on('console', (message) => {
+    if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) pageProblems.push(message.text())
+  })
+  target.on('pageerror', (error) => pageProblems.push(String(error)))
+  target.on('response', (response) => {
+    if (response.status() === 404) notFound.push(response.url())
+    if (response.status() >= 500) pageProblems.push(`${response.status()} ${response.url()}`)
+  })
+}
 
 /** Keeps the host's clock at real time plus `offset`. */
 const syncClock = () => clock.set(Date.now() + offset)
@@ -68,6 +90,35 @@ async function countdownGap(leaseId: string): Promise<number> {
   return Math.abs(shown - (Date.parse(lease.expires_at) - Date.parse(now)) / 1000)
 }
 
+type Box = [x: number, y: number, width: number, height: number]
+
+/** Where each named part of the page is: its headings, navigation entries and table columns, by their text. */
+const layoutOf = (target: Page): Promise<Record<string, Box>> =>
+  target.evaluate(() => {
+    const boxes: Record<string, Box> = {}
+    for (const el of document.querySelectorAll('h1, h2, nav a, th')) {
+      const name = `${el.tagName.toLowerCase()} ${(el.textContent ?? '').replace(/\s+/g, ' ').trim()}`
+      const r = el.getBoundingClientRect()
+      boxes[name] ??= [Math.round(r.x), Math.round(r.y), Math.round(r.width), Math.round(r.height)]
+    }
+    return boxes
+  })
+
+/** The parts whose place differs by more than the slack, or that one layout has and the other not. */
+function layoutDrift(committed: Record<string, Box>, now: Record<string, Box>): string[] {
+  const names = [...new Set([...Object.keys(committed), ...Object.keys(now)])]
+  return names.filter((name) => {
+    const [a, b] = [committed[name], now[name]]
+    return !a || !b || a.some((v, i) => Math.abs(v - b[i]!) > LAYOUT_SLACK_PX)
+  })
+}
+
+/** Types into a field as a person does: selects what is in it, then presses each key. */
+async function typeInto(field: ReturnType<Page['locator']>, text: string): Promise<void> {
+  await field.selectText()
+  await field.pressSequentially(text)
+}
+
 const shoot = async (name: string) => {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true })
 }
@@ -92,16 +143,17 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
       headless: true,
       args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
     })
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) pageProblems.push(message.text())
-    })
-    page.on('pageerror', (error) => pageProblems.push(String(error)))
-    page.on('response', (response) => {
-      if (response.status() === 404) notFound.push(response.url())
-    })
+    // The locale is pinned (24-hour en-GB), so the times the tests read are known; a test of its
+    // own opens the window in other locales.
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'en-GB' })
+    watch(page)
     await page.goto(`${host.url}/#token=${host.token}`)
   }, 150_000)
+
+  // An uncaught error or a console error fails the test during which it happened.
+  afterEach(() => {
+    expect(pageProblems.splice(0)).toEqual([])
+  })
 
   afterAll(async () => {
     await browser?.close()
@@ -131,9 +183,16 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await expect.poll(() => page.getByTestId('cap-leased').textContent()).toBe('20')
     expect(await page.locator('[data-testid="leases"] .countdown').first().textContent()).toMatch(/0:\d\d/)
     await shoot('overview')
-    // The README's screenshot, refreshed on request (UPDATE_README_SCREENSHOT=1 npm test), so a
-    // plain test run never changes a tracked file.
-    if (process.env.UPDATE_README_SCREENSHOT) await page.screenshot({ path: join(ROOT, 'docs/dashboard.png') })
+    // The README's screenshot: refreshed on request (UPDATE_README_SCREENSHOT=1), so a plain run
+    // never changes a tracked file; otherwise the window's layout now is held to the one it shows.
+    const layout = await layoutOf(page)
+    if (process.env.UPDATE_README_SCREENSHOT) {
+      await page.screenshot({ path: README_SHOT })
+      writeFileSync(README_LAYOUT, `{\n${Object.entries(layout).map(([name, box]) => `  ${JSON.stringify(name)}: ${JSON.stringify(box)}`).join(',\n')}\n}\n`)
+    } else {
+      const drift = layoutDrift(JSON.parse(readFileSync(README_LAYOUT, 'utf8')) as Record<string, Box>, layout)
+      expect(drift, 'docs/dashboard.png no longer shows the window: UPDATE_README_SCREENSHOT=1 npx vitest run test/e2e/dashboard.test.ts, then commit it with docs/dashboard.layout.json').toEqual([])
+    }
 
     await page.click('nav a[href="#/jobs"]')
     for (const id of ids) await page.locator(`tr[data-job="${id}"][data-state="RUNNING"]`).waitFor({ timeout: 5000 })
@@ -151,6 +210,19 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await page.getByTestId('jobs-empty').waitFor()
     await page.getByRole('button', { name: 'Clear filters' }).click()
     await page.locator(`tr[data-job="${ids[0]}"]`).waitFor()
+    // Search by a part of an id, as the table shows ids shortened; then by text of a type, in another case.
+    const part = ids[1]!.slice(-6)
+    await page.getByLabel('Id or text').fill(part)
+    await page.getByRole('button', { name: 'Search' }).click()
+    await expect.poll(() => page.locator('[data-testid="jobs"] tbody tr').count()).toBe(1)
+    await page.locator(`tr[data-job="${ids[1]}"]`).waitFor()
+    expect((await json(await host.call(`${Q}/jobs?search=${part}`))).jobs.map((j: { job_id: string }) => j.job_id)).toEqual([ids[1]])
+    await page.getByLabel('Id or text').fill('SLE')
+    await page.getByRole('button', { name: 'Search' }).click()
+    await page.locator(`tr[data-job="${ids[0]}"]`).waitFor()
+    expect(await page.getByTestId('bulk-purge').isDisabled()).toBe(true) // a search cannot select a bulk action's jobs
+    await page.getByRole('button', { name: 'Clear filters' }).click()
+    await expect.poll(() => page.getByLabel('Id or text').inputValue()).toBe('')
     await shoot('jobs')
 
     // The job page: result, the attempt the host reports (a local worker, succeeded), the timeline.
@@ -184,6 +256,22 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     // A change through the API shows up by itself (CAPACITY_CHANGED on the stream).
     await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 0 } }))
     await expect.poll(() => page.getByTestId('cap-usable').textContent()).toBe('100')
+
+    // The total units number field, erased key by key and typed into.
+    const total = page.getByLabel('Total units', { exact: true })
+    await total.click()
+    await total.press('End')
+    for (let i = 0; i < 3; i++) await total.press('Backspace')
+    expect(await total.inputValue()).toBe('')
+    await page.getByRole('button', { name: 'Set', exact: true }).click()
+    expect(await page.getByTestId('total-problem').textContent()).toBe('Total units: a whole number from 0 to 1,000,000')
+    await total.pressSequentially('150')
+    await page.getByRole('button', { name: 'Set', exact: true }).click()
+    await expect.poll(() => page.getByTestId('cap-total').textContent()).toBe('150')
+    expect((await json(await host.call('/api/capacity'))).total_units).toBe(150)
+    await typeInto(total, '100')
+    await page.getByRole('button', { name: 'Set', exact: true }).click()
+    await expect.poll(async () => (await json(await host.call('/api/capacity'))).total_units).toBe(100)
   })
 
   test('a blocker halt is answered from the page and the job is requeued', async () => {
@@ -244,6 +332,30 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect((await halt.getByTestId('attempt-error').textContent())?.replace(/\s+/g, ' ').trim()).toBe('blocked Halted by a file-lease blocker')
     expect(await halt.textContent()).toContain('ext-1')
     await shoot('job-blocked')
+
+    // The timeline wraps between an event's fields, never inside one (unless a field is wider
+    // than the whole line), also in a narrow window.
+    await page.setViewportSize({ width: 760, height: 900 })
+    try {
+      const pairs = page.locator('[data-testid="timeline"] .pair')
+      expect(await pairs.count()).toBeGreaterThan(10)
+      const broken = await pairs.evaluateAll((all) =>
+        all
+          .filter((el) => {
+            const first = document.createRange()
+            first.setStart(el.firstChild!, 0)
+            first.setEnd(el.firstChild!, 1)
+            const line = first.getBoundingClientRect().height
+            const box = el.getBoundingClientRect()
+            return box.height > line * 1.5 && box.width < el.parentElement!.clientWidth - 1
+          })
+          .map((el) => el.textContent),
+      )
+      expect(broken).toEqual([])
+      await shoot('job-timeline-narrow')
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+    }
 
     // A fresh page, the host's clock 184 s ahead and no lease event since: the countdown is the
     // host's. Then the holder's lease expiring (no more heartbeats): it flashes out.
@@ -361,6 +473,12 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await form.getByLabel('Cron expression', { exact: true }).fill('30 2 * * *')
     await form.getByLabel('Time zone', { exact: true }).fill('UTC')
     await form.getByLabel('Job type', { exact: true }).fill('noop')
+    // The number field typed into as a person does: its text replaced, key by key.
+    await typeInto(form.getByLabel('Units', { exact: true }), '2')
+    await form.getByLabel('Priority').selectOption('HIGH')
+    await form.getByLabel('Queue', { exact: true }).fill('reports')
+    await form.getByLabel('When the last run is unfinished').selectOption('skip')
+    await form.getByLabel('Payload (JSON)', { exact: true }).fill('{"ms": 10}')
     // Put in words as it is typed, before anything is sent.
     expect(await form.getByTestId('cron-words').textContent()).toBe('At 02:30, every day (UTC)')
     await shoot('schedule-form')
@@ -371,7 +489,13 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await row.getByTestId('schedule-words').textContent()).toBe('At 02:30, every day')
     // Its next run is the host's, as the page writes times, with the time left.
     const { schedule } = await json(await host.call('/api/schedules/nightly-report'))
-    expect(schedule).toMatchObject({ cron: '30 2 * * *', timezone: 'UTC', enabled: true, job: { job_type: 'noop', cost_units: 1 } })
+    expect(schedule).toMatchObject({
+      cron: '30 2 * * *',
+      timezone: 'UTC',
+      enabled: true,
+      overlap: 'skip',
+      job: { job_type: 'noop', cost_units: 2, priority: 'HIGH', queue: 'reports', payload: { ms: 10 } },
+    })
     const shown = await page.evaluate(
       (at) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' }),
       schedule.next_fire_at,
@@ -383,6 +507,23 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await next.locator('div').count()).toBe(3)
     await shoot('schedules')
 
+    // Edit → Save, with the number field typed into again.
+    await row.getByRole('button', { name: 'Edit' }).click()
+    await typeInto(form.getByLabel('Units', { exact: true }), '3')
+    await form.getByRole('button', { name: 'Save' }).click()
+    await form.waitFor({ state: 'detached' })
+    expect((await json(await host.call('/api/schedules/nightly-report'))).schedule.job).toMatchObject({ cost_units: 3, queue: 'reports', payload: { ms: 10 } })
+    await expect.poll(() => row.textContent()).toContain('3 u')
+    // A form that cannot be sent says why next to the field, and sends nothing.
+    await row.getByRole('button', { name: 'Edit' }).click()
+    await typeInto(form.getByLabel('Units', { exact: true }), '0')
+    await form.getByRole('button', { name: 'Save' }).click()
+    expect(await form.getByTestId('problem-cost_units').textContent()).toBe('Units: a whole number of at least 1')
+    expect(await form.getByLabel('Units', { exact: true }).getAttribute('aria-invalid')).toBe('true')
+    await shoot('schedule-form-refused')
+    await form.getByRole('button', { name: 'Cancel' }).click()
+    expect((await json(await host.call('/api/schedules/nightly-report'))).schedule.job.cost_units).toBe(3)
+
     await row.getByLabel('Enabled: nightly-report').uncheck()
     await page.locator('tr[data-schedule="nightly-report"][data-enabled="false"]').waitFor({ timeout: 5000 })
     expect(await next.textContent()).toContain('disabled')
@@ -390,7 +531,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
   })
 
   test('a scheduled job is listed with its time, run now from the page, and another one canceled', async () => {
-    const runs = await submit({ job_type: 'sleep', payload: { ms: 200 }, delay_ms: 3_600_000 })
+    const runs = await submit({ job_type: 'sleep', payload: { ms: 1500 }, delay_ms: 3_600_000 })
     const waits = await submit({ job_type: 'sleep', payload: { ms: 200 }, delay_ms: 3_600_000 })
     await page.goto(`${host.url}/#/jobs`)
     const row = page.locator(`tr[data-job="${runs}"][data-scheduled="true"]`)
@@ -402,8 +543,15 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await row.getByTestId('run-at').textContent()).toMatch(sameDay ? /^for \d\d:\d\d:\d\d$/ : /^for \w{3} \d{1,2} \d\d:\d\d:\d\d$/)
     await shoot('jobs-scheduled')
     await row.getByRole('button', { name: `Run job ${runs} now` }).click()
-    // Eligible at once: a local worker takes it, and the row follows it to its end.
-    await page.locator(`tr[data-job="${runs}"][data-state="DONE"]`).waitFor({ timeout: 10_000 })
+    // Eligible at once: a local worker takes it, and the row follows it through its run (whether
+    // the answer to Run now comes before or after the grant on the stream) to its end, with the
+    // attempt counted as the host counts it.
+    await page.locator(`tr[data-job="${runs}"][data-state="RUNNING"]`).waitFor({ timeout: 5000 })
+    const done = page.locator(`tr[data-job="${runs}"][data-state="DONE"]`)
+    await done.waitFor({ timeout: 10_000 })
+    const { job: ran } = await json(await host.call(`${Q}/jobs/${runs}`))
+    expect(ran.attempts).toBe(1)
+    expect(await done.locator('td.num').nth(1).textContent()).toBe(`${ran.attempts}/${ran.max_attempts}`)
     const timeline = (await json(await host.call(`${Q}/jobs/${runs}/events`))).events.map((e: { type: string }) => e.type)
     expect(timeline).toEqual(expect.arrayContaining(['JOB_RUN_NOW', 'JOB_DONE']))
     await page.locator(`tr[data-job="${waits}"][data-scheduled="true"]`).getByRole('button', { name: 'Cancel' }).click()
@@ -484,15 +632,26 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await confirm.waitFor({ state: 'detached' })
     expect(await Promise.all(ids.map(jobState))).toEqual(['CANCELED', 'CANCELED'])
     await page.getByTestId('bulk-purge').click()
+    await confirm.getByRole('button', { name: 'Purge 2 jobs' }).waitFor()
+    // Between the count and the yes a third job of the filter is canceled: the yes was for two.
+    const late = await submit({ job_type: 'bulk-e2e', queue: 'bulk' })
+    await json(await host.call(`${Q}/jobs/${late}/cancel`, { method: 'POST', json: {} }))
     await confirm.getByRole('button', { name: 'Purge 2 jobs' }).click()
     await expect.poll(() => page.getByTestId('bulk-result').textContent()).toBe('Purged 2 of 2 jobs.')
-    await page.getByTestId('jobs-empty').waitFor({ timeout: 5000 })
     for (const id of ids) expect((await host.call(`${Q}/jobs/${id}`)).status).toBe(404)
+    expect(await jobState(late)).toBe('CANCELED')
+    await page.locator(`tr[data-job="${late}"]`).waitFor({ timeout: 5000 })
+    await submit({ job_type: 'sleep', payload: { ms: 10 } }) // the newest event another job's again
+    await page.getByTestId('bulk-purge').click()
+    await confirm.getByRole('button', { name: 'Purge 1 job' }).click()
+    await expect.poll(() => page.getByTestId('bulk-result').textContent()).toBe('Purged 1 of 1 job.')
+    await page.getByTestId('jobs-empty').waitFor({ timeout: 5000 })
     await page.getByRole('button', { name: 'Clear filters' }).click()
   })
 
   test('a wrong token gets the token form, the right one the dashboard', async () => {
     const other = await browser.newPage({ viewport: { width: 1280, height: 720 } })
+    watch(other)
     await other.goto(`${host.url}/#token=not-the-token`)
     await other.getByText('The host refused this token').waitFor()
     await other.screenshot({ path: join(SHOTS, 'token-form.png') })
@@ -502,8 +661,33 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await other.close()
   })
 
-  test('the page broke no CSP rule, threw nothing, and asked for nothing it could not find (a favicon included)', () => {
-    expect(pageProblems).toEqual([])
+  test("every time in the window follows the user's locale, written the same way in each part", async () => {
+    const later = await submit({ job_type: 'sleep', payload: {}, delay_ms: 3_600_000 })
+    const clocks = { 'en-US': /\d{1,2}:\d\d:\d\d\s[AP]M$/, 'de-DE': /(^|\s)\d\d:\d\d:\d\d$/ }
+    for (const [locale, clock] of Object.entries(clocks)) {
+      const other = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale })
+      watch(other)
+      await other.goto(`${host.url}/#token=${host.token}`)
+      await other.getByTestId('storage-size').waitFor()
+      const shown: string[] = []
+      const lastPass = other.locator('[data-testid="storage-note"] time')
+      if (await lastPass.count()) shown.push((await lastPass.textContent())!)
+      await other.goto(`${host.url}/#/jobs`)
+      const row = other.locator(`tr[data-job="${later}"]`)
+      await row.waitFor()
+      shown.push((await row.getByTestId('run-at').textContent())!.replace(/^for /, ''), (await row.locator('td.num').nth(2).textContent())!)
+      await other.goto(`${host.url}/#/jobs/${later}`)
+      await other.getByTestId('job-run-at').waitFor()
+      shown.push((await other.getByTestId('job-run-at').textContent())!)
+      for (const at of await other.locator('[data-testid="timeline"] li > span.num').allTextContents()) shown.push(at)
+      expect(shown.length).toBeGreaterThanOrEqual(4)
+      for (const at of shown) expect(at.trim(), locale).toMatch(clock)
+      await other.close()
+    }
+    await json(await host.call(`${Q}/jobs/${later}/cancel`, { method: 'POST', json: {} }))
+  })
+
+  test('the page asked for nothing it could not find (a favicon included)', () => {
     expect(notFound).toEqual([])
   })
 })

@@ -361,6 +361,20 @@ describe('GET /jobs (list)', () => {
     expect(after.jobs).toHaveLength(0)
   })
 
+  test('search finds jobs by any part of their id, type or add-on, in any case, with the other filters', async () => {
+    await start()
+    const render = await submit(host, { job_type: 'Render.Frame', addon_id: 'visuals' })
+    const audio = await submit(host, { job_type: 'mix', addon_id: 'Audio-Tools' })
+    const found = async (query: string) => (await body(await get(`${QUEUE}/jobs?${query}`))).jobs.map((j: any) => j.job_id)
+    expect(await found(`search=${render.job_id.slice(-6, -1)}`)).toEqual([render.job_id])
+    expect(await found('search=FRAME')).toEqual([render.job_id])
+    expect(await found('search=tools')).toEqual([audio.job_id])
+    expect(await found('search=i&state=QUEUED')).toEqual([audio.job_id, render.job_id])
+    expect(await found('search=i&job_type=mix')).toEqual([audio.job_id])
+    expect(await found('search=nothing-like-it')).toEqual([])
+    await expectInvalid(await get(`${QUEUE}/jobs?search=`), 'search')
+  })
+
   test('limit above 500, a bad state, a bad time, a foreign cursor or a repeated parameter are 400 naming them', async () => {
     await start()
     await expectInvalid(await get(`${QUEUE}/jobs?limit=501`), 'limit')

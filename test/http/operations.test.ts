@@ -139,10 +139,27 @@ describe('bulk operations over HTTP', () => {
     const matching = [await failedJob(host, { job_type: 'render' }), await failedJob(host, { job_type: 'render' })]
     const other = await failedJob(host, { job_type: 'encode' })
     const dry = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', dry_run: true }), BulkAnswer)
-    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true })
+    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true, counted_at: new Date(T0).toISOString() })
     const done = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', states: ['FAILED'], requested_by: 'ops' }), BulkAnswer)
-    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false })
+    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false, counted_at: null })
     expect(await Promise.all([...matching, other].map(async (id) => (await jobOf(host, id)).state))).toEqual(['QUEUED', 'QUEUED', 'FAILED'])
+  })
+
+  test("a purge given its dry run's counted_at purges exactly the jobs counted, none that finished after", async () => {
+    const { host, clock } = await startHost()
+    const counted = [await failedJob(host, { job_type: 'render' }), await failedJob(host, { job_type: 'render' })]
+    const dry = await ok(await post(host, '/api/jobs/bulk/purge', { job_type: 'render', dry_run: true }), BulkAnswer)
+    expect(dry).toMatchObject({ matched: 2, counted_at: new Date(T0).toISOString() })
+    // Between the count and the operator's yes, another job of the filter finishes.
+    clock.advance(5 * SECOND)
+    const later = await failedJob(host, { job_type: 'render' })
+    await submit(host, { queue: 'elsewhere' }) // the newest event is another job's (docs/retention.md)
+    const done = await ok(await post(host, '/api/jobs/bulk/purge', { job_type: 'render', finished_by: dry.counted_at }), BulkAnswer)
+    expect(done).toMatchObject({ matched: 2, changed: 2 })
+    for (const id of counted) await expectError(await host.call(`${QUEUE}/jobs/${id}`), 404, 'job_not_found')
+    expect((await jobOf(host, later)).state).toBe('FAILED')
+    await expectInvalid(await post(host, '/api/jobs/bulk/cancel', { all: true, finished_by: dry.counted_at }), 'finished_by')
+    await expectInvalid(await post(host, '/api/jobs/bulk/purge', { all: true, finished_by: 'yesterday' }), 'finished_by')
   })
 
   test('cancel and purge refuse an empty filter unless all: true; states outside the action are 400', async () => {

@@ -4,6 +4,7 @@ import { afterEach, expect, test, vi } from 'vitest'
 import BlockerCard from '../../src-renderer/components/BlockerCard.svelte'
 import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
+import JobsTable from '../../src-renderer/components/JobsTable.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
 import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
@@ -13,8 +14,9 @@ import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
 import { StorageState } from '../../src-renderer/lib/storage.svelte'
+import { formatClock } from '../../src-renderer/lib/time-format'
 import { WorkersState } from '../../src-renderer/lib/workers.svelte'
-import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
+import { event, fakeFetch, iso, job, render, SECOND, T0, text, typeText, unmountAll } from './support'
 
 afterEach(unmountAll)
 
@@ -90,7 +92,7 @@ test('the job page lists the attempts the host reports, each with worker, times,
   expect(rows.map((r) => r.getAttribute('data-attempt'))).toEqual(['1', '2', '3'])
   const cell = (row: Element, id: string) => text(row.querySelector(`[data-testid="${id}"]`))
   expect(text(rows[0]!.children[1])).toBe('w1')
-  expect(text(rows[0]!.children[2])).toBe(new Date(T0 + 60 * SECOND).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' }))
+  expect(text(rows[0]!.children[2])).toBe(formatClock(T0 + 60 * SECOND, T0 + 60 * SECOND))
   expect(text(rows[0]!.children[3])).toMatch(/ after 12 s$/)
   expect([cell(rows[0]!, 'attempt-outcome'), cell(rows[0]!, 'attempt-disposition'), cell(rows[0]!, 'attempt-error')]).toEqual([
     'TIMEOUT',
@@ -124,7 +126,7 @@ test("a failed job's page shows its stack line by line, and times in the timelin
   expect(shown.split('\n')).toEqual(expect.arrayContaining(stack.split('\n')))
   const timeline = text(el.querySelector('[data-testid="timeline"]'))!
   expect(timeline).not.toContain(String(expires))
-  expect(timeline).toContain(`expires_at=${new Date(expires).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })}`)
+  expect(timeline).toContain(`expires_at=${formatClock(expires, T0 + 40 * SECOND)}`)
   expect(timeline).toContain('fence=3')
 })
 
@@ -154,6 +156,46 @@ test('the job page says why a waiting job waits, and says nothing for a running 
   const running = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch(routes(null)).fetcher), 'job-1')
   await running.refresh()
   expect(render(JobDetailView, { detail: running, now: T0 }).querySelector('[data-testid="job-waiting"]')).toBeNull()
+})
+
+test('a wait that ends by itself shows its time as every other time, on the job page and in the jobs table, once', async () => {
+  const until = T0 + 150 * SECOND
+  const waiting = job({ state: 'QUEUED', attempts: 1, waiting_reason: 'retry after a failed attempt', waiting_until: iso(until), next_retry_at: iso(until) })
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: waiting, result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [] },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const page = render(JobDetailView, { detail, now: T0 })
+  const line = `retry after a failed attempt · until ${formatClock(until, T0)} (in 2 min 30 s)`
+  expect(text(page.querySelector('[data-testid="job-waiting"]'))).toBe(line)
+  expect(text(page.querySelector('[data-testid="job-detail"]'))).not.toContain('Next retry') // the same time, said once
+  const table = render(JobsTable, { jobs: [waiting], now: T0, oncancel: () => {} })
+  expect(text(table.querySelector('[data-testid="row-waiting"]'))).toBe(line)
+})
+
+test("the total units field keeps what is typed, an emptied field too, and says why it cannot send what it cannot", async () => {
+  const figures = { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 }
+  const { fetcher, calls } = fakeFetch({ 'GET /api/capacity': figures, 'PUT /api/capacity': (body) => ({ ...figures, ...(body as object) }) })
+  const capacity = new CapacityState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await capacity.refresh()
+  const el = render(CapacityPanel, { capacity })
+  const field = el.querySelector<HTMLInputElement>('input[aria-label="Total units"]')!
+  const set = el.querySelector<HTMLButtonElement>('form.total button[type="submit"]')!
+  // Backspaced to nothing, it stays empty while the person types on (it does not refill with 100).
+  typeText(field, '10', '1', '')
+  expect(field.value).toBe('')
+  set.click()
+  await vi.waitFor(() => expect(text(el.querySelector('[data-testid="total-problem"]'))).toBe('Total units: a whole number from 0 to 1,000,000'))
+  expect(field.getAttribute('aria-invalid')).toBe('true')
+  typeText(field, '1', '15', '150')
+  expect(field.value).toBe('150')
+  set.click()
+  await vi.waitFor(() => expect(text(el.querySelector('[data-testid="cap-total"]'))).toBe('150'))
+  expect(calls.filter((c) => c.method === 'PUT').map((c) => c.body)).toEqual([{ total_units: 150 }])
+  expect(el.querySelector('[data-testid="total-problem"]')).toBeNull()
 })
 
 test('the capacity panel shows the figures and sends a manual busy rating', async () => {
@@ -307,10 +349,12 @@ test('the storage panel shows the database size (file + WAL) and how long finish
   const { fetcher } = fakeFetch({ 'GET /api/storage': () => answer })
   const storage = new StorageState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
   await storage.refresh()
-  const el = render(StoragePanel, { storage })
+  const el = render(StoragePanel, { storage, now: T0 })
   expect(text(el.querySelector('[data-testid="storage-size"]'))).toBe('13.0 MB')
   expect(text(el.querySelector('[data-testid="storage-retention"]'))).toBe('7 days')
-  expect(text(el.querySelector('[data-testid="storage-note"]'))).toMatch(/deleted with their history 7 days after they finish; the last pass, at .+, deleted 1,234\. Statistics are kept 90 days\./)
+  expect(text(el.querySelector('[data-testid="storage-note"]'))).toContain(
+    `deleted with their history 7 days after they finish; the last pass, at ${formatClock(T0, T0)}, deleted 1,234. Statistics are kept 90 days.`,
+  )
 
   answer.retain_days = 0
   await storage.refresh()

@@ -1,7 +1,9 @@
 import { describe, expect, test } from 'vitest'
 import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
 import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
-import { formatAge, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
+import { axisLabels, formatAge, formatClock, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
 import { shortId } from '../../src-shared/short-id'
 import { formatBytes, retentionText } from '../../src-renderer/lib/storage.svelte'
@@ -102,18 +104,52 @@ describe('short job ids', () => {
   })
 })
 
-describe("an event's data on the timeline", () => {
-  const clock = (at: number) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })
+describe('times, written one way in the whole window', () => {
+  const AT = new Date(2026, 10, 28, 21, 47, 10).getTime() // 21:47:10 in this machine's time zone
+  const DAY = 24 * 3600 * SECOND
 
-  test('times (fields named …_at, epoch ms or ISO) show as clock times; other numbers stay numbers', () => {
-    const data = { expires_at: T0 + 35 * SECOND, retry_at: new Date(T0 + 180 * SECOND).toISOString(), fence: 1795668613865, ttl_s: 30 }
-    expect(eventPairs(data, T0)).toBe(`expires_at=${clock(T0 + 35 * SECOND)}  retry_at=${clock(T0 + 180 * SECOND)}  fence=1795668613865  ttl_s=30`)
+  test("follow the locale's hour cycle: 24-hour in en-GB and de-DE, AM/PM in en-US", () => {
+    expect(formatClock(AT, AT, 'en-GB')).toBe('21:47:10')
+    expect(formatClock(AT, AT, 'de-DE')).toBe('21:47:10')
+    expect(formatClock(AT, AT, 'en-US')).toMatch(/^9:47:10\sPM$/)
+    // ISO on the wire or epoch ms (older stored events): the same time.
+    expect(formatClock(new Date(AT).toISOString(), AT, 'en-US')).toBe(formatClock(AT, AT, 'en-US'))
   })
 
-  test('a time on another day carries its date; a missing or unreadable time is shown as it is', () => {
-    expect(eventPairs({ next_retry_at: T0 + 26 * 3600 * SECOND }, T0)).toMatch(/^next_retry_at=\S+ \d+ \d\d:\d\d:\d\d$/)
-    expect(eventPairs({ released_at: null, acquired_at: 'soon', holder: { owner_id: 'w' } }, T0)).toBe('released_at=null  acquired_at=soon  holder={"owner_id":"w"}')
-    expect(eventPairs(null, T0)).toBe('')
+  test('a time on another day carries its date; none is a dash', () => {
+    expect(formatClock(AT, AT + DAY, 'en-GB')).toBe('28 Nov 21:47:10')
+    expect(formatClock(AT, AT + DAY, 'en-US')).toMatch(/^Nov 28 9:47:10\sPM$/)
+    expect(formatClock(null, AT)).toBe('—')
+    expect(formatClock('soon', AT)).toBe('—')
+  })
+
+  test("a chart's time axis: minutes in the locale's hour cycle, the date at each day's first tick, dates alone for ticks a day apart", () => {
+    const ticks = [AT - 10 * 60 * SECOND, AT + 50 * 60 * SECOND, AT + 110 * 60 * SECOND, AT + 170 * 60 * SECOND].map((t) => t / SECOND)
+    expect(axisLabels(ticks, 'en-GB')).toEqual(['28 Nov 21:37', '22:37', '23:37', '29 Nov 00:37'])
+    expect(axisLabels(ticks, 'en-US').map((l) => l.replace(/\s/g, ' '))).toEqual(['Nov 28 9:37 PM', '10:37 PM', '11:37 PM', 'Nov 29 12:37 AM'])
+    expect(axisLabels([AT / SECOND, (AT + DAY) / SECOND], 'en-GB')).toEqual(['28 Nov', '29 Nov'])
+  })
+
+  test('no part of the window writes a time but through that formatter', () => {
+    const root = join(import.meta.dirname, '../../src-renderer')
+    const files = readdirSync(root, { recursive: true, encoding: 'utf8' }).filter((f) => /\.(ts|svelte)$/.test(f) && !f.endsWith('time-format.ts'))
+    const offenders = files.filter((f) => /toLocale(Date|Time)String|new Intl\.DateTimeFormat|toISOString\(\)/.test(readFileSync(join(root, f), 'utf8')))
+    expect(offenders).toEqual([])
+  })
+})
+
+describe("an event's data on the timeline", () => {
+  const line = (data: Record<string, unknown> | null, now: number) => eventPairs(data, now).map((p) => `${p.key}=${p.value}`)
+
+  test('every ISO time, and a number in a field named …_at (older stored events), is written by the one formatter; other numbers stay numbers', () => {
+    const data = { expires_at: T0 + 35 * SECOND, retry: new Date(T0 + 180 * SECOND).toISOString(), fence: 1795668613865, ttl_s: 30 }
+    expect(line(data, T0)).toEqual([`expires_at=${formatClock(T0 + 35 * SECOND, T0)}`, `retry=${formatClock(T0 + 180 * SECOND, T0)}`, 'fence=1795668613865', 'ttl_s=30'])
+  })
+
+  test('times inside objects too; a missing or unreadable time is shown as it is', () => {
+    expect(line({ owner_lease: { lease_id: 'l', expires_at: T0 } }, T0)).toEqual([`owner_lease={lease_id=l, expires_at=${formatClock(T0, T0)}}`])
+    expect(line({ released_at: null, acquired_at: 'soon', year: '2026' }, T0)).toEqual(['released_at=null', 'acquired_at=soon', 'year=2026'])
+    expect(line(null, T0)).toEqual([])
   })
 })
 

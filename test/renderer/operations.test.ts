@@ -4,19 +4,21 @@
  * stores send the host, and what the components show.
  */
 import { flushSync } from 'svelte'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, expect, test, vi } from 'vitest'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
+import JobsView from '../../src-renderer/components/JobsView.svelte'
 import QueuesView from '../../src-renderer/components/QueuesView.svelte'
 import { ApiClient } from '../../src-renderer/lib/api'
 import { BulkState, bulkOutcome, bulkQuestion } from '../../src-renderer/lib/bulk.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import { reduceJob } from '../../src-renderer/lib/job-events'
-import { JobsState, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
+import { JobsState, NO_FILTER, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
 import { QueuesState } from '../../src-renderer/lib/queues.svelte'
+import { formatClock } from '../../src-renderer/lib/time-format'
 import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
-const filter = (fields: Partial<JobFilter> = {}): JobFilter => ({ state: '', job_type: '', addon_id: '', ...fields })
+const filter = (fields: Partial<JobFilter> = {}): JobFilter => ({ ...NO_FILTER, ...fields })
 
 afterEach(unmountAll)
 
@@ -28,7 +30,7 @@ describe('scheduled jobs', () => {
     const row = el.querySelector('tr[data-job="job-s"]')!
     expect(row.getAttribute('data-scheduled')).toBe('true')
     expect(text(row)).toContain('SCHEDULED')
-    expect(text(row.querySelector('[data-testid="run-at"]'))).toMatch(/^for \d\d:\d\d:\d\d$/)
+    expect(text(row.querySelector('[data-testid="run-at"]'))).toBe(`for ${formatClock(T0 + 60 * SECOND, T0)}`)
     ;(row.querySelector('button[aria-label="Run job job-s now"]') as HTMLButtonElement).click()
     expect(ran).toBe('job-s')
     const due = render(JobsTable, { jobs: [scheduled], now: T0 + 60 * SECOND, oncancel: () => {}, onrunnow: () => {} })
@@ -39,8 +41,8 @@ describe('scheduled jobs', () => {
   test('run now and retry are sent as the dashboard, and the row or page shows the job the host answers', async () => {
     const { fetcher, calls } = fakeFetch({
       'POST /api/jobs/job-1/run-now': { job: job({ run_at: null }) },
-      'POST /api/jobs/job-1/retry': { job: job({ state: 'QUEUED', max_attempts: 6 }) },
-      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'QUEUED', max_attempts: 6 }), result: null },
+      'POST /api/jobs/job-1/retry': { job: job({ state: 'QUEUED', max_attempts: 6, updated_at: iso(T0 + SECOND) }) },
+      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'QUEUED', max_attempts: 6, updated_at: iso(T0 + SECOND) }), result: null },
       'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
       'GET /api/scheduler/jobs/job-1/events': { events: [] },
     })
@@ -57,6 +59,34 @@ describe('scheduled jobs', () => {
       ['/api/jobs/job-1/run-now', { requested_by: 'dashboard' }],
       ['/api/jobs/job-1/retry', { requested_by: 'dashboard' }],
     ])
+  })
+
+  test('an answer older than the events that moved the job does not take its row back (run now: RUNNING, then DONE 1/3)', async () => {
+    const ran = T0 + SECOND
+    let answer: ((response: Response) => void) | null = null
+    const { fetcher } = fakeFetch({
+      'POST /api/jobs/job-1/run-now': () => new Promise<Response>((resolve) => (answer = resolve)),
+      'GET /api/scheduler/jobs': { jobs: [job({ state: 'QUEUED', run_at: null, updated_at: iso(ran) })], next_cursor: null },
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    jobs.rows = [job({ run_at: iso(T0 + 600 * SECOND) })]
+    const running = jobs.runNow('job-1')
+    // The stream brings the run-now and the grant before the answer to the POST arrives.
+    jobs.apply(event('JOB_RUN_NOW', { ts: iso(ran), data: { state: 'QUEUED' } }))
+    jobs.apply(event('LEASE_GRANTED', { ts: iso(ran + 40), entity_type: 'LEASE', entity_id: 'lease-1', data: { state: 'RUNNING', attempt: 1, worker_id: 'local-1' } }))
+    await vi.waitFor(() => expect(answer).not.toBeNull())
+    answer!(new Response(JSON.stringify({ job: job({ state: 'QUEUED', run_at: null, updated_at: iso(ran) }) }), { status: 200, headers: { 'content-type': 'application/json' } }))
+    await running
+    expect(jobs.rows[0]).toMatchObject({ state: 'RUNNING', attempts: 1 })
+    // A list read started before the grant and answered after it does not either.
+    await jobs.refresh()
+    expect(jobs.rows[0]).toMatchObject({ state: 'RUNNING', attempts: 1 })
+    jobs.apply(event('JOB_DONE', { ts: iso(ran + 4 * SECOND), data: { state: 'DONE', attempt: 1 } }))
+    expect(jobs.rows[0]).toMatchObject({ state: 'DONE', attempts: 1, max_attempts: 3 })
+  })
+
+  test('a job that ends counts the attempt that ended, even if its grant was missed', () => {
+    expect(reduceJob(job({ state: 'RUNNING', attempts: 0 }), event('JOB_DONE', { data: { state: 'DONE', attempt: 1 } }))).toMatchObject({ state: 'DONE', attempts: 1 })
   })
 
   test('a refused run now is shown on its row', async () => {
@@ -119,16 +149,20 @@ describe('bulk actions', () => {
     expect(BulkState.requestFor('purge', filter({ state: 'QUEUED' }))).toBeNull()
     expect(BulkState.requestFor('purge', filter())).toEqual({ all: true })
     expect(BulkState.requestFor('purge', filter({ addon_id: 'a' }))).toEqual({ addon_id: 'a' })
+    // A search selects by parts of ids and text; a bulk call selects by whole values: none for a search.
+    expect(BulkState.requestFor('purge', filter({ search: 'a3f9' }))).toBeNull()
   })
 
-  test('counts first (a dry run), asks, then acts and says how many it changed', async () => {
+  test('counts first (a dry run), asks, then acts on the jobs it counted and says how many it changed', async () => {
+    const counted_at = iso(T0)
     const { fetcher, calls } = fakeFetch({
-      'POST /api/jobs/bulk/purge': (body: { dry_run?: boolean }) => ({ action: 'purge', matched: 3, changed: body.dry_run ? 0 : 3, dry_run: body.dry_run === true }),
+      'POST /api/jobs/bulk/purge': (body: { dry_run?: boolean }) =>
+        body.dry_run ? { action: 'purge', matched: 3, changed: 0, dry_run: true, counted_at } : { action: 'purge', matched: 3, changed: 3, dry_run: false, counted_at: null },
     })
     let reloads = 0
     const bulk = new BulkState(new ApiClient(connection, fetcher), () => (reloads += 1))
     await bulk.prepare('purge', filter({ state: 'FAILED' }))
-    expect(bulk.pending).toEqual({ action: 'purge', request: { states: ['FAILED'] }, matched: 3 })
+    expect(bulk.pending).toEqual({ action: 'purge', request: { states: ['FAILED'], finished_by: counted_at }, matched: 3 })
     expect(bulkQuestion(bulk.pending!)).toBe('Purge 3 jobs? The FAILED jobs will be deleted with their attempts and events. This cannot be undone.')
     await bulk.confirm()
     expect(bulk.pending).toBeNull()
@@ -136,7 +170,7 @@ describe('bulk actions', () => {
     expect(reloads).toBe(1)
     expect(calls.map((c) => c.body)).toEqual([
       { states: ['FAILED'], dry_run: true, requested_by: 'dashboard' },
-      { states: ['FAILED'], requested_by: 'dashboard' },
+      { states: ['FAILED'], finished_by: counted_at, requested_by: 'dashboard' },
     ])
   })
 
@@ -145,6 +179,30 @@ describe('bulk actions', () => {
       'Retry 2 jobs? Every one of the FAILED, CANCELED, TIMEOUT jobs will go back to the queue, each as a new run with a fresh attempt budget.',
     )
     expect(bulkQuestion({ action: 'retry', request: { job_type: 'render' }, matched: 0 })).toBe('No job matches: nothing to retry (the FAILED, CANCELED, TIMEOUT jobs of type render).')
-    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
+    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false, counted_at: null })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
+  })
+})
+
+describe('the jobs view', () => {
+  test('searches by any part of an id, type or add-on as typed, and asks the host with the search', async () => {
+    const found = job({ job_id: '01a2248b-543a-8000-8000-0000015c8d60', job_type: 'render' })
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/scheduler/jobs?limit=25': { jobs: [found, job({ job_id: 'job-2' })], next_cursor: null },
+      'GET /api/scheduler/jobs?search=5c8d&limit=25': { jobs: [found], next_cursor: null },
+    })
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    await jobs.refresh()
+    const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+    const box = el.querySelector('input[name="search"]') as HTMLInputElement
+    box.value = ' 5c8d '
+    box.dispatchEvent(new Event('input', { bubbles: true }))
+    ;(el.querySelector('form[role="search"] button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(1))
+    expect(el.querySelector(`tr[data-job="${found.job_id}"]`)).not.toBeNull()
+    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?search=5c8d&limit=25')
+    // Bulk actions cannot take a search: they are off, and the view says why.
+    expect((el.querySelector('[data-testid="bulk-purge"]') as HTMLButtonElement).disabled).toBe(true)
+    expect(text(el.querySelector('.bulk'))).toContain('clear the id-or-text search')
   })
 })

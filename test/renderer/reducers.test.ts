@@ -14,6 +14,14 @@ describe('the jobs table reduces job events', () => {
     rows = reduceJobs(rows, event('JOB_CANCELED', { job_id: 'a', data: { state: 'CANCELED' } }))
     expect(rows.map((r) => r.state)).toEqual(['CANCELED', 'QUEUED'])
   })
+  test('a job that moves on no longer shows why it waited (until the next read says why it waits now)', () => {
+    const waiting = job({ waiting_reason: 'first in line; waiting for a worker', waiting_until: null })
+    const [granted] = reduceJobs([waiting], event('LEASE_GRANTED', { entity_type: 'LEASE', entity_id: 'l1', data: { state: 'RUNNING', attempt: 1 } }))
+    expect(granted).toMatchObject({ state: 'RUNNING', waiting_reason: null, waiting_until: null })
+    const [noted] = reduceJobs([waiting], event('JOB_STATUS', { data: { state: 'QUEUED', note: 'hi' } }))
+    expect(noted!.waiting_reason).toBe('first in line; waiting for a worker')
+  })
+
   test('a requeue or halt drops the lease', () => {
     const rows = reduceJobs([job({ state: 'RUNNING', lease_id: 'l1', progress: 0.5 })], event('JOB_BLOCKED', { data: { state: 'BLOCKED', blocker_id: 'b1' } }))
     expect(rows[0]).toMatchObject({ state: 'BLOCKED', lease_id: null, progress: null })

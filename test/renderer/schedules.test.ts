@@ -4,9 +4,9 @@ import { afterEach, describe, expect, test, vi } from 'vitest'
 import SchedulesView from '../../src-renderer/components/SchedulesView.svelte'
 import { ApiClient, type Schedule } from '../../src-renderer/lib/api'
 import { describeCron } from '../../src-renderer/lib/cron-words'
-import { changeInput, createInput, draftOf, emptyDraft } from '../../src-renderer/lib/schedule-form'
+import { changeInput, createInput, draftOf, emptyDraft, hostProblem } from '../../src-renderer/lib/schedule-form'
 import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
-import { event, fakeFetch, iso, T0 } from './support'
+import { event, fakeFetch, iso, T0, typeText } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
 const HOUR = 3_600_000
@@ -52,7 +52,7 @@ describe('a cron expression in words', () => {
 
 describe('the schedule form', () => {
   test('a new draft becomes the POST body; the payload is JSON, an empty queue is left out', () => {
-    const draft = { ...emptyDraft('Europe/Berlin'), name: ' nightly ', job_type: 'exec', cost_units: '3', payload: '{"program": "backup.sh"}', overlap: 'skip' as const }
+    const draft = { ...emptyDraft('Europe/Berlin'), name: ' nightly ', job_type: 'exec', cost_units: 3, payload: '{"program": "backup.sh"}', overlap: 'skip' as const }
     expect(createInput(draft)).toEqual({
       ok: true,
       value: {
@@ -66,18 +66,26 @@ describe('the schedule form', () => {
     })
   })
 
-  test('what the host need not be asked about is refused in the form', () => {
+  test('what the host need not be asked about is refused in the form, naming the field', () => {
     const draft = { ...emptyDraft('UTC'), name: 'n', job_type: 'x' }
-    expect(createInput({ ...draft, name: '' })).toEqual({ ok: false, problem: 'Name: required' })
-    expect(createInput({ ...draft, job_type: ' ' })).toEqual({ ok: false, problem: 'Job type: required' })
-    expect(createInput({ ...draft, cost_units: '1.5' })).toEqual({ ok: false, problem: 'Units: a whole number of at least 1' })
-    expect(createInput({ ...draft, payload: '{nope' })).toMatchObject({ ok: false, problem: expect.stringMatching(/^Payload: not JSON/) })
+    expect(createInput({ ...draft, name: '' })).toEqual({ ok: false, problem: { field: 'name', message: 'Name: required' } })
+    expect(createInput({ ...draft, job_type: ' ' })).toEqual({ ok: false, problem: { field: 'job_type', message: 'Job type: required' } })
+    const units = { ok: false, problem: { field: 'cost_units', message: 'Units: a whole number of at least 1' } }
+    // As a number field gives them: a fraction, zero, and nothing (emptied, or not a number).
+    for (const cost_units of [1.5, 0, null, undefined]) expect(createInput({ ...draft, cost_units })).toEqual(units)
+    expect(createInput({ ...draft, payload: '{nope' })).toMatchObject({ ok: false, problem: { field: 'payload', message: expect.stringMatching(/^Payload: not JSON/) } })
+  })
+
+  test("the host's refusal names the form's field it is about, or none", () => {
+    expect(hostProblem('job.cost_units: Too big: expected number to be <=1000000')).toEqual({ field: 'cost_units', message: 'job.cost_units: Too big: expected number to be <=1000000' })
+    expect(hostProblem('cron: Invalid value for minute: 61')).toMatchObject({ field: 'cron' })
+    expect(hostProblem('The host does not answer')).toMatchObject({ field: null })
   })
 
   test('editing keeps the job fields the form does not show (a PATCH replaces the job whole)', () => {
     const existing = schedule({ job: { job_type: 'backup', cost_units: 2, tags: ['nightly'], max_attempts: 5, constraints: { ssd: true }, queue: 'io', payload: { a: 1 } } })
     const draft = draftOf(existing)
-    expect(draft).toMatchObject({ name: 'nightly', cron: '0 2 * * *', job_type: 'backup', cost_units: '2', queue: 'io', payload: '{\n  "a": 1\n}' })
+    expect(draft).toMatchObject({ name: 'nightly', cron: '0 2 * * *', job_type: 'backup', cost_units: 2, queue: 'io', payload: '{\n  "a": 1\n}' })
     expect(changeInput({ ...draft, cron: '0 3 * * *' })).toEqual({
       ok: true,
       value: {
@@ -115,7 +123,7 @@ describe('the schedules store', () => {
     const { fetcher } = fakeFetch({ 'POST /api/schedules': refusal })
     const store = new SchedulesState(new ApiClient(connection, fetcher))
     expect(await store.create({ ...emptyDraft('UTC'), name: 'n', cron: '61 * * * *', job_type: 'x' })).toBe(false)
-    expect(store.formError).toBe('cron: Invalid value for minute: 61')
+    expect(store.formError).toEqual({ field: 'cron', message: 'cron: Invalid value for minute: 61' })
     expect(store.all).toEqual([])
   })
 
@@ -173,20 +181,32 @@ describe('the Schedules view', () => {
     ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
     flushSync()
     const form = el.querySelector('[data-testid="schedule-form"]')!
-    const type = (name: string, value: string) => {
-      const input = form.querySelector(`[name="${name}"]`) as HTMLInputElement
-      input.value = value
-      input.dispatchEvent(new Event('input', { bubbles: true }))
-      flushSync()
-    }
+    const type = (name: string, value: string) => typeText(form.querySelector(`[name="${name}"]`) as HTMLInputElement, value)
     type('name', 'weekdays')
     type('cron', '0 9 * * 1-5')
     type('timezone', 'Europe/Berlin')
     type('job_type', 'report')
+    type('cost_units', '2')
     expect(text(form.querySelector('[data-testid="cron-words"]'))).toBe('At 09:00, Monday through Friday (Europe/Berlin)')
     ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
     await vi.waitFor(() => expect(el.querySelector('tr[data-schedule="weekdays"]')).not.toBeNull())
-    expect(calls.find((c) => c.method === 'POST')!.body).toMatchObject({ name: 'weekdays', cron: '0 9 * * 1-5', timezone: 'Europe/Berlin', job: { job_type: 'report', cost_units: 1 } })
+    expect(calls.find((c) => c.method === 'POST')!.body).toMatchObject({ name: 'weekdays', cron: '0 9 * * 1-5', timezone: 'Europe/Berlin', job: { job_type: 'report', cost_units: 2 } })
     expect(el.querySelector('[data-testid="schedule-form"]')).toBeNull()
+  })
+
+  test('a form that cannot be sent says why next to the field, and sends nothing', async () => {
+    const { el, calls } = await view([])
+    ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    const field = (name: string) => form.querySelector(`[name="${name}"]`) as HTMLInputElement
+    typeText(field('name'), 'n')
+    typeText(field('job_type'), 'x')
+    typeText(field('cost_units'), '')
+    ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(form.querySelector('[data-testid="problem-cost_units"]')).not.toBeNull())
+    expect(text(form.querySelector('[data-testid="problem-cost_units"]'))).toBe('Units: a whole number of at least 1')
+    expect(form.querySelector('[name="cost_units"]')!.getAttribute('aria-invalid')).toBe('true')
+    expect(calls.filter((c) => c.method === 'POST')).toEqual([])
   })
 })

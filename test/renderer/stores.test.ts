@@ -1,5 +1,5 @@
 // @vitest-environment happy-dom
-import { describe, expect, test, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { ApiClient, type ActiveLease, type ActiveLeases } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
 import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
@@ -194,22 +194,16 @@ describe('the leases store', () => {
     expect(time.now).toBe(T0 + 10 * SECOND)
   })
 
-  test('the dashboard reads the leases every 2 s and soon after a lease event, and nothing else for them', async () => {
+  test('the dashboard reads the leases every 2 s while one is active, soon after a lease event, and nothing else for them', async () => {
     vi.useFakeTimers({ now: T0 })
     try {
+      let leases: ActiveLease[] = [active('l0', { expires_at: iso(Date.now() + 600 * SECOND) })]
       const { fetcher, calls } = fakeFetch({
         'POST /api/events/ticket': { ticket: 'ticket-1' },
-        'GET /api/leases': () => ({ now: iso(Date.now() + 184 * SECOND), leases: [] }),
+        'GET /api/leases': () => ({ now: iso(Date.now() + 184 * SECOND), leases }),
       })
       const sources: FakeSource[] = []
-      const dashboard = new Dashboard(connection, {
-        fetcher,
-        openSource: (url) => {
-          const source = new FakeSource(url)
-          sources.push(source)
-          return source
-        },
-      })
+      const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
       const leaseReads = () => calls.filter((c) => c.path === '/api/leases').length
       dashboard.start()
       await vi.advanceTimersByTimeAsync(0)
@@ -225,7 +219,11 @@ describe('the leases store', () => {
       expect(leaseReads()).toBe(2)
       await vi.advanceTimersByTimeAsync(800) // 2 s after the start
       expect(leaseReads()).toBe(3)
+      // The last lease ends: once it has flashed out, its heartbeats are over and so are the reads.
+      leases = []
       await vi.advanceTimersByTimeAsync(2000)
+      expect(leaseReads()).toBe(4)
+      await vi.advanceTimersByTimeAsync(FLASH_MS + 30 * SECOND)
       expect(leaseReads()).toBe(4)
       // No job lists or lease reads per job any more.
       expect(calls.filter((c) => /[?&]state=|\/lease\//.test(c.path))).toEqual([])
@@ -233,6 +231,66 @@ describe('the leases store', () => {
     } finally {
       vi.useRealTimers()
     }
+  })
+})
+
+describe('an idle dashboard', () => {
+  beforeEach(() => vi.useFakeTimers({ now: T0 }))
+  afterEach(() => vi.useRealTimers())
+
+  /** A dashboard started on a host where nothing happens, its first reads done. */
+  async function startIdle() {
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/events/ticket': { ticket: 'ticket-1' },
+      'GET /api/leases': () => ({ now: iso(Date.now()), leases: [] }),
+      'GET /api/capacity': { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 },
+      'GET /api/scheduler/jobs': { jobs: [], next_cursor: null },
+      'GET /api/queues': { queues: [] },
+      'GET /api/blockers': { blockers: [] },
+      'GET /api/schedules': { schedules: [] },
+      'GET /api/workers': { workers: [] },
+      'GET /api/storage': { database_bytes: 1, file_bytes: 1, wal_bytes: 0, free_bytes: 0, auto_vacuum: 'incremental', retain_days: 7, stats_retain_days: 90, last_prune: null },
+    })
+    const sources: FakeSource[] = []
+    const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+    dashboard.start()
+    await vi.advanceTimersByTimeAsync(1000)
+    sources[0]!.open()
+    const reads = (path: string) => calls.filter((c) => c.path === path).length
+    return { dashboard, calls, stream: sources[0]!, reads }
+  }
+
+  test('asks nothing once it has read each view: no lease, no event, no request in a minute', async () => {
+    const { dashboard, calls } = await startIdle()
+    const first = calls.length
+    await vi.advanceTimersByTimeAsync(60 * SECOND)
+    expect(calls.slice(first).map((c) => c.path)).toEqual([])
+    dashboard.stop()
+  })
+
+  test('reads on the events that change a view: capacity on a busy measurement, storage at most once a minute while events come', async () => {
+    const { dashboard, stream, reads } = await startIdle()
+    const [capacity, storage] = [reads('/api/capacity'), reads('/api/storage')]
+    for (let id = 1; id <= 30; id++) {
+      stream.emit('BUSY_MEASURED', event('BUSY_MEASURED', { id, job_id: null, entity_type: 'CAPACITY', entity_id: 'capacity', data: { busy_rating: id % 10 } }), String(id))
+      await vi.advanceTimersByTimeAsync(4 * SECOND)
+    }
+    expect(reads('/api/capacity') - capacity).toBe(30)
+    expect(reads('/api/storage') - storage).toBe(2) // two minutes of events
+    dashboard.stop()
+  })
+
+  test('reads the workers on a timer only while their view is open (a heartbeat is not an event)', async () => {
+    const { dashboard, reads } = await startIdle()
+    const before = reads('/api/workers')
+    dashboard.show({ view: 'workers', jobId: null })
+    await vi.advanceTimersByTimeAsync(20 * SECOND)
+    expect(reads('/api/workers') - before).toBeGreaterThanOrEqual(4)
+    dashboard.show({ view: 'overview', jobId: null })
+    const after = reads('/api/workers')
+    await vi.advanceTimersByTimeAsync(20 * SECOND)
+    expect(reads('/api/workers')).toBe(after)
+    dashboard.stop()
   })
 })
 

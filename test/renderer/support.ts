@@ -55,7 +55,7 @@ export function fakeFetch(routes: Record<string, object | ((body: any) => unknow
     calls.push({ method, path, body })
     const route = routes[`${method} ${path}`] ?? routes[`${method} ${url.pathname}`]
     if (route === undefined) return new Response(JSON.stringify({ code: 'not_found', detail: `no ${method} ${path}` }), { status: 404 })
-    const answer: unknown = typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route
+    const answer: unknown = await (typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route)
     if (answer instanceof Response) return answer
     return new Response(JSON.stringify(answer), { status: 200, headers: { 'content-type': 'application/json' } })
   }
@@ -76,6 +76,18 @@ export function render<P extends Record<string, any>>(component: any, props: P):
 export function unmountAll(): void {
   for (const component of mounted.splice(0)) unmount(component)
   document.body.innerHTML = ''
+}
+
+/**
+ * Types into a field as its successive values, key by key (`'1', '15', '150'`; `'10', '1', ''`
+ * backspaces), each an input event as the browser sends it.
+ */
+export function typeText(field: HTMLInputElement | HTMLTextAreaElement, ...values: string[]): void {
+  for (const value of values) {
+    field.value = value
+    field.dispatchEvent(new Event('input', { bubbles: true }))
+    flushSync()
+  }
 }
 
 /** An element's text with its white space folded. */
