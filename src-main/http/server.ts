@@ -61,7 +61,11 @@ export interface HttpApp {
   closeStreams(): void
   /** The server's `clientError` listener: see {@link answerClientError}. */
   clientError: typeof answerClientError
-  /** The server's `checkExpectation` listener: see {@link answerUnmetExpectation}. */
+  /**
+   * The server's `checkExpectation` listener: an `Expect` other than `100-continue` is 417
+   * `expectation_failed` with `{detail, code}` (without it Node answers a bare 417), and the
+   * connection closes.
+   */
   checkExpectation: (req: IncomingMessage, res: ServerResponse) => void
 }
 
@@ -158,7 +162,6 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     lanePaths: lane.paths,
     closeStreams: () => streams.closeAll(),
     clientError: answerClientError,
-    // Node answers an unknown expectation with a bare 417 unless the server listens for it.
     checkExpectation: (req, res) => {
       const reply = errors(new HttpError('expectation_failed', `Expect: ${req.headers.expect} is not supported (only 100-continue)`), req.method ?? '', req.url ?? '')
       res.shouldKeepAlive = false
