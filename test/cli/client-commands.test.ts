@@ -168,7 +168,8 @@ describe('leasehold submit', async () => {
     const timed = await cli(['submit', '--type', 'later', '--at', at, '--json'])
     expect(JSON.parse(timed.stdout)).toMatchObject({ run_at: at, state: 'QUEUED' })
     const listed = await cli(['jobs', '--state', 'QUEUED'])
-    expect(listed.stdout).toContain(`scheduled for ${at}`)
+    const row = listed.stdout.split('\n').find((line) => line.startsWith(JSON.parse(timed.stdout).job_id))
+    expect(row).toMatch(new RegExp(`${at.replace(/\./g, '\\.')} +scheduled$`)) // UNTIL, then WAITING
     host.engine.cancel(id)
     host.engine.cancel(JSON.parse(timed.stdout).job_id)
   })
@@ -248,6 +249,17 @@ describe('leasehold submit --wait', async () => {
     }
   })
 
+  test('the progress line gives the time a wait ends by itself after the reason', async () => {
+    const run = startCli(['submit', '--type', 'wait-until', '--in', '10m', '--wait'])
+    await run.until('the job id', () => run.stdout().includes('\n'))
+    const id = run.stdout().trim()
+    const until = new Date(host.engine.getJob(id).run_at!).toISOString()
+    await run.until('the reason', () => run.stderr().includes('waiting: scheduled'))
+    expect(run.stderr()).toContain(`job ${id} QUEUED — waiting: scheduled until ${until}`)
+    host.engine.cancel(id)
+    expect(await run.exited).toBe(1)
+  })
+
   test('a job canceled while it waits exits 1 with CANCELED', async () => {
     const run = startCli(['submit', '--type', 'wait-race', '--wait'])
     await run.until('the job id', () => run.stdout().includes('\n'))
@@ -286,8 +298,8 @@ describe('leasehold jobs', async () => {
     const table = await cli(['jobs'])
     expect(table.status).toBe(0)
     const rows = lines(table.stdout)
-    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED\s+WAITING$/)
-    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-\\S+\\s+first in line; waiting for a worker to take it$`))
+    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED\s+UNTIL\s+WAITING$/)
+    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-\\S+\\s+-\\s+first in line; waiting for a worker to take it$`))
     expect(rows.find((row) => row.startsWith(b.id))).toMatch(/listed-b\s+CANCELED\s+URGENT.*\s-$/)
 
     const canceled = await cli(['jobs', '--state', 'canceled', '--limit', '500'])

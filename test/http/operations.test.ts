@@ -37,7 +37,7 @@ describe('delayed jobs over HTTP', () => {
     const at = new Date(T0 + 10 * MINUTE).toISOString()
     const job = await submit(host, { run_at: at })
     expect(job.run_at).toBe(at)
-    expect(await jobOf(host, job.job_id)).toMatchObject({ run_at: at, waiting_reason: `scheduled for ${at}` })
+    expect(await jobOf(host, job.job_id)).toMatchObject({ run_at: at, waiting_reason: 'scheduled', waiting_until: at })
     const plain = await submit(host)
     expect(plain.run_at).toBeNull()
     const batch = await body(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [{ job_type: 't', cost_units: 1, delay_ms: 90_000 }] }))

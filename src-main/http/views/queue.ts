@@ -14,6 +14,7 @@ import {
   type Job,
   type Lease,
   type ScheduleOrigin,
+  type Waiting,
 } from '../../engine'
 import { iso } from '../../engine/clock'
 import { BUCKETS, METRICS, RANGES } from '../../engine/stats'
@@ -95,12 +96,19 @@ export function queueJob(job: Job): QueueJob {
 
 /**
  * The job as the reads show it (GET /jobs/{id}, GET /jobs): the job plus `waiting_reason`, why
- * it is not running yet (null when it runs or has ended), and `schedule`, the schedule firing
+ * it is not running yet (null when it runs or has ended), `waiting_until`, when that wait ends
+ * by itself if it does, and `schedule`, the schedule firing
  * that made it (null for a job submitted by hand). Only reads carry them: they cost a few
  * queries, which the claim and completion answers do not pay.
  */
 export const QueueJobRead = QueueJob.extend({
-  waiting_reason: z.string().nullable().meta({ description: 'Why the job is not running yet; null when it runs or has ended' }),
+  waiting_reason: z
+    .string()
+    .nullable()
+    .meta({ description: 'Why the job is not running yet, in words that name no time (a running job waits while a file it was refused is held); null when it runs or has ended' }),
+  waiting_until: IsoTime.nullable().meta({
+    description: 'When the wait ends by itself: a retry\'s not-before time, a scheduled run time, a refused file\'s one retry; null when only a worker, capacity or an operator ends it',
+  }),
   schedule: z
     .object({ name: z.string(), fire_at: IsoTime })
     .nullable()
@@ -108,8 +116,12 @@ export const QueueJobRead = QueueJob.extend({
 }).meta({ id: 'QueueJobRead', description: 'A job as the reads show it: plus why it waits and the schedule that made it' })
 export type QueueJobRead = z.infer<typeof QueueJobRead>
 
-export function queueJobRead(job: Job, waitingReason: string | null, origin: ScheduleOrigin | null): QueueJobRead {
-  return { ...queueJob(job), waiting_reason: waitingReason, schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at)! } }
+export function queueJobRead(job: Job, waiting: Waiting | null, origin: ScheduleOrigin | null): QueueJobRead {
+  return {
+    ...queueJob(job),
+    waiting_reason: waiting?.reason ?? null,
+    waiting_until: iso(waiting?.until ?? null),
+    schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at)! } }
 }
 
 /** Seed 002's JobResult for a finished job. */
