@@ -1016,6 +1016,7 @@ export interface components {
             type: components["schemas"]["EventType"];
             entity_type: components["schemas"]["EntityType"];
             entity_id: string;
+            /** @description What happened, by event type; every time in it (a field named …_at, or missed_from) is ISO-8601 like the rest of the API */
             data: {
                 [key: string]: unknown;
             };
@@ -1376,6 +1377,7 @@ export interface components {
             type: components["schemas"]["EventType"];
             entity_type: components["schemas"]["EntityType"];
             entity_id: string;
+            /** @description What happened, by event type; every time in it (a field named …_at, or missed_from) is ISO-8601 like the rest of the API */
             data: {
                 [key: string]: unknown;
             };

@@ -100,8 +100,9 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
   if (LEASED_STATES.has(state)) {
     const contention = job.lease_id === null ? undefined : s.contentionOf(job.lease_id)
     if (!contention) return null
-    const by = contention.holder === null ? '' : ` by ${contention.holder}`
-    return { reason: `file ${contention.file} is held${by}; waits to try it again`, until: contention.retry_at }
+    // The refusal stands until the one retry, even once the holder has let go.
+    const held = contention.holder === null ? 'since let go' : `held by ${contention.holder}`
+    return { reason: `refused file ${contention.file}, ${held}; waits to try it again`, until: contention.retry_at }
   }
   if (!WAITING_STATES.has(state)) return null
   if (state === 'BLOCKED') {

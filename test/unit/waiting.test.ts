@@ -170,11 +170,14 @@ describe('the file gate\'s wait is a waiting reason like the others', () => {
     expect(reasonOf(engine, requester.id)).toBeNull()
     clock.advance(5 * SECOND)
     expect(engine.acquireFile({ file: '/repo/a.ts', owner_id: 'w2', lease_id: running.lease.id })).toMatchObject({ code: 'file_lease_held' })
-    expect(waitingOf(engine, requester.id)).toEqual({ reason: 'file /repo/a.ts is held by w1; waits to try it again', until: T0 + 5 * SECOND + FILE_RETRY_MS })
+    expect(waitingOf(engine, requester.id)).toEqual({ reason: 'refused file /repo/a.ts, held by w1; waits to try it again', until: T0 + 5 * SECOND + FILE_RETRY_MS })
     expect(reasonOf(engine, holder.job.id)).toBeNull()
 
-    // Freed and taken at the retry: the wait is over.
+    // Let go: the job still waits for its one retry, and says the file is free now.
     engine.releaseFile({ file: '/repo/a.ts', owner_id: 'w1' })
+    expect(waitingOf(engine, requester.id)).toEqual({ reason: 'refused file /repo/a.ts, since let go; waits to try it again', until: T0 + 5 * SECOND + FILE_RETRY_MS })
+
+    // Taken at the retry: the wait is over.
     clock.advance(FILE_RETRY_MS)
     engine.heartbeat({ lease_id: running.lease.id })
     expect(engine.acquireFile({ file: '/repo/a.ts', owner_id: 'w2', lease_id: running.lease.id })).toMatchObject({ granted: true })

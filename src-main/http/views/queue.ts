@@ -20,6 +20,7 @@ import { iso } from '../../engine/clock'
 import { BUCKETS, METRICS, RANGES } from '../../engine/stats'
 import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/states'
 import { FinalStatus, IsoTime, LeaseState, PRIORITY } from '../schemas'
+import { wireEventData } from './event-data'
 
 /** The states dialect 002 shows: the canonical ones, LEASED shown as RUNNING. */
 export const QUEUE_STATES = JOB_STATES.filter((state): state is Exclude<JobStateName, 'LEASED'> => state !== 'LEASED')
@@ -231,13 +232,20 @@ export const QueueEvent = z
     type: EventTypeSchema,
     entity_type: EntityTypeSchema,
     entity_id: z.string(),
-    data: z.record(z.string(), z.unknown()),
+    data: z.record(z.string(), z.unknown()).meta({ description: 'What happened, by event type; every time in it (a field named …_at, or missed_from) is ISO-8601 like the rest of the API' }),
   })
   .meta({ id: 'QueueEvent', description: 'One entry of the event log' })
 export type QueueEvent = z.infer<typeof QueueEvent>
 
 export function queueEvent(event: Event): QueueEvent {
-  return { id: event.id, ts: iso(event.ts), type: event.event_type, entity_type: event.entity_type, entity_id: event.entity_id, data: event.data }
+  return {
+    id: event.id,
+    ts: iso(event.ts),
+    type: event.event_type,
+    entity_type: event.entity_type,
+    entity_id: event.entity_id,
+    data: wireEventData(event.data),
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
