@@ -591,10 +591,17 @@ export class EngineContext {
   private insertEvent(entityType: EntityType, entityId: string, jobId: string | null, prevId: number | null, eventType: EventType, data: unknown): number {
     if (!this.pending || !this.inBody) throw new Error('appendEvent outside a transaction')
     const ts = this.clock.now()
-    const info = this.stmt(
-      'INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data, prev_id) VALUES (?, ?, ?, ?, ?, ?, ?)',
-    ).run(ts, entityType, entityId, jobId, eventType, JSON.stringify(data), prevId)
-    const id = Number(info.lastInsertRowid)
+    const id = this.counters.nextEventId()
+    this.stmt('INSERT INTO events (id, ts, entity_type, entity_id, job_id, event_type, data, prev_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
+      id,
+      ts,
+      entityType,
+      entityId,
+      jobId,
+      eventType,
+      JSON.stringify(data),
+      prevId,
+    )
     this.pending.push({ id, ts, entity_type: entityType, entity_id: entityId, job_id: jobId, event_type: eventType, data } as EngineEvent)
     return id
   }
