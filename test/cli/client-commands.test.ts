@@ -140,6 +140,8 @@ describe('leasehold submit', async () => {
     [['--payload', '{}'], '--type is required'],
     [['--type', 't', '--frobnicate'], 'frobnicate'],
     [['--type', 't', '--units', '0'], '--units'],
+    [['--type', 't', '--units', '-3'], '--units must be a whole number from 1 to 1000000 (got "-3")'],
+    [['--type', 't', '--units=-3'], '--units must be a whole number from 1 to 1000000 (got "-3")'],
     [['--type', 't', '--priority', 'whenever'], '--priority'],
     [['--type', 't', 'stray'], 'stray'],
     [['--type', 't', '--in', '10 minutes'], '--in must be a duration'],
@@ -452,10 +454,24 @@ describe('leasehold queue', async () => {
 })
 
 describe('finding the host', async () => {
-  test('no token is one line and exit 2', async () => {
+  test('a data dir where no host runs says so and how to start one: one line, exit 1', async () => {
     const empty = tempDir()
     dirs.push(empty)
-    const result = runCli(['status', '--data-dir', empty], CLEAN_ENV)
+    for (const command of [['status'], ['jobs'], ['submit', '--type', 't']]) {
+      const result = runCli([...command, '--data-dir', empty], CLEAN_ENV)
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([`leasehold: no host is running on ${empty}: start one with "leasehold serve --data-dir ${empty}" (or "npm start" in the repository), or give --url and --token for a host elsewhere`])
+    }
+    // A host that ran there and stopped left its token, not its host.json: the same line.
+    mkdirSync(empty, { recursive: true })
+    writeFileSync(join(empty, 'token'), 'old-token\n')
+    expect(lines(runCli(['status', '--data-dir', empty], CLEAN_ENV).stderr)).toEqual([expect.stringContaining(`no host is running on ${empty}`)])
+  })
+
+  test('a host named by --url with no token anywhere is one line and exit 2', async () => {
+    const empty = tempDir()
+    dirs.push(empty)
+    const result = runCli(['status', '--url', host.url, '--data-dir', empty], CLEAN_ENV)
     expect(result.status).toBe(2)
     expect(lines(result.stderr)).toEqual([expect.stringContaining('no token')])
   })
