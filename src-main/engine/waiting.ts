@@ -50,6 +50,7 @@ const WAITING_IN_SQL = `state IN (${[...WAITING_STATES].map((s) => `'${s}'`).joi
 export function readSituation(ctx: EngineContext, capacity: CapacityStore): WaitingSituation {
   const now = ctx.clock.now()
   let head: { job: JobRow | undefined } | undefined
+  let fileWaits: Map<string, FileWait> | undefined
   return {
     now,
     capacity: capacity.figures(),
@@ -61,13 +62,20 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore): Wait
     },
     blockerOf: (jobId) =>
       ctx.one<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN' ORDER BY seq DESC LIMIT 1", jobId),
-    contentionOf: (leaseId) =>
-      ctx.one<FileWait>(
-        `SELECT c.file, c.retry_at, f.owner_id AS holder FROM file_contentions c
-           LEFT JOIN file_leases f ON f.file = c.file AND f.state = 'ACTIVE'
-         WHERE c.lease_id = ? ORDER BY c.retry_at LIMIT 1`,
-        leaseId,
-      ),
+    // Every pending refusal at once, when a running job first asks: a handful of rows (each is
+    // one denied acquire, gone at its retry), where a page of running jobs would ask 500 times.
+    contentionOf: (leaseId) => {
+      fileWaits ??= new Map(
+        ctx
+          .all<FileWait & { lease_id: string }>(
+            `SELECT c.lease_id, c.file, c.retry_at, f.owner_id AS holder FROM file_contentions c
+               LEFT JOIN file_leases f ON f.file = c.file AND f.state = 'ACTIVE'
+             WHERE c.lease_id IS NOT NULL ORDER BY c.retry_at DESC`,
+          )
+          .map(({ lease_id, ...wait }) => [lease_id, wait]),
+      )
+      return fileWaits.get(leaseId)
+    },
     paused: new Set(ctx.pausedQueues.all()),
   }
 }
