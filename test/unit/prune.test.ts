@@ -210,7 +210,7 @@ describe('pruning finished jobs', () => {
     engine.cancel(b.id)
     clock.advance(MINUTE)
     engine.cancel(a.id)
-    engine.submit(aJob({ priority: 'LOW' })) // the newest event is another job's
+    engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + MINUTE)
     const cutoff = clock.now() - RETAIN_DAYS * DAY
     // a first, though it finished last: no index orders the finishes (a finish writes none).
@@ -234,7 +234,7 @@ describe('pruning finished jobs', () => {
       engine.cancel(job.id)
       expired.push(job.id)
     }
-    engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+    engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + 1)
     const steps = pruneAll(engine, RETAIN_DAYS, limit)
     expect(steps.reduce((a, b) => a + b, 0)).toBe(expired.length)
@@ -266,7 +266,7 @@ describe('pruning finished jobs', () => {
     for (let i = 0; i < SWEEP_READS_PER_DELETE; i++) engine.submit(aJob({ priority: 'LOW' }))
     const expired = engine.submit(aJob()).job
     engine.cancel(expired.id)
-    engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+    engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + 1)
     const cutoff = clock.now() - RETAIN_DAYS * DAY
     const faults = new StorageFaultInjector(engineContext(engine).db)
@@ -288,7 +288,7 @@ describe('pruning finished jobs', () => {
       const first = openFileEngine(path)
       const ids = Array.from({ length: 6 }, () => first.engine.submit(aJob()).job.id)
       for (const id of ids) first.engine.cancel(id)
-      first.engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+      first.engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
       first.clock.advance(RETAIN_DAYS * DAY + 1)
       const cutoff = first.clock.now() - RETAIN_DAYS * DAY
       expect(first.engine.pruneFinishedJobs(cutoff, 2)).toEqual({ deleted: 2, done: false })
