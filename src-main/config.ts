@@ -130,6 +130,27 @@ export function serveHelp(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /**
+ * `--units -3` as `--units=-3`: a flag that takes a value takes the negative number after it.
+ * parseArgs refuses a value that starts with a dash as ambiguous (it might be a flag), which
+ * would hide the range message the value deserves; no flag looks like a number.
+ */
+export function joinNegativeValues(argv: readonly string[], valued: ReadonlySet<string>): string[] {
+  const out: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === '--') return [...out, ...argv.slice(i)]
+    const next = argv[i + 1]
+    if (arg.startsWith('--') && valued.has(arg.slice(2)) && next !== undefined && /^-\.?\d/.test(next)) {
+      out.push(`${arg}=${next}`)
+      i++
+    } else {
+      out.push(arg)
+    }
+  }
+  return out
+}
+
+/**
  * Reads `serve` flags, then LEASEHOLD_* variables, then defaults. Throws {@link ConfigError}
  * naming the flag on the first bad value.
  */
@@ -137,7 +158,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
   let values: Record<string, string | boolean | undefined>
   try {
     values = parseArgs({
-      args: argv,
+      args: joinNegativeValues(argv, new Set(SERVE_FLAGS.map((f) => f.name))),
       options: Object.fromEntries(SERVE_FLAGS.map((f) => [f.name, { type: 'string' as const }])),
       strict: true,
       allowPositionals: false,

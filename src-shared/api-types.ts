@@ -1016,6 +1016,7 @@ export interface components {
             type: components["schemas"]["EventType"];
             entity_type: components["schemas"]["EntityType"];
             entity_id: string;
+            /** @description What happened, by event type; every time in it (a field named …_at, or missed_from) is ISO-8601 like the rest of the API */
             data: {
                 [key: string]: unknown;
             };
@@ -1318,8 +1319,10 @@ export interface components {
             note: string | null;
             /** @description The job ended because it ran out of attempts */
             dead_letter: boolean;
-            /** @description Why the job is not running yet; null when it runs or has ended */
+            /** @description Why the job is not running yet, in words that name no time (a running job waits while a file it was refused is held); null when it runs or has ended */
             waiting_reason: string | null;
+            /** @description When the wait ends by itself: a retry's not-before time, a scheduled run time, a refused file's one retry; null when only a worker, capacity or an operator ends it */
+            waiting_until: components["schemas"]["Timestamp"] | null;
             /** @description The schedule firing that submitted the job; null for a job submitted by hand */
             schedule: {
                 name: string;
@@ -1374,6 +1377,7 @@ export interface components {
             type: components["schemas"]["EventType"];
             entity_type: components["schemas"]["EntityType"];
             entity_id: string;
+            /** @description What happened, by event type; every time in it (a field named …_at, or missed_from) is ISO-8601 like the rest of the API */
             data: {
                 [key: string]: unknown;
             };

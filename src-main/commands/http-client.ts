@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import createClient, { type Client } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
 import type { ClientTarget } from '../data-dir/client-target'
-import { ConfigError } from '../config'
+import { ConfigError, joinNegativeValues } from '../config'
 
 /** Shared by the client commands (submit, jobs, status): flags, whole numbers, the typed client of the host. */
 
@@ -26,9 +26,10 @@ export function parseCommandLine<T>(
   booleans: readonly string[],
   allowPositionals = true,
 ): { values: T; positionals: string[] } {
+  const valued = new Set<string>([...TARGET_FLAGS, ...strings])
   try {
     const { values, positionals } = parseArgs({
-      args: argv,
+      args: joinNegativeValues(argv, valued),
       options: {
         ...Object.fromEntries([...TARGET_FLAGS, ...strings].map((name) => [name, { type: 'string' as const }])),
         ...Object.fromEntries(booleans.map((name) => [name, { type: 'boolean' as const }])),

@@ -6,8 +6,9 @@ import { answered, hostApi, parseFlags, table, TARGET_HELP, wholeNumber } from '
 export const JOBS_HELP = `Usage: leasehold jobs [flags]
 
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
-why a waiting job is not running yet (its waiting_reason). States show as the queue API
-(dialect 002) shows them: a LEASED job is RUNNING.
+why a waiting job is not running yet (its waiting_reason), with UNTIL, the time that wait ends
+by itself when it does (a retry's backoff, a scheduled run, a refused file's one retry). Times
+are ISO-8601 UTC. States show as the queue API (dialect 002) shows them: a LEASED job is RUNNING.
 
 Flags:
   --state S            only jobs in this state: ${JOB_STATES.filter((s) => s !== 'LEASED').join(', ')}
@@ -51,9 +52,10 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
     String(job.cost_units),
     `${job.attempts}/${job.max_attempts}`,
     job.created_at,
+    job.waiting_until ?? '-',
     job.waiting_reason ?? '-',
   ])
-  console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED', 'WAITING'], rows))
+  console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED', 'UNTIL', 'WAITING'], rows))
   if (page.next_cursor) console.error(`(more jobs than shown; raise --limit, up to 500)`)
   return 0
 }

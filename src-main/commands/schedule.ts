@@ -12,7 +12,8 @@ Recurring schedules: a cron expression in a time zone, and the job each firing s
 missed while the host was down are caught up with one run, the latest.
 
   add NAME --cron EXPR --type TYPE [flags]   create a schedule
-  list                                       every schedule: state, next firing, last run
+  list                                       every schedule: state (enabled or paused), overlap,
+                                             next firing, last run
   pause NAME                                 stop it firing (enabled false)
   resume NAME                                fire again, from its first firing after now
   rm NAME                                    delete it (the jobs it made stay)
@@ -109,8 +110,9 @@ async function run(action: Action, name: string, body: CreateBody | undefined, t
     if (json) console.log(JSON.stringify({ schedules }, null, 2))
     else if (schedules.length === 0) console.log('no schedules')
     else {
-      const rows = schedules.map((s) => [s.name, s.cron, s.timezone, s.enabled ? s.overlap : 'paused', s.next_fire_at ?? '-', lastRunText(s)])
-      console.log(table(['NAME', 'CRON', 'ZONE', 'STATE', 'NEXT', 'LAST RUN'], rows))
+      // One column per fact: whether it fires, and what it does with a firing that overlaps.
+      const rows = schedules.map((s) => [s.name, s.cron, s.timezone, s.enabled ? 'enabled' : 'paused', s.overlap, s.next_fire_at ?? '-', lastRunText(s)])
+      console.log(table(['NAME', 'CRON', 'ZONE', 'STATE', 'OVERLAP', 'NEXT', 'LAST RUN'], rows))
     }
     return 0
   }

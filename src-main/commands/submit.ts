@@ -190,7 +190,7 @@ function describe(job: QueueJob): string {
   if (job.attempts > 0) parts.push(`attempt ${job.attempts}/${job.max_attempts}`)
   let line = parts.join(' ')
   if (job.note) line += ` — ${job.note.replace(/\s+/g, ' ').trim()}`
-  if (job.waiting_reason) line += ` — waiting: ${job.waiting_reason}`
+  if (job.waiting_reason) line += ` — waiting: ${job.waiting_reason}${job.waiting_until ? ` until ${job.waiting_until}` : ''}`
   return line
 }
 

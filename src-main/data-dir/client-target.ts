@@ -37,19 +37,37 @@ export function readHostFile(dataDir: string): HostFile | null {
   }
 }
 
+/**
+ * A client command aimed at a data dir where no host runs (a running host keeps host.json
+ * there) and given no host of its own: not a mistake in its flags, so it says what to start
+ * rather than what is missing.
+ */
+export class NoHostError extends Error {
+  constructor(readonly dataDir: string) {
+    super(
+      `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
+        '(or "npm start" in the repository), or give --url and --token for a host elsewhere',
+    )
+    this.name = 'NoHostError'
+  }
+}
+
 export function resolveClientTarget(
   flags: { url?: string; token?: string; 'data-dir'?: string },
   env: NodeJS.ProcessEnv,
 ): ClientTarget {
   const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
-  let url = flags.url ?? env.LEASEHOLD_URL
-  url ||= readHostFile(dataDir)?.url ?? 'http://127.0.0.1:7878'
+  const given = flags.url ?? env.LEASEHOLD_URL
+  const hostFile = given ? null : readHostFile(dataDir)
+  const url = given || (hostFile?.url ?? 'http://127.0.0.1:7878')
   try {
     new URL(url)
   } catch {
     throw new ConfigError(`--url is not a URL (got "${url}")`)
   }
-  const token = flags.token ?? env.LEASEHOLD_TOKEN ?? readOptional(join(dataDir, 'token'))
+  const givenToken = flags.token ?? env.LEASEHOLD_TOKEN
+  if (!given && !givenToken && hostFile === null) throw new NoHostError(dataDir)
+  const token = givenToken ?? readOptional(join(dataDir, 'token'))
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
   return { url: url.replace(/\/+$/, ''), token }
 }

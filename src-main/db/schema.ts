@@ -192,9 +192,10 @@ export const events = sqliteTable(
   'events',
   {
     /**
-     * Increasing: a purge or retention never deletes the newest row, so a plain rowid key never
-     * reuses an id (no AUTOINCREMENT page to write), and Last-Event-ID stays a safe place to
-     * resume from (src-main/engine/prune.ts).
+     * Increasing and never given twice, deleted rows' ids included: the engine hands them out
+     * from a sequence reserved in `settings` (src-main/engine/counters.ts), not SQLite's largest
+     * rowid plus one, so retention and purges may delete any event, and Last-Event-ID stays a
+     * safe place to resume from (no AUTOINCREMENT page to write per event either).
      */
     id: integer('id').primaryKey(),
     ts: integer('ts').notNull(),

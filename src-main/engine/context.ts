@@ -74,7 +74,8 @@ export class EngineContext {
       // The rows it holds keep no undo of their own: a row it holds may be one of the writes undone.
       rolledBack: () => this.queuedRows.clear(),
     })
-    this.events = new EventLog(this.statements, this.tx, clock)
+    // Event ids come from a reserved sequence, so an id is never given twice, even after the event it named was deleted.
+    this.events = new EventLog(this.statements, this.tx, clock, () => this.counters.nextEventId())
     for (const cache of [this.activeLeases, this.jobTally, this.queuedRows]) this.rowWrites.subscribe(cache)
   }
 

@@ -48,11 +48,12 @@ class ReservedSequence {
   }
 }
 
-/** The engine's sequences: job keys, lease fences and stream message ids. */
+/** The engine's sequences: job keys, lease fences, stream message ids and event ids. */
 export class Counters {
   private readonly jobSeqs: ReservedSequence
   private readonly fences: ReservedSequence
   private readonly messageIds: ReservedSequence
+  private readonly eventIds: ReservedSequence
 
   constructor(ctx: EngineContext) {
     // Before reservations, a job's key was the largest one stored plus one.
@@ -63,6 +64,9 @@ export class Counters {
     )
     // Migration 0007 wrote the reservation from the table of messages it dropped.
     this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) AS n FROM jobs')
+    // Before reservations, retention and purges never deleted the newest event, so the largest
+    // id stored is the largest ever given.
+    this.eventIds = new ReservedSequence(ctx, 'event_ids_reserved', 'SELECT COALESCE(MAX(id), 0) AS n FROM events')
   }
 
   /** The key (`seq`) of the next job: strictly greater than every job's before, deleted ones too. */
@@ -78,5 +82,14 @@ export class Counters {
   /** The id of the next stream message. */
   nextMessageId(): number {
     return this.messageIds.next()
+  }
+
+  /**
+   * The id of the next event: strictly greater than every event's before, deleted ones too, so
+   * that an event stream resuming from an id never misses a later event that reused it, and any
+   * finished job can be deleted with its events, the newest of all included.
+   */
+  nextEventId(): number {
+    return this.eventIds.next()
   }
 }

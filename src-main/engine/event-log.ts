@@ -37,6 +37,8 @@ export class EventLog {
     private readonly statements: Statements,
     private readonly tx: TransactionUnit,
     private readonly clock: Clock,
+    /** The next event id: never one given before (counters.ts). */
+    private readonly nextId: () => number,
   ) {}
 
   /**
@@ -64,10 +66,10 @@ export class EventLog {
   private insert(entityType: EntityType, entityId: string, jobId: string | null, prevId: number | null, eventType: EventType, data: unknown): number {
     const open = this.tx.writing()
     const ts = this.clock.now()
-    const info = this.statements
-      .get('INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data, prev_id) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(ts, entityType, entityId, jobId, eventType, JSON.stringify(data), prevId)
-    const id = Number(info.lastInsertRowid)
+    const id = this.nextId()
+    this.statements
+      .get('INSERT INTO events (id, ts, entity_type, entity_id, job_id, event_type, data, prev_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+      .run(id, ts, entityType, entityId, jobId, eventType, JSON.stringify(data), prevId)
     open.events.push({ id, ts, entity_type: entityType, entity_id: entityId, job_id: jobId, event_type: eventType, data } as EngineEvent)
     return id
   }

@@ -63,8 +63,8 @@ import * as schedules from './schedules'
 import * as stats from './stats'
 import { pruneStatsStep } from './stats-retention'
 import * as storage from './storage'
-import { WAITING_STATES } from './states'
-import { readSituation, waitingReason } from './waiting'
+import { LEASED_STATES, WAITING_STATES } from './states'
+import { readSituation, type Waiting, waitingFor } from './waiting'
 
 // The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
 // nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
@@ -107,6 +107,7 @@ export type { CapacityFigures } from './capacity'
 export type { Contention, FileLeaseRequest } from './files'
 export type { AttemptError } from './attempt-reports'
 export type { LeaseRequestForJob, WaitingClaim } from './grants'
+export type { Waiting } from './waiting'
 export type { Outcome } from './lease-end'
 export type { HeartbeatReport } from './rows'
 export type { JobListQuery } from './list'
@@ -225,12 +226,12 @@ export class Engine {
   updateStatus = (jobId: string, update: jobs.StatusUpdate): Job => toJob(jobs.updateStatus(this.ctx, jobId, update))
   /** A job's timeline: its own events and its leases', oldest first. */
   jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)
-  /** Why each of these jobs waits (null for one that runs or has ended). For views, not hot paths. */
-  waitingReasons = (list: readonly Job[]): (string | null)[] => {
-    // A page of running or finished jobs needs none of the situation's reads.
-    if (!list.some((job) => WAITING_STATES.has(job.state))) return list.map(() => null)
+  /** Why each of these jobs waits, and until when (null for one that runs, its file gate open, or has ended). For views, not hot paths. */
+  waiting = (list: readonly Job[]): (Waiting | null)[] => {
+    // A page of finished jobs needs none of the situation's reads.
+    if (!list.some((job) => WAITING_STATES.has(job.state) || LEASED_STATES.has(job.state))) return list.map(() => null)
     const situation = readSituation(this.ctx, this.capacity)
-    return list.map((job) => waitingReason(job, situation))
+    return list.map((job) => waitingFor(job, situation))
   }
   /** A job's attempts, first first. */
   attempts = (jobId: string): Attempt[] => jobAttempts(this.ctx, jobId).map(toAttempt)

@@ -26,16 +26,13 @@ export function pruneCutoff(now: number, retainDays: number): number | null {
 /**
  * The jobs retention may delete: finished, and referred to by nothing that is live — no open
  * blocker names them (as the halted job or as the holder of its file), and they hold no ACTIVE
- * file lease. Nor the job that holds the newest event: events are keyed by a rowid that SQLite
- * hands out as the largest one plus one, so deleting the newest row would give its number again
- * (an event stream resumes from an event id). A later job soon takes over that role, so such a
- * job is kept only until then. (Job keys, fences and stream message ids need no such care: they
- * are reserved apart from their rows, see counters.ts.)
+ * file lease. Any such job goes, whichever events it holds: event ids, like job keys, fences
+ * and stream message ids, are reserved apart from their rows (counters.ts), so deleting the
+ * newest event never gives its id again.
  */
 const DELETABLE = `${FINISHED_STATES_CLAUSE}
   AND NOT EXISTS (SELECT 1 FROM blockers WHERE blockers.state = 'OPEN' AND (blockers.requester_job_id = jobs.id OR blockers.holder_job_id = jobs.id))
-  AND NOT EXISTS (SELECT 1 FROM file_leases WHERE file_leases.state = 'ACTIVE' AND file_leases.job_id = jobs.id)
-  AND jobs.id NOT IN (SELECT job_id FROM events WHERE id = (SELECT MAX(id) FROM events) AND job_id IS NOT NULL)`
+  AND NOT EXISTS (SELECT 1 FROM file_leases WHERE file_leases.state = 'ACTIVE' AND file_leases.job_id = jobs.id)`
 
 /** The values a statement deletes by: a JSON array bound as one parameter. */
 const IDS = 'SELECT value FROM json_each(?)'
@@ -183,13 +180,11 @@ export const JOBLESS_EVENTS_SQL = 'SELECT id FROM events WHERE job_id IS NULL AN
  * One step of retention for the events that name no job — capacity changes, busy measurements,
  * worker problems, a file lease held without a job lease: deletes up to `limit` of those older
  * than `cutoff`, the oldest first, in one transaction, and returns how many. A step reads
- * `limit` entries of their index at most. The newest event of all stays (see DELETABLE: its id
- * must not be given again).
+ * `limit` entries of their index at most.
  */
 export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: number): number {
   return ctx.transact(() => {
-    const newest = ctx.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')!.id
-    const expired = (ctx.stmt(JOBLESS_EVENTS_SQL).pluck().all(cutoff, limit) as number[]).filter((id) => id !== newest)
+    const expired = ctx.stmt(JOBLESS_EVENTS_SQL).pluck().all(cutoff, limit) as number[]
     if (expired.length > 0) ctx.run(`DELETE FROM events WHERE id IN (${IDS})`, JSON.stringify(expired))
     return expired.length
   })

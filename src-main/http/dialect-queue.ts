@@ -250,15 +250,15 @@ export function queueRouter(engine: Engine, bodyLimit: number, laneRoutes: reado
   router.get('/jobs', (ctx) => {
     const q = validate(ListJobs, query(ctx.query))
     const page = engine.listJobs(q)
-    const reasons = engine.waitingReasons(page.jobs)
+    const waits = engine.waiting(page.jobs)
     const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
-    reply(ctx, JobPage, { jobs: page.jobs.map((job, i) => queueJobRead(job, reasons[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor })
+    reply(ctx, JobPage, { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor })
   })
 
   router.get('/jobs/:job_id', (ctx) => {
     const job = engine.getJob(pathParam(ctx, 'job_id'))
-    const [reason] = engine.waitingReasons([job])
-    reply(ctx, JobWithResult, { job: queueJobRead(job, reason ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) })
+    const [waiting] = engine.waiting([job])
+    reply(ctx, JobWithResult, { job: queueJobRead(job, waiting ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) })
   })
 
   router.post('/jobs/:job_id/status', async (ctx) => {

@@ -37,14 +37,10 @@ export type JobState = Schemas['QueueJobState']
 export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /**
- * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits and the
- * schedule firing that made it.
+ * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits, until
+ * when (if the wait ends by itself), and the schedule firing that made it.
  */
-export type Job = Schemas['QueueJob'] &
-  Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'schedule'>> & {
-    /** When the wait ends by itself (ISO), if it does; optional until the host's reads carry it everywhere. */
-    waiting_until?: string | null
-  }
+export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'waiting_until' | 'schedule'>>
 
 /** Dialect 002's JobResult: null until the job ends. */
 export type JobResult = Schemas['QueueResult']

@@ -140,6 +140,8 @@ describe('leasehold submit', async () => {
     [['--payload', '{}'], '--type is required'],
     [['--type', 't', '--frobnicate'], 'frobnicate'],
     [['--type', 't', '--units', '0'], '--units'],
+    [['--type', 't', '--units', '-3'], '--units must be a whole number from 1 to 1000000 (got "-3")'],
+    [['--type', 't', '--units=-3'], '--units must be a whole number from 1 to 1000000 (got "-3")'],
     [['--type', 't', '--priority', 'whenever'], '--priority'],
     [['--type', 't', 'stray'], 'stray'],
     [['--type', 't', '--in', '10 minutes'], '--in must be a duration'],
@@ -168,7 +170,8 @@ describe('leasehold submit', async () => {
     const timed = await cli(['submit', '--type', 'later', '--at', at, '--json'])
     expect(JSON.parse(timed.stdout)).toMatchObject({ run_at: at, state: 'QUEUED' })
     const listed = await cli(['jobs', '--state', 'QUEUED'])
-    expect(listed.stdout).toContain(`scheduled for ${at}`)
+    const row = listed.stdout.split('\n').find((line) => line.startsWith(JSON.parse(timed.stdout).job_id))
+    expect(row).toMatch(new RegExp(`${at.replace(/\./g, '\\.')} +scheduled$`)) // UNTIL, then WAITING
     host.engine.cancel(id)
     host.engine.cancel(JSON.parse(timed.stdout).job_id)
   })
@@ -248,6 +251,17 @@ describe('leasehold submit --wait', async () => {
     }
   })
 
+  test('the progress line gives the time a wait ends by itself after the reason', async () => {
+    const run = startCli(['submit', '--type', 'wait-until', '--in', '10m', '--wait'])
+    await run.until('the job id', () => run.stdout().includes('\n'))
+    const id = run.stdout().trim()
+    const until = new Date(host.engine.getJob(id).run_at!).toISOString()
+    await run.until('the reason', () => run.stderr().includes('waiting: scheduled'))
+    expect(run.stderr()).toContain(`job ${id} QUEUED — waiting: scheduled until ${until}`)
+    host.engine.cancel(id)
+    expect(await run.exited).toBe(1)
+  })
+
   test('a job canceled while it waits exits 1 with CANCELED', async () => {
     const run = startCli(['submit', '--type', 'wait-race', '--wait'])
     await run.until('the job id', () => run.stdout().includes('\n'))
@@ -286,8 +300,8 @@ describe('leasehold jobs', async () => {
     const table = await cli(['jobs'])
     expect(table.status).toBe(0)
     const rows = lines(table.stdout)
-    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED\s+WAITING$/)
-    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-\\S+\\s+first in line; waiting for a worker to take it$`))
+    expect(rows[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+UNITS\s+ATTEMPTS\s+CREATED\s+UNTIL\s+WAITING$/)
+    expect(rows.find((row) => row.startsWith(a.id))).toMatch(new RegExp(`^${a.id}\\s+listed-a\\s+QUEUED\\s+NORMAL\\s+2\\s+0/3\\s+\\d{4}-\\S+\\s+-\\s+first in line; waiting for a worker to take it$`))
     expect(rows.find((row) => row.startsWith(b.id))).toMatch(/listed-b\s+CANCELED\s+URGENT.*\s-$/)
 
     const canceled = await cli(['jobs', '--state', 'canceled', '--limit', '500'])
@@ -440,10 +454,24 @@ describe('leasehold queue', async () => {
 })
 
 describe('finding the host', async () => {
-  test('no token is one line and exit 2', async () => {
+  test('a data dir where no host runs says so and how to start one: one line, exit 1', async () => {
     const empty = tempDir()
     dirs.push(empty)
-    const result = runCli(['status', '--data-dir', empty], CLEAN_ENV)
+    for (const command of [['status'], ['jobs'], ['submit', '--type', 't']]) {
+      const result = runCli([...command, '--data-dir', empty], CLEAN_ENV)
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([`leasehold: no host is running on ${empty}: start one with "leasehold serve --data-dir ${empty}" (or "npm start" in the repository), or give --url and --token for a host elsewhere`])
+    }
+    // A host that ran there and stopped left its token, not its host.json: the same line.
+    mkdirSync(empty, { recursive: true })
+    writeFileSync(join(empty, 'token'), 'old-token\n')
+    expect(lines(runCli(['status', '--data-dir', empty], CLEAN_ENV).stderr)).toEqual([expect.stringContaining(`no host is running on ${empty}`)])
+  })
+
+  test('a host named by --url with no token anywhere is one line and exit 2', async () => {
+    const empty = tempDir()
+    dirs.push(empty)
+    const result = runCli(['status', '--url', host.url, '--data-dir', empty], CLEAN_ENV)
     expect(result.status).toBe(2)
     expect(lines(result.stderr)).toEqual([expect.stringContaining('no token')])
   })

@@ -32,7 +32,7 @@ const cli = (args: string[]) => runCliAsync([...args, '--data-dir', host.dataDir
 const lines = (text: string) => text.trim().split('\n').filter(Boolean)
 
 describe('leasehold schedule', () => {
-  test('add creates a schedule with its job; list shows its zone, state and next firing', async () => {
+  test('add creates a schedule with its job; list shows its zone, state, overlap and next firing, one column each', async () => {
     const added = await cli([
       'schedule', 'add', 'nightly', '--cron', '0 2 * * *', '--tz', 'Europe/Berlin', '--type', 'backup',
       '--payload', '{"to": "/mnt"}', '--units', '3', '--priority', 'high', '--queue', 'nightly', '--overlap', 'skip',
@@ -51,8 +51,8 @@ describe('leasehold schedule', () => {
     const list = await cli(['schedule', 'list'])
     expect(list.status).toBe(0)
     const [header, row] = lines(list.stdout)
-    expect(header).toMatch(/^NAME\s+CRON\s+ZONE\s+STATE\s+NEXT\s+LAST RUN$/)
-    expect(row).toMatch(/^nightly\s+0 2 \* \* \*\s+Europe\/Berlin\s+skip\s+2026-02-07T01:00:00.000Z\s+-$/)
+    expect(header).toMatch(/^NAME\s+CRON\s+ZONE\s+STATE\s+OVERLAP\s+NEXT\s+LAST RUN$/)
+    expect(row).toMatch(/^nightly\s+0 2 \* \* \*\s+Europe\/Berlin\s+enabled\s+skip\s+2026-02-07T01:00:00.000Z\s+-$/)
     const json = JSON.parse((await cli(['schedule', 'list', '--json'])).stdout)
     expect(json.schedules.map((s: { name: string }) => s.name)).toEqual(['nightly'])
   })
@@ -72,7 +72,7 @@ describe('leasehold schedule', () => {
     const paused = await cli(['schedule', 'pause', 'hourly'])
     expect(paused.stdout.trim()).toBe('paused hourly')
     expect(host.engine.getSchedule('hourly')).toMatchObject({ enabled: false, next_fire_at: null })
-    expect(lines((await cli(['schedule', 'list'])).stdout)[1]).toMatch(/^hourly\s+@hourly\s+\S+\s+paused\s+-\s+-$/)
+    expect(lines((await cli(['schedule', 'list'])).stdout)[1]).toMatch(/^hourly\s+@hourly\s+\S+\s+paused\s+allow\s+-\s+-$/)
     const resumed = await cli(['schedule', 'resume', 'hourly'])
     expect(resumed.stdout.trim()).toMatch(/^resumed hourly; next firing \d{4}-\d\d-\d\dT\d\d:00:00.000Z$/)
     expect(host.engine.getSchedule('hourly').enabled).toBe(true)

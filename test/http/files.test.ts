@@ -225,7 +225,7 @@ describe('integration: two workers contend for one file', () => {
     // The contention heartbeat is in the denied job's timeline.
     const contended = (await jobEvents(w2.job_id)).filter((e) => e.type === 'FILE_LEASE_CONTENDED')
     expect(contended).toHaveLength(1)
-    expect(contended[0].data).toMatchObject({ retry_at: deniedAt + RETRY_MS, denied_at: deniedAt, requester_owner_id: 'w2' })
+    expect(contended[0].data).toMatchObject({ retry_at: iso(deniedAt + RETRY_MS), denied_at: iso(deniedAt), requester_owner_id: 'w2' })
     expect(await activeHolders()).toEqual(['w1'])
     return { w1, w2, deniedAt, retryAt: deniedAt + RETRY_MS }
   }

@@ -66,7 +66,7 @@ export const QUEUE_JOB_KEYS = sorted([
   'dead_letter',
 ])
 /** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views/queue.ts queueJobRead). */
-export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason', 'schedule'])
+export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason', 'waiting_until', 'schedule'])
 /** Seed 002's Lease plus who holds it and how it ended (views/queue.ts queueLease); never the token. */
 export const QUEUE_LEASE_KEYS = sorted([
   'lease_id',

@@ -30,6 +30,17 @@ describe('serve configuration', () => {
     expect(parseServeArgs(['--retain-days', '0'], {}).retainDays).toBe(0)
     expect(parseServeArgs([], { LEASEHOLD_RETAIN_DAYS: '30' }).retainDays).toBe(30)
     expect(() => parseServeArgs(['--retain-days', '-1'], {})).toThrow(/--retain-days/)
+    // A negative value after the flag is its value, as with `=`: the range message, not "ambiguous".
+    const message = (argv: string[]) => {
+      try {
+        parseServeArgs(argv, {})
+      } catch (error) {
+        return (error as Error).message
+      }
+      return null
+    }
+    expect(message(['--retain-days', '-1'])).toBe(message(['--retain-days=-1']))
+    expect(message(['--retain-days', '-1'])).not.toContain('ambiguous')
     expect(() => parseServeArgs(['--retain-days', '1.5'], {})).toThrow(/--retain-days/)
     expect(() => parseServeArgs([], { LEASEHOLD_RETAIN_DAYS: 'week' })).toThrow(/LEASEHOLD_RETAIN_DAYS/)
   })

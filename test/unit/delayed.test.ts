@@ -58,10 +58,10 @@ describe('delayed jobs', () => {
     expect(results[0]!.ok && results[0]!.value.job.run_at).toBe(T0 + MINUTE)
   })
 
-  it('the waiting reason says the job is scheduled, and for when', () => {
+  it('the waiting reason says the job is scheduled, and its waiting_until for when', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob({ delay_ms: 90 * SECOND }))
-    expect(engine.waitingReasons([engine.getJob(job.id)])).toEqual(['scheduled for 2026-01-01T00:01:30.000Z'])
+    expect(engine.waiting([engine.getJob(job.id)])).toEqual([{ reason: 'scheduled', until: T0 + 90 * SECOND }])
   })
 
   it('nextEligibleAt names the run_at of the next delayed job', () => {

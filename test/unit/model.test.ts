@@ -329,11 +329,12 @@ const INVARIANTS = {
   },
   'no number the counters hand out is in the table already, and each is covered by a stored reservation': (real) => {
     type Sequence = { last: number | null; reserved: number; key: string }
-    const counters = engineContext(real.engine).counters as unknown as Record<'jobSeqs' | 'fences', Sequence>
+    const counters = engineContext(real.engine).counters as unknown as Record<'jobSeqs' | 'fences' | 'eventIds', Sequence>
     const stored = (key: string) => Number(real.db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(key) ?? 0)
     for (const [name, maxSql] of [
       ['jobSeqs', 'SELECT COALESCE(MAX(seq), 0) FROM jobs'],
       ['fences', 'SELECT COALESCE(MAX(fence), 0) FROM leases'],
+      ['eventIds', 'SELECT COALESCE(MAX(id), 0) FROM events'],
     ] as const) {
       const sequence = counters[name]
       if (sequence.last === null) continue // nothing handed out yet: it starts past the stored reservation

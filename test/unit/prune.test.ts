@@ -195,10 +195,10 @@ describe('pruning finished jobs', () => {
       engine.cancel(id)
     }
     clock.advance(RETAIN_DAYS * DAY + 1)
-    // 1,000 expired, the newest kept (it holds the newest rowids): 999 in steps of at most 100.
+    // 1,000 expired, the newest event's job too: in steps of at most 100.
     const steps = pruneAll(engine, RETAIN_DAYS, 100)
-    expect(steps).toEqual([100, 100, 100, 100, 100, 100, 100, 100, 100, 99])
-    expect(engineContext(engine).db.prepare('SELECT id FROM jobs').pluck().all()).toEqual([ids.at(-1)])
+    expect(steps).toEqual([100, 100, 100, 100, 100, 100, 100, 100, 100, 100])
+    expect(engineContext(engine).db.prepare('SELECT id FROM jobs').pluck().all()).toEqual([])
     expect(integrity(engine)).toEqual(healthy)
   })
 
@@ -210,7 +210,7 @@ describe('pruning finished jobs', () => {
     engine.cancel(b.id)
     clock.advance(MINUTE)
     engine.cancel(a.id)
-    engine.submit(aJob({ priority: 'LOW' })) // the newest event is another job's
+    engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + MINUTE)
     const cutoff = clock.now() - RETAIN_DAYS * DAY
     // a first, though it finished last: no index orders the finishes (a finish writes none).
@@ -234,7 +234,7 @@ describe('pruning finished jobs', () => {
       engine.cancel(job.id)
       expired.push(job.id)
     }
-    engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+    engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + 1)
     const steps = pruneAll(engine, RETAIN_DAYS, limit)
     expect(steps.reduce((a, b) => a + b, 0)).toBe(expired.length)
@@ -266,7 +266,7 @@ describe('pruning finished jobs', () => {
     for (let i = 0; i < SWEEP_READS_PER_DELETE; i++) engine.submit(aJob({ priority: 'LOW' }))
     const expired = engine.submit(aJob()).job
     engine.cancel(expired.id)
-    engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+    engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + 1)
     const cutoff = clock.now() - RETAIN_DAYS * DAY
     const faults = new StorageFaultInjector(engineContext(engine).db)
@@ -288,7 +288,7 @@ describe('pruning finished jobs', () => {
       const first = openFileEngine(path)
       const ids = Array.from({ length: 6 }, () => first.engine.submit(aJob()).job.id)
       for (const id of ids) first.engine.cancel(id)
-      first.engine.submit(aJob({ priority: 'LOW' })) // the newest event is an unfinished job's
+      first.engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
       first.clock.advance(RETAIN_DAYS * DAY + 1)
       const cutoff = first.clock.now() - RETAIN_DAYS * DAY
       expect(first.engine.pruneFinishedJobs(cutoff, 2)).toEqual({ deleted: 2, done: false })
@@ -353,7 +353,7 @@ describe('what a live job needs stays', () => {
     expect(pruneAll(engine)).toEqual([1])
   })
 
-  describe('no fence, message id or event id is given twice: fences and message ids are reserved apart from their rows, and the job holding the newest event is kept', () => {
+  describe('no fence, message id or event id is given twice: each is reserved apart from its rows, so any finished job may go', () => {
     let dir: string
     let cleanup: () => void
     beforeEach(() => ({ dir, cleanup } = tempDir()))
@@ -400,7 +400,7 @@ describe('what a live job needs stays', () => {
       second.sqlite.close()
     })
 
-    it('the newest event: the next event id is larger than any appended (an event stream resumes by it)', () => {
+    it('the job with the newest event may go: the next event id is larger than any appended (an event stream resumes by it)', () => {
       const first = openFileEngine(`${dir}/leasehold.db`)
       const { engine } = first
       const a = engine.submit(aJob({ priority: 'LOW' })).job
@@ -408,23 +408,34 @@ describe('what a live job needs stays', () => {
       leaseOrFail(engine, 'w') // the HIGH job: the newest job, message and lease
       engine.cancel(a.id) // the newest event
       const newestEvent = engineContext(engine).db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
-      const second = pruneAndRestart(first, [0])
-      expect(second.engine.getJob(a.id).state).toBe('CANCELED')
+      const second = pruneAndRestart(first, [1])
+      expect(() => second.engine.getJob(a.id)).toThrow()
+      expect(second.sqlite.prepare('SELECT MAX(id) FROM events').pluck().get()).toBeLessThan(newestEvent)
       const next = second.engine.submit(aJob()).job
       expect(second.sqlite.prepare('SELECT MIN(id) FROM events WHERE job_id = ?').pluck().get(next.id)).toBeGreaterThan(newestEvent)
       second.sqlite.close()
     })
 
-    it('once a newer job holds them, the job is deleted', () => {
+    it('without a restart too: the id of a deleted newest event is not given again', () => {
+      const { engine, clock } = openFileEngine(`${dir}/leasehold.db`)
+      const only = engine.submit(aJob()).job
+      engine.cancel(only.id)
+      const newestEvent = engineContext(engine).db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
+      clock.advance(30 * DAY)
+      expect(pruneAll(engine)).toEqual([1])
+      expect(engineContext(engine).db.prepare('SELECT COUNT(*) FROM events').pluck().get()).toBe(0)
+      const next = engine.submit(aJob()).job
+      expect(engine.jobEvents(next.id)[0]!.id).toBeGreaterThan(newestEvent)
+      engineContext(engine).db.close()
+    })
+
+    it('a finished job that holds every newest row — job, message, lease and event — is deleted at once', () => {
       const first = openFileEngine(`${dir}/leasehold.db`)
       const { engine } = first
       engine.submit(aJob())
       const only = leaseOrFail(engine, 'w')
       engine.release({ lease_id: only.lease.id, worker_id: 'w', status: 'SUCCEEDED' })
       first.clock.advance(30 * DAY)
-      expect(pruneAll(engine)).toEqual([0])
-      engine.submit(aJob())
-      leaseOrFail(engine, 'w')
       expect(pruneAll(engine)).toEqual([1])
       first.sqlite.close()
     })
@@ -432,7 +443,7 @@ describe('what a live job needs stays', () => {
 })
 
 describe('events that name no job', () => {
-  it('go after the same period, the oldest first, in bounded steps; the newest event of all stays', () => {
+  it('go after the same period, the oldest first, in bounded steps; the newest event of all too', () => {
     const { engine, clock } = setup({ busy_rating: null })
     engine.setCapacity({ total_units: 50 }) // CAPACITY_CHANGED
     engine.reportMeasuredBusy(4) // BUSY_MEASURED
@@ -451,8 +462,8 @@ describe('events that name no job', () => {
     expect(jobless()).toEqual(['WORKER_PROBLEM'])
     clock.advance(DAY)
     engineContext(engine).db.prepare('DELETE FROM events WHERE job_id IS NOT NULL').run() // (as if its job had gone)
-    expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(0) // the newest event of all
-    expect(jobless()).toEqual(['WORKER_PROBLEM'])
+    expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(1) // the newest event of all
+    expect(jobless()).toEqual([])
   })
 })
 

@@ -18,10 +18,7 @@ function recordingHealth(): PassHealth & { outcomes: string[] } {
   return { outcomes, ok: () => outcomes.push('ok'), failed: (error) => outcomes.push(`failed: ${(error as Error).message}`) }
 }
 
-/**
- * `count` jobs run to DONE, with a payload of `payloadBytes`. Retention keeps the last of them
- * until a later job exists (it holds the newest lease and event: see prune.test.ts).
- */
+/** `count` jobs run to DONE, with a payload of `payloadBytes`. */
 function finishJobs(engine: Engine, count: number, payloadBytes = 16): void {
   const payload = { pad: 'x'.repeat(payloadBytes) }
   for (let done = 0; done < count; done += 500) {
@@ -58,17 +55,17 @@ describe('the pruner runs on its timer', () => {
     expect(jobCount(engine)).toBe(10)
     await vi.advanceTimersByTimeAsync(1)
     await pruner.idle()
-    expect(jobCount(engine)).toBe(1)
-    expect(pruner.last).toMatchObject({ at: clock.now(), retain_days: 1, jobs_deleted: 9 })
+    expect(jobCount(engine)).toBe(0)
+    expect(pruner.last).toMatchObject({ at: clock.now(), retain_days: 1, jobs_deleted: 10 })
 
     finishJobs(engine, 5)
     clock.advance(DAY + MINUTE)
     await vi.advanceTimersByTimeAsync(PRUNE_INTERVAL_MS - PRUNE_FIRST_DELAY_MS - 1)
     await pruner.idle()
-    expect(jobCount(engine)).toBe(6)
+    expect(jobCount(engine)).toBe(5)
     await vi.advanceTimersByTimeAsync(1)
     await pruner.idle()
-    expect(jobCount(engine)).toBe(1)
+    expect(jobCount(engine)).toBe(0)
   })
 
   it('with --retain-days 0 a pass deletes no job', async () => {
@@ -102,7 +99,7 @@ describe('a pass works in short steps', () => {
     expect(seen).toContain(total - PRUNE_BATCH)
     expect(seen).toContain(total - 2 * PRUNE_BATCH)
     expect(seen).toContain(total - 3 * PRUNE_BATCH)
-    expect(jobCount(engine)).toBe(1)
+    expect(jobCount(engine)).toBe(0)
   })
 
   it('a pass goes on through steps that delete nothing until its sweep has read every old job', async () => {
@@ -112,7 +109,7 @@ describe('a pass works in short steps', () => {
     engine.submitMany(Array.from({ length: waiting }, () => aJob({ queue: 'parked' })))
     engine.pauseQueue('parked', null)
     finishJobs(engine, 20)
-    engine.submit(aJob({ queue: 'parked' })) // the newest event is an unfinished job's
+    engine.submit(aJob({ queue: 'parked' })) // one made after them
     clock.advance(2 * DAY)
     pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
     await pruner.runPass()
@@ -149,7 +146,7 @@ describe('a pass works in short steps', () => {
       faults.code = null
       await pruner.runPass()
       expect(health.outcomes.at(-1)).toBe('ok')
-      expect(jobCount(engine)).toBe(1)
+      expect(jobCount(engine)).toBe(0)
     } finally {
       faults.dispose()
     }

@@ -37,7 +37,6 @@ describe('purging finished jobs', () => {
     }
     engine.retry(job.id)
     engine.cancel(job.id)
-    engine.submit(aJob()) // the newest event is another job's (the newest of all is kept, see below)
     const before = rowsOf(engine, job.id)
     expect(before).toMatchObject({ jobs: 1, leases: 2 })
     expect(engine.attempts(job.id)).toHaveLength(2)
@@ -57,7 +56,6 @@ describe('purging finished jobs', () => {
     const lease = leaseOrFail(engine, 'w')
     engine.release({ lease_id: lease.lease.id, status: 'SUCCEEDED' })
     claimOrFail(engine, 'w')
-    engine.submit(aJob({ queue: 'other' })) // the newest event is not the finished job's
     expect([claimed, finished, running, queued].map((id) => engine.getJob(id!).state)).toEqual(['CLAIMED', 'DONE', 'RUNNING', 'QUEUED'])
     const unfinished = [claimed!, running!, queued!]
     const untouched = unfinished.map((id) => rowsOf(engine, id))
@@ -96,7 +94,6 @@ describe('purging finished jobs', () => {
     }
     expect(engine.acquireFile({ file, owner_id: 'w2', lease_id: halted.lease.id })).toMatchObject({ code: 'blocked' })
     engine.cancel(halted.job.id) // its blocker is resolved with it
-    engine.submit(aJob()) // the newest event is another job's
     const count = (sql: string, id: string) => engineContext(engine).one<{ n: number }>(sql, id)!.n
     expect(count('SELECT COUNT(*) AS n FROM blockers WHERE requester_job_id = ?', halted.job.id)).toBe(1)
     expect(engine.deleteFinishedJobs([halted.job.id, held.job.id])).toHaveLength(1) // the holder still runs
@@ -104,7 +101,6 @@ describe('purging finished jobs', () => {
     expect(count("SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ? AND state = 'ACTIVE'", held.lease.id)).toBe(1)
     engine.release({ lease_id: held.lease.id, status: 'SUCCEEDED' })
     expect(count('SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ?', held.lease.id)).toBe(1) // released, kept while its job is
-    engine.submit(aJob()) // the newest event is another job's again
     expect(engine.deleteFinishedJobs([held.job.id])).toHaveLength(1)
     expect(count('SELECT COUNT(*) AS n FROM file_leases WHERE lease_id = ?', held.lease.id)).toBe(0)
     expect(engineContext(engine).db.pragma('foreign_key_check')).toEqual([])
@@ -128,11 +124,13 @@ describe('purging finished jobs', () => {
       const { lease } = leaseOrFail(first.engine, 'w')
       expect(lease.job_id).toBe(job.id)
       first.engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })
-      // The job holds the newest event (its id is where a client resumes the stream): kept until a newer one exists.
-      expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(0)
-      first.engine.cancel(other.id, null)
-      expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(1)
+      // The job holds the newest event (its id is where a client resumes the stream), and goes all the same.
       const newestEvent = engineContext(first.engine).one<{ id: number }>('SELECT MAX(id) AS id FROM events')!.id
+      expect(first.engine.deleteFinishedJobs([job.id])).toHaveLength(1)
+      expect(engineContext(first.engine).one<{ id: number }>('SELECT MAX(id) AS id FROM events')!.id).toBeLessThan(newestEvent)
+      first.engine.cancel(other.id, null)
+      expect(first.engine.jobEvents(other.id).at(-1)!.id).toBeGreaterThan(newestEvent)
+      expect(first.engine.deleteFinishedJobs([other.id])).toHaveLength(1)
       first.sqlite.close()
 
       const second = openFileEngine(path)

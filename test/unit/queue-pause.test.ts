@@ -37,8 +37,9 @@ describe('pausing queues', () => {
       return engine.submit(aJob({ queue: 'reports' })).job.id
     })
     expect(engine.claim({ worker_id: 'w' }, 5)).toEqual([])
-    const [reason] = engine.waitingReasons([engine.getJob(ids[0]!)])
-    expect(reason).toBe('queue reports is paused; nothing is taken from it until it is resumed')
+    const [waiting] = engine.waiting([engine.getJob(ids[0]!)])
+    expect(waiting?.until).toBeNull() // only a resume ends it
+    expect(waiting?.reason).toBe('queue reports is paused; nothing is taken from it until it is resumed')
     engine.resumeQueue('reports')
     expect(engine.claim({ worker_id: 'w' }, 5).map((j) => j.id)).toEqual(ids)
   })

@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import type { Engine } from '../../src-main/engine'
 import { eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
-const reasonOf = (engine: Engine, jobId: string) => engine.waitingReasons([engine.getJob(jobId)])[0]
+const waitingOf = (engine: Engine, jobId: string) => engine.waiting([engine.getJob(jobId)])[0]
+const reasonOf = (engine: Engine, jobId: string) => waitingOf(engine, jobId)?.reason ?? null
 const short = (id: string) => `…${id.slice(-8)}`
 
 describe('a queue never stalls silently: a job larger than the capacity', () => {
@@ -103,7 +105,7 @@ describe('every waiting job can say why it waits', () => {
     expect(reasonOf(engine, normal.id)).toBe(`waiting its turn behind job ${short(urgent.id)}`)
   })
 
-  it('a requeued job in its backoff says when it may run again', () => {
+  it('a requeued job in its backoff says so, and its waiting_until is the retry\'s not-before time', () => {
     const { engine, clock } = setup({ config: { leaseTtlS: 5, heartbeatGraceS: 0 } })
     const job = engine.submit(aJob()).job
     leaseOrFail(engine, 'w')
@@ -111,7 +113,7 @@ describe('every waiting job can say why it waits', () => {
     engine.reap()
     const requeued = engine.getJob(job.id)
     expect(requeued.state).toBe('QUEUED')
-    expect(reasonOf(engine, job.id)).toBe(`retry not before ${new Date(requeued.next_retry_at!).toISOString()}`)
+    expect(waitingOf(engine, job.id)).toEqual({ reason: 'backing off before its retry', until: requeued.next_retry_at })
   })
 
   it('a claimed job waits for its worker\'s lease request; a LEASE_PENDING one names the shortfall and the next ask', () => {
@@ -122,11 +124,13 @@ describe('every waiting job can say why it waits', () => {
     engine.setCapacity({ busy_rating: 5 })
     const denied = engine.requestLeaseForJob({ job_id: job.id })
     expect(denied.approved).toBe(false)
-    const retryAt = new Date(T0 + 10 * SECOND).toISOString()
-    expect(reasonOf(engine, job.id)).toBe(`lease denied: needs 8 units; 5 available (busy rating 5 leaves 5 of 10 units, 0 leased); w asks again after ${retryAt}`)
+    expect(waitingOf(engine, job.id)).toEqual({
+      reason: 'lease denied: needs 8 units; 5 available (busy rating 5 leaves 5 of 10 units, 0 leased); w waits to ask again',
+      until: T0 + 10 * SECOND,
+    })
     engine.setCapacity({ busy_rating: 0 })
     clock.advance(SECOND)
-    expect(reasonOf(engine, job.id)).toBe(`capacity is free now; waiting for w to ask for its lease again after ${retryAt}`)
+    expect(waitingOf(engine, job.id)).toEqual({ reason: 'capacity is free now; w waits to ask again for its lease', until: T0 + 10 * SECOND })
   })
 
   it('a BLOCKED job waits for an operator', () => {
@@ -142,7 +146,7 @@ describe('every waiting job can say why it waits', () => {
     leaseOrFail(engine, 'w')
     expect(reasonOf(engine, job.id)).toBeNull()
     engine.cancel(job.id)
-    expect(engine.waitingReasons([engine.getJob(job.id)])).toEqual([null])
+    expect(engine.waiting([engine.getJob(job.id)])).toEqual([null])
   })
 
   it('a list gets one reason per job, in order, read against one situation', () => {
@@ -150,6 +154,53 @@ describe('every waiting job can say why it waits', () => {
     const ids = [engine.submit(aJob()).job.id, engine.submit(aJob()).job.id]
     leaseOrFail(engine, 'w')
     const rows = ids.map((id) => engine.getJob(id))
-    expect(engine.waitingReasons(rows)).toEqual([null, 'first in line; waiting for a worker to take it'])
+    expect(engine.waiting(rows)).toEqual([null, { reason: 'first in line; waiting for a worker to take it', until: null }])
+  })
+})
+
+describe('the file gate\'s wait is a waiting reason like the others', () => {
+  it('a running job refused a held file waits for its one retry: the reason names the file and its holder, waiting_until the retry', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    const requester = engine.submit(aJob()).job
+    const holder = leaseOrFail(engine, 'w1', 600)
+    const running = leaseOrFail(engine, 'w2', 600)
+    expect(running.job.id).toBe(requester.id)
+    engine.acquireFile({ file: '/repo/a.ts', owner_id: 'w1', lease_id: holder.lease.id })
+    expect(reasonOf(engine, requester.id)).toBeNull()
+    clock.advance(5 * SECOND)
+    expect(engine.acquireFile({ file: '/repo/a.ts', owner_id: 'w2', lease_id: running.lease.id })).toMatchObject({ code: 'file_lease_held' })
+    expect(waitingOf(engine, requester.id)).toEqual({ reason: 'refused file /repo/a.ts, held by w1; waits to try it again', until: T0 + 5 * SECOND + FILE_RETRY_MS })
+    expect(reasonOf(engine, holder.job.id)).toBeNull()
+
+    // Let go: the job still waits for its one retry, and says the file is free now.
+    engine.releaseFile({ file: '/repo/a.ts', owner_id: 'w1' })
+    expect(waitingOf(engine, requester.id)).toEqual({ reason: 'refused file /repo/a.ts, since let go; waits to try it again', until: T0 + 5 * SECOND + FILE_RETRY_MS })
+
+    // Taken at the retry: the wait is over.
+    clock.advance(FILE_RETRY_MS)
+    engine.heartbeat({ lease_id: running.lease.id })
+    expect(engine.acquireFile({ file: '/repo/a.ts', owner_id: 'w2', lease_id: running.lease.id })).toMatchObject({ granted: true })
+    expect(waitingOf(engine, requester.id)).toBeNull()
+  })
+})
+
+describe('a waiting reason names no time: the time is waiting_until, for each reader to format', () => {
+  it('none of the reasons with a time in them carries one in the words', () => {
+    const { engine, clock } = setup({ total_units: 10, config: { leaseTtlS: 5, heartbeatGraceS: 0 } })
+    const backoff = engine.submit(aJob()).job
+    leaseOrFail(engine, 'w')
+    clock.advance(5 * SECOND)
+    engine.reap()
+    const scheduled = engine.submit(aJob({ delay_ms: 10 * MINUTE })).job
+    const pending = engine.submit(aJob({ cost_units: 8, queue: 'other' })).job
+    engine.claim({ worker_id: 'w2', queues: ['other'] })
+    engine.setCapacity({ busy_rating: 5 })
+    expect(engine.requestLeaseForJob({ job_id: pending.id }).approved).toBe(false)
+    const waits = engine.waiting([backoff, scheduled, pending].map((job) => engine.getJob(job.id)))
+    for (const wait of waits) {
+      expect(wait?.until).toBeGreaterThan(clock.now())
+      expect(wait?.reason).not.toMatch(/\d{4}-\d\d-\d\d|\d\d:\d\d/)
+    }
   })
 })

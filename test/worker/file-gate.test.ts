@@ -39,6 +39,11 @@ test('two jobs writing one file: the second waits for the first (one retry at +1
   expect(contended.data).toMatchObject({ file, requester_owner_id: `job:${second}`, holder: { job_id: first, owner_id: `job:${first}` } })
   expect(contended.data.retry_at - contended.data.denied_at).toBe(RETRY_MS)
   expect(attempts(host, second)).toHaveLength(1)
+  // Its job runs, and its reads say why it waits and until when.
+  expect((await settled(host, second, 100, ['RUNNING'])).job).toMatchObject({
+    waiting_reason: `refused file ${file}, held by job:${first}; waits to try it again`,
+    waiting_until: new Date(contended.data.retry_at).toISOString(),
+  })
   // The worker's own line comes through its stderr, a moment after the host's event.
   await until(() => host.lines.some((l) => l.includes(`${file} is held; ${second} waits for its one retry`)), 5000, 'the worker says it waits')
 

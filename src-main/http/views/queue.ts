@@ -14,11 +14,13 @@ import {
   type Job,
   type Lease,
   type ScheduleOrigin,
+  type Waiting,
 } from '../../engine'
 import { iso } from '../../engine/clock'
 import { BUCKETS, METRICS, RANGES } from '../../engine/stats'
 import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/states'
 import { FinalStatus, IsoTime, LeaseState, PRIORITY } from '../schemas'
+import { wireEventData } from './event-data'
 
 /** The states dialect 002 shows: the canonical ones, LEASED shown as RUNNING. */
 export const QUEUE_STATES = JOB_STATES.filter((state): state is Exclude<JobStateName, 'LEASED'> => state !== 'LEASED')
@@ -95,12 +97,19 @@ export function queueJob(job: Job): QueueJob {
 
 /**
  * The job as the reads show it (GET /jobs/{id}, GET /jobs): the job plus `waiting_reason`, why
- * it is not running yet (null when it runs or has ended), and `schedule`, the schedule firing
+ * it is not running yet (null when it runs or has ended), `waiting_until`, when that wait ends
+ * by itself if it does, and `schedule`, the schedule firing
  * that made it (null for a job submitted by hand). Only reads carry them: they cost a few
  * queries, which the claim and completion answers do not pay.
  */
 export const QueueJobRead = QueueJob.extend({
-  waiting_reason: z.string().nullable().meta({ description: 'Why the job is not running yet; null when it runs or has ended' }),
+  waiting_reason: z
+    .string()
+    .nullable()
+    .meta({ description: 'Why the job is not running yet, in words that name no time (a running job waits while a file it was refused is held); null when it runs or has ended' }),
+  waiting_until: IsoTime.nullable().meta({
+    description: 'When the wait ends by itself: a retry\'s not-before time, a scheduled run time, a refused file\'s one retry; null when only a worker, capacity or an operator ends it',
+  }),
   schedule: z
     .object({ name: z.string(), fire_at: IsoTime })
     .nullable()
@@ -108,8 +117,12 @@ export const QueueJobRead = QueueJob.extend({
 }).meta({ id: 'QueueJobRead', description: 'A job as the reads show it: plus why it waits and the schedule that made it' })
 export type QueueJobRead = z.infer<typeof QueueJobRead>
 
-export function queueJobRead(job: Job, waitingReason: string | null, origin: ScheduleOrigin | null): QueueJobRead {
-  return { ...queueJob(job), waiting_reason: waitingReason, schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at)! } }
+export function queueJobRead(job: Job, waiting: Waiting | null, origin: ScheduleOrigin | null): QueueJobRead {
+  return {
+    ...queueJob(job),
+    waiting_reason: waiting?.reason ?? null,
+    waiting_until: iso(waiting?.until ?? null),
+    schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at)! } }
 }
 
 /** Seed 002's JobResult for a finished job. */
@@ -219,13 +232,20 @@ export const QueueEvent = z
     type: EventTypeSchema,
     entity_type: EntityTypeSchema,
     entity_id: z.string(),
-    data: z.record(z.string(), z.unknown()),
+    data: z.record(z.string(), z.unknown()).meta({ description: 'What happened, by event type; every time in it (a field named …_at, or missed_from) is ISO-8601 like the rest of the API' }),
   })
   .meta({ id: 'QueueEvent', description: 'One entry of the event log' })
 export type QueueEvent = z.infer<typeof QueueEvent>
 
 export function queueEvent(event: Event): QueueEvent {
-  return { id: event.id, ts: iso(event.ts), type: event.event_type, entity_type: event.entity_type, entity_id: event.entity_id, data: event.data }
+  return {
+    id: event.id,
+    ts: iso(event.ts),
+    type: event.event_type,
+    entity_type: event.entity_type,
+    entity_id: event.entity_id,
+    data: wireEventData(event.data),
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import type { ActiveLease as ActiveLeaseRecord, CapacityFigures, Event } from '.
 import { iso } from '../../engine/clock'
 import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
-import { QueueEvent } from './queue'
+import { QueueEvent, queueEvent } from './queue'
 
 export const Health = z.object({ ok: z.literal(true), version: z.string() }).meta({ id: 'Health' })
 
@@ -95,15 +95,7 @@ export const StreamEvent = QueueEvent.extend({
 export type StreamEvent = z.infer<typeof StreamEvent>
 
 export function streamEvent(event: Event): StreamEvent {
-  return {
-    id: event.id,
-    ts: iso(event.ts),
-    type: event.event_type,
-    entity_type: event.entity_type,
-    entity_id: event.entity_id,
-    job_id: event.job_id,
-    data: event.data,
-  }
+  return { ...queueEvent(event), job_id: event.job_id }
 }
 
 /** The data of a `gap` frame: events older than the replay window, announced instead of replayed. */
