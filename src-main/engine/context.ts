@@ -1,4 +1,5 @@
 import type { Database, RunResult, Statement } from 'better-sqlite3'
+import { settleFailedCommit } from '../db/commit-outcome'
 import type { JobRow } from '../db/schema'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { BackoffPolicy } from './backoff'
@@ -304,15 +305,18 @@ export class EngineContext {
     this.control.begin.run()
     this.inBody = true
     let result: T
+    let committing = false
     try {
       result = fn()
       if (pending.length > 0) for (const listener of this.beforeCommitListeners) listener(pending)
+      committing = true
       this.control.commit.run()
       this.committed += 1
     } catch (error) {
       if (this.db.inTransaction) this.control.rollback.run()
       this.undoTo(0)
-      throw error
+      // A failed COMMIT may have reached the disk all the same: make its outcome certain before anyone hears of it.
+      throw committing ? settleFailedCommit(this.db, error, this.clock.now()) : error
     } finally {
       this.inBody = false
       this.pending = null
@@ -511,10 +515,15 @@ export class EngineContext {
           this.inBody = false
         }
       }
+    } catch (error) {
+      this.abandonGroup(error)
+      return
+    }
+    try {
       this.control.commit.run()
       this.committed += 1
     } catch (error) {
-      this.abandonGroup(error)
+      this.abandonGroup(error, true)
       return
     }
     this.endGroup()
@@ -547,8 +556,11 @@ export class EngineContext {
     this.heads.clear()
   }
 
-  /** The group's transaction failed or was lost: roll back, undo memory, fail every member. */
-  private abandonGroup(cause: unknown): void {
+  /**
+   * The group's transaction failed or was lost: roll back, undo memory, fail every member. When
+   * its COMMIT failed (`atCommit`), the outcome is made certain first (db/commit-outcome.ts).
+   */
+  private abandonGroup(cause: unknown, atCommit = false): void {
     const group = this.group
     if (!group) return
     if (this.db.inTransaction) {
@@ -560,6 +572,7 @@ export class EngineContext {
     }
     this.undoTo(0)
     this.endGroup()
+    if (atCommit) cause = settleFailedCommit(this.db, cause, this.clock.now())
     group.failure = cause
     // Even a member that had failed on its own hears of the commit: its answer may have rested
     // on writes of the group that are now gone.
