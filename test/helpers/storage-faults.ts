@@ -129,3 +129,33 @@ export async function fiuServe(dataDir: string, args: string[] = [], fiuCommands
       }),
   }
 }
+
+/**
+ * Makes the writes of every connection to the file at `path` fail with `code`, from its first
+ * open on: for a start that fails while it sets up or migrates a file (openDatabase opens its own
+ * connection). Only statements whose SQL matches `only` are refused. Returns the undo.
+ */
+export function failWritesToFile(path: string, code: string, only: RegExp = /./): () => void {
+  const scratch = new BetterSqlite3(':memory:')
+  const proto = Object.getPrototypeOf(scratch.prepare('SELECT 1')) as Record<'run' | 'get' | 'all', (...args: unknown[]) => unknown>
+  scratch.close()
+  const databaseProto = BetterSqlite3.prototype as unknown as { exec: (sql: string) => unknown }
+  const originals = { run: proto.run, get: proto.get, all: proto.all, exec: databaseProto.exec }
+  const refuse = (database: Database, sql: string, writes: boolean) => {
+    if (database.name === path && writes && only.test(sql)) throw new BetterSqlite3.SqliteError('disk I/O error', code)
+  }
+  for (const name of ['run', 'get', 'all'] as const) {
+    proto[name] = function (this: Statement, ...args: unknown[]) {
+      refuse(this.database, this.source, !this.reader && !CONTROL.test(this.source))
+      return originals[name].apply(this, args)
+    }
+  }
+  databaseProto.exec = function (this: Database, sql: string) {
+    refuse(this, sql, !CONTROL.test(sql))
+    return originals.exec.call(this, sql)
+  }
+  return () => {
+    Object.assign(proto, { run: originals.run, get: originals.get, all: originals.all })
+    databaseProto.exec = originals.exec
+  }
+}

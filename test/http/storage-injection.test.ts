@@ -39,7 +39,7 @@ afterEach(async () => {
  */
 function holdSnapshot(dir: string): void {
   reader = new BetterSqlite3(join(dir, 'leasehold.db'))
-  reader.prepare("UPDATE settings SET value = value WHERE key = 'capacity'").run()
+  reader.prepare("INSERT OR REPLACE INTO settings (key, value) VALUES ('snapshot-held', '1')").run()
   reader.exec('BEGIN')
   reader.prepare('SELECT COUNT(*) FROM jobs').get()
   const checkpointer = new BetterSqlite3(join(dir, 'leasehold.db'))
