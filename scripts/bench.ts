@@ -365,6 +365,7 @@ async function main(): Promise<void> {
     rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
   }
   if (options.only.has('retention')) rows.push(...(await measureRetention(counts.retentionJobs, progress)))
+  if (options.only.has('retention')) rows.push(...(await (await import('./bench/start')).measureHostStart(counts.retentionJobs, progress)))
   if (options.peer) rows.push(...peerRows(options.peer, rows))
   const elapsedS = (performance.now() - started) / 1000
 

@@ -99,8 +99,17 @@ function unreadableMessage(path: string, error: unknown): string {
     const reason = cannotOpen(path)
     if (reason) return `cannot open ${path} (${reason}); it was left untouched`
   }
+  // The first read creates the -shm (and -wal) files: on a full disk that write fails, and SQLite
+  // says only "disk I/O error".
+  const free = freeBytes(dirname(path))
+  if (free !== null && free < MIN_FREE_TO_OPEN && (code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL')) {
+    return `the disk that holds ${path} is full (${mb(free)} free): SQLite cannot create its ${path}-shm and -wal files (${code}); free some space and start again (the file was left untouched)`
+  }
   return `${path} is not a readable SQLite database (${oneLine(message)}); it was left untouched`
 }
+
+/** Less free space than this, and an I/O error while opening, means a full disk: the -shm file alone takes 32 KiB. */
+const MIN_FREE_TO_OPEN = 1024 * 1024
 
 /** An error message on one line (a query's text, quoted by drizzle, spans many). */
 const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ')

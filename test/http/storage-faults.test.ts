@@ -195,6 +195,24 @@ describe('a real full disk (tmpfs)', () => {
     throw new Error('the disk never filled')
   }
 
+  test('a start on a full disk takes the lock and then says in one line that the disk is full, naming the files SQLite must create', async (context) => {
+    const skipped = mountTmpfs()
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    host = await startTestHost({ dataDir })
+    await submit(host)
+    await host.stop() // a clean stop: the -wal and -shm files are gone, and must be made again at the next open
+    host = undefined
+    fillDisk(join(mountPoint!, 'filler'))
+    const error = await startTestHost({ dataDir }).then(
+      () => null,
+      (e: Error) => e,
+    )
+    expect(error?.message).toMatch(/^the disk that holds .*leasehold\.db is full .*-shm and -wal files .*free some space and start again/)
+    expect(error?.message.split('\n')).toHaveLength(1)
+  })
+
   test('answers 507 on a full tmpfs, stays up, and takes writes again once space is freed', async (context) => {
     const skipped = mountTmpfs()
     if (skipped) return context.skip(skipped)
