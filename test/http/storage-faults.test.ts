@@ -269,6 +269,8 @@ describe('a commit whose sync failed', () => {
     const error = await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1, client_request_id: 'once' }), 503, 'storage_error')
     expect(error.detail).toMatch(/not made \(SQLITE_IOERR_FSYNC\)/)
     expect(jobCount(host)).toBe(before)
+    // The queued tally in memory agrees with the file: the job is not counted.
+    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before)
     // The retry is a new submit, not a duplicate of one that was made.
     const job = await submit(host, { client_request_id: 'once' })
     expect(jobCount(host)).toBe(before + 1)
@@ -284,8 +286,10 @@ describe('a commit whose sync failed', () => {
     expect(error.detail).toContain('client_request_id')
     expect(error.detail).toContain(host.dataDir)
     expect(jobCount(host)).toBe(before)
+    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before)
     await submit(host, { client_request_id: 'twice' })
     expect(jobCount(host)).toBe(before + 1)
+    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before + 1)
   })
 
   test('a completion whose commit failed is answered as it turned out, and the lease, its job and the tallies in memory agree with the file', async () => {
