@@ -19,6 +19,7 @@ import { readFileSync } from 'node:fs'
 import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureRss, measureWorkers, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD } from './bench/http'
 import { formatTable, openEngine, reopenEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import { measureRetention } from './bench/retention'
+import { measureHostStart } from './bench/start'
 import {
   grantLatencies,
   insertBacklog,
@@ -388,6 +389,7 @@ async function main(): Promise<void> {
     })
   }
   if (options.only.has('retention')) await group(failures, 'retention', () => measureRetention(counts.retentionJobs, progress, rows).then(() => {}))
+  if (options.only.has('retention')) await group(failures, 'retention', async () => void rows.push(...(await measureHostStart(counts.retentionJobs, progress))))
   if (options.peer) rows.push(...peerRows(options.peer, rows))
   const elapsedS = (performance.now() - started) / 1000
 

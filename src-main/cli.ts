@@ -1,5 +1,6 @@
 import { resolve } from 'node:path'
 import { dashboardLink } from './data-dir/client-target'
+import { CHECK_HELP, checkCommand } from './commands/check'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
 import { QUEUE_HELP, queueCommand } from './commands/queue'
@@ -23,6 +24,7 @@ Commands:
   schedule    recurring schedules: add, list, pause, resume, rm (cron, time zones)
   queue       list the queues, pause or resume one (queue list | pause Q | resume Q)
   status      capacity, busy rating, leases, workers and open blockers
+  check       check the integrity of the database (runs while the host serves)
   help        show this help, or the help of a command: leasehold help serve
 
 Flags:
@@ -48,6 +50,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     schedule: () => SCHEDULE_HELP,
     queue: () => QUEUE_HELP,
     status: () => STATUS_HELP,
+    check: () => CHECK_HELP,
   }
   if (command === 'help') {
     console.log(helps[rest[0] ?? '']?.() ?? USAGE)
@@ -68,6 +71,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (command === 'schedule') return runClient(() => scheduleCommand(rest, env))
   if (command === 'queue') return runClient(() => queueCommand(rest, env))
   if (command === 'status') return runClient(() => statusCommand(rest, env))
+  if (command === 'check') return runClient(() => checkCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2
 }

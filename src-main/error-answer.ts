@@ -1,3 +1,4 @@
+import { StorageUncertainError } from './db/commit-outcome'
 import { EngineError, type ErrorExtra } from './engine'
 import { iso } from './engine/clock'
 import { type ErrorCode, statusOf } from '../src-shared/error-codes'
@@ -15,13 +16,23 @@ export interface ErrorAnswer {
   internal: boolean
 }
 
-/** A storage fault: the disk is full (`full`), or it failed or refused to write (`io`). */
-export type StorageFault = 'full' | 'io'
+/**
+ * A storage fault: the disk is full (`full`), it failed or refused a write (`io`), it failed a
+ * read (`read`), or it failed to sync a commit whose outcome could not be made certain (`uncertain`).
+ */
+export type StorageFault = 'full' | 'io' | 'read' | 'uncertain'
 
 /** Error codes meaning "no space": SQLite's, and the OS's from a file write (quota included). */
 const FULL_CODES = new Set(['SQLITE_FULL', 'ENOSPC', 'EDQUOT'])
 /** Other storage faults, besides every extended SQLITE_IOERR_* code. */
 const IO_CODES = new Set(['EIO', 'EROFS'])
+/**
+ * A read the disk failed. SQLite reports a read that failed with EIO as SQLITE_CORRUPT (its VFS
+ * returns SQLITE_IOERR_CORRUPTFS, which it turns into SQLITE_CORRUPT): from the code alone a
+ * failing disk and a damaged file look the same, and an integrity check (`leasehold check`)
+ * tells them apart. Either way the read changed nothing.
+ */
+const READ_CODES = new Set(['SQLITE_CORRUPT', 'SQLITE_CORRUPT_VTAB', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_INDEX', 'SQLITE_IOERR_READ', 'SQLITE_IOERR_SHORT_READ', 'SQLITE_IOERR_CORRUPTFS'])
 
 /** The `code` of a thrown error, whatever was thrown (a string, null…). */
 function errorCode(error: unknown): string | null {
@@ -36,9 +47,11 @@ function errorCode(error: unknown): string | null {
  * COMMIT's failure rethrown to each of its callers are classified alike.
  */
 export function storageFault(error: unknown): StorageFault | null {
+  if (error instanceof StorageUncertainError) return 'uncertain'
   const code = errorCode(error)
   if (code === null) return null
   if (FULL_CODES.has(code)) return 'full'
+  if (READ_CODES.has(code)) return 'read'
   if (code === 'SQLITE_IOERR' || code.startsWith('SQLITE_IOERR_') || code.startsWith('SQLITE_READONLY') || IO_CODES.has(code)) return 'io'
   return null
 }
@@ -51,9 +64,11 @@ function wireExtra(extra: ErrorExtra): Record<string, unknown> {
 /**
  * Turns any thrown error into the answer a client gets. An EngineError or HttpError keeps its
  * code, and its status is the code's; a write the disk cannot hold is 507 `storage_full`, another
- * storage fault 503 `storage_error`, each naming the data dir so the operator knows which disk;
- * anything else is a plain 500 — never a stack trace. The write did not happen in either storage
- * case: SQLite rolled its transaction back.
+ * storage fault 503 `storage_error` (a failed write or a failed read), each naming the data dir
+ * so the operator knows which disk; anything else is a plain 500 — never a stack trace. The
+ * write did not happen in either storage case: SQLite rolled its transaction back, and a commit
+ * whose sync failed was made certainly not made (db/commit-outcome.ts) — or, when that could
+ * not be done, the answer is 503 `storage_uncertain`, which says the outcome is unknown.
  */
 export function answerError(error: unknown, dataDir: string): ErrorAnswer {
   if (error instanceof EngineError) {
@@ -77,6 +92,26 @@ export function answerError(error: unknown, dataDir: string): ErrorAnswer {
         status: statusOf('storage_error'),
         code: 'storage_error',
         detail: `The disk failed a write: it was not made (${code}). Check the disk that holds the data dir ${dataDir}; reads may still work`,
+        body: {},
+        internal: false,
+      }
+    case 'read':
+      return {
+        status: statusOf('storage_error'),
+        code: 'storage_error',
+        detail:
+          `The disk failed a read (${code}); nothing was changed. Try again; should it persist, run \`leasehold check\`, which tells ` +
+          `a failing disk from a damaged file, and check the disk that holds the data dir ${dataDir}`,
+        body: {},
+        internal: false,
+      }
+    case 'uncertain':
+      return {
+        status: statusOf('storage_uncertain'),
+        code: 'storage_uncertain',
+        detail:
+          `The disk failed to confirm the write (${(error as StorageUncertainError).failedCode}): it may or may not have been made. ` +
+          `Retry the same request (a submit with the same client_request_id) once the disk works; check the disk that holds the data dir ${dataDir}`,
         body: {},
         internal: false,
       }

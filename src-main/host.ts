@@ -11,6 +11,7 @@ import { ClockWaiters } from './workers/clock-waiters'
 import { MAX_LONG_POLL_MS } from './workers/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
 import { Checkpointer } from './db/checkpointer'
+import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
@@ -35,6 +36,12 @@ export interface Host {
   readonly pool: WorkerPool | null
   /** Retention's timer: its last pass (GET /api/storage), and `runPass()` to run one now. */
   readonly pruner: Pruner
+  /**
+   * The background integrity check a start after an unclean shutdown runs (null when the last
+   * host closed the database): settles with its report, or null if it could not run or was cut
+   * short by stop().
+   */
+  readonly integrityCheck: Promise<IntegrityReport | null> | null
   /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
   stop(): Promise<void>
 }
@@ -136,7 +143,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const log = options.log ?? ((line: string) => console.error(line))
   const clock = options.clock ?? systemClock
   const token = loadOrCreateToken(config.dataDir, config.token)
-  const { sqlite } = openDatabase({
+  const { sqlite, uncleanShutdown } = openDatabase({
     path: join(config.dataDir, 'leasehold.db'),
     durability: config.durability,
     migrationsFolder: options.migrationsFolder,
@@ -286,9 +293,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => pool?.stop(0))
   pool?.start()
 
+  // The file was not closed by the last host: SQLite recovered it from its log; whether every page
+  // is sound is checked on a thread, while the host serves (no start waits for a read of the whole file).
+  const checkAbort = new AbortController()
+  undo.push(() => checkAbort.abort())
+  const integrityCheck = uncleanShutdown ? backgroundIntegrityCheck(sqlite.name, options.nativeBinding, checkAbort.signal, log) : null
+
   let stopping: Promise<void> | null = null
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
+      checkAbort.abort()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       for (const timer of timers) clearInterval(timer)
@@ -313,7 +327,21 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       lock.release() // last: another host may start here only once this one is gone
     })())
 
-  return { url, token, engine, pool, pruner, stop }
+  return { url, token, engine, pool, pruner, integrityCheck, stop }
+}
+
+/** Runs the check after an unclean shutdown and logs what it found: a line either way, what to do about damage. */
+function backgroundIntegrityCheck(path: string, nativeBinding: string | undefined, signal: AbortSignal, log: (line: string) => void): Promise<IntegrityReport | null> {
+  return checkIntegrityInBackground(path, { depth: 'quick', nativeBinding, signal }).then(
+    (report) => {
+      log(`leasehold: after an unclean shutdown, ${integrityLine(report)}`)
+      return report
+    },
+    (error: unknown) => {
+      if (!signal.aborted) log(`leasehold: the integrity check after an unclean shutdown could not run (${(error as Error).message}); \`leasehold check\` runs it`)
+      return null
+    },
+  )
 }
 
 /**

@@ -1729,7 +1729,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description storage_error: the disk failed a write, which was not made; reads may still work */
+        /** @description storage_error: the disk failed a write, which was not made, or a read; storage_uncertain: the disk failed to sync a commit whose outcome is unknown (retry the same request, a submit with its client_request_id) */
         StorageError: {
             headers: {
                 [name: string]: unknown;

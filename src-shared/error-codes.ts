@@ -66,6 +66,8 @@ export const HTTP_ERROR_CODES = [
   'duplicate_request',
   'internal_error',
   'storage_error',
+  /** A commit whose sync failed, and whose outcome could not be made certain (src-main/db/commit-outcome.ts). */
+  'storage_uncertain',
   'storage_full',
 ] as const
 export type HttpErrorCode = (typeof HTTP_ERROR_CODES)[number]
@@ -118,6 +120,7 @@ export const ERROR_STATUS = {
   internal_error: 500,
   not_implemented: 501,
   storage_error: 503,
+  storage_uncertain: 503,
   storage_full: 507,
 } as const satisfies Record<ErrorCode, number>
 

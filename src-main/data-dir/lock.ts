@@ -81,7 +81,8 @@ function holderMessage(dataDir: string, holder: HostFile | null): string {
 export function storageStartError(error: unknown, dataDir: string): HostStartError | null {
   const fault = storageFault(error)
   if (!fault) return null
-  return new HostStartError(`the disk that holds the data dir ${dataDir} ${fault === 'full' ? 'is full' : 'failed a write'} (${reason(error)})`)
+  const what = fault === 'full' ? 'is full' : fault === 'read' ? 'failed a read' : 'failed a write'
+  return new HostStartError(`the disk that holds the data dir ${dataDir} ${what} (${reason(error)})`)
 }
 
 /** Writes host.json (mode 0600), saying where the host listens. */

@@ -59,7 +59,7 @@ const pass = () => {
       parentPort.postMessage({ pass: last })
     }
   } catch (error) {
-    parentPort.postMessage({ error: error.message })
+    parentPort.postMessage({ error: error.message, code: error.code })
   }
 }
 const timer = db && setInterval(pass, workerData.intervalMs)
@@ -94,9 +94,10 @@ export class Checkpointer {
       queueMicrotask(() => options.onError(error as Error, true))
       return
     }
-    worker.on('message', (message: { pass?: CheckpointPass; error?: string; stopped?: boolean }) => {
+    worker.on('message', (message: { pass?: CheckpointPass; error?: string; code?: string; stopped?: boolean }) => {
       if (message.pass) options.onPass?.(message.pass)
-      if (message.error) options.onError(new Error(message.error), message.stopped === true)
+      // SQLite's code comes along, so a storage fault is logged as one (rate-limited, one line), not as a bug.
+      if (message.error) options.onError(Object.assign(new Error(message.error), { code: message.code }), message.stopped === true)
     })
     worker.on('error', (error) => options.onError(error, true))
     this.worker = worker

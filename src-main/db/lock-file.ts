@@ -23,6 +23,10 @@ export class LockFile {
    */
   hold(pid: number): void {
     try {
+      // The undo of that write is kept in memory, not in a journal file: a file to create is
+      // a write a full disk refuses, and the host must start on a full disk (read-only until
+      // space returns). The file holds nothing a torn write could lose.
+      this.db.pragma('journal_mode = MEMORY')
       this.db.pragma('locking_mode = EXCLUSIVE')
       this.db.exec('BEGIN EXCLUSIVE')
       this.db.pragma(`user_version = ${pid}`)

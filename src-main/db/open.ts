@@ -1,7 +1,7 @@
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema'
@@ -27,6 +27,12 @@ export type Drizzle = ReturnType<typeof drizzle<typeof schema>>
 export interface OpenedDatabase {
   sqlite: Database
   orm: Drizzle
+  /**
+   * The file had a write-ahead log when it was opened: the last process that had it open did not
+   * close it (a crash, a kill, a power cut). SQLite recovers from the log by itself; the host then
+   * checks the file's integrity in the background (db/integrity.ts).
+   */
+  uncleanShutdown: boolean
 }
 
 export interface OpenOptions {
@@ -60,23 +66,75 @@ function tableExists(sqlite: Database, name: string): boolean {
 }
 
 /**
- * Refuses files this version must not touch: not SQLite, damaged, another program's, or
- * migrated by a newer Leasehold. Such a file is never recreated or overwritten.
+ * Why `file` cannot be opened for reading and writing, as `CODE: reason`, or null when it can
+ * (or does not exist).
+ */
+function cannotOpen(file: string): string | null {
+  if (!existsSync(file)) return null
+  try {
+    closeSync(openSync(file, 'r+'))
+    return null
+  } catch (cause) {
+    const { code, message } = cause as NodeJS.ErrnoException
+    return `${code ?? 'error'}: ${message.replace(/^\w+: /, '')}`
+  }
+}
+
+/**
+ * The database's write-ahead log and shared-memory files (`-wal`, `-shm`), which SQLite opens on
+ * the first read, must open too: when one cannot, SQLite says only "unable to open database
+ * file", or quietly opens the database read-only. The refusal names that file and why.
+ */
+function checkCompanionFiles(path: string): void {
+  for (const file of [`${path}-wal`, `${path}-shm`]) {
+    const reason = cannotOpen(file)
+    if (reason) throw new DatabaseOpenError(`cannot open ${file} (${reason}); ${path} was left untouched`)
+  }
+}
+
+/** Why a file SQLite could not read is refused, in one line, naming the file that cannot be opened if one cannot. */
+function unreadableMessage(path: string, error: unknown): string {
+  const { code, message } = error as { code?: string; message: string }
+  if (code?.startsWith('SQLITE_CANTOPEN')) {
+    const reason = cannotOpen(path)
+    if (reason) return `cannot open ${path} (${reason}); it was left untouched`
+  }
+  // The first read creates the -shm (and -wal) files: on a full disk that write fails, and SQLite
+  // says only "disk I/O error".
+  const free = freeBytes(dirname(path))
+  if (free !== null && free < MIN_FREE_TO_OPEN && (code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL')) {
+    return `the disk that holds ${path} is full (${mb(free)} free): SQLite cannot create its ${path}-shm and -wal files (${code}); free some space and start again (the file was left untouched)`
+  }
+  return `${path} is not a readable SQLite database (${oneLine(message)}); it was left untouched`
+}
+
+/** Less free space than this, and an I/O error while opening, means a full disk: the -shm file alone takes 32 KiB. */
+const MIN_FREE_TO_OPEN = 1024 * 1024
+
+/** An error message on one line (a query's text, quoted by drizzle, spans many). */
+const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ')
+
+/**
+ * Refuses files this version must not touch: not SQLite, another program's, or migrated by a
+ * newer Leasehold. Such a file is never recreated or overwritten. Only what the open itself
+ * reads is read (the header and the schema): a check of every page (quick_check) would read the
+ * whole file, seconds for a million finished jobs, at every start. Damage elsewhere is found by
+ * the background check after an unclean shutdown and by `leasehold check` (db/integrity.ts).
  */
 function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry[]): void {
-  let check: string
+  checkCompanionFiles(path)
   try {
-    check = (sqlite.pragma('quick_check(1)', { simple: true }) as string) ?? ''
+    sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get()
   } catch (error) {
-    throw new DatabaseOpenError(`${path} is not a readable SQLite database (${(error as Error).message}); it was left untouched`)
-  }
-  if (check !== 'ok') {
-    throw new DatabaseOpenError(`${path} is damaged (integrity check: ${check}); it was left untouched — restore a backup or move it away`)
+    throw new DatabaseOpenError(unreadableMessage(path, error))
   }
   const applicationId = sqlite.pragma('application_id', { simple: true }) as number
   // Another program's mark refuses the file whatever it holds, even no tables yet; an unmarked
-  // file (0) is adopted only while it is empty.
-  const hasTables = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").get() !== undefined
+  // file (0) is adopted only while it is empty, or holds no more than what a first start that
+  // failed half-way leaves (drizzle's empty table of migrations): that start is finished now.
+  const hasTables =
+    sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name <> '__drizzle_migrations' LIMIT 1").get() !== undefined ||
+    (tableExists(sqlite, '__drizzle_migrations') && sqlite.prepare('SELECT 1 FROM __drizzle_migrations LIMIT 1').get() !== undefined)
   if (applicationId !== APPLICATION_ID && (applicationId !== 0 || hasTables)) {
     throw new DatabaseOpenError(`${path} is not a Leasehold database; it was left untouched`)
   }
@@ -193,6 +251,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   const migrationsFolder = options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER
   const journal = readJournal(migrationsFolder)
   const isNewFile = options.path === ':memory:' || !existsSync(options.path)
+  const uncleanShutdown = !isNewFile && fileSize(`${options.path}-wal`) > 0
   let sqlite: Database
   try {
     sqlite = new BetterSqlite3(options.path, options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
@@ -209,10 +268,32 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID) sqlite.pragma(`application_id = ${APPLICATION_ID}`)
     const orm = drizzle(sqlite, { schema })
     migrate(orm, { migrationsFolder })
-    return { sqlite, orm }
+    return { sqlite, orm, uncleanShutdown }
   } catch (error) {
     sqlite.close()
     if (error instanceof DatabaseOpenError) throw error
-    throw new DatabaseOpenError(`cannot open ${options.path}: ${(error as Error).message}`)
+    throw new DatabaseOpenError(`cannot open ${options.path}: ${openFailure(error)}`)
   }
+}
+
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * What failed while a file was set up or migrated, in one line: SQLite's own error, not drizzle's
+ * wrapping of it (which quotes the whole statement). The migrations run in one transaction: a
+ * start that failed half-way leaves at most drizzle's empty table of migrations, and the next
+ * start adopts the file and runs them all (checkExistingFile), so there is nothing to clean up.
+ */
+function openFailure(error: unknown): string {
+  let root = error as { cause?: unknown; code?: unknown; message?: string }
+  while (root.cause && typeof root.cause === 'object') root = root.cause as typeof root
+  const code = typeof root.code === 'string' ? root.code : null
+  const what = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : oneLine(root.message ?? String(root))
+  return `${what}; the next start finishes setting the file up`
 }

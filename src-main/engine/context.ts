@@ -1,4 +1,5 @@
 import type { Database, RunResult, Statement } from 'better-sqlite3'
+import { settleFailedCommit } from '../db/commit-outcome'
 import type { JobRow } from '../db/schema'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { Clock } from './clock'
@@ -73,6 +74,7 @@ export class EngineContext {
       committed: (events) => this.events.committed(events),
       // The rows it holds keep no undo of their own: a row it holds may be one of the writes undone.
       rolledBack: () => this.queuedRows.clear(),
+      commitFailed: (error) => settleFailedCommit(db, error, clock.now()),
     })
     // Event ids come from a reserved sequence, so an id is never given twice, even after the event it named was deleted.
     this.events = new EventLog(this.statements, this.tx, clock, () => this.counters.nextEventId())

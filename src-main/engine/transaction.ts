@@ -78,6 +78,11 @@ export interface TransactionHooks {
   committed(events: EngineEvent[]): void
   /** After a rollback (of a transaction or a savepoint) and before its undos run. */
   rolledBack(): void
+  /**
+   * A COMMIT failed, and its transaction was rolled back: makes the outcome certain (a commit
+   * whose sync failed may be on disk all the same) and returns the error to answer with.
+   */
+  commitFailed(error: unknown): unknown
 }
 
 export interface GroupLimits {
@@ -173,18 +178,21 @@ export class TransactionUnit {
     this.open = open
     this.control.begin.run()
     let result: T
+    let committing = false
     try {
       result = this.enter('body', () => {
         const value = fn()
         if (open.events.length > 0) this.hooks.beforeCommit(open.events)
         return value
       })
+      committing = true
       this.control.commit.run()
       this.committedCount += 1
     } catch (error) {
       if (this.db.inTransaction) this.control.rollback.run()
       this.undoTo(0)
-      throw error
+      // A failed COMMIT may have reached the disk all the same: its outcome is made certain before anyone hears of it.
+      throw committing ? this.hooks.commitFailed(error) : error
     } finally {
       this.open = null
     }
@@ -359,10 +367,15 @@ export class TransactionUnit {
     const open = this.open!
     try {
       if (open.events.length > 0) this.enter('body', () => this.hooks.beforeCommit(open.events))
+    } catch (error) {
+      this.abandonGroup(error)
+      return
+    }
+    try {
       this.control.commit.run()
       this.committedCount += 1
     } catch (error) {
-      this.abandonGroup(error)
+      this.abandonGroup(error, true)
       return
     }
     this.endGroup()
@@ -391,8 +404,11 @@ export class TransactionUnit {
     if (this.mode === 'group') this.mode = 'idle'
   }
 
-  /** The group's transaction failed or was lost: roll back, undo memory, fail every member. */
-  private abandonGroup(cause: unknown): void {
+  /**
+   * The group's transaction failed or was lost: roll back, undo memory, fail every member. When
+   * its COMMIT failed (`atCommit`), the outcome is made certain first ({@link TransactionHooks.commitFailed}).
+   */
+  private abandonGroup(cause: unknown, atCommit = false): void {
     const group = this.group
     if (!group) return
     if (this.db.inTransaction) {
@@ -404,6 +420,7 @@ export class TransactionUnit {
     }
     this.undoTo(0)
     this.endGroup()
+    if (atCommit) cause = this.hooks.commitFailed(cause)
     group.failure = cause
     // Even a member that had failed on its own hears of the commit: its answer may have rested
     // on writes of the group that are now gone.

@@ -103,7 +103,12 @@ const SHARED = {
   413: { ...errorResponse('payload_too_large: the body is larger than the limit'), id: 'PayloadTooLarge' },
   415: { ...errorResponse('unsupported_media_type: the body is not application/json'), id: 'UnsupportedMediaType' },
   500: { ...errorResponse('internal_error: a bug (logged by the host); never a stack trace'), id: 'InternalError' },
-  503: { ...errorResponse('storage_error: the disk failed a write, which was not made; reads may still work'), id: 'StorageError' },
+  503: {
+    ...errorResponse(
+      'storage_error: the disk failed a write, which was not made, or a read; storage_uncertain: the disk failed to sync a commit whose outcome is unknown (retry the same request, a submit with its client_request_id)',
+    ),
+    id: 'StorageError',
+  },
   507: { ...errorResponse('storage_full: the disk is full, the write was not made; reads still work'), id: 'StorageFull' },
 } satisfies Record<number, ZodOpenApiResponseObject>
 

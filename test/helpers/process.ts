@@ -38,11 +38,13 @@ export interface ServeProcess {
 
 /**
  * Starts `leasehold serve …` and resolves once it printed its listening line. No local workers
- * unless the args ask for them (they would take the test's jobs).
+ * unless the args ask for them (they would take the test's jobs). `launcher` runs Node under
+ * another program (`fiu-run -x`).
  */
-export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, launcher: string[] = []): Promise<ServeProcess> {
   const withWorkers = args.includes('--workers') ? args : [...args, '--workers', '0']
-  const child = spawn(process.execPath, [BIN, 'serve', ...withWorkers], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const [command, ...before] = [...launcher, process.execPath]
+  const child = spawn(command!, [...before, BIN, 'serve', ...withWorkers], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))

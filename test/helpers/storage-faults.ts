@@ -1,4 +1,8 @@
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { type ServeProcess, startServe } from './process'
 
 /** Transaction control, which a full disk does not refuse (COMMIT is refused: it is the write). */
 const CONTROL = /^\s*(BEGIN|ROLLBACK|SAVEPOINT|RELEASE)\b/i
@@ -15,12 +19,18 @@ export class StorageFaultInjector {
   code: string | null = null
   /** How many statements were refused. */
   refused = 0
+  /** COMMITs still to fail with {@link commitCode}, whatever {@link code} says (see {@link failCommits}). */
+  private commitFaults = 0
+  private commitCode = 'SQLITE_IOERR_FSYNC'
+  private changesAtCommit = 0
+  private readonly totalChanges: Statement
   private readonly restore: () => void
 
   constructor(private readonly db: Database) {
     const proto = Object.getPrototypeOf(db.prepare('SELECT 1')) as Record<'run' | 'get' | 'all' | 'iterate', (...args: unknown[]) => unknown>
     const originals = { run: proto.run, get: proto.get, all: proto.all, iterate: proto.iterate }
     const injector = this
+    this.totalChanges = db.prepare('SELECT total_changes()').pluck()
     for (const name of ['run', 'get', 'all', 'iterate'] as const) {
       const original = originals[name]
       proto[name] = function (this: Statement, ...args: unknown[]) {
@@ -31,6 +41,10 @@ export class StorageFaultInjector {
     const exec = db.exec
     db.exec = function (this: Database, sql: string) {
       if (injector.code && !CONTROL.test(sql)) injector.refuse()
+      if (injector.commitFaults > 0 && COMMIT.test(sql) && injector.wroteSinceLastCommit()) {
+        injector.commitFaults -= 1
+        injector.refuse(injector.commitCode)
+      }
       return exec.call(this, sql)
     }
     this.restore = () => {
@@ -39,19 +53,109 @@ export class StorageFaultInjector {
     }
   }
 
+  /**
+   * Fails the next `times` COMMITs with `code` as a sync the disk failed fails them: every other
+   * statement runs, so the commit that settles the outcome (db/commit-outcome.ts) works unless
+   * it is one of the `times`.
+   */
+  failCommits(code: string, times = 1): void {
+    this.commitCode = code
+    this.commitFaults = times
+    this.wroteSinceLastCommit()
+  }
+
+  /**
+   * Whether rows changed since this was last asked: a COMMIT of a transaction that wrote nothing
+   * (the reaper's, with nothing due) syncs nothing, so no sync of it can fail.
+   */
+  private wroteSinceLastCommit(): boolean {
+    const total = this.totalChanges.get() as number
+    const wrote = total !== this.changesAtCommit
+    this.changesAtCommit = total
+    return wrote
+  }
+
   /** Puts the original methods back. */
   dispose(): void {
     this.restore()
   }
 
   private check(statement: Statement): void {
-    if (!this.code || statement.database !== this.db) return
+    if (statement.database !== this.db) return
+    if (this.commitFaults > 0 && COMMIT.test(statement.source) && this.wroteSinceLastCommit()) {
+      this.commitFaults -= 1
+      this.refuse(this.commitCode)
+    }
+    if (!this.code) return
     if (COMMIT.test(statement.source) || (!statement.reader && !CONTROL.test(statement.source))) this.refuse()
   }
 
-  private refuse(): never {
+  private refuse(code = this.code!): never {
     this.refused += 1
-    const message = this.code === 'SQLITE_FULL' ? 'database or disk is full' : 'disk I/O error'
-    throw new BetterSqlite3.SqliteError(message, this.code!)
+    const message = code === 'SQLITE_FULL' ? 'database or disk is full' : 'disk I/O error'
+    throw new BetterSqlite3.SqliteError(message, code)
+  }
+}
+
+/** Why the libfiu tests cannot run here, or null when `fiu-run` and `fiu-ctrl` are installed (Debian: fiu-utils). */
+export function fiuMissing(): string | null {
+  if (process.platform !== 'linux') return 'libfiu fault injection needs Linux'
+  const found = ['fiu-run', 'fiu-ctrl'].every((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0)
+  return found ? null : 'fiu-run is not installed (apt-get install fiu-utils)'
+}
+
+/** A `leasehold serve` process run under `fiu-run -x`: libfiu's POSIX wrappers preloaded, faults off until {@link FiuHost.fiu} turns them on. */
+export interface FiuHost extends ServeProcess {
+  token: string
+  /** Runs a libfiu control command in the process (`enable name=posix/io/sync/fsync,failinfo=5,onetime`). */
+  fiu(command: string): void
+  call(path: string, json?: unknown): Promise<Response>
+}
+
+/** Starts `leasehold serve` on `dataDir` under fiu-run, with no local workers and no timer that writes on its own. */
+export async function fiuServe(dataDir: string, args: string[] = [], fiuCommands: string[] = []): Promise<FiuHost> {
+  const launcher = ['fiu-run', '-x', ...fiuCommands.flatMap((command) => ['-c', command])]
+  const served = await startServe(['--data-dir', dataDir, '--port', '0', '--busy', '0', '--stats-interval-s', '3600', ...args], {}, launcher)
+  const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
+  return {
+    ...served,
+    token,
+    fiu: (command) => execFileSync('fiu-ctrl', ['-c', command, String(served.child.pid)]),
+    call: (path, json) =>
+      fetch(`${served.url}${path}`, {
+        method: json === undefined ? 'GET' : 'POST',
+        headers: { authorization: `Bearer ${token}`, ...(json === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: json === undefined ? undefined : JSON.stringify(json),
+      }),
+  }
+}
+
+/**
+ * Makes the writes of every connection to the file at `path` fail with `code`, from its first
+ * open on: for a start that fails while it sets up or migrates a file (openDatabase opens its own
+ * connection). Only statements whose SQL matches `only` are refused. Returns the undo.
+ */
+export function failWritesToFile(path: string, code: string, only: RegExp = /./): () => void {
+  const scratch = new BetterSqlite3(':memory:')
+  const proto = Object.getPrototypeOf(scratch.prepare('SELECT 1')) as Record<'run' | 'get' | 'all', (...args: unknown[]) => unknown>
+  scratch.close()
+  const databaseProto = BetterSqlite3.prototype as unknown as { exec: (sql: string) => unknown }
+  const originals = { run: proto.run, get: proto.get, all: proto.all, exec: databaseProto.exec }
+  const refuse = (database: Database, sql: string, writes: boolean) => {
+    if (database.name === path && writes && only.test(sql)) throw new BetterSqlite3.SqliteError('disk I/O error', code)
+  }
+  for (const name of ['run', 'get', 'all'] as const) {
+    proto[name] = function (this: Statement, ...args: unknown[]) {
+      refuse(this.database, this.source, !this.reader && !CONTROL.test(this.source))
+      return originals[name].apply(this, args)
+    }
+  }
+  databaseProto.exec = function (this: Database, sql: string) {
+    refuse(this, sql, !CONTROL.test(sql))
+    return originals.exec.call(this, sql)
+  }
+  return () => {
+    Object.assign(proto, { run: originals.run, get: originals.get, all: originals.all })
+    databaseProto.exec = originals.exec
   }
 }

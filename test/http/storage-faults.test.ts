@@ -195,6 +195,24 @@ describe('a real full disk (tmpfs)', () => {
     throw new Error('the disk never filled')
   }
 
+  test('a start on a full disk takes the lock and then says in one line that the disk is full, naming the files SQLite must create', async (context) => {
+    const skipped = mountTmpfs()
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    host = await startTestHost({ dataDir })
+    await submit(host)
+    await host.stop() // a clean stop: the -wal and -shm files are gone, and must be made again at the next open
+    host = undefined
+    fillDisk(join(mountPoint!, 'filler'))
+    const error = await startTestHost({ dataDir }).then(
+      () => null,
+      (e: Error) => e,
+    )
+    expect(error?.message).toMatch(/^the disk that holds .*leasehold\.db is full .*-shm and -wal files .*free some space and start again/)
+    expect(error?.message.split('\n')).toHaveLength(1)
+  })
+
   test('answers 507 on a full tmpfs, stays up, and takes writes again once space is freed', async (context) => {
     const skipped = mountTmpfs()
     if (skipped) return context.skip(skipped)
@@ -230,5 +248,82 @@ describe('a real full disk (tmpfs)', () => {
     db.close()
     expect(integrityCheck(dataDir)).toBe('ok')
     expect(matching(lines, /internal error/)).toEqual([])
+  })
+})
+
+/**
+ * A commit whose sync failed may be on disk all the same (its frames are in the log, and a
+ * restart's recovery would replay them): the host settles it with a commit of its own before
+ * answering, so "not made" is the truth, and answers 503 `storage_uncertain` when it cannot.
+ * Memory (active leases, tallies) was put back with the rollback and agrees with the file.
+ */
+describe('a commit whose sync failed', () => {
+  // No timer of the host commits meanwhile (the stats sampler, the measured busy rating): the failed commit is the request's.
+  const quietHost = () => faultyHost({ statsIntervalS: 3600, busy: 0 })
+  const jobCount = (host: TestHost) => engineContext(host.engine).db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+
+  test('a submit is answered 503 storage_error "not made" only once that is certain, and a retry with its client_request_id makes the job', async () => {
+    const { host, injector } = await quietHost()
+    const before = jobCount(host)
+    injector.failCommits('SQLITE_IOERR_FSYNC', 1)
+    const error = await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1, client_request_id: 'once' }), 503, 'storage_error')
+    expect(error.detail).toMatch(/not made \(SQLITE_IOERR_FSYNC\)/)
+    expect(jobCount(host)).toBe(before)
+    // The queued tally in memory agrees with the file: the job is not counted.
+    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before)
+    // The retry is a new submit, not a duplicate of one that was made.
+    const job = await submit(host, { client_request_id: 'once' })
+    expect(jobCount(host)).toBe(before + 1)
+    expect((await body(await host.call(`${QUEUE}/jobs/${job.job_id}`))).job.state).toBe('QUEUED')
+  })
+
+  test('when the outcome cannot be made certain, the answer is 503 storage_uncertain, never "not made"; the retry answers what was made', async () => {
+    const { host, injector } = await quietHost()
+    const before = jobCount(host)
+    injector.failCommits('SQLITE_IOERR_FSYNC', 2) // the submit's commit, then the settling one
+    const error = await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1, client_request_id: 'twice' }), 503, 'storage_uncertain')
+    expect(error.detail).toMatch(/may or may not have been made/)
+    expect(error.detail).toContain('client_request_id')
+    expect(error.detail).toContain(host.dataDir)
+    expect(jobCount(host)).toBe(before)
+    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before)
+    await submit(host, { client_request_id: 'twice' })
+    expect(jobCount(host)).toBe(before + 1)
+    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before + 1)
+  })
+
+  test('a completion whose commit failed is answered as it turned out, and the lease, its job and the tallies in memory agree with the file', async () => {
+    const { host, injector } = await quietHost()
+    const job = await submit(host)
+    const leased = await body(await post(host, `${PULL}/request`, { worker_id: 'w', ttl_sec: 60 }))
+    const leaseId = leased.lease.lease_id
+    const snapshot = async () => ({
+      job: (await body(await host.call(`${QUEUE}/jobs/${job.job_id}`))).job.state,
+      leases: (await body(await host.call('/api/leases'))).leases.map((lease: { lease_id: string }) => lease.lease_id),
+      row: engineContext(host.engine).db.prepare('SELECT state FROM jobs WHERE id = ?').pluck().get(job.job_id),
+    })
+    const leasedState = { job: 'RUNNING', leases: [leaseId], row: 'LEASED' } // dialect 002 calls LEASED RUNNING
+    expect(await snapshot()).toEqual(leasedState)
+
+    injector.failCommits('SQLITE_IOERR_FSYNC', 1)
+    const notMade = await expectError(await post(host, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' }), 503, 'storage_error')
+    expect(notMade.detail).toMatch(/not made/)
+    expect(await snapshot()).toEqual(leasedState)
+
+    injector.failCommits('SQLITE_IOERR_FSYNC', 2)
+    await expectError(await post(host, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' }), 503, 'storage_uncertain')
+    expect(await snapshot()).toEqual(leasedState)
+
+    // The worker retries, as both answers tell it to: the completion is recorded once.
+    expect((await post(host, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' })).status).toBe(200)
+    expect(await snapshot()).toEqual({ job: 'DONE', leases: [], row: 'DONE' })
+  })
+
+  test('a commit refused before its frames were written (a full disk) is not settled: it was certainly not made', async () => {
+    const { host, injector } = await quietHost()
+    injector.failCommits('SQLITE_FULL', 1)
+    await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 }), 507, 'storage_full')
+    const settled = engineContext(host.engine).db.prepare("SELECT COUNT(*) FROM settings WHERE key = 'commit_settled_at'").pluck().get()
+    expect(settled).toBe(0)
   })
 })

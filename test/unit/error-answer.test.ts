@@ -4,6 +4,7 @@ import { ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { EngineError } from '../../src-main/engine'
 import { HttpError } from '../../src-main/http/http-error'
 import { answerError, storageFault } from '../../src-main/error-answer'
+import { StorageUncertainError } from '../../src-main/db/commit-outcome'
 import { LogLimiter } from '../../src-main/log-limiter'
 
 const sqliteError = (code: string) => new BetterSqlite3.SqliteError('from SQLite', code)
@@ -44,6 +45,23 @@ describe('one mapping from a thrown error to the answer (answerError)', () => {
       expect(answer.detail).toContain('/data')
     },
   )
+
+  test.each(['SQLITE_CORRUPT', 'SQLITE_IOERR_READ', 'SQLITE_IOERR_SHORT_READ'])(
+    'a read the disk failed (%s: SQLite reports a read EIO as SQLITE_CORRUPT) is 503 storage_error saying so and what to run',
+    (code) => {
+      const answer = answerError(sqliteError(code), '/data')
+      expect(answer).toMatchObject({ status: 503, code: 'storage_error', internal: false })
+      expect(answer.detail).toMatch(/failed a read .*nothing was changed/)
+      expect(answer.detail).toContain('leasehold check')
+    },
+  )
+
+  test('a commit whose outcome could not be made certain is 503 storage_uncertain, telling the client to retry the same request', () => {
+    const answer = answerError(new StorageUncertainError('SQLITE_IOERR_FSYNC', sqliteError('SQLITE_IOERR_FSYNC')), '/data')
+    expect(answer).toMatchObject({ status: 503, code: 'storage_uncertain', internal: false })
+    expect(answer.detail).toMatch(/may or may not have been made.*client_request_id/)
+    expect(answer.detail).toContain('/data')
+  })
 
   test('anything else is a plain 500 internal_error that says nothing of the error, marked for the log', () => {
     for (const error of [new TypeError('x is undefined at /src/secret.ts:3'), sqliteError('SQLITE_CONSTRAINT_UNIQUE'), 'a string', null]) {

@@ -32,7 +32,7 @@ describe('one table of statuses', () => {
   })
 
   test('the HTTP layer and the host answer their own codes from the same table: client errors 4xx, storage faults and bugs 5xx', () => {
-    const serverSide = ['internal_error', 'not_implemented', 'storage_error', 'storage_full']
+    const serverSide = ['internal_error', 'not_implemented', 'storage_error', 'storage_uncertain', 'storage_full']
     for (const code of HTTP_ERROR_CODES) {
       const status = statusOf(code)
       expect(serverSide.includes(code) ? status >= 500 : status >= 400 && status < 500, `${code} → ${status}`).toBe(true)

@@ -16,6 +16,7 @@ function setup(hooks: Partial<TransactionHooks> = {}) {
     beforeCommit: () => {},
     committed: (events) => committed.push(events),
     rolledBack: () => {},
+    commitFailed: (error) => error,
     ...hooks,
   })
   const insert = (v: number) => unit.transact(() => db.prepare('INSERT INTO t (v) VALUES (?)').run(v))

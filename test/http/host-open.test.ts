@@ -1,0 +1,192 @@
+/**
+ * How a host opens its database: it reads no more of the file than the open needs (a check of
+ * every page waits for an unclean shutdown, and runs in the background, or for `leasehold
+ * check`); a start that fails on the disk says so in one line naming the file and the cause; a
+ * first start that failed half-way is finished by the next.
+ */
+import BetterSqlite3 from 'better-sqlite3'
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { openDatabase } from '../../src-main/db/open'
+import { startTestHost, tempDir, type TestHost } from '../helpers/host'
+import { runCli } from '../helpers/process'
+import { failWritesToFile } from '../helpers/storage-faults'
+import { submit } from './support'
+
+let host: TestHost | undefined
+const dirs: string[] = []
+let held: BetterSqlite3.Database | undefined
+afterEach(async () => {
+  await host?.stop()
+  host = undefined
+  held?.close()
+  held = undefined
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+function dataDir(): string {
+  const dir = tempDir()
+  dirs.push(dir)
+  return dir
+}
+
+/** A data dir whose database holds `jobs` jobs, closed cleanly. */
+async function filledDataDir(jobs: number): Promise<string> {
+  const dir = dataDir()
+  host = await startTestHost({ dataDir: dir })
+  for (let i = 0; i < jobs; i++) await submit(host, { payload: { pad: `${i}`.repeat(200) } })
+  await host.stop()
+  host = undefined
+  return dir
+}
+
+/**
+ * Damages a page that no start reads, as a failing disk might: a table of its own is added,
+ * holding one large row, and a page in the middle of that row is overwritten with garbage.
+ */
+function damageAPage(path: string): void {
+  const marker = 'damage-here;'
+  const raw = new BetterSqlite3(path)
+  raw.exec('CREATE TABLE scratch (b TEXT)')
+  raw.prepare('INSERT INTO scratch (b) VALUES (?)').run(marker.repeat(20_000))
+  raw.close() // the last connection: the file holds everything
+  const bytes = readFileSync(path)
+  const first = bytes.indexOf(marker)
+  const page = Math.floor((first + 120_000) / PAGE_SIZE)
+  const fd = openSync(path, 'r+')
+  writeSync(fd, Buffer.alloc(PAGE_SIZE, 0x5a), 0, PAGE_SIZE, page * PAGE_SIZE)
+  closeSync(fd)
+}
+
+const PAGE_SIZE = 4096
+
+/** Leaves the file as a killed host leaves it: a write-ahead log with frames in it, never checkpointed. */
+function leaveUnclean(path: string): void {
+  held = new BetterSqlite3(path)
+  held.prepare("INSERT INTO settings (key, value) VALUES ('left-unclean', '1')").run()
+}
+
+const quickCheck = (path: string) => {
+  const db = new BetterSqlite3(path, { readonly: true })
+  try {
+    return db.pragma('quick_check', { simple: true })
+  } finally {
+    db.close()
+  }
+}
+
+describe('opening the database at start', () => {
+  test('reads the header and the schema, not every page: a file damaged past them opens, and no check runs after a clean shutdown', async () => {
+    const dir = await filledDataDir(5)
+    const path = join(dir, 'leasehold.db')
+    damageAPage(path)
+    expect(quickCheck(path)).not.toBe('ok')
+    host = await startTestHost({ dataDir: dir })
+    expect(host.integrityCheck).toBeNull()
+  })
+
+  test('after an unclean shutdown the file is checked in the background, and damage is logged with what to do', async () => {
+    const dir = await filledDataDir(5)
+    const path = join(dir, 'leasehold.db')
+    damageAPage(path)
+    leaveUnclean(path)
+    const lines: string[] = []
+    host = await startTestHost({ dataDir: dir }, { log: (line) => lines.push(line) })
+    const report = await host.integrityCheck
+    expect(report).toMatchObject({ path, ok: false })
+    const line = lines.find((l) => /after an unclean shutdown/.test(l))!
+    expect(line).toMatch(/is damaged \(integrity check: .+\): stop the host, .*restore a backup/)
+    expect(line.split('\n')).toHaveLength(1)
+  })
+
+  test('after an unclean shutdown a sound file is checked and says so', async () => {
+    const dir = await filledDataDir(3)
+    leaveUnclean(join(dir, 'leasehold.db'))
+    const lines: string[] = []
+    host = await startTestHost({ dataDir: dir }, { log: (line) => lines.push(line) })
+    expect(await host.integrityCheck).toMatchObject({ ok: true, problems: [] })
+    expect(lines).toContainEqual(expect.stringMatching(/after an unclean shutdown, .*leasehold\.db passed the integrity check/))
+  })
+})
+
+describe('leasehold check', () => {
+  test('a sound file: one line saying so, exit 0; a damaged one: what is wrong and what to do, exit 1', async () => {
+    const dir = await filledDataDir(5)
+    const sound = runCli(['check', '--data-dir', dir])
+    expect(sound.status, sound.stderr).toBe(0)
+    expect(sound.stdout).toMatch(/leasehold\.db passed the integrity check/)
+
+    damageAPage(join(dir, 'leasehold.db'))
+    const damaged = runCli(['check', '--data-dir', dir])
+    expect(damaged.status).toBe(1)
+    expect(damaged.stdout).toMatch(/leasehold\.db is damaged \(integrity check: .+\): stop the host/)
+    expect(runCli(['check', '--data-dir', dir, '--quick']).status).toBe(1)
+  })
+
+  test('runs while the host serves', async () => {
+    const dir = dataDir()
+    host = await startTestHost({ dataDir: dir })
+    await submit(host)
+    const result = runCli(['check', '--data-dir', dir, '--json'])
+    expect(result.status, result.stderr).toBe(0)
+    expect(JSON.parse(result.stdout)).toMatchObject({ ok: true, problems: [] })
+  })
+
+  test('a data dir with no database is one line, exit 1', () => {
+    const result = runCli(['check', '--data-dir', dataDir()])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/there is no database at/)
+  })
+})
+
+describe('a start that fails on the disk', () => {
+  test.each(['-wal', '-shm'])('when only the %s file cannot be opened, the one line names that file and why; the database is untouched', async (suffix) => {
+    const dir = await filledDataDir(1)
+    const path = join(dir, 'leasehold.db')
+    mkdirSync(`${path}${suffix}`) // a directory where SQLite opens a file: EISDIR, whoever runs the test
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+    expect(result.status, result.stderr).toBe(1)
+    expect(result.stderr.trim().split('\n'), result.stderr).toHaveLength(1)
+    expect(result.stderr).toContain(`cannot open ${path}${suffix} (EISDIR`)
+    expect(result.stderr).not.toMatch(/not a readable SQLite database/)
+  })
+
+  test('with writes failing at the first start, the message is one line naming the cause, not a statement', () => {
+    const path = join(dataDir(), 'leasehold.db')
+    const undo = failWritesToFile(path, 'SQLITE_IOERR_WRITE', /CREATE TABLE `jobs`/)
+    let message = ''
+    try {
+      openDatabase({ path })
+    } catch (error) {
+      message = (error as Error).message
+    } finally {
+      undo()
+    }
+    expect(message).toMatch(/^cannot open .*leasehold\.db: the disk failed a write \(SQLITE_IOERR_WRITE: disk I\/O error\); the next start finishes setting the file up$/)
+  })
+
+  test('a first start that failed half-way (only the table of migrations made) is finished by the next start', async () => {
+    const dir = dataDir()
+    const path = join(dir, 'leasehold.db')
+    const undo = failWritesToFile(path, 'SQLITE_IOERR_WRITE', /CREATE TABLE `jobs`/)
+    expect(() => openDatabase({ path })).toThrow(/the disk failed a write/)
+    undo()
+    const raw = new BetterSqlite3(path, { readonly: true })
+    expect(raw.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()).toEqual(['__drizzle_migrations'])
+    raw.close()
+
+    host = await startTestHost({ dataDir: dir })
+    expect((await submit(host)).state).toBe('QUEUED')
+  })
+
+  test('so is a file a failed first start left unmarked, holding only an empty table of migrations', async () => {
+    const dir = dataDir()
+    const raw = new BetterSqlite3(join(dir, 'leasehold.db'))
+    raw.exec('CREATE TABLE "__drizzle_migrations" (id INTEGER PRIMARY KEY, hash text NOT NULL, created_at numeric)')
+    raw.close()
+    host = await startTestHost({ dataDir: dir })
+    expect((await submit(host)).state).toBe('QUEUED')
+  })
+})
