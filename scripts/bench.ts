@@ -10,7 +10,7 @@
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
  *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched or retention (repeatable)
  *   npm run bench -- --peer=FILE  also the ratios to BullMQ: FILE holds the JSON line that
- *                                 ../shared/peer-bench/run.sh printed in the same sitting
+ *                                 scripts/peer-bench/run.sh printed just before
  */
 import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
@@ -106,7 +106,7 @@ type Part = (typeof PARTS)[number]
 interface Options {
   quick: boolean
   json: boolean
-  /** BullMQ's figures from the same sitting (peer-bench's JSON line), for the ratio rows. */
+  /** BullMQ's figures measured just before (peer-bench's JSON line), for the ratio rows. */
   peer: Peer | null
   /** Which groups of figures to measure (default: all). */
   only: Set<Part>
@@ -276,7 +276,7 @@ async function measureGroupCommit(c: Counts, rows: Row[]): Promise<void> {
   }
 }
 
-/** The ratio rows against BullMQ c=8 from the same sitting. */
+/** The ratio rows against BullMQ c=8, measured just before on the same machine. */
 function peerRows(peer: Peer, rows: Row[]): Row[] {
   const bull = peer.processing.find((x) => x.concurrency === 8)?.jobs_per_s
   const bullPickup = peer.latency.find((x) => x.concurrency === 8)?.pickup_ms.p50

@@ -61,7 +61,7 @@ const KOA_FLOOR = fileURLToPath(new URL('./koa-floor.mjs', import.meta.url))
 /**
  * The child processes the bench has started (hosts, workers, the Koa floor) that have not exited
  * yet. Each is stopped where it was started; should the bench die first (an uncaught error), they
- * get SIGTERM as it exits, so that no host is left running beside the next sitting.
+ * get SIGTERM as it exits, so that no host is left running beside the next run.
  */
 const running = new Set<ChildProcess>()
 process.once('exit', () => {
@@ -252,7 +252,7 @@ const stretch = (seconds: number): Stretch => ({ jobsPerS: PEER_LOAD.jobsPerS, s
  * resolves with the samples of its requests): in its seconds 1–5, and once it has run
  * `warmUpS` seconds. In between V8 compiles the path: at 500 jobs a second the host's own code
  * is still being optimized (some 270 functions, `--trace-opt`) in seconds 1–5, and a pickup
- * there takes ~1.2–1.5 × what it takes once compiled. docs/performance.md, seventeenth session.
+ * there takes ~1.2–1.5 × what it takes once compiled. (docs/performance.md, "The pickup's path").
  */
 async function underPeerLoad(warmUpS: number, run: (load: Stretch) => Promise<number[]>): Promise<{ early: number[]; warm: number[] }> {
   await run(stretch(PEER_LOAD_FIRST_S))

@@ -55,7 +55,7 @@ if (process.argv.includes('--pool-worker')) {
       ctx.body = { ok: true }
     })
   } else {
-    // The HTTP floor, exactly as every earlier sitting measured it.
+    // The HTTP floor, exactly as the bench has always measured it.
     app.use(async (ctx) => {
       const chunks = []
       for await (const chunk of ctx.req) chunks.push(chunk)

@@ -116,10 +116,12 @@ describe('a read the disk failed (libfiu)', () => {
     served = await fiuServe(dataDir)
     for (let i = 0; i < 20; i++) await served.call(`${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1, payload: { pad: 'x'.repeat(4000) } })
     // Reads miss SQLite's page cache once another connection wrote: each request here writes, then reads.
-    served.fiu('enable_random name=posix/io/rw/pread,probability=0.02,failinfo=5')
     const statuses: string[] = []
     const details: string[] = []
-    for (let i = 0; i < 300 && details.length < 3; i++) {
+    const until = Date.now() + 30_000
+    for (let i = 0; Date.now() < until && details.length < 3; i++) {
+      // Asked again now and then: libfiu's control pipe is read by a thread of the host, which may not have taken the first one yet.
+      if (i % 50 === 0) served.fiu('enable_random name=posix/io/rw/pread,probability=0.02,failinfo=5')
       const writer = new BetterSqlite3(join(dataDir, 'leasehold.db'))
       writer.prepare("UPDATE settings SET value = value WHERE key = 'capacity'").run()
       writer.close()
