@@ -2,6 +2,7 @@ import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/clock'
 import type { SubmitJob } from '../../src-main/engine/jobs'
 import { Engine, type EngineConfig } from '../../src-main/engine'
+import { onDatabase } from './database'
 
 /** The reference instant every engine test starts from. */
 export const T0 = Date.UTC(2026, 0, 1)
@@ -23,6 +24,7 @@ export function setup(
     config: options.config,
     capacity: { total_units: options.total_units ?? 100, busy_rating: options.busy_rating === undefined ? 0 : options.busy_rating },
   })
+  onDatabase(engine, sqlite)
   return { engine, clock }
 }
 

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, post, PULL, QUEUE, WORKER } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 let host: TestHost
 afterEach(async () => {
@@ -20,11 +20,11 @@ function submitMany(count: number, extra: Record<string, unknown> = {}): string[
 }
 
 function activeUnits(): number {
-  return (engineContext(host.engine).db.prepare("SELECT COALESCE(SUM(cost_units), 0) AS n FROM leases WHERE state = 'ACTIVE'").get() as { n: number }).n
+  return (database(host.engine).prepare("SELECT COALESCE(SUM(cost_units), 0) AS n FROM leases WHERE state = 'ACTIVE'").get() as { n: number }).n
 }
 
 function jobDoneCounts(): Map<string, number> {
-  const rows = engineContext(host.engine).db.prepare("SELECT job_id, COUNT(*) AS n FROM events WHERE event_type = 'JOB_DONE' GROUP BY job_id").all() as {
+  const rows = database(host.engine).prepare("SELECT job_id, COUNT(*) AS n FROM events WHERE event_type = 'JOB_DONE' GROUP BY job_id").all() as {
     job_id: string
     n: number
   }[]
@@ -46,7 +46,7 @@ describe('parallel claims', () => {
       expect(a.body.job.claimed_by).toBe(a.worker)
       expect(host.engine.getJob(a.body.job.job_id)).toMatchObject({ state: 'CLAIMED', claimed_by: a.worker })
     }
-    const claimedEvents = engineContext(host.engine).db.prepare("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_CLAIMED'").get() as { n: number }
+    const claimedEvents = database(host.engine).prepare("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_CLAIMED'").get() as { n: number }
     expect(claimedEvents.n).toBe(20)
   })
 
@@ -64,7 +64,7 @@ describe('parallel claims', () => {
     expect(new Set(granted.map((a) => a.body.lease.lease_id)).size).toBe(20)
     for (const a of granted) expect(a.body.lease.worker_id).toBe(a.worker)
     expect(host.engine.getCapacity().leased).toBe(20)
-    const fences = engineContext(host.engine).db.prepare('SELECT fence FROM leases ORDER BY fence').all() as { fence: number }[]
+    const fences = database(host.engine).prepare('SELECT fence FROM leases ORDER BY fence').all() as { fence: number }[]
     expect(new Set(fences.map((f) => f.fence)).size).toBe(20)
   })
 
@@ -145,7 +145,7 @@ describe('draining through dialect 003', () => {
       const counts = jobDoneCounts()
       expect(counts.size).toBe(TOTAL)
       for (const id of ids) expect(counts.get(id), id).toBe(1)
-      const states = engineContext(host.engine).db.prepare('SELECT state, COUNT(*) AS n, MAX(attempts) AS maxAttempts FROM jobs GROUP BY state').all()
+      const states = database(host.engine).prepare('SELECT state, COUNT(*) AS n, MAX(attempts) AS maxAttempts FROM jobs GROUP BY state').all()
       expect(states).toEqual([{ state: 'DONE', n: TOTAL, maxAttempts: 1 }])
       expect(activeUnits()).toBe(0)
       expect(perWorker.size).toBeGreaterThan(16) // the work was spread, not served by a few

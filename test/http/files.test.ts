@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 const T0 = Date.parse('2026-02-06T20:10:00.000Z')
 const FILE = '/work/repo/src/app.ts'
@@ -72,7 +72,7 @@ async function activeHolders(file = FILE): Promise<string[]> {
   expect(res.status).toBe(200)
   const { file_leases } = await body(res)
   // The database agrees with the view: the one-owner rule, checked where it is enforced.
-  const rows = engineContext(host.engine).db.prepare("SELECT owner_id FROM file_leases WHERE file = ? AND state = 'ACTIVE'").all(file) as { owner_id: string }[]
+  const rows = database(host.engine).prepare("SELECT owner_id FROM file_leases WHERE file = ? AND state = 'ACTIVE'").all(file) as { owner_id: string }[]
   const viewed = (file_leases as any[]).filter((l) => l.file === file).map((l) => l.owner_id)
   expect(viewed).toEqual(rows.map((r) => r.owner_id))
   expect(viewed.length).toBeLessThanOrEqual(1)

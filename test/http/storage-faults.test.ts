@@ -18,6 +18,7 @@ import { answerWorkerRequest } from '../../src-main/pool/ipc-host'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { StorageFaultInjector } from '../helpers/storage-faults'
 import { body, dbDigest, DIALECT_T0, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
+// White-box by purpose: faults are injected into the host's own database handle, reached through engineContext.
 import { engineContext } from '../../src-main/engine/internals'
 
 let host: TestHost | undefined

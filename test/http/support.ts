@@ -6,7 +6,7 @@ import { afterEach, expect } from 'vitest'
 import type { HostConfig } from '../../src-main/config'
 import { ManualClock } from '../../src-main/engine/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 export const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 
@@ -132,7 +132,7 @@ export async function expectInvalid(res: Response, ...fields: string[]): Promise
 
 /** Row counts of every table plus the last event id: equal digests mean nothing was written. */
 export function dbDigest(host: TestHost): string {
-  const db = engineContext(host.engine).db
+  const db = database(host.engine)
   const tables = db
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '__drizzle%' ORDER BY name")
     .all() as { name: string }[]

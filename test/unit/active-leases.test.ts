@@ -3,6 +3,8 @@
  * database's ACTIVE leases with their jobs, column for column, and the units in use are their
  * sum: after every verb that grants, extends or ends a lease or writes a leased job, after a
  * verb that fails under its savepoint, after a transaction that rolls back, and after a restart.
+ *
+ * White-box by purpose: the kept leases are the engine's memory, read through engineContext.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,6 +18,7 @@ import { leaseOrFail } from './support'
 import { ACTIVE_FROM_KEY } from '../../src-main/engine/active-leases'
 import { engineContext } from '../../src-main/engine/internals'
 import { holdsActiveLease } from '../../src-main/engine/pick'
+import { database } from '../helpers/database'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -23,7 +26,7 @@ afterEach(() => {
 })
 
 function expectMemoryIsTheDatabase(engine: Engine): void {
-  const db = engineContext(engine).db
+  const db = database(engine)
   const leases = db.prepare("SELECT * FROM leases WHERE state = 'ACTIVE' ORDER BY fence").all() as LeaseRow[]
   const jobs = leases.map((lease) => db.prepare('SELECT * FROM jobs WHERE id = ?').get(lease.job_id) as JobRow)
   const memory = [...engineContext(engine).activeLeases.all()].sort((a, b) => a.lease.fence - b.lease.fence)
@@ -40,7 +43,7 @@ function expectMemoryIsTheDatabase(engine: Engine): void {
  * leases (view, reaper's next moment, a worker's), and the listings of LEASED and RUNNING jobs.
  */
 function expectReadsOfMemoryAreTheDatabase(engine: Engine): void {
-  const db = engineContext(engine).db
+  const db = database(engine)
   const count = (sql: string, ...params: unknown[]) => db.prepare(sql).pluck().get(...params) as number
   const activeJoin = "FROM leases JOIN jobs ON jobs.id = leases.job_id WHERE leases.state = 'ACTIVE'"
   const snapshot = engine.snapshot()
@@ -147,7 +150,7 @@ describe('the ACTIVE leases in memory', () => {
     for (let i = 0; i < 4; i++) first.engine.submit(aJob({ cost_units: i + 1 }))
     const granted = first.engine.claimBatch({ worker_id: 'w1' }, 3).granted
     first.engine.heartbeat({ lease_id: granted[0]!.lease_id, progress: 0.25 })
-    engineContext(first.engine).db.close()
+    database(first.engine).close()
 
     const second = setup({ path })
     expect(engineContext(second.engine).activeLeases.size).toBe(3)
@@ -167,7 +170,7 @@ describe('the ACTIVE leases in memory', () => {
       first.engine.submit(aJob())
       first.engine.release({ lease_id: leaseOrFail(first.engine, 'short').lease.id, status: 'SUCCEEDED' })
     }
-    const db = engineContext(first.engine).db
+    const db = database(first.engine)
     const from = Number(db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(ACTIVE_FROM_KEY))
     expect(from).toBeLessThanOrEqual(held.lease.fence)
     expect(from).toBeGreaterThan(0)
@@ -182,7 +185,7 @@ describe('the ACTIVE leases in memory', () => {
       second.engine.submit(aJob())
       second.engine.release({ lease_id: leaseOrFail(second.engine, 'short').lease.id, status: 'SUCCEEDED' })
     }
-    const after = Number(engineContext(second.engine).db.prepare('SELECT value FROM settings WHERE key = ?').pluck().get(ACTIVE_FROM_KEY))
+    const after = Number(database(second.engine).prepare('SELECT value FROM settings WHERE key = ?').pluck().get(ACTIVE_FROM_KEY))
     expect(after).toBeGreaterThan(held.lease.fence)
   })
 })

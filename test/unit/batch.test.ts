@@ -3,7 +3,7 @@ import { MAX_BATCH_ITEMS } from '../../src-main/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import { aJob, setup } from '../helpers/engine'
 import { expectEngineError } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { sql } from '../helpers/database'
 
 describe('batch verbs', () => {
   it('submitMany answers each job as a single submit would: a known key is a duplicate, an invalid job is refused alone', () => {
@@ -15,7 +15,7 @@ describe('batch verbs', () => {
     expect(results[2]).toMatchObject({ ok: false, error: { code: 'invalid_request' } })
     expect(engine.listJobs({ limit: 10 }).jobs.map((job) => job.job_type).sort()).toEqual(['a', 'b', 'test'])
     // Undone and run again one by one (settleEach), the others were written once: one event each.
-    const submitted = engineContext(engine).all<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_SUBMITTED'")[0]!.n
+    const submitted = sql(engine).all<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE event_type = 'JOB_SUBMITTED'")[0]!.n
     expect(submitted).toBe(3)
   })
 

@@ -10,18 +10,18 @@ import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import type { Blocker, Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, messageIds } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { sql } from '../helpers/database'
 
 const FILE = '/repo/src/shared.ts'
 
 function events(engine: Engine, type: string): (Omit<EventRow, 'data'> & { data: any })[] {
-  return engineContext(engine)
+  return sql(engine)
     .all<EventRow>('SELECT * FROM events WHERE event_type = ? ORDER BY id', type)
     .map((e) => ({ ...e, data: JSON.parse(e.data) }))
 }
 
 function fileRows(engine: Engine, file: string): FileLeaseRow[] {
-  return engineContext(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
+  return sql(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
 }
 
 function runningJob(engine: Engine, workerId: string, cost = 3, extra: Parameters<typeof aJob>[0] = {}) {

@@ -3,7 +3,9 @@ import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Event } from '../../src-main/engine'
 import { eventTypes, expectEngineError, leaseOrFail } from './support'
+// White-box where the transaction is the point: a few cases open one (and a savepoint) around verbs.
 import { engineContext } from '../../src-main/engine/internals'
+import { database, sql } from '../helpers/database'
 
 describe('event log', () => {
   it('events are written in the transaction and listeners see them only after commit (a rolled-back op emits nothing)', () => {
@@ -12,8 +14,8 @@ describe('event log', () => {
     engine.onEvent((event) => {
       seen.push({
         event,
-        inTransaction: engineContext(engine).db.inTransaction,
-        jobVisible: engineContext(engine).one('SELECT 1 FROM jobs WHERE id = ?', event.entity_id) !== undefined,
+        inTransaction: database(engine).inTransaction,
+        jobVisible: sql(engine).one('SELECT 1 FROM jobs WHERE id = ?', event.entity_id) !== undefined,
       })
     })
 
@@ -24,7 +26,7 @@ describe('event log', () => {
     expect(seen[0]!.event).toMatchObject({ entity_type: 'JOB', entity_id: job.id, job_id: job.id, event_type: 'JOB_SUBMITTED' })
 
     // Rolled back: an operation whose transaction fails emits nothing and leaves nothing behind.
-    const eventCount = () => engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    const eventCount = () => sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
     const before = eventCount()
     expect(() =>
       engineContext(engine).transact(() => {
@@ -127,7 +129,7 @@ describe('event log', () => {
     })
     expect(failed).toBeUndefined()
     expect(engine.getJob(kept.id).state).toBe('QUEUED')
-    expect(engineContext(engine).one('SELECT 1 FROM jobs WHERE idempotency_key = ?', 'undone')).toBeUndefined()
+    expect(sql(engine).one('SELECT 1 FROM jobs WHERE idempotency_key = ?', 'undone')).toBeUndefined()
     expect(commits).toEqual([['JOB_SUBMITTED']])
   })
 
@@ -136,7 +138,7 @@ describe('event log', () => {
     const commits: string[][] = []
     engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
     engine.beforeCommit((events) => {
-      expect(engineContext(engine).db.inTransaction).toBe(true)
+      expect(database(engine).inTransaction).toBe(true)
       if (events.some((e) => e.event_type === 'JOB_SUBMITTED')) engineContext(engine).attempt(() => engine.requestLease({ worker_id: 'w' }))
     })
     engine.submit(aJob())

@@ -17,7 +17,7 @@ import { SECOND } from '../../src-main/engine/clock'
 import { Engine, EngineError } from '../../src-main/engine'
 import { statusOf } from '../../src-shared/error-codes'
 import { aJob, setup, type Setup } from '../helpers/engine'
-import { engineContext } from '../../src-main/engine/internals'
+import { database, sql } from '../helpers/database'
 
 const OWNERS = ['a', 'b', 'c', 'd'] as const
 const FILES = ['/repo/one.ts', '/repo/two.ts', '/repo/dir/../three.ts'] as const
@@ -123,7 +123,7 @@ function expectFailure(got: ReturnType<typeof outcome>, status: number, codes: s
 }
 
 function checkAgreement(m: Model, r: Real): void {
-  const db = engineContext(r.engine)
+  const db = sql(r.engine)
   expect(r.clock.now()).toBe(m.now)
   // The one-owner rule, where it lives: at most one ACTIVE row per file.
   const doubled = db.all<{ file: string; n: number }>("SELECT file, COUNT(*) AS n FROM file_leases WHERE state = 'ACTIVE' GROUP BY file HAVING n > 1")
@@ -509,15 +509,15 @@ describe('file leases against a model', () => {
       fc.property(commands, (cmds) => {
         const real = setup()
         fc.modelRun(() => ({ model: emptyModel(real.clock.now()), real }), cmds)
-        const count = (type: string) => engineContext(real.engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ?', type)!.n
+        const count = (type: string) => sql(real.engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ?', type)!.n
         stats.halts += count('BLOCKER_OPENED')
         stats.grants += count('FILE_LEASE_ACQUIRED')
         stats.denials += count('FILE_LEASE_CONTENDED')
         stats.revokes += count('FILE_LEASE_REVOKED')
-        stats.reclaims += engineContext(real.engine).one<{ n: number }>(
+        stats.reclaims += sql(real.engine).one<{ n: number }>(
           "SELECT COUNT(*) AS n FROM events WHERE event_type = 'FILE_LEASE_RELEASED' AND json_extract(data, '$.reason') = 'reclaimed'",
         )!.n
-        engineContext(real.engine).db.close()
+        database(real.engine).close()
       }),
       { numRuns: RUNS, seed: SEED },
     )

@@ -11,7 +11,7 @@ import type { Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, openFileEngine, tempDir } from './support'
 import { join } from 'node:path'
-import { engineContext } from '../../src-main/engine/internals'
+import { sql } from '../helpers/database'
 
 const FILE = '/repo/src/main.ts'
 
@@ -19,13 +19,13 @@ const FILE = '/repo/src/main.ts'
 // Helpers
 
 function fileEvents(engine: Engine, type: string): (Omit<EventRow, 'data'> & { data: any })[] {
-  return engineContext(engine)
+  return sql(engine)
     .all<EventRow>('SELECT * FROM events WHERE event_type = ? ORDER BY id', type)
     .map((e) => ({ ...e, data: JSON.parse(e.data) }))
 }
 
 function rowsOn(engine: Engine, file: string): FileLeaseRow[] {
-  return engineContext(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
+  return sql(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? ORDER BY rowid', file)
 }
 
 function activeOn(engine: Engine, file: string): FileLeaseRow[] {
@@ -33,7 +33,7 @@ function activeOn(engine: Engine, file: string): FileLeaseRow[] {
 }
 
 function contentionCount(engine: Engine): number {
-  return engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_contentions')!.n
+  return sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_contentions')!.n
 }
 
 /** A running job with its job lease (dialect 003 claim): an owner whose liveness is that lease. */
@@ -156,9 +156,9 @@ describe('acquire / deny / release', () => {
     granted(engine, { file: FILE, owner_id: 'w1' })
     const first = engine.releaseFile({ file: FILE, owner_id: 'w1' })
     clock.advance(SECOND)
-    const events = engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    const events = sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
     expect(engine.releaseFile({ file: FILE, owner_id: 'w1' })).toEqual(first)
-    expect(engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(events)
+    expect(sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(events)
   })
 
   test('heartbeat and release by an owner that never held the file are 404 file_lease_not_found', () => {
@@ -244,12 +244,12 @@ describe('the file key: the normalized absolute path', () => {
     ['NUL', '/a/b\0c'],
   ])('a %s path is 400 invalid_request on acquire, heartbeat and release, and nothing is written', (_kind, file) => {
     const { engine } = setup()
-    const before = engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
+    const before = sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n
     expectEngineError(() => engine.acquireFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
     expectEngineError(() => engine.heartbeatFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
     expectEngineError(() => engine.releaseFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
-    expect(engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
-    expect(engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(before)
+    expect(sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
+    expect(sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(before)
   })
 
   test('a path that is not a string is 400 invalid_request', () => {
@@ -328,7 +328,7 @@ describe('liveness reclaim: a dead owner never retains a lease', () => {
     granted(engine, { file: '/repo/other.ts', owner_id: 'w1', lease_id: a.lease.id })
     clock.advance(5 * SECOND)
     engine.release({ lease_id: a.lease.id, status })
-    const rows = engineContext(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE lease_id = ?', a.lease.id)
+    const rows = sql(engine).all<FileLeaseRow>('SELECT * FROM file_leases WHERE lease_id = ?', a.lease.id)
     expect(rows).toHaveLength(2)
     for (const row of rows) expect(row).toMatchObject({ state: 'RELEASED', release_reason: reason, released_at: T0 + 5 * SECOND })
     expect(fileEvents(engine, 'FILE_LEASE_RELEASED').map((e) => e.data.reason)).toEqual([reason, reason])

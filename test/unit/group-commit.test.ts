@@ -7,7 +7,9 @@ import { DEFAULT_ENGINE_CONFIG } from '../../src-main/engine/context'
 import { EngineError } from '../../src-main/engine/errors'
 import type { Event } from '../../src-main/engine'
 import { aJob, setup } from '../helpers/engine'
+// White-box where the transaction is the point: a few cases open one (and a savepoint) around verbs.
 import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 const MAX_GROUP_OPERATIONS = DEFAULT_ENGINE_CONFIG.groupMaxOperations
 /** No time bound, so that a loaded test machine does not cut groups short. */
@@ -178,7 +180,7 @@ describe('group commit', () => {
     const first = engine.run(() => engine.submit(aJob()))
     const lost = engine.run(() =>
       engineContext(engine).transact(() => {
-        engineContext(engine).db.exec('ROLLBACK') // what SQLite does by itself on a full disk or an I/O error
+        database(engine).exec('ROLLBACK') // what SQLite does by itself on a full disk or an I/O error
         throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' })
       }),
     )

@@ -11,11 +11,11 @@ import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { MINUTE, SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup } from '../helpers/engine'
-import { engineContext } from '../../src-main/engine/internals'
 import { UNCHAINED_JOB_EVENTS_CLAUSE } from '../../src-main/db/schema'
+import { database } from '../helpers/database'
 
 function expectChainsAreTheLog(engine: Engine, step: number): void {
-  const db = engineContext(engine).db
+  const db = database(engine)
   const ids = db.prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[]
   for (const id of ids) {
     const logged = db.prepare('SELECT id FROM events WHERE job_id = ? ORDER BY id').pluck().all(id)
@@ -32,14 +32,14 @@ describe("a job's chains of events and leases", () => {
     const { engine, clock } = setup({ total_units: 8 })
     const next = seededRandom(23)
     const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(next() * items.length)]
-    const db = engineContext(engine).db
+    const db = database(engine)
     const jobs = () => db.prepare('SELECT id, state, claimed_by FROM jobs').all() as { id: string; state: string; claimed_by: string | null }[]
     const files = ['/data/a', '/data/b']
     engine.createSchedule({ name: 'every-minute', cron: '* * * * *', job: { job_type: 'scheduled', cost_units: 1 } })
     const seen = new Set<string>()
     for (let step = 0; step < 600; step++) {
       const job = pick(jobs())
-      const active = pick([...engineContext(engine).activeLeases.all()])
+      const lease = pick(engine.activeLeases())
       const worker = `w${Math.floor(next() * 3)}`
       const choices: (() => unknown)[] = [
         () => engine.submit(aJob({ cost_units: 1 + Math.floor(next() * 2), max_attempts: 2, delay_ms: next() < 0.2 ? MINUTE : null })),
@@ -61,9 +61,8 @@ describe("a job's chains of events and leases", () => {
           () => engine.deleteFinishedJobs([job.id]),
         )
       }
-      if (active) {
-        const { lease, job: leased } = active
-        const report = { job_id: leased.id, attempt_id: lease.attempt_id, worker_id: lease.worker_id, lease_token: lease.token }
+      if (lease) {
+        const report = { job_id: lease.job_id, attempt_id: lease.attempt_id, worker_id: lease.worker_id, lease_token: lease.token }
         const file = pick(files)!
         choices.push(
           () => engine.heartbeat({ lease_id: lease.id, progress: next() }),
@@ -98,7 +97,7 @@ describe("a job's chains of events and leases", () => {
       engine.submit(aJob({ priority: 'URGENT' }))
       engine.claimAndLease({ worker_id: worker })
     }
-    const [holder, requester] = ['holder', 'requester'].map((worker) => [...engineContext(engine).activeLeases.all()].find(({ lease }) => lease.worker_id === worker)!.lease)
+    const [holder, requester] = ['holder', 'requester'].map((worker) => engine.activeLeases().find((lease) => lease.worker_id === worker)!)
     engine.acquireFile({ file: '/data/held', owner_id: 'holder', lease_id: holder!.id })
     engine.acquireFile({ file: '/data/held', owner_id: 'requester', lease_id: requester!.id })
     for (let waited = 0; waited < FILE_RETRY_MS; waited += 10 * SECOND) {

@@ -2,6 +2,8 @@
  * rows.ts `updateJob` writes a job's changed columns with an UPDATE made once per list of
  * columns, in the order the changes name them. Whatever that order, and however many columns,
  * the row in the table and the row it returns must be the same.
+ *
+ * White-box: the row layer is the subject, reached through engineContext.
  */
 import { expect, test } from 'vitest'
 import type { JobRow } from '../../src-main/db/schema'

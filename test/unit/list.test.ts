@@ -4,7 +4,9 @@ import { SECOND } from '../../src-main/engine/clock'
 import { jobListQuery, QUEUED_WINDOW } from '../../src-main/engine/list'
 import { JOB_STATES, type JobState } from '../../src-main/engine/states'
 import { expectEngineError, leaseOrFail } from './support'
+// White-box in one case: the list's SQL is explained, so the query builder is called directly.
 import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 describe('listing jobs', () => {
   it('lists newest first with a default limit of 50', () => {
@@ -92,7 +94,7 @@ describe('listing jobs', () => {
     const { engine } = setup()
     const plan = (state: JobState, window?: { from: number } | { seqs: number[] }) => {
       const { sql, params } = jobListQuery(engineContext(engine), { state }, 51, window ?? (state === 'QUEUED' ? { seqs: [1, 2] } : undefined))
-      return engineContext(engine).db
+      return database(engine)
         .prepare(`EXPLAIN QUERY PLAN ${sql}`)
         .all(...params)
         .map((row) => (row as { detail: string }).detail)

@@ -12,6 +12,8 @@
  * group (a read, or a Flush command, ends the group: random group boundaries), and the dialect
  * 003 verbs through the batch verbs (claimBatch, exchange), whose items must answer exactly as
  * the one-job verbs the model predicts.
+ *
+ * The caches are read through engineContext: that the engine's memory agrees with SQLite is the point.
  */
 import type { Database } from 'better-sqlite3'
 import fc from 'fast-check'
@@ -29,6 +31,7 @@ import type { AttemptError, AttemptReport } from '../../src-main/engine/attempt-
 import type { WorkerFilter } from '../../src-main/engine/pick'
 import { engineContext } from '../../src-main/engine/internals'
 import { T0 } from '../helpers/engine'
+import { onDatabase } from '../helpers/database'
 
 const CONFIG: Partial<EngineConfig> = {
   leaseTtlS: 10,
@@ -58,7 +61,7 @@ interface Real {
 
 function openEngine(path: string, clock: ManualClock, busy: number, batched: boolean): { db: Database; engine: Engine } {
   const { sqlite } = openDatabase({ path })
-  const engine = new Engine({ db: sqlite, clock, config: CONFIG, capacity: { total_units: TOTAL_UNITS, busy_rating: busy } })
+  const engine = onDatabase(new Engine({ db: sqlite, clock, config: CONFIG, capacity: { total_units: TOTAL_UNITS, busy_rating: busy } }), sqlite)
   return { db: sqlite, engine: batched ? viaBatches(engine) : engine }
 }
 

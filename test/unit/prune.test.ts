@@ -11,13 +11,13 @@ import { FILE_RETRY_MS } from '../../src-main/engine/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
 import { StorageFaultInjector } from '../helpers/storage-faults'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 const RETAIN_DAYS = 7
 
 /** Every row of every table that names the job, keyed by table: what "the job and all that is its own" means. */
 function rowsOf(engine: Engine, jobId: string): Record<string, unknown[]> {
-  const all = (sql: string) => engineContext(engine).db.prepare(sql).all(jobId)
+  const all = (sql: string) => database(engine).prepare(sql).all(jobId)
   return {
     jobs: all('SELECT * FROM jobs WHERE id = ?'),
     leases: all('SELECT * FROM leases WHERE job_id = ? ORDER BY fence'),
@@ -33,14 +33,14 @@ const rowCount = (rows: Record<string, unknown[]>) => Object.values(rows).reduce
 function entityIds(engine: Engine, jobId: string): string[] {
   return [
     jobId,
-    ...(engineContext(engine).db.prepare('SELECT id FROM leases WHERE job_id = ?').pluck().all(jobId) as string[]),
-    ...(engineContext(engine).db.prepare('SELECT id FROM file_leases WHERE job_id = ?').pluck().all(jobId) as string[]),
+    ...(database(engine).prepare('SELECT id FROM leases WHERE job_id = ?').pluck().all(jobId) as string[]),
+    ...(database(engine).prepare('SELECT id FROM file_leases WHERE job_id = ?').pluck().all(jobId) as string[]),
   ]
 }
 
 /** Runs retention steps at the clock's now until the sweep's pass is over; returns each step's count. */
 function pruneAll(engine: Engine, retainDays = RETAIN_DAYS, limit = 250): number[] {
-  const cutoff = pruneCutoff(engineContext(engine).clock.now(), retainDays)
+  const cutoff = pruneCutoff(engine.now(), retainDays)
   if (cutoff === null) return []
   const steps: number[] = []
   for (;;) {
@@ -52,9 +52,9 @@ function pruneAll(engine: Engine, retainDays = RETAIN_DAYS, limit = 250): number
 
 function integrity(engine: Engine): { integrity: unknown; foreignKeys: unknown[]; foreignKeysOn: unknown } {
   return {
-    integrity: engineContext(engine).db.pragma('integrity_check', { simple: true }),
-    foreignKeys: engineContext(engine).db.pragma('foreign_key_check') as unknown[],
-    foreignKeysOn: engineContext(engine).db.pragma('foreign_keys', { simple: true }),
+    integrity: database(engine).pragma('integrity_check', { simple: true }),
+    foreignKeys: database(engine).pragma('foreign_key_check') as unknown[],
+    foreignKeysOn: database(engine).pragma('foreign_keys', { simple: true }),
   }
 }
 
@@ -139,7 +139,7 @@ describe('pruning finished jobs', () => {
 
     for (const id of expired) expect(rowCount(rowsOf(engine, id)), `rows of ${id}`).toBe(0)
     // No event names a deleted job, lease or file lease, whether by job_id or as its entity.
-    const mentions = engineContext(engine).db
+    const mentions = database(engine)
       .prepare('SELECT COUNT(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?)) OR entity_id IN (SELECT value FROM json_each(?))')
       .pluck()
       .get(JSON.stringify(named), JSON.stringify(named))
@@ -189,7 +189,7 @@ describe('pruning finished jobs', () => {
   it('works in bounded steps: no step deletes more than its limit', () => {
     const { engine, clock } = setup()
     for (let i = 0; i < 25; i++) engine.submitMany(Array.from({ length: 40 }, () => aJob()))
-    const ids = engineContext(engine).db.prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[]
+    const ids = database(engine).prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[]
     for (const id of ids) {
       clock.advance(1)
       engine.cancel(id)
@@ -198,7 +198,7 @@ describe('pruning finished jobs', () => {
     // 1,000 expired, the newest event's job too: in steps of at most 100.
     const steps = pruneAll(engine, RETAIN_DAYS, 100)
     expect(steps).toEqual([100, 100, 100, 100, 100, 100, 100, 100, 100, 100])
-    expect(engineContext(engine).db.prepare('SELECT id FROM jobs').pluck().all()).toEqual([])
+    expect(database(engine).prepare('SELECT id FROM jobs').pluck().all()).toEqual([])
     expect(integrity(engine)).toEqual(healthy)
   })
 
@@ -269,7 +269,7 @@ describe('pruning finished jobs', () => {
     engine.submit(aJob({ priority: 'LOW' })) // a job that never finishes
     clock.advance(RETAIN_DAYS * DAY + 1)
     const cutoff = clock.now() - RETAIN_DAYS * DAY
-    const faults = new StorageFaultInjector(engineContext(engine).db)
+    const faults = new StorageFaultInjector(database(engine))
     try {
       faults.code = 'SQLITE_FULL'
       expect(() => engine.pruneFinishedJobs(cutoff, 1)).toThrow(/full/) // it read the unfinished jobs; its commit failed
@@ -344,12 +344,12 @@ describe('what a live job needs stays', () => {
     engine.cancel(job.id)
     engine.submit(aJob({ priority: 'LOW' }))
     // Not a state the engine makes (a job's file leases end with its lease): the rule holds anyway.
-    engineContext(engine).db
+    database(engine)
       .prepare("INSERT INTO file_leases (id, file, owner_id, lease_id, job_id, state, acquired_at, last_heartbeat_at) VALUES ('f', '/x', 'o', NULL, ?, 'ACTIVE', 0, 0)")
       .run(job.id)
     clock.advance(30 * DAY)
     expect(pruneAll(engine)).toEqual([0])
-    engineContext(engine).db.prepare("UPDATE file_leases SET state = 'RELEASED' WHERE id = 'f'").run()
+    database(engine).prepare("UPDATE file_leases SET state = 'RELEASED' WHERE id = 'f'").run()
     expect(pruneAll(engine)).toEqual([1])
   })
 
@@ -407,7 +407,7 @@ describe('what a live job needs stays', () => {
       engine.submit(aJob({ priority: 'HIGH' }))
       leaseOrFail(engine, 'w') // the HIGH job: the newest job, message and lease
       engine.cancel(a.id) // the newest event
-      const newestEvent = engineContext(engine).db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
+      const newestEvent = database(engine).prepare('SELECT MAX(id) FROM events').pluck().get() as number
       const second = pruneAndRestart(first, [1])
       expect(() => second.engine.getJob(a.id)).toThrow()
       expect(second.sqlite.prepare('SELECT MAX(id) FROM events').pluck().get()).toBeLessThan(newestEvent)
@@ -420,13 +420,13 @@ describe('what a live job needs stays', () => {
       const { engine, clock } = openFileEngine(`${dir}/leasehold.db`)
       const only = engine.submit(aJob()).job
       engine.cancel(only.id)
-      const newestEvent = engineContext(engine).db.prepare('SELECT MAX(id) FROM events').pluck().get() as number
+      const newestEvent = database(engine).prepare('SELECT MAX(id) FROM events').pluck().get() as number
       clock.advance(30 * DAY)
       expect(pruneAll(engine)).toEqual([1])
-      expect(engineContext(engine).db.prepare('SELECT COUNT(*) FROM events').pluck().get()).toBe(0)
+      expect(database(engine).prepare('SELECT COUNT(*) FROM events').pluck().get()).toBe(0)
       const next = engine.submit(aJob()).job
       expect(engine.jobEvents(next.id)[0]!.id).toBeGreaterThan(newestEvent)
-      engineContext(engine).db.close()
+      database(engine).close()
     })
 
     it('a finished job that holds every newest row — job, message, lease and event — is deleted at once', () => {
@@ -450,7 +450,7 @@ describe('events that name no job', () => {
     engine.recordWorkerProblem('w1', { kind: 'handler', detail: 'x' })
     clock.advance(DAY)
     engine.recordWorkerProblem('w1', { kind: 'handler', detail: 'y' }) // a day younger
-    const jobless = () => engineContext(engine).db.prepare('SELECT event_type FROM events WHERE job_id IS NULL ORDER BY id').pluck().all()
+    const jobless = () => database(engine).prepare('SELECT event_type FROM events WHERE job_id IS NULL ORDER BY id').pluck().all()
     expect(jobless()).toEqual(['CAPACITY_CHANGED', 'BUSY_MEASURED', 'WORKER_PROBLEM', 'WORKER_PROBLEM'])
     engine.submit(aJob()) // a newer event that names a job
 
@@ -461,7 +461,7 @@ describe('events that name no job', () => {
     expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(0)
     expect(jobless()).toEqual(['WORKER_PROBLEM'])
     clock.advance(DAY)
-    engineContext(engine).db.prepare('DELETE FROM events WHERE job_id IS NOT NULL').run() // (as if its job had gone)
+    database(engine).prepare('DELETE FROM events WHERE job_id IS NOT NULL').run() // (as if its job had gone)
     expect(engine.pruneJoblessEvents(cutoff(), 2)).toBe(1) // the newest event of all
     expect(jobless()).toEqual([])
   })
@@ -488,7 +488,7 @@ describe('deleteFinishedJobs: the one deletion, shared by retention and purges',
     engine.cancel(a.id)
     await expect(engine.run(() => engine.deleteFinishedJobs([a.id]))).rejects.toThrow(/transaction of its own/)
     expect(engine.getJob(a.id).state).toBe('CANCELED')
-    expect(engineContext(engine).db.pragma('foreign_keys', { simple: true })).toBe(1)
+    expect(database(engine).pragma('foreign_keys', { simple: true })).toBe(1)
   })
 
   it('commits an open group first, and the group\'s writes stay', async () => {
@@ -523,7 +523,7 @@ describe('deleteFinishedJobs: the one deletion, shared by retention and purges',
     const before = series()
     expect(before.completed.reduce((n, p) => n + p.value, 0)).toBe(3)
     expect(pruneAll(engine, 1)).toEqual([5])
-    expect(engineContext(engine).db.prepare('SELECT COUNT(*) FROM events WHERE event_type IN (?, ?)').pluck().get('JOB_DONE', 'JOB_FAILED')).toBe(0)
+    expect(database(engine).prepare('SELECT COUNT(*) FROM events WHERE event_type IN (?, ?)').pluck().get('JOB_DONE', 'JOB_FAILED')).toBe(0)
     expect(series()).toEqual(before)
   })
 })
@@ -542,7 +542,7 @@ describe('the snapshot\'s counts of the last day', () => {
     claimOrFail(engine, 'w2') // the newest job, lease and event are another job's
     clock.advance(HOUR)
     expect(engine.deleteFinishedJobs(ids).sort()).toEqual([...ids].sort())
-    const restarted = new Engine({ db: engineContext(engine).db, clock })
+    const restarted = new Engine({ db: database(engine), clock })
     expect(restarted.snapshot().jobs.done_last_24h).toBe(3)
   })
 })
@@ -551,7 +551,7 @@ describe('query plans: retention reads by index, never a whole table', () => {
   it('the sweep reads a range of the jobs\' keys, and every deletion looks its rows up', () => {
     const { engine } = setup()
     const plan = (sql: string, ...params: unknown[]) =>
-      (engineContext(engine).db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
+      (database(engine).prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
     expect(plan(SWEEP_SQL, 0, 10)).toEqual(['SEARCH jobs USING INTEGER PRIMARY KEY (rowid>?)'])
     expect(plan(JOBLESS_EVENTS_SQL, T0, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_jobless_ts \(ts<\?\)$/)])
     for (const sql of [DELETABLE_JOBS_SQL, LEASE_CHAINS_SQL, ...DELETE_STATEMENTS.map((statement) => statement.sql)]) {

@@ -10,7 +10,7 @@ import { PRUNE_BATCH, SWEEP_READS_PER_DELETE } from '../../src-main/engine/prune
 import { PRUNE_FIRST_DELAY_MS, PRUNE_INTERVAL_MS, Pruner, type PassHealth } from '../../src-main/retention/pruner'
 import { aJob, setup } from '../helpers/engine'
 import { StorageFaultInjector } from '../helpers/storage-faults'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 /** Health that remembers what it was told. */
 function recordingHealth(): PassHealth & { outcomes: string[] } {
@@ -31,7 +31,7 @@ function finishJobs(engine: Engine, count: number, payloadBytes = 16): void {
   }
 }
 
-const jobCount = (engine: Engine) => engineContext(engine).db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+const jobCount = (engine: Engine) => database(engine).prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
 const pages = (engine: Engine) => engine.storage().page_count
 
 let pruner: Pruner | undefined
@@ -137,7 +137,7 @@ describe('a pass works in short steps', () => {
     clock.advance(2 * DAY)
     const health = recordingHealth()
     pruner = new Pruner({ engine, retainDays: 1, health })
-    const faults = new StorageFaultInjector(engineContext(engine).db)
+    const faults = new StorageFaultInjector(database(engine))
     try {
       faults.code = 'SQLITE_FULL'
       await pruner.runPass()
@@ -150,7 +150,7 @@ describe('a pass works in short steps', () => {
     } finally {
       faults.dispose()
     }
-    expect(engineContext(engine).db.pragma('foreign_keys', { simple: true })).toBe(1)
+    expect(database(engine).pragma('foreign_keys', { simple: true })).toBe(1)
   })
 })
 
@@ -179,7 +179,7 @@ describe('the database stops growing in steady state', () => {
     // From the fourth day on, two days of jobs are kept: the file reuses the pages of the jobs it deleted.
     for (const count of counts.slice(4)) expect(count).toBeLessThanOrEqual(settled * 1.05)
     expect(jobCount(engine)).toBeLessThanOrEqual(2 * 300 + 1)
-    expect(engineContext(engine).db.prepare('SELECT COUNT(*) FROM events WHERE job_id IS NULL').pluck().get()).toBeLessThanOrEqual(2 * 100)
+    expect(database(engine).prepare('SELECT COUNT(*) FROM events WHERE job_id IS NULL').pluck().get()).toBeLessThanOrEqual(2 * 100)
   })
 
   it('without retention it grows with every day (what the bound above is measured against)', async () => {
@@ -200,7 +200,7 @@ describe('the database stops growing in steady state', () => {
     expect(after.page_count).toBeLessThan(full / 4)
     // What stays free is the reserve the next jobs will reuse.
     expect(after.freelist_count).toBeLessThanOrEqual(Math.max(1024, after.page_count / 10))
-    expect(engineContext(engine).db.pragma('integrity_check', { simple: true })).toBe('ok')
+    expect(database(engine).pragma('integrity_check', { simple: true })).toBe('ok')
   })
 })
 

@@ -5,6 +5,8 @@
  * reads no row, and a range with nothing eligible is never read. A job written as QUEUED is in reach at once, and one a
  * rolled-back savepoint had taken is back in its place. A pick's first read is sized to the jobs
  * it means to take.
+ *
+ * White-box by purpose: the kept ranges and rows are the engine's memory, read through engineContext.
  */
 import type { Statement } from 'better-sqlite3'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -13,6 +15,7 @@ import { QueuedRange } from '../../src-main/engine/queued-range'
 import { SELECT_JOBS } from '../../src-main/engine/rows'
 import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
 import { aJob, seededRandom, setup } from '../helpers/engine'
+import { database } from '../helpers/database'
 
 let waiters: ClaimWaiters | undefined
 afterEach(() => waiters?.close())
@@ -40,7 +43,7 @@ test('a commit that offers its one new job to eight waiting claims takes its row
   const { engine } = setup()
   waiters = new ClaimWaiters(engine)
   const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
-  const reads = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'all', PICK_ROWS, () => engine.run(() => engine.submit(aJob())))
+  const reads = await countStatements(database(engine).prepare('SELECT 1'), 'all', PICK_ROWS, () => engine.run(() => engine.submit(aJob())))
   // The first waiter takes the job's row as the submit wrote it; the queue then holds nothing
   // eligible, and the seven others read nothing. Before the rows in memory it was 1 read; before
   // the tally, 5 ranges read (the empty ones once each); before the notes of empty ranges, 3 + 7 × 4.
@@ -56,7 +59,7 @@ test('a job submitted to eight waiting claims is leased in its submit, and the s
   waiters = new ClaimWaiters(engine)
   const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
   await new Promise((resolve) => setTimeout(resolve, 10)) // the claims' own group has committed
-  const savepoints = await countStatements(engineContext(engine).db.prepare('SELECT 1'), 'run', 'SAVEPOINT', () => engine.run(() => engine.submit(aJob())))
+  const savepoints = await countStatements(database(engine).prepare('SELECT 1'), 'run', 'SAVEPOINT', () => engine.run(() => engine.submit(aJob())))
   // The first waiter takes the job in its submit (grants.ts grantOnSubmit), which is the first
   // verb of its group and takes none; the queue then holds no QUEUED job, so the seven others
   // are denied from memory at the commit. (Before the lease at the submit: 1, the first waiter's.)
@@ -116,7 +119,7 @@ test("a worker's batch claim of 32 (its free slots) reads 32 rows of its range, 
   const { engine } = setup()
   for (let i = 0; i < 100; i++) engine.submit(aJob())
   engineContext(engine).queuedRows.clear() // as after a start: no row is in memory, each is read
-  const proto = Object.getPrototypeOf(engineContext(engine).db.prepare('SELECT 1')) as { all: (...params: unknown[]) => unknown[] }
+  const proto = Object.getPrototypeOf(database(engine).prepare('SELECT 1')) as { all: (...params: unknown[]) => unknown[] }
   const original = proto.all
   let rows = 0
   proto.all = function (this: Statement, ...params: unknown[]) {

@@ -3,6 +3,8 @@
  * memory budget: a backlog keeps its oldest rows, those a pick takes first, and the others are
  * read from the table, in the kept rows' shape. That they are always the table's rows is checked
  * by the tally's walk (job-tally.test.ts).
+ *
+ * White-box by purpose: the kept rows are the engine's memory, read through engineContext.
  */
 import { expect, test } from 'vitest'
 import type { JobRow } from '../../src-main/db/schema'
@@ -12,10 +14,11 @@ import { eligibleJobs } from '../../src-main/engine/pick'
 import { QueuedRows } from '../../src-main/engine/queued-rows'
 import { findJob } from '../../src-main/engine/rows'
 import { aJob, setup } from '../helpers/engine'
+import { database } from '../helpers/database'
 
 /** The table's row of each of these jobs. */
 function rowsOf(engine: Engine, ids: string[]): JobRow[] {
-  const read = engineContext(engine).db.prepare('SELECT * FROM jobs WHERE id = ?')
+  const read = database(engine).prepare('SELECT * FROM jobs WHERE id = ?')
   return ids.map((id) => read.get(id) as JobRow)
 }
 

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { HOUR, ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
 import { aJob, T0 } from '../helpers/engine'
 import { leaseOrFail, openFileEngine, tempDir } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { sql } from '../helpers/database'
 
 const COUNTED = ['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'LEASE_EXPIRED'] as const
 
@@ -23,7 +23,7 @@ function snapshotCounts(engine: ReturnType<typeof openFileEngine>['engine']): Re
 function logCounts(engine: ReturnType<typeof openFileEngine>['engine'], now: number): Record<string, number> {
   const since = Math.floor((now - 24 * HOUR) / MINUTE) * MINUTE
   return Object.fromEntries(
-    COUNTED.map((type) => [type, engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, since)!.n]),
+    COUNTED.map((type) => [type, sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, since)!.n]),
   )
 }
 
@@ -81,7 +81,7 @@ describe('the counts the time series read', () => {
         }
       }
       const logged = (types: string[]) => {
-        const rows = engineContext(engine).all<{ b: number; n: number }>(
+        const rows = sql(engine).all<{ b: number; n: number }>(
           `SELECT ts - ts % ${MINUTE} AS b, COUNT(*) AS n FROM events WHERE event_type IN (${types.map((t) => `'${t}'`).join(', ')}) GROUP BY b`,
         )
         return new Map(rows.map((row) => [row.b, row.n]))

@@ -3,6 +3,8 @@
  * written with each job and lease; the rows from before that (random UUIDs version 7) keep a
  * partial index that no new row enters (db/schema.ts UNKEYED_ID_CLAUSE). Either way a row is
  * found by exactly its own id, and nothing else finds it.
+ *
+ * White-box: one case empties the engine's kept rows (through engineContext) to read a row as a start would.
  */
 import { describe, expect, it } from 'vitest'
 import { UNKEYED_ID_CLAUSE } from '../../src-main/db/schema'
@@ -10,13 +12,14 @@ import { idKey, keyedId, newId } from '../../src-main/engine/ids'
 import { engineContext } from '../../src-main/engine/internals'
 import { aJob, setup } from '../helpers/engine'
 import { expectEngineError, leaseOrFail } from './support'
+import { database } from '../helpers/database'
 
 describe('finding jobs and leases by their id', () => {
   it('a new job and lease have ids that name their keys, and no index on ids gets an entry for them', () => {
     const { engine } = setup()
     const job = engine.submit(aJob()).job
     const { lease } = leaseOrFail(engine, 'w')
-    const db = engineContext(engine).db
+    const db = database(engine)
     expect(idKey(job.id)).toBe(db.prepare('SELECT seq FROM jobs WHERE id = ?').pluck().get(job.id))
     expect(idKey(lease.id)).toBe(lease.fence)
     expect(db.prepare(`SELECT COUNT(*) FROM jobs WHERE ${UNKEYED_ID_CLAUSE}`).pluck().get()).toBe(0)
@@ -40,7 +43,7 @@ describe('finding jobs and leases by their id', () => {
 
   it('a job and a lease made before ids named their key are found by their id, and run on', () => {
     const { engine } = setup()
-    const db = engineContext(engine).db
+    const db = database(engine)
     const job = engine.submit(aJob()).job
     const older = newId()
     db.prepare('UPDATE jobs SET id = ? WHERE id = ?').run(older, job.id) // as migration 0013 found it

@@ -9,13 +9,13 @@ import { describe, expect, test } from 'vitest'
 import { SECOND } from '../../src-main/engine/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup, T0 } from '../helpers/engine'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 const CLAIM_STATES = "('CLAIMED', 'PREPARING', 'LEASE_PENDING')"
 const FINISHED_STATES = "('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
 
 function breaches(engine: Engine): { id: string; state: string; claim_expires_at: number | null; finished_at: number | null }[] {
-  return engineContext(engine).db
+  return database(engine)
     .prepare(
       `SELECT id, state, claim_expires_at, finished_at FROM jobs
        WHERE (claim_expires_at IS NOT NULL) != (state IN ${CLAIM_STATES}) OR (finished_at IS NOT NULL) != (state IN ${FINISHED_STATES})`,
@@ -28,7 +28,7 @@ describe('jobs rows keep the rules their partial indexes rely on', () => {
     const { engine, clock } = setup({ total_units: 6 })
     const next = seededRandom(7)
     const pick = <T>(items: T[]): T | undefined => items[Math.floor(next() * items.length)]
-    const jobs = () => engineContext(engine).db.prepare('SELECT id, state, claimed_by FROM jobs').all() as { id: string; state: string; claimed_by: string | null }[]
+    const jobs = () => database(engine).prepare('SELECT id, state, claimed_by FROM jobs').all() as { id: string; state: string; claimed_by: string | null }[]
     const states = new Set<string>()
     for (let step = 0; step < 500; step++) {
       const job = pick(jobs())
@@ -41,7 +41,7 @@ describe('jobs rows keep the rules their partial indexes rely on', () => {
         () => engine.reap(),
       ]
       if (job) {
-        const lease = engineContext(engine).activeLeases.ofJob(job.id)?.lease
+        const lease = engine.activeLeases().find((lease) => lease.job_id === job.id)
         choices.push(
           () => engine.updateStatus(job.id, { state: pick(['PREPARING', 'LEASE_PENDING'] as const), worker_id: job.claimed_by ?? worker }),
           () => engine.requestLeaseForJob({ job_id: job.id, worker_id: job.claimed_by ?? worker }),
@@ -72,7 +72,7 @@ describe('jobs rows keep the rules their partial indexes rely on', () => {
   test("the reaper's queries read the claimed jobs through their index", () => {
     const { engine } = setup()
     const plan = (sql: string, ...params: unknown[]) =>
-      (engineContext(engine).db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((row) => row.detail).join('\n')
+      (database(engine).prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((row) => row.detail).join('\n')
     expect(plan(`SELECT * FROM jobs WHERE state IN ${CLAIM_STATES} AND claim_expires_at <= ? ORDER BY claim_expires_at LIMIT 100`, T0)).toContain(
       'USING INDEX jobs_claim_expiry (claim_expires_at<?)',
     )

@@ -7,7 +7,7 @@ import { dueFiring, parseCron, type ScheduleInput } from '../../src-main/engine/
 import { ScheduleTimer, type Timers } from '../../src-main/schedules/timer'
 import { setup, T0 } from '../helpers/engine'
 import { expectEngineError, openFileEngine, tempDir } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { sql } from '../helpers/database'
 
 const DAY = 24 * HOUR
 
@@ -21,12 +21,12 @@ const aSchedule = (overrides: Partial<ScheduleInput> = {}): ScheduleInput => ({
 })
 
 const scheduleEvents = (engine: Engine): EventRow[] =>
-  engineContext(engine).all<EventRow>("SELECT * FROM events WHERE entity_type = 'SCHEDULE' ORDER BY id")
+  sql(engine).all<EventRow>("SELECT * FROM events WHERE entity_type = 'SCHEDULE' ORDER BY id")
 
-const jobsOf = (engine: Engine) => engineContext(engine).all<{ id: string; job_type: string; state: string }>('SELECT id, job_type, state FROM jobs ORDER BY seq')
+const jobsOf = (engine: Engine) => sql(engine).all<{ id: string; job_type: string; state: string }>('SELECT id, job_type, state FROM jobs ORDER BY seq')
 
 const runsOf = (engine: Engine) =>
-  engineContext(engine).all<{ fire_at: number; outcome: string; job_id: string | null; reason: string | null }>(
+  sql(engine).all<{ fire_at: number; outcome: string; job_id: string | null; reason: string | null }>(
     'SELECT fire_at, outcome, job_id, reason FROM schedule_runs ORDER BY fire_at',
   )
 
@@ -199,7 +199,7 @@ describe('firing', () => {
     engine.createSchedule(aSchedule({ cron: '*/10 * * * *' }))
     clock.set(T0 + 10 * MINUTE)
     engine.fireDueSchedules()
-    engineContext(engine).run('UPDATE schedules SET next_fire_at = ?', T0 + 10 * MINUTE) // as a stale timer would believe
+    sql(engine).run('UPDATE schedules SET next_fire_at = ?', T0 + 10 * MINUTE) // as a stale timer would believe
     expect(engine.fireDueSchedules()).toEqual([])
     expect(jobsOf(engine)).toHaveLength(1)
   })

@@ -10,7 +10,7 @@ import type { Engine } from '../../src-main/engine'
 import type { StatsSample } from '../../src-main/engine/stats'
 import { STATS_FULL_DETAIL_MS, STATS_RETAIN_MS } from '../../src-main/engine/stats-retention'
 import { setup, T0 } from '../helpers/engine'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 const SPAN = 100 * DAY
 const EVERY = 5 * MINUTE
@@ -18,11 +18,11 @@ const EVERY = 5 * MINUTE
 type Sample = StatsSample
 
 function fill(engine: Engine): void {
-  const sample = engineContext(engine).db.prepare(
+  const sample = database(engine).prepare(
     'INSERT INTO stats_samples (ts, leases_active, jobs_queued, jobs_running, capacity_used, busy_rating) VALUES (?, ?, ?, ?, ?, ?)',
   )
-  const count = engineContext(engine).db.prepare('INSERT INTO stats_counts (event_type, ts, n) VALUES (?, ?, ?)')
-  engineContext(engine).db.transaction(() => {
+  const count = database(engine).prepare('INSERT INTO stats_counts (event_type, ts, n) VALUES (?, ?, ?)')
+  database(engine).transaction(() => {
     for (let ts = T0 - SPAN, i = 0; ts <= T0; ts += EVERY, i++) {
       sample.run(ts, i % 7, i % 13, i % 5, i % 11, (i % 10) / 2)
       count.run('JOB_DONE', ts, 1 + (i % 3))
@@ -38,9 +38,9 @@ function pruneStatsFully(engine: Engine): number[] {
 }
 
 const samples = (engine: Engine, from: number, to: number) =>
-  engineContext(engine).db.prepare('SELECT * FROM stats_samples WHERE ts >= ? AND ts < ? ORDER BY ts').all(from, to) as Sample[]
+  database(engine).prepare('SELECT * FROM stats_samples WHERE ts >= ? AND ts < ? ORDER BY ts').all(from, to) as Sample[]
 const counts = (engine: Engine, from: number, to: number) =>
-  engineContext(engine).db.prepare('SELECT event_type, ts, n FROM stats_counts WHERE ts >= ? AND ts < ? ORDER BY ts, event_type').all(from, to) as {
+  database(engine).prepare('SELECT event_type, ts, n FROM stats_counts WHERE ts >= ? AND ts < ? ORDER BY ts, event_type').all(from, to) as {
     event_type: string
     ts: number
     n: number

@@ -4,12 +4,12 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
 import type { Metric } from '../../src-main/engine/stats'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { sql } from '../helpers/database'
 
 /** The counted events of a type from the start of the minute that holds now − 24 h, counted in the event log itself. */
 function countedInLog(engine: ReturnType<typeof setup>['engine'], type: string, now: number): number {
   const since = Math.floor((now - 24 * HOUR) / MINUTE) * MINUTE
-  return engineContext(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, since)!.n
+  return sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE event_type = ? AND ts >= ?', type, since)!.n
 }
 
 describe('stats snapshot', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/clock'
-import { engineContext } from '../../src-main/engine/internals'
 import { expectEngineError } from './support'
+import { sql } from '../helpers/database'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
@@ -82,7 +82,7 @@ describe('submit', () => {
     const rank = (priority: 'LOW' | 'NORMAL' | 'HIGH' | 'URGENT') => {
       const { job } = engine.submit(aJob({ priority }))
       expect(job.priority).toBe(priority)
-      return engineContext(engine).one<{ priority: number }>('SELECT priority FROM jobs WHERE id = ?', job.id)!.priority
+      return sql(engine).one<{ priority: number }>('SELECT priority FROM jobs WHERE id = ?', job.id)!.priority
     }
     expect([rank('LOW'), rank('NORMAL'), rank('HIGH'), rank('URGENT')]).toEqual([0, 1, 2, 3])
   })

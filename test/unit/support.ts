@@ -5,12 +5,14 @@ import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/clock'
+// White-box in forceState only: it writes a state through the row layer, as no verb would.
 import { engineContext } from '../../src-main/engine/internals'
 import { getJob, updateJob } from '../../src-main/engine/rows'
 import type { JobState } from '../../src-main/engine/states'
 import { type BulkAction, Engine, EngineError, type EngineConfig, type Event, type LeaseDecision, type WorkerFilter } from '../../src-main/engine'
 import { statusOf } from '../../src-shared/error-codes'
 import { T0 } from '../helpers/engine'
+import { onDatabase } from '../helpers/database'
 
 /** Runs `fn` and returns the EngineError it throws; fails the test if it throws nothing or something else. */
 export function engineError(fn: () => unknown): EngineError {
@@ -75,6 +77,7 @@ export function openFileEngine(
     config: options.config,
     capacity: { total_units: options.total_units ?? 100, busy_rating: options.busy_rating === undefined ? 0 : options.busy_rating },
   })
+  onDatabase(engine, sqlite)
   return { engine, sqlite, clock }
 }
 

@@ -23,7 +23,7 @@ import { lineReader } from '../../src-shared/line-reader'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 describe('the message registry', () => {
   const good: unknown[] = [
@@ -143,7 +143,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     }
     expect(d.engine.getJob(job.id).state).toBe('RUNNING')
     expect(d.engine.jobEvents(job.id)).toHaveLength(eventsBefore)
-    expect(engineContext(d.engine).db.prepare("SELECT COUNT(*) AS n FROM events WHERE event_type = 'WORKER_PROBLEM'").get()).toEqual({ n: 0 })
+    expect(database(d.engine).prepare("SELECT COUNT(*) AS n FROM events WHERE event_type = 'WORKER_PROBLEM'").get()).toEqual({ n: 0 })
 
     // In its own name the same completion is accepted.
     answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', { worker_id: 'local-1.1', complete: [{ ...ref, result: { ok: 1 } }] }, 10), alive)
@@ -319,7 +319,7 @@ describe('the supervisor checks what a worker process sends', () => {
     expect((await answered(1))[0]).toEqual({ type: 'response', id: 2, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
     worker.emit({ type: 'request', id: 3, method: 'report', params: { worker_id: 'local-1.1', kind: 'handler_load_failed', detail: '/h/bad.mjs: boom' } })
     expect((await answered(2))[1]).toEqual({ type: 'response', id: 3, result: { ok: true } })
-    expect(engineContext(engine).db.prepare("SELECT entity_id, data FROM events WHERE event_type = 'WORKER_PROBLEM'").all()).toEqual([
+    expect(database(engine).prepare("SELECT entity_id, data FROM events WHERE event_type = 'WORKER_PROBLEM'").all()).toEqual([
       { entity_id: 'local-1.1', data: JSON.stringify({ kind: 'handler_load_failed', detail: '/h/bad.mjs: boom' }) },
     ])
 

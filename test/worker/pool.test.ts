@@ -33,7 +33,7 @@ import {
   waitForEvent,
   workerStarted,
 } from './support'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 const TTL_S = 2
 const GRACE_S = 1
@@ -217,7 +217,7 @@ test('a handler that blocks its thread for 3× the TTL keeps its lease: the hear
   expect(events(host, { job: id, type: ['LEASE_EXPIRED', 'JOB_REQUEUED'] })).toHaveLength(0)
   expect(attempts(host, id)).toMatchObject([{ outcome: 'SUCCEEDED' }])
   // It heartbeat all along: the last heartbeat came well after TTL + grace.
-  const lease = engineContext(host.engine).db.prepare('SELECT granted_at, last_heartbeat_at FROM leases WHERE job_id = ?').get(id) as { granted_at: number; last_heartbeat_at: number }
+  const lease = database(host.engine).prepare('SELECT granted_at, last_heartbeat_at FROM leases WHERE job_id = ?').get(id) as { granted_at: number; last_heartbeat_at: number }
   expect(lease.last_heartbeat_at - lease.granted_at).toBeGreaterThan((TTL_S + GRACE_S) * 1000)
 })
 

@@ -12,7 +12,7 @@ import type { Clock } from '../../src-main/engine/clock'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { BIN } from '../helpers/process'
 import { until } from '../helpers/until'
-import { engineContext } from '../../src-main/engine/internals'
+import { database } from '../helpers/database'
 
 export const QUEUE = '/api/scheduler'
 /** The tests' one wait (helpers/until.ts), here for the worker tests that import it with the rest. */
@@ -33,7 +33,7 @@ export interface StoredEvent {
 
 /** The event log as stored (oldest first), optionally of one job and/or of some types. */
 export function events(host: TestHost, filter: { job?: string; type?: string | string[] } = {}): StoredEvent[] {
-  const rows = engineContext(host.engine).db.prepare('SELECT * FROM events ORDER BY id').all() as (Omit<StoredEvent, 'data'> & { data: string })[]
+  const rows = database(host.engine).prepare('SELECT * FROM events ORDER BY id').all() as (Omit<StoredEvent, 'data'> & { data: string })[]
   const types = filter.type === undefined ? null : ([] as string[]).concat(filter.type)
   return rows
     .map((row) => ({ ...row, data: JSON.parse(row.data) as Record<string, any> }))
@@ -209,7 +209,7 @@ export async function killChildren(): Promise<void> {
 
 /** Cancels every job of the host not yet ended, so a failed test leaves no work to the next. */
 export function cancelUnfinished(host: TestHost): void {
-  const open = engineContext(host.engine).db.prepare("SELECT id FROM jobs WHERE state NOT IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')").all() as { id: string }[]
+  const open = database(host.engine).prepare("SELECT id FROM jobs WHERE state NOT IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')").all() as { id: string }[]
   for (const { id } of open) host.engine.cancel(id, 'left over by a test')
 }
 
