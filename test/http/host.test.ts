@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
+import { until } from '../helpers/until'
 
 let host: TestHost
 afterEach(async () => {
@@ -138,17 +139,19 @@ describe('stopping', () => {
     const { port } = new URL(host.url)
     const silent = connect(Number(port), '127.0.0.1') // opened ahead, as HTTP clients do, and never used
     await new Promise((resolve) => silent.once('connect', resolve))
+    let received = ''
+    silent.on('data', (chunk) => (received += chunk))
     const closed = new Promise((resolve) => silent.once('close', resolve))
-    const started = performance.now()
     await host.stop()
-    expect(performance.now() - started).toBeLessThan(1_000)
     await closed
+    // Closed by the stop itself: a socket left to the stalled-header timer would have had its 408 first.
+    expect(received).toBe('')
   })
 
   test('a request in flight when stop begins is answered before the server closes', async () => {
     host = await startTestHost()
     const waiting = host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'w', streams: ['default'], max_wait_ms: 10_000 } })
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await until(async () => ((await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }).workers.some((w) => w.worker_id === 'w'), 5000, 'the claim arrived')
     await host.stop()
     const answer = await waiting
     expect(answer.status).toBe(200)
