@@ -341,6 +341,8 @@ export class Engine {
   nextEligibleAt = (): number | null => nextEligibleAt(this.ctx, this.ctx.clock.now())
   /** A local worker process exited: its leases expire now, not after their TTL. */
   expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)
+  /** Leases granted to a claim whose worker was gone before it heard of them: they expire now, not after their TTL. */
+  handBackLeases = (workerId: string, leaseIds: readonly string[]): number => reaper.handBackLeases(this.ctx, workerId, leaseIds)
   /** The jobs each worker holds an ACTIVE lease on. */
   activeLeasesByWorker = (): Map<string, string[]> => {
     const byWorker = new Map<string, string[]>()
