@@ -33,16 +33,20 @@ const aTurn = () => new Promise((resolve) => setImmediate(resolve))
 
 describe('the rules dispatch keeps', () => {
   test('a waiting claim never misses work committed in the same group', async () => {
-    const { engine } = setup()
+    // One group however slow the machine: it commits at the end of the turn, not after 2 ms.
+    const { engine } = setup({ config: { groupMaxMs: 60_000 } })
     dispatch = new Dispatch(engine)
+    const commitsBefore = engine.commits
     const one = recorder(engine)
     const batch = recorder<ExchangeAnswer>(engine)
     // Each claim finds nothing and begins to wait inside its operation; the submits that follow
     // in the same group (one job: leased at its submit; a batch: offered at the commit) reach them.
     void dispatch.claim({ worker_id: 'w1', streams: ['one'], max_wait_ms: 5_000 }, one.deliver)
     void dispatch.exchange({ worker_id: 'w2', claim: { streams: ['batch'], max_jobs: 2, max_wait_ms: 5_000 } }, batch.deliver)
-    const submits = [engine.run(() => engine.submit(aJob({ queue: 'one' }))), engine.run(() => engine.submitMany([aJob({ queue: 'batch' }), aJob({ queue: 'batch' })]))]
+    // (The one-job submit comes last: the group commits as a submit leased at once ends.)
+    const submits = [engine.run(() => engine.submitMany([aJob({ queue: 'batch' }), aJob({ queue: 'batch' })])), engine.run(() => engine.submit(aJob({ queue: 'one' })))]
     await Promise.all(submits)
+    expect(engine.commits).toBe(commitsBefore + 1)
     // Granted in that group's commit: no timer had to find the jobs later.
     expect(one.delivered).toEqual([expect.objectContaining({ granted: true })])
     expect(batch.delivered.map((answer) => answer.claimed.granted.length)).toEqual([2])
@@ -116,7 +120,8 @@ describe('the rules dispatch keeps', () => {
       const answer = await dispatch.exchange({ worker_id: 'w', complete: [report], claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1_000 } }, () => {}, () => gone.signal)
       expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
       expect(answer.claimed.granted).toEqual([])
-      expect(engine.getJob(queued.id).state).toBe('QUEUED')
+      // Never leased (a lease handed back would have counted an attempt).
+      expect(engine.getJob(queued.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
       expect(engine.getJob(running.id).state).toBe('DONE')
     })
 

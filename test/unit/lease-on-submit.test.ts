@@ -238,7 +238,7 @@ async function randomRun(seed: number, leaseOnSubmit: boolean): Promise<{ trace:
   return { trace, leasedAtSubmit }
 }
 
-test('leased at its submit or at the commit, every claim is answered the same jobs and every job ends the same (random runs)', async () => {
+test('lease-on-submit obeys the same capacity, priority and head-of-line rules as a claim: leased at its submit or at the commit, every claim is answered the same jobs and every job ends the same (random runs)', async () => {
   let leasedAtSubmit = 0
   for (let seed = 1; seed <= 16; seed++) {
     const atSubmit = await randomRun(seed, true)
