@@ -233,7 +233,8 @@ export class Dispatch {
       throw error
     }
     const registered = waiter as Waiter | null
-    const answer = registered ? { ...first, claimed: await registered.answer } : await this.handBackIfGone(first, signal, serving.filter.worker_id)
+    const handBack = signal?.aborted === true && first.claimed.granted.length > 0
+    const answer = registered ? { ...first, claimed: await registered.answer } : handBack ? await this.handBack(first, serving.filter.worker_id) : first
     deliverOnce(answer)
     return answer
   }
@@ -242,8 +243,7 @@ export class Dispatch {
    * A claim granted at its first try whose client went before the grant committed: its leases
    * expire now, and it is answered without them.
    */
-  private async handBackIfGone<R extends { claimed: Claims }>(answer: R, signal: AbortSignal | undefined, workerId: string): Promise<R> {
-    if (!signal?.aborted || answer.claimed.granted.length === 0) return answer
+  private async handBack<R extends { claimed: Claims }>(answer: R, workerId: string): Promise<R> {
     const leaseIds = answer.claimed.granted.map((granted) => granted.lease_id)
     await this.engine.run(() => this.engine.handBackLeases(workerId, leaseIds))
     return { ...answer, claimed: nothing(this.goneDenial()) }

@@ -137,7 +137,7 @@ export function leaseHeads(
 
 const NO_JOBS = 'No jobs queued'
 
-/** A claim that waits for work (the host's claim waiters keep them, oldest first). */
+/** A claim that waits for work (dispatch keeps them, oldest first: src-main/dispatch/). */
 export interface WaitingClaim {
   readonly filter: WorkerFilter
   readonly maxJobs: number

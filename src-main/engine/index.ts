@@ -181,7 +181,7 @@ export class Engine {
   }
 
   /**
-   * The claims that wait for work (the host's claim waiters, oldest first): a job submitted while
+   * The claims that wait for work (src-main/dispatch/, oldest first): a job submitted while
    * they wait is leased in its own submit to the first that would take it, when that is certain
    * (grants.ts `grantOnSubmit`), and `leased` hears of it inside that transaction — the claim is
    * answered once it commits, which is then at the end of that operation. One source at a time;
