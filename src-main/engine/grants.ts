@@ -195,7 +195,6 @@ export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claim
       denial: claim.maxJobs === 1 ? null : { granted: false, reason: NO_JOBS, retry_after_ms: ctx.config.denyRetryAfterMs },
     }
     ctx.onRollback(claims.leased(claim, heads))
-    ctx.commitWhenOperationEnds()
     return leased
   }
   return null

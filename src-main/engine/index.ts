@@ -189,10 +189,10 @@ export class Engine {
    */
   serveWaitingClaims(claims: { waiting(): readonly grants.WaitingClaim[]; leased(claim: grants.WaitingClaim, claimed: Claims): () => void }): () => void {
     const source: grants.WaitingClaims = { waiting: () => claims.waiting(), leased: (claim, heads) => claims.leased(claim, toClaims(heads)) }
-    const leaseOnSubmit: EngineContext['leaseOnSubmit'] = (job) => grants.grantOnSubmit(this.ctx, this.capacity, source, job)
-    this.ctx.leaseOnSubmit = leaseOnSubmit
+    const leaseOnSubmit: EngineContext['waitingClaims'] = (job) => grants.grantOnSubmit(this.ctx, this.capacity, source, job)
+    this.ctx.waitingClaims = leaseOnSubmit
     return () => {
-      if (this.ctx.leaseOnSubmit === leaseOnSubmit) this.ctx.leaseOnSubmit = null
+      if (this.ctx.waitingClaims === leaseOnSubmit) this.ctx.waitingClaims = null
     }
   }
 

@@ -190,9 +190,9 @@ async function randomRun(seed: number, leaseOnSubmit: boolean): Promise<{ trace:
   const { engine, clock } = setup({ total_units: 4 })
   const run = new Dispatch(engine)
   const ctx = engineContext(engine)
-  const inner = ctx.leaseOnSubmit!
+  const inner = ctx.waitingClaims!
   let leasedAtSubmit = 0
-  ctx.leaseOnSubmit = leaseOnSubmit
+  ctx.waitingClaims = leaseOnSubmit
     ? (job) => {
         const leased = inner(job)
         if (leased) leasedAtSubmit += 1
