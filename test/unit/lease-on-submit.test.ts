@@ -47,7 +47,8 @@ async function expectLeftQueued(engine: ReturnType<typeof setup>['engine'], jobI
 }
 
 test('a job submitted while a claim waits is leased in its submit: its row written once, already RUNNING, and the group commits as the submit ends', async () => {
-  const { engine } = setup()
+  // A group that would stay open to the end of the turn however slow the machine: the submit commits it.
+  const { engine } = setup({ config: { groupMaxMs: 60_000 } })
   dispatch = new Dispatch(engine)
   const claim = dispatch.claim({ worker_id: 'w', streams: ['default'], max_wait_ms: 60_000 }, () => {})
   await aTurn()
