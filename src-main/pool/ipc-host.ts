@@ -44,7 +44,7 @@ export async function answerWorkerRequest(
   return response
 }
 
-/** The request's result; an exchange's is handed to `delivered` by dispatch instead (and returned too). */
+/** The request's result; an exchange's is also handed to `delivered`, by dispatch, when dispatch says. */
 async function answer(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
   const { engine, dispatch, clockWaiters } = deps
   const schema = IPC_METHODS[request.method]
@@ -57,7 +57,11 @@ async function answer(deps: IpcHostDeps, workerId: string, request: IpcRequest, 
   switch (request.method) {
     case 'exchange': {
       const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }
-      return dispatch.exchange(request, (answer) => delivered(exchangeAnswer(request, answer)), () => gone)
+      let view: unknown
+      await dispatch.exchange(request, (answer) => delivered((view = exchangeAnswer(request, answer))), () => gone)
+      // Dispatch logged a view that threw and delivered nothing: the worker is answered the error.
+      if (view === undefined) throw new Error('the answer to an exchange could not be made')
+      return view
     }
     case 'acquireFile':
       return acquireAnswer(await engine.run(() => engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output'])))
