@@ -18,8 +18,8 @@ import { longPollMs } from '../workers/long-poll'
  *   caught by the eligible timer.
  * - **No answer is delivered before its COMMIT.** A waiting claim is granted inside the commit
  *   and delivered from the commit's listener; any other answer once its group has committed.
- * - **The answer that grants a waiting claim leaves from the commit that grants it**, before the
- *   request that woke it is answered (the worker waiting for work hears of it first).
+ * - **The answer that grants a waiting claim is delivered from its commit, before the request
+ *   that woke it is answered**: the worker waiting for work hears of it first.
  * - **A claim whose worker is gone is never granted, or its grant is handed back.** A claim
  *   whose signal has aborted stops waiting and claims nothing; one granted as its client went is
  *   answered without its jobs, whose leases expire at once.
