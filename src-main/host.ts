@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { autoBusyRating, CpuBusyMeter } from './busy/measure'
-import { ClaimWaiters } from './workers/claim-waiters'
+import { Dispatch } from './dispatch/dispatch'
 import { HOST_FILE } from './data-dir/client-target'
 import { ClockWaiters } from './workers/clock-waiters'
 import { MAX_LONG_POLL_MS } from './workers/long-poll'
@@ -186,8 +186,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
-  const waiters = new ClaimWaiters(engine)
-  undo.push(() => waiters.close())
+  const dispatch = new Dispatch(engine)
+  undo.push(() => dispatch.close())
   const reap = tick('the reaper', () => engine.reap())
   // Leases granted before a restart expire on time: reap once before serving anything.
   reap()
@@ -202,7 +202,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       reap()
       clockWaiters.check()
       void schedules.check() // in memory: an injected clock that moved fires what came due
-      waiters.wakeIfDue()
+      dispatch.wakeIfDue()
     }, REAP_INTERVAL_MS),
     setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
     setInterval(
@@ -220,7 +220,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   let port = config.port
   const http = createHttpApp({
     engine,
-    waiters,
+    dispatch,
     clockWaiters,
     directory,
     version: VERSION,
@@ -277,7 +277,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     config.workers > 0
       ? new WorkerPool({
           engine,
-          waiters,
+          dispatch,
           clockWaiters,
           directory,
           size: config.workers,
@@ -309,7 +309,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await schedules.stop()
       await pruner.stop() // a pass in progress ends at its next step, before the database closes
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
-      waiters.close() // long-polls answer "nothing claimed" now rather than at their timeout
+      dispatch.close() // long-polls answer "nothing claimed" now rather than at their timeout
       clockWaiters.close()
       http.closeStreams()
       // Requests in flight finish; then every connection closes, including keep-alive ones and

@@ -45,7 +45,7 @@ export class EngineContext {
    * `grantOnSubmit`), and returns the row as written; null when it leaves the job to be written
    * QUEUED.
    */
-  leaseOnSubmit: ((job: JobRow) => JobRow | null) | null = null
+  waitingClaims: ((job: JobRow) => JobRow | null) | null = null
   /** Fences and stream message ids, handed out from memory. */
   readonly counters = new Counters(this)
   /** The queues an operator paused, kept in memory for the pick path. */
@@ -169,9 +169,16 @@ export class EngineContext {
     return this.tx.runGrouped(op)
   }
 
-  /** The open group commits as the operation in progress ends (it answered a waiting claim). */
-  commitWhenOperationEnds(): void {
-    this.tx.commitWhenOperationEnds()
+  /**
+   * A job being submitted, offered to the claims waiting for work ({@link waitingClaims}): the
+   * row as written, already leased to one of them, or null when it is to be written QUEUED. A job
+   * leased here answers a waiting claim, so the open group commits as this operation ends, not
+   * with the rest of the event-loop turn: the worker hears of its job at once.
+   */
+  leaseOnSubmit(job: JobRow): JobRow | null {
+    const leased = this.waitingClaims?.(job) ?? null
+    if (leased) this.tx.commitWhenOperationEnds()
+    return leased
   }
 
   /** Commits the open group now, if there is one (the host calls it before closing the database). */

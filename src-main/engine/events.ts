@@ -166,7 +166,7 @@ void declaresEveryType
 interface EventRole {
   /**
    * Work or capacity may have become available: waiting claims are offered the queue again
-   * inside the commit that holds the event (src-main/claim-waiters.ts).
+   * inside the commit that holds the event (src-main/dispatch/dispatch.ts).
    */
   wakes: boolean
   /**

@@ -137,7 +137,7 @@ export function leaseHeads(
 
 const NO_JOBS = 'No jobs queued'
 
-/** A claim that waits for work (the host's claim waiters keep them, oldest first). */
+/** A claim that waits for work (dispatch keeps them, oldest first: src-main/dispatch/). */
 export interface WaitingClaim {
   readonly filter: WorkerFilter
   readonly maxJobs: number
@@ -195,7 +195,6 @@ export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claim
       denial: claim.maxJobs === 1 ? null : { granted: false, reason: NO_JOBS, retry_after_ms: ctx.config.denyRetryAfterMs },
     }
     ctx.onRollback(claims.leased(claim, heads))
-    ctx.commitWhenOperationEnds()
     return leased
   }
   return null

@@ -181,7 +181,7 @@ export class Engine {
   }
 
   /**
-   * The claims that wait for work (the host's claim waiters, oldest first): a job submitted while
+   * The claims that wait for work (src-main/dispatch/, oldest first): a job submitted while
    * they wait is leased in its own submit to the first that would take it, when that is certain
    * (grants.ts `grantOnSubmit`), and `leased` hears of it inside that transaction — the claim is
    * answered once it commits, which is then at the end of that operation. One source at a time;
@@ -189,10 +189,10 @@ export class Engine {
    */
   serveWaitingClaims(claims: { waiting(): readonly grants.WaitingClaim[]; leased(claim: grants.WaitingClaim, claimed: Claims): () => void }): () => void {
     const source: grants.WaitingClaims = { waiting: () => claims.waiting(), leased: (claim, heads) => claims.leased(claim, toClaims(heads)) }
-    const leaseOnSubmit: EngineContext['leaseOnSubmit'] = (job) => grants.grantOnSubmit(this.ctx, this.capacity, source, job)
-    this.ctx.leaseOnSubmit = leaseOnSubmit
+    const leaseOnSubmit: EngineContext['waitingClaims'] = (job) => grants.grantOnSubmit(this.ctx, this.capacity, source, job)
+    this.ctx.waitingClaims = leaseOnSubmit
     return () => {
-      if (this.ctx.leaseOnSubmit === leaseOnSubmit) this.ctx.leaseOnSubmit = null
+      if (this.ctx.waitingClaims === leaseOnSubmit) this.ctx.waitingClaims = null
     }
   }
 
@@ -341,6 +341,8 @@ export class Engine {
   nextEligibleAt = (): number | null => nextEligibleAt(this.ctx, this.ctx.clock.now())
   /** A local worker process exited: its leases expire now, not after their TTL. */
   expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)
+  /** Leases granted to a claim whose worker was gone before it heard of them: they expire now, not after their TTL. */
+  handBackLeases = (workerId: string, leaseIds: readonly string[]): number => reaper.handBackLeases(this.ctx, workerId, leaseIds)
   /** The jobs each worker holds an ACTIVE lease on. */
   activeLeasesByWorker = (): Map<string, string[]> => {
     const byWorker = new Map<string, string[]>()

@@ -187,7 +187,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number,
       finished_at: null,
       last_event_id: submitted,
     }
-    if (!(offerToWaiting && ctx.leaseOnSubmit?.(job))) {
+    if (!(offerToWaiting && ctx.leaseOnSubmit(job))) {
       insertJob(ctx, job)
     }
     return { job, duplicate: false }

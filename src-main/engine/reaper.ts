@@ -39,8 +39,22 @@ export function expireDueLeases(ctx: EngineContext): number {
  * any expiry. Returns how many leases it expired.
  */
 export function expireLeasesOfWorker(ctx: EngineContext, workerId: string): number {
+  return expireForGoneWorker(ctx, (lease) => lease.worker_id === workerId)
+}
+
+/**
+ * Expires at once those of `leaseIds` that `workerId` still holds: leases granted to a claim
+ * whose worker was gone before it could hear of them (src-main/dispatch/). Returns how many.
+ */
+export function handBackLeases(ctx: EngineContext, workerId: string, leaseIds: readonly string[]): number {
+  const ids = new Set(leaseIds)
+  return expireForGoneWorker(ctx, (lease) => lease.worker_id === workerId && ids.has(lease.id))
+}
+
+/** Expires the ACTIVE leases `keep` selects, as leases of a worker that is gone, in one transaction. */
+function expireForGoneWorker(ctx: EngineContext, keep: (lease: LeaseRow) => boolean): number {
   return ctx.transact(() => {
-    const held = activeLeasesWhere(ctx, (lease) => lease.worker_id === workerId)
+    const held = activeLeasesWhere(ctx, keep)
     for (const lease of held) expireLease(ctx, lease, 'worker_exited')
     return held.length
   })

@@ -12,8 +12,9 @@ import type { EngineEvent } from './events'
  *              → body       a verb called on its own (`transact`): BEGIN, its body, COMMIT → idle.
  *              → group      an operation arrives for the commit group (`runGrouped`): BEGIN.
  *   group      A commit group's transaction is open between its operations. It commits when
- *              the event-loop turn ends, at `groupMaxOperations`, after `groupMaxMs`, or when
- *              something outside it reads (a route, a timer, a plain verb): COMMIT → idle.
+ *              the event-loop turn ends, at `groupMaxOperations`, after `groupMaxMs`, when
+ *              something outside it reads (a route, a timer, a plain verb), or as an operation
+ *              that answered a waiting claim ends (`commitWhenOperationEnds`): COMMIT → idle.
  *              → operation  the group runs an operation (`runGrouped`) → back to group.
  *              → body       the commit's before-commit listeners run (claims waiting for work
  *                           are leased in the commit that made it available) → back to group.

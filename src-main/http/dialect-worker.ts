@@ -1,8 +1,7 @@
 import Router from '@koa/router'
 import type { z } from 'zod'
 import { WorkerClaim, WorkerComplete, WorkerExchange, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-shared/worker-exchange'
-import type { ClaimWaiters } from '../workers/claim-waiters'
-import { longPollMs } from '../workers/long-poll'
+import type { Dispatch } from '../dispatch/dispatch'
 import { type Engine, EngineError } from '../engine'
 import type { WorkerDirectory } from '../workers/directory'
 import { type LaneCall, type LaneRoute, postRoutes } from './lane'
@@ -51,18 +50,17 @@ async function notOk<T>(engine: Engine, op: () => T, withAck: boolean): Promise<
 }
 
 /** The worker dialect's routes: the lane's (lane.ts), and Koa's for every other request ({@link workerRouter}). */
-export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: WorkerDirectory): LaneRoute[] {
+export function workerRoutes(engine: Engine, dispatch: Dispatch, directory: WorkerDirectory): LaneRoute[] {
   return [
     route(directory, {
       path: '/claim',
       body: WorkerClaim,
       answer: WorkerClaimAnswer,
-      // A claim that waits is answered from the commit that grants it: the worker hears of its job
-      // as soon as the lease is durable.
+      // Dispatch delivers the answer (a waiting claim's from the commit that grants it).
       run: async (input, call) => {
-        const maxWaitMs = longPollMs(input.max_wait_ms)
-        const options = { maxWaitMs, signal: maxWaitMs > 0 ? call.clientGone() : undefined }
-        return claimAnswer(await waiters.claim({ worker_id: input.worker_id, queues: input.streams }, options, (granted) => call.answerNow(claimAnswer(granted))))
+        let sent!: WorkerClaimAnswer
+        await dispatch.claim(input, (decision) => call.answerNow((sent = claimAnswer(decision))), call.clientGone)
+        return sent
       },
     }),
     route(directory, {
@@ -88,9 +86,9 @@ export function workerRoutes(engine: Engine, waiters: ClaimWaiters, directory: W
       body: WorkerExchange,
       answer: WorkerExchangeAnswer,
       run: async (input, call) => {
-        const maxWaitMs = longPollMs(input.claim?.max_wait_ms)
-        const options = { maxWaitMs, signal: maxWaitMs > 0 ? call.clientGone() : undefined }
-        return exchangeAnswer(input, await waiters.exchange(input, options, (early) => call.answerNow(exchangeAnswer(input, early))))
+        let sent!: WorkerExchangeAnswer
+        await dispatch.exchange(input, (answer) => call.answerNow((sent = exchangeAnswer(input, answer))), call.clientGone)
+        return sent
       },
     }),
     // Not in the seed: a worker reports what an operator should see (a handler that failed to load).

@@ -1,7 +1,6 @@
 import type Router from '@koa/router'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { z } from 'zod'
-import type { ClaimWaiters } from '../workers/claim-waiters'
 import { clientGone, earlyReply, readDeclaredJson, readJson, writeJson } from './body'
 import { type ErrorReplies, validate } from './errors'
 import { checkRequest, type GuardPolicy, guardInput } from './guard'
@@ -52,8 +51,6 @@ export type Lane = ((req: IncomingMessage, res: ServerResponse) => boolean) & { 
 export interface LaneDependencies {
   policy: GuardPolicy
   bodyLimitBytes: number
-  /** Before each answer, the claims its request woke are answered first (as server.ts does for Koa). */
-  waiters: Pick<ClaimWaiters, 'afterWokenClaims'>
   errors: ErrorReplies
 }
 
@@ -70,8 +67,7 @@ export interface LaneDependencies {
  *
  * Nothing is answered differently: the lane runs the same steps as Koa's app, in the same order,
  * with the same code — the request guard (guard.ts), the body's reading and validation, the
- * route itself, the woken claims' turn before the answer (server.ts), the same headers, and any
- * error through the same {@link ErrorReplies}.
+ * route itself, the same headers, and any error through the same {@link ErrorReplies}.
  */
 export function createLane(groups: readonly LaneRoutes[], deps: LaneDependencies): Lane {
   const byPath = new Map(groups.flatMap(({ prefix, routes }) => routes.map((route) => [prefix + route.path, route] as const)))
@@ -102,7 +98,6 @@ async function serve(route: LaneRoute, path: string, req: IncomingMessage, res: 
     if (refusal) throw new HttpError(refusal.code, refusal.detail)
     const input = validate(route.body, await readDeclaredJson(req, length))
     const settled = await route.run(input, { clientGone: () => clientGone(res), answerNow: (early) => writeJson(res, route.status ?? 200, early) })
-    await deps.waiters.afterWokenClaims()
     writeJson(res, route.status ?? 200, settled)
   } catch (error) {
     // Logged as Koa's error middleware logs it, even when the answer has already gone.

@@ -3,7 +3,7 @@ import Koa from 'koa'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { dirname } from 'node:path'
-import type { ClaimWaiters } from '../workers/claim-waiters'
+import type { Dispatch } from '../dispatch/dispatch'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import type { Engine } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
@@ -28,7 +28,7 @@ import { systemRouter } from './system'
 
 export interface HttpDependencies {
   engine: Engine
-  waiters: ClaimWaiters
+  dispatch: Dispatch
   clockWaiters: ClockWaiters
   directory: WorkerDirectory
   version: string
@@ -120,15 +120,9 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     return next()
   })
 
-  // A request that woke waiting claims (a submit, a completion that gave capacity back) is
-  // answered after them: the worker that was waiting for work hears of it first.
-  app.use(async (_ctx, next) => {
-    await next()
-    await deps.waiters.afterWokenClaims()
-  })
   app.use(dashboardMiddleware(deps.rendererDir))
   const { engine, bodyLimitBytes: limit } = deps
-  const workers = workerRoutes(engine, deps.waiters, deps.directory)
+  const workers = workerRoutes(engine, deps.dispatch, deps.directory)
   const queue = queueLaneRoutes(engine)
   const routers: Router[] = [
     systemRouter(engine, deps.directory, deps.version, limit, deps.storage),
@@ -152,7 +146,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
       { prefix: WORKER_PREFIX, routes: workers },
       { prefix: QUEUE_PREFIX, routes: queue },
     ],
-    { policy, bodyLimitBytes: limit, waiters: deps.waiters, errors },
+    { policy, bodyLimitBytes: limit, errors },
   )
   return {
     app,

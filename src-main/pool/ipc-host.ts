@@ -1,8 +1,8 @@
 import { dirname } from 'node:path'
-import type { ClaimWaiters } from '../workers/claim-waiters'
+import type { Dispatch } from '../dispatch/dispatch'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import { longPollMs } from '../workers/long-poll'
-import type { Engine, ExchangeAnswer } from '../engine'
+import type { Engine } from '../engine'
 import { answerError } from '../error-answer'
 import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
@@ -11,37 +11,42 @@ import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared
 
 export interface IpcHostDeps {
   engine: Engine
-  waiters: ClaimWaiters
+  dispatch: Dispatch
   clockWaiters: ClockWaiters
 }
 
 /**
  * Answers one request from a local worker: the same engine calls, with the same semantics, as
  * dialect 003's /batch and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
- * in another's name. `gone` aborts when the process exits, so a waiting claim never hands a
- * lease to a dead worker. An exchange that waits and is granted is also given to `answerEarly`
- * from the commit that grants it (see claim-waiters.ts `OnAnswer`): the same response the
- * promise settles with, so the caller sends whichever comes first, once.
+ * in another's name. `gone` aborts when the process exits. `deliver` gets the response exactly
+ * once — an exchange's from dispatch (src-main/dispatch/dispatch.ts), which hands it over from
+ * the commit that grants a waiting claim — and the promise settles with the same response.
  */
 export async function answerWorkerRequest(
   deps: IpcHostDeps,
   workerId: string,
   request: IpcRequest,
   gone: AbortSignal,
-  answerEarly?: (response: IpcResponse) => void,
+  deliver: (response: IpcResponse) => void = () => {},
 ): Promise<IpcResponse> {
-  const early = answerEarly && ((result: unknown) => answerEarly({ type: 'response', id: request.id, result }))
+  const respond = (result: unknown): IpcResponse => ({ type: 'response', id: request.id, result })
+  let response: IpcResponse | undefined
   try {
-    return { type: 'response', id: request.id, result: await dispatch(deps, workerId, request, gone, early) }
+    const result = await answer(deps, workerId, request, gone, (result) => deliver((response = respond(result))))
+    if (response) return response
+    response = respond(result)
   } catch (error) {
     const { status, code, detail, internal } = answerError(error, dirname(deps.engine.databaseFile))
     // The worker is this host's own process: it logs a bug's message, where the host has no log.
-    return { type: 'response', id: request.id, error: { status, code, detail: internal ? String((error as Error)?.message ?? error) : detail } }
+    response = { type: 'response', id: request.id, error: { status, code, detail: internal ? String((error as Error)?.message ?? error) : detail } }
   }
+  deliver(response)
+  return response
 }
 
-async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal, answerEarly?: (result: unknown) => void): Promise<unknown> {
-  const { engine, waiters, clockWaiters } = deps
+/** The request's result; an exchange's is also handed to `delivered`, by dispatch, when dispatch says. */
+async function answer(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
+  const { engine, dispatch, clockWaiters } = deps
   const schema = IPC_METHODS[request.method]
   const parsed = schema.safeParse(request.params)
   if (!parsed.success) throw new HttpError('invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
@@ -52,20 +57,11 @@ async function dispatch(deps: IpcHostDeps, workerId: string, request: IpcRequest
   switch (request.method) {
     case 'exchange': {
       const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }
-      let answered: unknown
-      // (A process that dies ends its wait through `gone`: it is never answered early.)
-      const onAnswer = (answer: ExchangeAnswer) => {
-        answered = exchangeAnswer(request, answer)
-        answerEarly!(answered)
-      }
-      const answer = await waiters.exchange(request, { maxWaitMs: longPollMs(request.claim?.max_wait_ms), signal: gone }, answerEarly && onAnswer)
-      if (answered !== undefined) return answered
-      if (answer.claimed.granted.length > 0 && gone.aborted) {
-        // Granted in the instant the process died: give them straight back.
-        await engine.run(() => engine.expireLeasesOfWorker(workerId))
-        return { ...exchangeAnswer(request, answer), jobs: [] }
-      }
-      return exchangeAnswer(request, answer)
+      let view: unknown
+      await dispatch.exchange(request, (answer) => delivered((view = exchangeAnswer(request, answer))), () => gone)
+      // Dispatch logged a view that threw and delivered nothing: the worker is answered the error.
+      if (view === undefined) throw new Error('the answer to an exchange could not be made')
+      return view
     }
     case 'acquireFile':
       return acquireAnswer(await engine.run(() => engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output'])))

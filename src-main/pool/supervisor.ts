@@ -90,17 +90,14 @@ export class WorkerPool {
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
         worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
-        // A waiting claim's answer leaves from the commit that grants it; any other when it settles.
-        // One that grants a single job goes to the handler thread the claim named, if it is linked.
+        // Each answer is delivered once, when dispatch says (a waiting claim's from the commit that
+        // grants it). One that grants a single job goes to the handler thread the claim named, if it is linked.
         const thread = namedThread(message)
-        let sent = false
-        const send = (response: IpcResponse) => {
-          if (sent) return
-          sent = true
+        const deliver = (response: IpcResponse) => {
           if (thread !== null && grantsOneJob(response) && this.links?.deliver(workerId, thread, response)) return
           worker.send(response)
         }
-        void answerWorkerRequest(this.options, workerId, message, gone.signal, send).then(send)
+        void answerWorkerRequest(this.options, workerId, message, gone.signal, deliver)
       }
     })
 

@@ -51,7 +51,6 @@ describe('the lane alone', () => {
   const Echo = z.strictObject({ worker_id: z.string(), say: z.string().optional() })
   /** What the stub route does: by default it echoes the body's `say`; a test may set its own. */
   let behaviour: (input: z.infer<typeof Echo>, call: LaneCall<unknown>) => Promise<unknown>
-  let woken: () => Promise<void>
   const logged: string[] = []
   let server: Server
   let port = 0
@@ -69,7 +68,6 @@ describe('the lane alone', () => {
         },
       },
       bodyLimitBytes: LIMIT,
-      waiters: { afterWokenClaims: () => woken() },
       errors: errorReplies(log, new LogLimiter(log, Date.now), () => '/data'),
     })
     server = createServer((req, res) => {
@@ -83,7 +81,6 @@ describe('the lane alone', () => {
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
   beforeEach(() => {
     behaviour = async (input) => ({ heard: input.say ?? null })
-    woken = async () => {}
     logged.length = 0
   })
 
@@ -165,20 +162,6 @@ describe('the lane alone', () => {
     expect(res.status).toBe(200)
     expect(JSON.parse(res.body)).toEqual({ early: true })
     expect(logged).toEqual([])
-  })
-
-  test('the answer waits until the claims the request woke have been answered', async () => {
-    let release!: () => void
-    woken = () => new Promise<void>((resolve) => (release = resolve))
-    let answered = false
-    const pending = send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1', say: 'late' })).then((res) => {
-      answered = true
-      return res
-    })
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    expect(answered).toBe(false)
-    release()
-    expect(JSON.parse((await pending).body)).toEqual({ heard: 'late' })
   })
 
   test('a client that hangs up while its call waits aborts the call, and the lane goes on serving', async () => {

@@ -38,7 +38,7 @@ export function appWithStubs(): HttpApp {
   const stub = null as never
   const deps = {
     engine: stub,
-    waiters: stub,
+    dispatch: stub,
     clockWaiters: stub,
     version: '0.0.0',
     policy: { token: 'x'.repeat(32), port: 1, allowedHosts: [] },

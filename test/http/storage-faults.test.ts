@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { ClockWaiters } from '../../src-main/workers/clock-waiters'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { answerWorkerRequest } from '../../src-main/pool/ipc-host'
@@ -95,16 +95,16 @@ describe('a write the disk cannot hold', () => {
   test('a local worker gets the same answer over IPC', async () => {
     const { host, clock, injector } = await faultyHost()
     await submit(host)
-    const waiters = new ClaimWaiters(host.engine)
+    const dispatch = new Dispatch(host.engine)
     const clockWaiters = new ClockWaiters(clock)
     injector.code = 'SQLITE_FULL'
     const answer = await answerWorkerRequest(
-      { engine: host.engine, waiters, clockWaiters },
+      { engine: host.engine, dispatch, clockWaiters },
       'local-1.1',
       { type: 'request', id: 1, method: 'exchange', params: { worker_id: 'local-1.1', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } } },
       new AbortController().signal,
     )
-    waiters.close()
+    dispatch.close()
     expect(answer.error).toEqual({ status: 507, code: 'storage_full', detail: expect.stringContaining(host.dataDir) })
   })
 })

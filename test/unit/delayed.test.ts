@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { MINUTE, SECOND } from '../../src-main/engine/clock'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { expectEngineError, leaseOrFail } from './support'
 
-let waiters: ClaimWaiters | undefined
-afterEach(() => waiters?.close())
+let dispatch: Dispatch | undefined
+afterEach(() => dispatch?.close())
 
 describe('delayed jobs', () => {
   it('a delayed job is invisible to every dialect until its run_at, then taken at once', () => {
@@ -107,11 +107,11 @@ describe('delayed jobs', () => {
 describe('waiting claims and delayed jobs', () => {
   it('a waiting claim is woken when a delayed job becomes due on the engine clock, without a query before then', async () => {
     const { engine, clock } = setup()
-    waiters = new ClaimWaiters(engine)
-    const claim = waiters.claim({ worker_id: 'w', queues: ['default'] }, { maxWaitMs: 60_000 })
+    dispatch = new Dispatch(engine)
+    const claim = dispatch.claim({ worker_id: 'w', streams: ['default'], max_wait_ms: 60_000 }, () => {})
     const { job } = engine.submit(aJob({ delay_ms: 10 * MINUTE }))
     // The submit woke the claim, which found nothing eligible: it waits on.
-    expect(waiters.size).toBe(1)
+    expect(dispatch.size).toBe(1)
     const claimBatch = engine.claimBatch
     let tries = 0
     engine.claimBatch = (...args) => {
@@ -119,11 +119,11 @@ describe('waiting claims and delayed jobs', () => {
       return claimBatch(...args)
     }
     clock.advance(10 * MINUTE - 1)
-    for (let i = 0; i < 3; i++) waiters.wakeIfDue() // the host's reaper ticks
+    for (let i = 0; i < 3; i++) dispatch.wakeIfDue() // the host's reaper ticks
     expect(tries).toBe(0) // not due: the database is not asked
-    expect(waiters.size).toBe(1)
+    expect(dispatch.size).toBe(1)
     clock.advance(1)
-    waiters.wakeIfDue()
+    dispatch.wakeIfDue()
     const decision = await claim
     expect(decision.granted && decision.job_id).toBe(job.id)
     expect(tries).toBe(1)
@@ -131,22 +131,22 @@ describe('waiting claims and delayed jobs', () => {
 
   it("the local workers' exchange, waiting for work, is granted a delayed job when it becomes due", async () => {
     const { engine, clock } = setup()
-    waiters = new ClaimWaiters(engine)
+    dispatch = new Dispatch(engine)
     const { job } = engine.submit(aJob({ delay_ms: MINUTE }))
-    const exchange = waiters.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4 } }, { maxWaitMs: 60_000 })
+    const exchange = dispatch.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 60_000 } }, () => {})
     await new Promise((resolve) => setImmediate(resolve)) // its first try committed, nothing granted: it waits
-    expect(waiters.size).toBe(1)
+    expect(dispatch.size).toBe(1)
     clock.advance(MINUTE)
-    waiters.wakeIfDue()
+    dispatch.wakeIfDue()
     expect((await exchange).claimed.granted.map((g) => g.job_id)).toEqual([job.id])
   })
 
   it('run now wakes a waiting claim at once', async () => {
     const { engine } = setup()
-    waiters = new ClaimWaiters(engine)
+    dispatch = new Dispatch(engine)
     const { job } = engine.submit(aJob({ delay_ms: 10 * MINUTE }))
-    const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
-    expect(waiters.size).toBe(1)
+    const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
+    expect(dispatch.size).toBe(1)
     engine.runNow(job.id)
     const decision = await claim
     expect(decision.granted && decision.job_id).toBe(job.id)

@@ -9,11 +9,11 @@ import type { Statement } from 'better-sqlite3'
 import { afterEach, expect, test } from 'vitest'
 import { MINUTE } from '../../src-main/engine/clock'
 import { engineContext } from '../../src-main/engine/internals'
-import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 
-let waiters: ClaimWaiters | undefined
-afterEach(() => waiters?.close())
+let dispatch: Dispatch | undefined
+afterEach(() => dispatch?.close())
 
 /** The SQL of every statement run while `fn` runs. */
 function statementsOf<T>(engine: Parameters<typeof engineContext>[0], fn: () => T): { sql: string[]; value: T } {
@@ -37,19 +37,20 @@ const aTurn = () => new Promise((resolve) => setImmediate(resolve))
 
 /**
  * A job left to the commit that no claim could take: written QUEUED, and the one claim still
- * waiting, answered "not granted" when the waiters close.
+ * waiting, answered "not granted" when the dispatch close.
  */
 async function expectLeftQueued(engine: ReturnType<typeof setup>['engine'], jobId: string, claim: Promise<{ granted: boolean }>): Promise<void> {
   expect(engine.getJob(jobId).state).toBe('QUEUED')
-  expect(waiters!.size).toBe(1)
-  waiters!.close()
+  expect(dispatch!.size).toBe(1)
+  dispatch!.close()
   expect((await claim).granted).toBe(false)
 }
 
 test('a job submitted while a claim waits is leased in its submit: its row written once, already RUNNING, and the group commits as the submit ends', async () => {
-  const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const claim = waiters.claim({ worker_id: 'w', queues: ['default'] }, { maxWaitMs: 60_000 })
+  // A group that would stay open to the end of the turn however slow the machine: the submit commits it.
+  const { engine } = setup({ config: { groupMaxMs: 60_000 } })
+  dispatch = new Dispatch(engine)
+  const claim = dispatch.claim({ worker_id: 'w', streams: ['default'], max_wait_ms: 60_000 }, () => {})
   await aTurn()
   const commitsBefore = engine.commits
   const { sql, value: submitted } = statementsOf(engine, () => engine.run(() => engine.submit(aJob())))
@@ -66,13 +67,13 @@ test('a job submitted while a claim waits is leased in its submit: its row writt
   expect(engine.getJob(job.id)).toMatchObject({ state: 'RUNNING', attempts: 1, claimed_by: 'w' })
   expect(engine.jobEvents(job.id).map((event) => event.event_type)).toEqual(['JOB_SUBMITTED', 'LEASE_GRANTED'])
   expect(engine.getCapacity().leased).toBe(1)
-  expect(waiters.size).toBe(0)
+  expect(dispatch.size).toBe(0)
 })
 
 test('a claim that asked for several jobs is answered as its turn at the commit would answer it: this job, then no more queued', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const exchange = waiters.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4 } }, { maxWaitMs: 60_000 })
+  dispatch = new Dispatch(engine)
+  const exchange = dispatch.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 60_000 } }, () => {})
   await aTurn()
   const { job } = await engine.run(() => engine.submit(aJob()))
   const { claimed } = await exchange
@@ -82,25 +83,25 @@ test('a claim that asked for several jobs is answered as its turn at the commit 
 
 test('the oldest claim that can take the job gets it; an older one of other streams waits on', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const other = waiters.claim({ worker_id: 'w-other', queues: ['other'] }, { maxWaitMs: 60_000 })
-  const first = waiters.claim({ worker_id: 'w-1', queues: ['default'] }, { maxWaitMs: 60_000 })
-  const second = waiters.claim({ worker_id: 'w-2', queues: ['default'] }, { maxWaitMs: 60_000 })
+  dispatch = new Dispatch(engine)
+  const other = dispatch.claim({ worker_id: 'w-other', streams: ['other'], max_wait_ms: 60_000 }, () => {})
+  const first = dispatch.claim({ worker_id: 'w-1', streams: ['default'], max_wait_ms: 60_000 }, () => {})
+  const second = dispatch.claim({ worker_id: 'w-2', streams: ['default'], max_wait_ms: 60_000 }, () => {})
   await aTurn()
   const { job } = await engine.run(() => engine.submit(aJob()))
   const decision = await first
   expect(decision.granted && decision.job_id).toBe(job.id)
-  expect(waiters.size).toBe(2)
-  waiters.close()
+  expect(dispatch.size).toBe(2)
+  dispatch.close()
   expect((await other).granted).toBe(false)
   expect((await second).granted).toBe(false)
 })
 
 test('an older job a claim would take first is taken first: a delayed job come due is not passed by a new one', async () => {
   const { engine, clock } = setup()
-  waiters = new ClaimWaiters(engine)
+  dispatch = new Dispatch(engine)
   const delayed = engine.submit(aJob({ delay_ms: MINUTE })).job
-  const claim = waiters.claim({ worker_id: 'w', queues: ['default'] }, { maxWaitMs: 60 * MINUTE })
+  const claim = dispatch.claim({ worker_id: 'w', streams: ['default'], max_wait_ms: 60 * MINUTE }, () => {})
   await aTurn()
   // Due now, though the claims' timer has not fired yet: the queue is not known empty.
   clock.advance(MINUTE)
@@ -112,12 +113,12 @@ test('an older job a claim would take first is taken first: a delayed job come d
 
 test('a job that does not fit the capacity is written QUEUED, and no claim is answered', async () => {
   const { engine } = setup({ total_units: 2 })
-  waiters = new ClaimWaiters(engine)
-  const first = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
+  dispatch = new Dispatch(engine)
+  const first = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
   await aTurn()
   const fits = (await engine.run(() => engine.submit(aJob({ cost_units: 2 })))).job
   expect((await first).granted).toBe(true)
-  const second = waiters.claim({ worker_id: 'w2' }, { maxWaitMs: 60_000 })
+  const second = dispatch.claim({ worker_id: 'w2', max_wait_ms: 60_000 }, () => {})
   await aTurn()
   const waiting = (await engine.run(() => engine.submit(aJob()))).job
   expect(engine.getJob(fits.id).state).toBe('RUNNING')
@@ -126,9 +127,9 @@ test('a job that does not fit the capacity is written QUEUED, and no claim is an
 
 test('a job of a paused queue is written QUEUED, and no claim is answered', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
+  dispatch = new Dispatch(engine)
   engine.pauseQueue('paused')
-  const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
+  const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
   await aTurn()
   const paused = (await engine.run(() => engine.submit(aJob({ queue: 'paused' })))).job
   await expectLeftQueued(engine, paused.id, claim)
@@ -136,12 +137,12 @@ test('a job of a paused queue is written QUEUED, and no claim is answered', asyn
 
 test('a unique job is not leased at its submit to a claim whose worker holds a lease', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const first = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
+  dispatch = new Dispatch(engine)
+  const first = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
   await aTurn()
   await engine.run(() => engine.submit(aJob()))
   expect((await first).granted).toBe(true)
-  const again = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
+  const again = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
   await aTurn()
   const unique = (await engine.run(() => engine.submit(aJob({ unique: true })))).job
   await expectLeftQueued(engine, unique.id, again)
@@ -149,8 +150,8 @@ test('a unique job is not leased at its submit to a claim whose worker holds a l
 
 test('a batch submit is offered at the commit, where a claim of several jobs takes as many as it asked for', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const exchange = waiters.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 3 } }, { maxWaitMs: 60_000 })
+  dispatch = new Dispatch(engine)
+  const exchange = dispatch.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 3, max_wait_ms: 60_000 } }, () => {})
   await aTurn()
   const answers = await engine.run(() => engine.submitMany([aJob(), aJob()]))
   const { claimed } = await exchange
@@ -159,23 +160,23 @@ test('a batch submit is offered at the commit, where a claim of several jobs tak
 
 test('a submit whose commit fails leaves its claim waiting in its place, and the next job goes to it', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
+  dispatch = new Dispatch(engine)
   let failCommit = false
   engine.beforeCommit(() => {
     if (failCommit) throw new Error('disk I/O error')
   })
-  const claim = waiters.claim({ worker_id: 'w' }, { maxWaitMs: 60_000 })
-  const later = waiters.claim({ worker_id: 'w-later' }, { maxWaitMs: 60_000 })
+  const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
+  const later = dispatch.claim({ worker_id: 'w-later', max_wait_ms: 60_000 }, () => {})
   await aTurn()
   failCommit = true
   await expect(engine.run(() => engine.submit(aJob()))).rejects.toThrow('disk I/O error')
   failCommit = false
-  expect(waiters.size).toBe(2)
+  expect(dispatch.size).toBe(2)
   expect(engine.getCapacity().leased).toBe(0)
   const { job } = await engine.run(() => engine.submit(aJob()))
   const decision = await claim
   expect(decision.granted && decision.job_id).toBe(job.id)
-  waiters.close()
+  dispatch.close()
   expect((await later).granted).toBe(false)
 })
 
@@ -188,11 +189,11 @@ async function randomRun(seed: number, leaseOnSubmit: boolean): Promise<{ trace:
   const random = seededRandom(seed)
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!
   const { engine, clock } = setup({ total_units: 4 })
-  const run = new ClaimWaiters(engine)
+  const run = new Dispatch(engine)
   const ctx = engineContext(engine)
-  const inner = ctx.leaseOnSubmit!
+  const inner = ctx.waitingClaims!
   let leasedAtSubmit = 0
-  ctx.leaseOnSubmit = leaseOnSubmit
+  ctx.waitingClaims = leaseOnSubmit
     ? (job) => {
         const leased = inner(job)
         if (leased) leasedAtSubmit += 1
@@ -210,7 +211,7 @@ async function randomRun(seed: number, leaseOnSubmit: boolean): Promise<{ trace:
       const streams = pick([['a'], ['b'], ['a', 'b'], ['b', 'a']])
       const maxJobs = pick([1, 1, 2, 3])
       void run
-        .exchange({ worker_id: `w${claimNo}`, claim: { streams, max_jobs: maxJobs } }, { maxWaitMs: 3_600_000 })
+        .exchange({ worker_id: `w${claimNo}`, claim: { streams, max_jobs: maxJobs, max_wait_ms: 3_600_000 } }, () => {})
         .then(({ claimed }) => {
           for (const granted of claimed.granted) running.push({ worker_id: `w${claimNo}`, ...granted })
           trace.push(`claim ${claimNo}: ${claimed.granted.map((granted) => named(granted.job_id)).join(',')} ${claimed.denial?.reason ?? ''}`)
@@ -238,7 +239,7 @@ async function randomRun(seed: number, leaseOnSubmit: boolean): Promise<{ trace:
   return { trace, leasedAtSubmit }
 }
 
-test('leased at its submit or at the commit, every claim is answered the same jobs and every job ends the same (random runs)', async () => {
+test('lease-on-submit obeys the same capacity, priority and head-of-line rules as a claim: leased at its submit or at the commit, every claim is answered the same jobs and every job ends the same (random runs)', async () => {
   let leasedAtSubmit = 0
   for (let seed = 1; seed <= 16; seed++) {
     const atSubmit = await randomRun(seed, true)

@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { SECOND } from '../../src-main/engine/clock'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, leaseOrFail, openFileEngine, tempDir } from './support'
@@ -8,8 +8,8 @@ import { claimOrFail, eventTypes, leaseOrFail, openFileEngine, tempDir } from '.
 import { engineContext } from '../../src-main/engine/internals'
 import { sql } from '../helpers/database'
 
-let waiters: ClaimWaiters | undefined
-afterEach(() => waiters?.close())
+let dispatch: Dispatch | undefined
+afterEach(() => dispatch?.close())
 
 const queueEvents = (engine: ReturnType<typeof setup>['engine']) =>
   sql(engine).all<{ event_type: string; entity_type: string; entity_id: string; data: string }>("SELECT * FROM events WHERE entity_type = 'QUEUE' ORDER BY id")
@@ -133,15 +133,15 @@ describe('pausing queues', () => {
 describe('pausing queues and waiting claims', () => {
   it('pause holds waiting claims of dialect 003 and the local workers\' exchange; resume wakes them at once', async () => {
     const { engine } = setup()
-    waiters = new ClaimWaiters(engine)
+    dispatch = new Dispatch(engine)
     engine.pauseQueue('q')
     const ids = [engine.submit(aJob({ queue: 'q' })).job.id, engine.submit(aJob({ queue: 'q' })).job.id]
-    const claim = waiters.claim({ worker_id: 'remote', queues: ['q'] }, { maxWaitMs: 60_000 })
-    const exchange = waiters.exchange({ worker_id: 'local', claim: { streams: ['q'], max_jobs: 1 } }, { maxWaitMs: 60_000 })
+    const claim = dispatch.claim({ worker_id: 'remote', streams: ['q'], max_wait_ms: 60_000 }, () => {})
+    const exchange = dispatch.exchange({ worker_id: 'local', claim: { streams: ['q'], max_jobs: 1, max_wait_ms: 60_000 } }, () => {})
     await new Promise((resolve) => setImmediate(resolve)) // both waits have started (their first try committed)
-    expect(waiters.size).toBe(2)
+    expect(dispatch.size).toBe(2)
     engine.submit(aJob({ queue: 'q' })) // work arrives, the queue is still paused: nothing is handed out
-    expect(waiters.size).toBe(2)
+    expect(dispatch.size).toBe(2)
     engine.resumeQueue('q')
     const granted = [await claim, (await exchange).claimed.granted[0]!]
     expect(granted.map((g) => g.granted && g.job_id).sort()).toEqual([...ids].sort())

@@ -13,12 +13,12 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { engineContext } from '../../src-main/engine/internals'
 import { QueuedRange } from '../../src-main/engine/queued-range'
 import { SELECT_JOBS } from '../../src-main/engine/rows'
-import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 import { database } from '../helpers/database'
 
-let waiters: ClaimWaiters | undefined
-afterEach(() => waiters?.close())
+let dispatch: Dispatch | undefined
+afterEach(() => dispatch?.close())
 
 const PICK_ROWS = `${SELECT_JOBS} WHERE seq IN (`
 
@@ -41,8 +41,8 @@ async function countStatements(statement: Statement, method: 'all' | 'run', sql:
 
 test('a commit that offers its one new job to eight waiting claims takes its row from memory and reads nothing of the queue', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
+  dispatch = new Dispatch(engine)
+  const claims = Array.from({ length: 8 }, (_, i) => dispatch!.claim({ worker_id: `w${i}`, streams: ['default'], max_wait_ms: 5_000 }, () => {}))
   const reads = await countStatements(database(engine).prepare('SELECT 1'), 'all', PICK_ROWS, () => engine.run(() => engine.submit(aJob())))
   // The first waiter takes the job's row as the submit wrote it; the queue then holds nothing
   // eligible, and the seven others read nothing. Before the rows in memory it was 1 read; before
@@ -50,21 +50,21 @@ test('a commit that offers its one new job to eight waiting claims takes its row
   expect(reads).toBe(0)
   const granted = await Promise.race(claims)
   expect(granted.granted).toBe(true)
-  waiters.close()
+  dispatch.close()
   expect((await Promise.all(claims)).filter((claim) => claim.granted)).toHaveLength(1)
 })
 
 test('a job submitted to eight waiting claims is leased in its submit, and the seven others are denied without a savepoint', async () => {
   const { engine } = setup()
-  waiters = new ClaimWaiters(engine)
-  const claims = Array.from({ length: 8 }, (_, i) => waiters!.claim({ worker_id: `w${i}`, queues: ['default'] }, { maxWaitMs: 5_000 }))
-  await new Promise((resolve) => setTimeout(resolve, 10)) // the claims' own group has committed
+  dispatch = new Dispatch(engine)
+  const claims = Array.from({ length: 8 }, (_, i) => dispatch!.claim({ worker_id: `w${i}`, streams: ['default'], max_wait_ms: 5_000 }, () => {}))
+  await new Promise((resolve) => setImmediate(resolve)) // the claims' own group commits at the end of this turn
   const savepoints = await countStatements(database(engine).prepare('SELECT 1'), 'run', 'SAVEPOINT', () => engine.run(() => engine.submit(aJob())))
   // The first waiter takes the job in its submit (grants.ts grantOnSubmit), which is the first
   // verb of its group and takes none; the queue then holds no QUEUED job, so the seven others
   // are denied from memory at the commit. (Before the lease at the submit: 1, the first waiter's.)
   expect(savepoints).toBe(0)
-  waiters.close()
+  dispatch.close()
   expect((await Promise.all(claims)).filter((claim) => claim.granted)).toHaveLength(1)
 })
 

@@ -6,7 +6,7 @@
 import { getEventListeners } from 'node:events'
 import { connect } from 'node:net'
 import { afterEach, describe, expect, test, vi } from 'vitest'
-import { ClaimWaiters } from '../../src-main/workers/claim-waiters'
+import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { ClockWaiters } from '../../src-main/workers/clock-waiters'
 import { SECOND } from '../../src-main/engine/clock'
 import { answerWorkerRequest, type IpcHostDeps } from '../../src-main/pool/ipc-host'
@@ -109,9 +109,9 @@ describe('the message registry', () => {
 describe('the host answers a local worker (answerWorkerRequest)', () => {
   const deps = (): IpcHostDeps & { close(): void } => {
     const { engine, clock } = setup()
-    const waiters = new ClaimWaiters(engine)
+    const dispatch = new Dispatch(engine)
     const clockWaiters = new ClockWaiters(clock)
-    return { engine, waiters, clockWaiters, close: () => (waiters.close(), clockWaiters.close()) }
+    return { engine, dispatch, clockWaiters, close: () => (dispatch.close(), clockWaiters.close()) }
   }
   const request = (method: IpcRequest['method'], params: unknown, id = 7): IpcRequest => ({ type: 'request', id, method, params })
   const alive = new AbortController().signal
@@ -203,29 +203,29 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     d.close()
   })
 
-  test('a waiting exchange is answered from the commit that grants it: answerEarly gets the response the promise settles with', async () => {
+  test('a waiting exchange is delivered once, from the commit that grants it: the response the promise settles with', async () => {
     const d = deps()
     const early: IpcResponse[] = []
     const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), alive, (response) => early.push(response))
-    await until(() => d.waiters.size === 1)
+    await until(() => d.dispatch.size === 1)
     const { job } = await d.engine.run(() => d.engine.submit(aJob()))
-    // Given at the commit (claim-waiters.test.ts checks when), and the same as the promise's.
+    // Delivered at the commit (dispatch.test.ts checks when), and the same as the promise's.
     expect(early).toHaveLength(1)
     expect(early[0]).toMatchObject({ type: 'response', id: 7, result: { jobs: [{ claimed: true, job_id: job.id }] } })
     expect(await pending).toEqual(early[0])
     d.close()
   })
 
-  test('a waiting exchange whose process dies is never answered early: its wait ends, and a later submit leases nothing to it', async () => {
+  test('a waiting exchange whose process dies ends its wait with no job, and a later submit leases nothing to it', async () => {
     const d = deps()
     const gone = new AbortController()
-    const early: IpcResponse[] = []
-    const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), gone.signal, (response) => early.push(response))
-    await until(() => d.waiters.size === 1)
+    const delivered: IpcResponse[] = []
+    const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), gone.signal, (response) => delivered.push(response))
+    await until(() => d.dispatch.size === 1)
     gone.abort()
     await d.engine.run(() => d.engine.submit(aJob()))
     expect((await pending).result).toMatchObject({ jobs: [] })
-    expect(early).toEqual([])
+    expect(delivered).toEqual([await pending])
     expect(d.engine.activeLeasesByWorker().size).toBe(0)
     d.close()
   })
@@ -280,9 +280,10 @@ describe('the supervisor checks what a worker process sends', () => {
     const processes: FakeProcess[] = []
     const directory = new WorkerDirectory(() => clock.now())
     let env: Record<string, string> = {}
+    const dispatch = new Dispatch(engine)
     pool = new WorkerPool({
       engine,
-      waiters: new ClaimWaiters(engine),
+      dispatch,
       clockWaiters: new ClockWaiters(clock),
       directory,
       size: 1,
@@ -301,7 +302,7 @@ describe('the supervisor checks what a worker process sends', () => {
       for (let i = 0; i < 50 && worker.sent.length < n; i++) await new Promise((r) => setTimeout(r, 5))
       return worker.sent as IpcResponse[]
     }
-    return { engine, clock, directory, lines, env, worker, answered }
+    return { engine, clock, directory, lines, env, worker, answered, dispatch }
   }
 
   test('malformed messages are ignored (and logged); before "ready" only a report is answered', async () => {
@@ -329,10 +330,10 @@ describe('the supervisor checks what a worker process sends', () => {
   })
 
   test('a waiting exchange is answered once, from the commit that grants it', async () => {
-    const { engine, worker, answered } = onePool()
+    const { engine, worker, answered, dispatch } = onePool()
     worker.emit({ type: 'ready', worker_id: 'local-1.1', types: ['sleep'] })
     worker.emit({ type: 'request', id: 5, method: 'exchange', params: { worker_id: 'local-1.1', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 5000 } } })
-    await new Promise((r) => setTimeout(r, 20))
+    await until(() => dispatch.size === 1)
     expect(worker.sent).toEqual([])
     const { job } = await engine.run(() => engine.submit(aJob()))
     expect(worker.sent).toEqual([expect.objectContaining({ type: 'response', id: 5, result: expect.objectContaining({ jobs: [expect.objectContaining({ job_id: job.id })] }) })])

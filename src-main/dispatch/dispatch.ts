@@ -1,0 +1,374 @@
+import { type Assignment, type Claims, type Denial, type Engine, type Event, type ExchangeAnswer, WAKE_EVENTS, type WorkerExchange, type WorkerFilter } from '../engine'
+import { longPollMs } from '../workers/long-poll'
+
+/**
+ * Dispatch: how a job reaches a worker that asks for one. It owns the claims that wait for work,
+ * their order, the lease of a job submitted while one waits (in that submit's transaction), their
+ * wake-ups, and the delivery of every claim's answer. A transport (the worker API over HTTP, the
+ * local workers' IPC, any other) parses a request, calls {@link Dispatch.exchange} or
+ * {@link Dispatch.claim} with a {@link Deliver} and the signal of its client's going, and writes
+ * what it is handed: it holds no scheduling rule and no ordering of its own.
+ *
+ * The rules it keeps, each held by the test of the same name in test/unit/dispatch.test.ts:
+ *
+ * - **A waiting claim never misses work committed in the same group.** The wait begins inside
+ *   the operation that found nothing, and every commit that carries a wake event (a submit, a
+ *   requeue, a lease given back, a capacity change) offers its work to the waiting claims
+ *   before it commits; a moment no event marks (a backoff's end, a delayed job's `run_at`) is
+ *   caught by the eligible timer.
+ * - **No answer is delivered before its COMMIT.** A waiting claim is granted inside the commit
+ *   and delivered from the commit's listener; any other answer once its group has committed.
+ * - **The answer that grants a waiting claim is delivered from its commit, before the request
+ *   that woke it is answered**: the worker waiting for work hears of it first.
+ * - **A claim whose worker is gone is never granted, or its grant is handed back.** A claim
+ *   whose signal has aborted stops waiting and claims nothing; one granted as its client went is
+ *   answered without its jobs, whose leases expire at once.
+ * - **Each answer is delivered exactly once**, whichever of the grant, the wait's end, an abort
+ *   or the host's stop comes first; a deliver that throws is logged and not called again.
+ * - **Waiting claims are served oldest first**, each within its own streams.
+ * - **Lease-on-submit obeys the same capacity, priority and head-of-line rules as a claim**: a
+ *   one-job submit is leased in its own submit only when that is certain to be what the claims'
+ *   turn at the commit would decide (engine/grants.ts `grantOnSubmit`;
+ *   test/unit/lease-on-submit.test.ts runs both ways and compares).
+ */
+
+/**
+ * Where a transport hands a request's answer: called exactly once per request, after the commit
+ * that holds what it answers; for a claim that waited and was granted, from inside that commit's
+ * listener, so the transport writes it before any other work of the host runs.
+ */
+export type Deliver<A> = (answer: A) => void
+
+/**
+ * A signal that aborts when the client is gone (an HTTP connection closed, a worker process
+ * exited). Asked for only by a claim that may wait: a transport whose signal costs something to
+ * make makes it only then.
+ */
+export type Gone = () => AbortSignal
+
+/** A worker's one-job claim as the transports carry it (dialect 003's /claim). */
+export interface ClaimRequest {
+  worker_id: string
+  /** The streams (queues) it takes jobs from, in its order of preference; all when absent. */
+  streams?: string[]
+  /** How long it waits for work when none can be leased now: capped at the long-poll limit. */
+  max_wait_ms?: number
+  ttl_s?: number
+}
+
+/** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
+export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; max_jobs: number; max_wait_ms?: number } }
+
+interface Waiter {
+  /** Its place in the order of waiting: claims are served oldest first. */
+  order: number
+  filter: WorkerFilter
+  maxJobs: number
+  ttlS: number | undefined
+  /** Delivers the claim's answer from the commit that grants it. */
+  onGranted: (claimed: Claims) => void
+  /** Settles with the grants, or with none and the last denial when the wait ends. */
+  answer: Promise<Claims>
+  resolve(claimed: Claims): void
+  timer: NodeJS.Timeout
+  settled: boolean
+}
+
+/** Leases granted to a waiter, answered once the commit that holds them is durable. */
+interface Grant {
+  waiter: Waiter
+  claimed: Claims
+}
+
+/** What one request of a worker asks of dispatch: the filter and size of its claim, and the operation that makes it. */
+interface Serving<R extends { claimed: Claims }> {
+  filter: WorkerFilter
+  maxJobs: number
+  ttlS?: number
+  maxWaitMs: number
+  /** Runs the request's engine calls; `claims` is false when its worker is already gone. */
+  op(claims: boolean): R
+  /** The answer is news the worker must have at once: it does not wait. */
+  answerNow(answer: R): boolean
+}
+
+const nothing = (denial: Claims['denial']): Claims => ({ granted: [], denial })
+
+/** Work arrived or capacity came back (engine/events.ts decides which events say so). */
+const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
+
+/**
+ * The claims that wait for work (dialect 003's long-poll, the local workers' IPC), and every
+ * answer to a worker's claim. A claim that cannot be leased now waits. A commit that makes work
+ * or capacity available leases it to the waiters, oldest first, inside that same commit: one
+ * transaction writes the submit and the grant, and the worker is answered as soon as it is
+ * durable, before the submitter. (A one-job submit that the first waiter would take leases it
+ * itself, and its group commits as that submit ends: grants.ts `grantOnSubmit`.) The database is
+ * never polled in a loop.
+ */
+export class Dispatch {
+  private waiting: Waiter[] = []
+  /** Claims that have waited so far: the next one's {@link Waiter.order}. */
+  private waited = 0
+  /** Waiters leased a job in its submit, inside the transaction in progress: answered at its commit. */
+  private leasedAtSubmit: Grant[] = []
+  /** The grants made inside each commit in progress, keyed by its events (see CommitListener). */
+  private readonly grantsByCommit = new WeakMap<readonly Event[], Grant[]>()
+  /**
+   * Wakes the waiters when the next requeued job's backoff ends or a delayed job's `run_at`
+   * comes: no event marks that moment.
+   */
+  private eligibleTimer: NodeJS.Timeout | null = null
+  /** The moment {@link eligibleTimer} is set for, on the engine's clock. */
+  private eligibleAt: number | null = null
+  private readonly unsubscribe: (() => void)[]
+
+  constructor(private readonly engine: Engine) {
+    this.unsubscribe = [
+      engine.beforeCommit((events) => {
+        const grants = this.leasedAtSubmit
+        this.leasedAtSubmit = []
+        if (this.waiting.length > 0 && events.some(isWakeEvent)) {
+          // Inside the committing transaction; a grant that fails undoes only itself.
+          grants.push(...this.offer((waiter) => engine.claimInCommit(waiter.filter, waiter.maxJobs, waiter.ttlS)))
+        }
+        if (grants.length > 0) this.grantsByCommit.set(events, grants)
+      }),
+      // A job submitted while claims wait may go to the first of them in its own submit.
+      engine.serveWaitingClaims({ waiting: () => this.waiting, leased: (claim, claimed) => this.leased(claim as Waiter, claimed) }),
+      engine.onCommit((events) => {
+        const grants = this.grantsByCommit.get(events) ?? []
+        this.grantsByCommit.delete(events)
+        for (const { waiter, claimed } of grants) this.answer(waiter, claimed)
+        // A requeue may have set a later eligible time for the waiters still waiting.
+        if (grants.length > 0 || events.some(isWakeEvent)) this.armEligibleTimer()
+      }),
+    ]
+  }
+
+  /** How many claims wait now. */
+  get size(): number {
+    return this.waiting.length
+  }
+
+  /**
+   * A worker's one-job claim (dialect 003's /claim): leased at once if a job can be, otherwise
+   * waits up to `max_wait_ms` for one. `deliver` gets the answer once (see {@link Deliver}); the
+   * promise settles with the same answer, and rejects, having delivered nothing, when the claim
+   * fails (the transport answers the error).
+   */
+  async claim(request: ClaimRequest, deliver: Deliver<Assignment | Denial>, gone?: Gone): Promise<Assignment | Denial> {
+    const filter: WorkerFilter = { worker_id: request.worker_id, queues: request.streams }
+    const decision = ({ claimed }: { claimed: Claims }) => claimed.granted[0] ?? claimed.denial!
+    const { claimed } = await this.serve(
+      {
+        filter,
+        maxJobs: 1,
+        ttlS: request.ttl_s,
+        maxWaitMs: longPollMs(request.max_wait_ms),
+        op: (claims) => ({ claimed: claims ? this.engine.claimBatch(filter, 1, request.ttl_s) : nothing(this.goneDenial()) }),
+        answerNow: () => false,
+      },
+      (answer) => deliver(decision(answer)),
+      gone,
+    )
+    return decision({ claimed })
+  }
+
+  /**
+   * A worker's exchange (dialect 003's /batch, the local workers' IPC `exchange`): its reports,
+   * then a claim of up to `max_jobs` that waits up to `max_wait_ms` when nothing could be leased.
+   * A report the host refused (its lease was lost) is answered at once, not held by the wait:
+   * the worker learns now that it must drop a result or stop a handler, not when work next
+   * comes. Delivered and settled as {@link claim} is.
+   */
+  exchange(request: ExchangeRequest, deliver: Deliver<ExchangeAnswer>, gone?: Gone): Promise<ExchangeAnswer> {
+    const { claim, ...reports } = request
+    return this.serve(
+      {
+        filter: { worker_id: request.worker_id, queues: claim?.streams ?? [] },
+        maxJobs: claim?.max_jobs ?? 1,
+        maxWaitMs: claim ? longPollMs(claim.max_wait_ms) : 0,
+        op: (claims) => {
+          const answer = this.engine.exchange({ ...reports, claim: claims && claim ? { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } : undefined })
+          return claims || !claim ? answer : { ...answer, claimed: nothing(this.goneDenial()) }
+        },
+        answerNow: (answer) => [answer.heartbeats, answer.completed, answer.failed].some((items) => items.some((item) => !item.ok)),
+      },
+      deliver,
+      gone,
+    )
+  }
+
+  /**
+   * Runs the request's operation in the engine's commit group; if it leased nothing, waits for
+   * up to `maxJobs` jobs — unless its answer is news the worker must have at once. The wait
+   * starts inside that same operation: work that another operation of the group makes available
+   * is offered to it before the group commits, never missed between the try and the wait.
+   */
+  private async serve<R extends { claimed: Claims }>(serving: Serving<R>, deliver: Deliver<R>, gone: Gone | undefined): Promise<R> {
+    let delivered = false
+    const deliverOnce = (answer: R): void => {
+      if (delivered) return
+      delivered = true
+      try {
+        deliver(answer)
+      } catch (error) {
+        // The transport's own fault (a socket gone mid-write): nothing to answer it with.
+        console.error('leasehold: delivering an answer failed:', error)
+      }
+    }
+    const signal = serving.maxWaitMs > 0 ? gone?.() : undefined
+    let waiter: Waiter | null = null
+    let first: R
+    try {
+      first = await this.engine.run(() => {
+        const answer = serving.op(!signal?.aborted)
+        const waits = answer.claimed.granted.length === 0 && serving.maxWaitMs > 0 && !signal?.aborted && !serving.answerNow(answer)
+        if (waits) waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed }))
+        return answer
+      })
+    } catch (error) {
+      ;(waiter as Waiter | null)?.resolve(nothing(null))
+      throw error
+    }
+    const registered = waiter as Waiter | null
+    const handBack = signal?.aborted === true && first.claimed.granted.length > 0
+    const answer = registered ? { ...first, claimed: await registered.answer } : handBack ? await this.handBack(first, serving.filter.worker_id) : first
+    deliverOnce(answer)
+    return answer
+  }
+
+  /**
+   * A claim granted at its first try whose client went before the grant committed: its leases
+   * expire now, and it is answered without them.
+   */
+  private async handBack<R extends { claimed: Claims }>(answer: R, workerId: string): Promise<R> {
+    const leaseIds = answer.claimed.granted.map((granted) => granted.lease_id)
+    await this.engine.run(() => this.engine.handBackLeases(workerId, leaseIds))
+    return { ...answer, claimed: nothing(this.goneDenial()) }
+  }
+
+  /** The answer of a claim whose worker is gone. */
+  private goneDenial(): Denial {
+    return { granted: false, reason: 'The worker is gone', retry_after_ms: this.engine.config.denyRetryAfterMs }
+  }
+
+  private wait(serving: Serving<{ claimed: Claims }>, denial: Claims['denial'], signal: AbortSignal | undefined, onGranted: Waiter['onGranted']): Waiter {
+    let settle!: (claimed: Claims) => void
+    const answer = new Promise<Claims>((resolve) => (settle = resolve))
+    const onAbort = () => waiter.resolve(nothing(denial))
+    const waiter: Waiter = {
+      order: this.waited++,
+      filter: serving.filter,
+      maxJobs: serving.maxJobs,
+      ttlS: serving.ttlS,
+      onGranted,
+      settled: false,
+      answer,
+      resolve: (claimed) => {
+        if (waiter.settled) return
+        waiter.settled = true
+        clearTimeout(waiter.timer)
+        signal?.removeEventListener('abort', onAbort)
+        this.waiting = this.waiting.filter((w) => w !== waiter)
+        settle(claimed)
+      },
+      timer: setTimeout(() => waiter.resolve(nothing(denial)), serving.maxWaitMs),
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    this.waiting.push(waiter)
+    this.armEligibleTimer()
+    return waiter
+  }
+
+  /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
+  close(): void {
+    for (const unsubscribe of this.unsubscribe) unsubscribe()
+    if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
+    for (const waiter of [...this.waiting]) {
+      waiter.resolve(nothing({ granted: false, reason: 'The host is stopping', retry_after_ms: this.engine.config.denyRetryAfterMs }))
+    }
+  }
+
+  /**
+   * Offers the queue to each waiter, oldest first, and takes the granted ones off the list: they
+   * are answered by the caller. (Should their commit fail, their own timer ends their wait.)
+   */
+  private offer(claim: (waiter: Waiter) => Claims | undefined): Grant[] {
+    const grants: Grant[] = []
+    for (const waiter of [...this.waiting]) {
+      if (waiter.settled) continue
+      const claimed = claim(waiter)
+      if (!claimed?.granted.length) continue
+      grants.push({ waiter, claimed })
+      this.waiting = this.waiting.filter((w) => w !== waiter)
+    }
+    return grants
+  }
+
+  /**
+   * A waiter was leased a job in that job's submit (Engine.serveWaitingClaims): it stops waiting
+   * and is answered at the commit, as a grant of {@link offer} is. Returns the undo, should that
+   * submit be rolled back: the waiter waits again in its place.
+   */
+  private leased(waiter: Waiter, claimed: Claims): () => void {
+    const grant: Grant = { waiter, claimed }
+    this.waiting = this.waiting.filter((w) => w !== waiter)
+    this.leasedAtSubmit.push(grant)
+    return () => {
+      this.leasedAtSubmit = this.leasedAtSubmit.filter((g) => g !== grant)
+      if (waiter.settled || this.waiting.includes(waiter)) return
+      const after = this.waiting.findIndex((w) => w.order > waiter.order)
+      this.waiting = after < 0 ? [...this.waiting, waiter] : [...this.waiting.slice(0, after), waiter, ...this.waiting.slice(after)]
+    }
+  }
+
+  /** Answers a granted waiter: delivered now, from the commit's listener, then its promise settles. */
+  private answer(waiter: Waiter, claimed: Claims): void {
+    if (!waiter.settled) waiter.onGranted(claimed)
+    waiter.resolve(claimed)
+  }
+
+  /**
+   * Wakes the waiters if the moment their timer waits for has come on the engine's clock. The
+   * host calls this on its reaper tick, so a clock that is moved (a test's, or one that jumps)
+   * wakes them as promptly as the timer does in real time. No query unless it is due.
+   */
+  wakeIfDue(): void {
+    if (this.eligibleAt !== null && this.engine.now() >= this.eligibleAt) this.wakeForEligible()
+  }
+
+  /** A requeued job's backoff ended: each grant is its own transaction, answered after it commits. */
+  private wakeForEligible(): void {
+    const grants = this.offer((waiter) => {
+      try {
+        return this.engine.claimBatch(waiter.filter, waiter.maxJobs, waiter.ttlS)
+      } catch {
+        return undefined // e.g. the database is closing; the waiter's own timer ends its wait
+      }
+    })
+    for (const { waiter, claimed } of grants) this.answer(waiter, claimed)
+    this.armEligibleTimer()
+  }
+
+  private armEligibleTimer(): void {
+    if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
+    this.eligibleTimer = null
+    this.eligibleAt = null
+    if (this.waiting.length === 0) return
+    let at: number | null
+    try {
+      at = this.engine.nextEligibleAt()
+    } catch {
+      return // the database is closing
+    }
+    if (at === null) return
+    const delay = Math.max(0, at - this.engine.now())
+    this.eligibleAt = at
+    this.eligibleTimer = setTimeout(() => {
+      this.eligibleTimer = null
+      this.wakeForEligible()
+    }, delay + 1)
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * Dispatch (src-main/dispatch/dispatch.ts): each rule it names at its top has a test here of the
+ * same name; the last, lease-on-submit's, is in lease-on-submit.test.ts. Time is the engine's
+ * ManualClock, moved; the waits are for conditions.
+ */
+import { afterEach, describe, expect, test, vi } from 'vitest'
+import { type Deliver, Dispatch } from '../../src-main/dispatch/dispatch'
+import type { Assignment, Denial, Engine, ExchangeAnswer } from '../../src-main/engine'
+import { engineContext } from '../../src-main/engine/internals'
+import { aJob, setup } from '../helpers/engine'
+import { until } from '../helpers/until'
+
+let dispatch: Dispatch | undefined
+afterEach(() => dispatch?.close())
+
+/** A transport's deliver that records what it was handed, and when. */
+function recorder<A = Assignment | Denial>(engine: Engine, log: string[] = []): { deliver: Deliver<A>; delivered: A[]; inTransaction: boolean[] } {
+  const delivered: A[] = []
+  const inTransaction: boolean[] = []
+  return {
+    delivered,
+    inTransaction,
+    deliver: (answer) => {
+      delivered.push(answer)
+      inTransaction.push(engineContext(engine).db.inTransaction)
+      log.push('worker')
+    },
+  }
+}
+
+/** Lets the group of this turn commit. */
+const aTurn = () => new Promise((resolve) => setImmediate(resolve))
+
+describe('the rules dispatch keeps', () => {
+  test('a waiting claim never misses work committed in the same group', async () => {
+    // One group however slow the machine: it commits at the end of the turn, not after 2 ms.
+    const { engine } = setup({ config: { groupMaxMs: 60_000 } })
+    dispatch = new Dispatch(engine)
+    const commitsBefore = engine.commits
+    const one = recorder(engine)
+    const batch = recorder<ExchangeAnswer>(engine)
+    // Each claim finds nothing and begins to wait inside its operation; the submits that follow
+    // in the same group (one job: leased at its submit; a batch: offered at the commit) reach them.
+    void dispatch.claim({ worker_id: 'w1', streams: ['one'], max_wait_ms: 5_000 }, one.deliver)
+    void dispatch.exchange({ worker_id: 'w2', claim: { streams: ['batch'], max_jobs: 2, max_wait_ms: 5_000 } }, batch.deliver)
+    // (The one-job submit comes last: the group commits as a submit leased at once ends.)
+    const submits = [engine.run(() => engine.submitMany([aJob({ queue: 'batch' }), aJob({ queue: 'batch' })])), engine.run(() => engine.submit(aJob({ queue: 'one' })))]
+    await Promise.all(submits)
+    expect(engine.commits).toBe(commitsBefore + 1)
+    // Granted in that group's commit: no timer had to find the jobs later.
+    expect(one.delivered).toEqual([expect.objectContaining({ granted: true })])
+    expect(batch.delivered.map((answer) => answer.claimed.granted.length)).toEqual([2])
+    expect(dispatch.size).toBe(0)
+  })
+
+  test('no answer is delivered before its COMMIT', async () => {
+    const { engine } = setup()
+    dispatch = new Dispatch(engine)
+    // Granted at once: delivered once its group has committed.
+    engine.submit(aJob())
+    const first = recorder(engine)
+    void dispatch.claim({ worker_id: 'w1', max_wait_ms: 5_000 }, first.deliver)
+    expect(first.delivered).toEqual([])
+    await until(() => first.delivered.length)
+    // Granted while waiting, by a submit's commit and by a batch's: delivered from the commit's listener.
+    const waited = recorder(engine)
+    void dispatch.claim({ worker_id: 'w2', max_wait_ms: 5_000 }, waited.deliver)
+    void dispatch.claim({ worker_id: 'w3', max_wait_ms: 5_000 }, waited.deliver)
+    await aTurn()
+    await engine.run(() => engine.submit(aJob()))
+    await engine.run(() => engine.submitMany([aJob()]))
+    expect([...first.inTransaction, ...waited.inTransaction]).toEqual([false, false, false])
+    expect(waited.delivered).toEqual([expect.objectContaining({ granted: true }), expect.objectContaining({ granted: true })])
+    for (const answer of [...first.delivered, ...waited.delivered]) if (answer.granted) expect(engine.getJob(answer.job_id).state).toBe('RUNNING')
+  })
+
+  test('the answer that grants a waiting claim is delivered from its commit, before the request that woke it is answered', async () => {
+    const { engine } = setup()
+    dispatch = new Dispatch(engine)
+    const order: string[] = []
+    const single = recorder(engine, order)
+    const several = recorder<ExchangeAnswer>(engine, order)
+    void dispatch.claim({ worker_id: 'w1', streams: ['a'], max_wait_ms: 5_000 }, single.deliver)
+    void dispatch.exchange({ worker_id: 'w2', claim: { streams: ['b'], max_jobs: 2, max_wait_ms: 5_000 } }, several.deliver)
+    await aTurn()
+    await Promise.all([
+      engine.run(() => engine.submit(aJob({ queue: 'a' }))).then(() => order.push('submitter')),
+      engine.run(() => engine.submitMany([aJob({ queue: 'b' })])).then(() => order.push('submitter')),
+    ])
+    expect(order).toEqual(['worker', 'submitter', 'worker', 'submitter'])
+  })
+
+  describe('a claim whose worker is gone is never granted, or its grant is handed back', () => {
+    test('a waiting claim whose client goes stops waiting, and a later job is not leased to it', async () => {
+      const { engine } = setup()
+      dispatch = new Dispatch(engine)
+      const gone = new AbortController()
+      const { deliver, delivered } = recorder(engine)
+      const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 5_000 }, deliver, () => gone.signal)
+      await aTurn()
+      expect(dispatch.size).toBe(1)
+      gone.abort()
+      expect(dispatch.size).toBe(0)
+      const { job } = await engine.run(() => engine.submit(aJob()))
+      expect((await claim).granted).toBe(false)
+      expect(delivered).toEqual([expect.objectContaining({ granted: false })])
+      expect(engine.getJob(job.id).state).toBe('QUEUED')
+    })
+
+    test('a claim whose client is already gone claims nothing, though work is queued; its reports still count', async () => {
+      const { engine } = setup()
+      dispatch = new Dispatch(engine)
+      const { job: running } = engine.submit(aJob())
+      const lease = engine.claimAndLease({ worker_id: 'w' })
+      if (!lease.granted) throw new Error('no lease')
+      const { job: queued } = engine.submit(aJob())
+      const gone = new AbortController()
+      gone.abort()
+      const report = { job_id: running.id, attempt_id: lease.lease.attempt_id, lease_token: lease.lease.token }
+      const answer = await dispatch.exchange({ worker_id: 'w', complete: [report], claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1_000 } }, () => {}, () => gone.signal)
+      expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
+      expect(answer.claimed.granted).toEqual([])
+      // Never leased (a lease handed back would have counted an attempt).
+      expect(engine.getJob(queued.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+      expect(engine.getJob(running.id).state).toBe('DONE')
+    })
+
+    test('a claim granted at once whose client goes before the grant commits is answered without it, and the lease expires now', async () => {
+      const { engine } = setup()
+      dispatch = new Dispatch(engine)
+      const { job } = engine.submit(aJob())
+      const gone = new AbortController()
+      const { deliver, delivered } = recorder(engine)
+      const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 1_000 }, deliver, () => gone.signal)
+      gone.abort() // the group holding the grant has not committed yet
+      expect((await claim).granted).toBe(false)
+      expect(delivered).toEqual([expect.objectContaining({ granted: false })])
+      expect(engine.activeLeasesByWorker().size).toBe(0)
+      expect(engine.getJob(job.id).state).toBe('QUEUED')
+    })
+  })
+
+  describe('each answer is delivered exactly once', () => {
+    test('whichever of the grant, the wait’s end, the host’s stop or the client’s going ends it', async () => {
+      const { engine } = setup()
+      dispatch = new Dispatch(engine)
+      const calls = new Map<string, number>()
+      const count = (name: string) => () => calls.set(name, (calls.get(name) ?? 0) + 1)
+      const gone = new AbortController()
+      const pending = [
+        dispatch.claim({ worker_id: 'granted', streams: ['a'], max_wait_ms: 5_000 }, count('granted')),
+        dispatch.exchange({ worker_id: 'granted-batch', claim: { streams: ['b'], max_jobs: 2, max_wait_ms: 5_000 } }, count('granted-batch')),
+        dispatch.claim({ worker_id: 'timed-out', streams: ['c'], max_wait_ms: 1 }, count('timed-out')),
+        dispatch.claim({ worker_id: 'gone', streams: ['c'], max_wait_ms: 5_000 }, count('gone'), () => gone.signal),
+        dispatch.claim({ worker_id: 'stopped', streams: ['c'], max_wait_ms: 5_000 }, count('stopped')),
+        dispatch.exchange({ worker_id: 'no-claim' }, count('no-claim')),
+      ]
+      await aTurn()
+      await engine.run(() => engine.submit(aJob({ queue: 'a' })))
+      await engine.run(() => engine.submitMany([aJob({ queue: 'b' })]))
+      await until(() => calls.get('timed-out'))
+      gone.abort()
+      dispatch.close()
+      await Promise.all(pending)
+      await aTurn()
+      expect(Object.fromEntries(calls)).toEqual({ granted: 1, 'granted-batch': 1, 'timed-out': 1, gone: 1, stopped: 1, 'no-claim': 1 })
+    })
+
+    test('a deliver that throws is logged and not called again, and the other waiters are delivered', async () => {
+      const { engine } = setup()
+      dispatch = new Dispatch(engine)
+      const errors = vi.spyOn(console, 'error').mockImplementation(() => {})
+      let failures = 0
+      const failing = dispatch.claim({ worker_id: 'a', max_wait_ms: 5_000 }, () => {
+        failures += 1
+        throw new Error('the socket went away')
+      })
+      const other = recorder(engine)
+      const answered = dispatch.claim({ worker_id: 'b', max_wait_ms: 5_000 }, other.deliver)
+      await aTurn()
+      await engine.run(() => engine.submitMany([aJob(), aJob()]))
+      expect(errors).toHaveBeenCalledOnce()
+      errors.mockRestore()
+      const [a, b] = await Promise.all([failing, answered])
+      expect(a.granted && b.granted).toBe(true)
+      expect(failures).toBe(1)
+      expect(other.delivered).toEqual([b])
+    })
+  })
+
+  test('waiting claims are served oldest first', async () => {
+    const { engine } = setup()
+    dispatch = new Dispatch(engine)
+    const served: string[] = []
+    const claims = ['w1', 'w2', 'w3'].map((workerId) => dispatch!.claim({ worker_id: workerId, max_wait_ms: 5_000 }, (decision) => decision.granted && served.push(workerId)))
+    await aTurn()
+    // One at a time, each leased at its submit; then two at once, offered at the batch's commit.
+    await engine.run(() => engine.submit(aJob()))
+    expect(served).toEqual(['w1'])
+    await engine.run(() => engine.submitMany([aJob(), aJob()]))
+    expect(served).toEqual(['w1', 'w2', 'w3'])
+    await Promise.all(claims)
+  })
+})
+
+test('a waiting claim is granted in the commit that woke it: one commit holds the submit and the lease', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  const commits: string[][] = []
+  engine.onCommit((events) => commits.push(events.map((e) => e.event_type)))
+  const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 5_000 }, () => {})
+  await aTurn()
+  commits.length = 0
+  const { job } = engine.submit(aJob())
+  expect(commits).toEqual([['JOB_SUBMITTED', 'LEASE_GRANTED']])
+  // Already leased when submit returns.
+  expect(dispatch.size).toBe(0)
+  expect(engine.getJob(job.id).state).toBe('RUNNING')
+  const decision = await claim
+  expect(decision.granted && decision.job_id).toBe(job.id)
+})
+
+test('a waiting exchange is delivered the answer its promise settles with: its own reports’ answers and the grants', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  const { job: first } = engine.submit(aJob())
+  const lease = engine.claimAndLease({ worker_id: 'w' })
+  if (!lease.granted) throw new Error('no lease')
+  const { deliver, delivered } = recorder<ExchangeAnswer>(engine)
+  const exchange = dispatch.exchange(
+    { worker_id: 'w', complete: [{ job_id: first.id, attempt_id: lease.lease.attempt_id, lease_token: lease.lease.token }], claim: { streams: ['default'], max_jobs: 2, max_wait_ms: 5_000 } },
+    deliver,
+  )
+  await until(() => dispatch?.size === 1)
+  expect(delivered).toEqual([])
+  const { job: next } = await engine.run(() => engine.submit(aJob()))
+  expect(delivered).toHaveLength(1)
+  const answer = await exchange
+  expect(delivered[0]).toEqual(answer)
+  expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
+  expect(answer.claimed.granted.map((g) => g.job_id)).toEqual([next.id])
+})
+
+test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {
+  const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 } } })
+  dispatch = new Dispatch(engine)
+  const { job } = engine.submit(aJob())
+  const first = engine.claimAndLease({ worker_id: 'a' })
+  if (!first.granted) throw new Error('no lease')
+  engine.fail({ job_id: job.id, attempt_id: first.lease.attempt_id, worker_id: 'a', lease_token: first.lease.token, error: { retryable: true } })
+  const { deliver, delivered } = recorder(engine)
+  const claim = dispatch.claim({ worker_id: 'b', max_wait_ms: 5_000 }, deliver)
+  await aTurn()
+  clock.advance(299)
+  dispatch.wakeIfDue() // the host's reaper tick: not due yet
+  expect(delivered).toEqual([])
+  clock.advance(1)
+  dispatch.wakeIfDue()
+  expect(delivered).toEqual([expect.objectContaining({ granted: true, job_id: job.id })])
+  expect((await claim).granted).toBe(true)
+})
+
+test('a wait ends with nothing claimed after max_wait_ms, or when the host closes', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  expect((await dispatch.claim({ worker_id: 'w', max_wait_ms: 1 }, () => {})).granted).toBe(false)
+  const pending = dispatch.claim({ worker_id: 'w', max_wait_ms: 10_000 }, () => {})
+  await aTurn()
+  dispatch.close()
+  expect((await pending).granted).toBe(false)
+})
+
+test('an exchange whose report the host refuses is answered at once, though its claim would wait; one whose reports are accepted waits', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  const { job } = engine.submit(aJob())
+  const first = await dispatch.exchange({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1 } }, () => {})
+  const lease = first.claimed.granted[0]!
+  const report = { job_id: job.id, attempt_id: lease.attempt_id, lease_token: lease.lease_token }
+
+  // A completion under a token that names no lease: refused, and the worker hears it now, not
+  // when work next comes (the claim would otherwise wait).
+  const refused = await dispatch.exchange({ worker_id: 'w', complete: [{ ...report, lease_token: 'not-the-token' }], claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 60_000 } }, () => {})
+  expect(refused.completed[0]!.ok).toBe(false)
+  expect(dispatch.size).toBe(0)
+
+  // The accepted completion: its claim waits for work, as a long-poll does.
+  const accepted = dispatch.exchange({ worker_id: 'w', complete: [report], claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 60_000 } }, () => {})
+  await until(() => dispatch?.size === 1)
+  dispatch.close()
+  expect((await accepted).completed[0]!.ok).toBe(true)
+})
