@@ -151,7 +151,7 @@ export function installSqlite({ dir, root = projectRoot, node = process.execPath
   if (compiled.status !== 0 || !sqliteLoads(dir, node)) {
     throw new Error(
       `better-sqlite3 ${version} could not be compiled (it needs Python 3, make and a C++ toolchain: on Debian/Ubuntu ` +
-        `sudo apt install build-essential python3); the whole output is in ${shownLog}`,
+        `sudo apt install build-essential python3); the whole output is in ${shownLog}; retry with: node scripts/postinstall.js`,
     )
   }
   return 'compiled'

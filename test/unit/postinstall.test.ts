@@ -139,7 +139,7 @@ describe("better-sqlite3's addon at npm install", () => {
       message = (error as Error).message
     }
     expect(message).not.toContain('\n')
-    expect(message).toMatch(/could not be compiled \(it needs Python 3, make and a C\+\+ toolchain.*better-sqlite3-install\.log$/)
+    expect(message).toMatch(/could not be compiled \(it needs Python 3, make and a C\+\+ toolchain.*better-sqlite3-install\.log; retry with: node scripts\/postinstall\.js$/)
   })
 
   test("prebuild-install's reason is its last warning", () => {
