@@ -4,16 +4,24 @@
 // otherwise the TypeScript sources through tsx: it never needs a build step and never runs stale
 // code, and the bundle starts faster and holds less memory. (The desktop app is built by
 // electron-vite instead.)
+//
+// It also chooses the program: `leasehold worker` (and `leasehold help worker`) is the worker
+// program's command line (src-worker/command.ts), every other command the host's
+// (src-main/cli.ts). The programs share only src-shared/, so a worker never loads the host's code.
+import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { freshCliBundle } from '../scripts/cli-bundle.js'
+import { CLI_ENTRIES, freshCliBundle } from '../scripts/cli-bundle.js'
+
+const argv = process.argv.slice(2)
+const entry = argv[0] === 'worker' || (argv[0] === 'help' && argv[1] === 'worker') ? 'leasehold-worker' : 'leasehold'
 
 /** The command line from the TypeScript sources, compiled by tsx as they load. */
 async function fromSources() {
   const { register } = await import('tsx/esm/api')
   register()
-  return import('../src-main/cli.ts')
+  return import(new URL(`../${CLI_ENTRIES[entry]}`, import.meta.url).href)
 }
 
 const bundle = freshCliBundle()
-const { main } = bundle ? await import(pathToFileURL(bundle).href) : await fromSources()
-process.exitCode = await main(process.argv.slice(2))
+const { main } = bundle ? await import(pathToFileURL(join(dirname(bundle), `${entry}.js`)).href) : await fromSources()
+process.exitCode = await main(argv)

@@ -23,11 +23,17 @@ export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url))
 export const CLI_BUNDLE_DIR = join(PROJECT_ROOT, 'out', 'cli')
 
 /**
- * The bundle's entries: the command line, and the local worker process and its handler threads,
- * which the host starts from files beside its own code (src-main/pool/spawn.ts,
+ * The bundle's entries, by name: the two programs' command lines (bin/leasehold.js chooses one:
+ * `leasehold worker` is the worker program's), and the local worker process and its handler
+ * threads, which the host starts from files beside its own code (src-main/pool/spawn.ts,
  * src-worker/handler-thread-client.ts). Chunks shared by them sit in the same directory.
  */
-const ENTRIES = { leasehold: 'src-main/cli.ts', worker: 'src-worker/main.ts', 'handler-thread': 'src-worker/handler-thread.ts' }
+export const CLI_ENTRIES = {
+  leasehold: 'src-main/cli.ts',
+  'leasehold-worker': 'src-worker/command.ts',
+  worker: 'src-worker/main.ts',
+  'handler-thread': 'src-worker/handler-thread.ts',
+}
 const MANIFEST = 'manifest.json'
 /** Raised when the manifest's shape changes: a bundle described the old way is stale. */
 const MANIFEST_FORMAT = 1
@@ -86,7 +92,7 @@ export async function buildCliBundle({ root = PROJECT_ROOT, outDir = CLI_BUNDLE_
   try {
     const { metafile } = await esbuild.build({
       absWorkingDir: root,
-      entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, path]) => [name, resolve(root, path)])),
+      entryPoints: Object.fromEntries(Object.entries(CLI_ENTRIES).map(([name, path]) => [name, resolve(root, path)])),
       outdir: staging,
       bundle: true,
       splitting: true, // cli.ts imports the host lazily: `leasehold submit` loads neither Koa nor SQLite

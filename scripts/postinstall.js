@@ -1,25 +1,38 @@
-// Installs Electron's binary when this machine can download it, and never fails the install
-// when it cannot. npm's `allowScripts` keeps electron's own install script from running (on a
-// machine without internet it would fail `npm install` as a whole); this script runs it in a
-// child process instead, in the foreground, with its output in out/electron-install.log: what
-// `npm install` shows of it is one line of ours, which says what is being fetched, then how it
-// went (on a terminal the same line is rewritten; elsewhere the outcome is a second line). A
-// failure names its reason (`getaddrinfo ENOTFOUND github.com`), the log with the whole error,
-// and the command that retries; everything except the desktop shell runs under plain Node, so
-// until then `npm start` runs the headless host. There is no time limit — ~100 MB takes minutes
-// on a slow line; Ctrl-C stops the download and with it `npm install`, and
-// `ELECTRON_SKIP_BINARY_DOWNLOAD=1 npm install` skips it.
+// Installs the native addon of better-sqlite3 for this Node, then Electron's binary when this
+// machine can download it, then the command's bundle.
+//
+// better-sqlite3: npm's `allowScripts` keeps its own install script (`prebuild-install ||
+// node-gyp rebuild --release`) from running, and this runs the same two steps itself, with two
+// differences. node-gyp compiles with a job per core: SQLite's amalgamation (sqlite3.c, ~2 min
+// of one core at -O3) and better-sqlite3's own C++ (~1 min) compile at the same time instead of
+// one after the other, which is most of `npm install`'s time where no prebuilt addon can be
+// downloaded. And what it prints is one line of ours, the output of both steps going to
+// out/better-sqlite3-install.log. Where GitHub can be reached prebuild-install downloads the
+// prebuilt addon and nothing is compiled; an addon that already loads is kept. A failure fails
+// `npm install`: nothing runs without SQLite.
+//
+// Electron: runs Electron's own install script in a child process, in the foreground, with its
+// output in out/electron-install.log: what `npm install` shows of it is one line of ours, which
+// says what is being fetched, then how it went (on a terminal the same line is rewritten;
+// elsewhere the outcome is a second line). A failure names its reason (`getaddrinfo ENOTFOUND
+// github.com`), the log with the whole error, and the command that retries, and never fails the
+// install (on a machine without internet Electron's own script would fail it as a whole);
+// everything except the desktop shell runs under plain Node, so until then `npm start` runs the
+// headless host. There is no time limit — ~100 MB takes minutes on a slow line; Ctrl-C stops the
+// download and with it `npm install`, and `ELECTRON_SKIP_BINARY_DOWNLOAD=1 npm install` skips it.
 //
 // Then it builds the `leasehold` command's bundle, out/cli/ (scripts/cli-bundle.js; about half a
 // second), which `leasehold serve` runs instead of compiling its TypeScript at every start. A
 // failure is one warning: the command runs its sources through tsx instead, as it would anyway
 // once a source file changes.
 import { spawnSync } from 'node:child_process'
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs'
+import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { availableParallelism } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildCliBundle } from './cli-bundle.js'
+import { nodeGypCommand } from './rebuild-native.js'
 
 const require = createRequire(import.meta.url)
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -74,9 +87,86 @@ export function installElectron({ script, root = projectRoot, node = process.exe
   )
 }
 
+/**
+ * Why prebuild-install found no addon, from its output: its last warning (`prebuild-install warn
+ * install getaddrinfo ENOTFOUND github.com` gives `getaddrinfo ENOTFOUND github.com`), else as
+ * {@link failureReason} reads any output.
+ * @param {string} output
+ * @returns {string}
+ */
+export function prebuildFailure(output) {
+  const warnings = [...output.matchAll(/^prebuild-install warn (?:install )?(.+)$/gm)]
+  return warnings.length > 0 ? warnings.at(-1)[1].trim().slice(0, 200) : failureReason(output)
+}
+
+/** Where better-sqlite3's download and build write their output, relative to the project. */
+export const SQLITE_LOG = join('out', 'better-sqlite3-install.log')
+
+/**
+ * Whether better-sqlite3's addon loads in a fresh Node of this build (run in a child, so that a
+ * half-written addon cannot take this process down and a later build is not shadowed by one
+ * already loaded).
+ * @param {string} dir better-sqlite3's directory
+ * @param {string} node
+ */
+function sqliteLoads(dir, node) {
+  const probe = `new (require(${JSON.stringify(dir)}))(':memory:').close()`
+  return spawnSync(node, ['-e', probe], { stdio: 'ignore' }).status === 0
+}
+
+/**
+ * Installs better-sqlite3's addon for this Node as its own install script would — the prebuilt
+ * one when it can be downloaded, else compiled — unless one that loads is there already.
+ * Returns what it did; throws an Error whose message is one line when the addon cannot be had.
+ * @param {{ dir: string, root?: string, node?: string, jobs?: number, say?: (line: string) => void }} options
+ * @returns {'kept' | 'downloaded' | 'compiled'}
+ */
+export function installSqlite({ dir, root = projectRoot, node = process.execPath, jobs = availableParallelism(), say = (line) => process.stderr.write(`${line}\n`) }) {
+  if (existsSync(join(dir, 'build', 'Release', 'better_sqlite3.node')) && sqliteLoads(dir, node)) return 'kept'
+  const log = join(root, SQLITE_LOG)
+  mkdirSync(dirname(log), { recursive: true })
+  writeFileSync(log, '')
+  const shownLog = relative(process.cwd(), log) || log
+  const run = (command, args) => {
+    appendFileSync(log, `$ ${[command, ...args].join(' ')}\n`)
+    const fd = openSync(log, 'a')
+    try {
+      return spawnSync(command, args, { cwd: dir, stdio: ['ignore', fd, fd], shell: process.platform === 'win32' && command !== node })
+    } finally {
+      closeSync(fd)
+    }
+  }
+  const prebuildInstall = createRequire(join(dir, 'package.json')).resolve('prebuild-install/bin.js')
+  const downloaded = run(node, [prebuildInstall])
+  if (downloaded.status === 0 && sqliteLoads(dir, node)) return 'downloaded'
+
+  const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+  const why = downloaded.error?.message ?? prebuildFailure(readFileSync(log, 'utf8'))
+  say(
+    `leasehold: no prebuilt better-sqlite3 ${version} for Node ${process.versions.node} could be downloaded (${why}); ` +
+      `compiling it with ${jobs} job${jobs === 1 ? '' : 's'} (a minute or two; the output goes to ${shownLog})…`,
+  )
+  const [command, ...gypArgs] = nodeGypCommand(node)
+  const compiled = run(command, [...gypArgs, 'rebuild', '--release', `--jobs=${jobs}`])
+  if (compiled.status !== 0 || !sqliteLoads(dir, node)) {
+    throw new Error(
+      `better-sqlite3 ${version} could not be compiled (it needs Python 3, make and a C++ toolchain: on Debian/Ubuntu ` +
+        `sudo apt install build-essential python3); the whole output is in ${shownLog}; retry with: node scripts/postinstall.js`,
+    )
+  }
+  return 'compiled'
+}
+
 const runAsScript = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]
 
 if (runAsScript) {
+  try {
+    installSqlite({ dir: dirname(require.resolve('better-sqlite3/package.json')) })
+  } catch (error) {
+    console.error(`leasehold: ${error.message}`)
+    process.exit(1)
+  }
+
   const script = electronInstallScript()
   if (process.env.ELECTRON_SKIP_BINARY_DOWNLOAD) {
     // asked not to download: nothing to do

@@ -20,6 +20,17 @@ const require = createRequire(import.meta.url)
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
 
 /**
+ * The command that runs node-gyp: under npm (`npm install`, `npm start`) npm's own, which npm
+ * names in `npm_config_node_gyp`; run by hand, the one npx fetches.
+ * @param {string} [node]
+ * @returns {string[]}
+ */
+export function nodeGypCommand(node = process.execPath) {
+  const npmGyp = process.env.npm_config_node_gyp
+  return npmGyp && existsSync(npmGyp) ? [node, npmGyp] : ['npx', '--yes', 'node-gyp']
+}
+
+/**
  * Builds the addon if it is missing or was built for another Electron, better-sqlite3 or
  * platform. Returns `{ok: true}`, or `{ok: false, reason}` with a reason that fits in one line.
  * @param {{ root?: string, log?: (line: string) => void }} [options]
@@ -53,10 +64,8 @@ export function rebuildNative({ root = projectRoot, log = (line) => console.erro
   const prebuildInstall = createRequire(join(sqliteDir, 'package.json')).resolve('prebuild-install/bin.js')
   const prebuilt = run(process.execPath, [prebuildInstall, '--runtime', 'electron', '--target', electronVersion, '--arch', process.arch])
   if (!prebuilt) {
-    const gypArgs = ['rebuild', '--release', `--target=${electronVersion}`, '--dist-url=https://electronjs.org/headers', `--arch=${process.arch}`]
-    // Under `npm start` npm names its own node-gyp; run by hand, npx fetches one.
-    const npmGyp = process.env.npm_config_node_gyp
-    const compiled = npmGyp && existsSync(npmGyp) ? run(process.execPath, [npmGyp, ...gypArgs]) : run('npx', ['--yes', 'node-gyp', ...gypArgs])
+    const [command, ...gyp] = nodeGypCommand()
+    const compiled = run(command, [...gyp, 'rebuild', '--release', `--target=${electronVersion}`, '--dist-url=https://electronjs.org/headers', `--arch=${process.arch}`])
     if (!compiled) {
       return {
         ok: false,

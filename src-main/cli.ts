@@ -1,13 +1,13 @@
 import { resolve } from 'node:path'
-import { dashboardLink } from './data-dir/client-target'
+import { ConfigError, runClient } from '../src-shared/command-line'
+import { dashboardLink } from './data-dir/dashboard-link'
 import { CHECK_HELP, checkCommand } from './commands/check'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
 import { QUEUE_HELP, queueCommand } from './commands/queue'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
-import { WORKER_HELP, workerCommand } from './commands/worker'
-import { ConfigError, parseServeArgs, serveHelp } from './config'
+import { parseServeArgs, serveHelp } from './config'
 import { VERSION } from './version'
 
 const USAGE = `Usage: leasehold <command> [flags]
@@ -44,7 +44,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
   const helps: Record<string, () => string> = {
     serve: () => serveHelp(env),
-    worker: () => WORKER_HELP,
     submit: () => SUBMIT_HELP,
     jobs: () => JOBS_HELP,
     schedule: () => SCHEDULE_HELP,
@@ -65,7 +64,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     return 0
   }
   if (command === 'serve') return serve(rest, env)
-  if (command === 'worker') return runClient(() => workerCommand(rest, env))
   if (command === 'submit') return runClient(() => submitCommand(rest, env))
   if (command === 'jobs') return runClient(() => jobsCommand(rest, env))
   if (command === 'schedule') return runClient(() => scheduleCommand(rest, env))
@@ -115,25 +113,6 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.once('SIGTERM', () => shutdown('SIGTERM'))
     process.once('SIGINT', () => shutdown('SIGINT'))
   })
-}
-
-/** Runs a client command; a bad flag or an unreachable host is one line. */
-async function runClient(command: () => Promise<number>): Promise<number> {
-  try {
-    return await command()
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`leasehold: ${error.message}`)
-      return 2
-    }
-    const cause = (error as { cause?: { code?: string } }).cause
-    if (cause?.code === 'ECONNREFUSED') {
-      console.error('leasehold: the host is not running (connection refused); start it with leasehold serve')
-      return 1
-    }
-    console.error(`leasehold: ${(error as Error).message}`)
-    return 1
-  }
 }
 
 /** One line for what a user can fix (exit 2), or the error for what they cannot (exit 1). */

@@ -1,21 +1,13 @@
-import { homedir } from 'node:os'
-import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
+import { defaultDataDir } from '../src-shared/client-target'
+import { ConfigError, joinNegativeValues } from '../src-shared/command-line'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-shared/worker-exchange'
 import type { Durability } from './db/open'
 
-/**
- * Jobs a worker runs at once unless configured (`leasehold worker --concurrency`), and the
- * fewest a local worker runs (`--worker-concurrency`, see {@link localWorkerSlots}). Jobs mostly
- * wait (on files, programs, the network), and while one waits another runs; the capacity units,
- * not this number, keep the machine from being overrun. 32 rather than 16: a worker then claims
- * and reports in batches twice as large, and the pool drained 5-20 % faster, with a quarter less
- * of the workers' CPU per job (docs/performance.md).
- */
-export const DEFAULT_WORKER_CONCURRENCY = 32
-
-/** The most jobs one worker may run at once (and claim in one request). */
-export const MAX_WORKER_CONCURRENCY = 256
+// Shared with the worker program's command and the host's client commands; named here too for
+// the host's code that reads its configuration from this module.
+export { ConfigError, defaultDataDir, DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY }
 
 /**
  * Jobs each local worker runs at once when `--worker-concurrency` is not given: enough for the
@@ -57,18 +49,6 @@ export interface HostConfig {
   statsIntervalS: number
   /** Days a finished job is kept after it finished, then deleted with its history; 0 keeps every job. */
   retainDays: number
-}
-
-/** A bad flag or environment value: the CLI prints `message` as one line and exits 2. */
-export class ConfigError extends Error {
-  override name = 'ConfigError'
-}
-
-/** The folder Electron calls `userData` for an app named leasehold, so the CLI and the app share it. */
-export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, platform = process.platform): string {
-  if (platform === 'win32') return join(env.APPDATA ?? join(homedir(), 'AppData', 'Roaming'), 'leasehold')
-  if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'leasehold')
-  return join(env.XDG_CONFIG_HOME ?? join(homedir(), '.config'), 'leasehold')
 }
 
 const int = (min: number, max: number) =>
@@ -127,27 +107,6 @@ export function serveHelp(env: NodeJS.ProcessEnv = process.env): string {
     return `${left.padEnd(30)}${f.help}${dflt}\n${' '.repeat(30)}env ${f.env}`
   })
   return ['Usage: leasehold serve [flags]', '', 'Runs the Leasehold host without a window: the HTTP API and the scheduler.', '', 'Flags:', ...rows, '  -h, --help'].join('\n')
-}
-
-/**
- * `--units -3` as `--units=-3`: a flag that takes a value takes the negative number after it.
- * parseArgs refuses a value that starts with a dash as ambiguous (it might be a flag), which
- * would hide the range message the value deserves; no flag looks like a number.
- */
-export function joinNegativeValues(argv: readonly string[], valued: ReadonlySet<string>): string[] {
-  const out: string[] = []
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    if (arg === '--') return [...out, ...argv.slice(i)]
-    const next = argv[i + 1]
-    if (arg.startsWith('--') && valued.has(arg.slice(2)) && next !== undefined && /^-\.?\d/.test(next)) {
-      out.push(`${arg}=${next}`)
-      i++
-    } else {
-      out.push(arg)
-    }
-  }
-  return out
 }
 
 /**

@@ -1,56 +1,9 @@
 import http from 'node:http'
-import { parseArgs } from 'node:util'
 import createClient, { type Client } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
-import type { ClientTarget } from '../data-dir/client-target'
-import { ConfigError, joinNegativeValues } from '../config'
+import type { ClientTarget } from '../../src-shared/client-target'
 
-/** Shared by the client commands (submit, jobs, status): flags, whole numbers, the typed client of the host. */
-
-/** The flags every client command takes to find the host. */
-export const TARGET_FLAGS = ['url', 'token', 'data-dir'] as const
-
-export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir)
-  --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: <data-dir>/token)
-  --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)`
-
-/** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */
-export function parseFlags<T>(argv: string[], strings: readonly string[], booleans: readonly string[] = []): T {
-  return parseCommandLine<T>(argv, strings, booleans, false).values
-}
-
-/** {@link parseFlags} for a command that also takes words (`leasehold schedule pause NAME`). */
-export function parseCommandLine<T>(
-  argv: string[],
-  strings: readonly string[],
-  booleans: readonly string[],
-  allowPositionals = true,
-): { values: T; positionals: string[] } {
-  const valued = new Set<string>([...TARGET_FLAGS, ...strings])
-  try {
-    const { values, positionals } = parseArgs({
-      args: joinNegativeValues(argv, valued),
-      options: {
-        ...Object.fromEntries([...TARGET_FLAGS, ...strings].map((name) => [name, { type: 'string' as const }])),
-        ...Object.fromEntries(booleans.map((name) => [name, { type: 'boolean' as const }])),
-      },
-      strict: true,
-      allowPositionals,
-    })
-    return { values: values as T, positionals }
-  } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!)
-  }
-}
-
-export function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number | undefined {
-  if (value === undefined) return undefined
-  const n = Number(value)
-  if (value.trim() === '' || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ConfigError(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`)
-  }
-  return n
-}
+/** Shared by the host's client commands (submit, jobs, status, …): the typed client of the host and its one-line errors; their flags follow src-shared/command-line.ts. */
 
 /** An answer from the host that is not a success: its `{detail, code}` as one line (exit 1). */
 export class HostError extends Error {

@@ -1,7 +1,8 @@
-import { resolveClientTarget } from '../data-dir/client-target'
+import { resolveClientTarget } from '../../src-shared/client-target'
 import { ConfigError } from '../config'
 import { JOB_STATES, type JobState } from '../engine/states'
-import { answered, hostApi, parseFlags, table, TARGET_HELP, wholeNumber } from './http-client'
+import { parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { answered, hostApi, table } from './http-client'
 
 export const JOBS_HELP = `Usage: leasehold jobs [flags]
 

@@ -1,7 +1,8 @@
-import { resolveClientTarget } from '../data-dir/client-target'
+import { resolveClientTarget } from '../../src-shared/client-target'
 import { ConfigError } from '../config'
 import type { components } from '../../src-shared/api-types'
-import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
+import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { answered, hostApi, table } from './http-client'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
        leasehold queue pause QUEUE [flags]

@@ -1,8 +1,9 @@
-import { type ClientTarget, resolveClientTarget } from '../data-dir/client-target'
+import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
 import { ConfigError } from '../config'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
-import { answered, HostError, hostApi, parseCommandLine, table, TARGET_HELP } from './http-client'
+import { parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
+import { answered, HostError, hostApi, table } from './http-client'
 import { buildSubmit, type SubmitFlags } from './submit'
 
 export const SCHEDULE_HELP = `Usage: leasehold schedule <add|list|pause|resume|rm> [NAME] [flags]

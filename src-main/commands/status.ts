@@ -1,7 +1,8 @@
 import type { StorageAnswer } from '../http/system'
-import { resolveClientTarget } from '../data-dir/client-target'
+import { resolveClientTarget } from '../../src-shared/client-target'
 import { shortId } from '../../src-shared/short-id'
-import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
+import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { answered, hostApi, table } from './http-client'
 
 export const STATUS_HELP = `Usage: leasehold status [flags]
 

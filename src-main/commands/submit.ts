@@ -1,9 +1,10 @@
 import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import { readFileSync } from 'node:fs'
 import type { components, paths } from '../../src-shared/api-types'
-import { type ClientTarget, resolveClientTarget } from '../data-dir/client-target'
+import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
 import { ConfigError } from '../config'
-import { answered, HostError, hostApi, hostError, parseFlags, type QueueJob, TARGET_HELP, unreachable, wholeNumber } from './http-client'
+import { parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
 

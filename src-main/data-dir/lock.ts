@@ -2,7 +2,7 @@ import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFi
 import { dirname, join, resolve } from 'node:path'
 import { LockFile } from '../db/lock-file'
 import { storageFault } from '../error-answer'
-import { HOST_FILE, readHostFile, type HostFile } from './client-target'
+import { HOST_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
 export class HostStartError extends Error {

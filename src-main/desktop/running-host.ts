@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { HOST_FILE } from '../data-dir/client-target'
+import { HOST_FILE } from '../../src-shared/client-target'
 
 /** A host that owns a data dir now: what `<dataDir>/host.json` names, checked against the process table. */
 export interface RunningHost {

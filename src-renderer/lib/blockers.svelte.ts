@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
 
 /** Blocker reports: open ones first (oldest first, as the host lists them), then resolved ones. */
@@ -43,6 +44,6 @@ export class BlockersState {
 
   /** Whether this event calls for a fresh read. */
   static moves(event: LogEvent): boolean {
-    return event.type === 'BLOCKER_OPENED' || event.type === 'BLOCKER_RESOLVED'
+    return eventMoves(event.type, 'blockers')
   }
 }

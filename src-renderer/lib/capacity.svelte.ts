@@ -1,8 +1,6 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type Capacity, type CapacityChange, type LogEvent } from './api'
 import { capacityBar } from './capacity-bar'
-
-/** Events after which the capacity figures may have moved. */
-const MOVES_CAPACITY = /^(LEASE_GRANTED|LEASE_EXPIRED|JOB_(DONE|FAILED|CANCELED|TIMEOUT|REQUEUED|BLOCKED)|CAPACITY_CHANGED|BUSY_MEASURED)$/
 
 /** The capacity pool as last read from the host, and the operator's changes to it. */
 export class CapacityState {
@@ -43,8 +41,8 @@ export class CapacityState {
     }
   }
 
-  /** Whether this event calls for a fresh read. */
+  /** Whether this event calls for a fresh read: a lease taken or given back, or the pool or the busy rating changed. */
   static moves(event: LogEvent): boolean {
-    return MOVES_CAPACITY.test(event.type)
+    return eventMoves(event.type, 'leases', 'capacity')
   }
 }

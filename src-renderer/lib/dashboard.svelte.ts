@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { ApiClient, ApiError, type FetchLike, type LogEvent } from './api'
 import { BlockersState } from './blockers.svelte'
 import { BulkState } from './bulk.svelte'
@@ -169,7 +170,7 @@ export class Dashboard {
     if (CapacityState.moves(event)) this.later.capacity()
     if (this.jobs.apply(event)) this.later.jobs()
     // Counts move with every job; they are read again only while someone looks (a pause or resume always).
-    if (QueuesState.moves(event) && (this.place.view === 'queues' || event.type.startsWith('QUEUE_'))) this.later.queues()
+    if (QueuesState.moves(event) && (this.place.view === 'queues' || eventMoves(event.type, 'queues'))) this.later.queues()
     if (this.detail?.apply(event)) this.later.detail()
     if (BlockersState.moves(event)) this.later.blockers()
     if (this.schedules.apply(event)) this.later.schedules()

@@ -1,3 +1,4 @@
+import { EVENT_TYPES, eventMoves } from '../../src-shared/event-types'
 import type { Job, JobState, LogEvent } from './api'
 import { ms } from './time-format'
 
@@ -5,7 +6,7 @@ import { ms } from './time-format'
 export const displayState = (state: string): JobState => (state === 'LEASED' ? 'RUNNING' : (state as JobState))
 
 /** Events after which a job no longer holds its lease. */
-export const LEASE_ENDING_EVENTS: ReadonlySet<LogEvent['type']> = new Set<LogEvent['type']>(['JOB_DONE', 'JOB_FAILED', 'JOB_CANCELED', 'JOB_TIMEOUT', 'JOB_REQUEUED', 'JOB_BLOCKED'])
+export const LEASE_ENDING_EVENTS: ReadonlySet<LogEvent['type']> = new Set(EVENT_TYPES.filter((type) => eventMoves(type, 'job-state') && eventMoves(type, 'leases')))
 
 const text = (value: unknown): string | null => (typeof value === 'string' ? value : null)
 const num = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null)
@@ -20,7 +21,7 @@ export function reduceJob(job: Job, event: LogEvent): Job {
   const data = event.data ?? {}
   const state = text(data['state'])
   let next = job
-  if (state && (event.type.startsWith('JOB_') || event.type === 'LEASE_GRANTED' || event.type === 'LEASE_DENIED')) {
+  if (state && (eventMoves(event.type, 'job-list') || event.type === 'LEASE_DENIED')) {
     next = { ...next, state: displayState(state), updated_at: event.ts }
     // Why it waited was true of the state it left; the next read says why it waits now.
     if (next.state !== job.state) next = { ...next, waiting_reason: null, waiting_until: null }

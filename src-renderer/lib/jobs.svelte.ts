@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { newerJob, reduceJobs } from './job-events'
 
@@ -114,7 +115,7 @@ export class JobsState {
 
   /** Moves the rows on screen; true when the first page should be read again. */
   apply(event: LogEvent): boolean {
-    if (!event.type.startsWith('JOB_') && event.type !== 'LEASE_GRANTED') return false
+    if (!eventMoves(event.type, 'job-list')) return false
     const next = reduceJobs(this.rows, event)
     if (next !== this.rows) this.rows = next
     if (this.cursors.length > 0) return false

@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import type { ActiveLease, LogEvent } from './api'
 import { LEASE_ENDING_EVENTS } from './job-events'
 import { ms } from './time-format'
@@ -43,7 +44,7 @@ export function leaseRow(lease: ActiveLease): LeaseRow {
 
 /** Whether an event grants or ends a lease: the store then reads the leases again. */
 export const movesLeases = (event: LogEvent): boolean =>
-  event.type === 'LEASE_GRANTED' || event.type === 'LEASE_EXPIRED' || LEASE_ENDING_EVENTS.has(event.type)
+  eventMoves(event.type, 'leases')
 
 /**
  * The active leases as an event changes them: a grant adds one, an expiry or the end of its

@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type LogEvent, type QueueInfo } from './api'
 
 /** The queues with their jobs by state, and a pause toggle for each. */
@@ -47,6 +48,6 @@ export class QueuesState {
 
   /** Whether this event calls for a fresh read (a queue paused or resumed, or a job moved). */
   static moves(event: LogEvent): boolean {
-    return event.type === 'QUEUE_PAUSED' || event.type === 'QUEUE_RESUMED' || event.type.startsWith('JOB_') || event.type === 'LEASE_GRANTED'
+    return eventMoves(event.type, 'queues', 'job-list')
   }
 }

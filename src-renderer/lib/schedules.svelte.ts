@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type LogEvent, type Schedule } from './api'
 import { changeInput, createInput, hostProblem, type DraftResult, type FormProblem, type ScheduleDraft } from './schedule-form'
 
@@ -50,8 +51,8 @@ export class SchedulesState {
 
   /** Whether this event calls for a fresh read: a schedule changed or fired, or the job of a last run moved. */
   apply(event: LogEvent): boolean {
-    if (event.type.startsWith('SCHEDULE_')) return true
-    return event.type.startsWith('JOB_') && event.job_id != null && this.all.some((s) => s.last_run?.job_id === event.job_id)
+    if (eventMoves(event.type, 'schedules')) return true
+    return eventMoves(event.type, 'job-state') && event.job_id != null && this.all.some((s) => s.last_run?.job_id === event.job_id)
   }
 
   private async send<T>(body: DraftResult<T>, call: (value: T) => Promise<{ schedule: Schedule }>): Promise<boolean> {

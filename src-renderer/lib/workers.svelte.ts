@@ -1,3 +1,4 @@
+import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type LogEvent, type Worker } from './api'
 
 /** Local and external workers, with the jobs they hold leases on. */
@@ -21,8 +22,8 @@ export class WorkersState {
     }
   }
 
-  /** Whether this event calls for a fresh read (a worker took or gave up a job). */
+  /** Whether this event calls for a fresh read (a worker took or gave up a job, or reported a problem). */
   static moves(event: LogEvent): boolean {
-    return /^(LEASE_GRANTED|LEASE_EXPIRED|JOB_(DONE|FAILED|CANCELED|TIMEOUT|REQUEUED|BLOCKED)|WORKER_PROBLEM)$/.test(event.type)
+    return eventMoves(event.type, 'leases', 'workers')
   }
 }

@@ -7,7 +7,7 @@ import { promisify } from 'node:util'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { buildCliBundle, freshCliBundle, PROJECT_ROOT } from '../../scripts/cli-bundle.js'
 
-/** A small project of the shape the builder bundles: the three entries and a module they share. */
+/** A small project of the shape the builder bundles: its entries and a module they share. */
 const SOURCES: Record<string, string> = {
   'package.json': '{ "type": "module" }\n',
   'tsconfig.json': '{ "compilerOptions": { "verbatimModuleSyntax": true } }\n',
@@ -15,6 +15,7 @@ const SOURCES: Record<string, string> = {
   'src-main/cli.ts': "import { greeting } from './greeting'\nexport async function main(argv: string[]): Promise<string> {\n  return greeting(argv[0] ?? 'world')\n}\n",
   'src-worker/main.ts': "import { greeting } from '../src-main/greeting'\nconsole.log(greeting('worker'))\n",
   'src-worker/handler-thread.ts': "console.log('thread')\n",
+  'src-worker/command.ts': "export async function main(): Promise<number> {\n  return 0\n}\n",
 }
 
 let root: string

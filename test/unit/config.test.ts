@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { dashboardLink } from '../../src-main/data-dir/client-target'
+import { dashboardLink } from '../../src-main/data-dir/dashboard-link'
 import { ConfigError, DEFAULT_WORKER_CONCURRENCY, defaultDataDir, localWorkerSlots, parseServeArgs } from '../../src-main/config'
 
 describe('serve configuration', () => {

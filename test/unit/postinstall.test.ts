@@ -1,14 +1,15 @@
 /**
- * What `npm install` shows of Electron's download: one line of ours, never the installer's own
+ * How `npm install` gets better-sqlite3's addon (downloaded, else compiled with a job per core),
+ * and what it shows of Electron's download: one line of ours, never the installer's own
  * output (an 11-line stack where github.com cannot be reached), which goes to a log the line
  * names.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { ELECTRON_LOG, failureReason, installElectron } from '../../scripts/postinstall.js'
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
+import { ELECTRON_LOG, failureReason, installElectron, installSqlite, prebuildFailure, SQLITE_LOG } from '../../scripts/postinstall.js'
 
 const STACK = `RequestError: getaddrinfo ENOTFOUND github.com
     at ClientRequest.<anonymous> (/x/node_modules/got/dist/source/core/index.js:970:111)
@@ -59,5 +60,91 @@ describe("Electron's download at npm install", () => {
     expect(failureReason('HTTPError: Response code 404 (Not Found)\n  at x')).toBe('Response code 404 (Not Found)')
     expect(failureReason('checksum mismatch\n')).toBe('checksum mismatch')
     expect(failureReason('')).toBe('no output')
+  })
+})
+
+describe("better-sqlite3's addon at npm install", () => {
+  const ADDON = 'build/Release/better_sqlite3.node'
+  let dir: string
+
+  /**
+   * A better-sqlite3 of the same shape: a package that loads once its addon file is there, a
+   * prebuild-install that prints `prebuilt.output` and exits with `prebuilt.status` (laying the
+   * addon down when it succeeds), and a node-gyp (the one npm names) that records its arguments
+   * and lays the addon down unless told to fail.
+   */
+  function fakeSqlite(prebuilt: { output: string; status: number }, gyp: { status: number } = { status: 0 }): void {
+    dir = join(root, 'node_modules', 'better-sqlite3')
+    mkdirSync(join(dir, 'node_modules', 'prebuild-install'), { recursive: true })
+    writeFileSync(join(dir, 'package.json'), '{ "name": "better-sqlite3", "version": "12.11.1", "main": "index.js" }\n')
+    writeFileSync(
+      join(dir, 'index.js'),
+      `require('fs').accessSync(require('path').join(__dirname, ${JSON.stringify(ADDON)})); module.exports = class { close() {} }\n`,
+    )
+    const layAddon = `require('fs').mkdirSync('build/Release', { recursive: true }); require('fs').writeFileSync(${JSON.stringify(ADDON)}, '')`
+    writeFileSync(join(dir, 'node_modules', 'prebuild-install', 'package.json'), '{ "name": "prebuild-install" }\n')
+    writeFileSync(
+      join(dir, 'node_modules', 'prebuild-install', 'bin.js'),
+      `process.stderr.write(${JSON.stringify(prebuilt.output)}); if (${prebuilt.status} === 0) { ${layAddon} }; process.exit(${prebuilt.status})\n`,
+    )
+    const gypScript = join(root, 'node-gyp.js')
+    writeFileSync(
+      gypScript,
+      `require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-args.json'))}, JSON.stringify(process.argv.slice(2))); console.log('cc sqlite3.c'); if (${gyp.status} === 0) { ${layAddon} }; process.exit(${gyp.status})\n`,
+    )
+    vi.stubEnv('npm_config_node_gyp', gypScript)
+  }
+  afterEach(() => vi.unstubAllEnvs())
+
+  const gypArgs = (): string[] | null => (existsSync(join(root, 'gyp-args.json')) ? JSON.parse(readFileSync(join(root, 'gyp-args.json'), 'utf8')) : null)
+  const NO_GITHUB = 'prebuild-install info begin Prebuild-install version 7.1.3\nprebuild-install warn install getaddrinfo ENOTFOUND github.com\n'
+
+  test('where no prebuilt addon can be downloaded it is compiled with a job per core, and the install shows one line of it', () => {
+    fakeSqlite({ output: NO_GITHUB, status: 1 })
+    const said: string[] = []
+    expect(installSqlite({ dir, root, jobs: 2, say: (line) => said.push(line) })).toBe('compiled')
+    expect(gypArgs()).toEqual(['rebuild', '--release', '--jobs=2'])
+    expect(said).toHaveLength(1)
+    expect(said[0]).not.toContain('\n')
+    expect(said[0]).toContain('no prebuilt better-sqlite3 12.11.1 for Node')
+    expect(said[0]).toContain('(getaddrinfo ENOTFOUND github.com)')
+    expect(said[0]).toContain('compiling it with 2 jobs')
+    const log = readFileSync(join(root, SQLITE_LOG), 'utf8')
+    expect(log).toContain('ENOTFOUND github.com')
+    expect(log).toContain('cc sqlite3.c')
+  })
+
+  test('a prebuilt addon that downloads is used, and nothing is compiled or said', () => {
+    fakeSqlite({ output: 'prebuild-install info install Successfully installed prebuilt binary!\n', status: 0 })
+    const said: string[] = []
+    expect(installSqlite({ dir, root, jobs: 2, say: (line) => said.push(line) })).toBe('downloaded')
+    expect(gypArgs()).toBeNull()
+    expect(said).toEqual([])
+  })
+
+  test('an addon that already loads is kept (npm install in an installed tree)', () => {
+    fakeSqlite({ output: '', status: 0 })
+    mkdirSync(join(dir, 'build', 'Release'), { recursive: true })
+    writeFileSync(join(dir, ADDON), '')
+    expect(installSqlite({ dir, root, jobs: 2, say: () => {} })).toBe('kept')
+    expect(existsSync(join(root, SQLITE_LOG))).toBe(false)
+  })
+
+  test('a compile that fails is one line that says what it needs and where the whole output is', () => {
+    fakeSqlite({ output: NO_GITHUB, status: 1 }, { status: 1 })
+    let message = ''
+    try {
+      installSqlite({ dir, root, jobs: 2, say: () => {} })
+    } catch (error) {
+      message = (error as Error).message
+    }
+    expect(message).not.toContain('\n')
+    expect(message).toMatch(/could not be compiled \(it needs Python 3, make and a C\+\+ toolchain.*better-sqlite3-install\.log; retry with: node scripts\/postinstall\.js$/)
+  })
+
+  test("prebuild-install's reason is its last warning", () => {
+    expect(prebuildFailure(NO_GITHUB)).toBe('getaddrinfo ENOTFOUND github.com')
+    expect(prebuildFailure('prebuild-install warn install No prebuilt binaries found (target=20.20.2 runtime=node arch=x64 libc= platform=linux)\n')).toMatch(/^No prebuilt binaries found/)
+    expect(prebuildFailure('Error: spawn ENOENT\n')).toBe('spawn ENOENT')
   })
 })

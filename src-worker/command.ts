@@ -1,9 +1,9 @@
 import { hostname } from 'node:os'
-import { HttpTransport } from '../../src-worker/transport-http'
-import { WorkerRuntime } from '../../src-worker/runtime'
-import { resolveClientTarget } from '../data-dir/client-target'
-import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../config'
-import { parseFlags, TARGET_HELP, wholeNumber } from './http-client'
+import { HttpTransport } from './transport-http'
+import { WorkerRuntime } from './runtime'
+import { resolveClientTarget } from '../src-shared/client-target'
+import { parseFlags, runClient, TARGET_HELP, wholeNumber } from '../src-shared/command-line'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -71,4 +71,17 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     process.once('SIGTERM', shutdown)
     process.once('SIGINT', shutdown)
   })
+}
+
+/**
+ * The worker program's command line: `leasehold worker …` and `leasehold help worker`.
+ * bin/leasehold.js hands these to it, and every other command to the host's (src-main/cli.ts).
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const [command, ...rest] = argv
+  if (command === 'help' || rest.includes('-h') || rest.includes('--help')) {
+    console.log(WORKER_HELP)
+    return 0
+  }
+  return runClient(() => workerCommand(rest, env))
 }

@@ -1,6 +1,20 @@
 import { readFileSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { join } from 'node:path'
-import { ConfigError, defaultDataDir } from '../config'
+import { ConfigError } from './command-line'
+
+/**
+ * How a command finds the host: its data dir, and there the host.json a running host writes and
+ * the API token — the host's own files, read by the host's client commands and by the worker
+ * program's `leasehold worker` alike.
+ */
+
+/** The folder Electron calls `userData` for an app named leasehold, so the CLI and the app share it. */
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, platform = process.platform): string {
+  if (platform === 'win32') return join(env.APPDATA ?? join(homedir(), 'AppData', 'Roaming'), 'leasehold')
+  if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'leasehold')
+  return join(env.XDG_CONFIG_HOME ?? join(homedir(), '.config'), 'leasehold')
+}
 
 /** Where a client command finds the host: flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the data dir. */
 export interface ClientTarget {
@@ -52,6 +66,7 @@ export class NoHostError extends Error {
   }
 }
 
+/** The host a client command talks to: its flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the host.json and token of the data dir. */
 export function resolveClientTarget(
   flags: { url?: string; token?: string; 'data-dir'?: string },
   env: NodeJS.ProcessEnv,
@@ -70,17 +85,4 @@ export function resolveClientTarget(
   const token = givenToken ?? readOptional(join(dataDir, 'token'))
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
   return { url: url.replace(/\/+$/, ''), token }
-}
-
-/**
- * The dashboard's address with the token in its fragment, which the page moves into the tab's
- * session storage and out of the address bar (a fragment is never sent to a server). A host
- * bound to every interface is opened on this machine's loopback, a name its Host check accepts.
- */
-export function dashboardLink(url: string, token: string): string {
-  const link = new URL(url)
-  if (link.hostname === '0.0.0.0') link.hostname = '127.0.0.1'
-  if (link.hostname === '[::]') link.hostname = '[::1]'
-  link.hash = `token=${encodeURIComponent(token)}`
-  return link.toString()
 }

@@ -1,0 +1,99 @@
+import { parseArgs } from 'node:util'
+
+/**
+ * The command line's rules that both programs' commands follow — the host's client commands
+ * (submit, jobs, status, …) and the worker program's `leasehold worker`: strict flags, whole
+ * numbers in a range, the flags that find the host, and one line with exit 2 for a mistake in
+ * them.
+ */
+
+/** A bad flag or environment value: the CLI prints `message` as one line and exits 2. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+/**
+ * `--units -3` as `--units=-3`: a flag that takes a value takes the negative number after it.
+ * parseArgs refuses a value that starts with a dash as ambiguous (it might be a flag), which
+ * would hide the range message the value deserves; no flag looks like a number.
+ */
+export function joinNegativeValues(argv: readonly string[], valued: ReadonlySet<string>): string[] {
+  const out: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === '--') return [...out, ...argv.slice(i)]
+    const next = argv[i + 1]
+    if (arg.startsWith('--') && valued.has(arg.slice(2)) && next !== undefined && /^-\.?\d/.test(next)) {
+      out.push(`${arg}=${next}`)
+      i++
+    } else {
+      out.push(arg)
+    }
+  }
+  return out
+}
+
+/** The flags every client command takes to find the host. */
+export const TARGET_FLAGS = ['url', 'token', 'data-dir'] as const
+
+export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir)
+  --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: <data-dir>/token)
+  --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)`
+
+/** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */
+export function parseFlags<T>(argv: string[], strings: readonly string[], booleans: readonly string[] = []): T {
+  return parseCommandLine<T>(argv, strings, booleans, false).values
+}
+
+/** {@link parseFlags} for a command that also takes words (`leasehold schedule pause NAME`). */
+export function parseCommandLine<T>(
+  argv: string[],
+  strings: readonly string[],
+  booleans: readonly string[],
+  allowPositionals = true,
+): { values: T; positionals: string[] } {
+  const valued = new Set<string>([...TARGET_FLAGS, ...strings])
+  try {
+    const { values, positionals } = parseArgs({
+      args: joinNegativeValues(argv, valued),
+      options: {
+        ...Object.fromEntries([...TARGET_FLAGS, ...strings].map((name) => [name, { type: 'string' as const }])),
+        ...Object.fromEntries(booleans.map((name) => [name, { type: 'boolean' as const }])),
+      },
+      strict: true,
+      allowPositionals,
+    })
+    return { values: values as T, positionals }
+  } catch (error) {
+    throw new ConfigError((error as Error).message.split('\n')[0]!)
+  }
+}
+
+/** A flag's whole number from `min` to `max`, or undefined when it was not given; anything else is a ConfigError. */
+export function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new ConfigError(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`)
+  }
+  return n
+}
+
+/** Runs a client command; a bad flag (exit 2) or an unreachable host (exit 1) is one line. */
+export async function runClient(command: () => Promise<number>): Promise<number> {
+  try {
+    return await command()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`leasehold: ${error.message}`)
+      return 2
+    }
+    const cause = (error as { cause?: { code?: string } }).cause
+    if (cause?.code === 'ECONNREFUSED') {
+      console.error('leasehold: the host is not running (connection refused); start it with leasehold serve')
+      return 1
+    }
+    console.error(`leasehold: ${(error as Error).message}`)
+    return 1
+  }
+}
