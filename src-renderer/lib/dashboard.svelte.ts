@@ -124,6 +124,7 @@ export class Dashboard {
     this.stopPolling()
     this.stream.stop()
     this.time.stop()
+    this.storage.stop()
   }
 
   refreshAll(): void {
