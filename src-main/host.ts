@@ -237,6 +237,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => checkAbort.abort())
   let integrityCheck: Promise<IntegrityReport | null> | null = null
   let checkpointer: Checkpointer | null = null
+  /** The host started read-only and has since taken writes again. */
+  let resumed = false
   undo.push(() => checkpointer?.stop())
 
   /**
@@ -258,7 +260,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
       },
     })
-    applyCapacityFlags(engine, config)
+    try {
+      applyCapacityFlags(engine, config)
+    } catch (error) {
+      // At a start this ends the start, as it always did; once a read-only host has space again,
+      // the writers must start all the same (the disk may have just enough room for some writes).
+      if (!resumed) throw error
+      log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
+    }
     const reap = tick('the reaper', () => engine.reap())
     // Leases granted before a restart expire on time: reap once before serving anything.
     reap()
@@ -350,6 +359,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       }
       mode.state = 'read_write'
       mode.reason = null
+      resumed = true
       log(`leasehold: the disk that holds the data dir ${config.dataDir} has room again: writes resume`)
       try {
         if (!hostFileWritten) writeOwnHostFile()
