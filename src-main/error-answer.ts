@@ -56,6 +56,22 @@ export function storageFault(error: unknown): StorageFault | null {
   return null
 }
 
+/**
+ * The answer to a write while the host is read-only because its disk was full at start
+ * (db/storage-mode.ts): 507 `storage_full`, as a write the disk cannot hold is answered once running.
+ */
+export function readOnlyAnswer(dataDir: string): ErrorAnswer {
+  return {
+    status: statusOf('storage_full'),
+    code: 'storage_full',
+    detail:
+      `The disk is full: the host started read-only and the write was not made. Free space on the disk that holds the data dir ${dataDir}; ` +
+      'writes resume within seconds, without a restart, and reads still work',
+    body: {},
+    internal: false,
+  }
+}
+
 /** An engine error's extra fields as the wire shows them: times as ISO-8601. */
 function wireExtra(extra: ErrorExtra): Record<string, unknown> {
   return extra.retry_at === undefined ? { ...extra } : { ...extra, retry_at: iso(extra.retry_at) }

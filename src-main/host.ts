@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type Server, type ServerResponse } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,11 +12,13 @@ import { MAX_LONG_POLL_MS } from './workers/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
 import { Checkpointer } from './db/checkpointer'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
-import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
+import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
+import { mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/clock'
-import { answerError } from './error-answer'
+import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
+import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
@@ -42,6 +44,8 @@ export interface Host {
    * short by stop().
    */
   readonly integrityCheck: Promise<IntegrityReport | null> | null
+  /** Whether the host takes writes, or serves reads only because its disk was full at start (db/storage-mode.ts). */
+  storageMode(): StorageMode
   /** Stops taking requests, lets in-flight ones finish, stops the timers, closes the database. */
   stop(): Promise<void>
 }
@@ -143,31 +147,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const log = options.log ?? ((line: string) => console.error(line))
   const clock = options.clock ?? systemClock
   const token = loadOrCreateToken(config.dataDir, config.token)
-  const { sqlite, uncleanShutdown } = openDatabase({
-    path: join(config.dataDir, 'leasehold.db'),
-    durability: config.durability,
-    migrationsFolder: options.migrationsFolder,
-    nativeBinding: options.nativeBinding,
-    log,
-  })
+  const mode: StorageMode = { state: 'read_write', reason: null }
+  const { sqlite, uncleanShutdown } = openForStart(config, options, mode, log)
   undo.push(() => void sqlite.close())
 
-  // Checkpoints off the main thread (db/checkpointer.ts). Should the thread fail, the main
-  // connection's own checkpoint still bounds the log, as it did before there was a thread.
   const limiter = new LogLimiter(log, () => clock.now())
-  const checkpoints = timerHealth('the checkpointer', limiter, config.dataDir)
-  const checkpointer = new Checkpointer({
-    path: sqlite.name,
-    durability: config.durability,
-    nativeBinding: options.nativeBinding,
-    onPass: () => checkpoints.ok(),
-    onError: (error, stopped) => {
-      if (!stopped) return checkpoints.failed(error)
-      log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
-    },
-  })
-  undo.push(() => checkpointer.stop())
-
   const engine = new Engine({
     db: sqlite,
     clock,
@@ -179,7 +163,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     },
     capacity: { total_units: 100, busy_rating: null },
   })
-  applyCapacityFlags(engine, config)
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
@@ -188,54 +171,46 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const clockWaiters = new ClockWaiters(clock)
   const dispatch = new Dispatch(engine)
   undo.push(() => dispatch.close())
-  const reap = tick('the reaper', () => engine.reap())
-  // Leases granted before a restart expire on time: reap once before serving anything.
-  reap()
-  // Recurring schedules: one timer for the next firing; firings missed while the host was down
-  // are caught up now (one run each), before anything is served.
   const scheduleLog = timerHealth('the schedule timer', limiter, config.dataDir)
   const schedules = new ScheduleTimer(engine, { clock, onError: (error) => scheduleLog.failed(error), onFired: () => scheduleLog.ok() })
   undo.push(() => schedules.stop())
-  await schedules.start()
-  const timers = [
-    setInterval(() => {
-      reap()
-      clockWaiters.check()
-      void schedules.check() // in memory: an injected clock that moved fires what came due
-      dispatch.wakeIfDue()
-    }, REAP_INTERVAL_MS),
-    setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
-    setInterval(
-      tick('the busy sampler', () => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))),
-      BUSY_INTERVAL_MS,
-    ),
-  ]
+  const timers: NodeJS.Timeout[] = []
   undo.push(() => timers.forEach(clearInterval))
   // Retention: finished jobs older than --retain-days go, in short steps between requests.
   const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
-  pruner.start()
   undo.push(() => pruner.stop())
 
   const directory = new WorkerDirectory(() => clock.now())
   let port = config.port
+  const policy = {
+    token,
+    allowedHosts: config.allowedHosts,
+    get port() {
+      return port
+    },
+  }
   const http = createHttpApp({
     engine,
     dispatch,
     clockWaiters,
     directory,
     version: VERSION,
-    policy: {
-      token,
-      allowedHosts: config.allowedHosts,
-      get port() {
-        return port
-      },
-    },
+    policy,
     bodyLimitBytes: config.bodyLimitBytes,
     storage: () => storageReport(engine, pruner),
+    storageMode: () => ({ ...mode }),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
   })
+  // While read-only, a request that may write is refused here, before any route: no write
+  // reaches the disk, and a worker is told to wait rather than handed work it could not finish.
+  // A request the guard refuses (no token, a foreign Host) goes on to be refused as usual.
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    if (mode.state === 'read_only' && mayWrite(req.method ?? 'GET', req.url ?? '/') && checkRequest(guardInput(req, pathOf(req.url)), policy) === null) {
+      return refuseWrite(req, res, readOnlyAnswer(config.dataDir))
+    }
+    http.listener(req, res)
+  }
   const server = createServer(
     {
       headersTimeout: HEADERS_TIMEOUT_MS,
@@ -244,7 +219,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // How often Node checks those limits (default 30 s): a trickling client is cut off on time.
       connectionsCheckingInterval: 1_000,
     },
-    http.listener,
+    listener,
   )
   let requestsInFlight = 0
   server.on('request', (_request, response: ServerResponse) => {
@@ -254,6 +229,89 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // Requests Node refuses before Koa sees them still get the API's error shape.
   server.on('clientError', http.clientError)
   server.on('checkExpectation', http.checkExpectation)
+
+  let pool: WorkerPool | null = null
+  undo.push(() => pool?.stop(0))
+
+  const checkAbort = new AbortController()
+  undo.push(() => checkAbort.abort())
+  let integrityCheck: Promise<IntegrityReport | null> | null = null
+  let checkpointer: Checkpointer | null = null
+  /** The host started read-only and has since taken writes again. */
+  let resumed = false
+  undo.push(() => checkpointer?.stop())
+
+  /**
+   * Everything that writes: the checkpointer, the capacity flags, the reaper, the schedules (with
+   * their catch-up), the samplers, the pruner and the local workers. At start, or once a
+   * read-only host has space again; until then none of them runs, so none fails or spins.
+   */
+  const startWriters = async (): Promise<void> => {
+    // Checkpoints off the main thread (db/checkpointer.ts). Should the thread fail, the main
+    // connection's own checkpoint still bounds the log, as it did before there was a thread.
+    const checkpoints = timerHealth('the checkpointer', limiter, config.dataDir)
+    checkpointer = new Checkpointer({
+      path: sqlite.name,
+      durability: config.durability,
+      nativeBinding: options.nativeBinding,
+      onPass: () => checkpoints.ok(),
+      onError: (error, stopped) => {
+        if (!stopped) return checkpoints.failed(error)
+        log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
+      },
+    })
+    try {
+      applyCapacityFlags(engine, config)
+    } catch (error) {
+      // At a start this ends the start, as it always did; once a read-only host has space again,
+      // the writers must start all the same (the disk may have just enough room for some writes).
+      if (!resumed) throw error
+      log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
+    }
+    const reap = tick('the reaper', () => engine.reap())
+    // Leases granted before a restart expire on time: reap once before serving anything.
+    reap()
+    // Recurring schedules: one timer for the next firing; firings missed while the host was down
+    // are caught up now (one run each), before anything is served.
+    await schedules.start()
+    timers.push(
+      setInterval(() => {
+        reap()
+        clockWaiters.check()
+        void schedules.check() // in memory: an injected clock that moved fires what came due
+        dispatch.wakeIfDue()
+      }, REAP_INTERVAL_MS),
+      setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
+      setInterval(
+        tick('the busy sampler', () => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))),
+        BUSY_INTERVAL_MS,
+      ),
+    )
+    pruner.start()
+    // Sized after the capacity flags: a worker's slots are its share of the stored total.
+    pool =
+      config.workers > 0
+        ? new WorkerPool({
+            engine,
+            dispatch,
+            clockWaiters,
+            directory,
+            size: config.workers,
+            spawn: options.spawn ?? forkSpawner,
+            log,
+            workerEnv: {
+              LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
+              LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
+              LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
+            },
+          })
+        : null
+    pool?.start()
+    // The file was not closed by the last host: SQLite recovered it from its log; whether every page
+    // is sound is checked on a thread, while the host serves (no start waits for a read of the whole file).
+    if (uncleanShutdown) integrityCheck = backgroundIntegrityCheck(sqlite.name, options.nativeBinding, checkAbort.signal, log)
+  }
+  if (mode.state === 'read_write') await startWriters()
 
   const address = await listen(server, config.port, config.host)
   undo.push(() => {
@@ -271,37 +329,54 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // write and remove: the lock keeps every other host off this data dir.
   const hostFile = join(config.dataDir, HOST_FILE)
   undo.push(() => removeHostFile(hostFile))
-  writeHostFile(hostFile, { url, pid: process.pid })
-
-  const pool =
-    config.workers > 0
-      ? new WorkerPool({
-          engine,
-          dispatch,
-          clockWaiters,
-          directory,
-          size: config.workers,
-          spawn: options.spawn ?? forkSpawner,
-          log,
-          workerEnv: {
-            LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
-            LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
-            LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
-          },
-        })
-      : null
-  undo.push(() => pool?.stop(0))
-  pool?.start()
-
-  // The file was not closed by the last host: SQLite recovered it from its log; whether every page
-  // is sound is checked on a thread, while the host serves (no start waits for a read of the whole file).
-  const checkAbort = new AbortController()
-  undo.push(() => checkAbort.abort())
-  const integrityCheck = uncleanShutdown ? backgroundIntegrityCheck(sqlite.name, options.nativeBinding, checkAbort.signal, log) : null
+  let hostFileWritten = false
+  const writeOwnHostFile = () => {
+    writeHostFile(hostFile, { url, pid: process.pid })
+    hostFileWritten = true
+  }
+  if (mode.state === 'read_write') writeOwnHostFile()
+  else {
+    try {
+      writeOwnHostFile()
+    } catch (error) {
+      // A full disk may not hold even this small file: commands then need --url until space returns.
+      log(`leasehold: ${(error as Error).message}; until space returns, other commands need --url ${url}`)
+    }
+  }
 
   let stopping: Promise<void> | null = null
+  // Read-only: try for space every few seconds; once the database takes writes, so does the host.
+  let probe: NodeJS.Timeout | null = null
+  const nextProbe = probeDelays()
+  const probeForSpace = () => {
+    probe = setTimeout(() => {
+      probe = null
+      if (stopping) return
+      try {
+        shareDatabase(sqlite)
+      } catch {
+        return probeForSpace()
+      }
+      mode.state = 'read_write'
+      mode.reason = null
+      resumed = true
+      log(`leasehold: the disk that holds the data dir ${config.dataDir} has room again: writes resume`)
+      try {
+        if (!hostFileWritten) writeOwnHostFile()
+      } catch (error) {
+        log(`leasehold: ${(error as Error).message}`)
+      }
+      startWriters().catch((error: unknown) => log(`leasehold: a writer failed to start (${(error as Error).message}); it tries again on its next tick`))
+    }, nextProbe())
+  }
+  if (mode.state === 'read_only') probeForSpace()
+  undo.push(() => {
+    if (probe) clearTimeout(probe)
+  })
+
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
+      if (probe) clearTimeout(probe)
       checkAbort.abort()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
@@ -319,15 +394,69 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       closeConnections()
       await closed
       clearInterval(sweep)
-      tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
+      if (mode.state === 'read_write') tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
-      await checkpointer.stop()
+      await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)
       lock.release() // last: another host may start here only once this one is gone
     })())
 
-  return { url, token, engine, pool, pruner, integrityCheck, stop }
+  return {
+    url,
+    token,
+    engine,
+    get pool() {
+      return pool
+    },
+    pruner,
+    get integrityCheck() {
+      return integrityCheck
+    },
+    storageMode: () => ({ ...mode }),
+    stop,
+  }
+}
+
+/**
+ * Opens the database for a start: for reads and writes, or, when the disk is too full for that,
+ * for reads only (db/open.ts `openOnFullDisk`), with `mode` set to say so. A file that cannot be
+ * opened read-only either (new, or in need of a migration) refuses the start as before.
+ */
+function openForStart(config: HostConfig, options: HostOptions, mode: StorageMode, log: (line: string) => void): OpenedDatabase {
+  const open = {
+    path: join(config.dataDir, 'leasehold.db'),
+    durability: config.durability,
+    migrationsFolder: options.migrationsFolder,
+    nativeBinding: options.nativeBinding,
+    log,
+  }
+  try {
+    return openDatabase(open)
+  } catch (error) {
+    if (!(error instanceof DatabaseOpenError) || !error.diskFull) throw error
+    const opened = openOnFullDisk(open)
+    mode.state = 'read_only'
+    mode.reason = 'disk full'
+    log(
+      `leasehold: the disk that holds the data dir ${config.dataDir} is full: serving reads only, and every write answers 507 storage_full ` +
+        'until space returns (checked every few seconds; no restart needed)',
+    )
+    return opened
+  }
+}
+
+/** The path of a request-target, without its query. */
+function pathOf(target: string | undefined): string {
+  const path = (target ?? '/').split('?')[0]!
+  return path.startsWith('/') ? path : new URL(path, 'http://x').pathname
+}
+
+/** Answers `{detail, code}` with the answer's status; the request's body is read and dropped. */
+function refuseWrite(req: IncomingMessage, res: ServerResponse, answer: ErrorAnswer): void {
+  req.resume()
+  res.writeHead(answer.status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })
+  res.end(JSON.stringify({ detail: answer.detail, code: answer.code }))
 }
 
 /** Runs the check after an unclean shutdown and logs what it found: a line either way, what to do about damage. */

@@ -918,6 +918,13 @@ export interface components {
             /** @constant */
             ok: true;
             version: string;
+            /**
+             * @description read_only: the disk was full at start; reads work, every write answers 507 until space returns
+             * @enum {string}
+             */
+            storage: "read_write" | "read_only";
+            /** @description Why the host is read-only (`disk full`) */
+            reason?: string;
         };
         /** @description Capacity and the busy rating (docs/capacity.md) */
         Capacity: {

@@ -9,13 +9,15 @@ export const STATUS_HELP = `Usage: leasehold status [flags]
 Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
 or set, usable, leased and available units), how many leases are active, the workers, the
 open blockers (jobs halted on a held file, waiting for an operator), and the database's size
-on disk with how long finished jobs are kept (--retain-days of leasehold serve). Jobs that
+on disk with how long finished jobs are kept (--retain-days of leasehold serve), and whether
+the host is read-only (its disk was full at start: it takes writes again once space returns). Jobs that
 cost more than the total capacity (it was lowered below their cost) are reported: they cannot
 run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
 \`leasehold jobs\` lists whole; --json has every id.
 
 Flags:
   --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage} as JSON
+                       (storage.mode is read_write or read_only, storage.reason why)
 ${TARGET_HELP}
   -h, --help`
 
@@ -31,7 +33,8 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const flags = parseFlags<StatusFlags>(argv, [], ['json'])
   const target = resolveClientTarget(flags, env)
   const api = hostApi(target)
-  const [capacity, snapshot, workers, blockers, storage] = await Promise.all([
+  const [health, capacity, snapshot, workers, blockers, storage] = await Promise.all([
+    answered(target, api.GET('/api/health')),
     answered(target, api.GET('/api/capacity')),
     answered(target, api.GET('/api/scheduler/stats/snapshot')),
     answered(target, api.GET('/api/workers')),
@@ -48,7 +51,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
           jobs: { over_capacity: snapshot.jobs.over_capacity },
           workers: workers.workers,
           blockers: blockers.blockers,
-          storage,
+          storage: { ...storage, mode: health.storage, reason: health.reason ?? null },
         },
         null,
         2,
@@ -91,7 +94,10 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     ])
     lines.push(indent(table(['ID', 'FILE', 'HELD BY', 'HALTED'], rows)))
   }
-  lines.push(`storage   ${storageLine(storage)}`)
+  if (health.storage === 'read_only') {
+    lines.push(`storage   READ-ONLY (${health.reason ?? 'disk full'}): reads work, every write is refused until space returns on the disk of the data dir`)
+    lines.push(`          ${storageLine(storage)}`)
+  } else lines.push(`storage   ${storageLine(storage)}`)
   console.log(lines.join('\n'))
   return 0
 }

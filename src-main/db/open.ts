@@ -49,6 +49,14 @@ export interface OpenOptions {
 /** Why a database cannot be opened; the CLI prints `message` as one line and exits. */
 export class DatabaseOpenError extends Error {
   override name = 'DatabaseOpenError'
+
+  constructor(
+    message: string,
+    /** The open failed because the disk is full: an existing file may still be opened read-only ({@link openOnFullDisk}). */
+    readonly diskFull = false,
+  ) {
+    super(message)
+  }
 }
 
 interface JournalEntry {
@@ -93,19 +101,22 @@ function checkCompanionFiles(path: string): void {
 }
 
 /** Why a file SQLite could not read is refused, in one line, naming the file that cannot be opened if one cannot. */
-function unreadableMessage(path: string, error: unknown): string {
+function unreadableError(path: string, error: unknown): DatabaseOpenError {
   const { code, message } = error as { code?: string; message: string }
   if (code?.startsWith('SQLITE_CANTOPEN')) {
     const reason = cannotOpen(path)
-    if (reason) return `cannot open ${path} (${reason}); it was left untouched`
+    if (reason) return new DatabaseOpenError(`cannot open ${path} (${reason}); it was left untouched`)
   }
   // The first read creates the -shm (and -wal) files: on a full disk that write fails, and SQLite
   // says only "disk I/O error".
   const free = freeBytes(dirname(path))
   if (free !== null && free < MIN_FREE_TO_OPEN && (code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL')) {
-    return `the disk that holds ${path} is full (${mb(free)} free): SQLite cannot create its ${path}-shm and -wal files (${code}); free some space and start again (the file was left untouched)`
+    return new DatabaseOpenError(
+      `the disk that holds ${path} is full (${mb(free)} free): SQLite cannot create its ${path}-shm and -wal files (${code}); free some space and start again (the file was left untouched)`,
+      true,
+    )
   }
-  return `${path} is not a readable SQLite database (${oneLine(message)}); it was left untouched`
+  return new DatabaseOpenError(`${path} is not a readable SQLite database (${oneLine(message)}); it was left untouched`)
 }
 
 /** Less free space than this, and an I/O error while opening, means a full disk: the -shm file alone takes 32 KiB. */
@@ -126,7 +137,7 @@ function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry
   try {
     sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get()
   } catch (error) {
-    throw new DatabaseOpenError(unreadableMessage(path, error))
+    throw unreadableError(path, error)
   }
   const applicationId = sqlite.pragma('application_id', { simple: true }) as number
   // Another program's mark refuses the file whatever it holds, even no tables yet; an unmarked
@@ -138,16 +149,25 @@ function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry
   if (applicationId !== APPLICATION_ID && (applicationId !== 0 || hasTables)) {
     throw new DatabaseOpenError(`${path} is not a Leasehold database; it was left untouched`)
   }
-  if (tableExists(sqlite, '__drizzle_migrations')) {
-    const newest = sqlite.prepare('SELECT MAX(created_at) AS newest FROM __drizzle_migrations').get() as { newest: number | null }
-    const known = Math.max(0, ...journal.map((e) => e.when))
-    if (newest.newest !== null && Number(newest.newest) > known) {
+  const newest = newestMigration(sqlite)
+  if (newest !== null) {
+    const known = newestKnownMigration(journal)
+    if (newest > known) {
       throw new DatabaseOpenError(
         `${path} was written by a newer version of Leasehold; upgrade Leasehold to open it (the file was left untouched)`,
       )
     }
   }
 }
+
+/** When the newest migration applied to the file was written (drizzle's `created_at`), or null if none was. */
+function newestMigration(sqlite: Database): number | null {
+  if (!tableExists(sqlite, '__drizzle_migrations')) return null
+  const { newest } = sqlite.prepare('SELECT MAX(created_at) AS newest FROM __drizzle_migrations').get() as { newest: number | null }
+  return newest === null ? null : Number(newest)
+}
+
+const newestKnownMigration = (journal: JournalEntry[]) => Math.max(0, ...journal.map((e) => e.when))
 
 /**
  * WAL pages written before SQLite copies them back into the database file. A checkpoint costs
@@ -272,8 +292,75 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   } catch (error) {
     sqlite.close()
     if (error instanceof DatabaseOpenError) throw error
-    throw new DatabaseOpenError(`cannot open ${options.path}: ${openFailure(error)}`)
+    throw new DatabaseOpenError(`cannot open ${options.path}: ${openFailure(error)}`, storageFullCode(error))
   }
+}
+
+/**
+ * Opens an existing, current database on a disk too full for {@link openDatabase}, for reads
+ * only. A connection in WAL mode keeps the log's index in a `-shm` file that it must create (32
+ * KiB) before its first read; in SQLite's exclusive locking mode, set before that read, the index
+ * is kept in this process's memory instead, and no file is made. Reads then work; a write fails
+ * with SQLITE_FULL and changes nothing (the host refuses writes before they get that far). No
+ * other connection can open the file meanwhile (the checkpointer, an integrity check), which is
+ * why the host leaves this mode as soon as space returns ({@link shareDatabase}).
+ *
+ * Refused, as at a normal start, when the file is new (setting it up writes), not Leasehold's,
+ * or written by a newer version; and when it needs a migration: migrations write, and this
+ * version's code must not read a schema older than its own.
+ */
+export function openOnFullDisk(options: OpenOptions): OpenedDatabase {
+  const { path } = options
+  const journal = readJournal(options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER)
+  if (path === ':memory:' || !existsSync(path)) {
+    throw new DatabaseOpenError(`the disk that holds ${path} is full and the database is new: setting it up writes; free some space and start again`, true)
+  }
+  const uncleanShutdown = fileSize(`${path}-wal`) > 0
+  let sqlite: Database
+  try {
+    sqlite = new BetterSqlite3(path, options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`)
+  }
+  try {
+    sqlite.pragma('locking_mode = EXCLUSIVE') // before the first read: no -shm file (see above)
+    checkExistingFile(sqlite, path, journal)
+    if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID || (newestMigration(sqlite) ?? 0) < newestKnownMigration(journal)) {
+      throw new DatabaseOpenError(
+        `the disk that holds ${path} is full, and the database must be set up or migrated to this version first, which writes; free some space and start again (the file was left untouched)`,
+        true,
+      )
+    }
+    applyConnectionSettings(sqlite, options.durability) // the file is in WAL mode already: nothing is written
+    return { sqlite, orm: drizzle(sqlite, { schema }), uncleanShutdown }
+  } catch (error) {
+    sqlite.close()
+    if (error instanceof DatabaseOpenError) throw error
+    throw new DatabaseOpenError(`cannot open ${path}: ${openFailure(error)}`, storageFullCode(error))
+  }
+}
+
+/**
+ * Takes a connection from {@link openOnFullDisk} out of exclusive locking mode, so that other
+ * connections (the checkpointer, integrity checks) can open the file again: SQLite changes the
+ * locking mode of a WAL database only outside WAL mode, so the file leaves WAL mode (the log is
+ * checkpointed into it) and enters it again, which creates the `-shm` file. Each step writes:
+ * on a disk still full one fails, the connection stays in a mode where reads work, and the next
+ * call tries again. Throws the step's error.
+ */
+export function shareDatabase(sqlite: Database): void {
+  sqlite.pragma('journal_mode = DELETE')
+  sqlite.pragma('locking_mode = NORMAL')
+  const mode = sqlite.pragma('journal_mode = WAL', { simple: true })
+  if (mode !== 'wal') throw new DatabaseOpenError(`${sqlite.name} stayed in journal mode ${String(mode)}`, true)
+  sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get() // the first read in the new mode makes the -shm file
+}
+
+/** Whether a thrown error is SQLite's or the OS's "no space". */
+function storageFullCode(error: unknown): boolean {
+  let root = error as { cause?: unknown; code?: unknown }
+  while (root.cause && typeof root.cause === 'object') root = root.cause as typeof root
+  return root.code === 'SQLITE_FULL' || root.code === 'ENOSPC' || root.code === 'SQLITE_IOERR_SHMSIZE'
 }
 
 function fileSize(path: string): number {

@@ -56,8 +56,9 @@ export class Counters {
   private readonly eventIds: ReservedSequence
 
   constructor(ctx: EngineContext) {
-    // Before reservations, a job's key was the largest one stored plus one.
-    this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs')
+    // Before reservations, a job's key was the largest one stored plus one. With each block, where
+    // the QUEUED jobs start (job-tally.ts reads from there at start).
+    this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs', (taken) => ctx.jobTally.storeFloor(taken))
     // With each block of fences, where the ACTIVE leases start (active-leases.ts reads from there at start).
     this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases', (taken) =>
       ctx.run(UPSERT_SETTING, ACTIVE_FROM_KEY, String(ctx.activeLeases.floorToStore(taken))),

@@ -70,6 +70,16 @@ export class QueuedRange {
     }
   }
 
+  /** The smallest seq of the range's jobs, or `atMost` if that is smaller (or the range is empty). */
+  minSeq(atMost: number): number {
+    let min = atMost
+    for (let at = this.head; at < this.seqs.length; at++) {
+      const seq = this.seqs[at]!
+      if (seq > 0 && seq < min) min = seq
+    }
+    return min
+  }
+
   /** Whether a job of the range is eligible at `now`. */
   hasEligible(now: number): boolean {
     return this.head < this.seqs.length && this.eligible[this.head]! <= now

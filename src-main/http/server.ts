@@ -7,6 +7,7 @@ import type { Dispatch } from '../dispatch/dispatch'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import type { Engine } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
+import type { StorageMode } from '../db/storage-mode'
 import type { WorkerDirectory } from '../workers/directory'
 import { HttpError } from './http-error'
 import { statusOf } from '../../src-shared/error-codes'
@@ -36,6 +37,8 @@ export interface HttpDependencies {
   bodyLimitBytes: number
   /** The database's size and the retention setting (GET /api/storage). */
   storage: () => StorageReport
+  /** Whether the host takes writes (GET /api/health); always does when not given. */
+  storageMode?: () => StorageMode
   /** The built dashboard (out/renderer), served at `/`. */
   rendererDir: string
   log: (line: string) => void
@@ -125,7 +128,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const workers = workerRoutes(engine, deps.dispatch, deps.directory)
   const queue = queueLaneRoutes(engine)
   const routers: Router[] = [
-    systemRouter(engine, deps.directory, deps.version, limit, deps.storage),
+    systemRouter(engine, deps.directory, deps.version, limit, deps.storage, deps.storageMode),
     pullRouter(engine, limit),
     queueRouter(engine, limit, queue),
     workerRouter(workers, limit),

@@ -3,6 +3,7 @@ import { z } from 'zod'
 import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import type { StorageReport } from '../retention/storage-report'
+import type { StorageMode } from '../db/storage-mode'
 import type { WorkerDirectory } from '../workers/directory'
 import { readJson, reply } from './body'
 import { validate } from './errors'
@@ -50,10 +51,18 @@ export function storageAnswer(report: StorageReport): StorageAnswer {
 }
 
 /** Routes shared by every dialect: health, capacity, workers, storage and the OpenAPI document. */
-export function systemRouter(engine: Engine, directory: WorkerDirectory, version: string, bodyLimit: number, storage: () => StorageReport): Router {
+export function systemRouter(
+  engine: Engine,
+  directory: WorkerDirectory,
+  version: string,
+  bodyLimit: number,
+  storage: () => StorageReport,
+  storageMode: () => StorageMode = () => ({ state: 'read_write', reason: null }),
+): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
-    reply(ctx, Health, { ok: true, version })
+    const mode = storageMode()
+    reply(ctx, Health, { ok: true, version, storage: mode.state, ...(mode.reason === null ? {} : { reason: mode.reason }) })
   })
   router.get('/capacity', (ctx) => {
     reply(ctx, Capacity, capacityView(engine.getCapacity()))

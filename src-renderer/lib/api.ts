@@ -219,6 +219,7 @@ export class ApiClient {
     this.call(this.api.PATCH('/api/schedules/{name}', { params: { path: { name } }, body: change }))
   deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call(this.api.DELETE('/api/schedules/{name}', { params: { path: { name } } }))
   getStorage = (): Promise<Storage> => this.call(this.api.GET('/api/storage'))
+  getHealth = (): Promise<Schemas['Health']> => this.call(this.api.GET('/api/health'))
 
   /** A ticket that opens the event stream (an EventSource cannot send the token). */
   eventTicket = (): Promise<{ ticket: string; expires_at: string }> => this.call(this.api.POST('/api/events/ticket'))

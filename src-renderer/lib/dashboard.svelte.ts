@@ -125,6 +125,7 @@ export class Dashboard {
     this.stopPolling()
     this.stream.stop()
     this.time.stop()
+    this.storage.stop()
   }
 
   refreshAll(): void {

@@ -13,19 +13,38 @@ export function retentionText(retainDays: number): string {
   return `${retainDays} ${retainDays === 1 ? 'day' : 'days'}`
 }
 
-/** The database's size and the retention setting, as last read from the host. */
+/** While the host is read-only, how often it is asked whether writes work again (no event says so). */
+export const READ_ONLY_POLL_MS = 5_000
+
+/** The database's size and the retention setting, as last read from the host, and whether it takes writes. */
 export class StorageState {
   current = $state<Storage | null>(null)
   error = $state<string | null>(null)
+  /** Why the host is read-only (its disk was full at start: every change is refused), or null while it takes writes. */
+  readOnly = $state<string | null>(null)
+  private poll: ReturnType<typeof setTimeout> | null = null
 
   constructor(private readonly api: ApiClient) {}
 
   async refresh(): Promise<void> {
     try {
-      this.current = await this.api.getStorage()
+      const [current, health] = await Promise.all([this.api.getStorage(), this.api.getHealth()])
+      this.current = current
+      this.readOnly = health.storage === 'read_only' ? (health.reason ?? 'disk full') : null
       this.error = null
     } catch (error) {
       this.error = describeError(error)
     }
+    if (this.readOnly !== null && this.poll === null) {
+      this.poll = setTimeout(() => {
+        this.poll = null
+        void this.refresh()
+      }, READ_ONLY_POLL_MS)
+    }
+  }
+
+  stop(): void {
+    if (this.poll !== null) clearTimeout(this.poll)
+    this.poll = null
   }
 }

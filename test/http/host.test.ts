@@ -16,7 +16,7 @@ describe('health and capacity', () => {
     host = await startTestHost()
     const res = await host.call('/api/health', { token: null })
     expect(res.status).toBe(200)
-    expect(await res.json()).toEqual({ ok: true, version: expect.stringMatching(/^\d+\.\d+\.\d+/) })
+    expect(await res.json()).toEqual({ ok: true, version: expect.stringMatching(/^\d+\.\d+\.\d+/), storage: 'read_write' })
   })
 
   test('the token is created on first start in <data-dir>/token with mode 0600', async () => {

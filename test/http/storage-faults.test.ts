@@ -16,6 +16,7 @@ import { ClockWaiters } from '../../src-main/workers/clock-waiters'
 import { ManualClock, SECOND } from '../../src-main/engine/clock'
 import { answerWorkerRequest } from '../../src-main/pool/ipc-host'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
 import { StorageFaultInjector } from '../helpers/storage-faults'
 import { body, dbDigest, DIALECT_T0, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
 // White-box by purpose: faults are injected into the host's own database handle, reached through engineContext.
@@ -196,21 +197,73 @@ describe('a real full disk (tmpfs)', () => {
     throw new Error('the disk never filled')
   }
 
-  test('a start on a full disk takes the lock and then says in one line that the disk is full, naming the files SQLite must create', async (context) => {
+  test('a host started on a full disk serves reads and status read-only, refuses writes with 507, and takes writes again once space is freed, without a restart; nothing is lost', async (context) => {
     const skipped = mountTmpfs()
     if (skipped) return context.skip(skipped)
     const dataDir = join(mountPoint!, 'data')
     mkdirSync(dataDir)
     host = await startTestHost({ dataDir })
-    await submit(host)
+    const acknowledged = [(await submit(host, { job_type: 'before' })).job_id]
     await host.stop() // a clean stop: the -wal and -shm files are gone, and must be made again at the next open
     host = undefined
+    const filler = join(mountPoint!, 'filler')
+    fillDisk(filler)
+
+    const lines: string[] = []
+    host = await startTestHost({ dataDir, statsIntervalS: 1 }, { log: (line) => lines.push(line) })
+    expect(matching(lines, /is full: serving reads only/)).toHaveLength(1)
+    expect(await body(await host.call('/api/health', { token: null }))).toMatchObject({ ok: true, storage: 'read_only', reason: 'disk full' })
+    // Reads answer: the job, the lists, the snapshot, the dashboard's storage figures.
+    expect((await body(await host.call(`${QUEUE}/jobs/${acknowledged[0]}`))).job.state).toBe('QUEUED')
+    expect((await host.call(`${QUEUE}/jobs`)).status).toBe(200)
+    expect((await host.call(`${QUEUE}/stats/snapshot`)).status).toBe(200)
+    expect((await host.call('/api/storage')).status).toBe(200)
+    // leasehold status says so (host.json may not fit on the disk: the command is given the host).
+    const status = await runCliAsync(['status', '--url', host.url, '--token', host.token, '--data-dir', dataDir], { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined })
+    expect(status.stderr).toBe('')
+    expect(status.stdout).toMatch(/storage {3}READ-ONLY \(disk full\): reads work, every write is refused/)
+    // Every write is 507 storage_full, naming the data dir; a request without the token is still 401.
+    for (const res of [
+      await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 }),
+      await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }),
+      await host.call('/api/capacity', { method: 'PUT', json: { total_units: 7 } }),
+    ]) {
+      const error = await expectError(res, 507, 'storage_full')
+      expect(error.detail).toContain(dataDir)
+      expect(error.detail).toMatch(/read-only/)
+    }
+    await expectError(await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'generic', cost_units: 1 }, token: null }), 401, 'unauthorized')
+    expect(matching(lines, /failed/)).toEqual([]) // no background writer ran, so none failed
+
+    rmSync(filler) // space returns: within a few seconds the host takes writes, without a restart
+    await until(async () => (await body(await host!.call('/api/health', { token: null }))).storage === 'read_write', 15_000)
+    expect(matching(lines, /has room again: writes resume/)).toHaveLength(1)
+    acknowledged.push((await submit(host, { job_type: 'after' })).job_id)
+    const leased = await body(await post(host, `${PULL}/request`, { worker_id: 'w' }))
+    expect(leased.denied).toBe(false)
+    await host.stop()
+    host = undefined
+    const db = new BetterSqlite3(join(dataDir, 'leasehold.db'), { readonly: true })
+    expect(db.prepare('SELECT id FROM jobs').pluck().all().sort()).toEqual([...acknowledged].sort())
+    db.close()
+    const check = await runCliAsync(['check', '--data-dir', dataDir], { LEASEHOLD_DATA_DIR: undefined })
+    expect(check.status, check.stdout + check.stderr).toBe(0)
+    expect(matching(lines, /internal error/)).toEqual([])
+  })
+
+  test('a new data dir on a full disk still refuses to start, in one line: setting the database up writes', async (context) => {
+    const skipped = mountTmpfs()
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    await (await startTestHost({ dataDir })).stop() // the token and the lock file are there; the database goes
+    rmSync(join(dataDir, 'leasehold.db'))
     fillDisk(join(mountPoint!, 'filler'))
     const error = await startTestHost({ dataDir }).then(
       () => null,
       (e: Error) => e,
     )
-    expect(error?.message).toMatch(/^the disk that holds .*leasehold\.db is full .*-shm and -wal files .*free some space and start again/)
+    expect(error?.message).toMatch(/^the disk that holds .*leasehold\.db is full, and the database must be set up .* free some space and start again/)
     expect(error?.message.split('\n')).toHaveLength(1)
   })
 

@@ -13,7 +13,7 @@ import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
-import { StorageState } from '../../src-renderer/lib/storage.svelte'
+import { READ_ONLY_POLL_MS, StorageState } from '../../src-renderer/lib/storage.svelte'
 import { formatClock } from '../../src-renderer/lib/time-format'
 import { WorkersState } from '../../src-renderer/lib/workers.svelte'
 import { event, fakeFetch, iso, job, render, SECOND, T0, text, typeText, unmountAll } from './support'
@@ -346,9 +346,10 @@ test('the storage panel shows the database size (file + WAL) and how long finish
     stats_retain_days: 90,
     last_prune: { at: iso(T0), jobs_deleted: 1234, events_deleted: 0, pages_returned: 0, longest_step_ms: 3.2 },
   }
-  const { fetcher } = fakeFetch({ 'GET /api/storage': () => answer })
+  const { fetcher } = fakeFetch({ 'GET /api/storage': () => answer, 'GET /api/health': () => ({ ok: true, version: '1', storage: 'read_write' }) })
   const storage = new StorageState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
   await storage.refresh()
+  expect(storage.readOnly).toBeNull()
   const el = render(StoragePanel, { storage, now: T0 })
   expect(text(el.querySelector('[data-testid="storage-size"]'))).toBe('13.0 MB')
   expect(text(el.querySelector('[data-testid="storage-retention"]'))).toBe('7 days')
@@ -361,4 +362,23 @@ test('the storage panel shows the database size (file + WAL) and how long finish
   flushSync()
   expect(text(el.querySelector('[data-testid="storage-retention"]'))).toBe('forever')
   expect(text(el.querySelector('[data-testid="storage-note"]'))).toContain('Finished jobs are never deleted (--retain-days 0).')
+})
+
+test('a host read-only on a full disk is shown as such, and asked again until it takes writes', async () => {
+  vi.useFakeTimers()
+  try {
+    const health: Record<string, unknown> = { ok: true, version: '1', storage: 'read_only', reason: 'disk full' }
+    const storageAnswer = { database_bytes: 0, file_bytes: 0, wal_bytes: 0, free_bytes: 0, auto_vacuum: 'incremental', retain_days: 7, stats_retain_days: 90, last_prune: null }
+    const { fetcher } = fakeFetch({ 'GET /api/storage': () => storageAnswer, 'GET /api/health': () => health })
+    const storage = new StorageState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+    await storage.refresh()
+    expect(storage.readOnly).toBe('disk full')
+    health.storage = 'read_write'
+    delete health.reason
+    await vi.advanceTimersByTimeAsync(READ_ONLY_POLL_MS)
+    expect(storage.readOnly).toBeNull()
+    storage.stop()
+  } finally {
+    vi.useRealTimers()
+  }
 })

@@ -193,6 +193,33 @@ describe('the tally of QUEUED and waiting jobs', () => {
     expect(second.engine.snapshot().jobs).toMatchObject({ queued: QUEUES.length * PRIORITIES.length - 4, claimed: 1, over_capacity: QUEUES.length * PRIORITIES.length - 3 })
   })
 
+  test('a start reads the QUEUED jobs from the stored floor up, and an old job made QUEUED below that floor is counted after a restart', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-tally-'))
+    dirs.push(dir)
+    const path = join(dir, 'leasehold.db')
+    const first = setup({ path })
+    const ctx = engineContext(first.engine)
+    const old = first.engine.submit(aJob({ queue: 'mail' })).job
+    first.engine.cancel(old.id)
+    // A whole block of job seqs goes by (4,096), none of them left QUEUED: the next block's
+    // reservation raises the floor past all of them.
+    ctx.transact(() => {
+      for (let i = 0; i < 4096; i++) first.engine.cancel(first.engine.submit(aJob()).job.id)
+    })
+    first.engine.submit(aJob({ queue: 'render' }))
+    const floor = ctx.jobTally.storedFloor
+    expect(floor).toBeGreaterThan(4096)
+    // The retry makes the old job QUEUED again, far below the floor.
+    first.engine.retry(old.id)
+    expect(ctx.jobTally.storedFloor).toBeLessThan(floor)
+    ctx.db.close()
+
+    const second = setup({ path })
+    expectTallyIsTheTable(second.engine)
+    expect(engineContext(second.engine).jobTally.count('mail', 1)).toBe(1)
+    expect(second.engine.claimBatch({ worker_id: 'w', queues: ['mail'] }, 1).granted.map((grant) => grant.job_id)).toEqual([old.id])
+  })
+
   test('a job in a range the tally holds is given to a worker, a job in no range is never looked for', () => {
     const { engine } = setup()
     const ctx = engineContext(engine)

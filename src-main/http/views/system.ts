@@ -9,7 +9,14 @@ import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
 import { QueueEvent, queueEvent } from './queue'
 
-export const Health = z.object({ ok: z.literal(true), version: z.string() }).meta({ id: 'Health' })
+export const Health = z
+  .object({
+    ok: z.literal(true),
+    version: z.string(),
+    storage: z.enum(['read_write', 'read_only']).meta({ description: 'read_only: the disk was full at start; reads work, every write answers 507 until space returns' }),
+    reason: z.string().optional().meta({ description: 'Why the host is read-only (`disk full`)' }),
+  })
+  .meta({ id: 'Health' })
 
 export const Capacity = z
   .object({
