@@ -23,6 +23,7 @@ import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
 import { storageReport } from './retention/storage-report'
+import { RedisRelay } from './redis/relay'
 import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers/directory'
@@ -180,6 +181,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     capacity: { total_units: 100, busy_rating: null },
   })
   applyCapacityFlags(engine, config)
+  // Redis carries the queues' streams beside SQLite (docs/redis.md): a Redis that is down delays nothing but the relay.
+  const relay = config.redisUrl ? new RedisRelay({ engine, url: config.redisUrl, prefix: config.redisPrefix, log }) : null
+  relay?.start()
+  undo.push(() => relay?.stop())
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
@@ -235,6 +240,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     storage: () => storageReport(engine, pruner),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
+    redis: relay ? () => relay.health() : undefined,
   })
   const server = createServer(
     {
@@ -321,6 +327,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       clearInterval(sweep)
       tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
+      await relay?.stop() // its pass in progress ends while the database is open; what waits stays in the outbox
       await checkpointer.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)

@@ -918,6 +918,17 @@ export interface components {
             /** @constant */
             ok: true;
             version: string;
+            /** @description Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true) */
+            redis?: components["schemas"]["RedisHealth"];
+        };
+        RedisHealth: {
+            /** @description The Redis URL, its password hidden */
+            url: string;
+            connected: boolean;
+            /** @description Messages committed and not yet in Redis (the outbox); they are published once it answers */
+            waiting: number;
+            /** @description How long the oldest of them has waited; null when none waits */
+            oldest_wait_ms: number | null;
         };
         /** @description Capacity and the busy rating (docs/capacity.md) */
         Capacity: {

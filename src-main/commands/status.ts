@@ -1,4 +1,5 @@
 import type { StorageAnswer } from '../http/system'
+import type { RedisHealth } from '../http/views/system'
 import { resolveClientTarget } from '../data-dir/client-target'
 import { shortId } from '../../src-shared/short-id'
 import { answered, hostApi, parseFlags, table, TARGET_HELP } from './http-client'
@@ -8,13 +9,15 @@ export const STATUS_HELP = `Usage: leasehold status [flags]
 Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
 or set, usable, leased and available units), how many leases are active, the workers, the
 open blockers (jobs halted on a held file, waiting for an operator), and the database's size
-on disk with how long finished jobs are kept (--retain-days of leasehold serve). Jobs that
+on disk with how long finished jobs are kept (--retain-days of leasehold serve). A host that
+carries its queues over Redis (serve --redis) says whether Redis is connected and how many
+messages wait in its outbox for Redis to come back (jobs are taken all the same). Jobs that
 cost more than the total capacity (it was lowered below their cost) are reported: they cannot
 run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
 \`leasehold jobs\` lists whole; --json has every id.
 
 Flags:
-  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage} as JSON
+  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage, redis?} as JSON
 ${TARGET_HELP}
   -h, --help`
 
@@ -30,12 +33,13 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const flags = parseFlags<StatusFlags>(argv, [], ['json'])
   const target = resolveClientTarget(flags, env)
   const api = hostApi(target)
-  const [capacity, snapshot, workers, blockers, storage] = await Promise.all([
+  const [capacity, snapshot, workers, blockers, storage, health] = await Promise.all([
     answered(target, api.GET('/api/capacity')),
     answered(target, api.GET('/api/scheduler/stats/snapshot')),
     answered(target, api.GET('/api/workers')),
     answered(target, api.GET('/api/blockers', { params: { query: { state: 'OPEN' } } })),
     answered(target, api.GET('/api/storage')),
+    answered(target, api.GET('/api/health')),
   ])
   if (flags.json) {
     console.log(
@@ -48,6 +52,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
           workers: workers.workers,
           blockers: blockers.blockers,
           storage,
+          ...(health.redis ? { redis: health.redis } : {}),
         },
         null,
         2,
@@ -91,8 +96,16 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     lines.push(indent(table(['ID', 'FILE', 'HELD BY', 'HALTED'], rows)))
   }
   lines.push(`storage   ${storageLine(storage)}`)
+  if (health.redis) lines.push(`redis     ${redisLine(health.redis)}`)
   console.log(lines.join('\n'))
   return 0
+}
+
+/** "connected to redis://…, 0 messages waiting" or "NOT connected (redis://…): 12 messages wait in the outbox, the oldest 30 s" */
+function redisLine(r: RedisHealth): string {
+  const waiting = `${r.waiting.toLocaleString('en-US')} message${r.waiting === 1 ? '' : 's'} wait${r.waiting === 1 ? 's' : ''} in the outbox`
+  const oldest = r.oldest_wait_ms === null ? '' : `, the oldest ${Math.round(r.oldest_wait_ms / 1000)} s`
+  return r.connected ? `connected to ${r.url}; ${waiting}${oldest}` : `NOT connected (${r.url}): jobs still run; ${waiting}${oldest}, published when it is back`
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`

@@ -25,6 +25,7 @@ import { schedulesRouter } from './schedules'
 import { operationsRouter } from './operations'
 import { routersMiddleware } from './routing'
 import { systemRouter } from './system'
+import type { RedisHealth } from './views/system'
 
 export interface HttpDependencies {
   engine: Engine
@@ -39,6 +40,8 @@ export interface HttpDependencies {
   /** The built dashboard (out/renderer), served at `/`. */
   rendererDir: string
   log: (line: string) => void
+  /** Redis as GET /api/health reports it, when it carries the queues. */
+  redis?: () => RedisHealth
 }
 
 /**
@@ -131,7 +134,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const workers = workerRoutes(engine, deps.waiters, deps.directory)
   const queue = queueLaneRoutes(engine)
   const routers: Router[] = [
-    systemRouter(engine, deps.directory, deps.version, limit, deps.storage),
+    systemRouter(engine, deps.directory, deps.version, limit, deps.storage, deps.redis),
     pullRouter(engine, limit),
     queueRouter(engine, limit, queue),
     workerRouter(workers, limit),

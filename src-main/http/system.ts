@@ -8,7 +8,7 @@ import { readJson, reply } from './body'
 import { validate } from './errors'
 import { IsoTime } from './schemas'
 import { openApiDocument } from './openapi'
-import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, WorkerList, workerView } from './views/system'
+import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, type RedisHealth, WorkerList, workerView } from './views/system'
 
 /** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
 export const CapacityChange = z.strictObject({
@@ -50,10 +50,17 @@ export function storageAnswer(report: StorageReport): StorageAnswer {
 }
 
 /** Routes shared by every dialect: health, capacity, workers, storage and the OpenAPI document. */
-export function systemRouter(engine: Engine, directory: WorkerDirectory, version: string, bodyLimit: number, storage: () => StorageReport): Router {
+export function systemRouter(
+  engine: Engine,
+  directory: WorkerDirectory,
+  version: string,
+  bodyLimit: number,
+  storage: () => StorageReport,
+  redis?: () => RedisHealth,
+): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
-    reply(ctx, Health, { ok: true, version })
+    reply(ctx, Health, { ok: true, version, ...(redis ? { redis: redis() } : {}) })
   })
   router.get('/capacity', (ctx) => {
     reply(ctx, Capacity, capacityView(engine.getCapacity()))

@@ -9,7 +9,24 @@ import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
 import { QueueEvent, queueEvent } from './queue'
 
-export const Health = z.object({ ok: z.literal(true), version: z.string() }).meta({ id: 'Health' })
+/** What the host says of Redis when it carries the queues (leasehold serve --redis). */
+export const RedisHealth = z
+  .object({
+    url: z.string().meta({ description: 'The Redis URL, its password hidden' }),
+    connected: z.boolean(),
+    waiting: z.number().int().meta({ description: 'Messages committed and not yet in Redis (the outbox); they are published once it answers' }),
+    oldest_wait_ms: z.number().int().nullable().meta({ description: 'How long the oldest of them has waited; null when none waits' }),
+  })
+  .meta({ id: 'RedisHealth' })
+export type RedisHealth = z.infer<typeof RedisHealth>
+
+export const Health = z
+  .object({
+    ok: z.literal(true),
+    version: z.string(),
+    redis: RedisHealth.optional().meta({ description: 'Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true)' }),
+  })
+  .meta({ id: 'Health' })
 
 export const Capacity = z
   .object({
