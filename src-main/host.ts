@@ -24,6 +24,8 @@ import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
 import { storageReport } from './retention/storage-report'
 import { RedisRelay } from './redis/relay'
+import { RedisWorkerRequests } from './redis/worker-requests'
+import { tokensMatch } from './http/guard'
 import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers/directory'
@@ -222,6 +224,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => pruner.stop())
 
   const directory = new WorkerDirectory(() => clock.now())
+  // Workers on other machines that reach the host through Redis alone.
+  const remoteWorkers = relay
+    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, waiters, clockWaiters }, directory, allows: (given) => tokensMatch(given, token), log })
+    : null
+  remoteWorkers?.start()
+  undo.push(() => remoteWorkers?.stop())
   let port = config.port
   const http = createHttpApp({
     engine,
@@ -311,6 +319,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       checkAbort.abort()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
+      await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host
       for (const timer of timers) clearInterval(timer)
       await schedules.stop()
       await pruner.stop() // a pass in progress ends at its next step, before the database closes

@@ -969,8 +969,11 @@ export interface components {
         };
         Worker: {
             worker_id: string;
-            /** @enum {string} */
-            kind: "local" | "external";
+            /**
+             * @description local: the host's pool; external: over HTTP; redis: over Redis Streams only
+             * @enum {string}
+             */
+            kind: "local" | "external" | "redis";
             /** @description A local worker's process id */
             pid: number | null;
             /**

@@ -2,6 +2,9 @@ import { Redis, type RedisOptions } from 'ioredis'
 import { type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../log-limiter'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, queueStream } from '../../src-shared/redis-streams'
+
+export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
 
 /**
  * The relay: carries the outbox (engine/outbox.ts) to Redis Streams after each commit, and keeps
@@ -23,10 +26,6 @@ import { LogLimiter } from '../log-limiter'
  * it); an entry the ledger does not hold (a job that finished while Redis was away) is deleted.
  */
 
-/** The consumer group on every queue's stream. */
-export const CONSUMER_GROUP = 'leasehold'
-/** The key prefix when none is given (`--redis-prefix`). */
-export const DEFAULT_REDIS_PREFIX = 'leasehold:'
 /** Rows one pipeline carries at most. */
 const BATCH = 1000
 /** A message that has waited this long in the outbox while Redis answers makes the relay reconcile. */
@@ -42,8 +41,6 @@ export interface RedisRelayOptions {
   stuckAfterMs?: number
 }
 
-/** The stream of a queue. */
-export const queueStream = (prefix: string, queue: string): string => `${prefix}q:${queue}`
 
 /** The URL as it may be shown: its password replaced. */
 export function redactedUrl(url: string): string {

@@ -82,7 +82,7 @@ export function activeLeasesView(now: number, leases: readonly ActiveLeaseRecord
 export const Worker = z
   .object({
     worker_id: z.string(),
-    kind: z.enum(['local', 'external']),
+    kind: z.enum(['local', 'external', 'redis']).meta({ description: 'local: the host\'s pool; external: over HTTP; redis: over Redis Streams only' }),
     pid: z.number().int().nullable().meta({ description: "A local worker's process id" }),
     state: z.enum(['starting', 'ready', 'busy', 'draining', 'active']).meta({
       description: 'Local: starting, ready (idle), busy (holding a lease) or draining. External: active, or busy while it holds a lease',
