@@ -26,6 +26,7 @@ import { storageReport } from './retention/storage-report'
 import { RedisRelay } from './redis/relay'
 import { RedisWorkerRequests } from './redis/worker-requests'
 import { tokensMatch } from './http/guard'
+import { ScopedTokens } from './data-dir/worker-tokens'
 import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers/directory'
@@ -224,9 +225,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => pruner.stop())
 
   const directory = new WorkerDirectory(() => clock.now())
+  // Tokens that may only run jobs (leasehold token): HTTP's worker routes and remote workers over Redis.
+  const scopedTokens = new ScopedTokens(config.dataDir)
+  const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   // Workers on other machines that reach the host through Redis alone.
   const remoteWorkers = relay
-    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, waiters, clockWaiters }, directory, allows: (given) => tokensMatch(given, token), log })
+    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, waiters, clockWaiters }, directory, allows: (given) => tokensMatch(given, token) || isWorkerToken(given), log })
     : null
   remoteWorkers?.start()
   undo.push(() => remoteWorkers?.stop())
@@ -239,6 +243,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     version: VERSION,
     policy: {
       token,
+      isWorkerToken,
       allowedHosts: config.allowedHosts,
       get port() {
         return port

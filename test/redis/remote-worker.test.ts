@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process'
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
+import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
@@ -96,5 +97,15 @@ describe('remote workers over Redis only', () => {
     expect(again.result).toEqual(first.result)
     expect(host.engine.getJob(job.id)).toMatchObject({ state: 'DONE', attempts: 1 })
     expect(host.engine.jobEvents(job.id).filter((e) => e.event_type === 'JOB_DONE')).toHaveLength(1)
+  })
+
+  test('a worker-scoped token runs jobs over Redis until it is revoked', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    host.engine.submit({ job_type: 'noop', cost_units: 1 })
+    const { id, token } = createScopedToken(host.dataDir, 'worker')
+    const claim = { worker_id: 'w2', claim: { streams: ['default'], max_jobs: 1 } }
+    expect((await exchangeAs('w2', token, 1, 'exchange', claim)).result).toMatchObject({ jobs: [expect.objectContaining({ claimed: true })] })
+    revokeScopedToken(host.dataDir, id)
+    await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
   })
 })
