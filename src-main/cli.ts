@@ -7,6 +7,7 @@ import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
 import { QUEUE_HELP, queueCommand } from './commands/queue'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
+import { TOKEN_HELP, tokenCommand } from './commands/token'
 import { parseServeArgs, serveHelp } from './config'
 import { VERSION } from './version'
 
@@ -18,13 +19,14 @@ makes background work yield to the person at the desk.
 
 Commands:
   serve       run the host without a window (HTTP API + scheduler)
-  worker      run jobs for a host over HTTP
+  worker      run jobs for a host over HTTP, or over Redis only (--redis)
   submit      submit a job (--at/--in delay it); --wait follows it to its end
   jobs        list jobs (--state, --limit, --json)
   schedule    recurring schedules: add, list, pause, resume, rm (cron, time zones)
   queue       list the queues, pause or resume one (queue list | pause Q | resume Q)
   status      capacity, busy rating, leases, workers and open blockers
   check       check the integrity of the database (runs while the host serves)
+  token       scoped tokens for workers: create --scope worker, list, revoke ID
   help        show this help, or the help of a command: leasehold help serve
 
 Flags:
@@ -50,6 +52,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     queue: () => QUEUE_HELP,
     status: () => STATUS_HELP,
     check: () => CHECK_HELP,
+    token: () => TOKEN_HELP,
   }
   if (command === 'help') {
     console.log(helps[rest[0] ?? '']?.() ?? USAGE)
@@ -70,6 +73,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (command === 'queue') return runClient(() => queueCommand(rest, env))
   if (command === 'status') return runClient(() => statusCommand(rest, env))
   if (command === 'check') return runClient(() => checkCommand(rest, env))
+  if (command === 'token') return runClient(() => tokenCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2
 }

@@ -49,6 +49,10 @@ export interface HostConfig {
   statsIntervalS: number
   /** Days a finished job is kept after it finished, then deleted with its history; 0 keeps every job. */
   retainDays: number
+  /** Redis to carry the queues' streams (docs/redis.md); null = SQLite alone, as without the flag. */
+  redisUrl: string | null
+  /** The prefix of every key the host writes in Redis. */
+  redisPrefix: string
 }
 
 const int = (min: number, max: number) =>
@@ -95,6 +99,8 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated', schema: z.string(), default: '' },
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, 64 * 1024 * 1024), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
+  { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: 'carry the queues over Redis Streams too: redis://[user:password@]host:port/db, rediss:// for TLS (docs/redis.md)', schema: z.string().regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL') },
+  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: 'prefix of every Redis key the host writes', schema: z.string().min(1, 'must not be empty').max(100), default: 'leasehold:' },
   { name: 'retain-days', env: 'LEASEHOLD_RETAIN_DAYS', value: 'DAYS', help: 'days a finished job is kept, then deleted with its history (0 = forever)', schema: int(0, 36_500), default: '7' },
 ]
 
@@ -164,5 +170,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     bodyLimitBytes: read('body-limit') as number,
     statsIntervalS: read('stats-interval-s') as number,
     retainDays: read('retain-days') as number,
+    redisUrl: (read('redis') as string | undefined) ?? null,
+    redisPrefix: read('redis-prefix') as string,
   }
 }

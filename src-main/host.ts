@@ -25,6 +25,10 @@ import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
 import { storageReport } from './retention/storage-report'
+import { RedisRelay } from './redis/relay'
+import { RedisWorkerRequests } from './redis/worker-requests'
+import { tokensMatch } from './http/guard'
+import { ScopedTokens } from './data-dir/worker-tokens'
 import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './workers/directory'
@@ -163,6 +167,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     },
     capacity: { total_units: 100, busy_rating: null },
   })
+  // Redis carries the queues' streams beside SQLite (docs/redis.md): a Redis that is down delays
+  // nothing but the relay. It writes (the outbox), so it starts with the other writers.
+  const relay = config.redisUrl ? new RedisRelay({ engine, url: config.redisUrl, prefix: config.redisPrefix, log }) : null
+  undo.push(() => relay?.stop())
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
@@ -181,9 +189,19 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => pruner.stop())
 
   const directory = new WorkerDirectory(() => clock.now())
+  // Tokens that may only run jobs (leasehold token): HTTP's worker routes and remote workers over Redis.
+  const scopedTokens = new ScopedTokens(config.dataDir)
+  const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
+  // Workers on other machines that reach the host through Redis alone.
+  const remoteWorkers = relay
+    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, dispatch, clockWaiters }, directory, allows: (given) => tokensMatch(given, token) || isWorkerToken(given), log })
+    : null
+  remoteWorkers?.start()
+  undo.push(() => remoteWorkers?.stop())
   let port = config.port
   const policy = {
     token,
+    isWorkerToken,
     allowedHosts: config.allowedHosts,
     get port() {
       return port
@@ -201,6 +219,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     storageMode: () => ({ ...mode }),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
+    redis: relay ? () => relay.health() : undefined,
   })
   // While read-only, a request that may write is refused here, before any route: no write
   // reaches the disk, and a worker is told to wait rather than handed work it could not finish.
@@ -260,6 +279,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
       },
     })
+    relay?.start()
     try {
       applyCapacityFlags(engine, config)
     } catch (error) {
@@ -380,6 +400,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       checkAbort.abort()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
+      await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host
       for (const timer of timers) clearInterval(timer)
       await schedules.stop()
       await pruner.stop() // a pass in progress ends at its next step, before the database closes
@@ -396,6 +417,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       clearInterval(sweep)
       if (mode.state === 'read_write') tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
+      await relay?.stop() // its pass in progress ends while the database is open; what waits stays in the outbox
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)

@@ -925,6 +925,17 @@ export interface components {
             storage: "read_write" | "read_only";
             /** @description Why the host is read-only (`disk full`) */
             reason?: string;
+            /** @description Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true) */
+            redis?: components["schemas"]["RedisHealth"];
+        };
+        RedisHealth: {
+            /** @description The Redis URL, its password hidden */
+            url: string;
+            connected: boolean;
+            /** @description Messages committed and not yet in Redis (the outbox); they are published once it answers */
+            waiting: number;
+            /** @description How long the oldest of them has waited; null when none waits */
+            oldest_wait_ms: number | null;
         };
         /** @description Capacity and the busy rating (docs/capacity.md) */
         Capacity: {
@@ -965,8 +976,11 @@ export interface components {
         };
         Worker: {
             worker_id: string;
-            /** @enum {string} */
-            kind: "local" | "external";
+            /**
+             * @description local: the host's pool; external: over HTTP; redis: over Redis Streams only
+             * @enum {string}
+             */
+            kind: "local" | "external" | "redis";
             /** @description A local worker's process id */
             pid: number | null;
             /**

@@ -1,17 +1,24 @@
 import { hostname } from 'node:os'
 import { HttpTransport } from './transport-http'
+import { RedisTransport } from './transport-redis'
+import type { WorkerTransport } from './transport'
 import { WorkerRuntime } from './runtime'
+import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { resolveClientTarget } from '../src-shared/client-target'
-import { parseFlags, runClient, TARGET_HELP, wholeNumber } from '../src-shared/command-line'
+import { ConfigError, parseFlags, runClient, TARGET_HELP, wholeNumber } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
 Runs jobs for a Leasehold host over HTTP (dialect 003): the same runtime as the host's local
-workers, anywhere that can reach the host.
+workers, anywhere that can reach the host. With --redis it needs no connection to the host at
+all: the same exchange is carried over Redis Streams to a host started with serve --redis
+(docs/redis.md); --token (or LEASEHOLD_TOKEN) is then required, and --url is not used.
 
 Flags:
 ${TARGET_HELP}
+  --redis URL          talk to the host through this Redis only (env LEASEHOLD_REDIS)
+  --redis-prefix P     the host's --redis-prefix [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once, sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run})
@@ -30,24 +37,37 @@ export interface WorkerFlags {
   'exec-allow'?: string
   'worker-id'?: string
   'grace-s'?: string
+  redis?: string
+  'redis-prefix'?: string
 }
 
 const list = (value: string | undefined): string[] => (value ?? '').split(',').map((s) => s.trim()).filter(Boolean)
 
 export function parseWorkerArgs(argv: string[]): WorkerFlags {
-  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s'])
+  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s', 'redis', 'redis-prefix'])
+}
+
+/** Over Redis the worker names no host: its token is all it needs of one (a URL only to say where it takes jobs from). */
+function redisTarget(url: string, flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; token: string } {
+  if (!/^rediss?:\/\/\S+$/.test(url)) throw new ConfigError('--redis must be a redis:// or rediss:// URL')
+  const token = flags.token ?? env.LEASEHOLD_TOKEN
+  if (!token) throw new ConfigError('--redis needs --token (or LEASEHOLD_TOKEN): the host checks it on every request')
+  return { url: redactedUrl(url), token }
 }
 
 /** `leasehold worker`: an external worker until SIGTERM/SIGINT, then a drain. */
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseWorkerArgs(argv)
-  const target = resolveClientTarget(flags, env)
+  const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
+  const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
+  const transport = (): WorkerTransport =>
+    redisUrl ? new RedisTransport(redisUrl, target.token, workerId, flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX) : new HttpTransport(target.url, target.token)
   const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = (line: string) => console.error(line)
   const runtime = new WorkerRuntime({
-    transport: new HttpTransport(target.url, target.token),
+    transport: transport(),
     workerId,
     streams: list(flags.streams).length > 0 ? list(flags.streams) : ['default'],
     concurrency,
@@ -57,9 +77,9 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const { types, problems } = await runtime.start()
   for (const problem of problems) {
     log(`leasehold worker: handler ${problem.file} did not load: ${problem.error}`)
-    await new HttpTransport(target.url, target.token)
-      .report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` })
-      .catch(() => {})
+    const reporter = transport()
+    await reporter.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
+    reporter.close()
   }
   runtime.begin()
   console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)

@@ -1,4 +1,5 @@
 import type { StorageAnswer } from '../http/system'
+import type { RedisHealth } from '../http/views/system'
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
@@ -10,13 +11,15 @@ Shows the host at a glance: capacity (total units, the busy rating and whether i
 or set, usable, leased and available units), how many leases are active, the workers, the
 open blockers (jobs halted on a held file, waiting for an operator), and the database's size
 on disk with how long finished jobs are kept (--retain-days of leasehold serve), and whether
-the host is read-only (its disk was full at start: it takes writes again once space returns). Jobs that
+the host is read-only (its disk was full at start: it takes writes again once space returns).
+A host that carries its queues over Redis (serve --redis) says whether Redis is connected and
+how many messages wait in its outbox for Redis to come back (jobs are taken all the same). Jobs that
 cost more than the total capacity (it was lowered below their cost) are reported: they cannot
 run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
 \`leasehold jobs\` lists whole; --json has every id.
 
 Flags:
-  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage} as JSON
+  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage, redis?} as JSON
                        (storage.mode is read_write or read_only, storage.reason why)
 ${TARGET_HELP}
   -h, --help`
@@ -52,6 +55,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
           workers: workers.workers,
           blockers: blockers.blockers,
           storage: { ...storage, mode: health.storage, reason: health.reason ?? null },
+          ...(health.redis ? { redis: health.redis } : {}),
         },
         null,
         2,
@@ -98,8 +102,16 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     lines.push(`storage   READ-ONLY (${health.reason ?? 'disk full'}): reads work, every write is refused until space returns on the disk of the data dir`)
     lines.push(`          ${storageLine(storage)}`)
   } else lines.push(`storage   ${storageLine(storage)}`)
+  if (health.redis) lines.push(`redis     ${redisLine(health.redis)}`)
   console.log(lines.join('\n'))
   return 0
+}
+
+/** "connected to redis://…, 0 messages waiting" or "NOT connected (redis://…): 12 messages wait in the outbox, the oldest 30 s" */
+function redisLine(r: RedisHealth): string {
+  const waiting = `${r.waiting.toLocaleString('en-US')} message${r.waiting === 1 ? '' : 's'} wait${r.waiting === 1 ? 's' : ''} in the outbox`
+  const oldest = r.oldest_wait_ms === null ? '' : `, the oldest ${Math.round(r.oldest_wait_ms / 1000)} s`
+  return r.connected ? `connected to ${r.url}; ${waiting}${oldest}` : `NOT connected (${r.url}): jobs still run; ${waiting}${oldest}, published when it is back`
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`

@@ -52,6 +52,7 @@ import * as attempts from './attempt-reports'
 import * as grants from './grants'
 import * as heartbeats from './heartbeats'
 import { getJob, getLease } from './rows'
+import { Outbox } from './outbox'
 import { listJobs, type JobListQuery } from './list'
 import { nextEligibleAt, type WorkerFilter } from './pick'
 import * as queues from './queues'
@@ -112,6 +113,8 @@ export type { Outcome } from './lease-end'
 export type { HeartbeatReport } from './rows'
 export type { JobListQuery } from './list'
 export type { WorkerFilter } from './pick'
+export type { Outbox, OutboxBacklog, OutboxGrant, OutboxMessage } from './outbox'
+export { streamMessageName } from './streams'
 export type { StatusUpdate, SubmitJob } from './jobs'
 export { RESOLUTIONS, type Resolution, type ResolveBlocker } from './blockers'
 export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './schedules'
@@ -141,6 +144,7 @@ export class Engine {
   private readonly capacity: CapacityStore
   /** Where retention's sweep over the jobs goes on (prune.ts). */
   private readonly retentionSweep: prune.RetentionSweep = { after: 0 }
+  private redisOutbox: Outbox | null = null
 
   constructor(options: EngineOptions) {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
@@ -208,6 +212,19 @@ export class Engine {
   /** Transactions committed since the engine started: with {@link run}'s operations counted, how much groups gather. */
   get commits(): number {
     return this.ctx.commits
+  }
+
+  /**
+   * The Redis transport's outbox (engine/outbox.ts), subscribed to the write journal from the
+   * first call on: each new stream message gets its row in the transaction that gave it. Only a
+   * host that carries its queues over Redis calls this; without it no row is written.
+   */
+  outbox(): Outbox {
+    if (!this.redisOutbox) {
+      this.redisOutbox = new Outbox(this.ctx)
+      this.ctx.rowWrites.subscribe(this.redisOutbox)
+    }
+    return this.redisOutbox
   }
 
   /** Commits the open group now, if any (before the database is closed). */

@@ -12,3 +12,14 @@ import type { EngineContext } from './context'
 export function nextStreamMessageId(ctx: EngineContext): number {
   return ctx.counters.nextMessageId()
 }
+
+/**
+ * A stream message's id as the worker API answers it (`message_id`): the form of a Redis stream
+ * entry id, `0-<n>`. With Redis carrying the queues (src-main/redis/relay.ts) it is the entry's
+ * id in Redis as well: the relay XADDs each message under this explicit id, so a worker granted
+ * a job in the commit that submitted it hears the same id Redis will hold, and a message
+ * published again after Redis lost it keeps its id.
+ */
+export function streamMessageName(messageId: number): string {
+  return `0-${messageId}`
+}

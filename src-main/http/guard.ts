@@ -10,6 +10,8 @@ export interface GuardPolicy {
   allowedHosts: readonly string[]
   /** Whether a ticket from POST /api/events/ticket is valid (it opens only the event stream). */
   isValidTicket?: (ticket: string) => boolean
+  /** Whether a bearer token is a live worker-scoped token (`leasehold token create --scope worker`): it opens only {@link isWorkerPath}. */
+  isWorkerToken?: (token: string) => boolean
 }
 
 export interface GuardInput {
@@ -84,6 +86,15 @@ function decoded(path: string): string {
   } catch {
     return path.toLowerCase()
   }
+}
+
+/**
+ * What a worker calls and nothing else: the worker routes and the files API its handlers write
+ * through. A worker-scoped token opens these only, so a machine that runs jobs cannot submit,
+ * cancel, change capacity or read the API.
+ */
+export function isWorkerPath(path: string): boolean {
+  return /^\/+(internal\/worker|api\/files\/leases)(\/|$)/.test(decoded(path))
 }
 
 /** Every /api and /internal path needs the token except /api/health, however the path is spelled. */
@@ -162,7 +173,9 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
     const bearerOk = match !== null && tokensMatch(match[1]!, policy.token)
     const ticketOk =
       !bearerOk && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH && policy.isValidTicket?.(input.ticket) === true
-    if (!bearerOk && !ticketOk) {
+    // Checked only when the host's token did not match: the digest it takes costs nothing on the common path.
+    const workerOk = !bearerOk && !ticketOk && match !== null && isWorkerPath(input.path) && policy.isWorkerToken?.(match[1]!) === true
+    if (!bearerOk && !ticketOk && !workerOk) {
       return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }
   }

@@ -26,6 +26,7 @@ import { schedulesRouter } from './schedules'
 import { operationsRouter } from './operations'
 import { routersMiddleware } from './routing'
 import { systemRouter } from './system'
+import type { RedisHealth } from './views/system'
 
 export interface HttpDependencies {
   engine: Engine
@@ -42,6 +43,8 @@ export interface HttpDependencies {
   /** The built dashboard (out/renderer), served at `/`. */
   rendererDir: string
   log: (line: string) => void
+  /** Redis as GET /api/health reports it, when it carries the queues. */
+  redis?: () => RedisHealth
 }
 
 /**
@@ -105,6 +108,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
       return deps.policy.port // known only once the server listens (port 0)
     },
     isValidTicket: (ticket) => tickets.isValid(ticket, Date.now()),
+    isWorkerToken: deps.policy.isWorkerToken,
   }
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice
@@ -128,7 +132,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const workers = workerRoutes(engine, deps.dispatch, deps.directory)
   const queue = queueLaneRoutes(engine)
   const routers: Router[] = [
-    systemRouter(engine, deps.directory, deps.version, limit, deps.storage, deps.storageMode),
+    systemRouter(engine, deps.directory, deps.version, limit, deps.storage, deps.storageMode, deps.redis),
     pullRouter(engine, limit),
     queueRouter(engine, limit, queue),
     workerRouter(workers, limit),

@@ -9,7 +9,7 @@ import { readJson, reply } from './body'
 import { validate } from './errors'
 import { IsoTime } from './schemas'
 import { openApiDocument } from './openapi'
-import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, WorkerList, workerView } from './views/system'
+import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, type RedisHealth, WorkerList, workerView } from './views/system'
 
 /** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
 export const CapacityChange = z.strictObject({
@@ -58,11 +58,18 @@ export function systemRouter(
   bodyLimit: number,
   storage: () => StorageReport,
   storageMode: () => StorageMode = () => ({ state: 'read_write', reason: null }),
+  redis?: () => RedisHealth,
 ): Router {
   const router = new Router({ prefix: '/api' })
   router.get('/health', (ctx) => {
     const mode = storageMode()
-    reply(ctx, Health, { ok: true, version, storage: mode.state, ...(mode.reason === null ? {} : { reason: mode.reason }) })
+    reply(ctx, Health, {
+      ok: true,
+      version,
+      storage: mode.state,
+      ...(mode.reason === null ? {} : { reason: mode.reason }),
+      ...(redis ? { redis: redis() } : {}),
+    })
   })
   router.get('/capacity', (ctx) => {
     reply(ctx, Capacity, capacityView(engine.getCapacity()))

@@ -3,7 +3,8 @@ import type { Engine } from '../engine'
 /** What the dashboard shows of a worker (GET /api/workers). */
 export interface WorkerInfo {
   worker_id: string
-  kind: 'local' | 'external'
+  /** local: the host's pool; external: over HTTP; redis: on another machine, over Redis only (docs/redis.md). */
+  kind: 'local' | 'external' | 'redis'
   /** Local workers: the process id. */
   pid: number | null
   /**

@@ -9,12 +9,24 @@ import type { WorkerInfo } from '../../workers/directory'
 import { IsoTime } from '../schemas'
 import { QueueEvent, queueEvent } from './queue'
 
+/** What the host says of Redis when it carries the queues (leasehold serve --redis). */
+export const RedisHealth = z
+  .object({
+    url: z.string().meta({ description: 'The Redis URL, its password hidden' }),
+    connected: z.boolean(),
+    waiting: z.number().int().meta({ description: 'Messages committed and not yet in Redis (the outbox); they are published once it answers' }),
+    oldest_wait_ms: z.number().int().nullable().meta({ description: 'How long the oldest of them has waited; null when none waits' }),
+  })
+  .meta({ id: 'RedisHealth' })
+export type RedisHealth = z.infer<typeof RedisHealth>
+
 export const Health = z
   .object({
     ok: z.literal(true),
     version: z.string(),
     storage: z.enum(['read_write', 'read_only']).meta({ description: 'read_only: the disk was full at start; reads work, every write answers 507 until space returns' }),
     reason: z.string().optional().meta({ description: 'Why the host is read-only (`disk full`)' }),
+    redis: RedisHealth.optional().meta({ description: 'Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true)' }),
   })
   .meta({ id: 'Health' })
 
@@ -72,7 +84,7 @@ export function activeLeasesView(now: number, leases: readonly ActiveLeaseRecord
 export const Worker = z
   .object({
     worker_id: z.string(),
-    kind: z.enum(['local', 'external']),
+    kind: z.enum(['local', 'external', 'redis']).meta({ description: 'local: the host\'s pool; external: over HTTP; redis: over Redis Streams only' }),
     pid: z.number().int().nullable().meta({ description: "A local worker's process id" }),
     state: z.enum(['starting', 'ready', 'busy', 'draining', 'active']).meta({
       description: 'Local: starting, ready (idle), busy (holding a lease) or draining. External: active, or busy while it holds a lease',

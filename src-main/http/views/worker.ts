@@ -14,7 +14,7 @@ import type {
   WorkerHeartbeatAnswer,
 } from '../../../src-shared/worker-exchange'
 import { iso } from '../../engine/clock'
-import type { Assignment, AttemptEnded, Denial, ExchangeAnswer, ItemResult, LeaseExtended } from '../../engine'
+import { type Assignment, type AttemptEnded, type Denial, type ExchangeAnswer, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
 
 /** Dialect 003's claim answer. */
 export function claimAnswer(decision: Assignment | Denial): WorkerClaimAnswer {
@@ -29,7 +29,7 @@ function claimedJob(a: Assignment): WorkerClaimed {
     lease_id: a.lease_id,
     lease_token: a.lease_token,
     stream: a.queue,
-    message_id: a.message_id === null ? null : String(a.message_id),
+    message_id: a.message_id === null ? null : streamMessageName(a.message_id),
     payload: a.payload,
     job_type: a.job_type,
     max_runtime_s: a.max_runtime_s,

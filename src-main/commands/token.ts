@@ -1,0 +1,60 @@
+import { existsSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { ConfigError, defaultDataDir } from '../config'
+import { createScopedToken, listScopedTokens, revokeScopedToken, TOKEN_SCOPES, type TokenScope } from '../data-dir/worker-tokens'
+
+export const TOKEN_HELP = `Usage: leasehold token create --scope worker | list | revoke ID [--data-dir PATH]
+
+Scoped tokens for workers. A worker token can only run jobs: the worker routes over HTTP
+(/internal/worker, the files API) and remote workers' requests over Redis (leasehold worker
+--redis). It cannot submit, cancel, change capacity or read the API. Give one to each machine
+that runs workers instead of the host's own token, and revoke it when the machine goes.
+
+  create --scope worker   print a new token (shown once: only its digest is kept)
+  list                    the tokens' ids, scopes and when they were made or revoked
+  revoke ID               the token stops working within a second, without a restart
+
+Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this there.
+
+Flags:
+  --data-dir PATH   the host's data directory (default: LEASEHOLD_DATA_DIR, else ${defaultDataDir()})
+  --json            list as JSON
+  -h, --help`
+
+/** `leasehold token`: create, list or revoke scoped tokens in the data dir. */
+export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let parsed: ReturnType<typeof parse>
+  try {
+    parsed = parse(argv)
+  } catch (error) {
+    throw new ConfigError((error as Error).message.split('\n')[0]!)
+  }
+  const { values, positionals } = parsed
+  const dataDir = values['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
+  if (!existsSync(dataDir)) throw new ConfigError(`there is no data directory at ${dataDir} (give it with --data-dir)`)
+  const [action, ...rest] = positionals
+  if (action === 'create' && rest.length === 0) {
+    const scope = values.scope
+    if (!TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
+    const { id, token } = createScopedToken(dataDir, scope as TokenScope)
+    console.error(`leasehold: token ${id} (scope ${scope}) created; it is shown once:`)
+    console.log(token)
+    return 0
+  }
+  if (action === 'list' && rest.length === 0) {
+    const tokens = listScopedTokens(dataDir)
+    if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
+    else for (const t of tokens) console.log(`${t.id}  ${t.scope}  created ${new Date(t.created_at).toISOString()}${t.revoked_at ? `  revoked ${new Date(t.revoked_at).toISOString()}` : ''}`)
+    return 0
+  }
+  if (action === 'revoke' && rest.length === 1) {
+    if (!revokeScopedToken(dataDir, rest[0]!)) throw new ConfigError(`there is no token ${rest[0]} (leasehold token list shows them)`)
+    console.error(`leasehold: token ${rest[0]} revoked`)
+    return 0
+  }
+  throw new ConfigError('usage: leasehold token create --scope worker | list | revoke ID')
+}
+
+function parse(argv: string[]) {
+  return parseArgs({ args: argv, options: { 'data-dir': { type: 'string' }, scope: { type: 'string' }, json: { type: 'boolean' } }, strict: true, allowPositionals: true })
+}

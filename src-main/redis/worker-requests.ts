@@ -1,0 +1,130 @@
+import { Redis } from 'ioredis'
+import { IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
+import { tokensMatch } from '../http/guard'
+import { LogLimiter } from '../log-limiter'
+import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
+import type { WorkerDirectory } from '../workers/directory'
+import { CONSUMER_GROUP, entryField, redactedUrl, replyStream, requestStream } from '../../src-shared/redis-streams'
+
+/**
+ * Workers on other machines, over Redis only (`leasehold worker --redis`): the worker exchange
+ * (src-shared/worker-exchange.ts, in the local workers' IPC envelope) carried over streams.
+ * A worker XADDs each request to `<prefix>worker:requests`, with its id and its token; the host
+ * reads that stream in group `leasehold`, checks the token as it checks an HTTP bearer token,
+ * answers through the same entry point as the local workers' IPC (pool/ipc-host.ts, and so
+ * `waiters.exchange`), XADDs the answer to the worker's own `<prefix>worker:<id>:replies`, and
+ * only then XACKs and deletes the request. A request read again (the host died before its XACK)
+ * or sent twice is answered again, as its HTTP twin would be: reports name their attempt and
+ * are idempotent, and jobs granted to an answer nobody reads are leased until their lease expires.
+ */
+
+/** Answers a worker's reply stream keeps at most (MAXLEN ~): a worker reads each as it comes. */
+const REPLIES_KEPT = 1_000
+const READ_BLOCK_MS = 1_000
+const READ_COUNT = 100
+
+
+export interface RedisWorkerRequestsOptions {
+  url: string
+  prefix: string
+  deps: IpcHostDeps
+  directory: WorkerDirectory
+  /** Whether a request's token may run jobs (the host's token, as HTTP checks it). */
+  allows: (token: string) => boolean
+  log: (line: string) => void
+}
+
+export class RedisWorkerRequests {
+  /** Blocking reads need a connection of their own. */
+  private readonly reader: Redis
+  private readonly writer: Redis
+  private readonly stopping = new AbortController()
+  private readonly limiter: LogLimiter
+  private loop: Promise<void> | null = null
+  private readonly inFlight = new Set<Promise<void>>()
+
+  constructor(private readonly options: RedisWorkerRequestsOptions) {
+    const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
+    this.reader = new Redis(options.url, redisOptions)
+    this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+    this.limiter = new LogLimiter(options.log, () => Date.now())
+    const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${error.message}`)
+    this.reader.on('error', onError)
+    this.writer.on('error', onError)
+  }
+
+  start(): void {
+    this.writer.connect().catch(() => {})
+    this.reader.connect().catch(() => {})
+    this.loop = this.read()
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort()
+    this.reader.disconnect()
+    await this.loop
+    await Promise.allSettled([...this.inFlight])
+    this.writer.disconnect()
+  }
+
+  private async read(): Promise<void> {
+    const stream = requestStream(this.options.prefix)
+    // First what this group delivered and never acknowledged (the host stopped mid-answer), then new requests.
+    let from = '0'
+    while (!this.stopping.signal.aborted) {
+      try {
+        await this.reader.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM').catch((error: Error) => {
+          if (!/BUSYGROUP/.test(error.message)) throw error
+        })
+        const answer = (await this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as
+          | [string, [string, string[]][]][]
+          | null
+        const entries = answer?.[0]?.[1] ?? []
+        if (from === '0' && entries.length === 0) from = '>'
+        for (const [id, fields] of entries) {
+          if (from === '0' && fields === null) continue
+          const done = this.answer(stream, id, fields ?? []).finally(() => this.inFlight.delete(done))
+          this.inFlight.add(done)
+        }
+        if (from === '0' && entries.length > 0) from = entries[entries.length - 1]![0]
+      } catch (error) {
+        if (this.stopping.signal.aborted) return
+        from = '0' // Redis may have restarted: read what is pending again
+        this.limiter.line('redis workers read', `leasehold: reading remote workers' requests failed (${(error as Error).message}); retrying`)
+        await new Promise((resolve) => setTimeout(resolve, 500))
+      }
+    }
+  }
+
+  /** One request: checked, answered on the worker's reply stream, then acknowledged. */
+  private async answer(stream: string, entryId: string, fields: string[]): Promise<void> {
+    const field = (name: string) => entryField(fields, name)
+    const workerId = field('worker_id')
+    const token = field('token') ?? ''
+    let request: IpcRequest | null = null
+    try {
+      request = IpcRequest.parse(JSON.parse(field('body') ?? ''))
+    } catch {
+      request = null
+    }
+    let response: IpcResponse | null = null
+    if (workerId && request) {
+      if (!this.options.allows(token)) {
+        // Refused before anything runs: a forged exchange changes nothing.
+        response = { type: 'response', id: request.id, error: { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' } }
+      } else {
+        this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
+        response = await answerWorkerRequest(this.options.deps, workerId, request, this.stopping.signal)
+      }
+    }
+    try {
+      if (response && workerId) {
+        await this.writer.xadd(replyStream(this.options.prefix, workerId), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
+      }
+      await this.writer.multi().xack(stream, CONSUMER_GROUP, entryId).xdel(stream, entryId).exec()
+    } catch (error) {
+      // Unanswered and unacknowledged: read again from the pending list after a reconnect.
+      this.limiter.line('redis workers answer', `leasehold: answering a remote worker failed (${(error as Error).message})`)
+    }
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * The Redis keys the host and remote workers share (docs/redis.md). Every key starts with the
+ * prefix (`--redis-prefix`, `leasehold:` by default).
+ */
+
+/** The prefix when none is given. */
+export const DEFAULT_REDIS_PREFIX = 'leasehold:'
+/** The consumer group the host reads with, on every stream it reads or claims on. */
+export const CONSUMER_GROUP = 'leasehold'
+
+/** A queue's stream: one entry per unfinished job's current message. */
+export const queueStream = (prefix: string, queue: string): string => `${prefix}q:${queue}`
+/** The stream remote workers send their requests to. */
+export const requestStream = (prefix: string): string => `${prefix}worker:requests`
+/** The stream a remote worker reads its answers from. */
+export const replyStream = (prefix: string, workerId: string): string => `${prefix}worker:${workerId}:replies`
+
+/** A stream entry's fields (a flat [name, value, …] list, as Redis answers them) as a lookup. */
+export function entryField(fields: readonly string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1]
+  return undefined
+}
+
+/** The URL as it may be shown: its password replaced. */
+export function redactedUrl(url: string): string {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password) parsed.password = '***'
+    return parsed.toString()
+  } catch {
+    return '(unparsable URL)'
+  }
+}

@@ -1,0 +1,155 @@
+import { randomInt } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
+import { entryField, replyStream, requestStream } from '../src-shared/redis-streams'
+import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
+
+/** An answer the host refused (its status and code), other than a lost lease. */
+export class RemoteHostError extends Error {
+  override name = 'RemoteHostError'
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+/** How long past its longest wait an answer may take before the call fails (and the runtime asks again). */
+const ANSWER_MARGIN_MS = 15_000
+const READ_BLOCK_MS = 1_000
+
+interface Pending {
+  resolve(response: IpcResponse): void
+  reject(error: Error): void
+  timer: NodeJS.Timeout
+}
+
+/**
+ * The worker exchange over Redis Streams, for a worker with no connection to the host
+ * (`leasehold worker --redis`, docs/redis.md): each request (the local workers' IPC envelope,
+ * src-shared/ipc-protocol.ts) is XADDed to the host's request stream with this worker's id and
+ * token; answers come on this worker's own reply stream, matched by request id.
+ */
+export class RedisTransport implements WorkerTransport {
+  private readonly writer: Redis
+  /** Blocking reads need a connection of their own. */
+  private readonly reader: Redis
+  private readonly pending = new Map<number, Pending>()
+  /** Request ids start at random, so the answers to an earlier process of the same worker id are not taken for ours. */
+  private nextId = randomInt(1, 2 ** 40)
+  private closed = false
+  private readonly ready: Promise<string>
+
+  constructor(
+    url: string,
+    private readonly token: string,
+    private readonly workerId: string,
+    private readonly prefix: string,
+  ) {
+    const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
+    this.writer = new Redis(url, options)
+    this.reader = new Redis(url, options)
+    const quiet = () => {} // ioredis reconnects by itself; a call that fails is retried by the runtime
+    this.writer.on('error', quiet)
+    this.reader.on('error', quiet)
+    // Only answers written after this point are ours: read from the stream's current end.
+    this.ready = this.reader.xrevrange(replyStream(prefix, workerId), '+', '-', 'COUNT', 1).then((last) => last[0]?.[0] ?? '0')
+    void this.readReplies()
+  }
+
+  private async readReplies(): Promise<void> {
+    const stream = replyStream(this.prefix, this.workerId)
+    let from = await this.ready.catch(() => '0')
+    while (!this.closed) {
+      try {
+        const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
+        for (const [id, fields] of answer?.[0]?.[1] ?? []) {
+          from = id
+          const parsed = IpcResponse.safeParse(JSON.parse(entryField(fields, 'body') ?? 'null'))
+          if (!parsed.success) continue
+          const call = this.pending.get(parsed.data.id)
+          if (!call) continue // a late or repeated answer: its call was settled already
+          this.pending.delete(parsed.data.id)
+          clearTimeout(call.timer)
+          call.resolve(parsed.data)
+        }
+      } catch {
+        if (!this.closed) await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+    }
+  }
+
+  private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
+    await this.ready
+    const id = this.nextId++
+    const answered = new Promise<IpcResponse>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id)
+        reject(new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`))
+      }, waitMs + ANSWER_MARGIN_MS)
+      this.pending.set(id, { resolve, reject, timer })
+      signal?.addEventListener(
+        'abort',
+        () => {
+          this.pending.delete(id)
+          clearTimeout(timer)
+          reject(new Error('aborted'))
+        },
+        { once: true },
+      )
+    })
+    await this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, 'body', JSON.stringify({ type: 'request', id, method, params }))
+    const response = await answered
+    if (response.error) {
+      const { status, code, detail } = response.error
+      if (status === 409) throw new LeaseLostError(code, detail)
+      throw new RemoteHostError(status, code, detail)
+    }
+    return response.result
+  }
+
+  async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+    const waitMs = request.claim ? Math.min(request.claim.max_wait_ms ?? 0, MAX_LONG_POLL_MS) : 0
+    try {
+      return (await this.call('exchange', request, waitMs, signal)) as ExchangeAnswer
+    } catch (error) {
+      if (signal?.aborted) return { heartbeats: [], completed: [], failed: [], jobs: [] }
+      throw error
+    }
+  }
+
+  async acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer> {
+    return (await this.call('acquireFile', request)) as FileAcquireAnswer
+  }
+
+  async waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean> {
+    try {
+      return (await this.call('waitFileRetry', request, Math.min(request.max_wait_ms, MAX_LONG_POLL_MS), signal)) === true
+    } catch (error) {
+      if (signal.aborted) return false
+      throw error
+    }
+  }
+
+  async heartbeatFile(request: { file: string; owner_id: string }): Promise<void> {
+    await this.call('heartbeatFile', request)
+  }
+
+  async report(problem: { worker_id: string; kind: string; detail: string }): Promise<void> {
+    await this.call('report', problem)
+  }
+
+  close(): void {
+    this.closed = true
+    for (const [, call] of this.pending) {
+      clearTimeout(call.timer)
+      call.reject(new Error('the transport is closed'))
+    }
+    this.pending.clear()
+    this.writer.disconnect()
+    this.reader.disconnect()
+  }
+}

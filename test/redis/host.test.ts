@@ -1,0 +1,93 @@
+import type { Redis } from 'ioredis'
+import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { parseServeArgs } from '../../src-main/config'
+import { startTestHost, type TestHost, tempDir } from '../helpers/host'
+import { runCliAsync, startServe } from '../helpers/process'
+import { until } from '../helpers/until'
+import { type TestRedis, useTestRedis } from './redis-server'
+
+const redis = useTestRedis()
+let server: TestRedis
+let admin: Redis
+let host: TestHost | null = null
+beforeAll(() => ({ server, admin } = redis.get()))
+afterEach(async () => {
+  await host?.dispose()
+  host = null
+  if (server.pid === undefined) await server.restart()
+  await admin.flushall()
+})
+
+const entries = async (queue = 'default') => (await admin.xrange(`leasehold:q:${queue}`, '-', '+')).map(([id, fields]) => ({ id, job_id: fields[1] }))
+
+async function submitJob(h: { url: string; token: string }): Promise<{ job_id: string }> {
+  const res = await fetch(`${h.url}/api/scheduler/jobs/submit`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${h.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ job_type: 'test', cost_units: 1 }),
+  })
+  expect(res.status).toBe(201)
+  return ((await res.json()) as { job: { job_id: string } }).job
+}
+
+describe('leasehold serve --redis', () => {
+  test('--redis and LEASEHOLD_REDIS name the Redis URL; none by default; anything but redis:// or rediss:// is refused', () => {
+    expect(parseServeArgs([], {}).redisUrl).toBeNull()
+    expect(parseServeArgs(['--redis', 'rediss://u:p@cache:6380/2'], {}).redisUrl).toBe('rediss://u:p@cache:6380/2')
+    expect(parseServeArgs([], { LEASEHOLD_REDIS: 'redis://127.0.0.1:6379/0' })).toMatchObject({ redisUrl: 'redis://127.0.0.1:6379/0', redisPrefix: 'leasehold:' })
+    expect(() => parseServeArgs(['--redis', 'http://cache'], {})).toThrow(/redis:\/\/ or rediss:\/\//)
+  })
+
+  test("a submit is XADDed to its queue's stream, and the worker API's claim answers the message's Redis id", async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const { job_id } = await submitJob(host)
+    const [entry] = await until(async () => {
+      const found = await entries()
+      return found.length > 0 ? found : null
+    }, 5000, 'message XADDed')
+    expect(entry!.job_id).toBe(job_id)
+    const res = await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'w1', streams: ['default'], max_wait_ms: 0 } })
+    expect(await res.json()).toMatchObject({ claimed: true, job_id, message_id: entry!.id })
+  })
+
+  test('without --redis nothing is written to Redis and the health names no Redis', async () => {
+    host = await startTestHost()
+    await submitJob(host)
+    expect(await (await host.call('/api/health')).json()).toEqual({ ok: true, version: expect.any(String) })
+    expect(await admin.dbsize()).toBe(0)
+  })
+
+  test('while Redis is down submits still commit; /api/health and leasehold status say so with how many messages wait', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    await until(async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'connected')
+    await server.kill()
+    await until(async () => !((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'seen down')
+    for (let i = 0; i < 3; i++) await submitJob(host)
+    expect(await (await host.call('/api/health')).json()).toMatchObject({ ok: true, redis: { connected: false, waiting: 3, url: server.url } })
+    const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+    expect(status.stdout).toMatch(/^redis {5}NOT connected \(redis:\/\/127\.0\.0\.1:\d+\/0\): jobs still run; 3 messages wait in the outbox/m)
+    await server.restart()
+    await until(async () => (await entries()).length === 3, 10_000, 'published once Redis is back')
+    expect(await (await host.call('/api/health')).json()).toMatchObject({ redis: { connected: true, waiting: 0, oldest_wait_ms: null } })
+  })
+
+  test('a host killed between COMMIT and XADD publishes the message when it starts again', async () => {
+    const dataDir = tempDir()
+    const args = ['--data-dir', dataDir, '--port', '0', '--redis', server.url]
+    const first = await startServe(args, { LEASEHOLD_FAULT_KILL_BEFORE_XADD: '1' })
+    const token = (await import('node:fs')).readFileSync(`${dataDir}/token`, 'utf8').trim()
+    await submitJob({ url: first.url, token }).catch(() => {}) // the process dies before it answers
+    await first.exited
+    expect(await entries()).toEqual([])
+    const second = await startServe(args)
+    try {
+      const list = (await (await fetch(`${second.url}/api/scheduler/jobs`, { headers: { authorization: `Bearer ${token}` } })).json()) as { jobs: { job_id: string }[] }
+      expect(list.jobs).toHaveLength(1)
+      await until(async () => (await entries()).length === 1, 10_000, 'published after the restart')
+      expect((await entries())[0]!.job_id).toBe(list.jobs[0]!.job_id)
+    } finally {
+      second.child.kill('SIGTERM')
+      await second.exited
+    }
+  })
+})

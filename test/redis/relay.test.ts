@@ -1,0 +1,240 @@
+import type { Redis } from 'ioredis'
+import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { type Engine, streamMessageName } from '../../src-main/engine'
+import { engineContext } from '../../src-main/engine/internals'
+import { claimAnswer } from '../../src-main/http/views/worker'
+import { CONSUMER_GROUP, RedisRelay } from '../../src-main/redis/relay'
+import { aJob, setup } from '../helpers/engine'
+import { until } from '../helpers/until'
+import { type TestRedis, useTestRedis } from './redis-server'
+
+const PREFIX = 'lh-test:'
+const stream = (queue = 'default') => `${PREFIX}q:${queue}`
+
+const redis = useTestRedis()
+let server: TestRedis
+let admin: Redis
+const relays: RedisRelay[] = []
+beforeAll(() => ({ server, admin } = redis.get()))
+afterEach(async () => {
+  for (const relay of relays.splice(0)) await relay.stop()
+  if (admin.status === 'ready') await admin.flushall()
+})
+
+function relayFor(engine: Engine, options: { stuckAfterMs?: number } = {}): RedisRelay {
+  const relay = new RedisRelay({ engine, url: server.url, prefix: PREFIX, log: () => {}, ...options })
+  relays.push(relay)
+  return relay
+}
+
+async function started(engine: Engine): Promise<RedisRelay> {
+  const relay = relayFor(engine)
+  relay.start()
+  await until(() => relay.connected, 5000, 'relay connected')
+  await relay.idle()
+  return relay
+}
+
+const entryIds = async (queue = 'default') => (await admin.xrange(stream(queue), '-', '+')).map(([id]) => id)
+/** [consumer, count] pairs of the group's pending entries. */
+const pendingByConsumer = async (queue = 'default') => {
+  const summary = (await admin.xpending(stream(queue), CONSUMER_GROUP)) as [number, string | null, string | null, [string, string][] | null]
+  return summary[3] ?? []
+}
+
+function claimOne(engine: Engine, worker = 'w1') {
+  const granted = engine.claimBatch({ worker_id: worker }, 1).granted[0]
+  if (!granted) throw new Error('nothing granted')
+  return granted
+}
+
+const reportOf = (g: ReturnType<typeof claimOne>, worker = 'w1') => ({ job_id: g.job_id, attempt_id: g.attempt_id, lease_token: g.lease_token, worker_id: worker })
+
+describe('the outbox and the relay', () => {
+  test('an enqueue writes its outbox row in its own transaction; the relay XADDs it to the queue stream after the commit', async () => {
+    const { engine } = setup()
+    const outbox = engine.outbox()
+    // A submit whose transaction rolls back leaves no row.
+    expect(() =>
+      engineContext(engine).transact(() => {
+        engine.submit(aJob())
+        throw new Error('rolled back')
+      }),
+    ).toThrow('rolled back')
+    expect(outbox.unpublished(10)).toEqual([])
+
+    const job = engine.submit(aJob({ queue: 'mail' })).job
+    expect(outbox.unpublished(10)).toEqual([expect.objectContaining({ enqueue_id: job.stream_message_id, job_id: job.id, queue: 'mail', redis_id: null })])
+    expect(await admin.exists(stream('mail'))).toBe(0)
+
+    await started(engine)
+    const id = streamMessageName(job.stream_message_id!)
+    expect(await admin.xrange(stream('mail'), '-', '+')).toEqual([[id, ['job_id', job.id, 'enqueue_id', String(job.stream_message_id)]]])
+    expect(outbox.unpublished(10)).toEqual([])
+    expect(outbox.live()).toEqual([expect.objectContaining({ enqueue_id: job.stream_message_id, redis_id: id })])
+
+    // Later commits are relayed as they commit.
+    const next = engine.submit(aJob({ queue: 'mail' })).job
+    await until(async () => (await entryIds('mail')).includes(streamMessageName(next.stream_message_id!)), 3000, 'second message XADDed')
+  })
+
+  test("a claim answers its message's Redis id, and the message is XCLAIMed to the worker's consumer", async () => {
+    const { engine } = setup()
+    const relay = await started(engine)
+    engine.submit(aJob())
+    await relay.idle()
+    const [id] = await entryIds()
+    const granted = claimOne(engine, 'w1')
+    expect(claimAnswer(granted)).toMatchObject({ claimed: true, message_id: id })
+    await until(async () => (await pendingByConsumer()).length > 0, 3000, 'XCLAIM')
+    expect(await pendingByConsumer()).toEqual([['w1', '1']])
+  })
+
+  test('a message is acknowledged (XACK, XDEL) only once the final state is committed', async () => {
+    const { engine } = setup()
+    const relay = await started(engine)
+    engine.submit(aJob())
+    const granted = claimOne(engine)
+    await relay.idle()
+    // A completion that rolls back acknowledges nothing.
+    expect(() =>
+      engineContext(engine).transact(() => {
+        engine.complete(reportOf(granted))
+        throw new Error('rolled back')
+      }),
+    ).toThrow('rolled back')
+    await relay.idle()
+    expect(await pendingByConsumer()).toEqual([['w1', '1']])
+    expect(await entryIds()).toHaveLength(1)
+
+    engine.complete(reportOf(granted))
+    await until(async () => (await entryIds()).length === 0, 3000, 'entry deleted')
+    expect(await pendingByConsumer()).toEqual([])
+    expect(engine.outbox().live()).toEqual([])
+    expect(engine.outbox().ackDue(10)).toEqual([])
+  })
+
+  test("a requeue XADDs the job's new message before it acknowledges the old one", async () => {
+    const { engine } = setup()
+    const relay = await started(engine)
+    const job = engine.submit(aJob()).job
+    const granted = claimOne(engine)
+    await relay.idle()
+    const monitor = await admin.monitor()
+    const commands: string[] = []
+    monitor.on('monitor', (_time: string, args: string[]) => commands.push(args.join(' ')))
+    try {
+      await until(async () => {
+        await admin.ping() // MONITOR shows its own connection's commands: it is listening once this one shows
+        return commands.some((c) => c.startsWith('ping'))
+      }, 3000, 'monitor listening')
+      engine.fail({ ...reportOf(granted), error: { message: 'try again', retryable: true } })
+      const requeued = engine.getJob(job.id)
+      expect(requeued.state).toBe('QUEUED')
+      const oldId = streamMessageName(job.stream_message_id!)
+      const newId = streamMessageName(requeued.stream_message_id!)
+      await until(() => commands.some((c) => c.startsWith('xack')), 3000, 'XACK')
+      const added = commands.findIndex((c) => c.startsWith('xadd') && c.includes(newId))
+      const acked = commands.findIndex((c) => c.startsWith('xack') && c.includes(oldId))
+      expect(added).toBeGreaterThanOrEqual(0)
+      expect(acked).toBeGreaterThan(added)
+      await until(async () => JSON.stringify(await entryIds()) === JSON.stringify([newId]), 3000, 'only the new message left')
+    } finally {
+      monitor.disconnect()
+    }
+  })
+
+  test('while Redis is away enqueues still commit and wait in the outbox; health says how many', async () => {
+    const { engine } = setup()
+    const relay = await started(engine)
+    await server.kill()
+    await until(() => !relay.connected, 5000, 'relay sees Redis gone')
+    for (let i = 0; i < 5; i++) engine.submit(aJob())
+    expect(relay.health()).toMatchObject({ connected: false, waiting: 5 })
+    await server.restart()
+    await until(() => relay.health().waiting === 0, 10_000, 'outbox drained after restart')
+    expect(relay.health()).toMatchObject({ connected: true, waiting: 0, oldest_wait_ms: null })
+    expect(await entryIds()).toHaveLength(5)
+  })
+
+  test('Redis killed and restarted empty under load: the host publishes every missing message again, and every job ends DONE exactly once', async () => {
+    const { engine } = setup({ total_units: 1000 })
+    const relay = await started(engine)
+    const JOBS = 300
+    const ids: string[] = []
+    const completions = new Map<string, number>()
+    let stop = false
+    let paused = false
+    // Workers: claim and complete in a loop, as the host's transports do, while jobs keep coming.
+    const work = async (worker: string) => {
+      while (!stop) {
+        const claims = paused ? { granted: [] } : await engine.run(() => engine.claimBatch({ worker_id: worker }, 4))
+        for (const g of claims.granted) {
+          await engine.run(() => engine.complete(reportOf(g, worker)))
+          completions.set(g.job_id, (completions.get(g.job_id) ?? 0) + 1)
+        }
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    const workers = [work('a'), work('b')]
+    const submitSome = async (n: number) => {
+      for (let i = 0; i < n; i++) ids.push((await engine.run(() => engine.submit(aJob()))).job.id)
+    }
+    await submitSome(JOBS / 3)
+    paused = true // some jobs stay queued with their messages published
+    await submitSome(20)
+    await relay.idle()
+    await server.kill()
+    await submitSome(JOBS / 3 - 20) // committed while Redis is away: they wait in the outbox
+    await server.restart() // empty: no streams, no groups
+    // Every unfinished job's message is in Redis again, under its id: those Redis lost and those that waited.
+    const unfinished = () => ids.map((id) => engine.getJob(id)).filter((job) => job.state !== 'DONE').map((job) => streamMessageName(job.stream_message_id!))
+    expect(unfinished().length).toBeGreaterThan(JOBS / 3 - 20)
+    await until(async () => relay.connected && JSON.stringify((await entryIds().catch(() => [])).sort()) === JSON.stringify(unfinished().sort()), 10_000, 'republished')
+    paused = false
+    await submitSome(JOBS / 3)
+    await until(() => ids.every((id) => engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE')
+    stop = true
+    await Promise.all(workers)
+    expect([...completions.values()].every((n) => n === 1)).toBe(true)
+    expect(completions.size).toBe(JOBS)
+    for (const id of ids) expect(engine.attempts(id)).toHaveLength(1)
+    // Redis caught up with SQLite: nothing left in the outbox or in the stream, nothing pending.
+    await until(async () => relay.connected && engine.outbox().live().length === 0 && engine.outbox().ackDue(1).length === 0, 10_000, 'ledger settled')
+    await relay.idle()
+    expect(await entryIds()).toEqual([])
+    expect(await pendingByConsumer()).toEqual([])
+  })
+
+  test('messages Redis lost are published again under their ids at reconnect, and held ones are claimed to their workers again', async () => {
+    const { engine } = setup()
+    const relay = await started(engine)
+    const jobs = [0, 1, 2].map(() => engine.submit(aJob()).job)
+    claimOne(engine, 'w1')
+    await until(async () => (await pendingByConsumer()).length > 0, 3000, 'claimed')
+    await server.kill()
+    await server.restart()
+    const expected = jobs.map((j) => streamMessageName(j.stream_message_id!))
+    await until(async () => admin.status === 'ready' && JSON.stringify(await entryIds().catch(() => [])) === JSON.stringify(expected), 10_000, 'republished')
+    await until(async () => JSON.stringify(await pendingByConsumer()) === JSON.stringify([['w1', '1']]), 3000, 'held message claimed again')
+    await relay.idle()
+  })
+
+  test("a stream whose last id moved past a lost message is rebuilt from the ledger, and entries the ledger does not hold are deleted", async () => {
+    const { engine } = setup()
+    const relay = await started(engine)
+    const [a, b] = [engine.submit(aJob()).job, engine.submit(aJob()).job]
+    await relay.idle()
+    // Redis lost the first message (a failover to a replica that lagged), and holds one nobody wrote.
+    await admin.xdel(stream(), streamMessageName(a.stream_message_id!))
+    await admin.xadd(stream(), '0-999999', 'job_id', 'ghost', 'enqueue_id', '999999')
+    // A message that has waited past the bound makes the relay reconcile; so does a reconnect.
+    await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+    await until(
+      async () => JSON.stringify(await entryIds()) === JSON.stringify([a, b].map((j) => streamMessageName(j.stream_message_id!))),
+      10_000,
+      'stream rebuilt',
+    )
+    await relay.idle()
+  })
+})

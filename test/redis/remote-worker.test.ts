@@ -1,0 +1,111 @@
+import type { ChildProcess } from 'node:child_process'
+import type { Redis } from 'ioredis'
+import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { IpcResponse } from '../../src-shared/ipc-protocol'
+import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
+import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { startTestHost, type TestHost, tempDir } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
+import { until } from '../helpers/until'
+import { type TestRedis, useTestRedis } from './redis-server'
+
+const redis = useTestRedis()
+let server: TestRedis
+let admin: Redis
+let host: TestHost | null = null
+const children: ChildProcess[] = []
+beforeAll(() => ({ server, admin } = redis.get()))
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  await host?.dispose()
+  host = null
+  await admin.flushall()
+})
+
+/** `leasehold worker --redis`: no URL, and a data dir with no host file, so Redis is all it can reach. */
+function remoteWorker(workerId: string, token: string, extra: string[] = []) {
+  let child!: ChildProcess
+  const done = runCliAsync(['worker', '--redis', server.url, '--token', token, '--worker-id', workerId, ...extra], { LEASEHOLD_DATA_DIR: tempDir(), LEASEHOLD_URL: '' }, (c) => {
+    child = c
+    children.push(c)
+  })
+  return { child, done }
+}
+
+/** Sends one request as a remote worker would, and reads the answer from its reply stream. */
+async function exchangeAs(workerId: string, token: string, id: number, method: string, params: unknown): Promise<IpcResponse> {
+  const replies = replyStream('leasehold:', workerId)
+  const before = (await admin.xrevrange(replies, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0'
+  await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', workerId, 'token', token, 'body', JSON.stringify({ type: 'request', id, method, params }))
+  return until(async () => {
+    const entries = await admin.xrange(replies, `(${before}`, '+')
+    const answers = entries.map(([, fields]) => IpcResponse.parse(JSON.parse(entryField(fields, 'body')!)))
+    return answers.find((a) => a.id === id) ?? null
+  }, 5000, `answer to ${method}`)
+}
+
+describe('remote workers over Redis only', () => {
+  test('a worker process with no connection to the host runs every job over Redis, and is listed with its transport', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const N = 300
+    const ids = (await host.engine.run(() => host!.engine.submitMany(Array.from({ length: N }, () => ({ job_type: 'noop', cost_units: 1 }))))).map((r) => {
+      if (!r.ok) throw new Error('submit failed')
+      return r.value.job.id
+    })
+    remoteWorker('remote-1', host.token, ['--concurrency', '16'])
+    await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 60_000, 'every job DONE')
+    const workers = (await (await host.call('/api/workers')).json()) as { workers: { worker_id: string; kind: string }[] }
+    expect(workers.workers).toContainEqual(expect.objectContaining({ worker_id: 'remote-1', kind: 'redis' }))
+    for (const id of ids) expect(host.engine.attempts(id)).toHaveLength(1)
+  })
+
+  test('a remote worker killed mid-run: its leases expire and its jobs finish elsewhere', async () => {
+    host = await startTestHost({ redisUrl: server.url, leaseTtlS: 2, heartbeatGraceS: 1 })
+    const jobs = [0, 1, 2].map(() => host!.engine.submit({ job_type: 'sleep', cost_units: 1, payload: { ms: 60_000 } }).job)
+    const { child } = remoteWorker('doomed', host.token, ['--concurrency', '3'])
+    await until(() => jobs.every((j) => host!.engine.getJob(j.id).state === 'RUNNING'), 20_000, 'the remote worker runs them')
+    child.kill('SIGKILL')
+    // Another worker (in-process here) takes them once the dead one's leases expire.
+    await until(async () => {
+      const claims = await host!.engine.run(() => host!.engine.claimBatch({ worker_id: 'rescuer' }, 3))
+      for (const g of claims.granted) host!.engine.complete({ job_id: g.job_id, attempt_id: g.attempt_id, lease_token: g.lease_token, worker_id: 'rescuer' })
+      return jobs.every((j) => host!.engine.getJob(j.id).state === 'DONE')
+    }, 15_000, 'finished elsewhere')
+    for (const j of jobs) expect(host.engine.attempts(j.id).map((a) => a.number)).toEqual([1, 2])
+  })
+
+  test('an exchange without a valid token is refused and changes nothing', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    const forged = await exchangeAs('mallory', 'not-the-token', 1, 'exchange', { worker_id: 'mallory', claim: { streams: ['default'], max_jobs: 1 } })
+    expect(forged).toMatchObject({ id: 1, error: { status: 401, code: 'unauthorized' } })
+    expect(host.engine.getJob(job.id).state).toBe('QUEUED')
+    const granted = host.engine.claimBatch({ worker_id: 'w1' }, 1).granted[0]!
+    const complete = { worker_id: 'w1', complete: [{ job_id: granted.job_id, attempt_id: granted.attempt_id, lease_token: granted.lease_token }] }
+    expect(await exchangeAs('w1', '', 2, 'exchange', complete)).toMatchObject({ error: { status: 401 } })
+    expect(host.engine.getJob(job.id).state).toBe('RUNNING')
+  })
+
+  test('a replayed request is answered as its first was, and completes the job once', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    const granted = host.engine.claimBatch({ worker_id: 'w1' }, 1).granted[0]!
+    const complete = { worker_id: 'w1', complete: [{ job_id: granted.job_id, attempt_id: granted.attempt_id, lease_token: granted.lease_token, result: { n: 1 } }] }
+    const first = await exchangeAs('w1', host.token, 7, 'exchange', complete)
+    const again = await exchangeAs('w1', host.token, 7, 'exchange', complete)
+    expect(first.result).toMatchObject({ completed: [{ job_id: job.id, ok: true, ack: true }] })
+    expect(again.result).toEqual(first.result)
+    expect(host.engine.getJob(job.id)).toMatchObject({ state: 'DONE', attempts: 1 })
+    expect(host.engine.jobEvents(job.id).filter((e) => e.event_type === 'JOB_DONE')).toHaveLength(1)
+  })
+
+  test('a worker-scoped token runs jobs over Redis until it is revoked', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    host.engine.submit({ job_type: 'noop', cost_units: 1 })
+    const { id, token } = createScopedToken(host.dataDir, 'worker')
+    const claim = { worker_id: 'w2', claim: { streams: ['default'], max_jobs: 1 } }
+    expect((await exchangeAs('w2', token, 1, 'exchange', claim)).result).toMatchObject({ jobs: [expect.objectContaining({ claimed: true })] })
+    revokeScopedToken(host.dataDir, id)
+    await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
+  })
+})

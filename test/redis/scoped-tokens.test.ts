@@ -1,0 +1,43 @@
+import { describe, expect, test } from 'vitest'
+import { checkRequest } from '../../src-main/http/guard'
+import { startTestHost } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
+import { until } from '../helpers/until'
+
+const policy = { token: 'host-token-0123456789', port: 7878, allowedHosts: [], isWorkerToken: (t: string) => t === 'worker-token-0123456789' }
+const request = (path: string, token: string) => ({ path, host: '127.0.0.1:7878', origin: undefined, authorization: `Bearer ${token}` })
+
+describe('worker-scoped tokens', () => {
+  test('a worker token opens the worker routes and the files API only', () => {
+    expect(checkRequest(request('/internal/worker/batch', 'worker-token-0123456789'), policy)).toBeNull()
+    expect(checkRequest(request('/api/files/leases/acquire', 'worker-token-0123456789'), policy)).toBeNull()
+    for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers']) {
+      expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized' })
+    }
+    expect(checkRequest(request('/api/scheduler/jobs/submit', 'host-token-0123456789'), policy)).toBeNull()
+  })
+
+  test('leasehold token create --scope worker prints a token that can claim but not submit; list shows it; revoke ends it', async () => {
+    const host = await startTestHost()
+    try {
+      const created = await runCliAsync(['token', 'create', '--scope', 'worker', '--data-dir', host.dataDir])
+      expect(created.status).toBe(0)
+      const token = created.stdout.trim()
+      expect(token).toMatch(/^[0-9a-f]{64}$/)
+      const id = /token (\w+) \(scope worker\)/.exec(created.stderr)![1]!
+      const claim = () => host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: 'w', streams: ['default'], max_wait_ms: 0 } })
+      expect((await claim()).status).toBe(200)
+      expect((await host.call('/api/scheduler/jobs/submit', { method: 'POST', token, json: { job_type: 't', cost_units: 1 } })).status).toBe(401)
+      expect((await host.call('/api/capacity', { method: 'PUT', token, json: { total_units: 1 } })).status).toBe(401)
+      const listed = await runCliAsync(['token', 'list', '--json', '--data-dir', host.dataDir])
+      expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ id, scope: 'worker', revoked_at: null })])
+      expect(listed.stdout).not.toContain(token)
+      expect((await runCliAsync(['token', 'revoke', id, '--data-dir', host.dataDir])).status).toBe(0)
+      await until(async () => (await claim()).status === 401, 5000, 'revoked token refused')
+      expect((await runCliAsync(['token', 'revoke', 'nope', '--data-dir', host.dataDir])).stderr).toMatch(/^leasehold: there is no token nope/m)
+      expect((await runCliAsync(['token', 'create', '--scope', 'admin', '--data-dir', host.dataDir])).status).toBe(2)
+    } finally {
+      await host.dispose()
+    }
+  })
+})
