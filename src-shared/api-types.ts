@@ -358,7 +358,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would
+         * Beyond its contract: up to 1,000 submits in one request, each answered as /jobs/submit would
          * @description With `Prefer: return=minimal` (RFC 7240) a job created is answered by its id and state only (SubmittedJobRef), and the answer carries `Preference-Applied: return=minimal`; refusals are answered in full either way.
          */
         post: operations["submitJobs"];
@@ -666,7 +666,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Not in the seed: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip */
+        /** Beyond its contract: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip */
         post: operations["workerBatch"];
         delete?: never;
         options?: never;
@@ -683,7 +683,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Not in the seed: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event */
+        /** Beyond its contract: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event */
         post: operations["workerReport"];
         delete?: never;
         options?: never;

@@ -41,7 +41,7 @@ const BlockerParams = pathParams('blocker_id')
 /** The files API (/api/files, /api/blockers). */
 export const filesApi: Api = {
   tag: 'files',
-  description: 'Dialect 004: file leases, and blocker reports an operator answers (/api/files, /api/blockers)',
+  description: 'The files API: file leases, and blocker reports an operator answers (/api/files, /api/blockers)',
   prefix: '/api',
   routes: [
     route({

@@ -139,7 +139,7 @@ export function openApiDocument(version: string) {
       title: 'Leasehold',
       version,
       description:
-        'One scheduler, four dialects: pull-lease (seeds 000/001), queue (002), worker (003), file leases (004). See docs/api.md. ' +
+        'One scheduler, four APIs: pull, queue, worker and files (docs/architecture.md names the contract each follows). See docs/api.md. ' +
         'Every error is `{detail, code}` (a few carry more, each with its schema). Any path may also answer 404 `not_found` (no such route), ' +
         '405 `method_not_allowed` (with `Allow`) or 501 `not_implemented`, and a request that is not valid HTTP 400 `bad_request`, 408 or 431: see components.responses.',
       license: { name: 'MIT', identifier: 'MIT' },

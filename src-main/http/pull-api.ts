@@ -30,7 +30,7 @@ const LeaseParams = pathParams('lease_id')
 
 export const pullApi: Api = {
   tag: 'pull',
-  description: 'Dialect 001/000, pull-lease: one request dequeues and leases (/api/system/scheduler/leases)',
+  description: 'The pull API: one request dequeues and leases (/api/system/scheduler/leases)',
   prefix: PULL_PREFIX,
   routes: [
     route({

@@ -180,7 +180,7 @@ const SubmitBatchHeaders = z.object({
 /** The queue API. Its one-job submit, on the way from a script to the worker waiting for its job, is served by the lane too (lane.ts). */
 export const queueApi: Api = {
   tag: 'queue',
-  description: 'Dialect 002, queue: submit, claim, status, then a lease request (/api/scheduler)',
+  description: 'The queue API: submit, claim, status, then a lease request (/api/scheduler)',
   prefix: QUEUE_PREFIX,
   routes: [
     route({
@@ -211,7 +211,7 @@ export const queueApi: Api = {
       method: 'POST',
       path: '/jobs/submit-batch',
       id: 'submitJobs',
-      summary: 'Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would',
+      summary: 'Beyond its contract: up to 1,000 submits in one request, each answered as /jobs/submit would',
       description:
         'With `Prefer: return=minimal` (RFC 7240) a job created is answered by its id and state only (SubmittedJobRef), and the answer carries `Preference-Applied: return=minimal`; refusals are answered in full either way.',
       header: SubmitBatchHeaders,

@@ -44,7 +44,7 @@ function workerRoute<Body extends z.ZodType<{ worker_id: string }>, Answer exten
 /** The worker API: the lane serves every route (lane.ts), Koa's router every request the lane leaves to it. */
 export const workerApi: Api = {
   tag: 'worker',
-  description: 'Dialect 003, worker: a claim is a lease + an attempt + a token (/internal/worker)',
+  description: 'The worker API: a claim is a lease + an attempt + a token (/internal/worker)',
   prefix: WORKER_PREFIX,
   routes: [
     workerRoute({
@@ -107,7 +107,7 @@ export const workerApi: Api = {
       method: 'POST',
       path: '/batch',
       id: 'workerBatch',
-      summary: 'Not in the seed: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip',
+      summary: 'Beyond its contract: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip',
       body: WorkerExchange,
       answer: WorkerExchangeAnswer,
       lane: true,
@@ -124,7 +124,7 @@ export const workerApi: Api = {
       method: 'POST',
       path: '/report',
       id: 'workerReport',
-      summary: 'Not in the seed: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event',
+      summary: 'Beyond its contract: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event',
       body: WorkerReport,
       answer: WorkerReportAnswer,
       lane: true,
