@@ -358,7 +358,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Not in the seed: up to 1,000 submits in one request, each answered as /jobs/submit would
+         * Beyond its contract: up to 1,000 submits in one request, each answered as /jobs/submit would
          * @description With `Prefer: return=minimal` (RFC 7240) a job created is answered by its id and state only (SubmittedJobRef), and the answer carries `Preference-Applied: return=minimal`; refusals are answered in full either way.
          */
         post: operations["submitJobs"];
@@ -666,7 +666,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Not in the seed: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip */
+        /** Beyond its contract: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip */
         post: operations["workerBatch"];
         delete?: never;
         options?: never;
@@ -683,7 +683,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Not in the seed: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event */
+        /** Beyond its contract: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event */
         post: operations["workerReport"];
         delete?: never;
         options?: never;
@@ -745,23 +745,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/jobs/{job_id}/retry": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** Retry a FAILED, TIMEOUT or CANCELED job: a new run with a fresh attempt budget */
-        post: operations["retryJob"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/jobs/bulk/retry": {
         parameters: {
             query?: never;
@@ -807,6 +790,23 @@ export interface paths {
         put?: never;
         /** Bulk purge of the jobs a filter selects, in steps (dry_run counts only) */
         post: operations["bulkPurge"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Retry a FAILED, TIMEOUT or CANCELED job: a new run with a fresh attempt budget */
+        post: operations["retryJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3933,69 +3933,6 @@ export interface operations {
             507: components["responses"]["StorageFull"];
         };
     };
-    retryJob: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                job_id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                "application/json": {
-                    /** @description Who asked, recorded in the event */
-                    requested_by?: string | null;
-                };
-            };
-        };
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["JobAnswer"];
-                };
-            };
-            /** @description cost_exceeds_capacity; invalid_request (the failing fields are named in detail) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            /** @description job_not_found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description illegal_transition: the job has not finished, or is DONE */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["StorageError"];
-            507: components["responses"]["StorageFull"];
-        };
-    };
     bulkRetry: {
         parameters: {
             query?: never;
@@ -4127,6 +4064,69 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StorageError"];
+            507: components["responses"]["StorageFull"];
+        };
+    };
+    retryJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAnswer"];
+                };
+            };
+            /** @description cost_exceeds_capacity; invalid_request (the failing fields are named in detail) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description illegal_transition: the job has not finished, or is DONE */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];

@@ -1,12 +1,13 @@
-import Router from '@koa/router'
+import type { Context } from 'koa'
 import { randomBytes } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import type { Engine, Event } from '../engine'
 import { iso } from '../engine/clock'
-import { readJson, reply } from './body'
+import { z } from 'zod'
 import { LAST_EVENT_ID } from './schemas'
 import { HttpError } from './http-error'
-import { EventTicket, streamEvent, type StreamGap } from './views/system'
+import { type Api, route } from './route'
+import { EventTicket, StreamEvent, streamEvent, StreamGap } from './views/system'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
 export const TICKET_TTL_MS = 60_000
@@ -54,61 +55,94 @@ export class EventStreams {
   }
 }
 
+const EventsQuery = z.object({
+  ticket: z.string().optional().meta({ description: 'From POST /api/events/ticket, for a client that cannot send the Authorization header (EventSource)' }),
+  last_event_id: z.string().regex(LAST_EVENT_ID).optional().meta({ description: 'Resume after this event (as the Last-Event-ID header does)' }),
+})
+const EventsHeaders = z.object({
+  'Last-Event-ID': z.string().regex(LAST_EVENT_ID).optional().meta({ description: 'Resume after this event: the missed ones are replayed first' }),
+})
+
 /**
  * GET /api/events/stream: server-sent events of the event log. A client resuming with
  * `Last-Event-ID` (or `?last_event_id=`) first gets what it missed from SQLite, then live
  * events as they commit. POST /api/events/ticket trades the token for a stream ticket.
  */
-export function eventsRouter(engine: Engine, tickets: StreamTickets, streams: EventStreams, bodyLimit: number): Router {
-  const router = new Router({ prefix: '/api/events' })
+export const eventsApi: Api = {
+  tag: 'events',
+  description: 'The event log, live (server-sent events)',
+  prefix: '/api/events',
+  routes: [
+    route({
+      method: 'POST',
+      path: '/ticket',
+      id: 'createEventTicket',
+      summary: 'A ticket that opens the event stream for 60 s (its reconnects too)',
+      answer: EventTicket,
+      grouped: false,
+      run: (_, { tickets }) => {
+        const { ticket, expires_at } = tickets.issue(Date.now())
+        return { ticket, expires_at: iso(expires_at) }
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/stream',
+      id: 'streamEvents',
+      summary: 'Server-sent events of the event log; resume with Last-Event-ID',
+      description:
+        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open.',
+      // Read by the route itself: the ticket is the request guard's, the event id is checked below.
+      query: EventsQuery,
+      header: EventsHeaders,
+      security: [{ bearer: [] }, { ticket: [] }],
+      answer: z.union([StreamEvent, StreamGap]),
+      answerDoc: { description: 'A stream of frames; the schema is that of one frame’s data', mediaType: 'text/event-stream' },
+      errors: { 400: 'invalid_request: Last-Event-ID is not an event id' },
+      grouped: false,
+      koa: (ctx, { engine, streams }) => stream(ctx, engine, streams),
+    }),
+  ],
+}
 
-  router.post('/ticket', async (ctx) => {
-    await readJson(ctx, bodyLimit) // no fields, but the same rules for a body as everywhere: JSON only
-    const { ticket, expires_at } = tickets.issue(Date.now())
-    reply(ctx, EventTicket, { ticket, expires_at: iso(expires_at) })
-  })
+function stream(ctx: Context, engine: Engine, streams: EventStreams): void {
+  const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
+  if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
+    throw new HttpError('invalid_request', 'Last-Event-ID: must be an event id')
+  }
+  const stream = new PassThrough()
+  streams.add(stream)
+  ctx.req.socket.setTimeout(0)
+  ctx.req.socket.setNoDelay(true)
+  ctx.status = 200
+  ctx.set('Content-Type', 'text/event-stream; charset=utf-8')
+  ctx.set('Cache-Control', 'no-store')
+  ctx.set('X-Accel-Buffering', 'no')
+  ctx.body = stream
 
-  router.get('/stream', (ctx) => {
-    const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
-    if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
-      throw new HttpError('invalid_request', 'Last-Event-ID: must be an event id')
-    }
-    const stream = new PassThrough()
-    streams.add(stream)
-    ctx.req.socket.setTimeout(0)
-    ctx.req.socket.setNoDelay(true)
-    ctx.status = 200
-    ctx.set('Content-Type', 'text/event-stream; charset=utf-8')
-    ctx.set('Cache-Control', 'no-store')
-    ctx.set('X-Accel-Buffering', 'no')
-    ctx.body = stream
-
-    stream.write('retry: 2000\n\n')
-    if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
-    // Replay and subscribe run in one synchronous step: no event can commit in between. A
-    // commit's events leave in one write (a write per event cost a system call each, and a
-    // commit of a busy pool holds dozens); they are gathered as the events are told, so that a
-    // commit made by another commit listener still leaves after the events before it.
-    let gathered = ''
-    const unsubscribe = [
-      engine.onEvent((event) => (gathered += sseEvent(event))),
-      engine.onCommit(() => {
-        if (gathered === '') return
-        stream.write(gathered)
-        gathered = ''
-      }),
-    ]
-    const ping = setInterval(() => stream.write(': ping\n\n'), PING_MS)
-    const end = () => {
-      clearInterval(ping)
-      for (const stop of unsubscribe) stop()
-      stream.end()
-    }
-    ctx.res.once('close', end)
-    stream.once('close', end)
-  })
-
-  return router
+  stream.write('retry: 2000\n\n')
+  if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
+  // Replay and subscribe run in one synchronous step: no event can commit in between. A
+  // commit's events leave in one write (a write per event cost a system call each, and a
+  // commit of a busy pool holds dozens); they are gathered as the events are told, so that a
+  // commit made by another commit listener still leaves after the events before it.
+  let gathered = ''
+  const unsubscribe = [
+    engine.onEvent((event) => (gathered += sseEvent(event))),
+    engine.onCommit(() => {
+      if (gathered === '') return
+      stream.write(gathered)
+      gathered = ''
+    }),
+  ]
+  const ping = setInterval(() => stream.write(': ping\n\n'), PING_MS)
+  const end = () => {
+    clearInterval(ping)
+    for (const stop of unsubscribe) stop()
+    stream.end()
+  }
+  ctx.res.once('close', end)
+  stream.once('close', end)
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {

@@ -1,11 +1,9 @@
-import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
 import { BULK_ACTIONS, type BulkAction, type BulkPlan, type Engine, type QueuePause, type QueueSummary } from '../engine'
 import { iso } from '../engine/clock'
 import { JOB_STATES } from '../engine/states'
-import { readJson, reply } from './body'
-import { validate } from './errors'
-import { Id, IsoTime, Name } from './schemas'
+import { type Api, NOT_FOUND, type Route, route } from './route'
+import { IsoTime, Name, pathParams } from './schemas'
 import { JobAnswer, queueJob } from './views/queue'
 
 /**
@@ -89,44 +87,79 @@ async function runBulk(engine: Engine, plan: BulkPlan): Promise<{ matched: numbe
   return { matched, changed }
 }
 
-export function operationsRouter(engine: Engine, bodyLimit: number): Router {
-  const router = new Router({ prefix: '/api' })
-  const body = async <S extends z.ZodType>(ctx: RouterContext, schema: S) => validate(schema, await readJson(ctx, bodyLimit))
+const JobParams = pathParams('job_id')
+const QueueParams = z.object({ queue: QueueName })
 
-  // Before /jobs/:job_id/…, which would take "bulk" for a job id.
-  for (const action of BULK_ACTIONS) {
-    router.post(`/jobs/bulk/${action}`, async (ctx) => {
-      const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by } = await body(ctx, BulkRequest)
-      const request = { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by) }
-      const plan = engine.planBulk(action as BulkAction, request)
-      const { matched, changed } = await runBulk(engine, plan)
-      reply(ctx, BulkAnswer, { action, matched, changed, dry_run: plan.dryRun, counted_at: plan.dryRun && plan.finishedBy !== null ? iso(plan.finishedBy) : null })
-    })
-  }
-
-  router.post('/jobs/:job_id/retry', async (ctx) => {
-    const input = await body(ctx, OperatorRequest)
-    const jobId = validate(Id, ctx.params.job_id)
-    reply(ctx, JobAnswer, { job: queueJob(await engine.run(() => engine.retry(jobId, input.requested_by ?? null))) })
+/** One job's action, in the commit group. */
+const jobAction = (verb: 'run-now' | 'retry', change: 'runNow' | 'retry', id: string, summary: string, errors: Route['errors']) =>
+  route({
+    method: 'POST',
+    path: `/jobs/:job_id/${verb}`,
+    id,
+    summary,
+    params: JobParams,
+    body: OperatorRequest,
+    answer: JobAnswer,
+    errors,
+    grouped: true,
+    run: ({ body, params }, { engine }) => ({ job: queueJob(engine[change](params.job_id, body.requested_by ?? null)) }),
   })
 
-  router.post('/jobs/:job_id/run-now', async (ctx) => {
-    const input = await body(ctx, OperatorRequest)
-    const jobId = validate(Id, ctx.params.job_id)
-    reply(ctx, JobAnswer, { job: queueJob(await engine.run(() => engine.runNow(jobId, input.requested_by ?? null))) })
+/** One queue's pause or resume, in the commit group. */
+const queueAction = (verb: 'pause' | 'resume', change: 'pauseQueue' | 'resumeQueue', summary: string) =>
+  route({
+    method: 'POST',
+    path: `/queues/:queue/${verb}`,
+    id: change,
+    summary,
+    params: QueueParams,
+    body: OperatorRequest,
+    answer: QueueAnswer,
+    grouped: true,
+    run: ({ body, params }, { engine }) => ({ queue: queuePauseView(engine[change](params.queue, body.requested_by ?? null)) }),
   })
 
-  router.get('/queues', (ctx) => {
-    reply(ctx, QueueList, { queues: engine.listQueues().map(queueView) })
-  })
-
-  for (const [verb, change] of [['pause', 'pauseQueue'], ['resume', 'resumeQueue']] as const) {
-    router.post(`/queues/:queue/${verb}`, async (ctx) => {
-      const input = await body(ctx, OperatorRequest)
-      const queue = validate(QueueName, ctx.params.queue)
-      reply(ctx, QueueAnswer, { queue: queuePauseView(await engine.run(() => engine[change](queue, input.requested_by ?? null))) })
-    })
-  }
-
-  return router
+export const operationsApi: Api = {
+  tag: 'operations',
+  description: "The operator's actions: run a delayed job now, retry a finished one, pause queues, bulk retry/cancel/purge",
+  prefix: '/api',
+  routes: [
+    jobAction('run-now', 'runNow', 'runJobNow', 'Run a delayed job now', { 404: NOT_FOUND.job, 409: 'not_scheduled: the job does not wait for its run_at' }),
+    // Before /jobs/:job_id/retry, which would take "bulk" for a job id. Each runs step by step,
+    // each step its own short transaction (runBulk), not in one commit group.
+    ...BULK_ACTIONS.map((action) =>
+      route({
+        method: 'POST',
+        path: `/jobs/bulk/${action}`,
+        id: `bulk${action[0]!.toUpperCase()}${action.slice(1)}`,
+        summary: `Bulk ${action} of the jobs a filter selects, in steps (dry_run counts only)`,
+        body: BulkRequest,
+        answer: BulkAnswer,
+        grouped: false,
+        run: async ({ body }, { engine }) => {
+          const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by } = body
+          const request = { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by) }
+          const plan = engine.planBulk(action as BulkAction, request)
+          const { matched, changed } = await runBulk(engine, plan)
+          return { action, matched, changed, dry_run: plan.dryRun, counted_at: plan.dryRun && plan.finishedBy !== null ? iso(plan.finishedBy) : null }
+        },
+      }),
+    ),
+    jobAction('retry', 'retry', 'retryJob', 'Retry a FAILED, TIMEOUT or CANCELED job: a new run with a fresh attempt budget', {
+      400: 'cost_exceeds_capacity',
+      404: NOT_FOUND.job,
+      409: 'illegal_transition: the job has not finished, or is DONE',
+    }),
+    route({
+      method: 'GET',
+      path: '/queues',
+      id: 'listQueues',
+      summary: 'Queues with jobs other than DONE ones, or paused: counts by state, paused or not',
+      answer: QueueList,
+      grouped: false,
+      run: (_, { engine }) => ({ queues: engine.listQueues().map(queueView) }),
+    }),
+    queueAction('pause', 'pauseQueue', 'Pause a queue: nothing is claimed or leased from it'),
+    queueAction('resume', 'resumeQueue', 'Resume a paused queue'),
+  ],
 }

@@ -1,11 +1,9 @@
-import Router, { type RouterContext } from '@koa/router'
 import { z } from 'zod'
-import type { Engine, Schedule } from '../engine'
+import type { Schedule } from '../engine'
 import { iso } from '../engine/clock'
 import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME } from '../engine/schedules'
-import { readJson, reply } from './body'
-import { SubmitJob } from './dialect-queue'
-import { validate } from './errors'
+import { SubmitJob } from './queue-api'
+import { type Api, NOT_FOUND, route } from './route'
 import { IsoTime } from './schemas'
 import { queueState } from './views/queue'
 
@@ -104,34 +102,69 @@ export function scheduleView(schedule: Schedule): ScheduleView {
 /** A name in a path: any text (a name no schedule can have is 404, as an unknown one is). */
 const PathName = z.string().min(1).max(200)
 
-export function schedulesRouter(engine: Engine, bodyLimit: number): Router {
-  const router = new Router({ prefix: SCHEDULES_PREFIX })
-  const body = async <S extends z.ZodType>(ctx: RouterContext, schema: S) => validate(schema, await readJson(ctx, bodyLimit))
+const NameParams = z.object({ name: PathName })
+const SCHEDULE_400 = 'invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job)'
 
-  router.get('/', (ctx) => {
-    reply(ctx, ScheduleList, { schedules: engine.listSchedules().map(scheduleView) })
-  })
-
-  router.post('/', async (ctx) => {
-    const input = await body(ctx, CreateSchedule)
-    const schedule = await engine.run(() => engine.createSchedule(input))
-    reply(ctx, ScheduleAnswer, { schedule: scheduleView(schedule) }, 201)
-  })
-
-  router.get('/:name', (ctx) => {
-    reply(ctx, ScheduleAnswer, { schedule: scheduleView(engine.getSchedule(validate(PathName, ctx.params.name))) })
-  })
-
-  router.patch('/:name', async (ctx) => {
-    const change = await body(ctx, ChangeSchedule)
-    const name = validate(PathName, ctx.params.name)
-    reply(ctx, ScheduleAnswer, { schedule: scheduleView(await engine.run(() => engine.updateSchedule(name, change))) })
-  })
-
-  router.delete('/:name', async (ctx) => {
-    const name = validate(PathName, ctx.params.name)
-    reply(ctx, ScheduleAnswer, { schedule: scheduleView(await engine.run(() => engine.deleteSchedule(name))) })
-  })
-
-  return router
+export const schedulesApi: Api = {
+  tag: 'schedules',
+  description: 'Recurring schedules: a cron expression in a time zone submits a job at each firing (/api/schedules)',
+  prefix: SCHEDULES_PREFIX,
+  routes: [
+    route({
+      method: 'GET',
+      path: '',
+      id: 'listSchedules',
+      summary: 'Every schedule, with its next three firings and its last run',
+      answer: ScheduleList,
+      grouped: false,
+      run: (_, { engine }) => ({ schedules: engine.listSchedules().map(scheduleView) }),
+    }),
+    route({
+      method: 'POST',
+      path: '',
+      id: 'createSchedule',
+      summary: 'Create a schedule (cron expression, time zone, the job each firing submits)',
+      body: CreateSchedule,
+      answer: ScheduleAnswer,
+      status: 201,
+      answerDoc: { description: 'Created' },
+      errors: { 400: SCHEDULE_400, 409: 'duplicate_schedule' },
+      grouped: true,
+      run: ({ body }, { engine }) => ({ schedule: scheduleView(engine.createSchedule(body)) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/:name',
+      id: 'getSchedule',
+      summary: 'One schedule',
+      params: NameParams,
+      answer: ScheduleAnswer,
+      errors: { 404: NOT_FOUND.schedule },
+      grouped: false,
+      run: ({ params }, { engine }) => ({ schedule: scheduleView(engine.getSchedule(params.name)) }),
+    }),
+    route({
+      method: 'PATCH',
+      path: '/:name',
+      id: 'changeSchedule',
+      summary: 'Change a schedule: each field given replaces its own (job as a whole); enabled false pauses it',
+      params: NameParams,
+      body: ChangeSchedule,
+      answer: ScheduleAnswer,
+      errors: { 400: SCHEDULE_400, 404: NOT_FOUND.schedule },
+      grouped: true,
+      run: ({ body, params }, { engine }) => ({ schedule: scheduleView(engine.updateSchedule(params.name, body)) }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/:name',
+      id: 'deleteSchedule',
+      summary: 'Delete a schedule (the jobs it made stay)',
+      params: NameParams,
+      answer: ScheduleAnswer,
+      errors: { 404: NOT_FOUND.schedule },
+      grouped: true,
+      run: ({ params }, { engine }) => ({ schedule: scheduleView(engine.deleteSchedule(params.name)) }),
+    }),
+  ],
 }

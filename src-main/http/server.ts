@@ -1,13 +1,13 @@
-import Router from '@koa/router'
+import type Router from '@koa/router'
 import Koa from 'koa'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { dirname } from 'node:path'
 import type { Dispatch } from '../dispatch/dispatch'
+import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../workers/clock-waiters'
 import type { Engine } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
-import type { StorageMode } from '../db/storage-mode'
 import type { WorkerDirectory } from '../workers/directory'
 import { HttpError } from './http-error'
 import { statusOf } from '../../src-shared/error-codes'
@@ -15,17 +15,13 @@ import { LogLimiter } from '../log-limiter'
 import { API_HEADERS, writeJson } from './body'
 import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware, errorReplies } from './errors'
-import { EventStreams, eventsRouter, StreamTickets } from './events-stream'
+import { EventStreams, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy, guardInput } from './guard'
-import { filesRouter } from './dialect-files'
-import { pullRouter } from './dialect-pull'
-import { QUEUE_PREFIX, queueLaneRoutes, queueRouter } from './dialect-queue'
-import { WORKER_PREFIX, workerRouter, workerRoutes } from './dialect-worker'
+import { HTTP_APIS } from './apis'
 import { createLane } from './lane'
-import { schedulesRouter } from './schedules'
-import { operationsRouter } from './operations'
-import { routersMiddleware } from './routing'
-import { systemRouter } from './system'
+import { openApiDocument } from './openapi'
+import type { RouteDeps } from './route'
+import { routesMiddleware } from './routing'
 import type { RedisHealth } from './views/system'
 
 export interface HttpDependencies {
@@ -40,19 +36,19 @@ export interface HttpDependencies {
   storage: () => StorageReport
   /** Whether the host takes writes (GET /api/health); always does when not given. */
   storageMode?: () => StorageMode
+  /** Redis as GET /api/health reports it, when it carries the queues. */
+  redis?: () => RedisHealth
   /** The built dashboard (out/renderer), served at `/`. */
   rendererDir: string
   log: (line: string) => void
-  /** Redis as GET /api/health reports it, when it carries the queues. */
-  redis?: () => RedisHealth
 }
 
 /**
  * The HTTP app, given its dependencies: error mapping, the request guard (Host, Origin, token),
- * then one router per dialect under its own prefix. Routes translate; the engine decides. The
- * common requests of the routes that come at the rate of jobs (the worker routes, the one-job
- * submit) take the lane instead (lane.ts): the same routes, guard and error answers, without
- * Koa's work per request.
+ * then the routes of every API (apis.ts), each one record (route.ts). Routes translate; the
+ * engine decides. The common requests of the routes that come at the rate of jobs (the worker
+ * routes, the one-job submit) take the lane instead (lane.ts): the same routes, guard and error
+ * answers, without Koa's work per request.
  */
 export interface HttpApp {
   app: Koa
@@ -63,6 +59,8 @@ export interface HttpApp {
   listener: (req: IncomingMessage, res: ServerResponse) => void
   /** The paths whose common requests the lane answers. */
   lanePaths: readonly string[]
+  /** Koa's router of every route (its public `stack` lists them). */
+  router: Router
   /** Ends the open event streams (they never end by themselves), so the server can close. */
   closeStreams(): void
   /** The server's `clientError` listener: see {@link answerClientError}. */
@@ -108,7 +106,6 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
       return deps.policy.port // known only once the server listens (port 0)
     },
     isValidTicket: (ticket) => tickets.isValid(ticket, Date.now()),
-    isWorkerToken: deps.policy.isWorkerToken,
   }
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice
@@ -128,39 +125,37 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   })
 
   app.use(dashboardMiddleware(deps.rendererDir))
-  const { engine, bodyLimitBytes: limit } = deps
-  const workers = workerRoutes(engine, deps.dispatch, deps.directory)
-  const queue = queueLaneRoutes(engine)
-  const routers: Router[] = [
-    systemRouter(engine, deps.directory, deps.version, limit, deps.storage, deps.storageMode, deps.redis),
-    pullRouter(engine, limit),
-    queueRouter(engine, limit, queue),
-    workerRouter(workers, limit),
-    filesRouter(engine, deps.clockWaiters, limit),
-    eventsRouter(engine, tickets, streams, limit),
-    schedulesRouter(engine, limit),
-    operationsRouter(engine, limit),
-  ]
+  const limit = deps.bodyLimitBytes
+  let openApi: unknown
+  const routeDeps: RouteDeps = {
+    engine: deps.engine,
+    dispatch: deps.dispatch,
+    clockWaiters: deps.clockWaiters,
+    directory: deps.directory,
+    version: deps.version,
+    storage: deps.storage,
+    storageMode: deps.storageMode ?? (() => ({ state: 'read_write', reason: null })),
+    redis: deps.redis,
+    tickets,
+    streams,
+    openApi: () => (openApi ??= openApiDocument(deps.version)),
+  }
   // A route has one spelling: with a trailing slash it is no route (404), where the routers
   // would take `/jobs/` for `/jobs`. Not a redirect: a client would have to send a POST's body
   // again (307/308), and the API's clients spell their paths from its document.
   app.use((ctx, next) => (ctx.path.length > 1 && ctx.path.endsWith('/') ? undefined : next()))
   // 405 with its `Allow` header, and 501; the error middleware gives them the API's error body.
-  app.use(routersMiddleware(routers))
+  const routes = routesMiddleware(HTTP_APIS, routeDeps, limit)
+  app.use(routes)
   const koa = app.callback()
-  const lane = createLane(
-    [
-      { prefix: WORKER_PREFIX, routes: workers },
-      { prefix: QUEUE_PREFIX, routes: queue },
-    ],
-    { policy, bodyLimitBytes: limit, errors },
-  )
+  const lane = createLane(HTTP_APIS, { routes: routeDeps, policy, bodyLimitBytes: limit, errors })
   return {
     app,
     listener: (req, res) => {
       if (!lane(req, res)) void koa(req, res)
     },
     lanePaths: lane.paths,
+    router: routes.router,
     closeStreams: () => streams.closeAll(),
     clientError: answerClientError,
     checkExpectation: (req, res) => {

@@ -1,15 +1,9 @@
-import Router from '@koa/router'
 import { z } from 'zod'
-import type { Engine } from '../engine'
 import { iso } from '../engine/clock'
 import type { StorageReport } from '../retention/storage-report'
-import type { StorageMode } from '../db/storage-mode'
-import type { WorkerDirectory } from '../workers/directory'
-import { readJson, reply } from './body'
-import { validate } from './errors'
+import { type Api, route } from './route'
 import { IsoTime } from './schemas'
-import { openApiDocument } from './openapi'
-import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, type RedisHealth, WorkerList, workerView } from './views/system'
+import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, OpenApiDocument, WorkerList, workerView } from './views/system'
 
 /** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
 export const CapacityChange = z.strictObject({
@@ -50,47 +44,86 @@ export function storageAnswer(report: StorageReport): StorageAnswer {
   return { ...report, last_prune: report.last_prune && { ...report.last_prune, at: iso(report.last_prune.at) } }
 }
 
-/** Routes shared by every dialect: health, capacity, workers, storage and the OpenAPI document. */
-export function systemRouter(
-  engine: Engine,
-  directory: WorkerDirectory,
-  version: string,
-  bodyLimit: number,
-  storage: () => StorageReport,
-  storageMode: () => StorageMode = () => ({ state: 'read_write', reason: null }),
-  redis?: () => RedisHealth,
-): Router {
-  const router = new Router({ prefix: '/api' })
-  router.get('/health', (ctx) => {
-    const mode = storageMode()
-    reply(ctx, Health, {
-      ok: true,
-      version,
-      storage: mode.state,
-      ...(mode.reason === null ? {} : { reason: mode.reason }),
-      ...(redis ? { redis: redis() } : {}),
-    })
-  })
-  router.get('/capacity', (ctx) => {
-    reply(ctx, Capacity, capacityView(engine.getCapacity()))
-  })
-  router.put('/capacity', async (ctx) => {
-    const change = validate(CapacityChange, await readJson(ctx, bodyLimit))
-    reply(ctx, Capacity, capacityView(engine.setCapacity(change)))
-  })
-  // Every ACTIVE lease in one call, with the host's clock: countdowns need no guessing.
-  router.get('/leases', (ctx) => {
-    reply(ctx, ActiveLeases, activeLeasesView(engine.now(), engine.activeLeases()))
-  })
-  router.get('/workers', (ctx) => {
-    reply(ctx, WorkerList, { workers: directory.list(engine).map(workerView) })
-  })
-  router.get('/storage', (ctx) => {
-    reply(ctx, StorageAnswer, storageAnswer(storage()))
-  })
-  let openApi: unknown
-  router.get('/openapi.json', (ctx) => {
-    ctx.body = openApi ??= openApiDocument(version)
-  })
-  return router
+/** The routes every API shares: health, capacity, leases, workers, storage and the OpenAPI document. */
+export const systemApi: Api = {
+  tag: 'system',
+  description: 'Health, capacity and the busy rating, leases and workers at a glance, this document',
+  prefix: '/api',
+  routes: [
+    route({
+      method: 'GET',
+      path: '/health',
+      id: 'getHealth',
+      summary: 'Liveness and version (no token)',
+      answer: Health,
+      public: true,
+      grouped: false,
+      run: (_, { version, storageMode, redis }) => {
+        const mode = storageMode()
+        return {
+          ok: true as const,
+          version,
+          storage: mode.state,
+          ...(mode.reason === null ? {} : { reason: mode.reason }),
+          ...(redis ? { redis: redis() } : {}),
+        }
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/capacity',
+      id: 'getCapacity',
+      summary: 'Capacity: total, busy rating and mode, usable, leased, available',
+      answer: Capacity,
+      grouped: false,
+      run: (_, { engine }) => capacityView(engine.getCapacity()),
+    }),
+    route({
+      method: 'PUT',
+      path: '/capacity',
+      id: 'setCapacity',
+      summary: 'Set total units and/or the busy rating (null = auto)',
+      body: CapacityChange,
+      answer: Capacity,
+      grouped: true,
+      run: ({ body }, { engine }) => capacityView(engine.setCapacity(body)),
+    }),
+    // Every ACTIVE lease in one call, with the host's clock: countdowns need no guessing.
+    route({
+      method: 'GET',
+      path: '/leases',
+      id: 'listActiveLeases',
+      summary: 'Every ACTIVE lease, with the host clock (`now`)',
+      answer: ActiveLeases,
+      grouped: false,
+      run: (_, { engine }) => activeLeasesView(engine.now(), engine.activeLeases()),
+    }),
+    route({
+      method: 'GET',
+      path: '/workers',
+      id: 'listWorkers',
+      summary: 'Local and external workers',
+      answer: WorkerList,
+      grouped: false,
+      run: (_, { engine, directory }) => ({ workers: directory.list(engine).map(workerView) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/storage',
+      id: 'getStorage',
+      summary: "The database's size on disk (file + WAL) and the retention setting (docs/retention.md)",
+      answer: StorageAnswer,
+      grouped: false,
+      run: (_, { storage }) => storageAnswer(storage()),
+    }),
+    route({
+      method: 'GET',
+      path: '/openapi.json',
+      id: 'getOpenApiDocument',
+      summary: 'This document',
+      answer: OpenApiDocument,
+      grouped: false,
+      run: (_, { openApi }) => openApi() as OpenApiDocument,
+    }),
+  ],
 }

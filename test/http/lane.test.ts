@@ -11,9 +11,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { z } from 'zod'
 import { EngineError } from '../../src-main/engine'
 import { ManualClock } from '../../src-main/engine/clock'
-import { WORKER_PREFIX } from '../../src-main/http/dialect-worker'
+import { WORKER_PREFIX } from '../../src-main/http/worker-api'
 import { errorReplies } from '../../src-main/http/errors'
-import { createLane, type LaneCall, type LaneRoute } from '../../src-main/http/lane'
+import { createLane } from '../../src-main/http/lane'
+import { route, type RouteCall, type RouteDeps } from '../../src-main/http/route'
 import { LogLimiter } from '../../src-main/log-limiter'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { appWithStubs } from './routes'
@@ -50,16 +51,27 @@ const asWorker = { authorization: `Bearer ${TOKEN}`, 'content-type': 'applicatio
 describe('the lane alone', () => {
   const Echo = z.strictObject({ worker_id: z.string(), say: z.string().optional() })
   /** What the stub route does: by default it echoes the body's `say`; a test may set its own. */
-  let behaviour: (input: z.infer<typeof Echo>, call: LaneCall<unknown>) => Promise<unknown>
+  let behaviour: (input: z.infer<typeof Echo>, call: RouteCall<unknown>) => Promise<unknown>
   const logged: string[] = []
   let server: Server
   let port = 0
 
-  const echo: LaneRoute = { path: '/echo', body: Echo, answer: z.unknown(), run: (input, call) => behaviour(input as z.infer<typeof Echo>, call) }
+  const echo = route({
+    method: 'POST',
+    path: '/echo',
+    id: 'echo',
+    summary: 'Echoes',
+    body: Echo,
+    answer: z.unknown(),
+    lane: true,
+    grouped: false,
+    run: ({ body }, _, call) => behaviour(body, call),
+  })
 
   beforeAll(async () => {
     const log = (line: string) => logged.push(line)
-    const lane = createLane([{ prefix: WORKER_PREFIX, routes: [echo] }], {
+    const lane = createLane([{ tag: 'worker', description: '', prefix: WORKER_PREFIX, routes: [echo] }], {
+      routes: null as unknown as RouteDeps, // the stub route uses none
       policy: {
         token: TOKEN,
         allowedHosts: [],

@@ -1,12 +1,12 @@
 /**
- * Every route the HTTP app serves, read from the routers themselves (so a new route is covered
- * by the security tests without editing them), and the body schema of every POST/PUT/PATCH route
- * (exported by the dialect files) for the fuzz tests.
+ * Every route the HTTP app serves, read from its router (so a new route is covered by the
+ * security tests without editing them), and the body schema of every POST/PUT/PATCH route
+ * (exported by the API files) for the fuzz tests.
  */
 import type { z } from 'zod'
-import { BlockerResolve, FileAcquire, FileHeartbeat, FileRelease, FileRetryWait } from '../../src-main/http/dialect-files'
-import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/http/dialect-pull'
-import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitBatch, SubmitJob } from '../../src-main/http/dialect-queue'
+import { BlockerResolve, FileAcquire, FileHeartbeat, FileRelease, FileRetryWait } from '../../src-main/http/files-api'
+import { PullComplete, PullHeartbeat, PullLeaseRequest } from '../../src-main/http/pull-api'
+import { CancelJob, ClaimJobs, LeaseHeartbeat, LeaseRelease, LeaseRequest, StatusUpdate, SubmitBatch, SubmitJob } from '../../src-main/http/queue-api'
 import { WorkerClaim, WorkerComplete, WorkerExchange, WorkerFail, WorkerHeartbeat, WorkerReport } from '../../src-shared/worker-exchange'
 import { ChangeSchedule, CreateSchedule } from '../../src-main/http/schedules'
 import { createHttpApp, type HttpApp, type HttpDependencies } from '../../src-main/http/server'
@@ -20,15 +20,13 @@ export interface Route {
 }
 
 /**
- * The routes of the app exactly as createHttpApp mounts them: the routing middleware carries
- * its routers. Building the app touches none of its dependencies, so stubs do.
+ * The routes of the app exactly as createHttpApp mounts them, from its router's public `stack`.
+ * Building the app touches none of its dependencies, so stubs do.
  */
 export function allRoutes(): Route[] {
   const out: Route[] = []
-  for (const middleware of appWithStubs().app.middleware as unknown as { routers?: { stack: { path: string; methods: string[] }[] }[] }[]) {
-    for (const layer of (middleware.routers ?? []).flatMap((router) => router.stack)) {
-      for (const method of layer.methods) if (method !== 'HEAD') out.push({ method, path: layer.path })
-    }
+  for (const layer of appWithStubs().router.stack) {
+    for (const method of layer.methods) if (method !== 'HEAD') out.push({ method, path: layer.path as string })
   }
   return out
 }

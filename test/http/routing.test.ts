@@ -1,7 +1,7 @@
 /**
- * The one routing middleware (src-main/http/routing.ts) answers every request exactly as the
- * routers' own `routes()` + `allowedMethods()` pairs, mounted in turn, answer it: the same
- * handler, status, `Allow` header and body, for routes with and without parameters, paths
+ * The routing middleware (src-main/http/routing.ts) answers every request exactly as one Koa
+ * router with the same route records, mounted as `routes()` + `allowedMethods()`, answers it:
+ * the same route, status, `Allow` header and body, for routes with and without parameters, paths
  * spelled with another case or a trailing slash, unknown paths and methods, OPTIONS and HEAD.
  */
 import Router from '@koa/router'
@@ -9,40 +9,24 @@ import Koa from 'koa'
 import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { routersMiddleware } from '../../src-main/http/routing'
+import { z } from 'zod'
+import { type Api, fullPath, koaHandler, type Method, route, type RouteDeps } from '../../src-main/http/route'
+import { routesMiddleware } from '../../src-main/http/routing'
 
-/** Routers shaped like the app's: shared prefixes, a route with parameters before a path it also matches, a router middleware. */
-function makeRouters(): Router[] {
-  const answer = (name: string) => (ctx: Koa.Context) => {
-    ctx.body = { route: name, params: (ctx as unknown as { params: unknown }).params }
-  }
-  const system = new Router({ prefix: '/api' })
-  system.get('/health', answer('system GET /api/health'))
-  system.put('/capacity', answer('system PUT /api/capacity'))
-  system.get('/capacity', answer('system GET /api/capacity'))
-  const jobs = new Router({ prefix: '/api/jobs' })
-  jobs.get('/:id', answer('jobs GET /api/jobs/:id'))
-  jobs.post('/submit', answer('jobs POST /api/jobs/submit'))
-  const later = new Router({ prefix: '/api' })
+const deps = null as unknown as RouteDeps // the test routes use none
+
+/** A route that answers with its own name and the path parameters it was given. */
+const named = (method: Method, path: string, params?: z.ZodObject) =>
+  route({ method, path, id: 'test', summary: '', params, answer: z.unknown(), grouped: false, run: ({ params: given }) => ({ route: `${method} ${path}`, params: given }) })
+
+/** APIs shaped like the host's: shared prefixes, and a route with parameters before a path it also matches. */
+const APIS: Api[] = [
+  { tag: 'system', description: '', prefix: '/api', routes: [named('GET', '/health'), named('PUT', '/capacity'), named('GET', '/capacity')] },
+  { tag: 'jobs', description: '', prefix: '/api/jobs', routes: [named('GET', '/:id', z.object({ id: z.string() })), named('POST', '/submit')] },
   // Taken first by /api/jobs/:id for GET, reached for POST.
-  later.get('/jobs/stats', answer('later GET /api/jobs/stats'))
-  later.post('/jobs/stats', answer('later POST /api/jobs/stats'))
-  later.post('/capacity', answer('later POST /api/capacity'))
-  const guarded = new Router({ prefix: '/internal' })
-  guarded.use('/worker', async (ctx, next) => {
-    ctx.set('X-Router-Middleware', 'yes')
-    await next()
-  })
-  guarded.post('/worker/claim', answer('guarded POST /internal/worker/claim'))
-  const worker = new Router({ prefix: '/internal/worker' })
-  worker.post('/heartbeat', answer('worker POST /internal/worker/heartbeat'))
-  worker.post('/complete', answer('worker POST /internal/worker/complete'))
-  // A route that passes on: the next router answers.
-  worker.post('/passes', (_ctx, next) => next())
-  const last = new Router({ prefix: '/internal/worker' })
-  last.post('/passes', answer('last POST /internal/worker/passes'))
-  return [system, jobs, later, guarded, worker, last]
-}
+  { tag: 'later', description: '', prefix: '/api', routes: [named('GET', '/jobs/stats'), named('POST', '/jobs/stats'), named('POST', '/capacity')] },
+  { tag: 'worker', description: '', prefix: '/internal/worker', routes: [named('POST', '/claim'), named('POST', '/heartbeat'), named('POST', '/complete')] },
+]
 
 interface Answer {
   status: number
@@ -90,34 +74,33 @@ const PATHS = [
   '/internal/worker/claim/',
   '/internal/worker/heartbeat',
   '/Internal/Worker/Complete',
-  '/internal/worker/passes',
   '/internal/worker/nothing',
   '/nothing',
   '/',
 ]
 
-describe('one routing middleware for every router', () => {
-  let inTurn: Awaited<ReturnType<typeof serve>>
+describe('one routing middleware for every API', () => {
+  let plain: Awaited<ReturnType<typeof serve>>
   let together: Awaited<ReturnType<typeof serve>>
   beforeAll(async () => {
-    inTurn = await serve((app) => {
-      for (const router of makeRouters()) {
-        app.use(router.routes())
-        app.use(router.allowedMethods())
-      }
+    plain = await serve((app) => {
+      const router = new Router()
+      for (const api of APIS) for (const r of api.routes) router.register(fullPath(api, r), [r.method], koaHandler(r, deps, 1024))
+      app.use(router.routes())
+      app.use(router.allowedMethods())
     })
-    together = await serve((app) => app.use(routersMiddleware(makeRouters())))
+    together = await serve((app) => app.use(routesMiddleware(APIS, deps, 1024)))
   })
   afterAll(async () => {
-    await inTurn.close()
+    await plain.close()
     await together.close()
   })
 
-  test('answers every method on every path exactly as the routers mounted in turn', async () => {
+  test('answers every method on every path exactly as a plain router of the same routes', async () => {
     let answered = 0
     for (const path of PATHS) {
       for (const method of METHODS) {
-        const expected = await ask(inTurn.url, method, path)
+        const expected = await ask(plain.url, method, path)
         expect(await ask(together.url, method, path), `${method} ${path}`).toEqual(expected)
         if (expected.status === 200 && expected.body !== '') answered += 1
       }
@@ -127,18 +110,16 @@ describe('one routing middleware for every router', () => {
   })
 
   test('a path a route with parameters matches first is answered by that route, not by a later route without', async () => {
-    expect(JSON.parse((await ask(together.url, 'GET', '/api/jobs/stats')).body)).toEqual({ route: 'jobs GET /api/jobs/:id', params: { id: 'stats' } })
-    expect(JSON.parse((await ask(together.url, 'POST', '/api/jobs/stats')).body).route).toBe('later POST /api/jobs/stats')
+    expect(JSON.parse((await ask(together.url, 'GET', '/api/jobs/stats')).body)).toEqual({ route: 'GET /:id', params: { id: 'stats' } })
+    expect(JSON.parse((await ask(together.url, 'POST', '/api/jobs/stats')).body).route).toBe('POST /jobs/stats')
   })
 
-  test("a route under a router middleware runs that middleware; a route without parameters has empty params", async () => {
-    const claim = await ask(together.url, 'POST', '/internal/worker/claim')
-    expect(claim.middleware).toBe('yes')
-    expect(JSON.parse((await ask(together.url, 'POST', '/internal/worker/heartbeat')).body)).toEqual({ route: 'worker POST /internal/worker/heartbeat', params: {} })
+  test('a route without parameters runs with none', async () => {
+    expect(JSON.parse((await ask(together.url, 'POST', '/internal/worker/heartbeat')).body)).toEqual({ route: 'POST /heartbeat', params: {} })
   })
 
-  test('the routers stay listed on the middleware', () => {
-    const routers = makeRouters()
-    expect(routersMiddleware(routers).routers).toEqual(routers)
+  test('the router lists every route, in order, through its public stack', () => {
+    const { router } = routesMiddleware(APIS, deps, 1024)
+    expect(router.stack.map((layer) => `${layer.methods.at(-1)} ${layer.path}`)).toEqual(APIS.flatMap((api) => api.routes.map((r) => `${r.method} ${fullPath(api, r)}`)))
   })
 })

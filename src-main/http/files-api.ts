@@ -1,0 +1,156 @@
+import { z } from 'zod'
+import { longPollMs } from '../workers/long-poll'
+import { BLOCKER_STATES, FILE_LEASE_STATES, RESOLUTIONS } from '../engine'
+import { iso } from '../engine/clock'
+import { type Api, NOT_FOUND, replyWith, route } from './route'
+import { Note, pathParams } from './schemas'
+import { ErrorBody } from './views/errors'
+import {
+  acquireRefusal,
+  BlockerAnswer,
+  BlockerListAnswer,
+  BlockerResolved,
+  blockerView,
+  FileAcquireRefusal,
+  FileLeaseAnswer,
+  FileLeaseGranted,
+  FileLeaseListAnswer,
+  fileLeaseView,
+  FileRetryWaitAnswer,
+  RetryTooEarly,
+} from './views/files'
+import { statusOf } from '../../src-shared/error-codes'
+import { ABSOLUTE_PATH, FileAcquire, FileHeartbeat, FilePath, FileRelease, FileRetryWait, OwnerId } from '../../src-shared/worker-exchange'
+
+// The files API (docs/file-leases.md): file leases and blocker halts.
+
+// The gate's requests are the worker exchange's (src-shared/worker-exchange.ts): the local workers' IPC sends the same.
+export { ABSOLUTE_PATH, FileAcquire, FileHeartbeat, FilePath, FileRelease, FileRetryWait, OwnerId }
+
+export const FileLeaseList = z.strictObject({ state: z.enum([...FILE_LEASE_STATES, 'all']).default('ACTIVE') })
+export type FileLeaseList = z.infer<typeof FileLeaseList>
+
+export const BlockerList = z.strictObject({ state: z.enum([...BLOCKER_STATES, 'all']).default('all') })
+export type BlockerList = z.infer<typeof BlockerList>
+
+export const BlockerResolve = z.strictObject({ action: z.enum(RESOLUTIONS), note: Note.nullable().optional(), by: z.string().max(200).nullable().optional() })
+export type BlockerResolve = z.infer<typeof BlockerResolve>
+
+const BlockerParams = pathParams('blocker_id')
+
+/** The files API (/api/files, /api/blockers). */
+export const filesApi: Api = {
+  tag: 'files',
+  description: 'The files API: file leases, and blocker reports an operator answers (/api/files, /api/blockers)',
+  prefix: '/api',
+  routes: [
+    route({
+      method: 'POST',
+      path: '/files/leases/acquire',
+      id: 'acquireFileLease',
+      summary: 'Acquire a file (granted, held with one retry at +180 s, or halted)',
+      body: FileAcquire,
+      answer: FileLeaseGranted,
+      errors: {
+        400: 'invalid_request (a relative path, among others)',
+        404: NOT_FOUND.lease,
+        409: ['file_lease_held (with the contention), blocked (with the blocker report), or lease_expired / lease_not_active for the lease named', z.union([FileAcquireRefusal, ErrorBody])],
+        429: {
+          description: 'retry_too_early: the one retry is at retry_at (no short-loop retries)',
+          headers: z.object({ 'Retry-After': z.string().meta({ description: 'Seconds until the retry' }) }),
+          content: { 'application/json': { schema: RetryTooEarly } },
+        },
+      },
+      grouped: true,
+      run: ({ body }, { engine }) => {
+        const result = engine.acquireFile(body)
+        if (result.granted) return { granted: true as const, file_lease: fileLeaseView(result.file_lease, engine.now()) }
+        return replyWith(FileAcquireRefusal, acquireRefusal(result), statusOf(result.code))
+      },
+    }),
+    // Not in the seed: lets a denied requester wait for its one retry by the host's clock.
+    route({
+      method: 'POST',
+      path: '/files/leases/wait',
+      id: 'waitFileRetry',
+      summary: "Wait (by the host's clock, at most 30 s) until a denied requester's one retry is due",
+      body: FileRetryWait,
+      answer: FileRetryWaitAnswer,
+      grouped: false,
+      run: async ({ body }, { engine, clockWaiters }, call) => {
+        const retryAt = engine.fileRetryAt(body.file, body.owner_id)
+        const ready = retryAt === null || (await clockWaiters.waitUntil(retryAt, longPollMs(body.max_wait_ms), call.clientGone()))
+        return { ready, retry_at: iso(retryAt) }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/files/leases/heartbeat',
+      id: 'heartbeatFileLease',
+      summary: 'Keep a held file lease from going idle (30 s)',
+      body: FileHeartbeat,
+      answer: FileLeaseAnswer,
+      errors: { 404: 'file_lease_not_found', 409: 'file_lease_lost (taken by an operator), file_lease_not_held' },
+      grouped: true,
+      run: ({ body }, { engine }) => ({ ok: true as const, file_lease: fileLeaseView(engine.heartbeatFile(body), engine.now()) }),
+    }),
+    route({
+      method: 'POST',
+      path: '/files/leases/release',
+      id: 'releaseFileLease',
+      summary: 'Release a file lease',
+      body: FileRelease,
+      answer: FileLeaseAnswer,
+      errors: { 404: 'file_lease_not_found', 409: 'file_lease_lost, file_lease_not_held' },
+      grouped: true,
+      run: ({ body }, { engine }) => ({ ok: true as const, file_lease: fileLeaseView(engine.releaseFile(body), engine.now()) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/files/leases',
+      id: 'listFileLeases',
+      summary: 'File leases (ACTIVE by default)',
+      query: FileLeaseList,
+      answer: FileLeaseListAnswer,
+      grouped: false,
+      run: ({ query }, { engine }) => ({ file_leases: engine.listFileLeases(query.state === 'all' ? null : query.state).map((l) => fileLeaseView(l, engine.now())) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/blockers',
+      id: 'listBlockers',
+      summary: 'Blocker reports, open first',
+      query: BlockerList,
+      answer: BlockerListAnswer,
+      grouped: false,
+      run: ({ query }, { engine }) => ({ blockers: engine.listBlockers(query.state === 'all' ? null : query.state).map(blockerView) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/blockers/:blocker_id',
+      id: 'getBlocker',
+      summary: 'One blocker report',
+      params: BlockerParams,
+      answer: BlockerAnswer,
+      errors: { 404: NOT_FOUND.blocker },
+      grouped: false,
+      run: ({ params }, { engine }) => ({ blocker: blockerView(engine.getBlocker(params.blocker_id)) }),
+    }),
+    route({
+      method: 'POST',
+      path: '/blockers/:blocker_id/resolve',
+      id: 'resolveBlocker',
+      summary: "The operator's answer: retry, force_release or cancel",
+      params: BlockerParams,
+      body: BlockerResolve,
+      answer: BlockerResolved,
+      errors: { 404: NOT_FOUND.blocker, 409: 'blocker_resolved (answered already), illegal_transition' },
+      grouped: true,
+      run: ({ body, params }, { engine }) => {
+        const blocker = engine.resolveBlocker(params.blocker_id, body)
+        const job = blocker.requester_job_id ? engine.getJob(blocker.requester_job_id) : null
+        return { blocker: blockerView(blocker), job_state: job?.state ?? null }
+      },
+    }),
+  ],
+}

@@ -1,0 +1,137 @@
+import type { z } from 'zod'
+import { WorkerClaim, WorkerComplete, WorkerExchange, WorkerFail, WorkerHeartbeat, WorkerRefusal, WorkerReport, WorkerReportRefusal } from '../../src-shared/worker-exchange'
+import { EngineError } from '../engine'
+import { type AnyRoute, type Api, NOT_FOUND, type Route, type RunRoute } from './route'
+import { statusOf } from '../../src-shared/error-codes'
+import { HttpError } from './http-error'
+import {
+  WorkerClaimAnswer,
+  WorkerCompleteAnswer,
+  WorkerExchangeAnswer,
+  WorkerFailAnswer,
+  WorkerHeartbeatAnswer,
+  WorkerReportAnswer,
+} from '../../src-shared/worker-exchange'
+import { claimAnswer, completeAnswer, exchangeAnswer, failAnswer, heartbeatAnswer } from './views/worker'
+
+/** The worker API (seed 003): a claim is a lease + an attempt + a token; the DB stays the truth. Its messages are src-shared/worker-exchange.ts. */
+export const WORKER_PREFIX = '/internal/worker'
+
+const WORKER_409 = 'lease_token_mismatch, lease_expired, lease_not_active, attempt_mismatch, file_lease_lost'
+
+/** Dialect 003 answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
+const notOk =
+  (withAck: boolean) =>
+  (error: unknown): unknown =>
+    error instanceof EngineError && statusOf(error.code) === 409
+      ? new HttpError(error.code, error.detail, withAck ? { ok: false, ack: error.extra.ack === true } : { ok: false })
+      : error
+
+/** A worker route: every call names its worker, which is how external workers appear in GET /api/workers. */
+function workerRoute<Body extends z.ZodType<{ worker_id: string }>, Answer extends z.ZodType>(definition: Route<undefined, undefined, Body, Answer>): AnyRoute {
+  const inner = definition as unknown as RunRoute
+  const seen: RunRoute = {
+    ...inner,
+    run: (input, deps, call) => {
+      deps.directory.seen((input.body as unknown as { worker_id: string }).worker_id) // every body's schema requires it (Body's bound)
+      return inner.run(input, deps, call)
+    },
+  }
+  return seen
+}
+
+/** The worker API: the lane serves every route (lane.ts), Koa's router every request the lane leaves to it. */
+export const workerApi: Api = {
+  tag: 'worker',
+  description: 'The worker API: a claim is a lease + an attempt + a token (/internal/worker)',
+  prefix: WORKER_PREFIX,
+  routes: [
+    workerRoute({
+      method: 'POST',
+      path: '/claim',
+      id: 'workerClaim',
+      summary: 'Long-poll claim: lease + attempt + token',
+      body: WorkerClaim,
+      answer: WorkerClaimAnswer,
+      lane: true,
+      // Granted by dispatch, in its own step; it delivers the answer (a waiting claim's from the
+      // commit that grants it: the worker hears of its job as soon as the lease is durable).
+      grouped: false,
+      run: async ({ body }, { dispatch }, call) => {
+        let sent!: WorkerClaimAnswer
+        await dispatch.claim(body, (decision) => call.answerNow((sent = claimAnswer(decision))), call.clientGone)
+        return sent
+      },
+    }),
+    workerRoute({
+      method: 'POST',
+      path: '/heartbeat',
+      id: 'workerHeartbeat',
+      summary: 'Extend the lease named by its token',
+      body: WorkerHeartbeat,
+      answer: WorkerHeartbeatAnswer,
+      errors: { 403: 'worker_mismatch', 404: NOT_FOUND.job, 409: [`${WORKER_409}, with ok: false`, WorkerRefusal] },
+      lane: true,
+      grouped: true,
+      refusal: notOk(false),
+      run: ({ body }, { engine }) => heartbeatAnswer(engine.heartbeatByToken(body)),
+    }),
+    workerRoute({
+      method: 'POST',
+      path: '/complete',
+      id: 'workerComplete',
+      summary: 'Complete the attempt (idempotent)',
+      body: WorkerComplete,
+      answer: WorkerCompleteAnswer,
+      errors: { 403: 'worker_mismatch', 404: NOT_FOUND.job, 409: [`${WORKER_409}, with ok: false and whether to ack`, WorkerReportRefusal] },
+      lane: true,
+      grouped: true,
+      refusal: notOk(true),
+      run: ({ body }, { engine }) => completeAnswer(engine.complete(body)),
+    }),
+    workerRoute({
+      method: 'POST',
+      path: '/fail',
+      id: 'workerFail',
+      summary: 'Fail the attempt; retryable requeues while attempts remain',
+      body: WorkerFail,
+      answer: WorkerFailAnswer,
+      errors: { 403: 'worker_mismatch', 404: NOT_FOUND.job, 409: [`${WORKER_409}, with ok: false and whether to ack`, WorkerReportRefusal] },
+      lane: true,
+      grouped: true,
+      refusal: notOk(true),
+      run: ({ body }, { engine }) => failAnswer(engine.fail(body)),
+    }),
+    workerRoute({
+      method: 'POST',
+      path: '/batch',
+      id: 'workerBatch',
+      summary: 'Beyond its contract: heartbeats, completions and failures, then a claim of up to max_jobs, in one round trip',
+      body: WorkerExchange,
+      answer: WorkerExchangeAnswer,
+      lane: true,
+      // Dispatch runs its reports and its claim, each in the commit group, and delivers the answer.
+      grouped: false,
+      run: async ({ body }, { dispatch }, call) => {
+        let sent!: WorkerExchangeAnswer
+        await dispatch.exchange(body, (answer) => call.answerNow((sent = exchangeAnswer(body, answer))), call.clientGone)
+        return sent
+      },
+    }),
+    // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
+    workerRoute({
+      method: 'POST',
+      path: '/report',
+      id: 'workerReport',
+      summary: 'Beyond its contract: a problem an operator should see (a handler that failed to load); recorded as a WORKER_PROBLEM event',
+      body: WorkerReport,
+      answer: WorkerReportAnswer,
+      lane: true,
+      grouped: true,
+      run: ({ body }, { engine }) => {
+        engine.recordWorkerProblem(body.worker_id, { kind: body.kind, detail: body.detail })
+        return { ok: true as const }
+      },
+    }),
+  ],
+}
