@@ -1,6 +1,6 @@
 import { StorageUncertainError } from './db/commit-outcome'
 import { EngineError, type ErrorExtra } from './engine'
-import { iso } from './engine/clock'
+import { iso } from './engine/rules/clock'
 import { type ErrorCode, statusOf } from '../src-shared/error-codes'
 import { HttpError } from './http/http-error'
 

@@ -1,6 +1,6 @@
 /**
  * Every type of event the host writes to its log: the one list. The engine gives each type its
- * entity and the shape of its data (src-main/engine/events.ts, a discriminated union over this
+ * entity and the shape of its data (src-main/engine/rules/events.ts, a discriminated union over this
  * list) and derives from it which events wake a waiting claim and which the statistics count; the
  * API documents it as the event stream's names (the `EventType` schema), and the dashboard
  * listens to each by name. A plain constant, so the host and the dashboard import the same one.

@@ -1,7 +1,7 @@
 /**
  * The vocabulary of job and lease states that the host, the workers and the window share: the
  * states, their groups, priorities, and how attempts end. Every move between job states goes
- * through the engine's one transition table (src-main/engine/states.ts); docs/states.md draws it.
+ * through the engine's one transition table (src-main/engine/rules/states.ts); docs/states.md draws it.
  */
 
 /**

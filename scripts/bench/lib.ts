@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { Database } from 'better-sqlite3'
 import { openDatabase, type Durability } from '../../src-main/db/open'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { Engine } from '../../src-main/engine'
 
 /** The instant every benchmark clock starts from (the tests use the same one). */

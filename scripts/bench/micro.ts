@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { openDatabase } from '../../src-main/db/open'
 import { Engine } from '../../src-main/engine'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 
 const n = Number(process.argv[2] ?? 3000)
 const dir = mkdtempSync(join(tmpdir(), 'micro-'))

@@ -13,8 +13,8 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { buildCliBundle } from '../cli-bundle.js'
 import { openDatabase } from '../../src-main/db/open'
-import { ACTIVE_FROM_KEY } from '../../src-main/engine/active-leases'
-import { QUEUED_FROM_KEY } from '../../src-main/engine/job-tally'
+import { ACTIVE_FROM_KEY } from '../../src-main/engine/memory/active-leases'
+import { QUEUED_FROM_KEY } from '../../src-main/engine/memory/job-tally'
 import { percentile, T0, type Row } from './lib'
 import { insertFinished } from './measure'
 
@@ -55,7 +55,7 @@ export async function measureHostStart(finished: number, progress: (m: string) =
     const { sqlite } = openDatabase({ path: join(dataDir, 'leasehold.db') })
     insertFinished(sqlite, finished, T0, { lifecycle: true })
     // As a real run leaves it: the floor of the ACTIVE leases' fences is stored with each block of
-    // fences reserved (engine/counters.ts), and none of these leases is ACTIVE.
+    // fences reserved (engine/store/counters.ts), and none of these leases is ACTIVE.
     sqlite.prepare('INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)').run(ACTIVE_FROM_KEY, String(finished))
     // Likewise the floor of the QUEUED jobs' seqs, stored with each block of job seqs reserved
     // (4,096): none is QUEUED, so it is the first seq of the last block, and a start reads that block.

@@ -1,6 +1,6 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { ConfigError } from '../config'
-import { JOB_STATES, type JobState } from '../engine/states'
+import { JOB_STATES, type JobState } from '../engine/rules/states'
 import { parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 

@@ -206,7 +206,7 @@ const VACUUM_SPACE_FACTOR = 2
 
 /**
  * Retention deletes old jobs, and the pages they held are given back to the file system a few
- * at a time (`PRAGMA incremental_vacuum`, src-main/engine/storage.ts). That needs
+ * at a time (`PRAGMA incremental_vacuum`, src-main/engine/store/storage.ts). That needs
  * `auto_vacuum = INCREMENTAL`, which SQLite fixes when the first table is created: a new file
  * gets it before anything else is written. A file made before Leasehold had retention is
  * converted once, here, by a VACUUM, which rewrites the whole file and cannot run inside a

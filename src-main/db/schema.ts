@@ -8,12 +8,12 @@
  */
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
-import { COUNTED_EVENTS } from '../engine/events'
+import { COUNTED_EVENTS } from '../engine/rules/events'
 
 /**
  * The jobs in the jobs_state_seq index: all but QUEUED (the engine keeps those in memory, in
- * pick order: src-main/engine/queued-range.ts), LEASED and RUNNING (each holds an ACTIVE lease:
- * the engine keeps those in memory, src-main/engine/active-leases.ts) and DONE (the bulk of all
+ * pick order: src-main/engine/memory/queued-range.ts), LEASED and RUNNING (each holds an ACTIVE lease:
+ * the engine keeps those in memory, src-main/engine/memory/active-leases.ts) and DONE (the bulk of all
  * jobs: a listing of them reads the table newest first, where they are dense). A job's life from
  * submit to DONE then writes no entry there. SQLite uses a partial index only for a query that
  * repeats its clause word for word, so queries include this text.
@@ -29,7 +29,7 @@ export const STATE_SEQ_CLAUSE = STATES_OUTSIDE_STATE_SEQ.map((state) => `state <
 /**
  * The rows whose id does not name their key: the jobs and leases made before ids did (migration
  * 0013), whose ids are random UUIDs version 7. A job's or lease's id now names its row's key
- * (src-main/engine/ids.ts `keyedId`, UUID version 8), so it is found without an index; these
+ * (src-main/engine/store/ids.ts `keyedId`, UUID version 8), so it is found without an index; these
  * older rows keep a partial unique index on their id, which no new row enters. A query must
  * repeat this clause word for word for SQLite to use it.
  */
@@ -44,7 +44,7 @@ export const jobs = sqliteTable(
   {
     /** Insertion order; breaks ties in FIFO order and keys list cursors. */
     seq: integer('seq').primaryKey(),
-    /** Names `seq` (src-main/engine/ids.ts), except in rows older than that (UNKEYED_ID_CLAUSE). */
+    /** Names `seq` (src-main/engine/store/ids.ts), except in rows older than that (UNKEYED_ID_CLAUSE). */
     id: text('id').notNull(),
     addon_id: text('addon_id'),
     job_type: text('job_type').notNull(),
@@ -99,14 +99,14 @@ export const jobs = sqliteTable(
     finished_at: integer('finished_at'),
     /**
      * The job's newest event: its timeline is a chain from here through each event's `prev_id`,
-     * so no index holds a job's events (src-main/engine/timeline.ts). Null for a job with no event
+     * so no index holds a job's events (src-main/engine/reads/timeline.ts). Null for a job with no event
      * since migration 0013 (its earlier events are found through events_unchained_job).
      */
     last_event_id: integer('last_event_id'),
   },
   (t) => [
     // No index holds the QUEUED jobs (migration 0016 dropped jobs_pick_queue): the engine keeps
-    // them in pick order in memory (src-main/engine/queued-range.ts), read from the table once
+    // them in pick order in memory (src-main/engine/memory/queued-range.ts), read from the table once
     // at start. Each job's entry there cost an insert at submit and a delete at grant.
     // Claims of dialect 002 that may expire: a job has `claim_expires_at` exactly while a claim
     // holds it. (Keyed on the column, not on `state`: SQLite maintains a partial index on every
@@ -135,7 +135,7 @@ export const leases = sqliteTable(
      * fence. Also the row's key, so a grant appends at the table's end.
      */
     fence: integer('fence').primaryKey(),
-    /** Names `fence` (src-main/engine/ids.ts), except in rows older than that (UNKEYED_ID_CLAUSE). */
+    /** Names `fence` (src-main/engine/store/ids.ts), except in rows older than that (UNKEYED_ID_CLAUSE). */
     id: text('id').notNull(),
     /** The job's id (no foreign key: that would need an index on every job's id). */
     job_id: text('job_id').notNull(),
@@ -172,12 +172,12 @@ export const leases = sqliteTable(
   },
   (t) => [
     // The leases granted before ids named their key; no lease granted since enters it. (The
-    // ACTIVE leases are kept in memory, src-main/engine/active-leases.ts: no index holds them.)
+    // ACTIVE leases are kept in memory, src-main/engine/memory/active-leases.ts: no index holds them.)
     uniqueIndex('leases_unkeyed_id').on(t.id).where(sql.raw(UNKEYED_ID_CLAUSE)),
   ],
 )
 
-/** The event types the statistics count (src-main/engine/events.ts, in the order of the one list of event types). */
+/** The event types the statistics count (src-main/engine/rules/events.ts, in the order of the one list of event types). */
 export const COUNTED_EVENTS_CLAUSE = `event_type IN (${COUNTED_EVENTS.map((type) => `'${type}'`).join(', ')})`
 
 /**
@@ -193,7 +193,7 @@ export const events = sqliteTable(
   {
     /**
      * Increasing and never given twice, deleted rows' ids included: the engine hands them out
-     * from a sequence reserved in `settings` (src-main/engine/counters.ts), not SQLite's largest
+     * from a sequence reserved in `settings` (src-main/engine/store/counters.ts), not SQLite's largest
      * rowid plus one, so retention and purges may delete any event, and Last-Event-ID stays a
      * safe place to resume from (no AUTOINCREMENT page to write per event either).
      */
@@ -242,7 +242,7 @@ export const pausedQueues = sqliteTable('paused_queues', {
 /**
  * The counted events (COUNTED_EVENTS_CLAUSE) per event type and minute (per hour once older than
  * the charts' longest range), up to the event whose id the `events_counted_through` setting
- * names: the engine adds them from time to time (src-main/engine/recent-counts.ts), so the time
+ * names: the engine adds them from time to time (src-main/engine/memory/recent-counts.ts), so the time
  * series read this table and the few events after that one instead of an index on the log, and
  * retention may delete a job's events without losing what they counted. `ts` is the start of the
  * minute or hour.
@@ -376,7 +376,7 @@ export const schedules = sqliteTable(
     cron: text('cron').notNull(),
     /** An IANA time zone, e.g. Europe/Berlin; the host's own when the schedule was created without one. */
     timezone: text('timezone').notNull(),
-    /** The job each firing submits: the submit fields as JSON (src-main/engine/schedules.ts JobTemplate). */
+    /** The job each firing submits: the submit fields as JSON (src-main/engine/verbs/schedules.ts JobTemplate). */
     job: text('job').notNull(),
     /** allow: fire whatever runs; skip: skip a firing while the last one's job is unfinished. */
     overlap: text('overlap').notNull(),

@@ -1,4 +1,4 @@
-import type { CapacityFigures } from '../engine/capacity'
+import type { CapacityFigures } from '../engine/rules/capacity'
 
 /** What the tray icon says: capacity in use and open blockers, at a glance. */
 export function trayTooltip(capacity: CapacityFigures, openBlockers: number): string {

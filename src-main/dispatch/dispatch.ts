@@ -1,5 +1,5 @@
 import { type Assignment, type Claims, type Denial, type Engine, type Event, type ExchangeAnswer, WAKE_EVENTS, type WorkerExchange, type WorkerFilter } from '../engine'
-import { longPollMs } from '../workers/long-poll'
+import { longPollMs } from './long-poll'
 
 /**
  * Dispatch: how a job reaches a worker that asks for one. It owns the claims that wait for work,
@@ -28,7 +28,7 @@ import { longPollMs } from '../workers/long-poll'
  * - **Waiting claims are served oldest first**, each within its own streams.
  * - **Lease-on-submit obeys the same capacity, priority and head-of-line rules as a claim**: a
  *   one-job submit is leased in its own submit only when that is certain to be what the claims'
- *   turn at the commit would decide (engine/grants.ts `grantOnSubmit`;
+ *   turn at the commit would decide (engine/verbs/grants.ts `grantOnSubmit`;
  *   test/unit/lease-on-submit.test.ts runs both ways and compares).
  */
 
@@ -94,7 +94,7 @@ interface Serving<R extends { claimed: Claims }> {
 
 const nothing = (denial: Claims['denial']): Claims => ({ granted: [], denial })
 
-/** Work arrived or capacity came back (engine/events.ts decides which events say so). */
+/** Work arrived or capacity came back (engine/rules/events.ts decides which events say so). */
 const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
 
 /**

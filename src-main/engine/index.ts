@@ -1,11 +1,11 @@
 import type { Database } from 'better-sqlite3'
-import { CapacityStore, type CapacityChange, type CapacitySettings } from './capacity-store'
-import type { CapacityFigures } from './capacity'
-import type { Clock } from './clock'
-import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './context'
-import * as batch from './batch'
-import * as blockers from './blockers'
-import * as bulk from './bulk'
+import { CapacityStore, type CapacityChange, type CapacitySettings } from './memory/capacity-store'
+import type { CapacityFigures } from './rules/capacity'
+import type { Clock } from './rules/clock'
+import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './store/context'
+import * as batch from './verbs/batch'
+import * as blockers from './verbs/blockers'
+import * as bulk from './verbs/bulk'
 import {
   type AcquireResult,
   type ActiveLease,
@@ -43,35 +43,35 @@ import {
   toLeaseExtended,
   toSubmitResult,
 } from './domain'
-import { eventsAfter, newestEventId } from './event-log'
-import type { WorkerProblem } from './events'
-import * as files from './files'
-import * as jobs from './jobs'
-import { activeLeases, jobAttempts } from './lease-reads'
-import * as attempts from './attempt-reports'
-import * as grants from './grants'
-import * as heartbeats from './heartbeats'
-import { getJob, getLease } from './rows'
-import { Outbox } from './outbox'
-import { listJobs, type JobListQuery } from './list'
-import { nextEligibleAt, type WorkerFilter } from './pick'
-import * as queues from './queues'
-import { retryJob } from './retry'
-import { runNow } from './scheduled'
-import * as prune from './prune'
-import * as reaper from './reaper'
-import * as schedules from './schedules'
-import * as stats from './stats'
-import { pruneStatsStep } from './stats-retention'
-import * as storage from './storage'
-import { LEASED_STATES, WAITING_STATES } from './states'
-import { readSituation, type Waiting, waitingFor } from './waiting'
+import { eventsAfter, newestEventId } from './store/event-log'
+import type { WorkerProblem } from './rules/events'
+import * as files from './verbs/files'
+import * as jobs from './verbs/jobs'
+import { activeLeases, jobAttempts } from './reads/lease-reads'
+import * as attempts from './verbs/attempt-reports'
+import * as grants from './verbs/grants'
+import * as heartbeats from './verbs/heartbeats'
+import { getJob, getLease } from './store/rows'
+import { Outbox } from './store/outbox'
+import { listJobs, type JobListQuery } from './reads/list'
+import { nextEligibleAt, type WorkerFilter } from './reads/pick'
+import * as queues from './verbs/queues'
+import { retryJob } from './verbs/retry'
+import { runNow } from './reads/scheduled'
+import * as prune from './verbs/prune'
+import * as reaper from './verbs/reaper'
+import * as schedules from './verbs/schedules'
+import * as stats from './reads/stats'
+import { pruneStatsStep } from './verbs/stats-retention'
+import * as storage from './store/storage'
+import { LEASED_STATES, WAITING_STATES } from './rules/states'
+import { readSituation, type Waiting, waitingFor } from './reads/waiting'
 
 // The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
 // nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
-export type { CommitListener, EngineConfig, EventListener } from './context'
-export { DEFAULT_ENGINE_CONFIG } from './context'
-export { ENGINE_ERROR_CODES, EngineError, type EngineErrorCode, type ErrorExtra } from './errors'
+export type { CommitListener, EngineConfig, EventListener } from './store/context'
+export { DEFAULT_ENGINE_CONFIG } from './store/context'
+export { ENGINE_ERROR_CODES, EngineError, type EngineErrorCode, type ErrorExtra } from './rules/errors'
 export {
   ATTEMPT_DISPOSITIONS,
   ATTEMPT_OUTCOMES,
@@ -102,27 +102,27 @@ export {
   type Released,
   type SubmitResult,
 } from './domain'
-export { ENTITY_TYPES, EVENT_TYPES, WAKE_EVENTS, type EntityType, type EventData, type EventType, type WorkerProblem } from './events'
-export type { CapacityChange, CapacitySettings } from './capacity-store'
-export type { CapacityFigures } from './capacity'
-export type { Contention, FileLeaseRequest } from './files'
-export type { AttemptError } from './attempt-reports'
-export type { LeaseRequestForJob, WaitingClaim } from './grants'
-export type { Waiting } from './waiting'
-export type { Outcome } from './lease-end'
-export type { HeartbeatReport } from './rows'
-export type { JobListQuery } from './list'
-export type { WorkerFilter } from './pick'
-export type { Outbox, OutboxBacklog, OutboxGrant, OutboxMessage } from './outbox'
-export { streamMessageName } from './streams'
-export type { StatusUpdate, SubmitJob } from './jobs'
-export { RESOLUTIONS, type Resolution, type ResolveBlocker } from './blockers'
-export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './schedules'
-export { type EveryField, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ItemResult, type WorkerExchange } from './batch'
-export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkFilter, type BulkPlan, type BulkStep } from './bulk'
-export type { CountedState, QueuePause, QueueSummary } from './queues'
-export type { Bucket, Metric, Range, Snapshot, StatsSample, TimeseriesPoint } from './stats'
-export type { StorageFigures } from './storage'
+export { ENTITY_TYPES, EVENT_TYPES, WAKE_EVENTS, type EntityType, type EventData, type EventType, type WorkerProblem } from './rules/events'
+export type { CapacityChange, CapacitySettings } from './memory/capacity-store'
+export type { CapacityFigures } from './rules/capacity'
+export type { Contention, FileLeaseRequest } from './verbs/files'
+export type { AttemptError } from './verbs/attempt-reports'
+export type { LeaseRequestForJob, WaitingClaim } from './verbs/grants'
+export type { Waiting } from './reads/waiting'
+export type { Outcome } from './verbs/lease-end'
+export type { HeartbeatReport } from './store/rows'
+export type { JobListQuery } from './reads/list'
+export type { WorkerFilter } from './reads/pick'
+export type { Outbox, OutboxBacklog, OutboxGrant, OutboxMessage } from './store/outbox'
+export { streamMessageName } from './store/streams'
+export type { StatusUpdate, SubmitJob } from './verbs/jobs'
+export { RESOLUTIONS, type Resolution, type ResolveBlocker } from './verbs/blockers'
+export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './verbs/schedules'
+export { type EveryField, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ItemResult, type WorkerExchange } from './verbs/batch'
+export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkFilter, type BulkPlan, type BulkStep } from './verbs/bulk'
+export type { CountedState, QueuePause, QueueSummary } from './verbs/queues'
+export type { Bucket, Metric, Range, Snapshot, StatsSample, TimeseriesPoint } from './reads/stats'
+export type { StorageFigures } from './store/storage'
 
 export interface EngineOptions {
   db: Database
@@ -215,7 +215,7 @@ export class Engine {
   }
 
   /**
-   * The Redis transport's outbox (engine/outbox.ts), subscribed to the write journal from the
+   * The Redis transport's outbox (engine/store/outbox.ts), subscribed to the write journal from the
    * first call on: each new stream message gets its row in the transaction that gave it. Only a
    * host that carries its queues over Redis calls this; without it no row is written.
    */

@@ -1,4 +1,4 @@
-import type { EngineContext } from './context'
+import type { EngineContext } from './store/context'
 import type { Engine } from './index'
 
 /**

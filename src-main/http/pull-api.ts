@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { iso } from '../engine/clock'
+import { iso } from '../engine/rules/clock'
 import { type Api, LEASE_409, NOT_FOUND, route } from './route'
 import { JsonValue, pathParams, TtlSec, WorkerId } from './schemas'
 import { PullCompleteAnswer, PullDecision, PullHeartbeatAnswer, pullJob, pullLease } from './views/pull'

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/states'
+import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/rules/states'
 import { Id } from '../../src-shared/worker-exchange'
 
 /** Zod pieces shared by the dialects' request and response schemas; the worker exchange's own are src-shared's. */

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { iso } from '../engine/clock'
+import { iso } from '../engine/rules/clock'
 import type { StorageReport } from '../retention/storage-report'
 import { type Api, route } from './route'
 import { IsoTime } from './schemas'

@@ -1,5 +1,5 @@
 import { FromWorker, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
-import type { WorkerDirectory } from '../workers/directory'
+import type { WorkerDirectory } from '../worker-roster/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
 import { ThreadLinks } from './thread-links'

@@ -7,14 +7,14 @@ import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, queueStream, redactedUrl } from '
 export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
 
 /**
- * The relay: carries the outbox (engine/outbox.ts) to Redis Streams after each commit, and keeps
+ * The relay: carries the outbox (engine/store/outbox.ts) to Redis Streams after each commit, and keeps
  * Redis in step with SQLite, which stays the truth. Redis is transport only: it may lose
  * messages, hold them twice, or restart empty, and the relay puts it right.
  *
  * One pass at a time ({@link RedisRelay.pass}), each in this order, so that a job's new message
  * is always in Redis before its old one is acknowledged:
  *   1. publish: the outbox's rows, oldest first, XADDed in one pipeline under their explicit ids
- *      (`0-<n>`, engine/streams.ts), then recorded as published;
+ *      (`0-<n>`, engine/store/streams.ts), then recorded as published;
  *   2. claim: the messages of the jobs granted since, XCLAIMed (FORCE) to the worker's consumer
  *      in group `leasehold`, so XPENDING shows who holds what;
  *   3. acknowledge: the messages whose attempt ended (committed final, or a newer message

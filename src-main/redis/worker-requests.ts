@@ -3,7 +3,7 @@ import { IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 import { tokensMatch } from '../http/guard'
 import { LogLimiter } from '../log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
-import type { WorkerDirectory } from '../workers/directory'
+import type { WorkerDirectory } from '../worker-roster/directory'
 import { CONSUMER_GROUP, entryField, redactedUrl, replyStream, requestStream } from '../../src-shared/redis-streams'
 
 /**

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { Engine } from '../engine'
-import { MINUTE, SECOND } from '../engine/clock'
-import { PRUNE_BATCH, pruneCutoff } from '../engine/prune'
+import { MINUTE, SECOND } from '../engine/rules/clock'
+import { PRUNE_BATCH, pruneCutoff } from '../engine/verbs/prune'
 
 /** How often retention runs, and how soon after the host starts. */
 export const PRUNE_INTERVAL_MS = MINUTE

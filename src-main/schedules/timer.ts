@@ -1,5 +1,5 @@
 import type { Engine } from '../engine'
-import type { Clock } from '../engine/clock'
+import type { Clock } from '../engine/rules/clock'
 
 /** The timer functions the service uses; tests hand in their own to see what it arms. */
 export interface Timers {

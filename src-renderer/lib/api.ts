@@ -77,7 +77,7 @@ export type BulkAnswer = Schemas['BulkAnswer']
 export type BulkAction = BulkAnswer['action']
 export const BULK_ACTIONS = every<BulkAction>()(['retry', 'cancel', 'purge'])
 
-/** The states each bulk action applies to (src-main/engine/bulk.ts BULK_STATES), in the dashboard's names. */
+/** The states each bulk action applies to (src-main/engine/verbs/bulk.ts BULK_STATES), in the dashboard's names. */
 export const BULK_STATES: Readonly<Record<BulkAction, readonly string[]>> = {
   retry: ['FAILED', 'CANCELED', 'TIMEOUT'],
   cancel: ['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'LEASED', 'RUNNING', 'BLOCKED'],

@@ -5,7 +5,7 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { MINUTE, ManualClock } from '../../src-main/engine/clock'
+import { MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 

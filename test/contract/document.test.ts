@@ -4,8 +4,8 @@
  * limits the document states (a path id over 200 characters is 400 naming the parameter).
  */
 import { afterAll, describe, expect, test } from 'vitest'
-import { ManualClock, SECOND } from '../../src-main/engine/clock'
-import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { openApiDocument } from '../../src-main/http/openapi'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { allRoutes, BODY_ROUTES } from '../http/routes'

@@ -5,9 +5,9 @@
  * wire with no epoch milliseconds left in them, whatever their field's name.
  */
 import { describe, expect, expectTypeOf, test } from 'vitest'
-import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
-import type { EventData, EventType } from '../../src-main/engine/events'
-import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import { HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
+import type { EventData, EventType } from '../../src-main/engine/rules/events'
+import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { openApiDocument } from '../../src-main/http/openapi'
 import { type TimeKey, type WireData, wireEventData } from '../../src-main/http/views/event-data'
 import { queueEvent } from '../../src-main/http/views/queue'

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { openDatabase } from '../../src-main/db/open'
 import type { JobRow, LeaseRow } from '../../src-main/db/schema'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { Engine } from '../../src-main/engine'
 import { DRIVER_CAPACITY, DRIVER_CONFIG, type Ack } from './protocol'
 

@@ -10,7 +10,7 @@
  *   node --import tsx test/crash/driver.ts <dbpath> <seed>
  */
 import { openDatabase } from '../../src-main/db/open'
-import { systemClock } from '../../src-main/engine/clock'
+import { systemClock } from '../../src-main/engine/rules/clock'
 import { Engine, EngineError, type Lease } from '../../src-main/engine'
 import { statusOf } from '../../src-shared/error-codes'
 import { DRIVER_CONFIG, DRIVER_CAPACITY, type Ack } from './protocol'

@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { capacityFigures } from '../../src-main/engine/capacity'
+import { capacityFigures } from '../../src-main/engine/rules/capacity'
 import { trayMenuLines, trayTooltip } from '../../src-main/desktop/tray-status'
 
 test('the tray tooltip shows capacity in use and open blockers', () => {

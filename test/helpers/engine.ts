@@ -1,6 +1,6 @@
 import { openDatabase } from '../../src-main/db/open'
-import { ManualClock } from '../../src-main/engine/clock'
-import type { SubmitJob } from '../../src-main/engine/jobs'
+import { ManualClock } from '../../src-main/engine/rules/clock'
+import type { SubmitJob } from '../../src-main/engine/verbs/jobs'
 import { Engine, type EngineConfig } from '../../src-main/engine'
 import { onDatabase } from './database'
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { type HostConfig, parseServeArgs } from '../../src-main/config'
-import type { Clock } from '../../src-main/engine/clock'
+import type { Clock } from '../../src-main/engine/rules/clock'
 import { type Host, startHost } from '../../src-main/host'
 import { holdFetchToContract, holdToContract } from './contract'
 

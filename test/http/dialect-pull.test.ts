@@ -3,7 +3,7 @@
  * complete route Leasehold adds. Every documented status and code, and the exact views.
  */
 import { describe, expect, test } from 'vitest'
-import type { ManualClock } from '../../src-main/engine/clock'
+import type { ManualClock } from '../../src-main/engine/rules/clock'
 import type { TestHost } from '../helpers/host'
 import {
   body,

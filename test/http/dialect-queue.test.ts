@@ -4,7 +4,7 @@
  * the exact views (seed 002 + the extras views/queue.ts documents).
  */
 import { describe, expect, test } from 'vitest'
-import type { ManualClock } from '../../src-main/engine/clock'
+import type { ManualClock } from '../../src-main/engine/rules/clock'
 import type { TestHost } from '../helpers/host'
 import {
   body,

@@ -4,9 +4,9 @@
  * long-poll timing rules.
  */
 import { describe, expect, test, vi } from 'vitest'
-import type { ManualClock } from '../../src-main/engine/clock'
+import type { ManualClock } from '../../src-main/engine/rules/clock'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
-import { MAX_LONG_POLL_MS } from '../../src-main/workers/long-poll'
+import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
 import type { TestHost } from '../helpers/host'
 import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
 

@@ -4,7 +4,7 @@
  * changes nothing; the job finishes exactly once, under B's lease.
  */
 import { afterEach, describe, expect, test } from 'vitest'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
 

@@ -5,7 +5,7 @@
  * gets the file or is halted with a blocker report the operator answers.
  */
 import { afterEach, describe, expect, test } from 'vitest'
-import { ManualClock, SECOND } from '../../src-main/engine/clock'
+import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'
 import { database } from '../helpers/database'

@@ -10,7 +10,7 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { z } from 'zod'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
 import { BODY_ROUTES, allRoutes, fill, isWrite, type BodyRoute } from './routes'
 import { body, dbDigest, post, PULL, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'

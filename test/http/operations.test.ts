@@ -4,7 +4,7 @@
  * the OpenAPI document publishes for it.
  */
 import { describe, expect, test } from 'vitest'
-import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { BulkAnswer, QueueAnswer, QueueList } from '../../src-main/http/operations'
 import { JobAnswer } from '../../src-main/http/views/queue'
 import type { TestHost } from '../helpers/host'

@@ -4,7 +4,7 @@
  * that ran out while it was down are expired before the first request is served.
  */
 import { afterEach, describe, expect, test } from 'vitest'
-import { MINUTE, ManualClock } from '../../src-main/engine/clock'
+import { MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, expectError, post, PULL, QUEUE, submit, WORKER } from './support'
 

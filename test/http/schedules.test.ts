@@ -3,7 +3,7 @@
  * by a real host's schedule timer on an injected clock, across a restart and after downtime.
  */
 import { afterEach, describe, expect, test } from 'vitest'
-import { HOUR, MINUTE, ManualClock } from '../../src-main/engine/clock'
+import { HOUR, MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, QUEUE_JOB_READ_KEYS, until } from './support'
 

@@ -5,7 +5,7 @@
  * releases. Every call is the seed's route with the seed's body.
  */
 import { expect, test } from 'vitest'
-import type { ManualClock } from '../../src-main/engine/clock'
+import type { ManualClock } from '../../src-main/engine/rules/clock'
 import type { TestHost } from '../helpers/host'
 import { body, clockedHost, post, QUEUE } from './support'
 

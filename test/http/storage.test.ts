@@ -6,7 +6,7 @@
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { DAY, ManualClock } from '../../src-main/engine/clock'
+import { DAY, ManualClock } from '../../src-main/engine/rules/clock'
 import { StorageAnswer } from '../../src-main/http/system'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'

@@ -4,7 +4,7 @@
  */
 import { afterEach, expect } from 'vitest'
 import type { HostConfig } from '../../src-main/config'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { database } from '../helpers/database'
 

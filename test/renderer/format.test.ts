@@ -9,7 +9,7 @@ import { shortId } from '../../src-shared/short-id'
 import { formatBytes, retentionText } from '../../src-renderer/lib/storage.svelte'
 import { eventPairs } from '../../src-renderer/lib/event-text'
 import { errorText } from '../../src-renderer/lib/attempts'
-import { newId } from '../../src-main/engine/ids'
+import { newId } from '../../src-main/engine/store/ids'
 
 const T0 = Date.UTC(2026, 0, 1)
 const SECOND = 1000

@@ -1,5 +1,5 @@
 /**
- * The ACTIVE leases the engine keeps in memory (engine/active-leases.ts) are always the
+ * The ACTIVE leases the engine keeps in memory (engine/memory/active-leases.ts) are always the
  * database's ACTIVE leases with their jobs, column for column, and the units in use are their
  * sum: after every verb that grants, extends or ends a lease or writes a leased job, after a
  * verb that fails under its savepoint, after a transaction that rolls back, and after a restart.
@@ -11,13 +11,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import type { JobRow, LeaseRow } from '../../src-main/db/schema'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 import { leaseOrFail } from './support'
-import { ACTIVE_FROM_KEY } from '../../src-main/engine/active-leases'
+import { ACTIVE_FROM_KEY } from '../../src-main/engine/memory/active-leases'
 import { engineContext } from '../../src-main/engine/internals'
-import { holdsActiveLease } from '../../src-main/engine/pick'
+import { holdsActiveLease } from '../../src-main/engine/reads/pick'
 import { database } from '../helpers/database'
 
 const dirs: string[] = []

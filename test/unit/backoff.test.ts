@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { backoffDelay, nextRetryAt } from '../../src-main/engine/backoff'
+import { backoffDelay, nextRetryAt } from '../../src-main/engine/rules/backoff'
 import { DEFAULT_ENGINE_CONFIG } from '../../src-main/engine'
-import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { T0 } from '../helpers/engine'
 
 const policy = { baseMs: 2 * SECOND, maxMs: 10 * MINUTE }

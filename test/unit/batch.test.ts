@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { MAX_BATCH_ITEMS } from '../../src-main/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, setup } from '../helpers/engine'
 import { expectEngineError } from './support'
 import { sql } from '../helpers/database'

@@ -13,7 +13,7 @@ const SRC_MAIN = join(ROOT, 'src-main')
 const INSIDE = ['src-main/engine/', 'src-main/db/']
 
 /** Modules nobody outside the engine and the database layer may import. */
-const FORBIDDEN_MODULES = ['src-main/db/schema', 'src-main/engine/context', 'src-main/engine/internals']
+const FORBIDDEN_MODULES = ['src-main/db/schema', 'src-main/engine/store/context', 'src-main/engine/internals']
 const FORBIDDEN_PACKAGES = ['better-sqlite3', 'drizzle-orm']
 /** SQL in a string: a query, a write, a pragma, a transaction. */
 const SQL = /\b(SELECT\s[^'"`]*\bFROM\b|INSERT\s+INTO\b|DELETE\s+FROM\b|UPDATE\s+\w+\s+SET\b|PRAGMA\b|BEGIN\s+(IMMEDIATE|EXCLUSIVE|DEFERRED)\b)|\.pragma\(/i
@@ -64,7 +64,7 @@ describe('the engine boundary', () => {
   test('the check finds each kind of crossing it forbids (so the test above can fail)', () => {
     const source = [
       "import type { JobRow } from '../db/schema'",
-      "import { EngineContext } from '../engine/context'",
+      "import { EngineContext } from '../engine/store/context'",
       "import Database from 'better-sqlite3'",
       'const now = engine.ctx.clock.now()',
       "const rows = db.all('SELECT * FROM events WHERE id > ?', 1)",
@@ -72,7 +72,7 @@ describe('the engine boundary', () => {
     ].join('\n')
     expect(crossings('src-main/http/example.ts', source)).toEqual([
       'imports src-main/db/schema',
-      'imports src-main/engine/context',
+      'imports src-main/engine/store/context',
       'imports better-sqlite3',
       'imports the row type JobRow',
       "line 4 reaches the engine's context: const now = engine.ctx.clock.now()",

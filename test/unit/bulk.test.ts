@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { Engine } from '../../src-main/engine'
-import { BULK_STEP } from '../../src-main/engine/bulk'
+import { BULK_STEP } from '../../src-main/engine/verbs/bulk'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, expectEngineError, runBulk } from './support'
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
 describe('cancellation', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
-import { capacityDenial, capacityFigures, formatRating, usableUnits } from '../../src-main/engine/capacity'
-import { SECOND } from '../../src-main/engine/clock'
+import { capacityDenial, capacityFigures, formatRating, usableUnits } from '../../src-main/engine/rules/capacity'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
 import { join } from 'node:path'
 

@@ -4,8 +4,8 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
 import { aJob, T0 } from '../helpers/engine'
-import { HOUR, MINUTE } from '../../src-main/engine/clock'
-import { newId } from '../../src-main/engine/ids'
+import { HOUR, MINUTE } from '../../src-main/engine/rules/clock'
+import { newId } from '../../src-main/engine/store/ids'
 import { leaseOrFail, openFileEngine, tempDir } from './support'
 
 let dir: string

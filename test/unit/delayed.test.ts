@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { Dispatch } from '../../src-main/dispatch/dispatch'
-import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { expectEngineError, leaseOrFail } from './support'
 

@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3'
 import { describe, expect, test } from 'vitest'
-import { ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
+import { ManualClock, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { EngineError } from '../../src-main/engine'
 import { HttpError } from '../../src-main/http/http-error'
 import { answerError, storageFault } from '../../src-main/error-answer'

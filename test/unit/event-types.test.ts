@@ -4,14 +4,14 @@ import { join } from 'node:path'
 import { DEFAULT_MIGRATIONS_FOLDER } from '../../src-main/db/open'
 import { COUNTED_EVENTS_CLAUSE } from '../../src-main/db/schema'
 import { EVENT_TYPES, WAKE_EVENTS } from '../../src-main/engine'
-import { COUNTED_EVENTS, EVENT_ROLES } from '../../src-main/engine/events'
-import { COUNT_METRICS } from '../../src-main/engine/stats'
+import { COUNTED_EVENTS, EVENT_ROLES } from '../../src-main/engine/rules/events'
+import { COUNT_METRICS } from '../../src-main/engine/reads/stats'
 import { openApiDocument } from '../../src-main/http/openapi'
 import { EVENT_TYPES as SHARED_EVENT_TYPES } from '../../src-shared/event-types'
 
 /**
  * One list of event types (src-shared/event-types.ts), typed by one union in the engine
- * (engine/events.ts): the sets the host uses, the events the statistics count and the stream's
+ * (engine/rules/events.ts): the sets the host uses, the events the statistics count and the stream's
  * documented names all come from it.
  */
 describe('the one list of event types', () => {

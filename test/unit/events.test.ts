@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import type { Event } from '../../src-main/engine'
 import { eventTypes, expectEngineError, leaseOrFail } from './support'
 // White-box where the transaction is the point: a few cases open one (and a savepoint) around verbs.

@@ -13,7 +13,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { FileContentionRow, FileLeaseRow, LeaseRow } from '../../src-main/db/schema'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { Engine, EngineError } from '../../src-main/engine'
 import { statusOf } from '../../src-shared/error-codes'
 import { aJob, setup, type Setup } from '../helpers/engine'

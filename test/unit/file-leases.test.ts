@@ -5,8 +5,8 @@
  */
 import { describe, expect, test } from 'vitest'
 import type { EventRow, FileLeaseRow } from '../../src-main/db/schema'
-import { SECOND } from '../../src-main/engine/clock'
-import { FILE_IDLE_MS, FILE_RETRY_MS, fileKey } from '../../src-main/engine/files'
+import { SECOND } from '../../src-main/engine/rules/clock'
+import { FILE_IDLE_MS, FILE_RETRY_MS, fileKey } from '../../src-main/engine/verbs/files'
 import type { Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, openFileEngine, tempDir } from './support'

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { idKey, keyedId, newId, newToken } from '../../src-main/engine/ids'
+import { idKey, keyedId, newId, newToken } from '../../src-main/engine/store/ids'
 
 describe('ids and lease tokens', () => {
   it('ids are UUID version 7 that start with the millisecond they were made, and sort by it', async () => {

@@ -1,14 +1,14 @@
 /**
  * No index holds a job's events or its leases (db/schema.ts): each is a chain, from the job's
  * `last_event_id` back through each event's `prev_id`, and from its `lease_id` back through each
- * lease's `prev_fence` (engine/timeline.ts, rows.ts `leasesOfJob`). Read along the chains, a
+ * lease's `prev_fence` (engine/reads/timeline.ts, rows.ts `leasesOfJob`). Read along the chains, a
  * job's timeline is every event that names it and its attempts are every lease of it, in order,
  * after every verb that appends a job's event or grants a lease: moves, file leases and blockers
  * under its lease, schedules, capacity changes, refusals under a savepoint, purges.
  */
 import { describe, expect, test } from 'vitest'
-import { FILE_RETRY_MS } from '../../src-main/engine/files'
-import { MINUTE, SECOND } from '../../src-main/engine/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
+import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 import { UNCHAINED_JOB_EVENTS_CLAUSE } from '../../src-main/db/schema'

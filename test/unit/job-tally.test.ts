@@ -1,5 +1,5 @@
 /**
- * The jobs the engine counts in memory (engine/job-tally.ts) — the QUEUED ones per queue and
+ * The jobs the engine counts in memory (engine/memory/job-tally.ts) — the QUEUED ones per queue and
  * priority, in pick order, the waiting ones per cost — are always the table's: after every verb that makes a
  * job QUEUED or waiting or takes it out, after a verb that fails under its savepoint, after a
  * transaction that rolls back, and after a restart. The pick path skips a range the tally holds
@@ -10,11 +10,11 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import type { Engine } from '../../src-main/engine'
 import type { JobRow } from '../../src-main/db/schema'
 import { engineContext } from '../../src-main/engine/internals'
-import { SELECT_JOBS } from '../../src-main/engine/rows'
+import { SELECT_JOBS } from '../../src-main/engine/store/rows'
 import { aJob, seededRandom, setup } from '../helpers/engine'
 
 const dirs: string[] = []

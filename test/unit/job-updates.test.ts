@@ -8,7 +8,7 @@
 import { expect, test } from 'vitest'
 import type { JobRow } from '../../src-main/db/schema'
 import { engineContext } from '../../src-main/engine/internals'
-import { getJob, updateJob } from '../../src-main/engine/rows'
+import { getJob, updateJob } from '../../src-main/engine/store/rows'
 import { aJob, setup } from '../helpers/engine'
 
 function update(engine: ReturnType<typeof setup>['engine'], jobId: string, changes: Partial<JobRow>): { returned: JobRow; stored: JobRow } {

@@ -7,7 +7,7 @@
  */
 import type { Statement } from 'better-sqlite3'
 import { afterEach, expect, test } from 'vitest'
-import { MINUTE } from '../../src-main/engine/clock'
+import { MINUTE } from '../../src-main/engine/rules/clock'
 import { engineContext } from '../../src-main/engine/internals'
 import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { aJob, seededRandom, setup } from '../helpers/engine'

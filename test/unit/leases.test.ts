@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { claimOrFail, eventTypes, expectEngineError, leaseOrFail } from './support'
 
 describe('granting a lease', () => {

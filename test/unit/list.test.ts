@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
-import { jobListQuery, QUEUED_WINDOW } from '../../src-main/engine/list'
-import { JOB_STATES, type JobState } from '../../src-main/engine/states'
+import { SECOND } from '../../src-main/engine/rules/clock'
+import { jobListQuery, QUEUED_WINDOW } from '../../src-main/engine/reads/list'
+import { JOB_STATES, type JobState } from '../../src-main/engine/rules/states'
 import { expectEngineError, leaseOrFail } from './support'
 // White-box in one case: the list's SQL is explained, so the query builder is called directly.
 import { engineContext } from '../../src-main/engine/internals'

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { Engine } from '../../src-main/engine'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { aJob, T0 } from '../helpers/engine'
 
 /** An engine whose database remembers the SQL of every statement prepared on it. */

@@ -4,10 +4,10 @@
  * needs goes with it. Time is moved on a ManualClock.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
+import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { Engine } from '../../src-main/engine'
-import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, JOBLESS_EVENTS_SQL, LEASE_CHAINS_SQL, pruneCutoff, SWEEP_READS_PER_DELETE, SWEEP_SQL } from '../../src-main/engine/prune'
-import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, JOBLESS_EVENTS_SQL, LEASE_CHAINS_SQL, pruneCutoff, SWEEP_READS_PER_DELETE, SWEEP_SQL } from '../../src-main/engine/verbs/prune'
+import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
 import { StorageFaultInjector } from '../helpers/storage-faults'

@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Engine } from '../../src-main/engine'
-import { DAY, MINUTE, SECOND } from '../../src-main/engine/clock'
-import { PRUNE_BATCH, SWEEP_READS_PER_DELETE } from '../../src-main/engine/prune'
+import { DAY, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
+import { PRUNE_BATCH, SWEEP_READS_PER_DELETE } from '../../src-main/engine/verbs/prune'
 import { PRUNE_FIRST_DELAY_MS, PRUNE_INTERVAL_MS, Pruner, type PassHealth } from '../../src-main/retention/pruner'
 import { aJob, setup } from '../helpers/engine'
 import { StorageFaultInjector } from '../helpers/storage-faults'

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Dispatch } from '../../src-main/dispatch/dispatch'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, leaseOrFail, openFileEngine, tempDir } from './support'
 // White-box in one case: a rolled-back pause must leave the engine's memory of paused queues as it was.

@@ -1,5 +1,5 @@
 /**
- * The rows of QUEUED jobs the engine keeps for the pick (engine/queued-rows.ts) stay within their
+ * The rows of QUEUED jobs the engine keeps for the pick (engine/memory/queued-rows.ts) stay within their
  * memory budget: a backlog keeps its oldest rows, those a pick takes first, and the others are
  * read from the table, in the kept rows' shape. That they are always the table's rows is checked
  * by the tally's walk (job-tally.test.ts).
@@ -10,9 +10,9 @@ import { expect, test } from 'vitest'
 import type { JobRow } from '../../src-main/db/schema'
 import type { Engine } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
-import { eligibleJobs } from '../../src-main/engine/pick'
-import { QueuedRows } from '../../src-main/engine/queued-rows'
-import { findJob } from '../../src-main/engine/rows'
+import { eligibleJobs } from '../../src-main/engine/reads/pick'
+import { QueuedRows } from '../../src-main/engine/memory/queued-rows'
+import { findJob } from '../../src-main/engine/store/rows'
 import { aJob, setup } from '../helpers/engine'
 import { database } from '../helpers/database'
 

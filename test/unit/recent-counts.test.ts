@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { join } from 'node:path'
-import { HOUR, ManualClock, MINUTE, SECOND } from '../../src-main/engine/clock'
+import { HOUR, ManualClock, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, T0 } from '../helpers/engine'
 import { leaseOrFail, openFileEngine, tempDir } from './support'
 import { sql } from '../helpers/database'

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { eventTypes, expectEngineError, leaseOrFail, messageIds } from './support'
 
 function leasedJob(options: Parameters<typeof setup>[0] = {}, job = aJob()) {

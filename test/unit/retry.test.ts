@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, eventTypes, expectEngineError } from './support'
 

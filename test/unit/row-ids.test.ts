@@ -1,5 +1,5 @@
 /**
- * A job's or lease's id names its row's key (engine/ids.ts `keyedId`), so no index on ids is
+ * A job's or lease's id names its row's key (engine/store/ids.ts `keyedId`), so no index on ids is
  * written with each job and lease; the rows from before that (random UUIDs version 7) keep a
  * partial index that no new row enters (db/schema.ts UNKEYED_ID_CLAUSE). Either way a row is
  * found by exactly its own id, and nothing else finds it.
@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { UNKEYED_ID_CLAUSE } from '../../src-main/db/schema'
-import { idKey, keyedId, newId } from '../../src-main/engine/ids'
+import { idKey, keyedId, newId } from '../../src-main/engine/store/ids'
 import { engineContext } from '../../src-main/engine/internals'
 import { aJob, setup } from '../helpers/engine'
 import { expectEngineError, leaseOrFail } from './support'

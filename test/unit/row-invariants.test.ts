@@ -1,12 +1,12 @@
 /**
  * The rules of the jobs table that its readers rely on: a job has `claim_expires_at` exactly
  * while a dialect-002 claim holds it (the partial index jobs_claim_expiry, db/schema.ts), and
- * `finished_at` exactly while it is finished (retention's sweep reads it, engine/prune.ts). A
+ * `finished_at` exactly while it is finished (retention's sweep reads it, engine/verbs/prune.ts). A
  * walk through every verb that moves a job keeps them at each step, and the reaper reads the
  * claimed jobs by their index.
  */
 import { describe, expect, test } from 'vitest'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import type { Engine } from '../../src-main/engine'
 import { aJob, seededRandom, setup, T0 } from '../helpers/engine'
 import { database } from '../helpers/database'

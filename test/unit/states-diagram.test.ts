@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { expect, test } from 'vitest'
-import { JOB_STATES, JOB_TRANSITIONS } from '../../src-main/engine/states'
+import { JOB_STATES, JOB_TRANSITIONS } from '../../src-main/engine/rules/states'
 
 test('the state diagram in docs/states.md draws exactly the transition table', () => {
   const doc = readFileSync(new URL('../../docs/states.md', import.meta.url), 'utf8')

@@ -11,9 +11,9 @@ import {
   RETRYABLE_STATES,
   TERMINAL_STATES,
   type JobState,
-} from '../../src-main/engine/states'
+} from '../../src-main/engine/rules/states'
 import { DEFAULT_ENGINE_CONFIG } from '../../src-main/engine'
-import { iso } from '../../src-main/engine/clock'
+import { iso } from '../../src-main/engine/rules/clock'
 import { T0 } from '../helpers/engine'
 import { expectEngineError } from './support'
 

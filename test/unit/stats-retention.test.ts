@@ -5,10 +5,10 @@
  * tables, five minutes apart, over 100 days before T0.
  */
 import { describe, expect, it } from 'vitest'
-import { DAY, HOUR, MINUTE } from '../../src-main/engine/clock'
+import { DAY, HOUR, MINUTE } from '../../src-main/engine/rules/clock'
 import type { Engine } from '../../src-main/engine'
-import type { StatsSample } from '../../src-main/engine/stats'
-import { STATS_FULL_DETAIL_MS, STATS_RETAIN_MS } from '../../src-main/engine/stats-retention'
+import type { StatsSample } from '../../src-main/engine/reads/stats'
+import { STATS_FULL_DETAIL_MS, STATS_RETAIN_MS } from '../../src-main/engine/verbs/stats-retention'
 import { setup, T0 } from '../helpers/engine'
 import { database } from '../helpers/database'
 

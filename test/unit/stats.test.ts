@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { join } from 'node:path'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { HOUR, MINUTE, SECOND } from '../../src-main/engine/clock'
-import type { Metric } from '../../src-main/engine/stats'
+import { HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
+import type { Metric } from '../../src-main/engine/reads/stats'
 import { claimOrFail, expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
 import { sql } from '../helpers/database'
 

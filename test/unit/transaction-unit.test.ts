@@ -1,12 +1,12 @@
 /**
- * The transaction unit's modes and moves (src-main/engine/transaction.ts), white-box: the unit
+ * The transaction unit's modes and moves (src-main/engine/store/transaction.ts), white-box: the unit
  * is the point. The engine's verbs through it are tested by group-commit.test.ts and the model
  * test; here, over a bare table, each move the unit allows and each it refuses.
  */
 import Database from 'better-sqlite3'
 import { describe, expect, test } from 'vitest'
-import type { EngineEvent } from '../../src-main/engine/events'
-import { type TransactionHooks, TransactionUnit } from '../../src-main/engine/transaction'
+import type { EngineEvent } from '../../src-main/engine/rules/events'
+import { type TransactionHooks, TransactionUnit } from '../../src-main/engine/store/transaction'
 
 function setup(hooks: Partial<TransactionHooks> = {}) {
   const db = new Database(':memory:')

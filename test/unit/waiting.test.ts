@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { MINUTE, SECOND } from '../../src-main/engine/clock'
-import { FILE_RETRY_MS } from '../../src-main/engine/files'
+import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
+import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import type { Engine } from '../../src-main/engine'
 import { eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 

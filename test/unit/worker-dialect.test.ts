@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import type { Engine } from '../../src-main/engine'
 import { claimOrFail, expectEngineError, messageIds } from './support'
 

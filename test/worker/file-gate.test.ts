@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
-import { ManualClock } from '../../src-main/engine/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { attempts, cleanUp, dataDirWith, events, HOLD_WRITE, poolReady, settled, startHost, submit, until, waitForEvent } from './support'
 
 const RETRY_MS = 180_000

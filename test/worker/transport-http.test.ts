@@ -4,7 +4,7 @@
  * real bodies — the file gate's grant, contention and halt, the retry wait, lost and refused calls.
  */
 import { describe, expect, test } from 'vitest'
-import { SECOND } from '../../src-main/engine/clock'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { LeaseLostError, type Claim } from '../../src-worker/transport'
 import { HostError, HttpTransport } from '../../src-worker/transport-http'
 import { clockedHost, DIALECT_T0, submit } from '../http/support'

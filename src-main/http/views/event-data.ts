@@ -9,7 +9,7 @@
  * event union to this naming: a numeric field of any event that is not a time must be named there
  * as a quantity.
  */
-import { iso } from '../../engine/clock'
+import { iso } from '../../engine/rules/clock'
 
 /** A time field by its name: how event data says a number is a time. */
 export type TimeKey = 'at' | `${string}_at` | 'missed_from'

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod'
 import { type AcquireResult, type Blocker as BlockerReport, BLOCKER_STATES, type Contention, type FileLease as FileLeaseRecord, FILE_LEASE_STATES, RESOLUTIONS } from '../../engine'
-import { iso } from '../../engine/clock'
+import { iso } from '../../engine/rules/clock'
 import { IsoTime, JobState } from '../schemas'
 
 const ageS = (since: number, now: number) => Math.round((now - since) / 100) / 10

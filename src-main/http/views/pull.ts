@@ -4,8 +4,8 @@
  */
 import { z } from 'zod'
 import type { Job, Lease } from '../../engine'
-import { iso } from '../../engine/clock'
-import { type JobState, PRIORITIES } from '../../engine/states'
+import { iso } from '../../engine/rules/clock'
+import { type JobState, PRIORITIES } from '../../engine/rules/states'
 import { IsoTime } from '../schemas'
 
 const PULL_STATES = {

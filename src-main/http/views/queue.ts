@@ -16,9 +16,9 @@ import {
   type ScheduleOrigin,
   type Waiting,
 } from '../../engine'
-import { iso } from '../../engine/clock'
-import { BUCKETS, METRICS, RANGES } from '../../engine/stats'
-import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/states'
+import { iso } from '../../engine/rules/clock'
+import { BUCKETS, METRICS, RANGES } from '../../engine/reads/stats'
+import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/rules/states'
 import { FinalStatus, IsoTime, LeaseState, PRIORITY } from '../schemas'
 import { wireEventData } from './event-data'
 
@@ -303,7 +303,7 @@ export const LeaseWithJob = z.object({ lease: QueueLease, job: QueueJob }).meta(
 export const LeaseReleased = z.object({ lease: QueueLease, job: QueueJob, result: QueueResult.nullable() }).meta({ id: 'LeaseReleased' })
 export const LeaseAnswer = z.object({ lease: QueueLease }).meta({ id: 'LeaseAnswer' })
 
-/** `GET /stats/snapshot` (engine/stats.ts Snapshot). */
+/** `GET /stats/snapshot` (engine/reads/stats.ts Snapshot). */
 export const Snapshot = z
   .object({
     capacity: z.object({

@@ -4,8 +4,8 @@
  */
 import { z } from 'zod'
 import type { ActiveLease as ActiveLeaseRecord, CapacityFigures, Event } from '../../engine'
-import { iso } from '../../engine/clock'
-import type { WorkerInfo } from '../../workers/directory'
+import { iso } from '../../engine/rules/clock'
+import type { WorkerInfo } from '../../worker-roster/directory'
 import { IsoTime } from '../schemas'
 import { QueueEvent, queueEvent } from './queue'
 

@@ -13,7 +13,7 @@ import type {
   WorkerFailAnswer,
   WorkerHeartbeatAnswer,
 } from '../../../src-shared/worker-exchange'
-import { iso } from '../../engine/clock'
+import { iso } from '../../engine/rules/clock'
 import { type Assignment, type AttemptEnded, type Denial, type ExchangeAnswer, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
 
 /** Dialect 003's claim answer. */

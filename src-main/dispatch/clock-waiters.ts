@@ -1,0 +1,47 @@
+import type { Clock } from '../engine/rules/clock'
+
+interface Waiter {
+  at: number
+  resolve(reached: boolean): void
+}
+
+/**
+ * Waits for moments on the engine's clock (a file lease's one retry at +180 s). The host checks
+ * them on its reaper tick, so a test that moves an injected clock releases them as promptly as
+ * real time does.
+ */
+export class ClockWaiters {
+  private waiting = new Set<Waiter>()
+
+  constructor(private readonly clock: Clock) {}
+
+  /** Resolves true once the clock reaches `at`, false after `maxWaitMs` of real time or on abort. */
+  waitUntil(at: number, maxWaitMs: number, signal?: AbortSignal): Promise<boolean> {
+    if (this.clock.now() >= at) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const waiter: Waiter = {
+        at,
+        resolve: (reached) => {
+          clearTimeout(timer)
+          signal?.removeEventListener('abort', onAbort)
+          this.waiting.delete(waiter)
+          resolve(reached)
+        },
+      }
+      const timer = setTimeout(() => waiter.resolve(false), maxWaitMs)
+      const onAbort = () => waiter.resolve(false)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      this.waiting.add(waiter)
+    })
+  }
+
+  /** Releases every waiter whose moment has come; the host calls this on each tick. */
+  check(): void {
+    const now = this.clock.now()
+    for (const waiter of [...this.waiting]) if (now >= waiter.at) waiter.resolve(true)
+  }
+
+  close(): void {
+    for (const waiter of [...this.waiting]) waiter.resolve(false)
+  }
+}

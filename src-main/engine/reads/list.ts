@@ -1,0 +1,128 @@
+import { and, desc, eq, gte, lt, lte, sql, type SQL } from 'drizzle-orm'
+import { jobs, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../../db/schema'
+import type { EngineContext } from '../store/context'
+import { invalid } from '../rules/errors'
+import { JOB_STATES, LEASED_STATES, type JobState } from '../rules/states'
+
+export interface JobListQuery {
+  state?: JobState
+  addon_id?: string
+  job_type?: string
+  /**
+   * Part of the job's id, type or add-on, in any case: the dashboard's search box (it shows ids
+   * shortened, so any part of one finds the job). Read row by row, newest first, until a page is full.
+   */
+  search?: string
+  created_after?: number
+  created_before?: number
+  /** 1–500, default 50. */
+  limit?: number
+  /** Opaque: the `next_cursor` of the previous page. */
+  cursor?: string
+}
+
+export interface JobPage {
+  jobs: JobRow[]
+  next_cursor: string | null
+}
+
+export const MAX_LIST_LIMIT = 500
+
+const encodeCursor = (seq: number): string => Buffer.from(`seq:${seq}`).toString('base64url')
+
+function decodeCursor(cursor: string): number {
+  const match = /^seq:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'))
+  if (!match) throw invalid('cursor: not a cursor this server gave out')
+  return Number(match[1])
+}
+
+/**
+ * Lists jobs newest first with keyset pagination: a cursor names the last job of a page, so
+ * pages stay stable while jobs are submitted. Not a hot path, so it uses drizzle's builder.
+ */
+export function listJobs(ctx: EngineContext, query: JobListQuery): JobPage {
+  const limit = query.limit ?? 50
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw invalid(`limit: must be a whole number from 1 to ${MAX_LIST_LIMIT}`)
+  }
+  if (query.state !== undefined && !JOB_STATES.includes(query.state)) {
+    throw invalid(`state: must be one of ${JOB_STATES.join(', ')}`)
+  }
+  const rows = query.state === 'QUEUED' ? queuedRows(ctx, query, limit + 1) : readPage(ctx, jobListQuery(ctx, query, limit + 1))
+  const page = rows.slice(0, limit)
+  return { jobs: page, next_cursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.seq) : null }
+}
+
+/** The newest jobs {@link queuedRows} looks for among first, by the table's key, before it asks memory. */
+export const QUEUED_WINDOW = 10_000
+
+/** How many of the older QUEUED jobs {@link queuedRows} reads at a time. */
+const QUEUED_CHUNK = 1_000
+
+/**
+ * QUEUED jobs, newest first: no index holds them (the engine keeps them in memory, in pick order:
+ * queued-range.ts). So a page looks among the {@link QUEUED_WINDOW} newest jobs below the cursor
+ * first, by the table's key, where a backlog's jobs are; only if that finds too few does it take
+ * the older QUEUED jobs' keys from memory, newest first, and read them a chunk at a time (a cost
+ * in QUEUED jobs, never in the finished ones).
+ */
+function queuedRows(ctx: EngineContext, query: JobListQuery, rows: number): JobRow[] {
+  const below = query.cursor !== undefined ? decodeCursor(query.cursor) : (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
+  const from = below - QUEUED_WINDOW
+  const found = readPage(ctx, jobListQuery(ctx, query, rows, { from }))
+  if (found.length === rows || from <= 1) return found
+  const older = ctx.jobTally.committedQueuedBelow(from)
+  for (let at = 0; at < older.length && found.length < rows; at += QUEUED_CHUNK) {
+    found.push(...readPage(ctx, jobListQuery(ctx, query, rows - found.length, { seqs: older.slice(at, at + QUEUED_CHUNK) })))
+  }
+  return found
+}
+
+/** The jobs whose `seq` is one of these (bound as one JSON parameter, however many). */
+const seqIn = (seqs: readonly number[]): SQL => sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`
+
+/** A page's SQL and its parameters. */
+export interface PageQuery {
+  sql: string
+  params: unknown[]
+}
+
+const readPage = (ctx: EngineContext, query: PageQuery): JobRow[] => ctx.all<JobRow>(query.sql, ...query.params)
+
+/**
+ * The query behind a page of {@link listJobs}, newest first, at most `rows` rows. Every filter by
+ * state but DONE reads an index or the table's key (a test checks the plan): LEASED and RUNNING
+ * jobs are those of the ACTIVE leases in memory, QUEUED ones are read by their keys — a range of
+ * the table's (`window.from`) or the ones given (`window.seqs`, from memory): {@link queuedRows}
+ * says which — and the other states are on jobs_state_seq.
+ */
+export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number } | { seqs: number[] }): PageQuery {
+  const conditions: SQL[] = []
+  if (query.state !== undefined) {
+    if (LEASED_STATES.has(query.state)) {
+      // Found among the ACTIVE leases (few: capacity bounds them).
+      const seqs = ctx.activeLeases.committed().filter(({ job }) => job.state === query.state).map(({ job }) => job.seq)
+      conditions.push(seqIn(seqs), eq(jobs.state, query.state))
+    } else if (query.state === 'QUEUED') {
+      if (!window) throw new Error('jobListQuery: QUEUED jobs are read by their keys, a range of them or the ones given (queuedRows)')
+      // `+state`: no index on state for these, the table's key instead.
+      conditions.push('from' in window ? gte(jobs.seq, window.from) : seqIn(window.seqs), sql`+${jobs.state} = 'QUEUED'`)
+    } else {
+      conditions.push(eq(jobs.state, query.state))
+      if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
+    }
+  }
+  if (query.addon_id !== undefined) conditions.push(eq(jobs.addon_id, query.addon_id))
+  if (query.job_type !== undefined) conditions.push(eq(jobs.job_type, query.job_type))
+  if (query.search !== undefined) {
+    const part = query.search.toLowerCase()
+    conditions.push(
+      sql`(instr(lower(${jobs.id}), ${part}) > 0 OR instr(lower(${jobs.job_type}), ${part}) > 0 OR instr(lower(coalesce(${jobs.addon_id}, '')), ${part}) > 0)`,
+    )
+  }
+  if (query.created_after !== undefined) conditions.push(gte(jobs.created_at, query.created_after))
+  if (query.created_before !== undefined) conditions.push(lte(jobs.created_at, query.created_before))
+  if (query.cursor !== undefined) conditions.push(lt(jobs.seq, decodeCursor(query.cursor)))
+  const { sql: text, params } = ctx.orm.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows).toSQL()
+  return { sql: text, params }
+}

@@ -1,0 +1,174 @@
+import type { BlockerRow, FileContentionRow, JobRow } from '../../db/schema'
+import { type CapacityFigures, formatRating } from '../rules/capacity'
+import type { CapacityStore } from '../memory/capacity-store'
+import type { EngineContext } from '../store/context'
+import { eligibleJobs } from './pick'
+import { recordJobEvent, SELECT_JOBS } from '../store/rows'
+import { isScheduled } from './scheduled'
+import { type JobState, LEASED_STATES, WAITING_STATES } from '../rules/states'
+import { shortId } from '../../../src-shared/short-id'
+
+/**
+ * Why a job waits, for the job views people read (GET /jobs/{id}, GET /jobs, the CLI and the
+ * dashboard): a reason in words, which names no time, and the time the wait ends by itself
+ * when there is one, kept apart so each reader shows it in its own format. Computed when a view
+ * is asked for, never on the claim/complete path: the shared facts ({@link WaitingSituation})
+ * are read once per view, then each job is a pure function of its row and them.
+ */
+
+/** Why a job is not running yet. */
+export interface Waiting {
+  /** In words, with no time in them (a reader formats {@link until} its own way). */
+  reason: string
+  /** When the wait ends by itself (a retry's not-before time, a scheduled run time, a file's one retry), epoch ms; null when only something else ends it. */
+  until: number | null
+}
+
+/** A file a running job's lease was refused: who holds it, and when the one retry is due. */
+export type FileWait = Pick<FileContentionRow, 'file' | 'retry_at'> & { holder: string | null }
+
+/** What every job's reason is read against, read once per view. */
+export interface WaitingSituation {
+  now: number
+  capacity: CapacityFigures
+  /**
+   * The first eligible QUEUED job in the order dialects 001 and 002 take them (priority, then
+   * the time each became eligible, over every queue): nothing behind it is leased before it.
+   */
+  readonly head: JobRow | undefined
+  /** The open blocker a BLOCKED job waits on. */
+  blockerOf(jobId: string): BlockerRow | undefined
+  /** The file a running job's lease was refused, waiting for its one retry (the file gate's wait). */
+  contentionOf(leaseId: string): FileWait | undefined
+  /** The queues an operator paused. */
+  paused: ReadonlySet<string>
+}
+
+const WAITING_IN_SQL = `state IN (${[...WAITING_STATES].map((s) => `'${s}'`).join(', ')})`
+
+/** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
+export function readSituation(ctx: EngineContext, capacity: CapacityStore): WaitingSituation {
+  const now = ctx.clock.now()
+  let head: { job: JobRow | undefined } | undefined
+  let fileWaits: Map<string, FileWait> | undefined
+  return {
+    now,
+    capacity: capacity.figures(),
+    // A worker that takes everything: the head for the workers that are not picky. Read only
+    // when a QUEUED job asks, so a page of running jobs does not pay for the pick.
+    get head() {
+      head ??= { job: eligibleJobs(ctx, { worker_id: '', gpu_available: true }, now).next().value ?? undefined }
+      return head.job
+    },
+    blockerOf: (jobId) =>
+      ctx.one<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN' ORDER BY seq DESC LIMIT 1", jobId),
+    // Every pending refusal at once, when a running job first asks: a handful of rows (each is
+    // one denied acquire, gone at its retry), where a page of running jobs would ask 500 times.
+    contentionOf: (leaseId) => {
+      fileWaits ??= new Map(
+        ctx
+          .all<FileWait & { lease_id: string }>(
+            `SELECT c.lease_id, c.file, c.retry_at, f.owner_id AS holder FROM file_contentions c
+               LEFT JOIN file_leases f ON f.file = c.file AND f.state = 'ACTIVE'
+             WHERE c.lease_id IS NOT NULL ORDER BY c.retry_at DESC`,
+          )
+          .map(({ lease_id, ...wait }) => [lease_id, wait]),
+      )
+      return fileWaits.get(leaseId)
+    },
+    paused: new Set(ctx.pausedQueues.all()),
+  }
+}
+
+/** "needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)", or "(60 of 70 units leased)". */
+function capacityShortfall(cost: number, c: CapacityFigures): string {
+  const detail =
+    c.usable < c.total_units
+      ? `busy rating ${formatRating(c.busy_rating)} leaves ${c.usable} of ${c.total_units} units, ${c.leased} leased`
+      : `${c.leased} of ${c.total_units} units leased`
+  return `needs ${cost} units; ${Math.max(0, c.available)} available (${detail})`
+}
+
+/** "cost 500 exceeds total capacity 100": such a job can never be leased. */
+const overCapacity = (job: Pick<JobRow, 'cost_units'>, c: CapacityFigures) => `cost ${job.cost_units} exceeds total capacity ${c.total_units}`
+
+/** What a job's waiting reason reads of it: a stored row and a decoded job alike. */
+export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & { state: string }
+
+/** A wait that only something else ends (a worker, capacity, an operator). */
+const open = (reason: string): Waiting => ({ reason, until: null })
+
+/**
+ * Why this job is not running yet, or null if it is not waiting (it runs, or it has ended). A
+ * running job waits too while the file gate holds it: its lease was refused a file and it waits
+ * for its one retry. The reasons read on with "until <time>" where there is one.
+ */
+export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null {
+  const state = job.state as JobState
+  if (LEASED_STATES.has(state)) {
+    const contention = job.lease_id === null ? undefined : s.contentionOf(job.lease_id)
+    if (!contention) return null
+    // The refusal stands until the one retry, even once the holder has let go.
+    const held = contention.holder === null ? 'since let go' : `held by ${contention.holder}`
+    return { reason: `refused file ${contention.file}, ${held}; waits to try it again`, until: contention.retry_at }
+  }
+  if (!WAITING_STATES.has(state)) return null
+  if (state === 'BLOCKED') {
+    const blocker = s.blockerOf(job.id)
+    const on = blocker ? ` on ${blocker.file}, held by ${blocker.holder_owner_id} (blocker ${shortId(blocker.id)})` : ''
+    return open(`halted${on}; waits for an operator to retry, force release or cancel`)
+  }
+  if (s.paused.has(job.queue)) {
+    // Paused, the scheduled time does not end the wait: only a resume does.
+    const when = isScheduled(job, s.now) ? ' (and it is scheduled for later)' : ''
+    return open(`queue ${job.queue} is paused${when}; nothing is taken from it until it is resumed`)
+  }
+  const c = s.capacity
+  if (job.cost_units > c.total_units) return open(`${overCapacity(job, c)}; raise total_units or cancel the job`)
+  const fits = job.cost_units <= c.available
+  if (state === 'CLAIMED' || state === 'PREPARING') {
+    return open(fits ? `claimed by ${job.claimed_by}; waiting for its lease request` : `claimed by ${job.claimed_by}; ${capacityShortfall(job.cost_units, c)}`)
+  }
+  if (state === 'LEASE_PENDING') {
+    const asks = job.next_retry_at === null ? 'asks again' : 'waits to ask again'
+    return {
+      reason: fits
+        ? `capacity is free now; ${job.claimed_by} ${asks} for its lease`
+        : `lease denied: ${capacityShortfall(job.cost_units, c)}; ${job.claimed_by} ${asks}`,
+      until: job.next_retry_at,
+    }
+  }
+  // QUEUED
+  if (job.eligible_at > s.now) {
+    if (job.next_retry_at !== null) return { reason: 'backing off before its retry', until: job.next_retry_at }
+    return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
+  }
+  const head = s.head
+  if (head === undefined || head.id === job.id) {
+    return open(fits ? 'first in line; waiting for a worker to take it' : `first in line; ${capacityShortfall(job.cost_units, c)}`)
+  }
+  if (head.cost_units > c.total_units) return open(`behind job ${shortId(head.id)}, whose ${overCapacity(head, c)}`)
+  if (head.cost_units > c.available) return open(`behind job ${shortId(head.id)}, which ${capacityShortfall(head.cost_units, c)}`)
+  return open(`waiting its turn behind job ${shortId(head.id)}`)
+}
+
+/**
+ * Reports the waiting jobs that a lower total leaves costing more than the whole capacity
+ * (inside the capacity change's transaction): each gets a `JOB_EXCEEDS_CAPACITY` event, once,
+ * when the total drops below its cost. Its job view then says so until the total is raised.
+ */
+export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number, total: number): void {
+  if (total >= previousTotal || ctx.jobTally.waitingCosting(total, previousTotal) === 0) return
+  const jobs = ctx.all<JobRow>(`${SELECT_JOBS} WHERE ${WAITING_IN_SQL} AND cost_units > ? AND cost_units <= ? ORDER BY seq`, total, previousTotal)
+  for (const job of jobs) {
+    recordJobEvent(ctx, job, {
+      type: 'JOB_EXCEEDS_CAPACITY',
+      data: { state: job.state as JobState, cost_units: job.cost_units, total_units: total },
+    })
+  }
+}
+
+/** How many waiting jobs cost more than the total capacity: they can never run until it is raised (counted in memory, job-tally.ts). */
+export function countOverCapacity(ctx: EngineContext, totalUnits: number): number {
+  return ctx.jobTally.committedWaitingCosting(totalUnits)
+}

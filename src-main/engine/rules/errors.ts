@@ -1,0 +1,35 @@
+import { ENGINE_ERROR_CODES, type EngineErrorCode } from '../../../src-shared/error-codes'
+
+// The codes are shared with the transports and the workers; the engine knows no status.
+export { ENGINE_ERROR_CODES, type EngineErrorCode }
+
+/** What a refusal carries beside its code and detail, for the caller to act on. Times are epoch ms. */
+export interface ErrorExtra {
+  /** Dialect 003: the attempt had already ended, so its stream message may be acknowledged. */
+  ack?: boolean
+  /** When the one retry of a file is due (`retry_too_early`). */
+  retry_at?: number
+  /** Seconds until then. */
+  retry_after_s?: number
+}
+
+/**
+ * The one error type of the engine: a refusal by a rule, with its code, a detail a person can
+ * read, and any {@link ErrorExtra}. Anything else the engine throws is a bug or a storage fault.
+ */
+export class EngineError extends Error {
+  constructor(
+    readonly code: EngineErrorCode,
+    readonly detail: string,
+    readonly extra: ErrorExtra = {},
+  ) {
+    super(detail)
+    this.name = 'EngineError'
+  }
+}
+
+export const invalid = (detail: string) => new EngineError('invalid_request', detail)
+export const jobNotFound = (id: string) => new EngineError('job_not_found', `No job ${id}`)
+export const leaseNotFound = (id: string) => new EngineError('lease_not_found', `No lease ${id}`)
+export const workerMismatch = (leaseId: string, workerId: string) =>
+  new EngineError('worker_mismatch', `Lease ${leaseId} is not held by worker ${workerId}`)

@@ -1,0 +1,96 @@
+import { ACTIVE_FROM_KEY } from '../memory/active-leases'
+import type { EngineContext } from './context'
+
+const UPSERT_SETTING = 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'
+
+/**
+ * A number the engine hands out in order from memory, instead of asking SQLite for `MAX()` on
+ * every grant or submit, and which must never be handed out twice, even after the rows that
+ * held it were deleted (retention and purges delete old leases and jobs). So the numbers are not
+ * looked up in the rows that use them: the sequence reserves blocks of them in the settings
+ * table, inside the transaction that takes the first number of a block, and after a restart it
+ * starts past the last reservation. A reservation rolled back is made again by the next number;
+ * a number taken by a write that is rolled back is skipped, not given back: a gap is harmless,
+ * the numbers only have to increase. (One host owns a data dir at a time.)
+ */
+class ReservedSequence {
+  private last: number | null = null
+  private reserved = 0
+
+  constructor(
+    private readonly ctx: EngineContext,
+    /** The settings key of the reservation. */
+    private readonly key: string,
+    /** Where a database from before reservations starts: the largest number stored, as `n`. */
+    private readonly storedMaxSql: string,
+    /** Called inside the transaction that reserves a block, with the number being taken. */
+    private readonly onReserve: (taken: number) => void = () => {},
+    private readonly block = 4096,
+  ) {}
+
+  next(): number {
+    if (this.last === null) {
+      const row = this.ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', this.key)
+      this.reserved = row ? Number(row.value) : this.ctx.one<{ n: number }>(this.storedMaxSql)!.n
+      this.last = this.reserved
+    }
+    this.last += 1
+    if (this.last > this.reserved) this.reserve(this.last + this.block - 1)
+    return this.last
+  }
+
+  private reserve(upTo: number): void {
+    const before = this.reserved
+    this.ctx.run(UPSERT_SETTING, this.key, String(upTo))
+    this.onReserve(this.last!)
+    this.reserved = upTo
+    this.ctx.onRollback(() => (this.reserved = before))
+  }
+}
+
+/** The engine's sequences: job keys, lease fences, stream message ids and event ids. */
+export class Counters {
+  private readonly jobSeqs: ReservedSequence
+  private readonly fences: ReservedSequence
+  private readonly messageIds: ReservedSequence
+  private readonly eventIds: ReservedSequence
+
+  constructor(ctx: EngineContext) {
+    // Before reservations, a job's key was the largest one stored plus one. With each block, where
+    // the QUEUED jobs start (job-tally.ts reads from there at start).
+    this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs', (taken) => ctx.jobTally.storeFloor(taken))
+    // With each block of fences, where the ACTIVE leases start (active-leases.ts reads from there at start).
+    this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases', (taken) =>
+      ctx.run(UPSERT_SETTING, ACTIVE_FROM_KEY, String(ctx.activeLeases.floorToStore(taken))),
+    )
+    // Migration 0007 wrote the reservation from the table of messages it dropped.
+    this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) AS n FROM jobs')
+    // Before reservations, retention and purges never deleted the newest event, so the largest
+    // id stored is the largest ever given.
+    this.eventIds = new ReservedSequence(ctx, 'event_ids_reserved', 'SELECT COALESCE(MAX(id), 0) AS n FROM events')
+  }
+
+  /** The key (`seq`) of the next job: strictly greater than every job's before, deleted ones too. */
+  nextJobSeq(): number {
+    return this.jobSeqs.next()
+  }
+
+  /** The fence of the next lease: strictly greater than every fence granted before, anywhere. */
+  nextFence(): number {
+    return this.fences.next()
+  }
+
+  /** The id of the next stream message. */
+  nextMessageId(): number {
+    return this.messageIds.next()
+  }
+
+  /**
+   * The id of the next event: strictly greater than every event's before, deleted ones too, so
+   * that an event stream resuming from an id never misses a later event that reused it, and any
+   * finished job can be deleted with its events, the newest of all included.
+   */
+  nextEventId(): number {
+    return this.eventIds.next()
+  }
+}

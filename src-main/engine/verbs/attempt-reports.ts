@@ -1,0 +1,104 @@
+import type { JobRow, LeaseRow } from '../../db/schema'
+import type { EngineContext } from '../store/context'
+import { EngineError } from '../rules/errors'
+import { checkProgress } from './heartbeats'
+import { type Outcome, release } from './lease-end'
+import { leaseById, leaseByToken } from './lease-lookup'
+import { getJob, type HeartbeatReport, type Leased, notActive } from '../store/rows'
+
+/**
+ * A worker's reports of how an attempt ended: dialect 002's release (and 001's complete), and
+ * dialect 003's complete and fail, each found by its lease and ended through lease-end.ts.
+ */
+
+export interface ReleaseRequest extends Outcome {
+  lease_id: string
+  worker_id?: string
+  job_id?: string
+}
+
+export interface Released extends Leased {
+  /** True when this repeated a release that had already taken effect. */
+  replay: boolean
+}
+
+/**
+ * Dialect 002 release (and dialect 001 complete): final for the job whatever the status. A
+ * release repeating one that took effect answers as the first did; releasing an expired lease
+ * answers 409 `lease_expired` (the attempt already ended TIMEOUT when the lease expired).
+ */
+export function releaseLease(ctx: EngineContext, request: ReleaseRequest): Released {
+  const lease = leaseById(ctx, request.lease_id, request.worker_id, request.job_id)
+  if (lease.state === 'RELEASED' && lease.release_status === request.status) {
+    return { lease, job: getJob(ctx, lease.job_id), replay: true }
+  }
+  if (lease.state !== 'ACTIVE') throw notActive(lease)
+  return ctx.transact(() => {
+    const released = release(ctx, lease, request, false)
+    return { lease: released.lease, job: released.job, replay: false }
+  })
+}
+
+export interface AttemptReport {
+  job_id: string
+  attempt_id: string
+  worker_id: string
+  lease_token: string
+}
+
+export interface AttemptAnswer {
+  ack: boolean
+  requeued: boolean
+  dlq: boolean
+  job: JobRow
+}
+
+function answerFor(ctx: EngineContext, ended: LeaseRow): AttemptAnswer {
+  return {
+    ack: true,
+    requeued: ended.disposition === 'REQUEUED',
+    dlq: ended.disposition === 'DEAD_LETTERED',
+    job: getJob(ctx, ended.job_id),
+  }
+}
+
+/**
+ * Dialect 003 complete and fail, idempotent by (job_id, attempt_id) and guarded by the lease
+ * token. A repeat of the call that ended the attempt answers as it did; any other call on an
+ * ended attempt is 409 with `ack: true` (the message must not be redelivered).
+ */
+function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean): AttemptAnswer {
+  const { lease, job: current } = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
+  if (lease.attempt_id !== report.attempt_id) {
+    throw new EngineError('attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
+  }
+  if (lease.state !== 'ACTIVE') {
+    if (lease.state === 'RELEASED' && lease.release_status === outcome.status) return answerFor(ctx, lease)
+    throw notActive(lease, { ack: true })
+  }
+  return ctx.transact(() => {
+    const { job, disposition } = release(ctx, lease, outcome, retryable, current)
+    return { ack: true, requeued: disposition === 'REQUEUED', dlq: disposition === 'DEAD_LETTERED', job }
+  })
+}
+
+/**
+ * Completes the attempt. A completion may carry the job's last progress and note, as a heartbeat
+ * would (a worker whose job ended before its queued heartbeat went out sends them with it).
+ */
+export function completeAttempt(ctx: EngineContext, report: AttemptReport & { result?: unknown } & HeartbeatReport): AttemptAnswer {
+  checkProgress(report)
+  return finishAttempt(ctx, report, { status: 'SUCCEEDED', result: report.result, report: { progress: report.progress, note: report.note } }, false)
+}
+
+export interface AttemptError {
+  code?: string
+  message?: string
+  stack?: string
+  retryable?: boolean
+}
+
+/** A retryable failure requeues while attempts remain, else dead-letters; any other failure is final. */
+export function failAttempt(ctx: EngineContext, report: AttemptReport & { error: AttemptError }): AttemptAnswer {
+  return finishAttempt(ctx, report, { status: 'FAILED', error: report.error }, report.error.retryable === true)
+}

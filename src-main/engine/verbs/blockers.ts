@@ -1,0 +1,92 @@
+import type { BlockerRow, JobRow } from '../../db/schema'
+import type { EngineContext } from '../store/context'
+import { EngineError } from '../rules/errors'
+import { cancelNow, requeue } from './moves'
+import { getJob, recordJobEvent } from '../store/rows'
+import { revokeFile } from './files'
+
+/** The operator's three answers to a blocker halt. */
+export const RESOLUTIONS = ['retry', 'force_release', 'cancel'] as const
+export type Resolution = (typeof RESOLUTIONS)[number]
+
+export interface ResolveBlocker {
+  action: Resolution
+  note?: string | null
+  /** Who answered (shown with the resolved report); defaults to "operator". */
+  by?: string | null
+}
+
+export function getBlocker(ctx: EngineContext, blockerId: string): BlockerRow {
+  const blocker = ctx.one<BlockerRow>('SELECT * FROM blockers WHERE id = ?', blockerId)
+  if (!blocker) throw new EngineError('blocker_not_found', `No blocker ${blockerId}`)
+  return blocker
+}
+
+/** Open blockers first (oldest first: they have waited longest), then resolved ones, newest first. */
+export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | null, limit = 500): BlockerRow[] {
+  const open = state !== 'RESOLVED' ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'OPEN' ORDER BY seq LIMIT ?", limit) : []
+  const resolved =
+    state !== 'OPEN' ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'RESOLVED' ORDER BY seq DESC LIMIT ?", limit - open.length) : []
+  return [...open, ...resolved]
+}
+
+/**
+ * Puts a halted job back in the queue, eligible at once. An operator's retry is a decision to
+ * run it again, so a job that had used its last attempt is given one more.
+ */
+function requeueBlocked(ctx: EngineContext, job: JobRow, reason: string): void {
+  requeue(ctx, job, reason, null, { max_attempts: Math.max(job.max_attempts, job.attempts + 1) })
+}
+
+/**
+ * The operator's answer: `retry` requeues the blocked job; `force_release` takes the file from
+ * its holder (whose later writes under that lease are refused) and requeues the blocked job;
+ * `cancel` cancels it. Each is an event with its note; a resolved blocker answers 409.
+ */
+export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: ResolveBlocker): BlockerRow {
+  return ctx.transact(() => {
+    const blocker = getBlocker(ctx, blockerId)
+    if (blocker.state !== 'OPEN') {
+      throw new EngineError('blocker_resolved', `Blocker ${blockerId} was already resolved (${blocker.resolution})`)
+    }
+    const by = answer.by ?? 'operator'
+    const job = blocker.requester_job_id ? getJob(ctx, blocker.requester_job_id) : null
+    const halted = job?.state === 'BLOCKED' ? job : null
+    if (answer.action === 'force_release') revokeFile(ctx, blocker.file, by)
+    if (halted && answer.action === 'cancel') {
+      cancelNow(ctx, halted, 'blocker canceled', answer.note ?? null)
+    } else if (halted) {
+      requeueBlocked(ctx, halted, `blocker ${answer.action}`)
+    }
+    ctx.run(
+      "UPDATE blockers SET state = 'RESOLVED', resolution = ?, note = ?, resolved_by = ?, resolved_at = ? WHERE id = ?",
+      answer.action,
+      answer.note ?? null,
+      by,
+      ctx.clock.now(),
+      blocker.id,
+    )
+    const resolved = { action: answer.action, note: answer.note ?? null, by, file: blocker.file }
+    if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_RESOLVED', resolved)
+    else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_RESOLVED', entity: 'BLOCKER', entityId: blocker.id, data: resolved })
+    return getBlocker(ctx, blocker.id)
+  })
+}
+
+/** A BLOCKED job canceled directly closes its open blockers (inside the cancel's transaction). */
+export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, reason: string | null): void {
+  for (const blocker of ctx.all<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN'", jobId)) {
+    ctx.run(
+      "UPDATE blockers SET state = 'RESOLVED', resolution = 'cancel', note = ?, resolved_by = 'cancel', resolved_at = ? WHERE id = ?",
+      reason,
+      ctx.clock.now(),
+      blocker.id,
+    )
+    recordJobEvent(ctx, jobId, {
+      type: 'BLOCKER_RESOLVED',
+      entity: 'BLOCKER',
+      entityId: blocker.id,
+      data: { action: 'cancel', note: reason, by: 'cancel', file: blocker.file },
+    })
+  }
+}

@@ -1,0 +1,184 @@
+import { STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ } from '../../db/schema'
+import type { CapacityStore } from '../memory/capacity-store'
+import type { EngineContext } from '../store/context'
+import { EngineError, invalid } from '../rules/errors'
+import { cancel } from './jobs'
+import { getJob } from '../store/rows'
+import { deleteFinishedJobs } from './prune'
+import { retryJob } from './retry'
+import { CANCEL_AT_ONCE_STATES, JOB_STATES, type JobState, LEASED_STATES, RETRYABLE_STATES, TERMINAL_STATES } from '../rules/states'
+
+/**
+ * Bulk operations: retry, cancel or purge every job a filter selects. Each is its one-job verb
+ * applied job by job, so the rules stay in one place; a call works in steps of at most
+ * {@link BULK_STEP} jobs, one transaction each, so it never holds the write lock for long.
+ * The jobs a call can touch are those that exist when it starts (their `seq` is at most the
+ * largest then): a job submitted meanwhile is never swept up.
+ */
+
+export const BULK_ACTIONS = ['retry', 'cancel', 'purge'] as const
+export type BulkAction = (typeof BULK_ACTIONS)[number]
+
+/** The states each action applies to. */
+export const BULK_STATES: Readonly<Record<BulkAction, readonly JobState[]>> = {
+  retry: JOB_STATES.filter((s) => RETRYABLE_STATES.has(s)),
+  cancel: JOB_STATES.filter((s) => CANCEL_AT_ONCE_STATES.has(s) || LEASED_STATES.has(s)),
+  purge: JOB_STATES.filter((s) => TERMINAL_STATES.has(s)),
+}
+
+/** Which jobs: every given field must match; no field means every job the action applies to. */
+export interface BulkFilter {
+  states?: JobState[]
+  queue?: string
+  job_type?: string
+  addon_id?: string
+}
+
+/** A bulk call about to run: what it does, to which states, and how far its jobs go. */
+export interface BulkPlan {
+  action: BulkAction
+  filter: BulkFilter
+  /** The states walked, in this order. */
+  states: readonly JobState[]
+  /** Count only, change nothing. */
+  dryRun: boolean
+  /** Who asked, recorded on each retried or canceled job. */
+  requestedBy: string | null
+  /** The largest `seq` when the call started. */
+  lastSeq: number
+  /**
+   * Retry and purge: only jobs that finished at or before this instant (epoch ms). A dry run
+   * counts up to its own start and says when that was, so the action it was counted for, given
+   * that instant, touches exactly the jobs counted (none that finished after).
+   */
+  finishedBy: number | null
+  /** Where the first step starts; null when there are no jobs at all. */
+  first: BulkCursor | null
+}
+
+/** Where the next step starts: the state (an index into `plan.states`) and the `seq` after which to look. */
+export interface BulkCursor {
+  state: number
+  afterSeq: number
+}
+
+export interface BulkStep {
+  matched: number
+  changed: number
+  next: BulkCursor | null
+}
+
+/** Rows of `seq` one step reads at most, so a state with few matches is still walked in short steps. */
+const SEQ_WINDOW = 50_000
+
+/** The most jobs one step of a bulk call finds and changes, in one transaction. */
+export const BULK_STEP = 500
+
+const isEmpty = (filter: BulkFilter) =>
+  (filter.states === undefined || filter.states.length === 0) && filter.queue === undefined && filter.job_type === undefined && filter.addon_id === undefined
+
+/**
+ * Checks a bulk call and plans it. The states must be ones the action applies to (400 naming
+ * `states`); an empty filter is refused for cancel and purge unless `all` says so, as a
+ * guard against sweeping every job by mistake.
+ */
+export function planBulk(
+  ctx: EngineContext,
+  action: BulkAction,
+  request: { filter: BulkFilter; all?: boolean; dry_run?: boolean; requested_by?: string | null; finished_by?: number },
+): BulkPlan {
+  const applies = BULK_STATES[action]
+  const given = request.filter.states ?? []
+  const wrong = given.filter((s) => !applies.includes(s))
+  if (wrong.length > 0) throw invalid(`states: ${action} applies to ${applies.join(', ')}, not ${wrong.join(', ')}`)
+  if (action !== 'retry' && isEmpty(request.filter) && request.all !== true) {
+    throw new EngineError(
+      'invalid_request',
+      `states, queue, job_type, addon_id: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
+    )
+  }
+  if (request.finished_by !== undefined && action === 'cancel') throw invalid('finished_by: only retry and purge act on finished jobs')
+  const lastSeq = ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0
+  return {
+    action,
+    filter: request.filter,
+    states: given.length > 0 ? applies.filter((s) => given.includes(s)) : applies,
+    dryRun: request.dry_run === true,
+    requestedBy: request.requested_by ?? null,
+    lastSeq,
+    finishedBy: request.finished_by ?? (request.dry_run === true && action !== 'cancel' ? ctx.clock.now() : null),
+    first: lastSeq > 0 ? { state: 0, afterSeq: 0 } : null,
+  }
+}
+
+/**
+ * The ids (in `seq` order) of the jobs in `state` that match the filter, with a `seq` above
+ * `afterSeq` and at most `untilSeq`, at most {@link BULK_STEP} of them. Each state is read
+ * the way its index allows: LEASED and RUNNING through the ACTIVE leases, DONE by `seq` (the
+ * table's own order), the others on jobs_state_seq.
+ */
+function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq: number, untilSeq: number): { seq: number; id: string }[] {
+  const { filter } = plan
+  const conditions = ['state = ?', 'seq > ?', 'seq <= ?']
+  const params: unknown[] = [state, afterSeq, untilSeq]
+  if (plan.finishedBy !== null) {
+    conditions.push('finished_at <= ?')
+    params.push(plan.finishedBy)
+  }
+  if (LEASED_STATES.has(state)) conditions.push("id IN (SELECT job_id FROM leases WHERE state = 'ACTIVE')")
+  else if (!STATES_OUTSIDE_STATE_SEQ.includes(state)) conditions.push(STATE_SEQ_CLAUSE)
+  for (const field of ['queue', 'job_type', 'addon_id'] as const) {
+    if (filter[field] === undefined) continue
+    conditions.push(`${field} = ?`)
+    params.push(filter[field])
+  }
+  return ctx.all(`SELECT seq, id FROM jobs WHERE ${conditions.join(' AND ')} ORDER BY seq LIMIT ${BULK_STEP}`, ...params)
+}
+
+/**
+ * One step of a bulk call: the next matching jobs of one state (at most {@link BULK_STEP},
+ * within a window of `seq`), each retried, canceled or purged as its own verb would do it.
+ * `matched` counts the jobs the step found, `changed` those it changed: a job whose retry is
+ * refused (it costs more than the capacity), one already cancel-requested, or one that moved
+ * on meanwhile is matched but not changed. A dry run only counts. Returns where the next step
+ * starts, or null after the last. Runs as its own transaction: call it outside any.
+ */
+export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: BulkPlan, cursor: BulkCursor): BulkStep {
+  const state = plan.states[cursor.state]!
+  const untilSeq = Math.min(cursor.afterSeq + SEQ_WINDOW, plan.lastSeq)
+  const apply = (found: { id: string }[]): number => {
+    if (plan.dryRun || found.length === 0) return 0
+    if (plan.action === 'purge') return deleteFinishedJobs(ctx, found.map((job) => job.id)).length
+    return ctx.transact(() => {
+      let changed = 0
+      for (const job of found) {
+        const settled = ctx.settle(() => change(ctx, capacity, plan, job.id))
+        if (settled.ok) changed += settled.value ? 1 : 0
+        else if (!(settled.error instanceof EngineError)) throw settled.error // not a refusal: the step fails whole
+      }
+      return changed
+    })
+  }
+  const found = matching(ctx, state, plan, cursor.afterSeq, untilSeq)
+  const changed = apply(found)
+  const full = found.length === BULK_STEP
+  const next: BulkCursor | null = full
+    ? { state: cursor.state, afterSeq: found[found.length - 1]!.seq }
+    : untilSeq < plan.lastSeq
+      ? { state: cursor.state, afterSeq: untilSeq }
+      : cursor.state + 1 < plan.states.length
+        ? { state: cursor.state + 1, afterSeq: 0 }
+        : null
+  return { matched: found.length, changed, next }
+}
+
+/** Retries or cancels one job; whether it changed (a cancel-requested job asked again does not). */
+function change(ctx: EngineContext, capacity: CapacityStore, plan: BulkPlan, jobId: string): boolean {
+  if (plan.action === 'retry') {
+    retryJob(ctx, jobId, capacity.totalUnits(), plan.requestedBy)
+    return true
+  }
+  const before = getJob(ctx, jobId)
+  const after = cancel(ctx, jobId, plan.requestedBy === null ? 'bulk cancel' : `bulk cancel by ${plan.requestedBy}`)
+  return before.state !== after.state || before.cancel_requested !== after.cancel_requested
+}

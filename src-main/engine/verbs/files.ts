@@ -1,0 +1,373 @@
+import { isAbsolute, resolve, sep } from 'node:path'
+import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
+import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../../db/schema'
+import { SECOND } from '../rules/clock'
+import type { EngineContext } from '../store/context'
+import { EngineError, invalid } from '../rules/errors'
+import { newId } from '../store/ids'
+import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
+
+/** A denied requester retries exactly once, this long after the denial (seed 004: "exactly 3 minutes"). */
+export const FILE_RETRY_MS = 180 * SECOND
+/** An owner that neither acquires nor heartbeats a file for this long loses it (stop-idle). */
+export const FILE_IDLE_MS = 30 * SECOND
+
+/**
+ * The key of a file: its normalized absolute path (`.` and `..` resolved, no trailing
+ * separator). A relative, empty or NUL-containing path is refused.
+ */
+export function fileKey(file: unknown): string {
+  if (typeof file !== 'string' || file.length === 0) throw invalid('file: must be a non-empty absolute path')
+  if (file.includes('\0')) throw invalid('file: must not contain a NUL character')
+  if (!isAbsolute(file)) throw invalid(`file: must be an absolute path (got "${file}")`)
+  const key = resolve(file)
+  return key.length > 1 && key.endsWith(sep) ? key.slice(0, -1) : key
+}
+
+export interface FileLeaseRequest {
+  file: string
+  owner_id: string
+  /** The job lease the file lease is held under; the owner is alive while it is ACTIVE. */
+  lease_id?: string | null
+}
+
+export interface Contention {
+  file: string
+  holder: { owner_id: string; job_id: string | null; acquired_at: number; age_s: number }
+  denied_at: number
+  retry_at: number
+}
+
+export type AcquireResult =
+  | { granted: true; file_lease: FileLeaseRow }
+  | { granted: false; code: Extract<AcquireRefusalCode, 'file_lease_held'>; contention: Contention }
+  | { granted: false; code: Extract<AcquireRefusalCode, 'blocked'>; blocker: BlockerRow }
+
+const activeOn = (ctx: EngineContext, file: string) =>
+  ctx.one<FileLeaseRow>("SELECT * FROM file_leases WHERE file = ? AND state = 'ACTIVE'", file)
+
+function ageS(since: number, now: number): number {
+  return Math.round((now - since) / 100) / 10
+}
+
+/** Why an owner is not alive, with the timestamps that show it (for the event that ends its lease). */
+interface Death {
+  because: 'idle' | 'owner_lease_ended'
+  evidence: Record<string, unknown>
+}
+
+/**
+ * Why the holder of a file lease is no longer alive, or null while it is: it went idle for
+ * {@link FILE_IDLE_MS}, or the job lease it is held under is no longer ACTIVE. Conservative:
+ * an owner counts as alive until one of these is certain.
+ */
+function deadBecause(ctx: EngineContext, holder: FileLeaseRow, now: number): Death | null {
+  if (now - holder.last_heartbeat_at >= FILE_IDLE_MS) return { because: 'idle', evidence: { idle_ms: now - holder.last_heartbeat_at } }
+  if (holder.lease_id !== null) {
+    const lease = findLease(ctx, holder.lease_id)
+    if (!lease || lease.state !== 'ACTIVE' || lease.expires_at <= now) {
+      const owner_lease = lease
+        ? { lease_id: lease.id, state: lease.state, expires_at: lease.expires_at, last_heartbeat_at: lease.last_heartbeat_at, released_at: lease.released_at }
+        : { lease_id: holder.lease_id, state: null }
+      return { because: 'owner_lease_ended', evidence: { owner_lease } }
+    }
+  }
+  return null
+}
+
+/**
+ * The owner itself calls (acquire or heartbeat) on a lease whose owner already counts as dead:
+ * the lease ends as the reaper would have ended it, so the answer never depends on whether the
+ * reaper got there first.
+ */
+function endDeadOwn(ctx: EngineContext, lease: FileLeaseRow, death: Death): void {
+  endFileLease(ctx, lease, 'RELEASED', death.because === 'idle' ? 'idle' : 'owner_lease_expired', { because: death.because, at: ctx.clock.now(), ...death.evidence })
+}
+
+function endFileLease(ctx: EngineContext, lease: FileLeaseRow, state: 'RELEASED' | 'REVOKED', reason: string, evidence: Record<string, unknown> = {}): void {
+  ctx.run('UPDATE file_leases SET state = ?, released_at = ?, release_reason = ? WHERE id = ?', state, ctx.clock.now(), reason, lease.id)
+  const data = { file: lease.file, owner_id: lease.owner_id, reason, acquired_at: lease.acquired_at, last_heartbeat_at: lease.last_heartbeat_at, ...evidence }
+  const type = state === 'REVOKED' ? 'FILE_LEASE_REVOKED' : 'FILE_LEASE_RELEASED'
+  if (lease.job_id === null) ctx.appendEvent('FILE_LEASE', lease.id, type, data)
+  else recordJobEvent(ctx, lease.job_id, { type, entity: 'FILE_LEASE', entityId: lease.id, data })
+}
+
+/**
+ * Acquires a file for an owner. Free (or held by a dead owner, reclaimed with the evidence in
+ * an event): granted. Held by a live owner: denied with a contention heartbeat event and one
+ * retry fixed at denied_at + 180 s; an earlier acquire by the same requester is 429
+ * `retry_too_early`; the acquire at or after the retry is granted if the file is free, else
+ * the requester is halted with a blocker report (its job goes BLOCKED and gives its capacity back).
+ */
+export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): AcquireResult {
+  const file = fileKey(request.file)
+  return ctx.transact((): AcquireResult => {
+    const now = ctx.clock.now()
+    const requesterLease = request.lease_id ? checkRequesterLease(ctx, request.lease_id) : null
+    const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
+    if (contention && now < contention.retry_at) {
+      throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
+        retry_at: contention.retry_at,
+        retry_after_s: Math.ceil((contention.retry_at - now) / 1000),
+      })
+    }
+    let holder = activeOn(ctx, file)
+    const death = holder ? deadBecause(ctx, holder, now) : null
+    if (holder && death) {
+      if (holder.owner_id === request.owner_id) endDeadOwn(ctx, holder, death)
+      else endFileLease(ctx, holder, 'RELEASED', 'reclaimed', { because: death.because, reclaimed_by: request.owner_id, at: now, ...death.evidence })
+      holder = undefined
+    }
+    if (holder && holder.owner_id === request.owner_id) {
+      ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, holder.id)
+      return { granted: true, file_lease: { ...holder, last_heartbeat_at: now } }
+    }
+    if (!holder) {
+      if (contention) ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
+      const granted: FileLeaseRow = {
+        id: newId(),
+        file,
+        owner_id: request.owner_id,
+        lease_id: requesterLease?.id ?? null,
+        job_id: requesterLease?.job_id ?? null,
+        state: 'ACTIVE',
+        acquired_at: now,
+        last_heartbeat_at: now,
+        released_at: null,
+        release_reason: null,
+      }
+      noteFileUnderJobLease(ctx, granted.lease_id)
+      ctx
+        .stmt(
+          `INSERT INTO file_leases (id, file, owner_id, lease_id, job_id, state, acquired_at, last_heartbeat_at, released_at, release_reason)
+           VALUES (@id, @file, @owner_id, @lease_id, @job_id, @state, @acquired_at, @last_heartbeat_at, @released_at, @release_reason)`,
+        )
+        .run(granted)
+      const data = { file, owner_id: granted.owner_id, lease_id: granted.lease_id }
+      if (granted.job_id === null) ctx.appendEvent('FILE_LEASE', granted.id, 'FILE_LEASE_ACQUIRED', data)
+      else recordJobEvent(ctx, granted.job_id, { type: 'FILE_LEASE_ACQUIRED', entity: 'FILE_LEASE', entityId: granted.id, data })
+      return { granted: true, file_lease: granted }
+    }
+    if (contention) return { granted: false, code: 'blocked', blocker: halt(ctx, contention, holder, requesterLease) }
+    return { granted: false, code: 'file_lease_held', contention: deny(ctx, file, request.owner_id, holder, requesterLease) }
+  })
+}
+
+/** A file lease named under a job lease is a write under that lease: fenced like any other. */
+function checkRequesterLease(ctx: EngineContext, leaseId: string): LeaseRow {
+  const lease = getLease(ctx, leaseId)
+  if (lease.state !== 'ACTIVE' || lease.expires_at <= ctx.clock.now()) {
+    throw notActive(lease.state === 'ACTIVE' ? { ...lease, state: 'EXPIRED' } : lease)
+  }
+  return lease
+}
+
+function deny(ctx: EngineContext, file: string, ownerId: string, holder: FileLeaseRow, requesterLease: LeaseRow | null): Contention {
+  const now = ctx.clock.now()
+  const retryAt = now + FILE_RETRY_MS
+  noteFileUnderJobLease(ctx, requesterLease?.id ?? null)
+  ctx.run(
+    'INSERT INTO file_contentions (file, owner_id, lease_id, job_id, denied_at, retry_at) VALUES (?, ?, ?, ?, ?, ?)',
+    file,
+    ownerId,
+    requesterLease?.id ?? null,
+    requesterLease?.job_id ?? null,
+    now,
+    retryAt,
+  )
+  const contention: Contention = {
+    file,
+    holder: { owner_id: holder.owner_id, job_id: holder.job_id, acquired_at: holder.acquired_at, age_s: ageS(holder.acquired_at, now) },
+    denied_at: now,
+    retry_at: retryAt,
+  }
+  // The contention heartbeat: the denial is visible in the log, with when the one retry is due.
+  const data = { ...contention, requester_owner_id: ownerId }
+  if (!requesterLease) ctx.appendEvent('FILE_LEASE', holder.id, 'FILE_LEASE_CONTENDED', data)
+  else recordJobEvent(ctx, requesterLease.job_id, { type: 'FILE_LEASE_CONTENDED', entity: 'FILE_LEASE', entityId: holder.id, data })
+  return contention
+}
+
+/** Still blocked after the retry: store the report, halt the requester's job, surface it. */
+function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLeaseRow, requesterLease: LeaseRow | null): BlockerRow {
+  const now = ctx.clock.now()
+  const { seq } = ctx.one<{ seq: number }>('SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM blockers')!
+  const blocker: BlockerRow = {
+    id: newId(),
+    seq,
+    file: contention.file,
+    holder_owner_id: holder.owner_id,
+    holder_job_id: holder.job_id,
+    holder_acquired_at: holder.acquired_at,
+    holder_last_heartbeat_at: holder.last_heartbeat_at,
+    retry_s: FILE_RETRY_MS / SECOND,
+    denied_at: contention.denied_at,
+    retried_at: now,
+    requester_owner_id: contention.owner_id,
+    requester_job_id: requesterLease?.job_id ?? contention.job_id,
+    requester_lease_id: requesterLease?.id ?? contention.lease_id,
+    state: 'OPEN',
+    resolution: null,
+    note: null,
+    resolved_by: null,
+    resolved_at: null,
+    created_at: now,
+  }
+  ctx
+    .stmt(
+      `INSERT INTO blockers (id, seq, file, holder_owner_id, holder_job_id, holder_acquired_at, holder_last_heartbeat_at,
+         retry_s, denied_at, retried_at, requester_owner_id, requester_job_id, requester_lease_id, state, resolution,
+         note, resolved_by, resolved_at, created_at)
+       VALUES (@id, @seq, @file, @holder_owner_id, @holder_job_id, @holder_acquired_at, @holder_last_heartbeat_at,
+         @retry_s, @denied_at, @retried_at, @requester_owner_id, @requester_job_id, @requester_lease_id, @state, @resolution,
+         @note, @resolved_by, @resolved_at, @created_at)`,
+    )
+    .run(blocker)
+  ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', contention.file, contention.owner_id)
+  const opened = {
+    file: blocker.file,
+    holder_owner_id: blocker.holder_owner_id,
+    holder_job_id: blocker.holder_job_id,
+    age_s: ageS(blocker.holder_acquired_at, now),
+    retry_s: blocker.retry_s,
+    denied_at: blocker.denied_at,
+    retried_at: now,
+    requester_owner_id: blocker.requester_owner_id,
+  }
+  if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_OPENED', opened)
+  else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_OPENED', entity: 'BLOCKER', entityId: blocker.id, data: opened })
+  if (requesterLease) blockLease(ctx, requesterLease, blocker.id)
+  return blocker
+}
+
+/** The owner's newest file lease on a file: the one its heartbeat or release speaks of. */
+function ownersLease(ctx: EngineContext, file: string, ownerId: string): FileLeaseRow {
+  const lease = ctx.one<FileLeaseRow>(
+    'SELECT * FROM file_leases WHERE file = ? AND owner_id = ? ORDER BY acquired_at DESC, rowid DESC LIMIT 1',
+    file,
+    ownerId,
+  )
+  if (!lease) throw new EngineError('file_lease_not_found', `${ownerId} holds no lease on ${file}`)
+  if (lease.state === 'REVOKED') {
+    throw new EngineError('file_lease_lost', `The lease on ${file} was taken from ${ownerId} by an operator; writes under it are refused`)
+  }
+  return lease
+}
+
+/**
+ * Keeps a held file lease from going idle. A heartbeat on a lease whose owner already counts
+ * as dead (idle 30 s, or its job lease expired) does not revive it, even before the reaper ran:
+ * the lease ends (committed) and the answer is 409 `file_lease_not_held`.
+ */
+export function heartbeatFile(ctx: EngineContext, request: { file: string; owner_id: string }): FileLeaseRow {
+  const file = fileKey(request.file)
+  const outcome = ctx.transact((): { held: boolean; lease: FileLeaseRow } => {
+    const lease = ownersLease(ctx, file, request.owner_id)
+    if (lease.state !== 'ACTIVE') return { held: false, lease }
+    const now = ctx.clock.now()
+    const death = deadBecause(ctx, lease, now)
+    if (death) {
+      endDeadOwn(ctx, lease, death)
+      return { held: false, lease: ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE id = ?', lease.id)! }
+    }
+    ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, lease.id)
+    return { held: true, lease: { ...lease, last_heartbeat_at: now } }
+  })
+  if (!outcome.held) {
+    throw new EngineError('file_lease_not_held', `${request.owner_id} no longer holds ${file} (${outcome.lease.release_reason})`)
+  }
+  return outcome.lease
+}
+
+/** Releases a held file lease; releasing one already released answers the same again. */
+export function releaseFile(ctx: EngineContext, request: { file: string; owner_id: string }): FileLeaseRow {
+  const file = fileKey(request.file)
+  return ctx.transact(() => {
+    const lease = ownersLease(ctx, file, request.owner_id)
+    if (lease.state === 'ACTIVE') endFileLease(ctx, lease, 'RELEASED', 'released')
+    return ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE id = ?', lease.id)!
+  })
+}
+
+/**
+ * Ends the file leases held under a job lease when that lease ends (the job succeeded,
+ * failed, ended, or was halted), and drops its pending retries. Inside the caller's transaction.
+ */
+export function releaseFilesOfLease(ctx: EngineContext, leaseId: string, reason: string): void {
+  if (!filesTakenUnderJobLeases(ctx)) return
+  for (const lease of ctx.all<FileLeaseRow>("SELECT * FROM file_leases WHERE lease_id = ? AND state = 'ACTIVE'", leaseId)) {
+    endFileLease(ctx, lease, 'RELEASED', reason)
+  }
+  ctx.run('DELETE FROM file_contentions WHERE lease_id = ?', leaseId)
+}
+
+/**
+ * Whether any file lease or contention was ever recorded under a job lease: until one is, the
+ * end of every job lease skips the file gate's three probes (most jobs never touch the gate).
+ * Read from SQLite once per engine, then only ever set; a set by a write that was rolled back
+ * merely costs the probes again.
+ */
+const filesUnderJobLeases = new WeakMap<EngineContext, boolean>()
+
+function filesTakenUnderJobLeases(ctx: EngineContext): boolean {
+  let taken = filesUnderJobLeases.get(ctx)
+  if (taken === undefined) {
+    taken =
+      ctx.one('SELECT 1 FROM file_leases WHERE lease_id IS NOT NULL LIMIT 1') !== undefined ||
+      ctx.one('SELECT 1 FROM file_contentions WHERE lease_id IS NOT NULL LIMIT 1') !== undefined
+    filesUnderJobLeases.set(ctx, taken)
+  }
+  return taken
+}
+
+function noteFileUnderJobLease(ctx: EngineContext, leaseId: string | null): void {
+  if (leaseId !== null) filesUnderJobLeases.set(ctx, true)
+}
+
+/** True when an operator took a file from this job lease: its job may not then succeed. */
+export function hasRevokedFiles(ctx: EngineContext, leaseId: string): boolean {
+  if (!filesTakenUnderJobLeases(ctx)) return false
+  return ctx.one("SELECT 1 FROM file_leases WHERE lease_id = ? AND state = 'REVOKED' LIMIT 1", leaseId) !== undefined
+}
+
+/** Stop-idle: releases every file lease with no acquire or heartbeat for {@link FILE_IDLE_MS}. */
+export function releaseIdleFiles(ctx: EngineContext): number {
+  return ctx.transact(() => {
+    const idle = ctx.all<FileLeaseRow>(
+      "SELECT * FROM file_leases WHERE state = 'ACTIVE' AND last_heartbeat_at <= ? LIMIT 1000",
+      ctx.clock.now() - FILE_IDLE_MS,
+    )
+    for (const lease of idle) endFileLease(ctx, lease, 'RELEASED', 'idle')
+    return idle.length
+  })
+}
+
+/** The operator's force release: the holder loses the file; its later writes under it are refused. */
+export function revokeFile(ctx: EngineContext, file: string, by: string): FileLeaseRow | null {
+  const holder = activeOn(ctx, file)
+  if (holder) endFileLease(ctx, holder, 'REVOKED', 'force_released', { by })
+  return holder ?? null
+}
+
+/** When the requester's one retry of a file is due, or null if it has no pending retry. */
+export function fileRetryAt(ctx: EngineContext, file: string, ownerId: string): number | null {
+  return ctx.one<{ retry_at: number }>('SELECT retry_at FROM file_contentions WHERE file = ? AND owner_id = ?', fileKey(file), ownerId)?.retry_at ?? null
+}
+
+export function listFileLeases(ctx: EngineContext, state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null, limit = 500): FileLeaseRow[] {
+  return state === null
+    ? ctx.all<FileLeaseRow>('SELECT * FROM file_leases ORDER BY acquired_at DESC LIMIT ?', limit)
+    : ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE state = ? ORDER BY acquired_at DESC LIMIT ?', state, limit)
+}
+
+/**
+ * Halts the job of a lease on a blocker (inside the caller's transaction): the lease is
+ * released so its capacity comes back, the attempt ends BLOCKED, the files held under it are
+ * released, and the job waits in BLOCKED for an operator.
+ */
+export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: string): void {
+  endLease(ctx, lease, 'RELEASED', 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
+  releaseFilesOfLease(ctx, lease.id, 'job_blocked')
+  const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
+  moveJob(ctx, job, 'BLOCKED', { progress: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
+}

@@ -1,0 +1,54 @@
+import type { JobRow, LeaseRow } from '../../db/schema'
+import type { EngineContext } from '../store/context'
+import { invalid } from '../rules/errors'
+import { leaseById, leaseByToken } from './lease-lookup'
+import { extendLease, getJob, type HeartbeatReport, type Leased, moveJob, notActive, updateJob } from '../store/rows'
+
+/** Heartbeats: a worker keeps its lease alive, and reports its job's progress. */
+
+export function checkProgress(report: HeartbeatReport): void {
+  if (report.progress != null && !(report.progress >= 0 && report.progress <= 1)) {
+    throw invalid('progress: must be a number from 0 to 1')
+  }
+}
+
+/**
+ * Extends an ACTIVE lease to now + ttl + grace; the first heartbeat moves LEASED → RUNNING.
+ * `job` is the lease's job as already read in this transaction, if the caller has it.
+ */
+function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, current?: JobRow): Leased {
+  if (lease.state !== 'ACTIVE') throw notActive(lease)
+  const now = ctx.clock.now()
+  const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
+  const extended = extendLease(ctx, lease, now, expiresAt)
+  let job = current ?? ctx.activeLeases.ofJob(lease.job_id)?.job ?? getJob(ctx, lease.job_id)
+  const changes: Partial<JobRow> = {}
+  if (report.progress != null) changes.progress = report.progress
+  if (report.note != null) changes.note = report.note
+  if (job.state === 'LEASED') {
+    job = moveJob(ctx, job, 'RUNNING', changes, { type: 'JOB_RUNNING', data: { state: 'RUNNING', lease_id: lease.id } })
+  } else if (Object.keys(changes).length > 0) {
+    job = updateJob(ctx, job, changes)
+  }
+  return { lease: extended, job }
+}
+
+/** Heartbeat naming the lease by id (dialects 000/001 and 002). */
+export function heartbeat(
+  ctx: EngineContext,
+  request: { lease_id: string; worker_id?: string; job_id?: string } & HeartbeatReport,
+): Leased {
+  checkProgress(request)
+  const lease = leaseById(ctx, request.lease_id, request.worker_id, request.job_id)
+  return ctx.transact(() => extend(ctx, lease, request))
+}
+
+/** Heartbeat naming the lease by its token (dialect 003). */
+export function heartbeatByToken(
+  ctx: EngineContext,
+  request: { job_id: string; worker_id: string; lease_token: string } & HeartbeatReport,
+): Leased {
+  checkProgress(request)
+  const { lease, job } = leaseByToken(ctx, request.job_id, request.worker_id, request.lease_token)
+  return ctx.transact(() => extend(ctx, lease, request, job))
+}

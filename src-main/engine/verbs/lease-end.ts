@@ -1,0 +1,115 @@
+import type { JobRow, LeaseRow } from '../../db/schema'
+import { nextRetryAt } from '../rules/backoff'
+import type { EngineContext } from '../store/context'
+import { EngineError } from '../rules/errors'
+import { type EventData, JOB_ENDED_EVENTS } from '../rules/events'
+import { hasRevokedFiles, releaseFilesOfLease } from './files'
+import { requeue } from './moves'
+import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, moveJob } from '../store/rows'
+import type { FinalStatus, TerminalState } from '../rules/states'
+
+/**
+ * How a lease and the attempt it runs end: released with the worker's outcome, or expired; and
+ * where that takes the job (DONE, requeued with backoff, dead-lettered…). The verbs that name a
+ * lease (attempt-reports.ts, heartbeats.ts, through lease-lookup.ts) and the reaper end leases
+ * through these.
+ */
+
+/** What a worker reports when it finishes an attempt. */
+export interface Outcome {
+  status: FinalStatus
+  result?: unknown
+  error?: unknown
+  metrics?: unknown
+  /** The job's last progress and note, when they come with the outcome instead of a heartbeat before it. */
+  report?: HeartbeatReport
+}
+
+const FINAL_STATUS_OF: Record<string, FinalStatus> = {
+  DONE: 'SUCCEEDED',
+  FAILED: 'FAILED',
+  CANCELED: 'CANCELED',
+  TIMEOUT: 'TIMEOUT',
+}
+
+/** Ends a job in a terminal state. */
+function finishJob(ctx: EngineContext, job: JobRow, to: TerminalState, outcome: Outcome, deadLetter: boolean): JobRow {
+  return moveJob(
+    ctx,
+    job,
+    to,
+    {
+      final_status: FINAL_STATUS_OF[to]!,
+      finished_at: ctx.clock.now(),
+      dead_letter: deadLetter ? 1 : 0,
+      result: json(outcome.result) ?? job.result,
+      error: json(outcome.error) ?? job.error,
+      metrics: json(outcome.metrics) ?? job.metrics,
+      progress: outcome.report?.progress ?? job.progress,
+      note: outcome.report?.note ?? job.note,
+    },
+    { type: JOB_ENDED_EVENTS[to], data: { state: to, lease_id: job.lease_id, attempt: job.attempts, dead_letter: deadLetter } },
+  )
+}
+
+/** Where a reported outcome takes the job. Completion status is what the worker reports. */
+function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: 'QUEUED' | TerminalState; disposition: Disposition } {
+  if (outcome.status === 'SUCCEEDED') return { to: 'DONE', disposition: 'FINAL' }
+  if (job.cancel_requested || outcome.status === 'CANCELED') return { to: 'CANCELED', disposition: 'FINAL' }
+  if (retryable) {
+    return job.attempts < job.max_attempts ? { to: 'QUEUED', disposition: 'REQUEUED' } : { to: outcome.status === 'TIMEOUT' ? 'TIMEOUT' : 'FAILED', disposition: 'DEAD_LETTERED' }
+  }
+  return { to: outcome.status === 'TIMEOUT' ? 'TIMEOUT' : 'FAILED', disposition: 'FINAL' }
+}
+
+/**
+ * Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on;
+ * returns the rows as they now are.
+ */
+export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, retryable: boolean, current?: JobRow): Leased & { disposition: Disposition } {
+  if (outcome.status === 'SUCCEEDED' && hasRevokedFiles(ctx, lease.id)) {
+    throw new EngineError('file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
+  }
+  const job = current ?? jobOfLease(ctx, lease)
+  const { to, disposition } = decide(job, outcome, retryable)
+  releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
+  const released = endLease(ctx, lease, 'RELEASED', outcome.status, disposition, outcome.error)
+  const moved = to === 'QUEUED' ? requeueAfter(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
+  return { lease: released, job: moved, disposition }
+}
+
+/**
+ * Expires an ACTIVE lease inside the caller's transaction: its capacity is free at once, the
+ * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
+ * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
+ */
+export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_heartbeat' | 'worker_exited' = 'no_heartbeat'): void {
+  const job = jobOfLease(ctx, lease)
+  const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
+  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
+  // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
+  ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
+    reason,
+    worker_id: lease.worker_id,
+    expires_at: lease.expires_at,
+    last_heartbeat_at: lease.last_heartbeat_at,
+  } satisfies EventData<'LEASE_EXPIRED'>)
+  releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
+  if (to === 'QUEUED') requeueAfter(ctx, job, reason === 'worker_exited' ? 'worker exited' : 'lease expired')
+  else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
+}
+
+/** Puts a job back in the queue after an attempt, eligible again after the backoff. */
+function requeueAfter(ctx: EngineContext, job: JobRow, reason: string): JobRow {
+  return requeue(ctx, job, reason, nextRetryAt(ctx.clock.now(), job.attempts, ctx.config.backoff))
+}
+
+/**
+ * A lease past its `expires_at` is expired on the spot, in its own transaction, before any call
+ * that names it is answered: a late heartbeat never revives a lease the reaper has not reached.
+ */
+export function expireIfDue(ctx: EngineContext, lease: LeaseRow): LeaseRow {
+  if (lease.state !== 'ACTIVE' || lease.expires_at > ctx.clock.now()) return lease
+  ctx.transact(() => expireLease(ctx, lease))
+  return getLease(ctx, lease.id)
+}

@@ -1,0 +1,46 @@
+import type { LeaseRow } from '../../db/schema'
+import type { EngineContext } from '../store/context'
+import { EngineError, workerMismatch } from '../rules/errors'
+import { expireIfDue } from './lease-end'
+import { findLease, getJob, getLease, type Leased, leasesOfJob } from '../store/rows'
+
+/**
+ * Finding the lease a worker names, by its id (dialects 001, 002) or by its job and token
+ * (dialect 003): the fencing checks, in order, and a lease past its expiry expired first.
+ */
+
+/** Resolves the lease named by id (dialects 001, 002): 404, then 403 on another worker's lease. */
+export function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undefined, jobId: string | undefined): LeaseRow {
+  const lease = expireIfDue(ctx, getLease(ctx, leaseId))
+  if (workerId !== undefined && lease.worker_id !== workerId) throw workerMismatch(leaseId, workerId)
+  if (jobId !== undefined && lease.job_id !== jobId) {
+    throw new EngineError('job_mismatch', `Lease ${leaseId} is for job ${lease.job_id}, not ${jobId}`)
+  }
+  return lease
+}
+
+/**
+ * The job's lease that has this token: its current lease (the usual case), else one of its
+ * earlier leases. 404 for an unknown job comes first.
+ */
+function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Leased | undefined {
+  const active = ctx.activeLeases.ofJob(jobId)
+  if (active?.lease.token === token) return active
+  const job = active?.job ?? getJob(ctx, jobId)
+  const current = job.lease_id === null ? undefined : findLease(ctx, job.lease_id)
+  if (current?.token === token) return { lease: current, job }
+  const earlier = leasesOfJob(ctx, job).find((lease) => lease.token === token)
+  return earlier && { lease: earlier, job }
+}
+
+/**
+ * Resolves the lease named by its token (dialect 003): a token that is not this job's is a
+ * mismatch. Also answers the job as it now is, so the caller need not read it again.
+ */
+export function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): Leased {
+  const found = jobLeaseWithToken(ctx, jobId, token)
+  if (!found) throw new EngineError('lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
+  const lease = expireIfDue(ctx, found.lease)
+  if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
+  return { lease, job: lease === found.lease ? found.job : getJob(ctx, jobId) }
+}

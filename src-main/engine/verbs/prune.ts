@@ -1,0 +1,191 @@
+import { FINISHED_STATES_CLAUSE, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from '../../db/schema'
+import { DAY } from '../rules/clock'
+import type { EngineContext } from '../store/context'
+import { fenceOfLease, findJob, SELECT_JOBS } from '../store/rows'
+import { TIMELINE_CHAIN } from '../reads/timeline'
+
+/**
+ * Retention: finished jobs are deleted, with everything that belongs to them, once they finished
+ * longer ago than the retention period (docs/retention.md).
+ */
+
+/**
+ * Jobs deleted per transaction: about 9 rows and a few index entries each, so a step holds the
+ * write lock for a few milliseconds (docs/performance.md has the figures).
+ */
+export const PRUNE_BATCH = 100
+
+/**
+ * The moment before which finished jobs are deleted, or null to keep every job (`retainDays` 0).
+ * A pure function of the clock and the setting: the pruner decides nothing else.
+ */
+export function pruneCutoff(now: number, retainDays: number): number | null {
+  return retainDays > 0 ? now - retainDays * DAY : null
+}
+
+/**
+ * The jobs retention may delete: finished, and referred to by nothing that is live — no open
+ * blocker names them (as the halted job or as the holder of its file), and they hold no ACTIVE
+ * file lease. Any such job goes, whichever events it holds: event ids, like job keys, fences
+ * and stream message ids, are reserved apart from their rows (counters.ts), so deleting the
+ * newest event never gives its id again.
+ */
+const DELETABLE = `${FINISHED_STATES_CLAUSE}
+  AND NOT EXISTS (SELECT 1 FROM blockers WHERE blockers.state = 'OPEN' AND (blockers.requester_job_id = jobs.id OR blockers.holder_job_id = jobs.id))
+  AND NOT EXISTS (SELECT 1 FROM file_leases WHERE file_leases.state = 'ACTIVE' AND file_leases.job_id = jobs.id)`
+
+/** The values a statement deletes by: a JSON array bound as one parameter. */
+const IDS = 'SELECT value FROM json_each(?)'
+
+/** The fences on the chains of leases (a job's leases, rows.ts `leasesOfJob`) that start at the fences of a JSON array. */
+export const LEASE_CHAINS_SQL = `WITH RECURSIVE chain(fence) AS (
+  ${IDS} UNION ALL SELECT leases.prev_fence FROM leases JOIN chain ON leases.fence = chain.fence WHERE leases.prev_fence IS NOT NULL)
+  SELECT fence FROM chain`
+
+/** What each deletion takes, as a JSON array: the jobs' ids or keys, their leases' fences, or their newest events. */
+type DeleteBy = 'ids' | 'seqs' | 'fences' | 'lastEvents'
+
+/**
+ * What deleting a job deletes, in order: its events (the chain from its newest, timeline.ts, and
+ * those from before the chains; its leases' and file leases' events are on its chain too), its
+ * file contentions, file leases and resolved blocker reports, its leases (each with the attempt
+ * it ran), and the job. One statement per table, each taking one JSON array of what it deletes by.
+ * (What the events counted is in stats_counts before they go: see deleteJobs.)
+ */
+export const DELETE_STATEMENTS: readonly { sql: string; by: DeleteBy }[] = [
+  { sql: `WITH RECURSIVE ${TIMELINE_CHAIN} DELETE FROM events WHERE id IN (SELECT id FROM chain)`, by: 'lastEvents' },
+  { sql: `DELETE FROM events WHERE job_id IN (${IDS}) AND ${UNCHAINED_JOB_EVENTS_CLAUSE}`, by: 'ids' },
+  { sql: `DELETE FROM file_contentions WHERE job_id IN (${IDS})`, by: 'ids' },
+  { sql: `DELETE FROM file_leases WHERE lease_id IN (SELECT id FROM leases WHERE fence IN (${IDS}))`, by: 'fences' },
+  { sql: `DELETE FROM blockers WHERE requester_job_id IN (${IDS})`, by: 'ids' },
+  { sql: `DELETE FROM leases WHERE fence IN (${IDS})`, by: 'fences' },
+  { sql: `DELETE FROM jobs WHERE seq IN (${IDS})`, by: 'seqs' },
+]
+
+/** Which of the named jobs (by `seq`) may be deleted now. */
+export const DELETABLE_JOBS_SQL = `${SELECT_JOBS} WHERE seq IN (${IDS}) AND ${DELETABLE}`
+
+/**
+ * Rows a retention step reads at most, per job it may delete: jobs that are not finished yet, or
+ * finished too recently, or needed by something live, are read and left (see pruneFinishedJobs).
+ */
+export const SWEEP_READS_PER_DELETE = 4
+
+/** The jobs after a key, in key order: what a retention step reads (the table's own order, no index). */
+export const SWEEP_SQL = 'SELECT seq, created_at, finished_at FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?'
+
+/**
+ * Where retention's sweep over the jobs goes on from: the key of the last job it read. Kept in
+ * memory only, as a hint — after a start, a sweep begins again at the lowest key.
+ */
+export interface RetentionSweep {
+  after: number
+}
+
+/** A retention step's outcome: how many jobs it deleted, and whether the sweep's pass is over. */
+export interface PruneStep {
+  deleted: number
+  /** The sweep reached the jobs made since the cutoff, or the table's end: the next step starts a new pass. */
+  done: boolean
+}
+
+/**
+ * Deletes these jobs and everything that belongs to them (see DELETE_STATEMENTS), inside the
+ * caller's transaction; returns their ids. The counts of the events after the statistics' mark
+ * are stored first (recent-counts.ts), so that the time series keep what the deleted events counted.
+ */
+function deleteJobs(ctx: EngineContext, jobs: readonly JobRow[]): string[] {
+  if (jobs.length === 0) return []
+  ctx.counts.store()
+  const starts = jobs.map((job) => fenceOfLease(ctx, job.lease_id)).filter((fence) => fence !== null)
+  const by: Record<DeleteBy, string> = {
+    ids: JSON.stringify(jobs.map((job) => job.id)),
+    seqs: JSON.stringify(jobs.map((job) => job.seq)),
+    fences: JSON.stringify(ctx.stmt(LEASE_CHAINS_SQL).pluck().all(JSON.stringify(starts))),
+    lastEvents: JSON.stringify(jobs.map((job) => job.last_event_id)),
+  }
+  for (const statement of DELETE_STATEMENTS) ctx.run(statement.sql, by[statement.by])
+  return jobs.map((job) => job.id)
+}
+
+/** Retention and purges run outside every other transaction: a deletion of up to a few hundred jobs is a unit of its own. */
+function ownTransaction<T>(ctx: EngineContext, what: string, fn: () => T): T {
+  if (ctx.insideOperation) throw new Error(`${what} runs in a transaction of its own: it cannot run inside another transaction`)
+  ctx.flush()
+  return ctx.transact(fn)
+}
+
+/**
+ * Deletes these jobs and everything that belongs to them (see DELETE_STATEMENTS), in one
+ * transaction of its own; returns the ids it deleted, in no particular order. A job that is not
+ * finished, or that something live still refers to (see DELETABLE), is left alone, as is an
+ * unknown id: the caller (a purge) names candidates and this decides.
+ *
+ * It commits an open group first and runs outside every other transaction: a deletion of up to
+ * a few hundred jobs is a unit of its own, never part of a group that answers claims. Called
+ * inside an operation, it throws.
+ */
+export function deleteFinishedJobs(ctx: EngineContext, jobIds: readonly string[]): string[] {
+  if (jobIds.length === 0 && !ctx.insideOperation) return []
+  return ownTransaction(ctx, 'deleteFinishedJobs', () => {
+    const seqs = jobIds.map((id) => findJob(ctx, id)?.seq).filter((seq) => seq !== undefined)
+    return deleteJobs(ctx, ctx.all<JobRow>(DELETABLE_JOBS_SQL, JSON.stringify(seqs)))
+  })
+}
+
+/**
+ * One step of retention, in one transaction: reads on from where the sweep stopped, in the order
+ * of the jobs' keys (no index: a job's finish writes no index entry for retention), and deletes
+ * up to `limit` of the jobs it reads that finished before `cutoff` and that may be deleted
+ * (DELETABLE). It reads at most `limit × SWEEP_READS_PER_DELETE` jobs, and stops at the first
+ * job made at or after the cutoff: no job made since can have finished before it (were the
+ * clock set back, a job made "later" stops the pass early, and what lies beyond it is deleted
+ * a pass later — never earlier). A pass therefore reads each old job once: those not finished
+ * yet (a QUEUED job waiting since last month, a RUNNING one), finished too recently, or needed by
+ * something live are read and left, and read again by the next pass. When the pass is over,
+ * the next step starts at the lowest key.
+ */
+export function pruneFinishedJobs(ctx: EngineContext, sweep: RetentionSweep, cutoff: number, limit = PRUNE_BATCH): PruneStep {
+  return ownTransaction(ctx, 'pruneFinishedJobs', () => {
+    const reads = limit * SWEEP_READS_PER_DELETE
+    const rows = ctx.all<Pick<JobRow, 'seq' | 'created_at' | 'finished_at'>>(SWEEP_SQL, sweep.after, reads)
+    const expired: number[] = []
+    let last = sweep.after
+    let frontier = false
+    for (const row of rows) {
+      if (row.created_at >= cutoff) {
+        frontier = true
+        break
+      }
+      last = row.seq
+      if (row.finished_at !== null && row.finished_at < cutoff) {
+        expired.push(row.seq)
+        if (expired.length === limit) break
+      }
+    }
+    // Over when it met the frontier, or read the table's last job (fewer rows than asked, all read).
+    const done = frontier || (rows.length < reads && last === (rows.at(-1)?.seq ?? sweep.after))
+    const deleted = deleteJobs(ctx, ctx.all<JobRow>(DELETABLE_JOBS_SQL, JSON.stringify(expired))).length
+    const before = sweep.after
+    sweep.after = done ? 0 : last
+    ctx.onRollback(() => (sweep.after = before)) // a step that fails (a full disk) is read again
+    return { deleted, done }
+  })
+}
+
+/** Events that name no job and are older than a cutoff, the oldest first (their own index, events_jobless_ts). */
+export const JOBLESS_EVENTS_SQL = 'SELECT id FROM events WHERE job_id IS NULL AND ts < ? ORDER BY ts LIMIT ?'
+
+/**
+ * One step of retention for the events that name no job — capacity changes, busy measurements,
+ * worker problems, a file lease held without a job lease: deletes up to `limit` of those older
+ * than `cutoff`, the oldest first, in one transaction, and returns how many. A step reads
+ * `limit` entries of their index at most.
+ */
+export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: number): number {
+  return ctx.transact(() => {
+    const expired = ctx.stmt(JOBLESS_EVENTS_SQL).pluck().all(cutoff, limit) as number[]
+    if (expired.length > 0) ctx.run(`DELETE FROM events WHERE id IN (${IDS})`, JSON.stringify(expired))
+    return expired.length
+  })
+}

@@ -1,0 +1,61 @@
+import type { JobRow } from '../../db/schema'
+import type { EngineContext } from '../store/context'
+import { EngineError } from '../rules/errors'
+import { costExceedsCapacity } from './jobs'
+import { getJob, moveJob } from '../store/rows'
+import { type JobState, RETRYABLE_STATES } from '../rules/states'
+import { nextStreamMessageId } from '../store/streams'
+
+/**
+ * An operator's retry: a FAILED, TIMEOUT (dead-lettered) or CANCELED job goes back to QUEUED as
+ * a new run, eligible at once. Its history stays: its attempts and events are kept, and the
+ * next attempt is numbered after the last. The new run gets a fresh attempt budget — as many
+ * attempts as the job was submitted with — so `max_attempts` grows to `attempts` plus that
+ * budget. The last run's outcome (result, error, note, progress) is cleared from the job and
+ * lives on in its attempts and events. `JOB_RETRIED` records who asked (`requested_by`).
+ * A DONE job, or one that has not finished, answers 409; a job costing more than the total
+ * capacity (`totalUnits`) is refused, as its submit would be.
+ */
+export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, requestedBy: string | null = null): JobRow {
+  return ctx.transact(() => {
+    const job = getJob(ctx, jobId)
+    const from = job.state as JobState
+    if (!RETRYABLE_STATES.has(from)) {
+      const why = from === 'DONE' ? 'a job that succeeded is not retried (submit it again)' : 'only a FAILED, TIMEOUT or CANCELED job is retried'
+      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${why}`)
+    }
+    if (job.cost_units > totalUnits) throw costExceedsCapacity(job.cost_units, totalUnits)
+    const now = ctx.clock.now()
+    const messageId = nextStreamMessageId(ctx)
+    const max_attempts = job.attempts + job.attempt_budget
+    return moveJob(
+      ctx,
+      job,
+      'QUEUED',
+      {
+      max_attempts,
+      eligible_at: now,
+      run_at: null,
+      next_retry_at: null,
+      claimed_by: null,
+      claim_expires_at: null,
+      cancel_requested: 0,
+      dead_letter: 0,
+      final_status: null,
+      result: null,
+      error: null,
+      metrics: null,
+      progress: null,
+      note: null,
+      started_at: null,
+      finished_at: null,
+      // A new delivery on the job's stream (its last one was acknowledged when it ended).
+      stream_message_id: messageId,
+      },
+      {
+        type: 'JOB_RETRIED',
+        data: { state: 'QUEUED', from, requested_by: requestedBy, attempts: job.attempts, max_attempts, message_id: messageId },
+      },
+    )
+  })
+}

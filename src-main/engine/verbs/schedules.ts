@@ -1,0 +1,483 @@
+import { Cron } from 'croner'
+import type { JobRow, ScheduleRow, ScheduleRunRow } from '../../db/schema'
+import type { CapacityStore } from '../memory/capacity-store'
+import type { EngineContext } from '../store/context'
+import { EngineError, invalid } from '../rules/errors'
+import { newId } from '../store/ids'
+import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
+import { findJob, recordJobEvent } from '../store/rows'
+import { type JobState, TERMINAL_STATES } from '../rules/states'
+
+/**
+ * Recurring schedules (docs/schedules.md): a cron expression in a time zone, and the job each
+ * firing submits through the ordinary submit verb. The firing decision is pure and takes `now`
+ * ({@link dueFiring}); {@link fireDueSchedules} applies it. Each firing is keyed by (schedule,
+ * fire time) in `schedule_runs`, written in the transaction that submits its job and moves the
+ * schedule's `next_fire_at` past it, so no firing ever makes two jobs.
+ */
+
+/** What a firing does while the job of the schedule's last firing has not finished. */
+export const OVERLAP_POLICIES = [
+  /** Fire anyway: several runs of the schedule may be queued or running at once. */
+  'allow',
+  /** Skip this firing (recorded as SKIPPED, with a SCHEDULE_SKIPPED event). */
+  'skip',
+] as const
+export type Overlap = (typeof OVERLAP_POLICIES)[number]
+
+/** How a handled firing ended. */
+export const RUN_OUTCOMES = [
+  /** A job was submitted. */
+  'FIRED',
+  /** No job: the last run was unfinished (overlap skip), or the submit was refused (the reason says why). */
+  'SKIPPED',
+] as const
+export type RunOutcome = (typeof RUN_OUTCOMES)[number]
+
+/** The job a schedule submits: the submit fields, without an idempotency key (each firing is a job of its own). */
+export type JobTemplate = Omit<SubmitJob, 'idempotency_key'>
+
+export interface ScheduleInput {
+  name: string
+  cron: string
+  /** An IANA zone such as Europe/Berlin; default: the host's own zone, stored with the schedule. */
+  timezone?: string | null
+  job: JobTemplate
+  overlap?: Overlap
+  enabled?: boolean
+}
+
+/** A PATCH: each field given replaces the schedule's (`job` as a whole). */
+export type ScheduleChange = Partial<Omit<ScheduleInput, 'name'>>
+
+const CHANGEABLE = ['cron', 'timezone', 'job', 'overlap', 'enabled'] as const satisfies readonly (keyof ScheduleChange)[]
+
+/** The last handled firing of a schedule. */
+export interface ScheduleRun {
+  fire_at: number
+  outcome: RunOutcome
+  /** Why a firing was skipped; null when it fired. */
+  reason: string | null
+  job_id: string | null
+  /** The job's state now; null without a job, or when the job has been pruned. */
+  job_state: JobState | null
+}
+
+/** A schedule as the engine hands it out. Times are epoch milliseconds. */
+export interface Schedule {
+  id: string
+  name: string
+  cron: string
+  timezone: string
+  job: JobTemplate
+  overlap: Overlap
+  enabled: boolean
+  /** The earliest firing not yet handled; null while disabled or when the expression never fires again. */
+  next_fire_at: number | null
+  /** The next {@link UPCOMING} firings, `next_fire_at` first. */
+  next_fire_times: number[]
+  last_run: ScheduleRun | null
+  created_at: number
+  updated_at: number
+}
+
+/** What one firing did. */
+export interface Firing {
+  name: string
+  fire_at: number
+  outcome: RunOutcome
+  job_id: string | null
+  reason: string | null
+}
+
+/** Which schedule firing made a job, for the job's views. */
+export interface ScheduleOrigin {
+  /** The schedule's name when it fired. */
+  name: string
+  fire_at: number
+}
+
+/** How many upcoming firings a schedule's view lists. */
+export const UPCOMING = 3
+
+/** Letters, digits and `. _ : -`, starting with a letter or digit: a name that goes into a URL and a shell unquoted. */
+export const SCHEDULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/
+
+export const scheduleNotFound = (name: string) => new EngineError('schedule_not_found', `No schedule ${name}`)
+
+// ---------------------------------------------------------------------------------------------
+// Cron expressions and time zones (pure)
+
+/** The host's own time zone, the default of a schedule created without one. */
+export function localTimeZone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'
+}
+
+/** An IANA time zone in its canonical spelling (`europe/berlin` → `Europe/Berlin`); 400 `invalid_timezone` otherwise. */
+export function canonicalTimeZone(zone: string): string {
+  try {
+    return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone
+  } catch {
+    throw new EngineError('invalid_timezone', `timezone: ${JSON.stringify(zone)} is not a time zone this host knows (an IANA name such as Europe/Berlin, America/New_York or UTC)`)
+  }
+}
+
+/**
+ * A cron expression as croner reads it, in a time zone: 5 fields (minute hour day month
+ * weekday), 6 (seconds first) or 7 (seconds first, year last), or a nickname such as `@daily`.
+ * Day of month and day of week match when either does, as in Vixie cron. 400 `invalid_cron` or
+ * `invalid_timezone` with the reason.
+ */
+export function parseCron(cron: string, timezone: string): Cron {
+  let parsed: Cron
+  try {
+    parsed = new Cron(cron, { timezone, paused: true })
+  } catch (error) {
+    throw new EngineError('invalid_cron', `cron: ${cronReason(error)}`)
+  }
+  try {
+    parsed.nextRun(new Date(0)) // croner reads the time zone only when it computes a time
+  } catch (error) {
+    canonicalTimeZone(timezone) // an unknown zone: invalid_timezone, naming it
+    throw new EngineError('invalid_cron', `cron: ${cronReason(error)}`)
+  }
+  return parsed
+}
+
+/** croner's message without its own prefix: `CronPattern: Invalid value for minute: 61` → `Invalid value for minute: 61`. */
+function cronReason(error: unknown): string {
+  return String((error as Error)?.message ?? error).replace(/^Cron\w*:\s*/, '')
+}
+
+/** The first firing strictly after `after`, or null when the expression never fires again. */
+export function fireTimeAfter(cron: Cron, after: number): number | null {
+  return cron.nextRun(new Date(after))?.getTime() ?? null
+}
+
+/** The `count` firings from `first` (included) on; none when `first` is null. */
+export function upcomingFireTimes(cron: Cron, first: number | null, count: number): number[] {
+  if (first === null || count < 1) return []
+  return [first, ...cron.nextRuns(count - 1, new Date(first)).map((date) => date.getTime())]
+}
+
+/** The firing due at some moment, and where the schedule goes on from. */
+export interface DueFiring {
+  /** The firing to run: the latest one due. */
+  fire_at: number
+  /** The schedule's next firing after this one (strictly after `now`), or null if there is none. */
+  next_fire_at: number | null
+  /** Earlier firings were due too (the host was down, asleep, or late) and are passed over. */
+  caught_up: boolean
+}
+
+/**
+ * The firing decision. Given the earliest firing not yet handled (`nextFireAt`), which one is
+ * due at `now`: none before `nextFireAt`; otherwise exactly one, the latest firing at or before
+ * `now`. Firings missed while the host was down (or asleep, or busy) are never run one by one:
+ * they collapse into this one catch-up run, and the schedule goes on from the first firing after
+ * `now`.
+ */
+export function dueFiring(cron: Cron, nextFireAt: number | null, now: number): DueFiring | null {
+  if (nextFireAt === null || nextFireAt > now) return null
+  // croner's previousRuns excludes its reference: `now + 1` includes a firing at `now` itself.
+  const latest = cron.previousRuns(1, new Date(now + 1))[0]?.getTime() ?? nextFireAt
+  const fireAt = Math.max(latest, nextFireAt)
+  return { fire_at: fireAt, next_fire_at: fireTimeAfter(cron, now), caught_up: fireAt > nextFireAt }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+function checkName(name: unknown): string {
+  if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
+    throw invalid('name: 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit')
+  }
+  return name
+}
+
+function checkOverlap(overlap: unknown): Overlap {
+  if (!OVERLAP_POLICIES.includes(overlap as Overlap)) throw invalid(`overlap: must be one of ${OVERLAP_POLICIES.join(', ')}`)
+  return overlap as Overlap
+}
+
+/**
+ * A job template passes the rules a submit would apply now, so a schedule that is accepted can
+ * fire: the submit's own checks, and a cost within the total capacity. Errors name `job.<field>`.
+ */
+function checkTemplate(template: JobTemplate, totalUnits: number): JobTemplate {
+  if (template === null || typeof template !== 'object' || Array.isArray(template)) throw invalid('job: must be an object with job_type and cost_units')
+  if ('idempotency_key' in template && template.idempotency_key != null) {
+    throw invalid('job.idempotency_key: a schedule makes a new job at each firing, so its jobs take no idempotency key')
+  }
+  try {
+    checkSubmit(template)
+    if (template.cost_units > totalUnits) throw costExceedsCapacity(template.cost_units, totalUnits)
+  } catch (error) {
+    if (error instanceof EngineError) throw new EngineError(error.code, `job.${error.detail}`)
+    throw error
+  }
+  return template
+}
+
+/** The expression in its zone, and that it fires at least once more after `now` (400 otherwise). */
+function checkFires(cron: string, timezone: string, now: number): Cron {
+  if (typeof cron !== 'string' || cron.trim() === '' || cron.length > 200) throw new EngineError('invalid_cron', 'cron: must be a cron expression of 1 to 200 characters')
+  const parsed = parseCron(cron.trim(), timezone)
+  if (fireTimeAfter(parsed, now) === null) throw new EngineError('invalid_cron', `cron: ${cron} never fires after ${new Date(now).toISOString()}`)
+  return parsed
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+function findRow(ctx: EngineContext, name: string): ScheduleRow | undefined {
+  return ctx.one<ScheduleRow>('SELECT * FROM schedules WHERE name = ?', name)
+}
+
+function getRow(ctx: EngineContext, name: string): ScheduleRow {
+  const row = findRow(ctx, name)
+  if (!row) throw scheduleNotFound(name)
+  return row
+}
+
+/** The state of a run's job, or null when it made none or the job is gone (pruned). */
+const runJobState = (ctx: EngineContext, jobId: string | null): JobState | null =>
+  jobId === null ? null : ((findJob(ctx, jobId)?.state as JobState | undefined) ?? null)
+
+function lastRun(ctx: EngineContext, scheduleId: string): ScheduleRun | null {
+  const row = ctx.one<ScheduleRunRow>('SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT 1', scheduleId)
+  if (!row) return null
+  return { fire_at: row.fire_at, outcome: row.outcome as RunOutcome, reason: row.reason, job_id: row.job_id, job_state: runJobState(ctx, row.job_id) }
+}
+
+function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
+  let upcoming: number[] = []
+  try {
+    upcoming = upcomingFireTimes(parseCron(row.cron, row.timezone), row.next_fire_at, UPCOMING)
+  } catch {
+    // An expression this host can no longer read (a time zone its ICU data dropped): no upcoming times.
+  }
+  return {
+    id: row.id,
+    name: row.name,
+    cron: row.cron,
+    timezone: row.timezone,
+    job: JSON.parse(row.job) as JobTemplate,
+    overlap: row.overlap as Overlap,
+    enabled: row.enabled === 1,
+    next_fire_at: row.next_fire_at,
+    next_fire_times: upcoming,
+    last_run: lastRun(ctx, row.id),
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  }
+}
+
+export function getSchedule(ctx: EngineContext, name: string): Schedule {
+  return decode(ctx, getRow(ctx, name))
+}
+
+/** Every schedule, by name. */
+export function listSchedules(ctx: EngineContext): Schedule[] {
+  return ctx.all<ScheduleRow>('SELECT * FROM schedules ORDER BY name').map((row) => decode(ctx, row))
+}
+
+/** When the earliest enabled schedule fires next, or null: the one moment a timer needs. */
+export function nextScheduleFireAt(ctx: EngineContext): number | null {
+  return ctx.one<{ at: number | null }>('SELECT MIN(next_fire_at) AS at FROM schedules WHERE enabled = 1')?.at ?? null
+}
+
+/** The schedule firing that made each of these jobs (jobs no schedule made are left out). */
+export function scheduleOrigins(ctx: EngineContext, jobIds: readonly string[]): Map<string, ScheduleOrigin> {
+  const origins = new Map<string, ScheduleOrigin>()
+  if (jobIds.length === 0) return origins
+  const rows = ctx.all<{ job_id: string; schedule_name: string; fire_at: number }>(
+    `SELECT job_id, schedule_name, fire_at FROM schedule_runs WHERE job_id IN (SELECT value FROM json_each(?))`,
+    JSON.stringify(jobIds),
+  )
+  for (const row of rows) origins.set(row.job_id, { name: row.schedule_name, fire_at: row.fire_at })
+  return origins
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verbs
+
+/** Creates a schedule; 409 `duplicate_schedule` if the name is taken. It fires first at its first firing after now. */
+export function createSchedule(ctx: EngineContext, capacity: CapacityStore, input: ScheduleInput): Schedule {
+  const name = checkName(input.name)
+  const timezone = canonicalTimeZone(input.timezone ?? localTimeZone())
+  const now = ctx.clock.now()
+  const cron = checkFires(input.cron, timezone, now)
+  const job = checkTemplate(input.job, capacity.totalUnits())
+  const overlap = checkOverlap(input.overlap ?? 'allow')
+  const enabled = input.enabled ?? true
+  return ctx.transact(() => {
+    if (findRow(ctx, name)) throw new EngineError('duplicate_schedule', `A schedule named ${name} exists`)
+    const row: ScheduleRow = {
+      id: newId(),
+      name,
+      cron: input.cron.trim(),
+      timezone,
+      job: JSON.stringify(job),
+      overlap,
+      enabled: enabled ? 1 : 0,
+      next_fire_at: enabled ? fireTimeAfter(cron, now) : null,
+      created_at: now,
+      updated_at: now,
+    }
+    ctx
+      .stmt(
+        `INSERT INTO schedules (id, name, cron, timezone, job, overlap, enabled, next_fire_at, created_at, updated_at)
+         VALUES (@id, @name, @cron, @timezone, @job, @overlap, @enabled, @next_fire_at, @created_at, @updated_at)`,
+      )
+      .run(row)
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_CREATED', {
+      name,
+      cron: row.cron,
+      timezone,
+      overlap,
+      enabled,
+      job_type: job.job_type,
+      next_fire_at: row.next_fire_at,
+    })
+    return decode(ctx, row)
+  })
+}
+
+/**
+ * Changes a schedule. A new expression or zone, or enabling it, sets its next firing to the first
+ * after now: firings that fell while it was disabled are not caught up. Disabling it clears its
+ * next firing, so it cannot fire until enabled again.
+ */
+export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name: string, change: ScheduleChange): Schedule {
+  const given = CHANGEABLE.filter((key) => change[key] !== undefined)
+  if (given.length === 0) throw invalid('(body): give at least one of cron, timezone, job, overlap, enabled')
+  return ctx.transact(() => {
+    const row = getRow(ctx, name)
+    const now = ctx.clock.now()
+    const timezone = change.timezone !== undefined ? canonicalTimeZone(change.timezone ?? localTimeZone()) : row.timezone
+    const cronText = change.cron !== undefined ? change.cron.trim() : row.cron
+    const job = change.job !== undefined ? checkTemplate(change.job, capacity.totalUnits()) : null
+    const overlap = change.overlap !== undefined ? checkOverlap(change.overlap) : (row.overlap as Overlap)
+    const enabled = change.enabled ?? row.enabled === 1
+    const retimed = cronText !== row.cron || timezone !== row.timezone
+    // The next firing moves only when the timing changes or the schedule is enabled again.
+    const cron = retimed || (enabled && row.enabled === 0) ? checkFires(cronText, timezone, now) : null
+    const next = !enabled ? null : cron ? fireTimeAfter(cron, now) : row.next_fire_at
+    const updated: ScheduleRow = {
+      ...row,
+      cron: cronText,
+      timezone,
+      job: job ? JSON.stringify(job) : row.job,
+      overlap,
+      enabled: enabled ? 1 : 0,
+      next_fire_at: next,
+      updated_at: now,
+    }
+    ctx
+      .stmt(
+        `UPDATE schedules SET cron = @cron, timezone = @timezone, job = @job, overlap = @overlap, enabled = @enabled,
+           next_fire_at = @next_fire_at, updated_at = @updated_at WHERE id = @id`,
+      )
+      .run(updated)
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_UPDATED', { name, changed: given, enabled, next_fire_at: next })
+    return decode(ctx, updated)
+  })
+}
+
+/** Deletes a schedule and answers it as it was. Its runs stay: they say which schedule made a job. */
+export function deleteSchedule(ctx: EngineContext, name: string): Schedule {
+  return ctx.transact(() => {
+    const row = getRow(ctx, name)
+    const schedule = decode(ctx, row)
+    ctx.run('DELETE FROM schedules WHERE id = ?', row.id)
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_DELETED', { name })
+    return schedule
+  })
+}
+
+/** The job of the schedule's last firing, if it has not finished (a pruned job has). */
+function unfinishedRun(ctx: EngineContext, scheduleId: string): string | null {
+  const row = ctx.one<{ job_id: string }>(
+    "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND outcome = 'FIRED' ORDER BY fire_at DESC LIMIT 1",
+    scheduleId,
+  )
+  const state = row ? runJobState(ctx, row.job_id) : null
+  return state !== null && !TERMINAL_STATES.has(state) ? row!.job_id : null
+}
+
+function recordRun(ctx: EngineContext, row: ScheduleRow, firing: Firing): void {
+  ctx
+    .stmt(
+      `INSERT INTO schedule_runs (schedule_id, fire_at, schedule_name, outcome, job_id, reason, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .run(row.id, firing.fire_at, row.name, firing.outcome, firing.job_id, firing.reason, ctx.clock.now())
+}
+
+/**
+ * Handles the due firing of one schedule (see {@link dueFiring}): moves `next_fire_at` past
+ * now, then records the firing under its key and submits its job, or records it SKIPPED (the
+ * last run is unfinished and overlap is `skip`, or the submit was refused). Null when nothing
+ * was due, or this firing was already handled.
+ */
+function fireSchedule(ctx: EngineContext, capacity: CapacityStore, row: ScheduleRow, now: number): Firing | null {
+  let cron: Cron
+  try {
+    cron = parseCron(row.cron, row.timezone)
+  } catch (error) {
+    // Stored, so it was valid once (a time zone the host's ICU data has since dropped): it stops
+    // until edited rather than failing every pass of the timer.
+    ctx.run('UPDATE schedules SET next_fire_at = NULL WHERE id = ?', row.id)
+    const reason = error instanceof EngineError ? error.detail : String(error)
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_SKIPPED', { name: row.name, fire_at: row.next_fire_at, reason })
+    return null
+  }
+  const due = dueFiring(cron, row.next_fire_at, now)
+  if (!due) return null
+  ctx.run('UPDATE schedules SET next_fire_at = ? WHERE id = ?', due.next_fire_at, row.id)
+  if (ctx.one('SELECT 1 FROM schedule_runs WHERE schedule_id = ? AND fire_at = ?', row.id, due.fire_at)) return null
+  const base = { name: row.name, fire_at: due.fire_at }
+  const missed = due.caught_up ? { caught_up: true as const, missed_from: row.next_fire_at } : {}
+  let firing: Firing
+  const running = row.overlap === 'skip' ? unfinishedRun(ctx, row.id) : null
+  if (running) {
+    firing = { ...base, outcome: 'SKIPPED', job_id: null, reason: `overlap: the last run's job ${running} has not finished` }
+    recordRun(ctx, row, firing)
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_SKIPPED', { ...base, reason: 'overlap', running_job_id: running, ...missed })
+    return firing
+  }
+  // The very submit verb, under a savepoint of its own: a refusal undoes only the submit.
+  const submitted = ctx.settle(() => submit(ctx, JSON.parse(row.job) as JobTemplate, capacity.totalUnits()))
+  if (submitted.ok) {
+    const job: JobRow = submitted.value.job
+    firing = { ...base, outcome: 'FIRED', job_id: job.id, reason: null }
+    recordRun(ctx, row, firing)
+    recordJobEvent(ctx, job, {
+      type: 'SCHEDULE_FIRED',
+      entity: 'SCHEDULE',
+      entityId: row.id,
+      data: { ...base, job_id: job.id, next_fire_at: due.next_fire_at, ...missed },
+    })
+    return firing
+  }
+  if (!(submitted.error instanceof EngineError)) throw submitted.error
+  const { code, detail } = submitted.error
+  firing = { ...base, outcome: 'SKIPPED', job_id: null, reason: `${code}: ${detail}` }
+  recordRun(ctx, row, firing)
+  ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_SKIPPED', { ...base, reason: code, detail, ...missed })
+  return firing
+}
+
+/**
+ * Fires every enabled schedule that is due now, each at most once (its latest due firing), in
+ * one transaction. Calling it again at the same moment, from a second timer or after a restart,
+ * finds nothing due: the firings are handled and their schedules moved on.
+ */
+export function fireDueSchedules(ctx: EngineContext, capacity: CapacityStore): Firing[] {
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    const due = ctx.all<ScheduleRow>('SELECT * FROM schedules WHERE enabled = 1 AND next_fire_at <= ? ORDER BY next_fire_at, name', now)
+    return due.map((row) => fireSchedule(ctx, capacity, row, now)).filter((firing): firing is Firing => firing !== null)
+  })
+}
