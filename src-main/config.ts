@@ -93,7 +93,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
   { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: '30' },
   { name: 'heartbeat-grace-s', env: 'LEASEHOLD_HEARTBEAT_GRACE_S', value: 'S', help: 'added to the TTL before a silent lease expires', schema: int(0, 3600), default: '5' },
-  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a dialect-002 claim holds a job', schema: int(1, 86_400), default: '60' },
+  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a claim through the queue API holds a job', schema: int(1, 86_400), default: '60' },
   { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: '3' },
   { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
   { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated', schema: z.string(), default: '' },

@@ -1183,7 +1183,7 @@ export interface components {
             reason: string;
             retry_after_ms: number;
         };
-        /** @description Seed 001's lease */
+        /** @description A lease as the pull API shows it */
         PullLease: {
             lease_id: string;
             job_id: string;
@@ -1193,7 +1193,7 @@ export interface components {
             expires_at: components["schemas"]["Timestamp"];
             last_heartbeat: components["schemas"]["Timestamp"];
         };
-        /** @description Seed 001's job */
+        /** @description A job as the pull API shows it */
         PullJob: {
             job_id: string;
             type: string;
@@ -1212,7 +1212,7 @@ export interface components {
         /** @enum {string} */
         PullPriority: "low" | "normal" | "high" | "urgent";
         /**
-         * @description A job state as dialect 001 shows it
+         * @description A job state as the pull API shows it
          * @enum {string}
          */
         PullJobState: "queued" | "leased" | "running" | "completed" | "failed" | "canceled" | "expired" | "blocked";
@@ -1230,7 +1230,7 @@ export interface components {
         JobAnswer: {
             job: components["schemas"]["QueueJob"];
         };
-        /** @description Seed 002's JobIntent plus the model's extra fields */
+        /** @description The queue contract's JobIntent plus the model's extra fields */
         QueueJob: {
             job_id: string;
             addon_id: string | null;
@@ -1265,7 +1265,7 @@ export interface components {
             dead_letter: boolean;
         };
         /**
-         * @description A job state as dialect 002 shows it (LEASED shows as RUNNING)
+         * @description A job state as the queue API shows it (LEASED shows as RUNNING)
          * @enum {string}
          */
         QueueJobState: "QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT";
@@ -1354,7 +1354,7 @@ export interface components {
             job: components["schemas"]["QueueJobRead"];
             result: components["schemas"]["QueueResult"] | null;
         };
-        /** @description Seed 002's JobResult of a finished job */
+        /** @description The queue contract's JobResult of a finished job */
         QueueResult: {
             job_id: string;
             status: components["schemas"]["FinalStatus"] | null;
@@ -1414,7 +1414,7 @@ export interface components {
             retry_after_sec: number;
             reason: string;
         };
-        /** @description Seed 002's Lease plus who holds it and how it ended (never the token) */
+        /** @description The queue contract's Lease plus who holds it and how it ended (never the token) */
         QueueLease: {
             lease_id: string;
             job_id: string;
@@ -1627,7 +1627,7 @@ export interface components {
             /** @description why the firing was skipped (overlap, or the submit refused) */
             reason: string | null;
             job_id: string | null;
-            /** @description the job's state now (dialect 002's names); null without a job or once it is pruned */
+            /** @description the job's state now (the queue API's names); null without a job or once it is pruned */
             job_state: string | null;
         };
         BulkAnswer: {

@@ -62,7 +62,7 @@ export const HTTP_ERROR_CODES = [
   'not_found',
   'method_not_allowed',
   'not_implemented',
-  /** Dialect 002: a submit repeating a known client_request_id (the engine answers the existing job). */
+  /** the queue API: a submit repeating a known client_request_id (the engine answers the existing job). */
   'duplicate_request',
   'internal_error',
   'storage_error',

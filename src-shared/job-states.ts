@@ -11,13 +11,13 @@
 export const JOB_STATES = [
   /** Waiting to be picked (a requeued job also waits out its `next_retry_at`, a delayed one its `run_at`). */
   'QUEUED',
-  /** Taken by a dialect-002 worker; returns to QUEUED if the claim expires. */
+  /** Taken by a queue API worker; returns to QUEUED if the claim expires. */
   'CLAIMED',
-  /** The claiming worker is getting ready (dialect 002 status update). */
+  /** The claiming worker is getting ready (the queue API status update). */
   'PREPARING',
   /** The claiming worker is asking for a lease (its status update), or was denied one; it asks again later. */
   'LEASE_PENDING',
-  /** A lease was granted through dialect 001; the first heartbeat makes it RUNNING. */
+  /** A lease was granted through the pull API; the first heartbeat makes it RUNNING. */
   'LEASED',
   /** A worker holds a lease and runs the job. */
   'RUNNING',
@@ -48,10 +48,10 @@ export const CANCEL_AT_ONCE_STATES: ReadonlySet<JobState> = new Set([
   'BLOCKED',
 ])
 
-/** States in which a dialect-002 claim holds the job (and may expire). */
+/** States in which a queue API claim holds the job (and may expire). */
 export const CLAIM_STATES: ReadonlySet<JobState> = new Set(['CLAIMED', 'PREPARING', 'LEASE_PENDING'])
 
-/** States from which dialect 002 may request a lease: exactly the claimed ones. */
+/** States from which the queue API may request a lease: exactly the claimed ones. */
 export const LEASE_REQUEST_STATES = CLAIM_STATES
 
 /** The states in which a job waits for something; the others run or have ended. */

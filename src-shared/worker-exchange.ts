@@ -95,7 +95,7 @@ const HeartbeatFields = { job_id: Id, lease_token: LeaseToken, progress: Progres
 export const WorkerHeartbeat = z.strictObject({ worker_id: WorkerId, ...HeartbeatFields })
 export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeat>
 
-/** The attempt a completion or failure is about, and the stream message it came as (seed 003 sends them back). */
+/** The attempt a completion or failure is about, and the stream message it came as (the worker contract sends them back). */
 const AttemptFields = {
   job_id: Id,
   attempt_id: Id,
@@ -172,7 +172,7 @@ export type FileRetryWait = z.infer<typeof FileRetryWait>
 // ---------------------------------------------------------------------------------------------
 // Answers
 
-/** Seed 003's claim answer, plus the job's type, its lease id and its max runtime. */
+/** the worker contract's claim answer, plus the job's type, its lease id and its max runtime. */
 export const WorkerClaimed = z
   .object({
     claimed: z.literal(true),

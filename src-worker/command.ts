@@ -10,7 +10,7 @@ import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-share
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
-Runs jobs for a Leasehold host over HTTP (dialect 003): the same runtime as the host's local
+Runs jobs for a Leasehold host over HTTP (the worker API): the same runtime as the host's local
 workers, anywhere that can reach the host. With --redis it needs no connection to the host at
 all: the same exchange is carried over Redis Streams to a host started with serve --redis
 (docs/redis.md); --token (or LEASEHOLD_TOKEN) is then required, and --url is not used.

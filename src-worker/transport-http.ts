@@ -30,7 +30,7 @@ type Answer<R extends WorkerRoute> =
   | { ok: true; body: JsonOf<Responses<R>[200]> }
   | { ok: false; status: number; body: JsonOf<Responses<R>[Exclude<keyof Responses<R>, 200>]> }
 
-/** Dialect 003 and /api/files over HTTP, for workers outside the host (`leasehold worker`). */
+/** the worker API and /api/files over HTTP, for workers outside the host (`leasehold worker`). */
 export class HttpTransport implements WorkerTransport {
   constructor(
     private readonly baseUrl: string,

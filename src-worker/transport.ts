@@ -48,7 +48,7 @@ export class LeaseLostError extends Error {
 
 export interface WorkerTransport {
   /**
-   * Reports and a claim in one round trip (dialect 003's /batch, IPC `exchange`). When `signal`
+   * Reports and a claim in one round trip (the worker API's /batch, IPC `exchange`). When `signal`
    * aborts while the claim waits, resolves with the reports answered and no jobs.
    */
   exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer>

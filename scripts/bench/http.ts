@@ -167,7 +167,7 @@ async function submitMany(post: ReturnType<typeof client>, count: number, jobTyp
   )
 }
 
-/** `workers` clients drain the queue through dialect 001 or 003; jobs/s over the drain. */
+/** `workers` clients drain the queue through the pull API or 003; jobs/s over the drain. */
 async function drain(post: ReturnType<typeof client>, dialect: '001' | '003', workers: number): Promise<number> {
   let done = 0
   const started = performance.now()
@@ -197,7 +197,7 @@ async function drain(post: ReturnType<typeof client>, dialect: '001' | '003', wo
 
 /**
  * The HTTP floor: `workers` clients send the bare Koa app three small JSON POSTs per job (as a
- * dialect-003 lifecycle does) for `ms` milliseconds. No server runs the lifecycle faster over
+ * the worker API lifecycle does) for `ms` milliseconds. No server runs the lifecycle faster over
  * HTTP with this client on this machine. Timed rather than counted: the floor is fast enough
  * that a count small enough for --quick would be over before the JIT has warmed up.
  */
@@ -217,7 +217,7 @@ async function floorDrain(server: Server, ms: number, workers: number): Promise<
   return jobs / ((performance.now() - started) / 1000)
 }
 
-/** Submit → a waiting dialect-003 claim returns, one at a time. */
+/** Submit → a waiting the worker API claim returns, one at a time. */
 async function pickups(post: ReturnType<typeof client>, count: number): Promise<number[]> {
   const samples: number[] = []
   for (let i = 0; i < count; i++) {
@@ -324,7 +324,7 @@ async function floorRoundTrips(server: Server, warmUpS: number): Promise<number[
 }
 
 /**
- * Submit → a waiting dialect-003 claim answers, under the peer's load: 8 workers long-poll
+ * Submit → a waiting the worker API claim answers, under the peer's load: 8 workers long-poll
  * /internal/worker/claim and complete each job at once, as the peer's 8 concurrent handlers do.
  */
 async function openLoopPickups(server: Server, warmUpS: number): Promise<{ early: number[]; warm: number[] }> {

@@ -134,7 +134,7 @@ export async function answered<D>(target: ClientTarget, call: Promise<Settled<D>
   return settled.data as D
 }
 
-/** The dialect-002 view of a job as the reads show it (with why it waits). */
+/** The queue API view of a job as the reads show it (with why it waits). */
 export type QueueJob = components['schemas']['QueueJobRead']
 
 /** Pads columns to their widest cell; the last column is not padded. */

@@ -9,7 +9,7 @@ export const JOBS_HELP = `Usage: leasehold jobs [flags]
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
 why a waiting job is not running yet (its waiting_reason), with UNTIL, the time that wait ends
 by itself when it does (a retry's backoff, a scheduled run, a refused file's one retry). Times
-are ISO-8601 UTC. States show as the queue API (dialect 002) shows them: a LEASED job is RUNNING.
+are ISO-8601 UTC. States show as the queue API shows them: a LEASED job is RUNNING.
 
 Flags:
   --state S            only jobs in this state: ${JOB_STATES.filter((s) => s !== 'LEASED').join(', ')}

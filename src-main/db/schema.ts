@@ -38,7 +38,7 @@ export const UNKEYED_ID_CLAUSE = "substr(id, 15, 1) <> '8'"
 /** The finished jobs: the states retention deletes from, once their `finished_at` is old enough. */
 export const FINISHED_STATES_CLAUSE = "state IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')"
 
-/** One row per job: the job itself plus seed 002's `scheduler_job_runs` facts. */
+/** One row per job: the job itself plus the queue contract's `scheduler_job_runs` facts. */
 export const jobs = sqliteTable(
   'jobs',
   {
@@ -69,7 +69,7 @@ export const jobs = sqliteTable(
     /** The current lease, or the last one once the job has ended. */
     lease_id: text('lease_id'),
     /**
-     * Dialect 003's transport: the stream message (on the stream named by `queue`) that delivers
+     * the worker API's transport: the stream message (on the stream named by `queue`) that delivers
      * the job's current or next attempt. Every submit and every requeue gives the job a new one,
      * recorded in its JOB_SUBMITTED or JOB_REQUEUED event; it is acknowledged when the attempt it
      * delivered ends, so a job has at most one unacknowledged message: its current one.
@@ -108,7 +108,7 @@ export const jobs = sqliteTable(
     // No index holds the QUEUED jobs (migration 0016 dropped jobs_pick_queue): the engine keeps
     // them in pick order in memory (src-main/engine/memory/queued-range.ts), read from the table once
     // at start. Each job's entry there cost an insert at submit and a delete at grant.
-    // Claims of dialect 002 that may expire: a job has `claim_expires_at` exactly while a claim
+    // Claims of the queue API that may expire: a job has `claim_expires_at` exactly while a claim
     // holds it. (Keyed on the column, not on `state`: SQLite maintains a partial index on every
     // update that writes a column of its clause, so an index on `state` costs every move of every
     // job, and this one only the claims'.)
@@ -124,7 +124,7 @@ export const jobs = sqliteTable(
 )
 
 /**
- * One row per lease: seed 002's `scheduler_lease_runs`, and the attempt the lease runs (one
+ * One row per lease: the queue contract's `scheduler_lease_runs`, and the attempt the lease runs (one
  * execution of a job; completion and failure are idempotent by (job_id, attempt_id)).
  */
 export const leases = sqliteTable(
@@ -148,7 +148,7 @@ export const leases = sqliteTable(
     /** ACTIVE, EXPIRED or RELEASED. */
     state: text('state').notNull(),
     /**
-     * Secret handed only to the holder (dialect 003 names its lease by it, beside the job id:
+     * Secret handed only to the holder (the worker API names its lease by it, beside the job id:
      * the lease is found through the job, so the token needs no index of its own).
      */
     token: text('token').notNull(),
@@ -286,7 +286,7 @@ export type StatsSampleRow = typeof statsSamples.$inferSelect
 export type PausedQueueRow = typeof pausedQueues.$inferSelect
 
 /**
- * File leases (seed 004): the right of one owner to mutate one file, keyed by the file's
+ * File leases (the files contract): the right of one owner to mutate one file, keyed by the file's
  * normalized absolute path. At most one ACTIVE row per file (a unique partial index).
  */
 export const fileLeases = sqliteTable(

@@ -46,7 +46,7 @@ export type Deliver<A> = (answer: A) => void
  */
 export type Gone = () => AbortSignal
 
-/** A worker's one-job claim as the transports carry it (dialect 003's /claim). */
+/** A worker's one-job claim as the transports carry it (the worker API's /claim). */
 export interface ClaimRequest {
   worker_id: string
   /** The streams (queues) it takes jobs from, in its order of preference; all when absent. */
@@ -98,7 +98,7 @@ const nothing = (denial: Claims['denial']): Claims => ({ granted: [], denial })
 const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
 
 /**
- * The claims that wait for work (dialect 003's long-poll, the local workers' IPC), and every
+ * The claims that wait for work (the worker API's long-poll, the local workers' IPC), and every
  * answer to a worker's claim. A claim that cannot be leased now waits. A commit that makes work
  * or capacity available leases it to the waiters, oldest first, inside that same commit: one
  * transaction writes the submit and the grant, and the worker is answered as soon as it is
@@ -152,7 +152,7 @@ export class Dispatch {
   }
 
   /**
-   * A worker's one-job claim (dialect 003's /claim): leased at once if a job can be, otherwise
+   * A worker's one-job claim (the worker API's /claim): leased at once if a job can be, otherwise
    * waits up to `max_wait_ms` for one. `deliver` gets the answer once (see {@link Deliver}); the
    * promise settles with the same answer, and rejects, having delivered nothing, when the claim
    * fails (the transport answers the error).
@@ -176,7 +176,7 @@ export class Dispatch {
   }
 
   /**
-   * A worker's exchange (dialect 003's /batch, the local workers' IPC `exchange`): its reports,
+   * A worker's exchange (the worker API's /batch, the local workers' IPC `exchange`): its reports,
    * then a claim of up to `max_jobs` that waits up to `max_wait_ms` when nothing could be leased.
    * A report the host refused (its lease was lost) is answered at once, not held by the wait:
    * the worker learns now that it must drop a result or stop a handler, not when work next

@@ -34,11 +34,11 @@ export interface Job {
   constraints: Record<string, boolean>
   payload: unknown
   unique: boolean
-  /** Dialect 002's `client_request_id`: a submit repeating it gets this job back. */
+  /** the queue API's `client_request_id`: a submit repeating it gets this job back. */
   idempotency_key: string | null
   tags: string[]
   max_runtime_s: number | null
-  /** Dialect 003 calls it a stream. */
+  /** the worker API calls it a stream. */
   queue: string
   /** The most attempts the job may have had, all runs counted (an operator's retry raises it). */
   max_attempts: number
@@ -48,7 +48,7 @@ export interface Job {
   claim_expires_at: number | null
   /** The current lease, or the last one once the job has ended. */
   lease_id: string | null
-  /** Dialect 003's transport: the stream message that delivers the job's current or next attempt (a new one at each submit and requeue). */
+  /** the worker API's transport: the stream message that delivers the job's current or next attempt (a new one at each submit and requeue). */
   stream_message_id: number | null
   /** When a requeued job may be taken again (its backoff); null if it may now. */
   next_retry_at: number | null
@@ -143,7 +143,7 @@ export interface Lease {
   ttl_s: number
   grace_s: number
   state: LeaseState
-  /** Secret, for the holder only: dialect 003 names the lease by it. */
+  /** Secret, for the holder only: the worker API names the lease by it. */
   token: string
   /** Strictly increases with every lease granted, anywhere. */
   fence: number
@@ -320,13 +320,13 @@ export interface Leased {
 
 export const toLeased = (leased: LeasedRows): Leased => ({ lease: toLease(leased.lease), job: toJob(leased.job) })
 
-/** A lease request of dialect 001 (or one claim of dialect 003): the head job leased, or a denial. */
+/** A lease request of the pull API (or one claim of the worker API): the head job leased, or a denial. */
 export type LeaseDecision = ({ granted: true; /** The stream message that delivers this attempt. */ message_id: number | null } & Leased) | Denial
 
 export const toLeaseDecision = (decision: LeaseDecisionRows): LeaseDecision =>
   decision.granted ? { granted: true, message_id: decision.message_id, ...toLeased(decision) } : decision
 
-/** Dialect 002's lease request for a claimed job: approved with the lease, or denied (the job waits in LEASE_PENDING). */
+/** the queue API's lease request for a claimed job: approved with the lease, or denied (the job waits in LEASE_PENDING). */
 export type JobLeaseDecision = ({ approved: true } & Leased) | { approved: false; reason: string; retry_after_sec: number; job: Job }
 
 export const toJobLeaseDecision = (decision: JobLeaseDecisionRows): JobLeaseDecision =>
@@ -338,14 +338,14 @@ export interface Released extends Leased {
 }
 
 /**
- * A job handed to a worker under a new lease (dialect 003's claim, a local worker's exchange):
+ * A job handed to a worker under a new lease (the worker API's claim, a local worker's exchange):
  * what the worker needs to run it and to speak of its lease.
  */
 export interface Assignment {
   granted: true
   job_id: string
   job_type: string
-  /** The job's queue (dialect 003's stream). */
+  /** The job's queue (the worker API's stream). */
   queue: string
   payload: unknown
   max_runtime_s: number | null

@@ -256,20 +256,20 @@ export class Engine {
   activeLeases = (): ActiveLease[] => activeLeases(this.ctx).map(toActiveLease)
 
   // Leases
-  /** Dialect 001: dequeue and lease in one step; the job becomes LEASED. */
+  /** the pull API: dequeue and lease in one step; the job becomes LEASED. */
   requestLease = (filter: WorkerFilter, ttl_s?: number): LeaseDecision =>
     toLeaseDecision(grants.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'LEASED' }))
-  /** Dialect 003: claim = lease + attempt + token; the job becomes RUNNING. (Workers claim through {@link claimBatch}.) */
+  /** the worker API: claim = lease + attempt + token; the job becomes RUNNING. (Workers claim through {@link claimBatch}.) */
   claimAndLease = (filter: WorkerFilter, ttl_s?: number): LeaseDecision =>
     toLeaseDecision(grants.leaseNext(this.ctx, this.capacity, filter, { ttl_s, to: 'RUNNING' }))
-  /** Dialect 002: claim now, lease later. */
+  /** the queue API: claim now, lease later. */
   claim = (filter: WorkerFilter, limit = 1): Job[] => grants.claimJobs(this.ctx, filter, limit).map(toJob)
   requestLeaseForJob = (request: grants.LeaseRequestForJob): JobLeaseDecision =>
     toJobLeaseDecision(grants.requestLeaseForJob(this.ctx, this.capacity, request))
   getLease = (leaseId: string): Lease => toLease(getLease(this.ctx, leaseId))
   /** Heartbeat naming the lease by id (dialects 000/001 and 002). */
   heartbeat = (request: Parameters<typeof heartbeats.heartbeat>[1]): Leased => toLeased(heartbeats.heartbeat(this.ctx, request))
-  /** Heartbeat naming the lease by its token (dialect 003). */
+  /** Heartbeat naming the lease by its token (the worker API). */
   heartbeatByToken = (request: Parameters<typeof heartbeats.heartbeatByToken>[1]): LeaseExtended =>
     toLeaseExtended(heartbeats.heartbeatByToken(this.ctx, request))
   release = (request: attempts.ReleaseRequest): Released => {
@@ -282,7 +282,7 @@ export class Engine {
   // Batches: each item answered as its one-job verb would answer it (see batch.ts)
   submitMany = (inputs: jobs.SubmitJob[]): batch.ItemResult<SubmitResult>[] =>
     batch.submitMany(this.ctx, this.capacity, inputs).map((result) => toItem(result, toSubmitResult))
-  /** Dialect 003 claim of up to `maxJobs` jobs, stopping at the first denial. */
+  /** the worker API claim of up to `maxJobs` jobs, stopping at the first denial. */
   claimBatch = (filter: WorkerFilter, maxJobs: number, ttl_s?: number): Claims => toClaims(batch.claimBatch(this.ctx, this.capacity, filter, maxJobs, ttl_s))
   /**
    * A waiting claim's turn inside a commit (called from a {@link beforeCommit} listener): claims
@@ -312,7 +312,7 @@ export class Engine {
   /** One step of a bulk call, its own transaction: call it outside {@link run}, and let other work in between steps. */
   bulkStep = (plan: bulk.BulkPlan, cursor: bulk.BulkCursor): bulk.BulkStep => bulk.bulkStep(this.ctx, this.capacity, plan, cursor)
 
-  // File leases and blockers (seed 004)
+  // File leases and blockers (the files contract)
   acquireFile = (request: files.FileLeaseRequest): AcquireResult => toAcquireResult(files.acquireFile(this.ctx, request))
   heartbeatFile = (request: { file: string; owner_id: string }): FileLease => toFileLease(files.heartbeatFile(this.ctx, request))
   releaseFile = (request: { file: string; owner_id: string }): FileLease => toFileLease(files.releaseFile(this.ctx, request))

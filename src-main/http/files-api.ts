@@ -68,7 +68,7 @@ export const filesApi: Api = {
         return replyWith(FileAcquireRefusal, acquireRefusal(result), statusOf(result.code))
       },
     }),
-    // Not in the seed: lets a denied requester wait for its one retry by the host's clock.
+    // Beyond its contract: lets a denied requester wait for its one retry by the host's clock.
     route({
       method: 'POST',
       path: '/files/leases/wait',

@@ -18,12 +18,12 @@ export interface LaneDependencies {
 
 /**
  * The lane: the routes marked `lane` (route.ts), whose requests come at the rate of jobs — the
- * worker routes (dialect 003's claim, heartbeat, complete, fail, and the batch and report routes)
- * and the one-job submit (dialect 002) — answered straight from Node's request event, without Koa, for the shape
+ * worker routes (the worker API's claim, heartbeat, complete, fail, and the batch and report routes)
+ * and the one-job submit (the queue API) — answered straight from Node's request event, without Koa, for the shape
  * their clients send: `POST`, the path exactly as the route spells it, no query, a JSON body of a
  * declared length within the limit (`Content-Type: application/json` exactly). Koa's work per
  * request (its context, its middleware chain, its response) was a sixth of the host's CPU per job
- * of a dialect-003 lifecycle, and ~20 µs of a submit's way to the worker waiting for its job
+ * of a worker API lifecycle, and ~20 µs of a submit's way to the worker waiting for its job
  * (docs/performance.md). Every other request, to these paths too, goes on to Koa, whose router
  * serves the same route records (routing.ts).
  *

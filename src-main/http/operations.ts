@@ -7,9 +7,9 @@ import { IsoTime, Name, pathParams } from './schemas'
 import { JobAnswer, queueJob } from './views/queue'
 
 /**
- * An operator's routes over every dialect's jobs (docs/operations.md): run a delayed job now,
+ * An operator's routes over every API's jobs (docs/operations.md): run a delayed job now,
  * retry a finished one, pause and resume queues, and bulk retry, cancel or purge by filter.
- * Jobs are shown as dialect 002 shows them.
+ * Jobs are shown as the queue API shows them.
  */
 
 const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')

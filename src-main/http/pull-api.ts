@@ -15,7 +15,7 @@ export type PullLeaseRequest = z.infer<typeof PullLeaseRequest>
 export const PullHeartbeat = z.strictObject({ worker_id: WorkerId })
 export type PullHeartbeat = z.infer<typeof PullHeartbeat>
 
-/** Added by Leasehold so this dialect can finish a job. */
+/** Added by Leasehold so this API can finish a job. */
 export const PullComplete = z.strictObject({
   worker_id: WorkerId,
   status: z.enum(['completed', 'failed']),

@@ -33,7 +33,7 @@ import {
   Timeseries as TimeseriesAnswer,
 } from './views/queue'
 
-/** Seed 002: submit, claim, status, then a lease request; release finalizes. */
+/** the queue contract: submit, claim, status, then a lease request; release finalizes. */
 export const SubmitJob = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
   job_type: Name,
@@ -47,9 +47,9 @@ export const SubmitJob = z.strictObject({
   max_runtime_s: z.number().int().min(1).max(7 * 24 * 3600).nullable().optional(),
   queue: Name.optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
-  /** Not in the seed: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
+  /** Beyond its contract: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
   run_at: z.iso.datetime({ offset: true }).nullable().optional(),
-  /** Not in the seed: a delayed job, not claimable or leasable for this many milliseconds. Not with `run_at`. */
+  /** Beyond its contract: a delayed job, not claimable or leasable for this many milliseconds. Not with `run_at`. */
   delay_ms: z.number().int().min(0).max(MAX_DELAY_MS).nullable().optional(),
 })
 export type SubmitJob = z.infer<typeof SubmitJob>
@@ -58,7 +58,7 @@ export const SubmitBatch = z.strictObject({ jobs: z.array(SubmitJob).min(1).max(
 export type SubmitBatch = z.infer<typeof SubmitBatch>
 
 /**
- * Dialect 002's submit in the model's words: `client_request_id` is the idempotency key; times
+ * the queue API's submit in the model's words: `client_request_id` is the idempotency key; times
  * are epoch ms. Every field written out, not spread: each submit then has the same shape, which
  * the engine reads faster than objects that carry only the fields each client sent (a batch of
  * 1,000 is 1,000 of them). `EveryField` makes a field the engine adds fail to compile here until
@@ -81,7 +81,7 @@ const submitInput = (input: SubmitJob): EveryField<EngineSubmitJob> => ({
   delay_ms: input.delay_ms,
 })
 
-/** Seed 002's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
+/** the queue contract's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
 const duplicateRequest = (input: SubmitJob, job: Job): DuplicateRequest => ({
   code: 'duplicate_request',
   detail: `A job with client_request_id ${input.client_request_id} exists`,
@@ -100,7 +100,7 @@ export type ClaimJobs = z.infer<typeof ClaimJobs>
 
 export const StatusUpdate = z.strictObject({
   state: JobState.optional(),
-  /** Not in the seed: the worker making the update; another worker's job is 403 worker_mismatch. */
+  /** Beyond its contract: the worker making the update; another worker's job is 403 worker_mismatch. */
   worker_id: WorkerId.optional(),
   note: Note.nullable().optional(),
   progress: Progress.nullable().optional(),
@@ -138,7 +138,7 @@ export const LeaseRequest = z.strictObject({
   priority: PRIORITY.optional(),
   constraints: z.record(z.string().max(100), z.boolean()).optional(),
   ttl_sec: TtlSec.optional(),
-  /** Not in the seed: the worker asking; another worker's claim is 403 worker_mismatch. */
+  /** Beyond its contract: the worker asking; another worker's claim is 403 worker_mismatch. */
   worker_id: WorkerId.optional(),
 })
 export type LeaseRequest = z.infer<typeof LeaseRequest>
@@ -203,7 +203,7 @@ export const queueApi: Api = {
         return { job: queueJob(job) }
       },
     }),
-    // Not in the seed: many submits in one request, each answered as /jobs/submit would answer it,
+    // Beyond its contract: many submits in one request, each answered as /jobs/submit would answer it,
     // or only by its id and state when the client asks for it (RFC 7240 `Prefer: return=minimal`):
     // a thousand job views (~550 KB of JSON) are most of the work of a batch's answer, and a
     // client that sent the jobs has no use for them.
@@ -313,7 +313,7 @@ export const queueApi: Api = {
       grouped: true,
       run: ({ body, params }, { engine }) => ({ job: queueJob(engine.cancel(params.job_id, body.reason ?? null)) }),
     }),
-    // Not in the seed: each attempt with its outcome and error (the dashboard's job page).
+    // Beyond its contract: each attempt with its outcome and error (the dashboard's job page).
     route({
       method: 'GET',
       path: '/jobs/:job_id/attempts',
@@ -422,7 +422,7 @@ export const queueApi: Api = {
         metric: query.metric,
         bucket: query.bucket,
         range: query.range,
-        // Not in seed 002: where the history starts, so a chart can leave out the zeros before it.
+        // Not in the queue contract: where the history starts, so a chart can leave out the zeros before it.
         since: iso(engine.seriesStart()),
         points: engine.timeseries(query.metric, query.bucket, query.range).map((p) => ({ ts: iso(p.ts), value: p.value })),
       }),

@@ -15,7 +15,7 @@ import { queueState } from './views/queue'
 
 export const SCHEDULES_PREFIX = '/api/schedules'
 
-/** The job each firing submits: the submit fields of dialect 002, less `client_request_id` (each firing is a new job). */
+/** The job each firing submits: the submit fields of the queue API, less `client_request_id` (each firing is a new job). */
 export const JobTemplate = SubmitJob.pick({
   addon_id: true,
   job_type: true,
@@ -55,7 +55,7 @@ export const ScheduleRunView = z
     outcome: z.enum(RUN_OUTCOMES),
     reason: z.string().nullable().meta({ description: 'why the firing was skipped (overlap, or the submit refused)' }),
     job_id: z.string().nullable(),
-    job_state: z.string().nullable().meta({ description: "the job's state now (dialect 002's names); null without a job or once it is pruned" }),
+    job_state: z.string().nullable().meta({ description: "the job's state now (the queue API's names); null without a job or once it is pruned" }),
   })
   .meta({ id: 'ScheduleRun' })
 

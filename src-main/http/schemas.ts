@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/rules/states'
 import { Id } from '../../src-shared/worker-exchange'
 
-/** Zod pieces shared by the dialects' request and response schemas; the worker exchange's own are src-shared's. */
+/** Zod pieces shared by the APIs' request and response schemas; the worker exchange's own are src-shared's. */
 export { Id, IsoTime, JsonValue, MAX_WAIT_MS_ACCEPTED, MaxWaitMs, Name, Note, Progress, WorkerId } from '../../src-shared/worker-exchange'
 
 /** A route's path parameter: an id (the 400 for a bad one names the parameter). */

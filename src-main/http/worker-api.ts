@@ -14,12 +14,12 @@ import {
 } from '../../src-shared/worker-exchange'
 import { claimAnswer, completeAnswer, exchangeAnswer, failAnswer, heartbeatAnswer } from './views/worker'
 
-/** The worker API (seed 003): a claim is a lease + an attempt + a token; the DB stays the truth. Its messages are src-shared/worker-exchange.ts. */
+/** The worker API (the worker contract): a claim is a lease + an attempt + a token; the DB stays the truth. Its messages are src-shared/worker-exchange.ts. */
 export const WORKER_PREFIX = '/internal/worker'
 
 const WORKER_409 = 'lease_token_mismatch, lease_expired, lease_not_active, attempt_mismatch, file_lease_lost'
 
-/** Dialect 003 answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
+/** the worker API answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
 const notOk =
   (withAck: boolean) =>
   (error: unknown): unknown =>
@@ -118,7 +118,7 @@ export const workerApi: Api = {
         return sent
       },
     }),
-    // Not in the seed: a worker reports what an operator should see (a handler that failed to load).
+    // Beyond its contract: a worker reports what an operator should see (a handler that failed to load).
     workerRoute({
       method: 'POST',
       path: '/report',

@@ -17,7 +17,7 @@ export interface IpcHostDeps {
 
 /**
  * Answers one request from a local worker: the same engine calls, with the same semantics, as
- * dialect 003's /batch and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
+ * the worker API's /batch and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
  * in another's name. `gone` aborts when the process exits. `deliver` gets the response exactly
  * once — an exchange's from dispatch (src-main/dispatch/dispatch.ts), which hands it over from
  * the commit that grants a waiting claim — and the promise settles with the same response.

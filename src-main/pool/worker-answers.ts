@@ -2,7 +2,7 @@ import type { AcquireResult } from '../engine'
 
 /**
  * The file gate's decision in the worker runtime's terms, for the local workers' IPC. (Claims and
- * exchanges are answered over IPC as dialect 003 answers them: src-main/http/views/worker.ts.)
+ * exchanges are answered over IPC as the worker API answers them: src-main/http/views/worker.ts.)
  */
 export function acquireAnswer(result: AcquireResult) {
   if (result.granted) return { granted: true as const }

@@ -32,17 +32,17 @@ export type Storage = Schemas['Storage']
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
 export type CapacityChange = JsonBody<paths['/api/capacity']['put']>
 
-/** The job states as dialect 002 shows them (LEASED shows as RUNNING). */
+/** The job states as the queue API shows them (LEASED shows as RUNNING). */
 export type JobState = Schemas['QueueJobState']
 export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', 'LEASE_PENDING', 'RUNNING', 'BLOCKED', 'DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /**
- * A job as dialect 002 shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits, until
+ * A job as the queue API shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits, until
  * when (if the wait ends by itself), and the schedule firing that made it.
  */
 export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'waiting_until' | 'schedule'>>
 
-/** Dialect 002's JobResult: null until the job ends. */
+/** the queue API's JobResult: null until the job ends. */
 export type JobResult = Schemas['QueueResult']
 
 export type JobPage = Schemas['JobPage']

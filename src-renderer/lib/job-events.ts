@@ -2,7 +2,7 @@ import { EVENT_TYPES, eventMoves } from '../../src-shared/event-types'
 import type { Job, JobState, LogEvent } from './api'
 import { ms } from './time-format'
 
-/** Dialect 002 shows LEASED as RUNNING; the dashboard speaks dialect 002. */
+/** the queue API shows LEASED as RUNNING; the dashboard speaks the queue API. */
 export const displayState = (state: string): JobState => (state === 'LEASED' ? 'RUNNING' : (state as JobState))
 
 /** Events after which a job no longer holds its lease. */

@@ -5,7 +5,7 @@ import { newerJob, reduceJobs } from './job-events'
 export const PAGE_SIZE = 25
 
 export interface JobFilter {
-  /** A state as dialect 002 shows it, or '' for all. */
+  /** A state as the queue API shows it, or '' for all. */
   state: JobState | ''
   job_type: string
   addon_id: string

@@ -70,7 +70,7 @@ function startCli(args: string[]) {
   return { child, exited, until, stdout: () => stdout, stderr: () => stderr }
 }
 
-/** Leases the queued job of `type` as a test-driven worker (dialect 003: lease + attempt + token). */
+/** Leases the queued job of `type` as a test-driven worker (the worker API: lease + attempt + token). */
 function take(type: string, workerId = 'test-worker') {
   const decision = host.engine.claimAndLease({ worker_id: workerId, accept_job_types: [type] })
   if (!decision.granted) throw new Error(`no grant: ${decision.reason}`)

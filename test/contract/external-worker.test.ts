@@ -1,6 +1,6 @@
 /**
  * The example external worker (examples/external-worker.ts: openapi-fetch over the generated
- * types, dialect 003) drains a real host and exits: each job type ends as its handler says,
+ * types, the worker API) drains a real host and exits: each job type ends as its handler says,
  * and a job that runs longer than its lease lives on its heartbeats.
  */
 import { spawn } from 'node:child_process'

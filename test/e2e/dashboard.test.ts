@@ -281,7 +281,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
   })
 
   test('a blocker halt is answered from the page and the job is requeued', async () => {
-    // Two writers of one file, on a queue the pool does not take, driven through dialect 003.
+    // Two writers of one file, on a queue the pool does not take, driven through the worker API.
     const file = '/data/out/report.pdf'
     const holder = await submit({ job_type: 'file.write', queue: 'manual', payload: { path: file, content: 'a' } })
     const waiter = await submit({ job_type: 'file.write', queue: 'manual', payload: { path: file, content: 'b' } })
@@ -444,7 +444,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
   })
 
   test('lease countdowns follow the host clock, also when it moves', async () => {
-    // A 10 min lease through dialect 001 (URGENT: the head of every queue), on a queue the pool
+    // A 10 min lease through the pull API (URGENT: the head of every queue), on a queue the pool
     // does not take; nobody heartbeats.
     const id = await submit({ job_type: 'sleep', queue: 'clock', priority: 'URGENT', addon_id: 'visuals', payload: {} })
     const granted = await json(await host.call('/api/system/scheduler/leases/request', { method: 'POST', json: { worker_id: 'ext-clock', ttl_sec: 600 } }))

@@ -1,6 +1,6 @@
 /**
  * Concurrency over real HTTP: many workers at once. A job is claimed or leased exactly once,
- * a drain of 2,000 jobs through dialect 003 completes each exactly once, and the ACTIVE
+ * a drain of 2,000 jobs through the worker API completes each exactly once, and the ACTIVE
  * leases never hold more units than are usable.
  */
 import { afterEach, describe, expect, test } from 'vitest'

@@ -1,6 +1,6 @@
 /**
  * Crash test over HTTP: the real `leasehold serve` process under load from several clients
- * (submits through dialect 002, one by one and 200 to a request; claim/complete through dialect
+ * (submits through the queue API, one by one and 200 to a request; claim/complete through dialect
  * 003, one by one and in batches; and a worker that claims and then goes silent), killed with
  * SIGKILL at random moments — so often in the middle of large commit groups — and restarted on
  * the same data dir. Afterwards: every submit that got its 201 exists, every acknowledged completion is DONE,
@@ -64,7 +64,7 @@ const ARGS = [
 interface Ledger {
   /** job ids whose submit answered 201 */
   submitted: Set<string>
-  /** job ids whose dialect-003 completion answered {ok:true} */
+  /** job ids whose the worker API completion answered {ok:true} */
   completed: Set<string>
   claims: number
 }

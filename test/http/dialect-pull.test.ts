@@ -1,5 +1,5 @@
 /**
- * Dialect 001/000 (pull-lease) over real HTTP: request = dequeue + lease, heartbeat, and the
+ * the pull API (pull-lease) over real HTTP: request = dequeue + lease, heartbeat, and the
  * complete route Leasehold adds. Every documented status and code, and the exact views.
  */
 import { describe, expect, test } from 'vitest'

@@ -1,7 +1,7 @@
 /**
- * Dialect 002 (queue) over real HTTP: submit, claim, status, cancel, list, events, the lease
+ * the queue API (queue) over real HTTP: submit, claim, status, cancel, list, events, the lease
  * request/heartbeat/release/get, and the stats routes. Every documented status and code, and
- * the exact views (seed 002 + the extras views/queue.ts documents).
+ * the exact views (the queue contract + the extras views/queue.ts documents).
  */
 import { describe, expect, test } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/rules/clock'
@@ -570,7 +570,7 @@ describe('stats', () => {
     const snap = await body(res)
     expect(keys(snap)).toEqual(['capacity', 'jobs', 'leases'])
     expect(snap.capacity).toMatchObject({ total: 70, used: 6, reserved: 14, usable: 56, available: 50, busy_rating: 2 })
-    // Seed 002's fields plus the documented extras (busy_mode; per-state and per-outcome job counts).
+    // the queue contract's fields plus the documented extras (busy_mode; per-state and per-outcome job counts).
     expect(keys(snap.capacity)).toEqual(['available', 'busy_mode', 'busy_rating', 'reserved', 'total', 'usable', 'used'])
     expect(keys(snap.jobs)).toEqual(
       ['blocked', 'canceled_last_24h', 'claimed', 'done_last_24h', 'failed_last_24h', 'leased', 'over_capacity', 'queued', 'running', 'timeout_last_24h'],

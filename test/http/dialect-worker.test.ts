@@ -1,5 +1,5 @@
 /**
- * Dialect 003 (worker) over real HTTP: claim (a lease + attempt + token, long-polling),
+ * the worker API (worker) over real HTTP: claim (a lease + attempt + token, long-polling),
  * heartbeat, complete, fail. Every documented status and code, the exact answers, and the
  * long-poll timing rules.
  */

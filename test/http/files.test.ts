@@ -1,6 +1,6 @@
 /**
- * Seed 004 over real HTTP (dialect 004, `/api/files` and `/api/blockers`), on a host whose clock
- * the test moves: two workers with their own job leases (dialect 003 claims) contend for one
+ * the files contract over real HTTP (the files API, `/api/files` and `/api/blockers`), on a host whose clock
+ * the test moves: two workers with their own job leases (the worker API claims) contend for one
  * file; the loser waits its one retry at +180 s while its job keeps heartbeating, and either
  * gets the file or is halted with a blocker report the operator answers.
  */
@@ -30,7 +30,7 @@ afterEach(async () => {
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-/** A worker process as dialect 003 sees it: a claimed job with its lease, heartbeating as it runs. */
+/** A worker process as the worker API sees it: a claimed job with its lease, heartbeating as it runs. */
 interface Worker {
   id: string
   job_id: string

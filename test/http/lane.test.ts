@@ -227,7 +227,7 @@ describe('the lane and Koa answer each of its routes alike', () => {
     body: JSON.parse(res.body, (key, value) => (IDS.has(key) ? typeof value : typeof value === 'string' ? value.replace(UUID, 'ID') : value)),
   })
 
-  /** A job's whole dialect-003 life through one carrier, every answer recorded. */
+  /** A job's whole the worker API life through one carrier, every answer recorded. */
   async function lifecycle(carrier: Carrier, workerId = 'w1'): Promise<unknown[]> {
     const job = await submit(host, { queue: 'parity' })
     const answers: Raw[] = []

@@ -19,7 +19,7 @@ async function ok<T>(res: Response, schema: { parse(value: unknown): T }): Promi
   return schema.parse(answer)
 }
 
-/** A job that ended FAILED through dialect 003 (not retryable). */
+/** A job that ended FAILED through the worker API (not retryable). */
 async function failedJob(host: TestHost, fields: Record<string, unknown> = {}): Promise<string> {
   const job = await submit(host, { priority: 'URGENT', ...fields })
   const claim = await body(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: [job.queue] }))
@@ -42,7 +42,7 @@ describe('delayed jobs over HTTP', () => {
     expect(plain.run_at).toBeNull()
     const batch = await body(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [{ job_type: 't', cost_units: 1, delay_ms: 90_000 }] }))
     expect(batch.results[0].job.run_at).toBe(new Date(T0 + 90 * SECOND).toISOString())
-    // Not claimable before then, through any dialect.
+    // Not claimable before then, through any API.
     const claimed = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'q', limit: 5 }))
     expect(claimed.jobs.map((j: { job_id: string }) => j.job_id)).toEqual([plain.job_id])
     expect(await body(await post(host, `${PULL}/request`, { worker_id: 'p' }))).toMatchObject({ denied: true })

@@ -28,7 +28,7 @@ describe('restart on the same data dir', () => {
     host = await startTestHost({ totalUnits: 20, busy: 0, leaseTtlS: 30, heartbeatGraceS: 5, claimTtlS: 86_400 }, { clock })
     const token = host.token
 
-    // A finished job (dialect 003), a running one (dialect 001, long lease), a claimed one (002), a queued one.
+    // A finished job (the worker API), a running one (the pull API, long lease), a claimed one (002), a queued one.
     const done = await submit(host, { queue: 'w', client_request_id: 'keep-me', payload: { n: 1 } })
     const c = await body(await post(host, `${WORKER}/claim`, { worker_id: 'w3', streams: ['w'], max_wait_ms: 0 }))
     await post(host, `${WORKER}/complete`, { worker_id: 'w3', job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token, result: { ok: 1 } })

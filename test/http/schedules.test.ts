@@ -121,7 +121,7 @@ describe('the schedule routes', () => {
 })
 
 describe('firings made by the host', () => {
-  /** The jobs a schedule made, as dialect 002 lists them. */
+  /** The jobs a schedule made, as the queue API lists them. */
   const scheduledJobs = async (host: TestHost) =>
     ((await body(await host.call(`${QUEUE}/jobs?limit=500`))).jobs as any[]).filter((job) => job.schedule !== null)
 

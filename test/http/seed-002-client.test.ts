@@ -1,8 +1,8 @@
 /**
- * A client written from seed 002 alone, nothing else: it claims a job, reports PREPARING, sets
- * LEASE_PENDING before it asks for its lease (the seed's "on denial, job *remains*
+ * A client written from the queue contract alone, nothing else: it claims a job, reports PREPARING, sets
+ * LEASE_PENDING before it asks for its lease (its contract's "on denial, job *remains*
  * LEASE_PENDING"), asks, is denied while capacity is short, asks again, heartbeats and
- * releases. Every call is the seed's route with the seed's body.
+ * releases. Every call is its contract's route with its contract's body.
  */
 import { expect, test } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/rules/clock'

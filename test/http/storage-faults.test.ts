@@ -356,7 +356,7 @@ describe('a commit whose sync failed', () => {
       leases: (await body(await host.call('/api/leases'))).leases.map((lease: { lease_id: string }) => lease.lease_id),
       row: engineContext(host.engine).db.prepare('SELECT state FROM jobs WHERE id = ?').pluck().get(job.job_id),
     })
-    const leasedState = { job: 'RUNNING', leases: [leaseId], row: 'LEASED' } // dialect 002 calls LEASED RUNNING
+    const leasedState = { job: 'RUNNING', leases: [leaseId], row: 'LEASED' } // the queue API calls LEASED RUNNING
     expect(await snapshot()).toEqual(leasedState)
 
     injector.failCommits('SQLITE_IOERR_FSYNC', 1)

@@ -16,9 +16,9 @@ export const WORKER = '/internal/worker'
 
 const sorted = (keys: readonly string[]) => [...keys].sort()
 
-/** Seed 001's lease, exactly. */
+/** the pull contract's lease, exactly. */
 export const PULL_LEASE_KEYS = sorted(['lease_id', 'job_id', 'worker_id', 'capacity_units', 'issued_at', 'expires_at', 'last_heartbeat'])
-/** Seed 001's job, exactly. */
+/** the pull contract's job, exactly. */
 export const PULL_JOB_KEYS = sorted([
   'job_id',
   'type',
@@ -34,9 +34,9 @@ export const PULL_JOB_KEYS = sorted([
   'created_at',
   'updated_at',
 ])
-/** Seed 002's JobIntent plus the model's extra fields (views/queue.ts queueJob). */
+/** the queue contract's JobIntent plus the model's extra fields (views/queue.ts queueJob). */
 export const QUEUE_JOB_KEYS = sorted([
-  // seed 002
+  // the queue contract
   'job_id',
   'addon_id',
   'job_type',
@@ -67,7 +67,7 @@ export const QUEUE_JOB_KEYS = sorted([
 ])
 /** The job as the reads show it (GET /jobs/{id}, GET /jobs): plus why it waits and the schedule that made it (views/queue.ts queueJobRead). */
 export const QUEUE_JOB_READ_KEYS = sorted([...QUEUE_JOB_KEYS, 'waiting_reason', 'waiting_until', 'schedule'])
-/** Seed 002's Lease plus who holds it and how it ended (views/queue.ts queueLease); never the token. */
+/** the queue contract's Lease plus who holds it and how it ended (views/queue.ts queueLease); never the token. */
 export const QUEUE_LEASE_KEYS = sorted([
   'lease_id',
   'job_id',
@@ -84,9 +84,9 @@ export const QUEUE_LEASE_KEYS = sorted([
   'release_status',
   'fence',
 ])
-/** Seed 002's JobResult, exactly. */
+/** the queue contract's JobResult, exactly. */
 export const QUEUE_RESULT_KEYS = sorted(['job_id', 'status', 'result_data', 'error', 'started_at', 'finished_at', 'attempts'])
-/** Seed 003's claim answer plus the extras dialect-worker.ts documents (job type, lease id, max runtime). */
+/** the worker contract's claim answer plus the extras dialect-worker.ts documents (job type, lease id, max runtime). */
 export const WORKER_CLAIM_KEYS = sorted([
   'claimed',
   'job_id',
@@ -143,7 +143,7 @@ export function dbDigest(host: TestHost): string {
   return JSON.stringify({ parts, maxEvent, states, leaseStates })
 }
 
-/** Submits through dialect 002 and returns the job view. */
+/** Submits through the queue API and returns the job view. */
 export async function submit(host: TestHost, json: Record<string, unknown> = {}): Promise<any> {
   const res = await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'generic', cost_units: 1, ...json } })
   const answer = await body(res)
@@ -158,7 +158,7 @@ export { until } from '../helpers/until'
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 
-/** The instant the dialect tests start from: the seeds' own example time. */
+/** The instant the dialect tests start from: the contracts' own example time. */
 export const DIALECT_T0 = Date.parse('2026-02-06T20:10:00.000Z')
 
 /**

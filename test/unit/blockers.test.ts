@@ -1,5 +1,5 @@
 /**
- * Seed 004, phase 5, in the engine: still blocked after the one retry → a hard stop with a full
+ * the files contract, phase 5, in the engine: still blocked after the one retry → a hard stop with a full
  * blocker report (never a silent skip), the job BLOCKED with its capacity given back, and the
  * operator's three answers (retry, force_release, cancel), each an event with its note.
  */

@@ -4,7 +4,7 @@ import { BULK_STEP } from '../../src-main/engine/verbs/bulk'
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail, eventTypes, expectEngineError, runBulk } from './support'
 
-/** A job that ended FAILED (dialect 003, not retryable). */
+/** A job that ended FAILED (the worker API, not retryable). */
 function failedJob(engine: Engine, fields: Parameters<typeof aJob>[0] = {}): string {
   const { job } = engine.submit(aJob({ priority: 'URGENT', ...fields }))
   const { lease } = claimOrFail(engine, { worker_id: 'w', queues: [job.queue] })

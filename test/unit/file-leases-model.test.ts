@@ -1,5 +1,5 @@
 /**
- * Model-based property test of the file-lease gate (seed 004). fast-check drives random
+ * Model-based property test of the file-lease gate (the files contract). fast-check drives random
  * sequences of what owners and operators do — acquire / heartbeat / release by several owners,
  * some under job leases and some without, the clock moving, the reaper, job leases heartbeated,
  * completed, failed or left to expire, blockers resolved — while a small model predicts every
@@ -167,7 +167,7 @@ abstract class Base implements Cmd {
   abstract toString(): string
 }
 
-/** An owner starts a job: a dialect 003 claim gives it a job lease to hold files under. */
+/** An owner starts a job: a worker API claim gives it a job lease to hold files under. */
 class StartJob extends Base {
   constructor(readonly owner: string) {
     super()
@@ -317,7 +317,7 @@ class ReleaseFile extends Base {
   }
 }
 
-/** A job lease heartbeat (dialect 001/002 by id); one past its expires_at expires on the spot. */
+/** A job lease heartbeat (the pull API/002 by id); one past its expires_at expires on the spot. */
 class HeartbeatJob extends Base {
   constructor(readonly owner: string) {
     super()

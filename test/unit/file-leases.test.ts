@@ -1,5 +1,5 @@
 /**
- * Seed 004, phases 1–4, in the engine: the file-lease gate (acquire / deny / release, the key),
+ * the files contract, phases 1–4, in the engine: the file-lease gate (acquire / deny / release, the key),
  * liveness reclaim of a dead owner's lease, stop-idle after 30 s, and the contention heartbeat
  * with its one retry at +180 s. Every test runs on a ManualClock: time moves only when told.
  */
@@ -36,7 +36,7 @@ function contentionCount(engine: Engine): number {
   return sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_contentions')!.n
 }
 
-/** A running job with its job lease (dialect 003 claim): an owner whose liveness is that lease. */
+/** A running job with its job lease (the worker API claim): an owner whose liveness is that lease. */
 function runningJob(engine: Engine, workerId: string) {
   engine.submit(aJob({ cost_units: 2 }))
   return claimOrFail(engine, workerId)

@@ -184,7 +184,7 @@ describe('the tally of QUEUED and waiting jobs', () => {
     const first = setup({ path })
     for (const queue of QUEUES) for (const priority of PRIORITIES) first.engine.submit(aJob({ queue, priority, cost_units: 2 }))
     first.engine.claimBatch({ worker_id: 'w1', queues: ['mail'] }, 3) // RUNNING: no longer waiting
-    first.engine.claim({ worker_id: 'w2' }) // CLAIMED (dialect 002): still waiting
+    first.engine.claim({ worker_id: 'w2' }) // CLAIMED (the queue API): still waiting
     first.engine.setCapacity({ total_units: 1 }) // every waiting job now costs more than the total
     engineContext(first.engine).db.close()
 

@@ -75,7 +75,7 @@ function itemValue<T>(result: ItemResult<T> | undefined): T {
 
 /**
  * The engine as the batching transports use it. Each verb runs in the open commit group (the
- * group commits later, when something outside it reads); the dialect-003 verbs go through
+ * group commits later, when something outside it reads); the worker API verbs go through
  * claimBatch and exchange. The op runs at once inside the group, so its answer is known now.
  */
 function viaBatches(engine: Engine): Engine {
@@ -154,7 +154,7 @@ interface HeldLease {
 
 interface Model {
   jobs: string[]
-  /** Jobs a dialect-002 claim handed to the test (they may have moved on since). */
+  /** Jobs a queue API claim handed to the test (they may have moved on since). */
   claimed: string[]
   leases: HeldLease[]
 }
@@ -404,7 +404,7 @@ class Submit extends Base {
   }
 }
 
-/** Dialect 002 claim: the first `limit` jobs the worker may take, in scheduling order. */
+/** the queue API claim: the first `limit` jobs the worker may take, in scheduling order. */
 class Claim extends Base {
   constructor(
     readonly worker: string,
@@ -445,7 +445,7 @@ function holdNewLease(model: Model, real: Real, lease: Lease): void {
 }
 
 /**
- * Dialect 001 `requestLease` (job becomes LEASED) or dialect 003 `claimAndLease` (RUNNING): the
+ * the pull API `requestLease` (job becomes LEASED) or the worker API `claimAndLease` (RUNNING): the
  * head job the worker may take is leased if it fits, else the request is denied and nothing
  * behind the head is leased instead.
  */
@@ -481,7 +481,7 @@ class Grant extends Base {
   }
 }
 
-/** Dialect 002 lease request for a job the test claimed: approved exactly when the job fits. */
+/** the queue API lease request for a job the test claimed: approved exactly when the job fits. */
 class GrantClaimed extends Base {
   constructor(
     readonly index: number,
@@ -573,7 +573,7 @@ class Advance extends Base {
   }
 }
 
-/** The reaper expires exactly the ACTIVE leases and the dialect-002 claims whose time has come. */
+/** The reaper expires exactly the ACTIVE leases and the queue API claims whose time has come. */
 class Reap extends Base {
   apply(model: Model, real: Real): void {
     const now = real.clock.now()
@@ -594,8 +594,8 @@ class Reap extends Base {
 type FinishVia = 'release' | 'attempt'
 
 /**
- * Ends the attempt under a held lease: SUCCEEDED (dialect 001/002 release, or dialect 003
- * complete) or FAILED (release with FAILED is final; dialect 003 fail may be retryable). A repeat
+ * Ends the attempt under a held lease: SUCCEEDED (the pull API/002 release, or the worker API
+ * complete) or FAILED (release with FAILED is final; the worker API fail may be retryable). A repeat
  * of a finish that took effect answers as the first did and changes nothing.
  */
 class Finish extends Base {

@@ -168,7 +168,7 @@ describe('pruning finished jobs', () => {
     engine.submit(aJob())
     const running = claimOrFail(engine, 'w', 3600)
     engine.submit(aJob())
-    const [claimed] = engine.claim({ worker_id: 'w2' }) // dialect 002: CLAIMED
+    const [claimed] = engine.claim({ worker_id: 'w2' }) // the queue API: CLAIMED
     const queued = engine.submit(aJob({ priority: 'LOW' })).job
     clock.advance(30 * DAY)
     expect(pruneAll(engine)).toEqual([0])

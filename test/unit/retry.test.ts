@@ -3,7 +3,7 @@ import { SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, eventTypes, expectEngineError } from './support'
 
-/** Runs the job's attempts to the end through dialect 003, each failing as retryable: it ends FAILED dead-lettered. */
+/** Runs the job's attempts to the end through the worker API, each failing as retryable: it ends FAILED dead-lettered. */
 function failToTheEnd(setupResult: ReturnType<typeof setup>, jobId: string): void {
   const { engine, clock } = setupResult
   for (;;) {

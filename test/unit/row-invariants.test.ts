@@ -1,6 +1,6 @@
 /**
  * The rules of the jobs table that its readers rely on: a job has `claim_expires_at` exactly
- * while a dialect-002 claim holds it (the partial index jobs_claim_expiry, db/schema.ts), and
+ * while a queue API claim holds it (the partial index jobs_claim_expiry, db/schema.ts), and
  * `finished_at` exactly while it is finished (retention's sweep reads it, engine/verbs/prune.ts). A
  * walk through every verb that moves a job keeps them at each step, and the reaper reads the
  * claimed jobs by their index.

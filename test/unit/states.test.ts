@@ -19,7 +19,7 @@ import { expectEngineError } from './support'
 
 /** The moves docs/states.md names, and only those. */
 const CONTRACT_MOVES: [JobState, JobState][] = [
-  // dialect 002 path, status updates, claim expiry, and the lease request (approval or denial)
+  // the queue API path, status updates, claim expiry, and the lease request (approval or denial)
   ['QUEUED', 'CLAIMED'],
   ['CLAIMED', 'PREPARING'],
   ['CLAIMED', 'LEASE_PENDING'],
@@ -31,7 +31,7 @@ const CONTRACT_MOVES: [JobState, JobState][] = [
   ['CLAIMED', 'QUEUED'],
   ['PREPARING', 'QUEUED'],
   ['LEASE_PENDING', 'QUEUED'],
-  // dialect 001 and 003
+  // the pull API and 003
   ['QUEUED', 'LEASED'],
   ['LEASED', 'RUNNING'],
   ['QUEUED', 'RUNNING'],

@@ -36,14 +36,14 @@ export function expectEngineError(fn: () => unknown, status: number, code: strin
   return error
 }
 
-/** Leases the head job through dialect 001 and fails the test on a denial. */
+/** Leases the head job through the pull API and fails the test on a denial. */
 export function leaseOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s?: number): LeaseDecision & { granted: true } {
   const decision = engine.requestLease(typeof filter === 'string' ? { worker_id: filter } : filter, ttl_s)
   if (!decision.granted) throw new Error(`expected a grant, got a denial: ${decision.reason}`)
   return decision
 }
 
-/** Claims and leases the head job through dialect 003 and fails the test on a denial. */
+/** Claims and leases the head job through the worker API and fails the test on a denial. */
 export function claimOrFail(engine: Engine, filter: WorkerFilter | string, ttl_s?: number) {
   const decision = engine.claimAndLease(typeof filter === 'string' ? { worker_id: filter } : filter, ttl_s)
   if (!decision.granted) throw new Error(`expected a grant, got a denial: ${decision.reason}`)

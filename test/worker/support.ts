@@ -60,7 +60,7 @@ export function attempts(host: TestHost, jobId: string): Attempt[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Jobs over HTTP (dialect 002)
+// Jobs over HTTP (the queue API)
 
 export async function submit(host: TestHost, json: Record<string, unknown>): Promise<string> {
   const res = await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { cost_units: 1, ...json } })

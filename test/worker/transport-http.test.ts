@@ -1,5 +1,5 @@
 /**
- * The external worker's transport (HttpTransport: dialect 003 and /api/files over HTTP) against
+ * The external worker's transport (HttpTransport: the worker API and /api/files over HTTP) against
  * a real host whose clock the test moves: each answer the runtime acts on, read from the host's
  * real bodies — the file gate's grant, contention and halt, the retry wait, lost and refused calls.
  */

@@ -13,7 +13,7 @@ export interface WorkerFilter {
   max_units?: number | null
   /** Whether the worker can run jobs with `constraints.gpu_required`. */
   gpu_available?: boolean
-  /** Dialect 003 streams (job queues), tried in this order; null means every queue. */
+  /** the worker API streams (job queues), tried in this order; null means every queue. */
   queues?: string[] | null
 }
 

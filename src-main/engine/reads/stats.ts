@@ -37,7 +37,7 @@ function countState(ctx: EngineContext, state: Exclude<JobState, 'DONE'>): numbe
 }
 
 /**
- * Dialect 002's current snapshot; `reserved = total − usable` is what the busy rating holds back.
+ * the queue API's current snapshot; `reserved = total − usable` is what the busy rating holds back.
  * The counts of the last 24 h come from memory (recent-counts.ts), not from the event log.
  */
 export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot {

@@ -32,7 +32,7 @@ export interface WaitingSituation {
   now: number
   capacity: CapacityFigures
   /**
-   * The first eligible QUEUED job in the order dialects 001 and 002 take them (priority, then
+   * The first eligible QUEUED job in the order the pull and queue APIs take them (priority, then
    * the time each became eligible, over every queue): nothing behind it is leased before it.
    */
   readonly head: JobRow | undefined

@@ -6,7 +6,7 @@ export interface EngineConfig {
   leaseTtlS: number
   /** Added to the TTL before a silent lease expires. */
   heartbeatGraceS: number
-  /** How long a dialect-002 claim holds a job before it returns to QUEUED. */
+  /** How long a queue API claim holds a job before it returns to QUEUED. */
   claimTtlS: number
   /** Bounds for a request's own `ttl_sec`. */
   minTtlS: number
@@ -14,9 +14,9 @@ export interface EngineConfig {
   /** Attempts a job gets unless its submit says otherwise. */
   maxAttempts: number
   backoff: BackoffPolicy
-  /** Advice to a dialect-001/003 worker whose lease request was denied. */
+  /** Advice to a pull API/003 worker whose lease request was denied. */
   denyRetryAfterMs: number
-  /** Advice to a dialect-002 worker whose lease request was denied (also its `next_retry_at`). */
+  /** Advice to a queue API worker whose lease request was denied (also its `next_retry_at`). */
   leaseRetryAfterS: number
   /** The most operations one commit group holds; the group commits at once when it reaches it. */
   groupMaxOperations: number

@@ -5,7 +5,7 @@ export { ENGINE_ERROR_CODES, type EngineErrorCode }
 
 /** What a refusal carries beside its code and detail, for the caller to act on. Times are epoch ms. */
 export interface ErrorExtra {
-  /** Dialect 003: the attempt had already ended, so its stream message may be acknowledged. */
+  /** the worker API: the attempt had already ended, so its stream message may be acknowledged. */
   ack?: boolean
   /** When the one retry of a file is due (`retry_too_early`). */
   retry_at?: number

@@ -84,7 +84,7 @@ export interface EventShapes {
     entity: 'LEASE'
     data: { state: 'LEASED' | 'RUNNING'; worker_id: string; cost_units: number; attempt: number; fence: number; expires_at: number }
   }
-  /** A dialect-002 lease request denied: recorded on the job, which waits in LEASE_PENDING. */
+  /** A queue API lease request denied: recorded on the job, which waits in LEASE_PENDING. */
   LEASE_DENIED: { entity: 'JOB'; data: { state: 'LEASE_PENDING'; reason: string } }
   LEASE_EXPIRED: {
     entity: 'LEASE'

@@ -74,5 +74,5 @@ export function idKey(id: string): number | null {
   return match ? parseInt(match[1]! + match[2]! + match[3]!, 16) : null
 }
 
-/** A lease token: 24 random bytes, base64url (the secret that names a lease in dialect 003). */
+/** A lease token: 24 random bytes, base64url (the secret that names a lease in the worker API). */
 export const newToken = (): string => randomBytes(24).toString('base64url')

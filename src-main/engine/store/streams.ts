@@ -1,7 +1,7 @@
 import type { EngineContext } from './context'
 
 /**
- * Dialect 003's transport, kept in SQLite: every submit and every requeue gives the job a new
+ * the worker API's transport, kept in SQLite: every submit and every requeue gives the job a new
  * stream message on its stream (its queue). The job row holds its current message
  * (`stream_message_id`) and its JOB_SUBMITTED or JOB_REQUEUED event records it, so the
  * messages need no table of their own. A message is acknowledged when the attempt it delivered

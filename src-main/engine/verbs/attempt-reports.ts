@@ -7,8 +7,8 @@ import { leaseById, leaseByToken } from './lease-lookup'
 import { getJob, type HeartbeatReport, type Leased, notActive } from '../store/rows'
 
 /**
- * A worker's reports of how an attempt ended: dialect 002's release (and 001's complete), and
- * dialect 003's complete and fail, each found by its lease and ended through lease-end.ts.
+ * A worker's reports of how an attempt ended: the queue API's release (and 001's complete), and
+ * the worker API's complete and fail, each found by its lease and ended through lease-end.ts.
  */
 
 export interface ReleaseRequest extends Outcome {
@@ -23,7 +23,7 @@ export interface Released extends Leased {
 }
 
 /**
- * Dialect 002 release (and dialect 001 complete): final for the job whatever the status. A
+ * the queue API release (and the pull API complete): final for the job whatever the status. A
  * release repeating one that took effect answers as the first did; releasing an expired lease
  * answers 409 `lease_expired` (the attempt already ended TIMEOUT when the lease expired).
  */
@@ -63,7 +63,7 @@ function answerFor(ctx: EngineContext, ended: LeaseRow): AttemptAnswer {
 }
 
 /**
- * Dialect 003 complete and fail, idempotent by (job_id, attempt_id) and guarded by the lease
+ * the worker API complete and fail, idempotent by (job_id, attempt_id) and guarded by the lease
  * token. A repeat of the call that ended the attempt answers as it did; any other call on an
  * ended attempt is 409 with `ack: true` (the message must not be redelivered).
  */

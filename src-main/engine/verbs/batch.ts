@@ -43,7 +43,7 @@ export function submitMany(ctx: EngineContext, capacity: CapacityStore, inputs: 
 export type ClaimBatch = LeasedHeads
 
 /**
- * Dialect 003 claim of up to `maxJobs`: the head jobs this worker can take, each leased as a
+ * the worker API claim of up to `maxJobs`: the head jobs this worker can take, each leased as a
  * single claim would lease it, in order, until one is denied (no job, or the head does not
  * fit: no backfilling past it).
  */

@@ -7,7 +7,7 @@ import { EngineError, invalid } from '../rules/errors'
 import { newId } from '../store/ids'
 import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
 
-/** A denied requester retries exactly once, this long after the denial (seed 004: "exactly 3 minutes"). */
+/** A denied requester retries exactly once, this long after the denial (the files contract: "exactly 3 minutes"). */
 export const FILE_RETRY_MS = 180 * SECOND
 /** An owner that neither acquires nor heartbeats a file for this long loses it (stop-idle). */
 export const FILE_IDLE_MS = 30 * SECOND

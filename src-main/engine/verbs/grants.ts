@@ -12,12 +12,12 @@ import { LEASE_REQUEST_STATES, type JobState } from '../rules/states'
 
 /**
  * Granting leases: a worker's claim or lease request takes the head job it can run and leases
- * it (a new token, the next fence, the job's next attempt), if capacity allows; dialect 002
+ * it (a new token, the next fence, the job's next attempt), if capacity allows; the queue API
  * claims first and asks for the lease after.
  */
 
 export type LeaseDecision =
-  | ({ granted: true; /** The stream message that delivers this attempt (dialect 003's `message_id`). */ message_id: number | null } & Leased)
+  | ({ granted: true; /** The stream message that delivers this attempt (the worker API's `message_id`). */ message_id: number | null } & Leased)
   | { granted: false; reason: string; retry_after_ms: number }
 
 /** The jobs one lease request took (at most its `maxJobs`), and why it stopped short, if it did. */
@@ -87,7 +87,7 @@ function leaseFor(ctx: EngineContext, job: JobRow, workerId: string, ttlS: numbe
 }
 
 /**
- * Dialect 001 request and dialect 003 claim: dequeue the head job this worker can take and lease
+ * the pull API request and the worker API claim: dequeue the head job this worker can take and lease
  * it in one step. If the head does not fit the available capacity the request is denied and
  * the head keeps its place: no smaller job behind it is leased instead.
  */
@@ -211,7 +211,7 @@ export function knownDenial(ctx: EngineContext, figures: CapacityFigures, filter
   return reason === null ? null : { granted: false, reason, retry_after_ms: ctx.config.denyRetryAfterMs }
 }
 
-/** Dialect 002 claim: take up to `limit` jobs for this worker (no capacity yet; that is the lease). */
+/** the queue API claim: take up to `limit` jobs for this worker (no capacity yet; that is the lease). */
 export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: number): JobRow[] {
   if (!Number.isSafeInteger(limit) || limit < 1) throw invalid('limit: must be a whole number of at least 1')
   return ctx.transact(() => {
@@ -247,7 +247,7 @@ export type JobLeaseDecision =
   | { approved: false; reason: string; retry_after_sec: number; job: JobRow }
 
 /**
- * Dialect 002 lease request for a claimed job. The lease belongs to the worker that claimed
+ * the queue API lease request for a claimed job. The lease belongs to the worker that claimed
  * it; a request naming another worker is refused (403) before anything changes. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
  * advice, and keeps the claim alive while the worker keeps asking. A job of a paused queue is
  * denied, as for want of capacity.

@@ -43,7 +43,7 @@ export function heartbeat(
   return ctx.transact(() => extend(ctx, lease, request))
 }
 
-/** Heartbeat naming the lease by its token (dialect 003). */
+/** Heartbeat naming the lease by its token (the worker API). */
 export function heartbeatByToken(
   ctx: EngineContext,
   request: { job_id: string; worker_id: string; lease_token: string } & HeartbeatReport,

@@ -10,7 +10,7 @@ import { readTimeline } from '../reads/timeline'
 import { nextStreamMessageId } from '../store/streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from '../rules/states'
 
-/** A submit in the model's own words; each dialect maps its field names onto this. */
+/** A submit in the model's own words; each API maps its field names onto this. */
 export interface SubmitJob {
   job_type: string
   cost_units: number
@@ -79,7 +79,7 @@ export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now:
   return at !== null && at > now ? at : null
 }
 
-/** Returns an expired dialect-002 claim to QUEUED, inside the caller's transaction: no attempt counted, same place. */
+/** Returns an expired the queue API claim to QUEUED, inside the caller's transaction: no attempt counted, same place. */
 export function expireClaim(ctx: EngineContext, job: JobRow): JobRow {
   return moveJob(
     ctx,
@@ -223,11 +223,11 @@ export interface StatusUpdate {
   worker_id?: string
 }
 
-/** The states a claiming worker may set by a status update (seed 002: it says PREPARING, then LEASE_PENDING as it asks). */
+/** The states a claiming worker may set by a status update (the queue contract: it says PREPARING, then LEASE_PENDING as it asks). */
 const STATUS_SETTABLE: ReadonlySet<JobState> = new Set(['PREPARING', 'LEASE_PENDING'])
 
 /**
- * 403 `worker_mismatch` when a dialect-002 write names a worker that is not the job's claimer.
+ * 403 `worker_mismatch` when a queue API write names a worker that is not the job's claimer.
  * A job nobody holds (requeued, its claim lapsed) is left to the caller's 409.
  */
 export function checkClaimer(job: JobRow, workerId: string | undefined): void {
@@ -237,7 +237,7 @@ export function checkClaimer(job: JobRow, workerId: string | undefined): void {
 }
 
 /**
- * Dialect 002's status update: the claiming worker reports PREPARING or LEASE_PENDING (from any
+ * the queue API's status update: the claiming worker reports PREPARING or LEASE_PENDING (from any
  * claim state), or repeats the state the job is in with a note or progress. Leases, not status
  * calls, make a job RUNNING. A job nobody holds — QUEUED again because its claim lapsed or it
  * was requeued, BLOCKED, or finished — takes no status update (409): the caller is a stale

@@ -6,7 +6,7 @@ import { findLease, getJob, getLease, type Leased, leasesOfJob } from '../store/
 
 /**
  * Finding the lease a worker names, by its id (dialects 001, 002) or by its job and token
- * (dialect 003): the fencing checks, in order, and a lease past its expiry expired first.
+ * (the worker API): the fencing checks, in order, and a lease past its expiry expired first.
  */
 
 /** Resolves the lease named by id (dialects 001, 002): 404, then 403 on another worker's lease. */
@@ -34,7 +34,7 @@ function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Le
 }
 
 /**
- * Resolves the lease named by its token (dialect 003): a token that is not this job's is a
+ * Resolves the lease named by its token (the worker API): a token that is not this job's is a
  * mismatch. Also answers the job as it now is, so the caller need not read it again.
  */
 export function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): Leased {

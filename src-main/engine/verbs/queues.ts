@@ -4,7 +4,7 @@ import { invalid } from '../rules/errors'
 import type { JobState } from '../rules/states'
 
 /**
- * Pausing queues. A paused queue's jobs are neither claimed nor leased, through any dialect or
+ * Pausing queues. A paused queue's jobs are neither claimed nor leased, through any API or
  * worker, until it is resumed; jobs already running finish, and submits are still accepted.
  * The paused queues are a table (a pause survives a restart) and a set in memory, read once
  * at start, so the pick path asks nothing of SQLite while no queue is paused.
@@ -56,7 +56,7 @@ export interface QueuePause {
 }
 
 /**
- * Pauses a queue: from its commit on, nothing is claimed or leased from it (a dialect-002 lease
+ * Pauses a queue: from its commit on, nothing is claimed or leased from it (a queue API lease
  * request for a job claimed before is denied). Pausing a paused queue changes nothing.
  * `QUEUE_PAUSED` records who and when.
  */
@@ -85,7 +85,7 @@ export function resumeQueue(ctx: EngineContext, queue: string, by: string | null
   })
 }
 
-/** Why a dialect-002 lease request for a job claimed from a paused queue is denied, or null. */
+/** Why a queue API lease request for a job claimed from a paused queue is denied, or null. */
 export function pausedDenial(ctx: EngineContext, queue: string): string | null {
   return ctx.pausedQueues.has(queue) ? `Queue ${queue} is paused` : null
 }

@@ -61,7 +61,7 @@ function expireForGoneWorker(ctx: EngineContext, keep: (lease: LeaseRow) => bool
 }
 
 /**
- * Returns dialect-002 claims that ran out (no lease requested or status reported in time) to
+ * Returns the queue API claims that ran out (no lease requested or status reported in time) to
  * QUEUED. No attempt is counted and the job keeps its place in the queue.
  */
 export function expireDueClaims(ctx: EngineContext): number {

@@ -1,5 +1,5 @@
 /**
- * Dialect 004 (file leases and blockers) as the wire shows it. Each view's zod schema sits beside
+ * the files API (file leases and blockers) as the wire shows it. Each view's zod schema sits beside
  * the function that renders it; the acquire's refusals (409 held or blocked, 429 too early) have
  * schemas of their own.
  */

@@ -1,5 +1,5 @@
 /**
- * Dialect 001/000 (pull-lease) as the wire shows it: seed 001's field names, lowercase states
+ * the pull API (pull-lease) as the wire shows it: the pull contract's field names, lowercase states
  * and priorities. Each view's zod schema sits beside the function that renders it.
  */
 import { z } from 'zod'
@@ -24,7 +24,7 @@ const PULL_STATES = {
 
 export const PullState = z
   .enum(['queued', 'leased', 'running', 'completed', 'failed', 'canceled', 'expired', 'blocked'])
-  .meta({ id: 'PullJobState', description: 'A job state as dialect 001 shows it' })
+  .meta({ id: 'PullJobState', description: 'A job state as the pull API shows it' })
 export type PullState = z.infer<typeof PullState>
 
 export function pullState(state: JobState): PullState {
@@ -33,7 +33,7 @@ export function pullState(state: JobState): PullState {
 
 export const PullPriority = z.enum(PRIORITIES.map((p) => p.toLowerCase() as Lowercase<typeof p>) as [Lowercase<(typeof PRIORITIES)[number]>]).meta({ id: 'PullPriority' })
 
-/** Seed 001's job, exactly. */
+/** the pull contract's job, exactly. */
 export const PullJob = z
   .object({
     job_id: z.string(),
@@ -50,7 +50,7 @@ export const PullJob = z
     created_at: IsoTime,
     updated_at: IsoTime,
   })
-  .meta({ id: 'PullJob', description: "Seed 001's job" })
+  .meta({ id: 'PullJob', description: "A job as the pull API shows it" })
 export type PullJob = z.infer<typeof PullJob>
 
 export function pullJob(job: Job): PullJob {
@@ -71,7 +71,7 @@ export function pullJob(job: Job): PullJob {
   }
 }
 
-/** Seed 001's lease, exactly. */
+/** the pull contract's lease, exactly. */
 export const PullLease = z
   .object({
     lease_id: z.string(),
@@ -82,7 +82,7 @@ export const PullLease = z
     expires_at: IsoTime,
     last_heartbeat: IsoTime,
   })
-  .meta({ id: 'PullLease', description: "Seed 001's lease" })
+  .meta({ id: 'PullLease', description: "A lease as the pull API shows it" })
 export type PullLease = z.infer<typeof PullLease>
 
 export function pullLease(lease: Lease): PullLease {

@@ -1,5 +1,5 @@
 /**
- * Dialect 002 (queue) as the wire shows it: each view's zod schema (a named schema of the OpenAPI
+ * the queue API (queue) as the wire shows it: each view's zod schema (a named schema of the OpenAPI
  * document) beside the function that renders it, typed by the schema, so the code and the
  * document cannot drift. Canonical names, LEASED shown as RUNNING, times as ISO-8601 UTC.
  */
@@ -22,16 +22,16 @@ import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../.
 import { FinalStatus, IsoTime, LeaseState, PRIORITY } from '../schemas'
 import { wireEventData } from './event-data'
 
-/** The states dialect 002 shows: the canonical ones, LEASED shown as RUNNING. */
+/** The states the queue API shows: the canonical ones, LEASED shown as RUNNING. */
 export const QUEUE_STATES = JOB_STATES.filter((state): state is Exclude<JobStateName, 'LEASED'> => state !== 'LEASED')
-export const QueueState = z.enum(QUEUE_STATES).meta({ id: 'QueueJobState', description: 'A job state as dialect 002 shows it (LEASED shows as RUNNING)' })
+export const QueueState = z.enum(QUEUE_STATES).meta({ id: 'QueueJobState', description: 'A job state as the queue API shows it (LEASED shows as RUNNING)' })
 export type QueueState = z.infer<typeof QueueState>
 
 export function queueState(state: JobStateName): QueueState {
   return state === 'LEASED' ? 'RUNNING' : state
 }
 
-/** Seed 002's JobIntent, plus the model's extra fields. */
+/** the queue contract's JobIntent, plus the model's extra fields. */
 export const QueueJob = z
   .object({
     job_id: z.string(),
@@ -61,7 +61,7 @@ export const QueueJob = z
     note: z.string().nullable(),
     dead_letter: z.boolean().meta({ description: 'The job ended because it ran out of attempts' }),
   })
-  .meta({ id: 'QueueJob', description: "Seed 002's JobIntent plus the model's extra fields" })
+  .meta({ id: 'QueueJob', description: "The queue contract's JobIntent plus the model's extra fields" })
 export type QueueJob = z.infer<typeof QueueJob>
 
 export function queueJob(job: Job): QueueJob {
@@ -125,7 +125,7 @@ export function queueJobRead(job: Job, waiting: Waiting | null, origin: Schedule
     schedule: origin && { name: origin.name, fire_at: iso(origin.fire_at)! } }
 }
 
-/** Seed 002's JobResult for a finished job. */
+/** the queue contract's JobResult for a finished job. */
 export const QueueResult = z
   .object({
     job_id: z.string(),
@@ -136,10 +136,10 @@ export const QueueResult = z
     finished_at: IsoTime.nullable(),
     attempts: z.number().int(),
   })
-  .meta({ id: 'QueueResult', description: "Seed 002's JobResult of a finished job" })
+  .meta({ id: 'QueueResult', description: "The queue contract's JobResult of a finished job" })
 export type QueueResult = z.infer<typeof QueueResult>
 
-/** Seed 002's JobResult for a finished job, else null. */
+/** the queue contract's JobResult for a finished job, else null. */
 export function queueResult(job: Job): QueueResult | null {
   if (!TERMINAL_STATES.has(job.state)) return null
   return {
@@ -153,7 +153,7 @@ export function queueResult(job: Job): QueueResult | null {
   }
 }
 
-/** Seed 002's Lease, plus who holds it and how it ended. The token is never shown here. */
+/** the queue contract's Lease, plus who holds it and how it ended. The token is never shown here. */
 export const QueueLease = z
   .object({
     lease_id: z.string(),
@@ -170,7 +170,7 @@ export const QueueLease = z
     release_status: z.enum(ATTEMPT_OUTCOMES).nullable().meta({ description: 'How its attempt ended; BLOCKED: halted by a file-lease blocker' }),
     fence: z.number().int().meta({ description: 'Strictly increases with every lease granted' }),
   })
-  .meta({ id: 'QueueLease', description: "Seed 002's Lease plus who holds it and how it ended (never the token)" })
+  .meta({ id: 'QueueLease', description: "The queue contract's Lease plus who holds it and how it ended (never the token)" })
 export type QueueLease = z.infer<typeof QueueLease>
 
 export function queueLease(lease: Lease): QueueLease {

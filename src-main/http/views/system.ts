@@ -1,5 +1,5 @@
 /**
- * The routes every dialect shares (health, capacity, leases, workers, the event stream) as the
+ * The routes every API shares (health, capacity, leases, workers, the event stream) as the
  * wire shows them. Each view's zod schema sits beside the function that renders it.
  */
 import { z } from 'zod'

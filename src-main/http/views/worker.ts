@@ -16,7 +16,7 @@ import type {
 import { iso } from '../../engine/rules/clock'
 import { type Assignment, type AttemptEnded, type Denial, type ExchangeAnswer, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
 
-/** Dialect 003's claim answer. */
+/** the worker API's claim answer. */
 export function claimAnswer(decision: Assignment | Denial): WorkerClaimAnswer {
   return decision.granted ? claimedJob(decision) : { claimed: false }
 }
@@ -56,7 +56,7 @@ function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, wit
 /**
  * The answer to a worker's exchange (`POST /internal/worker/batch`, and IPC `exchange`): one
  * entry per report, in the order sent, each shaped as the one-job route answers it, and the
- * claims granted, each as a dialect 003 claim.
+ * claims granted, each as a worker API claim.
  */
 export function exchangeAnswer(
   request: { heartbeat?: { job_id: string }[]; complete?: { job_id: string }[]; fail?: { job_id: string }[] },
