@@ -106,6 +106,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
       return deps.policy.port // known only once the server listens (port 0)
     },
     isValidTicket: (ticket) => tickets.isValid(ticket, Date.now()),
+    isWorkerToken: deps.policy.isWorkerToken,
   }
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice

@@ -53,7 +53,7 @@ describe('leasehold serve --redis', () => {
   test('without --redis nothing is written to Redis and the health names no Redis', async () => {
     host = await startTestHost()
     await submitJob(host)
-    expect(await (await host.call('/api/health')).json()).toEqual({ ok: true, version: expect.any(String) })
+    expect(await (await host.call('/api/health')).json()).toEqual({ ok: true, version: expect.any(String), storage: 'read_write' })
     expect(await admin.dbsize()).toBe(0)
   })
 

@@ -11,8 +11,8 @@ import { ACQUIRE_REFUSAL_CODES, ERROR_STATUS, HTTP_ERROR_CODES, statusOf } from 
 
 const ENGINE = resolve(import.meta.dirname, '../../src-main/engine')
 /** The engine's sources, but the list itself. */
-const engineSources = readdirSync(ENGINE)
-  .filter((name) => name.endsWith('.ts') && name !== 'errors.ts')
+const engineSources = readdirSync(ENGINE, { recursive: true, encoding: 'utf8' })
+  .filter((name) => name.endsWith('.ts') && name !== join('rules', 'errors.ts'))
   .map((name) => readFileSync(join(ENGINE, name), 'utf8'))
   .join('\n')
 
