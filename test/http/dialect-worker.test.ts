@@ -28,6 +28,18 @@ const arrived = (workerId: string) =>
     `${workerId}'s claim arrived`,
   )
 
+/** A claim (max_wait_ms 10000) the host has heard and not answered: it waits. Resolves with its answer (still to come). */
+async function waitingClaim(workerId: string): Promise<{ answer: Promise<any> }> {
+  let answered = false
+  const answer = post(host, `${WORKER}/claim`, { worker_id: workerId, streams: ['default'], max_wait_ms: 10_000 }).then((res) => {
+    answered = true
+    return body(res)
+  })
+  await arrived(workerId)
+  expect(answered, `${workerId}'s claim was answered at once`).toBe(false)
+  return { answer }
+}
+
 async function claimNow(workerId = 'w1', streams = ['default']) {
   const res = await post(host, `${WORKER}/claim`, { worker_id: workerId, streams, max_wait_ms: 0 })
   expect(res.status).toBe(200)
@@ -120,15 +132,9 @@ describe('POST /internal/worker/claim', () => {
 describe('long-poll claims', () => {
   test('a waiting claim (max_wait_ms 10000) is answered by the submit that gives it work', async () => {
     await start()
-    let answered = false
-    const pending = post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 10_000 }).then(async (res) => {
-      answered = true
-      return body(res)
-    })
-    await arrived('w')
-    expect(answered).toBe(false) // it waits: there is no work yet
+    const { answer } = await waitingClaim('w') // there is no work yet
     const job = await submit(host)
-    expect(await pending).toMatchObject({ claimed: true, job_id: job.job_id })
+    expect(await answer).toMatchObject({ claimed: true, job_id: job.job_id })
   })
 
   test('a waiting claim, answered from the commit that grants it, has the status, headers and body of a claim answered at once', async () => {
@@ -162,15 +168,9 @@ describe('long-poll claims', () => {
     await start({ totalUnits: 2 })
     const first = await claimed('w1', { cost_units: 2 })
     const second = await submit(host, { cost_units: 2 })
-    let answered = false
-    const pending = post(host, `${WORKER}/claim`, { worker_id: 'w2', streams: ['default'], max_wait_ms: 10_000 }).then(async (res) => {
-      answered = true
-      return body(res)
-    })
-    await arrived('w2')
-    expect(answered).toBe(false) // it waits: the capacity is all leased
+    const { answer } = await waitingClaim('w2') // the capacity is all leased
     await post(host, `${WORKER}/complete`, attemptOf(first))
-    expect(await pending).toMatchObject({ claimed: true, job_id: second.job_id })
+    expect(await answer).toMatchObject({ claimed: true, job_id: second.job_id })
   })
 
   test('a claim with no work answers {claimed:false} once max_wait_ms has passed, not before', async () => {
