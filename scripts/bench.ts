@@ -98,7 +98,7 @@ const DIALECT_003_AT_8_TARGET = 2_000
 /** Issue 11's targets: the worker API against the HTTP floor, pages per lifecycle, and ratios to BullMQ c=8. */
 const DIALECT_003_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
-const PEER_TARGETS = { 'pool drain (normal)': 2, 'pool drain (full)': 1, 'external workers batched, 8 processes': 1 } as const
+const PEER_TARGETS = { 'pool drain (normal)': 2, 'pool drain (full)': 1, 'external workers batched, 8 processes': 1, 'remote workers over redis, 8 processes': 1 } as const
 
 const PARTS = ['engine', 'http', 'workers', 'batched', 'retention'] as const
 type Part = (typeof PARTS)[number]

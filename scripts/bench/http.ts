@@ -2,7 +2,8 @@
  * The HTTP and worker figures of `npm run bench`: a real `leasehold serve` in its own process on
  * loopback, clients in this one on keep-alive connections (node:http). Bounded in count and time.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { createServer } from 'node:net'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -118,6 +119,31 @@ async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 
       rmSync(dataDir, { recursive: true, force: true })
     },
   }
+}
+
+/**
+ * A redis-server of the bench's own on a free loopback port, empty and with no persistence (the
+ * Redis rows measure the transport, not Redis's disk); null where none is installed.
+ */
+async function startRedis(): Promise<{ url: string; stop: () => Promise<void> } | null> {
+  if (spawnSync('redis-server', ['--version']).error) return null
+  const port = await new Promise<number>((resolve, reject) => {
+    const probe = createServer().once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number }
+      probe.close(() => resolve(port))
+    })
+  })
+  const child = tracked(spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] }))
+  await new Promise<void>((resolve, reject) => {
+    let out = ''
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      if (out.includes('Ready to accept connections')) resolve()
+    })
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out.trim()}`)))
+  })
+  return { url: `redis://127.0.0.1:${port}/0`, stop: async () => void (await stopChild(child)) }
 }
 
 /** The bare Koa app of koa-floor.mjs, as a Server (it checks no token); `--pool` adds its worker process. */
@@ -835,9 +861,59 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
       note: `${n} noop jobs submitted 1,000 a request (ids answered), 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE; ${drain.cpu}`,
     })
   } finally {
-    for (const w of workers) w.kill('SIGTERM')
-    await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode === null ? w.once('exit', r) : r(null)))))
+    await stopWorkers(workers)
     await server.stop()
   }
+  await measureOverRedis(counts, progress, rows)
   return rows
+}
+
+async function stopWorkers(workers: ChildProcess[]): Promise<void> {
+  for (const w of workers) w.kill('SIGTERM')
+  await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode === null ? w.once('exit', r) : r(null)))))
+}
+
+/**
+ * The queues carried over Redis Streams (docs/redis.md): the pool drain with `--redis` on (the
+ * outbox written with each enqueue and relayed after each commit), and 8 `leasehold worker
+ * --redis` processes that reach the host through Redis alone.
+ */
+async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => void, rows: Row[]): Promise<void> {
+  const redis = await startRedis()
+  if (!redis) return progress('no redis-server here: the Redis rows are left out')
+  const n = counts.drainJobs.toLocaleString('en-US')
+  try {
+    progress(`pool drain (redis): the default pool with --redis, ${n} no-op jobs submitted 1,000 a request`)
+    const pooled = await startServer(['--redis', redis.url], dataDirWithStampHandler())
+    try {
+      await waitFor(() => workersReady(pooled, 2), 60_000)
+      await drainBatched(pooled, Math.min(2_000, counts.drainJobs)) // warm-up
+      const drain = await drainBatched(pooled, counts.drainJobs)
+      rows.push({ name: 'pool drain (redis)', value: drain.jobsPerS, unit: 'jobs/s', note: `as pool drain (normal), each enqueue XADDed to Redis after its commit; ${drain.cpu}` })
+    } finally {
+      await pooled.stop()
+    }
+
+    progress(`remote workers over redis: 8 leasehold worker --redis processes, ${n} no-op jobs`)
+    const server = await startServer(['--workers', '0', '--redis', redis.url])
+    const workers = Array.from({ length: 8 }, (_, i) =>
+      tracked(spawn(process.execPath, [BIN, 'worker', '--redis', redis.url, '--token', server.token, '--worker-id', `bench-redis-${i}`], { stdio: 'ignore' })),
+    )
+    try {
+      await waitFor(() => workersReady(server, 8), 60_000)
+      await drainBatched(server, Math.min(2_000, counts.drainJobs), workers) // warm-up
+      const drain = await drainBatched(server, counts.drainJobs, workers)
+      rows.push({
+        name: 'remote workers over redis, 8 processes',
+        value: drain.jobsPerS,
+        unit: 'jobs/s',
+        note: `${n} noop jobs submitted 1,000 a request, 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once, the worker exchange carried over Redis Streams (no connection to the host); ${drain.cpu}`,
+      })
+    } finally {
+      await stopWorkers(workers)
+      await server.stop()
+    }
+  } finally {
+    await redis.stop()
+  }
 }
