@@ -8,7 +8,7 @@
  *   npm run bench                 the full run (about 5 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about a minute), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
- *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched or retention (repeatable)
+ *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched, single or retention (repeatable)
  *   npm run bench -- --peer=FILE  also the ratios to BullMQ: FILE holds the JSON line that
  *                                 scripts/peer-bench/run.sh printed just before
  */
@@ -16,7 +16,7 @@ import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
-import { type BatchedCounts, type HttpCounts, measureBatched, measureHttp, measureRss, measureWorkers, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD } from './bench/http'
+import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, SINGLE_1, SINGLE_16 } from './bench/http'
 import { formatTable, openEngine, reopenEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import { measureRetention } from './bench/retention'
 import { measureHostStart } from './bench/start'
@@ -69,7 +69,7 @@ const FULL: Counts = {
   http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000, warmUpS: 10 },
   concurrentJobs: 20_000,
   pageJobs: 2_000,
-  batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000, warmUpS: 10 },
+  batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000, warmUpS: 10, singleJobs: 5_000 },
   retentionJobs: 1_000_000,
 }
 
@@ -85,7 +85,7 @@ const QUICK: Counts = {
   http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300, warmUpS: 5 },
   concurrentJobs: 5_000,
   pageJobs: 500,
-  batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000, warmUpS: 5 },
+  batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000, warmUpS: 5, singleJobs: 1_000 },
   retentionJobs: 100_000,
 }
 
@@ -98,9 +98,12 @@ const DIALECT_003_AT_8_TARGET = 2_000
 /** Issue 11's targets: the worker API against the HTTP floor, pages per lifecycle, and ratios to BullMQ c=8. */
 const DIALECT_003_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
+/** Jobs submitted one request each: 16 clients against BullMQ's 16 producers, one client against its sequential add(). */
+const SINGLE_16_TARGET = 1.5
+const SINGLE_1_TARGET = 1
 const PEER_TARGETS = { 'pool drain (normal)': 2, 'pool drain (full)': 1, 'external workers batched, 8 processes': 1, 'remote workers over redis, 8 processes': 1 } as const
 
-const PARTS = ['engine', 'http', 'workers', 'batched', 'retention'] as const
+const PARTS = ['engine', 'http', 'workers', 'batched', 'single', 'retention'] as const
 type Part = (typeof PARTS)[number]
 
 interface Options {
@@ -116,6 +119,10 @@ interface Options {
 interface Peer {
   processing: { concurrency: number; jobs_per_s: number }[]
   latency: { concurrency: number; pickup_ms: { p50: number } }[]
+  /** Jobs added one add() each by 16 producers, processed at concurrency 8. */
+  processing_single?: { jobs_per_s: number }
+  /** add() awaited one after another. */
+  enqueue?: { add?: { jobs_per_s: number } }
 }
 
 function readPeer(file: string): Peer {
@@ -287,9 +294,19 @@ function peerRows(peer: Peer, rows: Row[]): Row[] {
     const ratio = ours / bull
     out.push(target(`${name} ÷ BullMQ c=8`, ratio, ratio >= wanted, `≥ ${wanted.toFixed(2)}`, `BullMQ process c=8: ${n(Math.round(bull))} jobs/s`))
   }
+  // Jobs that arrive one request each, against BullMQ's jobs added one add() each.
+  const singles = [
+    [SINGLE_16, SINGLE_16_TARGET, peer.processing_single?.jobs_per_s, 'BullMQ single adds ×16, processed c=8'],
+    [SINGLE_1, SINGLE_1_TARGET, peer.enqueue?.add?.jobs_per_s, 'BullMQ sequential add()'],
+  ] as const
+  for (const [name, wanted, theirs, what] of singles) {
+    const ours = rows.find((r) => r.name === name)?.value
+    if (ours === undefined || !theirs) continue
+    out.push(target(`${name} ÷ BullMQ`, ours / theirs, ours / theirs >= wanted, `≥ ${wanted.toFixed(2)}`, `${what}: ${n(Math.round(theirs))} jobs/s`))
+  }
   if (bullPickup !== undefined) {
-    // Under the peer's own load (PEER_LOAD): the one-at-a-time pickups are printed, not compared.
-    for (const [name, factor] of [[OPEN_LOOP_LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_PICKUP, 1]] as const) {
+    // The one at a time pickup, and under the peer's own load (PEER_LOAD).
+    for (const [name, factor] of [[LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_PICKUP, 1]] as const) {
       const ours = rows.find((r) => r.name === name)?.value
       if (ours === undefined) continue
       const ms = ours * factor
@@ -388,6 +405,7 @@ async function main(): Promise<void> {
       rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
     })
   }
+  if (options.only.has('single')) await group(failures, 'single', () => measureSingles(counts.batched, progress, rows).then(() => {}))
   if (options.only.has('retention')) await group(failures, 'retention', () => measureRetention(counts.retentionJobs, progress, rows).then(() => {}))
   if (options.only.has('retention')) await group(failures, 'retention', async () => void rows.push(...(await measureHostStart(counts.retentionJobs, progress))))
   if (options.peer) rows.push(...peerRows(options.peer, rows))

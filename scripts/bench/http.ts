@@ -34,6 +34,8 @@ export const PEER_LOAD = { jobsPerS: 500, seconds: 4 }
  */
 export const OPEN_LOOP_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → waiting claim)`
 export const OPEN_LOOP_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s (submit → handler starts)`
+/** Submit → a local worker's handler starts, one job at a time with the pool's claims waiting. */
+export const LOCAL_PICKUP = 'local pickup p50 (submit → handler starts)'
 /** The same pickups in their path's seconds 1–5 at that load, while V8 still compiles it. */
 export const EARLY_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → waiting claim)`
 export const EARLY_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → handler starts)`
@@ -557,6 +559,8 @@ export interface BatchedCounts {
   finishedJobs: number
   /** As {@link HttpCounts.warmUpS}. */
   warmUpS: number
+  /** Jobs per single-submit drain (BullMQ's single adds: 5,000). */
+  singleJobs: number
 }
 
 /** Jobs per submit-batch request, as the peer's addBulk chunks. */
@@ -596,15 +600,51 @@ interface Drain {
   cpu: string
 }
 
+/** How a drain's jobs reach the host: all sent by the time it resolves. */
+type Submitter = (server: Server, jobs: number) => Promise<void>
+
 /**
- * `jobs` no-op jobs (each reports progress once) submitted in requests of 1,000, each job
- * answered by its id (`Prefer: return=minimal`), until all are DONE: jobs/s from the first
- * submit to the host's timestamp of the last DONE, and the CPU per job of the host and of the
- * workers (the host's child processes, or the `workers` given).
+ * In requests of 1,000, each job answered by its id (`Prefer: return=minimal`), as BullMQ's
+ * addBulk, which gets ids back and builds its Job objects from what it sent.
  */
-async function drainBatched(server: Server, jobs: number, workers: ChildProcess[] = []): Promise<Drain> {
-  // As BullMQ's addBulk, which gets ids back and builds its Job objects from what it sent.
+const inChunks: Submitter = async (server, jobs) => {
   const post = client(server, new Latencies(), { prefer: 'return=minimal' })
+  for (let i = 0; i < jobs; i += SUBMIT_CHUNK) {
+    const chunk = Array.from({ length: Math.min(SUBMIT_CHUNK, jobs - i) }, () => ({ job_type: 'noop', cost_units: 1 }))
+    const res = await post('submit-batch', '/api/scheduler/jobs/submit-batch', { jobs: chunk })
+    if (res.status !== 200) throw new Error(`submit-batch answered ${res.status}`)
+  }
+}
+
+/**
+ * One job per `POST /api/scheduler/jobs/submit`, from `clients` loops that each send their next
+ * job once the last one is answered (the whole job answered, as a client that reads it back):
+ * the shape of an add-on submitting on a click or a script looping over files, and of BullMQ's
+ * producers calling add() once per job.
+ */
+const oneEach =
+  (clients: number): Submitter =>
+  async (server, jobs) => {
+    const post = client(server, new Latencies())
+    let next = 0
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (next < jobs) {
+          next += 1
+          const res = await post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1 })
+          if (res.status !== 201) throw new Error(`submit answered ${res.status}`)
+        }
+      }),
+    )
+  }
+
+/**
+ * `jobs` no-op jobs (each reports progress once) submitted as `submit` sends them (by default in
+ * requests of 1,000), until all are DONE: jobs/s from the first submit to the host's timestamp
+ * of the last DONE, and the CPU per job of the host and of the workers (the host's child
+ * processes, or the `workers` given).
+ */
+async function drainBatched(server: Server, jobs: number, workers: ChildProcess[] = [], submit: Submitter = inChunks): Promise<Drain> {
   const watcher = doneWatcher(server)
   const cpu = () => {
     const host = processTreeCpuMs(server.child.pid!)
@@ -615,11 +655,7 @@ async function drainBatched(server: Server, jobs: number, workers: ChildProcess[
     const cpuBefore = cpu()
     const doneBefore = watcher.done()
     const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
-    for (let i = 0; i < jobs; i += SUBMIT_CHUNK) {
-      const chunk = Array.from({ length: Math.min(SUBMIT_CHUNK, jobs - i) }, () => ({ job_type: 'noop', cost_units: 1 }))
-      const res = await post('submit-batch', '/api/scheduler/jobs/submit-batch', { jobs: chunk })
-      if (res.status !== 200) throw new Error(`submit-batch answered ${res.status}`)
-    }
+    await submit(server, jobs)
     const deadline = performance.now() + 180_000
     while (watcher.busy()) {
       if (performance.now() > deadline) throw new Error(`jobs still running after 180 s`)
@@ -819,7 +855,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         progress(`local pickup, ${counts.localPickups} jobs`)
         const samples = await localPickups(server, counts.localPickups)
         rows.push(
-          { name: 'local pickup p50 (submit → handler starts)', value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time; the handler's start on the machine's monotonic clock` },
+          { name: LOCAL_PICKUP, value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time; the handler's start on the machine's monotonic clock` },
           { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
         )
         progress(`local pickup under the peer's load: ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
@@ -865,6 +901,38 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
     await server.stop()
   }
   await measureOverRedis(counts, progress, rows)
+  return rows
+}
+
+/** The single-submit rows' names (bench.ts compares them with BullMQ's single adds). */
+export const SINGLE_16 = 'single submits, 16 clients, pool drain'
+export const SINGLE_1 = 'single submits, 1 client, pool drain'
+
+/**
+ * Jobs that arrive one request each, drained by the default pool: 16 client loops (BullMQ's
+ * `processing_single`: 16 producers, one add() each, processed at concurrency 8), then one
+ * client alone (BullMQ's sequential add() rate), and the one-at-a-time local pickup is measured
+ * by {@link measureBatched}.
+ */
+export async function measureSingles(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
+  const n = counts.singleJobs.toLocaleString('en-US')
+  const server = await startServer([], dataDirWithStampHandler())
+  try {
+    await waitFor(() => workersReady(server, 2), 60_000)
+    for (const clients of [16, 1]) {
+      progress(`single submits: ${clients} client${clients > 1 ? 's' : ''}, ${n} no-op jobs, one request each, the default pool`)
+      await drainBatched(server, Math.min(1_000, counts.singleJobs), [], oneEach(clients)) // warm-up
+      const drain = await drainBatched(server, counts.singleJobs, [], oneEach(clients))
+      rows.push({
+        name: clients > 1 ? SINGLE_16 : SINGLE_1,
+        value: drain.jobsPerS,
+        unit: 'jobs/s',
+        note: `${n} noop jobs, each its own POST /api/scheduler/jobs/submit (the job answered), ${clients > 1 ? `${clients} clients each sending the next once answered` : 'one client sending the next once answered'}, 2 local workers, first submit → last DONE; ${drain.cpu}`,
+      })
+    }
+  } finally {
+    await server.stop()
+  }
   return rows
 }
 
