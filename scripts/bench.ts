@@ -95,7 +95,7 @@ const LATENCY_GROWTH_TARGET = 1.5
 const PICKUP_P50_TARGET_MS = 2
 const PICKUP_P99_TARGET_MS = 10
 const DIALECT_003_AT_8_TARGET = 2_000
-/** Issue 11's targets: the worker API against the HTTP floor, pages per lifecycle, and ratios to BullMQ c=8. */
+/** Targets of the worker API against the HTTP floor, of pages per lifecycle, and of the ratios to BullMQ c=8. */
 const DIALECT_003_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
 /** Jobs submitted one request each: 16 clients against BullMQ's 16 producers, one client against its sequential add(). */

@@ -832,7 +832,7 @@ export async function measureRss(finished: number, progress: (m: string) => void
   }
 }
 
-/** The drains of issue 11's targets, and the local pickup in microseconds. */
+/** The drains held to BullMQ, and the local pickup in microseconds. */
 export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
   const n = counts.drainJobs.toLocaleString('en-US')
   // The servers below take the slots of the environment, as the host does, or their share of the first capacity.

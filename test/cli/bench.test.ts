@@ -33,7 +33,7 @@ async function quickBench(group: string, ...flags: string[]): Promise<Report> {
 
 test('`npm run bench -- --quick --only=engine --json` runs to the end, and every row it prints holds a number', async () => {
   const report = await quickBench('engine')
-  // Rows issue 11 names, among the engine's own.
+  // Rows with targets, among the engine's own.
   expect(report.rows.map((row) => row.name)).toEqual(
     expect.arrayContaining(['engine lifecycle (normal)', 'pages per job', 'engine concurrent, 32 workers (normal)']),
   )
