@@ -105,7 +105,7 @@ describe('retry over HTTP', () => {
 })
 
 describe('pausing queues over HTTP', () => {
-  test('a paused queue hands out nothing through dialects 001, 002 and 003; resume releases it and wakes a waiting claim', async () => {
+  test('a paused queue hands out nothing through the pull, queue and worker APIs; resume releases it and wakes a waiting claim', async () => {
     const { host } = await startHost()
     const paused = await ok(await post(host, '/api/queues/reports/pause', { requested_by: 'ops' }), QueueAnswer)
     expect(paused.queue).toMatchObject({ queue: 'reports', paused: true, paused_by: 'ops', paused_at: new Date(T0).toISOString() })

@@ -87,7 +87,7 @@ export const QUEUE_LEASE_KEYS = sorted([
 ])
 /** the queue contract's JobResult, exactly. */
 export const QUEUE_RESULT_KEYS = sorted(['job_id', 'status', 'result_data', 'error', 'started_at', 'finished_at', 'attempts'])
-/** the worker contract's claim answer plus the extras dialect-worker.ts documents (job type, lease id, max runtime). */
+/** the worker contract's claim answer plus the extras worker-api.ts documents (job type, lease id, max runtime). */
 export const WORKER_CLAIM_KEYS = sorted([
   'claimed',
   'job_id',
