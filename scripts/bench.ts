@@ -94,9 +94,9 @@ const ENGINE_FLOOR_TARGET = 0.7
 const LATENCY_GROWTH_TARGET = 1.5
 const PICKUP_P50_TARGET_MS = 2
 const PICKUP_P99_TARGET_MS = 10
-const DIALECT_003_AT_8_TARGET = 2_000
-/** Targets of the worker API against the HTTP floor, of pages per lifecycle, and of the ratios to BullMQ c=8. */
-const DIALECT_003_FLOOR_TARGET = 0.5
+const WORKER_API_AT_8_TARGET = 2_000
+/** The worker API against the HTTP floor: its one-job routes may cost at most twice what a bare Koa app takes per job. */
+const WORKER_API_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
 /** Jobs submitted one request each: 16 clients against BullMQ's 16 producers, one client against its sequential add(). */
 const SINGLE_16_TARGET = 1.5
@@ -385,19 +385,19 @@ async function main(): Promise<void> {
         { name: 'pickup p50', value: http.pickupP50, unit: 'ms', target: `≤ ${PICKUP_P50_TARGET_MS}`, status: http.pickupP50 <= PICKUP_P50_TARGET_MS ? 'PASS' : 'MISS' },
         { name: 'pickup p99', value: http.pickupP99, unit: 'ms', target: `≤ ${PICKUP_P99_TARGET_MS}`, status: http.pickupP99 <= PICKUP_P99_TARGET_MS ? 'PASS' : 'MISS' },
         {
-          name: 'dialect 003 lifecycle, 8 workers',
-          value: http.d003at8,
+          name: 'worker API lifecycle, 8 workers',
+          value: http.workerApiAt8,
           unit: 'jobs/s',
-          target: `≥ ${n(DIALECT_003_AT_8_TARGET)}`,
-          status: http.d003at8 >= DIALECT_003_AT_8_TARGET ? 'PASS' : 'MISS',
-          note: `${(http.d003at8 / http.floorAt8).toFixed(2)} × the HTTP floor (${n(Math.round(http.floorAt8))} jobs/s)`,
+          target: `≥ ${n(WORKER_API_AT_8_TARGET)}`,
+          status: http.workerApiAt8 >= WORKER_API_AT_8_TARGET ? 'PASS' : 'MISS',
+          note: `${(http.workerApiAt8 / http.floorAt8).toFixed(2)} × the HTTP floor (${n(Math.round(http.floorAt8))} jobs/s)`,
         },
         target(
-          'dialect 003 lifecycle, 8 workers ÷ HTTP floor',
-          http.d003at8 / http.floorAt8,
-          http.d003at8 / http.floorAt8 >= DIALECT_003_FLOOR_TARGET,
-          `≥ ${DIALECT_003_FLOOR_TARGET.toFixed(2)}`,
-          'one job per request triple, the seed routes',
+          'worker API lifecycle, 8 workers ÷ HTTP floor',
+          http.workerApiAt8 / http.floorAt8,
+          http.workerApiAt8 / http.floorAt8 >= WORKER_API_FLOOR_TARGET,
+          `≥ ${WORKER_API_FLOOR_TARGET.toFixed(2)}`,
+          'one job per request triple: the one-job claim, heartbeat and complete routes',
         ),
       )
     })

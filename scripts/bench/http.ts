@@ -43,7 +43,7 @@ export const EARLY_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} job
 export const LOCAL_PICKUP_FLOOR = `local pickup floor p50 at ${PEER_LOAD.jobsPerS} jobs/s (bare Koa → socket → thread)`
 
 export interface HttpCounts {
-  /** Jobs per lifecycle run (one run per dialect and worker count). */
+  /** Jobs per lifecycle run (one run per API and worker count). */
   lifecycleJobs: number
   pickups: number
   poolJobs: number
@@ -195,15 +195,15 @@ async function submitMany(post: ReturnType<typeof client>, count: number, jobTyp
   )
 }
 
-/** `workers` clients drain the queue through the pull API or 003; jobs/s over the drain. */
-async function drain(post: ReturnType<typeof client>, dialect: '001' | '003', workers: number): Promise<number> {
+/** `workers` clients drain the queue through the pull API or the worker API; jobs/s over the drain. */
+async function drain(post: ReturnType<typeof client>, api: 'pull' | 'worker', workers: number): Promise<number> {
   let done = 0
   const started = performance.now()
   await Promise.all(
     Array.from({ length: workers }, async (_, i) => {
-      const worker_id = `bench-${dialect}-${i}`
+      const worker_id = `bench-${api}-${i}`
       for (;;) {
-        if (dialect === '001') {
+        if (api === 'pull') {
           const granted = await post('POST …/leases/request', '/api/system/scheduler/leases/request', { worker_id })
           if (granted.json.denied) return
           const leaseId = (granted.json.lease as { lease_id: string }).lease_id
@@ -403,7 +403,8 @@ export interface HttpFigures {
   rows: Row[]
   pickupP50: number
   pickupP99: number
-  d003at8: number
+  /** The worker API's lifecycle with 8 workers, jobs/s. */
+  workerApiAt8: number
   /** The HTTP floor with 8 workers: bare Koa, 3 requests per job. */
   floorAt8: number
 }
@@ -433,23 +434,23 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
   const server = await startServer(['--workers', '0', '--total-units', '100000'])
   const latencies = new Latencies()
   const post = client(server, latencies)
-  let d003at8 = 0
+  let workerApiAt8 = 0
   try {
     progress(`HTTP warm-up, ${WARM_UP_JOBS} jobs`)
     const untimed = client(server, new Latencies())
     await submitMany(untimed, WARM_UP_JOBS, 'noop')
-    await drain(untimed, '003', 8)
-    for (const dialect of ['001', '003'] as const) {
+    await drain(untimed, 'worker', 8)
+    for (const api of ['pull', 'worker'] as const) {
       for (const workers of [1, 8, 32]) {
-        progress(`HTTP dialect ${dialect}, ${workers} worker(s), ${counts.lifecycleJobs} jobs`)
+        progress(`HTTP ${api} API, ${workers} worker(s), ${counts.lifecycleJobs} jobs`)
         await submitMany(post, counts.lifecycleJobs, 'noop')
-        const jobsPerS = await drain(post, dialect, workers)
-        if (dialect === '003' && workers === 8) d003at8 = jobsPerS
+        const jobsPerS = await drain(post, api, workers)
+        if (api === 'worker' && workers === 8) workerApiAt8 = jobsPerS
         rows.push({
-          name: `HTTP lifecycle, dialect ${dialect}, ${workers} worker${workers > 1 ? 's' : ''}`,
+          name: `HTTP lifecycle, ${api} API, ${workers} worker${workers > 1 ? 's' : ''}`,
           value: jobsPerS,
           unit: 'jobs/s',
-          note: dialect === '001' ? 'request → heartbeat → complete' : 'claim → heartbeat → complete',
+          note: api === 'pull' ? 'request → heartbeat → complete' : 'claim → heartbeat → complete',
         })
       }
     }
@@ -462,7 +463,7 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
     progress(`pickup latency under the peer's load: ${PEER_LOAD.jobsPerS} submits/s, 8 waiting claims: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
     const loaded = await openLoopPickups(server, counts.warmUpS)
     rows.push(
-      { name: EARLY_PICKUP, value: p(loaded.early, 50), unit: 'ms', note: `${loaded.early.length} jobs, one submit each, open loop; 8 dialect-003 workers long-poll` },
+      { name: EARLY_PICKUP, value: p(loaded.early, 50), unit: 'ms', note: `${loaded.early.length} jobs, one submit each, open loop; 8 worker API clients long-poll` },
       { name: OPEN_LOOP_PICKUP, value: p(loaded.warm, 50), unit: 'ms', note: `${loaded.warm.length} jobs as above, after ${counts.warmUpS} s of them` },
       { name: `pickup p99 at ${PEER_LOAD.jobsPerS} jobs/s`, value: p(loaded.warm, 99), unit: 'ms' },
     )
@@ -470,7 +471,7 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
       if (endpoint.includes('long-poll')) continue
       rows.push({ name: `${endpoint} p50 / p99`, value: p(samples, 50), unit: 'ms', note: `p99 ${p(samples, 99).toFixed(2)} ms over ${samples.length} requests` })
     }
-    return { rows, pickupP50: p(pickup, 50), pickupP99: p(pickup, 99), d003at8, floorAt8 }
+    return { rows, pickupP50: p(pickup, 50), pickupP99: p(pickup, 99), workerApiAt8, floorAt8 }
   } finally {
     await server.stop()
   }

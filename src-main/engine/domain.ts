@@ -1,13 +1,14 @@
 import type { AttemptRow, BlockerRow, EventRow, FileLeaseRow, JobRow, LeaseRow } from '../db/schema'
 import type * as batch from './verbs/batch'
-import type { Resolution } from './verbs/blockers'
+import type { Resolution } from './rules/blockers'
 import type { EngineEvent } from './rules/events'
+import type { Contention } from './rules/file-leases'
 import type * as files from './verbs/files'
 import type * as jobs from './verbs/jobs'
 import type { AttemptAnswer } from './verbs/attempt-reports'
 import type { JobLeaseDecision as JobLeaseDecisionRows, LeaseDecision as LeaseDecisionRows, LeasedHeads } from './verbs/grants'
 import type { Leased as LeasedRows } from './store/rows'
-import type { FinalStatus, JobState, LeaseState, Priority } from './rules/states'
+import type { AttemptDisposition, AttemptOutcome, FinalStatus, JobState, LeaseState, Priority } from './rules/states'
 import { priorityName } from './rules/states'
 
 /**
@@ -110,12 +111,7 @@ export function toJob(row: JobRow): Job {
   }
 }
 
-/** How an attempt ended (a lease's `release_status`): the worker's final status, or halted by a blocker. */
-export type AttemptOutcome = FinalStatus | 'BLOCKED'
-export const ATTEMPT_OUTCOMES = ['SUCCEEDED', 'FAILED', 'CANCELED', 'TIMEOUT', 'BLOCKED'] as const satisfies readonly AttemptOutcome[]
-/** What became of the job when an attempt ended. */
-export const ATTEMPT_DISPOSITIONS = ['REQUEUED', 'DEAD_LETTERED', 'FINAL', 'BLOCKED'] as const
-export type AttemptDisposition = (typeof ATTEMPT_DISPOSITIONS)[number]
+export { ATTEMPT_DISPOSITIONS, ATTEMPT_OUTCOMES, type AttemptDisposition, type AttemptOutcome } from './rules/states'
 
 /** A submit's answer: the job, and whether it was already known by its idempotency key (nothing written then). */
 export interface SubmitResult {
@@ -432,7 +428,7 @@ export const toExchangeAnswer = (answer: batch.ExchangeAnswer): ExchangeAnswer =
 /** A file acquire: granted, or refused with the contention (the one retry) or the blocker report that halted the requester. */
 export type AcquireResult =
   | { granted: true; file_lease: FileLease }
-  | { granted: false; code: 'file_lease_held'; contention: files.Contention }
+  | { granted: false; code: 'file_lease_held'; contention: Contention }
   | { granted: false; code: 'blocked'; blocker: Blocker }
 
 export function toAcquireResult(result: files.AcquireResult): AcquireResult {

@@ -1,11 +1,13 @@
 import type { Database } from 'better-sqlite3'
-import { CapacityStore, type CapacityChange, type CapacitySettings } from './memory/capacity-store'
-import type { CapacityFigures } from './rules/capacity'
+import { CapacityStore, type CapacityChange } from './memory/capacity-store'
+import type { CapacityFigures, CapacitySettings } from './rules/capacity'
 import type { Clock } from './rules/clock'
-import { type CommitListener, DEFAULT_ENGINE_CONFIG, EngineContext, type EngineConfig, type EventListener } from './store/context'
+import { EngineContext } from './memory/context'
+import { type CommitListener, DEFAULT_ENGINE_CONFIG, type EngineConfig, type EventListener } from './store/context'
 import * as batch from './verbs/batch'
 import * as blockers from './verbs/blockers'
 import * as bulk from './verbs/bulk'
+import * as capacityVerbs from './verbs/capacity'
 import {
   type AcquireResult,
   type ActiveLease,
@@ -103,9 +105,10 @@ export {
   type SubmitResult,
 } from './domain'
 export { ENTITY_TYPES, EVENT_TYPES, WAKE_EVENTS, type EntityType, type EventData, type EventType, type WorkerProblem } from './rules/events'
-export type { CapacityChange, CapacitySettings } from './memory/capacity-store'
-export type { CapacityFigures } from './rules/capacity'
-export type { Contention, FileLeaseRequest } from './verbs/files'
+export type { CapacityChange } from './memory/capacity-store'
+export type { CapacityFigures, CapacitySettings } from './rules/capacity'
+export type { Contention } from './rules/file-leases'
+export type { FileLeaseRequest } from './verbs/files'
 export type { AttemptError } from './verbs/attempt-reports'
 export type { LeaseRequestForJob, WaitingClaim } from './verbs/grants'
 export type { Waiting } from './reads/waiting'
@@ -116,8 +119,10 @@ export type { WorkerFilter } from './reads/pick'
 export type { Outbox, OutboxBacklog, OutboxGrant, OutboxMessage } from './store/outbox'
 export { streamMessageName } from './store/streams'
 export type { StatusUpdate, SubmitJob } from './verbs/jobs'
-export { RESOLUTIONS, type Resolution, type ResolveBlocker } from './verbs/blockers'
-export type { Firing, JobTemplate, Overlap, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './verbs/schedules'
+export { RESOLUTIONS, type Resolution } from './rules/blockers'
+export type { ResolveBlocker } from './verbs/blockers'
+export type { Overlap } from './rules/schedules'
+export type { Firing, JobTemplate, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './verbs/schedules'
 export { type EveryField, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ItemResult, type WorkerExchange } from './verbs/batch'
 export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkFilter, type BulkPlan, type BulkStep } from './verbs/bulk'
 export type { CountedState, QueuePause, QueueSummary } from './verbs/queues'
@@ -149,10 +154,7 @@ export class Engine {
   constructor(options: EngineOptions) {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
     this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
-    this.ctx.counts.load()
-    this.ctx.pausedQueues.load()
-    this.ctx.activeLeases.load()
-    this.ctx.jobTally.load()
+    this.ctx.load()
   }
 
   get config(): EngineConfig {
@@ -387,7 +389,7 @@ export class Engine {
 
   // Capacity and stats
   getCapacity = (): CapacityFigures => this.capacity.figures()
-  setCapacity = (change: CapacityChange): CapacityFigures => this.capacity.set(change)
+  setCapacity = (change: CapacityChange): CapacityFigures => capacityVerbs.setCapacity(this.ctx, this.capacity, change)
   reportMeasuredBusy = (rating: number): void => this.capacity.reportMeasuredBusy(rating)
   snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
   /** Writes one sample of the gauges (the host's stats timer). */

@@ -1,4 +1,4 @@
-import type { EngineContext } from './store/context'
+import type { EngineContext } from './memory/context'
 import type { Engine } from './index'
 
 /**

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { buildCliBundle, freshCliBundle, PROJECT_ROOT } from '../../scripts/cli-bundle.js'
+import { until } from '../helpers/until'
 
 const PAGE = '<!doctype html><title>the dashboard beside the bundle</title>\n'
 
@@ -72,12 +73,11 @@ describe('the host run from the command bundle', () => {
     const submitted = await api('/api/scheduler/jobs/submit', { method: 'POST', body: JSON.stringify({ job_type: 'noop', cost_units: 1 }) })
     expect(submitted.status).toBe(201)
     const { job } = (await submitted.json()) as { job: { job_id: string } }
-    const deadline = Date.now() + 30_000
     let state = ''
-    while (state !== 'DONE' && Date.now() < deadline) {
+    await until(async () => {
       state = ((await (await api(`/api/scheduler/jobs/${job.job_id}`)).json()) as { job: { state: string } }).job.state
-      if (state !== 'DONE') await new Promise((resolve) => setTimeout(resolve, 50))
-    }
+      return state === 'DONE'
+    }, 30_000, 'the job DONE').catch(() => {}) // the expect below names the state it stayed in
     expect(state).toBe('DONE')
   })
 })

@@ -82,7 +82,7 @@ describe('the server answers as the document says', () => {
   })
 })
 
-test('a success refused because an operator took a file is the plain {detail, code} in dialects 001 and 002 (ok and ack are dialect 003 words)', async () => {
+test('a success refused because an operator took a file is the plain {detail, code} in the pull and queue APIs (ok and ack are the worker API’s words)', async () => {
   const clock = new ManualClock(Date.UTC(2026, 0, 1))
   const host = await startTestHost({ busy: 0 }, { clock })
   try {

@@ -1,6 +1,6 @@
 /**
  * The crash test's child process: drives an engine on a database file as fast as it can (submits,
- * leases through dialects 001 and 003, heartbeats, completions, failures, reaping) on the real
+ * leases through the pull and worker APIs, heartbeats, completions, failures, reaping) on the real
  * clock, until the parent kills it with SIGKILL.
  *
  * Every operation is acknowledged on stdout as one JSON line, written only after the operation's

@@ -1,5 +1,5 @@
 /** What the crash driver and the crash test share: the engine settings and the acknowledgement lines. */
-import type { CapacitySettings } from '../../src-main/engine/memory/capacity-store'
+import type { CapacitySettings } from '../../src-main/engine/rules/capacity'
 import type { EngineConfig } from '../../src-main/engine'
 
 /** Short leases, so a lease granted before a crash comes due within the test. */

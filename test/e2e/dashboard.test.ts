@@ -14,6 +14,7 @@ import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
+import { until } from '../helpers/until'
 import { METRICS } from '../../src-renderer/lib/api'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -67,16 +68,6 @@ const submit = async (body: Record<string, unknown>): Promise<string> =>
   (await json(await host.call(`${Q}/jobs/submit`, { method: 'POST', json: { cost_units: 10, ...body } }))).job.job_id
 
 const jobState = async (id: string): Promise<string> => (await json(await host.call(`${Q}/jobs/${id}`))).job.state
-
-async function until<T>(check: () => Promise<T> | T, ms: number, what: string): Promise<NonNullable<T>> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await check()
-    if (value) return value as NonNullable<T>
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 /** `m:ss` or `h:mm:ss` in seconds; NaN for anything else (`expired`). */
 const seconds = (clock: string): number => (/^\d+(:\d\d)+$/.test(clock) ? clock.split(':').reduce((total, part) => total * 60 + Number(part), 0) : NaN)

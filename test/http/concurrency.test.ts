@@ -32,7 +32,7 @@ function jobDoneCounts(): Map<string, number> {
 }
 
 describe('parallel claims', () => {
-  test('60 parallel dialect-002 claims from different workers for 20 jobs: each job is claimed exactly once, the rest get 204', async () => {
+  test('60 parallel queue API claims from different workers for 20 jobs: each job is claimed exactly once, the rest get 204', async () => {
     host = await startTestHost({ totalUnits: 100, busy: 0 })
     const ids = submitMany(20)
     const answers = await Promise.all(
@@ -50,7 +50,7 @@ describe('parallel claims', () => {
     expect(claimedEvents.n).toBe(20)
   })
 
-  test('60 parallel dialect-001 lease requests for 20 jobs: each job is leased exactly once, the rest are denied', async () => {
+  test('60 parallel pull API lease requests for 20 jobs: each job is leased exactly once, the rest are denied', async () => {
     host = await startTestHost({ totalUnits: 100, busy: 0 })
     const ids = submitMany(20)
     const answers = await Promise.all(
@@ -68,7 +68,7 @@ describe('parallel claims', () => {
     expect(new Set(fences.map((f) => f.fence)).size).toBe(20)
   })
 
-  test('60 parallel dialect-001 requests with room for only 7 units grant exactly 7 leases', async () => {
+  test('60 parallel pull API requests with room for only 7 units grant exactly 7 leases', async () => {
     host = await startTestHost({ totalUnits: 7, busy: 0 })
     submitMany(20)
     const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => post(host, `${PULL}/request`, { worker_id: `w-${i}` }).then(body)))
@@ -77,7 +77,7 @@ describe('parallel claims', () => {
   })
 })
 
-describe('draining through dialect 003', () => {
+describe('draining through the worker API', () => {
   test(
     '32 workers drain 2,000 jobs (claim with max_wait_ms → heartbeat → complete): each completed exactly once, capacity never exceeded',
     async () => {

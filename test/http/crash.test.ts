@@ -11,6 +11,7 @@ import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
 import { tempDir } from '../helpers/host'
+import { until } from '../helpers/until'
 import { type ServeProcess, startServe } from '../helpers/process'
 
 const KILLS = 4
@@ -231,7 +232,10 @@ describe('leasehold serve killed with SIGKILL under load', () => {
           break
         }
         const clients = load(call, ledger, round, rand)
-        await new Promise((r) => setTimeout(r, 700 + rand() * 1300))
+        // The kill lands after a random amount of acknowledged work, not after a wall-clock time:
+        // a loaded machine crashes the host as far into its work as a quiet one.
+        const killAfter = ledger.completed.size + 100 + Math.floor(rand() * 400)
+        await until(() => ledger.completed.size >= killAfter, 60_000, 'the completions before the kill')
         proc.child.kill('SIGKILL')
         await proc.exited
         await clients.stop()

@@ -40,7 +40,7 @@ function snapshotOf(jobId: string) {
 }
 
 describe('fencing: a worker paused past its lease never changes the job again', () => {
-  test('dialect 001/000: A’s heartbeat and complete are 409 lease_expired; B completes; the job is done once', async () => {
+  test('pull API: A’s heartbeat and complete are 409 lease_expired; B completes; the job is done once', async () => {
     await start()
     const job = await submit(host)
     const a = await body(await post(host, `${PULL}/request`, { worker_id: 'A' }))
@@ -64,7 +64,7 @@ describe('fencing: a worker paused past its lease never changes the job again', 
     expect(host.engine.attempts(job.job_id).map((x) => x.outcome)).toEqual(['TIMEOUT', 'SUCCEEDED'])
   })
 
-  test('dialect 002: A’s heartbeat and release (every status) are 409 lease_expired; B releases; the job is done once', async () => {
+  test('queue API: A’s heartbeat and release (every status) are 409 lease_expired; B releases; the job is done once', async () => {
     await start()
     const job = await submit(host)
     await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'A' })
@@ -90,7 +90,7 @@ describe('fencing: a worker paused past its lease never changes the job again', 
     expect(jobDoneCount(job.job_id)).toBe(1)
   })
 
-  test('dialect 003: A’s heartbeat, complete and fail are 409 lease_expired (ok:false, ack:true); B completes; the job is done once', async () => {
+  test('worker API: A’s heartbeat, complete and fail are 409 lease_expired (ok:false, ack:true); B completes; the job is done once', async () => {
     await start()
     const job = await submit(host)
     const a = await body(await post(host, `${WORKER}/claim`, { worker_id: 'A', streams: ['default'], max_wait_ms: 0 }))
@@ -154,7 +154,7 @@ describe('fencing: a worker paused past its lease never changes the job again', 
   })
 })
 
-describe('fencing: dialect 002 writes before a lease are fenced by the claim', () => {
+describe('fencing: queue API writes before a lease are fenced by the claim', () => {
   /** A claims, and its claim lapses: the reaper requeues the job. */
   async function claimLapsed() {
     await start()

@@ -8,7 +8,7 @@ import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { BulkAnswer, QueueAnswer, QueueList } from '../../src-main/http/operations'
 import { JobAnswer } from '../../src-main/http/views/queue'
 import type { TestHost } from '../helpers/host'
-import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, post, PULL, QUEUE, submit, UNKNOWN_ID, WORKER } from './support'
+import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, post, PULL, QUEUE, submit, UNKNOWN_ID, waitingPost, WORKER } from './support'
 
 const T0 = DIALECT_T0
 const startHost = clockedHost({ totalUnits: 100 })
@@ -56,13 +56,12 @@ describe('delayed jobs over HTTP', () => {
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, delay_ms: -1 }), 'delay_ms')
   })
 
-  test('a long-poll claim (dialect 003) is answered when a delayed job becomes due on the host clock', async () => {
+  test('a long-poll claim (worker API) is answered when a delayed job becomes due on the host clock', async () => {
     const { host, clock } = await startHost()
     const job = await submit(host, { delay_ms: 5 * MINUTE })
-    const claim = post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'], max_wait_ms: 20_000 })
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    const claim = await waitingPost(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'], max_wait_ms: 20_000 }, 20_000)
     clock.advance(5 * MINUTE) // the host's reaper tick notices within 250 ms
-    const answer = await body(await claim)
+    const answer = await body(await claim.answer)
     expect(answer).toMatchObject({ claimed: true, job_id: job.job_id })
   })
 
@@ -106,7 +105,7 @@ describe('retry over HTTP', () => {
 })
 
 describe('pausing queues over HTTP', () => {
-  test('a paused queue hands out nothing through dialects 001, 002 and 003; resume releases it and wakes a waiting claim', async () => {
+  test('a paused queue hands out nothing through the pull, queue and worker APIs; resume releases it and wakes a waiting claim', async () => {
     const { host } = await startHost()
     const paused = await ok(await post(host, '/api/queues/reports/pause', { requested_by: 'ops' }), QueueAnswer)
     expect(paused.queue).toMatchObject({ queue: 'reports', paused: true, paused_by: 'ops', paused_at: new Date(T0).toISOString() })
@@ -120,11 +119,10 @@ describe('pausing queues over HTTP', () => {
     const list = await ok(await host.call('/api/queues'), QueueList)
     expect(list.queues).toEqual([{ queue: 'reports', paused: true, paused_at: new Date(T0).toISOString(), paused_by: 'ops', counts: { QUEUED: 1 } }])
 
-    const waiting = post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['reports'], max_wait_ms: 20_000 })
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    const waiting = await waitingPost(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['reports'], max_wait_ms: 20_000 }, 20_000)
     const resumed = await ok(await post(host, '/api/queues/reports/resume', {}), QueueAnswer)
     expect(resumed.queue).toEqual({ queue: 'reports', paused: false, paused_at: null, paused_by: null })
-    expect(await body(await waiting)).toMatchObject({ claimed: true, job_id: job.job_id })
+    expect(await body(await waiting.answer)).toMatchObject({ claimed: true, job_id: job.job_id })
   })
 
   test('a queue name longer than 200 characters is 400', async () => {

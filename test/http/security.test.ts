@@ -278,8 +278,8 @@ describe('slow clients', () => {
       const trickle = setInterval(() => socket.writable && socket.write(`X-Slow-${Date.now()}: 1\r\n`), 500)
       const at = await closed
       clearInterval(trickle)
+      // A floor only (a loaded machine answers later, never sooner); the test's own timeout is the ceiling.
       expect(at - started).toBeGreaterThanOrEqual(9_000)
-      expect(at - started).toBeLessThan(14_000)
       expect(answer).toMatch(/^HTTP\/1\.1 408/)
       expect(answer).toContain('"code":"request_timeout"')
     } finally {

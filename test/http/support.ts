@@ -2,11 +2,12 @@
  * Shared pieces of the HTTP tests: the field lists the views must show (seeds + the extras
  * src-main/http/views/ documents), error assertions, and a digest of the database for "nothing changed".
  */
-import { afterEach, expect } from 'vitest'
+import { afterEach, expect, vi } from 'vitest'
 import type { HostConfig } from '../../src-main/config'
 import { ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { database } from '../helpers/database'
+import { until } from '../helpers/until'
 
 export const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 
@@ -86,7 +87,7 @@ export const QUEUE_LEASE_KEYS = sorted([
 ])
 /** the queue contract's JobResult, exactly. */
 export const QUEUE_RESULT_KEYS = sorted(['job_id', 'status', 'result_data', 'error', 'started_at', 'finished_at', 'attempts'])
-/** the worker contract's claim answer plus the extras dialect-worker.ts documents (job type, lease id, max runtime). */
+/** the worker contract's claim answer plus the extras worker-api.ts documents (job type, lease id, max runtime). */
 export const WORKER_CLAIM_KEYS = sorted([
   'claimed',
   'job_id',
@@ -155,6 +156,28 @@ export const post = (host: TestHost, path: string, json: unknown, token?: string
   host.call(path, { method: 'POST', json, ...(token === undefined ? {} : { token }) })
 
 export { until } from '../helpers/until'
+
+/**
+ * Posts a claim that is to wait `waitMs` (its `max_wait_ms`) and resolves once the host has begun
+ * that wait, without answering it: the host runs in this process, so the wait's timer being armed
+ * is seen directly. A test then makes the work the claim waits for, with no sleep; `answer` is the
+ * response still to come.
+ */
+export async function waitingPost(host: TestHost, path: string, json: unknown, waitMs: number): Promise<{ answer: Promise<Response> }> {
+  const armed = vi.spyOn(globalThis, 'setTimeout')
+  let answered = false
+  try {
+    const answer = post(host, path, json).then((res) => {
+      answered = true
+      return res
+    })
+    await until(() => armed.mock.calls.some(([, ms]) => ms === waitMs) || answered, 5000, `a claim waiting ${waitMs} ms`)
+    expect(answered, 'the claim was answered at once').toBe(false)
+    return { answer }
+  } finally {
+    armed.mockRestore()
+  }
+}
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 

@@ -15,6 +15,7 @@ import { reduceJob } from '../../src-renderer/lib/job-events'
 import { JobsState, NO_FILTER, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
 import { QueuesState } from '../../src-renderer/lib/queues.svelte'
 import { formatClock } from '../../src-renderer/lib/time-format'
+import { until } from '../helpers/until'
 import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
@@ -120,7 +121,7 @@ describe('paused queues', () => {
     expect(row().getAttribute('data-paused')).toBe('false')
     expect([...row().querySelectorAll('td.num')].map((td) => td.textContent)).toEqual(['2', '0', '0', '1', '0', '0'])
     ;(row().querySelector('button[aria-pressed]') as HTMLButtonElement).click()
-    await new Promise((resolve) => setTimeout(resolve, 0))
+    await until(() => queues.paused === 1, 2000, 'the pause answered')
     flushSync()
     expect(row().getAttribute('data-paused')).toBe('true')
     expect(queues.paused).toBe(1)

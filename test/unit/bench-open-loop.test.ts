@@ -8,10 +8,13 @@ import { openLoop } from '../../scripts/bench/http'
 
 test('a failed request in the open loop is held until all are in, then the loop rejects saying how many failed', async () => {
   let settled = 0
+  let lastSent!: () => void
+  const allSent = new Promise<void>((resolve) => (lastSent = resolve))
   const run = openLoop({ jobsPerS: 1000, seconds: 0.05 }, async (i) => {
-    // The failures come first, long before the loop ends.
+    // The failures come first, long before the loop ends: every other answer waits for the last request.
     if (i < 2) throw new Error(`refused ${i}`)
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    if (i === 49) lastSent()
+    await allSent
     settled += 1
     return i
   })

@@ -13,7 +13,7 @@ const SRC_MAIN = join(ROOT, 'src-main')
 const INSIDE = ['src-main/engine/', 'src-main/db/']
 
 /** Modules nobody outside the engine and the database layer may import. */
-const FORBIDDEN_MODULES = ['src-main/db/schema', 'src-main/engine/store/context', 'src-main/engine/internals']
+const FORBIDDEN_MODULES = ['src-main/db/schema', 'src-main/engine/store/context', 'src-main/engine/memory/context', 'src-main/engine/internals']
 const FORBIDDEN_PACKAGES = ['better-sqlite3', 'drizzle-orm']
 /** SQL in a string: a query, a write, a pragma, a transaction. */
 const SQL = /\b(SELECT\s[^'"`]*\bFROM\b|INSERT\s+INTO\b|DELETE\s+FROM\b|UPDATE\s+\w+\s+SET\b|PRAGMA\b|BEGIN\s+(IMMEDIATE|EXCLUSIVE|DEFERRED)\b)|\.pragma\(/i
@@ -64,7 +64,8 @@ describe('the engine boundary', () => {
   test('the check finds each kind of crossing it forbids (so the test above can fail)', () => {
     const source = [
       "import type { JobRow } from '../db/schema'",
-      "import { EngineContext } from '../engine/store/context'",
+      "import { StoreContext } from '../engine/store/context'",
+      "import { EngineContext } from '../engine/memory/context'",
       "import Database from 'better-sqlite3'",
       'const now = engine.ctx.clock.now()',
       "const rows = db.all('SELECT * FROM events WHERE id > ?', 1)",
@@ -73,11 +74,12 @@ describe('the engine boundary', () => {
     expect(crossings('src-main/http/example.ts', source)).toEqual([
       'imports src-main/db/schema',
       'imports src-main/engine/store/context',
+      'imports src-main/engine/memory/context',
       'imports better-sqlite3',
       'imports the row type JobRow',
-      "line 4 reaches the engine's context: const now = engine.ctx.clock.now()",
-      "line 5 speaks SQL: const rows = db.all('SELECT * FROM events WHERE id > ?', 1)",
-      "line 6 speaks SQL: db.pragma('journal_mode')",
+      "line 5 reaches the engine's context: const now = engine.ctx.clock.now()",
+      "line 6 speaks SQL: const rows = db.all('SELECT * FROM events WHERE id > ?', 1)",
+      "line 7 speaks SQL: db.pragma('journal_mode')",
     ])
     // A Koa handler's own `ctx` is not the engine's.
     expect(crossings('src-main/http/example.ts', "router.get('/x', (ctx) => reply(ctx, X, engine.now()))")).toEqual([])

@@ -69,7 +69,7 @@ describe('cancellation', () => {
     expect(engine.release({ lease_id: lease.id, status: 'FAILED' }).job.state).toBe('CANCELED')
   })
 
-  it('a cancel-requested job that fails retryably through dialect 003 is not requeued', () => {
+  it('a cancel-requested job that fails retryably through the worker API is not requeued', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob({ max_attempts: 5 }))
     const granted = engine.claimAndLease({ worker_id: 'w' })

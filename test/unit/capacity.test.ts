@@ -93,7 +93,7 @@ describe('capacity in the engine', () => {
     expect(engine.requestLease({ worker_id: 'w2' })).toMatchObject({ granted: false, reason: 'No capacity (busy=5, usable=5, leased=8)' })
   })
 
-  it('the dialect-002 lease request obeys the same capacity rule', () => {
+  it('the queue API lease request obeys the same capacity rule', () => {
     const { engine } = setup({ total_units: 50, busy_rating: 8 })
     const job = engine.submit(aJob({ cost_units: 11 })).job
     engine.claim({ worker_id: 'w' })

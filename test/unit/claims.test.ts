@@ -11,7 +11,7 @@ function claimed(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
   return { ...s, job: submitted }
 }
 
-describe('dialect 002 claim', () => {
+describe('queue API: claim', () => {
   it('a claim moves the job QUEUED → CLAIMED for the worker, for claim ttl 60 s, without holding capacity', () => {
     const { engine, job } = claimed()
     expect(engine.getJob(job.id)).toMatchObject({ state: 'CLAIMED', claimed_by: 'w', claim_expires_at: T0 + 60 * SECOND, attempts: 0 })
@@ -38,13 +38,13 @@ describe('dialect 002 claim', () => {
     expectEngineError(() => engine.claim({ worker_id: 'w' }, limit), 400, 'invalid_request')
   })
 
-  it('a claimed job is not leased by a dialect-001 request', () => {
+  it('a claimed job is not leased by a pull API request', () => {
     const { engine } = claimed()
     expect(engine.requestLease({ worker_id: 'other' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
   })
 })
 
-describe('dialect 002 status updates', () => {
+describe('queue API: status updates', () => {
   it('a status update moves CLAIMED → PREPARING, stores note and progress, and keeps the claim alive', () => {
     const { engine, clock, job } = claimed()
     clock.advance(50 * SECOND)
@@ -129,7 +129,7 @@ describe('dialect 002 status updates', () => {
   })
 })
 
-describe('dialect 002 lease request', () => {
+describe('queue API: lease request', () => {
   it.each(['CLAIMED', 'PREPARING', 'LEASE_PENDING'] as const)(
     'a lease may be requested from %s; approval makes the job RUNNING under the claiming worker',
     (state) => {
@@ -219,7 +219,7 @@ describe('dialect 002 lease request', () => {
   })
 })
 
-describe('dialect 002 claim expiry', () => {
+describe('queue API: claim expiry', () => {
   it('expired claim returns to QUEUED without counting an attempt', () => {
     const { engine, clock, job } = claimed()
     clock.advance(60 * SECOND - 1)
@@ -262,7 +262,7 @@ describe('dialect 002 claim expiry', () => {
     expect(engine.getJob(job.id).state).toBe('RUNNING')
   })
 
-  it('a lease granted through dialect 002 is fenced like any other: a late release after expiry is 409 lease_expired', () => {
+  it('a lease granted through the queue API is fenced like any other: a late release after expiry is 409 lease_expired', () => {
     const { engine, clock, job } = claimed()
     const d = engine.requestLeaseForJob({ job_id: job.id })
     if (!d.approved) throw new Error('expected approval')

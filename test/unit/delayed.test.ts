@@ -152,7 +152,7 @@ describe('waiting claims and delayed jobs', () => {
     expect(decision.granted && decision.job_id).toBe(job.id)
   })
 
-  it('a delayed job is taken in order after its time by the batch claim of dialect 003', () => {
+  it('a delayed job is taken in order after its time by the batch claim of the worker API', () => {
     const { engine, clock } = setup()
     const later = engine.submit(aJob({ delay_ms: 2 * SECOND })).job.id
     const sooner = engine.submit(aJob({ delay_ms: SECOND })).job.id

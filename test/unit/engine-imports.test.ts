@@ -3,9 +3,10 @@
  * clock, errors, the event types, the configuration), `store/` (the transaction unit, statements,
  * rows, the write journal, ids and counters, the event log, the outbox), `memory/` (what the engine
  * keeps in memory in step with its rows), `reads/` (read models and the pick), `verbs/` (what
- * changes state), and on top the facade (index.ts, domain.ts). An import — a type import too —
- * runs down or sideways, never up: the few that still run up are listed here by name, so the list
- * can only shrink. No module imports (at run time) one that imports it back.
+ * changes state), and on top the facade (index.ts, domain.ts). An import — a type import or a
+ * re-export too — runs down or sideways, never up (an arrow that had to run up would be listed
+ * here by name, with why). No module imports (at run time) one that imports it back, and no verb
+ * names a cache of the context: it asks the module in memory/ that keeps it.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, normalize, relative } from 'node:path'
@@ -14,21 +15,21 @@ import { describe, expect, test } from 'vitest'
 const ENGINE = join(__dirname, '../../src-main/engine')
 const LAYERS = ['rules', 'store', 'memory', 'reads', 'verbs'] as const
 
-/** Imports that run up a layer today (from → to, paths inside src-main/engine). */
-const KNOWN_UP_ARROWS = [
-  'memory/capacity-store.ts → reads/waiting.ts',
-  'rules/events.ts → memory/capacity-store.ts',
-  'rules/events.ts → verbs/blockers.ts',
-  'rules/events.ts → verbs/files.ts',
-  'rules/events.ts → verbs/schedules.ts',
-  'store/context.ts → memory/active-leases.ts',
-  'store/context.ts → memory/job-tally.ts',
-  'store/context.ts → memory/queued-rows.ts',
-  'store/context.ts → memory/recent-counts.ts',
-  'store/context.ts → verbs/queues.ts',
-  'store/counters.ts → memory/active-leases.ts',
-  'store/rows.ts → domain.ts',
-]
+/** Imports that run up a layer today (from → to, paths inside src-main/engine): none. */
+const KNOWN_UP_ARROWS: string[] = []
+
+/**
+ * The caches of hot state, as fields of the engine's context (memory/context.ts) and the counters
+ * (store/context.ts). A verb asks the module that keeps one a named question instead, and its
+ * writes reach the caches through the write journal.
+ */
+const CACHE_FIELDS = ['activeLeases', 'jobTally', 'counters', 'queuedRows', 'counts', 'recentCounts', 'pausedQueues', 'capacityStore'] as const
+
+/** Each place `source` names a cache field of the context, as `line: text`. */
+export function cacheReads(source: string): string[] {
+  const named = new RegExp(String.raw`\bctx\??\.(${CACHE_FIELDS.join('|')})\b`)
+  return source.split('\n').flatMap((text, i) => (named.test(text) ? [`${i + 1}: ${text.trim()}`] : []))
+}
 
 interface Import {
   from: string
@@ -44,12 +45,12 @@ function engineFiles(dir = ENGINE): string[] {
   })
 }
 
-/** Every import of one engine module by another, type imports included. */
+/** Every import of one engine module by another, type imports and re-exports included. */
 function engineImports(): Import[] {
   const found: Import[] = []
   for (const file of engineFiles()) {
     const source = readFileSync(join(ENGINE, file), 'utf8')
-    for (const match of source.matchAll(/^import\s+(type\s+)?(\{[^}]*\}|\*\s+as\s+\w+|\w+)\s+from\s+'(\.[^']+)'/gm)) {
+    for (const match of source.matchAll(/^(?:import|export)\s+(type\s+)?(\{[^}]*\}|\*(?:\s+as\s+\w+)?|\w+)\s+from\s+'(\.[^']+)'/gm)) {
       const [, typeOnly, names, spec] = match
       const target = normalize(join(dirname(file), spec!))
       if (target.startsWith('..')) continue // outside the engine
@@ -111,6 +112,13 @@ describe('the engine modules', () => {
     expect(fromBelow).toEqual([])
   })
 
+  test('no verb file names a cache of the context', () => {
+    const verbs = engineFiles().filter((file) => file.startsWith('verbs/'))
+    expect(verbs.length).toBeGreaterThan(10)
+    const named = verbs.flatMap((file) => cacheReads(readFileSync(join(ENGINE, file), 'utf8')).map((read) => `${file}:${read}`))
+    expect(named).toEqual([])
+  })
+
   test('have no run-time import cycle', () => {
     const graph = new Map<string, string[]>()
     for (const { from, to, typeOnly } of engineImports()) if (!typeOnly) graph.set(from, [...(graph.get(from) ?? []), to])
@@ -119,7 +127,7 @@ describe('the engine modules', () => {
     expect(cycles).toEqual([])
   })
 
-  test('the checks see an arrow running up, and a cycle, when there is one', () => {
+  test('the checks see an arrow running up, a cycle, and a cache named, when there is one', () => {
     expect(upArrows([{ from: 'rules/states.ts', to: 'verbs/jobs.ts', typeOnly: true }])).toEqual(['rules/states.ts → verbs/jobs.ts'])
     expect(upArrows([{ from: 'verbs/jobs.ts', to: 'rules/states.ts', typeOnly: false }])).toEqual([])
     const graph = new Map([
@@ -130,5 +138,10 @@ describe('the engine modules', () => {
     ])
     expect(cycleFrom(graph, 'a')).toEqual(['a', 'b', 'c', 'a'])
     expect(cycleFrom(graph, 'd')).toBeNull()
+    expect(cacheReads('const a = 1\n  if (ctx.pausedQueues.has(q)) return\nctx.counters.nextFence()')).toEqual([
+      '2: if (ctx.pausedQueues.has(q)) return',
+      '3: ctx.counters.nextFence()',
+    ])
+    expect(cacheReads('queuePaused(ctx, q)\nctx.clock.now()\nctx.countsOf')).toEqual([])
   })
 })

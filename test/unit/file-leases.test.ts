@@ -335,7 +335,7 @@ describe('liveness reclaim: a dead owner never retains a lease', () => {
     expect(granted(engine, { file: FILE, owner_id: 'w2' }).owner_id).toBe('w2')
   })
 
-  test('dialect 003 completion and failure end the file leases too', () => {
+  test('worker API completion and failure end the file leases too', () => {
     const { engine } = setup()
     const a = runningJob(engine, 'w1')
     const b = runningJob(engine, 'w2')

@@ -4,7 +4,7 @@ import { SECOND } from '../../src-main/engine/rules/clock'
 import { claimOrFail, eventTypes, expectEngineError, leaseOrFail } from './support'
 
 describe('granting a lease', () => {
-  it('a dialect-001 grant sets LEASED, creates an ACTIVE lease for the job\'s cost and counts attempt 1', () => {
+  it('a pull API grant sets LEASED, creates an ACTIVE lease for the job\'s cost and counts attempt 1', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob({ cost_units: 4 }))
     const { lease, job: leased } = leaseOrFail(engine, 'w1')

@@ -32,7 +32,7 @@ describe('order of picking', () => {
     expect(engine.claim({ worker_id: 'w' }, 5).map((j) => j.id)).toEqual(ids)
   })
 
-  it('the dialect-002 claim follows the same order as a lease request', () => {
+  it('the queue API claim follows the same order as a lease request', () => {
     const { engine, clock } = setup()
     const low = engine.submit(aJob({ priority: 'LOW' })).job.id
     clock.advance(1)
@@ -217,7 +217,7 @@ describe('jobs a worker cannot take are skipped for it, not denied', () => {
     expect(order).toEqual(['c-high', 'a-high', 'b-normal', 'a-normal', 'c-low'])
   })
 
-  it('dialect 003 streams are tried in the order given and only those streams', () => {
+  it('worker API streams are tried in the order given and only those streams', () => {
     const { engine, clock } = setup()
     const a = engine.submit(aJob({ queue: 'a', priority: 'URGENT' })).job
     clock.advance(1)

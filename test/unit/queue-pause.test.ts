@@ -46,7 +46,7 @@ describe('pausing queues', () => {
     expect(engine.claim({ worker_id: 'w' }, 5).map((j) => j.id)).toEqual(ids)
   })
 
-  it('running jobs of a paused queue finish; a dialect-002 job claimed before the pause is denied its lease', () => {
+  it('running jobs of a paused queue finish; a queue API job claimed before the pause is denied its lease', () => {
     const { engine } = setup()
     const running = engine.submit(aJob({ queue: 'q' })).job.id
     const claimed = engine.submit(aJob({ queue: 'q' })).job.id
@@ -131,7 +131,7 @@ describe('pausing queues', () => {
 })
 
 describe('pausing queues and waiting claims', () => {
-  it('pause holds waiting claims of dialect 003 and the local workers\' exchange; resume wakes them at once', async () => {
+  it('pause holds waiting claims of the worker API and the local workers\' exchange; resume wakes them at once', async () => {
     const { engine } = setup()
     dispatch = new Dispatch(engine)
     engine.pauseQueue('q')

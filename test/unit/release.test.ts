@@ -23,7 +23,7 @@ describe('release', () => {
     expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'SUCCEEDED', disposition: 'FINAL', finished_at: clock.now() })
   })
 
-  it('release FAILED is final even with attempts left (only dialect-003 retryable /fail requeues)', () => {
+  it('release FAILED is final even with attempts left (only the worker API’s retryable /fail requeues)', () => {
     const { engine, job, lease } = leasedJob({ config: { maxAttempts: 5 } })
     const released = engine.release({ lease_id: lease.id, status: 'FAILED', error: { message: 'boom' } })
     expect(released.job).toMatchObject({ state: 'FAILED', final_status: 'FAILED', dead_letter: false, attempts: 1 })

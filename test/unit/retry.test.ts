@@ -78,7 +78,7 @@ describe('retrying a finished job', () => {
     expect(engine.getJob(job.id).state).toBe('CANCELED')
   })
 
-  it('a retry writes a new stream message: a dialect-003 worker gets the new run', () => {
+  it('a retry writes a new stream message: a worker API worker gets the new run', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob())
     engine.cancel(job.id)

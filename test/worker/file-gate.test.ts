@@ -50,6 +50,8 @@ test('two jobs writing one file: the second waits for the first (one retry at +1
   // The holder finishes and lets go of the file; the waiter still waits for its retry time.
   expect((await settled(host, first, 5000)).job.state).toBe('DONE')
   const firstDone = events(host, { job: first, type: 'JOB_DONE' })[0]!
+  // A bounded wait, kept on purpose: an early retry would be the worker's own move, and nothing
+  // the host or the worker does is bound to come after it, so only time can show it did not come.
   await new Promise((r) => setTimeout(r, 600))
   expect(events(host, { job: second, type: 'FILE_LEASE_ACQUIRED' })).toHaveLength(0)
   expect(readFileSync(file, 'utf8')).toBe('first: start\nfirst: end\n')

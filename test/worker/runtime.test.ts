@@ -187,8 +187,8 @@ test('a stopping worker claims nothing more, lets its jobs finish and reports th
   runtime = new WorkerRuntime({ transport, workerId: 'w', streams: ['default'], concurrency: 2, handlers: { handlersDir: null, execAllow: [] }, log: () => {} })
   await runtime.start()
   runtime.begin()
-  await until(() => transport.requests.length >= 1, 5000, 'the first claim')
-  await new Promise((r) => setTimeout(r, 50))
+  const beating = (id: string) => transport.requests.some((r) => r.heartbeat?.some((h) => h.job_id === id))
+  await until(() => beating('job-1') && beating('job-2'), 5000, 'both jobs running (each has beaten)')
   const stopping = runtime.stop(5_000)
   await stopping
   runtime = null
@@ -204,8 +204,9 @@ test('a job’s progress reaches the host once: with a heartbeat if one went out
   await runtime.start()
   runtime.begin()
   await until(() => transport.completed.length >= 1, 5000, 'the job reported')
-  await new Promise((r) => setTimeout(r, 100)) // anything still queued would go out now
-  const sent = transport.requests.flatMap((r) => [...(r.heartbeat ?? []).map((h) => ({ beat: h.progress })), ...(r.complete ?? []).map((c) => ({ done: c.progress ?? null }))])
+  await afterALaterJob(transport)
+  const ofJob1 = <T extends { job_id: string }>(items: T[] | undefined): T[] => (items ?? []).filter((item) => item.job_id === 'job-1')
+  const sent = transport.requests.flatMap((r) => [...ofJob1(r.heartbeat).map((h) => ({ beat: h.progress })), ...ofJob1(r.complete).map((c) => ({ done: c.progress ?? null }))])
   // Usually the handler's progress and its end arrive in one turn: one request, the progress in the completion.
   expect([[{ done: 0.5 }], [{ beat: 0.5 }, { done: null }]]).toContainEqual(sent)
 })
@@ -231,6 +232,16 @@ test('a stopping worker whose host no longer answers still stops: its last repor
 /** A claim of `type` with `payload` (heartbeats every ~50 ms unless `more` says otherwise). */
 function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim> = {}): Claim {
   return { ...aClaim(id, 0), job_type: type, payload, ...more }
+}
+
+/**
+ * Offers one more no-op job and waits until its completion is in: each exchange carries every
+ * report gathered before it, so whatever the runtime still held of the earlier jobs has gone out
+ * by then. The check that nothing more comes, without a wall-clock wait.
+ */
+async function afterALaterJob(transport: ScriptedTransport): Promise<void> {
+  transport.offer([aJobOf('later', 'noop', {})])
+  await until(() => transport.completed.some((c) => c.job_id === 'later'), 5000, 'a later job reported')
 }
 
 /** A runtime on `transport` with the built-in handlers and user handler `modules` (file name → source). */
@@ -270,9 +281,9 @@ test('a no-op job’s progress crosses from its thread with its end: the complet
   const transport = new ScriptedTransport([aJobOf('job-1', 'noop', {}, { heartbeat_interval_seconds: 30 })])
   await started(transport)
   await until(() => transport.completed.length >= 1, 5000, 'the job reported')
-  await new Promise((r) => setTimeout(r, 100)) // anything still queued would go out now
-  expect(transport.requests.flatMap((r) => r.heartbeat ?? [])).toEqual([])
-  expect(transport.requests.flatMap((r) => r.complete ?? [])).toEqual([{ job_id: 'job-1', attempt_id: 'job-1-a', lease_token: 'job-1-t', result: null, progress: 0.5, note: null }])
+  await afterALaterJob(transport)
+  expect(transport.requests.flatMap((r) => r.heartbeat ?? []).filter((h) => h.job_id === 'job-1')).toEqual([])
+  expect(transport.requests.flatMap((r) => r.complete ?? []).filter((c) => c.job_id === 'job-1')).toEqual([{ job_id: 'job-1', attempt_id: 'job-1-a', lease_token: 'job-1-t', result: null, progress: 0.5, note: null }])
 })
 
 test('jobs of a type not seen yet spread over the threads; a batch of a type known to be short runs in one thread', async () => {
@@ -321,8 +332,8 @@ test('an answer granting one job comes through the idle thread its claim named a
     const reported = transport.requests.findIndex((r) => r.complete?.length)
     const beatsWhileBlocked = transport.requests.slice(0, reported).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
     expect(beatsWhileBlocked.length).toBeGreaterThan(1) // every ~50 ms here, from the runtime's thread
-    await new Promise((r) => setTimeout(r, 100))
-    expect(transport.requests.flatMap((r) => r.complete ?? [])).toHaveLength(1)
+    await afterALaterJob(transport)
+    expect(transport.requests.flatMap((r) => r.complete ?? []).map((c) => c.job_id)).toEqual(['spin', 'later'])
     expect(transport.failed).toEqual([])
   } finally {
     links.close()
@@ -379,10 +390,13 @@ test('a file write passes the gate through the runtime: granted, it is written; 
   )
   const lines = await started(transport, { concurrency: 2, modules: { 'write.mjs': WRITE } })
   await until(() => transport.completed.length >= 1 && lines.some((l) => l.includes('halted on a file-lease blocker')), 5000, 'both jobs ended')
-  await new Promise((r) => setTimeout(r, 100)) // anything still queued would go out now
+  await afterALaterJob(transport)
   expect(readFileSync(granted, 'utf8')).toBe('written')
   expect(existsSync(refused)).toBe(false)
-  expect(transport.completed).toEqual([{ job_id: 'ok', result: { wrote: granted } }])
+  expect(transport.completed).toEqual([
+    { job_id: 'ok', result: { wrote: granted } },
+    { job_id: 'later', result: null },
+  ])
   expect(transport.failed).toEqual([])
 })
 

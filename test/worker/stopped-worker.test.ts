@@ -57,8 +57,14 @@ test('SIGSTOP past the lease: another worker completes the job; after SIGCONT th
   // …and the handler still holding its job is aborted, told why.
   await until(() => readFileSync(marker, 'utf8').includes(`aborted lease_lost ${frozen.pid}`), 5000, 'the frozen handler aborted')
 
-  // Give any late report from the woken worker time to arrive: nothing it says is accepted.
-  await new Promise((r) => setTimeout(r, 1500))
+  // It carries on as a worker: with the rescuer gone, it takes a new job and completes it. A
+  // worker's reports go out in order, each exchange carrying all gathered before it, so once that
+  // completion is in, any late report of the old leases has arrived too: nothing it said is accepted.
+  rescuer.child.kill('SIGKILL')
+  await rescuer.exited
+  const next = await submit(host, { job_type: 'sleep', payload: { ms: 0 } })
+  expect((await settled(host, next, 10_000)).job.state).toBe('DONE')
+  expect(attempts(host, next).map((a) => [a.worker_id, a.outcome])).toEqual([['frozen', 'SUCCEEDED']])
   for (const id of [held, sleeping]) {
     expect(events(host, { job: id, type: 'JOB_DONE' })).toHaveLength(1)
     expect(events(host, { job: id, type: 'LEASE_EXPIRED' })).toHaveLength(1)

@@ -1,13 +1,12 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
-import type { RowWriteSubscriber, Undo } from '../store/row-writes'
+import type { FloorKeeper } from '../store/counters'
+import type { StoreContext } from '../store/context'
+import type { ActiveLease, ActiveRows, RowWriteSubscriber, Undo } from '../store/row-writes'
 import { copyJob, findJob } from '../store/rows'
+import { readSetting, writeSetting } from '../store/settings'
+import type { EngineContext } from './context'
 
-/** An ACTIVE lease and its job, as both were last written. */
-export interface ActiveLease {
-  lease: LeaseRow
-  job: JobRow
-}
+export type { ActiveLease } from '../store/row-writes'
 
 /**
  * The settings key of a fence at or below every ACTIVE lease's: where the engine's start reads
@@ -29,18 +28,18 @@ export const ACTIVE_FROM_KEY = 'active_leases_from_fence'
  * Reads from outside every operation go through {@link committed} (or the counts below it), which
  * commits an open group first: as with SQLite, nothing outside a group sees its uncommitted writes.
  */
-export class ActiveLeases implements RowWriteSubscriber {
+export class ActiveLeases implements RowWriteSubscriber, ActiveRows, FloorKeeper {
   private readonly byJob = new Map<string, ActiveLease>()
   private readonly jobOfLease = new Map<string, string>()
   /** ACTIVE leases per worker. */
   private readonly perWorker = new Map<string, number>()
   private unitsHeld = 0
 
-  constructor(private readonly ctx: EngineContext) {}
+  constructor(private readonly ctx: StoreContext) {}
 
   /**
    * Reads the ACTIVE leases and their jobs from the database (the engine does so once, at start).
-   * Every ACTIVE lease has a fence at or above the one {@link floorToStore} last stored (fences
+   * Every ACTIVE lease has a fence at or above the one {@link storeFloor} last stored (fences
    * only grow), so the read is a range of the leases' key from there, not the whole table.
    */
   load(): void {
@@ -48,7 +47,7 @@ export class ActiveLeases implements RowWriteSubscriber {
     this.jobOfLease.clear()
     this.perWorker.clear()
     this.unitsHeld = 0
-    const from = Number(this.ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', ACTIVE_FROM_KEY)?.value ?? 0)
+    const from = Number(readSetting(this.ctx, ACTIVE_FROM_KEY) ?? 0)
     const leases = this.ctx.all<LeaseRow>("SELECT * FROM leases WHERE fence >= ? AND state = 'ACTIVE'", from)
     for (const lease of leases) {
       const job = findJob(this.ctx, lease.job_id)
@@ -57,15 +56,15 @@ export class ActiveLeases implements RowWriteSubscriber {
   }
 
   /**
-   * A fence at or below the fence of every lease ACTIVE now or granted later, for the lease
-   * sequence to store with each block of fences it reserves (counters.ts): the smallest ACTIVE
-   * fence, or `next` (the fence about to be granted) when none is ACTIVE. Written in the
-   * transaction that reserves, it is rolled back with it.
+   * Stores a fence at or below the fence of every lease ACTIVE now or granted later, with each
+   * block of fences the lease sequence reserves (counters.ts): the smallest ACTIVE fence, or
+   * `next` (the fence about to be granted) when none is ACTIVE. Written in the transaction that
+   * reserves, it is rolled back with it.
    */
-  floorToStore(next: number): number {
+  storeFloor(next: number): void {
     let floor = next
     for (const { lease } of this.byJob.values()) floor = Math.min(floor, lease.fence)
-    return floor
+    writeSetting(this.ctx, ACTIVE_FROM_KEY, String(floor))
   }
 
   /** Capacity units held by ACTIVE leases now. */
@@ -165,3 +164,14 @@ export class ActiveLeases implements RowWriteSubscriber {
     }
   }
 }
+
+// The questions the verbs ask of the ACTIVE leases: a verb names no cache.
+
+/** The job's ACTIVE lease and the job as last written, or undefined when it holds none. */
+export const activeLeaseOf = (ctx: EngineContext, jobId: string): ActiveLease | undefined => ctx.activeLeases.ofJob(jobId)
+
+/** Every ACTIVE lease with its job (in no particular order), as the transaction in progress sees them. */
+export const activeLeasesNow = (ctx: EngineContext): IterableIterator<ActiveLease> => ctx.activeLeases.all()
+
+/** Every ACTIVE lease with its job as committed: an open group commits first. For reads outside the verbs. */
+export const committedActiveLeases = (ctx: EngineContext): ActiveLease[] => ctx.activeLeases.committed()

@@ -1,14 +1,7 @@
-import type { EngineContext } from '../store/context'
-import { capacityFigures, type CapacityFigures } from '../rules/capacity'
+import { capacityFigures, type CapacityFigures, type CapacitySettings } from '../rules/capacity'
 import { invalid } from '../rules/errors'
-import { reportJobsOverCapacity } from '../reads/waiting'
-
-/** The operator's capacity settings, kept in the settings table so they outlive a restart. */
-export interface CapacitySettings {
-  total_units: number
-  /** A manual busy rating 0–10, or null for `auto` (measured from the host). */
-  busy_rating: number | null
-}
+import { readSetting, writeSetting } from '../store/settings'
+import type { EngineContext } from './context'
 
 export interface CapacityChange {
   total_units?: number
@@ -38,8 +31,8 @@ export class CapacityStore {
     private readonly ctx: EngineContext,
     defaults: CapacitySettings,
   ) {
-    const row = ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', SETTINGS_KEY)
-    this.settings = row ? { ...defaults, ...(JSON.parse(row.value) as Partial<CapacitySettings>) } : defaults
+    const stored = readSetting(ctx, SETTINGS_KEY)
+    this.settings = stored !== undefined ? { ...defaults, ...(JSON.parse(stored) as Partial<CapacitySettings>) } : defaults
   }
 
   /** The operator's total units (before the busy rating): no job costing more can ever run. */
@@ -63,27 +56,20 @@ export class CapacityStore {
   }
 
   /**
-   * The operator changes total units and/or the busy rating (null = auto); an event records it,
-   * and a lower total reports each waiting job it leaves unable ever to run.
+   * The operator changes total units and/or the busy rating (null = auto), inside the verb's
+   * transaction (verbs/capacity.ts): the settings row and a `CAPACITY_CHANGED` event record it.
+   * Returns the settings it replaced.
    */
-  set(change: CapacityChange): CapacityFigures {
-    checkCapacityChange(change)
+  change(change: CapacityChange): CapacitySettings {
     const previous = this.settings
     const next = { ...previous, ...change }
     // In force before the commit, so listeners woken by the event already see the new figures;
     // put back should the commit not happen.
     this.settings = next
-    this.ctx.transact(() => {
-      this.ctx.onRollback(() => (this.settings = previous))
-      this.ctx.run(
-        'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-        SETTINGS_KEY,
-        JSON.stringify(next),
-      )
-      this.ctx.appendEvent('CAPACITY', 'capacity', 'CAPACITY_CHANGED', { ...next })
-      reportJobsOverCapacity(this.ctx, previous.total_units, next.total_units)
-    })
-    return this.figures()
+    this.ctx.onRollback(() => (this.settings = previous))
+    writeSetting(this.ctx, SETTINGS_KEY, JSON.stringify(next))
+    this.ctx.appendEvent('CAPACITY', 'capacity', 'CAPACITY_CHANGED', { ...next })
+    return previous
   }
 
   /**

@@ -1,6 +1,9 @@
 import { type JobRow, STATE_SEQ_CLAUSE } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { FloorKeeper } from '../store/counters'
+import type { StoreContext } from '../store/context'
 import type { RowWriteSubscriber, Undo } from '../store/row-writes'
+import { readSetting, writeSetting } from '../store/settings'
+import type { EngineContext } from './context'
 import { QueuedRange } from './queued-range'
 import { WAITING_STATES, type JobState } from '../rules/states'
 
@@ -16,8 +19,6 @@ const RANKS = 4
  * thousand submits, not the whole table.
  */
 export const QUEUED_FROM_KEY = 'queued_jobs_from_seq'
-
-const UPSERT_SETTING = 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'
 
 const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefined && WAITING_STATES.has(job.state as JobState)
 
@@ -46,7 +47,7 @@ const isWaiting = (job: Tallied | undefined): job is Tallied => job !== undefine
  * taken when none is: both writes roll back with their transaction, so the stored floor is at or
  * below every committed QUEUED job's seq.
  */
-export class JobTally implements RowWriteSubscriber {
+export class JobTally implements RowWriteSubscriber, FloorKeeper {
   /** Per queue, the QUEUED jobs of each priority rank. A queue leaves the map when it has none. */
   private readonly queuedPerQueue = new Map<string, QueuedRange[]>()
   private queued = 0
@@ -55,7 +56,7 @@ export class JobTally implements RowWriteSubscriber {
   /** The floor as stored in the transaction in progress (0 when none is: the start reads every job). */
   private floor = 0
 
-  constructor(private readonly ctx: EngineContext) {}
+  constructor(private readonly ctx: StoreContext) {}
 
   /**
    * Reads the QUEUED and the waiting jobs (the engine does so once, at start). No index holds
@@ -68,7 +69,7 @@ export class JobTally implements RowWriteSubscriber {
     this.queuedPerQueue.clear()
     this.queued = 0
     this.waitingPerCost.clear()
-    this.floor = Number(this.ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', QUEUED_FROM_KEY)?.value ?? 0)
+    this.floor = Number(readSetting(this.ctx, QUEUED_FROM_KEY) ?? 0)
     const queued = this.ctx.db
       .prepare(
         "SELECT queue, priority, eligible_at, seq, cost_units FROM jobs WHERE seq >= ? AND state = 'QUEUED' ORDER BY queue, priority, eligible_at, seq",
@@ -109,7 +110,7 @@ export class JobTally implements RowWriteSubscriber {
   private writeFloor(floor: number): void {
     const before = this.floor
     if (floor === before) return
-    this.ctx.run(UPSERT_SETTING, QUEUED_FROM_KEY, String(floor))
+    writeSetting(this.ctx, QUEUED_FROM_KEY, String(floor))
     this.floor = floor
     this.ctx.onRollback(() => (this.floor = before))
   }
@@ -211,3 +212,14 @@ export class JobTally implements RowWriteSubscriber {
     else this.waitingPerCost.set(cost, count)
   }
 }
+
+// The questions the verbs and the pick ask of the tally: they name no cache.
+
+/** The queues that have QUEUED jobs, as the transaction in progress sees them. */
+export const queuesWithQueuedJobs = (ctx: EngineContext): string[] => ctx.jobTally.queues()
+
+/** The QUEUED jobs of each queue that holds one, as committed: an open group commits first. */
+export const committedQueuedByQueue = (ctx: EngineContext): { queue: string; n: number }[] => ctx.jobTally.committedQueuedByQueue()
+
+/** The waiting jobs that cost more than `units` and at most `upTo`, as the transaction in progress sees them. */
+export const waitingJobsCosting = (ctx: EngineContext, units: number, upTo: number): number => ctx.jobTally.waitingCosting(units, upTo)

@@ -28,8 +28,8 @@ function rowBytes(row: JobRow): number {
  * A cache, not a second truth: a job missing here is read from SQLite. What is here is exact,
  * because the row layer (rows.ts) is the only writer of a job's row and tells it of every write
  * ({@link written}); a job that leaves QUEUED leaves the map. Should a transaction or a savepoint
- * roll back, the engine empties the map ({@link clear}): a row written by the writes undone
- * might be here, and rollbacks are rare. Bounded by {@link QUEUED_ROWS_BUDGET_BYTES}: a row that
+ * roll back, the write journal tells it and it empties the map ({@link rolledBack}): a row
+ * written by the writes undone might be here, and rollbacks are rare. Bounded by {@link QUEUED_ROWS_BUDGET_BYTES}: a row that
  * does not fit is not kept, so a backlog keeps the rows a pick takes first (the oldest).
  */
 export class QueuedRows implements RowWriteSubscriber {
@@ -62,7 +62,12 @@ export class QueuedRows implements RowWriteSubscriber {
     return undefined
   }
 
-  /** Drops every row: a write in the map may have been rolled back. */
+  /** A transaction or a savepoint rolled back: a row it wrote may be here, so every row goes. */
+  rolledBack(): void {
+    this.clear()
+  }
+
+  /** Drops every row. */
   clear(): void {
     this.rows.clear()
     this.bytes = 0

@@ -1,5 +1,7 @@
 import { HOUR, MINUTE } from '../rules/clock'
-import type { EngineContext } from '../store/context'
+import type { StoreContext } from '../store/context'
+import { readSetting, writeSetting } from '../store/settings'
+import type { EngineContext } from './context'
 import { COUNTED_EVENTS as COUNTED, type CountedEvent } from '../rules/events'
 
 const WINDOW_MS = 24 * HOUR
@@ -44,13 +46,13 @@ export class RecentCounts {
   /** No store at the end of a commit before this many events after the mark (more after a store that failed: a full disk). */
   private storeAfter = 0
 
-  constructor(private readonly ctx: EngineContext) {}
+  constructor(private readonly ctx: StoreContext) {}
 
   /** Reads the counts from the database (the engine does so once, at start), and follows the events from then on. */
   load(): void {
     const { ctx } = this
     this.storeAfter = ctx.config.countsStoreAfterEvents
-    this.mark = Number(ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', COUNTED_THROUGH_KEY)?.value ?? 0)
+    this.mark = Number(readSetting(ctx, COUNTED_THROUGH_KEY) ?? 0)
     this.newest = this.mark
     const since = Math.floor((ctx.clock.now() - WINDOW_MS) / MINUTE) * MINUTE
     const stored = ctx.all<{ event_type: CountedEvent; ts: number; n: number }>('SELECT event_type, ts, n FROM stats_counts WHERE ts >= ?', since)
@@ -152,11 +154,7 @@ export class RecentCounts {
           )
         }
       }
-      this.ctx.run(
-        'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-        COUNTED_THROUGH_KEY,
-        String(this.newest),
-      )
+      writeSetting(this.ctx, COUNTED_THROUGH_KEY, String(this.newest))
       this.unstored = byType()
       this.mark = this.newest
       this.eventsAfterMark = 0
@@ -188,3 +186,6 @@ export class RecentCounts {
     return count
   }
 }
+
+/** Adds the counts of the committed events not stored yet to stats_counts (see {@link RecentCounts.store}): before events are deleted. */
+export const storeRecentCounts = (ctx: EngineContext): void => ctx.counts.store()

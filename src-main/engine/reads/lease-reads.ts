@@ -1,5 +1,5 @@
 import type { AttemptRow, LeaseRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { getJob, leasesOfJob } from '../store/rows'
 
 /** Reads of the leases for the views people read: a job's attempts, the ACTIVE leases. */

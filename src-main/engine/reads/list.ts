@@ -1,6 +1,6 @@
 import { and, desc, eq, gte, lt, lte, sql, type SQL } from 'drizzle-orm'
 import { jobs, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
 import { JOB_STATES, LEASED_STATES, type JobState } from '../rules/states'
 

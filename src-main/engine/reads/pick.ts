@@ -1,5 +1,6 @@
 import type { JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
+import { queuesWithQueuedJobs } from '../memory/job-tally'
 import { SELECT_JOBS } from '../store/rows'
 
 /** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
@@ -177,11 +178,6 @@ function* merged(ranges: Generator<JobRow>[]): Generator<JobRow> {
 /** The queues that may hand out work now, of these: the ones not paused. */
 function unpaused(ctx: EngineContext, queues: readonly string[]): string[] {
   return ctx.pausedQueues.size === 0 ? [...queues] : queues.filter((queue) => !ctx.pausedQueues.has(queue))
-}
-
-/** The queues that have QUEUED jobs, from memory (job-tally.ts). */
-function queuesWithQueuedJobs(ctx: EngineContext): string[] {
-  return ctx.jobTally.queues()
 }
 
 /**

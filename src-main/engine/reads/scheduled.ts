@@ -1,5 +1,5 @@
 import type { JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { getJob, updateJob } from '../store/rows'
 

@@ -1,7 +1,7 @@
 import { STATE_SEQ_CLAUSE } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
 import { HOUR, MINUTE } from '../rules/clock'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import type { CountedEvent } from '../rules/events'
 import { invalid } from '../rules/errors'
 import { LEASED_STATES, type JobState } from '../rules/states'

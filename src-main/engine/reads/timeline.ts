@@ -1,5 +1,5 @@
 import { type EventRow, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 
 /**
  * A job's timeline: its events, and its leases', file leases' and blockers' events that name it.

@@ -1,9 +1,8 @@
 import type { BlockerRow, FileContentionRow, JobRow } from '../../db/schema'
 import { type CapacityFigures, formatRating } from '../rules/capacity'
 import type { CapacityStore } from '../memory/capacity-store'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { eligibleJobs } from './pick'
-import { recordJobEvent, SELECT_JOBS } from '../store/rows'
 import { isScheduled } from './scheduled'
 import { type JobState, LEASED_STATES, WAITING_STATES } from '../rules/states'
 import { shortId } from '../../../src-shared/short-id'
@@ -43,8 +42,6 @@ export interface WaitingSituation {
   /** The queues an operator paused. */
   paused: ReadonlySet<string>
 }
-
-const WAITING_IN_SQL = `state IN (${[...WAITING_STATES].map((s) => `'${s}'`).join(', ')})`
 
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
 export function readSituation(ctx: EngineContext, capacity: CapacityStore): WaitingSituation {
@@ -150,22 +147,6 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
   if (head.cost_units > c.total_units) return open(`behind job ${shortId(head.id)}, whose ${overCapacity(head, c)}`)
   if (head.cost_units > c.available) return open(`behind job ${shortId(head.id)}, which ${capacityShortfall(head.cost_units, c)}`)
   return open(`waiting its turn behind job ${shortId(head.id)}`)
-}
-
-/**
- * Reports the waiting jobs that a lower total leaves costing more than the whole capacity
- * (inside the capacity change's transaction): each gets a `JOB_EXCEEDS_CAPACITY` event, once,
- * when the total drops below its cost. Its job view then says so until the total is raised.
- */
-export function reportJobsOverCapacity(ctx: EngineContext, previousTotal: number, total: number): void {
-  if (total >= previousTotal || ctx.jobTally.waitingCosting(total, previousTotal) === 0) return
-  const jobs = ctx.all<JobRow>(`${SELECT_JOBS} WHERE ${WAITING_IN_SQL} AND cost_units > ? AND cost_units <= ? ORDER BY seq`, total, previousTotal)
-  for (const job of jobs) {
-    recordJobEvent(ctx, job, {
-      type: 'JOB_EXCEEDS_CAPACITY',
-      data: { state: job.state as JobState, cost_units: job.cost_units, total_units: total },
-    })
-  }
 }
 
 /** How many waiting jobs cost more than the total capacity: they can never run until it is raised (counted in memory, job-tally.ts). */

@@ -2,6 +2,13 @@
  * Capacity arithmetic, pure. The busy rating (0 idle … 10 fully busy) holds back part of the
  * total so background work yields to the person at the desk.
  */
+/** The operator's capacity settings, kept in the settings table so they outlive a restart. */
+export interface CapacitySettings {
+  total_units: number
+  /** A manual busy rating 0–10, or null for `auto` (measured from the host). */
+  busy_rating: number | null
+}
+
 export interface CapacityFigures {
   total_units: number
   busy_rating: number

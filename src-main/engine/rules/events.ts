@@ -1,8 +1,8 @@
 import { EVENT_TYPES, type EventType } from '../../../src-shared/event-types'
-import type { Resolution } from '../verbs/blockers'
-import type { CapacitySettings } from '../memory/capacity-store'
-import type { Contention } from '../verbs/files'
-import type { Overlap } from '../verbs/schedules'
+import type { Resolution } from './blockers'
+import type { CapacitySettings } from './capacity'
+import type { Contention } from './file-leases'
+import type { Overlap } from './schedules'
 import type { JobState, Priority, TerminalState } from './states'
 
 /**

@@ -1,5 +1,5 @@
 import { EngineError } from './errors'
-import { type JobState, type Priority, PRIORITIES } from '../../../src-shared/job-states'
+import { type FinalStatus, type JobState, type Priority, PRIORITIES } from '../../../src-shared/job-states'
 
 // The states, their groups and priorities are shared with the workers and the window.
 export * from '../../../src-shared/job-states'
@@ -37,3 +37,9 @@ export function assertMove(jobId: string, from: string, to: JobState): void {
 export const priorityRank = (p: Priority): number => PRIORITIES.indexOf(p)
 export const priorityName = (rank: number): Priority => PRIORITIES[rank] ?? 'NORMAL'
 
+/** How an attempt ended (a lease's `release_status`): the worker's final status, or halted by a blocker. */
+export type AttemptOutcome = FinalStatus | 'BLOCKED'
+export const ATTEMPT_OUTCOMES = ['SUCCEEDED', 'FAILED', 'CANCELED', 'TIMEOUT', 'BLOCKED'] as const satisfies readonly AttemptOutcome[]
+/** What became of the job when an attempt ended. */
+export const ATTEMPT_DISPOSITIONS = ['REQUEUED', 'DEAD_LETTERED', 'FINAL', 'BLOCKED'] as const
+export type AttemptDisposition = (typeof ATTEMPT_DISPOSITIONS)[number]

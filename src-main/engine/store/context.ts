@@ -4,15 +4,10 @@ import type { JobRow } from '../../db/schema'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { Clock } from '../rules/clock'
 import type { EngineConfig } from '../rules/engine-config'
-import { ActiveLeases } from '../memory/active-leases'
 import { Counters } from './counters'
 import type { EntityType, EventData, EventEntity, EventType } from '../rules/events'
 import { type CommitListener, EventLog, type EventListener, type JobLink } from './event-log'
-import { JobTally } from '../memory/job-tally'
-import { PausedQueues } from '../verbs/queues'
-import { QueuedRows } from '../memory/queued-rows'
-import { RecentCounts } from '../memory/recent-counts'
-import { RowWrites } from './row-writes'
+import { type ActiveRows, RowWrites } from './row-writes'
 import { Statements } from './statements'
 import { type Settled, TransactionUnit } from './transaction'
 
@@ -22,20 +17,22 @@ export type { EngineEvent, EntityType } from '../rules/events'
 export type { CommitListener, EventListener, JobLink } from './event-log'
 
 /**
- * What every engine operation works with: the database, the clock, the config, the prepared
- * statements, the transaction unit, the event log, and the caches of hot state. An operation
- * runs inside {@link transact}; the events it appends are written in its transaction and handed
- * to listeners only after it commits.
+ * The store's half of what every engine operation works with: the database, the clock, the
+ * config, the prepared statements, the transaction unit, the event log, the counters and the
+ * write journal. The engine's context (memory/context.ts) adds the caches of hot state on top;
+ * nothing here names them, so the store sits below what is kept in memory.
  *
- * Two ways in. A plain call of a verb ({@link transact} outside any group) is its own
- * transaction, durable when the call returns. {@link runGrouped} puts the operation in the current
- * commit group instead: operations that arrive in the same event-loop turn share one commit,
- * each verb under its own savepoint, and nobody hears of any of them (answer or event) before
- * that commit. A plain call, or a read, made while a group is open commits the group first, so
- * nothing outside a group ever sees its uncommitted writes. The transaction unit
- * (engine/store/transaction.ts) names the modes and holds every move between them.
+ * An operation runs inside {@link transact}; the events it appends are written in its
+ * transaction and handed to listeners only after it commits. Two ways in. A plain call of a verb
+ * ({@link transact} outside any group) is its own transaction, durable when the call returns.
+ * {@link runGrouped} puts the operation in the current commit group instead: operations that
+ * arrive in the same event-loop turn share one commit, each verb under its own savepoint, and
+ * nobody hears of any of them (answer or event) before that commit. A plain call, or a read, made
+ * while a group is open commits the group first, so nothing outside a group ever sees its
+ * uncommitted writes. The transaction unit (engine/store/transaction.ts) names the modes and
+ * holds every move between them.
  */
-export class EngineContext {
+export abstract class StoreContext {
   private readonly statements: Statements
   private readonly tx: TransactionUnit
   private readonly events: EventLog
@@ -46,20 +43,15 @@ export class EngineContext {
    * QUEUED.
    */
   waitingClaims: ((job: JobRow) => JobRow | null) | null = null
-  /** Fences and stream message ids, handed out from memory. */
+  /** Fences, job keys, stream message ids and event ids, handed out from memory. */
   readonly counters = new Counters(this)
-  /** The queues an operator paused, kept in memory for the pick path. */
-  readonly pausedQueues = new PausedQueues(this)
-  /** The ACTIVE leases and their jobs, kept in memory for the hot verbs. */
-  readonly activeLeases = new ActiveLeases(this)
-  /** The QUEUED jobs per queue and priority, and the waiting jobs per cost, kept in memory for the pick path and the snapshot. */
-  readonly jobTally = new JobTally(this)
-  /** The rows of QUEUED jobs as last written, so that a pick need not read them back. */
-  readonly queuedRows = new QueuedRows()
-  /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
-  readonly counts = new RecentCounts(this)
-  /** Each write of a job or lease row, reported once by the row layer; the caches above that follow rows subscribe. */
+  /** Each write of a job or lease row, reported once by the row layer; the caches that follow rows subscribe. */
   readonly rowWrites = new RowWrites((undo) => this.onRollback(undo))
+  /**
+   * Where the row layer finds an ACTIVE lease and its job without reading them back: the cache
+   * of ACTIVE leases, which the engine's context provides.
+   */
+  abstract readonly activeLeases: ActiveRows
   private readonly drizzle: ReturnType<typeof drizzle>
 
   constructor(
@@ -72,13 +64,11 @@ export class EngineContext {
     this.tx = new TransactionUnit(db, config, {
       beforeCommit: (events) => this.events.runBeforeCommit(events),
       committed: (events) => this.events.committed(events),
-      // The rows it holds keep no undo of their own: a row it holds may be one of the writes undone.
-      rolledBack: () => this.queuedRows.clear(),
+      rolledBack: () => this.rowWrites.rolledBack(),
       commitFailed: (error) => settleFailedCommit(db, error, clock.now()),
     })
     // Event ids come from a reserved sequence, so an id is never given twice, even after the event it named was deleted.
     this.events = new EventLog(this.statements, this.tx, clock, () => this.counters.nextEventId())
-    for (const cache of [this.activeLeases, this.jobTally, this.queuedRows]) this.rowWrites.subscribe(cache)
   }
 
   /** Transactions committed since the engine started (plain and grouped): how well groups gather. */

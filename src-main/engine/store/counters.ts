@@ -1,7 +1,5 @@
-import { ACTIVE_FROM_KEY } from '../memory/active-leases'
-import type { EngineContext } from './context'
-
-const UPSERT_SETTING = 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'
+import type { StoreContext } from './context'
+import { readSetting, writeSetting } from './settings'
 
 /**
  * A number the engine hands out in order from memory, instead of asking SQLite for `MAX()` on
@@ -18,7 +16,7 @@ class ReservedSequence {
   private reserved = 0
 
   constructor(
-    private readonly ctx: EngineContext,
+    private readonly ctx: StoreContext,
     /** The settings key of the reservation. */
     private readonly key: string,
     /** Where a database from before reservations starts: the largest number stored, as `n`. */
@@ -30,8 +28,8 @@ class ReservedSequence {
 
   next(): number {
     if (this.last === null) {
-      const row = this.ctx.one<{ value: string }>('SELECT value FROM settings WHERE key = ?', this.key)
-      this.reserved = row ? Number(row.value) : this.ctx.one<{ n: number }>(this.storedMaxSql)!.n
+      const stored = readSetting(this.ctx, this.key)
+      this.reserved = stored !== undefined ? Number(stored) : this.ctx.one<{ n: number }>(this.storedMaxSql)!.n
       this.last = this.reserved
     }
     this.last += 1
@@ -41,11 +39,20 @@ class ReservedSequence {
 
   private reserve(upTo: number): void {
     const before = this.reserved
-    this.ctx.run(UPSERT_SETTING, this.key, String(upTo))
+    writeSetting(this.ctx, this.key, String(upTo))
     this.onReserve(this.last!)
     this.reserved = upTo
     this.ctx.onRollback(() => (this.reserved = before))
   }
+}
+
+/**
+ * A cache whose start reads its rows from a floor of a sequence (the QUEUED jobs by job key, the
+ * ACTIVE leases by fence): it stores the floor with each block the sequence reserves.
+ */
+export interface FloorKeeper {
+  /** Stores a floor at or below every number of its rows now, or `next` (the number being taken) when it holds none; inside the reserving transaction. */
+  storeFloor(next: number): void
 }
 
 /** The engine's sequences: job keys, lease fences, stream message ids and event ids. */
@@ -54,20 +61,26 @@ export class Counters {
   private readonly fences: ReservedSequence
   private readonly messageIds: ReservedSequence
   private readonly eventIds: ReservedSequence
+  private jobSeqFloor: FloorKeeper | null = null
+  private fenceFloor: FloorKeeper | null = null
 
-  constructor(ctx: EngineContext) {
+  constructor(ctx: StoreContext) {
     // Before reservations, a job's key was the largest one stored plus one. With each block, where
     // the QUEUED jobs start (job-tally.ts reads from there at start).
-    this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs', (taken) => ctx.jobTally.storeFloor(taken))
+    this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs', (taken) => this.jobSeqFloor?.storeFloor(taken))
     // With each block of fences, where the ACTIVE leases start (active-leases.ts reads from there at start).
-    this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases', (taken) =>
-      ctx.run(UPSERT_SETTING, ACTIVE_FROM_KEY, String(ctx.activeLeases.floorToStore(taken))),
-    )
+    this.fences = new ReservedSequence(ctx, 'fences_reserved', 'SELECT COALESCE(MAX(fence), 0) AS n FROM leases', (taken) => this.fenceFloor?.storeFloor(taken))
     // Migration 0007 wrote the reservation from the table of messages it dropped.
     this.messageIds = new ReservedSequence(ctx, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) AS n FROM jobs')
     // Before reservations, retention and purges never deleted the newest event, so the largest
     // id stored is the largest ever given.
     this.eventIds = new ReservedSequence(ctx, 'event_ids_reserved', 'SELECT COALESCE(MAX(id), 0) AS n FROM events')
+  }
+
+  /** The caches that store a floor with each block of job keys and of fences (the engine's context sets them as it builds them). */
+  keepFloors(jobSeqs: FloorKeeper, fences: FloorKeeper): void {
+    this.jobSeqFloor = jobSeqs
+    this.fenceFloor = fences
   }
 
   /** The key (`seq`) of the next job: strictly greater than every job's before, deleted ones too. */
@@ -94,3 +107,9 @@ export class Counters {
     return this.eventIds.next()
   }
 }
+
+/** The key (`seq`) of the next job (see {@link Counters.nextJobSeq}). */
+export const nextJobSeq = (ctx: StoreContext): number => ctx.counters.nextJobSeq()
+
+/** The fence of the next lease (see {@link Counters.nextFence}). */
+export const nextFence = (ctx: StoreContext): number => ctx.counters.nextFence()

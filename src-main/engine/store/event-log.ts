@@ -1,6 +1,6 @@
 import type { EventRow } from '../../db/schema'
 import type { Clock } from '../rules/clock'
-import type { EngineContext } from './context'
+import type { StoreContext } from './context'
 import type { EngineEvent, EntityType, EventData, EventEntity, EventType } from '../rules/events'
 import type { Statements } from './statements'
 import type { TransactionUnit } from './transaction'
@@ -130,11 +130,11 @@ export class EventLog {
 // Reads of the event log for a client that resumes the event stream (GET /api/events/stream).
 
 /** The newest event's id, 0 for an empty log. */
-export function newestEventId(ctx: EngineContext): number {
+export function newestEventId(ctx: StoreContext): number {
   return ctx.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')?.id ?? 0
 }
 
 /** Up to `limit` events after the one with id `after`, oldest first. */
-export function eventsAfter(ctx: EngineContext, after: number, limit: number): EventRow[] {
+export function eventsAfter(ctx: StoreContext, after: number, limit: number): EventRow[] {
   return ctx.all<EventRow>('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?', after, limit)
 }

@@ -1,5 +1,5 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
-import type { EngineContext } from './context'
+import type { StoreContext } from './context'
 import type { RowWriteSubscriber, Undo } from './row-writes'
 import { type JobState, TERMINAL_STATES } from '../rules/states'
 import { streamMessageName } from './streams'
@@ -49,7 +49,7 @@ const isFinal = (state: string | undefined): boolean => state !== undefined && T
 export class Outbox implements RowWriteSubscriber {
   private grants: OutboxGrant[] = []
 
-  constructor(private readonly ctx: EngineContext) {}
+  constructor(private readonly ctx: StoreContext) {}
 
   jobWritten(before: JobRow | undefined, after: JobRow): Undo {
     const message = after.stream_message_id

@@ -15,6 +15,20 @@ import type { JobRow, LeaseRow } from '../../db/schema'
 /** How a subscriber puts itself back should the write be rolled back; nothing when it did not change. */
 export type Undo = (() => void) | undefined
 
+/** An ACTIVE lease and its job, as both were last written. */
+export interface ActiveLease {
+  lease: LeaseRow
+  job: JobRow
+}
+
+/** The ACTIVE leases as kept in memory (memory/active-leases.ts), as the row layer looks them up. */
+export interface ActiveRows {
+  /** The job's ACTIVE lease and the job, or undefined when it holds none. */
+  ofJob(jobId: string): ActiveLease | undefined
+  /** The ACTIVE lease with this id and its job, or undefined when no ACTIVE lease has it. */
+  byId(leaseId: string): ActiveLease | undefined
+}
+
 export interface RowWriteSubscriber {
   /**
    * A job row was inserted (`before` undefined) or updated from `before` (the copy the writer
@@ -27,6 +41,12 @@ export interface RowWriteSubscriber {
   leaseExtended?(lease: LeaseRow): Undo
   /** A lease ended: released or expired. */
   leaseEnded?(lease: LeaseRow): Undo
+  /**
+   * The transaction in progress, or a savepoint of it, rolled back (before the undos run): for a
+   * subscriber that keeps no undo of its own (a row it holds may be one of the writes undone, so
+   * it forgets them all).
+   */
+  rolledBack?(): void
 }
 
 /** Every column of a row written whole (an insert). */
@@ -60,6 +80,11 @@ export class RowWrites {
 
   leaseEnded(lease: LeaseRow): void {
     for (const s of this.subscribers) this.keep(s.leaseEnded?.(lease))
+  }
+
+  /** The transaction in progress, or a savepoint of it, rolled back (engine/store/transaction.ts). */
+  rolledBack(): void {
+    for (const s of this.subscribers) s.rolledBack?.()
   }
 
   private keep(undo: Undo): void {

@@ -1,10 +1,9 @@
 import { type JobRow, type LeaseRow, UNKEYED_ID_CLAUSE } from '../../db/schema'
-import type { EngineContext } from './context'
-import type { AttemptDisposition } from '../domain'
+import type { StoreContext } from './context'
 import { EngineError, type ErrorExtra, jobNotFound, leaseNotFound } from '../rules/errors'
 import type { EventData, EventEntity, EventType } from '../rules/events'
 import { idKey } from './ids'
-import { assertMove, type FinalStatus, type JobState } from '../rules/states'
+import { assertMove, type AttemptDisposition, type FinalStatus, type JobState } from '../rules/states'
 
 /**
  * The row layer of jobs and leases: reading them, and writing them as the verbs decide, with
@@ -31,7 +30,7 @@ export interface Leased {
  * ids named their key is found through its table's partial index on ids (UNKEYED_ID_CLAUSE).
  * `select` is the read's start: `SELECT … FROM` the table.
  */
-function rowById<Row extends { id: string }>(ctx: EngineContext, select: string, key: 'seq' | 'fence', id: string): Row | undefined {
+function rowById<Row extends { id: string }>(ctx: StoreContext, select: string, key: 'seq' | 'fence', id: string): Row | undefined {
   const value = idKey(id)
   if (value === null) return ctx.one<Row>(`${select} WHERE id = ? AND ${UNKEYED_ID_CLAUSE}`, id)
   const row = ctx.one<Row>(`${select} WHERE ${key} = ?`, value)
@@ -39,9 +38,9 @@ function rowById<Row extends { id: string }>(ctx: EngineContext, select: string,
 }
 
 /** The job with this id, or undefined (see rowById). */
-export const findJob = (ctx: EngineContext, jobId: string): JobRow | undefined => rowById<JobRow>(ctx, SELECT_JOBS, 'seq', jobId)
+export const findJob = (ctx: StoreContext, jobId: string): JobRow | undefined => rowById<JobRow>(ctx, SELECT_JOBS, 'seq', jobId)
 
-export function getJob(ctx: EngineContext, jobId: string): JobRow {
+export function getJob(ctx: StoreContext, jobId: string): JobRow {
   const job = findJob(ctx, jobId)
   if (!job) throw jobNotFound(jobId)
   return job
@@ -58,7 +57,7 @@ export type JobEvent = {
 }[EventType]
 
 /** Appends the job's events, in order, each chained to the one before; returns the last one's id. */
-function appendJobEvents(ctx: EngineContext, job: JobRow, events: readonly JobEvent[]): number {
+function appendJobEvents(ctx: StoreContext, job: JobRow, events: readonly JobEvent[]): number {
   let id = 0
   for (const event of events) {
     id = 'entity' in event
@@ -140,7 +139,7 @@ export function copyJob(job: JobRow): JobRow {
 }
 
 /** Writes a new job (inside the submit's transaction). */
-export function insertJob(ctx: EngineContext, job: JobRow): void {
+export function insertJob(ctx: StoreContext, job: JobRow): void {
   ctx.insert('jobs', JOB_COLUMNS, job)
   ctx.rowWrites.jobInserted(job)
 }
@@ -150,7 +149,7 @@ export function insertJob(ctx: EngineContext, job: JobRow): void {
  * would leave, in one write. `job` is the row as submitted, not written yet, whose submit event
  * is appended; `events` follow it in the job's chain. Returns the row as written.
  */
-export function insertMovedJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
+export function insertMovedJob(ctx: StoreContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
   assertMove(job.id, job.state, to)
   const moved = copyJob(job)
   for (const column of Object.keys(changes) as (keyof JobRow)[]) (moved as Record<keyof JobRow, unknown>)[column] = changes[column]
@@ -179,7 +178,7 @@ const jobUpdates = new Map<number, string>()
  * UPDATE writes, even to write the value it had (jobs_claim_expiry names a claim's expiry, which
  * most moves set to the null it already is).
  */
-export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
+export function updateJob(ctx: StoreContext, job: JobRow, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
   return writeJob(ctx, job, changes, undefined, events)
 }
 
@@ -187,7 +186,7 @@ export function updateJob(ctx: EngineContext, job: JobRow, changes: Partial<JobR
  * Moves a job to a new state through the transition table, with any other changes and the events
  * that record the move; returns the new row.
  */
-export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
+export function moveJob(ctx: StoreContext, job: JobRow, to: JobState, changes: Partial<JobRow>, ...events: JobEvent[]): JobRow {
   assertMove(job.id, job.state, to)
   return writeJob(ctx, job, changes, to, events)
 }
@@ -198,7 +197,7 @@ export function moveJob(ctx: EngineContext, job: JobRow, to: JobState, changes: 
  * caller's `changes` has a shape of its own, and a copy of each per write cost more than the
  * write's own JavaScript.
  */
-function writeJob(ctx: EngineContext, job: JobRow, changes: Partial<JobRow>, state: JobState | undefined, events: readonly JobEvent[]): JobRow {
+function writeJob(ctx: StoreContext, job: JobRow, changes: Partial<JobRow>, state: JobState | undefined, events: readonly JobEvent[]): JobRow {
   const lastEventId = events.length > 0 ? appendJobEvents(ctx, job, events) : undefined
   // A copy of the row (in the one shape of copyJob) with the written values replaced.
   const updated = copyJob(job)
@@ -260,7 +259,7 @@ const LAST_EVENT_ID: readonly (keyof JobRow)[] = ['last_event_id']
  * under its lease, a blocker, a firing of its schedule): the job's `last_event_id` alone is
  * written. Returns the job as it now is. A job named by id is read (an ACTIVE lease's from memory).
  */
-export function recordJobEvent(ctx: EngineContext, jobOrId: JobRow | string, event: JobEvent): JobRow {
+export function recordJobEvent(ctx: StoreContext, jobOrId: JobRow | string, event: JobEvent): JobRow {
   const job = typeof jobOrId === 'string' ? (ctx.activeLeases.ofJob(jobOrId)?.job ?? getJob(ctx, jobOrId)) : jobOrId
   const last_event_id = appendJobEvents(ctx, job, [event])
   ctx.run('UPDATE jobs SET last_event_id = ? WHERE seq = ?', last_event_id, job.seq)
@@ -280,13 +279,13 @@ const allLeaseColumns: Exclude<keyof LeaseRow, (typeof LEASE_COLUMNS)[number]> e
 void allLeaseColumns
 
 /** Writes a new ACTIVE lease (inside the grant's transaction). */
-export function insertLease(ctx: EngineContext, lease: LeaseRow, job: JobRow): void {
+export function insertLease(ctx: StoreContext, lease: LeaseRow, job: JobRow): void {
   ctx.insert('leases', LEASE_COLUMNS, lease)
   ctx.rowWrites.leaseGranted(lease, job)
 }
 
 /** Writes a heartbeat's new expiry; returns the lease as it now is. */
-export function extendLease(ctx: EngineContext, lease: LeaseRow, now: number, expiresAt: number): LeaseRow {
+export function extendLease(ctx: StoreContext, lease: LeaseRow, now: number, expiresAt: number): LeaseRow {
   ctx.run('UPDATE leases SET last_heartbeat_at = ?, expires_at = ? WHERE fence = ?', now, expiresAt, lease.fence)
   const extended = { ...lease, last_heartbeat_at: now, expires_at: expiresAt }
   ctx.rowWrites.leaseExtended(extended)
@@ -294,17 +293,17 @@ export function extendLease(ctx: EngineContext, lease: LeaseRow, now: number, ex
 }
 
 /** The lease with this id, or undefined: an ACTIVE one from memory, another from the table (see rowById). */
-export const findLease = (ctx: EngineContext, leaseId: string): LeaseRow | undefined =>
+export const findLease = (ctx: StoreContext, leaseId: string): LeaseRow | undefined =>
   ctx.activeLeases.byId(leaseId)?.lease ?? rowById<LeaseRow>(ctx, 'SELECT * FROM leases', 'fence', leaseId)
 
-export function getLease(ctx: EngineContext, leaseId: string): LeaseRow {
+export function getLease(ctx: StoreContext, leaseId: string): LeaseRow {
   const lease = findLease(ctx, leaseId)
   if (!lease) throw leaseNotFound(leaseId)
   return lease
 }
 
 /** The fence of the lease with this id (a job's `lease_id`), or null when there is none. */
-export function fenceOfLease(ctx: EngineContext, leaseId: string | null): number | null {
+export function fenceOfLease(ctx: StoreContext, leaseId: string | null): number | null {
   if (leaseId === null) return null
   return idKey(leaseId) ?? findLease(ctx, leaseId)?.fence ?? null
 }
@@ -313,7 +312,7 @@ export function fenceOfLease(ctx: EngineContext, leaseId: string | null): number
  * A job's leases, first attempt first: a chain from its current or last lease (`jobs.lease_id`)
  * through each lease's `prev_fence`, so no index holds a job's leases. Empty for a job never leased.
  */
-export function leasesOfJob(ctx: EngineContext, job: Pick<JobRow, 'lease_id'>): LeaseRow[] {
+export function leasesOfJob(ctx: StoreContext, job: Pick<JobRow, 'lease_id'>): LeaseRow[] {
   const last = fenceOfLease(ctx, job.lease_id)
   if (last === null) return []
   return ctx.all<LeaseRow>(
@@ -339,7 +338,7 @@ export const json = (value: unknown): string | null => (value === undefined || v
 
 /** Ends a lease and the attempt it ran (one row): EXPIRED, or RELEASED with the attempt's outcome. */
 export function endLease(
-  ctx: EngineContext,
+  ctx: StoreContext,
   lease: LeaseRow,
   state: 'RELEASED' | 'EXPIRED',
   status: FinalStatus | 'BLOCKED',
@@ -361,7 +360,7 @@ export function endLease(
 }
 
 /** The job of a lease as it now is: from memory while the lease is ACTIVE. */
-export function jobOfLease(ctx: EngineContext, lease: LeaseRow): JobRow {
+export function jobOfLease(ctx: StoreContext, lease: LeaseRow): JobRow {
   return ctx.activeLeases.ofJob(lease.job_id)?.job ?? getJob(ctx, lease.job_id)
 }
 

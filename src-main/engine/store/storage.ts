@@ -1,4 +1,4 @@
-import type { EngineContext } from './context'
+import type { StoreContext } from './context'
 
 /** What the database file holds, in SQLite's pages. */
 export interface StorageFigures {
@@ -12,7 +12,7 @@ export interface StorageFigures {
 
 const AUTO_VACUUM_MODES = ['none', 'full', 'incremental'] as const
 
-export function storageFigures(ctx: EngineContext): StorageFigures {
+export function storageFigures(ctx: StoreContext): StorageFigures {
   const pragma = (name: string) => ctx.one<Record<string, number>>(`PRAGMA ${name}`)![name]!
   return {
     page_size: pragma('page_size'),
@@ -41,7 +41,7 @@ export function surplusFreePages(figures: StorageFigures): number {
  * pages and truncates it (`PRAGMA incremental_vacuum`), in one transaction of its own. Returns
  * how many pages went back; 0 when none are surplus.
  */
-export function returnFreePages(ctx: EngineContext, maxPages: number): number {
+export function returnFreePages(ctx: StoreContext, maxPages: number): number {
   const pages = Math.min(maxPages, surplusFreePages(storageFigures(ctx)))
   if (pages <= 0) return 0
   // exec, not a prepared statement's run(): each step of this pragma frees one page, and run()
@@ -57,7 +57,7 @@ export function returnFreePages(ctx: EngineContext, maxPages: number): number {
  * (src-main/db/open.ts, every 10,000 pages) they would make one commit of the host's write 40 MB
  * at once, a pause of a few hundred milliseconds; copied step by step they cost a few each.
  */
-export function checkpointWal(ctx: EngineContext): void {
+export function checkpointWal(ctx: StoreContext): void {
   if (ctx.insideOperation) throw new Error('checkpointWal runs outside every operation')
   ctx.flush()
   ctx.db.pragma('wal_checkpoint(PASSIVE)')

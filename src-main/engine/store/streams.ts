@@ -1,4 +1,4 @@
-import type { EngineContext } from './context'
+import type { StoreContext } from './context'
 
 /**
  * the worker API's transport, kept in SQLite: every submit and every requeue gives the job a new
@@ -9,7 +9,7 @@ import type { EngineContext } from './context'
  */
 
 /** The id of a new stream message: increasing, never given twice. */
-export function nextStreamMessageId(ctx: EngineContext): number {
+export function nextStreamMessageId(ctx: StoreContext): number {
   return ctx.counters.nextMessageId()
 }
 

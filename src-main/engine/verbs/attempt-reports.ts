@@ -1,5 +1,5 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { checkProgress } from './heartbeats'
 import { type Outcome, release } from './lease-end'

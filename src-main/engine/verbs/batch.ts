@@ -1,6 +1,7 @@
 import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS } from '../../../src-shared/worker-exchange'
 import type { CapacityStore } from '../memory/capacity-store'
-import type { EngineContext, Settled } from '../store/context'
+import type { EngineContext } from '../memory/context'
+import type { Settled } from '../store/context'
 import { EngineError, invalid } from '../rules/errors'
 import { submit, type SubmitJob, type SubmitResult } from './jobs'
 import { type AttemptAnswer, type AttemptError, type AttemptReport, completeAttempt, failAttempt } from './attempt-reports'

@@ -1,13 +1,11 @@
 import type { BlockerRow, JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
+import type { Resolution } from '../rules/blockers'
 import { EngineError } from '../rules/errors'
 import { cancelNow, requeue } from './moves'
 import { getJob, recordJobEvent } from '../store/rows'
 import { revokeFile } from './files'
 
-/** The operator's three answers to a blocker halt. */
-export const RESOLUTIONS = ['retry', 'force_release', 'cancel'] as const
-export type Resolution = (typeof RESOLUTIONS)[number]
 
 export interface ResolveBlocker {
   action: Resolution

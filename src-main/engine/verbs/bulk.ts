@@ -1,6 +1,6 @@
 import { STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import { cancel } from './jobs'
 import { getJob } from '../store/rows'

@@ -2,8 +2,9 @@ import { isAbsolute, resolve, sep } from 'node:path'
 import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
 import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../../db/schema'
 import { SECOND } from '../rules/clock'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
+import type { Contention } from '../rules/file-leases'
 import { newId } from '../store/ids'
 import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
 
@@ -29,13 +30,6 @@ export interface FileLeaseRequest {
   owner_id: string
   /** The job lease the file lease is held under; the owner is alive while it is ACTIVE. */
   lease_id?: string | null
-}
-
-export interface Contention {
-  file: string
-  holder: { owner_id: string; job_id: string | null; acquired_at: number; age_s: number }
-  denied_at: number
-  retry_at: number
 }
 
 export type AcquireResult =

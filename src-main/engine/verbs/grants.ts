@@ -1,9 +1,12 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
 import { type CapacityFigures, capacityDenial } from '../rules/capacity'
 import type { CapacityStore } from '../memory/capacity-store'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import { keyedId, newId, newToken } from '../store/ids'
+import { nextFence } from '../store/counters'
+import { queuesWithQueuedJobs } from '../memory/job-tally'
+import { queuePaused } from '../memory/paused-queues'
 import { checkClaimer, expireClaimIfDue } from './jobs'
 import { canTake, eligibleJobs, holdsActiveLease, knownEmpty, type WorkerFilter } from '../reads/pick'
 import { pausedDenial } from './queues'
@@ -50,7 +53,7 @@ function grant(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, 
 /** The lease that runs `job`'s next attempt for `workerId`, the job's columns it changes, and the event that records it. */
 function leaseFor(ctx: EngineContext, job: JobRow, workerId: string, ttlS: number, to: 'LEASED' | 'RUNNING'): { lease: LeaseRow; changes: Partial<JobRow>; event: JobEvent } {
   const now = ctx.clock.now()
-  const fence = ctx.counters.nextFence()
+  const fence = nextFence(ctx)
   const lease: LeaseRow = {
     id: keyedId(fence),
     job_id: job.id,
@@ -173,12 +176,12 @@ export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claim
   const waiting = claims.waiting()
   if (waiting.length === 0) return null
   const now = ctx.clock.now()
-  if (job.state !== 'QUEUED' || job.eligible_at > now || ctx.pausedQueues.has(job.queue)) return null
+  if (job.state !== 'QUEUED' || job.eligible_at > now || queuePaused(ctx, job.queue)) return null
   const figures = capacity.figures()
   if (figures.available <= 0 || capacityDenial(figures, job.cost_units)) return null
   for (const claim of waiting) {
     const { filter } = claim
-    if (!knownEmpty(ctx, filter.queues ?? ctx.jobTally.queues(), now)) return null
+    if (!knownEmpty(ctx, filter.queues ?? queuesWithQueuedJobs(ctx), now)) return null
     const inStreams = !filter.queues || filter.queues.includes(job.queue)
     if (!inStreams || !canTake(job, filter, () => holdsActiveLease(ctx, filter.worker_id))) continue
     let ttl: number

@@ -1,8 +1,8 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
 import { leaseById, leaseByToken } from './lease-lookup'
-import { extendLease, getJob, type HeartbeatReport, type Leased, moveJob, notActive, updateJob } from '../store/rows'
+import { extendLease, type HeartbeatReport, jobOfLease, type Leased, moveJob, notActive, updateJob } from '../store/rows'
 
 /** Heartbeats: a worker keeps its lease alive, and reports its job's progress. */
 
@@ -21,7 +21,7 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   const now = ctx.clock.now()
   const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
   const extended = extendLease(ctx, lease, now, expiresAt)
-  let job = current ?? ctx.activeLeases.ofJob(lease.job_id)?.job ?? getJob(ctx, lease.job_id)
+  let job = current ?? jobOfLease(ctx, lease)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
   if (report.note != null) changes.note = report.note

@@ -1,7 +1,8 @@
 import type { EventRow, JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import type { EventData } from '../rules/events'
 import { EngineError, invalid } from '../rules/errors'
+import { nextJobSeq } from '../store/counters'
 import { keyedId } from '../store/ids'
 import { closeBlockersOfCanceledJob } from './blockers'
 import { cancelNow } from './moves'
@@ -135,7 +136,7 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number,
     const runAt = delayedUntil(input, now)
     const maxAttempts = input.max_attempts ?? ctx.config.maxAttempts
     // The row's key, taken first so the id can name it.
-    const seq = ctx.counters.nextJobSeq()
+    const seq = nextJobSeq(ctx)
     const id = keyedId(seq)
     const priority = input.priority ?? 'NORMAL'
     const queue = input.queue ?? 'default'

@@ -1,6 +1,6 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
 import { nextRetryAt } from '../rules/backoff'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { type EventData, JOB_ENDED_EVENTS } from '../rules/events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'

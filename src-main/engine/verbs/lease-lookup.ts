@@ -1,5 +1,6 @@
 import type { LeaseRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import { activeLeaseOf } from '../memory/active-leases'
+import type { EngineContext } from '../memory/context'
 import { EngineError, workerMismatch } from '../rules/errors'
 import { expireIfDue } from './lease-end'
 import { findLease, getJob, getLease, type Leased, leasesOfJob } from '../store/rows'
@@ -24,7 +25,7 @@ export function leaseById(ctx: EngineContext, leaseId: string, workerId: string 
  * earlier leases. 404 for an unknown job comes first.
  */
 function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Leased | undefined {
-  const active = ctx.activeLeases.ofJob(jobId)
+  const active = activeLeaseOf(ctx, jobId)
   if (active?.lease.token === token) return active
   const job = active?.job ?? getJob(ctx, jobId)
   const current = job.lease_id === null ? undefined : findLease(ctx, job.lease_id)

@@ -1,5 +1,5 @@
 import type { JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { moveJob } from '../store/rows'
 import type { JobState } from '../rules/states'
 import { nextStreamMessageId } from '../store/streams'

@@ -1,6 +1,7 @@
 import { FINISHED_STATES_CLAUSE, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from '../../db/schema'
 import { DAY } from '../rules/clock'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
+import { storeRecentCounts } from '../memory/recent-counts'
 import { fenceOfLease, findJob, SELECT_JOBS } from '../store/rows'
 import { TIMELINE_CHAIN } from '../reads/timeline'
 
@@ -96,7 +97,7 @@ export interface PruneStep {
  */
 function deleteJobs(ctx: EngineContext, jobs: readonly JobRow[]): string[] {
   if (jobs.length === 0) return []
-  ctx.counts.store()
+  storeRecentCounts(ctx)
   const starts = jobs.map((job) => fenceOfLease(ctx, job.lease_id)).filter((fence) => fence !== null)
   const by: Record<DeleteBy, string> = {
     ids: JSON.stringify(jobs.map((job) => job.id)),

@@ -1,48 +1,17 @@
 import { STATE_SEQ_CLAUSE } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
+import { committedActiveLeases } from '../memory/active-leases'
+import { committedQueuedByQueue } from '../memory/job-tally'
+import { markQueuePaused, queuePaused } from '../memory/paused-queues'
 import type { JobState } from '../rules/states'
 
 /**
  * Pausing queues. A paused queue's jobs are neither claimed nor leased, through any API or
  * worker, until it is resumed; jobs already running finish, and submits are still accepted.
- * The paused queues are a table (a pause survives a restart) and a set in memory, read once
- * at start, so the pick path asks nothing of SQLite while no queue is paused.
+ * The paused queues are a table (a pause survives a restart) and a set in memory
+ * (memory/paused-queues.ts).
  */
-
-/** The paused queues, as committed plus the changes of the transaction in progress. */
-export class PausedQueues {
-  private names = new Set<string>()
-
-  constructor(private readonly ctx: EngineContext) {}
-
-  /** Reads the paused queues from the database (the engine does so once, at start). */
-  load(): void {
-    this.names = new Set(this.ctx.all<{ queue: string }>('SELECT queue FROM paused_queues').map((row) => row.queue))
-  }
-
-  /** How many queues are paused; 0 lets the pick path skip every check. */
-  get size(): number {
-    return this.names.size
-  }
-
-  has(queue: string): boolean {
-    return this.names.size > 0 && this.names.has(queue)
-  }
-
-  /** The paused queues now. */
-  all(): ReadonlySet<string> {
-    return this.names
-  }
-
-  /** Inside the transaction that writes the table: memory follows it, and is put back if it rolls back. */
-  set(queue: string, paused: boolean): void {
-    if (this.names.has(queue) === paused) return
-    const apply = (on: boolean) => (on ? this.names.add(queue) : this.names.delete(queue))
-    apply(paused)
-    this.ctx.onRollback(() => apply(!paused))
-  }
-}
 
 const checkQueue = (queue: string): void => {
   if (typeof queue !== 'string' || queue.length === 0 || queue.length > 200) throw invalid('queue: must be a name of 1 to 200 characters')
@@ -67,7 +36,7 @@ export function pauseQueue(ctx: EngineContext, queue: string, by: string | null 
     if (existing) return { queue, paused: true, ...existing }
     const now = ctx.clock.now()
     ctx.run('INSERT INTO paused_queues (queue, paused_at, paused_by) VALUES (?, ?, ?)', queue, now, by)
-    ctx.pausedQueues.set(queue, true)
+    markQueuePaused(ctx, queue, true)
     ctx.appendEvent('QUEUE', queue, 'QUEUE_PAUSED', { queue, requested_by: by })
     return { queue, paused: true, paused_at: now, paused_by: by }
   })
@@ -77,9 +46,9 @@ export function pauseQueue(ctx: EngineContext, queue: string, by: string | null 
 export function resumeQueue(ctx: EngineContext, queue: string, by: string | null = null): QueuePause {
   checkQueue(queue)
   return ctx.transact(() => {
-    if (!ctx.pausedQueues.has(queue)) return { queue, paused: false, paused_at: null, paused_by: null }
+    if (!queuePaused(ctx, queue)) return { queue, paused: false, paused_at: null, paused_by: null }
     ctx.run('DELETE FROM paused_queues WHERE queue = ?', queue)
-    ctx.pausedQueues.set(queue, false)
+    markQueuePaused(ctx, queue, false)
     ctx.appendEvent('QUEUE', queue, 'QUEUE_RESUMED', { queue, requested_by: by })
     return { queue, paused: false, paused_at: null, paused_by: null }
   })
@@ -87,7 +56,7 @@ export function resumeQueue(ctx: EngineContext, queue: string, by: string | null
 
 /** Why a queue API lease request for a job claimed from a paused queue is denied, or null. */
 export function pausedDenial(ctx: EngineContext, queue: string): string | null {
-  return ctx.pausedQueues.has(queue) ? `Queue ${queue} is paused` : null
+  return queuePaused(ctx, queue) ? `Queue ${queue} is paused` : null
 }
 
 /** The states a queue's counts name: every state but DONE, the bulk of all jobs (counting them would read every row). */
@@ -112,11 +81,11 @@ export function listQueues(ctx: EngineContext): QueueSummary[] {
     return found
   }
   const counted = [
-    ...ctx.jobTally.committedQueuedByQueue().map(({ queue, n }) => ({ queue, state: 'QUEUED' as const, n })),
+    ...committedQueuedByQueue(ctx).map(({ queue, n }) => ({ queue, state: 'QUEUED' as const, n })),
     ...ctx.all<{ queue: string; state: CountedState; n: number }>(
       `SELECT queue, state, COUNT(*) AS n FROM jobs WHERE ${STATE_SEQ_CLAUSE} GROUP BY queue, state`,
     ),
-    ...ctx.activeLeases.committed().map(({ job }) => ({ queue: job.queue, state: job.state as CountedState, n: 1 })),
+    ...committedActiveLeases(ctx).map(({ job }) => ({ queue: job.queue, state: job.state as CountedState, n: 1 })),
   ]
   for (const row of counted) summary(row.queue).counts[row.state] = (summary(row.queue).counts[row.state] ?? 0) + row.n
   for (const row of ctx.all<{ queue: string; paused_at: number; paused_by: string | null }>('SELECT * FROM paused_queues')) {

@@ -1,5 +1,6 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import { activeLeasesNow, committedActiveLeases } from '../memory/active-leases'
+import type { EngineContext } from '../memory/context'
 import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
 import { SELECT_JOBS } from '../store/rows'
@@ -10,7 +11,7 @@ const BATCH = 1000
 /** The ACTIVE leases (kept in memory, active-leases.ts) that `keep` selects, soonest expiry first. */
 function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolean): LeaseRow[] {
   const leases: LeaseRow[] = []
-  for (const { lease } of ctx.activeLeases.all()) if (keep(lease)) leases.push(lease)
+  for (const { lease } of activeLeasesNow(ctx)) if (keep(lease)) leases.push(lease)
   return leases.sort((a, b) => a.expires_at - b.expires_at || a.fence - b.fence)
 }
 
@@ -80,6 +81,6 @@ export function expireDueClaims(ctx: EngineContext): number {
 /** The earliest moment something will be due, for a host that sleeps until then. */
 export function nextDueAt(ctx: EngineContext): number | null {
   let at = ctx.one<{ at: number | null }>('SELECT MIN(claim_expires_at) AS at FROM jobs WHERE claim_expires_at IS NOT NULL')?.at ?? null
-  for (const { lease } of ctx.activeLeases.committed()) if (at === null || lease.expires_at < at) at = lease.expires_at
+  for (const { lease } of committedActiveLeases(ctx)) if (at === null || lease.expires_at < at) at = lease.expires_at
   return at
 }

@@ -1,5 +1,5 @@
 import type { JobRow } from '../../db/schema'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { costExceedsCapacity } from './jobs'
 import { getJob, moveJob } from '../store/rows'

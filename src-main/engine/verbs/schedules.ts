@@ -1,8 +1,9 @@
 import { Cron } from 'croner'
 import type { JobRow, ScheduleRow, ScheduleRunRow } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
+import { OVERLAP_POLICIES, type Overlap } from '../rules/schedules'
 import { newId } from '../store/ids'
 import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
 import { findJob, recordJobEvent } from '../store/rows'
@@ -16,14 +17,8 @@ import { type JobState, TERMINAL_STATES } from '../rules/states'
  * schedule's `next_fire_at` past it, so no firing ever makes two jobs.
  */
 
-/** What a firing does while the job of the schedule's last firing has not finished. */
-export const OVERLAP_POLICIES = [
-  /** Fire anyway: several runs of the schedule may be queued or running at once. */
-  'allow',
-  /** Skip this firing (recorded as SKIPPED, with a SCHEDULE_SKIPPED event). */
-  'skip',
-] as const
-export type Overlap = (typeof OVERLAP_POLICIES)[number]
+// The HTTP schedules route validates with the policies where it finds the other schedule rules.
+export { OVERLAP_POLICIES, type Overlap }
 
 /** How a handled firing ended. */
 export const RUN_OUTCOMES = [

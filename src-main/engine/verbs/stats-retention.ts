@@ -1,5 +1,5 @@
 import { DAY, HOUR } from '../rules/clock'
-import type { EngineContext } from '../store/context'
+import type { EngineContext } from '../memory/context'
 import { BUCKETS, RANGES } from '../reads/stats'
 
 /**

@@ -8,7 +8,7 @@ import type { ManualClock } from '../../src-main/engine/rules/clock'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
 import type { TestHost } from '../helpers/host'
-import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, WORKER, WORKER_CLAIM_KEYS } from './support'
+import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, waitingPost, WORKER, WORKER_CLAIM_KEYS } from './support'
 
 const T0 = DIALECT_T0
 let host: TestHost
@@ -175,32 +175,70 @@ describe('long-poll claims', () => {
 
   test('a claim with no work answers {claimed:false} once max_wait_ms has passed, not before', async () => {
     await start()
-    const started = performance.now()
-    const res = await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 700 })
-    expect(await body(res)).toEqual({ claimed: false })
-    // (A floor only: how soon after it the answer comes is the machine's load, not a rule.)
-    expect(performance.now() - started).toBeGreaterThanOrEqual(680)
+    // The host runs in this process: its wait timer of max_wait_ms is held here, and fired by the test.
+    const realSetTimeout = globalThis.setTimeout
+    let expire: (() => void) | null = null
+    const held: ReturnType<typeof setTimeout>[] = []
+    const armed = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((run: () => void, ms?: number) => {
+      if (ms !== 700) return realSetTimeout(run, ms)
+      expire = run
+      const placeholder = realSetTimeout(() => {}, 60_000) // cleared below: only a handle for the host to clear
+      held.push(placeholder)
+      return placeholder
+    }) as typeof setTimeout)
+    try {
+      let answered = false
+      const answer = post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 700 }).then((res) => {
+        answered = true
+        return body(res)
+      })
+      await arrived('w')
+      await until(() => expire, 2000, 'the wait armed for max_wait_ms')
+      // A claim made after it is answered first: the waiting one was not answered before its time.
+      expect(await claimNow('later')).toEqual({ claimed: false })
+      expect(answered).toBe(false)
+      expire!()
+      expect(await answer).toEqual({ claimed: false })
+    } finally {
+      armed.mockRestore()
+      for (const placeholder of held) clearTimeout(placeholder)
+    }
   })
 
   test('a client that disconnects mid-wait is removed: a later submit is not leased to it', async () => {
     await start()
-    const gone = new AbortController()
-    const stillWaiting = post(host, `${WORKER}/claim`, { worker_id: 'present', streams: ['default'], max_wait_ms: 10_000 })
-    const abandonedWithSignal = host
-      .call(`${WORKER}/claim`, { method: 'POST', json: { worker_id: 'ghost', streams: ['default'], max_wait_ms: 10_000 }, signal: gone.signal })
-      .catch((error: Error) => error)
-    await new Promise((r) => setTimeout(r, 200))
-    gone.abort()
-    expect(await abandonedWithSignal).toBeInstanceOf(Error)
-    await new Promise((r) => setTimeout(r, 200))
-    // The first (still connected) waiter takes the first job; the gone one must never take the second.
-    const one = await submit(host)
-    expect(await body(await stillWaiting)).toMatchObject({ claimed: true, job_id: one.job_id })
-    const two = await submit(host)
-    await new Promise((r) => setTimeout(r, 300))
-    expect(host.engine.getJob(two.job_id).state).toBe('QUEUED')
-    expect(host.engine.snapshot().leases.active).toBe(1)
-    expect(await claimNow('w-next')).toMatchObject({ claimed: true, job_id: two.job_id })
+    // The host runs in this process: its wait timers show when a claim waits and when it stops.
+    const armed = vi.spyOn(globalThis, 'setTimeout')
+    const cleared = vi.spyOn(globalThis, 'clearTimeout')
+    try {
+      const stillWaiting = post(host, `${WORKER}/claim`, { worker_id: 'present', streams: ['default'], max_wait_ms: 10_000 })
+      await arrived('present')
+      const armedBefore = armed.mock.calls.length
+      const gone = new AbortController()
+      const abandonedWithSignal = host
+        .call(`${WORKER}/claim`, { method: 'POST', json: { worker_id: 'ghost', streams: ['default'], max_wait_ms: 10_000 }, signal: gone.signal })
+        .catch((error: Error) => error)
+      const ghostWait = await until(
+        () => armed.mock.results.find((result, i) => i >= armedBefore && armed.mock.calls[i]![1] === 10_000)?.value,
+        2000,
+        "the ghost's claim waits",
+      )
+      gone.abort()
+      expect(await abandonedWithSignal).toBeInstanceOf(Error)
+      await until(() => cleared.mock.calls.some(([handle]) => handle === ghostWait), 2000, "the host ends the ghost's wait")
+      // The first (still connected) waiter takes the first job; the gone one must never take the second.
+      const one = await submit(host)
+      expect(await body(await stillWaiting)).toMatchObject({ claimed: true, job_id: one.job_id })
+      // A waiting claim is granted inside the submit's commit, before the submit is answered: once
+      // the second submit is answered, a ghost that still waited would hold the job already.
+      const two = await submit(host)
+      expect(host.engine.getJob(two.job_id).state).toBe('QUEUED')
+      expect(host.engine.snapshot().leases.active).toBe(1)
+      expect(await claimNow('w-next')).toMatchObject({ claimed: true, job_id: two.job_id })
+    } finally {
+      armed.mockRestore()
+      cleared.mockRestore()
+    }
   })
 
   test('max_wait_ms above 30000 (up to an hour) is accepted and capped: the wait is armed for 30 s, not for the asked time', async () => {
@@ -431,8 +469,7 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
 
   test('a batch claim that finds nothing long-polls, and a submit wakes it with up to max_jobs jobs', async () => {
     await start()
-    const waiting = post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 3, max_wait_ms: 10_000 } })
-    await new Promise((r) => setTimeout(r, 300)) // the claim arrives and waits
+    const { answer: waiting } = await waitingPost(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 3, max_wait_ms: 10_000 } }, 10_000)
     // Two jobs in one commit (a batch submit): the waiting claim is granted both inside that commit.
     const submitted = await host.engine.run(() => host.engine.submitMany([1, 2].map(() => ({ job_type: 'generic', cost_units: 1 }))))
     const res = await waiting

@@ -13,7 +13,7 @@ function claimedByWorker(options: Parameters<typeof setup>[0] = {}, job = aJob()
 }
 
 
-describe('dialect 003 claim = lease + attempt + token', () => {
+describe('worker API: claim = lease + attempt + token', () => {
   it('claimAndLease moves QUEUED → RUNNING and returns the lease, its token and attempt', () => {
     const { engine, job, lease } = claimedByWorker()
     expect(engine.getJob(job.id)).toMatchObject({ state: 'RUNNING', attempts: 1, lease_id: lease.id, claimed_by: 'w' })
@@ -31,7 +31,7 @@ describe('dialect 003 claim = lease + attempt + token', () => {
   })
 })
 
-describe('dialect 003 heartbeat by token', () => {
+describe('worker API: heartbeat by token', () => {
   it('a heartbeat with the token extends the lease to now + ttl + grace', () => {
     const { engine, clock, job, lease } = claimedByWorker()
     clock.advance(20 * SECOND)
@@ -94,7 +94,7 @@ describe('dialect 003 heartbeat by token', () => {
   })
 })
 
-describe('dialect 003 complete and fail', () => {
+describe('worker API: complete and fail', () => {
   it('complete ends the job DONE with its result, acks its messages and frees capacity', () => {
     const { engine, job, report } = claimedByWorker({}, aJob({ cost_units: 4 }))
     const answer = engine.complete({ ...report, result: { ok: 1 } })
@@ -188,7 +188,7 @@ describe('dialect 003 complete and fail', () => {
   })
 })
 
-describe('dialect 003 stream messages', () => {
+describe('worker API: stream messages', () => {
   it('a claim delivers the job\'s current message, the one its submit recorded', () => {
     const { engine } = setup()
     const submitted = engine.submit(aJob()).job

@@ -552,7 +552,7 @@ describe('POST /lease/{id}/release and GET /lease/{id}', () => {
     await expectError(await get(`${QUEUE}/lease/${UNKNOWN_ID}`), 404, 'lease_not_found')
   })
 
-  test('a job leased through dialect 001 shows as RUNNING in dialect 002', async () => {
+  test('a job leased through the pull API shows as RUNNING in the queue API', async () => {
     await start()
     const job = await submit(host)
     await post(host, `${PULL}/request`, { worker_id: 'p' })

@@ -20,7 +20,7 @@ async function call(path: string, json: unknown, status = 200) {
   return answer
 }
 
-test('a seed-002 client walks claim → PREPARING → LEASE_PENDING → lease request → heartbeat → release', async () => {
+test('a client of the queue contract walks claim → PREPARING → LEASE_PENDING → lease request → heartbeat → release', async () => {
   ;({ host, clock } = await startHost({ busy: 8 })) // 14 of 70 units usable: the first ask is denied
   const { job } = await call(
     '/jobs/submit',

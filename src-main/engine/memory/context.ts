@@ -1,0 +1,44 @@
+import type { Database } from 'better-sqlite3'
+import type { Clock } from '../rules/clock'
+import type { EngineConfig } from '../rules/engine-config'
+import { StoreContext } from '../store/context'
+import { ActiveLeases } from './active-leases'
+import { JobTally } from './job-tally'
+import { PausedQueues } from './paused-queues'
+import { QueuedRows } from './queued-rows'
+import { RecentCounts } from './recent-counts'
+
+/**
+ * What every engine operation works with: the store's context (the database, the clock, the
+ * config, the transaction unit, the event log, the counters, the write journal:
+ * store/context.ts) and the caches of hot state kept in memory in step with the rows. The caches
+ * that follow job and lease rows subscribe to the write journal here, once; no verb names a
+ * cache (each module here exports the questions the verbs ask of it), and
+ * test/unit/engine-imports.test.ts holds the verbs to that.
+ */
+export class EngineContext extends StoreContext {
+  /** The queues an operator paused, kept in memory for the pick path. */
+  readonly pausedQueues = new PausedQueues(this)
+  /** The ACTIVE leases and their jobs, kept in memory for the hot verbs. */
+  readonly activeLeases: ActiveLeases = new ActiveLeases(this)
+  /** The QUEUED jobs per queue and priority, and the waiting jobs per cost, kept in memory for the pick path and the snapshot. */
+  readonly jobTally = new JobTally(this)
+  /** The rows of QUEUED jobs as last written, so that a pick need not read them back. */
+  readonly queuedRows = new QueuedRows()
+  /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
+  readonly counts = new RecentCounts(this)
+
+  constructor(db: Database, clock: Clock, config: EngineConfig) {
+    super(db, clock, config)
+    for (const cache of [this.activeLeases, this.jobTally, this.queuedRows]) this.rowWrites.subscribe(cache)
+    this.counters.keepFloors(this.jobTally, this.activeLeases)
+  }
+
+  /** Reads every cache from the database (the engine does so once, at start). */
+  load(): void {
+    this.counts.load()
+    this.pausedQueues.load()
+    this.activeLeases.load()
+    this.jobTally.load()
+  }
+}
