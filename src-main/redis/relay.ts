@@ -39,6 +39,10 @@ const HELD_MAX = 50_000
 /** A message that has waited this long while Redis answers makes the relay reconcile. */
 const DEFAULT_STUCK_AFTER_MS = 10_000
 const CHECK_INTERVAL_MS = 1_000
+/** A consumer that holds no message and has had none claimed to it for this long is deleted from its group. */
+const DEFAULT_DEPARTED_AFTER_MS = 60_000
+/** How often the consumers are looked over. */
+const SWEEP_INTERVAL_MS = 60_000
 
 export interface RedisRelayOptions {
   engine: Engine
@@ -47,6 +51,8 @@ export interface RedisRelayOptions {
   prefix?: string
   log?: (line: string) => void
   stuckAfterMs?: number
+  /** How long a consumer that holds nothing may go without a claim before it is deleted (default 60 s). */
+  departedAfterMs?: number
 }
 
 /** An entry id's two parts, for ordering (`<ms>-<seq>`). */
@@ -100,6 +106,8 @@ export class RedisRelay {
   private again = false
   /** The relay does not know what Redis holds: a reconciliation is due, and what waits is read from the table. */
   private reconcileDue = true
+  private sweepDue = false
+  private lastSweepAt = 0
   private readonly groupsMade = new Set<string>()
   private readonly unsubscribe: () => void
   private readonly timer: NodeJS.Timeout
@@ -212,8 +220,21 @@ export class RedisRelay {
     this.ended = []
   }
 
+  /** Deletes the consumers of workers that are gone (see {@link RedisRelay.sweepConsumers}); resolves once done. */
+  async sweep(): Promise<void> {
+    this.sweepDue = true
+    this.kick()
+    await this.idle()
+  }
+
   private checkStuck(): void {
     if (!this.connected) return
+    const now = Date.now()
+    if (now - this.lastSweepAt >= SWEEP_INTERVAL_MS) {
+      this.lastSweepAt = now
+      this.sweepDue = true
+      this.kick()
+    }
     let oldest: number | null
     try {
       oldest = this.waiting().oldest_at
@@ -236,6 +257,10 @@ export class RedisRelay {
         await this.reconcile()
       }
       await this.send()
+      if (this.sweepDue) {
+        this.sweepDue = false
+        await this.sweepConsumers()
+      }
     } catch (error) {
       this.letGo()
       this.limiter.line('redis pass', `leasehold: relaying to Redis failed (${(error as Error).message}); it is tried again on reconnect`)
@@ -366,6 +391,36 @@ export class RedisRelay {
     })
     // Sent with the next changes, after the publishing above.
     this.grants = [...claims, ...this.grants]
+  }
+
+  /**
+   * Deletes from each queue stream's group the consumers of workers that are gone: a consumer
+   * (named after a worker) that holds no pending message, has had none claimed to it for
+   * `departedAfterMs`, and whose worker holds no lease. A worker that comes back is a consumer
+   * again at its next claim. No claim can slip between the look and the delete: claims are sent
+   * by passes, and this runs inside one, after the leases were read.
+   */
+  private async sweepConsumers(): Promise<void> {
+    const departedAfterMs = this.options.departedAfterMs ?? DEFAULT_DEPARTED_AFTER_MS
+    const streams = await this.streamKeys()
+    const looks = this.redis.pipeline()
+    for (const stream of streams) looks.xinfo('CONSUMERS', stream, CONSUMER_GROUP)
+    const answers: Result[] = (await looks.exec()) ?? []
+    const holding = this.options.engine.activeLeasesByWorker()
+    const deletes = this.redis.pipeline()
+    let count = 0
+    answers.forEach(([error, consumers], i) => {
+      if (error) return // the stream or its group is gone: so are its consumers
+      for (const fields of consumers as unknown[][]) {
+        const info = new Map<string, unknown>()
+        for (let f = 0; f + 1 < fields.length; f += 2) info.set(String(fields[f]), fields[f + 1])
+        const name = String(info.get('name'))
+        if (Number(info.get('pending')) > 0 || Number(info.get('idle')) < departedAfterMs || holding.has(name)) continue
+        deletes.xgroup('DELCONSUMER', streams[i]!, CONSUMER_GROUP, name)
+        count += 1
+      }
+    })
+    if (count > 0) await deletes.exec()
   }
 
   /** Writes a stream anew from the table (its last id moved past a message it lost: XADD cannot go back). */

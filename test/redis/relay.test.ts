@@ -21,14 +21,14 @@ afterEach(async () => {
   if (admin.status === 'ready') await admin.flushall()
 })
 
-function relayFor(engine: Engine, options: { stuckAfterMs?: number } = {}): RedisRelay {
+function relayFor(engine: Engine, options: { stuckAfterMs?: number; departedAfterMs?: number } = {}): RedisRelay {
   const relay = new RedisRelay({ engine, url: server.url, prefix: PREFIX, log: () => {}, ...options })
   relays.push(relay)
   return relay
 }
 
-async function started(engine: Engine): Promise<RedisRelay> {
-  const relay = relayFor(engine)
+async function started(engine: Engine, options: { departedAfterMs?: number } = {}): Promise<RedisRelay> {
+  const relay = relayFor(engine, options)
   relay.start()
   await until(() => relay.connected, 5000, 'relay connected')
   await relay.idle()
@@ -169,6 +169,22 @@ describe('the outbox and the relay', () => {
     } finally {
       monitor.disconnect()
     }
+  })
+
+  test('the consumer of a worker that holds nothing and has had no claim for the bound is deleted from the group; a holder stays', async () => {
+    const { engine } = setup()
+    const relay = await started(engine, { departedAfterMs: 0 })
+    engine.submit(aJob())
+    engine.submit(aJob())
+    const done = claimOne(engine, 'gone')
+    claimOne(engine, 'holder')
+    engine.complete(reportOf(done, 'gone'))
+    await relay.idle()
+    const consumers = async () => ((await admin.xinfo('CONSUMERS', stream(), CONSUMER_GROUP)) as unknown[][]).map((fields) => fields[1])
+    expect((await consumers()).sort()).toEqual(['gone', 'holder'])
+    await relay.sweep()
+    expect(await consumers()).toEqual(['holder'])
+    expect(await pendingByConsumer()).toEqual([['holder', '1']])
   })
 
   test('while Redis is away enqueues still commit and wait in the outbox; health says how many', async () => {
