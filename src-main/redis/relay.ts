@@ -258,7 +258,7 @@ export class RedisRelay {
 
   private checkStuck(): void {
     if (!this.connected) return
-    const now = Date.now()
+    const now = this.options.engine.now()
     if (now - this.lastSweepAt >= SWEEP_INTERVAL_MS) {
       this.lastSweepAt = now
       this.sweepDue = true
