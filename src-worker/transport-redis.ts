@@ -70,11 +70,8 @@ export class RedisTransport implements WorkerTransport {
           from = id
           const parsed = IpcResponse.safeParse(JSON.parse(entryField(fields, 'body') ?? 'null'))
           if (!parsed.success) continue
-          const call = this.pending.get(parsed.data.id)
-          if (!call) continue // a late or repeated answer: its call was settled already
-          this.pending.delete(parsed.data.id)
-          clearTimeout(call.timer)
-          call.resolve(parsed.data)
+          // A late or repeated answer finds its call settled already, and is dropped.
+          this.settle(parsed.data.id, (call) => call.resolve(parsed.data))
         }
       } catch {
         if (!this.closed) await new Promise((resolve) => setTimeout(resolve, 200))
@@ -82,26 +79,32 @@ export class RedisTransport implements WorkerTransport {
     }
   }
 
+  /** Ends the call `id`, if it is still waiting, with `end`. */
+  private settle(id: number, end: (call: Pending) => void): void {
+    const call = this.pending.get(id)
+    if (!call) return
+    this.pending.delete(id)
+    clearTimeout(call.timer)
+    end(call)
+  }
+
   private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
-    await this.ready
     const id = this.nextId++
     const answered = new Promise<IpcResponse>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id)
-        reject(new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`))
-      }, waitMs + ANSWER_MARGIN_MS)
-      this.pending.set(id, { resolve, reject, timer })
-      signal?.addEventListener(
-        'abort',
-        () => {
-          this.pending.delete(id)
-          clearTimeout(timer)
-          reject(new Error('aborted'))
-        },
-        { once: true },
+      const timer = setTimeout(
+        () => this.settle(id, (call) => call.reject(new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`))),
+        waitMs + ANSWER_MARGIN_MS,
       )
+      this.pending.set(id, { resolve, reject, timer })
+      const abort = () => this.settle(id, (call) => call.reject(new Error('aborted')))
+      if (signal?.aborted) abort()
+      else signal?.addEventListener('abort', abort, { once: true })
     })
-    await this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, 'body', JSON.stringify({ type: 'request', id, method, params }))
+    // Sent once the reply stream's end is known; while Redis cannot be reached that waits, and the
+    // call ends by its timer or its signal (a worker told to stop is not held by a Redis that is away).
+    this.ready
+      .then(() => this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, 'body', JSON.stringify({ type: 'request', id, method, params })))
+      .catch((error: Error) => this.settle(id, (call) => call.reject(error)))
     const response = await answered
     if (response.error) {
       const { status, code, detail } = response.error

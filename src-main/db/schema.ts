@@ -414,32 +414,18 @@ export type ScheduleRow = typeof schedules.$inferSelect
 export type ScheduleRunRow = typeof scheduleRuns.$inferSelect
 
 /**
- * The Redis transport's ledger (leasehold serve --redis; empty without it). One row per stream
- * message a job was given while Redis carries the queues: written in the same transaction as the
- * job write that gave the message (a submit, a requeue, a retry), so no message is ever lost
- * between the commit and Redis. `redis_id` null: the outbox, waiting for the relay to XADD it;
- * set: published. `ack_due` 1: the attempt it delivered ended (the job finished, or was queued
- * again with a newer message), and the relay is to XACK and delete it from its stream. The row
- * goes once Redis has acknowledged it, so the table holds the messages of unfinished jobs and
- * those the relay has yet to settle.
+ * The Redis transport's outbox (leasehold serve --redis; empty without it): one row per message
+ * Redis should hold, that is the current message of each unfinished job given one while Redis
+ * carries the queues. Inserted in the transaction of the job write that gave the message (a
+ * submit, a requeue, a retry) and deleted in the one that ended its attempt (a final state, or a
+ * newer message), so after a crash the relay compares each stream with this table and puts
+ * Redis right: no message is lost between a commit and Redis, none is left over.
  */
-export const redisOutbox = sqliteTable(
-  'redis_outbox',
-  {
-    /** The job's `stream_message_id`: its enqueue identity, increasing, never given twice. */
-    enqueue_id: integer('enqueue_id').primaryKey(),
-    job_id: text('job_id').notNull(),
-    /** The job's queue: the stream is `<prefix>q:<queue>`. */
-    queue: text('queue').notNull(),
-    created_at: integer('created_at').notNull(),
-    /** The entry's id in Redis once XADDed; null while it waits in the outbox. */
-    redis_id: text('redis_id'),
-    /** 1 once the attempt the message delivered has ended: XACK and XDEL are due. */
-    ack_due: integer('ack_due').notNull().default(0),
-  },
-  (t) => [
-    // Partial: the relay reads these two small sets on every pass; the rest of the table is published messages.
-    index('redis_outbox_unpublished').on(t.enqueue_id).where(sql`redis_id IS NULL`),
-    index('redis_outbox_ack_due').on(t.enqueue_id).where(sql`ack_due = 1`),
-  ],
-)
+export const redisOutbox = sqliteTable('redis_outbox', {
+  /** The job's `stream_message_id`: its enqueue identity, increasing, never given twice. */
+  enqueue_id: integer('enqueue_id').primaryKey(),
+  job_id: text('job_id').notNull(),
+  /** The job's queue: the stream is `<prefix>q:<queue>`. */
+  queue: text('queue').notNull(),
+  created_at: integer('created_at').notNull(),
+})

@@ -1,5 +1,5 @@
-import { Redis, type RedisOptions } from 'ioredis'
-import { type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
+import { type ChainableCommander, Redis, type RedisOptions } from 'ioredis'
+import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../log-limiter'
 import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, queueStream, redactedUrl } from '../../src-shared/redis-streams'
@@ -11,26 +11,38 @@ export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
  * Redis in step with SQLite, which stays the truth. Redis is transport only: it may lose
  * messages, hold them twice, or restart empty, and the relay puts it right.
  *
- * One pass at a time ({@link RedisRelay.pass}), each in this order, so that a job's new message
- * is always in Redis before its old one is acknowledged:
- *   1. publish: the outbox's rows, oldest first, XADDed in one pipeline under their explicit ids
- *      (`0-<n>`, engine/store/streams.ts), then recorded as published;
+ * At each commit it takes what the commit changed (new messages, ended ones, grants) into
+ * memory, and one pass at a time ({@link RedisRelay.pass}) sends all it holds in one pipeline, in
+ * this order, so that a job's new message is always in Redis before its old one is acknowledged:
+ *   1. publish: the new messages, oldest first, XADDed under their explicit ids (`0-<n>`,
+ *      engine/store/streams.ts);
  *   2. claim: the messages of the jobs granted since, XCLAIMed (FORCE) to the worker's consumer
- *      in group `leasehold`, so XPENDING shows who holds what;
+ *      in group `leasehold`, one XCLAIM per stream and worker, so XPENDING shows who holds what;
  *   3. acknowledge: the messages whose attempt ended (committed final, or a newer message
- *      published), XACKed and XDELed in one pipeline, then their rows deleted.
+ *      committed), one XACK and one XDEL per stream.
+ * A message that was both given and ended since the last pass never reaches Redis.
  *
- * A reconciliation (at start, on every reconnect, and when a message has waited in the outbox
- * longer than `stuckAfterMs`) compares each stream with the ledger: a message Redis lost is
- * published again, under the same id (the stream is rebuilt when its last id has moved past
- * it); an entry the ledger does not hold (a job that finished while Redis was away) is deleted.
+ * What the relay holds in memory is only a shortcut: the outbox table holds every message
+ * Redis should hold. When the relay cannot trust what it holds (at start, after a failed
+ * pipeline, when Redis answered out of order, or when more waits than {@link HELD_MAX} while
+ * Redis is away) it lets it go and reconciles: it compares each stream with the table, publishes
+ * again (under the same id) what Redis lost, rebuilding a stream whose last id has moved past
+ * it, deletes the entries the table does not hold (jobs that finished meanwhile), and claims the
+ * messages of running jobs to their workers again. A reconciliation also runs on every
+ * reconnect, and when a message has waited longer than `stuckAfterMs` while Redis answers.
  */
 
-/** Rows one pipeline carries at most. */
+/** Entries one XRANGE reads at most (a reconciliation's reads of a stream). */
 const BATCH = 1000
-/** A message that has waited this long in the outbox while Redis answers makes the relay reconcile. */
+/** Changes the relay holds in memory at most while Redis is away; past that it lets them go and reconciles from the outbox table on reconnect. */
+const HELD_MAX = 50_000
+/** A message that has waited this long while Redis answers makes the relay reconcile. */
 const DEFAULT_STUCK_AFTER_MS = 10_000
 const CHECK_INTERVAL_MS = 1_000
+/** A consumer that holds no message and has had none claimed to it for this long is deleted from its group. */
+const DEFAULT_DEPARTED_AFTER_MS = 60_000
+/** How often the consumers are looked over. */
+const SWEEP_INTERVAL_MS = 60_000
 
 export interface RedisRelayOptions {
   engine: Engine
@@ -39,9 +51,9 @@ export interface RedisRelayOptions {
   prefix?: string
   log?: (line: string) => void
   stuckAfterMs?: number
+  /** How long a consumer that holds nothing may go without a claim before it is deleted (default 60 s). */
+  departedAfterMs?: number
 }
-
-
 
 /** An entry id's two parts, for ordering (`<ms>-<seq>`). */
 function idParts(id: string): [bigint, bigint] {
@@ -56,17 +68,75 @@ function idAtOrBefore(a: string, b: string): boolean {
   return am < bm || (am === bm && as <= bs)
 }
 
+/** `items` grouped by `key`, each group in the items' order. */
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>()
+  for (const item of items) {
+    const k = key(item)
+    const group = groups.get(k)
+    if (group) group.push(item)
+    else groups.set(k, [item])
+  }
+  return groups
+}
+
+/**
+ * XADDs many messages of one stream in one command: KEYS[1] the stream, ARGV entry id, job id,
+ * entry id, job id, …; each entry's fields as {@link xaddArgs} writes them. Answers the entry
+ * ids Redis refused, each followed by its error. One command instead of one XADD per message
+ * is what keeps the client's cost per message small (a drain publishes 1,000 in a pass).
+ */
+const XADD_MANY = `local refused = {}
+for i = 1, #ARGV, 2 do
+  local ok = redis.pcall('xadd', KEYS[1], ARGV[i], 'job_id', ARGV[i + 1], 'enqueue_id', string.sub(ARGV[i], 3))
+  if type(ok) == 'table' and ok.err then
+    refused[#refused + 1] = ARGV[i]
+    refused[#refused + 1] = ok.err
+  end
+end
+return refused`
+
+/** A message's entry in its stream, as {@link XADD_MANY} writes it (fields `job_id`, `enqueue_id`). */
+const xaddArgs = (m: OutboxMessage): [string, string, string, string, string] => [streamMessageName(m.enqueue_id), 'job_id', m.job_id, 'enqueue_id', String(m.enqueue_id)]
+
+/** The crash tests' injection point: the process dies between a COMMIT and its XADD. */
+function beforeXadd(): void {
+  if (process.env.LEASEHOLD_FAULT_KILL_BEFORE_XADD === '1') process.kill(process.pid, 'SIGKILL')
+}
+
+/** Adds to `pipeline` the XADDs of `messages`, all of `stream`, as one command. */
+function xaddMany<P extends ChainableCommander>(pipeline: P, stream: string, messages: readonly OutboxMessage[]): P {
+  const args: string[] = []
+  for (const m of messages) args.push(streamMessageName(m.enqueue_id), m.job_id)
+  pipeline.eval(XADD_MANY, 1, stream, ...args)
+  return pipeline
+}
+
+/** Redis's answer to one command of a pipeline. */
+type Result = [Error | null, unknown]
+
 export class RedisRelay {
   readonly redis: Redis
   private readonly outbox: Outbox
   private readonly prefix: string
   private readonly limiter: LogLimiter
   private readonly stuckAfterMs: number
-  /** Grants committed and not yet XCLAIMed. */
+  /** Committed and not yet sent: new messages, in commit order. */
+  private messages: OutboxMessage[] = []
+  /** Committed and not yet sent: grants. */
   private grants: OutboxGrant[] = []
+  /** Committed and not yet sent: messages whose attempt ended. */
+  private ended: EndedMessage[] = []
+  /** Messages being XADDed by the pass in progress (they still wait, for {@link health}). */
+  private sending: OutboxMessage[] = []
   private running: Promise<void> | null = null
   private again = false
+  /** The relay does not know what Redis holds: a reconciliation is due, and what waits is read from the table. */
   private reconcileDue = true
+  /** A reconciliation is under way: until it is over, what waits is read from the table as well. */
+  private reconciling = false
+  private sweepDue = false
+  private lastSweepAt = 0
   private readonly groupsMade = new Set<string>()
   private readonly unsubscribe: () => void
   private readonly timer: NodeJS.Timeout
@@ -91,13 +161,18 @@ export class RedisRelay {
     this.redis.on('ready', () => {
       // A reconnect may reach a Redis that restarted empty: its streams and groups are checked again.
       this.groupsMade.clear()
-      this.reconcileDue = true
+      this.letGo()
       this.limiter.line('redis ready', `leasehold: Redis at ${redactedUrl(options.url)} connected`)
       this.kick()
     })
     this.unsubscribe = engine.onCommit(() => {
-      // Taken at the commit, when no transaction is open: every grant taken here is durable.
-      this.grants.push(...this.outbox.takeGrants())
+      // Taken at the commit, when no transaction is open: every change taken here is durable.
+      const taken = this.outbox.takeCommitted()
+      if (this.reconcileDue) return // the reconciliation reads the table: it has them all
+      for (const m of taken.messages) this.messages.push(m)
+      for (const g of taken.grants) this.grants.push(g)
+      for (const e of taken.ended) this.ended.push(e)
+      if (this.messages.length + this.grants.length + this.ended.length > HELD_MAX) this.letGo()
       this.kick()
     })
     this.timer = setInterval(() => this.checkStuck(), CHECK_INTERVAL_MS)
@@ -116,13 +191,24 @@ export class RedisRelay {
   }
 
   health(): RedisHealth {
-    const backlog = this.outbox.backlog()
+    const backlog = this.waiting()
     return {
       url: redactedUrl(this.options.url),
       connected: this.connected,
       waiting: backlog.waiting,
       oldest_wait_ms: backlog.oldest_at === null ? null : Math.max(0, this.options.engine.now() - backlog.oldest_at),
     }
+  }
+
+  /**
+   * The messages committed and not known to be in Redis: those held in memory, or, when the
+   * relay let them go, every message of the table (none is known to be in Redis until the
+   * reconciliation has compared).
+   */
+  private waiting(): { waiting: number; oldest_at: number | null } {
+    if (this.reconcileDue || this.reconciling) return this.outbox.backlog()
+    const oldest = this.sending[0] ?? this.messages[0]
+    return { waiting: this.sending.length + this.messages.length, oldest_at: oldest?.created_at ?? null }
   }
 
   /** Resolves once the relay has nothing in hand: no pass running or due. For tests and shutdown. */
@@ -155,34 +241,67 @@ export class RedisRelay {
     })()
   }
 
+  /** Forgets what is held in memory: the next pass reconciles from the outbox table, which holds it all. */
+  private letGo(): void {
+    this.reconcileDue = true
+    this.messages = []
+    this.grants = []
+    this.ended = []
+  }
+
+  /** Deletes the consumers of workers that are gone (see {@link RedisRelay.sweepConsumers}); resolves once done. */
+  async sweep(): Promise<void> {
+    this.sweepDue = true
+    this.kick()
+    await this.idle()
+  }
+
   private checkStuck(): void {
     if (!this.connected) return
+    const now = this.options.engine.now()
+    if (now - this.lastSweepAt >= SWEEP_INTERVAL_MS) {
+      this.lastSweepAt = now
+      this.sweepDue = true
+      this.kick()
+    }
+    // What waits while a reconciliation is due or under way is the table's: the reconciliation settles it.
+    if (this.reconcileDue || this.reconciling) return
     let oldest: number | null
     try {
-      oldest = this.outbox.backlog().oldest_at
+      oldest = this.waiting().oldest_at
     } catch {
       return // the database is closing
     }
     if (oldest !== null && this.options.engine.now() - oldest >= this.stuckAfterMs) {
-      this.reconcileDue = true
+      this.letGo()
       this.kick()
     }
   }
 
-  /** One pass (see the module's comment); a failure leaves everything in the ledger for the next. */
+  /** One pass (see the module's comment); a failure lets go of what is held, for the reconciliation to settle. */
   private async pass(): Promise<void> {
     if (!this.connected || this.stopped) return
     try {
       if (this.reconcileDue) {
+        // Cleared first: what commits while it runs is held as usual and sent by the next pass.
         this.reconcileDue = false
-        await this.reconcile()
+        this.reconciling = true
+        try {
+          await this.reconcile()
+        } finally {
+          this.reconciling = false
+        }
       }
-      await this.publish()
-      await this.claim()
-      await this.acknowledge()
+      await this.send()
+      if (this.sweepDue) {
+        this.sweepDue = false
+        await this.sweepConsumers()
+      }
     } catch (error) {
-      this.reconcileDue = true
+      this.letGo()
       this.limiter.line('redis pass', `leasehold: relaying to Redis failed (${(error as Error).message}); it is tried again on reconnect`)
+    } finally {
+      this.sending = []
     }
   }
 
@@ -190,125 +309,166 @@ export class RedisRelay {
     return queueStream(this.prefix, queue)
   }
 
-  private async publish(): Promise<void> {
-    for (;;) {
-      const rows = this.outbox.unpublished(BATCH)
-      if (rows.length === 0) return
-      // The crash tests' injection point: the process dies between a COMMIT and its XADD.
-      if (process.env.LEASEHOLD_FAULT_KILL_BEFORE_XADD === '1') process.kill(process.pid, 'SIGKILL')
-      const pipeline = this.redis.pipeline()
-      for (const stream of new Set(rows.map((row) => this.stream(row.queue)))) {
-        if (!this.groupsMade.has(stream)) pipeline.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM')
-      }
-      for (const row of rows) pipeline.xadd(this.stream(row.queue), streamMessageName(row.enqueue_id), 'job_id', row.job_id, 'enqueue_id', String(row.enqueue_id))
-      const results = (await pipeline.exec()) ?? []
-      const groups = results.length - rows.length
-      for (const [error] of results.slice(0, groups)) {
-        if (error && !/BUSYGROUP/.test(error.message)) throw error
-      }
-      for (const row of rows) this.groupsMade.add(this.stream(row.queue))
-      const published: { enqueue_id: number; redis_id: string }[] = []
-      let outOfOrder = false
-      rows.forEach((row, i) => {
-        const [error] = results[groups + i]!
-        if (!error) published.push({ enqueue_id: row.enqueue_id, redis_id: streamMessageName(row.enqueue_id) })
-        else if (/equal or smaller/.test(error.message)) outOfOrder = true
-        else throw error
-      })
-      this.outbox.published(published)
-      if (outOfOrder) {
-        // The entry is there already (published before a crash recorded it), or the stream moved past its id: reconcile settles which.
-        await this.reconcile()
+  /** Sends what the commits since the last pass changed, in one pipeline: publish, claim, acknowledge. */
+  private async send(): Promise<void> {
+    const { messages, grants, ended } = this
+    if (messages.length + grants.length + ended.length === 0) return
+    this.messages = []
+    this.grants = []
+    this.ended = []
+    // Given and ended since the last pass: Redis need never hear of it.
+    const gone = new Set<number>()
+    if (messages.length > 0 && ended.length > 0) {
+      const given = new Set(messages.map((m) => m.enqueue_id))
+      for (const e of ended) if (given.has(e.enqueue_id)) gone.add(e.enqueue_id)
+    }
+    const publish = gone.size === 0 ? messages : messages.filter((m) => !gone.has(m.enqueue_id))
+    const goneNames = new Set([...gone].map(streamMessageName))
+    const claims = goneNames.size === 0 ? grants : grants.filter((g) => !goneNames.has(g.redis_id))
+    const acks = gone.size === 0 ? ended : ended.filter((e) => !gone.has(e.enqueue_id))
+    this.sending = publish
+    if (publish.length > 0) beforeXadd()
+
+    const pipeline = this.redis.pipeline()
+    let groupsAsked = 0
+    const newStreams: string[] = []
+    for (const stream of new Set(publish.map((m) => this.stream(m.queue)))) {
+      if (this.groupsMade.has(stream)) continue
+      pipeline.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM')
+      newStreams.push(stream)
+      groupsAsked += 1
+    }
+    const publishGroups = groupBy(publish, (m) => this.stream(m.queue))
+    for (const [stream, group] of publishGroups) xaddMany(pipeline, stream, group)
+    const claimGroups = groupBy(claims, (g) => `${g.queue}\n${g.worker_id}`)
+    for (const group of claimGroups.values()) {
+      const { queue, worker_id } = group[0]!
+      pipeline.xclaim(this.stream(queue), CONSUMER_GROUP, worker_id, 0, ...group.map((g) => g.redis_id), 'FORCE', 'JUSTID')
+    }
+    const ackGroups = groupBy(acks, (e) => e.queue)
+    for (const [queue, group] of ackGroups) {
+      const ids = group.map((e) => streamMessageName(e.enqueue_id))
+      pipeline.xack(this.stream(queue), CONSUMER_GROUP, ...ids)
+      pipeline.xdel(this.stream(queue), ...ids)
+    }
+    const results: Result[] = (await pipeline.exec()) ?? []
+
+    for (const [error] of results.slice(0, groupsAsked)) if (error && !/BUSYGROUP/.test(error.message)) throw error
+    for (const stream of newStreams) this.groupsMade.add(stream)
+    let at = groupsAsked
+    let outOfOrder = false
+    for (const [error, refused] of results.slice(at, at + publishGroups.size)) {
+      if (error) throw error
+      for (const reason of (refused as string[]).filter((_, i) => i % 2 === 1)) {
+        // The entry is there already (published before a crash), or the stream moved past its id: the reconciliation settles which.
+        if (/equal or smaller/.test(reason)) outOfOrder = true
+        else throw new Error(reason)
       }
     }
-  }
-
-  private async claim(): Promise<void> {
-    const grants = this.grants
-    if (grants.length === 0) return
-    this.grants = []
-    const pipeline = this.redis.pipeline()
-    for (const g of grants) pipeline.xclaim(this.stream(g.queue), CONSUMER_GROUP, g.worker_id, 0, g.redis_id, 'FORCE', 'JUSTID')
-    const results = (await pipeline.exec()) ?? []
-    // A grant whose stream or group Redis lost is claimed again by the reconciliation that republishes it.
-    if (results.some(([error]) => error)) this.reconcileDue = true
-  }
-
-  private async acknowledge(): Promise<void> {
-    for (;;) {
-      const rows = this.outbox.ackDue(BATCH)
-      if (rows.length === 0) return
-      const pipeline = this.redis.pipeline()
-      for (const row of rows) {
-        if (row.redis_id === null) continue // never published: nothing in Redis to acknowledge
-        pipeline.xack(this.stream(row.queue), CONSUMER_GROUP, row.redis_id)
-        pipeline.xdel(this.stream(row.queue), row.redis_id)
-      }
-      const results = (await pipeline.exec()) ?? []
-      // NOGROUP: Redis lost the stream, and with it the entry. Anything else: try again next pass.
-      const failed = results.find(([error]) => error && !/NOGROUP/.test(error.message))
-      if (failed) throw failed[0]
-      this.outbox.acknowledged(rows.map((row) => row.enqueue_id))
+    at += publishGroups.size
+    // A claim whose stream or group Redis lost is made again by the reconciliation that republishes it.
+    const claimFailed = results.slice(at, at + claimGroups.size).some(([error]) => error)
+    at += claimGroups.size
+    // NOGROUP: Redis lost the stream, and with it the entry. Anything else: the reconciliation deletes it.
+    const ackFailed = results.slice(at).some(([error]) => error && !/NOGROUP/.test(error.message))
+    if (outOfOrder || claimFailed || ackFailed) {
+      this.letGo()
+      this.kick()
     }
   }
 
   /**
-   * Brings every stream in step with the ledger: what Redis lost is published again, what it
-   * holds beyond the ledger is deleted, and the messages of running jobs are claimed to their
+   * Brings every stream in step with the outbox table: what Redis lost is published again, what
+   * it holds beyond the table is deleted, and the messages of running jobs are claimed to their
    * workers again.
    */
   private async reconcile(): Promise<void> {
+    // Read with nothing held: every change committed from here on is held and sent after this.
+    this.messages = []
+    this.grants = []
+    this.ended = []
     const live = this.outbox.live()
-    const byStream = new Map<string, OutboxMessage[]>()
-    for (const row of live) {
-      const stream = this.stream(row.queue)
-      byStream.set(stream, [...(byStream.get(stream) ?? []), row])
-    }
+    const byStream = groupBy(live, (row) => this.stream(row.queue))
     for (const stream of await this.streamKeys()) if (!byStream.has(stream)) byStream.set(stream, [])
     const holders = new Map<string, string>()
     for (const [worker, jobIds] of this.options.engine.activeLeasesByWorker()) for (const jobId of jobIds) holders.set(jobId, worker)
 
     for (const [stream, rows] of byStream) {
       const present = await this.entryIds(stream)
-      const wanted = new Map(rows.map((row) => [streamMessageName(row.enqueue_id), row]))
+      const wanted = new Set(rows.map((row) => streamMessageName(row.enqueue_id)))
       const strays = [...present].filter((id) => !wanted.has(id))
       const missing = rows.filter((row) => !present.has(streamMessageName(row.enqueue_id)))
-      const found = rows.filter((row) => row.redis_id === null && present.has(streamMessageName(row.enqueue_id)))
       if (strays.length > 0) {
-        const pipeline = this.redis.pipeline()
-        for (const id of strays) pipeline.xack(stream, CONSUMER_GROUP, id).xdel(stream, id)
-        await pipeline.exec()
+        for (let i = 0; i < strays.length; i += BATCH) {
+          const ids = strays.slice(i, i + BATCH)
+          await this.redis.pipeline().xack(stream, CONSUMER_GROUP, ...ids).xdel(stream, ...ids).exec()
+        }
       }
-      if (found.length > 0) this.outbox.published(found.map((row) => ({ enqueue_id: row.enqueue_id, redis_id: streamMessageName(row.enqueue_id) })))
       if (missing.length === 0) continue
       const last = await this.lastGeneratedId(stream)
       if (last !== null && missing.some((row) => idAtOrBefore(streamMessageName(row.enqueue_id), last))) {
         await this.rebuild(stream, rows)
-      } else {
-        // Published again by the pass's publish step, in order, under the same ids.
-        this.outbox.unpublish(missing.filter((row) => row.redis_id !== null).map((row) => row.enqueue_id))
+        continue
+      }
+      if (!this.groupsMade.has(stream)) {
+        await this.redis.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM').catch((error: Error) => {
+          if (!/BUSYGROUP/.test(error.message)) throw error
+        })
+        this.groupsMade.add(stream)
+      }
+      beforeXadd()
+      for (let i = 0; i < missing.length; i += BATCH) {
+        const [error, refused] = ((await xaddMany(this.redis.pipeline(), stream, missing.slice(i, i + BATCH)).exec()) ?? [])[0] ?? [null, []]
+        if (error) throw error
+        if ((refused as string[]).length > 0) throw new Error(`Redis refused ${(refused as string[])[0]}: ${(refused as string[])[1]}`)
       }
     }
-    await this.publish()
-    const pipeline = this.redis.pipeline()
-    let claims = 0
-    for (const row of live) {
+    const claims = live.flatMap((row) => {
       const worker = holders.get(row.job_id)
-      if (!worker) continue
-      pipeline.xclaim(this.stream(row.queue), CONSUMER_GROUP, worker, 0, streamMessageName(row.enqueue_id), 'FORCE', 'JUSTID')
-      claims += 1
-    }
-    if (claims > 0) await pipeline.exec()
+      return worker ? [{ queue: row.queue, redis_id: streamMessageName(row.enqueue_id), worker_id: worker }] : []
+    })
+    // Sent with the next changes, after the publishing above.
+    this.grants = [...claims, ...this.grants]
   }
 
-  /** Writes a stream anew from the ledger (its last id moved past a message it lost: XADD cannot go back). */
+  /**
+   * Deletes from each queue stream's group the consumers of workers that are gone: a consumer
+   * (named after a worker) that holds no pending message, has had none claimed to it for
+   * `departedAfterMs`, and whose worker holds no lease. A worker that comes back is a consumer
+   * again at its next claim. No claim can slip between the look and the delete: claims are sent
+   * by passes, and this runs inside one, after the leases were read.
+   */
+  private async sweepConsumers(): Promise<void> {
+    const departedAfterMs = this.options.departedAfterMs ?? DEFAULT_DEPARTED_AFTER_MS
+    const streams = await this.streamKeys()
+    const looks = this.redis.pipeline()
+    for (const stream of streams) looks.xinfo('CONSUMERS', stream, CONSUMER_GROUP)
+    const answers: Result[] = (await looks.exec()) ?? []
+    const holding = this.options.engine.activeLeasesByWorker()
+    const deletes = this.redis.pipeline()
+    let count = 0
+    answers.forEach(([error, consumers], i) => {
+      if (error) return // the stream or its group is gone: so are its consumers
+      for (const fields of consumers as unknown[][]) {
+        const info = new Map<string, unknown>()
+        for (let f = 0; f + 1 < fields.length; f += 2) info.set(String(fields[f]), fields[f + 1])
+        const name = String(info.get('name'))
+        if (Number(info.get('pending')) > 0 || Number(info.get('idle')) < departedAfterMs || holding.has(name)) continue
+        deletes.xgroup('DELCONSUMER', streams[i]!, CONSUMER_GROUP, name)
+        count += 1
+      }
+    })
+    if (count > 0) await deletes.exec()
+  }
+
+  /** Writes a stream anew from the table (its last id moved past a message it lost: XADD cannot go back). */
   private async rebuild(stream: string, rows: readonly OutboxMessage[]): Promise<void> {
+    beforeXadd()
     const multi = this.redis.multi().del(stream)
-    for (const row of rows) multi.xadd(stream, streamMessageName(row.enqueue_id), 'job_id', row.job_id, 'enqueue_id', String(row.enqueue_id))
+    for (const row of rows) multi.xadd(stream, ...xaddArgs(row))
     multi.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM')
     await multi.exec()
     this.groupsMade.add(stream)
-    this.outbox.published(rows.map((row) => ({ enqueue_id: row.enqueue_id, redis_id: streamMessageName(row.enqueue_id) })))
   }
 
   private async streamKeys(): Promise<string[]> {

@@ -42,11 +42,15 @@ export class RedisWorkerRequests {
   private readonly limiter: LogLimiter
   private loop: Promise<void> | null = null
   private readonly inFlight = new Set<Promise<void>>()
+  /** Requests answered and not yet acknowledged: acknowledged together, once a tick. */
+  private answered: string[] = []
+  private acknowledging: Promise<void> | null = null
 
   constructor(private readonly options: RedisWorkerRequestsOptions) {
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
     this.reader = new Redis(options.url, redisOptions)
-    this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+    // Answers that finish in the same tick go to Redis in one write (ioredis' auto-pipelining).
+    this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true })
     this.limiter = new LogLimiter(options.log, () => Date.now())
     const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${error.message}`)
     this.reader.on('error', onError)
@@ -121,10 +125,26 @@ export class RedisWorkerRequests {
       if (response && workerId) {
         await this.writer.xadd(replyStream(this.options.prefix, workerId), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
       }
-      await this.writer.multi().xack(stream, CONSUMER_GROUP, entryId).xdel(stream, entryId).exec()
     } catch (error) {
       // Unanswered and unacknowledged: read again from the pending list after a reconnect.
       this.limiter.line('redis workers answer', `leasehold: answering a remote worker failed (${(error as Error).message})`)
+      return
+    }
+    this.answered.push(entryId)
+    await (this.acknowledging ??= this.acknowledge(stream))
+  }
+
+  /** Acknowledges and deletes, in one MULTI, every request answered by the end of this tick. */
+  private async acknowledge(stream: string): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve))
+    const ids = this.answered
+    this.answered = []
+    this.acknowledging = null
+    try {
+      await this.writer.multi().xack(stream, CONSUMER_GROUP, ...ids).xdel(stream, ...ids).exec()
+    } catch (error) {
+      // Answered and unacknowledged: read again after a reconnect, and answered again as its HTTP twin would be.
+      this.limiter.line('redis workers answer', `leasehold: acknowledging remote workers' requests failed (${(error as Error).message})`)
     }
   }
 }

@@ -108,4 +108,13 @@ describe('remote workers over Redis only', () => {
     revokeScopedToken(host.dataDir, id)
     await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
   })
+
+  test('a remote worker told to stop while Redis cannot be reached stops, instead of waiting for Redis', async () => {
+    const { child, done } = remoteWorker('stranded', 'any-token', ['--redis', 'redis://127.0.0.1:1/0', '--grace-s', '1'])
+    let out = ''
+    child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()))
+    await until(() => out.includes('taking'), 20_000, 'the worker started')
+    child.kill('SIGTERM')
+    expect((await done).status).toBe(0)
+  })
 })
