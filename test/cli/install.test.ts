@@ -1,0 +1,52 @@
+/**
+ * What keeps `npm install` and `npm ci` from asking the registry about each package before
+ * fetching it: the lockfile names every package's tarball (`resolved`) and its hash
+ * (`integrity`). Without the URLs npm first fetches a packument per package, some 780 requests
+ * that took most of a minute or more before any tarball came. A lockfile regenerated where a
+ * user's npm config sets `omit-lockfile-registry-resolved` drops them; the project's .npmrc
+ * overrides that setting, and these tests catch a lockfile that lost them all the same.
+ */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, test } from 'vitest'
+
+const root = join(import.meta.dirname, '..', '..')
+
+/** One entry of package-lock.json's `packages` (lockfile version 3), as far as these tests read it. */
+interface LockEntry {
+  name?: string
+  version?: string
+  resolved?: string
+  integrity?: string
+  link?: boolean
+}
+
+const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { lockfileVersion: number; packages: Record<string, LockEntry> }
+/** Every installed package: all entries but the project's own (key ""). */
+const installed = Object.entries(lock.packages).filter(([path]) => path !== '')
+
+/**
+ * The registry's tarball URL for an entry: its package name is the last `node_modules/` part of
+ * its path, or its `name` where it is installed under an alias (`string-width-cjs`).
+ */
+function registryTarball(path: string, entry: LockEntry): string {
+  const name = entry.name ?? path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length)
+  return `https://registry.npmjs.org/${name}/-/${name.split('/').at(-1)}-${entry.version}.tgz`
+}
+
+describe('the lockfile names every tarball, so an install fetches no packuments', () => {
+  test('every registry package has the registry URL of its own version and its integrity hash', () => {
+    expect(lock.lockfileVersion).toBe(3)
+    expect(installed.length).toBeGreaterThan(100)
+    const wrong = installed
+      .filter(([, entry]) => !entry.link)
+      .filter(([path, entry]) => entry.resolved !== registryTarball(path, entry) || !entry.integrity?.startsWith('sha512-'))
+      .map(([path, entry]) => `${path}: resolved ${entry.resolved ?? '(none)'}, integrity ${entry.integrity ?? '(none)'}`)
+    expect(wrong).toEqual([])
+  })
+
+  test("the project's .npmrc keeps the URLs in a lockfile npm writes, whatever the user's config says", () => {
+    const npmrc = readFileSync(join(root, '.npmrc'), 'utf8')
+    expect(npmrc).toMatch(/^omit-lockfile-registry-resolved\s*=\s*false\s*$/m)
+  })
+})
