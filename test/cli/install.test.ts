@@ -1,14 +1,19 @@
 /**
- * What keeps `npm install` and `npm ci` from asking the registry about each package before
- * fetching it: the lockfile names every package's tarball (`resolved`) and its hash
- * (`integrity`). Without the URLs npm first fetches a packument per package, some 780 requests
- * that took most of a minute or more before any tarball came. A lockfile regenerated where a
- * user's npm config sets `omit-lockfile-registry-resolved` drops them; the project's .npmrc
- * overrides that setting, and these tests catch a lockfile that lost them all the same.
+ * What keeps `npm install` (and CI's `npm ci`) short on a machine that has to compile SQLite.
+ *
+ * The lockfile names every package's tarball (`resolved`) and its hash (`integrity`): without the
+ * URLs npm first fetches a packument per package, some 780 requests before any tarball comes. A
+ * lockfile regenerated where a user's npm config sets `omit-lockfile-registry-resolved` drops
+ * them; the project's .npmrc overrides that setting, and these tests catch a lockfile that lost
+ * them all the same.
+ *
+ * SQLite's amalgamation is compiled at -O2, not better-sqlite3's -O3: about a third less of the
+ * compile that is most of the install, for an engine as fast (docs/install.md).
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
+import { sqliteCompileEnv } from '../../scripts/postinstall.js'
 
 const root = join(import.meta.dirname, '..', '..')
 
@@ -48,5 +53,16 @@ describe('the lockfile names every tarball, so an install fetches no packuments'
   test("the project's .npmrc keeps the URLs in a lockfile npm writes, whatever the user's config says", () => {
     const npmrc = readFileSync(join(root, '.npmrc'), 'utf8')
     expect(npmrc).toMatch(/^omit-lockfile-registry-resolved\s*=\s*false\s*$/m)
+  })
+})
+
+describe("SQLite's optimisation level when better-sqlite3 is compiled at install", () => {
+  test("the compile gets -O2 in CFLAGS, which gyp's Makefiles put after the gyp files' -O3, so it is the level the C compiler uses", () => {
+    const env = sqliteCompileEnv({ PATH: '/usr/bin', CXXFLAGS: '-g' })
+    expect(env).toEqual({ PATH: '/usr/bin', CXXFLAGS: '-g', CFLAGS: '-O2' })
+  })
+
+  test('a level the user sets in CFLAGS comes after ours, so it still decides', () => {
+    expect(sqliteCompileEnv({ CFLAGS: '-O3 -march=native' }).CFLAGS).toBe('-O2 -O3 -march=native')
   })
 })
