@@ -7,8 +7,8 @@
  * them; the project's .npmrc overrides that setting, and these tests catch a lockfile that lost
  * them all the same.
  *
- * SQLite's amalgamation is compiled at -O2, not better-sqlite3's -O3: about a third less of the
- * compile that is most of the install, for an engine as fast (docs/install.md).
+ * SQLite's amalgamation is compiled at -O2, not better-sqlite3's -O3: a quarter less CPU for
+ * the compile that is most of the install, for an engine as fast (docs/install.md).
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
