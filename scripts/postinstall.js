@@ -2,14 +2,15 @@
 // machine can download it, then the command's bundle.
 //
 // better-sqlite3: npm's `allowScripts` keeps its own install script (`prebuild-install ||
-// node-gyp rebuild --release`) from running, and this runs the same two steps itself, with two
-// differences. node-gyp compiles with a job per core: SQLite's amalgamation (sqlite3.c, ~2 min
-// of one core at -O3) and better-sqlite3's own C++ (~1 min) compile at the same time instead of
-// one after the other, which is most of `npm install`'s time where no prebuilt addon can be
-// downloaded. And what it prints is one line of ours, the output of both steps going to
-// out/better-sqlite3-install.log. Where GitHub can be reached prebuild-install downloads the
-// prebuilt addon and nothing is compiled; an addon that already loads is kept. A failure fails
-// `npm install`: nothing runs without SQLite.
+// node-gyp rebuild --release`) from running, and this runs the same two steps itself, with three
+// differences. node-gyp compiles with a job per core, so better-sqlite3's own C++ (seconds)
+// compiles beside SQLite's amalgamation instead of after it. SQLite is compiled at -O2 instead
+// of the -O3 better-sqlite3's gyp files ask for (see SQLITE_OPTIMIZATION): sqlite3.c is one 9 MB
+// translation unit, most of `npm install`'s time where no prebuilt addon can be downloaded, and
+// no job count splits it. And what it prints is one line of ours, the output of both steps
+// going to out/better-sqlite3-install.log. Where GitHub can be reached prebuild-install
+// downloads the prebuilt addon and nothing is compiled; an addon that already loads is kept. A
+// failure fails `npm install`: nothing runs without SQLite.
 //
 // Electron: runs Electron's own install script in a child process, in the foreground, with its
 // output in out/electron-install.log: what `npm install` shows of it is one line of ours, which
@@ -99,6 +100,28 @@ export function prebuildFailure(output) {
   return warnings.length > 0 ? warnings.at(-1)[1].trim().slice(0, 200) : failureReason(output)
 }
 
+/**
+ * The optimisation level SQLite's amalgamation is compiled at. better-sqlite3's gyp files ask for
+ * -O3, at which sqlite3.c, a single 9 MB translation unit that no job count can split, takes
+ * about two minutes of one core, most of `npm install` where no prebuilt addon can be
+ * downloaded; at -O2 it takes about one, and the engine runs as fast (docs/install.md gives
+ * both measurements).
+ */
+export const SQLITE_OPTIMIZATION = '-O2'
+
+/**
+ * The environment node-gyp compiles better-sqlite3 in: the given one, with
+ * {@link SQLITE_OPTIMIZATION} put first in CFLAGS. gyp's Makefiles pass CFLAGS to the C compiler
+ * after the gyp files' own flags, and of several -O flags the last one counts: so it overrides
+ * their -O3 for the C sources (SQLite), while better-sqlite3's C++ (CXXFLAGS) keeps its -O3, and
+ * a level the user sets in CFLAGS still overrides ours.
+ * @param {NodeJS.ProcessEnv} [env]
+ * @returns {NodeJS.ProcessEnv}
+ */
+export function sqliteCompileEnv(env = process.env) {
+  return { ...env, CFLAGS: env.CFLAGS ? `${SQLITE_OPTIMIZATION} ${env.CFLAGS}` : SQLITE_OPTIMIZATION }
+}
+
 /** Where better-sqlite3's download and build write their output, relative to the project. */
 export const SQLITE_LOG = join('out', 'better-sqlite3-install.log')
 
@@ -127,11 +150,11 @@ export function installSqlite({ dir, root = projectRoot, node = process.execPath
   mkdirSync(dirname(log), { recursive: true })
   writeFileSync(log, '')
   const shownLog = relative(process.cwd(), log) || log
-  const run = (command, args) => {
+  const run = (command, args, env = process.env) => {
     appendFileSync(log, `$ ${[command, ...args].join(' ')}\n`)
     const fd = openSync(log, 'a')
     try {
-      return spawnSync(command, args, { cwd: dir, stdio: ['ignore', fd, fd], shell: process.platform === 'win32' && command !== node })
+      return spawnSync(command, args, { cwd: dir, env, stdio: ['ignore', fd, fd], shell: process.platform === 'win32' && command !== node })
     } finally {
       closeSync(fd)
     }
@@ -147,7 +170,9 @@ export function installSqlite({ dir, root = projectRoot, node = process.execPath
       `compiling it with ${jobs} job${jobs === 1 ? '' : 's'} (a minute or two; the output goes to ${shownLog})…`,
   )
   const [command, ...gypArgs] = nodeGypCommand(node)
-  const compiled = run(command, [...gypArgs, 'rebuild', '--release', `--jobs=${jobs}`])
+  const compileEnv = sqliteCompileEnv()
+  appendFileSync(log, `CFLAGS=${compileEnv.CFLAGS}\n`)
+  const compiled = run(command, [...gypArgs, 'rebuild', '--release', `--jobs=${jobs}`], compileEnv)
   if (compiled.status !== 0 || !sqliteLoads(dir, node)) {
     throw new Error(
       `better-sqlite3 ${version} could not be compiled (it needs Python 3, make and a C++ toolchain: on Debian/Ubuntu ` +

@@ -90,7 +90,7 @@ describe("better-sqlite3's addon at npm install", () => {
     const gypScript = join(root, 'node-gyp.js')
     writeFileSync(
       gypScript,
-      `require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-args.json'))}, JSON.stringify(process.argv.slice(2))); console.log('cc sqlite3.c'); if (${gyp.status} === 0) { ${layAddon} }; process.exit(${gyp.status})\n`,
+      `require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-args.json'))}, JSON.stringify(process.argv.slice(2))); require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-cflags.txt'))}, process.env.CFLAGS ?? ''); console.log('cc sqlite3.c'); if (${gyp.status} === 0) { ${layAddon} }; process.exit(${gyp.status})\n`,
     )
     vi.stubEnv('npm_config_node_gyp', gypScript)
   }
@@ -99,11 +99,12 @@ describe("better-sqlite3's addon at npm install", () => {
   const gypArgs = (): string[] | null => (existsSync(join(root, 'gyp-args.json')) ? JSON.parse(readFileSync(join(root, 'gyp-args.json'), 'utf8')) : null)
   const NO_GITHUB = 'prebuild-install info begin Prebuild-install version 7.1.3\nprebuild-install warn install getaddrinfo ENOTFOUND github.com\n'
 
-  test('where no prebuilt addon can be downloaded it is compiled with a job per core, and the install shows one line of it', () => {
+  test('where no prebuilt addon can be downloaded it is compiled with a job per core, SQLite at -O2, and the install shows one line of it', () => {
     fakeSqlite({ output: NO_GITHUB, status: 1 })
     const said: string[] = []
     expect(installSqlite({ dir, root, jobs: 2, say: (line) => said.push(line) })).toBe('compiled')
     expect(gypArgs()).toEqual(['rebuild', '--release', '--jobs=2'])
+    expect(readFileSync(join(root, 'gyp-cflags.txt'), 'utf8')).toBe('-O2')
     expect(said).toHaveLength(1)
     expect(said[0]).not.toContain('\n')
     expect(said[0]).toContain('no prebuilt better-sqlite3 12.11.1 for Node')
