@@ -98,6 +98,8 @@ const WORKER_API_AT_8_TARGET = 2_000
 /** The worker API against the HTTP floor: its one-job routes may cost at most twice what a bare Koa app takes per job. */
 const WORKER_API_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
+/** The pool drain with its queues carried over Redis Streams, against the same drain without. */
+const REDIS_KEEPS_TARGET = 0.75
 /** Jobs submitted one request each: 16 clients against BullMQ's 16 producers, one client against its sequential add(). */
 const SINGLE_16_TARGET = 1.5
 const SINGLE_1_TARGET = 1
@@ -406,6 +408,10 @@ async function main(): Promise<void> {
   if (options.only.has('batched')) {
     await group(failures, 'batched', async () => {
       await measureBatched(counts.batched, progress, rows)
+      const [normal, redis] = ['pool drain (normal)', 'pool drain (redis)'].map((name) => rows.find((r) => r.name === name)?.value)
+      if (normal && redis) {
+        rows.push(target('pool drain (redis) ÷ pool drain (normal)', redis / normal, redis / normal >= REDIS_KEEPS_TARGET, `≥ ${REDIS_KEEPS_TARGET.toFixed(2)}`, 'what turning Redis on keeps of the drain (it may cost at most a quarter)'))
+      }
       rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
     })
   }

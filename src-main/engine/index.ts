@@ -139,7 +139,7 @@ export interface EngineOptions {
 
 /**
  * The scheduler: every scheduling rule (docs/architecture.md) as one method per verb, each one SQLite transaction
- * that appends its events. It knows no HTTP, Electron or timers; dialects adapt its results,
+ * that appends its events. It knows no HTTP, Electron or timers; the APIs adapt its results,
  * and the host's timers call {@link Engine.reap} and {@link Engine.sampleStats}.
  */
 export class Engine {
@@ -269,7 +269,7 @@ export class Engine {
   requestLeaseForJob = (request: grants.LeaseRequestForJob): JobLeaseDecision =>
     toJobLeaseDecision(grants.requestLeaseForJob(this.ctx, this.capacity, request))
   getLease = (leaseId: string): Lease => toLease(getLease(this.ctx, leaseId))
-  /** Heartbeat naming the lease by id (dialects 000/001 and 002). */
+  /** Heartbeat naming the lease by id (the pull and queue APIs). */
   heartbeat = (request: Parameters<typeof heartbeats.heartbeat>[1]): Leased => toLeased(heartbeats.heartbeat(this.ctx, request))
   /** Heartbeat naming the lease by its token (the worker API). */
   heartbeatByToken = (request: Parameters<typeof heartbeats.heartbeatByToken>[1]): LeaseExtended =>

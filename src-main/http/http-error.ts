@@ -1,7 +1,7 @@
 import { type ErrorCode, statusOf } from '../../src-shared/error-codes'
 
 /**
- * A refusal by the HTTP layer itself, or an engine refusal re-dressed by a dialect (the worker API's
+ * A refusal by the HTTP layer itself, or an engine refusal re-dressed by an API (the worker API's
  * `ok: false`). `body` holds the fields the wire shows beside `{detail, code}`, already in wire
  * form; the status comes from the one table (src-shared/error-codes.ts).
  */

@@ -4,7 +4,7 @@ import { type Api, LEASE_409, NOT_FOUND, route } from './route'
 import { JsonValue, pathParams, TtlSec, WorkerId } from './schemas'
 import { PullCompleteAnswer, PullDecision, PullHeartbeatAnswer, pullJob, pullLease } from './views/pull'
 
-/** Seeds 000 + 001: one step dequeues and leases; the first heartbeat makes the job running. */
+/** The pull API: one step dequeues and leases; the first heartbeat makes the job running. */
 export const PullLeaseRequest = z.strictObject({
   worker_id: WorkerId,
   max_units: z.number().int().min(1).max(1_000_000).optional(),

@@ -33,7 +33,7 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   return { lease: extended, job }
 }
 
-/** Heartbeat naming the lease by id (dialects 000/001 and 002). */
+/** Heartbeat naming the lease by id (the pull and queue APIs). */
 export function heartbeat(
   ctx: EngineContext,
   request: { lease_id: string; worker_id?: string; job_id?: string } & HeartbeatReport,

@@ -6,11 +6,11 @@ import { expireIfDue } from './lease-end'
 import { findLease, getJob, getLease, type Leased, leasesOfJob } from '../store/rows'
 
 /**
- * Finding the lease a worker names, by its id (dialects 001, 002) or by its job and token
+ * Finding the lease a worker names, by its id (the pull and queue APIs) or by its job and token
  * (the worker API): the fencing checks, in order, and a lease past its expiry expired first.
  */
 
-/** Resolves the lease named by id (dialects 001, 002): 404, then 403 on another worker's lease. */
+/** Resolves the lease named by id (the pull and queue APIs): 404, then 403 on another worker's lease. */
 export function leaseById(ctx: EngineContext, leaseId: string, workerId: string | undefined, jobId: string | undefined): LeaseRow {
   const lease = expireIfDue(ctx, getLease(ctx, leaseId))
   if (workerId !== undefined && lease.worker_id !== workerId) throw workerMismatch(leaseId, workerId)
