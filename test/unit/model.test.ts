@@ -1,11 +1,11 @@
 /**
  * Model-based property test of the engine: fast-check drives random sequences of the verbs every
- * dialect uses (submit, claim, the three ways to get a lease, heartbeat, clock moves, reaping,
- * completion, failure, cancel, and reopening the database file), while a small model records
+ * API uses (submit, claim, the three ways to get a lease, heartbeat, clock moves, reaping,
+ * completion, failure, cancel, pausing the queue, and reopening the database file), while a small model records
  * the leases the test holds and predicts how the engine must answer calls made under them. After
  * every command the scheduling invariants (docs/architecture.md) are checked directly in SQLite,
  * and so is every cache of hot state the engine keeps in memory: the ACTIVE leases and their
- * jobs, the job tally, the rows of QUEUED jobs, the day's event counts and the counters (the
+ * jobs, the job tally, the rows of QUEUED jobs, the paused queues, the day's event counts and the counters (the
  * capacity figures through getCapacity). A cache that misses one write fails its invariant.
  *
  * Half the runs drive the engine as the batching transports do: every verb in the open commit
@@ -208,7 +208,7 @@ function takeable(real: Real, workerId: string, maxUnits: number | null): JobRow
   const now = real.clock.now()
   const holdsLease = real.db.prepare("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE'").get(workerId) !== undefined
   const queued = real.db
-    .prepare("SELECT * FROM jobs WHERE state = 'QUEUED' AND eligible_at <= ? ORDER BY priority DESC, eligible_at, seq")
+    .prepare("SELECT * FROM jobs WHERE state = 'QUEUED' AND eligible_at <= ? AND queue NOT IN (SELECT queue FROM paused_queues) ORDER BY priority DESC, eligible_at, seq")
     .all(now) as JobRow[]
   return queued.filter((job) => (maxUnits === null || job.cost_units <= maxUnits) && !(job.is_unique && holdsLease))
 }
@@ -322,6 +322,10 @@ const INVARIANTS = {
     const kept = queued.filter((row) => rows.get(row.seq) !== undefined)
     for (const row of kept) expect(rows.get(row.seq), row.id).toEqual(row)
     expect(rows.size).toBe(kept.length)
+  },
+  "the paused queues in memory are the table's": (real) => {
+    const table = (real.db.prepare('SELECT queue FROM paused_queues ORDER BY queue').all() as { queue: string }[]).map((row) => row.queue)
+    expect([...engineContext(real.engine).pausedQueues.all()].sort()).toEqual(table)
   },
   "the day's event counts in memory are the committed log's": (real) => {
     if (real.db.inTransaction) return // they count events as they commit; an open group's are not counted yet
@@ -481,7 +485,7 @@ class Grant extends Base {
   }
 }
 
-/** the queue API lease request for a job the test claimed: approved exactly when the job fits. */
+/** the queue API lease request for a job the test claimed: approved exactly when the job fits and its queue is not paused. */
 class GrantClaimed extends Base {
   constructor(
     readonly index: number,
@@ -503,7 +507,8 @@ class GrantClaimed extends Base {
       return
     }
     const decision = result.value!
-    expect(decision.approved).toBe(job.cost_units <= before.available)
+    const paused = real.db.prepare('SELECT 1 FROM paused_queues WHERE queue = ?').get(job.queue) !== undefined
+    expect(decision.approved).toBe(job.cost_units <= before.available && !paused)
     if (!decision.approved) {
       expect(decision.job.state).toBe('LEASE_PENDING')
       return
@@ -671,6 +676,23 @@ class Cancel extends Base {
   }
 }
 
+/** The queue every job of the model is submitted to (a submit's default). */
+const QUEUE = 'default'
+
+/** An operator pauses or resumes the jobs' queue: while it is paused, no claim or grant takes its jobs (takeable reads the table). */
+class Pause extends Base {
+  constructor(readonly paused: boolean) {
+    super()
+  }
+  apply(_model: Model, real: Real): void {
+    const answer = this.paused ? real.engine.pauseQueue(QUEUE) : real.engine.resumeQueue(QUEUE)
+    expect(answer.paused).toBe(this.paused)
+  }
+  toString(): string {
+    return this.paused ? `pause(${QUEUE})` : `resume(${QUEUE})`
+  }
+}
+
 /** Closes the better-sqlite3 handle and opens a new engine on the same file and clock. */
 /** A group boundary: the open commit group commits now (in the runs that group). */
 class Flush extends Base {
@@ -746,6 +768,7 @@ const commands = fc.commands(
     fc.constant(new Flush()),
     fc.constant(new Reopen()),
     fc.constant(new ReserveJobSeqs()),
+    fc.boolean().map((paused) => new Pause(paused)),
   ],
   { maxCommands: MAX_COMMANDS, size: 'max' },
 )
