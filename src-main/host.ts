@@ -219,7 +219,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     storageMode: () => ({ ...mode }),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
-    redis: relay ? () => relay.health() : undefined,
+    redis: relay ?? undefined,
   })
   // While read-only, a request that may write is refused here, before any route: no write
   // reaches the disk, and a worker is told to wait rather than handed work it could not finish.

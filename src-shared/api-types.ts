@@ -133,7 +133,7 @@ export interface paths {
         };
         /**
          * Server-sent events of the event log; resume with Last-Event-ID
-         * @description Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open.
+         * @description Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -2045,7 +2045,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": components["schemas"]["StreamEvent"] | components["schemas"]["StreamGap"];
+                    "text/event-stream": components["schemas"]["StreamEvent"] | components["schemas"]["StreamGap"] | components["schemas"]["RedisHealth"];
                 };
             };
             /** @description invalid_request: Last-Event-ID is not an event id; invalid_request (the failing fields are named in detail) */

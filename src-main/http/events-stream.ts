@@ -6,8 +6,8 @@ import { iso } from '../engine/rules/clock'
 import { z } from 'zod'
 import { LAST_EVENT_ID } from './schemas'
 import { HttpError } from './http-error'
-import { type Api, route } from './route'
-import { EventTicket, StreamEvent, streamEvent, StreamGap } from './views/system'
+import { type Api, type RedisReport, route } from './route'
+import { EventTicket, RedisHealth, StreamEvent, streamEvent, StreamGap } from './views/system'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
 export const TICKET_TTL_MS = 60_000
@@ -39,6 +39,11 @@ export class StreamTickets {
 
 function sseEvent(event: Event): string {
   return `id: ${event.id}\nevent: ${event.event_type}\ndata: ${JSON.stringify(streamEvent(event))}\n\n`
+}
+
+/** A `redis` frame: no id, so a client resuming after it resumes after the last logged event. */
+function sseRedis(health: RedisHealth): string {
+  return `event: redis\ndata: ${JSON.stringify(health)}\n\n`
 }
 
 /** The open streams, so the host can end them when it stops (a stream never ends by itself). */
@@ -91,21 +96,21 @@ export const eventsApi: Api = {
       id: 'streamEvents',
       summary: 'Server-sent events of the event log; resume with Last-Event-ID',
       description:
-        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open.',
+        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.',
       // Read by the route itself: the ticket is the request guard's, the event id is checked below.
       query: EventsQuery,
       header: EventsHeaders,
       security: [{ bearer: [] }, { ticket: [] }],
-      answer: z.union([StreamEvent, StreamGap]),
+      answer: z.union([StreamEvent, StreamGap, RedisHealth]),
       answerDoc: { description: 'A stream of frames; the schema is that of one frame’s data', mediaType: 'text/event-stream' },
       errors: { 400: 'invalid_request: Last-Event-ID is not an event id' },
       grouped: false,
-      koa: (ctx, { engine, streams }) => stream(ctx, engine, streams),
+      koa: (ctx, { engine, streams, redis }) => stream(ctx, engine, streams, redis),
     }),
   ],
 }
 
-function stream(ctx: Context, engine: Engine, streams: EventStreams): void {
+function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: RedisReport | undefined): void {
   const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
   if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
     throw new HttpError('invalid_request', 'Last-Event-ID: must be an event id')
@@ -121,6 +126,7 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams): void {
   ctx.body = stream
 
   stream.write('retry: 2000\n\n')
+  if (redis) stream.write(sseRedis(redis.health()))
   if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
   // Replay and subscribe run in one synchronous step: no event can commit in between. A
   // commit's events leave in one write (a write per event cost a system call each, and a
@@ -135,6 +141,7 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams): void {
       gathered = ''
     }),
   ]
+  if (redis) unsubscribe.push(redis.onHealth((health) => stream.write(sseRedis(health))))
   const ping = setInterval(() => stream.write(': ping\n\n'), PING_MS)
   const end = () => {
     clearInterval(ping)

@@ -26,12 +26,18 @@ export interface RouteDeps {
   storage: () => StorageReport
   /** Whether the host takes writes (GET /api/health). */
   storageMode: () => StorageMode
-  /** Redis as GET /api/health reports it, when it carries the queues. */
-  redis?: () => RedisHealth
+  /** Redis as GET /api/health and the event stream report it, when it carries the queues. */
+  redis?: RedisReport
   tickets: StreamTickets
   streams: EventStreams
   /** The OpenAPI document (GET /api/openapi.json), built on first use. */
   openApi: () => unknown
+}
+
+/** What the relay says of Redis (redis/relay.ts): its health now, and a listener told when it changes. */
+export interface RedisReport {
+  health(): RedisHealth
+  onHealth(listener: (health: RedisHealth) => void): () => void
 }
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'

@@ -20,9 +20,8 @@ import { checkRequest, type GuardPolicy, guardInput } from './guard'
 import { HTTP_APIS } from './apis'
 import { createLane } from './lane'
 import { openApiDocument } from './openapi'
-import type { RouteDeps } from './route'
+import type { RedisReport, RouteDeps } from './route'
 import { routesMiddleware } from './routing'
-import type { RedisHealth } from './views/system'
 
 export interface HttpDependencies {
   engine: Engine
@@ -36,8 +35,8 @@ export interface HttpDependencies {
   storage: () => StorageReport
   /** Whether the host takes writes (GET /api/health); always does when not given. */
   storageMode?: () => StorageMode
-  /** Redis as GET /api/health reports it, when it carries the queues. */
-  redis?: () => RedisHealth
+  /** Redis as GET /api/health and the event stream report it, when it carries the queues. */
+  redis?: RedisReport
   /** The built dashboard (out/renderer), served at `/`. */
   rendererDir: string
   log: (line: string) => void

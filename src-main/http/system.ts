@@ -65,7 +65,7 @@ export const systemApi: Api = {
           version,
           storage: mode.state,
           ...(mode.reason === null ? {} : { reason: mode.reason }),
-          ...(redis ? { redis: redis() } : {}),
+          ...(redis ? { redis: redis.health() } : {}),
         }
       },
     }),

@@ -39,6 +39,8 @@ const HELD_MAX = 50_000
 /** A message that has waited this long while Redis answers makes the relay reconcile. */
 const DEFAULT_STUCK_AFTER_MS = 10_000
 const CHECK_INTERVAL_MS = 1_000
+/** While Redis is away, how often its health is told again (the messages waiting grow; nothing else would say so). */
+export const AWAY_REPORT_MS = 5_000
 /** A consumer that holds no message and has had none claimed to it for this long is deleted from its group. */
 const DEFAULT_DEPARTED_AFTER_MS = 60_000
 /** How often the consumers are looked over. */
@@ -138,6 +140,10 @@ export class RedisRelay {
   private sweepDue = false
   private lastSweepAt = 0
   private readonly groupsMade = new Set<string>()
+  private readonly healthListeners = new Set<(health: RedisHealth) => void>()
+  /** Whether the listeners were last told that Redis answers; when they were told. */
+  private toldConnected: boolean | null = null
+  private toldAt = 0
   private readonly unsubscribe: () => void
   private readonly timer: NodeJS.Timeout
   private stopped = false
@@ -163,8 +169,10 @@ export class RedisRelay {
       this.groupsMade.clear()
       this.letGo()
       this.limiter.line('redis ready', `leasehold: Redis at ${redactedUrl(options.url)} connected`)
+      this.tellHealth()
       this.kick()
     })
+    this.redis.on('close', () => this.tellHealth())
     this.unsubscribe = engine.onCommit(() => {
       // Taken at the commit, when no transaction is open: every change taken here is durable.
       const taken = this.outbox.takeCommitted()
@@ -198,6 +206,32 @@ export class RedisRelay {
       waiting: backlog.waiting,
       oldest_wait_ms: backlog.oldest_at === null ? null : Math.max(0, this.options.engine.now() - backlog.oldest_at),
     }
+  }
+
+  /**
+   * Listens to Redis's health: told when the connection is made or lost, and while Redis is away
+   * every {@link AWAY_REPORT_MS} (how many messages wait). Returns the function that stops listening.
+   */
+  onHealth(listener: (health: RedisHealth) => void): () => void {
+    this.healthListeners.add(listener)
+    return () => this.healthListeners.delete(listener)
+  }
+
+  /** Tells the listeners the health, when the connection changed or `away` says it is time to. */
+  private tellHealth(away = false): void {
+    if (this.stopped || this.healthListeners.size === 0) return
+    const connected = this.connected
+    const now = this.options.engine.now()
+    if (connected === this.toldConnected && !(away && !connected && now - this.toldAt >= AWAY_REPORT_MS)) return
+    let health: RedisHealth
+    try {
+      health = this.health()
+    } catch {
+      return // the database is closing
+    }
+    this.toldConnected = connected
+    this.toldAt = now
+    for (const listener of this.healthListeners) listener(health)
   }
 
   /**
@@ -257,6 +291,7 @@ export class RedisRelay {
   }
 
   private checkStuck(): void {
+    this.tellHealth(true)
     if (!this.connected) return
     const now = this.options.engine.now()
     if (now - this.lastSweepAt >= SWEEP_INTERVAL_MS) {

@@ -23,6 +23,28 @@ const REPLIES_KEPT = 1_000
 const READ_BLOCK_MS = 1_000
 const READ_COUNT = 100
 
+/**
+ * `promise`, or a rejection as soon as `signal` aborts. A command queued while Redis is away
+ * waits for the reconnect; once the client is disconnected in the middle of one (ioredis drops
+ * its reconnect timer) it never settles, and a stop must not wait for it.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const aborted = () => reject(signal.reason)
+    signal.addEventListener('abort', aborted, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', aborted)
+        resolve(value)
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', aborted)
+        reject(error)
+      },
+    )
+  })
+}
 
 export interface RedisWorkerRequestsOptions {
   url: string
@@ -75,14 +97,14 @@ export class RedisWorkerRequests {
     const stream = requestStream(this.options.prefix)
     // First what this group delivered and never acknowledged (the host stopped mid-answer), then new requests.
     let from = '0'
-    while (!this.stopping.signal.aborted) {
+    const { signal } = this.stopping
+    while (!signal.aborted) {
       try {
-        await this.reader.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM').catch((error: Error) => {
+        await untilAborted(this.reader.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM'), signal).catch((error: Error) => {
           if (!/BUSYGROUP/.test(error.message)) throw error
         })
-        const answer = (await this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as
-          | [string, [string, string[]][]][]
-          | null
+        const read = this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
+        const answer = (await untilAborted(read, signal)) as [string, [string, string[]][]][] | null
         const entries = answer?.[0]?.[1] ?? []
         if (from === '0' && entries.length === 0) from = '>'
         for (const [id, fields] of entries) {
@@ -92,7 +114,7 @@ export class RedisWorkerRequests {
         }
         if (from === '0' && entries.length > 0) from = entries[entries.length - 1]![0]
       } catch (error) {
-        if (this.stopping.signal.aborted) return
+        if (signal.aborted) return
         from = '0' // Redis may have restarted: read what is pending again
         this.limiter.line('redis workers read', `leasehold: reading remote workers' requests failed (${(error as Error).message}); retrying`)
         await new Promise((resolve) => setTimeout(resolve, 500))

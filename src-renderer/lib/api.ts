@@ -29,6 +29,9 @@ type JsonBody<O extends { requestBody?: unknown }> = NonNullable<O['requestBody'
 /** `GET /api/storage` (docs/retention.md): the database's size on disk and the retention setting. */
 export type Storage = Schemas['Storage']
 
+/** What the host says of Redis when it carries the queues (`GET /api/health`, the event stream's `redis` frames; docs/redis.md). */
+export type RedisHealth = Schemas['RedisHealth']
+
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
 export type CapacityChange = JsonBody<paths['/api/capacity']['put']>
 

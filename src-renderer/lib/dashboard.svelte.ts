@@ -14,6 +14,7 @@ import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
 import type { Place, View } from './route.svelte'
 import { SchedulesState } from './schedules.svelte'
+import { RedisState } from './redis.svelte'
 import { StorageState } from './storage.svelte'
 import { WorkersState } from './workers.svelte'
 
@@ -64,6 +65,7 @@ export class Dashboard {
   readonly workers: WorkersState
   readonly charts: ChartsState
   readonly storage: StorageState
+  readonly redis: RedisState
 
   private timers: ReturnType<typeof setInterval>[] = []
   private readonly later = {
@@ -96,7 +98,9 @@ export class Dashboard {
     this.workers = new WorkersState(this.api)
     this.charts = new ChartsState(this.api)
     this.storage = new StorageState(this.api)
+    this.redis = new RedisState(() => this.time.now)
     this.stream.subscribe((event) => this.receive(event))
+    this.stream.onRedis((health) => this.redis.hear(health))
     this.stream.onGap(() => this.refreshAll())
   }
 

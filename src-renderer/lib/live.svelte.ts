@@ -1,5 +1,5 @@
 import { EVENT_TYPES } from '../../src-shared/event-types'
-import { ApiError, type LogEvent } from './api'
+import { ApiError, type LogEvent, type RedisHealth } from './api'
 
 /**
  * The event types the host writes to its log: the host's own list (src-shared/event-types.ts). An
@@ -52,6 +52,7 @@ export class LiveStream {
   private running = false
   private readonly listeners = new Set<(event: LogEvent) => void>()
   private readonly gapListeners = new Set<() => void>()
+  private readonly redisListeners = new Set<(health: RedisHealth | null) => void>()
 
   constructor(
     private readonly endpoints: StreamEndpoints,
@@ -70,6 +71,15 @@ export class LiveStream {
   onGap(listener: () => void): () => void {
     this.gapListeners.add(listener)
     return () => this.gapListeners.delete(listener)
+  }
+
+  /**
+   * Told each `redis` frame (a host with `--redis` sends one first, and again when its connection to
+   * Redis changes), and null when the stream (re)opens: what was said of Redis is the host's to say again.
+   */
+  onRedis(listener: (health: RedisHealth | null) => void): () => void {
+    this.redisListeners.add(listener)
+    return () => this.redisListeners.delete(listener)
   }
 
   start(): void {
@@ -110,6 +120,7 @@ export class LiveStream {
       this.failures = 0
       this.problem = null
       this.status = 'live'
+      for (const listener of this.redisListeners) listener(null)
     }
     source.onerror = () => {
       if (this.source !== source) return
@@ -126,6 +137,15 @@ export class LiveStream {
     source.addEventListener('message', handle)
     source.addEventListener('gap', () => {
       for (const listener of this.gapListeners) listener()
+    })
+    source.addEventListener('redis', (message) => {
+      let health: RedisHealth
+      try {
+        health = JSON.parse(message.data) as RedisHealth
+      } catch {
+        return
+      }
+      for (const listener of this.redisListeners) listener(health)
     })
   }
 

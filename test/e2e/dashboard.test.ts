@@ -15,6 +15,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
+import { TestRedis } from '../redis/redis-server'
 import { METRICS } from '../../src-renderer/lib/api'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -682,6 +683,35 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
       await other.close()
     }
     await json(await host.call(`${Q}/jobs/${later}/cancel`, { method: 'POST', json: {} }))
+  })
+
+  test('a host whose Redis does not answer says so across the window, with the messages waiting; the line goes when Redis is back', async () => {
+    const redis = await TestRedis.start()
+    const withRedis = await startTestHost({ redisUrl: redis.url }, { rendererDir: RENDERER_DIR })
+    const other = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'en-GB' })
+    try {
+      watch(other)
+      await other.goto(`${withRedis.url}/#token=${withRedis.token}`)
+      await other.getByTestId('cap-total').waitFor()
+      await until(async () => (await json(await withRedis.call('/api/health'))).redis.connected, 5000, 'Redis connected')
+      expect(await other.getByTestId('redis-away').count()).toBe(0)
+
+      await redis.kill()
+      const banner = other.getByTestId('redis-away')
+      await banner.waitFor({ timeout: 5000 })
+      for (let i = 0; i < 3; i++) await json(await withRedis.call(`${Q}/jobs/submit`, { method: 'POST', json: { job_type: 'sleep', cost_units: 1 } }))
+      // The host tells the window again every few seconds while Redis is away (no request of the page's).
+      await expect.poll(() => banner.textContent(), { timeout: 10_000 }).toMatch(/3 messages wait to be published, the oldest for \d+ s\./)
+      expect(await banner.textContent()).toContain(`Redis at ${redis.url} does not answer.`)
+      await other.screenshot({ path: join(SHOTS, 'redis-away.png') })
+
+      await redis.restart()
+      await banner.waitFor({ state: 'detached', timeout: 10_000 })
+    } finally {
+      await other.close()
+      await withRedis.dispose()
+      await redis.stop()
+    }
   })
 
   test('the page asked for nothing it could not find (a favicon included)', () => {

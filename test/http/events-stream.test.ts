@@ -1,48 +1,12 @@
 import { afterEach, expect, test } from 'vitest'
 import { connect } from 'node:net'
 import { startTestHost, type TestHost } from '../helpers/host'
+import { readEvents } from '../helpers/sse'
 
 let host: TestHost
 afterEach(async () => {
   await host?.dispose()
 })
-
-interface SseMessage {
-  id?: string
-  event?: string
-  data?: string
-}
-
-/** Reads server-sent events from a streaming response until `until` says stop. */
-async function readEvents(res: Response, until: (messages: SseMessage[]) => boolean, timeoutMs = 5000): Promise<SseMessage[]> {
-  const reader = res.body!.getReader()
-  const decoder = new TextDecoder()
-  const messages: SseMessage[] = []
-  let buffer = ''
-  const deadline = setTimeout(() => reader.cancel(), timeoutMs)
-  try {
-    while (!until(messages)) {
-      const { done, value } = await reader.read()
-      if (done) break
-      buffer += decoder.decode(value, { stream: true })
-      let end: number
-      while ((end = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, end)
-        buffer = buffer.slice(end + 2)
-        const message: SseMessage = {}
-        for (const line of block.split('\n')) {
-          const [key, ...rest] = line.split(': ')
-          if (key === 'id' || key === 'event' || key === 'data') message[key] = rest.join(': ')
-        }
-        if (message.event) messages.push(message)
-      }
-    }
-  } finally {
-    clearTimeout(deadline)
-    await reader.cancel().catch(() => {})
-  }
-  return messages
-}
 
 test('the event stream delivers events as they commit', async () => {
   host = await startTestHost()

@@ -1,8 +1,10 @@
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { parseServeArgs } from '../../src-main/config'
+import { AWAY_REPORT_MS } from '../../src-main/redis/relay'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync, startServe } from '../helpers/process'
+import { SseReader } from '../helpers/sse'
 import { until } from '../helpers/until'
 import { type TestRedis, useTestRedis } from './redis-server'
 
@@ -70,6 +72,51 @@ describe('leasehold serve --redis', () => {
     await until(async () => (await entries()).length === 3, 10_000, 'published once Redis is back')
     expect(await (await host.call('/api/health')).json()).toMatchObject({ redis: { connected: true, waiting: 0, oldest_wait_ms: null } })
   })
+
+  test('the event stream says what Redis is: first, when it is lost (again every 5 s with the messages waiting) and when it is back; without --redis it says nothing', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    await until(async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'connected')
+    const stream = new SseReader(await host.call('/api/events/stream'))
+    const told = () => stream.messages.filter((m) => m.event === 'redis').map((m) => JSON.parse(m.data!) as { connected: boolean; waiting: number; url: string })
+    try {
+      await stream.until(() => told().length >= 1)
+      expect(told()[0]).toEqual({ url: server.url, connected: true, waiting: 0, oldest_wait_ms: null })
+      expect(stream.messages[0]!.id).toBeUndefined() // not an event of the log: a resume goes on after the last logged one
+
+      await server.kill()
+      await stream.until(() => told().some((h) => !h.connected))
+      for (let i = 0; i < 2; i++) await submitJob(host)
+      await stream.until(() => told().some((h) => !h.connected && h.waiting === 2), AWAY_REPORT_MS + 3000)
+      expect(told().at(-1)).toMatchObject({ connected: false, waiting: 2, oldest_wait_ms: expect.any(Number) })
+
+      await server.restart()
+      await stream.until(() => told().at(-1)!.connected, 10_000)
+      expect(told().at(-1)).toMatchObject({ connected: true })
+    } finally {
+      await stream.close()
+    }
+
+    await host.dispose()
+    host = await startTestHost()
+    const plain = new SseReader(await host.call('/api/events/stream'))
+    await submitJob(host)
+    await plain.until((m) => m.some((e) => e.event === 'JOB_SUBMITTED'))
+    await plain.close()
+    expect(plain.messages.map((m) => m.event)).not.toContain('redis')
+  })
+
+  test('a host stops while Redis is away or coming back: a command queued for it does not hold the stop', async () => {
+    for (const moment of ['away', 'coming back']) {
+      host = await startTestHost({ redisUrl: server.url })
+      await until(async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'connected')
+      await server.kill()
+      await until(async () => !((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'seen down')
+      if (moment === 'coming back') await server.restart()
+      await host.dispose() // the test's timeout is what fails when the stop waits for Redis
+      host = null
+      if (server.pid === undefined) await server.restart()
+    }
+  }, 20_000)
 
   test('a host killed between COMMIT and XADD publishes the message when it starts again', async () => {
     const dataDir = tempDir()

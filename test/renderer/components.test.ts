@@ -6,6 +6,7 @@ import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
+import RedisBanner from '../../src-renderer/components/RedisBanner.svelte'
 import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
 import WorkersView from '../../src-renderer/components/WorkersView.svelte'
@@ -13,6 +14,7 @@ import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
+import { RedisState } from '../../src-renderer/lib/redis.svelte'
 import { READ_ONLY_POLL_MS, StorageState } from '../../src-renderer/lib/storage.svelte'
 import { formatClock } from '../../src-renderer/lib/time-format'
 import { WorkersState } from '../../src-renderer/lib/workers.svelte'
@@ -362,6 +364,25 @@ test('the storage panel shows the database size (file + WAL) and how long finish
   flushSync()
   expect(text(el.querySelector('[data-testid="storage-retention"]'))).toBe('forever')
   expect(text(el.querySelector('[data-testid="storage-note"]'))).toContain('Finished jobs are never deleted (--retain-days 0).')
+})
+
+test('a Redis that does not answer is shown with the messages waiting for it and how long the oldest has; nothing shows while it answers', () => {
+  const redis = new RedisState(() => T0)
+  const el = render(RedisBanner, { redis, now: T0 })
+  const banner = () => el.querySelector('[data-testid="redis-away"]')
+  expect(banner()).toBeNull() // no Redis
+  redis.hear({ url: 'redis://127.0.0.1:6379/0', connected: true, waiting: 0, oldest_wait_ms: null })
+  flushSync()
+  expect(banner()).toBeNull()
+  redis.hear({ url: 'redis://127.0.0.1:6379/0', connected: false, waiting: 0, oldest_wait_ms: null })
+  flushSync()
+  expect(text(banner())).toBe(
+    'Redis at redis://127.0.0.1:6379/0 does not answer. Jobs still run on this machine and nothing is lost; workers that reach the host only through Redis wait until it is back.',
+  )
+  redis.hear({ url: 'redis://127.0.0.1:6379/0', connected: false, waiting: 1204, oldest_wait_ms: 65 * SECOND })
+  flushSync()
+  expect(text(banner())).toContain('does not answer. 1,204 messages wait to be published, the oldest for 1 min 5 s. Jobs still run')
+  expect(banner()!.getAttribute('role')).toBe('alert')
 })
 
 test('a host read-only on a full disk is shown as such, and asked again until it takes writes', async () => {

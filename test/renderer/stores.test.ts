@@ -280,6 +280,27 @@ describe('an idle dashboard', () => {
     dashboard.stop()
   })
 
+  test("learns what Redis is from the stream's redis frames alone, asking nothing; a reopened stream forgets it until told again", async () => {
+    const { dashboard, calls, stream } = await startIdle()
+    expect(dashboard.redis.current).toBeNull() // no frame: no Redis
+    const first = calls.length
+    const url = 'redis://127.0.0.1:6379/0'
+    stream.emit('redis', { url, connected: true, waiting: 0, oldest_wait_ms: null }, '')
+    expect(dashboard.redis.away).toBe(false)
+    stream.emit('redis', { url, connected: false, waiting: 3, oldest_wait_ms: 2 * SECOND }, '')
+    expect(dashboard.redis.away).toBe(true)
+    expect(dashboard.redis.current?.waiting).toBe(3)
+    await vi.advanceTimersByTimeAsync(10 * SECOND)
+    dashboard.time.tick()
+    // The oldest message's wait grows on the host's clock between frames.
+    expect(dashboard.redis.oldestWaitMs(dashboard.time.now)).toBe(12 * SECOND)
+    expect(calls.slice(first).map((c) => c.path)).toEqual([])
+    expect(dashboard.stream.lastEventId).toBeNull() // a frame without an id moves no resume point
+    stream.open()
+    expect(dashboard.redis.current).toBeNull()
+    dashboard.stop()
+  })
+
   test('reads the workers on a timer only while their view is open (a heartbeat is not an event)', async () => {
     const { dashboard, reads } = await startIdle()
     const before = reads('/api/workers')
