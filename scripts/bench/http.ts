@@ -531,21 +531,9 @@ export async function measureWorkers(counts: HttpCounts, progress: (m: string) =
   }
 
   progress(`8 external leasehold worker processes, ${counts.poolJobs} no-op jobs`)
-  const external = await startServer(['--workers', '0'])
-  const workers = Array.from({ length: 8 }, (_, i) =>
-    tracked(spawn(process.execPath, [BIN, 'worker', '--url', external.url, '--token', external.token, '--worker-id', `bench-ext-${i}`], { stdio: 'ignore' })),
-  )
-  try {
-    await waitFor(async () => {
-      // External workers appear with their first claim.
-      return workersReady(external, 8)
-    }, 60_000)
-    rows.push({ name: 'external workers (8 processes)', value: await throughput(external, counts.poolJobs), unit: 'jobs/s', note: `${counts.poolJobs} sleep{ms:0} jobs, submit → DONE` })
-  } finally {
-    for (const w of workers) w.kill('SIGTERM')
-    await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode === null ? w.once('exit', r) : r(null)))))
-    await external.stop()
-  }
+  await withEightWorkers([], (server) => ['--url', server.url], 'bench-ext', async (server) => {
+    rows.push({ name: 'external workers (8 processes)', value: await throughput(server, counts.poolJobs), unit: 'jobs/s', note: `${counts.poolJobs} sleep{ms:0} jobs, submit → DONE` })
+  })
   return rows
 }
 
@@ -844,8 +832,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
     const server = await startServer(['--durability', durability], dataDirWithStampHandler())
     try {
       await waitFor(() => workersReady(server, 2), 60_000)
-      await drainBatched(server, Math.min(2_000, counts.drainJobs)) // warm-up
-      const drain = await drainBatched(server, counts.drainJobs)
+      const drain = await warmDrain(server, counts.drainJobs)
       rows.push({
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
@@ -883,24 +870,15 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   })
 
   progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)
-  const server = await startServer(['--workers', '0'])
-  const workers = Array.from({ length: 8 }, (_, i) =>
-    tracked(spawn(process.execPath, [BIN, 'worker', '--url', server.url, '--token', server.token, '--worker-id', `bench-batched-${i}`], { stdio: 'ignore' })),
-  )
-  try {
-    await waitFor(() => workersReady(server, 8), 60_000)
-    await drainBatched(server, Math.min(2_000, counts.drainJobs), workers) // warm-up
-    const drain = await drainBatched(server, counts.drainJobs, workers)
+  await withEightWorkers([], (server) => ['--url', server.url], 'bench-batched', async (server, workers) => {
+    const drain = await warmDrain(server, counts.drainJobs, workers)
     rows.push({
       name: 'external workers batched, 8 processes',
       value: drain.jobsPerS,
       unit: 'jobs/s',
       note: `${n} noop jobs submitted 1,000 a request (ids answered), 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE; ${drain.cpu}`,
     })
-  } finally {
-    await stopWorkers(workers)
-    await server.stop()
-  }
+  })
   await measureOverRedis(counts, progress, rows)
   return rows
 }
@@ -948,6 +926,32 @@ async function stopWorkers(workers: ChildProcess[]): Promise<void> {
 }
 
 /**
+ * A host with no pool of its own (`serverArgs` added to its flags) and 8 `leasehold worker`
+ * processes that reach it as `reach` says (`--url …` or `--redis …`), each named `<prefix>-<i>`:
+ * `measure` runs once all 8 are ready; then the workers and the host stop.
+ */
+async function withEightWorkers(serverArgs: string[], reach: (server: Server) => string[], prefix: string, measure: (server: Server, workers: ChildProcess[]) => Promise<void>): Promise<void> {
+  const server = await startServer(['--workers', '0', ...serverArgs])
+  const workers = Array.from({ length: 8 }, (_, i) =>
+    tracked(spawn(process.execPath, [BIN, 'worker', ...reach(server), '--token', server.token, '--worker-id', `${prefix}-${i}`], { stdio: 'ignore' })),
+  )
+  try {
+    // External workers appear with their first claim.
+    await waitFor(() => workersReady(server, 8), 60_000)
+    await measure(server, workers)
+  } finally {
+    await stopWorkers(workers)
+    await server.stop()
+  }
+}
+
+/** {@link drainBatched} of `jobs`, after a drain of up to 2,000 to warm the paths up. */
+async function warmDrain(server: Server, jobs: number, workers: ChildProcess[] = []): Promise<Drain> {
+  await drainBatched(server, Math.min(2_000, jobs), workers)
+  return drainBatched(server, jobs, workers)
+}
+
+/**
  * The queues carried over Redis Streams (docs/redis.md): the pool drain with `--redis` on (the
  * outbox written with each enqueue and relayed after each commit), and 8 `leasehold worker
  * --redis` processes that reach the host through Redis alone.
@@ -961,32 +965,22 @@ async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => 
     const pooled = await startServer(['--redis', redis.url], dataDirWithStampHandler())
     try {
       await waitFor(() => workersReady(pooled, 2), 60_000)
-      await drainBatched(pooled, Math.min(2_000, counts.drainJobs)) // warm-up
-      const drain = await drainBatched(pooled, counts.drainJobs)
+      const drain = await warmDrain(pooled, counts.drainJobs)
       rows.push({ name: 'pool drain (redis)', value: drain.jobsPerS, unit: 'jobs/s', note: `as pool drain (normal), each enqueue XADDed to Redis after its commit; ${drain.cpu}` })
     } finally {
       await pooled.stop()
     }
 
     progress(`remote workers over redis: 8 leasehold worker --redis processes, ${n} no-op jobs`)
-    const server = await startServer(['--workers', '0', '--redis', redis.url])
-    const workers = Array.from({ length: 8 }, (_, i) =>
-      tracked(spawn(process.execPath, [BIN, 'worker', '--redis', redis.url, '--token', server.token, '--worker-id', `bench-redis-${i}`], { stdio: 'ignore' })),
-    )
-    try {
-      await waitFor(() => workersReady(server, 8), 60_000)
-      await drainBatched(server, Math.min(2_000, counts.drainJobs), workers) // warm-up
-      const drain = await drainBatched(server, counts.drainJobs, workers)
+    await withEightWorkers(['--redis', redis.url], () => ['--redis', redis.url], 'bench-redis', async (server, workers) => {
+      const drain = await warmDrain(server, counts.drainJobs, workers)
       rows.push({
         name: 'remote workers over redis, 8 processes',
         value: drain.jobsPerS,
         unit: 'jobs/s',
         note: `${n} noop jobs submitted 1,000 a request, 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once, the worker exchange carried over Redis Streams (no connection to the host); ${drain.cpu}`,
       })
-    } finally {
-      await stopWorkers(workers)
-      await server.stop()
-    }
+    })
   } finally {
     await redis.stop()
   }
