@@ -630,8 +630,10 @@ const oneEach =
 /**
  * `jobs` no-op jobs (each reports progress once) submitted as `submit` sends them (by default in
  * requests of 1,000), until all are DONE: jobs/s from the first submit to the host's timestamp
- * of the last DONE, and the CPU per job of the host and of the workers (the host's child
- * processes, or the `workers` given).
+ * of the last DONE, and the CPU per job of the host, of the workers (the host's child
+ * processes, or the `workers` given) and of this process, the clients that submit (it shares
+ * the machine's cores with the host: at one job a request, its requests are a good part of what
+ * the cores do).
  */
 async function drainBatched(server: Server, jobs: number, workers: ChildProcess[] = [], submit: Submitter = inChunks): Promise<Drain> {
   const watcher = doneWatcher(server)
@@ -642,6 +644,7 @@ async function drainBatched(server: Server, jobs: number, workers: ChildProcess[
   }
   try {
     const cpuBefore = cpu()
+    const clientBefore = process.cpuUsage()
     const doneBefore = watcher.done()
     const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
     await submit(server, jobs)
@@ -653,10 +656,12 @@ async function drainBatched(server: Server, jobs: number, workers: ChildProcess[
     const done = watcher.done() - doneBefore
     if (done !== jobs) throw new Error(`${done} of ${jobs} jobs DONE`)
     const cpuAfter = cpu()
+    const client = process.cpuUsage(clientBefore)
     const perJob = (ms: number) => `${Math.round((ms * 1000) / jobs)} µs`
+    const clients = `the submitting clients ${perJob((client.user + client.system) / 1000)}`
     return {
       jobsPerS: jobs / ((watcher.lastFinishedAt() - started) / 1000),
-      cpu: cpuBefore && cpuAfter ? `CPU per job: host ${perJob(cpuAfter.host - cpuBefore.host)}, workers ${perJob(cpuAfter.workers - cpuBefore.workers)}` : 'CPU not measured (no /proc)',
+      cpu: cpuBefore && cpuAfter ? `CPU per job: host ${perJob(cpuAfter.host - cpuBefore.host)}, workers ${perJob(cpuAfter.workers - cpuBefore.workers)}, ${clients}` : `CPU per job: ${clients} (the host's not measured: no /proc)`,
     }
   } finally {
     watcher.close()
