@@ -1,7 +1,7 @@
 /**
  * Crash test over HTTP: the real `leasehold serve` process under load from several clients
- * (submits through the queue API, one by one and 200 to a request; claim/complete through dialect
- * 003, one by one and in batches; and a worker that claims and then goes silent), killed with
+ * (submits through the queue API, one by one and 200 to a request; claim/complete through the
+ * worker API, one by one and in batches; and a worker that claims and then goes silent), killed with
  * SIGKILL at random moments — so often in the middle of large commit groups — and restarted on
  * the same data dir. Afterwards: every submit that got its 201 exists, every acknowledged completion is DONE,
  * no job is completed twice, and leases granted before a crash expire on time after it.

@@ -123,7 +123,7 @@ describe('fencing: a worker paused past its lease never changes the job again', 
     expect(jobDoneCount(job.job_id)).toBe(1)
   })
 
-  test('across dialects: A leased through 003, B takes the job through 001; A’s late 003 complete changes nothing', async () => {
+  test('across APIs: A leased through the worker API, B takes the job through the pull API; A’s late worker-API complete changes nothing', async () => {
     await start()
     const job = await submit(host)
     const a = await body(await post(host, `${WORKER}/claim`, { worker_id: 'A', streams: ['default'], max_wait_ms: 0 }))

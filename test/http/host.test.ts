@@ -160,7 +160,7 @@ describe('stopping', () => {
 })
 
 describe('OpenAPI', () => {
-  test('GET /api/openapi.json is an OpenAPI 3.1 document covering every dialect, built from the zod schemas', async () => {
+  test('GET /api/openapi.json is an OpenAPI 3.1 document covering every API, built from the zod schemas', async () => {
     host = await startTestHost()
     const res = await host.call('/api/openapi.json')
     expect(res.status).toBe(200)

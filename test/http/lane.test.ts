@@ -18,7 +18,7 @@ import { route, type RouteCall, type RouteDeps } from '../../src-main/http/route
 import { LogLimiter } from '../../src-main/log-limiter'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { appWithStubs } from './routes'
-import { DIALECT_T0, QUEUE, submit } from './support'
+import { API_T0, QUEUE, submit } from './support'
 
 const TOKEN = 't'.repeat(32)
 const LIMIT = 1024
@@ -207,7 +207,7 @@ test('the lane serves the worker routes and the one-job submit, and nothing else
 describe('the lane and Koa answer each of its routes alike', () => {
   let host: TestHost
   beforeAll(async () => {
-    host = await startTestHost({ busy: 0, totalUnits: 10 }, { clock: new ManualClock(DIALECT_T0) }) // a clock that stands still: the same times
+    host = await startTestHost({ busy: 0, totalUnits: 10 }, { clock: new ManualClock(API_T0) }) // a clock that stands still: the same times
   })
   afterAll(() => host.dispose())
 

@@ -8,9 +8,9 @@ import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { BulkAnswer, QueueAnswer, QueueList } from '../../src-main/http/operations'
 import { JobAnswer } from '../../src-main/http/views/queue'
 import type { TestHost } from '../helpers/host'
-import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, post, PULL, QUEUE, submit, UNKNOWN_ID, waitingPost, WORKER } from './support'
+import { body, clockedHost, API_T0, expectError, expectInvalid, post, PULL, QUEUE, submit, UNKNOWN_ID, waitingPost, WORKER } from './support'
 
-const T0 = DIALECT_T0
+const T0 = API_T0
 const startHost = clockedHost({ totalUnits: 100 })
 
 async function ok<T>(res: Response, schema: { parse(value: unknown): T }): Promise<T> {

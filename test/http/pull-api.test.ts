@@ -19,10 +19,10 @@ import {
   submit,
   UNKNOWN_ID,
   clockedHost,
-  DIALECT_T0,
+  API_T0,
 } from './support'
 
-const T0 = DIALECT_T0
+const T0 = API_T0
 let host: TestHost
 let clock: ManualClock
 const startHost = clockedHost({ totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 })
@@ -40,7 +40,7 @@ async function grant(workerId = 'worker-1', extra: Record<string, unknown> = {})
   return answer as { denied: false; lease: any; job: any }
 }
 
-describe('POST /leases/request (seed 001)', () => {
+describe('POST /leases/request', () => {
   test('a grant is 200 {denied:false, lease, job} with exactly the seed fields, state leased, lowercase priority', async () => {
     await start()
     const job = await submit(host, { cost_units: 4, priority: 'HIGH', payload: { a: 1 }, tags: ['x'], client_request_id: 'k1', max_runtime_s: 60 })
@@ -142,7 +142,7 @@ describe('POST /leases/request (seed 001)', () => {
   })
 })
 
-describe('POST /leases/{id}/heartbeat (seed 000)', () => {
+describe('POST /leases/{id}/heartbeat', () => {
   test('200 {ok, expires_at, cancel_requested} extends to now + ttl + grace; the first heartbeat moves leased → running', async () => {
     await start()
     await submit(host)

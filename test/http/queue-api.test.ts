@@ -22,10 +22,10 @@ import {
   submit,
   UNKNOWN_ID,
   clockedHost,
-  DIALECT_T0,
+  API_T0,
 } from './support'
 
-const T0 = DIALECT_T0
+const T0 = API_T0
 let host: TestHost
 let clock: ManualClock
 const startHost = clockedHost({ totalUnits: 70, leaseTtlS: 30, heartbeatGraceS: 5, claimTtlS: 60 })

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { HOUR, MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
-import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, QUEUE_JOB_READ_KEYS, until } from './support'
+import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, QUEUE_JOB_READ_KEYS, until } from './support'
 
 const S = '/api/schedules'
 const start = clockedHost({ totalUnits: 20 })
@@ -21,7 +21,7 @@ const nightly = (overrides: Record<string, unknown> = {}) => ({
 })
 
 const iso = (ms: number) => new Date(ms).toISOString()
-/** DIALECT_T0 is 2026-02-06T20:10Z: the next 02:00 UTC is the 7th. */
+/** API_T0 is 2026-02-06T20:10Z: the next 02:00 UTC is the 7th. */
 const NEXT_2AM = Date.parse('2026-02-07T02:00:00.000Z')
 
 const patch = (host: TestHost, name: string, json: unknown) => host.call(`${S}/${name}`, { method: 'PATCH', json })
@@ -43,7 +43,7 @@ describe('the schedule routes', () => {
       next_fire_at: iso(NEXT_2AM),
       next_fire_times: [iso(NEXT_2AM), iso(NEXT_2AM + 24 * HOUR), iso(NEXT_2AM + 48 * HOUR)],
       last_run: null,
-      created_at: iso(DIALECT_T0),
+      created_at: iso(API_T0),
     })
     expect(schedule.updated_at).toMatch(ISO_MS)
     expect(await body(await host.call(S))).toEqual({ schedules: [schedule] })
@@ -147,7 +147,7 @@ describe('firings made by the host', () => {
   })
 
   test('a firing is made once across a restart; after downtime one catch-up run, the latest missed firing', async () => {
-    const clock = new ManualClock(DIALECT_T0)
+    const clock = new ManualClock(API_T0)
     let host = await startTestHost({ totalUnits: 20, busy: 0 }, { clock })
     try {
       await post(host, S, nightly({ cron: '*/5 * * * *' }))

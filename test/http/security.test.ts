@@ -42,7 +42,7 @@ async function hit(route: Route, headers: Record<string, string>) {
 }
 
 describe('the route list', () => {
-  test('covers every dialect route, and every POST/PUT/PATCH route is either fuzzed with a schema or takes no body', () => {
+  test('covers the routes of every API, and every POST/PUT/PATCH route is either fuzzed with a schema or takes no body', () => {
     const names = ROUTES.map((r) => `${r.method} ${r.path}`)
     expect(names).toEqual(
       expect.arrayContaining([

@@ -18,7 +18,7 @@ import { answerWorkerRequest } from '../../src-main/pool/ipc-host'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 import { StorageFaultInjector } from '../helpers/storage-faults'
-import { body, dbDigest, DIALECT_T0, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
+import { body, dbDigest, API_T0, expectError, post, PULL, QUEUE, submit, until, WORKER } from './support'
 // White-box by purpose: faults are injected into the host's own database handle, reached through engineContext.
 import { engineContext } from '../../src-main/engine/internals'
 
@@ -33,7 +33,7 @@ afterEach(async () => {
 
 /** A host on a ManualClock whose log lines are kept, with a fault injector on its database. */
 async function faultyHost(overrides: Parameters<typeof startTestHost>[0] = {}) {
-  const clock = new ManualClock(DIALECT_T0)
+  const clock = new ManualClock(API_T0)
   const lines: string[] = []
   host = await startTestHost({ statsIntervalS: 1, leaseTtlS: 5, heartbeatGraceS: 0, ...overrides }, { clock, log: (line) => lines.push(line) })
   injector = new StorageFaultInjector(engineContext(host.engine).db)
@@ -52,7 +52,7 @@ function integrityCheck(dataDir: string): string {
 }
 
 describe('a write the disk cannot hold', () => {
-  test('is 507 storage_full naming the data dir, in every dialect; nothing is written and reads keep answering', async () => {
+  test('is 507 storage_full naming the data dir, in every API; nothing is written and reads keep answering', async () => {
     const { host, injector } = await faultyHost()
     const kept = await submit(host, { job_type: 'kept' })
     const before = dbDigest(host)

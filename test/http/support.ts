@@ -181,11 +181,11 @@ export async function waitingPost(host: TestHost, path: string, json: unknown, w
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 
-/** The instant the dialect tests start from: the contracts' own example time. */
-export const DIALECT_T0 = Date.parse('2026-02-06T20:10:00.000Z')
+/** The instant the API tests start from: the contracts' own example time. */
+export const API_T0 = Date.parse('2026-02-06T20:10:00.000Z')
 
 /**
- * A real host on a ManualClock at DIALECT_T0 for each test that calls `start()`, disposed after
+ * A real host on a ManualClock at API_T0 for each test that calls `start()`, disposed after
  * each test. `host()` and `clock()` read the current ones.
  */
 export function clockedHost(defaults: Partial<HostConfig>) {
@@ -195,7 +195,7 @@ export function clockedHost(defaults: Partial<HostConfig>) {
     current = undefined
   })
   return async (overrides: Partial<HostConfig> = {}): Promise<{ host: TestHost; clock: ManualClock }> => {
-    const clock = new ManualClock(DIALECT_T0)
+    const clock = new ManualClock(API_T0)
     current = { host: await startTestHost({ busy: 0, ...defaults, ...overrides }, { clock }), clock }
     return current
   }

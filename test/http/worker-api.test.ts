@@ -8,9 +8,9 @@ import type { ManualClock } from '../../src-main/engine/rules/clock'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
 import type { TestHost } from '../helpers/host'
-import { body, clockedHost, DIALECT_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, waitingPost, WORKER, WORKER_CLAIM_KEYS } from './support'
+import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, waitingPost, WORKER, WORKER_CLAIM_KEYS } from './support'
 
-const T0 = DIALECT_T0
+const T0 = API_T0
 let host: TestHost
 let clock: ManualClock
 const startHost = clockedHost({ totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 })

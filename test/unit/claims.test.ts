@@ -71,7 +71,7 @@ describe('queue API: status updates', () => {
     ['PREPARING', 'LEASE_PENDING'],
     ['LEASE_PENDING', 'PREPARING'],
     ['LEASE_PENDING', 'LEASE_PENDING'],
-  ] as const)('the claiming worker may set %s → %s by a status update (seed 002 walks CLAIMED → PREPARING → LEASE_PENDING)', (from, to) => {
+  ] as const)('the claiming worker may set %s → %s by a status update (the queue contract walks CLAIMED → PREPARING → LEASE_PENDING)', (from, to) => {
     const { engine, job } = claimed()
     if (from !== 'CLAIMED') engine.updateStatus(job.id, { state: from, worker_id: 'w' })
     const updated = engine.updateStatus(job.id, { state: to, note: 'next step', worker_id: 'w' })

@@ -8,7 +8,7 @@ let dispatch: Dispatch | undefined
 afterEach(() => dispatch?.close())
 
 describe('delayed jobs', () => {
-  it('a delayed job is invisible to every dialect until its run_at, then taken at once', () => {
+  it('a delayed job is invisible to every API until its run_at, then taken at once', () => {
     const { engine, clock } = setup()
     const { job } = engine.submit(aJob({ run_at: T0 + 10 * MINUTE }))
     expect(job).toMatchObject({ state: 'QUEUED', run_at: T0 + 10 * MINUTE, eligible_at: T0 + 10 * MINUTE })

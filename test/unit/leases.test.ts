@@ -65,7 +65,7 @@ describe('granting a lease', () => {
     expect(leaseOrFail(engine, 'w').lease.expires_at).toBe(T0 + 12 * SECOND)
   })
 
-  it('fence strictly increases across leases, whichever dialect granted them', () => {
+  it('fence strictly increases across leases, whichever API granted them', () => {
     const { engine, clock } = setup()
     for (let i = 0; i < 6; i++) engine.submit(aJob())
     const fences: number[] = []

@@ -9,8 +9,8 @@
  * capacity figures through getCapacity). A cache that misses one write fails its invariant.
  *
  * Half the runs drive the engine as the batching transports do: every verb in the open commit
- * group (a read, or a Flush command, ends the group: random group boundaries), and the dialect
- * 003 verbs through the batch verbs (claimBatch, exchange), whose items must answer exactly as
+ * group (a read, or a Flush command, ends the group: random group boundaries), and the worker
+ * API's verbs through the batch verbs (claimBatch, exchange), whose items must answer exactly as
  * the one-job verbs the model predicts.
  *
  * The caches are read through engineContext: that the engine's memory agrees with SQLite is the point.
@@ -455,7 +455,8 @@ function holdNewLease(model: Model, real: Real, lease: Lease): void {
  */
 class Grant extends Base {
   constructor(
-    readonly dialect: '001' | '003',
+    /** Which API grants: the pull API's request (LEASED) or the worker API's claim (RUNNING). */
+    readonly api: 'pull' | 'worker',
     readonly worker: string,
     readonly ttl: number,
     readonly maxUnits: number | null,
@@ -467,21 +468,21 @@ class Grant extends Base {
     const head = takeable(real, this.worker, this.maxUnits)[0]
     const filter = { worker_id: this.worker, max_units: this.maxUnits }
     const decision =
-      this.dialect === '001' ? real.engine.requestLease(filter, this.ttl) : real.engine.claimAndLease(filter, this.ttl)
+      this.api === 'pull' ? real.engine.requestLease(filter, this.ttl) : real.engine.claimAndLease(filter, this.ttl)
     const fits = head !== undefined && before.available > 0 && head.cost_units <= before.available
     expect(decision.granted, `head ${head?.id} cost ${head?.cost_units}, available ${before.available}`).toBe(fits)
     if (!decision.granted) return
     expect(decision.job.id).toBe(head!.id)
     expect(decision.lease).toMatchObject({ state: 'ACTIVE', worker_id: this.worker, cost_units: head!.cost_units, ttl_s: this.ttl })
     expect(decision.job).toMatchObject({
-      state: this.dialect === '001' ? 'LEASED' : 'RUNNING',
+      state: this.api === 'pull' ? 'LEASED' : 'RUNNING',
       lease_id: decision.lease.id,
       attempts: head!.attempts + 1,
     })
     holdNewLease(model, real, decision.lease)
   }
   toString(): string {
-    return `grant${this.dialect}(${this.worker}, ttl=${this.ttl}${this.maxUnits === null ? '' : `, max_units=${this.maxUnits}`})`
+    return `grant-${this.api}(${this.worker}, ttl=${this.ttl}${this.maxUnits === null ? '' : `, max_units=${this.maxUnits}`})`
   }
 }
 
@@ -741,8 +742,8 @@ const submit = fc
   .tuple(fc.integer({ min: 1, max: 6 }), fc.constantFrom(...PRIORITIES), fc.integer({ min: 1, max: 3 }), fc.boolean())
   .map(([cost, priority, max, unique]) => new Submit(cost, priority, max, unique))
 const grant = fc
-  .tuple(fc.constantFrom('001' as const, '003' as const), worker, ttl, fc.option(fc.integer({ min: 1, max: 6 }), { freq: 3 }))
-  .map(([dialect, w, t, max]) => new Grant(dialect, w, t, max))
+  .tuple(fc.constantFrom('pull' as const, 'worker' as const), worker, ttl, fc.option(fc.integer({ min: 1, max: 6 }), { freq: 3 }))
+  .map(([api, w, t, max]) => new Grant(api, w, t, max))
 const heartbeat = fc.tuple(index, fc.boolean()).map(([i, byToken]) => new Heartbeat(i, byToken, false))
 const finishVia = fc.constantFrom<FinishVia>('release', 'attempt')
 

@@ -15,7 +15,7 @@ const queueEvents = (engine: ReturnType<typeof setup>['engine']) =>
   sql(engine).all<{ event_type: string; entity_type: string; entity_id: string; data: string }>("SELECT * FROM events WHERE entity_type = 'QUEUE' ORDER BY id")
 
 describe('pausing queues', () => {
-  it('a paused queue hands out nothing through any dialect, while the other queues go on', () => {
+  it('a paused queue hands out nothing through any API, while the other queues go on', () => {
     const { engine } = setup()
     const held = engine.submit(aJob({ queue: 'reports' })).job.id
     engine.pauseQueue('reports')

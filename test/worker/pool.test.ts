@@ -1,7 +1,7 @@
 /**
  * The embedded pool with real processes: two local workers (child processes over IPC) on one
- * host, plus an external `leasehold worker` over HTTP. Jobs are submitted over HTTP (dialect
- * 002). The host is shared by the tests of this file (starting worker processes is what costs
+ * host, plus an external `leasehold worker` over HTTP. Jobs are submitted over HTTP (the
+ * queue API). The host is shared by the tests of this file (starting worker processes is what costs
  * time); each test waits on its own jobs, and the one that kills a worker comes last.
  *
  * Lease TTL 2 s + grace 1 s: heartbeats every ~1 s, a silent lease expires after 3 s.

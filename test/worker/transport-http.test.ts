@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { LeaseLostError, type Claim } from '../../src-worker/transport'
 import { HostError, HttpTransport } from '../../src-worker/transport-http'
-import { clockedHost, DIALECT_T0, submit } from '../http/support'
+import { clockedHost, API_T0, submit } from '../http/support'
 
 const FILE = '/work/repo/src/app.ts'
 const start = clockedHost({ totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 })
@@ -29,7 +29,7 @@ describe('HttpTransport against a real host', () => {
 
     expect(await transport.acquireFile({ file: FILE, owner_id: 'w1', lease_id: one.lease_id })).toEqual({ granted: true })
     clock.advance(5 * SECOND)
-    const retryAt = DIALECT_T0 + 5 * SECOND + 180 * SECOND
+    const retryAt = API_T0 + 5 * SECOND + 180 * SECOND
     expect(await transport.acquireFile({ file: FILE, owner_id: 'w2', lease_id: two.lease_id })).toEqual({
       granted: false,
       code: 'file_lease_held',
