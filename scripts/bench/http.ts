@@ -613,19 +613,40 @@ const inChunks: Submitter = async (server, jobs) => {
  */
 const oneEach =
   (clients: number): Submitter =>
-  async (server, jobs) => {
-    const post = client(server, new Latencies())
-    let next = 0
-    await Promise.all(
-      Array.from({ length: clients }, async () => {
-        while (next < jobs) {
-          next += 1
-          const res = await post('submit', '/api/scheduler/jobs/submit', { job_type: 'noop', cost_units: 1 })
-          if (res.status !== 201) throw new Error(`submit answered ${res.status}`)
-        }
-      }),
-    )
-  }
+  (server, jobs) =>
+    postLoops(server, clients, jobs, '/api/scheduler/jobs/submit', 201)
+
+/** `count` no-op submits to `path`, from `clients` loops that each send the next once answered with `status`. */
+async function postLoops(server: Server, clients: number, count: number, path: string, status: number): Promise<void> {
+  const post = client(server, new Latencies())
+  let next = 0
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < count) {
+        next += 1
+        const res = await post('submit', path, { job_type: 'noop', cost_units: 1 })
+        if (res.status !== status) throw new Error(`${path} answered ${res.status}`)
+      }
+    }),
+  )
+}
+
+/**
+ * {@link postLoops} timed: requests/s, and the CPU per request of the server (its process alone)
+ * and of this process, the clients.
+ */
+async function timedLoops(server: Server, clients: number, count: number, path: string, status: number): Promise<{ perS: number; cpu: string }> {
+  const serverBefore = processTreeCpuMs(server.child.pid!)?.own
+  const clientBefore = process.cpuUsage()
+  const started = performance.now()
+  await postLoops(server, clients, count, path, status)
+  const perS = count / ((performance.now() - started) / 1000)
+  const serverAfter = processTreeCpuMs(server.child.pid!)?.own
+  const client = process.cpuUsage(clientBefore)
+  const perRequest = (ms: number) => `${Math.round((ms * 1000) / count)} µs`
+  const serverCpu = serverBefore !== undefined && serverAfter !== undefined ? `the server ${perRequest(serverAfter - serverBefore)}, ` : ''
+  return { perS, cpu: `CPU per request: ${serverCpu}the clients ${perRequest((client.user + client.system) / 1000)}` }
+}
 
 /**
  * `jobs` no-op jobs (each reports progress once) submitted as `submit` sends them (by default in
@@ -891,12 +912,18 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
 /** The single-submit rows' names (bench.ts compares them with BullMQ's single adds). */
 export const SINGLE_16 = 'single submits, 16 clients, pool drain'
 export const SINGLE_1 = 'single submits, 1 client, pool drain'
+/** What the same clients reach with no job run at all: the host's submit route alone, and a bare Koa app. */
+export const SUBMIT_ROUTE_16 = 'submit route alone, 16 clients (no pool)'
+export const SUBMIT_ROUTE_1 = 'submit route alone, 1 client (no pool)'
+export const POST_FLOOR_16 = 'HTTP floor, one POST each, 16 clients'
+export const POST_FLOOR_1 = 'HTTP floor, one POST each, 1 client'
 
 /**
  * Jobs that arrive one request each, drained by the default pool: 16 client loops (BullMQ's
  * `processing_single`: 16 producers, one add() each, processed at concurrency 8), then one
- * client alone (BullMQ's sequential add() rate), and the one-at-a-time local pickup is measured
- * by {@link measureBatched}.
+ * client alone (BullMQ's sequential add() rate); the one-at-a-time local pickup is measured by
+ * {@link measureBatched}. Then the ceilings over those two rows, the same client loops with no
+ * job run: a host with no pool (its submits only queue), and the bare Koa app of koa-floor.mjs.
  */
 export async function measureSingles(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
   const n = counts.singleJobs.toLocaleString('en-US')
@@ -922,7 +949,31 @@ export async function measureSingles(counts: BatchedCounts, progress: (m: string
   } finally {
     await server.stop()
   }
+  await measureCeilings(counts, progress, rows)
   return rows
+}
+
+/** The ceilings of {@link measureSingles}: each server warmed as the drains were, then each client count timed. */
+async function measureCeilings(counts: BatchedCounts, progress: (m: string) => void, rows: Row[]): Promise<void> {
+  const ceilings = [
+    { label: 'the submit route alone', names: [SUBMIT_ROUTE_16, SUBMIT_ROUTE_1], start: () => startServer(['--workers', '0']), path: '/api/scheduler/jobs/submit', status: 201, what: 'POST /api/scheduler/jobs/submit to a host with no pool (each job answered, and left QUEUED)' },
+    { label: 'the HTTP floor', names: [POST_FLOOR_16, POST_FLOOR_1], start: () => startKoaFloor(), path: '/', status: 200, what: 'the same POST to a bare Koa app that parses it and answers {"ok":true} (koa-floor.mjs)' },
+  ]
+  for (const { label, names, start, path, status, what } of ceilings) {
+    const server = await start()
+    try {
+      progress(`${label}: ${counts.warmUpS} s first, then ${counts.singleJobs.toLocaleString('en-US')} requests from 16 clients and from 1`)
+      const warmUntil = performance.now() + counts.warmUpS * 1000
+      while (performance.now() < warmUntil) await postLoops(server, 16, 1_000, path, status)
+      for (const [i, clients] of [16, 1].entries()) {
+        await postLoops(server, clients, Math.min(1_000, counts.singleJobs), path, status)
+        const timed = await timedLoops(server, clients, counts.singleJobs, path, status)
+        rows.push({ name: names[i]!, value: timed.perS, unit: 'requests/s', note: `${counts.singleJobs.toLocaleString('en-US')} × ${what}, ${clients} client${clients > 1 ? 's' : ''} each sending the next once answered; ${timed.cpu}` })
+      }
+    } finally {
+      await server.stop()
+    }
+  }
 }
 
 async function stopWorkers(workers: ChildProcess[]): Promise<void> {
