@@ -5,12 +5,13 @@
 // node-gyp rebuild --release`) from running, and this runs the same two steps itself, with three
 // differences. node-gyp compiles with a job per core, so better-sqlite3's own C++ (seconds)
 // compiles beside SQLite's amalgamation instead of after it. SQLite is compiled at -O2 instead
-// of the -O3 better-sqlite3's gyp files ask for (see SQLITE_OPTIMIZATION): sqlite3.c is one 9 MB
-// translation unit, most of `npm install`'s time where no prebuilt addon can be downloaded, and
-// no job count splits it. And what it prints is one line of ours, the output of both steps
-// going to out/better-sqlite3-install.log. Where GitHub can be reached prebuild-install
-// downloads the prebuilt addon and nothing is compiled; an addon that already loads is kept. A
-// failure fails `npm install`: nothing runs without SQLite.
+// of the -O3 better-sqlite3's gyp files ask for, and without the modules Leasehold never uses
+// (see sqliteCompileEnv): sqlite3.c is one 9 MB translation unit, most of `npm install`'s time
+// where no prebuilt addon can be downloaded, and no job count splits it. And what it prints is
+// one line of ours, the output of both steps going to out/better-sqlite3-install.log. Where
+// GitHub can be reached prebuild-install downloads the prebuilt addon (better-sqlite3's, with
+// every module) and nothing is compiled; an addon that already loads is kept. A failure fails
+// `npm install`: nothing runs without SQLite.
 //
 // Electron: runs Electron's own install script in a child process, in the foreground, with its
 // output in out/electron-install.log: what `npm install` shows of it is one line of ours, which
@@ -33,7 +34,7 @@ import { availableParallelism } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildCliBundle } from './cli-bundle.js'
-import { nodeGypCommand } from './rebuild-native.js'
+import { nodeGypCommand, sqliteCompileEnv } from './rebuild-native.js'
 
 const require = createRequire(import.meta.url)
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -100,28 +101,6 @@ export function prebuildFailure(output) {
   return warnings.length > 0 ? warnings.at(-1)[1].trim().slice(0, 200) : failureReason(output)
 }
 
-/**
- * The optimisation level SQLite's amalgamation is compiled at. better-sqlite3's gyp files ask for
- * -O3, at which sqlite3.c, a single 9 MB translation unit that no job count can split, takes
- * about two minutes of one core, most of `npm install` where no prebuilt addon can be
- * downloaded; at -O2 it takes about one, and the engine runs as fast (docs/install.md gives
- * both measurements).
- */
-export const SQLITE_OPTIMIZATION = '-O2'
-
-/**
- * The environment node-gyp compiles better-sqlite3 in: the given one, with
- * {@link SQLITE_OPTIMIZATION} put first in CFLAGS. gyp's Makefiles pass CFLAGS to the C compiler
- * after the gyp files' own flags, and of several -O flags the last one counts: so it overrides
- * their -O3 for the C sources (SQLite), while better-sqlite3's C++ (CXXFLAGS) keeps its -O3, and
- * a level the user sets in CFLAGS still overrides ours.
- * @param {NodeJS.ProcessEnv} [env]
- * @returns {NodeJS.ProcessEnv}
- */
-export function sqliteCompileEnv(env = process.env) {
-  return { ...env, CFLAGS: env.CFLAGS ? `${SQLITE_OPTIMIZATION} ${env.CFLAGS}` : SQLITE_OPTIMIZATION }
-}
-
 /** Where better-sqlite3's download and build write their output, relative to the project. */
 export const SQLITE_LOG = join('out', 'better-sqlite3-install.log')
 
@@ -167,7 +146,7 @@ export function installSqlite({ dir, root = projectRoot, node = process.execPath
   const why = downloaded.error?.message ?? prebuildFailure(readFileSync(log, 'utf8'))
   say(
     `leasehold: no prebuilt better-sqlite3 ${version} for Node ${process.versions.node} could be downloaded (${why}); ` +
-      `compiling it with ${jobs} job${jobs === 1 ? '' : 's'} (a minute or two; the output goes to ${shownLog})…`,
+      `compiling it with ${jobs} job${jobs === 1 ? '' : 's'} (about a minute; the output goes to ${shownLog})…`,
   )
   const [command, ...gypArgs] = nodeGypCommand(node)
   const compileEnv = sqliteCompileEnv()

@@ -6,7 +6,8 @@
 //
 // First a prebuilt addon for this Electron is downloaded (prebuild-install, from better-sqlite3's
 // releases); where there is none it is compiled with node-gyp against Electron's headers, which
-// needs Python 3 and a C++ toolchain (README, "Desktop app"). Their output goes to
+// needs Python 3 and a C++ toolchain (README, "Desktop app"), with SQLite compiled as at
+// `npm install` (sqliteCompileEnv, shared with postinstall.js). Their output goes to
 // out/native/build.log; this prints one line of progress. Nothing is done when the addon for
 // this Electron version is already there.
 import { spawnSync } from 'node:child_process'
@@ -28,6 +29,37 @@ const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
 export function nodeGypCommand(node = process.execPath) {
   const npmGyp = process.env.npm_config_node_gyp
   return npmGyp && existsSync(npmGyp) ? [node, npmGyp] : ['npx', '--yes', 'node-gyp']
+}
+
+/**
+ * The optimisation level SQLite's amalgamation is compiled at. better-sqlite3's gyp files ask for
+ * -O3, at which sqlite3.c, a single 9 MB translation unit that no job count can split, takes
+ * about two minutes of one core, most of `npm install` where no prebuilt addon can be
+ * downloaded; at -O2 it takes about one, and the engine runs as fast (-O1 would save more, but
+ * costs the engine's SQLite work about an eighth; docs/install.md gives the measurements).
+ */
+export const SQLITE_OPTIMIZATION = '-O2'
+
+/**
+ * SQLite modules better-sqlite3's gyp files compile in and Leasehold never uses: full-text search
+ * (FTS3, FTS4, FTS5), R-trees and geopoly, a fifth of sqlite3.c's code. Each is left out with
+ * `-U`, which the C compiler applies after the gyp files' `-D`s.
+ */
+export const SQLITE_LEFT_OUT = ['SQLITE_ENABLE_FTS3', 'SQLITE_ENABLE_FTS3_PARENTHESIS', 'SQLITE_ENABLE_FTS4', 'SQLITE_ENABLE_FTS5', 'SQLITE_ENABLE_GEOPOLY', 'SQLITE_ENABLE_RTREE']
+
+/**
+ * The environment node-gyp compiles better-sqlite3 in (for Node by postinstall.js, and for Electron
+ * here): the given one, with {@link SQLITE_OPTIMIZATION} and {@link SQLITE_LEFT_OUT}
+ * put first in CFLAGS. gyp's Makefiles pass CFLAGS to the C compiler after the gyp files' own
+ * flags, and of several -O flags the last one counts: so it overrides their -O3 for the C sources
+ * (SQLite), while better-sqlite3's C++ (CXXFLAGS) keeps its -O3; and what the user sets in CFLAGS
+ * (a level, a module defined again) comes after ours and still decides.
+ * @param {NodeJS.ProcessEnv} [env]
+ * @returns {NodeJS.ProcessEnv}
+ */
+export function sqliteCompileEnv(env = process.env) {
+  const ours = [SQLITE_OPTIMIZATION, ...SQLITE_LEFT_OUT.map((name) => `-U${name}`)].join(' ')
+  return { ...env, CFLAGS: env.CFLAGS ? `${ours} ${env.CFLAGS}` : ours }
 }
 
 /**
@@ -55,8 +87,8 @@ export function rebuildNative({ root = projectRoot, log = (line) => console.erro
   cpSync(sqliteDir, work, { recursive: true, filter: (source) => !source.startsWith(join(sqliteDir, 'build')) })
   log(`leasehold: building better-sqlite3 for Electron ${electronVersion} (once per version; details in ${relative(root, logFile)})…`)
 
-  const run = (command, args) => {
-    const result = spawnSync(command, args, { cwd: work, encoding: 'utf8', shell: process.platform === 'win32' })
+  const run = (command, args, env = process.env) => {
+    const result = spawnSync(command, args, { cwd: work, env, encoding: 'utf8', shell: process.platform === 'win32' })
     appendFileSync(logFile, `\n$ ${command} ${args.join(' ')}\n${result.stdout ?? ''}${result.stderr ?? ''}${result.error ? `${result.error.message}\n` : ''}`)
     return result.status === 0
   }
@@ -65,7 +97,7 @@ export function rebuildNative({ root = projectRoot, log = (line) => console.erro
   const prebuilt = run(process.execPath, [prebuildInstall, '--runtime', 'electron', '--target', electronVersion, '--arch', process.arch])
   if (!prebuilt) {
     const [command, ...gyp] = nodeGypCommand()
-    const compiled = run(command, [...gyp, 'rebuild', '--release', `--target=${electronVersion}`, '--dist-url=https://electronjs.org/headers', `--arch=${process.arch}`])
+    const compiled = run(command, [...gyp, 'rebuild', '--release', `--target=${electronVersion}`, '--dist-url=https://electronjs.org/headers', `--arch=${process.arch}`], sqliteCompileEnv())
     if (!compiled) {
       return {
         ok: false,

@@ -7,13 +7,15 @@
  * them; the project's .npmrc overrides that setting, and these tests catch a lockfile that lost
  * them all the same.
  *
- * SQLite's amalgamation is compiled at -O2, not better-sqlite3's -O3: a quarter less CPU for
- * the compile that is most of the install, for an engine as fast (docs/install.md).
+ * SQLite's amalgamation is compiled at -O2, not better-sqlite3's -O3, and without the modules
+ * Leasehold never uses (full-text search, R-trees, geopoly): ~40 % less CPU for the compile that
+ * is most of the install, for an engine as fast (docs/install.md).
  */
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import Database from 'better-sqlite3'
 import { describe, expect, test } from 'vitest'
-import { sqliteCompileEnv } from '../../scripts/postinstall.js'
+import { SQLITE_LEFT_OUT, sqliteCompileEnv } from '../../scripts/rebuild-native.js'
 
 const root = join(import.meta.dirname, '..', '..')
 
@@ -56,13 +58,33 @@ describe('the lockfile names every tarball, so an install fetches no packuments'
   })
 })
 
-describe("SQLite's optimisation level when better-sqlite3 is compiled at install", () => {
-  test("the compile gets -O2 in CFLAGS, which gyp's Makefiles put after the gyp files' -O3, so it is the level the C compiler uses", () => {
+describe('how SQLite is compiled when no prebuilt better-sqlite3 can be downloaded', () => {
+  const ours = ['-O2', ...SQLITE_LEFT_OUT.map((name) => `-U${name}`)].join(' ')
+
+  test("the compile gets -O2 and a -U for each module left out in CFLAGS, which gyp's Makefiles put after the gyp files' -O3 and -Ds, so they decide", () => {
+    expect(SQLITE_LEFT_OUT).toEqual(['SQLITE_ENABLE_FTS3', 'SQLITE_ENABLE_FTS3_PARENTHESIS', 'SQLITE_ENABLE_FTS4', 'SQLITE_ENABLE_FTS5', 'SQLITE_ENABLE_GEOPOLY', 'SQLITE_ENABLE_RTREE'])
     const env = sqliteCompileEnv({ PATH: '/usr/bin', CXXFLAGS: '-g' })
-    expect(env).toEqual({ PATH: '/usr/bin', CXXFLAGS: '-g', CFLAGS: '-O2' })
+    expect(env).toEqual({ PATH: '/usr/bin', CXXFLAGS: '-g', CFLAGS: ours })
   })
 
-  test('a level the user sets in CFLAGS comes after ours, so it still decides', () => {
-    expect(sqliteCompileEnv({ CFLAGS: '-O3 -march=native' }).CFLAGS).toBe('-O2 -O3 -march=native')
+  test('what the user sets in CFLAGS comes after ours, so it still decides', () => {
+    expect(sqliteCompileEnv({ CFLAGS: '-O3 -DSQLITE_ENABLE_FTS5' }).CFLAGS).toBe(`${ours} -O3 -DSQLITE_ENABLE_FTS5`)
+  })
+
+  // Where the install compiled SQLite (its log names the CFLAGS it compiled with: CI, any machine
+  // that cannot reach GitHub), the addon in node_modules is that build.
+  const log = join(root, 'out', 'better-sqlite3-install.log')
+  const compiledHere = existsSync(log) && readFileSync(log, 'utf8').includes(`CFLAGS=${ours}`)
+  test.runIf(compiledHere)('the SQLite the install compiled leaves the unused modules out, and keeps the JSON functions and STAT4 the engine and its planner use', () => {
+    const db = new Database(':memory:')
+    try {
+      const used = (option: string) => db.prepare('SELECT sqlite_compileoption_used(?) AS used').get(option) as { used: number }
+      for (const name of SQLITE_LEFT_OUT) expect(used(name.replace(/^SQLITE_/, '')).used, name).toBe(0)
+      expect(used('ENABLE_STAT4').used).toBe(1)
+      expect(() => db.exec('CREATE VIRTUAL TABLE t USING fts5(x)')).toThrow(/no such module: fts5/)
+      expect(db.prepare(`SELECT json_extract('{"a":[1,2]}', '$.a[1]') AS v`).get()).toEqual({ v: 2 })
+    } finally {
+      db.close()
+    }
   })
 })
