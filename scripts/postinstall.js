@@ -34,7 +34,7 @@ import { availableParallelism } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildCliBundle } from './cli-bundle.js'
-import { nodeGypCommand, sqliteCompileEnv } from './rebuild-native.js'
+import { ltoJobsFor, nodeGypCommand, sqliteCompileEnv } from './rebuild-native.js'
 
 const require = createRequire(import.meta.url)
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -120,10 +120,11 @@ function sqliteLoads(dir, node) {
  * Installs better-sqlite3's addon for this Node as its own install script would — the prebuilt
  * one when it can be downloaded, else compiled — unless one that loads is there already.
  * Returns what it did; throws an Error whose message is one line when the addon cannot be had.
- * @param {{ dir: string, root?: string, node?: string, jobs?: number, say?: (line: string) => void }} options
+ * `ltoJobs`: the link-time-optimised build's jobs, 0 for none (by default, where ltoJobsFor says).
+ * @param {{ dir: string, root?: string, node?: string, jobs?: number, ltoJobs?: number, say?: (line: string) => void }} options
  * @returns {'kept' | 'downloaded' | 'compiled'}
  */
-export function installSqlite({ dir, root = projectRoot, node = process.execPath, jobs = availableParallelism(), say = (line) => process.stderr.write(`${line}\n`) }) {
+export function installSqlite({ dir, root = projectRoot, node = process.execPath, jobs = availableParallelism(), ltoJobs = ltoJobsFor(jobs), say = (line) => process.stderr.write(`${line}\n`) }) {
   if (existsSync(join(dir, 'build', 'Release', 'better_sqlite3.node')) && sqliteLoads(dir, node)) return 'kept'
   const log = join(root, SQLITE_LOG)
   mkdirSync(dirname(log), { recursive: true })
@@ -149,10 +150,14 @@ export function installSqlite({ dir, root = projectRoot, node = process.execPath
       `compiling it with ${jobs} job${jobs === 1 ? '' : 's'} (about a minute; the output goes to ${shownLog})…`,
   )
   const [command, ...gypArgs] = nodeGypCommand(node)
-  const compileEnv = sqliteCompileEnv()
-  appendFileSync(log, `CFLAGS=${compileEnv.CFLAGS}\n`)
-  const compiled = run(command, [...gypArgs, 'rebuild', '--release', `--jobs=${jobs}`], compileEnv)
-  if (compiled.status !== 0 || !sqliteLoads(dir, node)) {
+  const compiles = (env) => {
+    appendFileSync(log, `CFLAGS=${env.CFLAGS}${env.LDFLAGS ? ` LDFLAGS=${env.LDFLAGS}` : ''}\n`)
+    return run(command, [...gypArgs, 'rebuild', '--release', `--jobs=${jobs}`], env).status === 0 && sqliteLoads(dir, node)
+  }
+  // Link-time optimisation where it may work (sqliteCompileEnv); the plain compile where it does not.
+  if (ltoJobs > 0 && compiles(sqliteCompileEnv(process.env, { ltoJobs }))) return 'compiled'
+  if (ltoJobs > 0) appendFileSync(log, 'The build with link-time optimisation failed: compiling again without it.\n')
+  if (!compiles(sqliteCompileEnv())) {
     throw new Error(
       `better-sqlite3 ${version} could not be compiled (it needs Python 3, make and a C++ toolchain: on Debian/Ubuntu ` +
         `sudo apt install build-essential python3); the whole output is in ${shownLog}; retry with: node scripts/postinstall.js`,

@@ -15,7 +15,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { describe, expect, test } from 'vitest'
-import { SQLITE_LEFT_OUT, sqliteCompileEnv } from '../../scripts/rebuild-native.js'
+import { ltoJobsFor, SQLITE_LEFT_OUT, sqliteCompileEnv } from '../../scripts/rebuild-native.js'
 
 const root = join(import.meta.dirname, '..', '..')
 
@@ -69,6 +69,21 @@ describe('how SQLite is compiled when no prebuilt better-sqlite3 can be download
 
   test('what the user sets in CFLAGS comes after ours, so it still decides', () => {
     expect(sqliteCompileEnv({ CFLAGS: '-O3 -DSQLITE_ENABLE_FTS5' }).CFLAGS).toBe(`${ours} -O3 -DSQLITE_ENABLE_FTS5`)
+  })
+
+  test("with link-time optimisation, -flto joins our CFLAGS and the link's jobs lead LDFLAGS, the user's after both", () => {
+    const env = sqliteCompileEnv({ CFLAGS: '-g', LDFLAGS: '-Wl,-z,now' }, { ltoJobs: 2 })
+    expect(env.CFLAGS).toBe(`${ours} -flto -g`)
+    expect(env.LDFLAGS).toBe('-flto=2 -Wl,-z,now')
+    expect(sqliteCompileEnv({}, { ltoJobs: 4 }).LDFLAGS).toBe('-flto=4')
+  })
+
+  test('link-time optimisation is tried on Linux with GCC and two jobs or more, and nowhere else', () => {
+    expect(ltoJobsFor(2, {}, 'linux')).toBe(2)
+    expect(ltoJobsFor(1, {}, 'linux')).toBe(0)
+    expect(ltoJobsFor(2, { CC: 'clang' }, 'linux')).toBe(0)
+    expect(ltoJobsFor(2, {}, 'darwin')).toBe(0)
+    expect(ltoJobsFor(2, {}, 'win32')).toBe(0)
   })
 
   // Where the install compiled SQLite (its log names the CFLAGS it compiled with: CI, any machine

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { ELECTRON_LOG, failureReason, installElectron, installSqlite, prebuildFailure, SQLITE_LOG } from '../../scripts/postinstall.js'
+import { SQLITE_LEFT_OUT } from '../../scripts/rebuild-native.js'
 
 const STACK = `RequestError: getaddrinfo ENOTFOUND github.com
     at ClientRequest.<anonymous> (/x/node_modules/got/dist/source/core/index.js:970:111)
@@ -73,7 +74,7 @@ describe("better-sqlite3's addon at npm install", () => {
    * addon down when it succeeds), and a node-gyp (the one npm names) that records its arguments
    * and lays the addon down unless told to fail.
    */
-  function fakeSqlite(prebuilt: { output: string; status: number }, gyp: { status: number } = { status: 0 }): void {
+  function fakeSqlite(prebuilt: { output: string; status: number }, gyp: { status: number; ltoFails?: boolean } = { status: 0 }): void {
     dir = join(root, 'node_modules', 'better-sqlite3')
     mkdirSync(join(dir, 'node_modules', 'prebuild-install'), { recursive: true })
     writeFileSync(join(dir, 'package.json'), '{ "name": "better-sqlite3", "version": "12.11.1", "main": "index.js" }\n')
@@ -90,21 +91,28 @@ describe("better-sqlite3's addon at npm install", () => {
     const gypScript = join(root, 'node-gyp.js')
     writeFileSync(
       gypScript,
-      `require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-args.json'))}, JSON.stringify(process.argv.slice(2))); require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-cflags.txt'))}, process.env.CFLAGS ?? ''); console.log('cc sqlite3.c'); if (${gyp.status} === 0) { ${layAddon} }; process.exit(${gyp.status})\n`,
+      `require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-args.json'))}, JSON.stringify(process.argv.slice(2))); require('fs').appendFileSync(${JSON.stringify(join(root, 'gyp-flags.txt'))}, JSON.stringify({ CFLAGS: process.env.CFLAGS, LDFLAGS: process.env.LDFLAGS }) + '\\n'); console.log('cc sqlite3.c'); const status = ${gyp.ltoFails === true} && process.env.CFLAGS.includes('-flto') ? 1 : ${gyp.status}; if (status === 0) { ${layAddon} }; process.exit(status)\n`,
     )
     vi.stubEnv('npm_config_node_gyp', gypScript)
   }
   afterEach(() => vi.unstubAllEnvs())
 
   const gypArgs = (): string[] | null => (existsSync(join(root, 'gyp-args.json')) ? JSON.parse(readFileSync(join(root, 'gyp-args.json'), 'utf8')) : null)
+  /** The CFLAGS and LDFLAGS of each node-gyp run, in order. */
+  const gypFlags = (): { CFLAGS?: string; LDFLAGS?: string }[] =>
+    readFileSync(join(root, 'gyp-flags.txt'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { CFLAGS?: string; LDFLAGS?: string })
+  const PLAIN_CFLAGS = ['-O2', ...SQLITE_LEFT_OUT.map((name) => `-U${name}`)].join(' ')
   const NO_GITHUB = 'prebuild-install info begin Prebuild-install version 7.1.3\nprebuild-install warn install getaddrinfo ENOTFOUND github.com\n'
 
-  test('where no prebuilt addon can be downloaded it is compiled with a job per core, SQLite at -O2, and the install shows one line of it', () => {
+  test('where no prebuilt addon can be downloaded it is compiled with a job per core, SQLite at -O2 without the unused modules, and the install shows one line of it', () => {
     fakeSqlite({ output: NO_GITHUB, status: 1 })
     const said: string[] = []
-    expect(installSqlite({ dir, root, jobs: 2, say: (line) => said.push(line) })).toBe('compiled')
+    expect(installSqlite({ dir, root, jobs: 2, ltoJobs: 0, say: (line) => said.push(line) })).toBe('compiled')
     expect(gypArgs()).toEqual(['rebuild', '--release', '--jobs=2'])
-    expect(readFileSync(join(root, 'gyp-cflags.txt'), 'utf8')).toBe('-O2')
+    expect(gypFlags()).toEqual([{ CFLAGS: PLAIN_CFLAGS }])
     expect(said).toHaveLength(1)
     expect(said[0]).not.toContain('\n')
     expect(said[0]).toContain('no prebuilt better-sqlite3 12.11.1 for Node')
@@ -113,6 +121,21 @@ describe("better-sqlite3's addon at npm install", () => {
     const log = readFileSync(join(root, SQLITE_LOG), 'utf8')
     expect(log).toContain('ENOTFOUND github.com')
     expect(log).toContain('cc sqlite3.c')
+  })
+
+  test("where link-time optimisation may work, SQLite's code is generated in a job per core at the link, in one build", () => {
+    fakeSqlite({ output: NO_GITHUB, status: 1 })
+    expect(installSqlite({ dir, root, jobs: 2, ltoJobs: 2, say: () => {} })).toBe('compiled')
+    expect(gypFlags()).toEqual([{ CFLAGS: `${PLAIN_CFLAGS} -flto`, LDFLAGS: '-flto=2' }])
+  })
+
+  test('a build with link-time optimisation that fails is followed by the plain compile, which the log says', () => {
+    fakeSqlite({ output: NO_GITHUB, status: 1 }, { status: 0, ltoFails: true })
+    const said: string[] = []
+    expect(installSqlite({ dir, root, jobs: 2, ltoJobs: 2, say: (line) => said.push(line) })).toBe('compiled')
+    expect(gypFlags()).toEqual([{ CFLAGS: `${PLAIN_CFLAGS} -flto`, LDFLAGS: '-flto=2' }, { CFLAGS: PLAIN_CFLAGS }])
+    expect(said).toHaveLength(1)
+    expect(readFileSync(join(root, SQLITE_LOG), 'utf8')).toContain('The build with link-time optimisation failed: compiling again without it.')
   })
 
   test('a prebuilt addon that downloads is used, and nothing is compiled or said', () => {
@@ -135,7 +158,7 @@ describe("better-sqlite3's addon at npm install", () => {
     fakeSqlite({ output: NO_GITHUB, status: 1 }, { status: 1 })
     let message = ''
     try {
-      installSqlite({ dir, root, jobs: 2, say: () => {} })
+      installSqlite({ dir, root, jobs: 2, ltoJobs: 2, say: () => {} })
     } catch (error) {
       message = (error as Error).message
     }
