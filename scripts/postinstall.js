@@ -7,7 +7,8 @@
 // compiles beside SQLite's amalgamation instead of after it. SQLite is compiled at -O2 instead
 // of the -O3 better-sqlite3's gyp files ask for, and without the modules Leasehold never uses
 // (see sqliteCompileEnv): sqlite3.c is one 9 MB translation unit, most of `npm install`'s time
-// where no prebuilt addon can be downloaded, and no job count splits it. And what it prints is
+// where no prebuilt addon can be downloaded, and no job count splits its compile; on Linux,
+// link-time optimisation splits its code generation across the cores instead. And what it prints is
 // one line of ours, the output of both steps going to out/better-sqlite3-install.log. Where
 // GitHub can be reached prebuild-install downloads the prebuilt addon (better-sqlite3's, with
 // every module) and nothing is compiled; an addon that already loads is kept. A failure fails
