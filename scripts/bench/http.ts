@@ -170,6 +170,8 @@ class Latencies {
  * timed per endpoint. (fetch would cost the client ~700 µs of CPU a request and make it, not
  * the server, the bottleneck.)
  */
+type Post = ReturnType<typeof client>
+
 function client(server: Server, latencies: Latencies, headers?: Record<string, string>) {
   return async (endpoint: string, path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const started = performance.now()
@@ -182,14 +184,26 @@ function client(server: Server, latencies: Latencies, headers?: Record<string, s
 const get = async (server: Server, path: string): Promise<Record<string, unknown>> =>
   (await requestJson(server.url + path, { method: 'GET', token: server.token })).body
 
-async function submitMany(post: ReturnType<typeof client>, count: number, jobType: string, payload: unknown = {}): Promise<void> {
+/** `count` jobs of `jobType` submitted one request each from 16 loops, their latencies kept by `post`. */
+const submitMany = (post: Post, count: number, jobType: string, payload: unknown = {}): Promise<void> =>
+  postLoops(post, 16, count, SUBMIT_PATH, 201, { job_type: jobType, cost_units: 1, payload })
+
+const SUBMIT_PATH = '/api/scheduler/jobs/submit'
+/** A no-op job's submit body. */
+const NOOP = { job_type: 'noop', cost_units: 1 }
+
+/**
+ * `count` POSTs of `body` to `path`, from `clients` loops that each send the next once answered
+ * with `status` (anything else throws).
+ */
+async function postLoops(post: Post, clients: number, count: number, path: string, status: number, body: unknown = NOOP): Promise<void> {
   let next = 0
   await Promise.all(
-    Array.from({ length: 16 }, async () => {
+    Array.from({ length: clients }, async () => {
       while (next < count) {
         next += 1
-        const res = await post('POST /api/scheduler/jobs/submit', '/api/scheduler/jobs/submit', { job_type: jobType, cost_units: 1, payload })
-        if (res.status !== 201) throw new Error(`submit answered ${res.status}`)
+        const res = await post(`POST ${path}`, path, body)
+        if (res.status !== status) throw new Error(`${path} answered ${res.status}`)
       }
     }),
   )
@@ -614,22 +628,7 @@ const inChunks: Submitter = async (server, jobs) => {
 const oneEach =
   (clients: number): Submitter =>
   (server, jobs) =>
-    postLoops(server, clients, jobs, '/api/scheduler/jobs/submit', 201)
-
-/** `count` no-op submits to `path`, from `clients` loops that each send the next once answered with `status`. */
-async function postLoops(server: Server, clients: number, count: number, path: string, status: number): Promise<void> {
-  const post = client(server, new Latencies())
-  let next = 0
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < count) {
-        next += 1
-        const res = await post('submit', path, { job_type: 'noop', cost_units: 1 })
-        if (res.status !== status) throw new Error(`${path} answered ${res.status}`)
-      }
-    }),
-  )
-}
+    postLoops(client(server, new Latencies()), clients, jobs, SUBMIT_PATH, 201)
 
 /**
  * {@link postLoops} timed: requests/s, and the CPU per request of the server (its process alone)
@@ -639,13 +638,13 @@ async function timedLoops(server: Server, clients: number, count: number, path: 
   const serverBefore = processTreeCpuMs(server.child.pid!)?.own
   const clientBefore = process.cpuUsage()
   const started = performance.now()
-  await postLoops(server, clients, count, path, status)
+  await postLoops(client(server, new Latencies()), clients, count, path, status)
   const perS = count / ((performance.now() - started) / 1000)
   const serverAfter = processTreeCpuMs(server.child.pid!)?.own
-  const client = process.cpuUsage(clientBefore)
+  const clientCpu = process.cpuUsage(clientBefore)
   const perRequest = (ms: number) => `${Math.round((ms * 1000) / count)} µs`
   const serverCpu = serverBefore !== undefined && serverAfter !== undefined ? `the server ${perRequest(serverAfter - serverBefore)}, ` : ''
-  return { perS, cpu: `CPU per request: ${serverCpu}the clients ${perRequest((client.user + client.system) / 1000)}` }
+  return { perS, cpu: `CPU per request: ${serverCpu}the clients ${perRequest((clientCpu.user + clientCpu.system) / 1000)}` }
 }
 
 /**
@@ -964,9 +963,10 @@ async function measureCeilings(counts: BatchedCounts, progress: (m: string) => v
     try {
       progress(`${label}: ${counts.warmUpS} s first, then ${counts.singleJobs.toLocaleString('en-US')} requests from 16 clients and from 1`)
       const warmUntil = performance.now() + counts.warmUpS * 1000
-      while (performance.now() < warmUntil) await postLoops(server, 16, 1_000, path, status)
+      const untimed = client(server, new Latencies())
+      while (performance.now() < warmUntil) await postLoops(untimed, 16, 1_000, path, status)
       for (const [i, clients] of [16, 1].entries()) {
-        await postLoops(server, clients, Math.min(1_000, counts.singleJobs), path, status)
+        await postLoops(untimed, clients, Math.min(1_000, counts.singleJobs), path, status)
         const timed = await timedLoops(server, clients, counts.singleJobs, path, status)
         rows.push({ name: names[i]!, value: timed.perS, unit: 'requests/s', note: `${counts.singleJobs.toLocaleString('en-US')} × ${what}, ${clients} client${clients > 1 ? 's' : ''} each sending the next once answered; ${timed.cpu}` })
       }
