@@ -2,6 +2,7 @@ import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import { readFileSync } from 'node:fs'
 import type { components, paths } from '../../src-shared/api-types'
 import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
+import { MAX_BATCH_ITEMS } from '../../src-shared/worker-exchange'
 import { ConfigError } from '../config'
 import { parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
@@ -29,6 +30,13 @@ Flags:
                        it is DONE, 1 if it FAILED, was CANCELED or timed out (TIMEOUT). A BLOCKED
                        job is reported and waited on: an operator may requeue it
   --json               print the job as JSON instead of its id (with --wait: {job, result} at the end)
+  --each FILE          one job per line of FILE (- for stdin), whose JSON is the job's payload;
+                       the other flags apply to every job. The whole input is read first: a line
+                       that is not JSON submits nothing (exit 2). Sent through
+                       POST /api/scheduler/jobs/submit-batch, up to 1,000 jobs a request; prints
+                       one id per job in the input's order (--json: one job per line). A job the
+                       host refuses is one line on stderr naming its input line, the others are
+                       submitted, and the exit is 1. Not with --payload, --key or --wait
 ${TARGET_HELP}
   -h, --help`
 
@@ -48,6 +56,7 @@ export interface SubmitFlags {
   in?: string
   wait?: boolean
   json?: boolean
+  each?: string
 }
 
 type SubmitBody = paths['/api/scheduler/jobs/submit']['post']['requestBody']['content']['application/json']
@@ -56,26 +65,56 @@ type Priority = components['schemas']['Priority']
 const PRIORITIES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 const TERMINAL = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
-/** `--payload`: JSON text, `@file` or `@-`; anything unreadable or not JSON is a ConfigError (exit 2). */
-export function readPayload(value: string): unknown {
-  let text = value
-  let from = '--payload'
-  if (value.startsWith('@')) {
-    const path = value.slice(1)
-    if (path === '') throw new ConfigError('--payload @FILE needs a file name (or @- for stdin)')
-    from = `--payload ${value}`
-    try {
-      text = readFileSync(path === '-' ? 0 : path, 'utf8')
-    } catch (error) {
-      const e = error as NodeJS.ErrnoException
-      throw new ConfigError(`${from}: cannot read ${path === '-' ? 'stdin' : path} (${e.code ?? e.message})`)
-    }
+/** The text of the file `path` (`-`: stdin); one that cannot be read is a ConfigError naming `from`. */
+function readInput(from: string, path: string): string {
+  try {
+    return readFileSync(path === '-' ? 0 : path, 'utf8')
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    throw new ConfigError(`${from}: cannot read ${path === '-' ? 'stdin' : path} (${e.code ?? e.message})`)
   }
+}
+
+/** `text` as JSON; text that is not JSON is a ConfigError naming `from`. */
+function parseJsonInput(from: string, text: string): unknown {
   try {
     return JSON.parse(text) as unknown
   } catch (error) {
     throw new ConfigError(`${from} is not valid JSON: ${(error as Error).message.split('\n')[0]}`)
   }
+}
+
+/** `--payload`: JSON text, `@file` or `@-`; anything unreadable or not JSON is a ConfigError (exit 2). */
+export function readPayload(value: string): unknown {
+  if (!value.startsWith('@')) return parseJsonInput('--payload', value)
+  const path = value.slice(1)
+  if (path === '') throw new ConfigError('--payload @FILE needs a file name (or @- for stdin)')
+  return parseJsonInput(`--payload ${value}`, readInput(`--payload ${value}`, path))
+}
+
+/** One job of `--each`: its payload and the line of the input it came from. */
+export interface EachLine {
+  line: number
+  payload: unknown
+  /** The line's length in bytes: what the payload adds to a request, near enough. */
+  bytes: number
+}
+
+/**
+ * `--each FILE`: every line of FILE (`-`: stdin) as one job's payload, in order. Blank lines
+ * are skipped (line numbers still count them); anything unreadable, or a line that is not
+ * JSON, is a ConfigError (exit 2) before anything is sent.
+ */
+export function readEachLines(path: string): EachLine[] {
+  const lines: EachLine[] = []
+  readInput(`--each ${path}`, path)
+    .split('\n')
+    .forEach((raw, i) => {
+      const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw
+      if (text.trim() === '') return
+      lines.push({ line: i + 1, payload: parseJsonInput(`--each ${path} line ${i + 1}`, text), bytes: Buffer.byteLength(text) })
+    })
+  return lines
 }
 
 export function buildSubmit(flags: SubmitFlags): SubmitBody {
@@ -120,10 +159,17 @@ export function parseDuration(flag: string, value: string): number {
   return ms
 }
 
-/** `leasehold submit`: one job; with --wait, follows it to its end. */
+/** `leasehold submit`: one job (with --each, one a line of the input); with --wait, follows it to its end. */
 export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key', 'at', 'in'], ['wait', 'json'])
+  const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key', 'at', 'in', 'each'], ['wait', 'json'])
   const body = buildSubmit(flags)
+  if (flags.each !== undefined) {
+    if (flags.payload !== undefined) throw new ConfigError('--each and --payload: each line of --each is its job\'s payload')
+    if (flags.key !== undefined) throw new ConfigError('--each and --key: an idempotency key names one job')
+    if (flags.wait) throw new ConfigError('--each and --wait: --wait follows one job')
+    const lines = readEachLines(flags.each)
+    return submitEach(resolveClientTarget(flags, env), body, lines, flags.json === true)
+  }
   const target = resolveClientTarget(flags, env)
   let job: components['schemas']['QueueJob']
   try {
@@ -143,6 +189,93 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const { code, answer } = await waitForJob(target, job.job_id, new ProgressLine(process.stderr))
   if (flags.json) console.log(JSON.stringify(answer, null, 2))
   return code
+}
+
+// ---------------------------------------------------------------------------------------------
+// --each
+
+/**
+ * What one request of `--each` carries at most, besides submit-batch's limit on jobs: a size
+ * well under the host's default body limit (1 MiB, `--body-limit`).
+ */
+const EACH_MAX_BYTES = 256 * 1024
+
+/** The lines of `--each` in requests: each at most {@link MAX_BATCH_ITEMS} jobs and about {@link EACH_MAX_BYTES}. */
+function eachRequests(lines: EachLine[], templateBytes: number): EachLine[][] {
+  const requests: EachLine[][] = []
+  let request: EachLine[] = []
+  let bytes = 0
+  for (const line of lines) {
+    const size = templateBytes + line.bytes
+    if (request.length > 0 && (request.length === MAX_BATCH_ITEMS || bytes + size > EACH_MAX_BYTES)) {
+      requests.push(request)
+      request = []
+      bytes = 0
+    }
+    request.push(line)
+    bytes += size
+  }
+  if (request.length > 0) requests.push(request)
+  return requests
+}
+
+/**
+ * `leasehold submit --each`: the jobs of `lines`, each `template` with its line's payload, sent
+ * in requests of submit-batch one after the other. A request the host finds too large (413: a
+ * host started with a smaller `--body-limit`) goes again in halves, down to a job alone, which
+ * is then refused like any other. Prints each job created, in the input's order; a job refused
+ * is one line on stderr. Exit 1 if any was refused; a request that fails stops the command, and
+ * its line says from which input line on the jobs were not submitted.
+ */
+async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], json: boolean): Promise<number> {
+  const api = hostApi(target)
+  let refused = 0
+  let answeredOnce = false
+  const send = async (request: EachLine[]): Promise<void> => {
+    let answer: components['schemas']['SubmitBatchAnswer']
+    try {
+      answer = await answered(
+        target,
+        api.POST('/api/scheduler/jobs/submit-batch', {
+          body: { jobs: request.map(({ payload }) => ({ ...template, payload })) },
+          headers: json ? {} : { Prefer: 'return=minimal' },
+        }),
+      )
+    } catch (error) {
+      if (error instanceof HostError && error.status === 413 && request.length > 1) {
+        const half = Math.ceil(request.length / 2)
+        await send(request.slice(0, half))
+        return send(request.slice(half))
+      }
+      if (error instanceof HostError && error.status === 413) {
+        refused += 1
+        console.error(`leasehold: line ${request[0]!.line}: ${error.message}`)
+        return
+      }
+      throw answeredOnce ? stoppedAt(error, request[0]!.line) : error
+    }
+    answeredOnce = true
+    let out = ''
+    answer.results.forEach((result, i) => {
+      if (!result.ok) {
+        refused += 1
+        console.error(`leasehold: line ${request[i]!.line}: ${result.detail} (${result.code})`)
+      } else if (json) out += `${JSON.stringify('job' in result ? result.job : result)}\n`
+      else out += `${'job_id' in result ? result.job_id : result.job.job_id}\n`
+    })
+    process.stdout.write(out)
+  }
+  for (const request of eachRequests(lines, Buffer.byteLength(JSON.stringify(template)))) await send(request)
+  return refused > 0 ? 1 : 0
+}
+
+/** A failed request of `--each` after others went: its error, saying which input lines it leaves out. */
+function stoppedAt(error: unknown, line: number): Error {
+  const message = (error as Error).message
+  // An answer refusing the request, or a connection refused, submitted none of it; a request cut off may have been.
+  const refusedConnection = (error as { cause?: { code?: unknown } }).cause?.code === 'ECONNREFUSED'
+  if (error instanceof HostError || refusedConnection) return new Error(`${message}; the jobs from line ${line} on were not submitted`)
+  return new Error(`${message}; the jobs from line ${line} on may not have been submitted (leasehold jobs lists those that were)`)
 }
 
 // ---------------------------------------------------------------------------------------------

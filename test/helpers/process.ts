@@ -12,15 +12,17 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): { status: n
 /**
  * Runs `leasehold …` to completion without blocking this process (runCli's spawnSync would stall
  * a host running in this process, which the command talks to). `started` hears of the child, so
- * a test can kill one left running.
+ * a test can kill one left running; `input`, if given, is its stdin.
  */
 export function runCliAsync(
   args: string[],
   env: NodeJS.ProcessEnv = {},
   started: (child: ChildProcess) => void = () => {},
+  input?: string,
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
   started(child)
+  if (input !== undefined) child.stdin!.end(input)
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))

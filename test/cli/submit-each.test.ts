@@ -1,0 +1,168 @@
+/**
+ * `leasehold submit --each`: a script's many jobs, one a line of its input, submitted in
+ * requests of submit-batch instead of one command (a Node start and a request) each. The real
+ * command (bin/leasehold.js) against an in-process host, found through `--data-dir`.
+ */
+import type { ChildProcess } from 'node:child_process'
+import { rmSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { startTestHost, tempDir, type TestHost } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
+
+/** The runner's own LEASEHOLD_* settings must not pick the host. */
+const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
+
+let host: TestHost
+const dirs: string[] = []
+const children: ChildProcess[] = []
+const servers: Server[] = []
+
+beforeAll(async () => {
+  host = await startTestHost({ workers: 0 })
+})
+afterAll(async () => {
+  await host.dispose()
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+  for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve))
+})
+
+const lines = (text: string) => text.trim().split('\n').filter(Boolean)
+
+/** A file holding `text` in a temp dir of its own. */
+function inputFile(text: string): string {
+  const dir = tempDir()
+  dirs.push(dir)
+  const file = join(dir, 'jobs.ndjson')
+  writeFileSync(file, text)
+  return file
+}
+
+/** Runs `leasehold submit <args>` against `on` (the test's host by default), with `stdin` as its input. */
+function submit(args: string[], { on = host, stdin }: { on?: TestHost; stdin?: string } = {}) {
+  return runCliAsync(['submit', ...args, '--data-dir', on.dataDir], CLEAN_ENV, (child) => children.push(child), stdin)
+}
+
+/** The jobs of `queue` on the test's host. */
+const jobsOf = (queue: string) => host.engine.listJobs({ limit: 500 }).jobs.filter((job) => job.queue === queue)
+
+describe('leasehold submit --each', () => {
+  test("one job per line, the other flags given to each; their ids printed in the input's order", async () => {
+    const file = inputFile('{"n": 1}\n\n{"n": 2}\r\n[3]\n"four"\n')
+    const result = await submit(['--type', 'thumb', '--priority', 'high', '--units', '2', '--queue', 'each-order', '--each', file])
+    expect(result.stderr).toBe('')
+    expect(result.status).toBe(0)
+    const ids = lines(result.stdout)
+    expect(ids).toHaveLength(4)
+    expect(ids.map((id) => host.engine.getJob(id).payload)).toEqual([{ n: 1 }, { n: 2 }, [3], 'four'])
+    for (const id of ids) expect(host.engine.getJob(id)).toMatchObject({ job_type: 'thumb', priority: 'HIGH', cost_units: 2, queue: 'each-order', state: 'QUEUED' })
+  })
+
+  test('--each - reads stdin; --json prints each job created as one line of JSON', async () => {
+    const result = await submit(['--type', 'piped', '--queue', 'each-stdin', '--json', '--each', '-'], { stdin: '{"file": "a.png"}\n{"file": "b.png"}\n' })
+    expect(result.status).toBe(0)
+    const jobs = lines(result.stdout).map((line) => JSON.parse(line) as { job_id: string; payload: unknown; job_type: string })
+    expect(jobs.map((job) => job.payload)).toEqual([{ file: 'a.png' }, { file: 'b.png' }])
+    expect(jobs.map((job) => host.engine.getJob(job.job_id).job_type)).toEqual(['piped', 'piped'])
+  })
+
+  test('more jobs than one request holds go in several requests, every job once and in order', async () => {
+    const count = 2_345
+    const file = inputFile(Array.from({ length: count }, (_, i) => JSON.stringify({ i })).join('\n'))
+    const result = await submit(['--type', 'many', '--queue', 'each-many', '--each', file])
+    expect(result.status).toBe(0)
+    const ids = lines(result.stdout)
+    expect(ids).toHaveLength(count)
+    expect(new Set(ids).size).toBe(count)
+    ids.forEach((id, i) => expect(host.engine.getJob(id).payload).toEqual({ i }))
+  })
+
+  test('a line that is not JSON submits nothing: one line naming it, exit 2', async () => {
+    const file = inputFile('{"ok": 1}\n{"ok": 2}\n{not json\n')
+    const result = await submit(['--type', 'broken', '--queue', 'each-broken', '--each', file])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(`--each ${file} line 3 is not valid JSON`)])
+    expect(result.stdout).toBe('')
+    expect(jobsOf('each-broken')).toEqual([])
+  })
+
+  test.each([
+    [['--payload', '{}'], '--each and --payload'],
+    [['--key', 'k-1'], '--each and --key'],
+    [['--wait'], '--each and --wait'],
+  ])('--each with %j is one line and exit 2, and submits nothing', async (args, text) => {
+    const file = inputFile('{}\n')
+    const result = await submit(['--type', 'conflict', '--queue', 'each-conflict', ...args, '--each', file])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(text)])
+    expect(jobsOf('each-conflict')).toEqual([])
+  })
+
+  test('an input that cannot be read is one line and exit 2', async () => {
+    const result = await submit(['--type', 't', '--each', '/no/such/jobs.ndjson'])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining('--each /no/such/jobs.ndjson: cannot read /no/such/jobs.ndjson (ENOENT)')])
+  })
+
+  test('a job the host refuses is one line on stderr naming its input line, and the exit is 1', async () => {
+    const file = inputFile('{"a": 1}\n{"a": 2}\n')
+    const result = await submit(['--type', 'too-big', '--units', '500', '--queue', 'each-refused', '--each', file])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([
+      expect.stringMatching(/^leasehold: line 1: .*500 exceeds the total capacity.*\(cost_exceeds_capacity\)$/),
+      expect.stringMatching(/^leasehold: line 2: .*\(cost_exceeds_capacity\)$/),
+    ])
+    expect(result.stdout).toBe('')
+    expect(jobsOf('each-refused')).toEqual([])
+  })
+})
+
+describe('leasehold submit --each against a host with a small body limit', () => {
+  let small: TestHost
+  beforeAll(async () => {
+    small = await startTestHost({ workers: 0, bodyLimitBytes: 4096 })
+  })
+  afterAll(async () => {
+    await small.dispose()
+  })
+
+  test('requests too large for the host go again in halves; a job too large alone is refused by its line, the others submitted', async () => {
+    const pad = 'x'.repeat(300)
+    const input = Array.from({ length: 30 }, (_, i) => JSON.stringify(i === 10 ? { i, pad: 'y'.repeat(5000) } : { i, pad }))
+    const result = await submit(['--type', 'padded', '--each', inputFile(input.join('\n'))], { on: small })
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringMatching(/^leasehold: line 11: .*\(payload_too_large\)$/)])
+    const ids = lines(result.stdout)
+    expect(ids.map((id) => (small.engine.getJob(id).payload as { i: number }).i)).toEqual([...Array(30).keys()].filter((i) => i !== 10))
+  })
+})
+
+describe('leasehold submit --each when a request fails after others went', () => {
+  test('the line says from which input line on the jobs were not submitted; those before are printed, exit 1', async () => {
+    let requests = 0
+    const fake = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        requests += 1
+        res.setHeader('content-type', 'application/json')
+        if (requests === 1) res.end(JSON.stringify({ results: [{ ok: true, job_id: 'first-job', state: 'QUEUED' }] }))
+        else res.writeHead(503).end(JSON.stringify({ detail: 'The host is stopping', code: 'shutting_down' }))
+      })
+    })
+    servers.push(fake)
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`
+    // Two lines of 200 KB each: too much for one request.
+    const big = JSON.stringify({ blob: 'z'.repeat(200_000) })
+    const result = await runCliAsync(['submit', '--type', 't', '--url', url, '--token', 'x', '--each', inputFile(`${big}\n${big}\n`)], CLEAN_ENV, (child) => children.push(child))
+    expect(requests).toBe(2)
+    expect(result.status).toBe(1)
+    expect(result.stdout).toBe('first-job\n')
+    expect(lines(result.stderr)).toEqual(['leasehold: The host is stopping (shutting_down); the jobs from line 2 on were not submitted'])
+  })
+})
