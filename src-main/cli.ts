@@ -8,7 +8,6 @@ import { QUEUE_HELP, queueCommand } from './commands/queue'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
 import { TOKEN_HELP, tokenCommand } from './commands/token'
-import { parseServeArgs, serveHelp } from './config'
 import { VERSION } from './version'
 
 const USAGE = `Usage: leasehold <command> [flags]
@@ -44,8 +43,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     console.log(USAGE)
     return 0
   }
-  const helps: Record<string, () => string> = {
-    serve: () => serveHelp(env),
+  // The host's config (and zod with it) is loaded for `serve` only, as the host is.
+  const helps: Record<string, () => string | Promise<string>> = {
+    serve: async () => (await import('./config')).serveHelp(env),
     submit: () => SUBMIT_HELP,
     jobs: () => JOBS_HELP,
     schedule: () => SCHEDULE_HELP,
@@ -55,11 +55,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     token: () => TOKEN_HELP,
   }
   if (command === 'help') {
-    console.log(helps[rest[0] ?? '']?.() ?? USAGE)
+    console.log((await helps[rest[0] ?? '']?.()) ?? USAGE)
     return 0
   }
   if (helps[command] && (rest.includes('-h') || rest.includes('--help'))) {
-    console.log(helps[command]!())
+    console.log(await helps[command]!())
     return 0
   }
   if (command === '-v' || command === '--version') {
@@ -81,7 +81,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
 async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // The host (Koa, SQLite, drizzle, the engine) is loaded for `serve` only: the client commands
   // start in about half the time without it.
-  const [{ startHost }, { DatabaseOpenError }, { HostStartError }] = await Promise.all([import('./host'), import('./db/open'), import('./data-dir/lock')])
+  const [{ startHost }, { DatabaseOpenError }, { HostStartError }, { parseServeArgs }] = await Promise.all([
+    import('./host'),
+    import('./db/open'),
+    import('./data-dir/lock'),
+    import('./config'),
+  ])
   let host
   let config
   try {

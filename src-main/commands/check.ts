@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { ConfigError, defaultDataDir } from '../config'
+import { ConfigError } from '../../src-shared/command-line'
+import { defaultDataDir } from '../../src-shared/client-target'
 
 export const CHECK_HELP = `Usage: leasehold check [flags]
 

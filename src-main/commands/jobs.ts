@@ -1,5 +1,5 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
-import { ConfigError } from '../config'
+import { ConfigError } from '../../src-shared/command-line'
 import { JOB_STATES, type JobState } from '../engine/rules/states'
 import { parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'

@@ -1,5 +1,5 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
-import { ConfigError } from '../config'
+import { ConfigError } from '../../src-shared/command-line'
 import type { components } from '../../src-shared/api-types'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'

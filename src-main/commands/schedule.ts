@@ -1,5 +1,5 @@
 import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
-import { ConfigError } from '../config'
+import { ConfigError } from '../../src-shared/command-line'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
 import { parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ConfigError, defaultDataDir } from '../config'
+import { ConfigError } from '../../src-shared/command-line'
+import { defaultDataDir } from '../../src-shared/client-target'
 import { createScopedToken, listScopedTokens, revokeScopedToken, TOKEN_SCOPES, type TokenScope } from '../data-dir/worker-tokens'
 
 export const TOKEN_HELP = `Usage: leasehold token create --scope worker | list | revoke ID [--data-dir PATH]

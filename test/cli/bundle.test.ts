@@ -81,3 +81,24 @@ describe('the host run from the command bundle', () => {
     expect(state).toBe('DONE')
   })
 })
+
+/**
+ * The packages a bundle file loads as it starts: its static imports and theirs, through the
+ * bundle's chunks (an `import()` inside a function loads only when it runs).
+ */
+function packagesLoadedBy(dir: string, file: string, seen = new Set<string>()): Set<string> {
+  const packages = new Set<string>()
+  if (seen.has(file)) return packages
+  seen.add(file)
+  for (const [, from] of readFileSync(join(dir, file), 'utf8').matchAll(/^import\s[^;]*?["']([^"']+)["']/gm)) {
+    if (from!.startsWith('./')) for (const name of packagesLoadedBy(dir, from!.slice(2), seen)) packages.add(name)
+    else if (!from!.startsWith('node:')) packages.add(from!)
+  }
+  return packages
+}
+
+describe("the command bundle's start", () => {
+  test('a client command loads the packages of the HTTP client only: not the host (Koa, SQLite, drizzle), nor zod', () => {
+    expect([...packagesLoadedBy(join(root, 'out', 'cli'), 'leasehold.js')].sort()).toEqual(['eventsource', 'openapi-fetch'])
+  })
+})

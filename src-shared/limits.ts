@@ -1,0 +1,37 @@
+/**
+ * The limits of what one request may carry and how long one may wait, shared by the host, the
+ * workers and the command line. Plain numbers, apart from the schemas of worker-exchange.ts
+ * (which re-exports them), so that a client command loads no zod for them.
+ */
+
+/** The most items one batch may carry (reports of an exchange, jobs of a batch submit). */
+export const MAX_BATCH_ITEMS = 1000
+/** The most jobs one claim may take. */
+export const MAX_CLAIM_JOBS = 256
+/** The longest id, token, worker id or stream name. */
+export const MAX_ID_CHARS = 200
+/** The longest error message or stack a failure report carries. */
+export const MAX_ERROR_CHARS = 100_000
+/** The most streams one claim may name. */
+export const MAX_STREAMS = 50
+
+/**
+ * Jobs a worker runs at once unless configured (`leasehold worker --concurrency`), and the
+ * fewest a local worker of the host runs (`leasehold serve --worker-concurrency`). Jobs mostly
+ * wait (on files, programs, the network), and while one waits another runs; the capacity units,
+ * not this number, keep the machine from being overrun. 32 rather than 16: a worker then claims
+ * and reports in batches twice as large, and the pool drained 5-20 % faster, with a quarter less
+ * of the workers' CPU per job (docs/performance.md).
+ */
+export const DEFAULT_WORKER_CONCURRENCY = 32
+
+/** The most jobs one worker may run at once (and so claim in one request). */
+export const MAX_WORKER_CONCURRENCY = 256
+
+/**
+ * The longest a long-poll waits in one request — a worker's claim, a file lease's retry wait —
+ * whatever transport asked. A larger wait is accepted and waits this long (the worker asks again).
+ */
+export const MAX_LONG_POLL_MS = 30_000
+/** The largest `max_wait_ms` a request may name (an hour); above it is 400. */
+export const MAX_WAIT_MS_ACCEPTED = 3_600_000
