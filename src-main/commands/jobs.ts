@@ -1,7 +1,6 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
-import { ConfigError } from '../../src-shared/command-line'
 import { JOB_STATES, type JobState } from '../engine/rules/states'
-import { parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 
 export const JOBS_HELP = `Usage: leasehold jobs [flags]

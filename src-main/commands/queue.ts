@@ -1,7 +1,6 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
-import { ConfigError } from '../../src-shared/command-line'
 import type { components } from '../../src-shared/api-types'
-import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, parseFlags, TARGET_HELP } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]

@@ -1,8 +1,7 @@
 import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
-import { ConfigError } from '../../src-shared/command-line'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
-import { parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
 import { answered, HostError, hostApi, table } from './http-client'
 import { buildSubmit, type SubmitFlags } from './submit'
 
