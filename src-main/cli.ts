@@ -19,7 +19,7 @@ makes background work yield to the person at the desk.
 Commands:
   serve       run the host without a window (HTTP API + scheduler)
   worker      run jobs for a host over HTTP, or over Redis only (--redis)
-  submit      submit a job (--at/--in delay it); --wait follows it to its end
+  submit      submit a job (--at/--in delay it); --wait follows it to its end; --each FILE: one job a line
   jobs        list jobs (--state, --limit, --json)
   schedule    recurring schedules: add, list, pause, resume, rm (cron, time zones)
   queue       list the queues, pause or resume one (queue list | pause Q | resume Q)

@@ -7,7 +7,8 @@ import { answered, HostError, hostApi } from './http-client'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
 
-Submits a job (POST /api/scheduler/jobs/submit) and prints its id.
+Submits a job (POST /api/scheduler/jobs/submit) and prints its id; with --each, one job per line
+of a file.
 
 Flags:
   --type TYPE          the job type, which picks the handler (required)
