@@ -88,7 +88,7 @@ describe("better-sqlite3's addon at npm install", () => {
       join(dir, 'node_modules', 'prebuild-install', 'bin.js'),
       `process.stderr.write(${JSON.stringify(prebuilt.output)}); if (${prebuilt.status} === 0) { ${layAddon} }; process.exit(${prebuilt.status})\n`,
     )
-    const gypScript = join(root, 'node-gyp.js')
+    const gypScript = join(root, 'node-gyp.cjs') // CommonJS whatever package.json lies above the temporary folder
     writeFileSync(
       gypScript,
       `require('fs').writeFileSync(${JSON.stringify(join(root, 'gyp-args.json'))}, JSON.stringify(process.argv.slice(2))); require('fs').appendFileSync(${JSON.stringify(join(root, 'gyp-flags.txt'))}, JSON.stringify({ CFLAGS: process.env.CFLAGS, LDFLAGS: process.env.LDFLAGS }) + '\\n'); console.log('cc sqlite3.c'); const status = ${gyp.ltoFails === true} && process.env.CFLAGS.includes('-flto') ? 1 : ${gyp.status}; if (status === 0) { ${layAddon} }; process.exit(status)\n`,
