@@ -4,6 +4,7 @@ import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi } from './http-client'
+import type { EachJob } from './wait'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
 
@@ -27,15 +28,19 @@ Flags:
   --wait               follow the job until it ends: a live progress line on stderr (saying why
                        the job waits while it does); exit 0 if
                        it is DONE, 1 if it FAILED, was CANCELED or timed out (TIMEOUT). A BLOCKED
-                       job is reported and waited on: an operator may requeue it
-  --json               print the job as JSON instead of its id (with --wait: {job, result} at the end)
+                       job is reported and waited on: an operator may requeue it. With --each:
+                       follows every job submitted, on one line counting the jobs ended by
+                       state; then one line per job that is not DONE, naming its input line
+                       and why; exit 0 if all are DONE
+  --json               print the job as JSON instead of its id (with --wait: {job, result} at the end;
+                       with --each: each job as it is submitted)
   --each FILE          one job per line of FILE (- for stdin), whose JSON is the job's payload;
                        the other flags apply to every job. The whole input is read first: a line
                        that is not JSON submits nothing (exit 2). Sent through
                        POST /api/scheduler/jobs/submit-batch, up to 1,000 jobs a request; prints
                        one id per job in the input's order (--json: one job per line). A job the
                        host refuses is one line on stderr naming its input line, the others are
-                       submitted, and the exit is 1. Not with --payload, --key or --wait
+                       submitted, and the exit is 1. Not with --payload or --key
 ${TARGET_HELP}
   -h, --help`
 
@@ -164,9 +169,18 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   if (flags.each !== undefined) {
     if (flags.payload !== undefined) throw new ConfigError('--each and --payload: each line of --each is its job\'s payload')
     if (flags.key !== undefined) throw new ConfigError('--each and --key: an idempotency key names one job')
-    if (flags.wait) throw new ConfigError('--each and --wait: --wait follows one job')
     const lines = readEachLines(flags.each)
-    return submitEach(resolveClientTarget(flags, env), body, lines, flags.json === true)
+    const target = resolveClientTarget(flags, env)
+    if (!flags.wait) return (await submitEach(target, body, lines, flags.json === true)).code
+    // The stream is open before the first job goes, so that no job's end can come before it.
+    const { followJobs, ProgressLine } = await import('./wait')
+    const follower = await followJobs(target)
+    try {
+      const { code, jobs } = await submitEach(target, body, lines, flags.json === true)
+      return Math.max(code, await follower.wait(jobs, new ProgressLine(process.stderr)))
+    } finally {
+      follower.close()
+    }
   }
   const target = resolveClientTarget(flags, env)
   let job: components['schemas']['QueueJob']
@@ -226,8 +240,9 @@ function eachRequests(lines: EachLine[], templateBytes: number): EachLine[][] {
  * is one line on stderr. Exit 1 if any was refused; a request that fails stops the command, and
  * its line says from which input line on the jobs were not submitted.
  */
-async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], json: boolean): Promise<number> {
+async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], json: boolean): Promise<{ code: number; jobs: EachJob[] }> {
   const api = hostApi(target)
+  const jobs: EachJob[] = []
   let refused = 0
   let answeredOnce = false
   const send = async (request: EachLine[]): Promise<void> => {
@@ -259,13 +274,16 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
       if (!result.ok) {
         refused += 1
         console.error(`leasehold: line ${request[i]!.line}: ${result.detail} (${result.code})`)
-      } else if (json) out += `${JSON.stringify('job' in result ? result.job : result)}\n`
-      else out += `${'job_id' in result ? result.job_id : result.job.job_id}\n`
+        return
+      }
+      const jobId = 'job_id' in result ? result.job_id : result.job.job_id
+      jobs.push({ job_id: jobId, line: request[i]!.line })
+      out += json ? `${JSON.stringify('job' in result ? result.job : result)}\n` : `${jobId}\n`
     })
     process.stdout.write(out)
   }
   for (const request of eachRequests(lines, Buffer.byteLength(JSON.stringify(template)))) await send(request)
-  return refused > 0 ? 1 : 0
+  return { code: refused > 0 ? 1 : 0, jobs }
 }
 
 /** A failed request of `--each` after others went: its error, saying which input lines it leaves out. */

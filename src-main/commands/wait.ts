@@ -3,9 +3,9 @@ import type { components } from '../../src-shared/api-types'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 
-/** `leasehold submit --wait`: a job followed to its end, on a live progress line. */
+/** `leasehold submit --wait`: a job (with --each, every job submitted) followed to its end on a live progress line, through the event stream. */
 
-const TERMINAL = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
+const TERMINAL: ReadonlySet<string> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** GET /api/scheduler/jobs/{job_id}: the job as the reads show it, and its result once it ended. */
 export type JobAnswer = components['schemas']['JobWithResult']
@@ -17,7 +17,8 @@ export class ProgressLine {
 
   constructor(private readonly out: NodeJS.WriteStream) {}
 
-  private get tty(): boolean {
+  /** Whether the line is redrawn in place (a terminal). */
+  get tty(): boolean {
     return this.out.isTTY === true
   }
 
@@ -100,6 +101,84 @@ function eventJobId(data: string): string | null {
   }
 }
 
+/** What {@link followEvents} tells its caller. */
+interface StreamListener {
+  /** The stream is open: events from now on will come. `resumed`: it went on from the last event seen. */
+  opened(resumed: boolean): void
+  /** An event of the log (a StreamEvent as text). */
+  event(data: string): void
+  /** Events were missed (a `gap` frame): what the caller knows must be read again. */
+  gap(): void
+  /** The host refused the stream (4xx), or stayed unreachable past GIVE_UP_MS: the wait ends with this error. */
+  failed(error: Error): void
+}
+
+/**
+ * The host's event stream, followed until the returned function is called: opened again when
+ * the host answered it with a 5xx, resumed with Last-Event-ID whenever it drops.
+ */
+function followEvents(target: ClientTarget, listener: StreamListener): () => void {
+  let closed = false
+  // The stream's requests carry the token; a refusal is kept as the host said it, and a failed
+  // connection as the reason it failed, for the one line the wait ends with.
+  let refusal: HostError | null = null
+  let connectError: unknown = null
+  const fetchWithToken: FetchLike = async (url, init) => {
+    try {
+      const response = await fetch(url, { ...init, headers: { ...init.headers, authorization: `Bearer ${target.token}` } })
+      if (!response.ok) refusal = hostError(response.status, response.statusText, await response.clone().json().catch(() => null))
+      return response
+    } catch (error) {
+      connectError = error
+      throw error
+    }
+  }
+
+  let source = null as EventLogSource | null
+  let lastEventId: string | null = null
+  let unreachableSince: number | null = null
+  let reopenTimer: ReturnType<typeof setTimeout> | null = null
+  const fail = (error: Error) => {
+    closed = true
+    source?.close()
+    listener.failed(error)
+  }
+  const open = () => {
+    // A stream opened again after the host refused it resumes where the last one stopped.
+    const url = new URL('/api/events/stream', target.url)
+    if (lastEventId !== null) url.searchParams.set('last_event_id', lastEventId)
+    const stream = (source = new EventLogSource(url, { fetch: fetchWithToken }))
+    stream.onopen = () => {
+      unreachableSince = null
+      listener.opened(lastEventId !== null)
+    }
+    stream.onevent = (event) => {
+      if (event.lastEventId) lastEventId = event.lastEventId
+      if (event.type === 'gap') listener.gap()
+      else listener.event(event.data)
+    }
+    stream.onerror = (event: ErrorEvent) => {
+      if (closed) return
+      if (stream.readyState !== EventSource.CLOSED) {
+        // Dropped or unreachable: the EventSource tries again by itself, resuming with Last-Event-ID.
+        unreachableSince ??= Date.now()
+        if (Date.now() - unreachableSince > GIVE_UP_MS) fail(unreachable(target.url, connectError ?? new Error(event.message ?? 'the event stream dropped')))
+        return
+      }
+      // Answered with another status than 200: a refusal ends the wait, a 5xx is tried again.
+      const status = event.code ?? refusal?.status ?? 0
+      if (status >= 400 && status < 500) fail(refusal ?? new HostError(status, `http_${status}`, event.message ?? 'the event stream was refused', {}))
+      else reopenTimer = setTimeout(open, REOPEN_MS)
+    }
+  }
+  open()
+  return () => {
+    closed = true
+    if (reopenTimer) clearTimeout(reopenTimer)
+    source?.close()
+  }
+}
+
 /**
  * Follows a job to its end: the event stream (resumed with Last-Event-ID when it drops) says
  * when the job changed, a GET of the job after each (re)connect closes the race with events
@@ -160,64 +239,19 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
     return reading
   }
 
-  // The stream's requests carry the token; a refusal is kept as the host said it, and a failed
-  // connection as the reason it failed, for the one line --wait ends with.
-  let refusal: HostError | null = null
-  let connectError: unknown = null
-  const fetchWithToken: FetchLike = async (url, init) => {
-    try {
-      const response = await fetch(url, { ...init, headers: { ...init.headers, authorization: `Bearer ${target.token}` } })
-      if (!response.ok) refusal = hostError(response.status, response.statusText, await response.clone().json().catch(() => null))
-      return response
-    } catch (error) {
-      connectError = error
-      throw error
-    }
-  }
-
-  let source = null as EventLogSource | null
-  let lastEventId: string | null = null
-  let unreachableSince: number | null = null
-  let reopenTimer: ReturnType<typeof setTimeout> | null = null
-  const open = () => {
-    // A stream opened again after the host refused it resumes where the last one stopped.
-    const url = new URL('/api/events/stream', target.url)
-    if (lastEventId !== null) url.searchParams.set('last_event_id', lastEventId)
-    const stream = (source = new EventLogSource(url, { fetch: fetchWithToken }))
-    stream.onopen = () => {
-      unreachableSince = null
-      // Subscribed: whatever happened before is in the job itself.
-      void refresh()
-    }
-    stream.onevent = (event) => {
-      if (event.lastEventId) lastEventId = event.lastEventId
-      if (event.type === 'gap') void refresh()
-      else if (event.data.includes(jobId) && eventJobId(event.data) === jobId) void refresh()
-    }
-    stream.onerror = (event: ErrorEvent) => {
-      if (done) return
-      if (stream.readyState !== EventSource.CLOSED) {
-        // Dropped or unreachable: the EventSource tries again by itself, resuming with Last-Event-ID.
-        unreachableSince ??= Date.now()
-        if (Date.now() - unreachableSince > GIVE_UP_MS) {
-          line.finish()
-          end(unreachable(target.url, connectError ?? new Error(event.message ?? 'the event stream dropped')))
-        }
-        return
-      }
-      // Answered with another status than 200: a refusal ends the wait, a 5xx is tried again.
-      const status = event.code ?? refusal?.status ?? 0
-      if (status >= 400 && status < 500) {
-        line.finish()
-        end(refusal ?? new HostError(status, `http_${status}`, event.message ?? 'the event stream was refused', {}))
-        return
-      }
-      reopenTimer = setTimeout(open, REOPEN_MS)
-    }
-  }
-
+  const close = followEvents(target, {
+    // Subscribed: whatever happened before is in the job itself.
+    opened: () => void refresh(),
+    event: (data) => {
+      if (data.includes(jobId) && eventJobId(data) === jobId) void refresh()
+    },
+    gap: () => void refresh(),
+    failed: (error) => {
+      line.finish()
+      end(error)
+    },
+  })
   const poll = setInterval(() => void refresh(), POLL_MS)
-  open()
   try {
     const result = await settled
     await reading
@@ -225,9 +259,204 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
     return result
   } finally {
     clearInterval(poll)
-    if (reopenTimer) clearTimeout(reopenTimer)
-    source?.close()
+    close()
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// submit --each --wait
+
+type JobState = components['schemas']['JobState']
+
+/** A job of `submit --each`: its id, and the line of the input it came from. */
+export interface EachJob {
+  job_id: string
+  line: number
+}
+
+/** How a job of `--each --wait` may end, in the order the line counts them ('gone': purged before it was read). */
+const ENDINGS = ['DONE', 'FAILED', 'CANCELED', 'TIMEOUT', 'gone'] as const
+
+/** How many reads of jobs go at once when they must be read one by one. */
+const READS_AT_ONCE = 8
+/** How often the many-jobs line is redrawn at most: on a terminal, and in a log. */
+const REDRAW_MS = { tty: 200, log: 5000 }
+
+/** `fn` for each of `items`, at most `limit` at a time. */
+async function eachAtMost<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  const lane = async () => {
+    while (next < items.length) await fn(items[next++]!)
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane))
+}
+
+/** A job's event as `[job_id, the job's state after it]`; null for any other event. */
+function jobEventState(data: string): [string, JobState] | null {
+  try {
+    const event = JSON.parse(data) as Partial<components['schemas']['StreamEvent']>
+    const state = event.data?.state
+    return event.entity_type === 'JOB' && typeof event.job_id === 'string' && typeof state === 'string' ? [event.job_id, state as JobState] : null
+  } catch {
+    return null
+  }
+}
+
+/** Follows the jobs of `submit --each --wait`: see {@link followJobs}. */
+export interface JobsFollower {
+  /** Waits until every one of `jobs` has ended, on a live line; says why each that is not DONE ended. The exit code: 0 if all are DONE. */
+  wait(jobs: EachJob[], line: ProgressLine): Promise<number>
+  close(): void
+}
+
+/**
+ * `submit --each --wait`: opens the event stream before the jobs are submitted (resolving once
+ * the host has subscribed it), so that no job's end can come before it; until `wait` names the
+ * jobs, the last state of every job an event names is kept, for the ones that end before their
+ * submit is answered. Then each job's events move it on, and a job that reaches DONE, FAILED,
+ * CANCELED or TIMEOUT has ended. A `gap` in the stream, or a stream opened again with nothing to
+ * resume from, reads the jobs not ended one by one (they may have ended unseen).
+ */
+export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
+  const api = hostApi(target)
+  /** Until `wait`: the last state of every job an event named. */
+  let seen: Map<string, JobState> | null = new Map()
+  /** Events may have been missed before `wait`: the jobs are read once it names them. */
+  let missedBefore = false
+  /** Ours that have not ended: their last state known (null before any). */
+  const pending = new Map<string, JobState | null>()
+  const ended = new Map<string, JobState | 'gone'>()
+  let failure: Error | null = null
+  let changed = () => {}
+
+  const note = (jobId: string, state: JobState | 'gone') => {
+    if (!pending.has(jobId)) return
+    if (state === 'gone' || TERMINAL.has(state)) {
+      pending.delete(jobId)
+      ended.set(jobId, state)
+    } else pending.set(jobId, state)
+    changed()
+  }
+
+  // Reads of the jobs not ended run one round at a time; one asked for meanwhile runs after it.
+  let reading: Promise<void> | null = null
+  let again = false
+  const readPending = (): void => {
+    if (seen) {
+      missedBefore = true
+      return
+    }
+    if (reading) {
+      again = true
+      return
+    }
+    reading = (async () => {
+      do {
+        again = false
+        let unanswered = false
+        await eachAtMost([...pending.keys()], READS_AT_ONCE, async (jobId) => {
+          try {
+            const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id: jobId } } }))
+            note(jobId, answer.job.state)
+          } catch (error) {
+            // Gone (purged, or pruned by retention): it had ended. The host away: read it again later.
+            if (error instanceof HostError && error.status === 404) note(jobId, 'gone')
+            else unanswered = true
+          }
+        })
+        if (unanswered && failure === null) await new Promise((resolve) => setTimeout(resolve, REOPEN_MS))
+        again ||= unanswered && failure === null
+      } while (again && pending.size > 0)
+      reading = null
+    })()
+  }
+
+  let openedOnce = false
+  let resolveOpen!: () => void
+  let rejectOpen!: (error: Error) => void
+  const open = new Promise<void>((resolve, reject) => {
+    resolveOpen = resolve
+    rejectOpen = reject
+  })
+  const close = followEvents(target, {
+    opened: (resumed) => {
+      if (!openedOnce) {
+        openedOnce = true
+        resolveOpen()
+      } else if (!resumed) readPending()
+    },
+    event: (data) => {
+      const job = jobEventState(data)
+      if (job && seen) seen.set(job[0], job[1])
+      else if (job) note(job[0], job[1])
+    },
+    gap: readPending,
+    failed: (error) => {
+      failure = error
+      rejectOpen(error)
+      changed()
+    },
+  })
+  try {
+    await open
+  } catch (error) {
+    close()
+    throw error
+  }
+
+  const wait = async (jobs: EachJob[], line: ProgressLine): Promise<number> => {
+    for (const job of jobs) pending.set(job.job_id, null)
+    const early = seen!
+    seen = null
+    for (const [jobId, state] of early) note(jobId, state)
+    if (missedBefore) readPending()
+
+    const render = () => {
+      const counts = new Map<string, number>(ENDINGS.map((state) => [state, 0]))
+      for (const state of ended.values()) counts.set(state, counts.get(state)! + 1)
+      const states = [...counts].filter(([, n]) => n > 0).map(([state, n]) => `${n.toLocaleString('en-US')} ${state}`).join(', ')
+      let text = `${ended.size.toLocaleString('en-US')} of ${jobs.length.toLocaleString('en-US')} jobs ended${states ? ` (${states})` : ''}`
+      let blocked = 0
+      for (const state of pending.values()) if (state === 'BLOCKED') blocked += 1
+      if (blocked > 0) text += `; ${blocked.toLocaleString('en-US')} BLOCKED, waiting for an operator`
+      line.show(text)
+    }
+    await new Promise<void>((resolve) => {
+      let timer: ReturnType<typeof setTimeout> | null = null
+      const settle = () => {
+        if (timer) clearTimeout(timer)
+        resolve()
+      }
+      changed = () => {
+        if (pending.size === 0 || failure) return settle()
+        timer ??= setTimeout(() => {
+          timer = null
+          render()
+        }, line.tty ? REDRAW_MS.tty : REDRAW_MS.log)
+      }
+      render()
+      changed()
+    })
+    close()
+    render()
+    line.finish()
+    if (failure) throw failure
+    // Why each job that is not DONE ended, in the input's order.
+    const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
+    const reasons = new Map<string, string>()
+    await eachAtMost(notDone, READS_AT_ONCE, async ({ job_id }) => {
+      if (ended.get(job_id) === 'gone') return void reasons.set(job_id, 'no longer on the host (purged)')
+      try {
+        const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } }))
+        reasons.set(job_id, `${ended.get(job_id)}: ${describeError(answer)}`)
+      } catch (error) {
+        reasons.set(job_id, `${ended.get(job_id)} (${(error as Error).message})`)
+      }
+    })
+    for (const job of notDone) console.error(`leasehold: line ${job.line}: job ${job.job_id} ${reasons.get(job.job_id)}`)
+    return notDone.length > 0 ? 1 : 0
+  }
+  return { wait, close }
 }
 
 /** What a BLOCKED job waits on, from its open blocker. */

@@ -5,7 +5,7 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { rmSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
+import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
@@ -51,6 +51,21 @@ function submit(args: string[], { on = host, stdin }: { on?: TestHost; stdin?: s
 /** The jobs of `queue` on the test's host. */
 const jobsOf = (queue: string) => host.engine.listJobs({ limit: 500 }).jobs.filter((job) => job.queue === queue)
 
+/** Leases the oldest queued job of `type` on `on`, as a test-driven worker would: the report that ends it. */
+function take(type: string, on: TestHost = host) {
+  const decision = on.engine.claimAndLease({ worker_id: 'each-worker', accept_job_types: [type] })
+  if (!decision.granted) throw new Error(`no grant: ${decision.reason}`)
+  return { job_id: decision.job.id, attempt_id: decision.lease.attempt_id!, worker_id: 'each-worker', lease_token: decision.lease.token! }
+}
+
+async function until(what: string, ready: () => boolean): Promise<void> {
+  const deadline = Date.now() + 20_000
+  while (!ready()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
 describe('leasehold submit --each', () => {
   test("one job per line, the other flags given to each; their ids printed in the input's order", async () => {
     const file = inputFile('{"n": 1}\n\n{"n": 2}\r\n[3]\n"four"\n')
@@ -94,7 +109,6 @@ describe('leasehold submit --each', () => {
   test.each([
     [['--payload', '{}'], '--each and --payload'],
     [['--key', 'k-1'], '--each and --key'],
-    [['--wait'], '--each and --wait'],
   ])('--each with %j is one line and exit 2, and submits nothing', async (args, text) => {
     const file = inputFile('{}\n')
     const result = await submit(['--type', 'conflict', '--queue', 'each-conflict', ...args, '--each', file])
@@ -140,6 +154,20 @@ describe('leasehold submit --each against a host with a small body limit', () =>
     const ids = lines(result.stdout)
     expect(ids.map((id) => (small.engine.getJob(id).payload as { i: number }).i)).toEqual([...Array(30).keys()].filter((i) => i !== 10))
   })
+
+  test('with --wait, a line the host refuses is its line on stderr; the jobs submitted are waited for all the same, and the exit is 1', async () => {
+    const input = [{ n: 1 }, { n: 2, pad: 'y'.repeat(5000) }, { n: 3 }].map((line) => JSON.stringify(line)).join('\n')
+    const running = submit(['--type', 'each-wait-small', '--wait', '--each', inputFile(input)], { on: small })
+    await until('the two jobs', () => small.engine.listJobs({ limit: 10 }).jobs.filter((job) => job.job_type === 'each-wait-small').length === 2)
+    small.engine.complete({ ...take('each-wait-small', small), result: null })
+    small.engine.complete({ ...take('each-wait-small', small), result: null })
+    const result = await running
+    expect(result.status).toBe(1)
+    expect(lines(result.stdout)).toHaveLength(2)
+    const said = lines(result.stderr)
+    expect(said[0]).toMatch(/^leasehold: line 2: .*\(payload_too_large\)$/)
+    expect(said.at(-1)).toBe('2 of 2 jobs ended (2 DONE)')
+  })
 })
 
 describe('leasehold submit --each when a request fails after others went', () => {
@@ -164,5 +192,110 @@ describe('leasehold submit --each when a request fails after others went', () =>
     expect(result.status).toBe(1)
     expect(result.stdout).toBe('first-job\n')
     expect(lines(result.stderr)).toEqual(['leasehold: The host is stopping (shutting_down); the jobs from line 2 on were not submitted'])
+  })
+})
+
+describe('leasehold submit --each --wait', () => {
+  test('exit 1 once every job has ended, with one line per job that is not DONE naming its input line and why, in the input\'s order', async () => {
+    const running = submit(['--type', 'each-wait', '--queue', 'each-wait', '--wait', '--each', inputFile('{"n": 1}\n{"n": 2}\n\n{"n": 3}\n{"n": 4}\n')])
+    await until('the four jobs', () => jobsOf('each-wait').length === 4)
+    const [first, second, third] = [take('each-wait'), take('each-wait'), take('each-wait')]
+    host.engine.fail({ ...second, error: { code: 'E_DISK', message: 'disk on fire', retryable: false } })
+    host.engine.complete({ ...first, result: null })
+    host.engine.complete({ ...third, result: null })
+    const fourth = jobsOf('each-wait').find((job) => job.state === 'QUEUED')!
+    host.engine.cancel(fourth.id, 'not needed')
+    const result = await running
+    expect(result.status).toBe(1)
+    expect(lines(result.stdout)).toEqual([first.job_id, second.job_id, third.job_id, fourth.id])
+    const said = lines(result.stderr)
+    expect(said.at(-3)).toBe('4 of 4 jobs ended (2 DONE, 1 FAILED, 1 CANCELED)')
+    expect(said.slice(-2)).toEqual([`leasehold: line 2: job ${second.job_id} FAILED: disk on fire (E_DISK)`, `leasehold: line 5: job ${fourth.id} CANCELED: canceled: not needed`])
+  })
+})
+
+describe('leasehold submit --each --wait against a host with a local worker', () => {
+  let pooled: TestHost
+  beforeAll(async () => {
+    pooled = await startTestHost({ workers: 1 })
+  })
+  afterAll(async () => {
+    await pooled.dispose()
+  })
+
+  test('follows every job a worker runs to its end: exit 0 once all 300 are DONE', async () => {
+    const input = Array.from({ length: 300 }, (_, i) => JSON.stringify({ i })).join('\n')
+    const result = await submit(['--type', 'noop', '--wait', '--each', inputFile(input)], { on: pooled })
+    expect(result.status).toBe(0)
+    const ids = lines(result.stdout)
+    expect(ids).toHaveLength(300)
+    expect(lines(result.stderr).at(-1)).toBe('300 of 300 jobs ended (300 DONE)')
+    expect(ids.every((id) => pooled.engine.getJob(id).state === 'DONE')).toBe(true)
+  })
+})
+
+describe('leasehold submit --each --wait and the event stream', () => {
+  /**
+   * A host of the API's shape for --each --wait: an event stream, a submit-batch that names its
+   * jobs `job-1`, `job-2`, … and calls `beforeAnswer` with the stream first, and reads of jobs
+   * that find each DONE (counted).
+   */
+  async function fakeHost(beforeAnswer: (stream: ServerResponse, ids: string[]) => Promise<void>, afterAnswer: (stream: ServerResponse) => void = () => {}) {
+    let stream: ServerResponse | null = null
+    let reads = 0
+    const fake = createServer((req, res) => {
+      if (req.url!.startsWith('/api/events/stream')) {
+        stream = res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.write('retry: 2000\n\n')
+        return
+      }
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', async () => {
+        res.setHeader('content-type', 'application/json')
+        if (req.url === '/api/scheduler/jobs/submit-batch') {
+          const { jobs } = JSON.parse(Buffer.concat(chunks).toString()) as { jobs: unknown[] }
+          const ids = jobs.map((_, i) => `job-${i + 1}`)
+          await beforeAnswer(stream!, ids)
+          res.end(JSON.stringify({ results: ids.map((job_id) => ({ ok: true, job_id, state: 'QUEUED' })) }))
+          setTimeout(() => afterAnswer(stream!), 100)
+          return
+        }
+        reads += 1
+        res.end(JSON.stringify({ job: { job_id: req.url!.split('/').at(-1), state: 'DONE' }, result: null }))
+      })
+    })
+    servers.push(fake)
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`
+    const run = () => runCliAsync(['submit', '--type', 't', '--url', url, '--token', 'x', '--wait', '--each', inputFile('{}\n{}\n')], CLEAN_ENV, (child) => children.push(child))
+    return { run, reads: () => reads, close: () => stream?.end() }
+  }
+
+  const doneEvent = (id: string, n: number) =>
+    `id: ${n}\nevent: JOB_DONE\ndata: ${JSON.stringify({ id: n, type: 'JOB_DONE', entity_type: 'JOB', entity_id: id, job_id: id, data: { state: 'DONE' } })}\n\n`
+
+  test('a job whose end the stream tells before its submit is answered counts as ended', async () => {
+    const host = await fakeHost(async (stream, ids) => {
+      stream.write(ids.map((id, i) => doneEvent(id, i + 1)).join(''))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    })
+    const result = await host.run()
+    host.close()
+    expect(result.status).toBe(0)
+    expect(lines(result.stderr).at(-1)).toBe('2 of 2 jobs ended (2 DONE)')
+    expect(host.reads()).toBe(0)
+  })
+
+  test('after a gap in the stream the jobs not ended are read one by one', async () => {
+    const host = await fakeHost(
+      async () => {},
+      (stream) => stream.write(`event: gap\ndata: ${JSON.stringify({ missed_from: 1, missed_to: 9 })}\n\n`),
+    )
+    const result = await host.run()
+    host.close()
+    expect(result.status).toBe(0)
+    expect(lines(result.stderr).at(-1)).toBe('2 of 2 jobs ended (2 DONE)')
+    expect(host.reads()).toBe(2)
   })
 })
