@@ -240,7 +240,11 @@ describe('leasehold submit --each --wait and the event stream', () => {
    * jobs `job-1`, `job-2`, … and calls `beforeAnswer` with the stream first, and reads of jobs
    * that find each DONE (counted).
    */
-  async function fakeHost(beforeAnswer: (stream: ServerResponse, ids: string[]) => Promise<void>, afterAnswer: (stream: ServerResponse) => void = () => {}) {
+  async function fakeHost(
+    beforeAnswer: (stream: ServerResponse, ids: string[]) => Promise<void>,
+    afterAnswer: (stream: ServerResponse) => void = () => {},
+    afterMs = 100,
+  ) {
     let stream: ServerResponse | null = null
     let reads = 0
     const fake = createServer((req, res) => {
@@ -258,7 +262,7 @@ describe('leasehold submit --each --wait and the event stream', () => {
           const ids = jobs.map((_, i) => `job-${i + 1}`)
           await beforeAnswer(stream!, ids)
           res.end(JSON.stringify({ results: ids.map((job_id) => ({ ok: true, job_id, state: 'QUEUED' })) }))
-          setTimeout(() => afterAnswer(stream!), 100)
+          setTimeout(() => afterAnswer(stream!), afterMs)
           return
         }
         reads += 1
@@ -272,8 +276,9 @@ describe('leasehold submit --each --wait and the event stream', () => {
     return { run, reads: () => reads, close: () => stream?.end() }
   }
 
-  const doneEvent = (id: string, n: number) =>
-    `id: ${n}\nevent: JOB_DONE\ndata: ${JSON.stringify({ id: n, type: 'JOB_DONE', entity_type: 'JOB', entity_id: id, job_id: id, data: { state: 'DONE' } })}\n\n`
+  const jobEvent = (type: string, state: string, id: string, n: number) =>
+    `id: ${n}\nevent: ${type}\ndata: ${JSON.stringify({ id: n, type, entity_type: 'JOB', entity_id: id, job_id: id, data: { state } })}\n\n`
+  const doneEvent = (id: string, n: number) => jobEvent('JOB_DONE', 'DONE', id, n)
 
   test('a job whose end the stream tells before its submit is answered counts as ended', async () => {
     const host = await fakeHost(async (stream, ids) => {
@@ -298,4 +303,18 @@ describe('leasehold submit --each --wait and the event stream', () => {
     expect(lines(result.stderr).at(-1)).toBe('2 of 2 jobs ended (2 DONE)')
     expect(host.reads()).toBe(2)
   })
+
+  test('a BLOCKED job is counted on the line as waiting for an operator, and waited for', async () => {
+    // Not on a terminal, the line is drawn again at most every 5 s: the blocked job ends after that.
+    const host = await fakeHost(
+      async (stream, ids) => void stream.write(jobEvent('JOB_BLOCKED', 'BLOCKED', ids[0]!, 1) + doneEvent(ids[1]!, 2)),
+      (stream) => stream.write(jobEvent('JOB_REQUEUED', 'QUEUED', 'job-1', 3) + doneEvent('job-1', 4)),
+      6_000,
+    )
+    const result = await host.run()
+    host.close()
+    expect(result.status).toBe(0)
+    expect(lines(result.stderr)).toContain('1 of 2 jobs ended (1 DONE); 1 BLOCKED, waiting for an operator')
+    expect(lines(result.stderr).at(-1)).toBe('2 of 2 jobs ended (2 DONE)')
+  }, 15_000)
 })
