@@ -1638,8 +1638,10 @@ export interface components {
             /** @description Jobs it changed (0 on a dry run) */
             changed: number;
             dry_run: boolean;
-            /** @description A dry run of retry or purge: the time it counted up to (give it as finished_by to act on those jobs); else null */
+            /** @description A dry run of retry or purge: the time it counted up to; else null */
             counted_at: components["schemas"]["Timestamp"] | null;
+            /** @description A dry run of retry or purge: the newest event of the log when it counted (give it as counted_through to act on exactly the jobs counted); else null */
+            counted_through: number | null;
         };
         QueueSummary: {
             queue: string;
@@ -3952,8 +3954,10 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
-                    /** @description Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted */
+                    /** @description Retry and purge: only jobs that finished at or before this time */
                     finished_by?: components["schemas"]["Timestamp"];
+                    /** @description Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted */
+                    counted_through?: number;
                     /** @description Who asked, recorded in the event */
                     requested_by?: string | null;
                 };
@@ -3998,8 +4002,10 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
-                    /** @description Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted */
+                    /** @description Retry and purge: only jobs that finished at or before this time */
                     finished_by?: components["schemas"]["Timestamp"];
+                    /** @description Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted */
+                    counted_through?: number;
                     /** @description Who asked, recorded in the event */
                     requested_by?: string | null;
                 };
@@ -4044,8 +4050,10 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
-                    /** @description Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted */
+                    /** @description Retry and purge: only jobs that finished at or before this time */
                     finished_by?: components["schemas"]["Timestamp"];
+                    /** @description Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted */
+                    counted_through?: number;
                     /** @description Who asked, recorded in the event */
                     requested_by?: string | null;
                 };

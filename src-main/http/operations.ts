@@ -27,9 +27,13 @@ export const BulkRequest = z.strictObject({
   addon_id: z.string().min(1).max(200).optional(),
   all: z.boolean().optional().describe('Cancel or purge with an empty filter: every job the action applies to'),
   dry_run: z.boolean().optional().describe('Count the matching jobs, change nothing'),
-  finished_by: IsoTime.optional().describe(
-    "Retry and purge: only jobs that finished at or before this time. Give a dry run's counted_at to act on exactly the jobs it counted",
-  ),
+  finished_by: IsoTime.optional().describe('Retry and purge: only jobs that finished at or before this time'),
+  counted_through: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe("Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted"),
   requested_by: RequestedBy,
 })
 export type BulkRequest = z.infer<typeof BulkRequest>
@@ -62,7 +66,12 @@ export const BulkAnswer = z
     matched: z.number().int().describe('Jobs the filter selected among those the action applies to'),
     changed: z.number().int().describe('Jobs it changed (0 on a dry run)'),
     dry_run: z.boolean(),
-    counted_at: IsoTime.nullable().describe('A dry run of retry or purge: the time it counted up to (give it as finished_by to act on those jobs); else null'),
+    counted_at: IsoTime.nullable().describe('A dry run of retry or purge: the time it counted up to; else null'),
+    counted_through: z
+      .number()
+      .int()
+      .nullable()
+      .describe('A dry run of retry or purge: the newest event of the log when it counted (give it as counted_through to act on exactly the jobs counted); else null'),
   })
   .meta({ id: 'BulkAnswer' })
 export type BulkAnswer = z.infer<typeof BulkAnswer>
@@ -137,11 +146,12 @@ export const operationsApi: Api = {
         answer: BulkAnswer,
         grouped: false,
         run: async ({ body }, { engine }) => {
-          const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by } = body
-          const request = { filter: { states, queue, job_type, addon_id }, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by) }
-          const plan = engine.planBulk(action as BulkAction, request)
+          const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by, counted_through } = body
+          const filter = { states, queue, job_type, addon_id }
+          const plan = engine.planBulk(action as BulkAction, { filter, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by), counted_through })
           const { matched, changed } = await runBulk(engine, plan)
-          return { action, matched, changed, dry_run: plan.dryRun, counted_at: plan.dryRun && plan.finishedBy !== null ? iso(plan.finishedBy) : null }
+          const counted = plan.dryRun && action !== 'cancel'
+          return { action, matched, changed, dry_run: plan.dryRun, counted_at: counted ? iso(plan.finishedBy) : null, counted_through: counted ? plan.countedThrough : null }
         },
       }),
     ),

@@ -4,7 +4,7 @@ import type { JobFilter } from './jobs.svelte'
 /** A bulk action counted and waiting for the operator's yes. */
 export interface PendingBulk {
   action: BulkAction
-  /** What the action will be asked: for retry and purge, only the jobs finished by the time of the count (`finished_by`). */
+  /** What the action will be asked: for retry and purge, only the jobs counted (`counted_through`: none changed since the count). */
   request: BulkRequest
   /** How many jobs it will touch, as the host counted them (a dry run). */
   matched: number
@@ -13,7 +13,7 @@ export interface PendingBulk {
 /**
  * Bulk retry and purge of the jobs the jobs view's filter selects. The host counts the jobs
  * first (a dry run), the operator confirms that number, then the host acts on the jobs it
- * counted (those finished by the time of the count) and says how many it changed.
+ * counted (none that finished or changed after the count) and says how many it changed.
  */
 export class BulkState {
   pending = $state<PendingBulk | null>(null)
@@ -53,9 +53,9 @@ export class BulkState {
     this.result = null
     this.error = null
     try {
-      const { matched, counted_at } = await this.api.bulk(action, { ...request, dry_run: true })
+      const { matched, counted_through } = await this.api.bulk(action, { ...request, dry_run: true })
       // Jobs that finish between the count and the yes are not swept up: the yes is for the number counted.
-      this.pending = { action, request: counted_at ? { ...request, finished_by: counted_at } : request, matched }
+      this.pending = { action, request: counted_through === null ? request : { ...request, counted_through }, matched }
     } catch (error) {
       this.error = describeError(error)
     } finally {

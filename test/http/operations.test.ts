@@ -137,9 +137,9 @@ describe('bulk operations over HTTP', () => {
     const matching = [await failedJob(host, { job_type: 'render' }), await failedJob(host, { job_type: 'render' })]
     const other = await failedJob(host, { job_type: 'encode' })
     const dry = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', dry_run: true }), BulkAnswer)
-    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true, counted_at: new Date(T0).toISOString() })
+    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true, counted_at: new Date(T0).toISOString(), counted_through: host.engine.newestEventId() })
     const done = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', states: ['FAILED'], requested_by: 'ops' }), BulkAnswer)
-    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false, counted_at: null })
+    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false, counted_at: null, counted_through: null })
     expect(await Promise.all([...matching, other].map(async (id) => (await jobOf(host, id)).state))).toEqual(['QUEUED', 'QUEUED', 'FAILED'])
   })
 
@@ -158,6 +158,22 @@ describe('bulk operations over HTTP', () => {
     expect((await jobOf(host, later)).state).toBe('FAILED')
     await expectInvalid(await post(host, '/api/jobs/bulk/cancel', { all: true, finished_by: dry.counted_at }), 'finished_by')
     await expectInvalid(await post(host, '/api/jobs/bulk/purge', { all: true, finished_by: 'yesterday' }), 'finished_by')
+  })
+
+  test("a purge given its dry run's counted_through purges exactly the jobs counted: not one that finished after, in the count's own millisecond", async () => {
+    // The host's clock stands still: the later job finishes at the very time of the count.
+    const { host } = await startHost()
+    const counted = [await failedJob(host, { job_type: 'render' }), await failedJob(host, { job_type: 'render' })]
+    const dry = await ok(await post(host, '/api/jobs/bulk/purge', { job_type: 'render', dry_run: true }), BulkAnswer)
+    expect(dry).toMatchObject({ matched: 2, counted_at: new Date(T0).toISOString(), counted_through: expect.any(Number) })
+    const later = await failedJob(host, { job_type: 'render' })
+    expect(host.engine.getJob(later).finished_at).toBe(T0)
+    const done = await ok(await post(host, '/api/jobs/bulk/purge', { job_type: 'render', counted_through: dry.counted_through }), BulkAnswer)
+    expect(done).toMatchObject({ matched: 2, changed: 2 })
+    for (const id of counted) await expectError(await host.call(`${QUEUE}/jobs/${id}`), 404, 'job_not_found')
+    expect((await jobOf(host, later)).state).toBe('FAILED')
+    await expectInvalid(await post(host, '/api/jobs/bulk/cancel', { all: true, counted_through: dry.counted_through }), 'counted_through')
+    await expectInvalid(await post(host, '/api/jobs/bulk/purge', { all: true, counted_through: -1 }), 'counted_through')
   })
 
   test('cancel and purge refuse an empty filter unless all: true; states outside the action are 400', async () => {

@@ -155,15 +155,17 @@ describe('bulk actions', () => {
   })
 
   test('counts first (a dry run), asks, then acts on the jobs it counted and says how many it changed', async () => {
-    const counted_at = iso(T0)
+    const counted = { counted_at: iso(T0), counted_through: 812 }
     const { fetcher, calls } = fakeFetch({
       'POST /api/jobs/bulk/purge': (body: { dry_run?: boolean }) =>
-        body.dry_run ? { action: 'purge', matched: 3, changed: 0, dry_run: true, counted_at } : { action: 'purge', matched: 3, changed: 3, dry_run: false, counted_at: null },
+        body.dry_run
+          ? { action: 'purge', matched: 3, changed: 0, dry_run: true, ...counted }
+          : { action: 'purge', matched: 3, changed: 3, dry_run: false, counted_at: null, counted_through: null },
     })
     let reloads = 0
     const bulk = new BulkState(new ApiClient(connection, fetcher), () => (reloads += 1))
     await bulk.prepare('purge', filter({ state: 'FAILED' }))
-    expect(bulk.pending).toEqual({ action: 'purge', request: { states: ['FAILED'], finished_by: counted_at }, matched: 3 })
+    expect(bulk.pending).toEqual({ action: 'purge', request: { states: ['FAILED'], counted_through: 812 }, matched: 3 })
     expect(bulkQuestion(bulk.pending!)).toBe('Purge 3 jobs? The FAILED jobs will be deleted with their attempts and events. This cannot be undone.')
     await bulk.confirm()
     expect(bulk.pending).toBeNull()
@@ -171,7 +173,7 @@ describe('bulk actions', () => {
     expect(reloads).toBe(1)
     expect(calls.map((c) => c.body)).toEqual([
       { states: ['FAILED'], dry_run: true, requested_by: 'dashboard' },
-      { states: ['FAILED'], finished_by: counted_at, requested_by: 'dashboard' },
+      { states: ['FAILED'], counted_through: 812, requested_by: 'dashboard' },
     ])
   })
 
@@ -180,7 +182,7 @@ describe('bulk actions', () => {
       'Retry 2 jobs? Every one of the FAILED, CANCELED, TIMEOUT jobs will go back to the queue, each as a new run with a fresh attempt budget.',
     )
     expect(bulkQuestion({ action: 'retry', request: { job_type: 'render' }, matched: 0 })).toBe('No job matches: nothing to retry (the FAILED, CANCELED, TIMEOUT jobs of type render).')
-    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false, counted_at: null })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
+    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false, counted_at: null, counted_through: null })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
   })
 })
 

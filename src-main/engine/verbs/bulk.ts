@@ -3,6 +3,7 @@ import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import { cancel } from './jobs'
+import { newestEventId } from '../store/event-log'
 import { getJob } from '../store/rows'
 import { deleteFinishedJobs } from './prune'
 import { retryJob } from './retry'
@@ -48,10 +49,16 @@ export interface BulkPlan {
   lastSeq: number
   /**
    * Retry and purge: only jobs that finished at or before this instant (epoch ms). A dry run
-   * counts up to its own start and says when that was, so the action it was counted for, given
-   * that instant, touches exactly the jobs counted (none that finished after).
+   * counts up to its own start and says when that was.
    */
   finishedBy: number | null
+  /**
+   * Retry and purge: only jobs whose newest event is this one of the log or an older one — jobs
+   * unchanged since. A dry run counts up to the newest event at its start and says which that
+   * was, so the action it was counted for, given it, touches exactly the jobs counted: none that
+   * finished after, not even in the count's own millisecond (event ids are never given twice).
+   */
+  countedThrough: number | null
   /** Where the first step starts; null when there are no jobs at all. */
   first: BulkCursor | null
 }
@@ -85,7 +92,7 @@ const isEmpty = (filter: BulkFilter) =>
 export function planBulk(
   ctx: EngineContext,
   action: BulkAction,
-  request: { filter: BulkFilter; all?: boolean; dry_run?: boolean; requested_by?: string | null; finished_by?: number },
+  request: { filter: BulkFilter; all?: boolean; dry_run?: boolean; requested_by?: string | null; finished_by?: number; counted_through?: number },
 ): BulkPlan {
   const applies = BULK_STATES[action]
   const given = request.filter.states ?? []
@@ -97,8 +104,11 @@ export function planBulk(
       `states, queue, job_type, addon_id: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
     )
   }
-  if (request.finished_by !== undefined && action === 'cancel') throw invalid('finished_by: only retry and purge act on finished jobs')
+  for (const field of ['finished_by', 'counted_through'] as const) {
+    if (request[field] !== undefined && action === 'cancel') throw invalid(`${field}: only retry and purge act on finished jobs`)
+  }
   const lastSeq = ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0
+  const counts = request.dry_run === true && action !== 'cancel'
   return {
     action,
     filter: request.filter,
@@ -106,7 +116,8 @@ export function planBulk(
     dryRun: request.dry_run === true,
     requestedBy: request.requested_by ?? null,
     lastSeq,
-    finishedBy: request.finished_by ?? (request.dry_run === true && action !== 'cancel' ? ctx.clock.now() : null),
+    finishedBy: request.finished_by ?? (counts ? ctx.clock.now() : null),
+    countedThrough: request.counted_through ?? (counts ? newestEventId(ctx) : null),
     first: lastSeq > 0 ? { state: 0, afterSeq: 0 } : null,
   }
 }
@@ -124,6 +135,11 @@ function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq:
   if (plan.finishedBy !== null) {
     conditions.push('finished_at <= ?')
     params.push(plan.finishedBy)
+  }
+  if (plan.countedThrough !== null) {
+    // A job with no event since migration 0013 has none newer than any count.
+    conditions.push('(last_event_id IS NULL OR last_event_id <= ?)')
+    params.push(plan.countedThrough)
   }
   if (LEASED_STATES.has(state)) conditions.push("id IN (SELECT job_id FROM leases WHERE state = 'ACTIVE')")
   else if (!STATES_OUTSIDE_STATE_SEQ.includes(state)) conditions.push(STATE_SEQ_CLAUSE)
