@@ -150,8 +150,9 @@ export const operationsApi: Api = {
           const filter = { states, queue, job_type, addon_id }
           const plan = engine.planBulk(action as BulkAction, { filter, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by), counted_through })
           const { matched, changed } = await runBulk(engine, plan)
-          const counted = plan.dryRun && action !== 'cancel'
-          return { action, matched, changed, dry_run: plan.dryRun, counted_at: counted ? iso(plan.finishedBy) : null, counted_through: counted ? plan.countedThrough : null }
+          // A dry run of retry or purge says what it counted up to (the plan of a cancel holds neither).
+          const counted = plan.dryRun ? { counted_at: iso(plan.finishedBy), counted_through: plan.countedThrough } : { counted_at: null, counted_through: null }
+          return { action, matched, changed, dry_run: plan.dryRun, ...counted }
         },
       }),
     ),
