@@ -1,5 +1,5 @@
 import type { paths } from '../src-shared/api-types'
-import { requestJson } from './http-json'
+import { requestJson } from '../src-shared/http-json'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
 
 /** An HTTP answer the transport cannot act on. */
@@ -19,7 +19,7 @@ export class HostError extends Error {
  * (src-shared/api-types.ts, generated): a body the host would not accept, or an answer read
  * as something the host does not send, fails to compile. The generated types rather than
  * openapi-fetch: fetch's Request and Response objects cost a worker half again its CPU per job
- * (`npm run bench -- --only=batched`), and node:http (./http-json.ts) does not.
+ * (`npm run bench -- --only=batched`), and node:http (src-shared/http-json.ts) does not.
  */
 type WorkerRoute = '/internal/worker/batch' | '/internal/worker/report' | '/api/files/leases/acquire' | '/api/files/leases/wait' | '/api/files/leases/heartbeat'
 type Responses<R extends WorkerRoute> = paths[R]['post']['responses']

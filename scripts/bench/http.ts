@@ -14,7 +14,7 @@ import { DEFAULT_WORKER_CONCURRENCY, localWorkerSlots } from '../../src-main/con
 import { openDatabase } from '../../src-main/db/open'
 import { idKey } from '../../src-main/engine/store/ids'
 import { buildCliBundle } from '../cli-bundle.js'
-import { requestJson } from '../../src-worker/http-json'
+import { requestJson } from '../../src-shared/http-json'
 import { insertFinished } from './measure'
 import { percentile, processTreeCpuMs, type Row } from './lib'
 
@@ -166,7 +166,7 @@ class Latencies {
 }
 
 /**
- * The bench's client: the workers' own keep-alive node:http requests (src-worker/http-json.ts),
+ * The bench's client: the workers' own keep-alive node:http requests (src-shared/http-json.ts),
  * timed per endpoint. (fetch would cost the client ~700 µs of CPU a request and make it, not
  * the server, the bottleneck.)
  */

@@ -1,16 +1,16 @@
-import http from 'node:http'
 import { setFlagsFromString } from 'node:v8'
-import createClient, { type Client } from 'openapi-fetch'
+import { type Client, createFinalURL, createQuerySerializer, defaultPathSerializer, type ClientPathsWithMethod, type FetchResponse, type MaybeOptionalInit } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
 import type { ClientTarget } from '../../src-shared/client-target'
+import { NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
 
 /** Shared by the host's client commands (submit, jobs, status, …): the typed client of the host and its one-line errors; their flags follow src-shared/command-line.ts. */
 
-// fetch reads answers with undici's HTTP parser, which is WebAssembly. V8 compiles it quickly
-// (Liftoff), then again optimised on background threads, and Node waits for that compile before
-// it exits: ~150 ms at the end of every command here. A command reads a few answers, which the
-// quick code parses as well. Set before the first fetch compiles the parser; it touches nothing
-// but WebAssembly, which only fetch uses in a client command.
+// The event stream (`--wait`) is read with fetch, which parses answers with undici's HTTP parser,
+// WebAssembly. V8 compiles it quickly (Liftoff), then again optimised on background threads,
+// and Node waits for that compile before it exits: ~150 ms at the end of every such command.
+// A command reads a few answers, which the quick code parses as well. Set before the first
+// fetch compiles the parser; it touches nothing but WebAssembly, which only fetch uses here.
 setFlagsFromString('--liftoff-only')
 
 /** An answer from the host that is not a success: its `{detail, code}` as one line (exit 1). */
@@ -28,11 +28,15 @@ export class HostError extends Error {
 
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim()
 
-/** Turns a failed fetch into one line; the cause stays attached (the CLI recognises ECONNREFUSED). */
+/**
+ * Turns a failed request into one line; the system error stays attached as its cause (the
+ * command line recognises ECONNREFUSED). A failed fetch (the event stream's) holds it as its
+ * own cause; a failed node:http request is it.
+ */
 export function unreachable(url: string, error: unknown): Error {
-  const cause = (error as { cause?: { code?: string; message?: string } }).cause
   if ((error as Error).name === 'AbortError') return error as Error
-  const why = cause?.code ?? cause?.message ?? (error as Error).message
+  const cause = ((error as { cause?: unknown }).cause ?? error) as { code?: string; message?: string }
+  const why = cause.code ?? cause.message ?? String(error)
   return new Error(`cannot reach the host at ${url}: ${why}`, { cause })
 }
 
@@ -45,93 +49,81 @@ export function hostError(status: number, statusText: string, answer: unknown): 
   return new HostError(status, code, oneLine(detail), body)
 }
 
-/**
- * The host's API, typed from its OpenAPI document (src-shared/api-types.ts, generated): a call
- * names its route, and its parameters, body and answer are the route's own.
- */
-export type HostApi = Client<paths>
-
-export function hostApi(target: ClientTarget): HostApi {
-  return createClient<paths>({ baseUrl: target.url, headers: { authorization: `Bearer ${target.token}`, accept: 'application/json' }, fetch: resendingFetch })
+/** The status of an answer: what {@link answered} reads of it. */
+export interface AnswerHead {
+  ok: boolean
+  status: number
+  statusText: string
 }
 
-/** How fetch reports a connection that was cut before any answer (undici's "other side closed", a reset, a broken pipe). */
-const CUT_CONNECTION = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
-
-function connectionCut(error: unknown): boolean {
-  const code = (error as { cause?: { code?: unknown } }).cause?.code
-  return typeof code === 'string' && CUT_CONNECTION.has(code)
-}
-
-/**
- * Whether a request does the same sent twice: a read, or a submit that names its
- * `client_request_id` (the host answers a repeat with the job it already made).
- */
-async function resendable(request: Request): Promise<boolean> {
-  if (request.method === 'GET' || request.method === 'HEAD') return true
-  if (!request.headers.get('content-type')?.includes('application/json')) return false
-  try {
-    const body = (await request.clone().json()) as { client_request_id?: unknown } | null
-    return typeof body?.client_request_id === 'string'
-  } catch {
-    return false
-  }
-}
-
-/**
- * fetch, with one resend of a request whose connection was cut before any answer, if it is
- * {@link resendable}. fetch keeps connections alive between a command's requests (`submit
- * --wait`'s reads), and the host closes one idle for 5 s: a request that leaves on it just then
- * fails without having reached the host.
- */
-export async function resendingFetch(request: Request): Promise<Response> {
-  const spare = (await resendable(request)) ? request.clone() : null
-  try {
-    return await fetch(request)
-  } catch (error) {
-    if (spare === null || !connectionCut(error)) throw error
-    return onFreshConnection(spare)
-  }
-}
-
-/**
- * A request sent on a connection of its own, as fetch would send it. Not through fetch: its
- * other idle connections may have been closed by the host at the same moment as the cut one,
- * and fetch cannot be told to open a new one.
- */
-async function onFreshConnection(request: Request): Promise<Response> {
-  const body = request.body === null ? undefined : Buffer.from(await request.arrayBuffer())
-  return new Promise((resolve, reject) => {
-    // As fetch fails: a TypeError whose cause says why (unreachable() reads it).
-    const failed = (error: Error) => reject(new TypeError('fetch failed', { cause: error }))
-    const headers = Object.fromEntries(request.headers)
-    const sent = http.request(request.url, { method: request.method, headers, agent: false, signal: request.signal }, (answer) => {
-      const chunks: Buffer[] = []
-      answer.on('data', (chunk: Buffer) => chunks.push(chunk))
-      answer.on('error', failed)
-      answer.on('end', () => {
-        const status = answer.statusCode ?? 502
-        const pairs: [string, string][] = []
-        for (let i = 0; i < answer.rawHeaders.length; i += 2) pairs.push([answer.rawHeaders[i]!, answer.rawHeaders[i + 1]!])
-        const empty = status === 204 || status === 304 || request.method === 'HEAD'
-        resolve(new Response(empty ? null : Buffer.concat(chunks), { status, statusText: answer.statusMessage, headers: pairs }))
-      })
-    })
-    sent.on('error', failed)
-    sent.end(body)
-  })
-}
-
-/** What an openapi-fetch call settles to. */
-interface Settled<D> {
+/** What a call settles to, as {@link answered} reads it: the data of a success, or the error answer. */
+interface Outcome<D> {
   data?: D
   error?: unknown
-  response: Response
+  response: AnswerHead
+}
+
+type Method = 'get' | 'post' | 'patch' | 'delete'
+/** The keys of T a caller must give. */
+type RequiredKeys<T> = { [K in keyof T]-?: {} extends Pick<T, K> ? never : K }[keyof T]
+/** A call's options (its parameters, body and headers): required when the route requires some. */
+type InitArgument<I> = RequiredKeys<I> extends never ? [init?: I] : [init: I]
+/** A route's answer as openapi-fetch types it (its data, or its error answer), with the status {@link answered} reads in place of fetch's Response. */
+type Settled<R> = R extends unknown ? Omit<R, 'response'> & { response: AnswerHead } : never
+type HostCall<M extends Method> = <P extends ClientPathsWithMethod<Client<paths>, M>, I extends MaybeOptionalInit<paths[P], M>>(
+  path: P,
+  ...init: InitArgument<I>
+) => Promise<Settled<FetchResponse<NonNullable<paths[P][M]>, I, `${string}/${string}`>>>
+
+/**
+ * The host's API, typed from its OpenAPI document (src-shared/api-types.ts, generated): a call
+ * names its route, and its parameters, body and answer are the route's own. The types, and the
+ * way a route's path and query parameters are written into its URL, are openapi-fetch's; the
+ * requests are node:http's (src-shared/http-json.ts), not fetch's: a command then loads neither
+ * undici nor web streams, and runs ~0.1 s sooner (docs/performance.md, "The command line's
+ * start"). A read, or a submit that names its `client_request_id`, whose reused connection was
+ * cut before any answer is sent once more on a fresh one.
+ */
+export interface HostApi {
+  GET: HostCall<'get'>
+  POST: HostCall<'post'>
+  PATCH: HostCall<'patch'>
+  DELETE: HostCall<'delete'>
+}
+
+const querySerializer = createQuerySerializer()
+
+/** The route's options as a call gives them: any of its parameters, its body, extra headers. */
+interface CallOptions {
+  params?: { path?: Record<string, unknown>; query?: Record<string, unknown> }
+  body?: unknown
+  headers?: Record<string, unknown>
+}
+
+export function hostApi(target: ClientTarget): HostApi {
+  const baseUrl = target.url.replace(/\/+$/, '')
+  const call =
+    (method: JsonRequest['method']) =>
+    async (path: string, init: CallOptions = {}): Promise<Outcome<unknown>> => {
+      const url = createFinalURL(path, { baseUrl, params: init.params ?? {}, querySerializer, pathSerializer: defaultPathSerializer })
+      const headers: Record<string, string> = { accept: 'application/json' }
+      for (const [name, value] of Object.entries(init.headers ?? {})) if (value !== undefined && value !== null) headers[name] = String(value)
+      try {
+        const { status, statusText, body } = await requestJson(url, { method, token: target.token, body: init.body, headers })
+        const response = { ok: status >= 200 && status < 300, status, statusText }
+        return response.ok ? { data: body, response } : { error: body, response }
+      } catch (error) {
+        // An answer that is not JSON is the host's (or whatever answers there) all the same: its text is the error.
+        if (error instanceof NotJsonAnswer) return { error: error.text, response: { ok: false, status: error.status, statusText: error.statusText } }
+        throw error
+      }
+    }
+  return { GET: call('GET'), POST: call('POST'), PATCH: call('PATCH'), DELETE: call('DELETE') } as unknown as HostApi
 }
 
 /** A call's answer: its data; an error answer throws a HostError, a host that cannot be reached one line. */
-export async function answered<D>(target: ClientTarget, call: Promise<Settled<D>>): Promise<D> {
-  let settled: Settled<D>
+export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>>): Promise<D> {
+  let settled: Outcome<D>
   try {
     settled = await call
   } catch (error) {

@@ -101,4 +101,29 @@ describe("the command bundle's start", () => {
   test("a client command loads the package of its HTTP client only: not the host (Koa, SQLite, drizzle), nor zod, nor the event stream's client (for --wait only)", () => {
     expect([...packagesLoadedBy(join(root, 'out', 'cli'), 'leasehold.js')].sort()).toEqual(['openapi-fetch'])
   })
+
+  test("a client command's requests never touch fetch (undici and web streams would add ~0.1 s to its start)", async () => {
+    // fetch and its classes throw here: a command that used them would fail.
+    const noFetch = `for (const name of ['fetch', 'Request', 'Response', 'Headers']) Object.defineProperty(globalThis, name, { get() { throw new Error(name + ' was used') } })`
+    const entry = join(root, 'out', 'cli', 'leasehold.js')
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const command = `${noFetch}; const { main } = await import(${JSON.stringify(pathToFileURL(entry).href)}); process.exitCode = await main(process.argv.slice(1))`
+        const cli = spawn(process.execPath, ['--input-type=module', '-e', command, ...args, '--url', url, '--token', token], { stdio: ['ignore', 'pipe', 'pipe'] })
+        let stdout = ''
+        let stderr = ''
+        cli.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+        cli.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+        cli.once('exit', (code) => resolve({ code, stdout, stderr }))
+      })
+    const submitted = await run(['submit', '--type', 'noop'])
+    expect(submitted.stderr).toBe('')
+    expect(submitted.code).toBe(0)
+    const listed = await run(['jobs', '--json'])
+    expect(listed.code).toBe(0)
+    expect((JSON.parse(listed.stdout) as { jobs: { job_id: string }[] }).jobs.map((job) => job.job_id)).toContain(submitted.stdout.trim())
+    const status = await run(['status'])
+    expect(status.stderr).toBe('')
+    expect(status.code).toBe(0)
+  })
 })

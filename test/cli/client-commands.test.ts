@@ -498,6 +498,22 @@ describe('finding the host', async () => {
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([expect.stringContaining('not running')])
   })
+
+  test('another server on the port, answering a page that is not JSON, is one line with its text and status, exit 1', async () => {
+    const server = createHttpServer((_req, res) => {
+      res.writeHead(502, { 'content-type': 'text/html' })
+      res.end('<html><body>\n  Bad gateway\n</body></html>')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = server.address() as AddressInfo
+      const result = await runAsync(['jobs', '--url', `http://127.0.0.1:${port}`, '--token', 'x'])
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual(['leasehold: <html><body> Bad gateway </body></html> (http_502)'])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
 })
 
 describe('help', async () => {

@@ -1,5 +1,5 @@
 /**
- * The command line's client (fetch, keeping connections alive between a command's requests)
+ * The command line's client (node:http, keeping connections alive between a command's requests)
  * resends a request whose reused connection was cut before any answer, when sending it twice is
  * harmless: a read, or a submit naming its client_request_id. A proxy that cuts every reused
  * connection stands in for the host closing an idle one as the request leaves.
@@ -24,7 +24,7 @@ afterAll(async () => {
 test('the CLI client resends a read and a keyed submit whose reused connection was cut, and not a submit without a key', async () => {
   const target = { url: proxy.url, token: host.token }
   const api = hostApi(target)
-  // fetch spreads requests over its connections: a few in a row reuse some of them.
+  // Requests in a row reuse the agent's keep-alive connections.
   for (let i = 0; i < 6; i++) await answered(target, api.GET('/api/health'))
   expect(proxy.cuts()).toBeGreaterThan(0)
 
