@@ -42,6 +42,21 @@ const IDLE_SOCKET_MS = 30_000
  */
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS })
 
+/** How a request goes out: node:http, or node:https for a host behind TLS (`https:` URLs). */
+interface Protocol {
+  request: typeof http.request
+  agent: http.Agent
+}
+
+const PLAIN: Protocol = { request: http.request, agent }
+/** node:https, loaded by the first `https:` request: loading it costs every command ~40 ms. */
+let secure: Promise<Protocol> | undefined
+
+function httpsProtocol(): Promise<Protocol> {
+  secure ??= import('node:https').then((https) => ({ request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS }) }))
+  return secure
+}
+
 export interface JsonRequest {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE'
   token: string
@@ -84,11 +99,17 @@ function hasClientRequestId(body: unknown): boolean {
 type Sending = 'may-resend' | 'once' | 'fresh'
 
 function send(url: string | URL, options: JsonRequest, headers: http.OutgoingHttpHeaders, data: string | undefined, sending: Sending): Promise<JsonAnswer> {
+  const scheme = typeof url === 'string' ? url.slice(0, url.indexOf(':') + 1).toLowerCase() : url.protocol
+  if (scheme === 'https:') return httpsProtocol().then((protocol) => sendWith(protocol, url, options, headers, data, sending))
+  return sendWith(PLAIN, url, options, headers, data, sending)
+}
+
+function sendWith(protocol: Protocol, url: string | URL, options: JsonRequest, headers: http.OutgoingHttpHeaders, data: string | undefined, sending: Sending): Promise<JsonAnswer> {
   return new Promise((resolve, reject) => {
     let answered = false
     // The resend goes on a connection of its own (no agent): another idle socket of the pool
     // may have been closed by the host at the same moment as the one that failed.
-    const request = http.request(url, { method: options.method, agent: sending === 'fresh' ? false : agent, headers, signal: options.signal }, (response) => {
+    const request = protocol.request(url, { method: options.method, agent: sending === 'fresh' ? false : protocol.agent, headers, signal: options.signal }, (response) => {
       answered = true
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))

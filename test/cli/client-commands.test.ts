@@ -4,9 +4,10 @@
  * `--data-dir` (the host's host.json and token). The host's clock is manual so that a test can
  * halt a job on a held file (the one retry comes 180 s after the denial) without waiting.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer as createHttpServer } from 'node:http'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
@@ -497,6 +498,36 @@ describe('finding the host', async () => {
     const result = runCli(['submit', '--type', 't', '--url', `http://127.0.0.1:${port}`, '--token', 'x', '--data-dir', empty], CLEAN_ENV)
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([expect.stringContaining('not running')])
+  })
+
+  test('a host behind TLS (--url https://…) is reached over https, its certificate checked', async () => {
+    // A TLS front for the test host, with a certificate made for 127.0.0.1 that the command is told to trust.
+    const dir = tempDir()
+    dirs.push(dir)
+    const key = join(dir, 'key.pem')
+    const cert = join(dir, 'cert.pem')
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' })
+    const front = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
+      const back = httpRequest(`${host.url}${req.url}`, { method: req.method, headers: { ...req.headers, host: new URL(host.url).host } }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers)
+        answer.pipe(res)
+      })
+      req.pipe(back)
+    })
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve))
+    try {
+      const url = `https://127.0.0.1:${(front.address() as AddressInfo).port}`
+      const submitted = await runAsync(['submit', '--type', 'tls', '--url', url, '--token', host.token], { NODE_EXTRA_CA_CERTS: cert })
+      expect(submitted.stderr).toBe('')
+      expect(submitted.status).toBe(0)
+      expect(host.engine.getJob(submitted.stdout.trim())?.job_type).toBe('tls')
+      // Without the certificate trusted, the command refuses the host: one line, exit 1.
+      const untrusted = await runAsync(['jobs', '--url', url, '--token', host.token])
+      expect(untrusted.status).toBe(1)
+      expect(lines(untrusted.stderr)).toEqual([expect.stringMatching(/cannot reach the host at https:.*(SELF_SIGNED|certificate)/i)])
+    } finally {
+      await new Promise((resolve) => front.close(resolve))
+    }
   })
 
   test('another server on the port, answering a page that is not JSON, is one line with its text and status, exit 1', async () => {
