@@ -564,6 +564,8 @@ export interface BatchedCounts {
   warmUpS: number
   /** Jobs per single-submit drain (BullMQ's single adds: 5,000). */
   singleJobs: number
+  /** `leasehold submit` commands timed, one job each (and as many `node -e 0` beside them). */
+  commands: number
 }
 
 /** Jobs per submit-batch request, as the peer's addBulk chunks. */
@@ -916,6 +918,8 @@ export const SUBMIT_ROUTE_16 = 'submit route alone, 16 clients (no pool)'
 export const SUBMIT_ROUTE_1 = 'submit route alone, 1 client (no pool)'
 export const POST_FLOOR_16 = 'HTTP floor, one POST each, 16 clients'
 export const POST_FLOOR_1 = 'HTTP floor, one POST each, 1 client'
+/** A shell loop's job: one `leasehold submit` command, spawn to exit. */
+export const SUBMIT_COMMAND = 'leasehold submit, one command a job'
 
 /**
  * Jobs that arrive one request each, drained by the default pool: 16 client loops (BullMQ's
@@ -945,11 +949,44 @@ export async function measureSingles(counts: BatchedCounts, progress: (m: string
         note: `${n} noop jobs, each its own POST /api/scheduler/jobs/submit (the job answered), ${clients > 1 ? `${clients} clients each sending the next once answered` : 'one client sending the next once answered'}, 2 local workers, first submit → last DONE, after ${counts.warmUpS} s of such submits; ${drain.cpu}`,
       })
     }
+    rows.push(await timeSubmitCommands(server, counts.commands, progress))
   } finally {
     await server.stop()
   }
   await measureCeilings(counts, progress, rows)
   return rows
+}
+
+/** Runs `node <args>` to its exit; resolves with the ms it took, spawn to exit. */
+async function timeCommand(args: string[]): Promise<number> {
+  const started = performance.now()
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  if (code !== 0) throw new Error(`node ${args.join(' ')} exited with ${code}: ${stderr.trim()}`)
+  return performance.now() - started
+}
+
+/**
+ * The row {@link SUBMIT_COMMAND}: what a shell loop that runs `leasehold submit` once a job pays
+ * a job, the median of `commands` runs from the command's bundle, with Node's own start (`node
+ * -e 0`, as many runs, alternated with them) beside it.
+ */
+async function timeSubmitCommands(server: Server, commands: number, progress: (m: string) => void): Promise<Row> {
+  progress(`leasehold submit: ${commands} commands, one job each, and as many node -e 0`)
+  const submits: number[] = []
+  const bare: number[] = []
+  for (let i = 0; i < commands; i++) {
+    submits.push(await timeCommand([BIN, 'submit', '--type', 'noop', '--url', server.url, '--token', server.token]))
+    bare.push(await timeCommand(['-e', '0']))
+  }
+  return {
+    name: SUBMIT_COMMAND,
+    value: percentile(submits, 50),
+    unit: 'ms',
+    note: `spawn → exit, median of ${commands} (a loop of them: ${(1000 / percentile(submits, 50)).toFixed(1)} jobs/s); Node's own start (node -e 0) ${percentile(bare, 50).toFixed(0)} ms`,
+  }
 }
 
 /** The ceilings of {@link measureSingles}: each server warmed as the drains were, then each client count timed. */
