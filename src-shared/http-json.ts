@@ -1,8 +1,10 @@
 import http from 'node:http'
+import { Readable } from 'node:stream'
 
 // The JSON client over node:http that the worker's HTTP transport, the host's client commands
 // (src-main/commands/http-client.ts) and the bench share: keep-alive connections, the bearer
-// token, and one resend of a harmless request whose reused connection was cut.
+// token, and one resend of a harmless request whose reused connection was cut. And the one
+// answer read as it comes, the event stream that `submit --wait` follows (openStream).
 
 /** What a JSON request answered: its status and its body (`{}` when empty). */
 export interface JsonAnswer {
@@ -133,4 +135,64 @@ function sendWith(protocol: Protocol, url: string | URL, options: JsonRequest, h
     })
     request.end(data)
   })
+}
+
+/**
+ * An answer read as it comes (the event stream): what an EventSource reads of a fetch Response
+ * (the `eventsource` package takes such a `fetch`), and its text for an error answer.
+ */
+export interface StreamAnswer {
+  readonly status: number
+  readonly statusText: string
+  readonly ok: boolean
+  readonly url: string
+  /** Never: a redirect is answered as it is, as any other status. */
+  readonly redirected: false
+  readonly headers: { get(name: string): string | null }
+  /** The body, as a web stream. */
+  readonly body: ReadableStream<Uint8Array>
+  /** The whole body as text (for an answer that is not the stream: a refusal). */
+  text(): Promise<string>
+}
+
+/**
+ * A GET with the bearer token whose answer is handed over as soon as its head has come, the body
+ * still coming. On a connection of its own: a stream may stay silent longer than a keep-alive
+ * connection idles. Rejects if the request fails before the answer's head (the host unreachable).
+ */
+export function openStream(url: URL, options: { token: string; headers?: Record<string, string>; signal?: AbortSignal }): Promise<StreamAnswer> {
+  const protocol = url.protocol === 'https:' ? httpsProtocol() : PLAIN
+  return Promise.resolve(protocol).then(
+    ({ request }) =>
+      new Promise<StreamAnswer>((resolve, reject) => {
+        const headers = { ...options.headers, authorization: `Bearer ${options.token}` }
+        const sent = request(url, { method: 'GET', agent: false, headers, signal: options.signal }, (response) => {
+          const status = response.statusCode ?? 0
+          // The body is read one way only: as a web stream, or as text (made when first asked for).
+          let body: ReadableStream<Uint8Array> | undefined
+          resolve({
+            status,
+            statusText: response.statusMessage ?? '',
+            ok: status >= 200 && status < 300,
+            url: url.href,
+            redirected: false,
+            headers: { get: (name) => headerValue(response.headers[name.toLowerCase()]) },
+            get body() {
+              return (body ??= Readable.toWeb(response) as ReadableStream<Uint8Array>)
+            },
+            text: async () => {
+              let text = ''
+              for await (const chunk of response) text += (chunk as Buffer).toString('utf8')
+              return text
+            },
+          })
+        })
+        sent.on('error', reject)
+        sent.end()
+      }),
+  )
+}
+
+function headerValue(value: string | string[] | undefined): string | null {
+  return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value
 }

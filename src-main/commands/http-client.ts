@@ -1,17 +1,9 @@
-import { setFlagsFromString } from 'node:v8'
 import { type Client, createFinalURL, createQuerySerializer, defaultPathSerializer, type ClientPathsWithMethod, type FetchResponse, type MaybeOptionalInit } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
 
 /** Shared by the host's client commands (submit, jobs, status, …): the typed client of the host and its one-line errors; their flags follow src-shared/command-line.ts. */
-
-// The event stream (`--wait`) is read with fetch, which parses answers with undici's HTTP parser,
-// WebAssembly. V8 compiles it quickly (Liftoff), then again optimised on background threads,
-// and Node waits for that compile before it exits: ~150 ms at the end of every such command.
-// A command reads a few answers, which the quick code parses as well. Set before the first
-// fetch compiles the parser; it touches nothing but WebAssembly, which only fetch uses here.
-setFlagsFromString('--liftoff-only')
 
 /** An answer from the host that is not a success: its `{detail, code}` as one line (exit 1). */
 export class HostError extends Error {

@@ -1,6 +1,7 @@
 import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import type { components } from '../../src-shared/api-types'
 import type { ClientTarget } from '../../src-shared/client-target'
+import { openStream } from '../../src-shared/http-json'
 import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 
 /** `leasehold submit --wait`: a job (with --each, every job submitted) followed to its end on a live progress line, through the event stream. */
@@ -92,6 +93,15 @@ class EventLogSource extends EventSource {
   }
 }
 
+/** An answer's text as JSON if it is JSON, else as it is. */
+function jsonOrText(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
 /** The job an event's data names, if it is an event of the log (StreamEvent) at all. */
 function eventJobId(data: string): string | null {
   try {
@@ -119,15 +129,16 @@ interface StreamListener {
  */
 function followEvents(target: ClientTarget, listener: StreamListener): () => void {
   let closed = false
-  // The stream's requests carry the token; a refusal is kept as the host said it, and a failed
-  // connection as the reason it failed, for the one line the wait ends with.
+  // The stream's requests go over node:http (openStream: fetch would cost the command ~0.1 s to
+  // load) and carry the token; a refusal is kept as the host said it, and a failed connection as
+  // the reason it failed, for the one line the wait ends with.
   let refusal: HostError | null = null
   let connectError: unknown = null
   const fetchWithToken: FetchLike = async (url, init) => {
     try {
-      const response = await fetch(url, { ...init, headers: { ...init.headers, authorization: `Bearer ${target.token}` } })
-      if (!response.ok) refusal = hostError(response.status, response.statusText, await response.clone().json().catch(() => null))
-      return response
+      const answer = await openStream(new URL(url), { token: target.token, headers: init.headers, signal: init.signal })
+      if (!answer.ok) refusal = hostError(answer.status, answer.statusText, jsonOrText(await answer.text()))
+      return answer
     } catch (error) {
       connectError = error
       throw error

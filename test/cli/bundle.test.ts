@@ -102,7 +102,7 @@ describe("the command bundle's start", () => {
     expect([...packagesLoadedBy(join(root, 'out', 'cli'), 'leasehold.js')].sort()).toEqual(['openapi-fetch'])
   })
 
-  test("a client command's requests never touch fetch (undici and web streams would add ~0.1 s to its start)", async () => {
+  test("a client command's requests never touch fetch, --wait's event stream included (undici would add ~0.1 s to its start)", async () => {
     // fetch and its classes throw here: a command that used them would fail.
     const noFetch = `for (const name of ['fetch', 'Request', 'Response', 'Headers']) Object.defineProperty(globalThis, name, { get() { throw new Error(name + ' was used') } })`
     const entry = join(root, 'out', 'cli', 'leasehold.js')
@@ -125,5 +125,9 @@ describe("the command bundle's start", () => {
     const status = await run(['status'])
     expect(status.stderr).toBe('')
     expect(status.code).toBe(0)
+    // --wait follows the job on the event stream, which is read over node:http too.
+    const waited = await run(['submit', '--type', 'noop', '--wait'])
+    expect(waited.code).toBe(0)
+    expect(waited.stderr).toMatch(/DONE/)
   })
 })

@@ -605,4 +605,25 @@ describe('submit --wait follows the event stream', async () => {
       await new Promise((resolve) => server.close(resolve))
     }
   })
+
+  test('a stream the host refuses ends the wait with the refusal as the host said it', async () => {
+    const server = createHttpServer((req, res) => {
+      if (req.url?.startsWith('/api/events/stream')) {
+        res.writeHead(403, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ detail: 'Cross-site requests are refused', code: 'forbidden_origin' }))
+        return
+      }
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ job: { job_id: 'j', state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }, result: null }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const out = { isTTY: false, write: () => true } as unknown as NodeJS.WriteStream
+    try {
+      await expect(waitForJob({ url, token: 't' }, 'j', new ProgressLine(out))).rejects.toThrow('Cross-site requests are refused (forbidden_origin)')
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
 })
