@@ -16,7 +16,7 @@ import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
-import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, POST_FLOOR_1, POST_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from './bench/http'
+import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, LOCAL_PICKUP_FLOOR_ONE, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, POST_FLOOR_1, POST_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from './bench/http'
 import { formatTable, openEngine, reopenEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import { measureRetention } from './bench/retention'
 import { measureHostStart } from './bench/start'
@@ -322,7 +322,11 @@ function peerRows(peer: Peer, rows: Row[]): Row[] {
       const ours = rows.find((r) => r.name === name)?.value
       if (ours === undefined) continue
       const ms = ours * factor
-      const alike = name === LOCAL_PICKUP && bullOneAtATime !== undefined ? `; BullMQ's own one at a time: ${bullOneAtATime} ms` : ''
+      const floor = rows.find((r) => r.name === LOCAL_PICKUP_FLOOR_ONE)?.value
+      const alike =
+        name !== LOCAL_PICKUP
+          ? ''
+          : `${bullOneAtATime !== undefined ? `; BullMQ's own one at a time: ${bullOneAtATime} ms` : ''}${floor !== undefined ? `; its path with no engine: ${(floor / 1000).toFixed(3)} ms` : ''}`
       out.push({ name: `${name} vs BullMQ`, value: ms, unit: 'ms', target: `≤ ${bullPickup}`, status: ms <= bullPickup ? 'PASS' : 'MISS', note: `${ms.toFixed(3)} ms against BullMQ's pickup p50 c=8 at ${PEER_LOAD.jobsPerS} jobs/s, ${bullPickup} ms${alike}` })
     }
   }

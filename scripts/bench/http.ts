@@ -4,9 +4,9 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { createServer } from 'node:net'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import BetterSqlite3 from 'better-sqlite3'
@@ -41,6 +41,7 @@ export const EARLY_PICKUP = `pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds
 export const EARLY_LOCAL_PICKUP = `local pickup p50 at ${PEER_LOAD.jobsPerS} jobs/s, seconds 1–5 (submit → handler starts)`
 /** The same path with no engine (bare Koa → a Unix socket → a worker process's thread): the floor under the row above. */
 export const LOCAL_PICKUP_FLOOR = `local pickup floor p50 at ${PEER_LOAD.jobsPerS} jobs/s (bare Koa → socket → thread)`
+export const LOCAL_PICKUP_FLOOR_ONE = 'local pickup floor p50, one at a time (bare Koa → socket → thread)'
 
 export interface HttpCounts {
   /** Jobs per lifecycle run (one run per API and worker count). */
@@ -773,13 +774,15 @@ async function openLoopLocalPickups(server: Server, warmUpS: number): Promise<{ 
 }
 
 /**
- * The floor under the local pickup, under the peer's load: submit → a handler thread starts
- * through bare Koa and a Unix socket straight to a worker process's thread (koa-floor.mjs
- * --pool), as a job granted to a waiting local worker goes, with no engine.
- * In ms, as {@link openLoopLocalPickups}.
+ * The floor under the local pickups: submit → a handler thread starts through bare Koa and a
+ * Unix socket straight to a worker process's thread (koa-floor.mjs --pool), as a job granted to
+ * a waiting local worker goes, with no engine. In ms: under the peer's load, as
+ * {@link openLoopLocalPickups}; then `oneAtATime` POSTs as {@link localPickups} sends its jobs,
+ * 20 ms apart, each thread's start read before the next.
  */
-async function localPickupFloor(warmUpS: number): Promise<number[]> {
-  const floor = await startKoaFloor(['--pool'])
+async function localPickupFloor(warmUpS: number, oneAtATime: number): Promise<{ loaded: number[]; single: number[] }> {
+  const startsFile = join(mkdtempSync(join(tmpdir(), 'leasehold-bench-floor-')), 'starts')
+  const floor = await startKoaFloor(['--pool', `--starts=${startsFile}`])
   try {
     const post = client(floor, new Latencies())
     const sentNs: bigint[] = []
@@ -789,18 +792,29 @@ async function localPickupFloor(warmUpS: number): Promise<number[]> {
       await post('floor', '/', { i })
       return i
     }
-    const run = async (load: Stretch) => {
-      const sent = await openLoop(load, send)
-      let starts: Record<string, string> = {}
+    const starts = async (sent: number[]) => {
+      const started = new Map<number, bigint>()
       await waitFor(async () => {
-        starts = (await get(floor, '/starts')) as Record<string, string>
-        return sent.every((i) => starts[i] !== undefined)
+        if (existsSync(startsFile)) {
+          for (const line of readFileSync(startsFile, 'utf8').split('\n')) {
+            const [i, ns] = line.split(' ')
+            if (ns) started.set(Number(i), BigInt(ns))
+          }
+        }
+        return sent.every((i) => started.has(i))
       }, 10_000)
-      return sent.map((i) => Number(BigInt(starts[i]!) - sentNs[i]!) / 1e6)
+      return sent.map((i) => Number(started.get(i)! - sentNs[i]!) / 1e6)
     }
-    return (await underPeerLoad(warmUpS, run)).warm
+    const loaded = (await underPeerLoad(warmUpS, async (load) => starts(await openLoop(load, send)))).warm
+    const single: number[] = []
+    for (let i = 0; i < oneAtATime; i++) {
+      await new Promise((r) => setTimeout(r, 20)) // as long idle as the host's pickups one at a time
+      single.push(...(await starts([await send()])))
+    }
+    return { loaded, single }
   } finally {
     await floor.stop()
+    rmSync(dirname(startsFile), { recursive: true, force: true })
   }
 }
 
@@ -867,18 +881,20 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${slots}, first submit → last DONE; ${drain.cpu}`,
       })
       if (durability === 'normal') {
-        progress(`local pickup, ${counts.localPickups} jobs`)
-        const samples = await localPickups(server, counts.localPickups)
-        rows.push(
-          { name: LOCAL_PICKUP, value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time; the handler's start on the machine's monotonic clock` },
-          { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
-        )
         progress(`local pickup under the peer's load: ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
         const loaded = await openLoopLocalPickups(server, counts.warmUpS)
         rows.push(
           { name: EARLY_LOCAL_PICKUP, value: p(loaded.early, 50) * 1000, unit: 'µs', note: `${loaded.early.length} jobs, one submit each, open loop; the handler's start on the machine's monotonic clock` },
           { name: OPEN_LOOP_LOCAL_PICKUP, value: p(loaded.warm, 50) * 1000, unit: 'µs', note: `${loaded.warm.length} jobs as above, after ${counts.warmUpS} s of them` },
           { name: `local pickup p99 at ${PEER_LOAD.jobsPerS} jobs/s`, value: p(loaded.warm, 99) * 1000, unit: 'µs' },
+        )
+        // After those, as BullMQ's own one-at-a-time pickup follows its pickups under load: the
+        // one-job submit's path has run a while, as the peer's has.
+        progress(`local pickup, ${counts.localPickups} jobs one at a time`)
+        const samples = await localPickups(server, counts.localPickups)
+        rows.push(
+          { name: LOCAL_PICKUP, value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time, 20 ms apart, after those at the peer's load; the handler's start on the machine's monotonic clock` },
+          { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
         )
       }
     } finally {
@@ -887,14 +903,22 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   }
 
   // With no host running: the floor is the transport alone.
-  progress(`the local pickup's floor (bare Koa → socket → thread) at ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
-  const floor = await localPickupFloor(counts.warmUpS)
-  rows.push({
-    name: LOCAL_PICKUP_FLOOR,
-    value: p(floor, 50) * 1000,
-    unit: 'µs',
-    note: `${floor.length} POSTs, open loop after ${counts.warmUpS} s of them, each written over a Unix socket straight to a worker process's thread (as a job granted to a waiting local worker goes), on the same clock: the local pickup's path with no engine`,
-  })
+  progress(`the local pickup's floor (bare Koa → socket → thread) at ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured; then ${counts.localPickups} one at a time`)
+  const floor = await localPickupFloor(counts.warmUpS, counts.localPickups)
+  rows.push(
+    {
+      name: LOCAL_PICKUP_FLOOR,
+      value: p(floor.loaded, 50) * 1000,
+      unit: 'µs',
+      note: `${floor.loaded.length} POSTs, open loop after ${counts.warmUpS} s of them, each written over a Unix socket straight to a worker process's thread (as a job granted to a waiting local worker goes), on the same clock: the local pickup's path with no engine`,
+    },
+    {
+      name: LOCAL_PICKUP_FLOOR_ONE,
+      value: p(floor.single, 50) * 1000,
+      unit: 'µs',
+      note: `${floor.single.length} POSTs after those, one at a time, 20 ms apart: the path of the one-at-a-time local pickup with no engine`,
+    },
+  )
 
   progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)
   await withEightWorkers([], (server) => ['--url', server.url], 'bench-batched', async (server, workers) => {

@@ -7,10 +7,12 @@
 // --pool-worker), which notes its start on the machine's monotonic clock — a local pickup's path
 // as a job granted to a waiting local worker takes it (HTTP → host → the handler thread's own
 // link, src-worker/thread-link.ts) with no engine and nothing written. The thread reports its
-// starts through its process's IPC channel, after it has noted them.
-// `GET /starts` answers those moments, `{ [i]: started_ns }`.
+// starts through its process's IPC channel, after it has noted them, and this process appends
+// each, `i started_ns` a line, to the file `--starts=FILE` names: read from the file, the
+// moments never take the app's HTTP path, which the pickups one at a time must find as cold as
+// the host's (their bench reads the host's from its database).
 import { fork } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -42,13 +44,10 @@ if (process.argv.includes('--pool-worker')) {
     const path = join(folder, 'link.sock')
     const linked = new Promise((resolve) => createServer(resolve).listen(path))
     pool = fork(fileURLToPath(import.meta.url), ['--pool-worker', path], { stdio: 'inherit' })
-    const starts = {}
-    pool.on('message', ({ i, started_ns }) => (starts[i] = started_ns))
+    const startsFile = process.argv.find((arg) => arg.startsWith('--starts='))?.slice('--starts='.length)
+    if (!startsFile) throw new Error('--pool needs --starts=FILE')
+    pool.on('message', ({ i, started_ns }) => appendFileSync(startsFile, `${i} ${started_ns}\n`))
     app.use(async (ctx) => {
-      if (ctx.method === 'GET' && ctx.path === '/starts') {
-        ctx.body = starts
-        return
-      }
       const chunks = []
       for await (const chunk of ctx.req) chunks.push(chunk)
       ;(await linked).write(`${JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}').i}\n`)

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { expect, test } from 'vitest'
 import { PROJECT_ROOT } from '../../scripts/cli-bundle.js'
-import { EARLY_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR, OPEN_LOOP_LOCAL_PICKUP, POST_FLOOR_1, POST_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_COMMAND, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from '../../scripts/bench/http'
+import { EARLY_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR, LOCAL_PICKUP_FLOOR_ONE, OPEN_LOOP_LOCAL_PICKUP, POST_FLOOR_1, POST_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_COMMAND, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from '../../scripts/bench/http'
 
 const run = promisify(execFile)
 
@@ -42,11 +42,11 @@ test('`npm run bench -- --quick --only=engine --json` runs to the end, and every
 test('`npm run bench -- --quick --only=batched --json` runs to the end: the drains, and the local pickups and their floor read at the handler’s start', async () => {
   const report = await quickBench('batched')
   const byName = new Map(report.rows.map((row) => [row.name, row]))
-  for (const name of ['pool drain (normal)', 'pool drain (full)', 'external workers batched, 8 processes', 'local pickup p50 (submit → handler starts)', EARLY_LOCAL_PICKUP, OPEN_LOOP_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR]) {
+  for (const name of ['pool drain (normal)', 'pool drain (full)', 'external workers batched, 8 processes', 'local pickup p50 (submit → handler starts)', EARLY_LOCAL_PICKUP, OPEN_LOOP_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR, LOCAL_PICKUP_FLOOR_ONE]) {
     expect(byName.get(name)?.value, name).toBeGreaterThan(0)
   }
   // Read on one clock across processes: a pickup takes some time, and far less than the run.
-  for (const name of [EARLY_LOCAL_PICKUP, OPEN_LOOP_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR]) {
+  for (const name of [EARLY_LOCAL_PICKUP, OPEN_LOOP_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR, LOCAL_PICKUP_FLOOR_ONE]) {
     expect(byName.get(name)!.unit, name).toBe('µs')
     expect(byName.get(name)!.value, name).toBeLessThan(10_000_000)
   }
