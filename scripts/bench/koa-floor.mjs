@@ -6,7 +6,7 @@
 // line, over a Unix socket straight to a worker thread of a child process (this file again, with
 // --pool-worker), which notes its start on the machine's monotonic clock — a local pickup's path
 // as a job granted to a waiting local worker takes it (HTTP → host → the handler thread's own
-// link, src-worker/thread-link.ts) with no engine and nothing written. The thread reports its
+// link, src-shared/thread-link.ts) with no engine and nothing written. The thread reports its
 // starts through its process's IPC channel, after it has noted them, and this process appends
 // each, `i started_ns` a line, to the file `--starts=FILE` names: read from the file, the
 // moments never take the app's HTTP path, which the pickups one at a time must find as cold as
