@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { ExchangeClaim, FileAcquire, FileHeartbeat, FileRetryWait, Id, WorkerExchange, WorkerReport } from './worker-exchange'
+import { FileAcquire, FileHeartbeat, FileRetryWait, Id, WorkerExchange, WorkerReport } from './worker-exchange'
 
 /**
  * The one message registry between the host and its local worker processes, validated at both
@@ -10,12 +10,7 @@ import { ExchangeClaim, FileAcquire, FileHeartbeat, FileRetryWait, Id, WorkerExc
 
 export const IPC_METHODS = {
   /** Reports on the jobs a worker runs, then a claim for its free slots: one round trip (the worker API's /batch). */
-  exchange: WorkerExchange.extend({
-    claim: ExchangeClaim.extend({
-      /** An idle handler thread with its own link: an answer granting one job goes there (thread-link.ts). */
-      thread: z.number().int().min(0).max(255).optional(),
-    }).optional(),
-  }),
+  exchange: WorkerExchange,
   acquireFile: FileAcquire,
   waitFileRetry: FileRetryWait,
   heartbeatFile: FileHeartbeat,

@@ -1,9 +1,10 @@
 import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
-import { type LinkAddress, Mailbox } from './mailbox'
+import type { DriveOptions } from './driver'
+import type { LinkAddress } from '../src-shared/thread-link'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
-import type { AttemptError } from './transport'
+import type { AttemptError, Claim, ExchangeRequest } from './transport'
 
 /**
  * What becomes of the messages of the runs in a thread: one listener for all of them, told
@@ -17,13 +18,16 @@ export interface RunListener<R> {
   gate(run: R, file: string): Promise<void>
   /** The run has ended: its handler returned or threw, or the thread exited. Called once. */
   end(run: R, outcome: RunOutcome): void
-  /**
-   * The host wrote an answer to the thread's own link (src-shared/thread-link.ts), and the thread runs its
-   * jobs as `runs`: each is to be {@link HandlerThread.adopt}ed before this returns.
-   */
-  delivered?(thread: HandlerThread<R>, response: unknown, runs: number[]): void
-  /** The thread's link has closed, or the linked thread has exited: no answer comes through it any more. */
-  linkLost?(thread: HandlerThread<R>): void
+  /** A line for the worker's log, as it is. */
+  line(text: string): void
+  /** The thread has exited (after its runs have ended). */
+  exited?(thread: HandlerThread<R>): void
+  /** A driving thread's messages about the jobs it claims (driver.ts). */
+  adopt?(thread: HandlerThread<R>, entries: number[]): void
+  handOver?(thread: HandlerThread<R>, entry: number, claim: Claim): void
+  unlinked?(thread: HandlerThread<R>, reports: Required<Pick<ExchangeRequest, 'complete' | 'fail'>>): void
+  drained?(thread: HandlerThread<R>): void
+  beatsSooner?(): void
 }
 
 export type RunOutcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
@@ -47,20 +51,17 @@ export class HandlerThread<R> {
   private nextRun = 1
   /** Set once the thread has exited: a run started after that ends at once. */
   private exitCode: number | null = null
-  /** The thread's own link to the host is up: a claim may name it (src-shared/thread-link.ts). */
-  linked = false
-  /** Where the thread leaves an answer from its link (src-shared/thread-link.ts); none without a link. */
-  private readonly mailbox: Mailbox | null
+  /** The thread claims, runs and reports its own jobs over its link to the host (driver.ts). */
+  driving = false
 
-  /** `link`: where the thread links itself to the host, if it should. */
+  /** `link`: the thread links itself to the host and drives its own jobs (driver.ts). */
   constructor(
     options: HandlerOptions,
     private readonly listener: RunListener<R>,
-    link?: LinkAddress,
+    link?: LinkAddress & DriveOptions,
   ) {
     const entry = new URL(fromSources ? './handler-thread.ts' : './handler-thread.js', import.meta.url)
-    this.mailbox = link ? new Mailbox() : null
-    const workerData = { ...options, link: link && { ...link, mailbox: this.mailbox!.buffer } }
+    const workerData = { ...options, link }
     this.worker = fromSources
       ? new Worker(new URL('./thread-boot.mjs', import.meta.url), { workerData: { ...workerData, entry: entry.href } })
       : new Worker(entry, { workerData })
@@ -71,7 +72,7 @@ export class HandlerThread<R> {
           if (message.type !== 'ready') this.route(message)
           else {
             this.isReady = true
-            this.linked = message.linked
+            this.driving = message.driving
             resolve(message)
           }
         }
@@ -83,8 +84,7 @@ export class HandlerThread<R> {
         const ended = [...this.runs.values()]
         this.runs.clear()
         for (const run of ended) listener.end(run, exited(code))
-        this.collect() // a job whose answer it left ends now as thread_exited, not at its lease's expiry
-        this.unlink()
+        listener.exited?.(this) // the jobs it claimed and still reported itself end now as thread_exited, not at their leases' expiry
       })
     })
     this.ready.catch(() => {}) // observed by whoever awaits whenReady()
@@ -99,30 +99,26 @@ export class HandlerThread<R> {
     return this.runs.size
   }
 
-  private post(message: ToThread): void {
+  /** A message to the thread, posted with the others of this turn. */
+  post(message: ToThread): void {
     this.batch.send(message)
   }
 
-  private unlink(): void {
-    if (!this.linked) return
-    this.linked = false
-    this.listener.linkLost?.(this)
-  }
-
-  /**
-   * Takes the answer the thread left in its mailbox, if it left one, to the listener (which
-   * adopts its job). The thread says when it has; the runtime also looks on its own while it
-   * waits for an answer through this thread, should a handler keep the thread from saying.
-   */
-  collect(): void {
-    const mail = this.mailbox?.take()
-    if (mail) this.listener.delivered?.(this, JSON.parse(mail.text), [mail.run])
-  }
-
   private route(message: Exclude<FromThread, { type: 'ready' }>): void {
-    if (message.type === 'unlinked') return this.unlink()
-    if (message.type === 'delivered') return this.listener.delivered?.(this, message.response, message.runs)
-    if (message.type === 'mail') return this.collect()
+    switch (message.type) {
+      case 'line':
+        return this.listener.line(message.line)
+      case 'adopt':
+        return this.listener.adopt?.(this, message.entries)
+      case 'hand-over':
+        return this.listener.handOver?.(this, message.entry, message.claim)
+      case 'unlinked':
+        return this.listener.unlinked?.(this, { complete: message.complete, fail: message.fail })
+      case 'drained':
+        return this.listener.drained?.(this)
+      case 'beats-sooner':
+        return this.listener.beatsSooner?.()
+    }
     const run = this.runs.get(message.run)
     if (run === undefined) return
     switch (message.type) {
@@ -168,7 +164,7 @@ export class HandlerThread<R> {
   }
 
   /**
-   * Takes on a run the thread started itself, a job that came over its link (numbered by the
+   * Takes on a run the thread started itself, a job it claimed (driver.ts; numbered by the
    * thread): from now on its messages and its end go to the listener as any run's. On a thread
    * that has exited, the run ends at once.
    */

@@ -10,11 +10,16 @@ import { attemptErrorOf } from './attempt-error'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
 import { lineReader } from '../src-shared/line-reader'
-import { type LinkAddress, Mailbox } from './mailbox'
+import { type DriveOptions, Driver } from './driver'
+import type { LinkAddress } from '../src-shared/thread-link'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
-import type { Claim } from './transport'
+import type { AttemptError } from './transport'
 
 const port = parentPort!
+/** The thread's own claims, when it drives them (the worker's first thread, linked to the host: driver.ts). */
+let driver: Driver | null = null
+/** The runtime has said to begin claiming (it may say so before the link is up). */
+let begun = false
 /** How long a batch may wait while a handler keeps the thread busy (see MessageBatch). */
 const MAX_BATCH_AGE_MS = 20
 /**
@@ -24,8 +29,11 @@ const MAX_BATCH_AGE_MS = 20
 const unsentProgress = new Map<number, RunProgress>()
 const batch = new MessageBatch<FromThread>(
   (messages) => {
-    for (const [run, { fraction, note }] of unsentProgress) messages.push({ type: 'progress', run, fraction, note })
-    unsentProgress.clear()
+    for (const [run, { fraction, note }] of unsentProgress) {
+      if (driver?.holds(run)) continue // its progress goes with its end (driver.ts)
+      messages.push({ type: 'progress', run, fraction, note })
+      unsentProgress.delete(run)
+    }
     if (messages.length > 0) post(messages)
   },
   setImmediate,
@@ -86,6 +94,7 @@ class GateError extends Error {
 }
 
 function gate(run: number, file: string): Promise<void> {
+  driver?.giveToRuntime(run) // the runtime keeps the gate, and the job while it holds files
   const id = nextGateId++
   return new Promise((resolve, reject) => {
     gates.set(id, { resolve, reject })
@@ -160,7 +169,7 @@ class RunContext implements HandlerContext {
     this.#run = run
     this.#stop = stop
     this.progress = (fraction, note) => progress(run, fraction, note ?? null)
-    this.log = (line) => send({ type: 'log', run, line: String(line) })
+    this.log = (line) => send(driver?.claimed(run) ? { type: 'line', line: driver.logLine(run, String(line)) } : { type: 'log', run, line: String(line) })
   }
 
   get signal(): AbortSignal {
@@ -179,12 +188,19 @@ async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void
   try {
     if (!handler) throw Object.assign(new Error(`No handler for job type "${job.type}"`), { code: 'no_handler', retryable: false })
     const result = await handler.run(new RunContext(job, payload, run, stop))
-    send({ type: 'done', run, result: result === undefined ? null : result, ...takeProgress(run) })
+    end(run, { ok: true, result: result === undefined ? null : result })
   } catch (error) {
-    send({ type: 'failed', run, error: attemptErrorOf(error), ...takeProgress(run) })
+    end(run, { ok: false, error: attemptErrorOf(error) })
   } finally {
     runs.delete(run)
   }
+}
+
+/** A run has ended: the driving thread reports its own jobs; the runtime is told of the others. */
+function end(run: number, outcome: { ok: true; result: unknown } | { ok: false; error: AttemptError }): void {
+  const progress = takeProgress(run)
+  if (driver?.claimed(run) && driver.ended(run, outcome, progress.progress)) return
+  send(outcome.ok ? { type: 'done', run, result: outcome.result, ...progress } : { type: 'failed', run, error: outcome.error, ...progress })
 }
 
 function receive(message: ToThread): void {
@@ -195,7 +211,12 @@ function receive(message: ToThread): void {
     gates.delete(message.id)
     if (message.error) waiter?.reject(new GateError(message.error.code, message.error.message))
     else waiter?.resolve()
+  } else if (message.type === 'freed') driver?.freed(message.job_type, message.ms)
+  else if (message.type === 'begin') {
+    begun = true
+    driver?.pump()
   }
+  else if (message.type === 'drain') driver?.drain()
 }
 
 port.on('message', (messages: ToThread[]) => {
@@ -205,60 +226,40 @@ port.on('message', (messages: ToThread[]) => {
 /** A link not up by then is given up on (a local socket connects at once, or fails at once). */
 const LINK_CONNECT_TIMEOUT_MS = 2000
 
-/** The run number of the next job that comes over the link: negative, apart from the runtime's. */
-let nextLinkRun = -1
-
 /**
- * An answer the host wrote to this thread's link. The runtime must know its jobs whatever their
- * handlers then do, to heartbeat them. An answer of one job that fits the mailbox is left there,
- * the job started, and the runtime told after (it also looks there on its own while it waits for
- * this thread: src-shared/thread-link.ts); any other goes to the runtime by message before its jobs run.
+ * Opens the thread's link to the host (src-shared/thread-link.ts), to drive its own jobs over it
+ * (driver.ts). Resolves once it is up (with the thread's driver) or could not be opened (null):
+ * without one, the runtime claims, and jobs come from it.
  */
-function receiveFromLink(line: string, mailbox: Mailbox): void {
-  let response: { result?: { jobs?: unknown } }
-  try {
-    response = JSON.parse(line)
-  } catch {
-    return // not an answer: the host writes nothing else
-  }
-  const jobs = Array.isArray(response?.result?.jobs) ? (response.result.jobs as Claim[]) : []
-  const runs = jobs.map(() => nextLinkRun--)
-  batch.flush() // what the thread said before goes first
-  const mailed = jobs.length === 1 && mailbox.put(line, runs[0]!)
-  if (!mailed) post([{ type: 'delivered', response, runs }])
-  jobs.forEach((claim, i) => void runJob(runs[i]!, jobInfo(claim), claim.payload))
-  if (mailed) post([{ type: 'mail' }])
-}
-
-/**
- * Opens the thread's own link to the host (src-shared/thread-link.ts). Resolves once it is up (true) or
- * could not be opened (false): without one, jobs come from the runtime only.
- */
-function link({ path, token, worker_id, thread, mailbox }: LinkAddress & { mailbox: SharedArrayBuffer }): Promise<boolean> {
+function link({ path, token, thread, ...drive }: LinkAddress & DriveOptions): Promise<Driver | null> {
   const socket = connect(path)
-  let up = false
+  let linked: Driver | null = null
   socket.setEncoding('utf8')
-  const shared = new Mailbox(mailbox)
-  const read = lineReader((line) => receiveFromLink(line, shared))
+  const read = lineReader((line) => linked?.answer(line))
   socket.on('data', (chunk: string) => read.push(chunk))
   socket.on('error', () => {}) // 'close' follows
   const giveUp = setTimeout(() => socket.destroy(), LINK_CONNECT_TIMEOUT_MS)
   return new Promise((resolve) => {
     socket.on('connect', () => {
       clearTimeout(giveUp)
-      up = true
-      socket.write(`${JSON.stringify({ worker_id, thread, token })}\n`)
-      resolve(true)
+      socket.write(`${JSON.stringify({ worker_id: drive.worker_id, thread, token })}\n`)
+      linked = new Driver(drive, {
+        write: (line) => socket.write(line),
+        start: (claim, run) => void runJob(run, jobInfo(claim), claim.payload),
+        tell: send,
+      })
+      resolve(linked)
     })
     socket.on('close', () => {
       clearTimeout(giveUp)
-      if (up) send({ type: 'unlinked' })
-      resolve(false)
+      linked?.linkLost()
+      resolve(null)
     })
   })
 }
 
-// Ready once linked (or not): the runtime's first claim can then name this thread.
-const address = (workerData as { link?: LinkAddress & { mailbox: SharedArrayBuffer } }).link
-const linked = address ? await link(address) : false
-send({ type: 'ready', types: [...handlers.keys()], problems, linked })
+// Ready once linked (or not): a driving thread claims once the runtime says to begin.
+const address = (workerData as { link?: LinkAddress & DriveOptions }).link
+driver = address ? await link(address) : null
+send({ type: 'ready', types: [...handlers.keys()], problems, driving: driver !== null })
+if (begun) driver?.pump()

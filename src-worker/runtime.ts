@@ -3,7 +3,9 @@ import { HandlerThread, type RunListener, type RunOutcome } from './handler-thre
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
-import type { LinkAddress } from './mailbox'
+import { nextExchange, onceThisTurn } from './exchange-plan'
+import type { LinkAddress } from '../src-shared/thread-link'
+import { JobTable, type TakenJob } from './job-table'
 import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HeartbeatAnswer, WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -23,7 +25,7 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
-  /** Local workers: where each handler thread links itself to the host (src-shared/thread-link.ts); none over HTTP. */
+  /** Local workers: where the first handler thread links itself to the host to drive its own jobs (driver.ts); none over HTTP. */
   link?: Pick<LinkAddress, 'path' | 'token'>
 }
 
@@ -53,44 +55,14 @@ class GateStop extends Error {
   }
 }
 
-/** What the runtime knows when it decides what to send (see {@link nextExchange}). */
-export interface SendState {
-  /** Heartbeats, completions or failures wait to be sent. */
-  reports: boolean
-  /** Some of them are heartbeats. */
-  heartbeats: boolean
-  /** An exchange with reports and no long-poll is in flight. */
-  reporting: boolean
-  /** A long-poll is in flight. */
-  polling: boolean
-  /** Slots neither running a job nor asked for. */
-  free: number
-  /** How soon the running jobs should report, when they are all short jobs; else null. */
-  reportsDueInMs: number | null
-}
-
-/**
- * What the worker sends next: an exchange (a long-poll or not), a look again later, or nothing.
- * - Reports go as soon as no other exchange with reports is in flight. When no long-poll is in
- *   flight either, they carry one for the free slots — unless they hold heartbeats, whose
- *   answers may stop a job and must come back at once. A worker that runs short jobs one at a
- *   time so makes one round trip per job: its report and its next claim are one exchange.
- * - With nothing to report, free slots are claimed by a long-poll — but while every running job
- *   is a short one that should end within `reportsDueInMs`, the claim waits to go with its report.
- */
-export function nextExchange(state: SendState): { longPoll: boolean } | { pollInMs: number } | null {
-  const { reports, heartbeats, reporting, polling, free, reportsDueInMs } = state
-  if (reports) return reporting ? null : { longPoll: !polling && free > 0 && !heartbeats }
-  if (polling || reporting || free <= 0) return null
-  return reportsDueInMs === null ? { longPoll: true } : { pollInMs: reportsDueInMs }
-}
-
 /** A job this worker runs now. */
 interface Running {
   claim: Claim
   thread: HandlerThread<Running>
   /** Its run's number in its thread. */
   run: number
+  /** Its entry in the job table, for a job a driving thread claimed (-1: one the runtime claimed). */
+  entry: number
   startedAt: number
   /** The files it holds through the gate (none until it passes the gate). */
   heldFiles: Set<string> | null
@@ -148,24 +120,23 @@ export class WorkerRuntime {
   private reserved = 0
   private polling = false
   private reporting = false
-  private pumpQueued = false
   /** Resolves once the worker has stopped claiming and every job has ended and been reported. */
   private drained: (() => void) | null = null
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
   /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
-  /** Threads named by claims in flight (src-shared/thread-link.ts): no job is placed on them meanwhile. */
-  private readonly named = new Set<number>()
-  /** Looks in the named threads' mailboxes while any is named (see {@link watchNamed}). */
-  private mailCheck: NodeJS.Timeout | undefined
-  /** The heartbeat interval of the last jobs claimed: how often {@link mailCheck} looks, at most. */
-  private beatIntervalMs = 1000
-  /**
-   * The attempts taken on from a thread's link (see {@link delivered}), until their exchange's
-   * answer is placed: placing skips them, even if they have ended by then.
-   */
-  private readonly takenOn = new Set<string>()
+  /** The slots a driving thread claims for (job-table.ts); none without a link. */
+  private readonly table: JobTable | null
+  /** The runtime claims the worker's jobs itself: no thread drives them (no link, or it failed or closed). */
+  private claimsHere: boolean
+  /** The driving threads (one, or two while one is replaced) and their numbers in the table, until they exit, unlink or drain. */
+  private readonly drivers = new Map<HandlerThread<Running>, number>()
+  private lastOwner = 0
+  /** {@link begin} has been called: a driving thread that starts later begins at once. */
+  private begun = false
+  /** Looks in the table for the driving threads' jobs (see {@link watch}). */
+  private watchTimer: NodeJS.Timeout | undefined
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -178,32 +149,114 @@ export class WorkerRuntime {
     log: (job, line) => this.options.log(`[${job.claim.job_type} ${job.claim.job_id.slice(-8)}] ${line}`),
     gate: (job, file) => this.gate(job, file),
     end: (job, outcome) => this.finish(job, outcome),
-    delivered: (thread, response, runs) => this.delivered(thread, response, runs),
-    linkLost: (thread) => {
-      const index = this.threads.indexOf(thread) // a thread already replaced was named by no claim
-      if (index >= 0) this.options.transport.threadGone?.(index)
+    line: (text) => this.options.log(text),
+    exited: (thread) => this.driverGone(thread, true),
+    adopt: (thread, entries) => this.adopt(thread, entries.map((entry) => this.table!.read(entry))),
+    handOver: (_thread, entry, claim) => this.startJobs([{ claim, thread: this.threads[this.leastLoaded()]!, entry }]),
+    unlinked: (thread, reports) => {
+      this.putBack({ heartbeat: new Map(), ...reports })
+      this.driverGone(thread, false)
+    },
+    beatsSooner: () => {
+      clearTimeout(this.watchTimer)
+      this.watchTimer = undefined
+      this.watch()
+    },
+    drained: (thread) => {
+      this.drivers.delete(thread)
+      this.checkDrained()
     },
   }
 
   constructor(private readonly options: RuntimeOptions) {
     this.runTimes = new RunTimes(options.shortRunMs)
+    this.table = options.link ? new JobTable(options.concurrency) : null
+    this.claimsHere = !this.table
+  }
+
+  private get threadCount(): number {
+    return Math.max(1, this.options.threads ?? Math.min(this.options.concurrency, MAX_DEFAULT_THREADS))
   }
 
   /** Starts the handler threads; says which job types they run and which modules failed to load. */
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
-    const count = this.options.threads ?? Math.min(this.options.concurrency, MAX_DEFAULT_THREADS)
-    this.threads = Array.from({ length: Math.max(1, count) }, (_, index) => this.newThread(index))
+    this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
     return { types: ready[0]!.types, problems: ready[0]!.problems }
   }
 
+  /**
+   * A handler thread. The first drives its own jobs (driver.ts) when the worker has a link and
+   * no driving thread has failed to link or lost its link: the runtime then claims nothing and
+   * watches that thread's jobs through the table.
+   */
   private newThread(index: number): HandlerThread<Running> {
-    const { link, workerId } = this.options
-    return new HandlerThread(this.options.handlers, this.listener, link && { ...link, worker_id: workerId, thread: index })
+    const { link, workerId, streams, claimWaitMs, handlers } = this.options
+    const drives = index === 0 && link !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
+    if (!drives) return new HandlerThread(handlers, this.listener)
+    const owner = ++this.lastOwner
+    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
+    const thread = new HandlerThread(handlers, this.listener, { ...link, thread: index, ...drive })
+    this.drivers.set(thread, owner)
+    if (this.begun) thread.post({ type: 'begin' })
+    void thread.whenReady().then(
+      ({ driving }) => (driving ? this.watch() : this.driverGone(thread, false)),
+      () => {}, // it exited: see driverGone
+    )
+    return thread
+  }
+
+  /**
+   * Every so often — half the shortest heartbeat interval of the jobs the driving threads have
+   * claimed, at most a second; a thread that claims a job with a shorter one says so at once — the
+   * runtime takes over every job they still run (job-table.ts),
+   * and heartbeats it from then on. A job that ends before that is never seen here; one that
+   * runs longer, or blocks its thread from its start, has its first heartbeat at most about one
+   * and a half intervals after its grant: half its lease's TTL.
+   */
+  private watch(): void {
+    if (this.watchTimer || this.drivers.size === 0) return
+    this.watchTimer = setTimeout(() => {
+      this.watchTimer = undefined
+      for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
+      this.watch()
+    }, Math.min(1000, this.table!.shortestBeatMs() / 2))
+  }
+
+  /**
+   * A driving thread has gone: it exited (the jobs it still reported itself end now as
+   * thread_exited, and a new first thread drives, unless the worker is stopping), failed to link,
+   * or lost its link (it gave the runtime its jobs and reports first): the runtime claims from now on.
+   */
+  private driverGone(thread: HandlerThread<Running>, exited: boolean): void {
+    const owner = this.drivers.get(thread)
+    if (owner === undefined) return
+    this.drivers.delete(thread)
+    this.adopt(thread, this.table!.takeOver(owner))
+    if (exited && this.threads[0] === thread && !this.stopClaiming.signal.aborted) this.threads[0] = this.newThread(0)
+    else if (!exited) this.claimsHere = true
+    this.pump()
+  }
+
+  /**
+   * Takes on jobs a driving thread started (found in the table, or given by the thread): from
+   * now on the runtime heartbeats them, holds them to their runtime limit, and reports their end.
+   */
+  private adopt(thread: HandlerThread<Running>, taken: TakenJob[]): void {
+    if (taken.length === 0) return
+    const now = Date.now()
+    const jobs = taken.map(({ entry, claim, run, startedAt }) => {
+      const job = this.track(claim, thread, entry, performance.now() - (now - startedAt))
+      thread.adopt((job.run = run), job)
+      return job
+    })
+    this.heartbeat(jobs)
   }
 
   /** Begins claiming, once {@link start} has succeeded (a worker that failed to start takes no work). */
   begin(): void {
+    this.begun = true
+    for (const thread of this.drivers.keys()) thread.post({ type: 'begin' })
     this.pump()
   }
 
@@ -214,19 +267,22 @@ export class WorkerRuntime {
   async stop(graceMs: number): Promise<void> {
     this.stopClaiming.abort()
     clearTimeout(this.pollTimer)
+    for (const thread of this.drivers.keys()) thread.post({ type: 'drain' })
     const drained = new Promise<void>((resolve) => (this.drained = resolve))
     this.checkDrained()
     const timer = setTimeout(() => {
+      for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
       for (const job of this.running.values()) this.stopJob(job, 'shutdown')
     }, graceMs)
     await drained
     clearTimeout(timer)
+    clearTimeout(this.watchTimer)
     await Promise.all(this.threads.map((t) => t.terminate()))
     this.options.transport.close()
   }
 
   private get free(): number {
-    return this.stopClaiming.signal.aborted ? 0 : this.options.concurrency - this.running.size - this.reserved
+    return this.stopClaiming.signal.aborted || !this.claimsHere ? 0 : this.options.concurrency - this.running.size - this.reserved
   }
 
   private get hasReports(): boolean {
@@ -234,14 +290,7 @@ export class WorkerRuntime {
   }
 
   /** Something changed: look at what to send once this turn's other changes are in. */
-  private pump(): void {
-    if (this.pumpQueued) return
-    this.pumpQueued = true
-    setImmediate(() => {
-      this.pumpQueued = false
-      this.send()
-    })
-  }
+  private readonly pump = onceThisTurn(() => this.send())
 
   private send(): void {
     const wait = this.pauseUntil - Date.now()
@@ -297,13 +346,7 @@ export class WorkerRuntime {
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
     if (outbox.complete.length > 0) request.complete = outbox.complete
     if (outbox.fail.length > 0) request.fail = outbox.fail
-    const thread = maxJobs > 0 ? this.threadToName() : -1
     if (maxJobs > 0) request.claim = { streams, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
-    if (thread >= 0) {
-      request.claim!.thread = thread
-      this.named.add(thread)
-      this.watchNamed()
-    }
     this.reserved += maxJobs
     if (longPoll) this.polling = true
     else this.reporting = true
@@ -322,8 +365,6 @@ export class WorkerRuntime {
       }
     } finally {
       this.reserved -= maxJobs
-      this.named.delete(thread)
-      this.watchNamed()
       if (longPoll) this.polling = false
       else this.reporting = false
     }
@@ -340,51 +381,6 @@ export class WorkerRuntime {
       this.place(answer.jobs)
     }
     this.pump()
-  }
-
-  /**
-   * The handler thread a claim may name for an answer that grants one job (src-shared/thread-link.ts): one
-   * that is linked, runs nothing, and no other claim in flight names; -1 for none. No job is
-   * placed on a named thread until its claim is answered, so the thread reads the answer and
-   * starts its job at once: one busy with a handler that computes could not, and the runtime
-   * would not know of the job. That leaves a thread to place on only with two threads or more
-   * (two exchanges may be in flight) — or with one slot, where nothing else runs while a claim
-   * waits.
-   */
-  private threadToName(): number {
-    if (this.threads.length < 2 && this.options.concurrency > 1) return -1
-    return this.threads.findIndex((thread, index) => thread.linked && thread.load === 0 && !this.named.has(index))
-  }
-
-  /**
-   * While a claim names a thread, looks in that thread's mailbox every half heartbeat interval
-   * (at most every second): a thread that has left an answer there tells the runtime once its
-   * job has started, but a handler that blocks the thread from its start keeps it from telling.
-   * Looking finds the job in time for its heartbeats all the same: once the runtime knows the
-   * interval (from any claim), the job's first beat goes at most one and a half intervals after
-   * the grant, half the lease's TTL.
-   */
-  private watchNamed(): void {
-    if (this.named.size === 0) {
-      clearInterval(this.mailCheck)
-      this.mailCheck = undefined
-    } else {
-      this.mailCheck ??= setInterval(() => {
-        for (const index of this.named) this.threads[index]?.collect()
-      }, Math.min(1000, this.beatIntervalMs / 2))
-    }
-  }
-
-  /**
-   * An answer the host wrote to `thread`'s link, passed on by the thread, which runs its jobs as
-   * `runs`: the runtime takes them on now, as jobs it started (heartbeats, timers, reports);
-   * then the answer settles its exchange, whose placing skips them.
-   */
-  private delivered(thread: HandlerThread<Running>, response: unknown, runs: number[]): void {
-    const jobs = (response as { result?: { jobs?: Claim[] } }).result?.jobs ?? []
-    for (const claim of jobs) this.takenOn.add(claim.attempt_id)
-    this.startJobs(jobs, () => thread, runs)
-    this.options.transport.accept?.(response)
   }
 
   /**
@@ -410,7 +406,7 @@ export class WorkerRuntime {
   }
 
   private checkDrained(): void {
-    if (this.drained && this.running.size === 0 && !this.hasReports && !this.reporting && !this.polling) {
+    if (this.drained && this.running.size === 0 && this.drivers.size === 0 && !this.hasReports && !this.reporting && !this.polling) {
       this.drained()
       this.drained = null
     }
@@ -420,41 +416,53 @@ export class WorkerRuntime {
    * Starts a batch of claimed jobs, on the threads thread-placement.ts picks (a batch of short
    * jobs shares one thread). The jobs of the batch heartbeat together.
    */
-  private place(answered: Claim[]): void {
-    // Jobs that came through a thread's link were taken on already (see delivered).
-    const claims = answered.filter((claim) => !this.takenOn.delete(claim.attempt_id))
+  private place(claims: Claim[]): void {
     const threads = this.threads
     const placed = placeBatch(
       claims.map((claim) => claim.job_type),
-      threads.map((thread, index) => (this.named.has(index) ? Number.POSITIVE_INFINITY : thread.load)),
+      threads.map((thread) => thread.load),
       (type) => this.runTimes.isShort(type),
     )
-    this.startJobs(claims, (i) => threads[placed[i]!]!)
+    this.startJobs(claims.map((claim, i) => ({ claim, thread: threads[placed[i]!]!, entry: -1 })))
   }
 
-  /**
-   * Starts jobs on the given threads — or, with `runs`, takes them on as the runs their thread
-   * started already — and heartbeats them together.
-   */
-  private startJobs(claims: Claim[], threadOf: (index: number) => HandlerThread<Running>, runs?: number[]): void {
+  /** The least-loaded thread that does not drive, for a job a driving thread gave the runtime (any, when there is one thread). */
+  private leastLoaded(): number {
+    const loads = this.threads.map((thread) => (this.drivers.has(thread) && this.threads.length > 1 ? Number.POSITIVE_INFINITY : thread.load))
+    return loads.indexOf(Math.min(...loads))
+  }
+
+  /** Starts jobs on their threads, and heartbeats them together. */
+  private startJobs(jobs: { claim: Claim; thread: HandlerThread<Running>; entry: number }[]): void {
+    this.heartbeat(
+      jobs.map(({ claim, thread, entry }) => {
+        const job = this.track(claim, thread, entry, performance.now())
+        job.run = thread.start(jobInfo(claim), claim.payload, job)
+        return job
+      }),
+    )
+  }
+
+  /** Heartbeats jobs together, those of one interval on one timer. */
+  private heartbeat(jobs: Running[]): void {
     const byInterval = new Map<number, Running[]>()
-    claims.forEach((claim, i) => {
-      this.beatIntervalMs = claim.heartbeat_interval_seconds * 1000
-      const job = this.execute(claim, threadOf(i), runs?.[i])
-      const together = byInterval.get(claim.heartbeat_interval_seconds)
+    for (const job of jobs) {
+      const seconds = job.claim.heartbeat_interval_seconds
+      const together = byInterval.get(seconds)
       if (together) together.push(job)
-      else byInterval.set(claim.heartbeat_interval_seconds, [job])
-    })
-    for (const [seconds, jobs] of byInterval) this.beatTogether(jobs, seconds * 1000)
+      else byInterval.set(seconds, [job])
+    }
+    for (const [seconds, together] of byInterval) this.beatTogether(together, seconds * 1000)
   }
 
-  /** Starts the job on `thread`, or takes it on as the thread's run `run` (a job from its link). */
-  private execute(claim: Claim, thread: HandlerThread<Running>, run?: number): Running {
+  /** A job the worker runs from now on (started at `startedAt`, by performance.now()): its runtime limit is timed from then. */
+  private track(claim: Claim, thread: HandlerThread<Running>, entry: number, startedAt: number): Running {
     const job: Running = {
       claim,
       thread,
       run: 0,
-      startedAt: performance.now(),
+      entry,
+      startedAt,
       heldFiles: null,
       progress: null,
       note: null,
@@ -465,9 +473,10 @@ export class WorkerRuntime {
       graceTimer: undefined,
     }
     this.running.set(claim.job_id, job)
-    if (claim.max_runtime_s) job.runtimeTimer = setTimeout(() => this.stopJob(job, 'max_runtime'), claim.max_runtime_s * 1000)
-    if (run === undefined) job.run = thread.start(jobInfo(claim), claim.payload, job)
-    else thread.adopt((job.run = run), job)
+    if (claim.max_runtime_s) {
+      const left = claim.max_runtime_s * 1000 - (performance.now() - startedAt)
+      job.runtimeTimer = setTimeout(() => this.stopJob(job, 'max_runtime'), Math.max(0, left))
+    }
     return job
   }
 
@@ -518,6 +527,11 @@ export class WorkerRuntime {
     clearTimeout(job.runtimeTimer)
     clearTimeout(job.graceTimer)
     this.running.delete(claim.job_id)
+    if (job.entry >= 0) {
+      // A job a driving thread claimed: its entry is free for that thread's next claim.
+      this.table!.free(job.entry)
+      for (const thread of this.drivers.keys()) thread.post({ type: 'freed', job_type: claim.job_type, ms: performance.now() - job.startedAt })
+    }
     const { log } = this.options
     const { job_id, attempt_id, lease_token } = claim
     if (job.stopReason === 'lease_lost') {

@@ -1,4 +1,4 @@
-import type { AttemptError, Claim } from './transport'
+import type { AttemptError, Claim, ExchangeRequest } from './transport'
 import type { JobInfo } from './handler-api'
 
 /**
@@ -12,6 +12,12 @@ export type ToThread =
   | { type: 'run'; run: number; job: JobInfo; payload: unknown }
   | { type: 'abort'; run: number; reason: string }
   | { type: 'gate-answer'; id: number; error: { code: string; message: string } | null }
+  /** To the driving thread (driver.ts): a job of its claims that the runtime ran has ended after `ms`; its entry is free. */
+  | { type: 'freed'; job_type: string; ms: number }
+  /** To the driving thread: begin claiming (the worker has told the host it is ready). */
+  | { type: 'begin' }
+  /** To the driving thread: the worker drains; say `drained` once your own jobs are reported. */
+  | { type: 'drain' }
 
 /** A run's latest progress: the last fraction and the last note given (null: none given). */
 export interface RunProgress {
@@ -20,25 +26,26 @@ export interface RunProgress {
 }
 
 export type FromThread =
-  /** `linked`: the thread's own link to the host is up (src-shared/thread-link.ts). */
-  | { type: 'ready'; types: string[]; problems: { file: string; error: string }[]; linked: boolean }
+  /** `driving`: the thread claims, runs and reports its own jobs over its link to the host (driver.ts). */
+  | { type: 'ready'; types: string[]; problems: { file: string; error: string }[]; driving: boolean }
   | ({ type: 'progress'; run: number } & RunProgress)
   | { type: 'log'; run: number; line: string }
+  /** A line for the worker's log as it is (a driving thread's jobs' lines, written as the runtime writes a job's). */
+  | { type: 'line'; line: string }
   | { type: 'gate'; run: number; id: number; file: string }
   /** A run's end carries the progress it reported in the turn it ended in, if any. */
   | { type: 'done'; run: number; result: unknown; progress?: RunProgress }
   | { type: 'failed'; run: number; error: AttemptError; progress?: RunProgress }
-  /** The thread's own link to the host (src-shared/thread-link.ts), up since it was ready, has closed. */
-  | { type: 'unlinked' }
-  /**
-   * An answer the host wrote to the thread's link that did not go through the mailbox (see
-   * src-shared/thread-link.ts), passed on before the thread runs its jobs: `runs` are their run numbers in
-   * the thread, in the order of the answer's jobs (negative, so they never meet the numbers the
-   * runtime gives the runs it starts).
-   */
-  | { type: 'delivered'; response: unknown; runs: number[] }
-  /** The thread has left an answer in its mailbox and started its job: the runtime takes it now. */
-  | { type: 'mail' }
+  /** The driving thread gives the runtime the jobs of these entries of the job table, which it runs (job-table.ts). */
+  | { type: 'adopt'; entries: number[] }
+  /** The driving thread gives the runtime a job it claimed, to run elsewhere (-1: it has no entry in the table). */
+  | { type: 'hand-over'; entry: number; claim: Claim }
+  /** The driving thread's link has closed: these reports may not have reached the host; the runtime claims from now on. */
+  | { type: 'unlinked'; complete: NonNullable<ExchangeRequest['complete']>; fail: NonNullable<ExchangeRequest['fail']> }
+  /** The driving thread, draining, has reported all its jobs. */
+  | { type: 'drained' }
+  /** The driving thread has claimed a job whose heartbeat interval is shorter than any before (job-table.ts has it): the runtime is to look sooner. */
+  | { type: 'beats-sooner' }
 
 /** What a handler is told about its job, from the job's claim. */
 export function jobInfo(claim: Claim): JobInfo {

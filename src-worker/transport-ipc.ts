@@ -21,8 +21,8 @@ export function processChannel(): IpcChannel {
 /** The worker transport for local workers: requests to the host over IPC, answered by the engine. */
 export class IpcTransport implements WorkerTransport {
   private nextId = 1
-  /** Requests not answered yet; `thread`: the handler thread an exchange's answer may come through. */
-  private readonly pending = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; thread?: number }>()
+  /** Requests not answered yet. */
+  private readonly pending = new Map<number, { resolve(result: unknown): void; reject(error: Error): void }>()
   private closed = false
 
   constructor(
@@ -32,8 +32,7 @@ export class IpcTransport implements WorkerTransport {
     channel.onMessage((raw) => this.accept(raw))
   }
 
-  /** A message from the host: over the IPC channel, or passed on by a handler thread from its link. */
-  accept(raw: unknown): void {
+  private accept(raw: unknown): void {
     const parsed = FromHost.safeParse(raw)
     if (!parsed.success) return // not ours; the host validates what it sends too
     const message = parsed.data
@@ -46,25 +45,11 @@ export class IpcTransport implements WorkerTransport {
     waiter.reject(status === 409 ? new LeaseLostError(code, detail) : new HostError(status, code, detail))
   }
 
-  /**
-   * Thread `index` has exited, or its link has closed: an answer the host wrote to it may never
-   * be passed on, so the exchanges whose claim named it fail now (the runtime sends their
-   * reports again; jobs such an answer granted expire on the host's side and run again).
-   */
-  threadGone(index: number): void {
-    for (const [id, waiter] of this.pending) {
-      if (waiter.thread !== index) continue
-      this.pending.delete(id)
-      waiter.reject(new Error(`handler thread ${index} went away before the host's answer came through it`))
-    }
-  }
-
   private call<M extends IpcMethod>(method: M, params: IpcParams<M>): Promise<unknown> {
     if (this.closed) return Promise.reject(new Error('transport closed'))
     const id = this.nextId++
-    const thread = method === 'exchange' ? (params as IpcParams<'exchange'>).claim?.thread : undefined
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, thread })
+      this.pending.set(id, { resolve, reject })
       this.channel.send({ type: 'request', id, method, params })
     })
   }

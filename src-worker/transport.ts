@@ -11,7 +11,7 @@ import type { AttemptFailure, WorkerClaimed, WorkerExchangeAnswer } from '../src
 /** A claimed job: a lease, an attempt and a token (the worker API's claim). */
 export type Claim = WorkerClaimed
 
-/** One round trip with the host: reports on the jobs a worker runs, then a claim for its free slots (local workers may name a handler thread). */
+/** One round trip with the host: reports on the jobs a worker runs, then a claim for its free slots. */
 export type ExchangeRequest = IpcParams<'exchange'>
 
 /** The host's answer to one report, in the order sent: as its one-job route answers it, or refused (`ok: false` with the 409's code). */
@@ -60,11 +60,4 @@ export interface WorkerTransport {
   report(problem: { worker_id: string; kind: string; detail: string }): Promise<void>
   /** Frees what the transport holds (connections, listeners). */
   close(): void
-  /**
-   * Local workers: an answer the host wrote to a handler thread's own link, passed on by that
-   * thread; it settles its exchange as if it had come the usual way (src-shared/thread-link.ts).
-   */
-  accept?(message: unknown): void
-  /** Local workers: thread `index` can no longer pass answers on; exchanges whose claim named it fail. */
-  threadGone?(index: number): void
 }

@@ -1,4 +1,4 @@
-import { FromWorker, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
+import { FromWorker, type IpcResponse } from '../../src-shared/ipc-protocol'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
@@ -39,21 +39,27 @@ export class WorkerPool {
   private readonly slots: Slot[]
   private stopping = false
   private readonly exits = new Map<string, Promise<void>>()
-  /** The handler threads' own links: how a granted job reaches its handler without a hop (src-shared/thread-link.ts). */
+  /** The workers' links: how a worker's driving thread claims and reports with no hop through its main thread (src-shared/thread-link.ts). */
   private links: ThreadLinks | null = null
+  /** How to answer a request of each worker that is up, over IPC or its link (see {@link launch}). */
+  private readonly answerers = new Map<string, (message: FromWorker, gone: AbortSignal | null, reply: (response: IpcResponse) => void) => void>()
 
   constructor(private readonly options: PoolOptions) {
     this.slots = Array.from({ length: options.size }, (_, index) => ({ index, generation: 0, failures: 0, worker: null, workerId: null, restartTimer: null }))
   }
 
   start(): void {
-    this.links = new ThreadLinks(this.options.log)
+    this.links = new ThreadLinks(this.options.log, (workerId, raw, linkGone, reply) => {
+      const parsed = FromWorker.safeParse(raw)
+      if (!parsed.success || parsed.data.type !== 'request') return this.options.log(`leasehold: ignored a malformed link message from ${workerId}`)
+      this.answerers.get(workerId)?.(parsed.data, linkGone, reply)
+    })
     for (const slot of this.slots) this.launch(slot)
   }
 
-  /** Answers written straight to a handler thread so far (see src-shared/thread-link.ts). */
-  get deliveredToThreads(): number {
-    return this.links?.delivered ?? 0
+  /** Requests the workers' driving threads sent over their links so far (see src-shared/thread-link.ts). */
+  get linkRequests(): number {
+    return this.links?.requests ?? 0
   }
 
   private launch(slot: Slot): void {
@@ -74,11 +80,9 @@ export class WorkerPool {
       worker.kill()
     }, this.options.readyTimeoutMs ?? 20_000)
 
-    worker.onMessage((raw) => {
-      const parsed = FromWorker.safeParse(raw)
-      if (!parsed.success) return log(`leasehold: ignored a malformed message from ${workerId}`)
-      const message = parsed.data
-      // Every message is a sign of life, heartbeats above all: a worker on a long job says little else.
+    // Every message is a sign of life, heartbeats above all: a worker on a long job says little
+    // else. A request is answered over the way it came (`gone`: a link that closes, besides the process).
+    const handle = (message: FromWorker, linkGone: AbortSignal | null, reply: (response: IpcResponse) => void) => {
       directory.touch(workerId)
       if (message.type === 'ready') {
         ready = true
@@ -88,17 +92,18 @@ export class WorkerPool {
       } else if (!ready && message.method !== 'report') {
         // Not started properly: no work for it, whatever it asks. (It may report what went
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
-        worker.send({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
+        reply({ type: 'response', id: message.id, error: { status: 503, code: 'worker_not_ready', detail: 'Say ready first' } })
       } else {
-        // Each answer is delivered once, when dispatch says (a waiting claim's from the commit that
-        // grants it). One that grants a single job goes to the handler thread the claim named, if it is linked.
-        const thread = namedThread(message)
-        const deliver = (response: IpcResponse) => {
-          if (thread !== null && grantsOneJob(response) && this.links?.deliver(workerId, thread, response)) return
-          worker.send(response)
-        }
-        void answerWorkerRequest(this.options, workerId, message, gone.signal, deliver)
+        // Each answer is delivered once, when dispatch says (a waiting claim's from the commit that grants it).
+        // A link closes when its worker exits (links.forget below), if not before.
+        void answerWorkerRequest(this.options, workerId, message, linkGone ?? gone.signal, reply)
       }
+    }
+    this.answerers.set(workerId, handle)
+    worker.onMessage((raw) => {
+      const parsed = FromWorker.safeParse(raw)
+      if (!parsed.success) return log(`leasehold: ignored a malformed message from ${workerId}`)
+      handle(parsed.data, null, (response) => worker.send(response))
     })
 
     let exited: () => void = () => {}
@@ -114,6 +119,7 @@ export class WorkerPool {
         log(`leasehold: the leases of ${workerId} could not be expired now (${(error as Error).message}); the reaper will`)
       }
       directory.forget(workerId)
+      this.answerers.delete(workerId)
       this.links?.forget(workerId)
       this.exits.delete(workerId)
       exited()
@@ -153,20 +159,4 @@ export class WorkerPool {
   pids(): number[] {
     return this.slots.flatMap((s) => (s.worker?.pid ? [s.worker.pid] : []))
   }
-}
-
-/** The handler thread an exchange's claim named for its answer, if it named one. */
-function namedThread(request: IpcRequest): number | null {
-  if (request.method !== 'exchange') return null
-  const thread = (request.params as { claim?: { thread?: unknown } } | null)?.claim?.thread
-  return Number.isSafeInteger(thread) ? (thread as number) : null
-}
-
-/**
- * Whether the answer grants exactly one job: only such an answer goes to the named thread. Where
- * a worker runs several jobs of one answer depends on their types (src-worker/thread-placement.ts);
- * a single job goes to the least-loaded thread whatever its type, which the worker can name ahead.
- */
-function grantsOneJob(response: IpcResponse): boolean {
-  return (response.result as { jobs?: unknown[] } | undefined)?.jobs?.length === 1
 }

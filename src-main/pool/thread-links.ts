@@ -4,7 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { lineReader } from '../../src-shared/line-reader'
-import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, MAX_HELLO_CHARS } from '../../src-shared/thread-link'
+import { LINK_PATH_ENV, LINK_TOKEN_ENV, LinkHello, MAX_HELLO_CHARS, MAX_REQUEST_CHARS } from '../../src-shared/thread-link'
 
 /** A connection that has not said who it is by then is closed (by default). */
 const HELLO_TIMEOUT_MS = 5_000
@@ -16,11 +16,16 @@ function linkPath(): string {
 }
 
 /**
- * The host's end of the handler threads' own links (src-shared/thread-link.ts): a socket server
- * that accepts a thread once it shows its worker's token, and writes a waiting claim's answer
- * straight to the thread the claim named. Every way a link can fail — the server could not
- * listen, the thread never connected, the link closed — leaves {@link deliver} returning false,
- * and the answer goes over IPC.
+ * Answers one request a linked thread sent (a JSON value, not checked yet): `gone` aborts when
+ * the link closes, and `reply` writes to the link while it is open.
+ */
+export type LinkRequestHandler = (workerId: string, request: unknown, gone: AbortSignal, reply: (message: unknown) => void) => void
+
+/**
+ * The host's end of the local workers' links (src-shared/thread-link.ts): a socket server that
+ * accepts a thread once it shows its worker's token, then passes each line it sends to
+ * `answer`, and writes the answers back. Every way a link can fail — the server could not
+ * listen, the thread never connected, the link closed — only means the worker claims over IPC.
  */
 export class ThreadLinks {
   private readonly server: Server | null = null
@@ -30,11 +35,12 @@ export class ThreadLinks {
   private readonly tokens = new Map<string, Buffer>()
   /** Each worker's linked threads, by index. */
   private readonly links = new Map<string, Map<number, Socket>>()
-  /** Answers written to a thread so far (the tests read it). */
-  delivered = 0
+  /** Requests read from linked threads so far (the tests read it). */
+  requests = 0
 
   constructor(
     log: (line: string) => void,
+    private readonly answer: LinkRequestHandler,
     private readonly helloTimeoutMs = HELLO_TIMEOUT_MS,
   ) {
     try {
@@ -67,15 +73,6 @@ export class ThreadLinks {
     this.links.delete(workerId)
   }
 
-  /** Writes `message` to the linked thread `thread` of `workerId`; false if it has no open link. */
-  deliver(workerId: string, thread: number, message: unknown): boolean {
-    const socket = this.links.get(workerId)?.get(thread)
-    if (!socket || !socket.writable) return false
-    socket.write(`${JSON.stringify(message)}\n`)
-    this.delivered++
-    return true
-  }
-
   /** Closes every link and the server, and removes the socket's folder. */
   close(): void {
     for (const workerId of [...this.links.keys()]) this.forget(workerId)
@@ -89,24 +86,45 @@ export class ThreadLinks {
     socket.setEncoding('utf8')
     socket.on('error', () => {}) // a link that breaks only closes; 'close' follows
     const timer = setTimeout(() => socket.destroy(), this.helloTimeoutMs)
+    const gone = new AbortController()
+    const reply = (message: unknown) => {
+      if (socket.writable) socket.write(`${JSON.stringify(message)}\n`)
+    }
     let hello: LinkHello | null = null
+    /** Characters read before the hello's end, while there is none: a connection that sends more is closed. */
+    let beforeHello = 0
     const read = lineReader((line) => {
-      if (hello) return void socket.destroy() // a thread says nothing after its hello
-      hello = this.check(line)
+      if (socket.destroyed) return
+      if (hello) return this.request(hello.worker_id, line, socket, gone.signal, reply)
+      hello = line.length <= MAX_HELLO_CHARS ? this.check(line) : null
       if (!hello) return void socket.destroy()
       clearTimeout(timer)
       const threads = this.links.get(hello.worker_id) ?? new Map<number, Socket>()
       this.links.set(hello.worker_id, threads)
       threads.get(hello.thread)?.destroy() // a thread replaced: its new self takes the index
       threads.set(hello.thread, socket)
-    }, MAX_HELLO_CHARS)
+    }, MAX_REQUEST_CHARS)
     socket.on('data', (chunk: string) => {
+      if (!hello && !chunk.includes('\n') && (beforeHello += chunk.length) > MAX_HELLO_CHARS) return void socket.destroy()
       if (!read.push(chunk)) socket.destroy()
     })
     socket.on('close', () => {
       clearTimeout(timer)
+      gone.abort()
       if (hello && this.links.get(hello.worker_id)?.get(hello.thread) === socket) this.links.get(hello.worker_id)!.delete(hello.thread)
     })
+  }
+
+  /** A request from a linked thread of `workerId`, one JSON line, to be answered over its link. */
+  private request(workerId: string, line: string, socket: Socket, gone: AbortSignal, reply: (message: unknown) => void): void {
+    let request: unknown
+    try {
+      request = JSON.parse(line)
+    } catch {
+      return void socket.destroy() // the worker's own code writes only JSON
+    }
+    this.requests++
+    this.answer(workerId, request, gone, reply)
   }
 
   /** The hello, if it is one and shows the token its worker was given. */

@@ -12,7 +12,6 @@ import { SECOND } from '../../src-main/engine/rules/clock'
 import { answerWorkerRequest, type IpcHostDeps } from '../../src-main/pool/ipc-host'
 import type { WorkerProcess } from '../../src-main/pool/spawn'
 import { WorkerPool } from '../../src-main/pool/supervisor'
-import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { WorkerDirectory } from '../../src-main/worker-roster/directory'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
 import { FromHost, FromWorker, IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
@@ -343,43 +342,54 @@ describe('the supervisor checks what a worker process sends', () => {
     expect((await answered(2)).map((m) => m.id)).toEqual([5, 6])
   })
 
-  test('an answer granting one job goes to the linked handler thread its claim named; any other answer goes over IPC', async () => {
-    const { engine, env, worker, answered } = onePool()
-    const me = 'local-1.1'
-    worker.emit({ type: 'ready', worker_id: me, types: ['sleep'] })
-    // Thread 0 links itself as a handler thread does: a socket, and its worker's token.
+  /** Links a stand-in for a worker's driving thread: a socket that shows its worker's token, and keeps the lines the host writes. */
+  async function aLinkedThread(env: Record<string, string>, workerId: string) {
     const thread = connect(env[LINK_PATH_ENV]!)
     const lines: string[] = []
     const read = lineReader((line) => lines.push(line))
     thread.setEncoding('utf8').on('data', (chunk: string) => read.push(chunk))
+    await new Promise((resolve) => thread.once('connect', resolve))
+    thread.write(`${JSON.stringify({ worker_id: workerId, thread: 0, token: env[LINK_TOKEN_ENV] })}\n`)
+    const request = (id: number, method: string, params: unknown) => thread.write(`${JSON.stringify({ type: 'request', id, method, params })}\n`)
+    const answers = async (n: number) => {
+      await until(() => lines.length >= n, 2000, `${n} answers on the link`)
+      return lines.map((line) => JSON.parse(line) as IpcResponse)
+    }
+    return { thread, request, answers }
+  }
+
+  test('a request a linked thread sends is answered over its link as over IPC: a waiting claim from the commit that grants it; before "ready", nothing but a refusal', async () => {
+    const { engine, env, worker } = onePool()
+    const me = 'local-1.1'
+    const { thread, request, answers } = await aLinkedThread(env, me)
     try {
-      await new Promise((resolve) => thread.once('connect', resolve))
-      // Nothing answers a hello: the link is in once the host has checked it (the link is kept in that same turn).
-      const checked = vi.spyOn(ThreadLinks.prototype as unknown as { check(line: string): unknown }, 'check')
-      thread.write(`${JSON.stringify({ worker_id: me, thread: 0, token: env[LINK_TOKEN_ENV] })}\n`)
-      await until(() => checked.mock.results.some((result) => result.type === 'return' && result.value !== null), 2000, 'the hello checked')
-      checked.mockRestore()
-      const wait = (id: number, thread: number, max_jobs = 1) =>
-        worker.emit({ type: 'request', id, method: 'exchange', params: { worker_id: me, claim: { streams: ['default'], max_jobs, max_wait_ms: 5000, thread } } })
-
-      wait(1, 0)
+      const claim = (id: number) => request(id, 'exchange', { worker_id: me, claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 5000 } })
+      claim(1)
+      expect((await answers(1))[0]).toEqual({ type: 'response', id: 1, error: expect.objectContaining({ status: 503, code: 'worker_not_ready' }) })
+      worker.emit({ type: 'ready', worker_id: me, types: ['sleep'] })
+      claim(2)
       const { job } = await engine.run(() => engine.submit(aJob()))
-      await until(() => lines.length, 2000, 'the answer on the link')
-      expect(JSON.parse(lines[0]!)).toMatchObject({ type: 'response', id: 1, result: { jobs: [{ job_id: job.id }] } })
-      expect(worker.sent).toEqual([])
-
-      wait(2, 0, 2) // two jobs in one answer: where each runs is the worker's choice
-      await engine.run(() => engine.submitMany([aJob(), aJob()]))
-      expect((await answered(1))[0]).toMatchObject({ id: 2, result: { jobs: [{}, {}] } })
-      wait(3, 1) // a thread that is not linked
-      await engine.run(() => engine.submit(aJob()))
-      expect((await answered(2))[1]).toMatchObject({ id: 3, result: { jobs: [{}] } })
-      worker.emit({ type: 'request', id: 4, method: 'exchange', params: { worker_id: me, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0, thread: 0 } } })
-      expect((await answered(3))[2]).toMatchObject({ id: 4, result: { jobs: [] } }) // nothing granted: over IPC
-      expect(lines).toHaveLength(1)
+      expect((await answers(2))[1]).toMatchObject({ type: 'response', id: 2, result: { jobs: [{ job_id: job.id }] } })
+      // The same checks as over IPC: a worker cannot act in another's name.
+      request(3, 'exchange', { worker_id: 'local-2.1' })
+      expect((await answers(3))[2]).toMatchObject({ id: 3, error: { status: 403, code: 'worker_mismatch' } })
+      expect(worker.sent).toEqual([]) // nothing of it went over IPC
     } finally {
       thread.destroy()
     }
+  })
+
+  test('a claim waiting on a link that closes ends, and a later submit leases nothing to it', async () => {
+    const { engine, env, worker } = onePool()
+    const me = 'local-1.1'
+    worker.emit({ type: 'ready', worker_id: me, types: ['sleep'] })
+    const { thread, request } = await aLinkedThread(env, me)
+    request(1, 'exchange', { worker_id: me, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 5000 } })
+    await until(() => pool!.linkRequests === 1, 2000, 'the claim read')
+    thread.destroy()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const { job } = await engine.run(() => engine.submit(aJob()))
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
   })
 
   test('a local worker on a long job is busy with that job, and its heartbeats keep it last seen now', async () => {
@@ -470,23 +480,6 @@ describe('the worker end (IpcTransport)', () => {
     stop.abort() // stopping: the wait ends at once, with no jobs
     await expect(waiting).resolves.toEqual(empty)
     expect(listeners()).toBe(before)
-  })
-
-  test('an answer a handler thread passes on settles its exchange; when a thread goes, only the exchanges whose claim named it fail', async () => {
-    const { ch, sent } = channel()
-    const transport = new IpcTransport(ch)
-    const claim = (thread?: number) => ({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1000, thread } })
-    const throughZero = transport.exchange(claim(0))
-    const throughOne = transport.exchange(claim(1))
-    const unnamed = transport.exchange(claim())
-    const answer = { heartbeats: [], completed: [], failed: [], jobs: [] }
-    transport.accept({ type: 'response', id: sent[1]!.id, result: answer }) // passed on by thread 1
-    await expect(throughOne).resolves.toEqual(answer)
-    transport.threadGone(0)
-    await expect(throughZero).rejects.toThrow('handler thread 0 went away')
-    transport.threadGone(1) // nothing of its own waits any more
-    transport.accept({ type: 'response', id: sent[2]!.id, result: answer })
-    await expect(unnamed).resolves.toEqual(answer)
   })
 })
 

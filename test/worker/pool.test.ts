@@ -105,8 +105,8 @@ test('jobs submitted over HTTP run to DONE on both local workers; an external le
   expect(external.output()).toMatch(/handler .*broken\.mjs did not load: this handler is broken on purpose/)
 })
 
-test('a job granted to a waiting local worker goes straight to one of its handler threads, over the thread’s own link, and runs to DONE once', async () => {
-  const before = host.pool!.deliveredToThreads
+test('a local worker’s driving thread claims and reports its jobs over its link: jobs submitted one at a time run to DONE once', async () => {
+  const before = host.pool!.linkRequests
   const ids: string[] = []
   for (let i = 0; i < 6; i++) {
     const id = await submit(host, { job_type: 'test.echo', payload: { i } })
@@ -114,9 +114,8 @@ test('a job granted to a waiting local worker goes straight to one of its handle
     ids.push(id)
   }
   for (const id of ids) expect(events(host, { job: id, type: ['LEASE_GRANTED', 'JOB_DONE'] })).toHaveLength(2)
-  // Each worker's claims name an idle linked thread; only a claim sent before the host had read
-  // that thread's hello goes the old way (over IPC), and each worker has at most one such.
-  expect(host.pool!.deliveredToThreads - before).toBeGreaterThanOrEqual(ids.length - 2)
+  // Each job was granted to a claim that came over a link, and its completion went back the same way.
+  expect(host.pool!.linkRequests - before).toBeGreaterThanOrEqual(ids.length)
 })
 
 test('a user handler module that fails to load is reported (WORKER_PROBLEM + a log line) and skipped; the other handlers still run', async () => {

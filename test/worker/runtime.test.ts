@@ -5,32 +5,20 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
-import { nextExchange, type RuntimeOptions, type SendState, WorkerRuntime } from '../../src-worker/runtime'
+import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
+import { nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
 import type { Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, HeartbeatAnswer, WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
-import { SPIN, until, writeHandlers } from './support'
+import { aClaimOf, SPIN, until, writeHandlers } from './support'
 
 /** A heartbeat's answer: the lease goes on, not canceled. */
 const beating = (job_id: string): HeartbeatAnswer => ({ job_id, ok: true, lease_expires_at: new Date(0).toISOString(), cancel_requested: false })
 
 function aClaim(id: string, ms: number): Claim {
-  return {
-    claimed: true,
-    job_id: id,
-    attempt_id: `${id}-a`,
-    lease_id: `${id}-l`,
-    lease_token: `${id}-t`,
-    stream: 'default',
-    message_id: null,
-    job_type: 'sleep',
-    payload: { ms },
-    max_runtime_s: null,
-    lease_ttl_seconds: 1,
-    heartbeat_interval_seconds: 0.05, // scripted: beat every ~50 ms
-  }
+  return aClaimOf(id, { job_type: 'sleep', payload: { ms } })
 }
 
 /**
@@ -52,40 +40,30 @@ class ScriptedTransport implements WorkerTransport {
       throw new Error('not scripted')
     },
   ) {}
-  /**
-   * As the host does for a local worker: an answer granting one job to a claim that names a
-   * linked thread goes through that thread's link (src-shared/thread-link.ts), and settles its
-   * exchange when the runtime passes it on.
-   */
-  links: ThreadLinks | null = null
-  /** Answers that went through a link. */
-  linked = 0
-  private readonly throughLinks = new Map<number, { thread: number; resolve(answer: ExchangeAnswer): void; reject(error: Error): void }>()
+  /** Completions and failures that came over a driving thread's link (their job ids), besides being in `completed` and `failed`. */
+  readonly viaLink: string[] = []
+  /** The exchanges that came over a link (the rest came from the runtime). */
+  readonly linkRequests: ExchangeRequest[] = []
 
-  async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
-    const answer = await this.answerOf(request, signal)
-    const thread = request.claim?.thread
-    if (!this.links || thread === undefined || answer.jobs.length !== 1) return answer
-    const id = this.linked + 1
-    if (!this.links.deliver('w', thread, { type: 'response', id, result: answer })) return answer
-    this.linked = id
-    return new Promise((resolve, reject) => this.throughLinks.set(id, { thread, resolve, reject }))
+  exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+    return this.answerOf(request, signal)
   }
-  accept(message: unknown): void {
-    const { id, result } = message as { id: number; result: ExchangeAnswer }
-    this.throughLinks.get(id)?.resolve(result)
-    this.throughLinks.delete(id)
+
+  /** As the host does for a local worker's link (src-shared/thread-link.ts): its exchanges answered as the runtime's are. */
+  link(): { links: ThreadLinks; link: RuntimeOptions['link'] } {
+    const links = new ThreadLinks(
+      () => {},
+      (_worker, raw, gone, reply) => {
+        const { id, params } = raw as { id: number; params: ExchangeRequest }
+        this.linkRequests.push(params)
+        for (const r of [...(params.complete ?? []), ...(params.fail ?? [])]) this.viaLink.push(r.job_id)
+        void this.answerOf(params, gone).then((result) => reply({ type: 'response', id, result }))
+      },
+    )
+    const env = links.envFor('w')
+    return { links, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! } }
   }
-  /** The threads the runtime said were gone; as IpcTransport, the exchanges whose answer went to one fail. */
-  readonly gone: number[] = []
-  threadGone(index: number): void {
-    this.gone.push(index)
-    for (const [id, waiter] of this.throughLinks) {
-      if (waiter.thread !== index) continue
-      this.throughLinks.delete(id)
-      waiter.reject(new Error(`handler thread ${index} went away`))
-    }
-  }
+
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
@@ -267,10 +245,11 @@ const WHERE = `import { threadId } from 'node:worker_threads'
 export default { type: 'test.where', run: () => ({ thread: threadId }) }
 `
 
-/** `test.write {path}`: writes the file through the gate. */
+/** `test.write {path}`: writes the file through the gate (nothing, with no path). */
 const WRITE = `export default {
   type: 'test.write',
   async run({ payload, files }) {
+    if (!payload.path) return null
     await files.writeFile(payload.path, 'written')
     return { wrote: payload.path }
   },
@@ -317,64 +296,149 @@ test('a handler that blocks its thread delays neither another thread’s message
   expect(transport.failed).toEqual([])
 })
 
-test('an answer granting one job comes through the idle thread its claim named and runs there: the runtime finds the job in the thread’s mailbox while its handler blocks that thread from its start, heartbeats it, and reports its end once', async () => {
+/** `test.wait {ms}`: waits `ms` (a short type while `ms` is 0). */
+const WAIT = `export default { type: 'test.wait', run: ({ payload }) => new Promise((resolve) => setTimeout(() => resolve({ waited: payload.ms }), payload.ms)) }
+`
+
+/** `test.exits {exit}`: ends its thread with process.exit(3) when `exit` is set. */
+const EXITS = `export default { type: 'test.exits', run({ payload }) { if (payload.exit) process.exit(3); return null } }
+`
+
+/** Every type seen counts as short in the tests of a driving thread, so the rule, not the machine's speed, decides. */
+const KNOWN_IS_SHORT = 60_000
+
+/**
+ * Jobs of `type` until the driving thread knows it as short: the first goes to the runtime, and
+ * once the thread has heard how long it took, the next run where they were claimed.
+ */
+async function teachShort(transport: ScriptedTransport, type: string, payload: unknown, more: Partial<Claim> = {}, tag = type): Promise<void> {
+  for (let i = 0; i < 10; i++) {
+    const id = `${tag}-${i}`
+    transport.offer([aJobOf(id, type, payload, more)])
+    await until(() => transport.completed.some((c) => c.job_id === id), 5000, `${id} reported`)
+    if (transport.viaLink.includes(id)) return
+  }
+  throw new Error(`the driving thread never ran a ${type} job itself`)
+}
+
+test('a linked worker’s first thread claims, runs and reports its short jobs over its link; a job of a type not known to be short goes to the runtime, which runs it on another thread', async () => {
   const transport = new ScriptedTransport([])
-  const links = (transport.links = new ThreadLinks(() => {}))
+  const { links, link } = transport.link()
   try {
-    const env = links.envFor('w')
-    // Long-polls end every 50 ms, so one goes out after the threads have linked themselves.
-    await started(transport, { concurrency: 2, threads: 2, claimWaitMs: 50, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! }, modules: { 'spin.mjs': SPIN } })
-    await until(() => transport.polled && transport.requests.at(-1)!.claim?.thread !== undefined, 5000, 'a long-poll that names a linked thread')
+    await started(transport, { concurrency: 8, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'where.mjs': WHERE } })
+    transport.offer([aJobOf('first', 'test.where', {}, { heartbeat_interval_seconds: 30 })])
+    await until(() => transport.completed.length === 1, 5000, 'the first job reported')
+    const ids = Array.from({ length: 8 }, (_, i) => `job-${i}`)
+    transport.offer(ids.map((id) => aJobOf(id, 'test.where', {}, { heartbeat_interval_seconds: 30 })))
+    await until(() => transport.completed.length === 9, 5000, 'every job reported')
+    // The first, of a type not seen yet, ran on the other thread and was reported by the runtime;
+    // the rest ran on the driving thread and were reported over its link, each once.
+    const threadOf = (id: string) => (transport.completed.find((c) => c.job_id === id)!.result as { thread: number }).thread
+    expect(new Set(ids.map(threadOf)).size).toBe(1)
+    expect(threadOf('first')).not.toBe(threadOf('job-0'))
+    expect(transport.viaLink.sort()).toEqual(ids)
+    expect(transport.completed.map((c) => c.job_id).sort()).toEqual(['first', ...ids])
+    // Every claim came over the link: the runtime's own exchanges only report.
+    const runtimes = transport.requests.filter((r) => !transport.linkRequests.includes(r))
+    expect(runtimes.map((r) => r.complete?.map((c) => c.job_id))).toEqual([['first']])
+    expect(runtimes.every((r) => r.claim === undefined)).toBe(true)
+  } finally {
+    links.close()
+  }
+})
+
+test('a job the driving thread runs that blocks its thread is taken over by the runtime: heartbeated from the runtime’s thread, and its end reported once, by the runtime', async () => {
+  const transport = new ScriptedTransport([])
+  const { links, link } = transport.link()
+  try {
+    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'spin.mjs': SPIN } })
+    await teachShort(transport, 'test.spin', { ms: 0 })
     transport.offer([aJobOf('spin', 'test.spin', { ms: 600 })])
-    await until(() => transport.completed.length >= 1, 5000, 'the job reported')
-    expect(transport.linked).toBe(1)
-    expect(transport.completed).toEqual([{ job_id: 'spin', result: { spun_ms: expect.any(Number), turns: expect.any(Number) } }])
-    const reported = transport.requests.findIndex((r) => r.complete?.length)
+    await until(() => transport.completed.some((c) => c.job_id === 'spin'), 5000, 'the job reported')
+    const reported = transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'spin'))
     const beatsWhileBlocked = transport.requests.slice(0, reported).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
     expect(beatsWhileBlocked.length).toBeGreaterThan(1) // every ~50 ms here, from the runtime's thread
     await afterALaterJob(transport)
-    expect(transport.requests.flatMap((r) => r.complete ?? []).map((c) => c.job_id)).toEqual(['spin', 'later'])
+    expect(transport.completed.filter((c) => c.job_id === 'spin')).toEqual([{ job_id: 'spin', result: { spun_ms: expect.any(Number), turns: expect.any(Number) } }])
+    expect(transport.viaLink).not.toContain('spin')
     expect(transport.failed).toEqual([])
   } finally {
     links.close()
   }
 })
 
-test('a thread that exits with an answer in its mailbox, before it could tell the runtime, has the answer’s job ended at once as thread_exited', async () => {
+test('a driving thread that exits has the jobs it still ran ended at once as thread_exited, and a new first thread drives on', async () => {
   const transport = new ScriptedTransport([])
-  const links = (transport.links = new ThreadLinks(() => {}))
-  const EXITS = `export default { type: 'test.exits', run() { process.exit(3) } }\n`
+  const { links, link } = transport.link()
+  const slow = { heartbeat_interval_seconds: 60 } // the runtime does not look before the thread exits
   try {
-    const env = links.envFor('w')
-    // Long-polls are not retried here: the runtime must learn of the job from the mailbox alone.
-    await started(transport, { concurrency: 2, threads: 2, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! }, modules: { 'exits.mjs': EXITS } })
-    await until(() => transport.polled && transport.requests.at(-1)!.claim?.thread !== undefined, 5000, 'a long-poll that names a linked thread')
-    transport.offer([aJobOf('exits', 'test.exits', {}, { heartbeat_interval_seconds: 60 })])
+    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'exits.mjs': EXITS } })
+    await teachShort(transport, 'test.exits', { exit: false }, slow)
+    transport.offer([aJobOf('exits', 'test.exits', { exit: true }, slow)])
     await until(() => transport.failed.length === 1, 5000, 'the job reported')
-    expect(transport.linked).toBe(1)
     expect(transport.failed).toEqual([{ job_id: 'exits', error: expect.objectContaining({ code: 'thread_exited', retryable: true }) }])
+    const linked = transport.viaLink.length
+    await teachShort(transport, 'test.exits', { exit: false }, slow, 'again') // the new thread learns the type anew
+    expect(transport.viaLink.length).toBe(linked + 1)
   } finally {
     links.close()
   }
 })
 
-test('a thread whose link closes is named by no claim after it: the runtime hears it is gone, and jobs still reach it the usual way', async () => {
+test('a worker whose link closes: the driving thread gives the runtime the jobs it runs, and the runtime claims from then on', async () => {
   const transport = new ScriptedTransport([])
-  const links = (transport.links = new ThreadLinks(() => {}))
+  const { links, link } = transport.link()
   try {
-    const env = links.envFor('w')
-    await started(transport, { concurrency: 2, threads: 2, claimWaitMs: 50, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! } })
-    await until(() => transport.requests.at(-1)?.claim?.thread !== undefined, 5000, 'a long-poll that names a linked thread')
-    links.forget('w') // the host closes both threads' links
-    await until(() => transport.gone.length === 2, 5000, 'both threads gone')
-    expect([...transport.gone].sort()).toEqual([0, 1])
-    // The long-poll that named a thread is answered the usual way, and the next claim names none.
-    transport.offer([aJobOf('after', 'noop', {})])
-    await until(() => transport.completed.length === 1, 5000, 'the job reported')
-    expect(transport.linked).toBe(0)
-    const reporting = transport.requests.find((r) => r.complete?.length)!
-    expect(reporting.claim).toBeDefined()
-    expect(reporting.claim!.thread).toBeUndefined()
+    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'wait.mjs': WAIT } })
+    await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
+    transport.offer([aJobOf('running', 'test.wait', { ms: 400 }, { heartbeat_interval_seconds: 60 })])
+    await until(() => transport.answered.some((jobs) => jobs.includes('running')), 5000, 'the job claimed')
+    links.forget('w') // the host closes the link
+    await until(() => transport.completed.some((c) => c.job_id === 'running'), 5000, 'the job reported')
+    expect(transport.viaLink).not.toContain('running') // the runtime reported it
+    await afterALaterJob(transport)
+    const claims = transport.requests.filter((r) => !transport.linkRequests.includes(r) && r.claim)
+    expect(claims.length).toBeGreaterThan(0)
+    expect(transport.viaLink).not.toContain('later')
+    expect(transport.failed).toEqual([])
+  } finally {
+    links.close()
+  }
+})
+
+test('a stopping worker’s driving thread claims nothing more; its own jobs finish and are reported before the worker ends', async () => {
+  const transport = new ScriptedTransport([])
+  const { links, link } = transport.link()
+  try {
+    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'wait.mjs': WAIT } })
+    await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
+    transport.offer([aJobOf('finishing', 'test.wait', { ms: 300 }, { heartbeat_interval_seconds: 60 })])
+    await until(() => transport.answered.some((jobs) => jobs.includes('finishing')), 5000, 'the job claimed')
+    await runtime!.stop(5000)
+    runtime = null
+    // Reported once, by the thread over its link (or by the runtime, had it looked in the table meanwhile).
+    expect(transport.completed.filter((c) => c.job_id === 'finishing')).toEqual([{ job_id: 'finishing', result: { waited: 300 } }])
+    const claimsSince = transport.requests.slice(transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'finishing')))
+    expect(claimsSince.filter((r) => r.claim)).toEqual([])
+  } finally {
+    links.close()
+  }
+})
+
+test('a driving thread’s job that writes a file passes the gate through the runtime: the file is written and the job reported once', async () => {
+  const dir = aTempDir()
+  const file = join(dir, 'gated.txt')
+  const transport = new ScriptedTransport([], undefined, () => ({ granted: true }))
+  const { links, link } = transport.link()
+  try {
+    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'write.mjs': WRITE } })
+    await teachShort(transport, 'test.write', { path: null })
+    transport.offer([aJobOf('gated', 'test.write', { path: file }, { heartbeat_interval_seconds: 60 })])
+    await until(() => transport.completed.some((c) => c.job_id === 'gated'), 5000, 'the job reported')
+    await afterALaterJob(transport)
+    expect(readFileSync(file, 'utf8')).toBe('written')
+    expect(transport.completed.filter((c) => c.job_id === 'gated')).toEqual([{ job_id: 'gated', result: { wrote: file } }])
+    expect(transport.viaLink).not.toContain('gated') // the runtime holds a job at the gate, and reports it
   } finally {
     links.close()
   }

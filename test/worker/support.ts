@@ -13,6 +13,7 @@ import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { BIN } from '../helpers/process'
 import { until } from '../helpers/until'
 import { database } from '../helpers/database'
+import type { Claim } from '../../src-worker/transport'
 
 export const QUEUE = '/api/scheduler'
 /** The tests' one wait (helpers/until.ts), here for the worker tests that import it with the rest. */
@@ -211,6 +212,25 @@ export async function killChildren(): Promise<void> {
 export function cancelUnfinished(host: TestHost): void {
   const open = database(host.engine).prepare("SELECT id FROM jobs WHERE state NOT IN ('DONE', 'FAILED', 'CANCELED', 'TIMEOUT')").all() as { id: string }[]
   for (const { id } of open) host.engine.cancel(id, 'left over by a test')
+}
+
+/** A claim as the host grants it, for the tests that script the host: `more` overrides what it says. */
+export function aClaimOf(id: string, more: Partial<Claim> = {}): Claim {
+  return {
+    claimed: true,
+    job_id: id,
+    attempt_id: `${id}-a`,
+    lease_id: `${id}-l`,
+    lease_token: `${id}-t`,
+    stream: 'default',
+    message_id: null,
+    job_type: 'noop',
+    payload: {},
+    max_runtime_s: null,
+    lease_ttl_seconds: 1,
+    heartbeat_interval_seconds: 0.05, // scripted: beat every ~50 ms
+    ...more,
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

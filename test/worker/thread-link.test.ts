@@ -1,6 +1,7 @@
 /**
- * The handler threads' own links to the host (src-shared/thread-link.ts): the host's end
- * (ThreadLinks) with plain sockets standing in for the threads, and the line reader both ends use.
+ * The local workers' links to the host (src-shared/thread-link.ts): the host's end (ThreadLinks)
+ * with plain sockets standing in for the driving threads; the job table the driving thread and
+ * the runtime share (src-worker/job-table.ts); and the line reader both ends of a link use.
  */
 import { statSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
@@ -9,8 +10,9 @@ import { afterEach, expect, test } from 'vitest'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { lineReader } from '../../src-shared/line-reader'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
-import { Mailbox } from '../../src-worker/mailbox'
-import { until } from './support'
+import { JobTable } from '../../src-worker/job-table'
+import type { Claim } from '../../src-worker/transport'
+import { aClaimOf, until } from './support'
 
 const opened: { links: ThreadLinks[]; sockets: Socket[] } = { links: [], sockets: [] }
 afterEach(() => {
@@ -18,10 +20,19 @@ afterEach(() => {
   for (const links of opened.links.splice(0)) links.close()
 })
 
-function aServer(helloTimeoutMs?: number): ThreadLinks {
-  const links = new ThreadLinks(() => {}, helloTimeoutMs)
+/** A host's end whose answer to each request echoes it, and keeps each request's worker and gone signal. */
+function aServer(helloTimeoutMs?: number) {
+  const requests: { workerId: string; request: unknown; gone: AbortSignal }[] = []
+  const links = new ThreadLinks(
+    () => {},
+    (workerId, request, gone, reply) => {
+      requests.push({ workerId, request, gone })
+      reply({ type: 'response', id: (request as { id: number }).id, result: { echo: request } })
+    },
+    helloTimeoutMs,
+  )
   opened.links.push(links)
-  return links
+  return Object.assign(links, { seen: requests })
 }
 
 /** A stand-in for a handler thread: connects, says `hello`, and keeps the lines it reads. */
@@ -42,47 +53,46 @@ async function aThread(path: string, hello: string) {
 
 const helloOf = (worker_id: string, thread: number, token: string) => `${JSON.stringify({ worker_id, thread, token })}\n`
 
-test('a thread that shows its worker’s token is linked: answers for it go to it, one JSON line each, until its worker is forgotten', async () => {
+test('a thread that shows its worker’s token is linked: each request it sends is answered over its link, one JSON line each, until its worker is forgotten', async () => {
   const links = aServer()
   const env = links.envFor('local-1.1')
-  const path = env[LINK_PATH_ENV]!
-  expect(links.deliver('local-1.1', 0, { id: 1 })).toBe(false) // nothing linked yet
-  const thread = await aThread(path, helloOf('local-1.1', 0, env[LINK_TOKEN_ENV]!))
-  await until(() => links.deliver('local-1.1', 0, { id: 2, result: { jobs: [{ job_id: 'j' }] } }), 2000, 'the thread linked')
-  expect(links.deliver('local-1.1', 1, { id: 3 })).toBe(false) // another thread of the worker is not linked
-  expect(links.deliver('local-2.1', 0, { id: 4 })).toBe(false) // nor is another worker's
-  await until(() => thread.lines.length >= 1, 2000, 'the answer read')
-  expect(thread.lines.map((l) => JSON.parse(l))).toEqual([{ id: 2, result: { jobs: [{ job_id: 'j' }] } }])
-  expect(links.delivered).toBe(1)
+  const thread = await aThread(env[LINK_PATH_ENV]!, helloOf('local-1.1', 0, env[LINK_TOKEN_ENV]!) + '{"id":1,"a":"é"}\n')
+  thread.socket.write('{"id":2}\n{"id":')
+  thread.socket.write('3}\n')
+  await until(() => thread.lines.length >= 3, 2000, 'three answers')
+  expect(thread.lines.map((l) => JSON.parse(l))).toEqual([1, 2, 3].map((id) => ({ type: 'response', id, result: { echo: id === 1 ? { id, a: 'é' } : { id } } })))
+  expect(links.seen.map((r) => r.workerId)).toEqual(['local-1.1', 'local-1.1', 'local-1.1'])
+  expect(links.requests).toBe(3)
+  expect(links.seen[0]!.gone.aborted).toBe(false)
 
-  links.forget('local-1.1')
+  links.forget('local-1.1') // the worker has exited
   await until(() => thread.closed(), 2000, 'the link closed')
-  expect(links.deliver('local-1.1', 0, { id: 5 })).toBe(false)
+  expect(links.seen.every((r) => r.gone.aborted)).toBe(true) // what its requests still wait for ends
 })
 
-test('a connection that does not show its own worker’s token, or sends more than its hello, is closed and never written to', async () => {
+test('a connection that does not show its own worker’s token, or sends a line that is not JSON, is closed and none of its requests is answered', async () => {
   const links = aServer()
   const mine = links.envFor('local-1.1')
   const theirs = links.envFor('local-2.1')
   const path = mine[LINK_PATH_ENV]!
+  const request = '{"id":1}\n'
   const refused = [
     helloOf('local-1.1', 0, theirs[LINK_TOKEN_ENV]!), // another worker's token
     helloOf('local-1.1', 0, mine[LINK_TOKEN_ENV]!.replace(/.$/, (c) => (c === '0' ? '1' : '0'))),
     helloOf('local-3.1', 0, mine[LINK_TOKEN_ENV]!), // a worker the host never started
     helloOf('local-1.1', -1, mine[LINK_TOKEN_ENV]!),
     'not json\n',
+    request, // a request where the hello should be
     `{"worker_id":"local-1.1","thread":0,"token":"${'0'.repeat(2000)}`, // a hello that never ends
   ]
   for (const hello of refused) {
-    const thread = await aThread(path, hello)
+    const thread = await aThread(path, hello + request)
     await until(() => thread.closed(), 2000, `closed after ${hello.slice(0, 60)}`)
-    expect(links.deliver('local-1.1', 0, { id: 1 })).toBe(false)
   }
-
-  const chatty = await aThread(path, helloOf('local-1.1', 0, mine[LINK_TOKEN_ENV]!) + '{"more":true}\n')
-  await until(() => chatty.closed(), 2000, 'closed after saying more than its hello')
-  expect(links.deliver('local-1.1', 0, { id: 2 })).toBe(false)
-  expect(links.delivered).toBe(0)
+  const garbled = await aThread(path, helloOf('local-1.1', 0, mine[LINK_TOKEN_ENV]!) + '{"id":\n' + request)
+  await until(() => garbled.closed(), 2000, 'closed after a line that is not JSON')
+  expect(links.requests).toBe(0)
+  expect(garbled.lines).toEqual([])
 })
 
 test('a connection that says nothing is closed once the hello’s time is up', async () => {
@@ -100,18 +110,49 @@ test.skipIf(process.platform === 'win32')('the links listen in a folder only the
   expect(links.envFor('local-1.1')).toEqual({}) // closed: a worker started now gets no link
 })
 
-test('a mailbox hands each answer left in it to the other side once, whole, with its run; one too long for it is refused', () => {
-  const thread = new Mailbox(new SharedArrayBuffer(12 + 64))
-  const runtime = new Mailbox(thread.buffer) // the other thread's view of the same memory
-  expect(runtime.take()).toBeNull()
-  const answer = JSON.stringify({ type: 'response', id: 7, result: { jobs: [{ job_id: 'é' }] } })
-  expect(thread.put(answer, -1)).toBe(true)
-  expect(runtime.take()).toEqual({ text: answer, run: -1 })
-  expect(runtime.take()).toBeNull()
-  expect(thread.put('{"id":8}', -2)).toBe(true)
-  expect(runtime.take()).toEqual({ text: '{"id":8}', run: -2 })
-  expect(thread.put(`{"payload":"${'x'.repeat(64)}"}`, -3)).toBe(false)
-  expect(runtime.take()).toBeNull()
+function aClaim(id: string, job_type = 'noop'): Claim {
+  // The payload stays with the thread; the runtime reads the rest from the table.
+  return aClaimOf(id, { job_type, payload: { big: 'x'.repeat(5000) }, max_runtime_s: 30, lease_ttl_seconds: 30, heartbeat_interval_seconds: 10 })
+}
+
+test('a job in the table ends through exactly one side: the thread reports it if it ends before the runtime takes it over, the runtime if after', () => {
+  const runtime = new JobTable(3)
+  const thread = new JobTable(runtime.buffer as SharedArrayBuffer) // the other thread's view of the same memory
+  expect(thread.freeCount()).toBe(3)
+  const early = thread.take(aClaim('early'), -1, 1, true)
+  const late = thread.take(aClaim('late'), -2, 1, true)
+  expect([early, late]).toEqual([
+    { entry: 0, kept: true, sooner: true }, // the first interval seen
+    { entry: 1, kept: true, sooner: false },
+  ])
+  expect(thread.release(early.entry)).toBe(true) // ended before the runtime looked: the thread reports it
+  const taken = runtime.takeOver(1)
+  expect(taken).toEqual([{ entry: 1, run: -2, startedAt: expect.any(Number), claim: { ...aClaim('late'), payload: null } }])
+  expect(runtime.shortestBeatMs()).toBe(10_000)
+  expect(thread.threadHolds(late.entry)).toBe(false)
+  expect(thread.release(late.entry)).toBe(false) // ended after: the runtime reports it…
+  expect(thread.freeCount()).toBe(2)
+  runtime.free(late.entry) // …and frees its entry once it has
+  expect(thread.freeCount()).toBe(3)
+  expect(runtime.takeOver(1)).toEqual([])
+})
+
+test('a job the thread gives the runtime is the runtime’s from then on; a claim too long for an entry goes to the runtime at once, and a full table takes nothing', () => {
+  const runtime = new JobTable(2)
+  const thread = new JobTable(runtime.buffer as SharedArrayBuffer)
+  const gated = thread.take(aClaim('gated'), -1, 7, true)
+  expect(thread.heldBy(7)).toEqual([gated.entry])
+  expect(thread.heldBy(8)).toEqual([]) // another driving thread's
+  expect(thread.handOver(gated.entry)).toBe(true)
+  expect(runtime.takeOver()).toEqual([]) // not the thread's any more
+  expect(runtime.read(gated.entry).claim.job_id).toBe('gated')
+  expect(thread.release(gated.entry)).toBe(false)
+  const long = thread.take(aClaim('long', 't'.repeat(2000)), -2, 7, true)
+  expect(long.kept).toBe(false)
+  expect(thread.take(aClaim('none'), -3, 7, true)).toEqual({ entry: -1, kept: false, sooner: false })
+  runtime.free(long.entry)
+  expect(thread.take(aClaim('runs-elsewhere'), -4, 7, false)).toMatchObject({ entry: long.entry, kept: false })
+  expect(thread.heldBy(7)).toEqual([])
 })
 
 test('the line reader gives whole lines however the text is cut, the last one at the end, and stops at a line longer than its limit', () => {

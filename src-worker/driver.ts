@@ -1,0 +1,262 @@
+import { nextExchange, onceThisTurn } from './exchange-plan'
+import { JobTable } from './job-table'
+import { RunTimes } from './thread-placement'
+import type { FromThread, RunProgress } from './thread-protocol'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest } from './transport'
+
+/**
+ * A local worker's driving thread: its first handler thread claims, runs and reports its own
+ * jobs over its link to the host (src-shared/thread-link.ts), so a short job never wakes the
+ * worker's main thread nor crosses its IPC channel — one round trip per batch of jobs, from the
+ * thread that runs them. The runtime on the main thread still answers for each job through the
+ * shared job table (job-table.ts): it takes over any job it finds running there when it looks,
+ * and from then on heartbeats it, cancels it, holds it to its runtime limit and reports its end.
+ * The thread gives the runtime a job itself when the job may run long (the runtime places it on
+ * another thread), when its handler passes the file gate, and when the link closes.
+ *
+ * It talks to the host as the runtime does (exchange-plan.ts): reports go as soon as no other
+ * report is in flight, and carry the claim for the free entries when no long-poll is in flight.
+ */
+
+export interface DriveOptions {
+  /** The table both threads share, and this thread's number in it. */
+  table: SharedArrayBuffer
+  owner: number
+  worker_id: string
+  streams: string[]
+  claimWaitMs: number
+  /** Jobs that may run long go to the runtime, for its other threads (false when this is the only thread). */
+  handsOverLong: boolean
+  /** How short a job type's typical run must be for this thread to run it (thread-placement.ts). */
+  shortRunMs?: number
+}
+
+export interface DriverDeps {
+  /** Writes one line to the link. */
+  write(line: string): void
+  /** Starts the handler of a claimed job in this thread as run `run`. */
+  start(claim: Claim, run: number): void
+  /** A message to the runtime. */
+  tell(message: FromThread): void
+}
+
+type Outcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
+type Reports = Required<Pick<ExchangeRequest, 'complete' | 'fail'>>
+
+interface InFlight {
+  longPoll: boolean
+  asked: number
+  reports: Reports
+  /** Given up on (the thread is draining): its answer's jobs are not run, its reports went again. */
+  abandoned: boolean
+}
+
+/** What the thread knows of a job it runs. */
+interface OwnRun {
+  entry: number
+  claim: Claim
+  startedAt: number
+}
+
+const noReports = (): Reports => ({ complete: [], fail: [] })
+
+export class Driver {
+  private outbox = noReports()
+  private readonly inFlight = new Map<number, InFlight>()
+  private nextId = 1
+  /** Run numbers of the jobs this thread claims: negative, apart from those the runtime gives. */
+  private nextRun = -1
+  private readonly runs = new Map<number, OwnRun>()
+  private readonly runTimes: RunTimes
+  private pauseUntil = 0
+  private draining = false
+  private saidDrained = false
+  /** The link has closed: everything has gone to the runtime. */
+  private unlinked = false
+
+  private readonly table: JobTable
+
+  constructor(
+    private readonly options: DriveOptions,
+    private readonly deps: DriverDeps,
+  ) {
+    this.table = new JobTable(options.table)
+    this.runTimes = new RunTimes(options.shortRunMs)
+  }
+
+  private get polling(): boolean {
+    return [...this.inFlight.values()].some((x) => x.longPoll && !x.abandoned)
+  }
+
+  private get reporting(): boolean {
+    return [...this.inFlight.values()].some((x) => !x.longPoll)
+  }
+
+  private get free(): number {
+    if (this.draining || this.unlinked) return 0
+    let asked = 0
+    for (const x of this.inFlight.values()) if (!x.abandoned) asked += x.asked
+    return this.table.freeCount() - asked
+  }
+
+  private get hasReports(): boolean {
+    return this.outbox.complete.length + this.outbox.fail.length > 0
+  }
+
+  /** Something changed: look at what to send once this turn's other changes are in. */
+  readonly pump = onceThisTurn(() => this.send())
+
+  private send(): void {
+    if (this.unlinked) return
+    const wait = this.pauseUntil - Date.now()
+    if (wait > 0) return void setTimeout(() => this.pump(), wait)
+    const next = nextExchange({ reports: this.hasReports, heartbeats: false, reporting: this.reporting, polling: this.polling, free: this.free, reportsDueInMs: null })
+    if (next && 'longPoll' in next) this.exchange(next.longPoll)
+    this.checkDrained()
+  }
+
+  private exchange(longPoll: boolean): void {
+    const { worker_id, streams, claimWaitMs } = this.options
+    const reports = this.outbox
+    this.outbox = noReports()
+    const asked = Math.min(this.free, 256)
+    const params: ExchangeRequest = { worker_id }
+    if (reports.complete.length > 0) params.complete = reports.complete
+    if (reports.fail.length > 0) params.fail = reports.fail
+    if (asked > 0) params.claim = { streams, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
+    const id = this.nextId++
+    this.inFlight.set(id, { longPoll, asked, reports, abandoned: false })
+    this.deps.write(`${JSON.stringify({ type: 'request', id, method: 'exchange', params })}\n`)
+  }
+
+  /** A line the host wrote to the link: the answer to one of this thread's exchanges. */
+  answer(line: string): void {
+    let response: { id?: unknown; result?: ExchangeAnswer; error?: { code: string; detail: string } }
+    try {
+      response = JSON.parse(line)
+    } catch {
+      return // not an answer: the host writes nothing else
+    }
+    const sent = this.inFlight.get(response.id as number)
+    if (!sent) return
+    this.inFlight.delete(response.id as number)
+    if (response.error || !response.result) {
+      this.line(`leasehold worker: the host did not answer (${response.error?.code}: ${response.error?.detail}); retrying in 1 s`)
+      this.pauseUntil = Date.now() + 1000
+      if (!sent.abandoned) this.putBack(sent.reports)
+    } else {
+      const { completed = [], failed = [], jobs = [] } = response.result
+      for (const a of [...completed, ...failed]) {
+        if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
+      }
+      // Jobs granted to a claim given up on are not run: the host expires their leases when the worker exits.
+      if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)
+    }
+    this.pump()
+  }
+
+  /** Runs a granted job here, or gives it to the runtime when it may run long (or its claim does not fit the table). */
+  private run(claim: Claim): void {
+    const run = this.nextRun--
+    const keep = !this.options.handsOverLong || this.runTimes.isShort(claim.job_type)
+    const { entry, kept, sooner } = this.table.take(claim, run, this.options.owner, keep)
+    if (sooner) this.deps.tell({ type: 'beats-sooner' })
+    if (!kept) return this.deps.tell({ type: 'hand-over', entry, claim })
+    this.runs.set(run, { entry, claim, startedAt: performance.now() })
+    this.deps.start(claim, run)
+  }
+
+  /** Whether `run` is a job this thread claimed. */
+  claimed(run: number): boolean {
+    return this.runs.has(run)
+  }
+
+  /** Whether this thread still reports `run` itself (the runtime has not taken it over). */
+  holds(run: number): boolean {
+    const own = this.runs.get(run)
+    return own !== undefined && this.table.threadHolds(own.entry)
+  }
+
+  /** A log line of one of this thread's jobs, as the runtime writes a job's lines. */
+  logLine(run: number, line: string): string {
+    const { claim } = this.runs.get(run)!
+    return `[${claim.job_type} ${claim.job_id.slice(-8)}] ${line}`
+  }
+
+  /** Gives one of this thread's jobs to the runtime now (its handler is at the file gate, which the runtime keeps). */
+  giveToRuntime(run: number): void {
+    const own = this.runs.get(run)
+    if (own && this.table.handOver(own.entry)) this.deps.tell({ type: 'adopt', entries: [own.entry] })
+  }
+
+  /**
+   * A job this thread claimed has ended. True if the thread reports it (with the next exchange);
+   * false if the runtime took it over, and is to be told of the end as of any run it knows.
+   */
+  ended(run: number, outcome: Outcome, progress: RunProgress | undefined): boolean {
+    const own = this.runs.get(run)!
+    this.runs.delete(run)
+    this.runTimes.learn(own.claim.job_type, performance.now() - own.startedAt)
+    if (!this.table.release(own.entry)) return false
+    const { job_id, attempt_id, lease_token } = own.claim
+    const latest = progress?.fraction != null || progress?.note != null ? { progress: progress.fraction, note: progress.note } : {}
+    if (outcome.ok) this.outbox.complete.push({ job_id, attempt_id, lease_token, result: outcome.result, ...latest })
+    else this.outbox.fail.push({ job_id, attempt_id, lease_token, error: outcome.error })
+    this.pump()
+    return true
+  }
+
+  /** A job the runtime ran for this thread's claim has ended after `ms`: its entry is free, and its type's run time is known. */
+  freed(type: string, ms: number): void {
+    this.runTimes.learn(type, ms)
+    this.pump()
+  }
+
+  /**
+   * The worker drains: no more claims. A long-poll in flight is given up on (its reports go
+   * again: completions and failures are idempotent). Once every job of this thread has ended and
+   * been reported, the runtime is told.
+   */
+  drain(): void {
+    this.draining = true
+    for (const sent of this.inFlight.values()) {
+      if (!sent.longPoll || sent.abandoned) continue
+      sent.abandoned = true
+      this.putBack(sent.reports)
+    }
+    this.pump()
+    this.checkDrained()
+  }
+
+  private checkDrained(): void {
+    if (!this.draining || this.saidDrained || this.hasReports || this.reporting) return
+    if (this.table.heldBy(this.options.owner).length > 0) return
+    this.saidDrained = true
+    this.deps.tell({ type: 'drained' })
+  }
+
+  /**
+   * The link has closed: the runtime takes every job this thread still reports, and every report
+   * not known to have reached the host (completions and failures are idempotent), and claims
+   * from now on itself.
+   */
+  linkLost(): void {
+    if (this.unlinked) return
+    this.unlinked = true
+    const entries = this.table.heldBy(this.options.owner).filter((entry) => this.table.handOver(entry))
+    if (entries.length > 0) this.deps.tell({ type: 'adopt', entries })
+    for (const sent of this.inFlight.values()) if (!sent.abandoned) this.putBack(sent.reports)
+    this.inFlight.clear()
+    this.deps.tell({ type: 'unlinked', ...this.outbox })
+    this.outbox = noReports()
+  }
+
+  private putBack(reports: Reports): void {
+    this.outbox.complete.unshift(...reports.complete)
+    this.outbox.fail.unshift(...reports.fail)
+  }
+
+  private line(text: string): void {
+    this.deps.tell({ type: 'line', line: text })
+  }
+}

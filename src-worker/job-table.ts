@@ -1,0 +1,163 @@
+import type { Claim } from './transport'
+
+/**
+ * The worker's slots, in memory its threads share: one entry per job the worker may run at once.
+ * A local worker's first handler thread claims, runs and reports its own jobs over its link to
+ * the host (src-worker/driver.ts); the worker's main thread, the runtime, still answers for every
+ * job it runs — heartbeats, cancels, runtime limits, the file gate — without being woken for
+ * each one. It reads this table instead: every job the thread runs has an entry here, written
+ * before its handler starts, and every so often the runtime takes over the jobs it finds there
+ * (docs/workers.md, "The driving thread"). A job so ends either where it started, unseen by the
+ * runtime, or — once taken over, or handed over by the thread — through the runtime, never both.
+ *
+ * Each entry is in one of three states, and which side may move it is fixed:
+ * - FREE: the thread may take it for a job it claimed;
+ * - THREAD: the thread runs the job and reports its end itself (→ FREE), unless the runtime
+ *   takes it over first (→ RUNTIME) — one compare-and-swap each, so exactly one of them wins;
+ * - RUNTIME: the runtime heartbeats the job and reports its end, and frees the entry (→ FREE).
+ * An entry being written is BUSY, which the runtime passes over.
+ */
+
+const FREE = 0
+const THREAD = 1
+const RUNTIME = 2
+const BUSY = 3
+
+/** How much of a claim (all of it but its payload) an entry holds; a longer one goes to the runtime by message. */
+export const ENTRY_BYTES = 1024
+
+/** Int32 fields of an entry: its state, the thread that holds it, its run's number there, the claim's length in bytes. */
+const FIELDS = 4
+/** The header: the shortest heartbeat interval (ms) of the jobs taken so far. */
+const HEADER = 1
+
+/** A job the runtime has taken from the table: its claim (no payload), its run in the thread, when it started (epoch ms). */
+export interface TakenJob {
+  entry: number
+  claim: Claim
+  run: number
+  startedAt: number
+}
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+export class JobTable {
+  private readonly ints: Int32Array
+  private readonly starts: Float64Array
+  private readonly bytes: Uint8Array
+
+  /** A new table of `size` entries, or the view of one another thread made (its `buffer`). */
+  constructor(readonly buffer: SharedArrayBuffer | number) {
+    if (typeof buffer === 'number') {
+      const size = buffer
+      this.buffer = new SharedArrayBuffer(8 * size + 4 * (HEADER + FIELDS * size) + ENTRY_BYTES * size)
+    }
+    const shared = this.buffer as SharedArrayBuffer
+    const size = shared.byteLength / (8 + 4 * FIELDS + ENTRY_BYTES) | 0
+    this.starts = new Float64Array(shared, 0, size)
+    this.ints = new Int32Array(shared, 8 * size, HEADER + FIELDS * size)
+    this.bytes = new Uint8Array(shared, 8 * size + 4 * (HEADER + FIELDS * size))
+    if (typeof buffer === 'number') Atomics.store(this.ints, 0, 0x7fffffff)
+  }
+
+  get size(): number {
+    return this.starts.length
+  }
+
+  private state(entry: number): number {
+    return HEADER + FIELDS * entry
+  }
+
+  /** The entries free now (the thread's side: what it may claim). */
+  freeCount(): number {
+    let free = 0
+    for (let entry = 0; entry < this.size; entry++) if (Atomics.load(this.ints, this.state(entry)) === FREE) free++
+    return free
+  }
+
+  /**
+   * The thread's side: takes a free entry for `claim`, run as `run` by the thread `owner`. The
+   * entry is THREAD's if the claim fits it and `keep` says so, else RUNTIME's at once (the
+   * runtime is to be given the job by message). -1 if no entry is free. `sooner`: the job's
+   * heartbeat interval is shorter than any taken before, so the runtime is to look sooner.
+   */
+  take(claim: Claim, run: number, owner: number, keep: boolean): { entry: number; kept: boolean; sooner: boolean } {
+    for (let entry = 0; entry < this.size; entry++) {
+      const at = this.state(entry)
+      if (Atomics.compareExchange(this.ints, at, FREE, BUSY) !== FREE) continue
+      const { payload: _payload, ...rest } = claim
+      const text = JSON.stringify(rest)
+      const { read, written } = encoder.encodeInto(text, this.bytes.subarray(entry * ENTRY_BYTES, (entry + 1) * ENTRY_BYTES))
+      const kept = keep && read === text.length
+      this.starts[entry] = Date.now()
+      this.ints[at + 1] = owner
+      this.ints[at + 2] = run
+      this.ints[at + 3] = written
+      const beatMs = Math.round(claim.heartbeat_interval_seconds * 1000)
+      const sooner = beatMs < Atomics.load(this.ints, 0)
+      if (sooner) Atomics.store(this.ints, 0, beatMs)
+      Atomics.store(this.ints, at, kept ? THREAD : RUNTIME) // after the fields: whoever sees the state sees them
+      return { entry, kept, sooner }
+    }
+    return { entry: -1, kept: false, sooner: false }
+  }
+
+  /** The thread's side: its job has ended. True if the thread is to report it (the entry is FREE again); false if the runtime took it over. */
+  release(entry: number): boolean {
+    return Atomics.compareExchange(this.ints, this.state(entry), THREAD, FREE) === THREAD
+  }
+
+  /** The thread's side: gives the job of `entry` to the runtime (to be told by message); false if the runtime already took it. */
+  handOver(entry: number): boolean {
+    return Atomics.compareExchange(this.ints, this.state(entry), THREAD, RUNTIME) === THREAD
+  }
+
+  /** Whether the thread still answers for the job of `entry`. */
+  threadHolds(entry: number): boolean {
+    return Atomics.load(this.ints, this.state(entry)) === THREAD
+  }
+
+  /** The thread's side: the entries it holds now (THREAD's, taken by `owner`). */
+  heldBy(owner: number): number[] {
+    const held: number[] = []
+    for (let entry = 0; entry < this.size; entry++) {
+      const at = this.state(entry)
+      if (Atomics.load(this.ints, at) === THREAD && this.ints[at + 1] === owner) held.push(entry)
+    }
+    return held
+  }
+
+  /**
+   * The runtime's side: takes over every job the thread `owner` (or any thread, without one)
+   * still answers for, and reads what it needs of each.
+   */
+  takeOver(owner?: number): TakenJob[] {
+    const taken: TakenJob[] = []
+    for (let entry = 0; entry < this.size; entry++) {
+      const at = this.state(entry)
+      if (Atomics.load(this.ints, at) !== THREAD || (owner !== undefined && this.ints[at + 1] !== owner)) continue
+      if (Atomics.compareExchange(this.ints, at, THREAD, RUNTIME) !== THREAD) continue // it ended just now: the thread reports it
+      taken.push(this.read(entry))
+    }
+    return taken
+  }
+
+  /** The runtime's side: what an entry the thread kept holds (the whole claim but the payload), once the runtime owns it. */
+  read(entry: number): TakenJob {
+    const at = this.state(entry)
+    const length = this.ints[at + 3]!
+    const claim = { ...JSON.parse(decoder.decode(this.bytes.slice(entry * ENTRY_BYTES, entry * ENTRY_BYTES + length))), payload: null } as Claim
+    return { entry, claim, run: this.ints[at + 2]!, startedAt: this.starts[entry]! }
+  }
+
+  /** The runtime's side: the job of an entry it owned has ended and been reported. */
+  free(entry: number): void {
+    Atomics.compareExchange(this.ints, this.state(entry), RUNTIME, FREE)
+  }
+
+  /** The shortest heartbeat interval (ms) of the jobs taken so far; none yet: a very large number. */
+  shortestBeatMs(): number {
+    return Atomics.load(this.ints, 0)
+  }
+}
