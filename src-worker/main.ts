@@ -14,7 +14,7 @@ function wholeNumberFrom(value: string | undefined, fallback: number): number {
 
 const env = process.env
 const workerId = env.LEASEHOLD_WORKER_ID ?? `local-${process.pid}`
-// The handler threads' links to the host (src-shared/thread-link.ts). The token is taken out of the
+// The driving thread's link to the host (src-shared/thread-link.ts). The token is taken out of the
 // environment before any thread starts: handlers have no use for it.
 const linkPath = env[LINK_PATH_ENV]
 const linkToken = env[LINK_TOKEN_ENV]

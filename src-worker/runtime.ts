@@ -108,6 +108,11 @@ const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [
  * theirs, so a busy handler cannot starve them. Messages between this thread and a handler
  * thread go in one batch per turn each way (thread-protocol.ts), and a batch of short jobs
  * shares one thread (thread-placement.ts): a batch of no-op jobs wakes one thread once.
+ *
+ * A local worker's first thread claims, runs and reports its own jobs over its link instead
+ * (driver.ts); the runtime then claims nothing, and answers for those jobs through the job
+ * table the two threads share (job-table.ts): it takes over any it finds there when it looks,
+ * and those the thread gives it.
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()
