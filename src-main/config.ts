@@ -32,6 +32,8 @@ export interface HostConfig {
   workerConcurrency: number | null
   /** Programs local workers' exec handler may run. */
   execAllow: string[]
+  /** The niceness local workers' handler threads lower themselves to (0 = as the host's), see src-worker/handler-thread.ts. */
+  workerNice: number
   drainGraceS: number
   /** Total capacity units; null keeps the stored setting (default 100). */
   totalUnits: number | null
@@ -87,6 +89,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(16, 'must be at least 16 characters') },
   { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
   { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: `jobs each local worker runs at once (default: the pool's share of the capacity units, at least ${DEFAULT_WORKER_CONCURRENCY}; the units still bound the total)`, schema: int(1, MAX_WORKER_CONCURRENCY) },
+  { name: 'worker-nice', env: 'LEASEHOLD_WORKER_NICE', value: '0-19', help: 'how far the handlers of local workers, and the programs they run, yield the CPU to the host and the desktop (the OS niceness; 0 = not at all)', schema: int(0, 19), default: '10' },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
@@ -151,6 +154,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     token: (read('token') as string | undefined) ?? null,
     workers: read('workers') as number,
     workerConcurrency: (read('worker-concurrency') as number | undefined) ?? null,
+    workerNice: read('worker-nice') as number,
     execAllow: (read('exec-allow') as string)
       .split(',')
       .map((p) => p.trim())

@@ -323,6 +323,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
               LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
               LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
               LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
+              LEASEHOLD_WORKER_NICE: String(config.workerNice),
             },
           })
         : null

@@ -11,6 +11,7 @@ import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
 import { lineReader } from '../src-shared/line-reader'
 import { type DriveOptions, Driver } from './driver'
+import { lowerPriority } from './niceness'
 import type { LinkAddress } from '../src-shared/thread-link'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
 import type { AttemptError } from './transport'
@@ -76,6 +77,10 @@ function takeProgress(run: number): { progress?: RunProgress } {
   return { progress: unsent }
 }
 
+/** The host's address for this thread's link, when it is to drive its own jobs. */
+const address = (workerData as { link?: LinkAddress & DriveOptions }).link
+// Before the handlers' own code runs.
+if (!address) yieldCpu()
 const { handlers, problems } = await loadHandlers(workerData as HandlerOptions)
 /** The runs in progress, by run number: how to abort each. */
 const runs = new Map<number, RunStop>()
@@ -253,13 +258,26 @@ function link({ path, token, thread, ...drive }: LinkAddress & DriveOptions): Pr
     socket.on('close', () => {
       clearTimeout(giveUp)
       linked?.linkLost()
+      yieldCpu()
       resolve(null)
     })
   })
 }
 
+/**
+ * Handlers are background work: a thread lowers its priority to the niceness its worker was given
+ * (docs/workers.md, "Yielding the CPU"), and so do the programs the exec handler starts from it.
+ * All but the driving thread, which runs only jobs of types known to be short and is the thread a
+ * granted job wakes: nicer than the host, it would wait on the host's core for the host's turn to
+ * end before its job starts. It yields too once its link is gone and it is one thread among others.
+ */
+function yieldCpu(): void {
+  const { nice } = workerData as HandlerOptions
+  const failure = nice ? lowerPriority(nice) : null
+  if (failure) console.error(`leasehold worker: a handler thread ${failure}`)
+}
+
 // Ready once linked (or not): a driving thread claims once the runtime says to begin.
-const address = (workerData as { link?: LinkAddress & DriveOptions }).link
 driver = address ? await link(address) : null
 send({ type: 'ready', types: [...handlers.keys()], problems, driving: driver !== null })
 if (begun) driver?.pump()

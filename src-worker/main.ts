@@ -31,6 +31,7 @@ const runtime = new WorkerRuntime({
   handlers: {
     handlersDir: env.LEASEHOLD_WORKER_HANDLERS || null,
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
+    nice: Number(env.LEASEHOLD_WORKER_NICE ?? 0) || 0,
   },
   log: (line) => console.error(line),
   link: linkPath && linkToken ? { path: linkPath, token: linkToken } : undefined,

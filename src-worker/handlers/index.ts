@@ -12,6 +12,11 @@ export interface HandlerOptions {
   handlersDir: string | null
   /** Programs the `exec` handler may run. */
   execAllow: readonly string[]
+  /**
+   * The niceness a handler thread lowers itself to unless it drives (local workers: `leasehold
+   * serve --worker-nice`, see handler-thread.ts); absent or 0, threads run as their worker does.
+   */
+  nice?: number
 }
 
 export interface LoadedHandlers {

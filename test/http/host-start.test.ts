@@ -98,4 +98,9 @@ describe('the local workers a host starts', () => {
     expect((await firstWorkerEnv({ workers: 2 })).LEASEHOLD_WORKER_CONCURRENCY).toBe('50') // the first capacity: 100 units
     expect((await firstWorkerEnv({ workers: 2, totalUnits: 300, workerConcurrency: 8 })).LEASEHOLD_WORKER_CONCURRENCY).toBe('8')
   })
+
+  test('are told how far to yield the CPU: --worker-nice, 10 unless said', async () => {
+    expect((await firstWorkerEnv({ workers: 1 })).LEASEHOLD_WORKER_NICE).toBe('10')
+    expect((await firstWorkerEnv({ workers: 1, workerNice: 0 })).LEASEHOLD_WORKER_NICE).toBe('0')
+  })
 })

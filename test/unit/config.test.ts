@@ -78,6 +78,14 @@ describe('serve configuration', () => {
     expect(localWorkerSlots(100, 0)).toBe(DEFAULT_WORKER_CONCURRENCY)
   })
 
+  test('local workers yield the CPU at niceness 10 unless --worker-nice says: 0 (not at all) to 19, never below 0', () => {
+    expect(parseServeArgs([], {}).workerNice).toBe(10)
+    expect(parseServeArgs(['--worker-nice', '0'], {}).workerNice).toBe(0)
+    expect(parseServeArgs([], { LEASEHOLD_WORKER_NICE: '19' }).workerNice).toBe(19)
+    expect(() => parseServeArgs(['--worker-nice', '20'], {})).toThrow('--worker-nice must be a whole number from 0 to 19 (got "20")')
+    expect(() => parseServeArgs(['--worker-nice', '-5'], {})).toThrow(/--worker-nice/)
+  })
+
   test("the default data dir is the platform's app-data folder, shared with the desktop app", () => {
     expect(defaultDataDir({ XDG_CONFIG_HOME: '/home/u/.config' }, 'linux')).toBe('/home/u/.config/leasehold')
     expect(defaultDataDir({ APPDATA: 'C:\\Users\\u\\AppData\\Roaming' }, 'win32')).toMatch(/Roaming.leasehold$/)

@@ -4,9 +4,11 @@
  * queue API). The host is shared by the tests of this file (starting worker processes is what costs
  * time); each test waits on its own jobs, and the one that kills a worker comes last.
  *
- * Lease TTL 2 s + grace 1 s: heartbeats every ~1 s, a silent lease expires after 3 s.
+ * Lease TTL 2 s + grace 1 s: heartbeats every ~1 s, a silent lease expires after 3 s. The local
+ * workers yield the CPU at niceness 7 (not the default 10, so that the setting is seen to pass).
  */
 import { readFileSync, writeFileSync } from 'node:fs'
+import { getPriority } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import type { TestHost } from '../helpers/host'
@@ -37,6 +39,21 @@ import { database } from '../helpers/database'
 
 const TTL_S = 2
 const GRACE_S = 1
+const WORKER_NICE = 7
+/** This process's niceness as the tests start: the host in it is not lowered. */
+const OWN_NICE = getPriority()
+
+/** A handler of `type` that computes for `ms` and says at which niceness its thread ran. */
+const niceness = (type: string, ms: number) => `import { getPriority } from 'node:os'
+export default {
+  type: '${type}',
+  run() {
+    const until = Date.now() + ${ms}
+    while (Date.now() < until);
+    return { nice: getPriority() }
+  },
+}
+`
 
 let host: TestHost & { lines: string[] }
 let handlersDir: string
@@ -48,9 +65,11 @@ beforeAll(async () => {
     'echo.mjs': ECHO,
     'broken.mjs': THROWS_ON_LOAD,
     'not-a-handler.mjs': NOT_A_HANDLER,
+    'niceness-long.mjs': niceness('test.niceness.long', 30),
+    'niceness-short.mjs': niceness('test.niceness.short', 0),
   })
   handlersDir = join(dataDir, 'handlers')
-  host = await startHost({ dataDir, workers: 2, leaseTtlS: TTL_S, heartbeatGraceS: GRACE_S, execAllow: [process.execPath] })
+  host = await startHost({ dataDir, workers: 2, leaseTtlS: TTL_S, heartbeatGraceS: GRACE_S, execAllow: [process.execPath], workerNice: WORKER_NICE })
   await poolReady(host, 2)
 })
 
@@ -179,6 +198,22 @@ describe('exec', () => {
     expect(failed.result!.error).toMatchObject({ code: 'exit_status', message: 'exec: exited with 3' })
     expect(attempts(host, bad)).toMatchObject([{ outcome: 'FAILED' }])
   })
+})
+
+// Niceness is each thread's on Linux: there the rule is seen thread by thread.
+test.runIf(process.platform === 'linux')('local workers yield the CPU: handlers run as nice as --worker-nice says, but for the driving thread and the worker’s own thread', async () => {
+  // A handler that computes 30 ms is never short: each job is handed to a thread that does not drive.
+  const long = await Promise.all(Array.from({ length: 6 }, () => submit(host, { job_type: 'test.niceness.long' })))
+  for (const id of long) expect((await settled(host, id, 5000)).result!.result_data).toEqual({ nice: WORKER_NICE })
+  // A type that proves short runs on the driving thread, at the host's niceness: all but the
+  // first of its jobs in each worker, which goes to another thread while its type is unknown.
+  const short: unknown[] = []
+  for (let i = 0; i < 8; i++) short.push((await settled(host, await submit(host, { job_type: 'test.niceness.short' }), 5000)).result!.result_data)
+  expect(short.filter((seen) => JSON.stringify(seen) === JSON.stringify({ nice: OWN_NICE })).length).toBeGreaterThanOrEqual(6)
+  const local = (await workers()).filter((w) => w.kind === 'local')
+  expect(local).toHaveLength(2)
+  for (const worker of local) expect(getPriority(worker.pid!)).toBe(OWN_NICE)
+  expect(getPriority()).toBe(OWN_NICE) // the host's own thread (this test's) is not lowered
 })
 
 test('cancel of a running job aborts its handler and the job ends CANCELED', async () => {
