@@ -88,8 +88,26 @@ export function requestJson(url: string | URL, options: JsonRequest): Promise<Js
   const data = options.body === undefined ? undefined : JSON.stringify(options.body)
   const headers: http.OutgoingHttpHeaders = { ...options.headers, authorization: `Bearer ${options.token}` }
   if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
-  const resend = options.idempotent ?? (options.method === 'GET' || hasClientRequestId(options.body))
-  return send(url, options, headers, data, resend ? 'may-resend' : 'once')
+  return send(url, options, headers, data, mayResend(options) ? 'may-resend' : 'once')
+}
+
+/**
+ * Whether a request may be sent twice when its connection was cut before its answer: when its
+ * caller says so (`idempotent`), else a GET, or a POST whose body carries a `client_request_id`.
+ */
+export function mayResend(options: Pick<JsonRequest, 'method' | 'body' | 'idempotent'>): boolean {
+  return options.idempotent ?? (options.method === 'GET' || hasClientRequestId(options.body))
+}
+
+/** An answer's status and JSON body (`{}` when empty); a body that is not JSON throws NotJsonAnswer. */
+export function readJsonAnswer(status: number, statusText: string, text: string): JsonAnswer {
+  let body: Record<string, unknown>
+  try {
+    body = text ? (JSON.parse(text) as Record<string, unknown>) : {}
+  } catch {
+    throw new NotJsonAnswer(status, statusText, text)
+  }
+  return { status, statusText, body }
 }
 
 function hasClientRequestId(body: unknown): boolean {
@@ -116,16 +134,11 @@ function sendWith(protocol: Protocol, url: string | URL, options: JsonRequest, h
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))
       response.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        const status = response.statusCode ?? 0
-        const statusText = response.statusMessage ?? ''
-        let body: Record<string, unknown>
         try {
-          body = text ? (JSON.parse(text) as Record<string, unknown>) : {}
-        } catch {
-          return reject(new NotJsonAnswer(status, statusText, text))
+          resolve(readJsonAnswer(response.statusCode ?? 0, response.statusMessage ?? '', Buffer.concat(chunks).toString('utf8')))
+        } catch (error) {
+          reject(error)
         }
-        resolve({ status, statusText, body })
       })
       response.on('error', reject)
     })

@@ -1,25 +1,14 @@
 import type { paths } from '../src-shared/api-types'
-import { requestJson } from '../src-shared/http-json'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
-
-/** An HTTP answer the transport cannot act on. */
-export class HostError extends Error {
-  override name = 'HostError'
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message)
-  }
-}
+import { HostConnection } from '../src-shared/host-connection'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
 
 /**
  * The routes a worker calls, each a POST with a JSON body, typed by the OpenAPI document
  * (src-shared/api-types.ts, generated): a body the host would not accept, or an answer read
  * as something the host does not send, fails to compile. The generated types rather than
  * openapi-fetch: fetch's Request and Response objects cost a worker half again its CPU per job
- * (`npm run bench -- --only=batched`), and node:http (src-shared/http-json.ts) does not.
+ * (`npm run bench -- --only=batched`); undici's Pool (src-shared/host-connection.ts), which fetch
+ * is built on, costs about half of what node:http does.
  */
 type WorkerRoute = '/internal/worker/batch' | '/internal/worker/report' | '/api/files/leases/acquire' | '/api/files/leases/wait' | '/api/files/leases/heartbeat'
 type Responses<R extends WorkerRoute> = paths[R]['post']['responses']
@@ -32,20 +21,21 @@ type Answer<R extends WorkerRoute> =
 
 /** the worker API and /api/files over HTTP, for workers outside the host (`leasehold worker`). */
 export class HttpTransport implements WorkerTransport {
-  constructor(
-    private readonly baseUrl: string,
-    private readonly token: string,
-  ) {}
+  private readonly host: HostConnection
+
+  constructor(baseUrl: string, token: string) {
+    this.host = new HostConnection(baseUrl, token)
+  }
 
   /**
-   * Every route a worker calls may be sent twice (requestJson resends one whose keep-alive
+   * Every route a worker calls may be sent twice (the connection resends one whose keep-alive
    * connection the host had just closed): heartbeats are; completions and failures name their
    * attempt and are idempotent; an acquire by the file's holder is granted again; the runtime
    * resends a failed exchange anyway. A claim whose answer was lost leaves its jobs leased to
    * this worker until the lease expires, as it would with no resend.
    */
   private async post<R extends WorkerRoute>(route: R, body: RequestBody<R>, signal?: AbortSignal): Promise<Answer<R>> {
-    const { status, body: answer } = await requestJson(new URL(route, this.baseUrl), { method: 'POST', token: this.token, body, signal, idempotent: true })
+    const { status, body: answer } = await this.host.request(route, { method: 'POST', body, signal, idempotent: true })
     return (status === 200 ? { ok: true, body: answer } : { ok: false, status, body: answer }) as Answer<R>
   }
 
@@ -97,5 +87,7 @@ export class HttpTransport implements WorkerTransport {
     this.check(await this.post('/internal/worker/report', problem))
   }
 
-  close(): void {}
+  close(): void {
+    void this.host.close()
+  }
 }

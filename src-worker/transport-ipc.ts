@@ -1,6 +1,5 @@
 import { FromHost, type IpcMethod, type IpcParams } from '../src-shared/ipc-protocol'
-import { type ExchangeAnswer, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
-import { HostError } from './transport-http'
+import { type ExchangeAnswer, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
 
 /** A message pipe to the host: Node's child-process IPC, or Electron's utility-process port. */
 export interface IpcChannel {

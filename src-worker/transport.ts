@@ -35,6 +35,18 @@ export type FileAcquireAnswer =
   | { granted: false; code: 'file_lease_held'; retry_at: string; holder: unknown }
   | { granted: false; code: 'blocked'; blocker: unknown }
 
+/** An answer of the host the transport cannot act on: its HTTP status and error code. */
+export class HostError extends Error {
+  override name = 'HostError'
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
 /** The lease is gone (409 from the host): stop the job, report nothing more under it. */
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError'

@@ -1,6 +1,6 @@
 /**
  * The HTTP and worker figures of `npm run bench`: a real `leasehold serve` in its own process on
- * loopback, clients in this one on keep-alive connections (node:http). Bounded in count and time.
+ * loopback, clients in this one on keep-alive connections (undici). Bounded in count and time.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { createServer } from 'node:net'
@@ -14,7 +14,7 @@ import { DEFAULT_WORKER_CONCURRENCY, localWorkerSlots } from '../../src-main/con
 import { openDatabase } from '../../src-main/db/open'
 import { idKey } from '../../src-main/engine/store/ids'
 import { buildCliBundle } from '../cli-bundle.js'
-import { requestJson } from '../../src-shared/http-json'
+import { HostConnection } from '../../src-shared/host-connection'
 import { insertFinished } from './measure'
 import { percentile, processTreeCpuMs, type Row } from './lib'
 
@@ -118,6 +118,7 @@ async function startServer(args: string[], dataDir = mkdtempSync(join(tmpdir(), 
     dataDir,
     child,
     stop: async () => {
+      await closeConnection(url)
       await stopChild(child)
       rmSync(dataDir, { recursive: true, force: true })
     },
@@ -152,7 +153,8 @@ async function startRedis(): Promise<{ url: string; stop: () => Promise<void> } 
 /** The bare Koa app of koa-floor.mjs, as a Server (it checks no token); `--pool` adds its worker process. */
 async function startKoaFloor(args: string[] = []): Promise<Server> {
   const child = tracked(spawn(process.execPath, [KOA_FLOOR, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
-  return { url: await listeningUrl(child), token: '', dataDir: '', child, stop: async () => void (await stopChild(child)) }
+  const url = await listeningUrl(child)
+  return { url, token: '', dataDir: '', child, stop: async () => void (await Promise.all([closeConnection(url), stopChild(child)])) }
 }
 
 /** Per-endpoint latencies, in milliseconds. */
@@ -167,23 +169,43 @@ class Latencies {
 }
 
 /**
- * The bench's client: the workers' own keep-alive node:http requests (src-shared/http-json.ts),
- * timed per endpoint. (fetch would cost the client ~700 µs of CPU a request and make it, not
- * the server, the bottleneck.)
+ * The bench's client: the `leasehold worker`'s keep-alive connections (undici's Pool,
+ * src-shared/host-connection.ts), timed per endpoint. A load generator shares the machine's two
+ * cores with the server it measures, so it must cost as little as it can: undici spends
+ * ~70–110 µs of CPU a small JSON request here, node:http's `request` ~150–200 and `fetch` ~700.
  */
 type Post = ReturnType<typeof client>
+
+/** The connections to each server the bench talks to, closed when that server stops. */
+const connections = new Map<string, HostConnection>()
+
+function connectionTo(server: Server): HostConnection {
+  let connection = connections.get(server.url)
+  if (!connection) connections.set(server.url, (connection = new HostConnection(server.url, server.token)))
+  return connection
+}
+
+async function closeConnection(url: string): Promise<void> {
+  const connection = connections.get(url)
+  connections.delete(url)
+  await connection?.close()
+}
+
+async function request(server: Server, method: 'GET' | 'POST', path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; json: Record<string, unknown> }> {
+  const answer = await connectionTo(server).request(path, { method, body, headers })
+  return { status: answer.status, json: answer.body }
+}
 
 function client(server: Server, latencies: Latencies, headers?: Record<string, string>) {
   return async (endpoint: string, path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const started = performance.now()
-    const answer = await requestJson(server.url + path, { method: 'POST', token: server.token, body, headers })
+    const answer = await request(server, 'POST', path, body, headers)
     latencies.add(endpoint, performance.now() - started)
-    return { status: answer.status, json: answer.body }
+    return answer
   }
 }
 
-const get = async (server: Server, path: string): Promise<Record<string, unknown>> =>
-  (await requestJson(server.url + path, { method: 'GET', token: server.token })).body
+const get = async (server: Server, path: string): Promise<Record<string, unknown>> => (await request(server, 'GET', path)).json
 
 /** `count` jobs of `jobType` submitted one request each from 16 loops, their latencies kept by `post`. */
 const submitMany = (post: Post, count: number, jobType: string, payload: unknown = {}): Promise<void> =>

@@ -6,7 +6,8 @@
 import { describe, expect, test } from 'vitest'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { LeaseLostError, type Claim } from '../../src-worker/transport'
-import { HostError, HttpTransport } from '../../src-worker/transport-http'
+import { HostError } from '../../src-worker/transport'
+import { HttpTransport } from '../../src-worker/transport-http'
 import { clockedHost, API_T0, submit } from '../http/support'
 
 const FILE = '/work/repo/src/app.ts'
