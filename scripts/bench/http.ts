@@ -196,20 +196,21 @@ async function request(server: Server, method: 'GET' | 'POST', path: string, bod
   return { status: answer.status, json: answer.body }
 }
 
-function client(server: Server, latencies: Latencies, headers?: Record<string, string>) {
+/** POSTs timed into `latencies`, over the server's shared connections or over `connection`. */
+function client(server: Server, latencies: Latencies, headers?: Record<string, string>, connection = connectionTo(server)) {
   return async (endpoint: string, path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const started = performance.now()
-    const answer = await request(server, 'POST', path, body, headers)
+    const answer = await connection.request(path, { method: 'POST', body, headers })
     latencies.add(endpoint, performance.now() - started)
-    return answer
+    return { status: answer.status, json: answer.body }
   }
 }
 
 const get = async (server: Server, path: string): Promise<Record<string, unknown>> => (await request(server, 'GET', path)).json
 
-/** `count` jobs of `jobType` submitted one request each from 16 loops, their latencies kept by `post`. */
-const submitMany = (post: Post, count: number, jobType: string, payload: unknown = {}): Promise<void> =>
-  postLoops(post, 16, count, SUBMIT_PATH, 201, { job_type: jobType, cost_units: 1, payload })
+/** `count` jobs of `jobType` submitted one request each from 16 loops, their latencies kept in `latencies`. */
+const submitMany = (server: Server, latencies: Latencies, count: number, jobType: string, payload: unknown = {}): Promise<void> =>
+  postLoops(server, latencies, 16, count, SUBMIT_PATH, 201, { job_type: jobType, cost_units: 1, payload })
 
 const SUBMIT_PATH = '/api/scheduler/jobs/submit'
 /** A no-op job's submit body. */
@@ -217,19 +218,27 @@ const NOOP = { job_type: 'noop', cost_units: 1 }
 
 /**
  * `count` POSTs of `body` to `path`, from `clients` loops that each send the next once answered
- * with `status` (anything else throws).
+ * with `status` (anything else throws). Each loop holds one keep-alive connection of its own, as
+ * a script's loop does: one pool shared by all the loops (undici's Pool) spread each loop's
+ * requests over two connections and cost the clients ~10 % more CPU a request.
  */
-async function postLoops(post: Post, clients: number, count: number, path: string, status: number, body: unknown = NOOP): Promise<void> {
+async function postLoops(server: Server, latencies: Latencies, clients: number, count: number, path: string, status: number, body: unknown = NOOP): Promise<void> {
+  const connections = Array.from({ length: clients }, () => new HostConnection(server.url, server.token, 1))
   let next = 0
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < count) {
-        next += 1
-        const res = await post(`POST ${path}`, path, body)
-        if (res.status !== status) throw new Error(`${path} answered ${res.status}`)
-      }
-    }),
-  )
+  try {
+    await Promise.all(
+      connections.map(async (connection) => {
+        const post = client(server, latencies, undefined, connection)
+        while (next < count) {
+          next += 1
+          const res = await post(`POST ${path}`, path, body)
+          if (res.status !== status) throw new Error(`${path} answered ${res.status}`)
+        }
+      }),
+    )
+  } finally {
+    await Promise.all(connections.map((connection) => connection.close()))
+  }
 }
 
 /** `workers` clients drain the queue through the pull API or the worker API; jobs/s over the drain. */
@@ -475,12 +484,12 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
   try {
     progress(`HTTP warm-up, ${WARM_UP_JOBS} jobs`)
     const untimed = client(server, new Latencies())
-    await submitMany(untimed, WARM_UP_JOBS, 'noop')
+    await submitMany(server, new Latencies(), WARM_UP_JOBS, 'noop')
     await drain(untimed, 'worker', 8)
     for (const api of ['pull', 'worker'] as const) {
       for (const workers of [1, 8, 32]) {
         progress(`HTTP ${api} API, ${workers} worker(s), ${counts.lifecycleJobs} jobs`)
-        await submitMany(post, counts.lifecycleJobs, 'noop')
+        await submitMany(server, latencies, counts.lifecycleJobs, 'noop')
         const jobsPerS = await drain(post, api, workers)
         if (api === 'worker' && workers === 8) workerApiAt8 = jobsPerS
         rows.push({
@@ -533,9 +542,8 @@ async function workersReady(server: Server, count: number): Promise<boolean> {
 
 /** No-op jobs (`sleep {ms: 0}`) submitted in a burst, until all are DONE; jobs/s over that. */
 async function throughput(server: Server, jobs: number): Promise<number> {
-  const post = client(server, new Latencies())
   const started = performance.now()
-  await submitMany(post, jobs, 'sleep', { ms: 0 })
+  await submitMany(server, new Latencies(), jobs, 'sleep', { ms: 0 })
   await waitFor(async () => (await doneCount(server)) >= jobs, 120_000)
   return jobs / ((performance.now() - started) / 1000)
 }
@@ -653,7 +661,7 @@ const inChunks: Submitter = async (server, jobs) => {
 const oneEach =
   (clients: number): Submitter =>
   (server, jobs) =>
-    postLoops(client(server, new Latencies()), clients, jobs, SUBMIT_PATH, 201)
+    postLoops(server, new Latencies(), clients, jobs, SUBMIT_PATH, 201)
 
 /**
  * {@link postLoops} timed: requests/s, and the CPU per request of the server (its process alone)
@@ -663,7 +671,7 @@ async function timedLoops(server: Server, clients: number, count: number, path: 
   const serverBefore = processTreeCpuMs(server.child.pid!)?.own
   const clientBefore = process.cpuUsage()
   const started = performance.now()
-  await postLoops(client(server, new Latencies()), clients, count, path, status)
+  await postLoops(server, new Latencies(), clients, count, path, status)
   const perS = count / ((performance.now() - started) / 1000)
   const serverAfter = processTreeCpuMs(server.child.pid!)?.own
   const clientCpu = process.cpuUsage(clientBefore)
@@ -1046,10 +1054,10 @@ async function measureCeilings(counts: BatchedCounts, progress: (m: string) => v
     try {
       progress(`${label}: ${counts.warmUpS} s first, then ${counts.singleJobs.toLocaleString('en-US')} requests from 16 clients and from 1`)
       const warmUntil = performance.now() + counts.warmUpS * 1000
-      const untimed = client(server, new Latencies())
-      while (performance.now() < warmUntil) await postLoops(untimed, 16, 1_000, path, status)
+      const untimed = new Latencies()
+      while (performance.now() < warmUntil) await postLoops(server, untimed, 16, 1_000, path, status)
       for (const [i, clients] of [16, 1].entries()) {
-        await postLoops(untimed, clients, Math.min(1_000, counts.singleJobs), path, status)
+        await postLoops(server, untimed, clients, Math.min(1_000, counts.singleJobs), path, status)
         const timed = await timedLoops(server, clients, counts.singleJobs, path, status)
         rows.push({ name: names[i]!, value: timed.perS, unit: 'requests/s', note: `${counts.singleJobs.toLocaleString('en-US')} × ${what}, ${clients} client${clients > 1 ? 's' : ''} each sending the next once answered; ${timed.cpu}` })
       }
