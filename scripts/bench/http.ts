@@ -1098,24 +1098,44 @@ async function warmDrain(server: Server, jobs: number, workers: ChildProcess[] =
   return drainBatched(server, jobs, workers)
 }
 
+/** The pool drain beside which `pool drain (redis)` is read: the same drains, alternated with its. */
+export const NORMAL_BESIDE_REDIS = 'pool drain (normal), alternated with the redis drains'
+
 /**
  * The queues carried over Redis Streams (docs/redis.md): the pool drain with `--redis` on (the
  * outbox written with each enqueue and relayed after each commit), and 8 `leasehold worker
- * --redis` processes that reach the host through Redis alone.
+ * --redis` processes that reach the host through Redis alone. What turning Redis on keeps of
+ * the drain is read from drains alternated with a host without Redis, two of each: the
+ * machine's speed moves by more than Redis costs between drains minutes apart.
  */
 async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => void, rows: Row[]): Promise<void> {
   const redis = await startRedis()
   if (!redis) return progress('no redis-server here: the Redis rows are left out')
   const n = counts.drainJobs.toLocaleString('en-US')
   try {
-    progress(`pool drain (redis): the default pool with --redis, ${n} no-op jobs submitted 1,000 a request`)
+    progress(`pool drain (redis): the default pool with --redis, ${n} no-op jobs submitted 1,000 a request, alternated with the same without Redis`)
     const pooled = await startServer(['--redis', redis.url], dataDirWithStampHandler())
+    const plain = await startServer([], dataDirWithStampHandler())
     try {
-      await waitFor(() => workersReady(pooled, 2), 60_000)
-      const drain = await warmDrain(pooled, counts.drainJobs)
-      rows.push({ name: 'pool drain (redis)', value: drain.jobsPerS, unit: 'jobs/s', note: `as pool drain (normal), each enqueue XADDed to Redis after its commit; ${drain.cpu}` })
+      for (const server of [pooled, plain]) {
+        await waitFor(() => workersReady(server, 2), 60_000)
+        await drainBatched(server, counts.drainJobs) // warm, as each drain row's host is
+      }
+      // In the order with, without, without, with: a machine that speeds up or slows down
+      // through the four weighs on both alike.
+      const drains: { redis: Drain[]; normal: Drain[] } = { redis: [], normal: [] }
+      drains.redis.push(await drainBatched(pooled, counts.drainJobs))
+      drains.normal.push(await drainBatched(plain, counts.drainJobs))
+      drains.normal.push(await drainBatched(plain, counts.drainJobs))
+      drains.redis.push(await drainBatched(pooled, counts.drainJobs))
+      const mean = (list: Drain[]) => list.reduce((sum, d) => sum + d.jobsPerS, 0) / list.length
+      const each = (list: Drain[]) => list.map((d) => Math.round(d.jobsPerS).toLocaleString('en-US')).join(' and ')
+      rows.push(
+        { name: 'pool drain (redis)', value: mean(drains.redis), unit: 'jobs/s', note: `as pool drain (normal), each enqueue XADDed to Redis after its commit; two drains (${each(drains.redis)}), the last's ${drains.redis[1]!.cpu}` },
+        { name: NORMAL_BESIDE_REDIS, value: mean(drains.normal), unit: 'jobs/s', note: `the same drains without Redis, between those with it (${each(drains.normal)}), the last's ${drains.normal[1]!.cpu}` },
+      )
     } finally {
-      await pooled.stop()
+      await Promise.all([pooled.stop(), plain.stop()])
     }
 
     progress(`remote workers over redis: 8 leasehold worker --redis processes, ${n} no-op jobs`)
