@@ -173,10 +173,9 @@ class Latencies {
  * src-shared/host-connection.ts), timed per endpoint. A load generator shares the machine's two
  * cores with the server it measures, so it must cost as little as it can: undici spends
  * ~70–110 µs of CPU a small JSON request here, node:http's `request` ~150–200 and `fetch` ~700.
+ * These are the shared connections to each server the bench talks to, closed when that server
+ * stops; the client loops of {@link postLoops} hold one connection each.
  */
-type Post = ReturnType<typeof client>
-
-/** The connections to each server the bench talks to, closed when that server stops. */
 const connections = new Map<string, HostConnection>()
 
 function connectionTo(server: Server): HostConnection {
@@ -1098,7 +1097,7 @@ async function warmDrain(server: Server, jobs: number, workers: ChildProcess[] =
   return drainBatched(server, jobs, workers)
 }
 
-/** The pool drain beside which `pool drain (redis)` is read: the same drains, alternated with its. */
+/** The drains of a host without Redis, run between those of `pool drain (redis)`: what its ratio is read against. */
 export const NORMAL_BESIDE_REDIS = 'pool drain (normal), alternated with the redis drains'
 
 /**
