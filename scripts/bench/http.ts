@@ -1,6 +1,7 @@
 /**
  * The HTTP and worker figures of `npm run bench`: a real `leasehold serve` in its own process on
- * loopback, clients in this one on keep-alive connections (undici). Bounded in count and time.
+ * loopback, clients in this one on keep-alive connections (undici's, and the lean loops of
+ * loop-connection.ts for one request at a time). Bounded in count and time.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { createServer } from 'node:net'
@@ -15,6 +16,7 @@ import { openDatabase } from '../../src-main/db/open'
 import { idKey } from '../../src-main/engine/store/ids'
 import { buildCliBundle } from '../cli-bundle.js'
 import { HostConnection } from '../../src-shared/host-connection'
+import { LoopConnection } from './loop-connection'
 import { insertFinished } from './measure'
 import { percentile, processTreeCpuMs, type Row } from './lib'
 
@@ -169,11 +171,10 @@ class Latencies {
 }
 
 /**
- * The bench's client: the `leasehold worker`'s keep-alive connections (undici's Pool,
- * src-shared/host-connection.ts), timed per endpoint. A load generator shares the machine's two
- * cores with the server it measures, so it must cost as little as it can: undici spends
- * ~70–110 µs of CPU a small JSON request here, node:http's `request` ~150–200 and `fetch` ~700.
- * These are the shared connections to each server the bench talks to, closed when that server
+ * The bench's client for everything but the one-request-each loops ({@link postLoops}): the
+ * `leasehold worker`'s keep-alive connections (undici's Pool, src-shared/host-connection.ts),
+ * timed per endpoint: ~70–110 µs of CPU a small JSON request here, node:http's `request`
+ * ~150–200 and `fetch` ~700. These are the shared connections to each server the bench talks to, closed when that server
  * stops; the client loops of {@link postLoops} hold one connection each.
  */
 const connections = new Map<string, HostConnection>()
@@ -218,25 +219,28 @@ const NOOP = { job_type: 'noop', cost_units: 1 }
 /**
  * `count` POSTs of `body` to `path`, from `clients` loops that each send the next once answered
  * with `status` (anything else throws). Each loop holds one keep-alive connection of its own, as
- * a script's loop does: one pool shared by all the loops (undici's Pool) spread each loop's
- * requests over two connections and cost the clients ~10 % more CPU a request.
+ * a script's loop does, on the bench's lean client (loop-connection.ts), so that the cores the
+ * clients take from the host stay few.
  */
 async function postLoops(server: Server, latencies: Latencies, clients: number, count: number, path: string, status: number, body: unknown = NOOP): Promise<void> {
-  const connections = Array.from({ length: clients }, () => new HostConnection(server.url, server.token, 1))
+  const connections = Array.from({ length: clients }, () => new LoopConnection(server.url, server.token))
+  const text = JSON.stringify(body)
+  const endpoint = `POST ${path}`
   let next = 0
   try {
     await Promise.all(
       connections.map(async (connection) => {
-        const post = client(server, latencies, undefined, connection)
         while (next < count) {
           next += 1
-          const res = await post(`POST ${path}`, path, body)
-          if (res.status !== status) throw new Error(`${path} answered ${res.status}`)
+          const started = performance.now()
+          const answer = await connection.post(path, text)
+          latencies.add(endpoint, performance.now() - started)
+          if (answer.status !== status) throw new Error(`${path} answered ${answer.status}: ${answer.body}`)
         }
       }),
     )
   } finally {
-    await Promise.all(connections.map((connection) => connection.close()))
+    for (const connection of connections) connection.close()
   }
 }
 
