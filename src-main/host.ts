@@ -20,6 +20,7 @@ import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
+import { attachFront } from './http/front'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
@@ -240,11 +241,28 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     },
     listener,
   )
-  let requestsInFlight = 0
-  server.on('request', (_request, response: ServerResponse) => {
-    requestsInFlight += 1
-    response.once('close', () => (requestsInFlight -= 1))
+  // The requests that come at the rate of jobs are read straight from the socket (http/front.ts).
+  const front = attachFront(server, {
+    lane: http.lane,
+    bodyLimitBytes: config.bodyLimitBytes,
+    serving: () => mode.state === 'read_write',
+    keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
   })
+  let nodeRequestsInFlight = 0
+  server.on('request', (_request, response: ServerResponse) => {
+    nodeRequestsInFlight += 1
+    response.once('close', () => (nodeRequestsInFlight -= 1))
+  })
+  /** Closes the connections with no request in flight, or all of them when none is. */
+  const closeConnections = (): void => {
+    if (nodeRequestsInFlight + front.inFlight === 0) {
+      server.closeAllConnections()
+      front.closeAll()
+    } else {
+      server.closeIdleConnections()
+      front.closeIdle()
+    }
+  }
   // Requests Node refuses before Koa sees them still get the API's error shape.
   server.on('clientError', http.clientError)
   server.on('checkExpectation', http.checkExpectation)
@@ -337,6 +355,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const address = await listen(server, config.port, config.host)
   undo.push(() => {
     server.closeAllConnections()
+    front.closeAll()
     return new Promise<void>((resolve) => server.close(() => resolve()))
   })
   port = address.port
@@ -411,7 +430,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       http.closeStreams()
       // Requests in flight finish; then every connection closes, including keep-alive ones and
       // those a client opened ahead and never sent a request on (Node counts those as busy).
-      const closeConnections = () => (requestsInFlight === 0 ? server.closeAllConnections() : server.closeIdleConnections())
       const sweep = setInterval(closeConnections, 25)
       closeConnections()
       await closed

@@ -158,7 +158,7 @@ export async function readDeclaredJson(req: IncomingMessage, length: number): Pr
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** A body's bytes as JSON: UTF-8, well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
-function parseJson(body: Buffer): unknown {
+export function parseJson(body: Buffer): unknown {
   let text: string
   try {
     text = strictUtf8.decode(body)

@@ -18,7 +18,7 @@ import { errorMiddleware, errorReplies } from './errors'
 import { EventStreams, StreamTickets } from './events-stream'
 import { checkRequest, type GuardPolicy, guardInput } from './guard'
 import { HTTP_APIS } from './apis'
-import { createLane } from './lane'
+import { createLane, type Lane } from './lane'
 import { openApiDocument } from './openapi'
 import type { RedisReport, RouteDeps } from './route'
 import { routesMiddleware } from './routing'
@@ -58,6 +58,8 @@ export interface HttpApp {
   listener: (req: IncomingMessage, res: ServerResponse) => void
   /** The paths whose common requests the lane answers. */
   lanePaths: readonly string[]
+  /** The lane itself, which the front (front.ts) hands the requests it reads. */
+  lane: Lane
   /** Koa's router of every route (its public `stack` lists them). */
   router: Router
   /** Ends the open event streams (they never end by themselves), so the server can close. */
@@ -155,6 +157,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
       if (!lane(req, res)) void koa(req, res)
     },
     lanePaths: lane.paths,
+    lane,
     router: routes.router,
     closeStreams: () => streams.closeAll(),
     clientError: answerClientError,

@@ -8,15 +8,11 @@
 import { createServer, request, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { z } from 'zod'
 import { EngineError } from '../../src-main/engine'
 import { ManualClock } from '../../src-main/engine/rules/clock'
 import { WORKER_PREFIX } from '../../src-main/http/worker-api'
-import { errorReplies } from '../../src-main/http/errors'
-import { createLane } from '../../src-main/http/lane'
-import { route, type RouteCall, type RouteDeps } from '../../src-main/http/route'
-import { LogLimiter } from '../../src-main/log-limiter'
 import { startTestHost, type TestHost } from '../helpers/host'
+import { echoLane } from './echo-lane'
 import { appWithStubs } from './routes'
 import { API_T0, QUEUE, submit } from './support'
 
@@ -49,39 +45,14 @@ const json = (value: unknown) => JSON.stringify(value)
 const asWorker = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }
 
 describe('the lane alone', () => {
-  const Echo = z.strictObject({ worker_id: z.string(), say: z.string().optional() })
-  /** What the stub route does: by default it echoes the body's `say`; a test may set its own. */
-  let behaviour: (input: z.infer<typeof Echo>, call: RouteCall<unknown>) => Promise<unknown>
-  const logged: string[] = []
   let server: Server
   let port = 0
-
-  const echo = route({
-    method: 'POST',
-    path: '/echo',
-    id: 'echo',
-    summary: 'Echoes',
-    body: Echo,
-    answer: z.unknown(),
-    lane: true,
-    grouped: false,
-    run: ({ body }, _, call) => behaviour(body, call),
-  })
+  const echo = echoLane(TOKEN, LIMIT, () => port)
+  const logged = echo.logged
+  const behave = echo.behave
 
   beforeAll(async () => {
-    const log = (line: string) => logged.push(line)
-    const lane = createLane([{ tag: 'worker', description: '', prefix: WORKER_PREFIX, routes: [echo] }], {
-      routes: null as unknown as RouteDeps, // the stub route uses none
-      policy: {
-        token: TOKEN,
-        allowedHosts: [],
-        get port() {
-          return port
-        },
-      },
-      bodyLimitBytes: LIMIT,
-      errors: errorReplies(log, new LogLimiter(log, Date.now), () => '/data'),
-    })
+    const lane = echo.lane
     server = createServer((req, res) => {
       if (lane(req, res)) return
       req.resume()
@@ -91,10 +62,7 @@ describe('the lane alone', () => {
     port = (server.address() as AddressInfo).port
   })
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  beforeEach(() => {
-    behaviour = async (input) => ({ heard: input.say ?? null })
-    logged.length = 0
-  })
+  beforeEach(() => echo.reset())
 
   test("a worker's request in its common shape is answered by the lane, with the API's headers", async () => {
     const res = await send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1', say: 'hi' }))
@@ -126,7 +94,7 @@ describe('the lane alone', () => {
 
   test('the request guard runs first: no token is 401, a foreign Host 403, and the route does not run', async () => {
     let ran = false
-    behaviour = async () => (ran = true)
+    behave(async () => (ran = true))
     const noToken = await send(port, 'POST', `${WORKER_PREFIX}/echo`, { 'content-type': 'application/json' }, json({ worker_id: 'w1' }))
     expect(noToken.status).toBe(401)
     expect(JSON.parse(noToken.body)).toMatchObject({ code: 'unauthorized' })
@@ -147,17 +115,17 @@ describe('the lane alone', () => {
   })
 
   test("a route's error is answered as Koa's error middleware answers it: a domain error with its status, a bug as a logged 500 without its stack", async () => {
-    behaviour = async () => {
+    behave(async () => {
       throw new EngineError('lease_expired', 'Lease L expired', { ack: false })
-    }
+    })
     const expired = await send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1' }))
     expect(expired.status).toBe(409)
     expect(JSON.parse(expired.body)).toMatchObject({ code: 'lease_expired', detail: 'Lease L expired' })
     expect(logged).toEqual([])
 
-    behaviour = async () => {
+    behave(async () => {
       throw new TypeError('a bug')
-    }
+    })
     const bug = await send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1' }))
     expect(bug.status).toBe(500)
     expect(JSON.parse(bug.body)).toEqual({ code: 'internal_error', detail: 'Internal error' })
@@ -166,10 +134,10 @@ describe('the lane alone', () => {
   })
 
   test('an answer given early (a waiting claim granted at a commit) is the one sent; the settled answer is not sent after it', async () => {
-    behaviour = async (_, call) => {
+    behave(async (_, call) => {
       call.answerNow({ early: true })
       return { settled: true }
-    }
+    })
     const res = await send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1' }))
     expect(res.status).toBe(200)
     expect(JSON.parse(res.body)).toEqual({ early: true })
@@ -177,23 +145,14 @@ describe('the lane alone', () => {
   })
 
   test('a client that hangs up while its call waits aborts the call, and the lane goes on serving', async () => {
-    let aborted!: Promise<boolean>
-    let started!: () => void
-    const waiting = new Promise<void>((resolve) => (started = resolve))
-    behaviour = async (_, call) => {
-      const signal = call.clientGone()
-      aborted = new Promise((resolve) => signal.addEventListener('abort', () => resolve(true)))
-      started()
-      await aborted
-      return { gone: true }
-    }
+    const { waiting, aborted } = echo.waitForHangUp()
     const req = request({ host: '127.0.0.1', port, method: 'POST', path: `${WORKER_PREFIX}/echo`, headers: { host: `127.0.0.1:${port}`, ...asWorker }, agent: false })
     req.on('error', () => {})
     req.end(json({ worker_id: 'w1' }))
     await waiting
     req.destroy()
     expect(await aborted).toBe(true)
-    behaviour = async (input) => ({ heard: input.say ?? null })
+    echo.reset()
     expect((await send(port, 'POST', `${WORKER_PREFIX}/echo`, asWorker, json({ worker_id: 'w1', say: 'next' }))).body).toBe(json({ heard: 'next' }))
   })
 })

@@ -1,0 +1,297 @@
+import { STATUS_CODES, type Server } from 'node:http'
+import type { Socket } from 'node:net'
+import { API_HEADERS, parseJson } from './body'
+import type { GuardInput } from './guard'
+import type { Lane, LaneExchange } from './lane'
+
+/**
+ * The front: the first reader of every connection to the host's HTTP server. The requests that
+ * come at the rate of jobs (a worker's claim, heartbeat, complete, a one-job submit) are small
+ * POSTs of one shape on keep-alive connections; Node's HTTP server spends ~40 µs of CPU on each
+ * before any route runs (its parser's callbacks, an IncomingMessage, a ServerResponse), about
+ * as much as the bare request costs read and answered over the socket itself. The front reads
+ * that one shape straight from the socket and hands it to the lane (lane.ts), which answers it
+ * as it answers the same request from Node; anything else goes to Node's HTTP server, which
+ * then keeps the connection.
+ *
+ * The shape, all of it in hand in the bytes read so far (HTTP/1.1 as RFC 9112 spells it, and
+ * no more of it): the request line `POST <a lane route's path> HTTP/1.1`; header lines of
+ * token names and visible-ASCII values, none of them twice, at most {@link MAX_HEADERS}, the
+ * head within Node's 16 KiB; `Content-Type: application/json` exactly; a `Content-Length` of
+ * digits within the body limit, and the whole body; no `Transfer-Encoding`, `Expect` or
+ * `Upgrade`; `Connection` absent, `keep-alive` or `close`. At the first request not of that
+ * shape — or a request not yet all read, or a host that is read-only — the connection goes to
+ * Node with every byte from that request's first, and Node's parser and Koa's app serve it
+ * from there, so only requests the front has read whole are ever parsed by it: a request is
+ * framed by one parser, never by two that might disagree (request smuggling). Node would serve
+ * every request of the shape alike; the front only serves it with less work.
+ *
+ * The answers are Node's: the status line, the lane's headers, then `Date`, `Connection` and
+ * `Keep-Alive` as Node adds them. Requests sent ahead on a connection (pipelined) are answered
+ * in order. An idle connection closes after the server's keep-alive timeout, as Node's do.
+ */
+export interface Front {
+  /** Requests the front has read and not yet answered. */
+  readonly inFlight: number
+  /** Closes the connections the front holds that have no request in flight. */
+  closeIdle(): void
+  /** Closes every connection the front holds. */
+  closeAll(): void
+}
+
+export interface FrontOptions {
+  lane: Lane
+  bodyLimitBytes: number
+  /** Whether the front may serve requests now; while it may not (a read-only host), each connection goes to Node at its next request. */
+  serving(): boolean
+  /** The server's keep-alive timeout: an idle connection closes after it. */
+  keepAliveTimeoutMs: number
+}
+
+/** Node's limit on a request's line and headers: a larger head is Node's to refuse (431). */
+const MAX_HEAD_BYTES = 16 * 1024
+/** More header lines than this go to Node (the lane's clients send about six). */
+export const MAX_HEADERS = 64
+const HEAD_END = Buffer.from('\r\n\r\n')
+/** A header line: a token name, a colon, a value of visible ASCII with spaces and tabs inside, blanks around it. */
+const HEADER_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*((?:[\x21-\x7e][\x20-\x7e\t]*)?)$/
+
+/**
+ * Puts the front before `server`'s own connection listener: every new connection is read by the
+ * front first. (A socket given to Node with the bytes already read unshifted back is parsed by
+ * Node from the first of them: Node's documented way to give its HTTP server a connection is
+ * to emit `connection` with it.)
+ */
+export function attachFront(server: Server, options: FrontOptions): Front {
+  const toNode = server.listeners('connection') as ((socket: Socket) => void)[]
+  if (toNode.length !== 1) throw new Error("the front goes before the HTTP server's own connection listener only")
+  const nodeListener = toNode[0]!
+  server.removeListener('connection', nodeListener)
+  const paths = new Set(options.lane.paths)
+  const connections = new Set<FrontConnection>()
+  let inFlight = 0
+  const context: FrontContext = {
+    options,
+    paths,
+    keepAlive: `keep-alive\r\nKeep-Alive: timeout=${Math.floor(options.keepAliveTimeoutMs / 1000)}`,
+    started: () => void (inFlight += 1),
+    ended: () => void (inFlight -= 1),
+    handOff: (connection, socket) => {
+      connections.delete(connection)
+      nodeListener.call(server, socket)
+    },
+    closed: (connection) => void connections.delete(connection),
+  }
+  server.on('connection', (socket: Socket) => {
+    connections.add(new FrontConnection(socket, context))
+  })
+  return {
+    get inFlight() {
+      return inFlight
+    },
+    closeIdle: () => {
+      for (const connection of connections) if (!connection.busy) connection.destroy()
+    },
+    closeAll: () => {
+      for (const connection of connections) connection.destroy()
+    },
+  }
+}
+
+interface FrontContext {
+  options: FrontOptions
+  paths: ReadonlySet<string>
+  /** The `Connection` header's value and the `Keep-Alive` line of a kept connection's answer. */
+  keepAlive: string
+  started(): void
+  ended(): void
+  handOff(connection: FrontConnection, socket: Socket): void
+  closed(connection: FrontConnection): void
+}
+
+/** A request the front reads whole: its path, headers (lower-case names), body, and the bytes it took. */
+interface Parsed {
+  path: string
+  headers: Record<string, string>
+  body: Buffer
+  size: number
+  close: boolean
+}
+
+/**
+ * Reads the request at the start of `data`, if it has the front's shape and is all there;
+ * null leaves it to Node.
+ */
+function parse(data: Buffer, paths: ReadonlySet<string>, limit: number): Parsed | null {
+  const headEnd = data.indexOf(HEAD_END)
+  if (headEnd < 0 || headEnd > MAX_HEAD_BYTES) return null
+  const lines = data.toString('latin1', 0, headEnd).split('\r\n')
+  const requestLine = lines[0]!
+  if (!requestLine.startsWith('POST ') || !requestLine.endsWith(' HTTP/1.1')) return null
+  const path = requestLine.slice(5, -9)
+  if (!paths.has(path) || lines.length > MAX_HEADERS + 1) return null
+  const headers: Record<string, string> = Object.create(null)
+  for (let i = 1; i < lines.length; i++) {
+    const line = HEADER_LINE.exec(lines[i]!)
+    if (line === null) return null
+    const name = line[1]!.toLowerCase()
+    if (headers[name] !== undefined) return null
+    headers[name] = line[2]!.trimEnd()
+  }
+  if (headers['content-type'] !== 'application/json' || headers['transfer-encoding'] !== undefined || headers.expect !== undefined || headers.upgrade !== undefined) {
+    return null
+  }
+  const connection = headers.connection?.toLowerCase()
+  if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') return null
+  const declared = headers['content-length']
+  if (declared === undefined || !/^[0-9]{1,10}$/.test(declared)) return null
+  const length = Number(declared)
+  const bodyStart = headEnd + HEAD_END.length
+  if (!(length > 0 && length <= limit) || data.length < bodyStart + length) return null
+  return { path, headers, body: data.subarray(bodyStart, bodyStart + length), size: bodyStart + length, close: connection === 'close' }
+}
+
+let dateSecond = -1
+let dateText = ''
+/** The `Date` header's value, as Node's cached one: made at most once a second. */
+function httpDate(): string {
+  const now = Date.now()
+  const second = Math.floor(now / 1000)
+  if (second !== dateSecond) {
+    dateSecond = second
+    dateText = new Date(now).toUTCString()
+  }
+  return dateText
+}
+
+/** One connection while the front reads it. */
+class FrontConnection {
+  /** Bytes read and not yet served: the start of the next request (sent ahead of its turn). */
+  private pending: Buffer | null = null
+  /** The request being served, while it is. */
+  private current: { answered: boolean; gone: AbortController | null } | null = null
+  private readonly onData = (data: Buffer): void => {
+    this.pending = this.pending === null ? data : Buffer.concat([this.pending, data])
+    if (this.current !== null) {
+      // A client that sends far ahead waits for its answers before more is read.
+      if (this.pending.length > MAX_HEAD_BYTES + this.context.options.bodyLimitBytes) this.socket.pause()
+      return
+    }
+    this.next()
+  }
+  /** The client has hung up (Node's HTTP server, not allowing half-open connections, does the same). */
+  private readonly onEnd = (): void => {
+    this.pending = null
+    this.socket.end()
+  }
+  private readonly onClose = (): void => {
+    this.context.closed(this)
+    const current = this.current
+    if (current !== null && !current.answered) {
+      current.answered = true
+      this.context.ended()
+      current.gone?.abort()
+    }
+    this.current = null
+  }
+  private readonly onTimeout = (): void => {
+    // Idle for the keep-alive timeout; a request in flight (a long-poll) keeps its connection.
+    if (this.current === null) this.socket.destroy()
+  }
+  private readonly onError = (): void => {
+    this.socket.destroy() // `close` follows
+  }
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly context: FrontContext,
+  ) {
+    socket.setNoDelay(true)
+    socket.setTimeout(context.options.keepAliveTimeoutMs)
+    socket.on('data', this.onData).on('end', this.onEnd).on('close', this.onClose).on('timeout', this.onTimeout).on('error', this.onError)
+  }
+
+  get busy(): boolean {
+    return this.current !== null
+  }
+
+  destroy(): void {
+    this.socket.destroy()
+  }
+
+  /** Serves the request at the start of what is pending, or gives the connection to Node. */
+  private next(): void {
+    const data = this.pending
+    if (data === null) return
+    const { options, paths } = this.context
+    const request = options.serving() ? parse(data, paths, options.bodyLimitBytes) : null
+    if (request === null) return this.handOff()
+    this.pending = data.length === request.size ? null : data.subarray(request.size)
+    const current = (this.current = { answered: false, gone: null as AbortController | null })
+    this.context.started()
+    options.lane.serve(request.path, this.exchange(request, current))
+  }
+
+  private exchange(request: Parsed, current: NonNullable<FrontConnection['current']>): LaneExchange {
+    const { headers, path } = request
+    const guard: GuardInput = {
+      path,
+      host: headers.host || undefined,
+      hostHeaders: headers.host === undefined ? 0 : 1,
+      target: path,
+      origin: headers.origin || undefined,
+      authorization: headers.authorization || undefined,
+    }
+    return {
+      guard,
+      header: (name) => headers[name],
+      body: () => parseJson(request.body),
+      clientGone: () => (current.gone ??= new AbortController()).signal,
+      answer: (status, body, extra) => this.answer(current, request.close, status, body, extra),
+      abandon: () => this.socket.destroy(),
+    }
+  }
+
+  /** Writes the request's answer as Node's ServerResponse would (writeJson, body.ts), then goes on to the next request. */
+  private answer(current: NonNullable<FrontConnection['current']>, close: boolean, status: number, body: unknown, extra: Record<string, string>): void {
+    if (current.answered) return
+    const text = JSON.stringify(body)
+    const headers: Record<string, string | number> = { ...API_HEADERS, ...extra, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text) }
+    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`
+    for (const name in headers) {
+      const value = String(headers[name])
+      // As Node's writeHead refuses it: the caller's error, before anything is sent.
+      if (/[\r\n]/.test(value)) throw new TypeError(`Invalid character in header content ["${name}"]`)
+      head += `${name}: ${value}\r\n`
+    }
+    head += `Date: ${httpDate()}\r\nConnection: ${close ? 'close' : this.context.keepAlive}\r\n\r\n`
+    current.answered = true
+    this.current = null
+    this.context.ended()
+    if (!this.socket.writable) return void this.socket.destroy()
+    this.socket.write(head + text)
+    if (close) {
+      this.pending = null
+      this.socket.end()
+      return
+    }
+    if (this.socket.isPaused()) this.socket.resume()
+    if (this.pending === null) return
+    // A request sent ahead is served once this answer's caller has returned (it may be a
+    // commit's), and once the client reads its answers.
+    if (this.socket.writableNeedDrain) this.socket.once('drain', () => this.current === null && this.next())
+    else queueMicrotask(() => this.current === null && this.next())
+  }
+
+  /** Gives the connection to Node's HTTP server, with the bytes of the request it could not serve. */
+  private handOff(): void {
+    const socket = this.socket
+    socket.off('data', this.onData).off('end', this.onEnd).off('close', this.onClose).off('timeout', this.onTimeout).off('error', this.onError)
+    socket.setTimeout(0)
+    socket.pause()
+    if (this.pending !== null) socket.unshift(this.pending)
+    this.pending = null
+    this.context.handOff(this, socket)
+    socket.resume()
+  }
+}
