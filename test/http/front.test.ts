@@ -178,6 +178,7 @@ describe('the front before a Node server', () => {
     ['a JSON type with a charset', (p: number) => post(p, '{"say":"x"}', { 'Content-Type': 'application/json; charset=utf-8' })],
     ['a body over the limit', (p: number) => post(p, JSON.stringify({ say: 'x'.repeat(LIMIT) }))],
     ['a Content-Length with a sign', (p: number) => post(p, '{"say":"x"}', { 'Content-Length': '+11' })],
+    ['no Host header (Node refuses it)', (p: number) => post(p, '{"say":"x"}', { Host: '' })],
   ])('a request with %s goes to Node, with every byte of it', async (_, bytes) => {
     const reader = await connectTo()
     reader.socket.write(bytes(port))
