@@ -17,9 +17,9 @@ import type { Lane, LaneExchange } from './lane'
  * The shape, all of it in hand in the bytes read so far (HTTP/1.1 as RFC 9112 spells it, and
  * no more of it): the request line `POST <a lane route's path> HTTP/1.1`; header lines of
  * token names and visible-ASCII values, none of them twice, at most {@link MAX_HEADERS}, the
- * head within Node's 16 KiB; a `Host`; `Content-Type: application/json` exactly; a `Content-Length` of
- * digits within the body limit, and the whole body; no `Transfer-Encoding`, `Expect` or
- * `Upgrade`; `Connection` absent, `keep-alive` or `close`. At the first request not of that
+ * head within Node's 16 KiB; a `Host`; `Content-Type: application/json` exactly; a
+ * `Content-Length` of digits within the body limit, and the whole body; no `Transfer-Encoding`,
+ * `Expect` or `Upgrade`; `Connection` absent, `keep-alive` or `close`. At the first request not of that
  * shape — or a request not yet all read, or a host that is read-only — the connection goes to
  * Node with every byte from that request's first, and Node's parser and Koa's app serve it
  * from there, so only requests the front has read whole are ever parsed by it: a request is
