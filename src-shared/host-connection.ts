@@ -17,15 +17,14 @@ export class HostConnection {
   private readonly origin: string
   private readonly pool: Pool
 
-  /** At most `connections` keep-alive connections at once (one for a client that sends one request at a time). */
   constructor(
     url: string | URL,
     private readonly token: string,
-    connections = 64,
   ) {
     this.origin = new URL(url).origin
-    // undici closes an idle connection before the host would, by the host's Keep-Alive hint.
-    this.pool = new Pool(this.origin, { connections })
+    // At most 64 keep-alive connections at once; undici closes an idle one before the host would,
+    // by the host's Keep-Alive hint.
+    this.pool = new Pool(this.origin, { connections: 64 })
   }
 
   /**

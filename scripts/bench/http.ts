@@ -174,8 +174,8 @@ class Latencies {
  * The bench's client for everything but the one-request-each loops ({@link postLoops}): the
  * `leasehold worker`'s keep-alive connections (undici's Pool, src-shared/host-connection.ts),
  * timed per endpoint: ~70–110 µs of CPU a small JSON request here, node:http's `request`
- * ~150–200 and `fetch` ~700. These are the shared connections to each server the bench talks to, closed when that server
- * stops; the client loops of {@link postLoops} hold one connection each.
+ * ~150–200 and `fetch` ~700. These are the shared connections to each server the bench talks
+ * to, closed when that server stops.
  */
 const connections = new Map<string, HostConnection>()
 
@@ -196,8 +196,9 @@ async function request(server: Server, method: 'GET' | 'POST', path: string, bod
   return { status: answer.status, json: answer.body }
 }
 
-/** POSTs timed into `latencies`, over the server's shared connections or over `connection`. */
-function client(server: Server, latencies: Latencies, headers?: Record<string, string>, connection = connectionTo(server)) {
+/** POSTs timed into `latencies`, over the server's shared connections. */
+function client(server: Server, latencies: Latencies, headers?: Record<string, string>) {
+  const connection = connectionTo(server)
   return async (endpoint: string, path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const started = performance.now()
     const answer = await connection.request(path, { method: 'POST', body, headers })

@@ -14,7 +14,7 @@ export interface LaneExchange {
   guard: GuardInput
   /** A request header by its lower-case name. */
   header(name: string): string | undefined
-  /** The body as JSON (400 when it is not). */
+  /** The body as JSON, or a promise of it (400 when it is not JSON). */
   body(): unknown
   /** A signal that aborts when the client hangs up before its answer. */
   clientGone(): AbortSignal
