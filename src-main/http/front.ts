@@ -30,10 +30,11 @@ import type { Lane, LaneExchange } from './lane'
  * `Keep-Alive` as Node adds them. Requests sent ahead on a connection (pipelined) are answered
  * in order. An idle connection closes after the server's keep-alive timeout, as Node's do.
  * test/http/front-differential.test.ts sends the same bytes, bent every way, to Node with and
- * without the front and compares what comes back. The one difference is Node's own: when its
- * parser refuses a request that came in one read with requests before it, Node answers 400 and
- * closes, and how many of the earlier answers leave first depends on how the read reached its
- * parser (natively, or — after a hand-off — through the socket's stream).
+ * without the front and compares what comes back. The one difference is Node's own: when Node
+ * reads several requests in one read and one of them ends the connection (its parser refuses
+ * it, or it asks to close), how many answers leave before the close depends on how the read
+ * reached its parser (natively, or — after a hand-off — through the socket's stream). Clients
+ * that send requests ahead like this are rare; none of Leasehold's does.
  */
 export interface Front {
   /** Requests the front has read and not yet answered. */

@@ -7,7 +7,7 @@
  * (another casing, a header twice, lengths that lie, both framings, line endings, folded
  * headers, requests sent ahead, pieces split anywhere): where the front serves a request it must
  * answer exactly what Node and the lane would, and where it does not it must leave every byte
- * to Node. Bounded in count (FUZZ_RUNS, default 40).
+ * to Node. Bounded in count (FUZZ_RUNS, default 60).
  */
 import fc from 'fast-check'
 import { createServer, type Server } from 'node:http'
@@ -16,7 +16,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest'
 import { attachFront } from '../../src-main/http/front'
 import { ECHO_PATH, echoLane } from './echo-lane'
 
-const RUNS = Math.min(Number(process.env.FUZZ_RUNS ?? 40), 300)
+const RUNS = Math.min(Number(process.env.FUZZ_RUNS ?? 60), 300)
 const SEED = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31))
 const TOKEN = 'k'.repeat(32)
 const LIMIT = 256
@@ -92,16 +92,16 @@ const comparable = (bytes: string) => bytes.replace(/\r\nDate: [^\r]*/g, '\r\nDa
 const REFUSED = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n'
 
 /**
- * The two servers' bytes alike. One exception is Node's own: when its parser refuses a request
- * that came in the same piece as one before it, Node answers 400 unless an answer is under way
- * and closes, and how far the earlier answer got by then depends on how the piece reached the
- * parser (the front hands Node what it read through the socket's stream, where Node otherwise
- * reads natively and runs the promise jobs between requests). Then, on both sides closed, one
- * side's answers before that 400 begin the other's.
+ * The two servers' bytes alike. One exception is Node's own: when Node reads several requests
+ * in one read and one of them ends the connection (its parser refuses it, or it asks to close),
+ * how many answers leave before the connection closes depends on how the read reached its
+ * parser: natively, where Node runs the promise jobs between requests, or — after the front's
+ * hand-off — through the socket's stream, where it does not. Then, both sides closed, one
+ * side's answers (before a parser's 400) begin the other's.
  */
 function expectAlike(front: { bytes: string; closed: boolean }, node: { bytes: string; closed: boolean }): void {
   const [a, b] = [comparable(front.bytes), comparable(node.bytes)]
-  if ((a.endsWith(REFUSED) || b.endsWith(REFUSED)) && front.closed && node.closed) {
+  if (front.closed && node.closed && a !== b) {
     const [x, y] = [a.replace(new RegExp(`${REFUSED}$`), ''), b.replace(new RegExp(`${REFUSED}$`), '')]
     expect(x.startsWith(y) || y.startsWith(x), `${JSON.stringify(a)} against ${JSON.stringify(b)}`).toBe(true)
   } else {
@@ -110,60 +110,94 @@ function expectAlike(front: { bytes: string; closed: boolean }, node: { bytes: s
   }
 }
 
-const request = fc
-  .record({
-    method: fc.constantFrom('POST', 'POST', 'POST', 'post', 'PUT', 'GET'),
-    path: fc.constantFrom(ECHO_PATH, ECHO_PATH, ECHO_PATH, `${ECHO_PATH}?a=1`, `${ECHO_PATH}/`, ECHO_PATH.toUpperCase(), '/elsewhere'),
-    version: fc.constantFrom('HTTP/1.1', 'HTTP/1.1', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/2.0'),
-    body: fc.oneof(
-      fc.constant('{"say":"hi"}'),
-      fc.constant('{}'),
-      fc.constant('{"say":'),
-      fc.constant('{"say":7}'),
-      fc.constant(`{"say":"${'x'.repeat(LIMIT)}"}`),
-      fc.constant(''),
-      fc.string({ maxLength: 20 }).map((say) => JSON.stringify({ say })),
-    ),
-    lengthOff: fc.constantFrom(0, 0, 0, 0, -1, 1, 'missing', 'signed', 'twice', 'twice-different'),
-    casing: fc.constantFrom('as-is', 'lower', 'upper'),
-    spaces: fc.constantFrom('', '', ' ', '\t', '  '),
-    type: fc.constantFrom('application/json', 'application/json', 'application/json', 'application/json; charset=utf-8', 'text/plain', 'APPLICATION/JSON'),
-    token: fc.constantFrom(TOKEN, TOKEN, TOKEN, 'wrong'),
-    host: fc.constantFrom('ours', 'ours', 'ours', 'evil.example', 'missing', 'twice'),
-    extra: fc.constantFrom(
-      [],
-      [],
-      [],
+/** A request's parts; {@link request} writes them out. */
+interface Parts {
+  method: string
+  path: string
+  version: string
+  body: string
+  lengthOff: number | 'missing' | 'signed' | 'twice' | 'twice-different'
+  casing: 'as-is' | 'lower' | 'upper'
+  spaces: string
+  type: string
+  token: string
+  host: 'ours' | 'evil.example' | 'missing' | 'twice'
+  extra: [string, string][]
+  lineEnd: string
+  fold: boolean
+}
+
+/** One way to bend a request of the lane's shape: the parts it changes. */
+const bend: fc.Arbitrary<Partial<Parts>> = fc.oneof(
+  fc.constantFrom('post', 'PUT', 'GET').map((method) => ({ method })),
+  fc.constantFrom(`${ECHO_PATH}?a=1`, `${ECHO_PATH}/`, ECHO_PATH.toUpperCase(), '/elsewhere').map((path) => ({ path })),
+  fc.constantFrom('HTTP/1.0', 'HTTP/2.0').map((version) => ({ version })),
+  fc.constantFrom('{"say":', '{"say":7}', `{"say":"${'x'.repeat(LIMIT)}"}`, '', '{}').map((body) => ({ body })),
+  { weight: 3, arbitrary: fc.constantFrom<Parts['lengthOff']>(-1, 1, 'missing', 'signed', 'twice', 'twice-different').map((lengthOff) => ({ lengthOff })) },
+  fc.constantFrom<Parts['casing']>('lower', 'upper').map((casing) => ({ casing })),
+  fc.constantFrom(' ', '\t', '  ').map((spaces) => ({ spaces })),
+  fc.constantFrom('application/json; charset=utf-8', 'text/plain', 'APPLICATION/JSON').map((type) => ({ type })),
+  fc.constant({ token: 'wrong' }),
+  fc.constantFrom<Parts['host']>('evil.example', 'missing', 'twice').map((host) => ({ host })),
+  {
+    weight: 6,
+    arbitrary: fc
+      .constantFrom<[string, string][]>(
       [['Connection', 'close']],
       [['Connection', 'keep-alive']],
       [['Connection', 'Keep-Alive']],
-      [['Connection', 'upgrade'], ['Upgrade', 'websocket']],
+      [['Connection', 'keep-alive, x-other']],
+      [
+        ['Connection', 'upgrade'],
+        ['Upgrade', 'websocket'],
+      ],
       [['Transfer-Encoding', 'chunked']],
+      [['Transfer-Encoding', 'identity']],
       [['Expect', '100-continue']],
       [['X-Name', 'caf\u00e9']],
       [['X-Nul', 'a\u0000b']],
       [['Origin', 'http://evil.example']],
-      [['X-Empty', '']],
-    ),
-    lineEnd: fc.constantFrom('\r\n', '\r\n', '\r\n', '\r\n', '\n'),
-    fold: fc.boolean(),
-  })
-  .map((r) => {
-    const name = (n: string) => (r.casing === 'lower' ? n.toLowerCase() : r.casing === 'upper' ? n.toUpperCase() : n)
-    const length = Buffer.byteLength(r.body, 'latin1')
-    const lines: [string, string][] = []
-    const host = '127.0.0.1:PORT'
-    if (r.host !== 'missing') lines.push(['Host', r.host === 'evil.example' ? 'evil.example' : host])
-    if (r.host === 'twice') lines.push(['Host', host])
-    lines.push(['Authorization', `Bearer ${r.token}`], ['Content-Type', r.type])
-    if (r.lengthOff === 'signed') lines.push(['Content-Length', `+${length}`])
-    else if (r.lengthOff === 'twice') lines.push(['Content-Length', String(length)], ['Content-Length', String(length)])
-    else if (r.lengthOff === 'twice-different') lines.push(['Content-Length', String(length)], ['Content-Length', String(length + 1)])
-    else if (r.lengthOff !== 'missing') lines.push(['Content-Length', String(Math.max(0, length + Number(r.lengthOff)))])
-    lines.push(...(r.extra as unknown as [string, string][]))
-    const head = lines.map(([n, v], i) => `${name(n)}:${r.spaces}${v}${r.spaces}${r.fold && i === 2 ? '\r\n folded' : ''}`).join(r.lineEnd)
-    return `${r.method} ${r.path} ${r.version}\r\n${head}\r\n\r\n${r.body}`
-  })
+        [['X-Empty', '']],
+      )
+      .map((extra) => ({ extra })),
+  },
+  fc.constant({ lineEnd: '\n' }),
+  fc.constant({ fold: true }),
+)
+
+/** One request: the lane's shape, bent at most twice. */
+const request = fc.tuple(fc.string({ maxLength: 20 }), fc.array(bend, { maxLength: 2 })).map(([say, bends]) => {
+  const r: Parts = {
+    method: 'POST',
+    path: ECHO_PATH,
+    version: 'HTTP/1.1',
+    body: JSON.stringify({ say }),
+    lengthOff: 0,
+    casing: 'as-is',
+    spaces: '',
+    type: 'application/json',
+    token: TOKEN,
+    host: 'ours',
+    extra: [],
+    lineEnd: '\r\n',
+    fold: false,
+    ...Object.assign({}, ...bends),
+  }
+  const name = (n: string) => (r.casing === 'lower' ? n.toLowerCase() : r.casing === 'upper' ? n.toUpperCase() : n)
+  const length = Buffer.byteLength(r.body, 'latin1')
+  const host = '127.0.0.1:PORT'
+  const lines: [string, string][] = []
+  if (r.host !== 'missing') lines.push(['Host', r.host === 'evil.example' ? 'evil.example' : host])
+  if (r.host === 'twice') lines.push(['Host', host])
+  lines.push(['Authorization', `Bearer ${r.token}`], ['Content-Type', r.type])
+  if (r.lengthOff === 'signed') lines.push(['Content-Length', `+${length}`])
+  else if (r.lengthOff === 'twice') lines.push(['Content-Length', String(length)], ['Content-Length', String(length)])
+  else if (r.lengthOff === 'twice-different') lines.push(['Content-Length', String(length)], ['Content-Length', String(length + 1)])
+  else if (r.lengthOff !== 'missing') lines.push(['Content-Length', String(Math.max(0, length + r.lengthOff))])
+  lines.push(...r.extra)
+  const head = lines.map(([n, v], i) => `${name(n)}:${r.spaces}${v}${r.spaces}${r.fold && i === 2 ? '\r\n folded' : ''}`).join(r.lineEnd)
+  return `${r.method} ${r.path} ${r.version}\r\n${head}\r\n\r\n${r.body}`
+})
 
 test('the same bytes draw the same answers from a Node server with the front and without it', async () => {
   await fc.assert(
