@@ -16,7 +16,7 @@ import type { Lane, LaneExchange } from './lane'
  *
  * The shape, all of it in hand in the bytes read so far (HTTP/1.1 as RFC 9112 spells it, and
  * no more of it): the request line `POST <a lane route's path> HTTP/1.1`; header lines of
- * token names and visible-ASCII values, none of them twice, at most {@link MAX_HEADERS}, the
+ * token names and values of visible ASCII and spaces (no tabs), none of them twice, at most {@link MAX_HEADERS}, the
  * head within Node's 16 KiB; a `Host`; `Content-Type: application/json` exactly; a
  * `Content-Length` of digits within the body limit, and the whole body; no `Transfer-Encoding`,
  * `Expect` or `Upgrade`; `Connection` absent, `keep-alive` or `close`. At the first request not of that
@@ -59,8 +59,12 @@ const MAX_HEAD_BYTES = 16 * 1024
 /** More header lines than this go to Node (the lane's clients send about six). */
 export const MAX_HEADERS = 64
 const HEAD_END = Buffer.from('\r\n\r\n')
-/** A header line: a token name, a colon, a value of visible ASCII with spaces and tabs inside, blanks around it. */
-const HEADER_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*((?:[\x21-\x7e][\x20-\x7e\t]*)?)$/
+/**
+ * A header line: a token name, a colon, a value of visible ASCII and spaces, spaces around it.
+ * No tabs: Node takes them around most values but refuses one after a Content-Length's digits,
+ * so a line with a tab is left to Node.
+ */
+const HEADER_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+): *((?:[\x21-\x7e][\x20-\x7e]*)?)$/
 
 /**
  * Puts the front before `server`'s own connection listener: every new connection is read by the

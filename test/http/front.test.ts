@@ -179,6 +179,8 @@ describe('the front before a Node server', () => {
     ['a body over the limit', (p: number) => post(p, JSON.stringify({ say: 'x'.repeat(LIMIT) }))],
     ['a Content-Length with a sign', (p: number) => post(p, '{"say":"x"}', { 'Content-Length': '+11' })],
     ['no Host header (Node refuses it)', (p: number) => post(p, '{"say":"x"}', { Host: '' })],
+    ['a tab after the Content-Length (Node refuses it)', (p: number) => post(p, '{"say":"x"}', { 'Content-Length': '11\t' })],
+    ['a tab around a value', (p: number) => post(p, '{"say":"x"}', { 'X-Tabbed': '\tv' })],
   ])('a request with %s goes to Node, with every byte of it', async (_, bytes) => {
     const reader = await connectTo()
     reader.socket.write(bytes(port))
