@@ -103,12 +103,10 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     }
     return reportStartError(error)
   }
-  // The first line is what scripts wait for; the link is how a person gets into the dashboard.
-  console.log(`leasehold listening on ${host.url}`)
-  console.log(`  data dir   ${resolve(config.dataDir)}`)
-  console.log(`  dashboard  ${dashboardLink(host.url, host.token)}`)
   const running = host
-  return new Promise<number>((resolve) => {
+  // The signal handlers go in before the listening line: a script that reads it may stop the
+  // host at once, and a SIGTERM with no handler yet would kill it without closing the database.
+  const stopped = new Promise<number>((resolve) => {
     const shutdown = (signal: string) => {
       console.error(`leasehold: ${signal}: finishing requests in flight and closing the database`)
       running.stop().then(
@@ -122,6 +120,11 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.once('SIGTERM', () => shutdown('SIGTERM'))
     process.once('SIGINT', () => shutdown('SIGINT'))
   })
+  // The first line is what scripts wait for; the link is how a person gets into the dashboard.
+  console.log(`leasehold listening on ${host.url}`)
+  console.log(`  data dir   ${resolve(config.dataDir)}`)
+  console.log(`  dashboard  ${dashboardLink(host.url, host.token)}`)
+  return stopped
 }
 
 /** One line for what a user can fix (exit 2), or the error for what they cannot (exit 1). */

@@ -81,9 +81,9 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     await reporter.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
     reporter.close()
   }
-  runtime.begin()
-  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
-  return new Promise<number>((resolve) => {
+  // The signal handlers go in before the "taking" line: whoever reads that line may stop the
+  // worker at once, and a SIGTERM with no handler yet would kill it without its drain.
+  const stopped = new Promise<number>((resolve) => {
     const shutdown = () => {
       log(`leasehold worker: stopping; running jobs have ${graceS} s to finish`)
       runtime.stop(graceS * 1000).then(() => resolve(0), () => resolve(1))
@@ -91,6 +91,9 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     process.once('SIGTERM', shutdown)
     process.once('SIGINT', shutdown)
   })
+  runtime.begin()
+  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
+  return stopped
 }
 
 /**

@@ -1,12 +1,12 @@
 import Database from 'better-sqlite3'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { defaultDataDir, SERVE_FLAGS } from '../../src-main/config'
 import { tempDir } from '../helpers/host'
-import { runCli, startServe } from '../helpers/process'
+import { BIN, runCli, startServe } from '../helpers/process'
 
 const dirs: string[] = []
 function dataDir(): string {
@@ -81,6 +81,16 @@ describe('leasehold serve', () => {
     // A clean close checkpoints the write-ahead log away.
     const wal = join(dir, 'leasehold.db-wal')
     expect(!existsSync(wal) || statSync(wal).size === 0).toBe(true)
+  })
+
+  test('SIGTERM the instant the listening line appears still stops cleanly: the handlers are in before the line', async () => {
+    const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir(), '--port', '0', '--workers', '0'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.stdout!.once('data', () => child.kill('SIGTERM'))
+    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('exit', (c, s) => resolve([c, s])))
+    expect({ code, signal }).toEqual({ code: 0, signal: null })
+    expect(stderr).toContain('SIGTERM: finishing requests in flight')
   })
 
   test('SIGTERM lets a request in flight finish before exiting', async () => {
