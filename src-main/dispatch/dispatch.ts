@@ -26,6 +26,10 @@ import { longPollMs } from './long-poll'
  * - **Each answer is delivered exactly once**, whichever of the grant, the wait's end, an abort
  *   or the host's stop comes first; a deliver that throws is logged and not called again.
  * - **Waiting claims are served oldest first**, each within its own streams.
+ * - **A worker's reports sent with a claim that waits commit with the work that answers it**:
+ *   nobody hears of them before that claim is answered, so their group stays open past its
+ *   turn (up to `groupWaitMs`, engine/store/transaction.ts) for the submit that brings the next
+ *   job, and one commit carries both; with no work coming they commit alone when it ends.
  * - **Lease-on-submit obeys the same capacity, priority and head-of-line rules as a claim**: a
  *   one-job submit is leased in its own submit only when that is certain to be what the claims'
  *   turn at the commit would decide (engine/verbs/grants.ts `grantOnSubmit`;
@@ -225,7 +229,11 @@ export class Dispatch {
       first = await this.engine.run(() => {
         const answer = serving.op(!signal?.aborted)
         const waits = answer.claimed.granted.length === 0 && serving.maxWaitMs > 0 && !signal?.aborted && !serving.answerNow(answer)
-        if (waits) waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed }))
+        if (waits) {
+          waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed }))
+          // Its answer waits for work: the commit of the work's submit may carry its reports too.
+          this.engine.commitMayWait()
+        }
         return answer
       })
     } catch (error) {

@@ -211,6 +211,15 @@ export class Engine {
     return this.ctx.runGrouped(op)
   }
 
+  /**
+   * Called inside a {@link run} operation whose answer waits for work anyway (a worker's
+   * reports sent with a claim that now waits): nobody waits for its commit, so its group may
+   * stay open for the operation that brings the work, and commit with it (see EngineConfig.groupWaitMs).
+   */
+  commitMayWait(): void {
+    this.ctx.commitMayWait()
+  }
+
   /** Transactions committed since the engine started: with {@link run}'s operations counted, how much groups gather. */
   get commits(): number {
     return this.ctx.commits

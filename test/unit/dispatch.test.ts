@@ -241,6 +241,45 @@ test('a waiting exchange is delivered the answer its promise settles with: its o
   expect(answer.claimed.granted.map((g) => g.job_id)).toEqual([next.id])
 })
 
+describe('a worker’s reports sent with a claim that waits commit with the work that answers it', () => {
+  /** A job leased to `w`, and its completion sent with a claim for the next one. */
+  function completeAndWait(engine: Engine, deliver: Deliver<ExchangeAnswer>) {
+    const { job } = engine.submit(aJob())
+    const lease = engine.claimAndLease({ worker_id: 'w' })
+    if (!lease.granted) throw new Error('no lease')
+    const complete = [{ job_id: job.id, attempt_id: lease.lease.attempt_id, lease_token: lease.lease.token }]
+    return { job, commitsBefore: engine.commits, exchange: dispatch!.exchange({ worker_id: 'w', complete, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 60_000 } }, deliver) }
+  }
+
+  test('the submit that brings the next job commits the completion too: one commit for both', async () => {
+    const { engine } = setup({ config: { groupWaitMs: 60_000 } })
+    dispatch = new Dispatch(engine)
+    const { deliver, delivered } = recorder<ExchangeAnswer>(engine)
+    const { job, commitsBefore, exchange } = completeAndWait(engine, deliver)
+    await until(() => dispatch?.size === 1)
+    await aTurn()
+    expect(engine.commits).toBe(commitsBefore) // its turn is over, and its group still open
+    const { job: next } = await engine.run(() => engine.submit(aJob()))
+    expect(engine.commits).toBe(commitsBefore + 1)
+    const answer = await exchange
+    expect(delivered).toEqual([answer])
+    expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
+    expect(answer.claimed.granted.map((g) => g.job_id)).toEqual([next.id])
+    expect(engine.getJob(job.id).state).toBe('DONE')
+  })
+
+  test('with no work coming, the completion commits alone once groupWaitMs has passed, and the claim waits on', async () => {
+    const { engine } = setup({ config: { groupWaitMs: 5 } })
+    dispatch = new Dispatch(engine)
+    const { deliver, delivered } = recorder<ExchangeAnswer>(engine)
+    const { job, commitsBefore } = completeAndWait(engine, deliver)
+    await until(() => engine.commits === commitsBefore + 1)
+    expect(engine.getJob(job.id).state).toBe('DONE')
+    expect(dispatch.size).toBe(1)
+    expect(delivered).toEqual([])
+  })
+})
+
 test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {
   const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 } } })
   dispatch = new Dispatch(engine)

@@ -32,8 +32,15 @@ function statementsOf<T>(engine: Parameters<typeof engineContext>[0], fn: () => 
   }
 }
 
-/** Lets the claims' own groups commit: they are waiting after this. */
-const aTurn = () => new Promise((resolve) => setImmediate(resolve))
+/**
+ * Lets the claims' own groups commit: they are waiting after this. (A group of claims that wait
+ * would stay open ~2 ms for the next operation, nobody waiting for its commit; it is committed
+ * here as a read from outside would, so that each test's submit starts a group of its own.)
+ */
+const aTurn = async (engine: ReturnType<typeof setup>['engine']) => {
+  await new Promise((resolve) => setImmediate(resolve))
+  engine.flush()
+}
 
 /**
  * A job left to the commit that no claim could take: written QUEUED, and the one claim still
@@ -51,7 +58,7 @@ test('a job submitted while a claim waits is leased in its submit: its row writt
   const { engine } = setup({ config: { groupMaxMs: 60_000 } })
   dispatch = new Dispatch(engine)
   const claim = dispatch.claim({ worker_id: 'w', streams: ['default'], max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const commitsBefore = engine.commits
   const { sql, value: submitted } = statementsOf(engine, () => engine.run(() => engine.submit(aJob())))
   // Committed before run() returned: the worker does not wait for the rest of the turn.
@@ -74,7 +81,7 @@ test('a claim that asked for several jobs is answered as its turn at the commit 
   const { engine } = setup()
   dispatch = new Dispatch(engine)
   const exchange = dispatch.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 60_000 } }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const { job } = await engine.run(() => engine.submit(aJob()))
   const { claimed } = await exchange
   expect(claimed.granted.map((granted) => granted.job_id)).toEqual([job.id])
@@ -87,7 +94,7 @@ test('the oldest claim that can take the job gets it; an older one of other stre
   const other = dispatch.claim({ worker_id: 'w-other', streams: ['other'], max_wait_ms: 60_000 }, () => {})
   const first = dispatch.claim({ worker_id: 'w-1', streams: ['default'], max_wait_ms: 60_000 }, () => {})
   const second = dispatch.claim({ worker_id: 'w-2', streams: ['default'], max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const { job } = await engine.run(() => engine.submit(aJob()))
   const decision = await first
   expect(decision.granted && decision.job_id).toBe(job.id)
@@ -102,7 +109,7 @@ test('an older job a claim would take first is taken first: a delayed job come d
   dispatch = new Dispatch(engine)
   const delayed = engine.submit(aJob({ delay_ms: MINUTE })).job
   const claim = dispatch.claim({ worker_id: 'w', streams: ['default'], max_wait_ms: 60 * MINUTE }, () => {})
-  await aTurn()
+  await aTurn(engine)
   // Due now, though the claims' timer has not fired yet: the queue is not known empty.
   clock.advance(MINUTE)
   const fresh = (await engine.run(() => engine.submit(aJob()))).job
@@ -115,11 +122,11 @@ test('a job that does not fit the capacity is written QUEUED, and no claim is an
   const { engine } = setup({ total_units: 2 })
   dispatch = new Dispatch(engine)
   const first = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const fits = (await engine.run(() => engine.submit(aJob({ cost_units: 2 })))).job
   expect((await first).granted).toBe(true)
   const second = dispatch.claim({ worker_id: 'w2', max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const waiting = (await engine.run(() => engine.submit(aJob()))).job
   expect(engine.getJob(fits.id).state).toBe('RUNNING')
   await expectLeftQueued(engine, waiting.id, second)
@@ -130,7 +137,7 @@ test('a job of a paused queue is written QUEUED, and no claim is answered', asyn
   dispatch = new Dispatch(engine)
   engine.pauseQueue('paused')
   const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const paused = (await engine.run(() => engine.submit(aJob({ queue: 'paused' })))).job
   await expectLeftQueued(engine, paused.id, claim)
 })
@@ -139,11 +146,11 @@ test('a unique job is not leased at its submit to a claim whose worker holds a l
   const { engine } = setup()
   dispatch = new Dispatch(engine)
   const first = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   await engine.run(() => engine.submit(aJob()))
   expect((await first).granted).toBe(true)
   const again = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const unique = (await engine.run(() => engine.submit(aJob({ unique: true })))).job
   await expectLeftQueued(engine, unique.id, again)
 })
@@ -152,7 +159,7 @@ test('a batch submit is offered at the commit, where a claim of several jobs tak
   const { engine } = setup()
   dispatch = new Dispatch(engine)
   const exchange = dispatch.exchange({ worker_id: 'local-1', claim: { streams: ['default'], max_jobs: 3, max_wait_ms: 60_000 } }, () => {})
-  await aTurn()
+  await aTurn(engine)
   const answers = await engine.run(() => engine.submitMany([aJob(), aJob()]))
   const { claimed } = await exchange
   expect(claimed.granted.map((granted) => granted.job_id)).toEqual(answers.map((answer) => (answer.ok ? answer.value.job.id : null)))
@@ -167,7 +174,7 @@ test('a submit whose commit fails leaves its claim waiting in its place, and the
   })
   const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
   const later = dispatch.claim({ worker_id: 'w-later', max_wait_ms: 60_000 }, () => {})
-  await aTurn()
+  await aTurn(engine)
   failCommit = true
   await expect(engine.run(() => engine.submit(aJob()))).rejects.toThrow('disk I/O error')
   failCommit = false
@@ -231,10 +238,10 @@ async function randomRun(seed: number, leaseOnSubmit: boolean): Promise<{ trace:
       clock.advance(pick([1_000, 30_000, MINUTE]))
       run.wakeIfDue()
     }
-    await aTurn()
+    await aTurn(engine)
   }
   run.close()
-  await aTurn()
+  await aTurn(engine)
   for (const id of submitted) trace.push(`${named(id)} ${engine.getJob(id).state} ${engine.jobEvents(id).map((event) => event.event_type).join('>')}`)
   return { trace, leasedAtSubmit }
 }

@@ -8,11 +8,11 @@ import { describe, expect, test } from 'vitest'
 import type { EngineEvent } from '../../src-main/engine/rules/events'
 import { type TransactionHooks, TransactionUnit } from '../../src-main/engine/store/transaction'
 
-function setup(hooks: Partial<TransactionHooks> = {}) {
+function setup(hooks: Partial<TransactionHooks> = {}, groupWaitMs = 0) {
   const db = new Database(':memory:')
   db.exec('CREATE TABLE t (v INTEGER UNIQUE)')
   const committed: EngineEvent[][] = []
-  const unit = new TransactionUnit(db, { groupMaxOperations: 256, groupMaxMs: 1_000 }, {
+  const unit = new TransactionUnit(db, { groupMaxOperations: 256, groupMaxMs: 1_000, groupWaitMs }, {
     beforeCommit: () => {},
     committed: (events) => committed.push(events),
     rolledBack: () => {},
@@ -107,6 +107,69 @@ describe('the transaction unit', () => {
     unit.beforeUse()
     expect(db.inTransaction).toBe(false)
     await op
+  })
+
+  describe('a group nobody waits for (commitMayWait) stays open past its turn', () => {
+    const aTurn = () => new Promise((resolve) => setImmediate(resolve))
+    /** An operation that writes `v` and says nobody waits for its commit. */
+    const unwaited = (unit: TransactionUnit, insert: (v: number) => unknown, v: number) =>
+      unit.runGrouped(() => {
+        insert(v)
+        unit.commitMayWait()
+      })
+
+    test('the next operation joins it, and the two commit once, at the end of that operation\'s turn', async () => {
+      const { db, unit, insert, values } = setup({}, 60_000)
+      const before = unit.commits
+      let firstSettled = false
+      const first = unwaited(unit, insert, 1).then(() => (firstSettled = true))
+      await aTurn()
+      await aTurn()
+      expect(db.inTransaction).toBe(true)
+      expect(firstSettled).toBe(false) // nothing is answered before the commit, however late it comes
+      await unit.runGrouped(() => insert(2))
+      await first
+      expect(unit.commits - before).toBe(1)
+      expect(db.inTransaction).toBe(false)
+      expect(values()).toEqual([1, 2])
+    })
+
+    test('it commits alone once groupWaitMs has passed', async () => {
+      const { db, unit, insert, values } = setup({}, 20)
+      const started = performance.now()
+      await unwaited(unit, insert, 1)
+      expect(performance.now() - started).toBeGreaterThanOrEqual(19)
+      expect(db.inTransaction).toBe(false)
+      expect(values()).toEqual([1])
+    })
+
+    test('a read from outside commits it at once', async () => {
+      const { db, unit, insert } = setup({}, 60_000)
+      const op = unwaited(unit, insert, 1)
+      await aTurn()
+      unit.beforeUse()
+      expect(db.inTransaction).toBe(false)
+      await op
+    })
+
+    test('an operation that says so and then fails is waited for: its error is answered with its turn', async () => {
+      const { unit, insert } = setup({}, 60_000)
+      insert(1)
+      const failing = unit.runGrouped(() => {
+        unit.commitMayWait()
+        insert(1)
+      })
+      await expect(failing).rejects.toThrow(/UNIQUE/)
+    })
+
+    test('one operation somebody waits for in the group, and it commits with its turn; with groupWaitMs 0 every group does', async () => {
+      for (const [groupWaitMs, waited] of [[60_000, true], [0, false]] as const) {
+        const { unit, insert, values } = setup({}, groupWaitMs)
+        const ops = [unwaited(unit, insert, 1), ...(waited ? [unit.runGrouped(() => insert(2))] : [])]
+        await Promise.all(ops)
+        expect(values()).toEqual(waited ? [1, 2] : [1])
+      }
+    })
   })
 
   test('memory changes are undone with the savepoint they were made in', async () => {

@@ -23,6 +23,12 @@ export interface EngineConfig {
   /** The longest a group stays open while operations keep arriving in one event-loop turn. */
   groupMaxMs: number
   /**
+   * How long a group that nobody waits for yet (a worker's reports sent with a claim that now
+   * waits for work) stays open past its turn for the next operation, which then commits with
+   * it; 0 commits every group with its turn (engine/store/transaction.ts).
+   */
+  groupWaitMs: number
+  /**
    * Events after the statistics' mark at which the engine stores their counts at the end of a
    * commit, should the host's stats timer (which stores them too) be slow to come: what a
    * restart, or a time series, reads of the log past stats_counts stays about this long (recent-counts.ts).
@@ -42,5 +48,6 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   leaseRetryAfterS: 10,
   groupMaxOperations: 256,
   groupMaxMs: 2,
+  groupWaitMs: 2,
   countsStoreAfterEvents: 100_000,
 }

@@ -171,6 +171,11 @@ export abstract class StoreContext {
     return leased
   }
 
+  /** Nobody waits for the operation in progress to commit: its group may wait for the next (TransactionUnit.commitMayWait). */
+  commitMayWait(): void {
+    this.tx.commitMayWait()
+  }
+
   /** Commits the open group now, if there is one (the host calls it before closing the database). */
   flush(): void {
     this.tx.flush()

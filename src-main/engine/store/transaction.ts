@@ -15,6 +15,10 @@ import type { EngineEvent } from '../rules/events'
  *              the event-loop turn ends, at `groupMaxOperations`, after `groupMaxMs`, when
  *              something outside it reads (a route, a timer, a plain verb), or as an operation
  *              that answered a waiting claim ends (`commitWhenOperationEnds`): COMMIT → idle.
+ *              A group whose every operation said nobody waits for its commit (`commitMayWait`:
+ *              a worker's reports sent with a claim that now waits for work) stays open past its
+ *              turn, up to `groupWaitMs`, for the next operation to join it; it commits at the
+ *              end of the turn in which an operation that is waited for joins it.
  *              → operation  the group runs an operation (`runGrouped`) → back to group.
  *              → body       the commit's before-commit listeners run (claims waiting for work
  *                           are leased in the commit that made it available) → back to group.
@@ -67,6 +71,10 @@ interface Group {
   fresh: boolean
   /** An operation answered a waiting claim: the group commits as that operation ends ({@link TransactionUnit.commitWhenOperationEnds}). */
   commitAfterOperation: boolean
+  /** Nobody waits for any of its operations to commit so far ({@link TransactionUnit.commitMayWait}). */
+  mayWait: boolean
+  /** It outlived the turn it opened in, and commits when `groupWaitMs` ends or someone waits for it. */
+  pastItsTurn: boolean
   /** Why the group was abandoned (its commit failed, or SQLite lost its transaction). */
   failure?: unknown
 }
@@ -89,6 +97,8 @@ export interface TransactionHooks {
 export interface GroupLimits {
   groupMaxOperations: number
   groupMaxMs: number
+  /** How long a group nobody waits for stays open past its turn (0: it commits with its turn). */
+  groupWaitMs: number
 }
 
 export class TransactionUnit {
@@ -96,6 +106,8 @@ export class TransactionUnit {
   private open: OpenTransaction | null = null
   private group: Group | null = null
   private committedCount = 0
+  /** The operation running now said nobody waits for its commit. */
+  private operationMayWait = false
   private readonly control: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>
 
   constructor(
@@ -333,6 +345,7 @@ export class TransactionUnit {
     if (!this.group) this.openGroup()
     const group = this.group!
     let outcome: Member['outcome']
+    this.operationMayWait = false
     try {
       outcome = { ok: true, value: this.enter('operation', op) }
     } catch (error) {
@@ -345,6 +358,7 @@ export class TransactionUnit {
         return
       }
       group.members.push({ outcome, resolve: resolve as (value: unknown) => void, reject })
+      if (!(outcome.ok && this.operationMayWait)) this.waitedFor(group)
       const { groupMaxOperations, groupMaxMs } = this.limits
       if (group.commitAfterOperation || group.members.length >= groupMaxOperations || performance.now() - group.openedAt >= groupMaxMs) this.flush()
     })
@@ -358,6 +372,41 @@ export class TransactionUnit {
    */
   commitWhenOperationEnds(): void {
     if (this.group) this.group.commitAfterOperation = true
+  }
+
+  /**
+   * Says that nobody waits for the operation in progress to commit: its answer goes out only
+   * when work comes for a claim that now waits (a worker's reports sent with its next claim), and
+   * that work's own commit is the one to carry it. Its group may then stay open past its turn,
+   * up to `groupWaitMs`, so that the submit that brings the work commits both: one commit, not
+   * two, for a job that follows another alone. Nothing is answered before the commit all the
+   * same, and anything that reads from outside the group commits it first.
+   */
+  commitMayWait(): void {
+    if (this.mode === 'operation') this.operationMayWait = true
+  }
+
+  /** An operation somebody waits for joined `group`: it commits by the end of this turn. */
+  private waitedFor(group: Group): void {
+    if (!group.mayWait) return
+    group.mayWait = false
+    if (group.pastItsTurn) this.atTurnEnd(group)
+  }
+
+  /**
+   * When this event-loop turn ends, `group` commits, if it is still open then; unless nobody
+   * waits for it yet, and then it waits up to `groupWaitMs` for an operation that somebody does.
+   */
+  private atTurnEnd(group: Group): void {
+    const commit = () => {
+      if (this.group === group && this.mode === 'group') this.flush()
+    }
+    setImmediate(() => {
+      if (this.group !== group) return
+      if (!group.mayWait || this.limits.groupWaitMs <= 0) return commit()
+      group.pastItsTurn = true
+      setTimeout(commit, this.limits.groupWaitMs)
+    })
   }
 
   /** Commits the open group now, if there is one (the host calls it before closing the database). */
@@ -389,13 +438,11 @@ export class TransactionUnit {
 
   private openGroup(): void {
     this.control.begin.run()
-    const group: Group = { members: [], openedAt: performance.now(), fresh: true, commitAfterOperation: false }
+    const group: Group = { members: [], openedAt: performance.now(), fresh: true, commitAfterOperation: false, mayWait: true, pastItsTurn: false }
     this.group = group
     this.open = { events: [], undos: [] }
     this.mode = 'group'
-    setImmediate(() => {
-      if (this.group === group && this.mode === 'group') this.flush()
-    })
+    this.atTurnEnd(group)
   }
 
   /** The group is over (committed or abandoned). Called from inside running code, the mode is set right as that code unwinds ({@link enter}). */
