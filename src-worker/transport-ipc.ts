@@ -1,3 +1,4 @@
+import { safeParseFast } from '../src-shared/fast-parse'
 import { FromHost, type IpcMethod, type IpcParams } from '../src-shared/ipc-protocol'
 import { type ExchangeAnswer, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
 
@@ -32,7 +33,7 @@ export class IpcTransport implements WorkerTransport {
   }
 
   private accept(raw: unknown): void {
-    const parsed = FromHost.safeParse(raw)
+    const parsed = safeParseFast(FromHost, raw)
     if (!parsed.success) return // not ours; the host validates what it sends too
     const message = parsed.data
     if (message.type !== 'response') return this.onCommand(message)

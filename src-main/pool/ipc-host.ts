@@ -7,6 +7,7 @@ import { answerError } from '../error-answer'
 import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
 import { acquireAnswer } from './worker-answers'
+import { safeParseFast } from '../../src-shared/fast-parse'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 
 export interface IpcHostDeps {
@@ -48,7 +49,7 @@ export async function answerWorkerRequest(
 async function answer(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
   const { engine, dispatch, clockWaiters } = deps
   const schema = IPC_METHODS[request.method]
-  const parsed = schema.safeParse(request.params)
+  const parsed = safeParseFast(schema, request.params)
   if (!parsed.success) throw new HttpError('invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
   const params = parsed.data as Record<string, unknown>
   if ('worker_id' in params && params.worker_id !== workerId) {

@@ -1,3 +1,4 @@
+import { safeParseFast } from '../../src-shared/fast-parse'
 import { FromWorker, type IpcResponse } from '../../src-shared/ipc-protocol'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
@@ -50,7 +51,7 @@ export class WorkerPool {
 
   start(): void {
     this.links = new ThreadLinks(this.options.log, (workerId, raw, linkGone, reply) => {
-      const parsed = FromWorker.safeParse(raw)
+      const parsed = safeParseFast(FromWorker, raw)
       if (!parsed.success || parsed.data.type !== 'request') return this.options.log(`leasehold: ignored a malformed link message from ${workerId}`)
       this.answerers.get(workerId)?.(parsed.data, linkGone, reply)
     })
@@ -101,7 +102,7 @@ export class WorkerPool {
     }
     this.answerers.set(workerId, handle)
     worker.onMessage((raw) => {
-      const parsed = FromWorker.safeParse(raw)
+      const parsed = safeParseFast(FromWorker, raw)
       if (!parsed.success) return log(`leasehold: ignored a malformed message from ${workerId}`)
       handle(parsed.data, null, (response) => worker.send(response))
     })
