@@ -184,6 +184,24 @@ describe('safeParseFast', () => {
     expect(compiledCheck(schema)!({ params: 1, note: undefined })).toBe(true)
   })
 
+  test('where code cannot be made from strings, every schema is parsed by zod alone', () => {
+    const original = globalThis.Function
+    // zod compiles no code of its own there either.
+    z.config({ jitless: true })
+    globalThis.Function = function () {
+      throw new EvalError('Code generation from strings disallowed for this context')
+    } as unknown as FunctionConstructor
+    try {
+      const schema = z.strictObject({ a: z.string() })
+      expect(compiledCheck(schema)).toBeNull()
+      expect(safeParseFast(schema, { a: 'x' })).toEqual({ success: true, data: { a: 'x' } })
+      expect(safeParseFast(schema, { a: 1 }).success).toBe(false)
+    } finally {
+      globalThis.Function = original
+      z.config({ jitless: false })
+    }
+  })
+
   test('a schema with a part the check does not cover is parsed by zod alone', () => {
     const uncovered = [
       z.strictObject({ a: z.string().default('x') }),
