@@ -32,7 +32,10 @@ type Check = (value: unknown) => boolean
 
 const compiled = new WeakMap<z.ZodType, Check | null>()
 
-/** The predicate of `schema` (see {@link safeParseFast}), or null when the schema has a part it does not cover. */
+/**
+ * The predicate of `schema` (see {@link safeParseFast}), or null when the schema has a part it
+ * does not cover. Made once per schema object: the schemas it serves are made once, at load.
+ */
 export function compiledCheck(schema: z.ZodType): Check | null {
   let check = compiled.get(schema)
   if (check === undefined) {

@@ -3,7 +3,6 @@ import type { z } from 'zod'
 import { safeParseFast } from '../../src-shared/fast-parse'
 import { answerError } from '../error-answer'
 import type { LogLimiter } from '../log-limiter'
-import { pathParams } from './schemas'
 import { HttpError } from './http-error'
 
 /** An error as the API answers it: its status, `{detail, code}` (plus any extra body fields), and headers. */
@@ -72,9 +71,4 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.infe
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(body)'}: ${issue.message}`)
     .join('; ')
   throw new HttpError('invalid_request', detail)
-}
-
-/** A path parameter, validated as an id; a failure is 400 naming the parameter. */
-export function pathParam(ctx: { params: Record<string, string | undefined> }, name: string): string {
-  return validate(pathParams(name), ctx.params)[name] as string
 }
