@@ -66,8 +66,6 @@ interface Def {
   /** A record's: `loose` passes keys its key schema refuses. */
   mode?: string
   innerType?: z.ZodType
-  entries?: Record<string, unknown>
-  values?: unknown[]
 }
 
 interface CheckDef {
@@ -136,10 +134,10 @@ class Source {
     const def = defOf(schema)
     if (def.coerce) throw new Uncovered()
     const checks = [...(def.check !== undefined ? [def as CheckDef] : []), ...(def.checks ?? []).map((check) => check._zod.def)]
-    return [this.type(def, x), ...checks.map((check) => this.check(check, x))].join(' && ')
+    return [this.type(schema, def, x), ...checks.map((check) => this.check(check, x))].join(' && ')
   }
 
-  private type(def: Def, x: string): string {
+  private type(schema: z.ZodType, def: Def, x: string): string {
     switch (def.type) {
       case 'string':
         return `typeof ${x} === 'string'`
@@ -153,9 +151,12 @@ class Source {
       case 'any':
         return 'true'
       case 'enum':
-        return `${this.constant(new Set(Object.values(def.entries ?? {})))}.has(${x})`
-      case 'literal':
-        return `${this.constant(new Set(def.values))}.has(${x})`
+      case 'literal': {
+        // The values zod itself accepts (an enum's without a TypeScript enum's reverse keys).
+        const values = (schema as unknown as { _zod: { values?: unknown } })._zod.values
+        if (!(values instanceof Set)) throw new Uncovered()
+        return `${this.constant(values)}.has(${x})`
+      }
       case 'optional':
         return `(${x} === undefined || (${this.expression(def.innerType!, x)}))`
       case 'nullable':

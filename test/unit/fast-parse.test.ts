@@ -184,6 +184,17 @@ describe('safeParseFast', () => {
     expect(compiledCheck(schema)!({ params: 1, note: undefined })).toBe(true)
   })
 
+  test('an enum takes the values zod takes: a TypeScript enum’s values, not its reverse keys', () => {
+    enum Level {
+      Low = 0,
+      High = 1,
+    }
+    const schema = z.enum(Level)
+    for (const value of [0, 1, 'Low', 'High', '0', 2]) expect(compiledCheck(schema)!(value)).toBe(schema.safeParse(value).success)
+    expect(compiledCheck(schema)!(0)).toBe(true)
+    expect(compiledCheck(schema)!('Low')).toBe(false)
+  })
+
   test('where code cannot be made from strings, every schema is parsed by zod alone', () => {
     const original = globalThis.Function
     // zod compiles no code of its own there either.
