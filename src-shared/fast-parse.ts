@@ -63,6 +63,8 @@ interface Def {
   options?: z.ZodType[]
   inclusive?: boolean
   discriminator?: string
+  /** A discriminated union's: an unknown discriminator tries every option in order. */
+  unionFallback?: boolean
   /** A record's: `loose` passes keys its key schema refuses. */
   mode?: string
   innerType?: z.ZodType
@@ -151,12 +153,8 @@ class Source {
       case 'any':
         return 'true'
       case 'enum':
-      case 'literal': {
-        // The values zod itself accepts (an enum's without a TypeScript enum's reverse keys).
-        const values = (schema as unknown as { _zod: { values?: unknown } })._zod.values
-        if (!(values instanceof Set)) throw new Uncovered()
-        return `${this.constant(values)}.has(${x})`
-      }
+      case 'literal':
+        return `${this.values(schema)}.has(${x})`
       case 'optional':
         return `(${x} === undefined || (${this.expression(def.innerType!, x)}))`
       case 'nullable':
@@ -167,16 +165,72 @@ class Source {
         return `${this.objectFunction(def)}(${x})`
       case 'record':
         return `${this.recordFunction(def)}(${x})`
-      case 'union': {
-        // An exclusive union (one option exactly) is left to zod; a discriminated one's options
-        // differ in their discriminator, so no value meets two of them.
-        if (def.inclusive === false && def.discriminator === undefined) throw new Uncovered()
-        const options = def.options!.map((option) => this.function((v) => `return ${this.expression(option, v)}`))
-        return `(${options.map((option) => `${option}(${x})`).join(' || ')})`
-      }
+      case 'union':
+        return this.union(def, x)
       default:
         throw new Uncovered()
     }
+  }
+
+  /**
+   * A discriminated union runs the one option its discriminator names, so no value meets two.
+   * A plain union returns what the first option that accepts returns, changed or not: a later
+   * option counts only where every earlier one surely refuses the value ({@link refuses}). An
+   * exclusive union (one option exactly) is left to zod.
+   */
+  private union(def: Def, x: string): string {
+    const options = def.options!
+    const accepts = (option: z.ZodType) => `${this.function((v) => `return ${this.expression(option, v)}`)}(${x})`
+    if (def.discriminator !== undefined && !def.unionFallback) return `(${options.map(accepts).join(' || ')})`
+    if (def.inclusive === false) throw new Uncovered()
+    let expression = accepts(options[options.length - 1]!)
+    for (let i = options.length - 2; i >= 0; i--) {
+      const refused = this.refuses(options[i]!, x)
+      expression = refused === null ? accepts(options[i]!) : `(${accepts(options[i]!)} || (${refused} && ${expression}))`
+    }
+    return expression
+  }
+
+  /**
+   * An expression true only where zod surely refuses the value of `x` for `schema`: its type is
+   * not the schema's, or an object lacks a required literal field's value. Null when no such
+   * test is at hand.
+   */
+  private refuses(schema: z.ZodType, x: string): string | null {
+    const def = defOf(schema)
+    switch (def.type) {
+      case 'string':
+      case 'number':
+      case 'boolean':
+        return `typeof ${x} !== '${def.type}'`
+      case 'null':
+        return `${x} !== null`
+      case 'array':
+        return `!Array.isArray(${x})`
+      case 'enum':
+      case 'literal':
+        return `!${this.values(schema)}.has(${x})`
+      case 'object': {
+        const tests = [`typeof ${x} !== 'object'`, `${x} === null`, `Array.isArray(${x})`]
+        for (const [key, field] of Object.entries(def.shape ?? {})) {
+          const fieldDef = defOf(field)
+          const required = (field as unknown as { _zod: { optin?: string } })._zod.optin === undefined
+          if (!required || (fieldDef.type !== 'literal' && fieldDef.type !== 'enum')) continue
+          const name = JSON.stringify(key)
+          tests.push(`!(${name} in ${x})`, `!${this.values(field)}.has(${x}[${name}])`)
+        }
+        return `(${tests.join(' || ')})`
+      }
+      default:
+        return null
+    }
+  }
+
+  /** The set of values zod itself accepts for an enum or literal (an enum's without a TypeScript enum's reverse keys). */
+  private values(schema: z.ZodType): string {
+    const values = (schema as unknown as { _zod: { values?: unknown } })._zod.values
+    if (!(values instanceof Set)) throw new Uncovered()
+    return this.constant(values)
   }
 
   private arrayFunction(def: Def): string {

@@ -100,6 +100,10 @@ const SCHEMAS: [string, z.ZodType][] = [
   ...Object.entries(IPC_METHODS).map(([method, schema]): [string, z.ZodType] => [`IPC ${method}`, schema]),
   ['FromWorker', FromWorker],
   ['FromHost', FromHost],
+  // Shapes no route has yet, where a predicate could go wrong.
+  ['a union whose first option strips', z.union([z.object({ a: z.string() }), z.strictObject({ a: z.string(), b: z.number() }), z.string()])],
+  ['a record of refined keys', z.record(z.string().max(3).refine((key) => key !== 'no'), z.union([z.null(), z.number().int()]))],
+  ['an object of optional and required unknowns', z.object({ a: z.unknown(), b: z.unknown().optional(), c: z.literal(['x', 1]).nullable() })],
 ]
 
 /** The schemas of a job on its way: the one-job submit, the worker API, the local workers' messages. */
@@ -182,6 +186,18 @@ describe('safeParseFast', () => {
     expect(safeParseFast(schema, {}).success).toBe(false)
     expect(compiledCheck(schema)!({ params: undefined })).toBe(true)
     expect(compiledCheck(schema)!({ params: 1, note: undefined })).toBe(true)
+  })
+
+  test('a union answers what its first accepting option answers: a later option counts only where the earlier ones surely refuse', () => {
+    // The plain first option takes {a, b} by stripping b: zod answers {a}, not the value as it came.
+    const stripFirst = z.union([z.object({ a: z.string() }), z.strictObject({ a: z.string(), b: z.number() })])
+    expect(compiledCheck(stripFirst)!({ a: 'x', b: 1 })).toBe(false)
+    expect(safeParseFast(stripFirst, { a: 'x', b: 1 })).toEqual(stripFirst.safeParse({ a: 'x', b: 1 }))
+    expect(compiledCheck(stripFirst)!({ a: 'x' })).toBe(true)
+    // A value of another type, or without the earlier option's literal, is surely refused by it.
+    expect(compiledCheck(z.union([z.string(), z.number()]))!(5)).toBe(true)
+    expect(compiledCheck(FromWorker)!({ type: 'ready', worker_id: 'w1', types: ['noop'] })).toBe(true)
+    expect(compiledCheck(FromWorker)!({ type: 'ready', worker_id: 'w1', types: ['noop'], extra: 1 })).toBe(false)
   })
 
   test('an enum takes the values zod takes: a TypeScript enum’s values, not its reverse keys', () => {
