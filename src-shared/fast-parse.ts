@@ -19,8 +19,8 @@ import type { z } from 'zod'
  * (`int()`), a regex or ISO date-time format, and refinements. A schema with anything else (a
  * default, a transform, a pipe, a lazy or coerced part…) gets no predicate and is parsed by zod
  * alone. A value the predicate is unsure of — an object key the schema would strip, a
- * `__proto__` key, an object not made as JSON makes them — is left to zod too. test/unit/fast-parse.test.ts holds it to zod: whatever
- * it accepts, zod accepts and returns equal.
+ * `__proto__` key, an object not made as JSON makes them — is left to zod too.
+ * test/unit/fast-parse.test.ts holds it to zod: whatever it accepts, zod accepts and returns equal.
  */
 export function safeParseFast<S extends z.ZodType>(schema: S, value: unknown): z.ZodSafeParseResult<z.output<S>> {
   const check = compiledCheck(schema)
