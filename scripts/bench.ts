@@ -16,7 +16,7 @@ import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
-import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, LOCAL_PICKUP_FLOOR_ONE, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, NORMAL_BESIDE_REDIS, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, POST_FLOOR_1, POST_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from './bench/http'
+import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, LOCAL_PICKUP_FLOOR_ONE, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, NORMAL_BESIDE_REDIS, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, POST_FLOOR_1, POST_FLOOR_16, ROWS_FLOOR_1, ROWS_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from './bench/http'
 import { formatTable, openEngine, reopenEngine, tempDir, withTempDir, type Row } from './bench/lib'
 import { measureRetention } from './bench/retention'
 import { measureHostStart } from './bench/start'
@@ -301,19 +301,20 @@ function peerRows(peer: Peer, rows: Row[]): Row[] {
   }
   // Jobs that arrive one request each, against BullMQ's jobs added one add() each.
   // Beside each, the same clients' ceilings with no job run (the submit route alone, bare Koa) as
-  // the same ratio: what the target asks of the route before any job is processed.
+  // the same ratio: what the target asks of the route before any job is processed; and the floor
+  // with each job run and no engine: what it asks of the rows a job writes.
   const singles = [
-    [SINGLE_16, SINGLE_16_TARGET, peer.processing_single?.jobs_per_s, 'BullMQ single adds ×16, processed c=8', [SUBMIT_ROUTE_16, POST_FLOOR_16]],
-    [SINGLE_1, SINGLE_1_TARGET, peer.enqueue?.add?.jobs_per_s, 'BullMQ sequential add()', [SUBMIT_ROUTE_1, POST_FLOOR_1]],
+    [SINGLE_16, SINGLE_16_TARGET, peer.processing_single?.jobs_per_s, 'BullMQ single adds ×16, processed c=8', [SUBMIT_ROUTE_16, POST_FLOOR_16, ROWS_FLOOR_16]],
+    [SINGLE_1, SINGLE_1_TARGET, peer.enqueue?.add?.jobs_per_s, 'BullMQ sequential add()', [SUBMIT_ROUTE_1, POST_FLOOR_1, ROWS_FLOOR_1]],
   ] as const
-  for (const [name, wanted, theirs, what, [route, floor]] of singles) {
+  for (const [name, wanted, theirs, what, [route, floor, rowsFloor]] of singles) {
     const ours = rows.find((r) => r.name === name)?.value
     if (ours === undefined || !theirs) continue
     const ceiling = (row: string, label: string) => {
       const value = rows.find((r) => r.name === row)?.value
       return value === undefined ? '' : `; ${label} ${n(Math.round(value))}/s (${(value / theirs).toFixed(2)} ×)`
     }
-    const ceilings = `${ceiling(route, 'with no job run, the submit route alone')}${ceiling(floor, 'and a bare Koa app')}`
+    const ceilings = `${ceiling(route, 'with no job run, the submit route alone')}${ceiling(floor, 'and a bare Koa app')}${ceiling(rowsFloor, "with each job's rows and worker but no engine")}`
     out.push(target(`${name} ÷ BullMQ`, ours / theirs, ours / theirs >= wanted, `≥ ${wanted.toFixed(2)}`, `${what}: ${n(Math.round(theirs))} jobs/s${ceilings}`))
   }
   if (bullPickup !== undefined) {

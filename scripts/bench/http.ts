@@ -63,6 +63,7 @@ interface Server {
 }
 
 const KOA_FLOOR = fileURLToPath(new URL('./koa-floor.mjs', import.meta.url))
+const ROWS_FLOOR = fileURLToPath(new URL('./rows-floor.ts', import.meta.url))
 
 /**
  * The child processes the bench has started (hosts, workers, the Koa floor) that have not exited
@@ -155,6 +156,13 @@ async function startRedis(): Promise<{ url: string; stop: () => Promise<void> } 
 /** The bare Koa app of koa-floor.mjs, as a Server (it checks no token); `--pool` adds its worker process. */
 async function startKoaFloor(args: string[] = []): Promise<Server> {
   const child = tracked(spawn(process.execPath, [KOA_FLOOR, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
+  const url = await listeningUrl(child)
+  return { url, token: '', dataDir: '', child, stop: async () => void (await Promise.all([closeConnection(url), stopChild(child)])) }
+}
+
+/** The rows floor of rows-floor.ts: a job's rows, commit and hand-off to a worker, with no engine. */
+async function startRowsFloor(): Promise<Server> {
+  const child = tracked(spawn(process.execPath, ['--import', 'tsx', ROWS_FLOOR], { stdio: ['ignore', 'pipe', 'pipe'] }))
   const url = await listeningUrl(child)
   return { url, token: '', dataDir: '', child, stop: async () => void (await Promise.all([closeConnection(url), stopChild(child)])) }
 }
@@ -976,6 +984,9 @@ export const SUBMIT_ROUTE_16 = 'submit route alone, 16 clients (no pool)'
 export const SUBMIT_ROUTE_1 = 'submit route alone, 1 client (no pool)'
 export const POST_FLOOR_16 = 'HTTP floor, one POST each, 16 clients'
 export const POST_FLOOR_1 = 'HTTP floor, one POST each, 1 client'
+/** What the same clients reach with each job's rows written and run by a worker, and no engine (rows-floor.ts). */
+export const ROWS_FLOOR_16 = 'single submits with no engine, 16 clients (rows floor)'
+export const ROWS_FLOOR_1 = 'single submits with no engine, 1 client (rows floor)'
 /** A shell loop's job: one `leasehold submit` command, spawn to exit. */
 export const SUBMIT_COMMAND = 'leasehold submit, one command a job'
 
@@ -984,7 +995,8 @@ export const SUBMIT_COMMAND = 'leasehold submit, one command a job'
  * `processing_single`: 16 producers, one add() each, processed at concurrency 8), then one
  * client alone (BullMQ's sequential add() rate); the one-at-a-time local pickup is measured by
  * {@link measureBatched}. Then the ceilings over those two rows, the same client loops with no
- * job run: a host with no pool (its submits only queue), and the bare Koa app of koa-floor.mjs.
+ * job run: a host with no pool (its submits only queue), and the bare Koa app of koa-floor.mjs;
+ * and their floor with each job run: its rows, commit and worker with no engine (rows-floor.ts).
  */
 export async function measureSingles(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
   const n = counts.singleJobs.toLocaleString('en-US')
@@ -1052,6 +1064,7 @@ async function measureCeilings(counts: BatchedCounts, progress: (m: string) => v
   const ceilings = [
     { label: 'the submit route alone', names: [SUBMIT_ROUTE_16, SUBMIT_ROUTE_1], start: () => startServer(['--workers', '0']), path: '/api/scheduler/jobs/submit', status: 201, what: 'POST /api/scheduler/jobs/submit to a host with no pool (each job answered, and left QUEUED)' },
     { label: 'the HTTP floor', names: [POST_FLOOR_16, POST_FLOOR_1], start: () => startKoaFloor(), path: '/', status: 200, what: 'the same POST to a bare Koa app that parses it and answers {"ok":true} (koa-floor.mjs)' },
+    { label: 'the rows floor', names: [ROWS_FLOOR_16, ROWS_FLOOR_1], start: () => startRowsFloor(), path: '/api/scheduler/jobs/submit', status: 201, what: "the same submit to a server with no engine that writes the job's rows as the host does (one commit a turn), hands the job to a worker process over a Unix socket and commits its completion with the next turn (rows-floor.ts)" },
   ]
   for (const { label, names, start, path, status, what } of ceilings) {
     const server = await start()

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { expect, test } from 'vitest'
 import { PROJECT_ROOT } from '../../scripts/cli-bundle.js'
-import { EARLY_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR, LOCAL_PICKUP_FLOOR_ONE, OPEN_LOOP_LOCAL_PICKUP, POST_FLOOR_1, POST_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_COMMAND, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from '../../scripts/bench/http'
+import { EARLY_LOCAL_PICKUP, LOCAL_PICKUP_FLOOR, LOCAL_PICKUP_FLOOR_ONE, OPEN_LOOP_LOCAL_PICKUP, POST_FLOOR_1, POST_FLOOR_16, ROWS_FLOOR_1, ROWS_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_COMMAND, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from '../../scripts/bench/http'
 
 const run = promisify(execFile)
 
@@ -52,18 +52,18 @@ test('`npm run bench -- --quick --only=batched --json` runs to the end: the drai
   }
 }, 180_000) // ~25 s alone; three local servers, 8 worker processes and their drains on a busy CI machine
 
-test('`npm run bench -- --quick --only=single --peer=FILE` drains jobs submitted one request each, from 16 clients and from one, each beside BullMQ’s single adds and the same clients’ ceilings with no job run; and times `leasehold submit` run once a job', async () => {
+test('`npm run bench -- --quick --only=single --peer=FILE` drains jobs submitted one request each, from 16 clients and from one, each beside BullMQ’s single adds, the same clients’ ceilings with no job run and their floor with each job’s rows and worker but no engine; and times `leasehold submit` run once a job', async () => {
   // BullMQ's figures as scripts/peer-bench/run.sh prints them (its last line), made up here: only the rows' presence is checked.
   const peer = join(mkdtempSync(join(tmpdir(), 'leasehold-bench-peer-')), 'peer.json')
   writeFileSync(peer, `${JSON.stringify({ processing: [{ concurrency: 8, jobs_per_s: 3000 }], latency: [{ concurrency: 8, pickup_ms: { p50: 0.9 } }], processing_single: { jobs_per_s: 2500 }, enqueue: { add: { jobs_per_s: 3000 } } })}\n`)
   const report = await quickBench('single', `--peer=${peer}`)
   const byName = new Map(report.rows.map((row) => [row.name, row]))
-  for (const name of [SINGLE_16, SINGLE_1, SUBMIT_ROUTE_16, SUBMIT_ROUTE_1, POST_FLOOR_16, POST_FLOOR_1, SUBMIT_COMMAND]) {
+  for (const name of [SINGLE_16, SINGLE_1, SUBMIT_ROUTE_16, SUBMIT_ROUTE_1, POST_FLOOR_16, POST_FLOOR_1, ROWS_FLOOR_16, ROWS_FLOOR_1, SUBMIT_COMMAND]) {
     expect(byName.get(name)?.value, name).toBeGreaterThan(0)
   }
   for (const name of [SINGLE_16, SINGLE_1]) {
     const ratio = byName.get(`${name} ÷ BullMQ`)
     expect(ratio?.value, `${name} ÷ BullMQ`).toBeGreaterThan(0)
-    expect(ratio?.note).toMatch(/with no job run, the submit route alone [\d,]+\/s \([\d.]+ ×\); and a bare Koa app [\d,]+\/s/)
+    expect(ratio?.note).toMatch(/with no job run, the submit route alone [\d,]+\/s \([\d.]+ ×\); and a bare Koa app [\d,]+\/s \([\d.]+ ×\); with each job's rows and worker but no engine [\d,]+\/s \([\d.]+ ×\)$/)
   }
 }, 180_000) // ~35 s alone
