@@ -153,19 +153,18 @@ async function startRedis(): Promise<{ url: string; stop: () => Promise<void> } 
   return { url: `redis://127.0.0.1:${port}/0`, stop: async () => void (await stopChild(child)) }
 }
 
-/** The bare Koa app of koa-floor.mjs, as a Server (it checks no token); `--pool` adds its worker process. */
-async function startKoaFloor(args: string[] = []): Promise<Server> {
-  const child = tracked(spawn(process.execPath, [KOA_FLOOR, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }))
+/** A floor server, `node <nodeArgs>`, as a Server (it checks no token) once it prints its URL. */
+async function startFloor(nodeArgs: string[]): Promise<Server> {
+  const child = tracked(spawn(process.execPath, nodeArgs, { stdio: ['ignore', 'pipe', 'pipe'] }))
   const url = await listeningUrl(child)
   return { url, token: '', dataDir: '', child, stop: async () => void (await Promise.all([closeConnection(url), stopChild(child)])) }
 }
 
+/** The bare Koa app of koa-floor.mjs; `--pool` adds its worker process. */
+const startKoaFloor = (args: string[] = []): Promise<Server> => startFloor([KOA_FLOOR, ...args])
+
 /** The rows floor of rows-floor.ts: a job's rows, commit and hand-off to a worker, with no engine. */
-async function startRowsFloor(): Promise<Server> {
-  const child = tracked(spawn(process.execPath, ['--import', 'tsx', ROWS_FLOOR], { stdio: ['ignore', 'pipe', 'pipe'] }))
-  const url = await listeningUrl(child)
-  return { url, token: '', dataDir: '', child, stop: async () => void (await Promise.all([closeConnection(url), stopChild(child)])) }
-}
+const startRowsFloor = (): Promise<Server> => startFloor(['--import', 'tsx', ROWS_FLOOR])
 
 /** Per-endpoint latencies, in milliseconds. */
 class Latencies {
