@@ -159,8 +159,11 @@ function completed(leaseIds: string[]): void {
 }
 
 const socketPath = join(folder, 'worker.sock')
+let linked: () => void
+const workerLinked = new Promise<void>((resolve) => (linked = resolve))
 const link = createServer((socket) => {
   worker = socket
+  linked()
   socket.setEncoding('utf8')
   let partial = ''
   socket.on('data', (chunk: string) => {
@@ -171,6 +174,7 @@ const link = createServer((socket) => {
 })
 await new Promise<void>((resolve) => link.listen(socketPath, resolve))
 const workerProcess = spawn(process.execPath, ['-e', WORKER, socketPath], { stdio: 'ignore' })
+await workerLinked // no job is handed off before the worker is there to take it
 
 const HEAD_END = Buffer.from('\r\n\r\n')
 
