@@ -8,9 +8,9 @@
 //     submits and one local worker's exchange (the completions of the jobs it was granted the
 //     turn before, and a claim for up to 16 more), through engine.run and Dispatch as the host
 //     calls them, committed at the turn's end; on a temp file, the checkpointer thread running.
-//     Prints the main thread's CPU a job: what the host's main thread spends on a job before its
-//     HTTP, its worker's link and Node's own work (docs/performance.md, "Where a single submit's
-//     time goes"). K = 7 is the 16-client row's shape (~7 submits a commit), K = 1 the one-client row's.
+//     Prints the main thread's CPU a job: what the host's main thread spends on a job besides its
+//     HTTP, its worker's link and Node's own work (docs/performance.md, "Jobs submitted one
+//     request each"). K = 7 is the 16-client row's shape (~7 submits a commit), K = 1 the one-client row's.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -94,7 +94,7 @@ async function singleSubmits(perTurn: number, seconds: number): Promise<void> {
     await drive(2000) // V8 compiles the paths first, as a host that has run a while has
     for (let round = 1; round <= 3; round++) {
       const { jobs, cpuUsPerJob } = await drive(seconds * 1000)
-      console.log(`${perTurn} submits a turn: ${jobs} jobs in ${seconds} s, the main thread ${cpuUsPerJob.toFixed(0)} µs of CPU a job`)
+      console.log(`${perTurn} submit${perTurn === 1 ? '' : 's'} a turn: ${jobs} jobs in ${seconds} s, the main thread ${cpuUsPerJob.toFixed(0)} µs of CPU a job`)
     }
   } finally {
     dispatch.close()
