@@ -52,6 +52,8 @@ export interface HttpCounts {
   poolJobs: number
   /** Seconds a path runs at the peer's load before its pickups are compared with the peer's (see {@link underPeerLoad}). */
   warmUpS: number
+  /** Milliseconds of each drive alternated between the HTTP floor and the worker API lifecycle (see {@link lifecycleBesideFloor}). */
+  pairedDriveMs: number
 }
 
 interface Server {
@@ -252,14 +254,17 @@ async function postLoops(server: Server, latencies: Latencies, clients: number, 
   }
 }
 
-/** `workers` clients drain the queue through the pull API or the worker API; jobs/s over the drain. */
-async function drain(post: ReturnType<typeof client>, api: 'pull' | 'worker', workers: number): Promise<number> {
+/**
+ * `workers` clients drain the queue through the pull API or the worker API, until it is empty or
+ * `ms` have passed; jobs/s over the drain.
+ */
+async function drain(post: ReturnType<typeof client>, api: 'pull' | 'worker', workers: number, ms = Infinity): Promise<number> {
   let done = 0
   const started = performance.now()
   await Promise.all(
     Array.from({ length: workers }, async (_, i) => {
       const worker_id = `bench-${api}-${i}`
-      for (;;) {
+      while (performance.now() - started < ms) {
         if (api === 'pull') {
           const granted = await post('POST …/leases/request', '/api/system/scheduler/leases/request', { worker_id })
           if (granted.json.denied) return
@@ -300,6 +305,31 @@ async function floorDrain(server: Server, ms: number, workers: number): Promise<
     }),
   )
   return jobs / ((performance.now() - started) / 1000)
+}
+
+/** Jobs queued before each of the host's timed drives, a second: more than any drive here takes. */
+const QUEUED_FOR_A_DRIVE_PER_S = 6_000
+
+/**
+ * The worker API lifecycle beside the HTTP floor, 8 workers each, as timed drives alternated
+ * between the bare Koa app and the host: floor, host, host, floor, `ms` each; jobs/s of each.
+ * The machine's speed moves by a fifth within minutes, so two drives a minute apart compare two
+ * moments; drives alternated compare the servers. Each of the host's drives takes jobs queued
+ * just before it, more than it can finish.
+ */
+async function lifecycleBesideFloor(koa: Server, host: Server, ms: number): Promise<{ host: number[]; floor: number[] }> {
+  const post = client(host, new Latencies())
+  const figures = { host: [] as number[], floor: [] as number[] }
+  const driveFloor = async () => void figures.floor.push(await floorDrain(koa, ms, 8))
+  const driveHost = async () => {
+    await inChunks(host, Math.ceil((QUEUED_FOR_A_DRIVE_PER_S * ms) / 1000))
+    figures.host.push(await drain(post, 'worker', 8, ms))
+  }
+  await driveFloor()
+  await driveHost()
+  await driveHost()
+  await driveFloor()
+  return figures
 }
 
 /** Submit → a waiting the worker API claim returns, one at a time. */
@@ -464,21 +494,26 @@ export interface HttpFigures {
   workerApiAt8: number
   /** The HTTP floor with 8 workers: bare Koa, 3 requests per job. */
   floorAt8: number
+  /** The same two, from drives alternated between them ({@link lifecycleBesideFloor}). */
+  paired: { host: number[]; floor: number[] }
 }
 
 export async function measureHttp(counts: HttpCounts, progress: (m: string) => void, rows: Row[] = []): Promise<HttpFigures> {
   progress('HTTP floor (bare Koa), 8 workers, 3 requests per job, 2 s warm-up + 3 s')
   const koa = await startKoaFloor()
-  let floorAt8: number
-  let roundTrips: number[]
   try {
-    await floorDrain(koa, 2_000, 8) // lets the JIT and the connections warm up
-    floorAt8 = await floorDrain(koa, 3_000, 8)
-    progress(`HTTP round trips to bare Koa at ${PEER_LOAD.jobsPerS} requests/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
-    roundTrips = await floorRoundTrips(koa, counts.warmUpS)
+    return await measureBesideFloor(koa, counts, progress, rows)
   } finally {
     await koa.stop()
   }
+}
+
+/** {@link measureHttp}, with the bare Koa app `koa` running beside the host throughout. */
+async function measureBesideFloor(koa: Server, counts: HttpCounts, progress: (m: string) => void, rows: Row[]): Promise<HttpFigures> {
+  await floorDrain(koa, 2_000, 8) // lets the JIT and the connections warm up
+  const floorAt8 = await floorDrain(koa, 3_000, 8)
+  progress(`HTTP round trips to bare Koa at ${PEER_LOAD.jobsPerS} requests/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
+  const roundTrips = await floorRoundTrips(koa, counts.warmUpS)
   rows.push(
     { name: 'HTTP floor, bare Koa, 8 workers', value: floorAt8, unit: 'jobs/s', note: `3 JSON POSTs per job, same client: ${Math.round(floorAt8 * 3).toLocaleString('en-US')} requests/s` },
     {
@@ -528,7 +563,10 @@ export async function measureHttp(counts: HttpCounts, progress: (m: string) => v
       if (endpoint.includes('long-poll')) continue
       rows.push({ name: `${endpoint} p50 / p99`, value: p(samples, 50), unit: 'ms', note: `p99 ${p(samples, 99).toFixed(2)} ms over ${samples.length} requests` })
     }
-    return { rows, pickupP50: p(pickup, 50), pickupP99: p(pickup, 99), workerApiAt8, floorAt8 }
+    const seconds = (counts.pairedDriveMs / 1000).toLocaleString('en-US')
+    progress(`the worker API lifecycle beside the HTTP floor, 8 workers: drives of ${seconds} s alternated, floor, host, host, floor`)
+    const paired = await lifecycleBesideFloor(koa, server, counts.pairedDriveMs)
+    return { rows, pickupP50: p(pickup, 50), pickupP99: p(pickup, 99), workerApiAt8, floorAt8, paired }
   } finally {
     await server.stop()
   }

@@ -1,7 +1,7 @@
 /**
  * `npm run bench` is how the speed targets are checked, and only a full run used to show that a
  * change had broken it (the grant-latency rows once stopped with "lease denied").
- * Its quick engine and batched figures run here: each run ends, and every row it prints holds a
+ * Its quick engine, HTTP, batched and single-submit figures run here: each run ends, and every row it prints holds a
  * number. No figure is compared with a target: tests check behaviour, not timings.
  */
 import { execFile } from 'node:child_process'
@@ -38,6 +38,13 @@ test('`npm run bench -- --quick --only=engine --json` runs to the end, and every
     expect.arrayContaining(['engine lifecycle (normal)', 'pages per job', 'engine concurrent, 32 workers (normal)']),
   )
 })
+
+test('`npm run bench -- --quick --only=http --json` runs to the end, and reads the worker API lifecycle against the HTTP floor from drives alternated between them', async () => {
+  const report = await quickBench('http')
+  const ratio = report.rows.find((row) => row.name === 'worker API lifecycle, 8 workers ÷ HTTP floor')
+  expect(ratio?.value).toBeGreaterThan(0)
+  expect(ratio?.note).toMatch(/alternated: the floor [\d,]+ and [\d,]+ jobs\/s, the host [\d,]+ and [\d,]+$/)
+}, 180_000) // ~35 s alone
 
 test('`npm run bench -- --quick --only=batched --json` runs to the end: the drains, and the local pickups and their floor read at the handler’s start', async () => {
   const report = await quickBench('batched')
