@@ -17,6 +17,21 @@ describe('lease expiry', () => {
     expect(engine.getLease(lease.id)).toMatchObject({ state: 'EXPIRED', release_status: 'TIMEOUT' })
   })
 
+  it('a reaper pass with nothing due commits nothing: an idle host\'s timer takes no write lock', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    engine.submit(aJob())
+    leaseOrFail(engine, 'w')
+    engine.claim({ worker_id: 'c' })
+    const commits = engine.commits
+    clock.advance(SECOND)
+    expect(engine.reap()).toEqual({ leases: 0, claims: 0, idleFiles: 0 })
+    expect(engine.commits).toBe(commits)
+    clock.advance(60 * SECOND)
+    expect(engine.reap()).toMatchObject({ leases: 1, claims: 1 })
+    expect(engine.commits).toBeGreaterThan(commits)
+  })
+
   it('nextDueAt names the earliest lease or claim expiry, for a host that sleeps until then', () => {
     const { engine, clock } = setup()
     expect(engine.nextDueAt()).toBeNull()

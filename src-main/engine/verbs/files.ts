@@ -326,11 +326,12 @@ export function hasRevokedFiles(ctx: EngineContext, leaseId: string): boolean {
 
 /** Stop-idle: releases every file lease with no acquire or heartbeat for {@link FILE_IDLE_MS}. */
 export function releaseIdleFiles(ctx: EngineContext): number {
+  const idleLeases = () =>
+    ctx.all<FileLeaseRow>("SELECT * FROM file_leases WHERE state = 'ACTIVE' AND last_heartbeat_at <= ? LIMIT 1000", ctx.clock.now() - FILE_IDLE_MS)
+  // Looked for before any transaction: a tick with no file lease gone idle takes no write lock.
+  if (idleLeases().length === 0) return 0
   return ctx.transact(() => {
-    const idle = ctx.all<FileLeaseRow>(
-      "SELECT * FROM file_leases WHERE state = 'ACTIVE' AND last_heartbeat_at <= ? LIMIT 1000",
-      ctx.clock.now() - FILE_IDLE_MS,
-    )
+    const idle = idleLeases()
     for (const lease of idle) endFileLease(ctx, lease, 'RELEASED', 'idle')
     return idle.length
   })

@@ -22,7 +22,8 @@ function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolea
  */
 export function expireDueLeases(ctx: EngineContext): number {
   let total = 0
-  for (;;) {
+  // Looked for in memory first: a tick with no lease due (every tick of an idle host) begins no transaction.
+  while (anyLeaseDue(ctx)) {
     const expired = ctx.transact(() => {
       const now = ctx.clock.now()
       const due = activeLeasesWhere(ctx, (lease) => lease.expires_at <= now).slice(0, BATCH)
@@ -32,6 +33,13 @@ export function expireDueLeases(ctx: EngineContext): number {
     total += expired
     if (expired < BATCH) return total
   }
+  return total
+}
+
+function anyLeaseDue(ctx: EngineContext): boolean {
+  const now = ctx.clock.now()
+  for (const { lease } of activeLeasesNow(ctx)) if (lease.expires_at <= now) return true
+  return false
 }
 
 /**
@@ -66,13 +74,17 @@ function expireForGoneWorker(ctx: EngineContext, keep: (lease: LeaseRow) => bool
  * QUEUED. No attempt is counted and the job keeps its place in the queue.
  */
 export function expireDueClaims(ctx: EngineContext): number {
-  return ctx.transact(() => {
-    const due = ctx.all<JobRow>(
+  const dueClaims = () =>
+    ctx.all<JobRow>(
       `${SELECT_JOBS} WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at <= ?
        ORDER BY claim_expires_at LIMIT ?`,
       ctx.clock.now(),
       BATCH,
     )
+  // Looked for before any transaction: a tick with no claim run out takes no write lock.
+  if (dueClaims().length === 0) return 0
+  return ctx.transact(() => {
+    const due = dueClaims()
     for (const job of due) expireClaim(ctx, job)
     return due.length
   })
