@@ -1,8 +1,9 @@
 /**
  * `npm run bench` is how the speed targets are checked, and only a full run used to show that a
  * change had broken it (the grant-latency rows once stopped with "lease denied").
- * Its quick engine, HTTP, batched and single-submit figures run here: each run ends, and every row it prints holds a
- * number. No figure is compared with a target: tests check behaviour, not timings.
+ * Its quick engine, HTTP, batched and single-submit figures run here: each run ends, and every
+ * row it prints holds a number. No figure is compared with a target: tests check behaviour, not
+ * timings.
  */
 import { execFile } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
