@@ -10,6 +10,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { ManualClock } from '../../src-main/engine/rules/clock'
 import { attachFront, type Front, MAX_HEADERS } from '../../src-main/http/front'
+import { HttpError } from '../../src-main/http/http-error'
 import { WORKER_PREFIX } from '../../src-main/http/worker-api'
 import type { Lane } from '../../src-main/http/lane'
 import { startTestHost, type TestHost } from '../helpers/host'
@@ -158,6 +159,32 @@ describe('the front before a Node server', () => {
       'Keep-Alive: timeout=1',
     ])
     expect([byFront, byNode]).toEqual([2, 0])
+  })
+
+  test("an answer with headers of its own, and answers of several statuses, come from the front as from Node, header lines in Node's order", async () => {
+    behave(async (input, call) => {
+      if (input.say === 'extra') call.setHeader('X-Extra', 'yes')
+      if (input.say === 'bad') throw new HttpError('retry_too_early', 'Not yet', { retry_after_s: 3 })
+      return { heard: input.say ?? null }
+    })
+    const answers: Record<string, Wire[]> = { front: [], node: [] }
+    for (const say of ['extra', 'plain', 'bad', 'extra', 'plain', 'bad']) {
+      for (const split of [false, true]) {
+        const reader = await connectTo()
+        const bytes = post(port, JSON.stringify({ say }))
+        // Sent whole, the front serves it; with its last byte a moment later, Node's server does.
+        reader.socket.write(split ? bytes.slice(0, -1) : bytes)
+        if (split) setTimeout(() => reader.socket.write(bytes.slice(-1)), 30)
+        const answer = (await reader.next())!
+        answers[split ? 'node' : 'front']!.push({ ...answer, lines: answer.lines.filter((line) => !line.startsWith('Date: ') && !line.startsWith('Keep-Alive: ')) })
+      }
+    }
+    expect(answers.front.map((answer) => answer.status)).toEqual([200, 200, 429, 200, 200, 429])
+    expect(answers.front[0]!.lines).toContain('X-Extra: yes')
+    expect(answers.front[2]!.lines).toContain('Retry-After: 3')
+    expect(answers.front[1]!.lines).not.toContain('X-Extra: yes')
+    expect(answers.front).toEqual(answers.node)
+    expect([byFront, byNode]).toEqual([6, 6])
   })
 
   test.each([
