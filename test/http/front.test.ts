@@ -167,7 +167,7 @@ describe('the front before a Node server', () => {
       if (input.say === 'bad') throw new HttpError('retry_too_early', 'Not yet', { retry_after_s: 3 })
       return { heard: input.say ?? null }
     })
-    const answers: Record<string, Wire[]> = { front: [], node: [] }
+    const answers: { front: Wire[]; node: Wire[] } = { front: [], node: [] }
     for (const say of ['extra', 'plain', 'bad', 'extra', 'plain', 'bad']) {
       for (const split of [false, true]) {
         const reader = await connectTo()
@@ -176,7 +176,7 @@ describe('the front before a Node server', () => {
         reader.socket.write(split ? bytes.slice(0, -1) : bytes)
         if (split) setTimeout(() => reader.socket.write(bytes.slice(-1)), 30)
         const answer = (await reader.next())!
-        answers[split ? 'node' : 'front']!.push({ ...answer, lines: answer.lines.filter((line) => !line.startsWith('Date: ') && !line.startsWith('Keep-Alive: ')) })
+        answers[split ? 'node' : 'front'].push({ ...answer, lines: answer.lines.filter((line) => !line.startsWith('Date: ') && !line.startsWith('Keep-Alive: ')) })
       }
     }
     expect(answers.front.map((answer) => answer.status)).toEqual([200, 200, 429, 200, 200, 429])
