@@ -5,7 +5,7 @@
  * database in os.tmpdir(), removed afterwards, the real Engine API and a ManualClock (moved 1 ms
  * per job; expiry is reached by moving it); the HTTP ones a real `leasehold serve`.
  *
- *   npm run bench                 the full run (about 11 minutes on 2 cores)
+ *   npm run bench                 the full run (8–11 minutes on 2 cores)
  *   npm run bench -- --quick      smaller counts (about 3.5 minutes), for a quick look
  *   npm run bench -- --json       the same figures as JSON on stdout (progress goes to stderr)
  *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched, single or retention (repeatable)
