@@ -176,6 +176,7 @@ describe('the front before a Node server', () => {
         reader.socket.write(split ? bytes.slice(0, -1) : bytes)
         if (split) setTimeout(() => reader.socket.write(bytes.slice(-1)), 30)
         const answer = (await reader.next())!
+        // The Date moves, and this harness gives the front a keep-alive timeout of its own.
         answers[split ? 'node' : 'front'].push({ ...answer, lines: answer.lines.filter((line) => !line.startsWith('Date: ') && !line.startsWith('Keep-Alive: ')) })
       }
     }
