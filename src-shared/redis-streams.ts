@@ -12,8 +12,16 @@ export const CONSUMER_GROUP = 'leasehold'
 export const queueStream = (prefix: string, queue: string): string => `${prefix}q:${queue}`
 /** The stream remote workers send their requests to. */
 export const requestStream = (prefix: string): string => `${prefix}worker:requests`
-/** The stream a remote worker reads its answers from. */
-export const replyStream = (prefix: string, workerId: string): string => `${prefix}worker:${workerId}:replies`
+/**
+ * A reply channel's name: a worker's process reads the answers to its runtime on its reply
+ * stream, and those to its driving thread (`thread-0`) on a channel of its own, so that neither
+ * reads the other's.
+ */
+export const REPLY_CHANNEL = /^thread-\d{1,3}$/
+
+/** The stream a remote worker reads its answers from: the worker's own, or one of its channels. */
+export const replyStream = (prefix: string, workerId: string, channel?: string): string =>
+  channel ? `${prefix}worker:${workerId}:replies:${channel}` : `${prefix}worker:${workerId}:replies`
 
 /** A stream entry's fields (a flat [name, value, …] list, as Redis answers them) as a lookup. */
 export function entryField(fields: readonly string[], name: string): string | undefined {

@@ -1,7 +1,5 @@
 import { hostname } from 'node:os'
-import { HttpTransport } from './transport-http'
-import { RedisTransport } from './transport-redis'
-import type { WorkerTransport } from './transport'
+import { openTransport, type RemoteRoute } from './transport-open'
 import { WorkerRuntime } from './runtime'
 import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { resolveClientTarget } from '../src-shared/client-target'
@@ -60,14 +58,17 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const flags = parseWorkerArgs(argv)
   const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
   const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
-  const transport = (): WorkerTransport =>
-    redisUrl ? new RedisTransport(redisUrl, target.token, workerId, flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX) : new HttpTransport(target.url, target.token)
   const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = (line: string) => console.error(line)
+  const route: RemoteRoute = redisUrl
+    ? { via: 'redis', url: redisUrl, token: target.token, prefix: flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX }
+    : { via: 'http', url: target.url, token: target.token }
   const runtime = new WorkerRuntime({
-    transport: transport(),
+    transport: await openTransport(route, workerId),
+    // The first handler thread claims, runs and reports its jobs over a transport of its own (driver.ts).
+    drive: route,
     workerId,
     streams: list(flags.streams).length > 0 ? list(flags.streams) : ['default'],
     concurrency,
@@ -77,7 +78,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const { types, problems } = await runtime.start()
   for (const problem of problems) {
     log(`leasehold worker: handler ${problem.file} did not load: ${problem.error}`)
-    const reporter = transport()
+    const reporter = await openTransport(route, workerId)
     await reporter.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
     reporter.close()
   }

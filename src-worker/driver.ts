@@ -2,12 +2,13 @@ import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest } from './transport'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HostRoute } from './transport'
 
 /**
- * A local worker's driving thread: its first handler thread claims, runs and reports its own
- * jobs over its link to the host (src-shared/thread-link.ts), so a short job never wakes the
- * worker's main thread nor crosses its IPC channel — one round trip per batch of jobs, from the
+ * A worker's driving thread: its first handler thread claims, runs and reports its own jobs
+ * straight to the host — over its link (src-shared/thread-link.ts) in a local worker, over the
+ * worker API or Redis Streams in `leasehold worker` — so a short job never wakes the worker's
+ * main thread nor crosses from thread to thread: one round trip per batch of jobs, from the
  * thread that runs them. The runtime on the main thread still answers for each job through the
  * shared job table (job-table.ts): it takes over any job it finds running there when it looks,
  * and from then on heartbeats it, cancels it, holds it to its runtime limit and reports its end.
@@ -31,9 +32,18 @@ export interface DriveOptions {
   shortRunMs?: number
 }
 
+/** What a handler thread is given to drive: the options, how it reaches the host, and its index among its worker's threads. */
+export interface DriveAddress extends DriveOptions {
+  route: HostRoute
+  thread: number
+}
+
 export interface DriverDeps {
-  /** Writes one line to the link. */
-  write(line: string): void
+  /**
+   * One exchange with the host; rejects when the host did not answer it. A long-poll whose
+   * signal aborts resolves at once, with no jobs.
+   */
+  exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer>
   /** Starts the handler of a claimed job in this thread as run `run`. */
   start(claim: Claim, run: number): void
   /** A message to the runtime. */
@@ -47,7 +57,8 @@ interface InFlight {
   longPoll: boolean
   asked: number
   reports: Reports
-  /** Given up on (the thread is draining): its answer's jobs are not run, its reports went again. */
+  /** Aborts a long-poll given up on (the thread is draining): its answer's jobs are not run, its reports go again. */
+  abandon: AbortController | null
   abandoned: boolean
 }
 
@@ -125,32 +136,45 @@ export class Driver {
     if (reports.fail.length > 0) params.fail = reports.fail
     if (asked > 0) params.claim = { streams, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
     const id = this.nextId++
-    this.inFlight.set(id, { longPoll, asked, reports, abandoned: false })
-    this.deps.write(`${JSON.stringify({ type: 'request', id, method: 'exchange', params })}\n`)
+    const abandon = longPoll ? new AbortController() : null
+    this.inFlight.set(id, { longPoll, asked, reports, abandon, abandoned: false })
+    this.deps.exchange(params, abandon?.signal).then(
+      (answer) => this.answered(id, answer),
+      (error: Error) => this.failed(id, error),
+    )
   }
 
-  /** A line the host wrote to the link: the answer to one of this thread's exchanges. */
-  answer(line: string): void {
-    let response: { id?: unknown; result?: ExchangeAnswer; error?: { code: string; detail: string } }
-    try {
-      response = JSON.parse(line)
-    } catch {
-      return // not an answer: the host writes nothing else
+  /** The host's answer to one of this thread's exchanges. */
+  private answered(id: number, answer: ExchangeAnswer): void {
+    const sent = this.inFlight.get(id)
+    if (!sent) return // the link closed meanwhile: its reports went to the runtime
+    this.inFlight.delete(id)
+    const { completed, failed, jobs } = answer
+    for (const a of [...completed, ...failed]) {
+      if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
     }
-    const sent = this.inFlight.get(response.id as number)
+    // Jobs granted to a claim given up on are not run: the host expires their leases (it saw the
+    // request abandoned, or sees the worker exit).
+    if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)
+    this.pump()
+  }
+
+  /**
+   * An exchange the host did not answer: its reports go with the next, in a second. A draining
+   * thread does not wait for a host that does not answer (as the runtime does not): the reports
+   * are dropped, and their leases expire on the host.
+   */
+  private failed(id: number, error: Error): void {
+    const sent = this.inFlight.get(id)
     if (!sent) return
-    this.inFlight.delete(response.id as number)
-    if (response.error || !response.result) {
-      this.line(`leasehold worker: the host did not answer (${response.error?.code}: ${response.error?.detail}); retrying in 1 s`)
+    this.inFlight.delete(id)
+    const reports = sent.reports.complete.length + sent.reports.fail.length
+    if (this.draining) {
+      if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: the host did not answer (${error.message}); ${reports} report(s) dropped on the way out`)
+    } else {
+      this.line(`leasehold worker: the host did not answer (${error.message}); retrying in 1 s`)
       this.pauseUntil = Date.now() + 1000
       if (!sent.abandoned) this.putBack(sent.reports)
-    } else {
-      const { completed = [], failed = [], jobs = [] } = response.result
-      for (const a of [...completed, ...failed]) {
-        if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
-      }
-      // Jobs granted to a claim given up on are not run: the host expires their leases when the worker exits.
-      if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)
     }
     this.pump()
   }
@@ -223,6 +247,7 @@ export class Driver {
       if (!sent.longPoll || sent.abandoned) continue
       sent.abandoned = true
       this.putBack(sent.reports)
+      sent.abandon?.abort()
     }
     this.pump()
     this.checkDrained()
@@ -236,9 +261,9 @@ export class Driver {
   }
 
   /**
-   * The link has closed: the runtime takes every job this thread still reports, and every report
-   * not known to have reached the host (completions and failures are idempotent), and claims
-   * from now on itself.
+   * A local worker's link has closed: the runtime takes every job this thread still reports, and
+   * every report not known to have reached the host (completions and failures are idempotent),
+   * and claims from now on itself.
    */
   linkLost(): void {
     if (this.unlinked) return

@@ -1,8 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
-import type { DriveOptions } from './driver'
-import type { LinkAddress } from '../src-shared/thread-link'
+import type { DriveAddress } from './driver'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
 import type { AttemptError, Claim, ExchangeRequest } from './transport'
 
@@ -51,17 +50,17 @@ export class HandlerThread<R> {
   private nextRun = 1
   /** Set once the thread has exited: a run started after that ends at once. */
   private exitCode: number | null = null
-  /** The thread claims, runs and reports its own jobs over its link to the host (driver.ts). */
+  /** The thread claims, runs and reports its own jobs straight to the host (driver.ts). */
   driving = false
 
-  /** `link`: the thread links itself to the host and drives its own jobs (driver.ts). */
+  /** `drive`: the thread reaches the host this way and drives its own jobs (driver.ts). */
   constructor(
     options: HandlerOptions,
     private readonly listener: RunListener<R>,
-    link?: LinkAddress & DriveOptions,
+    drive?: DriveAddress,
   ) {
     const entry = new URL(fromSources ? './handler-thread.ts' : './handler-thread.js', import.meta.url)
-    const workerData = { ...options, link }
+    const workerData = { ...options, drive }
     this.worker = fromSources
       ? new Worker(new URL('./thread-boot.mjs', import.meta.url), { workerData: { ...workerData, entry: entry.href } })
       : new Worker(entry, { workerData })

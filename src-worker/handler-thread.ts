@@ -4,22 +4,21 @@
  * once (handlers are async); each has its own AbortSignal.
  */
 import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
-import { connect } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
 import { attemptErrorOf } from './attempt-error'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { type HandlerOptions, loadHandlers } from './handlers'
-import { lineReader } from '../src-shared/line-reader'
-import { type DriveOptions, Driver } from './driver'
+import { type DriveAddress, Driver, type DriverDeps } from './driver'
 import { lowerPriority } from './niceness'
-import type { LinkAddress } from '../src-shared/thread-link'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
 import type { AttemptError } from './transport'
+import { LinkTransport } from './transport-link'
+import { openTransport } from './transport-open'
 
 const port = parentPort!
-/** The thread's own claims, when it drives them (the worker's first thread, linked to the host: driver.ts). */
+/** The thread's own claims, when it drives them (the worker's first thread: driver.ts). */
 let driver: Driver | null = null
-/** The runtime has said to begin claiming (it may say so before the link is up). */
+/** The runtime has said to begin claiming (it may say so before the thread can drive). */
 let begun = false
 /** How long a batch may wait while a handler keeps the thread busy (see MessageBatch). */
 const MAX_BATCH_AGE_MS = 20
@@ -77,8 +76,12 @@ function takeProgress(run: number): { progress?: RunProgress } {
   return { progress: unsent }
 }
 
-/** The host's address for this thread's link, when it is to drive its own jobs. */
-const address = (workerData as { link?: LinkAddress & DriveOptions }).link
+/**
+ * How this thread reaches the host, when it is to drive its own jobs. Taken out of workerData
+ * before any handler loads: handlers have no use for its token.
+ */
+const address = (workerData as { drive?: DriveAddress }).drive
+delete (workerData as { drive?: DriveAddress }).drive
 // Before the handlers' own code runs.
 if (!address) yieldCpu()
 const { handlers, problems } = await loadHandlers(workerData as HandlerOptions)
@@ -228,40 +231,28 @@ port.on('message', (messages: ToThread[]) => {
   for (const message of messages) receive(message)
 })
 
-/** A link not up by then is given up on (a local socket connects at once, or fails at once). */
-const LINK_CONNECT_TIMEOUT_MS = 2000
-
 /**
- * Opens the thread's link to the host (src-shared/thread-link.ts), to drive its own jobs over it
- * (driver.ts). Resolves once it is up (with the thread's driver) or could not be opened (null):
- * without one, the runtime claims, and jobs come from it.
+ * Opens this thread's way to the host and its driver (driver.ts). Resolves with the driver, or
+ * null when a local worker's link could not be opened: the runtime then claims, and jobs come
+ * from it. Over HTTP or Redis nothing is opened that could fail here: an exchange the host does
+ * not answer is sent again, as the runtime's would be.
  */
-function link({ path, token, thread, ...drive }: LinkAddress & DriveOptions): Promise<Driver | null> {
-  const socket = connect(path)
-  let linked: Driver | null = null
-  socket.setEncoding('utf8')
-  const read = lineReader((line) => linked?.answer(line))
-  socket.on('data', (chunk: string) => read.push(chunk))
-  socket.on('error', () => {}) // 'close' follows
-  const giveUp = setTimeout(() => socket.destroy(), LINK_CONNECT_TIMEOUT_MS)
-  return new Promise((resolve) => {
-    socket.on('connect', () => {
-      clearTimeout(giveUp)
-      socket.write(`${JSON.stringify({ worker_id: drive.worker_id, thread, token })}\n`)
-      linked = new Driver(drive, {
-        write: (line) => socket.write(line),
-        start: (claim, run) => void runJob(run, jobInfo(claim), claim.payload),
-        tell: send,
-      })
-      resolve(linked)
-    })
-    socket.on('close', () => {
-      clearTimeout(giveUp)
+async function drive({ route, ...options }: DriveAddress): Promise<Driver | null> {
+  const deps: Omit<DriverDeps, 'exchange'> = { start: (claim, run) => void runJob(run, jobInfo(claim), claim.payload), tell: send }
+  if (route.via === 'link') {
+    let linked: Driver | null = null
+    const link = await LinkTransport.open({ path: route.path, token: route.token, thread: options.thread }, options.worker_id, () => {
       linked?.linkLost()
       yieldCpu()
-      resolve(null)
     })
-  })
+    if (!link) {
+      yieldCpu()
+      return null
+    }
+    return (linked = new Driver(options, { ...deps, exchange: (request, signal) => link.exchange(request, signal) }))
+  }
+  const transport = await openTransport(route, options.worker_id, `thread-${options.thread}`)
+  return new Driver(options, { ...deps, exchange: (request, signal) => transport.exchange(request, signal) })
 }
 
 /**
@@ -277,7 +268,7 @@ function yieldCpu(): void {
   if (failure) console.error(`leasehold worker: a handler thread ${failure}`)
 }
 
-// Ready once linked (or not): a driving thread claims once the runtime says to begin.
-driver = address ? await link(address) : null
+// Ready once it can drive (or cannot): a driving thread claims once the runtime says to begin.
+driver = address ? await drive(address) : null
 send({ type: 'ready', types: [...handlers.keys()], problems, driving: driver !== null })
 if (begun) driver?.pump()

@@ -34,7 +34,7 @@ const runtime = new WorkerRuntime({
     nice: Number(env.LEASEHOLD_WORKER_NICE ?? 0) || 0,
   },
   log: (line) => console.error(line),
-  link: linkPath && linkToken ? { path: linkPath, token: linkToken } : undefined,
+  drive: linkPath && linkToken ? { via: 'link', path: linkPath, token: linkToken } : undefined,
 })
 
 // A worker outlives its host only as an orphan holding nothing: when the host goes (even killed

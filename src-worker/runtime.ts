@@ -4,9 +4,8 @@ import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { nextExchange, onceThisTurn } from './exchange-plan'
-import type { LinkAddress } from '../src-shared/thread-link'
 import { JobTable, type TakenJob } from './job-table'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HeartbeatAnswer, WorkerTransport } from './transport'
+import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HeartbeatAnswer, HostRoute, WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -25,8 +24,12 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
-  /** Local workers: where the first handler thread links itself to the host to drive its own jobs (driver.ts); none over HTTP. */
-  link?: Pick<LinkAddress, 'path' | 'token'>
+  /**
+   * How the first handler thread reaches the host to drive its own jobs (driver.ts): a local
+   * worker's link, or the worker's own transport opened again from that thread. None: the
+   * runtime claims every job itself.
+   */
+  drive?: HostRoute
 }
 
 /** Why a running job was told to stop. */
@@ -109,10 +112,11 @@ const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [
  * thread go in one batch per turn each way (thread-protocol.ts), and a batch of short jobs
  * shares one thread (thread-placement.ts): a batch of no-op jobs wakes one thread once.
  *
- * A local worker's first thread claims, runs and reports its own jobs over its link instead
- * (driver.ts); the runtime then claims nothing, and answers for those jobs through the job
- * table the two threads share (job-table.ts): it takes over any it finds there when it looks,
- * and those the thread gives it.
+ * A worker's first thread claims, runs and reports its own jobs straight to the host instead
+ * (driver.ts: over a local worker's link, or over HTTP or Redis in `leasehold worker`); the
+ * runtime then claims nothing, and answers for those jobs through the job table the two
+ * threads share (job-table.ts): it takes over any it finds there when it looks, and those the
+ * thread gives it.
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()
@@ -131,9 +135,9 @@ export class WorkerRuntime {
   private pauseUntil = 0
   /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
-  /** The slots a driving thread claims for (job-table.ts); none without a link. */
+  /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
   private readonly table: JobTable | null
-  /** The runtime claims the worker's jobs itself: no thread drives them (no link, or it failed or closed). */
+  /** The runtime claims the worker's jobs itself: no thread drives them (no route to drive over, or a link that failed or closed). */
   private claimsHere: boolean
   /** The driving threads (one, or two while one is replaced) and their numbers in the table, until they exit, unlink or drain. */
   private readonly drivers = new Map<HandlerThread<Running>, number>()
@@ -175,7 +179,7 @@ export class WorkerRuntime {
 
   constructor(private readonly options: RuntimeOptions) {
     this.runTimes = new RunTimes(options.shortRunMs)
-    this.table = options.link ? new JobTable(options.concurrency) : null
+    this.table = options.drive ? new JobTable(options.concurrency) : null
     this.claimsHere = !this.table
   }
 
@@ -191,17 +195,17 @@ export class WorkerRuntime {
   }
 
   /**
-   * A handler thread. The first drives its own jobs (driver.ts) when the worker has a link and
-   * no driving thread has failed to link or lost its link: the runtime then claims nothing and
+   * A handler thread. The first drives its own jobs (driver.ts) when the worker has a route for
+   * it and no driving thread has failed to link or lost its link: the runtime then claims nothing and
    * watches that thread's jobs through the table.
    */
   private newThread(index: number): HandlerThread<Running> {
-    const { link, workerId, streams, claimWaitMs, handlers } = this.options
-    const drives = index === 0 && link !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
+    const { drive: route, workerId, streams, claimWaitMs, handlers } = this.options
+    const drives = index === 0 && route !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
     if (!drives) return new HandlerThread(handlers, this.listener)
     const owner = ++this.lastOwner
     const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
-    const thread = new HandlerThread(handlers, this.listener, { ...link, thread: index, ...drive })
+    const thread = new HandlerThread(handlers, this.listener, { route, thread: index, ...drive })
     this.drivers.set(thread, owner)
     if (this.begun) thread.post({ type: 'begin' })
     void thread.whenReady().then(

@@ -31,7 +31,8 @@ interface Pending {
  * The worker exchange over Redis Streams, for a worker with no connection to the host
  * (`leasehold worker --redis`, docs/redis.md): each request (the local workers' IPC envelope,
  * src-shared/ipc-protocol.ts) is XADDed to the host's request stream with this worker's id and
- * token; answers come on this worker's own reply stream, matched by request id.
+ * token; answers come on this worker's own reply stream (or the channel the transport names),
+ * matched by request id.
  */
 export class RedisTransport implements WorkerTransport {
   private readonly writer: Redis
@@ -48,6 +49,8 @@ export class RedisTransport implements WorkerTransport {
     private readonly token: string,
     private readonly workerId: string,
     private readonly prefix: string,
+    /** The reply channel this transport reads (REPLY_CHANNEL); none: the worker's own reply stream. */
+    private readonly channel?: string,
   ) {
     const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
     this.writer = new Redis(url, options)
@@ -56,12 +59,12 @@ export class RedisTransport implements WorkerTransport {
     this.writer.on('error', quiet)
     this.reader.on('error', quiet)
     // Only answers written after this point are ours: read from the stream's current end.
-    this.ready = this.reader.xrevrange(replyStream(prefix, workerId), '+', '-', 'COUNT', 1).then((last) => last[0]?.[0] ?? '0')
+    this.ready = this.reader.xrevrange(replyStream(prefix, workerId, channel), '+', '-', 'COUNT', 1).then((last) => last[0]?.[0] ?? '0')
     void this.readReplies()
   }
 
   private async readReplies(): Promise<void> {
-    const stream = replyStream(this.prefix, this.workerId)
+    const stream = replyStream(this.prefix, this.workerId, this.channel)
     let from = await this.ready.catch(() => '0')
     while (!this.closed) {
       try {
@@ -102,8 +105,9 @@ export class RedisTransport implements WorkerTransport {
     })
     // Sent once the reply stream's end is known; while Redis cannot be reached that waits, and the
     // call ends by its timer or its signal (a worker told to stop is not held by a Redis that is away).
+    const channel = this.channel ? ['channel', this.channel] : []
     this.ready
-      .then(() => this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, 'body', JSON.stringify({ type: 'request', id, method, params })))
+      .then(() => this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'body', JSON.stringify({ type: 'request', id, method, params })))
       .catch((error: Error) => this.settle(id, (call) => call.reject(error)))
     const response = await answered
     if (response.error) {

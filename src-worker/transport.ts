@@ -58,6 +58,16 @@ export class LeaseLostError extends Error {
   }
 }
 
+/**
+ * How a worker's driving thread reaches the host (driver.ts): a local worker's link
+ * (src-shared/thread-link.ts), or the transport of `leasehold worker` — the worker API over
+ * HTTP, or Redis Streams — opened again from that thread.
+ */
+export type HostRoute =
+  | { via: 'link'; path: string; token: string }
+  | { via: 'http'; url: string; token: string }
+  | { via: 'redis'; url: string; token: string; prefix: string }
+
 export interface WorkerTransport {
   /**
    * Reports and a claim in one round trip (the worker API's /batch, IPC `exchange`). When `signal`

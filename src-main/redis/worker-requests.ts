@@ -4,7 +4,7 @@ import { tokensMatch } from '../http/guard'
 import { LogLimiter } from '../log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
-import { CONSUMER_GROUP, entryField, redactedUrl, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, entryField, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 
 /**
  * Workers on other machines, over Redis only (`leasehold worker --redis`): the worker exchange
@@ -12,7 +12,8 @@ import { CONSUMER_GROUP, entryField, redactedUrl, replyStream, requestStream } f
  * A worker XADDs each request to `<prefix>worker:requests`, with its id and its token; the host
  * reads that stream in group `leasehold`, checks the token as it checks an HTTP bearer token,
  * answers through the same entry point as the local workers' IPC (pool/ipc-host.ts, and so
- * `waiters.exchange`), XADDs the answer to the worker's own `<prefix>worker:<id>:replies`, and
+ * `waiters.exchange`), XADDs the answer to the worker's own `<prefix>worker:<id>:replies` (or
+ * `…:replies:<channel>`, when the request names one: a worker's driving thread reads its own), and
  * only then XACKs and deletes the request. A request read again (the host died before its XACK)
  * or sent twice is answered again, as its HTTP twin would be: reports name their attempt and
  * are idempotent, and jobs granted to an answer nobody reads are leased until their lease expires.
@@ -127,6 +128,8 @@ export class RedisWorkerRequests {
     const field = (name: string) => entryField(fields, name)
     const workerId = field('worker_id')
     const token = field('token') ?? ''
+    // A channel the worker names, if well formed, else its own reply stream.
+    const channel = REPLY_CHANNEL.test(field('channel') ?? '') ? field('channel') : undefined
     let request: IpcRequest | null = null
     try {
       request = IpcRequest.parse(JSON.parse(field('body') ?? ''))
@@ -145,7 +148,7 @@ export class RedisWorkerRequests {
     }
     try {
       if (response && workerId) {
-        await this.writer.xadd(replyStream(this.options.prefix, workerId), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
+        await this.writer.xadd(replyStream(this.options.prefix, workerId, channel), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
       }
     } catch (error) {
       // Unanswered and unacknowledged: read again from the pending list after a reconnect.

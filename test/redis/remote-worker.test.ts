@@ -32,31 +32,63 @@ function remoteWorker(workerId: string, token: string, extra: string[] = []) {
   return { child, done }
 }
 
-/** Sends one request as a remote worker would, and reads the answer from its reply stream. */
-async function exchangeAs(workerId: string, token: string, id: number, method: string, params: unknown): Promise<IpcResponse> {
-  const replies = replyStream('leasehold:', workerId)
+/** `n` no-op jobs, submitted together: their ids. */
+async function noops(host: TestHost, n: number): Promise<string[]> {
+  const submitted = await host.engine.run(() => host.engine.submitMany(Array.from({ length: n }, () => ({ job_type: 'noop', cost_units: 1 }))))
+  return submitted.map((r) => {
+    if (!r.ok) throw new Error('submit failed')
+    return r.value.job.id
+  })
+}
+
+/** The answers on a reply stream. */
+async function answersOn(stream: string, after = '-'): Promise<IpcResponse[]> {
+  const entries = await admin.xrange(stream, after, '+')
+  return entries.map(([, fields]) => IpcResponse.parse(JSON.parse(entryField(fields, 'body')!)))
+}
+
+/**
+ * Sends one request as a remote worker would (naming a reply channel, or with `channel` sent as
+ * it is), and reads the answer from the reply stream `readFrom` (the worker's own by default).
+ */
+async function exchangeAs(workerId: string, token: string, id: number, method: string, params: unknown, channel?: { sent: string; readFrom: string }): Promise<IpcResponse> {
+  const replies = channel?.readFrom ?? replyStream('leasehold:', workerId)
   const before = (await admin.xrevrange(replies, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0'
-  await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', workerId, 'token', token, 'body', JSON.stringify({ type: 'request', id, method, params }))
-  return until(async () => {
-    const entries = await admin.xrange(replies, `(${before}`, '+')
-    const answers = entries.map(([, fields]) => IpcResponse.parse(JSON.parse(entryField(fields, 'body')!)))
-    return answers.find((a) => a.id === id) ?? null
-  }, 5000, `answer to ${method}`)
+  const naming = channel ? ['channel', channel.sent] : []
+  await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', workerId, 'token', token, ...naming, 'body', JSON.stringify({ type: 'request', id, method, params }))
+  return until(async () => (await answersOn(replies, `(${before}`)).find((a) => a.id === id) ?? null, 5000, `answer to ${method}`)
 }
 
 describe('remote workers over Redis only', () => {
   test('a worker process with no connection to the host runs every job over Redis, and is listed with its transport', async () => {
     host = await startTestHost({ redisUrl: server.url })
-    const N = 300
-    const ids = (await host.engine.run(() => host!.engine.submitMany(Array.from({ length: N }, () => ({ job_type: 'noop', cost_units: 1 }))))).map((r) => {
-      if (!r.ok) throw new Error('submit failed')
-      return r.value.job.id
-    })
+    const ids = await noops(host, 300)
     remoteWorker('remote-1', host.token, ['--concurrency', '16'])
     await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 60_000, 'every job DONE')
     const workers = (await (await host.call('/api/workers')).json()) as { workers: { worker_id: string; kind: string }[] }
     expect(workers.workers).toContainEqual(expect.objectContaining({ worker_id: 'remote-1', kind: 'redis' }))
     for (const id of ids) expect(host.engine.attempts(id)).toHaveLength(1)
+  })
+
+  test('a remote worker’s first thread claims on a reply channel of its own: every answer that grants jobs comes there, none on the stream its runtime reads', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const ids = await noops(host, 200)
+    remoteWorker('channeled', host.token, ['--concurrency', '16'])
+    await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 60_000, 'every job DONE')
+    const jobsIn = (answers: IpcResponse[]) => answers.flatMap((a) => (a.result as { jobs?: { job_id: string }[] } | undefined)?.jobs ?? []).map((j) => j.job_id)
+    expect(jobsIn(await answersOn(replyStream('leasehold:', 'channeled', 'thread-0'))).sort()).toEqual([...ids].sort())
+    expect(jobsIn(await answersOn(replyStream('leasehold:', 'channeled')))).toEqual([])
+  })
+
+  test('a request naming a reply channel is answered on that channel; one naming anything else, on its worker’s own stream', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const claim = { worker_id: 'w3', claim: { streams: ['default'], max_jobs: 1 } }
+    const onChannel = await exchangeAs('w3', host.token, 1, 'exchange', claim, { sent: 'thread-0', readFrom: replyStream('leasehold:', 'w3', 'thread-0') })
+    expect(onChannel.result).toMatchObject({ jobs: [] })
+    for (const [id, sent] of [[2, '../other:replies'], [3, 'replies'], [4, '']] as const) {
+      const own = await exchangeAs('w3', host.token, id, 'exchange', claim, { sent, readFrom: replyStream('leasehold:', 'w3') })
+      expect(own.result).toMatchObject({ jobs: [] })
+    }
   })
 
   test('a remote worker killed mid-run: its leases expire and its jobs finish elsewhere', async () => {

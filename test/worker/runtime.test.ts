@@ -3,12 +3,14 @@
  * with answers that arrive late.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { afterEach, expect, test } from 'vitest'
+import { afterEach, describe, expect, test } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
 import { nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
-import type { Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, HeartbeatAnswer, WorkerTransport } from '../../src-worker/transport'
+import type { Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, HeartbeatAnswer, HostRoute, WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
@@ -40,28 +42,66 @@ class ScriptedTransport implements WorkerTransport {
       throw new Error('not scripted')
     },
   ) {}
-  /** Completions and failures that came over a driving thread's link (their job ids), besides being in `completed` and `failed`. */
-  readonly viaLink: string[] = []
-  /** The exchanges that came over a link (the rest came from the runtime). */
-  readonly linkRequests: ExchangeRequest[] = []
+  /** Completions and failures a driving thread reported itself (their job ids), besides being in `completed` and `failed`. */
+  readonly viaThread: string[] = []
+  /** The exchanges a driving thread sent (the rest came from the runtime). */
+  readonly threadRequests: ExchangeRequest[] = []
 
   exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     return this.answerOf(request, signal)
   }
 
-  /** As the host does for a local worker's link (src-shared/thread-link.ts): its exchanges answered as the runtime's are. */
-  link(): { links: ThreadLinks; link: RuntimeOptions['link'] } {
+  /** An exchange from the driving thread: recorded as such, and answered as the runtime's are. */
+  private fromThread(params: ExchangeRequest, gone: AbortSignal): Promise<ExchangeAnswer> {
+    this.threadRequests.push(params)
+    for (const r of [...(params.complete ?? []), ...(params.fail ?? [])]) this.viaThread.push(r.job_id)
+    return this.answerOf(params, gone)
+  }
+
+  /** As the host does for a local worker's link (src-shared/thread-link.ts). */
+  link(): { links: ThreadLinks; link: HostRoute } {
     const links = new ThreadLinks(
       () => {},
       (_worker, raw, gone, reply) => {
         const { id, params } = raw as { id: number; params: ExchangeRequest }
-        this.linkRequests.push(params)
-        for (const r of [...(params.complete ?? []), ...(params.fail ?? [])]) this.viaLink.push(r.job_id)
-        void this.answerOf(params, gone).then((result) => reply({ type: 'response', id, result }))
+        void this.fromThread(params, gone).then((result) => reply({ type: 'response', id, result }))
       },
     )
     const env = links.envFor('w')
-    return { links, link: { path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! } }
+    return { links, link: { via: 'link', path: env[LINK_PATH_ENV]!, token: env[LINK_TOKEN_ENV]! } }
+  }
+
+  /** As the host's worker API does for `leasehold worker`'s driving thread: POST /internal/worker/batch. */
+  async http(): Promise<{ close(): void; route: HostRoute }> {
+    const server = createServer((req, res) => {
+      let body = ''
+      req.setEncoding('utf8')
+      req.on('data', (chunk: string) => (body += chunk))
+      req.on('end', () => {
+        const gone = new AbortController()
+        res.on('close', () => gone.abort())
+        void this.fromThread(JSON.parse(body) as ExchangeRequest, gone.signal).then((answer) => {
+          const text = JSON.stringify(answer)
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text)
+        })
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const close = () => {
+      server.closeAllConnections()
+      server.close()
+    }
+    return { close, route: { via: 'http', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'test' } }
+  }
+
+  /** The driving thread's way to the host, of either kind, and how to close it. */
+  async driveOver(kind: 'link' | 'http'): Promise<{ drive: HostRoute; close(): void }> {
+    if (kind === 'http') {
+      const { route, close } = await this.http()
+      return { drive: route, close }
+    }
+    const { links, link } = this.link()
+    return { drive: link, close: () => links.close() }
   }
 
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
@@ -316,134 +356,149 @@ async function teachShort(transport: ScriptedTransport, type: string, payload: u
     const id = `${tag}-${i}`
     transport.offer([aJobOf(id, type, payload, more)])
     await until(() => transport.completed.some((c) => c.job_id === id), 5000, `${id} reported`)
-    if (transport.viaLink.includes(id)) return
+    if (transport.viaThread.includes(id)) return
   }
   throw new Error(`the driving thread never ran a ${type} job itself`)
 }
 
-test('a linked worker’s first thread claims, runs and reports its short jobs over its link; a job of a type not known to be short goes to the runtime, which runs it on another thread', async () => {
-  const transport = new ScriptedTransport([])
-  const { links, link } = transport.link()
-  try {
-    await started(transport, { concurrency: 8, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'where.mjs': WHERE } })
-    transport.offer([aJobOf('first', 'test.where', {}, { heartbeat_interval_seconds: 30 })])
-    await until(() => transport.completed.length === 1, 5000, 'the first job reported')
-    const ids = Array.from({ length: 8 }, (_, i) => `job-${i}`)
-    transport.offer(ids.map((id) => aJobOf(id, 'test.where', {}, { heartbeat_interval_seconds: 30 })))
-    await until(() => transport.completed.length === 9, 5000, 'every job reported')
-    // The first, of a type not seen yet, ran on the other thread and was reported by the runtime;
-    // the rest ran on the driving thread and were reported over its link, each once.
-    const threadOf = (id: string) => (transport.completed.find((c) => c.job_id === id)!.result as { thread: number }).thread
-    expect(new Set(ids.map(threadOf)).size).toBe(1)
-    expect(threadOf('first')).not.toBe(threadOf('job-0'))
-    expect(transport.viaLink.sort()).toEqual(ids)
-    expect(transport.completed.map((c) => c.job_id).sort()).toEqual(['first', ...ids])
-    // Every claim came over the link: the runtime's own exchanges only report.
-    const runtimes = transport.requests.filter((r) => !transport.linkRequests.includes(r))
-    expect(runtimes.map((r) => r.complete?.map((c) => c.job_id))).toEqual([['first']])
-    expect(runtimes.every((r) => r.claim === undefined)).toBe(true)
-  } finally {
-    links.close()
-  }
+describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) => {
+  test('the first thread claims, runs and reports its short jobs itself; a job of a type not known to be short goes to the runtime, which runs it on another thread', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 8, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'where.mjs': WHERE } })
+      transport.offer([aJobOf('first', 'test.where', {}, { heartbeat_interval_seconds: 30 })])
+      await until(() => transport.completed.length === 1, 5000, 'the first job reported')
+      const ids = Array.from({ length: 8 }, (_, i) => `job-${i}`)
+      transport.offer(ids.map((id) => aJobOf(id, 'test.where', {}, { heartbeat_interval_seconds: 30 })))
+      await until(() => transport.completed.length === 9, 5000, 'every job reported')
+      // The first, of a type not seen yet, ran on the other thread and was reported by the runtime;
+      // the rest ran on the driving thread and were reported by it, each once.
+      const threadOf = (id: string) => (transport.completed.find((c) => c.job_id === id)!.result as { thread: number }).thread
+      expect(new Set(ids.map(threadOf)).size).toBe(1)
+      expect(threadOf('first')).not.toBe(threadOf('job-0'))
+      expect(transport.viaThread.sort()).toEqual(ids)
+      expect(transport.completed.map((c) => c.job_id).sort()).toEqual(['first', ...ids])
+      // Every claim came from the thread: the runtime's own exchanges only report.
+      const runtimes = transport.requests.filter((r) => !transport.threadRequests.includes(r))
+      expect(runtimes.map((r) => r.complete?.map((c) => c.job_id))).toEqual([['first']])
+      expect(runtimes.every((r) => r.claim === undefined)).toBe(true)
+    } finally {
+      close()
+    }
+  })
+
+  test('a job the driving thread runs that blocks its thread is taken over by the runtime: heartbeated from the runtime’s thread, and its end reported once, by the runtime', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'spin.mjs': SPIN } })
+      await teachShort(transport, 'test.spin', { ms: 0 })
+      transport.offer([aJobOf('spin', 'test.spin', { ms: 600 })])
+      await until(() => transport.completed.some((c) => c.job_id === 'spin'), 5000, 'the job reported')
+      const reported = transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'spin'))
+      const beatsWhileBlocked = transport.requests.slice(0, reported).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
+      expect(beatsWhileBlocked.length).toBeGreaterThan(1) // every ~50 ms here, from the runtime's thread
+      await afterALaterJob(transport)
+      expect(transport.completed.filter((c) => c.job_id === 'spin')).toEqual([{ job_id: 'spin', result: { spun_ms: expect.any(Number), turns: expect.any(Number) } }])
+      expect(transport.viaThread).not.toContain('spin')
+      expect(transport.failed).toEqual([])
+    } finally {
+      close()
+    }
+  })
+
+  test('a driving thread that exits has the jobs it still ran ended at once as thread_exited, and a new first thread drives on', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    const slow = { heartbeat_interval_seconds: 60 } // the runtime does not look before the thread exits
+    try {
+      await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'exits.mjs': EXITS } })
+      await teachShort(transport, 'test.exits', { exit: false }, slow)
+      transport.offer([aJobOf('exits', 'test.exits', { exit: true }, slow)])
+      await until(() => transport.failed.length === 1, 5000, 'the job reported')
+      expect(transport.failed).toEqual([{ job_id: 'exits', error: expect.objectContaining({ code: 'thread_exited', retryable: true }) }])
+      const linked = transport.viaThread.length
+      await teachShort(transport, 'test.exits', { exit: false }, slow, 'again') // the new thread learns the type anew
+      expect(transport.viaThread.length).toBe(linked + 1)
+    } finally {
+      close()
+    }
+  })
+
+  test('a stopping worker’s driving thread claims nothing more; its own jobs finish and are reported before the worker ends', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'wait.mjs': WAIT } })
+      await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
+      transport.offer([aJobOf('finishing', 'test.wait', { ms: 300 }, { heartbeat_interval_seconds: 60 })])
+      await until(() => transport.answered.some((jobs) => jobs.includes('finishing')), 5000, 'the job claimed')
+      await runtime!.stop(5000)
+      runtime = null
+      // Reported once, by the thread (or by the runtime, had it looked in the table meanwhile).
+      expect(transport.completed.filter((c) => c.job_id === 'finishing')).toEqual([{ job_id: 'finishing', result: { waited: 300 } }])
+      const claimsSince = transport.requests.slice(transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'finishing')))
+      expect(claimsSince.filter((r) => r.claim)).toEqual([])
+    } finally {
+      close()
+    }
+  })
+
+  test('a driving thread’s job that writes a file passes the gate through the runtime: the file is written and the job reported once', async () => {
+    const dir = aTempDir()
+    const file = join(dir, 'gated.txt')
+    const transport = new ScriptedTransport([], undefined, () => ({ granted: true }))
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'write.mjs': WRITE } })
+      await teachShort(transport, 'test.write', { path: null })
+      transport.offer([aJobOf('gated', 'test.write', { path: file }, { heartbeat_interval_seconds: 60 })])
+      await until(() => transport.completed.some((c) => c.job_id === 'gated'), 5000, 'the job reported')
+      await afterALaterJob(transport)
+      expect(readFileSync(file, 'utf8')).toBe('written')
+      expect(transport.completed.filter((c) => c.job_id === 'gated')).toEqual([{ job_id: 'gated', result: { wrote: file } }])
+      expect(transport.viaThread).not.toContain('gated') // the runtime holds a job at the gate, and reports it
+    } finally {
+      close()
+    }
+  })
 })
 
-test('a job the driving thread runs that blocks its thread is taken over by the runtime: heartbeated from the runtime’s thread, and its end reported once, by the runtime', async () => {
+test('a stopping worker whose host no longer answers still stops: its driving thread’s last reports are dropped, and their leases expire on the host', async () => {
   const transport = new ScriptedTransport([])
-  const { links, link } = transport.link()
-  try {
-    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'spin.mjs': SPIN } })
-    await teachShort(transport, 'test.spin', { ms: 0 })
-    transport.offer([aJobOf('spin', 'test.spin', { ms: 600 })])
-    await until(() => transport.completed.some((c) => c.job_id === 'spin'), 5000, 'the job reported')
-    const reported = transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'spin'))
-    const beatsWhileBlocked = transport.requests.slice(0, reported).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
-    expect(beatsWhileBlocked.length).toBeGreaterThan(1) // every ~50 ms here, from the runtime's thread
-    await afterALaterJob(transport)
-    expect(transport.completed.filter((c) => c.job_id === 'spin')).toEqual([{ job_id: 'spin', result: { spun_ms: expect.any(Number), turns: expect.any(Number) } }])
-    expect(transport.viaLink).not.toContain('spin')
-    expect(transport.failed).toEqual([])
-  } finally {
-    links.close()
-  }
-})
-
-test('a driving thread that exits has the jobs it still ran ended at once as thread_exited, and a new first thread drives on', async () => {
-  const transport = new ScriptedTransport([])
-  const { links, link } = transport.link()
-  const slow = { heartbeat_interval_seconds: 60 } // the runtime does not look before the thread exits
-  try {
-    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'exits.mjs': EXITS } })
-    await teachShort(transport, 'test.exits', { exit: false }, slow)
-    transport.offer([aJobOf('exits', 'test.exits', { exit: true }, slow)])
-    await until(() => transport.failed.length === 1, 5000, 'the job reported')
-    expect(transport.failed).toEqual([{ job_id: 'exits', error: expect.objectContaining({ code: 'thread_exited', retryable: true }) }])
-    const linked = transport.viaLink.length
-    await teachShort(transport, 'test.exits', { exit: false }, slow, 'again') // the new thread learns the type anew
-    expect(transport.viaLink.length).toBe(linked + 1)
-  } finally {
-    links.close()
-  }
+  const { drive, close } = await transport.driveOver('http')
+  const lines = await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'wait.mjs': WAIT } })
+  await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
+  transport.offer([aJobOf('last', 'test.wait', { ms: 300 }, { heartbeat_interval_seconds: 60 })])
+  await until(() => transport.answered.some((jobs) => jobs.includes('last')), 5000, 'the job claimed')
+  close() // the host is gone
+  await runtime!.stop(5_000)
+  runtime = null
+  expect(transport.completed.map((c) => c.job_id)).not.toContain('last')
+  expect(lines.some((l) => l.includes('1 report(s) dropped on the way out'))).toBe(true)
 })
 
 test('a worker whose link closes: the driving thread gives the runtime the jobs it runs, and the runtime claims from then on', async () => {
   const transport = new ScriptedTransport([])
   const { links, link } = transport.link()
   try {
-    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'wait.mjs': WAIT } })
+    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive: link, modules: { 'wait.mjs': WAIT } })
     await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
     transport.offer([aJobOf('running', 'test.wait', { ms: 400 }, { heartbeat_interval_seconds: 60 })])
     await until(() => transport.answered.some((jobs) => jobs.includes('running')), 5000, 'the job claimed')
     links.forget('w') // the host closes the link
     await until(() => transport.completed.some((c) => c.job_id === 'running'), 5000, 'the job reported')
-    expect(transport.viaLink).not.toContain('running') // the runtime reported it
+    expect(transport.viaThread).not.toContain('running') // the runtime reported it
     await afterALaterJob(transport)
-    const claims = transport.requests.filter((r) => !transport.linkRequests.includes(r) && r.claim)
+    const claims = transport.requests.filter((r) => !transport.threadRequests.includes(r) && r.claim)
     expect(claims.length).toBeGreaterThan(0)
-    expect(transport.viaLink).not.toContain('later')
+    expect(transport.viaThread).not.toContain('later')
     expect(transport.failed).toEqual([])
   } finally {
     links.close()
   }
 })
-
-test('a stopping worker’s driving thread claims nothing more; its own jobs finish and are reported before the worker ends', async () => {
-  const transport = new ScriptedTransport([])
-  const { links, link } = transport.link()
-  try {
-    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'wait.mjs': WAIT } })
-    await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
-    transport.offer([aJobOf('finishing', 'test.wait', { ms: 300 }, { heartbeat_interval_seconds: 60 })])
-    await until(() => transport.answered.some((jobs) => jobs.includes('finishing')), 5000, 'the job claimed')
-    await runtime!.stop(5000)
-    runtime = null
-    // Reported once, by the thread over its link (or by the runtime, had it looked in the table meanwhile).
-    expect(transport.completed.filter((c) => c.job_id === 'finishing')).toEqual([{ job_id: 'finishing', result: { waited: 300 } }])
-    const claimsSince = transport.requests.slice(transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'finishing')))
-    expect(claimsSince.filter((r) => r.claim)).toEqual([])
-  } finally {
-    links.close()
-  }
-})
-
-test('a driving thread’s job that writes a file passes the gate through the runtime: the file is written and the job reported once', async () => {
-  const dir = aTempDir()
-  const file = join(dir, 'gated.txt')
-  const transport = new ScriptedTransport([], undefined, () => ({ granted: true }))
-  const { links, link } = transport.link()
-  try {
-    await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, link, modules: { 'write.mjs': WRITE } })
-    await teachShort(transport, 'test.write', { path: null })
-    transport.offer([aJobOf('gated', 'test.write', { path: file }, { heartbeat_interval_seconds: 60 })])
-    await until(() => transport.completed.some((c) => c.job_id === 'gated'), 5000, 'the job reported')
-    await afterALaterJob(transport)
-    expect(readFileSync(file, 'utf8')).toBe('written')
-    expect(transport.completed.filter((c) => c.job_id === 'gated')).toEqual([{ job_id: 'gated', result: { wrote: file } }])
-    expect(transport.viaLink).not.toContain('gated') // the runtime holds a job at the gate, and reports it
-  } finally {
-    links.close()
-  }
-})
-
 test('a file write passes the gate through the runtime: granted, it is written; refused as blocked, the handler is stopped and nothing is reported', async () => {
   const dir = aTempDir()
   const [granted, refused] = [join(dir, 'granted.txt'), join(dir, 'refused.txt')]

@@ -1,0 +1,15 @@
+import type { HostRoute, WorkerTransport } from './transport'
+
+/** The routes `leasehold worker` reaches its host by: the worker API over HTTP, or Redis Streams. */
+export type RemoteRoute = Exclude<HostRoute, { via: 'link' }>
+
+/**
+ * A transport over `route` for worker `workerId`. Over Redis, `channel` names the reply stream
+ * it reads, so that two transports of one worker (its runtime's and its driving thread's) each
+ * read only their own answers. The clients load only when asked for: a local worker's threads
+ * never load them.
+ */
+export async function openTransport(route: RemoteRoute, workerId: string, channel?: string): Promise<WorkerTransport> {
+  if (route.via === 'http') return new (await import('./transport-http')).HttpTransport(route.url, route.token)
+  return new (await import('./transport-redis')).RedisTransport(route.url, route.token, workerId, route.prefix, channel)
+}
