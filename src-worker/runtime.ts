@@ -137,7 +137,7 @@ export class WorkerRuntime {
   private pollTimer: NodeJS.Timeout | undefined
   /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
   private readonly table: JobTable | null
-  /** The runtime claims the worker's jobs itself: no thread drives them (no route to drive over, or a link that failed or closed). */
+  /** The runtime claims the worker's jobs itself: no thread drives them (no route, or a link that failed or closed). */
   private claimsHere: boolean
   /** The driving threads (one, or two while one is replaced) and their numbers in the table, until they exit, unlink or drain. */
   private readonly drivers = new Map<HandlerThread<Running>, number>()
@@ -196,8 +196,8 @@ export class WorkerRuntime {
 
   /**
    * A handler thread. The first drives its own jobs (driver.ts) when the worker has a route for
-   * it and no driving thread has failed to link or lost its link: the runtime then claims nothing and
-   * watches that thread's jobs through the table.
+   * it and no driving thread has failed to link or lost its link: the runtime then claims
+   * nothing and watches that thread's jobs through the table.
    */
   private newThread(index: number): HandlerThread<Running> {
     const { drive: route, workerId, streams, claimWaitMs, handlers } = this.options
