@@ -206,10 +206,12 @@ test.runIf(process.platform === 'linux')('local workers yield the CPU: handlers 
   const long = await Promise.all(Array.from({ length: 6 }, () => submit(host, { job_type: 'test.niceness.long' })))
   for (const id of long) expect((await settled(host, id, 5000)).result!.result_data).toEqual({ nice: WORKER_NICE })
   // A type that proves short runs on the driving thread, at the host's niceness: all but the
-  // first of its jobs in each worker, which goes to another thread while its type is unknown.
-  const short: unknown[] = []
-  for (let i = 0; i < 8; i++) short.push((await settled(host, await submit(host, { job_type: 'test.niceness.short' }), 5000)).result!.result_data)
-  expect(short.filter((seen) => JSON.stringify(seen) === JSON.stringify({ nice: OWN_NICE })).length).toBeGreaterThanOrEqual(6)
+  // first of its jobs in each worker, which goes to another thread while its type is unknown (and
+  // the next one or two, should a loaded machine make that first run look long).
+  const short: number[] = []
+  for (let i = 0; i < 12; i++) short.push((await settled(host, await submit(host, { job_type: 'test.niceness.short' }), 5000)).result!.result_data.nice as number)
+  expect(short.filter((nice) => nice === OWN_NICE).length).toBeGreaterThanOrEqual(6)
+  expect(short.filter((nice) => nice !== OWN_NICE && nice !== WORKER_NICE)).toEqual([])
   const local = (await workers()).filter((w) => w.kind === 'local')
   expect(local).toHaveLength(2)
   for (const worker of local) expect(getPriority(worker.pid!)).toBe(OWN_NICE)

@@ -569,21 +569,21 @@ test('a worker that runs short jobs one at a time makes one round trip per job: 
   const transport = new ScriptedTransport([])
   // Every job type seen once counts as short here, so the rule, not the machine's speed, decides.
   await started(transport, { concurrency: 4, shortRunMs: Number.POSITIVE_INFINITY })
-  // 50 ms runs: a job is late for its report only past twice that, which even a loaded machine
+  // 100 ms runs: a job is late for its report only past twice that, which even a loaded machine
   // rarely is.
   const oneJob = async (i: number) => {
-    transport.offer([{ ...aClaim(`job-${i}`, 50), heartbeat_interval_seconds: 30 }])
+    transport.offer([{ ...aClaim(`job-${i}`, 100), heartbeat_interval_seconds: 30 }])
     await until(() => transport.completed.some((c) => c.job_id === `job-${i}`) && transport.polled, 5000, `job-${i} reported, and a claim waiting`)
   }
   await until(() => transport.polled, 5000, 'the first claim')
   for (let i = 0; i < 3; i++) await oneJob(i) // the first of a type runs as one that may be long
   const before = transport.requests.length
   for (let i = 3; i < 9; i++) await oneJob(i)
-  // One request per job (a late report lets the claim go alone, so a hiccup may add one); the
-  // claim and the report apart would be 12.
-  expect(transport.requests.length - before).toBeLessThanOrEqual(8)
+  // One request per job: 6. A late report lets the claim go alone, so each hiccup of a loaded
+  // machine adds one; the claim and the report apart would be 12.
+  expect(transport.requests.length - before).toBeLessThanOrEqual(9)
   const carried = transport.requests.slice(before).filter((r) => r.complete?.length && r.claim && (r.claim.max_wait_ms ?? 0) > 0)
-  expect(carried.length).toBeGreaterThanOrEqual(4)
+  expect(carried.length).toBeGreaterThanOrEqual(3)
 })
 
 test('a job that may run long does not hold back the claim for the other free slots', async () => {
