@@ -23,7 +23,10 @@ ${TARGET_HELP}
   --exec-allow P,Q     programs the exec handler may run (none by default)
   --worker-id ID       this worker's name [<hostname>-<pid>]
   --grace-s S          on SIGTERM, how long running jobs may finish before they are failed as retryable [10]
-  -h, --help`
+  -h, --help
+
+It runs until SIGTERM or SIGINT (exit status 0), or until the host refuses it: a token it does
+not know or has revoked, or no worker API at --url (exit status 1, with the host's reason).`
 
 export interface WorkerFlags {
   url?: string
@@ -65,6 +68,17 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const route: RemoteRoute = redisUrl
     ? { via: 'redis', url: redisUrl, token: target.token, prefix: flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX }
     : { via: 'http', url: target.url, token: target.token }
+  // It stops once, on SIGTERM/SIGINT (exit status 0) or when the host refuses it (1), letting
+  // running jobs finish for --grace-s either way.
+  let stopping = false
+  let exit!: (code: number) => void
+  const stopped = new Promise<number>((resolve) => (exit = resolve))
+  const stop = (code: number) => {
+    if (stopping) return
+    stopping = true
+    log(`leasehold worker: stopping; running jobs have ${graceS} s to finish`)
+    runtime.stop(graceS * 1000).then(() => exit(code), () => exit(1))
+  }
   const runtime = new WorkerRuntime({
     transport: await openTransport(route, workerId),
     // The first handler thread claims, runs and reports its jobs over a transport of its own (driver.ts).
@@ -74,6 +88,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     concurrency,
     handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']) },
     log,
+    onRefused: () => stop(1),
   })
   const { types, problems } = await runtime.start()
   for (const problem of problems) {
@@ -84,14 +99,8 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   }
   // The signal handlers go in before the "taking" line: whoever reads that line may stop the
   // worker at once, and a SIGTERM with no handler yet would kill it without its drain.
-  const stopped = new Promise<number>((resolve) => {
-    const shutdown = () => {
-      log(`leasehold worker: stopping; running jobs have ${graceS} s to finish`)
-      runtime.stop(graceS * 1000).then(() => resolve(0), () => resolve(1))
-    }
-    process.once('SIGTERM', shutdown)
-    process.once('SIGINT', shutdown)
-  })
+  process.once('SIGTERM', () => stop(0))
+  process.once('SIGINT', () => stop(0))
   runtime.begin()
   console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
   return stopped

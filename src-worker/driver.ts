@@ -2,7 +2,7 @@ import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HostRoute } from './transport'
+import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HostRoute, refusesWorker } from './transport'
 
 /**
  * A worker's driving thread: its first handler thread claims, runs and reports its own jobs
@@ -162,17 +162,23 @@ export class Driver {
   /**
    * An exchange the host did not answer: its reports go with the next, in a second. A draining
    * thread does not wait for a host that does not answer (as the runtime does not): the reports
-   * are dropped, and their leases expire on the host.
+   * are dropped, and their leases expire on the host. A host that refuses the worker itself
+   * (refusesWorker) is not asked again: the runtime is told, to stop the worker, and the thread
+   * drains.
    */
   private failed(id: number, error: Error): void {
     const sent = this.inFlight.get(id)
     if (!sent) return
     this.inFlight.delete(id)
+    if (refusesWorker(error) && !this.draining) {
+      this.deps.tell({ type: 'refused', status: error.status, code: error.code, detail: error.message })
+      this.drain()
+    }
     const reports = sent.reports.complete.length + sent.reports.fail.length
     if (this.draining) {
-      if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: the host did not answer (${error.message}); ${reports} report(s) dropped on the way out`)
+      if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: ${exchangeFailure(error)}; ${reports} report(s) dropped on the way out`)
     } else {
-      this.line(`leasehold worker: the host did not answer (${error.message}); retrying in 1 s`)
+      this.line(`leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`)
       this.pauseUntil = Date.now() + 1000
       if (!sent.abandoned) this.putBack(sent.reports)
     }

@@ -3,7 +3,7 @@ import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
 import type { DriveAddress } from './driver'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
-import type { AttemptError, Claim, ExchangeRequest } from './transport'
+import { type AttemptError, type Claim, type ExchangeRequest, HostError } from './transport'
 
 /**
  * What becomes of the messages of the runs in a thread: one listener for all of them, told
@@ -27,6 +27,8 @@ export interface RunListener<R> {
   unlinked?(thread: HandlerThread<R>, reports: Required<Pick<ExchangeRequest, 'complete' | 'fail'>>): void
   drained?(thread: HandlerThread<R>): void
   beatsSooner?(): void
+  /** The host refuses the worker itself (transport.ts refusesWorker). */
+  refused?(error: HostError): void
 }
 
 export type RunOutcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
@@ -117,6 +119,8 @@ export class HandlerThread<R> {
         return this.listener.drained?.(this)
       case 'beats-sooner':
         return this.listener.beatsSooner?.()
+      case 'refused':
+        return this.listener.refused?.(new HostError(message.status, message.code, message.detail))
     }
     const run = this.runs.get(message.run)
     if (run === undefined) return

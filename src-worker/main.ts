@@ -35,6 +35,9 @@ const runtime = new WorkerRuntime({
   },
   log: (line) => console.error(line),
   drive: linkPath && linkToken ? { via: 'link', path: linkPath, token: linkToken } : undefined,
+  // A host that refuses this process (none should: nothing revokes a local worker's link) sees it
+  // exit, and its pool starts another.
+  onRefused: () => void runtime.stop(0).then(() => process.exit(1)),
 })
 
 // A worker outlives its host only as an orphan holding nothing: when the host goes (even killed

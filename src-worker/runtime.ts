@@ -5,7 +5,7 @@ import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
-import type { AttemptError, Claim, ExchangeAnswer, ExchangeRequest, HeartbeatAnswer, HostRoute, WorkerTransport } from './transport'
+import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HeartbeatAnswer, type HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -30,6 +30,11 @@ export interface RuntimeOptions {
    * runtime claims every job itself.
    */
   drive?: HostRoute
+  /**
+   * The host refuses this worker itself (transport.ts refusesWorker): called once, after the
+   * worker has logged why and stopped claiming; the caller stops it.
+   */
+  onRefused?: (error: HostError) => void
 }
 
 /** Why a running job was told to stop. */
@@ -133,6 +138,8 @@ export class WorkerRuntime {
   private drained: (() => void) | null = null
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
+  /** Why the host refuses this worker, once it has (see {@link refused}). */
+  private refusal: HostError | null = null
   /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
   /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
@@ -175,6 +182,7 @@ export class WorkerRuntime {
       this.drivers.delete(thread)
       this.checkDrained()
     },
+    refused: (error) => this.refused(error),
   }
 
   constructor(private readonly options: RuntimeOptions) {
@@ -290,6 +298,19 @@ export class WorkerRuntime {
     this.options.transport.close()
   }
 
+  /**
+   * The host refuses this worker itself, not one request (its token, say, was revoked): asking
+   * again cannot help. The worker says why, once, claims nothing more, and is stopped by its owner.
+   */
+  private refused(error: HostError): void {
+    if (this.refusal) return
+    this.refusal = error
+    this.options.log(refusedLine(error))
+    this.stopClaiming.abort()
+    clearTimeout(this.pollTimer)
+    this.options.onRefused?.(error)
+  }
+
   private get free(): number {
     return this.stopClaiming.signal.aborted || !this.claimsHere ? 0 : this.options.concurrency - this.running.size - this.reserved
   }
@@ -363,12 +384,13 @@ export class WorkerRuntime {
     try {
       answer = await transport.exchange(request, longPoll ? this.stopClaiming.signal : undefined)
     } catch (error) {
+      if (refusesWorker(error)) this.refused(error)
       const reports = (request.heartbeat?.length ?? 0) + (request.complete?.length ?? 0) + (request.fail?.length ?? 0)
       if (this.stopClaiming.signal.aborted) {
         // Stopping: a host that does not answer now is not waited for; the leases expire there.
-        if (reports > 0) log(`leasehold worker: the host did not answer (${(error as Error).message}); ${reports} report(s) dropped on the way out`)
+        if (reports > 0) log(`leasehold worker: ${exchangeFailure(error as Error)}; ${reports} report(s) dropped on the way out`)
       } else {
-        log(`leasehold worker: the host did not answer (${(error as Error).message}); retrying in 1 s`)
+        log(`leasehold worker: ${exchangeFailure(error as Error)}; retrying in 1 s`)
         this.pauseUntil = Date.now() + 1000
         this.putBack(outbox)
       }

@@ -44,6 +44,8 @@ export type FromThread =
   | { type: 'unlinked'; complete: NonNullable<ExchangeRequest['complete']>; fail: NonNullable<ExchangeRequest['fail']> }
   /** The driving thread, draining, has reported all its jobs. */
   | { type: 'drained' }
+  /** The host refuses the worker (transport.ts refusesWorker): the driving thread drains, and the worker is to stop. */
+  | { type: 'refused'; status: number; code: string; detail: string }
   /** The driving thread has claimed a job whose heartbeat interval is shorter than any before (job-table.ts has it): the runtime is to look sooner. */
   | { type: 'beats-sooner' }
 

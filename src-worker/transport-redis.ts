@@ -3,19 +3,7 @@ import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { entryField, replyStream, requestStream } from '../src-shared/redis-streams'
 import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, LeaseLostError, type WorkerTransport } from './transport'
-
-/** An answer the host refused (its status and code), other than a lost lease. */
-export class RemoteHostError extends Error {
-  override name = 'RemoteHostError'
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message)
-  }
-}
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
 
 /** How long past its longest wait an answer may take before the call fails (and the runtime asks again). */
 const ANSWER_MARGIN_MS = 15_000
@@ -113,7 +101,7 @@ export class RedisTransport implements WorkerTransport {
     if (response.error) {
       const { status, code, detail } = response.error
       if (status === 409) throw new LeaseLostError(code, detail)
-      throw new RemoteHostError(status, code, detail)
+      throw new HostError(status, code, detail)
     }
     return response.result
   }

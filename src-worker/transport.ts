@@ -47,6 +47,24 @@ export class HostError extends Error {
   }
 }
 
+/**
+ * The host refuses the worker itself, not one of its requests: its token is missing, wrong or
+ * revoked (401), it may not act (403), or nothing at that address answers as a worker API (404).
+ * Asking again cannot change that, so the worker stops (with the reason, and exit status 1)
+ * instead of retrying every second. A lost lease (409), a host that is stopping (503) or does not
+ * answer at all are retried as before.
+ */
+export function refusesWorker(error: unknown): error is HostError {
+  return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404)
+}
+
+/** The line a worker the host refuses stops with. */
+export const refusedLine = (error: HostError): string => `leasehold worker: the host refuses this worker (${error.status} ${error.code}: ${error.message}); stopping`
+
+/** Why an exchange failed, for the worker's log: the host's refusal, or no answer at all. */
+export const exchangeFailure = (error: Error): string =>
+  error instanceof HostError ? `the host answered ${error.status} ${error.code} (${error.message})` : `the host did not answer (${error.message})`
+
 /** The lease is gone (409 from the host): stop the job, report nothing more under it. */
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError'

@@ -141,6 +141,15 @@ describe('remote workers over Redis only', () => {
     await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
   })
 
+  test('a remote worker the host refuses (a token it does not know) says why and exits 1, instead of asking again every second', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const { done } = remoteWorker('unknown', 'not-the-host-token', ['--grace-s', '1'])
+    const { status, stderr } = await done
+    expect(status).toBe(1)
+    expect(stderr).toContain('leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked); stopping')
+    expect(stderr).not.toContain('retrying')
+  })
+
   test('a remote worker told to stop while Redis cannot be reached stops, instead of waiting for Redis', async () => {
     const { child, done } = remoteWorker('stranded', 'any-token', ['--redis', 'redis://127.0.0.1:1/0', '--grace-s', '1'])
     // Stopped the instant its "taking" line arrives: the worker must already be listening for the signal.

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
 import { nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
-import type { Claim, ExchangeAnswer, ExchangeRequest, FileAcquireAnswer, HeartbeatAnswer, HostRoute, WorkerTransport } from '../../src-worker/transport'
+import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type HeartbeatAnswer, HostError, type HostRoute, type WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
@@ -563,6 +563,50 @@ test('free slots are claimed at once, unless every running job is short and its 
   expect(nextExchange({ ...idle, polling: true })).toBeNull()
   expect(nextExchange({ ...idle, reporting: true })).toBeNull()
   expect(nextExchange({ ...idle, free: 0 })).toBeNull()
+})
+
+/** A host whose every exchange fails with `error`: it counts them. */
+class FailingTransport extends ScriptedTransport {
+  exchanges = 0
+  constructor(private readonly error: Error) {
+    super([])
+  }
+  override exchange(): Promise<ExchangeAnswer> {
+    this.exchanges++
+    return Promise.reject(this.error)
+  }
+}
+
+test('a worker the host refuses (its token, say, revoked) says why once, asks nothing more and is stopped by its owner', async () => {
+  for (const status of [401, 403, 404]) {
+    const transport = new FailingTransport(new HostError(status, 'refused', 'no worker of ours'))
+    const refusals: HostError[] = []
+    const lines = await started(transport, { onRefused: (error) => refusals.push(error) })
+    await until(() => refusals.length === 1, 5000, 'the refusal')
+    // Past the second in which a worker asks again after an exchange that failed.
+    await new Promise((resolve) => setTimeout(resolve, 1300))
+    expect(transport.exchanges).toBe(1)
+    expect(refusals.map((error) => error.status)).toEqual([status])
+    expect(lines).toEqual([`leasehold worker: the host refuses this worker (${status} refused: no worker of ours); stopping`])
+    await runtime!.stop(0)
+    runtime = null
+  }
+})
+
+test('a worker whose host does not answer, or answers that it is stopping, asks again every second', async () => {
+  for (const [error, said] of [
+    [new Error('connect ECONNREFUSED 127.0.0.1:1'), 'the host did not answer (connect ECONNREFUSED 127.0.0.1:1)'],
+    [new HostError(503, 'stopping', 'The host is stopping'), 'the host answered 503 stopping (The host is stopping)'],
+  ] as const) {
+    const transport = new FailingTransport(error)
+    const refusals: HostError[] = []
+    const lines = await started(transport, { onRefused: (refusal) => refusals.push(refusal) })
+    await until(() => transport.exchanges >= 2, 5000, 'a second exchange')
+    expect(refusals).toEqual([])
+    expect(lines[0]).toBe(`leasehold worker: ${said}; retrying in 1 s`)
+    await runtime!.stop(0)
+    runtime = null
+  }
 })
 
 test('a worker that runs short jobs one at a time makes one round trip per job: its report carries its next claim', async () => {
