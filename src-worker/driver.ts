@@ -1,5 +1,6 @@
 import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
+import { ReportBudget, type Reports, tooLarge } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HostRoute, refusesWorker } from './transport'
@@ -51,7 +52,6 @@ export interface DriverDeps {
 }
 
 type Outcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
-type Reports = Required<Pick<ExchangeRequest, 'complete' | 'fail'>>
 
 interface InFlight {
   longPoll: boolean
@@ -80,6 +80,8 @@ export class Driver {
   private readonly runs = new Map<number, OwnRun>()
   private readonly runTimes: RunTimes
   private pauseUntil = 0
+  /** How many reports an exchange carries (report-budget.ts). */
+  private readonly reportBudget = new ReportBudget()
   private draining = false
   private saidDrained = false
   /** The link has closed: everything has gone to the runtime. */
@@ -128,8 +130,7 @@ export class Driver {
 
   private exchange(longPoll: boolean): void {
     const { worker_id, streams, claimWaitMs } = this.options
-    const reports = this.outbox
-    this.outbox = noReports()
+    const reports = this.reportBudget.take(this.outbox)
     const asked = Math.min(this.free, 256)
     const params: ExchangeRequest = { worker_id }
     if (reports.complete.length > 0) params.complete = reports.complete
@@ -149,6 +150,7 @@ export class Driver {
     const sent = this.inFlight.get(id)
     if (!sent) return // the link closed meanwhile: its reports went to the runtime
     this.inFlight.delete(id)
+    this.reportBudget.taken()
     const { completed, failed, jobs } = answer
     for (const a of [...completed, ...failed]) {
       if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
@@ -177,6 +179,9 @@ export class Driver {
     const reports = sent.reports.complete.length + sent.reports.fail.length
     if (this.draining) {
       if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: ${exchangeFailure(error)}; ${reports} report(s) dropped on the way out`)
+    } else if (tooLarge(error)) {
+      // Sent again at once, smaller (report-budget.ts).
+      if (!sent.abandoned) this.putBack(this.reportBudget.afterTooLarge(sent.reports, error, (line) => this.line(line)))
     } else {
       this.line(`leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`)
       this.pauseUntil = Date.now() + 1000

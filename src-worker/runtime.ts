@@ -5,6 +5,7 @@ import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
+import { ReportBudget, tooLarge } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HeartbeatAnswer, type HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -138,6 +139,8 @@ export class WorkerRuntime {
   private drained: (() => void) | null = null
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
+  /** How many reports an exchange carries (report-budget.ts). */
+  private readonly reportBudget = new ReportBudget()
   /** Why the host refuses this worker, once it has (see {@link refused}). */
   private refusal: HostError | null = null
   /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
@@ -369,8 +372,8 @@ export class WorkerRuntime {
   /** One round trip: the reports gathered so far, and a claim for the free slots. */
   private async exchange(longPoll: boolean): Promise<void> {
     const { transport, workerId, streams, log } = this.options
-    const outbox = this.outbox
-    this.outbox = emptyOutbox()
+    const outbox: Outbox = { heartbeat: this.outbox.heartbeat, ...this.reportBudget.take(this.outbox) }
+    this.outbox = { ...this.outbox, heartbeat: new Map() }
     const maxJobs = Math.min(this.free, 256)
     const request: ExchangeRequest = { worker_id: workerId }
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
@@ -389,6 +392,9 @@ export class WorkerRuntime {
       if (this.stopClaiming.signal.aborted) {
         // Stopping: a host that does not answer now is not waited for; the leases expire there.
         if (reports > 0) log(`leasehold worker: ${exchangeFailure(error as Error)}; ${reports} report(s) dropped on the way out`)
+      } else if (tooLarge(error)) {
+        // Sent again at once, smaller (report-budget.ts).
+        this.putBack({ heartbeat: outbox.heartbeat, ...this.reportBudget.afterTooLarge(outbox, error, log) })
       } else {
         log(`leasehold worker: ${exchangeFailure(error as Error)}; retrying in 1 s`)
         this.pauseUntil = Date.now() + 1000
@@ -405,6 +411,7 @@ export class WorkerRuntime {
       this.putBack(outbox)
     }
     if (answer) {
+      this.reportBudget.taken()
       answer.heartbeats.forEach((a) => this.onHeartbeatAnswer(a))
       for (const a of [...answer.completed, ...answer.failed]) {
         if (!a.ok) log(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)

@@ -1,6 +1,7 @@
 import { afterEach, expect, test } from 'vitest'
 import { runCliAsync } from '../helpers/process'
-import { cleanUp, jobView, spawnWorker, startHost, submit, until, workerStarted } from './support'
+import { join } from 'node:path'
+import { cleanUp, dataDirWith, jobView, settled, spawnWorker, startHost, submit, until, workerStarted } from './support'
 
 afterEach(() => cleanUp())
 
@@ -32,4 +33,20 @@ test('a leasehold worker whose token is revoked while it runs stops at its next 
   expect(worker.output()).toContain(REFUSED)
   expect(worker.output()).not.toContain('retrying')
   await until(async () => (await jobView(host, job)).job.state === 'QUEUED', 10_000, 'the job queued again once its lease expired')
+})
+
+test('a job whose result is larger than the host accepts fails as result_too_large, not retried; the worker’s other reports go on', async () => {
+  const dataDir = dataDirWith({ 'big.mjs': "export default { type: 'test.big', run: () => ({ text: 'x'.repeat(100_000) }) }" })
+  const host = await startHost({ dataDir, workers: 0, bodyLimitBytes: 64 * 1024 })
+  const worker = spawnWorker(host, ['--handlers', join(dataDir, 'handlers')])
+  await workerStarted(worker)
+  // One at a time: the first of the type runs on a thread the runtime reports for, the next ones,
+  // short, on the driving thread, which reports its own.
+  for (const type of ['test.big', 'noop', 'test.big', 'noop', 'test.big']) {
+    const { job, result } = await settled(host, await submit(host, { job_type: type }), 15_000)
+    if (type === 'noop') expect(job.state).toBe('DONE')
+    else expect(result).toMatchObject({ status: 'FAILED', attempts: 1, error: { code: 'result_too_large', retryable: false } })
+  }
+  expect(worker.output()).toContain('is larger than the host accepts (413 payload_too_large')
+  expect(worker.output()).not.toContain('retrying')
 })

@@ -1,0 +1,68 @@
+import { MAX_BATCH_ITEMS } from '../src-shared/limits'
+import { type ExchangeRequest, HostError } from './transport'
+
+/** The completions and failures of one exchange. */
+export interface Reports {
+  complete: NonNullable<ExchangeRequest['complete']>
+  fail: NonNullable<ExchangeRequest['fail']>
+}
+
+/** The host refused the request as larger than it accepts (its `--body-limit`). */
+export const tooLarge = (error: unknown): error is HostError => error instanceof HostError && error.status === 413
+
+/** What a failure report keeps of its message when the report was too large for the host. */
+const SHORT_MESSAGE_CHARS = 1000
+
+/**
+ * How many reports a talker (the runtime, a driving thread) sends in one exchange. The host's
+ * body limit is its own (`serve --body-limit`), so the worker learns it from refusals: an
+ * exchange the host refuses as too large (413) is sent again as halves, and a report too large
+ * on its own is made small (see {@link afterTooLarge}). Sent again unchanged, they would be
+ * refused every second, and every report after them would wait forever. The budget grows back
+ * with each exchange the host takes.
+ */
+export class ReportBudget {
+  private max = MAX_BATCH_ITEMS
+
+  /** Takes the completions and failures the next exchange carries out of `outbox` (completions first). */
+  take(outbox: Reports): Reports {
+    const complete = outbox.complete.splice(0, this.max)
+    const fail = outbox.fail.splice(0, this.max - complete.length)
+    return { complete, fail }
+  }
+
+  /** The host took an exchange. */
+  taken(): void {
+    this.max = Math.min(MAX_BATCH_ITEMS, this.max * 2)
+  }
+
+  /**
+   * The host refused `sent` as too large: what to send again. Several reports go again, half as
+   * many at a time. A completion too large on its own (its result) becomes a failure of its
+   * attempt, `result_too_large`, not retryable: the same run would return the same result. A
+   * failure too large on its own goes again with its message cut short and no stack, and is
+   * dropped (its lease expires on the host) should even that be too large.
+   */
+  afterTooLarge(sent: Reports, refusal: HostError, log: (line: string) => void): Reports {
+    const count = sent.complete.length + sent.fail.length
+    if (count > 1) {
+      this.max = Math.max(1, Math.floor(count / 2))
+      return sent
+    }
+    const why = `${refusal.status} ${refusal.code}: ${refusal.message}`
+    const [completion] = sent.complete
+    if (completion) {
+      const { job_id, attempt_id, lease_token } = completion
+      log(`leasehold worker: the result of ${job_id} is larger than the host accepts (${why}); its attempt fails as result_too_large`)
+      return { complete: [], fail: [{ job_id, attempt_id, lease_token, error: { code: 'result_too_large', message: `The result is larger than the host accepts (${why})`, retryable: false } }] }
+    }
+    const [failure] = sent.fail
+    if (!failure) return { complete: [], fail: [] }
+    const { stack, message = '', ...error } = failure.error
+    if (stack === undefined && message.length <= SHORT_MESSAGE_CHARS) {
+      log(`leasehold worker: the failure of ${failure.job_id} is larger than the host accepts (${why}) even cut short; dropped, its lease expires on the host`)
+      return { complete: [], fail: [] }
+    }
+    return { complete: [], fail: [{ ...failure, error: { ...error, message: message.slice(0, SHORT_MESSAGE_CHARS) } }] }
+  }
+}
