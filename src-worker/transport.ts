@@ -51,8 +51,8 @@ export class HostError extends Error {
  * The host refuses the worker itself, not one of its requests: its token is missing, wrong or
  * revoked (401), it may not act (403), or nothing at that address answers as a worker API (404).
  * Asking again cannot change that, so the worker stops (with the reason, and exit status 1)
- * instead of retrying every second. A lost lease (409), a host that is stopping (503) or does not
- * answer at all are retried as before.
+ * instead of retrying every second. A host that is stopping (503), or one that does not answer
+ * at all, is asked again.
  */
 export function refusesWorker(error: unknown): error is HostError {
   return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404)
