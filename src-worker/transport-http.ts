@@ -1,5 +1,6 @@
 import type { paths } from '../src-shared/api-types'
 import { HostConnection } from '../src-shared/host-connection'
+import { NotJsonAnswer } from '../src-shared/http-json'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
 
 /**
@@ -35,7 +36,16 @@ export class HttpTransport implements WorkerTransport {
    * this worker until the lease expires, as it would with no resend.
    */
   private async post<R extends WorkerRoute>(route: R, body: RequestBody<R>, signal?: AbortSignal): Promise<Answer<R>> {
-    const { status, body: answer } = await this.host.request(route, { method: 'POST', body, signal, idempotent: true })
+    let status: number
+    let answer: unknown
+    try {
+      ;({ status, body: answer } = await this.host.request(route, { method: 'POST', body, signal, idempotent: true }))
+    } catch (error) {
+      // An answer that is not JSON (a proxy's page, another server at that address) is an answer
+      // all the same: its status says whether to ask again (refusesWorker).
+      if (error instanceof NotJsonAnswer) throw new HostError(error.status, 'not_json', error.message)
+      throw error
+    }
     return (status === 200 ? { ok: true, body: answer } : { ok: false, status, body: answer }) as Answer<R>
   }
 

@@ -1,6 +1,9 @@
 import { afterEach, expect, test } from 'vitest'
 import { runCliAsync } from '../helpers/process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import type { TestHost } from '../helpers/host'
 import { cleanUp, dataDirWith, jobView, settled, spawnWorker, startHost, submit, until, workerStarted } from './support'
 
 afterEach(() => cleanUp())
@@ -13,6 +16,20 @@ test('a leasehold worker the host refuses (a token it does not know) says why an
   expect(await worker.exited).toBe(1)
   expect(worker.output()).toContain(REFUSED)
   expect(worker.output()).not.toContain('retrying')
+})
+
+test('a leasehold worker pointed at a server that is no Leasehold host (404, a page not JSON) says so and exits 1', async () => {
+  const server = createServer((_req, res) => res.writeHead(404, { 'content-type': 'text/html' }).end('<h1>Not Found</h1>'))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const worker = spawnWorker({ url, token: 'any-token' } as TestHost, ['--grace-s', '1'])
+    expect(await worker.exited).toBe(1)
+    expect(worker.output()).toContain('leasehold worker: the host refuses this worker (404 not_json: the answer (HTTP 404) is not JSON: <h1>Not Found</h1>); stopping')
+    expect(worker.output()).not.toContain('retrying')
+  } finally {
+    server.close()
+  }
 })
 
 test('a leasehold worker whose token is revoked while it runs stops at its next exchange with exit status 1; the job it held is leased again after its lease expires', async () => {
