@@ -1,9 +1,9 @@
-import { afterEach, expect, test } from 'vitest'
-import { runCliAsync } from '../helpers/process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { afterEach, expect, test } from 'vitest'
 import type { TestHost } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
 import { cleanUp, dataDirWith, jobView, settled, spawnWorker, startHost, submit, until, workerStarted } from './support'
 
 afterEach(() => cleanUp())
@@ -32,7 +32,7 @@ test('a leasehold worker pointed at a server that is no Leasehold host (404, a p
   }
 })
 
-test('a leasehold worker whose token is revoked while it runs stops at its next exchange with exit status 1; the job it held is leased again after its lease expires', async () => {
+test('a leasehold worker whose token is revoked while it runs stops at its next exchange with exit status 1; the job it held is queued again once its lease expires', async () => {
   const host = await startHost({ workers: 0, leaseTtlS: 2, heartbeatGraceS: 1 })
   const created = await runCliAsync(['token', 'create', '--scope', 'worker', '--data-dir', host.dataDir])
   const token = created.stdout.trim()
