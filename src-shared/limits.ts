@@ -12,6 +12,8 @@ export const MAX_CLAIM_JOBS = 256
 export const MAX_ID_CHARS = 200
 /** The longest error message or stack a failure report carries. */
 export const MAX_ERROR_CHARS = 100_000
+/** The longest progress note a heartbeat or completion carries. */
+export const MAX_NOTE_CHARS = 10_000
 /** The most streams one claim may name. */
 export const MAX_STREAMS = 50
 

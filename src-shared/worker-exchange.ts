@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_LONG_POLL_MS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
+import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
 
 /**
  * The worker exchange: what a worker sends the host and what it gets back, whatever carries it —
@@ -20,7 +20,7 @@ export const WorkerId = z.string().min(1).max(MAX_ID_CHARS)
 /** The secret that names a lease in a worker's reports. */
 export const LeaseToken = z.string().min(1).max(MAX_ID_CHARS)
 export const Progress = z.number().min(0).max(1)
-export const Note = z.string().max(10_000)
+export const Note = z.string().max(MAX_NOTE_CHARS)
 /** Any JSON value; bounded by the body limit. */
 export const JsonValue: z.ZodType<unknown> = z.unknown()
 export const MaxWaitMs = z

@@ -20,6 +20,7 @@ export function attemptErrorOf(error: unknown): AttemptError {
 
 const MARK = '… (cut)'
 
-function cut(text: string, max: number): string {
+/** `text`, cut to `max` characters with a mark where it is longer. */
+export function cut(text: string, max: number): string {
   return text.length <= max ? text : text.slice(0, max - MARK.length) + MARK
 }

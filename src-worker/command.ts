@@ -26,7 +26,8 @@ ${TARGET_HELP}
   -h, --help
 
 It runs until SIGTERM or SIGINT (exit status 0), or until the host refuses it: a token it does
-not know or has revoked, or no worker API at --url (exit status 1, with the host's reason).`
+not know or has revoked, no worker API at --url, or a claim it finds invalid (a host of another
+version) (exit status 1, with the host's reason).`
 
 export interface WorkerFlags {
   url?: string

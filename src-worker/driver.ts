@@ -1,6 +1,6 @@
 import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
-import { ReportBudget, type Reports, tooLarge } from './report-budget'
+import { ReportBudget, type Reports, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HostRoute, refusesWorker } from './transport'
@@ -162,26 +162,27 @@ export class Driver {
   }
 
   /**
-   * An exchange the host did not answer: its reports go with the next, in a second. A draining
-   * thread does not wait for a host that does not answer (as the runtime does not): the reports
-   * are dropped, and their leases expire on the host. A host that refuses the worker itself
-   * (refusesWorker) is not asked again: the runtime is told, to stop the worker, and the thread
-   * drains.
+   * An exchange that failed. One the host did not answer: its reports go with the next, in a
+   * second. One whose reports the host refused (too large, invalid): they go again at once, as
+   * the report budget says. A draining thread does not wait for a host that does not answer (as
+   * the runtime does not): the reports are dropped, and their leases expire on the host. A host
+   * that refuses the worker itself (refusesWorker) is not asked again: the runtime is told, to
+   * stop the worker, and the thread drains.
    */
   private failed(id: number, error: Error): void {
     const sent = this.inFlight.get(id)
     if (!sent) return
     this.inFlight.delete(id)
-    if (refusesWorker(error) && !this.draining) {
+    const reports = sent.reports.complete.length + sent.reports.fail.length
+    if (refusesWorker(error, reports) && !this.draining) {
       this.deps.tell({ type: 'refused', status: error.status, code: error.code, detail: error.message })
       this.drain()
     }
-    const reports = sent.reports.complete.length + sent.reports.fail.length
     if (this.draining) {
       if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: ${exchangeFailure(error)}; ${reports} report(s) dropped on the way out`)
-    } else if (tooLarge(error)) {
+    } else if (refusesReports(error)) {
       // Sent again at once, smaller (report-budget.ts).
-      if (!sent.abandoned) this.putBack(this.reportBudget.afterTooLarge(sent.reports, error, (line) => this.line(line)))
+      if (!sent.abandoned) this.putBack(this.reportBudget.afterRefused(sent.reports, error, (line) => this.line(line)))
     } else {
       this.line(`leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`)
       this.pauseUntil = Date.now() + 1000

@@ -27,7 +27,10 @@ export interface HandlerContext {
   payload: unknown
   /** Fires on cancel, max runtime, a lost lease, and shutdown; `signal.reason` says which. */
   signal: AbortSignal
-  /** Reports progress (0–1) and/or a note; sent with the next heartbeat. */
+  /**
+   * Reports progress (0–1, or null for none) and/or a note; sent with the next heartbeat. A
+   * fraction outside 0–1 throws a RangeError; a note longer than 10,000 characters is cut.
+   */
   progress(fraction: number | null, note?: string): void
   log(line: string): void
   files: GatedFiles

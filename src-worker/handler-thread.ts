@@ -7,6 +7,7 @@ import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import { attemptErrorOf } from './attempt-error'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
+import { progressOf, resultOf } from './handler-output'
 import { type HandlerOptions, loadHandlers } from './handlers'
 import { type DriveAddress, Driver, type DriverDeps } from './driver'
 import { lowerPriority } from './niceness'
@@ -44,9 +45,9 @@ function post(messages: FromThread[]): void {
   try {
     port.postMessage(messages)
   } catch {
-    // Something a handler gave cannot be cloned (a function in its result, say). Each message
-    // goes alone: a result that cannot go fails its own job, and the batch's other jobs are
-    // unaffected; another message that cannot go is dropped.
+    // Something a handler gave cannot be cloned (a result is plain JSON by now: handler-output.ts).
+    // Each message goes alone: a result that cannot go fails its own job, and the batch's other
+    // jobs are unaffected; another message that cannot go is dropped.
     for (const message of messages) {
       try {
         port.postMessage([message])
@@ -176,7 +177,10 @@ class RunContext implements HandlerContext {
   ) {
     this.#run = run
     this.#stop = stop
-    this.progress = (fraction, note) => progress(run, fraction, note ?? null)
+    this.progress = (fraction, note) => {
+      const checked = progressOf(fraction, note)
+      progress(run, checked.fraction, checked.note)
+    }
     this.log = (line) => send(driver?.claimed(run) ? { type: 'line', line: driver.logLine(run, String(line)) } : { type: 'log', run, line: String(line) })
   }
 
@@ -195,8 +199,7 @@ async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void
   const handler = handlers.get(job.type)
   try {
     if (!handler) throw Object.assign(new Error(`No handler for job type "${job.type}"`), { code: 'no_handler', retryable: false })
-    const result = await handler.run(new RunContext(job, payload, run, stop))
-    end(run, { ok: true, result: result === undefined ? null : result })
+    end(run, resultOf(await handler.run(new RunContext(job, payload, run, stop))))
   } catch (error) {
     end(run, { ok: false, error: attemptErrorOf(error) })
   } finally {

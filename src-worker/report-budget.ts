@@ -7,8 +7,11 @@ export interface Reports {
   fail: NonNullable<ExchangeRequest['fail']>
 }
 
-/** The host refused the request as larger than it accepts (its `--body-limit`). */
-export const tooLarge = (error: unknown): error is HostError => error instanceof HostError && error.status === 413
+/**
+ * The host refused an exchange for what it carried: as larger than it accepts (413, its
+ * `--body-limit`) or as invalid (400). Sent again unchanged, it would be refused again.
+ */
+export const refusesReports = (error: unknown): error is HostError => error instanceof HostError && (error.status === 413 || error.status === 400)
 
 /** What a failure report keeps of its message when the report was too large for the host. */
 const SHORT_MESSAGE_CHARS = 1000
@@ -16,10 +19,10 @@ const SHORT_MESSAGE_CHARS = 1000
 /**
  * How many reports a talker (the runtime, a driving thread) sends in one exchange. The host's
  * body limit is its own (`serve --body-limit`), so the worker learns it from refusals: an
- * exchange the host refuses as too large (413) is sent again as halves, and a report too large
- * on its own is made small (see {@link afterTooLarge}). Sent again unchanged, they would be
- * refused every second, and every report after them would wait forever. The budget grows back
- * with each exchange the host takes.
+ * exchange the host refuses as too large (413) or invalid (400) is sent again as halves, until
+ * the report it refuses is alone, and that report is made small or dropped (see
+ * {@link afterRefused}). Sent again unchanged, they would be refused every second, and every
+ * report after them would wait forever. The budget grows back with each exchange the host takes.
  */
 export class ReportBudget {
   private max = MAX_BATCH_ITEMS
@@ -37,19 +40,25 @@ export class ReportBudget {
   }
 
   /**
-   * The host refused `sent` as too large: what to send again. Several reports go again, half as
-   * many at a time. A completion too large on its own (its result) becomes a failure of its
-   * attempt, `result_too_large`, not retryable: the same run would return the same result. A
-   * failure too large on its own goes again with its message cut short and no stack, and is
-   * dropped (its lease expires on the host) should even that be too large.
+   * The host refused `sent` (see {@link refusesReports}): what to send again. Several reports go
+   * again, half as many at a time. A report refused as invalid on its own is dropped: its lease
+   * expires on the host, and the job is retried there. A completion too large on its own (its
+   * result) becomes a failure of its attempt, `result_too_large`, not retryable: the same run
+   * would return the same result. A failure too large on its own goes again with its message cut
+   * short and no stack, and is dropped should even that be too large.
    */
-  afterTooLarge(sent: Reports, refusal: HostError, log: (line: string) => void): Reports {
+  afterRefused(sent: Reports, refusal: HostError, log: (line: string) => void): Reports {
     const count = sent.complete.length + sent.fail.length
     if (count > 1) {
       this.max = Math.max(1, Math.floor(count / 2))
       return sent
     }
     const why = `${refusal.status} ${refusal.code}: ${refusal.message}`
+    if (refusal.status !== 413) {
+      const report = sent.complete[0] ?? sent.fail[0]
+      if (report) log(`leasehold worker: the host refuses the report of ${report.job_id} as invalid (${why}); dropped, its lease expires on the host`)
+      return { complete: [], fail: [] }
+    }
     const [completion] = sent.complete
     if (completion) {
       const { job_id, attempt_id, lease_token } = completion

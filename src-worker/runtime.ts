@@ -5,7 +5,7 @@ import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
-import { ReportBudget, tooLarge } from './report-budget'
+import { ReportBudget, refusesReports } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HeartbeatAnswer, type HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -103,6 +103,10 @@ interface Outbox {
 }
 
 const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [] })
+
+/** Heartbeats without their notes (up to 10,000 characters each): what is left of a job's heartbeat is small. */
+const withoutNotes = (heartbeats: Outbox['heartbeat']): Outbox['heartbeat'] =>
+  new Map([...heartbeats].map(([jobId, { note: _note, ...beat }]) => [jobId, beat]))
 
 /**
  * The worker loop, the same for local and external workers. Up to `concurrency` jobs run at
@@ -387,14 +391,17 @@ export class WorkerRuntime {
     try {
       answer = await transport.exchange(request, longPoll ? this.stopClaiming.signal : undefined)
     } catch (error) {
-      if (refusesWorker(error)) this.refused(error)
-      const reports = (request.heartbeat?.length ?? 0) + (request.complete?.length ?? 0) + (request.fail?.length ?? 0)
+      const ends = outbox.complete.length + outbox.fail.length
+      if (refusesWorker(error, ends)) this.refused(error)
+      const reports = outbox.heartbeat.size + ends
       if (this.stopClaiming.signal.aborted) {
         // Stopping: a host that does not answer now is not waited for; the leases expire there.
         if (reports > 0) log(`leasehold worker: ${exchangeFailure(error as Error)}; ${reports} report(s) dropped on the way out`)
-      } else if (tooLarge(error)) {
-        // Sent again at once, smaller (report-budget.ts).
-        this.putBack({ heartbeat: outbox.heartbeat, ...this.reportBudget.afterTooLarge(outbox, error, log) })
+      } else if (refusesReports(error)) {
+        // Sent again at once, smaller (report-budget.ts); the heartbeats without their notes,
+        // should they be what made the exchange too large.
+        const heartbeat = error.status === 413 ? withoutNotes(outbox.heartbeat) : outbox.heartbeat
+        this.putBack({ heartbeat, ...this.reportBudget.afterRefused(outbox, error, log) })
       } else {
         log(`leasehold worker: ${exchangeFailure(error as Error)}; retrying in 1 s`)
         this.pauseUntil = Date.now() + 1000

@@ -48,14 +48,16 @@ export class HostError extends Error {
 }
 
 /**
- * The host refuses the worker itself, not one of its requests: its token is missing, wrong or
- * revoked (401), it may not act (403), or nothing at that address answers as a worker API (404).
+ * The host refuses the worker itself, not one of its reports: its token is missing, wrong or
+ * revoked (401), it may not act (403), nothing at that address answers as a worker API (404), or
+ * the host finds invalid (400) an exchange that carried no completion or failure, so what it
+ * cannot read is the worker's claim or heartbeats (a worker of another version than its host's).
  * Asking again cannot change that, so the worker stops (with the reason, and exit status 1)
  * instead of retrying every second. A host that is stopping (503), or one that does not answer
- * at all, is asked again.
+ * at all, is asked again. `reports` counts the exchange's completions and failures.
  */
-export function refusesWorker(error: unknown): error is HostError {
-  return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404)
+export function refusesWorker(error: unknown, reports: number): error is HostError {
+  return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404 || (error.status === 400 && reports === 0))
 }
 
 /** The line a worker the host refuses stops with. */

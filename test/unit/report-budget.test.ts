@@ -27,10 +27,10 @@ test('reports refused as too large go again half as many at a time, and the budg
   const budget = new ReportBudget()
   const lines: string[] = []
   const sent = budget.take(outboxOf(8))
-  expect(budget.afterTooLarge(sent, TOO_LARGE, (l) => lines.push(l))).toBe(sent)
+  expect(budget.afterRefused(sent, TOO_LARGE, (l) => lines.push(l))).toBe(sent)
   const outbox = outboxOf(8)
   expect(budget.take(outbox).complete).toHaveLength(4)
-  budget.afterTooLarge(budget.take(outboxOf(4)), TOO_LARGE, () => {})
+  budget.afterRefused(budget.take(outboxOf(4)), TOO_LARGE, () => {})
   expect(budget.take(outboxOf(8)).complete).toHaveLength(2)
   budget.taken()
   budget.taken()
@@ -40,7 +40,7 @@ test('reports refused as too large go again half as many at a time, and the budg
 
 test('a completion too large on its own fails its attempt as result_too_large, not retryable', () => {
   const lines: string[] = []
-  const again = new ReportBudget().afterTooLarge({ complete: [completion(7)], fail: [] }, TOO_LARGE, (l) => lines.push(l))
+  const again = new ReportBudget().afterRefused({ complete: [completion(7)], fail: [] }, TOO_LARGE, (l) => lines.push(l))
   expect(again).toEqual({
     complete: [],
     fail: [{ job_id: 'job-7', attempt_id: 'a-7', lease_token: 't-7', error: { code: 'result_too_large', message: 'The result is larger than the host accepts (413 payload_too_large: The body is larger than 1048576 bytes)', retryable: false } }],
@@ -51,8 +51,23 @@ test('a completion too large on its own fails its attempt as result_too_large, n
 test('a failure too large on its own goes again cut short, and is dropped if even that is too large', () => {
   const budget = new ReportBudget()
   const lines: string[] = []
-  const again = budget.afterTooLarge({ complete: [], fail: [failure(1, 'm'.repeat(5000), 's'.repeat(5000))] }, TOO_LARGE, (l) => lines.push(l))
+  const again = budget.afterRefused({ complete: [], fail: [failure(1, 'm'.repeat(5000), 's'.repeat(5000))] }, TOO_LARGE, (l) => lines.push(l))
   expect(again.fail).toEqual([{ job_id: 'job-1', attempt_id: 'a-1', lease_token: 't-1', error: { code: 'boom', message: 'm'.repeat(1000), retryable: true } }])
-  expect(budget.afterTooLarge(again, TOO_LARGE, (l) => lines.push(l))).toEqual({ complete: [], fail: [] })
+  expect(budget.afterRefused(again, TOO_LARGE, (l) => lines.push(l))).toEqual({ complete: [], fail: [] })
   expect(lines).toEqual(['leasehold worker: the failure of job-1 is larger than the host accepts (413 payload_too_large: The body is larger than 1048576 bytes) even cut short; dropped, its lease expires on the host'])
+})
+
+test('reports refused as invalid go again in halves until the one the host refuses is alone, and that one is dropped', () => {
+  const INVALID = new HostError(400, 'invalid_request', 'exchange: Too big: expected number to be <=1')
+  const budget = new ReportBudget()
+  const lines: string[] = []
+  const sent = budget.take(outboxOf(2, 2))
+  expect(budget.afterRefused(sent, INVALID, (l) => lines.push(l))).toBe(sent)
+  expect(budget.take(outboxOf(4)).complete).toHaveLength(2)
+  expect(budget.afterRefused({ complete: [], fail: [failure(3, 'failed')] }, INVALID, (l) => lines.push(l))).toEqual({ complete: [], fail: [] })
+  expect(budget.afterRefused({ complete: [completion(5)], fail: [] }, INVALID, (l) => lines.push(l))).toEqual({ complete: [], fail: [] })
+  expect(lines).toEqual([
+    'leasehold worker: the host refuses the report of job-3 as invalid (400 invalid_request: exchange: Too big: expected number to be <=1); dropped, its lease expires on the host',
+    'leasehold worker: the host refuses the report of job-5 as invalid (400 invalid_request: exchange: Too big: expected number to be <=1); dropped, its lease expires on the host',
+  ])
 })

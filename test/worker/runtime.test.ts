@@ -536,13 +536,14 @@ test('a handler that does not stop within the grace has its thread replaced: it 
   expect(transport.completed).toEqual([{ job_id: 'next', result: null }])
 })
 
-test('a handler whose result cannot be cloned fails its own job; the other jobs of its batch and thread complete', async () => {
-  const UNCLONEABLE = `export default { type: 'test.uncloneable', run: () => ({ callback: () => 1 }) }\n`
-  const transport = new ScriptedTransport([aJobOf('bad', 'test.uncloneable', {}), aJobOf('good', 'noop', {})])
-  await started(transport, { concurrency: 2, threads: 1, modules: { 'uncloneable.mjs': UNCLONEABLE } })
-  await until(() => transport.completed.length + transport.failed.length >= 2, 5000, 'both jobs reported')
-  expect(transport.completed).toEqual([{ job_id: 'good', result: null }])
-  expect(transport.failed).toEqual([{ job_id: 'bad', error: expect.objectContaining({ code: 'handler_error', message: expect.stringMatching(/could not be cloned/), retryable: true }) }])
+test("a handler's result is what JSON makes of it (a function in it dropped); one JSON cannot write fails its own job, and the other jobs of its batch and thread complete", async () => {
+  const WITH_FUNCTION = `export default { type: 'test.with-function', run: () => ({ kept: 1, callback: () => 1 }) }\n`
+  const BIGINT = `export default { type: 'test.bigint', run: () => ({ n: 1n }) }\n`
+  const transport = new ScriptedTransport([aJobOf('fn', 'test.with-function', {}), aJobOf('bad', 'test.bigint', {}), aJobOf('good', 'noop', {})])
+  await started(transport, { concurrency: 3, threads: 1, modules: { 'with-function.mjs': WITH_FUNCTION, 'bigint.mjs': BIGINT } })
+  await until(() => transport.completed.length + transport.failed.length >= 3, 5000, 'the three jobs reported')
+  expect(transport.completed).toEqual(expect.arrayContaining([{ job_id: 'fn', result: { kept: 1 } }, { job_id: 'good', result: null }]))
+  expect(transport.failed).toEqual([{ job_id: 'bad', error: expect.objectContaining({ code: 'result_not_json', message: expect.stringMatching(/BigInt/), retryable: false }) }])
 })
 
 const idle: SendState = { reports: false, heartbeats: false, reporting: false, polling: false, free: 4, reportsDueInMs: null }
@@ -577,8 +578,9 @@ class FailingTransport extends ScriptedTransport {
   }
 }
 
-test('a worker the host refuses (its token, say, revoked) says why once, asks nothing more and is stopped by its owner', async () => {
-  for (const status of [401, 403, 404]) {
+test('a worker the host refuses (its token revoked, say, or its claim invalid to a host of another version) says why once, asks nothing more and is stopped by its owner', async () => {
+  // 400 to an exchange with no completion or failure in it: what the host cannot read is the claim.
+  for (const status of [400, 401, 403, 404]) {
     const transport = new FailingTransport(new HostError(status, 'refused', 'no worker of ours'))
     const refusals: HostError[] = []
     const lines = await started(transport, { onRefused: (error) => refusals.push(error) })

@@ -1,0 +1,39 @@
+import { expect, test } from 'vitest'
+import { progressOf, resultOf } from '../../src-worker/handler-output'
+
+test('progress takes a fraction from 0 to 1 or none, and throws at the call on anything else', () => {
+  expect(progressOf(0, undefined)).toEqual({ fraction: 0, note: null })
+  expect(progressOf(1, 'done')).toEqual({ fraction: 1, note: 'done' })
+  expect(progressOf(null, 'a note alone')).toEqual({ fraction: null, note: 'a note alone' })
+  expect(progressOf(undefined, undefined)).toEqual({ fraction: null, note: null })
+  for (const wrong of [2, -0.1, Number.NaN, Infinity, '0.5', {}]) expect(() => progressOf(wrong, undefined)).toThrow(RangeError)
+  expect(() => progressOf(0.5, 42)).toThrow(TypeError)
+})
+
+test('a progress note longer than the exchange carries is cut, with a mark', () => {
+  const { note } = progressOf(0.5, 'n'.repeat(20_000))
+  expect(note).toHaveLength(10_000)
+  expect(note!.endsWith('… (cut)')).toBe(true)
+})
+
+test("a handler's result is its JSON form: undefined is null, functions are dropped, a Date is its text", () => {
+  expect(resultOf(undefined)).toEqual({ ok: true, result: null })
+  expect(resultOf('text')).toEqual({ ok: true, result: 'text' })
+  expect(resultOf(Number.NaN)).toEqual({ ok: true, result: null })
+  expect(resultOf(() => 1)).toEqual({ ok: true, result: null })
+  expect(resultOf({ n: 1, f() {}, at: new Date(0) })).toEqual({ ok: true, result: { n: 1, at: '1970-01-01T00:00:00.000Z' } })
+})
+
+test('a result JSON cannot write (a BigInt, a cycle) fails the attempt as result_not_json, not retryable', () => {
+  const cycle: Record<string, unknown> = {}
+  cycle.self = cycle
+  for (const value of [{ n: 1n }, cycle]) {
+    const outcome = resultOf(value)
+    expect(outcome.ok).toBe(false)
+    if (!outcome.ok) {
+      expect(outcome.error.code).toBe('result_not_json')
+      expect(outcome.error.retryable).toBe(false)
+      expect(outcome.error.message).toMatch(/^The handler's result cannot be written as JSON: /)
+    }
+  }
+})
