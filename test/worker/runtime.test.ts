@@ -247,6 +247,28 @@ test('a stopping worker whose host no longer answers still stops: its last repor
   expect(lines.some((l) => l.includes('1 report(s) dropped on the way out'))).toBe(true)
 })
 
+test('heartbeats the host refused as too large go again at once without their notes; the job runs on', async () => {
+  class SmallBodies extends ScriptedTransport {
+    refused = 0
+    override async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+      if (request.heartbeat?.some((h) => h.note)) {
+        this.refused++
+        throw new HostError(413, 'payload_too_large', 'The body is larger than 1048576 bytes')
+      }
+      return super.exchange(request, signal)
+    }
+  }
+  const NOTED = `export default { type: 'test.noted', run: async ({ progress }) => { progress(0.5, 'n'.repeat(10_000)); await new Promise((r) => setTimeout(r, 300)); return 'done' } }\n`
+  const transport = new SmallBodies([aJobOf('noted', 'test.noted', {})])
+  const lines = await started(transport, { modules: { 'noted.mjs': NOTED } })
+  await until(() => transport.completed.some((c) => c.job_id === 'noted'), 5000, 'the job reported')
+  expect(transport.refused).toBeGreaterThan(0)
+  const beats = transport.requests.flatMap((r) => r.heartbeat ?? []).filter((h) => h.job_id === 'noted')
+  expect(beats.length).toBeGreaterThan(0)
+  expect(beats.every((h) => h.note === undefined && h.progress === 0.5)).toBe(true)
+  expect(lines.filter((l) => l.includes('retrying'))).toEqual([])
+})
+
 /** A claim of `type` with `payload` (heartbeats every ~50 ms unless `more` says otherwise). */
 function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim> = {}): Claim {
   return { ...aClaim(id, 0), job_type: type, payload, ...more }
