@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
 import { readFileSync } from 'node:fs'
 import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, LOCAL_PICKUP_FLOOR_ONE, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, NORMAL_BESIDE_REDIS, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, POST_FLOOR_1, POST_FLOOR_16, ROWS_FLOOR_1, ROWS_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from './bench/http'
-import { formatTable, openEngine, reopenEngine, tempDir, withTempDir, type Row } from './bench/lib'
+import { type BenchEngine, formatTable, openEngine, reopenEngine, tempDir, type TempDir, withTempDir, type Row } from './bench/lib'
 import { measureRetention } from './bench/retention'
 import { measureHostStart } from './bench/start'
 import {
@@ -98,6 +98,8 @@ const WORKER_API_AT_8_TARGET = 2_000
 /** The worker API against the HTTP floor: its one-job routes may cost at most twice what a bare Koa app takes per job. */
 const WORKER_API_FLOOR_TARGET = 0.5
 const PAGES_PER_JOB_TARGET = 14
+/** How many turns the grants at the two backlog depths are timed in, alternately. */
+const GRANT_TURNS = 4
 /** The pool drain with its queues carried over Redis Streams, against the same drain without. */
 const REDIS_KEEPS_TARGET = 0.75
 /** Jobs submitted one request each: 16 clients against BullMQ's 16 producers, one client against its sequential add(). */
@@ -217,47 +219,63 @@ function measureFull(c: Counts, rows: Row[]): void {
   )
 }
 
-/** Grant latency at the small and the large backlog, then the lifecycle on top of the large one. */
+/**
+ * Grant latency at the small and the large backlog, then the lifecycle on top of the large one.
+ * The two backlogs are two databases open side by side, and their grants are timed in turns
+ * (small, large, large, small, …): the machine's speed moves by more than the depth's effect
+ * within seconds, and a ratio of two figures taken one after the other would read that instead.
+ */
 function measureBacklog(c: Counts, rows: Row[]): { small: Latency; large: Latency } {
-  return withTempDir('backlog', (dir) => {
-    let b = openEngine(dir, 'normal')
-    try {
+  return withTempDir('backlog-small', (smallDir) =>
+    withTempDir('backlog-large', (largeDir) => {
       const maxAttempts = DEFAULT_ENGINE_CONFIG.maxAttempts
-      // Written beside the engine: it reads what it keeps in memory (the QUEUED jobs' tally, the
+      // Written beside an engine: it reads what it keeps in memory (the QUEUED jobs' tally, the
       // ACTIVE leases, its counters) at start, so it is opened again on them.
-      insertBacklog(b.db, c.smallBacklog, b.clock.now(), maxAttempts)
-      b = reopenEngine(dir, b, 'normal')
-      progress(`grant latency at ${n(c.smallBacklog)} queued`)
-      grantLatencies(b, Math.min(200, c.latencySamples)) // warm-up
-      const small = latencySummary(grantLatencies(b, c.latencySamples))
+      const withBacklog = (dir: TempDir, jobs: number): { b: BenchEngine; insertMs: number } => {
+        const fresh = openEngine(dir, 'normal')
+        const insertMs = insertBacklog(fresh.db, jobs, fresh.clock.now(), maxAttempts)
+        return { b: reopenEngine(dir, fresh, 'normal'), insertMs }
+      }
+      const small = withBacklog(smallDir, c.smallBacklog).b
+      let large: BenchEngine | null = null
+      try {
+        progress(`inserting a backlog of ${n(c.backlog)} queued beside one of ${n(c.smallBacklog)}`)
+        const inserted = withBacklog(largeDir, c.backlog)
+        large = inserted.b
+        progress(`grant latency at ${n(c.smallBacklog)} and at ${n(c.backlog)} queued, in turns`)
+        const warmUp = Math.min(200, c.latencySamples)
+        grantLatencies(small, warmUp)
+        grantLatencies(large, warmUp)
+        const turn = Math.ceil(c.latencySamples / GRANT_TURNS)
+        const samples = { small: [] as number[], large: [] as number[] }
+        for (let i = 0; i < GRANT_TURNS; i++) {
+          const order = i % 2 === 0 ? (['small', 'large'] as const) : (['large', 'small'] as const)
+          for (const depth of order) samples[depth].push(...grantLatencies(depth === 'small' ? small : large, turn))
+        }
 
-      progress(`inserting the backlog up to ${n(c.backlog)} queued`)
-      const insertMs = insertBacklog(b.db, c.backlog - c.smallBacklog, b.clock.now(), maxAttempts)
-      b = reopenEngine(dir, b, 'normal')
-      progress(`grant latency at ${n(c.backlog)} queued`)
-      grantLatencies(b, Math.min(200, c.latencySamples)) // warm-up
-      const large = latencySummary(grantLatencies(b, c.latencySamples))
-
-      progress(`engine lifecycle, ${n(c.backlogJobs)} jobs with ${n(c.backlog)} queued`)
-      const loaded = runLifecycle(b, c.backlogJobs, c.capMs.backlog)
-      const samples = `${n(c.latencySamples)} grants of the head`
-      rows.push(
-        { name: `grant latency p50 @ ${n(c.smallBacklog)} queued`, value: small.p50, unit: 'µs', note: samples },
-        { name: `grant latency p99 @ ${n(c.smallBacklog)} queued`, value: small.p99, unit: 'µs' },
-        { name: `grant latency p50 @ ${n(c.backlog)} queued`, value: large.p50, unit: 'µs', note: samples },
-        { name: `grant latency p99 @ ${n(c.backlog)} queued`, value: large.p99, unit: 'µs' },
-        {
-          name: `engine lifecycle @ ${n(c.backlog)} queued`,
-          value: loaded.jobsPerS,
-          unit: 'jobs/s',
-          note: `${jobCount(loaded, c.backlogJobs)}, NORMAL over a LOW backlog (inserted in ${(insertMs / 1000).toFixed(1)} s); ${verbNote(loaded)}`,
-        },
-      )
-      return { small, large }
-    } finally {
-      b.db.close()
-    }
-  })
+        progress(`engine lifecycle, ${n(c.backlogJobs)} jobs with ${n(c.backlog)} queued`)
+        const loaded = runLifecycle(large, c.backlogJobs, c.capMs.backlog)
+        const note = `${n(samples.small.length)} grants of the head, in ${GRANT_TURNS} turns with the other depth's`
+        const latency = { small: latencySummary(samples.small), large: latencySummary(samples.large) }
+        rows.push(
+          { name: `grant latency p50 @ ${n(c.smallBacklog)} queued`, value: latency.small.p50, unit: 'µs', note },
+          { name: `grant latency p99 @ ${n(c.smallBacklog)} queued`, value: latency.small.p99, unit: 'µs' },
+          { name: `grant latency p50 @ ${n(c.backlog)} queued`, value: latency.large.p50, unit: 'µs', note },
+          { name: `grant latency p99 @ ${n(c.backlog)} queued`, value: latency.large.p99, unit: 'µs' },
+          {
+            name: `engine lifecycle @ ${n(c.backlog)} queued`,
+            value: loaded.jobsPerS,
+            unit: 'jobs/s',
+            note: `${jobCount(loaded, c.backlogJobs)}, NORMAL over a LOW backlog (inserted in ${(inserted.insertMs / 1000).toFixed(1)} s); ${verbNote(loaded)}`,
+          },
+        )
+        return latency
+      } finally {
+        large?.db.close()
+        small.db.close()
+      }
+    }),
+  )
 }
 
 /** Pages per lifecycle, and 32 simulated workers whose verbs share commits. */
