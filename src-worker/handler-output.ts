@@ -12,7 +12,8 @@ import { cut } from './attempt-error'
 /** A handler's `progress(fraction, note)`, as the exchange carries it; throws on a fraction outside 0–1 or a note that is no string. */
 export function progressOf(fraction: unknown, note: unknown): { fraction: number | null; note: string | null } {
   if (fraction !== null && fraction !== undefined && (typeof fraction !== 'number' || !(fraction >= 0 && fraction <= 1))) {
-    throw new RangeError(`progress() takes a fraction from 0 to 1, or null; got ${String(fraction)}`)
+    const got = typeof fraction === 'number' ? String(fraction) : typeof fraction === 'string' ? JSON.stringify(fraction) : `a ${typeof fraction}`
+    throw new RangeError(`progress() takes a fraction from 0 to 1, or null; got ${got}`)
   }
   if (note !== null && note !== undefined && typeof note !== 'string') throw new TypeError(`progress() takes a note that is a string; got ${typeof note}`)
   return { fraction: fraction ?? null, note: note == null ? null : cut(note, MAX_NOTE_CHARS) }

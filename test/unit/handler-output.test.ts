@@ -7,6 +7,7 @@ test('progress takes a fraction from 0 to 1 or none, and throws at the call on a
   expect(progressOf(null, 'a note alone')).toEqual({ fraction: null, note: 'a note alone' })
   expect(progressOf(undefined, undefined)).toEqual({ fraction: null, note: null })
   for (const wrong of [2, -0.1, Number.NaN, Infinity, '0.5', {}]) expect(() => progressOf(wrong, undefined)).toThrow(RangeError)
+  expect(() => progressOf('0.5', undefined)).toThrow('progress() takes a fraction from 0 to 1, or null; got "0.5"')
   expect(() => progressOf(0.5, 42)).toThrow(TypeError)
 })
 
