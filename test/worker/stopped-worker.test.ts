@@ -41,7 +41,9 @@ test('SIGSTOP past the lease: another worker completes the job; after SIGCONT th
   await workerStarted(rescuer)
   // Requeued with a 2 s backoff, then claimed and run by the rescuer.
   for (const id of [held, sleeping]) {
-    const { job, result } = await settled(host, id, 10_000)
+    const { job, result } = await settled(host, id, 10_000).catch((error: Error) => {
+      throw new Error(`${error.message}; the rescuer's output: ${rescuer.output()}`)
+    })
     expect(job.state).toBe('DONE')
     expect(attempts(host, id).map((a) => [a.worker_id, a.outcome])).toEqual([
       ['frozen', 'TIMEOUT'],
