@@ -1,4 +1,4 @@
-import { nextExchange, onceThisTurn } from './exchange-plan'
+import { ClaimPace, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
 import { ReportBudget, type Reports, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
@@ -56,6 +56,8 @@ type Outcome = { ok: true; result: unknown } | { ok: false; error: AttemptError 
 interface InFlight {
   longPoll: boolean
   asked: number
+  /** When it left (performance.now()), for the claims' pace. */
+  sentAt: number
   reports: Reports
   /** Aborts a long-poll given up on (the thread is draining): its answer's jobs are not run, its reports go again. */
   abandon: AbortController | null
@@ -80,6 +82,9 @@ export class Driver {
   private readonly runs = new Map<number, OwnRun>()
   private readonly runTimes: RunTimes
   private pauseUntil = 0
+  /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
+  private readonly pace = new ClaimPace()
+  private lookAgain: NodeJS.Timeout | null = null
   /** How many reports an exchange carries (report-budget.ts). */
   private readonly reportBudget = new ReportBudget()
   private draining = false
@@ -123,9 +128,26 @@ export class Driver {
     if (this.unlinked) return
     const wait = this.pauseUntil - Date.now()
     if (wait > 0) return void setTimeout(() => this.pump(), wait)
-    const next = nextExchange({ reports: this.hasReports, heartbeats: false, reporting: this.reporting, polling: this.polling, free: this.free, reportsDueInMs: null })
+    const next = nextExchange({
+      reports: this.hasReports,
+      heartbeats: false,
+      reporting: this.reporting,
+      polling: this.polling,
+      free: this.free,
+      reportsDueInMs: null,
+      claimDueInMs: this.pace.dueInMs(performance.now()),
+    })
     if (next && 'longPoll' in next) this.exchange(next.longPoll)
+    else if (next) this.lookAgainIn(next.pollInMs)
     this.checkDrained()
+  }
+
+  private lookAgainIn(ms: number): void {
+    if (this.lookAgain) return
+    this.lookAgain = setTimeout(() => {
+      this.lookAgain = null
+      this.pump()
+    }, Math.ceil(ms))
   }
 
   private exchange(longPoll: boolean): void {
@@ -138,7 +160,7 @@ export class Driver {
     if (asked > 0) params.claim = { streams, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
     const id = this.nextId++
     const abandon = longPoll ? new AbortController() : null
-    this.inFlight.set(id, { longPoll, asked, reports, abandon, abandoned: false })
+    this.inFlight.set(id, { longPoll, asked, sentAt: performance.now(), reports, abandon, abandoned: false })
     this.deps.exchange(params, abandon?.signal).then(
       (answer) => this.answered(id, answer),
       (error: Error) => this.failed(id, error),
@@ -152,6 +174,7 @@ export class Driver {
     this.inFlight.delete(id)
     this.reportBudget.taken()
     const { completed, failed, jobs } = answer
+    this.pace.answered(sent.sentAt, performance.now(), sent.asked, jobs.length)
     for (const a of [...completed, ...failed]) {
       if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
     }

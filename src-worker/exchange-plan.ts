@@ -17,6 +17,8 @@ export interface SendState {
   free: number
   /** How soon the running jobs should report, when they are all short jobs; else null. */
   reportsDueInMs: number | null
+  /** How long the next claim waits yet, while jobs stream in one at a time ({@link ClaimPace}); 0 when it may go now. */
+  claimDueInMs: number
 }
 
 /**
@@ -27,12 +29,53 @@ export interface SendState {
  *   time so makes one round trip per job: its report and its next claim are one exchange.
  * - With nothing to report, free slots are claimed by a long-poll — but while every running job
  *   is a short one that should end within `reportsDueInMs`, the claim waits to go with its report.
+ * - While jobs stream in one at a time, the next claim waits out its pace (`claimDueInMs`,
+ *   {@link ClaimPace}), and the reports without heartbeats wait with it, to go in one exchange.
  */
 export function nextExchange(state: SendState): { longPoll: boolean } | { pollInMs: number } | null {
-  const { reports, heartbeats, reporting, polling, free, reportsDueInMs } = state
-  if (reports) return reporting ? null : { longPoll: !polling && free > 0 && !heartbeats }
+  const { reports, heartbeats, reporting, polling, free, reportsDueInMs, claimDueInMs } = state
+  const claimWaits = !polling && free > 0 && claimDueInMs > 0
+  if (reports) {
+    if (reporting) return null
+    if (claimWaits && !heartbeats) return { pollInMs: claimDueInMs }
+    return { longPoll: !polling && free > 0 && !heartbeats }
+  }
   if (polling || reporting || free <= 0) return null
+  if (claimWaits) return { pollInMs: claimDueInMs }
   return reportsDueInMs === null ? { longPoll: true } : { pollInMs: reportsDueInMs }
+}
+
+/**
+ * How long a claim lingers after the last one while jobs stream in (see {@link ClaimPace}):
+ * longer than a job's pickup (~0.5 ms here), shorter than the gap between jobs that arrive
+ * 500 a second or fewer.
+ */
+export const CLAIM_LINGER_MS = 1
+
+/**
+ * The pace of a talker's claims. A claim that waits is answered by the first job that comes, so
+ * jobs submitted one at a time, faster than a worker takes them, would each cost the host a
+ * whole exchange of their own: one answer, one report, one commit, a wake-up of each side. When
+ * a claim comes back with jobs, fewer than it asked for, within {@link CLAIM_LINGER_MS} of
+ * leaving, jobs are arriving one by one faster than that: the next claim leaves no sooner than
+ * that long after it, and takes in one answer the jobs that came meanwhile. A claim that
+ * waited longer for its job, or that came back full (a backlog), or empty, sets no pace: the
+ * next one leaves at once, and a job that arrives alone is picked up as soon as it is submitted.
+ */
+export class ClaimPace {
+  private notBefore = 0
+
+  constructor(private readonly lingerMs = CLAIM_LINGER_MS) {}
+
+  /** A claim that left at `sentAt` was answered at `now` with `got` of the `asked` jobs. */
+  answered(sentAt: number, now: number, asked: number, got: number): void {
+    if (got > 0 && got < asked && now - sentAt < this.lingerMs) this.notBefore = sentAt + this.lingerMs
+  }
+
+  /** How long the next claim waits yet; 0 when it may go now. */
+  dueInMs(now: number): number {
+    return Math.max(0, this.notBefore - now)
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import { HandlerThread, type RunListener, type RunOutcome } from './handler-thre
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
-import { nextExchange, onceThisTurn } from './exchange-plan'
+import { ClaimPace, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
 import { ReportBudget, refusesReports } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HeartbeatAnswer, type HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
@@ -147,8 +147,12 @@ export class WorkerRuntime {
   private readonly reportBudget = new ReportBudget()
   /** Why the host refuses this worker, once it has (see {@link refused}). */
   private refusal: HostError | null = null
-  /** Sends the long-poll that short jobs' reports were to carry, should they end late. */
+  /** Looks again when the claim's pace allows it, or sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
+  /** When {@link pollTimer} fires (performance.now()). */
+  private pollAt = Infinity
+  /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
+  private readonly pace = new ClaimPace()
   /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
   private readonly table: JobTable | null
   /** The runtime claims the worker's jobs itself: no thread drives them (no route, or a link that failed or closed). */
@@ -342,6 +346,7 @@ export class WorkerRuntime {
       polling: this.polling,
       free: this.free,
       reportsDueInMs: this.reportsDueIn(),
+      claimDueInMs: this.pace.dueInMs(performance.now()),
     })
     if (next && 'longPoll' in next) void this.exchange(next.longPoll)
     else if (next) this.pollLater(next.pollInMs)
@@ -364,11 +369,15 @@ export class WorkerRuntime {
     return latest
   }
 
-  /** Looks again in `ms`: the short jobs' reports were to carry the long-poll, but are late. */
+  /** Looks again in `ms` (or sooner, if it already meant to): the claim's pace, or the short jobs' reports that were to carry the long-poll are late. */
   private pollLater(ms: number): void {
-    if (this.pollTimer) return
+    const at = performance.now() + ms
+    if (this.pollTimer && this.pollAt <= at) return
+    clearTimeout(this.pollTimer)
+    this.pollAt = at
     this.pollTimer = setTimeout(() => {
       this.pollTimer = undefined
+      this.pollAt = Infinity
       this.pump()
     }, Math.ceil(ms))
   }
@@ -388,6 +397,7 @@ export class WorkerRuntime {
     if (longPoll) this.polling = true
     else this.reporting = true
     let answer: ExchangeAnswer | null = null
+    const sentAt = performance.now()
     try {
       answer = await transport.exchange(request, longPoll ? this.stopClaiming.signal : undefined)
     } catch (error) {
@@ -418,6 +428,7 @@ export class WorkerRuntime {
       this.putBack(outbox)
     }
     if (answer) {
+      this.pace.answered(sentAt, performance.now(), maxJobs, answer.jobs.length)
       this.reportBudget.taken()
       answer.heartbeats.forEach((a) => this.onHeartbeatAnswer(a))
       for (const a of [...answer.completed, ...answer.failed]) {

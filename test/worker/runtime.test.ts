@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
-import { nextExchange, type SendState } from '../../src-worker/exchange-plan'
+import { CLAIM_LINGER_MS, ClaimPace, nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
 import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type HeartbeatAnswer, HostError, type HostRoute, type WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
@@ -35,6 +35,10 @@ class ScriptedTransport implements WorkerTransport {
   readonly answered: string[][] = []
   /** How long an exchange that carries completions or failures takes to be answered. */
   reportRoundTripMs = 0
+  /** When each request arrived (performance.now()), in the order of {@link requests}. */
+  readonly arrivedAt: number[] = []
+  /** A job that is there for a claim as it arrives, besides those offered (a host that jobs stream into). */
+  arriving: (() => Claim | undefined) | null = null
   constructor(
     private readonly claims: Claim[],
     private readonly beat: (jobId: string) => Promise<HeartbeatAnswer> = async (job_id) => beating(job_id),
@@ -106,6 +110,9 @@ class ScriptedTransport implements WorkerTransport {
 
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
+    this.arrivedAt.push(performance.now())
+    const arrived = request.claim ? this.arriving?.() : undefined
+    if (arrived) this.claims.push(arrived)
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
     for (const f of request.fail ?? []) this.failed.push({ job_id: f.job_id, error: f.error })
     if (this.reportRoundTripMs > 0 && (request.complete?.length || request.fail?.length)) await new Promise((r) => setTimeout(r, this.reportRoundTripMs))
@@ -410,6 +417,18 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
     }
   })
 
+  test('a driving thread that jobs reach one at a time, each claim answered at once with one, claims once a linger', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 4, threads: 1, drive })
+      const gaps = await claimGapsOfAStream(transport, true)
+      expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_LINGER_MS)
+    } finally {
+      close()
+    }
+  })
+
   test('a job the driving thread runs that blocks its thread is taken over by the runtime: heartbeated from the runtime’s thread, and its end reported once, by the runtime', async () => {
     const transport = new ScriptedTransport([])
     const { drive, close } = await transport.driveOver(kind)
@@ -568,7 +587,7 @@ test("a handler's result is what JSON makes of it (a function in it dropped); on
   expect(transport.failed).toEqual([{ job_id: 'bad', error: expect.objectContaining({ code: 'result_not_json', message: expect.stringMatching(/BigInt/), retryable: false }) }])
 })
 
-const idle: SendState = { reports: false, heartbeats: false, reporting: false, polling: false, free: 4, reportsDueInMs: null }
+const idle: SendState = { reports: false, heartbeats: false, reporting: false, polling: false, free: 4, reportsDueInMs: null, claimDueInMs: 0 }
 
 test('reports carry the long-poll for the free slots when none is in flight, unless they hold heartbeats', () => {
   expect(nextExchange({ ...idle, reports: true })).toEqual({ longPoll: true })
@@ -586,6 +605,56 @@ test('free slots are claimed at once, unless every running job is short and its 
   expect(nextExchange({ ...idle, polling: true })).toBeNull()
   expect(nextExchange({ ...idle, reporting: true })).toBeNull()
   expect(nextExchange({ ...idle, free: 0 })).toBeNull()
+})
+
+test('while jobs stream in one at a time, the next claim waits out its pace, and reports without heartbeats wait with it', () => {
+  expect(nextExchange({ ...idle, claimDueInMs: 0.6 })).toEqual({ pollInMs: 0.6 })
+  expect(nextExchange({ ...idle, reports: true, claimDueInMs: 0.6 })).toEqual({ pollInMs: 0.6 })
+  // A heartbeat's answer may stop its job: it goes at once (its claim does not wait for work).
+  expect(nextExchange({ ...idle, reports: true, heartbeats: true, claimDueInMs: 0.6 })).toEqual({ longPoll: false })
+  // With a long-poll already waiting, or no slot free, no claim is due: the reports go.
+  expect(nextExchange({ ...idle, reports: true, polling: true, claimDueInMs: 0.6 })).toEqual({ longPoll: false })
+  expect(nextExchange({ ...idle, reports: true, free: 0, claimDueInMs: 0.6 })).toEqual({ longPoll: false })
+  expect(nextExchange({ ...idle, free: 0, claimDueInMs: 0.6 })).toBeNull()
+})
+
+test('a claim answered at once with fewer jobs than it asked for sets the pace of the next; one that waited for its job, came back full or came back empty does not', () => {
+  const dueAfter = (waitedMs: number, asked: number, got: number): number => {
+    const pace = new ClaimPace()
+    pace.answered(100, 100 + waitedMs, asked, got)
+    return pace.dueInMs(100 + waitedMs)
+  }
+  expect(dueAfter(0.2, 8, 1)).toBeCloseTo(CLAIM_LINGER_MS - 0.2)
+  expect(dueAfter(CLAIM_LINGER_MS, 8, 1)).toBe(0) // it waited for its job: jobs come slower than the pace
+  expect(dueAfter(0.2, 8, 8)).toBe(0) // a backlog: the next claim takes more of it at once
+  expect(dueAfter(0.2, 8, 0)).toBe(0)
+  const pace = new ClaimPace()
+  pace.answered(100, 100.2, 8, 1)
+  expect(pace.dueInMs(100 + CLAIM_LINGER_MS)).toBe(0) // the pace is one claim a linger, not a wait after each answer
+})
+
+/**
+ * Lets 20 jobs stream into `transport`, one there for each claim as it arrives (each claim is
+ * answered at once with one job of the several it asks for), and returns how long after the one
+ * before each claim the talker sent while they did.
+ */
+async function claimGapsOfAStream(transport: ScriptedTransport, fromThread: boolean): Promise<number[]> {
+  let streamed = 0
+  transport.arriving = () => (streamed < 20 ? { ...aClaimOf(`job-${streamed++}`), job_type: 'noop', payload: {} } : undefined)
+  transport.offer([])
+  await until(() => transport.completed.length === 20, 10_000, 'the 20 jobs reported')
+  const claims = transport.requests.flatMap((request, i) => (request.claim && (!fromThread || transport.threadRequests.includes(request)) ? [transport.arrivedAt[i]!] : []))
+  return claims.slice(1, 20).map((at, i) => at - claims[i]!)
+}
+
+const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+
+test('a worker that jobs reach one at a time, each claim answered at once with one, claims once a linger: the jobs that come meanwhile go in one answer', async () => {
+  const transport = new ScriptedTransport([])
+  await started(transport, { concurrency: 4 })
+  const gaps = await claimGapsOfAStream(transport, false)
+  // Read as the host reads them, as they arrive: the time on the way moves a gap either way.
+  expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_LINGER_MS)
 })
 
 /** A host whose every exchange fails with `error`: it counts them. */
