@@ -10,6 +10,7 @@ import { HOST_FILE } from '../src-shared/client-target'
 import { ClockWaiters } from './dispatch/clock-waiters'
 import { MAX_LONG_POLL_MS } from './dispatch/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
+import { connectionPath } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
 import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
@@ -217,6 +218,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     policy,
     bodyLimitBytes: config.bodyLimitBytes,
     storage: () => storageReport(engine, pruner),
+    checkIntegrity: (depth) => checkIntegrityInBackground(connectionPath(sqlite.name), { depth, nativeBinding: options.nativeBinding, signal: checkAbort.signal }),
     storageMode: () => ({ ...mode }),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
@@ -288,7 +290,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     // connection's own checkpoint still bounds the log, as it did before there was a thread.
     const checkpoints = timerHealth('the checkpointer', limiter, config.dataDir)
     checkpointer = new Checkpointer({
-      path: sqlite.name,
+      path: connectionPath(sqlite.name),
       durability: config.durability,
       nativeBinding: options.nativeBinding,
       onPass: () => checkpoints.ok(),
@@ -348,7 +350,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     pool?.start()
     // The file was not closed by the last host: SQLite recovered it from its log; whether every page
     // is sound is checked on a thread, while the host serves (no start waits for a read of the whole file).
-    if (uncleanShutdown) integrityCheck = backgroundIntegrityCheck(sqlite.name, options.nativeBinding, checkAbort.signal, log)
+    if (uncleanShutdown) integrityCheck = backgroundIntegrityCheck(connectionPath(sqlite.name), options.nativeBinding, checkAbort.signal, log)
   }
   if (mode.state === 'read_write') await startWriters()
 

@@ -90,6 +90,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/storage/integrity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Check the database file's integrity, on a thread of the host: seconds for a million finished jobs */
+        get: operations["checkStorageIntegrity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/openapi.json": {
         parameters: {
             query?: never;
@@ -1024,6 +1041,14 @@ export interface components {
                 longest_checkpoint_ms: number;
                 duration_ms: number;
             } | null;
+        };
+        IntegrityReport: {
+            /** @description The database file checked */
+            path: string;
+            ok: boolean;
+            /** @description SQLite's findings, at most 20; empty when ok */
+            problems: string[];
+            ms: number;
         };
         EventTicket: {
             /** @description Opens GET /api/events/stream as ?ticket= */
@@ -1966,6 +1991,51 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["StorageError"];
+        };
+    };
+    checkStorageIntegrity: {
+        parameters: {
+            query?: {
+                /** @description full: SQLite's integrity_check; quick: its quick_check (indexes not matched against their tables, about half the time) */
+                depth?: "quick" | "full";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrityReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            /** @description storage_error: the check could not read the file; storage_error: the disk failed a write, which was not made, or a read; storage_uncertain: the disk failed to sync a commit whose outcome is unknown (retry the same request, a submit with its client_request_id) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description storage_full: the host is read-only (its disk was full at start) and keeps the file to itself until space returns; storage_full: the disk is full, the write was not made; reads still work */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getOpenApiDocument: {

@@ -10,10 +10,8 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
-import BetterSqlite3 from 'better-sqlite3'
 import { DEFAULT_WORKER_CONCURRENCY, localWorkerSlots } from '../../src-main/config'
 import { openDatabase } from '../../src-main/db/open'
-import { idKey } from '../../src-main/engine/store/ids'
 import { buildCliBundle } from '../cli-bundle.js'
 import { HostConnection } from '../../src-shared/host-connection'
 import { LoopConnection } from './loop-connection'
@@ -652,30 +650,24 @@ export interface BatchedCounts {
 const SUBMIT_CHUNK = 1000
 
 /**
- * Watches the host's database file through a second, read-only connection: whether work is
- * left (QUEUED jobs or ACTIVE leases, both read from partial indexes, so a look costs the
- * machine next to nothing), and once none is, the DONE count and the last finish time.
+ * Watches a drain through the host's API (its database file is the host's alone while it runs:
+ * docs/configuration.md): whether work is left (the snapshot's counts, from the host's memory),
+ * and once none is, the DONE count and the last finish time. A look every 50 ms costs the busy
+ * host a few hundredths of a percent of its time.
  */
-function doneWatcher(server: Server): { busy(): boolean; done(): number; lastFinishedAt(): number; close(): void } {
-  const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
-  // The jobs submitted from now on are those above the newest job now. No index holds a state
-  // that is not finished (QUEUED jobs are in the host's memory), so each poll reads the table by
-  // its key from the oldest job it last found unfinished: the jobs end about in their order, and
-  // a poll reads a few rows, not every finished one again.
-  let firstOpen = ((db.prepare('SELECT MAX(seq) FROM jobs').pluck().get() as number | null) ?? 0) + 1
-  const open = db.prepare("SELECT seq FROM jobs WHERE seq >= ? AND +state <> 'DONE' ORDER BY seq LIMIT 1").pluck()
-  const count = db.prepare("SELECT COUNT(*) AS n FROM jobs WHERE state = 'DONE'")
-  const last = db.prepare('SELECT MAX(finished_at) AS at FROM jobs')
+function doneWatcher(server: Server): { busy(): Promise<boolean>; done(): Promise<number>; lastFinishedAt(): Promise<number> } {
+  const snapshot = async () => ((await get(server, '/api/scheduler/stats/snapshot')) as { jobs: Record<'queued' | 'claimed' | 'leased' | 'running' | 'done_last_24h', number> }).jobs
   return {
-    busy: () => {
-      const seq = open.get(firstOpen) as number | undefined
-      if (seq === undefined) return false
-      firstOpen = seq
-      return true
+    busy: async () => {
+      const jobs = await snapshot()
+      return jobs.queued + jobs.claimed + jobs.leased + jobs.running > 0
     },
-    done: () => (count.get() as { n: number }).n,
-    lastFinishedAt: () => (last.get() as { at: number }).at,
-    close: () => db.close(),
+    done: async () => (await snapshot()).done_last_24h,
+    // The jobs finish about in the order they were submitted: the last to finish is among the newest.
+    lastFinishedAt: async () => {
+      const { jobs } = (await get(server, '/api/scheduler/jobs?state=DONE&limit=500')) as { jobs: { updated_at: string }[] }
+      return Math.max(...jobs.map((job) => Date.parse(job.updated_at)))
+    },
   }
 }
 
@@ -744,29 +736,25 @@ async function drainBatched(server: Server, jobs: number, workers: ChildProcess[
     const external = workers.map((w) => processTreeCpuMs(w.pid!)?.own ?? 0).reduce((a, b) => a + b, 0)
     return host && { host: host.own, workers: workers.length > 0 ? external : host.children }
   }
-  try {
-    const cpuBefore = cpu()
-    const clientBefore = process.cpuUsage()
-    const doneBefore = watcher.done()
-    const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
-    await submit(server, jobs)
-    const deadline = performance.now() + 180_000
-    while (watcher.busy()) {
-      if (performance.now() > deadline) throw new Error(`jobs still running after 180 s`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
-    const done = watcher.done() - doneBefore
-    if (done !== jobs) throw new Error(`${done} of ${jobs} jobs DONE`)
-    const cpuAfter = cpu()
-    const client = process.cpuUsage(clientBefore)
-    const perJob = (ms: number) => `${Math.round((ms * 1000) / jobs)} µs`
-    const clients = `the submitting clients ${perJob((client.user + client.system) / 1000)}`
-    return {
-      jobsPerS: jobs / ((watcher.lastFinishedAt() - started) / 1000),
-      cpu: cpuBefore && cpuAfter ? `CPU per job: host ${perJob(cpuAfter.host - cpuBefore.host)}, workers ${perJob(cpuAfter.workers - cpuBefore.workers)}, ${clients}` : `CPU per job: ${clients} (the host's not measured: no /proc)`,
-    }
-  } finally {
-    watcher.close()
+  const cpuBefore = cpu()
+  const clientBefore = process.cpuUsage()
+  const doneBefore = await watcher.done()
+  const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
+  await submit(server, jobs)
+  const deadline = performance.now() + 180_000
+  while (await watcher.busy()) {
+    if (performance.now() > deadline) throw new Error(`jobs still running after 180 s`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  const done = (await watcher.done()) - doneBefore
+  if (done !== jobs) throw new Error(`${done} of ${jobs} jobs DONE`)
+  const cpuAfter = cpu()
+  const client = process.cpuUsage(clientBefore)
+  const perJob = (ms: number) => `${Math.round((ms * 1000) / jobs)} µs`
+  const clients = `the submitting clients ${perJob((client.user + client.system) / 1000)}`
+  return {
+    jobsPerS: jobs / (((await watcher.lastFinishedAt()) - started) / 1000),
+    cpu: cpuBefore && cpuAfter ? `CPU per job: host ${perJob(cpuAfter.host - cpuBefore.host)}, workers ${perJob(cpuAfter.workers - cpuBefore.workers)}, ${clients}` : `CPU per job: ${clients} (the host's not measured: no /proc)`,
   }
 }
 
@@ -779,21 +767,26 @@ const STAMP_TYPE = 'bench-stamp'
  * (`process.hrtime`, one clock for every process and thread), reports progress once as `noop`
  * does, and returns that moment as its result.
  */
-const STAMP_HANDLER = `export default {
+const stampHandler = (startsFile: string) => `import { appendFileSync } from 'node:fs'
+export default {
   type: '${STAMP_TYPE}',
-  async run({ progress }) {
+  async run({ job, progress }) {
     const started_ns = String(process.hrtime.bigint())
+    appendFileSync(${JSON.stringify(startsFile)}, job.id + ' ' + started_ns + '\\n')
     progress(0.5)
     return { started_ns }
   },
 }
 `
 
+/** Where the stamp handler of a data dir notes each job's start, one line each (`<job id> <ns>`). */
+const startsFileOf = (dataDir: string) => join(dataDir, 'bench-starts')
+
 /** A fresh data dir whose local workers can run {@link STAMP_TYPE} jobs. */
 function dataDirWithStampHandler(): string {
   const dataDir = mkdtempSync(join(tmpdir(), 'leasehold-bench-http-'))
   mkdirSync(join(dataDir, 'handlers'))
-  writeFileSync(join(dataDir, 'handlers', 'bench-stamp.mjs'), STAMP_HANDLER)
+  writeFileSync(join(dataDir, 'handlers', 'bench-stamp.mjs'), stampHandler(startsFileOf(dataDir)))
   return dataDir
 }
 
@@ -811,24 +804,28 @@ const submitStamp = async (post: ReturnType<typeof client>): Promise<Stamped> =>
 }
 
 /**
- * Once every one of these stamp jobs is DONE (read from the host's database, read-only): for
- * each, from its submit leaving to its handler starting in a local worker, in ms.
+ * Once every one of these stamp jobs has started (read from the file its handler notes starts
+ * in, as the floor's threads do, so that the host is not asked and stays as idle as the row
+ * needs): for each, from its submit leaving to its handler starting in a local worker, in ms.
  */
 async function handlerStarts(server: Server, jobs: Stamped[]): Promise<number[]> {
-  const db = new BetterSqlite3(join(server.dataDir, 'leasehold.db'), { readonly: true, fileMustExist: true })
-  try {
-    // By the key the id names (jobs have no index on `id`): a lookup by `id` reads the whole
-    // table, and these run every 20 ms for each job still waiting.
-    const row = db.prepare('SELECT state, result FROM jobs WHERE seq = ? AND id = ?')
-    const rowOf = (job: Stamped) => row.get(idKey(job.jobId), job.jobId) as { state: string; result: string | null } | undefined
-    await waitFor(async () => jobs.every((job) => rowOf(job)?.state === 'DONE'), 30_000)
-    return jobs.map((job) => {
-      const { started_ns } = JSON.parse(rowOf(job)!.result!) as { started_ns: string }
-      return Number(BigInt(started_ns) - job.sentNs) / 1e6
-    })
-  } finally {
-    db.close()
+  let starts = new Map<string, bigint>()
+  await waitFor(async () => {
+    starts = readStarts(startsFileOf(server.dataDir))
+    return jobs.every((job) => starts.has(job.jobId))
+  }, 30_000)
+  return jobs.map((job) => Number(starts.get(job.jobId)! - job.sentNs) / 1e6)
+}
+
+/** The starts noted so far, by job id. */
+function readStarts(file: string): Map<string, bigint> {
+  const starts = new Map<string, bigint>()
+  if (!existsSync(file)) return starts
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const [id, ns] = line.split(' ')
+    if (id && ns) starts.set(id, BigInt(ns))
   }
+  return starts
 }
 
 /**

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
+import { connectionName } from './connection'
 import type { Durability } from './open'
 
 /**
@@ -42,7 +43,7 @@ const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
 let db = null
 try {
-  db = new Database(workerData.path, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
+  db = new Database(workerData.name, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
   db.pragma('synchronous = ' + (workerData.durability === 'full' ? 'FULL' : 'NORMAL'))
 } catch (error) {
   db = null
@@ -88,7 +89,7 @@ export class Checkpointer {
       const driver = createRequire(import.meta.url).resolve('better-sqlite3')
       worker = new Worker(THREAD, {
         eval: true,
-        workerData: { driver, path: options.path, durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
+        workerData: { driver, name: connectionName(options.path, options.nativeBinding), durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
       })
     } catch (error) {
       queueMicrotask(() => options.onError(error as Error, true))

@@ -1,6 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3'
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
+import { connectionName } from './connection'
 
 /** What an integrity check of the database file found. */
 export interface IntegrityReport {
@@ -38,13 +39,14 @@ function problemsOf(rows: Record<string, string>[]): string[] {
 }
 
 /**
- * Checks the file now, on this thread, through a read-only connection of its own (the host may
- * be running and writing: the check reads one consistent snapshot). `leasehold check` runs it.
- * A file SQLite cannot read at all throws, as opening it would.
+ * Checks the file now, on this thread, through a read-only connection of its own: one consistent
+ * snapshot, whoever writes meanwhile in this process. `leasehold check` runs it. A file SQLite
+ * cannot read at all throws, as opening it would; a file a running host holds (connection.ts)
+ * throws `SQLITE_BUSY` at once, without waiting for it.
  */
 export function checkIntegrity(path: string, depth: IntegrityDepth = 'full', nativeBinding?: string): IntegrityReport {
   const started = performance.now()
-  const db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, ...(nativeBinding ? { nativeBinding } : {}) })
+  const db = new BetterSqlite3(connectionName(path, nativeBinding), { readonly: true, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
   try {
     const problems = problemsOf(db.pragma(pragmaOf(depth), { simple: false }) as Record<string, string>[])
     return { path, ok: problems.length === 0, problems, ms: Math.round(performance.now() - started) }
@@ -59,7 +61,7 @@ const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
 const started = performance.now()
 try {
-  const db = new Database(workerData.path, { readonly: true, fileMustExist: true, ...(workerData.nativeBinding ? { nativeBinding: workerData.nativeBinding } : {}) })
+  const db = new Database(workerData.name, { readonly: true, fileMustExist: true, ...(workerData.nativeBinding ? { nativeBinding: workerData.nativeBinding } : {}) })
   try {
     const rows = db.pragma(workerData.pragma, { simple: false })
     parentPort.postMessage({ rows, ms: Math.round(performance.now() - started) })
@@ -80,7 +82,7 @@ export function checkIntegrityInBackground(path: string, options: { depth?: Inte
   return new Promise((resolve, reject) => {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3')
     const { depth = 'quick', nativeBinding, signal } = options
-    const worker = new Worker(THREAD, { eval: true, workerData: { driver, path, nativeBinding, pragma: pragmaOf(depth) } })
+    const worker = new Worker(THREAD, { eval: true, workerData: { driver, name: connectionName(path, nativeBinding), nativeBinding, pragma: pragmaOf(depth) } })
     signal?.addEventListener('abort', () => void worker.terminate(), { once: true })
     worker.once('message', (message: { rows?: Record<string, string>[]; ms?: number; error?: string; code?: string }) => {
       if (!message.rows) return reject(Object.assign(new Error(message.error), { code: message.code }))

@@ -4,6 +4,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { closeSync, existsSync, openSync, readFileSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { connectionName, connectionPath } from './connection'
 import * as schema from './schema'
 
 /**
@@ -121,6 +122,20 @@ function unreadableError(path: string, error: unknown): DatabaseOpenError {
 
 /** Less free space than this, and an I/O error while opening, means a full disk: the -shm file alone takes 32 KiB. */
 const MIN_FREE_TO_OPEN = 1024 * 1024
+
+/**
+ * Refuses, as a full disk, to open an existing file for writes with less than
+ * {@link MIN_FREE_TO_OPEN} free: the host then serves it for reads only ({@link openOnFullDisk})
+ * until space returns. A connection of the host's process keeps the log's index in memory
+ * (connection.ts), so opening writes nothing, and without this the first write to fail would be
+ * the host's own start (its host.json) instead.
+ */
+function refuseFullDisk(path: string): void {
+  const free = freeBytes(dirname(path))
+  if (free !== null && free < MIN_FREE_TO_OPEN) {
+    throw new DatabaseOpenError(`the disk that holds ${path} is full (${mb(free)} free); free some space and start again (the file was left untouched)`, true)
+  }
+}
 
 /** An error message on one line (a query's text, quoted by drizzle, spans many). */
 const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ')
@@ -272,9 +287,10 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   const journal = readJournal(migrationsFolder)
   const isNewFile = options.path === ':memory:' || !existsSync(options.path)
   const uncleanShutdown = !isNewFile && fileSize(`${options.path}-wal`) > 0
+  if (!isNewFile) refuseFullDisk(options.path)
   let sqlite: Database
   try {
-    sqlite = new BetterSqlite3(options.path, options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
+    sqlite = new BetterSqlite3(connectionName(options.path, options.nativeBinding), options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
   } catch (error) {
     throw new DatabaseOpenError(`cannot open ${options.path}: ${(error as Error).message}`)
   }
@@ -318,7 +334,7 @@ export function openOnFullDisk(options: OpenOptions): OpenedDatabase {
   const uncleanShutdown = fileSize(`${path}-wal`) > 0
   let sqlite: Database
   try {
-    sqlite = new BetterSqlite3(path, options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
+    sqlite = new BetterSqlite3(connectionName(path, options.nativeBinding), options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
   } catch (error) {
     throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`)
   }
@@ -352,8 +368,8 @@ export function shareDatabase(sqlite: Database): void {
   sqlite.pragma('journal_mode = DELETE')
   sqlite.pragma('locking_mode = NORMAL')
   const mode = sqlite.pragma('journal_mode = WAL', { simple: true })
-  if (mode !== 'wal') throw new DatabaseOpenError(`${sqlite.name} stayed in journal mode ${String(mode)}`, true)
-  sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get() // the first read in the new mode makes the -shm file
+  if (mode !== 'wal') throw new DatabaseOpenError(`${connectionPath(sqlite.name)} stayed in journal mode ${String(mode)}`, true)
+  sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get() // the first read in the new mode (with the default VFS, it makes the -shm file)
 }
 
 /** Whether a thrown error is SQLite's or the OS's "no space". */

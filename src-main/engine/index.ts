@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3'
+import { connectionPath } from '../db/connection'
 import { CapacityStore, type CapacityChange } from './memory/capacity-store'
 import type { CapacityFigures, CapacitySettings } from './rules/capacity'
 import type { Clock } from './rules/clock'
@@ -168,7 +169,7 @@ export class Engine {
 
   /** The database file ('' or ':memory:' in tests); its folder is the data dir a storage fault names. */
   get databaseFile(): string {
-    return this.ctx.db.name
+    return connectionPath(this.ctx.db.name)
   }
 
   /** Listens to committed events, one at a time in the order they were appended; returns the function that stops listening. */

@@ -4,6 +4,7 @@ import type { ServerResponse } from 'node:http'
 import { z } from 'zod'
 import type { ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi'
 import type { Dispatch } from '../dispatch/dispatch'
+import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import type { Engine } from '../engine'
@@ -24,6 +25,8 @@ export interface RouteDeps {
   version: string
   /** The database's size and the retention setting (GET /api/storage). */
   storage: () => StorageReport
+  /** Checks the database file's integrity on a thread of the host (GET /api/storage/integrity). */
+  checkIntegrity: (depth: IntegrityDepth) => Promise<IntegrityReport>
   /** Whether the host takes writes (GET /api/health). */
   storageMode: () => StorageMode
   /** Redis as GET /api/health and the event stream report it, when it carries the queues. */

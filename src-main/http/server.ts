@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { dirname } from 'node:path'
 import type { Dispatch } from '../dispatch/dispatch'
+import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import type { Engine } from '../engine'
@@ -33,6 +34,8 @@ export interface HttpDependencies {
   bodyLimitBytes: number
   /** The database's size and the retention setting (GET /api/storage). */
   storage: () => StorageReport
+  /** Checks the database file's integrity on a thread of the host (GET /api/storage/integrity). */
+  checkIntegrity: (depth: IntegrityDepth) => Promise<IntegrityReport>
   /** Whether the host takes writes (GET /api/health); always does when not given. */
   storageMode?: () => StorageMode
   /** Redis as GET /api/health and the event stream report it, when it carries the queues. */
@@ -136,6 +139,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     directory: deps.directory,
     version: deps.version,
     storage: deps.storage,
+    checkIntegrity: deps.checkIntegrity,
     storageMode: deps.storageMode ?? (() => ({ state: 'read_write', reason: null })),
     redis: deps.redis,
     tickets,

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { iso } from '../engine/rules/clock'
 import type { StorageReport } from '../retention/storage-report'
+import { HttpError } from './http-error'
 import { type Api, route } from './route'
 import { IsoTime } from './schemas'
 import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, OpenApiDocument, WorkerList, workerView } from './views/system'
@@ -39,6 +40,21 @@ export const StorageAnswer = z
   })
   .meta({ id: 'Storage' })
 export type StorageAnswer = z.infer<typeof StorageAnswer>
+
+/** GET /api/storage/integrity: how thorough the check is. */
+export const IntegrityQuery = z.strictObject({
+  depth: z.enum(['quick', 'full']).default('full').meta({ description: "full: SQLite's integrity_check; quick: its quick_check (indexes not matched against their tables, about half the time)" }),
+})
+
+/** What an integrity check of the database file found (db/integrity.ts). */
+export const IntegrityAnswer = z
+  .object({
+    path: z.string().meta({ description: 'The database file checked' }),
+    ok: z.boolean(),
+    problems: z.array(z.string()).meta({ description: "SQLite's findings, at most 20; empty when ok" }),
+    ms: z.number().int(),
+  })
+  .meta({ id: 'IntegrityReport' })
 
 export function storageAnswer(report: StorageReport): StorageAnswer {
   return { ...report, last_prune: report.last_prune && { ...report.last_prune, at: iso(report.last_prune.at) } }
@@ -115,6 +131,27 @@ export const systemApi: Api = {
       answer: StorageAnswer,
       grouped: false,
       run: (_, { storage }) => storageAnswer(storage()),
+    }),
+    // The file is the running host's alone (db/connection.ts): `leasehold check` asks it here.
+    route({
+      method: 'GET',
+      path: '/storage/integrity',
+      id: 'checkStorageIntegrity',
+      summary: "Check the database file's integrity, on a thread of the host: seconds for a million finished jobs",
+      query: IntegrityQuery,
+      answer: IntegrityAnswer,
+      errors: { 503: 'storage_error: the check could not read the file', 507: 'storage_full: the host is read-only (its disk was full at start) and keeps the file to itself until space returns' },
+      grouped: false,
+      run: async ({ query }, { checkIntegrity, storageMode }) => {
+        if (storageMode().state === 'read_only') {
+          throw new HttpError('storage_full', 'The host is read-only (its disk was full at start) and keeps the file to itself until space returns: check it once writes resume')
+        }
+        try {
+          return await checkIntegrity(query.depth)
+        } catch (error) {
+          throw new HttpError('storage_error', `The integrity check could not read the file (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
+        }
+      },
     }),
     route({
       method: 'GET',

@@ -3,6 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ServeProcess, startServe } from './process'
+import { connectionPath } from '../../src-main/db/connection'
 
 /** Transaction control, which a full disk does not refuse (COMMIT is refused: it is the write). */
 const CONTROL = /^\s*(BEGIN|ROLLBACK|SAVEPOINT|RELEASE)\b/i
@@ -112,10 +113,15 @@ export interface FiuHost extends ServeProcess {
   call(path: string, json?: unknown): Promise<Response>
 }
 
-/** Starts `leasehold serve` on `dataDir` under fiu-run, with no local workers and no timer that writes on its own. */
+/**
+ * Starts `leasehold serve` on `dataDir` under fiu-run, with no local workers and no timer that
+ * writes on its own. Its SQLite reads no URIs (SQLITE_USE_URI=0), so it names the file by its
+ * path, with the default VFS (src-main/db/connection.ts): the tests' own connections may then
+ * open the file beside it, to shape its log or to make its reads go to the disk.
+ */
 export async function fiuServe(dataDir: string, args: string[] = [], fiuCommands: string[] = []): Promise<FiuHost> {
   const launcher = ['fiu-run', '-x', ...fiuCommands.flatMap((command) => ['-c', command])]
-  const served = await startServe(['--data-dir', dataDir, '--port', '0', '--busy', '0', '--stats-interval-s', '3600', ...args], {}, launcher)
+  const served = await startServe(['--data-dir', dataDir, '--port', '0', '--busy', '0', '--stats-interval-s', '3600', ...args], { SQLITE_USE_URI: '0' }, launcher)
   const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
   return {
     ...served,
@@ -142,7 +148,7 @@ export function failWritesToFile(path: string, code: string, only: RegExp = /./)
   const databaseProto = BetterSqlite3.prototype as unknown as { exec: (sql: string) => unknown }
   const originals = { run: proto.run, get: proto.get, all: proto.all, exec: databaseProto.exec }
   const refuse = (database: Database, sql: string, writes: boolean) => {
-    if (database.name === path && writes && only.test(sql)) throw new BetterSqlite3.SqliteError('disk I/O error', code)
+    if (connectionPath(database.name) === path && writes && only.test(sql)) throw new BetterSqlite3.SqliteError('disk I/O error', code)
   }
   for (const name of ['run', 'get', 'all'] as const) {
     proto[name] = function (this: Statement, ...args: unknown[]) {

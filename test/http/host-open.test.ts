@@ -5,12 +5,12 @@
  * first start that failed half-way is finished by the next.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { openDatabase } from '../../src-main/db/open'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { runCli } from '../helpers/process'
+import { runCli, runCliAsync, startServe } from '../helpers/process'
 import { failWritesToFile } from '../helpers/storage-faults'
 import { submit } from './support'
 
@@ -124,13 +124,15 @@ describe('leasehold check', () => {
     expect(runCli(['check', '--data-dir', dir, '--quick']).status).toBe(1)
   })
 
-  test('runs while the host serves', async () => {
+  test('runs while the host serves: the host that holds the file checks it on a thread of its own', async () => {
     const dir = dataDir()
     host = await startTestHost({ dataDir: dir })
     await submit(host)
-    const result = runCli(['check', '--data-dir', dir, '--json'])
+    const result = await runCliAsync(['check', '--data-dir', dir, '--json', '--quick'])
     expect(result.status, result.stderr).toBe(0)
-    expect(JSON.parse(result.stdout)).toMatchObject({ ok: true, problems: [] })
+    expect(JSON.parse(result.stdout)).toMatchObject({ path: join(dir, 'leasehold.db'), ok: true, problems: [] })
+    const asked = await host.call('/api/storage/integrity?depth=quick')
+    expect(asked.status).toBe(200)
   })
 
   test('a data dir with no database is one line, exit 1', () => {
@@ -138,6 +140,47 @@ describe('leasehold check', () => {
     expect(result.status).toBe(1)
     expect(result.stderr.trim().split('\n')).toHaveLength(1)
     expect(result.stderr).toMatch(/there is no database at/)
+  })
+})
+
+describe('the database file is the running host’s own', () => {
+  test('another process cannot read it while a host serves (SQLITE_BUSY at once), and can once the host stops; the log’s index is in the host’s memory, no -shm file', async (context) => {
+    if (process.platform === 'win32') return context.skip('Windows names the file by its path, with SQLite’s default VFS')
+    const dir = dataDir()
+    const path = join(dir, 'leasehold.db')
+    const served = await startServe(['--data-dir', dir, '--port', '0'])
+    try {
+      expect(existsSync(`${path}-wal`)).toBe(true)
+      expect(existsSync(`${path}-shm`)).toBe(false)
+      const other = new BetterSqlite3(path, { readonly: true, timeout: 0 })
+      try {
+        expect(() => other.prepare('SELECT COUNT(*) FROM jobs').get()).toThrow(expect.objectContaining({ code: 'SQLITE_BUSY' }))
+      } finally {
+        other.close()
+      }
+    } finally {
+      served.child.kill('SIGTERM')
+      await served.exited
+    }
+    const after = new BetterSqlite3(path, { readonly: true, timeout: 0 })
+    expect(after.prepare('SELECT COUNT(*) FROM jobs').pluck().get()).toBe(0)
+    after.close()
+  })
+
+  test('a process whose SQLite takes no URIs (SQLITE_USE_URI=0) names the file by its path: the default VFS, its -shm file, readers beside it', async () => {
+    const dir = dataDir()
+    const path = join(dir, 'leasehold.db')
+    const served = await startServe(['--data-dir', dir, '--port', '0'], { SQLITE_USE_URI: '0' })
+    try {
+      expect(existsSync(`${path}-shm`)).toBe(true)
+      const other = new BetterSqlite3(path, { readonly: true, timeout: 0 })
+      expect(other.prepare('SELECT COUNT(*) FROM jobs').pluck().get()).toBe(0)
+      other.close()
+      expect(readdirSync(process.cwd()).filter((name) => name.startsWith('file:'))).toEqual([]) // no file named after the URI
+    } finally {
+      served.child.kill('SIGTERM')
+      await served.exited
+    }
   })
 })
 

@@ -204,7 +204,7 @@ describe('a real full disk (tmpfs)', () => {
     mkdirSync(dataDir)
     host = await startTestHost({ dataDir })
     const acknowledged = [(await submit(host, { job_type: 'before' })).job_id]
-    await host.stop() // a clean stop: the -wal and -shm files are gone, and must be made again at the next open
+    await host.stop() // a clean stop: the -wal file is gone (and the -shm file, where there is one), and must be made again at the next open
     host = undefined
     const filler = join(mountPoint!, 'filler')
     fillDisk(filler)
@@ -233,11 +233,14 @@ describe('a real full disk (tmpfs)', () => {
       expect(error.detail).toMatch(/read-only/)
     }
     await expectError(await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'generic', cost_units: 1 }, token: null }), 401, 'unauthorized')
+    // The integrity check waits for writes too: the read-only connection keeps the file to itself.
+    expect((await expectError(await host.call('/api/storage/integrity'), 507, 'storage_full')).detail).toMatch(/once writes resume/)
     expect(matching(lines, /failed/)).toEqual([]) // no background writer ran, so none failed
 
     rmSync(filler) // space returns: within a few seconds the host takes writes, without a restart
     await until(async () => (await body(await host!.call('/api/health', { token: null }))).storage === 'read_write', 15_000)
     expect(matching(lines, /has room again: writes resume/)).toHaveLength(1)
+    expect(await body(await host.call('/api/storage/integrity?depth=quick'))).toMatchObject({ ok: true, problems: [] })
     acknowledged.push((await submit(host, { job_type: 'after' })).job_id)
     const leased = await body(await post(host, `${PULL}/request`, { worker_id: 'w' }))
     expect(leased.denied).toBe(false)

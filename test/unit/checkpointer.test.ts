@@ -6,6 +6,7 @@ import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { afterEach, beforeEach, expect, it, vi } from 'vitest'
+import { connectionPath } from '../../src-main/db/connection'
 import { Checkpointer, type CheckpointPass } from '../../src-main/db/checkpointer'
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from '../../src-main/db/open'
 import { startTestHost, type TestHost } from '../helpers/host'
@@ -97,7 +98,7 @@ it('a stopped host ends its checkpointer before it closes the database, and leav
   })
   const close = BetterSqlite3.prototype.close
   const closeSpy = vi.spyOn(BetterSqlite3.prototype, 'close').mockImplementation(function (this: BetterSqlite3.Database) {
-    if (this.name.endsWith('leasehold.db')) order.push('database closed') // not the data dir's lock
+    if (connectionPath(this.name).endsWith('leasehold.db')) order.push('database closed') // not the data dir's lock
     return close.call(this)
   })
   try {
