@@ -17,8 +17,8 @@ import { resolve } from 'node:path'
  * (`leasehold check` asks the running host instead). When the host exits in any way, the OS
  * drops the lock; a log left behind is recovered by the next open, as always.
  *
- * Windows has no such VFS: there the file is named by its path, as everywhere in tests that
- * open `:memory:`.
+ * Windows has no such VFS: there, as for `:memory:`, the file is named by its path (the default
+ * VFS, with its `-shm` file).
  */
 const VFS = 'unix-excl'
 

@@ -104,6 +104,10 @@ function checkCompanionFiles(path: string): void {
 /** Why a file SQLite could not read is refused, in one line, naming the file that cannot be opened if one cannot. */
 function unreadableError(path: string, error: unknown): DatabaseOpenError {
   const { code, message } = error as { code?: string; message: string }
+  // Held past the busy timeout by another process: a `leasehold check` in progress, a database browser.
+  if (code === 'SQLITE_BUSY') {
+    return new DatabaseOpenError(`another process has ${path} open (a \`leasehold check\` in progress, a database browser): the host needs the file to itself; close it and start again (the file was left untouched)`)
+  }
   if (code?.startsWith('SQLITE_CANTOPEN')) {
     const reason = cannotOpen(path)
     if (reason) return new DatabaseOpenError(`cannot open ${path} (${reason}); it was left untouched`)

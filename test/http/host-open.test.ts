@@ -167,6 +167,23 @@ describe('the database file is the running host’s own', () => {
     after.close()
   })
 
+  test('a start while another process reads the file waits for it a while, then says which file is held, in one line', async () => {
+    const dir = await filledDataDir(1)
+    const path = join(dir, 'leasehold.db')
+    const reader = new BetterSqlite3(path, { readonly: true })
+    reader.exec('BEGIN')
+    reader.prepare('SELECT COUNT(*) FROM jobs').get() // a read lock held, as a check in progress holds it
+    try {
+      const result = await runCliAsync(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+      expect(result.status, result.stderr).toBe(1)
+      expect(result.stderr.trim().split('\n')).toHaveLength(1)
+      expect(result.stderr).toContain(`another process has ${path} open`)
+    } finally {
+      reader.exec('COMMIT')
+      reader.close()
+    }
+  })
+
   test('a process whose SQLite takes no URIs (SQLITE_USE_URI=0) names the file by its path: the default VFS, its -shm file, readers beside it', async () => {
     const dir = dataDir()
     const path = join(dir, 'leasehold.db')
