@@ -653,7 +653,7 @@ const SUBMIT_CHUNK = 1000
  * Watches a drain through the host's API (its database file is the host's alone while it runs:
  * docs/configuration.md): whether work is left (the snapshot's counts, from the host's memory),
  * and once none is, the DONE count and the last finish time. A look every 50 ms costs the busy
- * host a few hundredths of a percent of its time.
+ * host a few tenths of a percent of its time.
  */
 function doneWatcher(server: Server): { busy(): Promise<boolean>; done(): Promise<number>; lastFinishedAt(): Promise<number> } {
   const snapshot = async () => ((await get(server, '/api/scheduler/stats/snapshot')) as { jobs: Record<'queued' | 'claimed' | 'leased' | 'running' | 'done_last_24h', number> }).jobs
@@ -739,7 +739,7 @@ async function drainBatched(server: Server, jobs: number, workers: ChildProcess[
   const cpuBefore = cpu()
   const clientBefore = process.cpuUsage()
   const doneBefore = await watcher.done()
-  const started = Date.now() // the host's clock is this machine's: its finished_at is comparable
+  const started = Date.now() // the host's clock is this machine's: its finish times are comparable
   await submit(server, jobs)
   const deadline = performance.now() + 180_000
   while (await watcher.busy()) {
@@ -830,8 +830,8 @@ function readStarts(file: string): Map<string, bigint> {
 
 /**
  * Submit → a local worker's handler starts, one job at a time, with the pool's claims waiting:
- * what BullMQ's pickup measures (its processor's start − the add() call). Each job is DONE
- * before the next is sent.
+ * what BullMQ's pickup measures (its processor's start − the add() call). Each job's handler
+ * has started before the next is sent, 20 ms later.
  */
 async function localPickups(server: Server, count: number): Promise<number[]> {
   const post = client(server, new Latencies())

@@ -167,7 +167,8 @@ describe('the database file is the running host’s own', () => {
     after.close()
   })
 
-  test('a start while another process reads the file waits for it a while, then says which file is held, in one line', async () => {
+  test('a start while another process reads the file waits for it a while, then says which file is held, in one line', async (context) => {
+    if (process.platform === 'win32') return context.skip('Windows names the file by its path, with SQLite’s default VFS: readers beside the host')
     const dir = await filledDataDir(1)
     const path = join(dir, 'leasehold.db')
     const reader = new BetterSqlite3(path, { readonly: true })
