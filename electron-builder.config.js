@@ -63,11 +63,12 @@ export default {
     'out/preload/**',
     `${APP_FILES.renderer}/**`,
     APP_FILES.nativeAddon,
+    APP_FILES.walVfs,
     `${APP_FILES.migrations}/**`,
     '!node_modules/better-sqlite3/{build,deps,src}{,/**}',
   ],
-  // A native addon is loaded with dlopen, which cannot read inside an asar.
-  asarUnpack: [APP_FILES.nativeAddon],
+  // A native addon and a SQLite extension are loaded with dlopen, which cannot read inside an asar.
+  asarUnpack: [APP_FILES.nativeAddon, APP_FILES.walVfs],
   // rebuild-native.js built the addon into out/native; electron-builder's own rebuild would
   // rebuild node_modules in place for Electron and break `leasehold serve` and the tests.
   npmRebuild: false,

@@ -18,4 +18,6 @@ export const APP_FILES = Object.freeze({
   migrations: 'drizzle',
   /** better-sqlite3 built for Electron's ABI (scripts/rebuild-native.js); loaded with dlopen, so unpacked from the asar. */
   nativeAddon: 'out/native/better_sqlite3.node',
+  /** The SQLite extension that writes each commit to the log in one call (scripts/wal-vfs.js); loaded with dlopen, so unpacked from the asar. */
+  walVfs: 'out/native/wal-vfs.so',
 })

@@ -14,6 +14,10 @@
 // every module) and nothing is compiled; an addon that already loads is kept. A failure fails
 // `npm install`: nothing runs without SQLite.
 //
+// Then it compiles the SQLite extension that writes each commit to the write-ahead log in one
+// call (scripts/wal-vfs.js, under a second). A failure is one warning: the host opens its
+// database through SQLite's own `unix-excl` VFS instead, with the same behaviour.
+//
 // Electron: runs Electron's own install script in a child process, in the foreground, with its
 // output in out/electron-install.log: what `npm install` shows of it is one line of ours, which
 // says what is being fetched, then how it went (on a terminal the same line is rewritten;
@@ -36,6 +40,7 @@ import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildCliBundle } from './cli-bundle.js'
 import { ltoJobsFor, nodeGypCommand, sqliteCompileEnv } from './rebuild-native.js'
+import { buildWalVfs } from './wal-vfs.js'
 
 const require = createRequire(import.meta.url)
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -175,6 +180,14 @@ if (runAsScript) {
   } catch (error) {
     console.error(`leasehold: ${error.message}`)
     process.exit(1)
+  }
+
+  if (process.platform !== 'win32') {
+    try {
+      buildWalVfs()
+    } catch (error) {
+      console.warn(`leasehold: ${error.message}; the database is written through SQLite's unix-excl VFS instead (two write calls a page where one would do)`)
+    }
   }
 
   const script = electronInstallScript()

@@ -1,5 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3'
-import { resolve } from 'node:path'
+import { resolve, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 /**
  * How the host's process names its database file to SQLite: on Linux and macOS, through SQLite's
@@ -17,36 +18,69 @@ import { resolve } from 'node:path'
  * (`leasehold check` asks the running host instead). When the host exits in any way, the OS
  * drops the lock; a log left behind is recovered by the next open, as always.
  *
- * Windows has no such VFS: there, as for `:memory:`, the file is named by its path (the default
+ * Stacked on it, where it was built at install, is Leasehold's own `leasehold-wal` VFS
+ * (native/wal-vfs.c): it writes each commit's frames to the log in one system call where SQLite
+ * makes two a frame, and forwards everything else (docs/performance.md, "One write for each
+ * commit"). Where it is not built, or LEASEHOLD_WAL_VFS=off, the file is opened through
+ * `unix-excl` itself.
+ *
+ * Windows has neither VFS: there, as for `:memory:`, the file is named by its path (the default
  * VFS, with its `-shm` file).
  */
-const VFS = 'unix-excl'
+const BASE_VFS = 'unix-excl'
+const WAL_VFS = 'leasehold-wal'
+
+/**
+ * The extension that registers {@link WAL_VFS}, built into out/native by scripts/wal-vfs.js;
+ * from the packaged app, its copy outside the asar.
+ */
+export const WAL_VFS_FILE = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../../out/native/wal-vfs.so' : '../native/wal-vfs.so', import.meta.url)).replace(
+  `app.asar${sep}`,
+  `app.asar.unpacked${sep}`,
+)
 
 // better-sqlite3 reads SQLITE_USE_URI once, as its addon loads with the process's first
 // connection: with it set, a name that starts with `file:` is a URI, whose `vfs` parameter picks
 // the VFS. Every opener of the database imports this module, so it is set before that.
 process.env.SQLITE_USE_URI ??= '1'
 
-const urisByAddon = new Map<string, boolean>()
+const vfsByAddon = new Map<string, string | null>()
 
 /**
- * Whether this process's SQLite reads file names as URIs: false when the addon loaded before
- * SQLITE_USE_URI was set, or with it set to 0. The probe is a URI that, read as a plain name,
- * names no file that exists, and `fileMustExist` keeps SQLite from creating one.
+ * The VFS this process's SQLite (the addon at `nativeBinding`, or better-sqlite3's own) opens
+ * the database through, found once per addon: {@link WAL_VFS} when its extension loads, else
+ * {@link BASE_VFS}; null when SQLite does not read file names as URIs (the addon loaded before
+ * SQLITE_USE_URI was set, or it is 0). The URI probe names, read as a plain name, no file that
+ * exists, and `fileMustExist` keeps SQLite from creating one.
  */
-function urisAccepted(nativeBinding?: string): boolean {
+export function processVfs(nativeBinding?: string): string | null {
   const key = nativeBinding ?? ''
-  let accepted = urisByAddon.get(key)
-  if (accepted === undefined) {
+  let vfs = vfsByAddon.get(key)
+  if (vfs === undefined) {
+    const options = nativeBinding ? { nativeBinding } : {}
     try {
-      new BetterSqlite3(`file:leasehold-uri-probe?mode=memory&vfs=${VFS}`, { fileMustExist: true, ...(nativeBinding ? { nativeBinding } : {}) }).close()
-      accepted = true
+      new BetterSqlite3(`file:leasehold-uri-probe?mode=memory&vfs=${BASE_VFS}`, { fileMustExist: true, ...options }).close()
+      vfs = walVfsLoads(options) ? WAL_VFS : BASE_VFS
     } catch {
-      accepted = false
+      vfs = null
     }
-    urisByAddon.set(key, accepted)
+    vfsByAddon.set(key, vfs)
   }
-  return accepted
+  return vfs
+}
+
+/** Loads the extension into the addon's SQLite, where it registers {@link WAL_VFS} for the whole process. */
+function walVfsLoads(options: BetterSqlite3.Options): boolean {
+  if (/^(off|0|false|no)$/i.test(process.env.LEASEHOLD_WAL_VFS ?? '')) return false
+  const probe = new BetterSqlite3(':memory:', options)
+  try {
+    probe.loadExtension(WAL_VFS_FILE) // its entry point, sqlite3_walvfs_init, is named after the file
+    return true
+  } catch {
+    return false // not built here, or built for another platform: unix-excl serves alone
+  } finally {
+    probe.close()
+  }
 }
 
 /**
@@ -54,8 +88,10 @@ function urisAccepted(nativeBinding?: string): boolean {
  * VFS above where this platform and this process's SQLite allow it, else the path itself.
  */
 export function connectionName(path: string, nativeBinding?: string): string {
-  if (path === ':memory:' || path === '' || process.platform === 'win32' || !urisAccepted(nativeBinding)) return path
-  return `file:${resolve(path).replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}?vfs=${VFS}`
+  if (path === ':memory:' || path === '' || process.platform === 'win32') return path
+  const vfs = processVfs(nativeBinding)
+  if (vfs === null) return path
+  return `file:${resolve(path).replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}?vfs=${vfs}`
 }
 
 /** The file a connection opened by {@link connectionName} reads: its path, for messages and the data dir. */

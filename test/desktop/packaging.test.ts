@@ -49,7 +49,7 @@ describe('the packaged app', () => {
     expect(pkg.main).toBe(APP_FILES.main)
   })
 
-  test.each([APP_FILES.main, APP_FILES.worker, APP_FILES.preload, APP_FILES.nativeAddon, 'out/main/handler-thread.js', 'package.json'])('contains %s', (path) => {
+  test.each([APP_FILES.main, APP_FILES.worker, APP_FILES.preload, APP_FILES.nativeAddon, APP_FILES.walVfs, 'out/main/handler-thread.js', 'package.json'])('contains %s', (path) => {
     expect(packaged(path)).toBe(true)
   })
 
@@ -71,9 +71,10 @@ describe('the packaged app', () => {
     }
   })
 
-  test("unpacks the native addon from the asar (dlopen cannot read inside one), and nothing else", () => {
+  test("unpacks the native addon and the SQLite extension from the asar (dlopen cannot read inside one), and nothing else", () => {
     const unpack = (config.asarUnpack as string[]).map((pattern) => new Minimatch(pattern, { dot: true }))
     expect(unpack.some((pattern) => pattern.match(APP_FILES.nativeAddon))).toBe(true)
+    expect(unpack.some((pattern) => pattern.match(APP_FILES.walVfs))).toBe(true)
     expect(unpack.some((pattern) => pattern.match(APP_FILES.main))).toBe(false)
   })
 

@@ -1,6 +1,6 @@
 /**
  * How `npm install` gets better-sqlite3's addon (downloaded, else compiled with a job per core),
- * and what it shows of Electron's download: one line of ours, never the installer's own
+ * then the extension of the `leasehold-wal` VFS (compiled, or one line saying why not), and what it shows of Electron's download: one line of ours, never the installer's own
  * output (an 11-line stack where github.com cannot be reached), which goes to a log the line
  * names.
  */
@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { ELECTRON_LOG, failureReason, installElectron, installSqlite, prebuildFailure, SQLITE_LOG } from '../../scripts/postinstall.js'
 import { SQLITE_LEFT_OUT } from '../../scripts/rebuild-native.js'
+import { buildWalVfs, walVfsCompileCommand } from '../../scripts/wal-vfs.js'
 
 const STACK = `RequestError: getaddrinfo ENOTFOUND github.com
     at ClientRequest.<anonymous> (/x/node_modules/got/dist/source/core/index.js:970:111)
@@ -170,5 +171,24 @@ describe("better-sqlite3's addon at npm install", () => {
     expect(prebuildFailure(NO_GITHUB)).toBe('getaddrinfo ENOTFOUND github.com')
     expect(prebuildFailure('prebuild-install warn install No prebuilt binaries found (target=20.20.2 runtime=node arch=x64 libc= platform=linux)\n')).toMatch(/^No prebuilt binaries found/)
     expect(prebuildFailure('Error: spawn ENOENT\n')).toBe('spawn ENOENT')
+  })
+})
+
+describe('the leasehold-wal extension at npm install', () => {
+  test('is compiled from the one C file against the SQLite header better-sqlite3 ships, as a shared library', () => {
+    expect(walVfsCompileCommand({ source: 'native/wal-vfs.c', output: 'out/native/wal-vfs.so', include: 'inc', cc: 'gcc', platform: 'linux' })).toEqual([
+      'gcc', '-O2', '-fPIC', '-shared', '-I', 'inc', 'native/wal-vfs.c', '-o', 'out/native/wal-vfs.so',
+    ])
+    expect(walVfsCompileCommand({ source: 's.c', output: 'o.so', include: 'i', cc: 'ccache clang', platform: 'darwin' })).toEqual(['ccache', 'clang', '-O2', '-fPIC', '-dynamiclib', '-I', 'i', 's.c', '-o', 'o.so'])
+  })
+
+  test('without a compiler it is one line naming the compiler and why, and leaves no file', () => {
+    const output = join(root, 'wal-vfs.so')
+    expect(() => buildWalVfs({ output, cc: 'no-such-cc' })).toThrow(/^no-such-cc could not compile native\/wal-vfs\.c \(.*ENOENT.*\)$/)
+    expect(existsSync(output)).toBe(false)
+  })
+
+  test('on Windows it is not tried: there is no unix-excl VFS to stack on', () => {
+    expect(() => buildWalVfs({ output: join(root, 'wal-vfs.so'), platform: 'win32' })).toThrow('Windows has no unix-excl VFS for leasehold-wal to stack on')
   })
 })

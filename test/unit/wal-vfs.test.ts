@@ -1,0 +1,148 @@
+/**
+ * The `leasehold-wal` VFS (native/wal-vfs.c) writes each commit's frames to the write-ahead log
+ * in one call where SQLite makes two a frame. It may change the number of calls and nothing
+ * else: what another connection reads after a commit, what the file holds after it is closed,
+ * and what survives a process killed while it commits are as without it.
+ */
+import BetterSqlite3 from 'better-sqlite3'
+import { spawn, spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { connectionName, WAL_VFS_FILE } from '../../src-main/db/connection'
+import { tempDir } from './support'
+
+const onUnix = process.platform !== 'win32'
+
+let dir: string
+let cleanup: () => void
+beforeEach(() => ({ dir, cleanup } = tempDir()))
+afterEach(() => cleanup())
+
+/** A connection as the host opens one: through leasehold-wal, the log, NORMAL durability. */
+function open(path: string, cachePages = 2000): BetterSqlite3.Database {
+  const db = new BetterSqlite3(connectionName(path))
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = NORMAL')
+  db.pragma(`cache_size = ${cachePages}`)
+  db.pragma('busy_timeout = 5000')
+  return db
+}
+
+describe.runIf(onUnix)('leasehold-wal', () => {
+  it('is the VFS the host opens its database through where its extension is built', () => {
+    expect(connectionName(join(dir, 'leasehold.db'))).toMatch(/\?vfs=leasehold-wal$/)
+  })
+
+  it('every commit, of one frame or of more than its buffer holds, is read at once by another connection of the process', () => {
+    const path = join(dir, 'leasehold.db')
+    const writer = open(path)
+    const reader = open(path)
+    writer.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB); CREATE INDEX t_body ON t (body)')
+    const insert = writer.prepare('INSERT INTO t (body) VALUES (?)')
+    const count = reader.prepare('SELECT COUNT(*) AS n, SUM(LENGTH(body)) AS bytes FROM t')
+    let rows = 0
+    let bytes = 0
+    // One small row (a frame or two), then ever larger commits, up to ~300 pages (past the
+    // 120 KiB the VFS gathers before it writes).
+    for (const [n, size] of [[1, 10], [1, 3000], [5, 3000], [40, 3000], [300, 4000], [1, 10]] as const) {
+      writer.transaction(() => {
+        for (let i = 0; i < n; i++) insert.run(Buffer.alloc(size, rows + i))
+      })()
+      rows += n
+      bytes += n * size
+      expect(count.get()).toEqual({ n: rows, bytes })
+    }
+    reader.close()
+    writer.close()
+    const plain = new BetterSqlite3(path, { readonly: true })
+    expect(plain.pragma('integrity_check', { simple: true })).toBe('ok')
+    expect(plain.prepare('SELECT COUNT(*) FROM t').pluck().get()).toBe(rows)
+    plain.close()
+  })
+
+  it('a transaction larger than the page cache, which writes its own pages again, commits whole; one rolled back leaves nothing', () => {
+    const path = join(dir, 'leasehold.db')
+    const writer = open(path, 8) // eight pages: the transaction spills to the log, then writes the same pages again
+    const reader = open(path)
+    writer.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT, v INTEGER); CREATE INDEX t_k ON t (k)')
+    const insert = writer.prepare('INSERT INTO t (k, v) VALUES (?, ?)')
+    const bump = writer.prepare('UPDATE t SET v = v + 1 WHERE id = ?')
+    writer.transaction(() => {
+      for (let i = 1; i <= 3000; i++) {
+        insert.run(`key-${(i * 7919) % 3001}-${'x'.repeat(60)}`, i)
+        if (i % 3 === 0) bump.run(1 + ((i * 31) % i))
+      }
+    })()
+    const sum = (db: BetterSqlite3.Database) => db.prepare<[], { n: number; total: number }>('SELECT COUNT(*) AS n, SUM(v) AS total FROM t').get()!
+    const committed = sum(writer)
+    expect(sum(reader)).toEqual(committed)
+
+    writer.exec('BEGIN')
+    for (let i = 0; i < 2000; i++) insert.run(`rolled-back-${i}-${'y'.repeat(60)}`, -1)
+    writer.exec('ROLLBACK')
+    insert.run('after', 0)
+    expect(sum(reader)).toEqual({ n: committed.n + 1, total: committed.total })
+    reader.close()
+    writer.close()
+
+    const plain = new BetterSqlite3(path, { readonly: true })
+    expect(plain.pragma('integrity_check', { simple: true })).toBe('ok')
+    expect(plain.prepare("SELECT COUNT(*) FROM t WHERE k LIKE 'rolled-back-%'").pluck().get()).toBe(0)
+    plain.close()
+  })
+
+  it('a process killed while it commits keeps every commit it acknowledged', async () => {
+    const path = join(dir, 'leasehold.db')
+    const setup = open(path)
+    setup.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT); CREATE INDEX t_body ON t (body)')
+    setup.close()
+    // A child that commits one to three rows a transaction and says each commit's last id once
+    // SQLite has returned from it; it is killed without warning part-way.
+    const child = join(dir, 'committer.cjs')
+    writeFileSync(
+      child,
+      `const Database = require(${JSON.stringify(createRequire(import.meta.url).resolve('better-sqlite3'))})
+const probe = new Database(':memory:'); probe.loadExtension(${JSON.stringify(WAL_VFS_FILE)}); probe.close()
+const db = new Database(process.argv[2])
+db.pragma('journal_mode = WAL'); db.pragma('synchronous = NORMAL')
+const insert = db.prepare('INSERT INTO t (body) VALUES (?)')
+for (let i = 0; ; i++) {
+  let id
+  db.transaction(() => { for (let r = 0; r <= i % 3; r++) id = insert.run('z'.repeat(200 + (i % 900))).lastInsertRowid })()
+  process.stdout.write(id + '\\n')
+}
+`,
+    )
+    for (let cycle = 0; cycle < 3; cycle++) {
+      const acknowledged = await new Promise<number>((resolve, reject) => {
+        const proc = spawn(process.execPath, [child, connectionName(path)], { env: { ...process.env, SQLITE_USE_URI: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
+        let text = ''
+        let stderr = ''
+        const lines = 300 + cycle * 700
+        proc.stdout.on('data', (chunk) => {
+          text += chunk
+          if (text.split('\n').length > lines) proc.kill('SIGKILL')
+        })
+        proc.stderr.on('data', (chunk) => (stderr += chunk))
+        proc.on('exit', (_code, signal) => {
+          if (signal !== 'SIGKILL') return reject(new Error(`the committer stopped on its own: ${stderr}`))
+          resolve(Math.max(...text.split('\n').filter(Boolean).map(Number)))
+        })
+      })
+      const after = open(path)
+      expect(after.pragma('integrity_check', { simple: true })).toBe('ok')
+      expect(Number(after.prepare('SELECT MAX(id) FROM t').pluck().get())).toBeGreaterThanOrEqual(acknowledged)
+      after.close()
+    }
+  })
+
+  it('with LEASEHOLD_WAL_VFS=off, the database is opened through unix-excl alone', () => {
+    const script = join(dir, 'name.mts')
+    writeFileSync(script, `import { connectionName } from ${JSON.stringify(join(import.meta.dirname, '../../src-main/db/connection.ts'))}\nconsole.log(connectionName('/data/leasehold.db'))\n`)
+    const run = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', script], { env: { ...process.env, ...env }, encoding: 'utf8' }).stdout.trim()
+    expect(run({ LEASEHOLD_WAL_VFS: 'off' })).toBe('file:/data/leasehold.db?vfs=unix-excl')
+    expect(run({})).toBe('file:/data/leasehold.db?vfs=leasehold-wal')
+  })
+})
