@@ -167,6 +167,21 @@ describe('the database file is the running host’s own', () => {
     after.close()
   })
 
+  test('`leasehold serve` writes through the leasehold-wal VFS where its extension is built, and through unix-excl alone with LEASEHOLD_WAL_VFS=off', async (context) => {
+    if (process.platform !== 'linux') return context.skip('read from /proc/<pid>/maps, which Linux has')
+    const mapsExtension = async (env: Record<string, string>) => {
+      const served = await startServe(['--data-dir', dataDir(), '--port', '0', '--workers', '0'], env)
+      try {
+        return readFileSync(`/proc/${served.child.pid}/maps`, 'utf8').includes('wal-vfs.so')
+      } finally {
+        served.child.kill('SIGTERM')
+        await served.exited
+      }
+    }
+    expect(await mapsExtension({})).toBe(true)
+    expect(await mapsExtension({ LEASEHOLD_WAL_VFS: 'off' })).toBe(false)
+  })
+
   test('a start while another process reads the file waits for it a while, then says which file is held, in one line', async (context) => {
     if (process.platform === 'win32') return context.skip('Windows names the file by its path, with SQLite’s default VFS: readers beside the host')
     const dir = await filledDataDir(1)
