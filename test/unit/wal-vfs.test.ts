@@ -20,11 +20,11 @@ let cleanup: () => void
 beforeEach(() => ({ dir, cleanup } = tempDir()))
 afterEach(() => cleanup())
 
-/** A connection as the host opens one: through leasehold-wal, the log, NORMAL durability. */
-function open(path: string, cachePages = 2000): BetterSqlite3.Database {
+/** A connection as the host opens one: through leasehold-wal, the log, NORMAL durability unless FULL is asked. */
+function open(path: string, cachePages = 2000, synchronous: 'NORMAL' | 'FULL' = 'NORMAL'): BetterSqlite3.Database {
   const db = new BetterSqlite3(connectionName(path))
   db.pragma('journal_mode = WAL')
-  db.pragma('synchronous = NORMAL')
+  db.pragma(`synchronous = ${synchronous}`)
   db.pragma(`cache_size = ${cachePages}`)
   db.pragma('busy_timeout = 5000')
   return db
@@ -35,9 +35,9 @@ describe.runIf(onUnix)('leasehold-wal', () => {
     expect(connectionName(join(dir, 'leasehold.db'))).toMatch(/\?vfs=leasehold-wal$/)
   })
 
-  it('every commit, of one frame or of more than its buffer holds, is read at once by another connection of the process', () => {
+  it.each(['NORMAL', 'FULL'] as const)('every commit, of one frame or of more than its buffer holds, is read at once by another connection of the process (synchronous=%s)', (synchronous) => {
     const path = join(dir, 'leasehold.db')
-    const writer = open(path)
+    const writer = open(path, 2000, synchronous)
     const reader = open(path)
     writer.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB); CREATE INDEX t_body ON t (body)')
     const insert = writer.prepare('INSERT INTO t (body) VALUES (?)')
