@@ -1,5 +1,5 @@
 // Compiles native/wal-vfs.c, the SQLite extension that registers the `leasehold-wal` VFS (one
-// write call for each commit to the write-ahead log: docs/storage.md, "One write for each
+// write call for each commit to the write-ahead log: docs/performance.md, "One write for each
 // commit"), into out/native/wal-vfs.so. `npm install` runs it after better-sqlite3 is in place;
 // run by hand: node scripts/wal-vfs.js.
 //

@@ -53,7 +53,7 @@ const vfsByAddon = new Map<string, string | null>()
  * SQLITE_USE_URI was set, or it is 0). The URI probe names, read as a plain name, no file that
  * exists, and `fileMustExist` keeps SQLite from creating one.
  */
-export function processVfs(nativeBinding?: string): string | null {
+function processVfs(nativeBinding?: string): string | null {
   const key = nativeBinding ?? ''
   let vfs = vfsByAddon.get(key)
   if (vfs === undefined) {
