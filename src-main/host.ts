@@ -10,7 +10,7 @@ import { HOST_FILE } from '../src-shared/client-target'
 import { ClockWaiters } from './dispatch/clock-waiters'
 import { MAX_LONG_POLL_MS } from './dispatch/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
-import { connectionPath } from './db/connection'
+import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
 import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
@@ -156,6 +156,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const mode: StorageMode = { state: 'read_write', reason: null }
   const { sqlite, uncleanShutdown } = openForStart(config, options, mode, log)
   undo.push(() => void sqlite.close())
+  const walVfsFailure = walVfsLoadFailure(options.nativeBinding)
+  if (walVfsFailure) log(`leasehold: ${walVfsFailure}`)
 
   const limiter = new LogLimiter(log, () => clock.now())
   const engine = new Engine({

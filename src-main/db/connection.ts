@@ -1,4 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3'
+import { existsSync } from 'node:fs'
 import { resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -45,6 +46,8 @@ export const WAL_VFS_FILE = fileURLToPath(new URL(import.meta.url.endsWith('.ts'
 process.env.SQLITE_USE_URI ??= '1'
 
 const vfsByAddon = new Map<string, string | null>()
+/** Why the extension, though built, did not load into an addon's SQLite; by addon, as above. */
+const walVfsFailures = new Map<string, string>()
 
 /**
  * The VFS this process's SQLite (the addon at `nativeBinding`, or better-sqlite3's own) opens
@@ -60,7 +63,9 @@ function processVfs(nativeBinding?: string): string | null {
     const options = nativeBinding ? { nativeBinding } : {}
     try {
       new BetterSqlite3(`file:leasehold-uri-probe?mode=memory&vfs=${BASE_VFS}`, { fileMustExist: true, ...options }).close()
-      vfs = walVfsLoads(options) ? WAL_VFS : BASE_VFS
+      const failure = loadWalVfs(WAL_VFS_FILE, options)
+      if (failure !== null && existsSync(WAL_VFS_FILE)) walVfsFailures.set(key, failure)
+      vfs = failure === null ? WAL_VFS : BASE_VFS
     } catch {
       vfs = null
     }
@@ -69,18 +74,37 @@ function processVfs(nativeBinding?: string): string | null {
   return vfs
 }
 
-/** Loads the extension into the addon's SQLite, where it registers {@link WAL_VFS} for the whole process. */
-function walVfsLoads(options: BetterSqlite3.Options): boolean {
-  if (/^(off|0|false|no)$/i.test(process.env.LEASEHOLD_WAL_VFS ?? '')) return false
+/**
+ * Loads the extension at `file` into the addon's SQLite, where it registers {@link WAL_VFS} for
+ * the whole process. Returns null when it did, else why not: LEASEHOLD_WAL_VFS=off, or SQLite's
+ * own words (the file is missing, was built for another platform, is not the extension).
+ */
+export function loadWalVfs(file: string, options: BetterSqlite3.Options = {}): string | null {
+  if (/^(off|0|false|no)$/i.test(process.env.LEASEHOLD_WAL_VFS ?? '')) return 'LEASEHOLD_WAL_VFS=off'
   const probe = new BetterSqlite3(':memory:', options)
   try {
-    probe.loadExtension(WAL_VFS_FILE) // its entry point, sqlite3_walvfs_init, is named after the file
-    return true
-  } catch {
-    return false // not built here, or built for another platform: unix-excl serves alone
+    probe.loadExtension(file) // its entry point, sqlite3_walvfs_init, is named after the file
+    return null
+  } catch (error) {
+    const message = (error as Error).message.split('\n')[0]!
+    // SQLite tries the name as given, then with the platform's suffix, and reports the last try.
+    return message.includes(`${file}.`) ? 'not a library this process can load' : message
   } finally {
     probe.close()
   }
+}
+
+/**
+ * Why the `leasehold-wal` extension, built at install, did not load into this process's SQLite
+ * (the addon at `nativeBinding`): a line for the host to log at its start, or null when it
+ * loaded, was turned off, or was never built (the install said so).
+ */
+export function walVfsLoadFailure(nativeBinding?: string): string | null {
+  if (process.platform === 'win32') return null
+  processVfs(nativeBinding)
+  const failure = walVfsFailures.get(nativeBinding ?? '')
+  if (failure === undefined || failure === 'LEASEHOLD_WAL_VFS=off') return null
+  return `the SQLite extension ${WAL_VFS_FILE} did not load (${failure}); the database is written through SQLite's unix-excl VFS instead (two write calls a page where one would do); \`node scripts/wal-vfs.js\` builds it again`
 }
 
 /**

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { connectionName, WAL_VFS_FILE } from '../../src-main/db/connection'
+import { connectionName, loadWalVfs, WAL_VFS_FILE, walVfsLoadFailure } from '../../src-main/db/connection'
 import { tempDir } from './support'
 
 const onUnix = process.platform !== 'win32'
@@ -136,6 +136,14 @@ for (let i = 0; ; i++) {
       expect(Number(after.prepare('SELECT MAX(id) FROM t').pluck().get())).toBeGreaterThanOrEqual(acknowledged)
       after.close()
     }
+  })
+
+  it('a file that is not the extension (a build for another platform, a damaged copy) does not load, and says why in SQLite’s words; the built one loads', () => {
+    const damaged = join(dir, 'wal-vfs.so')
+    writeFileSync(damaged, 'not a shared library')
+    expect(loadWalVfs(damaged)).toBe('not a library this process can load')
+    expect(loadWalVfs(WAL_VFS_FILE)).toBeNull()
+    expect(walVfsLoadFailure()).toBeNull() // nothing for the host to log
   })
 
   it('with LEASEHOLD_WAL_VFS=off, the database is opened through unix-excl alone', () => {
