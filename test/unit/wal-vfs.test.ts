@@ -138,7 +138,7 @@ for (let i = 0; ; i++) {
     }
   })
 
-  it('a file that is not the extension (a build for another platform, a damaged copy) does not load, and says why in SQLite’s words; the built one loads', () => {
+  it('a file that is not the extension (a build for another platform, a damaged copy) does not load, and the reason says so (not SQLite’s last try, which names the file with .so appended); the built one loads', () => {
     const damaged = join(dir, 'wal-vfs.so')
     writeFileSync(damaged, 'not a shared library')
     expect(loadWalVfs(damaged)).toBe('not a library this process can load')
