@@ -2,15 +2,18 @@
  * The `leasehold-wal` VFS (native/wal-vfs.c) writes each commit's frames to the write-ahead log
  * in one call where SQLite makes two a frame. It may change the number of calls and nothing
  * else: what another connection reads after a commit, what the file holds after it is closed,
- * and what survives a process killed while it commits are as without it.
+ * what survives a process killed while it commits, and what a disk that fails its writes does to
+ * a commit are as without it.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { spawn, spawnSync } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { connectionName, loadWalVfs, WAL_VFS_FILE, walVfsLoadFailure } from '../../src-main/db/connection'
+import { fiuMissing } from '../helpers/storage-faults'
 import { tempDir } from './support'
 
 const onUnix = process.platform !== 'win32'
@@ -29,6 +32,15 @@ function open(path: string, cachePages = 2000, synchronous: 'NORMAL' | 'FULL' = 
   db.pragma('busy_timeout = 5000')
   return db
 }
+
+/**
+ * The start of a child script that commits as the host does: better-sqlite3 with the extension
+ * loaded, and `db` open through leasehold-wal (its name, `connectionName`, is the script's argument).
+ */
+const childOpens = (synchronous: 'NORMAL' | 'FULL') => `const Database = require(${JSON.stringify(createRequire(import.meta.url).resolve('better-sqlite3'))})
+const probe = new Database(':memory:'); probe.loadExtension(${JSON.stringify(WAL_VFS_FILE)}); probe.close()
+const db = new Database(process.argv[2])
+db.pragma('journal_mode = WAL'); db.pragma('synchronous = ${synchronous}')`
 
 describe.runIf(onUnix)('leasehold-wal', () => {
   it('is the VFS the host opens its database through where its extension is built', () => {
@@ -103,10 +115,7 @@ describe.runIf(onUnix)('leasehold-wal', () => {
     const child = join(dir, 'committer.cjs')
     writeFileSync(
       child,
-      `const Database = require(${JSON.stringify(createRequire(import.meta.url).resolve('better-sqlite3'))})
-const probe = new Database(':memory:'); probe.loadExtension(${JSON.stringify(WAL_VFS_FILE)}); probe.close()
-const db = new Database(process.argv[2])
-db.pragma('journal_mode = WAL'); db.pragma('synchronous = NORMAL')
+      `${childOpens('NORMAL')}
 const insert = db.prepare('INSERT INTO t (body) VALUES (?)')
 for (let i = 0; ; i++) {
   let id
@@ -152,5 +161,125 @@ for (let i = 0; ; i++) {
     const run = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', script], { env: { ...process.env, ...env }, encoding: 'utf8' }).stdout.trim()
     expect(run({ LEASEHOLD_WAL_VFS: 'off' })).toBe('file:/data/leasehold.db?vfs=unix-excl')
     expect(run({})).toBe('file:/data/leasehold.db?vfs=leasehold-wal')
+  })
+})
+
+/**
+ * The file calls fail as a disk fails them (libfiu's POSIX wrappers, preloaded by `fiu-run -x` into
+ * a child that commits; `fiu-ctrl` turns the faults on and off in it). The VFS writes a commit's
+ * frames later than SQLite asked, in fewer calls: a write that fails must still fail that
+ * commit, with the disk's error, and leave nothing of it for anyone to read.
+ */
+describe.runIf(onUnix && fiuMissing() === null)('leasehold-wal when the disk fails its writes (libfiu)', () => {
+  /** Transaction `tx` writes this many rows of this many bytes: every fourth more than the VFS's buffer holds. */
+  const rowsOf = (tx: number) => (tx % 4 === 3 ? 60 : 1 + (tx % 3))
+  const sizeOf = (tx: number) => (tx % 4 === 3 ? 3000 : 200)
+
+  /**
+   * A child under fiu-run that opens the database through leasehold-wal and, at `run FROM TO`,
+   * commits transactions FROM..TO-1, printing `ok TX` or `fail TX CODE` for each and `mismatch`
+   * whenever another connection of the process does not read exactly the rows acknowledged.
+   */
+  function startCommitter(path: string, synchronous: 'NORMAL' | 'FULL') {
+    const script = join(dir, 'committer.cjs')
+    writeFileSync(
+      script,
+      `${childOpens(synchronous)}
+db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, tx INTEGER, body BLOB); CREATE INDEX t_tx ON t (tx)')
+const reader = new Database(process.argv[2])
+const insert = db.prepare('INSERT INTO t (tx, body) VALUES (?, ?)')
+const count = reader.prepare('SELECT COUNT(*) FROM t').pluck()
+const rowsOf = ${rowsOf.toString()}, sizeOf = ${sizeOf.toString()}
+let acknowledged = 0
+require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+  const [verb, from, to] = line.split(' ')
+  if (verb === 'close') { reader.close(); db.close(); process.exit(0) }
+  const out = []
+  for (let tx = Number(from); tx < Number(to); tx++) {
+    try {
+      db.transaction(() => { for (let r = 0; r < rowsOf(tx); r++) insert.run(tx, Buffer.alloc(sizeOf(tx), tx)) })()
+      acknowledged += rowsOf(tx)
+      out.push('ok ' + tx)
+    } catch (error) { out.push('fail ' + tx + ' ' + error.code) }
+    let seen
+    try { seen = count.get() } catch (error) { seen = error.code }
+    if (seen !== acknowledged) out.push('mismatch ' + tx + ' read ' + seen + ' of ' + acknowledged)
+  }
+  process.stdout.write(out.join('\\n') + '\\nend\\n')
+})
+process.stdout.write('ready\\n')
+`,
+    )
+    const child = spawn('fiu-run', ['-x', process.execPath, script, connectionName(path)], { env: { ...process.env, SQLITE_USE_URI: '1' }, stdio: ['pipe', 'pipe', 'inherit'] })
+    const lines: string[] = []
+    let heard = () => {}
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      lines.push(line)
+      heard()
+    })
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+    /** The lines up to the next `marker`. */
+    const until = async (marker: string): Promise<string[]> => {
+      for (;;) {
+        const at = lines.indexOf(marker)
+        if (at >= 0) return lines.splice(0, at + 1).slice(0, -1)
+        await new Promise<void>((resolve) => (heard = resolve))
+      }
+    }
+    return {
+      run: async (from: number, to: number) => {
+        child.stdin.write(`run ${from} ${to}\n`)
+        return until('end')
+      },
+      fiu: (command: string) => execFileSync('fiu-ctrl', ['-c', command, String(child.pid)]),
+      ready: () => until('ready'),
+      close: async () => {
+        child.stdin.write('close\n')
+        return exited
+      },
+    }
+  }
+
+  /**
+   * Twenty commits, sixty more with `fault` on at random (a libfiu point and its odds), ten after
+   * it is off; then the file as a fresh connection reads it: sound, and holding every commit
+   * acknowledged, whole, and nothing else. Returns the commits that failed (`fail TX CODE`).
+   */
+  async function commitThrough(point: string, odds: string, synchronous: 'NORMAL' | 'FULL'): Promise<string[]> {
+    const path = join(dir, 'leasehold.db')
+    const committer = startCommitter(path, synchronous)
+    await committer.ready()
+    const before = await committer.run(0, 20)
+    committer.fiu(`enable_random name=${point},${odds}`)
+    const during = await committer.run(20, 80)
+    committer.fiu(`disable name=${point}`)
+    const after = await committer.run(80, 90)
+    expect(await committer.close()).toBe(0)
+
+    expect([...before, ...after].every((line) => line.startsWith('ok '))).toBe(true)
+    expect(during.filter((line) => line.startsWith('mismatch'))).toEqual([])
+    const acknowledged = [...before, ...during, ...after].filter((line) => line.startsWith('ok ')).map((line) => Number(line.split(' ')[1]))
+    const failed = during.filter((line) => line.startsWith('fail '))
+    expect(acknowledged.length + failed.length).toBe(90)
+
+    const plain = new BetterSqlite3(path, { readonly: true })
+    expect(plain.pragma('integrity_check', { simple: true })).toBe('ok')
+    const rows = plain.prepare<[], { tx: number; n: number; bytes: number }>('SELECT tx, COUNT(*) AS n, SUM(LENGTH(body)) AS bytes FROM t GROUP BY tx ORDER BY tx').all()
+    expect(rows).toEqual(acknowledged.map((tx) => ({ tx, n: rowsOf(tx), bytes: rowsOf(tx) * sizeOf(tx) })))
+    plain.close()
+    return failed
+  }
+
+  it.each([
+    ['an I/O error', 'failinfo=5', 'SQLITE_IOERR_WRITE', 'NORMAL'],
+    ['a full disk', 'failinfo=28', 'SQLITE_FULL', 'FULL'],
+  ] as const)('a commit whose write to the log meets %s fails with that error and leaves nothing; every commit acknowledged is read whole, and the file is sound', async (_fault, errno, code, synchronous) => {
+    const failed = await commitThrough('posix/io/rw/pwrite', `probability=0.15,${errno}`, synchronous)
+    expect(failed.length).toBeGreaterThan(0)
+    expect(failed.filter((line) => !line.endsWith(` ${code}`))).toEqual([])
+  })
+
+  it('writes the disk takes only part of are finished by SQLite: every commit succeeds and is read whole', async () => {
+    expect(await commitThrough('posix/io/rw/pwrite/reduce', 'probability=0.5', 'NORMAL')).toEqual([])
   })
 })
