@@ -213,16 +213,24 @@ process.stdout.write('ready\\n')
     const child = spawn('fiu-run', ['-x', process.execPath, script, connectionName(path)], { env: { ...process.env, SQLITE_USE_URI: '1' }, stdio: ['pipe', 'pipe', 'inherit'] })
     const lines: string[] = []
     let heard = () => {}
+    let exitCode: number | null | undefined
     createInterface({ input: child.stdout }).on('line', (line) => {
       lines.push(line)
       heard()
     })
-    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
-    /** The lines up to the next `marker`. */
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => {
+        exitCode = code
+        heard()
+        resolve(code)
+      }),
+    )
+    /** The lines up to the next `marker`; fails if the child ends first. */
     const until = async (marker: string): Promise<string[]> => {
       for (;;) {
         const at = lines.indexOf(marker)
         if (at >= 0) return lines.splice(0, at + 1).slice(0, -1)
+        if (exitCode !== undefined) throw new Error(`the committer exited (${exitCode}) before '${marker}': ${lines.join(' | ')}`)
         await new Promise<void>((resolve) => (heard = resolve))
       }
     }
@@ -241,8 +249,8 @@ process.stdout.write('ready\\n')
   }
 
   /**
-   * Twenty commits, sixty more with `fault` on at random (a libfiu point and its odds), ten after
-   * it is off; then the file as a fresh connection reads it: sound, and holding every commit
+   * Twenty commits, sixty more with the libfiu `point` failing at random (`odds`), ten after it
+   * is off; then the file as a fresh connection reads it: sound, and holding every commit
    * acknowledged, whole, and nothing else. Returns the commits that failed (`fail TX CODE`).
    */
   async function commitThrough(point: string, odds: string, synchronous: 'NORMAL' | 'FULL'): Promise<string[]> {
