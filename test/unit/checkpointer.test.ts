@@ -45,18 +45,21 @@ it('the checkpointer copies what the writer committed into the database file fro
 it('under writes that never pause, the writer’s own checkpoint still bounds the log beside the thread', async () => {
   // The log restarts from its beginning only after a checkpoint that copied all of it, which a
   // passive pass racing the writer rarely is: the main connection's checkpoint is the bound.
+  // The log's file then stops growing at that checkpoint's threshold plus what the writer
+  // commits while one of the thread's passes holds the checkpoint (1.0–1.7 × the threshold on
+  // a 2-core VM); with no checkpoint of the writer's it grows with every commit, to 6 × here.
   const path = join(dir, 'leasehold.db')
   const { sqlite } = openDatabase({ path })
   sqlite.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, text TEXT)')
   const insert = sqlite.prepare('INSERT INTO scratch (text) VALUES (?)')
   const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 5, onError: () => {} })
   try {
-    for (let i = 0; i < 3 * WAL_AUTOCHECKPOINT_PAGES; i++) {
-      insert.run('x')
+    for (let i = 0; i < 6 * WAL_AUTOCHECKPOINT_PAGES; i++) {
+      insert.run('x') // a frame a commit at least
       if (i % 2_000 === 0) await new Promise((r) => setImmediate(r)) // the thread's messages get through
     }
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number
-    expect(statSync(`${path}-wal`).size).toBeLessThan(1.5 * WAL_AUTOCHECKPOINT_PAGES * (pageSize + 24))
+    expect(statSync(`${path}-wal`).size).toBeLessThan(3 * WAL_AUTOCHECKPOINT_PAGES * (pageSize + 24))
   } finally {
     await checkpointer.stop()
     sqlite.close()
