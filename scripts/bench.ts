@@ -11,13 +11,15 @@
  *   npm run bench -- --only=http  one group of figures: engine, http, workers, batched, single or retention (repeatable)
  *   npm run bench -- --peer=FILE  also the ratios to BullMQ: FILE holds the JSON line that
  *                                 scripts/peer-bench/run.sh printed just before
+ *   npm run bench -- --peer=live  the same ratios, BullMQ measured right before and right after
+ *                                 each row it is compared with (scripts/bench/peer.ts)
  */
 import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_ENGINE_CONFIG } from '../src-main/engine'
-import { readFileSync } from 'node:fs'
 import { type BatchedCounts, type HttpCounts, LOCAL_PICKUP, LOCAL_PICKUP_FLOOR_ONE, measureBatched, measureHttp, measureRss, measureSingles, measureWorkers, NORMAL_BESIDE_REDIS, OPEN_LOOP_LOCAL_PICKUP, OPEN_LOOP_PICKUP, PEER_LOAD, POST_FLOOR_1, POST_FLOOR_16, ROWS_FLOOR_1, ROWS_FLOOR_16, SINGLE_1, SINGLE_16, SUBMIT_ROUTE_1, SUBMIT_ROUTE_16 } from './bench/http'
 import { type BenchEngine, formatTable, openEngine, reopenEngine, tempDir, type TempDir, withTempDir, type Row } from './bench/lib'
+import { type Peer, type PeerReading, ALONE, peerFromFile, startLivePeer } from './bench/peer'
 import { measureRetention } from './bench/retention'
 import { measureHostStart } from './bench/start'
 import {
@@ -113,48 +115,40 @@ type Part = (typeof PARTS)[number]
 interface Options {
   quick: boolean
   json: boolean
-  /** BullMQ's figures measured just before (peer-bench's JSON line), for the ratio rows. */
-  peer: Peer | null
+  /** Where BullMQ's figures for the ratio rows come from: a file of peer-bench's JSON line, 'live', or none. */
+  peer: string | null
   /** Which groups of figures to measure (default: all). */
   only: Set<Part>
 }
 
-/** What the bench reads of peer-bench's JSON line. */
-interface Peer {
-  processing: { concurrency: number; jobs_per_s: number }[]
-  latency: { concurrency: number; pickup_ms: { p50: number } }[]
-  /** Jobs added one add() each by 16 producers, processed at concurrency 8. */
-  processing_single?: { jobs_per_s: number }
-  /** Jobs added one at a time, each once the last one completed and a pause passed: add → processor start. */
-  pickup_one_at_a_time?: { pickup_ms: { p50: number } }
-  /** add() awaited one after another. */
-  enqueue?: { add?: { jobs_per_s: number } }
-}
-
-function readPeer(file: string): Peer {
-  try {
-    const lines = readFileSync(file, 'utf8').trim().split('\n')
-    return JSON.parse(lines[lines.length - 1]!) as Peer
-  } catch (error) {
-    console.error(`bench: --peer=${file}: ${(error as Error).message}`)
-    process.exit(2)
-  }
-}
-
 function parseArgs(argv: string[]): Options {
   const only = new Set<Part>()
-  let peer: Peer | null = null
+  let peer: string | null = null
   for (const arg of argv) {
     const part = /^--only=(\w+)$/.exec(arg)?.[1]
-    const peerFile = /^--peer=(.+)$/.exec(arg)?.[1]
+    const peerSource = /^--peer=(.+)$/.exec(arg)?.[1]
     if (part && (PARTS as readonly string[]).includes(part)) only.add(part as Part)
-    else if (peerFile) peer = readPeer(peerFile)
+    else if (peerSource) peer = peerSource
     else if (arg !== '--quick' && arg !== '--json') {
-      console.error(`bench: unknown flag ${arg} (known: --quick --json --only=${PARTS.join('|')} --peer=FILE)`)
+      console.error(`bench: unknown flag ${arg} (known: --quick --json --only=${PARTS.join('|')} --peer=FILE|live)`)
       process.exit(2)
     }
   }
   return { quick: argv.includes('--quick'), json: argv.includes('--json'), peer, only: only.size > 0 ? only : new Set(PARTS) }
+}
+
+/** The peer the options name, or null; a peer that cannot be had ends the bench with its reason. */
+async function openPeer(source: string | null, quick: boolean): Promise<Peer | null> {
+  if (source === null) return null
+  try {
+    if (source !== 'live') return peerFromFile(source)
+    progress('BullMQ beside each ratio row: starting scripts/peer-bench/run.sh serve (it runs every figure once first)')
+    // --quick: the peer's counts cut as the bench's own are.
+    return await startLivePeer(quick ? { BULL_JOBS: '5000', BULL_SINGLE: '1000', LAT_SECONDS: '2', LAT_ONE: '50' } : {})
+  } catch (error) {
+    console.error(`bench: --peer=${source}: ${(error as Error).message}`)
+    process.exit(2)
+  }
 }
 
 const n = (count: number) => count.toLocaleString('en-US')
@@ -305,49 +299,50 @@ async function measureGroupCommit(c: Counts, rows: Row[]): Promise<void> {
   }
 }
 
-/** The ratio rows against BullMQ c=8, measured just before on the same machine. */
+/** The ratio rows against BullMQ, measured on the same machine just before the run or beside each row. */
 function peerRows(peer: Peer, rows: Row[]): Row[] {
-  const bull = peer.processing.find((x) => x.concurrency === 8)?.jobs_per_s
-  const bullPickup = peer.latency.find((x) => x.concurrency === 8)?.pickup_ms.p50
-  const bullOneAtATime = peer.pickup_one_at_a_time?.pickup_ms.p50
+  const value = (name: string) => rows.find((r) => r.name === name)?.value
+  const besides = (theirs: PeerReading, what: string) => `${what}: ${theirs.value.toLocaleString('en-US')}${theirs.how ? ` (${theirs.how})` : ''}`
   const out: Row[] = []
   for (const [name, wanted] of Object.entries(PEER_TARGETS)) {
-    const ours = rows.find((r) => r.name === name)?.value
-    if (ours === undefined || !bull) continue
-    const ratio = ours / bull
-    out.push(target(`${name} ÷ BullMQ c=8`, ratio, ratio >= wanted, `≥ ${wanted.toFixed(2)}`, `BullMQ process c=8: ${n(Math.round(bull))} jobs/s`))
+    const ours = value(name)
+    const theirs = peer.figure(name, 'process')
+    if (ours === undefined || !theirs) continue
+    const ratio = ours / theirs.value
+    out.push(target(`${name} ÷ BullMQ c=8`, ratio, ratio >= wanted, `≥ ${wanted.toFixed(2)}`, `${besides(theirs, 'BullMQ process c=8')} jobs/s`))
   }
   // Jobs that arrive one request each, against BullMQ's jobs added one add() each.
   // Beside each, the same clients' ceilings with no job run (the submit route alone, bare Koa) as
   // the same ratio: what the target asks of the route before any job is processed; and the floor
   // with each job run and no engine: what it asks of the rows a job writes.
   const singles = [
-    [SINGLE_16, SINGLE_16_TARGET, peer.processing_single?.jobs_per_s, 'BullMQ single adds ×16, processed c=8', [SUBMIT_ROUTE_16, POST_FLOOR_16, ROWS_FLOOR_16]],
-    [SINGLE_1, SINGLE_1_TARGET, peer.enqueue?.add?.jobs_per_s, 'BullMQ sequential add()', [SUBMIT_ROUTE_1, POST_FLOOR_1, ROWS_FLOOR_1]],
+    [SINGLE_16, SINGLE_16_TARGET, 'single', 'BullMQ single adds ×16, processed c=8', [SUBMIT_ROUTE_16, POST_FLOOR_16, ROWS_FLOOR_16]],
+    [SINGLE_1, SINGLE_1_TARGET, 'add', 'BullMQ sequential add()', [SUBMIT_ROUTE_1, POST_FLOOR_1, ROWS_FLOOR_1]],
   ] as const
-  for (const [name, wanted, theirs, what, [route, floor, rowsFloor]] of singles) {
-    const ours = rows.find((r) => r.name === name)?.value
+  for (const [name, wanted, figure, what, [route, floor, rowsFloor]] of singles) {
+    const ours = value(name)
+    const theirs = peer.figure(name, figure)
     if (ours === undefined || !theirs) continue
     const ceiling = (row: string, label: string) => {
-      const value = rows.find((r) => r.name === row)?.value
-      return value === undefined ? '' : `; ${label} ${n(Math.round(value))}/s (${(value / theirs).toFixed(2)} ×)`
+      const of = value(row)
+      return of === undefined ? '' : `; ${label} ${n(Math.round(of))}/s (${(of / theirs.value).toFixed(2)} ×)`
     }
     const ceilings = `${ceiling(route, 'with no job run, the submit route alone')}${ceiling(floor, 'and a bare Koa app')}${ceiling(rowsFloor, "with each job's rows and worker but no engine")}`
-    out.push(target(`${name} ÷ BullMQ`, ours / theirs, ours / theirs >= wanted, `≥ ${wanted.toFixed(2)}`, `${what}: ${n(Math.round(theirs))} jobs/s${ceilings}`))
+    out.push(target(`${name} ÷ BullMQ`, ours / theirs.value, ours / theirs.value >= wanted, `≥ ${wanted.toFixed(2)}`, `${besides(theirs, what)} jobs/s${ceilings}`))
   }
-  if (bullPickup !== undefined) {
-    // The one at a time pickup, and under the peer's own load (PEER_LOAD).
-    for (const [name, factor] of [[LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_PICKUP, 1]] as const) {
-      const ours = rows.find((r) => r.name === name)?.value
-      if (ours === undefined) continue
-      const ms = ours * factor
-      const floor = rows.find((r) => r.name === LOCAL_PICKUP_FLOOR_ONE)?.value
-      const alike =
-        name !== LOCAL_PICKUP
-          ? ''
-          : `${bullOneAtATime !== undefined ? `; BullMQ's own one at a time: ${bullOneAtATime} ms` : ''}${floor !== undefined ? `; its path with no engine: ${(floor / 1000).toFixed(3)} ms` : ''}`
-      out.push({ name: `${name} vs BullMQ`, value: ms, unit: 'ms', target: `≤ ${bullPickup}`, status: ms <= bullPickup ? 'PASS' : 'MISS', note: `${ms.toFixed(3)} ms against BullMQ's pickup p50 c=8 at ${PEER_LOAD.jobsPerS} jobs/s, ${bullPickup} ms${alike}` })
-    }
+  // The one at a time pickup, and under the peer's own load (PEER_LOAD).
+  for (const [name, factor] of [[LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_PICKUP, 1]] as const) {
+    const ours = value(name)
+    const theirs = peer.figure(name, 'pickup')
+    if (ours === undefined || !theirs) continue
+    const ms = ours * factor
+    const floor = value(LOCAL_PICKUP_FLOOR_ONE)
+    const own = peer.figure(name, 'one')
+    const alike =
+      name !== LOCAL_PICKUP
+        ? ''
+        : `${own ? `; ${besides(own, "BullMQ's own one at a time")} ms` : ''}${floor !== undefined ? `; its path with no engine: ${(floor / 1000).toFixed(3)} ms` : ''}`
+    out.push({ name: `${name} vs BullMQ`, value: ms, unit: 'ms', target: `≤ ${theirs.value}`, status: ms <= theirs.value ? 'PASS' : 'MISS', note: `${ms.toFixed(3)} ms against ${besides(theirs, `BullMQ's pickup p50 c=8 at ${PEER_LOAD.jobsPerS} jobs/s`)} ms${alike}` })
   }
   return out
 }
@@ -388,6 +383,8 @@ async function main(): Promise<void> {
   const failures: string[] = []
   // A last net: a rejection nothing awaited is noted as a failure rather than ending the run.
   process.on('unhandledRejection', (error) => failures.push(`unhandled: ${(error as Error)?.message ?? String(error)}`))
+  const peer = await openPeer(options.peer, options.quick)
+  const beside = peer?.beside ?? ALONE
 
   if (options.only.has('engine')) {
     await group(failures, 'engine', async () => {
@@ -412,7 +409,7 @@ async function main(): Promise<void> {
   }
   if (options.only.has('http')) {
     await group(failures, 'http', async () => {
-      const http = await measureHttp(counts.http, progress, rows)
+      const http = await measureHttp(counts.http, progress, rows, beside)
       const sum = (figures: number[]) => figures.reduce((a, b) => a + b, 0)
       const jobsPerS = (figures: number[]) => figures.map((f) => n(Math.round(f))).join(' and ')
       const besideFloor = sum(http.paired.host) / sum(http.paired.floor)
@@ -440,7 +437,7 @@ async function main(): Promise<void> {
   if (options.only.has('workers')) await group(failures, 'workers', () => measureWorkers(counts.http, progress, rows).then(() => {}))
   if (options.only.has('batched')) {
     await group(failures, 'batched', async () => {
-      await measureBatched(counts.batched, progress, rows)
+      await measureBatched(counts.batched, progress, rows, beside)
       const [normal, redis] = [NORMAL_BESIDE_REDIS, 'pool drain (redis)'].map((name) => rows.find((r) => r.name === name)?.value)
       if (normal && redis) {
         rows.push(target('pool drain (redis) ÷ pool drain (normal)', redis / normal, redis / normal >= REDIS_KEEPS_TARGET, `≥ ${REDIS_KEEPS_TARGET.toFixed(2)}`, 'what turning Redis on keeps of the drain (it may cost at most a quarter), from drains alternated with and without it'))
@@ -448,10 +445,13 @@ async function main(): Promise<void> {
       rows.push(...(await measureRss(counts.batched.finishedJobs, progress)))
     })
   }
-  if (options.only.has('single')) await group(failures, 'single', () => measureSingles(counts.batched, progress, rows).then(() => {}))
+  if (options.only.has('single')) await group(failures, 'single', () => measureSingles(counts.batched, progress, rows, beside).then(() => {}))
   if (options.only.has('retention')) await group(failures, 'retention', () => measureRetention(counts.retentionJobs, progress, rows).then(() => {}))
   if (options.only.has('retention')) await group(failures, 'retention', async () => void rows.push(...(await measureHostStart(counts.retentionJobs, progress))))
-  if (options.peer) rows.push(...peerRows(options.peer, rows))
+  if (peer) {
+    rows.push(...peerRows(peer, rows))
+    await peer.stop()
+  }
   const elapsedS = (performance.now() - started) / 1000
 
   if (options.json) {

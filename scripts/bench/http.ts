@@ -17,6 +17,7 @@ import { HostConnection } from '../../src-shared/host-connection'
 import { LoopConnection } from './loop-connection'
 import { insertFinished } from './measure'
 import { percentile, processTreeCpuMs, type Row } from './lib'
+import { ALONE, type Beside } from './peer'
 
 const BIN = fileURLToPath(new URL('../../bin/leasehold.js', import.meta.url))
 
@@ -496,18 +497,18 @@ export interface HttpFigures {
   paired: { host: number[]; floor: number[] }
 }
 
-export async function measureHttp(counts: HttpCounts, progress: (m: string) => void, rows: Row[] = []): Promise<HttpFigures> {
+export async function measureHttp(counts: HttpCounts, progress: (m: string) => void, rows: Row[] = [], beside: Beside = ALONE): Promise<HttpFigures> {
   progress('HTTP floor (bare Koa), 8 workers, 3 requests per job, 2 s warm-up + 3 s')
   const koa = await startKoaFloor()
   try {
-    return await measureBesideFloor(koa, counts, progress, rows)
+    return await measureBesideFloor(koa, counts, progress, rows, beside)
   } finally {
     await koa.stop()
   }
 }
 
 /** {@link measureHttp}, with the bare Koa app `koa` running beside the host throughout. */
-async function measureBesideFloor(koa: Server, counts: HttpCounts, progress: (m: string) => void, rows: Row[]): Promise<HttpFigures> {
+async function measureBesideFloor(koa: Server, counts: HttpCounts, progress: (m: string) => void, rows: Row[], beside: Beside): Promise<HttpFigures> {
   await floorDrain(koa, 2_000, 8) // lets the JIT and the connections warm up
   const floorAt8 = await floorDrain(koa, 3_000, 8)
   progress(`HTTP round trips to bare Koa at ${PEER_LOAD.jobsPerS} requests/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
@@ -551,7 +552,7 @@ async function measureBesideFloor(koa: Server, counts: HttpCounts, progress: (m:
       { name: 'pickup latency p99', value: p(pickup, 99), unit: 'ms' },
     )
     progress(`pickup latency under the peer's load: ${PEER_LOAD.jobsPerS} submits/s, 8 waiting claims: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
-    const loaded = await openLoopPickups(server, counts.warmUpS)
+    const loaded = await beside(OPEN_LOOP_PICKUP, ['pickup'], () => openLoopPickups(server, counts.warmUpS))
     rows.push(
       { name: EARLY_PICKUP, value: p(loaded.early, 50), unit: 'ms', note: `${loaded.early.length} jobs, one submit each, open loop; 8 worker API clients long-poll` },
       { name: OPEN_LOOP_PICKUP, value: p(loaded.warm, 50), unit: 'ms', note: `${loaded.warm.length} jobs as above, after ${counts.warmUpS} s of them` },
@@ -939,7 +940,7 @@ export async function measureRss(finished: number, progress: (m: string) => void
 }
 
 /** The drains held to BullMQ, and the local pickup in microseconds. */
-export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
+export async function measureBatched(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = [], beside: Beside = ALONE): Promise<Row[]> {
   const n = counts.drainJobs.toLocaleString('en-US')
   // The servers below take the slots of the environment, as the host does, or their share of the first capacity.
   const given = process.env.LEASEHOLD_WORKER_CONCURRENCY
@@ -949,7 +950,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
     const server = await startServer(['--durability', durability], dataDirWithStampHandler())
     try {
       await waitFor(() => workersReady(server, 2), 60_000)
-      const drain = await warmDrain(server, counts.drainJobs)
+      const drain = await warmDrain(server, counts.drainJobs, [], 0, (measure) => beside(`pool drain (${durability})`, ['process'], measure))
       rows.push({
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
@@ -958,7 +959,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
       })
       if (durability === 'normal') {
         progress(`local pickup under the peer's load: ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
-        const loaded = await openLoopLocalPickups(server, counts.warmUpS)
+        const loaded = await beside(OPEN_LOOP_LOCAL_PICKUP, ['pickup'], () => openLoopLocalPickups(server, counts.warmUpS))
         rows.push(
           { name: EARLY_LOCAL_PICKUP, value: p(loaded.early, 50) * 1000, unit: 'µs', note: `${loaded.early.length} jobs, one submit each, open loop; the handler's start on the machine's monotonic clock` },
           { name: OPEN_LOOP_LOCAL_PICKUP, value: p(loaded.warm, 50) * 1000, unit: 'µs', note: `${loaded.warm.length} jobs as above, after ${counts.warmUpS} s of them` },
@@ -967,7 +968,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
         // After those, as BullMQ's own one-at-a-time pickup follows its pickups under load: the
         // one-job submit's path has run a while, as the peer's has.
         progress(`local pickup, ${counts.localPickups} jobs one at a time`)
-        const samples = await localPickups(server, counts.localPickups)
+        const samples = await beside(LOCAL_PICKUP, ['pickup', 'one'], () => localPickups(server, counts.localPickups))
         rows.push(
           { name: LOCAL_PICKUP, value: p(samples, 50) * 1000, unit: 'µs', note: `${counts.localPickups} jobs, one at a time, 20 ms apart, after those at the peer's load; the handler's start on the machine's monotonic clock` },
           { name: 'local pickup p99', value: p(samples, 99) * 1000, unit: 'µs' },
@@ -998,7 +999,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
 
   progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)
   await withEightWorkers([], (server) => ['--url', server.url], 'bench-batched', async (server, workers) => {
-    const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS)
+    const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS, (measure) => beside('external workers batched, 8 processes', ['process'], measure))
     rows.push({
       name: 'external workers batched, 8 processes',
       value: drain.jobsPerS,
@@ -1006,7 +1007,7 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
       note: `${n} noop jobs submitted 1,000 a request (ids answered), 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE, after ${counts.warmUpS} s of such drains; ${drain.cpu}`,
     })
   })
-  await measureOverRedis(counts, progress, rows)
+  await measureOverRedis(counts, progress, rows, beside)
   return rows
 }
 
@@ -1032,7 +1033,7 @@ export const SUBMIT_COMMAND = 'leasehold submit, one command a job'
  * job run: a host with no pool (its submits only queue), and the bare Koa app of koa-floor.mjs;
  * and their floor with each job run: its rows, commit and worker with no engine (rows-floor.ts).
  */
-export async function measureSingles(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = []): Promise<Row[]> {
+export async function measureSingles(counts: BatchedCounts, progress: (m: string) => void, rows: Row[] = [], beside: Beside = ALONE): Promise<Row[]> {
   const n = counts.singleJobs.toLocaleString('en-US')
   const server = await startServer([], dataDirWithStampHandler())
   try {
@@ -1045,9 +1046,10 @@ export async function measureSingles(counts: BatchedCounts, progress: (m: string
     for (const clients of [16, 1]) {
       progress(`single submits: ${clients} client${clients > 1 ? 's' : ''}, ${n} no-op jobs, one request each, the default pool`)
       await drainBatched(server, Math.min(1_000, counts.singleJobs), [], oneEach(clients)) // this shape's own warm-up
-      const drain = await drainBatched(server, counts.singleJobs, [], oneEach(clients))
+      const name = clients > 1 ? SINGLE_16 : SINGLE_1
+      const drain = await beside(name, [clients > 1 ? 'single' : 'add'], () => drainBatched(server, counts.singleJobs, [], oneEach(clients)))
       rows.push({
-        name: clients > 1 ? SINGLE_16 : SINGLE_1,
+        name,
         value: drain.jobsPerS,
         unit: 'jobs/s',
         note: `${n} noop jobs, each its own POST /api/scheduler/jobs/submit (the job answered), ${clients > 1 ? `${clients} clients each sending the next once answered` : 'one client sending the next once answered'}, 2 local workers, first submit → last DONE, after ${counts.warmUpS} s of such submits; ${drain.cpu}`,
@@ -1151,11 +1153,11 @@ async function withEightWorkers(serverArgs: string[], reach: (server: Server) =>
  * µs, against 75–105 once warm, in drains one after another). A fleet serves for hours, and
  * BullMQ's one process measures warm.
  */
-async function warmDrain(server: Server, jobs: number, workers: ChildProcess[] = [], warmUpS = 0): Promise<Drain> {
+async function warmDrain(server: Server, jobs: number, workers: ChildProcess[] = [], warmUpS = 0, measured = (measure: () => Promise<Drain>) => measure()): Promise<Drain> {
   const warmUntil = performance.now() + warmUpS * 1000
   do await drainBatched(server, Math.min(2_000, jobs), workers)
   while (performance.now() < warmUntil)
-  return drainBatched(server, jobs, workers)
+  return measured(() => drainBatched(server, jobs, workers))
 }
 
 /** The drains of a host without Redis, run between those of `pool drain (redis)`: what its ratio is read against. */
@@ -1168,7 +1170,7 @@ export const NORMAL_BESIDE_REDIS = 'pool drain (normal), alternated with the red
  * the drain is read from drains alternated with a host without Redis, two of each: the
  * machine's speed moves by more than Redis costs between drains minutes apart.
  */
-async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => void, rows: Row[]): Promise<void> {
+async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => void, rows: Row[], beside: Beside): Promise<void> {
   const redis = await startRedis()
   if (!redis) return progress('no redis-server here: the Redis rows are left out')
   const n = counts.drainJobs.toLocaleString('en-US')
@@ -1200,7 +1202,7 @@ async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => 
 
     progress(`remote workers over redis: 8 leasehold worker --redis processes, ${n} no-op jobs`)
     await withEightWorkers(['--redis', redis.url], () => ['--redis', redis.url], 'bench-redis', async (server, workers) => {
-      const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS)
+      const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS, (measure) => beside('remote workers over redis, 8 processes', ['process'], measure))
       rows.push({
         name: 'remote workers over redis, 8 processes',
         value: drain.jobsPerS,

@@ -6,6 +6,8 @@
 #
 #   scripts/peer-bench/run.sh > peer.json              # c=8 only (about 40 s)
 #   CONCURRENCY=1,8,32 scripts/peer-bench/run.sh       # more worker concurrencies
+#   scripts/peer-bench/run.sh serve                    # one figure a line on stdin, answered on stdout
+#                                                      # (peer-bullmq.mjs --serve; npm run bench -- --peer=live)
 #
 # Needs: apt-get install -y redis-server. Installs its own node_modules (npm ci) on first use.
 # Prints a small table on stderr and one JSON line on stdout (jobs/s per concurrency, pickup
@@ -28,6 +30,10 @@ redis-server --bind 127.0.0.1 --port "$PORT" --protected-mode yes --dir "$DATA" 
 RPID=$!
 trap 'kill "$RPID" 2>/dev/null; wait "$RPID" 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+if [ "${1:-}" = serve ]; then
+  REDIS_PORT=$PORT REDIS_LABEL=aof-everysec BULL_SINGLE=${BULL_SINGLE:-2000} node peer-bullmq.mjs --serve
+  exit
+fi
 out=$(REDIS_PORT=$PORT REDIS_LABEL=aof-everysec CONCURRENCY=${CONCURRENCY:-8} BULL_SINGLE=${BULL_SINGLE:-2000} \
   node peer-bullmq.mjs 2>/dev/null | tail -n 1)
 echo "$out"

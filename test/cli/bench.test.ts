@@ -75,3 +75,20 @@ test('`npm run bench -- --quick --only=single --peer=FILE` drains jobs submitted
     expect(ratio?.note).toMatch(/with no job run, the submit route alone [\d,]+\/s \([\d.]+ ×\); and a bare Koa app [\d,]+\/s \([\d.]+ ×\); with each job's rows and worker but no engine [\d,]+\/s \([\d.]+ ×\)$/)
   }
 }, 180_000) // ~35 s alone
+
+test('`npm run bench -- --quick --only=single --peer=live` reads BullMQ’s figure for each single-submit row right before and right after the row itself, from a peer of its own (its own redis-server), which it stops at the end', async () => {
+  const report = await quickBench('single', '--peer=live')
+  const byName = new Map(report.rows.map((row) => [row.name, row]))
+  for (const [name, what] of [[SINGLE_16, 'BullMQ single adds ×16, processed c=8'], [SINGLE_1, 'BullMQ sequential add\\(\\)']] as const) {
+    const ratio = byName.get(`${name} ÷ BullMQ`)!
+    const [, mean, before, after] = new RegExp(`^${what}: ([\\d,]+) \\(read before and after it: ([\\d,]+) and ([\\d,]+)\\) jobs/s;`).exec(ratio.note ?? '') ?? []
+    expect(mean, ratio.note).toBeDefined()
+    const figure = (text: string) => Number(text.replaceAll(',', ''))
+    // The row's ratio is to the mean of the two readings taken beside it.
+    expect(figure(mean!)).toBe(Math.round((figure(before!) + figure(after!)) / 2))
+    expect(ratio.value).toBeCloseTo(byName.get(name)!.value / figure(mean!), 6)
+  }
+  // The peer and its redis-server are gone with the bench.
+  const { stdout } = await run('ps', ['-eo', 'args']).catch(() => ({ stdout: '' }))
+  expect(stdout).not.toMatch(/peer-bullmq\.mjs --serve/)
+}, 300_000) // ~50 s alone, the peer's first run installing its packages (npm ci) more
