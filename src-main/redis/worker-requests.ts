@@ -98,12 +98,18 @@ export class RedisWorkerRequests {
     const stream = requestStream(this.options.prefix)
     // First what this group delivered and never acknowledged (the host stopped mid-answer), then new requests.
     let from = '0'
+    // The group is made once, and again after any failure (Redis may have restarted empty, or
+    // lost the stream): not before every read, which would cost each read a round trip more.
+    let groupMade = false
     const { signal } = this.stopping
     while (!signal.aborted) {
       try {
-        await untilAborted(this.reader.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM'), signal).catch((error: Error) => {
-          if (!/BUSYGROUP/.test(error.message)) throw error
-        })
+        if (!groupMade) {
+          await untilAborted(this.reader.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM'), signal).catch((error: Error) => {
+            if (!/BUSYGROUP/.test(error.message)) throw error
+          })
+          groupMade = true
+        }
         const read = this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
         const answer = (await untilAborted(read, signal)) as [string, [string, string[]][]][] | null
         const entries = answer?.[0]?.[1] ?? []
@@ -117,6 +123,7 @@ export class RedisWorkerRequests {
       } catch (error) {
         if (signal.aborted) return
         from = '0' // Redis may have restarted: read what is pending again
+        groupMade = false
         this.limiter.line('redis workers read', `leasehold: reading remote workers' requests failed (${(error as Error).message}); retrying`)
         await new Promise((resolve) => setTimeout(resolve, 500))
       }

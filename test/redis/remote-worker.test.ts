@@ -141,6 +141,25 @@ describe('remote workers over Redis only', () => {
     await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
   })
 
+  test('the host makes its consumer group on the request stream once, not again before every read of it', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const claim = (id: number) => exchangeAs('w1', host!.token, id, 'exchange', { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } })
+    await claim(1)
+    await admin.config('RESETSTAT')
+    for (let id = 2; id <= 6; id++) expect((await claim(id)).error).toBeUndefined()
+    const stats = await admin.info('commandstats')
+    expect(stats).toMatch(/cmdstat_xreadgroup:calls=\d+/)
+    expect(stats).not.toMatch(/cmdstat_xgroup\|create:/)
+  })
+
+  test('a request stream Redis lost while the host reads it is read again: the host makes its group anew and answers the next request', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const claim = (id: number) => exchangeAs('w1', host!.token, id, 'exchange', { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } })
+    expect((await claim(1)).error).toBeUndefined()
+    await admin.del(requestStream('leasehold:'))
+    expect((await claim(2)).error).toBeUndefined()
+  })
+
   test('a remote worker the host refuses (a token it does not know) says why and exits 1, instead of asking again every second', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const { done } = remoteWorker('unknown', 'not-the-host-token', ['--grace-s', '1'])
