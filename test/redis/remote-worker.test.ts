@@ -59,6 +59,9 @@ async function exchangeAs(workerId: string, token: string, id: number, method: s
   return until(async () => (await answersOn(replies, `(${before}`)).find((a) => a.id === id) ?? null, 5000, `answer to ${method}`)
 }
 
+/** One exchange as worker `w1`, with the host's token, that claims a job: its answer. */
+const claim = (id: number) => exchangeAs('w1', host!.token, id, 'exchange', { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } })
+
 describe('remote workers over Redis only', () => {
   test('a worker process with no connection to the host runs every job over Redis, and is listed with its transport', async () => {
     host = await startTestHost({ redisUrl: server.url })
@@ -143,7 +146,6 @@ describe('remote workers over Redis only', () => {
 
   test('the host makes its consumer group on the request stream once, not again before every read of it', async () => {
     host = await startTestHost({ redisUrl: server.url })
-    const claim = (id: number) => exchangeAs('w1', host!.token, id, 'exchange', { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } })
     await claim(1)
     await admin.config('RESETSTAT')
     for (let id = 2; id <= 6; id++) expect((await claim(id)).error).toBeUndefined()
@@ -154,7 +156,6 @@ describe('remote workers over Redis only', () => {
 
   test('a request stream Redis lost while the host reads it is read again: the host makes its group anew and answers the next request', async () => {
     host = await startTestHost({ redisUrl: server.url })
-    const claim = (id: number) => exchangeAs('w1', host!.token, id, 'exchange', { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } })
     expect((await claim(1)).error).toBeUndefined()
     await admin.del(requestStream('leasehold:'))
     expect((await claim(2)).error).toBeUndefined()
