@@ -138,7 +138,7 @@ export async function startLivePeer(env: Record<string, string> = {}): Promise<P
     },
     stop: async () => {
       child.stdin!.end()
-      await Promise.race([ended.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 10_000))])
+      await Promise.race([ended.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 10_000).unref())])
       stopPeer(child)
     },
   }
