@@ -125,9 +125,14 @@ export function insertBacklog(db: Database, count: number, now: number, maxAttem
   return timeMs(() => fill())
 }
 
+/** How long before `now` the jobs of {@link insertFinished} finished. */
+const FINISHED_SPAN_MS = 23 * 3600 * 1000
+
 /**
- * Appends `count` DONE no-op jobs with their JOB_DONE events, finished over the 24 h before `now`
- * (so the snapshot's day counts them all), as a long-used host's database holds them, in one
+ * Appends `count` DONE no-op jobs with their JOB_DONE events, finished over the 23 h before `now`
+ * (so the snapshot's day counts them all, and for an hour more: the day is counted in whole
+ * minutes, and a bench that reads it before and after a drain must see only the drain's jobs
+ * change it, not the oldest minute's leave it), as a long-used host's database holds them, in one
  * transaction. By default rows only (no leases or attempts): what a host keeps in memory does
  * not grow with those. With `lifecycle`, every row a real run leaves, as the data-model floor
  * writes them: the job (with its stream message), the lease that ran its attempt, and its four events (submitted,
@@ -149,7 +154,7 @@ export function insertFinished(db: Database, count: number, now: number, options
     let message = reserveBlock(db, 'stream_message_ids_reserved', 'SELECT COALESCE(MAX(stream_message_id), 0) FROM jobs', count)
     for (let i = 0; i < count; i++) {
       const id = newId()
-      const at = now - 24 * 3600 * 1000 + Math.floor(((i + 1) * 24 * 3600 * 1000) / (count + 1))
+      const at = now - FINISHED_SPAN_MS + Math.floor(((i + 1) * FINISHED_SPAN_MS) / (count + 1))
       const leaseId = options.lifecycle ? newId() : null
       insertJob.run(
         seq + i, id, null, NOOP.job_type, priority, NOOP.cost_units, '{}', '{}', 0,
