@@ -22,6 +22,7 @@ import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageSt
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
+import { boundHeapGrowth } from './heap-growth'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
@@ -137,6 +138,8 @@ async function undoAll(undo: Undo): Promise<void> {
  * keeps taking requests.
  */
 export async function startHost(config: HostConfig, options: HostOptions = {}): Promise<Host> {
+  // The host's process (the app's main process, `leasehold serve`) keeps its heap near what it uses.
+  boundHeapGrowth()
   createDataDir(config.dataDir)
   // Before anything else is read or written: a second host on this data dir stops here.
   const lock = lockDataDir(config.dataDir, options.nativeBinding)
