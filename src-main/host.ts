@@ -22,7 +22,7 @@ import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageSt
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
-import { boundHeapGrowth } from './heap-growth'
+import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { LogLimiter } from './log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path'
+import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
@@ -208,6 +209,8 @@ export class WorkerRuntime {
 
   /** Starts the handler threads; says which job types they run and which modules failed to load. */
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
+    // The worker's process (a local worker, `leasehold worker`) keeps its heaps near what they use.
+    boundHeapGrowth()
     this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
     return { types: ready[0]!.types, problems: ready[0]!.problems }

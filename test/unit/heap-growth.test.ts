@@ -1,15 +1,15 @@
 /**
- * The host bounds its heap's growth (src-main/heap-growth.ts): after a full collection, V8 lets
- * the old space grow to about twice what that collection kept before it collects again, where by
- * its own heuristic it lets it grow up to four times. Run in child processes, as the bound is the
- * process's: the same work, objects that outlive a few scavenges and are then dropped as a busy
- * host's job rows are, once with the bound and once without.
+ * The host and the workers bound their heaps' growth (src-shared/heap-growth.ts): after a full
+ * collection, V8 lets the old space grow to about twice what that collection kept before it
+ * collects again, where by its own heuristic it lets it grow up to four times. Run in child
+ * processes, as the bound is the process's: the same work, objects that outlive a few scavenges
+ * and are then dropped as a busy host's job rows are, once with the bound and once without.
  */
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { expect, test } from 'vitest'
 
-const HEAP_GROWTH = fileURLToPath(new URL('../../src-main/heap-growth.ts', import.meta.url))
+const HEAP_GROWTH = fileURLToPath(new URL('../../src-shared/heap-growth.ts', import.meta.url))
 
 const SCRIPT = `
 import { getHeapSpaceStatistics } from 'node:v8'
@@ -35,7 +35,7 @@ function oldSpace(mode: 'bounded' | 'unbounded'): { peak: number; live: number }
   return JSON.parse(run.stdout) as { peak: number; live: number }
 }
 
-test("the host's old space grows to about twice what a full collection keeps, not to V8's up to four times", () => {
+test("a Leasehold process's old space grows to about twice what a full collection keeps, not to V8's up to four times", () => {
   const bounded = oldSpace('bounded')
   const unbounded = oldSpace('unbounded')
   // Twice the live size, and what is allocated while V8 marks before it collects.
