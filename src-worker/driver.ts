@@ -31,6 +31,8 @@ export interface DriveOptions {
   handsOverLong: boolean
   /** How short a job type's typical run must be for this thread to run it (thread-placement.ts). */
   shortRunMs?: number
+  /** How soon a claim's answer must come back for the jobs to count as streaming in (exchange-plan.ts ClaimPace). */
+  claimStreamMs?: number
 }
 
 /** What a handler thread is given to drive: the options, how it reaches the host, and its index among its worker's threads. */
@@ -83,7 +85,7 @@ export class Driver {
   private readonly runTimes: RunTimes
   private pauseUntil = 0
   /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
-  private readonly pace = new ClaimPace()
+  private readonly pace: ClaimPace
   private lookAgain: NodeJS.Timeout | null = null
   /** How many reports an exchange carries (report-budget.ts). */
   private readonly reportBudget = new ReportBudget()
@@ -100,6 +102,7 @@ export class Driver {
   ) {
     this.table = new JobTable(options.table)
     this.runTimes = new RunTimes(options.shortRunMs)
+    this.pace = new ClaimPace(options.claimStreamMs)
   }
 
   private get polling(): boolean {

@@ -26,6 +26,8 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
+  /** How soon a claim's answer must come back for the jobs to count as streaming in (default CLAIM_STREAM_MS; exchange-plan.ts ClaimPace). */
+  claimStreamMs?: number
   /**
    * How the first handler thread reaches the host to drive its own jobs (driver.ts): a local
    * worker's link, or the worker's own transport opened again from that thread. None: the
@@ -153,7 +155,7 @@ export class WorkerRuntime {
   /** When {@link pollTimer} fires (performance.now()). */
   private pollAt = Infinity
   /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
-  private readonly pace = new ClaimPace()
+  private readonly pace: ClaimPace
   /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
   private readonly table: JobTable | null
   /** The runtime claims the worker's jobs itself: no thread drives them (no route, or a link that failed or closed). */
@@ -199,6 +201,7 @@ export class WorkerRuntime {
 
   constructor(private readonly options: RuntimeOptions) {
     this.runTimes = new RunTimes(options.shortRunMs)
+    this.pace = new ClaimPace(options.claimStreamMs)
     this.table = options.drive ? new JobTable(options.concurrency) : null
     this.claimsHere = !this.table
   }
@@ -226,7 +229,7 @@ export class WorkerRuntime {
     const drives = index === 0 && route !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
     if (!drives) return new HandlerThread(handlers, this.listener)
     const owner = ++this.lastOwner
-    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
+    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs, claimStreamMs: this.options.claimStreamMs }
     const thread = new HandlerThread(handlers, this.listener, { route, thread: index, ...drive })
     this.drivers.set(thread, owner)
     if (this.begun) thread.post({ type: 'begin' })
