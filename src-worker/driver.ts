@@ -1,4 +1,4 @@
-import { ClaimPace, nextExchange, onceThisTurn } from './exchange-plan'
+import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
 import { ReportBudget, type Reports, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
@@ -31,8 +31,6 @@ export interface DriveOptions {
   handsOverLong: boolean
   /** How short a job type's typical run must be for this thread to run it (thread-placement.ts). */
   shortRunMs?: number
-  /** How soon a claim's answer must come back for the jobs to count as streaming in (exchange-plan.ts ClaimPace). */
-  claimStreamMs?: number
 }
 
 /** What a handler thread is given to drive: the options, how it reaches the host, and its index among its worker's threads. */
@@ -102,7 +100,7 @@ export class Driver {
   ) {
     this.table = new JobTable(options.table)
     this.runTimes = new RunTimes(options.shortRunMs)
-    this.pace = new ClaimPace(options.claimStreamMs)
+    this.pace = new ClaimPace()
   }
 
   private get polling(): boolean {
@@ -177,7 +175,7 @@ export class Driver {
     this.inFlight.delete(id)
     this.reportBudget.taken()
     const { completed, failed, jobs } = answer
-    this.pace.answered(sent.sentAt, performance.now(), sent.asked, jobs.length)
+    this.pace.answered(sent.sentAt, claimWaitedMs(answer, sent.sentAt, performance.now()), sent.asked, jobs.length)
     for (const a of [...completed, ...failed]) {
       if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
     }

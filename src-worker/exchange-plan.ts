@@ -46,9 +46,10 @@ export function nextExchange(state: SendState): { longPoll: boolean } | { pollIn
 }
 
 /**
- * A claim answered with jobs within this long of leaving, but with fewer than it asked for, says
- * jobs are streaming in one at a time ({@link ClaimPace}): longer than a job's pickup here
- * (~0.5 ms), shorter than the gap between jobs that arrive 500 a second or fewer.
+ * A claim that waited less than this at the host for its jobs, and got fewer than it asked for,
+ * says jobs are streaming in one at a time ({@link ClaimPace}): jobs were queued when it came, or
+ * one came within a millisecond. Shorter than the gap between jobs that arrive 500 a second or
+ * fewer, so that those are each picked up as they come.
  */
 export const CLAIM_STREAM_MS = 1
 
@@ -63,32 +64,35 @@ export const CLAIM_PACE_MS = 4
  * The pace of a talker's claims. A claim that waits is answered by the first job that comes, so
  * jobs submitted one at a time, faster than a worker takes them, would each cost the host a
  * whole exchange of their own: one answer, one report, one commit, a wake-up of each side. When
- * a claim comes back with jobs, fewer than it asked for, within {@link CLAIM_STREAM_MS} of
- * leaving, jobs are arriving one by one faster than that: the next claim leaves
- * {@link CLAIM_PACE_MS} after it, and takes in one answer the jobs that came meanwhile. A claim
- * that waited longer for its job, or that came back full (a backlog), or empty, sets no pace:
- * the next one leaves at once, and a job that arrives alone is picked up as soon as it is
- * submitted. The time is the round trip's: over a transport whose round trip is longer than
- * CLAIM_STREAM_MS the pace seldom sets, and the jobs that come during one round trip go in the
- * next (a local worker's link takes ~0.1–0.3 ms).
+ * a claim comes back with jobs, fewer than it asked for, having waited at the host less than
+ * {@link CLAIM_STREAM_MS} for them, jobs are arriving one by one faster than that: the next
+ * claim leaves {@link CLAIM_PACE_MS} after it, and takes in one answer the jobs that came
+ * meanwhile. A claim that waited longer for its job, or that came back full (a backlog), or
+ * empty, sets no pace: the next one leaves at once, and a job that arrives alone is picked up as
+ * soon as it is submitted.
+ *
+ * The wait is the host's own reading (the answer's `claim_waited_ms`), not the round trip: a
+ * busy host, a slow machine or a long way (a worker on another machine) lengthens the round trip
+ * of a claim that did not wait at all. A host that does not send it leaves the round trip as
+ * the best reading there is ({@link claimWaitedMs}).
  */
 export class ClaimPace {
   private notBefore = 0
 
-  constructor(
-    private readonly streamMs = CLAIM_STREAM_MS,
-    private readonly paceMs = CLAIM_PACE_MS,
-  ) {}
-
-  /** A claim that left at `sentAt` was answered at `now` with `got` of the `asked` jobs. */
-  answered(sentAt: number, now: number, asked: number, got: number): void {
-    if (got > 0 && got < asked && now - sentAt < this.streamMs) this.notBefore = sentAt + this.paceMs
+  /** A claim that left at `sentAt` was answered with `got` of the `asked` jobs, having waited `waitedMs` at the host for them. */
+  answered(sentAt: number, waitedMs: number, asked: number, got: number): void {
+    if (got > 0 && got < asked && waitedMs < CLAIM_STREAM_MS) this.notBefore = sentAt + CLAIM_PACE_MS
   }
 
   /** How long the next claim waits yet; 0 when it may go now. */
   dueInMs(now: number): number {
     return Math.max(0, this.notBefore - now)
   }
+}
+
+/** How long a claim sent at `sentAt` and answered at `now` waited at the host: as its answer says, else its whole round trip. */
+export function claimWaitedMs(answer: { claim_waited_ms?: number }, sentAt: number, now: number): number {
+  return typeof answer.claim_waited_ms === 'number' ? answer.claim_waited_ms : now - sentAt
 }
 
 /**

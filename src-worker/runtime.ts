@@ -4,7 +4,7 @@ import { HandlerThread, type RunListener, type RunOutcome } from './handler-thre
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
-import { ClaimPace, nextExchange, onceThisTurn } from './exchange-plan'
+import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
 import { ReportBudget, refusesReports } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HeartbeatAnswer, type HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
@@ -26,8 +26,6 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
-  /** How soon a claim's answer must come back for the jobs to count as streaming in (default CLAIM_STREAM_MS; exchange-plan.ts ClaimPace). */
-  claimStreamMs?: number
   /**
    * How the first handler thread reaches the host to drive its own jobs (driver.ts): a local
    * worker's link, or the worker's own transport opened again from that thread. None: the
@@ -201,7 +199,7 @@ export class WorkerRuntime {
 
   constructor(private readonly options: RuntimeOptions) {
     this.runTimes = new RunTimes(options.shortRunMs)
-    this.pace = new ClaimPace(options.claimStreamMs)
+    this.pace = new ClaimPace()
     this.table = options.drive ? new JobTable(options.concurrency) : null
     this.claimsHere = !this.table
   }
@@ -229,7 +227,7 @@ export class WorkerRuntime {
     const drives = index === 0 && route !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
     if (!drives) return new HandlerThread(handlers, this.listener)
     const owner = ++this.lastOwner
-    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs, claimStreamMs: this.options.claimStreamMs }
+    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
     const thread = new HandlerThread(handlers, this.listener, { route, thread: index, ...drive })
     this.drivers.set(thread, owner)
     if (this.begun) thread.post({ type: 'begin' })
@@ -434,7 +432,7 @@ export class WorkerRuntime {
       this.putBack(outbox)
     }
     if (answer) {
-      this.pace.answered(sentAt, performance.now(), maxJobs, answer.jobs.length)
+      this.pace.answered(sentAt, claimWaitedMs(answer, sentAt, performance.now()), maxJobs, answer.jobs.length)
       this.reportBudget.taken()
       answer.heartbeats.forEach((a) => this.onHeartbeatAnswer(a))
       for (const a of [...answer.completed, ...answer.failed]) {

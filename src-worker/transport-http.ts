@@ -1,7 +1,7 @@
 import type { paths } from '../src-shared/api-types'
 import { HostConnection } from '../src-shared/host-connection'
 import { NotJsonAnswer } from '../src-shared/http-json'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 /**
  * The routes a worker calls, each a POST with a JSON body, typed by the OpenAPI document
@@ -64,7 +64,7 @@ export class HttpTransport implements WorkerTransport {
     try {
       return this.check(await this.post('/internal/worker/batch', request, signal))
     } catch (error) {
-      if (signal?.aborted) return { heartbeats: [], completed: [], failed: [], jobs: [] }
+      if (signal?.aborted) return noAnswer()
       throw error
     }
   }

@@ -1,6 +1,6 @@
 import { safeParseFast } from '../src-shared/fast-parse'
 import { FromHost, type IpcMethod, type IpcParams } from '../src-shared/ipc-protocol'
-import { type ExchangeAnswer, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 /** A message pipe to the host: Node's child-process IPC, or Electron's utility-process port. */
 export interface IpcChannel {
@@ -60,7 +60,7 @@ export class IpcTransport implements WorkerTransport {
     // The listener goes with the call: the signal lives as long as the worker.
     let onAbort!: () => void
     const aborted = new Promise<ExchangeAnswer>((resolve) => {
-      onAbort = () => resolve({ heartbeats: [], completed: [], failed: [], jobs: [] })
+      onAbort = () => resolve(noAnswer())
       signal.addEventListener('abort', onAbort, { once: true })
     })
     try {

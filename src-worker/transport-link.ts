@@ -1,12 +1,10 @@
 import { connect } from 'node:net'
 import { lineReader } from '../src-shared/line-reader'
 import type { LinkAddress } from '../src-shared/thread-link'
-import { type ExchangeAnswer, type ExchangeRequest, HostError } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, HostError, noAnswer } from './transport'
 
 /** A link not up by then is given up on (a local socket connects at once, or fails at once). */
 const LINK_CONNECT_TIMEOUT_MS = 2000
-
-const noAnswer = (): ExchangeAnswer => ({ heartbeats: [], completed: [], failed: [], jobs: [] })
 
 interface Pending {
   resolve(answer: ExchangeAnswer): void

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { entryField, replyStream, requestStream } from '../src-shared/redis-streams'
 import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 /** How long past its longest wait an answer may take before the call fails (and the runtime asks again). */
 const ANSWER_MARGIN_MS = 15_000
@@ -111,7 +111,7 @@ export class RedisTransport implements WorkerTransport {
     try {
       return (await this.call('exchange', request, waitMs, signal)) as ExchangeAnswer
     } catch (error) {
-      if (signal?.aborted) return { heartbeats: [], completed: [], failed: [], jobs: [] }
+      if (signal?.aborted) return noAnswer()
       throw error
     }
   }

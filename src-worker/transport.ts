@@ -20,6 +20,9 @@ export type HeartbeatAnswer = WorkerExchangeAnswer['heartbeats'][number]
 
 export type ExchangeAnswer = WorkerExchangeAnswer
 
+/** What an exchange given up on (its signal aborted) comes to: nothing reported back, nothing claimed. */
+export const noAnswer = (): ExchangeAnswer => ({ heartbeats: [], completed: [], failed: [], jobs: [], claim_waited_ms: 0 })
+
 /** How an attempt failed, as the runtime always reports it: every field the exchange allows, filled. */
 export type AttemptError = Required<Pick<AttemptFailure, 'code' | 'message' | 'retryable'>> & Pick<AttemptFailure, 'stack'>
 

@@ -63,6 +63,15 @@ export interface ClaimRequest {
 /** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
 export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; max_jobs: number; max_wait_ms?: number } }
 
+/**
+ * An answer, and how long its claim waited here for its jobs, in milliseconds: 0 when it was
+ * answered at its first try (jobs were queued, or there was no claim). A worker paces its next
+ * claim by it (src-worker/exchange-plan.ts `ClaimPace`): the host's own reading, not the round
+ * trip, which a busy host or a long way adds to.
+ */
+export type Served<R> = R & { claimWaitedMs: number }
+export type ServedExchange = Served<ExchangeAnswer>
+
 interface Waiter {
   /** Its place in the order of waiting: claims are served oldest first. */
   order: number
@@ -71,6 +80,8 @@ interface Waiter {
   ttlS: number | undefined
   /** Delivers the claim's answer from the commit that grants it. */
   onGranted: (claimed: Claims) => void
+  /** How long it waited, in milliseconds: set as it settles. */
+  waitedMs: number
   /** Settles with the grants, or with none and the last denial when the wait ends. */
   answer: Promise<Claims>
   resolve(claimed: Claims): void
@@ -186,7 +197,7 @@ export class Dispatch {
    * the worker learns now that it must drop a result or stop a handler, not when work next
    * comes. Delivered and settled as {@link claim} is.
    */
-  exchange(request: ExchangeRequest, deliver: Deliver<ExchangeAnswer>, gone?: Gone): Promise<ExchangeAnswer> {
+  exchange(request: ExchangeRequest, deliver: Deliver<ServedExchange>, gone?: Gone): Promise<ServedExchange> {
     const { claim, ...reports } = request
     return this.serve(
       {
@@ -210,9 +221,9 @@ export class Dispatch {
    * starts inside that same operation: work that another operation of the group makes available
    * is offered to it before the group commits, never missed between the try and the wait.
    */
-  private async serve<R extends { claimed: Claims }>(serving: Serving<R>, deliver: Deliver<R>, gone: Gone | undefined): Promise<R> {
+  private async serve<R extends { claimed: Claims }>(serving: Serving<R>, deliver: Deliver<Served<R>>, gone: Gone | undefined): Promise<Served<R>> {
     let delivered = false
-    const deliverOnce = (answer: R): void => {
+    const deliverOnce = (answer: Served<R>): void => {
       if (delivered) return
       delivered = true
       try {
@@ -230,7 +241,8 @@ export class Dispatch {
         const answer = serving.op(!signal?.aborted)
         const waits = answer.claimed.granted.length === 0 && serving.maxWaitMs > 0 && !signal?.aborted && !serving.answerNow(answer)
         if (waits) {
-          waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed }))
+          const waiting: Waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed, claimWaitedMs: waiting.waitedMs }))
+          waiter = waiting
           // Its answer waits for work: the commit of the work's submit may carry its reports too.
           this.engine.commitMayWait()
         }
@@ -242,7 +254,9 @@ export class Dispatch {
     }
     const registered = waiter as Waiter | null
     const handBack = signal?.aborted === true && first.claimed.granted.length > 0
-    const answer = registered ? { ...first, claimed: await registered.answer } : handBack ? await this.handBack(first, serving.filter.worker_id) : first
+    const answer = registered
+      ? { ...first, claimed: await registered.answer, claimWaitedMs: registered.waitedMs }
+      : { ...(handBack ? await this.handBack(first, serving.filter.worker_id) : first), claimWaitedMs: 0 }
     deliverOnce(answer)
     return answer
   }
@@ -266,17 +280,20 @@ export class Dispatch {
     let settle!: (claimed: Claims) => void
     const answer = new Promise<Claims>((resolve) => (settle = resolve))
     const onAbort = () => waiter.resolve(nothing(denial))
+    const since = performance.now()
     const waiter: Waiter = {
       order: this.waited++,
       filter: serving.filter,
       maxJobs: serving.maxJobs,
       ttlS: serving.ttlS,
       onGranted,
+      waitedMs: 0,
       settled: false,
       answer,
       resolve: (claimed) => {
         if (waiter.settled) return
         waiter.settled = true
+        waiter.waitedMs = performance.now() - since
         clearTimeout(waiter.timer)
         signal?.removeEventListener('abort', onAbort)
         this.waiting = this.waiting.filter((w) => w !== waiter)
@@ -332,10 +349,11 @@ export class Dispatch {
     }
   }
 
-  /** Answers a granted waiter: delivered now, from the commit's listener, then its promise settles. */
+  /** Answers a granted waiter: settled (its wait ends now), delivered now from the commit's listener, and its promise settles after. */
   private answer(waiter: Waiter, claimed: Claims): void {
-    if (!waiter.settled) waiter.onGranted(claimed)
+    if (waiter.settled) return
     waiter.resolve(claimed)
+    waiter.onGranted(claimed)
   }
 
   /**

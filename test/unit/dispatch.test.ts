@@ -4,7 +4,7 @@
  * ManualClock, moved; the waits are for conditions.
  */
 import { afterEach, describe, expect, test, vi } from 'vitest'
-import { type Deliver, Dispatch } from '../../src-main/dispatch/dispatch'
+import { type Deliver, Dispatch, type ServedExchange } from '../../src-main/dispatch/dispatch'
 import type { Assignment, Denial, Engine, ExchangeAnswer } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
 import { aJob, setup } from '../helpers/engine'
@@ -243,6 +243,24 @@ test('a waiting exchange is delivered the answer its promise settles with: its o
   expect(delivered[0]).toEqual(answer)
   expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
   expect(answer.claimed.granted.map((g) => g.job_id)).toEqual([next.id])
+})
+
+test('an exchange’s answer says how long its claim waited for its jobs: 0 when they were queued, the wait when a later submit brought one', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  engine.submit(aJob())
+  const atOnce = await dispatch.exchange({ worker_id: 'w1', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 5_000 } }, () => {})
+  expect(atOnce.claimed.granted).toHaveLength(1)
+  expect(atOnce.claimWaitedMs).toBe(0)
+  const { deliver, delivered } = recorder<ServedExchange>(engine)
+  const waiting = dispatch.exchange({ worker_id: 'w2', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 5_000 } }, deliver)
+  await until(() => dispatch?.size === 1)
+  await new Promise((resolve) => setTimeout(resolve, 30))
+  await engine.run(() => engine.submit(aJob()))
+  const answer = await waiting
+  expect(delivered).toEqual([answer])
+  expect(answer.claimed.granted).toHaveLength(1)
+  expect(answer.claimWaitedMs).toBeGreaterThanOrEqual(25)
 })
 
 describe('a worker’s reports sent with a claim that waits commit with the work that answers it', () => {

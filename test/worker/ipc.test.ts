@@ -147,7 +147,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
 
     // In its own name the same completion is accepted.
     answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', { worker_id: 'local-1.1', complete: [{ ...ref, result: { ok: 1 } }] }, 10), alive)
-    expect(answer).toEqual({ type: 'response', id: 10, result: { heartbeats: [], completed: [{ job_id: job.id, ok: true, ack: true }], failed: [], jobs: [] } })
+    expect(answer).toEqual({ type: 'response', id: 10, result: { heartbeats: [], completed: [{ job_id: job.id, ok: true, ack: true }], failed: [], jobs: [], claim_waited_ms: 0 } })
     expect(d.engine.getJob(job.id).state).toBe('DONE')
     d.close()
   })
@@ -443,7 +443,7 @@ describe('the worker end (IpcTransport)', () => {
       ['request', 2, 'heartbeatFile'],
       ['request', 3, 'report'],
     ])
-    const answer = { heartbeats: [], completed: [{ job_id: 'j', ok: true, ack: true }], failed: [], jobs: [] }
+    const answer = { heartbeats: [], completed: [{ job_id: 'j', ok: true, ack: true }], failed: [], jobs: [], claim_waited_ms: 0 }
     deliver({ type: 'response', id: 2, error: { status: 409, code: 'file_lease_lost', detail: 'taken' } })
     deliver({ type: 'response', id: 1, error: { status: 409 } }) // malformed: ignored
     deliver({ type: 'response', id: '1', result: answer }) // malformed: ignored
@@ -465,7 +465,7 @@ describe('the worker end (IpcTransport)', () => {
     const { ch, sent, deliver } = channel()
     const transport = new IpcTransport(ch)
     const stop = new AbortController()
-    const empty = { heartbeats: [], completed: [], failed: [], jobs: [] }
+    const empty = { heartbeats: [], completed: [], failed: [], jobs: [], claim_waited_ms: 0 }
     const listeners = () => getEventListeners(stop.signal, 'abort').length
     const before = listeners()
     for (let i = 0; i < 20_000; i++) {

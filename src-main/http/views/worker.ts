@@ -14,7 +14,8 @@ import type {
   WorkerHeartbeatAnswer,
 } from '../../../src-shared/worker-exchange'
 import { iso } from '../../engine/rules/clock'
-import { type Assignment, type AttemptEnded, type Denial, type ExchangeAnswer, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
+import type { ServedExchange } from '../../dispatch/dispatch'
+import { type Assignment, type AttemptEnded, type Denial, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
 
 /** the worker API's claim answer. */
 export function claimAnswer(decision: Assignment | Denial): WorkerClaimAnswer {
@@ -60,7 +61,7 @@ function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, wit
  */
 export function exchangeAnswer(
   request: { heartbeat?: { job_id: string }[]; complete?: { job_id: string }[]; fail?: { job_id: string }[] },
-  answer: ExchangeAnswer,
+  answer: ServedExchange,
 ): WorkerExchangeAnswer {
   return {
     heartbeats: answer.heartbeats.map((result, i) => {
@@ -76,5 +77,6 @@ export function exchangeAnswer(
       return result.ok ? { job_id: jobId, ...failAnswer(result.value) } : refused(jobId, result, true)
     }),
     jobs: answer.claimed.granted.map(claimedJob),
+    claim_waited_ms: Math.round(answer.claimWaitedMs * 1000) / 1000,
   }
 }
