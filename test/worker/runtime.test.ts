@@ -668,6 +668,22 @@ test('a local worker’s driving thread that jobs reach one at a time, each clai
   }
 })
 
+test('a claim the host answered at once keeps the pace though its answer came back late (a busy host, a long way)', async () => {
+  // Each exchange carries the reports of the job before, and comes back ~2 ms after it left: by
+  // its round trip no claim would count as answered at once, and the next would leave as the
+  // answer came, less than a pace apart. By the host's reading (no wait) they leave a pace apart.
+  const transport = new ScriptedTransport([])
+  transport.reportRoundTripMs = 2
+  const { drive, close } = await transport.driveOver('link')
+  try {
+    await started(transport, { concurrency: 4, threads: 1, drive })
+    const gaps = await claimGapsOfAStream(transport, true)
+    expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_PACE_MS)
+  } finally {
+    close()
+  }
+})
+
 /** A host whose every exchange fails with `error`: it counts them. */
 class FailingTransport extends ScriptedTransport {
   exchanges = 0
