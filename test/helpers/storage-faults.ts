@@ -108,7 +108,7 @@ export function fiuMissing(): string | null {
 /** A `leasehold serve` process run under `fiu-run -x`: libfiu's POSIX wrappers preloaded, faults off until {@link FiuHost.fiu} turns them on. */
 export interface FiuHost extends ServeProcess {
   token: string
-  /** Runs a libfiu control command in the process (`enable name=posix/io/sync/fsync,failinfo=5,onetime`). */
+  /** Runs a libfiu control command in the process (`enable name=posix/io/sync/fsync,failinfo=5,onetime`); throws when fiu-ctrl says it did not take. */
   fiu(command: string): void
   call(path: string, json?: unknown): Promise<Response>
 }
@@ -126,7 +126,7 @@ export async function fiuServe(dataDir: string, args: string[] = [], fiuCommands
   return {
     ...served,
     token,
-    fiu: (command) => execFileSync('fiu-ctrl', ['-c', command, String(served.child.pid)]),
+    fiu: (command) => fiuControl(served.child.pid!, command),
     call: (path, json) =>
       fetch(`${served.url}${path}`, {
         method: json === undefined ? 'GET' : 'POST',
@@ -134,6 +134,15 @@ export async function fiuServe(dataDir: string, args: string[] = [], fiuCommands
         body: json === undefined ? undefined : JSON.stringify(json),
       }),
   }
+}
+
+/**
+ * Sends one libfiu command to the process and waits for its answer. fiu-ctrl exits 0 even when
+ * the process has no control pipe or refused the command; it says so on stdout, so that is read.
+ */
+export function fiuControl(pid: number, command: string): void {
+  const said = execFileSync('fiu-ctrl', ['-c', command, String(pid)], { encoding: 'utf8' })
+  if (/error/i.test(said)) throw new Error(`fiu-ctrl -c '${command}' ${pid} did not take: ${said.trim()}`)
 }
 
 /**

@@ -118,10 +118,9 @@ describe('a read the disk failed (libfiu)', () => {
     // Reads miss SQLite's page cache once another connection wrote: each request here writes, then reads.
     const statuses: string[] = []
     const details: string[] = []
+    served.fiu('enable_random name=posix/io/rw/pread,probability=0.02,failinfo=5')
     const until = Date.now() + 30_000
-    for (let i = 0; Date.now() < until && details.length < 3; i++) {
-      // Asked again now and then: libfiu's control pipe is read by a thread of the host, which may not have taken the first one yet.
-      if (i % 50 === 0) served.fiu('enable_random name=posix/io/rw/pread,probability=0.02,failinfo=5')
+    while (Date.now() < until && details.length < 3) {
       const writer = new BetterSqlite3(join(dataDir, 'leasehold.db'))
       writer.prepare("UPDATE settings SET value = value WHERE key = 'capacity'").run()
       writer.close()
@@ -131,7 +130,7 @@ describe('a read the disk failed (libfiu)', () => {
       if (res.status !== 200) details.push(answer.detail)
     }
     served.fiu('disable name=posix/io/rw/pread')
-    expect(new Set(statuses)).toEqual(new Set(['200', '503 storage_error']))
+    expect(new Set(statuses), `${statuses.length} reads with the fault on`).toEqual(new Set(['200', '503 storage_error']))
     expect(details[0]).toMatch(/The disk failed a read \(SQLITE_CORRUPT\)/)
     expect(details[0]).toContain('leasehold check')
     expect(served.stderr()).not.toMatch(/internal error|SqliteError|\n\s+at /)

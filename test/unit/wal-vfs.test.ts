@@ -6,14 +6,14 @@
  * a commit are as without it.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { execFileSync, spawn, spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { connectionName, loadWalVfs, WAL_VFS_FILE, walVfsLoadFailure } from '../../src-main/db/connection'
-import { fiuMissing } from '../helpers/storage-faults'
+import { fiuControl, fiuMissing } from '../helpers/storage-faults'
 import { tempDir } from './support'
 
 const onUnix = process.platform !== 'win32'
@@ -239,7 +239,7 @@ process.stdout.write('ready\\n')
         child.stdin.write(`run ${from} ${to}\n`)
         return until('end')
       },
-      fiu: (command: string) => execFileSync('fiu-ctrl', ['-c', command, String(child.pid)]),
+      fiu: (command: string) => fiuControl(child.pid!, command),
       ready: () => until('ready'),
       close: async () => {
         child.stdin.write('close\n')
