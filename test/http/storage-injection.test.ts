@@ -122,7 +122,7 @@ describe('a read the disk failed (libfiu)', () => {
     const until = Date.now() + 30_000
     while (Date.now() < until && details.length < 3) {
       const writer = new BetterSqlite3(join(dataDir, 'leasehold.db'))
-      writer.prepare("UPDATE settings SET value = value WHERE key = 'capacity'").run()
+      writer.prepare("INSERT OR REPLACE INTO settings (key, value) VALUES ('test-bump', ?)").run(String(statuses.length))
       writer.close()
       const res = await served.call(`${QUEUE}/jobs?limit=50`)
       const answer = await body(res)
