@@ -1,6 +1,7 @@
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ServeProcess, startServe } from './process'
 import { connectionPath } from '../../src-main/db/connection'
@@ -122,11 +123,16 @@ export interface FiuHost extends ServeProcess {
 export async function fiuServe(dataDir: string, args: string[] = [], fiuCommands: string[] = []): Promise<FiuHost> {
   const launcher = ['fiu-run', '-x', ...fiuCommands.flatMap((command) => ['-c', command])]
   const served = await startServe(['--data-dir', dataDir, '--port', '0', '--busy', '0', '--stats-interval-s', '3600', ...args], { SQLITE_USE_URI: '0' }, launcher)
+  // libfiu removes its control pipes as its process exits; a killed one leaves them in the temp directory.
+  const pid = served.child.pid!
+  void served.exited.then(() => {
+    for (const end of ['in', 'out']) rmSync(join(tmpdir(), `fiu-ctrl-${pid}.${end}`), { force: true })
+  })
   const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
   return {
     ...served,
     token,
-    fiu: (command) => fiuControl(served.child.pid!, command),
+    fiu: (command) => fiuControl(pid, command),
     call: (path, json) =>
       fetch(`${served.url}${path}`, {
         method: json === undefined ? 'GET' : 'POST',
