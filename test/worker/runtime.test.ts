@@ -655,17 +655,21 @@ test('a worker that jobs reach one at a time, each claim answered at once with o
   expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_PACE_MS)
 })
 
-test('a local worker’s driving thread that jobs reach one at a time, each claim answered at once with one, claims once a pace', async () => {
-  // Over its link; the pace is the same over any transport, since it reads the host's wait.
-  const transport = new ScriptedTransport([])
+/** {@link claimGapsOfAStream} for a local worker whose one thread drives its claims over its link. */
+async function drivingThreadClaimGaps(transport: ScriptedTransport): Promise<number[]> {
   const { drive, close } = await transport.driveOver('link')
   try {
     await started(transport, { concurrency: 4, threads: 1, drive })
-    const gaps = await claimGapsOfAStream(transport, true)
-    expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_PACE_MS)
+    return await claimGapsOfAStream(transport, true)
   } finally {
     close()
   }
+}
+
+test('a local worker’s driving thread that jobs reach one at a time, each claim answered at once with one, claims once a pace', async () => {
+  // Over its link; the pace is the same over any transport, since it reads the host's wait.
+  const gaps = await drivingThreadClaimGaps(new ScriptedTransport([]))
+  expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_PACE_MS)
 })
 
 test('a claim the host answered at once keeps the pace though its answer came back late (a busy host, a long way)', async () => {
@@ -674,14 +678,8 @@ test('a claim the host answered at once keeps the pace though its answer came ba
   // answer came, less than a pace apart. By the host's reading (no wait) they leave a pace apart.
   const transport = new ScriptedTransport([])
   transport.reportRoundTripMs = 2
-  const { drive, close } = await transport.driveOver('link')
-  try {
-    await started(transport, { concurrency: 4, threads: 1, drive })
-    const gaps = await claimGapsOfAStream(transport, true)
-    expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_PACE_MS)
-  } finally {
-    close()
-  }
+  const gaps = await drivingThreadClaimGaps(transport)
+  expect(median(gaps), JSON.stringify(gaps)).toBeGreaterThanOrEqual(CLAIM_PACE_MS)
 })
 
 /** A host whose every exchange fails with `error`: it counts them. */
