@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Checkpointer } from '../../src-main/db/checkpointer'
+import { connectionPath } from '../../src-main/db/connection'
 import { openDatabase } from '../../src-main/db/open'
 import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { type Assignment, Engine } from '../../src-main/engine'
@@ -70,7 +71,7 @@ function threadCpuUs(): number {
 async function singleSubmits(perTurn: number, seconds: number): Promise<void> {
   const engine = new Engine({ db: sqlite, clock: systemClock, capacity: { total_units: 100, busy_rating: null } })
   const dispatch = new Dispatch(engine)
-  const checkpointer = new Checkpointer({ path: sqlite.name, durability: 'normal', onError: (error) => console.error(error.message) })
+  const checkpointer = new Checkpointer({ path: connectionPath(sqlite.name), durability: 'normal', onError: (error) => console.error(error.message) })
   const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
   let granted: Assignment[] = []
   const drive = async (ms: number) => {
