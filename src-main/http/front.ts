@@ -119,23 +119,54 @@ interface FrontContext {
   closed(connection: FrontConnection): void
 }
 
-/** A request the front reads whole: its path, headers (lower-case names), body, and the bytes it took. */
-interface Parsed {
+/** What the front reads of a request's head: its path, headers (lower-case names), body length, and whether it asks to close. */
+interface Head {
   path: string
-  headers: Record<string, string>
+  headers: Readonly<Record<string, string>>
+  /** The body's length, as its `Content-Length` declares it. */
+  length: number
+  close: boolean
+}
+
+/** A request the front reads whole: its head, where the head's lines end, its body, and the bytes it took. */
+interface Parsed {
+  head: Head
+  headEnd: number
   body: Buffer
   size: number
-  close: boolean
+}
+
+/**
+ * The head of the last request read on a connection: its bytes, and what the front read of them.
+ * A client sends the same head request after request (only a body of another length changes it),
+ * and what the front reads of a head depends on its bytes alone, so a head of the same bytes is
+ * not read again. Reading one makes a string, an array and a match for each line, whose garbage
+ * costs the host's main thread more than the reading itself (docs/performance.md, "Jobs
+ * submitted one request each").
+ */
+interface LastHead {
+  bytes: Buffer
+  head: Head
 }
 
 /**
  * Reads the request at the start of `data`, if it has the front's shape and is all there;
- * null leaves it to Node.
+ * null leaves it to Node. A head of the same bytes as `last`'s is `last`'s.
  */
-function parse(data: Buffer, paths: ReadonlySet<string>, limit: number): Parsed | null {
+function parse(data: Buffer, paths: ReadonlySet<string>, limit: number, last: LastHead | null): Parsed | null {
   const headEnd = data.indexOf(HEAD_END)
   if (headEnd < 0 || headEnd > MAX_HEAD_BYTES) return null
-  const lines = data.toString('latin1', 0, headEnd).split('\r\n')
+  const same = last !== null && last.bytes.length === headEnd && data.compare(last.bytes, 0, headEnd, 0, headEnd) === 0
+  const head = same ? last.head : parseHead(data.toString('latin1', 0, headEnd), paths)
+  if (head === null) return null
+  const bodyStart = headEnd + HEAD_END.length
+  if (!(head.length > 0 && head.length <= limit) || data.length < bodyStart + head.length) return null
+  return { head, headEnd, body: data.subarray(bodyStart, bodyStart + head.length), size: bodyStart + head.length }
+}
+
+/** Reads a request's head (its bytes up to the blank line, as latin1), if it has the front's shape. */
+function parseHead(text: string, paths: ReadonlySet<string>): Head | null {
+  const lines = text.split('\r\n')
   const requestLine = lines[0]!
   if (!requestLine.startsWith('POST ') || !requestLine.endsWith(' HTTP/1.1')) return null
   const path = requestLine.slice(5, -9)
@@ -155,10 +186,39 @@ function parse(data: Buffer, paths: ReadonlySet<string>, limit: number): Parsed 
   if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') return null
   const declared = headers['content-length']
   if (declared === undefined || !/^[0-9]{1,10}$/.test(declared)) return null
-  const length = Number(declared)
-  const bodyStart = headEnd + HEAD_END.length
-  if (!(length > 0 && length <= limit) || data.length < bodyStart + length) return null
-  return { path, headers, body: data.subarray(bodyStart, bodyStart + length), size: bodyStart + length, close: connection === 'close' }
+  return { path, headers, length: Number(declared), close: connection === 'close' }
+}
+
+/** Where an answer's `Content-Length` value goes while its head is made (no header value can hold it: headLines refuses CR and LF). */
+const LENGTH_SLOT = '\r\n'
+
+/** The head of an answer with no headers of its own, per status, on each side of its length. */
+const plainHeads = new Map<number, readonly [string, string]>()
+
+/**
+ * An answer's status line and headers as writeJson (body.ts) orders them — {@link API_HEADERS},
+ * the route's `extra`, `Content-Type`, `Content-Length` — in two parts, before and after the
+ * length's value. Those of an answer with no headers of its own are made once a status.
+ */
+function headAround(status: number, extra: Record<string, string>): readonly [string, string] {
+  for (const _ in extra) return headLines(status, extra)
+  let head = plainHeads.get(status)
+  if (head === undefined) plainHeads.set(status, (head = headLines(status, extra)))
+  return head
+}
+
+/** {@link headAround}'s two parts, made. */
+function headLines(status: number, extra: Record<string, string>): [string, string] {
+  const headers: Record<string, string> = { ...API_HEADERS, ...extra, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': LENGTH_SLOT }
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`
+  for (const name in headers) {
+    const value = String(headers[name])
+    // As Node's writeHead refuses it: the caller's error, before anything is sent.
+    if (value !== LENGTH_SLOT && /[\r\n]/.test(value)) throw new TypeError(`Invalid character in header content ["${name}"]`)
+    head += `${name}: ${value}\r\n`
+  }
+  const slot = head.indexOf(`: ${LENGTH_SLOT}\r\n`) + 2
+  return [head.slice(0, slot), head.slice(slot + LENGTH_SLOT.length)]
 }
 
 let dateSecond = -1
@@ -178,6 +238,8 @@ function httpDate(): string {
 class FrontConnection {
   /** Bytes read and not yet served: the start of the next request (sent ahead of its turn). */
   private pending: Buffer | null = null
+  /** The head of the last request read here. */
+  private lastHead: LastHead | null = null
   /** The request being served, while it is. */
   private current: { answered: boolean; gone: AbortController | null } | null = null
   private readonly onData = (data: Buffer): void => {
@@ -234,16 +296,17 @@ class FrontConnection {
     const data = this.pending
     if (data === null) return
     const { options, paths } = this.context
-    const request = options.serving() ? parse(data, paths, options.bodyLimitBytes) : null
+    const request = options.serving() ? parse(data, paths, options.bodyLimitBytes, this.lastHead) : null
     if (request === null) return this.handOff()
+    if (this.lastHead?.head !== request.head) this.lastHead = { bytes: Buffer.from(data.subarray(0, request.headEnd)), head: request.head }
     this.pending = data.length === request.size ? null : data.subarray(request.size)
     const current = (this.current = { answered: false, gone: null as AbortController | null })
     this.context.started()
-    options.lane.serve(request.path, this.exchange(request, current))
+    options.lane.serve(request.head.path, this.exchange(request, current))
   }
 
   private exchange(request: Parsed, current: NonNullable<FrontConnection['current']>): LaneExchange {
-    const { headers, path } = request
+    const { headers, path, close } = request.head
     const guard: GuardInput = {
       path,
       host: headers.host || undefined,
@@ -257,7 +320,7 @@ class FrontConnection {
       header: (name) => headers[name],
       body: () => parseJson(request.body),
       clientGone: () => (current.gone ??= new AbortController()).signal,
-      answer: (status, body, extra) => this.answer(current, request.close, status, body, extra),
+      answer: (status, body, extra) => this.answer(current, close, status, body, extra),
       abandon: () => this.socket.destroy(),
     }
   }
@@ -266,15 +329,8 @@ class FrontConnection {
   private answer(current: NonNullable<FrontConnection['current']>, close: boolean, status: number, body: unknown, extra: Record<string, string>): void {
     if (current.answered) return
     const text = JSON.stringify(body)
-    const headers: Record<string, string | number> = { ...API_HEADERS, ...extra, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text) }
-    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`
-    for (const name in headers) {
-      const value = String(headers[name])
-      // As Node's writeHead refuses it: the caller's error, before anything is sent.
-      if (/[\r\n]/.test(value)) throw new TypeError(`Invalid character in header content ["${name}"]`)
-      head += `${name}: ${value}\r\n`
-    }
-    head += `Date: ${httpDate()}\r\nConnection: ${close ? 'close' : this.context.keepAlive}\r\n\r\n`
+    const [before, after] = headAround(status, extra)
+    const head = `${before}${Buffer.byteLength(text)}${after}Date: ${httpDate()}\r\nConnection: ${close ? 'close' : this.context.keepAlive}\r\n\r\n`
     current.answered = true
     this.current = null
     this.context.ended()

@@ -231,6 +231,44 @@ describe('the front before a Node server', () => {
     expect([byFront, byNode]).toEqual([0, 2])
   })
 
+  test("a head of the last request's bytes is that request's head; a head other by one byte is read afresh", async () => {
+    const reader = await connectTo()
+    const served: { status: number; body: string }[] = []
+    const send = async (bytes: string) => {
+      reader.socket.write(bytes)
+      const answer = (await reader.next())!
+      served.push({ status: answer.status, body: answer.body })
+    }
+    await send(post(port, '{"say":"one"}'))
+    await send(post(port, '{"say":"two"}')) // the same head: only the body differs
+    await send(post(port, '{"say":"two"}', { Authorization: `Bearer ${'u'.repeat(32)}` })) // a token of the same length
+    await send(post(port, '{"say":"six"}'))
+    await send(post(port, '{"say":"longer"}')) // another Content-Length
+    await send(post(port, '{"say":"bye"}', { Connection: 'close' }))
+    expect(served).toEqual([
+      { status: 200, body: '{"heard":"one"}' },
+      { status: 200, body: '{"heard":"two"}' },
+      { status: 401, body: '{"detail":"A valid Authorization: Bearer token is required","code":"unauthorized"}' },
+      { status: 200, body: '{"heard":"six"}' },
+      { status: 200, body: '{"heard":"longer"}' },
+      { status: 200, body: '{"heard":"bye"}' },
+    ])
+    expect(await reader.closedSoon()).toBe(true)
+    expect([byFront, byNode]).toEqual([6, 0])
+  })
+
+  test("a request with the last request's head but not all its body yet goes to Node, which reads the rest", async () => {
+    const reader = await connectTo()
+    const bytes = post(port, '{"say":"x"}')
+    reader.socket.write(bytes)
+    expect(await reader.next()).toMatchObject({ status: 200, body: '{"heard":"x"}' })
+    reader.socket.write(bytes.slice(0, -3))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    reader.socket.write(bytes.slice(-3))
+    expect(await reader.next()).toMatchObject({ status: 200, body: '{"heard":"x"}' })
+    expect([byFront, byNode]).toEqual([1, 1])
+  })
+
   test("requests sent ahead on one connection are answered in order, the front's and then, once one is not of its shape, Node's", async () => {
     const reader = await connectTo()
     const other = `GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`
