@@ -328,7 +328,10 @@ function peerRows(peer: Peer, rows: Row[]): Row[] {
       return of === undefined ? '' : `; ${label} ${n(Math.round(of))}/s (${(of / theirs.value).toFixed(2)} ×)`
     }
     const ceilings = `${ceiling(route, 'with no job run, the submit route alone')}${ceiling(floor, 'and a bare Koa app')}${ceiling(rowsFloor, "with each job's rows and worker but no engine")}`
-    out.push(target(`${name} ÷ BullMQ`, ours / theirs.value, ours / theirs.value >= wanted, `≥ ${wanted.toFixed(2)}`, `${besides(theirs, what)} jobs/s${ceilings}`))
+    // The sequential add() runs no worker; beside it, BullMQ in this row's own shape, its jobs processed as they come.
+    const shape = name === SINGLE_1 ? peer.figure(name, 'single1') : undefined
+    const alike = shape ? `; ${besides(shape, "BullMQ in this row's shape, one producer's adds processed c=8")} jobs/s (${(ours / shape.value).toFixed(2)} ×)` : ''
+    out.push(target(`${name} ÷ BullMQ`, ours / theirs.value, ours / theirs.value >= wanted, `≥ ${wanted.toFixed(2)}`, `${besides(theirs, what)} jobs/s${alike}${ceilings}`))
   }
   // The one at a time pickup, and under the peer's own load (PEER_LOAD).
   for (const [name, factor] of [[LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_LOCAL_PICKUP, 1 / 1000], [OPEN_LOOP_PICKUP, 1]] as const) {

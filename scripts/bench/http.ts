@@ -1047,7 +1047,7 @@ export async function measureSingles(counts: BatchedCounts, progress: (m: string
       progress(`single submits: ${clients} client${clients > 1 ? 's' : ''}, ${n} no-op jobs, one request each, the default pool`)
       await drainBatched(server, Math.min(1_000, counts.singleJobs), [], oneEach(clients)) // this shape's own warm-up
       const name = clients > 1 ? SINGLE_16 : SINGLE_1
-      const drain = await beside(name, [clients > 1 ? 'single' : 'add'], () => drainBatched(server, counts.singleJobs, [], oneEach(clients)))
+      const drain = await beside(name, clients > 1 ? ['single'] : ['add', 'single1'], () => drainBatched(server, counts.singleJobs, [], oneEach(clients)))
       rows.push({
         name,
         value: drain.jobsPerS,

@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
 /** BullMQ's figures a ratio row is compared with (peer-bullmq.mjs `--serve` names them so). */
-export type PeerFigure = 'process' | 'single' | 'add' | 'pickup' | 'one'
+export type PeerFigure = 'process' | 'single' | 'single1' | 'add' | 'pickup' | 'one'
 
 /** What the bench reads of peer-bench's JSON line. */
 interface PeerLine {
@@ -20,6 +20,8 @@ interface PeerLine {
   latency: { concurrency: number; pickup_ms: { p50: number } }[]
   /** Jobs added one add() each by 16 producers, processed at concurrency 8. */
   processing_single?: { jobs_per_s: number }
+  /** The same from one producer, each add() once the last returned: one client's shape, its jobs processed. */
+  processing_single_one?: { jobs_per_s: number }
   /** Jobs added one at a time, each once the last one completed and a pause passed: add → processor start. */
   pickup_one_at_a_time?: { pickup_ms: { p50: number } }
   /** add() awaited one after another. */
@@ -56,6 +58,7 @@ export function peerFromFile(file: string): Peer {
   const figures: Record<PeerFigure, number | undefined> = {
     process: line.processing?.find((x) => x.concurrency === 8)?.jobs_per_s,
     single: line.processing_single?.jobs_per_s,
+    single1: line.processing_single_one?.jobs_per_s,
     add: line.enqueue?.add?.jobs_per_s,
     pickup: line.latency?.find((x) => x.concurrency === 8)?.pickup_ms.p50,
     one: line.pickup_one_at_a_time?.pickup_ms.p50,

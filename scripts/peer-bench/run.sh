@@ -43,6 +43,7 @@ echo "$out" | node -e '
   p(`BullMQ ${r.bullmq} on redis ${r.redis} (AOF everysec), node ${r.node}`)
   for (const x of r.processing) p(`  process c=${x.concurrency}: ${Math.round(x.jobs_per_s)} jobs/s (${x.jobs} jobs, add → last completed)`)
   if (r.processing_single) p(`  single adds from ${r.processing_single.producers} producers, processed c=${r.processing_single.concurrency}: ${r.processing_single.jobs_per_s} jobs/s (${r.processing_single.jobs} jobs)`)
+  if (r.processing_single_one) p(`  single adds from one producer, processed c=${r.processing_single_one.concurrency}: ${r.processing_single_one.jobs_per_s} jobs/s (${r.processing_single_one.jobs} jobs)`)
   for (const x of r.latency) p(`  pickup c=${x.concurrency}: p50 ${x.pickup_ms.p50} ms, p99 ${x.pickup_ms.p99} ms`)
   if (r.pickup_one_at_a_time) p(`  pickup one at a time (${r.pickup_one_at_a_time.gap_ms} ms idle before each): p50 ${r.pickup_one_at_a_time.pickup_ms.p50} ms`)
   p(`  addBulk ${Math.round(r.enqueue.addBulk.jobs_per_s)} jobs/s, add ${Math.round(r.enqueue.add.jobs_per_s)} jobs/s`)

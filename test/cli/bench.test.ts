@@ -63,7 +63,7 @@ test('`npm run bench -- --quick --only=batched --json` runs to the end: the drai
 test('`npm run bench -- --quick --only=single --peer=FILE` drains jobs submitted one request each, from 16 clients and from one, each beside BullMQ’s single adds, the same clients’ ceilings with no job run and their floor with each job’s rows and worker but no engine; and times `leasehold submit` run once a job', async () => {
   // BullMQ's figures as scripts/peer-bench/run.sh prints them (its last line), made up here: only the rows' presence is checked.
   const peer = join(mkdtempSync(join(tmpdir(), 'leasehold-bench-peer-')), 'peer.json')
-  writeFileSync(peer, `${JSON.stringify({ processing: [{ concurrency: 8, jobs_per_s: 3000 }], latency: [{ concurrency: 8, pickup_ms: { p50: 0.9 } }], processing_single: { jobs_per_s: 2500 }, enqueue: { add: { jobs_per_s: 3000 } } })}\n`)
+  writeFileSync(peer, `${JSON.stringify({ processing: [{ concurrency: 8, jobs_per_s: 3000 }], latency: [{ concurrency: 8, pickup_ms: { p50: 0.9 } }], processing_single: { jobs_per_s: 2500 }, processing_single_one: { jobs_per_s: 2000 }, enqueue: { add: { jobs_per_s: 3000 } } })}\n`)
   const report = await quickBench('single', `--peer=${peer}`)
   const byName = new Map(report.rows.map((row) => [row.name, row]))
   for (const name of [SINGLE_16, SINGLE_1, SUBMIT_ROUTE_16, SUBMIT_ROUTE_1, POST_FLOOR_16, POST_FLOOR_1, ROWS_FLOOR_16, ROWS_FLOOR_1, SUBMIT_COMMAND]) {
@@ -74,6 +74,11 @@ test('`npm run bench -- --quick --only=single --peer=FILE` drains jobs submitted
     expect(ratio?.value, `${name} ÷ BullMQ`).toBeGreaterThan(0)
     expect(ratio?.note).toMatch(/with no job run, the submit route alone [\d,]+\/s \([\d.]+ ×\); and a bare Koa app [\d,]+\/s \([\d.]+ ×\); with each job's rows and worker but no engine [\d,]+\/s \([\d.]+ ×\)$/)
   }
+  // The one-client row is held to BullMQ's sequential add(), which runs no worker; its note gives BullMQ in the row's own shape too.
+  const oneClient = byName.get(`${SINGLE_1} ÷ BullMQ`)!
+  const sameShape = /; BullMQ in this row's shape, one producer's adds processed c=8: 2,000 jobs\/s \(([\d.]+) ×\);/.exec(oneClient.note ?? '')
+  expect(Number(sameShape?.[1]), oneClient.note).toBeCloseTo(byName.get(SINGLE_1)!.value / 2000, 2)
+  expect(byName.get(`${SINGLE_16} ÷ BullMQ`)!.note).not.toMatch(/one producer/)
 }, 180_000) // ~35 s alone
 
 test('`npm run bench -- --quick --only=single --peer=live` reads BullMQ’s figure for each single-submit row right before and right after the row itself, from a peer of its own (its own redis-server), which it stops at the end', async () => {
@@ -88,6 +93,7 @@ test('`npm run bench -- --quick --only=single --peer=live` reads BullMQ’s figu
     expect(figure(mean!)).toBe(Math.round((figure(before!) + figure(after!)) / 2))
     expect(ratio.value).toBeCloseTo(byName.get(name)!.value / figure(mean!), 6)
   }
+  expect(byName.get(`${SINGLE_1} ÷ BullMQ`)!.note).toMatch(/; BullMQ in this row's shape, one producer's adds processed c=8: [\d,]+ \(read before and after it: [\d,]+ and [\d,]+\) jobs\/s \([\d.]+ ×\);/)
   // The peer and its redis-server are gone with the bench.
   const { stdout } = await run('ps', ['-eo', 'args']).catch(() => ({ stdout: '' }))
   expect(stdout).not.toMatch(/peer-bullmq\.mjs --serve/)
