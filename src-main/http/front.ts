@@ -189,9 +189,6 @@ function parseHead(text: string, paths: ReadonlySet<string>): Head | null {
   return { path, headers, length: Number(declared), close: connection === 'close' }
 }
 
-/** Where an answer's `Content-Length` value goes while its head is made (no header value can hold it: headLines refuses CR and LF). */
-const LENGTH_SLOT = '\r\n'
-
 /** The head of an answer with no headers of its own, per status, on each side of its length. */
 const plainHeads = new Map<number, readonly [string, string]>()
 
@@ -209,16 +206,23 @@ function headAround(status: number, extra: Record<string, string>): readonly [st
 
 /** {@link headAround}'s two parts, made. */
 function headLines(status: number, extra: Record<string, string>): [string, string] {
-  const headers: Record<string, string> = { ...API_HEADERS, ...extra, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': LENGTH_SLOT }
-  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`
+  // The length's key where writeJson's object would have it: its value is written in later.
+  const headers: Record<string, string> = { ...API_HEADERS, ...extra, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': '' }
+  const parts: [string, string] = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`, '']
+  let part = 0
   for (const name in headers) {
+    if (name === 'Content-Length') {
+      parts[0] += 'Content-Length: '
+      parts[1] = '\r\n'
+      part = 1
+      continue
+    }
     const value = String(headers[name])
     // As Node's writeHead refuses it: the caller's error, before anything is sent.
-    if (value !== LENGTH_SLOT && /[\r\n]/.test(value)) throw new TypeError(`Invalid character in header content ["${name}"]`)
-    head += `${name}: ${value}\r\n`
+    if (/[\r\n]/.test(value)) throw new TypeError(`Invalid character in header content ["${name}"]`)
+    parts[part] += `${name}: ${value}\r\n`
   }
-  const slot = head.indexOf(`: ${LENGTH_SLOT}\r\n`) + 2
-  return [head.slice(0, slot), head.slice(slot + LENGTH_SLOT.length)]
+  return parts
 }
 
 let dateSecond = -1
