@@ -69,7 +69,10 @@ export const CLAIM_PACE_MS = 4
  * claim leaves {@link CLAIM_PACE_MS} after it, and takes in one answer the jobs that came
  * meanwhile. A claim that waited longer for its job, or that came back full (a backlog), or
  * empty, sets no pace: the next one leaves at once, and a job that arrives alone is picked up as
- * soon as it is submitted.
+ * soon as it is submitted. Nor does a paced claim that came back with a single job: waiting out
+ * the pace gathered nothing, so jobs come slower than the pace (a steady stream a few hundred a
+ * second, whose jobs now and then arrive close together), and pacing the next claim would only
+ * make the jobs that come meanwhile wait for it.
  *
  * The wait is the host's own reading (the answer's `claim_waited_ms`), not the round trip: a
  * busy host, a slow machine or a long way (a worker on another machine) lengthens the round trip
@@ -78,10 +81,15 @@ export const CLAIM_PACE_MS = 4
  */
 export class ClaimPace {
   private notBefore = 0
+  /** The last answer set the pace, so the claim answered next is a paced one. */
+  private pacing = false
 
   /** A claim that left at `sentAt` was answered with `got` of the `asked` jobs, having waited `waitedMs` at the host for them. */
   answered(sentAt: number, waitedMs: number, asked: number, got: number): void {
-    if (got > 0 && got < asked && waitedMs < CLAIM_STREAM_MS) this.notBefore = sentAt + CLAIM_PACE_MS
+    const streaming = got > 0 && got < asked && waitedMs < CLAIM_STREAM_MS
+    const gathered = !this.pacing || got > 1
+    this.pacing = streaming && gathered
+    if (this.pacing) this.notBefore = sentAt + CLAIM_PACE_MS
   }
 
   /** How long the next claim waits yet; 0 when it may go now. */

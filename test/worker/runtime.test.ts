@@ -37,8 +37,8 @@ class ScriptedTransport implements WorkerTransport {
   reportRoundTripMs = 0
   /** When each request arrived (performance.now()), in the order of {@link requests}. */
   readonly arrivedAt: number[] = []
-  /** A job that is there for a claim as it arrives, besides those offered (a host that jobs stream into). */
-  arriving: (() => Claim | undefined) | null = null
+  /** Jobs that are there for a claim as it arrives, besides those offered (a host that jobs stream into). */
+  arriving: (() => Claim[]) | null = null
   constructor(
     private readonly claims: Claim[],
     private readonly beat: (jobId: string) => Promise<HeartbeatAnswer> = async (job_id) => beating(job_id),
@@ -111,8 +111,7 @@ class ScriptedTransport implements WorkerTransport {
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     this.requests.push(request)
     this.arrivedAt.push(performance.now())
-    const arrived = request.claim ? this.arriving?.() : undefined
-    if (arrived) this.claims.push(arrived)
+    if (request.claim && this.arriving) this.claims.push(...this.arriving())
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
     for (const f of request.fail ?? []) this.failed.push({ job_id: f.job_id, error: f.error })
     if (this.reportRoundTripMs > 0 && (request.complete?.length || request.fail?.length)) await new Promise((r) => setTimeout(r, this.reportRoundTripMs))
@@ -625,6 +624,17 @@ test('a claim that waited at the host less than CLAIM_STREAM_MS and got fewer jo
   expect(pace.dueInMs(100 + CLAIM_PACE_MS)).toBe(0) // the pace is how far apart claims leave, not a wait after each answer
 })
 
+test('a paced claim that came back with a single job sets no pace for the next: waiting out the pace gathered nothing; one that gathered several keeps it', () => {
+  const pace = new ClaimPace()
+  pace.answered(100, 0.2, 8, 1)
+  pace.answered(104, 0.1, 8, 3) // the paced claim took the three jobs that came meanwhile
+  expect(pace.dueInMs(104.3)).toBeCloseTo(CLAIM_PACE_MS - 0.3)
+  pace.answered(108, 0.1, 8, 1) // a stream slower than the pace
+  expect(pace.dueInMs(108.3)).toBe(0)
+  pace.answered(108.5, 0.1, 8, 1) // claimed at once, and answered at once again: jobs come fast, the pace is set again
+  expect(pace.dueInMs(108.8)).toBeCloseTo(CLAIM_PACE_MS - 0.3)
+})
+
 test('a claim is paced by the wait its answer reports, not by its round trip; from a host that reports none, by the round trip', () => {
   // A busy host or a long way: the claim waited 0.1 ms at the host, its round trip took 30.
   expect(claimWaitedMs({ claim_waited_ms: 0.1 }, 100, 130)).toBe(0.1)
@@ -632,13 +642,20 @@ test('a claim is paced by the wait its answer reports, not by its round trip; fr
 })
 
 /**
- * Lets 20 jobs stream into `transport`, one there for each claim as it arrives (each claim is
- * answered at once with one job of the several it asks for), and returns how long after the one
- * before each claim the talker sent while they did.
+ * Lets 20 jobs stream into `transport`, one every 1.5 ms (faster than a pace, so a paced claim
+ * finds two or three, fewer than it asks for), and returns how long after the one before each
+ * claim the talker sent while they did. A claim finds at least one job there as it arrives, so
+ * each is answered at once.
  */
 async function claimGapsOfAStream(transport: ScriptedTransport, fromThread: boolean): Promise<number[]> {
   let streamed = 0
-  transport.arriving = () => (streamed < 20 ? { ...aClaimOf(`job-${streamed++}`), job_type: 'noop', payload: {} } : undefined)
+  const started = performance.now()
+  transport.arriving = () => {
+    const due = Math.min(20, Math.max(streamed + 1, Math.floor((performance.now() - started) / 1.5) + 1))
+    const jobs: Claim[] = []
+    while (streamed < due) jobs.push({ ...aClaimOf(`job-${streamed++}`), job_type: 'noop', payload: {} })
+    return jobs
+  }
   transport.offer([])
   await until(() => transport.completed.length === 20, 10_000, 'the 20 jobs reported')
   const claims = transport.requests.flatMap((request, i) => (request.claim && (!fromThread || transport.threadRequests.includes(request)) ? [transport.arrivedAt[i]!] : []))
