@@ -84,8 +84,8 @@ export function prefersMinimal(header: string | undefined): boolean {
 
 /**
  * Reads a JSON request body: only `application/json` (415 otherwise), at most `limit` bytes
- * (413, and reading stops there), well-formed and nested at most {@link MAX_JSON_DEPTH} levels
- * (400). An empty body reads as `{}`.
+ * (413, and reading stops there), JSON as {@link parseJson} takes it (400). An empty body reads
+ * as `{}`.
  */
 export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   const headers = ctx.req.headers
@@ -157,7 +157,10 @@ export async function readDeclaredJson(req: IncomingMessage, length: number): Pr
  */
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
-/** A body's bytes as JSON: UTF-8, well-formed and nested at most {@link MAX_JSON_DEPTH} levels (400); blank reads as `{}`. */
+/**
+ * A body's bytes as JSON: UTF-8, well-formed, nested at most {@link MAX_JSON_DEPTH} levels, its
+ * strings well-formed Unicode and its numbers doubles (400; see {@link FaultKind}); blank reads as `{}`.
+ */
 export function parseJson(body: Buffer): unknown {
   let text: string
   try {
@@ -172,9 +175,8 @@ export function parseJson(body: Buffer): unknown {
   } catch {
     throw new HttpError('invalid_json', 'The body is not well-formed JSON')
   }
-  if (nestedDeeperThan(value, MAX_JSON_DEPTH)) {
-    throw new HttpError('invalid_request', `(body): JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
-  }
+  const fault = faultIn(value, false)
+  if (fault !== null) throw new HttpError('invalid_request', faultDetail(value, fault.kind))
   return value
 }
 
@@ -195,21 +197,32 @@ async function buffered(req: IncomingMessage, length: number, limit: number, too
   return body
 }
 
+/**
+ * The refusal of a request whose client hung up before its whole body came: `400 bad_request`
+ * as for any request that is not whole HTTP. Nobody reads it (the connection is gone); what
+ * matters is that it is a client's error, which the host does not log as its own (errors.ts).
+ */
+const clientHungUp = () => new HttpError('bad_request', 'The client closed the connection before its whole body arrived')
+
 /** Reads the body as it comes; past `limit` bytes, the rest is discarded ({@link discardBody}) and it fails with `tooLarge`'s error. */
 async function streamed(req: IncomingMessage, limit: number, tooLarge: () => Error): Promise<Buffer> {
+  // Gone already, before these listeners could hear it.
+  if (req.destroyed && !req.readableEnded) throw clientHungUp()
   const chunks: Buffer[] = []
   let size = 0
   const over = await new Promise<boolean>((resolve, reject) => {
+    // A client that hangs up mid-body (Node's `aborted` error, then `close`) ends the read with a
+    // refusal, not a fault: nothing of the request is run, and it is no bug of the host's to log.
+    const gone = () => reject(clientHungUp())
     const onData = (chunk: Buffer) => {
       size += chunk.length
       if (size <= limit) return void chunks.push(chunk)
-      req.off('data', onData).off('end', onEnd).off('error', reject)
+      req.off('data', onData).off('end', onEnd).off('error', gone)
       resolve(true)
     }
     const onEnd = () => resolve(false)
-    req.on('data', onData).once('end', onEnd).once('error', reject)
-    // A client gone mid-body ends the read as for-await did: with an error.
-    req.once('close', () => (req.readableEnded ? undefined : reject(new Error('aborted'))))
+    req.on('data', onData).once('end', onEnd).once('error', gone)
+    req.once('close', () => (req.readableEnded ? undefined : gone()))
   })
   if (over) {
     await discardBody(req)
@@ -224,16 +237,76 @@ async function streamed(req: IncomingMessage, limit: number, tooLarge: () => Err
  */
 export const MAX_JSON_DEPTH = 512
 
-/** Walks the value without recursion (a recursive walk would overflow on the very input it guards against). */
-function nestedDeeperThan(value: unknown, max: number): boolean {
-  const pending: [unknown, number][] = [[value, 1]]
-  while (pending.length > 0) {
-    const [item, depth] = pending.pop()!
+/**
+ * What a body's value may not hold though JSON's grammar allows it, each refused as 400
+ * `invalid_request` because the value would not read back as sent:
+ * - `depth`: nested deeper than {@link MAX_JSON_DEPTH} levels;
+ * - `text`: a string, or an object's key, that is not well-formed Unicode. JSON can spell a
+ *   lone surrogate (`"\ud800"`), which no UTF-8 text can hold: SQLite stores it as U+FFFD, so
+ *   three different `client_request_id`s would read back as one. Every string of every body
+ *   is held to it, payloads included: an id, a tag, a note or a path is stored as text, and one
+ *   rule for all is cheaper and plainer than a list of the fields that are;
+ * - `number`: a number a double cannot hold (`1e400`), which JSON.parse makes `Infinity` and
+ *   JSON.stringify writes back as `null`.
+ */
+type FaultKind = 'depth' | 'text' | 'number'
+
+const FAULTS: Record<FaultKind, string> = {
+  depth: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+  text: 'must be well-formed Unicode (no lone surrogates: "\\ud800" alone has no UTF-8 form)',
+  number: 'a number too large for a double (JSON numbers are read as doubles)',
+}
+
+/** ES2024's String.prototype.isWellFormed (Node 20 has it; the compiler's lib is ES2023): no lone surrogate. */
+const isWellFormed = (text: string): boolean => (text as unknown as { isWellFormed(): boolean }).isWellFormed()
+
+/**
+ * The first {@link FaultKind} in a body's value, and with `named` the path to it. One walk of
+ * the value every body already had for its depth, without recursion (a recursive walk would
+ * overflow on the very input it guards against); the path is kept only when `named`, to word
+ * the refusal after a first walk found a fault.
+ */
+function faultIn(value: unknown, named: boolean): { kind: FaultKind; path: (string | number)[] } | null {
+  const items: unknown[] = [value]
+  const depths: number[] = [1]
+  const paths: (string | number)[][] = [[]]
+  const fault = (kind: FaultKind, path: (string | number)[] | undefined) => ({ kind, path: path ?? [] })
+  while (items.length > 0) {
+    const item = items.pop()
+    const depth = depths.pop()!
+    const path = named ? paths.pop() : undefined
+    if (typeof item === 'string') {
+      if (!isWellFormed(item)) return fault('text', path)
+      continue
+    }
+    if (typeof item === 'number') {
+      if (!Number.isFinite(item)) return fault('number', path)
+      continue
+    }
     if (item === null || typeof item !== 'object') continue
-    if (depth > max) return true
-    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1])
+    if (depth > MAX_JSON_DEPTH) return fault('depth', [])
+    if (Array.isArray(item)) {
+      for (let i = 0; i < item.length; i++) {
+        items.push(item[i])
+        depths.push(depth + 1)
+        if (path) paths.push([...path, i])
+      }
+      continue
+    }
+    for (const key in item) {
+      if (!isWellFormed(key)) return fault('text', path)
+      items.push((item as Record<string, unknown>)[key])
+      depths.push(depth + 1)
+      if (path) paths.push([...path, key])
+    }
   }
-  return false
+  return null
+}
+
+/** The refusal of a body with a fault of `kind`, naming where as a zod refusal names a field (`jobs.0.payload.n`). */
+function faultDetail(value: unknown, kind: FaultKind): string {
+  const path = kind === 'depth' ? [] : (faultIn(value, true)?.path ?? [])
+  return `${path.length > 0 ? path.join('.') : '(body)'}: ${FAULTS[kind]}`
 }
 
 /**

@@ -62,13 +62,19 @@ export function errorMiddleware(replies: ErrorReplies) {
   }
 }
 
-/** Validates with a zod schema; a failure is 400 `invalid_request` naming each failing field. */
-export function validate<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
+/** What a request's part is called in a refusal about the part as a whole (an unknown key, a missing body field). */
+export type InputPart = '(body)' | '(query)' | '(path)'
+
+/**
+ * Validates with a zod schema; a failure is 400 `invalid_request` naming each failing field, or
+ * the `part` of the request (`(query): Unrecognized key: "foo"`) when the issue is about it whole.
+ */
+export function validate<S extends z.ZodType>(schema: S, value: unknown, part: InputPart = '(body)'): z.infer<S> {
   const result = safeParseFast(schema, value)
   if (result.success) return result.data
   const detail = result.error.issues
     .slice(0, 10)
-    .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(body)'}: ${issue.message}`)
+    .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : part}: ${issue.message}`)
     .join('; ')
   throw new HttpError('invalid_request', detail)
 }

@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { type Engine, type EveryField, type Job, MAX_BATCH_ITEMS } from '../engine'
-import { MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/verbs/jobs'
+import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/verbs/jobs'
 import { iso } from '../engine/rules/clock'
+import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
 import { Id, JobState, JsonValue, Name, Note, pathParams, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
@@ -80,6 +81,26 @@ const submitInput = (input: SubmitJob): EveryField<EngineSubmitJob> => ({
   run_at: input.run_at == null ? input.run_at : Date.parse(input.run_at),
   delay_ms: input.delay_ms,
 })
+
+/**
+ * A batch whose items do not all validate is 400 for the whole request, and nothing is
+ * submitted (docs/api.md): zod checks each item's fields, and this the rules the engine checks
+ * of a submit on its own, about its shape alone (`run_at` with `delay_ms`, `run_at` within
+ * 1970–9999: `checkSubmit`), each named by its item (`jobs.1: …`), as zod names a field. Only
+ * what depends on the store (a known `client_request_id`, the capacity) is an item's own refusal.
+ */
+function checkEachSubmit(inputs: readonly EngineSubmitJob[]): void {
+  const problems: string[] = []
+  for (let i = 0; i < inputs.length && problems.length < 10; i++) {
+    try {
+      checkSubmit(inputs[i]!)
+    } catch (error) {
+      if (!(error instanceof EngineError)) throw error
+      problems.push(`jobs.${i}: ${error.detail}`)
+    }
+  }
+  if (problems.length > 0) throw new HttpError('invalid_request', problems.join('; '))
+}
 
 /** the queue contract's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
 const duplicateRequest = (input: SubmitJob, job: Job): DuplicateRequest => ({
@@ -224,7 +245,9 @@ export const queueApi: Api = {
       grouped: true,
       run: ({ body }, { engine }, call) => {
         const minimal = prefersMinimal(call.header('prefer'))
-        const results = engine.submitMany(body.jobs.map(submitInput))
+        const inputs = body.jobs.map(submitInput)
+        checkEachSubmit(inputs)
+        const results = engine.submitMany(inputs)
         if (minimal) call.setHeader('Preference-Applied', 'return=minimal')
         return {
           results: results.map((result, i): SubmitBatchAnswer['results'][number] => {

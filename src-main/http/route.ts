@@ -205,6 +205,49 @@ function plainQuery(raw: Record<string, string | string[] | undefined>): Record<
   return out
 }
 
+/** Whether percent-encoded text decodes to well-formed Unicode: UTF-8 bytes, no surrogate's (`%ED%A0%80`), no stray `%`. */
+function decodes(text: string): boolean {
+  try {
+    decodeURIComponent(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A path parameter whose percent-encoding is not UTF-8 (`%FF`, a lone surrogate's `%ED%A0%80`)
+ * is 400 naming it. The router would pass its text on as it came, undecoded: `%ED%A0%80` would
+ * pause a queue of that literal name, where a client meant a name no UTF-8 can spell. Checked
+ * only for a path with a `%`, of a route with parameters (never the lane's). `segments` is the
+ * route's path, split at `/`: the request's path ends with as many segments, a parameter's in
+ * the same place.
+ */
+function checkPathEncoding(path: string, segments: readonly string[]): void {
+  if (!path.includes('%')) return
+  const given = path.split('/')
+  const offset = given.length - segments.length
+  for (let i = 0; i < segments.length; i++) {
+    const name = segments[i]!
+    if (name.startsWith(':') && !decodes(given[offset + i] ?? '')) {
+      throw new HttpError('invalid_request', `${name.slice(1)}: the path segment is not percent-encoded UTF-8`)
+    }
+  }
+}
+
+/**
+ * A query parameter whose percent-encoding is not UTF-8 is 400 naming it: Node's query parser
+ * would put U+FFFD in place of the bytes, and a filter would look for a value nobody sent.
+ */
+function checkQueryEncoding(querystring: string): void {
+  if (!querystring.includes('%')) return
+  for (const pair of querystring.split('&')) {
+    if (decodes(pair.replace(/\+/g, ' '))) continue
+    const key = pair.split('=')[0]!
+    throw new HttpError('invalid_request', `${decodes(key) ? decodeURIComponent(key) : '(query)'}: the parameter is not percent-encoded UTF-8`)
+  }
+}
+
 /**
  * Runs a route's `run` as its record says — in the commit group or not — and turns what it
  * throws through its `refusal`. Returns the answer itself when it is ready at once (a read), so
@@ -251,9 +294,12 @@ export function koaHandler(route: AnyRoute, deps: RouteDeps, bodyLimit: number):
     const out = invoke(run, input, deps, call)
     return out instanceof Promise ? out.then(settle) : settle(out)
   }
+  const segments = route.path.split('/')
   const rest = (ctx: Context, body: unknown) => {
-    const params = route.params ? validate(route.params, (ctx as unknown as { params: unknown }).params) : NONE
-    const query = route.query ? validate(route.query, plainQuery(ctx.query)) : NONE
+    if (route.params) checkPathEncoding(ctx.path, segments)
+    const params = route.params ? validate(route.params, (ctx as unknown as { params: unknown }).params, '(path)') : NONE
+    if (route.query && ctx.querystring !== '') checkQueryEncoding(ctx.querystring)
+    const query = route.query ? validate(route.query, plainQuery(ctx.query), '(query)') : NONE
     return answer(ctx, { params, query, body })
   }
   if (!write) return (ctx) => rest(ctx, undefined) as Promise<void> | undefined

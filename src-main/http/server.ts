@@ -69,6 +69,8 @@ export interface HttpApp {
   closeStreams(): void
   /** The server's `clientError` listener: see {@link answerClientError}. */
   clientError: typeof answerClientError
+  /** The server's `connect` listener: a CONNECT is 501 (see {@link answerConnect}). */
+  connect: typeof answerConnect
   /**
    * The server's `checkExpectation` listener: an `Expect` other than `100-continue` is 417
    * `expectation_failed` with `{detail, code}` (without it Node answers a bare 417), and the
@@ -85,13 +87,29 @@ export interface HttpApp {
  * half-closed socket, and its file descriptor, for as long as it likes.
  */
 export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  if (!socket.writable) return void socket.destroy()
   const [code, detail] =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? (['headers_too_large', 'The request line or headers are too large'] as const)
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? (['request_timeout', 'The request took too long to arrive'] as const)
         : (['bad_request', 'The request is not valid HTTP'] as const)
+  answerAndClose(socket, code, detail)
+}
+
+/**
+ * Answers a CONNECT request, which Node's server hands only to its `connect` listeners (never
+ * to the request listener) and, with none, closes unanswered. Leasehold is no proxy: 501
+ * `not_implemented`, as Koa's router answers any other method it does not know, and the
+ * connection closes, since what a client sends after a CONNECT's head is a tunnel's bytes.
+ * (The host registers it as the server's `connect` listener, as it does {@link answerClientError}.)
+ */
+export function answerConnect(req: IncomingMessage, socket: Duplex): void {
+  answerAndClose(socket, 'not_implemented', `${req.method ?? 'CONNECT'} is not implemented`)
+}
+
+/** Writes `{detail, code}` with the code's status straight to the socket, then destroys it. */
+function answerAndClose(socket: Duplex, code: 'headers_too_large' | 'request_timeout' | 'bad_request' | 'not_implemented', detail: string): void {
+  if (!socket.writable) return void socket.destroy()
   const status = statusOf(code)
   const body = JSON.stringify({ detail, code })
   socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () =>
@@ -165,6 +183,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     router: routes.router,
     closeStreams: () => streams.closeAll(),
     clientError: answerClientError,
+    connect: answerConnect,
     checkExpectation: (req, res) => {
       const reply = errors(new HttpError('expectation_failed', `Expect: ${req.headers.expect} is not supported (only 100-continue)`), req.method ?? '', req.url ?? '')
       res.shouldKeepAlive = false

@@ -7,9 +7,10 @@
 import { createServer } from 'node:http'
 import { connect, type AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { answerClientError } from '../../src-main/http/server'
+import { answerClientError, answerConnect } from '../../src-main/http/server'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
+import { dbDigest } from './support'
 
 let host: TestHost
 beforeAll(async () => {
@@ -87,6 +88,100 @@ describe('bodies and names', () => {
   })
 })
 
+describe('every string a body carries reads back as sent, or is refused', () => {
+  /** Each body with a lone surrogate somewhere, and the field its refusal must name. */
+  const SURROGATES: [target: string, body: Record<string, unknown>, field: string][] = [
+    [SUBMIT, { job_type: 'noop', cost_units: 1, addon_id: '\ud800' }, 'addon_id'],
+    [SUBMIT, { job_type: 'noop', cost_units: 1, client_request_id: 'k\udbff' }, 'client_request_id'],
+    [SUBMIT, { job_type: 'noop', cost_units: 1, tags: ['ok', 't\udc00'] }, 'tags.1'],
+    [SUBMIT, { job_type: 'noop', cost_units: 1, payload: { text: ['x', 'p\ud800q'] } }, 'payload.text.1'],
+    [SUBMIT, { job_type: 'noop', cost_units: 1, payload: { '\ud800': 1 } }, 'payload'],
+    [SUBMIT, { job_type: 'noop', cost_units: 1, constraints: { 'gpu\udfff': true } }, 'constraints'],
+    ['/api/scheduler/jobs/submit-batch', { jobs: [{ job_type: 'noop', cost_units: 1 }, { job_type: 'noop', cost_units: 1, addon_id: 'a\ud800' }] }, 'jobs.1.addon_id'],
+    ['/internal/worker/claim', { worker_id: 'w\ud800', streams: ['default'], max_wait_ms: 0 }, 'worker_id'],
+    ['/api/files/leases/acquire', { file: '/tmp/out\ud800.pdf', owner_id: 'job:1' }, 'file'],
+    ['/api/queues/reports/pause', { requested_by: 'ops\udbff' }, 'requested_by'],
+  ]
+
+  test('a lone surrogate in any string of a body (an id, a tag, a key, a payload) is 400 invalid_request naming the field, and nothing is stored', async () => {
+    const before = dbDigest(host)
+    for (const [target, body, field] of SURROGATES) {
+      const answer = await raw(request('POST', target, json(body)))
+      expect(answer.status, `${target} ${field}`).toBe(400)
+      expect(answer.json).toMatchObject({ code: 'invalid_request', detail: expect.stringMatching(new RegExp(`^${field.replace(/\./g, '\\.')}: `)) })
+    }
+    expect(dbDigest(host)).toBe(before)
+  })
+
+  test('client_request_ids that differ only in ill-formed text are refused, not stored as one; U+FFFD itself, and text outside the BMP, read back exactly', async () => {
+    for (const key of ['k\ud800', 'k\udbff']) {
+      expect((await raw(request('POST', SUBMIT, json({ job_type: 'noop', cost_units: 1, client_request_id: key })))).status).toBe(400)
+    }
+    const sent = { job_type: 'noop', cost_units: 1, client_request_id: 'k\ufffd\ufffd\ufffd', addon_id: 'add-on \u{1F600}', tags: ['\u{1F600}'], payload: { '\u{1F600}': '\ufffd' } }
+    const created = await raw(request('POST', SUBMIT, json(sent)))
+    expect(created.status).toBe(201)
+    const read = await raw(request('GET', `/api/scheduler/jobs/${(created.json!.job as { job_id: string }).job_id}`))
+    expect(read.json!.job).toMatchObject({ client_request_id: sent.client_request_id, addon_id: sent.addon_id, tags: sent.tags, payload: sent.payload })
+  })
+
+  test('a number a double cannot hold (1e400) is 400 naming the field; an integer past 2^53 is read as the nearest double', async () => {
+    const before = dbDigest(host)
+    for (const [text, field] of [
+      ['{"job_type":"noop","cost_units":1,"payload":{"n":1e400}}', 'payload.n'],
+      ['{"job_type":"noop","cost_units":1,"payload":{"a":[1,-1e400]}}', 'payload.a.1'],
+      ['{"job_type":"noop","cost_units":1,"payload":1' + '0'.repeat(400) + '}', 'payload'],
+    ] as const) {
+      const answer = await raw(request('POST', SUBMIT, Buffer.from(text)))
+      expect(answer.status, text.slice(0, 80)).toBe(400)
+      expect(answer.json).toMatchObject({ code: 'invalid_request', detail: expect.stringMatching(new RegExp(`^${field.replace(/\./g, '\\.')}: `)) })
+    }
+    expect(dbDigest(host)).toBe(before)
+    const big = await raw(request('POST', SUBMIT, Buffer.from('{"job_type":"noop","cost_units":1,"payload":{"n":9007199254740993}}')))
+    expect(big.status).toBe(201)
+    expect((big.json!.job as { payload: unknown }).payload).toEqual({ n: 9007199254740992 })
+  })
+
+  test('an empty body reads as {}: a route whose fields are all optional takes it, one with required fields is 400 naming them', async () => {
+    const submit = await raw(request('POST', SUBMIT, Buffer.alloc(0)))
+    expect(submit.status).toBe(400)
+    expect(submit.json).toMatchObject({ code: 'invalid_request', detail: expect.stringContaining('job_type') })
+    expect(submit.json!.detail).toContain('cost_units')
+    expect((await raw(request('POST', '/api/queues/empty-body/resume', Buffer.alloc(0)))).status).toBe(200)
+  })
+})
+
+describe('paths and queries', () => {
+  test('a path segment whose percent-encoding is not UTF-8 is 400 invalid_request naming the parameter; nothing is paused', async () => {
+    for (const [method, target, param] of [
+      ['POST', '/api/queues/%ED%A0%80/pause', 'queue'],
+      ['POST', '/api/queues/q%FF/resume', 'queue'],
+      ['GET', '/api/scheduler/jobs/%FF', 'job_id'],
+      ['GET', '/api/scheduler/jobs/%E2%82/events', 'job_id'],
+    ] as const) {
+      const answer = await raw(request(method, target, method === 'POST' ? json({}) : undefined))
+      expect(answer.status, target).toBe(400)
+      expect(answer.json).toMatchObject({ code: 'invalid_request', detail: expect.stringMatching(new RegExp(`^${param}: `)) })
+    }
+    const queues = (await raw(request('GET', '/api/queues'))).json!.queues as { queue: string; paused: boolean }[]
+    expect(queues.filter((q) => q.paused || q.queue.includes('%'))).toEqual([])
+    // Encoded well, a `%` is a name's own: %25FF is the id "%FF", which names no job.
+    expect((await raw(request('GET', '/api/scheduler/jobs/%25FF'))).json).toMatchObject({ code: 'job_not_found' })
+  })
+
+  test('a query parameter whose percent-encoding is not UTF-8 is 400 naming it', async () => {
+    const answer = await raw(request('GET', '/api/scheduler/jobs?limit=5&addon_id=a%ED%A0%80'))
+    expect(answer.status).toBe(400)
+    expect(answer.json).toMatchObject({ code: 'invalid_request', detail: expect.stringMatching(/^addon_id: /) })
+    expect((await raw(request('GET', '/api/scheduler/jobs?addon_id=caf%C3%A9'))).status).toBe(200)
+  })
+
+  test('an unknown query parameter is 400 naming the query, not the body', async () => {
+    const answer = await raw(request('GET', '/api/scheduler/jobs?foo=bar'))
+    expect(answer.status).toBe(400)
+    expect(answer.json).toMatchObject({ code: 'invalid_request', detail: '(query): Unrecognized key: "foo"' })
+  })
+})
+
 describe('the request line and headers', () => {
   test('Expect other than 100-continue is 417 expectation_failed with {detail, code}', async () => {
     const answer = await raw(request('POST', SUBMIT, json({ job_type: 'noop', cost_units: 1 }), ['Expect: bogus']))
@@ -121,6 +216,23 @@ describe('the request line and headers', () => {
     }
     expect((await raw(request('GET', '/api/scheduler/jobs'))).status).toBe(200)
   })
+})
+
+test('CONNECT, which Node hands only to the connect listener, is 501 not_implemented as any unknown method, and the connection closes', async () => {
+  // The host's own listener on a bare server (the host registers it as it does clientError).
+  const server = createServer(() => {})
+  server.on('connect', answerConnect)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const port = (server.address() as AddressInfo).port
+    const answer = await raw(`CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`, port)
+    expect(answer.status).toBe(501)
+    expect(answer.head).toMatch(/connection: close/i)
+    expect(answer.json).toEqual({ detail: 'CONNECT is not implemented', code: 'not_implemented' })
+  } finally {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  }
 })
 
 test('after the 408 for headers that never finished, the socket is destroyed: a client that keeps sending is cut off', async () => {

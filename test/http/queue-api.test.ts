@@ -655,6 +655,20 @@ describe('POST /api/scheduler/jobs/submit-batch (not in the seed)', () => {
     expect(keys((await body(full)).results[0].job)).toEqual(QUEUE_JOB_KEYS)
   })
 
+  test('an item that does not validate makes the whole batch 400 naming the item, and nothing is submitted: run_at with delay_ms, run_at before 1970, a field zod refuses', async () => {
+    await start()
+    const ok = { job_type: 'mix', cost_units: 1 }
+    const both = await expectInvalid(
+      await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [ok, { ...ok, run_at: '2030-01-01T00:00:00Z', delay_ms: 3 }] }),
+      'jobs.1',
+      'run_at, delay_ms',
+    )
+    expect(both.detail).not.toContain('jobs.0')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [{ ...ok, run_at: '1969-12-31T23:59:59Z' }, ok] }), 'jobs.0', 'run_at')
+    await expectInvalid(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [ok, ok, { ...ok, cost_units: 0 }] }), 'jobs.2.cost_units')
+    expect(host.engine.listJobs({ limit: 1 }).jobs).toHaveLength(0)
+  })
+
   test('an empty batch or one over 1,000 jobs is 400 naming jobs, and nothing is submitted', async () => {
     await start()
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [] }), 'jobs')

@@ -4,11 +4,13 @@
  * behind another request, or not at all. Each answer is what the route read, or the error.
  */
 import Koa from 'koa'
+import { createServer } from 'node:http'
 import { connect } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { prefersMinimal, readJson } from '../../src-main/http/body'
+import { prefersMinimal, readDeclaredJson, readJson } from '../../src-main/http/body'
 import { errorMiddleware, errorReplies } from '../../src-main/http/errors'
+import { HttpError } from '../../src-main/http/http-error'
 import { LogLimiter } from '../../src-main/log-limiter'
 
 const LIMIT = 4096
@@ -145,6 +147,69 @@ describe('reading a JSON body', () => {
     expect((await exchange([post('{"a":')]))[0]).toMatchObject({ status: 400, body: { code: 'invalid_json' } })
     expect((await exchange([post(`${'['.repeat(513)}${']'.repeat(513)}`)]))[0]).toMatchObject({ status: 400, body: { code: 'invalid_request' } })
     expect(await exchange([post(`${'['.repeat(512)}${']'.repeat(512)}`)])).toHaveLength(1)
+  })
+})
+
+/** Sends a request declaring a body of 100 bytes, writes 31 of them, and hangs up. */
+function hangUpMidBody(serverPort: number): void {
+  const socket = connect(serverPort, '127.0.0.1')
+  socket.on('error', () => {})
+  const part = '{"job_type":"mix","cost_units":'
+  expect(part).toHaveLength(31)
+  socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n${part}`, () => {
+    setTimeout(() => socket.destroy(), 20)
+  })
+}
+
+describe('a client that hangs up before its whole body came', () => {
+  test('is no internal error: Koa logs nothing, and the route never runs', async () => {
+    const lines: string[] = []
+    const log = (line: string) => void lines.push(line)
+    let ran = false
+    let settle!: () => void
+    const settled = new Promise<void>((resolve) => (settle = resolve))
+    const app = new Koa()
+    app.silent = true // as the host's: its errors are the error middleware's to log
+    app.use(async (_ctx, next) => {
+      try {
+        await next()
+      } finally {
+        settle()
+      }
+    })
+    app.use(errorMiddleware(errorReplies(log, new LogLimiter(log, Date.now), () => '/nowhere')))
+    app.use(async (ctx) => {
+      await readJson(ctx, LIMIT)
+      ran = true
+    })
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise((resolve) => server.once('listening', resolve))
+    try {
+      hangUpMidBody((server.address() as AddressInfo).port)
+      await settled
+      expect(ran).toBe(false)
+      expect(lines).toEqual([])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+
+  test("the lane's reader refuses it as 400 bad_request, not with a fault", async () => {
+    let refusal!: (error: unknown) => void
+    const refused = new Promise<unknown>((resolve) => (refusal = resolve))
+    const server = createServer((req) => {
+      readDeclaredJson(req, Number(req.headers['content-length'])).then(() => refusal(new Error('the body was read')), refusal)
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      hangUpMidBody((server.address() as AddressInfo).port)
+      const error = await refused
+      expect(error).toBeInstanceOf(HttpError)
+      expect(error).toMatchObject({ code: 'bad_request', status: 400 })
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 })
 
