@@ -18,6 +18,7 @@ import { mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
 import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
+import { localUrl } from './data-dir/dashboard-link'
 import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
@@ -272,6 +273,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   }
   // Requests Node refuses before Koa sees them still get the API's error shape.
   server.on('clientError', http.clientError)
+  server.on('connect', http.connect) // CONNECT reaches only these listeners: 501, as any method the server does not know
   server.on('checkExpectation', http.checkExpectation)
 
   let pool: WorkerPool | null = null
@@ -378,7 +380,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => removeHostFile(hostFile))
   let hostFileWritten = false
   const writeOwnHostFile = () => {
-    writeHostFile(hostFile, { url, pid: process.pid })
+    writeHostFile(hostFile, { url: localUrl(url), pid: process.pid })
     hostFileWritten = true
   }
   if (mode.state === 'read_write') writeOwnHostFile()
@@ -387,7 +389,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       writeOwnHostFile()
     } catch (error) {
       // A full disk may not hold even this small file: commands then need --url until space returns.
-      log(`leasehold: ${(error as Error).message}; until space returns, other commands need --url ${url}`)
+      log(`leasehold: ${(error as Error).message}; until space returns, other commands need --url ${localUrl(url)}`)
     }
   }
 

@@ -77,12 +77,21 @@ function holderMessage(dataDir: string, holder: HostFile | null): string {
   return `${who} on the data dir ${dataDir}; stop it first, or give this one another --data-dir`
 }
 
-/** A start that failed on the disk itself (full, failing) says so and names the data dir; null for any other error. */
+/**
+ * A start that failed on the disk itself (full, failing) says so and names the data dir; null for
+ * any other error. A failed read may as well be a damaged file (SQLite reports both alike, see
+ * error-answer.ts): the line says so, and that `leasehold check` tells them apart.
+ */
 export function storageStartError(error: unknown, dataDir: string): HostStartError | null {
   const fault = storageFault(error)
   if (!fault) return null
-  const what = fault === 'full' ? 'is full' : fault === 'read' ? 'failed a read' : 'failed a write'
-  return new HostStartError(`the disk that holds the data dir ${dataDir} ${what} (${reason(error)})`)
+  if (fault === 'read') {
+    return new HostStartError(
+      `a read of the database in the data dir ${dataDir} failed (${reason(error)}): the file is damaged or its disk is failing; ` +
+        `\`leasehold check --data-dir ${dataDir}\` tells which; keep a copy of the file with its -wal before anything else`,
+    )
+  }
+  return new HostStartError(`the disk that holds the data dir ${dataDir} ${fault === 'full' ? 'is full' : 'failed a write'} (${reason(error)})`)
 }
 
 /** Writes host.json (mode 0600), saying where the host listens. */

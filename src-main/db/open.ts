@@ -1,7 +1,7 @@
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { closeSync, existsSync, openSync, readFileSync, statfsSync, statSync } from 'node:fs'
+import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, rmSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { connectionName, connectionPath } from './connection'
@@ -79,13 +79,26 @@ function tableExists(sqlite: Database, name: string): boolean {
  * (or does not exist).
  */
 function cannotOpen(file: string): string | null {
-  if (!existsSync(file)) return null
+  if (!existsSync(file)) {
+    // existsSync follows a symbolic link: one to nothing is "no file" to it, and SQLite then fails to create the file there.
+    const link = linkTarget(file)
+    return link === null ? null : `a symbolic link to ${link}, which does not exist`
+  }
   try {
     closeSync(openSync(file, 'r+'))
     return null
   } catch (cause) {
     const { code, message } = cause as NodeJS.ErrnoException
     return `${code ?? 'error'}: ${message.replace(/^\w+: /, '')}`
+  }
+}
+
+/** Where the symbolic link at `file` points, or null when `file` is not one. */
+function linkTarget(file: string): string | null {
+  try {
+    return lstatSync(file).isSymbolicLink() ? readlinkSync(file) : null
+  } catch {
+    return null
   }
 }
 
@@ -152,7 +165,6 @@ const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ')
  * the background check after an unclean shutdown and by `leasehold check` (db/integrity.ts).
  */
 function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry[]): void {
-  checkCompanionFiles(path)
   try {
     sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get()
   } catch (error) {
@@ -176,6 +188,36 @@ function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry
         `${path} was written by a newer version of Leasehold; upgrade Leasehold to open it (the file was left untouched)`,
       )
     }
+  }
+}
+
+/**
+ * {@link checkExistingFile} through a read-only connection of its own, closed before the file is
+ * opened for writing. The last connection to close checkpoints the write-ahead log into the file
+ * and deletes the log; a read-only one cannot, so a start refused here leaves the file and its
+ * `-wal` as they were, byte for byte: a log that does not match its file (cut short, or copied
+ * from another moment) is still there to copy away or salvage. A file that cannot be opened for
+ * writing is refused here too: SQLite would open it read-only without a word, and every write
+ * would fail. SQLite makes a `-shm` file for a read-only connection; one that was not there
+ * before is removed again.
+ */
+function checkBeforeOpening(path: string, journal: JournalEntry[], nativeBinding?: string): void {
+  checkCompanionFiles(path)
+  const notWritable = cannotOpen(path)
+  if (notWritable) throw new DatabaseOpenError(`cannot open ${path} for writing (${notWritable}); it was left untouched`)
+  const shm = `${path}-shm`
+  const shmBefore = existsSync(shm)
+  let reader: Database
+  try {
+    reader = new BetterSqlite3(connectionName(path, nativeBinding), { readonly: true, fileMustExist: true, ...(nativeBinding ? { nativeBinding } : {}) })
+  } catch (error) {
+    throw unreadableError(path, error)
+  }
+  try {
+    checkExistingFile(reader, path, journal)
+  } finally {
+    reader.close()
+    if (!shmBefore) rmSync(shm, { force: true })
   }
 }
 
@@ -291,7 +333,10 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   const journal = readJournal(migrationsFolder)
   const isNewFile = options.path === ':memory:' || !existsSync(options.path)
   const uncleanShutdown = !isNewFile && fileSize(`${options.path}-wal`) > 0
-  if (!isNewFile) refuseFullDisk(options.path)
+  if (!isNewFile) {
+    refuseFullDisk(options.path)
+    checkBeforeOpening(options.path, journal, options.nativeBinding)
+  }
   let sqlite: Database
   try {
     sqlite = new BetterSqlite3(connectionName(options.path, options.nativeBinding), options.nativeBinding ? { nativeBinding: options.nativeBinding } : {})
@@ -299,7 +344,6 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     throw new DatabaseOpenError(`cannot open ${options.path}: ${(error as Error).message}`)
   }
   try {
-    if (!isNewFile) checkExistingFile(sqlite, options.path, journal)
     // Before the WAL header or any table is written: only then does the setting take on a new file.
     if (isNewFile) sqlite.pragma(`auto_vacuum = ${AUTO_VACUUM_INCREMENTAL}`)
     applyConnectionSettings(sqlite, options.durability)
@@ -344,6 +388,7 @@ export function openOnFullDisk(options: OpenOptions): OpenedDatabase {
   }
   try {
     sqlite.pragma('locking_mode = EXCLUSIVE') // before the first read: no -shm file (see above)
+    checkCompanionFiles(path)
     checkExistingFile(sqlite, path, journal)
     if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID || (newestMigration(sqlite) ?? 0) < newestKnownMigration(journal)) {
       throw new DatabaseOpenError(

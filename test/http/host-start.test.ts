@@ -3,7 +3,8 @@
  * listened closes everything and rejects; a second host on a held data dir refuses, naming
  * the first, and leaves the first's host.json alone.
  */
-import { readFileSync } from 'node:fs'
+import BetterSqlite3 from 'better-sqlite3'
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -75,6 +76,44 @@ describe('a start that fails after listening', () => {
     const next = await startTestHost({ dataDir: config.dataDir })
     hosts.push(next)
     expect(next.engine.listJobs({ limit: 10 }).jobs).toEqual([])
+  })
+})
+
+describe('host.json', () => {
+  test('names the loopback address when the host listens on every interface, so that commands on this machine pass its Host check', async () => {
+    const host = await startTestHost({ host: '0.0.0.0' })
+    hosts.push(host)
+    const { url } = JSON.parse(readFileSync(join(host.dataDir, 'host.json'), 'utf8')) as { url: string }
+    expect(url).toBe(`http://127.0.0.1:${new URL(host.url).port}`)
+    expect((await fetch(`${url}/api/capacity`, { headers: { authorization: `Bearer ${host.token}` } })).status).toBe(200)
+  })
+})
+
+describe('a start on a damaged file', () => {
+  test('says the file is damaged or its disk failing, names `leasehold check` for which, and asks for a copy first', async () => {
+    const first = await startTestHost()
+    const jobs = Array.from({ length: 300 }, () => ({ job_type: 'noop', cost_units: 1, payload: { text: 'x'.repeat(200) } }))
+    expect((await first.call('/api/scheduler/jobs/submit-batch', { method: 'POST', json: { jobs } })).status).toBe(200)
+    await first.stop()
+    // Garbage over the jobs table's pages after its first: the schema and the start's first
+    // reads are sound, the queued jobs the start reads into memory are not.
+    const path = join(first.dataDir, 'leasehold.db')
+    const db = new BetterSqlite3(path, { readonly: true })
+    const pages = db.prepare("SELECT pageno FROM dbstat WHERE name = 'jobs' ORDER BY pageno").pluck().all() as number[]
+    const pageSize = db.pragma('page_size', { simple: true }) as number
+    db.close()
+    expect(pages.length).toBeGreaterThan(3)
+    const file = openSync(path, 'r+')
+    for (const page of pages.slice(1)) writeSync(file, Buffer.alloc(pageSize, 0x5a), 0, pageSize, (page - 1) * pageSize)
+    closeSync(file)
+
+    const failing = startHost(testConfig({ dataDir: first.dataDir }), { log: () => {} })
+    await expect(failing).rejects.toBeInstanceOf(HostStartError)
+    const message = (await failing.catch((error: Error) => error)).message
+    expect(message).toMatch(/the file is damaged or its disk is failing/)
+    expect(message).toContain(`leasehold check --data-dir ${first.dataDir}`)
+    expect(message).toMatch(/keep a copy of the file with its -wal/)
+    await first.dispose()
   })
 })
 

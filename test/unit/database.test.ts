@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
 import { aJob, T0 } from '../helpers/engine'
@@ -77,6 +78,69 @@ describe('opening the database file', () => {
     const raw = new BetterSqlite3(path, { readonly: true })
     expect(raw.prepare('SELECT COUNT(*) FROM __drizzle_migrations WHERE hash = ?').pluck().get('from-the-future')).toBe(1)
     raw.close()
+  })
+
+  it('a refused start leaves the file and its write-ahead log byte for byte: the log is not checkpointed into the file, nor deleted', () => {
+    // A crash image: the file and its -wal copied while a connection still has them open, the
+    // log not yet checkpointed. Then marked as written by a newer version, so the start refuses.
+    const live = join(dir, 'live.db')
+    const writer = openDatabase({ path: live }).sqlite
+    writer.pragma('wal_autocheckpoint = 0')
+    writer.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('from-the-future', newestJournalEntry() + 1000)
+    const path = join(dir, 'crashed.db')
+    copyFileSync(live, path)
+    copyFileSync(`${live}-wal`, `${path}-wal`)
+    writer.close()
+    const file = readFileSync(path)
+    const log = readFileSync(`${path}-wal`)
+    expect(log.length).toBeGreaterThan(0)
+
+    expect(openError(path).message).toMatch(/newer version of Leasehold/)
+    expect(readFileSync(path).equals(file)).toBe(true)
+    expect(readFileSync(`${path}-wal`).equals(log)).toBe(true)
+    expect(existsSync(`${path}-shm`)).toBe(false)
+  })
+
+  it('a file that cannot be opened for writing is refused at the start, naming why, and left untouched', (context) => {
+    const path = join(dir, 'leasehold.db')
+    openDatabase({ path }).sqlite.close()
+    const bytes = readFileSync(path)
+    // Root writes through file modes: a read-only bind mount of the file refuses it instead.
+    let unmount = () => {}
+    if (process.getuid?.() === 0) {
+      try {
+        execFileSync('mount', ['--bind', path, path], { stdio: 'pipe' })
+        unmount = () => execFileSync('umount', [path], { stdio: 'ignore' })
+        execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'pipe' })
+      } catch (error) {
+        unmount()
+        return context.skip(`as root only a read-only mount refuses a write, and mount is not permitted here (${(error as Error).message.split('\n')[0]})`)
+      }
+    } else {
+      chmodSync(path, 0o444)
+    }
+    try {
+      const error = openError(path)
+      expect(error.message).toMatch(/cannot open .*leasehold\.db for writing \((EROFS|EACCES)/)
+      expect(error.message).toMatch(/untouched/)
+    } finally {
+      unmount()
+      chmodSync(path, 0o600)
+    }
+    expect(readFileSync(path).equals(bytes)).toBe(true)
+  })
+
+  it('a -wal that is a symbolic link to nothing is named as such', () => {
+    const path = join(dir, 'leasehold.db')
+    openDatabase({ path }).sqlite.close()
+    symlinkSync(join(dir, 'gone', 'wal'), `${path}-wal`)
+    expect(openError(path).message).toMatch(/cannot open .*leasehold\.db-wal \(a symbolic link to .*gone\/wal, which does not exist\)/)
+  })
+
+  it('a folder where the file should be is refused, naming the OS reason', () => {
+    const path = join(dir, 'leasehold.db')
+    mkdirSync(path)
+    expect(openError(path).message).toMatch(/cannot open .*leasehold\.db for writing \(EISDIR/)
   })
 
   it('a non-SQLite (garbage) file refuses and is left byte-for-byte untouched', () => {
