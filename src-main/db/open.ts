@@ -114,13 +114,19 @@ function checkCompanionFiles(path: string): void {
   }
 }
 
+/**
+ * The refusal of a file another process holds past the busy timeout: a `leasehold check` in
+ * progress, a database browser. Its reads pass the read-only check, so the lock is met either
+ * there or on the first write of the set-up.
+ */
+const heldError = (path: string) =>
+  new DatabaseOpenError(`another process has ${path} open (a \`leasehold check\` in progress, a database browser): the host needs the file to itself; close it and start again (the file was left untouched)`)
+
 /** Why a file SQLite could not read is refused, in one line, naming the file that cannot be opened if one cannot. */
 function unreadableError(path: string, error: unknown): DatabaseOpenError {
   const { code, message } = error as { code?: string; message: string }
   // Held past the busy timeout by another process: a `leasehold check` in progress, a database browser.
-  if (code === 'SQLITE_BUSY') {
-    return new DatabaseOpenError(`another process has ${path} open (a \`leasehold check\` in progress, a database browser): the host needs the file to itself; close it and start again (the file was left untouched)`)
-  }
+  if (code?.startsWith('SQLITE_BUSY')) return heldError(path)
   if (code?.startsWith('SQLITE_CANTOPEN')) {
     const reason = cannotOpen(path)
     if (reason) return new DatabaseOpenError(`cannot open ${path} (${reason}); it was left untouched`)
@@ -356,6 +362,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   } catch (error) {
     sqlite.close()
     if (error instanceof DatabaseOpenError) throw error
+    if (String(rootCause(error).code).startsWith('SQLITE_BUSY')) throw heldError(options.path)
     throw new DatabaseOpenError(`cannot open ${options.path}: ${openFailure(error)}`, storageFullCode(error))
   }
 }
@@ -421,10 +428,16 @@ export function shareDatabase(sqlite: Database): void {
   sqlite.prepare('SELECT COUNT(*) FROM sqlite_master').get() // the first read in the new mode (with the default VFS, it makes the -shm file)
 }
 
+/** The error at the end of a chain of causes: SQLite's own, under drizzle's wrapping. */
+function rootCause(error: unknown): { code?: unknown; message?: string } {
+  let root = error as { cause?: unknown; code?: unknown; message?: string }
+  while (root.cause && typeof root.cause === 'object') root = root.cause as typeof root
+  return root
+}
+
 /** Whether a thrown error is SQLite's or the OS's "no space". */
 function storageFullCode(error: unknown): boolean {
-  let root = error as { cause?: unknown; code?: unknown }
-  while (root.cause && typeof root.cause === 'object') root = root.cause as typeof root
+  const root = rootCause(error)
   return root.code === 'SQLITE_FULL' || root.code === 'ENOSPC' || root.code === 'SQLITE_IOERR_SHMSIZE'
 }
 
@@ -443,8 +456,7 @@ function fileSize(path: string): number {
  * start adopts the file and runs them all (checkExistingFile), so there is nothing to clean up.
  */
 function openFailure(error: unknown): string {
-  let root = error as { cause?: unknown; code?: unknown; message?: string }
-  while (root.cause && typeof root.cause === 'object') root = root.cause as typeof root
+  const root = rootCause(error)
   const code = typeof root.code === 'string' ? root.code : null
   const what = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : oneLine(root.message ?? String(root))
   return `${what}; the next start finishes setting the file up`
