@@ -1,5 +1,5 @@
 import { resolve } from 'node:path'
-import { ConfigError, runClient } from '../src-shared/command-line'
+import { ConfigError, runClient, watchClosedOutput } from '../src-shared/command-line'
 import { dashboardLink } from './data-dir/dashboard-link'
 import { CHECK_HELP, checkCommand } from './commands/check'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
@@ -33,13 +33,25 @@ Flags:
   -v, --version  show the version
 
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
-jobs, queue, schedule, status) find the host through --url/--token, LEASEHOLD_URL/LEASEHOLD_TOKEN,
-or the data directory of a host running on this machine.`
+jobs, queue, schedule, status, check) find the host through --url/--token,
+LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine.
+
+Exit status: 0 done, 1 failed (the host refused or could not be reached), 2 a usage error (a bad
+command, flag or value; 'leasehold' alone prints this help on stderr and exits 2, as a missing
+command is one), 141 when a command's reader closed its output (… | head), as for any program a
+closed pipe ends.`
 
 /** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [command, ...rest] = argv
-  if (command === undefined || command === '-h' || command === '--help') {
+  // serve keeps serving when nobody reads what it prints; any other command ends quietly.
+  watchClosedOutput(command === 'serve' ? 'ignore' : 'end')
+  if (command === undefined) {
+    // No command is a usage error (as git and npm have it): the help goes where errors go.
+    console.error(USAGE)
+    return 2
+  }
+  if (command === '-h' || command === '--help') {
     console.log(USAGE)
     return 0
   }
@@ -55,7 +67,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     token: () => TOKEN_HELP,
   }
   if (command === 'help') {
-    console.log((await helps[rest[0] ?? '']?.()) ?? USAGE)
+    const topic = rest[0]
+    if (topic !== undefined && !helps[topic]) {
+      console.error(`leasehold: no help for "${topic}": it is not a command (try leasehold --help)`)
+      return 2
+    }
+    console.log(topic === undefined ? USAGE : await helps[topic]!())
     return 0
   }
   if (helps[command] && (rest.includes('-h') || rest.includes('--help'))) {
@@ -134,12 +151,13 @@ function reportStartError(error: unknown): number {
     return 2
   }
   const e = error as NodeJS.ErrnoException
+  // Every failure to start reads "could not start: …" (docs/configuration.md), then why.
   if (e.code === 'EADDRINUSE') {
-    console.error(`leasehold: the port is already in use (${e.message}); pick another with --port`)
+    console.error(`leasehold: could not start: the port is already in use (${e.message}); pick another with --port`)
     return 1
   }
   if (e.syscall === 'listen' && (e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL')) {
-    console.error(`leasehold: cannot listen there (${e.message})`)
+    console.error(`leasehold: could not start: cannot listen there (${e.message})`)
     return 1
   }
   console.error(`leasehold: could not start: ${e.message}`)

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
-import { ConfigError, joinNegativeValues } from '../src-shared/command-line'
+import { ConfigError, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-shared/worker-exchange'
 import type { Durability } from './db/open'
 
@@ -57,20 +57,26 @@ export interface HostConfig {
   redisPrefix: string
 }
 
-const int = (min: number, max: number) =>
-  z.coerce
-    .number({ error: `must be a whole number from ${min} to ${max}` })
-    .int(`must be a whole number from ${min} to ${max}`)
-    .min(min, `must be a whole number from ${min} to ${max}`)
-    .max(max, `must be a whole number from ${min} to ${max}`)
+/**
+ * A whole number from `min` to `max`, written in plain decimal: not "" (which Number reads as 0,
+ * and would store a capacity of 0), nor " 3", "0x5" or "1e1", which z.coerce would take.
+ */
+const int = (min: number, max: number) => {
+  const message = `must be a whole number from ${min} to ${max}`
+  return z
+    .string()
+    .refine(isPlainWholeNumber, message)
+    .transform(Number)
+    .pipe(z.number().int(message).min(min, message).max(max, message))
+}
 
-const busyRating = z.union([
-  z.literal('auto'),
-  z.coerce
-    .number({ error: 'must be a number from 0 to 10, or auto' })
-    .min(0, 'must be a number from 0 to 10, or auto')
-    .max(10, 'must be a number from 0 to 10, or auto'),
-])
+const BUSY_MESSAGE = 'must be a number from 0 to 10, or auto'
+
+/** `auto`, or a number from 0 to 10 in plain decimal (7 or 7.5); every other value gets the one message that says what is allowed. */
+const busyRating = z
+  .string()
+  .refine((value) => value === 'auto' || (/^\d+(\.\d+)?$/.test(value) && Number(value) <= 10), BUSY_MESSAGE)
+  .transform((value) => (value === 'auto' ? ('auto' as const) : Number(value)))
 
 interface Flag {
   name: string
@@ -132,7 +138,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
       allowPositionals: false,
     }).values
   } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!)
+    throw flagError(error)
   }
   const read = (name: string): unknown => {
     const flag = SERVE_FLAGS.find((f) => f.name === name)!

@@ -31,15 +31,30 @@ export interface HostFile {
   pid: number
 }
 
+/**
+ * A file the user cannot read: not the same as one that is not there. A data dir of another user
+ * (mode 0700) would otherwise read as "no host is running", and send the user to start a second
+ * host; this names the permission problem instead (exit 1: not a mistake in the flags).
+ */
+export class UnreadableError extends Error {
+  constructor(path: string, error: NodeJS.ErrnoException) {
+    super(`cannot read ${path} (${error.code}: ${error.message.replace(/^\w+: /, '')}): run as the user the host runs as, or give --url and --token`)
+    this.name = 'UnreadableError'
+  }
+}
+
+/** A file's text, or null when it is not there; one that is there but cannot be read (EACCES, EPERM) throws UnreadableError. */
 function readOptional(path: string): string | null {
   try {
     return readFileSync(path, 'utf8').trim()
-  } catch {
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    if (e.code === 'EACCES' || e.code === 'EPERM') throw new UnreadableError(path, e)
     return null
   }
 }
 
-/** The data dir's host.json, or null when there is none (no host runs there) or it cannot be read. */
+/** The data dir's host.json, or null when there is none (no host runs there) or it is not one; UnreadableError when the user may not read it. */
 export function readHostFile(dataDir: string): HostFile | null {
   const text = readOptional(join(dataDir, HOST_FILE))
   if (!text) return null
@@ -73,16 +88,29 @@ export function resolveClientTarget(
 ): ClientTarget {
   const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
   const given = flags.url ?? env.LEASEHOLD_URL
+  if (given) checkUrl(flags.url !== undefined ? '--url' : 'LEASEHOLD_URL', given)
   const hostFile = given ? null : readHostFile(dataDir)
   const url = given || (hostFile?.url ?? 'http://127.0.0.1:7878')
-  try {
-    new URL(url)
-  } catch {
-    throw new ConfigError(`--url is not a URL (got "${url}")`)
-  }
   const givenToken = flags.token ?? env.LEASEHOLD_TOKEN
   if (!given && !givenToken && hostFile === null) throw new NoHostError(dataDir)
   const token = givenToken ?? readOptional(join(dataDir, 'token'))
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
   return { url: url.replace(/\/+$/, ''), token }
+}
+
+/**
+ * A host's URL as a user gave it (`source`: the flag or the variable it came from): http: or
+ * https:, with a host. "localhost:7878" parses as a URL of the scheme "localhost:", which no
+ * request can use: a usage error (exit 2), not a host that cannot be reached.
+ */
+export function checkUrl(source: string, value: string): void {
+  let url: URL | null = null
+  try {
+    url = new URL(value)
+  } catch {
+    // named below
+  }
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    throw new ConfigError(`${source} must be an http:// or https:// URL such as http://127.0.0.1:7878 (got "${value}")`)
+  }
 }

@@ -65,15 +65,32 @@ export function parseCommandLine<T>(
     })
     return { values: values as T, positionals }
   } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!)
+    throw flagError(error)
   }
 }
+
+/**
+ * parseArgs's refusal as one line. A parser that takes words adds to "Unknown option '--x'" a
+ * hint about '--' (with an unclosed quote) that no command here needs, as none takes a word
+ * starting with a dash: every command says just "Unknown option '--x'".
+ */
+export function flagError(error: unknown): ConfigError {
+  const line = (error as Error).message.split('\n')[0]!
+  return new ConfigError(line.replace(/\. To specify a positional argument starting with a '-'.*$/, ''))
+}
+
+/**
+ * Whether `value` is a whole number written in plain decimal (an optional minus, then digits).
+ * Number() also takes "", " 3", "0x5", "1e1" and "+3", which a user who typed them did not mean
+ * as 0, 3, 5, 10 and 3: every numeric flag and variable is held to this.
+ */
+export const isPlainWholeNumber = (value: string): boolean => /^-?\d+$/.test(value)
 
 /** A flag's whole number from `min` to `max`, or undefined when it was not given; anything else is a ConfigError. */
 export function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number | undefined {
   if (value === undefined) return undefined
   const n = Number(value)
-  if (value.trim() === '' || !Number.isSafeInteger(n) || n < min || n > max) {
+  if (!isPlainWholeNumber(value) || !Number.isSafeInteger(n) || n < min || n > max) {
     throw new ConfigError(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`)
   }
   return n
@@ -95,5 +112,36 @@ export async function runClient(command: () => Promise<number>): Promise<number>
     }
     console.error(`leasehold: ${(error as Error).message}`)
     return 1
+  }
+}
+
+/**
+ * The exit status of a command whose reader closed its output (`leasehold jobs | head -1`): 141,
+ * what a shell reports for a program that SIGPIPE ended (128 + 13), as `yes | head` does. Node
+ * ignores SIGPIPE, and a write to the closed pipe fails with EPIPE instead.
+ */
+export const CLOSED_OUTPUT_EXIT = 141
+
+let outputWatched = false
+
+/**
+ * How a command takes its output being closed: `end` (a one-shot command: whoever read it wants
+ * no more, so it stops at once, without a message — there is nowhere to print one — and with
+ * {@link CLOSED_OUTPUT_EXIT}); `ignore` (serve and worker: they print a line or two as they
+ * start, and a process that runs jobs or holds the database does not stop because nobody reads
+ * them; what they would print is dropped). Without a listener the failed write is an unhandled
+ * 'error' event: a stack trace.
+ */
+export function watchClosedOutput(how: 'end' | 'ignore'): void {
+  if (outputWatched) return
+  outputWatched = true
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (how === 'ignore') return
+      if (error.code === 'EPIPE') process.exit(CLOSED_OUTPUT_EXIT)
+      // Another failure to write (a full disk under a redirect): one line where it can still go.
+      if (stream === process.stdout) process.stderr.write(`leasehold: cannot write the output (${error.code ?? error.message})\n`)
+      process.exit(1)
+    })
   }
 }

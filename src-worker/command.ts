@@ -1,9 +1,11 @@
+import { statSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { openTransport, type RemoteRoute } from './transport-open'
 import { WorkerRuntime } from './runtime'
 import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { resolveClientTarget } from '../src-shared/client-target'
-import { ConfigError, parseFlags, runClient, TARGET_HELP, wholeNumber } from '../src-shared/command-line'
+import { ConfigError, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
+import { limitRetryLines } from '../src-shared/log-limiter'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
@@ -19,7 +21,8 @@ ${TARGET_HELP}
   --redis-prefix P     the host's --redis-prefix [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once, sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
-  --handlers DIR       a folder of user handlers (*.mjs exporting {type, run})
+  --handlers DIR       a folder of user handlers (*.mjs exporting {type, run}); one that is
+                       missing or not a folder is reported as a handler that did not load
   --exec-allow P,Q     programs the exec handler may run (none by default)
   --worker-id ID       this worker's name [<hostname>-<pid>]
   --grace-s S          on SIGTERM, how long running jobs may finish before they are failed as retryable [10]
@@ -27,7 +30,9 @@ ${TARGET_HELP}
 
 It runs until SIGTERM or SIGINT (exit status 0), or until the host refuses it: a token it does
 not know or has revoked, no worker API at --url, or a claim it finds invalid (a host of another
-version) (exit status 1, with the host's reason).`
+version) (exit status 1, with the host's reason). A host or a Redis that does not answer is
+retried; the line that says so is printed at most once a minute for each kind of fault, with the
+count of those held back.`
 
 export interface WorkerFlags {
   url?: string
@@ -65,7 +70,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
-  const log = (line: string) => console.error(line)
+  const log = limitRetryLines((line: string) => console.error(line))
   const route: RemoteRoute = redisUrl
     ? { via: 'redis', url: redisUrl, token: target.token, prefix: flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX }
     : { via: 'http', url: target.url, token: target.token }
@@ -81,7 +86,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     runtime.stop(graceS * 1000).then(() => exit(code), () => exit(1))
   }
   const runtime = new WorkerRuntime({
-    transport: await openTransport(route, workerId),
+    transport: await openTransport(route, workerId, undefined, log),
     // The first handler thread claims, runs and reports its jobs over a transport of its own (driver.ts).
     drive: route,
     workerId,
@@ -92,7 +97,8 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     onRefused: () => stop(1),
   })
   const { types, problems } = await runtime.start()
-  for (const problem of problems) {
+  const missing = missingHandlersDir(flags.handlers)
+  for (const problem of missing ? [missing, ...problems] : problems) {
     log(`leasehold worker: handler ${problem.file} did not load: ${problem.error}`)
     const reporter = await openTransport(route, workerId)
     await reporter.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
@@ -108,11 +114,29 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
 }
 
 /**
+ * A --handlers folder that is not there, as a handler that did not load. The loader skips a
+ * missing folder without a word (a local worker's default folder need not exist), but one the
+ * user named and mistyped must not pass for a folder with no handlers in it.
+ */
+function missingHandlersDir(dir: string | undefined): { file: string; error: string } | null {
+  if (dir === undefined) return null
+  try {
+    statSync(dir)
+    return null
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    return e.code === 'ENOENT' ? { file: dir, error: `ENOENT: no such folder, ${dir}` } : null
+  }
+}
+
+/**
  * The worker program's command line: `leasehold worker …` and `leasehold help worker`.
  * bin/leasehold.js hands these to it, and every other command to the host's (src-main/cli.ts).
  */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [command, ...rest] = argv
+  // A worker runs jobs: nobody reading what it prints is no reason to stop them.
+  watchClosedOutput('ignore')
   if (command === 'help' || rest.includes('-h') || rest.includes('--help')) {
     console.log(WORKER_HELP)
     return 0

@@ -5,6 +5,7 @@
 import { IpcTransport, processChannel } from './transport-ipc'
 import { WorkerRuntime } from './runtime'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../src-shared/thread-link'
+import { limitRetryLines } from '../src-shared/log-limiter'
 
 /** A whole number of at least 1 from the environment, or the default. */
 function wholeNumberFrom(value: string | undefined, fallback: number): number {
@@ -33,7 +34,8 @@ const runtime = new WorkerRuntime({
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
     nice: Number(env.LEASEHOLD_WORKER_NICE ?? 0) || 0,
   },
-  log: (line) => console.error(line),
+  // Retry lines at most once a minute per fault (a full disk answers every exchange with 507).
+  log: limitRetryLines((line) => console.error(line)),
   drive: linkPath && linkToken ? { via: 'link', path: linkPath, token: linkToken } : undefined,
   // A host that refuses this process (none should: nothing revokes a local worker's link) sees it
   // exit, and its pool starts another.

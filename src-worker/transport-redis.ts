@@ -1,7 +1,8 @@
 import { randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
-import { entryField, replyStream, requestStream } from '../src-shared/redis-streams'
+import { LogLimiter } from '../src-shared/log-limiter'
+import { entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
@@ -39,13 +40,21 @@ export class RedisTransport implements WorkerTransport {
     private readonly prefix: string,
     /** The reply channel this transport reads (REPLY_CHANNEL); none: the worker's own reply stream. */
     private readonly channel?: string,
+    /** Where a Redis that cannot be reached is said (the worker's log); none: not said (a handler thread's transport: the worker's own says it). */
+    log?: (line: string) => void,
   ) {
     const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
     this.writer = new Redis(url, options)
     this.reader = new Redis(url, options)
-    const quiet = () => {} // ioredis reconnects by itself; a call that fails is retried by the runtime
-    this.writer.on('error', quiet)
-    this.reader.on('error', quiet)
+    // ioredis reconnects by itself, and a call waits for it: without a line a worker whose Redis
+    // is away would print nothing at all. One line, as the HTTP transport's "the host did not
+    // answer", at most once a minute with the count of those held back (both connections fail
+    // together, every 2 s at most).
+    const limiter = log ? new LogLimiter(log, Date.now) : null
+    const said = (error: Error) =>
+      limiter?.line('redis', `leasehold worker: Redis at ${redactedUrl(url)} did not answer (${error.message}); ioredis reconnects every 2 s at most`)
+    this.writer.on('error', said)
+    this.reader.on('error', said)
     // Only answers written after this point are ours: read from the stream's current end.
     this.ready = this.reader.xrevrange(replyStream(prefix, workerId, channel), '+', '-', 'COUNT', 1).then((last) => last[0]?.[0] ?? '0')
     void this.readReplies()

@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs'
+import { accessSync, constants } from 'node:fs'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
-import { ConfigError } from '../../src-shared/command-line'
-import { defaultDataDir, resolveClientTarget } from '../../src-shared/client-target'
+import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { type ClientTarget, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { answered, hostApi } from './http-client'
 
@@ -17,55 +16,102 @@ form on its own, in the background, after a start that follows an unclean shutdo
 run it when a read fails with storage_error again and again, to tell a failing disk (the file
 checks ok) from a damaged file.
 
+The host that holds the file is found as the other client commands find theirs: --url and
+--token (LEASEHOLD_URL, LEASEHOLD_TOKEN), else the host.json and token of the data directory. A
+host started with --token has no token file to read: give it here too. A host that could not
+write its host.json (a full disk) is reached only with --url and --token. With --url and no
+database in the data directory, the host at that URL checks its own.
+
 Exits 0 when the file is sound, 1 when it is damaged (the problems are printed, with what to
-do) or cannot be read at all.
+do) or cannot be read at all, 2 on a bad flag.
 
 Flags:
-  --data-dir PATH   the data directory (default: LEASEHOLD_DATA_DIR, else ${defaultDataDir()})
-  --quick           SQLite's quick_check: pages and rows, indexes not matched against their tables (about half the time)
-  --json            print {path, ok, problems, ms} as JSON
+  --quick              SQLite's quick_check: pages and rows, indexes not matched against their tables (about half the time)
+  --json               print {path, ok, problems, ms} as JSON
+${TARGET_HELP.replace('where to find a local host\'s URL and token', `the data directory (default ${defaultDataDir()})`)}
   -h, --help`
 
-/** The check run by the host that holds the file: the data dir's host.json and token say where it listens (never LEASEHOLD_URL: another host's file is not this one). */
-async function checkThroughHost(dataDir: string, depth: IntegrityDepth): Promise<IntegrityReport> {
-  const target = resolveClientTarget({ 'data-dir': dataDir }, {})
+/** The check run by the host that holds the file, found as every client command finds its host. */
+async function checkThroughHost(target: ClientTarget, depth: IntegrityDepth): Promise<IntegrityReport> {
   return answered(target, hostApi(target).GET('/api/storage/integrity', { params: { query: { depth } } }))
+}
+
+interface CheckFlags {
+  url?: string
+  token?: string
+  'data-dir'?: string
+  quick?: boolean
+  json?: boolean
+}
+
+/**
+ * Whether the database file is there to check here: 'missing', or 'here'. One the user may not
+ * read (a data dir of another user, mode 0700) is neither: existsSync would call it missing, so
+ * the permission problem is named instead, as serve names it.
+ */
+function databaseFile(path: string): 'here' | 'missing' {
+  try {
+    accessSync(path, constants.R_OK)
+    return 'here'
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return 'missing'
+    throw new Error(`cannot read ${path} (${e.code}: permission denied): run as the user the host runs as (the owner of the data dir)`)
+  }
 }
 
 /** `leasehold check`: the integrity check, on demand. */
 export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let flags: { 'data-dir'?: string; quick?: boolean; json?: boolean }
-  try {
-    flags = parseArgs({ args: argv, options: { 'data-dir': { type: 'string' }, quick: { type: 'boolean' }, json: { type: 'boolean' } }, strict: true }).values
-  } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!)
-  }
+  const flags = parseFlags<CheckFlags>(argv, [], ['quick', 'json'])
   const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
   const path = join(dataDir, 'leasehold.db')
-  if (!existsSync(path)) {
-    console.error(`leasehold: there is no database at ${path} (give the data directory with --data-dir)`)
-    return 1
-  }
   const depth = flags.quick ? 'quick' : 'full'
-  // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
-  const { checkIntegrity, integrityLine } = await import('../db/integrity')
   let report: IntegrityReport
-  try {
-    report = checkIntegrity(path, depth)
-  } catch (error) {
-    if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
-      console.error(`leasehold: ${path} cannot be read (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
+  if (databaseFile(path) === 'missing') {
+    // A host named by its URL checks its own file, wherever it is.
+    if (flags.url === undefined) {
+      console.error(`leasehold: there is no database at ${path} (give the data directory with --data-dir, or a host with --url and --token)`)
       return 1
     }
+    report = await checkThroughHost(resolveClientTarget(flags, env), depth)
+  } else {
+    // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
+    const { checkIntegrity } = await import('../db/integrity')
     try {
-      report = await checkThroughHost(dataDir, depth)
-    } catch (failure) {
-      console.error(`leasehold: ${path} is held by another process, and the host that serves it could not check it: ${(failure as Error).message}`)
-      return 1
+      report = checkIntegrity(path, depth)
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
+        console.error(`leasehold: ${path} cannot be read (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
+        return 1
+      }
+      report = await checkHeld(path, flags, env, depth)
     }
   }
+  const { integrityLine } = await import('../db/integrity')
   if (flags.json) console.log(JSON.stringify(report, null, 2))
   else if (report.ok) console.log(integrityLine(report))
   else console.log([integrityLine(report), ...report.problems.map((problem) => `  ${problem}`)].join('\n'))
   return report.ok ? 0 : 1
+}
+
+/**
+ * A file another process holds: a host serves it, and is asked to check it. Its host.json may be
+ * missing (a host that could not write it on a full disk): then it is reached only through
+ * --url, and the line says so rather than that no host runs.
+ */
+async function checkHeld(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv, depth: IntegrityDepth): Promise<IntegrityReport> {
+  let target: ClientTarget
+  try {
+    target = resolveClientTarget(flags, env)
+  } catch (error) {
+    if (!(error instanceof NoHostError)) throw error
+    throw new Error(
+      `${path} is held by a running host, whose host.json is missing (it could not write it, or it is not a Leasehold host): give its --url and --token to check through it`,
+    )
+  }
+  try {
+    return await checkThroughHost(target, depth)
+  } catch (failure) {
+    throw new Error(`${path} is held by a running host, and the host at ${target.url} could not check it: ${(failure as Error).message}`)
+  }
 }

@@ -3,6 +3,13 @@ import { JOB_STATES, type JobState } from '../engine/rules/states'
 import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 
+/**
+ * The states `--state` can find. The queue API shows a LEASED job as RUNNING and filters it
+ * that way too, so `--state LEASED` would always answer "no LEASED jobs" while jobs run: it is
+ * refused, naming RUNNING.
+ */
+const LISTED_STATES = JOB_STATES.filter((s) => s !== 'LEASED')
+
 export const JOBS_HELP = `Usage: leasehold jobs [flags]
 
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
@@ -11,7 +18,8 @@ by itself when it does (a retry's backoff, a scheduled run, a refused file's one
 are ISO-8601 UTC. States show as the queue API shows them: a LEASED job is RUNNING.
 
 Flags:
-  --state S            only jobs in this state: ${JOB_STATES.filter((s) => s !== 'LEASED').join(', ')}
+  --state S            only jobs in this state: ${LISTED_STATES.join(', ')}
+                       (not LEASED: such a job is listed as RUNNING)
   --limit N            at most N jobs, 1 to 500 [50]
   --json               print {jobs, next_cursor} as the host answers it
 ${TARGET_HELP}
@@ -30,8 +38,9 @@ interface JobsFlags {
 export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseFlags<JobsFlags>(argv, ['state', 'limit'], ['json'])
   const state = flags.state?.toUpperCase() as JobState | undefined
-  if (state !== undefined && !JOB_STATES.includes(state)) {
-    throw new ConfigError(`--state must be one of ${JOB_STATES.join(', ')} (got "${flags.state}")`)
+  if (state === 'LEASED') throw new ConfigError('--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)')
+  if (state !== undefined && !LISTED_STATES.includes(state)) {
+    throw new ConfigError(`--state must be one of ${LISTED_STATES.join(', ')} (got "${flags.state}")`)
   }
   const limit = wholeNumber('limit', flags.limit, 1, 500)
   const target = resolveClientTarget(flags, env)

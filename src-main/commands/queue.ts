@@ -1,6 +1,6 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import type { components } from '../../src-shared/api-types'
-import { ConfigError, parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
@@ -44,9 +44,8 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   if (sub === undefined || !(SUBCOMMANDS as readonly string[]).includes(sub)) {
     throw new ConfigError(`queue needs one of ${SUBCOMMANDS.join(', ')}${sub === undefined ? '' : ` (got "${sub}")`}; see leasehold queue --help`)
   }
-  const name = sub === 'list' ? undefined : rest.shift()
-  if (sub !== 'list' && (name === undefined || name.startsWith('-'))) throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
-  const flags = parseFlags<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'])
+  const { values: flags, positionals } = parseCommandLine<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'])
+  const name = queueName(sub, positionals)
   const target = resolveClientTarget(flags, env)
 
   if (sub === 'list') {
@@ -61,6 +60,21 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   if (flags.json) console.log(JSON.stringify({ queue }, null, 2))
   else console.log(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} active`)
   return 0
+}
+
+/**
+ * The QUEUE of pause and resume (list takes none): exactly one word, not empty. An empty name
+ * would reach the host as /api/queues//pause, a route that does not exist.
+ */
+function queueName(sub: string, words: string[]): string | undefined {
+  if (sub === 'list') {
+    if (words.length > 0) throw new ConfigError(`queue list takes no QUEUE (got "${words[0]}")`)
+    return undefined
+  }
+  const [name, ...extra] = words
+  if (name === undefined || name.trim() === '') throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
+  if (extra.length > 0) throw new ConfigError(`queue ${sub} takes one QUEUE (got also "${extra[0]}"); run it once for each queue`)
+  return name
 }
 
 const pausedSince = (q: QueueView) => ` since ${q.paused_at}${q.paused_by ? ` by ${q.paused_by}` : ''}`

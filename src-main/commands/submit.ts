@@ -13,7 +13,8 @@ of a file.
 
 Flags:
   --type TYPE          the job type, which picks the handler (required)
-  --payload JSON       the job's input: JSON text, or @FILE to read it from a file (@- for stdin)
+  --payload JSON       the job's input: JSON text, or @FILE to read it from a file (@- for stdin);
+                       any JSON value but null (a leading byte-order mark in a file is dropped)
   --priority P         LOW, NORMAL, HIGH or URGENT [NORMAL]
   --units N            the capacity units the job needs while it runs [1]
   --queue Q            the stream (queue) workers take it from [default]
@@ -23,12 +24,15 @@ Flags:
                        (duplicate_request) and names the job that has it
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
                        2026-03-01T02:00:00Z (without a zone it is this machine's local time)
-  --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
-                       (--at and --in do not go together)
+  --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m,
+                       up to 100 years (--at and --in do not go together)
   --wait               follow the job until it ends: a live progress line on stderr (saying why
                        the job waits while it does); exit 0 if
                        it is DONE, 1 if it FAILED, was CANCELED or timed out (TIMEOUT). A BLOCKED
-                       job is reported and waited on: an operator may requeue it. With --each:
+                       job is reported and waited on: an operator may requeue it. If the
+                       connection to the host is lost, a line says so at once and the wait goes
+                       on, reconnecting, for up to 60 s (then exit 1); another line when it is
+                       back. With --each:
                        follows every job submitted, on one line counting the jobs ended by
                        state; then one line per job that is not DONE, naming its input line
                        and why; exit 0 if all are DONE
@@ -38,11 +42,15 @@ Flags:
                        the other flags apply to every job. The whole input is read first: a line
                        that is not JSON submits nothing (exit 2). Sent through
                        POST /api/scheduler/jobs/submit-batch, up to 1,000 jobs a request; prints
-                       one id per job in the input's order (--json: one job per line). A job the
+                       one id per job in the input's order (--json: one job per line). A line
+                       that is null submits nothing either (exit 2), as --payload null. A job the
                        host refuses is one line on stderr naming its input line, the others are
                        submitted, and the exit is 1. Not with --payload or --key
 ${TARGET_HELP}
-  -h, --help`
+  -h, --help
+
+A reader that closes the output (… | head -1) ends the command at once, quietly, with exit
+status 141; jobs not yet sent are not submitted.`
 
 export interface SubmitFlags {
   url?: string
@@ -68,23 +76,34 @@ type Priority = components['schemas']['Priority']
 
 const PRIORITIES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 
-/** The text of the file `path` (`-`: stdin); one that cannot be read is a ConfigError naming `from`. */
+/**
+ * The text of the file `path` (`-`: stdin); one that cannot be read is a ConfigError naming
+ * `from`. A leading byte-order mark is dropped: Notepad writes one, and JSON.parse would refuse
+ * it as an unexpected character the user cannot see.
+ */
 function readInput(from: string, path: string): string {
   try {
-    return readFileSync(path === '-' ? 0 : path, 'utf8')
+    return readFileSync(path === '-' ? 0 : path, 'utf8').replace(/^\uFEFF/, '')
   } catch (error) {
     const e = error as NodeJS.ErrnoException
     throw new ConfigError(`${from}: cannot read ${path === '-' ? 'stdin' : path} (${e.code ?? e.message})`)
   }
 }
 
-/** `text` as JSON; text that is not JSON is a ConfigError naming `from`. */
+/**
+ * `text` as a job's payload; text that is not JSON is a ConfigError naming `from`. So is `null`:
+ * the host stores a null payload as {} (as if none were given), while every other JSON value is
+ * kept as it is, so a null would not come back as it was sent; give {} or no payload instead.
+ */
 function parseJsonInput(from: string, text: string): unknown {
+  let value: unknown
   try {
-    return JSON.parse(text) as unknown
+    value = JSON.parse(text) as unknown
   } catch (error) {
     throw new ConfigError(`${from} is not valid JSON: ${(error as Error).message.split('\n')[0]}`)
   }
+  if (value === null) throw new ConfigError(`${from} is null: a payload cannot be null (the host would store {}); give {} or leave the payload out`)
+  return value
 }
 
 /** `--payload`: JSON text, `@file` or `@-`; anything unreadable or not JSON is a ConfigError (exit 2). */
@@ -152,13 +171,21 @@ export function parseTime(flag: string, value: string): string {
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
-/** `--in`: a duration such as 90s, 10m, 2h, 1d or 1h30m, in milliseconds; anything else is a ConfigError. */
+/**
+ * The longest delay the host takes (its MAX_DELAY_MS, 100 years of 365 days; test/cli holds the
+ * two equal): a longer --in is the user's mistake, refused here as one, not sent to be refused
+ * by the API's delay_ms. Not imported, so that the command does not load the engine.
+ */
+export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+
+/** `--in`: a duration such as 90s, 10m, 2h, 1d or 1h30m, up to 100 years, in milliseconds; anything else is a ConfigError. */
 export function parseDuration(flag: string, value: string): number {
   const parts = /^(\d+(ms|s|m|h|d))+$/.test(value) ? [...value.matchAll(/(\d+)(ms|s|m|h|d)/g)] : []
   const ms = parts.reduce((total, [, n, unit]) => total + Number(n) * DURATION_UNITS[unit!]!, 0)
   if (parts.length === 0 || !Number.isSafeInteger(ms)) {
     throw new ConfigError(`--${flag} must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "${value}")`)
   }
+  if (ms > MAX_DELAY_MS) throw new ConfigError(`--${flag} must be at most 100 years (36500d) (got "${value}")`)
   return ms
 }
 

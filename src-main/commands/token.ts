@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ConfigError } from '../../src-shared/command-line'
+import { ConfigError, flagError } from '../../src-shared/command-line'
 import { defaultDataDir } from '../../src-shared/client-target'
 import { createScopedToken, listScopedTokens, revokeScopedToken, TOKEN_SCOPES, type TokenScope } from '../data-dir/worker-tokens'
 
@@ -28,7 +28,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   try {
     parsed = parse(argv)
   } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!)
+    throw flagError(error)
   }
   const { values, positionals } = parsed
   const dataDir = values['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)

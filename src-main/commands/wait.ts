@@ -121,6 +121,10 @@ interface StreamListener {
   gap(): void
   /** The host refused the stream (4xx), or stayed unreachable past GIVE_UP_MS: the wait ends with this error. */
   failed(error: Error): void
+  /** The connection was lost, or the host answered the stream with a 5xx: one line to print now, while it is tried again. */
+  lost(line: string): void
+  /** The stream is open again after {@link lost}: one line to print. */
+  back(line: string): void
 }
 
 /**
@@ -148,6 +152,18 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
   let source = null as EventLogSource | null
   let lastEventId: string | null = null
   let unreachableSince: number | null = null
+  // Said once when the stream is lost, and once when it is back: a user who sees nothing for a
+  // minute after the host stopped cannot tell a lost host from a job that takes long.
+  let lostShown = false
+  const reason = (event: ErrorEvent): string => {
+    const cause = ((connectError as { cause?: unknown } | null)?.cause ?? connectError) as { code?: string; message?: string } | null
+    return cause?.code ?? cause?.message ?? event.message ?? 'the event stream dropped'
+  }
+  const lost = (why: string) => {
+    if (lostShown) return
+    lostShown = true
+    listener.lost(`lost the connection to the host at ${target.url} (${why}); trying again for up to ${GIVE_UP_MS / 1000} s`)
+  }
   let reopenTimer: ReturnType<typeof setTimeout> | null = null
   const fail = (error: Error) => {
     closed = true
@@ -161,6 +177,9 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
     const stream = (source = new EventLogSource(url, { fetch: fetchWithToken }))
     stream.onopen = () => {
       unreachableSince = null
+      connectError = null
+      if (lostShown) listener.back(`connected to the host at ${target.url} again; still waiting`)
+      lostShown = false
       listener.opened(lastEventId !== null)
     }
     stream.onevent = (event) => {
@@ -174,12 +193,17 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
         // Dropped or unreachable: the EventSource tries again by itself, resuming with Last-Event-ID.
         unreachableSince ??= Date.now()
         if (Date.now() - unreachableSince > GIVE_UP_MS) fail(unreachable(target.url, connectError ?? new Error(event.message ?? 'the event stream dropped')))
+        // A stream that ended is opened again at once, unsaid; a connection that failed is said.
+        else if (connectError !== null) lost(reason(event))
         return
       }
       // Answered with another status than 200: a refusal ends the wait, a 5xx is tried again.
       const status = event.code ?? refusal?.status ?? 0
       if (status >= 400 && status < 500) fail(refusal ?? new HostError(status, `http_${status}`, event.message ?? 'the event stream was refused', {}))
-      else reopenTimer = setTimeout(open, REOPEN_MS)
+      else {
+        lost(`the event stream was answered ${status}`)
+        reopenTimer = setTimeout(open, REOPEN_MS)
+      }
     }
   }
   open()
@@ -261,6 +285,8 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
       line.finish()
       end(error)
     },
+    lost: (text) => line.show(`leasehold: ${text}`, true),
+    back: (text) => line.show(`leasehold: ${text}`, true),
   })
   const poll = setInterval(() => void refresh(), POLL_MS)
   try {
@@ -339,6 +365,8 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
   const ended = new Map<string, JobState | 'gone'>()
   let failure: Error | null = null
   let changed = () => {}
+  /** Where a line about the connection goes: stderr until `wait` has its live line, then above that line. */
+  let say = (text: string) => console.error(text)
 
   const note = (jobId: string, state: JobState | 'gone') => {
     if (!pending.has(jobId)) return
@@ -407,6 +435,8 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
       rejectOpen(error)
       changed()
     },
+    lost: (text) => say(`leasehold: ${text}`),
+    back: (text) => say(`leasehold: ${text}`),
   })
   try {
     await open
@@ -417,6 +447,7 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
 
   const wait = async (jobs: EachJob[], line: ProgressLine): Promise<number> => {
     for (const job of jobs) pending.set(job.job_id, null)
+    say = (text) => line.show(text, true)
     const early = seen!
     seen = null
     for (const [jobId, state] of early) note(jobId, state)

@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa'
 import type { z } from 'zod'
 import { safeParseFast } from '../../src-shared/fast-parse'
 import { answerError } from '../error-answer'
-import type { LogLimiter } from '../log-limiter'
+import type { LogLimiter } from '../../src-shared/log-limiter'
 import { HttpError } from './http-error'
 
 /** An error as the API answers it: its status, `{detail, code}` (plus any extra body fields), and headers. */

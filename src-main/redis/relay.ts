@@ -1,7 +1,7 @@
 import { type ChainableCommander, Redis, type RedisOptions } from 'ioredis'
 import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
-import { LogLimiter } from '../log-limiter'
+import { LogLimiter } from '../../src-shared/log-limiter'
 import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, queueStream, redactedUrl } from '../../src-shared/redis-streams'
 
 export { CONSUMER_GROUP } from '../../src-shared/redis-streams'

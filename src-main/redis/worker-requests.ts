@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import { IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 import { tokensMatch } from '../http/guard'
-import { LogLimiter } from '../log-limiter'
+import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import { CONSUMER_GROUP, entryField, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'

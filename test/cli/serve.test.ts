@@ -155,7 +155,7 @@ describe('leasehold serve', () => {
     first.child.kill('SIGTERM')
     await first.exited
     expect(second.status).toBe(1)
-    expect(second.stderr).toMatch(/already in use/)
+    expect(second.stderr).toMatch(/^leasehold: could not start: the port is already in use/)
   })
 })
 

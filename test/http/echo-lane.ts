@@ -7,7 +7,7 @@ import { errorReplies } from '../../src-main/http/errors'
 import { createLane, type Lane } from '../../src-main/http/lane'
 import { route, type RouteCall, type RouteDeps } from '../../src-main/http/route'
 import { WORKER_PREFIX } from '../../src-main/http/worker-api'
-import { LogLimiter } from '../../src-main/log-limiter'
+import { LogLimiter } from '../../src-shared/log-limiter'
 
 export const ECHO_PATH = `${WORKER_PREFIX}/echo`
 const Echo = z.strictObject({ worker_id: z.string().optional(), say: z.string().optional() })

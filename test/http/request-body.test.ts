@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { prefersMinimal, readDeclaredJson, readJson } from '../../src-main/http/body'
 import { errorMiddleware, errorReplies } from '../../src-main/http/errors'
 import { HttpError } from '../../src-main/http/http-error'
-import { LogLimiter } from '../../src-main/log-limiter'
+import { LogLimiter } from '../../src-shared/log-limiter'
 
 const LIMIT = 4096
 

@@ -59,6 +59,26 @@ describe('serve configuration', () => {
     expect(() => parseServeArgs(['--token', 'short'], {})).toThrow(ConfigError)
   })
 
+  test('a number is plain decimal: "", " 3", "0x5", "1e1" and "+3" are refused, never read as 0, 3, 5, 10 or 3', () => {
+    for (const value of ['', ' 3', '0x5', '1e1', '+3', '3.0']) {
+      expect(() => parseServeArgs(['--total-units', value], {})).toThrow(`--total-units must be a whole number from`)
+      expect(() => parseServeArgs([], { LEASEHOLD_TOTAL_UNITS: value })).toThrow(/LEASEHOLD_TOTAL_UNITS must be a whole number/)
+    }
+    expect(parseServeArgs(['--total-units', '5'], {}).totalUnits).toBe(5)
+  })
+
+  test('--busy takes auto or 0 to 10 in plain decimal, and says so for anything else', () => {
+    for (const value of ['high', '', '11', '-1', '0x5', '1e1']) {
+      expect(() => parseServeArgs(['--busy', value], {})).toThrow('must be a number from 0 to 10, or auto')
+    }
+    expect(parseServeArgs(['--busy', '0'], {}).busy).toBe(0)
+    expect(parseServeArgs(['--busy', '10'], {}).busy).toBe(10)
+  })
+
+  test('an unknown flag is named in one line, without parseArgs\'s hint about positional arguments', () => {
+    expect(() => parseServeArgs(['--bogus'], {})).toThrow(/^Unknown option '--bogus'$/)
+  })
+
   test('--workers takes 0 (external workers only) to 64', () => {
     expect(parseServeArgs(['--workers', '0'], {}).workers).toBe(0)
     expect(() => parseServeArgs(['--workers', '65'], {})).toThrow(/--workers/)

@@ -5,7 +5,7 @@ import { EngineError } from '../../src-main/engine'
 import { HttpError } from '../../src-main/http/http-error'
 import { answerError, storageFault } from '../../src-main/error-answer'
 import { StorageUncertainError } from '../../src-main/db/commit-outcome'
-import { LogLimiter } from '../../src-main/log-limiter'
+import { LogLimiter } from '../../src-shared/log-limiter'
 
 const sqliteError = (code: string) => new BetterSqlite3.SqliteError('from SQLite', code)
 const fsError = (code: string) => Object.assign(new Error(`${code}: from the OS`), { code })

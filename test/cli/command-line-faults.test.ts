@@ -1,0 +1,224 @@
+/**
+ * The command line under the mistakes and faults a user meets: a value that only looks like a
+ * number, a URL without its scheme, a reader that closes the output, a host that goes away while
+ * a command waits on it, a folder of handlers that is not there. Each is one clear line and the
+ * right exit status (2: the user's mistake; 1: a fault; 141: the output was closed), never a
+ * stack trace and never silence.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
+import { type AddressInfo, createServer } from 'node:net'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { MAX_DELAY_MS } from '../../src-main/engine/verbs/jobs'
+import { MAX_DELAY_MS as COMMAND_MAX_DELAY_MS } from '../../src-main/commands/submit'
+import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
+import { limitRetryLines } from '../../src-shared/log-limiter'
+import { startTestHost, tempDir, type TestHost } from '../helpers/host'
+import { BIN, runCliAsync } from '../helpers/process'
+
+/** The runner's own LEASEHOLD_* settings must not pick the host. */
+const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
+
+let host: TestHost
+const children: ChildProcess[] = []
+
+beforeAll(async () => {
+  host = await startTestHost({ workers: 0 })
+})
+afterAll(async () => {
+  await host.dispose()
+})
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+})
+
+function run(args: string[], env: NodeJS.ProcessEnv = {}, input?: string) {
+  return runCliAsync(args, { ...CLEAN_ENV, ...env }, (child) => children.push(child), input)
+}
+
+const lines = (text: string) => text.trim().split('\n').filter(Boolean)
+
+/** A loopback port nothing listens on. */
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+describe('a usage mistake is one line and exit 2', () => {
+  test.each([
+    ['a count that is empty', ['jobs', '--limit', ''], '--limit must be a whole number from 1 to 500 (got "")'],
+    ['a count in hexadecimal', ['jobs', '--limit', '0x5'], '--limit must be a whole number from 1 to 500 (got "0x5")'],
+    ['a count in exponent form', ['submit', '--type', 't', '--units', '1e1'], '--units must be a whole number'],
+    ['a state no listed job has', ['jobs', '--state', 'LEASED'], '--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)'],
+    ['a queue with an empty name', ['queue', 'pause', ''], 'queue pause needs the name of a queue'],
+    ['two queues at once', ['queue', 'pause', 'a', 'b'], 'queue pause takes one QUEUE (got also "b")'],
+    ['a delay past the host’s longest', ['submit', '--type', 't', '--in', '99999d'], '--in must be at most 100 years (36500d) (got "99999d")'],
+    ['a null payload', ['submit', '--type', 't', '--payload', 'null'], '--payload is null: a payload cannot be null'],
+    ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
+    ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
+    ['help on no command', ['help', 'bogus'], 'no help for "bogus": it is not a command'],
+  ])('%s', async (_what, args, message) => {
+    const result = await run([...args, '--data-dir', host.dataDir])
+    expect(result.status, result.stderr).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(message)])
+    expect(result.stderr).not.toContain('To specify a positional argument')
+  })
+
+  test('a bad LEASEHOLD_URL is named as the variable, not as --url', async () => {
+    const result = await run(['status'], { LEASEHOLD_URL: 'localhost:7878', LEASEHOLD_TOKEN: 'x' })
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining('LEASEHOLD_URL must be an http:// or https:// URL')])
+  })
+
+  test('leasehold with no command prints the help on stderr, exit 2', async () => {
+    const result = await run([])
+    expect(result.status).toBe(2)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toContain('Usage: leasehold')
+  })
+
+  test('the command refuses a delay exactly where the host would', () => {
+    expect(COMMAND_MAX_DELAY_MS).toBe(MAX_DELAY_MS)
+  })
+})
+
+describe('input files', () => {
+  test('a payload file that starts with a byte-order mark is read as the JSON after it', async () => {
+    const dir = tempDir()
+    mkdirSync(dir, { recursive: true })
+    const file = join(dir, 'payload.json')
+    writeFileSync(file, '\uFEFF{"from":"notepad"}')
+    const result = await run(['submit', '--type', 'bom', '--payload', `@${file}`, '--json', '--data-dir', host.dataDir])
+    expect(result.status, result.stderr).toBe(0)
+    expect(JSON.parse(result.stdout).payload).toEqual({ from: 'notepad' })
+  })
+})
+
+describe('a reader that closes the output', () => {
+  test('ends submit --each quietly with exit 141, as a closed pipe ends any program', async () => {
+    const child = spawn(process.execPath, [BIN, 'submit', '--type', 'piped', '--each', '-', '--data-dir', host.dataDir], {
+      env: { ...process.env, ...CLEAN_ENV },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    children.push(child)
+    let stderr = ''
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.stdin!.end('{}\n'.repeat(3000))
+    // `| head -1`: read the first chunk, then close the pipe.
+    child.stdout!.once('data', () => child.stdout!.destroy())
+    const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
+    expect(status).toBe(141)
+    expect(stderr).toBe('')
+  })
+})
+
+describe('leasehold check', () => {
+  test('with --url and --token, and no database in the data dir, the host at that URL checks its own file', async () => {
+    const empty = tempDir()
+    mkdirSync(empty, { recursive: true })
+    const result = await run(['check', '--quick', '--url', host.url, '--token', host.token, '--data-dir', empty])
+    expect(result.status, result.stderr).toBe(0)
+    expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(host.dataDir, 'leasehold.db')} passed the integrity check`)])
+  })
+
+  test('without --url, no database in the data dir is one line naming the file and both ways to name it, exit 1', async () => {
+    const empty = tempDir()
+    mkdirSync(empty, { recursive: true })
+    const result = await run(['check', '--data-dir', empty])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([`leasehold: there is no database at ${join(empty, 'leasehold.db')} (give the data directory with --data-dir, or a host with --url and --token)`])
+  })
+})
+
+describe('a data dir the user may not read', () => {
+  test('is named as a permission problem, not as "no host is running"', async (context) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('runs the command as another user, which needs root')
+    const dir = tempDir()
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'host.json'), JSON.stringify({ url: host.url, pid: process.pid }))
+    chmodSync(dir, 0o700)
+    const asNobody = ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, BIN, 'status', '--data-dir', dir]
+    const result = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      const child = spawn('setpriv', asNobody, { env: { ...process.env, ...CLEAN_ENV }, stdio: ['ignore', 'ignore', 'pipe'] })
+      let stderr = ''
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+      child.once('close', (status) => resolve({ status, stderr }))
+    })
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(`cannot read ${join(dir, 'host.json')} (EACCES`)])
+  })
+})
+
+describe('submit --wait when the host goes away', () => {
+  test('says at once that the connection was lost, instead of nothing until it gives up', async () => {
+    const jobId = 'job-of-a-host-that-stops'
+    const server = createHttpServer((req, res) => {
+      if (req.url?.startsWith('/api/events/stream')) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        // The host stops: the stream ends, and nothing listens any more.
+        res.end('retry: 50\n\n')
+        server.close()
+        return
+      }
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ job: { job_id: jobId, state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }, result: null }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    let printed = ''
+    const out = { isTTY: false, write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WriteStream
+    const waiting = waitForJob({ url, token: 't' }, jobId, new ProgressLine(out))
+    waiting.catch(() => {}) // it ends after 60 s unreachable; the test looks only at the first line
+    const deadline = Date.now() + 5_000
+    while (!printed.includes('lost the connection') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+    expect(lines(printed)).toContainEqual(expect.stringMatching(new RegExp(`^leasehold: lost the connection to the host at ${url} \\(ECONNREFUSED\\); trying again for up to 60 s$`)))
+    server.closeAllConnections()
+  })
+})
+
+describe('leasehold worker', () => {
+  /** Starts `leasehold worker …` and resolves with its stderr once `what` shows in it. */
+  async function workerSays(args: string[], what: string): Promise<string> {
+    const child = spawn(process.execPath, [BIN, 'worker', ...args], { env: { ...process.env, ...CLEAN_ENV }, stdio: ['ignore', 'ignore', 'pipe'] })
+    children.push(child)
+    let stderr = ''
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const deadline = Date.now() + 15_000
+    while (!stderr.includes(what) && child.exitCode === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+    child.kill('SIGTERM')
+    return stderr
+  }
+
+  test('a --handlers folder that is not there is said, as a handler that did not load', async () => {
+    const stderr = await workerSays(['--handlers', '/nonexistent-handlers', '--data-dir', host.dataDir], 'did not load')
+    expect(stderr).toContain('leasehold worker: handler /nonexistent-handlers did not load: ENOENT: no such folder, /nonexistent-handlers')
+  })
+
+  test('a Redis that does not answer is said, not waited on in silence', async () => {
+    const port = await freePort()
+    const stderr = await workerSays(['--redis', `redis://127.0.0.1:${port}`, '--token', 'x'], 'did not answer')
+    expect(lines(stderr)).toContainEqual(expect.stringContaining(`leasehold worker: Redis at redis://127.0.0.1:${port} did not answer`))
+  })
+
+  test('a retry line repeats at most once a minute for each kind of fault, with the count held back; other lines pass', () => {
+    const printed: string[] = []
+    let now = 0
+    const log = limitRetryLines((line) => printed.push(line), () => now)
+    for (let i = 0; i < 5; i++) log(`leasehold worker: the host answered 507 storage_full (attempt ${i}); retrying in 1 s`)
+    log('leasehold worker: the host did not answer (ECONNREFUSED); retrying in 300 ms')
+    log('leasehold worker: started')
+    now = 60_000
+    log('leasehold worker: the host answered 507 storage_full (attempt 5); retrying in 1 s')
+    expect(printed).toEqual([
+      'leasehold worker: the host answered 507 storage_full (attempt 0); retrying in 1 s',
+      'leasehold worker: the host did not answer (ECONNREFUSED); retrying in 300 ms',
+      'leasehold worker: started',
+      'leasehold worker: the host answered 507 storage_full (attempt 5); retrying in 1 s (4 more like it since the last such line)',
+    ])
+  })
+})
