@@ -1,4 +1,3 @@
-import { resolve } from 'node:path'
 import { ConfigError, runClient, watchClosedOutput } from '../src-shared/command-line'
 import { dashboardLink } from './data-dir/dashboard-link'
 import { CHECK_HELP, checkCommand } from './commands/check'
@@ -139,7 +138,7 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   })
   // The first line is what scripts wait for; the link is how a person gets into the dashboard.
   console.log(`leasehold listening on ${host.url}`)
-  console.log(`  data dir   ${resolve(config.dataDir)}`)
+  console.log(`  data dir   ${config.dataDir}`)
   console.log(`  dashboard  ${dashboardLink(host.url, host.token)}`)
   return stopped
 }

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
@@ -154,7 +155,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
   }
   const busy = read('busy') as number | 'auto' | undefined
   return {
-    dataDir: (read('data-dir') as string | undefined) ?? defaults.dataDir ?? defaultDataDir(env),
+    // Absolute, so that every line naming a file in it (the start's, an error's, host.json's) names the same place.
+    dataDir: resolve((read('data-dir') as string | undefined) ?? defaults.dataDir ?? defaultDataDir(env)),
     host: read('host') as string,
     port: read('port') as number,
     token: (read('token') as string | undefined) ?? null,

@@ -5,7 +5,7 @@
 // pure function under src-main/desktop/ with its unit tests.
 import { BrowserWindow, Menu, Tray, app, dialog, ipcMain, nativeImage, powerMonitor, session, utilityProcess, type IpcMainEvent, type WebContents } from 'electron'
 import { existsSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { APP_FILES } from '../scripts/app-files.js'
 import { defaultDataDir, parseServeArgs, type HostConfig } from './config'
 import { splitArgs } from './desktop/app-args'
@@ -65,8 +65,7 @@ function readConfig(): HostConfig | null {
   try {
     // argv[0] is Electron; the app path (`.` from the source tree) is no flag and is left alone.
     const { leasehold } = splitArgs(process.argv.slice(1))
-    const config = parseServeArgs(leasehold, process.env, { dataDir: defaultDataDir(process.env) })
-    return { ...config, dataDir: resolve(config.dataDir) } // app.setPath takes absolute paths only
+    return parseServeArgs(leasehold, process.env, { dataDir: defaultDataDir(process.env) }) // an absolute data dir, which app.setPath needs
   } catch (error) {
     fail(error)
     return null

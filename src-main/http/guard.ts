@@ -176,6 +176,11 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
     // Checked only when the host's token did not match: the digest it takes costs nothing on the common path.
     const workerOk = !bearerOk && !ticketOk && match !== null && isWorkerPath(input.path) && policy.isWorkerToken?.(match[1]!) === true
     if (!bearerOk && !ticketOk && !workerOk) {
+      // A worker's token outside the worker routes is a real token used in the wrong place: said
+      // so, or a user who gave it to `leasehold jobs` would look for a typo in it.
+      if (match !== null && !isWorkerPath(input.path) && policy.isWorkerToken?.(match[1]!) === true) {
+        return { code: 'unauthorized', detail: "A worker token opens only the worker routes and the files API; this route needs the host's token" }
+      }
       return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }
   }

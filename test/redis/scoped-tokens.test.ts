@@ -8,12 +8,14 @@ const policy = { token: 'host-token-0123456789', port: 7878, allowedHosts: [], i
 const request = (path: string, token: string) => ({ path, host: '127.0.0.1:7878', origin: undefined, authorization: `Bearer ${token}` })
 
 describe('worker-scoped tokens', () => {
-  test('a worker token opens the worker routes and the files API only', () => {
+  test('a worker token opens the worker routes and the files API only; elsewhere the refusal says it needs the host’s token', () => {
     expect(checkRequest(request('/internal/worker/batch', 'worker-token-0123456789'), policy)).toBeNull()
     expect(checkRequest(request('/api/files/leases/acquire', 'worker-token-0123456789'), policy)).toBeNull()
     for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers']) {
-      expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized' })
+      expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized', detail: expect.stringContaining("this route needs the host's token") })
     }
+    // A token nobody made is only "not valid": the worker token's line is for a worker token.
+    expect(checkRequest(request('/api/capacity', 'not-a-token-0123456789'), policy)).toEqual({ code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' })
     expect(checkRequest(request('/api/scheduler/jobs/submit', 'host-token-0123456789'), policy)).toBeNull()
   })
 

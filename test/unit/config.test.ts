@@ -1,3 +1,4 @@
+import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { dashboardLink } from '../../src-main/data-dir/dashboard-link'
 import { ConfigError, DEFAULT_WORKER_CONCURRENCY, defaultDataDir, localWorkerSlots, parseServeArgs } from '../../src-main/config'
@@ -77,6 +78,11 @@ describe('serve configuration', () => {
 
   test('an unknown flag is named in one line, without parseArgs\'s hint about positional arguments', () => {
     expect(() => parseServeArgs(['--bogus'], {})).toThrow(/^Unknown option '--bogus'$/)
+  })
+
+  test('the data dir is made absolute, so that every line naming a file in it names the same place', () => {
+    expect(parseServeArgs(['--data-dir', 'relative/dir'], {}).dataDir).toBe(join(process.cwd(), 'relative/dir'))
+    expect(parseServeArgs([], { LEASEHOLD_DATA_DIR: './here' }).dataDir).toBe(join(process.cwd(), 'here'))
   })
 
   test('--workers takes 0 (external workers only) to 64', () => {
