@@ -1,5 +1,5 @@
-import { accessSync, constants } from 'node:fs'
-import { join } from 'node:path'
+import { accessSync, constants, realpathSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
 import { type ClientTarget, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
@@ -109,9 +109,27 @@ async function checkHeld(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
       `${path} is held by a running host, whose host.json is missing (it could not write it, or it is not a Leasehold host): give its --url and --token to check through it`,
     )
   }
+  let report: IntegrityReport
   try {
-    return await checkThroughHost(target, depth)
+    report = await checkThroughHost(target, depth)
   } catch (failure) {
     throw new Error(`${path} is held by a running host, and the host at ${target.url} could not check it: ${(failure as Error).message}`)
   }
+  // LEASEHOLD_URL may name another host than the one that holds this file: its report is not this file's.
+  if (!sameFile(report.path, path)) {
+    throw new Error(`${path} is held by a running host, but the host at ${target.url} serves ${report.path}: give the --url and --token of the host that serves ${path}`)
+  }
+  return report
+}
+
+/** Whether two paths name one file (through links and relative parts), as far as this machine can tell. */
+function sameFile(a: string, b: string): boolean {
+  const real = (path: string) => {
+    try {
+      return realpathSync(path)
+    } catch {
+      return resolve(path)
+    }
+  }
+  return real(a) === real(b)
 }

@@ -135,6 +135,21 @@ describe('leasehold check', () => {
     expect(asked.status).toBe(200)
   })
 
+  test('a held file is checked only by the host that serves it: LEASEHOLD_URL naming another host is one line saying so, exit 1', async () => {
+    const dir = dataDir()
+    host = await startTestHost({ dataDir: dir })
+    const other = await startTestHost({ dataDir: dataDir() })
+    try {
+      const result = await runCliAsync(['check', '--data-dir', dir, '--quick'], { LEASEHOLD_URL: other.url, LEASEHOLD_TOKEN: other.token })
+      expect(result.status).toBe(1)
+      expect(result.stderr.trim().split('\n')).toEqual([
+        `leasehold: ${join(dir, 'leasehold.db')} is held by a running host, but the host at ${other.url} serves ${join(other.dataDir, 'leasehold.db')}: give the --url and --token of the host that serves ${join(dir, 'leasehold.db')}`,
+      ])
+    } finally {
+      await other.dispose()
+    }
+  })
+
   test('a data dir with no database is one line, exit 1', () => {
     const result = runCli(['check', '--data-dir', dataDir()])
     expect(result.status).toBe(1)
