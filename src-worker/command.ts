@@ -65,10 +65,11 @@ function redisTarget(url: string, flags: WorkerFlags, env: NodeJS.ProcessEnv): {
 /** `leasehold worker`: an external worker until SIGTERM/SIGINT, then a drain. */
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseWorkerArgs(argv)
-  const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
-  const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
+  // The flags' values are checked before the host is looked for: a usage error is said as one.
   const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
+  const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
+  const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = limitRetryLines((line: string) => console.error(line))
   const route: RemoteRoute = redisUrl

@@ -31,29 +31,27 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
     throw flagError(error)
   }
   const { values, positionals } = parsed
+  // What was asked is checked before the data dir is looked for: a usage error is said as one.
+  const [action, ...rest] = positionals
+  const asked = action === 'revoke' ? rest.length === 1 : (action === 'create' || action === 'list') && rest.length === 0
+  if (!asked) throw new ConfigError('usage: leasehold token create --scope worker | list | revoke ID')
+  const scope = values.scope
+  if (action === 'create' && !TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
   const dataDir = values['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
   if (!existsSync(dataDir)) throw new ConfigError(`there is no data directory at ${dataDir} (give it with --data-dir)`)
-  const [action, ...rest] = positionals
-  if (action === 'create' && rest.length === 0) {
-    const scope = values.scope
-    if (!TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
+  if (action === 'create') {
     const { id, token } = createScopedToken(dataDir, scope as TokenScope)
     console.error(`leasehold: token ${id} (scope ${scope}) created; it is shown once:`)
     console.log(token)
-    return 0
-  }
-  if (action === 'list' && rest.length === 0) {
+  } else if (action === 'list') {
     const tokens = listScopedTokens(dataDir)
     if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
     else for (const t of tokens) console.log(`${t.id}  ${t.scope}  created ${new Date(t.created_at).toISOString()}${t.revoked_at ? `  revoked ${new Date(t.revoked_at).toISOString()}` : ''}`)
-    return 0
-  }
-  if (action === 'revoke' && rest.length === 1) {
+  } else {
     if (!revokeScopedToken(dataDir, rest[0]!)) throw new ConfigError(`there is no token ${rest[0]} (leasehold token list shows them)`)
     console.error(`leasehold: token ${rest[0]} revoked`)
-    return 0
   }
-  throw new ConfigError('usage: leasehold token create --scope worker | list | revoke ID')
+  return 0
 }
 
 function parse(argv: string[]) {

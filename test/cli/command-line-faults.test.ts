@@ -69,6 +69,17 @@ describe('a usage mistake is one line and exit 2', () => {
     expect(result.stderr).not.toContain('To specify a positional argument')
   })
 
+  test.each([
+    ['a worker’s concurrency that is not a number', ['worker', '--concurrency', 'abc'], '--concurrency must be a whole number from 1 to 256 (got "abc")'],
+    ['a worker’s negative grace', ['worker', '--grace-s', '-1'], '--grace-s must be a whole number from 0 to 3600 (got "-1")'],
+    ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker | list | revoke ID'],
+    ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker'],
+  ])('%s is said before the host or its data dir is looked for', async (_what, args, message) => {
+    const result = await run([...args, '--data-dir', join(tempDir('no-host-'), 'missing')])
+    expect(result.status, result.stderr).toBe(2)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${message}`])
+  })
+
   test('a bad LEASEHOLD_URL is named as the variable, not as --url', async () => {
     const result = await run(['status'], { LEASEHOLD_URL: 'localhost:7878', LEASEHOLD_TOKEN: 'x' })
     expect(result.status).toBe(2)
