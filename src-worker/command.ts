@@ -6,7 +6,7 @@ import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { resolveClientTarget } from '../src-shared/client-target'
 import { ConfigError, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
-import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY } from '../src-shared/worker-exchange'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, Name, WorkerId } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -68,9 +68,12 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   // The flags' values are checked before the host is looked for: a usage error is said as one.
   const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
+  const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
+  if (!WorkerId.safeParse(workerId).success) throw new ConfigError(`--worker-id must be 1 to ${MAX_ID_CHARS} characters (got ${workerId.length})`)
+  const streams = list(flags.streams).length > 0 ? list(flags.streams) : ['default']
+  checkStreams(streams)
   const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
   const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
-  const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   const log = limitRetryLines((line: string) => console.error(line))
   const route: RemoteRoute = redisUrl
     ? { via: 'redis', url: redisUrl, token: target.token, prefix: flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX }
@@ -91,7 +94,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     // The first handler thread claims, runs and reports its jobs over a transport of its own (driver.ts).
     drive: route,
     workerId,
-    streams: list(flags.streams).length > 0 ? list(flags.streams) : ['default'],
+    streams,
     concurrency,
     handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']) },
     log,
@@ -112,6 +115,15 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   runtime.begin()
   console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
   return stopped
+}
+
+/** The queues of --streams, held to the names a claim may carry (the host would refuse the first claim). */
+function checkStreams(streams: string[]): void {
+  if (streams.length > MAX_STREAMS) throw new ConfigError(`--streams names at most ${MAX_STREAMS} queues (got ${streams.length})`)
+  for (const stream of streams) {
+    const problem = Name.safeParse(stream).error?.issues[0]
+    if (problem) throw new ConfigError(`--streams: ${JSON.stringify(stream.length > 40 ? `${stream.slice(0, 40)}…` : stream)} is not a queue name: ${problem.message}`)
+  }
 }
 
 /**
