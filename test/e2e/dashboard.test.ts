@@ -727,6 +727,25 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     }
   })
 
+  test('a window too narrow for the header wraps it: nothing scrolls sideways, and a short id is never broken after its "…"', async () => {
+    // Two jobs in a queue no worker takes: the second waits "behind job …<id>".
+    const ids = [await submit({ job_type: 'sleep', queue: 'narrow-e2e' }), await submit({ job_type: 'sleep', queue: 'narrow-e2e' })]
+    await page.setViewportSize({ width: 760, height: 900 })
+    try {
+      await page.goto(`${host.url}/#/jobs`)
+      await page.locator(`tr[data-job="${ids[1]}"] [data-testid="row-waiting"]`).filter({ hasText: 'behind job' }).waitFor({ timeout: 5000 })
+      expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBe(0)
+      // An inline element broken across lines has one box a line.
+      const shortIds = page.locator('tr[data-job] a[title], [data-testid="row-waiting"] .id')
+      expect(await shortIds.count()).toBeGreaterThan(2)
+      expect(await shortIds.evaluateAll((all) => all.filter((el) => el.getClientRects().length > 1).map((el) => el.textContent))).toEqual([])
+      await shoot('jobs-narrow')
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+      for (const id of ids) await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
+    }
+  })
+
   test('the page asked for nothing it could not find (a favicon included)', () => {
     expect(notFound).toEqual([])
   })

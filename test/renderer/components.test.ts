@@ -178,6 +178,14 @@ test('a wait that ends by itself shows its time as every other time, on the job 
   expect(text(table.querySelector('[data-testid="row-waiting"]'))).toBe(line)
 })
 
+test('the short id of the job a waiting job is behind is one element of its line, kept whole (the narrow window in the e2e test)', () => {
+  const reason = 'waiting its turn behind job …042100cc, which needs 10 units'
+  const table = render(JobsTable, { jobs: [job({ state: 'QUEUED', waiting_reason: reason })], now: T0, oncancel: () => {} })
+  const line = table.querySelector('[data-testid="row-waiting"]')!
+  expect(text(line)).toBe(reason)
+  expect([...line.querySelectorAll('span.id')].map((span) => span.textContent)).toEqual(['…042100cc'])
+})
+
 test("the total units field keeps what is typed, an emptied field too, and says why it cannot send what it cannot", async () => {
   const figures = { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 }
   const { fetcher, calls } = fakeFetch({ 'GET /api/capacity': figures, 'PUT /api/capacity': (body) => ({ ...figures, ...(body as object) }) })
