@@ -733,7 +733,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await page.setViewportSize({ width: 760, height: 900 })
     try {
       await page.goto(`${host.url}/#/jobs`)
-      await page.locator(`tr[data-job="${ids[1]}"] [data-testid="row-waiting"]`).filter({ hasText: 'behind job' }).waitFor({ timeout: 5000 })
+      await page.locator('[data-testid="row-waiting"]').filter({ hasText: 'behind job' }).first().waitFor({ timeout: 10_000 })
       expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBe(0)
       // An inline element broken across lines has one box a line.
       const shortIds = page.locator('tr[data-job] a[title], [data-testid="row-waiting"] .id')
