@@ -67,7 +67,7 @@ export class LiveStream {
     return () => this.listeners.delete(listener)
   }
 
-  /** Called when the host could not replay everything missed: the stores should reload. */
+  /** Called when the stream cannot give everything missed (an older gap, or no event yet to resume after): the stores should reload. */
   onGap(listener: () => void): () => void {
     this.gapListeners.add(listener)
     return () => this.gapListeners.delete(listener)
@@ -121,6 +121,10 @@ export class LiveStream {
       this.problem = null
       this.status = 'live'
       for (const listener of this.redisListeners) listener(null)
+      // Opened with no event to resume after (the first open, or a reopen before any event came),
+      // the stream starts at the host's present: what changed between the stores' reads and now
+      // would never come. As after a gap, the stores read again.
+      if (this.lastEventId === null) for (const listener of this.gapListeners) listener()
     }
     source.onerror = () => {
       if (this.source !== source) return

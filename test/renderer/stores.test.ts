@@ -87,6 +87,36 @@ describe('the live stream', () => {
     }
   })
 
+  test('an open with no event to resume after asks the stores to read again (what changed before it would never come); a resuming one does not', async () => {
+    vi.useFakeTimers()
+    try {
+      let tickets = 0
+      const { fetcher } = fakeFetch({ 'POST /api/events/ticket': () => ({ ticket: `ticket-${++tickets}` }) })
+      const sources: FakeSource[] = []
+      const stream = new LiveStream(new ApiClient(connection, fetcher), (url) => sources[sources.push(new FakeSource(url)) - 1]!)
+      let reads = 0
+      stream.onGap(() => reads++)
+      stream.start()
+      await vi.waitFor(() => expect(sources).toHaveLength(1))
+      sources[0]!.open()
+      expect(reads).toBe(1)
+      // Dropped before any event came: the browser's reopen has nothing to resume after either.
+      sources[0]!.fail(0)
+      sources[0]!.open()
+      expect(reads).toBe(2)
+      sources[0]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 41 }), '41')
+      sources[0]!.fail(0)
+      sources[0]!.open() // resumes after 41: the host replays what it missed
+      sources[0]!.fail(2)
+      await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
+      sources[1]!.open()
+      expect(reads).toBe(2)
+      stream.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   test('backs off 1 s, 2 s, 4 s … at most 15 s between fresh tickets', () => {
     expect([1, 2, 3, 4, 5, 9].map(reconnectDelayMs)).toEqual([1000, 2000, 4000, 8000, 15_000, 15_000])
   })
@@ -210,21 +240,23 @@ describe('the leases store', () => {
       expect(leaseReads()).toBe(1)
       expect(dashboard.time.now).toBe(Date.now() + 184 * SECOND)
       sources[0]!.open()
+      await vi.advanceTimersByTimeAsync(0)
+      expect(leaseReads()).toBe(2) // the stream opened with no event to resume after: read again
       sources[0]!.emit('LEASE_GRANTED', event('LEASE_GRANTED', { id: 7, entity_type: 'LEASE', entity_id: 'l1', data: { worker_id: 'w1', cost_units: 1 } }), '7')
       sources[0]!.emit('LEASE_EXPIRED', event('LEASE_EXPIRED', { id: 8, entity_type: 'LEASE', entity_id: 'l1' }), '8')
       await vi.advanceTimersByTimeAsync(200)
-      expect(leaseReads()).toBe(2) // one read for the burst
+      expect(leaseReads()).toBe(3) // one read for the burst
       sources[0]!.emit('CAPACITY_CHANGED', event('CAPACITY_CHANGED', { id: 9, job_id: null, entity_type: 'CAPACITY', entity_id: 'capacity' }), '9')
       await vi.advanceTimersByTimeAsync(1000)
-      expect(leaseReads()).toBe(2)
-      await vi.advanceTimersByTimeAsync(800) // 2 s after the start
       expect(leaseReads()).toBe(3)
+      await vi.advanceTimersByTimeAsync(800) // 2 s after the start
+      expect(leaseReads()).toBe(4)
       // The last lease ends: once it has flashed out, its heartbeats are over and so are the reads.
       leases = []
       await vi.advanceTimersByTimeAsync(2000)
-      expect(leaseReads()).toBe(4)
+      expect(leaseReads()).toBe(5)
       await vi.advanceTimersByTimeAsync(FLASH_MS + 30 * SECOND)
-      expect(leaseReads()).toBe(4)
+      expect(leaseReads()).toBe(5)
       // No job lists or lease reads per job any more.
       expect(calls.filter((c) => /[?&]state=|\/lease\//.test(c.path))).toEqual([])
       dashboard.stop()
@@ -255,7 +287,8 @@ describe('an idle dashboard', () => {
     const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
     dashboard.start()
     await vi.advanceTimersByTimeAsync(1000)
-    sources[0]!.open()
+    sources[0]!.open() // with no event to resume after: every view is read again
+    await vi.advanceTimersByTimeAsync(1000)
     const reads = (path: string) => calls.filter((c) => c.path === path).length
     return { dashboard, calls, stream: sources[0]!, reads }
   }
