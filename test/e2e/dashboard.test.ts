@@ -334,10 +334,19 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await halt.textContent()).toContain('ext-1')
     await shoot('job-blocked')
 
+    // Each event's type fits its column, whatever the font (FILE_LEASE_CONTENDED is the longest
+    // here): none runs into its data.
+    const crowded = () =>
+      page
+        .locator('[data-testid="timeline"] li strong')
+        .evaluateAll((all) => all.filter((el) => el.scrollWidth > el.clientWidth || el.getBoundingClientRect().right > el.nextElementSibling!.getBoundingClientRect().left).map((el) => el.textContent))
+    expect(await page.locator('[data-testid="timeline"] li strong').allTextContents()).toContain('FILE_LEASE_CONTENDED')
+    expect(await crowded()).toEqual([])
     // The timeline wraps between an event's fields, never inside one (unless a field is wider
     // than the whole line), also in a narrow window.
     await page.setViewportSize({ width: 760, height: 900 })
     try {
+      expect(await crowded()).toEqual([])
       const pairs = page.locator('[data-testid="timeline"] .pair')
       expect(await pairs.count()).toBeGreaterThan(10)
       const broken = await pairs.evaluateAll((all) =>
