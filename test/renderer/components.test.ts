@@ -345,6 +345,21 @@ test('a busy worker shows its jobs by the end of their ids (jobs of one minute s
   expect(text(el.querySelector('tr[data-worker="local-2.1"]'))).toContain('idle')
 })
 
+test('an external worker is shown without a pid or restarts: the host neither starts nor restarts it', () => {
+  const workers = new WorkersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch({}).fetcher))
+  workers.workers = [
+    { worker_id: 'local-1.1', kind: 'local', pid: 4242, state: 'ready', current_job_ids: [], last_seen_at: iso(T0), started_at: iso(T0 - 600 * SECOND), restarts: 2 },
+    { worker_id: 'ext-1', kind: 'external', pid: null, state: 'active', current_job_ids: [], last_seen_at: iso(T0), started_at: iso(T0 - 60 * SECOND), restarts: 0 },
+  ]
+  workers.loaded = true
+  const el = render(WorkersView, { workers, now: T0 + 2 * SECOND })
+  const headings = (id: string) => [...el.querySelectorAll(`[data-testid="workers-${id}"] th`)].map((th) => text(th))
+  expect(headings('local')).toEqual(['Worker', 'State', 'PID', 'Current job', 'Last seen', 'Restarts'])
+  expect(headings('external')).toEqual(['Worker', 'State', 'Current job', 'Last seen'])
+  expect([...el.querySelectorAll('tr[data-worker="local-1.1"] td')].map((td) => text(td))).toEqual(['local-1.1', 'ready', '4242', 'idle', '2 s ago', '2'])
+  expect([...el.querySelectorAll('tr[data-worker="ext-1"] td')].map((td) => text(td))).toEqual(['ext-1', 'active', 'idle', '2 s ago'])
+})
+
 test('the storage panel shows the database size (file + WAL) and how long finished jobs are kept', async () => {
   const answer = {
     database_bytes: 13 * 1024 * 1024,
