@@ -109,6 +109,9 @@ interface Serving<R extends { claimed: Claims }> {
 
 const nothing = (denial: Claims['denial']): Claims => ({ granted: [], denial })
 
+/** The longest delay a Node timer takes (2^31 - 1 ms, ~24.8 days); a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 /** Work arrived or capacity came back (engine/rules/events.ts decides which events say so). */
 const isWakeEvent = (event: Event): boolean => WAKE_EVENTS.has(event.event_type)
 
@@ -392,9 +395,11 @@ export class Dispatch {
     if (at === null) return
     const delay = Math.max(0, at - this.engine.now())
     this.eligibleAt = at
+    // Capped at the longest timer Node can set: a job delayed further (`--in 25d`) wakes the
+    // claims once early, finds nothing and sleeps again; uncapped, Node fires the timer at once.
     this.eligibleTimer = setTimeout(() => {
       this.eligibleTimer = null
       this.wakeForEligible()
-    }, delay + 1)
+    }, Math.min(delay + 1, MAX_TIMER_MS))
   }
 }

@@ -49,6 +49,22 @@ describe('delayed jobs over HTTP', () => {
     expect(await body(await post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'] }))).toEqual({ claimed: false })
   })
 
+  test('a job delayed past the longest timer Node sets (~24.8 days) leaves a waiting claim asleep, not woken in a loop', async () => {
+    const { host } = await startHost()
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
+    process.on('warning', onWarning)
+    try {
+      await submit(host, { delay_ms: 30 * 24 * 60 * MINUTE })
+      const claim = await post(host, `${WORKER}/claim`, { worker_id: 'x', streams: ['default'], max_wait_ms: 300 })
+      expect(await body(claim)).toEqual({ claimed: false })
+      await new Promise((resolve) => setTimeout(resolve, 50)) // a warning is emitted on a later tick
+    } finally {
+      process.off('warning', onWarning)
+    }
+    expect(warnings).toEqual([])
+  })
+
   test('run_at with delay_ms is 400 naming both; a run_at that is not an ISO time is 400', async () => {
     const { host } = await startHost()
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, run_at: new Date(T0).toISOString(), delay_ms: 5 }), 'run_at', 'delay_ms')
