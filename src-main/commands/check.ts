@@ -68,8 +68,8 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const depth = flags.quick ? 'quick' : 'full'
   let report: IntegrityReport
   if (databaseFile(path) === 'missing') {
-    // A host named by its URL checks its own file, wherever it is.
-    if (flags.url === undefined) {
+    // A host named by its URL (--url, or LEASEHOLD_URL) checks its own file, wherever it is.
+    if (flags.url === undefined && env.LEASEHOLD_URL === undefined) {
       console.error(`leasehold: there is no database at ${path} (give the data directory with --data-dir, or a host with --url and --token)`)
       return 1
     }

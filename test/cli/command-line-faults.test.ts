@@ -140,6 +140,13 @@ describe('leasehold check', () => {
     expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(host.dataDir, 'leasehold.db')} passed the integrity check`)])
   })
 
+  test('a host named by LEASEHOLD_URL and LEASEHOLD_TOKEN checks its own file, as one named by the flags does', async () => {
+    const empty = tempDir()
+    const result = await run(['check', '--quick', '--data-dir', empty], { LEASEHOLD_URL: host.url, LEASEHOLD_TOKEN: host.token })
+    expect(result.status, result.stderr).toBe(0)
+    expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(host.dataDir, 'leasehold.db')} passed the integrity check`)])
+  })
+
   test('without --url, no database in the data dir is one line naming the file and both ways to name it, exit 1', async () => {
     const empty = tempDir()
     mkdirSync(empty, { recursive: true })
