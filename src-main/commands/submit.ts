@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { components, paths } from '../../src-shared/api-types'
 import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
+import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi } from './http-client'
 import type { EachJob } from './wait'
@@ -43,7 +44,9 @@ Flags:
                        that is not JSON submits nothing (exit 2). Sent through
                        POST /api/scheduler/jobs/submit-batch, up to 1,000 jobs a request; prints
                        one id per job in the input's order (--json: one job per line). A line
-                       that is null submits nothing either (exit 2), as --payload null. A job the
+                       that is null, or that the host could not store as sent (a lone surrogate,
+                       a number past a double's range), submits nothing either (exit 2), as with
+                       --payload. A job the
                        host refuses is one line on stderr naming its input line, the others are
                        submitted, and the exit is 1. Not with --payload or --key
 ${TARGET_HELP}
@@ -103,6 +106,10 @@ function parseJsonInput(from: string, text: string): unknown {
     throw new ConfigError(`${from} is not valid JSON: ${(error as Error).message.split('\n')[0]}`)
   }
   if (value === null) throw new ConfigError(`${from} is null: a payload cannot be null (the host would store {}); give {} or leave the payload out`)
+  // What the host would refuse (a lone surrogate, 1e400, nesting past its limit) is refused here,
+  // naming the input: in a batch of --each the host's 400 would refuse the request's other jobs too.
+  const fault = faultIn(value, false)
+  if (fault !== null) throw new ConfigError(`${from}: ${faultDetail(value, fault.kind, 'the payload', ['payload'])}`)
   return value
 }
 

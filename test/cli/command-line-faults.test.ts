@@ -40,6 +40,10 @@ function run(args: string[], env: NodeJS.ProcessEnv = {}, input?: string) {
 
 const lines = (text: string) => text.trim().split('\n').filter(Boolean)
 
+/** Two good lines, then one whose JSON the host could not store (a lone surrogate): nothing is submitted. */
+const EACH_WITH_LONE_SURROGATE = join(tempDir('each-'), 'jobs.txt')
+writeFileSync(EACH_WITH_LONE_SURROGATE, '{"a":2}\n{"a":3}\n{"a":"\\ud800"}\n')
+
 /** A loopback port nothing listens on. */
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -59,6 +63,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['two queues at once', ['queue', 'pause', 'a', 'b'], 'queue pause takes one QUEUE (got also "b")'],
     ['a delay past the host’s longest', ['submit', '--type', 't', '--in', '99999d'], '--in must be at most 100 years (36500d) (got "99999d")'],
     ['a null payload', ['submit', '--type', 't', '--payload', 'null'], '--payload is null: a payload cannot be null'],
+    ['a payload the host could not store as sent', ['submit', '--type', 't', '--payload', '{"a":"\\ud800"}'], '--payload: payload.a: must be well-formed Unicode'],
+    ['a line of --each the host could not store as sent', ['submit', '--type', 't', '--each', EACH_WITH_LONE_SURROGATE], `--each ${EACH_WITH_LONE_SURROGATE} line 3: payload.a: must be well-formed Unicode`],
     ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
     ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
     ['help on no command', ['help', 'bogus'], 'no help for "bogus": it is not a command'],
