@@ -24,6 +24,7 @@ import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
+import { MIN_TOKEN_CHARS } from '../src-shared/limits'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
@@ -93,12 +94,24 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
 export function loadOrCreateToken(dataDir: string, given: string | null): string {
   if (given) return given
   const path = join(dataDir, 'token')
+  let stored: string | null = null
   try {
-    return readFileSync(path, 'utf8').trim()
+    stored = readFileSync(path, 'utf8').trim()
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
   }
+  if (stored) {
+    // A token anyone could guess would open the API to every program on the machine.
+    if (stored.length < MIN_TOKEN_CHARS) throw new Error(`the token in ${path} is shorter than ${MIN_TOKEN_CHARS} characters: write a longer one there, or delete the file to have one made`)
+    return stored
+  }
   const token = randomBytes(32).toString('hex')
+  if (stored === '') {
+    // An empty file, as a crash right after its creation leaves one: a token of no use to anyone
+    // (and an API no client could open), replaced by a new one.
+    writeFileSync(path, `${token}\n`, { mode: 0o600 })
+    return token
+  }
   try {
     writeFileSync(path, `${token}\n`, { mode: 0o600, flag: 'wx' })
     return token

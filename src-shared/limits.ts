@@ -8,6 +8,8 @@
 export const MAX_BATCH_ITEMS = 1000
 /** The most jobs one claim may take. */
 export const MAX_CLAIM_JOBS = 256
+/** The shortest API token a host takes (`--token`, or its data dir's token file). */
+export const MIN_TOKEN_CHARS = 16
 /** The longest id, token, worker id or stream name. */
 export const MAX_ID_CHARS = 200
 /** The longest error message or stack a failure report carries. */

@@ -2,11 +2,12 @@
  * The API token a host creates on first start: 32 random bytes written as hex, so that it can
  * follow `--token` on any command line (a token that starts with `-` reads as a missing value).
  */
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { loadOrCreateToken } from '../../src-main/host'
+import { MIN_TOKEN_CHARS } from '../../src-shared/limits'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -36,4 +37,19 @@ test('the token file is read back on the next start, and --token wins over it', 
   const first = loadOrCreateToken(dir, null)
   expect(loadOrCreateToken(dir, null)).toBe(first)
   expect(loadOrCreateToken(dir, 'given-token')).toBe('given-token')
+})
+
+test('an empty token file (a crash right after its creation) is replaced by a new token', () => {
+  const dir = freshDir()
+  writeFileSync(join(dir, 'token'), '\n')
+  const token = loadOrCreateToken(dir, null)
+  expect(token).toMatch(/^[0-9a-f]{64}$/)
+  expect(readFileSync(join(dir, 'token'), 'utf8')).toBe(`${token}\n`)
+  expect(loadOrCreateToken(dir, null)).toBe(token)
+})
+
+test('a token file shorter than --token may be is refused, naming the file, as --token is', () => {
+  const dir = freshDir()
+  writeFileSync(join(dir, 'token'), 'short\n')
+  expect(() => loadOrCreateToken(dir, null)).toThrow(`the token in ${join(dir, 'token')} is shorter than ${MIN_TOKEN_CHARS} characters`)
 })
