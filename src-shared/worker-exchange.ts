@@ -48,8 +48,15 @@ export const Name = z
   .max(MAX_ID_CHARS)
   .refine((name) => !ILL_FORMED.test(name), 'must be well-formed Unicode without U+0000 (no lone surrogates)')
 
+/**
+ * A queue (a worker's stream): a Name that is not "." or "..". A queue is a segment of the
+ * operators' paths (/api/queues/QUEUE/pause), and URL parsers drop such a segment (also spelt
+ * %2E), so a queue so named could be filled but never paused or resumed.
+ */
+export const QueueName = Name.refine((name) => name !== '.' && name !== '..', 'cannot be "." or ".." (a URL path drops such a segment)')
+
 /** The streams (job queues) a claim takes from, in the order tried. */
-const Streams = z.array(Name).min(1).max(MAX_STREAMS)
+const Streams = z.array(QueueName).min(1).max(MAX_STREAMS)
 
 // ---------------------------------------------------------------------------------------------
 // Requests

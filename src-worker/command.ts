@@ -6,7 +6,7 @@ import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { resolveClientTarget } from '../src-shared/client-target'
 import { ConfigError, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
-import { DEFAULT_WORKER_CONCURRENCY, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, Name, WorkerId } from '../src-shared/worker-exchange'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -70,7 +70,8 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   if (!WorkerId.safeParse(workerId).success) throw new ConfigError(`--worker-id must be 1 to ${MAX_ID_CHARS} characters (got ${workerId.length})`)
-  const streams = list(flags.streams).length > 0 ? list(flags.streams) : ['default']
+  if (flags.streams !== undefined && list(flags.streams).length === 0) throw new ConfigError('--streams needs at least one queue name (leave it out for the default queue)')
+  const streams = flags.streams === undefined ? ['default'] : list(flags.streams)
   checkStreams(streams)
   const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
   const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
@@ -121,7 +122,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
 function checkStreams(streams: string[]): void {
   if (streams.length > MAX_STREAMS) throw new ConfigError(`--streams names at most ${MAX_STREAMS} queues (got ${streams.length})`)
   for (const stream of streams) {
-    const problem = Name.safeParse(stream).error?.issues[0]
+    const problem = QueueName.safeParse(stream).error?.issues[0]
     if (problem) throw new ConfigError(`--streams: ${JSON.stringify(stream.length > 40 ? `${stream.slice(0, 40)}…` : stream)} is not a queue name: ${problem.message}`)
   }
 }

@@ -1,6 +1,7 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
+import { QueueName } from '../../src-shared/worker-exchange'
 import { answered, hostApi, table } from './http-client'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
@@ -63,8 +64,9 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
 }
 
 /**
- * The QUEUE of pause and resume (list takes none): exactly one word, not empty. An empty name
- * would reach the host as /api/queues//pause, a route that does not exist.
+ * The QUEUE of pause and resume (list takes none): exactly one word, a name a queue may have. An
+ * empty name would reach the host as /api/queues//pause, and "." or ".." as a path with the
+ * segment dropped: routes that do not exist.
  */
 function queueName(sub: string, words: string[]): string | undefined {
   if (sub === 'list') {
@@ -74,6 +76,8 @@ function queueName(sub: string, words: string[]): string | undefined {
   const [name, ...extra] = words
   if (name === undefined || name.trim() === '') throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
   if (extra.length > 0) throw new ConfigError(`queue ${sub} takes one QUEUE (got also "${extra[0]}"); run it once for each queue`)
+  const problem = QueueName.safeParse(name).error?.issues[0]
+  if (problem) throw new ConfigError(`queue ${sub}: "${name}" is not a queue name: ${problem.message}`)
   return name
 }
 

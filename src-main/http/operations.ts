@@ -3,7 +3,7 @@ import { BULK_ACTIONS, type BulkAction, type BulkPlan, type Engine, type QueuePa
 import { iso } from '../engine/rules/clock'
 import { JOB_STATES } from '../engine/rules/states'
 import { type Api, NOT_FOUND, type Route, route } from './route'
-import { IsoTime, Name, pathParams } from './schemas'
+import { IsoTime, pathParams, QueueName } from './schemas'
 import { JobAnswer, queueJob } from './views/queue'
 
 /**
@@ -17,8 +17,6 @@ const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('W
 /** The body of an operator's one-job or one-queue action (run now, retry, pause, resume); it may be empty. */
 export const OperatorRequest = z.strictObject({ requested_by: RequestedBy })
 export type OperatorRequest = z.infer<typeof OperatorRequest>
-
-export const QueueName = Name
 
 export const BulkRequest = z.strictObject({
   states: z.array(z.enum(JOB_STATES)).max(JOB_STATES.length).optional().describe('Only jobs in these states (each must be one the action applies to)'),

@@ -4,7 +4,7 @@ import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '..
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
-import { Id, JobState, JsonValue, Name, Note, pathParams, PRIORITY, Progress, TtlSec, WorkerId } from './schemas'
+import { Id, JobState, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
 import {
@@ -46,7 +46,7 @@ export const SubmitJob = z.strictObject({
   unique: z.boolean().optional(),
   tags: z.array(z.string().max(200)).max(100).optional(),
   max_runtime_s: z.number().int().min(1).max(7 * 24 * 3600).nullable().optional(),
-  queue: Name.optional(),
+  queue: QueueName.optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
   /** Beyond its contract: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
   run_at: z.iso.datetime({ offset: true }).nullable().optional(),

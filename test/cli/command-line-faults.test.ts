@@ -61,6 +61,7 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a state no listed job has', ['jobs', '--state', 'LEASED'], '--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)'],
     ['a queue with an empty name', ['queue', 'pause', ''], 'queue pause needs the name of a queue'],
     ['two queues at once', ['queue', 'pause', 'a', 'b'], 'queue pause takes one QUEUE (got also "b")'],
+    ['a queue named as a dot segment', ['queue', 'resume', '..'], 'queue resume: ".." is not a queue name: cannot be "." or ".."'],
     ['a delay past the host’s longest', ['submit', '--type', 't', '--in', '99999d'], '--in must be at most 100 years (36500d) (got "99999d")'],
     ['a null payload', ['submit', '--type', 't', '--payload', 'null'], '--payload is null: a payload cannot be null'],
     ['a payload the host could not store as sent', ['submit', '--type', 't', '--payload', '{"a":"\\ud800"}'], '--payload: payload.a: must be well-formed Unicode'],
@@ -81,6 +82,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a worker id the host would refuse', ['worker', '--worker-id', 'w'.repeat(201)], '--worker-id must be 1 to 200 characters (got 201)'],
     ['more queues than a claim may name', ['worker', '--streams', Array.from({ length: 51 }, (_, i) => `q${i}`).join(',')], '--streams names at most 50 queues (got 51)'],
     ['a queue name the host would refuse', ['worker', '--streams', `a,${'q'.repeat(201)}`], `--streams: "${'q'.repeat(40)}…" is not a queue name: Too big: expected string to have <=200 characters`],
+    ['a worker’s queue named as a dot segment', ['worker', '--streams', 'a,.'], '--streams: "." is not a queue name: cannot be "." or ".." (a URL path drops such a segment)'],
+    ['a worker’s empty list of queues', ['worker', '--streams', ' , '], '--streams needs at least one queue name (leave it out for the default queue)'],
     ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker | list | revoke ID'],
     ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker'],
   ])('%s is said before the host or its data dir is looked for', async (_what, args, message) => {

@@ -86,6 +86,19 @@ describe('bodies and names', () => {
     const emoji = await raw(request('POST', SUBMIT, json({ job_type: 'noop-\u{1F600}', cost_units: 1, queue: 'q-\u{1F600}' })))
     expect(emoji.status).toBe(201)
   })
+
+  test('a queue named "." or ".." is 400: its pause and resume paths would lose the segment, so it could never be paused', async () => {
+    for (const queue of ['.', '..']) {
+      const answer = await raw(request('POST', SUBMIT, json({ job_type: 'noop', cost_units: 1, queue })))
+      expect(answer.status, queue).toBe(400)
+      expect(answer.json).toMatchObject({ code: 'invalid_request', detail: expect.stringContaining('cannot be "." or ".."') })
+      const claim = await raw(request('POST', '/internal/worker/claim', json({ worker_id: 'w', streams: ['a', queue], max_wait_ms: 0 })))
+      expect(claim.status, queue).toBe(400)
+    }
+    for (const queue of ['...', '.hidden', 'a.b']) {
+      expect((await raw(request('POST', SUBMIT, json({ job_type: 'noop', cost_units: 1, queue })))).status, queue).toBe(201)
+    }
+  })
 })
 
 describe('every string a body carries reads back as sent, or is refused', () => {
