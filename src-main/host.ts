@@ -211,7 +211,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
 
   const directory = new WorkerDirectory(() => clock.now())
   // Tokens that may only run jobs (leasehold token): HTTP's worker routes and remote workers over Redis.
-  const scopedTokens = new ScopedTokens(config.dataDir)
+  const scopedTokens = new ScopedTokens(config.dataDir, log)
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   // Workers on other machines that reach the host through Redis alone.
   const remoteWorkers = relay

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { z } from 'zod'
 
 /**
  * Scoped tokens (`leasehold token create --scope worker`): a token that can only run jobs — the
@@ -23,9 +24,15 @@ export interface ScopedToken {
   revoked_at: number | null
 }
 
-interface Stored extends ScopedToken {
-  sha256: string
-}
+const Stored = z.object({
+  id: z.string(),
+  scope: z.enum(TOKEN_SCOPES),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  created_at: z.number(),
+  revoked_at: z.number().nullable(),
+})
+type Stored = z.infer<typeof Stored>
+const TokensFile = z.object({ tokens: z.array(Stored) })
 
 export const WORKER_TOKENS_FILE = 'worker-tokens.json'
 /** How often the host looks at the file's modification time (a revoke takes effect within this). */
@@ -33,22 +40,52 @@ const RECHECK_MS = 1_000
 
 const digest = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex')
 
-function readStored(dataDir: string): Stored[] {
-  try {
-    const parsed = JSON.parse(readFileSync(join(dataDir, WORKER_TOKENS_FILE), 'utf8')) as { tokens?: Stored[] }
-    return Array.isArray(parsed.tokens) ? parsed.tokens : []
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return []
-    throw error
-  }
+/** A token file that cannot be read, or is not one Leasehold wrote: its message names the file. */
+export class WorkerTokensFileError extends Error {
+  override name = 'WorkerTokensFileError'
 }
 
-/** Written whole and renamed into place: the host never reads half a file. */
+/**
+ * The tokens in the file; none when there is no file. A file that is not JSON, or not the shape
+ * written here, is an error naming it, never taken as empty: creating a token would then write
+ * over it, and with it every token it held.
+ */
+function readStored(dataDir: string): Stored[] {
+  const path = join(dataDir, WORKER_TOKENS_FILE)
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    if (e.code === 'ENOENT') return []
+    throw new WorkerTokensFileError(`cannot read ${path} (${e.code ?? e.message})`)
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    throw new WorkerTokensFileError(`${path} is not JSON, so not a token file Leasehold wrote: fix it or move it away`)
+  }
+  const parsed = TokensFile.safeParse(json)
+  if (!parsed.success) throw new WorkerTokensFileError(`${path} is not a token file Leasehold wrote (${parsed.error.issues[0]!.path.join('.') || 'the whole file'}: ${parsed.error.issues[0]!.message}): fix it or move it away`)
+  return parsed.data.tokens
+}
+
+/**
+ * Written whole and renamed into place: the host never reads half a file. A write that fails (a
+ * full disk) removes its temporary file and leaves the old file as it was.
+ */
 function writeStored(dataDir: string, tokens: Stored[]): void {
   const path = join(dataDir, WORKER_TOKENS_FILE)
   const temp = `${path}.${process.pid}.tmp`
-  writeFileSync(temp, `${JSON.stringify({ tokens }, null, 2)}\n`, { mode: 0o600 })
-  renameSync(temp, path)
+  try {
+    writeFileSync(temp, `${JSON.stringify({ tokens }, null, 2)}\n`, { mode: 0o600 })
+    renameSync(temp, path)
+  } catch (error) {
+    rmSync(temp, { force: true })
+    const e = error as NodeJS.ErrnoException
+    throw new WorkerTokensFileError(`cannot write ${path} (${e.code === 'ENOSPC' ? 'the disk is full' : (e.code ?? e.message)}); no token was changed`)
+  }
 }
 
 /** Makes a token of `scope`; returns its id and the token, which is shown once and stored only as a digest. */
@@ -79,7 +116,11 @@ export class ScopedTokens {
   private mtimeMs = -1
   private checkedAt = -Infinity
 
-  constructor(private readonly dataDir: string) {}
+  /** `log` hears once of each version of the file that cannot be read. */
+  constructor(
+    private readonly dataDir: string,
+    private readonly log: (line: string) => void = () => {},
+  ) {}
 
   /** The scope of `token` if it is a live scoped token, else null. */
   scopeOf(token: string): TokenScope | null {
@@ -102,8 +143,9 @@ export class ScopedTokens {
     this.mtimeMs = mtimeMs
     try {
       this.byDigest = new Map(readStored(this.dataDir).filter((t) => t.revoked_at === null).map((t) => [t.sha256, t.scope]))
-    } catch {
+    } catch (error) {
       this.byDigest = new Map() // unreadable: no scoped token works until it is fixed
+      this.log(`leasehold: ${(error as Error).message}; no worker token is taken until then`)
     }
   }
 }

@@ -1,0 +1,58 @@
+/**
+ * The file of scoped tokens (`leasehold token`): a file that is not one Leasehold wrote is an
+ * error naming it, never taken as empty and written over; a write that fails leaves the old file
+ * and no temporary file behind.
+ */
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { expect, test, vi } from 'vitest'
+import { createScopedToken, listScopedTokens, revokeScopedToken, ScopedTokens, WORKER_TOKENS_FILE } from '../../src-main/data-dir/worker-tokens'
+import { tempDir } from '../helpers/host'
+
+test.each([
+  ['not JSON', 'garbage{', 'is not JSON'],
+  ['JSON of another shape', '{"tokens": 5}', 'is not a token file Leasehold wrote (tokens: '],
+  ['a token without its digest', '{"tokens": [{"id": "a", "scope": "worker", "created_at": 1, "revoked_at": null}]}', 'is not a token file Leasehold wrote (tokens.0.sha256: '],
+])('a token file that is %s is an error naming it, and creating or revoking a token leaves it as it was', (_what, text, message) => {
+  const dir = tempDir()
+  const path = join(dir, WORKER_TOKENS_FILE)
+  writeFileSync(path, text)
+  expect(() => listScopedTokens(dir)).toThrow(`${path} ${message}`)
+  expect(() => createScopedToken(dir, 'worker')).toThrow(path)
+  expect(() => revokeScopedToken(dir, 'a')).toThrow(path)
+  expect(readFileSync(path, 'utf8')).toBe(text)
+})
+
+test('a token file that cannot be written (a full disk) leaves the tokens as they were and no temporary file', () => {
+  const dir = tempDir()
+  const first = createScopedToken(dir, 'worker')
+  const before = readFileSync(join(dir, WORKER_TOKENS_FILE), 'utf8')
+  // The temporary file is written through this link to /dev/full, whose every write is ENOSPC.
+  symlinkSync('/dev/full', join(dir, `${WORKER_TOKENS_FILE}.${process.pid}.tmp`))
+  expect(() => createScopedToken(dir, 'worker')).toThrow(`cannot write ${join(dir, WORKER_TOKENS_FILE)} (the disk is full); no token was changed`)
+  expect(readFileSync(join(dir, WORKER_TOKENS_FILE), 'utf8')).toBe(before)
+  expect(readdirSync(dir)).toEqual([WORKER_TOKENS_FILE])
+  expect(listScopedTokens(dir).map((t) => t.id)).toEqual([first.id])
+})
+
+test('the host takes no scoped token while the file is unreadable, says so once, and takes them again once it is fixed', () => {
+  const dir = tempDir()
+  const { token } = createScopedToken(dir, 'worker')
+  const good = readFileSync(join(dir, WORKER_TOKENS_FILE), 'utf8')
+  writeFileSync(join(dir, WORKER_TOKENS_FILE), 'garbage{')
+  const lines: string[] = []
+  let now = 0
+  const clock = vi.spyOn(Date, 'now').mockImplementation(() => now)
+  try {
+    const tokens = new ScopedTokens(dir, (line) => lines.push(line))
+    expect(tokens.scopeOf(token)).toBeNull()
+    now += 5_000
+    expect(tokens.scopeOf(token)).toBeNull()
+    expect(lines).toEqual([expect.stringContaining(`${join(dir, WORKER_TOKENS_FILE)} is not JSON`)])
+    writeFileSync(join(dir, WORKER_TOKENS_FILE), good)
+    now += 5_000
+    expect(tokens.scopeOf(token)).toBe('worker')
+  } finally {
+    clock.mockRestore()
+  }
+})
