@@ -1,5 +1,6 @@
-import { accessSync, constants, realpathSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
 import { type ClientTarget, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
@@ -21,6 +22,9 @@ The host that holds the file is found as the other client commands find theirs: 
 host started with --token has no token file to read: give it here too. A host that could not
 write its host.json (a full disk) is reached only with --url and --token. With --url and no
 database in the data directory, the host at that URL checks its own.
+
+Another program's SQLite file is not checked (serve refuses it too). A data dir on a read-only
+mount is checked through a copy of the file in the temporary directory (TMPDIR), removed after.
 
 Exits 0 when the file is sound, 1 when it is damaged (the problems are printed, with what to
 do) or cannot be read at all, 2 on a bad flag.
@@ -76,10 +80,14 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
     report = await checkThroughHost(resolveClientTarget(flags, env), depth)
   } else {
     // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
-    const { checkIntegrity } = await import('../db/integrity')
+    const [{ checkIntegrity }, { DatabaseOpenError }] = await Promise.all([import('../db/integrity'), import('../db/open')])
     try {
-      report = checkIntegrity(path, depth)
+      report = unwritableDir(dataDir) ? checkCopy(path, depth, checkIntegrity) : checkIntegrity(path, depth)
     } catch (error) {
+      if (error instanceof DatabaseOpenError) {
+        console.error(`leasehold: ${error.message}`)
+        return 1
+      }
       if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
         console.error(`leasehold: ${path} cannot be read (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
         return 1
@@ -92,6 +100,39 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   else if (report.ok) console.log(integrityLine(report))
   else console.log([integrityLine(report), ...report.problems.map((problem) => `  ${problem}`)].join('\n'))
   return report.ok ? 0 : 1
+}
+
+/**
+ * Whether the data dir cannot be written: a read-only mount (a backup, a disk mounted read-only
+ * to save what it holds). SQLite reads a file in WAL mode only beside its -shm, which it cannot
+ * create there, so the file is checked through a copy. No host can be writing such a file.
+ */
+function unwritableDir(dataDir: string): boolean {
+  try {
+    accessSync(dataDir, constants.W_OK)
+    return false
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EROFS'
+  }
+}
+
+/** Checks a copy of the file and its -wal in the temporary directory; the report names the file itself. */
+function checkCopy(path: string, depth: IntegrityDepth, check: (path: string, depth: IntegrityDepth) => IntegrityReport): IntegrityReport {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-check-'))
+  try {
+    const copy = join(dir, 'leasehold.db')
+    try {
+      copyFileSync(path, copy)
+      if (existsSync(`${path}-wal`)) copyFileSync(`${path}-wal`, `${copy}-wal`)
+    } catch (error) {
+      const e = error as NodeJS.ErrnoException
+      throw new Error(`${path} is on a read-only disk, so it is checked through a copy, and the copy in ${dir} failed (${e.code === 'ENOSPC' ? 'no space left' : (e.code ?? e.message)})`)
+    }
+    console.error(`leasehold: ${dirname(path)} is read-only, so a copy of the file in ${tmpdir()} is checked`)
+    return { ...check(copy, depth), path }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 /**

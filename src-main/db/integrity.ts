@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import { connectionName } from './connection'
+import { DatabaseOpenError, isAnotherProgramsFile } from './open'
 
 /** What an integrity check of the database file found. */
 export interface IntegrityReport {
@@ -42,12 +43,14 @@ function problemsOf(rows: Record<string, string>[]): string[] {
  * Checks the file now, on this thread, through a read-only connection of its own: one consistent
  * snapshot, whoever writes meanwhile in this process. `leasehold check` runs it. A file SQLite
  * cannot read at all throws, as opening it would; a file a running host holds (connection.ts)
- * throws `SQLITE_BUSY` at once, without waiting for it.
+ * throws `SQLITE_BUSY` at once, without waiting for it. Another program's SQLite file throws
+ * {@link DatabaseOpenError}, as serve refuses it: its soundness says nothing of Leasehold's.
  */
 export function checkIntegrity(path: string, depth: IntegrityDepth = 'full', nativeBinding?: string): IntegrityReport {
   const started = performance.now()
   const db = new BetterSqlite3(connectionName(path, nativeBinding), { readonly: true, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
   try {
+    if (isAnotherProgramsFile(db)) throw new DatabaseOpenError(`${path} is not a Leasehold database (serve refuses it); it was not checked`)
     const problems = problemsOf(db.pragma(pragmaOf(depth), { simple: false }) as Record<string, string>[])
     return { path, ok: problems.length === 0, problems, ms: Math.round(performance.now() - started) }
   } finally {

@@ -164,6 +164,22 @@ function refuseFullDisk(path: string): void {
 const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ')
 
 /**
+ * Whether an open SQLite file is another program's, which Leasehold never writes. Another
+ * program's mark refuses the file whatever it holds, even no tables yet; an unmarked file (0) is
+ * adopted only while it is empty, or holds no more than what a first start that failed half-way
+ * leaves (drizzle's empty table of migrations): that start is finished at the next.
+ */
+export function isAnotherProgramsFile(sqlite: Database): boolean {
+  const applicationId = sqlite.pragma('application_id', { simple: true }) as number
+  if (applicationId === APPLICATION_ID) return false
+  if (applicationId !== 0) return true
+  return (
+    sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name <> '__drizzle_migrations' LIMIT 1").get() !== undefined ||
+    (tableExists(sqlite, '__drizzle_migrations') && sqlite.prepare('SELECT 1 FROM __drizzle_migrations LIMIT 1').get() !== undefined)
+  )
+}
+
+/**
  * Refuses files this version must not touch: not SQLite, another program's, or migrated by a
  * newer Leasehold. Such a file is never recreated or overwritten. Only what the open itself
  * reads is read (the header and the schema): a check of every page (quick_check) would read the
@@ -176,16 +192,7 @@ function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry
   } catch (error) {
     throw unreadableError(path, error)
   }
-  const applicationId = sqlite.pragma('application_id', { simple: true }) as number
-  // Another program's mark refuses the file whatever it holds, even no tables yet; an unmarked
-  // file (0) is adopted only while it is empty, or holds no more than what a first start that
-  // failed half-way leaves (drizzle's empty table of migrations): that start is finished now.
-  const hasTables =
-    sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name <> '__drizzle_migrations' LIMIT 1").get() !== undefined ||
-    (tableExists(sqlite, '__drizzle_migrations') && sqlite.prepare('SELECT 1 FROM __drizzle_migrations LIMIT 1').get() !== undefined)
-  if (applicationId !== APPLICATION_ID && (applicationId !== 0 || hasTables)) {
-    throw new DatabaseOpenError(`${path} is not a Leasehold database; it was left untouched`)
-  }
+  if (isAnotherProgramsFile(sqlite)) throw new DatabaseOpenError(`${path} is not a Leasehold database; it was left untouched`)
   const newest = newestMigration(sqlite)
   if (newest !== null) {
     const known = newestKnownMigration(journal)

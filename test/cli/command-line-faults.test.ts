@@ -5,8 +5,9 @@
  * right exit status (2: the user's mistake; 1: a fault; 141: the output was closed), never a
  * stack trace and never silence.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
+import BetterSqlite3 from 'better-sqlite3'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
@@ -162,6 +163,47 @@ describe('leasehold check', () => {
     const result = await run(['check', '--data-dir', empty])
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([`leasehold: there is no database at ${join(empty, 'leasehold.db')} (give the data directory with --data-dir, or a host with --url and --token)`])
+  })
+
+  test('another program’s SQLite file is not passed as sound: it is named as not a Leasehold database, as serve names it, exit 1', async () => {
+    const dir = tempDir()
+    mkdirSync(dir, { recursive: true })
+    const other = new BetterSqlite3(join(dir, 'leasehold.db'))
+    other.exec('CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)')
+    other.close()
+    const result = await run(['check', '--data-dir', dir])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${join(dir, 'leasehold.db')} is not a Leasehold database (serve refuses it); it was not checked`])
+  })
+
+  test('a data dir on a read-only mount is checked through a copy in the temporary directory, which is removed after', async (context) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('it needs root on Linux to mount a tmpfs')
+    const mountPoint = tempDir('leasehold-ro-')
+    mkdirSync(mountPoint, { recursive: true })
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mountPoint], { stdio: 'pipe' })
+    } catch (error) {
+      return context.skip(`mount -t tmpfs is not permitted here (${(error as Error).message.split('\n')[0]})`)
+    }
+    try {
+      // The host's file and its -wal as they are while it runs (SQLite recovers the -wal when the copy opens).
+      const source = await startTestHost({ workers: 0 })
+      await source.call('/api/scheduler/jobs/submit', { method: 'POST', json: { job_type: 'kept', cost_units: 1 } })
+      const dataDir = join(mountPoint, 'data')
+      mkdirSync(dataDir)
+      for (const file of ['leasehold.db', 'leasehold.db-wal']) copyFileSync(join(source.dataDir, file), join(dataDir, file))
+      await source.dispose()
+      execFileSync('mount', ['-o', 'remount,ro', mountPoint], { stdio: 'pipe' })
+      const temp = tempDir('leasehold-check-tmp-')
+      mkdirSync(temp, { recursive: true })
+      const result = await run(['check', '--data-dir', dataDir], { TMPDIR: temp })
+      expect(result.status, result.stderr).toBe(0)
+      expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(dataDir, 'leasehold.db')} passed the integrity check`)])
+      expect(lines(result.stderr)).toEqual([`leasehold: ${dataDir} is read-only, so a copy of the file in ${temp} is checked`])
+      expect(readdirSync(temp)).toEqual([])
+    } finally {
+      execFileSync('umount', [mountPoint], { stdio: 'ignore' })
+    }
   })
 })
 
