@@ -105,6 +105,17 @@ describe('every waiting job can say why it waits', () => {
     expect(reasonOf(engine, normal.id)).toBe(`waiting its turn behind job ${short(urgent.id)}`)
   })
 
+  it('the line is the job\'s own queue: a job of another queue, however urgent or big, is not named as the one it waits behind', () => {
+    const { engine } = setup({ total_units: 100 })
+    const urgentElsewhere = engine.submit(aJob({ priority: 'URGENT', queue: 'gpu', cost_units: 100 })).job
+    engine.setCapacity({ total_units: 50 }) // gpu's head no longer fits anything
+    const first = engine.submit(aJob({ queue: 'reports' })).job
+    const second = engine.submit(aJob({ queue: 'reports' })).job
+    expect(reasonOf(engine, urgentElsewhere.id)).toBe('cost 100 exceeds total capacity 50; raise total_units or cancel the job')
+    expect(reasonOf(engine, first.id)).toBe('first in line; waiting for a worker to take it')
+    expect(reasonOf(engine, second.id)).toBe(`waiting its turn behind job ${short(first.id)}`)
+  })
+
   it('a requeued job in its backoff says so, and its waiting_until is the retry\'s not-before time', () => {
     const { engine, clock } = setup({ config: { leaseTtlS: 5, heartbeatGraceS: 0 } })
     const job = engine.submit(aJob()).job

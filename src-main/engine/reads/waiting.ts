@@ -31,10 +31,10 @@ export interface WaitingSituation {
   now: number
   capacity: CapacityFigures
   /**
-   * The first eligible QUEUED job in the order the pull and queue APIs take them (priority, then
-   * the time each became eligible, over every queue): nothing behind it is leased before it.
+   * The first eligible QUEUED job of a queue, in the order every worker takes them (priority,
+   * then the time each became eligible): nothing of that queue is leased before it.
    */
-  readonly head: JobRow | undefined
+  headOf(queue: string): JobRow | undefined
   /** The open blocker a BLOCKED job waits on. */
   blockerOf(jobId: string): BlockerRow | undefined
   /** The file a running job's lease was refused, waiting for its one retry (the file gate's wait). */
@@ -46,16 +46,18 @@ export interface WaitingSituation {
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
 export function readSituation(ctx: EngineContext, capacity: CapacityStore): WaitingSituation {
   const now = ctx.clock.now()
-  let head: { job: JobRow | undefined } | undefined
+  const heads = new Map<string, JobRow | undefined>()
   let fileWaits: Map<string, FileWait> | undefined
   return {
     now,
     capacity: capacity.figures(),
-    // A worker that takes everything: the head for the workers that are not picky. Read only
-    // when a QUEUED job asks, so a page of running jobs does not pay for the pick.
-    get head() {
-      head ??= { job: eligibleJobs(ctx, { worker_id: '', gpu_available: true }, now).next().value ?? undefined }
-      return head.job
+    // The line of one queue, as a worker that takes that queue walks it: a stream worker takes
+    // its queues one after another, and the local pool takes only its own (`default` unless
+    // configured), so another queue's head says nothing of when this job runs. Read once per
+    // queue and only when a QUEUED job asks, so a page of running jobs does not pay for the pick.
+    headOf(queue) {
+      if (!heads.has(queue)) heads.set(queue, eligibleJobs(ctx, { worker_id: '', gpu_available: true, queues: [queue] }, now).next().value ?? undefined)
+      return heads.get(queue)
     },
     blockerOf: (jobId) =>
       ctx.one<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN' ORDER BY seq DESC LIMIT 1", jobId),
@@ -140,7 +142,7 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     if (job.next_retry_at !== null) return { reason: 'backing off before its retry', until: job.next_retry_at }
     return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
   }
-  const head = s.head
+  const head = s.headOf(job.queue)
   if (head === undefined || head.id === job.id) {
     return open(fits ? 'first in line; waiting for a worker to take it' : `first in line; ${capacityShortfall(job.cost_units, c)}`)
   }
