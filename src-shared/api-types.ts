@@ -2983,6 +2983,8 @@ export interface operations {
             content: {
                 "application/json": {
                     reason?: string | null;
+                    /** @description Who asked, recorded in the event */
+                    requested_by?: string | null;
                 };
             };
         };

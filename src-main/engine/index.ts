@@ -251,7 +251,7 @@ export class Engine {
     const page = listJobs(this.ctx, query)
     return { jobs: page.jobs.map(toJob), next_cursor: page.next_cursor }
   }
-  cancel = (jobId: string, reason?: string | null): Job => toJob(jobs.cancel(this.ctx, jobId, reason))
+  cancel = (jobId: string, reason?: string | null, requestedBy?: string | null): Job => toJob(jobs.cancel(this.ctx, jobId, reason, requestedBy))
   updateStatus = (jobId: string, update: jobs.StatusUpdate): Job => toJob(jobs.updateStatus(this.ctx, jobId, update))
   /** A job's timeline: its own events and its leases', oldest first. */
   jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)

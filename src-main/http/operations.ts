@@ -3,7 +3,7 @@ import { BULK_ACTIONS, type BulkAction, type BulkPlan, type Engine, type QueuePa
 import { iso } from '../engine/rules/clock'
 import { JOB_STATES } from '../engine/rules/states'
 import { type Api, NOT_FOUND, type Route, route } from './route'
-import { IsoTime, pathParams, QueueName } from './schemas'
+import { IsoTime, pathParams, QueueName, RequestedBy } from './schemas'
 import { JobAnswer, queueJob } from './views/queue'
 
 /**
@@ -12,7 +12,6 @@ import { JobAnswer, queueJob } from './views/queue'
  * Jobs are shown as the queue API shows them.
  */
 
-const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')
 
 /** The body of an operator's one-job or one-queue action (run now, retry, pause, resume); it may be empty. */
 export const OperatorRequest = z.strictObject({ requested_by: RequestedBy })

@@ -4,7 +4,7 @@ import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '..
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
-import { Id, JobState, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, TtlSec, WorkerId } from './schemas'
+import { Id, JobState, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
 import {
@@ -128,7 +128,11 @@ export const StatusUpdate = z.strictObject({
 })
 export type StatusUpdate = z.infer<typeof StatusUpdate>
 
-export const CancelJob = z.strictObject({ reason: Note.nullable().optional() })
+export const CancelJob = z.strictObject({
+  reason: Note.nullable().optional(),
+  /** Beyond its contract: who asked; a BLOCKED job's blocker is resolved in that name ("operator" when not given). */
+  requested_by: RequestedBy,
+})
 export type CancelJob = z.infer<typeof CancelJob>
 
 const isoTime = z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))
@@ -334,7 +338,7 @@ export const queueApi: Api = {
       answer: JobAnswer,
       errors: { 404: NOT_FOUND.job, 409: 'illegal_transition (the job has ended)' },
       grouped: true,
-      run: ({ body, params }, { engine }) => ({ job: queueJob(engine.cancel(params.job_id, body.reason ?? null)) }),
+      run: ({ body, params }, { engine }) => ({ job: queueJob(engine.cancel(params.job_id, body.reason ?? null, body.requested_by ?? null)) }),
     }),
     // Beyond its contract: each attempt with its outcome and error (the dashboard's job page).
     route({

@@ -10,6 +10,9 @@ export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id }
 
 export const TtlSec = z.number().int().min(1).max(3600)
 
+/** Who asked for an operator's action (a person, a script, "dashboard"), recorded in its events. */
+export const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')
+
 export const PRIORITY = z.enum(PRIORITIES).meta({ id: 'Priority', description: 'URGENT > HIGH > NORMAL > LOW' })
 
 /** An event id, as `Last-Event-ID` or `?last_event_id=` resumes the event stream after it. */

@@ -193,7 +193,7 @@ export class ApiClient {
   getJob = (id: string): Promise<{ job: Job; result: JobResult | null }> => this.call(this.api.GET(`${Q}/jobs/{job_id}`, { params: { path: { job_id: id } } }))
   jobEvents = (id: string): Promise<{ events: LogEvent[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/events`, { params: { path: { job_id: id } } }))
   cancelJob = (id: string, reason?: string): Promise<{ job: Job }> =>
-    this.call(this.api.POST(`${Q}/jobs/{job_id}/cancel`, { params: { path: { job_id: id } }, body: reason ? { reason } : {} }))
+    this.call(this.api.POST(`${Q}/jobs/{job_id}/cancel`, { params: { path: { job_id: id } }, body: { ...(reason ? { reason } : {}), requested_by: BY } }))
   jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/attempts`, { params: { path: { job_id: id } } }))
   retryJob = (id: string): Promise<{ job: Job }> =>
     this.call(this.api.POST('/api/jobs/{job_id}/retry', { params: { path: { job_id: id } }, body: { requested_by: BY } }))

@@ -232,6 +232,16 @@ describe("the operator's answers", () => {
     expectEngineError(() => engine.resolveBlocker(blocker.id, { action: 'retry' }), 409, 'blocker_resolved')
   })
 
+  test('the blocker of a BLOCKED job canceled directly is resolved by whoever asked for the cancel, else by "operator" as an answer to it would be', () => {
+    const asked = halted()
+    asked.engine.cancel(asked.requester.job.id, null, 'dashboard')
+    expect(asked.engine.getBlocker(asked.blocker.id)).toMatchObject({ resolution: 'cancel', resolved_by: 'dashboard' })
+    expect(events(asked.engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'cancel', by: 'dashboard' })
+    const unnamed = halted()
+    unnamed.engine.cancel(unnamed.requester.job.id)
+    expect(unnamed.engine.getBlocker(unnamed.blocker.id)).toMatchObject({ resolution: 'cancel', resolved_by: 'operator' })
+  })
+
   test('a blocker whose requester had no job lease resolves without touching any job', () => {
     const { engine, clock } = setup()
     engine.acquireFile({ file: FILE, owner_id: 'holder' })

@@ -71,12 +71,18 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
   })
 }
 
-/** A BLOCKED job canceled directly closes its open blockers (inside the cancel's transaction). */
-export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, reason: string | null): void {
+/**
+ * A BLOCKED job canceled directly closes its open blockers (inside the cancel's transaction),
+ * resolved by whoever asked for the cancel: "operator" when the request did not say, as for an
+ * answer to the blocker itself.
+ */
+export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, reason: string | null, by: string | null): void {
+  const resolvedBy = by ?? 'operator'
   for (const blocker of ctx.all<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN'", jobId)) {
     ctx.run(
-      "UPDATE blockers SET state = 'RESOLVED', resolution = 'cancel', note = ?, resolved_by = 'cancel', resolved_at = ? WHERE id = ?",
+      "UPDATE blockers SET state = 'RESOLVED', resolution = 'cancel', note = ?, resolved_by = ?, resolved_at = ? WHERE id = ?",
       reason,
+      resolvedBy,
       ctx.clock.now(),
       blocker.id,
     )
@@ -84,7 +90,7 @@ export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, re
       type: 'BLOCKER_RESOLVED',
       entity: 'BLOCKER',
       entityId: blocker.id,
-      data: { action: 'cancel', note: reason, by: 'cancel', file: blocker.file },
+      data: { action: 'cancel', note: reason, by: resolvedBy, file: blocker.file },
     })
   }
 }

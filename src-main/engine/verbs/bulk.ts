@@ -195,6 +195,6 @@ function change(ctx: EngineContext, capacity: CapacityStore, plan: BulkPlan, job
     return true
   }
   const before = getJob(ctx, jobId)
-  const after = cancel(ctx, jobId, plan.requestedBy === null ? 'bulk cancel' : `bulk cancel by ${plan.requestedBy}`)
+  const after = cancel(ctx, jobId, plan.requestedBy === null ? 'bulk cancel' : `bulk cancel by ${plan.requestedBy}`, plan.requestedBy)
   return before.state !== after.state || before.cancel_requested !== after.cancel_requested
 }

@@ -198,15 +198,16 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number,
 /**
  * Cancels a job. Jobs not yet holding capacity (and BLOCKED ones) end CANCELED at once; LEASED
  * and RUNNING jobs get `cancel_requested`, which every heartbeat answer carries, and end
- * CANCELED when their lease is released or expires. A terminal job answers 409.
+ * CANCELED when their lease is released or expires. A terminal job answers 409. `requestedBy`
+ * is who asked: a BLOCKED job's blocker is resolved in that name.
  */
-export function cancel(ctx: EngineContext, jobId: string, reason: string | null = null): JobRow {
+export function cancel(ctx: EngineContext, jobId: string, reason: string | null = null, requestedBy: string | null = null): JobRow {
   return ctx.transact(() => {
     const job = getJob(ctx, jobId)
     const state = job.state as JobState
     if (CANCEL_AT_ONCE_STATES.has(state)) {
       cancelNow(ctx, job, reason, reason)
-      if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason)
+      if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason, requestedBy)
     } else if (LEASED_STATES.has(state)) {
       if (!job.cancel_requested) updateJob(ctx, job, { cancel_requested: 1 }, { type: 'JOB_CANCEL_REQUESTED', data: { state, reason } })
     } else {
