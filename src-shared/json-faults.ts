@@ -78,9 +78,10 @@ export function faultIn(value: unknown, named: boolean): { kind: FaultKind; path
 
 /**
  * The refusal of a value with a fault of `kind`, naming where as a zod refusal names a field
- * (`jobs.0.payload.n`), under `whole` (a body's `(body)`, or a payload's own name).
+ * (`jobs.0.payload.n`; `prefix` names the value itself, as `payload`), or `(body)` for the
+ * value as a whole.
  */
-export function faultDetail(value: unknown, kind: FaultKind, whole = '(body)', prefix: (string | number)[] = []): string {
+export function faultDetail(value: unknown, kind: FaultKind, prefix: (string | number)[] = []): string {
   const path = [...prefix, ...(kind === 'depth' ? [] : (faultIn(value, true)?.path ?? []))]
-  return `${path.length > 0 ? path.join('.') : whole}: ${FAULTS[kind]}`
+  return `${path.length > 0 ? path.join('.') : '(body)'}: ${FAULTS[kind]}`
 }

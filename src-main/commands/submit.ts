@@ -109,7 +109,7 @@ function parseJsonInput(from: string, text: string): unknown {
   // What the host would refuse (a lone surrogate, 1e400, nesting past its limit) is refused here,
   // naming the input: in a batch of --each the host's 400 would refuse the request's other jobs too.
   const fault = faultIn(value, false)
-  if (fault !== null) throw new ConfigError(`${from}: ${faultDetail(value, fault.kind, 'the payload', ['payload'])}`)
+  if (fault !== null) throw new ConfigError(`${from}: ${faultDetail(value, fault.kind, ['payload'])}`)
   return value
 }
 
