@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
 import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
 
 /**
@@ -48,12 +49,8 @@ export const Name = z
   .max(MAX_ID_CHARS)
   .refine((name) => !ILL_FORMED.test(name), 'must be well-formed Unicode without U+0000 (no lone surrogates)')
 
-/**
- * A queue (a worker's stream): a Name that is not "." or "..". A queue is a segment of the
- * operators' paths (/api/queues/QUEUE/pause), and URL parsers drop such a segment (also spelt
- * %2E), so a queue so named could be filled but never paused or resumed.
- */
-export const QueueName = Name.refine((name) => name !== '.' && name !== '..', 'cannot be "." or ".." (a URL path drops such a segment)')
+/** A queue (a worker's stream): a Name that is not "." or ".." (queue-name.ts says why). */
+export const QueueName = Name.refine((name) => !isDotSegment(name), DOT_SEGMENT_REFUSAL)
 
 /** The streams (job queues) a claim takes from, in the order tried. */
 const Streams = z.array(QueueName).min(1).max(MAX_STREAMS)

@@ -1,7 +1,7 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
-import { QueueName } from '../../src-shared/worker-exchange'
+import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
 import { answered, hostApi, table } from './http-client'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
@@ -76,8 +76,7 @@ function queueName(sub: string, words: string[]): string | undefined {
   const [name, ...extra] = words
   if (name === undefined || name.trim() === '') throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
   if (extra.length > 0) throw new ConfigError(`queue ${sub} takes one QUEUE (got also "${extra[0]}"); run it once for each queue`)
-  const problem = QueueName.safeParse(name).error?.issues[0]
-  if (problem) throw new ConfigError(`queue ${sub}: "${name}" is not a queue name: ${problem.message}`)
+  if (isDotSegment(name)) throw new ConfigError(`queue ${sub}: "${name}" is not a queue name: ${DOT_SEGMENT_REFUSAL}`)
   return name
 }
 
