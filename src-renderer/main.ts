@@ -2,7 +2,7 @@ import 'uplot/dist/uPlot.min.css'
 import './app.css'
 import { mount } from 'svelte'
 import App from './App.svelte'
-import { resolveConnection, storeToken } from './lib/connection'
+import { followTokenLinks, resolveConnection, storeToken } from './lib/connection'
 import { Dashboard } from './lib/dashboard.svelte'
 import { Route } from './lib/route.svelte'
 
@@ -14,5 +14,6 @@ const route = new Route()
 dashboard.show(route.place)
 route.onChange((place) => dashboard.show(place))
 dashboard.start()
+followTokenLinks((token) => dashboard.useToken(token))
 
 mount(App, { target, props: { dashboard } })

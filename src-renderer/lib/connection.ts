@@ -17,16 +17,39 @@ const TOKEN_KEY = 'leasehold.token'
  */
 export function resolveConnection(): Connection | null {
   if (window.leasehold) return { apiBase: window.leasehold.apiBase, token: '' }
-  const fragment = new URLSearchParams(location.hash.slice(1))
-  const fromFragment = fragment.get('token')
-  if (fromFragment) {
-    sessionStorage.setItem(TOKEN_KEY, fromFragment)
-    fragment.delete('token')
-    const rest = fragment.toString()
-    history.replaceState(history.state, '', `${location.pathname}${location.search}${rest ? `#${rest}` : ''}`)
-  }
+  takeTokenFromFragment()
   const token = sessionStorage.getItem(TOKEN_KEY)
   return token ? { apiBase: location.origin, token } : null
+}
+
+/**
+ * The token of a `#token=…` link, kept in sessionStorage and removed from the address bar and
+ * history; null when the fragment has none.
+ */
+function takeTokenFromFragment(): string | null {
+  const fragment = new URLSearchParams(location.hash.slice(1))
+  const token = fragment.get('token')
+  if (!token) return null
+  sessionStorage.setItem(TOKEN_KEY, token)
+  fragment.delete('token')
+  const rest = fragment.toString()
+  history.replaceState(history.state, '', `${location.pathname}${location.search}${rest ? `#${rest}` : ''}`)
+  return token
+}
+
+/**
+ * A `#token=…` link pasted into a tab already open is taken as at the first load (kept, and
+ * removed from the address bar); `use` is given its token, to connect with it. Returns the
+ * function that stops listening.
+ */
+export function followTokenLinks(use: (token: string) => void): () => void {
+  const heard = () => {
+    if (window.leasehold) return
+    const token = takeTokenFromFragment()
+    if (token) use(token)
+  }
+  window.addEventListener('hashchange', heard)
+  return () => window.removeEventListener('hashchange', heard)
 }
 
 /** Keeps a token the operator typed in, as one from the link would be kept. */

@@ -102,6 +102,7 @@ export class Dashboard {
     this.stream.subscribe((event) => this.receive(event))
     this.stream.onRedis((health) => this.redis.hear(health))
     this.stream.onGap(() => this.refreshAll())
+    this.stream.onResume(() => this.readFailed())
   }
 
   /** Connects and reads everything; nothing happens without a token. */
@@ -145,13 +146,30 @@ export class Dashboard {
     void this.detail?.refresh()
   }
 
-  /** The operator typed a token: keep it and start again with it. */
+  /**
+   * The stream is open again after a drop (a restarted host, a lost connection); the host replays
+   * what was missed. A part whose last read failed reads again, so its error goes as soon as the
+   * host answers rather than at its next event; what the host said to an action (a row's Cancel)
+   * before the drop, or its silence then, is no longer known to be true, and goes.
+   */
+  private readFailed(): void {
+    const parts = [this.capacity, this.leases, this.jobs, this.queues, this.blockers, this.schedules, this.workers, this.charts, this.storage, this.detail]
+    for (const part of parts) if (part?.error) void part.refresh()
+    this.jobs.rowErrors = {}
+    this.queues.failures = {}
+    this.blockers.failures = {}
+    this.schedules.failures = {}
+    if (this.detail) this.detail.actionError = null
+  }
+
+  /** The operator typed a token, or opened a link with one: keep it and start again with it (a stream open with the old one reconnects). */
   useToken(token: string): void {
     const trimmed = token.trim()
     if (!trimmed) return
     const connection = this.options.saveToken?.(trimmed) ?? { apiBase: this.api.connection.apiBase, token: trimmed }
     this.api.connection = connection
     this.auth = 'ok'
+    this.stop()
     this.start()
   }
 

@@ -1,4 +1,5 @@
-import { describeError, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
+import { eventMoves } from '../../src-shared/event-types'
+import { describeError, TERMINAL_STATES, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
 import { newerJob, reduceJob } from './job-events'
 
 /**
@@ -45,6 +46,8 @@ export class JobDetailState {
 
   /** Adds an event of this job to the timeline; true when the job should be read again. */
   apply(event: LogEvent): boolean {
+    // A queue paused or resumed changes why a job that has not ended waits: its waiting line is read again.
+    if (eventMoves(event.type, 'queues')) return this.job !== null && !TERMINAL_STATES.has(this.job.state)
     if (event.job_id !== this.jobId) return false
     if (!this.events.some((e) => e.id === event.id)) this.events = [...this.events, event]
     if (this.job) this.job = reduceJob(this.job, event)

@@ -113,8 +113,10 @@ export class JobsState {
     }
   }
 
-  /** Moves the rows on screen; true when the first page should be read again. */
+  /** Moves the rows on screen; true when the page should be read again. */
   apply(event: LogEvent): boolean {
+    // A queue paused or resumed changes why its jobs wait: the waiting lines are read again.
+    if (eventMoves(event.type, 'queues')) return true
     if (!eventMoves(event.type, 'job-list')) return false
     const next = reduceJobs(this.rows, event)
     if (next !== this.rows) this.rows = next

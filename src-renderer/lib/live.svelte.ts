@@ -11,7 +11,7 @@ export { EVENT_TYPES }
 /**
  * - `connecting`: the first connection is being made;
  * - `live`: events arrive as they commit;
- * - `reconnecting`: the stream dropped; the browser (or a fresh ticket) is bringing it back,
+ * - `reconnecting`: the stream dropped; a fresh ticket is bringing it back,
  *   and it resumes after the last event it saw;
  * - `stopped`: not running (no token, or stopped).
  */
@@ -31,14 +31,14 @@ export interface StreamEndpoints {
   streamUrl(ticket: string, lastEventId: string | null): string
 }
 
-const CLOSED = 2
 /** Waits before asking for a fresh ticket after a failure: 1 s, 2 s, 4 s … at most 15 s. */
 export const reconnectDelayMs = (failures: number): number => Math.min(15_000, 1000 * 2 ** Math.max(0, failures - 1))
 
 /**
- * The host's event stream. `POST /api/events/ticket` opens it; while the browser can reconnect
- * by itself (sending Last-Event-ID) it does; when it gives up — the host refused the reused
- * ticket after its 60 s, or was gone — a fresh ticket reopens it after the last event seen.
+ * The host's event stream. `POST /api/events/ticket` opens it; when it drops, a fresh ticket
+ * reopens it after the last event seen. The browser is not left to reconnect by itself: it would
+ * send the same ticket, which the host refuses (401, an error in the browser's console) once it
+ * has lapsed (60 s) or the host has restarted.
  */
 export class LiveStream {
   status = $state<StreamStatus>('stopped')
@@ -52,6 +52,7 @@ export class LiveStream {
   private running = false
   private readonly listeners = new Set<(event: LogEvent) => void>()
   private readonly gapListeners = new Set<() => void>()
+  private readonly resumeListeners = new Set<() => void>()
   private readonly redisListeners = new Set<(health: RedisHealth | null) => void>()
 
   constructor(
@@ -71,6 +72,12 @@ export class LiveStream {
   onGap(listener: () => void): () => void {
     this.gapListeners.add(listener)
     return () => this.gapListeners.delete(listener)
+  }
+
+  /** Called when the stream opens again after a drop, resuming after the last event seen (the host replays what was missed). */
+  onResume(listener: () => void): () => void {
+    this.resumeListeners.add(listener)
+    return () => this.resumeListeners.delete(listener)
   }
 
   /**
@@ -123,18 +130,17 @@ export class LiveStream {
       for (const listener of this.redisListeners) listener(null)
       // Opened with no event to resume after (the first open, or a reopen before any event came),
       // the stream starts at the host's present: what changed between the stores' reads and now
-      // would never come. As after a gap, the stores read again.
-      if (this.lastEventId === null) for (const listener of this.gapListeners) listener()
+      // would never come. As after a gap, the stores read again. A resume is told as such: the
+      // host replays what was missed, and only what failed while it was away needs reading.
+      const listeners = this.lastEventId === null ? this.gapListeners : this.resumeListeners
+      for (const listener of listeners) listener()
     }
     source.onerror = () => {
       if (this.source !== source) return
-      this.status = 'reconnecting'
-      if (source.readyState === CLOSED) {
-        // The browser gave up (an HTTP error such as the lapsed ticket's 401): a new ticket.
-        source.close()
-        this.source = null
-        this.retryLater()
-      }
+      // Dropped: closed before the browser reconnects with this ticket; a fresh one reopens it.
+      source.close()
+      this.source = null
+      this.retryLater()
     }
     const handle = (message: MessageEvent<string>) => this.receive(message)
     for (const type of EVENT_TYPES) source.addEventListener(type, handle)

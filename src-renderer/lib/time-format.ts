@@ -99,8 +99,9 @@ function toTheMinute(time: Intl.DateTimeFormat, when: number): string {
 
 /**
  * A chart's time axis labels (ticks in epoch seconds, as uPlot gives them), written as every
- * other time: the time of day to the minute, and the date at the first tick of each day; dates
- * alone when the ticks are a day or more apart.
+ * other time: the time of day to the minute, and under it, on a line of its own, the date at the
+ * first tick of each day (so that label is no wider than the others); dates alone when the ticks
+ * are a day or more apart.
  */
 export function axisLabels(ticksS: readonly number[], locale?: string): string[] {
   const spacing = ticksS.length > 1 ? (ticksS[1]! - ticksS[0]!) * SECOND : 0
@@ -109,6 +110,24 @@ export function axisLabels(ticksS: readonly number[], locale?: string): string[]
     const date = formatter('day', locale).format(when)
     if (spacing >= DAY) return date
     const time = toTheMinute(formatter('time', locale), when)
-    return i === 0 || !sameDay(when, ticksS[i - 1]! * SECOND) ? `${date} ${time}` : time
+    return i === 0 || !sameDay(when, ticksS[i - 1]! * SECOND) ? `${time}\n${date}` : time
   })
+}
+
+/** Room left between two neighbouring labels of a time axis (CSS px). */
+export const AXIS_LABEL_GAP_PX = 12
+
+/**
+ * How far apart (CSS px) a chart's time axis puts its ticks at least, so that no two labels
+ * touch: each label is centred on its tick, so two neighbours need the widest line any label can
+ * have in this locale (a time of day to the minute, or a date), measured by `width` in the axis's
+ * font, and a gap.
+ */
+export function axisTickSpace(width: (line: string) => number, locale?: string): number {
+  const lines: string[] = []
+  for (let hour = 0; hour < 24; hour++) {
+    for (const minute of [0, 8, 38, 58]) lines.push(toTheMinute(formatter('time', locale), new Date(2026, 0, 1, hour, minute).getTime()))
+  }
+  for (let month = 0; month < 12; month++) lines.push(formatter('day', locale).format(new Date(2026, month, 28).getTime()))
+  return Math.ceil(Math.max(...lines.map(width))) + AXIS_LABEL_GAP_PX
 }

@@ -415,6 +415,8 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
   })
 
   test('workers and charts', async () => {
+    // An external worker, known to the host by its claim (this test's own: it runs alone too).
+    await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-charts', streams: ['nothing-here'], max_wait_ms: 0 } }))
     // A local worker on a long job: busy with that job (its id's end), seen at its last heartbeat.
     const long = await submit({ job_type: 'sleep', payload: { ms: 60_000 } })
     await page.click('nav a[href="#/workers"]')
@@ -434,10 +436,13 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
       'a heartbeat 12 s into the job',
     )
     await expect.poll(() => busy.locator('td').nth(4).textContent(), { timeout: 10_000 }).toMatch(/^(just now|\d s ago)$/)
-    expect(await page.locator('[data-testid="workers-external"]').textContent()).toContain('ext-1')
+    await expect.poll(() => page.locator('[data-testid="workers-external"]').textContent(), { timeout: 10_000 }).toContain('ext-charts')
     await shoot('workers')
     await json(await host.call(`${Q}/jobs/${long}/cancel`, { method: 'POST', json: {} }))
 
+    // A job completed in the last minute, for the chart of completions to show.
+    const quick = await submit({ job_type: 'sleep', payload: { ms: 1 } })
+    await until(async () => (await jobState(quick)) === 'DONE', 10_000, 'a quick job done')
     await page.click('nav a[href="#/charts"]')
     await page.getByLabel('Range', { exact: true }).selectOption('1h')
     await page.getByLabel('Bucket', { exact: true }).selectOption('1m')
@@ -752,6 +757,32 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 })
       for (const id of ids) await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
+    }
+  })
+
+  test('a job type of one long word wraps in its cell: the Jobs and Recent jobs tables fit the window, wide or narrow', async () => {
+    // No space and no hyphen, after which a browser would break the line by itself.
+    const type = 'export.thumbnails.for_the_whole_library.with_a_very_long_name_that_never_breaks'
+    const id = await submit({ job_type: type, queue: 'narrow-e2e' })
+    const sideways = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    try {
+      for (const width of [1280, 760]) {
+        await page.setViewportSize({ width, height: 900 })
+        for (const view of ['jobs', 'overview']) {
+          await page.goto(`${host.url}/#/${view}`)
+          const row = page.locator(`[data-testid="jobs"] tr[data-job="${id}"]`)
+          await row.waitFor({ timeout: 5000 })
+          expect(await row.textContent()).toContain(type)
+          expect(await sideways(), `${view} at ${width} px`).toBe(0)
+          // The row's Cancel button is on screen, not past its edge.
+          const cancel = await row.getByRole('button', { name: 'Cancel' }).boundingBox()
+          expect(cancel!.x + cancel!.width, `${view} at ${width} px`).toBeLessThanOrEqual(width)
+        }
+      }
+      await shoot('jobs-long-type-narrow')
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+      await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
     }
   })
 

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
 import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
-import { axisLabels, formatAge, formatClock, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
+import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
@@ -123,11 +123,27 @@ describe('times, written one way in the whole window', () => {
     expect(formatClock('soon', AT)).toBe('—')
   })
 
-  test("a chart's time axis: minutes in the locale's hour cycle, the date at each day's first tick, dates alone for ticks a day apart", () => {
+  test("a chart's time axis: minutes in the locale's hour cycle, the date on a line of its own under each day's first tick, dates alone for ticks a day apart", () => {
     const ticks = [AT - 10 * 60 * SECOND, AT + 50 * 60 * SECOND, AT + 110 * 60 * SECOND, AT + 170 * 60 * SECOND].map((t) => t / SECOND)
-    expect(axisLabels(ticks, 'en-GB')).toEqual(['28 Nov 21:37', '22:37', '23:37', '29 Nov 00:37'])
-    expect(axisLabels(ticks, 'en-US').map((l) => l.replace(/\s/g, ' '))).toEqual(['Nov 28 9:37 PM', '10:37 PM', '11:37 PM', 'Nov 29 12:37 AM'])
+    expect(axisLabels(ticks, 'en-GB')).toEqual(['21:37\n28 Nov', '22:37', '23:37', '00:37\n29 Nov'])
+    expect(axisLabels(ticks, 'en-US').map((l) => l.replace(/[^\S\n]/g, ' '))).toEqual(['9:37 PM\nNov 28', '10:37 PM', '11:37 PM', '12:37 AM\nNov 29'])
     expect(axisLabels([AT / SECOND, (AT + DAY) / SECOND], 'en-GB')).toEqual(['28 Nov', '29 Nov'])
+  })
+
+  test("a chart's time axis labels never overlap: ticks are at least as far apart as the widest line a label can have, and a gap", () => {
+    // Each character 7 px, as in the axis's 12 px font, give or take.
+    const width = (line: string) => line.length * 7
+    for (const locale of ['en-GB', 'en-US', 'de-DE']) {
+      const space = axisTickSpace(width, locale)
+      // Ten-minute ticks across two midnights, and ticks a day apart: neighbours, each centred on its tick, keep the gap.
+      const minutes = Array.from({ length: 24 * 6 * 2 }, (_, i) => (AT + i * 10 * 60 * SECOND) / SECOND)
+      const days = Array.from({ length: 40 }, (_, i) => (AT + i * DAY) / SECOND)
+      for (const labels of [axisLabels(minutes, locale), axisLabels(days, locale)]) {
+        const widest = labels.map((label) => Math.max(...label.split('\n').map(width)))
+        const touching = widest.slice(1).filter((w, i) => widest[i]! / 2 + w / 2 + AXIS_LABEL_GAP_PX > space)
+        expect(touching, locale).toEqual([])
+      }
+    }
   })
 
   test('no part of the window writes a time but through that formatter', () => {

@@ -2,6 +2,7 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { ApiClient, type ActiveLease, type ActiveLeases } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
+import { followTokenLinks, storeToken } from '../../src-renderer/lib/connection'
 import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
 import { HostTime } from '../../src-renderer/lib/host-time.svelte'
 import { FLASH_MS } from '../../src-renderer/lib/lease-events'
@@ -41,7 +42,7 @@ class FakeSource implements EventSourceLike {
 }
 
 describe('the live stream', () => {
-  test('opens with a ticket, hands on events, resumes after the last one with a fresh ticket when the browser gives up', async () => {
+  test('opens with a ticket, hands on events, and when it drops resumes after the last one with a fresh ticket, never letting the browser resend the old one', async () => {
     vi.useFakeTimers()
     try {
       let tickets = 0
@@ -65,14 +66,10 @@ describe('the live stream', () => {
       sources[0]!.emit('JOB_DONE', event('JOB_DONE', { id: 42 }), '42')
       expect(seen).toEqual(['JOB_SUBMITTED', 'JOB_DONE'])
 
-      // The connection drops; the browser reconnects by itself: the indicator says so.
+      // The connection drops (the host restarted, say). The browser would reconnect by itself with
+      // the same ticket, which the host no longer knows (a 401 in the console): the stream closes
+      // it at once, and a fresh ticket resumes after 42.
       sources[0]!.fail(0)
-      expect(stream.status).toBe('reconnecting')
-      sources[0]!.open()
-      expect(stream.status).toBe('live')
-
-      // The browser gives up (the reused ticket lapsed: 401): a fresh ticket, resuming after 42.
-      sources[0]!.fail(2)
       expect(stream.status).toBe('reconnecting')
       expect(sources[0]!.closed).toBe(true)
       await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
@@ -87,30 +84,30 @@ describe('the live stream', () => {
     }
   })
 
-  test('an open with no event to resume after asks the stores to read again (what changed before it would never come); a resuming one does not', async () => {
+  test('an open with no event to resume after asks the stores to read again (what changed before it would never come); a resuming one tells only that it resumed', async () => {
     vi.useFakeTimers()
     try {
       let tickets = 0
       const { fetcher } = fakeFetch({ 'POST /api/events/ticket': () => ({ ticket: `ticket-${++tickets}` }) })
       const sources: FakeSource[] = []
       const stream = new LiveStream(new ApiClient(connection, fetcher), (url) => sources[sources.push(new FakeSource(url)) - 1]!)
-      let reads = 0
+      let [reads, resumes] = [0, 0]
       stream.onGap(() => reads++)
+      stream.onResume(() => resumes++)
       stream.start()
       await vi.waitFor(() => expect(sources).toHaveLength(1))
       sources[0]!.open()
-      expect(reads).toBe(1)
-      // Dropped before any event came: the browser's reopen has nothing to resume after either.
+      expect([reads, resumes]).toEqual([1, 0])
+      // Dropped before any event came: the reopen has nothing to resume after either.
       sources[0]!.fail(0)
-      sources[0]!.open()
-      expect(reads).toBe(2)
-      sources[0]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 41 }), '41')
-      sources[0]!.fail(0)
-      sources[0]!.open() // resumes after 41: the host replays what it missed
-      sources[0]!.fail(2)
       await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
       sources[1]!.open()
-      expect(reads).toBe(2)
+      expect([reads, resumes]).toEqual([2, 0])
+      sources[1]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 41 }), '41')
+      sources[1]!.fail(0)
+      await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
+      sources[2]!.open() // resumes after 41: the host replays what it missed
+      expect([reads, resumes]).toEqual([2, 1])
       stream.stop()
     } finally {
       vi.useRealTimers()
@@ -374,6 +371,96 @@ describe('stores fed by the API and the stream', () => {
     ])
   })
 
+  test("a queue paused or resumed reads again the jobs list and an open job's page, so their waiting lines say why the jobs wait now", async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      let reason = 'first in line; waiting for a worker to take it'
+      const queued = () => job({ job_id: 'q1', waiting_reason: reason })
+      const { fetcher, calls } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/scheduler/jobs': () => ({ jobs: [queued()], next_cursor: null }),
+        'GET /api/scheduler/jobs/q1': () => ({ job: queued(), result: null }),
+        'GET /api/scheduler/jobs/q1/attempts': { attempts: [] },
+        'GET /api/scheduler/jobs/q1/events': { events: [] },
+      })
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      dashboard.start()
+      dashboard.show({ view: 'job', jobId: 'q1' })
+      await vi.advanceTimersByTimeAsync(1000)
+      sources[0]!.open()
+      sources[0]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 1, job_id: 'q1' }), '1')
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.jobs.rows[0]!.waiting_reason).toBe(reason)
+      const reads = () => calls.filter((c) => c.path.startsWith('/api/scheduler/jobs')).length
+      const before = reads()
+
+      reason = 'queue default is paused; nothing is taken from it until it is resumed'
+      const pause = { job_id: null, entity_type: 'QUEUE', entity_id: 'default', data: { queue: 'default', requested_by: 'cli' } } as const
+      sources[0]!.emit('QUEUE_PAUSED', event('QUEUE_PAUSED', { id: 2, ...pause }), '2')
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.jobs.rows[0]!.waiting_reason).toBe(reason)
+      expect(dashboard.detail!.job!.waiting_reason).toBe(reason)
+      expect(dashboard.detail!.events.map((e) => e.type)).not.toContain('QUEUE_PAUSED') // not an event of the job
+      expect(reads() - before).toBe(4) // the list, and the job with its attempts and events
+
+      reason = 'first in line; waiting for a worker to take it'
+      sources[0]!.emit('QUEUE_RESUMED', event('QUEUE_RESUMED', { id: 3, ...pause }), '3')
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.jobs.rows[0]!.waiting_reason).toBe(reason)
+      expect(dashboard.detail!.job!.waiting_reason).toBe(reason)
+      dashboard.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  test("after a drop, each part whose last read failed reads again as the stream resumes, so its error goes at once; an action's error goes too", async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      let up = true
+      const { fetcher, calls } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/capacity': { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 },
+        'GET /api/scheduler/jobs': { jobs: [job({ job_id: 'q1' })], next_cursor: null },
+        'GET /api/storage': { database_bytes: 1, file_bytes: 1, wal_bytes: 0, free_bytes: 0, auto_vacuum: 'incremental', retain_days: 7, stats_retain_days: 90, last_prune: null },
+        'GET /api/health': { storage: 'ok' },
+      })
+      const restarting = async (request: Request) => {
+        if (!up) throw new TypeError('fetch failed')
+        return fetcher(request)
+      }
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, { fetcher: restarting, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      dashboard.start()
+      await vi.advanceTimersByTimeAsync(1000)
+      sources[0]!.open()
+      sources[0]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 1, job_id: 'q1' }), '1')
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.storage.error).toBeNull()
+
+      // The host goes away: the storage read and a row's Cancel fail, and the stream drops.
+      up = false
+      await dashboard.storage.refresh()
+      await dashboard.jobs.cancel('q1')
+      expect(dashboard.storage.error).toBe('The host does not answer')
+      expect(dashboard.jobs.rowErrors).toEqual({ q1: 'The host does not answer' })
+      sources[0]!.fail(0)
+      // Back: the fresh ticket reopens the stream after event 1, and what failed reads again.
+      up = true
+      const capacityReads = calls.filter((c) => c.path === '/api/capacity').length
+      await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
+      sources[1]!.open()
+      await vi.advanceTimersByTimeAsync(0)
+      expect(dashboard.storage.error).toBeNull()
+      expect(dashboard.jobs.rowErrors).toEqual({})
+      expect(calls.filter((c) => c.path === '/api/capacity').length).toBe(capacityReads) // it read well: not again
+      dashboard.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   test('a blocker answer is sent with its note and the report moves to resolved', async () => {
     const open = { blocker_id: 'b1', state: 'OPEN', file: '/f' }
     const { fetcher, calls } = fakeFetch({
@@ -408,6 +495,40 @@ describe('stores fed by the API and the stream', () => {
     await vi.waitFor(() => expect(calls.length).toBeGreaterThan(0))
     dashboard.stop()
     accepted = ''
+  })
+
+  test('a #token= link pasted into the open tab is taken as at the first load: kept, out of the address bar, and the stream reconnects with it', async () => {
+    const { fetcher } = fakeFetch({ 'POST /api/events/ticket': { ticket: 'ticket-1' } })
+    const tokens: string[] = []
+    const seen = async (request: Request) => {
+      if (request.url.endsWith('/api/events/ticket')) tokens.push(request.headers.get('authorization') ?? '')
+      return fetcher(request)
+    }
+    const sources: FakeSource[] = []
+    const dashboard = new Dashboard({ apiBase: location.origin, token: 'old' }, { fetcher: seen, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]!, saveToken: storeToken })
+    const stopFollowing = followTokenLinks((token) => dashboard.useToken(token))
+    try {
+      dashboard.start()
+      await vi.waitFor(() => expect(sources).toHaveLength(1))
+      sources[0]!.open()
+      location.hash = '#token=new-token'
+      window.dispatchEvent(new HashChangeEvent('hashchange'))
+      expect(sessionStorage.getItem('leasehold.token')).toBe('new-token')
+      expect(location.href).not.toContain('new-token')
+      expect(dashboard.api.connection.token).toBe('new-token')
+      expect(sources[0]!.closed).toBe(true)
+      await vi.waitFor(() => expect(sources).toHaveLength(2))
+      expect(tokens).toEqual(['Bearer old', 'Bearer new-token'])
+      // A fragment without a token (a view) is no token.
+      location.hash = '#/jobs'
+      window.dispatchEvent(new HashChangeEvent('hashchange'))
+      expect(dashboard.api.connection.token).toBe('new-token')
+      expect(sources).toHaveLength(2)
+    } finally {
+      stopFollowing()
+      dashboard.stop()
+      sessionStorage.clear()
+    }
   })
 
   test('no answer at all shows the host as unreachable until one comes', async () => {
