@@ -79,6 +79,16 @@ describe('creating, changing and deleting schedules', () => {
     expect(engine.createSchedule(aSchedule({ name: 'berlin', timezone: 'europe/berlin' })).timezone).toBe('Europe/Berlin')
   })
 
+  it('a zone named by its current IANA name keeps it, not the older one ICU resolves it to (Asia/Kolkata, not Asia/Calcutta), and fires on its clock', () => {
+    const { engine } = setup()
+    for (const zone of ['Asia/Kolkata', 'Europe/Kyiv', 'America/Argentina/Buenos_Aires']) {
+      expect(engine.createSchedule(aSchedule({ name: zone.replace(/\//g, '.'), timezone: zone })).timezone).toBe(zone)
+    }
+    // 02:00 in Kolkata (UTC+5:30) is 20:30 UTC the day before.
+    const kolkata = engine.createSchedule(aSchedule({ name: 'kolkata-2am', cron: '0 2 * * *', timezone: 'Asia/Kolkata' }))
+    expect(new Date(kolkata.next_fire_at!).toISOString()).toMatch(/T20:30:00\.000Z$/)
+  })
+
   it('a duplicate name is 409 duplicate_schedule, and nothing is written', () => {
     const { engine } = setup()
     engine.createSchedule(aSchedule())

@@ -108,10 +108,17 @@ export function localTimeZone(): string {
   return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'
 }
 
-/** An IANA time zone in its canonical spelling (`europe/berlin` → `Europe/Berlin`); 400 `invalid_timezone` otherwise. */
+/**
+ * An IANA time zone as the user named it, its case corrected where that is all that differs from
+ * the runtime's own name (`europe/berlin` → `Europe/Berlin`); 400 `invalid_timezone` when unknown.
+ * Another name of the same zone is kept as given: ICU resolves a zone to its oldest name
+ * (`Asia/Kolkata` to `Asia/Calcutta`, `Europe/Kyiv` to `Europe/Kiev`), which IANA keeps only as
+ * a link, and the user would get back a name they did not type.
+ */
 export function canonicalTimeZone(zone: string): string {
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone
+    const resolved = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone
+    return resolved.toLowerCase() === zone.toLowerCase() ? resolved : zone
   } catch {
     throw new EngineError('invalid_timezone', `timezone: ${JSON.stringify(zone)} is not a time zone this host knows (an IANA name such as Europe/Berlin, America/New_York or UTC)`)
   }
