@@ -2259,6 +2259,7 @@ export interface operations {
                 "application/json": {
                     file: string;
                     owner_id: string;
+                    lease_id?: string | null;
                 };
             };
         };
@@ -2312,6 +2313,7 @@ export interface operations {
                 "application/json": {
                     file: string;
                     owner_id: string;
+                    lease_id?: string | null;
                 };
             };
         };

@@ -135,10 +135,15 @@ export const OwnerId = z.string().min(1).max(200)
 export const FileAcquire = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
 export type FileAcquire = z.infer<typeof FileAcquire>
 
-export const FileHeartbeat = z.strictObject({ file: FilePath, owner_id: OwnerId })
+/**
+ * A heartbeat or release may name the job lease its file lease was acquired under (beyond the
+ * files contract): the owner id of a job's every attempt is often the same (`job:<id>`), and only
+ * the job lease keeps a stale attempt's release off the file lease its next attempt holds.
+ */
+export const FileHeartbeat = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
 export type FileHeartbeat = z.infer<typeof FileHeartbeat>
 
-export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId })
+export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
 export type FileRelease = z.infer<typeof FileRelease>
 
 export const FileRetryWait = z.strictObject({ file: FilePath, owner_id: OwnerId, max_wait_ms: MaxWaitMs.optional() })

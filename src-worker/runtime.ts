@@ -461,7 +461,7 @@ export class WorkerRuntime {
     if (!answer.ok) return this.stopJob(job, 'lease_lost')
     if (answer.cancel_requested) return this.stopJob(job, 'canceled')
     for (const file of job.heldFiles ?? []) {
-      void this.options.transport.heartbeatFile({ file, owner_id: ownerOf(job.claim) }).catch(() => {})
+      void this.options.transport.heartbeatFile({ file, owner_id: ownerOf(job.claim), lease_id: job.claim.lease_id }).catch(() => {})
     }
   }
 

@@ -1,6 +1,7 @@
 import type { paths } from '../src-shared/api-types'
 import { HostConnection } from '../src-shared/host-connection'
 import { NotJsonAnswer } from '../src-shared/http-json'
+import type { FileHeartbeat } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 /**
@@ -89,7 +90,7 @@ export class HttpTransport implements WorkerTransport {
     }
   }
 
-  async heartbeatFile(request: { file: string; owner_id: string }): Promise<void> {
+  async heartbeatFile(request: FileHeartbeat): Promise<void> {
     this.check(await this.post('/api/files/leases/heartbeat', request))
   }
 

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
-import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
+import { type FileHeartbeat, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 /** How long past its longest wait an answer may take before the call fails (and the runtime asks again). */
@@ -138,7 +138,7 @@ export class RedisTransport implements WorkerTransport {
     }
   }
 
-  async heartbeatFile(request: { file: string; owner_id: string }): Promise<void> {
+  async heartbeatFile(request: FileHeartbeat): Promise<void> {
     await this.call('heartbeatFile', request)
   }
 

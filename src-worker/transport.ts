@@ -1,5 +1,5 @@
 import type { IpcParams } from '../src-shared/ipc-protocol'
-import type { AttemptFailure, WorkerClaimed, WorkerExchangeAnswer } from '../src-shared/worker-exchange'
+import type { AttemptFailure, FileHeartbeat, WorkerClaimed, WorkerExchangeAnswer } from '../src-shared/worker-exchange'
 
 /**
  * What the worker runtime needs from the host, behind one interface with two implementations:
@@ -100,7 +100,7 @@ export interface WorkerTransport {
   acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer>
   /** Resolves once the host's clock reaches the one retry of `file` for `owner_id` (or after `max_wait_ms`). */
   waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean>
-  heartbeatFile(request: { file: string; owner_id: string }): Promise<void>
+  heartbeatFile(request: FileHeartbeat): Promise<void>
   /** Tells the host something an operator should see (e.g. a handler module that failed to load). */
   report(problem: { worker_id: string; kind: string; detail: string }): Promise<void>
   /** Frees what the transport holds (connections, listeners). */

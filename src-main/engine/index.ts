@@ -326,8 +326,8 @@ export class Engine {
 
   // File leases and blockers (the files contract)
   acquireFile = (request: files.FileLeaseRequest): AcquireResult => toAcquireResult(files.acquireFile(this.ctx, request))
-  heartbeatFile = (request: { file: string; owner_id: string }): FileLease => toFileLease(files.heartbeatFile(this.ctx, request))
-  releaseFile = (request: { file: string; owner_id: string }): FileLease => toFileLease(files.releaseFile(this.ctx, request))
+  heartbeatFile = (request: files.FileLeaseRef): FileLease => toFileLease(files.heartbeatFile(this.ctx, request))
+  releaseFile = (request: files.FileLeaseRef): FileLease => toFileLease(files.releaseFile(this.ctx, request))
   fileRetryAt = (file: string, ownerId: string): number | null => files.fileRetryAt(this.ctx, file, ownerId)
   listFileLeases = (state: FileLease['state'] | null = 'ACTIVE'): FileLease[] => files.listFileLeases(this.ctx, state).map(toFileLease)
   listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(toBlocker)

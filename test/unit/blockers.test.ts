@@ -181,6 +181,14 @@ describe("the operator's answers", () => {
     expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true })
   })
 
+  test('force_release: the holder cannot take the file back, nor any other, under the job lease it lost it under (409 file_lease_lost)', () => {
+    const { engine, blocker, holder } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w1', lease_id: holder.lease.id }), 409, 'file_lease_lost')
+    expectEngineError(() => engine.acquireFile({ file: '/repo/other.ts', owner_id: 'w1', lease_id: holder.lease.id }), 409, 'file_lease_lost')
+    expect(engine.listFileLeases('ACTIVE').filter((l) => l.file === FILE)).toEqual([])
+  })
+
   test("force_release: the holder's job cannot finish SUCCEEDED (409 file_lease_lost, nothing changes) but can fail", () => {
     const { engine, blocker, holder } = halted()
     engine.resolveBlocker(blocker.id, { action: 'force_release' })

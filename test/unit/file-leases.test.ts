@@ -189,6 +189,35 @@ describe('acquire / deny / release', () => {
   })
 })
 
+describe("a job's attempts share its owner id; the job lease tells them apart", () => {
+  test("a stale attempt's release or heartbeat naming its job lease never touches the file lease of the job's next attempt", () => {
+    const { engine, clock } = setup()
+    const job = engine.submit(aJob({ cost_units: 2, max_attempts: 3 })).job
+    const owner = `job:${job.id}`
+    const first = claimOrFail(engine, 'wA')
+    granted(engine, { file: FILE, owner_id: owner, lease_id: first.lease.id })
+    // wA goes silent: its job lease expires and the job runs again, in wB, under a new job lease.
+    clock.advance(60 * SECOND)
+    engine.reap()
+    clock.advance(60 * SECOND)
+    const second = claimOrFail(engine, 'wB')
+    expect(second.job.id).toBe(job.id)
+    const current = granted(engine, { file: FILE, owner_id: owner, lease_id: second.lease.id })
+
+    // wA wakes and lets go of "its" file, as a handler's finally block would.
+    expect(engine.releaseFile({ file: FILE, owner_id: owner, lease_id: first.lease.id })).toMatchObject({ state: 'RELEASED', lease_id: first.lease.id })
+    expectEngineError(() => engine.heartbeatFile({ file: FILE, owner_id: owner, lease_id: first.lease.id }), 409, 'file_lease_not_held')
+    expect(activeOn(engine, FILE)).toEqual([expect.objectContaining({ id: current.id, lease_id: second.lease.id })])
+    // So the file is still wB's: a third job is denied it.
+    engine.submit(aJob({ cost_units: 2 }))
+    const third = claimOrFail(engine, 'wC')
+    expect(engine.acquireFile({ file: FILE, owner_id: `job:${third.job.id}`, lease_id: third.lease.id })).toMatchObject({ granted: false, code: 'file_lease_held' })
+    // wB's own heartbeat and release, naming its job lease, act on its file lease.
+    expect(engine.heartbeatFile({ file: FILE, owner_id: owner, lease_id: second.lease.id }).id).toBe(current.id)
+    expect(engine.releaseFile({ file: FILE, owner_id: owner, lease_id: second.lease.id })).toMatchObject({ id: current.id, state: 'RELEASED' })
+  })
+})
+
 describe('the end of a job lease releases its files', () => {
   test('a file taken under a job lease before a restart is released when that lease ends after it', () => {
     const { dir, cleanup } = tempDir()

@@ -147,11 +147,18 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
   })
 }
 
-/** A file lease named under a job lease is a write under that lease: fenced like any other. */
+/**
+ * A file lease named under a job lease is a write under that lease: fenced like any other. A job
+ * lease an operator took a file from (force_release) takes no file at all: it can no longer
+ * succeed, and taking the file back would leave the requeued requester meeting it again.
+ */
 function checkRequesterLease(ctx: EngineContext, leaseId: string): LeaseRow {
   const lease = getLease(ctx, leaseId)
   if (lease.state !== 'ACTIVE' || lease.expires_at <= ctx.clock.now()) {
     throw notActive(lease.state === 'ACTIVE' ? { ...lease, state: 'EXPIRED' } : lease)
+  }
+  if (hasRevokedFiles(ctx, leaseId)) {
+    throw new EngineError('file_lease_lost', `An operator took a file from job lease ${leaseId}; it takes no file again (it can only fail or end)`)
   }
   return lease
 }
@@ -234,14 +241,29 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
   return blocker
 }
 
-/** The owner's newest file lease on a file: the one its heartbeat or release speaks of. */
-function ownersLease(ctx: EngineContext, file: string, ownerId: string): FileLeaseRow {
-  const lease = ctx.one<FileLeaseRow>(
-    'SELECT * FROM file_leases WHERE file = ? AND owner_id = ? ORDER BY acquired_at DESC, rowid DESC LIMIT 1',
-    file,
-    ownerId,
-  )
-  if (!lease) throw new EngineError('file_lease_not_found', `${ownerId} holds no lease on ${file}`)
+/** A heartbeat or release: the file, its owner, and (optionally) the job lease it was acquired under. */
+export interface FileLeaseRef {
+  file: string
+  owner_id: string
+  lease_id?: string | null
+}
+
+/**
+ * The file lease a heartbeat or release speaks of: the one acquired under the job lease it names,
+ * else the owner's newest on the file. An owner id is often the job's (`job:<id>`), the same in
+ * every attempt, so only the job lease tells a stale attempt's release from the current one's.
+ */
+function ownersLease(ctx: EngineContext, file: string, request: FileLeaseRef): FileLeaseRow {
+  const ownerId = request.owner_id
+  const lease = request.lease_id
+    ? ctx.one<FileLeaseRow>(
+        'SELECT * FROM file_leases WHERE file = ? AND owner_id = ? AND lease_id = ? ORDER BY acquired_at DESC, rowid DESC LIMIT 1',
+        file,
+        ownerId,
+        request.lease_id,
+      )
+    : ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? AND owner_id = ? ORDER BY acquired_at DESC, rowid DESC LIMIT 1', file, ownerId)
+  if (!lease) throw new EngineError('file_lease_not_found', `${ownerId} holds no lease on ${file}${request.lease_id ? ` under job lease ${request.lease_id}` : ''}`)
   if (lease.state === 'REVOKED') {
     throw new EngineError('file_lease_lost', `The lease on ${file} was taken from ${ownerId} by an operator; writes under it are refused`)
   }
@@ -253,10 +275,10 @@ function ownersLease(ctx: EngineContext, file: string, ownerId: string): FileLea
  * as dead (idle 30 s, or its job lease expired) does not revive it, even before the reaper ran:
  * the lease ends (committed) and the answer is 409 `file_lease_not_held`.
  */
-export function heartbeatFile(ctx: EngineContext, request: { file: string; owner_id: string }): FileLeaseRow {
+export function heartbeatFile(ctx: EngineContext, request: FileLeaseRef): FileLeaseRow {
   const file = fileKey(request.file)
   const outcome = ctx.transact((): { held: boolean; lease: FileLeaseRow } => {
-    const lease = ownersLease(ctx, file, request.owner_id)
+    const lease = ownersLease(ctx, file, request)
     if (lease.state !== 'ACTIVE') return { held: false, lease }
     const now = ctx.clock.now()
     const death = deadBecause(ctx, lease, now)
@@ -273,11 +295,15 @@ export function heartbeatFile(ctx: EngineContext, request: { file: string; owner
   return outcome.lease
 }
 
-/** Releases a held file lease; releasing one already released answers the same again. */
-export function releaseFile(ctx: EngineContext, request: { file: string; owner_id: string }): FileLeaseRow {
+/**
+ * Releases a held file lease; releasing one already released answers the same again. Named by
+ * its job lease, a stale attempt's release finds its own (already ended) file lease, never the
+ * one the job's next attempt holds.
+ */
+export function releaseFile(ctx: EngineContext, request: FileLeaseRef): FileLeaseRow {
   const file = fileKey(request.file)
   return ctx.transact(() => {
-    const lease = ownersLease(ctx, file, request.owner_id)
+    const lease = ownersLease(ctx, file, request)
     if (lease.state === 'ACTIVE') endFileLease(ctx, lease, 'RELEASED', 'released')
     return ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE id = ?', lease.id)!
   })
