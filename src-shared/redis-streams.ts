@@ -23,6 +23,16 @@ export const REPLY_CHANNEL = /^thread-\d{1,3}$/
 export const replyStream = (prefix: string, workerId: string, channel?: string): string =>
   channel ? `${prefix}worker:${workerId}:replies:${channel}` : `${prefix}worker:${workerId}:replies`
 
+/**
+ * How long past its longest wait (a claim's `max_wait_ms`) a remote worker waits for an answer
+ * before it gives the request up and sends a new one. The host does not grant jobs to a claim
+ * older than that: its worker no longer reads the answer.
+ */
+export const ANSWER_MARGIN_MS = 15_000
+
+/** When Redis stored a stream entry: the milliseconds of its id (`1733300000000-0`), by Redis's clock. */
+export const entryTimeMs = (entryId: string): number => Number.parseInt(entryId, 10)
+
 /** A stream entry's fields (a flat [name, value, …] list, as Redis answers them) as a lookup. */
 export function entryField(fields: readonly string[], name: string): string | undefined {
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1]

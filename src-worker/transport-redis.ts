@@ -2,12 +2,10 @@ import { randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
-import { entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { type FileHeartbeat, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
-/** How long past its longest wait an answer may take before the call fails (and the runtime asks again). */
-const ANSWER_MARGIN_MS = 15_000
 const READ_BLOCK_MS = 1_000
 
 interface Pending {

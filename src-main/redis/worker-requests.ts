@@ -4,7 +4,8 @@ import { tokensMatch } from '../http/guard'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
-import { CONSUMER_GROUP, entryField, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
  * Workers on other machines, over Redis only (`leasehold worker --redis`): the worker exchange
@@ -16,8 +17,27 @@ import { CONSUMER_GROUP, entryField, redactedUrl, REPLY_CHANNEL, replyStream, re
  * `…:replies:<channel>`, when the request names one: a worker's driving thread reads its own), and
  * only then XACKs and deletes the request. A request read again (the host died before its XACK)
  * or sent twice is answered again, as its HTTP twin would be: reports name their attempt and
- * are idempotent, and jobs granted to an answer nobody reads are leased until their lease expires.
+ * are idempotent. A claim its worker has given up on (older, by Redis's clock, than the worker
+ * waits for its answer: requests sent while no host read the stream) is answered without its
+ * claim: jobs granted to it would be leased to nobody, each losing an attempt when its lease
+ * expired unused.
  */
+
+/** How often the host reads Redis's clock, against which a request's age is judged (by its entry id). */
+const CLOCK_CHECK_MS = 10_000
+
+/**
+ * The request without its claim when its worker no longer waits for the answer: older than the
+ * claim's wait (as the worker caps it) and the worker's margin. Its reports still count.
+ */
+export function withoutStaleClaim(request: IpcRequest, ageMs: number): { request: IpcRequest; stale: boolean } {
+  if (request.method !== 'exchange' || typeof request.params !== 'object' || request.params === null) return { request, stale: false }
+  const { claim, ...rest } = request.params as { claim?: { max_wait_ms?: unknown } }
+  if (typeof claim !== 'object' || claim === null) return { request, stale: false }
+  const waitMs = Math.min(typeof claim.max_wait_ms === 'number' ? claim.max_wait_ms : 0, MAX_LONG_POLL_MS)
+  if (ageMs <= waitMs + ANSWER_MARGIN_MS) return { request, stale: false }
+  return { request: { ...request, params: rest }, stale: true }
+}
 
 /** Answers a worker's reply stream keeps at most (MAXLEN ~): a worker reads each as it comes. */
 const REPLIES_KEPT = 1_000
@@ -68,6 +88,9 @@ export class RedisWorkerRequests {
   /** Requests answered and not yet acknowledged: acknowledged together, once a tick. */
   private answered: string[] = []
   private acknowledging: Promise<void> | null = null
+  /** Redis's clock less this process's (ms), read every {@link CLOCK_CHECK_MS}; null until first read. */
+  private redisClockOffsetMs: number | null = null
+  private clockCheckedAt = -Infinity
 
   constructor(private readonly options: RedisWorkerRequestsOptions) {
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
@@ -110,6 +133,11 @@ export class RedisWorkerRequests {
           })
           groupMade = true
         }
+        if (Date.now() - this.clockCheckedAt >= CLOCK_CHECK_MS) {
+          const [seconds, micros] = (await untilAborted(this.reader.time(), signal)) as [string | number, string | number]
+          this.redisClockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - Date.now()
+          this.clockCheckedAt = Date.now()
+        }
         const read = this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
         const answer = (await untilAborted(read, signal)) as [string, [string, string[]][]][] | null
         const entries = answer?.[0]?.[1] ?? []
@@ -150,7 +178,12 @@ export class RedisWorkerRequests {
         response = { type: 'response', id: request.id, error: { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' } }
       } else {
         this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
-        response = await answerWorkerRequest(this.options.deps, workerId, request, this.stopping.signal)
+        const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
+        const checked = withoutStaleClaim(request, ageMs)
+        if (checked.stale) {
+          this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
+        }
+        response = await answerWorkerRequest(this.options.deps, workerId, checked.request, this.stopping.signal)
       }
     }
     try {

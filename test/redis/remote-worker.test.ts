@@ -51,11 +51,11 @@ async function answersOn(stream: string, after = '-'): Promise<IpcResponse[]> {
  * Sends one request as a remote worker would (naming a reply channel, or with `channel` sent as
  * it is), and reads the answer from the reply stream `readFrom` (the worker's own by default).
  */
-async function exchangeAs(workerId: string, token: string, id: number, method: string, params: unknown, channel?: { sent: string; readFrom: string }): Promise<IpcResponse> {
+async function exchangeAs(workerId: string, token: string, id: number, method: string, params: unknown, channel?: { sent: string; readFrom: string }, entryId = '*'): Promise<IpcResponse> {
   const replies = channel?.readFrom ?? replyStream('leasehold:', workerId)
   const before = (await admin.xrevrange(replies, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0'
   const naming = channel ? ['channel', channel.sent] : []
-  await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', workerId, 'token', token, ...naming, 'body', JSON.stringify({ type: 'request', id, method, params }))
+  await admin.xadd(requestStream('leasehold:'), entryId, 'worker_id', workerId, 'token', token, ...naming, 'body', JSON.stringify({ type: 'request', id, method, params }))
   return until(async () => (await answersOn(replies, `(${before}`)).find((a) => a.id === id) ?? null, 5000, `answer to ${method}`)
 }
 
@@ -132,6 +132,24 @@ describe('remote workers over Redis only', () => {
     expect(again.result).toEqual(first.result)
     expect(host.engine.getJob(job.id)).toMatchObject({ state: 'DONE', attempts: 1 })
     expect(host.engine.jobEvents(job.id).filter((e) => e.event_type === 'JOB_DONE')).toHaveLength(1)
+  })
+
+  test('a claim its worker gave up on (sent while no host read the stream) is answered without jobs; its reports still count, and a fresh claim gets the job', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const running = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    const granted = host.engine.claimBatch({ worker_id: 'w1' }, 1).granted[0]!
+    const waiting = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    // Stored by Redis a minute ago: the worker waited its claim's 20 s and 15 s more, then gave it up.
+    const [seconds] = await admin.time()
+    const aMinuteAgo = `${Number(seconds) * 1000 - 60_000}-0`
+    const complete = [{ job_id: granted.job_id, attempt_id: granted.attempt_id, lease_token: granted.lease_token }]
+    const stale = await exchangeAs('w1', host.token, 1, 'exchange', { worker_id: 'w1', complete, claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 20_000 } }, undefined, aMinuteAgo)
+    expect(stale.result).toMatchObject({ completed: [{ job_id: running.id, ok: true }] })
+    expect((stale.result as { jobs?: unknown[] }).jobs ?? []).toEqual([])
+    expect(host.engine.getJob(running.id).state).toBe('DONE')
+    expect(host.engine.getJob(waiting.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+    const fresh = await claim(2)
+    expect(fresh.result).toMatchObject({ jobs: [expect.objectContaining({ job_id: waiting.id })] })
   })
 
   test('a worker-scoped token runs jobs over Redis until it is revoked', async () => {
