@@ -1001,10 +1001,10 @@ export interface components {
             /** @description A local worker's process id */
             pid: number | null;
             /**
-             * @description Local: starting, ready (idle), busy (holding a lease) or draining. External: active, or busy while it holds a lease
+             * @description Local: starting, ready (idle), busy (holding a lease) or draining. External and redis: active, busy while it holds a lease, or silent when not heard from for 60 s (twice the longest claim wait: it stopped, died or cannot reach the host); forgotten after an hour of silence
              * @enum {string}
              */
-            state: "starting" | "ready" | "busy" | "draining" | "active";
+            state: "starting" | "ready" | "busy" | "draining" | "active" | "silent";
             current_job_ids: string[];
             last_seen_at: components["schemas"]["Timestamp"];
             started_at: components["schemas"]["Timestamp"];

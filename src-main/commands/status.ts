@@ -75,9 +75,8 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
       `warning   ${stuck} waiting job${stuck === 1 ? '' : 's'} cost${stuck === 1 ? 's' : ''} more than the total capacity (${c.total_units} units) and cannot run: raise total_units or cancel ${stuck === 1 ? 'it' : 'them'} (leasehold jobs shows which)`,
     )
   }
-  lines.push(
-    `workers   ${workers.workers.length}`,
-  )
+  const silent = workers.workers.filter((w) => w.state === 'silent').length
+  lines.push(`workers   ${workers.workers.length}${silent > 0 ? ` (${silent} silent)` : ''}`)
   if (workers.workers.length > 0) {
     const rows = workers.workers.map((w) => [
       w.worker_id,

@@ -1,4 +1,13 @@
 import type { Engine } from '../engine'
+import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
+
+/**
+ * A worker on another process or machine is heard from at least once per claim it waits on (at
+ * most 30 s) while it runs: one not heard from for twice that is shown `silent` (it stopped, died,
+ * or lost its way to the host), and one silent for an hour, holding nothing, is forgotten.
+ */
+export const SILENT_AFTER_MS = 2 * MAX_LONG_POLL_MS
+export const FORGOTTEN_AFTER_MS = 60 * 60 * 1000
 
 /** What the dashboard shows of a worker (GET /api/workers). */
 export interface WorkerInfo {
@@ -8,8 +17,8 @@ export interface WorkerInfo {
   /** Local workers: the process id. */
   pid: number | null
   /**
-   * Local: starting, ready (idle), busy (ready and holding a lease) or draining. External:
-   * active, or busy while it holds a lease.
+   * Local: starting, ready (idle), busy (ready and holding a lease) or draining. External and
+   * redis: active, busy while it holds a lease, or silent ({@link SILENT_AFTER_MS}).
    */
   state: string
   current_job_ids: string[]
@@ -62,13 +71,24 @@ export class WorkerDirectory {
     this.workers.delete(workerId)
   }
 
-  /** Every known worker with the jobs it holds leases on now; one that holds any is busy. */
+  /**
+   * Every known worker with the jobs it holds leases on now; one that holds any is busy, and one
+   * of another process not heard from lately is silent (or, after an hour, forgotten).
+   */
   list(engine: Engine): WorkerInfo[] {
     const leases = engine.activeLeasesByWorker()
-    return [...this.workers.values()].map((w) => {
+    const now = this.now()
+    const listed: WorkerInfo[] = []
+    for (const w of this.workers.values()) {
       const jobs = leases.get(w.worker_id) ?? []
-      return { ...w, state: workingState(w.state, jobs.length), current_job_ids: jobs }
-    })
+      const quietMs = w.kind === 'local' || jobs.length > 0 ? 0 : now - w.last_seen_at
+      if (quietMs >= FORGOTTEN_AFTER_MS) {
+        this.workers.delete(w.worker_id)
+        continue
+      }
+      listed.push({ ...w, state: quietMs >= SILENT_AFTER_MS ? 'silent' : workingState(w.state, jobs.length), current_job_ids: jobs })
+    }
+    return listed
   }
 }
 

@@ -86,8 +86,9 @@ export const Worker = z
     worker_id: z.string(),
     kind: z.enum(['local', 'external', 'redis']).meta({ description: 'local: the host\'s pool; external: over HTTP; redis: over Redis Streams only' }),
     pid: z.number().int().nullable().meta({ description: "A local worker's process id" }),
-    state: z.enum(['starting', 'ready', 'busy', 'draining', 'active']).meta({
-      description: 'Local: starting, ready (idle), busy (holding a lease) or draining. External: active, or busy while it holds a lease',
+    state: z.enum(['starting', 'ready', 'busy', 'draining', 'active', 'silent']).meta({
+      description:
+        'Local: starting, ready (idle), busy (holding a lease) or draining. External and redis: active, busy while it holds a lease, or silent when not heard from for 60 s (twice the longest claim wait: it stopped, died or cannot reach the host); forgotten after an hour of silence',
     }),
     current_job_ids: z.array(z.string()),
     last_seen_at: IsoTime,
