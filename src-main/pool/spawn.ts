@@ -1,5 +1,6 @@
 import { fork } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { lineReader } from '../../src-shared/line-reader'
 
 /** A local worker process as the pool sees it, however it was started. */
@@ -30,10 +31,19 @@ function lines(stream: NodeJS.ReadableStream | null, listener: (line: string) =>
   stream.on('data', (chunk: string) => read.push(chunk))
 }
 
+/**
+ * The Node flags a worker starts with: from sources, tsx's loader, by its own path. A bare `tsx`
+ * is looked for from the worker's working directory, the host's, which need not be this project
+ * (`leasehold serve` started from anywhere), and every worker would exit at once.
+ */
+export function workerExecArgv(): string[] {
+  return fromSources ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : []
+}
+
 /** Under plain Node: `child_process.fork` of the worker entry (through tsx when running from sources). */
 export const forkSpawner: Spawner = (env) => {
   const child = fork(workerEntry(), [], {
-    execArgv: fromSources ? ['--import', 'tsx'] : [],
+    execArgv: workerExecArgv(),
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   })
