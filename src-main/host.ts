@@ -212,6 +212,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const directory = new WorkerDirectory(() => clock.now())
   // Tokens that may only run jobs (leasehold token): HTTP's worker routes and remote workers over Redis.
   const scopedTokens = new ScopedTokens(config.dataDir, log)
+  undo.push(scopedTokens.watch(() => dispatch.endWaits('A worker token was revoked: claims ask again')))
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   // Workers on other machines that reach the host through Redis alone.
   const remoteWorkers = relay

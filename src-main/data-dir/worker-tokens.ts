@@ -113,6 +113,7 @@ export function listScopedTokens(dataDir: string): ScopedToken[] {
 /** The host's view of the file: the scope of a given token, re-read when the file changes. */
 export class ScopedTokens {
   private byDigest = new Map<string, TokenScope>()
+  private revoked: () => void = () => {}
   private mtimeMs = -1
   private checkedAt = -Infinity
 
@@ -129,6 +130,18 @@ export class ScopedTokens {
     return this.byDigest.get(digest(token)) ?? null
   }
 
+  /**
+   * Looks at the file every second, and calls `revoked` when a token that worked stops working
+   * (revoked, or the file went): a request checked before the revoke may still wait in a
+   * long-poll claim, and the host must not hand it work. Returns the function that stops it.
+   */
+  watch(revoked: () => void): () => void {
+    this.revoked = revoked
+    const timer = setInterval(() => this.refresh(), RECHECK_MS)
+    timer.unref()
+    return () => clearInterval(timer)
+  }
+
   private refresh(): void {
     const now = Date.now()
     if (now - this.checkedAt < RECHECK_MS) return
@@ -141,11 +154,13 @@ export class ScopedTokens {
     }
     if (mtimeMs === this.mtimeMs) return
     this.mtimeMs = mtimeMs
+    const before = this.byDigest
     try {
       this.byDigest = new Map(readStored(this.dataDir).filter((t) => t.revoked_at === null).map((t) => [t.sha256, t.scope]))
     } catch (error) {
       this.byDigest = new Map() // unreadable: no scoped token works until it is fixed
       this.log(`leasehold: ${(error as Error).message}; no worker token is taken until then`)
     }
+    if ([...before.keys()].some((key) => !this.byDigest.has(key))) this.revoked()
   }
 }

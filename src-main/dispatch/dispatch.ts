@@ -310,6 +310,15 @@ export class Dispatch {
     return waiter
   }
 
+  /**
+   * Ends every wait now with "nothing claimed", the host going on: a worker token was revoked,
+   * and a claim checked before that must not be handed work. Each worker asks again at once, and
+   * one whose token no longer works is refused then.
+   */
+  endWaits(reason: string): void {
+    for (const waiter of [...this.waiting]) waiter.resolve(nothing({ granted: false, reason, retry_after_ms: 0 }))
+  }
+
   /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
   close(): void {
     for (const unsubscribe of this.unsubscribe) unsubscribe()

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { checkRequest } from '../../src-main/http/guard'
+import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { startTestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 import { until } from '../helpers/until'
@@ -38,6 +39,26 @@ describe('worker-scoped tokens', () => {
       await until(async () => (await claim()).status === 401, 5000, 'revoked token refused')
       expect((await runCliAsync(['token', 'revoke', 'nope', '--data-dir', host.dataDir])).stderr).toMatch(/^leasehold: there is no token nope/m)
       expect((await runCliAsync(['token', 'create', '--scope', 'admin', '--data-dir', host.dataDir])).status).toBe(2)
+    } finally {
+      await host.dispose()
+    }
+  })
+
+  test('a claim waiting when its token is revoked is answered with nothing within a second or two, and no job submitted after is handed to it', async () => {
+    const host = await startTestHost()
+    try {
+      const { token, id } = createScopedToken(host.dataDir, 'worker')
+      const asked = Date.now()
+      const waiting = host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: 'revoked-w', streams: ['revoked-q'], max_wait_ms: 20_000 } })
+      await new Promise((resolve) => setTimeout(resolve, 300)) // the claim is waiting
+      revokeScopedToken(host.dataDir, id)
+      const answer = (await (await waiting).json()) as { claimed: boolean }
+      expect(answer.claimed).toBe(false)
+      expect(Date.now() - asked).toBeLessThan(10_000)
+      const job = host.engine.submit({ job_type: 't', cost_units: 1, queue: 'revoked-q' }).job
+      const again = await host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: 'revoked-w', streams: ['revoked-q'], max_wait_ms: 0 } })
+      expect(again.status).toBe(401)
+      expect(host.engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
     } finally {
       await host.dispose()
     }
