@@ -323,6 +323,18 @@ describe('leasehold jobs', async () => {
     host.engine.cancel(a.id)
   })
 
+  test('a job type with control characters (an escape sequence, a newline, a tab) is written escaped: the terminal is not told anything, the row stays one line', async () => {
+    const job = host.engine.submit({ job_type: 'evil\u001b[31mRED\u001b[0m\nline\tx', addon_id: 'ad\u001b]0;title\u0007', cost_units: 1 }).job
+    try {
+      const result = await cli(['jobs', '--state', 'QUEUED'])
+      expect(result.status).toBe(0)
+      expect(result.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f]/)
+      expect(lines(result.stdout).find((row) => row.startsWith(job.id))).toContain('evil\\u001b[31mRED\\u001b[0m\\u000aline\\u0009x')
+    } finally {
+      host.engine.cancel(job.id)
+    }
+  })
+
   test.each([
     [['--state', 'sleeping'], '--state'],
     [['--limit', '501'], '--limit'],
