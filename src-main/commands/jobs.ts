@@ -21,6 +21,8 @@ Flags:
   --state S            only jobs in this state: ${LISTED_STATES.join(', ')}
                        (not LEASED: such a job is listed as RUNNING)
   --limit N            at most N jobs, 1 to 500 [50]
+  --cursor C           the page after the one that printed C (its next_cursor, or the line
+                       that ends the table when there are more jobs than shown)
   --json               print {jobs, next_cursor} as the host answers it
 ${TARGET_HELP}
   -h, --help`
@@ -31,26 +33,28 @@ interface JobsFlags {
   'data-dir'?: string
   state?: string
   limit?: string
+  cursor?: string
   json?: boolean
 }
 
 /** `leasehold jobs`: GET /api/scheduler/jobs as a table or as JSON. */
 export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const flags = parseFlags<JobsFlags>(argv, ['state', 'limit'], ['json'])
+  const flags = parseFlags<JobsFlags>(argv, ['state', 'limit', 'cursor'], ['json'])
   const state = flags.state?.toUpperCase() as JobState | undefined
   if (state === 'LEASED') throw new ConfigError('--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)')
   if (state !== undefined && !LISTED_STATES.includes(state)) {
     throw new ConfigError(`--state must be one of ${LISTED_STATES.join(', ')} (got "${flags.state}")`)
   }
   const limit = wholeNumber('limit', flags.limit, 1, 500)
+  if (flags.cursor !== undefined && flags.cursor.trim() === '') throw new ConfigError('--cursor needs the next_cursor of a page')
   const target = resolveClientTarget(flags, env)
-  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { state, limit } } }))
+  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { state, limit, cursor: flags.cursor } } }))
   if (flags.json) {
     console.log(JSON.stringify(page, null, 2))
     return 0
   }
   if (page.jobs.length === 0) {
-    console.log(flags.state ? `no ${flags.state.toUpperCase()} jobs` : 'no jobs')
+    console.log(flags.state ? `no ${flags.state.toUpperCase()} jobs${flags.cursor ? ' after that page' : ''}` : `no jobs${flags.cursor ? ' after that page' : ''}`)
     return 0
   }
   const rows = page.jobs.map((job) => [
@@ -65,6 +69,9 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
     job.waiting_reason ?? '-',
   ])
   console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED', 'UNTIL', 'WAITING'], rows))
-  if (page.next_cursor) console.error(`(more jobs than shown; raise --limit, up to 500)`)
+  if (page.next_cursor) {
+    const more = limit === 500 ? '' : 'raise --limit (up to 500), or '
+    console.error(`(more jobs than shown; ${more}see the next page with --cursor ${page.next_cursor})`)
+  }
   return 0
 }

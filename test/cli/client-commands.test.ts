@@ -317,9 +317,15 @@ describe('leasehold jobs', async () => {
     expect(page.jobs.map((j) => j.job_id)).toContain(a.id)
     expect(page.jobs.every((j) => j.state === 'QUEUED')).toBe(true)
 
-    const limited = JSON.parse((await cli(['jobs', '--limit', '1', '--json'])).stdout) as { jobs: unknown[]; next_cursor: string | null }
+    const limited = JSON.parse((await cli(['jobs', '--limit', '1', '--json'])).stdout) as { jobs: { job_id: string }[]; next_cursor: string | null }
     expect(limited.jobs).toHaveLength(1)
     expect(limited.next_cursor).not.toBeNull()
+    // The next page: the table's closing line names its cursor, and --cursor reads it.
+    const first = await cli(['jobs', '--limit', '1'])
+    expect(lines(first.stderr)).toEqual([`(more jobs than shown; raise --limit (up to 500), or see the next page with --cursor ${limited.next_cursor})`])
+    const next = JSON.parse((await cli(['jobs', '--limit', '1', '--cursor', limited.next_cursor!, '--json'])).stdout) as { jobs: { job_id: string }[] }
+    expect(next.jobs).toHaveLength(1)
+    expect(next.jobs[0]!.job_id).not.toBe(limited.jobs[0]!.job_id)
     host.engine.cancel(a.id)
   })
 
