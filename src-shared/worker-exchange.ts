@@ -17,7 +17,12 @@ export * from './limits'
 
 /** An identifier in a path or body (job, lease, attempt ids are UUIDs, but unknown ids are 404, not 400). */
 export const Id = z.string().min(1).max(MAX_ID_CHARS)
-export const WorkerId = z.string().min(1).max(MAX_ID_CHARS)
+/** A worker's id: shown in the logs, `leasehold status` and the dashboard, so without U+0000 (which cuts it short there), as a name. */
+export const WorkerId = z
+  .string()
+  .min(1)
+  .max(MAX_ID_CHARS)
+  .refine((id) => !id.includes('\u0000'), 'must not contain U+0000')
 /** The secret that names a lease in a worker's reports. */
 export const LeaseToken = z.string().min(1).max(MAX_ID_CHARS)
 export const Progress = z.number().min(0).max(1)

@@ -74,7 +74,7 @@ describe('bodies and names', () => {
     expect(viaKoa.json).toMatchObject({ code: 'invalid_json' })
   })
 
-  test('a job type or queue with a lone surrogate or U+0000 is 400 naming the field; a name outside the BMP is fine', async () => {
+  test('a job type, queue or worker id with a lone surrogate or U+0000 is 400 naming the field; a name outside the BMP is fine', async () => {
     for (const [field, value] of [['job_type', 'no\ud800op'], ['job_type', 'no\u0000op'], ['job_type', '\udc00'], ['queue', 'q\u0000'], ['queue', 'q\udbff']] as const) {
       const answer = await raw(request('POST', SUBMIT, json({ job_type: 'noop', cost_units: 1, [field]: value })))
       expect(answer.status, `${field} ${JSON.stringify(value)}`).toBe(400)
@@ -82,6 +82,9 @@ describe('bodies and names', () => {
     }
     const claim = await raw(request('POST', '/internal/worker/claim', json({ worker_id: 'w', streams: ['a\ud800'], max_wait_ms: 0 })))
     expect(claim.status).toBe(400)
+    const nulWorker = await raw(request('POST', '/internal/worker/claim', json({ worker_id: 'a\u0000b', streams: ['a'], max_wait_ms: 0 })))
+    expect(nulWorker.status).toBe(400)
+    expect(nulWorker.json).toMatchObject({ code: 'invalid_request', detail: expect.stringContaining('worker_id') })
     expect((await raw(request('POST', '/api/queues/q%00/pause', json({})))).status).toBe(400)
     const emoji = await raw(request('POST', SUBMIT, json({ job_type: 'noop-\u{1F600}', cost_units: 1, queue: 'q-\u{1F600}' })))
     expect(emoji.status).toBe(201)
