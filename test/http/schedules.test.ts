@@ -62,7 +62,7 @@ describe('the schedule routes', () => {
   test('a bad cron expression or time zone is 400 with the reason', async () => {
     const { host } = await start()
     const cron = await expectError(await post(host, S, nightly({ cron: '0 2 * * 9' })), 400, 'invalid_cron')
-    expect(cron.detail).toBe('cron: Invalid value for dayOfWeek: 9')
+    expect(cron.detail).toBe('cron: day of week 9 is out of range (0–7, 0 and 7 Sunday)')
     expect((await expectError(await post(host, S, nightly({ cron: '0 0 0 30 2 *' })), 400, 'invalid_cron')).detail).toMatch(/never fires/)
     const zone = await expectError(await post(host, S, nightly({ timezone: 'Europe/Atlantis' })), 400, 'invalid_timezone')
     expect(zone.detail).toMatch(/^timezone: "Europe\/Atlantis" is not a time zone/)

@@ -78,7 +78,7 @@ describe('the schedule form', () => {
 
   test("the host's refusal names the form's field it is about, or none", () => {
     expect(hostProblem('job.cost_units: Too big: expected number to be <=1000000')).toEqual({ field: 'cost_units', message: 'job.cost_units: Too big: expected number to be <=1000000' })
-    expect(hostProblem('cron: Invalid value for minute: 61')).toMatchObject({ field: 'cron' })
+    expect(hostProblem('cron: minute 61 is out of range (0–59)')).toMatchObject({ field: 'cron' })
     expect(hostProblem('The host does not answer')).toMatchObject({ field: null })
   })
 
@@ -119,11 +119,11 @@ describe('the schedules store', () => {
   })
 
   test("the host's refusal of a draft is the form's error, and nothing is added", async () => {
-    const refusal = () => new Response(JSON.stringify({ code: 'invalid_cron', detail: 'cron: Invalid value for minute: 61' }), { status: 400 })
+    const refusal = () => new Response(JSON.stringify({ code: 'invalid_cron', detail: 'cron: minute 61 is out of range (0–59)' }), { status: 400 })
     const { fetcher } = fakeFetch({ 'POST /api/schedules': refusal })
     const store = new SchedulesState(new ApiClient(connection, fetcher))
     expect(await store.create({ ...emptyDraft('UTC'), name: 'n', cron: '61 * * * *', job_type: 'x' })).toBe(false)
-    expect(store.formError).toEqual({ field: 'cron', message: 'cron: Invalid value for minute: 61' })
+    expect(store.formError).toEqual({ field: 'cron', message: 'cron: minute 61 is out of range (0–59)' })
     expect(store.all).toEqual([])
   })
 

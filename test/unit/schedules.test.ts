@@ -100,8 +100,17 @@ describe('creating, changing and deleting schedules', () => {
   it('a bad cron expression is 400 invalid_cron with the reason', () => {
     const { engine } = setup()
     expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: '61 * * * *' })), 400, 'invalid_cron').detail).toBe(
-      'cron: Invalid value for minute: 61',
+      'cron: minute 61 is out of range (0–59)',
     )
+    // croner counts days and months from 0; the reason names the value as written.
+    for (const [cron, reason] of [
+      ['* * * 13 *', 'month 13 is out of range (1–12)'],
+      ['0 0 0 * *', 'day of month 0 is out of range (1–31)'],
+      ['* * 32 * *', 'day of month 32 is out of range (1–31)'],
+      ['* 24 * * *', 'hour 24 is out of range (0–23)'],
+    ]) {
+      expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron })), 400, 'invalid_cron').detail).toBe(`cron: ${reason}`)
+    }
     expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: 'every day' })), 400, 'invalid_cron').detail).toMatch(/^cron: .*five, six, or seven/)
     // Valid, but it never fires again: it could never do anything.
     expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: '0 0 0 30 2 *' })), 400, 'invalid_cron').detail).toMatch(/never fires/)

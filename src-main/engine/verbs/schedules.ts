@@ -146,9 +146,29 @@ export function parseCron(cron: string, timezone: string): Cron {
   return parsed
 }
 
-/** croner's message without its own prefix: `CronPattern: Invalid value for minute: 61` → `Invalid value for minute: 61`. */
+/**
+ * Each field croner names when a value is out of range: what to call it, what it allows, and what
+ * to add to croner's value to get the one written (croner counts days and months from 0).
+ */
+const CRON_FIELDS: Record<string, { name: string; range: string; offset: number }> = {
+  second: { name: 'second', range: '0–59', offset: 0 },
+  minute: { name: 'minute', range: '0–59', offset: 0 },
+  hour: { name: 'hour', range: '0–23', offset: 0 },
+  day: { name: 'day of month', range: '1–31', offset: 1 },
+  month: { name: 'month', range: '1–12', offset: 1 },
+  dayOfWeek: { name: 'day of week', range: '0–7, 0 and 7 Sunday', offset: 0 },
+}
+
+/**
+ * croner's reason without its prefix, in the expression's own terms: `* * * 13 *` is "month 13 is
+ * out of range (1–12)", where croner says "CronPattern: Invalid value for month: 12".
+ */
 function cronReason(error: unknown): string {
-  return String((error as Error)?.message ?? error).replace(/^Cron\w*:\s*/, '')
+  const reason = String((error as Error)?.message ?? error).replace(/^Cron\w*:\s*/, '')
+  const outOfRange = /^Invalid value for (\w+): (-?\d+)$/.exec(reason)
+  const field = outOfRange ? CRON_FIELDS[outOfRange[1]!] : undefined
+  if (!outOfRange || !field) return reason
+  return `${field.name} ${Number(outOfRange[2]) + field.offset} is out of range (${field.range})`
 }
 
 /** The first firing strictly after `after`, or null when the expression never fires again. */
