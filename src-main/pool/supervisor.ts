@@ -73,6 +73,8 @@ export class WorkerPool {
     const startedAt = Date.now()
     const gone = new AbortController()
     let ready = false
+    /** Requests from the worker's links that came before its ready message: answered once it comes. */
+    const beforeReady: (() => void)[] = []
     directory.update(workerId, { kind: 'local', pid: worker.pid, state: 'starting', started_at: startedAt, restarts: slot.generation - 1 })
     worker.onOutput((line) => log(`[${workerId}] ${line}`))
 
@@ -90,6 +92,12 @@ export class WorkerPool {
         clearTimeout(readyTimer)
         // A utility process has its pid only once it has spawned: by now it has.
         directory.update(workerId, { state: 'ready', pid: worker.pid })
+        for (const answerNow of beforeReady.splice(0)) answerNow()
+      } else if (!ready && linkGone !== null && message.method !== 'report') {
+        // A link is a socket of its own, and its first claim may overtake the ready message the
+        // worker sent before it over the process channel: it waits for that message. (A worker
+        // that never says ready is killed by the timer above, and its link closes.)
+        beforeReady.push(() => handle(message, linkGone, reply))
       } else if (!ready && message.method !== 'report') {
         // Not started properly: no work for it, whatever it asks. (It may report what went
         // wrong while starting, e.g. a handler module that failed to load, before it is ready.)
