@@ -54,7 +54,7 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
     return 0
   }
   if (page.jobs.length === 0) {
-    console.log(flags.state ? `no ${flags.state.toUpperCase()} jobs${flags.cursor ? ' after that page' : ''}` : `no jobs${flags.cursor ? ' after that page' : ''}`)
+    console.log(`no ${flags.state ? `${flags.state.toUpperCase()} ` : ''}jobs${flags.cursor ? ' after that page' : ''}`)
     return 0
   }
   const rows = page.jobs.map((job) => [

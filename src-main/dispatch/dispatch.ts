@@ -315,17 +315,15 @@ export class Dispatch {
    * and a claim checked before that must not be handed work. Each worker asks again at once, and
    * one whose token no longer works is refused then.
    */
-  endWaits(reason: string): void {
-    for (const waiter of [...this.waiting]) waiter.resolve(nothing({ granted: false, reason, retry_after_ms: 0 }))
+  endWaits(reason: string, retryAfterMs = 0): void {
+    for (const waiter of [...this.waiting]) waiter.resolve(nothing({ granted: false, reason, retry_after_ms: retryAfterMs }))
   }
 
   /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
   close(): void {
     for (const unsubscribe of this.unsubscribe) unsubscribe()
     if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
-    for (const waiter of [...this.waiting]) {
-      waiter.resolve(nothing({ granted: false, reason: 'The host is stopping', retry_after_ms: this.engine.config.denyRetryAfterMs }))
-    }
+    this.endWaits('The host is stopping', this.engine.config.denyRetryAfterMs)
   }
 
   /**
