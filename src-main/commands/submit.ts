@@ -38,7 +38,9 @@ Flags:
                        state; then one line per job that is not DONE, naming its input line
                        and why; exit 0 if all are DONE
   --json               print the job as JSON instead of its id (with --wait: {job, result} at the end;
-                       with --each: each job as it is submitted)
+                       with --each: each job as it is submitted; with --each --wait: nothing as
+                       they are submitted, then each job's {job, result, line} on a line of its
+                       own, in the input's order, once all have ended)
   --each FILE          one job per line of FILE (- for stdin), whose JSON is the job's payload;
                        the other flags apply to every job. The whole input is read first: a line
                        that is not JSON submits nothing (exit 2). Sent through
@@ -205,13 +207,14 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     if (flags.key !== undefined) throw new ConfigError('--each and --key: an idempotency key names one job')
     const lines = readEachLines(flags.each)
     const target = resolveClientTarget(flags, env)
-    if (!flags.wait) return (await submitEach(target, body, lines, flags.json === true)).code
+    if (!flags.wait) return (await submitEach(target, body, lines, flags.json ? 'job' : 'id')).code
     // The stream is open before the first job goes, so that no job's end can come before it.
     const { followJobs, ProgressLine } = await import('./wait')
     const follower = await followJobs(target)
     try {
-      const { code, jobs } = await submitEach(target, body, lines, flags.json === true)
-      return Math.max(code, await follower.wait(jobs, new ProgressLine(process.stderr)))
+      // With --json the jobs' ends are printed, once all have ended; without it their ids as they go.
+      const { code, jobs } = await submitEach(target, body, lines, flags.json ? 'nothing' : 'id')
+      return Math.max(code, await follower.wait(jobs, new ProgressLine(process.stderr), { json: flags.json === true }))
     } finally {
       follower.close()
     }
@@ -270,11 +273,11 @@ function eachRequests(lines: EachLine[], templateBytes: number): EachLine[][] {
  * `leasehold submit --each`: the jobs of `lines`, each `template` with its line's payload, sent
  * in requests of submit-batch one after the other. A request the host finds too large (413: a
  * host started with a smaller `--body-limit`) goes again in halves, down to a job alone, which
- * is then refused like any other. Prints each job created, in the input's order; a job refused
- * is one line on stderr. Exit 1 if any was refused; a request that fails stops the command, and
+ * is then refused like any other. Prints each job created (`print`: its id, its view as JSON, or
+ * nothing), in the input's order; a job refused is one line on stderr. Exit 1 if any was refused; a request that fails stops the command, and
  * its line says from which input line on the jobs were not submitted.
  */
-async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], json: boolean): Promise<{ code: number; jobs: EachJob[] }> {
+async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], print: 'id' | 'job' | 'nothing'): Promise<{ code: number; jobs: EachJob[] }> {
   const api = hostApi(target)
   const jobs: EachJob[] = []
   let refused = 0
@@ -286,7 +289,7 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
         target,
         api.POST('/api/scheduler/jobs/submit-batch', {
           body: { jobs: request.map(({ payload }) => ({ ...template, payload })) },
-          headers: json ? {} : { Prefer: 'return=minimal' },
+          headers: print === 'job' ? {} : { Prefer: 'return=minimal' },
         }),
       )
     } catch (error) {
@@ -312,9 +315,10 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
       }
       const jobId = 'job_id' in result ? result.job_id : result.job.job_id
       jobs.push({ job_id: jobId, line: request[i]!.line })
-      out += json ? `${JSON.stringify('job' in result ? result.job : result)}\n` : `${jobId}\n`
+      if (print === 'job') out += `${JSON.stringify('job' in result ? result.job : result)}\n`
+      else if (print === 'id') out += `${jobId}\n`
     })
-    process.stdout.write(out)
+    if (out) process.stdout.write(out)
   }
   for (const request of eachRequests(lines, Buffer.byteLength(JSON.stringify(template)))) await send(request)
   return { code: refused > 0 ? 1 : 0, jobs }

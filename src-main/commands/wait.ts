@@ -341,9 +341,28 @@ function jobEventState(data: string): [string, JobState] | null {
 
 /** Follows the jobs of `submit --each --wait`: see {@link followJobs}. */
 export interface JobsFollower {
-  /** Waits until every one of `jobs` has ended, on a live line; says why each that is not DONE ended. The exit code: 0 if all are DONE. */
-  wait(jobs: EachJob[], line: ProgressLine): Promise<number>
+  /**
+   * Waits until every one of `jobs` has ended, on a live line; says why each that is not DONE
+   * ended; with `json`, then prints every job's end as {@link eachEndLine} does, in the input's
+   * order. The exit code: 0 if all are DONE.
+   */
+  wait(jobs: EachJob[], line: ProgressLine, options?: { json?: boolean }): Promise<number>
   close(): void
+}
+
+/** How a job of `--each --wait` was last read: its answer, gone from the host, or a read that failed. */
+type EachEnd = JobAnswer | { gone: true } | { failed: string }
+
+/**
+ * The line `submit --each --wait --json` prints for a job once all have ended: `{job, result}`
+ * as `submit --wait --json` prints its one job's end (GET /api/scheduler/jobs/{job_id}), on one
+ * line and with `line`, the input line it came from; for a job purged before it was read,
+ * `{job_id, line, gone: true}`; for one the host did not answer for, `{job_id, line, error}`.
+ */
+export function eachEndLine(job: EachJob, end: EachEnd): string {
+  if ('gone' in end) return JSON.stringify({ job_id: job.job_id, line: job.line, gone: true })
+  if ('failed' in end) return JSON.stringify({ job_id: job.job_id, line: job.line, error: end.failed })
+  return JSON.stringify({ ...end, line: job.line })
 }
 
 /**
@@ -445,7 +464,7 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
     throw error
   }
 
-  const wait = async (jobs: EachJob[], line: ProgressLine): Promise<number> => {
+  const wait = async (jobs: EachJob[], line: ProgressLine, { json = false }: { json?: boolean } = {}): Promise<number> => {
     for (const job of jobs) pending.set(job.job_id, null)
     say = (text) => line.show(text, true)
     const early = seen!
@@ -483,19 +502,23 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
     render()
     line.finish()
     if (failure) throw failure
-    // Why each job that is not DONE ended, in the input's order.
+    // Each job that is not DONE is read for why it ended (with --json, every job, for its line).
     const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
-    const reasons = new Map<string, string>()
-    await eachAtMost(notDone, READS_AT_ONCE, async ({ job_id }) => {
-      if (ended.get(job_id) === 'gone') return void reasons.set(job_id, 'no longer on the host (purged)')
+    const ends = new Map<string, EachEnd>()
+    await eachAtMost(json ? jobs : notDone, READS_AT_ONCE, async ({ job_id }) => {
+      if (ended.get(job_id) === 'gone') return void ends.set(job_id, { gone: true })
       try {
-        const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } }))
-        reasons.set(job_id, `${ended.get(job_id)}: ${describeError(answer)}`)
+        ends.set(job_id, await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } })))
       } catch (error) {
-        reasons.set(job_id, `${ended.get(job_id)} (${(error as Error).message})`)
+        // Purged between its end and this read: gone, as one purged before its end was seen.
+        if (error instanceof HostError && error.status === 404) ends.set(job_id, { gone: true })
+        else ends.set(job_id, { failed: (error as Error).message })
       }
     })
-    for (const job of notDone) console.error(`leasehold: line ${job.line}: job ${job.job_id} ${reasons.get(job.job_id)}`)
+    const why = (end: EachEnd, state: string | undefined) =>
+      'gone' in end ? 'no longer on the host (purged)' : 'failed' in end ? `${state} (${end.failed})` : `${state}: ${describeError(end)}`
+    for (const job of notDone) console.error(`leasehold: line ${job.line}: job ${job.job_id} ${why(ends.get(job.job_id)!, ended.get(job.job_id))}`)
+    if (json) process.stdout.write(jobs.map((job) => `${eachEndLine(job, ends.get(job.job_id)!)}\n`).join(''))
     return notDone.length > 0 ? 1 : 0
   }
   return { wait, close }

@@ -212,6 +212,32 @@ describe('leasehold submit --each --wait', () => {
     expect(said.at(-3)).toBe('4 of 4 jobs ended (2 DONE, 1 FAILED, 1 CANCELED)')
     expect(said.slice(-2)).toEqual([`leasehold: line 2: job ${second.job_id} FAILED: disk on fire (E_DISK)`, `leasehold: line 5: job ${fourth.id} CANCELED: canceled: not needed`])
   })
+
+  test("--json prints each job's end as {job, result, line}, one line a job in the input's order, once all have ended; nothing as they are submitted", async () => {
+    const running = submit(['--type', 'each-json', '--queue', 'each-json', '--wait', '--json', '--each', inputFile('{"n": 1}\n{"n": 2}\n{"n": 3}\n')])
+    let stdout = ''
+    children.at(-1)!.stdout!.on('data', (chunk: Buffer) => void (stdout += chunk.toString()))
+    await until('the three jobs', () => jobsOf('each-json').length === 3)
+    const [first, second, third] = [take('each-json'), take('each-json'), take('each-json')]
+    // Ended out of the input's order: the lines still follow it.
+    host.engine.complete({ ...third, result: { n: 3 } })
+    host.engine.fail({ ...second, error: { code: 'E_DISK', message: 'disk on fire', retryable: false } })
+    await until('the two ends', () => [second, third].every(({ job_id }) => ['DONE', 'FAILED'].includes(host.engine.getJob(job_id).state)))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(stdout).toBe('')
+    host.engine.complete({ ...first, result: { n: 1 } })
+    const result = await running
+    expect(result.status).toBe(1)
+    const ends = lines(result.stdout).map((text) => JSON.parse(text) as { job: { job_id: string; state: string }; result: { result_data?: unknown; error?: unknown } | null; line: number })
+    expect(ends.map((end) => [end.line, end.job.job_id, end.job.state])).toEqual([
+      [1, first.job_id, 'DONE'],
+      [2, second.job_id, 'FAILED'],
+      [3, third.job_id, 'DONE'],
+    ])
+    expect(ends[0]!.result?.result_data).toEqual({ n: 1 })
+    expect(ends[1]!.result?.error).toMatchObject({ code: 'E_DISK' })
+    expect(lines(result.stderr).at(-1)).toBe(`leasehold: line 2: job ${second.job_id} FAILED: disk on fire (E_DISK)`)
+  })
 })
 
 describe('leasehold submit --each --wait against a host with a local worker', () => {
