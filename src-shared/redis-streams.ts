@@ -30,6 +30,14 @@ export const replyStream = (prefix: string, workerId: string, channel?: string):
  */
 export const ANSWER_MARGIN_MS = 15_000
 
+/**
+ * The name a remote worker gives each connection it reads answers on (`CLIENT SETNAME`, again
+ * on every reconnect), and sends with each request as `reader`: the host ends the wait of a
+ * claim whose reader Redis no longer lists (its worker died), as a closed connection ends an
+ * HTTP claim's.
+ */
+export const READER_NAME = /^leasehold-reader-[0-9a-f]{16}$/
+
 /** When Redis stored a stream entry: the milliseconds of its id (`1733300000000-0`), by Redis's clock. */
 export const entryTimeMs = (entryId: string): number => Number.parseInt(entryId, 10)
 

@@ -1,4 +1,4 @@
-import { randomInt } from 'node:crypto'
+import { randomBytes, randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
@@ -19,7 +19,8 @@ interface Pending {
  * (`leasehold worker --redis`, docs/redis.md): each request (the local workers' IPC envelope,
  * src-shared/ipc-protocol.ts) is XADDed to the host's request stream with this worker's id and
  * token; answers come on this worker's own reply stream (or the channel the transport names),
- * matched by request id.
+ * matched by request id. The connection they are read on is named, and each request names it
+ * (`reader`), so that the host can tell a claim whose worker has died.
  */
 export class RedisTransport implements WorkerTransport {
   private readonly writer: Redis
@@ -30,6 +31,8 @@ export class RedisTransport implements WorkerTransport {
   private nextId = randomInt(1, 2 ** 40)
   private closed = false
   private readonly ready: Promise<string>
+  /** The name of the connection answers are read on (READER_NAME), sent with every request. */
+  private readonly readerName = `leasehold-reader-${randomBytes(8).toString('hex')}`
 
   constructor(
     url: string,
@@ -43,7 +46,7 @@ export class RedisTransport implements WorkerTransport {
   ) {
     const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
     this.writer = new Redis(url, options)
-    this.reader = new Redis(url, options)
+    this.reader = new Redis(url, { ...options, connectionName: this.readerName })
     // ioredis reconnects by itself, and a call waits for it: without a line a worker whose Redis
     // is away would print nothing at all. One line, as the HTTP transport's "the host did not
     // answer", at most once a minute with the count of those held back (both connections fail
@@ -102,7 +105,9 @@ export class RedisTransport implements WorkerTransport {
     // call ends by its timer or its signal (a worker told to stop is not held by a Redis that is away).
     const channel = this.channel ? ['channel', this.channel] : []
     this.ready
-      .then(() => this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'body', JSON.stringify({ type: 'request', id, method, params })))
+      .then(() =>
+        this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'reader', this.readerName, 'body', JSON.stringify({ type: 'request', id, method, params })),
+      )
       .catch((error: Error) => this.settle(id, (call) => call.reject(error)))
     const response = await answered
     if (response.error) {

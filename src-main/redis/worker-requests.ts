@@ -4,7 +4,7 @@ import { tokensMatch } from '../http/guard'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
-import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -20,11 +20,15 @@ import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
  * are idempotent. A claim its worker has given up on (older, by Redis's clock, than the worker
  * waits for its answer: requests sent while no host read the stream) is answered without its
  * claim: jobs granted to it would be leased to nobody, each losing an attempt when its lease
- * expired unused.
+ * expired unused. For the same reason a request waits only while Redis lists the connection its
+ * worker reads answers on (the request's `reader`, checked every {@link READER_CHECK_MS} while
+ * requests wait): a worker that died ends its claim's wait, as a closed connection ends an HTTP one's.
  */
 
 /** How often the host reads Redis's clock, against which a request's age is judged (by its entry id). */
 const CLOCK_CHECK_MS = 10_000
+/** How often, while requests wait, the host asks Redis which of their readers it still lists. */
+export const READER_CHECK_MS = 1_000
 
 /**
  * The request without its claim when its worker no longer waits for the answer: older than the
@@ -91,6 +95,12 @@ export class RedisWorkerRequests {
   /** Redis's clock less this process's (ms), read every {@link CLOCK_CHECK_MS}; null until first read. */
   private redisClockOffsetMs: number | null = null
   private clockCheckedAt = -Infinity
+  /** The requests being answered whose worker named its reader: each one's way to end its wait, and the reader. */
+  private readonly readers = new Map<AbortController, string>()
+  private readerTimer: NodeJS.Timeout | null = null
+  private checkingReaders = false
+  /** False once Redis refused `CLIENT LIST` (an ACL user without it): requests then wait out their time. */
+  private readerChecks = true
 
   constructor(private readonly options: RedisWorkerRequestsOptions) {
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
@@ -111,6 +121,7 @@ export class RedisWorkerRequests {
 
   async stop(): Promise<void> {
     this.stopping.abort()
+    if (this.readerTimer) clearInterval(this.readerTimer)
     this.reader.disconnect()
     await this.loop
     await Promise.allSettled([...this.inFlight])
@@ -183,7 +194,13 @@ export class RedisWorkerRequests {
         if (checked.stale) {
           this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
         }
-        response = await answerWorkerRequest(this.options.deps, workerId, checked.request, this.stopping.signal)
+        const reader = field('reader')
+        const watch = reader !== undefined && READER_NAME.test(reader) ? this.watchReader(reader) : null
+        try {
+          response = await answerWorkerRequest(this.options.deps, workerId, checked.request, watch?.signal ?? this.stopping.signal)
+        } finally {
+          watch?.done()
+        }
       }
     }
     try {
@@ -197,6 +214,52 @@ export class RedisWorkerRequests {
     }
     this.answered.push(entryId)
     await (this.acknowledging ??= this.acknowledge(stream))
+  }
+
+  /**
+   * A signal that ends the request's wait when the host stops or Redis no longer lists `reader`
+   * (the connection its worker reads answers on); `done` once the request is answered.
+   */
+  private watchReader(reader: string): { signal: AbortSignal; done: () => void } {
+    if (!this.readerChecks) return { signal: this.stopping.signal, done: () => {} }
+    const gone = new AbortController()
+    this.readers.set(gone, reader)
+    this.readerTimer ??= setInterval(() => void this.checkReaders(), READER_CHECK_MS).unref()
+    return {
+      signal: AbortSignal.any([this.stopping.signal, gone.signal]),
+      done: () => void this.readers.delete(gone),
+    }
+  }
+
+  /** Ends the wait of every request whose reader Redis no longer lists; with none left, the checks stop until the next. */
+  private async checkReaders(): Promise<void> {
+    if (this.readers.size === 0 && this.readerTimer) {
+      clearInterval(this.readerTimer)
+      this.readerTimer = null
+    }
+    if (this.checkingReaders || this.readers.size === 0) return
+    this.checkingReaders = true
+    // Only requests read before the list is asked for are judged by it: a reader that connected
+    // after Redis made the list (a worker just started) is in the next one.
+    const judged = [...this.readers]
+    try {
+      const list = (await this.writer.call('CLIENT', 'LIST', 'TYPE', 'normal')) as string
+      const listed = new Set<string>()
+      for (const match of list.matchAll(/ name=(\S+)/g)) listed.add(match[1]!)
+      for (const [gone, reader] of judged) if (!listed.has(reader)) gone.abort(new Error(`${reader} is gone`))
+    } catch (error) {
+      const message = (error as Error).message
+      // Redis away: the next check asks again. Refused: requests wait out their time, as before there were checks.
+      if (/NOPERM|unknown (sub)?command/i.test(message)) {
+        this.readerChecks = false
+        if (this.readerTimer) clearInterval(this.readerTimer)
+        this.readerTimer = null
+        this.readers.clear()
+        this.options.log(`leasehold: Redis refused CLIENT LIST (${message}): a remote worker that dies while its claim waits is not noticed until the claim's wait ends`)
+      }
+    } finally {
+      this.checkingReaders = false
+    }
   }
 
   /** Acknowledges and deletes, in one MULTI, every request answered by the end of this tick. */

@@ -109,6 +109,35 @@ describe('remote workers over Redis only', () => {
     for (const j of jobs) expect(host.engine.attempts(j.id).map((a) => a.number)).toEqual([1, 2])
   })
 
+  test('a remote worker that dies while its claims wait is granted nothing: their waits end once Redis no longer lists the connection it read answers on', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const { child } = remoteWorker('mortal', host.token)
+    // Its claims wait: read by the host, not yet answered (pending in the group).
+    const waiting = async () => Number(((await admin.xpending(requestStream('leasehold:'), 'leasehold').catch(() => [0])) as [number])[0])
+    await until(async () => (await waiting()) >= 1, 20_000, 'a claim of the worker waiting')
+    child.kill('SIGKILL')
+    await until(async () => (await waiting()) === 0, 5_000, 'the dead worker’s claims answered')
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(host.engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+  })
+
+  test('a host whose Redis user may not list clients says so once, and its remote workers run their jobs as before', async () => {
+    await admin.call('ACL', 'SETUSER', 'no-client-list', 'on', '>secret', '~*', '&*', '+@all', '-client|list')
+    try {
+      const said: string[] = []
+      const limitedUrl = server.url.replace('redis://', 'redis://no-client-list:secret@')
+      host = await startTestHost({ redisUrl: limitedUrl }, { log: (line) => said.push(line) })
+      const ids = await noops(host, 20)
+      remoteWorker('limited', host.token)
+      await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE')
+      await until(() => said.some((line) => line.includes('CLIENT LIST')), 5_000, 'the line')
+      expect(said.filter((line) => line.includes('CLIENT LIST'))).toEqual([expect.stringMatching(/refused CLIENT LIST .*NOPERM.*not noticed until the claim's wait ends/)])
+    } finally {
+      await admin.call('ACL', 'DELUSER', 'no-client-list')
+    }
+  })
+
   test('an exchange without a valid token is refused and changes nothing', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
