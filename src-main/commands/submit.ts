@@ -274,8 +274,9 @@ function eachRequests(lines: EachLine[], templateBytes: number): EachLine[][] {
  * in requests of submit-batch one after the other. A request the host finds too large (413: a
  * host started with a smaller `--body-limit`) goes again in halves, down to a job alone, which
  * is then refused like any other. Prints each job created (`print`: its id, its view as JSON, or
- * nothing), in the input's order; a job refused is one line on stderr. Exit 1 if any was refused; a request that fails stops the command, and
- * its line says from which input line on the jobs were not submitted.
+ * nothing), in the input's order; a job refused is one line on stderr. Exit 1 if any was
+ * refused; a request that fails stops the command, and its line says from which input line on
+ * the jobs were not submitted.
  */
 async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], print: 'id' | 'job' | 'nothing'): Promise<{ code: number; jobs: EachJob[] }> {
   const api = hostApi(target)

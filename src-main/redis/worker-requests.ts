@@ -35,13 +35,22 @@ export const READER_CHECK_MS = 1_000
  * claim's wait (as the worker caps it) and the worker's margin. Its reports still count.
  */
 export function withoutStaleClaim(request: IpcRequest, ageMs: number): { request: IpcRequest; stale: boolean } {
-  if (request.method !== 'exchange' || typeof request.params !== 'object' || request.params === null) return { request, stale: false }
-  const { claim, ...rest } = request.params as { claim?: { max_wait_ms?: unknown } }
-  if (typeof claim !== 'object' || claim === null) return { request, stale: false }
-  const waitMs = Math.min(typeof claim.max_wait_ms === 'number' ? claim.max_wait_ms : 0, MAX_LONG_POLL_MS)
-  if (ageMs <= waitMs + ANSWER_MARGIN_MS) return { request, stale: false }
+  const claimWaitMs = claimWaitOf(request)
+  if (claimWaitMs === null || ageMs <= claimWaitMs + ANSWER_MARGIN_MS) return { request, stale: false }
+  const { claim: _claim, ...rest } = request.params as { claim?: unknown }
   return { request: { ...request, params: rest }, stale: true }
 }
+
+/** How long a request's claim may wait for work, as the worker caps it; null for a request without a claim. */
+function claimWaitOf(request: IpcRequest): number | null {
+  if (request.method !== 'exchange' || typeof request.params !== 'object' || request.params === null) return null
+  const { claim } = request.params as { claim?: { max_wait_ms?: unknown } }
+  if (typeof claim !== 'object' || claim === null) return null
+  return Math.min(typeof claim.max_wait_ms === 'number' ? claim.max_wait_ms : 0, MAX_LONG_POLL_MS)
+}
+
+/** Whether answering the request may wait: a claim that waits for work, or a wait for a file's retry. */
+const mayWait = (request: IpcRequest): boolean => request.method === 'waitFileRetry' || (claimWaitOf(request) ?? 0) > 0
 
 /** Answers a worker's reply stream keeps at most (MAXLEN ~): a worker reads each as it comes. */
 const REPLIES_KEPT = 1_000
@@ -95,7 +104,7 @@ export class RedisWorkerRequests {
   /** Redis's clock less this process's (ms), read every {@link CLOCK_CHECK_MS}; null until first read. */
   private redisClockOffsetMs: number | null = null
   private clockCheckedAt = -Infinity
-  /** The requests being answered whose worker named its reader: each one's way to end its wait, and the reader. */
+  /** The requests that may wait whose worker named its reader: each one's way to end its wait, and the reader. */
   private readonly readers = new Map<AbortController, string>()
   private readerTimer: NodeJS.Timeout | null = null
   private checkingReaders = false
@@ -195,7 +204,7 @@ export class RedisWorkerRequests {
           this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
         }
         const reader = field('reader')
-        const watch = reader !== undefined && READER_NAME.test(reader) ? this.watchReader(reader) : null
+        const watch = reader !== undefined && READER_NAME.test(reader) && mayWait(checked.request) ? this.watchReader(reader) : null
         try {
           response = await answerWorkerRequest(this.options.deps, workerId, checked.request, watch?.signal ?? this.stopping.signal)
         } finally {
