@@ -131,6 +131,7 @@ export class RedisWorkerRequests {
   async stop(): Promise<void> {
     this.stopping.abort()
     if (this.readerTimer) clearInterval(this.readerTimer)
+    for (const gone of this.readers.keys()) gone.abort(this.stopping.signal.reason)
     this.reader.disconnect()
     await this.loop
     await Promise.allSettled([...this.inFlight])
@@ -226,18 +227,17 @@ export class RedisWorkerRequests {
   }
 
   /**
-   * A signal that ends the request's wait when the host stops or Redis no longer lists `reader`
-   * (the connection its worker reads answers on); `done` once the request is answered.
+   * A signal that ends the request's wait when Redis no longer lists `reader` (the connection
+   * its worker reads answers on) or the host stops (`stop` aborts every one still watched; not
+   * `AbortSignal.any` with the host's signal, which on Node 20 keeps every signal made from it
+   * for as long as the host runs); `done` once the request is answered.
    */
   private watchReader(reader: string): { signal: AbortSignal; done: () => void } {
-    if (!this.readerChecks) return { signal: this.stopping.signal, done: () => {} }
+    if (!this.readerChecks || this.stopping.signal.aborted) return { signal: this.stopping.signal, done: () => {} }
     const gone = new AbortController()
     this.readers.set(gone, reader)
     this.readerTimer ??= setInterval(() => void this.checkReaders(), READER_CHECK_MS).unref()
-    return {
-      signal: AbortSignal.any([this.stopping.signal, gone.signal]),
-      done: () => void this.readers.delete(gone),
-    }
+    return { signal: gone.signal, done: () => void this.readers.delete(gone) }
   }
 
   /** Ends the wait of every request whose reader Redis no longer lists; with none left, the checks stop until the next. */
@@ -263,7 +263,6 @@ export class RedisWorkerRequests {
         this.readerChecks = false
         if (this.readerTimer) clearInterval(this.readerTimer)
         this.readerTimer = null
-        this.readers.clear()
         this.options.log(`leasehold: Redis refused CLIENT LIST (${message}): a remote worker that dies while its claim waits is not noticed until the claim's wait ends`)
       }
     } finally {

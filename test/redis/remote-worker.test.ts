@@ -134,6 +134,8 @@ describe('remote workers over Redis only', () => {
       await until(() => said.some((line) => line.includes('CLIENT LIST')), 5_000, 'the line')
       expect(said.filter((line) => line.includes('CLIENT LIST'))).toEqual([expect.stringMatching(/refused CLIENT LIST .*NOPERM.*not noticed until the claim's wait ends/)])
     } finally {
+      await host?.dispose() // before its user goes
+      host = null
       await admin.call('ACL', 'DELUSER', 'no-client-list')
     }
   })
