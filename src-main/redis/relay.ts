@@ -45,6 +45,12 @@ export const AWAY_REPORT_MS = 5_000
 const DEFAULT_DEPARTED_AFTER_MS = 60_000
 /** How often the consumers are looked over. */
 const SWEEP_INTERVAL_MS = 60_000
+/**
+ * How long a stop waits for the pass in progress. One whose Redis never answers (a connection
+ * ioredis cannot make again: the Redis user deleted, its password changed) is left: what it
+ * carried stays in the outbox, for the next host.
+ */
+const STOP_GRACE_MS = 2_000
 
 export interface RedisRelayOptions {
   engine: Engine
@@ -250,12 +256,14 @@ export class RedisRelay {
     while (this.running) await this.running
   }
 
-  /** Stops: the pass in progress ends, and the connection closes (what waits stays in the outbox). */
+  /** Stops: the pass in progress ends (or is left after {@link STOP_GRACE_MS}), and the connection closes (what waits stays in the outbox). */
   async stop(): Promise<void> {
     this.stopped = true
     this.unsubscribe()
     clearInterval(this.timer)
-    await this.idle()
+    let grace: NodeJS.Timeout | undefined
+    await Promise.race([this.idle(), new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))])
+    clearTimeout(grace)
     this.redis.disconnect()
   }
 
@@ -333,6 +341,7 @@ export class RedisRelay {
         await this.sweepConsumers()
       }
     } catch (error) {
+      if (this.stopped) return // a pass a stop left: what it carried stays in the outbox
       this.letGo()
       this.limiter.line('redis pass', `leasehold: relaying to Redis failed (${(error as Error).message}); it is tried again on reconnect`)
     } finally {

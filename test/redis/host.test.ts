@@ -118,6 +118,31 @@ describe('leasehold serve --redis', () => {
     }
   }, 20_000)
 
+  test('a host stops while Redis refuses its user (deleted as it ran): the pass Redis never answers does not hold the stop, and its message stays for the next host', async () => {
+    await admin.call('ACL', 'SETUSER', 'short-lived', 'on', '>secret', '~*', '&*', '+@all')
+    const url = server.url.replace('redis://', 'redis://short-lived:secret@')
+    const dataDir = tempDir()
+    try {
+      host = await startTestHost({ redisUrl: url, dataDir })
+      await submitJob(host)
+      await until(async () => (await entries()).length === 1, 5000, 'the first job published')
+      await admin.call('ACL', 'DELUSER', 'short-lived')
+      // Committed before the host has heard its connection close: its pass writes to the closed one, and ioredis keeps it for a reconnect that never succeeds.
+      const job = host.engine.submit({ job_type: 'test', cost_units: 1 }).job
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      const started = Date.now()
+      await host.stop() // the data dir kept for the next host
+      host = null
+      expect(Date.now() - started).toBeLessThan(5_000)
+      await admin.call('ACL', 'SETUSER', 'short-lived', 'on', '>secret', '~*', '&*', '+@all')
+      host = await startTestHost({ redisUrl: url, dataDir })
+      await until(async () => (await entries()).some((entry) => entry.job_id === job.id), 5000, 'published by the next host')
+      expect(await entries()).toHaveLength(2)
+    } finally {
+      await admin.call('ACL', 'DELUSER', 'short-lived')
+    }
+  }, 30_000)
+
   test('a host killed between COMMIT and XADD publishes the message when it starts again', async () => {
     const dataDir = tempDir()
     const args = ['--data-dir', dataDir, '--port', '0', '--redis', server.url]
