@@ -17,6 +17,19 @@ describe('capacity arithmetic', () => {
     expect(usableUnits(total, busy)).toBe(usable)
   })
 
+  it('usable is exact for every rating in tenths: floating point never costs a unit (100 × 9.7 / 10 is 97, not 96)', () => {
+    expect(usableUnits(100, 0.3)).toBe(97)
+    expect(usableUnits(100, 6.9)).toBe(31)
+    expect(usableUnits(100, 5.4)).toBe(46)
+    expect(usableUnits(100, 9.9)).toBe(1)
+    for (let total = 0; total <= 1_000_000; total += total < 1000 ? 7 : 9_973) {
+      for (let tenths = 0; tenths <= 100; tenths += 1) {
+        // The same formula in whole numbers: floor(total × (100 − tenths) / 100).
+        expect(usableUnits(total, tenths / 10)).toBe(Math.floor((total * (100 - tenths)) / 100))
+      }
+    }
+  })
+
   it('available = usable − leased, negative when the rating rose under running work', () => {
     expect(capacityFigures(100, 5, 'manual', 30)).toEqual({
       total_units: 100,

@@ -22,7 +22,10 @@ export interface CapacityFigures {
 }
 
 export function usableUnits(totalUnits: number, busyRating: number): number {
-  return Math.floor((totalUnits * (10 - busyRating)) / 10)
+  // In binary floating point 100 × (10 − 0.3) / 10 is 96.99999999999999, and 350 × (10 − 9.8) / 10
+  // 6.999999999999974: the arithmetic's error, not the rating's, must not cost a whole unit. So
+  // the share is taken to a millionth of a unit (totals are at most 1,000,000) before the floor.
+  return Math.floor(Math.round((totalUnits * (10 - busyRating)) * 100_000) / 1_000_000)
 }
 
 export function capacityFigures(
