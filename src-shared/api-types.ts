@@ -891,6 +891,11 @@ export interface components {
          */
         Priority: "LOW" | "NORMAL" | "HIGH" | "URGENT";
         /**
+         * @description A job state as the queue API shows it (LEASED shows as RUNNING)
+         * @enum {string}
+         */
+        QueueJobState: "QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT";
+        /**
          * @description A canonical job state (docs/states.md)
          * @enum {string}
          */
@@ -1289,11 +1294,6 @@ export interface components {
             /** @description The job ended because it ran out of attempts */
             dead_letter: boolean;
         };
-        /**
-         * @description A job state as the queue API shows it (LEASED shows as RUNNING)
-         * @enum {string}
-         */
-        QueueJobState: "QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT";
         /** @description A job with this client_request_id exists: it is in `job` */
         DuplicateRequest: {
             detail: string;
@@ -1486,7 +1486,9 @@ export interface components {
             jobs: {
                 queued: number;
                 claimed: number;
+                /** @description Of the running jobs, those whose worker has not yet reported them started (LEASED) */
                 leased: number;
+                /** @description Jobs that hold a lease, as the queue API shows them: RUNNING, LEASED ones included */
                 running: number;
                 blocked: number;
                 done_last_24h: number;
@@ -2839,7 +2841,8 @@ export interface operations {
     listJobs: {
         parameters: {
             query?: {
-                state?: components["schemas"]["JobState"];
+                /** @description Jobs in this state as the queue API shows it: RUNNING finds LEASED jobs too */
+                state?: components["schemas"]["QueueJobState"];
                 addon_id?: string;
                 job_type?: string;
                 /** @description Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values */

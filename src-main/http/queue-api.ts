@@ -4,7 +4,7 @@ import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '..
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
-import { Id, JobState, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
+import { Id, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
 import {
@@ -27,6 +27,7 @@ import {
   queueJobRead,
   queueLease,
   queueResult,
+  QueueState,
   queueState,
   RangeName,
   Snapshot,
@@ -120,7 +121,7 @@ export const ClaimJobs = z.strictObject({
 export type ClaimJobs = z.infer<typeof ClaimJobs>
 
 export const StatusUpdate = z.strictObject({
-  state: JobState.optional(),
+  state: QueueState.optional(),
   /** Beyond its contract: the worker making the update; another worker's job is 403 worker_mismatch. */
   worker_id: WorkerId.optional(),
   note: Note.nullable().optional(),
@@ -138,7 +139,7 @@ export type CancelJob = z.infer<typeof CancelJob>
 const isoTime = z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))
 
 export const ListJobs = z.strictObject({
-  state: JobState.optional(),
+  state: QueueState.optional().meta({ description: 'Jobs in this state as the queue API shows it: RUNNING finds LEASED jobs too' }),
   addon_id: z.string().min(1).max(200).optional(),
   job_type: z.string().min(1).max(200).optional(),
   search: z
@@ -295,7 +296,7 @@ export const queueApi: Api = {
       answer: JobPage,
       grouped: false,
       run: ({ query }, { engine }) => {
-        const page = engine.listJobs(query)
+        const page = engine.listJobs({ ...query, state: query.state === 'RUNNING' ? ['LEASED', 'RUNNING'] : query.state })
         const waits = engine.waiting(page.jobs)
         const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
         return { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }

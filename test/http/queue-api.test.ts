@@ -280,6 +280,20 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     await expectError(await status({ state: 'QUEUED', worker_id: 'w' }), 409, 'illegal_transition')
   })
 
+  test('status: a job leased through the pull API (LEASED, shown RUNNING) takes RUNNING with a note as a repeat of its state; a refusal names the state as shown', async () => {
+    await start()
+    const job = await submit(host)
+    await post(host, '/api/system/scheduler/leases/request', { worker_id: 'puller' })
+    const status = (json: Record<string, unknown>) => post(host, `${QUEUE}/jobs/${job.job_id}/status`, json)
+    const res = await status({ state: 'RUNNING', note: 'halfway', progress: 0.5, worker_id: 'puller' })
+    expect(res.status).toBe(200)
+    expect((await body(res)).job).toMatchObject({ state: 'RUNNING', note: 'halfway', progress: 0.5 })
+    const refused = await status({ state: 'PREPARING', worker_id: 'puller' })
+    expect(refused.status).toBe(409)
+    expect((await body(refused)).detail).toContain('cannot move from RUNNING to PREPARING')
+    await expectInvalid(await status({ state: 'LEASED', worker_id: 'puller' }), 'state')
+  })
+
   test('status: QUEUED → PREPARING, and any status after a terminal state, are 409 illegal_transition', async () => {
     await start()
     const job = await submit(host)
@@ -359,6 +373,23 @@ describe('GET /jobs (list)', () => {
     expect(claimed.jobs.map((j: any) => j.addon_id)).toEqual(['b'])
     const after = await body(await get(`${QUEUE}/jobs?created_after=${encodeURIComponent(new Date(T0 + 1).toISOString())}`))
     expect(after.jobs).toHaveLength(0)
+  })
+
+  test('state=RUNNING finds every job the queue API shows as RUNNING, those leased through the pull API (LEASED) too; LEASED is not a state of this API', async () => {
+    await start()
+    const pulled = await submit(host, { priority: 'URGENT' })
+    const granted = await body(await post(host, '/api/system/scheduler/leases/request', { worker_id: 'puller' }))
+    expect(granted.job.job_id).toBe(pulled.job_id)
+    const { job: started } = await running('w2')
+    await submit(host)
+    expect((await body(await get(`${QUEUE}/jobs/${pulled.job_id}`))).job.state).toBe('RUNNING')
+    const listed = await body(await get(`${QUEUE}/jobs?state=RUNNING`))
+    expect(listed.jobs.map((j: any) => [j.job_id, j.state])).toEqual([
+      [started.job_id, 'RUNNING'],
+      [pulled.job_id, 'RUNNING'],
+    ])
+    expect((await get(`${QUEUE}/jobs?state=LEASED`)).status).toBe(400)
+    expect((await body(await get(`${QUEUE}/stats/snapshot`))).jobs).toMatchObject({ queued: 1, running: 2, leased: 1 })
   })
 
   test('search finds jobs by any part of their id, type or add-on, in any case, with the other filters', async () => {

@@ -49,7 +49,7 @@ function expectReadsOfMemoryAreTheDatabase(engine: Engine): void {
   const snapshot = engine.snapshot()
   expect(snapshot.leases.active).toBe(count("SELECT COUNT(*) FROM leases WHERE state = 'ACTIVE'"))
   expect(snapshot.jobs.leased).toBe(count(`SELECT COUNT(*) ${activeJoin} AND jobs.state = 'LEASED'`))
-  expect(snapshot.jobs.running).toBe(count(`SELECT COUNT(*) ${activeJoin} AND jobs.state = 'RUNNING'`))
+  expect(snapshot.jobs.running).toBe(count(`SELECT COUNT(*) ${activeJoin} AND jobs.state IN ('LEASED', 'RUNNING')`))
   expect(snapshot.jobs.queued).toBe(count("SELECT COUNT(*) FROM jobs WHERE state = 'QUEUED'"))
   const byQueue = db.prepare("SELECT queue, state, COUNT(*) AS n FROM jobs WHERE state NOT IN ('DONE') GROUP BY queue, state").all() as { queue: string; state: string; n: number }[]
   const queues = Object.fromEntries(engine.listQueues().map((summary) => [summary.queue, summary.counts]))
@@ -65,6 +65,8 @@ function expectReadsOfMemoryAreTheDatabase(engine: Engine): void {
     const listed = db.prepare(`SELECT jobs.id ${activeJoin} AND jobs.state = ? ORDER BY jobs.seq DESC`).pluck().all(state)
     expect(engine.listJobs({ state, limit: 500 }).jobs.map((job) => job.id), state).toEqual(listed)
   }
+  const holding = db.prepare(`SELECT jobs.id ${activeJoin} AND jobs.state IN ('LEASED', 'RUNNING') ORDER BY jobs.seq DESC`).pluck().all()
+  expect(engine.listJobs({ state: ['LEASED', 'RUNNING'], limit: 500 }).jobs.map((job) => job.id), 'LEASED and RUNNING').toEqual(holding)
 }
 
 describe('the ACTIVE leases in memory', () => {

@@ -1,11 +1,15 @@
-import { and, desc, eq, gte, lt, lte, sql, type SQL } from 'drizzle-orm'
+import { and, desc, eq, gte, inArray, lt, lte, sql, type SQL } from 'drizzle-orm'
 import { jobs, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
 import { JOB_STATES, LEASED_STATES, type JobState } from '../rules/states'
 
+/** The states of jobs that hold a lease: found among the ACTIVE leases in memory. */
+type LeasedState = 'LEASED' | 'RUNNING'
+
 export interface JobListQuery {
-  state?: JobState
+  /** A state; or several of those jobs hold a lease in (the queue API's RUNNING, which shows LEASED jobs as RUNNING). */
+  state?: JobState | readonly LeasedState[]
   addon_id?: string
   job_type?: string
   /**
@@ -45,7 +49,8 @@ export function listJobs(ctx: EngineContext, query: JobListQuery): JobPage {
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
     throw invalid(`limit: must be a whole number from 1 to ${MAX_LIST_LIMIT}`)
   }
-  if (query.state !== undefined && !JOB_STATES.includes(query.state)) {
+  const states: readonly JobState[] = typeof query.state === 'string' ? [query.state] : (query.state ?? [])
+  if (states.some((state) => !JOB_STATES.includes(state)) || (states.length > 1 && !states.every((state) => LEASED_STATES.has(state)))) {
     throw invalid(`state: must be one of ${JOB_STATES.join(', ')}`)
   }
   const rows = query.state === 'QUEUED' ? queuedRows(ctx, query, limit + 1) : readPage(ctx, jobListQuery(ctx, query, limit + 1))
@@ -98,19 +103,20 @@ const readPage = (ctx: EngineContext, query: PageQuery): JobRow[] => ctx.all<Job
  */
 export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number } | { seqs: number[] }): PageQuery {
   const conditions: SQL[] = []
-  if (query.state !== undefined) {
-    if (LEASED_STATES.has(query.state)) {
-      // Found among the ACTIVE leases (few: capacity bounds them).
-      const seqs = ctx.activeLeases.committed().filter(({ job }) => job.state === query.state).map(({ job }) => job.seq)
-      conditions.push(seqIn(seqs), eq(jobs.state, query.state))
-    } else if (query.state === 'QUEUED') {
-      if (!window) throw new Error('jobListQuery: QUEUED jobs are read by their keys, a range of them or the ones given (queuedRows)')
-      // `+state`: no index on state for these, the table's key instead.
-      conditions.push('from' in window ? gte(jobs.seq, window.from) : seqIn(window.seqs), sql`+${jobs.state} = 'QUEUED'`)
-    } else {
-      conditions.push(eq(jobs.state, query.state))
-      if (!STATES_OUTSIDE_STATE_SEQ.includes(query.state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
-    }
+  const state = query.state
+  const leased: readonly JobState[] | null = typeof state === 'object' ? state : state !== undefined && LEASED_STATES.has(state) ? [state] : null
+  if (leased) {
+    // Found among the ACTIVE leases (few: capacity bounds them).
+    const wanted = new Set<string>(leased)
+    const seqs = ctx.activeLeases.committed().filter(({ job }) => wanted.has(job.state)).map(({ job }) => job.seq)
+    conditions.push(seqIn(seqs), leased.length === 1 ? eq(jobs.state, leased[0]!) : inArray(jobs.state, [...leased]))
+  } else if (state === 'QUEUED') {
+    if (!window) throw new Error('jobListQuery: QUEUED jobs are read by their keys, a range of them or the ones given (queuedRows)')
+    // `+state`: no index on state for these, the table's key instead.
+    conditions.push('from' in window ? gte(jobs.seq, window.from) : seqIn(window.seqs), sql`+${jobs.state} = 'QUEUED'`)
+  } else if (typeof state === 'string') {
+    conditions.push(eq(jobs.state, state))
+    if (!STATES_OUTSIDE_STATE_SEQ.includes(state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
   }
   if (query.addon_id !== undefined) conditions.push(eq(jobs.addon_id, query.addon_id))
   if (query.job_type !== undefined) conditions.push(eq(jobs.job_type, query.job_type))

@@ -57,7 +57,8 @@ export function snapshot(ctx: EngineContext, capacity: CapacityStore): Snapshot 
       queued: countState(ctx, 'QUEUED'),
       claimed: countState(ctx, 'CLAIMED') + countState(ctx, 'PREPARING') + countState(ctx, 'LEASE_PENDING'),
       leased: countState(ctx, 'LEASED'),
-      running: countState(ctx, 'RUNNING'),
+      // As the queue API shows them: a LEASED job is RUNNING there (`leased` counts those among them).
+      running: countState(ctx, 'RUNNING') + countState(ctx, 'LEASED'),
       blocked: countState(ctx, 'BLOCKED'),
       done_last_24h: recent.lastDay('JOB_DONE'),
       failed_last_24h: recent.lastDay('JOB_FAILED'),

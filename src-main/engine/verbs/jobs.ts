@@ -262,9 +262,11 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
           : 'it waits for an operator'
       throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${why}`)
     }
-    const to = update.state ?? from
+    // The queue API shows a LEASED job as RUNNING: naming RUNNING repeats the state it shows.
+    const to = update.state === undefined || (from === 'LEASED' && update.state === 'RUNNING') ? from : update.state
     if (to !== from && !(STATUS_SETTABLE.has(to) && CLAIM_STATES.has(from))) {
-      throw new EngineError('illegal_transition', `Job ${jobId} cannot move from ${from} to ${to} by a status update`)
+      const shown = from === 'LEASED' ? 'RUNNING' : from
+      throw new EngineError('illegal_transition', `Job ${jobId} cannot move from ${shown} to ${to} by a status update`)
     }
     const changes: Partial<JobRow> = {}
     if (update.note !== undefined) changes.note = update.note

@@ -318,8 +318,8 @@ export const Snapshot = z
     jobs: z.object({
       queued: z.number().int(),
       claimed: z.number().int(),
-      leased: z.number().int(),
-      running: z.number().int(),
+      leased: z.number().int().meta({ description: 'Of the running jobs, those whose worker has not yet reported them started (LEASED)' }),
+      running: z.number().int().meta({ description: 'Jobs that hold a lease, as the queue API shows them: RUNNING, LEASED ones included' }),
       blocked: z.number().int(),
       done_last_24h: z.number().int(),
       failed_last_24h: z.number().int(),
