@@ -46,7 +46,7 @@ import {
   toLeaseExtended,
   toSubmitResult,
 } from './domain'
-import { eventsAfter, newestEventId } from './store/event-log'
+import { eventsAfter, newestEventId, replayStart } from './store/event-log'
 import type { WorkerProblem } from './rules/events'
 import * as files from './verbs/files'
 import * as jobs from './verbs/jobs'
@@ -343,6 +343,8 @@ export class Engine {
   newestEventId = (): number => newestEventId(this.ctx)
   /** Up to `limit` events after the one with id `after`, oldest first (a stream client's replay). */
   eventsAfter = (after: number, limit: number): Event[] => eventsAfter(this.ctx, after, limit).map(toEvent)
+  /** The id a replay of at most `limit` events after `after` starts from: `after`, or a later one when more were missed. */
+  replayStart = (after: number, limit: number): number => replayStart(this.ctx, after, limit)
 
   // Recurring schedules (docs/schedules.md)
   createSchedule = (input: schedules.ScheduleInput): schedules.Schedule => schedules.createSchedule(this.ctx, this.capacity, input)

@@ -153,10 +153,9 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: Redi
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {
-  const newest = engine.newestEventId()
-  let from = after
-  if (newest - after > MAX_REPLAY) {
-    from = newest - MAX_REPLAY
+  // The newest MAX_REPLAY events after `after` are sent; older ones than those are announced as missed.
+  const from = engine.replayStart(after, MAX_REPLAY)
+  if (from > after) {
     const gap: StreamGap = { missed_from: after + 1, missed_to: from }
     stream.write(`event: gap\ndata: ${JSON.stringify(gap)}\n\n`)
   }

@@ -30,6 +30,36 @@ test('Last-Event-ID resumes with the events missed while away, in order', async 
   expect(messages.filter((e) => e.event === 'JOB_SUBMITTED').map((e) => JSON.parse(e.data!).job_id)).toEqual(missed)
 })
 
+test('a replay counts the events missed, not the ids between: after host restarts (each begins a new block of ids) every stored event missed is sent, with no gap', async () => {
+  host = await startTestHost()
+  const dataDir = host.dataDir
+  const first = host.engine.submit({ job_type: 'before', cost_units: 1 })
+  const seen = host.engine.jobEvents(first.job.id).at(-1)!.id
+  const missed: string[] = []
+  for (let start = 0; start < 3; start++) {
+    await host.stop()
+    host = await startTestHost({ dataDir })
+    missed.push(host.engine.submit({ job_type: `after-start-${start}`, cost_units: 1 }).job.id)
+  }
+  expect(host.engine.newestEventId() - seen).toBeGreaterThan(10_000)
+  const res = await host.call('/api/events/stream', { headers: { 'last-event-id': String(seen) } })
+  const messages = await readEvents(res, (m) => m.filter((e) => e.event === 'JOB_SUBMITTED').length >= 3)
+  expect(messages.some((e) => e.event === 'gap')).toBe(false)
+  expect(messages.filter((e) => e.event === 'JOB_SUBMITTED').map((e) => JSON.parse(e.data!).job_id)).toEqual(missed)
+})
+
+test('a replay starts after the newest events it may send: older missed ones are named by a gap from the first missed id', async () => {
+  host = await startTestHost()
+  host.engine.submit({ job_type: 'seen', cost_units: 1 })
+  const seen = host.engine.newestEventId()
+  const ids = [1, 2, 3, 4].map(() => host.engine.jobEvents(host.engine.submit({ job_type: 'missed', cost_units: 1 }).job.id).at(-1)!.id)
+  const all = host.engine.eventsAfter(seen, 100).map((event) => event.id)
+  expect(host.engine.replayStart(seen, all.length)).toBe(seen)
+  // At most 3: the replay starts after the fourth newest, and the gap names what is before it.
+  expect(host.engine.replayStart(seen, 3)).toBe(all.at(-4))
+  expect(all.at(-1)).toBe(ids.at(-1))
+})
+
 test('a ticket opens the stream without the token; a bad ticket or none is 401', async () => {
   host = await startTestHost()
   const ticketRes = await host.call('/api/events/ticket', { method: 'POST' })

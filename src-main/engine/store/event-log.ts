@@ -134,6 +134,15 @@ export function newestEventId(ctx: StoreContext): number {
   return ctx.one<{ id: number | null }>('SELECT MAX(id) AS id FROM events')?.id ?? 0
 }
 
+/**
+ * Where a replay of the events after `after` starts when it may send at most `limit` of them:
+ * `after` itself when there are no more, else the id after which the newest `limit` begin (the
+ * ids are sparse: each start of a host begins a new block of them, so their difference is not a count).
+ */
+export function replayStart(ctx: StoreContext, after: number, limit: number): number {
+  return ctx.one<{ id: number }>('SELECT id FROM events WHERE id > ? ORDER BY id DESC LIMIT 1 OFFSET ?', after, limit)?.id ?? after
+}
+
 /** Up to `limit` events after the one with id `after`, oldest first. */
 export function eventsAfter(ctx: StoreContext, after: number, limit: number): EventRow[] {
   return ctx.all<EventRow>('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?', after, limit)
