@@ -896,11 +896,6 @@ export interface components {
          */
         QueueJobState: "QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT";
         /**
-         * @description A canonical job state (docs/states.md)
-         * @enum {string}
-         */
-        JobState: "QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "LEASED" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT";
-        /**
          * @description Gauges (mean per bucket) and counts (per bucket)
          * @enum {string}
          */
@@ -1202,6 +1197,11 @@ export interface components {
             /** @description The halted job's canonical state after the answer */
             job_state: components["schemas"]["JobState"] | null;
         };
+        /**
+         * @description A canonical job state (docs/states.md)
+         * @enum {string}
+         */
+        JobState: "QUEUED" | "CLAIMED" | "PREPARING" | "LEASE_PENDING" | "LEASED" | "RUNNING" | "BLOCKED" | "DONE" | "FAILED" | "CANCELED" | "TIMEOUT";
         PullDecision: {
             /** @constant */
             denied: false;
@@ -2185,7 +2185,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description file_lease_held (with the contention), blocked (with the blocker report), or lease_expired / lease_not_active for the lease named */
+            /** @description file_lease_held (with the contention), blocked (with the blocker report), lease_expired / lease_not_active for the lease named, or file_lease_lost when an operator took a file from that lease (force_release) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2922,7 +2922,7 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    state?: components["schemas"]["JobState"];
+                    state?: components["schemas"]["QueueJobState"];
                     worker_id?: string;
                     note?: string | null;
                     progress?: number | null;

@@ -54,7 +54,7 @@ export const filesApi: Api = {
       errors: {
         400: 'invalid_request (a relative path, among others)',
         404: NOT_FOUND.lease,
-        409: ['file_lease_held (with the contention), blocked (with the blocker report), or lease_expired / lease_not_active for the lease named', z.union([FileAcquireRefusal, ErrorBody])],
+        409: ['file_lease_held (with the contention), blocked (with the blocker report), lease_expired / lease_not_active for the lease named, or file_lease_lost when an operator took a file from that lease (force_release)', z.union([FileAcquireRefusal, ErrorBody])],
         429: {
           description: 'retry_too_early: the one retry is at retry_at (no short-loop retries)',
           headers: z.object({ 'Retry-After': z.string().meta({ description: 'Seconds until the retry' }) }),
