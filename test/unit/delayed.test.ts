@@ -13,7 +13,7 @@ describe('delayed jobs', () => {
     const { job } = engine.submit(aJob({ run_at: T0 + 10 * MINUTE }))
     expect(job).toMatchObject({ state: 'QUEUED', run_at: T0 + 10 * MINUTE, eligible_at: T0 + 10 * MINUTE })
     clock.advance(10 * MINUTE - 1)
-    expect(engine.requestLease({ worker_id: 'w' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    expect(engine.requestLease({ worker_id: 'w' })).toMatchObject({ granted: false, reason: 'No queued job this worker can take now' })
     expect(engine.claimAndLease({ worker_id: 'w' })).toMatchObject({ granted: false })
     expect(engine.claimAndLease({ worker_id: 'w', queues: ['default'] })).toMatchObject({ granted: false })
     expect(engine.claim({ worker_id: 'w' })).toEqual([])

@@ -50,7 +50,7 @@ describe('order of picking', () => {
     expect(requeued.state).toBe('QUEUED')
     expect(requeued.next_retry_at).toBe(clock.now() + 2 * SECOND)
 
-    expect(engine.requestLease({ worker_id: 'w2' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    expect(engine.requestLease({ worker_id: 'w2' })).toMatchObject({ granted: false, reason: 'No queued job this worker can take now' })
     expect(engine.claimAndLease({ worker_id: 'w2' })).toMatchObject({ granted: false })
     expect(engine.claim({ worker_id: 'w2' })).toEqual([])
 
@@ -125,6 +125,13 @@ describe('no backfilling past the head', () => {
     const { engine } = setup()
     expect(engine.requestLease({ worker_id: 'w' })).toEqual({ granted: false, reason: 'No jobs queued', retry_after_ms: 1500 })
   })
+
+  it('with jobs queued that none may go to the worker (too large for its max_units), the denial says so, not that nothing is queued', () => {
+    const { engine } = setup()
+    engine.submit(aJob({ cost_units: 4 }))
+    expect(engine.requestLease({ worker_id: 'w', max_units: 2 })).toEqual({ granted: false, reason: 'No queued job this worker can take now', retry_after_ms: 1500 })
+    expect(engine.requestLease({ worker_id: 'w', max_units: 8 })).toMatchObject({ granted: true })
+  })
 })
 
 describe('jobs a worker cannot take are skipped for it, not denied', () => {
@@ -143,7 +150,7 @@ describe('jobs a worker cannot take are skipped for it, not denied', () => {
     engine.submit(aJob({ job_type: 'video' }))
     const audio = engine.submit(aJob({ job_type: 'audio' })).job
     expect(leaseOrFail(engine, { worker_id: 'w', accept_job_types: ['audio'] }).job.id).toBe(audio.id)
-    expect(engine.requestLease({ worker_id: 'w2', accept_job_types: ['text'] })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    expect(engine.requestLease({ worker_id: 'w2', accept_job_types: ['text'] })).toMatchObject({ granted: false, reason: 'No queued job this worker can take now' })
   })
 
   it('constraints.gpu_required is claimable only by a worker with gpu_available', () => {
@@ -178,7 +185,7 @@ describe('jobs a worker cannot take are skipped for it, not denied', () => {
     const plain = engine.submit(aJob()).job
     expect(leaseOrFail(engine, 'w1').job.id).toBe(plain.id)
     expect(engine.getJob(unique.id).state).toBe('QUEUED')
-    expect(engine.requestLease({ worker_id: 'w1' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    expect(engine.requestLease({ worker_id: 'w1' })).toMatchObject({ granted: false, reason: 'No queued job this worker can take now' })
     expect(leaseOrFail(engine, 'w2').job.id).toBe(unique.id)
   })
 

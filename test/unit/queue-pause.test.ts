@@ -20,7 +20,7 @@ describe('pausing queues', () => {
     const held = engine.submit(aJob({ queue: 'reports' })).job.id
     engine.pauseQueue('reports')
     // the pull API (request), 002 (claim), 003 (claim by stream, and batch), over every queue or naming it.
-    expect(engine.requestLease({ worker_id: 'w' })).toMatchObject({ granted: false, reason: 'No jobs queued' })
+    expect(engine.requestLease({ worker_id: 'w' })).toMatchObject({ granted: false, reason: 'No queued job this worker can take now' })
     expect(engine.claim({ worker_id: 'w' })).toEqual([])
     expect(engine.claimAndLease({ worker_id: 'w', queues: ['reports'] })).toMatchObject({ granted: false })
     expect(engine.claimAndLease({ worker_id: 'w' })).toMatchObject({ granted: false })

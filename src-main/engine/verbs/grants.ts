@@ -134,11 +134,20 @@ export function leaseHeads(
       figures = { ...figures, leased: figures.leased + job.cost_units, available: figures.available - job.cost_units }
       if (granted.length === options.maxJobs) return { granted, denial: null }
     }
-    return stop(NO_JOBS)
+    return stop(nothingToTake(ctx))
   })
 }
 
 const NO_JOBS = 'No jobs queued'
+/**
+ * Jobs are queued, and none of them may go to this worker now: its filters (job types, units,
+ * streams, add-on) leave them out, their queues are paused, they wait for their time, or it holds
+ * a lease and they are unique.
+ */
+const NONE_FOR_THIS_WORKER = 'No queued job this worker can take now'
+
+/** Why a claim that took all it could was given no (more) jobs: none queued at all, or none for it. */
+const nothingToTake = (ctx: EngineContext): string => (queuesWithQueuedJobs(ctx).length > 0 ? NONE_FOR_THIS_WORKER : NO_JOBS)
 
 /** A claim that waits for work (dispatch keeps them, oldest first: src-main/dispatch/). */
 export interface WaitingClaim {
@@ -170,7 +179,7 @@ export interface WaitingClaims {
  * no eligible job, from memory), so that the first one that can take this job takes it, and
  * only it. Anything else — another job a claim would meet first, a claim's invalid `ttl_s` — is
  * left to the commit. The answer to the claim is what its turn would have answered: this job,
- * and "no jobs queued" if it asked for more than one.
+ * and why there is no other if it asked for more than one.
  */
 export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claims: WaitingClaims, job: JobRow): JobRow | null {
   const waiting = claims.waiting()
@@ -195,7 +204,7 @@ export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claim
     insertLease(ctx, lease, leased)
     const heads: LeasedHeads = {
       granted: [{ granted: true, lease, job: leased, message_id: leased.stream_message_id }],
-      denial: claim.maxJobs === 1 ? null : { granted: false, reason: NO_JOBS, retry_after_ms: ctx.config.denyRetryAfterMs },
+      denial: claim.maxJobs === 1 ? null : { granted: false, reason: nothingToTake(ctx), retry_after_ms: ctx.config.denyRetryAfterMs },
     }
     ctx.onRollback(claims.leased(claim, heads))
     return leased
