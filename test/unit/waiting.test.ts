@@ -80,6 +80,15 @@ describe('every waiting job can say why it waits', () => {
     expect(reasonOf(engine, head.id)).toBe('first in line; needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)')
   })
 
+  it('with the leases over the usable units (the rating rose under running work) the reason says none available, not a number the capacity reads contradict', () => {
+    const { engine } = setup({ total_units: 60, busy_rating: 0 })
+    engine.submit(aJob({ cost_units: 12 }))
+    leaseOrFail(engine, 'w')
+    engine.setCapacity({ busy_rating: 9 }) // 6 usable, 12 leased
+    const head = engine.submit(aJob({ cost_units: 50 })).job
+    expect(reasonOf(engine, head.id)).toBe('first in line; needs 50 units; none available (busy rating 9 leaves 6 of 60 units, 12 leased)')
+  })
+
   it('a job behind a head that does not fit says which job it waits behind and why', () => {
     const { engine } = setup({ total_units: 70 })
     engine.submit(aJob({ cost_units: 60 }))

@@ -79,13 +79,17 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore): Wait
   }
 }
 
-/** "needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)", or "(60 of 70 units leased)". */
+/**
+ * "needs 40 units; 10 available (busy rating 8 leaves 20 of 100 units, 10 leased)", or "(60 of 70
+ * units leased)"; "none available" when the leases hold all the usable units or more (a rating
+ * that rose under running work: the capacity reads then say how far below zero).
+ */
 function capacityShortfall(cost: number, c: CapacityFigures): string {
   const detail =
     c.usable < c.total_units
       ? `busy rating ${formatRating(c.busy_rating)} leaves ${c.usable} of ${c.total_units} units, ${c.leased} leased`
       : `${c.leased} of ${c.total_units} units leased`
-  return `needs ${cost} units; ${Math.max(0, c.available)} available (${detail})`
+  return `needs ${cost} units; ${c.available > 0 ? c.available : 'none'} available (${detail})`
 }
 
 /** "cost 500 exceeds total capacity 100": such a job can never be leased. */
