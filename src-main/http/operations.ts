@@ -1,10 +1,10 @@
 import { z } from 'zod'
-import { BULK_ACTIONS, type BulkAction, type BulkPlan, type Engine, type QueuePause, type QueueSummary } from '../engine'
+import { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkPlan, type Engine, type QueuePause, type QueueSummary } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { JOB_STATES } from '../engine/rules/states'
 import { type Api, NOT_FOUND, type Route, route } from './route'
 import { IsoTime, pathParams, QueueName, RequestedBy } from './schemas'
-import { JobAnswer, queueJob } from './views/queue'
+import { canonicalStates, JobAnswer, queueJob } from './views/queue'
 
 /**
  * An operator's routes over every API's jobs (docs/operations.md): run a delayed job now,
@@ -144,7 +144,9 @@ export const operationsApi: Api = {
         grouped: false,
         run: async ({ body }, { engine }) => {
           const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by, counted_through } = body
-          const filter = { states, queue, job_type, addon_id }
+          // Jobs show as the queue API shows them: a cancel of RUNNING ones takes the LEASED (not yet started) too.
+          const shown = states !== undefined && BULK_STATES[action].includes('LEASED') ? canonicalStates(states) : states
+          const filter = { states: shown, queue, job_type, addon_id }
           const plan = engine.planBulk(action as BulkAction, { filter, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by), counted_through })
           const { matched, changed } = await runBulk(engine, plan)
           // A dry run of retry or purge says what it counted up to (the plan of a cancel holds neither).

@@ -30,6 +30,7 @@ import {
   QueueState,
   queueState,
   RangeName,
+  SHOWN_AS_RUNNING,
   Snapshot,
   SubmitBatchAnswer,
   Timeseries as TimeseriesAnswer,
@@ -296,7 +297,7 @@ export const queueApi: Api = {
       answer: JobPage,
       grouped: false,
       run: ({ query }, { engine }) => {
-        const page = engine.listJobs({ ...query, state: query.state === 'RUNNING' ? ['LEASED', 'RUNNING'] : query.state })
+        const page = engine.listJobs({ ...query, state: query.state === 'RUNNING' ? SHOWN_AS_RUNNING : query.state })
         const waits = engine.waiting(page.jobs)
         const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
         return { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }

@@ -200,6 +200,17 @@ describe('bulk operations over HTTP', () => {
     await expectInvalid(await post(host, '/api/jobs/bulk/retry', { states: ['NOPE'] }), 'states')
   })
 
+  test('a bulk cancel of RUNNING jobs takes those leased and not yet started (LEASED) too, as the queue API shows them; LEASED alone names only those', async () => {
+    const { host } = await startHost()
+    const leased = await submit(host, { priority: 'URGENT' })
+    expect((await body(await post(host, `${PULL}/request`, { worker_id: 'puller' }))).job.job_id).toBe(leased.job_id) // LEASED until its first heartbeat
+    const started = await submit(host, { priority: 'URGENT' })
+    expect((await body(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'] }))).job_id).toBe(started.job_id) // RUNNING
+    expect(await ok(await post(host, '/api/jobs/bulk/cancel', { states: ['LEASED'], dry_run: true }), BulkAnswer)).toMatchObject({ matched: 1 })
+    expect(await ok(await post(host, '/api/jobs/bulk/cancel', { states: ['RUNNING'] }), BulkAnswer)).toMatchObject({ matched: 2, changed: 2 })
+    for (const job of [leased, started]) expect((await jobOf(host, job.job_id)).cancel_requested).toBe(true)
+  })
+
   test('bulk cancel then purge: the purged jobs are gone, the others stay', async () => {
     const { host } = await startHost()
     const inQueue = [await submit(host, { queue: 'old' }), await submit(host, { queue: 'old' })]

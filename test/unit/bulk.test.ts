@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import type { Engine } from '../../src-main/engine'
 import { BULK_STEP } from '../../src-main/engine/verbs/bulk'
 import { aJob, setup } from '../helpers/engine'
-import { claimOrFail, eventTypes, expectEngineError, leaseOrFail, runBulk } from './support'
+import { claimOrFail, eventTypes, expectEngineError, runBulk } from './support'
 
 /** A job that ended FAILED (the worker API, not retryable). */
 function failedJob(engine: Engine, fields: Parameters<typeof aJob>[0] = {}): string {
@@ -78,18 +78,6 @@ describe('bulk cancel', () => {
     // Asked again: the running job is matched, but already cancel-requested, so not changed.
     expect(runBulk(engine, 'cancel', { filter: { addon_id: 'a' } })).toMatchObject({ matched: 1, changed: 0 })
     expect(eventTypes(engine.jobEvents(running)).filter((t) => t === 'JOB_CANCEL_REQUESTED')).toHaveLength(1)
-  })
-
-  it('states RUNNING covers the jobs leased and not yet started (LEASED), as the queue API shows them; LEASED alone names only those', () => {
-    const { engine } = setup()
-    const leased = engine.submit(aJob()).job.id
-    leaseOrFail(engine, 'puller') // the pull API: LEASED until its first heartbeat
-    const started = engine.submit(aJob()).job.id
-    claimOrFail(engine, 'w') // the worker API: RUNNING
-    expect(engine.getJob(leased).state).toBe('LEASED')
-    expect(runBulk(engine, 'cancel', { filter: { states: ['LEASED'] }, dry_run: true })).toMatchObject({ matched: 1 })
-    expect(runBulk(engine, 'cancel', { filter: { states: ['RUNNING'] } })).toMatchObject({ matched: 2, changed: 2 })
-    expect([leased, started].map((id) => engine.getJob(id).cancel_requested)).toEqual([true, true])
   })
 })
 

@@ -95,9 +95,7 @@ export function planBulk(
   request: { filter: BulkFilter; all?: boolean; dry_run?: boolean; requested_by?: string | null; finished_by?: number; counted_through?: number },
 ): BulkPlan {
   const applies = BULK_STATES[action]
-  // Jobs show as the queue API shows them: its RUNNING covers the LEASED ones (not yet started) too.
-  const named = request.filter.states ?? []
-  const given = named.includes('RUNNING') && !named.includes('LEASED') ? [...named, 'LEASED' as const] : named
+  const given = request.filter.states ?? []
   const wrong = given.filter((s) => !applies.includes(s))
   if (wrong.length > 0) throw invalid(`states: ${action} applies to ${applies.join(', ')}, not ${wrong.join(', ')}`)
   if (action !== 'retry' && isEmpty(request.filter) && request.all !== true) {

@@ -31,6 +31,14 @@ export function queueState(state: JobStateName): QueueState {
   return state === 'LEASED' ? 'RUNNING' : state
 }
 
+/** The canonical states the queue API's RUNNING stands for (a filter by it finds both). */
+export const SHOWN_AS_RUNNING = ['LEASED', 'RUNNING'] as const
+
+/** A filter's states as the queue API shows them, in canonical ones: RUNNING finds the LEASED jobs too. */
+export function canonicalStates(states: readonly JobStateName[]): JobStateName[] {
+  return states.includes('RUNNING') ? [...new Set([...states, ...SHOWN_AS_RUNNING])] : [...states]
+}
+
 /** the queue contract's JobIntent, plus the model's extra fields. */
 export const QueueJob = z
   .object({
