@@ -2152,6 +2152,8 @@ export interface operations {
                     file: string;
                     owner_id: string;
                     lease_id?: string | null;
+                    /** @description The job lease's token: required with a worker token, which acts only under its own jobs' leases */
+                    lease_token?: string | null;
                 };
             };
         };
@@ -2185,7 +2187,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description file_lease_held (with the contention), blocked (with the blocker report), lease_expired / lease_not_active for the lease named, or file_lease_lost when an operator took a file from that lease (force_release) */
+            /** @description file_lease_held (with the contention), blocked (with the blocker report), lease_expired / lease_not_active for the lease named, file_lease_lost when an operator took a file from that lease (force_release), or lease_token_mismatch (a worker token whose lease_token is not that lease's) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2262,6 +2264,8 @@ export interface operations {
                     file: string;
                     owner_id: string;
                     lease_id?: string | null;
+                    /** @description The job lease's token: required with a worker token, which acts only under its own jobs' leases */
+                    lease_token?: string | null;
                 };
             };
         };
@@ -2278,7 +2282,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description file_lease_not_found */
+            /** @description file_lease_not_found, lease_not_found (a worker token naming no lease) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2287,7 +2291,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description file_lease_lost (taken by an operator), file_lease_not_held */
+            /** @description file_lease_lost (taken by an operator), file_lease_not_held, lease_token_mismatch */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2316,6 +2320,8 @@ export interface operations {
                     file: string;
                     owner_id: string;
                     lease_id?: string | null;
+                    /** @description The job lease's token: required with a worker token, which acts only under its own jobs' leases */
+                    lease_token?: string | null;
                 };
             };
         };
@@ -2332,7 +2338,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description file_lease_not_found */
+            /** @description file_lease_not_found, lease_not_found (a worker token naming no lease) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2341,7 +2347,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description file_lease_lost, file_lease_not_held */
+            /** @description file_lease_lost, file_lease_not_held, lease_token_mismatch */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -137,7 +137,17 @@ export const ABSOLUTE_PATH = /^(\/|\\|[A-Za-z]:[\\/])/
 export const FilePath = z.string().min(1).max(4096).regex(ABSOLUTE_PATH, 'must be an absolute path')
 export const OwnerId = z.string().min(1).max(200)
 
-export const FileAcquire = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
+/**
+ * The job lease a file request acts under, and that lease's token (beyond the files contract). A
+ * caller with a worker token acts only on file leases of its own jobs, so it must send both: the
+ * token, which only the worker the job was granted to has, proves the lease is its own.
+ */
+const UnderJobLease = {
+  lease_id: Id.nullable().optional(),
+  lease_token: LeaseToken.nullable().optional().meta({ description: "The job lease's token: required with a worker token, which acts only under its own jobs' leases" }),
+}
+
+export const FileAcquire = z.strictObject({ file: FilePath, owner_id: OwnerId, ...UnderJobLease })
 export type FileAcquire = z.infer<typeof FileAcquire>
 
 /**
@@ -145,10 +155,10 @@ export type FileAcquire = z.infer<typeof FileAcquire>
  * files contract): the owner id of a job's every attempt is often the same (`job:<id>`), and only
  * the job lease keeps a stale attempt's release off the file lease its next attempt holds.
  */
-export const FileHeartbeat = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
+export const FileHeartbeat = z.strictObject({ file: FilePath, owner_id: OwnerId, ...UnderJobLease })
 export type FileHeartbeat = z.infer<typeof FileHeartbeat>
 
-export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId, lease_id: Id.nullable().optional() })
+export const FileRelease = z.strictObject({ file: FilePath, owner_id: OwnerId, ...UnderJobLease })
 export type FileRelease = z.infer<typeof FileRelease>
 
 export const FileRetryWait = z.strictObject({ file: FilePath, owner_id: OwnerId, max_wait_ms: MaxWaitMs.optional() })

@@ -6,6 +6,7 @@
 import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import { attemptErrorOf } from './attempt-error'
+import { gatePath } from './gate-path'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { progressOf, resultOf } from './handler-output'
 import { type HandlerOptions, loadHandlers } from './handlers'
@@ -111,24 +112,28 @@ function gate(run: number, file: string): Promise<void> {
   })
 }
 
-/** The gated file API of one run: its writes pass the gate under its job. */
+/**
+ * The gated file API of one run: its writes pass the gate under its job, asked for the file the
+ * kernel will change (gate-path.ts): a write's target, past any symlink; the entry itself for
+ * `rm` and `rename`, which act on a link, not on what it names.
+ */
 function filesOf(run: number): GatedFiles {
   return {
     async writeFile(path, data) {
-      await gate(run, path)
+      await gate(run, await gatePath(path, true))
       await writeFile(path, data)
     },
     async appendFile(path, data) {
-      await gate(run, path)
+      await gate(run, await gatePath(path, true))
       await appendFile(path, data)
     },
     async rm(path, options) {
-      await gate(run, path)
+      await gate(run, await gatePath(path, false))
       await rm(path, options)
     },
     async rename(from, to) {
-      await gate(run, from)
-      await gate(run, to)
+      await gate(run, await gatePath(from, false))
+      await gate(run, await gatePath(to, false))
       await rename(from, to)
     },
   }

@@ -7,7 +7,7 @@ import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
 import { ReportBudget, refusesReports } from './report-budget'
-import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HeartbeatAnswer, type HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
+import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -81,6 +81,8 @@ interface Running {
   stopReason: StopReason | null
   /** The handler has returned: a late answer must not stop anything. */
   ended: boolean
+  /** Aborts the job's wait at the file gate, while it waits there. */
+  gateStop: AbortController | null
   beats: BeatGroup | null
   runtimeTimer: NodeJS.Timeout | undefined
   /** Runs from the stop until the handler's thread is replaced, unless the handler ends first. */
@@ -461,7 +463,7 @@ export class WorkerRuntime {
     if (!answer.ok) return this.stopJob(job, 'lease_lost')
     if (answer.cancel_requested) return this.stopJob(job, 'canceled')
     for (const file of job.heldFiles ?? []) {
-      void this.options.transport.heartbeatFile({ file, owner_id: ownerOf(job.claim), lease_id: job.claim.lease_id }).catch(() => {})
+      void this.options.transport.heartbeatFile({ file, ...gateRequest(job.claim) }).catch(() => {})
     }
   }
 
@@ -528,6 +530,7 @@ export class WorkerRuntime {
       note: null,
       stopReason: null,
       ended: false,
+      gateStop: null,
       beats: null,
       runtimeTimer: undefined,
       graceTimer: undefined,
@@ -564,6 +567,7 @@ export class WorkerRuntime {
     // Once the handler has ended, a late answer (a heartbeat in flight) must not abort anything.
     if (job.stopReason || job.ended) return
     job.stopReason = reason
+    job.gateStop?.abort()
     job.thread.abort(job.run, reason)
     job.graceTimer = setTimeout(() => this.replaceStuck(job), this.options.abortGraceMs ?? 5000)
   }
@@ -620,7 +624,11 @@ export class WorkerRuntime {
   /**
    * The file-lease gate behind a handler's `files` calls: acquire; if held, wait (the job keeps
    * heartbeating) until the host's clock reaches the one retry, then retry once; still held →
-   * the host has halted the job on a blocker, and the handler is stopped.
+   * the host has halted the job on a blocker, and the handler is stopped. A host that does not
+   * answer, or answers that it is stopping, is asked again every second, as an exchange is: a
+   * restart of the host costs the job no attempt. The wait ends as soon as the job is stopped
+   * (cancelled, out of time, its lease lost) or the worker shuts down, so a handler waiting here
+   * is never taken for one that would not stop.
    */
   private async gate(job: Running, file: string): Promise<void> {
     const { transport, log } = this.options
@@ -628,25 +636,96 @@ export class WorkerRuntime {
     const key = resolve(file)
     const held = (job.heldFiles ??= new Set())
     if (held.has(key)) return
-    const request = { file: key, owner_id: ownerOf(claim), lease_id: claim.lease_id }
-    let answer = await transport.acquireFile(request)
-    if (!answer.granted && answer.code === 'file_lease_held') {
-      log(`leasehold worker: ${key} is held; ${claim.job_id} waits for its one retry at ${answer.retry_at}`)
-      while (!(await transport.waitFileRetry({ file: key, owner_id: request.owner_id, max_wait_ms: 30_000 }, this.stopClaiming.signal))) {
-        if (this.stopClaiming.signal.aborted) throw new GateStop('shutdown', 'The worker is shutting down')
+    const request = { file: key, ...gateRequest(claim) }
+    const stop = this.gateStop(job)
+    try {
+      const acquire = () => this.askGate(job, stop.signal, () => transport.acquireFile(request).catch(tooEarlyAsHeld))
+      let answer = await acquire()
+      if (!answer.granted && answer.code === 'file_lease_held') {
+        log(`leasehold worker: ${key} is held; ${claim.job_id} waits for its one retry${answer.retry_at ? ` at ${answer.retry_at}` : ''}`)
+        const wait = { file: key, owner_id: request.owner_id, max_wait_ms: 30_000 }
+        while (!(await this.askGate(job, stop.signal, () => transport.waitFileRetry(wait, stop.signal)))) {
+          if (stop.signal.aborted) throw stoppedAtGate(job)
+        }
+        answer = await acquire()
       }
-      answer = await transport.acquireFile(request)
-    }
-    if (answer.granted) {
-      held.add(key)
-      return
+      if (answer.granted) {
+        held.add(key)
+        return
+      }
+    } finally {
+      stop.done()
     }
     this.stopJob(job, 'blocked')
     throw new GateStop('blocked', `${key} is still held after the retry: the job is halted until an operator answers`)
   }
+
+  /**
+   * A signal that aborts when the job is stopped or the worker begins to shut down (not
+   * `AbortSignal.any`, which on Node 20 keeps every signal made from a long-lived one); `done`
+   * once the job has left the gate.
+   */
+  private gateStop(job: Running): { signal: AbortSignal; done: () => void } {
+    const stop = new AbortController()
+    job.gateStop = stop
+    if (job.stopReason) stop.abort()
+    const shutdown = () => stop.abort()
+    this.stopClaiming.signal.addEventListener('abort', shutdown, { once: true })
+    if (this.stopClaiming.signal.aborted) stop.abort()
+    return {
+      signal: stop.signal,
+      done: () => {
+        job.gateStop = null
+        this.stopClaiming.signal.removeEventListener('abort', shutdown)
+      },
+    }
+  }
+
+  /** One call of the gate, asked again every second while the host does not answer or is stopping (5xx), until `signal` aborts. */
+  private async askGate<T>(job: Running, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+    for (let failures = 0; ; failures++) {
+      if (signal.aborted) throw stoppedAtGate(job)
+      try {
+        return await call()
+      } catch (error) {
+        if (signal.aborted) throw stoppedAtGate(job)
+        if (error instanceof HostError && error.status < 500) throw error
+        if (failures === 0) this.options.log(`leasehold worker: the file gate for ${job.claim.job_id}: ${exchangeFailure(error as Error)}; asking again every second`)
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, GATE_RETRY_MS)
+          function done() {
+            clearTimeout(timer)
+            signal.removeEventListener('abort', done)
+            resolve()
+          }
+          signal.addEventListener('abort', done, { once: true })
+        })
+      }
+    }
+  }
 }
 
-/** A job's identity at the file-lease gate: blocker reports name the job. */
-function ownerOf(claim: Claim): string {
-  return `job:${claim.job_id}`
+/** How long the gate waits before it asks a host that did not answer again. */
+const GATE_RETRY_MS = 1000
+
+/** Why a job left the gate without its file: it was stopped, or the worker is shutting down. */
+function stoppedAtGate(job: Running): GateStop {
+  return job.stopReason ? new GateStop(job.stopReason, `The job was stopped (${job.stopReason}) while it waited at the file gate`) : new GateStop('shutdown', 'The worker is shutting down')
+}
+
+/**
+ * An acquire answered 429 `retry_too_early`: the host had already denied this requester (an
+ * answer lost to a restart, say), so its one retry is fixed: the gate waits for it as for a denial.
+ */
+function tooEarlyAsHeld(error: unknown): FileAcquireAnswer {
+  if (error instanceof HostError && error.status === 429) return { granted: false, code: 'file_lease_held', retry_at: null, holder: null }
+  throw error
+}
+
+/**
+ * A job's identity at the file-lease gate: its owner id, which blocker reports show (the job's),
+ * and its lease with the lease's token, which proves the job is the worker's own.
+ */
+function gateRequest(claim: Claim): Omit<GateRequest, 'file'> {
+  return { owner_id: `job:${claim.job_id}`, lease_id: claim.lease_id, lease_token: claim.lease_token }
 }

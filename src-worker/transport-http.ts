@@ -1,8 +1,7 @@
 import type { paths } from '../src-shared/api-types'
 import { HostConnection } from '../src-shared/host-connection'
 import { NotJsonAnswer } from '../src-shared/http-json'
-import type { FileHeartbeat } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 /**
  * The routes a worker calls, each a POST with a JSON body, typed by the OpenAPI document
@@ -70,7 +69,7 @@ export class HttpTransport implements WorkerTransport {
     }
   }
 
-  async acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer> {
+  async acquireFile(request: GateRequest): Promise<FileAcquireAnswer> {
     const answer = await this.post('/api/files/leases/acquire', request)
     if (answer.ok) return { granted: true }
     if (answer.status === 409 && 'contention' in answer.body) {
@@ -90,7 +89,7 @@ export class HttpTransport implements WorkerTransport {
     }
   }
 
-  async heartbeatFile(request: FileHeartbeat): Promise<void> {
+  async heartbeatFile(request: GateRequest): Promise<void> {
     this.check(await this.post('/api/files/leases/heartbeat', request))
   }
 

@@ -3,8 +3,8 @@ import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { ANSWER_MARGIN_MS, entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
-import { type FileHeartbeat, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
+import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
 
 const READ_BLOCK_MS = 1_000
 
@@ -128,7 +128,7 @@ export class RedisTransport implements WorkerTransport {
     }
   }
 
-  async acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer> {
+  async acquireFile(request: GateRequest): Promise<FileAcquireAnswer> {
     return (await this.call('acquireFile', request)) as FileAcquireAnswer
   }
 
@@ -141,7 +141,7 @@ export class RedisTransport implements WorkerTransport {
     }
   }
 
-  async heartbeatFile(request: FileHeartbeat): Promise<void> {
+  async heartbeatFile(request: GateRequest): Promise<void> {
     await this.call('heartbeatFile', request)
   }
 

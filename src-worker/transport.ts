@@ -35,7 +35,7 @@ export interface AttemptRef {
 
 export type FileAcquireAnswer =
   | { granted: true }
-  | { granted: false; code: 'file_lease_held'; retry_at: string; holder: unknown }
+  | { granted: false; code: 'file_lease_held'; retry_at: string | null; holder: unknown }
   | { granted: false; code: 'blocked'; blocker: unknown }
 
 /** An answer of the host the transport cannot act on: its HTTP status and error code. */
@@ -91,16 +91,27 @@ export type HostRoute =
   | { via: 'http'; url: string; token: string }
   | { via: 'redis'; url: string; token: string; prefix: string }
 
+/**
+ * A file request of the gate: the file, the job's owner id, and the job's lease with its token,
+ * which a host proves when the worker's token is a worker token (it acts for its own jobs only).
+ */
+export interface GateRequest {
+  file: string
+  owner_id: string
+  lease_id: string
+  lease_token: string
+}
+
 export interface WorkerTransport {
   /**
    * Reports and a claim in one round trip (the worker API's /batch, IPC `exchange`). When `signal`
    * aborts while the claim waits, resolves with the reports answered and no jobs.
    */
   exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer>
-  acquireFile(request: { file: string; owner_id: string; lease_id: string }): Promise<FileAcquireAnswer>
+  acquireFile(request: GateRequest): Promise<FileAcquireAnswer>
   /** Resolves once the host's clock reaches the one retry of `file` for `owner_id` (or after `max_wait_ms`). */
   waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean>
-  heartbeatFile(request: FileHeartbeat): Promise<void>
+  heartbeatFile(request: GateRequest): Promise<void>
   /** Tells the host something an operator should see (e.g. a handler module that failed to load). */
   report(problem: { worker_id: string; kind: string; detail: string }): Promise<void>
   /** Frees what the transport holds (connections, listeners). */

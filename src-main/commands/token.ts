@@ -7,8 +7,9 @@ import type { TokenScope } from '../data-dir/worker-tokens'
 export const TOKEN_HELP = `Usage: leasehold token create --scope worker | list | revoke ID [--data-dir PATH]
 
 Scoped tokens for workers. A worker token can only run jobs: the worker routes over HTTP
-(/internal/worker, the files API) and remote workers' requests over Redis (leasehold worker
---redis). It cannot submit, cancel, change capacity or read the API. Give one to each machine
+(/internal/worker, and the file leases of its own jobs under /api/files/leases) and remote
+workers' requests over Redis (leasehold worker --redis). It cannot submit, cancel, change
+capacity or read the API. Give one to each machine
 that runs workers instead of the host's own token, and revoke it when the machine goes.
 
   create --scope worker   print a new token (shown once: only its digest is kept)

@@ -54,6 +54,7 @@ import { activeLeases, jobAttempts } from './reads/lease-reads'
 import * as attempts from './verbs/attempt-reports'
 import * as grants from './verbs/grants'
 import * as heartbeats from './verbs/heartbeats'
+import { provenLease } from './verbs/lease-lookup'
 import { getJob, getLease } from './store/rows'
 import { Outbox } from './store/outbox'
 import { listJobs, type JobListQuery } from './reads/list'
@@ -329,6 +330,8 @@ export class Engine {
   heartbeatFile = (request: files.FileLeaseRef): FileLease => toFileLease(files.heartbeatFile(this.ctx, request))
   releaseFile = (request: files.FileLeaseRef): FileLease => toFileLease(files.releaseFile(this.ctx, request))
   fileRetryAt = (file: string, ownerId: string): number | null => files.fileRetryAt(this.ctx, file, ownerId)
+  /** Refuses a file request from a worker token that does not prove its job lease (lease-lookup.ts provenLease). */
+  proveJobLease = (request: { lease_id?: string | null; lease_token?: string | null }): void => void provenLease(this.ctx, request)
   listFileLeases = (state: FileLease['state'] | null = 'ACTIVE'): FileLease[] => files.listFileLeases(this.ctx, state).map(toFileLease)
   listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(toBlocker)
   getBlocker = (blockerId: string): Blocker => toBlocker(blockers.getBlocker(this.ctx, blockerId))

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { longPollMs } from '../dispatch/long-poll'
 import { BLOCKER_STATES, FILE_LEASE_STATES, RESOLUTIONS } from '../engine'
 import { iso } from '../engine/rules/clock'
-import { type Api, NOT_FOUND, replyWith, route } from './route'
+import { type Api, NOT_FOUND, replyWith, route, type RouteCall, type RouteDeps } from './route'
 import { Note, pathParams } from './schemas'
 import { ErrorBody } from './views/errors'
 import {
@@ -38,6 +38,15 @@ export type BlockerResolve = z.infer<typeof BlockerResolve>
 
 const BlockerParams = pathParams('blocker_id')
 
+/**
+ * A caller with a worker token acts on file leases of its own jobs only: its acquire, heartbeat
+ * or release must name its job's lease and that lease's token (engine proveJobLease). The host's
+ * token acts on any file lease.
+ */
+function checkCaller(body: FileAcquire | FileHeartbeat | FileRelease, deps: RouteDeps, call: RouteCall<unknown>): void {
+  if (deps.isWorkerCaller(call.header('authorization'))) deps.engine.proveJobLease(body)
+}
+
 /** The files API (/api/files, /api/blockers). */
 export const filesApi: Api = {
   tag: 'files',
@@ -54,7 +63,10 @@ export const filesApi: Api = {
       errors: {
         400: 'invalid_request (a relative path, among others)',
         404: NOT_FOUND.lease,
-        409: ['file_lease_held (with the contention), blocked (with the blocker report), lease_expired / lease_not_active for the lease named, or file_lease_lost when an operator took a file from that lease (force_release)', z.union([FileAcquireRefusal, ErrorBody])],
+        409: [
+          'file_lease_held (with the contention), blocked (with the blocker report), lease_expired / lease_not_active for the lease named, file_lease_lost when an operator took a file from that lease (force_release), or lease_token_mismatch (a worker token whose lease_token is not that lease\'s)',
+          z.union([FileAcquireRefusal, ErrorBody]),
+        ],
         429: {
           description: 'retry_too_early: the one retry is at retry_at (no short-loop retries)',
           headers: z.object({ 'Retry-After': z.string().meta({ description: 'Seconds until the retry' }) }),
@@ -62,7 +74,9 @@ export const filesApi: Api = {
         },
       },
       grouped: true,
-      run: ({ body }, { engine }) => {
+      run: ({ body }, deps, call) => {
+        const { engine } = deps
+        checkCaller(body, deps, call)
         const result = engine.acquireFile(body)
         if (result.granted) return { granted: true as const, file_lease: fileLeaseView(result.file_lease, engine.now()) }
         return replyWith(FileAcquireRefusal, acquireRefusal(result), statusOf(result.code))
@@ -90,9 +104,12 @@ export const filesApi: Api = {
       summary: 'Keep a held file lease from going idle (30 s)',
       body: FileHeartbeat,
       answer: FileLeaseAnswer,
-      errors: { 404: 'file_lease_not_found', 409: 'file_lease_lost (taken by an operator), file_lease_not_held' },
+      errors: { 404: 'file_lease_not_found, lease_not_found (a worker token naming no lease)', 409: 'file_lease_lost (taken by an operator), file_lease_not_held, lease_token_mismatch' },
       grouped: true,
-      run: ({ body }, { engine }) => ({ ok: true as const, file_lease: fileLeaseView(engine.heartbeatFile(body), engine.now()) }),
+      run: ({ body }, deps, call) => {
+        checkCaller(body, deps, call)
+        return { ok: true as const, file_lease: fileLeaseView(deps.engine.heartbeatFile(body), deps.engine.now()) }
+      },
     }),
     route({
       method: 'POST',
@@ -101,9 +118,12 @@ export const filesApi: Api = {
       summary: 'Release a file lease',
       body: FileRelease,
       answer: FileLeaseAnswer,
-      errors: { 404: 'file_lease_not_found', 409: 'file_lease_lost, file_lease_not_held' },
+      errors: { 404: 'file_lease_not_found, lease_not_found (a worker token naming no lease)', 409: 'file_lease_lost, file_lease_not_held, lease_token_mismatch' },
       grouped: true,
-      run: ({ body }, { engine }) => ({ ok: true as const, file_lease: fileLeaseView(engine.releaseFile(body), engine.now()) }),
+      run: ({ body }, deps, call) => {
+        checkCaller(body, deps, call)
+        return { ok: true as const, file_lease: fileLeaseView(deps.engine.releaseFile(body), deps.engine.now()) }
+      },
     }),
     route({
       method: 'GET',

@@ -89,12 +89,13 @@ function decoded(path: string): string {
 }
 
 /**
- * What a worker calls and nothing else: the worker routes and the files API its handlers write
- * through. A worker-scoped token opens these only, so a machine that runs jobs cannot submit,
- * cancel, change capacity or read the API.
+ * What a worker calls and nothing else: the worker routes and the file-lease requests its
+ * handlers write through (acquire, wait, heartbeat, release: not the list of every file lease). A
+ * worker-scoped token opens these only, so a machine that runs jobs cannot submit, cancel, change
+ * capacity or read the API; and on the file leases it acts for its own jobs only (files-api.ts).
  */
 export function isWorkerPath(path: string): boolean {
-  return /^\/+(internal\/worker|api\/files\/leases)(\/|$)/.test(decoded(path))
+  return /^\/+(internal\/worker(\/|$)|api\/files\/leases\/)/.test(decoded(path))
 }
 
 /** Every /api and /internal path needs the token except /api/health, however the path is spelled. */
@@ -134,6 +135,15 @@ function absoluteAuthority(target: string | undefined): string | null {
   } catch {
     return ''
   }
+}
+
+/**
+ * Whether a request comes with a worker token rather than the host's: such a caller acts on file
+ * leases of its own jobs only, which the files routes check (files-api.ts).
+ */
+export function isWorkerCaller(authorization: string | undefined, policy: GuardPolicy): boolean {
+  const match = /^Bearer (.+)$/.exec(authorization ?? '')
+  return match !== null && !tokensMatch(match[1]!, policy.token) && policy.isWorkerToken?.(match[1]!) === true
 }
 
 /**
@@ -179,7 +189,7 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
       // A worker's token outside the worker routes is a real token used in the wrong place: said
       // so, or a user who gave it to `leasehold jobs` would look for a typo in it.
       if (match !== null && !isWorkerPath(input.path) && policy.isWorkerToken?.(match[1]!) === true) {
-        return { code: 'unauthorized', detail: "A worker token opens only the worker routes and the files API; this route needs the host's token" }
+        return { code: 'unauthorized', detail: "A worker token opens only the worker routes and the file-lease requests of its jobs; this route needs the host's token" }
       }
       return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }

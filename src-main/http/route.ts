@@ -35,6 +35,8 @@ export interface RouteDeps {
   streams: EventStreams
   /** The OpenAPI document (GET /api/openapi.json), built on first use. */
   openApi: () => unknown
+  /** Whether a request's `Authorization` is a worker token (guard.ts isWorkerCaller), not the host's. */
+  isWorkerCaller: (authorization: string | undefined) => boolean
 }
 
 /** What the relay says of Redis (redis/relay.ts): its health now, and a listener told when it changes. */

@@ -17,7 +17,7 @@ import { API_HEADERS, writeJson } from './body'
 import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware, errorReplies } from './errors'
 import { EventStreams, StreamTickets } from './events-stream'
-import { checkRequest, type GuardPolicy, guardInput } from './guard'
+import { checkRequest, type GuardPolicy, guardInput, isWorkerCaller } from './guard'
 import { HTTP_APIS } from './apis'
 import { createLane, type Lane } from './lane'
 import { openApiDocument } from './openapi'
@@ -163,6 +163,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     tickets,
     streams,
     openApi: () => (openApi ??= openApiDocument(deps.version)),
+    isWorkerCaller: (authorization) => isWorkerCaller(authorization, policy),
   }
   // A route has one spelling: with a trailing slash it is no route (404), where the routers
   // would take `/jobs/` for `/jobs`. Not a redirect: a client would have to send a POST's body

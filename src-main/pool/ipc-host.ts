@@ -17,15 +17,25 @@ export interface IpcHostDeps {
 }
 
 /**
- * Answers one request from a local worker: the same engine calls, with the same semantics, as
- * the worker API's /batch and /api/files over HTTP. `workerId` is the process's own id: a worker cannot act
- * in another's name. `gone` aborts when the process exits. `deliver` gets the response exactly
+ * Who sends a worker request: its worker's id (a local worker's is its process's own: it cannot
+ * act in another's name), and whether it came with a worker token (a remote worker over Redis),
+ * which acts on file leases of its own jobs only, as over HTTP.
+ */
+export interface WorkerCaller {
+  workerId: string
+  workerToken: boolean
+}
+
+/**
+ * Answers one request from a worker of the host's own or over Redis: the same engine calls, with
+ * the same semantics, as the worker API's /batch and /api/files over HTTP. `gone` aborts when the
+ * process exits. `deliver` gets the response exactly
  * once — an exchange's from dispatch (src-main/dispatch/dispatch.ts), which hands it over from
  * the commit that grants a waiting claim — and the promise settles with the same response.
  */
 export async function answerWorkerRequest(
   deps: IpcHostDeps,
-  workerId: string,
+  caller: WorkerCaller,
   request: IpcRequest,
   gone: AbortSignal,
   deliver: (response: IpcResponse) => void = () => {},
@@ -33,7 +43,7 @@ export async function answerWorkerRequest(
   const respond = (result: unknown): IpcResponse => ({ type: 'response', id: request.id, result })
   let response: IpcResponse | undefined
   try {
-    const result = await answer(deps, workerId, request, gone, (result) => deliver((response = respond(result))))
+    const result = await answer(deps, caller, request, gone, (result) => deliver((response = respond(result))))
     if (response) return response
     response = respond(result)
   } catch (error) {
@@ -46,8 +56,9 @@ export async function answerWorkerRequest(
 }
 
 /** The request's result; an exchange's is also handed to `delivered`, by dispatch, when dispatch says. */
-async function answer(deps: IpcHostDeps, workerId: string, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
+async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
   const { engine, dispatch, clockWaiters } = deps
+  const { workerId } = caller
   const schema = IPC_METHODS[request.method]
   const parsed = safeParseFast(schema, request.params)
   if (!parsed.success) throw new HttpError('invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
@@ -64,16 +75,22 @@ async function answer(deps: IpcHostDeps, workerId: string, request: IpcRequest, 
       if (view === undefined) throw new Error('the answer to an exchange could not be made')
       return view
     }
-    case 'acquireFile':
-      return acquireAnswer(await engine.run(() => engine.acquireFile(params as (typeof IPC_METHODS)['acquireFile']['_output'])))
+    case 'acquireFile': {
+      const p = params as (typeof IPC_METHODS)['acquireFile']['_output']
+      if (caller.workerToken) engine.proveJobLease(p)
+      return acquireAnswer(await engine.run(() => engine.acquireFile(p)))
+    }
     case 'waitFileRetry': {
       const p = params as (typeof IPC_METHODS)['waitFileRetry']['_output']
       const retryAt = engine.fileRetryAt(p.file, p.owner_id)
       return retryAt === null || (await clockWaiters.waitUntil(retryAt, longPollMs(p.max_wait_ms), gone))
     }
-    case 'heartbeatFile':
-      await engine.run(() => engine.heartbeatFile(params as (typeof IPC_METHODS)['heartbeatFile']['_output']))
+    case 'heartbeatFile': {
+      const p = params as (typeof IPC_METHODS)['heartbeatFile']['_output']
+      if (caller.workerToken) engine.proveJobLease(p)
+      await engine.run(() => engine.heartbeatFile(p))
       return { ok: true }
+    }
     case 'report': {
       const p = params as (typeof IPC_METHODS)['report']['_output']
       await engine.run(() => engine.recordWorkerProblem(workerId, { kind: p.kind, detail: p.detail }))

@@ -105,7 +105,7 @@ export class WorkerPool {
       } else {
         // Each answer is delivered once, when dispatch says (a waiting claim's from the commit that grants it).
         // A link closes when its worker exits (links.forget below), if not before.
-        void answerWorkerRequest(this.options, workerId, message, linkGone ?? gone.signal, reply)
+        void answerWorkerRequest(this.options, { workerId, workerToken: false }, message, linkGone ?? gone.signal, reply)
       }
     }
     this.answerers.set(workerId, handle)

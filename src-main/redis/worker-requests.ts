@@ -85,8 +85,8 @@ export interface RedisWorkerRequestsOptions {
   prefix: string
   deps: IpcHostDeps
   directory: WorkerDirectory
-  /** Whether a request's token may run jobs (the host's token, as HTTP checks it). */
-  allows: (token: string) => boolean
+  /** What a request's token opens, as HTTP checks it: everything (the host's), a worker's routes (a worker token), or nothing (null). */
+  scopeOf: (token: string) => 'host' | 'worker' | null
   log: (line: string) => void
 }
 
@@ -194,7 +194,8 @@ export class RedisWorkerRequests {
     }
     let response: IpcResponse | null = null
     if (workerId && request) {
-      if (!this.options.allows(token)) {
+      const scope = this.options.scopeOf(token)
+      if (scope === null) {
         // Refused before anything runs: a forged exchange changes nothing.
         response = { type: 'response', id: request.id, error: { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' } }
       } else {
@@ -207,7 +208,7 @@ export class RedisWorkerRequests {
         const reader = field('reader')
         const watch = reader !== undefined && READER_NAME.test(reader) && mayWait(checked.request) ? this.watchReader(reader) : null
         try {
-          response = await answerWorkerRequest(this.options.deps, workerId, checked.request, watch?.signal ?? this.stopping.signal)
+          response = await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker' }, checked.request, watch?.signal ?? this.stopping.signal)
         } finally {
           watch?.done()
         }

@@ -195,6 +195,16 @@ describe('acquire / heartbeat / release over HTTP', () => {
     const res = await host.call('/api/files/leases?state=RELEASED')
     expect((await body(res)).file_leases).toMatchObject([{ owner_id: 'o1', release_reason: 'idle', released_at: iso(T0 + 30 * SECOND) }])
   })
+
+  test("age_s is how long the file has been held: until now while it is, until its release once it ended, and then it stays", async () => {
+    await start()
+    await acquire('o1')
+    clock.advance(12 * SECOND)
+    expect((await body(await host.call('/api/files/leases'))).file_leases).toMatchObject([{ owner_id: 'o1', age_s: 12 }])
+    expect((await fileRelease('o1')).status).toBe(200)
+    clock.advance(60 * SECOND)
+    expect((await body(await host.call('/api/files/leases?state=RELEASED'))).file_leases).toMatchObject([{ owner_id: 'o1', age_s: 12 }])
+  })
 })
 
 // ---------------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ describe('a write the disk cannot hold', () => {
     injector.code = 'SQLITE_FULL'
     const answer = await answerWorkerRequest(
       { engine: host.engine, dispatch, clockWaiters },
-      'local-1.1',
+      { workerId: 'local-1.1', workerToken: false },
       { type: 'request', id: 1, method: 'exchange', params: { worker_id: 'local-1.1', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } } },
       new AbortController().signal,
     )

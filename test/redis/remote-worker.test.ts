@@ -183,12 +183,18 @@ describe('remote workers over Redis only', () => {
     expect(fresh.result).toMatchObject({ jobs: [expect.objectContaining({ job_id: waiting.id })] })
   })
 
-  test('a worker-scoped token runs jobs over Redis until it is revoked', async () => {
+  test('a worker-scoped token runs jobs over Redis until it is revoked, and takes files only under its own jobs’ leases', async () => {
     host = await startTestHost({ redisUrl: server.url })
     host.engine.submit({ job_type: 'noop', cost_units: 1 })
     const { id, token } = createScopedToken(host.dataDir, 'worker')
     const claim = { worker_id: 'w2', claim: { streams: ['default'], max_jobs: 1 } }
-    expect((await exchangeAs('w2', token, 1, 'exchange', claim)).result).toMatchObject({ jobs: [expect.objectContaining({ claimed: true })] })
+    const claimed = await exchangeAs('w2', token, 1, 'exchange', claim)
+    expect(claimed.result).toMatchObject({ jobs: [expect.objectContaining({ claimed: true })] })
+    const job = (claimed.result as { jobs: { lease_id: string; lease_token: string }[] }).jobs[0]!
+    const file = { file: '/data/remote.txt', owner_id: 'w2', lease_id: job.lease_id }
+    expect((await exchangeAs('w2', token, 2, 'acquireFile', file)).error).toMatchObject({ status: 400, code: 'invalid_request' })
+    expect((await exchangeAs('w2', token, 3, 'acquireFile', { ...file, lease_token: 'not-its-token' })).error).toMatchObject({ status: 409, code: 'lease_token_mismatch' })
+    expect((await exchangeAs('w2', token, 4, 'acquireFile', { ...file, lease_token: job.lease_token })).result).toEqual({ granted: true })
     revokeScopedToken(host.dataDir, id)
     await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
   })

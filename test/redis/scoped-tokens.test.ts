@@ -9,10 +9,13 @@ const policy = { token: 'host-token-0123456789', port: 7878, allowedHosts: [], i
 const request = (path: string, token: string) => ({ path, host: '127.0.0.1:7878', origin: undefined, authorization: `Bearer ${token}` })
 
 describe('worker-scoped tokens', () => {
-  test('a worker token opens the worker routes and the files API only; elsewhere the refusal says it needs the host’s token', () => {
+  test('a worker token opens the worker routes and the file-lease requests only; elsewhere the refusal says it needs the host’s token', () => {
     expect(checkRequest(request('/internal/worker/batch', 'worker-token-0123456789'), policy)).toBeNull()
-    expect(checkRequest(request('/api/files/leases/acquire', 'worker-token-0123456789'), policy)).toBeNull()
-    for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers']) {
+    for (const verb of ['acquire', 'wait', 'heartbeat', 'release']) {
+      expect(checkRequest(request(`/api/files/leases/${verb}`, 'worker-token-0123456789'), policy)).toBeNull()
+    }
+    // The list of every file lease names other jobs' leases: it is the host's to read.
+    for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers', '/api/files/leases', '/api/blockers', '/internal/workerx']) {
       expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized', detail: expect.stringContaining("this route needs the host's token") })
     }
     // A token nobody made is only "not valid": the worker token's line is for a worker token.
@@ -39,6 +42,47 @@ describe('worker-scoped tokens', () => {
       await until(async () => (await claim()).status === 401, 5000, 'revoked token refused')
       expect((await runCliAsync(['token', 'revoke', 'nope', '--data-dir', host.dataDir])).stderr).toMatch(/^leasehold: there is no token nope/m)
       expect((await runCliAsync(['token', 'create', '--scope', 'admin', '--data-dir', host.dataDir])).status).toBe(2)
+    } finally {
+      await host.dispose()
+    }
+  })
+
+  test('a worker token acts on file leases of its own jobs only: each acquire, heartbeat and release names its job lease and proves it with the lease’s token', async () => {
+    const host = await startTestHost()
+    try {
+      const { token } = createScopedToken(host.dataDir, 'worker')
+      const as = (path: string, json: unknown, by = token) => host.call(`/api/files/leases/${path}`, { method: 'POST', token: by, json })
+      const claimed = async (workerId: string) => {
+        host.engine.submit({ job_type: 't', cost_units: 1 })
+        const answer = await host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: workerId, streams: ['default'], max_wait_ms: 0 } })
+        return (await answer.json()) as { job_id: string; lease_id: string; lease_token: string }
+      }
+      const [mine, theirs] = [await claimed('w-mine'), await claimed('w-theirs')]
+      const file = '/data/shared.txt'
+      const under = (job: typeof mine, lease_token: string | undefined = job.lease_token) => ({ file, owner_id: `job:${job.job_id}`, lease_id: job.lease_id, lease_token })
+
+      expect((await as('acquire', under(theirs))).status).toBe(200)
+      // Another job's file lease: named by its owner alone, by its job lease alone, or with a token not that lease's.
+      for (const [body, status, code] of [
+        [{ file, owner_id: `job:${theirs.job_id}` }, 400, 'invalid_request'],
+        [{ file, owner_id: `job:${theirs.job_id}`, lease_id: theirs.lease_id }, 400, 'invalid_request'],
+        [under(theirs, mine.lease_token), 409, 'lease_token_mismatch'],
+        [{ ...under(theirs), lease_id: 'no-such-lease' }, 404, 'lease_not_found'],
+      ] as const) {
+        for (const verb of ['release', 'heartbeat', 'acquire']) {
+          const answer = await as(verb, body)
+          expect(answer.status, `${verb} ${JSON.stringify(body)}`).toBe(status)
+          expect(await answer.json()).toMatchObject({ code })
+        }
+      }
+      expect(host.engine.listFileLeases()).toEqual([expect.objectContaining({ file, job_id: theirs.job_id, state: 'ACTIVE' })])
+      // Its own job's lease, proved: contended as any requester is, and its own file lease kept.
+      expect(await (await as('acquire', under(mine))).json()).toMatchObject({ granted: false, code: 'file_lease_held' })
+      expect((await as('heartbeat', under(theirs))).status).toBe(200)
+      expect((await as('release', under(theirs))).status).toBe(200)
+      // The host's token may act on any file lease, as the files contract has it.
+      expect((await as('acquire', { file, owner_id: 'operator' }, host.token)).status).toBe(200)
+      expect((await as('release', { file, owner_id: 'operator' }, host.token)).status).toBe(200)
     } finally {
       await host.dispose()
     }

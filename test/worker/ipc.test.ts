@@ -122,12 +122,12 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     const d = deps()
     const { job } = d.engine.submit(aJob())
     // Claim in another's name: refused, the job stays queued.
-    let answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', claimOne('local-2.1')), alive)
+    let answer = await answerWorkerRequest(d, { workerId: 'local-1.1', workerToken: false }, request('exchange', claimOne('local-2.1')), alive)
     expect(answer).toEqual({ type: 'response', id: 7, error: { status: 403, code: 'worker_mismatch', detail: 'This process is local-1.1, not local-2.1' } })
     expect(d.engine.getJob(job.id).state).toBe('QUEUED')
 
     // The real claim, then reports and a problem report in another's name.
-    answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', claimOne('local-1.1'), 8), alive)
+    answer = await answerWorkerRequest(d, { workerId: 'local-1.1', workerToken: false }, request('exchange', claimOne('local-1.1'), 8), alive)
     const [claim] = (answer.result as { jobs: { claimed: boolean; job_id: string; attempt_id: string; lease_token: string }[] }).jobs
     expect(claim).toMatchObject({ claimed: true, job_id: job.id })
     const ref = { job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token }
@@ -138,7 +138,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
       ['exchange', { worker_id: 'local-2.1', fail: [{ ...ref, error: { code: 'x', message: 'y', retryable: false } }] }],
       ['report', { worker_id: 'local-2.1', kind: 'handler_load_failed', detail: 'not mine' }],
     ] as const) {
-      answer = await answerWorkerRequest(d, 'local-1.1', request(method, params, 9), alive)
+      answer = await answerWorkerRequest(d, { workerId: 'local-1.1', workerToken: false }, request(method, params, 9), alive)
       expect(answer, method).toMatchObject({ type: 'response', id: 9, error: { status: 403, code: 'worker_mismatch' } })
     }
     expect(d.engine.getJob(job.id).state).toBe('RUNNING')
@@ -146,7 +146,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     expect(database(d.engine).prepare("SELECT COUNT(*) AS n FROM events WHERE event_type = 'WORKER_PROBLEM'").get()).toEqual({ n: 0 })
 
     // In its own name the same completion is accepted.
-    answer = await answerWorkerRequest(d, 'local-1.1', request('exchange', { worker_id: 'local-1.1', complete: [{ ...ref, result: { ok: 1 } }] }, 10), alive)
+    answer = await answerWorkerRequest(d, { workerId: 'local-1.1', workerToken: false }, request('exchange', { worker_id: 'local-1.1', complete: [{ ...ref, result: { ok: 1 } }] }, 10), alive)
     expect(answer).toEqual({ type: 'response', id: 10, result: { heartbeats: [], completed: [{ job_id: job.id, ok: true, ack: true }], failed: [], jobs: [], claim_waited_ms: 0 } })
     expect(d.engine.getJob(job.id).state).toBe('DONE')
     d.close()
@@ -154,15 +154,15 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
 
   test('malformed params are 400 invalid_request naming the method; a lost lease is a refused report with its code', async () => {
     const d = deps()
-    let answer = await answerWorkerRequest(d, 'w', request('exchange', { worker_id: 'w', claim: { streams: 'default' } }), alive)
+    let answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', { worker_id: 'w', claim: { streams: 'default' } }), alive)
     expect(answer).toMatchObject({ id: 7, error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^exchange: /) } })
-    answer = await answerWorkerRequest(d, 'w', request('exchange', null), alive)
+    answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', null), alive)
     expect(answer).toMatchObject({ error: { status: 400, code: 'invalid_request' } })
 
     const { job } = d.engine.submit(aJob())
-    const [claim] = ((await answerWorkerRequest(d, 'w', request('exchange', claimOne('w')), alive)).result as { jobs: Record<string, string>[] }).jobs
+    const [claim] = ((await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimOne('w')), alive)).result as { jobs: Record<string, string>[] }).jobs
     expect(d.engine.expireLeasesOfWorker('w')).toBe(1)
-    answer = await answerWorkerRequest(d, 'w', request('exchange', { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: null }] }), alive)
+    answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: null }] }), alive)
     expect(answer.result).toMatchObject({ completed: [{ job_id: job.id, ok: false, ack: true, code: 'lease_expired' }] })
     d.close()
   })
@@ -174,12 +174,12 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     d.engine.submit(aJob())
     d.engine.submit(aJob())
     const leaseOf = async (workerId: string) => {
-      const answer = await answerWorkerRequest(d, workerId, request('exchange', claimOne(workerId)), alive)
+      const answer = await answerWorkerRequest(d, { workerId, workerToken: false }, request('exchange', claimOne(workerId)), alive)
       return (answer.result as { jobs: { lease_id: string }[] }).jobs[0]!.lease_id
     }
     const [one, two] = [await leaseOf('w1'), await leaseOf('w2')]
-    expect((await answerWorkerRequest(d, 'w1', request('acquireFile', { file: '/data/out.txt', owner_id: 'w1', lease_id: one }), alive)).result).toEqual({ granted: true })
-    expect((await answerWorkerRequest(d, 'w2', request('acquireFile', { file: '/data/out.txt', owner_id: 'w2', lease_id: two }), alive)).result).toMatchObject({ granted: false, code: 'file_lease_held' })
+    expect((await answerWorkerRequest(d, { workerId: 'w1', workerToken: false }, request('acquireFile', { file: '/data/out.txt', owner_id: 'w1', lease_id: one }), alive)).result).toEqual({ granted: true })
+    expect((await answerWorkerRequest(d, { workerId: 'w2', workerToken: false }, request('acquireFile', { file: '/data/out.txt', owner_id: 'w2', lease_id: two }), alive)).result).toMatchObject({ granted: false, code: 'file_lease_held' })
 
     // The host runs in this process, so each wait's timer is seen as it is armed (no 30 s sleep).
     const armed = vi.spyOn(globalThis, 'setTimeout')
@@ -190,7 +190,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
       ] as const) {
         armed.mockClear()
         const gone = new AbortController()
-        const answer = answerWorkerRequest(d, workerId, request(method, params), gone.signal)
+        const answer = answerWorkerRequest(d, { workerId, workerToken: false }, request(method, params), gone.signal)
         for (let turn = 0; turn < 200 && !armed.mock.calls.some(([, ms]) => ms === MAX_LONG_POLL_MS); turn++) await new Promise((r) => setImmediate(r))
         expect(armed.mock.calls.some(([, ms]) => ms === MAX_LONG_POLL_MS), method).toBe(true)
         expect(armed.mock.calls.some(([, ms]) => ms === asked), method).toBe(false)
@@ -206,7 +206,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
   test('a waiting exchange is delivered once, from the commit that grants it: the response the promise settles with', async () => {
     const d = deps()
     const early: IpcResponse[] = []
-    const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), alive, (response) => early.push(response))
+    const pending = answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimOne('w', 5000)), alive, (response) => early.push(response))
     await until(() => d.dispatch.size === 1)
     const { job } = await d.engine.run(() => d.engine.submit(aJob()))
     // Delivered at the commit (dispatch.test.ts checks when), and the same as the promise's.
@@ -220,7 +220,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     const d = deps()
     const gone = new AbortController()
     const delivered: IpcResponse[] = []
-    const pending = answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 5000)), gone.signal, (response) => delivered.push(response))
+    const pending = answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimOne('w', 5000)), gone.signal, (response) => delivered.push(response))
     await until(() => d.dispatch.size === 1)
     gone.abort()
     await d.engine.run(() => d.engine.submit(aJob()))
@@ -235,7 +235,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     d.engine.submit(aJob())
     const gone = new AbortController()
     gone.abort()
-    const answer = await answerWorkerRequest(d, 'w', request('exchange', claimOne('w', 1000)), gone.signal)
+    const answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimOne('w', 1000)), gone.signal)
     expect(answer.result).toMatchObject({ jobs: [] })
     expect(d.engine.activeLeasesByWorker().size).toBe(0)
     d.close()

@@ -2,7 +2,7 @@
  * The worker runtime against a scripted transport (real handler threads, no host): what it does
  * with answers that arrive late.
  */
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
 import { CLAIM_PACE_MS, CLAIM_STREAM_MS, ClaimPace, claimWaitedMs, nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
-import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type HeartbeatAnswer, HostError, type HostRoute, type WorkerTransport } from '../../src-worker/transport'
+import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, type WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
@@ -148,11 +148,16 @@ class ScriptedTransport implements WorkerTransport {
     this.claims.push(...claims)
     this.waiting?.()
   }
-  async acquireFile(request: { file: string }): Promise<FileAcquireAnswer> {
+  /** Every acquire the gate sent. */
+  readonly gateRequests: GateRequest[] = []
+  async acquireFile(request: GateRequest): Promise<FileAcquireAnswer> {
+    this.gateRequests.push(request)
     return this.files(request.file)
   }
-  waitFileRetry(): never {
-    throw new Error('not scripted')
+  /** How a wait for the one retry is answered: unscripted, it ends only when its signal aborts. */
+  waitRetry: (signal: AbortSignal) => Promise<boolean> = (signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }))
+  waitFileRetry(_request: unknown, signal: AbortSignal): Promise<boolean> {
+    return this.waitRetry(signal)
   }
   async heartbeatFile(): Promise<void> {}
   async report(): Promise<void> {}
@@ -548,6 +553,83 @@ test('a file write passes the gate through the runtime: granted, it is written; 
     { job_id: 'later', result: null },
   ])
   expect(transport.failed).toEqual([])
+})
+
+test('the gate is asked for the file the kernel writes: through a symlinked folder, or `..` after one, the real file; each with its job’s lease and token', async () => {
+  const dir = realpathSync(aTempDir())
+  mkdirSync(join(dir, 'real', 'deep'), { recursive: true })
+  symlinkSync(join(dir, 'real', 'deep'), join(dir, 'link'))
+  const asked: string[] = []
+  const transport = new ScriptedTransport(
+    // Written as strings: path.join would take `link/..` away before the kernel sees it.
+    [aJobOf('up', 'test.write', { path: `${dir}/link/../up.txt` }), aJobOf('through', 'test.write', { path: `${dir}/link/in.txt` })],
+    undefined,
+    (file) => {
+      asked.push(file)
+      return { granted: true }
+    },
+  )
+  await started(transport, { concurrency: 2, modules: { 'write.mjs': WRITE } })
+  await until(() => transport.completed.length >= 2, 5000, 'both jobs ended')
+  expect(asked.sort()).toEqual([join(dir, 'real', 'deep', 'in.txt'), join(dir, 'real', 'up.txt')])
+  expect(readFileSync(join(dir, 'real', 'up.txt'), 'utf8')).toBe('written')
+  const underLeases = transport.gateRequests.map(({ owner_id, lease_id, lease_token }) => ({ owner_id, lease_id, lease_token }))
+  expect(underLeases).toHaveLength(2)
+  for (const id of ['up', 'through']) expect(underLeases).toContainEqual({ owner_id: `job:${id}`, lease_id: `${id}-l`, lease_token: `${id}-t` })
+})
+
+test('a host that does not answer the gate, or answers that it is stopping, is asked again every second: the job gets its file when it answers, and loses no attempt', async () => {
+  const file = join(aTempDir(), 'out.txt')
+  const answers: (() => FileAcquireAnswer)[] = [
+    () => {
+      throw new Error('connect ECONNREFUSED 127.0.0.1:7878')
+    },
+    () => {
+      throw new HostError(503, 'stopping', 'The host is stopping')
+    },
+    () => ({ granted: true }),
+  ]
+  const transport = new ScriptedTransport([aJobOf('restarted', 'test.write', { path: file })], undefined, () => answers.shift()!())
+  const lines = await started(transport, { modules: { 'write.mjs': WRITE } })
+  await until(() => transport.completed.length === 1, 10_000, 'the job completed')
+  expect(transport.completed).toEqual([{ job_id: 'restarted', result: { wrote: file } }])
+  expect(transport.failed).toEqual([])
+  expect(answers).toEqual([])
+  expect(lines.filter((l) => l.includes('asking again every second'))).toHaveLength(1)
+})
+
+test('an acquire refused as too early (its denial’s answer lost) waits for the one retry, as a denial does', async () => {
+  const file = join(aTempDir(), 'out.txt')
+  const answers: (() => FileAcquireAnswer)[] = [
+    () => {
+      throw new HostError(429, 'retry_too_early', 'The one retry is at …')
+    },
+    () => ({ granted: true }),
+  ]
+  const transport = new ScriptedTransport([aJobOf('early', 'test.write', { path: file })], undefined, () => answers.shift()!())
+  let waited = 0
+  transport.waitRetry = async () => ++waited > 0
+  await started(transport, { modules: { 'write.mjs': WRITE } })
+  await until(() => transport.completed.length === 1, 5000, 'the job completed')
+  expect(waited).toBe(1)
+  expect(transport.completed).toEqual([{ job_id: 'early', result: { wrote: file } }])
+})
+
+test('a job cancelled while it waits for its one retry leaves the gate at once: it ends as canceled, and no thread is replaced under the other jobs', async () => {
+  const file = join(aTempDir(), 'out.txt')
+  let cancel = false
+  const transport = new ScriptedTransport(
+    [aJobOf('waiting', 'test.write', { path: file }), aJobOf('neighbour', 'sleep', { ms: 1500 })],
+    async (job_id) => ({ ...beating(job_id), cancel_requested: cancel && job_id === 'waiting' }),
+    () => ({ granted: false, code: 'file_lease_held', retry_at: new Date(0).toISOString(), holder: null }),
+  )
+  const lines = await started(transport, { concurrency: 2, threads: 1, modules: { 'write.mjs': WRITE } })
+  await until(() => lines.some((l) => l.includes('waits for its one retry')), 5000, 'the job waits at the gate')
+  cancel = true
+  await until(() => transport.failed.length === 1, 2000, 'the cancelled job ended')
+  expect(transport.failed[0]).toMatchObject({ job_id: 'waiting', error: { code: 'canceled' } })
+  await until(() => transport.completed.some((c) => c.job_id === 'neighbour'), 5000, 'its neighbour completed')
+  expect(lines.filter((l) => l.includes('did not stop'))).toEqual([])
 })
 
 test('a handler that does not stop within the grace has its thread replaced: it fails as stopped, the other job of its thread as thread_exited, and the next job runs on the new thread', async () => {

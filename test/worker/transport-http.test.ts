@@ -4,6 +4,7 @@
  * real bodies — the file gate's grant, contention and halt, the retry wait, lost and refused calls.
  */
 import { describe, expect, test } from 'vitest'
+import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { LeaseLostError, type Claim } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport'
@@ -13,6 +14,8 @@ import { clockedHost, API_T0, submit } from '../http/support'
 const FILE = '/work/repo/src/app.ts'
 const start = clockedHost({ totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 })
 const never = new AbortController().signal
+/** A gate request for FILE by `owner_id`, under a claimed job's lease. */
+const onFile = (owner_id: string, job: Claim) => ({ file: FILE, owner_id, lease_id: job.lease_id, lease_token: job.lease_token })
 
 async function claim(transport: HttpTransport, workerId: string): Promise<Claim> {
   const { jobs } = await transport.exchange({ worker_id: workerId, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } })
@@ -23,15 +26,16 @@ async function claim(transport: HttpTransport, workerId: string): Promise<Claim>
 describe('HttpTransport against a real host', () => {
   test('the file gate: granted; held, with the one retry and the holder; ready at the retry; then blocked, with the report', async () => {
     const { host, clock } = await start()
-    const transport = new HttpTransport(host.url, host.token)
+    // A worker token, as a machine lent work has: the gate's requests prove their job's lease.
+    const transport = new HttpTransport(host.url, createScopedToken(host.dataDir, 'worker').token)
     await submit(host, { cost_units: 2 })
     await submit(host, { cost_units: 2 })
     const [one, two] = [await claim(transport, 'w1'), await claim(transport, 'w2')]
 
-    expect(await transport.acquireFile({ file: FILE, owner_id: 'w1', lease_id: one.lease_id })).toEqual({ granted: true })
+    expect(await transport.acquireFile(onFile('w1', one))).toEqual({ granted: true })
     clock.advance(5 * SECOND)
     const retryAt = API_T0 + 5 * SECOND + 180 * SECOND
-    expect(await transport.acquireFile({ file: FILE, owner_id: 'w2', lease_id: two.lease_id })).toEqual({
+    expect(await transport.acquireFile(onFile('w2', two))).toEqual({
       granted: false,
       code: 'file_lease_held',
       retry_at: new Date(retryAt).toISOString(),
@@ -46,10 +50,10 @@ describe('HttpTransport against a real host', () => {
         const { heartbeats } = await transport.exchange({ worker_id: workerId, heartbeat: [{ job_id, lease_token }] })
         expect(heartbeats).toEqual([expect.objectContaining({ job_id, ok: true })])
       }
-      await transport.heartbeatFile({ file: FILE, owner_id: 'w1' })
+      await transport.heartbeatFile(onFile('w1', one))
     }
     expect(await transport.waitFileRetry({ file: FILE, owner_id: 'w2', max_wait_ms: 0 }, never)).toBe(true)
-    expect(await transport.acquireFile({ file: FILE, owner_id: 'w2', lease_id: two.lease_id })).toEqual({
+    expect(await transport.acquireFile(onFile('w2', two))).toEqual({
       granted: false,
       code: 'blocked',
       blocker: expect.objectContaining({ file: FILE, requester: expect.objectContaining({ job_id: two.job_id }) }),
@@ -61,12 +65,12 @@ describe('HttpTransport against a real host', () => {
     const transport = new HttpTransport(host.url, host.token)
     await submit(host, { cost_units: 2 })
     const job = await claim(transport, 'w1')
-    await transport.acquireFile({ file: FILE, owner_id: 'w1', lease_id: job.lease_id })
+    await transport.acquireFile(onFile('w1', job))
 
     // The job's lease ends (completed): the file lease it held goes with it.
     const { completed } = await transport.exchange({ worker_id: 'w1', complete: [{ job_id: job.job_id, attempt_id: job.attempt_id, lease_token: job.lease_token, result: null }] })
     expect(completed).toEqual([expect.objectContaining({ job_id: job.job_id, ok: true })])
-    const lost = await transport.heartbeatFile({ file: FILE, owner_id: 'w1' }).catch((error: unknown) => error)
+    const lost = await transport.heartbeatFile(onFile('w1', job)).catch((error: unknown) => error)
     expect(lost).toBeInstanceOf(LeaseLostError)
     expect(lost).toMatchObject({ code: expect.stringMatching(/^file_lease_/) })
 

@@ -4,7 +4,7 @@ import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../.
 import { SECOND } from '../rules/clock'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
-import type { Contention } from '../rules/file-leases'
+import type { Contention, FileReleaseReason } from '../rules/file-leases'
 import { newId } from '../store/ids'
 import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
 
@@ -78,7 +78,7 @@ function endDeadOwn(ctx: EngineContext, lease: FileLeaseRow, death: Death): void
   endFileLease(ctx, lease, 'RELEASED', death.because === 'idle' ? 'idle' : 'owner_lease_expired', { because: death.because, at: ctx.clock.now(), ...death.evidence })
 }
 
-function endFileLease(ctx: EngineContext, lease: FileLeaseRow, state: 'RELEASED' | 'REVOKED', reason: string, evidence: Record<string, unknown> = {}): void {
+function endFileLease(ctx: EngineContext, lease: FileLeaseRow, state: 'RELEASED' | 'REVOKED', reason: FileReleaseReason, evidence: Record<string, unknown> = {}): void {
   ctx.run('UPDATE file_leases SET state = ?, released_at = ?, release_reason = ? WHERE id = ?', state, ctx.clock.now(), reason, lease.id)
   const data = { file: lease.file, owner_id: lease.owner_id, reason, acquired_at: lease.acquired_at, last_heartbeat_at: lease.last_heartbeat_at, ...evidence }
   const type = state === 'REVOKED' ? 'FILE_LEASE_REVOKED' : 'FILE_LEASE_RELEASED'
@@ -313,7 +313,7 @@ export function releaseFile(ctx: EngineContext, request: FileLeaseRef): FileLeas
  * Ends the file leases held under a job lease when that lease ends (the job succeeded,
  * failed, ended, or was halted), and drops its pending retries. Inside the caller's transaction.
  */
-export function releaseFilesOfLease(ctx: EngineContext, leaseId: string, reason: string): void {
+export function releaseFilesOfLease(ctx: EngineContext, leaseId: string, reason: FileReleaseReason): void {
   if (!filesTakenUnderJobLeases(ctx)) return
   for (const lease of ctx.all<FileLeaseRow>("SELECT * FROM file_leases WHERE lease_id = ? AND state = 'ACTIVE'", leaseId)) {
     endFileLease(ctx, lease, 'RELEASED', reason)

@@ -1,7 +1,7 @@
 import type { LeaseRow } from '../../db/schema'
 import { activeLeaseOf } from '../memory/active-leases'
 import type { EngineContext } from '../memory/context'
-import { EngineError, workerMismatch } from '../rules/errors'
+import { EngineError, invalid, workerMismatch } from '../rules/errors'
 import { expireIfDue } from './lease-end'
 import { findLease, getJob, getLease, type Leased, leasesOfJob } from '../store/rows'
 
@@ -44,4 +44,20 @@ export function leaseByToken(ctx: EngineContext, jobId: string, workerId: string
   const lease = expireIfDue(ctx, found.lease)
   if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
   return { lease, job: lease === found.lease ? found.job : getJob(ctx, jobId) }
+}
+
+/**
+ * The job lease a caller with a worker token names in a file request, proved by that lease's
+ * token: such a caller acts on file leases of its own jobs only (the scoped tokens of
+ * docs/workers.md), and only the worker a job was granted to has its lease's token. 400 without
+ * both, 404 for no such lease, 409 `lease_token_mismatch` for another lease's token. Whether the
+ * lease is still ACTIVE is the file verb's to say, as for any caller.
+ */
+export function provenLease(ctx: EngineContext, request: { lease_id?: string | null; lease_token?: string | null }): LeaseRow {
+  if (!request.lease_id || !request.lease_token) {
+    throw invalid('A worker token acts only on file leases of its own jobs: name the job lease (lease_id) and its token (lease_token)')
+  }
+  const lease = getLease(ctx, request.lease_id)
+  if (lease.token !== request.lease_token) throw new EngineError('lease_token_mismatch', `That lease token is not lease ${lease.id}'s`)
+  return lease
 }

@@ -6,6 +6,7 @@
 import { z } from 'zod'
 import { type AcquireResult, type Blocker as BlockerReport, BLOCKER_STATES, type Contention, type FileLease as FileLeaseRecord, FILE_LEASE_STATES, RESOLUTIONS } from '../../engine'
 import { iso } from '../../engine/rules/clock'
+import { FILE_RELEASE_REASONS } from '../../engine/rules/file-leases'
 import { IsoTime, JobState } from '../schemas'
 
 const ageS = (since: number, now: number) => Math.round((now - since) / 100) / 10
@@ -20,9 +21,9 @@ export const FileLease = z
     state: z.enum(FILE_LEASE_STATES).meta({ description: "REVOKED: taken by an operator's force release" }),
     acquired_at: IsoTime,
     last_heartbeat_at: IsoTime,
-    age_s: z.number().meta({ description: 'Seconds since it was acquired (one decimal)' }),
+    age_s: z.number().meta({ description: 'Seconds it has been held (one decimal): until now while ACTIVE, until its release once it ended' }),
     released_at: IsoTime.nullable(),
-    release_reason: z.string().nullable().meta({ description: 'released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released' }),
+    release_reason: z.string().nullable().meta({ description: `Why it ended: ${FILE_RELEASE_REASONS.join(', ')} (docs/file-leases.md)` }),
   })
   .meta({ id: 'FileLease' })
 export type FileLease = z.infer<typeof FileLease>
@@ -37,7 +38,7 @@ export function fileLeaseView(lease: FileLeaseRecord, now: number): FileLease {
     state: lease.state,
     acquired_at: iso(lease.acquired_at),
     last_heartbeat_at: iso(lease.last_heartbeat_at),
-    age_s: ageS(lease.acquired_at, now),
+    age_s: ageS(lease.acquired_at, lease.released_at ?? now),
     released_at: iso(lease.released_at),
     release_reason: lease.release_reason,
   }

@@ -1,0 +1,37 @@
+/**
+ * The path a handler's file change asks the gate for (src-worker/gate-path.ts): the file the
+ * kernel will change, whatever spelling the handler used.
+ */
+import { mkdirSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { expect, test } from 'vitest'
+import { gatePath } from '../../src-worker/gate-path'
+import { tempDir } from '../helpers/host'
+
+function aTree(): string {
+  const dir = realpathSync(tempDir())
+  mkdirSync(join(dir, 'real', 'deep'), { recursive: true })
+  symlinkSync(join(dir, 'real', 'deep'), join(dir, 'link'))
+  writeFileSync(join(dir, 'real', 'target.txt'), '')
+  symlinkSync(join(dir, 'real', 'target.txt'), join(dir, 'real', 'alias.txt'))
+  return dir
+}
+
+test('a write is keyed by the file it reaches: past a symlinked folder, `..` after one, and a symlink at the end', async () => {
+  const dir = aTree()
+  expect(await gatePath(`${dir}/link/new.txt`, true)).toBe(join(dir, 'real', 'deep', 'new.txt'))
+  expect(await gatePath(`${dir}/link/../new.txt`, true)).toBe(join(dir, 'real', 'new.txt'))
+  expect(await gatePath(`${dir}/real/alias.txt`, true)).toBe(join(dir, 'real', 'target.txt'))
+})
+
+test('rm and rename are keyed by the entry they change: a symlink at the end is the link, not what it names', async () => {
+  const dir = aTree()
+  expect(await gatePath(`${dir}/real/alias.txt`, false)).toBe(join(dir, 'real', 'alias.txt'))
+  expect(await gatePath(`${dir}/link/../alias.txt`, false)).toBe(join(dir, 'real', 'alias.txt'))
+})
+
+test('a path not there yet resolves as far as it exists, the rest as written', async () => {
+  const dir = aTree()
+  expect(await gatePath(`${dir}/link/a/b/../c.txt`, true)).toBe(join(dir, 'real', 'deep', 'a', 'c.txt'))
+  expect(await gatePath('/no/such/folder/x.txt', true)).toBe('/no/such/folder/x.txt')
+})
