@@ -441,6 +441,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     (stopping ??= (async () => {
       if (probe) clearTimeout(probe)
       checkAbort.abort()
+      // No lease from now on: the claims and file retries that wait are answered now, and later
+      // ones within a second with nothing, so no long-poll holds the stop (a restart keeps the
+      // running jobs' leases and the files they hold well inside their TTLs). Reports are taken
+      // to the end: the drain's completions.
+      dispatch.close()
+      clockWaiters.close()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host
@@ -448,8 +454,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await schedules.stop()
       await pruner.stop() // a pass in progress ends at its next step, before the database closes
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
-      dispatch.close() // long-polls answer "nothing claimed" now rather than at their timeout
-      clockWaiters.close()
       http.closeStreams()
       // Requests in flight finish; then every connection closes, including keep-alive ones and
       // those a client opened ahead and never sent a request on (Node counts those as busy).

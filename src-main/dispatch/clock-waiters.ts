@@ -1,3 +1,4 @@
+import { STOPPING_WAIT_MS } from './long-poll'
 import type { Clock } from '../engine/rules/clock'
 
 interface Waiter {
@@ -12,12 +13,17 @@ interface Waiter {
  */
 export class ClockWaiters {
   private waiting = new Set<Waiter>()
+  private closed = false
 
   constructor(private readonly clock: Clock) {}
 
-  /** Resolves true once the clock reaches `at`, false after `maxWaitMs` of real time or on abort. */
+  /**
+   * Resolves true once the clock reaches `at`, false after `maxWaitMs` of real time or on abort;
+   * once closed (the host stopping), false after at most {@link STOPPING_WAIT_MS}.
+   */
   waitUntil(at: number, maxWaitMs: number, signal?: AbortSignal): Promise<boolean> {
     if (this.clock.now() >= at) return Promise.resolve(true)
+    if (this.closed) maxWaitMs = Math.min(maxWaitMs, STOPPING_WAIT_MS)
     return new Promise((resolve) => {
       const waiter: Waiter = {
         at,
@@ -41,7 +47,9 @@ export class ClockWaiters {
     for (const waiter of [...this.waiting]) if (now >= waiter.at) waiter.resolve(true)
   }
 
+  /** The host is stopping: every wait ends now, and later ones last at most {@link STOPPING_WAIT_MS}. */
   close(): void {
+    this.closed = true
     for (const waiter of [...this.waiting]) waiter.resolve(false)
   }
 }

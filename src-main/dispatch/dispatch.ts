@@ -1,5 +1,5 @@
 import { type Assignment, type Claims, type Denial, type Engine, type Event, type ExchangeAnswer, WAKE_EVENTS, type WorkerExchange, type WorkerFilter } from '../engine'
-import { longPollMs } from './long-poll'
+import { longPollMs, STOPPING_WAIT_MS } from './long-poll'
 
 /**
  * Dispatch: how a job reaches a worker that asks for one. It owns the claims that wait for work,
@@ -101,8 +101,8 @@ interface Serving<R extends { claimed: Claims }> {
   maxJobs: number
   ttlS?: number
   maxWaitMs: number
-  /** Runs the request's engine calls; `claims` is false when its worker is already gone. */
-  op(claims: boolean): R
+  /** Runs the request's engine calls; with a `denial` (its worker already gone, the host stopping) its claim is answered that instead. */
+  op(denial: Denial | null): R
   /** The answer is news the worker must have at once: it does not wait. */
   answerNow(answer: R): boolean
 }
@@ -140,6 +140,8 @@ export class Dispatch {
   /** The moment {@link eligibleTimer} is set for, on the engine's clock. */
   private eligibleAt: number | null = null
   private readonly unsubscribe: (() => void)[]
+  /** The host is stopping ({@link close}): no claim is granted or waits for work. */
+  private closed = false
 
   constructor(private readonly engine: Engine) {
     this.unsubscribe = [
@@ -184,7 +186,7 @@ export class Dispatch {
         maxJobs: 1,
         ttlS: request.ttl_s,
         maxWaitMs: longPollMs(request.max_wait_ms),
-        op: (claims) => ({ claimed: claims ? this.engine.claimBatch(filter, 1, request.ttl_s) : nothing(this.goneDenial()) }),
+        op: (denial) => ({ claimed: denial ? nothing(denial) : this.engine.claimBatch(filter, 1, request.ttl_s) }),
         answerNow: () => false,
       },
       (answer) => deliver(decision(answer)),
@@ -207,9 +209,9 @@ export class Dispatch {
         filter: { worker_id: request.worker_id, queues: claim?.streams ?? [] },
         maxJobs: claim?.max_jobs ?? 1,
         maxWaitMs: claim ? longPollMs(claim.max_wait_ms) : 0,
-        op: (claims) => {
-          const answer = this.engine.exchange({ ...reports, claim: claims && claim ? { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } : undefined })
-          return claims || !claim ? answer : { ...answer, claimed: nothing(this.goneDenial()) }
+        op: (denial) => {
+          const answer = this.engine.exchange({ ...reports, claim: !denial && claim ? { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } : undefined })
+          return !denial || !claim ? answer : { ...answer, claimed: nothing(denial) }
         },
         answerNow: (answer) => [answer.heartbeats, answer.completed, answer.failed].some((items) => items.some((item) => !item.ok)),
       },
@@ -237,11 +239,12 @@ export class Dispatch {
       }
     }
     const signal = serving.maxWaitMs > 0 ? gone?.() : undefined
+    if (this.closed) return this.whileStopping(serving, deliverOnce, signal)
     let waiter: Waiter | null = null
     let first: R
     try {
       first = await this.engine.run(() => {
-        const answer = serving.op(!signal?.aborted)
+        const answer = serving.op(signal?.aborted ? this.goneDenial() : null)
         const waits = answer.claimed.granted.length === 0 && serving.maxWaitMs > 0 && !signal?.aborted && !serving.answerNow(answer)
         if (waits) {
           const waiting: Waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed, claimWaitedMs: waiting.waitedMs }))
@@ -261,6 +264,29 @@ export class Dispatch {
       ? { ...first, claimed: await registered.answer, claimWaitedMs: registered.waitedMs }
       : { ...(handBack ? await this.handBack(first, serving.filter.worker_id) : first), claimWaitedMs: 0 }
     deliverOnce(answer)
+    return answer
+  }
+
+  /**
+   * A request while the host stops: its reports are taken as ever, its claim granted nothing,
+   * and an answer that would have waited for work waits {@link STOPPING_WAIT_MS} (or until its
+   * client goes) instead.
+   */
+  private async whileStopping<R extends { claimed: Claims }>(serving: Serving<R>, deliver: (answer: Served<R>) => void, signal: AbortSignal | undefined): Promise<Served<R>> {
+    const stopping: Denial = { granted: false, reason: 'The host is stopping', retry_after_ms: STOPPING_WAIT_MS }
+    const answer = { ...(await this.engine.run(() => serving.op(stopping))), claimWaitedMs: 0 }
+    if (serving.maxWaitMs > 0 && !serving.answerNow(answer) && !signal?.aborted) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(serving.maxWaitMs, STOPPING_WAIT_MS))
+        function done() {
+          clearTimeout(timer)
+          signal?.removeEventListener('abort', done)
+          resolve()
+        }
+        signal?.addEventListener('abort', done, { once: true })
+      })
+    }
+    deliver(answer)
     return answer
   }
 
@@ -319,8 +345,15 @@ export class Dispatch {
     for (const waiter of [...this.waiting]) waiter.resolve(nothing({ granted: false, reason, retry_after_ms: retryAfterMs }))
   }
 
-  /** Ends every wait (the host is stopping): each waiter gets a plain "nothing claimed". */
+  /**
+   * The host is stopping: every wait ends now with "nothing claimed", and from now on no claim
+   * is granted; one that would wait is answered with nothing after at most
+   * {@link STOPPING_WAIT_MS}, so its worker asks no faster than once a second while the host
+   * finishes its reports (a drain's completions) and no wait holds the stop up.
+   */
   close(): void {
+    if (this.closed) return
+    this.closed = true
     for (const unsubscribe of this.unsubscribe) unsubscribe()
     if (this.eligibleTimer) clearTimeout(this.eligibleTimer)
     this.endWaits('The host is stopping', this.engine.config.denyRetryAfterMs)

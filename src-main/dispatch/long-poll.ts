@@ -10,3 +10,10 @@ export { MAX_LONG_POLL_MS }
 export function longPollMs(askedMs: number | undefined): number {
   return Math.min(askedMs ?? 0, MAX_LONG_POLL_MS)
 }
+
+/**
+ * While the host stops, a long-poll waits at most this long, for nothing: its client (told
+ * nothing of the stop) asks again no faster than once a second, and no wait holds the stop up
+ * for more than this.
+ */
+export const STOPPING_WAIT_MS = 1000

@@ -159,6 +159,40 @@ describe('stopping', () => {
   })
 })
 
+describe('stopping, with workers that keep asking', () => {
+  test('claims and file retries asked while the host stops are granted nothing and wait at most a second, so a worker that keeps asking cannot hold the stop up', async () => {
+    host = await startTestHost()
+    const { url, token } = host
+    const post = (path: string, json: unknown) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(json) })
+    const file = { file: '/data/held.txt', owner_id: 'holder' }
+    expect((await post('/api/files/leases/acquire', file)).status).toBe(200)
+    expect((await post('/api/files/leases/acquire', { ...file, owner_id: 'waiter' })).status).toBe(409)
+    // Two workers that ask again as soon as they are answered, until the host is gone.
+    const answers: unknown[] = []
+    const keepAsking = async (path: string, json: unknown) => {
+      for (;;) {
+        try {
+          answers.push(await (await post(path, json)).json())
+        } catch {
+          return // the host has stopped
+        }
+      }
+    }
+    const claiming = keepAsking('/internal/worker/claim', { worker_id: 'w', streams: ['default'], max_wait_ms: 20_000 })
+    const waiting = keepAsking('/api/files/leases/wait', { ...file, owner_id: 'waiter', max_wait_ms: 30_000 })
+    await until(async () => ((await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }).workers.some((w) => w.worker_id === 'w'), 5000, 'the claim waits')
+    const began = Date.now()
+    const stopped = host.stop()
+    host.engine.submit({ job_type: 'late', cost_units: 1 }) // work that comes during the stop goes to no claim
+    await stopped
+    await Promise.all([claiming, waiting])
+    expect(Date.now() - began).toBeLessThan(5000) // each loop's waits are 20 and 30 s long
+    expect(answers.length).toBeGreaterThanOrEqual(1)
+    expect(answers.filter((a) => (a as { claimed?: boolean }).claimed === true)).toEqual([])
+  })
+})
+
 describe('OpenAPI', () => {
   test('GET /api/openapi.json is an OpenAPI 3.1 document covering every API, built from the zod schemas', async () => {
     host = await startTestHost()
