@@ -1100,10 +1100,10 @@ export interface components {
             state: "ACTIVE" | "RELEASED" | "REVOKED";
             acquired_at: components["schemas"]["Timestamp"];
             last_heartbeat_at: components["schemas"]["Timestamp"];
-            /** @description Seconds since it was acquired (one decimal) */
+            /** @description Seconds it has been held (one decimal): until now while ACTIVE, until its release once it ended */
             age_s: number;
             released_at: components["schemas"]["Timestamp"] | null;
-            /** @description released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released */
+            /** @description Why it ended: released, idle, reclaimed, job_succeeded, job_failed, job_ended, owner_lease_expired, job_blocked, force_released (docs/file-leases.md) */
             release_reason: string | null;
         };
         /** @description Denied: another owner holds the file; retry once at contention.retry_at */

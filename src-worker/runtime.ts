@@ -7,7 +7,7 @@ import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
 import { ReportBudget, refusesReports } from './report-budget'
-import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, refusedLine, refusesWorker, type WorkerTransport } from './transport'
+import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -463,7 +463,12 @@ export class WorkerRuntime {
     if (!answer.ok) return this.stopJob(job, 'lease_lost')
     if (answer.cancel_requested) return this.stopJob(job, 'canceled')
     for (const file of job.heldFiles ?? []) {
-      void this.options.transport.heartbeatFile({ file, ...gateRequest(job.claim) }).catch(() => {})
+      // A file the host says the job no longer holds (it went idle while the host was away, an
+      // operator took it) is no longer heartbeated; the job's next change to it asks the gate
+      // again, as every change does. A host that did not answer is asked with the next beat.
+      void this.options.transport.heartbeatFile({ file, ...gateRequest(job.claim) }).catch((error: unknown) => {
+        if (!hostAway(error)) job.heldFiles?.delete(file)
+      })
     }
   }
 
@@ -629,13 +634,16 @@ export class WorkerRuntime {
    * restart of the host costs the job no attempt. The wait ends as soon as the job is stopped
    * (cancelled, out of time, its lease lost) or the worker shuts down, so a handler waiting here
    * is never taken for one that would not stop.
+   *
+   * Every change asks, even of a file the job already holds (the host grants it again, as a
+   * heartbeat): the job may have lost it since (an operator took it, or it went idle while the
+   * host was away), and a write after that must be refused, not made beside its new holder's.
    */
   private async gate(job: Running, file: string): Promise<void> {
     const { transport, log } = this.options
     const { claim } = job
     const key = resolve(file)
     const held = (job.heldFiles ??= new Set())
-    if (held.has(key)) return
     const request = { file: key, ...gateRequest(claim) }
     const stop = this.gateStop(job)
     try {
@@ -689,7 +697,7 @@ export class WorkerRuntime {
         return await call()
       } catch (error) {
         if (signal.aborted) throw stoppedAtGate(job)
-        if (error instanceof HostError && error.status < 500) throw error
+        if (!hostAway(error)) throw error
         if (failures === 0) this.options.log(`leasehold worker: the file gate for ${job.claim.job_id}: ${exchangeFailure(error as Error)}; asking again every second`)
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, GATE_RETRY_MS)
@@ -703,6 +711,11 @@ export class WorkerRuntime {
       }
     }
   }
+}
+
+/** Whether a call failed because the host did not answer or answered that it is stopping (5xx), not because it refused it. */
+function hostAway(error: unknown): boolean {
+  return !(error instanceof LeaseLostError) && !(error instanceof HostError && error.status < 500)
 }
 
 /** How long the gate waits before it asks a host that did not answer again. */

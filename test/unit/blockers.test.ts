@@ -33,7 +33,7 @@ function runningJob(engine: Engine, workerId: string, cost = 3, extra: Parameter
  * w1 holds FILE (since T0), w2 is denied at T0 + 5 s, both stay alive, and w2's one retry at
  * denied_at + 180 s finds FILE still held: w2 is halted.
  */
-function halted(options: { file?: string; requesterExtra?: Parameters<typeof aJob>[0] } = {}) {
+function halted(options: { file?: string; requesterExtra?: Parameters<typeof aJob>[0]; beforeRetry?: (engine: Engine, requesterJobId: string) => void } = {}) {
   const file = options.file ?? FILE
   const s = setup()
   const { engine, clock } = s
@@ -55,6 +55,7 @@ function halted(options: { file?: string; requesterExtra?: Parameters<typeof aJo
     engine.heartbeatFile({ file: '/repo/requester-own.ts', owner_id: 'w2' })
     engine.reap()
   }
+  options.beforeRetry?.(engine, requester.job.id)
   const leasedBefore = engine.getCapacity().leased
   const result = engine.acquireFile({ file, owner_id: 'w2', lease_id: requester.lease.id })
   if (result.granted || result.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(result)}`)
@@ -176,9 +177,24 @@ describe("the operator's answers", () => {
     expectEngineError(() => engine.heartbeatFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
     expectEngineError(() => engine.releaseFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
     expect(engine.getJob(requester.job.id).state).toBe('QUEUED')
-    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', note: 'w1 is stuck' })
+    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', note: 'w1 is stuck', taken_from_holder: true })
     // The file is free for the next owner.
     expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true })
+  })
+
+  test('force_release takes the file only from the holder the report named: one that let go meanwhile loses nothing, and whoever holds the file now keeps it', () => {
+    const { engine, clock, blocker, requester } = halted()
+    engine.releaseFile({ file: FILE, owner_id: 'w1' })
+    const third = runningJob(engine, 'w3', 1)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3', lease_id: third.lease.id })).toMatchObject({ granted: true })
+    clock.advance(SECOND)
+    engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'take it from w1' })
+    expect(engine.listFileLeases('ACTIVE')).toEqual([expect.objectContaining({ file: FILE, owner_id: 'w3' })])
+    expect(events(engine, 'FILE_LEASE_REVOKED')).toEqual([])
+    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', taken_from_holder: false })
+    expect(engine.getJob(requester.job.id).state).toBe('QUEUED')
+    const report = { job_id: third.job.id, attempt_id: third.lease.attempt_id, worker_id: 'w3', lease_token: third.lease.token }
+    expect(engine.complete(report)).toMatchObject({ ack: true })
   })
 
   test('force_release: the holder cannot take the file back, nor any other, under the job lease it lost it under (409 file_lease_lost)', () => {
@@ -201,6 +217,21 @@ describe("the operator's answers", () => {
     const failed = engine.fail({ ...report, error: { code: 'file_lost', message: 'an operator took the file' } })
     expect(failed).toMatchObject({ ack: true, requeued: false })
     expect(engine.getJob(holder.job.id).state).toBe('FAILED')
+  })
+
+  test('a job whose cancel was asked for while it waited for its retry ends CANCELED at the halt, not BLOCKED: its report is resolved as a cancel', () => {
+    const { engine, blocker, requester, leasedBefore } = halted({ beforeRetry: (engine, jobId) => engine.cancel(jobId, 'not needed', 'qa') })
+    expect(engine.getJob(requester.job.id)).toMatchObject({ state: 'CANCELED' })
+    expect(blocker).toMatchObject({ state: 'RESOLVED', resolution: 'cancel' })
+    expect(engine.listBlockers('OPEN')).toEqual([])
+    expect(engine.getCapacity().leased).toBe(leasedBefore - 4)
+  })
+
+  test('retry clears a cancel asked for before the halt: the requeued job runs, not told to stop at its first heartbeat', () => {
+    const { engine, blocker, requester } = halted()
+    sql(engine).run('UPDATE jobs SET cancel_requested = 1 WHERE id = ?', requester.job.id) // as a store written before cancels ended at the halt
+    engine.resolveBlocker(blocker.id, { action: 'retry' })
+    expect(engine.getJob(requester.job.id)).toMatchObject({ state: 'QUEUED', cancel_requested: false })
   })
 
   test('cancel: the blocked job is CANCELED, with a BLOCKER_RESOLVED event carrying the note', () => {

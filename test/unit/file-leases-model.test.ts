@@ -60,6 +60,8 @@ interface MBlocker {
   id: string
   file: string
   open: boolean
+  /** The holder the report names: a force release takes the file from it alone. */
+  holder: { owner: string; acquired_at: number }
 }
 
 interface Model {
@@ -227,7 +229,7 @@ class Acquire extends Base {
       // The one retry, still held: halt. No second retry is scheduled.
       expect(result).toMatchObject({ granted: false, code: 'blocked', blocker: { file, holder_owner_id: live.owner, retry_s: 180 } })
       m.contentions.delete(ck(file, this.owner))
-      m.blockers.push({ id: result.blocker.id, file, open: true })
+      m.blockers.push({ id: result.blocker.id, file, open: true, holder: { owner: live.owner, acquired_at: live.acquired_at } })
       if (leaseId !== null) endJobLease(m, leaseId, 'released')
     } else {
       expect(result).toEqual({
@@ -449,7 +451,9 @@ class Resolve extends Base {
     if (!blocker.open) return expectFailure(got, 409, 'blocker_resolved')
     expect(got).toMatchObject({ ok: true, value: { state: 'RESOLVED', resolution: this.action } })
     blocker.open = false
-    if (this.action === 'force_release' && m.holders.has(blocker.file)) endHolder(m, blocker.file, 'REVOKED')
+    const holder = m.holders.get(blocker.file)
+    const named = holder?.owner === blocker.holder.owner && holder.acquired_at === blocker.holder.acquired_at
+    if (this.action === 'force_release' && named) endHolder(m, blocker.file, 'REVOKED')
   }
   toString(): string {
     return `Resolve(${this.index}, ${this.action})`

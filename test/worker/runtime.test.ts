@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
 import { CLAIM_PACE_MS, CLAIM_STREAM_MS, ClaimPace, claimWaitedMs, nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
-import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, type WorkerTransport } from '../../src-worker/transport'
+import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, type WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
@@ -576,6 +576,34 @@ test('the gate is asked for the file the kernel writes: through a symlinked fold
   const underLeases = transport.gateRequests.map(({ owner_id, lease_id, lease_token }) => ({ owner_id, lease_id, lease_token }))
   expect(underLeases).toHaveLength(2)
   for (const id of ['up', 'through']) expect(underLeases).toContainEqual({ owner_id: `job:${id}`, lease_id: `${id}-l`, lease_token: `${id}-t` })
+})
+
+/** `test.twice {path}`: writes the file, then appends to it, each through the gate. */
+const TWICE = `export default {
+  type: 'test.twice',
+  async run({ payload, files }) {
+    await files.writeFile(payload.path, 'first\\n')
+    await files.appendFile(payload.path, 'second\\n')
+    return null
+  },
+}
+`
+
+test('every change asks the gate, even of a file the job holds: one lost since (taken by an operator) is not written again, and the job fails', async () => {
+  const file = join(aTempDir(), 'out.txt')
+  const answers: (() => FileAcquireAnswer)[] = [
+    () => ({ granted: true }),
+    () => {
+      throw new LeaseLostError('file_lease_lost', 'An operator took a file from job lease lost-l')
+    },
+  ]
+  const transport = new ScriptedTransport([aJobOf('lost', 'test.twice', { path: file })], undefined, () => answers.shift()!())
+  await started(transport, { modules: { 'twice.mjs': TWICE } })
+  await until(() => transport.failed.length === 1, 5000, 'the job failed')
+  expect(transport.gateRequests.map((r) => r.file)).toEqual([file, file])
+  expect(readFileSync(file, 'utf8')).toBe('first\n')
+  expect(transport.failed[0]).toMatchObject({ job_id: 'lost', error: { code: 'file_lease_lost' } })
+  expect(transport.completed).toEqual([])
 })
 
 test('a host that does not answer the gate, or answers that it is stopping, is asked again every second: the job gets its file when it answers, and loses no attempt', async () => {

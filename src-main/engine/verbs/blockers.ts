@@ -30,15 +30,17 @@ export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | nu
 
 /**
  * Puts a halted job back in the queue, eligible at once. An operator's retry is a decision to
- * run it again, so a job that had used its last attempt is given one more.
+ * run it again, so a job that had used its last attempt is given one more, and a cancel asked
+ * for before the halt no longer stands.
  */
 function requeueBlocked(ctx: EngineContext, job: JobRow, reason: string): void {
-  requeue(ctx, job, reason, null, { max_attempts: Math.max(job.max_attempts, job.attempts + 1) })
+  requeue(ctx, job, reason, null, { max_attempts: Math.max(job.max_attempts, job.attempts + 1), cancel_requested: 0 })
 }
 
 /**
  * The operator's answer: `retry` requeues the blocked job; `force_release` takes the file from
- * its holder (whose later writes under that lease are refused) and requeues the blocked job;
+ * the holder the report names, if it still holds it (its later writes under that lease are
+ * refused), and requeues the blocked job;
  * `cancel` cancels it. Each is an event with its note; a resolved blocker answers 409.
  */
 export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: ResolveBlocker): BlockerRow {
@@ -50,7 +52,7 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
     const by = answer.by ?? 'operator'
     const job = blocker.requester_job_id ? getJob(ctx, blocker.requester_job_id) : null
     const halted = job?.state === 'BLOCKED' ? job : null
-    if (answer.action === 'force_release') revokeFile(ctx, blocker.file, by)
+    const taken = answer.action === 'force_release' ? revokeFile(ctx, blocker, by) !== null : null
     if (halted && answer.action === 'cancel') {
       cancelNow(ctx, halted, 'blocker canceled', answer.note ?? null)
     } else if (halted) {
@@ -64,33 +66,10 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
       ctx.clock.now(),
       blocker.id,
     )
-    const resolved = { action: answer.action, note: answer.note ?? null, by, file: blocker.file }
+    // A force release says whether the holder still held the file, and so lost it.
+    const resolved = { action: answer.action, note: answer.note ?? null, by, file: blocker.file, ...(taken === null ? {} : { taken_from_holder: taken }) }
     if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_RESOLVED', resolved)
     else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_RESOLVED', entity: 'BLOCKER', entityId: blocker.id, data: resolved })
     return getBlocker(ctx, blocker.id)
   })
-}
-
-/**
- * A BLOCKED job canceled directly closes its open blockers (inside the cancel's transaction),
- * resolved by whoever asked for the cancel: "operator" when the request did not say, as for an
- * answer to the blocker itself.
- */
-export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, reason: string | null, by: string | null): void {
-  const resolvedBy = by ?? 'operator'
-  for (const blocker of ctx.all<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN'", jobId)) {
-    ctx.run(
-      "UPDATE blockers SET state = 'RESOLVED', resolution = 'cancel', note = ?, resolved_by = ?, resolved_at = ? WHERE id = ?",
-      reason,
-      resolvedBy,
-      ctx.clock.now(),
-      blocker.id,
-    )
-    recordJobEvent(ctx, jobId, {
-      type: 'BLOCKER_RESOLVED',
-      entity: 'BLOCKER',
-      entityId: blocker.id,
-      data: { action: 'cancel', note: reason, by: resolvedBy, file: blocker.file },
-    })
-  }
 }

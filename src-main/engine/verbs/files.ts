@@ -6,6 +6,7 @@ import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import type { Contention, FileReleaseReason } from '../rules/file-leases'
 import { newId } from '../store/ids'
+import { cancelNow } from './moves'
 import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
 
 /** A denied requester retries exactly once, this long after the denial (the files contract: "exactly 3 minutes"). */
@@ -237,8 +238,15 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
   }
   if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_OPENED', opened)
   else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_OPENED', entity: 'BLOCKER', entityId: blocker.id, data: opened })
-  if (requesterLease) blockLease(ctx, requesterLease, blocker.id)
-  return blocker
+  if (!requesterLease) return blocker
+  blockLease(ctx, requesterLease, blocker.id)
+  // A job whose cancel was asked for ends CANCELED as its lease ends (states.md), not BLOCKED
+  // waiting for a decision its canceller has made already: its report is resolved as a cancel.
+  const job = getJob(ctx, requesterLease.job_id)
+  if (!job.cancel_requested) return blocker
+  cancelNow(ctx, job, 'its cancel was asked for before the halt', null)
+  closeBlockersOfCanceledJob(ctx, job.id, 'its cancel was asked for before the halt', null)
+  return ctx.one<BlockerRow>('SELECT * FROM blockers WHERE id = ?', blocker.id)!
 }
 
 /** A heartbeat or release: the file, its owner, and (optionally) the job lease it was acquired under. */
@@ -363,11 +371,18 @@ export function releaseIdleFiles(ctx: EngineContext): number {
   })
 }
 
-/** The operator's force release: the holder loses the file; its later writes under it are refused. */
-export function revokeFile(ctx: EngineContext, file: string, by: string): FileLeaseRow | null {
-  const holder = activeOn(ctx, file)
-  if (holder) endFileLease(ctx, holder, 'REVOKED', 'force_released', { by })
-  return holder ?? null
+/**
+ * The operator's force release: the holder the blocker report named loses the file; its later
+ * writes under it are refused. Only that holder's lease (its owner, acquired when the report
+ * says): a report waits for its operator, and a holder that let go meanwhile has nothing to
+ * lose, while whoever holds the file now was never shown to the operator. Answers the lease
+ * taken, or null when there was none to take.
+ */
+export function revokeFile(ctx: EngineContext, named: Pick<BlockerRow, 'file' | 'holder_owner_id' | 'holder_acquired_at'>, by: string): FileLeaseRow | null {
+  const holder = activeOn(ctx, named.file)
+  if (!holder || holder.owner_id !== named.holder_owner_id || holder.acquired_at !== named.holder_acquired_at) return null
+  endFileLease(ctx, holder, 'REVOKED', 'force_released', { by })
+  return holder
 }
 
 /** When the requester's one retry of a file is due, or null if it has no pending retry. */
@@ -391,4 +406,28 @@ export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: strin
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
   const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
   moveJob(ctx, job, 'BLOCKED', { progress: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
+}
+
+/**
+ * A BLOCKED job canceled directly closes its open blockers (inside the cancel's transaction),
+ * resolved by whoever asked for the cancel: "operator" when the request did not say, as for an
+ * answer to the blocker itself.
+ */
+export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, reason: string | null, by: string | null): void {
+  const resolvedBy = by ?? 'operator'
+  for (const blocker of ctx.all<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN'", jobId)) {
+    ctx.run(
+      "UPDATE blockers SET state = 'RESOLVED', resolution = 'cancel', note = ?, resolved_by = ?, resolved_at = ? WHERE id = ?",
+      reason,
+      resolvedBy,
+      ctx.clock.now(),
+      blocker.id,
+    )
+    recordJobEvent(ctx, jobId, {
+      type: 'BLOCKER_RESOLVED',
+      entity: 'BLOCKER',
+      entityId: blocker.id,
+      data: { action: 'cancel', note: reason, by: resolvedBy, file: blocker.file },
+    })
+  }
 }
