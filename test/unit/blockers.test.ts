@@ -205,6 +205,17 @@ describe("the operator's answers", () => {
     expect(engine.listFileLeases('ACTIVE').filter((l) => l.file === FILE)).toEqual([])
   })
 
+  test('force_release: the holder cannot take the file back by leaving its job lease out either, while that job lease runs; once it ends, the owner is free to', () => {
+    const { engine, blocker, holder } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
+    expect(engine.acquireFile({ file: FILE, owner_id: 'someone-else' })).toMatchObject({ granted: true })
+    engine.releaseFile({ file: FILE, owner_id: 'someone-else' })
+    const report = { job_id: holder.job.id, attempt_id: holder.lease.attempt_id, worker_id: 'w1', lease_token: holder.lease.token }
+    engine.fail({ ...report, error: { code: 'file_lost', message: 'an operator took the file' } })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w1' })).toMatchObject({ granted: true })
+  })
+
   test("force_release: the holder's job cannot finish SUCCEEDED (409 file_lease_lost, nothing changes) but can fail", () => {
     const { engine, blocker, holder } = halted()
     engine.resolveBlocker(blocker.id, { action: 'force_release' })

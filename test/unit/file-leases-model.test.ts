@@ -76,6 +76,8 @@ interface Model {
   /** State of the owner's newest file lease on a file, keyed `file|owner`. */
   newest: Map<string, 'ACTIVE' | 'RELEASED' | 'REVOKED'>
   blockers: MBlocker[]
+  /** The job lease an operator took the owner's newest lease on a file from, keyed `file|owner`. */
+  revokedUnder: Map<string, string>
 }
 
 type Real = Setup
@@ -96,7 +98,10 @@ function endHolder(m: Model, file: string, state: 'RELEASED' | 'REVOKED' = 'RELE
   const h = m.holders.get(file)!
   m.holders.delete(file)
   m.newest.set(ck(file, h.owner), state)
-  if (state === 'REVOKED' && h.lease_id) m.leases.get(h.lease_id)!.revoked = true
+  if (state === 'REVOKED' && h.lease_id) {
+    m.leases.get(h.lease_id)!.revoked = true
+    m.revokedUnder.set(ck(file, h.owner), h.lease_id)
+  }
 }
 
 /** A job lease ends (released, blocked or expired): its files and pending retries go with it. */
@@ -210,6 +215,9 @@ class Acquire extends Base {
       const ended = m.leases.get(leaseId)!.ended
       return expectFailure(got, 409, ended === 'released' ? 'lease_not_active' : 'lease_expired')
     }
+    // An owner an operator took the file from may not take it back without its job lease while that lease runs.
+    const takenUnder = m.newest.get(ck(file, this.owner)) === 'REVOKED' ? m.revokedUnder.get(ck(file, this.owner)) : undefined
+    if (leaseId === null && takenUnder !== undefined && leaseLive(m, takenUnder)) return expectFailure(got, 409, 'file_lease_lost')
     const contention = m.contentions.get(ck(file, this.owner))
     if (contention && m.now < contention.retry_at) return expectFailure(got, 429, 'retry_too_early')
     const holder = m.holders.get(file)
@@ -503,6 +511,7 @@ function emptyModel(now: number): Model {
     contentions: new Map(),
     newest: new Map(),
     blockers: [],
+    revokedUnder: new Map(),
   }
 }
 

@@ -99,6 +99,7 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
   return ctx.transact((): AcquireResult => {
     const now = ctx.clock.now()
     const requesterLease = request.lease_id ? checkRequesterLease(ctx, request.lease_id) : null
+    if (!requesterLease) checkNotTakenBack(ctx, file, request.owner_id)
     const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
     if (contention && now < contention.retry_at) {
       throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
@@ -162,6 +163,20 @@ function checkRequesterLease(ctx: EngineContext, leaseId: string): LeaseRow {
     throw new EngineError('file_lease_lost', `An operator took a file from job lease ${leaseId}; it takes no file again (it can only fail or end)`)
   }
   return lease
+}
+
+/**
+ * An owner an operator took this file from (force_release), whose job lease still runs, may not
+ * take it back by leaving its job lease out of the acquire: it would halt the requeued requester
+ * a second time, as taking it back under that job lease would (checkRequesterLease).
+ */
+function checkNotTakenBack(ctx: EngineContext, file: string, ownerId: string): void {
+  const newest = ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? AND owner_id = ? ORDER BY acquired_at DESC, rowid DESC LIMIT 1', file, ownerId)
+  if (newest?.state !== 'REVOKED' || newest.lease_id === null) return
+  const lease = findLease(ctx, newest.lease_id)
+  if (lease && lease.state === 'ACTIVE' && lease.expires_at > ctx.clock.now()) {
+    throw new EngineError('file_lease_lost', `An operator took ${file} from ${ownerId} under job lease ${lease.id}, which still runs; it takes the file no more`)
+  }
 }
 
 function deny(ctx: EngineContext, file: string, ownerId: string, holder: FileLeaseRow, requesterLease: LeaseRow | null): Contention {
