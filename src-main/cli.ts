@@ -3,6 +3,7 @@ import { dashboardLink } from './data-dir/dashboard-link'
 import { CHECK_HELP, checkCommand } from './commands/check'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
+import { BLOCKERS_HELP, blockersCommand } from './commands/blockers'
 import { QUEUE_HELP, queueCommand } from './commands/queue'
 import { STATUS_HELP, statusCommand } from './commands/status'
 import { SUBMIT_HELP, submitCommand } from './commands/submit'
@@ -22,6 +23,7 @@ Commands:
   jobs        list jobs (--state, --limit, --json)
   schedule    recurring schedules: add, list, pause, resume, rm (cron, time zones)
   queue       list the queues, pause or resume one (queue list | pause Q | resume Q)
+  blockers    jobs halted on a held file: list them, answer one (resolve ID retry|force_release|cancel)
   status      capacity, busy rating, leases, workers and open blockers
   check       check the integrity of the database (runs while the host serves)
   token       scoped tokens for workers: create --scope worker, list, revoke ID
@@ -32,7 +34,7 @@ Flags:
   -v, --version  show the version
 
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
-jobs, queue, schedule, status, check) find the host through --url/--token,
+jobs, queue, blockers, schedule, status, check) find the host through --url/--token,
 LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine.
 
 Exit status: 0 done, 1 failed (the host refused or could not be reached), 2 a usage error (a bad
@@ -61,6 +63,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     jobs: () => JOBS_HELP,
     schedule: () => SCHEDULE_HELP,
     queue: () => QUEUE_HELP,
+    blockers: () => BLOCKERS_HELP,
     status: () => STATUS_HELP,
     check: () => CHECK_HELP,
     token: () => TOKEN_HELP,
@@ -87,6 +90,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (command === 'jobs') return runClient(() => jobsCommand(rest, env))
   if (command === 'schedule') return runClient(() => scheduleCommand(rest, env))
   if (command === 'queue') return runClient(() => queueCommand(rest, env))
+  if (command === 'blockers') return runClient(() => blockersCommand(rest, env))
   if (command === 'status') return runClient(() => statusCommand(rest, env))
   if (command === 'check') return runClient(() => checkCommand(rest, env))
   if (command === 'token') return runClient(() => tokenCommand(rest, env))

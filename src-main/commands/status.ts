@@ -3,6 +3,7 @@ import type { RedisHealth } from '../http/views/system'
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { blockerTable } from './blockers'
 import { answered, hostApi, table } from './http-client'
 
 export const STATUS_HELP = `Usage: leasehold status [flags]
@@ -88,15 +89,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     lines.push(indent(table(['ID', 'KIND', 'STATE', 'JOBS', 'LAST SEEN'], rows)))
   }
   lines.push(`blockers  ${blockers.blockers.length} open`)
-  if (blockers.blockers.length > 0) {
-    const rows = blockers.blockers.map((b) => [
-      b.blocker_id,
-      b.file,
-      `${b.holder.owner_id}${b.holder.job_id ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s`,
-      b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
-    ])
-    lines.push(indent(table(['ID', 'FILE', 'HELD BY', 'HALTED'], rows)))
-  }
+  if (blockers.blockers.length > 0) lines.push(indent(blockerTable(blockers.blockers)))
   if (health.storage === 'read_only') {
     lines.push(`storage   READ-ONLY (${health.reason ?? 'disk full'}): reads work, every write is refused until space returns on the disk of the data dir`)
     lines.push(`          ${storageLine(storage)}`)

@@ -442,6 +442,42 @@ describe('leasehold status names jobs by the end of their ids', async () => {
   })
 })
 
+describe('leasehold blockers', async () => {
+  test('list shows the open reports; resolve answers one, with a note and who answered; list --state resolved shows the answer', async () => {
+    const file = '/repo/blockers/held.ts'
+    host.engine.submit({ job_type: 'blockers-halted', cost_units: 1 })
+    const requester = take('blockers-halted', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file)
+    const open = await cli(['blockers'])
+    expect(open.status).toBe(0)
+    expect(open.stdout).toMatch(/^ID\s+FILE\s+HELD BY\s+HALTED$/m)
+    expect(open.stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+holder-worker \\(job …${holder.job.id.slice(-8)}\\) for \\S+ s\\s+…${requester.job.id.slice(-8)}$`, 'm'))
+
+    const resolved = await cli(['blockers', 'resolve', blocker.id, 'cancel', '--note', 'not needed', '--by', 'ops'])
+    expect(resolved).toMatchObject({ status: 0, stdout: `blocker ${blocker.id} resolved: cancel; job CANCELED\n` })
+    expect(host.engine.getJob(requester.job.id).state).toBe('CANCELED')
+    expect(host.engine.getBlocker(blocker.id)).toMatchObject({ state: 'RESOLVED', resolution: 'cancel', note: 'not needed', resolved_by: 'ops' })
+    expect((await cli(['blockers', 'list'])).stdout.trim()).toBe('no open blockers: no job waits for an answer')
+    expect((await cli(['blockers', 'list', '--state', 'resolved'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s.*cancel by ops$`, 'm'))
+    const again = await cli(['blockers', 'resolve', blocker.id, 'retry'])
+    expect(again.status).toBe(1)
+    expect(again.stderr).toMatch(/blocker_resolved|already resolved/)
+    finishHolder(holder, file)
+  })
+
+  test.each([
+    [['resolve'], 'blockers resolve needs a blocker id and an action'],
+    [['resolve', 'b-1', 'skip'], 'the action must be retry, force_release or cancel (got "skip")'],
+    [['list', '--state', 'closed'], '--state must be open, resolved or all (got "closed")'],
+    [['forget'], 'blockers needs list or resolve (got "forget")'],
+  ])('bad input (%j) is one line and exit 2', async (args, text) => {
+    const result = await cli(['blockers', ...args])
+    expect(result.status).toBe(2)
+    expect(result.stderr).toContain(text)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+  })
+})
+
 describe('leasehold queue', async () => {
   test('pause holds a queue, list shows it paused with its jobs, resume lets them go', async () => {
     const id = host.engine.submit({ job_type: 'q', cost_units: 1, queue: 'cli-q' }).job.id
