@@ -127,7 +127,17 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // The signal handlers go in before the listening line: a script that reads it may stop the
   // host at once, and a SIGTERM with no handler yet would kill it without closing the database.
   const stopped = new Promise<number>((resolve) => {
+    let stopping = false
     const shutdown = (signal: string) => {
+      // A signal again while the host stops: a SIGTERM is ignored (`timeout` and process managers
+      // may send one to the process and to its group, moments apart), a second Ctrl-C stops at
+      // once, as in the desktop app; nothing is lost either way (the next start recovers).
+      if (stopping) {
+        if (signal !== 'SIGINT') return console.error(`leasehold: ${signal} again: already stopping`)
+        console.error('leasehold: SIGINT again: stopping at once')
+        process.exit(130)
+      }
+      stopping = true
       console.error(`leasehold: ${signal}: finishing requests in flight and closing the database`)
       running.stop().then(
         () => resolve(0),
@@ -137,8 +147,8 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         },
       )
     }
-    process.once('SIGTERM', () => shutdown('SIGTERM'))
-    process.once('SIGINT', () => shutdown('SIGINT'))
+    process.on('SIGTERM', () => shutdown('SIGTERM'))
+    process.on('SIGINT', () => shutdown('SIGINT'))
   })
   // The first line is what scripts wait for; the link is how a person gets into the dashboard.
   console.log(`leasehold listening on ${host.url}`)

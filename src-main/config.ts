@@ -89,11 +89,24 @@ interface Flag {
 }
 
 /** The flags of `leasehold serve`, each also read from LEASEHOLD_<NAME>. The help text is made from this table. */
+
+/** What a token may hold: visible ASCII, as an `Authorization: Bearer` header can carry it (no spaces, no control characters). */
+export const TOKEN_CHARS = /^[\x21-\x7e]+$/
+export const TOKEN_CHARS_RULE = 'must be visible ASCII characters only (no spaces or control characters): it is sent in an Authorization header'
+
+/** A Host header's name as --allowed-host takes it: a DNS name, an IPv4 address or a bracketed IPv6 one; no port, no wildcard. */
+const HOST_NAME = /^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)$/i
+
+const hostNames = (value: string) => value.split(',').map((name) => name.trim()).filter(Boolean)
+const hostNamesOnly = (value: string) => hostNames(value).every((name) => HOST_NAME.test(name))
+const hostNamesRule = (value: string) =>
+  `each name is a host name without a port or a wildcard (the port is the server's own): "${hostNames(value).find((name) => !HOST_NAME.test(name))}" is not one`
+
 export const SERVE_FLAGS: Flag[] = [
   { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: z.string().min(1, 'must not be empty') },
   { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
   { name: 'port', env: 'LEASEHOLD_PORT', value: 'N', help: 'port to listen on; 0 picks a free one', schema: int(0, 65535), default: '7878' },
-  { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(MIN_TOKEN_CHARS, `must be at least ${MIN_TOKEN_CHARS} characters`) },
+  { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(MIN_TOKEN_CHARS, `must be at least ${MIN_TOKEN_CHARS} characters`).regex(TOKEN_CHARS, TOKEN_CHARS_RULE) },
   { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
   { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: `jobs each local worker runs at once (default: the pool's share of the capacity units, at least ${DEFAULT_WORKER_CONCURRENCY}; the units still bound the total)`, schema: int(1, MAX_WORKER_CONCURRENCY) },
   { name: 'worker-nice', env: 'LEASEHOLD_WORKER_NICE', value: '0-19', help: 'how far the handlers of local workers, and the programs they run, yield the CPU to the host and the desktop (the OS niceness; 0 = not at all)', schema: int(0, 19), default: '10' },
@@ -106,7 +119,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a claim through the queue API holds a job', schema: int(1, 86_400), default: '60' },
   { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: '3' },
   { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
-  { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated', schema: z.string(), default: '' },
+  { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated (names or addresses, no port)', schema: z.string().refine(hostNamesOnly, { error: (issue) => hostNamesRule(String(issue.input)) }), default: '' },
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, 64 * 1024 * 1024), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
   { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: 'carry the queues over Redis Streams too: redis://[user:password@]host:port/db, rediss:// for TLS (docs/redis.md)', schema: z.string().regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL') },
@@ -149,7 +162,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     const parsed = flag.schema.safeParse(raw)
     if (!parsed.success) {
       const source = fromFlag !== undefined ? `--${name}` : env[flag.env] !== undefined ? flag.env : `--${name}`
-      throw new ConfigError(`${source} ${parsed.error.issues[0]?.message ?? 'is not valid'} (got "${raw}")`)
+      // The value as JSON writes a string: a control character in it (a CR, say) cannot split the line.
+      throw new ConfigError(`${source} ${parsed.error.issues[0]?.message ?? 'is not valid'} (got ${JSON.stringify(raw)})`)
     }
     return parsed.data
   }

@@ -9,7 +9,7 @@ import { Dispatch } from './dispatch/dispatch'
 import { HOST_FILE } from '../src-shared/client-target'
 import { ClockWaiters } from './dispatch/clock-waiters'
 import { MAX_LONG_POLL_MS } from './dispatch/long-poll'
-import { type HostConfig, localWorkerSlots } from './config'
+import { type HostConfig, localWorkerSlots, TOKEN_CHARS, TOKEN_CHARS_RULE } from './config'
 import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
@@ -19,7 +19,7 @@ import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
-import { createDataDir, type DataDirLock, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
+import { createDataDir, type DataDirLock, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
@@ -103,6 +103,7 @@ export function loadOrCreateToken(dataDir: string, given: string | null): string
   if (stored) {
     // A token anyone could guess would open the API to every program on the machine.
     if (stored.length < MIN_TOKEN_CHARS) throw new Error(`the token in ${path} is shorter than ${MIN_TOKEN_CHARS} characters: write a longer one there, or delete the file to have one made`)
+    if (!TOKEN_CHARS.test(stored)) throw new Error(`the token in ${path} ${TOKEN_CHARS_RULE}: write another there, or delete the file to have one made`)
     return stored
   }
   const token = randomBytes(32).toString('hex')
@@ -173,6 +174,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const mode: StorageMode = { state: 'read_write', reason: null }
   const { sqlite, uncleanShutdown } = openForStart(config, options, mode, log)
   undo.push(() => void sqlite.close())
+  keepDataPrivate(config.dataDir)
   const walVfsFailure = walVfsLoadFailure(options.nativeBinding)
   if (walVfsFailure) log(`leasehold: ${walVfsFailure}`)
 
@@ -260,6 +262,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       // How often Node checks those limits (default 30 s): a trickling client is cut off on time.
       connectionsCheckingInterval: 1_000,
+      // A request without a Host is the guard's to refuse (400 in the API's shape), not Node's bare 400.
+      requireHostHeader: false,
     },
     listener,
   )
@@ -383,7 +387,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   })
   port = address.port
   if (!LOOPBACK.has(config.host)) {
-    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs`)
+    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs (requests that name it by an address or name other than loopback need --allowed-host)`)
   }
 
   const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address

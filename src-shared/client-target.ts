@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
+import { join, posix, win32 } from 'node:path'
 import { ConfigError } from './command-line'
 
 /**
@@ -9,11 +9,16 @@ import { ConfigError } from './command-line'
  * program's `leasehold worker` alike.
  */
 
-/** The folder Electron calls `userData` for an app named leasehold, so the CLI and the app share it. */
+/**
+ * The folder Electron calls `userData` for an app named leasehold, so the CLI and the app share
+ * it. An empty or relative XDG_CONFIG_HOME (or APPDATA) is ignored, as the XDG spec says: taken
+ * as given it would put a database and a token in whatever folder a command runs from.
+ */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, platform = process.platform): string {
-  if (platform === 'win32') return join(env.APPDATA ?? join(homedir(), 'AppData', 'Roaming'), 'leasehold')
+  const absolute = (value: string | undefined) => (value && (platform === 'win32' ? win32.isAbsolute(value) : posix.isAbsolute(value)) ? value : undefined)
+  if (platform === 'win32') return join(absolute(env.APPDATA) ?? join(homedir(), 'AppData', 'Roaming'), 'leasehold')
   if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'leasehold')
-  return join(env.XDG_CONFIG_HOME ?? join(homedir(), '.config'), 'leasehold')
+  return join(absolute(env.XDG_CONFIG_HOME) ?? join(homedir(), '.config'), 'leasehold')
 }
 
 /** Where a client command finds the host: flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the data dir. */
@@ -67,6 +72,20 @@ export function readHostFile(dataDir: string): HostFile | null {
 }
 
 /**
+ * Whether process `pid` is alive: a host killed with SIGKILL (or a machine that lost power)
+ * leaves its host.json behind, naming a process that has ended, and whatever listens on that
+ * port now must never be sent the host's token. (A process of another user answers EPERM: alive.)
+ */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
  * A client command aimed at a data dir where no host runs (a running host keeps host.json
  * there) and given no host of its own: not a mistake in its flags, so it says what to start
  * rather than what is missing.
@@ -81,7 +100,11 @@ export class NoHostError extends Error {
   }
 }
 
-/** The host a client command talks to: its flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the host.json and token of the data dir. */
+/**
+ * The host a client command talks to: its flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the
+ * host.json and token of the data dir — a host.json whose process has ended is a dead host's,
+ * taken as none.
+ */
 export function resolveClientTarget(
   flags: { url?: string; token?: string; 'data-dir'?: string },
   env: NodeJS.ProcessEnv,
@@ -89,7 +112,8 @@ export function resolveClientTarget(
   const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
   const given = flags.url ?? env.LEASEHOLD_URL
   if (given) checkUrl(flags.url !== undefined ? '--url' : 'LEASEHOLD_URL', given)
-  const hostFile = given ? null : readHostFile(dataDir)
+  const found = given ? null : readHostFile(dataDir)
+  const hostFile = found !== null && processAlive(found.pid) ? found : null
   const url = given || (hostFile?.url ?? 'http://127.0.0.1:7878')
   const givenToken = flags.token ?? env.LEASEHOLD_TOKEN
   if (!given && !givenToken && hostFile === null) throw new NoHostError(dataDir)

@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { accessSync, chmodSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { LockFile } from '../db/lock-file'
 import { storageFault } from '../error-answer'
@@ -42,6 +42,30 @@ export function createDataDir(dataDir: string): void {
     accessSync(dataDir, constants.W_OK)
   } catch (error) {
     throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
+  }
+}
+
+/** The files of a data dir that hold secrets or every job's data: the token, the worker tokens' digests, the database and its log. */
+const PRIVATE_FILES = ['token', 'worker-tokens.json', 'leasehold.db', 'leasehold.db-wal', 'leasehold.db-shm']
+
+/**
+ * Makes the data dir's files readable and writable by their owner alone (0600), as a start
+ * creates them. A data dir the user made before the first start keeps its own mode (the host
+ * makes 0700 only the folders it creates), and SQLite creates the database with the process's
+ * umask (0644, commonly): every local user could then read the jobs, or a token left loose. The
+ * log files SQLite creates later take the database file's mode. Not on Windows, whose files
+ * follow their folder's ACL.
+ */
+export function keepDataPrivate(dataDir: string): void {
+  if (process.platform === 'win32') return
+  for (const name of PRIVATE_FILES) {
+    const path = join(dataDir, name)
+    try {
+      const stat = statSync(path)
+      if (stat.isFile() && (stat.mode & 0o077) !== 0) chmodSync(path, stat.mode & 0o700)
+    } catch {
+      // Not there (yet), or not ours to change: the start goes on; what it cannot read it names.
+    }
   }
 }
 

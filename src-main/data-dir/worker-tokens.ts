@@ -123,11 +123,16 @@ export class ScopedTokens {
     private readonly log: (line: string) => void = () => {},
   ) {}
 
-  /** The scope of `token` if it is a live scoped token, else null. */
+  /**
+   * The scope of `token` if it is a live scoped token, else null. A token not known here has the
+   * file looked at again at once (one stat; it is read again only if it changed): a token
+   * `leasehold token create` has just printed works from its first request.
+   */
   scopeOf(token: string): TokenScope | null {
     this.refresh()
-    if (this.byDigest.size === 0) return null
-    return this.byDigest.get(digest(token)) ?? null
+    const hash = digest(token)
+    if (!this.byDigest.has(hash)) this.refresh(true)
+    return this.byDigest.get(hash) ?? null
   }
 
   /**
@@ -142,9 +147,9 @@ export class ScopedTokens {
     return () => clearInterval(timer)
   }
 
-  private refresh(): void {
+  private refresh(atOnce = false): void {
     const now = Date.now()
-    if (now - this.checkedAt < RECHECK_MS) return
+    if (!atOnce && now - this.checkedAt < RECHECK_MS) return
     this.checkedAt = now
     let mtimeMs: number
     try {

@@ -97,6 +97,11 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   if (headers['content-type'] !== 'application/json' && !ctx.is('application/json')) {
     throw new HttpError('unsupported_media_type', 'The body must be JSON (Content-Type: application/json)')
   }
+  // A compressed body is not JSON as it stands, and the host inflates none (RFC 9110 §8.4: 415).
+  const encoding = headers['content-encoding']?.trim().toLowerCase()
+  if (encoding && encoding !== 'identity') {
+    throw new HttpError('unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the JSON body as it is`)
+  }
   const tooLarge = () => {
     // The connection closes after the answer: what is left of the body is never parsed.
     ctx.set('Connection', 'close')

@@ -26,7 +26,9 @@ export function dashboardMiddleware(rendererDir: string) {
       immutable: ctx.path.startsWith('/assets/'),
       maxage: ctx.path.startsWith('/assets/') ? 365 * 24 * 3600 * 1000 : 0,
     }).catch((error: { status?: number }) => {
-      if (error.status === 404 || error.status === 400) return undefined
+      // No such file, or a path @koa/send will not serve (one that leaves the folder is its 403,
+      // a malformed one its 400): no page here, so on to the 404 every other unknown path gets.
+      if (error.status !== undefined && error.status >= 400 && error.status < 500) return undefined
       throw error
     })
     if (!served) return next()

@@ -19,7 +19,7 @@ import type { Lane, LaneExchange } from './lane'
  * token names and values of visible ASCII and spaces (no tabs), none of them twice, at most {@link MAX_HEADERS}, the
  * head within Node's 16 KiB; a `Host`; `Content-Type: application/json` exactly; a
  * `Content-Length` of digits within the body limit, and the whole body; no `Transfer-Encoding`,
- * `Expect` or `Upgrade`; `Connection` absent, `keep-alive` or `close`. At the first request not of that
+ * `Content-Encoding`, `Expect` or `Upgrade`; `Connection` absent, `keep-alive` or `close`. At the first request not of that
  * shape — or a request not yet all read, or a host that is read-only — the connection goes to
  * Node with every byte from that request's first, and Node's parser and Koa's app serve it
  * from there, so only requests the front has read whole are ever parsed by it: a request is
@@ -179,9 +179,9 @@ function parseHead(text: string, paths: ReadonlySet<string>): Head | null {
     if (headers[name] !== undefined) return null
     headers[name] = line[2]!.trimEnd()
   }
-  // Node refuses an HTTP/1.1 request without a Host itself (400, its `requireHostHeader`).
+  // A request without a Host goes to Node, and there to the guard, which refuses it (400).
   if (headers.host === undefined || headers['content-type'] !== 'application/json') return null
-  if (headers['transfer-encoding'] !== undefined || headers.expect !== undefined || headers.upgrade !== undefined) return null
+  if (headers['transfer-encoding'] !== undefined || headers['content-encoding'] !== undefined || headers.expect !== undefined || headers.upgrade !== undefined) return null
   const connection = headers.connection?.toLowerCase()
   if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') return null
   const declared = headers['content-length']

@@ -33,6 +33,9 @@ export interface Refusal {
   detail: string
 }
 
+/** `Authorization: Bearer <token>`: the scheme's name in any case, as HTTP has it (RFC 9110 §11.1), then the token. */
+const BEARER = /^bearer +(\S.*)$/i
+
 /** The one route a ticket opens (browsers' EventSource cannot send an Authorization header). */
 const EVENT_STREAM_PATH = '/api/events/stream'
 
@@ -142,7 +145,7 @@ function absoluteAuthority(target: string | undefined): string | null {
  * leases of its own jobs only, which the files routes check (files-api.ts).
  */
 export function isWorkerCaller(authorization: string | undefined, policy: GuardPolicy): boolean {
-  const match = /^Bearer (.+)$/.exec(authorization ?? '')
+  const match = BEARER.exec(authorization ?? '')
   return match !== null && !tokensMatch(match[1]!, policy.token) && policy.isWorkerToken?.(match[1]!) === true
 }
 
@@ -151,13 +154,14 @@ export function isWorkerCaller(authorization: string | undefined, policy: GuardP
  * rebinding: a web page on evil.example that resolves its name to 127.0.0.1 still sends
  * `Host: evil.example`, so a browser can never be turned into a client of this server. A
  * cross-site `Origin` is refused for the same reason; no CORS header is ever sent. A request
- * with two Host headers is malformed (RFC 9112: 400); one whose target is in absolute form names
+ * with no Host header, or two, is malformed (RFC 9112: 400); one whose target is in absolute form names
  * its server there, in place of the Host header (RFC 9112), and must name this one too.
  */
 export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | null {
   if ((input.hostHeaders ?? 1) > 1) {
     return { code: 'bad_request', detail: 'The request has more than one Host header' }
   }
+  if (input.hostHeaders === 0) return { code: 'bad_request', detail: 'The request has no Host header' }
   if (!isOwnHost(input.host, policy)) {
     return { code: 'forbidden_host', detail: 'The Host header does not name this server' }
   }
@@ -179,7 +183,7 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
     return { code: 'forbidden_origin', detail: 'The Origin header is not this server' }
   }
   if (needsToken(input.path)) {
-    const match = /^Bearer (.+)$/.exec(input.authorization ?? '')
+    const match = BEARER.exec(input.authorization ?? '')
     const bearerOk = match !== null && tokensMatch(match[1]!, policy.token)
     const ticketOk =
       !bearerOk && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH && policy.isValidTicket?.(input.ticket) === true

@@ -84,7 +84,8 @@ export function createLane(apis: readonly Api[], deps: LaneDependencies): Lane {
     if (!byPath.has(path)) return false
     const headers = req.headers
     const length = Number(headers['content-length'])
-    if (headers['content-type'] !== 'application/json' || headers['transfer-encoding'] !== undefined || !(length > 0 && length <= deps.bodyLimitBytes)) {
+    const encoded = headers['transfer-encoding'] !== undefined || headers['content-encoding'] !== undefined
+    if (headers['content-type'] !== 'application/json' || encoded || !(length > 0 && length <= deps.bodyLimitBytes)) {
       return false
     }
     return serve(path, nodeExchange(req, res, path, length))

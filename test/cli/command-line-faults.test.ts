@@ -207,6 +207,30 @@ describe('leasehold check', () => {
   })
 })
 
+describe('a host that was killed', () => {
+  test('leaves a host.json naming a process that has ended: taken as no host, and whatever listens on its port now is never sent the token', async () => {
+    const stranger: string[] = []
+    const listener = createHttpServer((req, res) => {
+      stranger.push(`${req.method} ${req.url} ${req.headers.authorization ?? ''}`)
+      res.end('{}')
+    })
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve))
+    try {
+      const dead = spawn(process.execPath, ['-e', '0'])
+      await new Promise((resolve) => dead.once('exit', resolve))
+      const dir = tempDir()
+      writeFileSync(join(dir, 'token'), 'a'.repeat(64))
+      writeFileSync(join(dir, 'host.json'), JSON.stringify({ url: `http://127.0.0.1:${(listener.address() as AddressInfo).port}`, pid: dead.pid }))
+      const result = await runCliAsync(['status', '--data-dir', dir], CLEAN_ENV)
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([expect.stringContaining(`no host is running on ${dir}`)])
+      expect(stranger).toEqual([])
+    } finally {
+      listener.close()
+    }
+  })
+})
+
 describe('a data dir the user may not read', () => {
   test('is named as a permission problem, not as "no host is running"', async (context) => {
     if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('runs the command as another user, which needs root')

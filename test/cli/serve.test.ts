@@ -93,6 +93,17 @@ describe('leasehold serve', () => {
     expect(stderr).toContain('SIGTERM: finishing requests in flight')
   })
 
+  test('a second SIGTERM while it stops (timeout and process managers may send two) is ignored: the stop still ends clean, its host.json removed', async () => {
+    const dir = dataDir()
+    const serve = await startServe(['--data-dir', dir, '--port', '0', '--busy', '0'])
+    serve.child.kill('SIGTERM')
+    serve.child.kill('SIGTERM')
+    expect(await serve.exited).toBe(0)
+    expect(existsSync(join(dir, 'host.json'))).toBe(false)
+    const wal = join(dir, 'leasehold.db-wal')
+    expect(!existsSync(wal) || statSync(wal).size === 0).toBe(true)
+  })
+
   test('SIGTERM lets a request in flight finish before exiting', async () => {
     const dir = dataDir()
     const serve = await startServe(['--data-dir', dir, '--port', '0', '--busy', '0'])

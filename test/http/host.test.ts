@@ -1,9 +1,9 @@
-import { statSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { rawRequest, startTestHost, type TestHost } from '../helpers/host'
+import { rawRequest, startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 
 let host: TestHost
@@ -24,6 +24,18 @@ describe('health and capacity', () => {
     const stat = statSync(join(host.dataDir, 'token'))
     expect(stat.mode & 0o777).toBe(0o600)
     expect(host.token.length).toBeGreaterThanOrEqual(32)
+  })
+
+  test('in a data dir the user made before the first start, the database, its log and a loose token are made private (0600)', async () => {
+    const dataDir = join(tempDir(), 'made-by-the-user')
+    mkdirSync(dataDir, { mode: 0o755 })
+    writeFileSync(join(dataDir, 'token'), `${'b'.repeat(64)}\n`, { mode: 0o644 })
+    host = await startTestHost({ dataDir })
+    host.engine.submit({ job_type: 'private', cost_units: 1 })
+    for (const name of ['token', 'leasehold.db', 'leasehold.db-wal']) {
+      if (existsSync(join(dataDir, name))) expect(statSync(join(dataDir, name)).mode & 0o777, name).toBe(0o600)
+    }
+    expect(statSync(join(dataDir, 'leasehold.db')).mode & 0o777).toBe(0o600)
   })
 
   test('GET /api/capacity reports total, busy rating and mode, usable, leased, available', async () => {
@@ -235,6 +247,12 @@ describe('dashboard', () => {
     expect((await host.call('/assets/app.js', { token: null })).status).toBe(200)
     expect((await host.call('/assets/../../token', { token: null })).status).toBe(404)
     expect((await host.call('/api/capacity', { token: null })).status).toBe(401)
+    // Sent as written (fetch would take the dots away): a path out of the folder is no page, never a 500.
+    for (const path of ['/assets/../../token', '/..%2f..', '/%2e%2e/token', '/assets/%2e%2e/%2e%2e/token']) {
+      const res = await rawRequest(host.url, { method: 'GET', path, headers: { host: new URL(host.url).host } })
+      expect(res.status, path).toBe(404)
+      expect(JSON.parse(res.body)).toMatchObject({ code: 'not_found' })
+    }
   })
 
   test('without a built dashboard, / says how to build it', async () => {

@@ -137,6 +137,14 @@ describe('reading a JSON body', () => {
     }
   })
 
+  test('a compressed body (Content-Encoding other than identity) is 415, not read as JSON as it stands', async () => {
+    for (const encoding of ['gzip', 'br', 'deflate']) {
+      const [answer] = await exchange([post('{"ok":1}', { 'content-encoding': encoding })])
+      expect(answer, encoding).toMatchObject({ status: 415, body: { code: 'unsupported_media_type', detail: expect.stringContaining(`Content-Encoding ${encoding}`) } })
+    }
+    expect(await exchange([post('{"ok":1}', { 'content-encoding': 'identity' })])).toEqual([{ status: 200, body: { read: { ok: 1 } } }])
+  })
+
   test('a body over the limit is 413, declared or chunked', async () => {
     const big = JSON.stringify({ x: 'y'.repeat(LIMIT) })
     expect((await exchange([post(big)]))[0]).toMatchObject({ status: 413, body: { code: 'payload_too_large' } })

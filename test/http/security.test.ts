@@ -93,6 +93,13 @@ describe('token', () => {
     expect(dbDigest(host)).toBe(before)
   })
 
+  test('the scheme is named in any case, as HTTP has it: bearer and BEARER open a route as Bearer does', async () => {
+    for (const scheme of ['Bearer', 'bearer', 'BEARER']) {
+      const res = await rawRequest(host.url, { method: 'GET', path: '/api/capacity', headers: { host: hostHeader(), authorization: `${scheme} ${host.token}` } })
+      expect(res.status, scheme).toBe(200)
+    }
+  })
+
   test('a wrong token, a token without "Bearer", another scheme, or the token in the query string is 401 on every route', async () => {
     const before = dbDigest(host)
     const variants: { headers: Record<string, string>; query?: string }[] = [
@@ -189,6 +196,10 @@ describe('Host and Origin', () => {
       const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1])
       expect([400, 403], `${JSON.stringify(head)} → ${answer.slice(0, 80)}`).toContain(status)
       expect(answer.toLowerCase()).not.toContain('access-control-')
+      // In the API's shape, as every refusal: an HTTP/1.1 request without a Host is malformed (400).
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))
+      expect(body).toEqual({ detail: expect.any(String), code: expect.any(String) })
+      if (head.includes('HTTP/1.1')) expect(body).toEqual({ detail: 'The request has no Host header', code: 'bad_request' })
     }
   })
 

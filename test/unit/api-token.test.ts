@@ -53,3 +53,11 @@ test('a token file shorter than --token may be is refused, naming the file, as -
   writeFileSync(join(dir, 'token'), 'short\n')
   expect(() => loadOrCreateToken(dir, null)).toThrow(`the token in ${join(dir, 'token')} is shorter than ${MIN_TOKEN_CHARS} characters`)
 })
+
+test('a token file with a character an Authorization header cannot carry (a space, a control character, a non-ASCII byte) is refused, naming the file, as --token is', () => {
+  for (const stored of ['a token with spaces in it', 'abcdefghijklmnop\u0007', 'abcdefghijklmnop\u00e9']) {
+    const dir = freshDir()
+    writeFileSync(join(dir, 'token'), `${stored}\n`)
+    expect(() => loadOrCreateToken(dir, null)).toThrow(`the token in ${join(dir, 'token')} must be visible ASCII characters only`)
+  }
+})

@@ -1,4 +1,5 @@
 import { join } from 'node:path'
+import { homedir } from 'node:os'
 import { describe, expect, test } from 'vitest'
 import { dashboardLink } from '../../src-main/data-dir/dashboard-link'
 import { ConfigError, DEFAULT_WORKER_CONCURRENCY, defaultDataDir, localWorkerSlots, parseServeArgs } from '../../src-main/config'
@@ -116,6 +117,20 @@ describe('serve configuration', () => {
     expect(defaultDataDir({ XDG_CONFIG_HOME: '/home/u/.config' }, 'linux')).toBe('/home/u/.config/leasehold')
     expect(defaultDataDir({ APPDATA: 'C:\\Users\\u\\AppData\\Roaming' }, 'win32')).toMatch(/Roaming.leasehold$/)
     expect(defaultDataDir({}, 'darwin')).toMatch(/Library\/Application Support\/leasehold$/)
+  })
+
+  test('a token is visible ASCII, as an Authorization header carries it; an allowed host is a name without a port or a wildcard: anything else is one line naming the flag', () => {
+    expect(() => parseServeArgs(['--token', 'abcdefghijklmnop\r\nX-Evil: 1'], {})).toThrow('--token must be visible ASCII characters only (no spaces or control characters): it is sent in an Authorization header (got "abcdefghijklmnop\\r\\nX-Evil: 1")')
+    expect(() => parseServeArgs([], { LEASEHOLD_TOKEN: 'a token with spaces' })).toThrow(/^LEASEHOLD_TOKEN must be visible ASCII/)
+    expect(() => parseServeArgs(['--allowed-host', 'evil.com:99,*'], {})).toThrow('--allowed-host each name is a host name without a port or a wildcard (the port is the server\'s own): "evil.com:99" is not one')
+    expect(() => parseServeArgs(['--allowed-host', '*'], {})).toThrow('"*" is not one')
+    expect(parseServeArgs(['--allowed-host', 'My-Host.local, 192.168.1.2,[::1]'], {}).allowedHosts).toEqual(['my-host.local', '192.168.1.2', '[::1]'])
+  })
+
+  test('an empty or relative XDG_CONFIG_HOME is ignored, as the XDG spec says, not taken as the folder a command runs from', () => {
+    const home = defaultDataDir({}, 'linux')
+    expect(home).toBe(join(homedir(), '.config', 'leasehold'))
+    for (const XDG_CONFIG_HOME of ['', 'config', './config']) expect(defaultDataDir({ XDG_CONFIG_HOME }, 'linux')).toBe(home)
   })
 })
 

@@ -56,3 +56,17 @@ test('the host takes no scoped token while the file is unreadable, says so once,
     clock.mockRestore()
   }
 })
+
+test('a token created while the host runs works from its first request, not only after the host next looks at the file', () => {
+  const dir = tempDir()
+  const now = Date.now()
+  const clock = vi.spyOn(Date, 'now').mockImplementation(() => now) // no time passes: no periodic look
+  try {
+    const tokens = new ScopedTokens(dir)
+    expect(tokens.scopeOf('no-such-token')).toBeNull()
+    const { token } = createScopedToken(dir, 'worker')
+    expect(tokens.scopeOf(token)).toBe('worker')
+  } finally {
+    clock.mockRestore()
+  }
+})
