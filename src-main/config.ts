@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
 import { ConfigError, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
-import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS } from '../src-shared/worker-exchange'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import type { Durability } from './db/open'
 
 // Shared with the worker program's command and the host's client commands; named here too for
@@ -90,9 +90,6 @@ interface Flag {
 
 /** The flags of `leasehold serve`, each also read from LEASEHOLD_<NAME>. The help text is made from this table. */
 
-/** What a token may hold: visible ASCII, as an `Authorization: Bearer` header can carry it (no spaces, no control characters). */
-export const TOKEN_CHARS = /^[\x21-\x7e]+$/
-export const TOKEN_CHARS_RULE = 'must be visible ASCII characters only (no spaces or control characters): it is sent in an Authorization header'
 
 /** A Host header's name as --allowed-host takes it: a DNS name, an IPv4 address or a bracketed IPv6 one; no port, no wildcard. */
 const HOST_NAME = /^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)$/i

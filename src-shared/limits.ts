@@ -10,6 +10,9 @@ export const MAX_BATCH_ITEMS = 1000
 export const MAX_CLAIM_JOBS = 256
 /** The shortest API token a host takes (`--token`, or its data dir's token file). */
 export const MIN_TOKEN_CHARS = 16
+/** What a token may hold: visible ASCII, as an `Authorization: Bearer` header carries it (no spaces, no control characters). */
+export const TOKEN_CHARS = /^[\x21-\x7e]+$/
+export const TOKEN_CHARS_RULE = 'must be visible ASCII characters only (no spaces or control characters): it is sent in an Authorization header'
 /** The longest id, token, worker id or stream name. */
 export const MAX_ID_CHARS = 200
 /** The longest error message or stack a failure report carries. */
