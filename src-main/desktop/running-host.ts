@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { HOST_FILE } from '../../src-shared/client-target'
+import { HOST_FILE, processAlive } from '../../src-shared/client-target'
 
 /** A host that owns a data dir now: what `<dataDir>/host.json` names, checked against the process table. */
 export interface RunningHost {
@@ -29,16 +29,6 @@ export function runningHostFrom(text: string | null, isAlive: (pid: number) => b
   return isAlive(pid) ? { url: url.replace(/\/+$/, ''), pid } : null
 }
 
-/** Whether a process with this pid exists (EPERM: it does, as another user's). */
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
-
 /** The host running on `dataDir` by its host.json and the process table, without asking it. */
 export function readRunningHost(dataDir: string): RunningHost | null {
   let text: string | null
@@ -47,7 +37,7 @@ export function readRunningHost(dataDir: string): RunningHost | null {
   } catch {
     text = null
   }
-  return runningHostFrom(text, pidAlive, process.pid)
+  return runningHostFrom(text, processAlive, process.pid)
 }
 
 /**

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { pidAlive, readRunningHost, runningHostFrom } from '../../src-main/desktop/running-host'
+import { readRunningHost, runningHostFrom } from '../../src-main/desktop/running-host'
+import { processAlive } from '../../src-shared/client-target'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 
 const alive = (pids: number[]) => (pid: number) => pids.includes(pid)
@@ -27,10 +28,10 @@ describe('runningHostFrom', () => {
   })
 })
 
-describe('pidAlive', () => {
+describe('processAlive', () => {
   test('this process is alive; a pid past the kernel’s limit is not', () => {
-    expect(pidAlive(process.pid)).toBe(true)
-    expect(pidAlive(2 ** 22 + 1)).toBe(false)
+    expect(processAlive(process.pid)).toBe(true)
+    expect(processAlive(2 ** 22 + 1)).toBe(false)
   })
 })
 
