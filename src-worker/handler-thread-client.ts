@@ -35,7 +35,20 @@ export type RunOutcome = { ok: true; result: unknown } | { ok: false; error: Att
 
 const fromSources = import.meta.url.endsWith('.ts')
 
-const exited = (code: number): RunOutcome => ({ ok: false, error: { code: 'thread_exited', message: `handler thread exited with ${code}`, retryable: true } })
+/**
+ * How a run ends when its thread exits: with the exit code, and the uncaught error that ended the
+ * thread if one did (a handler's stray rejection, a throw in its timer), so that whoever reads
+ * the failed job learns what went wrong, even when it was another job's handler.
+ */
+const exited = (code: number, cause: Error | null): RunOutcome => ({
+  ok: false,
+  error: {
+    code: 'thread_exited',
+    message: cause ? `handler thread exited with ${code}: ${cause.message}` : `handler thread exited with ${code}`,
+    ...(cause?.stack ? { stack: cause.stack } : {}),
+    retryable: true,
+  },
+})
 
 /**
  * One handler thread, reused job after job and shared by several jobs at once; replaced when a
@@ -52,6 +65,8 @@ export class HandlerThread<R> {
   private nextRun = 1
   /** Set once the thread has exited: a run started after that ends at once. */
   private exitCode: number | null = null
+  /** The uncaught error that ended the thread, if one did. */
+  private exitCause: Error | null = null
   /** The thread claims, runs and reports its own jobs straight to the host (driver.ts). */
   driving = false
 
@@ -78,13 +93,17 @@ export class HandlerThread<R> {
           }
         }
       })
-      this.worker.once('error', reject)
+      this.worker.once('error', (error) => {
+        this.exitCause = error instanceof Error ? error : new Error(String(error))
+        listener.line(`leasehold worker: a handler thread ended on an uncaught error: ${this.exitCause.stack ?? this.exitCause.message}`)
+        reject(error)
+      })
       this.worker.once('exit', (code) => {
         this.exitCode = code
         reject(new Error(`handler thread exited with ${code}`))
         const ended = [...this.runs.values()]
         this.runs.clear()
-        for (const run of ended) listener.end(run, exited(code))
+        for (const run of ended) listener.end(run, exited(code, this.exitCause))
         listener.exited?.(this) // the jobs it claimed and still reported itself end now as thread_exited, not at their leases' expiry
       })
     })
@@ -152,7 +171,7 @@ export class HandlerThread<R> {
     const number = this.nextRun++
     const exitCode = this.exitCode
     if (exitCode !== null) {
-      queueMicrotask(() => this.listener.end(run, exited(exitCode)))
+      queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause)))
       return number
     }
     this.runs.set(number, run)
@@ -173,7 +192,7 @@ export class HandlerThread<R> {
    */
   adopt(number: number, run: R): void {
     const exitCode = this.exitCode
-    if (exitCode !== null) queueMicrotask(() => this.listener.end(run, exited(exitCode)))
+    if (exitCode !== null) queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause)))
     else this.runs.set(number, run)
   }
 

@@ -180,7 +180,7 @@ export class WorkerRuntime {
     gate: (job, file) => this.gate(job, file),
     end: (job, outcome) => this.finish(job, outcome),
     line: (text) => this.options.log(text),
-    exited: (thread) => this.driverGone(thread, true),
+    exited: (thread) => this.threadExited(thread),
     adopt: (thread, entries) => this.adopt(thread, entries.map((entry) => this.table!.read(entry))),
     handOver: (_thread, entry, claim) => this.startJobs([{ claim, thread: this.threads[this.leastLoaded()]!, entry }]),
     unlinked: (thread, reports) => {
@@ -258,8 +258,23 @@ export class WorkerRuntime {
   }
 
   /**
+   * A handler thread has exited: a handler ended it (`process.exit`, running out of memory, an
+   * uncaught error), or it was terminated as stuck. Its runs have ended as `thread_exited`; a
+   * driving thread's own jobs are taken over and end so too. Unless the worker is stopping, a new
+   * thread takes its place (a thread replaced as stuck already has one): without it, every job
+   * later placed there would end at once, and a dead thread, running nothing, is the one the
+   * runtime finds least loaded.
+   */
+  private threadExited(thread: HandlerThread<Running>): void {
+    this.driverGone(thread, true)
+    const index = this.threads.indexOf(thread)
+    if (index >= 0 && !this.stopClaiming.signal.aborted) this.threads[index] = this.newThread(index)
+    this.pump()
+  }
+
+  /**
    * A driving thread has gone: it exited (the jobs it still reported itself end now as
-   * thread_exited, and a new first thread drives, unless the worker is stopping), failed to link,
+   * thread_exited; {@link threadExited} starts a new first thread, which drives), failed to link,
    * or lost its link (it gave the runtime its jobs and reports first): the runtime claims from now on.
    */
   private driverGone(thread: HandlerThread<Running>, exited: boolean): void {
@@ -267,8 +282,7 @@ export class WorkerRuntime {
     if (owner === undefined) return
     this.drivers.delete(thread)
     this.adopt(thread, this.table!.takeOver(owner))
-    if (exited && this.threads[0] === thread && !this.stopClaiming.signal.aborted) this.threads[0] = this.newThread(0)
-    else if (!exited) this.claimsHere = true
+    if (!exited) this.claimsHere = true
     this.pump()
   }
 

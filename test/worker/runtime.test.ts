@@ -606,6 +606,41 @@ test('every change asks the gate, even of a file the job holds: one lost since (
   expect(transport.completed).toEqual([])
 })
 
+/** `test.stray`: leaves a rejection no one handles, which ends its thread, then waits. */
+const STRAY = `export default {
+  type: 'test.stray',
+  async run() {
+    Promise.reject(new Error('stray rejection from test.stray'))
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    return null
+  },
+}
+`
+
+test('a handler thread that a handler ends is replaced: the jobs placed after it run, none ends at once on the dead thread', async () => {
+  const transport = new ScriptedTransport([aJobOf('exits', 'test.exits', { exit: true })])
+  const lines = await started(transport, { concurrency: 2, threads: 2, modules: { 'exits.mjs': EXITS } })
+  await until(() => transport.failed.length === 1, 5000, 'the exiting job ended')
+  expect(transport.failed[0]).toMatchObject({ job_id: 'exits', error: { code: 'thread_exited', retryable: true } })
+  const later = Array.from({ length: 8 }, (_, i) => aJobOf(`later-${i}`, 'sleep', { ms: 20 }))
+  transport.offer(later)
+  await until(() => transport.completed.length + transport.failed.length >= 9, 10_000, 'the later jobs ended')
+  expect(transport.failed).toHaveLength(1)
+  expect(transport.completed.map((c) => c.job_id).sort()).toEqual(later.map((j) => j.job_id).sort())
+  expect(lines.filter((l) => l.includes('uncaught error'))).toEqual([])
+})
+
+test('a thread ended by an uncaught error says which error, in the failed jobs and in the log', async () => {
+  const transport = new ScriptedTransport([aJobOf('stray', 'test.stray', {})])
+  const lines = await started(transport, { modules: { 'stray.mjs': STRAY } })
+  await until(() => transport.failed.length === 1, 5000, 'the job ended')
+  expect(transport.failed[0]).toMatchObject({
+    job_id: 'stray',
+    error: { code: 'thread_exited', message: expect.stringContaining('stray rejection from test.stray'), stack: expect.stringContaining('stray rejection') },
+  })
+  expect(lines.some((l) => l.includes('a handler thread ended on an uncaught error') && l.includes('stray rejection from test.stray'))).toBe(true)
+})
+
 test('a host that does not answer the gate, or answers that it is stopping, is asked again every second: the job gets its file when it answers, and loses no attempt', async () => {
   const file = join(aTempDir(), 'out.txt')
   const answers: (() => FileAcquireAnswer)[] = [
