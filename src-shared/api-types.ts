@@ -3413,6 +3413,8 @@ export interface operations {
                 "application/json": {
                     worker_id: string;
                     streams: string[];
+                    /** @description Only jobs of these types are granted (the types the worker runs); absent, any type */
+                    job_types?: string[];
                     /** @description How long to wait for an answer, in ms; the host waits at most 30000 ms (a larger value is capped) */
                     max_wait_ms?: number;
                 };
@@ -3681,6 +3683,8 @@ export interface operations {
                     }[];
                     claim?: {
                         streams: string[];
+                        /** @description Only jobs of these types are granted (the types the worker runs); absent, any type */
+                        job_types?: string[];
                         max_jobs: number;
                         /** @description How long to wait for an answer, in ms; the host waits at most 30000 ms (a larger value is capped) */
                         max_wait_ms?: number;

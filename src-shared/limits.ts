@@ -21,6 +21,8 @@ export const MAX_ERROR_CHARS = 100_000
 export const MAX_NOTE_CHARS = 10_000
 /** The most streams one claim may name. */
 export const MAX_STREAMS = 50
+/** The most job types one claim may name (the handlers of its worker). */
+export const MAX_JOB_TYPES = 1000
 
 /**
  * Jobs a worker runs at once unless configured (`leasehold worker --concurrency`), and the

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
-import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
+import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_JOB_TYPES, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
 
 /**
  * The worker exchange: what a worker sends the host and what it gets back, whatever carries it —
@@ -60,12 +60,23 @@ export const QueueName = Name.refine((name) => !isDotSegment(name), DOT_SEGMENT_
 /** The streams (job queues) a claim takes from, in the order tried. */
 const Streams = z.array(QueueName).min(1).max(MAX_STREAMS)
 
+/**
+ * The job types a claim takes (a worker sends those it has handlers for): jobs of other types
+ * are left to other workers, never granted to this one only to fail. Absent: every type.
+ */
+const JobTypes = z
+  .array(z.string().min(1).max(MAX_ID_CHARS))
+  .min(1)
+  .max(MAX_JOB_TYPES)
+  .meta({ description: 'Only jobs of these types are granted (the types the worker runs); absent, any type' })
+
 // ---------------------------------------------------------------------------------------------
 // Requests
 
 export const WorkerClaim = z.strictObject({
   worker_id: WorkerId,
   streams: Streams,
+  job_types: JobTypes.optional(),
   max_wait_ms: MaxWaitMs.optional(),
 })
 export type WorkerClaim = z.infer<typeof WorkerClaim>
@@ -104,6 +115,7 @@ const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_IT
 /** A claim for a worker's free slots: up to `max_jobs`, waiting up to `max_wait_ms` if none can be leased now. */
 export const ExchangeClaim = z.strictObject({
   streams: Streams,
+  job_types: JobTypes.optional(),
   max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS),
   max_wait_ms: MaxWaitMs.optional(),
 })

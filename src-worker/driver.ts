@@ -26,6 +26,8 @@ export interface DriveOptions {
   owner: number
   worker_id: string
   streams: string[]
+  /** The job types this thread has handlers for: its claims take only those (set by the thread itself, once it has loaded them). */
+  jobTypes?: string[]
   claimWaitMs: number
   /** Jobs that may run long go to the runtime, for its other threads (false when this is the only thread). */
   handsOverLong: boolean
@@ -152,13 +154,13 @@ export class Driver {
   }
 
   private exchange(longPoll: boolean): void {
-    const { worker_id, streams, claimWaitMs } = this.options
+    const { worker_id, streams, jobTypes, claimWaitMs } = this.options
     const reports = this.reportBudget.take(this.outbox)
     const asked = Math.min(this.free, 256)
     const params: ExchangeRequest = { worker_id }
     if (reports.complete.length > 0) params.complete = reports.complete
     if (reports.fail.length > 0) params.fail = reports.fail
-    if (asked > 0) params.claim = { streams, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
+    if (asked > 0) params.claim = { streams, job_types: jobTypes, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
     const id = this.nextId++
     const abandon = longPoll ? new AbortController() : null
     this.inFlight.set(id, { longPoll, asked, sentAt: performance.now(), reports, abandon, abandoned: false })

@@ -277,6 +277,6 @@ function yieldCpu(): void {
 }
 
 // Ready once it can drive (or cannot): a driving thread claims once the runtime says to begin.
-driver = address ? await drive(address) : null
+driver = address ? await drive({ ...address, jobTypes: [...handlers.keys()] }) : null
 send({ type: 'ready', types: [...handlers.keys()], problems, driving: driver !== null })
 if (begun) driver?.pump()

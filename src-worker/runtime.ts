@@ -165,6 +165,8 @@ export class WorkerRuntime {
   private lastOwner = 0
   /** {@link begin} has been called: a driving thread that starts later begins at once. */
   private begun = false
+  /** The job types the handler threads run: the runtime's claims take only those, so no job is granted here only to fail `no_handler`. */
+  private jobTypes: string[] | undefined
   /** Looks in the table for the driving threads' jobs (see {@link watch}). */
   private watchTimer: NodeJS.Timeout | undefined
 
@@ -216,6 +218,7 @@ export class WorkerRuntime {
     boundHeapGrowth()
     this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
     const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
+    this.jobTypes = ready[0]!.types
     return { types: ready[0]!.types, problems: ready[0]!.problems }
   }
 
@@ -412,7 +415,7 @@ export class WorkerRuntime {
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
     if (outbox.complete.length > 0) request.complete = outbox.complete
     if (outbox.fail.length > 0) request.fail = outbox.fail
-    if (maxJobs > 0) request.claim = { streams, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
+    if (maxJobs > 0) request.claim = { streams, job_types: this.jobTypes, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
     this.reserved += maxJobs
     if (longPoll) this.polling = true
     else this.reporting = true

@@ -55,13 +55,15 @@ export interface ClaimRequest {
   worker_id: string
   /** The streams (queues) it takes jobs from, in its order of preference; all when absent. */
   streams?: string[]
+  /** The job types it runs; any when absent. */
+  job_types?: string[]
   /** How long it waits for work when none can be leased now: capped at the long-poll limit. */
   max_wait_ms?: number
   ttl_s?: number
 }
 
 /** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
-export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; max_jobs: number; max_wait_ms?: number } }
+export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; job_types?: string[]; max_jobs: number; max_wait_ms?: number } }
 
 /**
  * An answer, and how long its claim waited here for its jobs, in milliseconds: 0 when it was
@@ -178,7 +180,7 @@ export class Dispatch {
    * fails (the transport answers the error).
    */
   async claim(request: ClaimRequest, deliver: Deliver<Assignment | Denial>, gone?: Gone): Promise<Assignment | Denial> {
-    const filter: WorkerFilter = { worker_id: request.worker_id, queues: request.streams }
+    const filter: WorkerFilter = { worker_id: request.worker_id, queues: request.streams, accept_job_types: request.job_types ?? null }
     const decision = ({ claimed }: { claimed: Claims }) => claimed.granted[0] ?? claimed.denial!
     const { claimed } = await this.serve(
       {
@@ -206,11 +208,12 @@ export class Dispatch {
     const { claim, ...reports } = request
     return this.serve(
       {
-        filter: { worker_id: request.worker_id, queues: claim?.streams ?? [] },
+        filter: { worker_id: request.worker_id, queues: claim?.streams ?? [], accept_job_types: claim?.job_types ?? null },
         maxJobs: claim?.max_jobs ?? 1,
         maxWaitMs: claim ? longPollMs(claim.max_wait_ms) : 0,
         op: (denial) => {
-          const answer = this.engine.exchange({ ...reports, claim: !denial && claim ? { filter: { queues: claim.streams }, max_jobs: claim.max_jobs } : undefined })
+          const filter = claim && { queues: claim.streams, accept_job_types: claim.job_types ?? null }
+          const answer = this.engine.exchange({ ...reports, claim: !denial && filter ? { filter, max_jobs: claim.max_jobs } : undefined })
           return !denial || !claim ? answer : { ...answer, claimed: nothing(denial) }
         },
         answerNow: (answer) => [answer.heartbeats, answer.completed, answer.failed].some((items) => items.some((item) => !item.ok)),

@@ -105,6 +105,23 @@ describe('POST /internal/worker/claim', () => {
     expect(await claimNow('w', ['a', 'b'])).toEqual({ claimed: false })
   })
 
+  test('a claim that names the job types its worker runs is granted only jobs of those types, in a claim and an exchange, at once or waiting; the others are left to other workers', async () => {
+    await start()
+    const other = await submit(host, { job_type: 'resize', priority: 'URGENT' })
+    const mine = await submit(host, { job_type: 'thumbnail', priority: 'LOW' })
+    const claim = (json: Record<string, unknown>) => post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0, ...json }).then(body)
+    expect(await claim({ job_types: ['thumbnail'] })).toMatchObject({ claimed: true, job_id: mine.job_id })
+    expect(await claim({ job_types: ['thumbnail'] })).toEqual({ claimed: false })
+    // A waiting exchange is not handed a job of another type as it is submitted; one of its own, it is.
+    const waiting = post(host, `${WORKER}/batch`, { worker_id: 'w-batch', claim: { streams: ['default'], job_types: ['thumbnail'], max_jobs: 4, max_wait_ms: 10_000 } }).then(body)
+    await arrived('w-batch')
+    await submit(host, { job_type: 'resize' })
+    const later = await submit(host, { job_type: 'thumbnail' })
+    expect((await waiting).jobs).toEqual([expect.objectContaining({ job_id: later.job_id, job_type: 'thumbnail' })])
+    // A claim that names no types takes any.
+    expect(await claim({})).toMatchObject({ claimed: true, job_id: other.job_id })
+  })
+
   test('capacity rules apply: a job that does not fit is not claimed', async () => {
     await start({ totalUnits: 10, busy: 5 }) // usable 5
     const job = await submit(host, { cost_units: 6 })

@@ -196,6 +196,15 @@ test("a heartbeat answer that arrives after its job ended does not stop the next
   expect(lines).toEqual([])
 })
 
+test('a worker claims only the job types its handlers run: each claim names them', async () => {
+  const transport = new ScriptedTransport([aJobOf('one', 'test.where', {})])
+  await started(transport, { modules: { 'where.mjs': WHERE } })
+  await until(() => transport.completed.length === 1, 5000, 'the job ran')
+  const claims = transport.requests.filter((r) => r.claim).map((r) => r.claim!)
+  expect(claims.length).toBeGreaterThan(0)
+  for (const claim of claims) expect([...claim.job_types!].sort()).toEqual(['exec', 'file.write', 'noop', 'sleep', 'test.where'])
+})
+
 test('a worker with free slots claims them in one request, and reports finished jobs together with its next claim', async () => {
   const transport = new ScriptedTransport(Array.from({ length: 6 }, (_, i) => aClaim(`job-${i}`, 50)))
   // Reports that finish while one is on its way wait for it and go together with the next. The
@@ -419,6 +428,8 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
       const runtimes = transport.requests.filter((r) => !transport.threadRequests.includes(r))
       expect(runtimes.map((r) => r.complete?.map((c) => c.job_id))).toEqual([['first']])
       expect(runtimes.every((r) => r.claim === undefined)).toBe(true)
+      // The thread's claims name the job types its handlers run, as the runtime's do.
+      for (const request of transport.threadRequests.filter((r) => r.claim)) expect(request.claim!.job_types).toEqual(expect.arrayContaining(['test.where', 'sleep', 'noop']))
     } finally {
       close()
     }
