@@ -81,8 +81,8 @@ interface Running {
   stopReason: StopReason | null
   /** The handler has returned: a late answer must not stop anything. */
   ended: boolean
-  /** Aborts the job's wait at the file gate, while it waits there. */
-  gateStop: AbortController | null
+  /** Abort the job's calls at the file gate while they wait there (a handler may write several files at once). */
+  gateStops: Set<AbortController> | null
   beats: BeatGroup | null
   runtimeTimer: NodeJS.Timeout | undefined
   /** Runs from the stop until the handler's thread is replaced, unless the handler ends first. */
@@ -552,7 +552,7 @@ export class WorkerRuntime {
       note: null,
       stopReason: null,
       ended: false,
-      gateStop: null,
+      gateStops: null,
       beats: null,
       runtimeTimer: undefined,
       graceTimer: undefined,
@@ -589,7 +589,7 @@ export class WorkerRuntime {
     // Once the handler has ended, a late answer (a heartbeat in flight) must not abort anything.
     if (job.stopReason || job.ended) return
     job.stopReason = reason
-    job.gateStop?.abort()
+    for (const stop of job.gateStops ?? []) stop.abort()
     job.thread.abort(job.run, reason)
     job.graceTimer = setTimeout(() => this.replaceStuck(job), this.options.abortGraceMs ?? 5000)
   }
@@ -692,7 +692,7 @@ export class WorkerRuntime {
    */
   private gateStop(job: Running): { signal: AbortSignal; done: () => void } {
     const stop = new AbortController()
-    job.gateStop = stop
+    ;(job.gateStops ??= new Set()).add(stop)
     if (job.stopReason) stop.abort()
     const shutdown = () => stop.abort()
     this.stopClaiming.signal.addEventListener('abort', shutdown, { once: true })
@@ -700,7 +700,7 @@ export class WorkerRuntime {
     return {
       signal: stop.signal,
       done: () => {
-        job.gateStop = null
+        job.gateStops!.delete(stop)
         this.stopClaiming.signal.removeEventListener('abort', shutdown)
       },
     }
