@@ -12,9 +12,14 @@ import { type JsonAnswer, type JsonRequest, mayResend, readJsonAnswer } from './
 /** The socket failures of a request whose connection closed under it, before its answer began. */
 const CUT_CONNECTION = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 
-/** Keep-alive connections to one host (its origin: scheme, name and port), with its bearer token. */
+/**
+ * Keep-alive connections to one host (its origin: scheme, name and port), with its bearer token.
+ * A URL with a path (a host behind a proxy under a prefix) has every request's path under it, as
+ * the one-shot commands do.
+ */
 export class HostConnection {
   private readonly origin: string
+  private readonly prefix: string
   private readonly pool: Pool
 
   constructor(
@@ -22,6 +27,7 @@ export class HostConnection {
     private readonly token: string,
   ) {
     this.origin = new URL(url).origin
+    this.prefix = new URL(url).pathname.replace(/\/+$/, '')
     // At most 64 keep-alive connections at once; undici closes an idle one before the host would,
     // by the host's Keep-Alive hint.
     this.pool = new Pool(this.origin, { connections: 64 })
@@ -37,7 +43,7 @@ export class HostConnection {
     const data = options.body === undefined ? undefined : JSON.stringify(options.body)
     const headers: Record<string, string> = { ...options.headers, authorization: `Bearer ${this.token}` }
     if (data !== undefined) headers['content-type'] = 'application/json'
-    const request = { path, method: options.method, headers, body: data, signal: options.signal }
+    const request = { path: this.prefix + path, method: options.method, headers, body: data, signal: options.signal }
     let answer: Dispatcher.ResponseData
     try {
       answer = await this.pool.request(request)

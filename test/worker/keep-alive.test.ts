@@ -123,6 +123,27 @@ test('a HostConnection reads an answer that is not JSON as NotJsonAnswer, with i
   }
 })
 
+test('a HostConnection to a URL with a path (a host behind a proxy under a prefix) sends every request under it, as the commands do', async () => {
+  const paths: string[] = []
+  const server = createServer((req, res) => {
+    paths.push(req.url ?? '')
+    res.setHeader('content-type', 'application/json')
+    res.end('{}')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const prefixed = new HostConnection(`${base}/leasehold/`, 't')
+  const plain = new HostConnection(base, 't')
+  try {
+    await prefixed.request('/internal/worker/batch', { method: 'POST', body: {} })
+    await plain.request('/internal/worker/batch', { method: 'POST', body: {} })
+    expect(paths).toEqual(['/leasehold/internal/worker/batch', '/internal/worker/batch'])
+  } finally {
+    await Promise.all([prefixed.close(), plain.close()])
+    await new Promise((resolve) => server.close(resolve))
+  }
+})
+
 /** The clients, each sending one GET to `url`: its status, and what closes what the client holds (once the test is done). */
 const clients: [string, (url: string) => Promise<{ status: number; close(): Promise<void> }>][] = [
   ['requestJson', async (url) => ({ status: (await requestJson(url, { method: 'GET', token: 't' })).status, close: async () => {} })],
