@@ -25,7 +25,7 @@ export interface GatedFiles {
 export interface HandlerContext {
   job: JobInfo
   payload: unknown
-  /** Fires on cancel, max runtime, a lost lease, and shutdown; `signal.reason` says which. */
+  /** Fires on cancel, max runtime, a lost lease, and shutdown; `signal.reason` (a `JobStopped` error) says which in its message: `canceled`, `max_runtime`, `lease_lost`, `shutdown`. */
   signal: AbortSignal
   /**
    * Reports progress (0–1, or null for none) and/or a note; sent with the next heartbeat. A

@@ -103,6 +103,18 @@ class GateError extends Error {
   }
 }
 
+/**
+ * Why a run's signal fired (`signal.reason`): its message is the stop's reason — `canceled`,
+ * `max_runtime`, `lease_lost` or `shutdown` — and a handler that rethrows it fails as `aborted`.
+ */
+class JobStopped extends Error {
+  readonly code = 'aborted'
+  constructor(reason: string) {
+    super(reason)
+    this.name = 'JobStopped'
+  }
+}
+
 function gate(run: number, file: string): Promise<void> {
   driver?.giveToRuntime(run) // the runtime keeps the gate, and the job while it holds files
   const id = nextGateId++
@@ -221,7 +233,7 @@ function end(run: number, outcome: { ok: true; result: unknown } | { ok: false; 
 
 function receive(message: ToThread): void {
   if (message.type === 'run') void runJob(message.run, message.job, message.payload)
-  else if (message.type === 'abort') runs.get(message.run)?.abort(new GateError('aborted', message.reason))
+  else if (message.type === 'abort') runs.get(message.run)?.abort(new JobStopped(message.reason))
   else if (message.type === 'gate-answer') {
     const waiter = gates.get(message.id)
     gates.delete(message.id)

@@ -256,7 +256,7 @@ export default {
         signal.addEventListener('abort', () => { clearTimeout(timer); reject(signal.reason) }, { once: true })
       })
     } catch (error) {
-      note('aborted ' + (signal.reason?.message ?? String(signal.reason)) + ' ' + process.pid)
+      note('aborted ' + (signal.reason?.message ?? String(signal.reason)) + ' ' + process.pid + ' ' + signal.reason?.name)
       throw error
     }
     return { pid: process.pid, held_ms: ms }
