@@ -411,8 +411,14 @@ export class Dispatch {
     if (this.eligibleAt !== null && this.engine.now() >= this.eligibleAt) this.wakeForEligible()
   }
 
-  /** A requeued job's backoff ended: each grant is its own transaction, answered after it commits. */
+  /**
+   * A requeued job's backoff ended: each grant is its own transaction, answered after it commits.
+   * A group still open (a worker's reports waiting for work, `commitMayWait`) commits first: its
+   * commit offers the queue to the waiters itself, and one it answers must not be leased more
+   * jobs here, which nobody would tell it of.
+   */
   private wakeForEligible(): void {
+    this.engine.flush()
     const grants = this.offer((waiter) => {
       try {
         return this.engine.claimBatch(waiter.filter, waiter.maxJobs, waiter.ttlS)

@@ -240,7 +240,7 @@ export class Engine {
     return this.redisOutbox
   }
 
-  /** Commits the open group now, if any (before the database is closed). */
+  /** Commits the open group now, if any: before the database is closed, and before dispatch offers the queue from a timer. */
   flush(): void {
     this.ctx.flush()
   }

@@ -323,6 +323,42 @@ test('a waiting claim is woken when a requeued job’s backoff ends, though no e
   expect((await claim).granted).toBe(true)
 })
 
+test('a claim woken as a backoff ends while a group waits open is answered once, and leased no job it is not told of', async () => {
+  // The group of a worker's completion sent with a claim that waits stays open (groupWaitMs);
+  // the timer of the backoff's end commits it first, and that commit's own turn answers the claims.
+  const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 }, groupWaitMs: 60_000, groupMaxMs: 60_000 } })
+  dispatch = new Dispatch(engine)
+  const requeued = [1, 2, 3].map(() => {
+    const { job } = engine.submit(aJob())
+    const lease = engine.claimAndLease({ worker_id: 'a' })
+    if (!lease.granted) throw new Error('no lease')
+    engine.fail({ job_id: job.id, attempt_id: lease.lease.attempt_id, worker_id: 'a', lease_token: lease.lease.token, error: { retryable: true } })
+    return job.id
+  })
+  const { job: done } = engine.submit(aJob())
+  const lease = engine.claimAndLease({ worker_id: 'w' })
+  if (!lease.granted) throw new Error('no lease')
+  const older = recorder(engine)
+  void dispatch.claim({ worker_id: 'b', max_wait_ms: 60_000 }, older.deliver)
+  await aTurn()
+  const exchanged = recorder<ExchangeAnswer>(engine)
+  const complete = [{ job_id: done.id, attempt_id: lease.lease.attempt_id, lease_token: lease.lease.token }]
+  void dispatch.exchange({ worker_id: 'w', complete, claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 60_000 } }, exchanged.deliver)
+  await until(() => dispatch?.size === 2)
+  await aTurn()
+  const commitsBefore = engine.commits
+  clock.advance(300)
+  dispatch.wakeIfDue()
+  expect(engine.commits).toBeGreaterThan(commitsBefore)
+  await until(() => older.delivered.length + exchanged.delivered.length === 2)
+  const told = [...older.delivered.map((a) => (a.granted ? [a.job_id] : [])).flat(), ...exchanged.delivered.flatMap((a) => a.claimed.granted.map((g) => g.job_id))]
+  expect(told).toHaveLength(2)
+  // Every job leased is one a worker was told of; the third waits for the next claim.
+  const running = requeued.filter((id) => engine.getJob(id).state === 'RUNNING')
+  expect(running.sort()).toEqual([...told].sort())
+  expect(requeued.filter((id) => engine.getJob(id).state === 'QUEUED')).toHaveLength(1)
+})
+
 test('a wait ends with nothing claimed after max_wait_ms, or when the host closes', async () => {
   const { engine } = setup()
   dispatch = new Dispatch(engine)
