@@ -200,7 +200,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
-  const dispatch = new Dispatch(engine)
+  const directory = new WorkerDirectory(() => clock.now())
+  // Each claim names the job types its worker runs: a job none of them runs says so as it waits.
+  const dispatch = new Dispatch(engine, { onClaim: (workerId, jobTypes) => directory.claims(workerId, jobTypes) })
   undo.push(() => dispatch.close())
   const scheduleLog = timerHealth('the schedule timer', limiter, config.dataDir)
   const schedules = new ScheduleTimer(engine, { clock, onError: (error) => scheduleLog.failed(error), onFired: () => scheduleLog.ok() })
@@ -211,7 +213,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
   undo.push(() => pruner.stop())
 
-  const directory = new WorkerDirectory(() => clock.now())
   // Tokens that may only run jobs (leasehold token): HTTP's worker routes and remote workers over Redis.
   const scopedTokens = new ScopedTokens(config.dataDir, log)
   undo.push(scopedTokens.watch(() => dispatch.endWaits('A worker token was revoked: claims ask again')))

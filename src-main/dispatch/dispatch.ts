@@ -74,6 +74,11 @@ export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { stream
 export type Served<R> = R & { claimWaitedMs: number }
 export type ServedExchange = Served<ExchangeAnswer>
 
+export interface DispatchOptions {
+  /** Told of every claim: its worker, and the job types it runs (null: any). The host's worker directory keeps them. */
+  onClaim?(workerId: string, jobTypes: readonly string[] | null): void
+}
+
 interface Waiter {
   /** Its place in the order of waiting: claims are served oldest first. */
   order: number
@@ -145,7 +150,10 @@ export class Dispatch {
   /** The host is stopping ({@link close}): no claim is granted or waits for work. */
   private closed = false
 
-  constructor(private readonly engine: Engine) {
+  constructor(
+    private readonly engine: Engine,
+    private readonly options: DispatchOptions = {},
+  ) {
     this.unsubscribe = [
       engine.beforeCommit((events) => {
         const grants = this.leasedAtSubmit
@@ -181,6 +189,7 @@ export class Dispatch {
    */
   async claim(request: ClaimRequest, deliver: Deliver<Assignment | Denial>, gone?: Gone): Promise<Assignment | Denial> {
     const filter: WorkerFilter = { worker_id: request.worker_id, queues: request.streams, accept_job_types: request.job_types ?? null }
+    this.options.onClaim?.(request.worker_id, request.job_types ?? null)
     const decision = ({ claimed }: { claimed: Claims }) => claimed.granted[0] ?? claimed.denial!
     const { claimed } = await this.serve(
       {
@@ -206,6 +215,7 @@ export class Dispatch {
    */
   exchange(request: ExchangeRequest, deliver: Deliver<ServedExchange>, gone?: Gone): Promise<ServedExchange> {
     const { claim, ...reports } = request
+    if (claim) this.options.onClaim?.(request.worker_id, claim.job_types ?? null)
     return this.serve(
       {
         filter: { worker_id: request.worker_id, queues: claim?.streams ?? [], accept_job_types: claim?.job_types ?? null },

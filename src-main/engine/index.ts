@@ -256,11 +256,14 @@ export class Engine {
   updateStatus = (jobId: string, update: jobs.StatusUpdate): Job => toJob(jobs.updateStatus(this.ctx, jobId, update))
   /** A job's timeline: its own events and its leases', oldest first. */
   jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)
-  /** Why each of these jobs waits, and until when (null for one that runs, its file gate open, or has ended). For views, not hot paths. */
-  waiting = (list: readonly Job[]): (Waiting | null)[] => {
+  /**
+   * Why each of these jobs waits, and until when (null for one that runs, its file gate open, or
+   * has ended). `nobodyRuns` says whether the workers at hand leave a job type out. For views, not hot paths.
+   */
+  waiting = (list: readonly Job[], nobodyRuns: (jobType: string) => boolean = () => false): (Waiting | null)[] => {
     // A page of finished jobs needs none of the situation's reads.
     if (!list.some((job) => WAITING_STATES.has(job.state) || LEASED_STATES.has(job.state))) return list.map(() => null)
-    const situation = readSituation(this.ctx, this.capacity)
+    const situation = readSituation(this.ctx, this.capacity, nobodyRuns)
     return list.map((job) => waitingFor(job, situation))
   }
   /** A job's attempts, first first. */

@@ -296,9 +296,9 @@ export const queueApi: Api = {
       query: ListJobs,
       answer: JobPage,
       grouped: false,
-      run: ({ query }, { engine }) => {
+      run: ({ query }, { engine, directory }) => {
         const page = engine.listJobs({ ...query, state: query.state === 'RUNNING' ? SHOWN_AS_RUNNING : query.state })
-        const waits = engine.waiting(page.jobs)
+        const waits = engine.waiting(page.jobs, (type) => directory.nobodyRuns(type))
         const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
         return { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }
       },
@@ -312,9 +312,9 @@ export const queueApi: Api = {
       answer: JobWithResult,
       errors: { 404: NOT_FOUND.job },
       grouped: false,
-      run: ({ params }, { engine }) => {
+      run: ({ params }, { engine, directory }) => {
         const job = engine.getJob(params.job_id)
-        const [waiting] = engine.waiting([job])
+        const [waiting] = engine.waiting([job], (type) => directory.nobodyRuns(type))
         return { job: queueJobRead(job, waiting ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) }
       },
     }),

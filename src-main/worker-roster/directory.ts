@@ -34,6 +34,8 @@ export interface WorkerInfo {
  */
 export class WorkerDirectory {
   private readonly workers = new Map<string, WorkerInfo>()
+  /** The job types each worker's last claim named; absent (or null) while it has named none: it may run any. */
+  private readonly jobTypes = new Map<string, readonly string[] | null>()
 
   constructor(private readonly now: () => number) {}
 
@@ -69,6 +71,30 @@ export class WorkerDirectory {
 
   forget(workerId: string): void {
     this.workers.delete(workerId)
+    this.jobTypes.delete(workerId)
+  }
+
+  /** A worker claimed work naming the job types it runs (null: any). Told by dispatch on every claim. */
+  claims(workerId: string, jobTypes: readonly string[] | null): void {
+    if (this.jobTypes.get(workerId) !== jobTypes) this.jobTypes.set(workerId, jobTypes)
+  }
+
+  /**
+   * True when workers are at hand and none of them runs `jobType`: each that still works (not
+   * silent) has claimed naming its job types, and this one is not among them. Such a job waits
+   * until a worker that runs it connects (a worker without its handler does not take it).
+   * False with no worker at all: the job then waits for any worker, as every job does.
+   */
+  nobodyRuns(jobType: string): boolean {
+    const now = this.now()
+    let working = 0
+    for (const w of this.workers.values()) {
+      if (w.kind !== 'local' && now - w.last_seen_at >= SILENT_AFTER_MS) continue
+      working += 1
+      const types = this.jobTypes.get(w.worker_id)
+      if (!types || types.includes(jobType)) return false
+    }
+    return working > 0
   }
 
   /**
@@ -83,7 +109,7 @@ export class WorkerDirectory {
       const jobs = leases.get(w.worker_id) ?? []
       const quietMs = w.kind === 'local' || jobs.length > 0 ? 0 : now - w.last_seen_at
       if (quietMs >= FORGOTTEN_AFTER_MS) {
-        this.workers.delete(w.worker_id)
+        this.forget(w.worker_id)
         continue
       }
       listed.push({ ...w, state: quietMs >= SILENT_AFTER_MS ? 'silent' : workingState(w.state, jobs.length), current_job_ids: jobs })

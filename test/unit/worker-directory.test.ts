@@ -36,3 +36,28 @@ test('a quiet worker that still holds a lease is listed busy, not silent: its le
   clock.advance(FORGOTTEN_AFTER_MS)
   expect(directory.list(engine)).toEqual([expect.objectContaining({ worker_id: 'http-1', state: 'busy' })])
 })
+
+test('a job type nobody runs: workers are at hand and each that still works named its types in a claim, this one not among them', () => {
+  const { clock } = setup()
+  const directory = new WorkerDirectory(() => clock.now())
+  expect(directory.nobodyRuns('resize')).toBe(false) // no worker at all: the job waits for any
+  directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
+  expect(directory.nobodyRuns('resize')).toBe(false) // it has claimed nothing yet: it may run anything
+  directory.claims('local-1', ['thumbnail'])
+  directory.seen('http-1')
+  directory.claims('http-1', ['thumbnail', 'upload'])
+  expect(directory.nobodyRuns('resize')).toBe(true)
+  expect(directory.nobodyRuns('upload')).toBe(false)
+  // The only worker that runs it goes silent: nobody at hand does.
+  directory.seen('http-2')
+  directory.claims('http-2', ['resize'])
+  expect(directory.nobodyRuns('resize')).toBe(false)
+  clock.advance(SILENT_AFTER_MS)
+  directory.seen('http-1')
+  expect(directory.nobodyRuns('resize')).toBe(true)
+  // A claim that names no types: that worker takes any.
+  directory.claims('http-1', null)
+  expect(directory.nobodyRuns('resize')).toBe(false)
+  directory.forget('http-1')
+  expect(directory.nobodyRuns('resize')).toBe(true)
+})

@@ -41,10 +41,12 @@ export interface WaitingSituation {
   contentionOf(leaseId: string): FileWait | undefined
   /** The queues an operator paused. */
   paused: ReadonlySet<string>
+  /** Whether workers are at hand and none of them runs this job type (the host's worker directory knows). */
+  nobodyRuns(jobType: string): boolean
 }
 
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
-export function readSituation(ctx: EngineContext, capacity: CapacityStore): WaitingSituation {
+export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobodyRuns: (jobType: string) => boolean): WaitingSituation {
   const now = ctx.clock.now()
   const heads = new Map<string, JobRow | undefined>()
   let fileWaits: Map<string, FileWait> | undefined
@@ -76,6 +78,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore): Wait
       return fileWaits.get(leaseId)
     },
     paused: new Set(ctx.pausedQueues.all()),
+    nobodyRuns,
   }
 }
 
@@ -96,7 +99,7 @@ function capacityShortfall(cost: number, c: CapacityFigures): string {
 const overCapacity = (job: Pick<JobRow, 'cost_units'>, c: CapacityFigures) => `cost ${job.cost_units} exceeds total capacity ${c.total_units}`
 
 /** What a job's waiting reason reads of it: a stored row and a decoded job alike. */
-export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & { state: string }
+export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'job_type' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & { state: string }
 
 /** A wait that only something else ends (a worker, capacity, an operator). */
 const open = (reason: string): Waiting => ({ reason, until: null })
@@ -146,6 +149,8 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     if (job.next_retry_at !== null) return { reason: 'backing off before its retry', until: job.next_retry_at }
     return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
   }
+  // A worker takes only the job types it has handlers for: behind no head, and in no line, while none runs this one.
+  if (s.nobodyRuns(job.job_type)) return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
   const head = s.headOf(job.queue)
   if (head === undefined || head.id === job.id) {
     return open(fits ? 'first in line; waiting for a worker to take it' : `first in line; ${capacityShortfall(job.cost_units, c)}`)
