@@ -89,6 +89,11 @@ interface Waiter {
   onGranted: (claimed: Claims) => void
   /** How long it waited, in milliseconds: set as it settles. */
   waitedMs: number
+  /**
+   * The moment, on the engine's clock, it last looked at the queue (its own try, or an offer):
+   * every job eligible by then was offered to it, and one eligible since has not been.
+   */
+  offeredAt: number
   /** Settles with the grants, or with none and the last denial when the wait ends. */
   answer: Promise<Claims>
   resolve(claimed: Claims): void
@@ -257,10 +262,11 @@ export class Dispatch {
     let first: R
     try {
       first = await this.engine.run(() => {
+        const lookedAt = this.engine.now()
         const answer = serving.op(signal?.aborted ? this.goneDenial() : null)
         const waits = answer.claimed.granted.length === 0 && serving.maxWaitMs > 0 && !signal?.aborted && !serving.answerNow(answer)
         if (waits) {
-          const waiting: Waiter = this.wait(serving, answer.claimed.denial, signal, (claimed) => deliverOnce({ ...answer, claimed, claimWaitedMs: waiting.waitedMs }))
+          const waiting: Waiter = this.wait(serving, answer.claimed.denial, lookedAt, signal, (claimed) => deliverOnce({ ...answer, claimed, claimWaitedMs: waiting.waitedMs }))
           waiter = waiting
           // Its answer waits for work: the commit of the work's submit may carry its reports too.
           this.engine.commitMayWait()
@@ -318,7 +324,7 @@ export class Dispatch {
     return { granted: false, reason: 'The worker is gone', retry_after_ms: this.engine.config.denyRetryAfterMs }
   }
 
-  private wait(serving: Serving<{ claimed: Claims }>, denial: Claims['denial'], signal: AbortSignal | undefined, onGranted: Waiter['onGranted']): Waiter {
+  private wait(serving: Serving<{ claimed: Claims }>, denial: Claims['denial'], lookedAt: number, signal: AbortSignal | undefined, onGranted: Waiter['onGranted']): Waiter {
     let settle!: (claimed: Claims) => void
     const answer = new Promise<Claims>((resolve) => (settle = resolve))
     const onAbort = () => waiter.resolve(nothing(denial))
@@ -330,6 +336,7 @@ export class Dispatch {
       ttlS: serving.ttlS,
       onGranted,
       waitedMs: 0,
+      offeredAt: lookedAt,
       settled: false,
       answer,
       resolve: (claimed) => {
@@ -378,10 +385,14 @@ export class Dispatch {
    */
   private offer(claim: (waiter: Waiter) => Claims | undefined): Grant[] {
     const grants: Grant[] = []
+    const offeredAt = this.engine.now()
     for (const waiter of [...this.waiting]) {
       if (waiter.settled) continue
       const claimed = claim(waiter)
-      if (!claimed?.granted.length) continue
+      if (!claimed?.granted.length) {
+        waiter.offeredAt = offeredAt
+        continue
+      }
       grants.push({ waiter, claimed })
       this.waiting = this.waiting.filter((w) => w !== waiter)
     }
@@ -445,9 +456,13 @@ export class Dispatch {
     this.eligibleTimer = null
     this.eligibleAt = null
     if (this.waiting.length === 0) return
+    // From the moment the waiter that looked longest ago last looked: a job that became eligible
+    // since (between an offer and this call, on a busy host) is due now, not lost for being past.
+    let since = Infinity
+    for (const waiter of this.waiting) since = Math.min(since, waiter.offeredAt)
     let at: number | null
     try {
-      at = this.engine.nextEligibleAt()
+      at = this.engine.nextEligibleAt(since)
     } catch {
       return // the database is closing
     }

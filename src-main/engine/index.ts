@@ -374,8 +374,12 @@ export class Engine {
     idleFiles: files.releaseIdleFiles(this.ctx),
   })
   nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
-  /** When the next QUEUED job's backoff ends or a delayed job's `run_at` comes, or null (paused queues left out). */
-  nextEligibleAt = (): number | null => nextEligibleAt(this.ctx, this.ctx.clock.now())
+  /**
+   * The first moment after `after` (now, unless given) that a QUEUED job's backoff ends or a
+   * delayed job's `run_at` comes, or null (paused queues left out). One no later than now is a
+   * job that became eligible since `after`.
+   */
+  nextEligibleAt = (after = this.ctx.clock.now()): number | null => nextEligibleAt(this.ctx, after)
   /** A local worker process exited: its leases expire now, not after their TTL. */
   expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)
   /** Leases granted to a claim whose worker was gone before it heard of them: they expire now, not after their TTL. */

@@ -323,6 +323,33 @@ test('a waiting claim is woken when a requeued job’s backoff ends, though no e
   expect((await claim).granted).toBe(true)
 })
 
+test('a backoff that ends between a commit’s offer to the waiting claims and its listeners still wakes them', async () => {
+  // The race a busy host runs: a commit (here a submit to a queue the claim does not take)
+  // offers the queue while the requeued job still backs off; by the time its listeners set the
+  // next wake-up the backoff has ended. The job is no later than now, and must not be lost from
+  // sight because it is no longer in the future.
+  const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 } } })
+  dispatch = new Dispatch(engine)
+  const { job } = engine.submit(aJob())
+  const first = engine.claimAndLease({ worker_id: 'a' })
+  if (!first.granted) throw new Error('no lease')
+  engine.fail({ job_id: job.id, attempt_id: first.lease.attempt_id, worker_id: 'a', lease_token: first.lease.token, error: { retryable: true } })
+  const { deliver, delivered } = recorder(engine)
+  const claim = dispatch.claim({ worker_id: 'b', streams: ['default'], max_wait_ms: 5_000 }, deliver)
+  await aTurn()
+  let moveClock = true
+  engine.beforeCommit(() => {
+    if (moveClock) clock.advance(2) // after dispatch's offer, before the commit
+    moveClock = false
+  })
+  clock.advance(299)
+  await engine.run(() => engine.submit(aJob({ queue: 'other' })))
+  expect(delivered).toEqual([])
+  dispatch.wakeIfDue() // the host's reaper tick (or the timer)
+  expect(delivered).toEqual([expect.objectContaining({ granted: true, job_id: job.id })])
+  expect((await claim).granted).toBe(true)
+})
+
 test('a claim woken as a backoff ends while a group waits open is answered once, and leased no job it is not told of', async () => {
   // The group of a worker's completion sent with a claim that waits stays open (groupWaitMs);
   // the timer of the backoff's end commits it first, and that commit's own turn answers the claims.
