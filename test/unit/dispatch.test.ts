@@ -304,13 +304,19 @@ describe('a worker’s reports sent with a claim that waits commit with the work
   })
 })
 
+/** A job leased to worker `a` and failed retryable: QUEUED again, backing off. */
+function requeued(engine: Engine) {
+  const { job } = engine.submit(aJob())
+  const lease = engine.claimAndLease({ worker_id: 'a' })
+  if (!lease.granted) throw new Error('no lease')
+  engine.fail({ job_id: job.id, attempt_id: lease.lease.attempt_id, worker_id: 'a', lease_token: lease.lease.token, error: { retryable: true } })
+  return job
+}
+
 test('a waiting claim is woken when a requeued job’s backoff ends, though no event marks that moment', async () => {
   const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 } } })
   dispatch = new Dispatch(engine)
-  const { job } = engine.submit(aJob())
-  const first = engine.claimAndLease({ worker_id: 'a' })
-  if (!first.granted) throw new Error('no lease')
-  engine.fail({ job_id: job.id, attempt_id: first.lease.attempt_id, worker_id: 'a', lease_token: first.lease.token, error: { retryable: true } })
+  const job = requeued(engine)
   const { deliver, delivered } = recorder(engine)
   const claim = dispatch.claim({ worker_id: 'b', max_wait_ms: 5_000 }, deliver)
   await aTurn()
@@ -330,10 +336,7 @@ test('a backoff that ends between a commit’s offer to the waiting claims and i
   // sight because it is no longer in the future.
   const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 } } })
   dispatch = new Dispatch(engine)
-  const { job } = engine.submit(aJob())
-  const first = engine.claimAndLease({ worker_id: 'a' })
-  if (!first.granted) throw new Error('no lease')
-  engine.fail({ job_id: job.id, attempt_id: first.lease.attempt_id, worker_id: 'a', lease_token: first.lease.token, error: { retryable: true } })
+  const job = requeued(engine)
   const { deliver, delivered } = recorder(engine)
   const claim = dispatch.claim({ worker_id: 'b', streams: ['default'], max_wait_ms: 5_000 }, deliver)
   await aTurn()
@@ -355,13 +358,7 @@ test('a claim woken as a backoff ends while a group waits open is answered once,
   // the timer of the backoff's end commits it first, and that commit's own turn answers the claims.
   const { engine, clock } = setup({ config: { backoff: { baseMs: 300, maxMs: 300 }, groupWaitMs: 60_000, groupMaxMs: 60_000 } })
   dispatch = new Dispatch(engine)
-  const requeued = [1, 2, 3].map(() => {
-    const { job } = engine.submit(aJob())
-    const lease = engine.claimAndLease({ worker_id: 'a' })
-    if (!lease.granted) throw new Error('no lease')
-    engine.fail({ job_id: job.id, attempt_id: lease.lease.attempt_id, worker_id: 'a', lease_token: lease.lease.token, error: { retryable: true } })
-    return job.id
-  })
+  const backingOff = [1, 2, 3].map(() => requeued(engine).id)
   const { job: done } = engine.submit(aJob())
   const lease = engine.claimAndLease({ worker_id: 'w' })
   if (!lease.granted) throw new Error('no lease')
@@ -381,9 +378,9 @@ test('a claim woken as a backoff ends while a group waits open is answered once,
   const told = [...older.delivered.map((a) => (a.granted ? [a.job_id] : [])).flat(), ...exchanged.delivered.flatMap((a) => a.claimed.granted.map((g) => g.job_id))]
   expect(told).toHaveLength(2)
   // Every job leased is one a worker was told of; the third waits for the next claim.
-  const running = requeued.filter((id) => engine.getJob(id).state === 'RUNNING')
+  const running = backingOff.filter((id) => engine.getJob(id).state === 'RUNNING')
   expect(running.sort()).toEqual([...told].sort())
-  expect(requeued.filter((id) => engine.getJob(id).state === 'QUEUED')).toHaveLength(1)
+  expect(backingOff.filter((id) => engine.getJob(id).state === 'QUEUED')).toHaveLength(1)
 })
 
 test('a wait ends with nothing claimed after max_wait_ms, or when the host closes', async () => {
