@@ -76,7 +76,7 @@ export class WorkerDirectory {
 
   /** A worker claimed work naming the job types it runs (null: any). Told by dispatch on every claim. */
   claims(workerId: string, jobTypes: readonly string[] | null): void {
-    if (this.jobTypes.get(workerId) !== jobTypes) this.jobTypes.set(workerId, jobTypes)
+    if (this.workers.has(workerId) && this.jobTypes.get(workerId) !== jobTypes) this.jobTypes.set(workerId, jobTypes)
   }
 
   /**
