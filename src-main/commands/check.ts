@@ -1,4 +1,4 @@
-import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
@@ -56,12 +56,14 @@ interface CheckFlags {
 function databaseFile(path: string): 'here' | 'missing' {
   try {
     accessSync(path, constants.R_OK)
-    return 'here'
   } catch (error) {
     const e = error as NodeJS.ErrnoException
     if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return 'missing'
     throw new Error(`cannot read ${path} (${e.code}: permission denied): run as the user the host runs as (the owner of the data dir)`)
   }
+  // Not a disk's fault, as SQLite's "disk I/O error" on opening one would say.
+  if (statSync(path).isDirectory()) throw new Error(`${path} is a directory, not a database file; it was not checked`)
+  return 'here'
 }
 
 /** `leasehold check`: the integrity check, on demand. */

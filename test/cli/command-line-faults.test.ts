@@ -165,6 +165,14 @@ describe('leasehold check', () => {
     expect(lines(result.stderr)).toEqual([`leasehold: there is no database at ${join(empty, 'leasehold.db')} (give the data directory with --data-dir, or a host with --url and --token)`])
   })
 
+  test('a directory where the database file should be is named as such, not as a failing disk, exit 1', async () => {
+    const dir = tempDir()
+    mkdirSync(join(dir, 'leasehold.db'), { recursive: true })
+    const result = await run(['check', '--data-dir', dir])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${join(dir, 'leasehold.db')} is a directory, not a database file; it was not checked`])
+  })
+
   test('another program’s SQLite file is not passed as sound: it is named as not a Leasehold database, as serve names it, exit 1', async () => {
     const dir = tempDir()
     mkdirSync(dir, { recursive: true })
