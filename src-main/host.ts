@@ -98,7 +98,8 @@ export function loadOrCreateToken(dataDir: string, given: string | null): string
   try {
     stored = readFileSync(path, 'utf8').trim()
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+    const e = error as NodeJS.ErrnoException
+    if (e.code !== 'ENOENT') throw new Error(`cannot read the token file ${path} (${e.code === 'EISDIR' ? 'it is a directory' : e.message}): remove it to have one made, or give --token`)
   }
   if (stored) {
     // A token anyone could guess would open the API to every program on the machine.

@@ -84,6 +84,8 @@ export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLoc
   try {
     lock = LockFile.open(path, nativeBinding)
   } catch (error) {
+    // SQLite says only that it could not open the file.
+    if (isDirectory(path)) throw new HostStartError(`${path} is a directory, not the data dir's lock file: remove it`)
     throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
   }
   try {
@@ -94,6 +96,14 @@ export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLoc
   }
   removeHostFile(join(dataDir, HOST_FILE))
   return { release: () => lock.release() }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 function holderMessage(dataDir: string, holder: HostFile | null): string {

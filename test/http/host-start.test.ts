@@ -4,7 +4,7 @@
  * the first, and leaves the first's host.json alone.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -117,6 +117,18 @@ describe('a start on a damaged file', () => {
     expect(message).toContain(`leasehold check --data-dir ${first.dataDir}`)
     expect(message).toMatch(/keep a copy of the file with its -wal/)
     await first.dispose()
+  })
+})
+
+describe('a start on a data dir where a file of its own is a directory', () => {
+  test.each([
+    ['token', 'cannot read the token file {path} (it is a directory): remove it to have one made, or give --token'],
+    ['host.lock', "{path} is a directory, not the data dir's lock file: remove it"],
+  ])('%s: one line naming that file, not the data dir or a read', async (name, expected) => {
+    const config = testConfig()
+    const path = join(config.dataDir, name)
+    mkdirSync(path, { recursive: true })
+    await expect(startHost({ ...config, token: null }, { log: () => {} })).rejects.toThrow(expected.replace('{path}', path))
   })
 })
 
