@@ -391,8 +391,10 @@ export const schedules = sqliteTable(
 
 /**
  * One row per handled firing: the exactly-once key (schedule, fire time) is its primary key, so a
- * firing can never make a second job. Kept after its schedule is deleted: it says which schedule
- * made a job. A run's job may be gone (pruned); nothing here holds a job back from pruning.
+ * firing can never make a second job. A run that made a job still kept stays after its schedule
+ * is deleted: it says which schedule made the job. Runs go with their jobs, and runs that made no
+ * job after the retention period, each schedule's newest run and newest run that fired excepted
+ * (engine/verbs/prune.ts); nothing here holds a job back from pruning.
  */
 export const scheduleRuns = sqliteTable(
   'schedule_runs',

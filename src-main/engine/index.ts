@@ -399,6 +399,8 @@ export class Engine {
   pruneFinishedJobs = (cutoff: number, limit?: number): prune.PruneStep => prune.pruneFinishedJobs(this.ctx, this.retentionSweep, cutoff, limit)
   /** Deletes up to `limit` events that name no job and are older than `cutoff`, the oldest first; returns how many. */
   pruneJoblessEvents = (cutoff: number, limit: number): number => prune.pruneJoblessEvents(this.ctx, cutoff, limit)
+  /** One step of retention for schedule runs that hold no job (skipped firings, pruned jobs' runs) older than `cutoff`; returns how many it deleted. */
+  pruneScheduleRuns = (cutoff: number, limit: number): number => prune.pruneScheduleRuns(this.ctx, cutoff, limit)
   /** Deletes these finished jobs and all that is theirs, leaving any that something live needs; returns the ids deleted. */
   deleteFinishedJobs = (jobIds: readonly string[]): string[] => prune.deleteFinishedJobs(this.ctx, jobIds)
   /** One step of the statistics' own retention at the clock's now; 0 when nothing is left to do. */

@@ -167,6 +167,11 @@ export class Pruner {
         ? 0
         : await steps(() => engine.pruneJoblessEvents(cutoff, JOBLESS_EVENTS_BATCH), (n) => n < JOBLESS_EVENTS_BATCH, CHECKPOINT_EVERY.events)
     if (events === null) return null
+    const runs =
+      cutoff === null
+        ? 0
+        : await steps(() => engine.pruneScheduleRuns(cutoff, JOBLESS_EVENTS_BATCH), (n) => n < JOBLESS_EVENTS_BATCH, CHECKPOINT_EVERY.events)
+    if (runs === null) return null
     const stats = await steps(() => engine.pruneStats(), (n) => n === 0, CHECKPOINT_EVERY.stats)
     if (stats === null) return null
     const pages = await steps(() => engine.returnFreePages(VACUUM_STEP_PAGES), (n) => n === 0, CHECKPOINT_EVERY.pages)

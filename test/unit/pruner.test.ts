@@ -68,6 +68,25 @@ describe('the pruner runs on its timer', () => {
     expect(jobCount(engine)).toBe(0)
   })
 
+  it('a pass deletes the skipped runs of a schedule older than the cutoff, keeping its newest run', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] })
+    const { engine, clock } = setup()
+    engine.createSchedule({ name: 'big', cron: '* * * * *', timezone: 'UTC', job: { job_type: 'report', cost_units: 50 } })
+    engine.setCapacity({ total_units: 10 }) // every firing is skipped: its cost exceeds the capacity
+    for (let minute = 1; minute <= 5; minute++) {
+      clock.advance(MINUTE)
+      engine.fireDueSchedules()
+    }
+    const runs = () => database(engine).prepare('SELECT COUNT(*) FROM schedule_runs').pluck().get() as number
+    expect(runs()).toBe(5)
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    pruner.start()
+    await vi.advanceTimersByTimeAsync(PRUNE_FIRST_DELAY_MS)
+    await pruner.idle()
+    expect(runs()).toBe(1)
+  })
+
   it('with --retain-days 0 a pass deletes no job', async () => {
     const { engine, clock } = setup()
     finishJobs(engine, 10)

@@ -325,6 +325,56 @@ describe('firing', () => {
   })
 })
 
+describe('the runs a schedule keeps: the database stops growing (docs/retention.md)', () => {
+  /** A schedule that fires each minute `fired` times (its jobs canceled), then skips `skipped` times (its cost above the capacity). */
+  function runFor(engine: Engine, clock: { set(ms: number): void }, fired: number, skipped: number) {
+    engine.createSchedule(aSchedule({ cron: '* * * * *', job: { job_type: 'report', cost_units: 5 } }))
+    for (let minute = 1; minute <= fired + skipped; minute++) {
+      if (minute === fired + 1) engine.setCapacity({ total_units: 1 })
+      clock.set(T0 + minute * MINUTE)
+      for (const firing of engine.fireDueSchedules()) if (firing.job_id) engine.cancel(firing.job_id)
+    }
+    return jobsOf(engine).map((job) => job.id)
+  }
+
+  it('a run goes with its job; the newest run and the newest that fired stay, whatever their jobs', () => {
+    const { engine, clock } = setup()
+    const jobs = runFor(engine, clock, 3, 2)
+    expect(engine.deleteFinishedJobs(jobs).sort()).toEqual([...jobs].sort())
+    expect(runsOf(engine).map((r) => [r.fire_at, r.outcome])).toEqual([
+      [T0 + 3 * MINUTE, 'FIRED'],
+      [T0 + 4 * MINUTE, 'SKIPPED'],
+      [T0 + 5 * MINUTE, 'SKIPPED'],
+    ])
+    expect(engine.getSchedule('nightly').last_run).toMatchObject({ fire_at: T0 + 5 * MINUTE, outcome: 'SKIPPED' })
+  })
+
+  it('runs that hold no job go once older than the retention cutoff; the newest run and the newest that fired stay', () => {
+    const { engine, clock } = setup()
+    const jobs = runFor(engine, clock, 2, 4)
+    engine.deleteFinishedJobs(jobs.slice(0, 1)) // the first run goes with its job
+    // Before minute 5: the skipped runs of minutes 3 and 4 go; the second run keeps its job.
+    expect(engine.pruneScheduleRuns(T0 + 5 * MINUTE, 100)).toBe(2)
+    expect(runsOf(engine).map((r) => r.fire_at)).toEqual([2, 5, 6].map((minute) => T0 + minute * MINUTE))
+    // A step deletes at most its limit; everything old enough, in the end.
+    expect(engine.pruneScheduleRuns(T0 + DAY, 1)).toBe(1)
+    expect(engine.pruneScheduleRuns(T0 + DAY, 100)).toBe(0)
+    expect(runsOf(engine).map((r) => r.fire_at)).toEqual([2, 6].map((minute) => T0 + minute * MINUTE))
+    expect(engine.scheduleOrigins([jobs[1]!]).get(jobs[1]!)).toEqual({ name: 'nightly', fire_at: T0 + 2 * MINUTE })
+  })
+
+  it('deleting a schedule deletes its runs that hold no job; the runs of its kept jobs go with those jobs', () => {
+    const { engine, clock } = setup()
+    const jobs = runFor(engine, clock, 2, 2)
+    engine.deleteFinishedJobs(jobs.slice(0, 1))
+    engine.deleteSchedule('nightly')
+    expect(runsOf(engine)).toEqual([expect.objectContaining({ fire_at: T0 + 2 * MINUTE, job_id: jobs[1] })])
+    expect(engine.scheduleOrigins([jobs[1]!]).get(jobs[1]!)).toEqual({ name: 'nightly', fire_at: T0 + 2 * MINUTE })
+    engine.deleteFinishedJobs(jobs.slice(1))
+    expect(runsOf(engine)).toEqual([])
+  })
+})
+
 describe('daylight saving time: a daily 02:30 in Europe/Berlin (docs/schedules.md)', () => {
   /** Steps the clock to each firing the schedule announces and fires it; returns the fire times. */
   function fireThrough(engine: Engine, clock: { set(ms: number): void }, until: number): number[] {

@@ -38,6 +38,23 @@ const DELETABLE = `${FINISHED_STATES_CLAUSE}
 /** The values a statement deletes by: a JSON array bound as one parameter. */
 const IDS = 'SELECT value FROM json_each(?)'
 
+/**
+ * A schedule's run (a `schedule_runs` row) that stays whatever its job: its schedule's newest
+ * run (the schedule's `last_run`), and its newest run that fired (what its overlap rule asks
+ * after). Other runs go with their jobs, and runs that made none (skipped) after the retention
+ * period (pruneScheduleRuns); a deleted schedule's runs go with their jobs, or at its deletion.
+ */
+const KEPT_RUN = `(EXISTS (SELECT 1 FROM schedules WHERE schedules.id = schedule_runs.schedule_id) AND (
+    schedule_runs.fire_at = (SELECT MAX(r.fire_at) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id)
+    OR (schedule_runs.outcome = 'FIRED' AND schedule_runs.fire_at =
+      (SELECT MAX(r.fire_at) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id AND r.outcome = 'FIRED'))))`
+
+/** Up to `limit` runs of schedule `id` from before `cutoff` that no job of theirs keeps, and that are not kept (KEPT_RUN). */
+const EXPIRED_RUNS_SQL = `DELETE FROM schedule_runs WHERE rowid IN (
+  SELECT rowid FROM schedule_runs WHERE schedule_id = @id AND fire_at < @cutoff
+    AND (job_id IS NULL OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = schedule_runs.job_id)) AND NOT ${KEPT_RUN}
+  LIMIT @limit)`
+
 /** The fences on the chains of leases (a job's leases, rows.ts `leasesOfJob`) that start at the fences of a JSON array. */
 export const LEASE_CHAINS_SQL = `WITH RECURSIVE chain(fence) AS (
   ${IDS} UNION ALL SELECT leases.prev_fence FROM leases JOIN chain ON leases.fence = chain.fence WHERE leases.prev_fence IS NOT NULL)
@@ -59,6 +76,7 @@ export const DELETE_STATEMENTS: readonly { sql: string; by: DeleteBy }[] = [
   { sql: `DELETE FROM file_contentions WHERE job_id IN (${IDS})`, by: 'ids' },
   { sql: `DELETE FROM file_leases WHERE lease_id IN (SELECT id FROM leases WHERE fence IN (${IDS}))`, by: 'fences' },
   { sql: `DELETE FROM blockers WHERE requester_job_id IN (${IDS})`, by: 'ids' },
+  { sql: `DELETE FROM schedule_runs WHERE job_id IN (${IDS}) AND NOT ${KEPT_RUN}`, by: 'ids' },
   { sql: `DELETE FROM leases WHERE fence IN (${IDS})`, by: 'fences' },
   { sql: `DELETE FROM jobs WHERE seq IN (${IDS})`, by: 'seqs' },
 ]
@@ -176,6 +194,22 @@ export function pruneFinishedJobs(ctx: EngineContext, sweep: RetentionSweep, cut
 
 /** Events that name no job and are older than a cutoff, the oldest first (their own index, events_jobless_ts). */
 export const JOBLESS_EVENTS_SQL = 'SELECT id FROM events WHERE job_id IS NULL AND ts < ? ORDER BY ts LIMIT ?'
+
+/**
+ * One step of retention for the runs of schedules that hold no job: those that skipped their
+ * firing, and those whose job is gone already, older than `cutoff`. Deletes up to `limit` in one
+ * transaction and returns how many; each schedule's runs are read by their key, from its oldest.
+ */
+export function pruneScheduleRuns(ctx: EngineContext, cutoff: number, limit: number): number {
+  return ctx.transact(() => {
+    let deleted = 0
+    for (const id of ctx.stmt('SELECT id FROM schedules').pluck().all() as string[]) {
+      if (deleted >= limit) break
+      deleted += ctx.stmt(EXPIRED_RUNS_SQL).run({ id, cutoff, limit: limit - deleted }).changes
+    }
+    return deleted
+  })
+}
 
 /**
  * One step of retention for the events that name no job — capacity changes, busy measurements,

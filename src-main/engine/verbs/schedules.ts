@@ -407,12 +407,19 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
   })
 }
 
-/** Deletes a schedule and answers it as it was. Its runs stay: they say which schedule made a job. */
+/**
+ * Deletes a schedule and answers it as it was. The runs that made a job still kept stay, to say
+ * which schedule made it, and go with their jobs (prune.ts); the others go now.
+ */
 export function deleteSchedule(ctx: EngineContext, name: string): Schedule {
   return ctx.transact(() => {
     const row = getRow(ctx, name)
     const schedule = decode(ctx, row)
     ctx.run('DELETE FROM schedules WHERE id = ?', row.id)
+    ctx.run(
+      'DELETE FROM schedule_runs WHERE schedule_id = ? AND (job_id IS NULL OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = schedule_runs.job_id))',
+      row.id,
+    )
     ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_DELETED', { name })
     return schedule
   })
