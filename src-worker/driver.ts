@@ -1,6 +1,6 @@
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
-import { ReportBudget, type Reports, refusesReports } from './report-budget'
+import { failuresOfTakenFiles, ReportBudget, type Reports, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HostRoute, refusesWorker } from './transport'
@@ -181,6 +181,7 @@ export class Driver {
     for (const a of [...completed, ...failed]) {
       if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
     }
+    this.outbox.fail.push(...failuresOfTakenFiles(sent.reports.complete, completed))
     // Jobs granted to a claim given up on are not run: the host expires their leases (it saw the
     // request abandoned, or sees the worker exit).
     if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)

@@ -1,5 +1,5 @@
 import { MAX_BATCH_ITEMS } from '../src-shared/limits'
-import { type ExchangeRequest, HostError } from './transport'
+import { type ExchangeRequest, HostError, type ReportAnswer } from './transport'
 
 /** The completions and failures of one exchange. */
 export interface Reports {
@@ -11,6 +11,20 @@ export interface Reports {
  * The host refused an exchange for what it carried: as larger than it accepts (413, its
  * `--body-limit`) or as invalid (400). Sent again unchanged, it would be refused again.
  */
+/**
+ * The completions of `sent` the host refused because an operator took a file from their lease
+ * (force_release, `file_lease_lost`), as failures to report instead: such a job cannot succeed
+ * under that lease, but its attempt can still fail — and fails now, naming why, and retryable
+ * (the job runs again), rather than hold its capacity until the lease expires and be recorded
+ * as a missed heartbeat.
+ */
+export function failuresOfTakenFiles(sent: Reports['complete'], answers: readonly ReportAnswer[]): Reports['fail'] {
+  const taken = new Set(answers.filter((a) => !a.ok && a.code === 'file_lease_lost').map((a) => a.job_id))
+  if (taken.size === 0) return []
+  const error = { code: 'file_lease_lost', message: 'An operator took a file from this job (force release): its result was dropped', retryable: true }
+  return sent.filter((c) => taken.has(c.job_id)).map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, error }))
+}
+
 export const refusesReports = (error: unknown): error is HostError => error instanceof HostError && (error.status === 413 || error.status === 400)
 
 /** What a failure report keeps of its message when the report was too large for the host. */

@@ -6,7 +6,7 @@ import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
-import { ReportBudget, refusesReports } from './report-budget'
+import { failuresOfTakenFiles, ReportBudget, refusesReports } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -457,6 +457,7 @@ export class WorkerRuntime {
       for (const a of [...answer.completed, ...answer.failed]) {
         if (!a.ok) log(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
       }
+      this.outbox.fail.push(...failuresOfTakenFiles(outbox.complete, answer.completed))
       this.place(answer.jobs)
     }
     this.pump()

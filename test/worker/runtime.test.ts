@@ -37,6 +37,8 @@ class ScriptedTransport implements WorkerTransport {
   reportRoundTripMs = 0
   /** When each request arrived (performance.now()), in the order of {@link requests}. */
   readonly arrivedAt: number[] = []
+  /** Jobs an operator took a file from (force_release): their completions are refused `file_lease_lost`. */
+  readonly fileTaken = new Set<string>()
   /** Jobs that are there for a claim as it arrives, besides those offered (a host that jobs stream into). */
   arriving: (() => Claim[]) | null = null
   constructor(
@@ -118,13 +120,19 @@ class ScriptedTransport implements WorkerTransport {
     const heartbeats = await Promise.all((request.heartbeat ?? []).map((h) => this.beat(h.job_id)))
     const answer: ExchangeAnswer = {
       heartbeats,
-      completed: (request.complete ?? []).map((c) => ({ job_id: c.job_id, ok: true, ack: true })),
+      completed: (request.complete ?? []).map((c) =>
+        this.fileTaken.has(c.job_id)
+          ? { job_id: c.job_id, ok: false as const, ack: false, code: 'file_lease_lost', detail: 'An operator took a file from this lease; the job cannot succeed under it' }
+          : { job_id: c.job_id, ok: true as const, ack: true },
+      ),
       failed: (request.fail ?? []).map((f) => ({ job_id: f.job_id, ok: true, ack: true, requeued: false, dlq: true })),
       jobs: this.claims.splice(0, request.claim?.max_jobs ?? 0),
       claim_waited_ms: 0,
     }
     if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
-    if (answer.jobs.length > 0 || !request.claim || request.claim.max_wait_ms === 0 || signal?.aborted) return answer
+    // As the host does, a refused report is answered at once, though its claim would wait.
+    const refused = answer.completed.some((c) => !c.ok)
+    if (answer.jobs.length > 0 || refused || !request.claim || request.claim.max_wait_ms === 0 || signal?.aborted) return answer
     // A waiting claim: answered with the next offer, or when the worker stops.
     const since = performance.now()
     return new Promise((resolve) => {
@@ -292,6 +300,16 @@ test('heartbeats the host refused as too large go again at once without their no
   expect(lines.filter((l) => l.includes('retrying'))).toEqual([])
 })
 
+test('a completion refused because an operator took a file from its lease (file_lease_lost) is reported again as a retryable failure naming why', async () => {
+  const transport = new ScriptedTransport([aJobOf('taken', 'noop', {})])
+  transport.fileTaken.add('taken')
+  await started(transport)
+  await until(() => transport.failed.some((f) => f.job_id === 'taken'), 5000, 'the failure reported')
+  expect(transport.failed).toEqual([{ job_id: 'taken', error: expect.objectContaining({ code: 'file_lease_lost', retryable: true }) }])
+  await afterALaterJob(transport)
+  expect(transport.failed).toHaveLength(1)
+})
+
 /** A claim of `type` with `payload` (heartbeats every ~50 ms unless `more` says otherwise). */
 function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim> = {}): Claim {
   return { ...aClaim(id, 0), job_type: type, payload, ...more }
@@ -430,6 +448,22 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
       expect(runtimes.every((r) => r.claim === undefined)).toBe(true)
       // The thread's claims name the job types its handlers run, as the runtime's do.
       for (const request of transport.threadRequests.filter((r) => r.claim)) expect(request.claim!.job_types).toEqual(expect.arrayContaining(['test.where', 'sleep', 'noop']))
+    } finally {
+      close()
+    }
+  })
+
+  test('a completion of its own the host refuses file_lease_lost is reported again by the thread as a retryable failure', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 8, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'where.mjs': WHERE } })
+      await teachShort(transport, 'test.where', {})
+      transport.fileTaken.add('taken')
+      transport.offer([aJobOf('taken', 'test.where', {}, { heartbeat_interval_seconds: 30 })])
+      await until(() => transport.failed.some((f) => f.job_id === 'taken'), 5000, 'the failure reported')
+      expect(transport.failed).toEqual([{ job_id: 'taken', error: expect.objectContaining({ code: 'file_lease_lost', retryable: true }) }])
+      expect(transport.viaThread.filter((id) => id === 'taken')).toHaveLength(2) // its completion, then its failure
     } finally {
       close()
     }
