@@ -1,6 +1,6 @@
 import { eventMoves } from '../../src-shared/event-types'
 import { describeError, type ApiClient, type Job, type JobState, type LogEvent } from './api'
-import { newerJob, reduceJobs } from './job-events'
+import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
 
@@ -40,12 +40,19 @@ export class JobsState {
   readonly hasNext = $derived(this.nextCursor !== null)
   private cursor: string | undefined = undefined
   private generation = 0
+  /**
+   * The events of jobs not on screen that came while a read was on its way: the read may bring
+   * those jobs as they were before the events, and no later event may come to move them (a job
+   * that ended). They move the read's rows as it lands, each only if newer than the row.
+   */
+  private missed: LogEvent[] = []
 
   constructor(private readonly api: ApiClient) {}
 
   async refresh(): Promise<void> {
     const generation = ++this.generation
     this.loading = true
+    this.missed = []
     try {
       const page = await this.api.listJobs({
         state: this.filter.state || undefined,
@@ -57,10 +64,15 @@ export class JobsState {
       })
       if (generation !== this.generation) return // a newer read is on its way
       const shown = new Map(this.rows.map((row) => [row.job_id, row]))
-      this.rows = page.jobs.map((job) => {
+      let rows = page.jobs.map((job) => {
         const row = shown.get(job.job_id)
         return row ? newerJob(row, job) : job
       })
+      const missed = this.missed
+      this.missed = []
+      const onPage = new Set(rows.map((row) => row.job_id))
+      for (const event of missed) if (onPage.has(event.job_id!)) rows = rows.map((row) => (row.job_id === event.job_id ? newerJob(row, reduceJob(row, event)) : row))
+      this.rows = rows
       this.nextCursor = page.next_cursor
       this.error = null
     } catch (error) {
@@ -120,6 +132,7 @@ export class JobsState {
     if (!eventMoves(event.type, 'job-list')) return false
     const next = reduceJobs(this.rows, event)
     if (next !== this.rows) this.rows = next
+    else if (this.loading && event.job_id) this.missed.push(event)
     if (this.cursors.length > 0) return false
     // A new job may belong on the first page; with a state filter, a moved job may leave it or join it.
     return event.type === 'JOB_SUBMITTED' || this.filter.state !== ''

@@ -371,6 +371,28 @@ describe('stores fed by the API and the stream', () => {
     ])
   })
 
+  test('a job not yet on screen that moves while the read is on its way shows as its events left it once the read lands', async () => {
+    let answer!: () => void
+    const held = new Promise<void>((resolve) => (answer = resolve))
+    const at = (seconds: number) => new Date(T0 + seconds * 1000).toISOString()
+    const { fetcher } = fakeFetch({
+      'GET /api/scheduler/jobs?limit=25': async () => {
+        await held // the host read the jobs at second 1; its answer comes after the events below
+        return { jobs: [job({ job_id: 'ended', state: 'RUNNING', updated_at: at(1) }), job({ job_id: 'queued', state: 'QUEUED', updated_at: at(1) })], next_cursor: null }
+      },
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    const read = jobs.refresh()
+    jobs.apply(event('JOB_DONE', { job_id: 'ended', ts: at(2), data: { state: 'DONE', attempt: 1 } }))
+    jobs.apply(event('JOB_SUBMITTED', { job_id: 'queued', ts: at(0), data: { state: 'QUEUED' } })) // older than the read: it changes nothing
+    answer()
+    await read
+    expect(jobs.rows.map((row) => [row.job_id, row.state])).toEqual([
+      ['ended', 'DONE'],
+      ['queued', 'QUEUED'],
+    ])
+  })
+
   test("a queue paused or resumed reads again the jobs list and an open job's page, so their waiting lines say why the jobs wait now", async () => {
     vi.useFakeTimers({ now: T0 })
     try {
