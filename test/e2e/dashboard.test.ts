@@ -760,10 +760,12 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     }
   })
 
-  test('a job type of one long word wraps in its cell: the Jobs and Recent jobs tables fit the window, wide or narrow', async () => {
+  test('a job type of one long word wraps in its cell: the Jobs and Recent jobs tables, the job's page and the schedules fit the window, wide or narrow', async () => {
     // No space and no hyphen, after which a browser would break the line by itself.
     const type = 'export.thumbnails.for_the_whole_library.with_a_very_long_name_that_never_breaks'
     const id = await submit({ job_type: type, queue: 'narrow-e2e' })
+    await host.call(`${Q}/jobs/${id}/status`, { method: 'POST', json: { note: `note_${'y'.repeat(300)}` } })
+    await host.call('/api/schedules', { method: 'POST', json: { name: 'long-type-e2e', cron: '0 0 1 1 *', enabled: false, job: { job_type: `${type}_${'z'.repeat(80)}`, cost_units: 1 } } })
     const sideways = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
     try {
       for (const width of [1280, 760]) {
@@ -778,11 +780,19 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
           const cancel = await row.getByRole('button', { name: 'Cancel' }).boundingBox()
           expect(cancel!.x + cancel!.width, `${view} at ${width} px`).toBeLessThanOrEqual(width)
         }
+        // A waiting line that names it, the job's own page with a note of one long word, a schedule of that type.
+        await page.goto(`${host.url}/#/jobs/${id}`)
+        await page.locator('[data-testid="job-waiting"]').waitFor({ timeout: 5000 })
+        expect(await sideways(), `the job's page at ${width} px`).toBe(0)
+        await page.goto(`${host.url}/#/schedules`)
+        await page.locator(`tr[data-schedule="long-type-e2e"]`).waitFor({ timeout: 5000 })
+        expect(await sideways(), `schedules at ${width} px`).toBe(0)
       }
       await shoot('jobs-long-type-narrow')
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 })
       await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
+      await host.call('/api/schedules/long-type-e2e', { method: 'DELETE' })
     }
   })
 
