@@ -760,7 +760,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     }
   })
 
-  test('a job type of one long word wraps in its cell: the Jobs and Recent jobs tables, the job's page and the schedules fit the window, wide or narrow', async () => {
+  test("a job type of one long word wraps in its cell: the Jobs and Recent jobs tables, a job's page and the schedules fit the window, wide or narrow", async () => {
     // No space and no hyphen, after which a browser would break the line by itself.
     const type = 'export.thumbnails.for_the_whole_library.with_a_very_long_name_that_never_breaks'
     const id = await submit({ job_type: type, queue: 'narrow-e2e' })

@@ -1,9 +1,10 @@
+import { realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { EventRow } from '../../src-main/db/schema'
 import type { Engine } from '../../src-main/engine'
 import { HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
-import { dueFiring, parseCron, type ScheduleInput } from '../../src-main/engine/verbs/schedules'
+import { canonicalTimeZone, dueFiring, hostTimeZone, parseCron, type ScheduleInput } from '../../src-main/engine/verbs/schedules'
 import { ScheduleTimer, type Timers } from '../../src-main/schedules/timer'
 import { setup, T0 } from '../helpers/engine'
 import { expectEngineError, openFileEngine, tempDir } from './support'
@@ -69,6 +70,15 @@ describe('creating, changing and deleting schedules', () => {
     expect(engine.getSchedule('nightly')).toEqual(schedule)
     expect(engine.listSchedules()).toEqual([schedule])
     expect(scheduleEvents(engine).map((e) => e.event_type)).toEqual(['SCHEDULE_CREATED'])
+  })
+
+  it("the host's own time zone is read from the zone file TZ names when the runtime gives it no name; an empty TZ is UTC; one with no name is refused, not guessed", () => {
+    expect(hostTimeZone('Europe/Berlin', ':/nowhere')).toBe('Europe/Berlin') // the runtime's name wins
+    expect(hostTimeZone(undefined, ':/usr/share/zoneinfo/Europe/Berlin')).toBe('Europe/Berlin')
+    expect(hostTimeZone(undefined, '/usr/share/zoneinfo/Asia/Kolkata')).toBe('Asia/Kolkata')
+    expect(hostTimeZone('Etc/Unknown', '')).toBe('UTC')
+    expect(hostTimeZone(undefined, ':/etc/localtime')).toBe(canonicalTimeZone(realpathSync('/etc/localtime').split('/zoneinfo/')[1]!))
+    expect(expectEngineError(() => hostTimeZone(undefined, ':/nowhere/at/all'), 400, 'invalid_timezone').message).toMatch(/TZ=":\/nowhere\/at\/all"\): give the schedule a timezone/)
   })
 
   it('overlap defaults to allow and the time zone to the host\'s own, stored in its canonical spelling', () => {

@@ -1,3 +1,5 @@
+import { realpathSync } from 'node:fs'
+import { isAbsolute } from 'node:path'
 import { Cron } from 'croner'
 import type { JobRow, ScheduleRow, ScheduleRunRow } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
@@ -103,9 +105,45 @@ export const scheduleNotFound = (name: string) => new EngineError('schedule_not_
 // ---------------------------------------------------------------------------------------------
 // Cron expressions and time zones (pure)
 
-/** The host's own time zone, the default of a schedule created without one. */
+/**
+ * The host's own time zone, the default of a schedule created without one: the runtime's name
+ * for it, else the zone file the `TZ` variable names (glibc's `:/usr/share/zoneinfo/Europe/Berlin`
+ * or `:/etc/localtime`, which ICU gives no name) or /etc/localtime links to. An empty `TZ` is UTC,
+ * as glibc reads it. A zone that has no name is refused (400 `invalid_timezone`), never guessed:
+ * the schedule would fire at other hours than the machine's clock says.
+ */
 export function localTimeZone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'
+  return hostTimeZone(Intl.DateTimeFormat().resolvedOptions().timeZone, process.env.TZ)
+}
+
+/** {@link localTimeZone} of a runtime that names its zone `named` (or not), with `TZ` set to `tz` (or not). */
+export function hostTimeZone(named: string | undefined, tz: string | undefined): string {
+  if (named && named !== 'Etc/Unknown') return named
+  if (tz === '') return 'UTC'
+  const zone = zoneOfFile(tz === undefined ? '/etc/localtime' : tz.replace(/^:/, ''))
+  if (zone) return zone
+  throw new EngineError(
+    'invalid_timezone',
+    `the host's time zone has no name this host knows (TZ=${tz === undefined ? 'unset' : JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
+  )
+}
+
+/** The IANA name of a zone file (`/usr/share/zoneinfo/Europe/Berlin`, or a link to one), if it is one this runtime knows. */
+function zoneOfFile(path: string): string | null {
+  if (!isAbsolute(path)) return null
+  let real: string
+  try {
+    real = realpathSync(path)
+  } catch {
+    return null
+  }
+  const name = /\/zoneinfo\/(?:posix\/|right\/)?(.+)$/.exec(real)?.[1]
+  if (!name) return null
+  try {
+    return canonicalTimeZone(name)
+  } catch {
+    return null
+  }
 }
 
 /**
