@@ -1,6 +1,6 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { JOB_STATES, type JobState } from '../engine/rules/states'
-import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 
 /**
@@ -10,12 +10,21 @@ import { answered, hostApi, table } from './http-client'
  */
 const LISTED_STATES = JOB_STATES.filter((s) => s !== 'LEASED')
 
-export const JOBS_HELP = `Usage: leasehold jobs [flags]
+export const JOBS_HELP = `Usage: leasehold jobs [list] [flags]
+       leasehold jobs cancel|retry|run-now JOB [flags]
 
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
 why a waiting job is not running yet (its waiting_reason), with UNTIL, the time that wait ends
 by itself when it does (a retry's backoff, a scheduled run, a refused file's one retry). Times
 are ISO-8601 UTC. States show as the queue API shows them: a LEASED job is RUNNING.
+
+Commands (docs/operations.md; the bulk actions are over HTTP and in the dashboard):
+  list                 the jobs (the default)
+  cancel JOB           cancel a job: at once if it waits, or ask a running one to stop
+                       (--reason, --by)
+  retry JOB            a FAILED, TIMEOUT or CANCELED job back to QUEUED, as a new run with a
+                       fresh attempt budget (--by)
+  run-now JOB          run a delayed job now instead of at its run_at (--by)
 
 Flags:
   --state S            only jobs in this state: ${LISTED_STATES.join(', ')}
@@ -23,7 +32,10 @@ Flags:
   --limit N            at most N jobs, 1 to 500 [50]
   --cursor C           the page after the one that printed C (its next_cursor, or the line
                        that ends the table when there are more jobs than shown)
-  --json               print {jobs, next_cursor} as the host answers it
+  --json               print {jobs, next_cursor} as the host answers it (cancel, retry,
+                       run-now: the job as the host answers it)
+  --reason TEXT        why (cancel): in its event, and the note of a job canceled at once
+  --by NAME            who asks, recorded in the job's event [operator]
 ${TARGET_HELP}
   -h, --help`
 
@@ -35,11 +47,20 @@ interface JobsFlags {
   limit?: string
   cursor?: string
   json?: boolean
+  reason?: string
+  by?: string
 }
 
-/** `leasehold jobs`: GET /api/scheduler/jobs as a table or as JSON. */
+const ACTIONS = ['cancel', 'retry', 'run-now'] as const
+type Action = (typeof ACTIONS)[number]
+
+/** `leasehold jobs [list]`: GET /api/scheduler/jobs as a table or as JSON; `jobs cancel|retry|run-now JOB`: that action on one job. */
 export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const flags = parseFlags<JobsFlags>(argv, ['state', 'limit', 'cursor'], ['json'])
+  const sub = argv[0] === undefined || argv[0].startsWith('-') ? 'list' : argv[0]
+  if (sub !== 'list' && !ACTIONS.includes(sub as Action)) throw new ConfigError(`jobs needs list, ${ACTIONS.join(', ')} (got "${sub}"); see leasehold jobs --help`)
+  const rest = sub === argv[0] ? argv.slice(1) : argv
+  if (sub !== 'list') return jobAction(sub as Action, rest, env)
+  const flags = parseFlags<JobsFlags>(rest, ['state', 'limit', 'cursor'], ['json'])
   const state = flags.state?.toUpperCase() as JobState | undefined
   if (state === 'LEASED') throw new ConfigError('--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)')
   if (state !== undefined && !LISTED_STATES.includes(state)) {
@@ -73,5 +94,24 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
     const more = limit === 500 ? '' : 'raise --limit (up to 500), or '
     console.error(`(more jobs than shown; ${more}see the next page with --cursor ${page.next_cursor})`)
   }
+  return 0
+}
+
+/** One operator action on one job, as the dashboard's buttons do it; prints the job as it now is. */
+async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, action === 'cancel' ? ['reason', 'by'] : ['by'], ['json'])
+  if (positionals.length !== 1) throw new ConfigError(`jobs ${action} needs one job id (got ${positionals.length})`)
+  const jobId = positionals[0]!
+  const requested_by = flags.by ?? 'operator'
+  const target = resolveClientTarget(flags, env)
+  const api = hostApi(target)
+  const path = { params: { path: { job_id: jobId } } }
+  const { job } =
+    action === 'cancel'
+      ? await answered(target, api.POST('/api/scheduler/jobs/{job_id}/cancel', { ...path, body: { reason: flags.reason ?? null, requested_by } }))
+      : await answered(target, api.POST(action === 'retry' ? '/api/jobs/{job_id}/retry' : '/api/jobs/{job_id}/run-now', { ...path, body: { requested_by } }))
+  if (flags.json) console.log(JSON.stringify({ job }, null, 2))
+  else if (action === 'cancel' && job.state !== 'CANCELED') console.log(`job ${job.job_id} ${job.state}: asked to stop; it ends CANCELED once its worker stops it`)
+  else console.log(`job ${job.job_id} ${job.state}`)
   return 0
 }

@@ -353,6 +353,33 @@ describe('leasehold jobs', async () => {
   })
 })
 
+describe('leasehold jobs cancel, retry and run-now', async () => {
+  test('act on one job as the dashboard does, print it as it now is, and name who asked in its events', async () => {
+    const delayed = host.engine.submit({ job_type: 'acted', cost_units: 1, delay_ms: 3_600_000, queue: 'acted-q' }).job
+    const ran = await cli(['jobs', 'run-now', delayed.id, '--by', 'ops'])
+    expect([ran.status, lines(ran.stdout)]).toEqual([0, [`job ${delayed.id} QUEUED`]])
+    expect(host.engine.jobEvents(delayed.id).find((e) => e.event_type === 'JOB_RUN_NOW')!.data).toMatchObject({ requested_by: 'ops' })
+
+    const canceled = await cli(['jobs', 'cancel', delayed.id, '--reason', 'not needed'])
+    expect([canceled.status, lines(canceled.stdout)]).toEqual([0, [`job ${delayed.id} CANCELED`]])
+    expect(host.engine.getJob(delayed.id).note).toBe('not needed')
+
+    const retried = await cli(['jobs', 'retry', delayed.id, '--json'])
+    expect(retried.status).toBe(0)
+    expect(JSON.parse(retried.stdout)).toMatchObject({ job: { job_id: delayed.id, state: 'QUEUED' } })
+    host.engine.cancel(delayed.id)
+  })
+
+  test("the host's refusal is one line, exit 1; a missing id or an unknown command is a usage error, exit 2", async () => {
+    const done = await cli(['jobs', 'run-now', 'no-such-job'])
+    expect(done.status).toBe(1)
+    expect(lines(done.stderr)).toEqual([expect.stringMatching(/^leasehold: .*no-such-job/)])
+    expect((await cli(['jobs', 'cancel'])).status).toBe(2)
+    const unknown = await cli(['jobs', 'delete', 'x'])
+    expect([unknown.status, lines(unknown.stderr)]).toEqual([2, ['leasehold: jobs needs list, cancel, retry, run-now (got "delete"); see leasehold jobs --help']])
+  })
+})
+
 describe('leasehold status', async () => {
   test('shows capacity with the busy rating and its mode, active leases, workers and open blockers', async () => {
     host.engine.setCapacity({ total_units: 40, busy_rating: 5 })
