@@ -140,7 +140,9 @@ export class RedisWorkerRequests {
 
   private async read(): Promise<void> {
     const stream = requestStream(this.options.prefix)
-    // First what this group delivered and never acknowledged (the host stopped mid-answer), then new requests.
+    // First what this group delivered and never acknowledged (the host stopped mid-answer), page
+    // after page, then new requests ('>') once that list is read to its end.
+    let pending = true
     let from = '0'
     // The group is made once, and again after any failure (Redis may have restarted empty, or
     // lost the stream): not before every read, which would cost each read a round trip more.
@@ -162,16 +164,21 @@ export class RedisWorkerRequests {
         const read = this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
         const answer = (await untilAborted(read, signal)) as [string, [string, string[]][]][] | null
         const entries = answer?.[0]?.[1] ?? []
-        if (from === '0' && entries.length === 0) from = '>'
+        if (pending && entries.length === 0) {
+          pending = false
+          from = '>'
+        }
         for (const [id, fields] of entries) {
-          if (from === '0' && fields === null) continue
+          if (pending && fields === null) continue // pending, but trimmed from the stream: nothing to answer
           const done = this.answer(stream, id, fields ?? []).finally(() => this.inFlight.delete(done))
           this.inFlight.add(done)
         }
-        if (from === '0' && entries.length > 0) from = entries[entries.length - 1]![0]
+        if (pending && entries.length > 0) from = entries[entries.length - 1]![0]
       } catch (error) {
         if (signal.aborted) return
-        from = '0' // Redis may have restarted: read what is pending again
+        // Redis may have restarted: read what is pending again
+        pending = true
+        from = '0'
         groupMade = false
         this.limiter.line('redis workers read', `leasehold: reading remote workers' requests failed (${(error as Error).message}); retrying`)
         await new Promise((resolve) => setTimeout(resolve, 500))

@@ -209,6 +209,22 @@ describe('remote workers over Redis only', () => {
     expect(stats).not.toMatch(/cmdstat_xgroup\|create:/)
   })
 
+  test('a host that starts with requests pending (its predecessor was killed mid-answer) answers them, then reads new requests as ever', async () => {
+    // A request the group delivered to a host that died before it answered: pending, unacknowledged.
+    const stream = requestStream('leasehold:')
+    await admin.xgroup('CREATE', stream, 'leasehold', '0', 'MKSTREAM')
+    const first = { type: 'request', id: 1, method: 'exchange', params: { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } } }
+    host = await startTestHost({ redisUrl: server.url }) // only to have its token
+    const token = host.token
+    const dataDir = host.dataDir
+    await host.dispose()
+    await admin.xadd(stream, '*', 'worker_id', 'w1', 'token', token, 'body', JSON.stringify(first))
+    await admin.xreadgroup('GROUP', 'leasehold', 'host', 'COUNT', 10, 'STREAMS', stream, '>')
+    host = await startTestHost({ redisUrl: server.url, dataDir })
+    await until(async () => (await answersOn(replyStream('leasehold:', 'w1'))).some((a) => a.id === 1), 5000, 'the pending request answered')
+    for (let id = 2; id <= 4; id++) expect((await claim(id)).error).toBeUndefined()
+  })
+
   test('a request stream Redis lost while the host reads it is read again: the host makes its group anew and answers the next request', async () => {
     host = await startTestHost({ redisUrl: server.url })
     expect((await claim(1)).error).toBeUndefined()
