@@ -57,6 +57,13 @@ const REPLIES_KEPT = 1_000
 const READ_BLOCK_MS = 1_000
 const READ_COUNT = 100
 
+/** The leases an answer grants (an exchange's or a claim's jobs). */
+function grantedLeases(response: IpcResponse | null): string[] {
+  const result = response?.result as { jobs?: { lease_id?: unknown }[]; lease_id?: unknown } | undefined
+  const jobs = result?.jobs ?? (result?.lease_id ? [result] : [])
+  return jobs.map((job) => job.lease_id).filter((id): id is string => typeof id === 'string')
+}
+
 /**
  * `promise`, or a rejection as soon as `signal` aborts. A command queued while Redis is away
  * waits for the reconnect; once the client is disconnected in the middle of one (ioredis drops
@@ -120,6 +127,11 @@ export class RedisWorkerRequests {
     const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${error.message}`)
     this.reader.on('error', onError)
     this.writer.on('error', onError)
+    // No answer can go out while the writer's connection is down: the claims that wait end now,
+    // granted nothing, rather than be granted a job their worker cannot hear of.
+    this.writer.on('close', () => {
+      for (const gone of this.readers.keys()) gone.abort(new Error('Redis is away'))
+    })
   }
 
   start(): void {
@@ -226,8 +238,12 @@ export class RedisWorkerRequests {
         await this.writer.xadd(replyStream(this.options.prefix, workerId, channel), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
       }
     } catch (error) {
-      // Unanswered and unacknowledged: read again from the pending list after a reconnect.
+      // Unanswered and unacknowledged: read again from the pending list after a reconnect. The
+      // jobs it granted go back to the queue now, as those of a claim whose worker went before it
+      // heard of them: not held by a worker that cannot know of them until their leases expire.
       this.limiter.line('redis workers answer', `leasehold: answering a remote worker failed (${(error as Error).message})`)
+      const leaseIds = grantedLeases(response)
+      if (leaseIds.length > 0 && workerId) await this.options.deps.engine.run(() => this.options.deps.engine.handBackLeases(workerId, leaseIds)).catch(() => {})
       return
     }
     this.answered.push(entryId)

@@ -122,6 +122,28 @@ describe('remote workers over Redis only', () => {
     expect(host.engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
   })
 
+  test('a job submitted while Redis is away is not granted to a remote worker that cannot hear of it: it waits, and runs once Redis is back, its first attempt', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    remoteWorker('patient', host.token)
+    const waiting = async () => Number(((await admin.xpending(requestStream('leasehold:'), 'leasehold').catch(() => [0])) as [number])[0])
+    await until(async () => (await waiting()) >= 1, 20_000, 'a claim of the worker waiting')
+    await server.kill()
+    let back = false
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300)) // the host's connections see Redis gone
+      const job = host.engine.submit({ job_type: 'noop', cost_units: 1, max_attempts: 1 }).job
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      expect(host.engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+      await server.restart()
+      back = true
+      // Redis came back empty: the worker asks again once its lost claim's answer is overdue (35 s).
+      await until(() => host!.engine.getJob(job.id).state === 'DONE', 60_000, 'the job DONE once Redis is back')
+      expect(host.engine.getJob(job.id).attempts).toBe(1)
+    } finally {
+      if (!back) await server.restart()
+    }
+  }, 90_000)
+
   test('a host whose Redis user may not list clients says so once, and its remote workers run their jobs as before', async () => {
     await admin.call('ACL', 'SETUSER', 'no-client-list', 'on', '>secret', '~*', '&*', '+@all', '-client|list')
     try {
