@@ -220,7 +220,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   // Workers on other machines that reach the host through Redis alone.
   const remoteWorkers = relay
-    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, dispatch, clockWaiters }, directory, scopeOf: (given) => (tokensMatch(given, token) ? 'host' : isWorkerToken(given) ? 'worker' : null), log })
+    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, dispatch, clockWaiters }, directory, scopeOf: (given) => (tokensMatch(given, token) ? 'host' : isWorkerToken(given) ? 'worker' : null), bodyLimitBytes: config.bodyLimitBytes, log })
     : null
   remoteWorkers?.start()
   undo.push(() => remoteWorkers?.stop())

@@ -94,6 +94,8 @@ export interface RedisWorkerRequestsOptions {
   directory: WorkerDirectory
   /** What a request's token opens, as HTTP checks it: everything (the host's), a worker's routes (a worker token), or nothing (null). */
   scopeOf: (token: string) => 'host' | 'worker' | null
+  /** The largest request body the host takes (`--body-limit`), as over HTTP: a larger one is refused 413. */
+  bodyLimitBytes: number
   log: (line: string) => void
 }
 
@@ -205,9 +207,10 @@ export class RedisWorkerRequests {
     const token = field('token') ?? ''
     // A channel the worker names, if well formed, else its own reply stream.
     const channel = REPLY_CHANNEL.test(field('channel') ?? '') ? field('channel') : undefined
+    const body = field('body') ?? ''
     let request: IpcRequest | null = null
     try {
-      request = IpcRequest.parse(JSON.parse(field('body') ?? ''))
+      request = IpcRequest.parse(JSON.parse(body))
     } catch {
       request = null
     }
@@ -217,6 +220,10 @@ export class RedisWorkerRequests {
       if (scope === null) {
         // Refused before anything runs: a forged exchange changes nothing.
         response = { type: 'response', id: request.id, error: { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' } }
+      } else if (Buffer.byteLength(body) > this.options.bodyLimitBytes) {
+        // As the worker API refuses it over HTTP: the worker sends its reports again smaller, or fails a result too large on its own.
+        const limit = this.options.bodyLimitBytes
+        response = { type: 'response', id: request.id, error: { status: 413, code: 'payload_too_large', detail: `The body is larger than ${limit} bytes` } }
       } else {
         this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
         const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)

@@ -1,4 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
@@ -143,6 +145,17 @@ describe('remote workers over Redis only', () => {
       if (!back) await server.restart()
     }
   }, 90_000)
+
+  test('a result larger than the host takes (--body-limit) fails its job result_too_large over Redis, as over HTTP', async () => {
+    host = await startTestHost({ redisUrl: server.url, bodyLimitBytes: 100_000 })
+    const handlers = join(tempDir(), 'handlers')
+    mkdirSync(handlers, { recursive: true })
+    writeFileSync(join(handlers, 'big.mjs'), "export default { type: 'test.big', run: () => 'x'.repeat(200_000) }\n")
+    remoteWorker('big-results', host.token, ['--handlers', handlers])
+    const job = host.engine.submit({ job_type: 'test.big', cost_units: 1, max_attempts: 1 }).job
+    await until(() => host!.engine.getJob(job.id).state === 'FAILED', 20_000, 'the job FAILED')
+    expect(host.engine.attempts(job.id)[0]!.error).toMatchObject({ code: 'result_too_large' })
+  })
 
   test('a host whose Redis user may not list clients says so once, and its remote workers run their jobs as before', async () => {
     await admin.call('ACL', 'SETUSER', 'no-client-list', 'on', '>secret', '~*', '&*', '+@all', '-client|list')
