@@ -37,6 +37,13 @@ import {
 } from './views/queue'
 
 /** the queue contract: submit, claim, status, then a lease request; release finalizes. */
+
+/** An ISO-8601 time as the API takes it: a date, a time to the second, and an offset (`Z` or `±HH:MM`). */
+const ISO_TIME_GIVEN = {
+  offset: true,
+  error: 'must be an ISO-8601 time with seconds and an offset, such as 2027-01-01T09:00:00Z or 2027-01-01T09:00:00+01:00',
+} as const
+
 export const SubmitJob = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
   job_type: Name,
@@ -51,7 +58,7 @@ export const SubmitJob = z.strictObject({
   queue: QueueName.optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
   /** Beyond its contract: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
-  run_at: z.iso.datetime({ offset: true }).nullable().optional(),
+  run_at: z.iso.datetime(ISO_TIME_GIVEN).nullable().optional(),
   /** Beyond its contract: a delayed job, not claimable or leasable for this many milliseconds. Not with `run_at`. */
   delay_ms: z.number().int().min(0).max(MAX_DELAY_MS).nullable().optional(),
 })
@@ -137,7 +144,7 @@ export const CancelJob = z.strictObject({
 })
 export type CancelJob = z.infer<typeof CancelJob>
 
-const isoTime = z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))
+const isoTime = z.iso.datetime(ISO_TIME_GIVEN).transform((s) => Date.parse(s))
 
 export const ListJobs = z.strictObject({
   state: QueueState.optional().meta({ description: 'Jobs in this state as the queue API shows it: RUNNING finds LEASED jobs too' }),

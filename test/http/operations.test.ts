@@ -69,6 +69,11 @@ describe('delayed jobs over HTTP', () => {
     const { host } = await startHost()
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, run_at: new Date(T0).toISOString(), delay_ms: 5 }), 'run_at', 'delay_ms')
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, run_at: 'tomorrow' }), 'run_at')
+    // ISO-8601 all the same, but without an offset or seconds: the answer says what is missing, not that it is no ISO time.
+    for (const run_at of ['2027-01-01T00:00:00', '2027-01-01T00:00Z']) {
+      const res = await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, run_at })
+      expect(await body(res)).toEqual({ code: 'invalid_request', detail: 'run_at: must be an ISO-8601 time with seconds and an offset, such as 2027-01-01T09:00:00Z or 2027-01-01T09:00:00+01:00' })
+    }
     await expectInvalid(await post(host, `${QUEUE}/jobs/submit`, { job_type: 't', cost_units: 1, delay_ms: -1 }), 'delay_ms')
   })
 
