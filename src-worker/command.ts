@@ -114,7 +114,9 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   process.once('SIGTERM', () => stop(0))
   process.once('SIGINT', () => stop(0))
   runtime.begin()
-  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${target.url}`)
+  // Over Redis the prefix too: a worker on another prefix than its host's is only ever unanswered.
+  const where = route.via === 'redis' ? `${target.url} (prefix ${route.prefix})` : target.url
+  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${where}`)
   return stopped
 }
 

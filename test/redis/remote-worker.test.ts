@@ -276,8 +276,8 @@ describe('remote workers over Redis only', () => {
     expect(stderr).not.toContain('retrying')
   })
 
-  test('a remote worker told to stop while Redis cannot be reached stops, instead of waiting for Redis', async () => {
-    const { child, done } = remoteWorker('stranded', 'any-token', ['--redis', 'redis://127.0.0.1:1/0', '--grace-s', '1'])
+  test('a remote worker told to stop while Redis cannot be reached stops, instead of waiting for Redis; its first line names the prefix it reads', async () => {
+    const { child, done } = remoteWorker('stranded', 'any-token', ['--redis', 'redis://127.0.0.1:1/0', '--redis-prefix', 'h7:', '--grace-s', '1'])
     // Stopped the instant its "taking" line arrives: the worker must already be listening for the signal.
     let out = ''
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -285,5 +285,6 @@ describe('remote workers over Redis only', () => {
       if (out.includes('taking')) child.kill('SIGTERM')
     })
     expect(await done).toMatchObject({ status: 0, stderr: expect.stringContaining('stopping') })
+    expect(out).toMatch(/^leasehold worker stranded taking .* from redis:\/\/127\.0\.0\.1:1\/0 \(prefix h7:\)$/m)
   })
 })
