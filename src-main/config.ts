@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
 import { ConfigError, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
-import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
+import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
+import { MAX_STREAMS } from '../src-shared/limits'
 import type { Durability } from './db/open'
 
 // Shared with the worker program's command and the host's client commands; named here too for
@@ -35,6 +36,8 @@ export interface HostConfig {
   execAllow: string[]
   /** The niceness local workers' handler threads lower themselves to (0 = as the host's), see src-worker/handler-thread.ts. */
   workerNice: number
+  /** The queues local workers take jobs from, in their order of preference. */
+  workerStreams: string[]
   drainGraceS: number
   /** Total capacity units; null keeps the stored setting (default 100). */
   totalUnits: number | null
@@ -99,6 +102,17 @@ const hostNamesOnly = (value: string) => hostNames(value).every((name) => HOST_N
 const hostNamesRule = (value: string) =>
   `each name is a host name without a port or a wildcard (the port is the server's own): "${hostNames(value).find((name) => !HOST_NAME.test(name))}" is not one`
 
+/** Queue names, comma-separated: each one a worker's claim may name, at most as many as a claim names. */
+const workerStreams = z
+  .string()
+  .transform((value) => value.split(',').map((name) => name.trim()).filter(Boolean))
+  .refine((names) => names.length > 0, 'needs at least one queue name')
+  .refine((names) => names.length <= MAX_STREAMS, `names at most ${MAX_STREAMS} queues`)
+  .superRefine((names, context) => {
+    const bad = names.find((name) => !QueueName.safeParse(name).success)
+    if (bad !== undefined) context.addIssue({ code: 'custom', message: `${JSON.stringify(bad)} is not a queue name` })
+  })
+
 export const SERVE_FLAGS: Flag[] = [
   { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: z.string().min(1, 'must not be empty') },
   { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
@@ -107,6 +121,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
   { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: `jobs each local worker runs at once (default: the pool's share of the capacity units, at least ${DEFAULT_WORKER_CONCURRENCY}; the units still bound the total)`, schema: int(1, MAX_WORKER_CONCURRENCY) },
   { name: 'worker-nice', env: 'LEASEHOLD_WORKER_NICE', value: '0-19', help: 'how far the handlers of local workers, and the programs they run, yield the CPU to the host and the desktop (the OS niceness; 0 = not at all)', schema: int(0, 19), default: '10' },
+  { name: 'worker-streams', env: 'LEASEHOLD_WORKER_STREAMS', value: 'QUEUES', help: 'the queues local workers take jobs from, comma-separated, in their order of preference', schema: workerStreams, default: 'default' },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
@@ -174,6 +189,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     workers: read('workers') as number,
     workerConcurrency: (read('worker-concurrency') as number | undefined) ?? null,
     workerNice: read('worker-nice') as number,
+    workerStreams: read('worker-streams') as string[],
     execAllow: (read('exec-allow') as string)
       .split(',')
       .map((p) => p.trim())

@@ -202,8 +202,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const busyMeter = new CpuBusyMeter()
   const clockWaiters = new ClockWaiters(clock)
   const directory = new WorkerDirectory(() => clock.now())
-  // Each claim names the job types its worker runs: a job none of them runs says so as it waits.
-  const dispatch = new Dispatch(engine, { onClaim: (workerId, jobTypes) => directory.claims(workerId, jobTypes) })
+  // Each claim names the job types and queues its worker takes: a job none of them takes says so as it waits.
+  const dispatch = new Dispatch(engine, { onClaim: (workerId, takes) => directory.claims(workerId, takes) })
   undo.push(() => dispatch.close())
   const scheduleLog = timerHealth('the schedule timer', limiter, config.dataDir)
   const schedules = new ScheduleTimer(engine, { clock, onError: (error) => scheduleLog.failed(error), onFired: () => scheduleLog.ok() })
@@ -371,6 +371,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
               LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
               LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
               LEASEHOLD_WORKER_NICE: String(config.workerNice),
+              LEASEHOLD_WORKER_STREAMS: config.workerStreams.join(','),
             },
           })
         : null

@@ -75,8 +75,8 @@ export type Served<R> = R & { claimWaitedMs: number }
 export type ServedExchange = Served<ExchangeAnswer>
 
 export interface DispatchOptions {
-  /** Told of every claim: its worker, and the job types it runs (null: any). The host's worker directory keeps them. */
-  onClaim?(workerId: string, jobTypes: readonly string[] | null): void
+  /** Told of every claim: its worker, the job types it runs and the queues it takes (null: any). The host's worker directory keeps them. */
+  onClaim?(workerId: string, takes: { jobTypes: readonly string[] | null; streams: readonly string[] | null }): void
 }
 
 interface Waiter {
@@ -194,7 +194,7 @@ export class Dispatch {
    */
   async claim(request: ClaimRequest, deliver: Deliver<Assignment | Denial>, gone?: Gone): Promise<Assignment | Denial> {
     const filter: WorkerFilter = { worker_id: request.worker_id, queues: request.streams, accept_job_types: request.job_types ?? null }
-    this.options.onClaim?.(request.worker_id, request.job_types ?? null)
+    this.options.onClaim?.(request.worker_id, { jobTypes: request.job_types ?? null, streams: request.streams ?? null })
     const decision = ({ claimed }: { claimed: Claims }) => claimed.granted[0] ?? claimed.denial!
     const { claimed } = await this.serve(
       {
@@ -220,7 +220,7 @@ export class Dispatch {
    */
   exchange(request: ExchangeRequest, deliver: Deliver<ServedExchange>, gone?: Gone): Promise<ServedExchange> {
     const { claim, ...reports } = request
-    if (claim) this.options.onClaim?.(request.worker_id, claim.job_types ?? null)
+    if (claim) this.options.onClaim?.(request.worker_id, { jobTypes: claim.job_types ?? null, streams: claim.streams })
     return this.serve(
       {
         filter: { worker_id: request.worker_id, queues: claim?.streams ?? [], accept_job_types: claim?.job_types ?? null },

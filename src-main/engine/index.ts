@@ -69,7 +69,7 @@ import * as stats from './reads/stats'
 import { pruneStatsStep } from './verbs/stats-retention'
 import * as storage from './store/storage'
 import { LEASED_STATES, WAITING_STATES } from './rules/states'
-import { readSituation, type Waiting, waitingFor } from './reads/waiting'
+import { readSituation, type Waiting, type WaitingSituation, waitingFor } from './reads/waiting'
 
 // The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
 // nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
@@ -258,12 +258,12 @@ export class Engine {
   jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)
   /**
    * Why each of these jobs waits, and until when (null for one that runs, its file gate open, or
-   * has ended). `nobodyRuns` says whether the workers at hand leave a job type out. For views, not hot paths.
+   * has ended). `nobodyTakes` says what keeps the workers at hand from taking a job. For views, not hot paths.
    */
-  waiting = (list: readonly Job[], nobodyRuns: (jobType: string) => boolean = () => false): (Waiting | null)[] => {
+  waiting = (list: readonly Job[], nobodyTakes: WaitingSituation['nobodyTakes'] = () => null): (Waiting | null)[] => {
     // A page of finished jobs needs none of the situation's reads.
     if (!list.some((job) => WAITING_STATES.has(job.state) || LEASED_STATES.has(job.state))) return list.map(() => null)
-    const situation = readSituation(this.ctx, this.capacity, nobodyRuns)
+    const situation = readSituation(this.ctx, this.capacity, nobodyTakes)
     return list.map((job) => waitingFor(job, situation))
   }
   /** A job's attempts, first first. */

@@ -9,6 +9,12 @@ import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 export const SILENT_AFTER_MS = 2 * MAX_LONG_POLL_MS
 export const FORGOTTEN_AFTER_MS = 60 * 60 * 1000
 
+/** What a worker's claims take: the job types it runs and the queues it takes from; null or empty for any. */
+export interface Takes {
+  jobTypes: readonly string[] | null
+  streams: readonly string[] | null
+}
+
 /** What the dashboard shows of a worker (GET /api/workers). */
 export interface WorkerInfo {
   worker_id: string
@@ -34,8 +40,8 @@ export interface WorkerInfo {
  */
 export class WorkerDirectory {
   private readonly workers = new Map<string, WorkerInfo>()
-  /** The job types each worker's last claim named; absent (or null) while it has named none: it may run any. */
-  private readonly jobTypes = new Map<string, readonly string[] | null>()
+  /** What each worker's last claim named: its job types and its queues; absent (or null) while it has named none: it may take any. */
+  private readonly takes = new Map<string, Takes>()
 
   constructor(private readonly now: () => number) {}
 
@@ -71,30 +77,34 @@ export class WorkerDirectory {
 
   forget(workerId: string): void {
     this.workers.delete(workerId)
-    this.jobTypes.delete(workerId)
+    this.takes.delete(workerId)
   }
 
-  /** A worker claimed work naming the job types it runs (null: any). Told by dispatch on every claim. */
-  claims(workerId: string, jobTypes: readonly string[] | null): void {
-    if (this.workers.has(workerId) && this.jobTypes.get(workerId) !== jobTypes) this.jobTypes.set(workerId, jobTypes)
+  /** A worker claimed work naming the job types it runs and the queues it takes (null: any). Told by dispatch on every claim. */
+  claims(workerId: string, takes: Takes): void {
+    if (this.workers.has(workerId)) this.takes.set(workerId, takes)
   }
 
   /**
-   * True when workers are at hand and none of them runs `jobType`: each that still works (not
-   * silent) has claimed naming its job types, and this one is not among them. Such a job waits
-   * until a worker that runs it connects (a worker without its handler does not take it).
-   * False with no worker at all: the job then waits for any worker, as every job does.
+   * What keeps every worker at hand from taking this job: its queue, which none of them takes,
+   * or its type, which none of those that take the queue runs. Each worker that still works (not
+   * silent) has claimed naming them; one that has not claimed yet, or names none, may take any.
+   * Null when some worker may take it, and with no worker at all: the job then waits for any
+   * worker, as every job does.
    */
-  nobodyRuns(jobType: string): boolean {
+  nobodyTakes(job: { queue: string; job_type: string }): 'queue' | 'job_type' | null {
     const now = this.now()
     let working = 0
+    let queueTaken = false
     for (const w of this.workers.values()) {
       if (w.kind !== 'local' && now - w.last_seen_at >= SILENT_AFTER_MS) continue
       working += 1
-      const types = this.jobTypes.get(w.worker_id)
-      if (!types || types.includes(jobType)) return false
+      const takes = this.takes.get(w.worker_id)
+      if (takes?.streams?.length && !takes.streams.includes(job.queue)) continue
+      queueTaken = true
+      if (!takes?.jobTypes || takes.jobTypes.includes(job.job_type)) return null
     }
-    return working > 0
+    return working === 0 ? null : queueTaken ? 'job_type' : 'queue'
   }
 
   /**

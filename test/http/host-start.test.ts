@@ -157,4 +157,9 @@ describe('the local workers a host starts', () => {
     expect((await firstWorkerEnv({ workers: 1 })).LEASEHOLD_WORKER_NICE).toBe('10')
     expect((await firstWorkerEnv({ workers: 1, workerNice: 0 })).LEASEHOLD_WORKER_NICE).toBe('0')
   })
+
+  test('take the queues --worker-streams names, the default queue unless said', async () => {
+    expect((await firstWorkerEnv({ workers: 1 })).LEASEHOLD_WORKER_STREAMS).toBe('default')
+    expect((await firstWorkerEnv({ workers: 1, workerStreams: ['reports', 'default'] })).LEASEHOLD_WORKER_STREAMS).toBe('reports,default')
+  })
 })

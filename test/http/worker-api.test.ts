@@ -122,7 +122,7 @@ describe('POST /internal/worker/claim', () => {
     expect(await claim({})).toMatchObject({ claimed: true, job_id: other.job_id })
   })
 
-  test('a job of a type none of the connected workers runs stays queued and says so as it waits; one a worker runs reads as ever', async () => {
+  test('a job of a type or queue none of the connected workers takes stays queued and says so as it waits', async () => {
     await start()
     const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason
     const resize = await submit(host, { job_type: 'resize' })
@@ -132,9 +132,9 @@ describe('POST /internal/worker/claim', () => {
     expect(await reason(resize.job_id)).toBe('no worker connected runs job type resize; it waits for one that does')
     const listed = (await body(await host.call(`${QUEUE}/jobs?state=QUEUED`))) as any
     expect(listed.jobs.map((job: any) => job.waiting_reason)).toEqual(['no worker connected runs job type resize; it waits for one that does'])
-    // A worker that names no types may run any.
-    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w-any', streams: ['other'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
-    expect(await reason(resize.job_id)).toBe('first in line; waiting for a worker to take it')
+    // One that takes other queues only: the job's queue is what nobody takes.
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['other'], job_types: ['resize'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
+    expect(await reason(resize.job_id)).toBe('no worker connected takes queue default; it waits for one that does')
   })
 
   test('capacity rules apply: a job that does not fit is not claimed', async () => {

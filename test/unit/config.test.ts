@@ -113,6 +113,14 @@ describe('serve configuration', () => {
     expect(() => parseServeArgs(['--worker-nice', '-5'], {})).toThrow(/--worker-nice/)
   })
 
+  test('local workers take the default queue unless --worker-streams names others, each a queue name', () => {
+    expect(parseServeArgs([], {}).workerStreams).toEqual(['default'])
+    expect(parseServeArgs(['--worker-streams', 'reports, default'], {}).workerStreams).toEqual(['reports', 'default'])
+    expect(parseServeArgs([], { LEASEHOLD_WORKER_STREAMS: 'thumbs' }).workerStreams).toEqual(['thumbs'])
+    expect(() => parseServeArgs(['--worker-streams', ' , '], {})).toThrow(/--worker-streams .*needs at least one queue name/)
+    expect(() => parseServeArgs(['--worker-streams', 'a,..'], {})).toThrow(/--worker-streams .*"\.\." is not a queue name/)
+  })
+
   test("the default data dir is the platform's app-data folder, shared with the desktop app", () => {
     expect(defaultDataDir({ XDG_CONFIG_HOME: '/home/u/.config' }, 'linux')).toBe('/home/u/.config/leasehold')
     expect(defaultDataDir({ APPDATA: 'C:\\Users\\u\\AppData\\Roaming' }, 'win32')).toMatch(/Roaming.leasehold$/)

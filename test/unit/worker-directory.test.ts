@@ -37,27 +37,33 @@ test('a quiet worker that still holds a lease is listed busy, not silent: its le
   expect(directory.list(engine)).toEqual([expect.objectContaining({ worker_id: 'http-1', state: 'busy' })])
 })
 
-test('a job type nobody runs: workers are at hand and each that still works named its types in a claim, this one not among them', () => {
+test('what no worker takes: workers are at hand and each that still works named its queues and types in a claim, without this job’s', () => {
   const { clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
-  expect(directory.nobodyRuns('resize')).toBe(false) // no worker at all: the job waits for any
+  const resize = { queue: 'default', job_type: 'resize' }
+  const takes = (streams: string[] | null, jobTypes: string[] | null) => ({ streams, jobTypes })
+  expect(directory.nobodyTakes(resize)).toBeNull() // no worker at all: the job waits for any
   directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
-  expect(directory.nobodyRuns('resize')).toBe(false) // it has claimed nothing yet: it may run anything
-  directory.claims('local-1', ['thumbnail'])
+  expect(directory.nobodyTakes(resize)).toBeNull() // it has claimed nothing yet: it may take anything
+  directory.claims('local-1', takes(['default'], ['thumbnail']))
   directory.seen('http-1')
-  directory.claims('http-1', ['thumbnail', 'upload'])
-  expect(directory.nobodyRuns('resize')).toBe(true)
-  expect(directory.nobodyRuns('upload')).toBe(false)
-  // The only worker that runs it goes silent: nobody at hand does.
+  directory.claims('http-1', takes(['reports'], ['resize']))
+  expect(directory.nobodyTakes(resize)).toBe('job_type') // the one that runs it takes another queue
+  expect(directory.nobodyTakes({ queue: 'reports', job_type: 'resize' })).toBeNull()
+  expect(directory.nobodyTakes({ queue: 'other', job_type: 'resize' })).toBe('queue')
+  // The only worker that runs it in its queue goes silent: nobody at hand does.
   directory.seen('http-2')
-  directory.claims('http-2', ['resize'])
-  expect(directory.nobodyRuns('resize')).toBe(false)
+  directory.claims('http-2', takes(['default'], ['resize']))
+  expect(directory.nobodyTakes(resize)).toBeNull()
   clock.advance(SILENT_AFTER_MS)
   directory.seen('http-1')
-  expect(directory.nobodyRuns('resize')).toBe(true)
-  // A claim that names no types: that worker takes any.
-  directory.claims('http-1', null)
-  expect(directory.nobodyRuns('resize')).toBe(false)
+  expect(directory.nobodyTakes(resize)).toBe('job_type')
+  // A claim that names no types or queues: that worker takes any.
+  directory.claims('http-1', takes(null, null))
+  expect(directory.nobodyTakes(resize)).toBeNull()
   directory.forget('http-1')
-  expect(directory.nobodyRuns('resize')).toBe(true)
+  expect(directory.nobodyTakes(resize)).toBe('job_type')
+  // A worker the directory does not know is not asked.
+  directory.claims('unknown', takes(null, null))
+  expect(directory.nobodyTakes(resize)).toBe('job_type')
 })

@@ -41,12 +41,12 @@ export interface WaitingSituation {
   contentionOf(leaseId: string): FileWait | undefined
   /** The queues an operator paused. */
   paused: ReadonlySet<string>
-  /** Whether workers are at hand and none of them runs this job type (the host's worker directory knows). */
-  nobodyRuns(jobType: string): boolean
+  /** What keeps every worker at hand from taking this job, if anything does: its queue, or its type (the host's worker directory knows). */
+  nobodyTakes(job: { queue: string; job_type: string }): 'queue' | 'job_type' | null
 }
 
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
-export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobodyRuns: (jobType: string) => boolean): WaitingSituation {
+export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobodyTakes: WaitingSituation['nobodyTakes']): WaitingSituation {
   const now = ctx.clock.now()
   const heads = new Map<string, JobRow | undefined>()
   let fileWaits: Map<string, FileWait> | undefined
@@ -78,7 +78,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobod
       return fileWaits.get(leaseId)
     },
     paused: new Set(ctx.pausedQueues.all()),
-    nobodyRuns,
+    nobodyTakes,
   }
 }
 
@@ -149,8 +149,10 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     if (job.next_retry_at !== null) return { reason: 'backing off before its retry', until: job.next_retry_at }
     return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
   }
-  // A worker takes only the job types it has handlers for: behind no head, and in no line, while none runs this one.
-  if (s.nobodyRuns(job.job_type)) return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
+  // A worker takes only its queues and the job types it has handlers for: while none takes this job it is in no line.
+  const nobody = s.nobodyTakes(job)
+  if (nobody === 'queue') return open(`no worker connected takes queue ${job.queue}; it waits for one that does`)
+  if (nobody === 'job_type') return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
   const head = s.headOf(job.queue)
   if (head === undefined || head.id === job.id) {
     return open(fits ? 'first in line; waiting for a worker to take it' : `first in line; ${capacityShortfall(job.cost_units, c)}`)
