@@ -11,6 +11,8 @@ export interface Reports {
  * The host refused an exchange for what it carried: as larger than it accepts (413, its
  * `--body-limit`) or as invalid (400). Sent again unchanged, it would be refused again.
  */
+export const refusesReports = (error: unknown): error is HostError => error instanceof HostError && (error.status === 413 || error.status === 400)
+
 /**
  * The completions of `sent` the host refused because an operator took a file from their lease
  * (force_release, `file_lease_lost`), as failures to report instead: such a job cannot succeed
@@ -24,8 +26,6 @@ export function failuresOfTakenFiles(sent: Reports['complete'], answers: readonl
   const error = { code: 'file_lease_lost', message: 'An operator took a file from this job (force release): its result was dropped', retryable: true }
   return sent.filter((c) => taken.has(c.job_id)).map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, error }))
 }
-
-export const refusesReports = (error: unknown): error is HostError => error instanceof HostError && (error.status === 413 || error.status === 400)
 
 /** What a failure report keeps of its message when the report was too large for the host. */
 const SHORT_MESSAGE_CHARS = 1000
