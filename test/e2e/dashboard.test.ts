@@ -742,8 +742,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
   })
 
   test('a window too narrow for the header wraps it: nothing scrolls sideways, and a short id is never broken after its "…"', async () => {
-    // Two jobs in a queue no worker takes: the second waits "behind job …<id>".
-    const ids = [await submit({ job_type: 'sleep', queue: 'narrow-e2e' }), await submit({ job_type: 'sleep', queue: 'narrow-e2e' })]
+    // No capacity usable (busy rating 10): of two jobs, the second waits "behind job …<id>".
+    await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 10 } }))
+    const ids = [await submit({ job_type: 'sleep' }), await submit({ job_type: 'sleep' })]
     await page.setViewportSize({ width: 760, height: 900 })
     try {
       await page.goto(`${host.url}/#/jobs`)
@@ -757,6 +758,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 })
       for (const id of ids) await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
+      await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 0 } }))
     }
   })
 
