@@ -182,6 +182,14 @@ describe('stats timeseries', () => {
     const series = engine.timeseries('capacity_used', '1m', '1h')
     expect(series[series.length - 1]).toEqual({ ts: T0, value: 25 })
     expect(series.slice(0, -1).every((p) => p.value === 0)).toBe(true)
+    // The next minute, before its first sample: what the last sample said, not 0; a bucket later, 0.
+    clock.set(T0 + MINUTE + SECOND)
+    expect(engine.timeseries('capacity_used', '1m', '1h').at(-1)).toEqual({ ts: T0 + MINUTE, value: 40 })
+    clock.set(T0 + 2 * MINUTE + SECOND)
+    expect(engine.timeseries('capacity_used', '1m', '1h').slice(-2)).toEqual([
+      { ts: T0 + MINUTE, value: 0 },
+      { ts: T0 + 2 * MINUTE, value: 0 },
+    ])
   })
 
   it.each([

@@ -146,8 +146,9 @@ export function seriesStart(ctx: EngineContext): number | null {
 
 /**
  * Every bucket of the range, oldest first, the last one holding now; gauges are the mean of the
- * samples in a bucket and counts the number of events, 0 where a bucket has none. Read from
- * SQLite, so the series survive restarts.
+ * samples in a bucket (the bucket of now, before its first sample, the last sample of the one
+ * before) and counts the number of events, 0 where a bucket has none. Read from SQLite, so the
+ * series survive restarts.
  */
 export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, range: Range): TimeseriesPoint[] {
   if (!METRICS.includes(metric)) throw invalid(`metric: must be one of ${METRICS.join(', ')}`)
@@ -195,6 +196,12 @@ export function timeseries(ctx: EngineContext, metric: Metric, bucket: Bucket, r
       end,
     )
     for (const row of rows) values.set(row.b, row.v)
+    // The bucket of now before its first sample (up to a sampling interval into it) is not 0: a
+    // gauge is what its last sample said, if that came in the bucket before.
+    if (!values.has(lastStart)) {
+      const last = ctx.one<{ ts: number; v: number }>(`SELECT ts, ${metric} AS v FROM stats_samples ORDER BY ts DESC LIMIT 1`)
+      if (last && last.ts >= lastStart - size) values.set(lastStart, last.v)
+    }
   }
   const points: TimeseriesPoint[] = []
   for (let ts = first; ts < end; ts += size) points.push({ ts, value: values.get(ts) ?? 0 })
