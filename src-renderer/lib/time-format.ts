@@ -114,6 +114,16 @@ export function axisLabels(ticksS: readonly number[], locale?: string): string[]
   })
 }
 
+/** The narrowest a chart's value axis is (CSS px), and the room its ticks and padding take beside the widest label. */
+export const VALUE_AXIS_MIN_PX = 40
+export const VALUE_AXIS_PAD_PX = 18
+
+/** How wide a chart's value axis is (CSS px): as its widest label (`20,000` needs more than the minimum), measured by `width`. */
+export function valueAxisWidth(labels: readonly string[], width: (line: string) => number): number {
+  if (labels.length === 0) return VALUE_AXIS_MIN_PX
+  return Math.max(VALUE_AXIS_MIN_PX, Math.ceil(Math.max(...labels.map(width))) + VALUE_AXIS_PAD_PX)
+}
+
 /** Room left between two neighbouring labels of a time axis (CSS px). */
 export const AXIS_LABEL_GAP_PX = 12
 

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
 import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
-import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, formatCountdown, formatDuration } from '../../src-renderer/lib/time-format'
+import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, formatCountdown, formatDuration, VALUE_AXIS_MIN_PX, VALUE_AXIS_PAD_PX, valueAxisWidth } from '../../src-renderer/lib/time-format'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
@@ -213,4 +213,11 @@ describe('storage figures', () => {
     expect(retentionText(1)).toBe('1 day')
     expect(retentionText(0)).toBe('forever')
   })
+})
+
+test('a chart’s value axis is as wide as its widest label and its ticks, never narrower than its minimum: five digits are not cut', () => {
+  const sevenPx = (line: string) => 7 * line.length
+  expect(valueAxisWidth(['0', '10,000', '20,000'], sevenPx)).toBe(42 + VALUE_AXIS_PAD_PX)
+  expect(valueAxisWidth(['0', '5'], sevenPx)).toBe(VALUE_AXIS_MIN_PX)
+  expect(valueAxisWidth([], sevenPx)).toBe(VALUE_AXIS_MIN_PX)
 })
