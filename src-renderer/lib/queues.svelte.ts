@@ -1,4 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
+import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
 import { describeError, type ApiClient, type LogEvent, type QueueInfo } from './api'
 
 /** The queues with their jobs by state, and a pause toggle for each. */
@@ -26,10 +27,19 @@ export class QueuesState {
     }
   }
 
-  /** Pauses or resumes a queue (one that has no jobs yet too), then reads the list again. */
-  async setPaused(queue: string, paused: boolean): Promise<void> {
+  /**
+   * Pauses or resumes a queue (one that has no jobs yet too), then reads the list again. True
+   * once done; a failure is kept under the queue's name (in `failures`), for the row or the form
+   * that asked to show it.
+   */
+  async setPaused(queue: string, paused: boolean): Promise<boolean> {
     const name = queue.trim()
-    if (!name) return
+    if (!name) return false
+    if (isDotSegment(name)) {
+      // As the command line refuses it: in a URL's path the name would be another route.
+      this.failures[name] = `A queue name ${DOT_SEGMENT_REFUSAL}`
+      return false
+    }
     this.pending[name] = paused
     try {
       const answer = await this.api.setQueuePaused(name, paused)
@@ -39,8 +49,10 @@ export class QueuesState {
         : [...this.queues, { ...answer.queue, counts: {} }].sort((a, b) => a.queue.localeCompare(b.queue))
       delete this.failures[name]
       void this.refresh()
+      return true
     } catch (error) {
       this.failures[name] = describeError(error)
+      return false
     } finally {
       delete this.pending[name]
     }

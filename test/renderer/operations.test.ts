@@ -141,6 +141,33 @@ describe('paused queues', () => {
     await queues.setPaused(' later ', true)
     expect(queues.queues).toEqual([expect.objectContaining({ queue: 'later', paused: true, counts: {} })])
   })
+
+  test('the form that pauses a queue by name says why it could not, beside the field, and keeps the name; "." and ".." are refused before sending', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/queues': { queues: [] },
+      'POST /api/queues/full/pause': () => new Response(JSON.stringify({ code: 'storage_full', detail: 'The disk is full' }), { status: 507 }),
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    const input = el.querySelector('form.pause-other input') as HTMLInputElement
+    const send = async (name: string) => {
+      input.value = name
+      input.dispatchEvent(new Event('input'))
+      flushSync()
+      ;(el.querySelector('form.pause-other button') as HTMLButtonElement).click()
+      await until(() => el.querySelector('[data-testid="pause-other-error"]'), 2000, `the failure of ${name} shown`)
+      flushSync()
+    }
+    await send('..')
+    expect(text(el.querySelector('[data-testid="pause-other-error"]')!)).toContain('cannot be "." or ".."')
+    expect(input.value).toBe('..')
+    expect(input.getAttribute('aria-invalid')).toBe('true')
+    await send('full')
+    expect(text(el.querySelector('[data-testid="pause-other-error"]')!)).toContain('The disk is full')
+    expect(input.value).toBe('full')
+    expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/full/pause'])
+  })
 })
 
 describe('bulk actions', () => {
