@@ -8,7 +8,7 @@ import { coalesce } from './coalesce'
 import type { Connection } from './connection'
 import { HostTime } from './host-time.svelte'
 import { JobDetailState } from './job-detail.svelte'
-import { JobsState } from './jobs.svelte'
+import { JobsState, RECENT_JOBS } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
@@ -57,7 +57,10 @@ export class Dashboard {
   readonly stream: LiveStream
   readonly capacity: CapacityState
   readonly leases: LeasesState
+  /** The Jobs view's list, with its filter and pages. */
   readonly jobs: JobsState
+  /** The Overview's newest jobs, whatever the Jobs view selects. */
+  readonly recent: JobsState
   readonly schedules: SchedulesState
   readonly bulk: BulkState
   readonly queues: QueuesState
@@ -72,6 +75,7 @@ export class Dashboard {
     capacity: coalesce(() => void this.capacity.refresh(), 150),
     leases: coalesce(() => void this.leases.refresh(), 150),
     jobs: coalesce(() => void this.jobs.refresh(), 300),
+    recent: coalesce(() => void this.recent.refresh(), 300),
     queues: coalesce(() => void this.queues.refresh(), 300),
     detail: coalesce(() => void this.detail?.refresh(), 300),
     blockers: coalesce(() => void this.blockers.refresh(), 150),
@@ -91,7 +95,12 @@ export class Dashboard {
     this.capacity = new CapacityState(this.api)
     this.leases = new LeasesState(this.api, this.time)
     this.jobs = new JobsState(this.api)
-    this.bulk = new BulkState(this.api, () => this.later.jobs())
+    this.recent = new JobsState(this.api, RECENT_JOBS)
+    // A purge deletes jobs without an event for each: both lists are read again.
+    this.bulk = new BulkState(this.api, () => {
+      this.later.jobs()
+      this.later.recent()
+    })
     this.queues = new QueuesState(this.api)
     this.blockers = new BlockersState(this.api)
     this.schedules = new SchedulesState(this.api)
@@ -137,6 +146,7 @@ export class Dashboard {
     void this.capacity.refresh()
     void this.leases.refresh()
     void this.jobs.refresh()
+    void this.recent.refresh()
     void this.queues.refresh()
     void this.blockers.refresh()
     void this.schedules.refresh()
@@ -153,9 +163,10 @@ export class Dashboard {
    * before the drop, or its silence then, is no longer known to be true, and goes.
    */
   private readFailed(): void {
-    const parts = [this.capacity, this.leases, this.jobs, this.queues, this.blockers, this.schedules, this.workers, this.charts, this.storage, this.detail]
+    const parts = [this.capacity, this.leases, this.jobs, this.recent, this.queues, this.blockers, this.schedules, this.workers, this.charts, this.storage, this.detail]
     for (const part of parts) if (part?.error) void part.refresh()
     this.jobs.rowErrors = {}
+    this.recent.rowErrors = {}
     this.queues.failures = {}
     this.blockers.failures = {}
     this.schedules.failures = {}
@@ -192,6 +203,7 @@ export class Dashboard {
     if (this.leases.apply(event)) this.later.leases()
     if (CapacityState.moves(event)) this.later.capacity()
     if (this.jobs.apply(event)) this.later.jobs()
+    if (this.recent.apply(event)) this.later.recent()
     // Counts move with every job; they are read again only while someone looks (a pause or resume always).
     if (QueuesState.moves(event) && (this.place.view === 'queues' || eventMoves(event.type, 'queues'))) this.later.queues()
     if (this.detail?.apply(event)) this.later.detail()

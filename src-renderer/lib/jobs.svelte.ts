@@ -4,6 +4,9 @@ import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
 
+/** How many of the newest jobs the Overview lists. */
+export const RECENT_JOBS = 6
+
 export interface JobFilter {
   /** A state as the queue API shows it, or '' for all. */
   state: JobState | ''
@@ -20,8 +23,10 @@ export const NO_FILTER: JobFilter = { state: '', job_type: '', addon_id: '', sea
 export const isFiltered = (filter: JobFilter): boolean => filter.state !== '' || filter.job_type.trim() !== '' || filter.addon_id.trim() !== '' || filter.search.trim() !== ''
 
 /**
- * The jobs table: a filter, newest first, pages by cursor. Events move the rows on screen at
- * once; a new job, or a job leaving the filtered state, reloads the first page.
+ * A list of jobs: a filter, newest first, pages by cursor. Events move the rows on screen at
+ * once; a new job, or a job leaving the filtered state, reloads the first page. The Jobs view
+ * has one, and the Overview one of its own that is never filtered (its newest jobs), so that
+ * what the Jobs view selects never empties the Overview.
  */
 export class JobsState {
   filter = $state<JobFilter>({ ...NO_FILTER })
@@ -47,7 +52,10 @@ export class JobsState {
    */
   private missed: LogEvent[] = []
 
-  constructor(private readonly api: ApiClient) {}
+  constructor(
+    private readonly api: ApiClient,
+    private readonly pageSize = PAGE_SIZE,
+  ) {}
 
   async refresh(): Promise<void> {
     const generation = ++this.generation
@@ -59,7 +67,7 @@ export class JobsState {
         job_type: this.filter.job_type.trim() || undefined,
         addon_id: this.filter.addon_id.trim() || undefined,
         search: this.filter.search.trim() || undefined,
-        limit: PAGE_SIZE,
+        limit: this.pageSize,
         cursor: this.cursor,
       })
       if (generation !== this.generation) return // a newer read is on its way

@@ -1,6 +1,8 @@
 // @vitest-environment happy-dom
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
-import { ApiClient, type ActiveLease, type ActiveLeases } from '../../src-renderer/lib/api'
+import { flushSync } from 'svelte'
+import OverviewView from '../../src-renderer/components/OverviewView.svelte'
+import { ApiClient, type ActiveLease, type ActiveLeases, type Job } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
 import { followTokenLinks, storeToken } from '../../src-renderer/lib/connection'
 import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
@@ -9,7 +11,7 @@ import { FLASH_MS } from '../../src-renderer/lib/lease-events'
 import { LeasesState } from '../../src-renderer/lib/leases.svelte'
 import { JobsState } from '../../src-renderer/lib/jobs.svelte'
 import { LiveStream, reconnectDelayMs, type EventSourceLike } from '../../src-renderer/lib/live.svelte'
-import { event, fakeFetch, iso, job, SECOND, T0 } from './support'
+import { event, fakeFetch, iso, job, render, SECOND, T0, unmountAll } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
 
@@ -393,7 +395,7 @@ describe('stores fed by the API and the stream', () => {
     ])
   })
 
-  test("a queue paused or resumed reads again the jobs list and an open job's page, so their waiting lines say why the jobs wait now", async () => {
+  test("a queue paused or resumed reads again the jobs lists and an open job's page, so their waiting lines say why the jobs wait now", async () => {
     vi.useFakeTimers({ now: T0 })
     try {
       let reason = 'first in line; waiting for a worker to take it'
@@ -424,7 +426,8 @@ describe('stores fed by the API and the stream', () => {
       expect(dashboard.jobs.rows[0]!.waiting_reason).toBe(reason)
       expect(dashboard.detail!.job!.waiting_reason).toBe(reason)
       expect(dashboard.detail!.events.map((e) => e.type)).not.toContain('QUEUE_PAUSED') // not an event of the job
-      expect(reads() - before).toBe(4) // the list, and the job with its attempts and events
+      expect(dashboard.recent.rows[0]!.waiting_reason).toBe(reason)
+      expect(reads() - before).toBe(5) // the Jobs view's list, the Overview's, and the job with its attempts and events
 
       reason = 'first in line; waiting for a worker to take it'
       sources[0]!.emit('QUEUE_RESUMED', event('QUEUE_RESUMED', { id: 3, ...pause }), '3')
@@ -479,6 +482,47 @@ describe('stores fed by the API and the stream', () => {
       expect(calls.filter((c) => c.path === '/api/capacity').length).toBe(capacityReads) // it read well: not again
       dashboard.stop()
     } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  test("the Overview lists the newest jobs whatever the Jobs view's filter or page, and a new job joins them", async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      let newest: Job[] = ['n3', 'n2', 'n1'].map((job_id) => job({ job_id }))
+      const { fetcher } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/scheduler/jobs?limit=6': () => ({ jobs: newest, next_cursor: null }),
+        'GET /api/scheduler/jobs?limit=25': () => ({ jobs: newest, next_cursor: null }),
+        'GET /api/scheduler/jobs?state=FAILED&limit=25': { jobs: [job({ job_id: 'f1', state: 'FAILED' })], next_cursor: 'c1' },
+        'GET /api/scheduler/jobs?state=FAILED&limit=25&cursor=c1': { jobs: [job({ job_id: 'f0', state: 'FAILED' })], next_cursor: null },
+      })
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      dashboard.start()
+      await vi.advanceTimersByTimeAsync(1000)
+      sources[0]!.open()
+      await vi.advanceTimersByTimeAsync(1000)
+      // The Jobs view filtered to FAILED, on its second page.
+      await dashboard.jobs.setFilter({ state: 'FAILED' })
+      await dashboard.jobs.nextPage()
+      expect(dashboard.jobs.rows.map((r) => r.job_id)).toEqual(['f0'])
+
+      dashboard.show({ view: 'overview', jobId: null })
+      const el = render(OverviewView, { dashboard })
+      const recent = () => [...el.querySelectorAll('[data-testid="jobs"] tbody tr')].map((row) => row.getAttribute('data-job'))
+      expect(el.querySelector('#recent-heading')?.textContent).toBe('Recent jobs')
+      expect(recent()).toEqual(['n3', 'n2', 'n1'])
+
+      newest = [job({ job_id: 'n4' }), ...newest]
+      sources[0]!.emit('JOB_SUBMITTED', event('JOB_SUBMITTED', { id: 1, job_id: 'n4', data: { state: 'QUEUED' } }), '1')
+      await vi.advanceTimersByTimeAsync(1000)
+      flushSync()
+      expect(recent()).toEqual(['n4', 'n3', 'n2', 'n1'])
+      expect(dashboard.jobs.rows.map((r) => r.job_id)).toEqual(['f0']) // the Jobs view keeps its page
+      dashboard.stop()
+    } finally {
+      unmountAll()
       vi.useRealTimers()
     }
   })
