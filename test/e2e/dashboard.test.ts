@@ -70,6 +70,49 @@ const submit = async (body: Record<string, unknown>): Promise<string> =>
 
 const jobState = async (id: string): Promise<string> => (await json(await host.call(`${Q}/jobs/${id}`))).job.state
 
+/** A job as the worker API hands it to a worker. */
+interface Claim {
+  job_id: string
+  lease_id: string
+  lease_token: string
+  attempt_id: string
+}
+
+/**
+ * Halts a job on a file another job holds: two writers of one file, on a queue the pool does not
+ * take, driven through the worker API; the second is refused the file, and again at its one retry
+ * 180 s later (the host's clock moved there, both jobs heartbeating), which halts it on a blocker.
+ */
+async function haltOnFile(file: string, queue: string): Promise<{ holder: string; waiter: string; holding: Claim }> {
+  const holder = await submit({ job_type: 'file.write', queue, payload: { path: file, content: 'a' } })
+  const waiter = await submit({ job_type: 'file.write', queue, payload: { path: file, content: 'b' } })
+  const claim = async (): Promise<Claim> => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-1', streams: [queue], max_wait_ms: 0 } }))
+  const claims = [await claim(), await claim()]
+  const byJob = Object.fromEntries(claims.map((c) => [c.job_id, c]))
+  const [a, b] = [byJob[holder]!, byJob[waiter]!]
+  expect(a && b).toBeTruthy()
+  const acquire = (c: Claim) => host.call('/api/files/leases/acquire', { method: 'POST', json: { file, owner_id: `job:${c.job_id}`, lease_id: c.lease_id } })
+  expect((await acquire(a)).status).toBe(200)
+  expect((await acquire(b)).status).toBe(409) // held: one retry at +180 s
+  // Move the host's clock 184 s in steps, both workers (and the holder's file) heartbeating.
+  const heartbeat = async () => {
+    for (const c of [a, b]) {
+      await json(await host.call('/internal/worker/heartbeat', { method: 'POST', json: { worker_id: 'ext-1', job_id: c.job_id, lease_token: c.lease_token } }))
+    }
+    await json(await host.call('/api/files/leases/heartbeat', { method: 'POST', json: { file, owner_id: `job:${a.job_id}` } }))
+  }
+  for (let step = 0; step < 23; step++) {
+    offset += 8 * SECOND
+    syncClock()
+    await heartbeat()
+  }
+  const halted = await acquire(b)
+  expect(halted.status).toBe(409)
+  expect((await halted.json()).code).toBe('blocked')
+  expect(await jobState(waiter)).toBe('BLOCKED')
+  return { holder, waiter, holding: a }
+}
+
 /** `m:ss` or `h:mm:ss` in seconds; NaN for anything else (`expired`). */
 const seconds = (clock: string): number => (/^\d+(:\d\d)+$/.test(clock) ? clock.split(':').reduce((total, part) => total * 60 + Number(part), 0) : NaN)
 
@@ -276,34 +319,8 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
   })
 
   test('a blocker halt is answered from the page and the job is requeued', async () => {
-    // Two writers of one file, on a queue the pool does not take, driven through the worker API.
     const file = '/data/out/report.pdf'
-    const holder = await submit({ job_type: 'file.write', queue: 'manual', payload: { path: file, content: 'a' } })
-    const waiter = await submit({ job_type: 'file.write', queue: 'manual', payload: { path: file, content: 'b' } })
-    const claim = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-1', streams: ['manual'], max_wait_ms: 0 } }))
-    const claims = [await claim(), await claim()]
-    const byJob = Object.fromEntries(claims.map((c) => [c.job_id, c]))
-    const [a, b] = [byJob[holder], byJob[waiter]]
-    expect(a && b).toBeTruthy()
-    const acquire = (c: any) => host.call('/api/files/leases/acquire', { method: 'POST', json: { file, owner_id: `job:${c.job_id}`, lease_id: c.lease_id } })
-    expect((await acquire(a)).status).toBe(200)
-    expect((await acquire(b)).status).toBe(409) // held: one retry at +180 s
-    // Move the host's clock 184 s in steps, both workers (and the holder's file) heartbeating.
-    const heartbeat = async () => {
-      for (const c of [a, b]) {
-        await json(await host.call('/internal/worker/heartbeat', { method: 'POST', json: { worker_id: 'ext-1', job_id: c.job_id, lease_token: c.lease_token } }))
-      }
-      await json(await host.call('/api/files/leases/heartbeat', { method: 'POST', json: { file, owner_id: `job:${a.job_id}` } }))
-    }
-    for (let step = 0; step < 23; step++) {
-      offset += 8 * SECOND
-      syncClock()
-      await heartbeat()
-    }
-    const halted = await acquire(b)
-    expect(halted.status).toBe(409)
-    expect((await halted.json()).code).toBe('blocked')
-    expect(await jobState(waiter)).toBe('BLOCKED')
+    const { holder, waiter, holding: a } = await haltOnFile(file, 'manual')
 
     // The page shows it live: a count in the tab, the report on the blockers view.
     await page.getByTestId('blocker-count').filter({ hasText: '1' }).waitFor({ timeout: 5000 })
