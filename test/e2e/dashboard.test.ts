@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
@@ -158,6 +158,20 @@ function layoutDrift(committed: Record<string, Box>, now: Record<string, Box>): 
 async function typeInto(field: ReturnType<Page['locator']>, text: string): Promise<void> {
   await field.selectText()
   await field.pressSequentially(text)
+}
+
+/**
+ * Whether a button can be brought into sight, and pressed, with the page not scrolled sideways:
+ * it is in the window, or its table's own box scrolls to it (a table wider than a narrow window
+ * scrolls in its box), and nothing covers it there.
+ */
+async function inSight(button: Locator): Promise<boolean> {
+  await button.scrollIntoViewIfNeeded()
+  return button.evaluate((el) => {
+    const box = el.getBoundingClientRect()
+    const hit = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2)
+    return window.scrollX === 0 && box.left >= 0 && box.right <= document.documentElement.clientWidth && hit !== null && el.contains(hit)
+  })
 }
 
 const shoot = async (name: string) => {
@@ -812,6 +826,65 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
       await page.setViewportSize({ width: 1280, height: 900 })
       await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
       await host.call('/api/schedules/long-type-e2e', { method: 'DELETE' })
+    }
+  })
+
+  test("every view fits a window 360 or 640 px wide: the tabs wrap in rows, nothing scrolls sideways, each button is in sight or in its table's own scroll box", async () => {
+    // What the views show on a busy host: an open blocker, a paused queue with a job waiting in
+    // it, two jobs running with their leases, a schedule. (The blocker first: it moves the
+    // host's clock 184 s, past the leases of any job running then.)
+    const blocked = await haltOnFile('/data/out/narrow.pdf', 'narrow-files')
+    await json(await host.call('/api/queues/narrow-paused/pause', { method: 'POST', json: { requested_by: 'e2e' } }))
+    const waiting = await submit({ job_type: 'sleep', queue: 'narrow-paused' })
+    const running = [await submit({ job_type: 'sleep', addon_id: 'visuals', payload: { ms: 60_000 } }), await submit({ job_type: 'sleep', addon_id: 'audio', payload: { ms: 60_000 } })]
+    await json(await host.call('/api/schedules', { method: 'POST', json: { name: 'narrow-e2e', cron: '0 0 1 1 *', enabled: true, job: { job_type: 'sleep', cost_units: 1 } } }))
+    // Each view, what shows it has its data, and the buttons that must be in reach.
+    const views: { view: string; path?: string; shown: string; buttons: () => Locator[] }[] = [
+      {
+        view: 'overview',
+        shown: `[data-testid="leases"] tr[data-lease]:has(a[href="#/jobs/${running[1]}"])`,
+        buttons: () => [page.getByRole('button', { name: 'Apply' }), page.getByRole('button', { name: 'Set', exact: true }), page.getByRole('button', { name: `Cancel job ${running[1]}` })],
+      },
+      { view: 'jobs', shown: `tr[data-job="${waiting}"]`, buttons: () => [page.getByRole('button', { name: `Cancel job ${waiting}` })] },
+      {
+        view: 'queues',
+        shown: 'tr[data-queue="narrow-paused"][data-paused="true"]',
+        buttons: () => [page.getByRole('button', { name: 'Resume queue narrow-paused' }), page.getByRole('button', { name: 'Pause queue default' })],
+      },
+      {
+        view: 'blockers',
+        shown: `[data-testid="open-blockers"] [data-state="OPEN"]:has-text("narrow.pdf")`,
+        buttons: () => [page.locator('[data-testid="open-blockers"] [data-state="OPEN"]:has-text("narrow.pdf")').getByRole('button', { name: 'Cancel job' })],
+      },
+      { view: 'workers', shown: `[data-testid="workers-local"] tr:has(a[href="#/jobs/${running[0]}"])`, buttons: () => [] },
+      { view: 'schedules', shown: 'tr[data-schedule="narrow-e2e"]', buttons: () => [page.locator('tr[data-schedule="narrow-e2e"]').getByRole('button', { name: 'Edit' })] },
+      { view: 'charts', shown: '[data-testid="chart-jobs_running"]', buttons: () => [] },
+      { view: 'job', path: `jobs/${running[0]}`, shown: '[data-testid="attempts"] tbody tr', buttons: () => [page.getByRole('button', { name: 'Cancel job' })] },
+    ]
+    const sideways = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    /** The lines the header's tabs are on, by their tops. */
+    const tabLines = () => page.locator('nav[aria-label="Views"] a').evaluateAll((tabs) => [...new Set(tabs.map((tab) => Math.round(tab.getBoundingClientRect().top)))])
+    try {
+      for (const width of [360, 640]) {
+        await page.setViewportSize({ width, height: 900 })
+        for (const { view, path, shown, buttons } of views) {
+          await page.goto(`${host.url}/#/${path ?? view}`)
+          await page.locator(shown).first().waitFor({ timeout: 10_000 })
+          expect(await sideways(), `${view} at ${width} px`).toBe(0)
+          for (const button of buttons()) expect(await inSight(button), `${await button.textContent()} on ${view} at ${width} px`).toBe(true)
+          if (width === 360) await shoot(`narrow-${view}`)
+        }
+        // The seven tabs in rows of several, not a column of one a line.
+        expect((await tabLines()).length, `lines of tabs at ${width} px`).toBeLessThanOrEqual(width < 480 ? 3 : 2)
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+      const { blockers } = await json(await host.call('/api/blockers'))
+      const blocker = blockers.find((b: { requester: { job_id: string | null }; state: string }) => b.requester.job_id === blocked.waiter && b.state === 'OPEN')
+      if (blocker) await host.call(`/api/blockers/${blocker.blocker_id}/resolve`, { method: 'POST', json: { action: 'cancel', by: 'e2e' } })
+      for (const id of [blocked.holder, waiting, ...running]) await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} })
+      await host.call('/api/queues/narrow-paused/resume', { method: 'POST', json: { requested_by: 'e2e' } })
+      await host.call('/api/schedules/narrow-e2e', { method: 'DELETE' })
     }
   })
 
