@@ -135,7 +135,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, 64 * 1024 * 1024), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
   { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: 'carry the queues over Redis Streams too: redis://[user:password@]host:port/db, rediss:// for TLS (docs/redis.md)', schema: z.string().regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL') },
-  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: 'prefix of every Redis key the host writes', schema: z.string().min(1, 'must not be empty').max(100), default: 'leasehold:' },
+  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: 'prefix of every Redis key the host writes; one host per prefix', schema: z.string().min(1, 'must not be empty').max(100), default: 'leasehold:' },
   { name: 'retain-days', env: 'LEASEHOLD_RETAIN_DAYS', value: 'DAYS', help: 'days a finished job is kept, then deleted with its history (0 = forever)', schema: int(0, 36_500), default: '7' },
 ]
 

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -19,7 +19,7 @@ import { Engine } from './engine'
 import { type Clock, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
-import { createDataDir, type DataDirLock, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
+import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
@@ -30,6 +30,7 @@ import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
 import { storageReport } from './retention/storage-report'
+import { type HostIdentity, hostIdentity, prefixTakenMessage } from './redis/prefix-claim'
 import { RedisRelay } from './redis/relay'
 import { RedisWorkerRequests } from './redis/worker-requests'
 import { tokensMatch } from './http/guard'
@@ -193,8 +194,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   })
   // Redis carries the queues' streams beside SQLite (docs/redis.md): a Redis that is down delays
   // nothing but the relay. It writes (the outbox), so it starts with the other writers.
-  const relay = config.redisUrl ? new RedisRelay({ engine, url: config.redisUrl, prefix: config.redisPrefix, log }) : null
+  const relay = config.redisUrl ? new RedisRelay({ engine, url: config.redisUrl, prefix: config.redisPrefix, log, identity: ownIdentity(engine, config.dataDir) }) : null
   undo.push(() => relay?.stop())
+  // Before anything reads or writes the prefix's keys: a second host on it stops here (redis/prefix-claim.ts).
+  await relay?.start()
+  if (relay?.claim.state === 'taken') throw new HostStartError(prefixTakenMessage(config.redisPrefix, config.redisUrl!, relay.claim.takenBy!))
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
@@ -220,7 +224,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   // Workers on other machines that reach the host through Redis alone.
   const remoteWorkers = relay
-    ? new RedisWorkerRequests({ url: config.redisUrl!, prefix: config.redisPrefix, deps: { engine, dispatch, clockWaiters }, directory, scopeOf: (given) => (tokensMatch(given, token) ? 'host' : isWorkerToken(given) ? 'worker' : null), bodyLimitBytes: config.bodyLimitBytes, log })
+    ? new RedisWorkerRequests({
+        url: config.redisUrl!,
+        prefix: config.redisPrefix,
+        deps: { engine, dispatch, clockWaiters },
+        directory,
+        scopeOf: (given) => (tokensMatch(given, token) ? 'host' : isWorkerToken(given) ? 'worker' : null),
+        bodyLimitBytes: config.bodyLimitBytes,
+        claim: relay.claim,
+        log,
+      })
     : null
   remoteWorkers?.start()
   undo.push(() => remoteWorkers?.stop())
@@ -326,7 +339,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
       },
     })
-    relay?.start()
     try {
       applyCapacityFlags(engine, config)
     } catch (error) {
@@ -490,6 +502,19 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     },
     storageMode: () => ({ ...mode }),
     stop,
+  }
+}
+
+/**
+ * Who this host is to the hosts that share its Redis: its database's id, so that a restart on the
+ * same data dir takes its prefix back at once. A read-only start (a full disk) cannot write one
+ * the first time: this process's own then, and a restart waits for the claim to expire.
+ */
+function ownIdentity(engine: Engine, dataDir: string): HostIdentity {
+  try {
+    return hostIdentity(engine.databaseId(), dataDir)
+  } catch {
+    return hostIdentity(randomUUID(), dataDir)
   }
 }
 

@@ -948,7 +948,14 @@ export interface components {
         RedisHealth: {
             /** @description The Redis URL, its password hidden */
             url: string;
+            /** @description Whether Redis answers: connected, and its answer to the check made every second came within 3 s */
             connected: boolean;
+            /** @description While it is not connected, how long since Redis last answered (or since the host started, if it never has); null while it answers */
+            unanswered_ms: number | null;
+            /** @description The prefix of every key the host writes (--redis-prefix) */
+            prefix: string;
+            /** @description Another host found using this prefix (as it names itself); the host then no longer uses Redis until it is restarted. Null while the prefix is its own */
+            prefix_taken_by: string | null;
             /** @description Messages committed and not yet in Redis (the outbox); they are published once it answers */
             waiting: number;
             /** @description How long the oldest of them has waited; null when none waits */

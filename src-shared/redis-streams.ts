@@ -10,6 +10,8 @@ export const CONSUMER_GROUP = 'leasehold'
 
 /** A queue's stream: one entry per unfinished job's current message. */
 export const queueStream = (prefix: string, queue: string): string => `${prefix}q:${queue}`
+/** The key a host claims its prefix with (src-main/redis/prefix-claim.ts): its identity, while it runs. */
+export const prefixClaimKey = (prefix: string): string => `${prefix}host`
 /** The stream remote workers send their requests to. */
 export const requestStream = (prefix: string): string => `${prefix}worker:requests`
 /**

@@ -1,5 +1,6 @@
 import type { StorageAnswer } from '../http/system'
 import type { RedisHealth } from '../http/views/system'
+import { prefixTakenMessage } from '../redis/prefix-claim'
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
@@ -13,8 +14,9 @@ or set, usable, leased and available units), how many leases are active, the wor
 open blockers (jobs halted on a held file, waiting for an operator), and the database's size
 on disk with how long finished jobs are kept (--retain-days of leasehold serve), and whether
 the host is read-only (its disk was full at start: it takes writes again once space returns).
-A host that carries its queues over Redis (serve --redis) says whether Redis is connected and
-how many messages wait in its outbox for Redis to come back (jobs are taken all the same). Jobs that
+A host that carries its queues over Redis (serve --redis) says whether Redis answers (and for
+how long it has not), how many messages wait in its outbox for Redis to come back (jobs are taken
+all the same), and whether it stopped using Redis because another host uses its --redis-prefix. Jobs that
 cost more than the total capacity (it was lowered below their cost) are reported: they cannot
 run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
 \`leasehold jobs\` lists whole; --json has every id.
@@ -99,11 +101,18 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   return 0
 }
 
-/** "connected to redis://…, 0 messages waiting" or "NOT connected (redis://…): 12 messages wait in the outbox, the oldest 30 s" */
+/**
+ * "connected to redis://…, 0 messages waiting", "NOT connected (redis://…, no answer for 8 s): 12
+ * messages wait in the outbox, the oldest 30 s", or "NOT USED: another Leasehold host (…) uses the
+ * Redis prefix …".
+ */
 function redisLine(r: RedisHealth): string {
   const waiting = `${r.waiting.toLocaleString('en-US')} message${r.waiting === 1 ? '' : 's'} wait${r.waiting === 1 ? 's' : ''} in the outbox`
   const oldest = r.oldest_wait_ms === null ? '' : `, the oldest ${Math.round(r.oldest_wait_ms / 1000)} s`
-  return r.connected ? `connected to ${r.url}; ${waiting}${oldest}` : `NOT connected (${r.url}): jobs still run; ${waiting}${oldest}, published when it is back`
+  if (r.prefix_taken_by !== null) return `NOT USED: ${prefixTakenMessage(r.prefix, r.url, r.prefix_taken_by)}, then restart it; jobs still run; ${waiting}${oldest}`
+  if (r.connected) return `connected to ${r.url}; ${waiting}${oldest}`
+  const silence = r.unanswered_ms === null ? '' : `, no answer for ${Math.round(r.unanswered_ms / 1000)} s`
+  return `NOT connected (${r.url}${silence}): jobs still run; ${waiting}${oldest}, published when it is back`
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`

@@ -57,6 +57,7 @@ import * as heartbeats from './verbs/heartbeats'
 import { provenLease } from './verbs/lease-lookup'
 import { getJob, getLease } from './store/rows'
 import { Outbox } from './store/outbox'
+import { databaseId } from './store/settings'
 import { listJobs, type JobListQuery } from './reads/list'
 import { nextEligibleAt, type WorkerFilter } from './reads/pick'
 import * as queues from './verbs/queues'
@@ -390,6 +391,9 @@ export class Engine {
     for (const lease of activeLeases(this.ctx)) byWorker.set(lease.worker_id, [...(byWorker.get(lease.worker_id) ?? []), lease.job_id])
     return byWorker
   }
+
+  /** This database's id, made at the first call and kept: how this host is known to hosts that share its Redis. */
+  databaseId = (): string => databaseId(this.ctx)
 
   // Retention (docs/retention.md): each call one short transaction of its own, outside any group
   /**

@@ -1,8 +1,12 @@
-import { type ChainableCommander, Redis, type RedisOptions } from 'ioredis'
+import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'ioredis'
 import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, queueStream, redactedUrl } from '../../src-shared/redis-streams'
+import { Answering } from './answering'
+import { type HostIdentity, PrefixClaim, prefixTakenMessage, processIdentity } from './prefix-claim'
+
+export { UNANSWERED_AFTER_MS } from './answering'
 
 export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
 
@@ -30,6 +34,12 @@ export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
  * it, deletes the entries the table does not hold (jobs that finished meanwhile), and claims the
  * messages of running jobs to their workers again. A reconciliation also runs on every
  * reconnect, and when a message has waited longer than `stuckAfterMs` while Redis answers.
+ *
+ * Nothing is sent before the host holds its prefix (redis/prefix-claim.ts), and nothing more once
+ * another host is found on it. The claim's refresh, once a second, is also how the relay knows
+ * that Redis answers: a socket that stays open is not enough (a Redis stopped with SIGSTOP, a
+ * network that drops packets), so Redis counts as connected only while that refresh is answered
+ * in time (redis/answering.ts).
  */
 
 /** Entries one XRANGE reads at most (a reconciliation's reads of a stream). */
@@ -41,6 +51,14 @@ const DEFAULT_STUCK_AFTER_MS = 10_000
 const CHECK_INTERVAL_MS = 1_000
 /** While Redis is away, how often its health is told again (the messages waiting grow; nothing else would say so). */
 export const AWAY_REPORT_MS = 5_000
+/**
+ * How long a command may wait for Redis's answer: a pass in progress when Redis stops answering
+ * fails after this (what it carried is reconciled once Redis answers), rather than hang until the
+ * connection drops, which on a network that loses packets can take many minutes.
+ */
+const COMMAND_TIMEOUT_MS = 10_000
+/** How long a start waits for Redis to answer the prefix's claim: a host whose Redis is away starts all the same. */
+const CLAIM_AT_START_MS = 2_000
 /** A consumer that holds no message and has had none claimed to it for this long is deleted from its group. */
 const DEFAULT_DEPARTED_AFTER_MS = 60_000
 /** How often the consumers are looked over. */
@@ -61,6 +79,8 @@ export interface RedisRelayOptions {
   stuckAfterMs?: number
   /** How long a consumer that holds nothing may go without a claim before it is deleted (default 60 s). */
   departedAfterMs?: number
+  /** Who this host is to hosts that share the Redis (its prefix's claim); one of this process alone by default. */
+  identity?: HostIdentity
 }
 
 /** An entry id's two parts, for ordering (`<ms>-<seq>`). */
@@ -125,6 +145,8 @@ type Result = [Error | null, unknown]
 
 export class RedisRelay {
   readonly redis: Redis
+  /** This host's claim on its prefix: nothing is sent while it is not held. */
+  readonly claim: PrefixClaim
   private readonly outbox: Outbox
   private readonly prefix: string
   private readonly limiter: LogLimiter
@@ -148,8 +170,19 @@ export class RedisRelay {
   private readonly groupsMade = new Set<string>()
   private readonly healthListeners = new Set<(health: RedisHealth) => void>()
   /** Whether the listeners were last told that Redis answers; when they were told. */
-  private toldConnected: boolean | null = null
+  private toldState: string | null = null
   private toldAt = 0
+  /** Whether Redis answers the claim's refreshes (on wall time: Redis's pace, not the scheduler's clock, which tests move). */
+  private readonly answering = new Answering(Date.now())
+  /** A refresh waits for its answer: no other is sent meanwhile. */
+  private probing = false
+  /** In {@link start}: a prefix found taken now is its caller's to report (the host refuses to start). */
+  private starting = false
+  /** Connected and not yet said so in the log: said once the prefix is this host's (a host refused its prefix says that alone). */
+  private sayConnected = false
+  private answered!: () => void
+  /** Resolves at Redis's first answer to the claim, its pass (if any) started. */
+  private readonly firstAnswer = new Promise<void>((resolve) => (this.answered = resolve))
   private readonly unsubscribe: () => void
   private readonly timer: NodeJS.Timeout
   private stopped = false
@@ -167,16 +200,20 @@ export class RedisRelay {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
       retryStrategy: (times) => Math.min(100 * times, 2_000),
+      commandTimeout: COMMAND_TIMEOUT_MS,
     }
     this.redis = new Redis(options.url, redisOptions)
+    this.claim = new PrefixClaim(this.prefix, options.identity ?? processIdentity())
+    this.claim.onChange(() => this.claimChanged())
     this.redis.on('error', (error: Error) => this.limiter.line('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${error.message}; messages wait in the outbox`))
     this.redis.on('ready', () => {
       // A reconnect may reach a Redis that restarted empty: its streams and groups are checked again.
       this.groupsMade.clear()
       this.letGo()
-      this.limiter.line('redis ready', `leasehold: Redis at ${redactedUrl(options.url)} connected`)
+      this.answering.answered(Date.now())
+      this.sayConnected = true
       this.tellHealth()
-      this.kick()
+      this.probe() // its answer starts the reconciliation, once the prefix is this host's
     })
     this.redis.on('close', () => this.tellHealth())
     this.unsubscribe = engine.onCommit(() => {
@@ -193,25 +230,93 @@ export class RedisRelay {
     this.timer.unref()
   }
 
-  /** Connects (a Redis that is down is retried in the background: the host starts all the same). */
-  start(): void {
-    this.redis.connect().catch(() => {
-      // Logged by the error listener; ioredis goes on retrying.
-    })
+  /**
+   * Connects, and resolves once Redis has answered the prefix's claim (`claim.state` says how),
+   * the first attempt to connect failed, or {@link CLAIM_AT_START_MS} passed: a Redis that is
+   * away is retried in the background, and the prefix claimed once it answers.
+   */
+  async start(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    // Failures are logged by the error listener; ioredis goes on retrying.
+    const firstAttemptFailed = this.redis.connect().then(
+      () => this.firstAnswer,
+      () => {},
+    )
+    this.starting = true
+    try {
+      await Promise.race([this.firstAnswer, firstAttemptFailed, new Promise((resolve) => (timer = setTimeout(resolve, CLAIM_AT_START_MS)))])
+    } finally {
+      clearTimeout(timer)
+      this.starting = false
+    }
   }
 
+  /** Redis answers: the connection is up and its last refresh of the claim was answered in time. */
   get connected(): boolean {
-    return this.redis.status === 'ready'
+    return this.redis.status === 'ready' && this.answering.answers(Date.now())
   }
 
   health(): RedisHealth {
     const backlog = this.waiting()
+    const connected = this.connected
     return {
       url: redactedUrl(this.options.url),
-      connected: this.connected,
+      connected,
+      unanswered_ms: connected ? null : this.answering.silentFor(Date.now()),
+      prefix: this.prefix,
+      prefix_taken_by: this.claim.takenBy,
       waiting: backlog.waiting,
       oldest_wait_ms: backlog.oldest_at === null ? null : Math.max(0, this.options.engine.now() - backlog.oldest_at),
     }
+  }
+
+  /**
+   * Refreshes the claim on the prefix, which tells whether Redis answers: one command a second,
+   * whatever the traffic, and none while one waits for its answer.
+   */
+  private probe(): void {
+    if (this.stopped || this.probing || this.redis.status !== 'ready') return
+    this.probing = true
+    this.answering.sent(Date.now())
+    // Once another host holds the prefix, a bare PING: the claim is not asked for again.
+    const asked = this.claim.state === 'taken' ? this.redis.ping() : this.claim.renew(this.redis)
+    asked.then(
+      () => {
+        const wasAnswering = this.connected
+        this.probing = false
+        this.answering.answered(Date.now())
+        this.tellHealth()
+        if (this.sayConnected && this.claim.state === 'held') {
+          this.sayConnected = false
+          this.limiter.line('redis ready', `leasehold: Redis at ${redactedUrl(this.options.url)} connected`)
+        }
+        // Back from silence: a pass that failed meanwhile left a reconciliation due.
+        if (!wasAnswering || this.reconcileDue) this.kick()
+        this.answered()
+      },
+      (error: Error) => {
+        this.probing = false
+        if (error instanceof ReplyError) {
+          // An answer, if a refusal (the claim's key of another type): Redis answers, and nothing is relayed until the claim is made.
+          this.answering.answered(Date.now())
+          this.limiter.line('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} refused the claim on the prefix ${this.prefix} (${error.message}); messages wait in the outbox`)
+          return
+        }
+        // Still unanswered since the first refresh that was not: the next one is judged from it.
+        this.limiter.line('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} did not answer (${error.message}); messages wait in the outbox`)
+      },
+    )
+  }
+
+  /** Another host was found on the prefix: nothing more is sent, and what is held goes (the outbox keeps it). */
+  private claimChanged(): void {
+    if (this.claim.state === 'held' && !this.claim.checked) {
+      this.limiter.line('redis prefix unchecked', `leasehold: the Redis user may not run GET and SET on ${this.prefix}host, so this host cannot tell whether another uses its prefix (docs/redis.md lists what to allow)`)
+    }
+    if (this.claim.state !== 'taken') return
+    this.letGo()
+    if (!this.starting) this.limiter.line('redis prefix taken', `leasehold: Redis is no longer used: ${prefixTakenMessage(this.prefix, this.options.url, this.claim.takenBy ?? '')}, then restart this host`)
+    this.tellHealth()
   }
 
   /**
@@ -223,19 +328,20 @@ export class RedisRelay {
     return () => this.healthListeners.delete(listener)
   }
 
-  /** Tells the listeners the health, when the connection changed or `away` says it is time to. */
+  /** Tells the listeners the health, when the connection or the claim changed, or `away` says it is time to. */
   private tellHealth(away = false): void {
     if (this.stopped || this.healthListeners.size === 0) return
     const connected = this.connected
+    const state = `${connected} ${this.claim.state}`
     const now = this.options.engine.now()
-    if (connected === this.toldConnected && !(away && !connected && now - this.toldAt >= AWAY_REPORT_MS)) return
+    if (state === this.toldState && !(away && !connected && now - this.toldAt >= AWAY_REPORT_MS)) return
     let health: RedisHealth
     try {
       health = this.health()
     } catch {
       return // the database is closing
     }
-    this.toldConnected = connected
+    this.toldState = state
     this.toldAt = now
     for (const listener of this.healthListeners) listener(health)
   }
@@ -263,6 +369,9 @@ export class RedisRelay {
     clearInterval(this.timer)
     let grace: NodeJS.Timeout | undefined
     await Promise.race([this.idle(), new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))])
+    clearTimeout(grace)
+    // Left free for the next host at once; a Redis that does not answer keeps it until it expires.
+    await Promise.race([this.claim.release(this.redis).catch(() => {}), new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))])
     clearTimeout(grace)
     this.redis.disconnect()
   }
@@ -299,8 +408,9 @@ export class RedisRelay {
   }
 
   private checkStuck(): void {
+    this.probe()
     this.tellHealth(true)
-    if (!this.connected) return
+    if (!this.connected || this.claim.state !== 'held') return
     const now = this.options.engine.now()
     if (now - this.lastSweepAt >= SWEEP_INTERVAL_MS) {
       this.lastSweepAt = now
@@ -323,7 +433,7 @@ export class RedisRelay {
 
   /** One pass (see the module's comment); a failure lets go of what is held, for the reconciliation to settle. */
   private async pass(): Promise<void> {
-    if (!this.connected || this.stopped) return
+    if (!this.connected || this.stopped || this.claim.state !== 'held') return
     try {
       if (this.reconcileDue) {
         // Cleared first: what commits while it runs is held as usual and sent by the next pass.

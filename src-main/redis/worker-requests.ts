@@ -4,6 +4,7 @@ import { tokensMatch } from '../http/guard'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
+import type { PrefixClaim } from './prefix-claim'
 import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
@@ -96,6 +97,8 @@ export interface RedisWorkerRequestsOptions {
   scopeOf: (token: string) => 'host' | 'worker' | null
   /** The largest request body the host takes (`--body-limit`), as over HTTP: a larger one is refused 413. */
   bodyLimitBytes: number
+  /** The host's claim on its prefix (the relay's): requests are read only while it holds it. */
+  claim: PrefixClaim
   log: (line: string) => void
 }
 
@@ -164,6 +167,8 @@ export class RedisWorkerRequests {
     const { signal } = this.stopping
     while (!signal.aborted) {
       try {
+        // Another host on the prefix would read the same group as the same consumer: none is read until the prefix is this host's.
+        await this.options.claim.whenHeld(signal)
         if (!groupMade) {
           await untilAborted(this.reader.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM'), signal).catch((error: Error) => {
             if (!/BUSYGROUP/.test(error.message)) throw error

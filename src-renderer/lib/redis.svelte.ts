@@ -24,9 +24,23 @@ export class RedisState {
     return this.current !== null && !this.current.connected
   }
 
+  /** Another host uses this host's prefix, which then no longer uses Redis: who, as it names itself; null otherwise. */
+  get prefixTakenBy(): string | null {
+    return this.current?.prefix_taken_by ?? null
+  }
+
   /** How long the oldest waiting message has waited at the host's `now`; null when none waits. */
   oldestWaitMs(now: number): number | null {
-    const waited = this.current?.oldest_wait_ms ?? null
-    return waited === null ? null : waited + Math.max(0, now - this.toldAt)
+    return this.grown(this.current?.oldest_wait_ms ?? null, now)
+  }
+
+  /** How long Redis has not answered at the host's `now`; null while it answers. */
+  unansweredMs(now: number): number | null {
+    return this.grown(this.current?.unanswered_ms ?? null, now)
+  }
+
+  /** A duration the host told, grown by the time since it told it. */
+  private grown(toldMs: number | null, now: number): number | null {
+    return toldMs === null ? null : toldMs + Math.max(0, now - this.toldAt)
   }
 }

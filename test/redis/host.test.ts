@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { parseServeArgs } from '../../src-main/config'
-import { AWAY_REPORT_MS } from '../../src-main/redis/relay'
+import type { RedisHealth } from '../../src-main/http/views/system'
+import { AWAY_REPORT_MS, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync, startServe } from '../helpers/process'
 import { SseReader } from '../helpers/sse'
@@ -67,11 +68,42 @@ describe('leasehold serve --redis', () => {
     for (let i = 0; i < 3; i++) await submitJob(host)
     expect(await (await host.call('/api/health')).json()).toMatchObject({ ok: true, redis: { connected: false, waiting: 3, url: server.url } })
     const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
-    expect(status.stdout).toMatch(/^redis {5}NOT connected \(redis:\/\/127\.0\.0\.1:\d+\/0\): jobs still run; 3 messages wait in the outbox/m)
+    expect(status.stdout).toMatch(/^redis {5}NOT connected \(redis:\/\/127\.0\.0\.1:\d+\/0, no answer for \d+ s\): jobs still run; 3 messages wait in the outbox/m)
     await server.restart()
     await until(async () => (await entries()).length === 3, 10_000, 'published once Redis is back')
     expect(await (await host.call('/api/health')).json()).toMatchObject({ redis: { connected: true, waiting: 0, oldest_wait_ms: null } })
   })
+
+  test('a Redis that stops answering with its connection open (SIGSTOP) reads not connected within a few seconds, with how long, in /api/health, leasehold status and the event stream; connected again once it answers', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const health = async () => ((await (await host!.call('/api/health')).json()) as { redis: RedisHealth }).redis
+    await until(async () => (await health()).connected, 5000, 'connected')
+    const stream = new SseReader(await host.call('/api/events/stream'))
+    const frames = () => stream.messages.filter((m) => m.event === 'redis').map((m) => JSON.parse(m.data!) as RedisHealth)
+    process.kill(server.pid!, 'SIGSTOP')
+    try {
+      const stoppedAt = Date.now()
+      const silent = await until(async () => {
+        const h = await health()
+        return h.connected ? null : h
+      }, UNANSWERED_AFTER_MS + 3000, 'seen silent')
+      expect(Date.now() - stoppedAt).toBeLessThan(UNANSWERED_AFTER_MS + 2500)
+      expect(silent.unanswered_ms).toBeGreaterThanOrEqual(UNANSWERED_AFTER_MS - 1000)
+      await stream.until(() => frames().some((h) => !h.connected))
+      await submitJob(host)
+      const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+      expect(status.stdout).toMatch(/^redis {5}NOT connected \(redis:\/\/127\.0\.0\.1:\d+\/0, no answer for \d+ s\): jobs still run; 1 message waits in the outbox/m)
+    } finally {
+      process.kill(server.pid!, 'SIGCONT')
+    }
+    try {
+      await stream.until(() => frames().at(-1)!.connected, 5000)
+      await until(async () => (await entries()).length === 1, 5000, 'published once Redis answers')
+      expect(await health()).toMatchObject({ connected: true, unanswered_ms: null, waiting: 0 })
+    } finally {
+      await stream.close()
+    }
+  }, 30_000)
 
   test('the event stream says what Redis is: first, when it is lost (again every 5 s with the messages waiting) and when it is back; without --redis it says nothing', async () => {
     host = await startTestHost({ redisUrl: server.url })
@@ -80,7 +112,7 @@ describe('leasehold serve --redis', () => {
     const told = () => stream.messages.filter((m) => m.event === 'redis').map((m) => JSON.parse(m.data!) as { connected: boolean; waiting: number; url: string })
     try {
       await stream.until(() => told().length >= 1)
-      expect(told()[0]).toEqual({ url: server.url, connected: true, waiting: 0, oldest_wait_ms: null })
+      expect(told()[0]).toEqual({ url: server.url, connected: true, unanswered_ms: null, prefix: 'leasehold:', prefix_taken_by: null, waiting: 0, oldest_wait_ms: null })
       expect(stream.messages[0]!.id).toBeUndefined() // not an event of the log: a resume goes on after the last logged one
 
       await server.kill()

@@ -29,8 +29,8 @@ function relayFor(engine: Engine, options: { stuckAfterMs?: number; departedAfte
 
 async function started(engine: Engine, options: { departedAfterMs?: number } = {}): Promise<RedisRelay> {
   const relay = relayFor(engine, options)
-  relay.start()
-  await until(() => relay.connected, 5000, 'relay connected')
+  await relay.start()
+  await until(() => relay.connected && relay.claim.state === 'held', 5000, 'relay connected')
   await relay.idle()
   return relay
 }

@@ -10,7 +10,7 @@ import RedisBanner from '../../src-renderer/components/RedisBanner.svelte'
 import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
 import WorkersView from '../../src-renderer/components/WorkersView.svelte'
-import { ApiClient, type Blocker } from '../../src-renderer/lib/api'
+import { ApiClient, type Blocker, type RedisHealth } from '../../src-renderer/lib/api'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
@@ -389,23 +389,47 @@ test('the storage panel shows the database size (file + WAL) and how long finish
   expect(text(el.querySelector('[data-testid="storage-note"]'))).toContain('Finished jobs are never deleted (--retain-days 0).')
 })
 
-test('a Redis that does not answer is shown with the messages waiting for it and how long the oldest has; nothing shows while it answers', () => {
+/** A `redis` frame: Redis answers, nothing waits, unless `over` says otherwise. */
+const redisHealth = (over: Partial<RedisHealth> = {}): RedisHealth => ({
+  url: 'redis://127.0.0.1:6379/0',
+  connected: true,
+  unanswered_ms: null,
+  prefix: 'leasehold:',
+  prefix_taken_by: null,
+  waiting: 0,
+  oldest_wait_ms: null,
+  ...over,
+})
+
+test('a Redis that does not answer is shown with how long it has not, the messages waiting for it and how long the oldest has; nothing shows while it answers', () => {
   const redis = new RedisState(() => T0)
   const el = render(RedisBanner, { redis, now: T0 })
   const banner = () => el.querySelector('[data-testid="redis-away"]')
   expect(banner()).toBeNull() // no Redis
-  redis.hear({ url: 'redis://127.0.0.1:6379/0', connected: true, waiting: 0, oldest_wait_ms: null })
+  redis.hear(redisHealth())
   flushSync()
   expect(banner()).toBeNull()
-  redis.hear({ url: 'redis://127.0.0.1:6379/0', connected: false, waiting: 0, oldest_wait_ms: null })
+  redis.hear(redisHealth({ connected: false }))
   flushSync()
   expect(text(banner())).toBe(
     'Redis at redis://127.0.0.1:6379/0 does not answer. Jobs still run on this machine and nothing is lost; workers that reach the host only through Redis wait until it is back.',
   )
-  redis.hear({ url: 'redis://127.0.0.1:6379/0', connected: false, waiting: 1204, oldest_wait_ms: 65 * SECOND })
+  redis.hear(redisHealth({ connected: false, unanswered_ms: 8 * SECOND, waiting: 1204, oldest_wait_ms: 65 * SECOND }))
   flushSync()
-  expect(text(banner())).toContain('does not answer. 1,204 messages wait to be published, the oldest for 1 min 5 s. Jobs still run')
+  expect(text(banner())).toContain('does not answer (for 8 s). 1,204 messages wait to be published, the oldest for 1 min 5 s. Jobs still run')
   expect(banner()!.getAttribute('role')).toBe('alert')
+})
+
+test('a host that found another on its Redis prefix says so, names it and how to part them, though Redis answers', () => {
+  const redis = new RedisState(() => T0)
+  const el = render(RedisBanner, { redis, now: T0 })
+  redis.hear(redisHealth({ prefix_taken_by: 'pid 42 on box, data dir /srv/a', waiting: 2, oldest_wait_ms: 5 * SECOND }))
+  flushSync()
+  expect(text(el.querySelector('[data-testid="redis-away"]'))).toBe(
+    'Redis at redis://127.0.0.1:6379/0 is no longer used: another Leasehold host (pid 42 on box, data dir /srv/a) uses the prefix leasehold:. ' +
+      'Give one of them another --redis-prefix and restart it. 2 messages wait to be published, the oldest for 5 s. ' +
+      'Jobs still run on this machine; workers that reach the host only through Redis get no answer.',
+  )
 })
 
 test('a host read-only on a full disk is shown as such, and asked again until it takes writes', async () => {

@@ -13,7 +13,13 @@ import { QueueEvent, queueEvent } from './queue'
 export const RedisHealth = z
   .object({
     url: z.string().meta({ description: 'The Redis URL, its password hidden' }),
-    connected: z.boolean(),
+    connected: z.boolean().meta({ description: 'Whether Redis answers: connected, and its answer to the check made every second came within 3 s' }),
+    unanswered_ms: z.number().int().nullable().meta({ description: 'While it is not connected, how long since Redis last answered (or since the host started, if it never has); null while it answers' }),
+    prefix: z.string().meta({ description: 'The prefix of every key the host writes (--redis-prefix)' }),
+    prefix_taken_by: z
+      .string()
+      .nullable()
+      .meta({ description: 'Another host found using this prefix (as it names itself); the host then no longer uses Redis until it is restarted. Null while the prefix is its own' }),
     waiting: z.number().int().meta({ description: 'Messages committed and not yet in Redis (the outbox); they are published once it answers' }),
     oldest_wait_ms: z.number().int().nullable().meta({ description: 'How long the oldest of them has waited; null when none waits' }),
   })

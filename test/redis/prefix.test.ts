@@ -1,0 +1,163 @@
+import type { ChildProcess } from 'node:child_process'
+import type { Redis } from 'ioredis'
+import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { CLAIM_TTL_MS } from '../../src-main/redis/prefix-claim'
+import type { RedisHealth } from '../../src-main/http/views/system'
+import { prefixClaimKey, requestStream } from '../../src-shared/redis-streams'
+import { startTestHost, type TestHost, tempDir } from '../helpers/host'
+import { runCliAsync, type ServeProcess, startServe } from '../helpers/process'
+import { SseReader } from '../helpers/sse'
+import { until } from '../helpers/until'
+import { type TestRedis, useTestRedis } from './redis-server'
+
+const redis = useTestRedis()
+let server: TestRedis
+let admin: Redis
+const hosts: TestHost[] = []
+const processes: ServeProcess[] = []
+beforeAll(() => ({ server, admin } = redis.get()))
+afterEach(async () => {
+  for (const host of hosts.splice(0)) await host.dispose()
+  for (const serve of processes.splice(0)) {
+    if (serve.child.exitCode === null && serve.child.signalCode === null) serve.child.kill('SIGKILL')
+    await serve.exited
+  }
+  await admin.flushall()
+})
+
+async function hostOn(prefix = 'leasehold:', dataDir = tempDir()): Promise<TestHost> {
+  const host = await startTestHost({ redisUrl: server.url, redisPrefix: prefix, dataDir })
+  hosts.push(host)
+  return host
+}
+
+const redisHealth = async (host: TestHost) => ((await (await host.call('/api/health')).json()) as { redis: RedisHealth }).redis
+
+/** `leasehold serve` on a data dir of its own and `server`: how it ended (killed if it still runs after 15 s: it started). */
+async function serveToEnd(): Promise<{ status: number | null; stderr: string }> {
+  let child!: ChildProcess
+  const run = runCliAsync(['serve', '--data-dir', tempDir(), '--port', '0', '--workers', '0', '--busy', '0', '--redis', server.url], {}, (c) => (child = c))
+  const started = setTimeout(() => child.kill('SIGTERM'), 15_000)
+  const { status, stderr } = await run
+  clearTimeout(started)
+  return { status, stderr }
+}
+
+/** The commands Redis runs from now on whose client is none of those connected now (a script's own commands excepted), until `stop`. */
+async function newClientsCommands(): Promise<{ commands: string[][]; stop(): void }> {
+  const known = new Set([...((await admin.client('LIST')) as string).matchAll(/ addr=(\S+)/g)].map((m) => m[1]!))
+  const monitor = await admin.monitor()
+  const commands: string[][] = []
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (!known.has(source) && source !== 'lua') commands.push(args)
+  })
+  return { commands, stop: () => monitor.disconnect() }
+}
+
+describe('one host per Redis prefix', () => {
+  test('a second host on the prefix of a running one refuses to start with one line naming the prefix and --redis-prefix, exits 1 and touches none of its keys; on a prefix of its own it starts', async () => {
+    const first = await hostOn()
+    await until(async () => (await redisHealth(first)).connected, 5000, 'the first host connected')
+    const watch = await newClientsCommands()
+    let refused
+    try {
+      refused = await serveToEnd()
+    } finally {
+      watch.stop()
+    }
+    expect(refused.status).toBe(1)
+    expect(refused.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^leasehold: could not start: another Leasehold host \\(pid ${process.pid} on .+, data dir ${first.dataDir}\\) uses the Redis prefix "leasehold:" on redis://127\\.0\\.0\\.1:${server.port}/0; ` +
+            'each host needs a prefix of its own: give this one another with --redis-prefix$',
+        ),
+      ),
+    ])
+    // It asked who holds the prefix, and nothing of the streams.
+    expect(watch.commands.map(([name]) => name!.toLowerCase()).filter((name) => name.startsWith('x') || name === 'del')).toEqual([])
+    expect(watch.commands.some(([name]) => name!.toLowerCase() === 'eval')).toBe(true)
+    expect((await redisHealth(first)).prefix_taken_by).toBeNull()
+
+    const own = await startServe(['--data-dir', tempDir(), '--port', '0', '--redis', server.url, '--redis-prefix', 'second:']) // would throw if refused
+    processes.push(own)
+  }, 40_000)
+
+  test('a host stopped leaves its prefix free at once; one killed keeps it from other hosts until its claim expires, and takes it back at once when restarted on its data dir', async () => {
+    const dataDir = tempDir()
+    const args = ['--data-dir', dataDir, '--port', '0', '--redis', server.url]
+    const stopped = await startServe(args)
+    processes.push(stopped)
+    await until(async () => (await admin.get(prefixClaimKey('leasehold:'))) !== null, 5000, 'the prefix claimed')
+    stopped.child.kill('SIGTERM')
+    await stopped.exited
+    expect(await admin.get(prefixClaimKey('leasehold:'))).toBeNull()
+    const next = await hostOn()
+    await next.dispose()
+    hosts.splice(0)
+
+    const killed = await startServe(args)
+    processes.push(killed)
+    await until(async () => (await admin.get(prefixClaimKey('leasehold:'))) !== null, 5000, 'the prefix claimed')
+    killed.child.kill('SIGKILL')
+    await killed.exited
+    await expect(hostOn()).rejects.toThrow(`data dir ${dataDir}) uses the Redis prefix "leasehold:"`)
+    const left = await admin.pttl(prefixClaimKey('leasehold:'))
+    expect(left).toBeGreaterThan(0)
+    expect(left).toBeLessThanOrEqual(CLAIM_TTL_MS)
+
+    const restarted = await startServe(args) // would throw if refused
+    processes.push(restarted)
+  }, 40_000)
+
+  test('a host whose Redis user may not run GET and SET says once in its log that it cannot check its prefix, and relays as before', async () => {
+    await admin.call('ACL', 'SETUSER', 'older', 'on', '>secret', '~leasehold:*', '&*', '+@stream', '+del', '+scan', '+multi', '+exec', '+eval', '+ping', '+info', '+client')
+    const lines: string[] = []
+    try {
+      const host = await startTestHost({ redisUrl: server.url.replace('redis://', 'redis://older:secret@') }, { log: (line) => lines.push(line) })
+      hosts.push(host)
+      const job = host.engine.submit({ job_type: 'test', cost_units: 1 }).job
+      await until(async () => (await admin.xrange('leasehold:q:default', '-', '+')).some(([, fields]) => fields[1] === job.id), 5000, 'published')
+      expect(lines.filter((line) => line.includes('cannot tell whether another uses its prefix'))).toHaveLength(1)
+      expect(await admin.get(prefixClaimKey('leasehold:'))).toBeNull()
+    } finally {
+      await admin.call('ACL', 'DELUSER', 'older')
+    }
+  })
+
+  test('a running host whose prefix another host claimed stops using Redis, says so in /api/health, the event stream and leasehold status, and does not fight for it', async () => {
+    const host = await hostOn()
+    await until(async () => (await redisHealth(host)).connected, 5000, 'connected')
+    const stream = new SseReader(await host.call('/api/events/stream'))
+    try {
+      const intruder = 'f00d pid 7 on elsewhere, data dir /srv/other'
+      await admin.set(prefixClaimKey('leasehold:'), intruder, 'PX', 60_000)
+      const health = await until(async () => {
+        const h = await redisHealth(host)
+        return h.prefix_taken_by ? h : null
+      }, 5000, 'the other host seen')
+      expect(health).toMatchObject({ connected: true, prefix: 'leasehold:', prefix_taken_by: 'pid 7 on elsewhere, data dir /srv/other' })
+      await stream.until((frames) => frames.some((f) => f.event === 'redis' && JSON.parse(f.data!).prefix_taken_by !== null))
+
+      // Nothing more is written: a job's message waits in the outbox, a worker's request is not read.
+      const job = host.engine.submit({ job_type: 'test', cost_units: 1 }).job
+      await new Promise((resolve) => setTimeout(resolve, 1500)) // the read of the requests in progress when it saw the claim ends
+      await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', 'w1', 'token', host.token, 'body', JSON.stringify({ type: 'request', id: 1, method: 'exchange', params: { worker_id: 'w1' } }))
+      await new Promise((resolve) => setTimeout(resolve, 1500)) // a check of the host's, and a read of the requests if it made one
+      expect(await admin.keys('leasehold:q:*')).toEqual([])
+      expect(await admin.xlen(requestStream('leasehold:'))).toBe(1)
+      expect((await admin.xpending(requestStream('leasehold:'), 'leasehold'))[0]).toBe(0)
+      expect(await admin.get(prefixClaimKey('leasehold:'))).toBe(intruder)
+      expect(await redisHealth(host)).toMatchObject({ waiting: 1, prefix_taken_by: 'pid 7 on elsewhere, data dir /srv/other' })
+      expect(host.engine.getJob(job.id).state).toBe('QUEUED')
+
+      const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+      expect(status.stdout).toContain(
+        `redis     NOT USED: another Leasehold host (pid 7 on elsewhere, data dir /srv/other) uses the Redis prefix "leasehold:" on ${server.url}; ` +
+          'each host needs a prefix of its own: give this one another with --redis-prefix, then restart it; jobs still run; 1 message waits in the outbox',
+      )
+    } finally {
+      await stream.close()
+    }
+  }, 20_000)
+})
