@@ -106,7 +106,8 @@ export class RedisTransport implements WorkerTransport {
     const channel = this.channel ? ['channel', this.channel] : []
     this.ready
       .then(() =>
-        this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'reader', this.readerName, 'body', JSON.stringify({ type: 'request', id, method, params })),
+        // The id in a field of its own too: a host refuses a body too large (or a token it does not know) without parsing the body.
+        this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'reader', this.readerName, 'id', String(id), 'body', JSON.stringify({ type: 'request', id, method, params })),
       )
       .catch((error: Error) => this.settle(id, (call) => call.reject(error)))
     const response = await answered

@@ -53,6 +53,30 @@ function claimWaitOf(request: IpcRequest): number | null {
 /** Whether answering the request may wait: a claim that waits for work, or a wait for a file's retry. */
 const mayWait = (request: IpcRequest): boolean => request.method === 'waitFileRetry' || (claimWaitOf(request) ?? 0) > 0
 
+type RequestRefusal = NonNullable<IpcResponse['error']>
+const UNAUTHORIZED: RequestRefusal = { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' }
+const tooLarge = (limit: number): RequestRefusal => ({ status: 413, code: 'payload_too_large', detail: `The body is larger than ${limit} bytes` })
+
+/** How every worker's body opens (JSON.stringify of `{type, id, method, params}`), up to its id. */
+const REQUEST_OPENING = /^\{"type":"request","id":(-?\d{1,15})[,}]/
+
+/**
+ * The id of the request in a worker's entry, read without parsing its body: the entry's `id`
+ * field, or, from a worker that sends none, the body's opening; null when neither names one.
+ */
+export function requestIdOf(idField: string | undefined, body: string): number | null {
+  const named = idField ?? REQUEST_OPENING.exec(body.slice(0, 64))?.[1]
+  return named !== undefined && /^-?\d{1,15}$/.test(named) ? Number(named) : null
+}
+
+function parsedRequest(body: string): IpcRequest | null {
+  try {
+    return IpcRequest.parse(JSON.parse(body))
+  } catch {
+    return null
+  }
+}
+
 /** Answers a worker's reply stream keeps at most (MAXLEN ~): a worker reads each as it comes. */
 const REPLIES_KEPT = 1_000
 const READ_BLOCK_MS = 1_000
@@ -209,42 +233,9 @@ export class RedisWorkerRequests {
   private async answer(stream: string, entryId: string, fields: string[]): Promise<void> {
     const field = (name: string) => entryField(fields, name)
     const workerId = field('worker_id')
-    const token = field('token') ?? ''
     // A channel the worker names, if well formed, else its own reply stream.
     const channel = REPLY_CHANNEL.test(field('channel') ?? '') ? field('channel') : undefined
-    const body = field('body') ?? ''
-    let request: IpcRequest | null = null
-    try {
-      request = IpcRequest.parse(JSON.parse(body))
-    } catch {
-      request = null
-    }
-    let response: IpcResponse | null = null
-    if (workerId && request) {
-      const scope = this.options.scopeOf(token)
-      if (scope === null) {
-        // Refused before anything runs: a forged exchange changes nothing.
-        response = { type: 'response', id: request.id, error: { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' } }
-      } else if (Buffer.byteLength(body) > this.options.bodyLimitBytes) {
-        // As the worker API refuses it over HTTP: the worker sends its reports again smaller, or fails a result too large on its own.
-        const limit = this.options.bodyLimitBytes
-        response = { type: 'response', id: request.id, error: { status: 413, code: 'payload_too_large', detail: `The body is larger than ${limit} bytes` } }
-      } else {
-        this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
-        const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
-        const checked = withoutStaleClaim(request, ageMs)
-        if (checked.stale) {
-          this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
-        }
-        const reader = field('reader')
-        const watch = reader !== undefined && READER_NAME.test(reader) && mayWait(checked.request) ? this.watchReader(reader) : null
-        try {
-          response = await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker' }, checked.request, watch?.signal ?? this.stopping.signal)
-        } finally {
-          watch?.done()
-        }
-      }
-    }
+    const response = workerId ? await this.respond(workerId, entryId, field) : null
     try {
       if (response && workerId) {
         await this.writer.xadd(replyStream(this.options.prefix, workerId, channel), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
@@ -260,6 +251,36 @@ export class RedisWorkerRequests {
     }
     this.answered.push(entryId)
     await (this.acknowledging ??= this.acknowledge(stream))
+  }
+
+  /** The answer to worker `workerId`'s request; null when it cannot be answered (no request, or no id, can be read from it). */
+  private async respond(workerId: string, entryId: string, field: (name: string) => string | undefined): Promise<IpcResponse | null> {
+    const body = field('body') ?? ''
+    const scope = this.options.scopeOf(field('token') ?? '')
+    // Refused before the body is parsed (a parse costs as much as the body is large), under the id
+    // the entry names: a forged exchange changes nothing, and a body larger than --body-limit is
+    // refused as the worker API refuses it over HTTP (the worker sends its reports again smaller,
+    // or fails a result too large on its own).
+    const refusal = scope === null ? UNAUTHORIZED : Buffer.byteLength(body) > this.options.bodyLimitBytes ? tooLarge(this.options.bodyLimitBytes) : null
+    if (refusal) {
+      const id = requestIdOf(field('id'), body)
+      return id === null ? null : { type: 'response', id, error: refusal }
+    }
+    const request = parsedRequest(body)
+    if (!request) return null
+    this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
+    const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
+    const checked = withoutStaleClaim(request, ageMs)
+    if (checked.stale) {
+      this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
+    }
+    const reader = field('reader')
+    const watch = reader !== undefined && READER_NAME.test(reader) && mayWait(checked.request) ? this.watchReader(reader) : null
+    try {
+      return await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker' }, checked.request, watch?.signal ?? this.stopping.signal)
+    } finally {
+      watch?.done()
+    }
   }
 
   /**

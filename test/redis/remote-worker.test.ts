@@ -157,6 +157,25 @@ describe('remote workers over Redis only', () => {
     expect(host.engine.attempts(job.id)[0]!.error).toMatchObject({ code: 'result_too_large' })
   })
 
+  test('a request larger than --body-limit is refused 413 from its size, its body never parsed: answered under the id its entry names, or the id its body opens with', async () => {
+    host = await startTestHost({ redisUrl: server.url, bodyLimitBytes: 1024 })
+    const replies = replyStream('leasehold:', 'w1')
+    const send = (...fields: string[]) => admin.xadd(requestStream('leasehold:'), '*', 'worker_id', 'w1', 'token', host!.token, ...fields)
+    const answerTo = (id: number) => until(async () => (await answersOn(replies)).find((a) => a.id === id) ?? null, 5000, `the answer to ${id}`)
+    // Bodies that are not even JSON past their opening: a host that parsed them could not answer.
+    await send('id', '5', 'body', 'x'.repeat(5000))
+    expect(await answerTo(5)).toMatchObject({ error: { status: 413, code: 'payload_too_large', detail: 'The body is larger than 1024 bytes' } })
+    await send('body', `{"type":"request","id":6,"method":"exchange","params":{"worker_id":"w1","pad":"${'x'.repeat(5000)}`)
+    expect(await answerTo(6)).toMatchObject({ error: { status: 413, code: 'payload_too_large' } })
+    await until(async () => (await admin.xlen(requestStream('leasehold:'))) === 0, 5000, 'both acknowledged and deleted')
+  })
+
+  test('a remote worker names each request\'s id in a field of its own, beside its body', async () => {
+    remoteWorker('lonely', 'a-token-no-host-checks') // no host: its first request stays in the stream
+    const [, fields] = await until(async () => (await admin.xrange(requestStream('leasehold:'), '-', '+'))[0], 20_000, 'a request sent')
+    expect(entryField(fields, 'id')).toBe(String((JSON.parse(entryField(fields, 'body')!) as { id: number }).id))
+  })
+
   test('a host whose Redis user may not list clients says so once, and its remote workers run their jobs as before', async () => {
     await admin.call('ACL', 'SETUSER', 'no-client-list', 'on', '>secret', '~*', '&*', '+@all', '-client|list')
     try {
