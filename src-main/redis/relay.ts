@@ -362,16 +362,19 @@ export class RedisRelay {
     while (this.running) await this.running
   }
 
-  /** Stops: the pass in progress ends (or is left after {@link STOP_GRACE_MS}), and the connection closes (what waits stays in the outbox). */
+  /**
+   * Stops: the pass in progress ends and the prefix's claim is deleted (or they are left after
+   * {@link STOP_GRACE_MS}), and the connection closes (what waits stays in the outbox).
+   */
   async stop(): Promise<void> {
     this.stopped = true
     this.unsubscribe()
     clearInterval(this.timer)
     let grace: NodeJS.Timeout | undefined
-    await Promise.race([this.idle(), new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))])
-    clearTimeout(grace)
-    // Left free for the next host at once; a Redis that does not answer keeps it until it expires.
-    await Promise.race([this.claim.release(this.redis).catch(() => {}), new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))])
+    const graceOver = new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))
+    await Promise.race([this.idle(), graceOver])
+    // The prefix left free for the next host at once, within the same grace; a Redis that does not answer keeps it until it expires.
+    await Promise.race([this.claim.release(this.redis).catch(() => {}), graceOver])
     clearTimeout(grace)
     this.redis.disconnect()
   }
