@@ -193,7 +193,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     capacity: { total_units: 100, busy_rating: null },
   })
   // Redis carries the queues' streams beside SQLite (docs/redis.md): a Redis that is down delays
-  // nothing but the relay. It writes (the outbox), so it starts with the other writers.
+  // nothing but the relay. It starts before the writers, on a read-only start too: it only reads
+  // the database (the outbox), and a second host on its prefix is refused before anything runs.
   const relay = config.redisUrl ? new RedisRelay({ engine, url: config.redisUrl, prefix: config.redisPrefix, log, identity: ownIdentity(engine, config.dataDir) }) : null
   undo.push(() => relay?.stop())
   // Before anything reads or writes the prefix's keys: a second host on it stops here (redis/prefix-claim.ts).
