@@ -1648,7 +1648,12 @@ export interface components {
             /** @enum {string} */
             overlap: "allow" | "skip";
             enabled: boolean;
-            /** @description the earliest firing not yet handled; null while disabled */
+            /**
+             * @description whether it fires: enabled (at next_fire_at); paused (enabled false); finished (enabled, but its cron has no firing left); stopped (enabled, but this host can no longer read its cron or timezone: it fires again once they are edited)
+             * @enum {string}
+             */
+            state: "enabled" | "paused" | "finished" | "stopped";
+            /** @description the earliest firing not yet handled; null while paused, finished or stopped */
             next_fire_at: components["schemas"]["Timestamp"] | null;
             /** @description the next three firings, next_fire_at first */
             next_fire_times: components["schemas"]["Timestamp"][];

@@ -12,8 +12,9 @@ Recurring schedules: a cron expression in a time zone, and the job each firing s
 missed while the host was down are caught up with one run, the latest.
 
   add NAME --cron EXPR --type TYPE [flags]   create a schedule
-  list                                       every schedule: state (enabled or paused), overlap,
-                                             next firing, last run
+  list                                       every schedule: state (enabled, paused, finished:
+                                             no firing left, or stopped: its cron can no longer
+                                             be read here), overlap, next firing, last run
   pause NAME                                 stop it firing (enabled false)
   resume NAME                                fire again, from its first firing after now
   rm NAME                                    delete it (the jobs it made stay)
@@ -111,7 +112,7 @@ async function run(action: Action, name: string, body: CreateBody | undefined, t
     else if (schedules.length === 0) console.log('no schedules')
     else {
       // One column per fact: whether it fires, and what it does with a firing that overlaps.
-      const rows = schedules.map((s) => [s.name, s.cron, s.timezone, s.enabled ? 'enabled' : 'paused', s.overlap, s.next_fire_at ?? '-', lastRunText(s)])
+      const rows = schedules.map((s) => [s.name, s.cron, s.timezone, s.state, s.overlap, s.next_fire_at ?? '-', lastRunText(s)])
       console.log(table(['NAME', 'CRON', 'ZONE', 'STATE', 'OVERLAP', 'NEXT', 'LAST RUN'], rows))
     }
     return 0
@@ -126,6 +127,20 @@ async function run(action: Action, name: string, body: CreateBody | undefined, t
   if (json) console.log(JSON.stringify(answer, null, 2))
   else if (action === 'rm') console.log(`removed ${schedule.name}`)
   else if (action === 'pause') console.log(`paused ${schedule.name}`)
-  else console.log(`${action === 'add' ? 'added' : 'resumed'} ${schedule.name}; next firing ${schedule.next_fire_at ?? 'none (paused)'}`)
+  else console.log(`${action === 'add' ? 'added' : 'resumed'} ${schedule.name}; ${firingWords(schedule)}`)
   return 0
+}
+
+/** When a schedule fires next, or why it does not. */
+function firingWords(schedule: Pick<components['schemas']['Schedule'], 'state' | 'next_fire_at'>): string {
+  switch (schedule.state) {
+    case 'enabled':
+      return `next firing ${schedule.next_fire_at}`
+    case 'paused':
+      return 'it does not fire while paused'
+    case 'finished':
+      return 'it fires no more: its cron has no firing left (edit its cron, or remove it)'
+    case 'stopped':
+      return 'it does not fire: this host can no longer read its cron or time zone (edit them)'
+  }
 }

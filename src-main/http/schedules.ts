@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import type { Schedule } from '../engine'
 import { iso } from '../engine/rules/clock'
-import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME } from '../engine/verbs/schedules'
+import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME, SCHEDULE_STATES } from '../engine/verbs/schedules'
 import { SubmitJob } from './queue-api'
 import { type Api, NOT_FOUND, route } from './route'
 import { IsoTime } from './schemas'
@@ -69,7 +69,11 @@ export const ScheduleView = z
     job: JobTemplate,
     overlap: z.enum(OVERLAP_POLICIES),
     enabled: z.boolean(),
-    next_fire_at: IsoTime.nullable().meta({ description: 'the earliest firing not yet handled; null while disabled' }),
+    state: z.enum(SCHEDULE_STATES).meta({
+      description:
+        'whether it fires: enabled (at next_fire_at); paused (enabled false); finished (enabled, but its cron has no firing left); stopped (enabled, but this host can no longer read its cron or timezone: it fires again once they are edited)',
+    }),
+    next_fire_at: IsoTime.nullable().meta({ description: 'the earliest firing not yet handled; null while paused, finished or stopped' }),
     next_fire_times: z.array(IsoTime).meta({ description: 'the next three firings, next_fire_at first' }),
     last_run: ScheduleRunView.nullable(),
     created_at: IsoTime,
@@ -91,6 +95,7 @@ export function scheduleView(schedule: Schedule): ScheduleView {
     job: schedule.job,
     overlap: schedule.overlap,
     enabled: schedule.enabled,
+    state: schedule.state,
     next_fire_at: iso(schedule.next_fire_at),
     next_fire_times: schedule.next_fire_times.map((at) => iso(at)),
     last_run: run && { fire_at: iso(run.fire_at), outcome: run.outcome, reason: run.reason, job_id: run.job_id, job_state: run.job_state && queueState(run.job_state) },

@@ -81,6 +81,17 @@ describe('leasehold schedule', () => {
     expect((await cli(['schedule', 'list'])).stdout.trim()).toBe('no schedules')
   })
 
+  test('a schedule whose cron has no firing left lists as finished, and resume says it fires no more', async () => {
+    await cli(['schedule', 'add', 'once', '--cron', '0 30 20 6 2 * 2026', '--tz', 'UTC', '--type', 'tick']) // 20:30:00 on 6 February 2026
+    clock.set(T0 + 20 * MINUTE)
+    await host.engine.run(() => host.engine.fireDueSchedules())
+    expect(lines((await cli(['schedule', 'list'])).stdout)[1]).toMatch(/^once\s+0 30 20 6 2 \* 2026\s+UTC\s+finished\s+allow\s+-\s+2026-02-06T20:30:00.000Z job/)
+    const resumed = await cli(['schedule', 'resume', 'once'])
+    expect(resumed.status).toBe(0)
+    expect(resumed.stdout.trim()).toBe('resumed once; it fires no more: its cron has no firing left (edit its cron, or remove it)')
+    host.engine.cancel(host.engine.getSchedule('once').last_run!.job_id!)
+  })
+
   test.each([
     [['schedule'], 'schedule needs one of add, list, pause, resume, rm'],
     [['schedule', 'every'], 'unknown schedule command "every"'],

@@ -10,7 +10,7 @@ import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, po
 const S = '/api/schedules'
 const start = clockedHost({ totalUnits: 20 })
 
-const SCHEDULE_KEYS = ['created_at', 'cron', 'enabled', 'id', 'job', 'last_run', 'name', 'next_fire_at', 'next_fire_times', 'overlap', 'timezone', 'updated_at']
+const SCHEDULE_KEYS = ['created_at', 'cron', 'enabled', 'id', 'job', 'last_run', 'name', 'next_fire_at', 'next_fire_times', 'overlap', 'state', 'timezone', 'updated_at']
 
 const nightly = (overrides: Record<string, unknown> = {}) => ({
   name: 'nightly',
@@ -40,6 +40,7 @@ describe('the schedule routes', () => {
       job: { job_type: 'backup', cost_units: 2, payload: { to: '/mnt/b' } },
       overlap: 'skip',
       enabled: true,
+      state: 'enabled',
       next_fire_at: iso(NEXT_2AM),
       next_fire_times: [iso(NEXT_2AM), iso(NEXT_2AM + 24 * HOUR), iso(NEXT_2AM + 48 * HOUR)],
       last_run: null,
@@ -92,7 +93,7 @@ describe('the schedule routes', () => {
     expect(moved.schedule).toMatchObject({ cron: '30 21 * * *', next_fire_at: '2026-02-06T21:30:00.000Z' })
     const zoned = await body(await patch(host, 'nightly', { timezone: 'Asia/Tokyo' }))
     expect(zoned.schedule).toMatchObject({ timezone: 'Asia/Tokyo', next_fire_at: '2026-02-07T12:30:00.000Z' }) // 21:30 JST
-    expect((await body(await patch(host, 'nightly', { enabled: false }))).schedule).toMatchObject({ enabled: false, next_fire_at: null, next_fire_times: [] })
+    expect((await body(await patch(host, 'nightly', { enabled: false }))).schedule).toMatchObject({ enabled: false, state: 'paused', next_fire_at: null, next_fire_times: [] })
     expect((await body(await patch(host, 'nightly', { enabled: true }))).schedule).toMatchObject({ enabled: true, next_fire_at: '2026-02-07T12:30:00.000Z' })
     await expectInvalid(await patch(host, 'nightly', {}), '(body)')
   })

@@ -20,6 +20,7 @@ function schedule(overrides: Partial<Schedule> = {}): Schedule {
     job: { job_type: 'backup', cost_units: 2 },
     overlap: 'allow',
     enabled: true,
+    state: 'enabled',
     next_fire_at: iso(T0 + 2 * HOUR),
     next_fire_times: [iso(T0 + 2 * HOUR), iso(T0 + 26 * HOUR), iso(T0 + 50 * HOUR)],
     last_run: null,
@@ -160,7 +161,7 @@ describe('the Schedules view', () => {
   test('each schedule shows its expression in words, its next runs (the first with the time left) and its last run', async () => {
     const { el } = await view([
       schedule(),
-      schedule({ name: 'off', enabled: false, next_fire_at: null, next_fire_times: [], last_run: { fire_at: iso(T0 - HOUR), outcome: 'SKIPPED', reason: 'overlap: the last run’s job j has not finished', job_id: null, job_state: null } }),
+      schedule({ name: 'off', enabled: false, state: 'paused', next_fire_at: null, next_fire_times: [], last_run: { fire_at: iso(T0 - HOUR), outcome: 'SKIPPED', reason: 'overlap: the last run’s job j has not finished', job_id: null, job_state: null } }),
     ])
     const [nightly, off] = [...el.querySelectorAll('tbody tr')]
     expect(text(nightly!.querySelector('[data-testid="schedule-words"]'))).toBe('At 02:00, every day')
@@ -172,6 +173,14 @@ describe('the Schedules view', () => {
     expect(text(off!.querySelector('[data-testid="schedule-next"]'))).toBe('disabled')
     expect(text(off!.querySelector('[data-testid="schedule-last-run"]'))).toContain('skipped: overlap')
     expect((off!.querySelector('input[type="checkbox"]') as HTMLInputElement).checked).toBe(false)
+  })
+
+  test('an enabled schedule that does not fire says why: its cron has no firing left, or this host can no longer read it', async () => {
+    const none = { next_fire_at: null, next_fire_times: [] }
+    const { el } = await view([schedule({ name: 'once', state: 'finished', ...none }), schedule({ name: 'zone-gone', state: 'stopped', ...none })])
+    const [once, gone] = [...el.querySelectorAll('tbody tr')]
+    expect(text(once!.querySelector('[data-testid="schedule-next"]'))).toBe('none: its cron has no firing left')
+    expect(text(gone!.querySelector('[data-testid="schedule-next"]'))).toBe('none: this host can no longer read its cron or time zone; edit them')
   })
 
   test('the form puts the expression in words as it is typed, and creates the schedule', async () => {

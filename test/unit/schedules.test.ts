@@ -1,5 +1,5 @@
-import { realpathSync } from 'node:fs'
-import { join } from 'node:path'
+import { mkdirSync, realpathSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { EventRow } from '../../src-main/db/schema'
 import type { Engine } from '../../src-main/engine'
@@ -89,6 +89,29 @@ describe('creating, changing and deleting schedules', () => {
     expect(engine.createSchedule(aSchedule({ name: 'berlin', timezone: 'europe/berlin' })).timezone).toBe('Europe/Berlin')
   })
 
+  it('a link name given in any case is stored in its own spelling, read from the system\'s zone files (us/pacific → US/Pacific, est → EST)', () => {
+    const { dir, cleanup } = tempDir()
+    const tzdir = process.env.TZDIR
+    try {
+      // A zone folder of the system's layout: links are files of their own name, as zones are.
+      for (const name of ['US/Pacific', 'Europe/Kyiv', 'Asia/Kolkata', 'EST', 'posix/US/Pacific']) {
+        mkdirSync(dirname(join(dir, name)), { recursive: true })
+        writeFileSync(join(dir, name), 'TZif')
+      }
+      process.env.TZDIR = dir
+      const { engine } = setup()
+      const stored = (zone: string) => engine.createSchedule(aSchedule({ name: `z-${zone.replace(/\//g, '.')}`, timezone: zone })).timezone
+      expect(['us/pacific', 'europe/kyiv', 'ASIA/KOLKATA', 'est', 'Europe/Berlin'].map(stored)).toEqual(['US/Pacific', 'Europe/Kyiv', 'Asia/Kolkata', 'EST', 'Europe/Berlin'])
+      // Where the system has no zone files (Windows), a link's name is kept as typed; ICU's own names are still corrected.
+      process.env.TZDIR = join(dir, 'none')
+      expect(['us/pacific', 'europe/berlin'].map((zone) => canonicalTimeZone(zone))).toEqual(['us/pacific', 'Europe/Berlin'])
+    } finally {
+      if (tzdir === undefined) delete process.env.TZDIR
+      else process.env.TZDIR = tzdir
+      cleanup()
+    }
+  })
+
   it('a zone named by its current IANA name keeps it, not the older one ICU resolves it to (Asia/Kolkata, not Asia/Calcutta), and fires on its clock', () => {
     const { engine } = setup()
     for (const zone of ['Asia/Kolkata', 'Europe/Kyiv', 'America/Argentina/Buenos_Aires']) {
@@ -175,6 +198,27 @@ describe('creating, changing and deleting schedules', () => {
     expectEngineError(() => engine.updateSchedule('nightly', {}), 400, 'invalid_request')
     expectEngineError(() => engine.updateSchedule('nightly', { cron: '0 25 * * *', enabled: false }), 400, 'invalid_cron')
     expect(engine.getSchedule('nightly')).toMatchObject({ cron: '0 2 * * *', enabled: true })
+  })
+
+  it('a schedule says whether it fires: enabled, paused, finished once its cron has no firing left, stopped when its cron can no longer be read', () => {
+    const { engine, clock } = setup()
+    // Fires once: 02:00 on 1 January 2026 (seconds first, year last).
+    engine.createSchedule(aSchedule({ name: 'once', cron: '0 0 2 1 1 * 2026' }))
+    expect(engine.getSchedule('once')).toMatchObject({ enabled: true, state: 'enabled', next_fire_at: T0 + 2 * HOUR })
+    clock.set(T0 + 2 * HOUR)
+    expect(engine.fireDueSchedules()).toHaveLength(1)
+    expect(engine.getSchedule('once')).toMatchObject({ enabled: true, state: 'finished', next_fire_at: null, next_fire_times: [] })
+    // Resuming it changes nothing: it stays finished, and says so.
+    expect(engine.updateSchedule('once', { enabled: true })).toMatchObject({ state: 'finished', next_fire_at: null })
+    engine.createSchedule(aSchedule({ name: 'paused', enabled: false }))
+    expect(engine.getSchedule('paused')).toMatchObject({ enabled: false, state: 'paused', next_fire_at: null })
+    // A zone this host's ICU data no longer has: the firing is skipped and the schedule stops until edited.
+    engine.createSchedule(aSchedule({ name: 'gone-zone', cron: '*/10 * * * *' }))
+    sql(engine).run("UPDATE schedules SET timezone = 'Mars/Olympus_Mons' WHERE name = 'gone-zone'")
+    clock.advance(10 * MINUTE)
+    engine.fireDueSchedules()
+    expect(engine.getSchedule('gone-zone')).toMatchObject({ enabled: true, state: 'stopped', next_fire_at: null })
+    expect(engine.updateSchedule('gone-zone', { timezone: 'UTC' }).state).toBe('enabled')
   })
 
   it('a deleted schedule is gone and never fires; its name can be used again', () => {

@@ -1,11 +1,11 @@
-import { realpathSync } from 'node:fs'
-import { isAbsolute } from 'node:path'
+import { readdirSync, realpathSync } from 'node:fs'
+import { isAbsolute, sep } from 'node:path'
 import { Cron } from 'croner'
 import type { JobRow, ScheduleRow, ScheduleRunRow } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
-import { OVERLAP_POLICIES, type Overlap } from '../rules/schedules'
+import { OVERLAP_POLICIES, type Overlap, SCHEDULE_STATES, type ScheduleState } from '../rules/schedules'
 import { newId } from '../store/ids'
 import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
 import { findJob, recordJobEvent } from '../store/rows'
@@ -20,7 +20,7 @@ import { type JobState, TERMINAL_STATES } from '../rules/states'
  */
 
 // The HTTP schedules route validates with the policies where it finds the other schedule rules.
-export { OVERLAP_POLICIES, type Overlap }
+export { OVERLAP_POLICIES, type Overlap, SCHEDULE_STATES, type ScheduleState }
 
 /** How a handled firing ended. */
 export const RUN_OUTCOMES = [
@@ -69,6 +69,8 @@ export interface Schedule {
   job: JobTemplate
   overlap: Overlap
   enabled: boolean
+  /** Whether it fires, and if not why (rules/schedules.ts SCHEDULE_STATES). */
+  state: ScheduleState
   /** The earliest firing not yet handled; null while disabled or when the expression never fires again. */
   next_fire_at: number | null
   /** The next {@link UPCOMING} firings, `next_fire_at` first. */
@@ -147,19 +149,54 @@ function zoneOfFile(path: string): string | null {
 }
 
 /**
- * An IANA time zone as the user named it, its case corrected where that is all that differs from
- * the runtime's own name (`europe/berlin` → `Europe/Berlin`); 400 `invalid_timezone` when unknown.
- * Another name of the same zone is kept as given: ICU resolves a zone to its oldest name
+ * An IANA time zone as the user named it, in its proper case (`europe/berlin` → `Europe/Berlin`,
+ * `us/pacific` → `US/Pacific`, `est` → `EST`); 400 `invalid_timezone` when unknown. Another name
+ * of the same zone is kept as the name it is: ICU resolves a zone to its oldest name
  * (`Asia/Kolkata` to `Asia/Calcutta`, `Europe/Kyiv` to `Europe/Kiev`), which IANA keeps only as
- * a link, and the user would get back a name they did not type.
+ * a link, and the user would get back a name they did not type. ICU accepts a name in any case
+ * but gives no list of the links' own spellings, so a link's is read from the names of the
+ * system's zone files ({@link zoneFileNames}); where there are none (Windows), it is kept as typed.
  */
 export function canonicalTimeZone(zone: string): string {
+  let resolved: string
   try {
-    const resolved = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone
-    return resolved.toLowerCase() === zone.toLowerCase() ? resolved : zone
+    resolved = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone
   } catch {
     throw new EngineError('invalid_timezone', `timezone: ${JSON.stringify(zone)} is not a time zone this host knows (an IANA name such as Europe/Berlin, America/New_York or UTC)`)
   }
+  if (resolved.toLowerCase() === zone.toLowerCase()) return resolved
+  return zoneFileNames().get(zone.toLowerCase()) ?? zone
+}
+
+/** Where the system keeps its zone files: `TZDIR`, as glibc reads it, else the usual place. */
+const zoneInfoDir = () => process.env.TZDIR || '/usr/share/zoneinfo'
+
+/** The names {@link zoneFileNames} read, and the folder they were read from. */
+let zoneNames: { dir: string; byLowerCase: Map<string, string> } | null = null
+
+/**
+ * The names of the system's zone files, by their lower case (`us/pacific` → `US/Pacific`): every
+ * zone and link of the IANA database the OS ships, read once. The `posix/` and `right/` copies
+ * and `localtime` are not names of their own; the tables among the files (`zone.tab`) are no
+ * zone ICU would accept, so they are never asked for.
+ */
+function zoneFileNames(): Map<string, string> {
+  const dir = zoneInfoDir()
+  if (zoneNames?.dir === dir) return zoneNames.byLowerCase
+  const byLowerCase = new Map<string, string>()
+  zoneNames = { dir, byLowerCase }
+  let files: string[]
+  try {
+    files = readdirSync(dir, { recursive: true, encoding: 'utf8' })
+  } catch {
+    return byLowerCase // no zone files here: names are kept as typed
+  }
+  for (const file of files) {
+    const name = file.split(sep).join('/')
+    if (/^(posix|right)\//.test(name) || name === 'localtime') continue
+    byLowerCase.set(name.toLowerCase(), name)
+  }
+  return byLowerCase
 }
 
 /**
@@ -312,11 +349,14 @@ function lastRun(ctx: EngineContext, scheduleId: string): ScheduleRun | null {
 
 function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
   let upcoming: number[] = []
+  let readable = true
   try {
     upcoming = upcomingFireTimes(parseCron(row.cron, row.timezone), row.next_fire_at, UPCOMING)
   } catch {
     // An expression this host can no longer read (a time zone its ICU data dropped): no upcoming times.
+    readable = false
   }
+  const state: ScheduleState = row.enabled !== 1 ? 'paused' : row.next_fire_at !== null ? 'enabled' : readable ? 'finished' : 'stopped'
   return {
     id: row.id,
     name: row.name,
@@ -325,6 +365,7 @@ function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
     job: JSON.parse(row.job) as JobTemplate,
     overlap: row.overlap as Overlap,
     enabled: row.enabled === 1,
+    state,
     next_fire_at: row.next_fire_at,
     next_fire_times: upcoming,
     last_run: lastRun(ctx, row.id),
