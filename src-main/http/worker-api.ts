@@ -27,14 +27,33 @@ const notOk =
       ? new HttpError(error.code, error.detail, withAck ? { ok: false, ack: error.extra.ack === true } : { ok: false })
       : error
 
-/** A worker route: every call names its worker, which is how external workers appear in GET /api/workers. */
+/**
+ * A worker route: every call names its worker, which is how external workers appear in GET
+ * /api/workers. A claim or an exchange lists its worker as it comes (a claim may wait 20 s for
+ * work); a report (a heartbeat, a completion, a failure, a problem) only once it is accepted: one
+ * the host refuses (an unknown job, another worker's lease) is no sign of a worker that runs
+ * anything, and only keeps a worker already listed alive.
+ */
 function workerRoute<Body extends z.ZodType<{ worker_id: string }>, Answer extends z.ZodType>(definition: Route<undefined, undefined, Body, Answer>): AnyRoute {
   const inner = definition as unknown as RunRoute
   const seen: RunRoute = {
     ...inner,
     run: (input, deps, call) => {
-      deps.directory.seen((input.body as unknown as { worker_id: string }).worker_id) // every body's schema requires it (Body's bound)
-      return inner.run(input, deps, call)
+      const workerId = (input.body as unknown as { worker_id: string }).worker_id // every body's schema requires it (Body's bound)
+      if (!inner.grouped) {
+        deps.directory.seen(workerId)
+        return inner.run(input, deps, call)
+      }
+      let answer: unknown
+      try {
+        // A grouped route's verbs run here, in the commit group: a refusal throws before the worker is listed.
+        answer = inner.run(input, deps, call)
+      } catch (error) {
+        deps.directory.touch(workerId)
+        throw error
+      }
+      deps.directory.seen(workerId)
+      return answer
     },
   }
   return seen

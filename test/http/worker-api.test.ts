@@ -345,6 +345,16 @@ describe('POST /internal/worker/heartbeat', () => {
     await expectInvalid(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id }), 'lease_token')
     await expectInvalid(await post(host, `${WORKER}/heartbeat`, { job_id: c.job_id, lease_token: c.lease_token }), 'worker_id')
   })
+
+  test('a refused report lists no worker: a heartbeat for an unknown job, or with another worker\'s lease, adds none to GET /api/workers', async () => {
+    await start()
+    const c = await claimed()
+    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'ghost', job_id: UNKNOWN_ID, lease_token: c.lease_token }), 404, 'job_not_found')
+    await expectError(await post(host, `${WORKER}/complete`, { worker_id: 'other', job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token, result: {} }), 403, 'worker_mismatch')
+    expect((await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: c.lease_token })).status).toBe(200)
+    const { workers } = (await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }
+    expect(workers.map((w) => w.worker_id)).toEqual(['w1'])
+  })
 })
 
 describe('POST /internal/worker/complete', () => {
