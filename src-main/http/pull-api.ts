@@ -41,7 +41,8 @@ export const pullApi: Api = {
       body: PullLeaseRequest,
       answer: PullDecision,
       grouped: true,
-      run: ({ body }, { engine }) => {
+      run: ({ body }, { engine, directory }) => {
+        directory.askedForAnyQueue()
         const decision = engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null }, body.ttl_sec)
         return decision.granted
           ? { denied: false as const, lease: pullLease(decision.lease), job: pullJob(decision.job) }

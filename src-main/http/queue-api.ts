@@ -281,7 +281,8 @@ export const queueApi: Api = {
       answer: ClaimAnswer,
       otherAnswers: { 204: { description: 'Nothing to claim' } },
       grouped: true,
-      run: ({ body }, { engine }) => {
+      run: ({ body }, { engine, directory }) => {
+        directory.askedForAnyQueue()
         const limit = body.limit ?? 1
         const filter = {
           worker_id: body.worker_id,

@@ -43,7 +43,19 @@ export class WorkerDirectory {
   /** What each worker's last claim named: its job types and its queues; absent (or null) while it has named none: it may take any. */
   private readonly takes = new Map<string, Takes>()
 
+  /** When a worker of the pull or queue API last asked for work: they are not listed, and take every queue. */
+  private anyQueueAskedAt = -Infinity
+
   constructor(private readonly now: () => number) {}
+
+  /**
+   * A worker of the pull or queue API asked for work. Those workers are not listed (they name no
+   * queue, and a pull is one request), but they take jobs of every queue and type: while one has
+   * asked lately, no job is said to be of a queue or type nobody takes.
+   */
+  askedForAnyQueue(): void {
+    this.anyQueueAskedAt = this.now()
+  }
 
   /** An external worker made a call. */
   seen(workerId: string): void {
@@ -94,6 +106,7 @@ export class WorkerDirectory {
    */
   nobodyTakes(job: { queue: string; job_type: string }): 'queue' | 'job_type' | null {
     const now = this.now()
+    if (now - this.anyQueueAskedAt < SILENT_AFTER_MS) return null
     let working = 0
     let queueTaken = false
     for (const w of this.workers.values()) {

@@ -8,7 +8,7 @@ import type { ManualClock } from '../../src-main/engine/rules/clock'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
 import type { TestHost } from '../helpers/host'
-import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, submit, UNKNOWN_ID, until, waitingPost, WORKER, WORKER_CLAIM_KEYS } from './support'
+import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, post, PULL, QUEUE, submit, UNKNOWN_ID, until, waitingPost, WORKER, WORKER_CLAIM_KEYS } from './support'
 
 const T0 = API_T0
 let host: TestHost
@@ -135,6 +135,22 @@ describe('POST /internal/worker/claim', () => {
     // One that takes other queues only: the job's queue is what nobody takes.
     expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['other'], job_types: ['resize'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
     expect(await reason(resize.job_id)).toBe('no worker connected takes queue default; it waits for one that does')
+  })
+
+  test('while a worker of the pull or queue API asks for work, no job is said to be of a queue nobody takes: those workers take every queue', async () => {
+    await start()
+    const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason
+    const job = await submit(host, { queue: 'reports' })
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
+    expect(await reason(job.job_id)).toBe('no worker connected takes queue reports; it waits for one that does')
+    // A pull worker asks and is denied for capacity: the job waits for capacity, not for a worker.
+    expect((await host.call('/api/capacity', { method: 'PUT', body: JSON.stringify({ busy_rating: 10 }), headers: { 'content-type': 'application/json' } })).status).toBe(200)
+    expect(await post(host, `${PULL}/request`, { worker_id: 'p' }).then(body)).toMatchObject({ denied: true })
+    expect(await reason(job.job_id)).not.toMatch(/no worker connected/)
+    // Once none has asked for a minute, the connected workers' queues say it again.
+    clock.advance(60_000)
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
+    expect(await reason(job.job_id)).toBe('no worker connected takes queue reports; it waits for one that does')
   })
 
   test('capacity rules apply: a job that does not fit is not claimed', async () => {
