@@ -194,6 +194,18 @@ describe('POST /jobs/claim', () => {
     expect((await claim('w')).job_id).toBe(big.job_id)
   })
 
+  test('a claim of several jobs skips a unique job once it took another, and hands a unique job alone', async () => {
+    await start()
+    const x = await submit(host, { tags: ['X'] })
+    const unique = await submit(host, { tags: ['U'], unique: true })
+    const y = await submit(host, { tags: ['Y'] })
+    const first = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'qu', limit: 5 }))
+    expect(first.jobs.map((j: any) => j.job_id)).toEqual([x.job_id, y.job_id])
+    const alone = await body(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'other', limit: 5 }))
+    expect(keys(alone)).toEqual(['job', 'jobs'])
+    expect(alone.jobs.map((j: any) => j.job_id)).toEqual([unique.job_id])
+  })
+
   test('an invalid claim is 400 naming the fields', async () => {
     await start()
     const url = `${QUEUE}/jobs/claim`
@@ -461,6 +473,20 @@ describe('POST /lease/request', () => {
     const view = (await body(await get(`${QUEUE}/jobs/${job.job_id}`))).job
     expect(view.state).toBe('LEASE_PENDING')
     expect(Date.parse(view.next_retry_at)).toBe(T0 + answer.retry_after_sec * 1000)
+  })
+
+  test('a lease for a unique job while its worker holds another lease is denied like any denial, with a reason that says why', async () => {
+    await start()
+    const unique = await submit(host, { unique: true })
+    await claim('qu')
+    const other = await submit(host)
+    await claim('qu')
+    await lease(other.job_id, { worker_id: 'qu' })
+    const res = await post(host, `${QUEUE}/lease/request`, { job_id: unique.job_id, worker_id: 'qu' })
+    expect(res.status).toBe(200)
+    const answer = await body(res)
+    expect(answer).toEqual({ approved: false, retry_after_sec: expect.any(Number), reason: 'Job is unique and worker qu already holds a lease' })
+    expect((await body(await get(`${QUEUE}/jobs/${unique.job_id}`))).job.state).toBe('LEASE_PENDING')
   })
 
   test('a cost_units differing from the job is 409 cost_mismatch', async () => {

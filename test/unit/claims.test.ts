@@ -295,3 +295,70 @@ describe('a claim past its expiry, before the reaper ran', () => {
     expect(engine.requestLeaseForJob({ job_id: job.id }).approved).toBe(true)
   })
 })
+
+describe('queue API: unique jobs', () => {
+  // The rule of every API: a worker that holds a lease, or is about to, takes no unique job.
+  // The queue API claims before it leases, so a worker's claimed jobs are leases it is about to hold.
+
+  it('a claim skips a unique job once it took another: the claimed jobs are leases the worker is about to hold', () => {
+    const { engine } = setup()
+    const x = engine.submit(aJob()).job
+    const unique = engine.submit(aJob({ unique: true })).job
+    const y = engine.submit(aJob()).job
+    expect(engine.claim({ worker_id: 'w' }, 5).map((j) => j.id)).toEqual([x.id, y.id])
+    expect(engine.getJob(unique.id).state).toBe('QUEUED')
+    expect(engine.claim({ worker_id: 'other' }, 5).map((j) => j.id)).toEqual([unique.id])
+  })
+
+  it('a claim hands a unique job alone: it ends the claim, whose leases may then be asked for in any order', () => {
+    const { engine } = setup()
+    const unique = engine.submit(aJob({ unique: true })).job
+    const x = engine.submit(aJob()).job
+    expect(engine.claim({ worker_id: 'w' }, 5).map((j) => j.id)).toEqual([unique.id])
+    expect(engine.getJob(x.id).state).toBe('QUEUED')
+  })
+
+  it('a worker that holds claims not yet leased claims no unique job until they are leased or lapse', () => {
+    const { engine, clock } = setup({ config: { claimTtlS: 60 } })
+    engine.submit(aJob())
+    const [held] = engine.claim({ worker_id: 'w' })
+    const unique = engine.submit(aJob({ unique: true })).job
+    expect(engine.claim({ worker_id: 'w' }, 5)).toEqual([])
+    engine.updateStatus(held!.id, { state: 'LEASE_PENDING' })
+    expect(engine.claim({ worker_id: 'w' }, 5)).toEqual([])
+    clock.advance(60 * SECOND) // the claim has lapsed, though the reaper has not run
+    expect(engine.claim({ worker_id: 'w' }, 5).map((j) => j.id)).toEqual([unique.id])
+  })
+
+  it('a lease request for a unique job is denied while its worker holds another lease, and approved once it holds none', () => {
+    const { engine, clock } = setup()
+    const unique = engine.submit(aJob({ unique: true })).job
+    engine.claim({ worker_id: 'w' })
+    engine.submit(aJob())
+    const [other] = engine.claim({ worker_id: 'w' })
+    const held = engine.requestLeaseForJob({ job_id: other!.id })
+    expect(held.approved).toBe(true)
+    const denied = engine.requestLeaseForJob({ job_id: unique.id, worker_id: 'w' })
+    expect(denied).toMatchObject({ approved: false, reason: 'Job is unique and worker w already holds a lease', retry_after_sec: 10 })
+    expect(engine.getJob(unique.id)).toMatchObject({ state: 'LEASE_PENDING', claimed_by: 'w', next_retry_at: T0 + 10 * SECOND })
+    if (!held.approved) throw new Error('unreachable')
+    engine.release({ lease_id: held.lease.id, status: 'SUCCEEDED' })
+    clock.advance(10 * SECOND)
+    expect(engine.requestLeaseForJob({ job_id: unique.id }).approved).toBe(true)
+  })
+
+  it('a worker that holds a unique job\'s lease may be leased another job, as the worker API leases it', () => {
+    const { engine } = setup()
+    const unique = engine.submit(aJob({ unique: true })).job
+    engine.claim({ worker_id: 'w' })
+    expect(engine.requestLeaseForJob({ job_id: unique.id }).approved).toBe(true)
+    engine.submit(aJob())
+    const [other] = engine.claim({ worker_id: 'w' })
+    expect(engine.requestLeaseForJob({ job_id: other!.id }).approved).toBe(true)
+
+    const batch = setup().engine
+    const u = batch.submit(aJob({ unique: true })).job
+    const x = batch.submit(aJob()).job
+    expect(batch.claimBatch({ worker_id: 'w' }, 5).granted.map((g) => g.job_id)).toEqual([u.id, x.id])
+  })
+})

@@ -206,11 +206,34 @@ function dbLease(real: Real, leaseId: string): LeaseRow {
  */
 function takeable(real: Real, workerId: string, maxUnits: number | null): JobRow[] {
   const now = real.clock.now()
-  const holdsLease = real.db.prepare("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE'").get(workerId) !== undefined
+  const holdsLease = holdsActiveLease(real, workerId)
   const queued = real.db
     .prepare("SELECT * FROM jobs WHERE state = 'QUEUED' AND eligible_at <= ? AND queue NOT IN (SELECT queue FROM paused_queues) ORDER BY priority DESC, eligible_at, seq")
     .all(now) as JobRow[]
   return queued.filter((job) => (maxUnits === null || job.cost_units <= maxUnits) && !(job.is_unique && holdsLease))
+}
+
+function holdsActiveLease(real: Real, workerId: string): boolean {
+  return real.db.prepare("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE'").get(workerId) !== undefined
+}
+
+/**
+ * A reference queue API claim: the first `limit` jobs the worker may take, where the jobs it
+ * claims, and its earlier claims not yet leased, are leases it is about to hold: a unique job is
+ * skipped then, and one taken ends the claim.
+ */
+function claimable(real: Real, workerId: string, limit: number): JobRow[] {
+  const pending =
+    real.db
+      .prepare("SELECT 1 FROM jobs WHERE claimed_by = ? AND state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at > ?")
+      .get(workerId, real.clock.now()) !== undefined
+  const taken: JobRow[] = []
+  for (const job of takeable(real, workerId, null)) {
+    if (job.is_unique && (pending || taken.length > 0)) continue
+    taken.push(job)
+    if (taken.length === limit || job.is_unique) break
+  }
+  return taken
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,7 +431,7 @@ class Submit extends Base {
   }
 }
 
-/** the queue API claim: the first `limit` jobs the worker may take, in scheduling order. */
+/** the queue API claim: the first `limit` jobs the worker may take, in scheduling order, a unique job alone. */
 class Claim extends Base {
   constructor(
     readonly worker: string,
@@ -417,9 +440,7 @@ class Claim extends Base {
     super()
   }
   apply(model: Model, real: Real): void {
-    const expected = takeable(real, this.worker, null)
-      .slice(0, this.limit)
-      .map((j) => j.id)
+    const expected = claimable(real, this.worker, this.limit).map((j) => j.id)
     const claimed = real.engine.claim({ worker_id: this.worker }, this.limit)
     expect(claimed.map((j) => j.id)).toEqual(expected)
     for (const job of claimed) {
@@ -486,7 +507,10 @@ class Grant extends Base {
   }
 }
 
-/** the queue API lease request for a job the test claimed: approved exactly when the job fits and its queue is not paused. */
+/**
+ * the queue API lease request for a job the test claimed: approved exactly when the job fits, its
+ * queue is not paused, and it is not a unique job whose worker holds another lease.
+ */
 class GrantClaimed extends Base {
   constructor(
     readonly index: number,
@@ -499,6 +523,7 @@ class GrantClaimed extends Base {
     if (jobId === undefined) return
     const job = dbJob(real, jobId)
     const before = real.engine.getCapacity()
+    const uniqueBarred = job.is_unique === 1 && job.claimed_by !== null && holdsActiveLease(real, job.claimed_by)
     const result = attempt(() => real.engine.requestLeaseForJob({ job_id: jobId, ttl_s: this.ttl }))
     // A claim past its expiry is expired on the spot (as the reaper would), so it is refused too.
     const claimExpired = job.claim_expires_at !== null && job.claim_expires_at <= real.clock.now()
@@ -509,7 +534,7 @@ class GrantClaimed extends Base {
     }
     const decision = result.value!
     const paused = real.db.prepare('SELECT 1 FROM paused_queues WHERE queue = ?').get(job.queue) !== undefined
-    expect(decision.approved).toBe(job.cost_units <= before.available && !paused)
+    expect(decision.approved).toBe(job.cost_units <= before.available && !paused && !uniqueBarred)
     if (!decision.approved) {
       expect(decision.job.state).toBe('LEASE_PENDING')
       return

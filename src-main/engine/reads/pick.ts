@@ -1,6 +1,7 @@
-import type { JobRow } from '../../db/schema'
+import { type JobRow, STATE_SEQ_CLAUSE } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { queuesWithQueuedJobs } from '../memory/job-tally'
+import { CLAIM_STATES } from '../rules/states'
 import { SELECT_JOBS } from '../store/rows'
 
 /** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
@@ -25,6 +26,32 @@ export function holdsActiveLease(ctx: EngineContext, workerId: string): boolean 
   return ctx.activeLeases.holds(workerId)
 }
 
+const CLAIM_STATE_LIST = [...CLAIM_STATES].map((state) => `'${state}'`).join(', ')
+
+/**
+ * True when the worker holds queue API claims whose leases it has not been granted yet (CLAIMED,
+ * PREPARING or LEASE_PENDING, the claim not lapsed): it is about to hold leases. Read from the
+ * jobs_state_seq index (its clause repeated so that SQLite uses it): a cost in claimed jobs only.
+ */
+export function holdsUnleasedClaims(ctx: EngineContext, workerId: string, now: number): boolean {
+  return (
+    ctx.one(
+      `SELECT 1 FROM jobs WHERE ${STATE_SEQ_CLAUSE} AND state IN (${CLAIM_STATE_LIST}) AND claimed_by = ? AND claim_expires_at > ? LIMIT 1`,
+      workerId,
+      now,
+    ) !== undefined
+  )
+}
+
+/**
+ * The one rule of `unique` jobs: a worker that holds a lease, or is about to, may not take one
+ * (the claim verbs skip it, the queue API's lease request denies it). `holdsLease` is asked only
+ * for a unique job: it may read the database.
+ */
+export function uniqueBarred(job: Pick<JobRow, 'is_unique'>, holdsLease: () => boolean): boolean {
+  return job.is_unique === 1 && holdsLease()
+}
+
 function memo<T>(fn: () => T): () => T {
   let value: { v: T } | undefined
   return () => (value ??= { v: fn() }).v
@@ -36,7 +63,7 @@ export function canTake(job: JobRow, filter: WorkerFilter, holdsLease: () => boo
   if (filter.accept_job_types && !filter.accept_job_types.includes(job.job_type)) return false
   if (filter.max_units != null && job.cost_units > filter.max_units) return false
   if (!filter.gpu_available && job.constraints.includes('gpu_required') && requiresGpu(job)) return false
-  if (job.is_unique && holdsLease()) return false
+  if (uniqueBarred(job, holdsLease)) return false
   return true
 }
 

@@ -8,7 +8,7 @@ import { nextFence } from '../store/counters'
 import { queuesWithQueuedJobs } from '../memory/job-tally'
 import { queuePaused } from '../memory/paused-queues'
 import { checkClaimer, expireClaimIfDue } from './jobs'
-import { canTake, eligibleJobs, holdsActiveLease, knownEmpty, type WorkerFilter } from '../reads/pick'
+import { canTake, eligibleJobs, holdsActiveLease, holdsUnleasedClaims, knownEmpty, uniqueBarred, type WorkerFilter } from '../reads/pick'
 import { pausedDenial } from './queues'
 import { fenceOfLease, getJob, insertLease, insertMovedJob, type JobEvent, type Leased, moveJob } from '../store/rows'
 import { LEASE_REQUEST_STATES, type JobState } from '../rules/states'
@@ -223,13 +223,22 @@ export function knownDenial(ctx: EngineContext, figures: CapacityFigures, filter
   return reason === null ? null : { granted: false, reason, retry_after_ms: ctx.config.denyRetryAfterMs }
 }
 
-/** the queue API claim: take up to `limit` jobs for this worker (no capacity yet; that is the lease). */
+/**
+ * the queue API claim: take up to `limit` jobs for this worker (no capacity yet; that is the
+ * lease). A claimed job is one the worker is about to hold a lease on, so a `unique` job is
+ * skipped once this claim took another, or while the worker holds a lease or earlier claims not
+ * yet leased; and a unique job ends the claim, handed alone: its lease is denied while the
+ * worker holds another, so no job of the same claim may be leased before it.
+ */
 export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: number): JobRow[] {
   if (!Number.isSafeInteger(limit) || limit < 1) throw invalid('limit: must be a whole number of at least 1')
   return ctx.transact(() => {
     const now = ctx.clock.now()
     const claimed: JobRow[] = []
-    for (const job of eligibleJobs(ctx, filter, now, { wanted: limit })) {
+    let holds: boolean | undefined
+    const aboutToHoldLease = () =>
+      claimed.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id) || holdsUnleasedClaims(ctx, filter.worker_id, now))
+    for (const job of eligibleJobs(ctx, filter, now, { holdsLease: aboutToHoldLease, wanted: limit })) {
       claimed.push(
         moveJob(
           ctx,
@@ -239,7 +248,7 @@ export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: numbe
           { type: 'JOB_CLAIMED', data: { state: 'CLAIMED', worker_id: filter.worker_id } },
         ),
       )
-      if (claimed.length === limit) break
+      if (claimed.length === limit || job.is_unique) break
     }
     return claimed
   })
@@ -258,11 +267,17 @@ export type JobLeaseDecision =
   | ({ approved: true } & Leased)
   | { approved: false; reason: string; retry_after_sec: number; job: JobRow }
 
+/** Why a queue API lease request for a `unique` job is denied while its worker holds another lease, or null. */
+function uniqueDenial(ctx: EngineContext, job: JobRow): string | null {
+  const worker = job.claimed_by!
+  return uniqueBarred(job, () => holdsActiveLease(ctx, worker)) ? `Job is unique and worker ${worker} already holds a lease` : null
+}
+
 /**
  * the queue API lease request for a claimed job. The lease belongs to the worker that claimed
  * it; a request naming another worker is refused (403) before anything changes. Approval makes the job RUNNING; denial leaves it LEASE_PENDING with `next_retry_at` as
  * advice, and keeps the claim alive while the worker keeps asking. A job of a paused queue is
- * denied, as for want of capacity.
+ * denied, as for want of capacity, and so is a `unique` job while its worker holds another lease.
  */
 export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, request: LeaseRequestForJob): JobLeaseDecision {
   const ttl = checkTtl(ctx, request.ttl_s)
@@ -276,7 +291,7 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     if (request.cost_units !== undefined && request.cost_units !== job.cost_units) {
       throw new EngineError('cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)
     }
-    const denial = pausedDenial(ctx, job.queue) ?? capacityDenial(capacity.figures(), job.cost_units)
+    const denial = pausedDenial(ctx, job.queue) ?? uniqueDenial(ctx, job) ?? capacityDenial(capacity.figures(), job.cost_units)
     if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
     const now = ctx.clock.now()
     const retry_after_sec = ctx.config.leaseRetryAfterS
