@@ -153,6 +153,21 @@ describe('every waiting job can say why it waits', () => {
     expect(waitingOf(engine, job.id)).toEqual({ reason: 'capacity is free now; w waits to ask again for its lease', until: T0 + 10 * SECOND })
   })
 
+  it('a unique job whose lease was denied while its worker held another lease says so, until that lease ends', () => {
+    const { engine } = setup()
+    const unique = engine.submit(aJob({ unique: true })).job
+    engine.claim({ worker_id: 'w' })
+    engine.submit(aJob())
+    const held = leaseOrFail(engine, 'w')
+    expect(engine.requestLeaseForJob({ job_id: unique.id }).approved).toBe(false)
+    expect(waitingOf(engine, unique.id)).toEqual({
+      reason: 'lease denied: the job is unique and w holds another lease; w waits to ask again',
+      until: T0 + 10 * SECOND,
+    })
+    engine.release({ lease_id: held.lease.id, status: 'SUCCEEDED' })
+    expect(reasonOf(engine, unique.id)).toBe('capacity is free now; w waits to ask again for its lease')
+  })
+
   it('a BLOCKED job waits for an operator', () => {
     const { engine } = setup()
     const job = engine.submit(aJob()).job

@@ -2,7 +2,7 @@ import type { BlockerRow, FileContentionRow, JobRow } from '../../db/schema'
 import { type CapacityFigures, formatRating } from '../rules/capacity'
 import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
-import { eligibleJobs } from './pick'
+import { eligibleJobs, holdsActiveLease } from './pick'
 import { isScheduled } from './scheduled'
 import { type JobState, LEASED_STATES, WAITING_STATES } from '../rules/states'
 import { shortId } from '../../../src-shared/short-id'
@@ -41,6 +41,8 @@ export interface WaitingSituation {
   contentionOf(leaseId: string): FileWait | undefined
   /** The queues an operator paused. */
   paused: ReadonlySet<string>
+  /** Whether the worker holds an ACTIVE lease (a lease request of its `unique` job is then denied). */
+  holdsLease(workerId: string): boolean
   /** What keeps every worker at hand from taking this job, if anything does: its queue, or its type (the host's worker directory knows). */
   nobodyTakes(job: { queue: string; job_type: string }): 'queue' | 'job_type' | null
 }
@@ -78,6 +80,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobod
       return fileWaits.get(leaseId)
     },
     paused: new Set(ctx.pausedQueues.all()),
+    holdsLease: (workerId) => holdsActiveLease(ctx, workerId),
     nobodyTakes,
   }
 }
@@ -99,7 +102,10 @@ function capacityShortfall(cost: number, c: CapacityFigures): string {
 const overCapacity = (job: Pick<JobRow, 'cost_units'>, c: CapacityFigures) => `cost ${job.cost_units} exceeds total capacity ${c.total_units}`
 
 /** What a job's waiting reason reads of it: a stored row and a decoded job alike. */
-export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'job_type' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & { state: string }
+export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'job_type' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & {
+  state: string
+  unique: boolean
+}
 
 /** A wait that only something else ends (a worker, capacity, an operator). */
 const open = (reason: string): Waiting => ({ reason, until: null })
@@ -137,6 +143,9 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
   }
   if (state === 'LEASE_PENDING') {
     const asks = job.next_retry_at === null ? 'asks again' : 'waits to ask again'
+    if (job.unique && s.holdsLease(job.claimed_by!)) {
+      return { reason: `lease denied: the job is unique and ${job.claimed_by} holds another lease; ${job.claimed_by} ${asks}`, until: job.next_retry_at }
+    }
     return {
       reason: fits
         ? `capacity is free now; ${job.claimed_by} ${asks} for its lease`
