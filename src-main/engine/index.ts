@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3'
 import { connectionPath } from '../db/connection'
-import { CapacityStore, type CapacityChange } from './memory/capacity-store'
+import type { CapacityChange, CapacityStore } from './memory/capacity-store'
 import type { CapacityFigures, CapacitySettings } from './rules/capacity'
 import type { Clock } from './rules/clock'
 import { EngineContext } from './memory/context'
@@ -149,14 +149,15 @@ export class Engine {
   // Private: the engine's own modules take it as a parameter; its white-box tests reach it
   // through engine/internals.ts.
   private readonly ctx: EngineContext
+  /** The context's capacity, handed to the verbs that weigh it. */
   private readonly capacity: CapacityStore
   /** Where retention's sweep over the jobs goes on (prune.ts). */
   private readonly retentionSweep: prune.RetentionSweep = { after: 0 }
   private redisOutbox: Outbox | null = null
 
   constructor(options: EngineOptions) {
-    this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config })
-    this.capacity = new CapacityStore(this.ctx, options.capacity ?? { total_units: 100, busy_rating: null })
+    this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config }, options.capacity ?? { total_units: 100, busy_rating: null })
+    this.capacity = this.ctx.capacityStore
     this.ctx.load()
   }
 

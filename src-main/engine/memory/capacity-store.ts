@@ -85,3 +85,6 @@ export class CapacityStore {
     }
   }
 }
+
+/** The operator's total units, as the transaction in progress sees them (a verb names no cache). */
+export const totalUnits = (ctx: EngineContext): number => ctx.capacityStore.totalUnits()

@@ -1,8 +1,10 @@
 import type { Database } from 'better-sqlite3'
+import type { CapacitySettings } from '../rules/capacity'
 import type { Clock } from '../rules/clock'
 import type { EngineConfig } from '../rules/engine-config'
 import { StoreContext } from '../store/context'
 import { ActiveLeases } from './active-leases'
+import { CapacityStore } from './capacity-store'
 import { JobTally } from './job-tally'
 import { PausedQueues } from './paused-queues'
 import { QueuedRows } from './queued-rows'
@@ -27,9 +29,16 @@ export class EngineContext extends StoreContext {
   readonly queuedRows = new QueuedRows()
   /** The counted events: the last 24 h by minute in memory, and stats_counts kept up to date. */
   readonly counts = new RecentCounts(this)
+  /**
+   * The capacity settings and the busy rating last measured: here, not only with the verbs that
+   * grant, so that any verb that puts a job back in line can weigh it against the total.
+   */
+  readonly capacityStore: CapacityStore
 
-  constructor(db: Database, clock: Clock, config: EngineConfig) {
+  /** `capacity`: the settings used until an operator changes them (then the stored ones win). */
+  constructor(db: Database, clock: Clock, config: EngineConfig, capacity: CapacitySettings) {
     super(db, clock, config)
+    this.capacityStore = new CapacityStore(this, capacity)
     for (const cache of [this.activeLeases, this.jobTally, this.queuedRows]) this.rowWrites.subscribe(cache)
     this.counters.keepFloors(this.jobTally, this.activeLeases)
   }
