@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from 'vitest'
 import type { TestHost } from '../helpers/host'
-import { body, clockedHost, dbDigest, expectError, post, QUEUE, submit } from './support'
+import { body, clockedHost, dbDigest, expectError, post, PULL, QUEUE, submit, until } from './support'
 
 let host: TestHost
 const startHost = clockedHost({ totalUnits: 100 })
@@ -35,6 +35,22 @@ describe('a job costing more than total_units', () => {
     expect((await jobView(small.job_id)).waiting_reason).toBe(`behind job …${big.job_id.slice(-8)}, whose cost 80 exceeds total capacity 50`)
     const snapshot = await body(await host.call(`${QUEUE}/stats/snapshot`))
     expect(snapshot.jobs.over_capacity).toBe(1)
+  })
+})
+
+describe('a running job requeued after the total dropped below its cost', () => {
+  test('its lease expires: JOB_EXCEEDS_CAPACITY follows its JOB_REQUEUED in its timeline, and its waiting_reason says so', async () => {
+    const started = await startHost({ totalUnits: 20, leaseTtlS: 1, heartbeatGraceS: 0 })
+    host = started.host
+    const job = await submit(host, { cost_units: 15, max_attempts: 5 })
+    expect((await body(await post(host, `${PULL}/request`, { worker_id: 'p1', ttl_sec: 1 }))).lease.job_id).toBe(job.job_id)
+    expect((await put('/api/capacity', { total_units: 10 })).status).toBe(200)
+    started.clock.advance(1001) // the worker stays silent; the host's reaper expires its lease
+    await until(() => host.engine.getJob(job.job_id).state === 'QUEUED', 1500)
+    const events = (await body(await host.call(`${QUEUE}/jobs/${job.job_id}/events`))).events
+    expect(events.map((e: { type: string }) => e.type).slice(-3)).toEqual(['LEASE_EXPIRED', 'JOB_REQUEUED', 'JOB_EXCEEDS_CAPACITY'])
+    expect(events.at(-1)).toMatchObject({ data: { state: 'QUEUED', cost_units: 15, total_units: 10 } })
+    expect((await jobView(job.job_id)).waiting_reason).toMatch(/^cost 15 exceeds total capacity 10; /)
   })
 })
 

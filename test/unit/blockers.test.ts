@@ -146,6 +146,16 @@ describe("the operator's answers", () => {
     expect(claimOrFail(engine, 'w3').job.id).toBe(requester.job.id)
   })
 
+  test('retry of a job that costs more than the total now: requeued and reported (JOB_EXCEEDS_CAPACITY), as any job returning to the line', () => {
+    // The total drops below the requester's cost (4) while it runs; its halt is not a return to the line.
+    const { engine, blocker, requester } = halted({ beforeRetry: (engine) => engine.setCapacity({ total_units: 3 }) })
+    expect(engine.jobEvents(requester.job.id).map((e) => e.event_type)).not.toContain('JOB_EXCEEDS_CAPACITY')
+    engine.resolveBlocker(blocker.id, { action: 'retry' })
+    const timeline = engine.jobEvents(requester.job.id)
+    expect(timeline.map((e) => e.event_type).slice(-3)).toEqual(['JOB_REQUEUED', 'JOB_EXCEEDS_CAPACITY', 'BLOCKER_RESOLVED'])
+    expect(timeline.at(-2)!.data).toEqual({ state: 'QUEUED', cost_units: 4, total_units: 3 })
+  })
+
   test('a halt delivers no new stream message; a retry gives the job the next one', () => {
     const { engine, blocker, requester } = halted()
     expect(messageIds(engine, requester.job.id)).toEqual([requester.job.stream_message_id])

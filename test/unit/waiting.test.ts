@@ -3,7 +3,7 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import type { Engine } from '../../src-main/engine'
-import { eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
+import { claimOrFail, eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
 const waitingOf = (engine: Engine, jobId: string) => engine.waiting([engine.getJob(jobId)])[0]
 const reasonOf = (engine: Engine, jobId: string) => waitingOf(engine, jobId)?.reason ?? null
@@ -59,6 +59,44 @@ describe('a queue never stalls silently: a job larger than the capacity', () => 
     engine.setCapacity({ total_units: 100 })
     expect(engine.snapshot().jobs.over_capacity).toBe(0)
     expect(reasonOf(engine, big.id)).toBe('first in line; waiting for a worker to take it')
+  })
+
+  it('a job that returns to the line costing more than the total is reported each time it returns: its lease expired, its retryable failure', () => {
+    const { engine, clock } = setup({ total_units: 100, config: { leaseTtlS: 5, heartbeatGraceS: 0 } })
+    const job = engine.submit(aJob({ cost_units: 80, max_attempts: 5 })).job
+    const exceeds = () => engine.jobEvents(job.id).filter((e) => e.event_type === 'JOB_EXCEEDS_CAPACITY')
+    leaseOrFail(engine, 'w')
+    engine.setCapacity({ total_units: 50 }) // it runs: not reported yet
+    clock.advance(5 * SECOND)
+    engine.reap()
+    expect(eventTypes(engine.jobEvents(job.id)).slice(-3)).toEqual(['LEASE_EXPIRED', 'JOB_REQUEUED', 'JOB_EXCEEDS_CAPACITY'])
+    expect(exceeds().map((e) => e.data)).toEqual([{ state: 'QUEUED', cost_units: 80, total_units: 50 }])
+    expect(reasonOf(engine, job.id)).toBe('cost 80 exceeds total capacity 50; raise total_units or cancel the job')
+    expect(engine.snapshot().jobs.over_capacity).toBe(1)
+
+    // A later drop does not report it again for the drop it returned under.
+    engine.setCapacity({ total_units: 40 })
+    expect(exceeds()).toHaveLength(1)
+
+    // Run it again, then lower the total while it runs: its retryable failure returns it to the line, reported again.
+    engine.setCapacity({ total_units: 100 })
+    clock.advance(engine.getJob(job.id).next_retry_at! - clock.now())
+    const { lease } = claimOrFail(engine, 'w')
+    engine.setCapacity({ total_units: 60 })
+    engine.fail({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id, error: { message: 'x', retryable: true } })
+    expect(eventTypes(engine.jobEvents(job.id)).slice(-2)).toEqual(['JOB_REQUEUED', 'JOB_EXCEEDS_CAPACITY'])
+    expect(exceeds().map((e) => e.data.total_units)).toEqual([50, 60])
+  })
+
+  it('a job that returns to the line within the total is not reported', () => {
+    const { engine, clock } = setup({ total_units: 100, config: { leaseTtlS: 5, heartbeatGraceS: 0 } })
+    const job = engine.submit(aJob({ cost_units: 50 })).job
+    leaseOrFail(engine, 'w')
+    engine.setCapacity({ total_units: 50 }) // exactly its cost still fits
+    clock.advance(5 * SECOND)
+    engine.reap()
+    expect(eventTypes(engine.jobEvents(job.id)).at(-1)).toBe('JOB_REQUEUED')
+    expect(eventTypes(engine.jobEvents(job.id))).not.toContain('JOB_EXCEEDS_CAPACITY')
   })
 
   it('running and finished jobs are not reported when the total drops below their cost', () => {

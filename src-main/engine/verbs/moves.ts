@@ -3,6 +3,7 @@ import type { EngineContext } from '../memory/context'
 import { moveJob } from '../store/rows'
 import type { JobState } from '../rules/states'
 import { nextStreamMessageId } from '../store/streams'
+import { reportOnReturn } from './capacity'
 
 /**
  * The two moves of a job that several verbs make, each written once: back to the queue (after
@@ -13,7 +14,9 @@ import { nextStreamMessageId } from '../store/streams'
 /**
  * Puts a job back in the queue, eligible at `retryAt` (the end of a backoff) or, if null, now,
  * with a new stream message: the message of the attempt that ended is acknowledged, and the new
- * one waits for the next delivery. `changes` are any other columns the caller's rule sets.
+ * one waits for the next delivery. `changes` are any other columns the caller's rule sets. A job
+ * that now costs more than the total is reported as it returns (`JOB_EXCEEDS_CAPACITY`), in the
+ * same write.
  */
 export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt: number | null, changes: Partial<JobRow> = {}): JobRow {
   const messageId = nextStreamMessageId(ctx)
@@ -34,6 +37,7 @@ export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt
       type: 'JOB_REQUEUED',
       data: { state: 'QUEUED', reason, attempt: job.attempts, ...(retryAt !== null ? { next_retry_at: retryAt } : {}), message_id: messageId },
     },
+    ...reportOnReturn(ctx, job, 'QUEUED'),
   )
 }
 
