@@ -1,10 +1,14 @@
 import { connect } from 'node:net'
+import { StringDecoder } from 'node:string_decoder'
 import { lineReader } from '../src-shared/line-reader'
 import type { LinkAddress } from '../src-shared/thread-link'
 import { type ExchangeAnswer, type ExchangeRequest, HostError, noAnswer } from './transport'
 
 /** A link not up by then is given up on (a local socket connects at once, or fails at once). */
 const LINK_CONNECT_TIMEOUT_MS = 2000
+
+/** The buffer each read of a link fills (as large as a socket's own). */
+const READ_BUFFER_BYTES = 64 * 1024
 
 interface Pending {
   resolve(answer: ExchangeAnswer): void
@@ -25,12 +29,25 @@ export class LinkTransport {
 
   /** Connects and says who the thread is; null if the link could not be opened. */
   static open(address: LinkAddress, workerId: string, onClose: () => void): Promise<LinkTransport | null> {
-    const socket = connect(address.path)
+    // What the host writes is read into one buffer, reused, and handed straight to the line
+    // reader (`onread`), not through the socket's stream, its chunks and its 'data' event: a
+    // grant to a thread that waits reaches its handler sooner after an idle spell
+    // (docs/performance.md, "The pickup's path"). A character cut between two reads waits in
+    // the decoder for the rest of its bytes.
+    const decoder = new StringDecoder('utf8')
+    const read = lineReader((line) => link.answer(line))
+    const socket = connect({
+      path: address.path,
+      onread: {
+        buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES),
+        callback: (bytes, buffer) => {
+          read.push(decoder.write(buffer.subarray(0, bytes)))
+          return true // read on
+        },
+      },
+    })
     const link = new LinkTransport(socket)
     let up = false
-    socket.setEncoding('utf8')
-    const read = lineReader((line) => link.answer(line))
-    socket.on('data', (chunk: string) => read.push(chunk))
     socket.on('error', () => {}) // 'close' follows
     const giveUp = setTimeout(() => socket.destroy(), LINK_CONNECT_TIMEOUT_MS)
     return new Promise((resolve) => {

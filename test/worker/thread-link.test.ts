@@ -1,22 +1,27 @@
 /**
  * The local workers' links to the host (src-shared/thread-link.ts): the host's end (ThreadLinks)
- * with plain sockets standing in for the driving threads; the job table the driving thread and
+ * with plain sockets standing in for the driving threads; the thread's end (LinkTransport) with a
+ * plain socket server standing in for the host; the job table the driving thread and
  * the runtime share (src-worker/job-table.ts); and the line reader both ends of a link use.
  */
 import { statSync } from 'node:fs'
-import { connect, type Socket } from 'node:net'
-import { dirname } from 'node:path'
+import { mkdtempSync } from 'node:fs'
+import { connect, createServer, type Server, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { lineReader } from '../../src-shared/line-reader'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
 import { JobTable } from '../../src-worker/job-table'
+import { LinkTransport } from '../../src-worker/transport-link'
 import type { Claim } from '../../src-worker/transport'
 import { aClaimOf, until } from './support'
 
-const opened: { links: ThreadLinks[]; sockets: Socket[] } = { links: [], sockets: [] }
+const opened: { links: ThreadLinks[]; sockets: Socket[]; servers: Server[] } = { links: [], sockets: [], servers: [] }
 afterEach(() => {
   for (const socket of opened.sockets.splice(0)) socket.destroy()
+  for (const server of opened.servers.splice(0)) server.close()
   for (const links of opened.links.splice(0)) links.close()
 })
 
@@ -114,6 +119,45 @@ function aClaim(id: string, job_type = 'noop'): Claim {
   // The payload stays with the thread; the runtime reads the rest from the table.
   return aClaimOf(id, { job_type, payload: { big: 'x'.repeat(5000) }, max_runtime_s: 30, lease_ttl_seconds: 30, heartbeat_interval_seconds: 10 })
 }
+
+test('a thread reads the host’s answers however their bytes are cut: a character split between two reads, an answer in many pieces, two answers in one', async () => {
+  const path = join(mkdtempSync(join(tmpdir(), 'leasehold-link-test-')), 'host.sock')
+  const host = { lines: [] as string[], socket: null as Socket | null }
+  const server = createServer((socket) => {
+    host.socket = socket
+    socket.setEncoding('utf8')
+    const read = lineReader((line) => host.lines.push(line))
+    socket.on('data', (chunk: string) => read.push(chunk))
+  })
+  opened.servers.push(server)
+  await new Promise<void>((resolve) => server.listen(path, resolve))
+  const link = await LinkTransport.open({ path, token: 'ab', thread: 0 }, 'local-1.1', () => {})
+  expect(link).not.toBeNull()
+  const answers = [1, 2, 3].map((i) => link!.exchange({ worker_id: `w-${i}` }))
+  await until(() => host.lines.length >= 4, 2000, 'the hello and three requests')
+  expect(JSON.parse(host.lines[0]!)).toEqual({ worker_id: 'local-1.1', thread: 0, token: 'ab' })
+
+  const answer = (id: number, note: string) => `${JSON.stringify({ type: 'response', id, result: { heartbeats: [], completed: [], failed: [], jobs: [], claim_waited_ms: 0, note } })}\n`
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 20)) // each write its own read
+  const first = Buffer.from(answer(1, 'naïve — ✓'))
+  const cut = first.indexOf(Buffer.from('✓')) + 1 // inside the three bytes of ✓
+  host.socket!.write(first.subarray(0, cut))
+  await pause()
+  host.socket!.write(first.subarray(cut))
+  const second = answer(2, 'x'.repeat(100_000)) // longer than one read
+  for (let at = 0; at < second.length; at += 30_000) {
+    await pause()
+    host.socket!.write(second.slice(at, at + 30_000))
+  }
+  await pause()
+  host.socket!.write(answer(3, 'é') + answer(99, 'an answer to no request'))
+
+  const [one, two, three] = (await Promise.all(answers)) as (Awaited<(typeof answers)[number]> & { note: string })[]
+  expect(one!.note).toBe('naïve — ✓')
+  expect(two!.note).toBe('x'.repeat(100_000))
+  expect(three!.note).toBe('é')
+  link!.close()
+})
 
 test('a job in the table ends through exactly one side: the thread reports it if it ends before the runtime takes it over, the runtime if after', () => {
   const runtime = new JobTable(3)
