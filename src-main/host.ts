@@ -610,15 +610,13 @@ function guardedTick(name: string, run: () => void, limiter: LogLimiter, dataDir
   }
 }
 
-/** --total-units and --busy, when given, are an operator's change that outlives the restart. */
+/**
+ * --total-units and --busy, when given, are an operator's change that outlives the restart
+ * (the flags a restart gives again change nothing: setCapacity records only a change).
+ */
 function applyCapacityFlags(engine: Engine, config: HostConfig): void {
-  const current = engine.getCapacity()
   const change: { total_units?: number; busy_rating?: number | null } = {}
-  if (config.totalUnits !== null && config.totalUnits !== current.total_units) change.total_units = config.totalUnits
-  if (config.busy !== null) {
-    const wanted = config.busy === 'auto' ? null : config.busy
-    const stored = current.busy_mode === 'auto' ? null : current.busy_rating
-    if (wanted !== stored) change.busy_rating = wanted
-  }
+  if (config.totalUnits !== null) change.total_units = config.totalUnits
+  if (config.busy !== null) change.busy_rating = config.busy === 'auto' ? null : config.busy
   if (Object.keys(change).length > 0) engine.setCapacity(change)
 }

@@ -6,7 +6,7 @@ import { type Api, route } from './route'
 import { IsoTime } from './schemas'
 import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, OpenApiDocument, WorkerList, workerView } from './views/system'
 
-/** PUT /api/capacity: total units and/or a busy rating (null = auto); any other field is 400. */
+/** PUT /api/capacity: total units and/or a busy rating (null = auto); neither, or any other field, is 400 (the engine checks the first). */
 export const CapacityChange = z.strictObject({
   total_units: z.number().int().min(0).max(1_000_000).optional(),
   busy_rating: z.number().min(0).max(10).nullable().optional(),

@@ -164,6 +164,19 @@ describe('every string a body carries reads back as sent, or is refused', () => 
     expect(submit.json!.detail).toContain('cost_units')
     expect((await raw(request('POST', '/api/queues/empty-body/resume', Buffer.alloc(0)))).status).toBe(200)
   })
+
+  test('PUT /api/capacity with a body that names no setting is 400 naming the ones it takes; one setting the values in force writes nothing', async () => {
+    const before = dbDigest(host)
+    for (const body of [Buffer.alloc(0), json({})]) {
+      const answer = await raw(request('PUT', '/api/capacity', body))
+      expect(answer.status).toBe(400)
+      expect(answer.json).toEqual({ code: 'invalid_request', detail: '(body): give at least one of total_units, busy_rating' })
+    }
+    const current = (await raw(request('GET', '/api/capacity'))).json!
+    const same = await raw(request('PUT', '/api/capacity', json({ total_units: current.total_units })))
+    expect([same.status, same.json]).toEqual([200, current])
+    expect(dbDigest(host)).toBe(before)
+  })
 })
 
 describe('paths and queries', () => {

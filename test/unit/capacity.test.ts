@@ -131,6 +131,29 @@ describe('capacity settings', () => {
     expect(seen).toEqual(['CAPACITY:CAPACITY_CHANGED', 'CAPACITY:CAPACITY_CHANGED'])
   })
 
+  it('a change that names no field is 400 invalid_request naming the fields it takes, and logs nothing', () => {
+    const { engine } = setup({ total_units: 100, busy_rating: 0 })
+    const seen: string[] = []
+    engine.onEvent((e) => seen.push(e.event_type))
+    const error = expectEngineError(() => engine.setCapacity({}), 400, 'invalid_request')
+    expect(error.detail).toBe('(body): give at least one of total_units, busy_rating')
+    expect(seen).toEqual([])
+  })
+
+  it('a change to the values in force answers the figures and logs no CAPACITY_CHANGED: only a change is one', () => {
+    const { engine } = setup({ total_units: 40, busy_rating: 5 })
+    const seen: string[] = []
+    engine.onEvent((e) => seen.push(e.event_type))
+    expect(engine.setCapacity({ total_units: 40, busy_rating: 5 })).toMatchObject({ total_units: 40, busy_rating: 5, busy_mode: 'manual', usable: 20 })
+    expect(engine.setCapacity({ busy_rating: 5 })).toMatchObject({ busy_rating: 5, usable: 20 })
+    expect(seen).toEqual([])
+    // auto is a value too: null when auto is in force changes nothing, and one field that differs is a change.
+    engine.setCapacity({ busy_rating: null })
+    engine.setCapacity({ busy_rating: null })
+    engine.setCapacity({ total_units: 40, busy_rating: 3 })
+    expect(seen).toEqual(['CAPACITY_CHANGED', 'CAPACITY_CHANGED'])
+  })
+
   it('busy_rating null switches to auto, where the measured rating counts; manual ignores it', () => {
     const { engine } = setup({ total_units: 100, busy_rating: 2 })
     engine.reportMeasuredBusy(7)

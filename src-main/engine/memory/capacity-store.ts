@@ -10,7 +10,11 @@ export interface CapacityChange {
 
 const SETTINGS_KEY = 'capacity'
 
+/** The settings a change may name: a change naming none is refused, as an empty schedule PATCH is. */
+const CHANGEABLE = ['total_units', 'busy_rating'] as const satisfies readonly (keyof CapacityChange)[]
+
 export function checkCapacityChange(change: CapacityChange): void {
+  if (CHANGEABLE.every((key) => change[key] === undefined)) throw invalid(`(body): give at least one of ${CHANGEABLE.join(', ')}`)
   if (change.total_units !== undefined && !(Number.isSafeInteger(change.total_units) && change.total_units >= 0)) {
     throw invalid('total_units: must be a whole number of at least 0')
   }
@@ -53,6 +57,15 @@ export class CapacityStore {
       this.settings.busy_rating === null ? 'auto' : 'manual',
       leased,
     )
+  }
+
+  /**
+   * Whether the change sets a value other than the one in force (a busy rating of null, auto,
+   * is a value too): one that does not writes nothing and logs no event, so that a client
+   * repeating its PUT, or a host restarted with the same flags, adds nothing to the event log.
+   */
+  changes(change: CapacityChange): boolean {
+    return CHANGEABLE.some((key) => change[key] !== undefined && change[key] !== this.settings[key])
   }
 
   /**

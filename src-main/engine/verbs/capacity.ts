@@ -10,10 +10,12 @@ const WAITING_IN_SQL = `state IN (${[...WAITING_STATES].map((s) => `'${s}'`).joi
 
 /**
  * The operator changes total units and/or the busy rating (null = auto); an event records it,
- * and a lower total reports each waiting job it leaves unable ever to run.
+ * and a lower total reports each waiting job it leaves unable ever to run. A change to the
+ * values in force is answered with the figures and records nothing: the event log lists changes.
  */
 export function setCapacity(ctx: EngineContext, capacity: CapacityStore, change: CapacityChange): CapacityFigures {
   checkCapacityChange(change)
+  if (!capacity.changes(change)) return capacity.figures()
   ctx.transact(() => {
     const previous = capacity.change(change)
     reportJobsOverCapacity(ctx, previous.total_units, capacity.totalUnits())
