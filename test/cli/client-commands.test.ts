@@ -629,6 +629,15 @@ describe('finding the host', async () => {
 })
 
 describe('help', async () => {
+  test("README's list of commands is the one leasehold --help gives, in its order", () => {
+    const usage = runCli(['--help']).stdout
+    const section = usage.slice(usage.indexOf('Commands:\n'), usage.indexOf('\n\n', usage.indexOf('Commands:\n')))
+    const listed = [...section.matchAll(/^ {2}([a-z]+) /gm)].map((m) => m[1])
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+    const line = /\*\*Command line\*\*: `leasehold ([^`]+)`/.exec(readme)
+    expect(line?.[1]?.split(' | ')).toEqual(listed)
+  })
+
   test('leasehold --help lists every command; help CMD and CMD --help show its flags', async () => {
     const top = runCli(['--help'])
     expect(top.status).toBe(0)
