@@ -22,8 +22,9 @@ run until it is raised again. Jobs show as the last 8 characters of their id (â€
 \`leasehold jobs\` lists whole; --json has every id.
 
 Flags:
-  --json               print {capacity, leases, jobs: {over_capacity}, workers, blockers, storage, redis?} as JSON
-                       (storage.mode is read_write or read_only, storage.reason why)
+  --json               print {url, capacity, leases, jobs: {over_capacity}, workers, blockers, storage, redis?} as JSON
+                       (url is the address of the host that answered, the table's host line;
+                       storage.mode is read_write or read_only, storage.reason why)
 ${TARGET_HELP}
   -h, --help`
 

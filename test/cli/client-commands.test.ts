@@ -425,6 +425,16 @@ describe('leasehold status', async () => {
     }
   })
 
+  test('status --json prints the fields its --help lists, and no other', async () => {
+    const [help, json] = await Promise.all([runAsync(['status', '--help']), cli(['status', '--json'])])
+    // "print {url, capacity, …, jobs: {over_capacity}, …, redis?} as JSON": the top-level names; redis? only with --redis.
+    const shape = /print \{(.*)\} as JSON/.exec(help.stdout)?.[1] ?? ''
+    const names = shape.replace(/\{[^}]*\}/g, '').split(', ').map((field) => field.replace(/[:?\s]/g, ''))
+    const always = names.filter((name) => !shape.includes(`${name}?`))
+    expect(Object.keys(JSON.parse(json.stdout) as object)).toEqual(always)
+    expect(names.filter((name) => !always.includes(name))).toEqual(['redis'])
+  })
+
   test('reports the waiting jobs a lowered total leaves unable to run', async () => {
     const big = host.engine.submit({ job_type: 'status-big', cost_units: 80 }).job
     host.engine.setCapacity({ total_units: 50 })
