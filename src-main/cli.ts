@@ -70,7 +70,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     token: () => TOKEN_HELP,
   }
   if (command === 'help') {
-    const topic = rest[0]
+    // `help --help` asks how to use help: the usage says it.
+    const topic = rest[0] === '-h' || rest[0] === '--help' ? undefined : rest[0]
     if (topic !== undefined && !helps[topic]) {
       console.error(`leasehold: no help for "${topic}": it is not a command (try leasehold --help)`)
       return 2

@@ -652,6 +652,7 @@ describe('help', async () => {
     const top = runCli(['--help'])
     expect(top.status).toBe(0)
     for (const command of ['serve', 'worker', 'submit', 'jobs', 'queue', 'status', 'help']) expect(top.stdout).toMatch(new RegExp(`^  ${command}\\s`, 'm'))
+    for (const args of [['help'], ['help', '--help'], ['help', '-h']]) expect(runCli(args)).toMatchObject({ status: 0, stdout: top.stdout })
     const flags: Record<string, string[]> = {
       submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--at', '--in', '--wait', '--json', '--url', '--token', '--data-dir'],
       queue: ['list', 'pause QUEUE', 'resume QUEUE', '--by', '--json', '--url', '--token', '--data-dir'],
