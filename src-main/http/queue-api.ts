@@ -124,7 +124,8 @@ export const ClaimJobs = z.strictObject({
   limit: z.number().int().min(1).max(100).optional(),
   accept_job_types: z.array(z.string().max(200)).max(100).optional(),
   max_cost_units: z.number().int().min(1).max(1_000_000).optional(),
-  constraints_capabilities: z.object({ gpu_available: z.boolean().optional() }).optional(),
+  /** What the worker has: strict like every object of a body, so that a misspelt capability (`gpu`) is a 400, not a worker taken to have none. */
+  constraints_capabilities: z.strictObject({ gpu_available: z.boolean().optional() }).optional(),
 })
 export type ClaimJobs = z.infer<typeof ClaimJobs>
 

@@ -217,6 +217,13 @@ describe('POST /jobs/claim', () => {
     await expectInvalid(await post(host, url, { worker_id: 'w', constraints_capabilities: { gpu_available: 1 } }), 'constraints_capabilities')
   })
 
+  test('an unknown key in constraints_capabilities is 400 naming it, as everywhere in a body: a misspelt capability is not a worker without it', async () => {
+    await start()
+    const gpu = await submit(host, { constraints: { gpu_required: true } })
+    await expectInvalid(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w', constraints_capabilities: { gpu: true } }), 'constraints_capabilities', '"gpu"')
+    expect(host.engine.getJob(gpu.job_id).state).toBe('QUEUED')
+  })
+
   test('an expired claim returns the job to QUEUED without counting an attempt', async () => {
     await start()
     const job = await submit(host)
