@@ -2534,6 +2534,8 @@ export interface operations {
                 "application/json": {
                     worker_id: string;
                     max_units?: number;
+                    /** @description The worker has a GPU: jobs with constraints.gpu_required are granted to it; absent or false, they are skipped */
+                    gpu_available?: boolean;
                     ttl_sec?: number;
                 };
             };
@@ -2824,6 +2826,7 @@ export interface operations {
                     accept_job_types?: string[];
                     max_cost_units?: number;
                     constraints_capabilities?: {
+                        /** @description The worker has a GPU: jobs with constraints.gpu_required are granted to it; absent or false, they are skipped */
                         gpu_available?: boolean;
                     };
                 };
@@ -3427,6 +3430,8 @@ export interface operations {
                     streams: string[];
                     /** @description Only jobs of these types are granted (the types the worker runs); absent, any type */
                     job_types?: string[];
+                    /** @description The worker has a GPU: jobs with constraints.gpu_required are granted to it; absent or false, they are skipped */
+                    gpu_available?: boolean;
                     /** @description How long to wait for an answer, in ms; the host waits at most 30000 ms (a larger value is capped) */
                     max_wait_ms?: number;
                 };
@@ -3697,6 +3702,8 @@ export interface operations {
                         streams: string[];
                         /** @description Only jobs of these types are granted (the types the worker runs); absent, any type */
                         job_types?: string[];
+                        /** @description The worker has a GPU: jobs with constraints.gpu_required are granted to it; absent or false, they are skipped */
+                        gpu_available?: boolean;
                         max_jobs: number;
                         /** @description How long to wait for an answer, in ms; the host waits at most 30000 ms (a larger value is capped) */
                         max_wait_ms?: number;

@@ -70,6 +70,12 @@ const JobTypes = z
   .max(MAX_JOB_TYPES)
   .meta({ description: 'Only jobs of these types are granted (the types the worker runs); absent, any type' })
 
+/**
+ * Whether the worker has a GPU: a job submitted with `constraints.gpu_required` is granted only
+ * to a claim that says so, and skipped by every other. Absent: it has none.
+ */
+export const GpuAvailable = z.boolean().meta({ description: 'The worker has a GPU: jobs with constraints.gpu_required are granted to it; absent or false, they are skipped' })
+
 // ---------------------------------------------------------------------------------------------
 // Requests
 
@@ -77,6 +83,7 @@ export const WorkerClaim = z.strictObject({
   worker_id: WorkerId,
   streams: Streams,
   job_types: JobTypes.optional(),
+  gpu_available: GpuAvailable.optional(),
   max_wait_ms: MaxWaitMs.optional(),
 })
 export type WorkerClaim = z.infer<typeof WorkerClaim>
@@ -116,6 +123,7 @@ const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_IT
 export const ExchangeClaim = z.strictObject({
   streams: Streams,
   job_types: JobTypes.optional(),
+  gpu_available: GpuAvailable.optional(),
   max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS),
   max_wait_ms: MaxWaitMs.optional(),
 })

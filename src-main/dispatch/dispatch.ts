@@ -1,5 +1,6 @@
 import { type Assignment, type Claims, type Denial, type Engine, type Event, type ExchangeAnswer, WAKE_EVENTS, type WorkerExchange, type WorkerFilter } from '../engine'
 import { longPollMs, STOPPING_WAIT_MS } from './long-poll'
+import type { Takes } from '../worker-roster/directory'
 
 /**
  * Dispatch: how a job reaches a worker that asks for one. It owns the claims that wait for work,
@@ -57,13 +58,27 @@ export interface ClaimRequest {
   streams?: string[]
   /** The job types it runs; any when absent. */
   job_types?: string[]
+  /** Whether it has a GPU (jobs with `constraints.gpu_required` go only to one that has); absent: it has none. */
+  gpu_available?: boolean
   /** How long it waits for work when none can be leased now: capped at the long-poll limit. */
   max_wait_ms?: number
   ttl_s?: number
 }
 
 /** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
-export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & { claim?: { streams: string[]; job_types?: string[]; max_jobs: number; max_wait_ms?: number } }
+export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & {
+  claim?: { streams: string[]; job_types?: string[]; gpu_available?: boolean; max_jobs: number; max_wait_ms?: number }
+}
+
+/** What a worker's claim asks of the engine: the jobs of its streams and types, and those needing a GPU only if it has one. */
+function claimFilter(claim: { streams?: string[]; job_types?: string[]; gpu_available?: boolean }): Omit<WorkerFilter, 'worker_id'> {
+  return { queues: claim.streams, accept_job_types: claim.job_types ?? null, gpu_available: claim.gpu_available === true }
+}
+
+/** The same claim as the worker directory keeps it. */
+function claimTakes(claim: { streams?: string[]; job_types?: string[]; gpu_available?: boolean }): Takes {
+  return { jobTypes: claim.job_types ?? null, streams: claim.streams ?? null, gpu: claim.gpu_available === true }
+}
 
 /**
  * An answer, and how long its claim waited here for its jobs, in milliseconds: 0 when it was
@@ -75,8 +90,8 @@ export type Served<R> = R & { claimWaitedMs: number }
 export type ServedExchange = Served<ExchangeAnswer>
 
 export interface DispatchOptions {
-  /** Told of every claim: its worker, the job types it runs and the queues it takes (null: any). The host's worker directory keeps them. */
-  onClaim?(workerId: string, takes: { jobTypes: readonly string[] | null; streams: readonly string[] | null }): void
+  /** Told of every claim: its worker, the job types it runs, the queues it takes (null: any) and whether it has a GPU. The host's worker directory keeps them. */
+  onClaim?(workerId: string, takes: Takes): void
 }
 
 interface Waiter {
@@ -193,8 +208,8 @@ export class Dispatch {
    * fails (the transport answers the error).
    */
   async claim(request: ClaimRequest, deliver: Deliver<Assignment | Denial>, gone?: Gone): Promise<Assignment | Denial> {
-    const filter: WorkerFilter = { worker_id: request.worker_id, queues: request.streams, accept_job_types: request.job_types ?? null }
-    this.options.onClaim?.(request.worker_id, { jobTypes: request.job_types ?? null, streams: request.streams ?? null })
+    const filter: WorkerFilter = { worker_id: request.worker_id, ...claimFilter(request) }
+    this.options.onClaim?.(request.worker_id, claimTakes(request))
     const decision = ({ claimed }: { claimed: Claims }) => claimed.granted[0] ?? claimed.denial!
     const { claimed } = await this.serve(
       {
@@ -220,15 +235,15 @@ export class Dispatch {
    */
   exchange(request: ExchangeRequest, deliver: Deliver<ServedExchange>, gone?: Gone): Promise<ServedExchange> {
     const { claim, ...reports } = request
-    if (claim) this.options.onClaim?.(request.worker_id, { jobTypes: claim.job_types ?? null, streams: claim.streams })
+    if (claim) this.options.onClaim?.(request.worker_id, claimTakes(claim))
+    const filter = claim ? claimFilter(claim) : { queues: [], accept_job_types: null }
     return this.serve(
       {
-        filter: { worker_id: request.worker_id, queues: claim?.streams ?? [], accept_job_types: claim?.job_types ?? null },
+        filter: { worker_id: request.worker_id, ...filter },
         maxJobs: claim?.max_jobs ?? 1,
         maxWaitMs: claim ? longPollMs(claim.max_wait_ms) : 0,
         op: (denial) => {
-          const filter = claim && { queues: claim.streams, accept_job_types: claim.job_types ?? null }
-          const answer = this.engine.exchange({ ...reports, claim: !denial && filter ? { filter, max_jobs: claim.max_jobs } : undefined })
+          const answer = this.engine.exchange({ ...reports, claim: !denial && claim ? { filter, max_jobs: claim.max_jobs } : undefined })
           return !denial || !claim ? answer : { ...answer, claimed: nothing(denial) }
         },
         answerNow: (answer) => [answer.heartbeats, answer.completed, answer.failed].some((items) => items.some((item) => !item.ok)),

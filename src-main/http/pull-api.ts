@@ -1,13 +1,14 @@
 import { z } from 'zod'
 import { iso } from '../engine/rules/clock'
 import { type Api, LEASE_409, NOT_FOUND, route } from './route'
-import { JsonValue, pathParams, TtlSec, WorkerId } from './schemas'
+import { GpuAvailable, JsonValue, pathParams, TtlSec, WorkerId } from './schemas'
 import { PullCompleteAnswer, PullDecision, PullHeartbeatAnswer, pullJob, pullLease } from './views/pull'
 
 /** The pull API: one step dequeues and leases; the first heartbeat makes the job running. */
 export const PullLeaseRequest = z.strictObject({
   worker_id: WorkerId,
   max_units: z.number().int().min(1).max(1_000_000).optional(),
+  gpu_available: GpuAvailable.optional(),
   ttl_sec: TtlSec.optional(),
 })
 export type PullLeaseRequest = z.infer<typeof PullLeaseRequest>
@@ -42,8 +43,9 @@ export const pullApi: Api = {
       answer: PullDecision,
       grouped: true,
       run: ({ body }, { engine, directory }) => {
-        directory.askedForAnyQueue()
-        const decision = engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null }, body.ttl_sec)
+        const gpu_available = body.gpu_available === true
+        directory.askedForAnyQueue({ gpu: gpu_available })
+        const decision = engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null, gpu_available }, body.ttl_sec)
         return decision.granted
           ? { denied: false as const, lease: pullLease(decision.lease), job: pullJob(decision.job) }
           : { denied: true as const, reason: decision.reason, retry_after_ms: decision.retry_after_ms }

@@ -4,7 +4,7 @@ import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '..
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
-import { Id, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
+import { GpuAvailable, Id, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
 import {
@@ -125,7 +125,7 @@ export const ClaimJobs = z.strictObject({
   accept_job_types: z.array(z.string().max(200)).max(100).optional(),
   max_cost_units: z.number().int().min(1).max(1_000_000).optional(),
   /** What the worker has: strict like every object of a body, so that a misspelt capability (`gpu`) is a 400, not a worker taken to have none. */
-  constraints_capabilities: z.strictObject({ gpu_available: z.boolean().optional() }).optional(),
+  constraints_capabilities: z.strictObject({ gpu_available: GpuAvailable.optional() }).optional(),
 })
 export type ClaimJobs = z.infer<typeof ClaimJobs>
 
@@ -283,14 +283,15 @@ export const queueApi: Api = {
       otherAnswers: { 204: { description: 'Nothing to claim' } },
       grouped: true,
       run: ({ body }, { engine, directory }) => {
-        directory.askedForAnyQueue()
+        const gpu_available = body.constraints_capabilities?.gpu_available === true
+        directory.askedForAnyQueue({ gpu: gpu_available })
         const limit = body.limit ?? 1
         const filter = {
           worker_id: body.worker_id,
           addon_id: body.addon_id,
           accept_job_types: body.accept_job_types,
           max_units: body.max_cost_units,
-          gpu_available: body.constraints_capabilities?.gpu_available === true,
+          gpu_available,
         }
         const jobs = engine.claim(filter, limit)
         if (jobs.length === 0) return new Reply(204, undefined)

@@ -3,7 +3,7 @@ import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/
 import { Id } from '../../src-shared/worker-exchange'
 
 /** Zod pieces shared by the APIs' request and response schemas; the worker exchange's own are src-shared's. */
-export { Id, IsoTime, JsonValue, MAX_WAIT_MS_ACCEPTED, MaxWaitMs, Name, Note, QueueName, Progress, WorkerId } from '../../src-shared/worker-exchange'
+export { GpuAvailable, Id, IsoTime, JsonValue, MAX_WAIT_MS_ACCEPTED, MaxWaitMs, Name, Note, QueueName, Progress, WorkerId } from '../../src-shared/worker-exchange'
 
 /** A route's path parameter: an id (the 400 for a bad one names the parameter). */
 export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id } as Record<N, typeof Id>)

@@ -9,10 +9,20 @@ import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 export const SILENT_AFTER_MS = 2 * MAX_LONG_POLL_MS
 export const FORGOTTEN_AFTER_MS = 60 * 60 * 1000
 
-/** What a worker's claims take: the job types it runs and the queues it takes from; null or empty for any. */
+/** What a worker's claims take: the job types it runs and the queues it takes from (null or empty for any), and whether it has a GPU. */
 export interface Takes {
   jobTypes: readonly string[] | null
   streams: readonly string[] | null
+  /** It said it has a GPU: it takes jobs with `constraints.gpu_required`. */
+  gpu: boolean
+}
+
+/** Of a waiting job, what decides which workers take it. */
+export interface WaitingJobNeeds {
+  queue: string
+  job_type: string
+  /** Its `constraints.gpu_required`: only a worker with a GPU takes it. */
+  gpu_required: boolean
 }
 
 /** What the dashboard shows of a worker (GET /api/workers). */
@@ -45,16 +55,21 @@ export class WorkerDirectory {
 
   /** When a worker of the pull or queue API last asked for work: they are not listed, and take every queue. */
   private anyQueueAskedAt = -Infinity
+  /** When one of them that has a GPU last asked. */
+  private gpuAskedAt = -Infinity
 
   constructor(private readonly now: () => number) {}
 
   /**
    * A worker of the pull or queue API asked for work. Those workers are not listed (they name no
    * queue, and a pull is one request), but they take jobs of every queue and type: while one has
-   * asked lately, no job is said to be of a queue or type nobody takes.
+   * asked lately, no job is said to be of a queue or type nobody takes, nor, if it has a GPU, a
+   * job needing one.
    */
-  askedForAnyQueue(): void {
-    this.anyQueueAskedAt = this.now()
+  askedForAnyQueue({ gpu }: { gpu: boolean }): void {
+    const now = this.now()
+    this.anyQueueAskedAt = now
+    if (gpu) this.gpuAskedAt = now
   }
 
   /** An external worker made a call. */
@@ -99,25 +114,32 @@ export class WorkerDirectory {
 
   /**
    * What keeps every worker at hand from taking this job: its queue, which none of them takes,
-   * or its type, which none of those that take the queue runs. Each worker that still works (not
-   * silent) has claimed naming them; one that has not claimed yet, or names none, may take any.
-   * Null when some worker may take it, and with no worker at all: the job then waits for any
-   * worker, as every job does.
+   * its type, which none of those that take the queue runs, or its need of a GPU, which none of
+   * those that take both has. Each worker that still works (not silent) has claimed naming them;
+   * one that has not claimed yet, or names none, may take any (and may have a GPU). Null when
+   * some worker may take it, and with no worker at all: the job then waits for any worker, as
+   * every job does.
    */
-  nobodyTakes(job: { queue: string; job_type: string }): 'queue' | 'job_type' | null {
+  nobodyTakes(job: WaitingJobNeeds): 'queue' | 'job_type' | 'gpu' | null {
     const now = this.now()
-    if (now - this.anyQueueAskedAt < SILENT_AFTER_MS) return null
-    let working = 0
-    let queueTaken = false
+    const lately = (at: number) => now - at < SILENT_AFTER_MS
+    // A worker of the pull or queue API takes every queue and type: all it may lack is a GPU.
+    const anyQueue = lately(this.anyQueueAskedAt)
+    if (anyQueue && (!job.gpu_required || lately(this.gpuAskedAt))) return null
+    let working = anyQueue ? 1 : 0
+    let queueTaken = anyQueue
+    let typeRun = anyQueue
     for (const w of this.workers.values()) {
-      if (w.kind !== 'local' && now - w.last_seen_at >= SILENT_AFTER_MS) continue
+      if (w.kind !== 'local' && !lately(w.last_seen_at)) continue
       working += 1
       const takes = this.takes.get(w.worker_id)
       if (takes?.streams?.length && !takes.streams.includes(job.queue)) continue
       queueTaken = true
-      if (!takes?.jobTypes || takes.jobTypes.includes(job.job_type)) return null
+      if (takes?.jobTypes && !takes.jobTypes.includes(job.job_type)) continue
+      typeRun = true
+      if (!job.gpu_required || takes?.gpu !== false) return null
     }
-    return working === 0 ? null : queueTaken ? 'job_type' : 'queue'
+    return working === 0 ? null : !queueTaken ? 'queue' : !typeRun ? 'job_type' : 'gpu'
   }
 
   /**

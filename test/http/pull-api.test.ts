@@ -115,8 +115,18 @@ describe('POST /leases/request', () => {
     expect(skipped.denied).toBe(true) // w1 holds a lease: the unique job is skipped, the big one exceeds max_units
   })
 
+  test('a job with constraints.gpu_required is leased only to a request that says gpu_available; one that does not skips it', async () => {
+    await start()
+    const gpu = await submit(host, { priority: 'URGENT', constraints: { gpu_required: true } })
+    const plain = await submit(host, { priority: 'LOW' })
+    expect((await grant('w1')).job.job_id).toBe(plain.job_id)
+    expect(await body(await post(host, `${PULL}/request`, { worker_id: 'w1', gpu_available: false }))).toMatchObject({ denied: true })
+    expect((await grant('w2', { gpu_available: true })).job.job_id).toBe(gpu.job_id)
+  })
+
   test('a bad body is 400 invalid_request naming the failing fields', async () => {
     await start()
+    await expectInvalid(await post(host, `${PULL}/request`, { worker_id: 'w', gpu_available: 'yes' }), 'gpu_available')
     await expectInvalid(await post(host, `${PULL}/request`, {}), 'worker_id')
     await expectInvalid(await post(host, `${PULL}/request`, { worker_id: 'w', max_units: '8' }), 'max_units')
     await expectInvalid(await post(host, `${PULL}/request`, { worker_id: 'w', max_units: 0 }), 'max_units')

@@ -122,6 +122,42 @@ describe('POST /internal/worker/claim', () => {
     expect(await claim({})).toMatchObject({ claimed: true, job_id: other.job_id })
   })
 
+  test('a job with constraints.gpu_required is granted only to a claim or an exchange that says gpu_available; one that does not skips it for the jobs behind', async () => {
+    await start()
+    const gpu = await submit(host, { priority: 'URGENT', constraints: { gpu_required: true } })
+    const plain = await submit(host, { priority: 'LOW' })
+    const claim = (json: Record<string, unknown>) => post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0, ...json }).then(body)
+    expect(await claim({})).toMatchObject({ claimed: true, job_id: plain.job_id })
+    expect(await claim({ gpu_available: false })).toEqual({ claimed: false })
+    expect(host.engine.getJob(gpu.job_id).state).toBe('QUEUED')
+    const exchange = (json: Record<string, unknown>) => post(host, `${WORKER}/batch`, { worker_id: 'w-batch', claim: { streams: ['default'], max_jobs: 4, max_wait_ms: 0, ...json } }).then(body)
+    expect((await exchange({})).jobs).toEqual([])
+    expect((await exchange({ gpu_available: true })).jobs).toEqual([expect.objectContaining({ job_id: gpu.job_id })])
+    // A waiting claim with a GPU is handed one as it is submitted; a one-job claim too.
+    const waiting = post(host, `${WORKER}/claim`, { worker_id: 'w-gpu', streams: ['default'], gpu_available: true, max_wait_ms: 10_000 }).then(body)
+    await arrived('w-gpu')
+    const later = await submit(host, { constraints: { gpu_required: true } })
+    expect(await waiting).toMatchObject({ claimed: true, job_id: later.job_id })
+    await expectInvalid(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], gpu_available: 'yes' }), 'gpu_available')
+    await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w', claim: { streams: ['default'], max_jobs: 1, gpu_available: 1 } }), 'claim.gpu_available')
+  })
+
+  test('a job needing a GPU that no worker asking has says so as it waits, first in line or behind another', async () => {
+    await start()
+    const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason
+    const first = await submit(host, { constraints: { gpu_required: true } })
+    const second = await submit(host, { constraints: { gpu_required: true } })
+    expect(await reason(first.job_id)).toBe('first in line; waiting for a worker to take it') // no worker at all yet
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
+    expect(await reason(first.job_id)).toBe('first in line; needs a worker with a GPU, and none asking has one')
+    expect(await reason(second.job_id)).toBe(`behind job …${first.job_id.slice(-8)}; needs a worker with a GPU, and none asking has one`)
+    // A pull worker without one asks too: still none has one. One with a GPU asks: the job waits its turn.
+    expect(await post(host, `${PULL}/request`, { worker_id: 'p' }).then(body)).toMatchObject({ denied: true })
+    expect(await reason(first.job_id)).toBe('first in line; needs a worker with a GPU, and none asking has one')
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], gpu_available: true, max_wait_ms: 0 }).then(body)).toMatchObject({ job_id: first.job_id })
+    expect(await reason(second.job_id)).toBe('first in line; waiting for a worker to take it')
+  })
+
   test('a job of a type or queue none of the connected workers takes stays queued and says so as it waits', async () => {
     await start()
     const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason

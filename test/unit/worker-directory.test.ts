@@ -40,8 +40,8 @@ test('a quiet worker that still holds a lease is listed busy, not silent: its le
 test('what no worker takes: workers are at hand and each that still works named its queues and types in a claim, without this job’s', () => {
   const { clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
-  const resize = { queue: 'default', job_type: 'resize' }
-  const takes = (streams: string[] | null, jobTypes: string[] | null) => ({ streams, jobTypes })
+  const resize = { queue: 'default', job_type: 'resize', gpu_required: false }
+  const takes = (streams: string[] | null, jobTypes: string[] | null) => ({ streams, jobTypes, gpu: false })
   expect(directory.nobodyTakes(resize)).toBeNull() // no worker at all: the job waits for any
   directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
   expect(directory.nobodyTakes(resize)).toBeNull() // it has claimed nothing yet: it may take anything
@@ -49,8 +49,8 @@ test('what no worker takes: workers are at hand and each that still works named 
   directory.seen('http-1')
   directory.claims('http-1', takes(['reports'], ['resize']))
   expect(directory.nobodyTakes(resize)).toBe('job_type') // the one that runs it takes another queue
-  expect(directory.nobodyTakes({ queue: 'reports', job_type: 'resize' })).toBeNull()
-  expect(directory.nobodyTakes({ queue: 'other', job_type: 'resize' })).toBe('queue')
+  expect(directory.nobodyTakes({ ...resize, queue: 'reports' })).toBeNull()
+  expect(directory.nobodyTakes({ ...resize, queue: 'other' })).toBe('queue')
   // The only worker that runs it in its queue goes silent: nobody at hand does.
   directory.seen('http-2')
   directory.claims('http-2', takes(['default'], ['resize']))
@@ -66,4 +66,30 @@ test('what no worker takes: workers are at hand and each that still works named 
   // A worker the directory does not know is not asked.
   directory.claims('unknown', takes(null, null))
   expect(directory.nobodyTakes(resize)).toBe('job_type')
+})
+
+test('what no worker takes: a job needing a GPU, while none of the workers that take its queue and type has one', () => {
+  const { clock } = setup()
+  const directory = new WorkerDirectory(() => clock.now())
+  const render = { queue: 'default', job_type: 'render', gpu_required: true }
+  directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
+  expect(directory.nobodyTakes(render)).toBeNull() // it has claimed nothing yet: it may have one
+  directory.claims('local-1', { streams: ['default'], jobTypes: null, gpu: false })
+  expect(directory.nobodyTakes(render)).toBe('gpu')
+  expect(directory.nobodyTakes({ ...render, gpu_required: false })).toBeNull()
+  // One with a GPU that takes another queue does not take it; one that takes its queue does.
+  directory.seen('http-gpu')
+  directory.claims('http-gpu', { streams: ['other'], jobTypes: null, gpu: true })
+  expect(directory.nobodyTakes(render)).toBe('gpu')
+  directory.claims('http-gpu', { streams: ['default'], jobTypes: null, gpu: true })
+  expect(directory.nobodyTakes(render)).toBeNull()
+  directory.forget('http-gpu')
+  // A worker of the pull or queue API takes every queue: only one that has a GPU takes this job.
+  directory.askedForAnyQueue({ gpu: false })
+  expect(directory.nobodyTakes(render)).toBe('gpu')
+  directory.askedForAnyQueue({ gpu: true })
+  expect(directory.nobodyTakes(render)).toBeNull()
+  clock.advance(SILENT_AFTER_MS)
+  directory.askedForAnyQueue({ gpu: false })
+  expect(directory.nobodyTakes(render)).toBe('gpu')
 })

@@ -43,8 +43,8 @@ export interface WaitingSituation {
   paused: ReadonlySet<string>
   /** Whether the worker holds an ACTIVE lease (a lease request of its `unique` job is then denied). */
   holdsLease(workerId: string): boolean
-  /** What keeps every worker at hand from taking this job, if anything does: its queue, or its type (the host's worker directory knows). */
-  nobodyTakes(job: { queue: string; job_type: string }): 'queue' | 'job_type' | null
+  /** What keeps every worker at hand from taking this job, if anything does: its queue, its type, or its need of a GPU (the host's worker directory knows). */
+  nobodyTakes(job: { queue: string; job_type: string; gpu_required: boolean }): 'queue' | 'job_type' | 'gpu' | null
 }
 
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
@@ -57,8 +57,10 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobod
     capacity: capacity.figures(),
     // The line of one queue, as a worker that takes that queue walks it: a stream worker takes
     // its queues one after another, and the local pool takes only its own (`default` unless
-    // configured), so another queue's head says nothing of when this job runs. Read once per
-    // queue and only when a QUEUED job asks, so a page of running jobs does not pay for the pick.
+    // configured), so another queue's head says nothing of when this job runs. Walked as a worker
+    // with a GPU walks it, so a job needing one has its place (nobodyTakes says when no worker
+    // asking has one). Read once per queue and only when a QUEUED job asks, so a page of running
+    // jobs does not pay for the pick.
     headOf(queue) {
       if (!heads.has(queue)) heads.set(queue, eligibleJobs(ctx, { worker_id: '', gpu_available: true, queues: [queue] }, now).next().value ?? undefined)
       return heads.get(queue)
@@ -105,6 +107,7 @@ const overCapacity = (job: Pick<JobRow, 'cost_units'>, c: CapacityFigures) => `c
 export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'job_type' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & {
   state: string
   unique: boolean
+  constraints: Readonly<Record<string, boolean>>
 }
 
 /** A wait that only something else ends (a worker, capacity, an operator). */
@@ -159,11 +162,14 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
   }
   // A worker takes only its queues and the job types it has handlers for: while none takes this job it is in no line.
-  const nobody = s.nobodyTakes(job)
+  const nobody = s.nobodyTakes({ queue: job.queue, job_type: job.job_type, gpu_required: job.constraints.gpu_required === true })
   if (nobody === 'queue') return open(`no worker connected takes queue ${job.queue}; it waits for one that does`)
   if (nobody === 'job_type') return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
   const head = s.headOf(job.queue)
-  if (head === undefined || head.id === job.id) {
+  const first = head === undefined || head.id === job.id
+  // Every worker asking skips it: its place in line is all it has until one with a GPU asks.
+  if (nobody === 'gpu') return open(`${first ? 'first in line' : `behind job ${shortId(head.id)}`}; needs a worker with a GPU, and none asking has one`)
+  if (first) {
     return open(fits ? 'first in line; waiting for a worker to take it' : `first in line; ${capacityShortfall(job.cost_units, c)}`)
   }
   if (head.cost_units > c.total_units) return open(`behind job ${shortId(head.id)}, whose ${overCapacity(head, c)}`)
