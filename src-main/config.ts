@@ -38,6 +38,8 @@ export interface HostConfig {
   workerNice: number
   /** The queues local workers take jobs from, in their order of preference. */
   workerStreams: string[]
+  /** Local workers have a GPU: they take jobs with `constraints.gpu_required`. */
+  workerGpu: boolean
   drainGraceS: number
   /** Total capacity units; null keeps the stored setting (default 100). */
   totalUnits: number | null
@@ -73,6 +75,9 @@ const int = (min: number, max: number) => {
     .transform(Number)
     .pipe(z.number().int(message).min(min, message).max(max, message))
 }
+
+/** `true` or `false`, spelt so: every flag takes a value (and its variable the same one), a switch included. */
+const yesOrNo = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((value) => value === 'true')
 
 const BUSY_MESSAGE = 'must be a number from 0 to 10, or auto'
 
@@ -122,6 +127,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'worker-concurrency', env: 'LEASEHOLD_WORKER_CONCURRENCY', value: 'N', help: `jobs each local worker runs at once (default: the pool's share of the capacity units, at least ${DEFAULT_WORKER_CONCURRENCY}; the units still bound the total)`, schema: int(1, MAX_WORKER_CONCURRENCY) },
   { name: 'worker-nice', env: 'LEASEHOLD_WORKER_NICE', value: '0-19', help: 'how far the handlers of local workers, and the programs they run, yield the CPU to the host and the desktop (the OS niceness; 0 = not at all)', schema: int(0, 19), default: '10' },
   { name: 'worker-streams', env: 'LEASEHOLD_WORKER_STREAMS', value: 'QUEUES', help: 'the queues local workers take jobs from, comma-separated, in their order of preference', schema: workerStreams, default: 'default' },
+  { name: 'worker-gpu', env: 'LEASEHOLD_WORKER_GPU', value: 'true|false', help: 'whether local workers have a GPU: only then do they take jobs submitted with constraints.gpu_required', schema: yesOrNo, default: 'false' },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
@@ -190,6 +196,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     workerConcurrency: (read('worker-concurrency') as number | undefined) ?? null,
     workerNice: read('worker-nice') as number,
     workerStreams: read('worker-streams') as string[],
+    workerGpu: read('worker-gpu') as boolean,
     execAllow: (read('exec-allow') as string)
       .split(',')
       .map((p) => p.trim())

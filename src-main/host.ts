@@ -385,6 +385,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
               LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
               LEASEHOLD_WORKER_NICE: String(config.workerNice),
               LEASEHOLD_WORKER_STREAMS: config.workerStreams.join(','),
+              LEASEHOLD_WORKER_GPU: String(config.workerGpu),
             },
           })
         : null

@@ -21,6 +21,8 @@ ${TARGET_HELP}
   --redis-prefix P     the host's --redis-prefix [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once, sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
+  --gpu                this worker has a GPU: it is given jobs submitted with
+                       constraints.gpu_required, which a worker without the flag never is
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run}); one that is
                        missing or not a folder is reported as a handler that did not load
   --exec-allow P,Q     programs the exec handler may run (none by default)
@@ -46,12 +48,13 @@ export interface WorkerFlags {
   'grace-s'?: string
   redis?: string
   'redis-prefix'?: string
+  gpu?: boolean
 }
 
 const list = (value: string | undefined): string[] => (value ?? '').split(',').map((s) => s.trim()).filter(Boolean)
 
 export function parseWorkerArgs(argv: string[]): WorkerFlags {
-  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s', 'redis', 'redis-prefix'])
+  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s', 'redis', 'redis-prefix'], ['gpu'])
 }
 
 /** Over Redis the worker names no host: its token is all it needs of one (a URL only to say where it takes jobs from). */
@@ -97,6 +100,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     workerId,
     streams,
     concurrency,
+    gpu: flags.gpu === true,
     handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']) },
     log,
     onRefused: () => stop(1),

@@ -26,6 +26,8 @@ export interface DriveOptions {
   owner: number
   worker_id: string
   streams: string[]
+  /** The worker has a GPU (RuntimeOptions.gpu): its claims say so. */
+  gpu?: boolean
   /** The job types this thread has handlers for: its claims take only those (set by the thread itself, once it has loaded them). */
   jobTypes?: string[]
   claimWaitMs: number
@@ -154,13 +156,13 @@ export class Driver {
   }
 
   private exchange(longPoll: boolean): void {
-    const { worker_id, streams, jobTypes, claimWaitMs } = this.options
+    const { worker_id, streams, gpu, jobTypes, claimWaitMs } = this.options
     const reports = this.reportBudget.take(this.outbox)
     const asked = Math.min(this.free, 256)
     const params: ExchangeRequest = { worker_id }
     if (reports.complete.length > 0) params.complete = reports.complete
     if (reports.fail.length > 0) params.fail = reports.fail
-    if (asked > 0) params.claim = { streams, job_types: jobTypes, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
+    if (asked > 0) params.claim = { streams, job_types: jobTypes, gpu_available: gpu, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
     const id = this.nextId++
     const abandon = longPoll ? new AbortController() : null
     this.inFlight.set(id, { longPoll, asked, sentAt: performance.now(), reports, abandon, abandoned: false })

@@ -29,6 +29,7 @@ const runtime = new WorkerRuntime({
   workerId,
   streams: (env.LEASEHOLD_WORKER_STREAMS ?? 'default').split(',').filter(Boolean),
   concurrency: wholeNumberFrom(env.LEASEHOLD_WORKER_CONCURRENCY, 1), // the host always says (--worker-concurrency)
+  gpu: env.LEASEHOLD_WORKER_GPU === 'true', // serve --worker-gpu
   handlers: {
     handlersDir: env.LEASEHOLD_WORKER_HANDLERS || null,
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),

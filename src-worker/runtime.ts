@@ -16,6 +16,8 @@ export interface RuntimeOptions {
   streams: string[]
   /** Jobs run at once. */
   concurrency: number
+  /** The worker has a GPU: its claims say so, and are granted jobs with `constraints.gpu_required` (no other worker is). */
+  gpu?: boolean
   /** Handler threads the jobs share (default: one per job up to 4; see thread-placement.ts for which runs where). */
   threads?: number
   handlers: HandlerOptions
@@ -228,11 +230,11 @@ export class WorkerRuntime {
    * nothing and watches that thread's jobs through the table.
    */
   private newThread(index: number): HandlerThread<Running> {
-    const { drive: route, workerId, streams, claimWaitMs, handlers } = this.options
+    const { drive: route, workerId, streams, gpu, claimWaitMs, handlers } = this.options
     const drives = index === 0 && route !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
     if (!drives) return new HandlerThread(handlers, this.listener)
     const owner = ++this.lastOwner
-    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
+    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, gpu, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
     const thread = new HandlerThread(handlers, this.listener, { route, thread: index, ...drive })
     this.drivers.set(thread, owner)
     if (this.begun) thread.post({ type: 'begin' })
@@ -415,7 +417,7 @@ export class WorkerRuntime {
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
     if (outbox.complete.length > 0) request.complete = outbox.complete
     if (outbox.fail.length > 0) request.fail = outbox.fail
-    if (maxJobs > 0) request.claim = { streams, job_types: this.jobTypes, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
+    if (maxJobs > 0) request.claim = { streams, job_types: this.jobTypes, gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
     this.reserved += maxJobs
     if (longPoll) this.polling = true
     else this.reporting = true

@@ -162,4 +162,9 @@ describe('the local workers a host starts', () => {
     expect((await firstWorkerEnv({ workers: 1 })).LEASEHOLD_WORKER_STREAMS).toBe('default')
     expect((await firstWorkerEnv({ workers: 1, workerStreams: ['reports', 'default'] })).LEASEHOLD_WORKER_STREAMS).toBe('reports,default')
   })
+
+  test('have a GPU only when --worker-gpu says so', async () => {
+    expect((await firstWorkerEnv({ workers: 1 })).LEASEHOLD_WORKER_GPU).toBe('false')
+    expect((await firstWorkerEnv({ workers: 1, workerGpu: true })).LEASEHOLD_WORKER_GPU).toBe('true')
+  })
 })

@@ -121,6 +121,14 @@ describe('serve configuration', () => {
     expect(() => parseServeArgs(['--worker-streams', 'a,..'], {})).toThrow(/--worker-streams .*"\.\." is not a queue name/)
   })
 
+  test('local workers have no GPU unless --worker-gpu true (or LEASEHOLD_WORKER_GPU=true) says they have', () => {
+    expect(parseServeArgs([], {}).workerGpu).toBe(false)
+    expect(parseServeArgs(['--worker-gpu', 'true'], {}).workerGpu).toBe(true)
+    expect(parseServeArgs([], { LEASEHOLD_WORKER_GPU: 'true' }).workerGpu).toBe(true)
+    expect(parseServeArgs(['--worker-gpu', 'false'], { LEASEHOLD_WORKER_GPU: 'true' }).workerGpu).toBe(false)
+    expect(() => parseServeArgs(['--worker-gpu', 'yes'], {})).toThrow('--worker-gpu must be true or false (got "yes")')
+  })
+
   test("the default data dir is the platform's app-data folder, shared with the desktop app", () => {
     expect(defaultDataDir({ XDG_CONFIG_HOME: '/home/u/.config' }, 'linux')).toBe('/home/u/.config/leasehold')
     expect(defaultDataDir({ APPDATA: 'C:\\Users\\u\\AppData\\Roaming' }, 'win32')).toMatch(/Roaming.leasehold$/)

@@ -124,6 +124,17 @@ test('jobs submitted over HTTP run to DONE on both local workers; an external le
   expect(external.output()).toMatch(/handler .*broken\.mjs did not load: this handler is broken on purpose/)
 })
 
+test('a job needing a GPU is left by local workers without one and run by a leasehold worker --gpu', async () => {
+  const gpu = await submit(host, { job_type: 'test.echo', constraints: { gpu_required: true }, payload: { gpu: true } })
+  const plain = await submit(host, { job_type: 'test.echo', payload: { gpu: false } })
+  expect((await settled(host, plain, 5000)).job.state).toBe('DONE')
+  expect((await jobView(host, gpu)).job.state).toBe('QUEUED')
+  const withGpu = spawnWorker(host, ['--gpu', '--worker-id', 'gpu-1', '--handlers', handlersDir])
+  await workerStarted(withGpu)
+  expect((await settled(host, gpu, 15_000)).job.state).toBe('DONE')
+  expect(attempts(host, gpu).map((a) => a.worker_id)).toEqual(['gpu-1'])
+})
+
 test('a local worker’s driving thread claims and reports its jobs over its link: jobs submitted one at a time run to DONE once', async () => {
   const before = host.pool!.linkRequests
   const ids: string[] = []
