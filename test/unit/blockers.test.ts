@@ -146,6 +146,12 @@ describe("the operator's answers", () => {
     expect(claimOrFail(engine, 'w3').job.id).toBe(requester.job.id)
   })
 
+  test("an operator's retry of the halted job itself is refused, naming the blocker to answer instead", () => {
+    const { engine, blocker, requester } = halted()
+    expect(() => engine.retry(requester.job.id)).toThrow(`is BLOCKED; it is halted on ${FILE}: answer its blocker ${blocker.id} to run it again`)
+    expect(engine.getJob(requester.job.id).state).toBe('BLOCKED')
+  })
+
   test('retry of a job that costs more than the total now: requeued and reported (JOB_EXCEEDS_CAPACITY), as any job returning to the line', () => {
     // The total drops below the requester's cost (4) while it runs; its halt is not a return to the line.
     const { engine, blocker, requester } = halted({ beforeRetry: (engine) => engine.setCapacity({ total_units: 3 }) })

@@ -47,6 +47,11 @@ export interface WaitingSituation {
   nobodyTakes(job: { queue: string; job_type: string; gpu_required: boolean }): 'queue' | 'job_type' | 'gpu' | null
 }
 
+/** The open blocker a BLOCKED job waits on (its latest, should there be more). */
+export function openBlockerOf(ctx: EngineContext, jobId: string): BlockerRow | undefined {
+  return ctx.one<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN' ORDER BY seq DESC LIMIT 1", jobId)
+}
+
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
 export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobodyTakes: WaitingSituation['nobodyTakes']): WaitingSituation {
   const now = ctx.clock.now()
@@ -65,8 +70,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobod
       if (!heads.has(queue)) heads.set(queue, eligibleJobs(ctx, { worker_id: '', gpu_available: true, queues: [queue] }, now).next().value ?? undefined)
       return heads.get(queue)
     },
-    blockerOf: (jobId) =>
-      ctx.one<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN' ORDER BY seq DESC LIMIT 1", jobId),
+    blockerOf: (jobId) => openBlockerOf(ctx, jobId),
     // Every pending refusal at once, when a running job first asks: a handful of rows (each is
     // one denied acquire, gone at its retry), where a page of running jobs would ask 500 times.
     contentionOf: (leaseId) => {

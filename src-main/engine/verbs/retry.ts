@@ -5,6 +5,7 @@ import { costExceedsCapacity } from './jobs'
 import { getJob, moveJob } from '../store/rows'
 import { type JobState, RETRYABLE_STATES } from '../rules/states'
 import { nextStreamMessageId } from '../store/streams'
+import { openBlockerOf } from '../reads/waiting'
 
 /**
  * An operator's retry: a FAILED, TIMEOUT (dead-lettered) or CANCELED job goes back to QUEUED as
@@ -21,8 +22,7 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
     const job = getJob(ctx, jobId)
     const from = job.state as JobState
     if (!RETRYABLE_STATES.has(from)) {
-      const why = from === 'DONE' ? 'a job that succeeded is not retried (submit it again)' : 'only a FAILED, TIMEOUT or CANCELED job is retried'
-      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${why}`)
+      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${whyNotRetried(ctx, job)}`)
     }
     if (job.cost_units > totalUnits) throw costExceedsCapacity(job.cost_units, totalUnits)
     const now = ctx.clock.now()
@@ -58,4 +58,12 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
       },
     )
   })
+}
+
+/** Why an operator's retry does not apply to `job`, and what does: a halted job's blocker is answered instead. */
+function whyNotRetried(ctx: EngineContext, job: JobRow): string {
+  if (job.state === 'DONE') return 'a job that succeeded is not retried (submit it again)'
+  const blocker = job.state === 'BLOCKED' ? openBlockerOf(ctx, job.id) : undefined
+  if (blocker) return `it is halted on ${blocker.file}: answer its blocker ${blocker.id} to run it again (retry: POST /api/blockers/${blocker.id}/resolve, leasehold blockers resolve)`
+  return 'only a FAILED, TIMEOUT or CANCELED job is retried'
 }
