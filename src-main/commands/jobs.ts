@@ -111,7 +111,7 @@ async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv)
       ? await answered(target, api.POST('/api/scheduler/jobs/{job_id}/cancel', { ...path, body: { reason: flags.reason ?? null, requested_by } }))
       : await answered(target, api.POST(action === 'retry' ? '/api/jobs/{job_id}/retry' : '/api/jobs/{job_id}/run-now', { ...path, body: { requested_by } }))
   if (flags.json) console.log(JSON.stringify({ job }, null, 2))
-  else if (action === 'cancel' && job.state !== 'CANCELED') console.log(`job ${job.job_id} ${job.state}: asked to stop; it ends CANCELED once its worker stops it`)
+  else if (action === 'cancel' && job.state !== 'CANCELED') console.log(`job ${job.job_id} ${job.state}: asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)`)
   else console.log(`job ${job.job_id} ${job.state}`)
   return 0
 }

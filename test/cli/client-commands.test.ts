@@ -370,6 +370,15 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     host.engine.cancel(delayed.id)
   })
 
+  test('a cancel of a running job says it is asked to stop, and that it ends DONE if it finishes first', async () => {
+    const job = host.engine.submit({ job_type: 'long', cost_units: 1, queue: 'cancel-running-q' }).job
+    const claimed = host.engine.claimBatch({ worker_id: 'w-cancel', queues: ['cancel-running-q'], accept_job_types: null }, 1)
+    expect(claimed.granted.map((g) => g.job_id)).toEqual([job.id])
+    const canceled = await cli(['jobs', 'cancel', job.id])
+    expect([canceled.status, lines(canceled.stdout)]).toEqual([0, [`job ${job.id} RUNNING: asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)`]])
+    host.engine.handBackLeases('w-cancel', [claimed.granted[0]!.lease_id])
+  })
+
   test("the host's refusal is one line, exit 1; a missing id or an unknown command is a usage error, exit 2", async () => {
     const done = await cli(['jobs', 'run-now', 'no-such-job'])
     expect(done.status).toBe(1)
