@@ -18,13 +18,17 @@ export const refusesReports = (error: unknown): error is HostError => error inst
  * (force_release, `file_lease_lost`), as failures to report instead: such a job cannot succeed
  * under that lease, but its attempt can still fail — and fails now, naming why, and retryable
  * (the job runs again), rather than hold its capacity until the lease expires and be recorded
- * as a missed heartbeat.
+ * as a missed heartbeat. The host answers the completions in the order sent, so the nth answer
+ * is the nth completion's (two attempts of one job may be in one exchange: the job id alone
+ * would not tell them apart).
  */
 export function failuresOfTakenFiles(sent: Reports['complete'], answers: readonly ReportAnswer[]): Reports['fail'] {
-  const taken = new Set(answers.filter((a) => !a.ok && a.code === 'file_lease_lost').map((a) => a.job_id))
-  if (taken.size === 0) return []
+  const taken = (i: number) => {
+    const answer = answers[i]
+    return answer !== undefined && !answer.ok && answer.code === 'file_lease_lost'
+  }
   const error = { code: 'file_lease_lost', message: 'An operator took a file from this job (force release): its result was dropped', retryable: true }
-  return sent.filter((c) => taken.has(c.job_id)).map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, error }))
+  return sent.filter((_, i) => taken(i)).map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, error }))
 }
 
 /** What a failure report keeps of its message when the report was too large for the host. */

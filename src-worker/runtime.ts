@@ -67,7 +67,12 @@ class GateStop extends Error {
   }
 }
 
-/** A job this worker runs now. */
+/**
+ * An attempt this worker runs now. Everything the runtime keeps of a run is the attempt's, keyed
+ * by its `attempt_id`, never by its job's id: a job whose lease was lost while its handler still
+ * runs (the worker stalled past the lease's TTL) may be granted again to this same worker, and
+ * its two attempts then run side by side, each heartbeated, answered and ended as its own.
+ */
 interface Running {
   claim: Claim
   thread: HandlerThread<Running>
@@ -101,7 +106,7 @@ interface BeatGroup {
 
 /** What the worker has to tell the host, sent with its next exchange. */
 interface Outbox {
-  /** At most one heartbeat per job: the latest progress wins. */
+  /** At most one heartbeat per attempt (keyed by its attempt_id): the latest progress wins. */
   heartbeat: Map<string, NonNullable<ExchangeRequest['heartbeat']>[number]>
   complete: NonNullable<ExchangeRequest['complete']>
   fail: NonNullable<ExchangeRequest['fail']>
@@ -111,7 +116,7 @@ const emptyOutbox = (): Outbox => ({ heartbeat: new Map(), complete: [], fail: [
 
 /** Heartbeats without their notes (up to 10,000 characters each): what is left of a job's heartbeat is small. */
 const withoutNotes = (heartbeats: Outbox['heartbeat']): Outbox['heartbeat'] =>
-  new Map([...heartbeats].map(([jobId, { note: _note, ...beat }]) => [jobId, beat]))
+  new Map([...heartbeats].map(([attemptId, { note: _note, ...beat }]) => [attemptId, beat]))
 
 /**
  * The worker loop, the same for local and external workers. Up to `concurrency` jobs run at
@@ -135,6 +140,7 @@ const withoutNotes = (heartbeats: Outbox['heartbeat']): Outbox['heartbeat'] =>
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()
+  /** The attempts running now, by attempt_id (see {@link Running}). */
   private readonly running = new Map<string, Running>()
   /** How long each job type's runs typically take (see thread-placement.ts). */
   private readonly runTimes: RunTimes
@@ -411,6 +417,8 @@ export class WorkerRuntime {
   private async exchange(longPoll: boolean): Promise<void> {
     const { transport, workerId, streams, log } = this.options
     const outbox: Outbox = { heartbeat: this.outbox.heartbeat, ...this.reportBudget.take(this.outbox) }
+    // The host answers each heartbeat in the order sent: the nth answer is for the nth attempt.
+    const beaten = [...outbox.heartbeat.keys()]
     this.outbox = { ...this.outbox, heartbeat: new Map() }
     const maxJobs = Math.min(this.free, 256)
     const request: ExchangeRequest = { worker_id: workerId }
@@ -455,7 +463,7 @@ export class WorkerRuntime {
     if (answer) {
       this.pace.answered(sentAt, claimWaitedMs(answer, sentAt, performance.now()), maxJobs, answer.jobs.length)
       this.reportBudget.taken()
-      answer.heartbeats.forEach((a) => this.onHeartbeatAnswer(a))
+      answer.heartbeats.forEach((a, i) => this.onHeartbeatAnswer(a, beaten[i]))
       for (const a of [...answer.completed, ...answer.failed]) {
         if (!a.ok) log(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
       }
@@ -472,14 +480,15 @@ export class WorkerRuntime {
    * stopping worker does not wait for a host that does not answer.
    */
   private putBack(outbox: Outbox): void {
-    for (const [jobId, beat] of outbox.heartbeat) if (!this.outbox.heartbeat.has(jobId)) this.outbox.heartbeat.set(jobId, beat)
+    for (const [attemptId, beat] of outbox.heartbeat) if (!this.outbox.heartbeat.has(attemptId)) this.outbox.heartbeat.set(attemptId, beat)
     this.outbox.complete.unshift(...outbox.complete)
     this.outbox.fail.unshift(...outbox.fail)
   }
 
-  private onHeartbeatAnswer(answer: HeartbeatAnswer): void {
-    const job = this.running.get(answer.job_id)
-    if (!job || job.ended) return // a late answer for a job that has ended
+  /** The host's answer to the heartbeat of the attempt `attemptId`. */
+  private onHeartbeatAnswer(answer: HeartbeatAnswer, attemptId: string | undefined): void {
+    const job = attemptId === undefined ? undefined : this.running.get(attemptId)
+    if (!job || job.ended || job.claim.job_id !== answer.job_id) return // a late answer for an attempt that has ended
     if (!answer.ok) return this.stopJob(job, 'lease_lost')
     if (answer.cancel_requested) return this.stopJob(job, 'canceled')
     for (const file of job.heldFiles ?? []) {
@@ -560,7 +569,7 @@ export class WorkerRuntime {
       runtimeTimer: undefined,
       graceTimer: undefined,
     }
-    this.running.set(claim.job_id, job)
+    this.running.set(claim.attempt_id, job)
     if (claim.max_runtime_s) {
       const left = claim.max_runtime_s * 1000 - (performance.now() - startedAt)
       job.runtimeTimer = setTimeout(() => this.stopJob(job, 'max_runtime'), Math.max(0, left))
@@ -582,8 +591,8 @@ export class WorkerRuntime {
 
   /** The job's heartbeat, with its latest progress, goes with the next exchange. */
   private queueBeat(job: Running): void {
-    const { job_id, lease_token } = job.claim
-    this.outbox.heartbeat.set(job_id, { job_id, lease_token, progress: job.progress, note: job.note })
+    const { job_id, attempt_id, lease_token } = job.claim
+    this.outbox.heartbeat.set(attempt_id, { job_id, lease_token, progress: job.progress, note: job.note })
     this.pump()
   }
 
@@ -615,7 +624,7 @@ export class WorkerRuntime {
     if (job.beats && --job.beats.live === 0) clearTimeout(job.beats.timer)
     clearTimeout(job.runtimeTimer)
     clearTimeout(job.graceTimer)
-    this.running.delete(claim.job_id)
+    this.running.delete(claim.attempt_id)
     if (job.entry >= 0) {
       // A job a driving thread claimed: its entry is free for that thread's next claim.
       this.table!.free(job.entry)
@@ -624,17 +633,17 @@ export class WorkerRuntime {
     const { log } = this.options
     const { job_id, attempt_id, lease_token } = claim
     if (job.stopReason === 'lease_lost') {
-      this.outbox.heartbeat.delete(job_id)
+      this.outbox.heartbeat.delete(attempt_id)
       log(`leasehold worker: lost the lease of ${job_id}; its result is dropped`)
     } else if (job.stopReason === 'blocked') {
-      this.outbox.heartbeat.delete(job_id)
+      this.outbox.heartbeat.delete(attempt_id)
       log(`leasehold worker: ${job_id} halted on a file-lease blocker; an operator decides`)
     } else if (outcome.ok) {
       const completion: Outbox['complete'][number] = { job_id, attempt_id, lease_token, result: outcome.result }
       // A heartbeat not yet sent goes with the completion: its progress reaches the host all the same.
-      const beat = this.outbox.heartbeat.get(job_id)
+      const beat = this.outbox.heartbeat.get(attempt_id)
       if (beat) {
-        this.outbox.heartbeat.delete(job_id)
+        this.outbox.heartbeat.delete(attempt_id)
         completion.progress = beat.progress
         completion.note = beat.note
       }

@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { ReportBudget, type Reports } from '../../src-worker/report-budget'
+import { failuresOfTakenFiles, ReportBudget, type Reports } from '../../src-worker/report-budget'
 import { HostError } from '../../src-worker/transport'
 
 const TOO_LARGE = new HostError(413, 'payload_too_large', 'The body is larger than 1048576 bytes')
@@ -70,4 +70,14 @@ test('reports refused as invalid go again in halves until the one the host refus
     'leasehold worker: the host refuses the report of job-3 as invalid (400 invalid_request: exchange: Too big: expected number to be <=1); dropped, its lease expires on the host',
     'leasehold worker: the host refuses the report of job-5 as invalid (400 invalid_request: exchange: Too big: expected number to be <=1); dropped, its lease expires on the host',
   ])
+})
+
+test('a completion refused file_lease_lost fails as its own attempt: the answer in its place names it, not its job id (two attempts of one job may go in one exchange)', () => {
+  const old = { job_id: 'j', attempt_id: 'j-a1', lease_token: 'j-t1', result: null }
+  const next = { job_id: 'j', attempt_id: 'j-a2', lease_token: 'j-t2', result: null }
+  const answers = [
+    { job_id: 'j', ok: true as const, ack: true },
+    { job_id: 'j', ok: false as const, ack: false, code: 'file_lease_lost', detail: 'An operator took a file from this lease' },
+  ]
+  expect(failuresOfTakenFiles([old, next], answers)).toEqual([{ job_id: 'j', attempt_id: 'j-a2', lease_token: 'j-t2', error: expect.objectContaining({ code: 'file_lease_lost', retryable: true }) }])
 })

@@ -43,7 +43,8 @@ class ScriptedTransport implements WorkerTransport {
   arriving: (() => Claim[]) | null = null
   constructor(
     private readonly claims: Claim[],
-    private readonly beat: (jobId: string) => Promise<HeartbeatAnswer> = async (job_id) => beating(job_id),
+    /** How a heartbeat is answered, by its job and the lease it names. */
+    private readonly beat: (jobId: string, leaseToken: string) => Promise<HeartbeatAnswer> = async (job_id) => beating(job_id),
     private readonly files: (file: string) => FileAcquireAnswer = () => {
       throw new Error('not scripted')
     },
@@ -117,7 +118,7 @@ class ScriptedTransport implements WorkerTransport {
     for (const c of request.complete ?? []) this.completed.push({ job_id: c.job_id, result: c.result })
     for (const f of request.fail ?? []) this.failed.push({ job_id: f.job_id, error: f.error })
     if (this.reportRoundTripMs > 0 && (request.complete?.length || request.fail?.length)) await new Promise((r) => setTimeout(r, this.reportRoundTripMs))
-    const heartbeats = await Promise.all((request.heartbeat ?? []).map((h) => this.beat(h.job_id)))
+    const heartbeats = await Promise.all((request.heartbeat ?? []).map((h) => this.beat(h.job_id, h.lease_token)))
     const answer: ExchangeAnswer = {
       heartbeats,
       completed: (request.complete ?? []).map((c) =>
@@ -755,6 +756,28 @@ test('a handler that does not stop within the grace has its thread replaced: it 
     neighbour: { code: 'thread_exited', message: expect.stringMatching(/^handler thread exited with /), retryable: true },
   })
   expect(transport.completed).toEqual([{ job_id: 'next', result: null }])
+})
+
+test('a job’s new attempt granted while its old attempt’s handler still runs is heartbeated and reported as its own, whatever the old one does', async () => {
+  // Attempt 1 lost its lease (the worker stalled past its TTL, say) while its handler spins on,
+  // deaf to its abort; the host grants the job's attempt 2 to this same worker meanwhile. The old
+  // attempt's refused heartbeats and its end (its thread replaced as stuck) are its own: attempt 2
+  // beats under its own lease, and completes.
+  const attempt = (n: number, type: string, payload: unknown) => aJobOf('j', type, payload, { attempt_id: `j-a${n}`, lease_id: `j-l${n}`, lease_token: `j-t${n}` })
+  const transport = new ScriptedTransport([attempt(1, 'test.spin', { ms: 3000 })], async (job_id, token) =>
+    token === 'j-t1' ? { job_id, ok: false, code: 'lease_expired', detail: 'Lease j-l1 expired' } : beating(job_id),
+  )
+  const lines = await started(transport, { concurrency: 2, threads: 2, abortGraceMs: 500, modules: { 'spin.mjs': SPIN } })
+  const beatsOf = (token: string) => transport.requests.flatMap((r) => r.heartbeat ?? []).filter((h) => h.lease_token === token).length
+  await until(() => beatsOf('j-t1') > 0 && transport.polled, 5000, 'attempt 1 refused its heartbeat, and a claim waits')
+  transport.offer([attempt(2, 'sleep', { ms: 1500 })])
+  await until(() => lines.some((l) => l.includes('did not stop')), 5000, 'attempt 1 ended as stuck')
+  const beatsBefore = beatsOf('j-t2')
+  await until(() => transport.completed.length + transport.failed.length > 0, 5000, 'attempt 2 reported')
+  expect(beatsOf('j-t2')).toBeGreaterThan(beatsBefore) // still beating after attempt 1 ended
+  const reports = transport.requests.flatMap((r) => [...(r.complete ?? []), ...(r.fail ?? [])])
+  expect(reports.map((r) => [r.attempt_id, r.lease_token, 'result' in r])).toEqual([['j-a2', 'j-t2', true]])
+  expect(lines.filter((l) => l.includes('lost the lease'))).toEqual(['leasehold worker: lost the lease of j; its result is dropped'])
 })
 
 test("a handler's result is what JSON makes of it (a function in it dropped); one JSON cannot write fails its own job, and the other jobs of its batch and thread complete", async () => {
