@@ -10,8 +10,8 @@ const text = (value: unknown): string | null => (typeof value === 'string' && va
 
 /**
  * The code and message of an attempt's error. Workers report `{code, message, …}` (the host's
- * own are `lease_expired` and `blocked`); a bare string is a message; anything else is shown as
- * its JSON. Null when there is no error.
+ * own are `lease_expired`, with a `reason`, and `blocked`); a bare string is a message; anything
+ * else is shown as its JSON. Null when there is no error.
  */
 export function attemptError(error: unknown): AttemptError | null {
   if (error === null || error === undefined) return null

@@ -85,6 +85,20 @@ describe('lease expiry', () => {
     expect(last.data).toMatchObject({ dead_letter: true })
   })
 
+  it('an expired attempt\'s error names why its lease ended: missed heartbeats, or its worker exiting', () => {
+    const { engine, clock } = setup()
+    const missed = engine.submit(aJob()).job
+    leaseOrFail(engine, 'w1')
+    clock.advance(36 * SECOND)
+    engine.reap()
+    const exited = engine.submit(aJob()).job
+    const { lease } = leaseOrFail(engine, 'w2')
+    engine.expireLeasesOfWorker(lease.worker_id)
+    expect(engine.attempts(missed.id)[0]!.error).toEqual({ code: 'lease_expired', reason: 'no_heartbeat', message: 'The lease expired without a heartbeat' })
+    expect(engine.attempts(exited.id)[0]!.error).toEqual({ code: 'lease_expired', reason: 'worker_exited', message: 'The worker exited while holding the lease' })
+    expect(engine.attempts(exited.id)[0]).toMatchObject({ outcome: 'TIMEOUT', disposition: 'REQUEUED' })
+  })
+
   it('a job with max_attempts 1 is dead-lettered on its first expiry', () => {
     const { engine, clock } = setup()
     const { job } = engine.submit(aJob({ max_attempts: 1 }))

@@ -56,6 +56,13 @@ type CaughtUp = {
 }
 
 /** Each event type: the entity it is about, and its data. */
+/**
+ * Why a lease expired: its heartbeats stopped (`no_heartbeat`), its worker's process exited
+ * (`worker_exited`), or the host restarted and the local worker that held it died with the host
+ * before (`host_restarted`).
+ */
+export type LeaseExpiryReason = 'no_heartbeat' | 'worker_exited' | 'host_restarted'
+
 export interface EventShapes {
   JOB_SUBMITTED: {
     entity: 'JOB'
@@ -88,7 +95,7 @@ export interface EventShapes {
   LEASE_DENIED: { entity: 'JOB'; data: { state: 'LEASE_PENDING'; reason: string } }
   LEASE_EXPIRED: {
     entity: 'LEASE'
-    data: { reason: 'no_heartbeat' | 'worker_exited'; worker_id: string; expires_at: number; last_heartbeat_at: number }
+    data: { reason: LeaseExpiryReason; worker_id: string; expires_at: number; last_heartbeat_at: number }
   }
   FILE_LEASE_ACQUIRED: { entity: 'FILE_LEASE'; data: { file: string; owner_id: string; lease_id: string | null } }
   FILE_LEASE_RELEASED: { entity: 'FILE_LEASE'; data: FileLeaseEnded }

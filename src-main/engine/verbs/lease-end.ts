@@ -2,7 +2,7 @@ import type { JobRow, LeaseRow } from '../../db/schema'
 import { nextRetryAt } from '../rules/backoff'
 import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
-import { type EventData, JOB_ENDED_EVENTS } from '../rules/events'
+import { type EventData, JOB_ENDED_EVENTS, type LeaseExpiryReason } from '../rules/events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { requeue } from './moves'
 import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, moveJob } from '../store/rows'
@@ -79,14 +79,25 @@ export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, r
 }
 
 /**
+ * The error an expired lease's attempt records: always code `lease_expired` (the lease ended
+ * EXPIRED, the attempt TIMEOUT), with the reason and a message saying what ended it.
+ */
+const EXPIRY_TEXTS: Record<LeaseExpiryReason, { message: string; requeueNote: string }> = {
+  no_heartbeat: { message: 'The lease expired without a heartbeat', requeueNote: 'lease expired' },
+  worker_exited: { message: 'The worker exited while holding the lease', requeueNote: 'worker exited' },
+  host_restarted: { message: 'The host restarted; the local worker holding the lease died with it', requeueNote: 'host restarted' },
+}
+
+/**
  * Expires an ACTIVE lease inside the caller's transaction: its capacity is free at once, the
  * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
  * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
  */
-export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_heartbeat' | 'worker_exited' = 'no_heartbeat'): void {
+export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseExpiryReason = 'no_heartbeat'): void {
   const job = jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
-  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', message: 'The lease expired without a heartbeat' })
+  const { message, requeueNote } = EXPIRY_TEXTS[reason]
+  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', reason, message })
   // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
   ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
     reason,
@@ -95,7 +106,7 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: 'no_hea
     last_heartbeat_at: lease.last_heartbeat_at,
   } satisfies EventData<'LEASE_EXPIRED'>)
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
-  if (to === 'QUEUED') requeueAfter(ctx, job, reason === 'worker_exited' ? 'worker exited' : 'lease expired')
+  if (to === 'QUEUED') requeueAfter(ctx, job, requeueNote)
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
 }
 
