@@ -69,6 +69,34 @@ describe('cancellation', () => {
     expect(engine.release({ lease_id: lease.id, status: 'FAILED' }).job.state).toBe('CANCELED')
   })
 
+  it('an attempt a cancel stopped ends CANCELED whatever failure its worker reports, and a repeat of that report answers as the first', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob())
+    const granted = engine.claimAndLease({ worker_id: 'w' })
+    if (!granted.granted) throw new Error('expected a grant')
+    engine.cancel(job.id)
+    const report = {
+      job_id: job.id,
+      attempt_id: granted.lease.attempt_id,
+      worker_id: 'w',
+      lease_token: granted.lease.token,
+      error: { code: 'canceled', message: 'Canceled while running', retryable: false },
+    }
+    const first = engine.fail(report)
+    expect(engine.attempts(job.id)).toMatchObject([{ outcome: 'CANCELED', disposition: 'FINAL', error: { code: 'canceled' } }])
+    expect(engine.fail(report)).toEqual(first)
+  })
+
+  it('a cancel-requested job released as FAILED through the queue API records its attempt CANCELED; a repeat is a replay', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob())
+    const { lease } = leaseOrFail(engine, 'w')
+    engine.cancel(job.id)
+    engine.release({ lease_id: lease.id, status: 'FAILED' })
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'CANCELED', disposition: 'FINAL' })
+    expect(engine.release({ lease_id: lease.id, status: 'FAILED' })).toMatchObject({ replay: true })
+  })
+
   it('a cancel-requested job that fails retryably through the worker API is not requeued', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob({ max_attempts: 5 }))

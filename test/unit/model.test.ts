@@ -652,7 +652,9 @@ class Finish extends Base {
         : real.engine.fail({ ...report, error: { message: 'boom', retryable: this.retryable } })
     })
     expireIfDue(held, now)
-    if (held.state === 'RELEASED' && held.release_status === this.status) {
+    // A cancel ends its attempt CANCELED whatever failure was reported; any failure repeats it.
+    const repeat = held.release_status === this.status || (held.release_status === 'CANCELED' && this.status !== 'SUCCEEDED')
+    if (held.state === 'RELEASED' && repeat) {
       // A repeat: same answer, nothing written.
       expect(result.error).toBeUndefined()
       expect(dbJob(real, held.job_id).state).toBe(before.state)
@@ -665,7 +667,7 @@ class Finish extends Base {
     }
     expect(result.error).toBeUndefined()
     held.state = 'RELEASED'
-    held.release_status = this.status
+    held.release_status = this.status !== 'SUCCEEDED' && before.cancel_requested ? 'CANCELED' : this.status
     let expected: JobState
     if (this.status === 'SUCCEEDED') expected = 'DONE'
     else if (before.cancel_requested) expected = 'CANCELED'

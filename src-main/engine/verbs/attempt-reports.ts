@@ -2,7 +2,7 @@ import type { JobRow, LeaseRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { checkProgress } from './heartbeats'
-import { type Outcome, release } from './lease-end'
+import { type Outcome, release, repeatsRelease } from './lease-end'
 import { leaseById, leaseByToken } from './lease-lookup'
 import { getJob, type HeartbeatReport, type Leased, notActive } from '../store/rows'
 
@@ -29,7 +29,7 @@ export interface Released extends Leased {
  */
 export function releaseLease(ctx: EngineContext, request: ReleaseRequest): Released {
   const lease = leaseById(ctx, request.lease_id, request.worker_id, request.job_id)
-  if (lease.state === 'RELEASED' && lease.release_status === request.status) {
+  if (repeatsRelease(lease, request.status)) {
     return { lease, job: getJob(ctx, lease.job_id), replay: true }
   }
   if (lease.state !== 'ACTIVE') throw notActive(lease)
@@ -73,7 +73,7 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
     throw new EngineError('attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
   if (lease.state !== 'ACTIVE') {
-    if (lease.state === 'RELEASED' && lease.release_status === outcome.status) return answerFor(ctx, lease)
+    if (repeatsRelease(lease, outcome.status)) return answerFor(ctx, lease)
     throw notActive(lease, { ack: true })
   }
   return ctx.transact(() => {

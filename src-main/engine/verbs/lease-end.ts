@@ -63,6 +63,24 @@ function decide(job: JobRow, outcome: Outcome, retryable: boolean): { to: 'QUEUE
 }
 
 /**
+ * How a released attempt ended: as the worker reports, except that a run its job's cancel
+ * stopped reads CANCELED whatever failure the worker reported (its stop error says the rest).
+ */
+function attemptOutcome(to: 'QUEUED' | TerminalState, reported: FinalStatus): FinalStatus {
+  return to === 'CANCELED' ? 'CANCELED' : reported
+}
+
+/**
+ * Whether a worker's report repeats the one that released this lease, to be answered as the
+ * first was: the same status, or any but success on an attempt a cancel ended (recorded
+ * CANCELED whatever the worker reported).
+ */
+export function repeatsRelease(lease: LeaseRow, reported: FinalStatus): boolean {
+  if (lease.state !== 'RELEASED') return false
+  return lease.release_status === reported || (lease.release_status === 'CANCELED' && reported !== 'SUCCEEDED')
+}
+
+/**
  * Releases an ACTIVE lease with the worker's outcome, closes the attempt and moves the job on;
  * returns the rows as they now are.
  */
@@ -73,7 +91,7 @@ export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, r
   const job = current ?? jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
-  const released = endLease(ctx, lease, 'RELEASED', outcome.status, disposition, outcome.error)
+  const released = endLease(ctx, lease, 'RELEASED', attemptOutcome(to, outcome.status), disposition, outcome.error)
   const moved = to === 'QUEUED' ? requeueAfter(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
   return { lease: released, job: moved, disposition }
 }
