@@ -348,6 +348,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (!resumed) throw error
       log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
     }
+    // The local workers of the host before this one died with it (however it ended): their
+    // leases expire now, not after their TTL, and before the pool reuses their ids.
+    tick('the expiry of the last host\'s local leases', () => {
+      const expired = engine.expireLeasesOfLastHostsLocalWorkers()
+      if (expired > 0) log(`leasehold: ${expired} lease(s) of the last host's local workers expired (host_restarted)`)
+    })()
     const reap = tick('the reaper', () => engine.reap())
     // Leases granted before a restart expire on time: reap once before serving anything.
     reap()

@@ -384,6 +384,10 @@ export class Engine {
   nextEligibleAt = (after = this.ctx.clock.now()): number | null => nextEligibleAt(this.ctx, after)
   /** A local worker process exited: its leases expire now, not after their TTL. */
   expireLeasesOfWorker = (workerId: string): number => reaper.expireLeasesOfWorker(this.ctx, workerId)
+  /** The pool is launching a local worker: remembered so that the next start expires its leases (see below). */
+  recordLocalWorker = (workerId: string): void => reaper.recordLocalWorker(this.ctx, workerId)
+  /** At a start: the leases of the local workers of the host before, which died with it, expire now. */
+  expireLeasesOfLastHostsLocalWorkers = (): number => reaper.expireLeasesOfLastHostsLocalWorkers(this.ctx)
   /** Leases granted to a claim whose worker was gone before it heard of them: they expire now, not after their TTL. */
   handBackLeases = (workerId: string, leaseIds: readonly string[]): number => reaper.handBackLeases(this.ctx, workerId, leaseIds)
   /** The jobs each worker holds an ACTIVE lease on. */

@@ -67,6 +67,13 @@ export class WorkerPool {
     const { directory, log } = this.options
     slot.generation += 1
     const workerId = `local-${slot.index + 1}.${slot.generation}`
+    try {
+      // Remembered before it can hold a lease: should the host die, the next start expires its leases at once.
+      this.options.engine.recordLocalWorker(workerId)
+    } catch (error) {
+      // A full disk, say: after a crash its leases then wait out their TTL, as any worker's.
+      log(`leasehold: could not record local worker ${workerId} (${(error as Error).message}); after a crash its leases expire on their TTL`)
+    }
     const worker = this.options.spawn({ ...this.options.workerEnv, LEASEHOLD_WORKER_ID: workerId, ...this.links?.envFor(workerId) })
     slot.worker = worker
     slot.workerId = workerId

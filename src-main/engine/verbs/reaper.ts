@@ -3,7 +3,9 @@ import { activeLeasesNow, committedActiveLeases } from '../memory/active-leases'
 import type { EngineContext } from '../memory/context'
 import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
+import type { LeaseExpiryReason } from '../rules/events'
 import { SELECT_JOBS } from '../store/rows'
+import { readSetting, writeSetting } from '../store/settings'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
 const BATCH = 1000
@@ -52,6 +54,38 @@ export function expireLeasesOfWorker(ctx: EngineContext, workerId: string): numb
 }
 
 /**
+ * The ids of the local workers the pool has launched since the host started, kept so that the
+ * next start knows which leases died with this host: a local worker exits when its host does,
+ * while a worker of another process (HTTP, Redis) may outlive it.
+ */
+const LOCAL_WORKERS_KEY = 'local_worker_ids'
+
+const localWorkerIds = (ctx: EngineContext): string[] => JSON.parse(readSetting(ctx, LOCAL_WORKERS_KEY) ?? '[]') as string[]
+
+/** Records a local worker the pool is launching (its own transaction), before it can hold a lease. */
+export function recordLocalWorker(ctx: EngineContext, workerId: string): void {
+  ctx.transact(() => {
+    const ids = localWorkerIds(ctx)
+    if (!ids.includes(workerId)) writeSetting(ctx, LOCAL_WORKERS_KEY, JSON.stringify([...ids, workerId]))
+  })
+}
+
+/**
+ * At a start, before the pool launches: expires at once the leases still held by the local
+ * workers of the host that ran before (they died with it, however it ended), and forgets those
+ * workers. Leases of other workers are left to their TTL. Returns how many it expired.
+ */
+export function expireLeasesOfLastHostsLocalWorkers(ctx: EngineContext): number {
+  const gone = new Set(localWorkerIds(ctx))
+  if (gone.size === 0) return 0
+  return ctx.transact(() => {
+    const expired = expireWhere(ctx, (lease) => gone.has(lease.worker_id), 'host_restarted')
+    writeSetting(ctx, LOCAL_WORKERS_KEY, '[]')
+    return expired
+  })
+}
+
+/**
  * Expires at once those of `leaseIds` that `workerId` still holds: leases granted to a claim
  * whose worker was gone before it could hear of them (src-main/dispatch/). Returns how many.
  */
@@ -62,11 +96,14 @@ export function handBackLeases(ctx: EngineContext, workerId: string, leaseIds: r
 
 /** Expires the ACTIVE leases `keep` selects, as leases of a worker that is gone, in one transaction. */
 function expireForGoneWorker(ctx: EngineContext, keep: (lease: LeaseRow) => boolean): number {
-  return ctx.transact(() => {
-    const held = activeLeasesWhere(ctx, keep)
-    for (const lease of held) expireLease(ctx, lease, 'worker_exited')
-    return held.length
-  })
+  return ctx.transact(() => expireWhere(ctx, keep, 'worker_exited'))
+}
+
+/** Expires the ACTIVE leases `keep` selects, for `reason`, inside the caller's transaction. */
+function expireWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolean, reason: LeaseExpiryReason): number {
+  const held = activeLeasesWhere(ctx, keep)
+  for (const lease of held) expireLease(ctx, lease, reason)
+  return held.length
 }
 
 /**
