@@ -3,8 +3,8 @@
  * sequences of what owners and operators do — acquire / heartbeat / release by several owners,
  * some under job leases and some without, the clock moving, the reaper, job leases heartbeated,
  * completed, failed or left to expire, blockers resolved — while a small model predicts every
- * answer from the rules alone (one owner per file; alive = job lease ACTIVE and touched within
- * 30 s; deny → one retry at +180 s → grant or halt; operator answers).
+ * answer from the rules alone (one owner per file, told by its owner id and the job lease the
+ * acquire names; alive = job lease ACTIVE and touched within 30 s; deny → one retry at +180 s → grant or halt; operator answers).
  *
  * After every command: at most one ACTIVE row per file in `file_leases`, and the model's view
  * (who holds what since when, which retries are pending, which job leases live) agrees with
@@ -218,14 +218,16 @@ class Acquire extends Base {
     // An owner an operator took the file from may not take it back without its job lease while that lease runs.
     const takenUnder = m.newest.get(ck(file, this.owner)) === 'REVOKED' ? m.revokedUnder.get(ck(file, this.owner)) : undefined
     if (leaseId === null && takenUnder !== undefined && leaseLive(m, takenUnder)) return expectFailure(got, 409, 'file_lease_lost')
-    const contention = m.contentions.get(ck(file, this.owner))
-    if (contention && m.now < contention.retry_at) return expectFailure(got, 429, 'retry_too_early')
+    // The requester's own file lease: its owner's, and under the job lease the acquire names (if it names one).
     const holder = m.holders.get(file)
+    const own = holder && holderAlive(m, holder) && holder.owner === this.owner && (leaseId === null || holder.lease_id === leaseId)
+    const contention = m.contentions.get(ck(file, this.owner))
+    if (!own && contention && m.now < contention.retry_at) return expectFailure(got, 429, 'retry_too_early')
     if (holder && !holderAlive(m, holder)) endHolder(m, file) // reclaimed (or the owner's own dead lease ended)
     const live = m.holders.get(file)
     if (!got.ok) throw new Error(`acquire failed: ${got.status} ${got.code}`)
     const result = got.value
-    if (live && live.owner === this.owner) {
+    if (live && own) {
       expect(result).toMatchObject({ granted: true, file_lease: { owner_id: this.owner, acquired_at: live.acquired_at } })
       live.last_touch = m.now
     } else if (!live) {

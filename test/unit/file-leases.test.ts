@@ -218,6 +218,48 @@ describe("a job's attempts share its owner id; the job lease tells them apart", 
   })
 })
 
+describe('an acquire naming a job lease acts on the file lease acquired under that job lease only', () => {
+  test('an acquire under another job lease naming the holder\'s owner id is denied, and leaves the holder\'s file lease as it was', () => {
+    const { engine, clock } = setup()
+    // One worker using its worker id as the owner of every job it runs (owner ids are free text).
+    const one = runningJob(engine, 'ws')
+    const two = runningJob(engine, 'ws')
+    const held = granted(engine, { file: FILE, owner_id: 'ws', lease_id: one.lease.id })
+    clock.advance(SECOND)
+
+    expect(engine.acquireFile({ file: FILE, owner_id: 'ws', lease_id: two.lease.id })).toMatchObject({
+      granted: false,
+      code: 'file_lease_held',
+      contention: { holder: { owner_id: 'ws', job_id: one.job.id } },
+    })
+    expect(activeOn(engine, FILE)).toEqual([{ ...held }]) // not refreshed by the other job's credentials
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED').map((e) => e.data.requester_owner_id)).toEqual(['ws'])
+
+    // The holder's re-acquire under its own job lease stays a heartbeat while the other job waits.
+    expect(granted(engine, { file: FILE, owner_id: 'ws', lease_id: one.lease.id })).toMatchObject({ id: held.id, last_heartbeat_at: T0 + SECOND })
+    // At its one retry the other job, the file still held, is halted.
+    tick(engine, clock, FILE_RETRY_MS, { leases: [one.lease.id, two.lease.id], files: [[FILE, 'ws']] })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'ws', lease_id: two.lease.id })).toMatchObject({ granted: false, code: 'blocked' })
+    expect(activeOn(engine, FILE)).toEqual([expect.objectContaining({ id: held.id, lease_id: one.lease.id })])
+  })
+
+  test('an acquire naming a job lease is denied a file its owner id holds under no job lease', () => {
+    const { engine } = setup()
+    const job = runningJob(engine, 'ws')
+    const held = granted(engine, { file: FILE, owner_id: 'ws' })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'ws', lease_id: job.lease.id })).toMatchObject({ granted: false, code: 'file_lease_held' })
+    expect(activeOn(engine, FILE)).toEqual([held])
+  })
+
+  test('an acquire naming no job lease speaks for the owner id: it re-acquires the file lease the owner holds under a job lease', () => {
+    const { engine, clock } = setup()
+    const job = runningJob(engine, 'ws')
+    const held = granted(engine, { file: FILE, owner_id: 'ws', lease_id: job.lease.id })
+    clock.advance(SECOND)
+    expect(granted(engine, { file: FILE, owner_id: 'ws' })).toMatchObject({ id: held.id, lease_id: job.lease.id, last_heartbeat_at: T0 + SECOND })
+  })
+})
+
 describe('the end of a job lease releases its files', () => {
   test('a file taken under a job lease before a restart is released when that lease ends after it', () => {
     const { dir, cleanup } = tempDir()

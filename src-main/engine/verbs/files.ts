@@ -100,23 +100,25 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     const now = ctx.clock.now()
     const requesterLease = request.lease_id ? checkRequesterLease(ctx, request.lease_id) : null
     if (!requesterLease) checkNotTakenBack(ctx, file, request.owner_id)
+    let holder = activeOn(ctx, file)
+    const death = holder ? deadBecause(ctx, holder, now) : null
+    if (holder && death) {
+      if (isRequesters(holder, request.owner_id, requesterLease)) endDeadOwn(ctx, holder, death)
+      else endFileLease(ctx, holder, 'RELEASED', 'reclaimed', { because: death.because, reclaimed_by: request.owner_id, at: now, ...death.evidence })
+      holder = undefined
+    }
+    // The holder's re-acquire counts as a heartbeat, even while another job sharing its owner id
+    // waits for its retry of this file (that retry is keyed by the owner id alone).
+    if (holder && isRequesters(holder, request.owner_id, requesterLease)) {
+      ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, holder.id)
+      return { granted: true, file_lease: { ...holder, last_heartbeat_at: now } }
+    }
     const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
     if (contention && now < contention.retry_at) {
       throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
         retry_at: contention.retry_at,
         retry_after_s: Math.ceil((contention.retry_at - now) / 1000),
       })
-    }
-    let holder = activeOn(ctx, file)
-    const death = holder ? deadBecause(ctx, holder, now) : null
-    if (holder && death) {
-      if (holder.owner_id === request.owner_id) endDeadOwn(ctx, holder, death)
-      else endFileLease(ctx, holder, 'RELEASED', 'reclaimed', { because: death.because, reclaimed_by: request.owner_id, at: now, ...death.evidence })
-      holder = undefined
-    }
-    if (holder && holder.owner_id === request.owner_id) {
-      ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, holder.id)
-      return { granted: true, file_lease: { ...holder, last_heartbeat_at: now } }
     }
     if (!holder) {
       if (contention) ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
@@ -147,6 +149,17 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     if (contention) return { granted: false, code: 'blocked', blocker: halt(ctx, contention, holder, requesterLease) }
     return { granted: false, code: 'file_lease_held', contention: deny(ctx, file, request.owner_id, holder, requesterLease) }
   })
+}
+
+/**
+ * Whether the file lease is the requester's own. An acquire naming a job lease owns only the
+ * file lease acquired under that job lease: another job (or no job) sharing its owner id holds
+ * the file as any other owner would, or two jobs would write it at once. An acquire naming none
+ * speaks for the owner id alone (the files contract), as a heartbeat or release naming none does.
+ */
+function isRequesters(holder: FileLeaseRow, ownerId: string, requesterLease: LeaseRow | null): boolean {
+  if (holder.owner_id !== ownerId) return false
+  return requesterLease === null || holder.lease_id === requesterLease.id
 }
 
 /**
