@@ -2480,6 +2480,7 @@ export interface operations {
                     /** @enum {string} */
                     action: "retry" | "force_release" | "cancel";
                     note?: string | null;
+                    /** @description Who answers, recorded with the answer (operator when left out) */
                     by?: string | null;
                 };
             };

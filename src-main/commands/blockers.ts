@@ -69,6 +69,7 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   if (id === undefined || action === undefined) throw new ConfigError('blockers resolve needs a blocker id and an action: leasehold blockers resolve BLOCKER retry|force_release|cancel')
   if (extra.length > 0) throw new ConfigError(`blockers resolve takes one blocker and one action (got also "${extra[0]}")`)
   if (!(ACTIONS as readonly string[]).includes(action)) throw new ConfigError(`the action must be retry, force_release or cancel (got "${action}")`)
+  if (flags.by !== undefined && flags.by.trim() === '') throw new ConfigError('--by needs a name (leave it out to answer as operator)')
   const body = { action: action as Action, ...(flags.note === undefined ? {} : { note: flags.note }), ...(flags.by === undefined ? {} : { by: flags.by }) }
   const answer = await answered(target, api.POST('/api/blockers/{blocker_id}/resolve', { params: { path: { blocker_id: id } }, body }))
   if (flags.json) console.log(JSON.stringify(answer, null, 2))

@@ -3,7 +3,7 @@ import { longPollMs } from '../dispatch/long-poll'
 import { BLOCKER_STATES, FILE_LEASE_STATES, RESOLUTIONS } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { type Api, NOT_FOUND, replyWith, route, type RouteCall, type RouteDeps } from './route'
-import { Note, pathParams } from './schemas'
+import { Note, pathParams, RequestedBy } from './schemas'
 import { ErrorBody } from './views/errors'
 import {
   acquireRefusal,
@@ -33,7 +33,7 @@ export type FileLeaseList = z.infer<typeof FileLeaseList>
 export const BlockerList = z.strictObject({ state: z.enum([...BLOCKER_STATES, 'all']).default('all') })
 export type BlockerList = z.infer<typeof BlockerList>
 
-export const BlockerResolve = z.strictObject({ action: z.enum(RESOLUTIONS), note: Note.nullable().optional(), by: z.string().max(200).nullable().optional() })
+export const BlockerResolve = z.strictObject({ action: z.enum(RESOLUTIONS), note: Note.nullable().optional(), by: RequestedBy.describe('Who answers, recorded with the answer (operator when left out)') })
 export type BlockerResolve = z.infer<typeof BlockerResolve>
 
 const BlockerParams = pathParams('blocker_id')

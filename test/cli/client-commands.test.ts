@@ -515,6 +515,7 @@ describe('leasehold blockers', async () => {
     [['resolve'], 'blockers resolve needs a blocker id and an action'],
     [['resolve', 'b-1', 'skip'], 'the action must be retry, force_release or cancel (got "skip")'],
     [['list', '--state', 'closed'], '--state must be open, resolved or all (got "closed")'],
+    [['resolve', 'b-1', 'retry', '--by', ''], '--by needs a name (leave it out to answer as operator)'],
     [['forget'], 'blockers needs list or resolve (got "forget")'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
     const result = await cli(['blockers', ...args])

@@ -439,6 +439,14 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect((await body(await host.call(`/api/blockers/${id}`))).blocker.note).toBe('obsolete')
   })
 
+  test('who answers is a name or left out (operator): an empty by is 400 invalid_request and the report stays open', async () => {
+    const { w2, answer } = await halt()
+    const id = answer.blocker.blocker_id
+    await expectInvalid(await post(host, `/api/blockers/${id}/resolve`, { action: 'retry', by: '' }), 'by')
+    expect((await body(await host.call(`/api/blockers/${id}`))).blocker.state).toBe('OPEN')
+    expect(await jobState(w2.job_id)).toBe('BLOCKED')
+  })
+
   test('GET /api/blockers lists open first (oldest first), then resolved; ?state filters; bad input is 400/404', async () => {
     await start()
     const holder = await claimJob('w1')
