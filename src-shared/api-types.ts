@@ -1203,6 +1203,8 @@ export interface components {
             blocker: components["schemas"]["Blocker"];
             /** @description The halted job's canonical state after the answer */
             job_state: components["schemas"]["JobState"] | null;
+            /** @description force_release: whether the holder the report names still held the file and lost it (false: it had let go, nothing was taken); null for retry and cancel */
+            taken_from_holder: boolean | null;
         };
         /**
          * @description A canonical job state (docs/states.md)

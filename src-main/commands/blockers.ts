@@ -19,7 +19,8 @@ Commands:
                                retry          requeue the halted job, to meet the file again
                                force_release  take the file from the holder the report names
                                               (if it still holds it: its job can no longer
-                                              succeed) and requeue the halted job
+                                              succeed; if it let go, nothing is taken and
+                                              the line says so) and requeue the halted job
                                cancel         cancel the halted job
 
 Flags:
@@ -73,8 +74,18 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   const body = { action: action as Action, ...(flags.note === undefined ? {} : { note: flags.note }), ...(flags.by === undefined ? {} : { by: flags.by }) }
   const answer = await answered(target, api.POST('/api/blockers/{blocker_id}/resolve', { params: { path: { blocker_id: id } }, body }))
   if (flags.json) console.log(JSON.stringify(answer, null, 2))
-  else console.log(`blocker ${answer.blocker.blocker_id} resolved: ${action}; job ${answer.job_state === null ? '-' : answer.job_state}`)
+  else console.log(resolvedLine(answer))
   return 0
+}
+
+/**
+ * The answer in one line. A force release that took nothing says so: the holder the report
+ * names had let go, and whoever holds the file now (never shown to the operator) keeps it.
+ */
+function resolvedLine(answer: components['schemas']['BlockerResolved']): string {
+  const { blocker } = answer
+  const nothingTaken = answer.taken_from_holder === false ? `; the holder had already let go of ${blocker.file}, nothing was taken` : ''
+  return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${nothingTaken}; job ${answer.job_state === null ? '-' : answer.job_state}`
 }
 
 /** The reports as a table: the file, who held it and for how long, the halted job (and, for resolved ones, the answer). */

@@ -340,7 +340,10 @@ export class Engine {
   listFileLeases = (state: FileLease['state'] | null = 'ACTIVE'): FileLease[] => files.listFileLeases(this.ctx, state).map(toFileLease)
   listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(toBlocker)
   getBlocker = (blockerId: string): Blocker => toBlocker(blockers.getBlocker(this.ctx, blockerId))
-  resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker): Blocker => toBlocker(blockers.resolveBlocker(this.ctx, blockerId, answer))
+  resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker): { blocker: Blocker; taken_from_holder: boolean | null } => {
+    const resolved = blockers.resolveBlocker(this.ctx, blockerId, answer)
+    return { blocker: toBlocker(resolved.blocker), taken_from_holder: resolved.taken_from_holder }
+  }
 
   /** Records what a worker reports for an operator to see (a handler that failed to load…): a WORKER_PROBLEM event. */
   recordWorkerProblem = (workerId: string, problem: WorkerProblem): void =>

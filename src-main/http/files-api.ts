@@ -167,9 +167,9 @@ export const filesApi: Api = {
       errors: { 404: NOT_FOUND.blocker, 409: 'blocker_resolved (answered already), illegal_transition' },
       grouped: true,
       run: ({ body, params }, { engine }) => {
-        const blocker = engine.resolveBlocker(params.blocker_id, body)
+        const { blocker, taken_from_holder } = engine.resolveBlocker(params.blocker_id, body)
         const job = blocker.requester_job_id ? engine.getJob(blocker.requester_job_id) : null
-        return { blocker: blockerView(blocker), job_state: job?.state ?? null }
+        return { blocker: blockerView(blocker), job_state: job?.state ?? null, taken_from_holder }
       },
     }),
   ],

@@ -511,6 +511,20 @@ describe('leasehold blockers', async () => {
     finishHolder(holder, file)
   })
 
+  test('a force_release whose holder had already let go says that nothing was taken', async () => {
+    const file = '/repo/blockers/let-go.ts'
+    host.engine.submit({ job_type: 'blockers-let-go', cost_units: 1 })
+    const requester = take('blockers-let-go', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file)
+    finishHolder(holder, file)
+    const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
+    expect(resolved).toMatchObject({
+      status: 0,
+      stdout: `blocker ${blocker.id} resolved: force_release; the holder had already let go of ${file}, nothing was taken; job QUEUED\n`,
+    })
+    host.engine.cancel(requester.job.id)
+  })
+
   test.each([
     [['resolve'], 'blockers resolve needs a blocker id and an action'],
     [['resolve', 'b-1', 'skip'], 'the action must be retry, force_release or cancel (got "skip")'],

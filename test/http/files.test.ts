@@ -392,6 +392,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect(res.status).toBe(200)
     const resolved = await body(res)
     expect(resolved.job_state).toBe('QUEUED')
+    expect(resolved.taken_from_holder).toBeNull()
     expect(resolved.blocker).toMatchObject({ state: 'RESOLVED', resolution: 'retry', note: 'w1 will be done soon', resolved_by: 'operator', resolved_at: iso(clock.now()) })
     expect(await jobState(w2.job_id)).toBe('QUEUED')
     const events = (await jobEvents(w2.job_id)).filter((e) => e.type === 'BLOCKER_RESOLVED')
@@ -406,7 +407,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     const id = answer.blocker.blocker_id
     const res = await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release', note: 'w1 hangs', by: 'alice' })
     expect(res.status).toBe(200)
-    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', blocker: { resolution: 'force_release', note: 'w1 hangs', resolved_by: 'alice' } })
+    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', taken_from_holder: true, blocker: { resolution: 'force_release', note: 'w1 hangs', resolved_by: 'alice' } })
     expect(await jobState(w2.job_id)).toBe('QUEUED')
     expect(await activeHolders()).toEqual([])
     const revoked = (await body(await host.call('/api/files/leases?state=REVOKED'))).file_leases
@@ -423,6 +424,15 @@ describe('integration: blocked after the retry → halt and the blocker contract
     const events = (await jobEvents(w2.job_id)).filter((e) => e.type === 'BLOCKER_RESOLVED')
     expect(events.map((e) => e.data)).toMatchObject([{ action: 'force_release', note: 'w1 hangs', by: 'alice' }])
     await expectError(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }), 409, 'blocker_resolved')
+  })
+
+  test('resolve force_release after the holder let go takes nothing, and the answer says so (taken_from_holder: false)', async () => {
+    const { w2, answer } = await halt()
+    expect((await fileRelease('w1')).status).toBe(200)
+    const res = await post(host, `/api/blockers/${answer.blocker.blocker_id}/resolve`, { action: 'force_release' })
+    expect(res.status).toBe(200)
+    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', taken_from_holder: false, blocker: { resolution: 'force_release' } })
+    expect(await jobState(w2.job_id)).toBe('QUEUED')
   })
 
   test('resolve cancel → the job is CANCELED; a BLOCKER_RESOLVED event with its note; resolving twice is 409', async () => {

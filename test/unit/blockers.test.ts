@@ -135,7 +135,7 @@ describe("the operator's answers", () => {
   test('retry: the blocked job is QUEUED and eligible at once; a BLOCKER_RESOLVED event carries the note', () => {
     const { engine, clock, blocker, requester } = halted()
     clock.advance(7 * SECOND)
-    const resolved = engine.resolveBlocker(blocker.id, { action: 'retry', note: 'try again, w1 is nearly done', by: 'alice' })
+    const { blocker: resolved } = engine.resolveBlocker(blocker.id, { action: 'retry', note: 'try again, w1 is nearly done', by: 'alice' })
     expect(resolved).toMatchObject({ state: 'RESOLVED', resolution: 'retry', note: 'try again, w1 is nearly done', resolved_by: 'alice', resolved_at: clock.now() })
     const job = engine.getJob(requester.job.id)
     expect(job).toMatchObject({ state: 'QUEUED', next_retry_at: null, eligible_at: clock.now() })
@@ -181,7 +181,7 @@ describe("the operator's answers", () => {
   test('force_release: the holder loses the file (REVOKED), its heartbeat and release answer 409 file_lease_lost, and the blocked job is requeued', () => {
     const { engine, clock, blocker, requester, holderFile } = halted()
     clock.advance(SECOND)
-    engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'w1 is stuck' })
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'w1 is stuck' })).toMatchObject({ taken_from_holder: true })
     expect(fileRows(engine, FILE).find((r) => r.id === holderFile.id)).toMatchObject({
       state: 'REVOKED',
       release_reason: 'force_released',
@@ -198,13 +198,14 @@ describe("the operator's answers", () => {
     expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true })
   })
 
-  test('force_release takes the file only from the holder the report named: one that let go meanwhile loses nothing, and whoever holds the file now keeps it', () => {
+  test('force_release takes the file only from the holder the report named: one that let go meanwhile loses nothing, whoever holds the file now keeps it, and the answer says nothing was taken', () => {
     const { engine, clock, blocker, requester } = halted()
     engine.releaseFile({ file: FILE, owner_id: 'w1' })
     const third = runningJob(engine, 'w3', 1)
     expect(engine.acquireFile({ file: FILE, owner_id: 'w3', lease_id: third.lease.id })).toMatchObject({ granted: true })
     clock.advance(SECOND)
-    engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'take it from w1' })
+    // The answer says so: nothing was taken.
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'take it from w1' })).toMatchObject({ taken_from_holder: false })
     expect(engine.listFileLeases('ACTIVE')).toEqual([expect.objectContaining({ file: FILE, owner_id: 'w3' })])
     expect(events(engine, 'FILE_LEASE_REVOKED')).toEqual([])
     expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', taken_from_holder: false })
@@ -319,7 +320,7 @@ describe("the operator's answers", () => {
     const result = engine.acquireFile({ file: FILE, owner_id: 'me' })
     if (result.granted || result.code !== 'blocked') throw new Error('expected a halt')
     expect(result.blocker).toMatchObject({ requester_job_id: null, requester_lease_id: null })
-    expect(engine.resolveBlocker(result.blocker.id, { action: 'retry' })).toMatchObject({ state: 'RESOLVED' })
+    expect(engine.resolveBlocker(result.blocker.id, { action: 'retry' })).toMatchObject({ blocker: { state: 'RESOLVED' } })
   })
 })
 

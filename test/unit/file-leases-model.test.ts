@@ -459,11 +459,12 @@ class Resolve extends Base {
     const blocker = m.blockers[this.index % m.blockers.length]!
     const got = outcome(() => r.engine.resolveBlocker(blocker.id, { action: this.action, note: `model ${this.action}` }))
     if (!blocker.open) return expectFailure(got, 409, 'blocker_resolved')
-    expect(got).toMatchObject({ ok: true, value: { state: 'RESOLVED', resolution: this.action } })
     blocker.open = false
     const holder = m.holders.get(blocker.file)
     const named = holder?.owner === blocker.holder.owner && holder.acquired_at === blocker.holder.acquired_at
-    if (this.action === 'force_release' && named) endHolder(m, blocker.file, 'REVOKED')
+    const taken = this.action === 'force_release' ? named : null
+    expect(got).toMatchObject({ ok: true, value: { blocker: { state: 'RESOLVED', resolution: this.action }, taken_from_holder: taken } })
+    if (taken) endHolder(m, blocker.file, 'REVOKED')
   }
   toString(): string {
     return `Resolve(${this.index}, ${this.action})`

@@ -14,6 +14,12 @@ export interface ResolveBlocker {
   by?: string | null
 }
 
+/** A resolved blocker, and for a force_release whether the holder it names still held the file and lost it (null for the other answers). */
+export interface ResolvedBlocker {
+  blocker: BlockerRow
+  taken_from_holder: boolean | null
+}
+
 export function getBlocker(ctx: EngineContext, blockerId: string): BlockerRow {
   const blocker = ctx.one<BlockerRow>('SELECT * FROM blockers WHERE id = ?', blockerId)
   if (!blocker) throw new EngineError('blocker_not_found', `No blocker ${blockerId}`)
@@ -41,9 +47,10 @@ function requeueBlocked(ctx: EngineContext, job: JobRow, reason: string): void {
  * The operator's answer: `retry` requeues the blocked job; `force_release` takes the file from
  * the holder the report names, if it still holds it (its later writes under that lease are
  * refused), and requeues the blocked job;
- * `cancel` cancels it. Each is an event with its note; a resolved blocker answers 409.
+ * `cancel` cancels it. Each is an event with its note; a resolved blocker answers 409. A force
+ * release answers whether it took the file: a holder that let go meanwhile had nothing to lose.
  */
-export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: ResolveBlocker): BlockerRow {
+export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: ResolveBlocker): ResolvedBlocker {
   return ctx.transact(() => {
     const blocker = getBlocker(ctx, blockerId)
     if (blocker.state !== 'OPEN') {
@@ -70,6 +77,6 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
     const resolved = { action: answer.action, note: answer.note ?? null, by, file: blocker.file, ...(taken === null ? {} : { taken_from_holder: taken }) }
     if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_RESOLVED', resolved)
     else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_RESOLVED', entity: 'BLOCKER', entityId: blocker.id, data: resolved })
-    return getBlocker(ctx, blocker.id)
+    return { blocker: getBlocker(ctx, blocker.id), taken_from_holder: taken }
   })
 }

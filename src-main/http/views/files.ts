@@ -159,6 +159,12 @@ export const BlockerListAnswer = z.object({ blockers: z.array(Blocker) }).meta({
 export const BlockerAnswer = z.object({ blocker: Blocker }).meta({ id: 'BlockerAnswer' })
 
 export const BlockerResolved = z
-  .object({ blocker: Blocker, job_state: JobState.nullable().meta({ description: "The halted job's canonical state after the answer" }) })
+  .object({
+    blocker: Blocker,
+    job_state: JobState.nullable().meta({ description: "The halted job's canonical state after the answer" }),
+    taken_from_holder: z.boolean().nullable().meta({
+      description: 'force_release: whether the holder the report names still held the file and lost it (false: it had let go, nothing was taken); null for retry and cancel',
+    }),
+  })
   .meta({ id: 'BlockerResolved' })
 export type BlockerResolved = z.infer<typeof BlockerResolved>
