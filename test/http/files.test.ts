@@ -171,6 +171,20 @@ describe('acquire / heartbeat / release over HTTP', () => {
     expect(await activeHolders(file)).toEqual([])
   })
 
+  test("an acquire under another job's lease naming the holder's owner id is 409 file_lease_held: two jobs never both hold the file", async () => {
+    await start()
+    // One worker running two jobs, using its worker id as the owner of both (owner ids are free text).
+    const first = await claimJob('ws')
+    const second = await claimJob('ws')
+    const held = await body(await acquire(first))
+    const res = await acquire(second)
+    expect(res.status).toBe(409)
+    expect(await body(res)).toMatchObject({ granted: false, code: 'file_lease_held', contention: { holder: { owner_id: 'ws', job_id: first.job_id } } })
+    expect((await jobEvents(second.job_id)).map((e) => e.type)).toContain('FILE_LEASE_CONTENDED')
+    const leases = (await body(await host.call('/api/files/leases'))).file_leases
+    expect(leases).toEqual([expect.objectContaining({ file_lease_id: held.file_lease.file_lease_id, lease_id: first.lease_id, last_heartbeat_at: held.file_lease.last_heartbeat_at })])
+  })
+
   test('a missing owner or an unknown field is 400 invalid_request', async () => {
     await start()
     await expectInvalid(await post(host, '/api/files/leases/acquire', { file: FILE }), 'owner_id')
