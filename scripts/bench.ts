@@ -71,7 +71,7 @@ const FULL: Counts = {
   http: { lifecycleJobs: 2_000, pickups: 300, poolJobs: 2_000, warmUpS: 10, pairedDriveMs: 3_000 },
   concurrentJobs: 20_000,
   pageJobs: 2_000,
-  batched: { drainJobs: 20_000, localPickups: 200, finishedJobs: 1_000_000, warmUpS: 10, singleJobs: 5_000, commands: 10 },
+  batched: { drainJobs: 20_000, drainRounds: 3, localPickups: 200, finishedJobs: 1_000_000, warmUpS: 10, singleJobs: 5_000, commands: 10 },
   retentionJobs: 1_000_000,
 }
 
@@ -87,7 +87,7 @@ const QUICK: Counts = {
   http: { lifecycleJobs: 300, pickups: 100, poolJobs: 300, warmUpS: 5, pairedDriveMs: 500 },
   concurrentJobs: 5_000,
   pageJobs: 500,
-  batched: { drainJobs: 5_000, localPickups: 50, finishedJobs: 100_000, warmUpS: 5, singleJobs: 1_000, commands: 3 },
+  batched: { drainJobs: 5_000, drainRounds: 1, localPickups: 50, finishedJobs: 100_000, warmUpS: 5, singleJobs: 1_000, commands: 3 },
   retentionJobs: 100_000,
 }
 

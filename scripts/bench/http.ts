@@ -641,6 +641,8 @@ export interface BatchedCounts {
   finishedJobs: number
   /** As {@link HttpCounts.warmUpS}. */
   warmUpS: number
+  /** Drains of each drain row, after its warm-up: the row reads their median. */
+  drainRounds: number
   /** Jobs per single-submit drain (BullMQ's single adds: 5,000). */
   singleJobs: number
   /** `leasehold submit` commands timed, one job each (and as many `node -e 0` beside them). */
@@ -946,16 +948,16 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
   const given = process.env.LEASEHOLD_WORKER_CONCURRENCY
   const slots = given ? `${given} jobs` : `${localWorkerSlots(100, 2)} jobs (their share of the first 100 units)`
   for (const durability of ['normal', 'full'] as const) {
-    progress(`pool drain (${durability}): the default pool, ${n} no-op jobs submitted 1,000 a request`)
+    progress(`pool drain (${durability}): the default pool, ${n} no-op jobs submitted 1,000 a request: ${counts.warmUpS} s of drains first, then ${counts.drainRounds} measured`)
     const server = await startServer(['--durability', durability], dataDirWithStampHandler())
     try {
       await waitFor(() => workersReady(server, 2), 60_000)
-      const drain = await warmDrain(server, counts.drainJobs, [], 0, (measure) => beside(`pool drain (${durability})`, ['process'], measure))
+      const drain = await warmDrain(server, counts.drainJobs, [], counts.warmUpS, counts.drainRounds, (measure) => beside(`pool drain (${durability})`, ['process'], measure))
       rows.push({
         name: `pool drain (${durability})`,
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${slots}, first submit → last DONE; ${drain.cpu}`,
+        note: `${n} noop jobs (progress once each) submitted 1,000 a request (ids answered), 2 local workers × ${slots}, first submit → last DONE, after ${counts.warmUpS} s of such drains, the median of ${drain.each}; ${drain.cpu}`,
       })
       if (durability === 'normal') {
         progress(`local pickup under the peer's load: ${PEER_LOAD.jobsPerS} submits/s: ${counts.warmUpS} s, then ${PEER_LOAD.seconds} s measured`)
@@ -999,12 +1001,12 @@ export async function measureBatched(counts: BatchedCounts, progress: (m: string
 
   progress(`external workers batched: 8 leasehold worker processes, ${n} no-op jobs`)
   await withEightWorkers([], (server) => ['--url', server.url], 'bench-batched', async (server, workers) => {
-    const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS, (measure) => beside('external workers batched, 8 processes', ['process'], measure))
+    const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS, counts.drainRounds, (measure) => beside('external workers batched, 8 processes', ['process'], measure))
     rows.push({
       name: 'external workers batched, 8 processes',
       value: drain.jobsPerS,
       unit: 'jobs/s',
-      note: `${n} noop jobs submitted 1,000 a request (ids answered), 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE, after ${counts.warmUpS} s of such drains; ${drain.cpu}`,
+      note: `${n} noop jobs submitted 1,000 a request (ids answered), 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once over HTTP (POST /internal/worker/batch), first submit → last DONE, after ${counts.warmUpS} s of such drains, the median of ${drain.each}; ${drain.cpu}`,
     })
   })
   await measureOverRedis(counts, progress, rows, beside)
@@ -1047,12 +1049,12 @@ export async function measureSingles(counts: BatchedCounts, progress: (m: string
       progress(`single submits: ${clients} client${clients > 1 ? 's' : ''}, ${n} no-op jobs, one request each, the default pool`)
       await drainBatched(server, Math.min(1_000, counts.singleJobs), [], oneEach(clients)) // this shape's own warm-up
       const name = clients > 1 ? SINGLE_16 : SINGLE_1
-      const drain = await beside(name, clients > 1 ? ['single'] : ['add', 'single1'], () => drainBatched(server, counts.singleJobs, [], oneEach(clients)))
+      const drain = await beside(name, clients > 1 ? ['single'] : ['add', 'single1'], () => medianDrain(counts.drainRounds, () => drainBatched(server, counts.singleJobs, [], oneEach(clients))))
       rows.push({
         name,
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs, each its own POST /api/scheduler/jobs/submit (the job answered), ${clients > 1 ? `${clients} clients each sending the next once answered` : 'one client sending the next once answered'}, 2 local workers, first submit → last DONE, after ${counts.warmUpS} s of such submits; ${drain.cpu}`,
+        note: `${n} noop jobs, each its own POST /api/scheduler/jobs/submit (the job answered), ${clients > 1 ? `${clients} clients each sending the next once answered` : 'one client sending the next once answered'}, 2 local workers, first submit → last DONE, after ${counts.warmUpS} s of such submits, the median of ${drain.each}; ${drain.cpu}`,
       })
     }
     rows.push(await timeSubmitCommands(server, counts.commands, progress))
@@ -1145,19 +1147,38 @@ async function withEightWorkers(serverArgs: string[], reach: (server: Server) =>
   }
 }
 
+/** A drain row's reading: the median of its drains, and each drain's rate for the row's note. */
+interface DrainReading extends Drain {
+  /** "16,104, 17,715 and 18,692 jobs/s": every drain the median was taken from. */
+  each: string
+}
+
 /**
- * {@link drainBatched} of `jobs`, after drains of up to 2,000 to warm the paths up: one, or as
- * many as `warmUpS` seconds take. A fleet of fresh worker processes takes the seconds: each
- * process compiles its own paths, and after one drain of 2,000 eight of them have run ~250 jobs
- * each, so the measured drain that followed was mostly their warming (their CPU a job 180–220
- * µs, against 75–105 once warm, in drains one after another). A fleet serves for hours, and
- * BullMQ's one process measures warm.
+ * {@link drainBatched} of `jobs` `rounds` times, after drains of up to 2,000 to warm the paths up
+ * for `warmUpS` seconds; reads the median drain. A process compiles its paths as it runs them:
+ * a fresh host's first drain after 2,000 jobs read ~15,300 jobs/s here where its third to sixth
+ * read 18,000–20,000 (a host restarted on the same data is as slow again: the process's warming,
+ * not the data's), and a fleet of fresh worker processes, after one drain of 2,000, has run ~250
+ * jobs each, so the drain that followed was mostly their warming (their CPU a job 180–220 µs,
+ * against 75–105 once warm). A host and a fleet serve for hours, and BullMQ's one process
+ * measures warm. One drain of a second or two reads the machine's moment as much as the host, so
+ * the row is the median of `rounds`.
  */
-async function warmDrain(server: Server, jobs: number, workers: ChildProcess[] = [], warmUpS = 0, measured = (measure: () => Promise<Drain>) => measure()): Promise<Drain> {
+async function warmDrain(server: Server, jobs: number, workers: ChildProcess[], warmUpS: number, rounds: number, measured = (measure: () => Promise<DrainReading>) => measure()): Promise<DrainReading> {
   const warmUntil = performance.now() + warmUpS * 1000
   do await drainBatched(server, Math.min(2_000, jobs), workers)
   while (performance.now() < warmUntil)
-  return measured(() => drainBatched(server, jobs, workers))
+  return measured(() => medianDrain(rounds, () => drainBatched(server, jobs, workers)))
+}
+
+/** Runs `drain` `rounds` times, one after another; reads the median drain. */
+async function medianDrain(rounds: number, drain: () => Promise<Drain>): Promise<DrainReading> {
+  const drains: Drain[] = []
+  for (let i = 0; i < rounds; i++) drains.push(await drain())
+  const rates = drains.map((d) => Math.round(d.jobsPerS).toLocaleString('en-US'))
+  const each = rates.length > 1 ? `${rates.slice(0, -1).join(', ')} and ${rates.at(-1)} jobs/s` : `${rates[0]} jobs/s`
+  const median = [...drains].sort((a, b) => a.jobsPerS - b.jobsPerS)[Math.floor(drains.length / 2)]!
+  return { ...median, each }
 }
 
 /** The drains of a host without Redis, run between those of `pool drain (redis)`: what its ratio is read against. */
@@ -1202,12 +1223,12 @@ async function measureOverRedis(counts: BatchedCounts, progress: (m: string) => 
 
     progress(`remote workers over redis: 8 leasehold worker --redis processes, ${n} no-op jobs`)
     await withEightWorkers(['--redis', redis.url], () => ['--redis', redis.url], 'bench-redis', async (server, workers) => {
-      const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS, (measure) => beside('remote workers over redis, 8 processes', ['process'], measure))
+      const drain = await warmDrain(server, counts.drainJobs, workers, counts.warmUpS, counts.drainRounds, (measure) => beside('remote workers over redis, 8 processes', ['process'], measure))
       rows.push({
         name: 'remote workers over redis, 8 processes',
         value: drain.jobsPerS,
         unit: 'jobs/s',
-        note: `${n} noop jobs submitted 1,000 a request, 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once, the worker exchange carried over Redis Streams (no connection to the host), after ${counts.warmUpS} s of such drains; ${drain.cpu}`,
+        note: `${n} noop jobs submitted 1,000 a request, 8 × ${DEFAULT_WORKER_CONCURRENCY} jobs at once, the worker exchange carried over Redis Streams (no connection to the host), after ${counts.warmUpS} s of such drains, the median of ${drain.each}; ${drain.cpu}`,
       })
     })
   } finally {
