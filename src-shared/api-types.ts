@@ -2869,6 +2869,8 @@ export interface operations {
                 state?: components["schemas"]["QueueJobState"];
                 addon_id?: string;
                 job_type?: string;
+                /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`), the ones to retry; `false`: only the others */
+                dead_letter?: "true" | "false";
                 /** @description Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values */
                 search?: string;
                 created_after?: string;

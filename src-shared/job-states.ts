@@ -60,6 +60,12 @@ export const WAITING_STATES: ReadonlySet<JobState> = new Set(['QUEUED', 'CLAIMED
 /** States in which a job holds an ACTIVE lease. */
 export const LEASED_STATES: ReadonlySet<JobState> = new Set(['LEASED', 'RUNNING'])
 
+/**
+ * The states of a dead-lettered job (`dead_letter`: it ran out of attempts): a retryable failure
+ * on its last attempt ends FAILED, an expired last lease TIMEOUT. An operator's retry clears the mark.
+ */
+export const DEAD_LETTER_STATES = ['FAILED', 'TIMEOUT'] as const satisfies readonly JobState[]
+
 /** The finished states an operator may retry (DONE is not: a success is submitted again instead). */
 export const RETRYABLE_STATES: ReadonlySet<JobState> = new Set(['FAILED', 'CANCELED', 'TIMEOUT'])
 

@@ -151,6 +151,11 @@ export const ListJobs = z.strictObject({
   state: QueueState.optional().meta({ description: 'Jobs in this state as the queue API shows it: RUNNING finds LEASED jobs too' }),
   addon_id: z.string().min(1).max(200).optional(),
   job_type: z.string().min(1).max(200).optional(),
+  dead_letter: z
+    .enum(['true', 'false'])
+    .transform((value) => value === 'true')
+    .optional()
+    .meta({ description: '`true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`), the ones to retry; `false`: only the others' }),
   search: z
     .string()
     .min(1)

@@ -425,6 +425,20 @@ describe('GET /jobs (list)', () => {
     await expectInvalid(await get(`${QUEUE}/jobs?search=`), 'search')
   })
 
+  test('dead_letter=true lists only the jobs that ran out of attempts, false the others; any other value is 400 naming it', async () => {
+    await start()
+    const { job: dead } = await running('w1', { max_attempts: 1 })
+    clock.advance(36_000) // past the lease's ttl and grace: its one attempt is used up
+    host.engine.reap()
+    const queued = await submit(host)
+    const found = async (query: string) => (await body(await get(`${QUEUE}/jobs?${query}`))).jobs.map((j: any) => [j.job_id, j.state, j.dead_letter])
+    expect(await found('dead_letter=true')).toEqual([[dead.job_id, 'TIMEOUT', true]])
+    expect(await found('dead_letter=false')).toEqual([[queued.job_id, 'QUEUED', false]])
+    expect(await found('dead_letter=true&state=TIMEOUT')).toEqual([[dead.job_id, 'TIMEOUT', true]])
+    expect(await found('dead_letter=true&state=QUEUED')).toEqual([])
+    await expectInvalid(await get(`${QUEUE}/jobs?dead_letter=yes`), 'dead_letter')
+  })
+
   test('limit above 500, a bad state, a bad time, a foreign cursor or a repeated parameter are 400 naming them', async () => {
     await start()
     await expectInvalid(await get(`${QUEUE}/jobs?limit=501`), 'limit')

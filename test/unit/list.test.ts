@@ -3,7 +3,7 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { jobListQuery, QUEUED_WINDOW } from '../../src-main/engine/reads/list'
 import { JOB_STATES, type JobState } from '../../src-main/engine/rules/states'
-import { expectEngineError, leaseOrFail } from './support'
+import { claimOrFail, expectEngineError, leaseOrFail } from './support'
 // White-box in one case: the list's SQL is explained, so the query builder is called directly.
 import { engineContext } from '../../src-main/engine/internals'
 import { database } from '../helpers/database'
@@ -88,6 +88,38 @@ describe('listing jobs', () => {
     for (const [state, id] of Object.entries(byState)) {
       expect(engine.listJobs({ state: state as JobState }).jobs.map((j) => j.id)).toEqual([id])
     }
+  })
+
+  it('dead_letter: true lists the jobs that ran out of attempts (FAILED and TIMEOUT alike), false the others; on an index', () => {
+    const { engine, clock } = setup()
+    const fail = (retryable: boolean) => {
+      const { job, lease } = claimOrFail(engine, 'w')
+      engine.fail({ job_id: job.id, attempt_id: lease.attempt_id, worker_id: 'w', lease_token: lease.token, error: { message: 'boom', retryable } })
+      return job.id
+    }
+    engine.submit(aJob({ max_attempts: 1 }))
+    const deadFailed = fail(true)
+    engine.submit(aJob({ max_attempts: 3 }))
+    const finalFailed = fail(false)
+    const timedOut = engine.submit(aJob({ max_attempts: 1 })).job.id
+    claimOrFail(engine, 'w')
+    clock.advance(60 * SECOND)
+    engine.reap()
+    const queued = engine.submit(aJob()).job.id
+    const ids = (q: Parameters<typeof engine.listJobs>[0]) => engine.listJobs(q).jobs.map((j) => j.id)
+    expect(engine.getJob(timedOut)).toMatchObject({ state: 'TIMEOUT', dead_letter: true })
+    expect(ids({ dead_letter: true })).toEqual([timedOut, deadFailed])
+    expect(ids({ dead_letter: true, state: 'FAILED' })).toEqual([deadFailed])
+    expect(ids({ dead_letter: false, state: 'FAILED' })).toEqual([finalFailed])
+    expect(ids({ dead_letter: false })).toEqual([queued, finalFailed])
+    expect(ids({ dead_letter: true, state: 'QUEUED' })).toEqual([])
+    // Retried, a job is no longer dead-lettered.
+    engine.retry(deadFailed)
+    expect(ids({ dead_letter: true })).toEqual([timedOut])
+    const { sql, params } = jobListQuery(engineContext(engine), { dead_letter: true }, 51)
+    const plan = database(engine).prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params).map((row) => (row as { detail: string }).detail).join(' | ')
+    expect(plan).toMatch(/jobs_state_seq/)
+    expect(plan).not.toMatch(/^SCAN jobs$|SCAN jobs \|/)
   })
 
   it('a filter by any state but DONE reads an index or jobs by their keys from memory, never the whole jobs table', () => {

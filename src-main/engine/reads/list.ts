@@ -2,7 +2,7 @@ import { and, desc, eq, gte, inArray, lt, lte, sql, type SQL } from 'drizzle-orm
 import { jobs, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
-import { JOB_STATES, LEASED_STATES, type JobState } from '../rules/states'
+import { DEAD_LETTER_STATES, JOB_STATES, LEASED_STATES, type JobState } from '../rules/states'
 
 /** The states of jobs that hold a lease: found among the ACTIVE leases in memory. */
 type LeasedState = 'LEASED' | 'RUNNING'
@@ -12,6 +12,8 @@ export interface JobListQuery {
   state?: JobState | readonly LeasedState[]
   addon_id?: string
   job_type?: string
+  /** Only the jobs that ran out of attempts (true), or only the others (false). */
+  dead_letter?: boolean
   /**
    * Part of the job's id, type or add-on, in any case: the dashboard's search box (it shows ids
    * shortened, so any part of one finds the job). Read row by row, newest first, until a page is full.
@@ -99,7 +101,7 @@ const readPage = (ctx: EngineContext, query: PageQuery): JobRow[] => ctx.all<Job
  * state but DONE reads an index or the table's key (a test checks the plan): LEASED and RUNNING
  * jobs are those of the ACTIVE leases in memory, QUEUED ones are read by their keys — a range of
  * the table's (`window.from`) or the ones given (`window.seqs`, from memory): {@link queuedRows}
- * says which — and the other states are on jobs_state_seq.
+ * says which — and the other states are on jobs_state_seq, as are the dead-lettered jobs without one.
  */
 export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: number, window?: { from: number } | { seqs: number[] }): PageQuery {
   const conditions: SQL[] = []
@@ -117,6 +119,12 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
   } else if (typeof state === 'string') {
     conditions.push(eq(jobs.state, state))
     if (!STATES_OUTSIDE_STATE_SEQ.includes(state)) conditions.push(sql.raw(STATE_SEQ_CLAUSE)) // lets SQLite use the jobs_state_seq index
+  }
+  if (query.dead_letter !== undefined) conditions.push(eq(jobs.dead_letter, query.dead_letter ? 1 : 0))
+  if (query.dead_letter === true && state === undefined) {
+    // Dead-lettered jobs are in DEAD_LETTER_STATES: read on jobs_state_seq, not the whole table
+    // (then sorted: a cost in the failed and timed-out jobs, never in the DONE ones).
+    conditions.push(inArray(jobs.state, [...DEAD_LETTER_STATES]), sql.raw(STATE_SEQ_CLAUSE))
   }
   if (query.addon_id !== undefined) conditions.push(eq(jobs.addon_id, query.addon_id))
   if (query.job_type !== undefined) conditions.push(eq(jobs.job_type, query.job_type))
