@@ -1,5 +1,5 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
-import { JOB_STATES, type JobState } from '../engine/rules/states'
+import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
 import { ConfigError, parseCommandLine, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, hostApi, table } from './http-client'
 
@@ -16,7 +16,8 @@ export const JOBS_HELP = `Usage: leasehold jobs [list] [flags]
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
 why a waiting job is not running yet (its waiting_reason), with UNTIL, the time that wait ends
 by itself when it does (a retry's backoff, a scheduled run, a refused file's one retry). Times
-are ISO-8601 UTC. States show as the queue API shows them: a LEASED job is RUNNING.
+are ISO-8601 UTC. States show as the queue API shows them: a LEASED job is RUNNING. A job that
+ran out of attempts (dead-lettered) reads FAILED (dead letter) or TIMEOUT (dead letter).
 
 Commands (docs/operations.md; the bulk actions are over HTTP and in the dashboard):
   list                 the jobs (the default)
@@ -29,6 +30,8 @@ Commands (docs/operations.md; the bulk actions are over HTTP and in the dashboar
 Flags:
   --state S            only jobs in this state: ${LISTED_STATES.join(', ')}
                        (not LEASED: such a job is listed as RUNNING)
+  --dead-letter        only the dead-lettered jobs: FAILED or TIMEOUT because they ran out of
+                       attempts, the ones to bring back with retry (with --state, FAILED or TIMEOUT)
   --limit N            at most N jobs, 1 to 500 [50]
   --cursor C           the page after the one that printed C (its next_cursor, or the line
                        that ends the table when there are more jobs than shown)
@@ -44,6 +47,7 @@ interface JobsFlags {
   token?: string
   'data-dir'?: string
   state?: string
+  'dead-letter'?: boolean
   limit?: string
   cursor?: string
   json?: boolean
@@ -60,28 +64,34 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   if (sub !== 'list' && !ACTIONS.includes(sub as Action)) throw new ConfigError(`jobs needs list, ${ACTIONS.join(', ')} (got "${sub}"); see leasehold jobs --help`)
   const rest = sub === argv[0] ? argv.slice(1) : argv
   if (sub !== 'list') return jobAction(sub as Action, rest, env)
-  const flags = parseFlags<JobsFlags>(rest, ['state', 'limit', 'cursor'], ['json'])
+  const flags = parseFlags<JobsFlags>(rest, ['state', 'limit', 'cursor'], ['json', 'dead-letter'])
   const state = flags.state?.toUpperCase() as JobState | undefined
   if (state === 'LEASED') throw new ConfigError('--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)')
   if (state !== undefined && !LISTED_STATES.includes(state)) {
     throw new ConfigError(`--state must be one of ${LISTED_STATES.join(', ')} (got "${flags.state}")`)
   }
+  const deadLetter = flags['dead-letter'] === true
+  if (deadLetter && state !== undefined && !(DEAD_LETTER_STATES as readonly JobState[]).includes(state)) {
+    throw new ConfigError(`--dead-letter with --state ${state} finds nothing: a dead-lettered job is ${DEAD_LETTER_STATES.join(' or ')}`)
+  }
   const limit = wholeNumber('limit', flags.limit, 1, 500)
   if (flags.cursor !== undefined && flags.cursor.trim() === '') throw new ConfigError('--cursor needs the next_cursor of a page')
   const target = resolveClientTarget(flags, env)
-  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { state, limit, cursor: flags.cursor } } }))
+  const query = { state, dead_letter: deadLetter ? ('true' as const) : undefined, limit, cursor: flags.cursor }
+  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query } }))
   if (flags.json) {
     console.log(JSON.stringify(page, null, 2))
     return 0
   }
   if (page.jobs.length === 0) {
-    console.log(`no ${flags.state ? `${flags.state.toUpperCase()} ` : ''}jobs${flags.cursor ? ' after that page' : ''}`)
+    const which = [deadLetter ? 'dead-lettered' : '', state ?? ''].filter(Boolean).join(' ')
+    console.log(`no ${which ? `${which} ` : ''}jobs${flags.cursor ? ' after that page' : ''}`)
     return 0
   }
   const rows = page.jobs.map((job) => [
     job.job_id,
     job.job_type,
-    job.state,
+    job.dead_letter ? `${job.state} (dead letter)` : job.state,
     job.priority,
     String(job.cost_units),
     `${job.attempts}/${job.max_attempts}`,

@@ -329,6 +329,32 @@ describe('leasehold jobs', async () => {
     host.engine.cancel(a.id)
   })
 
+  test('--dead-letter lists only the jobs that ran out of attempts, and every table marks them apart from final failures', async () => {
+    const failWith = (type: string, retryable: boolean) => {
+      host.engine.submit({ job_type: type, cost_units: 1, max_attempts: 1 })
+      const taken = take(type)
+      host.engine.fail({ ...taken.report, error: { message: 'boom', retryable } })
+      return taken.job.id
+    }
+    const dead = failWith('dl-dead', true)
+    const final = failWith('dl-final', false)
+    expect(host.engine.getJob(dead)).toMatchObject({ state: 'FAILED', dead_letter: true })
+
+    const listed = await cli(['jobs', '--dead-letter', '--limit', '500'])
+    expect(listed.status).toBe(0)
+    expect(listed.stdout).not.toContain(final)
+    expect(lines(listed.stdout).find((row) => row.startsWith(dead))).toMatch(/dl-dead\s+FAILED \(dead letter\)\s+NORMAL\s+1\s+1\/1\s/)
+    for (const row of lines(listed.stdout).slice(1)) expect(row).toMatch(/\s(FAILED|TIMEOUT) \(dead letter\)\s/)
+
+    const failed = lines((await cli(['jobs', '--state', 'FAILED', '--limit', '500'])).stdout)
+    expect(failed.find((row) => row.startsWith(dead))).toContain('FAILED (dead letter)')
+    expect(failed.find((row) => row.startsWith(final))).toMatch(/dl-final\s+FAILED\s+NORMAL/)
+
+    const json = JSON.parse((await cli(['jobs', '--dead-letter', '--state', 'failed', '--json', '--limit', '500'])).stdout) as { jobs: Array<{ job_id: string; dead_letter: boolean }> }
+    expect(json.jobs.map((j) => j.job_id)).toContain(dead)
+    expect(json.jobs.every((j) => j.dead_letter)).toBe(true)
+  })
+
   test('a job type with control characters (an escape sequence, a newline, a tab) is written escaped: the terminal is not told anything, the row stays one line', async () => {
     const job = host.engine.submit({ job_type: 'evil\u001b[31mRED\u001b[0m\nline\tx', addon_id: 'ad\u001b]0;title\u0007', cost_units: 1 }).job
     try {
@@ -343,6 +369,7 @@ describe('leasehold jobs', async () => {
 
   test.each([
     [['--state', 'sleeping'], '--state'],
+    [['--dead-letter', '--state', 'QUEUED'], '--dead-letter with --state QUEUED finds nothing: a dead-lettered job is FAILED or TIMEOUT'],
     [['--limit', '501'], '--limit'],
     [['--verbose'], 'verbose'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
@@ -680,7 +707,7 @@ describe('help', async () => {
     const flags: Record<string, string[]> = {
       submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--at', '--in', '--wait', '--json', '--url', '--token', '--data-dir'],
       queue: ['list', 'pause QUEUE', 'resume QUEUE', '--by', '--json', '--url', '--token', '--data-dir'],
-      jobs: ['--state', '--limit', '--json', '--url', '--token', '--data-dir'],
+      jobs: ['--state', '--dead-letter', '--limit', '--json', '--url', '--token', '--data-dir'],
       status: ['--json', '--url', '--token', '--data-dir'],
     }
     const runs = Object.entries(flags).flatMap(([command, expected]) =>
