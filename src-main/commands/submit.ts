@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs'
+import { isDeepStrictEqual } from 'node:util'
 import type { components, paths } from '../../src-shared/api-types'
 import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
-import { answered, HostError, hostApi } from './http-client'
+import { answered, HostError, hostApi, printable } from './http-client'
 import type { EachJob } from './wait'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
@@ -21,8 +22,15 @@ Flags:
   --queue Q            the stream (queue) workers take it from [default]
   --addon A            the add-on the job belongs to
   --max-attempts N     how many attempts a retryable failure or an expired lease may use [host default]
-  --key KEY            an idempotency key: submitting the same key again is refused
-                       (duplicate_request) and names the job that has it
+  --key KEY            an idempotency key, so that the submit is safe to run again (after a lost
+                       answer, or a script run once more): when KEY is already a job's, nothing
+                       is submitted and the command answers with that job as if it had just
+                       submitted it (its id; --json: its JSON with "already_submitted": true;
+                       --wait follows it, and a job that has ended answers at once by its
+                       state), with a line on stderr naming the job and its state. A repeat that
+                       asks for another job (its --type, --payload, --priority, --units, --queue,
+                       --addon or --max-attempts differ from the job's) is refused on one line
+                       naming the job and what differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
                        2026-03-01T02:00:00Z (without a zone it is this machine's local time)
   --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m,
@@ -220,25 +228,67 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     }
   }
   const target = resolveClientTarget(flags, env)
-  let job: components['schemas']['QueueJob']
-  try {
-    job = (await answered(target, hostApi(target).POST('/api/scheduler/jobs/submit', { body }))).job
-  } catch (error) {
-    const existing = (error as HostError).body?.job as components['schemas']['DuplicateRequest']['job'] | undefined
-    if (error instanceof HostError && error.code === 'duplicate_request' && existing?.job_id) {
-      throw new HostError(error.status, error.code, `${error.detail}: ${existing.job_id} (${existing.state})`, error.body)
-    }
-    throw error
-  }
+  const { job, repeat } = await submitOne(target, body)
+  // A repeat of a key says so in its JSON; the rest of the answer is the one a fresh submit prints.
+  const marked = <T extends object>(answer: T) => (repeat ? { ...answer, already_submitted: true } : answer)
   if (!flags.wait) {
-    console.log(flags.json ? JSON.stringify(job, null, 2) : job.job_id)
+    console.log(flags.json ? JSON.stringify(marked(job), null, 2) : job.job_id)
     return 0
   }
   if (!flags.json) console.log(job.job_id)
   const { ProgressLine, waitForJob } = await import('./wait') // the event stream's client, for --wait only
   const { code, answer } = await waitForJob(target, job.job_id, new ProgressLine(process.stderr))
-  if (flags.json) console.log(JSON.stringify(answer, null, 2))
+  if (flags.json) console.log(JSON.stringify(marked(answer), null, 2))
   return code
+}
+
+// ---------------------------------------------------------------------------------------------
+// --key
+
+type QueueJob = components['schemas']['QueueJob']
+
+/**
+ * Submits one job. A key (`client_request_id`) that is already a job's makes no new job: the
+ * host answers 409 duplicate_request with that job, and it is the answer, as if just submitted
+ * (`repeat`), with a line on stderr saying so. That is the point of a key: a script that lost
+ * the answer, or is run again, submits the same way and gets the job. A repeat that asks for
+ * another job than the key's is a mistake in the script: an Error naming the job and what differs.
+ */
+async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job: QueueJob; repeat: boolean }> {
+  try {
+    return { job: (await answered(target, hostApi(target).POST('/api/scheduler/jobs/submit', { body }))).job, repeat: false }
+  } catch (error) {
+    const existing = error instanceof HostError && error.code === 'duplicate_request' ? (error.body.job as QueueJob | undefined) : undefined
+    if (existing?.job_id === undefined) throw error
+    const key = printable(body.client_request_id ?? '')
+    const differences = differencesFrom(body, existing)
+    if (differences.length > 0) {
+      throw new Error(`--key ${key} is job ${existing.job_id}'s (${existing.state}), which this submit does not match: ${differences.join('; ')}; another job needs another key`)
+    }
+    console.error(`leasehold: --key ${key} is job ${existing.job_id}'s, submitted before (${existing.state}): not submitted again`)
+    return { job: existing, repeat: true }
+  }
+}
+
+/**
+ * What a submit asks for that the job `job` does not have, one phrase a field, for the fields
+ * the command sent and the job view shows. `max_attempts` grows with an operator's retry (to the
+ * attempts so far plus the number submitted: docs/states.md), so the number submitted matches
+ * anything from `max_attempts - attempts` to `max_attempts`.
+ */
+function differencesFrom(body: SubmitBody, job: QueueJob): string[] {
+  const differences: string[] = []
+  const differ = (flag: string, asked: unknown, has: unknown) => differences.push(`${flag} ${printable(String(asked))}, the job's ${printable(String(has))}`)
+  if (body.job_type !== job.job_type) differ('--type', body.job_type, job.job_type)
+  // Compared as the host stores it: JSON text read back (-0 is 0).
+  if (body.payload !== undefined && !isDeepStrictEqual(JSON.parse(JSON.stringify(body.payload)) as unknown, job.payload)) differences.push('--payload is not the job\'s')
+  if (body.priority !== undefined && body.priority !== job.priority) differ('--priority', body.priority, job.priority)
+  if (body.cost_units !== job.cost_units) differ('--units', body.cost_units, job.cost_units)
+  if (body.queue !== undefined && body.queue !== job.queue) differ('--queue', body.queue, job.queue)
+  if (body.addon_id !== undefined && body.addon_id !== job.addon_id) differ('--addon', body.addon_id, job.addon_id ?? 'none')
+  const attempts = body.max_attempts
+  if (attempts !== undefined && (attempts > job.max_attempts || attempts < job.max_attempts - job.attempts)) differ('--max-attempts', attempts, job.max_attempts)
+  return differences
 }
 
 // ---------------------------------------------------------------------------------------------

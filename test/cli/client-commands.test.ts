@@ -177,16 +177,88 @@ describe('leasehold submit', async () => {
     host.engine.cancel(JSON.parse(timed.stdout).job_id)
   })
 
-  test('repeating an idempotency key is exit 1 with duplicate_request, naming the job that has it', async () => {
-    const first = await cli(['submit', '--type', 'once', '--key', 'render-42'])
+  test('a repeat of a key answers with the job that has it as if just submitted: its id, exit 0, a line naming the job and its state; nothing submitted', async () => {
+    const first = await cli(['submit', '--type', 'once', '--key', 'render-42', '--priority', 'high', '--payload', '{"a": 1, "b": [2]}'])
     expect(first.status).toBe(0)
     const id = first.stdout.trim()
-    const again = await cli(['submit', '--type', 'once', '--key', 'render-42'])
-    expect(again.status).toBe(1)
-    expect(lines(again.stderr)).toHaveLength(1)
-    expect(again.stderr).toContain('duplicate_request')
-    expect(again.stderr).toContain(id)
-    expect(again.stdout).toBe('')
+    // The same submit, its payload's keys in another order: the same job.
+    const again = await cli(['submit', '--type', 'once', '--key', 'render-42', '--priority', 'HIGH', '--payload', '{"b": [2], "a": 1}'])
+    expect([again.status, again.stdout.trim()]).toEqual([0, id])
+    expect(lines(again.stderr)).toEqual([`leasehold: --key render-42 is job ${id}'s, submitted before (QUEUED): not submitted again`])
+    expect(host.engine.listJobs({ job_type: 'once' }).jobs.map((job) => job.id)).toEqual([id])
+    host.engine.cancel(id)
+  })
+
+  test('--json of a repeat of a key is the job as a fresh submit prints it, with "already_submitted": true', async () => {
+    const fresh = JSON.parse((await cli(['submit', '--type', 'once-json', '--key', 'json-1', '--json'])).stdout) as Record<string, unknown>
+    expect(fresh).not.toHaveProperty('already_submitted')
+    host.engine.cancel(fresh.job_id as string)
+    const again = await cli(['submit', '--type', 'once-json', '--key', 'json-1', '--json'])
+    expect(again.status).toBe(0)
+    const repeat = JSON.parse(again.stdout) as Record<string, unknown>
+    expect(Object.keys(repeat)).toEqual([...Object.keys(fresh), 'already_submitted'])
+    expect(repeat).toMatchObject({ job_id: fresh.job_id, state: 'CANCELED', already_submitted: true })
+  })
+
+  test('a repeat of a key with --wait follows the job like a new one; a job that has ended answers at once by its state', async () => {
+    // Running: followed to its end.
+    const first = await cli(['submit', '--type', 'key-wait', '--key', 'wait-1'])
+    const id = first.stdout.trim()
+    const run = startCli(['submit', '--type', 'key-wait', '--key', 'wait-1', '--wait'])
+    await run.until('the QUEUED line', () => run.stderr().includes(`job ${id} QUEUED`))
+    expect(run.stdout().trim()).toBe(id)
+    expect(run.stderr()).toContain(`--key wait-1 is job ${id}'s, submitted before (QUEUED): not submitted again`)
+    host.engine.complete(take('key-wait').report)
+    expect(await run.exited).toBe(0)
+    // DONE: exit 0 at once.
+    const done = await cli(['submit', '--type', 'key-wait', '--key', 'wait-1', '--wait'])
+    expect([done.status, done.stdout.trim(), lines(done.stderr).at(-1)]).toEqual([0, id, `job ${id} DONE`])
+    // FAILED: exit 1 at once, saying why; --json is {job, result} as for a new job, marked.
+    const failed = (await cli(['submit', '--type', 'key-fail', '--key', 'fail-1'])).stdout.trim()
+    host.engine.fail({ ...take('key-fail').report, error: { code: 'E_DISK', message: 'disk on fire', retryable: false } })
+    const repeat = await cli(['submit', '--type', 'key-fail', '--key', 'fail-1', '--wait', '--json'])
+    expect(repeat.status).toBe(1)
+    expect(repeat.stderr).toContain(`--key fail-1 is job ${failed}'s, submitted before (FAILED): not submitted again`)
+    expect(repeat.stderr).toContain(`leasehold: job ${failed} FAILED: disk on fire (E_DISK)`)
+    const answer = JSON.parse(repeat.stdout) as { job: { job_id: string; state: string }; result: { error: unknown }; already_submitted: boolean }
+    expect(Object.keys(answer)).toEqual(['job', 'result', 'already_submitted'])
+    expect(answer).toMatchObject({ job: { job_id: failed, state: 'FAILED' }, result: { error: { message: 'disk on fire' } }, already_submitted: true })
+  })
+
+  test('a repeat of a key that asks for another job is refused: one line naming the job and what differs, exit 1, nothing submitted', async () => {
+    const asked = ['--type', 'keyed', '--key', 'differs-1', '--priority', 'high', '--units', '2', '--queue', 'q-keyed', '--addon', 'ad', '--payload', '{"a": 1}', '--max-attempts', '4']
+    const id = (await cli(['submit', ...asked])).stdout.trim()
+    const change = (flag: string, value: string) => asked.map((word, i) => (asked[i - 1] === flag ? value : word))
+    const cases: Array<[string[], string]> = [
+      [change('--type', 'other'), "--type other, the job's keyed"],
+      [change('--payload', '{"a": 2}'), "--payload is not the job's"],
+      [change('--priority', 'low'), "--priority LOW, the job's HIGH"],
+      [change('--units', '3'), "--units 3, the job's 2"],
+      [change('--queue', 'q-other'), "--queue q-other, the job's q-keyed"],
+      [change('--addon', 'other'), "--addon other, the job's ad"],
+      [change('--max-attempts', '5'), "--max-attempts 5, the job's 4"],
+    ]
+    for (const [args, difference] of cases) {
+      const result = await cli(['submit', ...args])
+      expect(result.status, difference).toBe(1)
+      expect(result.stdout).toBe('')
+      expect(lines(result.stderr)).toEqual([`leasehold: --key differs-1 is job ${id}'s (QUEUED), which this submit does not match: ${difference}; another job needs another key`])
+    }
+    const two = await cli(['submit', ...change('--type', 'other').map((word, i, all) => (all[i - 1] === '--units' ? '3' : word))])
+    expect(two.stderr).toContain("--type other, the job's keyed; --units 3, the job's 2;")
+    expect(host.engine.listJobs({ job_type: 'keyed' }).jobs.map((job) => job.id)).toEqual([id])
+    expect(host.engine.listJobs({ job_type: 'other' }).jobs).toEqual([])
+    host.engine.cancel(id)
+  })
+
+  test('after an operator retried the job, a repeat of its key with the --max-attempts it was submitted with still matches', async () => {
+    const id = (await cli(['submit', '--type', 'key-retried', '--key', 'retried-1', '--max-attempts', '2'])).stdout.trim()
+    host.engine.fail({ ...take('key-retried').report, error: { message: 'no', retryable: false } })
+    expect(host.engine.retry(id)).toMatchObject({ attempts: 1, max_attempts: 3 })
+    const again = await cli(['submit', '--type', 'key-retried', '--key', 'retried-1', '--max-attempts', '2'])
+    expect([again.status, again.stdout.trim()]).toEqual([0, id])
+    const fewer = await cli(['submit', '--type', 'key-retried', '--key', 'retried-1', '--max-attempts', '1'])
+    expect([fewer.status, fewer.stderr]).toEqual([1, expect.stringContaining("--max-attempts 1, the job's 3")])
     host.engine.cancel(id)
   })
 
