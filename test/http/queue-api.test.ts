@@ -23,6 +23,7 @@ import {
   UNKNOWN_ID,
   clockedHost,
   API_T0,
+  until,
 } from './support'
 
 const T0 = API_T0
@@ -351,6 +352,35 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     const released = await body(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { job_id: job.job_id, worker_id: 'w2', status: 'CANCELED' }))
     expect(released.job.state).toBe('CANCELED')
     await expectInvalid(await post(host, `${QUEUE}/jobs/${job.job_id}/cancel`, { reason: 3 }), 'reason')
+  })
+
+  test('a cancel outlives the lease: a cancel-requested job whose lease expires ends CANCELED, not retried; its attempt ends TIMEOUT and says a cancel was pending', async () => {
+    await start()
+    const { job, lease: l } = await running('w1', { max_attempts: 3 })
+    expect((await body(await post(host, `${QUEUE}/jobs/${job.job_id}/cancel`, { reason: 'not needed' }))).job.cancel_requested).toBe(true)
+    // The worker goes silent before it stops: the host's reaper (not a test call) expires the lease.
+    clock.advance(35_001)
+    await until(() => host.engine.getLease(l.lease_id).state === 'EXPIRED', 1500)
+
+    const { job: ended } = await body(await get(`${QUEUE}/jobs/${job.job_id}`))
+    expect(ended).toMatchObject({ state: 'CANCELED', dead_letter: false, attempts: 1, next_retry_at: null, waiting_reason: null })
+    const { attempts } = await body(await get(`${QUEUE}/jobs/${job.job_id}/attempts`))
+    expect(attempts).toEqual([
+      expect.objectContaining({
+        outcome: 'TIMEOUT',
+        disposition: 'FINAL',
+        error: {
+          code: 'lease_expired',
+          reason: 'no_heartbeat',
+          cancel_requested: true,
+          message: 'The lease expired without a heartbeat; a cancel was pending',
+        },
+      }),
+    ])
+    const { events } = await body(await get(`${QUEUE}/jobs/${job.job_id}/events`))
+    expect(events.map((e: { type: string }) => e.type).slice(-2)).toEqual(['LEASE_EXPIRED', 'JOB_CANCELED'])
+    clock.advance(60_000) // long past any backoff: nothing brings it back
+    expect(await body(await post(host, `${PULL}/request`, { worker_id: 'w2' }))).toMatchObject({ denied: true })
   })
 
   test('GET /jobs/{id}/events lists the timeline {ts, type, data} oldest first', async () => {

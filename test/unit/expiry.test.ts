@@ -143,6 +143,23 @@ describe('lease expiry', () => {
     expect(engine.getJob(job.id).state).toBe('CANCELED')
   })
 
+  it.each([1, 3])('a cancel outlives the lease: with max_attempts %i, a cancel-requested job whose worker exits ends CANCELED, neither retried nor dead-lettered, its attempt TIMEOUT saying a cancel was pending', (maxAttempts) => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob({ max_attempts: maxAttempts }))
+    const { lease } = leaseOrFail(engine, 'w')
+    engine.cancel(job.id)
+    engine.expireLeasesOfWorker(lease.worker_id)
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'CANCELED', final_status: 'CANCELED', dead_letter: false, next_retry_at: null })
+    expect(engine.attempts(job.id)).toMatchObject([
+      {
+        outcome: 'TIMEOUT',
+        disposition: 'FINAL',
+        error: { code: 'lease_expired', reason: 'worker_exited', cancel_requested: true, message: 'The worker exited while holding the lease; a cancel was pending' },
+      },
+    ])
+    expect(eventTypes(engine.jobEvents(job.id))).not.toContain('JOB_REQUEUED')
+  })
+
   it('the reaper expires many due leases in one pass and leaves live ones', () => {
     const { engine, clock } = setup({ total_units: 10_000 })
     for (let i = 0; i < 30; i++) engine.submit(aJob())

@@ -96,10 +96,7 @@ export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, r
   return { lease: released, job: moved, disposition }
 }
 
-/**
- * The error an expired lease's attempt records: always code `lease_expired` (the lease ended
- * EXPIRED, the attempt TIMEOUT), with the reason and a message saying what ended it.
- */
+/** What an expired lease's attempt says ended it, and the note its job's requeue carries. */
 const EXPIRY_TEXTS: Record<LeaseExpiryReason, { message: string; requeueNote: string }> = {
   no_heartbeat: { message: 'The lease expired without a heartbeat', requeueNote: 'lease expired' },
   worker_exited: { message: 'The worker exited while holding the lease', requeueNote: 'worker exited' },
@@ -107,15 +104,27 @@ const EXPIRY_TEXTS: Record<LeaseExpiryReason, { message: string; requeueNote: st
 }
 
 /**
+ * The error an expired lease's attempt records: always code `lease_expired` (the lease ended
+ * EXPIRED, the attempt TIMEOUT), with the reason and a message saying what ended it. An attempt
+ * whose job an operator had asked to cancel says so too: its worker never reported that it
+ * stopped, so the attempt is TIMEOUT while the job ends CANCELED, and this is what ties the two.
+ */
+function expiryError(reason: LeaseExpiryReason, cancelPending: boolean) {
+  const { message } = EXPIRY_TEXTS[reason]
+  if (!cancelPending) return { code: 'lease_expired', reason, message }
+  return { code: 'lease_expired', reason, cancel_requested: true, message: `${message}; a cancel was pending` }
+}
+
+/**
  * Expires an ACTIVE lease inside the caller's transaction: its capacity is free at once, the
  * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
- * TIMEOUT dead-lettered (CANCELED if a cancel was requested).
+ * TIMEOUT dead-lettered — or, if a cancel was requested, ends CANCELED whatever attempts remain:
+ * the operator's cancel is not lost because the worker went silent before it stopped.
  */
 export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseExpiryReason = 'no_heartbeat'): void {
   const job = jobOfLease(ctx, lease)
   const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
-  const { message, requeueNote } = EXPIRY_TEXTS[reason]
-  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, { code: 'lease_expired', reason, message })
+  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, expiryError(reason, job.cancel_requested === 1))
   // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
   ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
     reason,
@@ -124,7 +133,7 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseEx
     last_heartbeat_at: lease.last_heartbeat_at,
   } satisfies EventData<'LEASE_EXPIRED'>)
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
-  if (to === 'QUEUED') requeueAfter(ctx, job, requeueNote)
+  if (to === 'QUEUED') requeueAfter(ctx, job, EXPIRY_TEXTS[reason].requeueNote)
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
 }
 
