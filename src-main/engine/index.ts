@@ -70,7 +70,7 @@ import * as stats from './reads/stats'
 import { pruneStatsStep } from './verbs/stats-retention'
 import * as storage from './store/storage'
 import { LEASED_STATES, WAITING_STATES } from './rules/states'
-import { readSituation, type Waiting, type WaitingSituation, waitingFor } from './reads/waiting'
+import { NO_WORKERS_KNOWN, readSituation, type Waiting, waitingFor, type WorkersAtHand } from './reads/waiting'
 
 // The engine's public face: this facade and the decoded domain types. Outside engine/ and db/
 // nothing reads a row, SQL or the engine's context (test/unit/boundary.test.ts holds the host to it).
@@ -114,7 +114,7 @@ export type { Contention } from './rules/file-leases'
 export type { FileLeaseRequest } from './verbs/files'
 export type { AttemptError } from './verbs/attempt-reports'
 export type { LeaseRequestForJob, WaitingClaim } from './verbs/grants'
-export type { Waiting } from './reads/waiting'
+export type { Waiting, WaitingJobNeeds, WorkersAtHand } from './reads/waiting'
 export type { Outcome } from './verbs/lease-end'
 export type { HeartbeatReport } from './store/rows'
 export type { JobListQuery } from './reads/list'
@@ -260,12 +260,13 @@ export class Engine {
   jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)
   /**
    * Why each of these jobs waits, and until when (null for one that runs, its file gate open, or
-   * has ended). `nobodyTakes` says what keeps the workers at hand from taking a job. For views, not hot paths.
+   * has ended), read against the workers at hand: which take a job, and whether one without a GPU
+   * does (none known by default). For views, not hot paths.
    */
-  waiting = (list: readonly Job[], nobodyTakes: WaitingSituation['nobodyTakes'] = () => null): (Waiting | null)[] => {
+  waiting = (list: readonly Job[], workers: WorkersAtHand = NO_WORKERS_KNOWN): (Waiting | null)[] => {
     // A page of finished jobs needs none of the situation's reads.
     if (!list.some((job) => WAITING_STATES.has(job.state) || LEASED_STATES.has(job.state))) return list.map(() => null)
-    const situation = readSituation(this.ctx, this.capacity, nobodyTakes)
+    const situation = readSituation(this.ctx, this.capacity, workers)
     return list.map((job) => waitingFor(job, situation))
   }
   /** A job's attempts, first first. */

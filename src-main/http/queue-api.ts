@@ -313,7 +313,7 @@ export const queueApi: Api = {
       grouped: false,
       run: ({ query }, { engine, directory }) => {
         const page = engine.listJobs({ ...query, state: query.state === 'RUNNING' ? SHOWN_AS_RUNNING : query.state })
-        const waits = engine.waiting(page.jobs, (job) => directory.nobodyTakes(job))
+        const waits = engine.waiting(page.jobs, directory)
         const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
         return { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }
       },
@@ -329,7 +329,7 @@ export const queueApi: Api = {
       grouped: false,
       run: ({ params }, { engine, directory }) => {
         const job = engine.getJob(params.job_id)
-        const [waiting] = engine.waiting([job], (job) => directory.nobodyTakes(job))
+        const [waiting] = engine.waiting([job], directory)
         return { job: queueJobRead(job, waiting ?? null, engine.scheduleOrigins([job.id]).get(job.id) ?? null), result: queueResult(job) }
       },
     }),

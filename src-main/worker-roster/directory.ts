@@ -1,4 +1,4 @@
-import type { Engine } from '../engine'
+import type { Engine, WaitingJobNeeds, WorkersAtHand } from '../engine'
 import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -15,14 +15,6 @@ export interface Takes {
   streams: readonly string[] | null
   /** It said it has a GPU: it takes jobs with `constraints.gpu_required`. */
   gpu: boolean
-}
-
-/** Of a waiting job, what decides which workers take it. */
-export interface WaitingJobNeeds {
-  queue: string
-  job_type: string
-  /** Its `constraints.gpu_required`: only a worker with a GPU takes it. */
-  gpu_required: boolean
 }
 
 /** What the dashboard shows of a worker (GET /api/workers). */
@@ -48,7 +40,7 @@ export interface WorkerInfo {
  * /internal/worker. Kept in memory — a worker is a process, not a record; the leases they hold
  * are in SQLite.
  */
-export class WorkerDirectory {
+export class WorkerDirectory implements WorkersAtHand {
   private readonly workers = new Map<string, WorkerInfo>()
   /** What each worker's last claim named: its job types and its queues; absent (or null) while it has named none: it may take any. */
   private readonly takes = new Map<string, Takes>()
@@ -57,6 +49,8 @@ export class WorkerDirectory {
   private anyQueueAskedAt = -Infinity
   /** When one of them that has a GPU last asked. */
   private gpuAskedAt = -Infinity
+  /** When one of them that has none last asked. */
+  private gpuLessAskedAt = -Infinity
 
   constructor(private readonly now: () => number) {}
 
@@ -70,6 +64,7 @@ export class WorkerDirectory {
     const now = this.now()
     this.anyQueueAskedAt = now
     if (gpu) this.gpuAskedAt = now
+    else this.gpuLessAskedAt = now
   }
 
   /** An external worker made a call. */
@@ -121,25 +116,50 @@ export class WorkerDirectory {
    * every job does.
    */
   nobodyTakes(job: WaitingJobNeeds): 'queue' | 'job_type' | 'gpu' | null {
-    const now = this.now()
-    const lately = (at: number) => now - at < SILENT_AFTER_MS
+    const lately = this.lately()
     // A worker of the pull or queue API takes every queue and type: all it may lack is a GPU.
     const anyQueue = lately(this.anyQueueAskedAt)
     if (anyQueue && (!job.gpu_required || lately(this.gpuAskedAt))) return null
     let working = anyQueue ? 1 : 0
     let queueTaken = anyQueue
     let typeRun = anyQueue
-    for (const w of this.workers.values()) {
-      if (w.kind !== 'local' && !lately(w.last_seen_at)) continue
+    for (const takes of this.workingTakes(lately)) {
       working += 1
-      const takes = this.takes.get(w.worker_id)
-      if (takes?.streams?.length && !takes.streams.includes(job.queue)) continue
+      if (!takesQueue(takes, job.queue)) continue
       queueTaken = true
-      if (takes?.jobTypes && !takes.jobTypes.includes(job.job_type)) continue
+      if (!runsType(takes, job.job_type)) continue
       typeRun = true
       if (!job.gpu_required || takes?.gpu !== false) return null
     }
     return working === 0 ? null : !queueTaken ? 'queue' : !typeRun ? 'job_type' : 'gpu'
+  }
+
+  /**
+   * Whether a worker at hand known to have no GPU takes jobs of this queue and type: it skips the
+   * jobs that need one, so for it they do not stand in line. Known by its claims (or its pull or
+   * queue API requests) saying no GPU; one that has not claimed yet is not known to lack one.
+   */
+  gpuLessTakes(job: Omit<WaitingJobNeeds, 'gpu_required'>): boolean {
+    const lately = this.lately()
+    if (lately(this.gpuLessAskedAt)) return true
+    for (const takes of this.workingTakes(lately)) {
+      if (takes?.gpu === false && takesQueue(takes, job.queue) && runsType(takes, job.job_type)) return true
+    }
+    return false
+  }
+
+  /** Whether a moment is recent enough for a worker last heard from then to be at hand. */
+  private lately(): (at: number) => boolean {
+    const now = this.now()
+    return (at) => now - at < SILENT_AFTER_MS
+  }
+
+  /** What each listed worker that still works (local, or heard from lately) takes: undefined while it has claimed nothing. */
+  private *workingTakes(lately: (at: number) => boolean): Generator<Takes | undefined> {
+    for (const w of this.workers.values()) {
+      if (w.kind !== 'local' && !lately(w.last_seen_at)) continue
+      yield this.takes.get(w.worker_id)
+    }
   }
 
   /**
@@ -162,6 +182,12 @@ export class WorkerDirectory {
     return listed
   }
 }
+
+/** Whether a worker's claims take this queue: they name it, or name none. */
+const takesQueue = (takes: Takes | undefined, queue: string): boolean => !takes?.streams?.length || takes.streams.includes(queue)
+
+/** Whether a worker's claims run this job type: they name it, or name none. */
+const runsType = (takes: Takes | undefined, jobType: string): boolean => !takes?.jobTypes || takes.jobTypes.includes(jobType)
 
 /** A worker that may take work (ready, active) and holds a lease is busy; starting and draining stay as they are. */
 const workingState = (state: string, leases: number): string => (leases > 0 && (state === 'ready' || state === 'active') ? 'busy' : state)

@@ -158,6 +158,18 @@ describe('POST /internal/worker/claim', () => {
     expect(await reason(second.job_id)).toBe('first in line; waiting for a worker to take it')
   })
 
+  test('a job behind one needing a GPU is not said to wait behind it while the workers asking have none: they skip that job and take this one first', async () => {
+    await start()
+    const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason
+    const gpu = await submit(host, { priority: 'URGENT', constraints: { gpu_required: true } })
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
+    const plain = await submit(host)
+    expect(await reason(gpu.job_id)).toBe('first in line; needs a worker with a GPU, and none asking has one')
+    expect(await reason(plain.job_id)).toBe('first in line; waiting for a worker to take it')
+    // The next claim of that worker takes it: it was first in line for the workers there are.
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }).then(body)).toMatchObject({ job_id: plain.job_id })
+  })
+
   test('a job of a type or queue none of the connected workers takes stays queued and says so as it waits', async () => {
     await start()
     const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason

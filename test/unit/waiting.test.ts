@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
-import type { Engine } from '../../src-main/engine'
+import type { Engine, WorkersAtHand } from '../../src-main/engine'
 import { claimOrFail, eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
 const waitingOf = (engine: Engine, jobId: string) => engine.waiting([engine.getJob(jobId)])[0]
@@ -161,6 +161,27 @@ describe('every waiting job can say why it waits', () => {
     expect(reasonOf(engine, urgentElsewhere.id)).toBe('cost 100 exceeds total capacity 50; raise total_units or cancel the job')
     expect(reasonOf(engine, first.id)).toBe('first in line; waiting for a worker to take it')
     expect(reasonOf(engine, second.id)).toBe(`waiting its turn behind job ${short(first.id)}`)
+  })
+
+  it('the line is walked as the workers that take the job walk it: a job needing a GPU stands before another only while no worker without a GPU takes that one', () => {
+    const { engine } = setup({ total_units: 10 })
+    engine.submit(aJob({ cost_units: 5 }))
+    leaseOrFail(engine, 'w')
+    const gpu = engine.submit(aJob({ priority: 'URGENT', cost_units: 8, constraints: { gpu_required: true } })).job
+    const plain = engine.submit(aJob({ cost_units: 2 })).job
+    const reasonsWith = (workers: WorkersAtHand) => engine.waiting([engine.getJob(gpu.id), engine.getJob(plain.id)], workers).map((w) => w?.reason)
+    const gpuShortfall = 'needs 8 units; 5 available (5 of 10 units leased)'
+    // Only workers without a GPU ask: they skip the GPU job, and take the other first.
+    expect(reasonsWith({ nobodyTakes: (job) => (job.gpu_required ? 'gpu' : null), gpuLessTakes: () => true })).toEqual([
+      'first in line; needs a worker with a GPU, and none asking has one',
+      'first in line; waiting for a worker to take it',
+    ])
+    // Workers with and without one: the GPU job is the head for the ones with, not for the others.
+    expect(reasonsWith({ nobodyTakes: () => null, gpuLessTakes: () => true })).toEqual([`first in line; ${gpuShortfall}`, 'first in line; waiting for a worker to take it'])
+    // Only workers with a GPU: the GPU job stands before the other, and its shortfall holds the line.
+    expect(reasonsWith({ nobodyTakes: () => null, gpuLessTakes: () => false })).toEqual([`first in line; ${gpuShortfall}`, `behind job ${short(gpu.id)}, which ${gpuShortfall}`])
+    // No worker known: the job keeps its place among all the jobs of its queue.
+    expect(engine.waiting([engine.getJob(plain.id)])[0]?.reason).toBe(`behind job ${short(gpu.id)}, which ${gpuShortfall}`)
   })
 
   it('a requeued job in its backoff says so, and its waiting_until is the retry\'s not-before time', () => {

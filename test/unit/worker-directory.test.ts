@@ -93,3 +93,32 @@ test('what no worker takes: a job needing a GPU, while none of the workers that 
   directory.askedForAnyQueue({ gpu: false })
   expect(directory.nobodyTakes(render)).toBe('gpu')
 })
+
+test('which lines are walked without a GPU: a worker known to have none takes the job\'s queue and type, so it skips the jobs that need one', () => {
+  const { clock } = setup()
+  const directory = new WorkerDirectory(() => clock.now())
+  const resize = { queue: 'default', job_type: 'resize' }
+  expect(directory.gpuLessTakes(resize)).toBe(false) // no worker at all
+  directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
+  expect(directory.gpuLessTakes(resize)).toBe(false) // it has claimed nothing yet: it may have one
+  directory.claims('local-1', { streams: ['default'], jobTypes: null, gpu: true })
+  expect(directory.gpuLessTakes(resize)).toBe(false)
+  // One without a GPU that takes another queue, or other types, does not walk this line; one that takes both does.
+  directory.seen('http-1')
+  directory.claims('http-1', { streams: ['other'], jobTypes: null, gpu: false })
+  expect(directory.gpuLessTakes(resize)).toBe(false)
+  directory.claims('http-1', { streams: ['default'], jobTypes: ['thumbnail'], gpu: false })
+  expect(directory.gpuLessTakes(resize)).toBe(false)
+  directory.claims('http-1', { streams: ['default'], jobTypes: null, gpu: false })
+  expect(directory.gpuLessTakes(resize)).toBe(true)
+  // It goes silent: it walks no line.
+  clock.advance(SILENT_AFTER_MS)
+  expect(directory.gpuLessTakes(resize)).toBe(false)
+  // A worker of the pull or queue API takes every queue: one without a GPU walks every line, while it asks.
+  directory.askedForAnyQueue({ gpu: true })
+  expect(directory.gpuLessTakes(resize)).toBe(false)
+  directory.askedForAnyQueue({ gpu: false })
+  expect(directory.gpuLessTakes(resize)).toBe(true)
+  clock.advance(SILENT_AFTER_MS)
+  expect(directory.gpuLessTakes(resize)).toBe(false)
+})

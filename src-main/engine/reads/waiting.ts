@@ -26,15 +26,35 @@ export interface Waiting {
 /** A file a running job's lease was refused: who holds it, and when the one retry is due. */
 export type FileWait = Pick<FileContentionRow, 'file' | 'retry_at'> & { holder: string | null }
 
+/** Of a waiting job, what decides which workers take it. */
+export interface WaitingJobNeeds {
+  queue: string
+  job_type: string
+  /** Its `constraints.gpu_required`: only a worker with a GPU takes it. */
+  gpu_required: boolean
+}
+
+/** What the host knows of the workers at hand (its worker directory), which a job's reason reads. */
+export interface WorkersAtHand {
+  /** What keeps every worker at hand from taking this job, if anything does: its queue, its type, or its need of a GPU. */
+  nobodyTakes(job: WaitingJobNeeds): 'queue' | 'job_type' | 'gpu' | null
+  /** Whether a worker at hand known to have no GPU takes jobs of this queue and type. */
+  gpuLessTakes(job: Omit<WaitingJobNeeds, 'gpu_required'>): boolean
+}
+
+/** No worker known: every job waits for any worker, in its place among all the jobs of its queue. */
+export const NO_WORKERS_KNOWN: WorkersAtHand = { nobodyTakes: () => null, gpuLessTakes: () => false }
+
 /** What every job's reason is read against, read once per view. */
 export interface WaitingSituation {
   now: number
   capacity: CapacityFigures
   /**
-   * The first eligible QUEUED job of a queue, in the order every worker takes them (priority,
-   * then the time each became eligible): nothing of that queue is leased before it.
+   * The first eligible QUEUED job of a queue, in the order a worker takes them (priority, then the
+   * time each became eligible), as a worker with a GPU or one without walks it: one without skips
+   * the jobs that need a GPU. Nothing of that queue is leased to such a worker before it.
    */
-  headOf(queue: string): JobRow | undefined
+  headOf(queue: string, walker: { gpu: boolean }): JobRow | undefined
   /** The open blocker a BLOCKED job waits on. */
   blockerOf(jobId: string): BlockerRow | undefined
   /** The file a running job's lease was refused, waiting for its one retry (the file gate's wait). */
@@ -43,8 +63,8 @@ export interface WaitingSituation {
   paused: ReadonlySet<string>
   /** Whether the worker holds an ACTIVE lease (a lease request of its `unique` job is then denied). */
   holdsLease(workerId: string): boolean
-  /** What keeps every worker at hand from taking this job, if anything does: its queue, its type, or its need of a GPU (the host's worker directory knows). */
-  nobodyTakes(job: { queue: string; job_type: string; gpu_required: boolean }): 'queue' | 'job_type' | 'gpu' | null
+  /** The workers at hand: which take a job, and whether one without a GPU does. */
+  workers: WorkersAtHand
 }
 
 /** The open blocker a BLOCKED job waits on (its latest, should there be more). */
@@ -53,22 +73,22 @@ export function openBlockerOf(ctx: EngineContext, jobId: string): BlockerRow | u
 }
 
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
-export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobodyTakes: WaitingSituation['nobodyTakes']): WaitingSituation {
+export function readSituation(ctx: EngineContext, capacity: CapacityStore, workers: WorkersAtHand): WaitingSituation {
   const now = ctx.clock.now()
-  const heads = new Map<string, JobRow | undefined>()
+  const heads = { withGpu: new Map<string, JobRow | undefined>(), withoutGpu: new Map<string, JobRow | undefined>() }
   let fileWaits: Map<string, FileWait> | undefined
   return {
     now,
     capacity: capacity.figures(),
     // The line of one queue, as a worker that takes that queue walks it: a stream worker takes
     // its queues one after another, and the local pool takes only its own (`default` unless
-    // configured), so another queue's head says nothing of when this job runs. Walked as a worker
-    // with a GPU walks it, so a job needing one has its place (nobodyTakes says when no worker
-    // asking has one). Read once per queue and only when a QUEUED job asks, so a page of running
-    // jobs does not pay for the pick.
-    headOf(queue) {
-      if (!heads.has(queue)) heads.set(queue, eligibleJobs(ctx, { worker_id: '', gpu_available: true, queues: [queue] }, now).next().value ?? undefined)
-      return heads.get(queue)
+    // configured), so another queue's head says nothing of when this job runs. The pick's own
+    // walk, with the pick's filter, so the line skips what a worker skips. Read once per queue
+    // and walker, and only when a QUEUED job asks, so a page of running jobs does not pay for it.
+    headOf(queue, { gpu }) {
+      const read = gpu ? heads.withGpu : heads.withoutGpu
+      if (!read.has(queue)) read.set(queue, eligibleJobs(ctx, { worker_id: '', gpu_available: gpu, queues: [queue] }, now).next().value ?? undefined)
+      return read.get(queue)
     },
     blockerOf: (jobId) => openBlockerOf(ctx, jobId),
     // Every pending refusal at once, when a running job first asks: a handful of rows (each is
@@ -87,7 +107,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, nobod
     },
     paused: new Set(ctx.pausedQueues.all()),
     holdsLease: (workerId) => holdsActiveLease(ctx, workerId),
-    nobodyTakes,
+    workers,
   }
 }
 
@@ -166,10 +186,11 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
   }
   // A worker takes only its queues and the job types it has handlers for: while none takes this job it is in no line.
-  const nobody = s.nobodyTakes({ queue: job.queue, job_type: job.job_type, gpu_required: job.constraints.gpu_required === true })
+  const needs: WaitingJobNeeds = { queue: job.queue, job_type: job.job_type, gpu_required: job.constraints.gpu_required === true }
+  const nobody = s.workers.nobodyTakes(needs)
   if (nobody === 'queue') return open(`no worker connected takes queue ${job.queue}; it waits for one that does`)
   if (nobody === 'job_type') return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
-  const head = s.headOf(job.queue)
+  const head = s.headOf(job.queue, { gpu: walkedWithGpu(needs, s.workers) })
   const first = head === undefined || head.id === job.id
   // Every worker asking skips it: its place in line is all it has until one with a GPU asks.
   if (nobody === 'gpu') return open(`${first ? 'first in line' : `behind job ${shortId(head.id)}`}; needs a worker with a GPU, and none asking has one`)
@@ -179,6 +200,16 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
   if (head.cost_units > c.total_units) return open(`behind job ${shortId(head.id)}, whose ${overCapacity(head, c)}`)
   if (head.cost_units > c.available) return open(`behind job ${shortId(head.id)}, which ${capacityShortfall(head.cost_units, c)}`)
   return open(`waiting its turn behind job ${shortId(head.id)}`)
+}
+
+/**
+ * Whether a job's line is walked as a worker with a GPU walks it. A job needing one is taken only
+ * by such a worker. Any other job is reached first by a worker without a GPU, when one takes it:
+ * that worker skips the jobs needing a GPU, so they do not stand before this job; only while no
+ * such worker is known (every worker that takes it has a GPU, or none is known) do they.
+ */
+function walkedWithGpu(job: WaitingJobNeeds, workers: WorkersAtHand): boolean {
+  return job.gpu_required || !workers.gpuLessTakes(job)
 }
 
 /** How many waiting jobs cost more than the total capacity: they can never run until it is raised (counted in memory, job-tally.ts). */
