@@ -191,6 +191,17 @@ describe('creating, changing and deleting schedules', () => {
     expect(updates.map((e) => JSON.parse(e.data).changed)).toEqual([['cron'], ['timezone'], ['job', 'overlap']])
   })
 
+  it('a change to the values in force writes nothing and logs no event; an update names only the fields that changed', () => {
+    const { engine, clock } = setup()
+    const created = engine.createSchedule(aSchedule())
+    clock.advance(30 * MINUTE)
+    const same = { cron: ' 0 2 * * * ', timezone: 'UTC', job: { job_type: 'backup', cost_units: 1 }, overlap: created.overlap, enabled: true }
+    expect(engine.updateSchedule('nightly', same)).toEqual(created)
+    expect(engine.updateSchedule('nightly', { ...same, enabled: false })).toMatchObject({ enabled: false, updated_at: T0 + 30 * MINUTE })
+    const updates = scheduleEvents(engine).filter((e) => e.event_type === 'SCHEDULE_UPDATED')
+    expect(updates.map((e) => JSON.parse(e.data).changed)).toEqual([['enabled']])
+  })
+
   it('a change of an unknown schedule is 404; an empty change or a bad one is 400 and changes nothing', () => {
     const { engine } = setup()
     expectEngineError(() => engine.updateSchedule('nope', { enabled: false }), 404, 'schedule_not_found')

@@ -448,7 +448,10 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
 /**
  * Changes a schedule. A new expression or zone, or enabling it, sets its next firing to the first
  * after now: firings that fell while it was disabled are not caught up. Disabling it clears its
- * next firing, so it cannot fire until enabled again.
+ * next firing, so it cannot fire until enabled again. Only the fields whose value changes count:
+ * a change that gives every field its value in force writes nothing and logs no event (a script
+ * that applies its settings at every start leaves the log as it was), and `SCHEDULE_UPDATED`
+ * names the fields that did change.
  */
 export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name: string, change: ScheduleChange): Schedule {
   const given = CHANGEABLE.filter((key) => change[key] !== undefined)
@@ -465,11 +468,21 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
     // The next firing moves only when the timing changes or the schedule is enabled again.
     const cron = retimed || (enabled && row.enabled === 0) ? checkFires(cronText, timezone, now) : null
     const next = !enabled ? null : cron ? fireTimeAfter(cron, now) : row.next_fire_at
+    const jobText = job ? JSON.stringify(job) : row.job
+    const differs: Record<(typeof CHANGEABLE)[number], boolean> = {
+      cron: cronText !== row.cron,
+      timezone: timezone !== row.timezone,
+      job: jobText !== row.job,
+      overlap: overlap !== row.overlap,
+      enabled: enabled !== (row.enabled === 1),
+    }
+    const changed = given.filter((key) => differs[key])
+    if (changed.length === 0) return decode(ctx, row)
     const updated: ScheduleRow = {
       ...row,
       cron: cronText,
       timezone,
-      job: job ? JSON.stringify(job) : row.job,
+      job: jobText,
       overlap,
       enabled: enabled ? 1 : 0,
       next_fire_at: next,
@@ -481,7 +494,7 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
            next_fire_at = @next_fire_at, updated_at = @updated_at WHERE id = @id`,
       )
       .run(updated)
-    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_UPDATED', { name, changed: given, enabled, next_fire_at: next })
+    ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_UPDATED', { name, changed, enabled, next_fire_at: next })
     return decode(ctx, updated)
   })
 }
