@@ -1152,8 +1152,12 @@ export interface components {
                 job_id: string | null;
                 acquired_at: components["schemas"]["Timestamp"];
                 last_heartbeat_at: components["schemas"]["Timestamp"];
+                /** @description Whether this holder still holds the file as the report is read: false once it let go, or lost it to a force_release */
+                holds_now: boolean;
+                /** @description While it still holds the file, how long it has held it as the report is read (one decimal); null once it let go */
+                held_s: number | null;
             };
-            /** @description How long the holder had held the file when the retry was refused */
+            /** @description How long the holder had held the file when the retry was refused (the report keeps the halt as it was; holder.held_s is now) */
             age_s: number;
             retry_s: number;
             denied_at: components["schemas"]["Timestamp"];

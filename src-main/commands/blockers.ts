@@ -13,8 +13,10 @@ This lists the reports (GET /api/blockers) and answers one (POST /api/blockers/B
 as the dashboard's blocker cards do.
 
 Commands:
-  list                       the open reports (the default): the file, who holds it and since
-                             when, and the halted job; --state resolved or all for the others
+  list                       the open reports (the default): the file, who held it and for how
+                             long at the halt, whether it holds it still (for how long now) or
+                             no longer holds it, and the halted job; --state resolved or all for
+                             the others
   resolve BLOCKER ACTION     answer a report with one of:
                                retry          requeue the halted job, to meet the file again
                                force_release  take the file from the holder the report names
@@ -88,12 +90,16 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
   return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${nothingTaken}; job ${answer.job_state === null ? '-' : answer.job_state}`
 }
 
-/** The reports as a table: the file, who held it and for how long, the halted job (and, for resolved ones, the answer). */
+/**
+ * The reports as a table: the file, who held it and for how long at the halt, and whether it
+ * holds it still (for how long now) or no longer holds it; the halted job (and, for resolved ones,
+ * the answer).
+ */
 export function blockerTable(blockers: readonly Blocker[], withAnswer = false): string {
   const rows = blockers.map((b) => [
     b.blocker_id,
     b.file,
-    `${b.holder.owner_id}${b.holder.job_id ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s`,
+    `${b.holder.owner_id}${b.holder.job_id ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
     b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
     ...(withAnswer ? [b.state === 'OPEN' ? 'open' : `${b.resolution} by ${b.resolved_by}`] : []),
   ])

@@ -245,6 +245,8 @@ export interface Blocker {
   holder_job_id: string | null
   holder_acquired_at: number
   holder_last_heartbeat_at: number
+  /** Whether that holder still holds the file as the report is read (false once it let go, or lost it to a force_release). */
+  holder_holds_now: boolean
   retry_s: number
   denied_at: number
   retried_at: number
@@ -259,7 +261,7 @@ export interface Blocker {
   created_at: number
 }
 
-export function toBlocker(row: BlockerRow): Blocker {
+export function toBlocker(row: BlockerRow, holderHoldsNow: boolean): Blocker {
   return {
     id: row.id,
     file: row.file,
@@ -267,6 +269,7 @@ export function toBlocker(row: BlockerRow): Blocker {
     holder_job_id: row.holder_job_id,
     holder_acquired_at: row.holder_acquired_at,
     holder_last_heartbeat_at: row.holder_last_heartbeat_at,
+    holder_holds_now: holderHoldsNow,
     retry_s: row.retry_s,
     denied_at: row.denied_at,
     retried_at: row.retried_at,
@@ -433,6 +436,7 @@ export type AcquireResult =
 
 export function toAcquireResult(result: files.AcquireResult): AcquireResult {
   if (result.granted) return { granted: true, file_lease: toFileLease(result.file_lease) }
-  if (result.code === 'blocked') return { granted: false, code: 'blocked', blocker: toBlocker(result.blocker) }
+  // A report made at this refusal: its holder holds the file, which is why the job halts.
+  if (result.code === 'blocked') return { granted: false, code: 'blocked', blocker: toBlocker(result.blocker, true) }
   return result
 }

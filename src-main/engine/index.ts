@@ -339,12 +339,14 @@ export class Engine {
   /** Refuses a file request from a worker token that does not prove its job lease (lease-lookup.ts provenLease). */
   proveJobLease = (request: { lease_id?: string | null; lease_token?: string | null }): void => void provenLease(this.ctx, request)
   listFileLeases = (state: FileLease['state'] | null = 'ACTIVE'): FileLease[] => files.listFileLeases(this.ctx, state).map(toFileLease)
-  listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(toBlocker)
-  getBlocker = (blockerId: string): Blocker => toBlocker(blockers.getBlocker(this.ctx, blockerId))
+  listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(this.blockerNow)
+  getBlocker = (blockerId: string): Blocker => this.blockerNow(blockers.getBlocker(this.ctx, blockerId))
   resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker): { blocker: Blocker; taken_from_holder: boolean | null } => {
     const resolved = blockers.resolveBlocker(this.ctx, blockerId, answer)
-    return { blocker: toBlocker(resolved.blocker), taken_from_holder: resolved.taken_from_holder }
+    return { blocker: this.blockerNow(resolved.blocker), taken_from_holder: resolved.taken_from_holder }
   }
+  /** A report as it was made, and whether its holder still holds the file. */
+  private blockerNow = (row: Parameters<typeof toBlocker>[0]): Blocker => toBlocker(row, files.namedHoldersLease(this.ctx, row) !== null)
 
   /** Records what a worker reports for an operator to see (a handler that failed to load…): a WORKER_PROBLEM event. */
   recordWorkerProblem = (workerId: string, problem: WorkerProblem): void =>

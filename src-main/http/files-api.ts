@@ -143,7 +143,7 @@ export const filesApi: Api = {
       query: BlockerList,
       answer: BlockerListAnswer,
       grouped: false,
-      run: ({ query }, { engine }) => ({ blockers: engine.listBlockers(query.state === 'all' ? null : query.state).map(blockerView) }),
+      run: ({ query }, { engine }) => ({ blockers: engine.listBlockers(query.state === 'all' ? null : query.state).map((b) => blockerView(b, engine.now())) }),
     }),
     route({
       method: 'GET',
@@ -154,7 +154,7 @@ export const filesApi: Api = {
       answer: BlockerAnswer,
       errors: { 404: NOT_FOUND.blocker },
       grouped: false,
-      run: ({ params }, { engine }) => ({ blocker: blockerView(engine.getBlocker(params.blocker_id)) }),
+      run: ({ params }, { engine }) => ({ blocker: blockerView(engine.getBlocker(params.blocker_id), engine.now()) }),
     }),
     route({
       method: 'POST',
@@ -169,7 +169,7 @@ export const filesApi: Api = {
       run: ({ body, params }, { engine }) => {
         const { blocker, taken_from_holder } = engine.resolveBlocker(params.blocker_id, body)
         const job = blocker.requester_job_id ? engine.getJob(blocker.requester_job_id) : null
-        return { blocker: blockerView(blocker), job_state: job?.state ?? null, taken_from_holder }
+        return { blocker: blockerView(blocker, engine.now()), job_state: job?.state ?? null, taken_from_holder }
       },
     }),
   ],

@@ -596,7 +596,7 @@ describe('leasehold blockers', async () => {
     const open = await cli(['blockers'])
     expect(open.status).toBe(0)
     expect(open.stdout).toMatch(/^ID\s+FILE\s+HELD BY\s+HALTED$/m)
-    expect(open.stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+holder-worker \\(job …${holder.job.id.slice(-8)}\\) for \\S+ s\\s+…${requester.job.id.slice(-8)}$`, 'm'))
+    expect(open.stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+holder-worker \\(job …${holder.job.id.slice(-8)}\\) for \\S+ s at the halt; holds it still \\(\\S+ s\\)\\s+…${requester.job.id.slice(-8)}$`, 'm'))
 
     const resolved = await cli(['blockers', 'resolve', blocker.id, 'cancel', '--note', 'not needed', '--by', 'ops'])
     expect(resolved).toMatchObject({ status: 0, stdout: `blocker ${blocker.id} resolved: cancel; job CANCELED\n` })
@@ -610,12 +610,13 @@ describe('leasehold blockers', async () => {
     finishHolder(holder, file)
   })
 
-  test('a force_release whose holder had already let go says that nothing was taken', async () => {
+  test('a holder that let go after the halt is listed so, and a force_release then says that nothing was taken', async () => {
     const file = '/repo/blockers/let-go.ts'
     host.engine.submit({ job_type: 'blockers-let-go', cost_units: 1 })
     const requester = take('blockers-let-go', 'blockers-worker')
     const { blocker, holder } = halt(requester, file)
     finishHolder(holder, file)
+    expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s.* at the halt; no longer holds it\\s`, 'm'))
     const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
     expect(resolved).toMatchObject({
       status: 0,

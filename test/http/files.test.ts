@@ -367,7 +367,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect(answer.blocker).toEqual({
       blocker_id: expect.any(String),
       file: FILE,
-      holder: { owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), last_heartbeat_at: iso(retryAt) },
+      holder: { owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), last_heartbeat_at: iso(retryAt), holds_now: true, held_s: (retryAt - T0) / 1000 },
       age_s: (retryAt - T0) / 1000,
       retry_s: 180,
       denied_at: iso(deniedAt),
@@ -383,6 +383,18 @@ describe('integration: blocked after the retry → halt and the blocker contract
     const one = await host.call(`/api/blockers/${answer.blocker.blocker_id}`)
     expect(one.status).toBe(200)
     expect((await body(one)).blocker).toEqual(answer.blocker)
+  })
+
+  test('a report read later keeps the halt as it was, and says how long its holder holds the file now, or that it let go', async () => {
+    const { answer } = await halt()
+    const id = answer.blocker.blocker_id
+    clock.advance(60 * SECOND)
+    const later = (await body(await host.call(`/api/blockers/${id}`))).blocker
+    expect(later.age_s).toBe(answer.blocker.age_s)
+    expect(later.holder).toMatchObject({ holds_now: true, held_s: answer.blocker.age_s + 60 })
+    expect((await fileRelease('w1')).status).toBe(200)
+    const [listed] = (await body(await host.call('/api/blockers'))).blockers
+    expect(listed).toMatchObject({ blocker_id: id, age_s: answer.blocker.age_s, holder: { holds_now: false, held_s: null } })
   })
 
   test('the halted job is BLOCKED with no capacity held; its worker is told its lease is over; the holder is untouched', async () => {

@@ -245,7 +245,7 @@ test('an open blocker offers retry, force release and cancel, each with the note
   const blocker: Blocker = {
     blocker_id: 'b1',
     file: '/data/a.txt',
-    holder: { owner_id: 'job:h', job_id: 'holder-job', acquired_at: iso(T0), last_heartbeat_at: iso(T0) },
+    holder: { owner_id: 'job:h', job_id: 'holder-job', acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, held_s: 245 },
     age_s: 185,
     retry_s: 180,
     denied_at: iso(T0 + 5 * SECOND),
@@ -262,6 +262,7 @@ test('an open blocker offers retry, force release and cancel, each with the note
   const el = render(BlockerCard, { blocker, now: T0 + 245 * SECOND, onresolve: (action: string, note: string) => answers.push([action, note]) })
   expect(text(el)).toContain('/data/a.txt')
   expect(text(el)).toContain('held 3 min 5 s')
+  expect(text(el.querySelector('[data-testid="holder-now"]'))).toBe('holds it still (4 min 5 s)')
   expect(text(el)).toContain('1 min ago')
   const note = el.querySelector<HTMLInputElement>('input[type="text"]')!
   note.value = 'done soon'
@@ -289,12 +290,12 @@ test('an open blocker offers retry, force release and cancel, each with the note
   ])
 })
 
-test('a resolved blocker says who answered what, and offers nothing', () => {
+test('a resolved blocker says who answered what, whether the holder still holds the file, and offers nothing', () => {
   const el = render(BlockerCard, {
     blocker: {
       blocker_id: 'b2',
       file: '/f',
-      holder: { owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0) },
+      holder: { owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: false, held_s: null },
       age_s: 1,
       retry_s: 180,
       denied_at: iso(T0),
@@ -312,6 +313,7 @@ test('a resolved blocker says who answered what, and offers nothing', () => {
   })
   expect(el.querySelector('button')).toBeNull()
   expect(text(el.querySelector('[data-testid="resolution"]'))).toMatch(/^cancel by dashboard · .* · “not needed”$/)
+  expect(text(el.querySelector('[data-testid="holder-now"]'))).toBe('no longer holds it')
 })
 
 test('the token form hands over the typed token', () => {

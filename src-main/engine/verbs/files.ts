@@ -406,11 +406,23 @@ export function releaseIdleFiles(ctx: EngineContext): number {
  * lose, while whoever holds the file now was never shown to the operator. Answers the lease
  * taken, or null when there was none to take.
  */
-export function revokeFile(ctx: EngineContext, named: Pick<BlockerRow, 'file' | 'holder_owner_id' | 'holder_acquired_at'>, by: string): FileLeaseRow | null {
-  const holder = activeOn(ctx, named.file)
-  if (!holder || holder.owner_id !== named.holder_owner_id || holder.acquired_at !== named.holder_acquired_at) return null
+export function revokeFile(ctx: EngineContext, named: NamedHolder, by: string): FileLeaseRow | null {
+  const holder = namedHoldersLease(ctx, named)
+  if (!holder) return null
   endFileLease(ctx, holder, 'REVOKED', 'force_released', { by })
   return holder
+}
+
+/** The holder a blocker report names: the file, and who took it when. */
+type NamedHolder = Pick<BlockerRow, 'file' | 'holder_owner_id' | 'holder_acquired_at'>
+
+/**
+ * The file lease of the holder a blocker report names, while it still holds the file: the file's
+ * ACTIVE lease, taken by the same owner at the same moment (a lease it took again since is another).
+ */
+export function namedHoldersLease(ctx: EngineContext, named: NamedHolder): FileLeaseRow | null {
+  const holder = activeOn(ctx, named.file)
+  return holder && holder.owner_id === named.holder_owner_id && holder.acquired_at === named.holder_acquired_at ? holder : null
 }
 
 /** When the requester's one retry of a file is due, or null if it has no pending retry. */

@@ -63,8 +63,15 @@ export const Blocker = z
   .object({
     blocker_id: z.string(),
     file: z.string(),
-    holder: z.object({ owner_id: z.string(), job_id: z.string().nullable(), acquired_at: IsoTime, last_heartbeat_at: IsoTime }),
-    age_s: z.number().meta({ description: 'How long the holder had held the file when the retry was refused' }),
+    holder: z.object({
+      owner_id: z.string(),
+      job_id: z.string().nullable(),
+      acquired_at: IsoTime,
+      last_heartbeat_at: IsoTime,
+      holds_now: z.boolean().meta({ description: 'Whether this holder still holds the file as the report is read: false once it let go, or lost it to a force_release' }),
+      held_s: z.number().nullable().meta({ description: 'While it still holds the file, how long it has held it as the report is read (one decimal); null once it let go' }),
+    }),
+    age_s: z.number().meta({ description: 'How long the holder had held the file when the retry was refused (the report keeps the halt as it was; holder.held_s is now)' }),
     retry_s: z.number().int(),
     denied_at: IsoTime,
     retried_at: IsoTime,
@@ -79,7 +86,8 @@ export const Blocker = z
   .meta({ id: 'Blocker', description: 'A blocker report: a job still blocked after its retry, halted until an operator answers' })
 export type Blocker = z.infer<typeof Blocker>
 
-export function blockerView(b: BlockerReport): Blocker {
+/** A report as read at `now`: the halt as it was, and its holder as it is now. */
+export function blockerView(b: BlockerReport, now: number): Blocker {
   return {
     blocker_id: b.id,
     file: b.file,
@@ -88,6 +96,8 @@ export function blockerView(b: BlockerReport): Blocker {
       job_id: b.holder_job_id,
       acquired_at: iso(b.holder_acquired_at),
       last_heartbeat_at: iso(b.holder_last_heartbeat_at),
+      holds_now: b.holder_holds_now,
+      held_s: b.holder_holds_now ? ageS(b.holder_acquired_at, now) : null,
     },
     age_s: ageS(b.holder_acquired_at, b.retried_at),
     retry_s: b.retry_s,
@@ -130,7 +140,7 @@ export function acquireRefusal(refusal: Extract<AcquireResult, { granted: false 
     const { contention } = refusal
     return { granted: false, code: 'file_lease_held', detail: `${contention.file} is held by ${contention.holder.owner_id}`, contention: contentionView(contention) }
   }
-  return { granted: false, code: 'blocked', detail: `Still blocked on ${refusal.blocker.file} after the retry: halted`, blocker: blockerView(refusal.blocker) }
+  return { granted: false, code: 'blocked', detail: `Still blocked on ${refusal.blocker.file} after the retry: halted`, blocker: blockerView(refusal.blocker, refusal.blocker.retried_at) }
 }
 
 /** 429 `retry_too_early`: the one retry is later (also said in Retry-After). */
