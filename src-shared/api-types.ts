@@ -4067,6 +4067,8 @@ export interface operations {
                     queue?: string;
                     job_type?: string;
                     addon_id?: string;
+                    /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others */
+                    dead_letter?: boolean;
                     /** @description Cancel or purge with an empty filter: every job the action applies to */
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
@@ -4115,6 +4117,8 @@ export interface operations {
                     queue?: string;
                     job_type?: string;
                     addon_id?: string;
+                    /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others */
+                    dead_letter?: boolean;
                     /** @description Cancel or purge with an empty filter: every job the action applies to */
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
@@ -4163,6 +4167,8 @@ export interface operations {
                     queue?: string;
                     job_type?: string;
                     addon_id?: string;
+                    /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others */
+                    dead_letter?: boolean;
                     /** @description Cancel or purge with an empty filter: every job the action applies to */
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */

@@ -22,6 +22,10 @@ export const BulkRequest = z.strictObject({
   queue: z.string().min(1).max(200).optional(),
   job_type: z.string().min(1).max(200).optional(),
   addon_id: z.string().min(1).max(200).optional(),
+  dead_letter: z
+    .boolean()
+    .optional()
+    .describe('`true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others'),
   all: z.boolean().optional().describe('Cancel or purge with an empty filter: every job the action applies to'),
   dry_run: z.boolean().optional().describe('Count the matching jobs, change nothing'),
   finished_by: IsoTime.optional().describe('Retry and purge: only jobs that finished at or before this time'),
@@ -143,10 +147,10 @@ export const operationsApi: Api = {
         answer: BulkAnswer,
         grouped: false,
         run: async ({ body }, { engine }) => {
-          const { states, queue, job_type, addon_id, all, dry_run, requested_by, finished_by, counted_through } = body
+          const { states, queue, job_type, addon_id, dead_letter, all, dry_run, requested_by, finished_by, counted_through } = body
           // Jobs show as the queue API shows them: a cancel of RUNNING ones takes the LEASED (not yet started) too.
           const shown = states !== undefined && BULK_STATES[action].includes('LEASED') ? canonicalStates(states) : states
-          const filter = { states: shown, queue, job_type, addon_id }
+          const filter = { states: shown, queue, job_type, addon_id, dead_letter }
           const plan = engine.planBulk(action as BulkAction, { filter, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by), counted_through })
           const { matched, changed } = await runBulk(engine, plan)
           // A dry run of retry or purge says what it counted up to (the plan of a cancel holds neither).

@@ -1,4 +1,4 @@
-import { BULK_STATES, describeError, type ApiClient, type BulkAction, type BulkAnswer, type BulkRequest } from './api'
+import { BULK_STATES, DEAD_LETTER_STATES, describeError, type ApiClient, type BulkAction, type BulkAnswer, type BulkRequest } from './api'
 import type { JobFilter } from './jobs.svelte'
 
 /** A bulk action counted and waiting for the operator's yes. */
@@ -30,15 +30,19 @@ export class BulkState {
 
   /**
    * The request for this filter, or null when the action cannot apply to it: to the state it
-   * shows (a retry of RUNNING jobs), or to a search (bulk actions select by whole values, a
-   * search by parts). An empty filter means every job the action applies to: the count the
+   * shows (a retry of RUNNING jobs), to dead letters (a cancel: they have finished), or to a
+   * search (bulk actions select by whole values, a search by parts). An empty filter means every job the action applies to: the count the
    * operator confirms says how many.
    */
   static requestFor(action: BulkAction, filter: JobFilter): BulkRequest | null {
     if (filter.search.trim() !== '') return null
     if (filter.state !== '' && !BULK_STATES[action].includes(filter.state)) return null
+    // Dead letters have finished: a retry or a purge takes them, and only in the states they are in.
+    const states = filter.state !== '' ? [filter.state] : BULK_STATES[action]
+    if (filter.dead_letter && !states.some(isDeadLetterState)) return null
     const request: BulkRequest = {}
     if (filter.state !== '') request.states = [filter.state]
+    if (filter.dead_letter) request.dead_letter = true
     if (filter.job_type.trim()) request.job_type = filter.job_type.trim()
     if (filter.addon_id.trim()) request.addon_id = filter.addon_id.trim()
     if (Object.keys(request).length === 0) request.all = true
@@ -92,12 +96,18 @@ const VERBS: Record<BulkAction, { verb: string; done: string }> = {
   purge: { verb: 'Purge', done: 'Purged' },
 }
 
+const isDeadLetterState = (state: string) => (DEAD_LETTER_STATES as readonly string[]).includes(state)
+
 const jobs = (n: number) => `${n} job${n === 1 ? '' : 's'}`
 
 /** The jobs a request selects, in words: "FAILED jobs of type render", "every finished job". */
 export function describeSelection(action: BulkAction, request: BulkRequest): string {
   const states = request.states ?? BULK_STATES[action]
-  const what = !request.states && action === 'purge' ? 'finished jobs' : `${states.join(', ')} jobs`
+  const what = request.dead_letter
+    ? `dead-lettered ${request.states ? `${request.states.join(', ')} ` : ''}jobs`
+    : !request.states && action === 'purge'
+      ? 'finished jobs'
+      : `${states.join(', ')} jobs`
   const of = [request.job_type && `of type ${request.job_type}`, request.addon_id && `of add-on ${request.addon_id}`, request.queue && `in queue ${request.queue}`]
   const which = of.filter(Boolean).join(' ')
   return request.all ? `every one of the ${what}` : `the ${what}${which ? ` ${which}` : ''}`

@@ -14,13 +14,16 @@ export interface JobFilter {
   addon_id: string
   /** Part of a job's id, type or add-on (the shortened ids the tables show are such parts); '' for none. */
   search: string
+  /** Only the jobs that ran out of attempts (FAILED or TIMEOUT, dead-lettered); false for no such filter. */
+  dead_letter: boolean
 }
 
 /** No filter: every job. */
-export const NO_FILTER: JobFilter = { state: '', job_type: '', addon_id: '', search: '' }
+export const NO_FILTER: JobFilter = { state: '', job_type: '', addon_id: '', search: '', dead_letter: false }
 
 /** Whether a filter selects fewer than all jobs. */
-export const isFiltered = (filter: JobFilter): boolean => filter.state !== '' || filter.job_type.trim() !== '' || filter.addon_id.trim() !== '' || filter.search.trim() !== ''
+export const isFiltered = (filter: JobFilter): boolean =>
+  filter.state !== '' || filter.job_type.trim() !== '' || filter.addon_id.trim() !== '' || filter.search.trim() !== '' || filter.dead_letter
 
 /**
  * A list of jobs: a filter, newest first, pages by cursor. Events move the rows on screen at
@@ -67,6 +70,7 @@ export class JobsState {
         job_type: this.filter.job_type.trim() || undefined,
         addon_id: this.filter.addon_id.trim() || undefined,
         search: this.filter.search.trim() || undefined,
+        dead_letter: this.filter.dead_letter ? 'true' : undefined,
         limit: this.pageSize,
         cursor: this.cursor,
       })
@@ -142,7 +146,7 @@ export class JobsState {
     if (next !== this.rows) this.rows = next
     else if (this.loading && event.job_id) this.missed.push(event)
     if (this.cursors.length > 0) return false
-    // A new job may belong on the first page; with a state filter, a moved job may leave it or join it.
-    return event.type === 'JOB_SUBMITTED' || this.filter.state !== ''
+    // A new job may belong on the first page; with a state or dead-letter filter, a moved job may leave it or join it.
+    return event.type === 'JOB_SUBMITTED' || this.filter.state !== '' || this.filter.dead_letter
   }
 }

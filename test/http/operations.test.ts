@@ -19,12 +19,12 @@ async function ok<T>(res: Response, schema: { parse(value: unknown): T }): Promi
   return schema.parse(answer)
 }
 
-/** A job that ended FAILED through the worker API (not retryable). */
-async function failedJob(host: TestHost, fields: Record<string, unknown> = {}): Promise<string> {
+/** A job that ended FAILED through the worker API (not retryable, unless `retryable` says so: then with max_attempts 1 it is dead-lettered). */
+async function failedJob(host: TestHost, { retryable, ...fields }: Record<string, unknown> = {}): Promise<string> {
   const job = await submit(host, { priority: 'URGENT', ...fields })
   const claim = await body(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: [job.queue] }))
   expect(claim.job_id).toBe(job.job_id)
-  const fail = await post(host, `${WORKER}/fail`, { worker_id: 'w', job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error: { message: 'no' } })
+  const fail = await post(host, `${WORKER}/fail`, { worker_id: 'w', job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error: { message: 'no', ...(retryable === undefined ? {} : { retryable }) } })
   expect(fail.status).toBe(200)
   return job.job_id
 }
@@ -195,6 +195,20 @@ describe('bulk operations over HTTP', () => {
     expect((await jobOf(host, later)).state).toBe('FAILED')
     await expectInvalid(await post(host, '/api/jobs/bulk/cancel', { all: true, counted_through: dry.counted_through }), 'counted_through')
     await expectInvalid(await post(host, '/api/jobs/bulk/purge', { all: true, counted_through: -1 }), 'counted_through')
+  })
+
+  test('dead_letter: true retries only the jobs that ran out of attempts; a cancel of dead letters is 400 naming the field', async () => {
+    const { host } = await startHost()
+    const dead = await failedJob(host, { max_attempts: 1, retryable: true })
+    const failed = await failedJob(host)
+    expect(await jobOf(host, dead)).toMatchObject({ state: 'FAILED', dead_letter: true })
+    const dry = await ok(await post(host, '/api/jobs/bulk/retry', { dead_letter: true, dry_run: true }), BulkAnswer)
+    expect(dry).toMatchObject({ matched: 1, changed: 0 })
+    const done = await ok(await post(host, '/api/jobs/bulk/retry', { dead_letter: true, counted_through: dry.counted_through }), BulkAnswer)
+    expect(done).toMatchObject({ matched: 1, changed: 1 })
+    expect([(await jobOf(host, dead)).state, (await jobOf(host, failed)).state]).toEqual(['QUEUED', 'FAILED'])
+    await expectInvalid(await post(host, '/api/jobs/bulk/cancel', { dead_letter: true }), 'dead_letter')
+    await expectInvalid(await post(host, '/api/jobs/bulk/retry', { dead_letter: 'yes' }), 'dead_letter')
   })
 
   test('cancel and purge refuse an empty filter unless all: true; states outside the action are 400', async () => {

@@ -181,6 +181,18 @@ describe('bulk actions', () => {
     expect(BulkState.requestFor('purge', filter({ search: 'a3f9' }))).toBeNull()
   })
 
+  test('with the dead-letter filter a retry or a purge asks for dead letters only; a cancel, or a state no dead letter is in, has no request', () => {
+    expect(BulkState.requestFor('retry', filter({ dead_letter: true }))).toEqual({ dead_letter: true })
+    expect(BulkState.requestFor('purge', filter({ dead_letter: true, job_type: 'render' }))).toEqual({ dead_letter: true, job_type: 'render' })
+    expect(BulkState.requestFor('retry', filter({ dead_letter: true, state: 'TIMEOUT' }))).toEqual({ dead_letter: true, states: ['TIMEOUT'] })
+    expect(BulkState.requestFor('retry', filter({ dead_letter: true, state: 'CANCELED' }))).toBeNull()
+    expect(BulkState.requestFor('cancel', filter({ dead_letter: true }))).toBeNull()
+    expect(bulkQuestion({ action: 'retry', request: { dead_letter: true }, matched: 4 })).toBe(
+      'Retry 4 jobs? The dead-lettered jobs will go back to the queue, each as a new run with a fresh attempt budget.',
+    )
+    expect(bulkQuestion({ action: 'purge', request: { dead_letter: true, states: ['TIMEOUT'] }, matched: 0 })).toBe('No job matches: nothing to purge (the dead-lettered TIMEOUT jobs).')
+  })
+
   test('counts first (a dry run), asks, then acts on the jobs it counted and says how many it changed', async () => {
     const counted = { counted_at: iso(T0), counted_through: 812 }
     const { fetcher, calls } = fakeFetch({
@@ -234,5 +246,30 @@ describe('the jobs view', () => {
     // Bulk actions cannot take a search: they are off, and the view says why.
     expect((el.querySelector('[data-testid="bulk-purge"]') as HTMLButtonElement).disabled).toBe(true)
     expect(text(el.querySelector('.bulk'))).toContain('clear the id-or-text search')
+  })
+
+  test('the Dead letters filter asks the host for the jobs out of attempts, and the table marks each dead-lettered job', async () => {
+    const dead = job({ job_id: 'job-dead', state: 'FAILED', dead_letter: true, attempts: 3, max_attempts: 3 })
+    const failed = job({ job_id: 'job-failed', state: 'FAILED', attempts: 1 })
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/scheduler/jobs?limit=25': { jobs: [dead, failed], next_cursor: null },
+      'GET /api/scheduler/jobs?dead_letter=true&limit=25': { jobs: [dead], next_cursor: null },
+    })
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    await jobs.refresh()
+    const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+    expect(el.querySelector('tr[data-job="job-dead"] [data-testid="dead-letter"]')).not.toBeNull()
+    expect(el.querySelector('tr[data-job="job-failed"] [data-testid="dead-letter"]')).toBeNull()
+    const toggle = el.querySelector('[data-testid="filter-dead-letter"]') as HTMLButtonElement
+    toggle.click()
+    await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(1))
+    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?dead_letter=true&limit=25')
+    expect(toggle.getAttribute('aria-pressed')).toBe('true')
+    // What the filter selects can be retried or purged in bulk.
+    expect((el.querySelector('[data-testid="bulk-retry"]') as HTMLButtonElement).disabled).toBe(false)
+    toggle.click()
+    await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(2))
+    expect(jobs.filter.dead_letter).toBe(false)
   })
 })

@@ -81,6 +81,48 @@ describe('bulk cancel', () => {
   })
 })
 
+/** A job that ran out of attempts: FAILED and dead-lettered (a retryable failure of its only attempt). */
+function deadLetteredJob(engine: Engine, fields: Parameters<typeof aJob>[0] = {}): string {
+  const { job } = engine.submit(aJob({ priority: 'URGENT', max_attempts: 1, ...fields }))
+  const { lease } = claimOrFail(engine, { worker_id: 'w', queues: [job.queue] })
+  if (lease.job_id !== job.id) throw new Error('claimed another job')
+  engine.fail({ job_id: job.id, attempt_id: lease.attempt_id, worker_id: 'w', lease_token: lease.token, error: { message: 'no', retryable: true } })
+  return job.id
+}
+
+describe('bulk actions on dead letters', () => {
+  it('dead_letter: true retries only the jobs that ran out of attempts; false only the others', () => {
+    const { engine } = setup()
+    const dead = [deadLetteredJob(engine, { queue: 'q' }), deadLetteredJob(engine, { queue: 'q' })]
+    const failed = failedJob(engine, { queue: 'q' })
+    const canceled = engine.submit(aJob({ queue: 'q' })).job.id
+    engine.cancel(canceled)
+    expect(dead.map((id) => engine.getJob(id))).toEqual([expect.objectContaining({ state: 'FAILED', dead_letter: true }), expect.objectContaining({ state: 'FAILED', dead_letter: true })])
+
+    expect(runBulk(engine, 'retry', { filter: { dead_letter: true }, dry_run: true })).toMatchObject({ matched: 2, changed: 0 })
+    expect(runBulk(engine, 'retry', { filter: { dead_letter: false }, dry_run: true })).toMatchObject({ matched: 2, changed: 0 })
+    expect(runBulk(engine, 'retry', { filter: { dead_letter: true } })).toMatchObject({ matched: 2, changed: 2 })
+    expect(dead.map((id) => engine.getJob(id))).toEqual([expect.objectContaining({ state: 'QUEUED', dead_letter: false }), expect.objectContaining({ state: 'QUEUED', dead_letter: false })])
+    expect([failed, canceled].map((id) => engine.getJob(id).state)).toEqual(['FAILED', 'CANCELED'])
+  })
+
+  it('dead_letter alone is a filter: a purge of dead letters needs no all: true and deletes only them', () => {
+    const { engine } = setup()
+    const dead = deadLetteredJob(engine, { job_type: 'render' })
+    const failed = failedJob(engine, { job_type: 'render' })
+    expect(runBulk(engine, 'purge', { filter: { dead_letter: true } })).toMatchObject({ matched: 1, changed: 1 })
+    expectEngineError(() => engine.getJob(dead), 404, 'job_not_found')
+    expect(engine.getJob(failed).state).toBe('FAILED')
+  })
+
+  it('dead_letter: true is refused where no state could hold a dead letter, naming the field', () => {
+    const { engine } = setup()
+    expect(expectEngineError(() => engine.planBulk('cancel', { filter: { dead_letter: true } }), 400, 'invalid_request').detail).toMatch(/^dead_letter: /)
+    expect(expectEngineError(() => engine.planBulk('retry', { filter: { states: ['CANCELED'], dead_letter: true } }), 400, 'invalid_request').detail).toMatch(/^dead_letter: /)
+    expect(engine.planBulk('retry', { filter: { states: ['CANCELED', 'TIMEOUT'], dead_letter: true } }).states).toEqual(['TIMEOUT'])
+  })
+})
+
 describe('bulk steps', () => {
   it('works in steps of at most BULK_STEP jobs, each its own transaction', () => {
     const { engine } = setup()

@@ -7,7 +7,7 @@ import { newestEventId } from '../store/event-log'
 import { getJob } from '../store/rows'
 import { deleteFinishedJobs } from './prune'
 import { retryJob } from './retry'
-import { CANCEL_AT_ONCE_STATES, JOB_STATES, type JobState, LEASED_STATES, RETRYABLE_STATES, TERMINAL_STATES } from '../rules/states'
+import { CANCEL_AT_ONCE_STATES, DEAD_LETTER_STATES, JOB_STATES, type JobState, LEASED_STATES, RETRYABLE_STATES, TERMINAL_STATES } from '../rules/states'
 
 /**
  * Bulk operations: retry, cancel or purge every job a filter selects. Each is its one-job verb
@@ -33,6 +33,8 @@ export interface BulkFilter {
   queue?: string
   job_type?: string
   addon_id?: string
+  /** `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`); `false`: only the others. */
+  dead_letter?: boolean
 }
 
 /** A bulk call about to run: what it does, to which states, and how far its jobs go. */
@@ -82,12 +84,17 @@ const SEQ_WINDOW = 50_000
 export const BULK_STEP = 500
 
 const isEmpty = (filter: BulkFilter) =>
-  (filter.states === undefined || filter.states.length === 0) && filter.queue === undefined && filter.job_type === undefined && filter.addon_id === undefined
+  (filter.states === undefined || filter.states.length === 0) &&
+  filter.queue === undefined &&
+  filter.job_type === undefined &&
+  filter.addon_id === undefined &&
+  filter.dead_letter === undefined
 
 /**
  * Checks a bulk call and plans it. The states must be ones the action applies to (400 naming
- * `states`); an empty filter is refused for cancel and purge unless `all` says so, as a
- * guard against sweeping every job by mistake.
+ * `states`), and `dead_letter: true` must leave one to walk (a cancel of dead letters is refused:
+ * they have finished); an empty filter is refused for cancel and purge unless `all` says so, as
+ * a guard against sweeping every job by mistake.
  */
 export function planBulk(
   ctx: EngineContext,
@@ -98,10 +105,15 @@ export function planBulk(
   const given = request.filter.states ?? []
   const wrong = given.filter((s) => !applies.includes(s))
   if (wrong.length > 0) throw invalid(`states: ${action} applies to ${applies.join(', ')}, not ${wrong.join(', ')}`)
+  const states = walked(applies, given, request.filter.dead_letter)
+  if (states.length === 0) {
+    // Only dead_letter: true can leave no state: of the states asked for, none holds a dead-lettered job.
+    throw invalid(`dead_letter: dead-lettered jobs are ${DEAD_LETTER_STATES.join(' or ')}, and ${action} here applies to ${(given.length > 0 ? given : applies).join(', ')}`)
+  }
   if (action !== 'retry' && isEmpty(request.filter) && request.all !== true) {
     throw new EngineError(
       'invalid_request',
-      `states, queue, job_type, addon_id: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
+      `states, queue, job_type, addon_id, dead_letter: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
     )
   }
   for (const field of ['finished_by', 'counted_through'] as const) {
@@ -112,7 +124,7 @@ export function planBulk(
   return {
     action,
     filter: request.filter,
-    states: given.length > 0 ? applies.filter((s) => given.includes(s)) : applies,
+    states,
     dryRun: request.dry_run === true,
     requestedBy: request.requested_by ?? null,
     lastSeq,
@@ -120,6 +132,14 @@ export function planBulk(
     countedThrough: request.counted_through ?? (counts ? newestEventId(ctx) : null),
     first: lastSeq > 0 ? { state: 0, afterSeq: 0 } : null,
   }
+}
+
+const isDeadLetterState = (state: JobState) => (DEAD_LETTER_STATES as readonly JobState[]).includes(state)
+
+/** The states a call walks: those given (else every one the action applies to), and only the dead-letter states when it asks for dead letters. */
+function walked(applies: readonly JobState[], given: readonly JobState[], deadLetter: boolean | undefined): readonly JobState[] {
+  const states = given.length > 0 ? applies.filter((s) => given.includes(s)) : applies
+  return deadLetter === true ? states.filter(isDeadLetterState) : states
 }
 
 /**
@@ -147,6 +167,10 @@ function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq:
     if (filter[field] === undefined) continue
     conditions.push(`${field} = ?`)
     params.push(filter[field])
+  }
+  if (filter.dead_letter !== undefined) {
+    conditions.push('dead_letter = ?')
+    params.push(filter.dead_letter ? 1 : 0)
   }
   return ctx.all(`SELECT seq, id FROM jobs WHERE ${conditions.join(' AND ')} ORDER BY seq LIMIT ${BULK_STEP}`, ...params)
 }
