@@ -12,6 +12,7 @@ const LISTED_STATES = JOB_STATES.filter((s) => s !== 'LEASED')
 
 export const JOBS_HELP = `Usage: leasehold jobs [list] [flags]
        leasehold jobs cancel|retry|run-now JOB [flags]
+       leasehold jobs retry --dead-letter [--type T] [--state S] [--dry-run] [flags]
 
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
 why a waiting job is not running yet (its waiting_reason), with UNTIL, the time that wait ends
@@ -19,12 +20,14 @@ by itself when it does (a retry's backoff, a scheduled run, a refused file's one
 are ISO-8601 UTC. States show as the queue API shows them: a LEASED job is RUNNING. A job that
 ran out of attempts (dead-lettered) reads FAILED (dead letter) or TIMEOUT (dead letter).
 
-Commands (docs/operations.md; the bulk actions are over HTTP and in the dashboard):
+Commands (docs/operations.md; bulk actions by other filters are over HTTP and in the dashboard):
   list                 the jobs (the default)
   cancel JOB           cancel a job: at once if it waits, or ask a running one to stop
                        (--reason, --by)
   retry JOB            a FAILED, TIMEOUT or CANCELED job back to QUEUED, as a new run with a
                        fresh attempt budget (--by)
+  retry --dead-letter  every dead-lettered job back to QUEUED, each as retry JOB does it; with
+                       --type or --state only those; --dry-run counts them and changes nothing
   run-now JOB          run a delayed job now instead of at its run_at (--by)
 
 Flags:
@@ -32,6 +35,8 @@ Flags:
                        (not LEASED: such a job is listed as RUNNING)
   --dead-letter        only the dead-lettered jobs: FAILED or TIMEOUT because they ran out of
                        attempts, the ones to bring back with retry (with --state, FAILED or TIMEOUT)
+  --type T             only jobs of this type (the whole type)
+  --dry-run            retry --dead-letter: count the jobs it would retry, change nothing
   --limit N            at most N jobs, 1 to 500 [50]
   --cursor C           the page after the one that printed C (its next_cursor, or the line
                        that ends the table when there are more jobs than shown)
@@ -48,6 +53,8 @@ interface JobsFlags {
   'data-dir'?: string
   state?: string
   'dead-letter'?: boolean
+  type?: string
+  'dry-run'?: boolean
   limit?: string
   cursor?: string
   json?: boolean
@@ -56,6 +63,8 @@ interface JobsFlags {
 }
 
 const ACTIONS = ['cancel', 'retry', 'run-now'] as const
+/** The flags that make `jobs retry` the retry of every dead-lettered job rather than of one. */
+const BULK_RETRY_FLAGS = ['--dead-letter', '--state', '--type', '--dry-run']
 type Action = (typeof ACTIONS)[number]
 
 /** `leasehold jobs [list]`: GET /api/scheduler/jobs as a table or as JSON; `jobs cancel|retry|run-now JOB`: that action on one job. */
@@ -63,21 +72,14 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   const sub = argv[0] === undefined || argv[0].startsWith('-') ? 'list' : argv[0]
   if (sub !== 'list' && !ACTIONS.includes(sub as Action)) throw new ConfigError(`jobs needs list, ${ACTIONS.join(', ')} (got "${sub}"); see leasehold jobs --help`)
   const rest = sub === argv[0] ? argv.slice(1) : argv
+  if (sub === 'retry' && (rest.length === 0 || rest.some((arg) => BULK_RETRY_FLAGS.includes(arg.split('=')[0]!)))) return retryDeadLetters(rest, env)
   if (sub !== 'list') return jobAction(sub as Action, rest, env)
-  const flags = parseFlags<JobsFlags>(rest, ['state', 'limit', 'cursor'], ['json', 'dead-letter'])
-  const state = flags.state?.toUpperCase() as JobState | undefined
-  if (state === 'LEASED') throw new ConfigError('--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)')
-  if (state !== undefined && !LISTED_STATES.includes(state)) {
-    throw new ConfigError(`--state must be one of ${LISTED_STATES.join(', ')} (got "${flags.state}")`)
-  }
-  const deadLetter = flags['dead-letter'] === true
-  if (deadLetter && state !== undefined && !(DEAD_LETTER_STATES as readonly JobState[]).includes(state)) {
-    throw new ConfigError(`--dead-letter with --state ${state} finds nothing: a dead-lettered job is ${DEAD_LETTER_STATES.join(' or ')}`)
-  }
+  const flags = parseFlags<JobsFlags>(rest, ['state', 'type', 'limit', 'cursor'], ['json', 'dead-letter'])
+  const { state, deadLetter, jobType } = selection(flags)
   const limit = wholeNumber('limit', flags.limit, 1, 500)
   if (flags.cursor !== undefined && flags.cursor.trim() === '') throw new ConfigError('--cursor needs the next_cursor of a page')
   const target = resolveClientTarget(flags, env)
-  const query = { state, dead_letter: deadLetter ? ('true' as const) : undefined, limit, cursor: flags.cursor }
+  const query = { state, dead_letter: deadLetter ? ('true' as const) : undefined, job_type: jobType, limit, cursor: flags.cursor }
   const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query } }))
   if (flags.json) {
     console.log(JSON.stringify(page, null, 2))
@@ -103,6 +105,47 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   if (page.next_cursor) {
     const more = limit === 500 ? '' : 'raise --limit (up to 500), or '
     console.error(`(more jobs than shown; ${more}see the next page with --cursor ${page.next_cursor})`)
+  }
+  return 0
+}
+
+/** The jobs `--state`, `--dead-letter` and `--type` select, checked: a state no job is listed in, or no dead letter is in, is a usage error. */
+function selection(flags: JobsFlags): { state: Exclude<JobState, 'LEASED'> | undefined; deadLetter: boolean; jobType: string | undefined } {
+  const state = flags.state?.toUpperCase() as JobState | undefined
+  if (state === 'LEASED') throw new ConfigError('--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)')
+  if (state !== undefined && !LISTED_STATES.includes(state)) {
+    throw new ConfigError(`--state must be one of ${LISTED_STATES.join(', ')} (got "${flags.state}")`)
+  }
+  const deadLetter = flags['dead-letter'] === true
+  if (deadLetter && state !== undefined && !(DEAD_LETTER_STATES as readonly JobState[]).includes(state)) {
+    throw new ConfigError(`--dead-letter with --state ${state} finds nothing: a dead-lettered job is ${DEAD_LETTER_STATES.join(' or ')}`)
+  }
+  if (flags.type !== undefined && flags.type.trim() === '') throw new ConfigError('--type needs a job type')
+  return { state, deadLetter, jobType: flags.type?.trim() }
+}
+
+/**
+ * `jobs retry --dead-letter`: every dead-lettered job (of `--type`, in `--state`) back to the
+ * queue through the bulk retry route, as the dashboard's bulk retry of its Dead letters filter
+ * does; prints how many it retried (or, with --dry-run, would retry).
+ */
+async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const flags = parseFlags<JobsFlags>(argv, ['state', 'type', 'by'], ['json', 'dead-letter', 'dry-run'])
+  const { state, deadLetter, jobType } = selection(flags)
+  if (!deadLetter) throw new ConfigError('jobs retry needs a job id, or --dead-letter to retry every dead-lettered job')
+  const target = resolveClientTarget(flags, env)
+  const body = { dead_letter: true, states: state && [state], job_type: jobType, dry_run: flags['dry-run'] === true, requested_by: flags.by ?? 'operator' }
+  const answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
+  if (flags.json) {
+    console.log(JSON.stringify(answer, null, 2))
+    return 0
+  }
+  const which = `dead-lettered ${state ? `${state} ` : ''}job${answer.matched === 1 ? '' : 's'}${jobType ? ` of type ${jobType}` : ''}`
+  if (answer.dry_run) console.log(`${answer.matched} ${which} to retry (--dry-run: none retried)`)
+  else if (answer.matched === 0) console.log(`no ${which} to retry`)
+  else {
+    const skipped = answer.matched - answer.changed
+    console.log(`retried ${answer.changed} of ${answer.matched} ${which}${skipped > 0 ? `; ${skipped} not (moved on meanwhile, or refused for its cost)` : ''}`)
   }
   return 0
 }

@@ -79,6 +79,14 @@ function take(type: string, workerId = 'test-worker') {
   return { ...decision, report }
 }
 
+/** A job of `type` with one attempt, taken and failed: dead-lettered when the failure is retryable, a final failure when not. */
+function failWith(type: string, retryable: boolean): string {
+  host.engine.submit({ job_type: type, cost_units: 1, max_attempts: 1 })
+  const taken = take(type)
+  host.engine.fail({ ...taken.report, error: { message: 'boom', retryable } })
+  return taken.job.id
+}
+
 /**
  * Halts the leased job `requester` on `file`: a holder job takes the file, the requester is
  * denied, both stay alive through the 180 s until its one retry, and the retry finds the file
@@ -402,12 +410,6 @@ describe('leasehold jobs', async () => {
   })
 
   test('--dead-letter lists only the jobs that ran out of attempts, and every table marks them apart from final failures', async () => {
-    const failWith = (type: string, retryable: boolean) => {
-      host.engine.submit({ job_type: type, cost_units: 1, max_attempts: 1 })
-      const taken = take(type)
-      host.engine.fail({ ...taken.report, error: { message: 'boom', retryable } })
-      return taken.job.id
-    }
     const dead = failWith('dl-dead', true)
     const final = failWith('dl-final', false)
     expect(host.engine.getJob(dead)).toMatchObject({ state: 'FAILED', dead_letter: true })
@@ -444,6 +446,8 @@ describe('leasehold jobs', async () => {
     [['--dead-letter', '--state', 'QUEUED'], '--dead-letter with --state QUEUED finds nothing: a dead-lettered job is FAILED or TIMEOUT'],
     [['--limit', '501'], '--limit'],
     [['--verbose'], 'verbose'],
+    [['retry', '--state', 'FAILED'], 'jobs retry needs a job id, or --dead-letter to retry every dead-lettered job'],
+    [['retry', '--dead-letter', '--state', 'CANCELED'], '--dead-letter with --state CANCELED finds nothing'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
     const result = await cli(['jobs', ...args])
     expect(result.status).toBe(2)
@@ -467,6 +471,33 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     expect(retried.status).toBe(0)
     expect(JSON.parse(retried.stdout)).toMatchObject({ job: { job_id: delayed.id, state: 'QUEUED' } })
     host.engine.cancel(delayed.id)
+  })
+
+  test('retry --dead-letter retries every dead-lettered job of the type, not the final failures; --dry-run only counts them', async () => {
+    const dead = [failWith('dlr-bulk', true), failWith('dlr-bulk', true)]
+    const final = failWith('dlr-bulk', false)
+    const otherType = failWith('dlr-other', true)
+
+    const dry = await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-bulk', '--dry-run'])
+    expect([dry.status, lines(dry.stdout)]).toEqual([0, ['2 dead-lettered jobs of type dlr-bulk to retry (--dry-run: none retried)']])
+    expect(dead.map((id) => host.engine.getJob(id).state)).toEqual(['FAILED', 'FAILED'])
+
+    const retried = await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-bulk', '--by', 'ops'])
+    expect([retried.status, lines(retried.stdout)]).toEqual([0, ['retried 2 of 2 dead-lettered jobs of type dlr-bulk']])
+    expect(dead.map((id) => host.engine.getJob(id).state)).toEqual(['QUEUED', 'QUEUED'])
+    expect(host.engine.jobEvents(dead[0]!).at(-1)!.data).toMatchObject({ requested_by: 'ops' })
+    expect([host.engine.getJob(final), host.engine.getJob(otherType)]).toEqual([
+      expect.objectContaining({ state: 'FAILED', dead_letter: false }),
+      expect.objectContaining({ state: 'FAILED', dead_letter: true }),
+    ])
+
+    const ofType = JSON.parse((await cli(['jobs', '--type', 'dlr-bulk', '--json', '--limit', '500'])).stdout) as { jobs: Array<{ job_id: string; job_type: string }> }
+    expect(ofType.jobs.map((j) => j.job_id).sort()).toEqual([...dead, final].sort())
+
+    const again = await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-bulk', '--state', 'timeout', '--json'])
+    expect(again.status).toBe(0)
+    expect(JSON.parse(again.stdout)).toMatchObject({ action: 'retry', matched: 0, changed: 0 })
+    for (const id of dead) host.engine.cancel(id)
   })
 
   test('a cancel of a running job says it is asked to stop, and that it ends DONE if it finishes first', async () => {
@@ -780,7 +811,7 @@ describe('help', async () => {
     const flags: Record<string, string[]> = {
       submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--at', '--in', '--wait', '--json', '--url', '--token', '--data-dir'],
       queue: ['list', 'pause QUEUE', 'resume QUEUE', '--by', '--json', '--url', '--token', '--data-dir'],
-      jobs: ['--state', '--dead-letter', '--limit', '--json', '--url', '--token', '--data-dir'],
+      jobs: ['--state', '--dead-letter', '--type', '--dry-run', 'retry --dead-letter', '--limit', '--json', '--url', '--token', '--data-dir'],
       status: ['--json', '--url', '--token', '--data-dir'],
     }
     const runs = Object.entries(flags).flatMap(([command, expected]) =>
