@@ -1,4 +1,4 @@
-import type { Engine, WaitingJobNeeds, WorkersAtHand } from '../engine'
+import type { Engine, WaitingJobNeeds, Walk, WorkersAtHand } from '../engine'
 import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -135,17 +135,25 @@ export class WorkerDirectory implements WorkersAtHand {
   }
 
   /**
-   * Whether a worker at hand known to have no GPU takes jobs of this queue and type: it skips the
-   * jobs that need one, so for it they do not stand in line. Known by its claims (or its pull or
-   * queue API requests) saying no GPU; one that has not claimed yet is not known to lack one.
+   * How the workers at hand that take this job walk its queue, each walk once, the ones that
+   * skip the most first. A worker known to have no GPU (its claims, or its pull or queue API
+   * requests, say so) skips the jobs that need one; one whose claims name job types skips the
+   * other types. One that has not claimed yet may take anything: it skips nothing.
    */
-  gpuLessTakes(job: Omit<WaitingJobNeeds, 'gpu_required'>): boolean {
+  walks(job: WaitingJobNeeds): Walk[] {
     const lately = this.lately()
-    if (lately(this.gpuLessAskedAt)) return true
+    const walks = new Map<string, Walk>()
+    const add = (walk: Walk) => walks.set(JSON.stringify(walk), walk)
+    // A worker of the pull or queue API takes every queue and type.
+    if (lately(this.gpuLessAskedAt) && !job.gpu_required) add({ gpu: false, jobTypes: null })
+    if (lately(this.gpuAskedAt)) add({ gpu: true, jobTypes: null })
     for (const takes of this.workingTakes(lately)) {
-      if (takes?.gpu === false && takesQueue(takes, job.queue) && runsType(takes, job.job_type)) return true
+      if (!takesQueue(takes, job.queue) || !runsType(takes, job.job_type)) continue
+      const gpu = takes?.gpu !== false
+      if (job.gpu_required && !gpu) continue
+      add({ gpu, jobTypes: takes?.jobTypes ? [...takes.jobTypes].sort() : null })
     }
-    return false
+    return [...walks.values()].sort((a, b) => skipped(b) - skipped(a))
   }
 
   /** Whether a moment is recent enough for a worker last heard from then to be at hand. */
@@ -188,6 +196,9 @@ const takesQueue = (takes: Takes | undefined, queue: string): boolean => !takes?
 
 /** Whether a worker's claims run this job type: they name it, or name none. */
 const runsType = (takes: Takes | undefined, jobType: string): boolean => !takes?.jobTypes || takes.jobTypes.includes(jobType)
+
+/** How much a walk skips, to order walks: no GPU counts for more than a list of job types, and a shorter list for more than a longer. */
+const skipped = (walk: Walk): number => (walk.gpu ? 0 : 2) + (walk.jobTypes === null ? 0 : 1 + 1 / (1 + walk.jobTypes.length))
 
 /** A worker that may take work (ready, active) and holds a lease is busy; starting and draining stay as they are. */
 const workingState = (state: string, leases: number): string => (leases > 0 && (state === 'ready' || state === 'active') ? 'busy' : state)

@@ -170,6 +170,18 @@ describe('POST /internal/worker/claim', () => {
     expect(await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 }).then(body)).toMatchObject({ job_id: plain.job_id })
   })
 
+  test('a job behind jobs of a type the workers running its own do not run is not said to wait behind them: those workers skip them and take this one first', async () => {
+    await start()
+    const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason
+    const encode = await submit(host, { priority: 'URGENT', job_type: 'encode' })
+    const render = await submit(host, { job_type: 'render' })
+    expect(await reason(render.job_id)).toBe(`waiting its turn behind job …${encode.job_id.slice(-8)}`) // no worker known: the whole line
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w-render', streams: ['default'], job_types: ['render'], max_wait_ms: 0 }).then(body)).toMatchObject({ job_id: render.job_id })
+    const next = await submit(host, { job_type: 'render' })
+    expect(await reason(next.job_id)).toBe('first in line; waiting for a worker to take it')
+    expect(await reason(encode.job_id)).toBe('no worker connected runs job type encode; it waits for one that does')
+  })
+
   test('a job of a type or queue none of the connected workers takes stays queued and says so as it waits', async () => {
     await start()
     const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason

@@ -3,7 +3,11 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import type { Engine, WorkersAtHand } from '../../src-main/engine'
+import { WHOLE_LINE } from '../../src-main/engine/reads/waiting'
 import { claimOrFail, eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
+
+/** The walk of a worker without a GPU that runs every type. */
+const WITHOUT_GPU = { gpu: false, jobTypes: null }
 
 const waitingOf = (engine: Engine, jobId: string) => engine.waiting([engine.getJob(jobId)])[0]
 const reasonOf = (engine: Engine, jobId: string) => waitingOf(engine, jobId)?.reason ?? null
@@ -172,16 +176,38 @@ describe('every waiting job can say why it waits', () => {
     const reasonsWith = (workers: WorkersAtHand) => engine.waiting([engine.getJob(gpu.id), engine.getJob(plain.id)], workers).map((w) => w?.reason)
     const gpuShortfall = 'needs 8 units; 5 available (5 of 10 units leased)'
     // Only workers without a GPU ask: they skip the GPU job, and take the other first.
-    expect(reasonsWith({ nobodyTakes: (job) => (job.gpu_required ? 'gpu' : null), gpuLessTakes: () => true })).toEqual([
+    expect(reasonsWith({ nobodyTakes: (job) => (job.gpu_required ? 'gpu' : null), walks: (job) => (job.gpu_required ? [] : [WITHOUT_GPU]) })).toEqual([
       'first in line; needs a worker with a GPU, and none asking has one',
       'first in line; waiting for a worker to take it',
     ])
     // Workers with and without one: the GPU job is the head for the ones with, not for the others.
-    expect(reasonsWith({ nobodyTakes: () => null, gpuLessTakes: () => true })).toEqual([`first in line; ${gpuShortfall}`, 'first in line; waiting for a worker to take it'])
+    expect(reasonsWith({ nobodyTakes: () => null, walks: (job) => (job.gpu_required ? [WHOLE_LINE] : [WITHOUT_GPU, WHOLE_LINE]) })).toEqual([
+      `first in line; ${gpuShortfall}`,
+      'first in line; waiting for a worker to take it',
+    ])
     // Only workers with a GPU: the GPU job stands before the other, and its shortfall holds the line.
-    expect(reasonsWith({ nobodyTakes: () => null, gpuLessTakes: () => false })).toEqual([`first in line; ${gpuShortfall}`, `behind job ${short(gpu.id)}, which ${gpuShortfall}`])
+    expect(reasonsWith({ nobodyTakes: () => null, walks: () => [WHOLE_LINE] })).toEqual([`first in line; ${gpuShortfall}`, `behind job ${short(gpu.id)}, which ${gpuShortfall}`])
     // No worker known: the job keeps its place among all the jobs of its queue.
     expect(engine.waiting([engine.getJob(plain.id)])[0]?.reason).toBe(`behind job ${short(gpu.id)}, which ${gpuShortfall}`)
+  })
+
+  it('the line is walked as the workers that run the job\'s type walk it: jobs of types they do not run stand before it for no one', () => {
+    const { engine } = setup({ total_units: 10 })
+    const encode = engine.submit(aJob({ priority: 'URGENT', job_type: 'encode' })).job
+    const render = engine.submit(aJob({ job_type: 'render' })).job
+    const reasonsWith = (workers: WorkersAtHand) => engine.waiting([engine.getJob(encode.id), engine.getJob(render.id)], workers).map((w) => w?.reason)
+    const runs = (...jobTypes: string[]) => ({ gpu: true, jobTypes })
+    // A worker that runs only render skips the encode job: the render job is the first of its line.
+    expect(reasonsWith({ nobodyTakes: () => null, walks: (job) => (job.job_type === 'render' ? [runs('render')] : [WHOLE_LINE]) })).toEqual([
+      'first in line; waiting for a worker to take it',
+      'first in line; waiting for a worker to take it',
+    ])
+    // Beside one that runs every type, it is still the first for the render worker, which takes it next.
+    expect(reasonsWith({ nobodyTakes: () => null, walks: (job) => (job.job_type === 'render' ? [runs('render'), WHOLE_LINE] : [WHOLE_LINE]) })[1]).toBe(
+      'first in line; waiting for a worker to take it',
+    )
+    // Every worker that runs render runs encode too: the encode job stands before it.
+    expect(reasonsWith({ nobodyTakes: () => null, walks: () => [runs('encode', 'render')] })[1]).toBe(`waiting its turn behind job ${short(encode.id)}`)
   })
 
   it('a requeued job in its backoff says so, and its waiting_until is the retry\'s not-before time', () => {

@@ -94,31 +94,36 @@ test('what no worker takes: a job needing a GPU, while none of the workers that 
   expect(directory.nobodyTakes(render)).toBe('gpu')
 })
 
-test('which lines are walked without a GPU: a worker known to have none takes the job\'s queue and type, so it skips the jobs that need one', () => {
+test('how lines are walked: a worker known to have no GPU skips the jobs that need one, one that names job types the other types; the walks that skip the most come first', () => {
   const { clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
-  const resize = { queue: 'default', job_type: 'resize' }
-  expect(directory.gpuLessTakes(resize)).toBe(false) // no worker at all
+  const resize = { queue: 'default', job_type: 'resize', gpu_required: false }
+  expect(directory.walks(resize)).toEqual([]) // no worker at all
   directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
-  expect(directory.gpuLessTakes(resize)).toBe(false) // it has claimed nothing yet: it may have one
+  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }]) // it has claimed nothing yet: it may take anything
   directory.claims('local-1', { streams: ['default'], jobTypes: null, gpu: true })
-  expect(directory.gpuLessTakes(resize)).toBe(false)
-  // One without a GPU that takes another queue, or other types, does not walk this line; one that takes both does.
+  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  // One that takes another queue, or other types, does not walk this line; one that takes both does.
   directory.seen('http-1')
   directory.claims('http-1', { streams: ['other'], jobTypes: null, gpu: false })
-  expect(directory.gpuLessTakes(resize)).toBe(false)
+  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
   directory.claims('http-1', { streams: ['default'], jobTypes: ['thumbnail'], gpu: false })
-  expect(directory.gpuLessTakes(resize)).toBe(false)
+  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  directory.claims('http-1', { streams: ['default'], jobTypes: ['thumbnail', 'resize'], gpu: true })
+  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: ['resize', 'thumbnail'] }, { gpu: true, jobTypes: null }])
   directory.claims('http-1', { streams: ['default'], jobTypes: null, gpu: false })
-  expect(directory.gpuLessTakes(resize)).toBe(true)
+  expect(directory.walks(resize)).toEqual([{ gpu: false, jobTypes: null }, { gpu: true, jobTypes: null }])
+  // A job needing a GPU is walked only by those that have one.
+  expect(directory.walks({ ...resize, gpu_required: true })).toEqual([{ gpu: true, jobTypes: null }])
   // It goes silent: it walks no line.
   clock.advance(SILENT_AFTER_MS)
-  expect(directory.gpuLessTakes(resize)).toBe(false)
-  // A worker of the pull or queue API takes every queue: one without a GPU walks every line, while it asks.
-  directory.askedForAnyQueue({ gpu: true })
-  expect(directory.gpuLessTakes(resize)).toBe(false)
+  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  // A worker of the pull or queue API takes every queue and type, while it asks.
+  directory.forget('local-1')
+  expect(directory.walks(resize)).toEqual([])
   directory.askedForAnyQueue({ gpu: false })
-  expect(directory.gpuLessTakes(resize)).toBe(true)
+  expect(directory.walks(resize)).toEqual([{ gpu: false, jobTypes: null }])
+  expect(directory.walks({ ...resize, gpu_required: true })).toEqual([])
   clock.advance(SILENT_AFTER_MS)
-  expect(directory.gpuLessTakes(resize)).toBe(false)
+  expect(directory.walks(resize)).toEqual([])
 })

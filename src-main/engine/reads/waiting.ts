@@ -34,16 +34,31 @@ export interface WaitingJobNeeds {
   gpu_required: boolean
 }
 
+/**
+ * How a worker walks a queue's line: what it skips. One without a GPU skips the jobs that need
+ * one; one that runs only some job types skips the others (null: it runs every type).
+ */
+export interface Walk {
+  gpu: boolean
+  jobTypes: readonly string[] | null
+}
+
+/** The walk of a worker that may take anything: every job of the queue stands in its line. */
+export const WHOLE_LINE: Walk = { gpu: true, jobTypes: null }
+
 /** What the host knows of the workers at hand (its worker directory), which a job's reason reads. */
 export interface WorkersAtHand {
   /** What keeps every worker at hand from taking this job, if anything does: its queue, its type, or its need of a GPU. */
   nobodyTakes(job: WaitingJobNeeds): 'queue' | 'job_type' | 'gpu' | null
-  /** Whether a worker at hand known to have no GPU takes jobs of this queue and type. */
-  gpuLessTakes(job: Omit<WaitingJobNeeds, 'gpu_required'>): boolean
+  /**
+   * The walks of the workers at hand that take this job, each once, the ones that skip the
+   * most first (no GPU before a GPU, some job types before every type); empty when none is known.
+   */
+  walks(job: WaitingJobNeeds): Walk[]
 }
 
 /** No worker known: every job waits for any worker, in its place among all the jobs of its queue. */
-export const NO_WORKERS_KNOWN: WorkersAtHand = { nobodyTakes: () => null, gpuLessTakes: () => false }
+export const NO_WORKERS_KNOWN: WorkersAtHand = { nobodyTakes: () => null, walks: () => [] }
 
 /** What every job's reason is read against, read once per view. */
 export interface WaitingSituation {
@@ -51,10 +66,11 @@ export interface WaitingSituation {
   capacity: CapacityFigures
   /**
    * The first eligible QUEUED job of a queue, in the order a worker takes them (priority, then the
-   * time each became eligible), as a worker with a GPU or one without walks it: one without skips
-   * the jobs that need a GPU. Nothing of that queue is leased to such a worker before it.
+   * time each became eligible), as a worker walks it ({@link Walk}): one without a GPU skips the
+   * jobs that need one, one that runs some job types the others. Nothing of that queue is leased
+   * to such a worker before it.
    */
-  headOf(queue: string, walker: { gpu: boolean }): JobRow | undefined
+  headOf(queue: string, walk: Walk): JobRow | undefined
   /** The open blocker a BLOCKED job waits on. */
   blockerOf(jobId: string): BlockerRow | undefined
   /** The file a running job's lease was refused, waiting for its one retry (the file gate's wait). */
@@ -63,7 +79,7 @@ export interface WaitingSituation {
   paused: ReadonlySet<string>
   /** Whether the worker holds an ACTIVE lease (a lease request of its `unique` job is then denied). */
   holdsLease(workerId: string): boolean
-  /** The workers at hand: which take a job, and whether one without a GPU does. */
+  /** The workers at hand: which take a job, and how they walk its line. */
   workers: WorkersAtHand
 }
 
@@ -75,7 +91,7 @@ export function openBlockerOf(ctx: EngineContext, jobId: string): BlockerRow | u
 /** Reads the situation once: the capacity now, the head of the line (when a job asks), and ways to find a job's blocker or refused file. */
 export function readSituation(ctx: EngineContext, capacity: CapacityStore, workers: WorkersAtHand): WaitingSituation {
   const now = ctx.clock.now()
-  const heads = { withGpu: new Map<string, JobRow | undefined>(), withoutGpu: new Map<string, JobRow | undefined>() }
+  const heads = new Map<string, JobRow | undefined>()
   let fileWaits: Map<string, FileWait> | undefined
   return {
     now,
@@ -84,11 +100,14 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, worke
     // its queues one after another, and the local pool takes only its own (`default` unless
     // configured), so another queue's head says nothing of when this job runs. The pick's own
     // walk, with the pick's filter, so the line skips what a worker skips. Read once per queue
-    // and walker, and only when a QUEUED job asks, so a page of running jobs does not pay for it.
-    headOf(queue, { gpu }) {
-      const read = gpu ? heads.withGpu : heads.withoutGpu
-      if (!read.has(queue)) read.set(queue, eligibleJobs(ctx, { worker_id: '', gpu_available: gpu, queues: [queue] }, now).next().value ?? undefined)
-      return read.get(queue)
+    // and walk, and only when a QUEUED job asks, so a page of running jobs does not pay for it.
+    headOf(queue, { gpu, jobTypes }) {
+      const key = JSON.stringify([queue, gpu, jobTypes])
+      if (!heads.has(key)) {
+        const filter = { worker_id: '', gpu_available: gpu, accept_job_types: jobTypes && [...jobTypes], queues: [queue] }
+        heads.set(key, eligibleJobs(ctx, filter, now).next().value ?? undefined)
+      }
+      return heads.get(key)
     },
     blockerOf: (jobId) => openBlockerOf(ctx, jobId),
     // Every pending refusal at once, when a running job first asks: a handful of rows (each is
@@ -190,8 +209,12 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
   const nobody = s.workers.nobodyTakes(needs)
   if (nobody === 'queue') return open(`no worker connected takes queue ${job.queue}; it waits for one that does`)
   if (nobody === 'job_type') return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
-  const head = s.headOf(job.queue, { gpu: walkedWithGpu(needs, s.workers) })
-  const first = head === undefined || head.id === job.id
+  // Its line as each worker that takes it walks it: it is first when it heads one of them (that
+  // worker takes it next), and else waits behind the head of the walk that skips the most.
+  const walks = s.workers.walks(needs)
+  const heads = (walks.length > 0 ? walks : [WHOLE_LINE]).map((walk) => s.headOf(job.queue, walk))
+  const first = heads.some((h) => h === undefined || h.id === job.id)
+  const head = heads[0]!
   // Every worker asking skips it: its place in line is all it has until one with a GPU asks.
   if (nobody === 'gpu') return open(`${first ? 'first in line' : `behind job ${shortId(head.id)}`}; needs a worker with a GPU, and none asking has one`)
   if (first) {
@@ -200,16 +223,6 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
   if (head.cost_units > c.total_units) return open(`behind job ${shortId(head.id)}, whose ${overCapacity(head, c)}`)
   if (head.cost_units > c.available) return open(`behind job ${shortId(head.id)}, which ${capacityShortfall(head.cost_units, c)}`)
   return open(`waiting its turn behind job ${shortId(head.id)}`)
-}
-
-/**
- * Whether a job's line is walked as a worker with a GPU walks it. A job needing one is taken only
- * by such a worker. Any other job is reached first by a worker without a GPU, when one takes it:
- * that worker skips the jobs needing a GPU, so they do not stand before this job; only while no
- * such worker is known (every worker that takes it has a GPU, or none is known) do they.
- */
-function walkedWithGpu(job: WaitingJobNeeds, workers: WorkersAtHand): boolean {
-  return job.gpu_required || !workers.gpuLessTakes(job)
 }
 
 /** How many waiting jobs cost more than the total capacity: they can never run until it is raised (counted in memory, job-tally.ts). */
