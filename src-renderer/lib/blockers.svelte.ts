@@ -10,6 +10,8 @@ export class BlockersState {
   pending = $state<Record<string, BlockerAction>>({})
   /** Blocker id → why an answer failed. */
   failures = $state<Record<string, string>>({})
+  /** Blocker id → what a force release answered here did to the holder's file, in words (the answer says it; a blocker read later does not). */
+  outcomes = $state<Record<string, string>>({})
 
   readonly open = $derived(this.all.filter((b) => b.state === 'OPEN'))
   readonly resolved = $derived(this.all.filter((b) => b.state !== 'OPEN'))
@@ -30,8 +32,9 @@ export class BlockersState {
   async resolve(blockerId: string, action: BlockerAction, note: string): Promise<boolean> {
     this.pending[blockerId] = action
     try {
-      const { blocker } = await this.api.resolveBlocker(blockerId, action, note.trim() || null)
+      const { blocker, taken_from_holder } = await this.api.resolveBlocker(blockerId, action, note.trim() || null)
       this.all = this.all.map((b) => (b.blocker_id === blocker.blocker_id ? blocker : b))
+      if (typeof taken_from_holder === 'boolean') this.outcomes[blockerId] = takenInWords(blocker, taken_from_holder)
       delete this.failures[blockerId]
       return true
     } catch (error) {
@@ -46,4 +49,14 @@ export class BlockersState {
   static moves(event: LogEvent): boolean {
     return eventMoves(event.type, 'blockers')
   }
+}
+
+/**
+ * What a force release did: the file taken from the holder the report names, or nothing taken
+ * when that holder had let go while the report waited (whoever holds the file now keeps it).
+ */
+export function takenInWords(blocker: Pick<Blocker, 'file' | 'holder'>, taken: boolean): string {
+  return taken
+    ? `${blocker.file} was taken from ${blocker.holder.owner_id}`
+    : `${blocker.holder.owner_id} had already let go of ${blocker.file}: nothing was taken`
 }

@@ -290,30 +290,41 @@ test('an open blocker offers retry, force release and cancel, each with the note
   ])
 })
 
+/** A resolved blocker report whose holder let go of `/f`. */
+const resolvedBlocker = (fields: Partial<Blocker> = {}): Blocker => ({
+  blocker_id: 'b2',
+  file: '/f',
+  holder: { owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: false, held_s: null },
+  age_s: 1,
+  retry_s: 180,
+  denied_at: iso(T0),
+  retried_at: iso(T0),
+  requester: { owner_id: 'job:w', job_id: null, lease_id: null },
+  state: 'RESOLVED',
+  resolution: 'cancel',
+  note: 'not needed',
+  resolved_by: 'dashboard',
+  resolved_at: iso(T0),
+  created_at: iso(T0),
+  ...fields,
+})
+
 test('a resolved blocker says who answered what, whether the holder still holds the file, and offers nothing', () => {
-  const el = render(BlockerCard, {
-    blocker: {
-      blocker_id: 'b2',
-      file: '/f',
-      holder: { owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: false, held_s: null },
-      age_s: 1,
-      retry_s: 180,
-      denied_at: iso(T0),
-      retried_at: iso(T0),
-      requester: { owner_id: 'job:w', job_id: null, lease_id: null },
-      state: 'RESOLVED',
-      resolution: 'cancel',
-      note: 'not needed',
-      resolved_by: 'dashboard',
-      resolved_at: iso(T0),
-      created_at: iso(T0),
-    } satisfies Blocker,
-    now: T0,
-    onresolve: () => {},
-  })
+  const el = render(BlockerCard, { blocker: resolvedBlocker(), now: T0, onresolve: () => {} })
   expect(el.querySelector('button')).toBeNull()
   expect(text(el.querySelector('[data-testid="resolution"]'))).toMatch(/^cancel by dashboard · .* · “not needed”$/)
   expect(text(el.querySelector('[data-testid="holder-now"]'))).toBe('no longer holds it')
+  expect(el.querySelector('[data-testid="taken"]')).toBeNull()
+})
+
+test('a blocker force-released in this window says what the release did', () => {
+  const el = render(BlockerCard, {
+    blocker: resolvedBlocker({ resolution: 'force_release', note: null }),
+    now: T0,
+    outcome: 'job:h had already let go of /f: nothing was taken',
+    onresolve: () => {},
+  })
+  expect(text(el.querySelector('[data-testid="resolution"]'))).toMatch(/^force_release by dashboard · .* · job:h had already let go of \/f: nothing was taken$/)
 })
 
 test('the token form hands over the typed token', () => {
