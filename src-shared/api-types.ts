@@ -1173,6 +1173,8 @@ export interface components {
             note: string | null;
             resolved_by: string | null;
             resolved_at: components["schemas"]["Timestamp"] | null;
+            /** @description Answered force_release: whether the holder the report names still held the file and lost it (false: it had let go, nothing was taken); null otherwise (and for a force release answered before the host kept it, whose event the retention removed) */
+            taken_from_holder: boolean | null;
             created_at: components["schemas"]["Timestamp"];
         };
         RetryTooEarly: {

@@ -93,7 +93,7 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
 /**
  * The reports as a table: the file, who held it and for how long at the halt, and whether it
  * holds it still (for how long now) or no longer holds it; the halted job (and, for resolved ones,
- * the answer).
+ * the answer, and a force release that took nothing).
  */
 export function blockerTable(blockers: readonly Blocker[], withAnswer = false): string {
   const rows = blockers.map((b) => [
@@ -101,7 +101,7 @@ export function blockerTable(blockers: readonly Blocker[], withAnswer = false): 
     b.file,
     `${b.holder.owner_id}${b.holder.job_id ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
     b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
-    ...(withAnswer ? [b.state === 'OPEN' ? 'open' : `${b.resolution} by ${b.resolved_by}`] : []),
+    ...(withAnswer ? [b.state === 'OPEN' ? 'open' : `${b.resolution} by ${b.resolved_by}${b.taken_from_holder === false ? ' (nothing taken: the holder had let go)' : ''}`] : []),
   ])
   return table(['ID', 'FILE', 'HELD BY', 'HALTED', ...(withAnswer ? ['ANSWER'] : [])], rows)
 }

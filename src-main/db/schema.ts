@@ -353,6 +353,8 @@ export const blockers = sqliteTable(
     note: text('note'),
     resolved_by: text('resolved_by'),
     resolved_at: integer('resolved_at'),
+    /** A force_release: 1 when the holder the report names still held the file and lost it, 0 when it had let go (nothing taken); null otherwise. */
+    taken_from_holder: integer('taken_from_holder'),
     created_at: integer('created_at').notNull(),
   },
   (t) => [index('blockers_state_seq').on(t.state, t.seq), index('blockers_requester_job').on(t.requester_job_id)],

@@ -258,6 +258,8 @@ export interface Blocker {
   note: string | null
   resolved_by: string | null
   resolved_at: number | null
+  /** An answered force_release: whether the named holder still held the file and lost it (false: nothing was taken); null otherwise. */
+  taken_from_holder: boolean | null
   created_at: number
 }
 
@@ -281,6 +283,7 @@ export function toBlocker(row: BlockerRow, holderHoldsNow: boolean): Blocker {
     note: row.note,
     resolved_by: row.resolved_by,
     resolved_at: row.resolved_at,
+    taken_from_holder: row.taken_from_holder === null ? null : row.taken_from_holder === 1,
     created_at: row.created_at,
   }
 }

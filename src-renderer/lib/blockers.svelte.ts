@@ -10,8 +10,6 @@ export class BlockersState {
   pending = $state<Record<string, BlockerAction>>({})
   /** Blocker id → why an answer failed. */
   failures = $state<Record<string, string>>({})
-  /** Blocker id → what a force release answered here did to the holder's file, in words (the answer says it; a blocker read later does not). */
-  outcomes = $state<Record<string, string>>({})
 
   readonly open = $derived(this.all.filter((b) => b.state === 'OPEN'))
   readonly resolved = $derived(this.all.filter((b) => b.state !== 'OPEN'))
@@ -32,9 +30,8 @@ export class BlockersState {
   async resolve(blockerId: string, action: BlockerAction, note: string): Promise<boolean> {
     this.pending[blockerId] = action
     try {
-      const { blocker, taken_from_holder } = await this.api.resolveBlocker(blockerId, action, note.trim() || null)
+      const { blocker } = await this.api.resolveBlocker(blockerId, action, note.trim() || null)
       this.all = this.all.map((b) => (b.blocker_id === blocker.blocker_id ? blocker : b))
-      if (typeof taken_from_holder === 'boolean') this.outcomes[blockerId] = takenInWords(blocker, taken_from_holder)
       delete this.failures[blockerId]
       return true
     } catch (error) {

@@ -653,6 +653,8 @@ describe('leasehold blockers', async () => {
       status: 0,
       stdout: `blocker ${blocker.id} resolved: force_release; the holder had already let go of ${file}, nothing was taken; job QUEUED\n`,
     })
+    // Read later, the report still says so.
+    expect((await cli(['blockers', 'list', '--state', 'resolved'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s.*force_release by operator \\(nothing taken: the holder had let go\\)$`, 'm'))
     host.engine.cancel(requester.job.id)
   })
 

@@ -361,6 +361,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
         'note',
         'resolved_by',
         'resolved_at',
+        'taken_from_holder',
         'created_at',
       ].sort(),
     )
@@ -378,6 +379,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
       note: null,
       resolved_by: null,
       resolved_at: null,
+      taken_from_holder: null,
       created_at: iso(retryAt),
     })
     const one = await host.call(`/api/blockers/${answer.blocker.blocker_id}`)
@@ -419,7 +421,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     const resolved = await body(res)
     expect(resolved.job_state).toBe('QUEUED')
     expect(resolved.taken_from_holder).toBeNull()
-    expect(resolved.blocker).toMatchObject({ state: 'RESOLVED', resolution: 'retry', note: 'w1 will be done soon', resolved_by: 'operator', resolved_at: iso(clock.now()) })
+    expect(resolved.blocker).toMatchObject({ state: 'RESOLVED', resolution: 'retry', note: 'w1 will be done soon', resolved_by: 'operator', resolved_at: iso(clock.now()), taken_from_holder: null })
     expect(await jobState(w2.job_id)).toBe('QUEUED')
     const events = (await jobEvents(w2.job_id)).filter((e) => e.type === 'BLOCKER_RESOLVED')
     expect(events).toHaveLength(1)
@@ -433,7 +435,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     const id = answer.blocker.blocker_id
     const res = await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release', note: 'w1 hangs', by: 'alice' })
     expect(res.status).toBe(200)
-    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', taken_from_holder: true, blocker: { resolution: 'force_release', note: 'w1 hangs', resolved_by: 'alice' } })
+    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', taken_from_holder: true, blocker: { resolution: 'force_release', note: 'w1 hangs', resolved_by: 'alice', taken_from_holder: true } })
     expect(await jobState(w2.job_id)).toBe('QUEUED')
     expect(await activeHolders()).toEqual([])
     const revoked = (await body(await host.call('/api/files/leases?state=REVOKED'))).file_leases
@@ -452,13 +454,14 @@ describe('integration: blocked after the retry → halt and the blocker contract
     await expectError(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }), 409, 'blocker_resolved')
   })
 
-  test('resolve force_release after the holder let go takes nothing, and the answer says so (taken_from_holder: false)', async () => {
+  test('resolve force_release after the holder let go takes nothing, and the answer and the report read later say so (taken_from_holder: false)', async () => {
     const { w2, answer } = await halt()
     expect((await fileRelease('w1')).status).toBe(200)
     const res = await post(host, `/api/blockers/${answer.blocker.blocker_id}/resolve`, { action: 'force_release' })
     expect(res.status).toBe(200)
-    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', taken_from_holder: false, blocker: { resolution: 'force_release' } })
+    expect(await body(res)).toMatchObject({ job_state: 'QUEUED', taken_from_holder: false, blocker: { resolution: 'force_release', taken_from_holder: false } })
     expect(await jobState(w2.job_id)).toBe('QUEUED')
+    expect((await body(await host.call(`/api/blockers/${answer.blocker.blocker_id}`))).blocker).toMatchObject({ resolution: 'force_release', taken_from_holder: false })
   })
 
   test('resolve cancel → the job is CANCELED; a BLOCKER_RESOLVED event with its note; resolving twice is 409', async () => {

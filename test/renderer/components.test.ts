@@ -256,6 +256,7 @@ test('an open blocker offers retry, force release and cancel, each with the note
     note: null,
     resolved_by: null,
     resolved_at: null,
+    taken_from_holder: null,
     created_at: iso(T0 + 185 * SECOND),
   }
   const answers: [string, string][] = []
@@ -305,9 +306,10 @@ const resolvedBlocker = (fields: Partial<Blocker> = {}): Blocker => ({
   note: 'not needed',
   resolved_by: 'dashboard',
   resolved_at: iso(T0),
+  taken_from_holder: null,
   created_at: iso(T0),
   ...fields,
-})
+}) as Blocker
 
 test('a resolved blocker says who answered what, whether the holder still holds the file, and offers nothing', () => {
   const el = render(BlockerCard, { blocker: resolvedBlocker(), now: T0, onresolve: () => {} })
@@ -317,14 +319,11 @@ test('a resolved blocker says who answered what, whether the holder still holds 
   expect(el.querySelector('[data-testid="taken"]')).toBeNull()
 })
 
-test('a blocker force-released in this window says what the release did', () => {
-  const el = render(BlockerCard, {
-    blocker: resolvedBlocker({ resolution: 'force_release', note: null }),
-    now: T0,
-    outcome: 'job:h had already let go of /f: nothing was taken',
-    onresolve: () => {},
-  })
-  expect(text(el.querySelector('[data-testid="resolution"]'))).toMatch(/^force_release by dashboard · .* · job:h had already let go of \/f: nothing was taken$/)
+test('a force-released blocker says what the release did: the file taken from the holder, or nothing when it had already let go', () => {
+  const card = (taken: boolean) =>
+    text(render(BlockerCard, { blocker: resolvedBlocker({ resolution: 'force_release', note: null, taken_from_holder: taken }), now: T0, onresolve: () => {} }).querySelector('[data-testid="resolution"]'))
+  expect(card(false)).toMatch(/^force_release by dashboard · .* · job:h had already let go of \/f: nothing was taken$/)
+  expect(card(true)).toMatch(/^force_release by dashboard · .* · \/f was taken from job:h$/)
 })
 
 test('the token form hands over the typed token', () => {

@@ -544,23 +544,6 @@ describe('stores fed by the API and the stream', () => {
     expect(BlockersState.moves(event('JOB_DONE'))).toBe(false)
   })
 
-  test('a force release answered in the window says what it did: the file taken, or nothing when the holder had already let go', async () => {
-    const open = { blocker_id: 'b1', state: 'OPEN', file: '/f', holder: { owner_id: 'job:h' } }
-    let taken = false
-    const { fetcher } = fakeFetch({
-      'GET /api/blockers': { blockers: [open, { ...open, blocker_id: 'b2' }, { ...open, blocker_id: 'b3' }] },
-      'POST /api/blockers/b1/resolve': () => ({ blocker: { ...open, state: 'RESOLVED' }, job_state: 'QUEUED', taken_from_holder: taken }),
-      'POST /api/blockers/b2/resolve': () => ({ blocker: { ...open, blocker_id: 'b2', state: 'RESOLVED' }, job_state: 'QUEUED', taken_from_holder: (taken = true) }),
-      'POST /api/blockers/b3/resolve': () => ({ blocker: { ...open, blocker_id: 'b3', state: 'RESOLVED' }, job_state: 'QUEUED', taken_from_holder: null }),
-    })
-    const blockers = new BlockersState(new ApiClient(connection, fetcher))
-    await blockers.refresh()
-    await blockers.resolve('b1', 'force_release', '')
-    await blockers.resolve('b2', 'force_release', '')
-    await blockers.resolve('b3', 'retry', '')
-    expect(blockers.outcomes).toEqual({ b1: 'job:h had already let go of /f: nothing was taken', b2: '/f was taken from job:h' })
-  })
-
   test('a refused token (401) asks for a token; a typed one is used from then on', async () => {
     let accepted = 'right'
     const { fetcher, calls } = fakeFetch({})

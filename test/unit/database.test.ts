@@ -383,6 +383,30 @@ describe('migrations', () => {
     sqlite.close()
   })
 
+  it('0019 keeps on each force-released blocker what its release took, from its BLOCKER_RESOLVED event where one is left', () => {
+    const path = join(dir, 'before-0019.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(19) })
+    const insertBlocker = old.sqlite.prepare(
+      `INSERT INTO blockers (id, seq, file, holder_owner_id, holder_acquired_at, holder_last_heartbeat_at, retry_s, denied_at, retried_at,
+         requester_owner_id, state, resolution, resolved_by, resolved_at, created_at)
+       VALUES (?, ?, '/f', 'job:h', 0, 0, 180, 0, 0, 'job:w', ?, ?, ?, ?, 0)`,
+    )
+    const insertEvent = old.sqlite.prepare("INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (1, 'BLOCKER', ?, NULL, 'BLOCKER_RESOLVED', ?)")
+    insertBlocker.run('taken', 1, 'RESOLVED', 'force_release', 'ops', 1)
+    insertEvent.run('taken', JSON.stringify({ action: 'force_release', taken_from_holder: true }))
+    insertBlocker.run('let-go', 2, 'RESOLVED', 'force_release', 'ops', 1)
+    insertEvent.run('let-go', JSON.stringify({ action: 'force_release', taken_from_holder: false }))
+    insertBlocker.run('pruned', 3, 'RESOLVED', 'force_release', 'ops', 1) // its event is gone
+    insertBlocker.run('retried', 4, 'RESOLVED', 'retry', 'ops', 1)
+    insertEvent.run('retried', JSON.stringify({ action: 'retry' }))
+    insertBlocker.run('open', 5, 'OPEN', null, null, null)
+    old.sqlite.close()
+
+    const { engine, sqlite } = openFileEngine(path)
+    expect(['taken', 'let-go', 'pruned', 'retried', 'open'].map((id) => engine.getBlocker(id).taken_from_holder)).toEqual([true, false, null, null, null])
+    sqlite.close()
+  })
+
   it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {
     const path = join(dir, 'fences.db')
     const first = openFileEngine(path)

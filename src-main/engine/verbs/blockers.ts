@@ -66,11 +66,12 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
       requeueBlocked(ctx, halted, `blocker ${answer.action}`)
     }
     ctx.run(
-      "UPDATE blockers SET state = 'RESOLVED', resolution = ?, note = ?, resolved_by = ?, resolved_at = ? WHERE id = ?",
+      "UPDATE blockers SET state = 'RESOLVED', resolution = ?, note = ?, resolved_by = ?, resolved_at = ?, taken_from_holder = ? WHERE id = ?",
       answer.action,
       answer.note ?? null,
       by,
       ctx.clock.now(),
+      taken === null ? null : taken ? 1 : 0,
       blocker.id,
     )
     // A force release says whether the holder still held the file, and so lost it.

@@ -241,16 +241,17 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
     note: null,
     resolved_by: null,
     resolved_at: null,
+    taken_from_holder: null,
     created_at: now,
   }
   ctx
     .stmt(
       `INSERT INTO blockers (id, seq, file, holder_owner_id, holder_job_id, holder_acquired_at, holder_last_heartbeat_at,
          retry_s, denied_at, retried_at, requester_owner_id, requester_job_id, requester_lease_id, state, resolution,
-         note, resolved_by, resolved_at, created_at)
+         note, resolved_by, resolved_at, taken_from_holder, created_at)
        VALUES (@id, @seq, @file, @holder_owner_id, @holder_job_id, @holder_acquired_at, @holder_last_heartbeat_at,
          @retry_s, @denied_at, @retried_at, @requester_owner_id, @requester_job_id, @requester_lease_id, @state, @resolution,
-         @note, @resolved_by, @resolved_at, @created_at)`,
+         @note, @resolved_by, @resolved_at, @taken_from_holder, @created_at)`,
     )
     .run(blocker)
   ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', contention.file, contention.owner_id)

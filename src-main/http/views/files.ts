@@ -81,6 +81,9 @@ export const Blocker = z
     note: z.string().nullable(),
     resolved_by: z.string().nullable(),
     resolved_at: IsoTime.nullable(),
+    taken_from_holder: z.boolean().nullable().meta({
+      description: 'Answered force_release: whether the holder the report names still held the file and lost it (false: it had let go, nothing was taken); null otherwise (and for a force release answered before the host kept it, whose event the retention removed)',
+    }),
     created_at: IsoTime,
   })
   .meta({ id: 'Blocker', description: 'A blocker report: a job still blocked after its retry, halted until an operator answers' })
@@ -109,6 +112,7 @@ export function blockerView(b: BlockerReport, now: number): Blocker {
     note: b.note,
     resolved_by: b.resolved_by,
     resolved_at: iso(b.resolved_at),
+    taken_from_holder: b.taken_from_holder,
     created_at: iso(b.created_at),
   }
 }
