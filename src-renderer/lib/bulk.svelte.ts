@@ -31,8 +31,8 @@ export class BulkState {
   /**
    * The request for this filter, or null when the action cannot apply to it: to the state it
    * shows (a retry of RUNNING jobs), to dead letters (a cancel: they have finished), or to a
-   * search (bulk actions select by whole values, a search by parts). An empty filter means every job the action applies to: the count the
-   * operator confirms says how many.
+   * search (bulk actions select by whole values, a search by parts). An empty filter means
+   * every job the action applies to: the count the operator confirms says how many.
    */
   static requestFor(action: BulkAction, filter: JobFilter): BulkRequest | null {
     if (filter.search.trim() !== '') return null
