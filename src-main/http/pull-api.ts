@@ -44,7 +44,7 @@ export const pullApi: Api = {
       grouped: true,
       run: ({ body }, { engine, directory }) => {
         const gpu_available = body.gpu_available === true
-        directory.askedForAnyQueue({ gpu: gpu_available })
+        directory.askedForWork(body.worker_id, { jobTypes: null, gpu: gpu_available, maxUnits: body.max_units })
         const decision = engine.requestLease({ worker_id: body.worker_id, max_units: body.max_units ?? null, gpu_available }, body.ttl_sec)
         return decision.granted
           ? { denied: false as const, lease: pullLease(decision.lease), job: pullJob(decision.job) }

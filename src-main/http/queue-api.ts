@@ -289,7 +289,7 @@ export const queueApi: Api = {
       grouped: true,
       run: ({ body }, { engine, directory }) => {
         const gpu_available = body.constraints_capabilities?.gpu_available === true
-        directory.askedForAnyQueue({ gpu: gpu_available })
+        directory.askedForWork(body.worker_id, { jobTypes: body.accept_job_types ?? null, gpu: gpu_available, addonId: body.addon_id, maxUnits: body.max_cost_units })
         const limit = body.limit ?? 1
         const filter = {
           worker_id: body.worker_id,

@@ -1,4 +1,4 @@
-import type { Engine, WaitingJobNeeds, Walk, WorkersAtHand } from '../engine'
+import { type Engine, type NobodyTakes, type WaitingJobNeeds, type Walk, WHOLE_LINE, type WorkersAtHand } from '../engine'
 import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -9,12 +9,20 @@ import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 export const SILENT_AFTER_MS = 2 * MAX_LONG_POLL_MS
 export const FORGOTTEN_AFTER_MS = 60 * 60 * 1000
 
-/** What a worker's claims take: the job types it runs and the queues it takes from (null or empty for any), and whether it has a GPU. */
+/**
+ * What a worker's requests for work take: the job types it runs and the queues it takes from
+ * (null or empty for any), whether it has a GPU, and — the pull and queue APIs' filters — one
+ * add-on's jobs only and no job above some units (absent or null: any).
+ */
 export interface Takes {
   jobTypes: readonly string[] | null
   streams: readonly string[] | null
   /** It said it has a GPU: it takes jobs with `constraints.gpu_required`. */
   gpu: boolean
+  /** Only this add-on's jobs (the queue API's `addon_id`). */
+  addonId?: string | null
+  /** No job costing more units (the pull API's `max_units`, the queue API's `max_cost_units`). */
+  maxUnits?: number | null
 }
 
 /** What the dashboard shows of a worker (GET /api/workers). */
@@ -35,6 +43,9 @@ export interface WorkerInfo {
   restarts: number
 }
 
+/** Fewer askers than this are never pruned: a map of a few hundred entries costs nothing to keep. */
+const ASKERS_PRUNED_FROM = 256
+
 /**
  * The workers the host knows: local ones from the pool, external ones from their calls to
  * /internal/worker. Kept in memory — a worker is a process, not a record; the leases they hold
@@ -44,27 +55,32 @@ export class WorkerDirectory implements WorkersAtHand {
   private readonly workers = new Map<string, WorkerInfo>()
   /** What each worker's last claim named: its job types and its queues; absent (or null) while it has named none: it may take any. */
   private readonly takes = new Map<string, Takes>()
-
-  /** When a worker of the pull or queue API last asked for work: they are not listed, and take every queue. */
-  private anyQueueAskedAt = -Infinity
-  /** When one of them that has a GPU last asked. */
-  private gpuAskedAt = -Infinity
-  /** When one of them that has none last asked. */
-  private gpuLessAskedAt = -Infinity
+  /**
+   * The workers of the pull and queue APIs that asked for work, with what their last request
+   * took and when. They are not listed (they name no queue, and a pull is one request); those
+   * not heard from lately are dropped as the map grows.
+   */
+  private readonly askers = new Map<string, { takes: Takes; at: number }>()
+  /** The size at which {@link askers} is next pruned. */
+  private pruneAskersAt = ASKERS_PRUNED_FROM
 
   constructor(private readonly now: () => number) {}
 
   /**
-   * A worker of the pull or queue API asked for work. Those workers are not listed (they name no
-   * queue, and a pull is one request), but they take jobs of every queue and type: while one has
-   * asked lately, no job is said to be of a queue or type nobody takes, nor, if it has a GPU, a
-   * job needing one.
+   * A worker of the pull or queue API asked for work, taking what `takes` says (every queue: those
+   * APIs name none). While it asks, the jobs it would take are not said to be taken by no one,
+   * and their lines are walked as it walks them.
    */
-  askedForAnyQueue({ gpu }: { gpu: boolean }): void {
-    const now = this.now()
-    this.anyQueueAskedAt = now
-    if (gpu) this.gpuAskedAt = now
-    else this.gpuLessAskedAt = now
+  askedForWork(workerId: string, takes: Omit<Takes, 'streams'>): void {
+    this.askers.delete(workerId) // to the end of the map's order: the oldest askers come first
+    this.askers.set(workerId, { takes: { ...takes, streams: null }, at: this.now() })
+    if (this.askers.size < this.pruneAskersAt) return
+    const lately = this.lately()
+    for (const [id, asker] of this.askers) {
+      if (lately(asker.at)) break
+      this.askers.delete(id)
+    }
+    this.pruneAskersAt = Math.max(ASKERS_PRUNED_FROM, 2 * this.askers.size)
   }
 
   /** An external worker made a call. */
@@ -108,52 +124,39 @@ export class WorkerDirectory implements WorkersAtHand {
   }
 
   /**
-   * What keeps every worker at hand from taking this job: its queue, which none of them takes,
-   * its type, which none of those that take the queue runs, or its need of a GPU, which none of
-   * those that take both has. Each worker that still works (not silent) has claimed naming them;
-   * one that has not claimed yet, or names none, may take any (and may have a GPU). Null when
-   * some worker may take it, and with no worker at all: the job then waits for any worker, as
-   * every job does.
+   * What keeps every worker at hand from taking this job: the last of its queue, its type, its
+   * add-on, its size and its need of a GPU that some worker at hand passes (a worker that takes
+   * the job's queue but runs other types: `job_type`). Each worker that still works (not silent)
+   * has asked for work saying what it takes; one that has not claimed yet, or names nothing, may
+   * take any. Null when some worker may take it, and with no worker at all: the job then waits
+   * for any worker, as every job does.
    */
-  nobodyTakes(job: WaitingJobNeeds): 'queue' | 'job_type' | 'gpu' | null {
-    const lately = this.lately()
-    // A worker of the pull or queue API takes every queue and type: all it may lack is a GPU.
-    const anyQueue = lately(this.anyQueueAskedAt)
-    if (anyQueue && (!job.gpu_required || lately(this.gpuAskedAt))) return null
-    let working = anyQueue ? 1 : 0
-    let queueTaken = anyQueue
-    let typeRun = anyQueue
-    for (const takes of this.workingTakes(lately)) {
+  nobodyTakes(job: WaitingJobNeeds): NobodyTakes | null {
+    let working = 0
+    let passed = 0
+    for (const takes of this.workingTakes()) {
       working += 1
-      if (!takesQueue(takes, job.queue)) continue
-      queueTaken = true
-      if (!runsType(takes, job.job_type)) continue
-      typeRun = true
-      if (!job.gpu_required || takes?.gpu !== false) return null
+      const stops = stopsAt(takes, job)
+      if (stops === TAKES_IT) return null
+      passed = Math.max(passed, stops)
     }
-    return working === 0 ? null : !queueTaken ? 'queue' : !typeRun ? 'job_type' : 'gpu'
+    return working === 0 ? null : MATCHED_IN_ORDER[passed]!
   }
 
   /**
    * How the workers at hand that take this job walk its queue, each walk once, the ones that
-   * skip the most first. A worker known to have no GPU (its claims, or its pull or queue API
-   * requests, say so) skips the jobs that need one; one whose claims name job types skips the
-   * other types. One that has not claimed yet may take anything: it skips nothing.
+   * skip the most first. A worker known to have no GPU skips the jobs that need one; one whose
+   * requests name job types, an add-on or a limit of units skips the jobs they rule out. One that
+   * has not claimed yet may take anything: it skips nothing.
    */
   walks(job: WaitingJobNeeds): Walk[] {
-    const lately = this.lately()
     const walks = new Map<string, Walk>()
-    const add = (walk: Walk) => walks.set(JSON.stringify(walk), walk)
-    // A worker of the pull or queue API takes every queue and type.
-    if (lately(this.gpuLessAskedAt) && !job.gpu_required) add({ gpu: false, jobTypes: null })
-    if (lately(this.gpuAskedAt)) add({ gpu: true, jobTypes: null })
-    for (const takes of this.workingTakes(lately)) {
-      if (!takesQueue(takes, job.queue) || !runsType(takes, job.job_type)) continue
-      const gpu = takes?.gpu !== false
-      if (job.gpu_required && !gpu) continue
-      add({ gpu, jobTypes: takes?.jobTypes ? [...takes.jobTypes].sort() : null })
+    for (const takes of this.workingTakes()) {
+      if (stopsAt(takes, job) !== TAKES_IT) continue
+      const walk = walkOf(takes)
+      walks.set(JSON.stringify(walk), walk)
     }
-    return [...walks.values()].sort((a, b) => skipped(b) - skipped(a))
+    return [...walks.values()].sort(skipsMoreFirst)
   }
 
   /** Whether a moment is recent enough for a worker last heard from then to be at hand. */
@@ -162,12 +165,14 @@ export class WorkerDirectory implements WorkersAtHand {
     return (at) => now - at < SILENT_AFTER_MS
   }
 
-  /** What each listed worker that still works (local, or heard from lately) takes: undefined while it has claimed nothing. */
-  private *workingTakes(lately: (at: number) => boolean): Generator<Takes | undefined> {
+  /** What each worker that still works takes (a listed one: local, or heard from lately; an asker of the pull or queue API that asked lately): undefined while it has claimed nothing. */
+  private *workingTakes(): Generator<Takes | undefined> {
+    const lately = this.lately()
     for (const w of this.workers.values()) {
       if (w.kind !== 'local' && !lately(w.last_seen_at)) continue
       yield this.takes.get(w.worker_id)
     }
+    for (const asker of this.askers.values()) if (lately(asker.at)) yield asker.takes
   }
 
   /**
@@ -191,14 +196,41 @@ export class WorkerDirectory implements WorkersAtHand {
   }
 }
 
-/** Whether a worker's claims take this queue: they name it, or name none. */
-const takesQueue = (takes: Takes | undefined, queue: string): boolean => !takes?.streams?.length || takes.streams.includes(queue)
+/** What a worker's request is matched against, in order: the first it fails is where it stops. */
+const MATCHED_IN_ORDER: readonly NobodyTakes[] = ['queue', 'job_type', 'addon', 'units', 'gpu']
+/** {@link stopsAt} of a worker that takes the job: it passes every one. */
+const TAKES_IT = MATCHED_IN_ORDER.length
 
-/** Whether a worker's claims run this job type: they name it, or name none. */
-const runsType = (takes: Takes | undefined, jobType: string): boolean => !takes?.jobTypes || takes.jobTypes.includes(jobType)
+/** How far this worker's requests match the job: the index in {@link MATCHED_IN_ORDER} of the first that rules it out, or {@link TAKES_IT}. */
+function stopsAt(takes: Takes | undefined, job: WaitingJobNeeds): number {
+  if (takes === undefined) return TAKES_IT // it has claimed nothing yet: it may take anything
+  const passes = [
+    !takes.streams?.length || takes.streams.includes(job.queue),
+    !takes.jobTypes || takes.jobTypes.includes(job.job_type),
+    takes.addonId == null || takes.addonId === job.addon_id,
+    takes.maxUnits == null || job.cost_units <= takes.maxUnits,
+    !job.gpu_required || takes.gpu,
+  ]
+  const fails = passes.indexOf(false)
+  return fails < 0 ? TAKES_IT : fails
+}
 
-/** How much a walk skips, to order walks: no GPU counts for more than a list of job types, and a shorter list for more than a longer. */
-const skipped = (walk: Walk): number => (walk.gpu ? 0 : 2) + (walk.jobTypes === null ? 0 : 1 + 1 / (1 + walk.jobTypes.length))
+/** The line as this worker walks it (one that has not claimed yet walks all of it). */
+function walkOf(takes: Takes | undefined): Walk {
+  if (takes === undefined) return WHOLE_LINE
+  return { gpu: takes.gpu, jobTypes: takes.jobTypes ? [...takes.jobTypes].sort() : null, addon: takes.addonId ?? null, maxUnits: takes.maxUnits ?? null }
+}
+
+/**
+ * The order of walks, those that skip the most first: no GPU before a GPU, then one add-on's
+ * jobs before any, then some job types before every type (a shorter list first), then a limit of
+ * units before none (a lower one first).
+ */
+function skipsMoreFirst(a: Walk, b: Walk): number {
+  const types = (walk: Walk) => walk.jobTypes?.length ?? Infinity
+  const units = (walk: Walk) => walk.maxUnits ?? Infinity
+  return Number(a.gpu) - Number(b.gpu) || Number(b.addon !== null) - Number(a.addon !== null) || types(a) - types(b) || units(a) - units(b)
+}
 
 /** A worker that may take work (ready, active) and holds a lease is busy; starting and draining stay as they are. */
 const workingState = (state: string, leases: number): string => (leases > 0 && (state === 'ready' || state === 'active') ? 'busy' : state)

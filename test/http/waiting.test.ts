@@ -75,3 +75,27 @@ describe('waiting_reason on the reads', () => {
     expect((await jobView(behind.job_id)).waiting_reason).toBe('first in line; waiting for a worker to take it')
   })
 })
+
+describe('the workers of the pull and queue APIs, as their requests filter', () => {
+  test('a job of an add-on or a size that every worker asking rules out says so; the line is walked as their filters walk it, and the job said first is the one they take next', async () => {
+    await start()
+    const reason = async (id: string) => (await jobView(id)).waiting_reason
+    const big = await submit(host, { priority: 'URGENT', addon_id: 'photos', cost_units: 8 })
+    const music = await submit(host, { priority: 'URGENT', addon_id: 'music' })
+    const none = await submit(host, { priority: 'HIGH' })
+    const small = await submit(host, { addon_id: 'photos', cost_units: 2 })
+    expect(await reason(small.job_id)).toBe(`waiting its turn behind job …${big.job_id.slice(-8)}`) // no worker known: the whole line
+    // A queue API worker asks for one add-on's jobs of at most 5 units, and takes one of them.
+    const ask = { worker_id: 'photos-worker', addon_id: 'photos', max_cost_units: 5, limit: 1 }
+    const first = await submit(host, { priority: 'URGENT', addon_id: 'photos', cost_units: 1 })
+    expect((await body(await post(host, `${QUEUE}/jobs/claim`, ask))).job.job_id).toBe(first.job_id)
+    expect(await reason(big.job_id)).toBe('no worker connected takes a job of 8 units; it waits for one that does')
+    expect(await reason(music.job_id)).toBe("no worker connected that runs job type generic takes add-on music's jobs; it waits for one that does")
+    expect(await reason(none.job_id)).toBe("no worker connected that runs job type generic takes jobs without an add-on (each asks for one add-on's); it waits for one that does")
+    expect(await reason(small.job_id)).toBe('first in line; waiting for a worker to take it')
+    expect((await body(await post(host, `${QUEUE}/jobs/claim`, ask))).job.job_id).toBe(small.job_id)
+    // A pull worker that takes any add-on's jobs, up to 8 units, asks: the other jobs are in its line.
+    expect(await body(await post(host, `${PULL}/request`, { worker_id: 'pull-1', max_units: 8, ttl_sec: 30 }))).toMatchObject({ lease: { job_id: big.job_id } })
+    expect(await reason(none.job_id)).toBe(`waiting its turn behind job …${music.job_id.slice(-8)}`)
+  })
+})

@@ -7,7 +7,7 @@ import { WHOLE_LINE } from '../../src-main/engine/reads/waiting'
 import { claimOrFail, eventTypes, expectEngineError, forceState, leaseOrFail } from './support'
 
 /** The walk of a worker without a GPU that runs every type. */
-const WITHOUT_GPU = { gpu: false, jobTypes: null }
+const WITHOUT_GPU = { ...WHOLE_LINE, gpu: false }
 
 const waitingOf = (engine: Engine, jobId: string) => engine.waiting([engine.getJob(jobId)])[0]
 const reasonOf = (engine: Engine, jobId: string) => waitingOf(engine, jobId)?.reason ?? null
@@ -196,7 +196,7 @@ describe('every waiting job can say why it waits', () => {
     const encode = engine.submit(aJob({ priority: 'URGENT', job_type: 'encode' })).job
     const render = engine.submit(aJob({ job_type: 'render' })).job
     const reasonsWith = (workers: WorkersAtHand) => engine.waiting([engine.getJob(encode.id), engine.getJob(render.id)], workers).map((w) => w?.reason)
-    const runs = (...jobTypes: string[]) => ({ gpu: true, jobTypes })
+    const runs = (...jobTypes: string[]) => ({ ...WHOLE_LINE, jobTypes })
     // A worker that runs only render skips the encode job: the render job is the first of its line.
     expect(reasonsWith({ nobodyTakes: () => null, walks: (job) => (job.job_type === 'render' ? [runs('render')] : [WHOLE_LINE]) })).toEqual([
       'first in line; waiting for a worker to take it',

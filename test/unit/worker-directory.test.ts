@@ -8,6 +8,9 @@ import { FORGOTTEN_AFTER_MS, SILENT_AFTER_MS, WorkerDirectory } from '../../src-
 import { aJob, setup } from '../helpers/engine'
 import { claimOrFail } from './support'
 
+/** A walk of a line that no add-on or limit of units narrows. */
+const walk = (gpu: boolean, jobTypes: string[] | null) => ({ gpu, jobTypes, addon: null, maxUnits: null })
+
 test('an external or remote worker not heard from for twice the longest claim wait is silent, and after an hour of silence it is forgotten', () => {
   const { engine, clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
@@ -40,7 +43,7 @@ test('a quiet worker that still holds a lease is listed busy, not silent: its le
 test('what no worker takes: workers are at hand and each that still works named its queues and types in a claim, without this job’s', () => {
   const { clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
-  const resize = { queue: 'default', job_type: 'resize', gpu_required: false }
+  const resize = { queue: 'default', job_type: 'resize', addon_id: null, cost_units: 1, gpu_required: false }
   const takes = (streams: string[] | null, jobTypes: string[] | null) => ({ streams, jobTypes, gpu: false })
   expect(directory.nobodyTakes(resize)).toBeNull() // no worker at all: the job waits for any
   directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
@@ -71,7 +74,7 @@ test('what no worker takes: workers are at hand and each that still works named 
 test('what no worker takes: a job needing a GPU, while none of the workers that take its queue and type has one', () => {
   const { clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
-  const render = { queue: 'default', job_type: 'render', gpu_required: true }
+  const render = { queue: 'default', job_type: 'render', addon_id: null, cost_units: 1, gpu_required: true }
   directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
   expect(directory.nobodyTakes(render)).toBeNull() // it has claimed nothing yet: it may have one
   directory.claims('local-1', { streams: ['default'], jobTypes: null, gpu: false })
@@ -85,45 +88,98 @@ test('what no worker takes: a job needing a GPU, while none of the workers that 
   expect(directory.nobodyTakes(render)).toBeNull()
   directory.forget('http-gpu')
   // A worker of the pull or queue API takes every queue: only one that has a GPU takes this job.
-  directory.askedForAnyQueue({ gpu: false })
+  directory.askedForWork('pull-1', { jobTypes: null, gpu: false })
   expect(directory.nobodyTakes(render)).toBe('gpu')
-  directory.askedForAnyQueue({ gpu: true })
+  directory.askedForWork('pull-gpu', { jobTypes: null, gpu: true })
   expect(directory.nobodyTakes(render)).toBeNull()
   clock.advance(SILENT_AFTER_MS)
-  directory.askedForAnyQueue({ gpu: false })
+  directory.askedForWork('pull-1', { jobTypes: null, gpu: false })
   expect(directory.nobodyTakes(render)).toBe('gpu')
 })
 
 test('how lines are walked: a worker known to have no GPU skips the jobs that need one, one that names job types the other types; the walks that skip the most come first', () => {
   const { clock } = setup()
   const directory = new WorkerDirectory(() => clock.now())
-  const resize = { queue: 'default', job_type: 'resize', gpu_required: false }
+  const resize = { queue: 'default', job_type: 'resize', addon_id: null, cost_units: 1, gpu_required: false }
   expect(directory.walks(resize)).toEqual([]) // no worker at all
   directory.update('local-1', { kind: 'local', state: 'ready', pid: 42 })
-  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }]) // it has claimed nothing yet: it may take anything
+  expect(directory.walks(resize)).toEqual([walk(true, null)]) // it has claimed nothing yet: it may take anything
   directory.claims('local-1', { streams: ['default'], jobTypes: null, gpu: true })
-  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  expect(directory.walks(resize)).toEqual([walk(true, null)])
   // One that takes another queue, or other types, does not walk this line; one that takes both does.
   directory.seen('http-1')
   directory.claims('http-1', { streams: ['other'], jobTypes: null, gpu: false })
-  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  expect(directory.walks(resize)).toEqual([walk(true, null)])
   directory.claims('http-1', { streams: ['default'], jobTypes: ['thumbnail'], gpu: false })
-  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  expect(directory.walks(resize)).toEqual([walk(true, null)])
   directory.claims('http-1', { streams: ['default'], jobTypes: ['thumbnail', 'resize'], gpu: true })
-  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: ['resize', 'thumbnail'] }, { gpu: true, jobTypes: null }])
+  expect(directory.walks(resize)).toEqual([walk(true, ['resize', 'thumbnail']), walk(true, null)])
   directory.claims('http-1', { streams: ['default'], jobTypes: null, gpu: false })
-  expect(directory.walks(resize)).toEqual([{ gpu: false, jobTypes: null }, { gpu: true, jobTypes: null }])
+  expect(directory.walks(resize)).toEqual([walk(false, null), walk(true, null)])
   // A job needing a GPU is walked only by those that have one.
-  expect(directory.walks({ ...resize, gpu_required: true })).toEqual([{ gpu: true, jobTypes: null }])
+  expect(directory.walks({ ...resize, gpu_required: true })).toEqual([walk(true, null)])
   // It goes silent: it walks no line.
   clock.advance(SILENT_AFTER_MS)
-  expect(directory.walks(resize)).toEqual([{ gpu: true, jobTypes: null }])
+  expect(directory.walks(resize)).toEqual([walk(true, null)])
   // A worker of the pull or queue API takes every queue and type, while it asks.
   directory.forget('local-1')
   expect(directory.walks(resize)).toEqual([])
-  directory.askedForAnyQueue({ gpu: false })
-  expect(directory.walks(resize)).toEqual([{ gpu: false, jobTypes: null }])
+  directory.askedForWork('pull-1', { jobTypes: null, gpu: false })
+  expect(directory.walks(resize)).toEqual([walk(false, null)])
   expect(directory.walks({ ...resize, gpu_required: true })).toEqual([])
   clock.advance(SILENT_AFTER_MS)
   expect(directory.walks(resize)).toEqual([])
+})
+
+test('what no worker takes, with the pull and queue APIs’ filters: the farthest any worker asking got — its add-on, then its size — and none once one takes it', () => {
+  const { clock } = setup()
+  const directory = new WorkerDirectory(() => clock.now())
+  const photo = { queue: 'default', job_type: 'resize', addon_id: 'photos', cost_units: 8, gpu_required: false }
+  directory.askedForWork('q-music', { jobTypes: null, gpu: false, addonId: 'music' })
+  expect(directory.nobodyTakes(photo)).toBe('addon')
+  expect(directory.nobodyTakes({ ...photo, addon_id: 'music' })).toBeNull()
+  directory.askedForWork('q-photos', { jobTypes: null, gpu: false, addonId: 'photos', maxUnits: 5 })
+  expect(directory.nobodyTakes(photo)).toBe('units') // the photos worker takes its add-on, not its size
+  expect(directory.nobodyTakes({ ...photo, cost_units: 5 })).toBeNull()
+  expect(directory.nobodyTakes({ ...photo, job_type: 'encode', cost_units: 5 })).toBeNull() // a queue API worker naming no types runs any
+  directory.askedForWork('q-photos', { jobTypes: ['thumbnail'], gpu: false, addonId: 'photos', maxUnits: 5 })
+  // Its last request is what it takes: it runs another type now, and the music worker, which runs
+  // any, takes another add-on's jobs: the add-on is as far as any worker gets.
+  expect(directory.nobodyTakes({ ...photo, cost_units: 5 })).toBe('addon')
+  // A pull worker names no add-on: it takes any add-on's jobs up to its units.
+  directory.askedForWork('p-1', { jobTypes: null, gpu: false, maxUnits: 10 })
+  expect(directory.nobodyTakes(photo)).toBeNull()
+  clock.advance(SILENT_AFTER_MS)
+  expect(directory.nobodyTakes(photo)).toBeNull() // nobody asked lately: it waits for any worker
+})
+
+test('how lines are walked with those filters: one add-on’s jobs, or none above some units, are skipped apart; the walks that skip the most come first', () => {
+  const { clock } = setup()
+  const directory = new WorkerDirectory(() => clock.now())
+  const photo = { queue: 'default', job_type: 'resize', addon_id: 'photos', cost_units: 2, gpu_required: false }
+  directory.askedForWork('p-small', { jobTypes: null, gpu: true, maxUnits: 4 })
+  directory.askedForWork('p-large', { jobTypes: null, gpu: true, maxUnits: 50 })
+  directory.askedForWork('q-photos', { jobTypes: ['resize'], gpu: true, addonId: 'photos' })
+  directory.askedForWork('q-any', { jobTypes: null, gpu: true })
+  directory.askedForWork('q-music', { jobTypes: null, gpu: true, addonId: 'music' }) // does not take it: walks no line of it
+  expect(directory.walks(photo)).toEqual([
+    { gpu: true, jobTypes: ['resize'], addon: 'photos', maxUnits: null },
+    { gpu: true, jobTypes: null, addon: null, maxUnits: 4 },
+    { gpu: true, jobTypes: null, addon: null, maxUnits: 50 },
+    { gpu: true, jobTypes: null, addon: null, maxUnits: null },
+  ])
+  expect(directory.walks({ ...photo, cost_units: 40 }).map((walk) => walk.maxUnits)).toEqual([null, 50, null])
+})
+
+test('a worker of the pull or queue API that stopped asking stops counting, however many others asked since', () => {
+  const { clock } = setup()
+  const directory = new WorkerDirectory(() => clock.now())
+  const job = { queue: 'default', job_type: 'resize', addon_id: null, cost_units: 1, gpu_required: false }
+  directory.askedForWork('takes-all', { jobTypes: null, gpu: false })
+  clock.advance(SILENT_AFTER_MS)
+  for (let i = 0; i < 1_000; i++) directory.askedForWork(`photos-${i}`, { jobTypes: null, gpu: false, addonId: 'photos' })
+  expect(directory.nobodyTakes(job)).toBe('addon')
+  directory.askedForWork('takes-all', { jobTypes: null, gpu: false })
+  expect(directory.nobodyTakes(job)).toBeNull()
+  expect(directory.walks(job)).toEqual([walk(false, null)])
 })

@@ -30,29 +30,42 @@ export type FileWait = Pick<FileContentionRow, 'file' | 'retry_at'> & { holder: 
 export interface WaitingJobNeeds {
   queue: string
   job_type: string
+  addon_id: string | null
+  cost_units: number
   /** Its `constraints.gpu_required`: only a worker with a GPU takes it. */
   gpu_required: boolean
 }
 
 /**
  * How a worker walks a queue's line: what it skips. One without a GPU skips the jobs that need
- * one; one that runs only some job types skips the others (null: it runs every type).
+ * one; one that runs only some job types skips the others (null: it runs every type); one that
+ * asks for one add-on's jobs skips the rest (null: it takes any add-on's, and jobs of none); one
+ * that takes no job above some units skips the larger ones (null: it takes any size).
  */
 export interface Walk {
   gpu: boolean
   jobTypes: readonly string[] | null
+  addon: string | null
+  maxUnits: number | null
 }
 
 /** The walk of a worker that may take anything: every job of the queue stands in its line. */
-export const WHOLE_LINE: Walk = { gpu: true, jobTypes: null }
+export const WHOLE_LINE: Walk = { gpu: true, jobTypes: null, addon: null, maxUnits: null }
+
+/**
+ * What keeps every worker at hand from taking a job, in the order a worker's request is matched
+ * against it: the job's queue, its type, its add-on, its size in units, its need of a GPU.
+ */
+export type NobodyTakes = 'queue' | 'job_type' | 'addon' | 'units' | 'gpu'
 
 /** What the host knows of the workers at hand (its worker directory), which a job's reason reads. */
 export interface WorkersAtHand {
-  /** What keeps every worker at hand from taking this job, if anything does: its queue, its type, or its need of a GPU. */
-  nobodyTakes(job: WaitingJobNeeds): 'queue' | 'job_type' | 'gpu' | null
+  /** What keeps every worker at hand from taking this job, if anything does: the last of {@link NobodyTakes} that some worker passes. */
+  nobodyTakes(job: WaitingJobNeeds): NobodyTakes | null
   /**
    * The walks of the workers at hand that take this job, each once, the ones that skip the
-   * most first (no GPU before a GPU, some job types before every type); empty when none is known.
+   * most first (no GPU before a GPU, then one add-on before any, then some job types before
+   * every type, then a limit of units before none); empty when none is known.
    */
   walks(job: WaitingJobNeeds): Walk[]
 }
@@ -101,10 +114,10 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, worke
     // configured), so another queue's head says nothing of when this job runs. The pick's own
     // walk, with the pick's filter, so the line skips what a worker skips. Read once per queue
     // and walk, and only when a QUEUED job asks, so a page of running jobs does not pay for it.
-    headOf(queue, { gpu, jobTypes }) {
-      const key = JSON.stringify([queue, gpu, jobTypes])
+    headOf(queue, { gpu, jobTypes, addon, maxUnits }) {
+      const key = JSON.stringify([queue, gpu, jobTypes, addon, maxUnits])
       if (!heads.has(key)) {
-        const filter = { worker_id: '', gpu_available: gpu, accept_job_types: jobTypes && [...jobTypes], queues: [queue] }
+        const filter = { worker_id: '', gpu_available: gpu, accept_job_types: jobTypes && [...jobTypes], addon_id: addon, max_units: maxUnits, queues: [queue] }
         heads.set(key, eligibleJobs(ctx, filter, now).next().value ?? undefined)
       }
       return heads.get(key)
@@ -147,7 +160,7 @@ function capacityShortfall(cost: number, c: CapacityFigures): string {
 const overCapacity = (job: Pick<JobRow, 'cost_units'>, c: CapacityFigures) => `cost ${job.cost_units} exceeds total capacity ${c.total_units}`
 
 /** What a job's waiting reason reads of it: a stored row and a decoded job alike. */
-export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'job_type' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & {
+export type WaitingJob = Pick<JobRow, 'id' | 'queue' | 'job_type' | 'addon_id' | 'cost_units' | 'claimed_by' | 'lease_id' | 'next_retry_at' | 'eligible_at' | 'run_at'> & {
   state: string
   unique: boolean
   constraints: Readonly<Record<string, boolean>>
@@ -205,10 +218,22 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     return isScheduled(job, s.now) ? { reason: 'scheduled', until: job.run_at } : { reason: 'not eligible yet', until: job.eligible_at }
   }
   // A worker takes only its queues and the job types it has handlers for: while none takes this job it is in no line.
-  const needs: WaitingJobNeeds = { queue: job.queue, job_type: job.job_type, gpu_required: job.constraints.gpu_required === true }
+  const needs: WaitingJobNeeds = {
+    queue: job.queue,
+    job_type: job.job_type,
+    addon_id: job.addon_id,
+    cost_units: job.cost_units,
+    gpu_required: job.constraints.gpu_required === true,
+  }
   const nobody = s.workers.nobodyTakes(needs)
   if (nobody === 'queue') return open(`no worker connected takes queue ${job.queue}; it waits for one that does`)
   if (nobody === 'job_type') return open(`no worker connected runs job type ${job.job_type}; it waits for one that does`)
+  // Of the workers that take its queue and run its type, none takes its add-on's jobs, or none of those a job its size.
+  if (nobody === 'addon') {
+    const whose = job.addon_id === null ? 'jobs without an add-on (each asks for one add-on\'s)' : `add-on ${job.addon_id}'s jobs`
+    return open(`no worker connected that runs job type ${job.job_type} takes ${whose}; it waits for one that does`)
+  }
+  if (nobody === 'units') return open(`no worker connected takes a job of ${job.cost_units} units; it waits for one that does`)
   // Its line as each worker that takes it walks it: it is first when it heads one of them (that
   // worker takes it next), and else waits behind the head of the walk that skips the most.
   const walks = s.workers.walks(needs)
