@@ -5,16 +5,22 @@
 // two or three (docs/performance.md).
 //
 // A stale bundle must never run. bin/leasehold.js runs the bundle only while every file it was
-// built from — each source file esbuild read, tsconfig.json, and this builder — still has the
-// content it had then, compared by SHA-256 at every start (about 10 ms; mtimes are not
-// trusted: a checkout or a copy can keep them while the content changes). Otherwise it runs the
-// TypeScript sources through tsx, as it always did. The hashes are of the bytes esbuild itself
-// compiled (read through the plugin below), so an edit made during a build cannot pass as built.
+// built from — each source file esbuild read, tsconfig.json, and this builder — and every file
+// built still has the content it had then. The build records each file's SHA-256 and, taken
+// before it read the file, its status: device, inode, size, and modification and change times.
+// At a start a file whose status is the same has the same content, because a write to it moves
+// its change time, which no program can set back (a copy or a checkout that keeps modification
+// times still makes new change times); a file whose status differs, or that was changed too near
+// its reading for the file system's clock to tell a later write apart (`racyWindowMs`), is
+// hashed again and compared. So a command checks ~210 files by their status (~10 ms) instead of
+// reading and hashing ~2 MB (~20–30 ms with node:crypto's load, a tenth of a `leasehold
+// submit`), and loads node:crypto only when some file must be hashed. The hashes are of the
+// bytes esbuild itself compiled (read through the plugin below), so an edit made during a build
+// cannot pass as built.
 //
 // Built by `npm install` (postinstall), `npm run build`, `npm start` and `npm run bench`;
 // `node scripts/cli-bundle.js` builds it by hand.
-import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -36,21 +42,66 @@ export const CLI_ENTRIES = {
 }
 const MANIFEST = 'manifest.json'
 /** Raised when the manifest's shape changes: a bundle described the old way is stale. */
-const MANIFEST_FORMAT = 1
+const MANIFEST_FORMAT = 2
 const BUILDER = fileURLToPath(import.meta.url)
 /** Read by esbuild besides the sources (it decides how TypeScript is compiled). */
 const CONFIG_INPUTS = ['tsconfig.json']
+/**
+ * How long after a file's change time a write could still leave its times as they are: one tick
+ * of the file system's clock. Linux stamps files from a clock that moves every 1–10 ms, and
+ * macOS and Windows in finer steps; a file system that keeps whole seconds (FAT keeps
+ * modifications in two) shows it by times without a fraction of a second.
+ */
+const racyWindowMs = (changedMs) => (changedMs % 1 !== 0 ? 50 : 2000)
 
-const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex')
+/** node:crypto, loaded only when a file is to be hashed: its load is a few ms of every command's start. */
+const require = createRequire(import.meta.url)
+const sha256 = (bytes) => require('node:crypto').createHash('sha256').update(bytes).digest('hex')
 
-/** Whether every file named in `hashes` (paths relative to `dir`) still has its hash. */
-function sameContent(dir, hashes) {
+/**
+ * A file's status as the manifest keeps it (what any write to the file changes), and its change
+ * time in ms, to a fraction of a microsecond. (Not `bigint: true`: those stats build four Dates
+ * each, a few ms of a command's start over ~200 files.)
+ */
+function statusOf(path) {
+  const { dev, ino, size, mtimeMs, ctimeMs } = statSync(path)
+  return { text: `${dev}:${ino}:${size}:${mtimeMs}:${ctimeMs}`, changedMs: ctimeMs }
+}
+
+/**
+ * What the manifest keeps of one file: its status, taken before its bytes are read (`read`), and
+ * the SHA-256 of those bytes. The file is `racy` when it was changed within a tick of the file
+ * system's clock before its status was taken: a write right after could then leave the same
+ * status, so it is always hashed.
+ */
+function record(path, read = () => readFileSync(path)) {
+  const before = Date.now()
+  const { text, changedMs } = statusOf(path)
+  const contents = read()
+  return { sha256: sha256(contents), status: text, racy: changedMs > before - racyWindowMs(changedMs) }
+}
+
+/** Waits until none of `paths` was changed within a tick of the file system's clock, so that their records are not racy. */
+async function settle(paths) {
+  const settledAt = Math.max(...paths.map((path) => {
+    const { changedMs } = statusOf(path)
+    return changedMs + racyWindowMs(changedMs)
+  }))
+  const wait = settledAt - Date.now() + 1
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+}
+
+/** Whether the file at `path` still has the content `file` records (read from a manifest: any shape). */
+function unchanged(path, file) {
   try {
-    return Object.entries(hashes).every(([path, hash]) => sha256(readFileSync(join(dir, path))) === hash)
+    return (!file.racy && statusOf(path).text === file.status) || sha256(readFileSync(path)) === file.sha256
   } catch {
-    return false
+    return false // gone, unreadable, or a record that is not one
   }
 }
+
+/** Whether every file named in `files` (paths relative to `dir`) still has the content recorded for it. */
+const sameContent = (dir, files) => Object.entries(files).every(([path, file]) => unchanged(join(dir, path), file))
 
 /**
  * The bundle's entry (out/cli/leasehold.js) when it was built from the sources under `root` as
@@ -65,7 +116,7 @@ export function freshCliBundle(outDir = CLI_BUNDLE_DIR, root = PROJECT_ROOT) {
     return null
   }
   if (manifest?.format !== MANIFEST_FORMAT || typeof manifest.inputs !== 'object' || typeof manifest.outputs !== 'object') return null
-  if (manifest.builder !== sha256(readFileSync(BUILDER))) return null
+  if (!unchanged(BUILDER, manifest.builder)) return null
   if (!sameContent(root, manifest.inputs) || !sameContent(outDir, manifest.outputs)) return null
   return join(outDir, 'leasehold.js')
 }
@@ -85,8 +136,8 @@ function loadEsbuild(root) {
 export async function buildCliBundle({ root = PROJECT_ROOT, outDir = CLI_BUNDLE_DIR } = {}) {
   const esbuild = loadEsbuild(root)
   const inputs = {}
-  for (const path of CONFIG_INPUTS) if (existsSync(join(root, path))) inputs[path] = sha256(readFileSync(join(root, path)))
-  const suffix = randomBytes(6).toString('hex')
+  for (const path of CONFIG_INPUTS) if (existsSync(join(root, path))) inputs[path] = record(join(root, path))
+  const suffix = require('node:crypto').randomBytes(6).toString('hex')
   const staging = `${outDir}.building-${suffix}`
   const previous = `${outDir}.previous-${suffix}`
   try {
@@ -107,20 +158,21 @@ export async function buildCliBundle({ root = PROJECT_ROOT, outDir = CLI_BUNDLE_
           name: 'leasehold:hash-inputs',
           setup(build) {
             build.onLoad({ filter: /.*/, namespace: 'file' }, (args) => {
-              const contents = readFileSync(args.path)
-              inputs[relative(root, args.path).split('\\').join('/')] = sha256(contents)
+              let contents
+              inputs[relative(root, args.path).split('\\').join('/')] = record(args.path, () => (contents = readFileSync(args.path)))
               return { contents, loader: 'default' }
             })
           },
         },
       ],
     })
+    // The files just written are recorded once a tick of the clock has passed (~50 ms), so that
+    // a command checks them by their status, not their bytes.
+    const names = Object.keys(metafile.outputs).map((path) => relative(staging, resolve(root, path)).split('\\').join('/'))
+    await settle([...names.map((name) => join(staging, name)), BUILDER])
     const outputs = {}
-    for (const path of Object.keys(metafile.outputs)) {
-      const name = relative(staging, resolve(root, path)).split('\\').join('/')
-      outputs[name] = sha256(readFileSync(join(staging, name)))
-    }
-    const manifest = { format: MANIFEST_FORMAT, builder: sha256(readFileSync(BUILDER)), inputs, outputs }
+    for (const name of names) outputs[name] = record(join(staging, name))
+    const manifest = { format: MANIFEST_FORMAT, builder: record(BUILDER), inputs, outputs }
     writeFileSync(join(staging, MANIFEST), `${JSON.stringify(manifest, null, 1)}\n`)
     mkdirSync(dirname(outDir), { recursive: true })
     try {

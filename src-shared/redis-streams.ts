@@ -59,3 +59,8 @@ export function redactedUrl(url: string): string {
     return '(unparsable URL)'
   }
 }
+
+/** The line a host on a taken prefix says (src-main/redis/prefix-claim.ts): at start, in its log, and in `leasehold status`. */
+export function prefixTakenMessage(prefix: string, url: string, holder: string): string {
+  return `another Leasehold host (${holder}) uses the Redis prefix "${prefix}" on ${redactedUrl(url)}; each host needs a prefix of its own: give this one another with --redis-prefix`
+}

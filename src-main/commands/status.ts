@@ -1,6 +1,6 @@
 import type { StorageAnswer } from '../http/system'
 import type { RedisHealth } from '../http/views/system'
-import { prefixTakenMessage } from '../redis/prefix-claim'
+import { prefixTakenMessage } from '../../src-shared/redis-streams'
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Redis } from 'ioredis'
-import { prefixClaimKey, redactedUrl } from '../../src-shared/redis-streams'
+import { prefixClaimKey } from '../../src-shared/redis-streams'
 
 /**
  * One host per Redis prefix (docs/redis.md, "One host per prefix"). Two hosts on one prefix
@@ -54,11 +54,6 @@ return 0`
  * taken by another host (for good: the host no longer uses Redis until restarted).
  */
 export type ClaimState = 'unknown' | 'held' | 'taken'
-
-/** The line a host on a taken prefix says: at start, in its log, and in `leasehold status`. */
-export function prefixTakenMessage(prefix: string, url: string, holder: string): string {
-  return `another Leasehold host (${holder}) uses the Redis prefix "${prefix}" on ${redactedUrl(url)}; each host needs a prefix of its own: give this one another with --redis-prefix`
-}
 
 export class PrefixClaim {
   private current: ClaimState = 'unknown'

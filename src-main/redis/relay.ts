@@ -2,9 +2,9 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, queueStream, redactedUrl } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
 import { Answering } from './answering'
-import { type HostIdentity, PrefixClaim, prefixTakenMessage, processIdentity } from './prefix-claim'
+import { type HostIdentity, PrefixClaim, processIdentity } from './prefix-claim'
 
 export { UNANSWERED_AFTER_MS } from './answering'
 

@@ -57,6 +57,35 @@ describe('the command bundle (out/cli) runs only while it is fresh', () => {
     expect(freshCliBundle(outDir, root)).toBeNull()
   })
 
+  test('a bundle is judged by each file\'s status alone while none changed: no file is hashed, node:crypto is not even loaded', async () => {
+    await new Promise((resolve) => setTimeout(resolve, 100)) // the sources older than a tick of the file system's clock
+    await buildCliBundle({ root, outDir })
+    const builder = pathToFileURL(join(PROJECT_ROOT, 'scripts/cli-bundle.js')).href
+    const script = `const { freshCliBundle } = await import(${JSON.stringify(builder)}); console.log(JSON.stringify([freshCliBundle(${JSON.stringify(outDir)}, ${JSON.stringify(root)}) !== null, process.moduleLoadList.includes('NativeModule crypto')]))`
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script])
+    expect(JSON.parse(stdout)).toEqual([true, false])
+  })
+
+  test('a file whose status changed but not its content (its times set anew) is hashed, and the bundle is still fresh', async () => {
+    await buildCliBundle({ root, outDir })
+    const later = new Date(Date.now() + 60_000)
+    utimesSync(join(root, 'src-main/greeting.ts'), later, later)
+    utimesSync(join(outDir, 'worker.js'), later, later)
+    expect(freshCliBundle(outDir, root)).toBe(join(outDir, 'leasehold.js'))
+  })
+
+  test('a file the manifest marks racy (changed within a tick of its reading) is hashed whatever its status says', async () => {
+    await buildCliBundle({ root, outDir })
+    const manifestPath = join(outDir, 'manifest.json')
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'))
+    const path = join(root, 'src-main/greeting.ts')
+    writeFileSync(path, readFileSync(path, 'utf8').replace('hello', 'howdy'))
+    const { dev, ino, size, mtimeMs, ctimeMs } = statSync(path)
+    manifest.inputs['src-main/greeting.ts'] = { ...manifest.inputs['src-main/greeting.ts'], status: `${dev}:${ino}:${size}:${mtimeMs}:${ctimeMs}`, racy: true }
+    writeFileSync(manifestPath, JSON.stringify(manifest))
+    expect(freshCliBundle(outDir, root)).toBeNull()
+  })
+
   test('a source file deleted since the build makes it stale', async () => {
     await buildCliBundle({ root, outDir })
     rmSync(join(root, 'src-worker/handler-thread.ts'))
