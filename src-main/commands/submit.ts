@@ -29,8 +29,9 @@ Flags:
                        --wait follows it, and a job that has ended answers at once by its
                        state), with a line on stderr naming the job and its state. A repeat that
                        asks for another job (its --type, --payload, --priority, --units, --queue,
-                       --addon or --max-attempts differ from the job's) is refused on one line
-                       naming the job and what differs: exit 1
+                       --addon, --max-attempts, --at or --in differ from the job's; --in counts
+                       from the job's creation) is refused on one line naming the job and what
+                       differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
                        2026-03-01T02:00:00Z (without a zone it is this machine's local time)
   --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m,
@@ -288,7 +289,28 @@ function differencesFrom(body: SubmitBody, job: QueueJob): string[] {
   if (body.addon_id !== undefined && body.addon_id !== job.addon_id) differ('--addon', body.addon_id, job.addon_id ?? 'none')
   const attempts = body.max_attempts
   if (attempts !== undefined && (attempts > job.max_attempts || attempts < job.max_attempts - job.attempts)) differ('--max-attempts', attempts, job.max_attempts)
+  // A delayed job keeps its time (run_at); one that has none (not delayed, its time already past
+  // at the submit, or run at once by an operator) has nothing to compare --at or --in with.
+  if (job.run_at !== null) {
+    const runAt = Date.parse(job.run_at)
+    if (body.run_at != null && Date.parse(body.run_at) !== runAt) differ('--at', body.run_at, job.run_at)
+    // The host takes --in from the moment it creates the job: the job's delay is run_at - created_at.
+    const delay = runAt - Date.parse(job.created_at)
+    if (body.delay_ms != null && body.delay_ms !== delay) differ('--in', durationText(body.delay_ms), durationText(delay))
+  }
   return differences
+}
+
+/** A duration in milliseconds as --in reads it: 1h30m, 90s, 1d2h, 250ms. */
+function durationText(ms: number): string {
+  let rest = ms
+  let text = ''
+  for (const [unit, size] of Object.entries(DURATION_UNITS).reverse()) {
+    const count = Math.floor(rest / size)
+    if (count > 0) text += `${count}${unit}`
+    rest -= count * size
+  }
+  return text || '0s'
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -259,6 +259,30 @@ describe('leasehold submit', async () => {
     host.engine.cancel(id)
   })
 
+  test('a repeat of a key compares a delayed job\'s time: another --at, or another --in than the job was delayed by, is refused', async () => {
+    const at = new Date(Date.now() + 3_600_000).toISOString()
+    const atJob = (await cli(['submit', '--type', 'key-at', '--key', 'at-1', '--at', at])).stdout.trim()
+    expect((await cli(['submit', '--type', 'key-at', '--key', 'at-1', '--at', at])).stdout.trim()).toBe(atJob)
+    const later = new Date(Date.parse(at) + 60_000).toISOString()
+    const movedAt = await cli(['submit', '--type', 'key-at', '--key', 'at-1', '--at', later])
+    expect([movedAt.status, lines(movedAt.stderr)]).toEqual([1, [`leasehold: --key at-1 is job ${atJob}'s (QUEUED), which this submit does not match: --at ${later}, the job's ${at}; another job needs another key`]])
+
+    const inJob = (await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '1h30m'])).stdout.trim()
+    // Run again later, the same --in is the same job: its delay counts from its creation.
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect((await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '90m'])).stdout.trim()).toBe(inJob)
+    const longer = await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '2h'])
+    expect([longer.status, lines(longer.stderr)]).toEqual([1, [`leasehold: --key in-1 is job ${inJob}'s (QUEUED), which this submit does not match: --in 2h, the job's 1h30m; another job needs another key`]])
+
+    // Run at once by an operator, the job has no time left to compare with.
+    host.engine.runNow(inJob)
+    expect((await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '2h'])).status).toBe(0)
+    expect(host.engine.listJobs({ job_type: 'key-at' }).jobs.map((job) => job.id)).toEqual([atJob])
+    expect(host.engine.listJobs({ job_type: 'key-in' }).jobs.map((job) => job.id)).toEqual([inJob])
+    host.engine.cancel(atJob)
+    host.engine.cancel(inJob)
+  })
+
   test('after an operator retried the job, a repeat of its key with the --max-attempts it was submitted with still matches', async () => {
     const id = (await cli(['submit', '--type', 'key-retried', '--key', 'retried-1', '--max-attempts', '2'])).stdout.trim()
     host.engine.fail({ ...take('key-retried').report, error: { message: 'no', retryable: false } })
