@@ -81,14 +81,18 @@ function record(path, read = () => readFileSync(path)) {
   return { sha256: sha256(contents), status: text, racy: changedMs > before - racyWindowMs(changedMs) }
 }
 
-/** Waits until none of `paths` was changed within a tick of the file system's clock, so that their records are not racy. */
+/**
+ * Waits until none of `paths` was changed within a tick of the file system's clock, so that their
+ * records are not racy. It asks the wall clock again after each wait: a timer counts on the event
+ * loop's own clock, in whole milliseconds, and can end a millisecond or two before the wall clock
+ * has passed the mark.
+ */
 async function settle(paths) {
   const settledAt = Math.max(...paths.map((path) => {
     const { changedMs } = statusOf(path)
     return changedMs + racyWindowMs(changedMs)
   }))
-  const wait = settledAt - Date.now() + 1
-  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+  while (Date.now() < settledAt) await new Promise((resolve) => setTimeout(resolve, settledAt - Date.now() + 1))
 }
 
 /** Whether the file at `path` still has the content `file` records (read from a manifest: any shape). */
