@@ -4,11 +4,25 @@ import { connectionName } from './connection'
 import type { Durability } from './open'
 
 /**
- * How often the checkpointer copies the write-ahead log back into the database file. Each pass
- * copies what the last 250 ms committed, so the main connection's own checkpoint (the safety net
- * at WAL_AUTOCHECKPOINT_PAGES, open.ts) finds little left to copy when it comes.
+ * How often the checkpointer copies the write-ahead log back into the database file while the
+ * host commits. Each pass copies what the last 250 ms committed, so the main connection's own
+ * checkpoint (the safety net at WAL_AUTOCHECKPOINT_PAGES, open.ts) finds little left to copy
+ * when it comes.
  */
 export const CHECKPOINT_INTERVAL_MS = 250
+
+/**
+ * How long a checkpointer that found the whole log copied sleeps at the most. It is woken by
+ * the next commit it is told of ({@link Checkpointer.committed}); this bound only catches a
+ * write it was not told of, so an idle host's thread passes every 10 s, not four times a second.
+ */
+export const IDLE_PASS_MS = 10_000
+
+/** The slots of the thread's shared Int32Array. */
+const COMMITS = 0 // commits the thread has been told of (a counter)
+const ASLEEP = 1 // 1 while the thread waits for a commit
+const STOP = 2 // 1 once the thread is to end
+const PASSES = 3 // passes made (a counter)
 
 /** What a pass did: `wal_checkpoint(PASSIVE)`'s row. */
 export interface CheckpointPass {
@@ -24,6 +38,8 @@ export interface CheckpointerOptions {
   /** The native addon to load, as openDatabase takes it (the Electron build's). */
   nativeBinding?: string
   intervalMs?: number
+  /** How long an idle thread sleeps at the most ({@link IDLE_PASS_MS}). */
+  idleMs?: number
   /** A pass copied frames back. */
   onPass?: (pass: CheckpointPass) => void
   /**
@@ -36,11 +52,17 @@ export interface CheckpointerOptions {
 /**
  * The thread's code. Its own connection runs `PRAGMA wal_checkpoint(PASSIVE)` every interval:
  * a passive checkpoint never waits for the writer and never makes it wait, and one with nothing
- * to copy does no I/O. Plain CommonJS, so it needs no build entry of its own.
+ * to copy does no I/O. A pass that finds the whole log copied puts the thread to sleep until the
+ * next commit: it blocks in `Atomics.wait` on the commit counter the host's main thread raises
+ * (read before the pass, so a commit during the pass or just after it never waits for the next
+ * wake-up), and an idle host's thread stays asleep instead of passing four times a second. It
+ * blocks between passes too, so what ends it is the STOP slot, not a message. Plain CommonJS,
+ * so it needs no build entry of its own.
  */
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
+const shared = new Int32Array(workerData.shared)
 let db = null
 try {
   db = new Database(workerData.name, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
@@ -49,26 +71,34 @@ try {
   db = null
   parentPort.postMessage({ error: error.message, stopped: true })
 }
-// The last pass that copied something: an idle host's passes find the same figures and stay
-// silent, so the main thread is not woken four times a second for nothing.
+// The last pass that copied something: a pass that finds the same figures stays silent, so the
+// main thread is not woken for nothing.
 let last = { log: 0, checkpointed: 0 }
+/** Returns whether the whole log is in the database file now. */
 const pass = () => {
+  Atomics.add(shared, ${PASSES}, 1)
   try {
     const [row] = db.pragma('wal_checkpoint(PASSIVE)')
     if (row.checkpointed > 0 && (row.log !== last.log || row.checkpointed !== last.checkpointed)) {
       last = { log: row.log, checkpointed: row.checkpointed }
       parentPort.postMessage({ pass: last })
     }
+    return row.checkpointed === row.log
   } catch (error) {
     parentPort.postMessage({ error: error.message, code: error.code })
+    return false
   }
 }
-const timer = db && setInterval(pass, workerData.intervalMs)
-parentPort.on('message', () => {
-  clearInterval(timer)
-  db?.close()
-  parentPort.close()
-})
+while (db && Atomics.load(shared, ${STOP}) === 0) {
+  const seen = Atomics.load(shared, ${COMMITS})
+  if (pass()) {
+    Atomics.store(shared, ${ASLEEP}, 1)
+    Atomics.wait(shared, ${COMMITS}, seen, workerData.idleMs)
+    Atomics.store(shared, ${ASLEEP}, 0)
+  }
+  Atomics.wait(shared, ${STOP}, 0, workerData.intervalMs)
+}
+db?.close()
 `
 
 /**
@@ -82,6 +112,7 @@ export class Checkpointer {
   /** Null when the thread could not even be started (reported through `onError` as stopped). */
   private readonly worker: Worker | null = null
   private readonly exited: Promise<void> = Promise.resolve()
+  private readonly shared = new Int32Array(new SharedArrayBuffer(4 * Int32Array.BYTES_PER_ELEMENT))
 
   constructor(options: CheckpointerOptions) {
     let worker: Worker
@@ -89,7 +120,15 @@ export class Checkpointer {
       const driver = createRequire(import.meta.url).resolve('better-sqlite3')
       worker = new Worker(THREAD, {
         eval: true,
-        workerData: { driver, name: connectionName(options.path, options.nativeBinding), durability: options.durability, nativeBinding: options.nativeBinding, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
+        workerData: {
+          driver,
+          name: connectionName(options.path, options.nativeBinding),
+          durability: options.durability,
+          nativeBinding: options.nativeBinding,
+          shared: this.shared.buffer,
+          intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
+          idleMs: options.idleMs ?? IDLE_PASS_MS,
+        },
       })
     } catch (error) {
       queueMicrotask(() => options.onError(error as Error, true))
@@ -105,9 +144,25 @@ export class Checkpointer {
     this.exited = new Promise((resolve) => worker.once('exit', () => resolve()))
   }
 
+  /**
+   * The writer has committed: a thread asleep over a log it found all copied wakes, and passes
+   * an interval later. Costs the writer an atomic add, and a wake-up call only when the thread sleeps.
+   */
+  committed(): void {
+    Atomics.add(this.shared, COMMITS, 1)
+    if (Atomics.load(this.shared, ASLEEP) === 1) Atomics.notify(this.shared, COMMITS)
+  }
+
+  /** Passes the thread has made since it started, copying or not. */
+  get passes(): number {
+    return Atomics.load(this.shared, PASSES)
+  }
+
   /** Ends the thread once its pass in progress is done (before the main connection closes). */
   async stop(): Promise<void> {
-    this.worker?.postMessage('stop')
+    Atomics.store(this.shared, STOP, 1)
+    Atomics.notify(this.shared, STOP)
+    Atomics.notify(this.shared, COMMITS)
     await this.exited
   }
 }

@@ -185,6 +185,14 @@ export class Engine {
     return this.ctx.onCommit(listener)
   }
 
+  /**
+   * Called right after every commit, with events or without (a heartbeat's has none), before
+   * anyone hears of it: for what must only know that the database changed (the checkpointer).
+   */
+  onEveryCommit(listener: () => void): () => void {
+    return this.ctx.onEveryCommit(listener)
+  }
+
   /** Called just before each commit, inside its transaction (see EngineContext.beforeCommit). */
   beforeCommit(listener: CommitListener): () => void {
     return this.ctx.beforeCommit(listener)

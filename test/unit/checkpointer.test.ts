@@ -18,11 +18,16 @@ let cleanup: () => void
 beforeEach(() => ({ dir, cleanup } = tempDir()))
 afterEach(() => cleanup())
 
-it('the checkpointer copies what the writer committed into the database file from a connection of its own; the writer goes on, nothing lost', async () => {
+/** A database in the test's folder, in WAL mode as the host's, with one table to write to. */
+function scratchDatabase() {
   const path = join(dir, 'leasehold.db')
   const { sqlite } = openDatabase({ path })
   sqlite.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, text TEXT)')
-  const insert = sqlite.prepare('INSERT INTO scratch (text) VALUES (?)')
+  return { path, sqlite, insert: sqlite.prepare('INSERT INTO scratch (text) VALUES (?)') }
+}
+
+it('the checkpointer copies what the writer committed into the database file from a connection of its own; the writer goes on, nothing lost', async () => {
+  const { path, sqlite, insert } = scratchDatabase()
   for (let i = 0; i < 200; i++) insert.run('x'.repeat(500)) // ~200 commits, far below the writer's own checkpoint
   const before = statSync(path).size
   const passes: CheckpointPass[] = []
@@ -48,18 +53,55 @@ it('under writes that never pause, the writer’s own checkpoint still bounds th
   // The log's file then stops growing at that checkpoint's threshold plus what the writer
   // commits while one of the thread's passes holds the checkpoint (1.0–1.7 × the threshold on
   // a 2-core VM); with no checkpoint of the writer's it grows with every commit, to 6 × here.
-  const path = join(dir, 'leasehold.db')
-  const { sqlite } = openDatabase({ path })
-  sqlite.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, text TEXT)')
-  const insert = sqlite.prepare('INSERT INTO scratch (text) VALUES (?)')
+  const { path, sqlite, insert } = scratchDatabase()
   const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 5, onError: () => {} })
   try {
     for (let i = 0; i < 6 * WAL_AUTOCHECKPOINT_PAGES; i++) {
       insert.run('x') // a frame a commit at least
+      checkpointer.committed() // as the host's engine tells it of each commit
       if (i % 2_000 === 0) await new Promise((r) => setImmediate(r)) // the thread's messages get through
     }
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number
     expect(statSync(`${path}-wal`).size).toBeLessThan(3 * WAL_AUTOCHECKPOINT_PAGES * (pageSize + 24))
+  } finally {
+    await checkpointer.stop()
+    sqlite.close()
+  }
+})
+
+it('a checkpointer that found the whole log copied sleeps until the next commit it is told of, then passes again', async () => {
+  const { path, sqlite, insert } = scratchDatabase()
+  insert.run('x')
+  const passes: CheckpointPass[] = []
+  const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 10, onPass: (p) => passes.push(p), onError: () => {} })
+  try {
+    await until(() => passes.some((p) => p.checkpointed === p.log), 10_000, 'a pass that copied the whole log')
+    await new Promise((r) => setTimeout(r, 50)) // the pass that finds nothing new to copy, and the sleep
+    const asleep = checkpointer.passes
+    await new Promise((r) => setTimeout(r, 300)) // 30 intervals
+    expect(checkpointer.passes).toBe(asleep)
+    // Told of a commit, it wakes.
+    insert.run('y')
+    checkpointer.committed()
+    await until(() => checkpointer.passes > asleep, 5_000, 'a pass after the commit')
+    const woken = checkpointer.passes
+    await new Promise((r) => setTimeout(r, 300))
+    expect(checkpointer.passes - woken).toBeLessThanOrEqual(1) // asleep again: at most the pass that found it all copied
+  } finally {
+    await checkpointer.stop()
+    sqlite.close()
+  }
+})
+
+it('an asleep checkpointer still passes after its idle bound, for a write it was not told of', async () => {
+  const { path, sqlite, insert } = scratchDatabase()
+  const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 10, idleMs: 200, onError: () => {} })
+  try {
+    await until(() => checkpointer.passes > 0, 10_000, 'a first pass')
+    await new Promise((r) => setTimeout(r, 50))
+    const asleep = checkpointer.passes
+    insert.run('x') // not told
+    await until(() => checkpointer.passes > asleep, 5_000, 'a pass after the idle bound')
   } finally {
     await checkpointer.stop()
     sqlite.close()

@@ -15,6 +15,7 @@ function setup(hooks: Partial<TransactionHooks> = {}, groupWaitMs = 0) {
   const unit = new TransactionUnit(db, { groupMaxOperations: 256, groupMaxMs: 1_000, groupWaitMs }, {
     beforeCommit: () => {},
     committed: (events) => committed.push(events),
+    afterCommit: () => {},
     rolledBack: () => {},
     commitFailed: (error) => error,
     ...hooks,
@@ -57,6 +58,18 @@ describe('the transaction unit', () => {
     await expect(failing).rejects.toThrow(/UNIQUE/)
     await next
     expect(values()).toEqual([1, 2])
+  })
+
+  test('afterCommit hears every commit, plain or grouped, with events or without, and never a rollback', async () => {
+    let heard = 0
+    const { unit, insert } = setup({ afterCommit: () => (heard += 1) })
+    insert(1) // a plain transaction, no events
+    expect(heard).toBe(1)
+    await Promise.all([unit.runGrouped(() => insert(2)), unit.runGrouped(() => insert(3))]) // one group
+    expect(heard).toBe(2)
+    expect(() => insert(1)).toThrow(/UNIQUE/) // rolled back
+    expect(heard).toBe(2)
+    expect(unit.commits).toBe(2)
   })
 
   test('nothing is answered before COMMIT: an operation settles only once its group has committed', async () => {

@@ -36,6 +36,7 @@ export abstract class StoreContext {
   private readonly statements: Statements
   private readonly tx: TransactionUnit
   private readonly events: EventLog
+  private readonly commitWatchers = new Set<() => void>()
   /**
    * Set while claims wait for work (Engine.serveWaitingClaims): writes a job being submitted
    * already leased to the first waiting claim that would take it at once (grants.ts
@@ -64,6 +65,9 @@ export abstract class StoreContext {
     this.tx = new TransactionUnit(db, config, {
       beforeCommit: (events) => this.events.runBeforeCommit(events),
       committed: (events) => this.events.committed(events),
+      afterCommit: () => {
+        for (const listener of this.commitWatchers) listener()
+      },
       rolledBack: () => this.rowWrites.rolledBack(),
       commitFailed: (error) => settleFailedCommit(db, error, clock.now()),
     })
@@ -207,5 +211,11 @@ export abstract class StoreContext {
   /** Listens to commits: each commit's events at once, after every event listener has seen them. */
   onCommit(listener: CommitListener): () => void {
     return this.events.onCommit(listener)
+  }
+
+  /** Hears every commit, with events or without, right after it; returns the function that stops listening. */
+  onEveryCommit(listener: () => void): () => void {
+    this.commitWatchers.add(listener)
+    return () => this.commitWatchers.delete(listener)
   }
 }

@@ -85,6 +85,8 @@ export interface TransactionHooks {
   beforeCommit(events: EngineEvent[]): void
   /** After COMMIT: every operation of a group is settled first, then its events go out. */
   committed(events: EngineEvent[]): void
+  /** Right after every COMMIT, with events or without, before anyone hears of it. */
+  afterCommit(): void
   /** After a rollback (of a transaction or a savepoint) and before its undos run. */
   rolledBack(): void
   /**
@@ -201,6 +203,7 @@ export class TransactionUnit {
       committing = true
       this.control.commit.run()
       this.committedCount += 1
+      this.hooks.afterCommit()
     } catch (error) {
       if (this.db.inTransaction) this.control.rollback.run()
       this.undoTo(0)
@@ -424,6 +427,7 @@ export class TransactionUnit {
     try {
       this.control.commit.run()
       this.committedCount += 1
+      this.hooks.afterCommit()
     } catch (error) {
       this.abandonGroup(error, true)
       return
