@@ -26,7 +26,7 @@ export interface RunListener<R> {
   handOver?(thread: HandlerThread<R>, entry: number, claim: Claim): void
   unlinked?(thread: HandlerThread<R>, reports: Required<Pick<ExchangeRequest, 'complete' | 'fail'>>): void
   drained?(thread: HandlerThread<R>): void
-  beatsSooner?(): void
+  look?(): void
   /** The host refuses the worker itself (transport.ts refusesWorker). */
   refused?(error: HostError): void
 }
@@ -136,8 +136,8 @@ export class HandlerThread<R> {
         return this.listener.unlinked?.(this, { complete: message.complete, fail: message.fail })
       case 'drained':
         return this.listener.drained?.(this)
-      case 'beats-sooner':
-        return this.listener.beatsSooner?.()
+      case 'look':
+        return this.listener.look?.()
       case 'refused':
         return this.listener.refused?.(new HostError(message.status, message.code, message.detail))
     }

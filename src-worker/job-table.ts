@@ -28,8 +28,14 @@ export const ENTRY_BYTES = 1024
 
 /** Int32 fields of an entry: its state, the thread that holds it, its run's number there, the claim's length in bytes. */
 const FIELDS = 4
-/** The header: the shortest heartbeat interval (ms) of the jobs taken so far. */
-const HEADER = 1
+/**
+ * The header: the shortest heartbeat interval (ms) of the jobs taken so far; how many jobs have
+ * been taken (a counter); 1 while the runtime's watch sleeps, to be woken by the next take.
+ */
+const SHORTEST_BEAT = 0
+const TAKES = 1
+const WATCH_ASLEEP = 2
+const HEADER = 3
 
 /** A job the runtime has taken from the table: its claim (no payload), its run in the thread, when it started (epoch ms). */
 export interface TakenJob {
@@ -58,7 +64,7 @@ export class JobTable {
     this.starts = new Float64Array(shared, 0, size)
     this.ints = new Int32Array(shared, 8 * size, HEADER + FIELDS * size)
     this.bytes = new Uint8Array(shared, 8 * size + 4 * (HEADER + FIELDS * size))
-    if (typeof buffer === 'number') Atomics.store(this.ints, 0, 0x7fffffff)
+    if (typeof buffer === 'number') Atomics.store(this.ints, SHORTEST_BEAT, 0x7fffffff)
   }
 
   get size(): number {
@@ -79,10 +85,11 @@ export class JobTable {
   /**
    * The thread's side: takes a free entry for `claim`, run as `run` by the thread `owner`. The
    * entry is THREAD's if the claim fits it and `keep` says so, else RUNTIME's at once (the
-   * runtime is to be given the job by message). -1 if no entry is free. `sooner`: the job's
-   * heartbeat interval is shorter than any taken before, so the runtime is to look sooner.
+   * runtime is to be given the job by message). -1 if no entry is free. `look`: the runtime is to
+   * be told to look at the table now — the job's heartbeat interval is shorter than any taken
+   * before, or the runtime's watch sleeps ({@link sleepWatch}; only one take wakes it).
    */
-  take(claim: Claim, run: number, owner: number, keep: boolean): { entry: number; kept: boolean; sooner: boolean } {
+  take(claim: Claim, run: number, owner: number, keep: boolean): { entry: number; kept: boolean; look: boolean } {
     for (let entry = 0; entry < this.size; entry++) {
       const at = this.state(entry)
       if (Atomics.compareExchange(this.ints, at, FREE, BUSY) !== FREE) continue
@@ -95,12 +102,14 @@ export class JobTable {
       this.ints[at + 2] = run
       this.ints[at + 3] = written
       const beatMs = Math.round(claim.heartbeat_interval_seconds * 1000)
-      const sooner = beatMs < Atomics.load(this.ints, 0)
-      if (sooner) Atomics.store(this.ints, 0, beatMs)
+      const sooner = beatMs < Atomics.load(this.ints, SHORTEST_BEAT)
+      if (sooner) Atomics.store(this.ints, SHORTEST_BEAT, beatMs)
       Atomics.store(this.ints, at, kept ? THREAD : RUNTIME) // after the fields: whoever sees the state sees them
-      return { entry, kept, sooner }
+      Atomics.add(this.ints, TAKES, 1) // before the watch's flag is read: a watch going to sleep sees one or the other
+      const woken = Atomics.load(this.ints, WATCH_ASLEEP) === 1 && Atomics.compareExchange(this.ints, WATCH_ASLEEP, 1, 0) === 1
+      return { entry, kept, look: sooner || woken }
     }
-    return { entry: -1, kept: false, sooner: false }
+    return { entry: -1, kept: false, look: false }
   }
 
   /** The thread's side: its job has ended. True if the thread is to report it (the entry is FREE again); false if the runtime took it over. */
@@ -158,6 +167,22 @@ export class JobTable {
 
   /** The shortest heartbeat interval (ms) of the jobs taken so far; none yet: a very large number. */
   shortestBeatMs(): number {
-    return Atomics.load(this.ints, 0)
+    return Atomics.load(this.ints, SHORTEST_BEAT)
+  }
+
+  /** The runtime's side: how many jobs the threads have taken so far. */
+  takes(): number {
+    return Atomics.load(this.ints, TAKES)
+  }
+
+  /**
+   * The runtime's side: its watch is to sleep, having seen `takes` jobs taken and none since; the
+   * next take then says to look. False if a job was taken meanwhile: the watch goes on.
+   */
+  sleepWatch(takes: number): boolean {
+    Atomics.store(this.ints, WATCH_ASLEEP, 1)
+    if (Atomics.load(this.ints, TAKES) === takes) return true
+    Atomics.compareExchange(this.ints, WATCH_ASLEEP, 1, 0) // or the take's thread cleared it, and tells the runtime
+    return false
   }
 }

@@ -28,6 +28,8 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
+  /** How long the watch over a driving thread's jobs goes on with no job taken before it sleeps (default WATCH_IDLE_MS). */
+  watchIdleMs?: number
   /**
    * How the first handler thread reaches the host to drive its own jobs (driver.ts): a local
    * worker's link, or the worker's own transport opened again from that thread. None: the
@@ -49,6 +51,13 @@ const STOP_ERRORS: Record<Exclude<StopReason, 'lease_lost' | 'blocked'>, Attempt
   max_runtime: { code: 'max_runtime_exceeded', message: 'Ran past its max_runtime_s', retryable: false },
   shutdown: { code: 'shutdown', message: 'The worker shut down before the job finished', retryable: true },
 }
+
+/**
+ * How long the watch over the driving threads' jobs goes on with none taken before it sleeps
+ * (the next job taken wakes it): an idle worker's main thread then stays asleep, and only the
+ * first job after such a spell costs a message between the threads.
+ */
+const WATCH_IDLE_MS = 10_000
 
 /** The default number of handler threads: enough for handlers that compute, few enough to stay cheap. */
 const MAX_DEFAULT_THREADS = 4
@@ -177,6 +186,8 @@ export class WorkerRuntime {
   private jobTypes: string[] | undefined
   /** Looks in the table for the driving threads' jobs (see {@link watch}). */
   private watchTimer: NodeJS.Timeout | undefined
+  /** How many jobs the threads had taken at the watch's last tick that saw the count move, and when. */
+  private watched = { takes: 0, since: performance.now() }
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -197,7 +208,7 @@ export class WorkerRuntime {
       this.putBack({ heartbeat: new Map(), ...reports })
       this.driverGone(thread, false)
     },
-    beatsSooner: () => {
+    look: () => {
       clearTimeout(this.watchTimer)
       this.watchTimer = undefined
       this.watch()
@@ -257,15 +268,30 @@ export class WorkerRuntime {
    * runtime takes over every job they still run (job-table.ts),
    * and heartbeats it from then on. A job that ends before that is never seen here; one that
    * runs longer, or blocks its thread from its start, has its first heartbeat at most about one
-   * and a half intervals after its grant: half its lease's TTL.
+   * and a half intervals after its grant: half its lease's TTL. With no job taken for
+   * `watchIdleMs` the watch sleeps, and the thread that takes the next job wakes it at once.
    */
   private watch(): void {
     if (this.watchTimer || this.drivers.size === 0) return
     this.watchTimer = setTimeout(() => {
       this.watchTimer = undefined
       for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
-      this.watch()
+      if (!this.watchMaySleep()) this.watch()
     }, Math.min(1000, this.table!.shortestBeatMs() / 2))
+  }
+
+  /**
+   * After a tick, which took over every job the threads still ran: whether the watch sleeps,
+   * no job having been taken for `watchIdleMs`. The next job taken wakes it (`look`).
+   */
+  private watchMaySleep(): boolean {
+    const takes = this.table!.takes()
+    const now = performance.now()
+    if (takes !== this.watched.takes) {
+      this.watched = { takes, since: now }
+      return false
+    }
+    return now - this.watched.since >= (this.options.watchIdleMs ?? WATCH_IDLE_MS) && this.table!.sleepWatch(takes)
   }
 
   /**

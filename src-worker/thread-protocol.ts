@@ -46,8 +46,8 @@ export type FromThread =
   | { type: 'drained' }
   /** The host refuses the worker (transport.ts refusesWorker): the driving thread drains, and the worker is to stop. */
   | { type: 'refused'; status: number; code: string; detail: string }
-  /** The driving thread has claimed a job whose heartbeat interval is shorter than any before (job-table.ts has it): the runtime is to look sooner. */
-  | { type: 'beats-sooner' }
+  /** The runtime is to look at the job table now (job-table.ts `take`): a job beats more often than any before, or its watch slept. */
+  | { type: 'look' }
 
 /** What a handler is told about its job, from the job's claim. */
 export function jobInfo(claim: Claim): JobInfo {

@@ -166,8 +166,8 @@ test('a job in the table ends through exactly one side: the thread reports it if
   const early = thread.take(aClaim('early'), -1, 1, true)
   const late = thread.take(aClaim('late'), -2, 1, true)
   expect([early, late]).toEqual([
-    { entry: 0, kept: true, sooner: true }, // the first interval seen
-    { entry: 1, kept: true, sooner: false },
+    { entry: 0, kept: true, look: true }, // the first interval seen
+    { entry: 1, kept: true, look: false },
   ])
   expect(thread.release(early.entry)).toBe(true) // ended before the runtime looked: the thread reports it
   const taken = runtime.takeOver(1)
@@ -179,6 +179,18 @@ test('a job in the table ends through exactly one side: the thread reports it if
   runtime.free(late.entry) // …and frees its entry once it has
   expect(thread.freeCount()).toBe(3)
   expect(runtime.takeOver(1)).toEqual([])
+})
+
+test('a runtime whose watch sleeps is told to look by the next job taken, once; a job taken as it goes to sleep keeps it awake', () => {
+  const runtime = new JobTable(4)
+  const thread = new JobTable(runtime.buffer as SharedArrayBuffer)
+  thread.release(thread.take(aClaim('first'), -1, 1, true).entry) // its interval seen: later ones no shorter
+  expect(runtime.takes()).toBe(1)
+  expect(runtime.sleepWatch(0)).toBe(false) // a take it had not seen: awake
+  expect(runtime.sleepWatch(1)).toBe(true)
+  expect(thread.take(aClaim('wakes'), -2, 1, true).look).toBe(true)
+  expect(thread.take(aClaim('after'), -3, 1, true).look).toBe(false)
+  expect(runtime.takes()).toBe(3)
 })
 
 test('a job the thread gives the runtime is the runtime’s from then on; a claim too long for an entry goes to the runtime at once, and a full table takes nothing', () => {
@@ -193,7 +205,7 @@ test('a job the thread gives the runtime is the runtime’s from then on; a clai
   expect(thread.release(gated.entry)).toBe(false)
   const long = thread.take(aClaim('long', 't'.repeat(2000)), -2, 7, true)
   expect(long.kept).toBe(false)
-  expect(thread.take(aClaim('none'), -3, 7, true)).toEqual({ entry: -1, kept: false, sooner: false })
+  expect(thread.take(aClaim('none'), -3, 7, true)).toEqual({ entry: -1, kept: false, look: false })
   runtime.free(long.entry)
   expect(thread.take(aClaim('runs-elsewhere'), -4, 7, false)).toMatchObject({ entry: long.entry, kept: false })
   expect(thread.heldBy(7)).toEqual([])
