@@ -51,10 +51,8 @@ export interface DriverDeps {
   exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer>
   /** Starts the handler of a claimed job in this thread as run `run`. */
   start(claim: Claim, run: number): void
-  /** A message to the runtime, with the others of this turn. */
+  /** A message to the runtime. */
   tell(message: FromThread): void
-  /** A message to the runtime that goes at once, with what waits to go: the handler about to start may hold the turn. */
-  tellNow(message: FromThread): void
 }
 
 type Outcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
@@ -227,7 +225,7 @@ export class Driver {
     const run = this.nextRun--
     const keep = !this.options.handsOverLong || this.runTimes.isShort(claim.job_type)
     const { entry, kept, look } = this.table.take(claim, run, this.options.owner, keep)
-    if (look) this.deps.tellNow({ type: 'look' })
+    if (look) this.deps.tell({ type: 'look' })
     if (!kept) return this.deps.tell({ type: 'hand-over', entry, claim })
     this.runs.set(run, { entry, claim, startedAt: performance.now() })
     this.deps.start(claim, run)

@@ -258,7 +258,7 @@ port.on('message', (messages: ToThread[]) => {
  * not answer is sent again, as the runtime's would be.
  */
 async function drive({ route, ...options }: DriveAddress): Promise<Driver | null> {
-  const deps: Omit<DriverDeps, 'exchange'> = { start: (claim, run) => void runJob(run, jobInfo(claim), claim.payload), tell: send, tellNow: (message) => (send(message), batch.flush()) }
+  const deps: Omit<DriverDeps, 'exchange'> = { start: (claim, run) => void runJob(run, jobInfo(claim), claim.payload), tell: send }
   if (route.via === 'link') {
     let linked: Driver | null = null
     const link = await LinkTransport.open({ path: route.path, token: route.token, thread: options.thread }, options.worker_id, () => {

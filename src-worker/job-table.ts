@@ -30,11 +30,11 @@ export const ENTRY_BYTES = 1024
 const FIELDS = 4
 /**
  * The header: the shortest heartbeat interval (ms) of the jobs taken so far; how many jobs have
- * been taken (a counter); 1 while the runtime's watch sleeps, to be woken by the next take.
+ * been taken (a counter); 1 while the runtime's watch is slow, to be told by the next take.
  */
 const SHORTEST_BEAT = 0
 const TAKES = 1
-const WATCH_ASLEEP = 2
+const WATCH_SLOW = 2
 const HEADER = 3
 
 /** A job the runtime has taken from the table: its claim (no payload), its run in the thread, when it started (epoch ms). */
@@ -87,7 +87,7 @@ export class JobTable {
    * entry is THREAD's if the claim fits it and `keep` says so, else RUNTIME's at once (the
    * runtime is to be given the job by message). -1 if no entry is free. `look`: the runtime is to
    * be told to look at the table now — the job's heartbeat interval is shorter than any taken
-   * before, or the runtime's watch sleeps ({@link sleepWatch}; only one take wakes it).
+   * before, or the runtime's watch is slow ({@link slowWatch}; only one take says so).
    */
   take(claim: Claim, run: number, owner: number, keep: boolean): { entry: number; kept: boolean; look: boolean } {
     for (let entry = 0; entry < this.size; entry++) {
@@ -105,8 +105,8 @@ export class JobTable {
       const sooner = beatMs < Atomics.load(this.ints, SHORTEST_BEAT)
       if (sooner) Atomics.store(this.ints, SHORTEST_BEAT, beatMs)
       Atomics.store(this.ints, at, kept ? THREAD : RUNTIME) // after the fields: whoever sees the state sees them
-      Atomics.add(this.ints, TAKES, 1) // before the watch's flag is read: a watch going to sleep sees one or the other
-      const woken = Atomics.load(this.ints, WATCH_ASLEEP) === 1 && Atomics.compareExchange(this.ints, WATCH_ASLEEP, 1, 0) === 1
+      Atomics.add(this.ints, TAKES, 1) // before the watch's mark is read: a watch slowing down sees one or the other
+      const woken = Atomics.load(this.ints, WATCH_SLOW) === 1 && Atomics.compareExchange(this.ints, WATCH_SLOW, 1, 0) === 1
       return { entry, kept, look: sooner || woken }
     }
     return { entry: -1, kept: false, look: false }
@@ -176,13 +176,13 @@ export class JobTable {
   }
 
   /**
-   * The runtime's side: its watch is to sleep, having seen `takes` jobs taken and none since; the
-   * next take then says to look. False if a job was taken meanwhile: the watch goes on.
+   * The runtime's side: its watch is to slow down, having seen `takes` jobs taken and none since;
+   * the next take then says to look. False if a job was taken meanwhile: the watch keeps its pace.
    */
-  sleepWatch(takes: number): boolean {
-    Atomics.store(this.ints, WATCH_ASLEEP, 1)
+  slowWatch(takes: number): boolean {
+    Atomics.store(this.ints, WATCH_SLOW, 1)
     if (Atomics.load(this.ints, TAKES) === takes) return true
-    Atomics.compareExchange(this.ints, WATCH_ASLEEP, 1, 0) // or the take's thread cleared it, and tells the runtime
+    Atomics.compareExchange(this.ints, WATCH_SLOW, 1, 0) // or the take's thread cleared it, and tells the runtime
     return false
   }
 }

@@ -28,7 +28,7 @@ export interface RuntimeOptions {
   abortGraceMs?: number
   /** How short a job type's typical run must be for a batch of such jobs to share one thread (default SHORT_RUN_MS). */
   shortRunMs?: number
-  /** How long the watch over a driving thread's jobs goes on with no job taken before it sleeps (default WATCH_IDLE_MS). */
+  /** How long the watch over a driving thread's jobs keeps its pace with no job taken before it slows down (default WATCH_IDLE_MS). */
   watchIdleMs?: number
   /**
    * How the first handler thread reaches the host to drive its own jobs (driver.ts): a local
@@ -53,9 +53,9 @@ const STOP_ERRORS: Record<Exclude<StopReason, 'lease_lost' | 'blocked'>, Attempt
 }
 
 /**
- * How long the watch over the driving threads' jobs goes on with none taken before it sleeps
- * (the next job taken wakes it): an idle worker's main thread then stays asleep, and only the
- * first job after such a spell costs a message between the threads.
+ * How long the watch over the driving threads' jobs looks every second at most with none taken,
+ * before it slows to what keeps a lease alone: every half the shortest heartbeat interval (5 s
+ * at the default TTL), so an idle worker's main thread wakes that seldom.
  */
 const WATCH_IDLE_MS = 10_000
 
@@ -188,6 +188,8 @@ export class WorkerRuntime {
   private watchTimer: NodeJS.Timeout | undefined
   /** How many jobs the threads had taken at the watch's last tick that saw the count move, and when. */
   private watched = { takes: 0, since: performance.now() }
+  /** The watch looks only every half the shortest heartbeat interval (see {@link watchMaySlow}). */
+  private watchSlow = false
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -209,6 +211,7 @@ export class WorkerRuntime {
       this.driverGone(thread, false)
     },
     look: () => {
+      this.watchSlow = false
       clearTimeout(this.watchTimer)
       this.watchTimer = undefined
       this.watch()
@@ -269,29 +272,34 @@ export class WorkerRuntime {
    * and heartbeats it from then on. A job that ends before that is never seen here; one that
    * runs longer, or blocks its thread from its start, has its first heartbeat at most about one
    * and a half intervals after its grant: half its lease's TTL. With no job taken for
-   * `watchIdleMs` the watch sleeps, and the thread that takes the next job wakes it at once.
+   * `watchIdleMs` the watch looks only every half interval, which still keeps that bound, and
+   * the thread that takes the next job tells it to keep its pace again, with the messages of
+   * that turn: not before the handler starts, which waking the runtime's thread would delay
+   * (docs/performance.md, "An idle host"), so a handler that blocks its thread from its start is
+   * taken over at the slow pace.
    */
   private watch(): void {
     if (this.watchTimer || this.drivers.size === 0) return
     this.watchTimer = setTimeout(() => {
       this.watchTimer = undefined
       for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
-      if (!this.watchMaySleep()) this.watch()
-    }, Math.min(1000, this.table!.shortestBeatMs() / 2))
+      this.watchSlow = this.watchMaySlow()
+      this.watch()
+    }, this.watchSlow ? this.table!.shortestBeatMs() / 2 : Math.min(1000, this.table!.shortestBeatMs() / 2))
   }
 
   /**
-   * After a tick, which took over every job the threads still ran: whether the watch sleeps,
-   * no job having been taken for `watchIdleMs`. The next job taken wakes it (`look`).
+   * After a tick, which took over every job the threads still ran: whether the watch slows down,
+   * no job having been taken for `watchIdleMs`. The next job taken says to look (`look`).
    */
-  private watchMaySleep(): boolean {
+  private watchMaySlow(): boolean {
     const takes = this.table!.takes()
     const now = performance.now()
     if (takes !== this.watched.takes) {
       this.watched = { takes, since: now }
       return false
     }
-    return now - this.watched.since >= (this.options.watchIdleMs ?? WATCH_IDLE_MS) && this.table!.sleepWatch(takes)
+    return now - this.watched.since >= (this.options.watchIdleMs ?? WATCH_IDLE_MS) && this.table!.slowWatch(takes)
   }
 
   /**

@@ -12,17 +12,26 @@ import type { Durability } from './open'
 export const CHECKPOINT_INTERVAL_MS = 250
 
 /**
- * How long a checkpointer that found the whole log copied sleeps at the most. It is woken by
- * the next commit it is told of ({@link Checkpointer.committed}); this bound only catches a
- * write it was not told of, so an idle host's thread passes every 10 s, not four times a second.
+ * How long a checkpointer that found the whole log copied sleeps at the most: an idle host's
+ * thread passes every 10 s, not four times a second, and a lone job's few commits wait for that
+ * pass. More commits than {@link WAKE_AFTER_COMMITS} wake it sooner.
  */
 export const IDLE_PASS_MS = 10_000
 
+/**
+ * How many commits a sleeping checkpointer lets go by before the writer wakes it: a burst after a
+ * quiet spell has it pass again within its first milliseconds, while a lone job does not wake it.
+ * Waking it costs the job: the woken thread starts on the writer's core and runs first, cold
+ * after its sleep, before the grant that commit made is written to its worker.
+ */
+export const WAKE_AFTER_COMMITS = 32
+
 /** The slots of the thread's shared Int32Array. */
 const COMMITS = 0 // commits the thread has been told of (a counter)
-const ASLEEP = 1 // 1 while the thread waits for a commit
+const ASLEEP = 1 // 1 while the thread waits for commits
 const STOP = 2 // 1 once the thread is to end
 const PASSES = 3 // passes made (a counter)
+const SLEPT_AT = 4 // the commit count the thread went to sleep at
 
 /** What a pass did: `wal_checkpoint(PASSIVE)`'s row. */
 export interface CheckpointPass {
@@ -52,12 +61,12 @@ export interface CheckpointerOptions {
 /**
  * The thread's code. Its own connection runs `PRAGMA wal_checkpoint(PASSIVE)` every interval:
  * a passive checkpoint never waits for the writer and never makes it wait, and one with nothing
- * to copy does no I/O. A pass that finds the whole log copied puts the thread to sleep until the
- * next commit: it blocks in `Atomics.wait` on the commit counter the host's main thread raises
- * (read before the pass, so a commit during the pass or just after it never waits for the next
- * wake-up), and an idle host's thread stays asleep instead of passing four times a second. It
- * blocks between passes too, so what ends it is the STOP slot, not a message. Plain CommonJS,
- * so it needs no build entry of its own.
+ * to copy does no I/O. A pass that finds the whole log copied puts the thread to sleep until
+ * {@link WAKE_AFTER_COMMITS} more commits (it blocks in `Atomics.wait` on the commit counter the
+ * host's main thread raises, read before the pass, so commits during the pass or just after it
+ * never wait for the next wake-up) or {@link IDLE_PASS_MS}: an idle host's thread stays asleep
+ * instead of passing four times a second. It blocks between passes too, so what ends it is the
+ * STOP slot, not a message. Plain CommonJS, so it needs no build entry of its own.
  */
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads')
@@ -92,6 +101,7 @@ const pass = () => {
 while (db && Atomics.load(shared, ${STOP}) === 0) {
   const seen = Atomics.load(shared, ${COMMITS})
   if (pass()) {
+    Atomics.store(shared, ${SLEPT_AT}, seen)
     Atomics.store(shared, ${ASLEEP}, 1)
     Atomics.wait(shared, ${COMMITS}, seen, workerData.idleMs)
     Atomics.store(shared, ${ASLEEP}, 0)
@@ -112,7 +122,7 @@ export class Checkpointer {
   /** Null when the thread could not even be started (reported through `onError` as stopped). */
   private readonly worker: Worker | null = null
   private readonly exited: Promise<void> = Promise.resolve()
-  private readonly shared = new Int32Array(new SharedArrayBuffer(4 * Int32Array.BYTES_PER_ELEMENT))
+  private readonly shared = new Int32Array(new SharedArrayBuffer(5 * Int32Array.BYTES_PER_ELEMENT))
 
   constructor(options: CheckpointerOptions) {
     let worker: Worker
@@ -145,12 +155,13 @@ export class Checkpointer {
   }
 
   /**
-   * The writer has committed: a thread asleep over a log it found all copied wakes, and passes
-   * an interval later. Costs the writer an atomic add, and a wake-up call only when the thread sleeps.
+   * The writer has committed: a thread asleep over a log it found all copied wakes once
+   * {@link WAKE_AFTER_COMMITS} commits came since, and passes an interval later. Costs the writer
+   * an atomic add, and a wake-up call only then.
    */
   committed(): void {
-    Atomics.add(this.shared, COMMITS, 1)
-    if (Atomics.load(this.shared, ASLEEP) === 1) Atomics.notify(this.shared, COMMITS)
+    const commits = Atomics.add(this.shared, COMMITS, 1) + 1
+    if (Atomics.load(this.shared, ASLEEP) === 1 && commits - Atomics.load(this.shared, SLEPT_AT) >= WAKE_AFTER_COMMITS) Atomics.notify(this.shared, COMMITS)
   }
 
   /** Passes the thread has made since it started, copying or not. */

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { afterEach, beforeEach, expect, it, vi } from 'vitest'
 import { connectionPath } from '../../src-main/db/connection'
-import { Checkpointer, type CheckpointPass } from '../../src-main/db/checkpointer'
+import { Checkpointer, type CheckpointPass, WAKE_AFTER_COMMITS } from '../../src-main/db/checkpointer'
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from '../../src-main/db/open'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../worker/support'
@@ -69,7 +69,7 @@ it('under writes that never pause, the writer’s own checkpoint still bounds th
   }
 })
 
-it('a checkpointer that found the whole log copied sleeps until the next commit it is told of, then passes again', async () => {
+it('a checkpointer that found the whole log copied sleeps until enough commits come to wake it, then passes again', async () => {
   const { path, sqlite, insert } = scratchDatabase()
   insert.run('x')
   const passes: CheckpointPass[] = []
@@ -80,10 +80,17 @@ it('a checkpointer that found the whole log copied sleeps until the next commit 
     const asleep = checkpointer.passes
     await new Promise((r) => setTimeout(r, 300)) // 30 intervals
     expect(checkpointer.passes).toBe(asleep)
-    // Told of a commit, it wakes.
-    insert.run('y')
+    // A lone job's few commits do not wake it (they wait for its idle bound)…
+    for (let i = 0; i < WAKE_AFTER_COMMITS - 1; i++) {
+      insert.run('y')
+      checkpointer.committed()
+    }
+    await new Promise((r) => setTimeout(r, 300))
+    expect(checkpointer.passes).toBe(asleep)
+    // …one more does.
+    insert.run('z')
     checkpointer.committed()
-    await until(() => checkpointer.passes > asleep, 5_000, 'a pass after the commit')
+    await until(() => checkpointer.passes > asleep, 5_000, 'a pass after the commits')
     const woken = checkpointer.passes
     await new Promise((r) => setTimeout(r, 300))
     expect(checkpointer.passes - woken).toBeLessThanOrEqual(1) // asleep again: at most the pass that found it all copied

@@ -490,16 +490,18 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
     }
   })
 
-  test('the watch over the driving thread sleeps once no job was taken for a while, and the next job taken wakes it: one that blocks its thread is still heartbeated', async () => {
+  test('the watch over the driving thread slows down once no job was taken for a while, and the next job taken restores its pace; one that blocks its thread is still heartbeated', async () => {
     const transport = new ScriptedTransport([])
     const { drive, close } = await transport.driveOver(kind)
     try {
       await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, watchIdleMs: 100, drive, modules: { 'spin.mjs': SPIN } })
       await teachShort(transport, 'test.spin', { ms: 0 })
-      const watching = () => (runtime as unknown as { watchTimer?: NodeJS.Timeout }).watchTimer !== undefined
-      await until(() => !watching(), 5000, 'the watch asleep')
-      await new Promise((r) => setTimeout(r, 200))
-      expect(watching()).toBe(false) // it stays asleep while nothing is taken
+      const slow = () => (runtime as unknown as { watchSlow: boolean }).watchSlow
+      await until(slow, 5000, 'the watch slowed down')
+      transport.offer([aJobOf('quick', 'test.spin', { ms: 0 })])
+      await until(() => transport.completed.some((c) => c.job_id === 'quick'), 5000, 'the quick job reported')
+      await until(() => !slow(), 5000, 'the watch at its pace again')
+      await until(slow, 5000, 'the watch slowed down again')
       transport.offer([aJobOf('spin', 'test.spin', { ms: 600 })])
       await until(() => transport.completed.some((c) => c.job_id === 'spin'), 5000, 'the job reported')
       const reported = transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'spin'))

@@ -181,13 +181,13 @@ test('a job in the table ends through exactly one side: the thread reports it if
   expect(runtime.takeOver(1)).toEqual([])
 })
 
-test('a runtime whose watch sleeps is told to look by the next job taken, once; a job taken as it goes to sleep keeps it awake', () => {
+test('a runtime whose watch slowed down is told to look by the next job taken, once; a job taken as it slows down keeps its pace', () => {
   const runtime = new JobTable(4)
   const thread = new JobTable(runtime.buffer as SharedArrayBuffer)
   thread.release(thread.take(aClaim('first'), -1, 1, true).entry) // its interval seen: later ones no shorter
   expect(runtime.takes()).toBe(1)
-  expect(runtime.sleepWatch(0)).toBe(false) // a take it had not seen: awake
-  expect(runtime.sleepWatch(1)).toBe(true)
+  expect(runtime.slowWatch(0)).toBe(false) // a take it had not seen: its pace kept
+  expect(runtime.slowWatch(1)).toBe(true)
   expect(thread.take(aClaim('wakes'), -2, 1, true).look).toBe(true)
   expect(thread.take(aClaim('after'), -3, 1, true).look).toBe(false)
   expect(runtime.takes()).toBe(3)
