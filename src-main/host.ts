@@ -318,7 +318,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => checkAbort.abort())
   let integrityCheck: Promise<IntegrityReport | null> | null = null
   let checkpointer: Checkpointer | null = null
-  engine.onEveryCommit(() => checkpointer?.committed()) // a thread asleep over a copied log wakes
+  engine.onEveryCommit(() => checkpointer?.committed()) // counted for the checkpointer: a burst wakes it
   /** The host started read-only and has since taken writes again. */
   let resumed = false
   undo.push(() => checkpointer?.stop())

@@ -106,8 +106,8 @@ export class JobTable {
       if (sooner) Atomics.store(this.ints, SHORTEST_BEAT, beatMs)
       Atomics.store(this.ints, at, kept ? THREAD : RUNTIME) // after the fields: whoever sees the state sees them
       Atomics.add(this.ints, TAKES, 1) // before the watch's mark is read: a watch slowing down sees one or the other
-      const woken = Atomics.load(this.ints, WATCH_SLOW) === 1 && Atomics.compareExchange(this.ints, WATCH_SLOW, 1, 0) === 1
-      return { entry, kept, look: sooner || woken }
+      const slow = Atomics.load(this.ints, WATCH_SLOW) === 1 && Atomics.compareExchange(this.ints, WATCH_SLOW, 1, 0) === 1
+      return { entry, kept, look: sooner || slow }
     }
     return { entry: -1, kept: false, look: false }
   }
