@@ -16,7 +16,7 @@ import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from 
 import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
 import { Engine } from './engine'
-import { type Clock, systemClock } from './engine/rules/clock'
+import { type Clock, earliest, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
 import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
@@ -36,6 +36,7 @@ import { RedisRelay } from './redis/relay'
 import { RedisWorkerRequests } from './redis/worker-requests'
 import { tokensMatch } from './http/guard'
 import { ScopedTokens } from './data-dir/worker-tokens'
+import { ReaperTimer } from './reaper/timer'
 import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
 import { WorkerDirectory } from './worker-roster/directory'
@@ -75,8 +76,6 @@ export interface HostOptions {
   spawn?: Spawner
 }
 
-/** How often due leases and claims are looked for: well inside the promised ~1 s. */
-const REAP_INTERVAL_MS = 250
 const BUSY_INTERVAL_MS = 2_000
 /** Slow-client limits: a client that trickles its headers or body cannot hold a connection. */
 const HEADERS_TIMEOUT_MS = 10_000
@@ -206,7 +205,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // once a minute, and the next tick tries again.
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
   const busyMeter = new CpuBusyMeter()
-  const clockWaiters = new ClockWaiters(clock)
+  // The reaper (below) wakes by the earliest moment waited for; a wait that begins sooner brings it forward.
+  let reaper: ReaperTimer | null = null
+  const clockWaiters = new ClockWaiters(clock, (at) => reaper?.dueBy(at))
   const directory = new WorkerDirectory(() => clock.now())
   // Each claim names the job types and queues its worker takes: a job none of them takes says so as it waits.
   const dispatch = new Dispatch(engine, { onClaim: (workerId, takes) => directory.claims(workerId, takes) })
@@ -362,13 +363,23 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     // Recurring schedules: one timer for the next firing; firings missed while the host was down
     // are caught up now (one run each), before anything is served.
     await schedules.start()
-    timers.push(
-      setInterval(() => {
+    // The reaper sleeps until the next moment due, at most a second (reaper/timer.ts). Each pass
+    // also compares the clock with the moments other timers wait for, in memory: a clock that
+    // jumped (or an injected one that moved) fires what came due.
+    reaper = new ReaperTimer({
+      clock,
+      polled: clock !== systemClock,
+      pass: () => {
         reap()
         clockWaiters.check()
-        void schedules.check() // in memory: an injected clock that moved fires what came due
+        void schedules.check()
         dispatch.wakeIfDue()
-      }, REAP_INTERVAL_MS),
+      },
+      nextDueAt: () => earliest(engine.nextDueAt(), clockWaiters.nextAt()),
+    })
+    reaper.start()
+    undo.push(() => reaper?.stop())
+    timers.push(
       setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
       setInterval(
         tick('the busy sampler', () => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))),
@@ -480,6 +491,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await pool?.stop(config.drainGraceS * 1000)
       await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host
       for (const timer of timers) clearInterval(timer)
+      reaper?.stop()
       await schedules.stop()
       await pruner.stop() // a pass in progress ends at its next step, before the database closes
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))

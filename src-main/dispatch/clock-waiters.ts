@@ -8,14 +8,19 @@ interface Waiter {
 
 /**
  * Waits for moments on the engine's clock (a file lease's one retry at +180 s). The host checks
- * them on its reaper tick, so a test that moves an injected clock releases them as promptly as
- * real time does.
+ * them on each pass of its reaper, which wakes by the earliest of them ({@link nextAt}; a new
+ * one sooner than its sleep is passed to `onWait`), and every 250 ms on an injected clock, so a
+ * test that moves that clock releases them as promptly as real time does.
  */
 export class ClockWaiters {
   private waiting = new Set<Waiter>()
   private closed = false
 
-  constructor(private readonly clock: Clock) {}
+  constructor(
+    private readonly clock: Clock,
+    /** A wait for `at` began. */
+    private readonly onWait: (at: number) => void = () => {},
+  ) {}
 
   /**
    * Resolves true once the clock reaches `at`, false after `maxWaitMs` of real time or on abort;
@@ -38,7 +43,15 @@ export class ClockWaiters {
       const onAbort = () => waiter.resolve(false)
       signal?.addEventListener('abort', onAbort, { once: true })
       this.waiting.add(waiter)
+      this.onWait(at)
     })
+  }
+
+  /** The earliest moment waited for, or null. */
+  nextAt(): number | null {
+    let next: number | null = null
+    for (const { at } of this.waiting) if (next === null || at < next) next = at
+    return next
   }
 
   /** Releases every waiter whose moment has come; the host calls this on each tick. */

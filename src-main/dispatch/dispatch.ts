@@ -440,8 +440,9 @@ export class Dispatch {
 
   /**
    * Wakes the waiters if the moment their timer waits for has come on the engine's clock. The
-   * host calls this on its reaper tick, so a clock that is moved (a test's, or one that jumps)
-   * wakes them as promptly as the timer does in real time. No query unless it is due.
+   * host calls this on each pass of its reaper, so a clock that jumps wakes them within a second,
+   * and a test's clock that is moved as promptly as the timer does in real time. No query unless
+   * it is due.
    */
   wakeIfDue(): void {
     if (this.eligibleAt !== null && this.engine.now() >= this.eligibleAt) this.wakeForEligible()

@@ -7,7 +7,7 @@ export interface Timers {
   clearTimeout(handle: unknown): void
 }
 
-const realTimers: Timers = {
+export const realTimers: Timers = {
   setTimeout: (run, ms) => setTimeout(run, ms),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 }
@@ -40,9 +40,10 @@ const RETRY_MS = 1_000
  * `dueFiring`). A firing goes through `engine.run`, so it joins the group commit like any
  * request, and makes its job with the submit verb.
  *
- * The engine's clock decides when a firing is due. The host also calls {@link check} on its
- * reaper tick, a comparison in memory, so a host on an injected clock fires when a test moves
- * that clock, as promptly as it would in real time.
+ * The engine's clock decides when a firing is due. The host also calls {@link check} on each
+ * pass of its reaper (at least once a second; every 250 ms on an injected clock), a comparison
+ * in memory, so a machine that wakes after the due time fires within a second, and a host on an
+ * injected clock fires when a test moves that clock, as promptly as it would in real time.
  */
 export class ScheduleTimer {
   private dueAt: number | null = null

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/rules/clock'
+import { FILE_IDLE_MS } from '../../src-main/engine/verbs/files'
 import { join } from 'node:path'
 import { claimOrFail, eventTypes, leaseOrFail, messageIds, openFileEngine, tempDir } from './support'
 
@@ -41,6 +42,15 @@ describe('lease expiry', () => {
     clock.advance(SECOND)
     engine.claim({ worker_id: 'c' })
     expect(engine.nextDueAt()).toBe(T0 + SECOND + 60 * SECOND)
+  })
+
+  it('nextDueAt also names the moment a held file lease goes idle, 30 s after its last acquire or heartbeat', () => {
+    const { engine, clock } = setup()
+    expect(engine.acquireFile({ file: '/f/a', owner_id: 'editor' })).toMatchObject({ granted: true })
+    expect(engine.nextDueAt()).toBe(T0 + FILE_IDLE_MS)
+    clock.advance(FILE_IDLE_MS)
+    expect(engine.reap()).toMatchObject({ idleFiles: 1 })
+    expect(engine.nextDueAt()).toBeNull()
   })
 
   it('an expired lease frees its capacity at once and records the attempt as TIMEOUT', () => {

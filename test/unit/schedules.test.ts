@@ -7,7 +7,7 @@ import { HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { canonicalTimeZone, dueFiring, hostTimeZone, parseCron, type ScheduleInput } from '../../src-main/engine/verbs/schedules'
 import { ScheduleTimer, type Timers } from '../../src-main/schedules/timer'
 import { setup, T0 } from '../helpers/engine'
-import { expectEngineError, openFileEngine, tempDir } from './support'
+import { expectEngineError, FakeTimers, openFileEngine, tempDir } from './support'
 import { sql } from '../helpers/database'
 
 const DAY = 24 * HOUR
@@ -489,25 +489,6 @@ describe('daylight saving time: a daily 02:30 in Europe/Berlin (docs/schedules.m
 })
 
 describe('the schedule timer', () => {
-  /** Timers the test runs out by hand: what is armed, and for how long. */
-  class FakeTimers implements Timers {
-    armed: { run: () => void; ms: number }[] = []
-    setTimeout(run: () => void, ms: number) {
-      const timer = { run, ms }
-      this.armed.push(timer)
-      return timer
-    }
-    clearTimeout(handle: unknown) {
-      this.armed = this.armed.filter((t) => t !== handle)
-    }
-    /** The first armed timer runs out (once, as a real one does). */
-    runOut() {
-      const timer = this.armed.shift()
-      if (!timer) throw new Error('no timer is armed')
-      timer.run()
-    }
-  }
-
   const timers: ScheduleTimer[] = []
   afterEach(async () => {
     for (const timer of timers.splice(0)) await timer.stop()

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 import { openDatabase } from '../../src-main/db/open'
 import { ManualClock } from '../../src-main/engine/rules/clock'
+import type { Timers } from '../../src-main/schedules/timer'
 // White-box in forceState only: it writes a state through the row layer, as no verb would.
 import { engineContext } from '../../src-main/engine/internals'
 import { getJob, updateJob } from '../../src-main/engine/store/rows'
@@ -111,4 +112,23 @@ export function runBulk(engine: Engine, action: BulkAction, request: Parameters<
 export function forceState(engine: Engine, jobId: string, state: JobState): void {
   const ctx = engineContext(engine)
   ctx.transact(() => updateJob(ctx, getJob(ctx, jobId), { state }))
+}
+
+/** Timers the test runs out by hand: what is armed, and for how long. */
+export class FakeTimers implements Timers {
+  armed: { run: () => void; ms: number }[] = []
+  setTimeout(run: () => void, ms: number) {
+    const timer = { run, ms }
+    this.armed.push(timer)
+    return timer
+  }
+  clearTimeout(handle: unknown) {
+    this.armed = this.armed.filter((t) => t !== handle)
+  }
+  /** The first armed timer runs out (once, as a real one does). */
+  runOut() {
+    const timer = this.armed.shift()
+    if (!timer) throw new Error('no timer is armed')
+    timer.run()
+  }
 }

@@ -28,6 +28,13 @@ export class ManualClock implements Clock {
   }
 }
 
+/** The earliest of some moments, any of which may be missing (null); null when all are. */
+export function earliest(...moments: (number | null)[]): number | null {
+  let first: number | null = null
+  for (const at of moments) if (at !== null && (first === null || at < first)) first = at
+  return first
+}
+
 /** ISO-8601 UTC with milliseconds, the only time format on the wire. */
 export function iso(ms: number): string
 export function iso(ms: number | null): string | null

@@ -387,6 +387,12 @@ export function hasRevokedFiles(ctx: EngineContext, leaseId: string): boolean {
   return ctx.one("SELECT 1 FROM file_leases WHERE lease_id = ? AND state = 'REVOKED' LIMIT 1", leaseId) !== undefined
 }
 
+/** When the next ACTIVE file lease goes idle (see {@link releaseIdleFiles}), or null when none is held. */
+export function nextIdleFileAt(ctx: EngineContext): number | null {
+  const at = ctx.one<{ at: number | null }>("SELECT MIN(last_heartbeat_at) AS at FROM file_leases WHERE state = 'ACTIVE'")?.at ?? null
+  return at === null ? null : at + FILE_IDLE_MS
+}
+
 /** Stop-idle: releases every file lease with no acquire or heartbeat for {@link FILE_IDLE_MS}. */
 export function releaseIdleFiles(ctx: EngineContext): number {
   const idleLeases = () =>

@@ -1,14 +1,19 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
 import { activeLeasesNow, committedActiveLeases } from '../memory/active-leases'
 import type { EngineContext } from '../memory/context'
+import { nextIdleFileAt } from './files'
 import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
+import { earliest } from '../rules/clock'
 import type { LeaseExpiryReason } from '../rules/events'
 import { SELECT_JOBS } from '../store/rows'
 import { readSetting, writeSetting } from '../store/settings'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
 const BATCH = 1000
+
+/** A job a queue API claim holds, until its `claim_expires_at`. */
+const HELD_BY_CLAIM = "state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING')"
 
 /** The ACTIVE leases (kept in memory, active-leases.ts) that `keep` selects, soonest expiry first. */
 function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolean): LeaseRow[] {
@@ -113,7 +118,7 @@ function expireWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolean, rea
 export function expireDueClaims(ctx: EngineContext): number {
   const dueClaims = () =>
     ctx.all<JobRow>(
-      `${SELECT_JOBS} WHERE state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at <= ?
+      `${SELECT_JOBS} WHERE ${HELD_BY_CLAIM} AND claim_expires_at <= ?
        ORDER BY claim_expires_at LIMIT ?`,
       ctx.clock.now(),
       BATCH,
@@ -127,9 +132,12 @@ export function expireDueClaims(ctx: EngineContext): number {
   })
 }
 
-/** The earliest moment something will be due, for a host that sleeps until then. */
+/**
+ * The earliest moment the reaper will find something due — a lease's expiry, a claim's, a file
+ * lease going idle — for a host that sleeps until then (src-main/reaper/timer.ts).
+ */
 export function nextDueAt(ctx: EngineContext): number | null {
-  let at = ctx.one<{ at: number | null }>('SELECT MIN(claim_expires_at) AS at FROM jobs WHERE claim_expires_at IS NOT NULL')?.at ?? null
-  for (const { lease } of committedActiveLeases(ctx)) if (at === null || lease.expires_at < at) at = lease.expires_at
-  return at
+  let at = ctx.one<{ at: number | null }>(`SELECT MIN(claim_expires_at) AS at FROM jobs WHERE ${HELD_BY_CLAIM} AND claim_expires_at IS NOT NULL`)?.at ?? null
+  for (const { lease } of committedActiveLeases(ctx)) at = earliest(at, lease.expires_at)
+  return earliest(at, nextIdleFileAt(ctx))
 }
