@@ -9,8 +9,8 @@ export const POLL_MS = 250
 /**
  * The longest the reaper sleeps. A timer counts time the machine spent asleep as not passed, and
  * the wall clock may be set, while leases expire by the wall clock: whatever came due meanwhile
- * (a laptop that wakes after a lease's expiry) is found within this, as the contract's "promptly,
- * within about one second" asks.
+ * (a laptop that wakes after a lease's expiry) is found within this, as docs/states.md promises
+ * ("Attempts, expiry and retries").
  */
 export const MAX_SLEEP_MS = 1_000
 
