@@ -7,6 +7,16 @@ import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
 import { blockerTable } from './blockers'
 import { answered, hostApi, table } from './http-client'
 
+/** How many of a worker's jobs its row shows: a local worker may run dozens at once, which would make its row as wide. */
+const SHOWN_JOBS = 3
+
+/** A worker's jobs in the table: the first few by the end of their ids, then how many more ("…3f9a0c12,…77aa00bb,…01be3cc2 +47 more"). */
+export function jobsCell(ids: readonly string[]): string {
+  if (ids.length === 0) return '-'
+  const shown = ids.slice(0, SHOWN_JOBS).map(shortId).join(',')
+  return ids.length > SHOWN_JOBS ? `${shown} +${ids.length - SHOWN_JOBS} more` : shown
+}
+
 export const STATUS_HELP = `Usage: leasehold status [flags]
 
 Shows the host at a glance: capacity (total units, the busy rating and whether it is measured
@@ -19,7 +29,8 @@ how long it has not), how many messages wait in its outbox for Redis to come bac
 all the same), and whether it stopped using Redis because another host uses its --redis-prefix. Jobs that
 cost more than the total capacity (it was lowered below their cost) are reported: they cannot
 run until it is raised again. Jobs show as the last 8 characters of their id (…3f9a0c12), which
-\`leasehold jobs\` lists whole; --json has every id.
+\`leasehold jobs\` lists whole; a worker running more than ${SHOWN_JOBS} jobs shows ${SHOWN_JOBS} and how many
+more; --json has every id.
 
 Flags:
   --json               print {url, capacity, leases, jobs: {over_capacity}, workers, blockers, storage, redis?} as JSON
@@ -86,7 +97,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
       w.worker_id,
       w.kind,
       w.state,
-      w.current_job_ids.length > 0 ? w.current_job_ids.map(shortId).join(',') : '-',
+      jobsCell(w.current_job_ids),
       w.last_seen_at ?? '-',
     ])
     lines.push(indent(table(['ID', 'KIND', 'STATE', 'JOBS', 'LAST SEEN'], rows)))

@@ -588,6 +588,24 @@ describe('leasehold status', async () => {
     }
   })
 
+  test("a worker running many jobs shows three of them and how many more; --json has every id", async () => {
+    const ids = Array.from({ length: 5 }, () => host.engine.submit({ job_type: 'status-many', cost_units: 1, queue: 'status-many-q' }).job.id)
+    const claim = await host.call('/internal/worker/batch', { method: 'POST', json: { worker_id: 'status-many-worker', claim: { streams: ['status-many-q'], max_jobs: 5, max_wait_ms: 0 } } })
+    const { jobs } = (await claim.json()) as { jobs: { job_id: string; attempt_id: string; lease_token: string }[] }
+    expect(jobs.map((job) => job.job_id).sort()).toEqual([...ids].sort())
+    try {
+      const row = lines((await cli(['status'])).stdout).find((line) => line.includes('status-many-worker'))
+      const cell = /(…\w{8}),(…\w{8}),(…\w{8}) \+2 more/.exec(row ?? '')
+      expect(cell, row).not.toBeNull()
+      expect(ids.map((id) => `…${id.slice(-8)}`)).toEqual(expect.arrayContaining(cell!.slice(1)))
+      const json = JSON.parse((await cli(['status', '--json'])).stdout) as { workers: { worker_id: string; current_job_ids: string[] }[] }
+      expect(json.workers.find((w) => w.worker_id === 'status-many-worker')?.current_job_ids.sort()).toEqual([...ids].sort())
+    } finally {
+      const complete = jobs.map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, result: null }))
+      expect((await host.call('/internal/worker/batch', { method: 'POST', json: { worker_id: 'status-many-worker', complete } })).status).toBe(200)
+    }
+  })
+
   test('status --json prints the fields its --help lists, and no other', async () => {
     const [help, json] = await Promise.all([runAsync(['status', '--help']), cli(['status', '--json'])])
     // "print {url, capacity, …, jobs: {over_capacity}, …, redis?} as JSON": the top-level names; redis? only with --redis.
