@@ -1,7 +1,9 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
 import { ConfigError, parseCommandLine, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
-import { answered, hostApi, table } from './http-client'
+import { answered, hostApi, printable, table } from './http-client'
+import { describeError, errorLine, type JobAnswer } from './job-end'
+import type { components } from '../../src-shared/api-types'
 
 /**
  * The states `--state` can find. The queue API shows a LEASED job as RUNNING and filters it
@@ -11,7 +13,7 @@ import { answered, hostApi, table } from './http-client'
 const LISTED_STATES = JOB_STATES.filter((s) => s !== 'LEASED')
 
 export const JOBS_HELP = `Usage: leasehold jobs [list] [flags]
-       leasehold jobs cancel|retry|run-now JOB [flags]
+       leasehold jobs show|cancel|retry|run-now JOB [flags]
        leasehold jobs retry --dead-letter [--type T] [--state S] [--dry-run] [flags]
 
 Lists jobs, newest first: id, type, state, priority, units, attempts, when each was created, and
@@ -22,6 +24,10 @@ ran out of attempts (dead-lettered) reads FAILED (dead letter) or TIMEOUT (dead 
 
 Commands (docs/operations.md; bulk actions by other filters are over HTTP and in the dashboard):
   list                 the jobs (the default)
+  show JOB             one job whole: its state (and why it waits, while it does), queue,
+                       priority, units, times, payload, its result or its error, and each
+                       attempt with its worker, outcome and error (a payload or result longer
+                       than a line is cut: --json has all, and the errors' stacks)
   cancel JOB           cancel a job: at once if it waits, or ask a running one to stop
                        (--reason, --by)
   retry JOB            a FAILED, TIMEOUT or CANCELED job back to QUEUED, as a new run with a
@@ -40,8 +46,8 @@ Flags:
   --limit N            at most N jobs, 1 to 500 [50]
   --cursor C           the page after the one that printed C (its next_cursor, or the line
                        that ends the table when there are more jobs than shown)
-  --json               print {jobs, next_cursor} as the host answers it (cancel, retry,
-                       run-now: the job as the host answers it)
+  --json               print {jobs, next_cursor} as the host answers it (show: {job, result,
+                       attempts}; cancel, retry, run-now: the job as the host answers it)
   --reason TEXT        why (cancel): in its event, and the note of a job canceled at once
   --by NAME            who asks, recorded in the job's event [operator]
 ${TARGET_HELP}
@@ -67,11 +73,12 @@ const ACTIONS = ['cancel', 'retry', 'run-now'] as const
 const BULK_RETRY_FLAGS = ['--dead-letter', '--state', '--type', '--dry-run']
 type Action = (typeof ACTIONS)[number]
 
-/** `leasehold jobs [list]`: GET /api/scheduler/jobs as a table or as JSON; `jobs cancel|retry|run-now JOB`: that action on one job. */
+/** `leasehold jobs [list]`: GET /api/scheduler/jobs as a table or as JSON; `jobs show JOB`: one job whole; `jobs cancel|retry|run-now JOB`: that action on one job. */
 export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const sub = argv[0] === undefined || argv[0].startsWith('-') ? 'list' : argv[0]
-  if (sub !== 'list' && !ACTIONS.includes(sub as Action)) throw new ConfigError(`jobs needs list, ${ACTIONS.join(', ')} (got "${sub}"); see leasehold jobs --help`)
+  if (sub !== 'list' && sub !== 'show' && !ACTIONS.includes(sub as Action)) throw new ConfigError(`jobs needs list, show, ${ACTIONS.join(', ')} (got "${sub}"); see leasehold jobs --help`)
   const rest = sub === argv[0] ? argv.slice(1) : argv
+  if (sub === 'show') return showJob(rest, env)
   if (sub === 'retry' && (rest.length === 0 || rest.some((arg) => BULK_RETRY_FLAGS.includes(arg.split('=')[0]!)))) return retryDeadLetters(rest, env)
   if (sub !== 'list') return jobAction(sub as Action, rest, env)
   const flags = parseFlags<JobsFlags>(rest, ['state', 'type', 'limit', 'cursor'], ['json', 'dead-letter'])
@@ -107,6 +114,66 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
     console.error(`(more jobs than shown; ${more}see the next page with --cursor ${page.next_cursor})`)
   }
   return 0
+}
+
+type Attempt = components['schemas']['QueueAttempt']
+
+/** `jobs show JOB`: the job, its result and its attempts, read from the host (GET /api/scheduler/jobs/{id} and its /attempts). */
+async function showJob(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, [], ['json'])
+  if (positionals.length !== 1) throw new ConfigError(`jobs show needs one job id (got ${positionals.length})`)
+  const target = resolveClientTarget(flags, env)
+  const api = hostApi(target)
+  const path = { params: { path: { job_id: positionals[0]! } } }
+  const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', path))
+  const { attempts } = await answered(target, api.GET('/api/scheduler/jobs/{job_id}/attempts', path))
+  if (flags.json) console.log(JSON.stringify({ ...answer, attempts }, null, 2))
+  else console.log(jobDetails(answer, attempts).join('\n'))
+  return 0
+}
+
+/** How much of a payload or a result `jobs show` prints on its line. */
+const SHOWN_JSON_CHARS = 200
+
+/** A JSON value on one line, cut after {@link SHOWN_JSON_CHARS} characters (never inside a character) with how long it is. */
+function jsonLine(value: unknown): string {
+  const text = JSON.stringify(value)
+  if (text.length <= SHOWN_JSON_CHARS) return text
+  const cut = /[\ud800-\udbff]/.test(text[SHOWN_JSON_CHARS - 1]!) ? SHOWN_JSON_CHARS - 1 : SHOWN_JSON_CHARS
+  return `${text.slice(0, cut)}… (${text.length.toLocaleString('en-US')} characters; --json has all)`
+}
+
+/** `jobs show`'s lines: the job's fields, then its attempts as a table. Free text is made printable (a job's note or error comes from its handler). */
+function jobDetails({ job, result }: JobAnswer, attempts: readonly Attempt[]): string[] {
+  const state = [job.dead_letter ? `${job.state} (dead letter)` : job.state]
+  if (job.progress != null && !result) state.push(`${Math.round(job.progress * 100)}%`)
+  state.push(`${job.attempts} of ${job.max_attempts} attempts`)
+  const lines = [`job       ${job.job_id}`, `type      ${printable(job.job_type)}`, `state     ${state.join(', ')}`]
+  if (job.note) lines.push(`note      ${printable(job.note.replace(/\s+/g, ' ').trim())}`)
+  if (job.waiting_reason) lines.push(`waiting   ${printable(job.waiting_reason)}${job.waiting_until ? ` (until ${job.waiting_until})` : ''}`)
+  if (job.cancel_requested && !result) lines.push('canceling asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)')
+  lines.push(`queue     ${printable(job.queue)}, priority ${job.priority}, ${job.cost_units} unit${job.cost_units === 1 ? '' : 's'}`)
+  if (job.addon_id) lines.push(`add-on    ${printable(job.addon_id)}`)
+  lines.push(`created   ${job.created_at}`)
+  if (job.run_at) lines.push(`run at    ${job.run_at}`)
+  if (result?.started_at) lines.push(`started   ${result.started_at}`)
+  if (result?.finished_at) lines.push(`finished  ${result.finished_at}`)
+  if (result && job.state !== 'DONE') lines.push(`error     ${printable(describeError({ job, result }))}`)
+  if (result && job.state === 'DONE') lines.push(`result    ${printable(jsonLine(result.result_data))}`)
+  lines.push(`payload   ${printable(jsonLine(job.payload))}`)
+  if (attempts.length === 0) lines.push('attempts  none yet')
+  else {
+    const rows = attempts.map((a) => [
+      String(a.attempt),
+      a.worker_id,
+      a.started_at,
+      a.finished_at ?? '-',
+      a.outcome === null ? 'running' : a.disposition && a.disposition !== 'FINAL' ? `${a.outcome}, ${a.disposition.toLowerCase().replace('_', '-')}` : a.outcome,
+      a.error == null ? '-' : errorLine(a.error),
+    ])
+    lines.push('attempts', ...table(['#', 'WORKER', 'STARTED', 'FINISHED', 'OUTCOME', 'ERROR'], rows).split('\n').map((line) => `  ${line}`))
+  }
+  return lines
 }
 
 /** The jobs `--state`, `--dead-letter` and `--type` select, checked: a state no job is listed in, or no dead letter is in, is a usage error. */

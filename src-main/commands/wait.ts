@@ -3,13 +3,13 @@ import type { components } from '../../src-shared/api-types'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { openStream } from '../../src-shared/http-json'
 import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
+import { describeError, type JobAnswer } from './job-end'
 
 /** `leasehold submit --wait`: a job (with --each, every job submitted) followed to its end on a live progress line, through the event stream. */
 
 const TERMINAL: ReadonlySet<string> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
 /** GET /api/scheduler/jobs/{job_id}: the job as the reads show it, and its result once it ended. */
-export type JobAnswer = components['schemas']['JobWithResult']
 
 /** The live line: redrawn in place on a terminal, one line per change otherwise. */
 export class ProgressLine {
@@ -54,22 +54,6 @@ function describe(job: QueueJob): string {
   if (job.note) line += ` — ${job.note.replace(/\s+/g, ' ').trim()}`
   if (job.waiting_reason) line += ` — waiting: ${job.waiting_reason}${job.waiting_until ? ` until ${job.waiting_until}` : ''}`
   return line
-}
-
-/** The error of a finished job as one line. */
-export function describeError(answer: JobAnswer): string {
-  const error = answer.result?.error
-  if (error == null) {
-    if (answer.job.state === 'TIMEOUT') return 'its last lease expired with no attempts left'
-    if (answer.job.state === 'CANCELED') return answer.job.note ? `canceled: ${answer.job.note}` : 'canceled'
-    return 'no error given'
-  }
-  if (typeof error === 'string') return error
-  if (typeof error === 'object') {
-    const e = error as { message?: unknown; code?: unknown }
-    if (typeof e.message === 'string') return typeof e.code === 'string' ? `${e.message} (${e.code})` : e.message
-  }
-  return JSON.stringify(error)
 }
 
 /** How long the stream may stay unreachable before --wait gives up. */

@@ -539,7 +539,69 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     expect(lines(done.stderr)).toEqual([expect.stringMatching(/^leasehold: .*no-such-job/)])
     expect((await cli(['jobs', 'cancel'])).status).toBe(2)
     const unknown = await cli(['jobs', 'delete', 'x'])
-    expect([unknown.status, lines(unknown.stderr)]).toEqual([2, ['leasehold: jobs needs list, cancel, retry, run-now (got "delete"); see leasehold jobs --help']])
+    expect([unknown.status, lines(unknown.stderr)]).toEqual([2, ['leasehold: jobs needs list, show, cancel, retry, run-now (got "delete"); see leasehold jobs --help']])
+  })
+})
+
+describe('leasehold jobs show', async () => {
+  /** `jobs show` of `id`: its lines by their label (the attempts' table rows under "attempts"). */
+  async function show(id: string): Promise<{ field: (label: string) => string | undefined; attempts: string[] }> {
+    const result = await cli(['jobs', 'show', id])
+    expect([result.status, result.stderr]).toEqual([0, ''])
+    const all = lines(result.stdout)
+    const field = (label: string) => all.find((line) => line.startsWith(`${label.padEnd(9)} `))?.slice(10)
+    return { field, attempts: all.slice(all.indexOf('attempts') + 2) }
+  }
+
+  test("shows a failed job's error and each attempt with its worker, outcome and error", async () => {
+    const id = host.engine.submit({ job_type: 'show-failing', cost_units: 2, max_attempts: 2, queue: 'show-q', payload: { input: 'a.png' } }).job.id
+    const first = take('show-failing', 'show-worker-1')
+    host.engine.fail({ ...first.report, error: { code: 'E_IO', message: 'disk unplugged', retryable: true } })
+    clock.advance(host.engine.getJob(id)!.eligible_at - clock.now())
+    const second = take('show-failing', 'show-worker-2')
+    host.engine.fail({ ...second.report, error: { code: 'E_PAPER', message: 'out of paper', retryable: false } })
+
+    const { field, attempts } = await show(id)
+    expect(field('job')).toBe(id)
+    expect(field('type')).toBe('show-failing')
+    expect(field('state')).toBe('FAILED, 2 of 2 attempts')
+    expect(field('queue')).toBe('show-q, priority NORMAL, 2 units')
+    expect(field('error')).toBe('out of paper (E_PAPER)')
+    expect(field('payload')).toBe('{"input":"a.png"}')
+    expect(attempts).toEqual([
+      expect.stringMatching(/^ {2}1 {2}show-worker-1 {2}\S+ {2}\S+ {2}FAILED, requeued {2}disk unplugged \(E_IO\)$/),
+      expect.stringMatching(/^ {2}2 {2}show-worker-2 {2}\S+ {2}\S+ {2}FAILED +out of paper \(E_PAPER\)$/),
+    ])
+
+    const json = JSON.parse((await cli(['jobs', 'show', id, '--json'])).stdout) as { job: { job_id: string }; result: { status: string }; attempts: { worker_id: string }[] }
+    expect([json.job.job_id, json.result.status, json.attempts.map((a) => a.worker_id)]).toEqual([id, 'FAILED', ['show-worker-1', 'show-worker-2']])
+  })
+
+  test("shows a finished job's result, and a waiting job's reason with no attempts yet", async () => {
+    const done = host.engine.submit({ job_type: 'show-done', cost_units: 1 }).job.id
+    host.engine.complete({ ...take('show-done').report, result: { pages: 3 } })
+    const finished = await show(done)
+    expect([finished.field('state'), finished.field('result'), finished.field('error')]).toEqual(['DONE, 1 of 3 attempts', '{"pages":3}', undefined])
+    expect(finished.attempts).toEqual([expect.stringMatching(/ {2}SUCCEEDED {2}-$/)])
+
+    const waiting = host.engine.submit({ job_type: 'show-waiting', cost_units: 1, queue: 'show-nobody', payload: { text: 'x'.repeat(500) } }).job.id
+    try {
+      const queued = await show(waiting)
+      expect(queued.field('state')).toBe('QUEUED, 0 of 3 attempts')
+      expect(queued.field('waiting')).toBe('first in line; waiting for a worker to take it')
+      expect(queued.field('attempts')).toBe('none yet')
+      // A payload longer than a line is cut, saying how long it is.
+      expect(queued.field('payload')).toBe(`{"text":"${'x'.repeat(191)}… (511 characters; --json has all)`)
+    } finally {
+      host.engine.cancel(waiting)
+    }
+  })
+
+  test('a job the host does not know is one line and exit 1; no job id is a usage error, exit 2', async () => {
+    const unknown = await cli(['jobs', 'show', 'no-such-job'])
+    expect([unknown.status, lines(unknown.stderr)]).toEqual([1, ['leasehold: No job no-such-job (job_not_found)']])
+    const missing = await cli(['jobs', 'show'])
+    expect([missing.status, lines(missing.stderr)]).toEqual([2, ['leasehold: jobs show needs one job id (got 0)']])
   })
 })
 
