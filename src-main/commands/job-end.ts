@@ -6,7 +6,7 @@ import type { components } from '../../src-shared/api-types'
  * the event stream's client that `--wait` uses (test/cli/bundle.test.ts).
  */
 
-/** A job with its result, as GET /api/scheduler/jobs/{id} answers it. */
+/** GET /api/scheduler/jobs/{job_id}: the job as the reads show it, and its result once it ended. */
 export type JobAnswer = components['schemas']['JobWithResult']
 
 /** The error of a finished job as one line. */

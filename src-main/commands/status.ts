@@ -11,7 +11,7 @@ import { answered, hostApi, table } from './http-client'
 const SHOWN_JOBS = 3
 
 /** A worker's jobs in the table: the first few by the end of their ids, then how many more ("…3f9a0c12,…77aa00bb,…01be3cc2 +47 more"). */
-export function jobsCell(ids: readonly string[]): string {
+function jobsCell(ids: readonly string[]): string {
   if (ids.length === 0) return '-'
   const shown = ids.slice(0, SHOWN_JOBS).map(shortId).join(',')
   return ids.length > SHOWN_JOBS ? `${shown} +${ids.length - SHOWN_JOBS} more` : shown

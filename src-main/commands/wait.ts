@@ -9,8 +9,6 @@ import { describeError, type JobAnswer } from './job-end'
 
 const TERMINAL: ReadonlySet<string> = new Set(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])
 
-/** GET /api/scheduler/jobs/{job_id}: the job as the reads show it, and its result once it ended. */
-
 /** The live line: redrawn in place on a terminal, one line per change otherwise. */
 export class ProgressLine {
   private last = ''
