@@ -101,7 +101,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     streams,
     concurrency,
     gpu: flags.gpu === true,
-    handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']) },
+    handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']), execAllowSetBy: 'leasehold worker --exec-allow' },
     log,
     onRefused: () => stop(1),
   })

@@ -33,6 +33,7 @@ const runtime = new WorkerRuntime({
   handlers: {
     handlersDir: env.LEASEHOLD_WORKER_HANDLERS || null,
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
+    execAllowSetBy: "the host's --exec-allow, or LEASEHOLD_EXEC_ALLOW",
     nice: Number(env.LEASEHOLD_WORKER_NICE ?? 0) || 0,
   },
   // Retry lines at most once a minute per fault (a full disk answers every exchange with 507).

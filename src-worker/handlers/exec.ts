@@ -43,13 +43,13 @@ export function execAllowed(program: string, allowList: readonly string[]): bool
  * string is ever interpolated — if it is on the allow-list. Output lines become progress notes;
  * exit 0 succeeds with the output tail as the result, anything else fails.
  */
-export function execHandler(allowList: readonly string[]): Handler {
+export function execHandler(allowList: readonly string[], setBy?: string): Handler {
   return {
     type: 'exec',
     run({ payload, signal, progress, log }) {
       const p = parsePayload(payload)
       if (!execAllowed(p.program, allowList)) {
-        throw new JobError(`exec: "${p.program}" is not on the allow-list (leasehold serve --exec-allow)`, {
+        throw new JobError(`exec: "${p.program}" is not on the allow-list${setBy ? ` (${setBy})` : ''}`, {
           code: 'exec_not_allowed',
           retryable: false,
         })

@@ -13,6 +13,11 @@ export interface HandlerOptions {
   /** Programs the `exec` handler may run. */
   execAllow: readonly string[]
   /**
+   * Where that list is set for this worker, named in the refusal of a program not on it: the
+   * host's setting for its local workers, `leasehold worker --exec-allow` for that command's.
+   */
+  execAllowSetBy?: string
+  /**
    * The niceness a handler thread lowers itself to unless it drives (local workers: `leasehold
    * serve --worker-nice`, see handler-thread.ts); absent or 0, threads run as their worker does.
    */
@@ -28,7 +33,7 @@ export interface LoadedHandlers {
 /** The built-in handlers plus every user handler that loads; a user handler may replace a built-in. */
 export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
   const handlers = new Map<string, Handler>()
-  for (const handler of [sleep, noop, fileWrite, execHandler(options.execAllow)]) handlers.set(handler.type, handler)
+  for (const handler of [sleep, noop, fileWrite, execHandler(options.execAllow, options.execAllowSetBy)]) handlers.set(handler.type, handler)
   const problems: LoadedHandlers['problems'] = []
   let files: string[] = []
   if (options.handlersDir) {

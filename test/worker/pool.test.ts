@@ -188,6 +188,20 @@ describe('exec', () => {
     }
   })
 
+  test("a program off the allow-list is refused naming where that worker's list is set: the host's for a local worker, leasehold worker --exec-allow for that command's", async () => {
+    const local = await submit(host, { job_type: 'exec', payload: { program: '/bin/sh' } })
+    expect((await settled(host, local, 5000)).result!.error).toMatchObject({
+      message: `exec: "/bin/sh" is not on the allow-list (the host's --exec-allow, or LEASEHOLD_EXEC_ALLOW)`,
+    })
+    const worker = spawnWorker(host, ['--streams', 'exec-external', '--exec-allow', process.execPath])
+    await workerStarted(worker)
+    const external = await submit(host, { job_type: 'exec', queue: 'exec-external', payload: { program: '/bin/sh' } })
+    expect((await settled(host, external, 10_000)).result!.error).toMatchObject({
+      code: 'exec_not_allowed',
+      message: 'exec: "/bin/sh" is not on the allow-list (leasehold worker --exec-allow)',
+    })
+  })
+
   test('a program on the allow-list runs without a shell; its output and exit status come back, a non-zero exit fails', async () => {
     const ok = await submit(host, {
       job_type: 'exec',
