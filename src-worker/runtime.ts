@@ -1,4 +1,5 @@
 import { resolve } from 'node:path'
+import { jobOwnerId } from '../src-shared/file-owner'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
@@ -803,5 +804,5 @@ function tooEarlyAsHeld(error: unknown): FileAcquireAnswer {
  * and its lease with the lease's token, which proves the job is the worker's own.
  */
 function gateRequest(claim: Claim): Omit<GateRequest, 'file'> {
-  return { owner_id: `job:${claim.job_id}`, lease_id: claim.lease_id, lease_token: claim.lease_token }
+  return { owner_id: jobOwnerId(claim.job_id), lease_id: claim.lease_id, lease_token: claim.lease_token }
 }

@@ -2,6 +2,7 @@ import { resolveClientTarget } from '../../src-shared/client-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
 import { shortId } from '../../src-shared/short-id'
+import { heldByItsJob, holderName } from '../../src-shared/file-owner'
 import { answered, hostApi, table } from './http-client'
 
 export const BLOCKERS_HELP = `Usage: leasehold blockers [list] [flags]
@@ -99,7 +100,7 @@ export function blockerTable(blockers: readonly Blocker[], withAnswer = false): 
   const rows = blockers.map((b) => [
     b.blocker_id,
     b.file,
-    `${b.holder.owner_id}${b.holder.job_id ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
+    `${holderName(b.holder)}${b.holder.job_id && !heldByItsJob(b.holder) ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
     b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
     ...(withAnswer ? [b.state === 'OPEN' ? 'open' : `${b.resolution} by ${b.resolved_by}${b.taken_from_holder === false ? ' (nothing taken: the holder had let go)' : ''}`] : []),
   ])

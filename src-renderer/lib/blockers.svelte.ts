@@ -1,4 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
+import { holderName } from '../../src-shared/file-owner'
 import { describeError, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
 
 /** Blocker reports: open ones first (oldest first, as the host lists them), then resolved ones. */
@@ -54,6 +55,6 @@ export class BlockersState {
  */
 export function takenInWords(blocker: Pick<Blocker, 'file' | 'holder'>, taken: boolean): string {
   return taken
-    ? `${blocker.file} was taken from ${blocker.holder.owner_id}`
-    : `${blocker.holder.owner_id} had already let go of ${blocker.file}: nothing was taken`
+    ? `${blocker.file} was taken from ${holderName(blocker.holder)}`
+    : `${holderName(blocker.holder)} had already let go of ${blocker.file}: nothing was taken`
 }

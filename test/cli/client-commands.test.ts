@@ -92,10 +92,11 @@ function failWith(type: string, retryable: boolean): string {
  * denied, both stay alive through the 180 s until its one retry, and the retry finds the file
  * still held. Returns the open blocker and the holder (the caller finishes it).
  */
-function halt(requester: ReturnType<typeof take>, file: string) {
+function halt(requester: ReturnType<typeof take>, file: string, ownerOf: (holderJobId: string) => string = () => 'holder-worker') {
   host.engine.submit({ job_type: 'holder', cost_units: 1 })
   const holder = take('holder', 'holder-worker')
-  expect(host.engine.acquireFile({ file, owner_id: 'holder-worker', lease_id: holder.lease.id })).toMatchObject({ granted: true })
+  const owner = ownerOf(holder.job.id)
+  expect(host.engine.acquireFile({ file, owner_id: owner, lease_id: holder.lease.id })).toMatchObject({ granted: true })
   expect(host.engine.acquireFile({ file, owner_id: requester.report.worker_id, lease_id: requester.lease.id })).toMatchObject({
     granted: false,
     code: 'file_lease_held',
@@ -105,15 +106,15 @@ function halt(requester: ReturnType<typeof take>, file: string) {
     clock.advance(Math.min(10 * SECOND, retryAt - clock.now()))
     host.engine.heartbeat({ lease_id: holder.lease.id })
     host.engine.heartbeat({ lease_id: requester.lease.id })
-    host.engine.heartbeatFile({ file, owner_id: 'holder-worker' })
+    host.engine.heartbeatFile({ file, owner_id: owner })
   }
   const result = host.engine.acquireFile({ file, owner_id: requester.report.worker_id, lease_id: requester.lease.id })
   if (result.granted || result.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(result)}`)
-  return { blocker: result.blocker, holder }
+  return { blocker: result.blocker, holder: { ...holder, owner } }
 }
 
-function finishHolder(holder: ReturnType<typeof take>, file: string) {
-  host.engine.releaseFile({ file, owner_id: 'holder-worker' })
+function finishHolder(holder: ReturnType<typeof halt>['holder'], file: string) {
+  host.engine.releaseFile({ file, owner_id: holder.owner })
   host.engine.complete(holder.report)
 }
 
@@ -743,6 +744,16 @@ describe('leasehold blockers', async () => {
     expect(again.status).toBe(1)
     expect(again.stderr).toMatch(/blocker_resolved|already resolved/)
     finishHolder(holder, file)
+  })
+
+  test("a file a worker's gate took under its job's name is held by that job, named once", async () => {
+    const file = '/repo/blockers/gated.ts'
+    host.engine.submit({ job_type: 'blockers-gated', cost_units: 1 })
+    const requester = take('blockers-gated', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file, (holderJobId) => `job:${holderJobId}`)
+    expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+job …${holder.job.id.slice(-8)} for \\S+ s at the halt; holds it still`, 'm'))
+    finishHolder(holder, file)
+    host.engine.cancel(requester.job.id)
   })
 
   test('a holder that let go after the halt is listed so, and a force_release then says that nothing was taken', async () => {

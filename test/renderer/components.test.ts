@@ -326,6 +326,20 @@ test('a force-released blocker says what the release did: the file taken from th
   expect(card(true)).toMatch(/^force_release by dashboard · .* · \/f was taken from job:h$/)
 })
 
+test("a file a worker's gate took under its job's name is held by that job, named once: in the card, the force release's question and its answer", () => {
+  const job = '01a24941-a54a-8000-8000-00000778931b'
+  const holder = { owner_id: `job:${job}`, job_id: job, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, held_s: 10 }
+  const open = render(BlockerCard, { blocker: resolvedBlocker({ holder, state: 'OPEN', resolution: null, resolved_by: null, resolved_at: null }), now: T0, onresolve: () => {} })
+  expect(text(open)).not.toContain(`job:${job}`)
+  expect(text(open)).toContain('job …0778931b · held')
+  expect(open.querySelector(`a[href="#/jobs/${job}"]`)).not.toBeNull()
+  ;[...open.querySelectorAll('button')].find((b) => b.textContent === 'Force release')!.click()
+  flushSync()
+  expect(text(open.querySelector('[data-testid="confirm-force"]'))).toContain('Take /f from job …0778931b?')
+  const released = render(BlockerCard, { blocker: resolvedBlocker({ holder, resolution: 'force_release', note: null, taken_from_holder: true }), now: T0, onresolve: () => {} })
+  expect(text(released.querySelector('[data-testid="resolution"]'))).toMatch(/ · \/f was taken from job …0778931b$/)
+})
+
 test('the token form hands over the typed token', () => {
   const tokens: string[] = []
   const el = render(TokenForm, { reason: 'rejected', onsubmit: (t: string) => tokens.push(t) })

@@ -1,0 +1,21 @@
+import { shortId } from './short-id'
+
+/**
+ * Who holds a file. A worker's file gate takes each file under its job's own name, `job:<id>`
+ * (src-worker/runtime.ts); a client of the file-lease API names its own owner, and may hold the
+ * file under a job's lease too. No imports but the short id's: the command line and the dashboard
+ * both name holders this way.
+ */
+
+/** The owner a worker's file gate takes a job's files under. */
+export const jobOwnerId = (jobId: string): string => `job:${jobId}`
+
+/** Whether the file is held by the job itself: its worker's gate took it under the job's name. */
+export function heldByItsJob(holder: { owner_id: string; job_id: string | null }): boolean {
+  return holder.job_id !== null && holder.owner_id === jobOwnerId(holder.job_id)
+}
+
+/** The holder in words: a job holding its own file as the job (`job …0778931b`), any other owner by its id. */
+export function holderName(holder: { owner_id: string; job_id: string | null }): string {
+  return heldByItsJob(holder) ? `job ${shortId(holder.job_id!)}` : holder.owner_id
+}
