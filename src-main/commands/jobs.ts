@@ -149,7 +149,8 @@ function jobDetails({ job, result }: JobAnswer, attempts: readonly Attempt[]): s
   if (job.progress != null && !result) state.push(`${Math.round(job.progress * 100)}%`)
   state.push(`${job.attempts} of ${job.max_attempts} attempts`)
   const lines = [`job       ${job.job_id}`, `type      ${printable(job.job_type)}`, `state     ${state.join(', ')}`]
-  if (job.note) lines.push(`note      ${printable(job.note.replace(/\s+/g, ' ').trim())}`)
+  // A finished job's progress and note are those of its last heartbeat: not worth repeating.
+  if (job.note && !result) lines.push(`note      ${printable(job.note.replace(/\s+/g, ' ').trim())}`)
   if (job.waiting_reason) lines.push(`waiting   ${printable(job.waiting_reason)}${job.waiting_until ? ` (until ${job.waiting_until})` : ''}`)
   if (job.cancel_requested && !result) lines.push('canceling asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)')
   lines.push(`queue     ${printable(job.queue)}, priority ${job.priority}, ${job.cost_units} unit${job.cost_units === 1 ? '' : 's'}`)
@@ -168,7 +169,7 @@ function jobDetails({ job, result }: JobAnswer, attempts: readonly Attempt[]): s
       a.worker_id,
       a.started_at,
       a.finished_at ?? '-',
-      a.outcome === null ? 'running' : a.disposition && a.disposition !== 'FINAL' ? `${a.outcome}, ${a.disposition.toLowerCase().replace('_', '-')}` : a.outcome,
+      a.outcome === null ? 'running' : a.disposition && a.disposition !== 'FINAL' && a.disposition !== a.outcome ? `${a.outcome}, ${a.disposition.toLowerCase().replace('_', '-')}` : a.outcome,
       a.error == null ? '-' : errorLine(a.error),
     ])
     lines.push('attempts', ...table(['#', 'WORKER', 'STARTED', 'FINISHED', 'OUTCOME', 'ERROR'], rows).split('\n').map((line) => `  ${line}`))

@@ -578,11 +578,14 @@ describe('leasehold jobs show', async () => {
     expect([json.job.job_id, json.result.status, json.attempts.map((a) => a.worker_id)]).toEqual([id, 'FAILED', ['show-worker-1', 'show-worker-2']])
   })
 
-  test("shows a finished job's result, and a waiting job's reason with no attempts yet", async () => {
+  test("shows a finished job's result (not its last heartbeat's note), and a waiting job's reason with no attempts yet", async () => {
     const done = host.engine.submit({ job_type: 'show-done', cost_units: 1 }).job.id
-    host.engine.complete({ ...take('show-done').report, result: { pages: 3 } })
+    const taken = take('show-done')
+    host.engine.heartbeat({ lease_id: taken.lease.id, worker_id: taken.report.worker_id, progress: 0.5, note: 'halfway' })
+    expect((await show(done)).field('note')).toBe('halfway')
+    host.engine.complete({ ...taken.report, result: { pages: 3 } })
     const finished = await show(done)
-    expect([finished.field('state'), finished.field('result'), finished.field('error')]).toEqual(['DONE, 1 of 3 attempts', '{"pages":3}', undefined])
+    expect([finished.field('state'), finished.field('result'), finished.field('error'), finished.field('note')]).toEqual(['DONE, 1 of 3 attempts', '{"pages":3}', undefined, undefined])
     expect(finished.attempts).toEqual([expect.stringMatching(/ {2}SUCCEEDED {2}-$/)])
 
     const waiting = host.engine.submit({ job_type: 'show-waiting', cost_units: 1, queue: 'show-nobody', payload: { text: 'x'.repeat(500) } }).job.id
@@ -752,6 +755,8 @@ describe('leasehold blockers', async () => {
     const requester = take('blockers-gated', 'blockers-worker')
     const { blocker, holder } = halt(requester, file, (holderJobId) => `job:${holderJobId}`)
     expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+job …${holder.job.id.slice(-8)} for \\S+ s at the halt; holds it still`, 'm'))
+    // Its halted attempt reads BLOCKED once (its outcome, and what became of the job: the same).
+    expect(lines((await cli(['jobs', 'show', requester.job.id])).stdout).at(-1)).toMatch(/ {2}BLOCKED {2}Halted by a file-lease blocker \(blocked\)$/)
     finishHolder(holder, file)
     host.engine.cancel(requester.job.id)
   })
