@@ -371,6 +371,16 @@ test('a busy worker shows its jobs by the end of their ids (jobs of one minute s
   expect(text(el.querySelector('tr[data-worker="local-2.1"]'))).toContain('idle')
 })
 
+test('a worker running many jobs shows five of them and how many more', () => {
+  const ids = Array.from({ length: 12 }, (_, i) => `0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f${String(i).padStart(2, '0')}`)
+  const workers = new WorkersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch({}).fetcher))
+  workers.workers = [{ worker_id: 'local-1.1', kind: 'local', pid: 4242, state: 'busy', current_job_ids: ids, last_seen_at: iso(T0), started_at: iso(T0), restarts: 0 }]
+  workers.loaded = true
+  const row = render(WorkersView, { workers, now: T0 }).querySelector('tr[data-worker="local-1.1"]')!
+  expect([...row.querySelectorAll('a')].map((a) => a.getAttribute('title'))).toEqual(ids.slice(0, 5))
+  expect(text(row.querySelector('[data-testid="more-jobs"]'))).toBe('+7 more')
+})
+
 test('an external worker is shown without a pid or restarts: the host neither starts nor restarts it', () => {
   const workers = new WorkersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch({}).fetcher))
   workers.workers = [
@@ -380,8 +390,8 @@ test('an external worker is shown without a pid or restarts: the host neither st
   workers.loaded = true
   const el = render(WorkersView, { workers, now: T0 + 2 * SECOND })
   const headings = (id: string) => [...el.querySelectorAll(`[data-testid="workers-${id}"] th`)].map((th) => text(th))
-  expect(headings('local')).toEqual(['Worker', 'State', 'PID', 'Current job', 'Last seen', 'Restarts'])
-  expect(headings('external')).toEqual(['Worker', 'State', 'Current job', 'Last seen'])
+  expect(headings('local')).toEqual(['Worker', 'State', 'PID', 'Current jobs', 'Last seen', 'Restarts'])
+  expect(headings('external')).toEqual(['Worker', 'State', 'Current jobs', 'Last seen'])
   expect([...el.querySelectorAll('tr[data-worker="local-1.1"] td')].map((td) => text(td))).toEqual(['local-1.1', 'ready', '4242', 'idle', '2 s ago', '2'])
   expect([...el.querySelectorAll('tr[data-worker="ext-1"] td')].map((td) => text(td))).toEqual(['ext-1', 'active', 'idle', '2 s ago'])
 })
