@@ -4,7 +4,8 @@
  * the time, so jobs made in the same minute share their first characters; the last 8 differ from
  * job to job (random, or the end of the job's key and random: src-main/engine/store/ids.ts). Ids too
  * short to shorten show whole. The command line and the dashboard both show ids this way, and
- * the suffix finds the whole id in `leasehold jobs`. No imports: the command line loads it at start.
+ * the one-job commands (`leasehold jobs show|cancel|retry|run-now …3f9a0c12`) find the whole id
+ * by it. No imports: the command line loads it at start.
  */
 export function shortId(id: string): string {
   return id.length > SHOWN + 1 ? `…${id.slice(-SHOWN)}` : id

@@ -1,7 +1,8 @@
 import { resolveClientTarget } from '../../src-shared/client-target'
 import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
 import { ConfigError, parseCommandLine, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
-import { answered, hostApi, printable, table } from './http-client'
+import type { ClientTarget } from '../../src-shared/client-target'
+import { answered, HostError, hostApi, printable, table } from './http-client'
 import { describeError, errorLine, type JobAnswer } from './job-end'
 import type { components } from '../../src-shared/api-types'
 
@@ -35,6 +36,8 @@ Commands (docs/operations.md; bulk actions by other filters are over HTTP and in
   retry --dead-letter  every dead-lettered job back to QUEUED, each as retry JOB does it; with
                        --type or --state only those; --dry-run counts them and changes nothing
   run-now JOB          run a delayed job now instead of at its run_at (--by)
+JOB is a job's whole id, or its end as the tables print it (…3f9a0c12, 8 characters or more),
+when that ends one job's id only.
 
 Flags:
   --state S            only jobs in this state: ${LISTED_STATES.join(', ')}
@@ -118,13 +121,36 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
 
 type Attempt = components['schemas']['QueueAttempt']
 
+/** A job's whole id, as the host makes them. */
+const WHOLE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+/** The end of an id as the tables print it (…0778931b), or a longer end: 8 characters at least. */
+const ID_END = /^…?([0-9a-f-]{8,35})$/i
+
+/**
+ * The job a one-job command names: by its whole id, or by the end of it as `leasehold status`,
+ * `blockers` and the waiting reasons print it (…0778931b, with or without the ellipsis), found
+ * through the jobs search. An end that ends no job's id is the host's `job_not_found` (exit 1);
+ * one that ends several is a usage error naming them (exit 2). Anything else goes to the host as
+ * given, which answers for it. The search reads the whole jobs table, as the dashboard's search
+ * box does: ~150 ms of the host's main thread for 300,000 jobs here.
+ */
+async function wholeJobId(target: ClientTarget, given: string): Promise<string> {
+  const end = ID_END.exec(given)?.[1]
+  if (WHOLE_ID.test(given) || end === undefined) return given
+  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { search: end, limit: 500 } } }))
+  const ids = page.jobs.map((job) => job.job_id).filter((id) => id.toLowerCase().endsWith(end.toLowerCase()))
+  if (ids.length === 1) return ids[0]!
+  if (ids.length === 0) throw new HostError(404, 'job_not_found', `No job's id ends with ${end}`, {})
+  throw new ConfigError(`${end} ends the ids of ${ids.length} jobs (${ids.join(', ')}): give more of the id`)
+}
+
 /** `jobs show JOB`: the job, its result and its attempts, read from the host (GET /api/scheduler/jobs/{id} and its /attempts). */
 async function showJob(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, [], ['json'])
   if (positionals.length !== 1) throw new ConfigError(`jobs show needs one job id (got ${positionals.length})`)
   const target = resolveClientTarget(flags, env)
   const api = hostApi(target)
-  const path = { params: { path: { job_id: positionals[0]! } } }
+  const path = { params: { path: { job_id: await wholeJobId(target, positionals[0]!) } } }
   const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', path))
   const { attempts } = await answered(target, api.GET('/api/scheduler/jobs/{job_id}/attempts', path))
   if (flags.json) console.log(JSON.stringify({ ...answer, attempts }, null, 2))
@@ -222,9 +248,9 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
 async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, action === 'cancel' ? ['reason', 'by'] : ['by'], ['json'])
   if (positionals.length !== 1) throw new ConfigError(`jobs ${action} needs one job id (got ${positionals.length})`)
-  const jobId = positionals[0]!
   const requested_by = flags.by ?? 'operator'
   const target = resolveClientTarget(flags, env)
+  const jobId = await wholeJobId(target, positionals[0]!)
   const api = hostApi(target)
   const path = { params: { path: { job_id: jobId } } }
   const { job } =

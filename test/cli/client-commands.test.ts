@@ -601,6 +601,35 @@ describe('leasehold jobs show', async () => {
     }
   })
 
+  test('a job is found by the end of its id as the tables print it (with or without the ellipsis), by show and by the actions', async () => {
+    const id = host.engine.submit({ job_type: 'show-by-end', cost_units: 1 }).job.id
+    const end = id.slice(-8)
+    expect((await show(`…${end}`)).field('job')).toBe(id)
+    expect((await show(end)).field('job')).toBe(id)
+    expect((await show(id.slice(-17))).field('job')).toBe(id)
+    const canceled = await cli(['jobs', 'cancel', `…${end}`])
+    expect([canceled.status, canceled.stdout.trim()]).toEqual([0, `job ${id} CANCELED`])
+    const none = await cli(['jobs', 'show', '…ffffffff'])
+    expect([none.status, lines(none.stderr)]).toEqual([1, ["leasehold: No job's id ends with ffffffff (job_not_found)"]])
+  })
+
+  test("an end that ends several jobs' ids is a usage error naming them, exit 2", async () => {
+    // Two ids whose last 8 characters are the same: a host with both answers the search with both.
+    const ids = ['01a24941-a54a-8000-8000-00000778931b', '01a24942-0000-8000-8000-00010778931b']
+    const server = createHttpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ jobs: ids.map((job_id) => ({ job_id })), next_cursor: null }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = server.address() as AddressInfo
+      const result = await runAsync(['jobs', 'show', '…0778931b', '--url', `http://127.0.0.1:${port}`, '--token', 'x'])
+      expect([result.status, lines(result.stderr)]).toEqual([2, [`leasehold: 0778931b ends the ids of 2 jobs (${ids.join(', ')}): give more of the id`]])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+
   test('a job the host does not know is one line and exit 1; no job id is a usage error, exit 2', async () => {
     const unknown = await cli(['jobs', 'show', 'no-such-job'])
     expect([unknown.status, lines(unknown.stderr)]).toEqual([1, ['leasehold: No job no-such-job (job_not_found)']])
