@@ -19,3 +19,12 @@ export function heldByItsJob(holder: { owner_id: string; job_id: string | null }
 export function holderName(holder: { owner_id: string; job_id: string | null }): string {
   return heldByItsJob(holder) ? `job ${shortId(holder.job_id!)}` : holder.owner_id
 }
+
+/** A job's own name as an owner: `job:` and a job id. */
+const JOB_OWNER = /^job:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
+
+/** An owner id alone in words, where the job it holds under is not known: a job's own name as that job (`job …0778931b`), any other as it is. */
+export function ownerName(ownerId: string): string {
+  const job = JOB_OWNER.exec(ownerId)?.[1]
+  return job === undefined ? ownerId : `job ${shortId(job)}`
+}

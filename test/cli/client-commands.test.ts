@@ -784,8 +784,11 @@ describe('leasehold blockers', async () => {
     const requester = take('blockers-gated', 'blockers-worker')
     const { blocker, holder } = halt(requester, file, (holderJobId) => `job:${holderJobId}`)
     expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+job …${holder.job.id.slice(-8)} for \\S+ s at the halt; holds it still`, 'm'))
-    // Its halted attempt reads BLOCKED once (its outcome, and what became of the job: the same).
-    expect(lines((await cli(['jobs', 'show', requester.job.id])).stdout).at(-1)).toMatch(/ {2}BLOCKED {2}Halted by a file-lease blocker \(blocked\)$/)
+    // The halted job's reason names the holder so too; its halted attempt reads BLOCKED once
+    // (its outcome, and what became of the job: the same).
+    const shown = lines((await cli(['jobs', 'show', requester.job.id])).stdout)
+    expect(shown.find((line) => line.startsWith('waiting '))).toContain(`halted on ${file}, held by job …${holder.job.id.slice(-8)} (blocker`)
+    expect(shown.at(-1)).toMatch(/ {2}BLOCKED {2}Halted by a file-lease blocker \(blocked\)$/)
     finishHolder(holder, file)
     host.engine.cancel(requester.job.id)
   })

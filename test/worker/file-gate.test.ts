@@ -41,7 +41,7 @@ test('two jobs writing one file: the second waits for the first (one retry at +1
   expect(attempts(host, second)).toHaveLength(1)
   // Its job runs, and its reads say why it waits and until when.
   expect((await settled(host, second, 100, ['RUNNING'])).job).toMatchObject({
-    waiting_reason: `refused file ${file}, held by job:${first}; waits to try it again`,
+    waiting_reason: `refused file ${file}, held by job …${first.slice(-8)}; waits to try it again`,
     waiting_until: new Date(contended.data.retry_at).toISOString(),
   })
   // The worker's own line comes through its stderr, a moment after the host's event.

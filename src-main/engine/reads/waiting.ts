@@ -6,6 +6,7 @@ import { eligibleJobs, holdsActiveLease } from './pick'
 import { isScheduled } from './scheduled'
 import { type JobState, LEASED_STATES, WAITING_STATES } from '../rules/states'
 import { shortId } from '../../../src-shared/short-id'
+import { holderName, ownerName } from '../../../src-shared/file-owner'
 
 /**
  * Why a job waits, for the job views people read (GET /jobs/{id}, GET /jobs, the CLI and the
@@ -180,13 +181,13 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     const contention = job.lease_id === null ? undefined : s.contentionOf(job.lease_id)
     if (!contention) return null
     // The refusal stands until the one retry, even once the holder has let go.
-    const held = contention.holder === null ? 'since let go' : `held by ${contention.holder}`
+    const held = contention.holder === null ? 'since let go' : `held by ${ownerName(contention.holder)}`
     return { reason: `refused file ${contention.file}, ${held}; waits to try it again`, until: contention.retry_at }
   }
   if (!WAITING_STATES.has(state)) return null
   if (state === 'BLOCKED') {
     const blocker = s.blockerOf(job.id)
-    const on = blocker ? ` on ${blocker.file}, held by ${blocker.holder_owner_id} (blocker ${shortId(blocker.id)})` : ''
+    const on = blocker ? ` on ${blocker.file}, held by ${holderName({ owner_id: blocker.holder_owner_id, job_id: blocker.holder_job_id })} (blocker ${shortId(blocker.id)})` : ''
     return open(`halted${on}; waits for an operator to retry, force release or cancel`)
   }
   if (s.paused.has(job.queue)) {
