@@ -279,12 +279,18 @@ describe('every waiting job can say why it waits', () => {
 })
 
 describe('the file gate\'s wait is a waiting reason like the others', () => {
-  it("a holder that took the file under its job's own name (as a worker's gate does) is named as that job, by its id's end", () => {
+  /** Two running jobs: the holder's (w1) and the requester's (w2), both leased for 600 s. */
+  function twoRunning() {
     const { engine, clock } = setup()
     engine.submit(aJob())
     const requester = engine.submit(aJob()).job
     const holder = leaseOrFail(engine, 'w1', 600)
     const running = leaseOrFail(engine, 'w2', 600)
+    return { engine, clock, requester, holder, running }
+  }
+
+  it("a holder that took the file under its job's own name (as a worker's gate does) is named as that job, by its id's end", () => {
+    const { engine, clock, requester, holder, running } = twoRunning()
     engine.acquireFile({ file: '/repo/b.ts', owner_id: `job:${holder.job.id}`, lease_id: holder.lease.id })
     clock.advance(5 * SECOND)
     expect(engine.acquireFile({ file: '/repo/b.ts', owner_id: `job:${running.job.id}`, lease_id: running.lease.id })).toMatchObject({ code: 'file_lease_held' })
@@ -292,11 +298,7 @@ describe('the file gate\'s wait is a waiting reason like the others', () => {
   })
 
   it('a running job refused a held file waits for its one retry: the reason names the file and its holder, waiting_until the retry', () => {
-    const { engine, clock } = setup()
-    engine.submit(aJob())
-    const requester = engine.submit(aJob()).job
-    const holder = leaseOrFail(engine, 'w1', 600)
-    const running = leaseOrFail(engine, 'w2', 600)
+    const { engine, clock, requester, holder, running } = twoRunning()
     expect(running.job.id).toBe(requester.id)
     engine.acquireFile({ file: '/repo/a.ts', owner_id: 'w1', lease_id: holder.lease.id })
     expect(reasonOf(engine, requester.id)).toBeNull()
