@@ -170,7 +170,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
       allowPositionals: false,
     }).values
   } catch (error) {
-    throw flagError(error)
+    throw flagError(error, SERVE_FLAGS.map((f) => f.name))
   }
   const read = (name: string): unknown => {
     const flag = SERVE_FLAGS.find((f) => f.name === name)!

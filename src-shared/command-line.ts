@@ -65,18 +65,66 @@ export function parseCommandLine<T>(
     })
     return { values: values as T, positionals }
   } catch (error) {
-    throw flagError(error)
+    throw flagError(error, [...TARGET_FLAGS, ...strings, ...booleans])
   }
 }
 
 /**
  * parseArgs's refusal as one line. A parser that takes words adds to "Unknown option '--x'" a
  * hint about '--' (with an unclosed quote) that no command here needs, as none takes a word
- * starting with a dash: every command says just "Unknown option '--x'".
+ * starting with a dash: every command says just "Unknown option '--x'", and names the flag the
+ * user most likely meant among the command's own `flags` ({@link likelyFlag}).
  */
-export function flagError(error: unknown): ConfigError {
-  const line = (error as Error).message.split('\n')[0]!
-  return new ConfigError(line.replace(/\. To specify a positional argument starting with a '-'.*$/, ''))
+export function flagError(error: unknown, flags: readonly string[] = []): ConfigError {
+  const line = (error as Error).message.split('\n')[0]!.replace(/\. To specify a positional argument starting with a '-'.*$/, '')
+  const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'--([^'=]+)/.exec(line)?.[1] : undefined
+  const meant = unknown === undefined ? undefined : likelyFlag(unknown, flags)
+  return new ConfigError(meant ? `${line} (did you mean --${meant}?)` : line)
+}
+
+/**
+ * Words a user brings from the API or other schedulers for a flag that has another name here:
+ * the HTTP field is `cost_units`, and "retries" or "delay" name `--max-attempts` and `--in`.
+ */
+const FLAG_SYNONYMS: Readonly<Record<string, string>> = {
+  cost: 'units',
+  'cost-units': 'units',
+  attempts: 'max-attempts',
+  retries: 'max-attempts',
+  'max-retries': 'max-attempts',
+  delay: 'in',
+  'idempotency-key': 'key',
+  'dedupe-key': 'key',
+}
+
+/**
+ * The flag among `flags` that `typed` most likely meant: a synonym of it, the only flag it
+ * begins (`--prio`), or the one nearest by a typo or two (`--priorty`, `--untis`); undefined
+ * when none is close enough to name.
+ */
+export function likelyFlag(typed: string, flags: readonly string[]): string | undefined {
+  const synonym = FLAG_SYNONYMS[typed]
+  if (synonym !== undefined && flags.includes(synonym)) return synonym
+  const begun = flags.filter((flag) => typed.length >= 3 && flag.startsWith(typed))
+  if (begun.length === 1) return begun[0]
+  const allowed = typed.length <= 4 ? 1 : 2
+  const near = flags.map((flag) => ({ flag, d: typoDistance(typed, flag) })).filter(({ d }) => d <= allowed)
+  const best = Math.min(...near.map(({ d }) => d))
+  const nearest = near.filter(({ d }) => d === best)
+  return nearest.length === 1 ? nearest[0]!.flag : undefined
+}
+
+/** Edits (an insert, a delete, a change, or two neighbours swapped) from `a` to `b`. */
+function typoDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const change = a[i - 1] === b[j - 1] ? 0 : 1
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + change)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1)
+    }
+  }
+  return d[a.length]![b.length]!
 }
 
 /**

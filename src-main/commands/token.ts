@@ -29,7 +29,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   try {
     parsed = parse(argv)
   } catch (error) {
-    throw flagError(error)
+    throw flagError(error, Object.keys(TOKEN_OPTIONS))
   }
   const { values, positionals } = parsed
   // The token file's code (and zod, which reads the file) loads for this command only: the other client commands start faster without it.
@@ -57,6 +57,8 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   return 0
 }
 
+const TOKEN_OPTIONS = { 'data-dir': { type: 'string' }, scope: { type: 'string' }, json: { type: 'boolean' } } as const
+
 function parse(argv: string[]) {
-  return parseArgs({ args: argv, options: { 'data-dir': { type: 'string' }, scope: { type: 'string' }, json: { type: 'boolean' } }, strict: true, allowPositionals: true })
+  return parseArgs({ args: argv, options: TOKEN_OPTIONS, strict: true, allowPositionals: true })
 }

@@ -69,6 +69,10 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a line of --each the host could not store as sent', ['submit', '--type', 't', '--each', EACH_WITH_LONE_SURROGATE], `--each ${EACH_WITH_LONE_SURROGATE} line 3: payload.a: must be well-formed Unicode`],
     ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
     ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
+    ['a flag named as the API names it', ['submit', '--type', 't', '--cost', '3'], "Unknown option '--cost' (did you mean --units?)"],
+    ['a misspelt flag', ['submit', '--type', 't', '--priorty', '3'], "Unknown option '--priorty' (did you mean --priority?)"],
+    ['the start of one flag', ['jobs', '--lim', '3'], "Unknown option '--lim' (did you mean --limit?)"],
+    ['a typo between two flags', ['submit', '--type', 't', '--ky', 'k'], "Unknown option '--ky' (did you mean --key?)"],
     ['help on no command', ['help', 'bogus'], 'no help for "bogus": it is not a command'],
   ])('%s', async (_what, args, message) => {
     const result = await run([...args, '--data-dir', host.dataDir])
@@ -87,6 +91,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a worker’s empty list of queues', ['worker', '--streams', ' , '], '--streams needs at least one queue name (leave it out for the default queue)'],
     ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker | list | revoke ID'],
     ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker'],
+    ['a token command’s misspelt flag', ['token', 'create', '--scop', 'worker'], "Unknown option '--scop' (did you mean --scope?)"],
+    ['a worker’s misspelt flag', ['worker', '--concurency', '2'], "Unknown option '--concurency' (did you mean --concurrency?)"],
   ])('%s is said before the host or its data dir is looked for', async (_what, args, message) => {
     const result = await run([...args, '--data-dir', join(tempDir('no-host-'), 'missing')])
     expect(result.status, result.stderr).toBe(2)

@@ -81,6 +81,12 @@ describe('serve configuration', () => {
     expect(() => parseServeArgs(['--bogus'], {})).toThrow(/^Unknown option '--bogus'$/)
   })
 
+  test('an unknown flag near one of serve\'s names that flag, and only one that is near', () => {
+    expect(() => parseServeArgs(['--prot', '7000'], {})).toThrow(/^Unknown option '--prot' \(did you mean --port\?\)$/)
+    expect(() => parseServeArgs(['--worker', '2'], {})).toThrow(/^Unknown option '--worker' \(did you mean --workers\?\)$/)
+    expect(() => parseServeArgs(['--datadir', 'd'], {})).toThrow(/^Unknown option '--datadir' \(did you mean --data-dir\?\)$/)
+  })
+
   test('the data dir is made absolute, so that every line naming a file in it names the same place', () => {
     expect(parseServeArgs(['--data-dir', 'relative/dir'], {}).dataDir).toBe(join(process.cwd(), 'relative/dir'))
     expect(parseServeArgs([], { LEASEHOLD_DATA_DIR: './here' }).dataDir).toBe(join(process.cwd(), 'here'))
