@@ -46,6 +46,11 @@ Flags:
                        follows every job submitted, on one line counting the jobs ended by
                        state; then one line per job that is not DONE, naming its input line
                        and why; exit 0 if all are DONE
+  --wait-timeout DURATION
+                       with --wait: stop waiting after DURATION (such as 30s, 10m or 1h30m) and
+                       say how the job stands (with --each, each job not ended, on its line);
+                       the job goes on, untouched. Exit 124, as timeout(1) exits; --json prints
+                       the job as it was then
   --json               print the job as JSON instead of its id (with --wait: {job, result} at the end;
                        with --each: each job as it is submitted; with --each --wait: nothing as
                        they are submitted, then each job's {job, result, line} on a line of its
@@ -81,6 +86,7 @@ export interface SubmitFlags {
   at?: string
   in?: string
   wait?: boolean
+  'wait-timeout'?: string
   json?: boolean
   each?: string
 }
@@ -209,8 +215,10 @@ export function parseDuration(flag: string, value: string): number {
 
 /** `leasehold submit`: one job (with --each, one a line of the input); with --wait, follows it to its end. */
 export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key', 'at', 'in', 'each'], ['wait', 'json'])
+  const flags = parseFlags<SubmitFlags>(argv, ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts', 'key', 'at', 'in', 'each', 'wait-timeout'], ['wait', 'json'])
   const body = buildSubmit(flags)
+  if (flags['wait-timeout'] !== undefined && !flags.wait) throw new ConfigError('--wait-timeout goes with --wait (how long to wait for the job)')
+  const timeoutMs = flags['wait-timeout'] === undefined ? undefined : parseDuration('wait-timeout', flags['wait-timeout'])
   if (flags.each !== undefined) {
     if (flags.payload !== undefined) throw new ConfigError('--each and --payload: each line of --each is its job\'s payload')
     if (flags.key !== undefined) throw new ConfigError('--each and --key: an idempotency key names one job')
@@ -223,7 +231,7 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     try {
       // With --json the jobs' ends are printed, once all have ended; without it their ids as they go.
       const { code, jobs } = await submitEach(target, body, lines, flags.json ? 'nothing' : 'id')
-      return Math.max(code, await follower.wait(jobs, new ProgressLine(process.stderr), { json: flags.json === true }))
+      return Math.max(code, await follower.wait(jobs, new ProgressLine(process.stderr), { json: flags.json === true, timeoutMs }))
     } finally {
       follower.close()
     }
@@ -238,7 +246,7 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   }
   if (!flags.json) console.log(job.job_id)
   const { ProgressLine, waitForJob } = await import('./wait') // the event stream's client, for --wait only
-  const { code, answer } = await waitForJob(target, job.job_id, new ProgressLine(process.stderr))
+  const { code, answer } = await waitForJob(target, job.job_id, new ProgressLine(process.stderr), { timeoutMs })
   if (flags.json) console.log(JSON.stringify(marked(answer), null, 2))
   return code
 }
@@ -302,7 +310,7 @@ function differencesFrom(body: SubmitBody, job: QueueJob): string[] {
 }
 
 /** A duration in milliseconds as --in reads it: 1h30m, 90s, 1d2h, 250ms. */
-function durationText(ms: number): string {
+export function durationText(ms: number): string {
   let rest = ms
   let text = ''
   for (const [unit, size] of Object.entries(DURATION_UNITS).reverse()) {

@@ -4,6 +4,7 @@ import type { ClientTarget } from '../../src-shared/client-target'
 import { openStream } from '../../src-shared/http-json'
 import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 import { describeError, type JobAnswer } from './job-end'
+import { durationText } from './submit'
 
 /** `leasehold submit --wait`: a job (with --each, every job submitted) followed to its end on a live progress line, through the event stream. */
 
@@ -53,6 +54,12 @@ function describe(job: QueueJob): string {
   if (job.waiting_reason) line += ` — waiting: ${job.waiting_reason}${job.waiting_until ? ` until ${job.waiting_until}` : ''}`
   return line
 }
+
+/**
+ * The exit status of a wait that `--wait-timeout` ended before the job did: 124, as timeout(1)
+ * exits, so that a script can tell "still going" from FAILED (1). The job is left as it is.
+ */
+export const WAIT_TIMED_OUT_EXIT = 124
 
 /** How long the stream may stay unreachable before --wait gives up. */
 const GIVE_UP_MS = 60_000
@@ -201,12 +208,19 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
  * when the job changed, a GET of the job after each (re)connect closes the race with events
  * that came before, and a slow poll picks up progress that heartbeats write without an event.
  */
-export async function waitForJob(target: ClientTarget, jobId: string, line: ProgressLine): Promise<{ code: number; answer: JobAnswer }> {
+export async function waitForJob(
+  target: ClientTarget,
+  jobId: string,
+  line: ProgressLine,
+  { timeoutMs }: { timeoutMs?: number } = {},
+): Promise<{ code: number; answer: JobAnswer }> {
   const api = hostApi(target)
   let settle!: (result: { code: number; answer: JobAnswer } | Error) => void
   const settled = new Promise<{ code: number; answer: JobAnswer } | Error>((resolve) => (settle = resolve))
   let done = false
   let blockedShown = false
+  /** The job as last read: what a wait that times out answers with. */
+  let latest: JobAnswer | null = null
 
   const end = (result: { code: number; answer: JobAnswer } | Error) => {
     if (done) return
@@ -215,6 +229,7 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
   }
 
   const render = async (answer: JobAnswer) => {
+    latest = answer
     const job = answer.job
     if (job.state === 'BLOCKED') {
       if (!blockedShown) {
@@ -271,6 +286,15 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
     back: (text) => line.show(`leasehold: ${text}`, true),
   })
   const poll = setInterval(() => void refresh(), POLL_MS)
+  // --wait-timeout: the job read once more, so that the answer is its state at the deadline.
+  const deadline = timeoutMs === undefined ? null : setTimeout(() => void refresh().then(() => timedOut()), timeoutMs)
+  const timedOut = () => {
+    if (done) return
+    if (latest === null) return end(new Error(`the host did not answer for job ${jobId} within ${durationText(timeoutMs!)} (--wait-timeout)`))
+    line.finish()
+    console.error(`leasehold: ${stillGoing(latest, timeoutMs!)}; it is left as it is (leasehold jobs cancel ${jobId} stops it)`)
+    end({ code: WAIT_TIMED_OUT_EXIT, answer: latest })
+  }
   try {
     const result = await settled
     await reading
@@ -278,8 +302,16 @@ export async function waitForJob(target: ClientTarget, jobId: string, line: Prog
     return result
   } finally {
     clearInterval(poll)
+    if (deadline) clearTimeout(deadline)
     close()
   }
+}
+
+/** A job that has not ended at the wait's deadline, in words: "job … still QUEUED after 30s — waiting: …". */
+function stillGoing(answer: JobAnswer, timeoutMs: number): string {
+  const job = answer.job
+  const waiting = job.waiting_reason ? ` — waiting: ${job.waiting_reason}` : ''
+  return `job ${job.job_id} still ${job.state} after ${durationText(timeoutMs)}${waiting}`
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,9 +358,10 @@ export interface JobsFollower {
   /**
    * Waits until every one of `jobs` has ended, on a live line; says why each that is not DONE
    * ended; with `json`, then prints every job's end as {@link eachEndLine} does, in the input's
-   * order. The exit code: 0 if all are DONE.
+   * order. The exit code: 0 if all are DONE. With `timeoutMs`, waits that long at most: the jobs
+   * not ended then are each said on a line as they are, and left so ({@link WAIT_TIMED_OUT_EXIT}).
    */
-  wait(jobs: EachJob[], line: ProgressLine, options?: { json?: boolean }): Promise<number>
+  wait(jobs: EachJob[], line: ProgressLine, options?: { json?: boolean; timeoutMs?: number }): Promise<number>
   close(): void
 }
 
@@ -446,7 +479,7 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
     throw error
   }
 
-  const wait = async (jobs: EachJob[], line: ProgressLine, { json = false }: { json?: boolean } = {}): Promise<number> => {
+  const wait = async (jobs: EachJob[], line: ProgressLine, { json = false, timeoutMs }: { json?: boolean; timeoutMs?: number } = {}): Promise<number> => {
     for (const job of jobs) pending.set(job.job_id, null)
     say = (text) => line.show(text, true)
     const early = seen!
@@ -466,8 +499,10 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
     }
     await new Promise<void>((resolve) => {
       let timer: ReturnType<typeof setTimeout> | null = null
+      const deadline = timeoutMs === undefined ? null : setTimeout(() => settle(), timeoutMs)
       const settle = () => {
         if (timer) clearTimeout(timer)
+        if (deadline) clearTimeout(deadline)
         resolve()
       }
       changed = () => {
@@ -481,27 +516,38 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
       changed()
     })
     close()
+    changed = () => {}
     render()
     line.finish()
     if (failure) throw failure
-    // Each job that is not DONE is read for why it ended (with --json, every job, for its line).
-    const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
+    // Each job that is not DONE is read for why it ended, or (past --wait-timeout) how it goes on;
+    // with --json, every job, for its line.
     const ends = new Map<string, EachEnd>()
-    await eachAtMost(json ? jobs : notDone, READS_AT_ONCE, async ({ job_id }) => {
+    await eachAtMost(json ? jobs : jobs.filter((job) => ended.get(job.job_id) !== 'DONE'), READS_AT_ONCE, async ({ job_id }) => {
       if (ended.get(job_id) === 'gone') return void ends.set(job_id, { gone: true })
       try {
-        ends.set(job_id, await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } })))
+        const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } }))
+        ends.set(job_id, answer)
+        note(job_id, answer.job.state) // one not ended at the deadline may have ended since
       } catch (error) {
         // Purged between its end and this read: gone, as one purged before its end was seen.
         if (error instanceof HostError && error.status === 404) ends.set(job_id, { gone: true })
         else ends.set(job_id, { failed: (error as Error).message })
       }
     })
-    const why = (end: EachEnd, state: string | undefined) =>
-      'gone' in end ? 'no longer on the host (purged)' : 'failed' in end ? `${state} (${end.failed})` : `${state}: ${describeError(end)}`
+    const why = (end: EachEnd, state: string | undefined) => {
+      if ('gone' in end) return 'no longer on the host (purged)'
+      if ('failed' in end) return `${state ?? 'not ended'} (${end.failed})`
+      return state === undefined ? stillGoing(end, timeoutMs!).replace(/^job \S+ /, '') : `${state}: ${describeError(end)}`
+    }
+    const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
     for (const job of notDone) console.error(`leasehold: line ${job.line}: job ${job.job_id} ${why(ends.get(job.job_id)!, ended.get(job.job_id))}`)
+    if (pending.size > 0) {
+      const count = pending.size === 1 ? '1 job had not ended' : `${pending.size.toLocaleString('en-US')} jobs had not ended`
+      console.error(`leasehold: ${count} after ${durationText(timeoutMs!)} (--wait-timeout); left as ${pending.size === 1 ? 'it is' : 'they are'}`)
+    }
     if (json) process.stdout.write(jobs.map((job) => `${eachEndLine(job, ends.get(job.job_id)!)}\n`).join(''))
-    return notDone.length > 0 ? 1 : 0
+    return pending.size > 0 ? WAIT_TIMED_OUT_EXIT : notDone.length > 0 ? 1 : 0
   }
   return { wait, close }
 }

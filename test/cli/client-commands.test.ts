@@ -368,6 +368,19 @@ describe('leasehold submit --wait', async () => {
     expect(await run.exited).toBe(1)
   })
 
+  test('--wait-timeout: a job not ended by then is said as it stands and left so; exit 124, --json prints it as it was', async () => {
+    const result = await cli(['submit', '--type', 'wait-late', '--wait', '--wait-timeout', '1s', '--json'])
+    expect(result.status, result.stderr).toBe(124)
+    const answer = JSON.parse(result.stdout) as { job: { job_id: string; state: string }; result: unknown }
+    const id = answer.job.job_id
+    expect(answer).toMatchObject({ job: { state: 'QUEUED' }, result: null })
+    expect(lines(result.stderr).at(-1)).toMatch(
+      new RegExp(`^leasehold: job ${id} still QUEUED after 1s — waiting: .+; it is left as it is \\(leasehold jobs cancel ${id} stops it\\)$`),
+    )
+    expect(host.engine.getJob(id).state).toBe('QUEUED')
+    host.engine.cancel(id)
+  })
+
   test('a job canceled while it waits exits 1 with CANCELED', async () => {
     const run = startCli(['submit', '--type', 'wait-race', '--wait'])
     await run.until('the job id', () => run.stdout().includes('\n'))

@@ -69,6 +69,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a line of --each the host could not store as sent', ['submit', '--type', 't', '--each', EACH_WITH_LONE_SURROGATE], `--each ${EACH_WITH_LONE_SURROGATE} line 3: payload.a: must be well-formed Unicode`],
     ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
     ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
+    ['a wait timeout with nothing to wait for', ['submit', '--type', 't', '--wait-timeout', '5s'], '--wait-timeout goes with --wait (how long to wait for the job)'],
+    ['a wait timeout that is not a duration', ['submit', '--type', 't', '--wait', '--wait-timeout', '5'], '--wait-timeout must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "5")'],
     ['a flag named as the API names it', ['submit', '--type', 't', '--cost', '3'], "Unknown option '--cost' (did you mean --units?)"],
     ['a misspelt flag', ['submit', '--type', 't', '--priorty', '3'], "Unknown option '--priorty' (did you mean --priority?)"],
     ['the start of one flag', ['jobs', '--lim', '3'], "Unknown option '--lim' (did you mean --limit?)"],

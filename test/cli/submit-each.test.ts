@@ -238,6 +238,24 @@ describe('leasehold submit --each --wait', () => {
     expect(ends[1]!.result?.error).toMatchObject({ code: 'E_DISK' })
     expect(lines(result.stderr).at(-1)).toBe(`leasehold: line 2: job ${second.job_id} FAILED: disk on fire (E_DISK)`)
   })
+
+  test('--wait-timeout: the jobs not ended by then are each said on their line as they stand, and left so; exit 124', async () => {
+    const running = submit(['--type', 'each-late', '--queue', 'each-late', '--wait', '--wait-timeout', '3s', '--each', inputFile('{"n": 1}\n{"n": 2}\n{"n": 3}\n')])
+    await until('the three jobs', () => jobsOf('each-late').length === 3)
+    const [first, second] = [take('each-late'), take('each-late')]
+    host.engine.complete({ ...first, result: null })
+    host.engine.fail({ ...second, error: { code: 'E_DISK', message: 'disk on fire', retryable: false } })
+    const third = jobsOf('each-late').find((job) => job.state === 'QUEUED')!
+    const result = await running
+    expect(result.status).toBe(124)
+    expect(lines(result.stderr).slice(-4)).toEqual([
+      '2 of 3 jobs ended (1 DONE, 1 FAILED)',
+      `leasehold: line 2: job ${second.job_id} FAILED: disk on fire (E_DISK)`,
+      expect.stringMatching(new RegExp(`^leasehold: line 3: job ${third.id} still QUEUED after 3s — waiting: `)),
+      'leasehold: 1 job had not ended after 3s (--wait-timeout); left as it is',
+    ])
+    expect(host.engine.getJob(third.id).state).toBe('QUEUED')
+  })
 })
 
 describe('leasehold submit --each --wait against a host with a local worker', () => {
