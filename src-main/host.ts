@@ -12,6 +12,7 @@ import { MAX_LONG_POLL_MS } from './dispatch/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
 import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
+import { ReadThread } from './db/read-thread'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
 import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
@@ -249,8 +250,21 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       return port
     },
   }
+  // Reads that may walk the whole jobs table (a search) run off the main thread (db/read-thread.ts).
+  const databaseFile = connectionPath(sqlite.name)
+  const readThread =
+    databaseFile === '' || databaseFile === ':memory:'
+      ? null
+      : new ReadThread({
+          path: databaseFile,
+          nativeBinding: options.nativeBinding,
+          fallback: engine.readOnMain,
+          onDown: (error) => log(`leasehold: the read thread stopped (${error.message}); searches of the jobs run on the main thread`),
+        })
+  undo.push(() => readThread?.stop())
   const http = createHttpApp({
     engine,
+    readJobs: readThread ? (read) => readThread.all(read) : undefined,
     dispatch,
     clockWaiters,
     directory,
@@ -505,6 +519,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (mode.state === 'read_write') tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
       await relay?.stop() // its pass in progress ends while the database is open; what waits stays in the outbox
+      await readThread?.stop()
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)

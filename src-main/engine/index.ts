@@ -58,7 +58,7 @@ import { provenLease } from './verbs/lease-lookup'
 import { getJob, getLease } from './store/rows'
 import { Outbox } from './store/outbox'
 import { databaseId } from './store/settings'
-import { listJobs, type JobListQuery } from './reads/list'
+import { listJobs, listJobsOn, type JobListQuery, type PageQuery } from './reads/list'
 import { nextEligibleAt, type WorkerFilter } from './reads/pick'
 import * as queues from './verbs/queues'
 import { retryJob } from './verbs/retry'
@@ -262,6 +262,13 @@ export class Engine {
     const page = listJobs(this.ctx, query)
     return { jobs: page.jobs.map(toJob), next_cursor: page.next_cursor }
   }
+  /** {@link listJobs} with its query of the table run by `read`, the host's read thread (db/read-thread.ts). */
+  listJobsOn = async (query: JobListQuery, read: (page: PageQuery) => Promise<unknown[]>): Promise<JobPage> => {
+    const page = await listJobsOn(this.ctx, query, read)
+    return { jobs: page.jobs.map(toJob), next_cursor: page.next_cursor }
+  }
+  /** A read of {@link listJobsOn}'s, run on the main connection (where the host has no read thread). */
+  readOnMain = (read: PageQuery): unknown[] => this.ctx.all<unknown>(read.sql, ...read.params)
   cancel = (jobId: string, reason?: string | null, requestedBy?: string | null): Job => toJob(jobs.cancel(this.ctx, jobId, reason, requestedBy))
   updateStatus = (jobId: string, update: jobs.StatusUpdate): Job => toJob(jobs.updateStatus(this.ctx, jobId, update))
   /** A job's timeline: its own events and its leases', oldest first. */

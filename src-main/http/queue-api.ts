@@ -311,8 +311,8 @@ export const queueApi: Api = {
       query: ListJobs,
       answer: JobPage,
       grouped: false,
-      run: ({ query }, { engine, directory }) => {
-        const page = engine.listJobs({ ...query, state: query.state === 'RUNNING' ? SHOWN_AS_RUNNING : query.state })
+      run: async ({ query }, { engine, directory, readJobs }) => {
+        const page = await engine.listJobsOn({ ...query, state: query.state === 'RUNNING' ? SHOWN_AS_RUNNING : query.state }, readJobs)
         const waits = engine.waiting(page.jobs, directory)
         const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
         return { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }

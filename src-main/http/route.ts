@@ -5,6 +5,7 @@ import { z } from 'zod'
 import type { ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi'
 import type { Dispatch } from '../dispatch/dispatch'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
+import type { ThreadRead } from '../db/read-thread'
 import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import type { Engine } from '../engine'
@@ -19,6 +20,8 @@ import type { RedisHealth } from './views/system'
 /** What the routes run with: the host's parts, given once to the carriers (Koa's router and the lane). */
 export interface RouteDeps {
   engine: Engine
+  /** Runs a read that may walk the whole jobs table: on the host's read thread (db/read-thread.ts). */
+  readJobs: (read: ThreadRead) => Promise<unknown[]>
   dispatch: Dispatch
   clockWaiters: ClockWaiters
   directory: WorkerDirectory

@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream'
 import { dirname } from 'node:path'
 import type { Dispatch } from '../dispatch/dispatch'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
+import type { ThreadRead } from '../db/read-thread'
 import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import type { Engine } from '../engine'
@@ -26,6 +27,8 @@ import { routesMiddleware } from './routing'
 
 export interface HttpDependencies {
   engine: Engine
+  /** Runs a read that may walk the whole jobs table off the main thread (db/read-thread.ts); on the main connection when not given. */
+  readJobs?: (read: ThreadRead) => Promise<unknown[]>
   dispatch: Dispatch
   clockWaiters: ClockWaiters
   directory: WorkerDirectory
@@ -152,6 +155,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   let openApi: unknown
   const routeDeps: RouteDeps = {
     engine: deps.engine,
+    readJobs: deps.readJobs ?? ((read) => Promise.resolve(deps.engine.readOnMain(read))),
     dispatch: deps.dispatch,
     clockWaiters: deps.clockWaiters,
     directory: deps.directory,

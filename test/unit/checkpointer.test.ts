@@ -8,26 +8,19 @@ import BetterSqlite3 from 'better-sqlite3'
 import { afterEach, beforeEach, expect, it, vi } from 'vitest'
 import { connectionPath } from '../../src-main/db/connection'
 import { Checkpointer, type CheckpointPass, WAKE_AFTER_COMMITS } from '../../src-main/db/checkpointer'
-import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from '../../src-main/db/open'
+import { WAL_AUTOCHECKPOINT_PAGES } from '../../src-main/db/open'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../worker/support'
-import { tempDir } from './support'
+import { scratchDatabase, tempDir } from './support'
 
 let dir: string
 let cleanup: () => void
 beforeEach(() => ({ dir, cleanup } = tempDir()))
 afterEach(() => cleanup())
 
-/** A database in the test's folder, in WAL mode as the host's, with one table to write to. */
-function scratchDatabase() {
-  const path = join(dir, 'leasehold.db')
-  const { sqlite } = openDatabase({ path })
-  sqlite.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, text TEXT)')
-  return { path, sqlite, insert: sqlite.prepare('INSERT INTO scratch (text) VALUES (?)') }
-}
 
 it('the checkpointer copies what the writer committed into the database file from a connection of its own; the writer goes on, nothing lost', async () => {
-  const { path, sqlite, insert } = scratchDatabase()
+  const { path, sqlite, insert } = scratchDatabase(dir)
   for (let i = 0; i < 200; i++) insert.run('x'.repeat(500)) // ~200 commits, far below the writer's own checkpoint
   const before = statSync(path).size
   const passes: CheckpointPass[] = []
@@ -53,7 +46,7 @@ it('under writes that never pause, the writer’s own checkpoint still bounds th
   // The log's file then stops growing at that checkpoint's threshold plus what the writer
   // commits while one of the thread's passes holds the checkpoint (1.0–1.7 × the threshold on
   // a 2-core VM); with no checkpoint of the writer's it grows with every commit, to 6 × here.
-  const { path, sqlite, insert } = scratchDatabase()
+  const { path, sqlite, insert } = scratchDatabase(dir)
   const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 5, onError: () => {} })
   try {
     for (let i = 0; i < 6 * WAL_AUTOCHECKPOINT_PAGES; i++) {
@@ -70,7 +63,7 @@ it('under writes that never pause, the writer’s own checkpoint still bounds th
 })
 
 it('a checkpointer that found the whole log copied sleeps until enough commits come to wake it, then passes again', async () => {
-  const { path, sqlite, insert } = scratchDatabase()
+  const { path, sqlite, insert } = scratchDatabase(dir)
   insert.run('x')
   const passes: CheckpointPass[] = []
   const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 10, onPass: (p) => passes.push(p), onError: () => {} })
@@ -101,7 +94,7 @@ it('a checkpointer that found the whole log copied sleeps until enough commits c
 })
 
 it('an asleep checkpointer still passes after its idle bound, for a write it was not told of', async () => {
-  const { path, sqlite, insert } = scratchDatabase()
+  const { path, sqlite, insert } = scratchDatabase(dir)
   const checkpointer = new Checkpointer({ path, durability: 'normal', intervalMs: 10, idleMs: 200, onError: () => {} })
   try {
     await until(() => checkpointer.passes > 0, 10_000, 'a first pass')

@@ -59,6 +59,14 @@ export function tempDir(): { dir: string; cleanup: () => void } {
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
 }
 
+/** A database file in `dir`, in WAL mode as the host's, with one table to write to and read from. */
+export function scratchDatabase(dir: string) {
+  const path = join(dir, 'leasehold.db')
+  const { sqlite } = openDatabase({ path })
+  sqlite.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, text TEXT)')
+  return { path, sqlite, insert: sqlite.prepare('INSERT INTO scratch (text) VALUES (?)') }
+}
+
 export interface FileEngine {
   engine: Engine
   sqlite: Database
