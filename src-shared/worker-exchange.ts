@@ -65,7 +65,7 @@ const Streams = z.array(QueueName).min(1).max(MAX_STREAMS)
  * are left to other workers, never granted to this one only to fail. Absent: every type.
  */
 const JobTypes = z
-  .array(z.string().min(1).max(MAX_ID_CHARS))
+  .array(Name)
   .min(1)
   .max(MAX_JOB_TYPES)
   .meta({ description: 'Only jobs of these types are granted (the types the worker runs); absent, any type' })

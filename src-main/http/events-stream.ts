@@ -4,7 +4,7 @@ import { PassThrough } from 'node:stream'
 import type { Engine, Event } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { z } from 'zod'
-import { LAST_EVENT_ID } from './schemas'
+import { LAST_EVENT_ID, NoBody } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, type RedisReport, route } from './route'
 import { EventTicket, RedisHealth, StreamEvent, streamEvent, StreamGap } from './views/system'
@@ -83,6 +83,7 @@ export const eventsApi: Api = {
       path: '/ticket',
       id: 'createEventTicket',
       summary: 'A ticket that opens the event stream for 60 s (its reconnects too)',
+      body: NoBody,
       answer: EventTicket,
       grouped: false,
       run: (_, { tickets }) => {

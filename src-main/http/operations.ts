@@ -3,7 +3,7 @@ import { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkPlan, type Engine,
 import { iso } from '../engine/rules/clock'
 import { JOB_STATES } from '../engine/rules/states'
 import { type Api, NOT_FOUND, type Route, route } from './route'
-import { IsoTime, pathParams, QueueName, RequestedBy } from './schemas'
+import { GivenTime, IsoTime, pathParams, QueueName, RequestedBy } from './schemas'
 import { canonicalStates, JobAnswer, queueJob } from './views/queue'
 
 /**
@@ -28,7 +28,7 @@ export const BulkRequest = z.strictObject({
     .describe('`true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others'),
   all: z.boolean().optional().describe('Cancel or purge with an empty filter: every job the action applies to'),
   dry_run: z.boolean().optional().describe('Count the matching jobs, change nothing'),
-  finished_by: IsoTime.optional().describe('Retry and purge: only jobs that finished at or before this time'),
+  finished_by: GivenTime.optional().describe('Retry and purge: only jobs that finished at or before this time'),
   counted_through: z
     .number()
     .int()

@@ -4,7 +4,7 @@ import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '..
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
-import { GpuAvailable, Id, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
+import { GivenTime, GpuAvailable, Id, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
 import {
@@ -38,12 +38,6 @@ import {
 
 /** the queue contract: submit, claim, status, then a lease request; release finalizes. */
 
-/** An ISO-8601 time as the API takes it: a date, a time to the second, and an offset (`Z` or `±HH:MM`). */
-const ISO_TIME_GIVEN = {
-  offset: true,
-  error: 'must be an ISO-8601 time with seconds and an offset, such as 2027-01-01T09:00:00Z or 2027-01-01T09:00:00+01:00',
-} as const
-
 export const SubmitJob = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
   job_type: Name,
@@ -58,7 +52,7 @@ export const SubmitJob = z.strictObject({
   queue: QueueName.optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
   /** Beyond its contract: a delayed job, not claimable or leasable before this time (ISO-8601). Not with `delay_ms`. */
-  run_at: z.iso.datetime(ISO_TIME_GIVEN).nullable().optional(),
+  run_at: GivenTime.nullable().optional(),
   /** Beyond its contract: a delayed job, not claimable or leasable for this many milliseconds. Not with `run_at`. */
   delay_ms: z.number().int().min(0).max(MAX_DELAY_MS).nullable().optional(),
 })
@@ -122,7 +116,8 @@ export const ClaimJobs = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
   worker_id: WorkerId,
   limit: z.number().int().min(1).max(100).optional(),
-  accept_job_types: z.array(z.string().max(200)).max(100).optional(),
+  /** The job types the worker takes, each a name as job types are (an empty list or name would never take a job). */
+  accept_job_types: z.array(Name).min(1).max(100).optional(),
   max_cost_units: z.number().int().min(1).max(1_000_000).optional(),
   /** What the worker has: strict like every object of a body, so that a misspelt capability (`gpu`) is a 400, not a worker taken to have none. */
   constraints_capabilities: z.strictObject({ gpu_available: GpuAvailable.optional() }).optional(),
@@ -145,7 +140,7 @@ export const CancelJob = z.strictObject({
 })
 export type CancelJob = z.infer<typeof CancelJob>
 
-const isoTime = z.iso.datetime(ISO_TIME_GIVEN).transform((s) => Date.parse(s))
+const isoTime = GivenTime.transform((s) => Date.parse(s))
 
 export const ListJobs = z.strictObject({
   state: QueueState.optional().meta({ description: 'Jobs in this state as the queue API shows it: RUNNING finds LEASED jobs too' }),

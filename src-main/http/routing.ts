@@ -16,7 +16,7 @@ import { type Api, fullPath, koaHandler, type RouteDeps } from './route'
  * request (parameters, another spelling, no route) takes the router.
  */
 export function routesMiddleware(apis: readonly Api[], deps: RouteDeps, bodyLimit: number): Middleware & { router: Router } {
-  const router = new Router()
+  const router = new Router({ sensitive: true }) // a path has one spelling, in its case too (docs/api.md)
   const direct = new Map<string, Map<string, Middleware>>()
   for (const api of apis) {
     for (const route of api.routes) {

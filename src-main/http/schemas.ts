@@ -5,6 +5,18 @@ import { Id } from '../../src-shared/worker-exchange'
 /** Zod pieces shared by the APIs' request and response schemas; the worker exchange's own are src-shared's. */
 export { GpuAvailable, Id, IsoTime, JsonValue, MAX_WAIT_MS_ACCEPTED, MaxWaitMs, Name, Note, QueueName, Progress, WorkerId } from '../../src-shared/worker-exchange'
 
+/**
+ * A time as the API takes it: ISO-8601 with seconds and an offset (`Z` or `±HH:MM`), where the
+ * answers write {@link IsoTime} (UTC with milliseconds).
+ */
+export const GivenTime = z.iso.datetime({
+  offset: true,
+  error: 'must be an ISO-8601 time with seconds and an offset, such as 2027-01-01T09:00:00Z or 2027-01-01T09:00:00+01:00',
+})
+
+/** The body of a POST that takes no fields: none, `{}`, or white space; any field is a 400 as on every route. */
+export const NoBody = z.strictObject({})
+
 /** A route's path parameter: an id (the 400 for a bad one names the parameter). */
 export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id } as Record<N, typeof Id>)
 

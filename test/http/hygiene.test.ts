@@ -165,6 +165,16 @@ describe('every string a body carries reads back as sent, or is refused', () => 
     expect((await raw(request('POST', '/api/queues/empty-body/resume', Buffer.alloc(0)))).status).toBe(200)
   })
 
+  test('a POST that takes no fields (the event ticket) refuses any: 400 naming the field; none at all is fine', async () => {
+    for (const body of [json({ x: 1 }), json([1, 2]), json('text'), json(null)]) {
+      const answer = await raw(request('POST', '/api/events/ticket', body))
+      expect(answer.status, body.toString()).toBe(400)
+      expect(answer.json).toMatchObject({ code: 'invalid_request' })
+    }
+    expect((await raw(request('POST', '/api/events/ticket', json({ x: 1 })))).json!.detail).toContain('"x"')
+    for (const body of [Buffer.alloc(0), json({})]) expect((await raw(request('POST', '/api/events/ticket', body))).status).toBe(200)
+  })
+
   test('PUT /api/capacity with a body that names no setting is 400 naming the ones it takes; one setting the values in force writes nothing', async () => {
     const before = dbDigest(host)
     for (const body of [Buffer.alloc(0), json({})]) {
@@ -244,6 +254,16 @@ describe('the request line and headers', () => {
       expect(answer.json).toMatchObject({ code: 'not_found' })
     }
     expect((await raw(request('GET', '/api/scheduler/jobs'))).status).toBe(200)
+  })
+
+  test('a path in another case is no route: 404 not_found, and nothing is submitted', async () => {
+    const before = dbDigest(host)
+    for (const [method, target, body] of [['GET', '/API/capacity', undefined], ['POST', SUBMIT.toUpperCase(), json({ job_type: 'noop', cost_units: 1 })], ['GET', '/api/Scheduler/jobs', undefined]] as const) {
+      const answer = await raw(request(method, target, body))
+      expect(answer.status, target).toBe(404)
+      expect(answer.json).toMatchObject({ code: 'not_found' })
+    }
+    expect(dbDigest(host)).toBe(before)
   })
 })
 

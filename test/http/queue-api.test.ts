@@ -195,6 +195,11 @@ describe('POST /jobs/claim', () => {
     expect((await claim('w')).job_id).toBe(big.job_id)
   })
 
+  test('accept_job_types is a list of job types as a submit takes them: an empty list, an empty name or one with U+0000 is 400, not a claim that can never take a job', async () => {
+    await start()
+    for (const types of [[], [''], ['a\u0000b']]) await expectInvalid(await post(host, `${QUEUE}/jobs/claim`, { worker_id: 'w', accept_job_types: types }), 'accept_job_types')
+  })
+
   test('a claim of several jobs skips a unique job once it took another, and hands a unique job alone', async () => {
     await start()
     const x = await submit(host, { tags: ['X'] })
