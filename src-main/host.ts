@@ -281,7 +281,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // While read-only, a request that may write is refused here, before any route: no write
   // reaches the disk, and a worker is told to wait rather than handed work it could not finish.
   // A request the guard refuses (no token, a foreign Host) goes on to be refused as usual.
+  /** Set as the server stops: each answer then closes its connection, as the front's do (Front.closeAfterAnswers). */
+  let closing = false
   const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    if (closing) res.setHeader('Connection', 'close')
     if (mode.state === 'read_only' && mayWrite(req.method ?? 'GET', req.url ?? '/') && checkRequest(guardInput(req, pathOf(req.url)), policy) === null) {
       return refuseWrite(req, res, readOnlyAnswer(config.dataDir))
     }
@@ -501,6 +504,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // to the end: the drain's completions.
       dispatch.close()
       clockWaiters.close()
+      // Every answer from now on closes its connection: a worker that asks again at once would
+      // keep a kept-alive one busy, and the server's close waiting, for as long as it asks. Until
+      // the server closes (after the drain) its next request opens a new connection.
+      closing = true
+      front.closeAfterAnswers()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host

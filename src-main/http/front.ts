@@ -43,6 +43,12 @@ export interface Front {
   closeIdle(): void
   /** Closes every connection the front holds. */
   closeAll(): void
+  /**
+   * From now on each answer closes its connection (`Connection: close`), the server stopping:
+   * a client that sends its next request at once on a kept connection (a worker's claim after
+   * claim) would otherwise keep it busy, and the stop waiting, for as long as it goes on.
+   */
+  closeAfterAnswers(): void
 }
 
 export interface FrontOptions {
@@ -84,6 +90,7 @@ export function attachFront(server: Server, options: FrontOptions): Front {
     options,
     paths,
     keepAlive: `keep-alive\r\nKeep-Alive: timeout=${Math.floor(options.keepAliveTimeoutMs / 1000)}`,
+    closing: false,
     started: () => void (inFlight += 1),
     ended: () => void (inFlight -= 1),
     handOff: (connection, socket) => {
@@ -105,6 +112,7 @@ export function attachFront(server: Server, options: FrontOptions): Front {
     closeAll: () => {
       for (const connection of connections) connection.destroy()
     },
+    closeAfterAnswers: () => void (context.closing = true),
   }
 }
 
@@ -113,6 +121,8 @@ interface FrontContext {
   paths: ReadonlySet<string>
   /** The `Connection` header's value and the `Keep-Alive` line of a kept connection's answer. */
   keepAlive: string
+  /** Each answer closes its connection ({@link Front.closeAfterAnswers}). */
+  closing: boolean
   started(): void
   ended(): void
   handOff(connection: FrontConnection, socket: Socket): void
@@ -330,8 +340,9 @@ class FrontConnection {
   }
 
   /** Writes the request's answer as Node's ServerResponse would (writeJson, body.ts), then goes on to the next request. */
-  private answer(current: NonNullable<FrontConnection['current']>, close: boolean, status: number, body: unknown, extra: Record<string, string>): void {
+  private answer(current: NonNullable<FrontConnection['current']>, asked: boolean, status: number, body: unknown, extra: Record<string, string>): void {
     if (current.answered) return
+    const close = asked || this.context.closing
     const text = JSON.stringify(body)
     const [before, after] = headAround(status, extra)
     const head = `${before}${Buffer.byteLength(text)}${after}Date: ${httpDate()}\r\nConnection: ${close ? 'close' : this.context.keepAlive}\r\n\r\n`

@@ -168,11 +168,12 @@ describe('stopping', () => {
     const answer = await waiting
     expect(answer.status).toBe(200)
     expect(await answer.json()).toMatchObject({ claimed: false })
+    expect(answer.headers.get('connection')).toBe('close') // the client's next request needs a new connection, which the stopped server refuses
   })
 })
 
 describe('stopping, with workers that keep asking', () => {
-  test('claims and file retries asked while the host stops are granted nothing and wait at most a second, so a worker that keeps asking cannot hold the stop up', async () => {
+  test('claims and file retries asked while the host stops are granted nothing, wait at most a second, and close their connections, so a worker that keeps asking cannot hold the stop up', async () => {
     host = await startTestHost()
     const { url, token } = host
     const post = (path: string, json: unknown) =>
@@ -182,10 +183,16 @@ describe('stopping, with workers that keep asking', () => {
     expect((await post('/api/files/leases/acquire', { ...file, owner_id: 'waiter' })).status).toBe(409)
     // Two workers that ask again as soon as they are answered, until the host is gone.
     const answers: unknown[] = []
+    let began = Infinity
+    /** How the answers given once the stop began left their connections: each closes it, so no client keeps one busy. */
+    const connections = new Set<string | null>()
     const keepAsking = async (path: string, json: unknown) => {
       for (;;) {
         try {
-          answers.push(await (await post(path, json)).json())
+          const asked = Date.now()
+          const answer = await post(path, json)
+          if (asked > began) connections.add(answer.headers.get('connection'))
+          answers.push(await answer.json())
         } catch {
           return // the host has stopped
         }
@@ -194,13 +201,14 @@ describe('stopping, with workers that keep asking', () => {
     const claiming = keepAsking('/internal/worker/claim', { worker_id: 'w', streams: ['default'], max_wait_ms: 20_000 })
     const waiting = keepAsking('/api/files/leases/wait', { ...file, owner_id: 'waiter', max_wait_ms: 30_000 })
     await until(async () => ((await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }).workers.some((w) => w.worker_id === 'w'), 5000, 'the claim waits')
-    const began = Date.now()
+    began = Date.now()
     const stopped = host.stop()
     host.engine.submit({ job_type: 'late', cost_units: 1 }) // work that comes during the stop goes to no claim
     await stopped
     await Promise.all([claiming, waiting])
     expect(Date.now() - began).toBeLessThan(5000) // each loop's waits are 20 and 30 s long
     expect(answers.length).toBeGreaterThanOrEqual(1)
+    expect([...connections].filter((connection) => connection !== 'close')).toEqual([])
     expect(answers.filter((a) => (a as { claimed?: boolean }).claimed === true)).toEqual([])
   })
 })
