@@ -21,6 +21,16 @@ export interface PoolOptions extends IpcHostDeps {
 /** A worker that stayed up this long is healthy again: its next restart starts the backoff over. */
 const HEALTHY_AFTER_MS = 60_000
 
+/**
+ * A slot's restart after its worker exited: the failures in a row counted with this one, and the
+ * delay before it starts again — 1 s, 2 s, 4 s … up to `maxMs`; a worker that stayed up
+ * ({@link HEALTHY_AFTER_MS}) starts the series over, at 1 s.
+ */
+export function nextRestart(failures: number, stayedUp: boolean, maxMs: number): { failures: number; delayMs: number } {
+  const counted = stayedUp ? 1 : failures + 1
+  return { failures: counted, delayMs: Math.min(1000 * 2 ** (counted - 1), maxMs) }
+}
+
 interface Slot {
   index: number
   generation: number
@@ -140,9 +150,9 @@ export class WorkerPool {
       this.exits.delete(workerId)
       exited()
       if (this.stopping) return
-      const upFor = Date.now() - startedAt
-      slot.failures = ready && upFor > HEALTHY_AFTER_MS ? 0 : slot.failures + 1
-      const delay = Math.min(1000 * 2 ** (slot.failures - 1), this.options.maxRestartDelayMs ?? 30_000)
+      const restart = nextRestart(slot.failures, ready && Date.now() - startedAt > HEALTHY_AFTER_MS, this.options.maxRestartDelayMs ?? 30_000)
+      slot.failures = restart.failures
+      const delay = restart.delayMs
       log(`leasehold: local worker ${workerId} exited (${code ?? 'signal'})${expired ? `; ${expired} lease(s) expired` : ''}; restarting in ${delay} ms`)
       slot.restartTimer = setTimeout(() => {
         slot.restartTimer = null
