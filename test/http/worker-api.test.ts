@@ -7,6 +7,8 @@ import { describe, expect, test, vi } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/rules/clock'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
+import { FILE_IDLE_MS } from '../../src-main/engine'
+import { heartbeatIntervalS } from '../../src-main/http/views/worker'
 import type { TestHost } from '../helpers/host'
 import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, post, PULL, QUEUE, submit, UNKNOWN_ID, until, waitingPost, WORKER, WORKER_CLAIM_KEYS } from './support'
 
@@ -86,6 +88,11 @@ describe('POST /internal/worker/claim', () => {
     expect(host.engine.getJob(job.job_id)).toMatchObject({ state: 'RUNNING', attempts: 1 })
     expect(host.engine.getCapacity().leased).toBe(3)
     expect(host.engine.attempts(job.job_id)[0]!.id).toBe(c.attempt_id)
+  })
+
+  test('a claim says to heartbeat every third of the lease\'s TTL, and at least every 10 s: the files a job holds are heartbeated with it, and the gate lets one go after 30 s without', () => {
+    expect([1, 3, 15, 30, 90, 120, 3600].map(heartbeatIntervalS)).toEqual([1, 1, 5, 10, 10, 10, 10])
+    for (const ttl of [1, 30, 31, 89, 90, 3600]) expect(3 * heartbeatIntervalS(ttl)).toBeLessThanOrEqual(FILE_IDLE_MS / 1000)
   })
 
   test('no work with max_wait_ms 0 is {claimed:false} and nothing else', async () => {
