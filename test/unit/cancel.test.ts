@@ -25,6 +25,22 @@ describe('cancellation', () => {
     expectEngineError(() => engine.cancel(running.id), 409, 'illegal_transition')
   })
 
+  it('who asked for a cancel is in its event: JOB_CANCELED for a waiting job, JOB_CANCEL_REQUESTED for a running one; none named is null', () => {
+    const { engine } = setup()
+    const waiting = engine.submit(aJob()).job
+    const running = engine.submit(aJob()).job
+    const unnamed = engine.submit(aJob({ job_type: 'other' })).job
+    engine.cancel(waiting.id, 'not needed', 'alice')
+    const { lease } = leaseOrFail(engine, 'w')
+    expect(lease.job_id).toBe(running.id)
+    engine.cancel(running.id, 'stop it', 'carol')
+    engine.cancel(unnamed.id)
+    const data = (id: string, type: string) => engine.jobEvents(id).find((event) => event.event_type === type)?.data
+    expect(data(waiting.id, 'JOB_CANCELED')).toEqual({ state: 'CANCELED', from: 'QUEUED', reason: 'not needed', requested_by: 'alice' })
+    expect(data(running.id, 'JOB_CANCEL_REQUESTED')).toEqual({ state: 'LEASED', reason: 'stop it', requested_by: 'carol' })
+    expect(data(unnamed.id, 'JOB_CANCELED')).toMatchObject({ reason: null, requested_by: null })
+  })
+
   it.each(['CLAIMED', 'PREPARING', 'LEASE_PENDING'] as const)('cancel %s is immediate and drops the claim', (state) => {
     const { engine } = setup({ total_units: 5 })
     const { job } = engine.submit(aJob({ cost_units: 5 }))

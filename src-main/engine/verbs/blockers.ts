@@ -61,7 +61,7 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
     const halted = job?.state === 'BLOCKED' ? job : null
     const taken = answer.action === 'force_release' ? revokeFile(ctx, blocker, by) !== null : null
     if (halted && answer.action === 'cancel') {
-      cancelNow(ctx, halted, 'blocker canceled', answer.note ?? null)
+      cancelNow(ctx, halted, 'blocker canceled', answer.note ?? null, by)
     } else if (halted) {
       requeueBlocked(ctx, halted, `blocker ${answer.action}`)
     }

@@ -206,10 +206,10 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
     const job = getJob(ctx, jobId)
     const state = job.state as JobState
     if (CANCEL_AT_ONCE_STATES.has(state)) {
-      cancelNow(ctx, job, reason, reason)
+      cancelNow(ctx, job, reason, reason, requestedBy)
       if (state === 'BLOCKED') closeBlockersOfCanceledJob(ctx, job.id, reason, requestedBy)
     } else if (LEASED_STATES.has(state)) {
-      if (!job.cancel_requested) updateJob(ctx, job, { cancel_requested: 1 }, { type: 'JOB_CANCEL_REQUESTED', data: { state, reason } })
+      if (!job.cancel_requested) updateJob(ctx, job, { cancel_requested: 1 }, { type: 'JOB_CANCEL_REQUESTED', data: { state, reason, requested_by: requestedBy } })
     } else {
       assertMove(job.id, state, 'CANCELED') // terminal: throws 409 illegal_transition
     }

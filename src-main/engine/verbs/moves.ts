@@ -42,12 +42,12 @@ export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt
 }
 
 /** Cancels a job that holds no lease, at once: it ends CANCELED. */
-export function cancelNow(ctx: EngineContext, job: JobRow, reason: string | null, note: string | null): JobRow {
+export function cancelNow(ctx: EngineContext, job: JobRow, reason: string | null, note: string | null, requestedBy: string | null = null): JobRow {
   return moveJob(
     ctx,
     job,
     'CANCELED',
     { claimed_by: null, claim_expires_at: null, final_status: 'CANCELED', finished_at: ctx.clock.now(), note: note ?? job.note },
-    { type: 'JOB_CANCELED', data: { state: 'CANCELED', from: job.state as JobState, reason } },
+    { type: 'JOB_CANCELED', data: { state: 'CANCELED', from: job.state as JobState, reason, requested_by: requestedBy } },
   )
 }
