@@ -77,6 +77,11 @@ describe('creating, changing and deleting schedules', () => {
     expect(hostTimeZone(undefined, ':/usr/share/zoneinfo/Europe/Berlin')).toBe('Europe/Berlin')
     expect(hostTimeZone(undefined, '/usr/share/zoneinfo/Asia/Kolkata')).toBe('Asia/Kolkata')
     expect(hostTimeZone('Etc/Unknown', '')).toBe('UTC')
+    // A POSIX rule, which the runtime takes for UTC whatever it says: refused, but for UTC's own.
+    expect(hostTimeZone('UTC', 'Europe/Berlin')).toBe('Europe/Berlin')
+    expect(hostTimeZone(undefined, 'UTC0')).toBe('UTC')
+    expect(expectEngineError(() => hostTimeZone('UTC', 'CET-1CEST'), 400, 'invalid_timezone').message).toMatch(/is a rule, not a zone's name \(TZ="CET-1CEST"\): give the schedule a timezone/)
+    expect(expectEngineError(() => hostTimeZone('UTC', '<+03>-3'), 400, 'invalid_timezone').code).toBe('invalid_timezone')
     expect(hostTimeZone(undefined, ':/etc/localtime')).toBe(canonicalTimeZone(realpathSync('/etc/localtime').split('/zoneinfo/')[1]!))
     expect(expectEngineError(() => hostTimeZone(undefined, ':/nowhere/at/all'), 400, 'invalid_timezone').message).toMatch(/TZ=":\/nowhere\/at\/all"\): give the schedule a timezone/)
   })

@@ -120,6 +120,7 @@ export function localTimeZone(): string {
 
 /** {@link localTimeZone} of a runtime that names its zone `named` (or not), with `TZ` set to `tz` (or not). */
 export function hostTimeZone(named: string | undefined, tz: string | undefined): string {
+  if (tz !== undefined && tz !== '' && !tz.startsWith(':') && !tz.startsWith('/')) return zoneOfTz(tz)
   if (named && named !== 'Etc/Unknown') return named
   if (tz === '') return 'UTC'
   const zone = zoneOfFile(tz === undefined ? '/etc/localtime' : tz.replace(/^:/, ''))
@@ -128,6 +129,24 @@ export function hostTimeZone(named: string | undefined, tz: string | undefined):
     'invalid_timezone',
     `the host's time zone has no name this host knows (TZ=${tz === undefined ? 'unset' : JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
   )
+}
+
+/**
+ * The zone a `TZ` that is not a file names: an IANA name (`Europe/Berlin`), or a POSIX rule
+ * (`CET-1CEST`, `UTC0`), which glibc reads and ICU does not: the runtime then says UTC whatever
+ * the rule, and a schedule would fire at other hours than the machine's clock. A rule is refused
+ * (400 `invalid_timezone`), but for UTC's own (`UTC0`, `GMT0`).
+ */
+function zoneOfTz(tz: string): string {
+  try {
+    return canonicalTimeZone(tz)
+  } catch {
+    if (/^(UTC|GMT|UCT)0$/.test(tz)) return 'UTC'
+    throw new EngineError(
+      'invalid_timezone',
+      `the host's time zone is a rule, not a zone's name (TZ=${JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
+    )
+  }
 }
 
 /** The IANA name of a zone file (`/usr/share/zoneinfo/Europe/Berlin`, or a link to one), if it is one this runtime knows. */
