@@ -38,8 +38,8 @@ jobs, queue, blockers, schedule, status, check) find the host through --url/--to
 LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine.
 
 Exit status: 0 done, 1 failed (the host refused or could not be reached), 2 a usage error (a bad
-command, flag or value; 'leasehold' alone prints this help on stderr and exits 2, as a missing
-command is one), 124 when 'submit --wait --wait-timeout' stopped waiting before the job ended (as
+command, flag or value, the host's refusal of a value as invalid too; 'leasehold' alone prints
+this help on stderr and exits 2, as a missing command is one), 124 when 'submit --wait --wait-timeout' stopped waiting before the job ended (as
 timeout(1) exits), 141 when a command's reader closed its output before all of it was written
 (… | head; an output that fits in the pipe's buffer is written whole, and exits 0), as for any
 program a closed pipe ends.`

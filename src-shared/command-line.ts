@@ -144,13 +144,42 @@ export function wholeNumber(flag: string, value: string | undefined, min: number
   return n
 }
 
-/** Runs a client command; a bad flag (exit 2) or an unreachable host (exit 1) is one line. */
+/** The fields of the API's bodies and queries that a client command's flags fill, by the flag's name where it differs. */
+const FIELD_FLAGS: Readonly<Record<string, string>> = {
+  job_type: 'type',
+  cost_units: 'units',
+  addon_id: 'addon',
+  client_request_id: 'key',
+  run_at: 'at',
+  delay_ms: 'in',
+  max_attempts: 'max-attempts',
+  requested_by: 'by',
+}
+
+/**
+ * The host's `400 invalid_request` to a client command: a value of the user's that the host
+ * refuses (an empty `--queue`, a `--key` too long, a `--cursor` it never gave out) is the user's
+ * mistake as much as one the command refuses itself, and exits 2 as one, naming the flag where
+ * the host named a field of another name ("client_request_id: …" is "--key: …").
+ */
+function usageRefusal(error: unknown): string | null {
+  const refused = error as { status?: unknown; code?: unknown; detail?: unknown }
+  if (refused.status !== 400 || refused.code !== 'invalid_request' || typeof refused.detail !== 'string') return null
+  return refused.detail.replace(/(^|; )([a-z_]+): /g, (whole: string, before: string, field: string) => (FIELD_FLAGS[field] ? `${before}--${FIELD_FLAGS[field]}: ` : whole))
+}
+
+/** Runs a client command; a bad flag or value (exit 2) or an unreachable host (exit 1) is one line. */
 export async function runClient(command: () => Promise<number>): Promise<number> {
   try {
     return await command()
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`leasehold: ${error.message}`)
+      return 2
+    }
+    const refusal = usageRefusal(error)
+    if (refusal !== null) {
+      console.error(`leasehold: ${refusal}`)
       return 2
     }
     const cause = (error as { cause?: { code?: string } }).cause
