@@ -39,10 +39,10 @@ LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this m
 
 Exit status: 0 done, 1 failed (the host refused or could not be reached), 2 a usage error (a bad
 command, flag or value, the host's refusal of a value as invalid too; 'leasehold' alone prints
-this help on stderr and exits 2, as a missing command is one), 124 when 'submit --wait --wait-timeout' stopped waiting before the job ended (as
-timeout(1) exits), 141 when a command's reader closed its output before all of it was written
-(… | head; an output that fits in the pipe's buffer is written whole, and exits 0), as for any
-program a closed pipe ends.`
+this help on stderr and exits 2, as a missing command is one), 124 when 'submit --wait
+--wait-timeout' stopped waiting before the job ended (as timeout(1) exits), 141 when a command's
+reader closed its output before all of it was written (… | head; an output that fits in the
+pipe's buffer is written whole, and exits 0), as for any program a closed pipe ends.`
 
 /** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {

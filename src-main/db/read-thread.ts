@@ -17,8 +17,8 @@ export interface ThreadRead {
 /**
  * The thread's code: a read-only connection of its own, and each read asked for answered with
  * its rows, one read at a time. A lock it would wait for (`timeout: 0`) fails the read at once,
- * which the main connection then makes. Its statements are kept by their text (the pages of a list differ
- * in their parameters, not their SQL). Plain CommonJS, as the checkpointer's.
+ * which the main connection then makes. Its statements are kept by their text (the pages of a
+ * list differ in their parameters, not their SQL). Plain CommonJS, as the checkpointer's.
  */
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads')
@@ -116,7 +116,6 @@ export class ReadThread {
   private start(): Worker {
     const worker = new Worker(THREAD, {
       eval: true,
-      resourceLimits: { maxYoungGenerationSizeMb: 2 },
       workerData: {
         driver: createRequire(import.meta.url).resolve('better-sqlite3'),
         name: connectionName(this.options.path, this.options.nativeBinding),

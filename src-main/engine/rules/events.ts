@@ -78,7 +78,7 @@ export interface EventShapes {
   JOB_FAILED: { entity: 'JOB'; data: JobEnded }
   JOB_TIMEOUT: { entity: 'JOB'; data: JobEnded }
   /** At its lease's release (as JOB_DONE), or at once from a state that holds no lease. */
-  /** `requested_by`: who asked for the cancel (an operator's name, `operator` when none was given); null when the engine ended it on its own. */
+  /** `requested_by`: who asked for the cancel, as the request named them (the command line's `--by`, `operator` by default); null when none was named, or the engine ended it on its own. */
   JOB_CANCELED: { entity: 'JOB'; data: JobEnded | { state: 'CANCELED'; from: JobState; reason: string | null; requested_by: string | null } }
   JOB_CANCEL_REQUESTED: { entity: 'JOB'; data: { state: JobState; reason: string | null; requested_by: string | null } }
   JOB_BLOCKED: { entity: 'JOB'; data: { state: 'BLOCKED'; blocker_id: string; lease_id: string } }
