@@ -919,11 +919,6 @@ export interface components {
             queue?: string;
             max_attempts?: number;
         };
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z
-         */
-        Timestamp: string;
         /** @description An error answer: {detail, code}, no more */
         Error: {
             /** @description What went wrong, for people; a 400 names the failing fields */
@@ -983,6 +978,11 @@ export interface components {
             now: components["schemas"]["Timestamp"];
             leases: components["schemas"]["ActiveLease"][];
         };
+        /**
+         * Format: date-time
+         * @description ISO-8601 UTC with milliseconds, e.g. 2026-02-06T20:15:30.123Z
+         */
+        Timestamp: string;
         /** @description An ACTIVE job lease */
         ActiveLease: {
             lease_id: string;
@@ -2097,7 +2097,11 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -4075,8 +4079,11 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
-                    /** @description Retry and purge: only jobs that finished at or before this time */
-                    finished_by?: components["schemas"]["Timestamp"];
+                    /**
+                     * Format: date-time
+                     * @description Retry and purge: only jobs that finished at or before this time
+                     */
+                    finished_by?: string;
                     /** @description Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted */
                     counted_through?: number;
                     /** @description Who asked, recorded in the event */
@@ -4125,8 +4132,11 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
-                    /** @description Retry and purge: only jobs that finished at or before this time */
-                    finished_by?: components["schemas"]["Timestamp"];
+                    /**
+                     * Format: date-time
+                     * @description Retry and purge: only jobs that finished at or before this time
+                     */
+                    finished_by?: string;
                     /** @description Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted */
                     counted_through?: number;
                     /** @description Who asked, recorded in the event */
@@ -4175,8 +4185,11 @@ export interface operations {
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
-                    /** @description Retry and purge: only jobs that finished at or before this time */
-                    finished_by?: components["schemas"]["Timestamp"];
+                    /**
+                     * Format: date-time
+                     * @description Retry and purge: only jobs that finished at or before this time
+                     */
+                    finished_by?: string;
                     /** @description Retry and purge: only jobs with no event after this one of the log (unchanged since). Give a dry run's counted_through to act on exactly the jobs it counted */
                     counted_through?: number;
                     /** @description Who asked, recorded in the event */

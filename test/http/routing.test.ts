@@ -84,7 +84,7 @@ describe('one routing middleware for every API', () => {
   let together: Awaited<ReturnType<typeof serve>>
   beforeAll(async () => {
     plain = await serve((app) => {
-      const router = new Router()
+      const router = new Router({ sensitive: true }) // as the API's: a path has one spelling, in its case too
       for (const api of APIS) for (const r of api.routes) router.register(fullPath(api, r), [r.method], koaHandler(r, deps, 1024))
       app.use(router.routes())
       app.use(router.allowedMethods())

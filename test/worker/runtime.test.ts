@@ -459,7 +459,9 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
     const { drive, close } = await transport.driveOver(kind)
     try {
       await started(transport, { concurrency: 8, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'where.mjs': WHERE } })
-      await teachShort(transport, 'test.where', {})
+      // The runtime looks only every second: at the scripted 50 ms beat it could take the job over
+      // while the host's refusal is on its way, on a loaded machine, and report it itself.
+      await teachShort(transport, 'test.where', {}, { heartbeat_interval_seconds: 60 })
       transport.fileTaken.add('taken')
       transport.offer([aJobOf('taken', 'test.where', {}, { heartbeat_interval_seconds: 30 })])
       await until(() => transport.failed.some((f) => f.job_id === 'taken'), 5000, 'the failure reported')
