@@ -18,7 +18,6 @@ let cleanup: () => void
 beforeEach(() => ({ dir, cleanup } = tempDir()))
 afterEach(() => cleanup())
 
-
 it('the checkpointer copies what the writer committed into the database file from a connection of its own; the writer goes on, nothing lost', async () => {
   const { path, sqlite, insert } = scratchDatabase(dir)
   for (let i = 0; i < 200; i++) insert.run('x'.repeat(500)) // ~200 commits, far below the writer's own checkpoint
