@@ -59,8 +59,8 @@ export function listJobs(ctx: EngineContext, query: JobListQuery): JobPage {
  * jobs, as {@link queuedRows} says: its reads go by keys that memory gives, a chunk at a time.
  */
 export async function listJobsOn(ctx: EngineContext, query: JobListQuery, read: (page: PageQuery) => Promise<unknown[]>): Promise<JobPage> {
-  const limit = checkedLimit(query)
   if (query.state === 'QUEUED' || !mayWalkTheTable(query)) return listJobs(ctx, query)
+  const limit = checkedLimit(query)
   return pageOf((await read(jobListQuery(ctx, query, limit + 1))) as JobRow[], limit)
 }
 

@@ -15,6 +15,16 @@ export const FILE_RETRY_MS = 180 * SECOND
 export const FILE_IDLE_MS = 30 * SECOND
 
 /**
+ * How often a worker is to heartbeat a job (the worker API's `heartbeat_interval_seconds`): every
+ * third of its lease's TTL, and at least every third of {@link FILE_IDLE_MS}. A worker heartbeats
+ * the files a job holds with the job, and a file not heartbeated for that window is released: a
+ * longer lease must not let a running job's files go, for another job to write.
+ */
+export function heartbeatIntervalS(ttlS: number): number {
+  return Math.max(1, Math.floor(Math.min(ttlS, FILE_IDLE_MS / 1000) / 3))
+}
+
+/**
  * The key of a file: its normalized absolute path (`.` and `..` resolved, no trailing
  * separator). A relative, empty or NUL-containing path is refused.
  */

@@ -15,7 +15,7 @@ import type {
 } from '../../../src-shared/worker-exchange'
 import { iso } from '../../engine/rules/clock'
 import type { ServedExchange } from '../../dispatch/dispatch'
-import { type Assignment, type AttemptEnded, type Denial, FILE_IDLE_MS, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
+import { type Assignment, type AttemptEnded, type Denial, heartbeatIntervalS, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
 
 /** the worker API's claim answer. */
 export function claimAnswer(decision: Assignment | Denial): WorkerClaimAnswer {
@@ -37,16 +37,6 @@ function claimedJob(a: Assignment): WorkerClaimed {
     lease_ttl_seconds: a.ttl_s,
     heartbeat_interval_seconds: heartbeatIntervalS(a.ttl_s),
   }
-}
-
-/**
- * How often a worker is to heartbeat a job: every third of its lease's TTL, and at least every
- * third of the file gate's idle window ({@link FILE_IDLE_MS}, 30 s). A worker heartbeats the
- * files a job holds with the job, and a file not heartbeated for that window is released: a
- * longer lease must not let a running job's files go, for another job to write.
- */
-export function heartbeatIntervalS(ttlS: number): number {
-  return Math.max(1, Math.floor(Math.min(ttlS, FILE_IDLE_MS / 1000) / 3))
 }
 
 export function heartbeatAnswer(extended: LeaseExtended): WorkerHeartbeatAnswer {
