@@ -1,5 +1,13 @@
 import { type Handler, JobError } from '../handler-api'
 
+/**
+ * The file system's refusals that a later attempt meets the same way: a folder on the path that
+ * does not exist or is a file, a path that names a folder or is too long, no permission. Each
+ * fails the job at once, naming the path; a full disk, a busy file or an I/O error is retried,
+ * as anything may mend those between attempts.
+ */
+const LASTING = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'ELOOP'])
+
 /** `file.write {path, content, mode: write|append}`: writes through the file-lease gate. */
 export const fileWrite: Handler = {
   type: 'file.write',
@@ -11,8 +19,14 @@ export const fileWrite: Handler = {
         retryable: false,
       })
     }
-    if (mode === 'append') await files.appendFile(path, content)
-    else await files.writeFile(path, content)
+    try {
+      if (mode === 'append') await files.appendFile(path, content)
+      else await files.writeFile(path, content)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (typeof code === 'string' && LASTING.has(code)) throw new JobError(`file.write: ${(error as Error).message}`, { code, retryable: false })
+      throw error
+    }
     return { path, bytes: Buffer.byteLength(content), mode }
   },
 }

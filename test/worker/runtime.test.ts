@@ -626,6 +626,24 @@ test('a file write passes the gate through the runtime: granted, it is written; 
   expect(transport.failed).toEqual([])
 })
 
+test('file.write fails without a retry where a retry would meet the same refusal (a folder that is not there), and is retried where it may mend (a full disk)', async () => {
+  const dir = aTempDir()
+  const missing = join(dir, 'no-such-folder', 'out.txt')
+  // Linux's /dev/full refuses every write with ENOSPC, as a full disk does.
+  const transport = new ScriptedTransport(
+    [aJobOf('missing', 'file.write', { path: missing, content: 'x' }), aJobOf('full', 'file.write', { path: '/dev/full', content: 'x' })],
+    undefined,
+    () => ({ granted: true }),
+  )
+  await started(transport)
+  await until(() => transport.failed.length === 2, 5000, 'both failures reported')
+  const failure = (id: string) => transport.failed.find((f) => f.job_id === id)!.error
+  expect(failure('missing')).toMatchObject({ code: 'ENOENT', retryable: false })
+  expect(failure('missing').message).toContain(missing)
+  expect(failure('full')).toMatchObject({ code: 'ENOSPC', retryable: true })
+  expect(existsSync(missing)).toBe(false)
+})
+
 test('the gate is asked for the file the kernel writes: through a symlinked folder, or `..` after one, the real file; each with its job’s lease and token', async () => {
   const dir = realpathSync(aTempDir())
   mkdirSync(join(dir, 'real', 'deep'), { recursive: true })
