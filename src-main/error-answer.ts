@@ -1,4 +1,5 @@
 import { StorageUncertainError } from './db/commit-outcome'
+import { DISK_FULL, type StorageMode } from './db/storage-mode'
 import { EngineError, type ErrorExtra } from './engine'
 import { iso } from './engine/rules/clock'
 import { type ErrorCode, statusOf } from '../src-shared/error-codes'
@@ -57,16 +58,20 @@ export function storageFault(error: unknown): StorageFault | null {
 }
 
 /**
- * The answer to a write while the host is read-only because its disk was full at start
- * (db/storage-mode.ts): 507 `storage_full`, as a write the disk cannot hold is answered once running.
+ * The answer to a write while the host is read-only (db/storage-mode.ts): because its disk was
+ * full at start, 507 `storage_full`, as a write the disk cannot hold is answered once running;
+ * because its database file went while it ran, 503 `storage_error` with what the host says of it.
  */
-export function readOnlyAnswer(dataDir: string): ErrorAnswer {
+export function readOnlyAnswer(mode: StorageMode, dataDir: string): ErrorAnswer {
+  const full = mode.reason === DISK_FULL
+  const code = full ? 'storage_full' : 'storage_error'
   return {
-    status: statusOf('storage_full'),
-    code: 'storage_full',
-    detail:
-      `The disk is full: the host started read-only and the write was not made. Free space on the disk that holds the data dir ${dataDir}; ` +
-      'writes resume within seconds, without a restart, and reads still work',
+    status: statusOf(code),
+    code,
+    detail: full
+      ? `The disk is full: the host started read-only and the write was not made. Free space on the disk that holds the data dir ${dataDir}; ` +
+        'writes resume within seconds, without a restart, and reads still work'
+      : `The write was not made. ${mode.detail ?? `The host is read-only (${mode.reason})`}`,
     body: {},
     internal: false,
   }

@@ -15,7 +15,8 @@ import { Checkpointer } from './db/checkpointer'
 import { ReadThread } from './db/read-thread'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
 import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
-import { mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
+import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
+import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail } from './db/file-watch'
 import { Engine } from './engine'
 import { type Clock, earliest, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
@@ -174,7 +175,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const log = options.log ?? ((line: string) => console.error(line))
   const clock = options.clock ?? systemClock
   const token = loadOrCreateToken(config.dataDir, config.token)
-  const mode: StorageMode = { state: 'read_write', reason: null }
+  const mode: StorageMode = { state: 'read_write', reason: null, detail: null }
   const { sqlite, uncleanShutdown } = openForStart(config, options, mode, log)
   undo.push(() => void sqlite.close())
   keepDataPrivate(config.dataDir)
@@ -252,6 +253,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   }
   // Reads that may walk the whole jobs table (a search) run off the main thread (db/read-thread.ts).
   const databaseFile = connectionPath(sqlite.name)
+  // The database and its log as the host opened them: watched below, and the only files its other connections open.
+  const files = databaseFile === '' || databaseFile === ':memory:' ? null : new DatabaseFiles(databaseFile)
   const readThread =
     databaseFile === '' || databaseFile === ':memory:'
       ? null
@@ -286,7 +289,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const listener = (req: IncomingMessage, res: ServerResponse): void => {
     if (closing) res.setHeader('Connection', 'close')
     if (mode.state === 'read_only' && mayWrite(req.method ?? 'GET', req.url ?? '/') && checkRequest(guardInput(req, pathOf(req.url)), policy) === null) {
-      return refuseWrite(req, res, readOnlyAnswer(config.dataDir))
+      return refuseWrite(req, res, readOnlyAnswer(mode, config.dataDir))
     }
     http.listener(req, res)
   }
@@ -354,6 +357,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       path: connectionPath(sqlite.name),
       durability: config.durability,
       nativeBinding: options.nativeBinding,
+      files: files?.opened ?? undefined,
       onPass: () => checkpoints.ok(),
       onError: (error, stopped) => {
         if (!stopped) return checkpoints.failed(error)
@@ -432,6 +436,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   }
   if (mode.state === 'read_write') await startWriters()
 
+  /** The writers of {@link startWriters} that run on timers, stopped: at the stop, or once the host's file went. */
+  const stopWriters = async (): Promise<void> => {
+    for (const timer of timers) clearInterval(timer)
+    reaper?.stop()
+    await schedules.stop()
+    await pruner.stop() // a pass in progress ends at its next step, before the database closes
+  }
+
   const address = await listen(server, config.port, config.host)
   undo.push(() => {
     server.closeAllConnections()
@@ -465,20 +477,70 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   }
 
   let stopping: Promise<void> | null = null
+
+  // The database and its log stay the files the host opened (`files`, above). Once one is
+  // deleted or replaced, the host takes no more writes and keeps what it holds where a start
+  // finds it: a copy written back to the data dir, or (the log gone) the database file itself.
+  let lost: FileLoss | null = null
+  let kept = false
+  let keeping = false
+  const keepWhatIsHeld = async (loss: FileLoss): Promise<void> => {
+    if (keeping) return
+    keeping = true
+    try {
+      mode.detail = keptDetail(loss, databaseFile, await keepCommits(sqlite, loss, databaseFile, new Date(clock.now())))
+      kept = true
+      log(`leasehold: ${mode.detail}`)
+    } catch (error) {
+      mode.detail = keptDetail(loss, databaseFile, error as Error)
+      limiter.line('the rescue of the database', `leasehold: ${mode.detail}`)
+    } finally {
+      keeping = false
+    }
+  }
+  const loseFiles = (loss: FileLoss): void => {
+    lost = loss
+    engine.flush() // a group still open commits: its callers are told, and what they were told is kept below
+    sqlite.pragma('query_only = ON') // from here every write fails in SQLite, whoever asks for it
+    dispatch.close()
+    mode.state = 'read_only'
+    mode.reason = `database ${loss.file === 'database' ? 'file' : 'log'} ${loss.how}`
+    if (probe) clearTimeout(probe)
+    void stopWriters()
+    // No connection of the host's opens the paths again, nor copies the log into what is there now.
+    void checkpointer?.stop()
+    void readThread?.stop()
+    void relay?.stop() // what waits stays in the outbox, and so in what is kept
+    void keepWhatIsHeld(loss)
+  }
+  const fileWatch = setInterval(() => {
+    if (stopping || files === null) return
+    if (lost === null) {
+      const loss = files.lost()
+      if (loss) loseFiles(loss)
+    } else if (!kept) void keepWhatIsHeld(lost)
+  }, FILE_WATCH_INTERVAL_MS)
+  undo.push(() => clearInterval(fileWatch))
+
   // Read-only: try for space every few seconds; once the database takes writes, so does the host.
   let probe: NodeJS.Timeout | null = null
   const nextProbe = probeDelays()
   const probeForSpace = () => {
     probe = setTimeout(() => {
       probe = null
-      if (stopping) return
+      if (stopping || lost) return
+      // The log at the path is the host's own after this, made or removed: the database leaves
+      // the exclusive mode through a rollback journal, which removes the log, and makes a new one.
       try {
         shareDatabase(sqlite)
       } catch {
+        files?.logMadeAgain()
         return probeForSpace()
       }
+      files?.logMadeAgain()
       mode.state = 'read_write'
       mode.reason = null
+      mode.detail = null
       resumed = true
       log(`leasehold: the disk that holds the data dir ${config.dataDir} has room again: writes resume`)
       try {
@@ -512,10 +574,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host
-      for (const timer of timers) clearInterval(timer)
-      reaper?.stop()
-      await schedules.stop()
-      await pruner.stop() // a pass in progress ends at its next step, before the database closes
+      clearInterval(fileWatch)
+      await stopWriters()
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       http.closeStreams()
       // Requests in flight finish; then every connection closes, including keep-alive ones and
@@ -582,7 +642,8 @@ function openForStart(config: HostConfig, options: HostOptions, mode: StorageMod
     if (!(error instanceof DatabaseOpenError) || !error.diskFull) throw error
     const opened = openOnFullDisk(open)
     mode.state = 'read_only'
-    mode.reason = 'disk full'
+    mode.reason = DISK_FULL
+    mode.detail = `reads work, every write is refused until space returns on the disk that holds the data dir ${config.dataDir} (checked every few seconds; no restart needed)`
     log(
       `leasehold: the disk that holds the data dir ${config.dataDir} is full: serving reads only, and every write answers 507 storage_full ` +
         'until space returns (checked every few seconds; no restart needed)',

@@ -931,11 +931,11 @@ export interface components {
             ok: true;
             version: string;
             /**
-             * @description read_only: the disk was full at start; reads work, every write answers 507 until space returns
+             * @description read_only: reads work and every write is refused, because the disk was full at start (507 until space returns) or the database file or its log was deleted or replaced while the host ran (503 until a restart); GET /api/storage says what to do
              * @enum {string}
              */
             storage: "read_write" | "read_only";
-            /** @description Why the host is read-only (`disk full`) */
+            /** @description Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced` */
             reason?: string;
             /** @description Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true) */
             redis?: components["schemas"]["RedisHealth"];
@@ -1047,6 +1047,13 @@ export interface components {
                 /** @description The longest checkpoint of the WAL between steps */
                 longest_checkpoint_ms: number;
                 duration_ms: number;
+            } | null;
+            /** @description Why the host takes no writes; null while it takes them */
+            read_only: {
+                /** @description `disk full` (writes resume once space returns), or the database file or its log `deleted` or `replaced` while the host ran (a restart takes writes again) */
+                reason: string;
+                /** @description What happened and what to do, naming the files */
+                detail: string;
             } | null;
         };
         IntegrityReport: {
@@ -2042,7 +2049,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
-            /** @description storage_error: the check could not read the file; storage_error: the disk failed a write, which was not made, or a read; storage_uncertain: the disk failed to sync a commit whose outcome is unknown (retry the same request, a submit with its client_request_id) */
+            /** @description storage_error: the check could not read the file, or the host's file was deleted or replaced while it ran; storage_error: the disk failed a write, which was not made, or a read; storage_uncertain: the disk failed to sync a commit whose outcome is unknown (retry the same request, a submit with its client_request_id) */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -35,7 +35,8 @@ more; --json has every id.
 Flags:
   --json               print {url, capacity, leases, jobs: {over_capacity}, workers, blockers, storage, redis?} as JSON
                        (url is the address of the host that answered, the table's host line;
-                       storage.mode is read_write or read_only, storage.reason why)
+                       storage.mode is read_write or read_only, storage.reason why,
+                       storage.read_only.detail what to do)
 ${TARGET_HELP}
   -h, --help`
 
@@ -105,7 +106,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   lines.push(`blockers  ${blockers.blockers.length} open`)
   if (blockers.blockers.length > 0) lines.push(indent(blockerTable(blockers.blockers)))
   if (health.storage === 'read_only') {
-    lines.push(`storage   READ-ONLY (${health.reason ?? 'disk full'}): reads work, every write is refused until space returns on the disk of the data dir`)
+    lines.push(`storage   READ-ONLY (${health.reason ?? 'disk full'}): ${storage.read_only?.detail ?? 'reads work, every write is refused until space returns on the disk of the data dir'}`)
     lines.push(`          ${storageLine(storage)}`)
   } else lines.push(`storage   ${storageLine(storage)}`)
   if (health.redis) lines.push(`redis     ${redisLine(health.redis)}`)

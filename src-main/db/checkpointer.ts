@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import { connectionName } from './connection'
+import type { FileIdentity } from './file-watch'
 import type { Durability } from './open'
 
 /**
@@ -49,6 +50,8 @@ export interface CheckpointerOptions {
   intervalMs?: number
   /** How long an idle thread sleeps at the most ({@link IDLE_PASS_MS}). */
   idleMs?: number
+  /** The database file and its log as the host opened them: the thread opens nothing else (db/file-watch.ts). */
+  files?: { path: string; database: FileIdentity; log: FileIdentity | null }
   /** A pass copied frames back. */
   onPass?: (pass: CheckpointPass) => void
   /**
@@ -73,10 +76,26 @@ const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
 const shared = new Int32Array(workerData.shared)
 let db = null
+// The files at the paths must be those the host has open, or a checkpoint would copy the host's
+// log into another file put in the database's place (db/file-watch.ts), or make a new log that
+// shares the host's index of the old one.
+const same = (path, file) => {
+  try {
+    const { dev, ino } = require('node:fs').statSync(path)
+    return dev === file.dev && ino === file.ino
+  } catch {
+    return false
+  }
+}
 try {
   db = new Database(workerData.name, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
+  const files = workerData.files
+  if (files && !(same(files.path, files.database) && (files.log === null || same(files.path + '-wal', files.log)))) {
+    throw new Error('the database file or its log at ' + files.path + ' is no longer the one the host opened')
+  }
   db.pragma('synchronous = ' + (workerData.durability === 'full' ? 'FULL' : 'NORMAL'))
 } catch (error) {
+  db?.close()
   db = null
   parentPort.postMessage({ error: error.message, stopped: true })
 }
@@ -138,6 +157,7 @@ export class Checkpointer {
           shared: this.shared.buffer,
           intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
           idleMs: options.idleMs ?? IDLE_PASS_MS,
+          files: options.files ?? null,
         },
       })
     } catch (error) {

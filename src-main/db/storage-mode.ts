@@ -1,17 +1,26 @@
 /**
- * Whether the host takes writes. A host that starts on a full disk opens its database for reads
- * only (db/open.ts `openOnFullDisk`): it serves reads, the dashboard and `leasehold status`, and
- * refuses every write with 507 `storage_full` until space returns, which it checks on a timer;
- * then it takes writes again without a restart.
+ * Whether the host takes writes. It serves reads, the dashboard and `leasehold status` either
+ * way, and refuses every write while read-only:
+ * - a host that starts on a full disk opens its database for reads only (db/open.ts
+ *   `openOnFullDisk`) and answers writes 507 `storage_full` until space returns, which it checks
+ *   on a timer; then it takes writes again without a restart;
+ * - a host whose database file or log was deleted or replaced while it ran (db/file-watch.ts)
+ *   answers writes 503 `storage_error` from then on, and saves what it holds where a start finds
+ *   it: a restart takes writes again.
  */
 export type StorageState = 'read_write' | 'read_only'
 
 /** The host's storage mode as `/api/health` reports it. */
 export interface StorageMode {
   state: StorageState
-  /** Why the host is read-only (`disk full`); null while it takes writes. */
+  /** Why the host is read-only (`disk full`, `database file deleted`…); null while it takes writes. */
   reason: string | null
+  /** What a person reads of it: what happened and what to do (null while it takes writes). */
+  detail: string | null
 }
+
+/** The reason of a host read-only because its disk was full at start: it takes writes again once space returns. */
+export const DISK_FULL = 'disk full'
 
 /** Methods that never change anything. */
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])

@@ -162,7 +162,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     version: deps.version,
     storage: deps.storage,
     checkIntegrity: deps.checkIntegrity,
-    storageMode: deps.storageMode ?? (() => ({ state: 'read_write', reason: null })),
+    storageMode: deps.storageMode ?? (() => ({ state: 'read_write', reason: null, detail: null })),
     redis: deps.redis,
     tickets,
     streams,

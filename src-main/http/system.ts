@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { iso } from '../engine/rules/clock'
+import { DISK_FULL, type StorageMode } from '../db/storage-mode'
 import type { StorageReport } from '../retention/storage-report'
 import { HttpError } from './http-error'
 import { type Api, route } from './route'
@@ -37,6 +38,13 @@ export const StorageAnswer = z
       })
       .nullable()
       .meta({ description: 'The last pass of the pruner (a minute apart), or null before the first' }),
+    read_only: z
+      .object({
+        reason: z.string().meta({ description: '`disk full` (writes resume once space returns), or the database file or its log `deleted` or `replaced` while the host ran (a restart takes writes again)' }),
+        detail: z.string().meta({ description: 'What happened and what to do, naming the files' }),
+      })
+      .nullable()
+      .meta({ description: 'Why the host takes no writes; null while it takes them' }),
   })
   .meta({ id: 'Storage' })
 export type StorageAnswer = z.infer<typeof StorageAnswer>
@@ -56,8 +64,12 @@ export const IntegrityAnswer = z
   })
   .meta({ id: 'IntegrityReport' })
 
-export function storageAnswer(report: StorageReport): StorageAnswer {
-  return { ...report, last_prune: report.last_prune && { ...report.last_prune, at: iso(report.last_prune.at) } }
+export function storageAnswer(report: StorageReport, mode: StorageMode): StorageAnswer {
+  return {
+    ...report,
+    last_prune: report.last_prune && { ...report.last_prune, at: iso(report.last_prune.at) },
+    read_only: mode.state === 'read_only' ? { reason: mode.reason ?? '', detail: mode.detail ?? '' } : null,
+  }
 }
 
 /** The routes every API shares: health, capacity, leases, workers, storage and the OpenAPI document. */
@@ -130,7 +142,7 @@ export const systemApi: Api = {
       summary: "The database's size on disk (file + WAL) and the retention setting (docs/retention.md)",
       answer: StorageAnswer,
       grouped: false,
-      run: (_, { storage }) => storageAnswer(storage()),
+      run: (_, { storage, storageMode }) => storageAnswer(storage(), storageMode()),
     }),
     // The file is the running host's alone (db/connection.ts): `leasehold check` asks it here.
     route({
@@ -140,12 +152,14 @@ export const systemApi: Api = {
       summary: "Check the database file's integrity, on a thread of the host: seconds for a million finished jobs",
       query: IntegrityQuery,
       answer: IntegrityAnswer,
-      errors: { 503: 'storage_error: the check could not read the file', 507: 'storage_full: the host is read-only (its disk was full at start) and keeps the file to itself until space returns' },
+      errors: { 503: 'storage_error: the check could not read the file, or the host\'s file was deleted or replaced while it ran', 507: 'storage_full: the host is read-only (its disk was full at start) and keeps the file to itself until space returns' },
       grouped: false,
       run: async ({ query }, { checkIntegrity, storageMode }) => {
-        if (storageMode().state === 'read_only') {
+        const mode = storageMode()
+        if (mode.state === 'read_only' && mode.reason === DISK_FULL) {
           throw new HttpError('storage_full', 'The host is read-only (its disk was full at start) and keeps the file to itself until space returns: check it once writes resume')
         }
+        if (mode.state === 'read_only') throw new HttpError('storage_error', `There is no file of the host's to check. ${mode.detail}`)
         try {
           return await checkIntegrity(query.depth)
         } catch (error) {

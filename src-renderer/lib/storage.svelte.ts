@@ -20,8 +20,10 @@ export const READ_ONLY_POLL_MS = 5_000
 export class StorageState {
   current = $state<Storage | null>(null)
   error = $state<string | null>(null)
-  /** Why the host is read-only (its disk was full at start: every change is refused), or null while it takes writes. */
+  /** Why the host is read-only (its disk was full at start, or its database file went: every change is refused), or null while it takes writes. */
   readOnly = $state<string | null>(null)
+  /** What the host says of it: what happened and what to do (null while it takes writes, or from a host that does not say). */
+  readOnlyDetail = $state<string | null>(null)
   private poll: ReturnType<typeof setTimeout> | null = null
 
   constructor(private readonly api: ApiClient) {}
@@ -31,6 +33,7 @@ export class StorageState {
       const [current, health] = await Promise.all([this.api.getStorage(), this.api.getHealth()])
       this.current = current
       this.readOnly = health.storage === 'read_only' ? (health.reason ?? 'disk full') : null
+      this.readOnlyDetail = this.readOnly === null ? null : (current.read_only?.detail ?? null)
       this.error = null
     } catch (error) {
       this.error = describeError(error)

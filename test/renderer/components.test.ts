@@ -486,3 +486,15 @@ test('a host read-only on a full disk is shown as such, and asked again until it
     vi.useRealTimers()
   }
 })
+
+test('a host whose database file went while it ran shows what it says of it: where its commits are and what to do', async () => {
+  const detail = 'The database file /d/leasehold.db was deleted while the host ran: it takes no more writes (reads still work). Everything it had committed is in /d/leasehold.db: restart the host to take writes again'
+  const health = { ok: true, version: '1', storage: 'read_only', reason: 'database file deleted' }
+  const storageAnswer = { database_bytes: 0, file_bytes: 0, wal_bytes: 0, free_bytes: 0, auto_vacuum: 'incremental', retain_days: 7, stats_retain_days: 90, last_prune: null, read_only: { reason: 'database file deleted', detail } }
+  const { fetcher } = fakeFetch({ 'GET /api/storage': () => storageAnswer, 'GET /api/health': () => health })
+  const storage = new StorageState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await storage.refresh()
+  storage.stop()
+  expect(storage.readOnly).toBe('database file deleted')
+  expect(storage.readOnlyDetail).toBe(detail)
+})

@@ -30,8 +30,11 @@ export const Health = z
   .object({
     ok: z.literal(true),
     version: z.string(),
-    storage: z.enum(['read_write', 'read_only']).meta({ description: 'read_only: the disk was full at start; reads work, every write answers 507 until space returns' }),
-    reason: z.string().optional().meta({ description: 'Why the host is read-only (`disk full`)' }),
+    storage: z.enum(['read_write', 'read_only']).meta({
+      description:
+        'read_only: reads work and every write is refused, because the disk was full at start (507 until space returns) or the database file or its log was deleted or replaced while the host ran (503 until a restart); GET /api/storage says what to do',
+    }),
+    reason: z.string().optional().meta({ description: 'Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced`' }),
     redis: RedisHealth.optional().meta({ description: 'Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true)' }),
   })
   .meta({ id: 'Health' })

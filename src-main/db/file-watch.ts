@@ -1,0 +1,134 @@
+import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { Database } from 'better-sqlite3'
+
+/** How often the host looks whether its database and its log are still the files it opened. */
+export const FILE_WATCH_INTERVAL_MS = 1_000
+
+/** Which of the host's files went, and how: no longer at its path, or another file there now. */
+export interface FileLoss {
+  file: 'database' | 'log'
+  how: 'deleted' | 'replaced'
+}
+
+/** A file as the kernel knows it: a path that names another device or inode names another file. */
+export type FileIdentity = { dev: number; ino: number }
+type Identity = FileIdentity
+
+function identityOf(path: string): Identity | null {
+  try {
+    const { dev, ino } = statSync(path)
+    return { dev, ino }
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The database file and its write-ahead log, as the host opened them, and whether their paths
+ * still name them. A file deleted while the host runs (a cleaner of /tmp, an `rm -rf` of the data
+ * dir, a sync tool that puts another file in its place) stays open: the host would go on taking
+ * commits into it that no later start could see. Read every {@link FILE_WATCH_INTERVAL_MS}, so
+ * the host stops taking writes within a second of it (host.ts).
+ */
+export class DatabaseFiles {
+  private readonly database: Identity | null
+  /** The log's, once it has been seen: SQLite makes it at the first read, and a start on a full disk may have none. */
+  private log: Identity | null
+
+  constructor(private readonly path: string) {
+    this.database = identityOf(path)
+    this.log = identityOf(`${path}-wal`)
+  }
+
+  /** The files as opened, for the host's other connections to check theirs against (checkpointer.ts); null when the database was not found. */
+  get opened(): { path: string; database: FileIdentity; log: FileIdentity | null } | null {
+    return this.database && { path: this.path, database: this.database, log: this.log }
+  }
+
+  /** The host made a new log itself (it changed the database's journal mode): the one at the path now is the host's. */
+  logMadeAgain(): void {
+    this.log = identityOf(`${this.path}-wal`)
+  }
+
+  /** Whether the database or its log is no longer at its path; null while both are. */
+  lost(): FileLoss | null {
+    const database = this.compare(this.database, this.path)
+    if (database) return { file: 'database', how: database }
+    if (this.log === null) {
+      this.log = identityOf(`${this.path}-wal`)
+      return null
+    }
+    const log = this.compare(this.log, `${this.path}-wal`)
+    return log ? { file: 'log', how: log } : null
+  }
+
+  private compare(opened: Identity | null, path: string): FileLoss['how'] | null {
+    if (opened === null) return null
+    const now = identityOf(path)
+    if (now === null) return 'deleted'
+    return now.dev === opened.dev && now.ino === opened.ino ? null : 'replaced'
+  }
+}
+
+/**
+ * Keeps every commit of `sqlite` where a start finds it, once `loss` happened to its files, and
+ * answers the file that holds them: the database gone, a copy of it ({@link rescueDatabase});
+ * the log gone, the database file itself, the log copied into it whole. Throws when that could
+ * not be done yet (the host tries again).
+ */
+export async function keepCommits(sqlite: Database, loss: FileLoss, path: string, now: Date): Promise<string> {
+  if (loss.file === 'database') return rescueDatabase(sqlite, path, now)
+  // A checkpoint that waits for the checkpointer's pass and any reader, and leaves the log empty.
+  const [pass] = sqlite.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number; checkpointed: number }[]
+  if (pass && (pass.busy !== 0 || pass.checkpointed < pass.log)) throw new Error(`the log's checkpoint was held up (${pass.checkpointed} of ${pass.log} pages copied)`)
+  return path
+}
+
+/** What the host says of `loss` (its log, its storage mode's detail): where its commits are kept and what to do, or why they are not yet. */
+export function keptDetail(loss: FileLoss, path: string, kept: string | Error): string {
+  const gone = loss.file === 'database' ? `The database file ${path}` : `The database's log ${path}-wal`
+  const head = `${gone} was ${loss.how} while the host ran: it takes no more writes (reads still work)`
+  if (kept instanceof Error) {
+    return `${head}, and could not save what it had committed yet (${kept.message}). It tries again every second: keep it running until it says where that is saved`
+  }
+  const next =
+    kept !== path
+      ? `stop the host, move the file now at ${path} away, rename ${kept} to ${path}, and start the host`
+      : loss.how === 'replaced' && loss.file === 'log'
+        ? `stop the host, move the file now at ${path}-wal away, and start the host`
+        : 'restart the host to take writes again'
+  return `${head}. Everything it had committed is in ${kept}: ${next}`
+}
+
+/**
+ * Writes a copy of everything `sqlite` holds to a file a start can open, and returns its path:
+ * `path` itself when nothing is there (its folder made again, private, if it went too), else
+ * beside the file now there, as `<path>.rescued-<time>`. SQLite's backup API copies from the open
+ * connection, so the commits made since the file went are in the copy. The copy is private to
+ * its owner, as every file of the data dir is.
+ */
+export async function rescueDatabase(sqlite: Database, path: string, now: Date): Promise<string> {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  const target = claimFile(path) ?? claimFile(`${path}.rescued-${now.toISOString().replace(/[:.]/g, '-')}`)
+  if (target === null) throw new Error(`${path} and the rescue file beside it are both taken`)
+  try {
+    await sqlite.backup(target)
+  } catch (error) {
+    // A copy cut short must not be taken for the database: a start would open it as a new one.
+    rmSync(target, { force: true })
+    throw error
+  }
+  return target
+}
+
+/** Makes `path` as a new, empty, private file, or answers null when a file is there already. */
+function claimFile(path: string): string | null {
+  try {
+    closeSync(openSync(path, 'wx', 0o600))
+    return path
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return null
+    throw error
+  }
+}

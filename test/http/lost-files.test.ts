@@ -1,0 +1,102 @@
+/**
+ * A host whose database file or log is deleted or replaced while it runs (a cleaner of /tmp, an
+ * `rm -rf` of the data dir, a sync tool) takes no more writes within a second, and keeps every
+ * commit where a start finds it: the host's file stays open, so without this the commits it went
+ * on acknowledging were lost at the next start, with no word said.
+ */
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { startTestHost, type TestHost } from '../helpers/host'
+import { until } from '../helpers/until'
+import { body, expectError, QUEUE, submit } from './support'
+
+const hosts: TestHost[] = []
+afterEach(async () => {
+  for (const host of hosts.splice(0)) await host.dispose()
+})
+
+async function aHost(dataDir?: string): Promise<TestHost> {
+  const host = await startTestHost(dataDir ? { dataDir } : {})
+  hosts.push(host)
+  return host
+}
+
+/** The host's storage answer once it is read-only and says where it kept what it held. */
+async function keptStorage(host: TestHost): Promise<{ read_only: { reason: string; detail: string } }> {
+  return until(
+    async () => {
+      const storage = await body(await host.call('/api/storage'))
+      return storage.read_only?.detail.includes('Everything it had committed is in') ? storage : null
+    },
+    5000,
+    'the host read-only, saying where it kept its commits',
+  )
+}
+
+/** The jobs a host started anew on `dataDir` has, by id (the host before it stopped first). */
+async function jobsAfterRestart(before: TestHost, dataDir: string): Promise<string[]> {
+  await before.stop()
+  const after = await aHost(dataDir)
+  const { jobs } = await body(await after.call(`${QUEUE}/jobs?limit=100`))
+  return jobs.map((job: { job_id: string }) => job.job_id).sort()
+}
+
+describe('a database file deleted while the host runs', () => {
+  test('the host refuses writes within a second, and writes every job it acknowledged back to the data dir, where a restart finds them', async () => {
+    const host = await aHost()
+    const path = join(host.dataDir, 'leasehold.db')
+    const acknowledged = [await submit(host), await submit(host)]
+    rmSync(path)
+    // Acknowledged after the file went, before the host can have looked: kept all the same.
+    acknowledged.push(await submit(host))
+    const storage = await keptStorage(host)
+    expect(storage.read_only.reason).toBe('database file deleted')
+    expect(storage.read_only.detail).toContain(`The database file ${path} was deleted while the host ran`)
+    expect(storage.read_only.detail).toContain('restart the host')
+    const refused = await expectError(await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'late', cost_units: 1 } }), 503, 'storage_error')
+    expect(refused.detail).toContain(path)
+    expect(await body(await host.call('/api/health'))).toMatchObject({ storage: 'read_only', reason: 'database file deleted' })
+    expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+  })
+
+  test('with the whole data dir gone, the folder is made again for the copy', async () => {
+    const host = await aHost()
+    const acknowledged = [await submit(host), await submit(host)]
+    rmSync(host.dataDir, { recursive: true })
+    await keptStorage(host)
+    expect(readdirSync(host.dataDir)).toContain('leasehold.db')
+    expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+  })
+
+  test('a file put in its place is left as it is: the copy goes beside it, and the host says how to put it back', async () => {
+    const host = await aHost()
+    const path = join(host.dataDir, 'leasehold.db')
+    const acknowledged = await submit(host)
+    rmSync(path)
+    writeFileSync(path, 'not mine')
+    const storage = await keptStorage(host)
+    expect(storage.read_only.reason).toBe('database file replaced')
+    const rescued = readdirSync(host.dataDir).find((name) => name.startsWith('leasehold.db.rescued-'))!
+    expect(storage.read_only.detail).toContain(`rename ${join(host.dataDir, rescued)} to ${path}`)
+    expect(readFileSync(path, 'utf8')).toBe('not mine')
+    await host.stop()
+    rmSync(path)
+    renameSync(join(host.dataDir, rescued), path)
+    const after = await aHost(host.dataDir)
+    expect((await body(await after.call(`${QUEUE}/jobs/${acknowledged.job_id}`))).job.job_id).toBe(acknowledged.job_id)
+  })
+})
+
+describe("a database's log deleted while the host runs", () => {
+  test('the host refuses writes, copies the whole log into the database file, and a restart finds every job it acknowledged', async () => {
+    const host = await aHost()
+    const acknowledged = [await submit(host), await submit(host)]
+    rmSync(join(host.dataDir, 'leasehold.db-wal'))
+    acknowledged.push(await submit(host))
+    const storage = await keptStorage(host)
+    expect(storage.read_only.reason).toBe('database log deleted')
+    expect(storage.read_only.detail).toContain(`Everything it had committed is in ${join(host.dataDir, 'leasehold.db')}: restart the host`)
+    expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+  })
+})
