@@ -4,7 +4,7 @@ import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-p
 import { LogLimiter } from '../src-shared/log-limiter'
 import { ANSWER_MARGIN_MS, entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, type WorkerTransport } from './transport'
 
 const READ_BLOCK_MS = 1_000
 
@@ -12,6 +12,17 @@ interface Pending {
   resolve(response: IpcResponse): void
   reject(error: Error): void
   timer: NodeJS.Timeout
+}
+
+/**
+ * A refusal by Redis itself (its user's ACL does not allow a command or a key: NOPERM) said as
+ * such, naming what to mend: the host never saw the call.
+ */
+function redisRefusal(error: Error): Error {
+  if (!/^NOPERM\b/.test(error.message)) return error
+  return new TransportRefusal(
+    `Redis refused this worker's user (${error.message}); its ACL must allow XADD on the host's request stream, XREAD and XREVRANGE on the worker's reply streams (<prefix>worker:<id>:replies*), CLIENT SETNAME and INFO: docs/redis.md, "Redis ACLs"`,
+  )
 }
 
 /**
@@ -30,7 +41,8 @@ export class RedisTransport implements WorkerTransport {
   /** Request ids start at random, so the answers to an earlier process of the same worker id are not taken for ours. */
   private nextId = randomInt(1, 2 ** 40)
   private closed = false
-  private readonly ready: Promise<string>
+  /** Where this transport's answers begin in its reply stream, once read (see {@link start}). */
+  private ready: Promise<string> | null = null
   /** The name of the connection answers are read on (READER_NAME), sent with every request. */
   private readonly readerName = `leasehold-reader-${randomBytes(8).toString('hex')}`
 
@@ -56,16 +68,31 @@ export class RedisTransport implements WorkerTransport {
       limiter?.line('redis', `leasehold worker: Redis at ${redactedUrl(url)} did not answer (${error.message}); ioredis reconnects every 2 s at most`)
     this.writer.on('error', said)
     this.reader.on('error', said)
-    // Only answers written after this point are ours: read from the stream's current end.
-    this.ready = this.reader.xrevrange(replyStream(prefix, workerId, channel), '+', '-', 'COUNT', 1).then((last) => last[0]?.[0] ?? '0')
     void this.readReplies()
+  }
+
+  /**
+   * The reply stream's end as this transport starts: only answers written after it are ours.
+   * Read once it can be: a read that failed (Redis away, or its user not yet allowed the stream)
+   * is tried again by the next call, so a worker whose ACL is mended goes on without a restart.
+   */
+  private start(): Promise<string> {
+    this.ready ??= this.reader.xrevrange(replyStream(this.prefix, this.workerId, this.channel), '+', '-', 'COUNT', 1).then(
+      (last) => last[0]?.[0] ?? '0',
+      (error: Error) => {
+        this.ready = null
+        throw redisRefusal(error)
+      },
+    )
+    return this.ready
   }
 
   private async readReplies(): Promise<void> {
     const stream = replyStream(this.prefix, this.workerId, this.channel)
-    let from = await this.ready.catch(() => '0')
+    let from: string | null = null
     while (!this.closed) {
       try {
+        from ??= await this.start()
         const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
         for (const [id, fields] of answer?.[0]?.[1] ?? []) {
           from = id
@@ -104,12 +131,12 @@ export class RedisTransport implements WorkerTransport {
     // Sent once the reply stream's end is known; while Redis cannot be reached that waits, and the
     // call ends by its timer or its signal (a worker told to stop is not held by a Redis that is away).
     const channel = this.channel ? ['channel', this.channel] : []
-    this.ready
+    this.start()
       .then(() =>
         // The id in a field of its own too: a host refuses a body too large (or a token it does not know) without parsing the body.
         this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'reader', this.readerName, 'id', String(id), 'body', JSON.stringify({ type: 'request', id, method, params })),
       )
-      .catch((error: Error) => this.settle(id, (call) => call.reject(error)))
+      .catch((error: Error) => this.settle(id, (call) => call.reject(redisRefusal(error))))
     const response = await answered
     if (response.error) {
       const { status, code, detail } = response.error

@@ -66,9 +66,21 @@ export function refusesWorker(error: unknown, reports: number): error is HostErr
 /** The line a worker the host refuses stops with. */
 export const refusedLine = (error: HostError): string => `leasehold worker: the host refuses this worker (${error.status} ${error.code}: ${error.message}); stopping`
 
-/** Why an exchange failed, for the worker's log: the host's refusal, or no answer at all. */
+/**
+ * The way to the host refused a call before the host saw it (Redis's ACL refused the worker's
+ * user): the message says what, and the worker asks again, as when the host did not answer.
+ */
+export class TransportRefusal extends Error {
+  override name = 'TransportRefusal'
+}
+
+/** Why an exchange failed, for the worker's log: the host's refusal, the transport's, or no answer at all. */
 export const exchangeFailure = (error: Error): string =>
-  error instanceof HostError ? `the host answered ${error.status} ${error.code} (${error.message})` : `the host did not answer (${error.message})`
+  error instanceof HostError
+    ? `the host answered ${error.status} ${error.code} (${error.message})`
+    : error instanceof TransportRefusal
+      ? error.message
+      : `the host did not answer (${error.message})`
 
 /** The lease is gone (409 from the host): stop the job, report nothing more under it. */
 export class LeaseLostError extends Error {

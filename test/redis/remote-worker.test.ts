@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
@@ -25,9 +26,9 @@ afterEach(async () => {
 })
 
 /** `leasehold worker --redis`: no URL, and a data dir with no host file, so Redis is all it can reach. */
-function remoteWorker(workerId: string, token: string, extra: string[] = []) {
+function remoteWorker(workerId: string, token: string, extra: string[] = [], url = server.url) {
   let child!: ChildProcess
-  const done = runCliAsync(['worker', '--redis', server.url, '--token', token, '--worker-id', workerId, ...extra], { LEASEHOLD_DATA_DIR: tempDir(), LEASEHOLD_URL: '' }, (c) => {
+  const done = runCliAsync(['worker', '--redis', url, '--token', token, '--worker-id', workerId, ...extra], { LEASEHOLD_DATA_DIR: tempDir(), LEASEHOLD_URL: '' }, (c) => {
     child = c
     children.push(c)
   })
@@ -191,6 +192,52 @@ describe('remote workers over Redis only', () => {
       await host?.dispose() // before its user goes
       host = null
       await admin.call('ACL', 'DELUSER', 'no-client-list')
+    }
+  })
+
+  test('the Redis users docs/redis.md gives the host and a remote worker are all they need: every job runs, and nothing is refused', async () => {
+    const acls = [...readFileSync(fileURLToPath(new URL('../../docs/redis.md', import.meta.url)), 'utf8').matchAll(/^\s*ACL SETUSER (.+)$/gm)].map((m) => m[1]!.trim().split(/\s+/))
+    expect(acls.map((acl) => acl[0])).toEqual(['leasehold', 'worker-w1'])
+    const as = (user: string, password: string) => server.url.replace('redis://', `redis://${user}:${password}@`)
+    await admin.call('ACL', 'LOG', 'RESET') // what earlier tests' users were refused
+    try {
+      for (const acl of acls) await admin.call('ACL', 'SETUSER', ...acl)
+      const said: string[] = []
+      host = await startTestHost({ redisUrl: as('leasehold', 'secret') }, { log: (line) => said.push(line) })
+      const ids = await noops(host, 20)
+      const worker = remoteWorker('w1', host.token, [], as('worker-w1', 'wpass'))
+      await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE')
+      worker.child.kill('SIGTERM')
+      const { stderr } = await worker.done
+      expect([...said, stderr].join('\n')).not.toMatch(/NOPERM|refused/)
+      expect(await admin.call('ACL', 'LOG')).toEqual([])
+    } finally {
+      await host?.dispose() // before its user goes
+      host = null
+      await admin.call('ACL', 'DELUSER', 'leasehold', 'worker-w1')
+      await admin.call('ACL', 'LOG', 'RESET')
+    }
+  })
+
+  test('a remote worker whose Redis user may not read its reply streams says Redis refused it, naming what to allow, and goes on once its ACL is mended, without a restart', async () => {
+    await admin.call('ACL', 'SETUSER', 'narrow', 'on', '>wpass', '~leasehold:worker:requests', '~leasehold:worker:narrow:replies', '+xadd', '+xread', '+xrevrange', '+info')
+    try {
+      host = await startTestHost({ redisUrl: server.url })
+      const ids = await noops(host, 5)
+      const worker = remoteWorker('narrow', host.token, [], server.url.replace('redis://', 'redis://narrow:wpass@'))
+      let stderr = ''
+      worker.child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+      await until(() => stderr.includes('retrying'), 10_000, 'the refusal said')
+      expect(stderr).toMatch(/Redis refused this worker's user \(NOPERM .*\); its ACL must allow .*CLIENT SETNAME/)
+      expect(stderr).not.toContain('the host did not answer')
+      expect(ids.map((id) => host!.engine.getJob(id).state)).toEqual(ids.map(() => 'QUEUED'))
+      await admin.call('ACL', 'SETUSER', 'narrow', '~leasehold:worker:narrow:replies*', '+client|setname')
+      await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE once the ACL allows it')
+    } finally {
+      await host?.dispose()
+      host = null
+      await admin.call('ACL', 'DELUSER', 'narrow')
+      await admin.call('ACL', 'LOG', 'RESET')
     }
   })
 
