@@ -21,6 +21,8 @@ export class BulkState {
   busy = $state<BulkAction | null>(null)
   result = $state<BulkAnswer | null>(null)
   error = $state<string | null>(null)
+  /** The action and the filter's request that the pending question, or the result shown, was counted for. */
+  private countedFor: { action: BulkAction; request: BulkRequest } | null = null
 
   constructor(
     private readonly api: ApiClient,
@@ -49,15 +51,29 @@ export class BulkState {
     return request
   }
 
+  /**
+   * Drops the question, or the result shown, once the filter is no longer the one it was counted
+   * for (the operator picked another state, or typed a type): a yes is for the jobs the table
+   * shows, never for those of a filter left behind. The jobs view calls it as its filter changes.
+   */
+  keepFor(filter: JobFilter): void {
+    const counted = this.countedFor
+    if (counted && !sameSelection(BulkState.requestFor(counted.action, filter), counted.request)) this.dismiss()
+  }
+
   /** Counts the jobs the action would touch and asks for confirmation. */
   async prepare(action: BulkAction, filter: JobFilter): Promise<void> {
     const request = BulkState.requestFor(action, filter)
     if (!request) return
     this.busy = action
+    this.pending = null
     this.result = null
     this.error = null
+    const counting = (this.countedFor = { action, request })
     try {
       const { matched, counted_through } = await this.api.bulk(action, { ...request, dry_run: true })
+      // The filter changed while the host counted: the count is of jobs no longer shown.
+      if (this.countedFor !== counting) return
       // Jobs that finish between the count and the yes are not swept up: the yes is for the number counted.
       this.pending = { action, request: counted_through === null ? request : { ...request, counted_through }, matched }
     } catch (error) {
@@ -87,7 +103,16 @@ export class BulkState {
     this.pending = null
     this.result = null
     this.error = null
+    this.countedFor = null
   }
+}
+
+/** Whether two requests select the same jobs (what a yes was counted for aside). */
+function sameSelection(a: BulkRequest | null, b: BulkRequest): boolean {
+  if (a === null) return false
+  const { counted_through: _a, ...left } = a
+  const { counted_through: _b, ...right } = b
+  return JSON.stringify(left, Object.keys(left).sort()) === JSON.stringify(right, Object.keys(right).sort())
 }
 
 const VERBS: Record<BulkAction, { verb: string; done: string }> = {

@@ -47,7 +47,8 @@ export function reduceJob(job: Job, event: LogEvent): Job {
       next = { ...next, attempts: Math.max(next.attempts, num(data['attempt']) ?? 0) }
       break
     case 'JOB_RUN_NOW':
-      next = { ...next, run_at: null }
+      // It waited for its time; the next read says what it waits for now, if anything.
+      next = { ...next, run_at: null, waiting_reason: null, waiting_until: null }
       break
     case 'JOB_RETRIED':
       next = { ...next, max_attempts: num(data['max_attempts']) ?? next.max_attempts, dead_letter: false, cancel_requested: false, progress: null, note: null, run_at: null }

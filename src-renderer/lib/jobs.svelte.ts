@@ -130,7 +130,8 @@ export class JobsState {
   private async act(jobId: string, call: () => Promise<{ job: Job }>): Promise<void> {
     try {
       const { job } = await call()
-      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? newerJob(r, { ...r, ...job }) : r))
+      // The answer is the job after the action: why it waited before is not why it waits now (a read says that).
+      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? newerJob(r, { ...r, waiting_reason: null, waiting_until: null, ...job }) : r))
       delete this.rowErrors[jobId]
     } catch (error) {
       this.rowErrors[jobId] = describeError(error)
@@ -147,6 +148,7 @@ export class JobsState {
     else if (this.loading && event.job_id) this.missed.push(event)
     if (this.cursors.length > 0) return false
     // A new job may belong on the first page; with a state or dead-letter filter, a moved job may leave it or join it.
-    return event.type === 'JOB_SUBMITTED' || this.filter.state !== '' || this.filter.dead_letter
+    // A job run now waits for something else than its time, or for nothing: read again to say which.
+    return event.type === 'JOB_SUBMITTED' || event.type === 'JOB_RUN_NOW' || this.filter.state !== '' || this.filter.dead_letter
   }
 }

@@ -241,24 +241,27 @@ test('the capacity panel shows the figures and sends a manual busy rating', asyn
   expect(figure('busy-label')).toBe('8 (manual)')
 })
 
+/** An open blocker report: job:h holds /data/a.txt, and job w was refused it. */
+const openBlocker = (): Blocker => ({
+  blocker_id: 'b1',
+  file: '/data/a.txt',
+  holder: { owner_id: 'job:h', job_id: 'holder-job', acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, held_s: 245 },
+  age_s: 185,
+  retry_s: 180,
+  denied_at: iso(T0 + 5 * SECOND),
+  retried_at: iso(T0 + 185 * SECOND),
+  requester: { owner_id: 'job:w', job_id: 'waiting-job', lease_id: 'l' },
+  state: 'OPEN',
+  resolution: null,
+  note: null,
+  resolved_by: null,
+  resolved_at: null,
+  taken_from_holder: null,
+  created_at: iso(T0 + 185 * SECOND),
+})
+
 test('an open blocker offers retry, force release and cancel, each with the note; force release asks first', () => {
-  const blocker: Blocker = {
-    blocker_id: 'b1',
-    file: '/data/a.txt',
-    holder: { owner_id: 'job:h', job_id: 'holder-job', acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, held_s: 245 },
-    age_s: 185,
-    retry_s: 180,
-    denied_at: iso(T0 + 5 * SECOND),
-    retried_at: iso(T0 + 185 * SECOND),
-    requester: { owner_id: 'job:w', job_id: 'waiting-job', lease_id: 'l' },
-    state: 'OPEN',
-    resolution: null,
-    note: null,
-    resolved_by: null,
-    resolved_at: null,
-    taken_from_holder: null,
-    created_at: iso(T0 + 185 * SECOND),
-  }
+  const blocker = openBlocker()
   const answers: [string, string][] = []
   const el = render(BlockerCard, { blocker, now: T0 + 245 * SECOND, onresolve: (action: string, note: string) => answers.push([action, note]) })
   expect(text(el)).toContain('/data/a.txt')
@@ -289,6 +292,23 @@ test('an open blocker offers retry, force release and cancel, each with the note
     ['force_release', 'done soon'],
     ['cancel', 'done soon'],
   ])
+})
+
+test('a confirmation takes the keyboard to its safe choice, Escape takes that choice, and focus goes back to the button that asked', async () => {
+  const blocker = openBlocker()
+  const answers: string[] = []
+  const el = render(BlockerCard, { blocker, now: T0 + 245 * SECOND, onresolve: (action: string) => answers.push(action) })
+  const force = [...el.querySelectorAll('button')].find((b) => b.textContent === 'Force release')!
+  force.focus()
+  force.click()
+  flushSync()
+  expect(document.activeElement?.textContent).toBe("Keep the holder's lease")
+  document.activeElement!.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))
+  flushSync()
+  expect(el.querySelector('[data-testid="confirm-force"]')).toBeNull()
+  await Promise.resolve()
+  expect(document.activeElement).toBe(force)
+  expect(answers).toEqual([])
 })
 
 /** A resolved blocker report whose holder let go of `/f`. */

@@ -90,6 +90,17 @@ describe('scheduled jobs', () => {
     expect(reduceJob(job({ state: 'RUNNING', attempts: 0 }), event('JOB_DONE', { data: { state: 'DONE', attempt: 1 } }))).toMatchObject({ state: 'DONE', attempts: 1 })
   })
 
+  test('a job run now from the table loses its waiting line at once (the answer has none), and the page is read again for why it waits now', async () => {
+    const { fetcher } = fakeFetch({
+      'POST /api/jobs/job-1/run-now': { job: job({ state: 'QUEUED', run_at: null, updated_at: iso(T0 + SECOND) }) },
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    jobs.rows = [job({ run_at: iso(T0 + 600 * SECOND), waiting_reason: 'scheduled', waiting_until: iso(T0 + 600 * SECOND) })]
+    await jobs.runNow('job-1')
+    expect(jobs.rows[0]).toMatchObject({ run_at: null, waiting_reason: null, waiting_until: null })
+    expect(jobs.apply(event('JOB_RUN_NOW', { ts: iso(T0 + SECOND), data: { state: 'QUEUED' } }))).toBe(true)
+  })
+
   test('a refused run now is shown on its row', async () => {
     const { fetcher } = fakeFetch({
       'POST /api/jobs/job-1/run-now': new Response(JSON.stringify({ code: 'not_scheduled', detail: 'Job job-1 is QUEUED and eligible' }), { status: 409 }),
@@ -99,8 +110,9 @@ describe('scheduled jobs', () => {
     expect(jobs.rowErrors['job-1']).toBe('Job job-1 is QUEUED and eligible')
   })
 
-  test('events move a job: run now clears its run_at, a retry its dead letter and budget', () => {
-    expect(reduceJob(job({ run_at: iso(T0) }), event('JOB_RUN_NOW', { data: { state: 'QUEUED' } })).run_at).toBeNull()
+  test('events move a job: run now clears its run_at and why it waited (its time), a retry its dead letter and budget', () => {
+    const scheduled = job({ run_at: iso(T0), waiting_reason: 'scheduled', waiting_until: iso(T0) })
+    expect(reduceJob(scheduled, event('JOB_RUN_NOW', { data: { state: 'QUEUED' } }))).toMatchObject({ run_at: null, waiting_reason: null, waiting_until: null })
     const retried = reduceJob(job({ state: 'FAILED', dead_letter: true }), event('JOB_RETRIED', { data: { state: 'QUEUED', max_attempts: 6 } }))
     expect(retried).toMatchObject({ state: 'QUEUED', dead_letter: false, max_attempts: 6 })
   })
@@ -216,6 +228,33 @@ describe('bulk actions', () => {
     ])
   })
 
+  test('a question goes with the filter it was counted for: another filter drops it (and a count that comes back after the change asks nothing), so a yes never acts on jobs no longer shown', async () => {
+    let answer: (value: unknown) => void = () => {}
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/jobs/bulk/retry': () => new Promise((resolve) => (answer = resolve)),
+    })
+    const bulk = new BulkState(new ApiClient(connection, fetcher))
+    const canceled = filter({ state: 'CANCELED' })
+    const counting = bulk.prepare('retry', canceled)
+    await vi.waitFor(() => expect(calls).toHaveLength(1))
+    answer({ action: 'retry', matched: 5, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 9 })
+    await counting
+    expect(bulk.pending?.matched).toBe(5)
+    bulk.keepFor(canceled) // the same filter: kept
+    expect(bulk.pending?.matched).toBe(5)
+    bulk.keepFor(filter({ state: 'FAILED' }))
+    expect(bulk.pending).toBeNull()
+    await bulk.confirm()
+    // Counted, then the filter changed before the count came back.
+    const late = bulk.prepare('retry', canceled)
+    await vi.waitFor(() => expect(calls).toHaveLength(2))
+    bulk.keepFor(filter({ state: 'CANCELED', job_type: 'render' }))
+    answer({ action: 'retry', matched: 5, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 9 })
+    await late
+    expect(bulk.pending).toBeNull()
+    expect(calls.filter((c) => !(c.body as { dry_run?: boolean }).dry_run)).toEqual([])
+  })
+
   test('the question names what is selected, and says when nothing matches', () => {
     expect(bulkQuestion({ action: 'retry', request: { all: true }, matched: 2 })).toBe(
       'Retry 2 jobs? Every one of the FAILED, CANCELED, TIMEOUT jobs will go back to the queue, each as a new run with a fresh attempt budget.',
@@ -271,5 +310,22 @@ describe('the jobs view', () => {
     toggle.click()
     await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(2))
     expect(jobs.filter.dead_letter).toBe(false)
+  })
+
+  test('a bulk question on screen goes away as the operator picks another filter', async () => {
+    const { fetcher } = fakeFetch({
+      'GET /api/scheduler/jobs?limit=25': { jobs: [], next_cursor: null },
+      'GET /api/scheduler/jobs?state=CANCELED&limit=25': { jobs: [], next_cursor: null },
+      'GET /api/scheduler/jobs?state=FAILED&limit=25': { jobs: [], next_cursor: null },
+      'POST /api/jobs/bulk/retry': { action: 'retry', matched: 5, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 9 },
+    })
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    await jobs.setFilter({ state: 'CANCELED' })
+    const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+    ;(el.querySelector('[data-testid="bulk-retry"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(el.querySelector('[data-testid="bulk-confirm"]')).not.toBeNull())
+    ;[...el.querySelectorAll('.states button')].find((b) => b.textContent === 'FAILED')!.dispatchEvent(new MouseEvent('click', { bubbles: true }))
+    await vi.waitFor(() => expect(el.querySelector('[data-testid="bulk-confirm"]')).toBeNull())
   })
 })

@@ -1,0 +1,35 @@
+/** What an inline confirmation does when it is left without an answer. */
+export interface ConfirmationOptions {
+  /** The safe choice (keep, close): what Escape does. */
+  cancel: () => void
+}
+
+/**
+ * A Svelte action for an inline confirmation (`role="alertdialog"`): as it appears, focus moves
+ * to its safe choice (the button marked `data-safe`), so that a keyboard or a screen reader is
+ * in the question at once and Enter cannot take the dangerous answer by accident; Escape takes
+ * the safe choice; and once it goes, focus returns to what opened it (where focus would
+ * otherwise fall to the page itself).
+ */
+export function confirmation(node: HTMLElement, options: ConfirmationOptions) {
+  let current = options
+  const opener = document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null
+  node.querySelector<HTMLElement>('[data-safe]')?.focus()
+  const onKey = (event: KeyboardEvent) => {
+    if (event.key !== 'Escape') return
+    event.preventDefault()
+    current.cancel()
+  }
+  node.addEventListener('keydown', onKey)
+  return {
+    update(next: ConfirmationOptions) {
+      current = next
+    },
+    destroy() {
+      node.removeEventListener('keydown', onKey)
+      // Only where focus was in the question (or fell out of the page with it): never taken from where the operator moved it.
+      const active = document.activeElement
+      if (opener?.isConnected && (active === null || active === document.body || node.contains(active))) queueMicrotask(() => opener.focus())
+    },
+  }
+}
