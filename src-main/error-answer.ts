@@ -33,7 +33,7 @@ const IO_CODES = new Set(['EIO', 'EROFS'])
  * failing disk and a damaged file look the same, and an integrity check (`leasehold check`)
  * tells them apart. Either way the read changed nothing.
  */
-const READ_CODES = new Set(['SQLITE_CORRUPT', 'SQLITE_CORRUPT_VTAB', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_INDEX', 'SQLITE_IOERR_READ', 'SQLITE_IOERR_SHORT_READ', 'SQLITE_IOERR_CORRUPTFS'])
+const READ_CODES = new Set(['LEASEHOLD_DAMAGED_VALUE', 'SQLITE_CORRUPT', 'SQLITE_CORRUPT_VTAB', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_INDEX', 'SQLITE_IOERR_READ', 'SQLITE_IOERR_SHORT_READ', 'SQLITE_IOERR_CORRUPTFS'])
 
 /** The `code` of a thrown error, whatever was thrown (a string, null…). */
 function errorCode(error: unknown): string | null {

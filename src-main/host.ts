@@ -16,7 +16,7 @@ import { ReadThread } from './db/read-thread'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
 import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
-import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail } from './db/file-watch'
+import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
 import { Engine } from './engine'
 import { type Clock, earliest, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
@@ -501,7 +501,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const loseFiles = (loss: FileLoss): void => {
     lost = loss
     engine.flush() // a group still open commits: its callers are told, and what they were told is kept below
-    sqlite.pragma('query_only = ON') // from here every write fails in SQLite, whoever asks for it
+    refuseWrites(sqlite) // from here every write fails in SQLite, whoever asks for it
     dispatch.close()
     mode.state = 'read_only'
     mode.reason = `database ${loss.file === 'database' ? 'file' : 'log'} ${loss.how}`

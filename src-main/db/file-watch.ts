@@ -71,6 +71,11 @@ export class DatabaseFiles {
   }
 }
 
+/** From now on every write of this connection fails in SQLite (`query_only`), whoever asks for it: reads go on. */
+export function refuseWrites(sqlite: Database): void {
+  sqlite.pragma('query_only = ON')
+}
+
 /**
  * Keeps every commit of `sqlite` where a start finds it, once `loss` happened to its files, and
  * answers the file that holds them: the database gone, a copy of it ({@link rescueDatabase});

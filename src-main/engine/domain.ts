@@ -10,6 +10,7 @@ import type { JobLeaseDecision as JobLeaseDecisionRows, LeaseDecision as LeaseDe
 import type { Leased as LeasedRows } from './store/rows'
 import type { AttemptDisposition, AttemptOutcome, FinalStatus, JobState, LeaseState, Priority } from './rules/states'
 import { priorityName } from './rules/states'
+import { parseStored } from './store/stored-value'
 
 /**
  * The engine's domain types: what it hands out, decoded (booleans for 0/1 columns, values for
@@ -22,8 +23,7 @@ import { priorityName } from './rules/states'
  * already holds: no decoded copy of the whole job on that path.
  */
 
-/** A JSON column's value: null stays null. */
-const parse = (text: string | null): unknown => (text === null ? null : JSON.parse(text))
+const parse = parseStored
 
 /** A job: what was submitted, where it is in its life, and how it ended. */
 export interface Job {
@@ -300,7 +300,7 @@ export function toEvent(row: EventRow): Event {
     entity_id: row.entity_id,
     job_id: row.job_id,
     event_type: row.event_type,
-    data: JSON.parse(row.data),
+    data: parseStored(row.data),
   } as Event
 }
 

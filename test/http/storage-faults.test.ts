@@ -86,6 +86,20 @@ describe('a write the disk cannot hold', () => {
     expect(error.detail).toContain(host.dataDir)
   })
 
+  test('a stored value that does not read as what was written (a damaged page) is a read fault: 503 storage_error naming leasehold check, never a 500; the host logs no stack', async () => {
+    const { host, lines } = await faultyHost()
+    const job = await submit(host, { job_type: 'kept', payload: { a: 1 } })
+    // What a damaged page reads as: bytes that are no JSON, where the engine wrote JSON.
+    const db = engineContext(host.engine).db
+    db.prepare("UPDATE jobs SET payload = ? WHERE job_type = 'kept'").run('ᛞ\u0000garbage')
+    db.prepare("UPDATE events SET data = ? WHERE job_id = (SELECT id FROM jobs WHERE job_type = 'kept')").run('{"cut')
+    for (const path of [`${QUEUE}/jobs/${job.job_id}`, `${QUEUE}/jobs/${job.job_id}/events`]) {
+      const error = await expectError(await host.call(path), 503, 'storage_error')
+      expect(error.detail).toContain('leasehold check')
+    }
+    expect(matching(lines, /internal error|SyntaxError|\bat /)).toEqual([])
+  })
+
   test('is logged at most once a minute, not once per request', async () => {
     const { host, lines, injector } = await faultyHost()
     injector.code = 'SQLITE_FULL'

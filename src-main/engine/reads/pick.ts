@@ -2,6 +2,7 @@ import { type JobRow, STATE_SEQ_CLAUSE } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { queuesWithQueuedJobs } from '../memory/job-tally'
 import { CLAIM_STATES } from '../rules/states'
+import { parseStored } from '../store/stored-value'
 import { SELECT_JOBS } from '../store/rows'
 
 /** What a worker can take. Jobs outside it are skipped for that worker, never denied. */
@@ -68,7 +69,7 @@ export function canTake(job: JobRow, filter: WorkerFilter, holdsLease: () => boo
 }
 
 function requiresGpu(job: JobRow): boolean {
-  return (JSON.parse(job.constraints) as Record<string, unknown>).gpu_required === true
+  return (parseStored(job.constraints) as Record<string, unknown>).gpu_required === true
 }
 
 /**

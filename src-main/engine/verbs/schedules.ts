@@ -6,6 +6,7 @@ import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import { OVERLAP_POLICIES, type Overlap, SCHEDULE_STATES, type ScheduleState } from '../rules/schedules'
+import { parseStored } from '../store/stored-value'
 import { newId } from '../store/ids'
 import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
 import { findJob, recordJobEvent } from '../store/rows'
@@ -381,7 +382,7 @@ function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
     name: row.name,
     cron: row.cron,
     timezone: row.timezone,
-    job: JSON.parse(row.job) as JobTemplate,
+    job: parseStored(row.job) as JobTemplate,
     overlap: row.overlap as Overlap,
     enabled: row.enabled === 1,
     state,
@@ -588,7 +589,7 @@ function fireSchedule(ctx: EngineContext, capacity: CapacityStore, row: Schedule
     return firing
   }
   // The very submit verb, under a savepoint of its own: a refusal undoes only the submit.
-  const submitted = ctx.settle(() => submit(ctx, JSON.parse(row.job) as JobTemplate, capacity.totalUnits()))
+  const submitted = ctx.settle(() => submit(ctx, parseStored(row.job) as JobTemplate, capacity.totalUnits()))
   if (submitted.ok) {
     const job: JobRow = submitted.value.job
     firing = { ...base, outcome: 'FIRED', job_id: job.id, reason: null }
