@@ -14,7 +14,7 @@ import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { ReadThread } from './db/read-thread'
 import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
-import { DatabaseOpenError, openDatabase, openOnFullDisk, type OpenedDatabase, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
+import { clearHostMark, DatabaseOpenError, lastHostMark, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
 import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
 import { Engine } from './engine'
@@ -176,8 +176,20 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const clock = options.clock ?? systemClock
   const token = loadOrCreateToken(config.dataDir, config.token)
   const mode: StorageMode = { state: 'read_write', reason: null, detail: null }
-  const { sqlite, uncleanShutdown } = openForStart(config, options, mode, log)
+  const opened = openForStart(config, options, mode, log)
+  const { sqlite } = opened
   undo.push(() => void sqlite.close())
+  // The last host left its mark and no log (db/open.ts): it was killed, and its log went after it.
+  const leftOpen = lastHostMark(sqlite)
+  const logLost = leftOpen !== null && !opened.uncleanShutdown
+  if (logLost) {
+    log(
+      `leasehold: the last host on this data dir (${leftOpen}) stopped without closing its database (killed, or the machine lost power), ` +
+        `and the database's log ${databasePathOf(config)}-wal is not there: whatever it committed after its last checkpoint is lost, if it committed anything. ` +
+        'Was the log deleted or moved? If you have it, stop this host, put it back beside the database, and start again',
+    )
+  }
+  const uncleanShutdown = opened.uncleanShutdown || logLost
   keepDataPrivate(config.dataDir)
   const walVfsFailure = walVfsLoadFailure(options.nativeBinding)
   if (walVfsFailure) log(`leasehold: ${walVfsFailure}`)
@@ -372,6 +384,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (!resumed) throw error
       log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
     }
+    tick('the host\'s mark', () => setHostMark(sqlite, new Date(clock.now())))() // taken away at a clean stop: a start that finds it knows this host was killed
     // The local workers of the host before this one died with it (however it ended): their
     // leases expire now, not after their TTL, and before the pool reuses their ids.
     tick('the expiry of the last host\'s local leases', () => {
@@ -586,6 +599,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       clearInterval(sweep)
       if (mode.state === 'read_write') tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
+      if (mode.state === 'read_write') tick('the stop\'s mark', () => clearHostMark(sqlite))() // the last commit: the next start finds the file closed cleanly
       await relay?.stop() // its pass in progress ends while the database is open; what waits stays in the outbox
       await readThread?.stop()
       await checkpointer?.stop()
@@ -628,9 +642,12 @@ function ownIdentity(engine: Engine, dataDir: string): HostIdentity {
  * for reads only (db/open.ts `openOnFullDisk`), with `mode` set to say so. A file that cannot be
  * opened read-only either (new, or in need of a migration) refuses the start as before.
  */
+/** The database file of a data dir. */
+const databasePathOf = (config: HostConfig): string => join(config.dataDir, 'leasehold.db')
+
 function openForStart(config: HostConfig, options: HostOptions, mode: StorageMode, log: (line: string) => void): OpenedDatabase {
   const open = {
-    path: join(config.dataDir, 'leasehold.db'),
+    path: databasePathOf(config),
     durability: config.durability,
     migrationsFolder: options.migrationsFolder,
     nativeBinding: options.nativeBinding,

@@ -349,6 +349,16 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   if (!isNewFile) {
     refuseFullDisk(options.path)
     checkBeforeOpening(options.path, journal, options.nativeBinding)
+  } else if (options.path !== ':memory:') {
+    // A -wal or -shm in the way is named as it is for an existing file, not as the new one's failure.
+    checkCompanionFiles(options.path)
+    // Private from its first byte (the data dir's files are its owner's alone), even should the start fail below.
+    try {
+      closeSync(openSync(options.path, 'wx', 0o600))
+    } catch (error) {
+      const dangling = lstatSync(options.path, { throwIfNoEntry: false })?.isSymbolicLink() === true
+      throw new DatabaseOpenError(`cannot create ${options.path}: ${dangling ? `it is a symbolic link to ${readlinkSync(options.path)}, which does not exist` : (error as Error).message}`)
+    }
   }
   let sqlite: Database
   try {
@@ -467,4 +477,30 @@ function openFailure(error: unknown): string {
   const code = typeof root.code === 'string' ? root.code : null
   const what = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : oneLine(root.message ?? String(root))
   return `${what}; the next start finishes setting the file up`
+}
+
+/** The settings key a host keeps while it has the database open: its process and when it started. */
+const HOST_OPEN_KEY = 'host_open'
+
+/**
+ * What the last host left in the database: its mark (`pid … since …`) when it did not stop
+ * cleanly, else null. Read before anything writes (a start on a full disk reads it too).
+ */
+export function lastHostMark(sqlite: Database): string | null {
+  const row = sqlite.prepare('SELECT value FROM settings WHERE key = ?').get(HOST_OPEN_KEY) as { value: string } | undefined
+  return row?.value ?? null
+}
+
+/**
+ * Marks the database as open by this host, in a commit of its own; {@link clearHostMark} at a
+ * clean stop takes the mark away. A start that finds it knows the last host ended without
+ * closing the file, even where the write-ahead log that would say so is gone.
+ */
+export function setHostMark(sqlite: Database, startedAt: Date): void {
+  sqlite.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(HOST_OPEN_KEY, `pid ${process.pid} since ${startedAt.toISOString()}`)
+}
+
+/** Takes this host's mark away: the last commit of a clean stop. */
+export function clearHostMark(sqlite: Database): void {
+  sqlite.prepare('DELETE FROM settings WHERE key = ?').run(HOST_OPEN_KEY)
 }

@@ -4,7 +4,8 @@
  * commit where a start finds it: the host's file stays open, so without this the commits it went
  * on acknowledging were lost at the next start, with no word said.
  */
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import BetterSqlite3 from 'better-sqlite3'
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { startTestHost, type TestHost } from '../helpers/host'
@@ -16,8 +17,8 @@ afterEach(async () => {
   for (const host of hosts.splice(0)) await host.dispose()
 })
 
-async function aHost(dataDir?: string): Promise<TestHost> {
-  const host = await startTestHost(dataDir ? { dataDir } : {})
+async function aHost(dataDir?: string, log?: (line: string) => void): Promise<TestHost> {
+  const host = await startTestHost(dataDir ? { dataDir } : {}, log ? { log } : {})
   hosts.push(host)
   return host
 }
@@ -98,5 +99,38 @@ describe("a database's log deleted while the host runs", () => {
     expect(storage.read_only.reason).toBe('database log deleted')
     expect(storage.read_only.detail).toContain(`Everything it had committed is in ${join(host.dataDir, 'leasehold.db')}: restart the host`)
     expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+  })
+})
+
+describe('a host killed, and its log gone before the next start', () => {
+  /** A data dir as a killed host leaves it once its log is deleted: the host's mark in the database, and no log. */
+  async function killedHostsDataDir(): Promise<string> {
+    const host = await aHost()
+    await submit(host)
+    await host.stop() // a clean stop, then the mark a killed host would not have taken away
+    const db = new BetterSqlite3(join(host.dataDir, 'leasehold.db'))
+    db.pragma('journal_mode = WAL')
+    db.prepare("INSERT INTO settings (key, value) VALUES ('host_open', 'pid 4242 since 2026-12-01T10:00:00.000Z')").run()
+    db.close() // the log goes with the close
+    return host.dataDir
+  }
+
+  test('the next start says the last host was killed and its log is not there: what it committed after its last checkpoint may be lost', async () => {
+    const dataDir = await killedHostsDataDir()
+    expect(existsSync(join(dataDir, 'leasehold.db-wal'))).toBe(false)
+    const lines: string[] = []
+    await aHost(dataDir, (line) => lines.push(line))
+    expect(lines.filter((line) => line.includes('stopped without closing its database'))).toEqual([
+      expect.stringContaining(`(pid 4242 since 2026-12-01T10:00:00.000Z) stopped without closing its database (killed, or the machine lost power), and the database's log ${join(dataDir, 'leasehold.db')}-wal is not there`),
+    ])
+  })
+
+  test('a host stopped cleanly leaves no mark: the next start says nothing of the kind', async () => {
+    const first = await aHost()
+    await submit(first)
+    await first.stop()
+    const lines: string[] = []
+    await aHost(first.dataDir, (line) => lines.push(line))
+    expect(lines.filter((line) => line.includes('stopped without closing'))).toEqual([])
   })
 })

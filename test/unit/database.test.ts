@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
 import { aJob, T0 } from '../helpers/engine'
@@ -135,6 +135,21 @@ describe('opening the database file', () => {
     openDatabase({ path }).sqlite.close()
     symlinkSync(join(dir, 'gone', 'wal'), `${path}-wal`)
     expect(openError(path).message).toMatch(/cannot open .*leasehold\.db-wal \(a symbolic link to .*gone\/wal, which does not exist\)/)
+  })
+
+  it('a -wal in the way of a new database is named as such at the first start, and the database file made is private', () => {
+    const path = join(dir, 'leasehold.db')
+    symlinkSync(join(dir, 'gone', 'wal'), `${path}-wal`)
+    expect(openError(path).message).toMatch(/cannot open .*leasehold\.db-wal \(a symbolic link to .*gone\/wal, which does not exist\)/)
+    rmSync(`${path}-wal`)
+    openDatabase({ path }).sqlite.close()
+    expect(statSync(path).mode & 0o777).toBe(0o600)
+  })
+
+  it('a database path that is a symbolic link to nothing is named as such', () => {
+    const path = join(dir, 'leasehold.db')
+    symlinkSync(join(dir, 'gone', 'db'), path)
+    expect(openError(path).message).toMatch(/cannot create .*leasehold\.db: it is a symbolic link to .*gone\/db, which does not exist/)
   })
 
   it('a folder where the file should be is refused, naming the OS reason', () => {
