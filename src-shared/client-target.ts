@@ -91,10 +91,17 @@ export function processAlive(pid: number): boolean {
  * rather than what is missing.
  */
 export class NoHostError extends Error {
-  constructor(readonly dataDir: string) {
+  constructor(
+    readonly dataDir: string,
+    /** The data dir has a host.json that names no host (empty: a host that started on a full disk could not write it). */
+    blankHostFile = false,
+  ) {
     super(
-      `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
-        '(or "npm start" in the repository), or give --url and --token for a host elsewhere',
+      blankHostFile
+        ? `the host on ${dataDir} has not said where it listens (its ${HOST_FILE} is empty: it may be starting, or its disk may be full): ` +
+            'give --url and --token (its log names its URL)'
+        : `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
+            '(or "npm start" in the repository), or give --url and --token for a host elsewhere',
     )
     this.name = 'NoHostError'
   }
@@ -116,7 +123,7 @@ export function resolveClientTarget(
   const hostFile = found !== null && processAlive(found.pid) ? found : null
   const url = given || (hostFile?.url ?? 'http://127.0.0.1:7878')
   const givenToken = flags.token ?? env.LEASEHOLD_TOKEN
-  if (!given && !givenToken && hostFile === null) throw new NoHostError(dataDir)
+  if (!given && !givenToken && hostFile === null) throw new NoHostError(dataDir, found === null && readOptional(join(dataDir, HOST_FILE)) === '')
   const token = givenToken ?? readOptional(join(dataDir, 'token'))
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
   return { url: url.replace(/\/+$/, ''), token }

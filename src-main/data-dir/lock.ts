@@ -107,8 +107,10 @@ function isDirectory(path: string): boolean {
 }
 
 function holderMessage(dataDir: string, holder: HostFile | null): string {
-  const who = holder ? `another Leasehold host (pid ${holder.pid}, ${holder.url}) runs` : 'another Leasehold host is starting'
-  return `${who} on the data dir ${dataDir}; stop it first, or give this one another --data-dir`
+  const who = holder
+    ? `another Leasehold host (pid ${holder.pid}, ${holder.url}) runs on the data dir ${dataDir}`
+    : `another Leasehold host runs on the data dir ${dataDir} (it has not said where it listens: it is starting, or its disk was too full for ${HOST_FILE})`
+  return `${who}; stop it first, or give this one another --data-dir`
 }
 
 /**

@@ -880,6 +880,11 @@ describe('finding the host', async () => {
     mkdirSync(empty, { recursive: true })
     writeFileSync(join(empty, 'token'), 'old-token\n')
     expect(lines(runCli(['status', '--data-dir', empty], CLEAN_ENV).stderr)).toEqual([expect.stringContaining(`no host is running on ${empty}`)])
+    // An empty host.json is a host that could not say where it listens (a start on a full disk): not "start one".
+    writeFileSync(join(empty, 'host.json'), '')
+    const blank = runCli(['status', '--data-dir', empty], CLEAN_ENV)
+    expect(blank.status).toBe(1)
+    expect(lines(blank.stderr)).toEqual([`leasehold: the host on ${empty} has not said where it listens (its host.json is empty: it may be starting, or its disk may be full): give --url and --token (its log names its URL)`])
   })
 
   test('a host named by --url with no token anywhere is one line and exit 2', async () => {
