@@ -268,6 +268,9 @@ test('an open blocker offers retry, force release and cancel, each with the note
   expect(text(el)).toContain('held 3 min 5 s')
   expect(text(el.querySelector('[data-testid="holder-now"]'))).toBe('holds it still (4 min 5 s)')
   expect(text(el)).toContain('1 min ago')
+  // The holder's time counts on with the clock, as the halt's age does, between reads.
+  const later = render(BlockerCard, { blocker, now: T0 + 305 * SECOND, onresolve: () => {} })
+  expect(text(later.querySelector('[data-testid="holder-now"]'))).toBe('holds it still (5 min 5 s)')
   const note = el.querySelector<HTMLInputElement>('input[type="text"]')!
   note.value = 'done soon'
   note.dispatchEvent(new Event('input', { bubbles: true }))
