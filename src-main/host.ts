@@ -514,6 +514,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const loseFiles = (loss: FileLoss): void => {
     lost = loss
     engine.flush() // a group still open commits: its callers are told, and what they were told is kept below
+    // What is kept is closed cleanly (no write follows): a start on it has nothing to warn of.
+    tick('the host\'s mark', () => clearHostMark(sqlite))()
     refuseWrites(sqlite) // from here every write fails in SQLite, whoever asks for it
     dispatch.close()
     mode.state = 'read_only'
@@ -637,14 +639,14 @@ function ownIdentity(engine: Engine, dataDir: string): HostIdentity {
   }
 }
 
+/** The database file of a data dir. */
+const databasePathOf = (config: HostConfig): string => join(config.dataDir, 'leasehold.db')
+
 /**
  * Opens the database for a start: for reads and writes, or, when the disk is too full for that,
  * for reads only (db/open.ts `openOnFullDisk`), with `mode` set to say so. A file that cannot be
  * opened read-only either (new, or in need of a migration) refuses the start as before.
  */
-/** The database file of a data dir. */
-const databasePathOf = (config: HostConfig): string => join(config.dataDir, 'leasehold.db')
-
 function openForStart(config: HostConfig, options: HostOptions, mode: StorageMode, log: (line: string) => void): OpenedDatabase {
   const open = {
     path: databasePathOf(config),

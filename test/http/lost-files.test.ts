@@ -35,10 +35,12 @@ async function keptStorage(host: TestHost): Promise<{ read_only: { reason: strin
   )
 }
 
-/** The jobs a host started anew on `dataDir` has, by id (the host before it stopped first). */
+/** The jobs a host started anew on `dataDir` has, by id (the host before it stopped first); it finds a file closed cleanly. */
 async function jobsAfterRestart(before: TestHost, dataDir: string): Promise<string[]> {
   await before.stop()
-  const after = await aHost(dataDir)
+  const lines: string[] = []
+  const after = await aHost(dataDir, (line) => lines.push(line))
+  expect(lines.filter((line) => /stopped without closing|unclean/.test(line))).toEqual([])
   const { jobs } = await body(await after.call(`${QUEUE}/jobs?limit=100`))
   return jobs.map((job: { job_id: string }) => job.job_id).sort()
 }
