@@ -13,14 +13,15 @@ export interface FileLoss {
 
 /** A file as the kernel knows it: a path that names another device or inode names another file. */
 export type FileIdentity = { dev: number; ino: number }
-type Identity = FileIdentity
 
-function identityOf(path: string): Identity | null {
+/** The file at `path`; null when nothing is there (or a folder on the way is gone); undefined when that cannot be told (no permission). */
+function identityOf(path: string): FileIdentity | null | undefined {
   try {
     const { dev, ino } = statSync(path)
     return { dev, ino }
-  } catch {
-    return null
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined
   }
 }
 
@@ -32,13 +33,13 @@ function identityOf(path: string): Identity | null {
  * the host stops taking writes within a second of it (host.ts).
  */
 export class DatabaseFiles {
-  private readonly database: Identity | null
+  private readonly database: FileIdentity | null
   /** The log's, once it has been seen: SQLite makes it at the first read, and a start on a full disk may have none. */
-  private log: Identity | null
+  private log: FileIdentity | null
 
   constructor(private readonly path: string) {
-    this.database = identityOf(path)
-    this.log = identityOf(`${path}-wal`)
+    this.database = identityOf(path) ?? null
+    this.log = identityOf(`${path}-wal`) ?? null
   }
 
   /** The files as opened, for the host's other connections to check theirs against (checkpointer.ts); null when the database was not found. */
@@ -48,7 +49,7 @@ export class DatabaseFiles {
 
   /** The host made a new log itself (it changed the database's journal mode): the one at the path now is the host's. */
   logMadeAgain(): void {
-    this.log = identityOf(`${this.path}-wal`)
+    this.log = identityOf(`${this.path}-wal`) ?? null
   }
 
   /** Whether the database or its log is no longer at its path; null while both are. */
@@ -56,16 +57,17 @@ export class DatabaseFiles {
     const database = this.compare(this.database, this.path)
     if (database) return { file: 'database', how: database }
     if (this.log === null) {
-      this.log = identityOf(`${this.path}-wal`)
+      this.log = identityOf(`${this.path}-wal`) ?? null
       return null
     }
     const log = this.compare(this.log, `${this.path}-wal`)
     return log ? { file: 'log', how: log } : null
   }
 
-  private compare(opened: Identity | null, path: string): FileLoss['how'] | null {
+  private compare(opened: FileIdentity | null, path: string): FileLoss['how'] | null {
     if (opened === null) return null
     const now = identityOf(path)
+    if (now === undefined) return null // cannot be told this time: looked at again in a second
     if (now === null) return 'deleted'
     return now.dev === opened.dev && now.ino === opened.ino ? null : 'replaced'
   }
