@@ -13,7 +13,7 @@ import { type HostConfig, localWorkerSlots } from './config'
 import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { ReadThread } from './db/read-thread'
-import { checkIntegrityInBackground, integrityLine, type IntegrityReport } from './db/integrity'
+import { checkIntegrityInBackground, integrityChecksEnded, integrityLine, type IntegrityReport } from './db/integrity'
 import { clearHostMark, DatabaseOpenError, lastHostMark, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
 import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
@@ -604,6 +604,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (mode.state === 'read_write') tick('the stop\'s mark', () => clearHostMark(sqlite))() // the last commit: the next start finds the file closed cleanly
       await relay?.stop() // its pass in progress ends while the database is open; what waits stays in the outbox
       await readThread?.stop()
+      await integrityChecksEnded() // a check in progress reads the file to its end: its thread is never cut short
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)

@@ -76,17 +76,25 @@ try {
 }
 `
 
+/** The check threads still running: a stopping host waits for them ({@link integrityChecksEnded}). */
+const running = new Set<Promise<void>>()
+
 /**
  * Runs {@link checkIntegrity} on a thread of its own, so the host serves while the whole file is
  * read. Rejects with the error when the file cannot be read at all (its `code` kept), or when
- * `signal` ends the check first (the host stops).
+ * `signal` ends the wait for it first (the host stops). The thread itself is never terminated: a
+ * thread ended inside a better-sqlite3 call can abort the whole process (better-sqlite3 issue
+ * #1507); it ends with its check, which {@link integrityChecksEnded} waits for.
  */
 export function checkIntegrityInBackground(path: string, options: { depth?: IntegrityDepth; nativeBinding?: string; signal?: AbortSignal } = {}): Promise<IntegrityReport> {
   return new Promise((resolve, reject) => {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3')
     const { depth = 'quick', nativeBinding, signal } = options
     const worker = new Worker(THREAD, { eval: true, workerData: { driver, name: connectionName(path, nativeBinding), nativeBinding, pragma: pragmaOf(depth) } })
-    signal?.addEventListener('abort', () => void worker.terminate(), { once: true })
+    const ended = new Promise<void>((done) => worker.once('exit', () => done()))
+    running.add(ended)
+    void ended.then(() => running.delete(ended))
+    signal?.addEventListener('abort', () => reject(new Error('the integrity check was left as the host stopped')), { once: true })
     worker.once('message', (message: { rows?: Record<string, string>[]; ms?: number; error?: string; code?: string }) => {
       if (!message.rows) return reject(Object.assign(new Error(message.error), { code: message.code }))
       const problems = problemsOf(message.rows)
@@ -95,6 +103,11 @@ export function checkIntegrityInBackground(path: string, options: { depth?: Inte
     worker.once('error', reject)
     worker.once('exit', () => reject(new Error('the integrity check thread ended without a report')))
   })
+}
+
+/** Resolves once every check thread started here has ended (a check ends with its read of the file: seconds at most). */
+export async function integrityChecksEnded(): Promise<void> {
+  await Promise.all([...running])
 }
 
 /** One line for the log or the terminal: what the check found, and what to do about damage. */

@@ -153,7 +153,8 @@ export class ReadThread {
   private failed(error: Error): void {
     if (this.down) return
     this.down = true
-    void this.worker?.terminate()
+    // Not terminated (see closeThread): a thread that could not open has nothing to run and ends
+    // by itself, and one that threw or exited has ended.
     this.worker = null
     this.options.onDown(error)
     this.settleOnMain()
@@ -176,13 +177,15 @@ export class ReadThread {
   }
 }
 
-/** How long a thread asked to close may finish the read it is in before it is ended as it stands. */
-const CLOSE_WAIT_MS = 5_000
-
-/** Asks the thread to close its connection and end; resolves once it has ended. */
+/**
+ * Asks the thread to close its connection and end; resolves once it has ended, after the read
+ * in progress (a walk of a million jobs takes under a second). Never `terminate()`: a thread
+ * ended inside a better-sqlite3 call can abort the whole process (`FATAL ERROR:
+ * v8::ToLocalChecked Empty MaybeLocal`, an error thrown by a statement while its thread is
+ * torn down; better-sqlite3 issue #1507).
+ */
 function closeThread(worker: Worker): Promise<void> {
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
   worker.postMessage({ close: true })
-  const stuck = setTimeout(() => void worker.terminate(), CLOSE_WAIT_MS)
-  return exited.finally(() => clearTimeout(stuck))
+  return exited
 }
