@@ -160,6 +160,19 @@ test('the job page says why a waiting job waits, and says nothing for a running 
   expect(render(JobDetailView, { detail: running, now: T0 }).querySelector('[data-testid="job-waiting"]')).toBeNull()
 })
 
+test('a job halted on a blocker says so on its page, with the way to the Blockers view where an operator answers it', async () => {
+  const reason = 'halted on /data/a.txt, held by job …holder01 (blocker …b8265bf4); waits for an operator to retry, force release or cancel'
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'BLOCKED', waiting_reason: reason }), result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [] },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const answer = render(JobDetailView, { detail, now: T0 }).querySelector('[data-testid="answer-blocker"]')
+  expect(answer?.getAttribute('href')).toBe('#/blockers')
+})
+
 test('a wait that ends by itself shows its time as every other time, on the job page and in the jobs table, once', async () => {
   const until = T0 + 150 * SECOND
   const waiting = job({ state: 'QUEUED', attempts: 1, waiting_reason: 'retry after a failed attempt', waiting_until: iso(until), next_retry_at: iso(until) })
