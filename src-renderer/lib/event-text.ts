@@ -32,9 +32,16 @@ export interface EventPair {
 }
 
 /**
+ * Fields of an event's data whose own name reads wrong on the timeline: a job run now records the
+ * time it had been scheduled for as `run_at`, which beside `JOB_RUN_NOW` reads as when it will run.
+ */
+const SHOWN_AS: Partial<Record<string, Record<string, string>>> = { JOB_RUN_NOW: { run_at: 'was_scheduled_for' } }
+
+/**
  * An event's data as `key=value` pairs for the job's timeline, times as the window writes them.
  * Each pair is shown as one piece, so a line wraps between fields, never inside a value.
  */
-export function eventPairs(data: Record<string, unknown> | null, nowMs: number): EventPair[] {
-  return Object.entries(data ?? {}).map(([key, value]) => ({ key, value: valueText(key, value, nowMs) }))
+export function eventPairs(data: Record<string, unknown> | null, nowMs: number, type?: string): EventPair[] {
+  const names = (type && SHOWN_AS[type]) || {}
+  return Object.entries(data ?? {}).map(([key, value]) => ({ key: names[key] ?? key, value: valueText(key, value, nowMs) }))
 }

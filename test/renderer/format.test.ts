@@ -167,6 +167,13 @@ describe("an event's data on the timeline", () => {
     expect(line({ released_at: null, acquired_at: 'soon', year: '2026' }, T0)).toEqual(['released_at=null', 'acquired_at=soon', 'year=2026'])
     expect(line(null, T0)).toEqual([])
   })
+
+  test("a job run now shows the time it had been scheduled for as that, not as when it runs (its data's run_at)", () => {
+    const data = { state: 'QUEUED', run_at: new Date(T0 + 600 * SECOND).toISOString(), requested_by: 'dashboard' }
+    const keys = (type?: string) => eventPairs(data, T0, type).map((p) => p.key)
+    expect(keys('JOB_RUN_NOW')).toEqual(['state', 'was_scheduled_for', 'requested_by'])
+    expect(keys('JOB_SUBMITTED')).toEqual(['state', 'run_at', 'requested_by'])
+  })
 })
 
 describe("a job's error", () => {
