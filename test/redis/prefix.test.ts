@@ -8,6 +8,7 @@ import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync, type ServeProcess, startServe } from '../helpers/process'
 import { SseReader } from '../helpers/sse'
 import { until } from '../helpers/until'
+import { watchRedis } from './monitor'
 import { type TestRedis, useTestRedis } from './redis-server'
 
 const redis = useTestRedis()
@@ -46,12 +47,7 @@ async function serveToEnd(): Promise<{ status: number | null; stderr: string }> 
 /** The commands Redis runs from now on whose client is none of those connected now (a script's own commands excepted), until `stop`. */
 async function newClientsCommands(): Promise<{ commands: string[][]; stop(): void }> {
   const known = new Set([...((await admin.client('LIST')) as string).matchAll(/ addr=(\S+)/g)].map((m) => m[1]!))
-  const monitor = await admin.monitor()
-  const commands: string[][] = []
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (!known.has(source) && source !== 'lua') commands.push(args)
-  })
-  return { commands, stop: () => monitor.disconnect() }
+  return watchRedis(server.port, ({ source }) => !known.has(source) && source !== 'lua')
 }
 
 describe('one host per Redis prefix', () => {

@@ -6,6 +6,7 @@ import { claimAnswer } from '../../src-main/http/views/worker'
 import { CONSUMER_GROUP, RedisRelay } from '../../src-main/redis/relay'
 import { aJob, setup } from '../helpers/engine'
 import { until } from '../helpers/until'
+import { watchRedis } from './monitor'
 import { type TestRedis, useTestRedis } from './redis-server'
 
 const PREFIX = 'lh-test:'
@@ -55,21 +56,7 @@ const reportOf = (g: ReturnType<typeof claimOne>, worker = 'w1') => ({ job_id: g
  * included, as MONITOR shows them), until `stop`. An id is looked for among the arguments,
  * never inside one: a short entry id such as `0-2` can stand inside a job's id by chance.
  */
-async function watchCommands(): Promise<{ commands: string[][]; stop(): void }> {
-  const monitor = await admin.monitor()
-  const commands: string[][] = []
-  monitor.on('monitor', (_time: string, args: string[]) => commands.push(args))
-  try {
-    await until(async () => {
-      await admin.ping() // MONITOR shows its own connection's commands: it is listening once this one shows
-      return commands.some(([name]) => name === 'ping')
-    }, 3000, 'monitor listening')
-  } catch (error) {
-    monitor.disconnect()
-    throw error
-  }
-  return { commands, stop: () => monitor.disconnect() }
-}
+const watchCommands = () => watchRedis(server.port)
 
 describe('the outbox and the relay', () => {
   test('an enqueue writes its outbox row in its own transaction; the relay XADDs it to the queue stream after the commit', async () => {
