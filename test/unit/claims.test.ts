@@ -347,6 +347,20 @@ describe('queue API: unique jobs', () => {
     expect(engine.requestLeaseForJob({ job_id: unique.id }).approved).toBe(true)
   })
 
+  it('a worker with queue API claims not yet leased takes no unique job through the worker API or the pull API either', () => {
+    const { engine } = setup()
+    engine.submit(aJob())
+    const [held] = engine.claim({ worker_id: 'mixed' })
+    expect(held).toBeDefined()
+    const unique = engine.submit(aJob({ unique: true })).job
+    expect(engine.claimBatch({ worker_id: 'mixed' }, 5).granted).toEqual([])
+    expect(engine.requestLease({ worker_id: 'mixed' })).toMatchObject({ granted: false, reason: 'No queued job this worker can take now' })
+    expect(engine.getJob(unique.id).state).toBe('QUEUED')
+    expect(engine.requestLeaseForJob({ job_id: held!.id }).approved).toBe(true)
+    engine.release({ lease_id: engine.getJob(held!.id).lease_id!, status: 'SUCCEEDED' })
+    expect(engine.claimBatch({ worker_id: 'mixed' }, 5).granted.map((g) => g.job_id)).toEqual([unique.id])
+  })
+
   it('a worker that holds a unique job\'s lease may be leased another job, as the worker API leases it', () => {
     const { engine } = setup()
     const unique = engine.submit(aJob({ unique: true })).job

@@ -155,6 +155,17 @@ test('a unique job is not leased at its submit to a claim whose worker holds a l
   await expectLeftQueued(engine, unique.id, again)
 })
 
+test('a unique job is not leased at its submit to a claim whose worker holds queue API claims not yet leased', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  engine.submit(aJob())
+  expect(engine.claim({ worker_id: 'w' })).toHaveLength(1)
+  const claim = dispatch.claim({ worker_id: 'w', max_wait_ms: 60_000 }, () => {})
+  await aTurn(engine)
+  const unique = (await engine.run(() => engine.submit(aJob({ unique: true })))).job
+  await expectLeftQueued(engine, unique.id, claim)
+})
+
 test('a batch submit is offered at the commit, where a claim of several jobs takes as many as it asked for', async () => {
   const { engine } = setup()
   dispatch = new Dispatch(engine)

@@ -202,11 +202,12 @@ function dbLease(real: Real, leaseId: string): LeaseRow {
 
 /**
  * A reference picker: the QUEUED jobs this worker may take, in scheduling order (priority, then
- * the time the job became eligible, then submit order), skipping what the worker cannot take.
+ * the time the job became eligible, then submit order), skipping what the worker cannot take: a
+ * unique job while it holds a lease or is about to (its queue API claims not yet leased).
  */
 function takeable(real: Real, workerId: string, maxUnits: number | null): JobRow[] {
   const now = real.clock.now()
-  const holdsLease = holdsActiveLease(real, workerId)
+  const holdsLease = holdsActiveLease(real, workerId) || holdsUnleasedClaims(real, workerId)
   const queued = real.db
     .prepare("SELECT * FROM jobs WHERE state = 'QUEUED' AND eligible_at <= ? AND queue NOT IN (SELECT queue FROM paused_queues) ORDER BY priority DESC, eligible_at, seq")
     .all(now) as JobRow[]
@@ -217,19 +218,23 @@ function holdsActiveLease(real: Real, workerId: string): boolean {
   return real.db.prepare("SELECT 1 FROM leases WHERE worker_id = ? AND state = 'ACTIVE'").get(workerId) !== undefined
 }
 
+function holdsUnleasedClaims(real: Real, workerId: string): boolean {
+  return (
+    real.db
+      .prepare("SELECT 1 FROM jobs WHERE claimed_by = ? AND state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at > ?")
+      .get(workerId, real.clock.now()) !== undefined
+  )
+}
+
 /**
  * A reference queue API claim: the first `limit` jobs the worker may take, where the jobs it
  * claims, and its earlier claims not yet leased, are leases it is about to hold: a unique job is
  * skipped then, and one taken ends the claim.
  */
 function claimable(real: Real, workerId: string, limit: number): JobRow[] {
-  const pending =
-    real.db
-      .prepare("SELECT 1 FROM jobs WHERE claimed_by = ? AND state IN ('CLAIMED', 'PREPARING', 'LEASE_PENDING') AND claim_expires_at > ?")
-      .get(workerId, real.clock.now()) !== undefined
   const taken: JobRow[] = []
   for (const job of takeable(real, workerId, null)) {
-    if (job.is_unique && (pending || taken.length > 0)) continue
+    if (job.is_unique && taken.length > 0) continue
     taken.push(job)
     if (taken.length === limit || job.is_unique) break
   }

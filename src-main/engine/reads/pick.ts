@@ -45,6 +45,15 @@ export function holdsUnleasedClaims(ctx: EngineContext, workerId: string, now: n
 }
 
 /**
+ * True when the worker holds a lease or is about to: an ACTIVE lease, or queue API claims not yet
+ * leased. What the one rule of `unique` jobs asks, whichever API the worker takes jobs through
+ * (a worker id may claim through the queue API and lease through the worker API).
+ */
+export function holdsOrAwaitsLease(ctx: EngineContext, workerId: string, now: number): boolean {
+  return holdsActiveLease(ctx, workerId) || holdsUnleasedClaims(ctx, workerId, now)
+}
+
+/**
  * The one rule of `unique` jobs: a worker that holds a lease, or is about to, may not take one
  * (the claim verbs skip it, the queue API's lease request denies it). `holdsLease` is asked only
  * for a unique job: it may read the database.
@@ -101,10 +110,10 @@ export function* eligibleJobs(
   filter: WorkerFilter,
   now: number,
   {
-    holdsLease = memo(() => holdsActiveLease(ctx, filter.worker_id)),
+    holdsLease = memo(() => holdsOrAwaitsLease(ctx, filter.worker_id, now)),
     wanted = 1,
   }: {
-    /** Whether the worker holds a lease now (a caller that grants as it walks says so itself). */
+    /** Whether the worker holds a lease now or is about to (a caller that grants as it walks says so itself). */
     holdsLease?: () => boolean
     /** How many jobs the caller means to take: the size of the first page read. */
     wanted?: number

@@ -8,7 +8,7 @@ import { nextFence } from '../store/counters'
 import { queuesWithQueuedJobs } from '../memory/job-tally'
 import { queuePaused } from '../memory/paused-queues'
 import { checkClaimer, expireClaimIfDue } from './jobs'
-import { canTake, eligibleJobs, holdsActiveLease, holdsUnleasedClaims, knownEmpty, uniqueBarred, type WorkerFilter } from '../reads/pick'
+import { canTake, eligibleJobs, holdsActiveLease, holdsOrAwaitsLease, knownEmpty, uniqueBarred, type WorkerFilter } from '../reads/pick'
 import { pausedDenial } from './queues'
 import { fenceOfLease, getJob, insertLease, insertMovedJob, type JobEvent, type Leased, moveJob } from '../store/rows'
 import { LEASE_REQUEST_STATES, type JobState } from '../rules/states'
@@ -107,8 +107,8 @@ export function leaseNext(
 /**
  * The head jobs this worker can take, leased one after another in scheduling order until
  * `maxJobs` or the first that cannot be leased: as that many single requests would, in one walk
- * of the queue. A worker that holds a lease (the ones granted here included) takes no `unique`
- * job.
+ * of the queue. A worker that holds a lease (the ones granted here included) or queue API claims
+ * not yet leased takes no `unique` job.
  */
 export function leaseHeads(
   ctx: EngineContext,
@@ -124,9 +124,10 @@ export function leaseHeads(
     const retry_after_ms = ctx.config.denyRetryAfterMs
     const granted: LeasedHeads['granted'] = []
     const stop = (reason: string): LeasedHeads => ({ granted, denial: { granted: false, reason, retry_after_ms } })
+    const now = ctx.clock.now()
     let holds: boolean | undefined
-    const holdsLease = () => granted.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id))
-    for (const job of eligibleJobs(ctx, filter, ctx.clock.now(), { holdsLease, wanted: options.maxJobs })) {
+    const holdsLease = () => granted.length > 0 || (holds ??= holdsOrAwaitsLease(ctx, filter.worker_id, now))
+    for (const job of eligibleJobs(ctx, filter, now, { holdsLease, wanted: options.maxJobs })) {
       const denial = capacityDenial(figures, job.cost_units)
       if (denial) return stop(denial)
       const leased = grant(ctx, job, filter.worker_id, ttl, options.to)
@@ -192,7 +193,7 @@ export function grantOnSubmit(ctx: EngineContext, capacity: CapacityStore, claim
     const { filter } = claim
     if (!knownEmpty(ctx, filter.queues ?? queuesWithQueuedJobs(ctx), now)) return null
     const inStreams = !filter.queues || filter.queues.includes(job.queue)
-    if (!inStreams || !canTake(job, filter, () => holdsActiveLease(ctx, filter.worker_id))) continue
+    if (!inStreams || !canTake(job, filter, () => holdsOrAwaitsLease(ctx, filter.worker_id, now))) continue
     let ttl: number
     try {
       ttl = checkTtl(ctx, claim.ttlS)
@@ -236,8 +237,7 @@ export function claimJobs(ctx: EngineContext, filter: WorkerFilter, limit: numbe
     const now = ctx.clock.now()
     const claimed: JobRow[] = []
     let holds: boolean | undefined
-    const aboutToHoldLease = () =>
-      claimed.length > 0 || (holds ??= holdsActiveLease(ctx, filter.worker_id) || holdsUnleasedClaims(ctx, filter.worker_id, now))
+    const aboutToHoldLease = () => claimed.length > 0 || (holds ??= holdsOrAwaitsLease(ctx, filter.worker_id, now))
     for (const job of eligibleJobs(ctx, filter, now, { holdsLease: aboutToHoldLease, wanted: limit })) {
       claimed.push(
         moveJob(
