@@ -14,7 +14,7 @@ import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { ReadThread } from './db/read-thread'
 import { checkIntegrityInBackground, integrityChecksEnded, integrityLine, type IntegrityReport } from './db/integrity'
-import { clearHostMark, DatabaseOpenError, lastHostMark, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
+import { clearHostMark, DatabaseOpenError, lastHostMark, markFailedStart, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
 import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
 import { Engine } from './engine'
@@ -25,6 +25,7 @@ import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockD
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
+import { holdConnections } from './http/connection-gate'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/limits'
 import { LogLimiter } from '../src-shared/log-limiter'
@@ -181,15 +182,20 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => void sqlite.close())
   // The last host left its mark and no log (db/open.ts): it was killed, and its log went after it.
   const leftOpen = lastHostMark(sqlite)
-  const logLost = leftOpen !== null && !opened.uncleanShutdown
+  const logLost = leftOpen !== null && !leftOpen.logRecovered && !opened.uncleanShutdown
   if (logLost) {
     log(
-      `leasehold: the last host on this data dir (${leftOpen}) stopped without closing its database (killed, or the machine lost power), ` +
+      `leasehold: the last host on this data dir (${leftOpen.mark}) stopped without closing its database (killed, or the machine lost power), ` +
         `and the database's log ${databasePathOf(config)}-wal is not there: whatever it committed after its last checkpoint is lost, if it committed anything. ` +
         'Was the log deleted or moved? If you have it, stop this host, put it back beside the database, and start again',
     )
   }
-  const uncleanShutdown = opened.uncleanShutdown || logLost
+  const uncleanShutdown = opened.uncleanShutdown || leftOpen !== null
+  // A start that fails leaves the file's mark as it found it (written only where the start wrote one).
+  let marked = false
+  undo.push(() => {
+    if (marked || uncleanShutdown) markFailedStart(sqlite, leftOpen, uncleanShutdown, new Date(clock.now()))
+  })
   keepDataPrivate(config.dataDir)
   const walVfsFailure = walVfsLoadFailure(options.nativeBinding)
   if (walVfsFailure) log(`leasehold: ${walVfsFailure}`)
@@ -384,7 +390,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (!resumed) throw error
       log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
     }
-    tick('the host\'s mark', () => setHostMark(sqlite, new Date(clock.now())))() // taken away at a clean stop: a start that finds it knows this host was killed
+    tick('the host\'s mark', () => {
+      setHostMark(sqlite, new Date(clock.now())) // taken away at a clean stop: a start that finds it knows this host was killed
+      marked = true
+    })()
     // The local workers of the host before this one died with it (however it ended): their
     // leases expire now, not after their TTL, and before the pool reuses their ids.
     tick('the expiry of the last host\'s local leases', () => {
@@ -447,16 +456,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     // is sound is checked on a thread, while the host serves (no start waits for a read of the whole file).
     if (uncleanShutdown) integrityCheck = backgroundIntegrityCheck(connectionPath(sqlite.name), options.nativeBinding, checkAbort.signal, log)
   }
-  if (mode.state === 'read_write') await startWriters()
-
-  /** The writers of {@link startWriters} that run on timers, stopped: at the stop, or once the host's file went. */
-  const stopWriters = async (): Promise<void> => {
-    for (const timer of timers) clearInterval(timer)
-    reaper?.stop()
-    await schedules.stop()
-    await pruner.stop() // a pass in progress ends at its next step, before the database closes
-  }
-
+  // The port is the host's before anything runs a job or fires a schedule: a start that cannot
+  // listen (the port in use, an address this machine does not have) ends here, having changed
+  // nothing. The connections it accepts wait, unread, until the start is whole (connection-gate.ts).
+  const gate = holdConnections(server)
+  undo.push(() => gate.close())
   const address = await listen(server, config.port, config.host)
   undo.push(() => {
     server.closeAllConnections()
@@ -487,6 +491,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // A full disk may not hold even this small file: commands then need --url until space returns.
       log(`leasehold: ${(error as Error).message}; until space returns, other commands need --url ${localUrl(url)}`)
     }
+  }
+
+  if (mode.state === 'read_write') await startWriters()
+
+  /** The writers of {@link startWriters} that run on timers, stopped: at the stop, or once the host's file went. */
+  const stopWriters = async (): Promise<void> => {
+    for (const timer of timers) clearInterval(timer)
+    reaper?.stop()
+    await schedules.stop()
+    await pruner.stop() // a pass in progress ends at its next step, before the database closes
   }
 
   let stopping: Promise<void> | null = null
@@ -611,6 +625,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       lock.release() // last: another host may start here only once this one is gone
     })())
 
+  gate.open() // the start is whole: the connections held meanwhile are read now
   return {
     url,
     token,

@@ -481,15 +481,32 @@ function openFailure(error: unknown): string {
 
 /** The settings key a host keeps while it has the database open: its process and when it started. */
 const HOST_OPEN_KEY = 'host_open'
+/** Set beside the mark by a start that found the file not closed cleanly and failed: it recovered the log, and closed the file. */
+const LOG_RECOVERED_KEY = 'host_open_log_recovered'
+
+/** The mark the last host left when it did not stop cleanly. */
+export interface HostMark {
+  /** `pid … since …`. */
+  mark: string
+  /**
+   * A start since then found the file so, recovered its log and failed before it served: its
+   * close checkpointed the log and removed it. The file still waits for its integrity check, and
+   * the log being gone says nothing lost.
+   */
+  logRecovered: boolean
+}
 
 /**
- * What the last host left in the database: its mark (`pid … since …`) when it did not stop
- * cleanly, else null. Read before anything writes (a start on a full disk reads it too).
+ * What the last host left in the database: its mark when it did not stop cleanly, else null.
+ * Read before anything writes (a start on a full disk reads it too).
  */
-export function lastHostMark(sqlite: Database): string | null {
-  const row = sqlite.prepare('SELECT value FROM settings WHERE key = ?').get(HOST_OPEN_KEY) as { value: string } | undefined
-  return row?.value ?? null
+export function lastHostMark(sqlite: Database): HostMark | null {
+  const rows = sqlite.prepare('SELECT key, value FROM settings WHERE key IN (?, ?)').all(HOST_OPEN_KEY, LOG_RECOVERED_KEY) as { key: string; value: string }[]
+  const mark = rows.find((row) => row.key === HOST_OPEN_KEY)?.value
+  return mark === undefined ? null : { mark, logRecovered: rows.some((row) => row.key === LOG_RECOVERED_KEY) }
 }
+
+const PUT_SETTING = 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'
 
 /**
  * Marks the database as open by this host, in a commit of its own; {@link clearHostMark} at a
@@ -497,10 +514,27 @@ export function lastHostMark(sqlite: Database): string | null {
  * closing the file, even where the write-ahead log that would say so is gone.
  */
 export function setHostMark(sqlite: Database, startedAt: Date): void {
-  sqlite.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(HOST_OPEN_KEY, `pid ${process.pid} since ${startedAt.toISOString()}`)
+  sqlite.transaction(() => {
+    sqlite.prepare(PUT_SETTING).run(HOST_OPEN_KEY, `pid ${process.pid} since ${startedAt.toISOString()}`)
+    sqlite.prepare('DELETE FROM settings WHERE key = ?').run(LOG_RECOVERED_KEY)
+  })()
 }
 
 /** Takes this host's mark away: the last commit of a clean stop. */
 export function clearHostMark(sqlite: Database): void {
-  sqlite.prepare('DELETE FROM settings WHERE key = ?').run(HOST_OPEN_KEY)
+  sqlite.prepare('DELETE FROM settings WHERE key IN (?, ?)').run(HOST_OPEN_KEY, LOG_RECOVERED_KEY)
+}
+
+/**
+ * What a start that fails leaves: the file as it found it. One that found it not closed cleanly
+ * leaves the last host's mark, and that the log was recovered (its own close removes the log), so
+ * that the next start still checks the file and does not take the log's absence for a loss; one
+ * that found it closed cleanly leaves no mark.
+ */
+export function markFailedStart(sqlite: Database, found: HostMark | null, unclean: boolean, startedAt: Date): void {
+  if (!unclean) return clearHostMark(sqlite)
+  sqlite.transaction(() => {
+    sqlite.prepare(PUT_SETTING).run(HOST_OPEN_KEY, found?.mark ?? `pid ${process.pid} since ${startedAt.toISOString()}`)
+    sqlite.prepare(PUT_SETTING).run(LOG_RECOVERED_KEY, '1')
+  })()
 }
