@@ -255,6 +255,14 @@ describe("the operator's answers", () => {
     expect(engine.getCapacity().leased).toBe(leasedBefore - 4)
   })
 
+  test('a cancel asked for before the halt ends the job in the name of whoever asked, and its attempt is final', () => {
+    const { engine, blocker, requester } = halted({ beforeRetry: (engine, jobId) => engine.cancel(jobId, 'not needed', 'qa') })
+    expect(blocker).toMatchObject({ resolution: 'cancel', resolved_by: 'qa' })
+    expect(events(engine, 'JOB_CANCELED')[0]!.data).toMatchObject({ from: 'BLOCKED', requested_by: 'qa' })
+    expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'cancel', by: 'qa' })
+    expect(engine.attempts(requester.job.id).at(-1)).toMatchObject({ outcome: 'BLOCKED', disposition: 'FINAL' })
+  })
+
   test('retry clears a cancel asked for before the halt: the requeued job runs, not told to stop at its first heartbeat', () => {
     const { engine, blocker, requester } = halted()
     sql(engine).run('UPDATE jobs SET cancel_requested = 1 WHERE id = ?', requester.job.id) // as a store written before cancels ended at the halt

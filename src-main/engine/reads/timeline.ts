@@ -1,5 +1,6 @@
 import { type EventRow, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
+import { parseStored } from '../store/stored-value'
 
 /**
  * A job's timeline: its events, and its leases', file leases' and blockers' events that name it.
@@ -25,4 +26,14 @@ export function readTimeline(ctx: EngineContext, job: Pick<JobRow, 'id' | 'last_
     JSON.stringify([job.last_event_id]),
     job.id,
   )
+}
+
+/**
+ * Who asked for a job's cancel: the `requested_by` of its newest `JOB_CANCEL_REQUESTED` event,
+ * null when that request named nobody. Read when a job whose cancel was asked for while it ran
+ * ends canceled by the engine itself (its halt on a blocker), in the asker's name.
+ */
+export function cancelRequestedBy(ctx: EngineContext, job: Pick<JobRow, 'id' | 'last_event_id'>): string | null {
+  const asked = readTimeline(ctx, job).findLast((event) => event.event_type === 'JOB_CANCEL_REQUESTED')
+  return asked ? (((parseStored(asked.data) as { requested_by?: string | null }).requested_by ?? null)) : null
 }

@@ -5,6 +5,7 @@ import { SECOND } from '../rules/clock'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import type { Contention, FileReleaseReason } from '../rules/file-leases'
+import { cancelRequestedBy } from '../reads/timeline'
 import { newId } from '../store/ids'
 import { cancelNow } from './moves'
 import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
@@ -278,15 +279,20 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
   if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_OPENED', opened)
   else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_OPENED', entity: 'BLOCKER', entityId: blocker.id, data: opened })
   if (!requesterLease) return blocker
-  blockLease(ctx, requesterLease, blocker.id)
+  const canceled = getJob(ctx, requesterLease.job_id).cancel_requested === 1
+  blockLease(ctx, requesterLease, blocker.id, canceled ? 'FINAL' : 'BLOCKED')
+  if (!canceled) return blocker
   // A job whose cancel was asked for ends CANCELED as its lease ends (states.md), not BLOCKED
-  // waiting for a decision its canceller has made already: its report is resolved as a cancel.
+  // waiting for a decision its canceller has made already: its attempt is final, and its report
+  // is resolved as a cancel, in the name of whoever asked for it.
   const job = getJob(ctx, requesterLease.job_id)
-  if (!job.cancel_requested) return blocker
-  cancelNow(ctx, job, 'its cancel was asked for before the halt', null)
-  closeBlockersOfCanceledJob(ctx, job.id, 'its cancel was asked for before the halt', null)
+  const requestedBy = cancelRequestedBy(ctx, job)
+  cancelNow(ctx, job, CANCELED_BEFORE_HALT, null, requestedBy)
+  closeBlockersOfCanceledJob(ctx, job.id, CANCELED_BEFORE_HALT, requestedBy)
   return ctx.one<BlockerRow>('SELECT * FROM blockers WHERE id = ?', blocker.id)!
 }
+
+const CANCELED_BEFORE_HALT = 'its cancel was asked for before the halt'
 
 /** A heartbeat or release: the file, its owner, and (optionally) the job lease it was acquired under. */
 export interface FileLeaseRef {
@@ -456,10 +462,11 @@ export function listFileLeases(ctx: EngineContext, state: 'ACTIVE' | 'RELEASED' 
 /**
  * Halts the job of a lease on a blocker (inside the caller's transaction): the lease is
  * released so its capacity comes back, the attempt ends BLOCKED, the files held under it are
- * released, and the job waits in BLOCKED for an operator.
+ * released, and the job waits in BLOCKED for an operator. Its disposition is FINAL when the job
+ * ends CANCELED at once instead (its cancel was asked for before the halt).
  */
-export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: string): void {
-  endLease(ctx, lease, 'RELEASED', 'BLOCKED', 'BLOCKED', { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
+export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: string, disposition: 'BLOCKED' | 'FINAL' = 'BLOCKED'): void {
+  endLease(ctx, lease, 'RELEASED', 'BLOCKED', disposition, { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
   const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
   moveJob(ctx, job, 'BLOCKED', { progress: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
