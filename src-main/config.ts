@@ -130,7 +130,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'worker-gpu', env: 'LEASEHOLD_WORKER_GPU', value: 'true|false', help: 'whether local workers have a GPU: only then do they take jobs submitted with constraints.gpu_required', schema: yesOrNo, default: 'false' },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
-  { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(0, 1_000_000) },
+  { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(1, 1_000_000) },
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
   { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: '30' },
   { name: 'heartbeat-grace-s', env: 'LEASEHOLD_HEARTBEAT_GRACE_S', value: 'S', help: 'added to the TTL before a silent lease expires', schema: int(0, 3600), default: '5' },

@@ -1298,7 +1298,7 @@ export interface components {
             updated_at: components["schemas"]["Timestamp"];
             claimed_by: string | null;
             claim_expires_at: components["schemas"]["Timestamp"] | null;
-            /** @description The current lease, or the last one once the job has ended */
+            /** @description The lease the job holds; while it holds none, its last one (after it ended, was requeued or retried), or null before its first */
             lease_id: string | null;
             attempts: number;
             next_retry_at: components["schemas"]["Timestamp"] | null;
@@ -1370,7 +1370,7 @@ export interface components {
             updated_at: components["schemas"]["Timestamp"];
             claimed_by: string | null;
             claim_expires_at: components["schemas"]["Timestamp"] | null;
-            /** @description The current lease, or the last one once the job has ended */
+            /** @description The lease the job holds; while it holds none, its last one (after it ended, was requeued or retried), or null before its first */
             lease_id: string | null;
             attempts: number;
             next_retry_at: components["schemas"]["Timestamp"] | null;

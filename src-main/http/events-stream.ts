@@ -112,9 +112,10 @@ export const eventsApi: Api = {
 }
 
 function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: RedisReport | undefined): void {
-  const resumeFrom = ctx.get('last-event-id') || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
+  const header = ctx.get('last-event-id')
+  const resumeFrom = header || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
   if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
-    throw new HttpError('invalid_request', 'Last-Event-ID: must be an event id')
+    throw new HttpError('invalid_request', `${header ? 'Last-Event-ID' : 'last_event_id'}: must be an event id`)
   }
   const stream = new PassThrough()
   streams.add(stream)

@@ -9,7 +9,7 @@ import { ActiveLeases, activeLeasesView, Capacity, capacityView, Health, OpenApi
 
 /** PUT /api/capacity: total units and/or a busy rating (null = auto); neither, or any other field, is 400 (the engine checks the first). */
 export const CapacityChange = z.strictObject({
-  total_units: z.number().int().min(0).max(1_000_000).optional(),
+  total_units: z.number().int().min(1).max(1_000_000).optional(), // 0 would refuse every submit (cost_exceeds_capacity): a pause is the busy rating's 10, or a queue's
   busy_rating: z.number().min(0).max(10).nullable().optional(),
 })
 export type CapacityChange = z.infer<typeof CapacityChange>

@@ -327,7 +327,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     for (let i = 0; i < 3; i++) await total.press('Backspace')
     expect(await total.inputValue()).toBe('')
     await page.getByRole('button', { name: 'Set', exact: true }).click()
-    expect(await page.getByTestId('total-problem').textContent()).toBe('Total units: a whole number from 0 to 1,000,000')
+    expect(await page.getByTestId('total-problem').textContent()).toBe('Total units: a whole number from 1 to 1,000,000')
     await total.pressSequentially('150')
     await page.getByRole('button', { name: 'Set', exact: true }).click()
     await expect.poll(() => page.getByTestId('cap-total').textContent()).toBe('150')

@@ -30,6 +30,16 @@ test('Last-Event-ID resumes with the events missed while away, in order', async 
   expect(messages.filter((e) => e.event === 'JOB_SUBMITTED').map((e) => JSON.parse(e.data!).job_id)).toEqual(missed)
 })
 
+test('a resume point that is not an event id is 400 naming where it was given: the Last-Event-ID header or ?last_event_id=', async () => {
+  host = await startTestHost()
+  const byHeader = await host.call('/api/events/stream', { headers: { 'last-event-id': 'abc' } })
+  expect(byHeader.status).toBe(400)
+  expect(await byHeader.json()).toEqual({ code: 'invalid_request', detail: 'Last-Event-ID: must be an event id' })
+  const byQuery = await host.call('/api/events/stream?last_event_id=abc')
+  expect(byQuery.status).toBe(400)
+  expect(await byQuery.json()).toEqual({ code: 'invalid_request', detail: 'last_event_id: must be an event id' })
+})
+
 test('a replay counts the events missed, not the ids between: after host restarts (each begins a new block of ids) every stored event missed is sent, with no gap', async () => {
   host = await startTestHost()
   const dataDir = host.dataDir

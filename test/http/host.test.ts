@@ -55,7 +55,7 @@ describe('health and capacity', () => {
 
   test('PUT /api/capacity with anything else is 400 naming the fields, and changes nothing', async () => {
     host = await startTestHost({ totalUnits: 30 })
-    for (const body of [{ busy_rating: 11 }, { busy_rating: '5' }, { total_units: -1 }, { total_units: 1.5 }, { extra: true }]) {
+    for (const body of [{ busy_rating: 11 }, { busy_rating: '5' }, { total_units: -1 }, { total_units: 0 }, { total_units: 1.5 }, { extra: true }]) {
       const res = await host.call('/api/capacity', { method: 'PUT', json: body })
       expect(res.status).toBe(400)
       const error = await res.json()

@@ -211,7 +211,7 @@ test("the total units field keeps what is typed, an emptied field too, and says 
   typeText(field, '10', '1', '')
   expect(field.value).toBe('')
   set.click()
-  await vi.waitFor(() => expect(text(el.querySelector('[data-testid="total-problem"]'))).toBe('Total units: a whole number from 0 to 1,000,000'))
+  await vi.waitFor(() => expect(text(el.querySelector('[data-testid="total-problem"]'))).toBe('Total units: a whole number from 1 to 1,000,000'))
   expect(field.getAttribute('aria-invalid')).toBe('true')
   typeText(field, '1', '15', '150')
   expect(field.value).toBe('150')

@@ -164,6 +164,14 @@ describe('worker API: complete and fail', () => {
     expect(requeued.stream_message_id).toBeGreaterThan(job.stream_message_id!)
   })
 
+  it('a requeued job starts its next attempt with no progress and no note: they told of the attempt that ended', () => {
+    const { engine, job, report } = claimedByWorker({}, aJob({ max_attempts: 2 }))
+    engine.heartbeatByToken({ ...report, progress: 0.5, note: 'halfway' })
+    expect(engine.getJob(job.id)).toMatchObject({ progress: 0.5, note: 'halfway' })
+    engine.fail({ ...report, error: { message: 'flaky', retryable: true } })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', progress: null, note: null })
+  })
+
   it('fail with error.retryable on the last attempt dead-letters', () => {
     const { engine, clock, job, report } = claimedByWorker({}, aJob({ max_attempts: 2 }))
     engine.fail({ ...report, error: { message: 'flaky', retryable: true } })

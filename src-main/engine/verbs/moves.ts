@@ -13,7 +13,7 @@ import { reportOnReturn } from './capacity'
 
 /**
  * Puts a job back in the queue, eligible at `retryAt` (the end of a backoff) or, if null, now,
- * with a new stream message: the message of the attempt that ended is acknowledged, and the new
+ * with no progress or note, and a new stream message: the message of the attempt that ended is acknowledged, and the new
  * one waits for the next delivery. `changes` are any other columns the caller's rule sets. A job
  * that now costs more than the total is reported as it returns (`JOB_EXCEEDS_CAPACITY`), in the
  * same write.
@@ -30,6 +30,7 @@ export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt
       next_retry_at: retryAt,
       eligible_at: retryAt ?? ctx.clock.now(),
       progress: null,
+      note: null, // progress and note told of the attempt that ended; its errors stay on its attempt
       stream_message_id: messageId,
       ...changes,
     },

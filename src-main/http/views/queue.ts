@@ -54,7 +54,7 @@ export const QueueJob = z
     updated_at: IsoTime,
     claimed_by: z.string().nullable(),
     claim_expires_at: IsoTime.nullable(),
-    lease_id: z.string().nullable().meta({ description: 'The current lease, or the last one once the job has ended' }),
+    lease_id: z.string().nullable().meta({ description: 'The lease the job holds; while it holds none, its last one (after it ended, was requeued or retried), or null before its first' }),
     attempts: z.number().int(),
     next_retry_at: IsoTime.nullable(),
     run_at: IsoTime.nullable().meta({ description: 'A delayed job\'s time (null when it was not delayed, or was run at once)' }),
