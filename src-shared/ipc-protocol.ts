@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { FileAcquire, FileHeartbeat, FileRetryWait, Id, WorkerExchange, WorkerReport } from './worker-exchange'
+import { FileAcquire, FileHeartbeat, FileRetryWait, HandBack, Id, WorkerExchange, WorkerReport } from './worker-exchange'
 
 /**
  * The one message registry between the host and its local worker processes, validated at both
@@ -15,6 +15,8 @@ export const IPC_METHODS = {
   waitFileRetry: FileRetryWait,
   heartbeatFile: FileHeartbeat,
   report: WorkerReport,
+  /** Leases granted in an answer that came after the worker stopped waiting for it, given back unheard. */
+  handBack: HandBack,
 } as const
 
 export type IpcMethod = keyof typeof IPC_METHODS

@@ -142,6 +142,21 @@ export const WorkerExchange = z.strictObject({
 })
 export type WorkerExchange = z.infer<typeof WorkerExchange>
 
+/**
+ * Leases a worker gives back unheard: granted in the answer to a claim it had given up on (the
+ * answer came after the worker stopped waiting for it). Their jobs go back to the queue at once
+ * and lose no attempt; a lease heartbeated since its grant is not given back this way.
+ */
+export const HandBack = z.strictObject({ worker_id: WorkerId, lease_ids: z.array(Id).min(1).max(256) })
+export type HandBack = z.infer<typeof HandBack>
+
+/** The leases an exchange's answer grants (its `jobs`), or a one-job claim's answer (its `lease_id`). */
+export function grantedLeaseIds(result: unknown): string[] {
+  const answer = result as { jobs?: { lease_id?: unknown }[]; lease_id?: unknown } | null | undefined
+  const jobs = answer?.jobs ?? (answer?.lease_id ? [answer] : [])
+  return jobs.map((job) => job.lease_id).filter((id): id is string => typeof id === 'string')
+}
+
 /** Something an operator should see (a handler module that failed to load). */
 export const WorkerReport = z.strictObject({ worker_id: WorkerId, kind: z.string().min(1).max(100), detail: z.string().max(10_000) })
 export type WorkerReport = z.infer<typeof WorkerReport>

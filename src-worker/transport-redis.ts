@@ -3,10 +3,12 @@ import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { ANSWER_MARGIN_MS, entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
-import { MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
+import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, type WorkerTransport } from './transport'
 
 const READ_BLOCK_MS = 1_000
+/** How many calls that stopped waiting a transport remembers, to give back what their late answers grant. */
+const ABANDONED_REMEMBERED = 1_024
 
 interface Pending {
   resolve(response: IpcResponse): void
@@ -45,6 +47,8 @@ export class RedisTransport implements WorkerTransport {
   private ready: Promise<string> | null = null
   /** The name of the connection answers are read on (READER_NAME), sent with every request. */
   private readonly readerName = `leasehold-reader-${randomBytes(8).toString('hex')}`
+  /** The calls that stopped waiting before their answer came (the newest {@link ABANDONED_REMEMBERED}): their answers are late. */
+  private readonly abandoned = new Set<number>()
 
   constructor(
     url: string,
@@ -94,12 +98,14 @@ export class RedisTransport implements WorkerTransport {
       try {
         from ??= await this.start()
         const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
-        for (const [id, fields] of answer?.[0]?.[1] ?? []) {
-          from = id
+        for (const [entryId, fields] of answer?.[0]?.[1] ?? []) {
+          from = entryId
           const parsed = IpcResponse.safeParse(JSON.parse(entryField(fields, 'body') ?? 'null'))
           if (!parsed.success) continue
-          // A late or repeated answer finds its call settled already, and is dropped.
-          this.settle(parsed.data.id, (call) => call.resolve(parsed.data))
+          // A late answer finds its call abandoned: the jobs it grants are given back. A repeated
+          // one (or another transport's, on the same stream) finds no call of this one's, and is dropped.
+          const response = parsed.data
+          if (!this.settle(response.id, (call) => call.resolve(response)) && this.abandoned.delete(response.id)) this.handBackUnheard(response)
         }
       } catch {
         if (!this.closed) await new Promise((resolve) => setTimeout(resolve, 200))
@@ -107,24 +113,43 @@ export class RedisTransport implements WorkerTransport {
     }
   }
 
-  /** Ends the call `id`, if it is still waiting, with `end`. */
-  private settle(id: number, end: (call: Pending) => void): void {
+  /** Ends the call `id`, if it is still waiting, with `end`; false when it no longer waits. */
+  private settle(id: number, end: (call: Pending) => void): boolean {
     const call = this.pending.get(id)
-    if (!call) return
+    if (!call) return false
     this.pending.delete(id)
     clearTimeout(call.timer)
     end(call)
+    return true
+  }
+
+  /** Ends the call `id` unanswered, with `error`: an answer that still comes is late. */
+  private abandon(id: number, error: Error): void {
+    if (!this.settle(id, (call) => call.reject(error))) return
+    this.abandoned.add(id)
+    if (this.abandoned.size > ABANDONED_REMEMBERED) this.abandoned.delete(this.abandoned.values().next().value!)
+  }
+
+  /**
+   * An answer that came after its call stopped waiting (its timer ran out while Redis was paused
+   * or away, and the request reached the host only once it was back; or the worker stopped): the
+   * jobs it grants would be held by nobody until their leases expired, each losing an attempt.
+   * They are given back now, and the host requeues them at once, costing no attempt.
+   */
+  private handBackUnheard(response: IpcResponse): void {
+    const unheard = grantedLeaseIds(response.result)
+    if (unheard.length === 0 || this.closed) return
+    this.call('handBack', { worker_id: this.workerId, lease_ids: unheard }).catch(() => {
+      // Not given back (Redis away again, the host gone): the leases expire unheartbeated, as before.
+    })
   }
 
   private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
     const id = this.nextId++
     const answered = new Promise<IpcResponse>((resolve, reject) => {
-      const timer = setTimeout(
-        () => this.settle(id, (call) => call.reject(new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`))),
-        waitMs + ANSWER_MARGIN_MS,
-      )
+      const timer = setTimeout(() => this.abandon(id, new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`)), waitMs + ANSWER_MARGIN_MS)
       this.pending.set(id, { resolve, reject, timer })
-      const abort = () => this.settle(id, (call) => call.reject(new Error('aborted')))
+      const abort = () => this.abandon(id, new Error('aborted'))
       if (signal?.aborted) abort()
       else signal?.addEventListener('abort', abort, { once: true })
     })

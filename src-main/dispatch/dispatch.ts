@@ -23,7 +23,7 @@ import type { Takes } from '../worker-roster/directory'
  *   that woke it is answered**: the worker waiting for work hears of it first.
  * - **A claim whose worker is gone is never granted, or its grant is handed back.** A claim
  *   whose signal has aborted stops waiting and claims nothing; one granted as its client went is
- *   answered without its jobs, whose leases expire at once.
+ *   answered without its jobs, whose leases are given back at once, costing no attempt.
  * - **Each answer is delivered exactly once**, whichever of the grant, the wait's end, an abort
  *   or the host's stop comes first; a deliver that throws is logged and not called again.
  * - **Waiting claims are served oldest first**, each within its own streams.

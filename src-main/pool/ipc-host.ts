@@ -96,5 +96,9 @@ async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcReque
       await engine.run(() => engine.recordWorkerProblem(workerId, { kind: p.kind, detail: p.detail }))
       return { ok: true }
     }
+    case 'handBack': {
+      const p = params as (typeof IPC_METHODS)['handBack']['_output']
+      return { ok: true, handed_back: await engine.run(() => engine.handBackLeases(workerId, p.lease_ids)) }
+    }
   }
 }

@@ -6,7 +6,7 @@ import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import type { PrefixClaim } from './prefix-claim'
 import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
-import { MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
+import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
  * Workers on other machines, over Redis only (`leasehold worker --redis`): the worker exchange
@@ -81,13 +81,6 @@ function parsedRequest(body: string): IpcRequest | null {
 const REPLIES_KEPT = 1_000
 const READ_BLOCK_MS = 1_000
 const READ_COUNT = 100
-
-/** The leases an answer grants (an exchange's or a claim's jobs). */
-function grantedLeases(response: IpcResponse | null): string[] {
-  const result = response?.result as { jobs?: { lease_id?: unknown }[]; lease_id?: unknown } | undefined
-  const jobs = result?.jobs ?? (result?.lease_id ? [result] : [])
-  return jobs.map((job) => job.lease_id).filter((id): id is string => typeof id === 'string')
-}
 
 /**
  * `promise`, or a rejection as soon as `signal` aborts. A command queued while Redis is away
@@ -245,7 +238,7 @@ export class RedisWorkerRequests {
       // jobs it granted go back to the queue now, as those of a claim whose worker went before it
       // heard of them: not held by a worker that cannot know of them until their leases expire.
       this.limiter.line('redis workers answer', `leasehold: answering a remote worker failed (${(error as Error).message})`)
-      const leaseIds = grantedLeases(response)
+      const leaseIds = grantedLeaseIds(response?.result)
       if (leaseIds.length > 0 && workerId) await this.options.deps.engine.run(() => this.options.deps.engine.handBackLeases(workerId, leaseIds)).catch(() => {})
       return
     }

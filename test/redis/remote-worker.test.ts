@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url'
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
+import { RedisTransport } from '../../src-worker/transport-redis'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
@@ -282,6 +283,27 @@ describe('remote workers over Redis only', () => {
     expect(host.engine.getJob(waiting.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
     const fresh = await claim(2)
     expect(fresh.result).toMatchObject({ jobs: [expect.objectContaining({ job_id: waiting.id })] })
+  })
+
+  test('an answer that comes after its worker stopped waiting for it gives back the jobs it grants: they run on, losing no attempt', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const transport = new RedisTransport(server.url, host.token, 'w-late', 'leasehold:')
+    try {
+      // A claim that waits at the host, given up by the worker (as when its timer ran out while Redis was paused).
+      const gaveUp = new AbortController()
+      const claimed = transport.exchange({ worker_id: 'w-late', claim: { streams: ['default'], max_jobs: 2, max_wait_ms: 10_000 } }, gaveUp.signal)
+      const waiting = async () => Number(((await admin.xpending(requestStream('leasehold:'), 'leasehold').catch(() => [0])) as [number])[0])
+      await until(async () => (await waiting()) >= 1, 5_000, 'the claim waiting at the host')
+      gaveUp.abort()
+      expect((await claimed).jobs).toEqual([])
+      const job = host.engine.submit({ job_type: 'noop', cost_units: 1, max_attempts: 1 }).job // granted to the claim the host still holds
+      await until(() => host!.engine.getJob(job.id).state === 'QUEUED' && host!.engine.getJob(job.id).attempts === 1, 5_000, 'the grant given back')
+      expect(host.engine.getJob(job.id)).toMatchObject({ max_attempts: 2, dead_letter: false })
+      expect(host.engine.attempts(job.id)).toEqual([expect.objectContaining({ disposition: 'REQUEUED', error: expect.objectContaining({ reason: 'not_delivered' }) })])
+      expect(host.engine.getCapacity().leased).toBe(0)
+    } finally {
+      transport.close()
+    }
   })
 
   test('a worker-scoped token runs jobs over Redis until it is revoked, and takes files only under its own jobs’ leases', async () => {

@@ -124,7 +124,7 @@ describe('the rules dispatch keeps', () => {
       const answer = await dispatch.exchange({ worker_id: 'w', complete: [report], claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 1_000 } }, () => {}, () => gone.signal)
       expect(answer.completed).toEqual([expect.objectContaining({ ok: true })])
       expect(answer.claimed.granted).toEqual([])
-      // Never leased (a lease handed back would have counted an attempt).
+      // Never leased (a lease handed back would have shown as an attempt, though not one that counts).
       expect(engine.getJob(queued.id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
       expect(engine.getJob(running.id).state).toBe('DONE')
     })

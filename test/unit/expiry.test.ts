@@ -109,6 +109,31 @@ describe('lease expiry', () => {
     expect(engine.attempts(exited.id)[0]).toMatchObject({ outcome: 'TIMEOUT', disposition: 'REQUEUED' })
   })
 
+  it('a grant handed back unheard (not_delivered) costs no attempt: the job is requeued at once with one more, never dead-lettered', () => {
+    const { engine } = setup()
+    const { job } = engine.submit(aJob({ max_attempts: 1 }))
+    const { lease } = claimOrFail(engine, 'w')
+    expect(engine.handBackLeases('w', [lease.id])).toBe(1)
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 1, max_attempts: 2, next_retry_at: null, dead_letter: false })
+    expect(engine.getJob(job.id).max_attempts - engine.getJob(job.id).attempts).toBe(1) // as many left as before the grant
+    expect(engine.attempts(job.id)[0]).toMatchObject({
+      outcome: 'TIMEOUT',
+      disposition: 'REQUEUED',
+      error: { code: 'lease_expired', reason: 'not_delivered', message: 'The grant never reached its worker, which gave it back' },
+    })
+    expect(claimOrFail(engine, 'w').job.id).toBe(job.id) // at once: no backoff
+  })
+
+  it('a lease heartbeated since its grant reached its worker: handing it back leaves it held', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    const { lease } = claimOrFail(engine, 'w')
+    clock.advance(SECOND)
+    engine.heartbeat({ lease_id: lease.id })
+    expect(engine.handBackLeases('w', [lease.id])).toBe(0)
+    expect(engine.activeLeasesByWorker().get('w')).toHaveLength(1)
+  })
+
   it('a job with max_attempts 1 is dead-lettered on its first expiry', () => {
     const { engine, clock } = setup()
     const { job } = engine.submit(aJob({ max_attempts: 1 }))

@@ -58,10 +58,11 @@ type CaughtUp = {
 /** Each event type: the entity it is about, and its data. */
 /**
  * Why a lease expired: its heartbeats stopped (`no_heartbeat`), its worker's process exited
- * (`worker_exited`), or the host restarted and the local worker that held it died with the host
- * before (`host_restarted`).
+ * (`worker_exited`), the host restarted and the local worker that held it died with the host
+ * before (`host_restarted`), or its grant never reached its worker, who gave it back
+ * (`not_delivered`: the claim's worker was gone or had given up on the claim before it heard).
  */
-export type LeaseExpiryReason = 'no_heartbeat' | 'worker_exited' | 'host_restarted'
+export type LeaseExpiryReason = 'no_heartbeat' | 'worker_exited' | 'host_restarted' | 'not_delivered'
 
 export interface EventShapes {
   JOB_SUBMITTED: {

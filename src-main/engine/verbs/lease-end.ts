@@ -101,6 +101,7 @@ const EXPIRY_TEXTS: Record<LeaseExpiryReason, { message: string; requeueNote: st
   no_heartbeat: { message: 'The lease expired without a heartbeat', requeueNote: 'lease expired' },
   worker_exited: { message: 'The worker exited while holding the lease', requeueNote: 'worker exited' },
   host_restarted: { message: 'The host restarted; the local worker holding the lease died with it', requeueNote: 'host restarted' },
+  not_delivered: { message: 'The grant never reached its worker, which gave it back', requeueNote: 'grant not delivered' },
 }
 
 /**
@@ -119,11 +120,14 @@ function expiryError(reason: LeaseExpiryReason, cancelPending: boolean) {
  * Expires an ACTIVE lease inside the caller's transaction: its capacity is free at once, the
  * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
  * TIMEOUT dead-lettered — or, if a cancel was requested, ends CANCELED whatever attempts remain:
- * the operator's cancel is not lost because the worker went silent before it stopped.
+ * the operator's cancel is not lost because the worker went silent before it stopped. A grant
+ * that never reached its worker (`not_delivered`) ran nothing: its job is requeued at once, its
+ * `max_attempts` one more, so that it has as many attempts left as before the grant.
  */
 export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseExpiryReason = 'no_heartbeat'): void {
   const job = jobOfLease(ctx, lease)
-  const { to, disposition } = decide(job, { status: 'TIMEOUT' }, true)
+  const undelivered = reason === 'not_delivered' && !job.cancel_requested
+  const { to, disposition } = undelivered ? ({ to: 'QUEUED', disposition: 'REQUEUED' } as const) : decide(job, { status: 'TIMEOUT' }, true)
   endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, expiryError(reason, job.cancel_requested === 1))
   // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
   ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
@@ -133,7 +137,8 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseEx
     last_heartbeat_at: lease.last_heartbeat_at,
   } satisfies EventData<'LEASE_EXPIRED'>)
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
-  if (to === 'QUEUED') requeueAfter(ctx, job, EXPIRY_TEXTS[reason].requeueNote)
+  if (undelivered) requeue(ctx, job, EXPIRY_TEXTS[reason].requeueNote, null, { max_attempts: job.max_attempts + 1 })
+  else if (to === 'QUEUED') requeueAfter(ctx, job, EXPIRY_TEXTS[reason].requeueNote)
   else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
 }
 

@@ -91,12 +91,17 @@ export function expireLeasesOfLastHostsLocalWorkers(ctx: EngineContext): number 
 }
 
 /**
- * Expires at once those of `leaseIds` that `workerId` still holds: leases granted to a claim
- * whose worker was gone before it could hear of them (src-main/dispatch/). Returns how many.
+ * Expires at once those of `leaseIds` that `workerId` still holds and never heartbeated: leases
+ * granted to a claim whose worker was gone, or had given up on it, before it could hear of them
+ * (src-main/dispatch/, src-main/redis/). Their jobs lose no attempt (`not_delivered`). A lease
+ * heartbeated since its grant reached its worker, which may have run its job: it is not given
+ * back this way. Returns how many.
  */
 export function handBackLeases(ctx: EngineContext, workerId: string, leaseIds: readonly string[]): number {
   const ids = new Set(leaseIds)
-  return expireForGoneWorker(ctx, (lease) => lease.worker_id === workerId && ids.has(lease.id))
+  return ctx.transact(() =>
+    expireWhere(ctx, (lease) => lease.worker_id === workerId && ids.has(lease.id) && lease.last_heartbeat_at === lease.granted_at, 'not_delivered'),
+  )
 }
 
 /** Expires the ACTIVE leases `keep` selects, as leases of a worker that is gone, in one transaction. */
