@@ -47,6 +47,12 @@ export class RedisTransport implements WorkerTransport {
   private ready: Promise<string> | null = null
   /** The name of the connection answers are read on (READER_NAME), sent with every request. */
   private readonly readerName = `leasehold-reader-${randomBytes(8).toString('hex')}`
+  /**
+   * Redis's refusal of this transport's reads of its answers (the user may not XREAD its reply
+   * stream), while it refuses: a call then fails at once, unsent, saying so. Sent, it would be
+   * answered where the worker cannot read, and the jobs granted would be held by nobody.
+   */
+  private readRefusal: Error | null = null
   /** The calls that stopped waiting before their answer came (the newest {@link ABANDONED_REMEMBERED}): their answers are late. */
   private readonly abandoned = new Set<number>()
 
@@ -81,8 +87,17 @@ export class RedisTransport implements WorkerTransport {
    * is tried again by the next call, so a worker whose ACL is mended goes on without a restart.
    */
   private start(): Promise<string> {
-    this.ready ??= this.reader.xrevrange(replyStream(this.prefix, this.workerId, this.channel), '+', '-', 'COUNT', 1).then(
-      (last) => last[0]?.[0] ?? '0',
+    const stream = replyStream(this.prefix, this.workerId, this.channel)
+    // The XREAD (of nothing: no BLOCK, from the end) asks only whether Redis lets this user read
+    // the stream: a worker that could send requests and not read their answers would be granted
+    // jobs it never hears of. The name, set as the connection opens, is set again here, where a
+    // refusal is heard: unnamed, the host cannot tell the worker reads, and ends each claim's wait.
+    this.ready ??= Promise.all([
+      this.reader.xrevrange(stream, '+', '-', 'COUNT', 1),
+      this.reader.xread('COUNT', 1, 'STREAMS', stream, '$'),
+      this.reader.client('SETNAME', this.readerName),
+    ]).then(
+      ([last]) => last[0]?.[0] ?? '0',
       (error: Error) => {
         this.ready = null
         throw redisRefusal(error)
@@ -98,6 +113,7 @@ export class RedisTransport implements WorkerTransport {
       try {
         from ??= await this.start()
         const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
+        this.readRefusal = null
         for (const [entryId, fields] of answer?.[0]?.[1] ?? []) {
           from = entryId
           const parsed = IpcResponse.safeParse(JSON.parse(entryField(fields, 'body') ?? 'null'))
@@ -107,7 +123,13 @@ export class RedisTransport implements WorkerTransport {
           const response = parsed.data
           if (!this.settle(response.id, (call) => call.resolve(response)) && this.abandoned.delete(response.id)) this.handBackUnheard(response)
         }
-      } catch {
+      } catch (error) {
+        const refusal = redisRefusal(error as Error)
+        if (refusal instanceof TransportRefusal) {
+          // Its user may no longer read its answers: the calls waiting for one end now, saying why.
+          this.readRefusal = refusal
+          for (const id of [...this.pending.keys()]) this.abandon(id, refusal)
+        }
         if (!this.closed) await new Promise((resolve) => setTimeout(resolve, 200))
       }
     }
@@ -145,6 +167,7 @@ export class RedisTransport implements WorkerTransport {
   }
 
   private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
+    if (this.readRefusal) throw this.readRefusal
     const id = this.nextId++
     const answered = new Promise<IpcResponse>((resolve, reject) => {
       const timer = setTimeout(() => this.abandon(id, new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`)), waitMs + ANSWER_MARGIN_MS)

@@ -220,26 +220,57 @@ describe('remote workers over Redis only', () => {
     }
   })
 
-  test('a remote worker whose Redis user may not read its reply streams says Redis refused it, naming what to allow, and goes on once its ACL is mended, without a restart', async () => {
-    await admin.call('ACL', 'SETUSER', 'narrow', 'on', '>wpass', '~leasehold:worker:requests', '~leasehold:worker:narrow:replies', '+xadd', '+xread', '+xrevrange', '+info')
+  /**
+   * A remote worker `name` run as a Redis user of its own that `grants` allow (ACL rules on its
+   * keys and commands), against a host of the test's; `use` gets the worker's stderr as it comes
+   * and the jobs queued before it started. The user goes after the host.
+   */
+  async function asRedisUser(name: string, grants: string[], use: (worker: { stderr: () => string; ids: string[] }) => Promise<void>): Promise<void> {
+    await admin.call('ACL', 'SETUSER', name, 'on', '>wpass', '~leasehold:worker:requests', ...grants)
     try {
       host = await startTestHost({ redisUrl: server.url })
-      const ids = await noops(host, 5)
-      const worker = remoteWorker('narrow', host.token, [], server.url.replace('redis://', 'redis://narrow:wpass@'))
+      const ids = await noops(host, 3)
+      const worker = remoteWorker(name, host.token, [], server.url.replace('redis://', `redis://${name}:wpass@`))
       let stderr = ''
       worker.child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-      await until(() => stderr.includes('retrying'), 10_000, 'the refusal said')
-      expect(stderr).toMatch(/Redis refused this worker's user \(NOPERM .*\); its ACL must allow .*CLIENT SETNAME/)
-      expect(stderr).not.toContain('the host did not answer')
-      expect(ids.map((id) => host!.engine.getJob(id).state)).toEqual(ids.map(() => 'QUEUED'))
-      await admin.call('ACL', 'SETUSER', 'narrow', '~leasehold:worker:narrow:replies*', '+client|setname')
-      await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE once the ACL allows it')
+      await use({ stderr: () => stderr, ids })
     } finally {
       await host?.dispose()
       host = null
-      await admin.call('ACL', 'DELUSER', 'narrow')
+      await admin.call('ACL', 'DELUSER', name)
       await admin.call('ACL', 'LOG', 'RESET')
     }
+  }
+
+  const allDone = (ids: string[]) => until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE once the ACL allows it')
+
+  test('a remote worker whose Redis user may not read its reply streams says Redis refused it, naming what to allow, and goes on once its ACL is mended, without a restart', async () => {
+    await asRedisUser('narrow', ['~leasehold:worker:narrow:replies', '+xadd', '+xread', '+xrevrange', '+info'], async ({ stderr, ids }) => {
+      await until(() => stderr().includes('retrying'), 10_000, 'the refusal said')
+      expect(stderr()).toMatch(/Redis refused this worker's user \(NOPERM .*\); its ACL must allow .*CLIENT SETNAME/)
+      expect(stderr()).not.toContain('the host did not answer')
+      expect(ids.map((id) => host!.engine.getJob(id).state)).toEqual(ids.map(() => 'QUEUED'))
+      await admin.call('ACL', 'SETUSER', 'narrow', '~leasehold:worker:narrow:replies*', '+client|setname')
+      await allDone(ids)
+    })
+  })
+
+  test('a remote worker whose Redis user may send requests but not XREAD its answers says Redis refused it, and is granted no job it could not hear of', async () => {
+    await asRedisUser('deaf', ['~leasehold:worker:deaf:replies*', '+xadd', '+xrevrange', '+info', '+client|setname'], async ({ stderr, ids }) => {
+      await until(() => stderr().includes('Redis refused this worker'), 10_000, 'the refusal said')
+      expect(stderr()).toMatch(/Redis refused this worker's user \(NOPERM .*xread.*\)/i)
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      expect(ids.map((id) => host!.engine.getJob(id))).toEqual(ids.map(() => expect.objectContaining({ state: 'QUEUED', attempts: 0 })))
+      await admin.call('ACL', 'SETUSER', 'deaf', '+xread')
+      await allDone(ids)
+    })
+  })
+
+  test('a remote worker whose Redis user may not name its connection (CLIENT SETNAME) says Redis refused it, rather than asking again every second unheard', async () => {
+    await asRedisUser('nameless', ['~leasehold:worker:nameless:replies*', '+xadd', '+xread', '+xrevrange', '+info'], async ({ stderr }) => {
+      await until(() => stderr().includes('Redis refused this worker'), 10_000, 'the refusal said')
+      expect(stderr()).toMatch(/Redis refused this worker's user \(NOPERM .*client\|setname.*\)/i)
+    })
   })
 
   test('an exchange without a valid token is refused and changes nothing', async () => {
