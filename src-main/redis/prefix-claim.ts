@@ -60,8 +60,11 @@ export class PrefixClaim {
   /** The other host's description, once one was found on the prefix. */
   private holder: string | null = null
   private readonly listeners = new Set<() => void>()
-  /** False when Redis refused the claim's commands (an ACL user without GET and SET): the prefix is used unchecked. */
-  private checkable = true
+  /**
+   * Redis's refusal of the claim's commands at the last renewal (an ACL user without EVAL, GET or
+   * SET), or null: while refused, the prefix is used unchecked, and each renewal asks again.
+   */
+  private refused: string | null = null
 
   constructor(
     readonly prefix: string,
@@ -80,35 +83,36 @@ export class PrefixClaim {
   /** Claims the prefix, or refreshes the claim; once another host is found holding it, asks Redis nothing more. */
   async renew(redis: Redis): Promise<ClaimState> {
     if (this.current === 'taken') return this.current
-    if (!this.checkable) return this.current
     const { id, description } = this.identity
     let held: string | null
+    let refused: string | null = null
     try {
       held = (await redis.eval(CLAIM, 1, prefixClaimKey(this.prefix), id, `${id} ${description}`, CLAIM_TTL_MS)) as string | null
     } catch (error) {
       if (!/NOPERM|can't run this command/.test((error as Error).message)) throw error
-      // A Redis user set up before hosts claimed their prefix: the transport works as it did, unchecked.
-      this.checkable = false
+      // A Redis user set up before hosts claimed their prefix: the transport works as it did, unchecked, until its ACL allows the claim.
+      refused = (error as Error).message
       held = null
     }
     if (this.state === 'taken') return this.current // another renewal found the holder meanwhile
     const next: ClaimState = held === null ? 'held' : 'taken'
-    if (next !== this.current) {
+    if (next !== this.current || refused !== this.refused) {
       this.current = next
+      this.refused = refused
       if (held !== null) this.holder = held.replace(/^\S+ ?/, '') || 'unnamed'
       for (const listener of this.listeners) listener()
     }
     return this.current
   }
 
-  /** Whether the claim is checked: false when Redis refused its commands (the host's Redis user lacks GET or SET). */
-  get checked(): boolean {
-    return this.checkable
+  /** Why Redis refused the claim at the last renewal (the host's Redis user lacks EVAL, GET or SET), or null when the claim is checked. */
+  get refusal(): string | null {
+    return this.refused
   }
 
   /** Deletes the claim if this host holds it: a host that stops leaves its prefix free at once. */
   async release(redis: Redis): Promise<void> {
-    if (this.current !== 'held' || !this.checkable) return
+    if (this.current !== 'held' || this.refused !== null) return
     await redis.eval(RELEASE, 1, prefixClaimKey(this.prefix), this.identity.id)
   }
 

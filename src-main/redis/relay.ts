@@ -310,8 +310,11 @@ export class RedisRelay {
 
   /** Another host was found on the prefix: nothing more is sent, and what is held goes (the outbox keeps it). */
   private claimChanged(): void {
-    if (this.claim.state === 'held' && !this.claim.checked) {
-      this.limiter.line('redis prefix unchecked', `leasehold: the Redis user may not run GET and SET on ${this.prefix}host, so this host cannot tell whether another uses its prefix (docs/redis.md lists what to allow)`)
+    if (this.claim.state === 'held' && this.claim.refusal !== null) {
+      this.limiter.line(
+        'redis prefix unchecked',
+        `leasehold: Redis refused this host's claim on ${this.prefix}host (${this.claim.refusal}): its user must be allowed EVAL, GET and SET there, and until it is this host cannot tell whether another uses its prefix; it asks again every second (docs/redis.md lists what to allow)`,
+      )
     }
     if (this.claim.state !== 'taken') return
     this.letGo()

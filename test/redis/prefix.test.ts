@@ -106,7 +106,7 @@ describe('one host per Redis prefix', () => {
     processes.push(restarted)
   }, 40_000)
 
-  test('a host whose Redis user may not run GET and SET says once in its log that it cannot check its prefix, and relays as before', async () => {
+  test('a host whose Redis user may not run GET and SET says once in its log that it cannot check its prefix, relays as before, and claims its prefix once the ACL allows it', async () => {
     await admin.call('ACL', 'SETUSER', 'older', 'on', '>secret', '~leasehold:*', '&*', '+@stream', '+del', '+scan', '+multi', '+exec', '+eval', '+ping', '+info', '+client')
     const lines: string[] = []
     try {
@@ -114,8 +114,12 @@ describe('one host per Redis prefix', () => {
       hosts.push(host)
       const job = host.engine.submit({ job_type: 'test', cost_units: 1 }).job
       await until(async () => (await admin.xrange('leasehold:q:default', '-', '+')).some(([, fields]) => fields[1] === job.id), 5000, 'published')
-      expect(lines.filter((line) => line.includes('cannot tell whether another uses its prefix'))).toHaveLength(1)
+      expect(lines.filter((line) => line.includes('cannot tell whether another uses its prefix'))).toEqual([
+        expect.stringMatching(/Redis refused this host's claim on leasehold:host \(.*can't run this command.*\): its user must be allowed EVAL, GET and SET there/),
+      ])
       expect(await admin.get(prefixClaimKey('leasehold:'))).toBeNull()
+      await admin.call('ACL', 'SETUSER', 'older', '+get', '+set')
+      await until(async () => (await admin.get(prefixClaimKey('leasehold:'))) !== null, 5000, 'the prefix claimed')
     } finally {
       await admin.call('ACL', 'DELUSER', 'older')
     }
