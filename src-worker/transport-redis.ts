@@ -78,6 +78,17 @@ export class RedisTransport implements WorkerTransport {
       limiter?.line('redis', `leasehold worker: Redis at ${redactedUrl(url)} did not answer (${error.message}); ioredis reconnects every 2 s at most`)
     this.writer.on('error', said)
     this.reader.on('error', said)
+    // A reconnect may reach a Redis that restarted empty, and lost the requests waiting there: the
+    // calls waiting for an answer end now and are asked again at once, rather than when their
+    // timers run out. An answer that still comes for one is late, and what it grants is given back.
+    let dropped = false
+    this.reader.on('close', () => (dropped = !this.closed))
+    this.reader.on('ready', () => {
+      if (!dropped) return
+      dropped = false
+      if (limiter) log?.(`leasehold worker: Redis at ${redactedUrl(url)} connected again`)
+      for (const id of [...this.pending.keys()]) this.abandon(id, new Error('Redis connected again: asking again'))
+    })
     void this.readReplies()
   }
 

@@ -289,6 +289,9 @@ export class RedisRelay {
         if (this.sayConnected && this.claim.state === 'held') {
           this.sayConnected = false
           this.limiter.line('redis ready', `leasehold: Redis at ${redactedUrl(this.options.url)} connected`)
+        } else if (!wasAnswering) {
+          // Silent on an open connection (paused, or a network that dropped packets), and answering again.
+          this.limiter.line('redis back', `leasehold: Redis at ${redactedUrl(this.options.url)} answers again; the messages that waited go out now`)
         }
         // Back from silence: a pass that failed meanwhile left a reconciliation due.
         if (!wasAnswering || this.reconcileDue) this.kick()

@@ -74,8 +74,9 @@ describe('leasehold serve --redis', () => {
     expect(await (await host.call('/api/health')).json()).toMatchObject({ redis: { connected: true, waiting: 0, oldest_wait_ms: null } })
   })
 
-  test('a Redis that stops answering with its connection open (SIGSTOP) reads not connected within a few seconds, with how long, in /api/health, leasehold status and the event stream; connected again once it answers', async () => {
-    host = await startTestHost({ redisUrl: server.url })
+  test('a Redis that stops answering with its connection open (SIGSTOP) reads not connected within a few seconds, with how long, in /api/health, leasehold status and the event stream; connected again once it answers, and the log says so', async () => {
+    const lines: string[] = []
+    host = await startTestHost({ redisUrl: server.url }, { log: (line) => lines.push(line) })
     const health = async () => ((await (await host!.call('/api/health')).json()) as { redis: RedisHealth }).redis
     await until(async () => (await health()).connected, 5000, 'connected')
     const stream = new SseReader(await host.call('/api/events/stream'))
@@ -100,6 +101,7 @@ describe('leasehold serve --redis', () => {
       await stream.until(() => frames().at(-1)!.connected, 5000)
       await until(async () => (await entries()).length === 1, 5000, 'published once Redis answers')
       expect(await health()).toMatchObject({ connected: true, unanswered_ms: null, waiting: 0 })
+      expect(lines.filter((line) => line.includes('answers again'))).toEqual([expect.stringMatching(/^leasehold: Redis at redis:\/\/127\.0\.0\.1:\d+\/0 answers again/)])
     } finally {
       await stream.close()
     }
