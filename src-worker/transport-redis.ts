@@ -17,10 +17,13 @@ interface Pending {
 }
 
 /**
- * A refusal by Redis itself (its user's ACL does not allow a command or a key: NOPERM) said as
- * such, naming what to mend: the host never saw the call.
+ * A refusal by Redis itself said as such, naming what to mend: its user's ACL does not allow a
+ * command or a key (NOPERM), or it is out of memory (OOM). The host never saw the call.
  */
 function redisRefusal(error: Error): Error {
+  if (/^OOM\b/.test(error.message)) {
+    return new TransportRefusal(`Redis refused this worker's request (${error.message}): Redis is out of memory (its maxmemory), not the host; the worker asks again until it has room`)
+  }
   if (!/^NOPERM\b/.test(error.message)) return error
   return new TransportRefusal(
     `Redis refused this worker's user (${error.message}); its ACL must allow XADD on the host's request stream, XREAD and XREVRANGE on the worker's reply streams (<prefix>worker:<id>:replies*), CLIENT SETNAME and INFO: docs/redis.md, "Redis ACLs"`,

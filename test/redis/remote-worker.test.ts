@@ -273,6 +273,24 @@ describe('remote workers over Redis only', () => {
     })
   })
 
+  test('a remote worker whose Redis is out of memory says Redis refused its request for want of memory, not that the host did not answer; its jobs run once Redis has room', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const ids = await noops(host, 2)
+    await admin.config('SET', 'maxmemory-policy', 'noeviction')
+    await admin.config('SET', 'maxmemory', '1')
+    try {
+      const worker = remoteWorker('starved', host.token)
+      let stderr = ''
+      worker.child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+      await until(() => stderr.includes('out of memory'), 10_000, 'the refusal said')
+      expect(stderr).toMatch(/Redis refused this worker's request \(OOM .*\): Redis is out of memory \(its maxmemory\), not the host/)
+      expect(stderr).not.toContain('the host did not answer')
+    } finally {
+      await admin.config('SET', 'maxmemory', '0')
+    }
+    await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE once Redis has room')
+  })
+
   test('an exchange without a valid token is refused and changes nothing', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
