@@ -123,6 +123,7 @@ function redisLine(r: RedisHealth): string {
   const waiting = `${r.waiting.toLocaleString('en-US')} message${r.waiting === 1 ? '' : 's'} wait${r.waiting === 1 ? 's' : ''} in the outbox`
   const oldest = r.oldest_wait_ms === null ? '' : `, the oldest ${Math.round(r.oldest_wait_ms / 1000)} s`
   if (r.prefix_taken_by !== null) return `NOT USED: ${prefixTakenMessage(r.prefix, r.url, r.prefix_taken_by)}, then restart it; jobs still run; ${waiting}${oldest}`
+  if (r.connected && r.refused) return `connected to ${r.url}, and REFUSING what the host sends (${r.refused}): jobs still run; ${waiting}${oldest}, published once Redis takes them`
   if (r.connected) return `connected to ${r.url}; ${waiting}${oldest}`
   const silence = r.unanswered_ms === null ? '' : `, no answer for ${Math.round(r.unanswered_ms / 1000)} s`
   return `NOT connected (${r.url}${silence}): jobs still run; ${waiting}${oldest}, published when it is back`

@@ -181,6 +181,8 @@ export class RedisRelay {
   /** Connected and not yet said so in the log: said once the prefix is this host's (a host refused its prefix says that alone). */
   private sayConnected = false
   private answered!: () => void
+  /** Redis's words when it answered the last check with a refusal (out of memory, a key of another type); null once it takes them. */
+  private refusal: string | null = null
   /** Resolves at Redis's first answer to the claim, its pass (if any) started. */
   private readonly firstAnswer = new Promise<void>((resolve) => (this.answered = resolve))
   private readonly unsubscribe: () => void
@@ -265,6 +267,7 @@ export class RedisRelay {
       unanswered_ms: connected ? null : this.answering.silentFor(Date.now()),
       prefix: this.prefix,
       prefix_taken_by: this.claim.takenBy,
+      refused: this.refusal,
       waiting: backlog.waiting,
       oldest_wait_ms: backlog.oldest_at === null ? null : Math.max(0, this.options.engine.now() - backlog.oldest_at),
     }
@@ -285,6 +288,7 @@ export class RedisRelay {
         const wasAnswering = this.connected
         this.probing = false
         this.answering.answered(Date.now())
+        this.refusal = null
         this.tellHealth()
         if (this.sayConnected && this.claim.state === 'held') {
           this.sayConnected = false
@@ -302,6 +306,8 @@ export class RedisRelay {
         if (error instanceof ReplyError) {
           // An answer, if a refusal (the claim's key of another type): Redis answers, and nothing is relayed until the claim is made.
           this.answering.answered(Date.now())
+          this.refusal = error.message
+          this.tellHealth()
           this.limiter.line('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} refused the claim on the prefix ${this.prefix} (${error.message}); messages wait in the outbox`)
           return
         }
@@ -338,7 +344,7 @@ export class RedisRelay {
   private tellHealth(away = false): void {
     if (this.stopped || this.healthListeners.size === 0) return
     const connected = this.connected
-    const state = `${connected} ${this.claim.state}`
+    const state = `${connected} ${this.claim.state} ${this.refusal}`
     const now = this.options.engine.now()
     if (state === this.toldState && !(away && !connected && now - this.toldAt >= AWAY_REPORT_MS)) return
     let health: RedisHealth

@@ -107,6 +107,25 @@ describe('leasehold serve --redis', () => {
     }
   }, 30_000)
 
+  test('a Redis that answers and refuses what the host sends (out of memory) reads connected and refusing, with its words, in /api/health and leasehold status, until it takes them again', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const health = async () => ((await (await host!.call('/api/health')).json()) as { redis: RedisHealth }).redis
+    await until(async () => (await health()).connected, 5000, 'connected')
+    await admin.config('SET', 'maxmemory', '1')
+    try {
+      const refusing = await until(async () => {
+        const h = await health()
+        return h.refused ? h : null
+      }, 5000, 'the refusal seen')
+      expect(refusing).toMatchObject({ connected: true, refused: expect.stringMatching(/^OOM /) })
+      const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+      expect(status.stdout).toMatch(/^redis {5}connected to redis:\/\/127\.0\.0\.1:\d+\/0, and REFUSING what the host sends \(OOM .*\): jobs still run; /m)
+    } finally {
+      await admin.config('SET', 'maxmemory', '0')
+    }
+    await until(async () => (await health()).refused === null, 5000, 'taken again')
+  })
+
   test('the event stream says what Redis is: first, when it is lost (again every 5 s with the messages waiting) and when it is back; without --redis it says nothing', async () => {
     host = await startTestHost({ redisUrl: server.url })
     await until(async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'connected')
@@ -114,7 +133,7 @@ describe('leasehold serve --redis', () => {
     const told = () => stream.messages.filter((m) => m.event === 'redis').map((m) => JSON.parse(m.data!) as { connected: boolean; waiting: number; url: string })
     try {
       await stream.until(() => told().length >= 1)
-      expect(told()[0]).toEqual({ url: server.url, connected: true, unanswered_ms: null, prefix: 'leasehold:', prefix_taken_by: null, waiting: 0, oldest_wait_ms: null })
+      expect(told()[0]).toEqual({ url: server.url, connected: true, unanswered_ms: null, prefix: 'leasehold:', prefix_taken_by: null, refused: null, waiting: 0, oldest_wait_ms: null })
       expect(stream.messages[0]!.id).toBeUndefined() // not an event of the log: a resume goes on after the last logged one
 
       await server.kill()

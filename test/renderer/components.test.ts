@@ -468,6 +468,7 @@ const redisHealth = (over: Partial<RedisHealth> = {}): RedisHealth => ({
   unanswered_ms: null,
   prefix: 'leasehold:',
   prefix_taken_by: null,
+  refused: null,
   waiting: 0,
   oldest_wait_ms: null,
   ...over,
@@ -501,6 +502,17 @@ test('a host that found another on its Redis prefix says so, names it and how to
     'Redis at redis://127.0.0.1:6379/0 is no longer used: another Leasehold host (pid 42 on box, data dir /srv/a) uses the prefix leasehold:. ' +
       'Give one of them another --redis-prefix and restart it. 2 messages wait to be published, the oldest for 5 s. ' +
       'Jobs still run on this machine; workers that reach the host only through Redis get no answer.',
+  )
+})
+
+test('a Redis that answers and refuses what the host sends (out of memory) is shown with its words and the messages waiting', () => {
+  const redis = new RedisState(() => T0)
+  const el = render(RedisBanner, { redis, now: T0 })
+  redis.hear(redisHealth({ refused: "OOM command not allowed when used memory > 'maxmemory'.", waiting: 3 }))
+  flushSync()
+  expect(text(el.querySelector('[data-testid="redis-away"]'))).toBe(
+    "Redis at redis://127.0.0.1:6379/0 answers, and refuses what the host sends: OOM command not allowed when used memory > 'maxmemory'. 3 messages wait to be published. " +
+      'Jobs still run on this machine and nothing is lost; workers that reach the host only through Redis wait until it takes them again.',
   )
 })
 

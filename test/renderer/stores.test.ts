@@ -317,9 +317,9 @@ describe('an idle dashboard', () => {
     expect(dashboard.redis.current).toBeNull() // no frame: no Redis
     const first = calls.length
     const url = 'redis://127.0.0.1:6379/0'
-    stream.emit('redis', { url, connected: true, unanswered_ms: null, prefix: 'leasehold:', prefix_taken_by: null, waiting: 0, oldest_wait_ms: null }, '')
+    stream.emit('redis', { url, connected: true, unanswered_ms: null, prefix: 'leasehold:', prefix_taken_by: null, refused: null, waiting: 0, oldest_wait_ms: null }, '')
     expect(dashboard.redis.away).toBe(false)
-    stream.emit('redis', { url, connected: false, unanswered_ms: 2 * SECOND, prefix: 'leasehold:', prefix_taken_by: null, waiting: 3, oldest_wait_ms: 2 * SECOND }, '')
+    stream.emit('redis', { url, connected: false, unanswered_ms: 2 * SECOND, prefix: 'leasehold:', prefix_taken_by: null, refused: null, waiting: 3, oldest_wait_ms: 2 * SECOND }, '')
     expect(dashboard.redis.away).toBe(true)
     expect(dashboard.redis.current?.waiting).toBe(3)
     await vi.advanceTimersByTimeAsync(10 * SECOND)

@@ -20,6 +20,10 @@ export const RedisHealth = z
       .string()
       .nullable()
       .meta({ description: 'Another host found using this prefix (as it names itself); the host then no longer uses Redis until it is restarted. Null while the prefix is its own' }),
+    refused: z
+      .string()
+      .nullable()
+      .meta({ description: "Redis's words when it answers the host's checks with a refusal (out of memory at its maxmemory, a key of another type): it is connected and takes nothing the host sends. Null while it takes them" }),
     waiting: z.number().int().meta({ description: 'Messages committed and not yet in Redis (the outbox); they are published once it answers' }),
     oldest_wait_ms: z.number().int().nullable().meta({ description: 'How long the oldest of them has waited; null when none waits' }),
   })
