@@ -951,7 +951,7 @@ export interface components {
             prefix: string;
             /** @description Another host found using this prefix (as it names itself); the host then no longer uses Redis until it is restarted. Null while the prefix is its own */
             prefix_taken_by: string | null;
-            /** @description Redis's words when it answers the host's checks with a refusal (out of memory at its maxmemory, a key of another type): it is connected and takes nothing the host sends. Null while it takes them */
+            /** @description Redis's words when it answers the host with a refusal: connected, it takes nothing the host sends (out of memory at its maxmemory, a key of another type); not connected, it refused the connection (WRONGPASS: its user deleted or its password changed). Null while it takes what it is sent */
             refused: string | null;
             /** @description Messages committed and not yet in Redis (the outbox); they are published once it answers */
             waiting: number;

@@ -125,7 +125,7 @@ function redisLine(r: RedisHealth): string {
   if (r.prefix_taken_by !== null) return `NOT USED: ${prefixTakenMessage(r.prefix, r.url, r.prefix_taken_by)}, then restart it; jobs still run; ${waiting}${oldest}`
   if (r.connected && r.refused) return `connected to ${r.url}, and REFUSING what the host sends (${r.refused}): jobs still run; ${waiting}${oldest}, published once Redis takes them`
   if (r.connected) return `connected to ${r.url}; ${waiting}${oldest}`
-  const silence = r.unanswered_ms === null ? '' : `, no answer for ${Math.round(r.unanswered_ms / 1000)} s`
+  const silence = r.refused ? `: ${r.refused}` : r.unanswered_ms === null ? '' : `, no answer for ${Math.round(r.unanswered_ms / 1000)} s`
   return `NOT connected (${r.url}${silence}): jobs still run; ${waiting}${oldest}, published when it is back`
 }
 

@@ -207,7 +207,11 @@ export class RedisRelay {
     this.redis = new Redis(options.url, redisOptions)
     this.claim = new PrefixClaim(this.prefix, options.identity ?? processIdentity())
     this.claim.onChange(() => this.claimChanged())
-    this.redis.on('error', (error: Error) => this.limiter.line('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${error.message}; messages wait in the outbox`))
+    this.redis.on('error', (error: Error) => {
+      // Refused as it connects (its user deleted, its password changed: WRONGPASS), Redis answers, and says why.
+      if (error instanceof ReplyError) this.refusal = error.message
+      this.limiter.line('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${error.message}; messages wait in the outbox`)
+    })
     this.redis.on('ready', () => {
       // A reconnect may reach a Redis that restarted empty: its streams and groups are checked again.
       this.groupsMade.clear()

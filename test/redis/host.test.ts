@@ -126,6 +126,27 @@ describe('leasehold serve --redis', () => {
     await until(async () => (await health()).refused === null, 5000, 'taken again')
   })
 
+  test('a Redis that refuses the host as it connects (its user deleted) reads not connected, with Redis\'s words, in /api/health and leasehold status', async () => {
+    await admin.call('ACL', 'SETUSER', 'doomed', 'on', '>secret', '~*', '&*', '+@all')
+    try {
+      host = await startTestHost({ redisUrl: server.url.replace('redis://', 'redis://doomed:secret@') })
+      const health = async () => ((await (await host!.call('/api/health')).json()) as { redis: RedisHealth }).redis
+      await until(async () => (await health()).connected, 5000, 'connected')
+      await admin.call('ACL', 'DELUSER', 'doomed') // its connections close; every reconnect is refused
+      const refused = await until(async () => {
+        const h = await health()
+        return !h.connected && h.refused ? h : null
+      }, 10_000, 'the refusal seen')
+      expect(refused.refused).toMatch(/WRONGPASS/)
+      const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+      expect(status.stdout).toMatch(/^redis {5}NOT connected \(redis:\/\/doomed:\*+@127\.0\.0\.1:\d+\/0: WRONGPASS .*\): jobs still run; /m)
+    } finally {
+      await host?.dispose()
+      host = null
+      await admin.call('ACL', 'DELUSER', 'doomed')
+    }
+  })
+
   test('the event stream says what Redis is: first, when it is lost (again every 5 s with the messages waiting) and when it is back; without --redis it says nothing', async () => {
     host = await startTestHost({ redisUrl: server.url })
     await until(async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected, 5000, 'connected')
