@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, posix, win32 } from 'node:path'
-import { ConfigError } from './command-line'
+import { ConfigError, envSetting } from './command-line'
+import { TOKEN_CHARS } from './limits'
 
 /**
  * How a command finds the host: its data dir, and there the host.json a running host writes and
@@ -86,47 +87,73 @@ export function processAlive(pid: number): boolean {
 }
 
 /**
+ * Why a data dir names no host to talk to: `none` runs there (host.json is not there, or names a
+ * process that has ended); `blank`, its host.json names none (empty: a host that started on a
+ * full disk could not write it); `unsaid`, a host holds the data dir but its host.json is missing
+ * (it could not write it).
+ */
+export type NoHostReason = 'none' | 'blank' | 'unsaid'
+
+/**
  * A client command aimed at a data dir where no host runs (a running host keeps host.json
  * there) and given no host of its own: not a mistake in its flags, so it says what to start
- * rather than what is missing.
+ * rather than what is missing — or, for a host that runs but has not said where, what to give.
  */
 export class NoHostError extends Error {
   constructor(
     readonly dataDir: string,
-    /** The data dir has a host.json that names no host (empty: a host that started on a full disk could not write it). */
-    blankHostFile = false,
+    readonly reason: NoHostReason = 'none',
   ) {
     super(
-      blankHostFile
+      reason === 'blank'
         ? `the host on ${dataDir} has not said where it listens (its ${HOST_FILE} is empty: it may be starting, or its disk may be full): ` +
             'give --url and --token (its log names its URL)'
-        : `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
+        : reason === 'unsaid'
+          ? `a host holds the data dir ${dataDir} but has not said where it listens (its ${HOST_FILE} is missing: its disk may be full): ` +
+            'give --url and --token (its log names its URL)'
+          : `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
             '(or "npm start" in the repository), or give --url and --token for a host elsewhere',
     )
     this.name = 'NoHostError'
   }
 }
 
+/** The data dir a command reads: `--data-dir`, else LEASEHOLD_DATA_DIR (an empty one is unset), else the default. */
+export function dataDirOf(flags: { 'data-dir'?: string }, env: NodeJS.ProcessEnv): string {
+  return flags['data-dir'] ?? envSetting(env, 'LEASEHOLD_DATA_DIR') ?? defaultDataDir(env)
+}
+
 /**
  * The host a client command talks to: its flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the
  * host.json and token of the data dir — a host.json whose process has ended is a dead host's,
- * taken as none.
+ * taken as none. A token alone never names a host: without a URL the host is the data dir's,
+ * or there is none.
+ *
+ * A URL is taken as far as its path (a host behind a proxy under a prefix): the dashboard's link
+ * that `serve` prints, `http://127.0.0.1:7878/#token=…`, names the host, and its `#token=` is
+ * the token when no other is given (--token, LEASEHOLD_TOKEN).
  */
-export function resolveClientTarget(
-  flags: { url?: string; token?: string; 'data-dir'?: string },
-  env: NodeJS.ProcessEnv,
-): ClientTarget {
-  const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
-  const given = flags.url ?? env.LEASEHOLD_URL
-  if (given) checkUrl(flags.url !== undefined ? '--url' : 'LEASEHOLD_URL', given)
-  const found = given ? null : readHostFile(dataDir)
+export function resolveClientTarget(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): ClientTarget {
+  const dataDir = dataDirOf(flags, env)
+  const urlSource = flags.url !== undefined ? '--url' : 'LEASEHOLD_URL'
+  const given = flags.url ?? envSetting(env, 'LEASEHOLD_URL')
+  const named = given === undefined ? null : checkUrl(urlSource, given)
+  const found = named ? null : readHostFile(dataDir)
   const hostFile = found !== null && processAlive(found.pid) ? found : null
-  const url = given || (hostFile?.url ?? 'http://127.0.0.1:7878')
-  const givenToken = flags.token ?? env.LEASEHOLD_TOKEN
-  if (!given && !givenToken && hostFile === null) throw new NoHostError(dataDir, found === null && readOptional(join(dataDir, HOST_FILE)) === '')
-  const token = givenToken ?? readOptional(join(dataDir, 'token'))
+  if (named === null && hostFile === null) throw new NoHostError(dataDir, found === null && readOptional(join(dataDir, HOST_FILE)) === '' ? 'blank' : 'none')
+  const url = new URL(named ?? hostFile!.url)
+  const linked = new URLSearchParams(url.hash.slice(1)).get('token') || undefined
+  const givenTokens: [string, string | undefined][] = [
+    ['--token', flags.token],
+    ['LEASEHOLD_TOKEN', envSetting(env, 'LEASEHOLD_TOKEN')],
+    [`the #token= of ${urlSource}`, linked],
+  ]
+  const [tokenSource, token] = givenTokens.find(([, value]) => value !== undefined) ?? [join(dataDir, 'token'), readOptional(join(dataDir, 'token'))]
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
-  return { url: url.replace(/\/+$/, ''), token }
+  // A newline or a space cannot travel in an Authorization header: Node would refuse the request
+  // as ERR_INVALID_CHAR, which reads as a host that cannot be reached.
+  if (!TOKEN_CHARS.test(token)) throw new ConfigError(`${tokenSource} is not a token: a token is visible ASCII characters only (no spaces, newlines or control characters)`)
+  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token }
 }
 
 /**
@@ -134,7 +161,7 @@ export function resolveClientTarget(
  * https:, with a host. "localhost:7878" parses as a URL of the scheme "localhost:", which no
  * request can use: a usage error (exit 2), not a host that cannot be reached.
  */
-export function checkUrl(source: string, value: string): void {
+export function checkUrl(source: string, value: string): URL {
   let url: URL | null = null
   try {
     url = new URL(value)
@@ -144,4 +171,5 @@ export function checkUrl(source: string, value: string): void {
   if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
     throw new ConfigError(`${source} must be an http:// or https:// URL such as http://127.0.0.1:7878 (got "${value}")`)
   }
+  return url
 }

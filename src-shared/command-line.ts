@@ -36,8 +36,10 @@ export function joinNegativeValues(argv: readonly string[], valued: ReadonlySet<
 /** The flags every client command takes to find the host. */
 export const TARGET_FLAGS = ['url', 'token', 'data-dir'] as const
 
-export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir)
-  --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: <data-dir>/token)
+export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir);
+                       the dashboard's link serve prints will do: its #token= is the token
+  --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: the URL's #token=, else
+                       <data-dir>/token)
   --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)`
 
 /** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */
@@ -45,16 +47,22 @@ export function parseFlags<T>(argv: string[], strings: readonly string[], boolea
   return parseCommandLine<T>(argv, strings, booleans, false).values
 }
 
-/** {@link parseFlags} for a command that also takes words (`leasehold schedule pause NAME`). */
+/**
+ * {@link parseFlags} for a command that also takes words (`leasehold schedule pause NAME`).
+ * `elsewhere` names, for a flag of the command's other subcommands, where it belongs ("jobs
+ * cancel"): given here it is refused as belonging there rather than as unknown.
+ */
 export function parseCommandLine<T>(
   argv: string[],
   strings: readonly string[],
   booleans: readonly string[],
   allowPositionals = true,
+  elsewhere: Readonly<Record<string, string>> = {},
 ): { values: T; positionals: string[] } {
   const valued = new Set<string>([...TARGET_FLAGS, ...strings])
+  let parsed: ReturnType<typeof parseArgs>
   try {
-    const { values, positionals } = parseArgs({
+    parsed = parseArgs({
       args: joinNegativeValues(argv, valued),
       options: {
         ...Object.fromEntries([...TARGET_FLAGS, ...strings].map((name) => [name, { type: 'string' as const }])),
@@ -63,32 +71,56 @@ export function parseCommandLine<T>(
       strict: true,
       allowPositionals,
     })
-    return { values: values as T, positionals }
   } catch (error) {
-    throw flagError(error, [...TARGET_FLAGS, ...strings, ...booleans])
+    throw flagError(error, [...TARGET_FLAGS, ...strings, ...booleans], elsewhere)
   }
+  refuseEmptyValues(parsed.values)
+  return { values: parsed.values as T, positionals: parsed.positionals }
+}
+
+/**
+ * `--token ""` (or `--token=`) is a flag whose value was lost (an unset shell variable): said as
+ * such (exit 2), not taken as no flag, which would fall back on another token, nor sent empty.
+ */
+export function refuseEmptyValues(values: Readonly<Record<string, unknown>>): void {
+  for (const [name, value] of Object.entries(values)) if (value === '') throw new ConfigError(`--${name} needs a value`)
 }
 
 /**
  * parseArgs's refusal as one line. A parser that takes words adds to "Unknown option '--x'" a
  * hint about '--' (with an unclosed quote) that no command here needs, as none takes a word
  * starting with a dash: every command says just "Unknown option '--x'", and names the flag the
- * user most likely meant among the command's own `flags` ({@link likelyFlag}).
+ * user most likely meant among the command's own `flags` ({@link likelyFlag}), or the
+ * subcommand a flag of the command's belongs to (`elsewhere`). A flag whose value is missing
+ * (last, or followed by another flag: `--data-dir --json`) "needs a value".
  */
-export function flagError(error: unknown, flags: readonly string[] = []): ConfigError {
+export function flagError(error: unknown, flags: readonly string[] = [], elsewhere: Readonly<Record<string, string>> = {}): ConfigError {
+  const code = (error as { code?: string }).code
   const line = (error as Error).message.split('\n')[0]!.replace(/\. To specify a positional argument starting with a '-'.*$/, '')
-  const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'--([^'=]+)/.exec(line)?.[1] : undefined
+  const valueless = code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' ? /^Option '(--[^' ]+)(?: <value>)?' argument (?:missing|is ambiguous)/.exec(line)?.[1] : undefined
+  if (valueless !== undefined) return new ConfigError(`${valueless} needs a value`)
+  const unknown = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'--([^'=]+)/.exec(line)?.[1] : undefined
+  if (unknown !== undefined && elsewhere[unknown] !== undefined) return new ConfigError(`--${unknown} belongs to ${elsewhere[unknown]}`)
   const meant = unknown === undefined ? undefined : likelyFlag(unknown, flags)
   return new ConfigError(meant ? `${line} (did you mean --${meant}?)` : line)
 }
 
 /**
- * Words a user brings from the API or other schedulers for a flag that has another name here:
- * the HTTP field is `cost_units`, and "retries" or "delay" name `--max-attempts` and `--in`.
+ * An environment variable's value, or undefined when it is unset or empty: `LEASEHOLD_TOKEN=`
+ * (or a variable exported from an unset one) says nothing, and must not stand in the way of what
+ * comes after it, as an empty flag would (that one is a usage error: {@link parseCommandLine}).
+ */
+export function envSetting(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = env[name]
+  return value === undefined || value === '' ? undefined : value
+}
+
+/**
+ * Words a user brings from other schedulers for a flag that has another name here: "retries"
+ * or "delay" name `--max-attempts` and `--in`. (The API's own fields are {@link FIELD_FLAGS}.)
  */
 const FLAG_SYNONYMS: Readonly<Record<string, string>> = {
   cost: 'units',
-  'cost-units': 'units',
   attempts: 'max-attempts',
   retries: 'max-attempts',
   'max-retries': 'max-attempts',
@@ -103,7 +135,8 @@ const FLAG_SYNONYMS: Readonly<Record<string, string>> = {
  * when none is close enough to name.
  */
 export function likelyFlag(typed: string, flags: readonly string[]): string | undefined {
-  const synonym = FLAG_SYNONYMS[typed]
+  // The API's field, as written there (`--cost_units`) or with dashes (`--cost-units`, `--run-at`).
+  const synonym = FLAG_SYNONYMS[typed] ?? FIELD_FLAGS[typed.replace(/-/g, '_')]
   if (synonym !== undefined && flags.includes(synonym)) return synonym
   const begun = flags.filter((flag) => typed.length >= 3 && flag.startsWith(typed))
   if (begun.length === 1) return begun[0]
@@ -144,7 +177,11 @@ export function wholeNumber(flag: string, value: string | undefined, min: number
   return n
 }
 
-/** The fields of the API's bodies and queries that a client command's flags fill, by the flag's name where it differs. */
+/**
+ * The fields of the API's bodies and queries that a client command's flags fill, by the flag's
+ * name where it differs: read in the host's refusals, and in a flag typed as the field
+ * (`--cost_units`, `--run-at`).
+ */
 const FIELD_FLAGS: Readonly<Record<string, string>> = {
   job_type: 'type',
   cost_units: 'units',
@@ -154,6 +191,7 @@ const FIELD_FLAGS: Readonly<Record<string, string>> = {
   delay_ms: 'in',
   max_attempts: 'max-attempts',
   requested_by: 'by',
+  timezone: 'tz',
 }
 
 /**

@@ -1,4 +1,4 @@
-import { resolveClientTarget } from '../../src-shared/client-target'
+import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
 import { shortId } from '../../src-shared/short-id'
@@ -56,7 +56,7 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   const rest = sub === argv[0] ? argv.slice(1) : argv
   if (sub !== 'list' && sub !== 'resolve') throw new ConfigError(`blockers needs list or resolve (got "${sub}"); see leasehold blockers --help`)
   const { values: flags, positionals } = parseCommandLine<BlockersFlags>(rest, sub === 'list' ? ['state'] : ['note', 'by'], ['json'])
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const api = hostApi(target)
 
   if (sub === 'list') {

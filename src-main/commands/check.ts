@@ -1,8 +1,8 @@
 import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
-import { type ClientTarget, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+import { envSetting, parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { type ClientTarget, dataDirOf, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { answered, hostApi } from './http-client'
 
@@ -69,13 +69,13 @@ function databaseFile(path: string): 'here' | 'missing' {
 /** `leasehold check`: the integrity check, on demand. */
 export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseFlags<CheckFlags>(argv, [], ['quick', 'json'])
-  const dataDir = flags['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
+  const dataDir = dataDirOf(flags, env)
   const path = join(dataDir, 'leasehold.db')
   const depth = flags.quick ? 'quick' : 'full'
   let report: IntegrityReport
   if (databaseFile(path) === 'missing') {
     // A host named by its URL (--url, or LEASEHOLD_URL) checks its own file, wherever it is.
-    if (flags.url === undefined && env.LEASEHOLD_URL === undefined) {
+    if (flags.url === undefined && envSetting(env, 'LEASEHOLD_URL') === undefined) {
       console.error(`leasehold: there is no database at ${path} (give the data directory with --data-dir, or a host with --url and --token)`)
       return 1
     }

@@ -1,4 +1,4 @@
-import { resolveClientTarget } from '../../src-shared/client-target'
+import { findHost } from './host-target'
 import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
 import { ConfigError, parseCommandLine, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
@@ -88,7 +88,7 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   const { state, deadLetter, jobType } = selection(flags)
   const limit = wholeNumber('limit', flags.limit, 1, 500)
   if (flags.cursor !== undefined && flags.cursor.trim() === '') throw new ConfigError('--cursor needs the next_cursor of a page')
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const query = { state, dead_letter: deadLetter ? ('true' as const) : undefined, job_type: jobType, limit, cursor: flags.cursor }
   const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query } }))
   if (flags.json) {
@@ -148,7 +148,7 @@ async function wholeJobId(target: ClientTarget, given: string): Promise<string> 
 async function showJob(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, [], ['json'])
   if (positionals.length !== 1) throw new ConfigError(`jobs show needs one job id (got ${positionals.length})`)
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const api = hostApi(target)
   const path = { params: { path: { job_id: await wholeJobId(target, positionals[0]!) } } }
   const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', path))
@@ -227,7 +227,7 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
   const flags = parseFlags<JobsFlags>(argv, ['state', 'type', 'by'], ['json', 'dead-letter', 'dry-run'])
   const { state, deadLetter, jobType } = selection(flags)
   if (!deadLetter) throw new ConfigError('jobs retry needs a job id, or --dead-letter to retry every dead-lettered job')
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const body = { dead_letter: true, states: state && [state], job_type: jobType, dry_run: flags['dry-run'] === true, requested_by: flags.by ?? 'operator' }
   const answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
   if (flags.json) {
@@ -249,7 +249,7 @@ async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv)
   const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, action === 'cancel' ? ['reason', 'by'] : ['by'], ['json'])
   if (positionals.length !== 1) throw new ConfigError(`jobs ${action} needs one job id (got ${positionals.length})`)
   const requested_by = flags.by ?? 'operator'
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const jobId = await wholeJobId(target, positionals[0]!)
   const api = hostApi(target)
   const path = { params: { path: { job_id: jobId } } }

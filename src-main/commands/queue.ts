@@ -1,4 +1,4 @@
-import { resolveClientTarget } from '../../src-shared/client-target'
+import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
@@ -47,7 +47,7 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   }
   const { values: flags, positionals } = parseCommandLine<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'])
   const name = queueName(sub, positionals)
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
 
   if (sub === 'list') {
     const answer = await answered(target, hostApi(target).GET('/api/queues'))

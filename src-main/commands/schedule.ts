@@ -1,4 +1,5 @@
-import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
+import type { ClientTarget } from '../../src-shared/client-target'
+import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
 import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
@@ -100,7 +101,7 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
     if (given.length > 0) throw new ConfigError(`--${given[0]} belongs to schedule add`)
   }
   const body = action === 'add' ? buildSchedule(name!, flags) : undefined
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   return run(action as Action, name ?? '', body, target, flags.json === true)
 }
 

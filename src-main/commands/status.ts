@@ -1,7 +1,7 @@
 import type { StorageAnswer } from '../http/system'
 import type { RedisHealth } from '../http/views/system'
 import { prefixTakenMessage } from '../../src-shared/redis-streams'
-import { resolveClientTarget } from '../../src-shared/client-target'
+import { findHost } from './host-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
 import { blockerTable } from './blockers'
@@ -50,7 +50,7 @@ interface StatusFlags {
 /** `leasehold status`: capacity, active leases, workers and open blockers. */
 export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const flags = parseFlags<StatusFlags>(argv, [], ['json'])
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const api = hostApi(target)
   const [health, capacity, snapshot, workers, blockers, storage] = await Promise.all([
     answered(target, api.GET('/api/health')),

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { isDeepStrictEqual } from 'node:util'
 import type { components, paths } from '../../src-shared/api-types'
-import { type ClientTarget, resolveClientTarget } from '../../src-shared/client-target'
+import type { ClientTarget } from '../../src-shared/client-target'
+import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
@@ -223,7 +224,7 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     if (flags.payload !== undefined) throw new ConfigError('--each and --payload: each line of --each is its job\'s payload')
     if (flags.key !== undefined) throw new ConfigError('--each and --key: an idempotency key names one job')
     const lines = readEachLines(flags.each)
-    const target = resolveClientTarget(flags, env)
+    const target = await findHost(flags, env)
     if (!flags.wait) return (await submitEach(target, body, lines, flags.json ? 'job' : 'id')).code
     // The stream is open before the first job goes, so that no job's end can come before it.
     const { followJobs, ProgressLine } = await import('./wait')
@@ -236,7 +237,7 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
       follower.close()
     }
   }
-  const target = resolveClientTarget(flags, env)
+  const target = await findHost(flags, env)
   const { job, repeat } = await submitOne(target, body)
   // A repeat of a key says so in its JSON; the rest of the answer is the one a fresh submit prints.
   const marked = <T extends object>(answer: T) => (repeat ? { ...answer, already_submitted: true } : answer)

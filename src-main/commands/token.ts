@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ConfigError, flagError } from '../../src-shared/command-line'
-import { defaultDataDir } from '../../src-shared/client-target'
+import { ConfigError, envSetting, flagError, refuseEmptyValues } from '../../src-shared/command-line'
+import { dataDirOf, defaultDataDir } from '../../src-shared/client-target'
 import type { TokenScope } from '../data-dir/worker-tokens'
 
 export const TOKEN_HELP = `Usage: leasehold token create --scope worker | list | revoke ID [--data-dir PATH]
@@ -32,6 +32,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
     throw flagError(error, Object.keys(TOKEN_OPTIONS))
   }
   const { values, positionals } = parsed
+  refuseEmptyValues(values)
   // The token file's code (and zod, which reads the file) loads for this command only: the other client commands start faster without it.
   const { createScopedToken, listScopedTokens, revokeScopedToken, TOKEN_SCOPES } = await import('../data-dir/worker-tokens')
   // What was asked is checked before the data dir is looked for: a usage error is said as one.
@@ -40,7 +41,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   if (!asked) throw new ConfigError('usage: leasehold token create --scope worker | list | revoke ID')
   const scope = values.scope
   if (action === 'create' && !TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
-  const dataDir = values['data-dir'] ?? env.LEASEHOLD_DATA_DIR ?? defaultDataDir(env)
+  const dataDir = dataDirOf(values, env)
   if (!existsSync(dataDir)) throw new ConfigError(`there is no data directory at ${dataDir} (give it with --data-dir)`)
   if (action === 'create') {
     const { id, token } = createScopedToken(dataDir, scope as TokenScope)

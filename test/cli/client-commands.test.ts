@@ -827,7 +827,7 @@ describe('leasehold blockers', async () => {
     [['resolve'], 'blockers resolve needs a blocker id and an action'],
     [['resolve', 'b-1', 'skip'], 'the action must be retry, force_release or cancel (got "skip")'],
     [['list', '--state', 'closed'], '--state must be open, resolved or all (got "closed")'],
-    [['resolve', 'b-1', 'retry', '--by', ''], '--by needs a name (leave it out to answer as operator)'],
+    [['resolve', 'b-1', 'retry', '--by', ' '], '--by needs a name (leave it out to answer as operator)'],
     [['forget'], 'blockers needs list or resolve (got "forget")'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
     const result = await cli(['blockers', ...args])
@@ -885,6 +885,48 @@ describe('finding the host', async () => {
     const blank = runCli(['status', '--data-dir', empty], CLEAN_ENV)
     expect(blank.status).toBe(1)
     expect(lines(blank.stderr)).toEqual([`leasehold: the host on ${empty} has not said where it listens (its host.json is empty: it may be starting, or its disk may be full): give --url and --token (its log names its URL)`])
+  })
+
+  test('a token without a URL names no host: a data dir where none runs says so as it does without a token', async () => {
+    const empty = tempDir()
+    dirs.push(empty)
+    const result = runCli(['status', '--data-dir', empty, '--token', '0123456789abcdef0123'], CLEAN_ENV)
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(`leasehold: no host is running on ${empty}: start one`)])
+  })
+
+  test('a host that holds the data dir but whose host.json is missing is said so, asking for --url and --token', async () => {
+    const hostFile = join(host.dataDir, 'host.json')
+    const kept = readFileSync(hostFile)
+    rmSync(hostFile)
+    try {
+      for (const args of [['status'], ['status', '--token', host.token]]) {
+        const result = await cli(args)
+        expect(result.status).toBe(1)
+        expect(lines(result.stderr)).toEqual([
+          `leasehold: a host holds the data dir ${host.dataDir} but has not said where it listens (its host.json is missing: its disk may be full): give --url and --token (its log names its URL)`,
+        ])
+      }
+    } finally {
+      writeFileSync(hostFile, kept)
+    }
+  })
+
+  test("the dashboard's link names the host: its origin (and path) is the URL, its #token= the token when none is given", async () => {
+    const empty = tempDir()
+    dirs.push(empty)
+    const link = `${host.url}/#token=${host.token}`
+    const status = await runAsync(['status', '--json', '--url', link, '--data-dir', empty])
+    expect(status.stderr).toBe('')
+    expect(JSON.parse(status.stdout).url).toBe(host.url)
+    const submitted = await runAsync(['submit', '--type', 'linked', '--url', `${host.url}/?from=dashboard#token=${host.token}`, '--data-dir', empty])
+    expect(submitted.stderr).toBe('')
+    expect(host.engine.getJob(submitted.stdout.trim())?.job_type).toBe('linked')
+    host.engine.cancel(submitted.stdout.trim())
+    // A token given otherwise wins over the link's.
+    const other = await runAsync(['status', '--url', `${host.url}/#token=${host.token}`, '--token', 'not-the-hosts-token', '--data-dir', empty])
+    expect(other.status).toBe(1)
+    expect(other.stderr).toContain('unauthorized')
   })
 
   test('a host named by --url with no token anywhere is one line and exit 2', async () => {

@@ -56,7 +56,7 @@ const freePort = () =>
 
 describe('a usage mistake is one line and exit 2', () => {
   test.each([
-    ['a count that is empty', ['jobs', '--limit', ''], '--limit must be a whole number from 1 to 500 (got "")'],
+    ['a count that is empty', ['jobs', '--limit', ''], '--limit needs a value'],
     ['a count in hexadecimal', ['jobs', '--limit', '0x5'], '--limit must be a whole number from 1 to 500 (got "0x5")'],
     ['a count in exponent form', ['submit', '--type', 't', '--units', '1e1'], '--units must be a whole number'],
     ['a state no listed job has', ['jobs', '--state', 'LEASED'], '--state LEASED finds nothing: a LEASED job is listed as RUNNING (use --state RUNNING)'],
@@ -69,12 +69,17 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a line of --each the host could not store as sent', ['submit', '--type', 't', '--each', EACH_WITH_LONE_SURROGATE], `--each ${EACH_WITH_LONE_SURROGATE} line 3: payload.a: must be well-formed Unicode`],
     ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
     ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
-    ['a value only the host refuses, named by its flag', ['submit', '--type', 't', '--key', ''], '--key: Too small: expected string to have >=1 characters'],
-    ['a value only the host refuses, its field the flag\'s name', ['submit', '--type', 't', '--queue', ''], 'queue: Too small: expected string to have >=1 characters'],
+    ['a value only the host refuses, named by its flag', ['submit', '--type', 't', '--key', 'k'.repeat(201)], '--key: Too big: expected string to have <=200 characters'],
+    ['a value only the host refuses, its field the flag\'s name', ['submit', '--type', 't', '--queue', 'q'.repeat(201)], 'queue: Too big: expected string to have <=200 characters'],
     ['a cursor the host never gave out', ['jobs', '--cursor', 'garbage'], 'cursor: not a cursor this server gave out'],
     ['a wait timeout with nothing to wait for', ['submit', '--type', 't', '--wait-timeout', '5s'], '--wait-timeout goes with --wait (how long to wait for the job)'],
     ['a wait timeout that is not a duration', ['submit', '--type', 't', '--wait', '--wait-timeout', '5'], '--wait-timeout must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "5")'],
     ['a flag named as the API names it', ['submit', '--type', 't', '--cost', '3'], "Unknown option '--cost' (did you mean --units?)"],
+    ['a flag named as the API field, written as there', ['submit', '--type', 't', '--cost_units', '3'], "Unknown option '--cost_units' (did you mean --units?)"],
+    ['a flag named as the API field, with dashes', ['submit', '--type', 't', '--run-at', '2026-01-01T00:00:00Z'], "Unknown option '--run-at' (did you mean --at?)"],
+    ['the job type named as the API names it', ['submit', '--type', 't', '--job-type', 't'], "Unknown option '--job-type' (did you mean --type?)"],
+    ['an idempotency key named as the API names it', ['submit', '--type', 't', '--client-request-id', 'k'], "Unknown option '--client-request-id' (did you mean --key?)"],
+    ['a schedule’s time zone named as the API names it', ['schedule', 'add', 'n', '--cron', '* * * * *', '--type', 't', '--timezone', 'UTC'], "Unknown option '--timezone' (did you mean --tz?)"],
     ['a misspelt flag', ['submit', '--type', 't', '--priorty', '3'], "Unknown option '--priorty' (did you mean --priority?)"],
     ['the start of one flag', ['jobs', '--lim', '3'], "Unknown option '--lim' (did you mean --limit?)"],
     ['a typo between two flags', ['submit', '--type', 't', '--ky', 'k'], "Unknown option '--ky' (did you mean --key?)"],
@@ -104,6 +109,40 @@ describe('a usage mistake is one line and exit 2', () => {
     expect(lines(result.stderr)).toEqual([`leasehold: ${message}`])
   })
 
+  test.each([
+    ['the token', ['status', '--token', '']],
+    ['the token, written with =', ['status', '--token=']],
+    ['the URL', ['status', '--url', '']],
+    ['the data dir of a client command', ['status', '--data-dir', '']],
+    ['the data dir of check', ['check', '--data-dir', '']],
+    ['the data dir of token', ['token', 'list', '--data-dir', '']],
+    ['the URL of a worker', ['worker', '--url', '']],
+  ])('an empty flag value is a usage error naming the flag, not taken as no flag: %s', async (_what, args) => {
+    const flag = /--[a-z-]+/.exec(args.find((arg) => arg.startsWith('--'))!)![0]
+    const result = await run(args, { LEASEHOLD_DATA_DIR: host.dataDir })
+    expect(result.status, result.stderr).toBe(2)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${flag} needs a value`])
+  })
+
+  test('a flag missing its value, followed by another flag, needs a value (not "ambiguous")', async () => {
+    const cases: [string[], string][] = [
+      [['status', '--data-dir', '--json'], '--data-dir'],
+      [['status', '--json', '--data-dir'], '--data-dir'],
+      [['jobs', '--state', '--json'], '--state'],
+    ]
+    for (const [args, flag] of cases) {
+      const result = await run(args)
+      expect(result.status, result.stderr).toBe(2)
+      expect(lines(result.stderr)).toEqual([`leasehold: ${flag} needs a value`])
+    }
+  })
+
+  test('a token with a character an Authorization header cannot carry is refused as not a token, exit 2', async () => {
+    const result = await run(['status', '--url', host.url, '--token', `${host.token}\n`])
+    expect(result.status, result.stderr).toBe(2)
+    expect(lines(result.stderr)).toEqual(['leasehold: --token is not a token: a token is visible ASCII characters only (no spaces, newlines or control characters)'])
+  })
+
   test('a bad LEASEHOLD_URL is named as the variable, not as --url', async () => {
     const result = await run(['status'], { LEASEHOLD_URL: 'localhost:7878', LEASEHOLD_TOKEN: 'x' })
     expect(result.status).toBe(2)
@@ -119,6 +158,25 @@ describe('a usage mistake is one line and exit 2', () => {
 
   test('the command refuses a delay exactly where the host would', () => {
     expect(COMMAND_MAX_DELAY_MS).toBe(MAX_DELAY_MS)
+  })
+})
+
+describe('an empty environment variable counts as unset', () => {
+  test('LEASEHOLD_TOKEN= leaves the data dir\'s token file to be read', async () => {
+    const result = await run(['status', '--json', '--data-dir', host.dataDir], { LEASEHOLD_TOKEN: '' })
+    expect(result.status, result.stderr).toBe(0)
+  })
+
+  test('LEASEHOLD_URL= leaves the data dir\'s host.json to be read', async () => {
+    const result = await run(['status', '--json', '--data-dir', host.dataDir], { LEASEHOLD_URL: '' })
+    expect(result.status, result.stderr).toBe(0)
+  })
+
+  test('LEASEHOLD_DATA_DIR= is the default data dir, not a data dir named ""', async () => {
+    const config = tempDir()
+    const result = await run(['status'], { LEASEHOLD_DATA_DIR: '', XDG_CONFIG_HOME: config })
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(`no host is running on ${join(config, 'leasehold')}:`)])
   })
 })
 

@@ -1,0 +1,40 @@
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { type ClientTarget, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+
+/**
+ * The host a client command of the host's talks to ({@link resolveClientTarget}). Where the data
+ * dir names none, a host may hold it all the same, its host.json missing (a start on a full
+ * disk): that is said, with what to give, rather than "no host is running", which would send the
+ * user to start a second one.
+ */
+export async function findHost(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): Promise<ClientTarget> {
+  try {
+    return resolveClientTarget(flags, env)
+  } catch (error) {
+    if (error instanceof NoHostError && error.reason === 'none' && (await heldByHost(error.dataDir))) throw new NoHostError(error.dataDir, 'unsaid')
+    throw error
+  }
+}
+
+/**
+ * Whether a running host holds the data dir's database, told as `leasehold check` tells it: the
+ * host keeps the file locked for as long as it has it open, so a read-only connection's first
+ * read is refused with SQLITE_BUSY at once (timeout 0). SQLite is loaded on this path only: a
+ * client command that finds its host loads none.
+ */
+export async function heldByHost(dataDir: string): Promise<boolean> {
+  const path = join(dataDir, 'leasehold.db')
+  if (!existsSync(path)) return false
+  const [{ default: BetterSqlite3 }, { connectionName }] = await Promise.all([import('better-sqlite3'), import('../db/connection')])
+  let db: InstanceType<typeof BetterSqlite3> | undefined
+  try {
+    db = new BetterSqlite3(connectionName(path), { readonly: true, fileMustExist: true, timeout: 0 })
+    db.pragma('schema_version')
+    return false
+  } catch (error) {
+    return (error as { code?: string }).code === 'SQLITE_BUSY'
+  } finally {
+    db?.close()
+  }
+}
