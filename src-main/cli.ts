@@ -35,7 +35,8 @@ Flags:
 
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
 jobs, queue, blockers, schedule, status, check) find the host through --url/--token,
-LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine.
+LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine, and
+wait 30 s for each answer (LEASEHOLD_TIMEOUT_S).
 
 Exit status: 0 done, 1 failed (the host refused or could not be reached), 2 a usage error (a bad
 command, flag or value, the host's refusal of a value as invalid too; 'leasehold' alone prints

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, posix, win32 } from 'node:path'
-import { ConfigError, envSetting } from './command-line'
+import { ConfigError, envSetting, wholeNumberOf } from './command-line'
 import { TOKEN_CHARS } from './limits'
 
 /**
@@ -26,7 +26,20 @@ export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, platform = 
 export interface ClientTarget {
   url: string
   token: string
+  /** How long to wait for each answer of the host (LEASEHOLD_TIMEOUT_S) [{@link DEFAULT_ANSWER_TIMEOUT_S}]. */
+  timeoutMs?: number
 }
+
+/**
+ * How long a client command waits for each answer of its host, in seconds, unless
+ * LEASEHOLD_TIMEOUT_S says otherwise: a host stopped with SIGSTOP, or a port that accepts and
+ * never answers, would otherwise hold the command forever. Longer than any answer a working host
+ * takes (an integrity check of a large file takes seconds).
+ */
+export const DEFAULT_ANSWER_TIMEOUT_S = 30
+
+/** The time a client command waits for each answer of `target`. */
+export const answerTimeoutMs = (target: ClientTarget): number => target.timeoutMs ?? DEFAULT_ANSWER_TIMEOUT_S * 1000
 
 /** Written by a running host so that local commands find it; removed when it stops. */
 export const HOST_FILE = 'host.json'
@@ -135,6 +148,7 @@ export function dataDirOf(flags: { 'data-dir'?: string }, env: NodeJS.ProcessEnv
  */
 export function resolveClientTarget(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): ClientTarget {
   const dataDir = dataDirOf(flags, env)
+  const timeoutS = wholeNumberOf('LEASEHOLD_TIMEOUT_S', envSetting(env, 'LEASEHOLD_TIMEOUT_S'), 1, 3600) ?? DEFAULT_ANSWER_TIMEOUT_S
   const urlSource = flags.url !== undefined ? '--url' : 'LEASEHOLD_URL'
   const given = flags.url ?? envSetting(env, 'LEASEHOLD_URL')
   const named = given === undefined ? null : checkUrl(urlSource, given)
@@ -153,7 +167,7 @@ export function resolveClientTarget(flags: { url?: string; token?: string; 'data
   // A newline or a space cannot travel in an Authorization header: Node would refuse the request
   // as ERR_INVALID_CHAR, which reads as a host that cannot be reached.
   if (!TOKEN_CHARS.test(token)) throw new ConfigError(`${tokenSource} is not a token: a token is visible ASCII characters only (no spaces, newlines or control characters)`)
-  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token }
+  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, timeoutMs: timeoutS * 1000 }
 }
 
 /**

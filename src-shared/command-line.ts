@@ -42,6 +42,12 @@ export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; 
                        <data-dir>/token)
   --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)`
 
+/** {@link TARGET_HELP} for the commands that wait for each answer of the host (all but worker). */
+export const CLIENT_TARGET_HELP = `${TARGET_HELP}
+  env LEASEHOLD_TIMEOUT_S
+                       how long to wait for each answer of the host, 1 to 3600 seconds [30];
+                       then one line names the host that did not answer, exit 1`
+
 /** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */
 export function parseFlags<T>(argv: string[], strings: readonly string[], booleans: readonly string[] = []): T {
   return parseCommandLine<T>(argv, strings, booleans, false).values
@@ -169,10 +175,15 @@ export const isPlainWholeNumber = (value: string): boolean => /^-?\d+$/.test(val
 
 /** A flag's whole number from `min` to `max`, or undefined when it was not given; anything else is a ConfigError. */
 export function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+  return wholeNumberOf(`--${flag}`, value, min, max)
+}
+
+/** {@link wholeNumber} of a flag or an environment variable, named as `source`. */
+export function wholeNumberOf(source: string, value: string | undefined, min: number, max: number): number | undefined {
   if (value === undefined) return undefined
   const n = Number(value)
   if (!isPlainWholeNumber(value) || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ConfigError(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`)
+    throw new ConfigError(`${source} must be a whole number from ${min} to ${max} (got "${value}")`)
   }
   return n
 }

@@ -27,6 +27,32 @@ export class NotJsonAnswer extends Error {
 }
 
 /**
+ * A request the host did not answer in time: one that a stopped host (SIGSTOP), or a port that
+ * accepts connections and never answers, would otherwise leave waiting forever.
+ */
+export class NoAnswerError extends Error {
+  readonly code = 'LEASEHOLD_NO_ANSWER'
+  constructor(readonly timeoutMs: number) {
+    super(`no answer within ${timeoutMs / 1000} s`)
+    this.name = 'NoAnswerError'
+  }
+}
+
+/**
+ * A timer that ends a wait for an answer after `timeoutMs` (none when undefined): its signal,
+ * joined to the caller's, and what a request it cut short rejects with. The timer holds no
+ * process alive; the socket it waits on does.
+ */
+function answerDeadline(timeoutMs: number | undefined, signal: AbortSignal | undefined): { signal: AbortSignal | undefined; failure(error: unknown): unknown } {
+  if (timeoutMs === undefined) return { signal, failure: (error) => error }
+  const deadline = AbortSignal.timeout(timeoutMs)
+  return {
+    signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
+    failure: (error) => (deadline.aborted && !signal?.aborted ? new NoAnswerError(timeoutMs) : error),
+  }
+}
+
+/**
  * How long an idle keep-alive connection is kept when the host names no shorter time. An agent
  * with a `timeout` is what makes Node honour the host's `Keep-Alive: timeout=N` hint (it then
  * closes an idle socket a second before the host would); without one the hint is ignored, and
@@ -72,6 +98,8 @@ export interface JsonRequest {
    * already made).
    */
   idempotent?: boolean
+  /** How long to wait for the whole answer (resends included); then the request fails with {@link NoAnswerError}. */
+  timeoutMs?: number
 }
 
 /**
@@ -88,7 +116,10 @@ export function requestJson(url: string | URL, options: JsonRequest): Promise<Js
   const data = options.body === undefined ? undefined : JSON.stringify(options.body)
   const headers: http.OutgoingHttpHeaders = { ...options.headers, authorization: `Bearer ${options.token}` }
   if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
-  return send(url, options, headers, data, mayResend(options) ? 'may-resend' : 'once')
+  const deadline = answerDeadline(options.timeoutMs, options.signal)
+  return send(url, { ...options, signal: deadline.signal }, headers, data, mayResend(options) ? 'may-resend' : 'once').catch((error: unknown) => {
+    throw deadline.failure(error)
+  })
 }
 
 /**
@@ -171,15 +202,19 @@ export interface StreamAnswer {
 /**
  * A GET with the bearer token whose answer is handed over as soon as its head has come, the body
  * still coming. On a connection of its own: a stream may stay silent longer than a keep-alive
- * connection idles. Rejects if the request fails before the answer's head (the host unreachable).
+ * connection idles. Rejects if the request fails before the answer's head (the host unreachable),
+ * or (NoAnswerError) if the head has not come within `timeoutMs`: the body, once it comes, is
+ * waited on as long as the caller likes.
  */
-export function openStream(url: URL, options: { token: string; headers?: Record<string, string>; signal?: AbortSignal }): Promise<StreamAnswer> {
+export function openStream(url: URL, options: { token: string; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number }): Promise<StreamAnswer> {
   const protocol = url.protocol === 'https:' ? httpsProtocol() : PLAIN
   return Promise.resolve(protocol).then(
     ({ request }) =>
       new Promise<StreamAnswer>((resolve, reject) => {
         const headers = { ...options.headers, authorization: `Bearer ${options.token}` }
+        const headTimer = options.timeoutMs === undefined ? undefined : setTimeout(() => sent.destroy(new NoAnswerError(options.timeoutMs!)), options.timeoutMs).unref()
         const sent = request(url, { method: 'GET', agent: false, headers, signal: options.signal }, (response) => {
+          clearTimeout(headTimer)
           const status = response.statusCode ?? 0
           // The body is read one way only: as a web stream, or as text (made when first asked for).
           let body: ReadableStream<Uint8Array> | undefined
@@ -200,7 +235,10 @@ export function openStream(url: URL, options: { token: string; headers?: Record<
             },
           })
         })
-        sent.on('error', reject)
+        sent.on('error', (error) => {
+          clearTimeout(headTimer)
+          reject(error)
+        })
         sent.end()
       }),
   )

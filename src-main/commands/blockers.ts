@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
-import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { shortId } from '../../src-shared/short-id'
 import { heldByItsJob, holderName } from '../../src-shared/file-owner'
 import { answered, hostApi, table } from './http-client'
@@ -31,7 +31,7 @@ Flags:
   --note TEXT                why, recorded with the answer (resolve)
   --by NAME                  who answers, recorded with it (resolve; default operator)
   --json                     print the host's answer as JSON
-${TARGET_HELP}
+${CLIENT_TARGET_HELP}
   -h, --help`
 
 interface BlockersFlags {

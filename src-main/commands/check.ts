@@ -1,7 +1,7 @@
 import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { envSetting, parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { type ClientTarget, dataDirOf, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { answered, hostApi } from './http-client'
@@ -32,7 +32,7 @@ do) or cannot be read at all, 2 on a bad flag.
 Flags:
   --quick              SQLite's quick_check: pages and rows, indexes not matched against their tables (about half the time)
   --json               print {path, ok, problems, ms} as JSON
-${TARGET_HELP.replace('where to find a local host\'s URL and token', `the data directory (default ${defaultDataDir()})`)}
+${CLIENT_TARGET_HELP.replace('where to find a local host\'s URL and token', `the data directory (default ${defaultDataDir()})`)}
   -h, --help`
 
 /** The check run by the host that holds the file, found as every client command finds its host. */

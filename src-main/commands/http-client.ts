@@ -1,7 +1,7 @@
 import { type Client, createFinalURL, createQuerySerializer, defaultPathSerializer, type ClientPathsWithMethod, type FetchResponse, type MaybeOptionalInit } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
-import type { ClientTarget } from '../../src-shared/client-target'
-import { NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
+import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
+import { NoAnswerError, NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
 
 /** Shared by the host's client commands (submit, jobs, status, …): the typed client of the host and its one-line errors; their flags follow src-shared/command-line.ts. */
 
@@ -26,6 +26,7 @@ const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim()
  * own cause; a failed node:http request is it.
  */
 export function unreachable(url: string, error: unknown): Error {
+  if (error instanceof NoAnswerError) return new Error(`the host at ${url} did not answer within ${error.timeoutMs / 1000} s (LEASEHOLD_TIMEOUT_S sets how long to wait)`, { cause: error })
   if ((error as Error).name === 'AbortError') return error as Error
   const cause = ((error as { cause?: unknown }).cause ?? error) as { code?: string; message?: string }
   const why = cause.code ?? cause.message ?? String(error)
@@ -101,7 +102,7 @@ export function hostApi(target: ClientTarget): HostApi {
       const headers: Record<string, string> = { accept: 'application/json' }
       for (const [name, value] of Object.entries(init.headers ?? {})) if (value !== undefined && value !== null) headers[name] = String(value)
       try {
-        const { status, statusText, body } = await requestJson(url, { method, token: target.token, body: init.body, headers })
+        const { status, statusText, body } = await requestJson(url, { method, token: target.token, body: init.body, headers, timeoutMs: answerTimeoutMs(target) })
         const response = { ok: status >= 200 && status < 300, status, statusText }
         return response.ok ? { data: body, response } : { error: body, response }
       } catch (error) {

@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
-import { ConfigError, parseCommandLine, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, parseFlags, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi, printable, table } from './http-client'
 import { describeError, errorLine, type JobAnswer } from './job-end'
@@ -53,7 +53,7 @@ Flags:
                        attempts}; cancel, retry, run-now: the job as the host answers it)
   --reason TEXT        why (cancel): in its event, and the note of a job canceled at once
   --by NAME            who asks, recorded in the job's event [operator]
-${TARGET_HELP}
+${CLIENT_TARGET_HELP}
   -h, --help`
 
 interface JobsFlags {

@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
-import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
 import { answered, hostApi, table } from './http-client'
 
@@ -23,7 +23,7 @@ Commands:
 Flags:
   --by NAME            who asks, recorded in the queue's event (pause, resume)
   --json               print the host's answer as JSON
-${TARGET_HELP}
+${CLIENT_TARGET_HELP}
   -h, --help`
 
 interface QueueFlags {

@@ -2,7 +2,7 @@ import type { ClientTarget } from '../../src-shared/client-target'
 import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
-import { ConfigError, parseCommandLine, TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { answered, HostError, hostApi, table } from './http-client'
 import { buildSubmit, type SubmitFlags } from './submit'
 
@@ -32,7 +32,7 @@ Flags of add:
                        as for leasehold submit
 Flags:
   --json               print the host's answer as JSON
-${TARGET_HELP}
+${CLIENT_TARGET_HELP}
   -h, --help
 
 Exit 2 on bad input, a flag or a cron expression or time zone the host refuses (the reason is

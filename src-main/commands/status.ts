@@ -3,7 +3,7 @@ import type { RedisHealth } from '../http/views/system'
 import { prefixTakenMessage } from '../../src-shared/redis-streams'
 import { findHost } from './host-target'
 import { shortId } from '../../src-shared/short-id'
-import { parseFlags, TARGET_HELP } from '../../src-shared/command-line'
+import { parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { blockerTable } from './blockers'
 import { answered, hostApi, table } from './http-client'
 
@@ -37,7 +37,7 @@ Flags:
                        (url is the address of the host that answered, the table's host line;
                        storage.mode is read_write or read_only, storage.reason why,
                        storage.read_only.detail what to do)
-${TARGET_HELP}
+${CLIENT_TARGET_HELP}
   -h, --help`
 
 interface StatusFlags {

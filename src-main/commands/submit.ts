@@ -5,7 +5,7 @@ import type { ClientTarget } from '../../src-shared/client-target'
 import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
-import { ConfigError, parseFlags, TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseFlags, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi, printable } from './http-client'
 import type { EachJob } from './wait'
 
@@ -43,7 +43,8 @@ Flags:
                        job is reported and waited on: an operator may requeue it. If the
                        connection to the host is lost, a line says so at once and the wait goes
                        on, reconnecting, for up to 60 s (then exit 1); another line when it is
-                       back. With --each:
+                       back. A job that runs long is waited on as long as it runs (or
+                       --wait-timeout says): LEASEHOLD_TIMEOUT_S bounds each answer only. With --each:
                        follows every job submitted, on one line counting the jobs ended by
                        state; then one line per job that is not DONE, naming its input line
                        and why; exit 0 if all are DONE
@@ -66,7 +67,7 @@ Flags:
                        --payload. A job the
                        host refuses is one line on stderr naming its input line, the others are
                        submitted, and the exit is 1. Not with --payload or --key
-${TARGET_HELP}
+${CLIENT_TARGET_HELP}
   -h, --help
 
 A reader that closes the output (… | head -1) ends the command at once, quietly, with exit

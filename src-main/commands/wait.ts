@@ -1,6 +1,6 @@
 import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import type { components } from '../../src-shared/api-types'
-import type { ClientTarget } from '../../src-shared/client-target'
+import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
 import { openStream } from '../../src-shared/http-json'
 import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 import { describeError, type JobAnswer } from './job-end'
@@ -129,7 +129,7 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
   let connectError: unknown = null
   const fetchWithToken: FetchLike = async (url, init) => {
     try {
-      const answer = await openStream(new URL(url), { token: target.token, headers: init.headers, signal: init.signal })
+      const answer = await openStream(new URL(url), { token: target.token, headers: init.headers, signal: init.signal, timeoutMs: answerTimeoutMs(target) })
       if (!answer.ok) refusal = hostError(answer.status, answer.statusText, jsonOrText(await answer.text()))
       return answer
     } catch (error) {
@@ -161,7 +161,8 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
   }
   const open = () => {
     // A stream opened again after the host refused it resumes where the last one stopped.
-    const url = new URL('/api/events/stream', target.url)
+    // Under the URL's path: a host behind a proxy under a prefix.
+    const url = new URL(`${target.url}/api/events/stream`)
     if (lastEventId !== null) url.searchParams.set('last_event_id', lastEventId)
     const stream = (source = new EventLogSource(url, { fetch: fetchWithToken }))
     stream.onopen = () => {

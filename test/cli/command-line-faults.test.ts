@@ -327,6 +327,64 @@ describe('a data dir the user may not read', () => {
   })
 })
 
+describe('a host that does not answer', () => {
+  /** A port that accepts connections and never answers, as a host stopped with SIGSTOP does. */
+  async function silentPort(): Promise<{ url: string; close(): void }> {
+    const sockets = new Set<import('node:net').Socket>()
+    const server = createServer((socket) => sockets.add(socket))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const close = () => {
+      for (const socket of sockets) socket.destroy()
+      server.close()
+    }
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close }
+  }
+
+  test.each([
+    ['status', ['status']],
+    ['submit', ['submit', '--type', 't']],
+    ['jobs show', ['jobs', 'show', '01a24afb-3796-8000-8000-0000018ea6f8']],
+  ])('%s waits LEASEHOLD_TIMEOUT_S for an answer, then says which host did not answer: one line, exit 1', async (_what, args) => {
+    const silent = await silentPort()
+    try {
+      const result = await run([...args, '--url', silent.url, '--token', host.token], { LEASEHOLD_TIMEOUT_S: '1' })
+      expect(result.status, result.stderr).toBe(1)
+      expect(lines(result.stderr)).toEqual([`leasehold: the host at ${silent.url} did not answer within 1 s (LEASEHOLD_TIMEOUT_S sets how long to wait)`])
+    } finally {
+      silent.close()
+    }
+  })
+
+  test('a LEASEHOLD_TIMEOUT_S that is not a whole number of seconds is a usage error', async () => {
+    const result = await run(['status', '--url', host.url, '--token', host.token], { LEASEHOLD_TIMEOUT_S: '1.5' })
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual(['leasehold: LEASEHOLD_TIMEOUT_S must be a whole number from 1 to 3600 (got "1.5")'])
+  })
+
+  test('submit --wait follows a silent event stream for as long as --wait-timeout says: only each answer is bounded', async () => {
+    const job = { job_id: 'job-on-a-quiet-host', job_type: 't', state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null, waiting_until: null }
+    const server = createHttpServer((req, res) => {
+      if (req.url?.startsWith('/api/events/stream')) {
+        // The head, then nothing: the job runs long.
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.flushHeaders()
+        return
+      }
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify(req.method === 'POST' ? { job } : { job, result: null }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const result = await run(['submit', '--type', 't', '--wait', '--wait-timeout', '3s', '--url', url, '--token', host.token], { LEASEHOLD_TIMEOUT_S: '1' })
+      expect(result.status, result.stderr).toBe(124)
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
+  })
+})
+
 describe('submit --wait when the host goes away', () => {
   test('says at once that the connection was lost, instead of nothing until it gives up', async () => {
     const jobId = 'job-of-a-host-that-stops'
