@@ -189,9 +189,9 @@ export function wholeNumberOf(source: string, value: string | undefined, min: nu
 }
 
 /**
- * The fields of the API's bodies and queries that a client command's flags fill, by the flag's
- * name where it differs: read in the host's refusals, and in a flag typed as the field
- * (`--cost_units`, `--run-at`).
+ * The fields of the API's bodies and queries that a client command's flags fill, by the flag
+ * that fills each: read in the host's refusals, and (where the names differ) in a flag typed as
+ * the field (`--cost_units`, `--run-at`).
  */
 const FIELD_FLAGS: Readonly<Record<string, string>> = {
   job_type: 'type',
@@ -203,18 +203,32 @@ const FIELD_FLAGS: Readonly<Record<string, string>> = {
   max_attempts: 'max-attempts',
   requested_by: 'by',
   timezone: 'tz',
+  queue: 'queue',
+  priority: 'priority',
+  cron: 'cron',
+  overlap: 'overlap',
+  cursor: 'cursor',
+  limit: 'limit',
+  state: 'state',
+  reason: 'reason',
+  note: 'note',
 }
 
+/** The host's codes for a value it refuses (all 400): a mistake in what the user gave, as a bad flag is. */
+const VALUE_REFUSALS: ReadonlySet<string> = new Set(['invalid_request', 'cost_exceeds_capacity', 'invalid_cron', 'invalid_timezone'])
+
 /**
- * The host's `400 invalid_request` to a client command: a value of the user's that the host
- * refuses (an empty `--queue`, a `--key` too long, a `--cursor` it never gave out) is the user's
- * mistake as much as one the command refuses itself, and exits 2 as one, naming the flag where
- * the host named a field of another name ("client_request_id: …" is "--key: …").
+ * The host's 400 refusal of a value to a client command: a value of the user's that the host
+ * refuses (a `--queue` too long, a `--units` over the whole capacity, a `--cron` it cannot read,
+ * a `--cursor` it never gave out) is the user's mistake as much as one the command refuses
+ * itself, and exits 2 as one, naming the flag that gave the field ("client_request_id: …" is
+ * "--key: …", a schedule's "job.queue: …" is "--queue: …").
  */
 function usageRefusal(error: unknown): string | null {
   const refused = error as { status?: unknown; code?: unknown; detail?: unknown }
-  if (refused.status !== 400 || refused.code !== 'invalid_request' || typeof refused.detail !== 'string') return null
-  return refused.detail.replace(/(^|; )([a-z_]+): /g, (whole: string, before: string, field: string) => (FIELD_FLAGS[field] ? `${before}--${FIELD_FLAGS[field]}: ` : whole))
+  if (refused.status !== 400 || typeof refused.code !== 'string' || !VALUE_REFUSALS.has(refused.code) || typeof refused.detail !== 'string') return null
+  const named = refused.detail.replace(/(^|; )(?:job\.)?([a-z_]+): /g, (whole: string, before: string, field: string) => (FIELD_FLAGS[field] ? `${before}--${FIELD_FLAGS[field]}: ` : whole))
+  return `${named} (${refused.code})`
 }
 
 /** Runs a client command; a bad flag or value (exit 2) or an unreachable host (exit 1) is one line. */

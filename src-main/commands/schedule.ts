@@ -3,7 +3,7 @@ import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
-import { answered, HostError, hostApi, table } from './http-client'
+import { answered, hostApi, table } from './http-client'
 import { buildSubmit, type SubmitFlags } from './submit'
 
 export const SCHEDULE_HELP = `Usage: leasehold schedule <add|list|pause|resume|rm> [NAME] [flags]
@@ -35,8 +35,9 @@ Flags:
 ${CLIENT_TARGET_HELP}
   -h, --help
 
-Exit 2 on bad input, a flag or a cron expression or time zone the host refuses (the reason is
-printed); exit 1 when the host refuses otherwise (no such schedule, a name already taken).`
+Exit 2 on bad input: a flag, or a value the host refuses (a cron expression, a time zone, --units
+over the whole capacity: the reason is printed, naming the flag); exit 1 when the host refuses
+otherwise (no such schedule, a name already taken).`
 
 /** The flags of the job template are submit's (less --key and --wait: each firing is a new job, followed by nobody). */
 interface ScheduleFlags extends Omit<SubmitFlags, 'key' | 'wait'> {
@@ -64,16 +65,6 @@ export function buildSchedule(name: string, flags: ScheduleFlags): CreateBody {
   if (flags.overlap !== undefined) body.overlap = flags.overlap as CreateBody['overlap']
   if (flags.paused) body.enabled = false
   return body
-}
-
-/** A call to the host where a 400 is the user's input (a cron expression, a time zone): exit 2 with its reason. */
-async function call<D>(target: ClientTarget, request: Parameters<typeof answered<D>>[1]): Promise<D> {
-  try {
-    return await answered(target, request)
-  } catch (error) {
-    if (error instanceof HostError && error.status === 400) throw new ConfigError(error.message)
-    throw error
-  }
 }
 
 const named = (name: string) => ({ params: { path: { name } } })
@@ -108,7 +99,7 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
 async function run(action: Action, name: string, body: CreateBody | undefined, target: ClientTarget, json: boolean): Promise<number> {
   const api = hostApi(target)
   if (action === 'list') {
-    const { schedules } = await call(target, api.GET('/api/schedules'))
+    const { schedules } = await answered(target, api.GET('/api/schedules'))
     if (json) console.log(JSON.stringify({ schedules }, null, 2))
     else if (schedules.length === 0) console.log('no schedules')
     else {
@@ -120,10 +111,10 @@ async function run(action: Action, name: string, body: CreateBody | undefined, t
   }
   const answer =
     action === 'add'
-      ? await call(target, api.POST('/api/schedules', { body: body! }))
+      ? await answered(target, api.POST('/api/schedules', { body: body! }))
       : action === 'rm'
-        ? await call(target, api.DELETE('/api/schedules/{name}', named(name)))
-        : await call(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
+        ? await answered(target, api.DELETE('/api/schedules/{name}', named(name)))
+        : await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
   const { schedule } = answer
   if (json) console.log(JSON.stringify(answer, null, 2))
   else if (action === 'rm') console.log(`removed ${schedule.name}`)

@@ -52,7 +52,8 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
     if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
     else for (const t of tokens) console.log(`${t.id}  ${t.scope}  created ${new Date(t.created_at).toISOString()}${t.revoked_at ? `  revoked ${new Date(t.revoked_at).toISOString()}` : ''}`)
   } else {
-    if (!revokeScopedToken(dataDir, rest[0]!)) throw new ConfigError(`there is no token ${rest[0]} (leasehold token list shows them)`)
+    // A thing not found is a failure (exit 1), as for a job or a schedule, not a usage mistake.
+    if (!revokeScopedToken(dataDir, rest[0]!)) throw new Error(`there is no token ${rest[0]} (leasehold token list shows them)`)
     console.error(`leasehold: token ${rest[0]} revoked`)
   }
   return 0

@@ -295,11 +295,11 @@ describe('leasehold submit', async () => {
     host.engine.cancel(id)
   })
 
-  test('a job costing more than the total capacity is refused: cost_exceeds_capacity as one line, exit 1, no job', async () => {
+  test('a job costing more than the total capacity is a value the host refuses: one line naming --units, exit 2 as for schedule add, no job', async () => {
     const before = host.engine.listJobs({}).jobs.length
     const result = await cli(['submit', '--type', 'too-big', '--units', '500'])
-    expect(result.status).toBe(1)
-    expect(lines(result.stderr)).toEqual([expect.stringMatching(/500 exceeds the total capacity of 100 units.*\(cost_exceeds_capacity\)/)])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringMatching(/^leasehold: --units: 500 exceeds the total capacity of 100 units.*\(cost_exceeds_capacity\)$/)])
     expect(host.engine.listJobs({}).jobs.length).toBe(before)
   })
 

@@ -70,7 +70,10 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
     ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
     ['a value only the host refuses, named by its flag', ['submit', '--type', 't', '--key', 'k'.repeat(201)], '--key: Too big: expected string to have <=200 characters'],
-    ['a value only the host refuses, its field the flag\'s name', ['submit', '--type', 't', '--queue', 'q'.repeat(201)], 'queue: Too big: expected string to have <=200 characters'],
+    ['a value only the host refuses, its field the flag\'s name', ['submit', '--type', 't', '--queue', 'q'.repeat(201)], '--queue: Too big: expected string to have <=200 characters'],
+    ['a schedule\'s job value only the host refuses, named by its flag', ['schedule', 'add', 'n', '--cron', '* * * * *', '--type', 't', '--queue', 'q'.repeat(201)], 'leasehold: --queue: Too big'],
+    ['a cost over the whole capacity, named by its flag as schedule add names it', ['submit', '--type', 't', '--units', '101'], 'leasehold: --units: 101 exceeds the total capacity'],
+    ['a schedule\'s cost over the whole capacity', ['schedule', 'add', 'n', '--cron', '* * * * *', '--type', 't', '--units', '101'], 'leasehold: --units: 101 exceeds the total capacity'],
     ['a cursor the host never gave out', ['jobs', '--cursor', 'garbage'], 'cursor: not a cursor this server gave out'],
     ['a wait timeout with nothing to wait for', ['submit', '--type', 't', '--wait-timeout', '5s'], '--wait-timeout goes with --wait (how long to wait for the job)'],
     ['a wait timeout that is not a duration', ['submit', '--type', 't', '--wait', '--wait-timeout', '5'], '--wait-timeout must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "5")'],
@@ -177,6 +180,19 @@ describe('an empty environment variable counts as unset', () => {
     const result = await run(['status'], { LEASEHOLD_DATA_DIR: '', XDG_CONFIG_HOME: config })
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([expect.stringContaining(`no host is running on ${join(config, 'leasehold')}:`)])
+  })
+})
+
+describe('a thing the host or the data dir does not have is a failure, exit 1, in every command', () => {
+  test.each([
+    ['a token', ['token', 'revoke', 'nosuch'], 'there is no token nosuch'],
+    ['a schedule', ['schedule', 'rm', 'nosuch'], 'No schedule nosuch'],
+    ['a blocker', ['blockers', 'resolve', 'nosuch', 'retry'], 'nosuch'],
+    ['a job', ['jobs', 'show', '00000000-0000-4000-8000-000000000000'], '00000000-0000-4000-8000-000000000000'],
+  ])('%s', async (_what, args, message) => {
+    const result = await run([...args, '--data-dir', host.dataDir])
+    expect(result.status, result.stderr).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(message)])
   })
 })
 

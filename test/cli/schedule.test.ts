@@ -100,7 +100,7 @@ describe('leasehold schedule', () => {
     [['schedule', 'add', '--cron', '* * * * *', '--type', 't'], 'schedule add needs the schedule\'s NAME'],
     [['schedule', 'add', 'x', '--cron', '* * * * *', '--type', 't', '--overlap', 'maybe'], '--overlap must be allow or skip'],
     [['schedule', 'add', 'x', '--cron', '61 * * * *', '--type', 't'], 'cron: minute 61 is out of range (0–59) (invalid_cron)'],
-    [['schedule', 'add', 'x', '--cron', '* * * * *', '--tz', 'Mars/Base', '--type', 't'], 'timezone: "Mars/Base" is not a time zone'],
+    [['schedule', 'add', 'x', '--cron', '* * * * *', '--tz', 'Mars/Base', '--type', 't'], '--tz: "Mars/Base" is not a time zone'],
     [['schedule', 'add', 'x', '--cron', '* * * * *', '--type', 't', '--units', '21'], '(cost_exceeds_capacity)'],
     [['schedule', 'add', 'has space', '--cron', '* * * * *', '--type', 't'], 'name:'],
     [['schedule', 'pause'], 'schedule pause needs the schedule\'s NAME'],
