@@ -48,6 +48,8 @@ type Blocker = components['schemas']['Blocker']
 type Action = Blocker['resolution'] & string
 
 const ACTIONS: readonly Action[] = ['retry', 'force_release', 'cancel']
+/** Where each flag of `blockers` belongs, for one given to the other subcommand. */
+const FLAG_HOMES: Readonly<Record<string, string>> = { state: 'blockers list', note: 'blockers resolve', by: 'blockers resolve' }
 const STATES = { open: 'OPEN', resolved: 'RESOLVED', all: 'all' } as const
 
 /** `leasehold blockers [list] | resolve BLOCKER ACTION`. */
@@ -55,7 +57,7 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   const sub = argv[0] === undefined || argv[0].startsWith('-') ? 'list' : argv[0]
   const rest = sub === argv[0] ? argv.slice(1) : argv
   if (sub !== 'list' && sub !== 'resolve') throw new ConfigError(`blockers needs list or resolve (got "${sub}"); see leasehold blockers --help`)
-  const { values: flags, positionals } = parseCommandLine<BlockersFlags>(rest, sub === 'list' ? ['state'] : ['note', 'by'], ['json'])
+  const { values: flags, positionals } = parseCommandLine<BlockersFlags>(rest, sub === 'list' ? ['state'] : ['note', 'by'], ['json'], true, FLAG_HOMES)
   const target = await findHost(flags, env)
   const api = hostApi(target)
 

@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
-import { ConfigError, parseCommandLine, parseFlags, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi, printable, table } from './http-client'
 import { describeError, errorLine, type JobAnswer } from './job-end'
@@ -37,7 +37,8 @@ Commands (docs/operations.md; bulk actions by other filters are over HTTP and in
                        --type or --state only those; --dry-run counts them and changes nothing
   run-now JOB          run a delayed job now instead of at its run_at (--by)
 JOB is a job's whole id, or its end as the tables print it (…3f9a0c12, 8 characters or more),
-when that ends one job's id only.
+when that ends one job's id only. --dry-run, --state and --type go with retry --dead-letter, not
+with retry JOB; a flag given to a command that does not take it is named with the one it belongs to.
 
 Flags:
   --state S            only jobs in this state: ${LISTED_STATES.join(', ')}
@@ -71,6 +72,21 @@ interface JobsFlags {
   by?: string
 }
 
+/**
+ * Where each flag of `jobs` belongs: one given to a subcommand that does not take it is refused
+ * as belonging there (`jobs list --by x`), rather than as unknown when `jobs --help` lists it.
+ */
+const FLAG_HOMES: Readonly<Record<string, string>> = {
+  state: 'jobs list and jobs retry --dead-letter',
+  'dead-letter': 'jobs list and jobs retry',
+  type: 'jobs list and jobs retry --dead-letter',
+  limit: 'jobs list',
+  cursor: 'jobs list',
+  'dry-run': 'jobs retry --dead-letter',
+  reason: 'jobs cancel',
+  by: 'jobs cancel, retry and run-now',
+}
+
 const ACTIONS = ['cancel', 'retry', 'run-now'] as const
 /** The flags that make `jobs retry` the retry of every dead-lettered job rather than of one. */
 const BULK_RETRY_FLAGS = ['--dead-letter', '--state', '--type', '--dry-run']
@@ -84,7 +100,7 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   if (sub === 'show') return showJob(rest, env)
   if (sub === 'retry' && (rest.length === 0 || rest.some((arg) => BULK_RETRY_FLAGS.includes(arg.split('=')[0]!)))) return retryDeadLetters(rest, env)
   if (sub !== 'list') return jobAction(sub as Action, rest, env)
-  const flags = parseFlags<JobsFlags>(rest, ['state', 'type', 'limit', 'cursor'], ['json', 'dead-letter'])
+  const flags = parseCommandLine<JobsFlags>(rest, ['state', 'type', 'limit', 'cursor'], ['json', 'dead-letter'], false, FLAG_HOMES).values
   const { state, deadLetter, jobType } = selection(flags)
   const limit = wholeNumber('limit', flags.limit, 1, 500)
   if (flags.cursor !== undefined && flags.cursor.trim() === '') throw new ConfigError('--cursor needs the next_cursor of a page')
@@ -125,6 +141,17 @@ type Attempt = components['schemas']['QueueAttempt']
 const WHOLE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 /** The end of an id as the tables print it (…0778931b), or a longer end: 8 characters at least. */
 const ID_END = /^…?([0-9a-f-]{8,35})$/i
+/** An end of an id too short to name a job: a few characters end many jobs' ids. */
+const SHORT_ID_END = /^…?[0-9a-f-]{1,7}$/i
+
+/** The JOB of a one-job command (`jobs show JOB`): exactly one, not empty, and not an end of an id too short to tell jobs apart. */
+function oneJob(command: string, words: readonly string[]): string {
+  if (words.length !== 1) throw new ConfigError(`jobs ${command} needs one job id (got ${words.length})`)
+  const given = words[0]!.trim()
+  if (given === '') throw new ConfigError(`jobs ${command} needs one job id (got an empty one)`)
+  if (SHORT_ID_END.test(given)) throw new ConfigError(`"${given}" is too short to name a job: give its whole id, or its end with 8 characters or more (…3f9a0c12)`)
+  return given
+}
 
 /**
  * The job a one-job command names: by its whole id, or by the end of it as `leasehold status`,
@@ -146,11 +173,11 @@ async function wholeJobId(target: ClientTarget, given: string): Promise<string> 
 
 /** `jobs show JOB`: the job, its result and its attempts, read from the host (GET /api/scheduler/jobs/{id} and its /attempts). */
 async function showJob(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, [], ['json'])
-  if (positionals.length !== 1) throw new ConfigError(`jobs show needs one job id (got ${positionals.length})`)
+  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, [], ['json'], true, FLAG_HOMES)
+  const given = oneJob('show', positionals)
   const target = await findHost(flags, env)
   const api = hostApi(target)
-  const path = { params: { path: { job_id: await wholeJobId(target, positionals[0]!) } } }
+  const path = { params: { path: { job_id: await wholeJobId(target, given) } } }
   const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', path))
   const { attempts } = await answered(target, api.GET('/api/scheduler/jobs/{job_id}/attempts', path))
   if (flags.json) console.log(JSON.stringify({ ...answer, attempts }, null, 2))
@@ -224,7 +251,13 @@ function selection(flags: JobsFlags): { state: Exclude<JobState, 'LEASED'> | und
  * does; prints how many it retried (or, with --dry-run, would retry).
  */
 async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const flags = parseFlags<JobsFlags>(argv, ['state', 'type', 'by'], ['json', 'dead-letter', 'dry-run'])
+  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, ['state', 'type', 'by'], ['json', 'dead-letter', 'dry-run'], true, FLAG_HOMES)
+  if (positionals.length > 0) {
+    // `jobs retry JOB --dry-run`: the one job's retry takes none of the bulk retry's flags.
+    if (flags['dead-letter']) throw new ConfigError(`jobs retry --dead-letter retries every dead-lettered job: it takes no job id (got "${positionals[0]}")`)
+    const bulk = BULK_RETRY_FLAGS.find((flag) => argv.some((arg) => arg.split('=')[0] === flag))
+    throw new ConfigError(`${bulk} goes with jobs retry --dead-letter only; jobs retry JOB retries one job, without it`)
+  }
   const { state, deadLetter, jobType } = selection(flags)
   if (!deadLetter) throw new ConfigError('jobs retry needs a job id, or --dead-letter to retry every dead-lettered job')
   const target = await findHost(flags, env)
@@ -246,11 +279,11 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
 
 /** One operator action on one job, as the dashboard's buttons do it; prints the job as it now is. */
 async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, action === 'cancel' ? ['reason', 'by'] : ['by'], ['json'])
-  if (positionals.length !== 1) throw new ConfigError(`jobs ${action} needs one job id (got ${positionals.length})`)
+  const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, action === 'cancel' ? ['reason', 'by'] : ['by'], ['json'], true, FLAG_HOMES)
+  const given = oneJob(action, positionals)
   const requested_by = flags.by ?? 'operator'
   const target = await findHost(flags, env)
-  const jobId = await wholeJobId(target, positionals[0]!)
+  const jobId = await wholeJobId(target, given)
   const api = hostApi(target)
   const path = { params: { path: { job_id: jobId } } }
   const { job } =

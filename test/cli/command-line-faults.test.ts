@@ -87,6 +87,15 @@ describe('a usage mistake is one line and exit 2', () => {
     ['the start of one flag', ['jobs', '--lim', '3'], "Unknown option '--lim' (did you mean --limit?)"],
     ['a typo between two flags', ['submit', '--type', 't', '--ky', 'k'], "Unknown option '--ky' (did you mean --key?)"],
     ['help on no command', ['help', 'bogus'], 'no help for "bogus": it is not a command'],
+    ['a bulk retry flag given with one job', ['jobs', 'retry', '01a24afb-3796-8000-8000-0000018ea6f8', '--dry-run'], '--dry-run goes with jobs retry --dead-letter only; jobs retry JOB retries one job, without it'],
+    ['a job id with the retry of every dead letter', ['jobs', 'retry', '01a24afb-3796-8000-8000-0000018ea6f8', '--dead-letter'], 'jobs retry --dead-letter retries every dead-lettered job: it takes no job id'],
+    ['an empty job id', ['jobs', 'show', ''], 'jobs show needs one job id (got an empty one)'],
+    ['an empty job id to an action', ['jobs', 'cancel', ' '], 'jobs cancel needs one job id (got an empty one)'],
+    ['an end of an id too short to tell jobs apart', ['jobs', 'show', '3235d8'], '"3235d8" is too short to name a job: give its whole id, or its end with 8 characters or more'],
+    ['a flag of another jobs subcommand', ['jobs', 'list', '--dry-run'], '--dry-run belongs to jobs retry --dead-letter'],
+    ['a flag of the jobs actions given to the list', ['jobs', '--by', 'x'], '--by belongs to jobs cancel, retry and run-now'],
+    ['a flag of the list given to an action', ['jobs', 'show', 'abcdef12', '--limit', '3'], '--limit belongs to jobs list'],
+    ['a flag of blockers resolve given to the list', ['blockers', 'list', '--note', 'x'], '--note belongs to blockers resolve'],
   ])('%s', async (_what, args, message) => {
     const result = await run([...args, '--data-dir', host.dataDir])
     expect(result.status, result.stderr).toBe(2)
