@@ -265,6 +265,16 @@ export const CLOSED_OUTPUT_EXIT = 141
 let outputWatched = false
 
 /**
+ * Ends a one-shot command whose reader has closed its output, before it does more: a write to
+ * the closed pipe fails at once (EPIPE), but the 'error' event that ends the command
+ * ({@link watchClosedOutput}) comes a few ticks later, and a request started meanwhile would
+ * still go out (`submit --each … | head -1` would send its next batch).
+ */
+export function stopIfOutputClosed(): void {
+  if ((process.stdout.errored as NodeJS.ErrnoException | null)?.code === 'EPIPE') process.exit(CLOSED_OUTPUT_EXIT)
+}
+
+/**
  * How a command takes its output being closed: `end` (a one-shot command: whoever read it wants
  * no more, so it stops at once, without a message — there is nowhere to print one — and with
  * {@link CLOSED_OUTPUT_EXIT}); `ignore` (serve and worker: they print a line or two as they

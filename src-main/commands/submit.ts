@@ -5,7 +5,7 @@ import type { ClientTarget } from '../../src-shared/client-target'
 import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
-import { ConfigError, parseFlags, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseFlags, CLIENT_TARGET_HELP, stopIfOutputClosed, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi, printable } from './http-client'
 import type { EachJob } from './wait'
 
@@ -70,8 +70,10 @@ Flags:
 ${CLIENT_TARGET_HELP}
   -h, --help
 
-A reader that closes the output (… | head -1) ends the command at once, quietly, with exit
-status 141; jobs not yet sent are not submitted.`
+A reader that closes the output (… | head -1) ends the command, quietly, with exit status 141:
+with --each no request goes after the output is found closed (by the write of the jobs just
+submitted), so the jobs of the request then in flight (up to 1,000) may have been submitted, and
+the rest are not.`
 
 export interface SubmitFlags {
   url?: string
@@ -403,7 +405,12 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
     })
     if (out) process.stdout.write(out)
   }
-  for (const request of eachRequests(lines, Buffer.byteLength(JSON.stringify(template)))) await send(request)
+  for (const request of eachRequests(lines, Buffer.byteLength(JSON.stringify(template)))) {
+    // A reader that closed the output (… | head -1) wants no more jobs: none is sent after the
+    // write that found it gone (the request in flight then may have landed).
+    stopIfOutputClosed()
+    await send(request)
+  }
   return { code: refused > 0 ? 1 : 0, jobs }
 }
 

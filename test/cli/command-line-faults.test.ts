@@ -218,20 +218,25 @@ describe('input files', () => {
 })
 
 describe('a reader that closes the output', () => {
-  test('ends submit --each quietly with exit 141, as a closed pipe ends any program', async () => {
-    const child = spawn(process.execPath, [BIN, 'submit', '--type', 'piped', '--each', '-', '--data-dir', host.dataDir], {
+  test('ends submit --each quietly with exit 141, and sends no more jobs: only the request in flight then may land', async () => {
+    const child = spawn(process.execPath, [BIN, 'submit', '--type', 'piped', '--queue', 'piped', '--each', '-', '--data-dir', host.dataDir], {
       env: { ...process.env, ...CLEAN_ENV },
       stdio: ['pipe', 'pipe', 'pipe'],
     })
     children.push(child)
     let stderr = ''
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.stdin!.end('{}\n'.repeat(3000))
-    // `| head -1`: read the first chunk, then close the pipe.
+    child.stdin!.end('{}\n'.repeat(5000))
+    // `| head -1`: read the first chunk (the ids of the first request's 1,000 jobs), then close the pipe.
     child.stdout!.once('data', () => child.stdout!.destroy())
     const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
     expect(status).toBe(141)
     expect(stderr).toBe('')
+    const { queues } = (await (await host.call('/api/queues')).json()) as { queues: { queue: string; counts: Record<string, number> }[] }
+    const submitted = queues.find((q) => q.queue === 'piped')?.counts.QUEUED ?? 0
+    // The first request, whose ids were read, and the one sent while they were: no third.
+    expect(submitted).toBeGreaterThanOrEqual(1000)
+    expect(submitted).toBeLessThanOrEqual(2000)
   })
 })
 
