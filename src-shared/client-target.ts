@@ -164,10 +164,17 @@ export function resolveClientTarget(flags: { url?: string; token?: string; 'data
   ]
   const [tokenSource, token] = givenTokens.find(([, value]) => value !== undefined) ?? [join(dataDir, 'token'), readOptional(join(dataDir, 'token'))]
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
-  // A newline or a space cannot travel in an Authorization header: Node would refuse the request
-  // as ERR_INVALID_CHAR, which reads as a host that cannot be reached.
-  if (!TOKEN_CHARS.test(token)) throw new ConfigError(`${tokenSource} is not a token: a token is visible ASCII characters only (no spaces, newlines or control characters)`)
+  checkToken(tokenSource, token)
   return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, timeoutMs: timeoutS * 1000 }
+}
+
+/**
+ * A token as a user gave it (`source`: the flag, variable or file it came from). A newline or a
+ * space cannot travel in an Authorization header: Node would refuse the request as
+ * ERR_INVALID_CHAR, which reads as a host that cannot be reached; it is a usage error (exit 2).
+ */
+export function checkToken(source: string, token: string): void {
+  if (!TOKEN_CHARS.test(token)) throw new ConfigError(`${source} is not a token: a token is visible ASCII characters only (no spaces, newlines or control characters)`)
 }
 
 /**

@@ -3,8 +3,8 @@ import { hostname } from 'node:os'
 import { openTransport, type RemoteRoute } from './transport-open'
 import { WorkerRuntime } from './runtime'
 import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
-import { resolveClientTarget } from '../src-shared/client-target'
-import { ConfigError, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
+import { checkToken, resolveClientTarget } from '../src-shared/client-target'
+import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
 
@@ -17,8 +17,9 @@ all: the same exchange is carried over Redis Streams to a host started with serv
 
 Flags:
 ${TARGET_HELP}
-  --redis URL          talk to the host through this Redis only (env LEASEHOLD_REDIS)
-  --redis-prefix P     the host's --redis-prefix [leasehold:]
+  --redis URL          talk to the host through this Redis only (env LEASEHOLD_REDIS, which a
+                       --url flag overrides; --redis and --url do not go together)
+  --redis-prefix P     the host's --redis-prefix (env LEASEHOLD_REDIS_PREFIX) [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once, sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
   --gpu                this worker has a GPU: it is given jobs submitted with
@@ -60,9 +61,28 @@ export function parseWorkerArgs(argv: string[]): WorkerFlags {
 /** Over Redis the worker names no host: its token is all it needs of one (a URL only to say where it takes jobs from). */
 function redisTarget(url: string, flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; token: string } {
   if (!/^rediss?:\/\/\S+$/.test(url)) throw new ConfigError('--redis must be a redis:// or rediss:// URL')
-  const token = flags.token ?? env.LEASEHOLD_TOKEN
+  const token = flags.token ?? envSetting(env, 'LEASEHOLD_TOKEN')
   if (!token) throw new ConfigError('--redis needs --token (or LEASEHOLD_TOKEN): the host checks it on every request')
+  checkToken(flags.token !== undefined ? '--token' : 'LEASEHOLD_TOKEN', token)
   return { url: redactedUrl(url), token }
+}
+
+/** The longest --redis-prefix, as serve takes it. */
+const MAX_PREFIX_CHARS = 100
+
+/**
+ * The Redis the worker talks through, if any: `--redis`, else LEASEHOLD_REDIS unless a `--url`
+ * flag names the host (a flag beats a variable, as everywhere), with its key prefix:
+ * `--redis-prefix`, else LEASEHOLD_REDIS_PREFIX (what serve reads: a worker on another prefix
+ * than its host's is only ever unanswered), else the default.
+ */
+function redisRoute(flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; prefix: string } | null {
+  if (flags.redis !== undefined && flags.url !== undefined) throw new ConfigError('--redis and --url: give one (--redis reaches the host through Redis only)')
+  const url = flags.redis ?? (flags.url === undefined ? envSetting(env, 'LEASEHOLD_REDIS') : undefined)
+  if (url === undefined) return null
+  const prefix = flags['redis-prefix'] ?? envSetting(env, 'LEASEHOLD_REDIS_PREFIX') ?? DEFAULT_REDIS_PREFIX
+  if (prefix.length > MAX_PREFIX_CHARS) throw new ConfigError(`${flags['redis-prefix'] !== undefined ? '--redis-prefix' : 'LEASEHOLD_REDIS_PREFIX'} must be at most ${MAX_PREFIX_CHARS} characters (got ${prefix.length})`)
+  return { url, prefix }
 }
 
 /** `leasehold worker`: an external worker until SIGTERM/SIGINT, then a drain. */
@@ -76,12 +96,10 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   if (flags.streams !== undefined && list(flags.streams).length === 0) throw new ConfigError('--streams needs at least one queue name (leave it out for the default queue)')
   const streams = flags.streams === undefined ? ['default'] : list(flags.streams)
   checkStreams(streams)
-  const redisUrl = flags.redis ?? env.LEASEHOLD_REDIS
-  const target = redisUrl ? redisTarget(redisUrl, flags, env) : resolveClientTarget(flags, env)
+  const redis = redisRoute(flags, env)
+  const target = redis ? redisTarget(redis.url, flags, env) : resolveClientTarget(flags, env)
   const log = limitRetryLines((line: string) => console.error(line))
-  const route: RemoteRoute = redisUrl
-    ? { via: 'redis', url: redisUrl, token: target.token, prefix: flags['redis-prefix'] ?? DEFAULT_REDIS_PREFIX }
-    : { via: 'http', url: target.url, token: target.token }
+  const route: RemoteRoute = redis ? { via: 'redis', url: redis.url, token: target.token, prefix: redis.prefix } : { via: 'http', url: target.url, token: target.token }
   // It stops once, on SIGTERM/SIGINT (exit status 0) or when the host refuses it (1), letting
   // running jobs finish for --grace-s either way.
   let stopping = false

@@ -443,12 +443,12 @@ describe('submit --wait when the host goes away', () => {
 })
 
 describe('leasehold worker', () => {
-  /** Starts `leasehold worker …` and resolves with its stderr once `what` shows in it. */
-  async function workerSays(args: string[], what: string): Promise<string> {
-    const child = spawn(process.execPath, [BIN, 'worker', ...args], { env: { ...process.env, ...CLEAN_ENV }, stdio: ['ignore', 'ignore', 'pipe'] })
+  /** Starts `leasehold worker …` and resolves with what it printed (stdout and stderr) once `what` shows in it. */
+  async function workerSays(args: string[], what: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
+    const child = spawn(process.execPath, [BIN, 'worker', ...args], { env: { ...process.env, ...CLEAN_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     children.push(child)
     let stderr = ''
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
     const deadline = Date.now() + 15_000
     while (!stderr.includes(what) && child.exitCode === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
     child.kill('SIGTERM')
@@ -464,6 +464,26 @@ describe('leasehold worker', () => {
     const port = await freePort()
     const stderr = await workerSays(['--redis', `redis://127.0.0.1:${port}`, '--token', 'x'], 'did not answer')
     expect(lines(stderr)).toContainEqual(expect.stringContaining(`leasehold worker: Redis at redis://127.0.0.1:${port} did not answer`))
+  })
+
+  test('a --url flag beats LEASEHOLD_REDIS: the worker takes jobs from the host the flag names, over HTTP', async () => {
+    const port = await freePort()
+    const said = await workerSays(['--url', host.url, '--token', host.token], 'taking', { LEASEHOLD_REDIS: `redis://127.0.0.1:${port}` })
+    expect(lines(said)).toContainEqual(expect.stringMatching(new RegExp(`^leasehold worker \\S+ taking .* from ${host.url}$`)))
+  })
+
+  test('LEASEHOLD_REDIS_PREFIX is the prefix of a worker over Redis, as for serve; --redis-prefix beats it', async () => {
+    const redis = `redis://127.0.0.1:${await freePort()}`
+    const fromEnv = await workerSays(['--redis', redis, '--token', host.token], 'taking', { LEASEHOLD_REDIS_PREFIX: 'other:' })
+    expect(fromEnv).toMatch(new RegExp(`taking .* from ${redis} \\(prefix other:\\)`))
+    const fromFlag = await workerSays(['--redis', redis, '--token', host.token, '--redis-prefix', 'mine:'], 'taking', { LEASEHOLD_REDIS_PREFIX: 'other:' })
+    expect(fromFlag).toMatch(new RegExp(`taking .* from ${redis} \\(prefix mine:\\)`))
+  })
+
+  test('--redis and --url together are a usage error: one names the host through Redis only', async () => {
+    const result = await run(['worker', '--redis', 'redis://127.0.0.1:1', '--url', host.url, '--token', host.token])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual(['leasehold: --redis and --url: give one (--redis reaches the host through Redis only)'])
   })
 
   test('a retry line repeats at most once a minute for each kind of fault, with the count held back; other lines pass', () => {
