@@ -1,7 +1,7 @@
 import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
+import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { type ClientTarget, dataDirOf, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { answered, hostApi } from './http-client'
@@ -31,7 +31,8 @@ do) or cannot be read at all, 2 on a bad flag.
 
 Flags:
   --quick              SQLite's quick_check: pages and rows, indexes not matched against their tables (about half the time)
-  --json               print {path, ok, problems, ms} as JSON
+  --json               print {path, ok, problems, ms} as JSON; a file that cannot be checked
+                       prints {path, ok: false, problems: [], error} (and its line on stderr)
 ${CLIENT_TARGET_HELP.replace('where to find a local host\'s URL and token', `the data directory (default ${defaultDataDir()})`)}
   -h, --help`
 
@@ -71,37 +72,43 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const flags = parseFlags<CheckFlags>(argv, [], ['quick', 'json'])
   const dataDir = dataDirOf(flags, env)
   const path = join(dataDir, 'leasehold.db')
-  const depth = flags.quick ? 'quick' : 'full'
   let report: IntegrityReport
-  if (databaseFile(path) === 'missing') {
-    // A host named by its URL (--url, or LEASEHOLD_URL) checks its own file, wherever it is.
-    if (flags.url === undefined && envSetting(env, 'LEASEHOLD_URL') === undefined) {
-      console.error(`leasehold: there is no database at ${path} (give the data directory with --data-dir, or a host with --url and --token)`)
-      return 1
-    }
-    report = await checkThroughHost(resolveClientTarget(flags, env), depth)
-  } else {
-    // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
-    const [{ checkIntegrity }, { DatabaseOpenError }] = await Promise.all([import('../db/integrity'), import('../db/open')])
-    try {
-      report = unwritableDir(dataDir) ? checkCopy(path, depth, checkIntegrity) : checkIntegrity(path, depth)
-    } catch (error) {
-      if (error instanceof DatabaseOpenError) {
-        console.error(`leasehold: ${error.message}`)
-        return 1
-      }
-      if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
-        console.error(`leasehold: ${path} cannot be read (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
-        return 1
-      }
-      report = await checkHeld(path, flags, env, depth)
-    }
+  try {
+    report = await checkFile(path, flags, env)
+  } catch (error) {
+    // A script reads --json from stdout: a file that could not be checked is said there too
+    // (its line still goes to stderr). A usage mistake is not a result of the check.
+    if (flags.json && !(error instanceof ConfigError)) console.log(JSON.stringify({ path, ok: false, problems: [], error: (error as Error).message }, null, 2))
+    throw error
   }
   const { integrityLine } = await import('../db/integrity')
   if (flags.json) console.log(JSON.stringify(report, null, 2))
   else if (report.ok) console.log(integrityLine(report))
   else console.log([integrityLine(report), ...report.problems.map((problem) => `  ${problem}`)].join('\n'))
   return report.ok ? 0 : 1
+}
+
+/** The report on the file at `path`: checked here, or by the host that holds it; a file that cannot be checked throws its one line (exit 1). */
+async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv): Promise<IntegrityReport> {
+  const depth = flags.quick ? 'quick' : 'full'
+  if (databaseFile(path) === 'missing') {
+    // A host named by its URL (--url, or LEASEHOLD_URL) checks its own file, wherever it is.
+    if (flags.url === undefined && envSetting(env, 'LEASEHOLD_URL') === undefined) {
+      throw new Error(`there is no database at ${path} (give the data directory with --data-dir, or a host with --url and --token)`)
+    }
+    return checkThroughHost(resolveClientTarget(flags, env), depth)
+  }
+  // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
+  const [{ checkIntegrity }, { DatabaseOpenError }] = await Promise.all([import('../db/integrity'), import('../db/open')])
+  try {
+    return unwritableDir(dirname(path)) ? checkCopy(path, depth, checkIntegrity) : checkIntegrity(path, depth)
+  } catch (error) {
+    if (error instanceof DatabaseOpenError) throw error
+    if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
+      throw new Error(`${path} cannot be read (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
+    }
+    return checkHeld(path, flags, env, depth)
+  }
 }
 
 /**

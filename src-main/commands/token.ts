@@ -20,7 +20,8 @@ Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this th
 
 Flags:
   --data-dir PATH   the host's data directory (default: LEASEHOLD_DATA_DIR, else ${defaultDataDir()})
-  --json            list as JSON
+  --json            print as JSON: create {id, scope, token}, list every token's {id, scope,
+                    created_at, revoked_at}
   -h, --help`
 
 /** `leasehold token`: create, list or revoke scoped tokens in the data dir. */
@@ -46,10 +47,11 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   if (action === 'create') {
     const { id, token } = createScopedToken(dataDir, scope as TokenScope)
     console.error(`leasehold: token ${id} (scope ${scope}) created; it is shown once:`)
-    console.log(token)
+    console.log(values.json ? JSON.stringify({ id, scope, token }, null, 2) : token)
   } else if (action === 'list') {
     const tokens = listScopedTokens(dataDir)
     if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
+    else if (tokens.length === 0) console.log('no worker tokens (leasehold token create --scope worker makes one)')
     else for (const t of tokens) console.log(`${t.id}  ${t.scope}  created ${new Date(t.created_at).toISOString()}${t.revoked_at ? `  revoked ${new Date(t.revoked_at).toISOString()}` : ''}`)
   } else {
     // A thing not found is a failure (exit 1), as for a job or a schedule, not a usage mistake.

@@ -192,6 +192,20 @@ describe('an empty environment variable counts as unset', () => {
   })
 })
 
+describe('leasehold token', () => {
+  test('create --json prints {id, scope, token}; list with no tokens says so, and lists the one made', async () => {
+    const dir = tempDir()
+    const empty = await run(['token', 'list', '--data-dir', dir])
+    expect(empty.status).toBe(0)
+    expect(lines(empty.stdout)).toEqual(['no worker tokens (leasehold token create --scope worker makes one)'])
+    const created = await run(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dir])
+    expect(created.status, created.stderr).toBe(0)
+    const made = JSON.parse(created.stdout) as { id: string; scope: string; token: string }
+    expect(made).toEqual({ id: expect.any(String), scope: 'worker', token: expect.stringMatching(/^[0-9a-f]{64}$/) })
+    expect((await run(['token', 'list', '--data-dir', dir])).stdout).toContain(`${made.id}  worker  created`)
+  })
+})
+
 describe('a thing the host or the data dir does not have is a failure, exit 1, in every command', () => {
   test.each([
     ['a token', ['token', 'revoke', 'nosuch'], 'there is no token nosuch'],
@@ -262,6 +276,19 @@ describe('leasehold check', () => {
     const result = await run(['check', '--data-dir', empty])
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([`leasehold: there is no database at ${join(empty, 'leasehold.db')} (give the data directory with --data-dir, or a host with --url and --token)`])
+  })
+
+  test('with --json a file that cannot be checked is said on stdout too, as {path, ok: false, problems, error}', async () => {
+    const damaged = tempDir()
+    writeFileSync(join(damaged, 'leasehold.db'), 'not a database at all, but long enough to be read as one\n'.repeat(100))
+    const missing = tempDir()
+    for (const dir of [damaged, missing]) {
+      const result = await run(['check', '--json', '--data-dir', dir])
+      expect(result.status).toBe(1)
+      const answer = JSON.parse(result.stdout) as { path: string; ok: boolean; problems: string[]; error: string }
+      expect(answer).toEqual({ path: join(dir, 'leasehold.db'), ok: false, problems: [], error: expect.any(String) })
+      expect(lines(result.stderr)).toEqual([`leasehold: ${answer.error}`])
+    }
   })
 
   test('a directory where the database file should be is named as such, not as a failing disk, exit 1', async () => {
