@@ -31,7 +31,6 @@ export class NotJsonAnswer extends Error {
  * accepts connections and never answers, would otherwise leave waiting forever.
  */
 export class NoAnswerError extends Error {
-  readonly code = 'LEASEHOLD_NO_ANSWER'
   constructor(readonly timeoutMs: number) {
     super(`no answer within ${timeoutMs / 1000} s`)
     this.name = 'NoAnswerError'

@@ -469,6 +469,32 @@ describe('submit --wait when the host goes away', () => {
   })
 })
 
+describe('submit --wait when the host does not answer its stream', () => {
+  test('says the connection was lost for want of an answer, and goes on trying', async () => {
+    const jobId = 'job-of-a-host-that-is-stopped'
+    const server = createHttpServer((req, res) => {
+      // The stream's head never comes, as from a host stopped with SIGSTOP; the job's reads answer.
+      if (req.url?.startsWith('/api/events/stream')) return
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ job: { job_id: jobId, state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }, result: null }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    let printed = ''
+    const out = { isTTY: false, write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WriteStream
+    const waiting = waitForJob({ url, token: 't', timeoutMs: 500 }, jobId, new ProgressLine(out))
+    waiting.catch(() => {}) // it ends after 60 s without a stream; the test looks only at the line
+    try {
+      const deadline = Date.now() + 5_000
+      while (!printed.includes('lost the connection') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+      expect(lines(printed)).toContainEqual(`leasehold: lost the connection to the host at ${url} (no answer within 0.5 s); trying again for up to 60 s`)
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
+  })
+})
+
 describe('leasehold worker', () => {
   /** Starts `leasehold worker …` and resolves with what it printed (stdout and stderr) once `what` shows in it. */
   async function workerSays(args: string[], what: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
