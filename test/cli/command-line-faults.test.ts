@@ -8,7 +8,7 @@
 import BetterSqlite3 from 'better-sqlite3'
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
-import { createServer as createHttpServer } from 'node:http'
+import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
@@ -442,56 +442,48 @@ describe('a host that does not answer', () => {
   })
 })
 
-describe('submit --wait when the host goes away', () => {
-  test('says at once that the connection was lost, instead of nothing until it gives up', async () => {
-    const jobId = 'job-of-a-host-that-stops'
-    const server = createHttpServer((req, res) => {
-      if (req.url?.startsWith('/api/events/stream')) {
-        res.writeHead(200, { 'content-type': 'text/event-stream' })
-        // The host stops: the stream ends, and nothing listens any more.
-        res.end('retry: 50\n\n')
-        server.close()
-        return
-      }
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ job: { job_id: jobId, state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }, result: null }))
-    })
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    let printed = ''
-    const out = { isTTY: false, write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WriteStream
-    const waiting = waitForJob({ url, token: 't' }, jobId, new ProgressLine(out))
-    waiting.catch(() => {}) // it ends after 60 s unreachable; the test looks only at the first line
+/**
+ * Follows a running job on a stand-in host whose event stream `stream` answers (the job's reads
+ * answer that it runs) until the wait says it lost the connection; resolves with the host's URL
+ * and the lines the wait printed. The wait itself gives up only after 60 s: it is left to do so.
+ */
+async function waitUntilLost(stream: (res: ServerResponse, server: Server) => void, timeoutMs?: number): Promise<{ url: string; printed: string[] }> {
+  const jobId = 'job-of-a-host-that-went-away'
+  const server = createHttpServer((req, res) => {
+    if (req.url?.startsWith('/api/events/stream')) return stream(res, server)
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(JSON.stringify({ job: { job_id: jobId, state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }, result: null }))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  let printed = ''
+  const out = { isTTY: false, write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WriteStream
+  waitForJob({ url, token: 't', timeoutMs }, jobId, new ProgressLine(out)).catch(() => {})
+  try {
     const deadline = Date.now() + 5_000
     while (!printed.includes('lost the connection') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
-    expect(lines(printed)).toContainEqual(expect.stringMatching(new RegExp(`^leasehold: lost the connection to the host at ${url} \\(ECONNREFUSED\\); trying again for up to 60 s$`)))
+  } finally {
     server.closeAllConnections()
-  })
-})
+    server.close()
+  }
+  return { url, printed: lines(printed) }
+}
 
-describe('submit --wait when the host does not answer its stream', () => {
-  test('says the connection was lost for want of an answer, and goes on trying', async () => {
-    const jobId = 'job-of-a-host-that-is-stopped'
-    const server = createHttpServer((req, res) => {
-      // The stream's head never comes, as from a host stopped with SIGSTOP; the job's reads answer.
-      if (req.url?.startsWith('/api/events/stream')) return
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ job: { job_id: jobId, state: 'RUNNING', attempts: 1, max_attempts: 3, progress: null, note: null, waiting_reason: null }, result: null }))
-    })
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    let printed = ''
-    const out = { isTTY: false, write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WriteStream
-    const waiting = waitForJob({ url, token: 't', timeoutMs: 500 }, jobId, new ProgressLine(out))
-    waiting.catch(() => {}) // it ends after 60 s without a stream; the test looks only at the line
-    try {
-      const deadline = Date.now() + 5_000
-      while (!printed.includes('lost the connection') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
-      expect(lines(printed)).toContainEqual(`leasehold: lost the connection to the host at ${url} (no answer within 0.5 s); trying again for up to 60 s`)
-    } finally {
-      server.closeAllConnections()
+describe('submit --wait when the host goes away', () => {
+  test('says at once that the connection was lost, instead of nothing until it gives up', async () => {
+    const { url, printed } = await waitUntilLost((res, server) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      // The host stops: the stream ends, and nothing listens any more.
+      res.end('retry: 50\n\n')
       server.close()
-    }
+    })
+    expect(printed).toContainEqual(`leasehold: lost the connection to the host at ${url} (ECONNREFUSED); trying again for up to 60 s`)
+  })
+
+  test('says the connection was lost for want of an answer when the stream\'s head does not come in time, and goes on trying', async () => {
+    // The head never comes, as from a host stopped with SIGSTOP.
+    const { url, printed } = await waitUntilLost(() => {}, 500)
+    expect(printed).toContainEqual(`leasehold: lost the connection to the host at ${url} (no answer within 0.5 s); trying again for up to 60 s`)
   })
 })
 
