@@ -2,7 +2,7 @@ import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathS
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
-import { type ClientTarget, dataDirOf, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+import { answerTimeoutMs, type ClientTarget, dataDirOf, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { answered, hostApi } from './http-client'
 
@@ -11,7 +11,8 @@ export const CHECK_HELP = `Usage: leasehold check [flags]
 Checks the integrity of the database in the data directory: every page, row and index
 (SQLite's integrity_check), through a read-only connection. While a host serves the data
 directory, the file is that host's alone: the host runs the check on a thread of its own
-(GET /api/storage/integrity) and this command prints what it found. It reads the whole file
+(GET /api/storage/integrity) and this command prints what it found, waiting for it up to 10
+minutes (LEASEHOLD_TIMEOUT_S, if longer). It reads the whole file
 (seconds for a million finished jobs). The host runs the quicker
 form on its own, in the background, after a start that follows an unclean shutdown; otherwise
 run it when a read fails with storage_error again and again, to tell a failing disk (the file
@@ -36,9 +37,16 @@ Flags:
 ${CLIENT_TARGET_HELP.replace('where to find a local host\'s URL and token', `the data directory (default ${defaultDataDir()})`)}
   -h, --help`
 
+/**
+ * How long the host's check is waited for, at the least: it reads the whole file before it
+ * answers (seconds for a million finished jobs), far longer than any other answer takes.
+ */
+const INTEGRITY_ANSWER_MS = 10 * 60_000
+
 /** The check run by the host that holds the file, found as every client command finds its host. */
 async function checkThroughHost(target: ClientTarget, depth: IntegrityDepth): Promise<IntegrityReport> {
-  return answered(target, hostApi(target).GET('/api/storage/integrity', { params: { query: { depth } } }))
+  const patient = { ...target, timeoutMs: Math.max(answerTimeoutMs(target), INTEGRITY_ANSWER_MS) }
+  return answered(patient, hostApi(patient).GET('/api/storage/integrity', { params: { query: { depth } } }))
 }
 
 interface CheckFlags {
