@@ -1,6 +1,7 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
+import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
 import { answered, hostApi, table } from './http-client'
 
@@ -77,6 +78,8 @@ function queueName(sub: string, words: string[]): string | undefined {
   if (name === undefined || name.trim() === '') throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
   if (extra.length > 0) throw new ConfigError(`queue ${sub} takes one QUEUE (got also "${extra[0]}"); run it once for each queue`)
   if (isDotSegment(name)) throw new ConfigError(`queue ${sub}: "${name}" is not a queue name: ${DOT_SEGMENT_REFUSAL}`)
+  // Said of QUEUE here: the host's refusal would name the field, which reads as a --queue flag.
+  if (name.length > MAX_ID_CHARS) throw new ConfigError(`queue ${sub}: a queue name is at most ${MAX_ID_CHARS} characters (got ${name.length})`)
   return name
 }
 

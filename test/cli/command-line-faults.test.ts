@@ -63,6 +63,7 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a queue with an empty name', ['queue', 'pause', ''], 'queue pause needs the name of a queue'],
     ['two queues at once', ['queue', 'pause', 'a', 'b'], 'queue pause takes one QUEUE (got also "b")'],
     ['a queue named as a dot segment', ['queue', 'resume', '..'], 'queue resume: ".." is not a queue name: cannot be "." or ".."'],
+    ['a queue name longer than a queue may have, said of QUEUE (not as a --queue flag)', ['queue', 'pause', 'q'.repeat(201)], 'leasehold: queue pause: a queue name is at most 200 characters (got 201)'],
     ['a delay past the host’s longest', ['submit', '--type', 't', '--in', '99999d'], '--in must be at most 100 years (36500d) (got "99999d")'],
     ['a null payload', ['submit', '--type', 't', '--payload', 'null'], '--payload is null: a payload cannot be null'],
     ['a payload the host could not store as sent', ['submit', '--type', 't', '--payload', '{"a":"\\ud800"}'], '--payload: payload.a: must be well-formed Unicode'],
