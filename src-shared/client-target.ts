@@ -43,6 +43,8 @@ export const answerTimeoutMs = (target: ClientTarget): number => target.timeoutM
 
 /** Written by a running host so that local commands find it; removed when it stops. */
 export const HOST_FILE = 'host.json'
+/** The file a running host holds locked for its lifetime (src-main/data-dir/lock.ts). */
+export const LOCK_FILE = 'host.lock'
 
 /** What host.json says: where the host listens, and its process. */
 export interface HostFile {

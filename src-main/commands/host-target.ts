@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { type ClientTarget, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+import { type ClientTarget, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 
 /**
  * The host a client command of the host's talks to ({@link resolveClientTarget}). Where the data
@@ -18,19 +18,20 @@ export async function findHost(flags: { url?: string; token?: string; 'data-dir'
 }
 
 /**
- * Whether a running host holds the data dir's database, told as `leasehold check` tells it: the
- * host keeps the file locked for as long as it has it open, so a read-only connection's first
- * read is refused with SQLITE_BUSY at once (timeout 0). SQLite is loaded on this path only: a
- * client command that finds its host loads none.
+ * Whether a running host holds the data dir: its lock on `host.lock` (data-dir/lock.ts), an
+ * exclusive lock SQLite keeps for the host's lifetime, refuses a read-only connection's first
+ * read with SQLITE_BUSY at once (timeout 0). The lock file, not the database: a read-only look at
+ * a database in WAL mode would leave its `-wal` and `-shm` behind when no host runs. SQLite is
+ * loaded on this path only: a client command that finds its host loads none.
  */
 export async function heldByHost(dataDir: string): Promise<boolean> {
-  const path = join(dataDir, 'leasehold.db')
+  const path = join(dataDir, LOCK_FILE)
   if (!existsSync(path)) return false
-  const [{ default: BetterSqlite3 }, { connectionName }] = await Promise.all([import('better-sqlite3'), import('../db/connection')])
+  const { default: BetterSqlite3 } = await import('better-sqlite3')
   let db: InstanceType<typeof BetterSqlite3> | undefined
   try {
-    db = new BetterSqlite3(connectionName(path), { readonly: true, fileMustExist: true, timeout: 0 })
-    db.pragma('schema_version')
+    db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: 0 })
+    db.pragma('user_version')
     return false
   } catch (error) {
     return (error as { code?: string }).code === 'SQLITE_BUSY'

@@ -2,7 +2,7 @@ import { accessSync, chmodSync, constants, existsSync, mkdirSync, rmSync, statSy
 import { dirname, join, resolve } from 'node:path'
 import { LockFile } from '../db/lock-file'
 import { storageFault } from '../error-answer'
-import { HOST_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
+import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
 export class HostStartError extends Error {
@@ -10,7 +10,6 @@ export class HostStartError extends Error {
 }
 
 /** The file in the data dir whose lock says a host runs there. */
-export const LOCK_FILE = 'host.lock'
 
 /** The data dir held by this process until {@link release}. */
 export interface DataDirLock {

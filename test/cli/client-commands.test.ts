@@ -5,7 +5,7 @@
  * halt a job on a held file (the one retry comes 180 s after the denial) without waiting.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, createServer } from 'node:net'
@@ -893,6 +893,17 @@ describe('finding the host', async () => {
     const result = runCli(['status', '--data-dir', empty, '--token', '0123456789abcdef0123'], CLEAN_ENV)
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([expect.stringContaining(`leasehold: no host is running on ${empty}: start one`)])
+  })
+
+  test('a command on the data dir of a host that stopped says no host runs, and leaves no file beside the database', async () => {
+    const stopped = await startTestHost()
+    await stopped.stop()
+    dirs.push(stopped.dataDir)
+    const before = readdirSync(stopped.dataDir).sort()
+    const result = runCli(['status', '--data-dir', stopped.dataDir], CLEAN_ENV)
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(`leasehold: no host is running on ${stopped.dataDir}: start one`)])
+    expect(readdirSync(stopped.dataDir).sort()).toEqual(before)
   })
 
   test('a host that holds the data dir but whose host.json is missing is said so, asking for --url and --token', async () => {
