@@ -8,7 +8,7 @@ import { coalesce } from './coalesce'
 import type { Connection } from './connection'
 import { HostTime } from './host-time.svelte'
 import { JobDetailState } from './job-detail.svelte'
-import { JobsState, RECENT_JOBS } from './jobs.svelte'
+import { filterOfQuery, JobsState, RECENT_JOBS, sameFilter } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
@@ -195,7 +195,12 @@ export class Dashboard {
     } else {
       this.detail = null
     }
-    if (this.auth === 'ok') void this.readAsShown(place.view)?.refresh()
+    // A fragment that names a filter (a reload, a link) sets it; one that names none keeps the filter in force.
+    const filter = place.view === 'jobs' && place.query ? filterOfQuery(place.query) : null
+    if (filter && !sameFilter(filter, this.jobs.filter)) {
+      if (this.auth === 'ok') void this.jobs.setFilter(filter)
+      else this.jobs.filter = filter // read once the token is taken
+    } else if (this.auth === 'ok') void this.readAsShown(place.view)?.refresh()
     if (place.view !== 'jobs') this.bulk.dismiss()
   }
 

@@ -1,5 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
-import { describeError, type ApiClient, type Job, type JobState, type LogEvent } from './api'
+import { describeError, JOB_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
@@ -20,6 +20,33 @@ export interface JobFilter {
 
 /** No filter: every job. */
 export const NO_FILTER: JobFilter = { state: '', job_type: '', addon_id: '', search: '', dead_letter: false }
+
+/** The fragment's names of a filter's fields (`#/jobs?state=FAILED&type=sleep`). */
+const QUERY_NAMES = { state: 'state', job_type: 'type', addon_id: 'addon', search: 'search', dead_letter: 'dead_letter' } as const
+
+/** A filter as the Jobs view's fragment carries it: only the fields it sets. */
+export function filterQuery(filter: JobFilter): URLSearchParams {
+  const query = new URLSearchParams()
+  if (filter.state) query.set(QUERY_NAMES.state, filter.state)
+  for (const field of ['job_type', 'addon_id', 'search'] as const) if (filter[field].trim()) query.set(QUERY_NAMES[field], filter[field].trim())
+  if (filter.dead_letter) query.set(QUERY_NAMES.dead_letter, '1')
+  return query
+}
+
+/** The filter a fragment's query names; a state the API does not know is left out. */
+export function filterOfQuery(query: URLSearchParams): JobFilter {
+  const state = query.get(QUERY_NAMES.state) ?? ''
+  return {
+    state: (JOB_STATES as readonly string[]).includes(state) ? (state as JobState) : '',
+    job_type: query.get(QUERY_NAMES.job_type) ?? '',
+    addon_id: query.get(QUERY_NAMES.addon_id) ?? '',
+    search: query.get(QUERY_NAMES.search) ?? '',
+    dead_letter: query.get(QUERY_NAMES.dead_letter) === '1',
+  }
+}
+
+/** Whether two filters select the same jobs. */
+export const sameFilter = (a: JobFilter, b: JobFilter): boolean => filterQuery(a).toString() === filterQuery(b).toString()
 
 /** Whether a filter selects fewer than all jobs. */
 export const isFiltered = (filter: JobFilter): boolean =>

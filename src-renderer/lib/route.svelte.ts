@@ -1,4 +1,8 @@
-/** The dashboard's views, addressed by the URL fragment: `#/jobs`, `#/jobs/<id>`, `#/schedules`, `#/queues`, `#/blockers` … */
+/**
+ * The dashboard's views, addressed by the URL fragment: `#/jobs`, `#/jobs/<id>`, `#/schedules`,
+ * `#/queues`, `#/blockers` … A view's own settings follow a `?` (the Jobs view's filter:
+ * `#/jobs?state=FAILED&type=sleep`), so that a reload or a link shows the same.
+ */
 export const VIEWS = ['overview', 'jobs', 'schedules', 'queues', 'blockers', 'workers', 'charts'] as const
 export type View = (typeof VIEWS)[number] | 'job'
 
@@ -6,17 +10,23 @@ export interface Place {
   view: View
   /** The job of the `job` view. */
   jobId: string | null
+  /** The view's settings after the `?`, when the fragment has any. */
+  query?: URLSearchParams
 }
 
 export function parseRoute(hash: string): Place {
-  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent)
+  const [path = '', query] = hash.replace(/^#\/?/, '').split('?', 2)
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent)
   if (parts[0] === 'jobs' && parts[1]) return { view: 'job', jobId: parts[1] }
   const view = VIEWS.find((v) => v === parts[0])
-  return { view: view ?? 'overview', jobId: null }
+  const place: Place = { view: view ?? 'overview', jobId: null }
+  return query ? { ...place, query: new URLSearchParams(query) } : place
 }
 
 export function hrefOf(place: Place): string {
-  return place.view === 'job' && place.jobId ? `#/jobs/${encodeURIComponent(place.jobId)}` : `#/${place.view}`
+  if (place.view === 'job' && place.jobId) return `#/jobs/${encodeURIComponent(place.jobId)}`
+  const query = place.query?.toString()
+  return query ? `#/${place.view}?${query}` : `#/${place.view}`
 }
 
 /** Where the page is; follows the fragment (back and forward included). */

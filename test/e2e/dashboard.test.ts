@@ -712,6 +712,20 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await page.getByRole('button', { name: 'Clear filters' }).click()
   })
 
+  test('the jobs filter is in the address bar: a reload, or the link, shows the same jobs', async () => {
+    await page.goto(`${host.url}/#/jobs`)
+    const failed = page.getByRole('group', { name: 'Filter by state' }).getByRole('button', { name: 'FAILED', exact: true })
+    await failed.click()
+    await page.getByLabel('Type').fill('filter-e2e')
+    await page.getByRole('button', { name: 'Search' }).click()
+    await expect.poll(() => page.evaluate(() => location.hash)).toBe('#/jobs?state=FAILED&type=filter-e2e')
+    await page.reload()
+    await expect.poll(() => failed.getAttribute('aria-pressed')).toBe('true')
+    expect(await page.getByLabel('Type').inputValue()).toBe('filter-e2e')
+    await page.getByRole('button', { name: 'Clear filters' }).click()
+    await expect.poll(() => page.evaluate(() => location.hash)).toBe('#/jobs')
+  })
+
   test('a wrong token gets the token form, the right one the dashboard', async () => {
     const other = await browser.newPage({ viewport: { width: 1280, height: 720 } })
     watch(other)

@@ -5,6 +5,7 @@ import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, f
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
+import { filterOfQuery, filterQuery, NO_FILTER } from '../../src-renderer/lib/jobs.svelte'
 import { shortId } from '../../src-shared/short-id'
 import { formatBytes, retentionText } from '../../src-renderer/lib/storage.svelte'
 import { eventPairs } from '../../src-renderer/lib/event-text'
@@ -86,6 +87,16 @@ test('routes in the fragment', () => {
   expect(parseRoute('#/jobs/abc-1')).toEqual({ view: 'job', jobId: 'abc-1' })
   expect(parseRoute('#/nonsense')).toEqual({ view: 'overview', jobId: null })
   expect(hrefOf({ view: 'job', jobId: 'a b' })).toBe('#/jobs/a%20b')
+})
+
+test("a view's settings follow a ? in the fragment: the Jobs view's filter, only the fields it sets, and back", () => {
+  const place = parseRoute('#/jobs?state=FAILED&type=sleep&dead_letter=1')
+  expect(place).toMatchObject({ view: 'jobs', jobId: null })
+  expect(filterOfQuery(place.query!)).toEqual({ state: 'FAILED', job_type: 'sleep', addon_id: '', search: '', dead_letter: true })
+  const filter = { ...NO_FILTER, state: 'QUEUED' as const, search: ' a b ' }
+  expect(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(filter) })).toBe('#/jobs?state=QUEUED&search=a+b')
+  expect(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(NO_FILTER) })).toBe('#/jobs')
+  expect(filterOfQuery(new URLSearchParams('state=NOPE'))).toEqual(NO_FILTER) // a state the API does not know is left out
 })
 
 describe('short job ids', () => {

@@ -6,6 +6,7 @@ import { ApiClient, type ActiveLease, type ActiveLeases, type Job } from '../../
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
 import { followTokenLinks, storeToken } from '../../src-renderer/lib/connection'
 import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
+import { parseRoute } from '../../src-renderer/lib/route.svelte'
 import { HostTime } from '../../src-renderer/lib/host-time.svelte'
 import { FLASH_MS } from '../../src-renderer/lib/lease-events'
 import { LeasesState } from '../../src-renderer/lib/leases.svelte'
@@ -330,6 +331,18 @@ describe('an idle dashboard', () => {
     expect(dashboard.stream.lastEventId).toBeNull() // a frame without an id moves no resume point
     stream.open()
     expect(dashboard.redis.current).toBeNull()
+    dashboard.stop()
+  })
+
+  test('a Jobs view whose fragment names a filter (a reload, a link) reads the jobs it selects; one that names none keeps the filter in force', async () => {
+    const { dashboard, calls } = await startIdle()
+    dashboard.show(parseRoute('#/jobs?state=FAILED&type=sleep'))
+    await vi.advanceTimersByTimeAsync(100)
+    expect(dashboard.jobs.filter).toMatchObject({ state: 'FAILED', job_type: 'sleep' })
+    expect(calls.at(-1)!.path).toMatch(/^\/api\/scheduler\/jobs\?.*state=FAILED.*job_type=sleep|^\/api\/scheduler\/jobs\?.*job_type=sleep.*state=FAILED/)
+    dashboard.show(parseRoute('#/overview'))
+    dashboard.show(parseRoute('#/jobs'))
+    expect(dashboard.jobs.filter).toMatchObject({ state: 'FAILED', job_type: 'sleep' })
     dashboard.stop()
   })
 
