@@ -18,24 +18,12 @@ export async function findHost(flags: { url?: string; token?: string; 'data-dir'
 }
 
 /**
- * Whether a running host holds the data dir: its lock on `host.lock` (data-dir/lock.ts), an
- * exclusive lock SQLite keeps for the host's lifetime, refuses a read-only connection's first
- * read with SQLITE_BUSY at once (timeout 0). The lock file, not the database: a read-only look at
- * a database in WAL mode would leave its `-wal` and `-shm` behind when no host runs. SQLite is
- * loaded on this path only: a client command that finds its host loads none.
+ * Whether a running host holds the data dir: its lock on `host.lock` (data-dir/lock.ts), held for
+ * the host's lifetime. The lock file, not the database: a read-only look at a database in WAL mode
+ * would leave its `-wal` and `-shm` behind when no host runs. SQLite is loaded on this path only:
+ * a client command that finds its host loads none.
  */
 export async function heldByHost(dataDir: string): Promise<boolean> {
   const path = join(dataDir, LOCK_FILE)
-  if (!existsSync(path)) return false
-  const { default: BetterSqlite3 } = await import('better-sqlite3')
-  let db: InstanceType<typeof BetterSqlite3> | undefined
-  try {
-    db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: 0 })
-    db.pragma('user_version')
-    return false
-  } catch (error) {
-    return (error as { code?: string }).code === 'SQLITE_BUSY'
-  } finally {
-    db?.close()
-  }
+  return existsSync(path) && (await import('../db/lock-file')).LockFile.isHeld(path)
 }

@@ -41,4 +41,22 @@ export class LockFile {
   release(): void {
     this.db.close()
   }
+
+  /**
+   * Whether another process holds the lock on the file at `path` now: a read-only connection's
+   * first read is refused with SQLITE_BUSY at once (timeout 0). False when the file is not there
+   * or not locked; it creates nothing (the file is not in WAL mode: no -wal or -shm to leave).
+   */
+  static isHeld(path: string, nativeBinding?: string): boolean {
+    let db: BetterSqlite3.Database | undefined
+    try {
+      db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
+      db.pragma('user_version')
+      return false
+    } catch (error) {
+      return (error as { code?: string }).code === 'SQLITE_BUSY'
+    } finally {
+      db?.close()
+    }
+  }
 }
