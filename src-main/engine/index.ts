@@ -391,6 +391,8 @@ export class Engine {
   fireDueSchedules = (): schedules.Firing[] => schedules.fireDueSchedules(this.ctx, this.capacity)
   /** When the earliest enabled schedule fires next, or null. */
   nextScheduleFireAt = (): number | null => schedules.nextScheduleFireAt(this.ctx)
+  /** Re-aims the schedules whose next firing was reckoned on a clock since set back; how many moved. */
+  reaimSchedules = (): number => schedules.reaimSchedules(this.ctx)
   /** Expires due leases and claims; returns how many of each. */
   reap = (): { leases: number; claims: number; idleFiles: number } => ({
     leases: reaper.expireDueLeases(this.ctx),

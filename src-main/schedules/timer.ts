@@ -30,6 +30,8 @@ export interface ScheduleTimerOptions {
 }
 
 export const MAX_SLEEP_MS = 60_000
+/** How far back the clock must go between two checks to count as set back (a check is at least once a second). */
+const SET_BACK_MS = 1_000
 const RETRY_MS = 1_000
 
 /**
@@ -56,6 +58,8 @@ export class ScheduleTimer {
   private unsubscribe: (() => void) | null = null
   private readonly clock: Clock
   private readonly timers: Timers
+  /** The clock at the last check: a clock read earlier than this by more than {@link SET_BACK_MS} was set back. */
+  private checkedAt: number | null = null
 
   constructor(
     private readonly engine: Engine,
@@ -70,12 +74,15 @@ export class ScheduleTimer {
     return this.dueAt
   }
 
-  /** Arms the timer and catches up the firings missed while the host was down. */
-  start(): Promise<void> {
+  /**
+   * Arms the timer and catches up the firings missed while the host was down; a next firing
+   * reckoned on a clock since set back (while the host was down) is re-aimed first.
+   */
+  async start(): Promise<void> {
     this.unsubscribe = this.engine.onCommit((events) => {
       if (events.some((event) => event.entity_type === 'SCHEDULE')) this.arm()
     })
-    this.arm()
+    await this.reaim()
     return this.check()
   }
 
@@ -86,10 +93,27 @@ export class ScheduleTimer {
     this.setTimer()
   }
 
-  /** Fires if a firing is due by the engine's clock; otherwise does nothing (and reads nothing). */
+  /**
+   * Fires if a firing is due by the engine's clock; otherwise does nothing (and reads nothing).
+   * A clock set back since the last check re-aims the schedules first (engine `reaimSchedules`).
+   */
   check(): Promise<void> {
-    if (this.stopped || this.dueAt === null || this.clock.now() < this.wakeAt(this.dueAt)) return this.running ?? Promise.resolve()
+    const now = this.clock.now()
+    const setBack = this.checkedAt !== null && now < this.checkedAt - SET_BACK_MS
+    this.checkedAt = now
+    if (setBack && !this.stopped) return this.reaim().then(() => this.check())
+    if (this.stopped || this.dueAt === null || now < this.wakeAt(this.dueAt)) return this.running ?? Promise.resolve()
     return this.fire()
+  }
+
+  /** Re-aims the schedules at the clock as it is now, and arms the timer for them. A failure (a full disk) leaves them as they were. */
+  private async reaim(): Promise<void> {
+    try {
+      await this.engine.run(() => this.engine.reaimSchedules())
+    } catch (error) {
+      this.options.onError?.(error)
+    }
+    this.arm()
   }
 
   /** Stops the timer; a firing in progress finishes (its group commits). */

@@ -3,7 +3,7 @@
  * by a real host's schedule timer on an injected clock, across a restart and after downtime.
  */
 import { afterEach, describe, expect, test } from 'vitest'
-import { HOUR, MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
+import { HOUR, MINUTE, ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, post, QUEUE, QUEUE_JOB_READ_KEYS, until } from './support'
 
@@ -169,6 +169,39 @@ describe('firings made by the host', () => {
       const jobs = await scheduledJobs(host) // fired before the host answered anything
       expect(jobs.map((j) => j.schedule.fire_at)).toEqual(['2026-02-06T21:00:00.000Z', '2026-02-06T20:15:00.000Z'])
       expect((await body(await host.call(`${S}/nightly`))).schedule.next_fire_at).toBe('2026-02-06T21:05:00.000Z')
+    } finally {
+      await host.dispose()
+    }
+  })
+
+  test('a clock set back re-aims a schedule at its first firing after the new time, while the host runs and across a restart; a firing made is not made again', async () => {
+    const clock = new ManualClock(API_T0)
+    let host = await startTestHost({ totalUnits: 20, busy: 0 }, { clock })
+    try {
+      await post(host, S, nightly({ name: 'minutely', cron: '* * * * *' }))
+      const set = Date.parse('2026-02-06T20:10:00.000Z')
+      clock.set(set + 3 * HOUR) // a clock that ran fast: the schedule fires, and aims at the minute after
+      await until(async () => (await scheduledJobs(host)).length === 1)
+      clock.set(set + 30 * SECOND) // set right
+      await until(async () => (await body(await host.call(`${S}/minutely`))).schedule.next_fire_at === '2026-02-06T20:11:00.000Z', 5000, 're-aimed')
+      clock.set(set + MINUTE)
+      await until(async () => (await scheduledJobs(host)).length === 2)
+      clock.set(set + 30 * SECOND) // set back past the firing of 20:11, which is not made again
+      await until(async () => (await body(await host.call(`${S}/minutely`))).schedule.next_fire_at === '2026-02-06T20:11:00.000Z', 5000, 're-aimed')
+      clock.set(set + MINUTE + SECOND)
+      await until(async () => (await body(await host.call(`${S}/minutely`))).schedule.next_fire_at === '2026-02-06T20:12:00.000Z', 5000, 'moved on')
+      expect((await scheduledJobs(host)).length).toBe(2)
+
+      // Set back while the host was down: re-aimed as it starts.
+      await host.stop()
+      clock.set(set + 3 * HOUR + 2 * MINUTE)
+      host = await startTestHost({ dataDir: host.dataDir, totalUnits: null, busy: null }, { clock })
+      expect((await scheduledJobs(host)).length).toBe(3) // the catch-up run, the latest missed firing
+      await host.stop()
+      clock.set(set + 2 * MINUTE + 30 * SECOND)
+      host = await startTestHost({ dataDir: host.dataDir, totalUnits: null, busy: null }, { clock })
+      expect((await body(await host.call(`${S}/minutely`))).schedule.next_fire_at).toBe('2026-02-06T20:13:00.000Z')
+      expect((await scheduledJobs(host)).length).toBe(3)
     } finally {
       await host.dispose()
     }

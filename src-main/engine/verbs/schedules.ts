@@ -403,6 +403,33 @@ export function listSchedules(ctx: EngineContext): Schedule[] {
   return ctx.all<ScheduleRow>('SELECT * FROM schedules ORDER BY name').map((row) => decode(ctx, row))
 }
 
+/**
+ * Re-aims each enabled schedule whose next firing lies past its expression's first firing after
+ * now, at that firing: the wall clock was set back (NTP correcting a clock that ran fast, a clock
+ * set wrong), and the stored next firing was reckoned on the clock as it was, so the schedule
+ * would wait out the difference. While the clock only moves on, a next firing is never past that
+ * first one, and nothing moves. A firing already made (its run recorded) is not made again when
+ * the clock comes round to it. Returns how many schedules moved.
+ */
+export function reaimSchedules(ctx: EngineContext): number {
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    let moved = 0
+    for (const row of ctx.all<ScheduleRow>('SELECT * FROM schedules WHERE enabled = 1 AND next_fire_at > ?', now)) {
+      let first: number | null
+      try {
+        first = fireTimeAfter(parseCron(row.cron, row.timezone), now)
+      } catch {
+        continue // a zone this host no longer knows: its firing pass stops it, saying why
+      }
+      if (first === null || first >= row.next_fire_at!) continue
+      ctx.run('UPDATE schedules SET next_fire_at = ? WHERE id = ?', first, row.id)
+      moved += 1
+    }
+    return moved
+  })
+}
+
 /** When the earliest enabled schedule fires next, or null: the one moment a timer needs. */
 export function nextScheduleFireAt(ctx: EngineContext): number | null {
   return ctx.one<{ at: number | null }>('SELECT MIN(next_fire_at) AS at FROM schedules WHERE enabled = 1')?.at ?? null
