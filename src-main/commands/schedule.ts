@@ -83,7 +83,7 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
   const [action, name, ...extra] = positionals
   if (action === undefined) throw new ConfigError(`schedule needs one of ${ACTIONS.join(', ')} (try leasehold schedule --help)`)
   if (!(ACTIONS as readonly string[]).includes(action)) throw new ConfigError(`unknown schedule command "${action}" (one of ${ACTIONS.join(', ')})`)
-  if (action === 'list' ? name !== undefined : name === undefined) {
+  if (action === 'list' ? name !== undefined : !name) {
     throw new ConfigError(action === 'list' ? `schedule list takes no name (got "${name}")` : `schedule ${action} needs the schedule's NAME`)
   }
   if (extra.length > 0) throw new ConfigError(`unexpected argument "${extra[0]}"`)

@@ -89,6 +89,10 @@ describe('leasehold schedule', () => {
     const resumed = await cli(['schedule', 'resume', 'once'])
     expect(resumed.status).toBe(0)
     expect(resumed.stdout.trim()).toBe('resumed once; it fires no more: its cron has no firing left (edit its cron, or remove it)')
+    // Paused first, and resumed: the same, not a refusal of a --cron never given.
+    expect((await cli(['schedule', 'pause', 'once'])).status).toBe(0)
+    const again = await cli(['schedule', 'resume', 'once'])
+    expect([again.status, again.stdout.trim()]).toEqual([0, 'resumed once; it fires no more: its cron has no firing left (edit its cron, or remove it)'])
     host.engine.cancel(host.engine.getSchedule('once').last_run!.job_id!)
   })
 
@@ -104,6 +108,7 @@ describe('leasehold schedule', () => {
     [['schedule', 'add', 'x', '--cron', '* * * * *', '--type', 't', '--units', '21'], '(cost_exceeds_capacity)'],
     [['schedule', 'add', 'has space', '--cron', '* * * * *', '--type', 't'], 'name:'],
     [['schedule', 'pause'], 'schedule pause needs the schedule\'s NAME'],
+    [['schedule', 'pause', ''], 'schedule pause needs the schedule\'s NAME'],
     [['schedule', 'pause', 'x', '--cron', '* * * * *'], '--cron belongs to schedule add'],
     [['schedule', 'list', 'x'], 'schedule list takes no name'],
     [['schedule', 'rm', 'x', 'y'], 'unexpected argument "y"'],

@@ -202,6 +202,8 @@ describe('creating, changing and deleting schedules', () => {
     clock.advance(30 * MINUTE)
     const same = { cron: ' 0 2 * * * ', timezone: 'UTC', job: { job_type: 'backup', cost_units: 1 }, overlap: created.overlap, enabled: true }
     expect(engine.updateSchedule('nightly', same)).toEqual(created)
+    // The same job template with its fields in another order is the same template.
+    expect(engine.updateSchedule('nightly', { job: { cost_units: 1, job_type: 'backup' } })).toEqual(created)
     expect(engine.updateSchedule('nightly', { ...same, enabled: false })).toMatchObject({ enabled: false, updated_at: T0 + 30 * MINUTE })
     const updates = scheduleEvents(engine).filter((e) => e.event_type === 'SCHEDULE_UPDATED')
     expect(updates.map((e) => JSON.parse(e.data).changed)).toEqual([['enabled']])

@@ -493,6 +493,17 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
 }
 
 /**
+ * Whether two JSON values are the same value, whatever the order of their objects' keys: a job
+ * template sent again with its fields in another order is the template in force.
+ */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, i) => sameJson(item, b[i]))
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return a === b
+  const keys = Object.keys(a)
+  return keys.length === Object.keys(b).length && keys.every((key) => Object.hasOwn(b, key) && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]))
+}
+
+/**
  * Changes a schedule. A new expression or zone, or enabling it, sets its next firing to the first
  * after now: firings that fell while it was disabled are not caught up. Disabling it clears its
  * next firing, so it cannot fire until enabled again. Only the fields whose value changes count:
@@ -512,14 +523,16 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
     const overlap = change.overlap !== undefined ? checkOverlap(change.overlap) : (row.overlap as Overlap)
     const enabled = change.enabled ?? row.enabled === 1
     const retimed = cronText !== row.cron || timezone !== row.timezone
-    // The next firing moves only when the timing changes or the schedule is enabled again.
-    const cron = retimed || (enabled && row.enabled === 0) ? checkFires(cronText, timezone, now) : null
+    // The next firing moves only when the timing changes or the schedule is enabled again. A new
+    // timing must fire; an old one enabled again may have no firing left: the schedule is then
+    // finished, as it would be had it stayed enabled.
+    const cron = retimed ? checkFires(cronText, timezone, now) : enabled && row.enabled === 0 ? parseCron(cronText, timezone) : null
     const next = !enabled ? null : cron ? fireTimeAfter(cron, now) : row.next_fire_at
     const jobText = job ? JSON.stringify(job) : row.job
     const differs: Record<(typeof CHANGEABLE)[number], boolean> = {
       cron: cronText !== row.cron,
       timezone: timezone !== row.timezone,
-      job: jobText !== row.job,
+      job: jobText !== row.job && !sameJson(job, parseStored(row.job)),
       overlap: overlap !== row.overlap,
       enabled: enabled !== (row.enabled === 1),
     }
