@@ -1,5 +1,6 @@
 import { readdirSync, realpathSync } from 'node:fs'
 import { isAbsolute, sep } from 'node:path'
+import { isDeepStrictEqual } from 'node:util'
 import { Cron } from 'croner'
 import type { JobRow, ScheduleRow, ScheduleRunRow } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
@@ -493,17 +494,6 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
 }
 
 /**
- * Whether two JSON values are the same value, whatever the order of their objects' keys: a job
- * template sent again with its fields in another order is the template in force.
- */
-function sameJson(a: unknown, b: unknown): boolean {
-  if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, i) => sameJson(item, b[i]))
-  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return a === b
-  const keys = Object.keys(a)
-  return keys.length === Object.keys(b).length && keys.every((key) => Object.hasOwn(b, key) && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]))
-}
-
-/**
  * Changes a schedule. A new expression or zone, or enabling it, sets its next firing to the first
  * after now: firings that fell while it was disabled are not caught up. Disabling it clears its
  * next firing, so it cannot fire until enabled again. Only the fields whose value changes count:
@@ -532,7 +522,8 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
     const differs: Record<(typeof CHANGEABLE)[number], boolean> = {
       cron: cronText !== row.cron,
       timezone: timezone !== row.timezone,
-      job: jobText !== row.job && !sameJson(job, parseStored(row.job)),
+      // The same template with its fields in another order is the template in force.
+      job: jobText !== row.job && !isDeepStrictEqual(job, parseStored(row.job)),
       overlap: overlap !== row.overlap,
       enabled: enabled !== (row.enabled === 1),
     }
