@@ -2,7 +2,7 @@ import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathS
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
-import { answerTimeoutMs, type ClientTarget, dataDirOf, defaultDataDir, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+import { answerTimeoutMs, type ClientTarget, dataDirOf, defaultDataDir, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { answered, hostApi } from './http-client'
 
@@ -109,7 +109,9 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
   // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
   const [{ checkIntegrity }, { DatabaseOpenError }] = await Promise.all([import('../db/integrity'), import('../db/open')])
   try {
-    return unwritableDir(dirname(path)) ? checkCopy(path, depth, checkIntegrity) : checkIntegrity(path, depth)
+    if (unwritableDir(dirname(path))) return checkCopy(path, depth, checkIntegrity)
+    const { lockDataDir } = await import('../data-dir/lock')
+    return checkLeavingNoLog(path, () => checkIntegrity(path, depth), lockDataDir)
   } catch (error) {
     if (error instanceof DatabaseOpenError) throw error
     if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
@@ -130,6 +132,40 @@ function unwritableDir(dataDir: string): boolean {
     return false
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EROFS'
+  }
+}
+
+/**
+ * Checks the file of a stopped host and leaves its data dir as it was. SQLite's read-only
+ * connection makes an empty -wal and a -shm beside a file in WAL mode, and only a writer's close
+ * removes them: they would stay (the host, which keeps the log's index in its memory, never
+ * removes a -shm). A data dir is held meanwhile, as a host holds it, so that no host starts on
+ * the file while its log is removed; a data dir a host holds is left to `check` as it was (the
+ * read-only open is refused, and the host is asked). A -wal that was there before, a killed
+ * host's log, is never touched.
+ */
+function checkLeavingNoLog<T>(path: string, check: () => T, lockDataDir: (dataDir: string) => { release(): void }): T {
+  let lock: { release(): void } | null = null
+  // A folder no host has run in (no host.lock) gets no lock file of the check's making.
+  if (existsSync(join(dirname(path), LOCK_FILE))) {
+    try {
+      lock = lockDataDir(dirname(path))
+    } catch {
+      // A host holds it (the check is refused and the host asked), or its lock cannot be written: the check says what it finds.
+    }
+  }
+  const had = { wal: existsSync(`${path}-wal`), shm: existsSync(`${path}-shm`) }
+  try {
+    return check()
+  } finally {
+    if (lock) {
+      try {
+        if (!had.shm) rmSync(`${path}-shm`, { force: true })
+        if (!had.wal && existsSync(`${path}-wal`) && statSync(`${path}-wal`).size === 0) rmSync(`${path}-wal`)
+      } finally {
+        lock.release()
+      }
+    }
   }
 }
 

@@ -7,7 +7,7 @@
  */
 import BetterSqlite3 from 'better-sqlite3'
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
@@ -309,6 +309,34 @@ describe('leasehold check', () => {
     const result = await run(['check', '--data-dir', dir])
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([`leasehold: ${join(dir, 'leasehold.db')} is not a Leasehold database (serve refuses it); it was not checked`])
+  })
+
+  test('a stopped host’s data dir is left as it was: no -wal or -shm of the check’s own, and a killed host’s -wal kept', async () => {
+    const stopped = await startTestHost({ workers: 0 })
+    await stopped.call('/api/scheduler/jobs/submit', { method: 'POST', json: { job_type: 'kept', cost_units: 1 } })
+    await stopped.stop()
+    const before = readdirSync(stopped.dataDir).sort()
+    expect(before).not.toContain('leasehold.db-wal')
+    const result = await run(['check', '--quick', '--data-dir', stopped.dataDir])
+    expect(result.status, result.stderr).toBe(0)
+    expect(readdirSync(stopped.dataDir).sort()).toEqual(before)
+
+    // A killed host's log holds committed jobs: the check reads it and leaves it for the next start.
+    const killed = tempDir()
+    mkdirSync(killed, { recursive: true })
+    for (const file of readdirSync(stopped.dataDir)) copyFileSync(join(stopped.dataDir, file), join(killed, file))
+    const log = new BetterSqlite3(join(killed, 'leasehold.db'))
+    log.pragma('wal_autocheckpoint = 0')
+    log.exec('CREATE TABLE IF NOT EXISTS scratch (n INTEGER)')
+    log.exec('INSERT INTO scratch VALUES (1)')
+    const frames = readFileSync(join(killed, 'leasehold.db-wal'))
+    log.close()
+    writeFileSync(join(killed, 'leasehold.db-wal'), frames)
+    rmSync(join(killed, 'leasehold.db-shm'), { force: true })
+    const again = await run(['check', '--quick', '--data-dir', killed])
+    expect(again.status, again.stderr).toBe(0)
+    expect(readFileSync(join(killed, 'leasehold.db-wal'))).toEqual(frames)
+    rmSync(stopped.dataDir, { recursive: true, force: true })
   })
 
   test('a data dir on a read-only mount is checked through a copy in the temporary directory, which is removed after', async (context) => {
