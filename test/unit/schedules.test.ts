@@ -72,7 +72,7 @@ describe('creating, changing and deleting schedules', () => {
     expect(scheduleEvents(engine).map((e) => e.event_type)).toEqual(['SCHEDULE_CREATED'])
   })
 
-  it("the host's own time zone is read from the zone file TZ names when the runtime gives it no name; an empty TZ is UTC; one with no name is refused, not guessed", () => {
+  it("the host's own time zone is read from the zone file TZ names when the runtime gives it no name; an empty TZ is UTC; a rule or an unknown name is refused as such, not guessed", () => {
     expect(hostTimeZone('Europe/Berlin', ':/nowhere')).toBe('Europe/Berlin') // the runtime's name wins
     expect(hostTimeZone(undefined, ':/usr/share/zoneinfo/Europe/Berlin')).toBe('Europe/Berlin')
     expect(hostTimeZone(undefined, '/usr/share/zoneinfo/Asia/Kolkata')).toBe('Asia/Kolkata')
@@ -81,7 +81,9 @@ describe('creating, changing and deleting schedules', () => {
     expect(hostTimeZone('UTC', 'Europe/Berlin')).toBe('Europe/Berlin')
     expect(hostTimeZone(undefined, 'UTC0')).toBe('UTC')
     expect(expectEngineError(() => hostTimeZone('UTC', 'CET-1CEST'), 400, 'invalid_timezone').message).toMatch(/is a rule, not a zone's name \(TZ="CET-1CEST"\): give the schedule a timezone/)
-    expect(expectEngineError(() => hostTimeZone('UTC', '<+03>-3'), 400, 'invalid_timezone').code).toBe('invalid_timezone')
+    expect(expectEngineError(() => hostTimeZone('UTC', '<+03>-3'), 400, 'invalid_timezone').message).toMatch(/is a rule, not a zone's name/)
+    // A name no zone has is said as such, not taken for a rule.
+    expect(expectEngineError(() => hostTimeZone(undefined, 'Mars/Base'), 400, 'invalid_timezone').message).toMatch(/has no name this host knows \(TZ="Mars\/Base"\)/)
     expect(hostTimeZone(undefined, ':/etc/localtime')).toBe(canonicalTimeZone(realpathSync('/etc/localtime').split('/zoneinfo/')[1]!))
     expect(expectEngineError(() => hostTimeZone(undefined, ':/nowhere/at/all'), 400, 'invalid_timezone').message).toMatch(/TZ=":\/nowhere\/at\/all"\): give the schedule a timezone/)
   })

@@ -144,9 +144,11 @@ function zoneOfTz(tz: string): string {
     return canonicalTimeZone(tz)
   } catch {
     if (/^(UTC|GMT|UCT)0$/.test(tz)) return 'UTC'
+    // A POSIX rule names its zone by letters (or <+03>) and then its offset: a digit or a sign.
+    const what = /^(<[^>]+>|[A-Za-z]{3,})[+-]?\d/.test(tz) ? "is a rule, not a zone's name" : 'has no name this host knows'
     throw new EngineError(
       'invalid_timezone',
-      `the host's time zone is a rule, not a zone's name (TZ=${JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
+      `the host's time zone ${what} (TZ=${JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
     )
   }
 }
