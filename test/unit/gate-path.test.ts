@@ -24,6 +24,24 @@ test('a write is keyed by the file it reaches: past a symlinked folder, `..` aft
   expect(await gatePath(`${dir}/real/alias.txt`, true)).toBe(join(dir, 'real', 'target.txt'))
 })
 
+test('a write through a symlink whose target is not there yet is keyed by the file it will create, as once it exists', async () => {
+  const dir = aTree()
+  symlinkSync(join(dir, 'real', 'new.txt'), join(dir, 'dangling'))
+  symlinkSync('deep/later.txt', join(dir, 'real', 'relative'))
+  symlinkSync(join(dir, 'dangling'), join(dir, 'chain'))
+  expect(await gatePath(`${dir}/dangling`, true)).toBe(join(dir, 'real', 'new.txt'))
+  expect(await gatePath(`${dir}/link/../relative`, true)).toBe(join(dir, 'real', 'deep', 'later.txt'))
+  expect(await gatePath(`${dir}/chain`, true)).toBe(join(dir, 'real', 'new.txt'))
+  writeFileSync(join(dir, 'real', 'new.txt'), '')
+  expect(await gatePath(`${dir}/dangling`, true)).toBe(join(dir, 'real', 'new.txt'))
+  // A loop of links resolves to nothing the kernel would write: it is keyed as written.
+  symlinkSync(join(dir, 'loop-b'), join(dir, 'loop-a'))
+  symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'))
+  expect(await gatePath(`${dir}/loop-a`, true)).toMatch(/loop-[ab]$/)
+  // rm acts on the dangling link itself.
+  expect(await gatePath(`${dir}/dangling`, false)).toBe(join(dir, 'dangling'))
+})
+
 test('rm and rename are keyed by the entry they change: a symlink at the end is the link, not what it names', async () => {
   const dir = aTree()
   expect(await gatePath(`${dir}/real/alias.txt`, false)).toBe(join(dir, 'real', 'alias.txt'))
