@@ -652,6 +652,15 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')).toHaveLength(1)
   })
 
+  test('a retry naming no job lease speaks for its owner id: after a denial under a job lease, its halt names and halts no job', () => {
+    const { engine, clock, b, alive, deniedAt } = contended()
+    tick(engine, clock, deniedAt + FILE_RETRY_MS - clock.now(), alive)
+    const halted = engine.acquireFile({ file: FILE, owner_id: 'w2' })
+    expect(halted).toMatchObject({ granted: false, code: 'blocked', blocker: { requester_owner_id: 'w2', requester_job_id: null, requester_lease_id: null } })
+    // The job whose lease the denial came under runs on: no report claims it was halted.
+    expect(engine.getJob(b.job.id).state).toBe('RUNNING')
+  })
+
   test('the pending retry is per file and requester: other files and other requesters are not held back by it', () => {
     const { engine, b } = contended()
     expect(granted(engine, { file: '/repo/other.ts', owner_id: 'w2', lease_id: b.lease.id }).owner_id).toBe('w2')

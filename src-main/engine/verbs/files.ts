@@ -245,8 +245,10 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
     denied_at: contention.denied_at,
     retried_at: now,
     requester_owner_id: contention.owner_id,
-    requester_job_id: requesterLease?.job_id ?? contention.job_id,
-    requester_lease_id: requesterLease?.id ?? contention.lease_id,
+    // The retry's requester: a retry naming no job lease speaks for its owner id alone, and halts
+    // no job, so its report names none (whatever job lease the denial came under).
+    requester_job_id: requesterLease?.job_id ?? null,
+    requester_lease_id: requesterLease?.id ?? null,
     state: 'OPEN',
     resolution: null,
     note: null,
