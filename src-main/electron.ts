@@ -163,7 +163,7 @@ function setupTray(running: Host): void {
   tray = new Tray(icon)
   const refresh = () => {
     const capacity = running.engine.getCapacity()
-    const open = running.engine.listBlockers('OPEN').length
+    const open = running.engine.openBlockerCount()
     tray?.setToolTip(trayTooltip(capacity, open))
     tray?.setContextMenu(
       Menu.buildFromTemplate([

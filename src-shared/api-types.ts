@@ -236,7 +236,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** File leases (ACTIVE by default) */
+        /** File leases (ACTIVE by default), newest first, 500 a page unless `limit` says fewer */
         get: operations["listFileLeases"];
         put?: never;
         post?: never;
@@ -253,7 +253,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Blocker reports, open first */
+        /** Blocker reports, open first (oldest first), then resolved (newest first), 500 a page unless `limit` says fewer */
         get: operations["listBlockers"];
         put?: never;
         post?: never;
@@ -1207,9 +1207,13 @@ export interface components {
         };
         FileLeaseList: {
             file_leases: components["schemas"]["FileLease"][];
+            /** @description Opaque; pass it as `cursor` for the next page (null: this page is the last) */
+            next_cursor: string | null;
         };
         BlockerList: {
             blockers: components["schemas"]["Blocker"][];
+            /** @description Opaque; pass it as `cursor` for the next page (null: this page is the last) */
+            next_cursor: string | null;
         };
         BlockerAnswer: {
             blocker: components["schemas"]["Blocker"];
@@ -1353,7 +1357,7 @@ export interface components {
         };
         JobPage: {
             jobs: components["schemas"]["QueueJobRead"][];
-            /** @description Opaque; pass it as `cursor` for the next page */
+            /** @description Opaque; pass it as `cursor` for the next page (null: this page is the last) */
             next_cursor: string | null;
         };
         /** @description A job as the reads show it: plus why it waits and the schedule that made it */
@@ -2400,6 +2404,8 @@ export interface operations {
         parameters: {
             query?: {
                 state?: "ACTIVE" | "RELEASED" | "REVOKED" | "all";
+                limit?: number;
+                cursor?: string;
             };
             header?: never;
             path?: never;
@@ -2427,6 +2433,8 @@ export interface operations {
         parameters: {
             query?: {
                 state?: "OPEN" | "RESOLVED" | "all";
+                limit?: number;
+                cursor?: string;
             };
             header?: never;
             path?: never;

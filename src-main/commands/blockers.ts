@@ -3,7 +3,7 @@ import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { shortId } from '../../src-shared/short-id'
 import { heldByItsJob, holderName } from '../../src-shared/file-owner'
-import { answered, hostApi, table } from './http-client'
+import { allBlockers, answered, hostApi, table } from './http-client'
 
 export const BLOCKERS_HELP = `Usage: leasehold blockers [list] [flags]
        leasehold blockers resolve BLOCKER ACTION [flags]
@@ -65,10 +65,10 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
     if (positionals.length > 0) throw new ConfigError(`blockers list takes no argument (got "${positionals[0]}")`)
     const state = STATES[(flags.state ?? 'open').toLowerCase() as keyof typeof STATES]
     if (state === undefined) throw new ConfigError(`--state must be open, resolved or all (got "${flags.state}")`)
-    const answer = await answered(target, api.GET('/api/blockers', { params: { query: { state } } }))
-    if (flags.json) console.log(JSON.stringify(answer, null, 2))
-    else if (answer.blockers.length === 0) console.log(state === 'OPEN' ? 'no open blockers: no job waits for an answer' : 'no blockers')
-    else console.log(blockerTable(answer.blockers, state !== 'OPEN'))
+    const blockers = await allBlockers(target, state)
+    if (flags.json) console.log(JSON.stringify({ blockers }, null, 2))
+    else if (blockers.length === 0) console.log(state === 'OPEN' ? 'no open blockers: no job waits for an answer' : 'no blockers')
+    else console.log(blockerTable(blockers, state !== 'OPEN'))
     return 0
   }
   const [id, action, ...extra] = positionals

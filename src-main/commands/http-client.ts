@@ -127,6 +127,19 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
   return settled.data as D
 }
 
+/** Every open (or every) blocker report, the host's pages read one after another. */
+export async function allBlockers(target: ClientTarget, state: 'OPEN' | 'RESOLVED' | 'all'): Promise<components['schemas']['Blocker'][]> {
+  const api = hostApi(target)
+  const blockers: components['schemas']['Blocker'][] = []
+  let cursor: string | undefined
+  do {
+    const page = await answered(target, api.GET('/api/blockers', { params: { query: { state, ...(cursor ? { cursor } : {}) } } }))
+    blockers.push(...page.blockers)
+    cursor = page.next_cursor ?? undefined
+  } while (cursor)
+  return blockers
+}
+
 /** The queue API view of a job as the reads show it (with why it waits). */
 export type QueueJob = components['schemas']['QueueJobRead']
 

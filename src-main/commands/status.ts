@@ -5,7 +5,7 @@ import { findHost } from './host-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { blockerTable } from './blockers'
-import { answered, hostApi, table } from './http-client'
+import { allBlockers, answered, hostApi, table } from './http-client'
 
 /** How many of a worker's jobs its row shows: a local worker may run dozens at once, which would make its row as wide. */
 const SHOWN_JOBS = 3
@@ -57,7 +57,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     answered(target, api.GET('/api/capacity')),
     answered(target, api.GET('/api/scheduler/stats/snapshot')),
     answered(target, api.GET('/api/workers')),
-    answered(target, api.GET('/api/blockers', { params: { query: { state: 'OPEN' } } })),
+    allBlockers(target, 'OPEN').then((blockers) => ({ blockers })),
     answered(target, api.GET('/api/storage')),
   ])
   if (flags.json) {

@@ -2,7 +2,7 @@ import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import type { components } from '../../src-shared/api-types'
 import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
 import { openStream } from '../../src-shared/http-json'
-import { answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
+import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 import { describeError, type JobAnswer } from './job-end'
 import { durationText } from './submit'
 
@@ -556,7 +556,7 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
 /** What a BLOCKED job waits on, from its open blocker. */
 async function blockerLine(target: ClientTarget, jobId: string): Promise<string> {
   try {
-    const { blockers } = await answered(target, hostApi(target).GET('/api/blockers', { params: { query: { state: 'OPEN' } } }))
+    const blockers = await allBlockers(target, 'OPEN')
     const blocker = blockers.find((b) => b.requester.job_id === jobId)
     if (blocker) return `halted on ${blocker.file}, held by ${blocker.holder.owner_id} (blocker ${blocker.blocker_id})`
   } catch {

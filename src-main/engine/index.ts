@@ -58,7 +58,7 @@ import { provenLease } from './verbs/lease-lookup'
 import { getJob, getLease } from './store/rows'
 import { Outbox } from './store/outbox'
 import { databaseId } from './store/settings'
-import { listJobs, listJobsOn, type JobListQuery, type PageQuery } from './reads/list'
+import { listJobs, listJobsOn, type JobListQuery, type PageQuery, type PageRequest } from './reads/list'
 import { nextEligibleAt, type WorkerFilter } from './reads/pick'
 import * as queues from './verbs/queues'
 import { retryJob } from './verbs/retry'
@@ -354,8 +354,15 @@ export class Engine {
   fileRetryAt = (file: string, ownerId: string): number | null => files.fileRetryAt(this.ctx, file, ownerId)
   /** Refuses a file request from a worker token that does not prove its job lease (lease-lookup.ts provenLease). */
   proveJobLease = (request: { lease_id?: string | null; lease_token?: string | null }): void => void provenLease(this.ctx, request)
-  listFileLeases = (state: FileLease['state'] | null = 'ACTIVE'): FileLease[] => files.listFileLeases(this.ctx, state).map(toFileLease)
-  listBlockers = (state: Blocker['state'] | null = null): Blocker[] => blockers.listBlockers(this.ctx, state).map(this.blockerNow)
+  listFileLeases = (state: FileLease['state'] | null = 'ACTIVE', page?: PageRequest): { file_leases: FileLease[]; next_cursor: string | null } => {
+    const found = files.listFileLeases(this.ctx, state, page)
+    return { file_leases: found.file_leases.map(toFileLease), next_cursor: found.next_cursor }
+  }
+  listBlockers = (state: Blocker['state'] | null = null, page?: PageRequest): { blockers: Blocker[]; next_cursor: string | null } => {
+    const found = blockers.listBlockers(this.ctx, state, page)
+    return { blockers: found.blockers.map(this.blockerNow), next_cursor: found.next_cursor }
+  }
+  openBlockerCount = (): number => blockers.openBlockerCount(this.ctx)
   getBlocker = (blockerId: string): Blocker => this.blockerNow(blockers.getBlocker(this.ctx, blockerId))
   resolveBlocker = (blockerId: string, answer: blockers.ResolveBlocker): { blocker: Blocker; taken_from_holder: boolean | null } => {
     const resolved = blockers.resolveBlocker(this.ctx, blockerId, answer)

@@ -3,7 +3,7 @@ import { longPollMs } from '../dispatch/long-poll'
 import { BLOCKER_STATES, FILE_LEASE_STATES, RESOLUTIONS } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { type Api, NOT_FOUND, replyWith, route, type RouteCall, type RouteDeps } from './route'
-import { Note, pathParams, RequestedBy } from './schemas'
+import { Note, PageFields, pathParams, RequestedBy } from './schemas'
 import { ErrorBody } from './views/errors'
 import {
   acquireRefusal,
@@ -27,10 +27,10 @@ import { ABSOLUTE_PATH, FileAcquire, FileHeartbeat, FilePath, FileRelease, FileR
 // The gate's requests are the worker exchange's (src-shared/worker-exchange.ts): the local workers' IPC sends the same.
 export { ABSOLUTE_PATH, FileAcquire, FileHeartbeat, FilePath, FileRelease, FileRetryWait, OwnerId }
 
-export const FileLeaseList = z.strictObject({ state: z.enum([...FILE_LEASE_STATES, 'all']).default('ACTIVE') })
+export const FileLeaseList = z.strictObject({ state: z.enum([...FILE_LEASE_STATES, 'all']).default('ACTIVE'), ...PageFields })
 export type FileLeaseList = z.infer<typeof FileLeaseList>
 
-export const BlockerList = z.strictObject({ state: z.enum([...BLOCKER_STATES, 'all']).default('all') })
+export const BlockerList = z.strictObject({ state: z.enum([...BLOCKER_STATES, 'all']).default('all'), ...PageFields })
 export type BlockerList = z.infer<typeof BlockerList>
 
 export const BlockerResolve = z.strictObject({ action: z.enum(RESOLUTIONS), note: Note.nullable().optional(), by: RequestedBy.describe('Who answers, recorded with the answer (operator when left out)') })
@@ -129,21 +129,27 @@ export const filesApi: Api = {
       method: 'GET',
       path: '/files/leases',
       id: 'listFileLeases',
-      summary: 'File leases (ACTIVE by default)',
+      summary: 'File leases (ACTIVE by default), newest first, 500 a page unless `limit` says fewer',
       query: FileLeaseList,
       answer: FileLeaseListAnswer,
       grouped: false,
-      run: ({ query }, { engine }) => ({ file_leases: engine.listFileLeases(query.state === 'all' ? null : query.state).map((l) => fileLeaseView(l, engine.now())) }),
+      run: ({ query }, { engine }) => {
+        const page = engine.listFileLeases(query.state === 'all' ? null : query.state, query)
+        return { file_leases: page.file_leases.map((l) => fileLeaseView(l, engine.now())), next_cursor: page.next_cursor }
+      },
     }),
     route({
       method: 'GET',
       path: '/blockers',
       id: 'listBlockers',
-      summary: 'Blocker reports, open first',
+      summary: 'Blocker reports, open first (oldest first), then resolved (newest first), 500 a page unless `limit` says fewer',
       query: BlockerList,
       answer: BlockerListAnswer,
       grouped: false,
-      run: ({ query }, { engine }) => ({ blockers: engine.listBlockers(query.state === 'all' ? null : query.state).map((b) => blockerView(b, engine.now())) }),
+      run: ({ query }, { engine }) => {
+        const page = engine.listBlockers(query.state === 'all' ? null : query.state, query)
+        return { blockers: page.blockers.map((b) => blockerView(b, engine.now())), next_cursor: page.next_cursor }
+      },
     }),
     route({
       method: 'GET',

@@ -4,7 +4,7 @@ import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '..
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
-import { GivenTime, GpuAvailable, Id, JsonValue, Name, Note, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
+import { GivenTime, GpuAvailable, Id, JsonValue, Name, Note, PageFields, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
 import {
@@ -159,8 +159,7 @@ export const ListJobs = z.strictObject({
     .meta({ description: "Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values" }),
   created_after: isoTime.optional(),
   created_before: isoTime.optional(),
-  limit: z.coerce.number().int().min(1).max(500).optional(),
-  cursor: z.string().max(200).optional(),
+  ...PageFields,
 })
 export type ListJobs = z.infer<typeof ListJobs>
 

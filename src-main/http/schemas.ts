@@ -22,6 +22,15 @@ export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id }
 
 export const TtlSec = z.number().int().min(1).max(3600)
 
+/** A list's page in its query: at most `limit` items (1–500), after `cursor` (the `next_cursor` of the page before). */
+export const PageFields = {
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  cursor: z.string().max(200).optional(),
+}
+
+/** A page's answer names where the next one starts; null on the last. */
+export const NextCursor = z.string().nullable().meta({ description: 'Opaque; pass it as `cursor` for the next page (null: this page is the last)' })
+
 /** Who asked for an operator's action (a person, a script, "dashboard"), recorded in its events. */
 export const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')
 

@@ -75,7 +75,7 @@ describe('worker-scoped tokens', () => {
           expect(await answer.json()).toMatchObject({ code })
         }
       }
-      expect(host.engine.listFileLeases()).toEqual([expect.objectContaining({ file, job_id: theirs.job_id, state: 'ACTIVE' })])
+      expect(host.engine.listFileLeases().file_leases).toEqual([expect.objectContaining({ file, job_id: theirs.job_id, state: 'ACTIVE' })])
       // Its own job's lease, proved: contended as any requester is, and its own file lease kept.
       expect(await (await as('acquire', under(mine))).json()).toMatchObject({ granted: false, code: 'file_lease_held' })
       expect((await as('heartbeat', under(theirs))).status).toBe(200)

@@ -104,7 +104,7 @@ describe('halt: still blocked after the retry', () => {
     expect(blocked).toMatchObject({ job_id: requester.job.id })
     expect(blocked!.data).toMatchObject({ state: 'BLOCKED', blocker_id: blocker.id, lease_id: requester.lease.id })
     expect(engine.getBlocker(blocker.id)).toEqual(blocker)
-    expect(engine.listBlockers('OPEN').map((b) => b.id)).toEqual([blocker.id])
+    expect(engine.listBlockers('OPEN').blockers.map((b) => b.id)).toEqual([blocker.id])
   })
 
   test('the halted job is BLOCKED and holds no capacity: its lease released BLOCKED, its attempt BLOCKED, its files released', () => {
@@ -206,7 +206,7 @@ describe("the operator's answers", () => {
     clock.advance(SECOND)
     // The answer says so: nothing was taken.
     expect(engine.resolveBlocker(blocker.id, { action: 'force_release', note: 'take it from w1' })).toMatchObject({ taken_from_holder: false })
-    expect(engine.listFileLeases('ACTIVE')).toEqual([expect.objectContaining({ file: FILE, owner_id: 'w3' })])
+    expect(engine.listFileLeases('ACTIVE').file_leases).toEqual([expect.objectContaining({ file: FILE, owner_id: 'w3' })])
     expect(events(engine, 'FILE_LEASE_REVOKED')).toEqual([])
     expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', taken_from_holder: false })
     expect(engine.getJob(requester.job.id).state).toBe('QUEUED')
@@ -219,7 +219,7 @@ describe("the operator's answers", () => {
     engine.resolveBlocker(blocker.id, { action: 'force_release' })
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w1', lease_id: holder.lease.id }), 409, 'file_lease_lost')
     expectEngineError(() => engine.acquireFile({ file: '/repo/other.ts', owner_id: 'w1', lease_id: holder.lease.id }), 409, 'file_lease_lost')
-    expect(engine.listFileLeases('ACTIVE').filter((l) => l.file === FILE)).toEqual([])
+    expect(engine.listFileLeases('ACTIVE').file_leases.filter((l) => l.file === FILE)).toEqual([])
   })
 
   test('force_release: the holder cannot take the file back by leaving its job lease out either, while that job lease runs; once it ends, the owner is free to', () => {
@@ -251,7 +251,7 @@ describe("the operator's answers", () => {
     const { engine, blocker, requester, leasedBefore } = halted({ beforeRetry: (engine, jobId) => engine.cancel(jobId, 'not needed', 'qa') })
     expect(engine.getJob(requester.job.id)).toMatchObject({ state: 'CANCELED' })
     expect(blocker).toMatchObject({ state: 'RESOLVED', resolution: 'cancel' })
-    expect(engine.listBlockers('OPEN')).toEqual([])
+    expect(engine.listBlockers('OPEN').blockers).toEqual([])
     expect(engine.getCapacity().leased).toBe(leasedBefore - 4)
   })
 
@@ -351,9 +351,25 @@ describe('listing blockers', () => {
     }
     engine.resolveBlocker(ids[0]!, { action: 'retry' })
     engine.resolveBlocker(ids[2]!, { action: 'cancel' })
-    const list = (blockers: Blocker[]) => blockers.map((b) => b.id)
+    const list = (page: { blockers: Blocker[] }) => page.blockers.map((b) => b.id)
     expect(list(engine.listBlockers())).toEqual([ids[1], ids[3], ids[2], ids[0]])
     expect(list(engine.listBlockers('OPEN'))).toEqual([ids[1], ids[3]])
     expect(list(engine.listBlockers('RESOLVED'))).toEqual([ids[2], ids[0]])
+    // Read a page at a time, the same order, each report once, across the open and the resolved.
+    for (const [state, whole] of [[null, [ids[1], ids[3], ids[2], ids[0]]], ['OPEN', [ids[1], ids[3]]], ['RESOLVED', [ids[2], ids[0]]]] as const) {
+      for (const limit of [1, 2, 3]) {
+        const paged: string[] = []
+        let cursor: string | undefined
+        do {
+          const page = engine.listBlockers(state, { limit, ...(cursor ? { cursor } : {}) })
+          expect(page.blockers.length).toBeLessThanOrEqual(limit)
+          paged.push(...list(page))
+          cursor = page.next_cursor ?? undefined
+        } while (cursor)
+        expect(paged, `${state} by ${limit}`).toEqual(whole)
+      }
+    }
+    expect(() => engine.listBlockers(null, { cursor: 'not-one' })).toThrow(/cursor: not a cursor this server gave out/)
+    expect(engine.openBlockerCount()).toBe(2)
   })
 })

@@ -189,6 +189,31 @@ describe('acquire / deny / release', () => {
   })
 })
 
+describe('listing file leases', () => {
+  test('newest first, a page at a time: every lease once, also among leases acquired in one millisecond', () => {
+    const { engine, clock } = setup()
+    for (let i = 0; i < 7; i++) {
+      granted(engine, { file: `/repo/f${i}.txt`, owner_id: 'w' })
+      if (i % 3 === 2) clock.advance(1)
+    }
+    engine.releaseFile({ file: '/repo/f0.txt', owner_id: 'w' })
+    const whole = engine.listFileLeases(null).file_leases.map((l) => l.file)
+    expect(whole).toHaveLength(7)
+    expect(engine.listFileLeases(null).next_cursor).toBeNull()
+    for (const state of [null, 'ACTIVE'] as const) {
+      const paged: string[] = []
+      let cursor: string | undefined
+      do {
+        const page = engine.listFileLeases(state, { limit: 2, ...(cursor ? { cursor } : {}) })
+        paged.push(...page.file_leases.map((l) => l.file))
+        cursor = page.next_cursor ?? undefined
+      } while (cursor)
+      expect(paged).toEqual(state === null ? whole : whole.filter((file) => file !== '/repo/f0.txt'))
+    }
+    expect(() => engine.listFileLeases('ACTIVE', { limit: 501 })).toThrow(/limit: must be a whole number from 1 to 500/)
+  })
+})
+
 describe("a job's attempts share its owner id; the job lease tells them apart", () => {
   test("a stale attempt's release or heartbeat naming its job lease never touches the file lease of the job's next attempt", () => {
     const { engine, clock } = setup()
@@ -602,7 +627,7 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     expect(lease).toMatchObject({ owner_id: 'w2', job_id: b.job.id, acquired_at: deniedAt + FILE_RETRY_MS })
     expect(engine.fileRetryAt(FILE, 'w2')).toBeNull()
     expect(contentionCount(engine)).toBe(0)
-    expect(engine.listBlockers()).toHaveLength(0)
+    expect(engine.listBlockers().blockers).toHaveLength(0)
   })
 
   test('the retry at 180 s is granted when the holder died meanwhile (reclaimed)', () => {
@@ -627,7 +652,7 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: b.lease.id }), 409, 'lease_not_active')
     tick(engine, clock, FILE_RETRY_MS, { leases: [a.lease.id], files: [[FILE, 'w1']] })
     expect(contentionCount(engine)).toBe(0)
-    expect(engine.listBlockers()).toHaveLength(1)
+    expect(engine.listBlockers().blockers).toHaveLength(1)
     expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w1'])
   })
 

@@ -77,7 +77,7 @@ describe("a job's chains of events and leases", () => {
           () => engine.run(() => engine.complete({ ...report, attempt_id: 'not-this-one' })),
         )
       }
-      const blocker = pick(engine.listBlockers('OPEN'))
+      const blocker = pick(engine.listBlockers('OPEN').blockers)
       if (blocker) choices.push(() => engine.resolveBlocker(blocker.id, { action: pick(['retry', 'force_release', 'cancel'] as const)! }))
       try {
         const result = pick(choices)!()

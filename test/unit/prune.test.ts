@@ -334,7 +334,7 @@ describe('what a live job needs stays', () => {
     // The blocker report went with the job it halted; the holder's rows with the holder.
     expect(rowCount(rowsOf(engine, requester.job.id))).toBe(0)
     expect(rowCount(rowsOf(engine, holder.job.id))).toBe(0)
-    expect(engine.listBlockers()).toEqual([])
+    expect(engine.listBlockers().blockers).toEqual([])
     expect(integrity(engine)).toEqual(healthy)
   })
 

@@ -7,7 +7,7 @@ import { DEAD_LETTER_STATES, JOB_STATES, LEASED_STATES, type JobState } from '..
 /** The states of jobs that hold a lease: found among the ACTIVE leases in memory. */
 type LeasedState = 'LEASED' | 'RUNNING'
 
-export interface JobListQuery {
+export interface JobListQuery extends PageRequest {
   /** A state; or several of those jobs hold a lease in (the queue API's RUNNING, which shows LEASED jobs as RUNNING). */
   state?: JobState | readonly LeasedState[]
   addon_id?: string
@@ -21,10 +21,7 @@ export interface JobListQuery {
   search?: string
   created_after?: number
   created_before?: number
-  /** 1–500, default 50. */
-  limit?: number
-  /** Opaque: the `next_cursor` of the previous page. */
-  cursor?: string
+  // limit: 1–500, default 50.
 }
 
 export interface JobPage {
@@ -34,13 +31,39 @@ export interface JobPage {
 
 export const MAX_LIST_LIMIT = 500
 
-const encodeCursor = (seq: number): string => Buffer.from(`seq:${seq}`).toString('base64url')
-
-function decodeCursor(cursor: string): number {
-  const match = /^seq:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'))
-  if (!match) throw invalid('cursor: not a cursor this server gave out')
-  return Number(match[1])
+/** Where a page of a list starts, after the `next_cursor` of the page before, and how many items it holds at most. */
+export interface PageRequest {
+  /** 1–{@link MAX_LIST_LIMIT}; each list has its default. */
+  limit?: number
+  /** Opaque: the `next_cursor` of the previous page. */
+  cursor?: string
 }
+
+/** A page's size: `page.limit`, else the list's default; 400 outside 1–{@link MAX_LIST_LIMIT}. */
+export function pageLimit(page: PageRequest, byDefault: number): number {
+  const limit = page.limit ?? byDefault
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw invalid(`limit: must be a whole number from 1 to ${MAX_LIST_LIMIT}`)
+  }
+  return limit
+}
+
+/**
+ * A list's cursor: the key of the last item of a page (as the list writes it, `seq:41`), opaque
+ * to clients. A list reads its next page after that key, so the pages neither skip nor repeat
+ * what stays in place while a client pages.
+ */
+export const encodeCursor = (key: string): string => Buffer.from(key).toString('base64url')
+
+/** The key a cursor carries, in the shape its list gives out (`shape`'s groups); any other is 400. */
+export function decodeCursor(cursor: string, shape: RegExp): RegExpExecArray {
+  const match = shape.exec(Buffer.from(cursor, 'base64url').toString('utf8'))
+  if (!match) throw invalid('cursor: not a cursor this server gave out')
+  return match
+}
+
+const JOB_CURSOR = /^seq:(\d{1,15})$/
+const jobCursor = (cursor: string): number => Number(decodeCursor(cursor, JOB_CURSOR)[1])
 
 /**
  * Lists jobs newest first with keyset pagination: a cursor names the last job of a page, so
@@ -74,10 +97,7 @@ export const mayWalkTheTable = (query: JobListQuery): boolean =>
 
 /** The query's page size, once its limit and states are known good. */
 function checkedLimit(query: JobListQuery): number {
-  const limit = query.limit ?? 50
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-    throw invalid(`limit: must be a whole number from 1 to ${MAX_LIST_LIMIT}`)
-  }
+  const limit = pageLimit(query, 50)
   const states: readonly JobState[] = typeof query.state === 'string' ? [query.state] : (query.state ?? [])
   if (states.some((state) => !JOB_STATES.includes(state)) || (states.length > 1 && !states.every((state) => LEASED_STATES.has(state)))) {
     throw invalid(`state: must be one of ${JOB_STATES.join(', ')}`)
@@ -88,7 +108,7 @@ function checkedLimit(query: JobListQuery): number {
 /** A page of `limit` jobs from `rows`, read one past it to know whether another page follows. */
 function pageOf(rows: JobRow[], limit: number): JobPage {
   const page = rows.slice(0, limit)
-  return { jobs: page, next_cursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.seq) : null }
+  return { jobs: page, next_cursor: rows.length > limit ? encodeCursor(`seq:${page[page.length - 1]!.seq}`) : null }
 }
 
 /** The newest jobs {@link queuedRows} looks for among first, by the table's key, before it asks memory. */
@@ -105,7 +125,7 @@ const QUEUED_CHUNK = 1_000
  * in QUEUED jobs, never in the finished ones).
  */
 function queuedRows(ctx: EngineContext, query: JobListQuery, rows: number): JobRow[] {
-  const below = query.cursor !== undefined ? decodeCursor(query.cursor) : (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
+  const below = query.cursor !== undefined ? jobCursor(query.cursor) : (ctx.one<{ n: number | null }>('SELECT MAX(seq) AS n FROM jobs')!.n ?? 0) + 1
   const from = below - QUEUED_WINDOW
   const found = readPage(ctx, jobListQuery(ctx, query, rows, { from }))
   if (found.length === rows || from <= 1) return found
@@ -167,7 +187,7 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
   }
   if (query.created_after !== undefined) conditions.push(gte(jobs.created_at, query.created_after))
   if (query.created_before !== undefined) conditions.push(lte(jobs.created_at, query.created_before))
-  if (query.cursor !== undefined) conditions.push(lt(jobs.seq, decodeCursor(query.cursor)))
+  if (query.cursor !== undefined) conditions.push(lt(jobs.seq, jobCursor(query.cursor)))
   const { sql: text, params } = ctx.orm.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows).toSQL()
   return { sql: text, params }
 }

@@ -2,6 +2,7 @@ import type { BlockerRow, JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import type { Resolution } from '../rules/blockers'
 import { EngineError } from '../rules/errors'
+import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest } from '../reads/list'
 import { cancelNow, requeue } from './moves'
 import { getJob, recordJobEvent } from '../store/rows'
 import { revokeFile } from './files'
@@ -26,13 +27,33 @@ export function getBlocker(ctx: EngineContext, blockerId: string): BlockerRow {
   return blocker
 }
 
-/** Open blockers first (oldest first: they have waited longest), then resolved ones, newest first. */
-export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | null, limit = 500): BlockerRow[] {
-  const open = state !== 'RESOLVED' ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'OPEN' ORDER BY seq LIMIT ?", limit) : []
+/**
+ * Open blockers first (oldest first: they have waited longest), then resolved ones, newest first,
+ * a page at a time. A page's cursor names the part it ended in and the last report's seq there.
+ */
+export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | null, page: PageRequest = {}): { blockers: BlockerRow[]; next_cursor: string | null } {
+  const limit = pageLimit(page, MAX_LIST_LIMIT)
+  const [, part, seq] = page.cursor !== undefined ? decodeCursor(page.cursor, BLOCKER_CURSOR) : [null, state === 'RESOLVED' ? 'resolved' : 'open', null]
+  // One more than the page is read, to know whether another follows.
+  const open =
+    part === 'open' && state !== 'RESOLVED'
+      ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'OPEN' AND seq > ? ORDER BY seq LIMIT ?", Number(seq ?? 0), limit + 1)
+      : []
+  if (open.length > limit) return { blockers: open.slice(0, limit), next_cursor: encodeCursor(`open:${open[limit - 1]!.seq}`) }
+  const below = part === 'resolved' && seq !== null ? Number(seq) : Number.MAX_SAFE_INTEGER
+  const room = limit - open.length
   const resolved =
-    state !== 'OPEN' ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'RESOLVED' ORDER BY seq DESC LIMIT ?", limit - open.length) : []
-  return [...open, ...resolved]
+    state !== 'OPEN' ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'RESOLVED' AND seq < ? ORDER BY seq DESC LIMIT ?", below, room + 1) : []
+  if (resolved.length <= room) return { blockers: [...open, ...resolved], next_cursor: null }
+  // A page the open reports filled ends where the resolved ones begin.
+  const next = room === 0 ? `resolved:${Number.MAX_SAFE_INTEGER}` : `resolved:${resolved[room - 1]!.seq}`
+  return { blockers: [...open, ...resolved.slice(0, room)], next_cursor: encodeCursor(next) }
 }
+
+/** How many blocker reports wait for an operator's answer. */
+export const openBlockerCount = (ctx: EngineContext): number => ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM blockers WHERE state = 'OPEN'")!.n
+
+const BLOCKER_CURSOR = /^(open|resolved):(\d{1,16})$/
 
 /**
  * Puts a halted job back in the queue, eligible at once. An operator's retry is a decision to

@@ -5,6 +5,7 @@ import { SECOND } from '../rules/clock'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import type { Contention, FileReleaseReason } from '../rules/file-leases'
+import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest } from '../reads/list'
 import { cancelRequestedBy } from '../reads/timeline'
 import { newId } from '../store/ids'
 import { cancelNow } from './moves'
@@ -455,11 +456,30 @@ export function fileRetryAt(ctx: EngineContext, file: string, ownerId: string): 
   return ctx.one<{ retry_at: number }>('SELECT retry_at FROM file_contentions WHERE file = ? AND owner_id = ?', fileKey(file), ownerId)?.retry_at ?? null
 }
 
-export function listFileLeases(ctx: EngineContext, state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null, limit = 500): FileLeaseRow[] {
-  return state === null
-    ? ctx.all<FileLeaseRow>('SELECT * FROM file_leases ORDER BY acquired_at DESC LIMIT ?', limit)
-    : ctx.all<FileLeaseRow>('SELECT * FROM file_leases WHERE state = ? ORDER BY acquired_at DESC LIMIT ?', state, limit)
+export function listFileLeases(ctx: EngineContext, state: 'ACTIVE' | 'RELEASED' | 'REVOKED' | null, page: PageRequest = {}): { file_leases: FileLeaseRow[]; next_cursor: string | null } {
+  const limit = pageLimit(page, MAX_LIST_LIMIT)
+  const where: string[] = []
+  const params: (string | number)[] = []
+  if (state !== null) {
+    where.push('state = ?')
+    params.push(state)
+  }
+  if (page.cursor !== undefined) {
+    const [, at, row] = decodeCursor(page.cursor, FILE_LEASE_CURSOR).map(Number)
+    where.push('(acquired_at < ? OR (acquired_at = ? AND rowid < ?))')
+    params.push(at!, at!, row!)
+  }
+  const rows = ctx.all<FileLeaseRow & { row: number }>(
+    `SELECT rowid AS row, * FROM file_leases ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY acquired_at DESC, rowid DESC LIMIT ?`,
+    ...params,
+    limit + 1,
+  )
+  const last = rows.length > limit ? rows[limit - 1]! : null
+  return { file_leases: rows.slice(0, limit), next_cursor: last && encodeCursor(`acquired:${last.acquired_at}:${last.row}`) }
 }
+
+/** A page of file leases ends at a lease's acquired_at and rowid (its key among leases acquired in one millisecond). */
+const FILE_LEASE_CURSOR = /^acquired:(\d{1,15}):(\d{1,15})$/
 
 /**
  * Halts the job of a lease on a blocker (inside the caller's transaction): the lease is

@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { type AcquireResult, type Blocker as BlockerReport, BLOCKER_STATES, type Contention, type FileLease as FileLeaseRecord, FILE_LEASE_STATES, RESOLUTIONS } from '../../engine'
 import { iso } from '../../engine/rules/clock'
 import { FILE_RELEASE_REASONS } from '../../engine/rules/file-leases'
-import { IsoTime, JobState } from '../schemas'
+import { IsoTime, JobState, NextCursor } from '../schemas'
 
 const ageS = (since: number, now: number) => Math.round((now - since) / 100) / 10
 
@@ -168,8 +168,8 @@ export type FileRetryWaitAnswer = z.infer<typeof FileRetryWaitAnswer>
 export const FileLeaseAnswer = z.object({ ok: z.literal(true), file_lease: FileLease }).meta({ id: 'FileLeaseAnswer' })
 export type FileLeaseAnswer = z.infer<typeof FileLeaseAnswer>
 
-export const FileLeaseListAnswer = z.object({ file_leases: z.array(FileLease) }).meta({ id: 'FileLeaseList' })
-export const BlockerListAnswer = z.object({ blockers: z.array(Blocker) }).meta({ id: 'BlockerList' })
+export const FileLeaseListAnswer = z.object({ file_leases: z.array(FileLease), next_cursor: NextCursor }).meta({ id: 'FileLeaseList' })
+export const BlockerListAnswer = z.object({ blockers: z.array(Blocker), next_cursor: NextCursor }).meta({ id: 'BlockerList' })
 export const BlockerAnswer = z.object({ blocker: Blocker }).meta({ id: 'BlockerAnswer' })
 
 export const BlockerResolved = z

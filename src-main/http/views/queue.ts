@@ -19,7 +19,7 @@ import {
 import { iso } from '../../engine/rules/clock'
 import { BUCKETS, METRICS, RANGES } from '../../engine/reads/stats'
 import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/rules/states'
-import { FinalStatus, IsoTime, LeaseState, PRIORITY } from '../schemas'
+import { FinalStatus, IsoTime, LeaseState, NextCursor, PRIORITY } from '../schemas'
 import { wireEventData } from './event-data'
 
 /** The states the queue API shows: the canonical ones, LEASED shown as RUNNING. */
@@ -289,7 +289,7 @@ export const ClaimAnswer = z
 export type ClaimAnswer = z.infer<typeof ClaimAnswer>
 
 export const JobPage = z
-  .object({ jobs: z.array(QueueJobRead), next_cursor: z.string().nullable().meta({ description: 'Opaque; pass it as `cursor` for the next page' }) })
+  .object({ jobs: z.array(QueueJobRead), next_cursor: NextCursor })
   .meta({ id: 'JobPage' })
 export type JobPage = z.infer<typeof JobPage>
 
