@@ -1,6 +1,7 @@
 import { accessSync, chmodSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { LockFile } from '../db/lock-file'
+import { cannotOpen } from '../db/open'
 import { storageFault } from '../error-answer'
 import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
 
@@ -79,6 +80,10 @@ export function keepDataPrivate(dataDir: string): void {
  */
 export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE)
+  // A lock file of another user's (a start with sudo once made it root's): SQLite would open it
+  // read-only without a word and call the write that takes the lock a failed disk.
+  const notWritable = cannotOpen(path)
+  if (notWritable) throw new HostStartError(`cannot open ${path} for writing (${notWritable}): it is the data dir's lock file; start the host as its owner, or remove it if no host runs`)
   let lock: LockFile
   try {
     lock = LockFile.open(path, nativeBinding)

@@ -78,7 +78,7 @@ function tableExists(sqlite: Database, name: string): boolean {
  * Why `file` cannot be opened for reading and writing, as `CODE: reason`, or null when it can
  * (or does not exist).
  */
-function cannotOpen(file: string): string | null {
+export function cannotOpen(file: string): string | null {
   if (!existsSync(file)) {
     // existsSync follows a symbolic link: one to nothing is "no file" to it, and SQLite then fails to create the file there.
     const link = linkTarget(file)

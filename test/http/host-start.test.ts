@@ -4,7 +4,8 @@
  * the first, and leaves the first's host.json alone.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -129,6 +130,33 @@ describe('a start on a data dir where a file of its own is a directory', () => {
     const path = join(config.dataDir, name)
     mkdirSync(path, { recursive: true })
     await expect(startHost({ ...config, token: null }, { log: () => {} })).rejects.toThrow(expected.replace('{path}', path))
+  })
+})
+
+describe('a start on a data dir whose lock file it cannot write', () => {
+  test('names host.lock and why (a start with sudo once left it root\'s), not a failing disk', async (context) => {
+    const config = testConfig()
+    const path = join(config.dataDir, 'host.lock')
+    writeFileSync(path, '')
+    // Root writes through file modes: a read-only bind mount of the file refuses it instead.
+    let unmount = () => {}
+    if (process.getuid?.() === 0) {
+      try {
+        execFileSync('mount', ['--bind', path, path], { stdio: 'pipe' })
+        unmount = () => execFileSync('umount', [path], { stdio: 'ignore' })
+        execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'pipe' })
+      } catch (error) {
+        unmount()
+        return context.skip(`as root only a read-only mount refuses a write, and mount is not permitted here (${(error as Error).message.split('\n')[0]})`)
+      }
+    } else {
+      chmodSync(path, 0o444)
+    }
+    try {
+      await expect(startHost(config, { log: () => {} })).rejects.toThrow(new RegExp(`cannot open ${path} for writing \\((EROFS|EACCES)[^)]*\\): it is the data dir's lock file`))
+    } finally {
+      unmount()
+    }
   })
 })
 
