@@ -117,11 +117,7 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     config = parseServeArgs(argv, env)
     host = await startHost(config)
   } catch (error) {
-    if (error instanceof DatabaseOpenError) {
-      console.error(`leasehold: ${error.message}`)
-      return 1
-    }
-    if (error instanceof HostStartError) {
+    if (error instanceof DatabaseOpenError || error instanceof HostStartError) {
       console.error(`leasehold: could not start: ${error.message}`)
       return 1
     }

@@ -380,7 +380,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     sqlite.close()
     if (error instanceof DatabaseOpenError) throw error
     if (String(rootCause(error).code).startsWith('SQLITE_BUSY')) throw heldError(options.path)
-    throw new DatabaseOpenError(`cannot open ${options.path}: ${openFailure(error)}`, storageFullCode(error))
+    throw new DatabaseOpenError(`cannot open ${options.path}: ${openFailure(error, options.path)}`, storageFullCode(error))
   }
 }
 
@@ -425,7 +425,7 @@ export function openOnFullDisk(options: OpenOptions): OpenedDatabase {
   } catch (error) {
     sqlite.close()
     if (error instanceof DatabaseOpenError) throw error
-    throw new DatabaseOpenError(`cannot open ${path}: ${openFailure(error)}`, storageFullCode(error))
+    throw new DatabaseOpenError(`cannot open ${path}: ${openFailure(error, path)}`, storageFullCode(error))
   }
 }
 
@@ -472,12 +472,29 @@ function fileSize(path: string): number {
  * start that failed half-way leaves at most drizzle's empty table of migrations, and the next
  * start adopts the file and runs them all (checkExistingFile), so there is nothing to clean up.
  */
-function openFailure(error: unknown): string {
+function openFailure(error: unknown, path: string): string {
   const root = rootCause(error)
   const code = typeof root.code === 'string' ? root.code : null
-  const what = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : oneLine(root.message ?? String(root))
+  const what = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : hiddenRollback(error, path) ?? oneLine(root.message ?? String(root))
   return `${what}; the next start finishes setting the file up`
 }
+
+/**
+ * Why a migration failed when drizzle's own ROLLBACK hid it: a write that fails for want of
+ * space (or of the disk) makes SQLite roll the transaction back itself, and the ROLLBACK that
+ * drizzle then sends fails with "no transaction is active", the only error it throws. The disk's
+ * free space tells the likely cause.
+ */
+function hiddenRollback(error: unknown, path: string): string | null {
+  if (!/cannot rollback - no transaction is active/.test(rootCause(error).message ?? '')) return null
+  const free = freeBytes(dirname(path))
+  return free !== null && free < HIDDEN_ROLLBACK_FULL_BYTES
+    ? `the disk is full (${Math.floor(free / 1024)} KiB free): a write failed while the tables were being made, and SQLite undid them`
+    : 'a write failed while the tables were being made, and SQLite undid them (the disk full, or failing)'
+}
+
+/** Free space under which a migration's write that SQLite undid is taken for a full disk: more than a new file's tables and their log take. */
+const HIDDEN_ROLLBACK_FULL_BYTES = 1024 * 1024
 
 /** The settings key a host keeps while it has the database open: its process and when it started. */
 const HOST_OPEN_KEY = 'host_open'

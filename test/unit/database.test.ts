@@ -130,6 +130,24 @@ describe('opening the database file', () => {
     expect(readFileSync(path).equals(bytes)).toBe(true)
   })
 
+  it('a first start on a disk too full for the tables says the disk is full, not the rollback SQLite had already made', (context) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('it needs root on Linux to mount a small tmpfs')
+    const small = join(dir, 'small')
+    mkdirSync(small)
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=60k', 'tmpfs', small], { stdio: 'pipe' })
+    } catch (error) {
+      return context.skip(`mount -t tmpfs is not permitted here (${(error as Error).message.split('\n')[0]})`)
+    }
+    try {
+      const error = openError(join(small, 'leasehold.db'))
+      expect(error.message).toMatch(/the disk is full \(\d+ KiB free\): a write failed while the tables were being made/)
+      expect(error.message).not.toMatch(/cannot rollback/)
+    } finally {
+      execFileSync('umount', [small], { stdio: 'ignore' })
+    }
+  })
+
   it('a -wal that is a symbolic link to nothing is named as such', () => {
     const path = join(dir, 'leasehold.db')
     openDatabase({ path }).sqlite.close()
