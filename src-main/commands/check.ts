@@ -25,7 +25,8 @@ write its host.json (a full disk) is reached only with --url and --token. With -
 database in the data directory, the host at that URL checks its own.
 
 Another program's SQLite file is not checked (serve refuses it too). A data dir on a read-only
-mount is checked through a copy of the file in the temporary directory (TMPDIR), removed after.
+mount, or one this user may read but not write, is checked through a copy of the file in the
+temporary directory (TMPDIR), removed after.
 
 Exits 0 when the file is sound, 1 when it is damaged (the problems are printed, with what to
 do) or cannot be read at all, 2 on a bad flag.
@@ -109,7 +110,8 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
   // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
   const [{ checkIntegrity }, { DatabaseOpenError }] = await Promise.all([import('../db/integrity'), import('../db/open')])
   try {
-    if (unwritableDir(dirname(path))) return checkCopy(path, depth, checkIntegrity)
+    const unwritable = unwritableDir(dirname(path))
+    if (unwritable) return checkCopy(path, unwritable, depth, checkIntegrity)
     const { lockDataDir } = await import('../data-dir/lock')
     return checkLeavingNoLog(path, () => checkIntegrity(path, depth), lockDataDir)
   } catch (error) {
@@ -122,16 +124,20 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
 }
 
 /**
- * Whether the data dir cannot be written: a read-only mount (a backup, a disk mounted read-only
- * to save what it holds). SQLite reads a file in WAL mode only beside its -shm, which it cannot
- * create there, so the file is checked through a copy. No host can be writing such a file.
+ * Why the data dir cannot be written here, or null: a read-only mount (a backup, a disk mounted
+ * read-only to save what it holds), or a folder this user may read but not write (another
+ * user's, an immutable one). SQLite reads a file in WAL mode only beside its -shm, which it
+ * cannot create there, so the file is checked through a copy. No host can be writing such a
+ * file, or not as this user.
  */
-function unwritableDir(dataDir: string): boolean {
+function unwritableDir(dataDir: string): string | null {
   try {
     accessSync(dataDir, constants.W_OK)
-    return false
+    return null
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EROFS'
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EROFS') return 'is read-only'
+    return code === 'EACCES' || code === 'EPERM' ? `cannot be written by this user (${code})` : null
   }
 }
 
@@ -170,7 +176,7 @@ function checkLeavingNoLog<T>(path: string, check: () => T, lockDataDir: (dataDi
 }
 
 /** Checks a copy of the file and its -wal in the temporary directory; the report names the file itself. */
-function checkCopy(path: string, depth: IntegrityDepth, check: (path: string, depth: IntegrityDepth) => IntegrityReport): IntegrityReport {
+function checkCopy(path: string, unwritable: string, depth: IntegrityDepth, check: (path: string, depth: IntegrityDepth) => IntegrityReport): IntegrityReport {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-check-'))
   try {
     const copy = join(dir, 'leasehold.db')
@@ -179,9 +185,9 @@ function checkCopy(path: string, depth: IntegrityDepth, check: (path: string, de
       if (existsSync(`${path}-wal`)) copyFileSync(`${path}-wal`, `${copy}-wal`)
     } catch (error) {
       const e = error as NodeJS.ErrnoException
-      throw new Error(`${path} is on a read-only disk, so it is checked through a copy, and the copy in ${dir} failed (${e.code === 'ENOSPC' ? 'no space left' : (e.code ?? e.message)})`)
+      throw new Error(`${dirname(path)} ${unwritable}, so ${path} is checked through a copy, and the copy in ${dir} failed (${e.code === 'ENOSPC' ? 'no space left' : (e.code ?? e.message)})`)
     }
-    console.error(`leasehold: ${dirname(path)} is read-only, so a copy of the file in ${tmpdir()} is checked`)
+    console.error(`leasehold: ${dirname(path)} ${unwritable}, so a copy of the file in ${tmpdir()} is checked`)
     return { ...check(copy, depth), path }
   } finally {
     rmSync(dir, { recursive: true, force: true })

@@ -6,7 +6,7 @@
  * stack trace and never silence.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process'
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
@@ -336,6 +336,25 @@ describe('leasehold check', () => {
     const again = await run(['check', '--quick', '--data-dir', killed])
     expect(again.status, again.stderr).toBe(0)
     expect(readFileSync(join(killed, 'leasehold.db-wal'))).toEqual(frames)
+    rmSync(stopped.dataDir, { recursive: true, force: true })
+  })
+
+  test('a data dir this user may read but not write (another user\'s) is checked through a copy too, not called a failing disk', async (context) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('it needs root on Linux to run the check as another user')
+    const stopped = await startTestHost({ workers: 0 })
+    await stopped.stop()
+    chmodSync(stopped.dataDir, 0o755)
+    chmodSync(join(stopped.dataDir, 'leasehold.db'), 0o644)
+    const temp = tempDir('leasehold-check-tmp-')
+    chmodSync(temp, 0o777)
+    const result = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, 'check', '--quick', '--data-dir', stopped.dataDir], {
+      env: { ...process.env, ...CLEAN_ENV, TMPDIR: temp },
+      encoding: 'utf8',
+    })
+    if (result.error) return context.skip(`runuser is not here (${result.error.message})`)
+    expect(result.status, result.stderr).toBe(0)
+    expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(stopped.dataDir, 'leasehold.db')} passed the integrity check`)])
+    expect(lines(result.stderr)).toEqual([`leasehold: ${stopped.dataDir} cannot be written by this user (EACCES), so a copy of the file in ${temp} is checked`])
     rmSync(stopped.dataDir, { recursive: true, force: true })
   })
 
