@@ -33,7 +33,8 @@ const IO_CODES = new Set(['EIO', 'EROFS'])
  * failing disk and a damaged file look the same, and an integrity check (`leasehold check`)
  * tells them apart. Either way the read changed nothing.
  */
-const READ_CODES = new Set(['LEASEHOLD_DAMAGED_VALUE', 'SQLITE_CORRUPT', 'SQLITE_CORRUPT_VTAB', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_INDEX', 'SQLITE_IOERR_READ', 'SQLITE_IOERR_SHORT_READ', 'SQLITE_IOERR_CORRUPTFS'])
+const DAMAGED_VALUE = 'LEASEHOLD_DAMAGED_VALUE'
+const READ_CODES = new Set([DAMAGED_VALUE, 'SQLITE_CORRUPT', 'SQLITE_CORRUPT_VTAB', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_INDEX', 'SQLITE_IOERR_READ', 'SQLITE_IOERR_SHORT_READ', 'SQLITE_IOERR_CORRUPTFS'])
 
 /** The `code` of a thrown error, whatever was thrown (a string, null…). */
 function errorCode(error: unknown): string | null {
@@ -121,8 +122,13 @@ export function answerError(error: unknown, dataDir: string): ErrorAnswer {
         status: statusOf('storage_error'),
         code: 'storage_error',
         detail:
-          `The disk failed a read (${code}); nothing was changed. Try again; should it persist, run \`leasehold check\`, which tells ` +
-          `a failing disk from a damaged file, and check the disk that holds the data dir ${dataDir}`,
+          code === DAMAGED_VALUE
+            ? // SQLite's pages are sound (an integrity check passes them): the bytes of a value inside a row are not what was written.
+              `A value read from the database is not what Leasehold wrote (${code}: a payload or an event's data that is no JSON); ` +
+              'nothing was changed. A sector damaged inside a row, or a change made to the file from outside Leasehold, does this, and ' +
+              `\`leasehold check\` may pass the file all the same: restore the data dir ${dataDir} from a backup to read that record again`
+            : `The disk failed a read (${code}); nothing was changed. Try again; should it persist, run \`leasehold check\`, which tells ` +
+              `a failing disk from a damaged file, and check the disk that holds the data dir ${dataDir}`,
         body: {},
         internal: false,
       }

@@ -5,6 +5,7 @@ import { EngineError } from '../../src-main/engine'
 import { HttpError } from '../../src-main/http/http-error'
 import { answerError, storageFault } from '../../src-main/error-answer'
 import { StorageUncertainError } from '../../src-main/db/commit-outcome'
+import { parseStored } from '../../src-main/engine/store/stored-value'
 import { LogLimiter } from '../../src-shared/log-limiter'
 
 const sqliteError = (code: string) => new BetterSqlite3.SqliteError('from SQLite', code)
@@ -55,6 +56,19 @@ describe('one mapping from a thrown error to the answer (answerError)', () => {
       expect(answer.detail).toContain('leasehold check')
     },
   )
+
+  test('a stored value that is no JSON is 503 storage_error saying the record itself was changed, which an integrity check may pass, and to restore a backup', () => {
+    let damaged: unknown
+    try {
+      parseStored('{"i":\u0000\u0000}')
+    } catch (error) {
+      damaged = error
+    }
+    const answer = answerError(damaged, '/data')
+    expect(answer).toMatchObject({ status: 503, code: 'storage_error', internal: false })
+    expect(answer.detail).toMatch(/not what Leasehold wrote \(LEASEHOLD_DAMAGED_VALUE/)
+    expect(answer.detail).toMatch(/`leasehold check` may pass the file all the same: restore the data dir \/data from a backup/)
+  })
 
   test('a commit whose outcome could not be made certain is 503 storage_uncertain, telling the client to retry the same request', () => {
     const answer = answerError(new StorageUncertainError('SQLITE_IOERR_FSYNC', sqliteError('SQLITE_IOERR_FSYNC')), '/data')
