@@ -1,12 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { autoBusyRating, CpuBusyMeter } from './busy/measure'
 import { Dispatch } from './dispatch/dispatch'
-import { HOST_FILE } from '../src-shared/client-target'
+import { HOST_FILE, LOCK_FILE } from '../src-shared/client-target'
 import { ClockWaiters } from './dispatch/clock-waiters'
 import { MAX_LONG_POLL_MS } from './dispatch/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
@@ -518,11 +518,28 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       mode.detail = keptDetail(loss, databaseFile, await keepCommits(sqlite, loss, databaseFile, new Date(clock.now())))
       kept = true
       log(`leasehold: ${mode.detail}`)
+      if (loss.file === 'database') restoreDataDir()
     } catch (error) {
       mode.detail = keptDetail(loss, databaseFile, error as Error)
       limiter.line('the rescue of the database', `leasehold: ${mode.detail}`)
     } finally {
       keeping = false
+    }
+  }
+  // The whole data dir went with the database (`rm -rf`): what the host holds of it is written
+  // back beside the rescued file, so that the restart it asks for keeps its token and the worker
+  // tokens, commands find it meanwhile, and no second host starts on the data dir while it runs.
+  let relock: DataDirLock | null = null
+  const restoreDataDir = (): void => {
+    if (existsSync(join(config.dataDir, LOCK_FILE))) return
+    try {
+      relock = lockDataDir(config.dataDir, options.nativeBinding)
+      if (!config.token) writeFileSync(join(config.dataDir, 'token'), `${token}\n`, { mode: 0o600, flag: 'wx' })
+      scopedTokens.restoreFile()
+      writeOwnHostFile()
+      log(`leasehold: the data dir ${config.dataDir} went with the database: its token, worker tokens, host.json and lock are written back`)
+    } catch (error) {
+      log(`leasehold: the data dir ${config.dataDir} went with the database, and what the host holds of it could not all be written back (${(error as Error).message})`)
     }
   }
   const loseFiles = (loss: FileLoss): void => {
@@ -622,6 +639,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       removeHostFile(hostFile)
+      relock?.release()
       lock.release() // last: another host may start here only once this one is gone
     })())
 

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
 
@@ -113,6 +113,8 @@ export function listScopedTokens(dataDir: string): ScopedToken[] {
 /** The host's view of the file: the scope of a given token, re-read when the file changes. */
 export class ScopedTokens {
   private byDigest = new Map<string, TokenScope>()
+  /** The file's tokens as last read, to write back should the file go ({@link restoreFile}). */
+  private stored: Stored[] = []
   private revoked: () => void = () => {}
   private mtimeMs = -1
   private checkedAt = -Infinity
@@ -147,6 +149,16 @@ export class ScopedTokens {
     return () => clearInterval(timer)
   }
 
+  /**
+   * Writes the tokens last read back to a file that went (the whole data dir removed), so that
+   * they work again from the next look; a file there now is left as it is.
+   */
+  restoreFile(): void {
+    if (this.stored.length === 0 || existsSync(join(this.dataDir, WORKER_TOKENS_FILE))) return
+    writeStored(this.dataDir, this.stored)
+    this.refresh(true)
+  }
+
   private refresh(atOnce = false): void {
     const now = Date.now()
     if (!atOnce && now - this.checkedAt < RECHECK_MS) return
@@ -161,7 +173,9 @@ export class ScopedTokens {
     this.mtimeMs = mtimeMs
     const before = this.byDigest
     try {
-      this.byDigest = new Map(readStored(this.dataDir).filter((t) => t.revoked_at === null).map((t) => [t.sha256, t.scope]))
+      const stored = readStored(this.dataDir)
+      if (stored.length > 0) this.stored = stored
+      this.byDigest = new Map(stored.filter((t) => t.revoked_at === null).map((t) => [t.sha256, t.scope]))
     } catch (error) {
       this.byDigest = new Map() // unreadable: no scoped token works until it is fixed
       this.log(`leasehold: ${(error as Error).message}; no worker token is taken until then`)

@@ -8,6 +8,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
+import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 import { body, expectError, QUEUE, submit } from './support'
@@ -63,13 +64,24 @@ describe('a database file deleted while the host runs', () => {
     expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
   })
 
-  test('with the whole data dir gone, the folder is made again for the copy', async () => {
+  test('with the whole data dir gone, the folder is made again for the copy, with the token, worker tokens, host.json and lock the host holds', async () => {
     const host = await aHost()
+    const worker = createScopedToken(host.dataDir, 'worker')
+    const claim = (at: TestHost) => at.call('/internal/worker/claim', { method: 'POST', token: worker.token, json: { worker_id: 'w', streams: ['default'], max_wait_ms: 0 } })
+    expect((await claim(host)).status).toBe(200) // the host has read the worker token
     const acknowledged = [await submit(host), await submit(host)]
     rmSync(host.dataDir, { recursive: true })
     await keptStorage(host)
-    expect(readdirSync(host.dataDir)).toContain('leasehold.db')
+    expect(readdirSync(host.dataDir).sort()).toEqual(['host.json', 'host.lock', 'leasehold.db', 'token', 'worker-tokens.json'])
+    expect(readFileSync(join(host.dataDir, 'token'), 'utf8').trim()).toBe(host.token)
+    expect(JSON.parse(readFileSync(join(host.dataDir, 'host.json'), 'utf8'))).toMatchObject({ pid: process.pid })
+    // The data dir is held again: no second host starts on it while this one runs.
+    await expect(aHost(host.dataDir)).rejects.toThrow(/another Leasehold host .* runs on the data dir/)
     expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+    // The restarted host takes the same token and worker token as before.
+    const after = hosts[hosts.length - 1]!
+    expect(after.token).toBe(host.token)
+    expect((await claim(after)).status).toBe(200)
   })
 
   test('a file put in its place is left as it is: the copy goes beside it, and the host says how to put it back', async () => {
