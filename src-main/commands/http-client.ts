@@ -123,7 +123,21 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
     throw unreachable(target.url, error)
   }
   const { response } = settled
-  if (!response.ok) throw hostError(response.status, response.statusText, settled.error)
+  if (!response.ok) {
+    // Text, not Leasehold's JSON: another program answers there (host.json of a host long gone,
+    // its port taken since), or a proxy between. Its page would say nothing to the user.
+    if (typeof settled.error === 'string') {
+      const page = oneLine(settled.error.replace(/<[^>]*>/g, ' ')).slice(0, 80)
+      const status = `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`
+      throw new HostError(
+        response.status,
+        `http_${response.status}`,
+        `the server at ${target.url} answered ${status} without Leasehold's JSON${page ? ` ("${page}")` : ''}: it is not a Leasehold host, or a proxy stands between (another program may listen on a port a host left)`,
+        {},
+      )
+    }
+    throw hostError(response.status, response.statusText, settled.error)
+  }
   return settled.data as D
 }
 

@@ -1001,7 +1001,7 @@ describe('finding the host', async () => {
     }
   })
 
-  test('another server on the port, answering a page that is not JSON, is one line with its text and status, exit 1', async () => {
+  test('another server on the port, answering a page that is not JSON, is one line naming the server, its status and its text without markup, exit 1', async () => {
     const server = createHttpServer((_req, res) => {
       res.writeHead(502, { 'content-type': 'text/html' })
       res.end('<html><body>\n  Bad gateway\n</body></html>')
@@ -1011,7 +1011,9 @@ describe('finding the host', async () => {
       const { port } = server.address() as AddressInfo
       const result = await runAsync(['jobs', '--url', `http://127.0.0.1:${port}`, '--token', 'x'])
       expect(result.status).toBe(1)
-      expect(lines(result.stderr)).toEqual(['leasehold: <html><body> Bad gateway </body></html> (http_502)'])
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the server at http://127.0.0.1:${port} answered HTTP 502 Bad Gateway without Leasehold's JSON ("Bad gateway"): it is not a Leasehold host, or a proxy stands between (another program may listen on a port a host left) (http_502)`,
+      ])
     } finally {
       await new Promise((resolve) => server.close(resolve))
     }
