@@ -163,7 +163,12 @@ function reportStartError(error: unknown): number {
     console.error(`leasehold: ${error.message}`)
     return 2
   }
-  const e = error as NodeJS.ErrnoException
+  const e = error as NodeJS.ErrnoException & { hostname?: string }
+  // A --host (LEASEHOLD_HOST) that names no address: a bad value, said as one (exit 2).
+  if (e.syscall === 'getaddrinfo') {
+    console.error(`leasehold: --host (LEASEHOLD_HOST) ${JSON.stringify(e.hostname ?? '')} is no address or name of this machine (${e.code}): give an address to listen on, such as 127.0.0.1 or 0.0.0.0`)
+    return 2
+  }
   // Every failure to start reads "could not start: …" (docs/configuration.md), then why.
   if (e.code === 'EADDRINUSE') {
     console.error(`leasehold: could not start: the port is already in use (${e.message}); pick another with --port`)

@@ -168,6 +168,12 @@ describe('leasehold serve', () => {
     expect(second.status).toBe(1)
     expect(second.stderr).toMatch(/^leasehold: could not start: the port is already in use/)
   })
+
+  test('a --host that names no address is a bad value: one line naming the flag, exit 2', () => {
+    const result = runCli(['serve', '--data-dir', dataDir(), '--port', '0', '--host', 'localhost:80'])
+    expect(result.status).toBe(2)
+    expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^leasehold: --host \(LEASEHOLD_HOST\) "localhost:80" is no address or name of this machine \((ENOTFOUND|EAI_AGAIN)\)/)])
+  })
 })
 
 describe('leasehold serve on a data dir it cannot use', () => {
