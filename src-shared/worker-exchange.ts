@@ -169,8 +169,9 @@ export type WorkerReport = z.infer<typeof WorkerReport>
  * one its own platform does not call absolute, and one with a NUL.
  */
 export const ABSOLUTE_PATH = /^(\/|\\|[A-Za-z]:[\\/])/
-export const FilePath = z.string().min(1).max(4096).regex(ABSOLUTE_PATH, 'must be an absolute path')
-export const OwnerId = z.string().min(1).max(200)
+export const FilePath = z.string().max(4096).regex(ABSOLUTE_PATH, 'must be an absolute path')
+/** Who holds a file: shown in blocker reports, the command line and the dashboard, so a name as any other ({@link Name}). */
+export const OwnerId = Name
 
 /**
  * The job lease a file request acts under, and that lease's token (beyond the files contract). A

@@ -191,6 +191,20 @@ describe('acquire / heartbeat / release over HTTP', () => {
     await expectInvalid(await post(host, '/api/files/leases/acquire', { file: FILE, owner_id: 'o', extra: 1 }))
   })
 
+  test('an owner id is a name as any other the host shows: one with U+0000 or a lone surrogate is 400 invalid_request', async () => {
+    await start()
+    for (const owner_id of ['a\u0000b', 'a\ud800b']) {
+      await expectInvalid(await post(host, '/api/files/leases/acquire', { file: FILE, owner_id }), 'owner_id')
+    }
+    expect(await activeHolders(FILE)).toEqual([])
+  })
+
+  test('an empty path is refused once, as not absolute', async () => {
+    await start()
+    const refused = await expectError(await post(host, '/api/files/leases/acquire', { file: '', owner_id: 'o1' }), 400, 'invalid_request')
+    expect(refused.detail).toBe('file: must be an absolute path')
+  })
+
   test('heartbeat and release of a file never held are 404 file_lease_not_found', async () => {
     await start()
     await expectError(await fileHeartbeat('nobody'), 404, 'file_lease_not_found')
