@@ -89,8 +89,13 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
  */
 function resolvedLine(answer: components['schemas']['BlockerResolved']): string {
   const { blocker } = answer
-  const nothingTaken = answer.taken_from_holder === false ? `; the holder had already let go of ${blocker.file}, nothing was taken` : ''
-  return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${nothingTaken}; job ${answer.job_state === null ? '-' : answer.job_state}`
+  const taken =
+    answer.taken_from_holder === false
+      ? `; the holder had already let go of ${blocker.file}, nothing was taken`
+      : answer.taken_from_holder
+        ? `; ${blocker.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on`
+        : ''
+  return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; job ${answer.job_state === null ? '-' : answer.job_state}`
 }
 
 /**

@@ -806,6 +806,20 @@ describe('leasehold blockers', async () => {
     host.engine.cancel(requester.job.id)
   })
 
+  test('a force_release that took the file says from whom, and that its writes are refused from now on', async () => {
+    const file = '/repo/blockers/taken.ts'
+    host.engine.submit({ job_type: 'blockers-taken', cost_units: 1 })
+    const requester = take('blockers-taken', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file)
+    const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
+    expect(resolved).toMatchObject({
+      status: 0,
+      stdout: `blocker ${blocker.id} resolved: force_release; ${file} was taken from holder-worker, whose writes to it are refused from now on; job QUEUED\n`,
+    })
+    host.engine.cancel(holder.job.id)
+    host.engine.cancel(requester.job.id)
+  })
+
   test('a holder that let go after the halt is listed so, and a force_release then says that nothing was taken', async () => {
     const file = '/repo/blockers/let-go.ts'
     host.engine.submit({ job_type: 'blockers-let-go', cost_units: 1 })
