@@ -110,8 +110,16 @@ export class Dashboard {
     this.redis = new RedisState(() => this.time.now)
     this.stream.subscribe((event) => this.receive(event))
     this.stream.onRedis((health) => this.redis.hear(health))
-    this.stream.onGap(() => this.refreshAll())
-    this.stream.onResume(() => this.readFailed())
+    // Whether the stream reopens after the last event it saw or from the host's present, what the
+    // host answered to an action before is no longer known to be true.
+    this.stream.onGap(() => {
+      this.refreshAll()
+      this.forgetAnswers()
+    })
+    this.stream.onResume(() => {
+      this.readFailed()
+      this.forgetAnswers()
+    })
   }
 
   /** Connects and reads everything; nothing happens without a token. */
@@ -159,12 +167,19 @@ export class Dashboard {
   /**
    * The stream is open again after a drop (a restarted host, a lost connection); the host replays
    * what was missed. A part whose last read failed reads again, so its error goes as soon as the
-   * host answers rather than at its next event; what the host said to an action (a row's Cancel)
-   * before the drop, or its silence then, is no longer known to be true, and goes.
+   * host answers rather than at its next event.
    */
   private readFailed(): void {
     const parts = [this.capacity, this.leases, this.jobs, this.recent, this.queues, this.blockers, this.schedules, this.workers, this.charts, this.storage, this.detail]
     for (const part of parts) if (part?.error) void part.refresh()
+  }
+
+  /**
+   * The stream (re)opened, resuming or from the host's present (a drop before any event came, a
+   * gap): what the host said to an action (a row's Cancel, a pause, a blocker's answer) before,
+   * or its silence then, is no longer known to be true, and goes.
+   */
+  private forgetAnswers(): void {
     this.jobs.rowErrors = {}
     this.recent.rowErrors = {}
     this.queues.failures = {}

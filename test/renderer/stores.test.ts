@@ -499,6 +499,48 @@ describe('stores fed by the API and the stream', () => {
     }
   })
 
+  test("a row action's answer from before a drop goes as the stream opens again, also when no event came before it (the stream reopens from the host's present)", async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      let up = true
+      const { fetcher } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/scheduler/jobs': { jobs: [job({ job_id: 'q1' })], next_cursor: null },
+        'GET /api/queues': { queues: [] },
+      })
+      const restarting = async (request: Request) => {
+        if (!up) throw new TypeError('fetch failed')
+        return fetcher(request)
+      }
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, { fetcher: restarting, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      dashboard.start()
+      await vi.advanceTimersByTimeAsync(1000)
+      sources[0]!.open()
+      await vi.advanceTimersByTimeAsync(1000)
+
+      // An idle host goes away: no event came, so the stream has nothing to resume after.
+      up = false
+      await dashboard.jobs.cancel('q1')
+      await dashboard.recent.cancel('q1')
+      await dashboard.queues.setPaused('default', true)
+      expect(dashboard.jobs.rowErrors).toEqual({ q1: 'The host does not answer' })
+      sources[0]!.fail(0)
+      up = true
+      await vi.advanceTimersByTimeAsync(reconnectDelayMs(1))
+      expect(dashboard.stream.lastEventId).toBeNull()
+      sources[1]!.open()
+      await vi.advanceTimersByTimeAsync(0)
+      expect(dashboard.stream.status).toBe('live')
+      expect(dashboard.jobs.rowErrors).toEqual({})
+      expect(dashboard.recent.rowErrors).toEqual({})
+      expect(dashboard.queues.failures).toEqual({})
+      dashboard.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   test("the Overview lists the newest jobs whatever the Jobs view's filter or page, and a new job joins them", async () => {
     vi.useFakeTimers({ now: T0 })
     try {
