@@ -7,7 +7,7 @@ import { ChartsState } from './charts.svelte'
 import { coalesce } from './coalesce'
 import type { Connection } from './connection'
 import { HostTime } from './host-time.svelte'
-import { JobDetailState } from './job-detail.svelte'
+import { isJobId, JobDetailState } from './job-detail.svelte'
 import { filterOfQuery, JobsState, RECENT_JOBS, sameFilter } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
@@ -204,7 +204,7 @@ export class Dashboard {
     this.place = place
     if (place.view === 'job' && place.jobId) {
       if (this.detail?.jobId !== place.jobId) {
-        this.detail = new JobDetailState(this.api, place.jobId)
+        this.detail = new JobDetailState(this.api, place.jobId, !place.malformed && isJobId(place.jobId))
         if (this.auth === 'ok') void this.detail.refresh()
       }
     } else {

@@ -1,6 +1,10 @@
 import { eventMoves } from '../../src-shared/event-types'
 import { describeError, TERMINAL_STATES, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
+import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { newerJob, reduceJob } from './job-events'
+
+/** Whether a text can be a job's id at all: the host takes no longer one (a longer one is refused, not looked up). */
+export const isJobId = (id: string): boolean => id.length >= 1 && id.length <= MAX_ID_CHARS
 
 /**
  * One job: its fields, result or error, its attempts (each with its worker, outcome and error)
@@ -21,9 +25,14 @@ export class JobDetailState {
   constructor(
     private readonly api: ApiClient,
     readonly jobId: string,
-  ) {}
+    /** False when the address names no job at all (a broken escape, an id longer than any): nothing is asked, and the page says there is no such job. */
+    private readonly possible = isJobId(jobId),
+  ) {
+    if (!possible) this.notFound = true
+  }
 
   async refresh(): Promise<void> {
+    if (!this.possible) return
     this.loading = true
     try {
       const [{ job, result }, { attempts }, { events }] = await Promise.all([

@@ -10,17 +10,32 @@ export interface Place {
   view: View
   /** The job of the `job` view. */
   jobId: string | null
+  /** The `job` view's id is the fragment's text as it stands: it is not a well-formed URI escape (`%FF`), so it names no job. */
+  malformed?: true
   /** The view's settings after the `?`, when the fragment has any. */
   query?: URLSearchParams
 }
 
 export function parseRoute(hash: string): Place {
   const [path = '', query] = hash.replace(/^#\/?/, '').split('?', 2)
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent)
-  if (parts[0] === 'jobs' && parts[1]) return { view: 'job', jobId: parts[1] }
+  const parts = path.split('/').filter(Boolean)
+  if (parts[0] === 'jobs' && parts[1]) {
+    // A typed or cut address may hold a broken escape: it names no job, and must not stop the page following the address.
+    const jobId = decoded(parts[1])
+    return jobId === null ? { view: 'job', jobId: parts[1], malformed: true } : { view: 'job', jobId }
+  }
   const view = VIEWS.find((v) => v === parts[0])
   const place: Place = { view: view ?? 'overview', jobId: null }
   return query ? { ...place, query: new URLSearchParams(query) } : place
+}
+
+/** A fragment's part decoded, or null when it is not a well-formed URI escape. */
+function decoded(part: string): string | null {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return null
+  }
 }
 
 export function hrefOf(place: Place): string {

@@ -89,6 +89,11 @@ test('routes in the fragment', () => {
   expect(hrefOf({ view: 'job', jobId: 'a b' })).toBe('#/jobs/a%20b')
 })
 
+test('a job address that is not a well-formed escape is read as it stands, marked as naming no job, never thrown on', () => {
+  expect(parseRoute('#/jobs/%FF')).toEqual({ view: 'job', jobId: '%FF', malformed: true })
+  expect(parseRoute('#/jobs/%E2%9C%93')).toEqual({ view: 'job', jobId: '\u2713' })
+})
+
 test("a view's settings follow a ? in the fragment: the Jobs view's filter, only the fields it sets, and back", () => {
   const place = parseRoute('#/jobs?state=FAILED&type=sleep&dead_letter=1')
   expect(place).toMatchObject({ view: 'jobs', jobId: null })

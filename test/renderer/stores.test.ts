@@ -1,6 +1,7 @@
 // @vitest-environment happy-dom
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { flushSync } from 'svelte'
+import App from '../../src-renderer/App.svelte'
 import OverviewView from '../../src-renderer/components/OverviewView.svelte'
 import { ApiClient, type ActiveLease, type ActiveLeases, type Job } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
@@ -666,6 +667,32 @@ describe('stores fed by the API and the stream', () => {
     await dashboard.capacity.refresh()
     expect(dashboard.unreachable).toBe(false)
     expect(dashboard.capacity.bar).toMatchObject({ free: 1 })
+  })
+
+  test('an address that names no job (a broken escape, an id longer than any) shows "No job …" without asking the host, never the job shown before', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'RUNNING' }), result: null },
+      'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+      'GET /api/scheduler/jobs/job-1/events': { events: [] },
+    })
+    const dashboard = new Dashboard(connection, { fetcher })
+    try {
+      dashboard.show(parseRoute('#/jobs/job-1'))
+      const el = render(App, { dashboard })
+      await vi.waitFor(() => expect(el.querySelector('[data-testid="job-detail"]')).not.toBeNull())
+      const asked = calls.length
+      for (const [hash, shown] of [['#/jobs/%FF', '%FF'], [`#/jobs/${'x'.repeat(250)}`, 'x'.repeat(250)]] as const) {
+        dashboard.show(parseRoute(hash))
+        flushSync()
+        expect(el.querySelector('[data-testid="job-detail"]'), hash).toBeNull()
+        expect(el.querySelector('button.danger'), hash).toBeNull()
+        expect(el.querySelector('main')!.textContent!.trim()).toBe(`← All jobs No job ${shown}.`)
+      }
+      expect(calls.length).toBe(asked)
+    } finally {
+      unmountAll()
+      dashboard.stop()
+    }
   })
 
   test('without a token nothing is called', () => {
