@@ -52,32 +52,37 @@ export interface FormProblem {
   message: string
 }
 
-export type DraftResult<T> = { ok: true; value: T } | { ok: false; problem: FormProblem }
+/** Every problem the form found at once (each next to its field), so one Create shows all that is missing. */
+export type DraftResult<T> = { ok: true; value: T } | { ok: false; problems: FormProblem[] }
 
-const refuse = (field: DraftField, message: string): { ok: false; problem: FormProblem } => ({ ok: false, problem: { field, message } })
+const problem = (field: DraftField, message: string): FormProblem => ({ field, message })
 
 /** The job template of a draft, or what is wrong with it that the host need not be asked about. */
 function templateOf(draft: ScheduleDraft): DraftResult<JobTemplate> {
-  if (draft.job_type.trim() === '') return refuse('job_type', 'Job type: required')
+  const problems: FormProblem[] = []
+  if (draft.job_type.trim() === '') problems.push(problem('job_type', 'Job type: required'))
   const cost = draft.cost_units
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) return refuse('cost_units', 'Units: a whole number of at least 1')
-  const job: JobTemplate = { ...draft.rest, job_type: draft.job_type.trim(), cost_units: cost, priority: draft.priority }
-  if (draft.queue.trim() !== '') job.queue = draft.queue.trim()
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) problems.push(problem('cost_units', 'Units: a whole number of at least 1'))
+  let payload: unknown
   if (draft.payload.trim() !== '') {
     try {
-      job.payload = JSON.parse(draft.payload) as unknown
+      payload = JSON.parse(draft.payload) as unknown
     } catch (error) {
-      return refuse('payload', `Payload: not JSON (${(error as Error).message})`)
+      problems.push(problem('payload', `Payload: not JSON (${(error as Error).message})`))
     }
   }
+  if (problems.length > 0) return { ok: false, problems }
+  const job: JobTemplate = { ...draft.rest, job_type: draft.job_type.trim(), cost_units: cost as number, priority: draft.priority }
+  if (draft.queue.trim() !== '') job.queue = draft.queue.trim()
+  if (payload !== undefined) job.payload = payload
   return { ok: true, value: job }
 }
 
 /** `POST /api/schedules` from a new schedule's draft. */
 export function createInput(draft: ScheduleDraft): DraftResult<ScheduleInput> {
-  if (draft.name.trim() === '') return refuse('name', 'Name: required')
   const job = templateOf(draft)
-  if (!job.ok) return job
+  const problems = [...(draft.name.trim() === '' ? [problem('name', 'Name: required')] : []), ...(job.ok ? [] : job.problems)]
+  if (problems.length > 0 || !job.ok) return { ok: false, problems }
   return {
     ok: true,
     value: { name: draft.name.trim(), cron: draft.cron.trim(), timezone: draft.timezone.trim() || null, job: job.value, overlap: draft.overlap, enabled: draft.enabled },
@@ -104,14 +109,23 @@ const HOST_FIELDS: Readonly<Record<string, DraftField>> = {
   'job.payload': 'payload',
 }
 
+/** The refusals the host answers with a code rather than a field in its `detail`, and the field each is about. */
+const CODE_FIELDS: Readonly<Record<string, DraftField>> = {
+  duplicate_schedule: 'name',
+  invalid_cron: 'cron',
+  invalid_timezone: 'timezone',
+}
+
 /**
- * The host's refusal of a draft as a problem of the field it names: the host starts its
- * `detail` with the failing field (`cron: …`, `job.cost_units: …`); a refusal that names none
- * of the form's fields is the form's as a whole.
+ * The host's refusal of a draft as a problem of the field it is about: its code says so for a
+ * name taken or a cron or time zone it cannot read, and otherwise the host starts its `detail`
+ * with the failing field (`cron: …`, `job.cost_units: …`); a refusal that names none of the
+ * form's fields is the form's as a whole.
  */
-export function hostProblem(detail: string): FormProblem {
+export function hostProblem(detail: string, code?: string): FormProblem {
   const named = /^([a-z_.]+):/.exec(detail)?.[1]
-  return { field: (named !== undefined && HOST_FIELDS[named]) || null, message: detail }
+  const field = (code !== undefined && CODE_FIELDS[code]) || (named !== undefined && HOST_FIELDS[named]) || null
+  return { field, message: detail }
 }
 
 /** This machine's time zone: a new schedule's default (the desktop app and the host share the machine). */

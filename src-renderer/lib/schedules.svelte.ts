@@ -1,5 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
-import { describeError, type ApiClient, type LogEvent, type Schedule } from './api'
+import { ApiError, describeError, type ApiClient, type LogEvent, type Schedule } from './api'
 import { changeInput, createInput, hostProblem, type DraftResult, type FormProblem, type ScheduleDraft } from './schedule-form'
 
 /** Recurring schedules (docs/schedules.md), by name, with the operator's changes to them. */
@@ -8,8 +8,8 @@ export class SchedulesState {
   error = $state<string | null>(null)
   loaded = $state(false)
   saving = $state(false)
-  /** Why the last create or edit was refused (the host's reason, or the form's), and the field it is about. */
-  formError = $state<FormProblem | null>(null)
+  /** Why the last create or edit was refused (the host's reason, or each the form found), and the field each is about; empty when it was not. */
+  formErrors = $state<FormProblem[]>([])
   /** Schedule name → the change being sent (enable, disable, delete). */
   pending = $state<Record<string, string>>({})
   /** Schedule name → why a change failed. */
@@ -57,16 +57,16 @@ export class SchedulesState {
 
   private async send<T>(body: DraftResult<T>, call: (value: T) => Promise<{ schedule: Schedule }>): Promise<boolean> {
     if (!body.ok) {
-      this.formError = body.problem
+      this.formErrors = body.problems
       return false
     }
     this.saving = true
     try {
       this.put((await call(body.value)).schedule)
-      this.formError = null
+      this.formErrors = []
       return true
     } catch (error) {
-      this.formError = hostProblem(describeError(error))
+      this.formErrors = [hostProblem(describeError(error), error instanceof ApiError ? error.code : undefined)]
       return false
     } finally {
       this.saving = false

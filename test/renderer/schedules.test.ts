@@ -69,18 +69,33 @@ describe('the schedule form', () => {
 
   test('what the host need not be asked about is refused in the form, naming the field', () => {
     const draft = { ...emptyDraft('UTC'), name: 'n', job_type: 'x' }
-    expect(createInput({ ...draft, name: '' })).toEqual({ ok: false, problem: { field: 'name', message: 'Name: required' } })
-    expect(createInput({ ...draft, job_type: ' ' })).toEqual({ ok: false, problem: { field: 'job_type', message: 'Job type: required' } })
-    const units = { ok: false, problem: { field: 'cost_units', message: 'Units: a whole number of at least 1' } }
+    expect(createInput({ ...draft, name: '' })).toEqual({ ok: false, problems: [{ field: 'name', message: 'Name: required' }] })
+    expect(createInput({ ...draft, job_type: ' ' })).toEqual({ ok: false, problems: [{ field: 'job_type', message: 'Job type: required' }] })
+    const units = { ok: false, problems: [{ field: 'cost_units', message: 'Units: a whole number of at least 1' }] }
     // As a number field gives them: a fraction, zero, and nothing (emptied, or not a number).
     for (const cost_units of [1.5, 0, null, undefined]) expect(createInput({ ...draft, cost_units })).toEqual(units)
-    expect(createInput({ ...draft, payload: '{nope' })).toMatchObject({ ok: false, problem: { field: 'payload', message: expect.stringMatching(/^Payload: not JSON/) } })
+    expect(createInput({ ...draft, payload: '{nope' })).toMatchObject({ ok: false, problems: [{ field: 'payload', message: expect.stringMatching(/^Payload: not JSON/) }] })
+  })
+
+  test('an empty form names every required field it misses, the name and the job type alike', () => {
+    expect(createInput(emptyDraft('UTC'))).toEqual({
+      ok: false,
+      problems: [
+        { field: 'name', message: 'Name: required' },
+        { field: 'job_type', message: 'Job type: required' },
+      ],
+    })
   })
 
   test("the host's refusal names the form's field it is about, or none", () => {
     expect(hostProblem('job.cost_units: Too big: expected number to be <=1000000')).toEqual({ field: 'cost_units', message: 'job.cost_units: Too big: expected number to be <=1000000' })
     expect(hostProblem('cron: minute 61 is out of range (0–59)')).toMatchObject({ field: 'cron' })
     expect(hostProblem('The host does not answer')).toMatchObject({ field: null })
+  })
+
+  test("a refusal the host answers by its code is the field's the code is about: a name taken is the Name's", () => {
+    expect(hostProblem('A schedule named nightly exists', 'duplicate_schedule')).toEqual({ field: 'name', message: 'A schedule named nightly exists' })
+    expect(hostProblem('Unknown time zone Mars/Base', 'invalid_timezone')).toMatchObject({ field: 'timezone' })
   })
 
   test('editing keeps the job fields the form does not show (a PATCH replaces the job whole)', () => {
@@ -124,7 +139,7 @@ describe('the schedules store', () => {
     const { fetcher } = fakeFetch({ 'POST /api/schedules': refusal })
     const store = new SchedulesState(new ApiClient(connection, fetcher))
     expect(await store.create({ ...emptyDraft('UTC'), name: 'n', cron: '61 * * * *', job_type: 'x' })).toBe(false)
-    expect(store.formError).toEqual({ field: 'cron', message: 'cron: minute 61 is out of range (0–59)' })
+    expect(store.formErrors).toEqual([{ field: 'cron', message: 'cron: minute 61 is out of range (0–59)' }])
     expect(store.all).toEqual([])
   })
 
@@ -218,4 +233,35 @@ describe('the Schedules view', () => {
     expect(form.querySelector('[name="cost_units"]')!.getAttribute('aria-invalid')).toBe('true')
     expect(calls.filter((c) => c.method === 'POST')).toEqual([])
   })
+
+  test('an empty form marks the name and the job type invalid at once, each with its message under it', async () => {
+    const { el, calls } = await view([])
+    ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(form.querySelector('[data-testid="problem-job_type"]')).not.toBeNull())
+    for (const [name, message] of [['name', 'Name: required'], ['job_type', 'Job type: required']]) {
+      expect(form.querySelector(`[name="${name}"]`)!.getAttribute('aria-invalid'), name).toBe('true')
+      expect(text(form.querySelector(`[data-testid="problem-${name}"]`))).toBe(message)
+    }
+    expect(calls.filter((c) => c.method === 'POST')).toEqual([])
+  })
+
+  test("the host's refusal of a taken name is shown under the Name field, which is marked invalid", async () => {
+    const { el } = await view([], {
+      'POST /api/schedules': () => new Response(JSON.stringify({ code: 'duplicate_schedule', detail: 'A schedule named nightly exists' }), { status: 409 }),
+    })
+    ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    typeText(form.querySelector('[name="name"]') as HTMLInputElement, 'nightly')
+    typeText(form.querySelector('[name="job_type"]') as HTMLInputElement, 'x')
+    ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(form.querySelector('[data-testid="problem-name"]')).not.toBeNull())
+    expect(text(form.querySelector('[data-testid="problem-name"]'))).toBe('A schedule named nightly exists')
+    expect(form.querySelector('[name="name"]')!.getAttribute('aria-invalid')).toBe('true')
+    expect(form.querySelector('[data-testid="schedule-form-error"]')).toBeNull()
+  })
+
 })
