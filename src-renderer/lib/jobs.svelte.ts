@@ -1,4 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
+import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { describeError, JOB_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { newerJob, reduceJob, reduceJobs } from './job-events'
 
@@ -48,6 +49,9 @@ export function filterOfQuery(query: URLSearchParams): JobFilter {
 /** Whether two filters select the same jobs. */
 export const sameFilter = (a: JobFilter, b: JobFilter): boolean => filterQuery(a).toString() === filterQuery(b).toString()
 
+/** Whether any job can match: its type, add-on and id are at most {@link MAX_ID_CHARS} characters (the fields' maxlength; a link may say more). */
+const canMatch = (filter: JobFilter): boolean => [filter.job_type, filter.addon_id, filter.search].every((value) => value.trim().length <= MAX_ID_CHARS)
+
 /** Whether a filter selects fewer than all jobs. */
 export const isFiltered = (filter: JobFilter): boolean =>
   filter.state !== '' || filter.job_type.trim() !== '' || filter.addon_id.trim() !== '' || filter.search.trim() !== '' || filter.dead_letter
@@ -91,6 +95,16 @@ export class JobsState {
     const generation = ++this.generation
     this.loading = true
     this.missed = []
+    if (!canMatch(this.filter)) {
+      // A type, add-on or id is at most 200 characters, so no job has a longer one, nor a longer part
+      // of one: none matches (the host would refuse the query in its validator's terms).
+      this.rows = []
+      this.nextCursor = null
+      this.error = null
+      this.loading = false
+      this.loaded = true
+      return
+    }
     try {
       const page = await this.api.listJobs({
         state: this.filter.state || undefined,

@@ -120,12 +120,16 @@ const CODE_FIELDS: Readonly<Record<string, DraftField>> = {
  * The host's refusal of a draft as a problem of the field it is about: its code says so for a
  * name taken or a cron or time zone it cannot read, and otherwise the host starts its `detail`
  * with the failing field (`cron: …`, `job.cost_units: …`); a refusal that names none of the
- * form's fields is the form's as a whole.
+ * form's fields is the form's as a whole. A length the host's validation refuses is said in
+ * words (`at most 200 characters`), not in its own terms.
  */
 export function hostProblem(detail: string, code?: string): FormProblem {
   const named = /^([a-z_.]+):/.exec(detail)?.[1]
   const field = (code !== undefined && CODE_FIELDS[code]) || (named !== undefined && HOST_FIELDS[named]) || null
-  return { field, message: detail }
+  const message = detail
+    .replace(/Too big: expected string to have <=(\d+) characters/g, 'at most $1 characters')
+    .replace(/Too small: expected string to have >=1 characters/g, 'required')
+  return { field, message }
 }
 
 /** This machine's time zone: a new schedule's default (the desktop app and the host share the machine). */

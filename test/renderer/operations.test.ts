@@ -312,6 +312,22 @@ describe('the jobs view', () => {
     expect(jobs.filter.dead_letter).toBe(false)
   })
 
+  test('a type, add-on or text longer than any job has (a link may carry one) matches no job, said plainly, without asking the host; the fields take no more than 200 characters', async () => {
+    const { fetcher, calls } = fakeFetch({})
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    for (const change of [{ job_type: 'y'.repeat(300) }, { job_type: '', addon_id: 'a'.repeat(201) }, { addon_id: '', search: 's'.repeat(201) }]) {
+      await jobs.setFilter(change)
+      const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+      expect(text(el.querySelector('[data-testid="jobs-empty"]'))).toBe('No jobs match these filters.')
+      expect(el.querySelector('[role="alert"]')).toBeNull()
+      unmountAll()
+    }
+    expect(calls).toEqual([])
+    const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+    expect(['search', 'job_type', 'addon_id'].map((name) => el.querySelector(`input[name="${name}"]`)!.getAttribute('maxlength'))).toEqual(['200', '200', '200'])
+  })
+
   test('a bulk question on screen goes away as the operator picks another filter', async () => {
     const { fetcher } = fakeFetch({
       'GET /api/scheduler/jobs?limit=25': { jobs: [], next_cursor: null },

@@ -98,6 +98,10 @@ describe('the schedule form', () => {
     expect(hostProblem('Unknown time zone Mars/Base', 'invalid_timezone')).toMatchObject({ field: 'timezone' })
   })
 
+  test("a length the host's validation refuses is said in words, not in the validator's terms", () => {
+    expect(hostProblem('job.job_type: Too big: expected string to have <=200 characters', 'invalid_request')).toEqual({ field: 'job_type', message: 'job.job_type: at most 200 characters' })
+  })
+
   test('editing keeps the job fields the form does not show (a PATCH replaces the job whole)', () => {
     const existing = schedule({ job: { job_type: 'backup', cost_units: 2, tags: ['nightly'], max_attempts: 5, constraints: { ssd: true }, queue: 'io', payload: { a: 1 } } })
     const draft = draftOf(existing)
@@ -264,4 +268,12 @@ describe('the Schedules view', () => {
     expect(form.querySelector('[data-testid="schedule-form-error"]')).toBeNull()
   })
 
+  test('the text fields the host limits to 200 characters take no more (the time zone 100)', async () => {
+    const { el } = await view([])
+    ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    const limits = Object.fromEntries(['name', 'cron', 'timezone', 'job_type', 'queue'].map((name) => [name, form.querySelector(`[name="${name}"]`)!.getAttribute('maxlength')]))
+    expect(limits).toEqual({ name: '200', cron: '200', timezone: '100', job_type: '200', queue: '200' })
+  })
 })
