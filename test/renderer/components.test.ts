@@ -169,8 +169,10 @@ test('a job halted on a blocker says so on its page, with the way to the Blocker
   })
   const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
   await detail.refresh()
-  const answer = render(JobDetailView, { detail, now: T0 }).querySelector('[data-testid="answer-blocker"]')
-  expect(answer?.getAttribute('href')).toBe('#/blockers')
+  const waiting = render(JobDetailView, { detail, now: T0 }).querySelector('[data-testid="job-waiting"]')
+  expect(waiting?.querySelector('[data-testid="answer-blocker"]')?.getAttribute('href')).toBe('#/blockers')
+  // The reason and the way to answer it are apart: a space either side of the "·", as the words show.
+  expect(waiting?.textContent).toBe(`${reason} · answer it in Blockers`)
 })
 
 test('a wait that ends by itself shows its time as every other time, on the job page and in the jobs table, once', async () => {
