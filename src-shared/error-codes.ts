@@ -72,6 +72,13 @@ export const HTTP_ERROR_CODES = [
 ] as const
 export type HttpErrorCode = (typeof HTTP_ERROR_CODES)[number]
 
+/**
+ * The `detail` of the 401 a worker-scoped token gets on a route it does not open (the request
+ * guard's): its code is `unauthorized` as for any refused token, and the dashboard tells this
+ * one apart by it, to say that a worker token cannot open it rather than that the token is wrong.
+ */
+export const WORKER_TOKEN_REFUSAL = "A worker token opens only the worker routes and the file-lease requests of its jobs; this route needs the host's token"
+
 /** The codes of a file acquire's refusals, which the engine answers (not throws) and the route sends as errors. */
 export const ACQUIRE_REFUSAL_CODES = ['file_lease_held', 'blocked'] as const
 export type AcquireRefusalCode = (typeof ACQUIRE_REFUSAL_CODES)[number]

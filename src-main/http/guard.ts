@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
+import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 
 export interface GuardPolicy {
   /** The API token every /api and /internal route needs, except /api/health. */
@@ -193,7 +194,7 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
       // A worker's token outside the worker routes is a real token used in the wrong place: said
       // so, or a user who gave it to `leasehold jobs` would look for a typo in it.
       if (match !== null && !isWorkerPath(input.path) && policy.isWorkerToken?.(match[1]!) === true) {
-        return { code: 'unauthorized', detail: "A worker token opens only the worker routes and the file-lease requests of its jobs; this route needs the host's token" }
+        return { code: 'unauthorized', detail: WORKER_TOKEN_REFUSAL }
       }
       return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }

@@ -1,3 +1,4 @@
+import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import { eventMoves } from '../../src-shared/event-types'
 import { ApiClient, ApiError, type FetchLike, type LogEvent } from './api'
 import { BlockersState } from './blockers.svelte'
@@ -18,8 +19,11 @@ import { RedisState } from './redis.svelte'
 import { StorageState } from './storage.svelte'
 import { WorkersState } from './workers.svelte'
 
-/** `ok`: calls are answered; `missing`: no token is known; `rejected`: the host refused it (401). */
-export type AuthState = 'ok' | 'missing' | 'rejected'
+/**
+ * `ok`: calls are answered; `missing`: no token is known; `rejected`: the host refused it (401);
+ * `worker`: it is a worker-scoped token, which the host takes on the worker routes only.
+ */
+export type AuthState = 'ok' | 'missing' | 'rejected' | 'worker'
 
 export interface DashboardOptions {
   fetcher?: FetchLike
@@ -91,7 +95,7 @@ export class Dashboard {
     this.api = new ApiClient(connection ?? { apiBase: location.origin, token: '' }, options.fetcher)
     this.api.onOutcome = (error) => this.observe(error)
     this.auth = connection ? 'ok' : 'missing'
-    this.stream = new LiveStream(this.api, options.openSource, () => this.rejected())
+    this.stream = new LiveStream(this.api, options.openSource, (error) => this.rejected(error))
     this.capacity = new CapacityState(this.api)
     this.leases = new LeasesState(this.api, this.time)
     this.jobs = new JobsState(this.api)
@@ -251,15 +255,15 @@ export class Dashboard {
 
   private observe(error: ApiError | null): void {
     if (error?.unauthorized) {
-      this.rejected()
+      this.rejected(error)
       return
     }
     this.unreachable = error?.unreachable ?? false
   }
 
-  private rejected(): void {
-    if (this.auth === 'rejected') return
-    this.auth = this.api.connection.token ? 'rejected' : 'missing'
+  private rejected(error: ApiError): void {
+    if (this.auth !== 'ok') return
+    this.auth = !this.api.connection.token ? 'missing' : error.message === WORKER_TOKEN_REFUSAL ? 'worker' : 'rejected'
     this.stop()
   }
 

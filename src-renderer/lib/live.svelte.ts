@@ -58,8 +58,8 @@ export class LiveStream {
   constructor(
     private readonly endpoints: StreamEndpoints,
     private readonly openSource: (url: string) => EventSourceLike = (url) => new EventSource(url),
-    /** Told when the host refuses the token: the stream then stops. */
-    private readonly onUnauthorized: () => void = () => {},
+    /** Told when the host refuses the token (with its answer): the stream then stops. */
+    private readonly onUnauthorized: (error: ApiError) => void = () => {},
   ) {}
 
   /** Listens to every event; returns the function that stops listening. */
@@ -113,7 +113,7 @@ export class LiveStream {
       if (!this.running) return
       if (error instanceof ApiError && error.unauthorized) {
         this.stop()
-        this.onUnauthorized()
+        this.onUnauthorized(error)
         return
       }
       this.problem = error instanceof Error ? error.message : String(error)

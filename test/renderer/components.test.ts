@@ -390,6 +390,13 @@ test('the token form hands over the typed token', () => {
   expect(tokens).toEqual(['abc'])
 })
 
+test('a worker token is said to be one, which cannot open the dashboard, not a token the host does not know', () => {
+  const el = render(TokenForm, { reason: 'worker', onsubmit: () => {} })
+  expect(text(el.querySelector('h2'))).toBe('A worker token cannot open the dashboard')
+  expect(text(el.querySelector('p'))).toContain("The dashboard needs the host's token")
+  expect(text(el.querySelector('p'))).not.toContain('may have been replaced')
+})
+
 test('a busy worker shows its jobs by the end of their ids (jobs of one minute share the start), each a link with the whole id on hover', () => {
   const ids = ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb11cc']
   const workers = new WorkersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fakeFetch({}).fetcher))

@@ -2,6 +2,7 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { flushSync } from 'svelte'
 import App from '../../src-renderer/App.svelte'
+import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import OverviewView from '../../src-renderer/components/OverviewView.svelte'
 import { ApiClient, type ActiveLease, type ActiveLeases, type Job } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
@@ -617,6 +618,16 @@ describe('stores fed by the API and the stream', () => {
     await vi.waitFor(() => expect(calls.length).toBeGreaterThan(0))
     dashboard.stop()
     accepted = ''
+  })
+
+  test("a worker token (the host refuses it on the dashboard's routes, saying so) asks for the host's token as a worker token, not as a wrong one", async () => {
+    const refused = async () => new Response(JSON.stringify({ code: 'unauthorized', detail: WORKER_TOKEN_REFUSAL }), { status: 401 })
+    const dashboard = new Dashboard({ ...connection, token: 'worker-token' }, { fetcher: refused, openSource: (url) => new FakeSource(url) })
+    await dashboard.capacity.refresh()
+    expect(dashboard.auth).toBe('worker')
+    const other = new Dashboard({ ...connection, token: 'stale' }, { fetcher: async () => new Response(JSON.stringify({ code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }), { status: 401 }) })
+    await other.capacity.refresh()
+    expect(other.auth).toBe('rejected')
   })
 
   test('a #token= link pasted into the open tab is taken as at the first load: kept, out of the address bar, and the stream reconnects with it', async () => {
