@@ -390,6 +390,14 @@ test('the token form hands over the typed token', () => {
   expect(tokens).toEqual(['abc'])
 })
 
+test('the token form has the focus as it appears, so a keyboard user types the token at once', () => {
+  for (const reason of ['rejected', 'missing', 'worker'] as const) {
+    const el = render(TokenForm, { reason, onsubmit: () => {} })
+    expect(document.activeElement, reason).toBe(el.querySelector('#token-input'))
+    unmountAll()
+  }
+})
+
 test('a worker token is said to be one, which cannot open the dashboard, not a token the host does not know', () => {
   const el = render(TokenForm, { reason: 'worker', onsubmit: () => {} })
   expect(text(el.querySelector('h2'))).toBe('A worker token cannot open the dashboard')
