@@ -1,6 +1,6 @@
 import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import { eventMoves } from '../../src-shared/event-types'
-import { ApiClient, ApiError, type FetchLike, type LogEvent } from './api'
+import { ApiClient, ApiError, type FetchLike, type Job, type LogEvent } from './api'
 import { BlockersState } from './blockers.svelte'
 import { BulkState } from './bulk.svelte'
 import { CapacityState } from './capacity.svelte'
@@ -35,11 +35,15 @@ export interface DashboardOptions {
 /**
  * What is read on a timer, because no event says it changed, and only while it is on screen
  * (docs/dashboard.md): the leases while any is active (a heartbeat moves its expiry and is not an
- * event; the read also sets the host's clock), the workers while their view is open (a worker's
- * last heartbeat), the charts while theirs is (time moves their buckets). Everything else is
- * read again on the events that change it, so an idle dashboard asks nothing.
+ * event; the read also sets the host's clock), a running job shown on its page or in a jobs
+ * table (a heartbeat brings its progress and note), the workers while their view is open (a
+ * worker's last heartbeat), the charts while theirs is (time moves their buckets). Everything
+ * else is read again on the events that change it, so an idle dashboard asks nothing.
  */
-const POLL_MS = { leases: 2000, workers: 5000, charts: 15_000 } as const
+const POLL_MS = { leases: 2000, running: 2000, workers: 5000, charts: 15_000 } as const
+
+/** A job whose worker heartbeats: its progress and note move without an event (the queue API shows LEASED as RUNNING). */
+const running = (job: Job): boolean => job.state === 'RUNNING'
 
 /** The database's size moves with every write: read again at most this often while events come. */
 const STORAGE_EVERY_MS = 60_000
@@ -138,6 +142,7 @@ export class Dashboard {
       setInterval(() => {
         if (this.leases.holding) void this.leases.refresh()
       }, POLL_MS.leases),
+      setInterval(() => this.readRunning(), POLL_MS.running),
       setInterval(() => {
         if (this.place.view === 'workers') void this.workers.refresh()
       }, POLL_MS.workers),
@@ -235,6 +240,20 @@ export class Dashboard {
     if (this.schedules.apply(event)) this.later.schedules()
     if (WorkersState.moves(event)) this.later.workers()
     this.later.storage()
+  }
+
+  /**
+   * Reads again what shows a running job: its page, or the jobs table (the Jobs view's, or the
+   * Overview's recent jobs) with such a row. A heartbeat moves the job's progress and note and
+   * is no event, so nothing else would bring them. Only while the tab is seen and the stream is
+   * live: a hidden tab needs no progress, and a stream that reopens reads what it must itself.
+   * It stops by itself as the job ends (an event moves its row or page out of RUNNING).
+   */
+  private readRunning(): void {
+    if (this.stream.status !== 'live' || document.visibilityState !== 'visible') return
+    if (this.place.view === 'job' && this.detail?.job && running(this.detail.job)) void this.detail.refresh()
+    if (this.place.view === 'jobs' && this.jobs.rows.some(running)) void this.jobs.refresh()
+    if (this.place.view === 'overview' && this.recent.rows.some(running)) void this.recent.refresh()
   }
 
   /** The part a view shows that is not kept up by every event (read on a timer, or seldom): read as the view comes on screen. */

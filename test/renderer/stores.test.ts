@@ -362,6 +362,94 @@ describe('an idle dashboard', () => {
   })
 })
 
+describe('a running job', () => {
+  beforeEach(() => vi.useFakeTimers({ now: T0 }))
+  afterEach(() => {
+    vi.useRealTimers()
+    Object.defineProperty(document, 'visibilityState', { value: 'visible', configurable: true })
+  })
+
+  /** A dashboard on a host where job-1 runs, its progress moving with heartbeats (no events), the stream live. */
+  async function startRunning() {
+    let shown = job({ state: 'RUNNING', progress: 0.1, note: 'starting' })
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/events/ticket': { ticket: 'ticket-1' },
+      'GET /api/scheduler/jobs': () => ({ jobs: [shown], next_cursor: null }),
+      'GET /api/scheduler/jobs/job-1': () => ({ job: shown, result: null }),
+      'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+      'GET /api/scheduler/jobs/job-1/events': { events: [] },
+    })
+    const sources: FakeSource[] = []
+    const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+    dashboard.start()
+    await vi.advanceTimersByTimeAsync(100)
+    sources[0]!.open()
+    await vi.advanceTimersByTimeAsync(100)
+    /** A heartbeat: the job's progress and note move on the host, and no event says so. */
+    const beat = (progress: number, note: string, state: Job['state'] = 'RUNNING') => {
+      shown = { ...shown, state, progress, note, updated_at: iso(Date.now()) }
+    }
+    const reads = (path: string) => calls.filter((c) => c.path === path).length
+    return { dashboard, beat, reads, stream: sources[0]! }
+  }
+
+  test("its page reads it again every 2 s, so its progress and note move, and stops as it ends", async () => {
+    const { dashboard, beat, reads } = await startRunning()
+    dashboard.show(parseRoute('#/jobs/job-1'))
+    await vi.advanceTimersByTimeAsync(100)
+    expect(dashboard.detail!.job).toMatchObject({ progress: 0.1, note: 'starting' })
+    beat(0.5, 'half way')
+    await vi.advanceTimersByTimeAsync(2000)
+    expect(dashboard.detail!.job).toMatchObject({ progress: 0.5, note: 'half way' })
+    const before = reads('/api/scheduler/jobs/job-1')
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect(reads('/api/scheduler/jobs/job-1') - before).toBe(5)
+    // It ends: one more read shows it, then none.
+    beat(1, 'done', 'DONE')
+    await vi.advanceTimersByTimeAsync(2000)
+    expect(dashboard.detail!.job!.state).toBe('DONE')
+    const ended = reads('/api/scheduler/jobs/job-1')
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect(reads('/api/scheduler/jobs/job-1')).toBe(ended)
+    dashboard.stop()
+  })
+
+  test('the jobs table and the overview\'s recent jobs read their page again every 2 s while a row is RUNNING; another view does not', async () => {
+    const { dashboard, beat, reads } = await startRunning()
+    const page = (limit: number) => `/api/scheduler/jobs?limit=${limit}`
+    dashboard.show(parseRoute('#/jobs'))
+    beat(0.7, 'most of it')
+    await vi.advanceTimersByTimeAsync(2000)
+    expect(dashboard.jobs.rows[0]).toMatchObject({ progress: 0.7, note: 'most of it' })
+    dashboard.show(parseRoute('#/overview'))
+    beat(0.8, 'nearly')
+    await vi.advanceTimersByTimeAsync(2000)
+    expect(dashboard.recent.rows[0]).toMatchObject({ progress: 0.8 })
+    dashboard.show(parseRoute('#/schedules'))
+    const [jobs, recent] = [reads(page(25)), reads(page(6))]
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect([reads(page(25)), reads(page(6))]).toEqual([jobs, recent])
+    dashboard.stop()
+  })
+
+  test('is read on no timer while the tab is hidden or the stream is not live', async () => {
+    const { dashboard, reads, stream } = await startRunning()
+    dashboard.show(parseRoute('#/jobs/job-1'))
+    await vi.advanceTimersByTimeAsync(100)
+    const before = reads('/api/scheduler/jobs/job-1')
+    Object.defineProperty(document, 'visibilityState', { value: 'hidden', configurable: true })
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect(reads('/api/scheduler/jobs/job-1')).toBe(before)
+    Object.defineProperty(document, 'visibilityState', { value: 'visible', configurable: true })
+    stream.fail(0)
+    expect(dashboard.stream.status).toBe('reconnecting')
+    await vi.advanceTimersByTimeAsync(10_000) // a fresh ticket, its stream not open yet
+    expect(dashboard.stream.status).toBe('reconnecting')
+    expect(reads('/api/scheduler/jobs/job-1')).toBe(before)
+    dashboard.stop()
+  })
+})
+
 describe('stores fed by the API and the stream', () => {
   test('the jobs table pages by cursor and asks for the first page again on a new job', async () => {
     const { fetcher, calls } = fakeFetch({
