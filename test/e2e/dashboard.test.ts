@@ -909,6 +909,59 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     }
   })
 
+  test("a job's page at 360 and 400 px: no timeline field is split across lines, nor a word of the detail list", async () => {
+    // A failed job: its timeline has its priority, a lease's expires_at and dead_letter.
+    const id = await submit({ job_type: 'fails', queue: 'narrow-page', max_attempts: 1 })
+    const claim = await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-1', streams: ['narrow-page'], max_wait_ms: 0 } }))
+    expect(claim.job_id).toBe(id)
+    const error = { code: 'E_NARROW', message: 'gave up', retryable: false }
+    await json(await host.call('/internal/worker/fail', { method: 'POST', json: { worker_id: 'ext-1', job_id: id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error } }))
+    /**
+     * The texts split across lines: a timeline field whose text is on more than one line though
+     * it would fit on one, or a word of the detail list (a range over it has boxes on two lines).
+     */
+    const split = () =>
+      page.evaluate(() => {
+        const found: string[] = []
+        for (const pair of document.querySelectorAll<HTMLElement>('[data-testid="timeline"] .pair')) {
+          const whole = document.createRange()
+          whole.selectNodeContents(pair)
+          const lines = new Set([...whole.getClientRects()].map((r) => Math.round(r.top))).size
+          // Its width on one line: a field wider than the whole line (a long path) may break.
+          pair.style.whiteSpace = 'nowrap'
+          const natural = whole.getBoundingClientRect().width
+          pair.style.whiteSpace = ''
+          if (lines > 1 && natural <= pair.parentElement!.clientWidth) found.push(pair.textContent!)
+        }
+        for (const dd of document.querySelectorAll<HTMLElement>('[data-testid="job-detail"] dl dd')) {
+          const walker = document.createTreeWalker(dd, NodeFilter.SHOW_TEXT)
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (const match of node.textContent!.matchAll(/\S+/g)) {
+              const word = document.createRange()
+              word.setStart(node, match.index!)
+              word.setEnd(node, match.index! + match[0].length)
+              if (new Set([...word.getClientRects()].map((r) => Math.round(r.top))).size > 1) found.push(match[0])
+            }
+          }
+        }
+        return found
+      })
+    try {
+      for (const width of [360, 400]) {
+        await page.setViewportSize({ width, height: 900 })
+        await page.goto(`${host.url}/#/jobs/${id}`)
+        await page.locator('[data-testid="timeline"] li').filter({ hasText: 'JOB_FAILED' }).waitFor({ timeout: 5000 })
+        const pairs = await page.locator('[data-testid="timeline"] .pair').allTextContents()
+        for (const field of ['dead_letter=', 'priority=', 'expires_at=']) expect(pairs.some((p) => p.startsWith(field)), field).toBe(true)
+        expect(await split(), `at ${width} px`).toEqual([])
+        expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth), `at ${width} px`).toBe(0)
+        if (width === 360) await shoot('job-page-360')
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+    }
+  })
+
   test('the page asked for nothing it could not find (a favicon included)', () => {
     expect(notFound).toEqual([])
   })
