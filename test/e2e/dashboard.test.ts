@@ -962,6 +962,26 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     }
   })
 
+  test('at 760 px a jobs table is as wide as its box: the row\'s Cancel is whole inside it, nothing to scroll (the Jobs view, its RUNNING filter, the Overview)', async () => {
+    const running = await submit({ job_type: 'sleep', addon_id: 'visuals', payload: { ms: 60_000 } })
+    await page.setViewportSize({ width: 760, height: 900 })
+    try {
+      for (const path of ['jobs', 'jobs?state=RUNNING', 'overview']) {
+        await page.goto(`${host.url}/#/${path}`)
+        const row = page.locator(`[data-testid="jobs"] tr[data-job="${running}"][data-state="RUNNING"]`)
+        await row.waitFor({ timeout: 10_000 })
+        const fit = await row.getByRole('button', { name: 'Cancel' }).evaluate((button) => {
+          const box = button.closest('.table-box')!
+          return { cancelInside: button.getBoundingClientRect().right <= box.getBoundingClientRect().right, scrolls: box.scrollWidth > box.clientWidth }
+        })
+        expect(fit, path).toMatchObject({ cancelInside: true, scrolls: false })
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+      await host.call(`${Q}/jobs/${running}/cancel`, { method: 'POST', json: {} })
+    }
+  })
+
   test('the page asked for nothing it could not find (a favicon included)', () => {
     expect(notFound).toEqual([])
   })
