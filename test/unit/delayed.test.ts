@@ -97,6 +97,17 @@ describe('delayed jobs', () => {
     expectEngineError(() => engine.runNow('no-such-job'), 404, 'job_not_found')
   })
 
+  it("a job waiting out its retry's backoff is not run now, and the refusal says it waits for its backoff, not that it is eligible", () => {
+    const { engine } = setup()
+    const job = engine.submit(aJob({ max_attempts: 3 })).job.id
+    const { lease } = leaseOrFail(engine, 'w')
+    engine.fail({ job_id: job, attempt_id: lease.attempt_id, worker_id: 'w', lease_token: lease.token, error: { message: 'no', retryable: true } })
+    const backingOff = engine.getJob(job)
+    expect(backingOff.state).toBe('QUEUED')
+    const refused = expectEngineError(() => engine.runNow(job), 409, 'not_scheduled')
+    expect(refused.message).toMatch(/is QUEUED and waits out its retry's backoff until \d{4}-/)
+  })
+
   it('a delayed job is canceled at once, as any queued job', () => {
     const { engine } = setup()
     const { job } = engine.submit(aJob({ delay_ms: MINUTE }))

@@ -1,5 +1,6 @@
 import type { JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
+import { iso } from '../rules/clock'
 import { EngineError } from '../rules/errors'
 import { getJob, updateJob } from '../store/rows'
 
@@ -25,7 +26,9 @@ export function runNow(ctx: EngineContext, jobId: string, requestedBy: string | 
     const job = getJob(ctx, jobId)
     const now = ctx.clock.now()
     if (!isScheduled(job, now)) {
-      throw new EngineError('not_scheduled', `Job ${jobId} is ${job.state}${job.state === 'QUEUED' ? ' and eligible' : ''}; only a QUEUED job waiting for its run_at can be run now`)
+      // A retry's backoff is the retry policy's wait, not a time the submitter chose: run-now leaves it.
+      const why = job.state !== 'QUEUED' ? '' : job.eligible_at > now ? ` and waits out its retry's backoff until ${iso(job.eligible_at)}` : ' and eligible'
+      throw new EngineError('not_scheduled', `Job ${jobId} is ${job.state}${why}; only a QUEUED job waiting for its run_at can be run now`)
     }
     return updateJob(
       ctx,
