@@ -209,6 +209,13 @@ describe('queue API: lease request', () => {
     expect(eventTypes(engine.jobEvents(job.id))).toContain('LEASE_DENIED')
   })
 
+  it('a denial asks the worker back within its claim: half the claim TTL when that is shorter than twice the usual wait', () => {
+    const { engine, clock, job } = claimed({ total_units: 10, busy_rating: 10, config: { claimTtlS: 5 } }, aJob({ cost_units: 5 }))
+    const decision = engine.requestLeaseForJob({ job_id: job.id })
+    expect(decision).toMatchObject({ approved: false, retry_after_sec: 2 })
+    expect(engine.getJob(job.id)).toMatchObject({ next_retry_at: clock.now() + 2 * SECOND, claim_expires_at: clock.now() + 5 * SECOND })
+  })
+
   it('on a LEASE_PENDING job next_retry_at is advice: an early request is approved once capacity is back', () => {
     const { engine, clock, job } = claimed({ total_units: 10 }, aJob({ cost_units: 10 }))
     engine.setCapacity({ busy_rating: 5 })

@@ -294,7 +294,9 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     const denial = pausedDenial(ctx, job.queue) ?? uniqueDenial(ctx, job) ?? capacityDenial(capacity.figures(), job.cost_units)
     if (!denial) return { approved: true, ...grant(ctx, job, job.claimed_by!, ttl, 'RUNNING') }
     const now = ctx.clock.now()
-    const retry_after_sec = ctx.config.leaseRetryAfterS
+    // The worker comes back while its claim still holds: a claim TTL shorter than twice the usual
+    // wait (--claim-ttl-s 5) brings the wait down to half the TTL, or the claim lapsed every time.
+    const retry_after_sec = Math.max(1, Math.min(ctx.config.leaseRetryAfterS, Math.floor(ctx.config.claimTtlS / 2)))
     const pending = moveJob(
       ctx,
       job,
