@@ -82,7 +82,7 @@ export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLoc
   const path = join(dataDir, LOCK_FILE)
   // A lock file of another user's (a start with sudo once made it root's): SQLite would open it
   // read-only without a word and call the write that takes the lock a failed disk.
-  const notWritable = cannotOpen(path)
+  const notWritable = isDirectory(path) ? null : cannotOpen(path) // a directory is named below
   if (notWritable) throw new HostStartError(`cannot open ${path} for writing (${notWritable}): it is the data dir's lock file; start the host as its owner, or remove it if no host runs`)
   let lock: LockFile
   try {
