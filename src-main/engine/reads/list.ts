@@ -7,6 +7,7 @@ import { DEAD_LETTER_STATES, JOB_STATES, LEASED_STATES, type JobState } from '..
 /** The states of jobs that hold a lease: found among the ACTIVE leases in memory. */
 type LeasedState = 'LEASED' | 'RUNNING'
 
+/** The jobs a page lists, and the page: 50 jobs unless `limit` says (at most 500). */
 export interface JobListQuery extends PageRequest {
   /** A state; or several of those jobs hold a lease in (the queue API's RUNNING, which shows LEASED jobs as RUNNING). */
   state?: JobState | readonly LeasedState[]
@@ -21,7 +22,6 @@ export interface JobListQuery extends PageRequest {
   search?: string
   created_after?: number
   created_before?: number
-  // limit: 1–500, default 50.
 }
 
 export interface JobPage {
