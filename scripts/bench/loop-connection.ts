@@ -19,10 +19,15 @@ export interface LoopAnswer {
 
 const HEAD_END = Buffer.from('\r\n\r\n')
 
+/** How long a connection may idle and still be reused: under the servers' keep-alive timeout of 5 s. */
+const IDLE_REUSE_MS = 4_000
+
 export class LoopConnection {
   private socket: Socket | null = null
   private received: Buffer | null = null
   private waiting: { resolve: (answer: LoopAnswer) => void; reject: (error: Error) => void } | null = null
+  /** When the last answer came (performance.now()). */
+  private answeredAt = 0
   /** The bytes of each request sent so far, by path and body. */
   private readonly requests = new Map<string, Buffer>()
   private readonly host: string
@@ -46,6 +51,10 @@ export class LoopConnection {
       const head = `POST ${path} HTTP/1.1\r\nHost: ${this.host}:${this.port}\r\nAuthorization: Bearer ${this.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`
       this.requests.set(key, (request = Buffer.from(head + body)))
     }
+    // A server closes a keep-alive connection idle for its timeout (Node's and the host's: 5 s); a
+    // request written as it does meets a reset. A connection idle nearly that long is not reused,
+    // as undici and browsers do.
+    if (this.socket && performance.now() - this.answeredAt > IDLE_REUSE_MS) this.close()
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject }
       this.open().write(request)
@@ -83,6 +92,7 @@ export class LoopConnection {
     if (/\r\nconnection: *close/i.test(head)) this.close()
     const waiting = this.waiting
     this.waiting = null
+    this.answeredAt = performance.now()
     waiting?.resolve({ status: Number(head.slice(9, 12)), body: received.toString('utf8', headEnd + HEAD_END.length, end) })
   }
 
