@@ -4092,7 +4092,7 @@ export interface operations {
                     addon_id?: string;
                     /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others */
                     dead_letter?: boolean;
-                    /** @description Cancel or purge with an empty filter: every job the action applies to */
+                    /** @description An empty filter: every job the action applies to (refused without it) */
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
@@ -4145,7 +4145,7 @@ export interface operations {
                     addon_id?: string;
                     /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others */
                     dead_letter?: boolean;
-                    /** @description Cancel or purge with an empty filter: every job the action applies to */
+                    /** @description An empty filter: every job the action applies to (refused without it) */
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;
@@ -4198,7 +4198,7 @@ export interface operations {
                     addon_id?: string;
                     /** @description `true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others */
                     dead_letter?: boolean;
-                    /** @description Cancel or purge with an empty filter: every job the action applies to */
+                    /** @description An empty filter: every job the action applies to (refused without it) */
                     all?: boolean;
                     /** @description Count the matching jobs, change nothing */
                     dry_run?: boolean;

@@ -26,7 +26,7 @@ export const BulkRequest = z.strictObject({
     .boolean()
     .optional()
     .describe('`true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`): retry them all, or purge them; `false`: only the others'),
-  all: z.boolean().optional().describe('Cancel or purge with an empty filter: every job the action applies to'),
+  all: z.boolean().optional().describe('An empty filter: every job the action applies to (refused without it)'),
   dry_run: z.boolean().optional().describe('Count the matching jobs, change nothing'),
   finished_by: GivenTime.optional().describe('Retry and purge: only jobs that finished at or before this time'),
   counted_through: z

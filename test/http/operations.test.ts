@@ -214,10 +214,11 @@ describe('bulk operations over HTTP', () => {
     await expectInvalid(await post(host, '/api/jobs/bulk/retry', { dead_letter: 'yes' }), 'dead_letter')
   })
 
-  test('cancel and purge refuse an empty filter unless all: true; states outside the action are 400', async () => {
+  test('retry, cancel and purge refuse an empty filter unless all: true; states outside the action are 400', async () => {
     const { host } = await startHost()
     await expectInvalid(await post(host, '/api/jobs/bulk/purge', {}), 'all: true')
     await expectInvalid(await post(host, '/api/jobs/bulk/cancel', {}), 'all: true')
+    await expectInvalid(await post(host, '/api/jobs/bulk/retry', {}), 'all: true')
     await expectInvalid(await post(host, '/api/jobs/bulk/purge', { states: ['RUNNING'] }), 'states')
     await expectInvalid(await post(host, '/api/jobs/bulk/retry', { states: ['NOPE'] }), 'states')
   })

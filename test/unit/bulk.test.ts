@@ -44,7 +44,7 @@ describe('bulk retry', () => {
     engine.cancel(big)
     engine.cancel(small)
     engine.setCapacity({ total_units: 5 })
-    expect(runBulk(engine, 'retry', { filter: {} })).toMatchObject({ matched: 2, changed: 1 })
+    expect(runBulk(engine, 'retry', { filter: {}, all: true })).toMatchObject({ matched: 2, changed: 1 })
     expect([big, small].map((id) => engine.getJob(id).state)).toEqual(['CANCELED', 'QUEUED'])
   })
 
@@ -57,10 +57,11 @@ describe('bulk retry', () => {
 })
 
 describe('bulk cancel', () => {
-  it('an empty filter is refused unless all: true', () => {
+  it('an empty filter is refused unless all: true, for retry too (it would run again the jobs canceled on purpose)', () => {
     const { engine } = setup()
     engine.submit(aJob())
     expect(expectEngineError(() => engine.planBulk('cancel', { filter: {} }), 400, 'invalid_request').detail).toContain('all: true')
+    expect(expectEngineError(() => engine.planBulk('retry', { filter: {} }), 400, 'invalid_request').detail).toContain('an empty filter would retry every job')
     expect(runBulk(engine, 'cancel', { filter: {}, all: true })).toMatchObject({ matched: 1, changed: 1 })
   })
 

@@ -93,8 +93,8 @@ const isEmpty = (filter: BulkFilter) =>
 /**
  * Checks a bulk call and plans it. The states must be ones the action applies to (400 naming
  * `states`), and `dead_letter: true` must leave one to walk (a cancel of dead letters is refused:
- * they have finished); an empty filter is refused for cancel and purge unless `all` says so, as
- * a guard against sweeping every job by mistake.
+ * they have finished); an empty filter is refused unless `all` says so, as a guard against
+ * sweeping every job by mistake (a retry of every job would run again the ones canceled on purpose).
  */
 export function planBulk(
   ctx: EngineContext,
@@ -110,7 +110,7 @@ export function planBulk(
     // Only dead_letter: true can leave no state: of the states asked for, none holds a dead-lettered job.
     throw invalid(`dead_letter: dead-lettered jobs are ${DEAD_LETTER_STATES.join(' or ')}, and ${action} here applies to ${(given.length > 0 ? given : applies).join(', ')}`)
   }
-  if (action !== 'retry' && isEmpty(request.filter) && request.all !== true) {
+  if (isEmpty(request.filter) && request.all !== true) {
     throw new EngineError(
       'invalid_request',
       `states, queue, job_type, addon_id, dead_letter: an empty filter would ${action} every job; give a filter, or all: true to mean it`,
