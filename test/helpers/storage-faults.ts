@@ -1,6 +1,6 @@
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { chmodSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ServeProcess, startServe } from './process'
@@ -180,3 +180,26 @@ export function failWritesToFile(path: string, code: string, only: RegExp = /./)
     databaseProto.exec = originals.exec
   }
 }
+
+/**
+ * Makes the file at `path` refuse writes for the test, and returns how to undo it, or why it
+ * cannot (the test then skips): root writes through file modes, so as root the file is bind-mounted
+ * read-only over itself (mount must be permitted); otherwise its mode is made 0444.
+ */
+export function refuseWrites(path: string): { undo: () => void } | { cannot: string } {
+  if (process.getuid?.() !== 0) {
+    chmodSync(path, 0o444)
+    return { undo: () => chmodSync(path, 0o600) }
+  }
+  let unmount = () => {}
+  try {
+    execFileSync('mount', ['--bind', path, path], { stdio: 'pipe' })
+    unmount = () => execFileSync('umount', [path], { stdio: 'ignore' })
+    execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'pipe' })
+  } catch (error) {
+    unmount()
+    return { cannot: `as root only a read-only mount refuses a write, and mount is not permitted here (${(error as Error).message.split('\n')[0]})` }
+  }
+  return { undo: () => unmount() }
+}
+

@@ -4,14 +4,14 @@
  * the first, and leaves the first's host.json alone.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { execFileSync } from 'node:child_process'
-import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { HostStartError } from '../../src-main/data-dir/lock'
 import { startHost } from '../../src-main/host'
 import { startTestHost, testConfig, type TestHost } from '../helpers/host'
+import { refuseWrites } from '../helpers/storage-faults'
 
 const hosts: TestHost[] = []
 afterEach(async () => {
@@ -138,24 +138,12 @@ describe('a start on a data dir whose lock file it cannot write', () => {
     const config = testConfig()
     const path = join(config.dataDir, 'host.lock')
     writeFileSync(path, '')
-    // Root writes through file modes: a read-only bind mount of the file refuses it instead.
-    let unmount = () => {}
-    if (process.getuid?.() === 0) {
-      try {
-        execFileSync('mount', ['--bind', path, path], { stdio: 'pipe' })
-        unmount = () => execFileSync('umount', [path], { stdio: 'ignore' })
-        execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'pipe' })
-      } catch (error) {
-        unmount()
-        return context.skip(`as root only a read-only mount refuses a write, and mount is not permitted here (${(error as Error).message.split('\n')[0]})`)
-      }
-    } else {
-      chmodSync(path, 0o444)
-    }
+    const refused = refuseWrites(path)
+    if ('cannot' in refused) return context.skip(refused.cannot)
     try {
       await expect(startHost(config, { log: () => {} })).rejects.toThrow(new RegExp(`cannot open ${path} for writing \\((EROFS|EACCES)[^)]*\\): it is the data dir's lock file`))
     } finally {
-      unmount()
+      refused.undo()
     }
   })
 })

@@ -46,6 +46,15 @@ class FakeSource implements EventSourceLike {
   }
 }
 
+
+/** A dashboard whose host answers while `up()` says so (a fetch that fails otherwise, as for a stopped host); its streams are pushed to `sources`. */
+function dashboardOfHostThatGoes(fetcher: (request: Request) => Promise<Response>, up: () => boolean, sources: FakeSource[]): Dashboard {
+  const restarting = async (request: Request) => {
+    if (!up()) throw new TypeError('fetch failed')
+    return fetcher(request)
+  }
+  return new Dashboard(connection, { fetcher: restarting, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+}
 describe('the live stream', () => {
   test('opens with a ticket, hands on events, and when it drops resumes after the last one with a fresh ticket, never letting the browser resend the old one', async () => {
     vi.useFakeTimers()
@@ -554,12 +563,8 @@ describe('stores fed by the API and the stream', () => {
         'GET /api/storage': { database_bytes: 1, file_bytes: 1, wal_bytes: 0, free_bytes: 0, auto_vacuum: 'incremental', retain_days: 7, stats_retain_days: 90, last_prune: null },
         'GET /api/health': { storage: 'ok' },
       })
-      const restarting = async (request: Request) => {
-        if (!up) throw new TypeError('fetch failed')
-        return fetcher(request)
-      }
       const sources: FakeSource[] = []
-      const dashboard = new Dashboard(connection, { fetcher: restarting, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      const dashboard = dashboardOfHostThatGoes(fetcher, () => up, sources)
       dashboard.start()
       await vi.advanceTimersByTimeAsync(1000)
       sources[0]!.open()
@@ -598,12 +603,8 @@ describe('stores fed by the API and the stream', () => {
         'GET /api/scheduler/jobs': { jobs: [job({ job_id: 'q1' })], next_cursor: null },
         'GET /api/queues': { queues: [] },
       })
-      const restarting = async (request: Request) => {
-        if (!up) throw new TypeError('fetch failed')
-        return fetcher(request)
-      }
       const sources: FakeSource[] = []
-      const dashboard = new Dashboard(connection, { fetcher: restarting, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      const dashboard = dashboardOfHostThatGoes(fetcher, () => up, sources)
       dashboard.start()
       await vi.advanceTimersByTimeAsync(1000)
       sources[0]!.open()

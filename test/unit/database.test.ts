@@ -1,13 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
 import { aJob, T0 } from '../helpers/engine'
 import { HOUR, MINUTE } from '../../src-main/engine/rules/clock'
 import { newId } from '../../src-main/engine/store/ids'
 import { leaseOrFail, openFileEngine, tempDir } from './support'
+import { refuseWrites } from '../helpers/storage-faults'
 
 let dir: string
 let cleanup: () => void
@@ -105,27 +106,14 @@ describe('opening the database file', () => {
     const path = join(dir, 'leasehold.db')
     openDatabase({ path }).sqlite.close()
     const bytes = readFileSync(path)
-    // Root writes through file modes: a read-only bind mount of the file refuses it instead.
-    let unmount = () => {}
-    if (process.getuid?.() === 0) {
-      try {
-        execFileSync('mount', ['--bind', path, path], { stdio: 'pipe' })
-        unmount = () => execFileSync('umount', [path], { stdio: 'ignore' })
-        execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'pipe' })
-      } catch (error) {
-        unmount()
-        return context.skip(`as root only a read-only mount refuses a write, and mount is not permitted here (${(error as Error).message.split('\n')[0]})`)
-      }
-    } else {
-      chmodSync(path, 0o444)
-    }
+    const refused = refuseWrites(path)
+    if ('cannot' in refused) return context.skip(refused.cannot)
     try {
       const error = openError(path)
       expect(error.message).toMatch(/cannot open .*leasehold\.db for writing \((EROFS|EACCES)/)
       expect(error.message).toMatch(/untouched/)
     } finally {
-      unmount()
-      chmodSync(path, 0o600)
+      refused.undo()
     }
     expect(readFileSync(path).equals(bytes)).toBe(true)
   })
