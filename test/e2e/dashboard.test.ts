@@ -3,7 +3,8 @@
  * jobs appear, run and finish live; the busy rating changes usable capacity; a blocker halt is
  * answered from the page; a running job is canceled from the page; a schedule is created,
  * explained in words and disabled; a scheduled job is run now or canceled, a queue paused and
- * resumed, a failed job retried, jobs retried and purged in bulk. The host runs on a
+ * resumed, a failed job retried, jobs retried and purged in bulk; a running job's progress moves
+ * as its worker reports it; a worker's token is told it cannot open the page. The host runs on a
  * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
  * lease countdowns follow the host's clock, also when it moves.
  */
@@ -16,6 +17,7 @@ import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 import { TestRedis } from '../redis/redis-server'
+import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { METRICS } from '../../src-renderer/lib/api'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -668,6 +670,30 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await shoot('job-retried')
   })
 
+  test("a running job's progress and note move on its page and in the jobs table as its worker reports them, with no reload", async () => {
+    const id = await submit({ job_type: 'progress-e2e', queue: 'progress' })
+    const claim = await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-progress', streams: ['progress'], max_wait_ms: 0 } }))
+    expect(claim.job_id).toBe(id)
+    const report = async (progress: number, note: string) =>
+      json(await host.call('/internal/worker/heartbeat', { method: 'POST', json: { worker_id: 'ext-progress', job_id: id, lease_token: claim.lease_token, progress, note } }))
+    await report(0.25, 'first quarter')
+    await page.goto(`${host.url}/#/jobs/${id}`)
+    const detail = page.getByTestId('job-detail')
+    await detail.getByText('25 %').waitFor({ timeout: 5000 })
+    await detail.getByText('first quarter').waitFor()
+    // A heartbeat writes no event: the page re-reads a running job while it is shown.
+    await report(0.75, 'three quarters')
+    await detail.getByText('75 %').waitFor({ timeout: 6000 })
+    await detail.getByText('three quarters').waitFor()
+    await page.goto(`${host.url}/#/jobs?state=RUNNING`)
+    const bar = page.locator(`tr[data-job="${id}"] progress`)
+    await expect.poll(() => bar.getAttribute('value'), { timeout: 5000 }).toBe('0.75')
+    await report(0.5, 'back to half')
+    await expect.poll(() => bar.getAttribute('value'), { timeout: 6000 }).toBe('0.5')
+    await json(await host.call('/internal/worker/complete', { method: 'POST', json: { worker_id: 'ext-progress', job_id: id, attempt_id: claim.attempt_id, lease_token: claim.lease_token } }))
+    await page.locator(`tr[data-job="${id}"]`).waitFor({ state: 'detached', timeout: 5000 })
+  })
+
   test('bulk retry and purge from the jobs view, each confirmed with the number of jobs it touches', async () => {
     const ids = [await submit({ job_type: 'bulk-e2e', queue: 'bulk' }), await submit({ job_type: 'bulk-e2e', queue: 'bulk' })]
     for (const id of ids) await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
@@ -732,6 +758,19 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await other.goto(`${host.url}/#token=not-the-token`)
     await other.getByText('The host refused this token').waitFor()
     await other.screenshot({ path: join(SHOTS, 'token-form.png') })
+    await other.getByLabel('Token', { exact: true }).fill(host.token)
+    await other.getByRole('button', { name: 'Connect' }).click()
+    await other.getByTestId('cap-total').waitFor()
+    await other.close()
+  })
+
+  test("a worker's token is told it cannot open the dashboard, and the host's token then opens it", async () => {
+    const { token } = createScopedToken(host.dataDir, 'worker')
+    const other = await browser.newPage({ viewport: { width: 1280, height: 720 } })
+    watch(other)
+    await other.goto(`${host.url}/#token=${token}`)
+    await other.getByText('A worker token cannot open the dashboard').waitFor()
+    expect(await other.getByTestId('cap-total').count()).toBe(0)
     await other.getByLabel('Token', { exact: true }).fill(host.token)
     await other.getByRole('button', { name: 'Connect' }).click()
     await other.getByTestId('cap-total').waitFor()
