@@ -72,7 +72,7 @@ describe('creating, changing and deleting schedules', () => {
     expect(scheduleEvents(engine).map((e) => e.event_type)).toEqual(['SCHEDULE_CREATED'])
   })
 
-  it("the host's own time zone is read from the zone file TZ names when the runtime gives it no name; an empty TZ is UTC; a rule or an unknown name is refused as such, not guessed", () => {
+  it("the host's own time zone is read from the zone file TZ names when the runtime gives it no name; an empty TZ is UTC; a rule, an unknown name or a name the runtime does not know as spelled is refused as such, not guessed", () => {
     expect(hostTimeZone('Europe/Berlin', ':/nowhere')).toBe('Europe/Berlin') // the runtime's name wins
     expect(hostTimeZone(undefined, ':/usr/share/zoneinfo/Europe/Berlin')).toBe('Europe/Berlin')
     expect(hostTimeZone(undefined, '/usr/share/zoneinfo/Asia/Kolkata')).toBe('Asia/Kolkata')
@@ -84,6 +84,14 @@ describe('creating, changing and deleting schedules', () => {
     expect(expectEngineError(() => hostTimeZone('UTC', '<+03>-3'), 400, 'invalid_timezone').message).toMatch(/is a rule, not a zone's name/)
     // A name no zone has is said as such, not taken for a rule.
     expect(expectEngineError(() => hostTimeZone(undefined, 'Mars/Base'), 400, 'invalid_timezone').message).toMatch(/has no name this host knows \(TZ="Mars\/Base"\)/)
+    // A name in another case than the zone's: the runtime and glibc know no such zone and run on
+    // UTC, so the schedules would not follow the machine's clock; UTC's own names in any case do.
+    expect(expectEngineError(() => hostTimeZone(undefined, 'europe/berlin'), 400, 'invalid_timezone').message).toMatch(
+      /not spelled as its name \(TZ="europe\/berlin", the zone Europe\/Berlin\), so this host's clock runs on UTC: .* start the host with TZ=Europe\/Berlin/,
+    )
+    expect(expectEngineError(() => hostTimeZone(undefined, 'est'), 400, 'invalid_timezone').message).toMatch(/TZ=EST$/)
+    expect(hostTimeZone(undefined, 'utc')).toBe('UTC')
+    expect(hostTimeZone('Europe/Berlin', 'europe/berlin')).toBe('Europe/Berlin') // a runtime that knows it so
     expect(hostTimeZone(undefined, ':/etc/localtime')).toBe(canonicalTimeZone(realpathSync('/etc/localtime').split('/zoneinfo/')[1]!))
     expect(expectEngineError(() => hostTimeZone(undefined, ':/nowhere/at/all'), 400, 'invalid_timezone').message).toMatch(/TZ=":\/nowhere\/at\/all"\): give the schedule a timezone/)
   })

@@ -122,7 +122,7 @@ export function localTimeZone(): string {
 
 /** {@link localTimeZone} of a runtime that names its zone `named` (or not), with `TZ` set to `tz` (or not). */
 export function hostTimeZone(named: string | undefined, tz: string | undefined): string {
-  if (tz !== undefined && tz !== '' && !tz.startsWith(':') && !tz.startsWith('/')) return zoneOfTz(tz)
+  if (tz !== undefined && tz !== '' && !tz.startsWith(':') && !tz.startsWith('/')) return zoneOfTz(tz, !named || named === 'Etc/Unknown')
   if (named && named !== 'Etc/Unknown') return named
   if (tz === '') return 'UTC'
   const zone = zoneOfFile(tz === undefined ? '/etc/localtime' : tz.replace(/^:/, ''))
@@ -139,9 +139,10 @@ export function hostTimeZone(named: string | undefined, tz: string | undefined):
  * the rule, and a schedule would fire at other hours than the machine's clock. A rule is refused
  * (400 `invalid_timezone`), but for UTC's own (`UTC0`, `GMT0`).
  */
-function zoneOfTz(tz: string): string {
+function zoneOfTz(tz: string, unknownToRuntime: boolean): string {
+  let zone: string
   try {
-    return canonicalTimeZone(tz)
+    zone = canonicalTimeZone(tz)
   } catch {
     if (/^(UTC|GMT|UCT)0$/.test(tz)) return 'UTC'
     // A POSIX rule names its zone by letters (or <+03>) and then its offset: a digit or a sign.
@@ -151,7 +152,19 @@ function zoneOfTz(tz: string): string {
       `the host's time zone ${what} (TZ=${JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
     )
   }
+  // A name the runtime does not know as spelled (`europe/berlin`) leaves it on UTC, and glibc too,
+  // which finds no zone file by that name: only UTC's own names then mean what they say.
+  if (unknownToRuntime && !UTC_NAMES.has(new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone)) {
+    throw new EngineError(
+      'invalid_timezone',
+      `the host's time zone is not spelled as its name (TZ=${JSON.stringify(tz)}, the zone ${zone}), so this host's clock runs on UTC: give the schedule a timezone, or start the host with TZ=${zone}`,
+    )
+  }
+  return zone
 }
+
+/** The names ICU resolves UTC's own zones to. */
+const UTC_NAMES = new Set(['UTC', 'Etc/UTC', 'GMT', 'Etc/GMT'])
 
 /** The IANA name of a zone file (`/usr/share/zoneinfo/Europe/Berlin`, or a link to one), if it is one this runtime knows. */
 function zoneOfFile(path: string): string | null {
