@@ -253,7 +253,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Blocker reports, open first (oldest first), then resolved (newest first), 500 a page unless `limit` says fewer */
+        /** Blocker reports, open first (oldest first), then resolved (the most recently answered first), 500 a page unless `limit` says fewer */
         get: operations["listBlockers"];
         put?: never;
         post?: never;

@@ -357,7 +357,12 @@ export const blockers = sqliteTable(
     taken_from_holder: integer('taken_from_holder'),
     created_at: integer('created_at').notNull(),
   },
-  (t) => [index('blockers_state_seq').on(t.state, t.seq), index('blockers_requester_job').on(t.requester_job_id)],
+  (t) => [
+    index('blockers_state_seq').on(t.state, t.seq),
+    index('blockers_requester_job').on(t.requester_job_id),
+    // The resolved reports, most recently answered first (an old report answered now heads the list).
+    index('blockers_resolved').on(t.resolved_at, t.seq).where(sql`state = 'RESOLVED'`),
+  ],
 )
 
 export type FileLeaseRow = typeof fileLeases.$inferSelect

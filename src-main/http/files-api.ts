@@ -142,7 +142,7 @@ export const filesApi: Api = {
       method: 'GET',
       path: '/blockers',
       id: 'listBlockers',
-      summary: 'Blocker reports, open first (oldest first), then resolved (newest first), 500 a page unless `limit` says fewer',
+      summary: 'Blocker reports, open first (oldest first), then resolved (the most recently answered first), 500 a page unless `limit` says fewer',
       query: BlockerList,
       answer: BlockerListAnswer,
       grouped: false,

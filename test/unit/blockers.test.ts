@@ -333,7 +333,7 @@ describe("the operator's answers", () => {
 })
 
 describe('listing blockers', () => {
-  test('open blockers first (oldest first), then resolved ones (newest first); the state filter applies', () => {
+  test('open blockers first (oldest first), then resolved ones, the most recently answered first; the state filter applies', () => {
     const { engine, clock } = setup()
     const ids: string[] = []
     // Four halts on four files, one after another.
@@ -349,14 +349,18 @@ describe('listing blockers', () => {
       if (r.granted || r.code !== 'blocked') throw new Error('expected a halt')
       ids.push(r.blocker.id)
     }
-    engine.resolveBlocker(ids[0]!, { action: 'retry' })
+    // The third answered first; the oldest and the newest later, in the same millisecond.
     engine.resolveBlocker(ids[2]!, { action: 'cancel' })
+    clock.advance(SECOND)
+    engine.resolveBlocker(ids[0]!, { action: 'retry' })
+    engine.resolveBlocker(ids[3]!, { action: 'retry' })
     const list = (page: { blockers: Blocker[] }) => page.blockers.map((b) => b.id)
-    expect(list(engine.listBlockers())).toEqual([ids[1], ids[3], ids[2], ids[0]])
-    expect(list(engine.listBlockers('OPEN'))).toEqual([ids[1], ids[3]])
-    expect(list(engine.listBlockers('RESOLVED'))).toEqual([ids[2], ids[0]])
+    const resolved = [ids[3], ids[0], ids[2]]
+    expect(list(engine.listBlockers())).toEqual([ids[1], ...resolved])
+    expect(list(engine.listBlockers('OPEN'))).toEqual([ids[1]])
+    expect(list(engine.listBlockers('RESOLVED'))).toEqual(resolved)
     // Read a page at a time, the same order, each report once, across the open and the resolved.
-    for (const [state, whole] of [[null, [ids[1], ids[3], ids[2], ids[0]]], ['OPEN', [ids[1], ids[3]]], ['RESOLVED', [ids[2], ids[0]]]] as const) {
+    for (const [state, whole] of [[null, [ids[1], ...resolved]], ['OPEN', [ids[1]]], ['RESOLVED', resolved]] as const) {
       for (const limit of [1, 2, 3]) {
         const paged: string[] = []
         let cursor: string | undefined
@@ -370,6 +374,6 @@ describe('listing blockers', () => {
       }
     }
     expect(() => engine.listBlockers(null, { cursor: 'not-one' })).toThrow(/cursor: not a cursor this server gave out/)
-    expect(engine.openBlockerCount()).toBe(2)
+    expect(engine.openBlockerCount()).toBe(1)
   })
 })

@@ -28,32 +28,36 @@ export function getBlocker(ctx: EngineContext, blockerId: string): BlockerRow {
 }
 
 /**
- * Open blockers first (oldest first: they have waited longest), then resolved ones, newest first,
- * a page at a time. A page's cursor names the part it ended in and the last report's seq there.
+ * Open blockers first (oldest first: they have waited longest), then resolved ones, the most
+ * recently answered first, a page at a time. A page's cursor names the part it ended in and the
+ * last report's place there (its seq; a resolved one's answer time before it).
  */
 export function listBlockers(ctx: EngineContext, state: 'OPEN' | 'RESOLVED' | null, page: PageRequest = {}): { blockers: BlockerRow[]; next_cursor: string | null } {
   const limit = pageLimit(page, MAX_LIST_LIMIT)
-  const [, part, seq] = page.cursor !== undefined ? decodeCursor(page.cursor, BLOCKER_CURSOR) : [null, state === 'RESOLVED' ? 'resolved' : 'open', null]
+  const [part, ...place] = page.cursor !== undefined ? decodeCursor(page.cursor, BLOCKER_CURSOR)[0].split(':') : [state === 'RESOLVED' ? 'resolved' : 'open']
   // One more than the page is read, to know whether another follows.
   const open =
     part === 'open' && state !== 'RESOLVED'
-      ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'OPEN' AND seq > ? ORDER BY seq LIMIT ?", Number(seq ?? 0), limit + 1)
+      ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'OPEN' AND seq > ? ORDER BY seq LIMIT ?", Number(place[0] ?? 0), limit + 1)
       : []
   if (open.length > limit) return { blockers: open.slice(0, limit), next_cursor: encodeCursor(`open:${open[limit - 1]!.seq}`) }
-  const below = part === 'resolved' && seq !== null ? Number(seq) : Number.MAX_SAFE_INTEGER
+  const [resolvedAt, seq] = part === 'resolved' && place.length === 2 ? place.map(Number) : [Number.MAX_SAFE_INTEGER, 0]
   const room = limit - open.length
   const resolved =
-    state !== 'OPEN' ? ctx.all<BlockerRow>("SELECT * FROM blockers WHERE state = 'RESOLVED' AND seq < ? ORDER BY seq DESC LIMIT ?", below, room + 1) : []
+    state !== 'OPEN'
+      ? ctx.all<BlockerRow>("SELECT * FROM blockers INDEXED BY blockers_resolved WHERE state = 'RESOLVED' AND (resolved_at, seq) < (?, ?) ORDER BY resolved_at DESC, seq DESC LIMIT ?", resolvedAt, seq, room + 1)
+      : []
   if (resolved.length <= room) return { blockers: [...open, ...resolved], next_cursor: null }
   // A page the open reports filled ends where the resolved ones begin.
-  const next = room === 0 ? `resolved:${Number.MAX_SAFE_INTEGER}` : `resolved:${resolved[room - 1]!.seq}`
-  return { blockers: [...open, ...resolved.slice(0, room)], next_cursor: encodeCursor(next) }
+  const last = room === 0 ? null : resolved[room - 1]!
+  return { blockers: [...open, ...resolved.slice(0, room)], next_cursor: encodeCursor(last ? `resolved:${last.resolved_at}:${last.seq}` : 'resolved') }
 }
 
 /** How many blocker reports wait for an operator's answer. */
 export const openBlockerCount = (ctx: EngineContext): number => ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM blockers WHERE state = 'OPEN'")!.n
 
-const BLOCKER_CURSOR = /^(open|resolved):(\d{1,16})$/
+/** `open:<seq>`, `resolved` (their start) or `resolved:<resolved_at>:<seq>`. */
+const BLOCKER_CURSOR = /^(open:\d{1,16}|resolved|resolved:\d{1,16}:\d{1,16})$/
 
 /**
  * Puts a halted job back in the queue, eligible at once. An operator's retry is a decision to

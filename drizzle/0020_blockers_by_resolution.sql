@@ -1,0 +1,2 @@
+-- Resolved blocker reports list most recently answered first: an old report answered now heads the list, as 'newest first' reads.
+CREATE INDEX `blockers_resolved` ON `blockers` (`resolved_at`,`seq`) WHERE state = 'RESOLVED';
