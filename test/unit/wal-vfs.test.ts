@@ -6,7 +6,7 @@
  * a commit are as without it.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { spawn, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
@@ -20,8 +20,14 @@ const onUnix = process.platform !== 'win32'
 
 let dir: string
 let cleanup: () => void
+/** The children a test started: killed after it, also when it failed or timed out (a committer left running fills the disk). */
+const children = new Set<ChildProcess>()
 beforeEach(() => ({ dir, cleanup } = tempDir()))
-afterEach(() => cleanup())
+afterEach(() => {
+  for (const child of children) child.kill('SIGKILL')
+  children.clear()
+  cleanup()
+})
 
 /** A connection as the host opens one: through leasehold-wal, the log, NORMAL durability unless FULL is asked. */
 function open(path: string, cachePages = 2000, synchronous: 'NORMAL' | 'FULL' = 'NORMAL'): BetterSqlite3.Database {
@@ -127,6 +133,7 @@ for (let i = 0; ; i++) {
     for (let cycle = 0; cycle < 3; cycle++) {
       const acknowledged = await new Promise<number>((resolve, reject) => {
         const proc = spawn(process.execPath, [child, connectionName(path)], { env: { ...process.env, SQLITE_USE_URI: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
+        children.add(proc)
         let text = ''
         let stderr = ''
         const lines = 300 + cycle * 700
@@ -211,6 +218,7 @@ process.stdout.write('ready\\n')
 `,
     )
     const child = spawn('fiu-run', ['-x', process.execPath, script, connectionName(path)], { env: { ...process.env, SQLITE_USE_URI: '1' }, stdio: ['pipe', 'pipe', 'inherit'] })
+    children.add(child)
     const lines: string[] = []
     let heard = () => {}
     let exitCode: number | null | undefined
