@@ -2,7 +2,7 @@ import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
-import { ConfigError, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
+import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_STREAMS } from '../src-shared/limits'
 import type { Durability } from './db/open'
@@ -175,11 +175,12 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
   const read = (name: string): unknown => {
     const flag = SERVE_FLAGS.find((f) => f.name === name)!
     const fromFlag = values[name] as string | undefined
-    const raw = fromFlag ?? env[flag.env] ?? flag.default
+    const fromEnv = envSetting(env, flag.env)
+    const raw = fromFlag ?? fromEnv ?? flag.default
     if (raw === undefined) return undefined
     const parsed = flag.schema.safeParse(raw)
     if (!parsed.success) {
-      const source = fromFlag !== undefined ? `--${name}` : env[flag.env] !== undefined ? flag.env : `--${name}`
+      const source = fromFlag !== undefined ? `--${name}` : fromEnv !== undefined ? flag.env : `--${name}`
       // The value as JSON writes a string: a control character in it (a CR, say) cannot split the line.
       throw new ConfigError(`${source} ${parsed.error.issues[0]?.message ?? 'is not valid'} (got ${JSON.stringify(raw)})`)
     }

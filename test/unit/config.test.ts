@@ -55,6 +55,11 @@ describe('serve configuration', () => {
     expect(parseServeArgs(['--allowed-host', 'A.lan, b.lan'], {}).allowedHosts).toEqual(['a.lan', 'b.lan'])
   })
 
+  test('a LEASEHOLD_* variable set to the empty string counts as unset: the default applies, as in every command', () => {
+    const empty = Object.fromEntries(['TOKEN', 'PORT', 'WORKERS', 'TOTAL_UNITS', 'BUSY', 'HOST', 'DURABILITY', 'WORKER_STREAMS', 'REDIS', 'RETAIN_DAYS', 'DATA_DIR'].map((name) => [`LEASEHOLD_${name}`, '']))
+    expect(parseServeArgs([], empty, { dataDir: '/tmp/x' })).toEqual(parseServeArgs([], {}, { dataDir: '/tmp/x' }))
+  })
+
   test('a bad value throws a ConfigError naming the flag or the variable', () => {
     expect(() => parseServeArgs(['--port', '-1'], {})).toThrow(/--port/)
     expect(() => parseServeArgs([], { LEASEHOLD_DURABILITY: 'maybe' })).toThrow(/LEASEHOLD_DURABILITY/)
@@ -64,7 +69,8 @@ describe('serve configuration', () => {
   test('a number is plain decimal: "", " 3", "0x5", "1e1" and "+3" are refused, never read as 0, 3, 5, 10 or 3', () => {
     for (const value of ['', ' 3', '0x5', '1e1', '+3', '3.0']) {
       expect(() => parseServeArgs(['--total-units', value], {})).toThrow(`--total-units must be a whole number from`)
-      expect(() => parseServeArgs([], { LEASEHOLD_TOTAL_UNITS: value })).toThrow(/LEASEHOLD_TOTAL_UNITS must be a whole number/)
+      // An empty variable is no value at all (unset), where an empty flag is a mistake.
+      if (value !== '') expect(() => parseServeArgs([], { LEASEHOLD_TOTAL_UNITS: value })).toThrow(/LEASEHOLD_TOTAL_UNITS must be a whole number/)
     }
     expect(parseServeArgs(['--total-units', '5'], {}).totalUnits).toBe(5)
   })
