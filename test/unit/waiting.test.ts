@@ -338,3 +338,32 @@ describe('a waiting reason names no time: the time is waiting_until, for each re
     }
   })
 })
+
+describe('why a job waits, read while the engine works', () => {
+  it('a view read from outside every operation, whose read of the line commits an open group, takes the line again after the grants that commit set off', async () => {
+    const { engine } = setup({ total_units: 100 })
+    // Rows of 2 MB each: the engine keeps the first few QUEUED rows in memory and reads the
+    // others from SQLite, and a read from outside every operation commits the open group first.
+    const big = 'x'.repeat(1_000_000)
+    const ids = Array.from({ length: 10 }, () => engine.submit(aJob({ cost_units: 1, payload: big })).job.id)
+    for (let i = 0; i < 8; i++) expect(leaseOrFail(engine, { worker_id: `w${i}` }).job.id).toBe(ids[i])
+    // A group left open (committed at the turn's end), and a commit listener that leases a job,
+    // as dispatch grants a waiting claim the jobs a commit brings.
+    // Job 9 as a page of the jobs list read it: QUEUED, behind job 8.
+    const stale = engine.getJob(ids[9]!)
+    let granted: string | null = null
+    let asked = false
+    const stop = engine.onCommit(() => {
+      if (asked) return
+      asked = true
+      granted = leaseOrFail(engine, { worker_id: 'waiting-claim' }).job.id
+    })
+    const open = engine.run(() => engine.submit(aJob({ cost_units: 1 })))
+    expect(asked).toBe(false)
+    // The head was job 8 when the read began; the commit the read caused leased job 8 away.
+    expect(engine.waiting([stale])[0]?.reason).toBe('first in line; waiting for a worker to take it')
+    expect(granted).toBe(ids[8])
+    stop()
+    await open
+  })
+})

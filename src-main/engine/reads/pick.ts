@@ -151,13 +151,18 @@ export function knownEmpty(ctx: EngineContext, queues: readonly string[], now: n
  */
 function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, startPage: number): Generator<JobRow> {
   let after: { eligibleAt: number; seq: number } | null = null
-  for (let p = startPage; ; p = Math.min(p + 1, PAGE_SIZES.length - 1)) {
+  for (let p = startPage; ; ) {
     const range = ctx.jobTally.range(queue, rank)
     if (!range) return
     const size = PAGE_SIZES[p]!
+    const commits = ctx.commits
     const seqs = range.page(now, size, after)
     if (seqs.length === 0) return
     const rows = jobsBySeq(ctx, seqs)
+    // Read from outside every operation (a view asking why a job waits), the rows' read commits an
+    // open group first, and what its commit sets off (grants to waiting claims) may have taken
+    // jobs of this page: the page is taken again. Inside an operation nothing commits meanwhile.
+    if (ctx.commits !== commits) continue
     for (const job of rows) {
       if (job.state !== 'QUEUED') throw new Error(`pick: job ${job.id} is in the QUEUED range but ${job.state}`)
       yield job
@@ -165,6 +170,7 @@ function* rangeOf(ctx: EngineContext, queue: string, rank: number, now: number, 
     if (seqs.length < size) return
     const last = rows[rows.length - 1]!
     after = { eligibleAt: last.eligible_at, seq: last.seq }
+    p = Math.min(p + 1, PAGE_SIZES.length - 1)
   }
 }
 
