@@ -1,9 +1,10 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
-import { shortId } from '../../src-shared/short-id'
+import { idEnd, idsEndingWith, SHORT_ID_END, shortId } from '../../src-shared/short-id'
 import { heldByItsJob, holderName } from '../../src-shared/file-owner'
-import { allBlockers, answered, hostApi, table } from './http-client'
+import type { ClientTarget } from '../../src-shared/client-target'
+import { allBlockers, answered, HostError, hostApi, table } from './http-client'
 
 export const BLOCKERS_HELP = `Usage: leasehold blockers [list] [flags]
        leasehold blockers resolve BLOCKER ACTION [flags]
@@ -18,7 +19,8 @@ Commands:
                              long at the halt, whether it holds it still (for how long now) or
                              no longer holds it, and the halted job; --state resolved or all for
                              the others
-  resolve BLOCKER ACTION     answer a report with one of:
+  resolve BLOCKER ACTION     answer a report (BLOCKER: its id, or the end of it as a halted
+                             job's waiting reason prints it, …d17c7b59) with one of:
                                retry          requeue the halted job, to meet the file again
                                force_release  take the file from the holder the report names
                                               (if it still holds it: its job can no longer
@@ -58,13 +60,12 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   const rest = sub === argv[0] ? argv.slice(1) : argv
   if (sub !== 'list' && sub !== 'resolve') throw new ConfigError(`blockers needs list or resolve (got "${sub}"); see leasehold blockers --help`)
   const { values: flags, positionals } = parseCommandLine<BlockersFlags>(rest, sub === 'list' ? ['state'] : ['note', 'by'], ['json'], true, FLAG_HOMES)
-  const target = await findHost(flags, env)
-  const api = hostApi(target)
-
+  // Every usage mistake is found before the host is looked for: exit 2 whether or not one runs.
   if (sub === 'list') {
     if (positionals.length > 0) throw new ConfigError(`blockers list takes no argument (got "${positionals[0]}")`)
     const state = STATES[(flags.state ?? 'open').toLowerCase() as keyof typeof STATES]
     if (state === undefined) throw new ConfigError(`--state must be open, resolved or all (got "${flags.state}")`)
+    const target = await findHost(flags, env)
     const blockers = await allBlockers(target, state)
     if (flags.json) console.log(JSON.stringify({ blockers }, null, 2))
     else if (blockers.length === 0) console.log(state === 'OPEN' ? 'no open blockers: no job waits for an answer' : 'no blockers')
@@ -76,11 +77,29 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   if (extra.length > 0) throw new ConfigError(`blockers resolve takes one blocker and one action (got also "${extra[0]}")`)
   if (!(ACTIONS as readonly string[]).includes(action)) throw new ConfigError(`the action must be retry, force_release or cancel (got "${action}")`)
   if (flags.by !== undefined && flags.by.trim() === '') throw new ConfigError('--by needs a name (leave it out to answer as operator)')
+  if (SHORT_ID_END.test(id)) throw new ConfigError(`"${id}" is too short to name a blocker: give its whole id, or its end with 8 characters or more (…d17c7b59)`)
+  const target = await findHost(flags, env)
   const body = { action: action as Action, ...(flags.note === undefined ? {} : { note: flags.note }), ...(flags.by === undefined ? {} : { by: flags.by }) }
-  const answer = await answered(target, api.POST('/api/blockers/{blocker_id}/resolve', { params: { path: { blocker_id: id } }, body }))
+  const blockerId = await wholeBlockerId(target, id)
+  const answer = await answered(target, hostApi(target).POST('/api/blockers/{blocker_id}/resolve', { params: { path: { blocker_id: blockerId } }, body }))
   if (flags.json) console.log(JSON.stringify(answer, null, 2))
   else console.log(resolvedLine(answer))
   return 0
+}
+
+/**
+ * The blocker `given` names: by its whole id, or by its end as the waiting reasons and `jobs show`
+ * print it (…d17c7b59), found among every report (a handful: each is one halted job). An end
+ * that ends no report's id is the host's `blocker_not_found` (exit 1); one that ends several is a
+ * usage error naming them (exit 2).
+ */
+async function wholeBlockerId(target: ClientTarget, given: string): Promise<string> {
+  const end = idEnd(given)
+  if (end === undefined) return given
+  const ids = idsEndingWith((await allBlockers(target, 'all')).map((blocker) => blocker.blocker_id), end)
+  if (ids.length === 1) return ids[0]!
+  if (ids.length === 0) throw new HostError(404, 'blocker_not_found', `No blocker's id ends with ${end}`, {})
+  throw new ConfigError(`${end} ends the ids of ${ids.length} blockers (${ids.join(', ')}): give more of the id`)
 }
 
 /**

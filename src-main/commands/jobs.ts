@@ -3,6 +3,7 @@ import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/s
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi, printable, table } from './http-client'
+import { idEnd, idsEndingWith, SHORT_ID_END } from '../../src-shared/short-id'
 import { describeError, errorLine, type JobAnswer } from './job-end'
 import type { components } from '../../src-shared/api-types'
 
@@ -137,13 +138,6 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
 
 type Attempt = components['schemas']['QueueAttempt']
 
-/** A job's whole id, as the host makes them. */
-const WHOLE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-/** The end of an id as the tables print it (…0778931b), or a longer end: 8 characters at least. */
-const ID_END = /^…?([0-9a-f-]{8,35})$/i
-/** An end of an id too short to name a job: a few characters end many jobs' ids. */
-const SHORT_ID_END = /^…?[0-9a-f-]{1,7}$/i
-
 /** The JOB of a one-job command (`jobs show JOB`): exactly one, not empty, and not an end of an id too short to tell jobs apart. */
 function oneJob(command: string, words: readonly string[]): string {
   if (words.length !== 1) throw new ConfigError(`jobs ${command} needs one job id (got ${words.length})`)
@@ -162,10 +156,10 @@ function oneJob(command: string, words: readonly string[]): string {
  * box does: ~150 ms of the host's main thread for 300,000 jobs here.
  */
 async function wholeJobId(target: ClientTarget, given: string): Promise<string> {
-  const end = ID_END.exec(given)?.[1]
-  if (WHOLE_ID.test(given) || end === undefined) return given
+  const end = idEnd(given)
+  if (end === undefined) return given
   const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { search: end, limit: 500 } } }))
-  const ids = page.jobs.map((job) => job.job_id).filter((id) => id.toLowerCase().endsWith(end.toLowerCase()))
+  const ids = idsEndingWith(page.jobs.map((job) => job.job_id), end)
   if (ids.length === 1) return ids[0]!
   if (ids.length === 0) throw new HostError(404, 'job_not_found', `No job's id ends with ${end}`, {})
   throw new ConfigError(`${end} ends the ids of ${ids.length} jobs (${ids.join(', ')}): give more of the id`)

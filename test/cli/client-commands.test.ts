@@ -791,6 +791,19 @@ describe('leasehold blockers', async () => {
     finishHolder(holder, file)
   })
 
+  test('resolve takes a blocker by the end of its id, as the waiting reasons print it; an end too short, or one no report has, is said so', async () => {
+    const file = '/repo/blockers/by-end.ts'
+    host.engine.submit({ job_type: 'blockers-end', cost_units: 1 })
+    const requester = take('blockers-end', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file)
+    const end = blocker.id.slice(-8)
+    expect(await cli(['blockers', 'resolve', 'abc', 'retry'])).toMatchObject({ status: 2, stderr: expect.stringContaining('"abc" is too short to name a blocker') })
+    expect(await cli(['blockers', 'resolve', '…00000000', 'retry'])).toMatchObject({ status: 1, stderr: expect.stringContaining("No blocker's id ends with 00000000") })
+    const resolved = await cli(['blockers', 'resolve', `…${end}`, 'retry'])
+    expect(resolved).toMatchObject({ status: 0, stdout: `blocker ${blocker.id} resolved: retry; job QUEUED\n` })
+    finishHolder(holder, file)
+  })
+
   test("a file a worker's gate took under its job's name is held by that job, named once", async () => {
     const file = '/repo/blockers/gated.ts'
     host.engine.submit({ job_type: 'blockers-gated', cost_units: 1 })
@@ -889,6 +902,10 @@ describe('finding the host', async () => {
       const result = runCli([...command, '--data-dir', empty], CLEAN_ENV)
       expect(result.status).toBe(1)
       expect(lines(result.stderr)).toEqual([`leasehold: no host is running on ${empty}: start one with "leasehold serve --data-dir ${empty}" (or "npm start" in the repository), or give --url and --token for a host elsewhere`])
+    }
+    // A usage mistake is one whether a host runs or not: exit 2, before any host is looked for.
+    for (const command of [['blockers', 'resolve'], ['blockers', 'resolve', 'abc-def-0123', 'bogus'], ['blockers', '--state', 'bogus'], ['jobs', 'cancel']]) {
+      expect(runCli([...command, '--data-dir', empty], CLEAN_ENV).status, command.join(' ')).toBe(2)
     }
     // A host that ran there and stopped left its token, not its host.json: the same line.
     mkdirSync(empty, { recursive: true })
