@@ -147,14 +147,24 @@ export class WorkerDirectory implements WorkersAtHand {
    * How the workers at hand that take this job walk its queue, each walk once, the ones that
    * skip the most first. A worker known to have no GPU skips the jobs that need one; one whose
    * requests name job types, an add-on or a limit of units skips the jobs they rule out. One that
-   * has not claimed yet may take anything: it skips nothing.
+   * has not claimed yet may take anything: it skips nothing. A job that only a GPU keeps from
+   * every worker at hand is placed in the lines of those that would take it with one, as they
+   * would walk with a GPU: skipping the types, add-ons and sizes they skip.
    */
   walks(job: WaitingJobNeeds): Walk[] {
     const walks = new Map<string, Walk>()
-    for (const takes of this.workingTakes()) {
+    const working = [...this.workingTakes()]
+    for (const takes of working) {
       if (stopsAt(takes, job) !== TAKES_IT) continue
       const walk = walkOf(takes)
       walks.set(JSON.stringify(walk), walk)
+    }
+    if (walks.size === 0 && job.gpu_required) {
+      for (const takes of working) {
+        if (stopsAt(takes, job) !== GPU_STOP) continue
+        const walk = { ...walkOf(takes), gpu: true }
+        walks.set(JSON.stringify(walk), walk)
+      }
     }
     return [...walks.values()].sort(skipsMoreFirst)
   }
@@ -200,6 +210,8 @@ export class WorkerDirectory implements WorkersAtHand {
 const MATCHED_IN_ORDER: readonly NobodyTakes[] = ['queue', 'job_type', 'addon', 'units', 'gpu']
 /** {@link stopsAt} of a worker that takes the job: it passes every one. */
 const TAKES_IT = MATCHED_IN_ORDER.length
+/** {@link stopsAt} of a worker that would take the job but for its need of a GPU. */
+const GPU_STOP = MATCHED_IN_ORDER.indexOf('gpu')
 
 /** How far this worker's requests match the job: the index in {@link MATCHED_IN_ORDER} of the first that rules it out, or {@link TAKES_IT}. */
 function stopsAt(takes: Takes | undefined, job: WaitingJobNeeds): number {

@@ -188,6 +188,18 @@ describe('POST /internal/worker/claim', () => {
     expect(await reason(encode.job_id)).toBe('no worker connected runs job type encode; it waits for one that does')
   })
 
+  test('a job that only a GPU keeps from the workers is placed in the line they would walk with one: not behind a job of a type they skip', async () => {
+    await start()
+    const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason
+    expect(await post(host, `${WORKER}/claim`, { worker_id: 'w-render', streams: ['default'], job_types: ['render'], max_wait_ms: 0 }).then(body)).toEqual({ claimed: false })
+    const encode = await submit(host, { job_type: 'encode' })
+    const gpu = await submit(host, { job_type: 'render', constraints: { gpu_required: true } })
+    expect(await reason(encode.job_id)).toBe('no worker connected runs job type encode; it waits for one that does')
+    expect(await reason(gpu.job_id)).toBe('first in line; needs a worker with a GPU, and none asking has one')
+    const later = await submit(host, { job_type: 'render', constraints: { gpu_required: true } })
+    expect(await reason(later.job_id)).toBe(`behind job …${gpu.job_id.slice(-8)}; needs a worker with a GPU, and none asking has one`)
+  })
+
   test('a job of a type or queue none of the connected workers takes stays queued and says so as it waits', async () => {
     await start()
     const reason = async (jobId: string) => ((await body(await host.call(`${QUEUE}/jobs/${jobId}`))) as any).job.waiting_reason

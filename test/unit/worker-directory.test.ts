@@ -126,7 +126,8 @@ test('how lines are walked: a worker known to have no GPU skips the jobs that ne
   expect(directory.walks(resize)).toEqual([])
   directory.askedForWork('pull-1', { jobTypes: null, gpu: false })
   expect(directory.walks(resize)).toEqual([walk(false, null)])
-  expect(directory.walks({ ...resize, gpu_required: true })).toEqual([])
+  // None has a GPU: a job needing one is placed in the line each would walk with one.
+  expect(directory.walks({ ...resize, gpu_required: true })).toEqual([walk(true, null)])
   clock.advance(SILENT_AFTER_MS)
   expect(directory.walks(resize)).toEqual([])
 })
