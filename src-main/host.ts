@@ -241,10 +241,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
   undo.push(() => pruner.stop())
 
-  // Tokens that may only run jobs (leasehold token): HTTP's worker routes and remote workers over Redis.
+  // Scoped tokens (leasehold token): a worker's may only run jobs (HTTP's worker routes, remote
+  // workers over Redis); an admin's may do what the host's own token does, and be revoked.
   const scopedTokens = new ScopedTokens(config.dataDir, log)
   undo.push(scopedTokens.watch(() => dispatch.endWaits('A worker token was revoked: claims ask again')))
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
+  const isAdminToken = (given: string) => scopedTokens.scopeOf(given) === 'admin'
   // Workers on other machines that reach the host through Redis alone.
   const remoteWorkers = relay
     ? new RedisWorkerRequests({
@@ -252,7 +254,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         prefix: config.redisPrefix,
         deps: { engine, dispatch, clockWaiters },
         directory,
-        scopeOf: (given) => (tokensMatch(given, token) ? 'host' : isWorkerToken(given) ? 'worker' : null),
+        scopeOf: (given) => (tokensMatch(given, token) || isAdminToken(given) ? 'host' : isWorkerToken(given) ? 'worker' : null),
         bodyLimitBytes: config.bodyLimitBytes,
         claim: relay.claim,
         log,
@@ -264,6 +266,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const policy = {
     token,
     isWorkerToken,
+    isAdminToken,
     allowedHosts: config.allowedHosts,
     get port() {
       return port

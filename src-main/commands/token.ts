@@ -4,17 +4,19 @@ import { ConfigError, envSetting, flagError, refuseEmptyValues } from '../../src
 import { dataDirOf, defaultDataDir } from '../../src-shared/client-target'
 import type { TokenScope } from '../data-dir/worker-tokens'
 
-export const TOKEN_HELP = `Usage: leasehold token create --scope worker | list | revoke ID [--data-dir PATH]
+export const TOKEN_HELP = `Usage: leasehold token create --scope worker|admin | list | revoke ID [--data-dir PATH]
 
-Scoped tokens for workers. A worker token can only run jobs: the worker routes over HTTP
-(/internal/worker, and the file leases of its own jobs under /api/files/leases) and remote
-workers' requests over Redis (leasehold worker --redis). It cannot submit, cancel, change
-capacity or read the API. Give one to each machine
-that runs workers instead of the host's own token, and revoke it when the machine goes.
+Scoped tokens, each revocable on its own. A worker token can only run jobs: the worker routes
+over HTTP (/internal/worker, and the file leases of its own jobs under /api/files/leases) and
+remote workers' requests over Redis (leasehold worker --redis). It cannot submit, cancel, change
+capacity or read the API. Give one to each machine that runs workers instead of the host's own
+token, and revoke it when the machine goes. An admin token can do all the host's own token does
+(the data dir's token file stays the admin token it is): give one to a script or a person who
+needs the whole API, and revoke it when they no longer do.
 
-  create --scope worker   print a new token (shown once: only its digest is kept)
-  list                    the tokens' ids, scopes and when they were made or revoked
-  revoke ID               the token stops working within a second, without a restart
+  create --scope worker|admin   print a new token (shown once: only its digest is kept)
+  list                          the tokens' ids, scopes and when they were made or revoked
+  revoke ID                     the token stops working within a second, without a restart
 
 Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this there.
 
@@ -39,7 +41,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   // What was asked is checked before the data dir is looked for: a usage error is said as one.
   const [action, ...rest] = positionals
   const asked = action === 'revoke' ? rest.length === 1 : (action === 'create' || action === 'list') && rest.length === 0
-  if (!asked) throw new ConfigError('usage: leasehold token create --scope worker | list | revoke ID')
+  if (!asked) throw new ConfigError('usage: leasehold token create --scope worker|admin | list | revoke ID')
   const scope = values.scope
   if (action === 'create' && !TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
   const dataDir = dataDirOf(values, env)
@@ -51,7 +53,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   } else if (action === 'list') {
     const tokens = listScopedTokens(dataDir)
     if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
-    else if (tokens.length === 0) console.log('no worker tokens (leasehold token create --scope worker makes one)')
+    else if (tokens.length === 0) console.log('no scoped tokens (leasehold token create --scope worker makes one)')
     else for (const t of tokens) console.log(`${t.id}  ${t.scope}  created ${new Date(t.created_at).toISOString()}${t.revoked_at ? `  revoked ${new Date(t.revoked_at).toISOString()}` : ''}`)
   } else {
     // A thing not found is a failure (exit 1), as for a job or a schedule, not a usage mistake.

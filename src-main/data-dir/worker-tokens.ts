@@ -4,16 +4,18 @@ import { join } from 'node:path'
 import { z } from 'zod'
 
 /**
- * Scoped tokens (`leasehold token create --scope worker`): a token that can only run jobs — the
- * worker routes over HTTP (/internal/worker, the files API a handler writes through) and remote
- * workers' requests over Redis — not submit, cancel, change capacity or read the API. Kept in
+ * Scoped tokens (`leasehold token create --scope worker|admin`). A worker token can only run jobs
+ * — the worker routes over HTTP (/internal/worker, the files API a handler writes through) and
+ * remote workers' requests over Redis — not submit, cancel, change capacity or read the API. An
+ * admin token can do all the host's own token does (the data dir's `token` file stays the admin
+ * token it always was), and can be given to one script or person and revoked alone. Kept in
  * `<data-dir>/worker-tokens.json` (mode 0600) as SHA-256 digests: the file alone cannot act as
  * a worker. The host reads the file again when it changes, so a revoke takes effect within a
  * second, with no restart.
  */
 
 /** The scopes a token may have; the host's own token has every right and is not listed here. */
-export const TOKEN_SCOPES = ['worker'] as const
+export const TOKEN_SCOPES = ['worker', 'admin'] as const
 export type TokenScope = (typeof TOKEN_SCOPES)[number]
 
 /** A scoped token as listed: never the token itself. */

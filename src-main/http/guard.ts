@@ -13,6 +13,8 @@ export interface GuardPolicy {
   isValidTicket?: (ticket: string) => boolean
   /** Whether a bearer token is a live worker-scoped token (`leasehold token create --scope worker`): it opens only {@link isWorkerPath}. */
   isWorkerToken?: (token: string) => boolean
+  /** Whether a bearer token is a live admin-scoped token (`leasehold token create --scope admin`): it opens what the host's token does. */
+  isAdminToken?: (token: string) => boolean
 }
 
 export interface GuardInput {
@@ -185,7 +187,8 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
   }
   if (needsToken(input.path)) {
     const match = BEARER.exec(input.authorization ?? '')
-    const bearerOk = match !== null && tokensMatch(match[1]!, policy.token)
+    // The admin tokens' digest is taken only when the host's token did not match.
+    const bearerOk = match !== null && (tokensMatch(match[1]!, policy.token) || policy.isAdminToken?.(match[1]!) === true)
     const ticketOk =
       !bearerOk && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH && policy.isValidTicket?.(input.ticket) === true
     // Checked only when the host's token did not match: the digest it takes costs nothing on the common path.

@@ -132,6 +132,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     },
     isValidTicket: (ticket) => tickets.isValid(ticket, Date.now()),
     isWorkerToken: deps.policy.isWorkerToken,
+    isAdminToken: deps.policy.isAdminToken,
   }
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice

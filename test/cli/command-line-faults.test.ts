@@ -112,8 +112,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a queue name the host would refuse', ['worker', '--streams', `a,${'q'.repeat(201)}`], `--streams: "${'q'.repeat(40)}…" is not a queue name: Too big: expected string to have <=200 characters`],
     ['a worker’s queue named as a dot segment', ['worker', '--streams', 'a,.'], '--streams: "." is not a queue name: cannot be "." or ".." (a URL path drops such a segment)'],
     ['a worker’s empty list of queues', ['worker', '--streams', ' , '], '--streams needs at least one queue name (leave it out for the default queue)'],
-    ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker | list | revoke ID'],
-    ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker'],
+    ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker|admin | list | revoke ID'],
+    ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker, admin'],
     ['a token command’s misspelt flag', ['token', 'create', '--scop', 'worker'], "Unknown option '--scop' (did you mean --scope?)"],
     ['a worker’s misspelt flag', ['worker', '--concurency', '2'], "Unknown option '--concurency' (did you mean --concurrency?)"],
   ])('%s is said before the host or its data dir is looked for', async (_what, args, message) => {
@@ -198,7 +198,7 @@ describe('leasehold token', () => {
     const dir = tempDir()
     const empty = await run(['token', 'list', '--data-dir', dir])
     expect(empty.status).toBe(0)
-    expect(lines(empty.stdout)).toEqual(['no worker tokens (leasehold token create --scope worker makes one)'])
+    expect(lines(empty.stdout)).toEqual(['no scoped tokens (leasehold token create --scope worker makes one)'])
     const created = await run(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dir])
     expect(created.status, created.stderr).toBe(0)
     const made = JSON.parse(created.stdout) as { id: string; scope: string; token: string }

@@ -41,7 +41,29 @@ describe('worker-scoped tokens', () => {
       expect((await runCliAsync(['token', 'revoke', id, '--data-dir', host.dataDir])).status).toBe(0)
       await until(async () => (await claim()).status === 401, 5000, 'revoked token refused')
       expect((await runCliAsync(['token', 'revoke', 'nope', '--data-dir', host.dataDir])).stderr).toMatch(/^leasehold: there is no token nope/m)
-      expect((await runCliAsync(['token', 'create', '--scope', 'admin', '--data-dir', host.dataDir])).status).toBe(2)
+      expect((await runCliAsync(['token', 'create', '--scope', 'root', '--data-dir', host.dataDir])).status).toBe(2)
+    } finally {
+      await host.dispose()
+    }
+  })
+
+  test('leasehold token create --scope admin prints a token that does all the host’s own does, through the hot routes and the others, until it is revoked', async () => {
+    const host = await startTestHost()
+    try {
+      const created = await runCliAsync(['token', 'create', '--scope', 'admin', '--data-dir', host.dataDir])
+      expect(created.status).toBe(0)
+      const token = created.stdout.trim()
+      const id = /token (\w+) \(scope admin\)/.exec(created.stderr)![1]!
+      const submit = () => host.call('/api/scheduler/jobs/submit', { method: 'POST', token, json: { job_type: 't', cost_units: 1 } })
+      expect((await submit()).status).toBe(201)
+      expect((await host.call('/api/capacity', { method: 'PUT', token, json: { total_units: 50 } })).status).toBe(200)
+      expect((await host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: 'w', streams: ['default'], max_wait_ms: 0 } })).status).toBe(200)
+      const listed = await runCliAsync(['jobs', '--json', '--url', host.url, '--token', token])
+      expect(listed.status).toBe(0)
+      expect(JSON.parse(listed.stdout).jobs).toHaveLength(1)
+      expect((await runCliAsync(['token', 'revoke', id, '--data-dir', host.dataDir])).status).toBe(0)
+      await until(async () => (await submit()).status === 401, 5000, 'revoked admin token refused')
+      expect(await (await host.call('/api/capacity', { token })).json()).toEqual({ code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' })
     } finally {
       await host.dispose()
     }
