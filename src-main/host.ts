@@ -562,6 +562,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     void relay?.stop() // what waits stays in the outbox, and so in what is kept
     void keepWhatIsHeld(loss)
   }
+  /** The log of a database that went, once the host has closed it: never left for a start to copy into the file now at the path. */
+  const retireLostLog = (commitsKept: boolean): void => {
+    try {
+      const retired = files?.retireLog(commitsKept, new Date(clock.now()))
+      if (retired && 'removed' in retired) log(`leasehold: removed ${retired.removed}, the log of the database file that went: its commits are in the rescued copy, and a start would have copied them into the file now at ${databaseFile}`)
+      if (retired && 'setAside' in retired) log(`leasehold: moved ${databaseFile}-wal, the log of the database file that went, to ${retired.setAside}: a start would have copied it into the file now at ${databaseFile}`)
+    } catch (error) {
+      log(`leasehold: ${databaseFile}-wal is the log of the database file that went, and could not be removed (${(error as Error).message}): remove it before the next start, which would copy it into the file now there`)
+    }
+  }
   const fileWatch = setInterval(() => {
     if (stopping || files === null) return
     if (lost === null) {
@@ -641,6 +651,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await integrityChecksEnded() // a check in progress reads the file to its end: its thread is never cut short
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
+      if (lost?.file === 'database') retireLostLog(kept)
       removeHostFile(hostFile)
       relock?.release()
       lock.release() // last: another host may start here only once this one is gone

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Database } from 'better-sqlite3'
 
@@ -62,6 +62,28 @@ export class DatabaseFiles {
     }
     const log = this.compare(this.log, `${this.path}-wal`)
     return log ? { file: 'log', how: log } : null
+  }
+
+  /**
+   * Once the database file went (deleted or replaced) and the host's connections are closed: the
+   * log at the path, if it is still the one the host opened, holds the pages of the database that
+   * went (SQLite keeps it when a connection that may not write closes), and a start would copy
+   * them into the file now there — a restore put in place — and damage it or mix it with the
+   * old. Removed when what the host held was kept elsewhere (`kept`: the rescued copy has every
+   * commit the log had), else set aside as `<path>.log-of-lost-<time>`. Returns what was done, or
+   * null when the log at the path is not the host's (none, or another's).
+   */
+  retireLog(kept: boolean, now: Date): { removed: string } | { setAside: string } | null {
+    const log = `${this.path}-wal`
+    const there = identityOf(log)
+    if (this.log === null || !there || there.dev !== this.log.dev || there.ino !== this.log.ino) return null
+    if (kept) {
+      rmSync(log)
+      return { removed: log }
+    }
+    const aside = `${this.path}.log-of-lost-${now.toISOString().replace(/[:.]/g, '-')}`
+    renameSync(log, aside)
+    return { setAside: aside }
   }
 
   private compare(opened: FileIdentity | null, path: string): FileLoss['how'] | null {

@@ -103,6 +103,38 @@ describe('a database file deleted while the host runs', () => {
   })
 })
 
+describe('a backup restored in place while the host runs', () => {
+  test('the next start opens the restored file as it was: the log of the database that went is not left beside it for the start to copy in', async () => {
+    const first = await aHost()
+    const dataDir = first.dataDir
+    const path = join(dataDir, 'leasehold.db')
+    const before = await submit(first)
+    await first.stop()
+    const backup = `${dataDir}.backup.db`
+    writeFileSync(backup, readFileSync(path))
+    const lines: string[] = []
+    const host = await aHost(dataDir, (line) => lines.push(line))
+    const after: string[] = []
+    for (let i = 0; i < 50; i++) after.push((await submit(host)).job_id)
+    expect(existsSync(`${path}-wal`)).toBe(true)
+    // The restore, as an operator puts one in place: a copy renamed over the file.
+    writeFileSync(`${path}.tmp`, readFileSync(backup))
+    renameSync(`${path}.tmp`, path)
+    expect((await keptStorage(host)).read_only.reason).toBe('database file replaced')
+    await host.stop()
+    expect(existsSync(`${path}-wal`)).toBe(false)
+    expect(lines).toContainEqual(expect.stringContaining(`removed ${path}-wal, the log of the database file that went`))
+    expect(readFileSync(path)).toEqual(readFileSync(backup))
+    // The restored file is what the start finds; the rescued copy holds the rest.
+    const reopened = await aHost(dataDir)
+    expect((await body(await reopened.call(`${QUEUE}/jobs?limit=100`))).jobs.map((job: { job_id: string }) => job.job_id)).toEqual([before.job_id])
+    const rescued = new BetterSqlite3(join(dataDir, readdirSync(dataDir).find((name) => name.startsWith('leasehold.db.rescued-'))!), { readonly: true })
+    expect(rescued.prepare('SELECT COUNT(*) FROM jobs').pluck().get()).toBe(51)
+    rescued.close()
+    rmSync(backup)
+  })
+})
+
 describe("a database's log deleted while the host runs", () => {
   test('the host refuses writes, copies the whole log into the database file, and a restart finds every job it acknowledged', async () => {
     const host = await aHost()
