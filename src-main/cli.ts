@@ -1,5 +1,6 @@
 import { ConfigError, runClient, watchClosedOutput } from '../src-shared/command-line'
 import { dashboardLink } from './data-dir/dashboard-link'
+import { BACKUP_HELP, backupCommand } from './commands/backup'
 import { CHECK_HELP, checkCommand } from './commands/check'
 import { JOBS_HELP, jobsCommand } from './commands/jobs'
 import { SCHEDULE_HELP, scheduleCommand } from './commands/schedule'
@@ -26,7 +27,8 @@ Commands:
   blockers    jobs halted on a held file: list them, answer one (resolve ID retry|force_release|cancel)
   status      capacity, busy rating, leases, workers and open blockers
   check       check the integrity of the database (runs while the host serves)
-  token       scoped tokens for workers: create --scope worker, list, revoke ID
+  backup      copy the database while the host serves, into <data-dir>/backups
+  token       scoped tokens: create --scope worker|admin, list, revoke ID
   help        show this help, or the help of a command: leasehold help serve
 
 Flags:
@@ -34,7 +36,7 @@ Flags:
   -v, --version  show the version
 
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
-jobs, queue, blockers, schedule, status, check) find the host through --url/--token,
+jobs, queue, blockers, schedule, status, check, backup) find the host through --url/--token,
 LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine, and
 wait 30 s for each answer (LEASEHOLD_TIMEOUT_S).
 
@@ -69,6 +71,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     blockers: () => BLOCKERS_HELP,
     status: () => STATUS_HELP,
     check: () => CHECK_HELP,
+    backup: () => BACKUP_HELP,
     token: () => TOKEN_HELP,
   }
   if (command === 'help') {
@@ -97,6 +100,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (command === 'blockers') return runClient(() => blockersCommand(rest, env))
   if (command === 'status') return runClient(() => statusCommand(rest, env))
   if (command === 'check') return runClient(() => checkCommand(rest, env))
+  if (command === 'backup') return runClient(() => backupCommand(rest, env))
   if (command === 'token') return runClient(() => tokenCommand(rest, env))
   console.error(`leasehold: unknown command "${command}" (try leasehold --help)`)
   return 2

@@ -13,6 +13,7 @@ import { type HostConfig, localWorkerSlots } from './config'
 import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { ReadThread } from './db/read-thread'
+import { backupDatabase } from './db/backup'
 import { checkIntegrityInBackground, integrityChecksEnded, integrityLine, type IntegrityReport } from './db/integrity'
 import { clearHostMark, DatabaseOpenError, lastHostMark, markFailedStart, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
@@ -286,6 +287,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
           onDown: (error) => log(`leasehold: the read thread stopped (${error.message}); searches of the jobs run on the main thread`),
         })
   undo.push(() => readThread?.stop())
+  let backups: Promise<unknown> = Promise.resolve()
   const http = createHttpApp({
     engine,
     readJobs: readThread ? (read) => readThread.all(read) : undefined,
@@ -297,6 +299,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     bodyLimitBytes: config.bodyLimitBytes,
     storage: () => storageReport(engine, pruner),
     checkIntegrity: (depth) => checkIntegrityInBackground(connectionPath(sqlite.name), { depth, nativeBinding: options.nativeBinding, signal: checkAbort.signal }),
+    // One at a time: each reads the whole file through the host's connection.
+    backup: () => {
+      const next = backups.catch(() => {}).then(() => backupDatabase(sqlite, join(config.dataDir, 'backups'), new Date(clock.now())))
+      backups = next
+      return next
+    },
     storageMode: () => ({ ...mode }),
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,

@@ -107,6 +107,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/storage/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Copy the database, every commit so far, into <data-dir>/backups while the host serves (SQLite's backup API; docs/operations.md) */
+        post: operations["backupDatabase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/openapi.json": {
         parameters: {
             query?: never;
@@ -1064,6 +1081,13 @@ export interface components {
             ok: boolean;
             /** @description SQLite's findings, at most 20; empty when ok */
             problems: string[];
+            ms: number;
+        };
+        Backup: {
+            /** @description The backup: <data-dir>/backups/leasehold-<time>.db, a database file a start opens as it is */
+            path: string;
+            bytes: number;
+            /** @description How long the copy took */
             ms: number;
         };
         EventTicket: {
@@ -2065,6 +2089,50 @@ export interface operations {
                 };
             };
             /** @description storage_full: the host is read-only (its disk was full at start) and keeps the file to itself until space returns; storage_full: the disk is full, the write was not made; reads still work */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    backupDatabase: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backup"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            /** @description storage_error: the copy could not be read or written; storage_error: the disk failed a write, which was not made, or a read; storage_uncertain: the disk failed to sync a commit whose outcome is unknown (retry the same request, a submit with its client_request_id) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description storage_full: the disk has no room for the copy (nothing of it is left); storage_full: the disk is full, the write was not made; reads still work */
             507: {
                 headers: {
                     [name: string]: unknown;

@@ -4,6 +4,7 @@ import type { ServerResponse } from 'node:http'
 import { z } from 'zod'
 import type { ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi'
 import type { Dispatch } from '../dispatch/dispatch'
+import type { BackupReport } from '../db/backup'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import type { ThreadRead } from '../db/read-thread'
 import type { StorageMode } from '../db/storage-mode'
@@ -30,6 +31,8 @@ export interface RouteDeps {
   storage: () => StorageReport
   /** Checks the database file's integrity on a thread of the host (GET /api/storage/integrity). */
   checkIntegrity: (depth: IntegrityDepth) => Promise<IntegrityReport>
+  /** Copies the database into the data dir's backups folder while the host serves (POST /api/storage/backup). */
+  backup: () => Promise<BackupReport>
   /** Whether the host takes writes (GET /api/health). */
   storageMode: () => StorageMode
   /** Redis as GET /api/health and the event stream report it, when it carries the queues. */

@@ -6,6 +6,7 @@ import { dirname } from 'node:path'
 import type { Dispatch } from '../dispatch/dispatch'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import type { ThreadRead } from '../db/read-thread'
+import type { BackupReport } from '../db/backup'
 import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import type { Engine } from '../engine'
@@ -39,6 +40,8 @@ export interface HttpDependencies {
   storage: () => StorageReport
   /** Checks the database file's integrity on a thread of the host (GET /api/storage/integrity). */
   checkIntegrity: (depth: IntegrityDepth) => Promise<IntegrityReport>
+  /** Copies the database into the data dir's backups folder while the host serves (POST /api/storage/backup). */
+  backup: () => Promise<BackupReport>
   /** Whether the host takes writes (GET /api/health); always does when not given. */
   storageMode?: () => StorageMode
   /** Redis as GET /api/health and the event stream report it, when it carries the queues. */
@@ -163,6 +166,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     version: deps.version,
     storage: deps.storage,
     checkIntegrity: deps.checkIntegrity,
+    backup: deps.backup,
     storageMode: deps.storageMode ?? (() => ({ state: 'read_write', reason: null, detail: null })),
     redis: deps.redis,
     tickets,

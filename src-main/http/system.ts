@@ -64,6 +64,15 @@ export const IntegrityAnswer = z
   })
   .meta({ id: 'IntegrityReport' })
 
+/** POST /api/storage/backup: the backup written. */
+export const BackupAnswer = z
+  .object({
+    path: z.string().meta({ description: 'The backup: <data-dir>/backups/leasehold-<time>.db, a database file a start opens as it is' }),
+    bytes: z.number().int(),
+    ms: z.number().int().meta({ description: 'How long the copy took' }),
+  })
+  .meta({ id: 'Backup' })
+
 export function storageAnswer(report: StorageReport, mode: StorageMode): StorageAnswer {
   return {
     ...report,
@@ -164,6 +173,25 @@ export const systemApi: Api = {
           return await checkIntegrity(query.depth)
         } catch (error) {
           throw new HttpError('storage_error', `The integrity check could not read the file (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
+        }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/storage/backup',
+      id: 'backupDatabase',
+      summary: 'Copy the database, every commit so far, into <data-dir>/backups while the host serves (SQLite\'s backup API; docs/operations.md)',
+      answer: BackupAnswer,
+      status: 201,
+      errors: { 503: 'storage_error: the copy could not be read or written', 507: 'storage_full: the disk has no room for the copy (nothing of it is left)' },
+      grouped: false,
+      run: async (_, { backup }) => {
+        try {
+          return await backup()
+        } catch (error) {
+          const code = (error as { code?: string }).code ?? ''
+          if (code === 'ENOSPC' || code === 'SQLITE_FULL') throw new HttpError('storage_full', `The disk has no room for the backup (${(error as Error).message}); nothing of it is left`)
+          throw new HttpError('storage_error', `The backup could not be written (${(error as Error).message}); nothing of it is left`)
         }
       },
     }),

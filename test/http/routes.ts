@@ -90,7 +90,10 @@ export const BODY_ROUTES: BodyRoute[] = [
 ]
 
 /** POST/PUT/PATCH routes that take no body at all (their body is never read). */
-export const BODYLESS_WRITE_ROUTES: Route[] = [{ method: 'POST', path: '/api/events/ticket' }]
+export const BODYLESS_WRITE_ROUTES: Route[] = [
+  { method: 'POST', path: '/api/events/ticket' },
+  { method: 'POST', path: '/api/storage/backup' },
+]
 
 /** The methods that write with a body. */
 export const isWrite = (route: Route): boolean => route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH'

@@ -1,0 +1,35 @@
+import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Database } from 'better-sqlite3'
+
+/** A backup taken: the file it wrote, its size, and how long the copy took. */
+export interface BackupReport {
+  path: string
+  bytes: number
+  ms: number
+}
+
+/**
+ * Copies the database, every commit up to the copy's end, into `<dir>/leasehold-<time>.db` while
+ * the host serves: SQLite's backup API reads the pages through the host's own connection, a
+ * hundred at a time between the host's other work (a copy of the file with `cp` while the host
+ * commits can be torn: the file is the host's alone). The copy is written as `….partial` and
+ * renamed once whole, so a file named `.db` there is always a whole backup; a copy cut short
+ * (a full disk) is removed. Private to its owner, as every file of the data dir is. A start opens
+ * a backup as any database file: restore one with the host stopped (docs/operations.md).
+ */
+export async function backupDatabase(sqlite: Database, dir: string, now: Date): Promise<BackupReport> {
+  const started = performance.now()
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const path = join(dir, `leasehold-${now.toISOString().replace(/[:.]/g, '-')}.db`)
+  const partial = `${path}.partial`
+  try {
+    await sqlite.backup(partial)
+    chmodSync(partial, 0o600)
+    renameSync(partial, path)
+  } catch (error) {
+    rmSync(partial, { force: true })
+    throw error
+  }
+  return { path, bytes: statSync(path).size, ms: Math.round(performance.now() - started) }
+}

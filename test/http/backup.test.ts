@@ -1,0 +1,65 @@
+/**
+ * A backup taken while the host serves (POST /api/storage/backup, `leasehold backup`): SQLite's
+ * backup API through the host's own connection, so the copy is whole while commits go on, where
+ * a `cp` of the file can be torn. A start opens it as it is: restored with the host stopped, it
+ * is the database.
+ */
+import BetterSqlite3 from 'better-sqlite3'
+import { copyFileSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { startTestHost, type TestHost } from '../helpers/host'
+import { runCliAsync } from '../helpers/process'
+import { body, QUEUE, submit } from './support'
+
+const hosts: TestHost[] = []
+afterEach(async () => {
+  for (const host of hosts.splice(0)) await host.dispose()
+})
+
+describe('a backup while the host serves', () => {
+  test('is a whole database holding every job acknowledged before it was asked, written into <data-dir>/backups, private, and never left half written', async () => {
+    const host = await startTestHost()
+    hosts.push(host)
+    const before: string[] = []
+    for (let i = 0; i < 200; i++) before.push((await submit(host)).job_id)
+    // Submits go on while the copy reads the file.
+    let going = true
+    const during = (async () => {
+      while (going) await submit(host)
+    })()
+    const answer = await host.call('/api/storage/backup', { method: 'POST' })
+    going = false
+    await during
+    expect(answer.status).toBe(201)
+    const backup = await body(answer)
+    expect(backup.path).toMatch(new RegExp(`^${join(host.dataDir, 'backups', 'leasehold-')}[0-9TZ-]+\\.db$`))
+    expect(statSync(backup.path).mode & 0o777).toBe(0o600)
+    expect(statSync(backup.path).size).toBe(backup.bytes)
+    expect(readdirSync(join(host.dataDir, 'backups')).filter((name) => name.endsWith('.partial'))).toEqual([])
+    const copy = new BetterSqlite3(backup.path, { readonly: true })
+    expect(copy.pragma('integrity_check', { simple: true })).toBe('ok')
+    const ids = new Set(copy.prepare('SELECT id FROM jobs').pluck().all() as string[])
+    copy.close()
+    expect(before.filter((id) => !ids.has(id))).toEqual([])
+  })
+
+  test('leasehold backup prints where the backup is; restored with the host stopped, it is the database the next start opens', async () => {
+    const host = await startTestHost()
+    hosts.push(host)
+    const kept = (await submit(host)).job_id
+    const made = await runCliAsync(['backup', '--url', host.url, '--token', host.token])
+    expect(made.status).toBe(0)
+    const path = /^(\S+\.db) \(\d+\.\d MB, copied in \d+\.\d s\)$/.exec(made.stdout.trim())?.[1]
+    expect(path).toBeDefined()
+    const later = (await submit(host)).job_id
+    await host.stop()
+    copyFileSync(path!, join(host.dataDir, 'leasehold.db'))
+    const restored = await startTestHost({ dataDir: host.dataDir })
+    hosts.push(restored)
+    const { jobs } = await body(await restored.call(`${QUEUE}/jobs?limit=10`))
+    expect(jobs.map((job: { job_id: string }) => job.job_id)).toEqual([kept])
+    expect(later).not.toBe(kept)
+    expect((await runCliAsync(['backup', 'somewhere', '--url', host.url, '--token', host.token])).status).toBe(2)
+  })
+})
