@@ -41,9 +41,21 @@ export const IpcResponse = z.object({
 })
 export type IpcResponse = z.infer<typeof IpcResponse>
 
+/**
+ * An `exec` program's process group, started or ended in a local worker: the host ends the groups
+ * a worker that exits leaves running (src-worker/exec-groups.ts). `started` is when the group's
+ * leader started (src-shared/process-groups.ts), by which a later process given its pid is told apart.
+ */
+export const ExecGroupNotice = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('exec_started'), pgid: z.number().int().min(2), started: z.string().max(40) }),
+  z.object({ type: z.literal('exec_ended'), pgid: z.number().int().min(2) }),
+])
+export type ExecGroupNotice = z.infer<typeof ExecGroupNotice>
+
 /** Worker → host notices (no answer). */
 export const WorkerNotice = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ready'), worker_id: Id, types: z.array(z.string()) }),
+  ...ExecGroupNotice.options,
 ])
 export type WorkerNotice = z.infer<typeof WorkerNotice>
 

@@ -6,6 +6,7 @@ import { IpcTransport, processChannel } from './transport-ipc'
 import { WorkerRuntime } from './runtime'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../src-shared/thread-link'
 import { limitRetryLines } from '../src-shared/log-limiter'
+import { ExecGroupWatch } from './exec-groups'
 
 /** A whole number of at least 1 from the environment, or the default. */
 function wholeNumberFrom(value: string | undefined, fallback: number): number {
@@ -44,9 +45,19 @@ const runtime = new WorkerRuntime({
   onRefused: () => void runtime.stop(0).then(() => process.exit(1)),
 })
 
+// The host is told of each exec program's process group, to end those this worker leaves
+// running should it die (src-worker/exec-groups.ts).
+const execGroups = new ExecGroupWatch((notice) => {
+  if (process.connected !== false) channel.send(notice)
+})
+
 // A worker outlives its host only as an orphan holding nothing: when the host goes (even killed
 // with SIGKILL), the IPC channel closes and the worker ends; its leases expire on the host's side.
-process.on('disconnect', () => process.exit(1))
+// Its exec programs end first: nothing else is left that knows them.
+process.on('disconnect', () => {
+  process.on('error', () => {}) // a send on the closed channel meanwhile: dropped, not a crash before the programs end
+  void execGroups.endAll().finally(() => process.exit(1))
+})
 
 const { types, problems } = await runtime.start()
 for (const problem of problems) {

@@ -1,5 +1,6 @@
 import { safeParseFast } from '../../src-shared/fast-parse'
 import { FromWorker, type IpcResponse } from '../../src-shared/ipc-protocol'
+import { endGroups, type ProcessGroup } from '../../src-shared/process-groups'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
@@ -50,6 +51,8 @@ export class WorkerPool {
   private readonly slots: Slot[]
   private stopping = false
   private readonly exits = new Map<string, Promise<void>>()
+  /** The ending of the exec programs that exited workers left running (see {@link launch}), awaited by {@link stop}. */
+  private readonly endings = new Set<Promise<void>>()
   /** The workers' links: how a worker's driving thread claims and reports with no hop through its main thread (src-shared/thread-link.ts). */
   private links: ThreadLinks | null = null
   /** How to answer a request of each worker that is up, over IPC or its link (see {@link launch}). */
@@ -90,6 +93,11 @@ export class WorkerPool {
     const startedAt = Date.now()
     const gone = new AbortController()
     let ready = false
+    /**
+     * The process groups of its exec programs that it said are running (src-worker/exec-groups.ts).
+     * A worker that dies cannot end them: when it exits, whatever it left running is ended here.
+     */
+    const execGroups = new Map<number, ProcessGroup>()
     /** Requests from the worker's links that came before its ready message: answered once it comes. */
     const beforeReady: (() => void)[] = []
     directory.update(workerId, { kind: 'local', pid: worker.pid, state: 'starting', started_at: startedAt, restarts: slot.generation - 1 })
@@ -110,6 +118,10 @@ export class WorkerPool {
         // A utility process has its pid only once it has spawned: by now it has.
         directory.update(workerId, { state: 'ready', pid: worker.pid })
         for (const answerNow of beforeReady.splice(0)) answerNow()
+      } else if (message.type === 'exec_started') {
+        execGroups.set(message.pgid, { pgid: message.pgid, started: message.started })
+      } else if (message.type === 'exec_ended') {
+        execGroups.delete(message.pgid)
       } else if (!ready && linkGone !== null && message.method !== 'report') {
         // A link is a socket of its own, and its first claim may overtake the ready message the
         // worker sent before it over the process channel: it waits for that message. (A worker
@@ -137,6 +149,13 @@ export class WorkerPool {
     worker.onExit((code) => {
       clearTimeout(readyTimer)
       gone.abort()
+      if (execGroups.size > 0) {
+        // Before its jobs are requeued below: their next attempts must not run beside these.
+        log(`leasehold: local worker ${workerId} left ${execGroups.size} exec program(s) running; ending them`)
+        const ending = endGroups(execGroups.values())
+        this.endings.add(ending)
+        void ending.then(() => this.endings.delete(ending))
+      }
       let expired = 0
       try {
         expired = this.options.engine.expireLeasesOfWorker(workerId)
@@ -178,6 +197,7 @@ export class WorkerPool {
       for (const slot of this.slots) slot.worker?.kill()
       await all
     }
+    await Promise.all(this.endings)
     this.links?.close()
   }
 

@@ -2,8 +2,15 @@ import { spawn } from 'node:child_process'
 import { basename } from 'node:path'
 import { type Handler, JobError } from '../handler-api'
 import { lineReader } from '../../src-shared/line-reader'
+import { endGroup, type ProcessGroup, processStarted } from '../../src-shared/process-groups'
+import { announceGroup } from '../exec-groups'
 
 const TAIL_LINES = 50
+/**
+ * How long the output of a program that has exited is read on: what it wrote before it exited.
+ * A process it left behind may hold its output open for as long as it runs; the job does not wait for it.
+ */
+const OUTPUT_AFTER_EXIT_MS = 100
 
 interface ExecPayload {
   program: string
@@ -42,6 +49,10 @@ export function execAllowed(program: string, allowList: readonly string[]): bool
  * `exec {program, args, cwd, env, timeout_ms}`: runs a program — never through a shell, so no
  * string is ever interpolated — if it is on the allow-list. Output lines become progress notes;
  * exit 0 succeeds with the output tail as the result, anything else fails.
+ *
+ * The program leads a process group of its own (`detached`), and a stop — its timeout, the job's
+ * signal — ends the whole group (process-groups.ts), what the program started with it. The job
+ * ends when the program has exited, not when the last process holding its output has.
  */
 export function execHandler(allowList: readonly string[], setBy?: string): Handler {
   return {
@@ -59,8 +70,14 @@ export function execHandler(allowList: readonly string[], setBy?: string): Handl
           cwd: p.cwd,
           env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...p.env },
           shell: false,
+          detached: true,
           stdio: ['ignore', 'pipe', 'pipe'],
         })
+        // Read before the child can be reaped (not before this turn ends): the pid is surely its.
+        const group: ProcessGroup | null = child.pid ? { pgid: child.pid, started: processStarted(child.pid) } : null
+        if (group?.started) announceGroup({ type: 'exec_started', pgid: group.pgid, started: group.started })
+        /** Until its exit is seen the child is not reaped, so its pid — its group's id — is not anyone else's. */
+        let exited = false
         const tail: string[] = []
         const onLine = (line: string) => {
           tail.push(line)
@@ -68,30 +85,40 @@ export function execHandler(allowList: readonly string[], setBy?: string): Handl
           progress(null, line.slice(0, 500))
           log(line)
         }
-        for (const stream of [child.stdout, child.stderr]) {
+        const reads = [child.stdout, child.stderr].map((stream) => {
           const read = lineReader(onLine)
           stream.setEncoding('utf8')
           stream.on('data', (chunk: string) => read.push(chunk))
-          stream.on('end', () => read.end())
-        }
+          return new Promise<void>((done) => stream.once('close', () => (read.end(), done())))
+        })
+        let stopping = false
         const stop = () => {
-          child.kill('SIGTERM')
-          setTimeout(() => child.kill('SIGKILL'), 2000).unref()
+          if (stopping || !group) return
+          stopping = true
+          void endGroup(group, () => !exited)
         }
         let timedOut = false
         const timer = p.timeout_ms ? setTimeout(() => ((timedOut = true), stop()), p.timeout_ms) : null
         signal.addEventListener('abort', stop, { once: true })
         child.on('error', (error) => {
           if (timer) clearTimeout(timer)
+          signal.removeEventListener('abort', stop)
           reject(new JobError(`exec: cannot run "${p.program}": ${error.message}`, { code: 'exec_failed', retryable: false }))
         })
-        child.on('close', (code, sig) => {
+        child.on('exit', (code, sig) => {
+          exited = true
+          if (group?.started) announceGroup({ type: 'exec_ended', pgid: group.pgid })
           if (timer) clearTimeout(timer)
           signal.removeEventListener('abort', stop)
-          const output_tail = tail.join('\n')
-          if (code === 0) resolve({ exit_code: 0, output_tail })
-          else if (timedOut) reject(new JobError(`exec: timed out after ${p.timeout_ms} ms`, { code: 'exec_timeout' }))
-          else reject(Object.assign(new JobError(`exec: exited with ${code ?? sig}`, { code: 'exit_status' }), { output_tail }))
+          const outputRead = new Promise<void>((done) => setTimeout(done, OUTPUT_AFTER_EXIT_MS).unref())
+          void Promise.race([Promise.all(reads), outputRead]).then(() => {
+            child.stdout.destroy()
+            child.stderr.destroy()
+            const output_tail = tail.join('\n')
+            if (code === 0) resolve({ exit_code: 0, output_tail })
+            else if (timedOut) reject(new JobError(`exec: timed out after ${p.timeout_ms} ms`, { code: 'exec_timeout' }))
+            else reject(Object.assign(new JobError(`exec: exited with ${code ?? sig}`, { code: 'exit_status' }), { output_tail }))
+          })
         })
       })
     },
