@@ -1,5 +1,6 @@
 import type { Context } from 'koa'
 import { randomBytes } from 'node:crypto'
+import type { ServerResponse } from 'node:http'
 import { PassThrough } from 'node:stream'
 import type { Engine, Event } from '../engine'
 import { iso } from '../engine/rules/clock'
@@ -46,17 +47,85 @@ function sseRedis(health: RedisHealth): string {
   return `event: redis\ndata: ${JSON.stringify(health)}\n\n`
 }
 
-/** The open streams, so the host can end them when it stops (a stream never ends by itself). */
-export class EventStreams {
-  private readonly open = new Set<PassThrough>()
+/** One open stream: where its frames go. */
+interface Reader {
+  readonly stream: PassThrough
+  readonly res: ServerResponse
+}
 
-  add(stream: PassThrough): void {
-    this.open.add(stream)
-    stream.once('close', () => this.open.delete(stream))
+/**
+ * The open streams, and the one place live events become frames. The frames are the same for
+ * every reader (a stream has no filter, and a ticket opens the same stream as the token), so each
+ * commit's frames are built once, as one Buffer, and that Buffer is written to every reader.
+ */
+export class EventStreams {
+  private readonly readers = new Set<Reader>()
+  /** The frames of the commit being told (see {@link EventStreams.listen}). */
+  private gathered = ''
+  /** Stops listening to the engine: set while there are readers. */
+  private stopListening: (() => void) | null = null
+
+  constructor(private readonly engine: Engine, private readonly redis: RedisReport | undefined) {}
+
+  /**
+   * Adds a stream whose replay has been written: it gets every commit from now on. Called in the
+   * step that replayed, so that no event can commit in between.
+   */
+  add(stream: PassThrough, res: ServerResponse): void {
+    const reader: Reader = { stream, res }
+    this.stopListening ??= this.listen()
+    this.readers.add(reader)
+    const ping = setInterval(() => this.write(reader, ': ping\n\n'), PING_MS)
+    const leave = () => {
+      clearInterval(ping)
+      this.remove(reader)
+      stream.end()
+    }
+    res.once('close', leave)
+    stream.once('close', leave)
   }
 
   closeAll(): void {
-    for (const stream of this.open) stream.end()
+    for (const reader of this.readers) reader.stream.end()
+  }
+
+  /** Listens to the engine (and Redis's health) for the readers; answers the function that stops. */
+  private listen(): () => void {
+    // A commit's events leave in one write (a write per event cost a system call each, and a
+    // commit of a busy pool holds dozens); they are gathered as the events are told, so that a
+    // commit made by another commit listener still leaves after the events before it.
+    const stops = [
+      this.engine.onEvent((event) => (this.gathered += sseEvent(event))),
+      this.engine.onCommit(() => {
+        if (this.gathered === '') return
+        const frames = Buffer.from(this.gathered)
+        this.gathered = ''
+        for (const reader of this.readers) this.write(reader, frames)
+      }),
+    ]
+    if (this.redis) {
+      stops.push(
+        this.redis.onHealth((health) => {
+          const frame = Buffer.from(sseRedis(health))
+          for (const reader of this.readers) this.write(reader, frame)
+        }),
+      )
+    }
+    return () => {
+      for (const stop of stops) stop()
+      this.gathered = ''
+    }
+  }
+
+  private remove(reader: Reader): void {
+    this.readers.delete(reader)
+    if (this.readers.size > 0 || this.stopListening === null) return
+    this.stopListening()
+    this.stopListening = null
+  }
+
+  private write(reader: Reader, chunk: Buffer | string): void {
+    reader.stream.write(chunk)
   }
 }
 
@@ -118,7 +187,6 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: Redi
     throw new HttpError('invalid_request', `${header ? 'Last-Event-ID' : 'last_event_id'}: must be an event id`)
   }
   const stream = new PassThrough()
-  streams.add(stream)
   ctx.req.socket.setTimeout(0)
   ctx.req.socket.setNoDelay(true)
   ctx.status = 200
@@ -130,28 +198,8 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: Redi
   stream.write('retry: 2000\n\n')
   if (redis) stream.write(sseRedis(redis.health()))
   if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
-  // Replay and subscribe run in one synchronous step: no event can commit in between. A
-  // commit's events leave in one write (a write per event cost a system call each, and a
-  // commit of a busy pool holds dozens); they are gathered as the events are told, so that a
-  // commit made by another commit listener still leaves after the events before it.
-  let gathered = ''
-  const unsubscribe = [
-    engine.onEvent((event) => (gathered += sseEvent(event))),
-    engine.onCommit(() => {
-      if (gathered === '') return
-      stream.write(gathered)
-      gathered = ''
-    }),
-  ]
-  if (redis) unsubscribe.push(redis.onHealth((health) => stream.write(sseRedis(health))))
-  const ping = setInterval(() => stream.write(': ping\n\n'), PING_MS)
-  const end = () => {
-    clearInterval(ping)
-    for (const stop of unsubscribe) stop()
-    stream.end()
-  }
-  ctx.res.once('close', end)
-  stream.once('close', end)
+  // Replay and joining the readers run in one synchronous step: no event can commit in between.
+  streams.add(stream, ctx.res)
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {

@@ -126,7 +126,7 @@ function answerAndClose(socket: Duplex, code: 'headers_too_large' | 'request_tim
 export function createHttpApp(deps: HttpDependencies): HttpApp {
   const app = new Koa()
   const tickets = new StreamTickets()
-  const streams = new EventStreams()
+  const streams = new EventStreams(deps.engine, deps.redis)
   const policy: GuardPolicy = {
     token: deps.policy.token,
     allowedHosts: deps.policy.allowedHosts,

@@ -1,7 +1,7 @@
 import { afterEach, expect, test } from 'vitest'
 import { connect } from 'node:net'
 import { startTestHost, type TestHost } from '../helpers/host'
-import { readEvents } from '../helpers/sse'
+import { readEvents, type SseMessage } from '../helpers/sse'
 
 let host: TestHost
 afterEach(async () => {
@@ -148,4 +148,38 @@ test("a commit's events reach a stream client in one write, in the order they we
   const chunk = chunks.find((c) => c.includes('JOB_SUBMITTED'))!
   const ids = [...chunk.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!).job_id)
   expect(ids).toEqual(submitted)
+})
+
+/** Submits `count` jobs in one batch and waits for their commit; answers their ids. */
+async function submitCommitted(count: number, jobType = 'many'): Promise<string[]> {
+  const committed = new Promise<void>((resolve) => {
+    const stop = host.engine.onCommit(() => {
+      stop()
+      resolve()
+    })
+  })
+  const ids = host.engine.submitMany(Array.from({ length: count }, () => ({ job_type: jobType, cost_units: 1 }))).map((result) => (result.ok ? result.value.job.id : ''))
+  await committed
+  // A turn of the event loop: the host's sockets take what they can of the commit's frames.
+  await new Promise((resolve) => setImmediate(resolve))
+  return ids
+}
+
+const submittedIds = (messages: SseMessage[]) => messages.filter((m) => m.event === 'JOB_SUBMITTED').map((m) => JSON.parse(m.data!).job_id as string)
+
+test('every reader gets every frame alike: opened with the token, with a ticket, or resuming', async () => {
+  host = await startTestHost()
+  host.engine.submit({ job_type: 'before', cost_units: 1 })
+  const seen = String(host.engine.newestEventId())
+  const { ticket } = await (await host.call('/api/events/ticket', { method: 'POST' })).json()
+  const readers = [
+    await host.call('/api/events/stream'),
+    await host.call('/api/events/stream'),
+    await host.call(`/api/events/stream?ticket=${ticket}`, { token: null }),
+    await host.call('/api/events/stream', { headers: { 'last-event-id': seen } }),
+  ]
+  const submitted = [...(await submitCommitted(3, 'first')), ...(await submitCommitted(200, 'second')), ...(await submitCommitted(1, 'third'))]
+  const frames = await Promise.all(readers.map((res) => readEvents(res, (m) => submittedIds(m).length >= submitted.length)))
+  expect(submittedIds(frames[0]!)).toEqual(submitted)
+  for (const other of frames.slice(1)) expect(other).toEqual(frames[0])
 })
