@@ -167,7 +167,7 @@ export interface paths {
         };
         /**
          * Server-sent events of the event log; resume with Last-Event-ID
-         * @description Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.
+         * @description Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.
          */
         get: operations["streamEvents"];
         put?: never;

@@ -5,6 +5,7 @@ import { PassThrough } from 'node:stream'
 import type { Engine, Event } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { z } from 'zod'
+import type { LogLimiter } from '../../src-shared/log-limiter'
 import { LAST_EVENT_ID, NoBody } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, type RedisReport, route } from './route'
@@ -47,10 +48,19 @@ function sseRedis(health: RedisHealth): string {
   return `event: redis\ndata: ${JSON.stringify(health)}\n\n`
 }
 
-/** One open stream: where its frames go. */
+/**
+ * A reader for which the host holds more than this many bytes of frames it has not taken (not
+ * counting the replay it was opened with) is cut off, its connection closed with what was held
+ * for it: about 3,000 events, so that it can resume within the replay of {@link MAX_REPLAY}.
+ */
+export const MAX_UNSENT_BYTES = 1024 * 1024
+
+/** One open stream: where its frames go, and what the bound on it counts. */
 interface Reader {
   readonly stream: PassThrough
   readonly res: ServerResponse
+  /** Bytes written after the replay (live frames, pings, `redis` frames): only these count toward {@link MAX_UNSENT_BYTES}. */
+  live: number
 }
 
 /**
@@ -65,14 +75,19 @@ export class EventStreams {
   /** Stops listening to the engine: set while there are readers. */
   private stopListening: (() => void) | null = null
 
-  constructor(private readonly engine: Engine, private readonly redis: RedisReport | undefined) {}
+  constructor(
+    private readonly engine: Engine,
+    private readonly redis: RedisReport | undefined,
+    private readonly log: LogLimiter,
+    private readonly maxUnsentBytes = MAX_UNSENT_BYTES,
+  ) {}
 
   /**
    * Adds a stream whose replay has been written: it gets every commit from now on. Called in the
    * step that replayed, so that no event can commit in between.
    */
   add(stream: PassThrough, res: ServerResponse): void {
-    const reader: Reader = { stream, res }
+    const reader: Reader = { stream, res, live: 0 }
     this.stopListening ??= this.listen()
     this.readers.add(reader)
     const ping = setInterval(() => this.write(reader, ': ping\n\n'), PING_MS)
@@ -125,7 +140,27 @@ export class EventStreams {
   }
 
   private write(reader: Reader, chunk: Buffer | string): void {
+    // What the host holds for it: in the stream, and in the response and its socket not yet
+    // taken by the kernel. The replay was written first, so it is taken first.
+    const held = reader.stream.writableLength + reader.stream.readableLength + reader.res.writableLength
+    const unsent = Math.min(held, reader.live)
+    if (unsent > this.maxUnsentBytes) return this.cut(reader, unsent)
+    reader.live += chunk.length
     reader.stream.write(chunk)
+  }
+
+  /**
+   * Closes a reader's connection, dropping what was held for it: it may be partway through a
+   * frame, which a client discards, and resumes after its last whole one (docs/api.md).
+   */
+  private cut(reader: Reader, unsent: number): void {
+    this.remove(reader)
+    reader.stream.destroy()
+    reader.res.destroy()
+    this.log.line(
+      'event-stream-cut',
+      `leasehold: an event stream's reader fell behind (${(unsent / 1024 / 1024).toFixed(1)} MiB of frames not taken) and was cut off; it can resume with Last-Event-ID`,
+    )
   }
 }
 
@@ -166,7 +201,7 @@ export const eventsApi: Api = {
       id: 'streamEvents',
       summary: 'Server-sent events of the event log; resume with Last-Event-ID',
       description:
-        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.',
+        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.',
       // Read by the route itself: the ticket is the request guard's, the event id is checked below.
       query: EventsQuery,
       header: EventsHeaders,

@@ -126,7 +126,8 @@ function answerAndClose(socket: Duplex, code: 'headers_too_large' | 'request_tim
 export function createHttpApp(deps: HttpDependencies): HttpApp {
   const app = new Koa()
   const tickets = new StreamTickets()
-  const streams = new EventStreams(deps.engine, deps.redis)
+  const logLimiter = new LogLimiter(deps.log, Date.now)
+  const streams = new EventStreams(deps.engine, deps.redis, logLimiter)
   const policy: GuardPolicy = {
     token: deps.policy.token,
     allowedHosts: deps.policy.allowedHosts,
@@ -144,7 +145,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     ctx.set(API_HEADERS)
     return next()
   })
-  const errors = errorReplies(deps.log, new LogLimiter(deps.log, Date.now), () => dirname(deps.engine.databaseFile))
+  const errors = errorReplies(deps.log, logLimiter, () => dirname(deps.engine.databaseFile))
   app.use(errorMiddleware(errors))
   app.use((ctx, next) => {
     // (The query is parsed only when there is one: most requests have none.)

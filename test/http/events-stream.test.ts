@@ -1,4 +1,5 @@
 import { afterEach, expect, test } from 'vitest'
+import { get, type IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { readEvents, type SseMessage } from '../helpers/sse'
@@ -166,6 +167,31 @@ async function submitCommitted(count: number, jobType = 'many'): Promise<string[
 }
 
 const submittedIds = (messages: SseMessage[]) => messages.filter((m) => m.event === 'JOB_SUBMITTED').map((m) => JSON.parse(m.data!).job_id as string)
+
+test('a reader the host holds more than MAX_UNSENT_BYTES of frames for is cut off, and resumes after its last whole frame with nothing lost', async () => {
+  let cutOff = false
+  host = await startTestHost({}, { log: (line) => (cutOff ||= line.includes('was cut off')) })
+  // A reader that never reads: its response is paused from the start, and the host's frames pile up.
+  const answer = await new Promise<IncomingMessage>((resolve) => get(`${host.url}/api/events/stream`, { headers: { authorization: `Bearer ${host.token}` } }, resolve))
+  answer.pause()
+  const submitted: string[] = []
+  // A 500-job commit is ~200 KB of frames; the host, the kernel and this reader's buffers hold a few MB.
+  for (let batch = 0; !cutOff && batch < 80; batch++) submitted.push(...(await submitCommitted(500)))
+  expect(cutOff).toBe(true)
+
+  // What reached the reader before the cut, up to its last whole frame (a frame cut in two is dropped, as a browser drops it).
+  const received: Buffer[] = []
+  answer.on('data', (chunk: Buffer) => received.push(chunk))
+  await new Promise((resolve) => answer.once('close', resolve).resume())
+  const before = await readEvents(new Response(Buffer.concat(received)), () => false)
+  const lastId = before.filter((m) => m.id !== undefined).at(-1)!.id!
+  expect(submittedIds(before).length).toBeLessThan(submitted.length)
+
+  const res = await host.call('/api/events/stream', { headers: { 'last-event-id': lastId } })
+  const after = await readEvents(res, (m) => submittedIds(before).length + submittedIds(m).length >= submitted.length, 20_000)
+  expect(after.some((m) => m.event === 'gap')).toBe(false)
+  expect([...submittedIds(before), ...submittedIds(after)]).toEqual(submitted)
+})
 
 test('every reader gets every frame alike: opened with the token, with a ticket, or resuming', async () => {
   host = await startTestHost()
