@@ -18,6 +18,18 @@ describe('lease expiry', () => {
     expect(engine.getLease(lease.id)).toMatchObject({ state: 'EXPIRED', release_status: 'TIMEOUT' })
   })
 
+  it('a clock set back does not hold a silent lease for as long as it went back: the lease lasts its TTL and grace from the pass that sees it', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    const { lease } = leaseOrFail(engine, 'w', 10) // 10 s and the 5 s grace: due at T0 + 15 s
+    clock.set(T0 - 2 * 3600 * SECOND) // NTP takes two hours back
+    expect(engine.reap()).toMatchObject({ leases: 0 })
+    expect(engine.getLease(lease.id)).toMatchObject({ state: 'ACTIVE', expires_at: T0 - 2 * 3600 * SECOND + 15 * SECOND })
+    clock.advance(15 * SECOND + 1)
+    expect(engine.reap()).toMatchObject({ leases: 1 })
+    expect(engine.getLease(lease.id)).toMatchObject({ state: 'EXPIRED', release_status: 'TIMEOUT' })
+  })
+
   it('a reaper pass with nothing due commits nothing: an idle host\'s timer takes no write lock', () => {
     const { engine, clock } = setup()
     engine.submit(aJob())

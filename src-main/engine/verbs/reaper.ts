@@ -6,7 +6,7 @@ import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
 import { earliest } from '../rules/clock'
 import type { LeaseExpiryReason } from '../rules/events'
-import { SELECT_JOBS } from '../store/rows'
+import { extendLease, SELECT_JOBS } from '../store/rows'
 import { readSetting, writeSetting } from '../store/settings'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
@@ -28,6 +28,7 @@ function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolea
  * right after opening the database, so leases granted before a restart expire on time.
  */
 export function expireDueLeases(ctx: EngineContext): number {
+  if (anyLeaseAimedPastItsTtl(ctx)) reaimLeasesAfterSetBack(ctx)
   let total = 0
   // Looked for in memory first: a tick with no lease due (every tick of an idle host) begins no transaction.
   while (anyLeaseDue(ctx)) {
@@ -41,6 +42,32 @@ export function expireDueLeases(ctx: EngineContext): number {
     if (expired < BATCH) return total
   }
   return total
+}
+
+/** How long from `now` a lease heartbeated now would last: its TTL and grace. */
+const lastsFrom = (lease: LeaseRow, now: number): number => now + (lease.ttl_s + lease.grace_s) * 1000
+
+function anyLeaseAimedPastItsTtl(ctx: EngineContext): boolean {
+  const now = ctx.clock.now()
+  for (const { lease } of activeLeasesNow(ctx)) if (lease.expires_at > lastsFrom(lease, now)) return true
+  return false
+}
+
+/**
+ * A lease expires by the wall clock, so after the clock is set back (NTP correcting a clock that
+ * ran fast, a user setting it; while the host ran or while it was down) a lease heartbeated before
+ * would stay ACTIVE for as long as the clock went back: a worker gone meanwhile held its job and
+ * its capacity that long. No lease is ever due later than its TTL and grace from now: one aimed
+ * further is re-aimed there, as if heartbeated now (a live worker's next heartbeat keeps it as
+ * ever). Returns how many were.
+ */
+function reaimLeasesAfterSetBack(ctx: EngineContext): number {
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    const far = activeLeasesWhere(ctx, (lease) => lease.expires_at > lastsFrom(lease, now))
+    for (const lease of far) extendLease(ctx, lease, now, lastsFrom(lease, now))
+    return far.length
+  })
 }
 
 function anyLeaseDue(ctx: EngineContext): boolean {
