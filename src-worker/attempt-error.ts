@@ -1,3 +1,4 @@
+import { inspect } from 'node:util'
 import { MAX_ERROR_CHARS, MAX_ID_CHARS } from '../src-shared/worker-exchange'
 import type { AttemptError } from './transport'
 
@@ -5,16 +6,29 @@ import type { AttemptError } from './transport'
  * How a handler's thrown value is reported as its attempt's error: its code (or `aborted`,
  * `handler_error`), message and stack, each cut to what the worker exchange carries, so that an
  * error of any size is recorded — cut, with a mark — instead of making the host refuse the
- * whole exchange. A handler says "do not retry" with `retryable: false`.
+ * whole exchange. A handler says "do not retry" with `retryable: false`. A thrown value with no
+ * message of its own (a plain object, a number) is written as `util.inspect` writes it, not as
+ * `String()` would (`[object Object]`).
  */
 export function attemptErrorOf(error: unknown): AttemptError {
   const e = (error ?? {}) as { name?: string; code?: unknown; message?: unknown; stack?: unknown; retryable?: unknown }
   const stack = typeof e.stack === 'string' ? cut(e.stack, MAX_ERROR_CHARS) : undefined
   return {
     code: cut(typeof e.code === 'string' && e.code ? e.code : e.name === 'AbortError' ? 'aborted' : 'handler_error', MAX_ID_CHARS),
-    message: cut(typeof e.message === 'string' ? e.message : String(error), MAX_ERROR_CHARS),
+    message: cut(typeof e.message === 'string' ? e.message : textOf(error), MAX_ERROR_CHARS),
     ...(stack === undefined ? {} : { stack }),
     retryable: e.retryable !== false,
+  }
+}
+
+/** A thrown value that is no Error, as a person reads it; its strings cut as the message would be, so a huge one costs no more. */
+function textOf(value: unknown): string {
+  if (typeof value === 'string') return value
+  try {
+    return inspect(value, { depth: 4, breakLength: Number.POSITIVE_INFINITY, maxStringLength: MAX_ERROR_CHARS, maxArrayLength: 100 })
+  } catch {
+    // A proxy whose traps throw, say: its kind is still something to go by.
+    return Object.prototype.toString.call(value)
   }
 }
 

@@ -29,4 +29,13 @@ describe("a handler's error as its attempt reports it", () => {
     expect(attemptErrorOf(undefined)).toEqual({ code: 'handler_error', message: 'undefined', retryable: true })
     expect(carried(42)).toBe(true)
   })
+
+  test('a rejected value with no message of its own (a plain object) is reported as util.inspect writes it, cut to the error size limit', () => {
+    expect(attemptErrorOf({ weird: 1n })).toEqual({ code: 'handler_error', message: '{ weird: 1n }', retryable: true })
+    expect(attemptErrorOf([1, 'two'])).toMatchObject({ message: "[ 1, 'two' ]" })
+    const huge = attemptErrorOf({ text: 'x'.repeat(3 * MAX_ERROR_CHARS) })
+    expect(huge.message.length).toBe(MAX_ERROR_CHARS)
+    expect(huge.message.endsWith('… (cut)')).toBe(true)
+    expect(carried({ weird: 1n })).toBe(true)
+  })
 })
