@@ -44,3 +44,10 @@ export const MAX_WORKER_CONCURRENCY = 256
 export const MAX_LONG_POLL_MS = 30_000
 /** The largest `max_wait_ms` a request may name (an hour); above it is 400. */
 export const MAX_WAIT_MS_ACCEPTED = 3_600_000
+
+/**
+ * How long a local worker told to drain may live past its grace before its host's pool kills it
+ * (src-main/pool/supervisor.ts). The worker reports the jobs it stopped at the grace's end well
+ * within it (src-worker/runtime.ts, SHUTDOWN_ABORT_GRACE_MS).
+ */
+export const DRAIN_KILL_AFTER_MS = 5_000

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path'
 import { jobOwnerId } from '../src-shared/file-owner'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
+import { DRAIN_KILL_AFTER_MS } from '../src-shared/limits'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
@@ -59,6 +60,15 @@ const STOP_ERRORS: Record<Exclude<StopReason, 'lease_lost' | 'blocked'>, Attempt
  * at the default TTL), so an idle worker's main thread wakes that seldom.
  */
 const WATCH_IDLE_MS = 10_000
+
+/**
+ * How long a handler stopped by the worker's shutdown may take to stop before the worker reports
+ * it failed `shutdown` and ends its thread (at most the usual abort grace). Shorter than the time a
+ * host's pool gives a draining local worker past its grace ({@link DRAIN_KILL_AFTER_MS}), with
+ * room to report and exit: a worker that waited the usual 5 s was killed as it reported, and the
+ * attempt was recorded as a crashed worker's (`lease_expired`, `worker_exited`).
+ */
+export const SHUTDOWN_ABORT_GRACE_MS = DRAIN_KILL_AFTER_MS - 2_000
 
 /** The default number of handler threads: enough for handlers that compute, few enough to stay cheap. */
 const MAX_DEFAULT_THREADS = 4
@@ -638,14 +648,16 @@ export class WorkerRuntime {
     job.stopReason = reason
     for (const stop of job.gateStops ?? []) stop.abort()
     job.thread.abort(job.run, reason)
-    job.graceTimer = setTimeout(() => this.replaceStuck(job), this.options.abortGraceMs ?? 5000)
+    const graceMs = this.options.abortGraceMs ?? 5000
+    job.graceTimer = setTimeout(() => this.replaceStuck(job), reason === 'shutdown' ? Math.min(graceMs, SHUTDOWN_ABORT_GRACE_MS) : graceMs)
   }
 
   private replaceStuck(job: Running): void {
     if (job.ended) return
     this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; replacing its thread`)
+    // A stopping worker starts no thread in its place: it would only load the handlers to be ended.
     const index = this.threads.indexOf(job.thread)
-    if (index >= 0) this.threads[index] = this.newThread(index)
+    if (index >= 0 && !this.stopClaiming.signal.aborted) this.threads[index] = this.newThread(index)
     void job.thread.terminate() // other jobs of that thread end as thread_exited (retryable)
     this.finish(job, { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } })
   }

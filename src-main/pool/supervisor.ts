@@ -1,4 +1,5 @@
 import { safeParseFast } from '../../src-shared/fast-parse'
+import { DRAIN_KILL_AFTER_MS } from '../../src-shared/limits'
 import { FromWorker, type IpcResponse } from '../../src-shared/ipc-protocol'
 import { endGroups, type ProcessGroup } from '../../src-shared/process-groups'
 import type { WorkerDirectory } from '../worker-roster/directory'
@@ -192,7 +193,7 @@ export class WorkerPool {
       slot.worker?.send({ type: 'drain', grace_ms: graceMs })
     }
     const all = Promise.all(this.exits.values())
-    const deadline = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), graceMs + 5_000).unref())
+    const deadline = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), graceMs + DRAIN_KILL_AFTER_MS).unref())
     if ((await Promise.race([all, deadline])) === 'late') {
       for (const slot of this.slots) slot.worker?.kill()
       await all
