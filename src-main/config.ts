@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
 import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
-import { MAX_STREAMS } from '../src-shared/limits'
+import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
 import type { Durability } from './db/open'
 
 // Shared with the worker program's command and the host's client commands; named here too for
@@ -138,7 +138,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: '3' },
   { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
   { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated (names or addresses, no port)', schema: z.string().refine(hostNamesOnly, { error: (issue) => hostNamesRule(String(issue.input)) }), default: '' },
-  { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, 64 * 1024 * 1024), default: String(1024 * 1024) },
+  { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, MAX_BODY_LIMIT_BYTES), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
   { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: 'carry the queues over Redis Streams too: redis://[user:password@]host:port/db, rediss:// for TLS (docs/redis.md)', schema: z.string().regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL') },
   { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: 'prefix of every Redis key the host writes; one host per prefix', schema: z.string().min(1, 'must not be empty').max(100), default: 'leasehold:' },

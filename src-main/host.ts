@@ -459,6 +459,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
               LEASEHOLD_WORKER_NICE: String(config.workerNice),
               LEASEHOLD_WORKER_STREAMS: config.workerStreams.join(','),
               LEASEHOLD_WORKER_GPU: String(config.workerGpu),
+              // A result or error larger than this fails its attempt in the worker (src-worker/handler-output.ts).
+              LEASEHOLD_WORKER_BODY_LIMIT: String(config.bodyLimitBytes),
             },
           })
         : null

@@ -12,6 +12,14 @@ import { type JsonAnswer, type JsonRequest, mayResend, readJsonAnswer } from './
 /** The socket failures of a request whose connection closed under it, before its answer began. */
 const CUT_CONNECTION = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 
+/** A request body JSON cannot write (a string too long, a BigInt, a cycle): nothing was sent. `cause` is JSON.stringify's error. */
+export class UnwrittenBody extends Error {
+  override name = 'UnwrittenBody'
+  constructor(override readonly cause: unknown) {
+    super(`the request body cannot be written as JSON (${cause instanceof Error ? cause.message : String(cause)})`)
+  }
+}
+
 /**
  * Keep-alive connections to one host (its origin: scheme, name and port), with its bearer token.
  * A URL with a path (a host behind a proxy under a prefix) has every request's path under it, as
@@ -40,7 +48,12 @@ export class HostConnection {
    * its own, when sending it twice is harmless (`mayResend`); any other failure is the caller's.
    */
   async request(path: string, options: Omit<JsonRequest, 'token'>): Promise<JsonAnswer> {
-    const data = options.body === undefined ? undefined : JSON.stringify(options.body)
+    let data: string | undefined
+    try {
+      data = options.body === undefined ? undefined : JSON.stringify(options.body)
+    } catch (error) {
+      throw new UnwrittenBody(error)
+    }
     const headers: Record<string, string> = { ...options.headers, authorization: `Bearer ${this.token}` }
     if (data !== undefined) headers['content-type'] = 'application/json'
     const request = { path: this.prefix + path, method: options.method, headers, body: data, signal: options.signal }

@@ -4,6 +4,12 @@
  * (which re-exports them), so that a client command loads no zod for them.
  */
 
+/**
+ * The largest request body a host can be set to take (`serve --body-limit`, 1 MiB by default): a
+ * result or an error larger than this can reach no host, so `leasehold worker`, which does not
+ * know its host's limit, fails it at once (src-worker/handler-output.ts).
+ */
+export const MAX_BODY_LIMIT_BYTES = 64 * 1024 * 1024
 /** The most items one batch may carry (reports of an exchange, jobs of a batch submit). */
 export const MAX_BATCH_ITEMS = 1000
 /** The most jobs one claim may take. */

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { MAX_BODY_LIMIT_BYTES } from './limits'
 
 /**
  * A local worker's link to the host, from its driving thread (docs/workers.md, "The driving
@@ -43,4 +44,4 @@ export type LinkHello = z.infer<typeof LinkHello>
 export const MAX_HELLO_CHARS = 1024
 
 /** The longest request line the host reads from a linked thread (the largest body the host can be set to take). */
-export const MAX_REQUEST_CHARS = 64 * 1024 * 1024
+export const MAX_REQUEST_CHARS = MAX_BODY_LIMIT_BYTES

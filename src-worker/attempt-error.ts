@@ -32,6 +32,18 @@ function textOf(value: unknown): string {
   }
 }
 
+/** What a failure report keeps of its message when the whole report is too large to send (report-budget.ts, handler-output.ts). */
+export const SHORT_MESSAGE_CHARS = 1000
+
+/**
+ * A failure made small enough for any host: its message cut to {@link SHORT_MESSAGE_CHARS} and no
+ * stack; its code and whether it is retryable are kept.
+ */
+export function shortened<E extends { message?: string; stack?: string }>(error: E): Omit<E, 'stack'> & { message: string } {
+  const { stack: _stack, ...rest } = error
+  return { ...rest, message: (error.message ?? '').slice(0, SHORT_MESSAGE_CHARS) }
+}
+
 const MARK = '… (cut)'
 
 /** `text`, cut to `max` characters with a mark where it is longer. */

@@ -1,6 +1,6 @@
-import { MAX_NOTE_CHARS } from '../src-shared/limits'
+import { MAX_BODY_LIMIT_BYTES, MAX_NOTE_CHARS } from '../src-shared/limits'
 import type { AttemptError } from './transport'
-import { cut } from './attempt-error'
+import { cut, shortened } from './attempt-error'
 
 /**
  * What a handler hands back — its progress, its note, its result — checked in the handler's own
@@ -19,19 +19,47 @@ export function progressOf(fraction: unknown, note: unknown): { fraction: number
   return { fraction: fraction ?? null, note: note == null ? null : cut(note, MAX_NOTE_CHARS) }
 }
 
+/** The most bytes one UTF-16 unit of a string takes in JSON (a control character, `\u001f`). */
+const MAX_JSON_BYTES_PER_UNIT = 6
+
 /**
  * A handler's result as the host will keep it: its JSON form (`undefined` is `null`, a function
  * is dropped as JSON drops it). A value JSON cannot write is no result: the attempt fails as
- * `result_not_json`, not retryable, since the same run would return the same value.
+ * `result_not_json`, not retryable, since the same run would return the same value. So does one
+ * whose JSON is larger than `maxBytes` (the host's body limit: no request could carry it), as
+ * `result_too_large` — found here, before it is copied to the runtime or written into an
+ * exchange, where one of hundreds of megabytes made the whole exchange fail, again and again.
  */
-export function resultOf(value: unknown): { ok: true; result: unknown } | { ok: false; error: AttemptError } {
+export function resultOf(value: unknown, maxBytes = MAX_BODY_LIMIT_BYTES): { ok: true; result: unknown } | { ok: false; error: AttemptError } {
   if (value === undefined || value === null) return { ok: true, result: null }
-  if (typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) return { ok: true, result: value }
+  if (typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) return { ok: true, result: value }
+  // A short string fits however it is escaped; a long one is measured (one longer than the limit need not be written to know).
+  if (typeof value === 'string' && value.length * MAX_JSON_BYTES_PER_UNIT + 2 <= maxBytes) return { ok: true, result: value }
+  if (typeof value === 'string' && value.length > maxBytes) return tooLarge(`${value.length} characters`, maxBytes)
   let text: string | undefined
   try {
     text = JSON.stringify(value)
   } catch (error) {
+    if (error instanceof RangeError) return tooLarge(error.message, maxBytes)
     return { ok: false, error: { code: 'result_not_json', message: `The handler's result cannot be written as JSON: ${(error as Error).message}`, retryable: false } }
   }
-  return { ok: true, result: text === undefined ? null : JSON.parse(text) }
+  if (text === undefined) return { ok: true, result: null }
+  const bytes = text.length > maxBytes ? text.length : Buffer.byteLength(text)
+  if (bytes > maxBytes) return tooLarge(`${bytes} bytes of JSON`, maxBytes)
+  return { ok: true, result: typeof value === 'string' ? value : JSON.parse(text) }
+}
+
+function tooLarge(size: string, maxBytes: number): { ok: false; error: AttemptError } {
+  return { ok: false, error: { code: 'result_too_large', message: `The handler's result is larger than the host accepts (${size}; at most ${maxBytes} bytes, its --body-limit): write it to a file and return its path`, retryable: false } }
+}
+
+/**
+ * A handler's error as it will be reported: whole when its JSON fits in `maxBytes` (the host's
+ * body limit), else with its message cut short and no stack, as the worker does for a failure
+ * the host refused as too large (report-budget.ts).
+ */
+export function failureOf(error: AttemptError, maxBytes = MAX_BODY_LIMIT_BYTES): AttemptError {
+  const units = error.code.length + error.message.length + (error.stack?.length ?? 0)
+  if (units * MAX_JSON_BYTES_PER_UNIT + 100 <= maxBytes) return error
+  return Buffer.byteLength(JSON.stringify(error)) <= maxBytes ? error : shortened(error)
 }

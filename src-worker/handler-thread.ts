@@ -8,7 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { attemptErrorOf } from './attempt-error'
 import { gatePath } from './gate-path'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
-import { progressOf, resultOf } from './handler-output'
+import { failureOf, progressOf, resultOf } from './handler-output'
 import { type HandlerOptions, loadHandlers } from './handlers'
 import { type DriveAddress, Driver, type DriverDeps } from './driver'
 import { lowerPriority } from './niceness'
@@ -87,6 +87,8 @@ delete (workerData as { drive?: DriveAddress }).drive
 // Before the handlers' own code runs.
 if (!address) yieldCpu()
 const { handlers, problems } = await loadHandlers(workerData as HandlerOptions)
+/** The largest result or error a run may report (handlers/index.ts, HandlerOptions.maxReportBytes). */
+const maxReportBytes = (workerData as HandlerOptions).maxReportBytes
 /** The runs in progress, by run number: how to abort each. */
 const runs = new Map<number, RunStop>()
 let nextGateId = 1
@@ -216,7 +218,7 @@ async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void
   const handler = handlers.get(job.type)
   try {
     if (!handler) throw Object.assign(new Error(`No handler for job type "${job.type}"`), { code: 'no_handler', retryable: false })
-    end(run, resultOf(await handler.run(new RunContext(job, payload, run, stop))))
+    end(run, resultOf(await handler.run(new RunContext(job, payload, run, stop)), maxReportBytes))
   } catch (error) {
     end(run, { ok: false, error: attemptErrorOf(error) })
   } finally {
@@ -225,7 +227,8 @@ async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void
 }
 
 /** A run has ended: the driving thread reports its own jobs; the runtime is told of the others. */
-function end(run: number, outcome: { ok: true; result: unknown } | { ok: false; error: AttemptError }): void {
+function end(run: number, ended: { ok: true; result: unknown } | { ok: false; error: AttemptError }): void {
+  const outcome = ended.ok ? ended : { ok: false as const, error: failureOf(ended.error, maxReportBytes) }
   const progress = takeProgress(run)
   if (driver?.claimed(run) && driver.ended(run, outcome, progress.progress)) return
   send(outcome.ok ? { type: 'done', run, result: outcome.result, ...progress } : { type: 'failed', run, error: outcome.error, ...progress })

@@ -1,5 +1,6 @@
 import { MAX_BATCH_ITEMS } from '../src-shared/limits'
-import { type ExchangeRequest, HostError, type ReportAnswer } from './transport'
+import { SHORT_MESSAGE_CHARS, shortened } from './attempt-error'
+import { type ExchangeRequest, HostError, type ReportAnswer, UnsentRequest } from './transport'
 
 /** The completions and failures of one exchange. */
 export interface Reports {
@@ -9,9 +10,15 @@ export interface Reports {
 
 /**
  * The host refused an exchange for what it carried: as larger than it accepts (413, its
- * `--body-limit`) or as invalid (400). Sent again unchanged, it would be refused again.
+ * `--body-limit`) or as invalid (400); or the worker could not send it at all (transport.ts
+ * UnsentRequest: it cannot be written as JSON, or is too long for its way). Sent again unchanged,
+ * it would fail again.
  */
-export const refusesReports = (error: unknown): error is HostError => error instanceof HostError && (error.status === 413 || error.status === 400)
+export const refusesReports = (error: unknown): error is HostError | UnsentRequest =>
+  error instanceof UnsentRequest || (error instanceof HostError && (error.status === 413 || error.status === 400))
+
+/** The exchange was refused or not sent for its size: what it carried may go again smaller (heartbeats without their notes). */
+export const tooLarge = (error: HostError | UnsentRequest): boolean => (error instanceof HostError ? error.status === 413 : error.code === 'result_too_large')
 
 /**
  * The completions of `sent` the host refused because an operator took a file from their lease
@@ -30,9 +37,6 @@ export function failuresOfTakenFiles(sent: Reports['complete'], answers: readonl
   const error = { code: 'file_lease_lost', message: 'An operator took a file from this job (force release): its result was dropped', retryable: true }
   return sent.filter((_, i) => taken(i)).map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, error }))
 }
-
-/** What a failure report keeps of its message when the report was too large for the host. */
-const SHORT_MESSAGE_CHARS = 1000
 
 /**
  * How many reports a talker (the runtime, a driving thread) sends in one exchange. The host's
@@ -62,17 +66,19 @@ export class ReportBudget {
    * again, half as many at a time. A report refused as invalid on its own is dropped: its lease
    * expires on the host, and the job is retried there. A completion too large on its own (its
    * result) becomes a failure of its attempt, `result_too_large`, not retryable: the same run
-   * would return the same result. A failure too large on its own goes again with its message cut
-   * short and no stack, and is dropped should even that be too large.
+   * would return the same result; one that could not be sent on its own fails the same way, or as
+   * `result_not_json` when JSON cannot write it. A failure too large on its own goes again with its
+   * message cut short and no stack, and is dropped should even that fail.
    */
-  afterRefused(sent: Reports, refusal: HostError, log: (line: string) => void): Reports {
+  afterRefused(sent: Reports, refusal: HostError | UnsentRequest, log: (line: string) => void): Reports {
     const count = sent.complete.length + sent.fail.length
     if (count > 1) {
       this.max = Math.max(1, Math.floor(count / 2))
       return sent
     }
-    const why = `${refusal.status} ${refusal.code}: ${refusal.message}`
-    if (refusal.status !== 413) {
+    const unsent = refusal instanceof UnsentRequest
+    const why = unsent ? refusal.message : `${refusal.status} ${refusal.code}: ${refusal.message}`
+    if (!unsent && refusal.status !== 413) {
       const report = sent.complete[0] ?? sent.fail[0]
       if (report) log(`leasehold worker: the host refuses the report of ${report.job_id} as invalid (${why}); dropped, its lease expires on the host`)
       return { complete: [], fail: [] }
@@ -80,16 +86,18 @@ export class ReportBudget {
     const [completion] = sent.complete
     if (completion) {
       const { job_id, attempt_id, lease_token } = completion
-      log(`leasehold worker: the result of ${job_id} is larger than the host accepts (${why}); its attempt fails as result_too_large`)
-      return { complete: [], fail: [{ job_id, attempt_id, lease_token, error: { code: 'result_too_large', message: `The result is larger than the host accepts (${why})`, retryable: false } }] }
+      const code = unsent ? refusal.code : 'result_too_large'
+      const message = unsent ? `The result could not be sent to the host: ${why}` : `The result is larger than the host accepts (${why})`
+      log(`leasehold worker: ${unsent ? `the result of ${job_id} could not be sent (${why})` : `the result of ${job_id} is larger than the host accepts (${why})`}; its attempt fails as ${code}`)
+      return { complete: [], fail: [{ job_id, attempt_id, lease_token, error: { code, message, retryable: false } }] }
     }
     const [failure] = sent.fail
     if (!failure) return { complete: [], fail: [] }
-    const { stack, message = '', ...error } = failure.error
+    const { stack, message = '' } = failure.error
     if (stack === undefined && message.length <= SHORT_MESSAGE_CHARS) {
-      log(`leasehold worker: the failure of ${failure.job_id} is larger than the host accepts (${why}) even cut short; dropped, its lease expires on the host`)
+      log(`leasehold worker: the failure of ${failure.job_id} ${unsent ? `could not be sent (${why})` : `is larger than the host accepts (${why})`} even cut short; dropped, its lease expires on the host`)
       return { complete: [], fail: [] }
     }
-    return { complete: [], fail: [{ ...failure, error: { ...error, message: message.slice(0, SHORT_MESSAGE_CHARS) } }] }
+    return { complete: [], fail: [{ ...failure, error: shortened(failure.error) }] }
   }
 }

@@ -8,7 +8,7 @@ import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
-import { failuresOfTakenFiles, ReportBudget, refusesReports } from './report-budget'
+import { failuresOfTakenFiles, ReportBudget, refusesReports, tooLarge } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -488,7 +488,7 @@ export class WorkerRuntime {
       } else if (refusesReports(error)) {
         // Sent again at once, smaller (report-budget.ts); the heartbeats without their notes,
         // should they be what made the exchange too large.
-        const heartbeat = error.status === 413 ? withoutNotes(outbox.heartbeat) : outbox.heartbeat
+        const heartbeat = tooLarge(error) ? withoutNotes(outbox.heartbeat) : outbox.heartbeat
         this.putBack({ heartbeat, ...this.reportBudget.afterRefused(outbox, error, log) })
       } else {
         log(`leasehold worker: ${exchangeFailure(error as Error)}; retrying in 1 s`)

@@ -1,7 +1,7 @@
 import type { paths } from '../src-shared/api-types'
-import { HostConnection } from '../src-shared/host-connection'
+import { HostConnection, UnwrittenBody } from '../src-shared/host-connection'
 import { NotJsonAnswer } from '../src-shared/http-json'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, unsentOf, type WorkerTransport } from './transport'
 
 /**
  * The routes a worker calls, each a POST with a JSON body, typed by the OpenAPI document
@@ -44,6 +44,7 @@ export class HttpTransport implements WorkerTransport {
       // An answer that is not JSON (a proxy's page, another server at that address) is an answer
       // all the same: its status says whether to ask again (refusesWorker).
       if (error instanceof NotJsonAnswer) throw new HostError(error.status, 'not_json', error.message)
+      if (error instanceof UnwrittenBody) throw unsentOf(error.cause)
       throw error
     }
     return (status === 200 ? { ok: true, body: answer } : { ok: false, status, body: answer }) as Answer<R>

@@ -1,6 +1,6 @@
 import { safeParseFast } from '../src-shared/fast-parse'
 import { FromHost, type IpcMethod, type IpcParams } from '../src-shared/ipc-protocol'
-import { type ExchangeAnswer, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type FileAcquireAnswer, HostError, LeaseLostError, noAnswer, unsentOf, type WorkerTransport } from './transport'
 
 /** A message pipe to the host: Node's child-process IPC, or Electron's utility-process port. */
 export interface IpcChannel {
@@ -50,7 +50,13 @@ export class IpcTransport implements WorkerTransport {
     const id = this.nextId++
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject })
-      this.channel.send({ type: 'request', id, method, params })
+      try {
+        // Node writes the message as JSON here, and throws when it cannot (report-budget.ts takes it from there).
+        this.channel.send({ type: 'request', id, method, params })
+      } catch (error) {
+        this.pending.delete(id)
+        reject(unsentOf(error))
+      }
     })
   }
 

@@ -1,8 +1,8 @@
 import { connect } from 'node:net'
 import { StringDecoder } from 'node:string_decoder'
 import { lineReader } from '../src-shared/line-reader'
-import type { LinkAddress } from '../src-shared/thread-link'
-import { type ExchangeAnswer, type ExchangeRequest, HostError, noAnswer } from './transport'
+import { type LinkAddress, MAX_REQUEST_CHARS } from '../src-shared/thread-link'
+import { type ExchangeAnswer, type ExchangeRequest, HostError, noAnswer, requestText } from './transport'
 
 /** A link not up by then is given up on (a local socket connects at once, or fails at once). */
 const LINK_CONNECT_TIMEOUT_MS = 2000
@@ -70,10 +70,18 @@ export class LinkTransport {
   /** One exchange; an aborted one resolves at once with nothing, and its late answer is dropped. */
   exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
     const id = this.nextId++
+    // Written before it is sent: a request that cannot be, or that is longer than the host reads
+    // from a link (which it would close), fails alone and leaves the link up (report-budget.ts).
+    let line: string
+    try {
+      line = requestText({ type: 'request', id, method: 'exchange', params: request }, MAX_REQUEST_CHARS)
+    } catch (error) {
+      return Promise.reject(error as Error)
+    }
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject })
       signal?.addEventListener('abort', () => this.pending.delete(id) && resolve(noAnswer()), { once: true })
-      this.socket.write(`${JSON.stringify({ type: 'request', id, method: 'exchange', params: request })}\n`)
+      this.socket.write(`${line}\n`)
     })
   }
 

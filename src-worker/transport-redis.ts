@@ -4,7 +4,7 @@ import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-p
 import { LogLimiter } from '../src-shared/log-limiter'
 import { ANSWER_MARGIN_MS, entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, requestText, type WorkerTransport } from './transport'
 
 const READ_BLOCK_MS = 1_000
 /** How many calls that stopped waiting a transport remembers, to give back what their late answers grant. */
@@ -183,6 +183,8 @@ export class RedisTransport implements WorkerTransport {
   private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
     if (this.readRefusal) throw this.readRefusal
     const id = this.nextId++
+    // Written before anything waits on it: a request that cannot be fails at once (report-budget.ts), not as a Redis refusal asked again every second.
+    const body = requestText({ type: 'request', id, method, params })
     const answered = new Promise<IpcResponse>((resolve, reject) => {
       const timer = setTimeout(() => this.abandon(id, new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`)), waitMs + ANSWER_MARGIN_MS)
       this.pending.set(id, { resolve, reject, timer })
@@ -196,7 +198,7 @@ export class RedisTransport implements WorkerTransport {
     this.start()
       .then(() =>
         // The id in a field of its own too: a host refuses a body too large (or a token it does not know) without parsing the body.
-        this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'reader', this.readerName, 'id', String(id), 'body', JSON.stringify({ type: 'request', id, method, params })),
+        this.writer.xadd(requestStream(this.prefix), '*', 'worker_id', this.workerId, 'token', this.token, ...channel, 'reader', this.readerName, 'id', String(id), 'body', body),
       )
       .catch((error: Error) => this.settle(id, (call) => call.reject(redisRefusal(error))))
     const response = await answered

@@ -82,6 +82,43 @@ export const exchangeFailure = (error: Error): string =>
       ? error.message
       : `the host did not answer (${error.message})`
 
+/**
+ * An exchange the worker could not send, found before it left: its request cannot be written as
+ * JSON (a string longer than the engine makes, a BigInt, an object that contains itself), or is
+ * longer than its way to the host carries. Sent again unchanged, it would fail again: its reports
+ * go again in halves, as after the host's 413 (report-budget.ts), until the one at fault is alone
+ * and fails its attempt with `code`.
+ */
+export class UnsentRequest extends Error {
+  override name = 'UnsentRequest'
+  constructor(
+    readonly code: 'result_too_large' | 'result_not_json',
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+/** Why a request could not be written as JSON: `JSON.stringify` throws a RangeError for a text too long, a TypeError for a BigInt or a cycle. */
+export function unsentOf(error: unknown): UnsentRequest {
+  const why = error instanceof Error ? error.message : String(error)
+  return error instanceof RangeError
+    ? new UnsentRequest('result_too_large', `The request is too large to write (${why})`)
+    : new UnsentRequest('result_not_json', `The request cannot be written as JSON (${why})`)
+}
+
+/** `message` as one JSON text of at most `maxChars` characters; else throws an {@link UnsentRequest}. */
+export function requestText(message: unknown, maxChars = Number.POSITIVE_INFINITY): string {
+  let text: string
+  try {
+    text = JSON.stringify(message)
+  } catch (error) {
+    throw unsentOf(error)
+  }
+  if (text.length > maxChars) throw new UnsentRequest('result_too_large', `The request is longer than the way to the host carries (${text.length} characters; at most ${maxChars})`)
+  return text
+}
+
 /** The lease is gone (409 from the host): stop the job, report nothing more under it. */
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError'

@@ -22,6 +22,12 @@ export interface HandlerOptions {
    * serve --worker-nice`, see handler-thread.ts); absent or 0, threads run as their worker does.
    */
   nice?: number
+  /**
+   * The largest result or error a handler's attempt may report, in bytes of its JSON (local
+   * workers: the host's `--body-limit`; `leasehold worker`: the largest any host takes,
+   * MAX_BODY_LIMIT_BYTES, as it does not know its host's). See handler-output.ts.
+   */
+  maxReportBytes?: number
 }
 
 export interface LoadedHandlers {
