@@ -654,10 +654,11 @@ export class WorkerRuntime {
 
   private replaceStuck(job: Running): void {
     if (job.ended) return
-    this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; replacing its thread`)
     // A stopping worker starts no thread in its place: it would only load the handlers to be ended.
+    const replace = !this.stopClaiming.signal.aborted
+    this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; ${replace ? 'replacing' : 'ending'} its thread`)
     const index = this.threads.indexOf(job.thread)
-    if (index >= 0 && !this.stopClaiming.signal.aborted) this.threads[index] = this.newThread(index)
+    if (index >= 0 && replace) this.threads[index] = this.newThread(index)
     void job.thread.terminate() // other jobs of that thread end as thread_exited (retryable)
     this.finish(job, { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } })
   }
