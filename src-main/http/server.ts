@@ -91,15 +91,38 @@ export interface HttpApp {
  * error shape, then lets the connection go. The socket is destroyed once the answer is written,
  * not only ended: a client that keeps sending (a slow-headers attack) would otherwise hold a
  * half-closed socket, and its file descriptor, for as long as it likes.
+ *
+ * The requests Node read whole before the refused bytes are being carried out: their answers
+ * are written first, in order, and the refusal after them (or none, when the last of them closes
+ * the connection: the bytes after a `Connection: close` are Node's to refuse). Answering at once
+ * would tell a client "not valid HTTP" in place of the answer of a request that was carried out
+ * (a job submitted), and destroy that answer. Node calls this again for each read that follows
+ * the refused bytes; the first call answers.
  */
 export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (refusing.has(socket)) return
+  refusing.add(socket)
   const [code, detail] =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? (['headers_too_large', 'The request line or headers are too large'] as const)
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? (['request_timeout', 'The request took too long to arrive'] as const)
         : (['bad_request', 'The request is not valid HTTP'] as const)
-  answerAndClose(socket, code, detail)
+  afterAnswers(socket, () => answerAndClose(socket, code, detail))
+}
+
+/** The sockets {@link answerClientError} is answering. */
+const refusing = new WeakSet<Duplex>()
+
+/**
+ * Calls `then` once every answer Node's server owes on `socket` has been written or lost: the
+ * one in flight is the socket's `_httpMessage` (Node's field; `socketOnError` reads it too), and
+ * as each closes Node gives the socket the next one queued behind it.
+ */
+function afterAnswers(socket: Duplex, then: () => void): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  if (inFlight == null) return then()
+  inFlight.once('close', () => afterAnswers(socket, then))
 }
 
 /**

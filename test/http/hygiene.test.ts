@@ -309,3 +309,42 @@ test('after the 408 for headers that never finished, the socket is destroyed: a 
     await new Promise((resolve) => server.close(resolve))
   }
 })
+
+test.each([
+  ['bytes that are not HTTP', ['/a'], 'GARBAGE\r\n\r\n', ['201 /a', '400 bad_request']],
+  ['bytes that are not HTTP after two requests', ['/a', '/b'], 'GARBAGE\r\n\r\n', ['201 /a', '201 /b', '400 bad_request']],
+  ['a request after one asking to close (its answer closes the connection: no 400)', ['/a close'], 'GET /c HTTP/1.1\r\nHost: x\r\n\r\n', ['201 /a']],
+])('a request Node refuses after requests being carried out is refused after their answers, never instead of them: %s', async (_, targets, after, expected) => {
+  // The host's own listener; each request is answered only once Node has refused what follows it.
+  let refused!: () => void
+  const refusal = new Promise<void>((resolve) => (refused = resolve))
+  const server = createServer((req, res) => {
+    req.resume()
+    void refusal.then(() => res.writeHead(201, { 'Content-Type': 'text/plain', 'Content-Length': String(req.url!.length) }).end(req.url))
+  })
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    answerClientError(error, socket)
+    refused()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1')
+    let received = ''
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    socket.on('error', () => {})
+    const closed = new Promise((resolve) => socket.on('close', resolve))
+    const requests = targets.map((target) => {
+      const [path, close] = target.split(' ')
+      return `POST ${path} HTTP/1.1\r\nHost: x\r\n${close ? 'Connection: close\r\n' : ''}Content-Length: 2\r\n\r\n{}`
+    })
+    socket.write(requests.join('') + after)
+    await closed
+    const answers = [...received.matchAll(/HTTP\/1\.1 (\d+) [^\r]*\r\n[^]*?\r\n\r\n(\/\w|\{[^}]*\})/g)].map(([, status, body]) =>
+      `${status} ${body!.startsWith('{') ? (JSON.parse(body!) as { code: string }).code : body}`,
+    )
+    expect(answers, received).toEqual(expected)
+  } finally {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  }
+})
