@@ -28,7 +28,10 @@ import type { Lane, LaneExchange } from './lane'
  *
  * The answers are Node's: the status line, the lane's headers, then `Date`, `Connection` and
  * `Keep-Alive` as Node adds them. Requests sent ahead on a connection (pipelined) are answered
- * in order. An idle connection closes after the server's keep-alive timeout, as Node's do.
+ * in order. An idle connection closes after the server's keep-alive timeout, as Node's do. When the
+ * client ends its side (a half-close, or gone), every request it sent whole is still answered,
+ * in order, and then the connection ends; what cannot be served then is dropped
+ * ({@link FrontConnection.dropAfterEnd}).
  * test/http/front-differential.test.ts sends the same bytes, bent every way, to Node with and
  * without the front and compares what comes back. The one difference is Node's own: when Node
  * reads several requests in one read and one of them ends the connection (its parser refuses
@@ -256,6 +259,8 @@ class FrontConnection {
   private lastHead: LastHead | null = null
   /** The request being served, while it is. */
   private current: { answered: boolean; gone: AbortController | null } | null = null
+  /** The client has ended its side (its `end`): no byte more will come, and none can go to Node. */
+  private clientEnded = false
   private readonly onData = (data: Buffer): void => {
     this.pending = this.pending === null ? data : Buffer.concat([this.pending, data])
     if (this.current !== null) {
@@ -265,10 +270,16 @@ class FrontConnection {
     }
     this.next()
   }
-  /** The client has hung up (Node's HTTP server, not allowing half-open connections, does the same). */
+  /**
+   * The client has ended its side, having gone or only half-closed (TCP tells the two apart only
+   * once an answer is written): a call waiting for it stops waiting, as Node's server has it, and
+   * every request already read is still served and answered, in order, before the connection ends.
+   */
   private readonly onEnd = (): void => {
-    this.pending = null
-    this.socket.end()
+    this.clientEnded = true
+    this.current?.gone?.abort()
+    // Serving or waiting for the client to read its answers, the answer or the 'drain' goes on.
+    if (this.current === null && !this.socket.writableNeedDrain) this.next()
   }
   private readonly onClose = (): void => {
     this.context.closed(this)
@@ -305,13 +316,16 @@ class FrontConnection {
     this.socket.destroy()
   }
 
-  /** Serves the request at the start of what is pending, or gives the connection to Node. */
+  /**
+   * Serves the request at the start of what is pending, or gives the connection to Node; once
+   * the client has ended its side, with nothing left to serve, ends the connection.
+   */
   private next(): void {
     const data = this.pending
-    if (data === null) return
+    if (data === null) return void (this.clientEnded && this.socket.end())
     const { options, paths } = this.context
     const request = options.serving() ? parse(data, paths, options.bodyLimitBytes, this.lastHead) : null
-    if (request === null) return this.handOff()
+    if (request === null) return this.clientEnded ? this.dropAfterEnd() : this.handOff()
     if (this.lastHead?.head !== request.head) this.lastHead = { bytes: Buffer.from(data.subarray(0, request.headEnd)), head: request.head }
     this.pending = data.length === request.size ? null : data.subarray(request.size)
     const current = (this.current = { answered: false, gone: null as AbortController | null })
@@ -333,7 +347,12 @@ class FrontConnection {
       guard,
       header: (name) => headers[name],
       body: () => parseJson(request.body),
-      clientGone: () => (current.gone ??= new AbortController()).signal,
+      clientGone: () => {
+        const gone = (current.gone ??= new AbortController())
+        // A request read before the client's end and served after it: its client may be gone.
+        if (this.clientEnded) gone.abort()
+        return gone.signal
+      },
       answer: (status, body, extra) => this.answer(current, close, status, body, extra),
       abandon: () => this.socket.destroy(),
     }
@@ -357,11 +376,25 @@ class FrontConnection {
       return
     }
     if (this.socket.isPaused()) this.socket.resume()
-    if (this.pending === null) return
-    // A request sent ahead is served once this answer's caller has returned (it may be a
-    // commit's), and once the client reads its answers.
+    if (this.pending === null && !this.clientEnded) return
+    // A request sent ahead (or the end after the client's) comes once this answer's caller has
+    // returned (it may be a commit's), and once the client reads its answers.
     if (this.socket.writableNeedDrain) this.socket.once('drain', () => this.current === null && this.next())
     else queueMicrotask(() => this.current === null && this.next())
+  }
+
+  /**
+   * Drops the bytes the front cannot serve once the client has ended its side, and ends the
+   * connection after the answers already written. They cannot go to Node: a stream that has
+   * emitted `end` takes no bytes back (`unshift` throws). A request cut short can never complete
+   * (Node's parser would refuse it at the end); a whole request of another shape, or any while
+   * the host is read-only, is neither carried out nor answered, which is what a connection
+   * closed before an answer may always mean to a client, free to send it again. (Node's own
+   * server ends a connection at its client's end, dropping every answer not yet written.)
+   */
+  private dropAfterEnd(): void {
+    this.pending = null
+    this.socket.end()
   }
 
   /** Gives the connection to Node's HTTP server, with the bytes of the request it could not serve. */

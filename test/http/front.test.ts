@@ -105,6 +105,8 @@ describe('the front before a Node server', () => {
   /** The requests the front handed the lane, and those Node's server got. */
   let byFront = 0
   let byNode = 0
+  /** The host's side of each connection, as accepted. */
+  const accepted: Socket[] = []
   const readers: Reader[] = []
   const connectTo = async () => {
     const reader = await open(port)
@@ -128,6 +130,7 @@ describe('the front before a Node server', () => {
       res.writeHead(404, { 'content-type': 'text/plain', 'content-length': '4' }).end('node')
     })
     front = attachFront(server, { lane: counted, bodyLimitBytes: LIMIT, serving: () => serving, keepAliveTimeoutMs: 1_000 })
+    server.on('connection', (socket: Socket) => void accepted.push(socket))
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     port = (server.address() as AddressInfo).port
   })
@@ -295,6 +298,26 @@ describe('the front before a Node server', () => {
     expect([byFront, byNode]).toEqual([1, 2])
   })
 
+  test.each([
+    ['nothing more', ''],
+    ['a request not all sent', (p: number) => post(p, '{"say":"d"}').slice(0, -2)],
+    ["a whole request not of the front's shape", (p: number) => `GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:${p}\r\n\r\n`],
+  ])('a client that half-closes after pipelined requests gets every answer, in order, then the connection ends (after them %s, which no one serves)', async (_, after) => {
+    // The first answers once the client's end has reached the host (its call's clientGone signal).
+    behave(async (input, call) => {
+      if (input.say === 'a') await new Promise((resolve) => call.clientGone().addEventListener('abort', resolve))
+      return { heard: input.say ?? null }
+    })
+    const reader = await connectTo()
+    const tail = typeof after === 'string' ? after : after(port)
+    reader.socket.end(['a', 'b', 'c'].map((say) => post(port, JSON.stringify({ say }))).join('') + tail)
+    for (const say of ['a', 'b', 'c']) expect(await reader.next()).toMatchObject({ status: 200, body: `{"heard":"${say}"}` })
+    expect(await reader.next()).toBeNull()
+    const host = accepted.at(-1)!
+    if (!host.closed) await new Promise((resolve) => host.once('close', resolve))
+    expect([byFront, byNode, front.inFlight]).toEqual([3, 0, 0])
+  })
+
   test("a request with Connection: close is answered with Connection: close, and the connection closes", async () => {
     const reader = await connectTo()
     reader.socket.write(post(port, '{"say":"bye"}', { Connection: 'close' }))
@@ -322,7 +345,7 @@ describe('the front before a Node server', () => {
     expect([byFront, byNode]).toEqual([0, 1])
   })
 
-  test('a client that hangs up while its call waits aborts the call; an idle connection closes after the keep-alive timeout', async () => {
+  test('a client that hangs up while its call waits aborts the call, whose answer a half-closed client still reads; an idle connection closes after the keep-alive timeout', async () => {
     const { waiting, aborted } = echo.waitForHangUp()
     const leaving = await connectTo()
     leaving.socket.write(post(port, '{}'))
@@ -330,6 +353,8 @@ describe('the front before a Node server', () => {
     expect(front.inFlight).toBe(1)
     leaving.socket.end()
     expect(await aborted).toBe(true)
+    expect(await leaving.next()).toMatchObject({ status: 200, body: '{"gone":true}' })
+    expect(await leaving.closedSoon()).toBe(true)
     expect(front.inFlight).toBe(0)
 
     echo.reset()
