@@ -28,7 +28,9 @@ import type { Lane, LaneExchange } from './lane'
  *
  * The answers are Node's: the status line, the lane's headers, then `Date`, `Connection` and
  * `Keep-Alive` as Node adds them. Requests sent ahead on a connection (pipelined) are answered
- * in order. An idle connection closes after the server's keep-alive timeout, as Node's do. When the
+ * in order; a client that does not read its answers is not read either until it does, as Node
+ * pauses one, so the front holds no more of a connection than a request and the reads in hand.
+ * An idle connection closes after the server's keep-alive timeout, as Node's do. When the
  * client ends its side (a half-close, or gone), every request it sent whole is still answered,
  * in order, and then the connection ends; what cannot be served then is dropped
  * ({@link FrontConnection.dropAfterEnd}).
@@ -265,7 +267,7 @@ class FrontConnection {
     this.pending = this.pending === null ? data : Buffer.concat([this.pending, data])
     if (this.current !== null) {
       // A client that sends far ahead waits for its answers before more is read.
-      if (this.pending.length > MAX_HEAD_BYTES + this.context.options.bodyLimitBytes) this.socket.pause()
+      if (this.farAhead()) this.socket.pause()
       return
     }
     this.next()
@@ -281,6 +283,11 @@ class FrontConnection {
     // Serving or waiting for the client to read its answers, the answer or the 'drain' goes on.
     if (this.current === null && !this.socket.writableNeedDrain) this.next()
   }
+  /** The client has read the answers written: reading and serving go on. */
+  private readonly onDrain = (): void => {
+    if (!this.farAhead()) this.socket.resume()
+    if (this.current === null) this.next()
+  }
   private readonly onClose = (): void => {
     this.context.closed(this)
     const current = this.current
@@ -292,8 +299,10 @@ class FrontConnection {
     this.current = null
   }
   private readonly onTimeout = (): void => {
-    // Idle for the keep-alive timeout; a request in flight (a long-poll) keeps its connection.
-    if (this.current === null) this.socket.destroy()
+    // Idle for the keep-alive timeout. A request in flight (a long-poll) keeps its connection,
+    // and so do answers its client has yet to read, as Node's keep-alive timer starts only once
+    // the last answer has gone to the kernel.
+    if (this.current === null && this.socket.writableLength === 0) this.socket.destroy()
   }
   private readonly onError = (): void => {
     this.socket.destroy() // `close` follows
@@ -306,6 +315,11 @@ class FrontConnection {
     socket.setNoDelay(true)
     socket.setTimeout(context.options.keepAliveTimeoutMs)
     socket.on('data', this.onData).on('end', this.onEnd).on('close', this.onClose).on('timeout', this.onTimeout).on('error', this.onError)
+  }
+
+  /** More is pending than a request the front serves can be: nothing more is read until it is served. */
+  private farAhead(): boolean {
+    return this.pending !== null && this.pending.length > MAX_HEAD_BYTES + this.context.options.bodyLimitBytes
   }
 
   get busy(): boolean {
@@ -369,18 +383,24 @@ class FrontConnection {
     this.current = null
     this.context.ended()
     if (!this.socket.writable) return void this.socket.destroy()
-    this.socket.write(head + text)
+    const taken = this.socket.write(head + text)
     if (close) {
       this.pending = null
       this.socket.end()
       return
     }
-    if (this.socket.isPaused()) this.socket.resume()
-    if (this.pending === null && !this.clientEnded) return
+    // A client that does not read its answers is not read either, as Node's server pauses it:
+    // answers waiting to be read would otherwise pile up without bound (requests sent ahead and
+    // never read). The write's own result says so; the common answer costs no more.
+    if (!taken) {
+      this.socket.pause()
+      this.socket.once('drain', this.onDrain)
+      return
+    }
+    if (this.socket.isPaused() && !this.farAhead()) this.socket.resume()
     // A request sent ahead (or the end after the client's) comes once this answer's caller has
-    // returned (it may be a commit's), and once the client reads its answers.
-    if (this.socket.writableNeedDrain) this.socket.once('drain', () => this.current === null && this.next())
-    else queueMicrotask(() => this.current === null && this.next())
+    // returned (it may be a commit's).
+    if (this.pending !== null || this.clientEnded) queueMicrotask(() => this.current === null && this.next())
   }
 
   /**

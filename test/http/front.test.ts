@@ -105,8 +105,9 @@ describe('the front before a Node server', () => {
   /** The requests the front handed the lane, and those Node's server got. */
   let byFront = 0
   let byNode = 0
-  /** The host's side of each connection, as accepted. */
+  /** The host's side of each connection, as accepted, and the most bytes of answers unread when the front began a request. */
   const accepted: Socket[] = []
+  let unreadAtServe = 0
   const readers: Reader[] = []
   const connectTo = async () => {
     const reader = await open(port)
@@ -120,6 +121,7 @@ describe('the front before a Node server', () => {
       paths: lane.paths,
       serve: (path: string, exchange: Parameters<Lane['serve']>[1]) => {
         byFront += 1
+        unreadAtServe = Math.max(unreadAtServe, accepted.at(-1)?.writableLength ?? 0)
         return lane.serve(path, exchange)
       },
     })
@@ -139,6 +141,7 @@ describe('the front before a Node server', () => {
     echo.reset()
     byFront = 0
     byNode = 0
+    unreadAtServe = 0
     serving = true
   })
   afterEach(() => {
@@ -317,6 +320,45 @@ describe('the front before a Node server', () => {
     if (!host.closed) await new Promise((resolve) => host.once('close', resolve))
     expect([byFront, byNode, front.inFlight]).toEqual([3, 0, 0])
   })
+
+  test('a client that sends requests ahead and reads no answer is not read until it reads them, as Node stops reading it, nor cut off; then every answer comes, in order', async () => {
+    // Answered after a turn of the event loop, as a host's routes are (a commit's), so that the
+    // front is serving as more arrives: it keeps the connection rather than hand it to Node.
+    behave(async (input) => {
+      await new Promise((resolve) => setImmediate(resolve))
+      return { heard: input.say ?? null }
+    })
+    const socket = connect(port, '127.0.0.1')
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.pause() // reads nothing
+    const say = 'x'.repeat(LIMIT - 20)
+    const one = post(port, JSON.stringify({ say }))
+    let sent = 0
+    // Sends until the host stops reading (no 'drain' for a while) or 32 MB have gone.
+    while (sent * one.length < 32 * 1024 * 1024) {
+      sent += 100
+      if (socket.write(one.repeat(100))) continue
+      const drained = await new Promise<boolean>((resolve) => {
+        const quiet = setTimeout(() => resolve(false), 300)
+        socket.once('drain', () => resolve(clearTimeout(quiet) === undefined))
+      })
+      if (!drained) break
+    }
+    const host = accepted.at(-1)!
+    // No request began while the answers before it waited to be read past the socket's mark,
+    expect(unreadAtServe).toBeLessThan(host.writableHighWaterMark)
+    // and of what the host read it holds unserved no more than a request and the reads in hand
+    // (it held every byte sent, megabytes, when each answer read on).
+    expect(host.bytesRead - byFront * one.length).toBeLessThan(256 * 1024)
+    // Answers waiting to be read keep the connection past the keep-alive timeout, as Node's do.
+    await new Promise((resolve) => host.once('timeout', resolve))
+    expect(host.destroyed).toBe(false)
+    const reader = new Reader(socket)
+    readers.push(reader)
+    socket.resume()
+    for (let i = 0; i < sent; i++) expect((await reader.next())?.body).toBe(JSON.stringify({ heard: say }))
+    expect(byFront + byNode).toBe(sent)
+  }, 60_000)
 
   test("a request with Connection: close is answered with Connection: close, and the connection closes", async () => {
     const reader = await connectTo()
