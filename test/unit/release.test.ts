@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/rules/clock'
-import { eventTypes, expectEngineError, leaseOrFail, messageIds } from './support'
+import { claimOrFail, eventTypes, expectEngineError, leaseOrFail, messageIds } from './support'
 
 function leasedJob(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
   const s = setup(options)
@@ -123,5 +123,26 @@ describe('release', () => {
     const { engine, job, lease } = leasedJob()
     engine.release({ lease_id: lease.id, status: 'FAILED' })
     expect(messageIds(engine, job.id)).toEqual([job.stream_message_id])
+  })
+})
+
+describe('a run stopped by its worker shutting down', () => {
+  it('costs no attempt: its job on its last attempt is requeued at once with one more, not dead-lettered; a cancel asked meanwhile still ends it', () => {
+    const { engine } = setup()
+    const shutdown = { code: 'shutdown', message: 'The worker shut down before the job finished', retryable: true }
+    const job = engine.submit(aJob({ max_attempts: 1 })).job
+    const { lease } = claimOrFail(engine, 'w')
+    expect(engine.fail({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id, error: shutdown })).toMatchObject({ requeued: true, dlq: false })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 1, max_attempts: 2, next_retry_at: null, dead_letter: false })
+    expect(engine.attempts(job.id)).toEqual([expect.objectContaining({ outcome: 'FAILED', disposition: 'REQUEUED' })])
+    // Another failure on the last attempt is the job's own: dead-lettered as ever.
+    const again = claimOrFail(engine, 'w').lease
+    expect(engine.fail({ job_id: job.id, worker_id: 'w', lease_token: again.token, attempt_id: again.attempt_id, error: { code: 'boom', retryable: true } })).toMatchObject({ dlq: true })
+    // A cancel asked before the worker stopped ends the job.
+    const canceled = engine.submit(aJob()).job
+    const third = claimOrFail(engine, 'w').lease
+    engine.cancel(canceled.id)
+    engine.fail({ job_id: canceled.id, worker_id: 'w', lease_token: third.token, attempt_id: third.attempt_id, error: shutdown })
+    expect(engine.getJob(canceled.id).state).toBe('CANCELED')
   })
 })

@@ -89,11 +89,29 @@ export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, r
     throw new EngineError('file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
   }
   const job = current ?? jobOfLease(ctx, lease)
-  const { to, disposition } = decide(job, outcome, retryable)
+  const interrupted = stoppedByShutdown(job, outcome, retryable)
+  const { to, disposition } = interrupted ? ({ to: 'QUEUED', disposition: 'REQUEUED' } as const) : decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
   const released = endLease(ctx, lease, 'RELEASED', attemptOutcome(to, outcome.status), disposition, outcome.error)
-  const moved = to === 'QUEUED' ? requeueAfter(ctx, job, `attempt ${job.attempts} failed`) : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
+  const moved = interrupted
+    ? requeue(ctx, job, 'its worker shut down', null, { max_attempts: job.max_attempts + 1 })
+    : to === 'QUEUED'
+      ? requeueAfter(ctx, job, `attempt ${job.attempts} failed`)
+      : finishJob(ctx, job, to, outcome, disposition === 'DEAD_LETTERED')
   return { lease: released, job: moved, disposition }
+}
+
+/** The code of a retryable failure a worker reports for a run it stopped as it shut down (its drain's grace ran out). */
+export const SHUTDOWN_ERROR_CODE = 'shutdown'
+
+/**
+ * A run its worker stopped as it shut down (a restart, a stop of the host or of `leasehold worker`)
+ * is the operator's doing, not the job's: it costs no attempt. Its job is requeued at once with
+ * one attempt more, as a grant never delivered is, so a job on its last attempt is not
+ * dead-lettered by a routine restart. A cancel asked meanwhile still ends it.
+ */
+function stoppedByShutdown(job: JobRow, outcome: Outcome, retryable: boolean): boolean {
+  return outcome.status === 'FAILED' && retryable && !job.cancel_requested && (outcome.error as { code?: unknown } | undefined)?.code === SHUTDOWN_ERROR_CODE
 }
 
 /** What an expired lease's attempt says ended it, and the note its job's requeue carries. */
