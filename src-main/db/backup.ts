@@ -24,7 +24,7 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date): 
   const path = join(dir, `leasehold-${now.toISOString().replace(/[:.]/g, '-')}.db`)
   const partial = `${path}.partial`
   try {
-    await sqlite.backup(partial)
+    await copyOnce(sqlite, partial)
     chmodSync(partial, 0o600)
     renameSync(partial, path)
   } catch (error) {
@@ -32,4 +32,22 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date): 
     throw error
   }
   return { path, bytes: statSync(path).size, ms: Math.round(performance.now() - started) }
+}
+
+/** How many times a copy is begun before the database is called too busy to copy. */
+const MAX_STARTS = 200
+
+/**
+ * One whole copy into `target`. SQLite refuses a copy's first step as busy while the connection
+ * has a commit group open, and better-sqlite3 takes that refusal for a finished copy of nothing
+ * (no page copied, the file removed): such a copy is begun again, a few milliseconds later,
+ * until one begins. Once begun, the host's commits go into the copy as they are made.
+ */
+async function copyOnce(sqlite: Database, target: string): Promise<void> {
+  for (let start = 1; ; start++) {
+    const { totalPages } = await sqlite.backup(target)
+    if (totalPages > 0) return
+    if (start === MAX_STARTS) throw new Error(`no copy could begin in ${MAX_STARTS} tries: the database stayed busy`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
 }

@@ -31,8 +31,8 @@ describe('a backup while the host serves', () => {
     const answer = await host.call('/api/storage/backup', { method: 'POST' })
     going = false
     await during
-    expect(answer.status).toBe(201)
     const backup = await body(answer)
+    expect(answer.status, JSON.stringify(backup)).toBe(201)
     expect(backup.path).toMatch(new RegExp(`^${join(host.dataDir, 'backups', 'leasehold-')}[0-9TZ-]+\\.db$`))
     expect(statSync(backup.path).mode & 0o777).toBe(0o600)
     expect(statSync(backup.path).size).toBe(backup.bytes)
