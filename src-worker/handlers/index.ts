@@ -36,7 +36,11 @@ export interface LoadedHandlers {
   problems: { file: string; error: string }[]
 }
 
-/** The built-in handlers plus every user handler that loads; a user handler may replace a built-in. */
+/**
+ * The built-in handlers plus every user handler that loads; a user handler may replace a built-in.
+ * Two user files of one job type: the later in name order runs, and the earlier is reported as a
+ * handler that did not load, naming the other.
+ */
 export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
   const handlers = new Map<string, Handler>()
   for (const handler of [sleep, noop, fileWrite, execHandler(options.execAllow, options.execAllowSetBy)]) handlers.set(handler.type, handler)
@@ -51,13 +55,18 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') problems.push({ file: options.handlersDir, error: (error as Error).message })
     }
   }
+  /** The user file each job type was last loaded from. */
+  const fileOf = new Map<string, string>()
   for (const file of files) {
     const path = join(options.handlersDir!, file)
     try {
       const module = (await import(pathToFileURL(path).href)) as { default?: unknown }
       const handler = isHandler(module.default) ? module.default : module
       if (!isHandler(handler)) throw new Error('does not export {type, run}')
+      const before = fileOf.get(handler.type)
+      if (before !== undefined) problems.push({ file: before, error: `job type ${JSON.stringify(handler.type)} is exported by ${file} too, which loads after it (in name order) and runs it` })
       handlers.set(handler.type, handler)
+      fileOf.set(handler.type, path)
     } catch (error) {
       problems.push({ file: path, error: (error as Error).message.split('\n')[0]! })
     }
