@@ -1,5 +1,6 @@
+import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type Handler, isHandler } from '../handler-api'
 import { execHandler } from './exec'
@@ -68,8 +69,39 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
       handlers.set(handler.type, handler)
       fileOf.set(handler.type, path)
     } catch (error) {
-      problems.push({ file: path, error: (error as Error).message.split('\n')[0]! })
+      problems.push({ file: path, error: loadError(path, error) })
     }
   }
   return { handlers, problems }
+}
+
+/** How long the syntax check of a handler file that failed to parse may take. */
+const SYNTAX_CHECK_TIMEOUT_MS = 5_000
+
+/**
+ * Why a handler file did not load, in one line, with the line of the file where it went wrong
+ * when that is known: an error thrown by the file's own code names its line in its stack. A
+ * syntax error does not: Node's ESM loader keeps the place to itself, and prints it only for an
+ * error nobody caught. So a file that does not parse is parsed again by `node --check` (only
+ * then, a ~50 ms process), which prints the place on its first line (`<path>:<line>`) and the
+ * source line after it. (In the desktop app `process.execPath` is Electron, which runs as Node
+ * with ELECTRON_RUN_AS_NODE.)
+ */
+function loadError(path: string, error: unknown): string {
+  const message = error instanceof Error ? error.message.split('\n')[0]! : String(error)
+  const name = basename(path)
+  if (error instanceof SyntaxError) {
+    const check = spawnSync(process.execPath, ['--check', path], {
+      encoding: 'utf8',
+      timeout: SYNTAX_CHECK_TIMEOUT_MS,
+      env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' },
+    })
+    const [place, source] = (check.stderr ?? '').split('\n')
+    const line = place?.startsWith(path) ? /:(\d+)$/.exec(place)?.[1] : undefined
+    return line ? `${message} (${name} line ${line}: ${source!.trim()})` : message
+  }
+  const stack = error instanceof Error ? (error.stack ?? '') : ''
+  const frame = stack.split('\n').find((l) => l.includes(pathToFileURL(path).href) || l.includes(path))
+  const line = frame ? /:(\d+):\d+\)?$/.exec(frame)?.[1] : undefined
+  return line ? `${message} (${name} line ${line})` : message
 }

@@ -19,3 +19,11 @@ test('two handler files of one job type: the later in name order runs it, and th
   expect(await handlers.get('resize')!.run({} as never)).toBe('b')
   expect(problems).toEqual([{ file: join(dir, 'a-resize.mjs'), error: 'job type "resize" is exported by b-resize.mjs too, which loads after it (in name order) and runs it' }])
 })
+
+test("a handler file whose own code throws as it loads is reported with the line of the throw", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-handlers-'))
+  dirs.push(dir)
+  writeFileSync(join(dir, 'throws.mjs'), "const size = 1\nif (size) throw new Error('no config')\nexport default { type: 'throws', run: () => 1 }\n")
+  const { problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+  expect(problems).toEqual([{ file: join(dir, 'throws.mjs'), error: 'no config (throws.mjs line 2)' }])
+})

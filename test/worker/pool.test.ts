@@ -17,6 +17,7 @@ import {
   cancelUnfinished,
   cleanUp,
   dataDirWith,
+  DOES_NOT_PARSE,
   ECHO,
   events,
   HOLD,
@@ -65,6 +66,7 @@ beforeAll(async () => {
     'echo.mjs': ECHO,
     'broken.mjs': THROWS_ON_LOAD,
     'not-a-handler.mjs': NOT_A_HANDLER,
+    'typo.mjs': DOES_NOT_PARSE,
     'niceness-long.mjs': niceness('test.niceness.long', 30),
     'niceness-short.mjs': niceness('test.niceness.short', 0),
   })
@@ -120,8 +122,8 @@ test('jobs submitted over HTTP run to DONE on both local workers; an external le
   expect(ranBy(outside)).toEqual(['outside-1'])
   // The external worker loaded the same user handlers and reported the broken ones too.
   const reported = events(host, { type: 'WORKER_PROBLEM' }).filter((e) => e.entity_id === 'outside-1')
-  expect(reported.map((e) => e.data.kind)).toEqual(['handler_load_failed', 'handler_load_failed'])
-  expect(external.output()).toMatch(/handler .*broken\.mjs did not load: this handler is broken on purpose/)
+  expect(reported.map((e) => e.data.kind)).toEqual(['handler_load_failed', 'handler_load_failed', 'handler_load_failed'])
+  expect(external.output()).toMatch(/handler .*broken\.mjs did not load: this handler is broken on purpose \(broken\.mjs line 2\)/)
 })
 
 test('a job needing a GPU is left by local workers without one and run by a leasehold worker --gpu', async () => {
@@ -148,14 +150,16 @@ test('a local worker’s driving thread claims and reports its jobs over its lin
   expect(host.pool!.linkRequests - before).toBeGreaterThanOrEqual(ids.length)
 })
 
-test('a user handler module that fails to load is reported (WORKER_PROBLEM + a log line) and skipped; the other handlers still run', async () => {
+test('a user handler module that fails to load is reported (WORKER_PROBLEM + a log line, naming the line of the file where it went wrong) and skipped; the other handlers still run', async () => {
   for (const workerId of ['local-1.1', 'local-2.1']) {
     const problems = events(host, { type: 'WORKER_PROBLEM' }).filter((e) => e.entity_id === workerId)
-    expect(problems.map((e) => e.data.kind)).toEqual(['handler_load_failed', 'handler_load_failed'])
+    expect(problems.map((e) => e.data.kind)).toEqual(['handler_load_failed', 'handler_load_failed', 'handler_load_failed'])
     const details = problems.map((e) => e.data.detail as string).sort()
-    expect(details[0]).toBe(`${join(handlersDir, 'broken.mjs')}: this handler is broken on purpose`)
+    expect(details[0]).toBe(`${join(handlersDir, 'broken.mjs')}: this handler is broken on purpose (broken.mjs line 2)`)
     expect(details[1]).toBe(`${join(handlersDir, 'not-a-handler.mjs')}: does not export {type, run}`)
-    expect(host.lines).toContainEqual(`[${workerId}] leasehold worker ${workerId}: handler ${join(handlersDir, 'broken.mjs')} did not load: this handler is broken on purpose`)
+    // Node's loader names no place for a syntax error; the worker finds it.
+    expect(details[2]).toBe(`${join(handlersDir, 'typo.mjs')}: Unexpected token '}' (typo.mjs line 3: run(job) { return resize( })`)
+    expect(host.lines).toContainEqual(`[${workerId}] leasehold worker ${workerId}: handler ${join(handlersDir, 'broken.mjs')} did not load: this handler is broken on purpose (broken.mjs line 2)`)
   }
 
   const echo = await submit(host, { job_type: 'test.echo', payload: { n: 1 } })

@@ -304,4 +304,11 @@ throw new Error('this handler is broken on purpose')
 `
 
 /** A module that loads but is no handler. */
+/** A handler file with a syntax error on its third line. */
+export const DOES_NOT_PARSE = `export default {
+  type: 'test.typo',
+  run(job) { return resize( }
+}
+`
+
 export const NOT_A_HANDLER = `export const name = 'not a handler'\n`
