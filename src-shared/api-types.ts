@@ -511,7 +511,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The job's timeline */
+        /** The job's timeline, oldest first: its newest 500 events (or `limit`), `next_cursor` for those before */
         get: operations["listJobEvents"];
         put?: never;
         post?: never;
@@ -1467,6 +1467,8 @@ export interface components {
         };
         JobEvents: {
             events: components["schemas"]["QueueEvent"][];
+            /** @description Opaque; pass it as `cursor` for the next page (null: this page is the last) */
+            next_cursor: string | null;
         };
         /** @description One entry of the event log */
         QueueEvent: {
@@ -3190,7 +3192,10 @@ export interface operations {
     };
     listJobEvents: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
             header?: never;
             path: {
                 job_id: string;
@@ -3208,7 +3213,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobEvents"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description invalid_request (a cursor of another job); invalid_request (the failing fields are named in detail) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description job_not_found */

@@ -274,6 +274,11 @@ export class Engine {
   updateStatus = (jobId: string, update: jobs.StatusUpdate): Job => toJob(jobs.updateStatus(this.ctx, jobId, update))
   /** A job's timeline: its own events and its leases', oldest first. */
   jobEvents = (jobId: string): Event[] => jobs.jobEvents(this.ctx, jobId).map(toEvent)
+  /** A page of a job's timeline, oldest first: its newest events, or those before a cursor's page (reads/timeline.ts). */
+  jobEventsPage = (jobId: string, page: PageRequest = {}): { events: Event[]; next_cursor: string | null } => {
+    const found = jobs.jobEventsPage(this.ctx, jobId, page)
+    return { events: found.events.map(toEvent), next_cursor: found.next_cursor }
+  }
   /**
    * Why each of these jobs waits, and until when (null for one that runs, its file gate open, or
    * has ended), read against the workers at hand: which take a job, and whether one without a GPU

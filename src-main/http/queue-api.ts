@@ -195,6 +195,9 @@ export const LeaseRelease = z.strictObject({
 })
 export type LeaseRelease = z.infer<typeof LeaseRelease>
 
+/** A page of a job's timeline: its newest `limit` events (every event of most jobs), or with `cursor` those before the page that gave it. */
+export const TimelinePage = z.strictObject({ ...PageFields })
+
 export const Timeseries = z.strictObject({
   metric: MetricName,
   bucket: BucketName.default('5m'),
@@ -367,12 +370,16 @@ export const queueApi: Api = {
       method: 'GET',
       path: '/jobs/:job_id/events',
       id: 'listJobEvents',
-      summary: "The job's timeline",
+      summary: "The job's timeline, oldest first: its newest 500 events (or `limit`), `next_cursor` for those before",
       params: JobParams,
+      query: TimelinePage,
       answer: JobEvents,
-      errors: { 404: NOT_FOUND.job },
+      errors: { 400: 'invalid_request (a cursor of another job)', 404: NOT_FOUND.job },
       grouped: false,
-      run: ({ params }, { engine }) => ({ events: engine.jobEvents(params.job_id).map(queueEvent) }),
+      run: ({ params, query }, { engine }) => {
+        const page = engine.jobEventsPage(params.job_id, query)
+        return { events: page.events.map(queueEvent), next_cursor: page.next_cursor }
+      },
     }),
     route({
       method: 'POST',

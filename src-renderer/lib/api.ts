@@ -191,7 +191,9 @@ export class ApiClient {
 
   listJobs = (query: JobQuery): Promise<JobPage> => this.call(this.api.GET(`${Q}/jobs`, { params: { query: defined(query) } }))
   getJob = (id: string): Promise<{ job: Job; result: JobResult | null }> => this.call(this.api.GET(`${Q}/jobs/{job_id}`, { params: { path: { job_id: id } } }))
-  jobEvents = (id: string): Promise<{ events: LogEvent[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/events`, { params: { path: { job_id: id } } }))
+  /** A page of a job's timeline: its newest events, or with `cursor` those before the page that gave it. */
+  jobEvents = (id: string, cursor?: string): Promise<{ events: LogEvent[]; next_cursor: string | null }> =>
+    this.call(this.api.GET(`${Q}/jobs/{job_id}/events`, { params: { path: { job_id: id }, query: cursor === undefined ? {} : { cursor } } }))
   cancelJob = (id: string, reason?: string): Promise<{ job: Job }> =>
     this.call(this.api.POST(`${Q}/jobs/{job_id}/cancel`, { params: { path: { job_id: id } }, body: { ...(reason ? { reason } : {}), requested_by: BY } }))
   jobAttempts = (id: string): Promise<{ attempts: Attempt[] }> => this.call(this.api.GET(`${Q}/jobs/{job_id}/attempts`, { params: { path: { job_id: id } } }))

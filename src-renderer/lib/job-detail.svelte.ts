@@ -15,6 +15,10 @@ export class JobDetailState {
   job = $state<Job | null>(null)
   result = $state<JobResult | null>(null)
   events = $state<LogEvent[]>([])
+  /** Where the timeline's earlier events start, when the host holds more than it has sent (a long job's progress notes); null when every event is here. */
+  earlierCursor = $state<string | null>(null)
+  /** Whether earlier events were asked for: a refresh then keeps them and where they end. */
+  private readEarlier = false
   attempts = $state<Attempt[]>([])
   error = $state<string | null>(null)
   notFound = $state(false)
@@ -35,7 +39,7 @@ export class JobDetailState {
     if (!this.possible) return
     this.loading = true
     try {
-      const [{ job, result }, { attempts }, { events }] = await Promise.all([
+      const [{ job, result }, { attempts }, newest] = await Promise.all([
         this.api.getJob(this.jobId),
         this.api.jobAttempts(this.jobId),
         this.api.jobEvents(this.jobId),
@@ -43,13 +47,29 @@ export class JobDetailState {
       this.job = this.job ? newerJob(this.job, job) : job
       this.result = result
       this.attempts = attempts
-      this.events = events
+      // Events never change once written: the newest page joins those already here.
+      this.events = joinEvents(this.events, newest.events)
+      if (!this.readEarlier) this.earlierCursor = newest.next_cursor
       this.error = null
     } catch (error) {
       this.notFound = (error as { status?: number }).status === 404
       this.error = describeError(error)
     } finally {
       this.loading = false
+    }
+  }
+
+  /** Reads the page of the timeline before the earliest event read so far. */
+  async loadEarlier(): Promise<void> {
+    const cursor = this.earlierCursor
+    if (cursor === null) return
+    try {
+      const page = await this.api.jobEvents(this.jobId, cursor)
+      this.events = joinEvents(this.events, page.events)
+      this.earlierCursor = page.next_cursor
+      this.readEarlier = true
+    } catch (error) {
+      this.error = describeError(error)
     }
   }
 
@@ -87,4 +107,10 @@ export class JobDetailState {
       this.actionError = describeError(error)
     }
   }
+}
+
+/** Two lists of a job's events as one, each event once, in id order. */
+function joinEvents(had: LogEvent[], read: LogEvent[]): LogEvent[] {
+  const ids = new Set(had.map((event) => event.id))
+  return [...had, ...read.filter((event) => !ids.has(event.id))].sort((a, b) => a.id - b.id)
 }

@@ -392,13 +392,27 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     await start()
     const { job } = await running()
     const answer = await body(await get(`${QUEUE}/jobs/${job.job_id}/events`))
-    expect(keys(answer)).toEqual(['events'])
+    expect(keys(answer)).toEqual(['events', 'next_cursor'])
+    expect(answer.next_cursor).toBeNull()
     expect(answer.events.map((e: any) => e.type)).toEqual(['JOB_SUBMITTED', 'JOB_CLAIMED', 'LEASE_GRANTED'])
     for (const e of answer.events) {
       expect(keys(e)).toEqual(['data', 'entity_id', 'entity_type', 'id', 'ts', 'type'])
       expect(e.ts).toMatch(ISO_MS)
     }
     expect(answer.events[1].data).toMatchObject({ worker_id: 'w1' })
+  })
+
+  test('GET /jobs/{id}/events pages a long timeline: the newest `limit` events oldest first, `next_cursor` for those before; a cursor of another job is 400', async () => {
+    await start()
+    const { job } = await running()
+    const other = await submit(host)
+    const whole = (await body(await get(`${QUEUE}/jobs/${job.job_id}/events`))).events.map((e: any) => e.id)
+    const first = await body(await get(`${QUEUE}/jobs/${job.job_id}/events?limit=2`))
+    expect(first.events.map((e: any) => e.id)).toEqual(whole.slice(-2))
+    const second = await body(await get(`${QUEUE}/jobs/${job.job_id}/events?limit=2&cursor=${first.next_cursor}`))
+    expect(second).toEqual({ events: [expect.objectContaining({ id: whole[0], type: 'JOB_SUBMITTED' })], next_cursor: null })
+    await expectError(await get(`${QUEUE}/jobs/${other.job_id}/events?cursor=${first.next_cursor}`), 400, 'invalid_request')
+    await expectError(await get(`${QUEUE}/jobs/${job.job_id}/events?limit=501`), 400, 'invalid_request')
   })
 })
 

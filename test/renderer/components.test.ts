@@ -132,6 +132,42 @@ test("a failed job's page shows its stack line by line, and times in the timelin
   expect(timeline).toContain('fence=3')
 })
 
+test("a long timeline shows its newest events and an 'Earlier events' button that reads the page before; a refresh keeps the earlier events read", async () => {
+  const [submitted, claimed, granted, note1, note2] = [
+    event('JOB_SUBMITTED', { data: { state: 'QUEUED' } }),
+    event('JOB_CLAIMED', { data: { worker_id: 'w' } }),
+    event('LEASE_GRANTED', { entity_type: 'LEASE', entity_id: 'lease-1', data: { attempt: 1 } }),
+    event('JOB_STATUS', { data: { note: 'one' } }),
+    event('JOB_STATUS', { data: { note: 'two' } }),
+  ]
+  const { fetcher, calls } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'RUNNING', attempts: 1 }), result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [note1, note2], next_cursor: 'before-note1' },
+    'GET /api/scheduler/jobs/job-1/events?cursor=before-note1': { events: [claimed, granted], next_cursor: 'before-claimed' },
+    'GET /api/scheduler/jobs/job-1/events?cursor=before-claimed': { events: [submitted], next_cursor: null },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 })
+  const types = () => [...el.querySelectorAll('[data-testid="timeline"] li strong')].map((s) => s.textContent)
+  const earlier = () => [...el.querySelectorAll('button')].find((b) => b.textContent === 'Earlier events')
+  expect(types()).toEqual(['JOB_STATUS', 'JOB_STATUS'])
+  earlier()!.click()
+  await vi.waitFor(() => expect(types()).toEqual(['JOB_STATUS', 'JOB_STATUS', 'LEASE_GRANTED', 'JOB_CLAIMED']))
+  await detail.refresh() // the newest page again: the earlier events stay, and so does where they end
+  flushSync()
+  expect(types()).toEqual(['JOB_STATUS', 'JOB_STATUS', 'LEASE_GRANTED', 'JOB_CLAIMED'])
+  earlier()!.click()
+  await vi.waitFor(() => expect(types()).toHaveLength(5))
+  expect(types().at(-1)).toBe('JOB_SUBMITTED')
+  expect(earlier()).toBeUndefined()
+  expect(calls.filter((c) => c.path.includes('cursor=')).map((c) => c.path)).toEqual([
+    '/api/scheduler/jobs/job-1/events?cursor=before-note1',
+    '/api/scheduler/jobs/job-1/events?cursor=before-claimed',
+  ])
+})
+
 test('a job not run yet has no attempts', async () => {
   const { fetcher } = fakeFetch({
     'GET /api/scheduler/jobs/job-1': { job: job(), result: null },

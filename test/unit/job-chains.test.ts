@@ -117,3 +117,52 @@ describe("a job's chains of events and leases", () => {
     }
   })
 })
+
+describe("a job's timeline in pages", () => {
+  /** Every page from the first, following `next_cursor`: newest page first, each oldest first. */
+  function pages(engine: Engine, jobId: string, limit: number): number[][] {
+    const read: number[][] = []
+    let cursor: string | undefined
+    do {
+      const page = engine.jobEventsPage(jobId, { limit, cursor })
+      read.push(page.events.map((event) => event.id))
+      cursor = page.next_cursor ?? undefined
+    } while (cursor !== undefined)
+    return read
+  }
+
+  test('pages of any size hold every event once, each page oldest first and each page before the one that gave its cursor; events from before the chains come last', () => {
+    const { engine } = setup({ total_units: 8 })
+    const { job } = engine.submit(aJob())
+    engine.claim({ worker_id: 'w' }, 1)
+    for (let i = 0; i < 9; i++) engine.updateStatus(job.id, { state: 'PREPARING', note: `step ${i}`, worker_id: 'w' })
+    engine.submit(aJob()) // another job's events between none of this one's
+    const all = engine.jobEvents(job.id).map((event) => event.id)
+    expect(all).toHaveLength(11)
+    const check = () => {
+      for (const limit of [1, 2, 3, 4, 5, 10, 11, 12, 500]) {
+        const read = pages(engine, job.id, limit)
+        expect(read.toReversed().flat(), `limit ${limit}`).toEqual(all)
+        expect(read.slice(0, -1).every((page) => page.length === limit), `limit ${limit}`).toBe(true)
+      }
+      expect(engine.jobEventsPage(job.id)).toMatchObject({ next_cursor: null })
+      expect(engine.jobEventsPage(job.id).events.map((event) => event.id)).toEqual(all)
+    }
+    check()
+    // A job whose first four events were appended before migration 0013: not on its chain, which starts after them.
+    const db = database(engine)
+    db.prepare('UPDATE events SET prev_id = NULL WHERE id IN (SELECT id FROM events WHERE job_id = ? ORDER BY id LIMIT 4)').run(job.id)
+    db.prepare('UPDATE events SET prev_id = 0 WHERE id = ?').run(all[4])
+    check()
+  })
+
+  test("a cursor of another job's timeline, or none this server gave out, is refused", () => {
+    const { engine } = setup({ total_units: 8 })
+    const one = engine.submit(aJob()).job
+    const other = engine.submit(aJob()).job
+    engine.claim({ worker_id: 'w' }, 2)
+    const cursor = engine.jobEventsPage(one.id, { limit: 1 }).next_cursor!
+    expect(() => engine.jobEventsPage(other.id, { limit: 1, cursor })).toThrow("cursor: not a cursor of this job's timeline")
+    expect(() => engine.jobEventsPage(one.id, { cursor: 'bm90IG9uZQ' })).toThrow('cursor: not a cursor this server gave out')
+  })
+})

@@ -7,7 +7,8 @@ import { keyedId } from '../store/ids'
 import { closeBlockersOfCanceledJob } from './files'
 import { cancelNow } from './moves'
 import { getJob, insertJob, type JobEvent, moveJob, SELECT_JOBS, updateJob } from '../store/rows'
-import { readTimeline } from '../reads/timeline'
+import type { PageRequest } from '../reads/list'
+import { readTimeline, readTimelinePage } from '../reads/timeline'
 import { nextStreamMessageId } from '../store/streams'
 import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from '../rules/states'
 
@@ -282,4 +283,9 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
 /** A job's timeline: its own events and its leases', oldest first. */
 export function jobEvents(ctx: EngineContext, jobId: string): EventRow[] {
   return readTimeline(ctx, getJob(ctx, jobId))
+}
+
+/** A page of a job's timeline (reads/timeline.ts). */
+export function jobEventsPage(ctx: EngineContext, jobId: string, page: PageRequest): { events: EventRow[]; next_cursor: string | null } {
+  return readTimelinePage(ctx, getJob(ctx, jobId), page)
 }

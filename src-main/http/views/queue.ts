@@ -296,7 +296,7 @@ export type JobPage = z.infer<typeof JobPage>
 export const JobWithResult = z.object({ job: QueueJobRead, result: QueueResult.nullable() }).meta({ id: 'JobWithResult' })
 export type JobWithResult = z.infer<typeof JobWithResult>
 
-export const JobEvents = z.object({ events: z.array(QueueEvent) }).meta({ id: 'JobEvents' })
+export const JobEvents = z.object({ events: z.array(QueueEvent), next_cursor: NextCursor }).meta({ id: 'JobEvents' })
 export const JobAttempts = z.object({ attempts: z.array(QueueAttempt) }).meta({ id: 'JobAttempts' })
 
 export const LeaseDecision = z
