@@ -6,6 +6,7 @@ import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeVal
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
 import type { Durability } from './db/open'
+import { MIN_LEASE_WINDOW_S } from './engine/rules/engine-config'
 
 // Shared with the worker program's command and the host's client commands; named here too for
 // the host's code that reads its configuration from this module.
@@ -134,7 +135,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
   { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: '30' },
   { name: 'heartbeat-grace-s', env: 'LEASEHOLD_HEARTBEAT_GRACE_S', value: 'S', help: 'added to the TTL before a silent lease expires', schema: int(0, 3600), default: '5' },
-  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a claim through the queue API holds a job', schema: int(1, 86_400), default: '60' },
+  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a claim through the queue API holds a job (at least 2: a lease request it makes and is denied is told to ask again after half of it)', schema: int(2, 86_400), default: '60' },
   { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: '3' },
   { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
   { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept, comma-separated (names or addresses, no port)', schema: z.string().refine(hostNamesOnly, { error: (issue) => hostNamesRule(String(issue.input)) }), default: '' },
@@ -187,6 +188,15 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     return parsed.data
   }
   const busy = read('busy') as number | 'auto' | undefined
+  const leaseTtlS = read('lease-ttl-s') as number
+  const heartbeatGraceS = read('heartbeat-grace-s') as number
+  // A worker heartbeats every second at the most often (heartbeat_interval_seconds is whole
+  // seconds): a lease that expires a second after its grant would expire before that heartbeat.
+  if (leaseTtlS + heartbeatGraceS < MIN_LEASE_WINDOW_S) {
+    throw new ConfigError(
+      `--lease-ttl-s ${leaseTtlS} with --heartbeat-grace-s ${heartbeatGraceS} would let a lease expire ${leaseTtlS + heartbeatGraceS} s after its last heartbeat, and a worker heartbeats every second at most: the two must add up to at least ${MIN_LEASE_WINDOW_S}`,
+    )
+  }
   return {
     // Absolute, so that every line naming a file in it (the start's, an error's, host.json's) names the same place.
     dataDir: resolve((read('data-dir') as string | undefined) ?? defaults.dataDir ?? defaultDataDir(env)),
@@ -205,8 +215,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     drainGraceS: read('drain-grace-s') as number,
     totalUnits: (read('total-units') as number | undefined) ?? null,
     busy: busy ?? null,
-    leaseTtlS: read('lease-ttl-s') as number,
-    heartbeatGraceS: read('heartbeat-grace-s') as number,
+    leaseTtlS,
+    heartbeatGraceS,
     claimTtlS: read('claim-ttl-s') as number,
     maxAttempts: read('max-attempts') as number,
     durability: read('durability') as Durability,

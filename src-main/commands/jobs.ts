@@ -209,7 +209,8 @@ function jobDetails({ job, result }: JobAnswer, attempts: readonly Attempt[]): s
   if (result && job.state !== 'DONE') lines.push(`error     ${printable(describeError({ job, result }))}`)
   if (result && job.state === 'DONE') lines.push(`result    ${printable(jsonLine(result.result_data))}`)
   lines.push(`payload   ${printable(jsonLine(job.payload))}`)
-  if (attempts.length === 0) lines.push('attempts  none yet')
+  // A job that ended before it ran (canceled as it waited) never will: no "yet".
+  if (attempts.length === 0) lines.push(result ? 'attempts  none' : 'attempts  none yet')
   else {
     const rows = attempts.map((a) => [
       String(a.attempt),

@@ -612,6 +612,10 @@ describe('leasehold jobs show', async () => {
     } finally {
       host.engine.cancel(waiting)
     }
+    // Canceled before it ran, it never will: no attempts, and none to come.
+    expect((await show(waiting)).field('attempts')).toBe('none')
+    const again = await cli(['jobs', 'cancel', waiting])
+    expect([again.status, lines(again.stderr)]).toEqual([1, [`leasehold: Job ${waiting} has already ended (CANCELED): there is nothing to cancel (illegal_transition)`]])
   })
 
   test('a job is found by the end of its id as the tables print it (with or without the ellipsis), by show and by the actions', async () => {

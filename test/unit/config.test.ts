@@ -28,6 +28,15 @@ describe('serve configuration', () => {
     })
   })
 
+  test('a lease must outlive the heartbeat due a second after its grant: --lease-ttl-s 1 with --heartbeat-grace-s 0 is refused, and a claim TTL under 2 s', () => {
+    expect(() => parseServeArgs(['--lease-ttl-s', '1', '--heartbeat-grace-s', '0'], {})).toThrow(
+      '--lease-ttl-s 1 with --heartbeat-grace-s 0 would let a lease expire 1 s after its last heartbeat, and a worker heartbeats every second at most: the two must add up to at least 2',
+    )
+    expect(parseServeArgs(['--lease-ttl-s', '2', '--heartbeat-grace-s', '0'], {})).toMatchObject({ leaseTtlS: 2, heartbeatGraceS: 0 })
+    expect(parseServeArgs(['--lease-ttl-s', '1'], {})).toMatchObject({ leaseTtlS: 1, heartbeatGraceS: 5 })
+    expect(() => parseServeArgs(['--claim-ttl-s', '1'], {})).toThrow('--claim-ttl-s must be a whole number from 2 to 86400 (got "1")')
+  })
+
   test('--retain-days takes 0 (keep every job) and whole days; anything else names the flag', () => {
     expect(parseServeArgs(['--retain-days', '0'], {}).retainDays).toBe(0)
     expect(parseServeArgs([], { LEASEHOLD_RETAIN_DAYS: '30' }).retainDays).toBe(30)

@@ -51,6 +51,15 @@ describe('granting a lease', () => {
     expect(engine.getJob(job.id).state).toBe('QUEUED')
   })
 
+  it('a ttl_sec of 1 s on a host with no heartbeat grace is 400: it would expire before the heartbeat due a second later', () => {
+    const { engine } = setup({ config: { heartbeatGraceS: 0 } })
+    const { job } = engine.submit(aJob())
+    const error = expectEngineError(() => engine.requestLease({ worker_id: 'w' }, 1), 400, 'invalid_request')
+    expect(error.detail).toBe("ttl_sec: 1 s with this host's heartbeat grace of 0 s would expire before the heartbeat due a second later: ask for at least 2")
+    expect(engine.getJob(job.id).state).toBe('QUEUED')
+    expect(leaseOrFail(engine, 'w', 2).lease).toMatchObject({ ttl_s: 2, expires_at: T0 + 2 * SECOND })
+  })
+
   it('the ttl bounds come from config', () => {
     const { engine } = setup({ config: { minTtlS: 10, maxTtlS: 20 } })
     engine.submit(aJob())

@@ -36,6 +36,13 @@ export interface EngineConfig {
   countsStoreAfterEvents: number
 }
 
+/**
+ * The shortest a lease may live past a grant or heartbeat (its TTL and the grace together):
+ * `heartbeat_interval_seconds` is whole seconds, at least 1, so a lease that expired a second
+ * after its heartbeat would expire before the next one came.
+ */
+export const MIN_LEASE_WINDOW_S = 2
+
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   leaseTtlS: 30,
   heartbeatGraceS: 5,

@@ -3,6 +3,7 @@ import { type CapacityFigures, capacityDenial } from '../rules/capacity'
 import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
+import { MIN_LEASE_WINDOW_S } from '../rules/engine-config'
 import { keyedId, newId, newToken } from '../store/ids'
 import { nextFence } from '../store/counters'
 import { queuesWithQueuedJobs } from '../memory/job-tally'
@@ -35,6 +36,12 @@ function checkTtl(ctx: EngineContext, ttlS: number | undefined): number {
   const { minTtlS, maxTtlS } = ctx.config
   if (!Number.isSafeInteger(ttl) || ttl < minTtlS || ttl > maxTtlS) {
     throw invalid(`ttl_sec: must be a whole number of seconds from ${minTtlS} to ${maxTtlS}`)
+  }
+  const { heartbeatGraceS } = ctx.config
+  if (ttlS !== undefined && ttl + heartbeatGraceS < MIN_LEASE_WINDOW_S) {
+    throw invalid(
+      `ttl_sec: ${ttl} s with this host's heartbeat grace of ${heartbeatGraceS} s would expire before the heartbeat due a second later: ask for at least ${MIN_LEASE_WINDOW_S - heartbeatGraceS}`,
+    )
   }
   return ttl
 }

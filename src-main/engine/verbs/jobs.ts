@@ -10,7 +10,7 @@ import { getJob, insertJob, type JobEvent, moveJob, SELECT_JOBS, updateJob } fro
 import type { PageRequest } from '../reads/list'
 import { readTimeline, readTimelinePage } from '../reads/timeline'
 import { nextStreamMessageId } from '../store/streams'
-import { assertMove, CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from '../rules/states'
+import { CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from '../rules/states'
 
 /** A submit in the model's own words; each API maps its field names onto this. */
 export interface SubmitJob {
@@ -212,7 +212,8 @@ export function cancel(ctx: EngineContext, jobId: string, reason: string | null 
     } else if (LEASED_STATES.has(state)) {
       if (!job.cancel_requested) updateJob(ctx, job, { cancel_requested: 1 }, { type: 'JOB_CANCEL_REQUESTED', data: { state, reason, requested_by: requestedBy } })
     } else {
-      assertMove(job.id, state, 'CANCELED') // terminal: throws 409 illegal_transition
+      // Terminal: there is nothing left to cancel.
+      throw new EngineError('illegal_transition', `Job ${job.id} has already ended (${state}): there is nothing to cancel`)
     }
     return getJob(ctx, jobId)
   })
