@@ -63,26 +63,22 @@ export class IpcTransport implements WorkerTransport {
   async exchange(request: IpcParams<'exchange'>, signal?: AbortSignal): Promise<ExchangeAnswer> {
     if (!signal) return (await this.call('exchange', request)) as ExchangeAnswer
     // The host ends a waiting claim when it drains us; an abort here only stops waiting for it.
-    // The listener goes with the call: the signal lives as long as the worker.
-    let onAbort!: () => void
-    const aborted = new Promise<ExchangeAnswer>((resolve) => {
-      onAbort = () => resolve(noAnswer())
-      signal.addEventListener('abort', onAbort, { once: true })
-    })
-    try {
-      return await Promise.race([this.call('exchange', request) as Promise<ExchangeAnswer>, aborted])
-    } finally {
-      signal.removeEventListener('abort', onAbort)
-    }
+    return untilAborted(this.call('exchange', request) as Promise<ExchangeAnswer>, signal, noAnswer)
   }
 
   async acquireFile(request: IpcParams<'acquireFile'>): Promise<FileAcquireAnswer> {
     return (await this.call('acquireFile', request)) as FileAcquireAnswer
   }
 
+  /**
+   * The host answers when the file's retry is due, or after up to 30 s; a job stopped meanwhile
+   * (canceled, past its max_runtime, its lease lost) leaves the gate at once, as over HTTP and
+   * Redis, and the host's late answer is dropped. Waited out, the stop would outlast the handler's
+   * grace, and its thread be replaced under the other jobs it runs.
+   */
   async waitFileRetry(request: IpcParams<'waitFileRetry'>, signal: AbortSignal): Promise<boolean> {
     if (signal.aborted) return false
-    return (await this.call('waitFileRetry', request)) as boolean
+    return untilAborted(this.call('waitFileRetry', request) as Promise<boolean>, signal, () => false)
   }
 
   async heartbeatFile(request: IpcParams<'heartbeatFile'>): Promise<void> {
@@ -95,5 +91,23 @@ export class IpcTransport implements WorkerTransport {
 
   close(): void {
     this.closed = true
+  }
+}
+
+/**
+ * `call`'s answer, or `onAbort()`'s as soon as `signal` aborts: the request itself is not taken
+ * back (its answer, when it comes, finds no one waiting). The listener goes with the call, as the
+ * signal may live as long as the worker.
+ */
+async function untilAborted<T>(call: Promise<T>, signal: AbortSignal, onAbort: () => T): Promise<T> {
+  let listener!: () => void
+  const aborted = new Promise<T>((resolve) => {
+    listener = () => resolve(onAbort())
+    signal.addEventListener('abort', listener, { once: true })
+  })
+  try {
+    return await Promise.race([call, aborted])
+  } finally {
+    signal.removeEventListener('abort', listener)
   }
 }

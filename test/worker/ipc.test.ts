@@ -484,6 +484,19 @@ describe('the worker end (IpcTransport)', () => {
     await expect(waiting).resolves.toEqual(empty)
     expect(listeners()).toBe(before)
   })
+
+  test("a job stopped while it waits at the file gate leaves the gate at once: its wait for the file's retry ends not ready, the host's late answer dropped", async () => {
+    const { ch, sent, deliver } = channel()
+    const transport = new IpcTransport(ch)
+    const stop = new AbortController()
+    const waiting = transport.waitFileRetry({ file: '/data/out.txt', owner_id: 'o', max_wait_ms: 30_000 }, stop.signal)
+    expect(sent.map((m) => m.method)).toEqual(['waitFileRetry'])
+    stop.abort() // canceled, past its max_runtime, or its lease lost: the host answers only when the retry is due
+    await expect(waiting).resolves.toBe(false)
+    expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0)
+    deliver({ type: 'response', id: sent[0]!.id, result: true }) // late: no one waits for it
+    await expect(transport.waitFileRetry({ file: '/data/out.txt', owner_id: 'o', max_wait_ms: 1 }, stop.signal)).resolves.toBe(false)
+  })
 })
 
 describe('heartbeat jitter', () => {
