@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
+import { LockFile } from '../db/lock-file'
 
 /**
  * Scoped tokens (`leasehold token create --scope worker|admin`). A worker token can only run jobs
@@ -90,22 +91,44 @@ function writeStored(dataDir: string, tokens: Stored[]): void {
   }
 }
 
+/** The file whose lock a change of the tokens holds, beside the tokens' file. */
+const CHANGE_LOCK_FILE = 'worker-tokens.lock'
+/** How long a change waits for another command's change of the tokens to end. */
+const CHANGE_WAIT_MS = 10_000
+
+/**
+ * Reads the tokens, changes them and writes them back while no other process does: two
+ * `leasehold token` commands at once would otherwise each write back the list as it was before
+ * the other's change, and a revoke be undone, or a token printed and never stored.
+ */
+function changeStored<T>(dataDir: string, change: (tokens: Stored[]) => T): T {
+  try {
+    return LockFile.exclusively(join(dataDir, CHANGE_LOCK_FILE), CHANGE_WAIT_MS, () => change(readStored(dataDir)))
+  } catch (error) {
+    if (error instanceof WorkerTokensFileError) throw error
+    const code = (error as { code?: string }).code
+    const why = code === 'SQLITE_BUSY' ? `another change of the tokens held it for over ${CHANGE_WAIT_MS / 1000} s` : (code ?? (error as Error).message)
+    throw new WorkerTokensFileError(`cannot lock ${join(dataDir, CHANGE_LOCK_FILE)} (${why}); no token was changed`)
+  }
+}
+
 /** Makes a token of `scope`; returns its id and the token, which is shown once and stored only as a digest. */
 export function createScopedToken(dataDir: string, scope: TokenScope, now = Date.now()): { id: string; token: string } {
   const token = randomBytes(32).toString('hex')
   const id = randomBytes(4).toString('hex')
-  writeStored(dataDir, [...readStored(dataDir), { id, scope, sha256: digest(token), created_at: now, revoked_at: null }])
+  changeStored(dataDir, (tokens) => writeStored(dataDir, [...tokens, { id, scope, sha256: digest(token), created_at: now, revoked_at: null }]))
   return { id, token }
 }
 
 /** Revokes the token `id`; false when there is none of that id. A revoked token stays listed, marked. */
 export function revokeScopedToken(dataDir: string, id: string, now = Date.now()): boolean {
-  const tokens = readStored(dataDir)
-  const found = tokens.find((t) => t.id === id)
-  if (!found) return false
-  if (found.revoked_at === null) found.revoked_at = now
-  writeStored(dataDir, tokens)
-  return true
+  return changeStored(dataDir, (tokens) => {
+    const found = tokens.find((t) => t.id === id)
+    if (!found) return false
+    if (found.revoked_at === null) found.revoked_at = now
+    writeStored(dataDir, tokens)
+    return true
+  })
 }
 
 export function listScopedTokens(dataDir: string): ScopedToken[] {

@@ -37,6 +37,27 @@ export class LockFile {
     }
   }
 
+  /**
+   * Runs `work` while this process holds the lock on the file at `path` (created if need be),
+   * waiting up to `waitMs` for another process that holds it: for a read, change and write of a
+   * file that several processes may change at once. SQLite's lock is the OS's, so a holder that
+   * dies lets go. Throws SQLite's `SQLITE_BUSY` when the wait runs out.
+   */
+  static exclusively<T>(path: string, waitMs: number, work: () => T): T {
+    const db = new BetterSqlite3(path, { timeout: waitMs })
+    try {
+      db.pragma('journal_mode = MEMORY') // no journal file to create: the lock is all this file is for
+      db.exec('BEGIN EXCLUSIVE')
+      try {
+        return work()
+      } finally {
+        db.exec('ROLLBACK')
+      }
+    } finally {
+      db.close()
+    }
+  }
+
   /** Gives the lock up. */
   release(): void {
     this.db.close()

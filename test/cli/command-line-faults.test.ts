@@ -205,6 +205,18 @@ describe('leasehold token', () => {
     expect(made).toEqual({ id: expect.any(String), scope: 'worker', token: expect.stringMatching(/^[0-9a-f]{64}$/) })
     expect((await run(['token', 'list', '--data-dir', dir])).stdout).toContain(`${made.id}  worker  created`)
   })
+
+  test('token commands run at once keep each other’s changes: every token printed is stored, and a revoke among creates stays', async () => {
+    const dir = tempDir()
+    const doomed = JSON.parse((await run(['token', 'create', '--scope', 'admin', '--json', '--data-dir', dir])).stdout) as { id: string }
+    const create = () => run(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dir])
+    const results = await Promise.all([create(), create(), create(), run(['token', 'revoke', doomed.id, '--data-dir', dir]), create(), create(), create()])
+    for (const result of results) expect(result.status, result.stderr).toBe(0)
+    const printed = results.filter((_, i) => i !== 3).map((r) => (JSON.parse(r.stdout) as { id: string }).id)
+    const listed = JSON.parse((await run(['token', 'list', '--json', '--data-dir', dir])).stdout) as { id: string; revoked_at: string | null }[]
+    expect(listed.map((t) => t.id).sort()).toEqual([doomed.id, ...printed].sort())
+    expect(listed.find((t) => t.id === doomed.id)!.revoked_at).not.toBeNull()
+  })
 })
 
 describe('a thing the host or the data dir does not have is a failure, exit 1, in every command', () => {

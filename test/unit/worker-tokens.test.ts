@@ -31,7 +31,7 @@ test('a token file that cannot be written (a full disk) leaves the tokens as the
   symlinkSync('/dev/full', join(dir, `${WORKER_TOKENS_FILE}.${process.pid}.tmp`))
   expect(() => createScopedToken(dir, 'worker')).toThrow(`cannot write ${join(dir, WORKER_TOKENS_FILE)} (the disk is full); no token was changed`)
   expect(readFileSync(join(dir, WORKER_TOKENS_FILE), 'utf8')).toBe(before)
-  expect(readdirSync(dir)).toEqual([WORKER_TOKENS_FILE])
+  expect(readdirSync(dir).sort()).toEqual([WORKER_TOKENS_FILE, 'worker-tokens.lock']) // the lock each change holds, and no temporary file
   expect(listScopedTokens(dir).map((t) => t.id)).toEqual([first.id])
 })
 
