@@ -531,7 +531,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       mode.detail = keptDetail(loss, databaseFile, await keepCommits(sqlite, loss, databaseFile, new Date(clock.now())))
       kept = true
       log(`leasehold: ${mode.detail}`)
-      if (loss.file === 'database') restoreDataDir()
+      if (loss.file === 'database') {
+        restoreDataDir()
+        retireLostLog(true) // its commits are in the rescued copy now
+      }
     } catch (error) {
       mode.detail = keptDetail(loss, databaseFile, error as Error)
       limiter.line('the rescue of the database', `leasehold: ${mode.detail}`)
@@ -570,14 +573,24 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     void checkpointer?.stop()
     void readThread?.stop()
     void relay?.stop() // what waits stays in the outbox, and so in what is kept
+    if (loss.file === 'database') setAsideLostLog()
     void keepWhatIsHeld(loss)
+  }
+  /** The log of the database that went, moved from its path at once: a crash before the stop must not leave it for a start to copy into the file now there. */
+  const setAsideLostLog = (): void => {
+    try {
+      const aside = files?.setAsideLog(new Date(clock.now()))
+      if (aside) log(`leasehold: moved ${databaseFile}-wal, the log of the database file that went, to ${aside}: a start would have copied it into the file now at ${databaseFile}`)
+    } catch (error) {
+      log(`leasehold: ${databaseFile}-wal is the log of the database file that went, and could not be moved (${(error as Error).message}): remove it before the next start, which would copy it into the file now there`)
+    }
   }
   /** The log of a database that went, once the host has closed it: never left for a start to copy into the file now at the path. */
   const retireLostLog = (commitsKept: boolean): void => {
     try {
       const retired = files?.retireLog(commitsKept, new Date(clock.now()))
-      if (retired && 'removed' in retired) log(`leasehold: removed ${retired.removed}, the log of the database file that went: its commits are in the rescued copy, and a start would have copied them into the file now at ${databaseFile}`)
-      if (retired && 'setAside' in retired) log(`leasehold: moved ${databaseFile}-wal, the log of the database file that went, to ${retired.setAside}: a start would have copied it into the file now at ${databaseFile}`)
+      if (retired && 'removed' in retired) log(`leasehold: removed ${retired.removed}, the log of the database file that went: its commits are in the rescued copy`)
+      if (retired && 'setAside' in retired) log(`leasehold: ${retired.setAside}, the log of the database file that went, is kept: the rescue of what the host held did not succeed`)
     } catch (error) {
       log(`leasehold: ${databaseFile}-wal is the log of the database file that went, and could not be removed (${(error as Error).message}): remove it before the next start, which would copy it into the file now there`)
     }

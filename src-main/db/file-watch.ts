@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Database } from 'better-sqlite3'
 
@@ -65,25 +65,42 @@ export class DatabaseFiles {
   }
 
   /**
-   * Once the database file went (deleted or replaced) and the host's connections are closed: the
-   * log at the path, if it is still the one the host opened, holds the pages of the database that
-   * went (SQLite keeps it when a connection that may not write closes), and a start would copy
-   * them into the file now there — a restore put in place — and damage it or mix it with the
-   * old. Removed when what the host held was kept elsewhere (`kept`: the rescued copy has every
-   * commit the log had), else set aside as `<path>.log-of-lost-<time>`. Returns what was done, or
-   * null when the log at the path is not the host's (none, or another's).
+   * The database file went (deleted or replaced): the log at the path, if it is still the one the
+   * host opened, holds the pages of the database that went, and a start would copy them into the
+   * file now there — a restore put in place — and damage it or mix it with the old. So it is moved
+   * to `<path>.log-of-lost-<time>` as soon as the loss is seen, not at the stop: a host killed or
+   * a machine losing power meanwhile must not leave it at the path. The host's connections keep
+   * reading it through the files they hold open, and the rescue copies from them. Returns where
+   * it went, or null when the log at the path is not the host's (none, or another's).
    */
-  retireLog(kept: boolean, now: Date): { removed: string } | { setAside: string } | null {
+  setAsideLog(now: Date): string | null {
     const log = `${this.path}-wal`
     const there = identityOf(log)
     if (this.log === null || !there || there.dev !== this.log.dev || there.ino !== this.log.ino) return null
-    if (kept) {
-      rmSync(log)
-      return { removed: log }
-    }
     const aside = `${this.path}.log-of-lost-${now.toISOString().replace(/[:.]/g, '-')}`
     renameSync(log, aside)
-    return { setAside: aside }
+    syncFolder(dirname(this.path))
+    this.asideAt = aside
+    return aside
+  }
+
+  /** Where {@link setAsideLog} moved the log, until {@link retireLog} removes it. */
+  private asideAt: string | null = null
+
+  /**
+   * Once what the host held of a database that went is kept (`kept`: the rescued copy has every
+   * commit the log had), its log is removed; else it stays set aside (it was moved as the loss
+   * was seen, or is moved now: SQLite keeps the log when a connection that may not write closes).
+   * Returns what was done, or null when there is no log of the host's left to retire.
+   */
+  retireLog(kept: boolean, now: Date): { removed: string } | { setAside: string } | null {
+    const aside = this.asideAt ?? this.setAsideLog(now)
+    if (aside === null) return null
+    if (!kept) return { setAside: aside }
+    rmSync(aside, { force: true })
+    this.asideAt = null
+    this.log = null // retired: nothing of the host's is left to move or remove
+    return { removed: aside }
   }
 
   private compare(opened: FileIdentity | null, path: string): FileLoss['how'] | null {
@@ -159,5 +176,15 @@ function claimFile(path: string): string | null {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return null
     throw error
+  }
+}
+
+/** Makes a rename in `folder` last through a power loss (a folder is synced through a descriptor of its own). */
+function syncFolder(folder: string): void {
+  const fd = openSync(folder, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
   }
 }

@@ -104,7 +104,7 @@ describe('a database file deleted while the host runs', () => {
 })
 
 describe('a backup restored in place while the host runs', () => {
-  test('the next start opens the restored file as it was: the log of the database that went is not left beside it for the start to copy in', async () => {
+  test('the next start opens the restored file as it was: the log of the database that went leaves its path as the loss is seen (a host killed before its stop leaves none), and is removed once the rescue holds its commits', async () => {
     const first = await aHost()
     const dataDir = first.dataDir
     const path = join(dataDir, 'leasehold.db')
@@ -121,9 +121,13 @@ describe('a backup restored in place while the host runs', () => {
     writeFileSync(`${path}.tmp`, readFileSync(backup))
     renameSync(`${path}.tmp`, path)
     expect((await keptStorage(host)).read_only.reason).toBe('database file replaced')
+    // Before any stop: a kill or a power loss now would leave the restored file alone.
+    expect(existsSync(`${path}-wal`)).toBe(false)
+    expect(readdirSync(dataDir).filter((name) => name.includes('log-of-lost'))).toEqual([])
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`moved ${path}-wal, the log of the database file that went, to ${path}\\.log-of-lost-`)))
+    expect(lines).toContainEqual(expect.stringMatching(/removed .*leasehold\.db\.log-of-lost-.*, the log of the database file that went: its commits are in the rescued copy/))
     await host.stop()
     expect(existsSync(`${path}-wal`)).toBe(false)
-    expect(lines).toContainEqual(expect.stringContaining(`removed ${path}-wal, the log of the database file that went`))
     expect(readFileSync(path)).toEqual(readFileSync(backup))
     // The restored file is what the start finds; the rescued copy holds the rest.
     const reopened = await aHost(dataDir)
