@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Database } from 'better-sqlite3'
 
@@ -23,15 +23,30 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date): 
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   const path = join(dir, `leasehold-${now.toISOString().replace(/[:.]/g, '-')}.db`)
   const partial = `${path}.partial`
+  removeCutShort(dir)
   try {
+    // Private from its first byte (SQLite gives its journal the same mode).
+    closeSync(openSync(partial, 'wx', 0o600))
     await copyOnce(sqlite, partial)
-    chmodSync(partial, 0o600)
+    chmodSync(partial, 0o600) // as created, whatever the umask
     renameSync(partial, path)
   } catch (error) {
     rmSync(partial, { force: true })
     throw error
   }
   return { path, bytes: statSync(path).size, ms: Math.round(performance.now() - started) }
+}
+
+/** A copy's file until it is whole, and the journal SQLite writes beside it. */
+const CUT_SHORT = /\.db\.partial(-journal)?$/
+
+/**
+ * Removes what copies cut short left: a host killed (or a machine losing power) in the middle of
+ * a copy leaves its `.partial` file, which no one else writes (backups run one at a time, and one
+ * host holds the data dir), and would otherwise stay for good.
+ */
+function removeCutShort(dir: string): void {
+  for (const name of readdirSync(dir)) if (CUT_SHORT.test(name)) rmSync(join(dir, name), { force: true })
 }
 
 /** How many times a copy is begun before the database is called too busy to copy. */

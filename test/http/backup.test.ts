@@ -5,8 +5,8 @@
  * is the database.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { copyFileSync, readdirSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { copyFileSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { basename, join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
@@ -42,6 +42,21 @@ describe('a backup while the host serves', () => {
     const ids = new Set(copy.prepare('SELECT id FROM jobs').pluck().all() as string[])
     copy.close()
     expect(before.filter((id) => !ids.has(id))).toEqual([])
+  })
+
+  test('a copy cut short by a host killed in the middle of it (its .partial file and journal left) is removed by the next backup', async () => {
+    const host = await startTestHost()
+    hosts.push(host)
+    const backups = join(host.dataDir, 'backups')
+    mkdirSync(backups, { recursive: true })
+    const leftover = join(backups, 'leasehold-2026-01-01T00-00-00-000Z.db.partial')
+    writeFileSync(leftover, 'half a copy')
+    writeFileSync(`${leftover}-journal`, 'its journal')
+    writeFileSync(join(backups, 'notes.txt'), 'the operator’s') // not a copy's: left alone
+    const answer = await host.call('/api/storage/backup', { method: 'POST' })
+    expect(answer.status).toBe(201)
+    const { path } = await body(answer)
+    expect(readdirSync(backups).sort()).toEqual([basename(path), 'notes.txt'])
   })
 
   test('leasehold backup prints where the backup is; restored with the host stopped, it is the database the next start opens', async () => {
