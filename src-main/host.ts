@@ -178,6 +178,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const clock = options.clock ?? systemClock
   const token = loadOrCreateToken(config.dataDir, config.token)
   const mode: StorageMode = { state: 'read_write', reason: null, detail: null }
+  /** While read-only, what a worker's write is answered, as HTTP answers it (pool/ipc-host.ts). */
+  const writesRefused = (): ErrorAnswer | null => (mode.state === 'read_only' ? readOnlyAnswer(mode, config.dataDir) : null)
   const opened = openForStart(config, options, mode, log)
   const { sqlite } = opened
   undo.push(() => void sqlite.close())
@@ -253,7 +255,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     ? new RedisWorkerRequests({
         url: config.redisUrl!,
         prefix: config.redisPrefix,
-        deps: { engine, dispatch, clockWaiters },
+        deps: { engine, dispatch, clockWaiters, readOnly: writesRefused },
         directory,
         scopeOf: (given) => (tokensMatch(given, token) || isAdminToken(given) ? 'host' : isWorkerToken(given) ? 'worker' : null),
         bodyLimitBytes: config.bodyLimitBytes,
@@ -448,6 +450,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
             engine,
             dispatch,
             clockWaiters,
+            readOnly: writesRefused,
             directory,
             size: config.workers,
             spawn: options.spawn ?? forkSpawner,

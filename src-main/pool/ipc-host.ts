@@ -3,7 +3,7 @@ import type { Dispatch } from '../dispatch/dispatch'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import { longPollMs } from '../dispatch/long-poll'
 import type { Engine } from '../engine'
-import { answerError } from '../error-answer'
+import { answerError, type ErrorAnswer, storageFault } from '../error-answer'
 import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
 import { acquireAnswer } from './worker-answers'
@@ -14,6 +14,12 @@ export interface IpcHostDeps {
   engine: Engine
   dispatch: Dispatch
   clockWaiters: ClockWaiters
+  /**
+   * While the host takes no writes (its disk full at start, its database file deleted or
+   * replaced): the answer a write gets, saying why, as HTTP's. SQLite's own refusal of the write
+   * (`query_only`) reads as a disk that failed a write.
+   */
+  readOnly?: () => ErrorAnswer | null
 }
 
 /**
@@ -47,7 +53,7 @@ export async function answerWorkerRequest(
     if (response) return response
     response = respond(result)
   } catch (error) {
-    const { status, code, detail, internal } = answerError(error, dirname(deps.engine.databaseFile))
+    const { status, code, detail, internal } = (storageFault(error) === 'io' && deps.readOnly?.()) || answerError(error, dirname(deps.engine.databaseFile))
     // The worker is this host's own process: it logs a bug's message, where the host has no log.
     response = { type: 'response', id: request.id, error: { status, code, detail: internal ? String((error as Error)?.message ?? error) : detail } }
   }

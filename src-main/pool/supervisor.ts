@@ -162,7 +162,7 @@ export class WorkerPool {
         expired = this.options.engine.expireLeasesOfWorker(workerId)
       } catch (error) {
         // A full disk, say: the reaper expires them on its next tick that can write.
-        log(`leasehold: the leases of ${workerId} could not be expired now (${(error as Error).message}); the reaper will`)
+        log(`leasehold: the leases of ${workerId} could not be expired now (${(error as Error).message}); the reaper expires them once the host takes writes again`)
       }
       directory.forget(workerId)
       this.answerers.delete(workerId)

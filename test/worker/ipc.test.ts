@@ -10,6 +10,8 @@ import { Dispatch } from '../../src-main/dispatch/dispatch'
 import { ClockWaiters } from '../../src-main/dispatch/clock-waiters'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { answerWorkerRequest, type IpcHostDeps } from '../../src-main/pool/ipc-host'
+import { readOnlyAnswer } from '../../src-main/error-answer'
+import type { StorageMode } from '../../src-main/db/storage-mode'
 import type { WorkerProcess } from '../../src-main/pool/spawn'
 import { WorkerPool } from '../../src-main/pool/supervisor'
 import { WorkerDirectory } from '../../src-main/worker-roster/directory'
@@ -117,6 +119,22 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
   const alive = new AbortController().signal
 
   const claimOne = (workerId: string, max_wait_ms = 0) => ({ worker_id: workerId, claim: { streams: ['default'], max_jobs: 1, max_wait_ms } })
+
+  test("while the host takes no writes (its database file replaced), a worker's write is answered with why, as HTTP answers it, not as a disk that failed a write", async () => {
+    const d = deps()
+    const { job } = d.engine.submit(aJob())
+    const claimed = await answerWorkerRequest(d, { workerId: 'local-1.1', workerToken: false }, request('exchange', claimOne('local-1.1')), alive)
+    const [claim] = (claimed.result as { jobs: { job_id: string; attempt_id: string; lease_token: string }[] }).jobs
+    const mode: StorageMode = { state: 'read_only', reason: 'database file replaced', detail: 'The database file /d/leasehold.db was replaced while the host ran: restart the host' }
+    database(d.engine).pragma('query_only = ON') // as the host refuses writes (db/file-watch.ts refuseWrites)
+    const complete = request('exchange', { worker_id: 'local-1.1', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: 1 }] }, 8)
+    const refused = await answerWorkerRequest({ ...d, readOnly: () => readOnlyAnswer(mode, '/d') }, { workerId: 'local-1.1', workerToken: false }, complete, alive)
+    expect(refused).toEqual({ type: 'response', id: 8, error: { status: 503, code: 'storage_error', detail: `The write was not made. ${mode.detail}` } })
+    // With no such state known, SQLite's refusal reads as the disk's.
+    const plain = await answerWorkerRequest(d, { workerId: 'local-1.1', workerToken: false }, complete, alive)
+    expect(plain).toMatchObject({ error: { code: 'storage_error', detail: expect.stringContaining('The disk failed a write') } })
+    d.close()
+  })
 
   test('a request naming another worker_id is 403 worker_mismatch, and nothing happens', async () => {
     const d = deps()
