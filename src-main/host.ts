@@ -303,7 +303,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     checkIntegrity: (depth) => checkIntegrityInBackground(connectionPath(sqlite.name), { depth, nativeBinding: options.nativeBinding, signal: checkAbort.signal }),
     // One at a time: each reads the whole file through the host's connection.
     backup: () => {
-      const next = backups.catch(() => {}).then(() => backupDatabase(sqlite, join(config.dataDir, 'backups'), new Date(clock.now())))
+      const next = backups.catch(() => {}).then(() => backupDatabase(sqlite, join(config.dataDir, 'backups'), new Date(clock.now()), options.nativeBinding))
       backups = next
       return next
     },

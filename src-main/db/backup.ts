@@ -1,6 +1,7 @@
 import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Database } from 'better-sqlite3'
+import BetterSqlite3, { type Database } from 'better-sqlite3'
+import { clearHostMark } from './open'
 
 /** A backup taken: the file it wrote, its size, and how long the copy took. */
 export interface BackupReport {
@@ -18,7 +19,7 @@ export interface BackupReport {
  * (a full disk) is removed. Private to its owner, as every file of the data dir is. A start opens
  * a backup as any database file: restore one with the host stopped (docs/operations.md).
  */
-export async function backupDatabase(sqlite: Database, dir: string, now: Date): Promise<BackupReport> {
+export async function backupDatabase(sqlite: Database, dir: string, now: Date, nativeBinding?: string): Promise<BackupReport> {
   const started = performance.now()
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   const path = join(dir, `leasehold-${now.toISOString().replace(/[:.]/g, '-')}.db`)
@@ -28,6 +29,7 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date): 
     // Private from its first byte (SQLite gives its journal the same mode).
     closeSync(openSync(partial, 'wx', 0o600))
     await copyOnce(sqlite, partial)
+    closedCleanly(partial, nativeBinding)
     chmodSync(partial, 0o600) // as created, whatever the umask
     renameSync(partial, path)
   } catch (error) {
@@ -35,6 +37,20 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date): 
     throw error
   }
   return { path, bytes: statSync(path).size, ms: Math.round(performance.now() - started) }
+}
+
+/**
+ * The copy holds the running host's mark (db/open.ts `setHostMark`), which tells a start that the
+ * last host ended without closing the file: a start on a restored backup would warn of an
+ * unclean shutdown and check the whole file. The copy is a file no host had open, so its mark goes.
+ */
+function closedCleanly(copy: string, nativeBinding?: string): void {
+  const db = new BetterSqlite3(copy, nativeBinding ? { nativeBinding } : {})
+  try {
+    clearHostMark(db)
+  } finally {
+    db.close()
+  }
 }
 
 /** A copy's file until it is whole, and the journal SQLite writes beside it. */
