@@ -227,6 +227,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
   const tick = (name: string, run: () => void) => guardedTick(name, run, limiter, config.dataDir)
+  /** A step done once, at a start or a stop, that never throws: a failure is logged with what it leaves. */
+  const once = (name: string, leaves: string, run: () => void): void => {
+    try {
+      run()
+    } catch (error) {
+      log(`leasehold: ${name} failed (${failureReason(error, config.dataDir)}); ${leaves}`)
+    }
+  }
   const busyMeter = new CpuBusyMeter()
   // The reaper (below) wakes by the earliest moment waited for; a wait that begins sooner brings it forward.
   let reaper: ReaperTimer | null = null
@@ -403,16 +411,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (!resumed) throw error
       log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
     }
-    tick('the host\'s mark', () => {
+    once('the host\'s mark', 'a start after this host is killed will not know to check the file', () => {
       setHostMark(sqlite, new Date(clock.now())) // taken away at a clean stop: a start that finds it knows this host was killed
       marked = true
-    })()
+    })
     // The local workers of the host before this one died with it (however it ended): their
     // leases expire now, not after their TTL, and before the pool reuses their ids.
-    tick('the expiry of the last host\'s local leases', () => {
+    once('the expiry of the last host\'s local leases', 'the reaper expires them at the end of their TTL', () => {
       const expired = engine.expireLeasesOfLastHostsLocalWorkers()
       if (expired > 0) log(`leasehold: ${expired} lease(s) of the last host's local workers expired (host_restarted)`)
-    })()
+    })
     const reap = tick('the reaper', () => engine.reap())
     // Leases granted before a restart expire on time: reap once before serving anything.
     reap()
@@ -565,7 +573,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     lost = loss
     engine.flush() // a group still open commits: its callers are told, and what they were told is kept below
     // What is kept is closed cleanly (no write follows): a start on it has nothing to warn of.
-    tick('the host\'s mark', () => clearHostMark(sqlite))()
+    once('the host\'s mark', 'the next start checks the kept file as after a crash', () => clearHostMark(sqlite))
     refuseWrites(sqlite) // from here every write fails in SQLite, whoever asks for it
     dispatch.close()
     mode.state = 'read_only'
@@ -669,9 +677,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       closeConnections()
       await closed
       clearInterval(sweep)
-      if (mode.state === 'read_write') tick('the last stats sample', () => engine.sampleStats())() // the last gauges before the gap in the series
+      if (mode.state === 'read_write') once('the last stats sample', 'the series ends at the sample before', () => engine.sampleStats()) // the last gauges before the gap in the series
       engine.flush() // a group still open commits (a no-op when the sample above committed it)
-      if (mode.state === 'read_write') tick('the stop\'s mark', () => clearHostMark(sqlite))() // the last commit: the next start finds the file closed cleanly
+      if (mode.state === 'read_write') once('the stop\'s mark', 'the next start takes the file for one a host did not close, and checks it', () => clearHostMark(sqlite)) // the last commit: the next start finds the file closed cleanly
       await relay?.stop() // its pass in progress ends while the database is open; what waits stays in the outbox
       await readThread?.stop()
       await integrityChecksEnded() // a check in progress reads the file to its end: its thread is never cut short
@@ -787,11 +795,15 @@ function timerHealth(name: string, limiter: LogLimiter, dataDir: string): PassHe
     },
     failed(error) {
       failing = true
-      const answer = answerError(error, dataDir)
-      const reason = answer.internal ? ((error as Error)?.stack ?? String(error)) : `${answer.code}: ${answer.detail}`
-      limiter.line(name, `leasehold: ${name} failed and will try again on its next tick (${reason})`)
+      limiter.line(name, `leasehold: ${name} failed and will try again on its next tick (${failureReason(error, dataDir)})`)
     },
   }
+}
+
+/** Why a step of the host's failed, in its log: a storage fault as a client is told it, anything else with its stack. */
+function failureReason(error: unknown, dataDir: string): string {
+  const answer = answerError(error, dataDir)
+  return answer.internal ? ((error as Error)?.stack ?? String(error)) : `${answer.code}: ${answer.detail}`
 }
 
 /** A timer's tick that never throws: see {@link timerHealth}. */
