@@ -176,13 +176,14 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
 async function startLocked(config: HostConfig, options: HostOptions, lock: DataDirLock, undo: Undo): Promise<Host> {
   const log = options.log ?? ((line: string) => console.error(line))
   const clock = options.clock ?? systemClock
-  const token = loadOrCreateToken(config.dataDir, config.token)
   const mode: StorageMode = { state: 'read_write', reason: null, detail: null }
   /** While read-only, what a worker's write is answered, as HTTP answers it (pool/ipc-host.ts). */
   const writesRefused = (): ErrorAnswer | null => (mode.state === 'read_only' ? readOnlyAnswer(mode, config.dataDir) : null)
   const opened = openForStart(config, options, mode, log)
   const { sqlite } = opened
   undo.push(() => void sqlite.close())
+  // Once the database opens: a start refused on a file that is not Leasehold's leaves the data dir without a token made for it.
+  const token = loadOrCreateToken(config.dataDir, config.token)
   // The last host left its mark and no log (db/open.ts): it was killed, and its log went after it.
   const leftOpen = lastHostMark(sqlite)
   const logLost = leftOpen !== null && !leftOpen.logRecovered && !opened.uncleanShutdown

@@ -146,7 +146,7 @@ describe('leasehold serve', () => {
     expect(readFileSync(path).equals(before)).toBe(true)
   })
 
-  test('a corrupt database file stops the start with one line and is left untouched', () => {
+  test('a corrupt database file stops the start with one line and is left untouched, and no token is made for it', () => {
     const dir = dataDir()
     const path = join(dir, 'leasehold.db')
     writeFileSync(path, Buffer.from('this is not a database, but it is somebody’s file'.repeat(200)))
@@ -156,6 +156,7 @@ describe('leasehold serve', () => {
     expect(result.stderr.trim().split('\n')).toHaveLength(1)
     expect(result.stderr).toMatch(/not a readable SQLite database|damaged/)
     expect(readFileSync(path).equals(before)).toBe(true)
+    expect(existsSync(join(dir, 'token'))).toBe(false)
   })
 
   test('a port already in use is one line, exit 1', async () => {
