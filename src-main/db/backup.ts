@@ -53,8 +53,8 @@ function closedCleanly(copy: string, nativeBinding?: string): void {
   }
 }
 
-/** A copy's file until it is whole, and the journal SQLite writes beside it. */
-const CUT_SHORT = /\.db\.partial(-journal)?$/
+/** A copy's file until it is whole, and the files SQLite writes beside it (the copy's journal; its log while its mark is taken out). */
+const CUT_SHORT = /\.db\.partial(-journal|-wal|-shm)?$/
 
 /**
  * Removes what copies cut short left: a host killed (or a machine losing power) in the middle of
