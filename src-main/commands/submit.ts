@@ -64,9 +64,12 @@ Flags:
                        one id per job in the input's order (--json: one job per line). A line
                        that is null, or that the host could not store as sent (a lone surrogate,
                        a number past a double's range), submits nothing either (exit 2), as with
-                       --payload. A job the
-                       host refuses is one line on stderr naming its input line, the others are
-                       submitted, and the exit is 1. Not with --payload or --key
+                       --payload. A value of
+                       a flag the host refuses (a --units over the total capacity, a --queue too
+                       long) is every job's: one line naming the flag, nothing more is sent (the
+                       first request's jobs are all refused: nothing submitted), exit 2. A job the
+                       host refuses for its own line is one line on stderr naming that line, the
+                       others are submitted, and the exit is 1. Not with --payload or --key
 ${CLIENT_TARGET_HELP}
   -h, --help
 
@@ -378,6 +381,7 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
         }),
       )
     } catch (error) {
+      if (error instanceof HostError && error.status === 400) throw requestRefusal(error, template, request, jobs.length > 0)
       if (error instanceof HostError && error.status === 413 && request.length > 1) {
         const half = Math.ceil(request.length / 2)
         await send(request.slice(0, half))
@@ -391,6 +395,12 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
       throw answeredOnce ? stoppedAt(error, request[0]!.line) : error
     }
     answeredOnce = true
+    // A refusal of a field the flags gave is every job's: said once, as the flag, and nothing more is sent.
+    const flagged = answer.results.find((result) => !result.ok && templateField(result.detail, template) !== undefined)
+    if (flagged !== undefined && !flagged.ok) {
+      const detail = jobs.length > 0 ? `${flagged.detail}; the jobs from line ${request[0]!.line} on were not submitted` : flagged.detail
+      throw new HostError(400, flagged.code, detail, {})
+    }
     let out = ''
     answer.results.forEach((result, i) => {
       if (!result.ok) {
@@ -412,6 +422,32 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
     await send(request)
   }
   return { code: refused > 0 ? 1 : 0, jobs }
+}
+
+/**
+ * The field of the job that a refusal's `detail` names first (`cost_units: …`, `addon_id: …`), if
+ * the flags gave it: every job of `--each` has it as `template` has it, so each is refused alike.
+ */
+function templateField(detail: string, template: SubmitBody): string | undefined {
+  const field = /^([a-z_]+)[.:]/.exec(detail)?.[1]
+  return field !== undefined && field !== 'payload' && field in template ? field : undefined
+}
+
+/**
+ * The host's 400 of a request of `--each` (its check of the jobs' fields): each `jobs.N.field: …`
+ * of a field the flags gave said once as `field: …` (the command line names its flag), any other
+ * by the input line of job N. A request refused submitted none of its jobs.
+ */
+function requestRefusal(error: HostError, template: SubmitBody, request: EachLine[], submittedBefore: boolean): HostError {
+  const parts = error.detail.split('; ').map((part) => {
+    const item = /^jobs\.(\d+)(?:\.|: )(.*)$/.exec(part)
+    if (item === null) return part
+    const rest = item[2]!
+    const line = request[Number(item[1])]?.line
+    return templateField(rest, template) !== undefined || line === undefined ? rest : `line ${line}: ${rest}`
+  })
+  const detail = [...new Set(parts)].join('; ')
+  return new HostError(error.status, error.code, submittedBefore ? `${detail}; the jobs from line ${request[0]!.line} on were not submitted` : detail, error.body)
 }
 
 /** A failed request of `--each` after others went: its error, saying which input lines it leaves out. */

@@ -123,16 +123,21 @@ describe('leasehold submit --each', () => {
     expect(lines(result.stderr)).toEqual([expect.stringContaining('--each /no/such/jobs.ndjson: cannot read /no/such/jobs.ndjson (ENOENT)')])
   })
 
-  test('a job the host refuses is one line on stderr naming its input line, and the exit is 1', async () => {
-    const file = inputFile('{"a": 1}\n{"a": 2}\n')
-    const result = await submit(['--type', 'too-big', '--units', '500', '--queue', 'each-refused', '--each', file])
-    expect(result.status).toBe(1)
-    expect(lines(result.stderr)).toEqual([
-      expect.stringMatching(/^leasehold: line 1: .*500 exceeds the total capacity.*\(cost_exceeds_capacity\)$/),
-      expect.stringMatching(/^leasehold: line 2: .*\(cost_exceeds_capacity\)$/),
-    ])
-    expect(result.stdout).toBe('')
+  test("a refusal of a value a flag gave is every job's: one line naming the flag, exit 2, and nothing submitted", async () => {
+    const file = inputFile('{}\n'.repeat(2000))
+    const units = await submit(['--type', 'too-big', '--units', '500', '--queue', 'each-refused', '--each', file])
+    expect(units.status).toBe(2)
+    expect(lines(units.stderr)).toEqual([expect.stringMatching(/^leasehold: --units: 500 exceeds the total capacity.*\(cost_exceeds_capacity\)$/)])
+    expect(units.stdout).toBe('')
     expect(jobsOf('each-refused')).toEqual([])
+    const long = 'a'.repeat(300)
+    for (const [flag, args] of [['--addon', ['--addon', long, '--queue', 'each-refused']], ['--queue', ['--queue', long]]] as const) {
+      const result = await submit(['--type', 'too-long', ...args, '--each', file])
+      expect(result.status).toBe(2)
+      expect(lines(result.stderr)).toEqual([`leasehold: ${flag}: Too big: expected string to have <=200 characters (invalid_request)`])
+      expect(result.stdout).toBe('')
+    }
+    expect(host.engine.listJobs({ limit: 500 }).jobs.filter((job) => job.job_type === 'too-long')).toEqual([])
   })
 })
 
