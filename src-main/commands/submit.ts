@@ -76,7 +76,15 @@ ${CLIENT_TARGET_HELP}
 A reader that closes the output (… | head -1) ends the command, quietly, with exit status 141:
 with --each no request goes after the output is found closed (by the write of the jobs just
 submitted), so the jobs of the request then in flight (up to 1,000) may have been submitted, and
-the rest are not.`
+the rest are not.
+
+Ctrl-C (SIGINT) or SIGTERM while --each submits sends no more requests; the one in flight (up to
+1,000 jobs, which the host may have stored) is waited for up to 10 s and the ids of its jobs
+printed, then a line on stderr says from which input line on nothing was submitted: a run again
+from that line makes no duplicates. A second signal, or no answer in 10 s, stops at once, naming
+the lines in flight, which may have been submitted (leasehold jobs lists those that were). Exit
+130 (SIGINT) or 143 (SIGTERM); during --wait, after the submits, a signal ends the wait at once
+and the jobs go on.`
 
 export interface SubmitFlags {
   url?: string
@@ -366,12 +374,23 @@ function eachRequests(lines: EachLine[], templateBytes: number): EachLine[][] {
  * the jobs were not submitted.
  */
 async function submitEach(target: ClientTarget, template: SubmitBody, lines: EachLine[], print: 'id' | 'job' | 'nothing'): Promise<{ code: number; jobs: EachJob[] }> {
+  const interruption = new EachInterruption()
+  try {
+    return await submitEachUntil(target, template, lines, print, interruption)
+  } finally {
+    interruption.close()
+  }
+}
+
+async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines: EachLine[], print: 'id' | 'job' | 'nothing', interruption: EachInterruption): Promise<{ code: number; jobs: EachJob[] }> {
   const api = hostApi(target)
   const jobs: EachJob[] = []
   let refused = 0
   let answeredOnce = false
   const send = async (request: EachLine[]): Promise<void> => {
+    interruption.stopBefore(request[0]!.line)
     let answer: components['schemas']['SubmitBatchAnswer']
+    interruption.inFlight = request
     try {
       answer = await answered(
         target,
@@ -393,6 +412,8 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
         return
       }
       throw answeredOnce ? stoppedAt(error, request[0]!.line) : error
+    } finally {
+      interruption.inFlight = null
     }
     answeredOnce = true
     // A refusal of a field the flags gave is every job's: said once, as the flag, and nothing more is sent.
@@ -421,7 +442,65 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
     stopIfOutputClosed()
     await send(request)
   }
+  interruption.stopBefore(null)
   return { code: refused > 0 ? 1 : 0, jobs }
+}
+
+/**
+ * How long a signal that stops `--each` waits for the answer to the request in flight: its jobs
+ * may be stored, and `--each` takes no --key, so their ids are printed before the command ends
+ * (a run again from the first line not submitted then makes no duplicates). A second signal
+ * stops at once.
+ */
+const IN_FLIGHT_WAIT_S = 10
+
+const SIGNAL_EXITS = { SIGINT: 130, SIGTERM: 143 } as const
+type StopSignal = keyof typeof SIGNAL_EXITS
+
+/**
+ * SIGINT and SIGTERM while `--each` submits: no request goes after the signal; the one in flight
+ * is waited for (up to {@link IN_FLIGHT_WAIT_S}) and its jobs printed, and a line on stderr says
+ * from which input line on nothing was submitted. Exit 130 (SIGINT) or 143 (SIGTERM), as the
+ * signal would have ended the command.
+ */
+class EachInterruption {
+  /** The lines of the request sent and not yet answered. */
+  inFlight: EachLine[] | null = null
+  private signal: StopSignal | null = null
+  private readonly handlers = (Object.keys(SIGNAL_EXITS) as StopSignal[]).map((signal) => {
+    const handler = () => this.caught(signal)
+    process.on(signal, handler)
+    return { signal, handler }
+  })
+
+  /** Ends the command if a signal came: before the request from `line` (null: after the last) is sent. */
+  stopBefore(line: number | null): void {
+    if (this.signal === null) return
+    const rest = line === null ? 'every job was submitted' : `the jobs from line ${line} on were not submitted`
+    console.error(`leasehold: stopped by ${this.signal}; ${rest}`)
+    process.exit(SIGNAL_EXITS[this.signal])
+  }
+
+  /** Stops listening: the signals end the command as they would have (a --wait after the submits). */
+  close(): void {
+    for (const { signal, handler } of this.handlers) process.off(signal, handler)
+  }
+
+  private caught(signal: StopSignal): void {
+    const request = this.inFlight
+    const again = this.signal !== null
+    this.signal ??= signal
+    if (request === null) return this.stopBefore(null)
+    const lines = `lines ${request[0]!.line} to ${request.at(-1)!.line}`
+    if (again) return this.stopNow(`${signal} again`, lines)
+    console.error(`leasehold: ${signal}: waiting up to ${IN_FLIGHT_WAIT_S} s for the host's answer about the jobs of ${lines}, to print those submitted (${signal} again stops at once)`)
+    setTimeout(() => this.stopNow(`no answer within ${IN_FLIGHT_WAIT_S} s`, lines), IN_FLIGHT_WAIT_S * 1000)
+  }
+
+  private stopNow(why: string, lines: string): never {
+    console.error(`leasehold: stopped by ${this.signal} (${why}): the jobs of ${lines} may have been submitted (leasehold jobs lists those that were); those after were not`)
+    process.exit(SIGNAL_EXITS[this.signal!])
+  }
 }
 
 /**

@@ -3,14 +3,14 @@
  * requests of submit-batch instead of one command (a Node start and a request) each. The real
  * command (bin/leasehold.js) against an in-process host, found through `--data-dir`.
  */
-import type { ChildProcess } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { runCliAsync } from '../helpers/process'
+import { BIN, runCliAsync } from '../helpers/process'
 
 /** The runner's own LEASEHOLD_* settings must not pick the host. */
 const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
@@ -50,6 +50,18 @@ function submit(args: string[], { on = host, stdin }: { on?: TestHost; stdin?: s
 
 /** The jobs of `queue` on the test's host. */
 const jobsOf = (queue: string) => host.engine.listJobs({ limit: 500 }).jobs.filter((job) => job.queue === queue)
+
+/** The ids of every job of `type` on the test's host. */
+function jobsOfType(type: string): string[] {
+  const ids: string[] = []
+  let cursor: string | undefined
+  do {
+    const page = host.engine.listJobs({ limit: 500, job_type: type, ...(cursor ? { cursor } : {}) })
+    ids.push(...page.jobs.map((job) => job.id))
+    cursor = page.next_cursor ?? undefined
+  } while (cursor)
+  return ids
+}
 
 /** Leases the oldest queued job of `type` on `on`, as a test-driven worker would: the report that ends it. */
 function take(type: string, on: TestHost = host) {
@@ -197,6 +209,33 @@ describe('leasehold submit --each when a request fails after others went', () =>
     expect(result.status).toBe(1)
     expect(result.stdout).toBe('first-job\n')
     expect(lines(result.stderr)).toEqual(['leasehold: The host is stopping (shutting_down); the jobs from line 2 on were not submitted'])
+  })
+})
+
+describe('leasehold submit --each stopped by a signal', () => {
+  test('SIGINT with a request in flight waits for its answer and prints its ids: every job stored is printed, a line says from where none was; exit 130', async () => {
+    const child = spawn(process.execPath, [BIN, 'submit', '--type', 'interrupted', '--queue', 'each-interrupted', '--each', inputFile('{}\n'.repeat(20_000)), '--data-dir', host.dataDir], {
+      env: { ...process.env, ...CLEAN_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    children.push(child)
+    let stdout = ''
+    let stderr = ''
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    // The first request's ids are written just as the next request goes: the signal finds it in flight.
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (stdout === '') child.kill('SIGINT')
+      stdout += chunk.toString()
+    })
+    const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
+    expect(status).toBe(130)
+    const printed = lines(stdout)
+    expect(printed.length).toBeLessThan(20_000)
+    expect(new Set(jobsOfType('interrupted'))).toEqual(new Set(printed))
+    expect(lines(stderr)).toEqual([
+      expect.stringMatching(/^leasehold: SIGINT: waiting up to 10 s for the host's answer about the jobs of lines \d+ to \d+, to print those submitted \(SIGINT again stops at once\)$/),
+      `leasehold: stopped by SIGINT; the jobs from line ${printed.length + 1} on were not submitted`,
+    ])
   })
 })
 
