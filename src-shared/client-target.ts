@@ -105,27 +105,30 @@ export function processAlive(pid: number): boolean {
  * Why a data dir names no host to talk to: `none` runs there (host.json is not there, or names a
  * process that has ended); `blank`, its host.json names none (empty: a host that started on a
  * full disk could not write it); `unsaid`, a host holds the data dir but its host.json is missing
- * (it could not write it).
+ * (it is still starting, or could not write it).
  */
 export type NoHostReason = 'none' | 'blank' | 'unsaid'
 
 /**
  * A client command aimed at a data dir where no host runs (a running host keeps host.json
  * there) and given no host of its own: not a mistake in its flags, so it says what to start
- * rather than what is missing — or, for a host that runs but has not said where, what to give.
+ * rather than what is missing — or, for a host that runs but has not said where (in the
+ * `waitedS` seconds the command waited for it), what to give.
  */
 export class NoHostError extends Error {
   constructor(
     readonly dataDir: string,
     readonly reason: NoHostReason = 'none',
+    waitedS?: number,
   ) {
+    const waited = waitedS === undefined ? '' : ` in ${waitedS} s`
     super(
       reason === 'blank'
-        ? `the host on ${dataDir} has not said where it listens (its ${HOST_FILE} is empty: it may be starting, or its disk may be full): ` +
-            'give --url and --token (its log names its URL)'
+        ? `the host on ${dataDir} has not said where it listens${waited} (its ${HOST_FILE} is empty: it may still be starting, or its disk may be full): ` +
+            'try again in a moment, or give --url and --token (its log names its URL)'
         : reason === 'unsaid'
-          ? `a host holds the data dir ${dataDir} but has not said where it listens (its ${HOST_FILE} is missing: its disk may be full): ` +
-            'give --url and --token (its log names its URL)'
+          ? `a host holds the data dir ${dataDir} but has not said where it listens${waited} (its ${HOST_FILE} is missing: it may still be starting, or its disk may be full): ` +
+            'try again in a moment, or give --url and --token (its log names its URL)'
           : `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
             '(or "npm start" in the repository), or give --url and --token for a host elsewhere',
     )

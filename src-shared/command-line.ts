@@ -247,7 +247,7 @@ export async function runClient(command: () => Promise<number>): Promise<number>
     }
     const cause = (error as { cause?: { code?: string } }).cause
     if (cause?.code === 'ECONNREFUSED') {
-      console.error('leasehold: the host is not running (connection refused); start it with leasehold serve')
+      console.error('leasehold: the host is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with leasehold serve')
       return 1
     }
     console.error(`leasehold: ${(error as Error).message}`)

@@ -1,19 +1,32 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
+import { setTimeout } from 'node:timers/promises'
 import { type ClientTarget, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 
 /**
+ * How long a client command waits for a host that holds its data dir to say where it listens: a
+ * host writes host.json once it listens, after it has opened (and perhaps migrated or checked)
+ * the database, which takes a moment on a restart.
+ */
+export const HOST_START_WAIT_S = 5
+
+/**
  * The host a client command of the host's talks to ({@link resolveClientTarget}). Where the data
- * dir names none, a host may hold it all the same, its host.json missing (a start on a full
- * disk): that is said, with what to give, rather than "no host is running", which would send the
- * user to start a second one.
+ * dir names none but a host holds it (its host.json missing or empty), the host is starting, or could
+ * not write the file (a full disk): the command waits up to {@link HOST_START_WAIT_S} for it, and
+ * then says so, with what to give, rather than "no host is running", which would send the user
+ * to start a second one.
  */
 export async function findHost(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): Promise<ClientTarget> {
-  try {
-    return resolveClientTarget(flags, env)
-  } catch (error) {
-    if (error instanceof NoHostError && error.reason === 'none' && (await heldByHost(error.dataDir))) throw new NoHostError(error.dataDir, 'unsaid')
-    throw error
+  const deadline = Date.now() + HOST_START_WAIT_S * 1000
+  for (;;) {
+    try {
+      return resolveClientTarget(flags, env)
+    } catch (error) {
+      if (!(error instanceof NoHostError) || !(await heldByHost(error.dataDir))) throw error
+      if (Date.now() >= deadline) throw new NoHostError(error.dataDir, error.reason === 'blank' ? 'blank' : 'unsaid', HOST_START_WAIT_S)
+      await setTimeout(100)
+    }
   }
 }
 

@@ -919,7 +919,9 @@ describe('finding the host', async () => {
     writeFileSync(join(empty, 'host.json'), '')
     const blank = runCli(['status', '--data-dir', empty], CLEAN_ENV)
     expect(blank.status).toBe(1)
-    expect(lines(blank.stderr)).toEqual([`leasehold: the host on ${empty} has not said where it listens (its host.json is empty: it may be starting, or its disk may be full): give --url and --token (its log names its URL)`])
+    expect(lines(blank.stderr)).toEqual([
+      `leasehold: the host on ${empty} has not said where it listens (its host.json is empty: it may still be starting, or its disk may be full): try again in a moment, or give --url and --token (its log names its URL)`,
+    ])
   })
 
   test('a token without a URL names no host: a data dir where none runs says so as it does without a token', async () => {
@@ -941,18 +943,37 @@ describe('finding the host', async () => {
     expect(readdirSync(stopped.dataDir).sort()).toEqual(before)
   })
 
-  test('a host that holds the data dir but whose host.json is missing is said so, asking for --url and --token', async () => {
+  test('a host that holds the data dir but whose host.json stays missing is waited for 5 s, then said to be starting or out of disk, asking for --url and --token', async () => {
     const hostFile = join(host.dataDir, 'host.json')
     const kept = readFileSync(hostFile)
     rmSync(hostFile)
     try {
       for (const args of [['status'], ['status', '--token', host.token]]) {
+        const started = Date.now()
         const result = await cli(args)
+        expect(Date.now() - started).toBeGreaterThanOrEqual(5000)
         expect(result.status).toBe(1)
         expect(lines(result.stderr)).toEqual([
-          `leasehold: a host holds the data dir ${host.dataDir} but has not said where it listens (its host.json is missing: its disk may be full): give --url and --token (its log names its URL)`,
+          `leasehold: a host holds the data dir ${host.dataDir} but has not said where it listens in 5 s (its host.json is missing: it may still be starting, or its disk may be full): try again in a moment, or give --url and --token (its log names its URL)`,
         ])
       }
+    } finally {
+      writeFileSync(hostFile, kept)
+    }
+  })
+
+  test('a host that holds the data dir and writes its host.json a moment after the command starts (a host starting) is waited for and answers', async () => {
+    const hostFile = join(host.dataDir, 'host.json')
+    const kept = readFileSync(hostFile)
+    rmSync(hostFile)
+    try {
+      const running = cli(['status', '--json'])
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      writeFileSync(hostFile, kept)
+      const result = await running
+      expect(result.stderr).toBe('')
+      expect(result.status).toBe(0)
+      expect(JSON.parse(result.stdout).url).toBe(host.url)
     } finally {
       writeFileSync(hostFile, kept)
     }
