@@ -73,6 +73,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     check: () => CHECK_HELP,
     backup: () => BACKUP_HELP,
     token: () => TOKEN_HELP,
+    help: () => USAGE,
   }
   if (command === 'help') {
     // `help --help` asks how to use help: the usage says it.

@@ -4,7 +4,8 @@ import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-sha
 import { idEnd, idsEndingWith, SHORT_ID_END, shortId } from '../../src-shared/short-id'
 import { heldByItsJob, holderName } from '../../src-shared/file-owner'
 import type { ClientTarget } from '../../src-shared/client-target'
-import { allBlockers, answered, HostError, hostApi, table } from './http-client'
+import { allBlockers, answered, HostError, hostApi } from './http-client'
+import { table } from './text-table'
 
 export const BLOCKERS_HELP = `Usage: leasehold blockers [list] [flags]
        leasehold blockers resolve BLOCKER ACTION [flags]

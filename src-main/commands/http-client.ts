@@ -156,19 +156,3 @@ export async function allBlockers(target: ClientTarget, state: 'OPEN' | 'RESOLVE
 
 /** The queue API view of a job as the reads show it (with why it waits). */
 export type QueueJob = components['schemas']['QueueJobRead']
-
-/** Pads columns to their widest cell (each written {@link printable}); the last column is not padded. */
-export function table(header: string[], rows: string[][]): string {
-  const all = [header, ...rows.map((row) => row.map(printable))]
-  const widths = header.map((_, i) => Math.max(...all.map((row) => (row[i] ?? '').length)))
-  return all.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')).join('\n')
-}
-
-/**
- * A cell as the terminal should show it: control characters (C0, DEL, C1) written as `\u001b`.
- * Job types, add-on and worker ids come from whoever submits or claims, and an escape sequence
- * would recolour or rewrite the operator's terminal, a newline or tab break the table.
- */
-export function printable(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-}

@@ -3,7 +3,8 @@ import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
-import { answered, hostApi, table } from './http-client'
+import { answered, hostApi } from './http-client'
+import { table } from './text-table'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
        leasehold queue pause QUEUE [flags]

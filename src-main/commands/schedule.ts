@@ -3,7 +3,8 @@ import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
-import { answered, hostApi, table } from './http-client'
+import { answered, hostApi } from './http-client'
+import { table } from './text-table'
 import { buildSubmit, type SubmitFlags } from './submit'
 
 export const SCHEDULE_HELP = `Usage: leasehold schedule <add|list|pause|resume|rm> [NAME] [flags]

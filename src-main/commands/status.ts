@@ -5,7 +5,8 @@ import { findHost } from './host-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { blockerTable } from './blockers'
-import { allBlockers, answered, hostApi, table } from './http-client'
+import { allBlockers, answered, hostApi } from './http-client'
+import { table } from './text-table'
 
 /** How many of a worker's jobs its row shows: a local worker may run dozens at once, which would make its row as wide. */
 const SHOWN_JOBS = 3

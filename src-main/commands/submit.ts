@@ -6,7 +6,8 @@ import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { ConfigError, parseFlags, CLIENT_TARGET_HELP, stopIfOutputClosed, wholeNumber } from '../../src-shared/command-line'
-import { answered, HostError, hostApi, printable } from './http-client'
+import { answered, HostError, hostApi } from './http-client'
+import { printable } from './text-table'
 import type { EachJob } from './wait'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util'
 import { ConfigError, envSetting, flagError, refuseEmptyValues } from '../../src-shared/command-line'
 import { dataDirOf, defaultDataDir } from '../../src-shared/client-target'
 import type { TokenScope } from '../data-dir/worker-tokens'
+import { table } from './text-table'
 
 export const TOKEN_HELP = `Usage: leasehold token create --scope worker|admin | list | revoke ID [--data-dir PATH]
 
@@ -54,7 +55,7 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
     const tokens = listScopedTokens(dataDir)
     if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
     else if (tokens.length === 0) console.log('no scoped tokens (leasehold token create --scope worker makes one)')
-    else for (const t of tokens) console.log(`${t.id}  ${t.scope}  created ${new Date(t.created_at).toISOString()}${t.revoked_at ? `  revoked ${new Date(t.revoked_at).toISOString()}` : ''}`)
+    else console.log(table(['ID', 'SCOPE', 'CREATED', 'REVOKED'], tokens.map((t) => [t.id, t.scope, new Date(t.created_at).toISOString(), t.revoked_at ? new Date(t.revoked_at).toISOString() : ''])))
   } else {
     // A thing not found is a failure (exit 1), as for a job or a schedule, not a usage mistake.
     if (!revokeScopedToken(dataDir, rest[0]!)) throw new Error(`there is no token ${rest[0]} (leasehold token list shows them)`)

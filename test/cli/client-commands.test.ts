@@ -886,6 +886,18 @@ describe('leasehold queue', async () => {
     host.engine.cancel(id)
   })
 
+  test('list lines up a queue named in wide characters (キュー) by the columns it takes on screen, not by its UTF-16 length', async () => {
+    const id = host.engine.submit({ job_type: 'wide', cost_units: 1, queue: 'キュー' }).job.id
+    const listed = await cli(['queue', 'list'])
+    expect(listed.status).toBe(0)
+    const [header, ...rows] = lines(listed.stdout)
+    const stateColumn = header!.indexOf('STATE')
+    const wide = rows.find((row) => row.startsWith('キュー'))!
+    // キュー takes 6 columns, and is 3 code units long: 3 more spaces than its length alone would give.
+    expect(wide).toMatch(new RegExp(`^キュー {${stateColumn - 6}}active`))
+    host.engine.cancel(id)
+  })
+
   test.each([
     [[], 'queue needs one of list, pause, resume'],
     [['stop', 'q'], 'queue needs one of list, pause, resume'],
@@ -1090,7 +1102,7 @@ describe('help', async () => {
     const top = runCli(['--help'])
     expect(top.status).toBe(0)
     for (const command of ['serve', 'worker', 'submit', 'jobs', 'queue', 'status', 'help']) expect(top.stdout).toMatch(new RegExp(`^  ${command}\\s`, 'm'))
-    for (const args of [['help'], ['help', '--help'], ['help', '-h']]) expect(runCli(args)).toMatchObject({ status: 0, stdout: top.stdout })
+    for (const args of [['help'], ['help', '--help'], ['help', '-h'], ['help', 'help']]) expect(runCli(args)).toMatchObject({ status: 0, stdout: top.stdout })
     const flags: Record<string, string[]> = {
       submit: ['--type', '--payload', '--priority', '--units', '--queue', '--addon', '--max-attempts', '--key', '--at', '--in', '--wait', '--json', '--url', '--token', '--data-dir'],
       queue: ['list', 'pause QUEUE', 'resume QUEUE', '--by', '--json', '--url', '--token', '--data-dir'],

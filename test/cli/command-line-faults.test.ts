@@ -203,7 +203,17 @@ describe('leasehold token', () => {
     expect(created.status, created.stderr).toBe(0)
     const made = JSON.parse(created.stdout) as { id: string; scope: string; token: string }
     expect(made).toEqual({ id: expect.any(String), scope: 'worker', token: expect.stringMatching(/^[0-9a-f]{64}$/) })
-    expect((await run(['token', 'list', '--data-dir', dir])).stdout).toContain(`${made.id}  worker  created`)
+    expect((await run(['token', 'list', '--data-dir', dir])).stdout).toContain(`${made.id}  worker  `)
+  })
+
+  test('list is a table: its columns line up whatever the scopes (worker and admin)', async () => {
+    const dir = tempDir()
+    for (const scope of ['worker', 'admin', 'worker']) expect((await run(['token', 'create', '--scope', scope, '--data-dir', dir])).status).toBe(0)
+    const listed = lines((await run(['token', 'list', '--data-dir', dir])).stdout)
+    expect(listed[0]).toMatch(/^ID\s+SCOPE\s+CREATED\s+REVOKED$/)
+    const created = listed[0]!.indexOf('CREATED')
+    expect(listed).toHaveLength(4)
+    for (const row of listed.slice(1)) expect(row.slice(created)).toMatch(/^\d{4}-\d\d-\d\dT/)
   })
 
   test('token commands run at once keep each other’s changes: every token printed is stored, and a revoke among creates stays', async () => {
