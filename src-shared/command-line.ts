@@ -76,11 +76,14 @@ export function parseCommandLine<T>(
       },
       strict: true,
       allowPositionals,
+      tokens: true,
     })
   } catch (error) {
     throw flagError(error, [...TARGET_FLAGS, ...strings, ...booleans], elsewhere)
   }
+  refuseRepeatedFlags(parsed.tokens ?? [])
   refuseEmptyValues(parsed.values)
+  refuseUndecodedText(parsed.values)
   return { values: parsed.values as T, positionals: parsed.positionals }
 }
 
@@ -90,6 +93,49 @@ export function parseCommandLine<T>(
  */
 export function refuseEmptyValues(values: Readonly<Record<string, unknown>>): void {
   for (const [name, value] of Object.entries(values)) if (value === '') throw new ConfigError(`--${name} needs a value`)
+}
+
+/**
+ * A flag given twice with a value (`--type sleep --type noop`, a line edited and run again): no
+ * flag of a command is meant to repeat, and taking the last would run what the user may not
+ * have meant, so it is a usage error naming the flag and both values. A switch given twice
+ * (`--json --json`) says the same twice and passes.
+ */
+export function refuseRepeatedFlags(tokens: ReadonlyArray<{ kind: string; name?: string; value?: string | undefined }>): void {
+  const seen = new Map<string, string>()
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.value === undefined) continue
+    const earlier = seen.get(token.name!)
+    if (earlier !== undefined) throw new ConfigError(`--${token.name} is given twice ("${earlier}", then "${token.value}"): give it once`)
+    seen.set(token.name!, token.value)
+  }
+}
+
+/**
+ * The character an argument's bytes that are not UTF-8 become (Node decodes the command line so):
+ * stored as it is, a `--type $'\xff'` would name a job type nobody asked for. Refused as an input
+ * line of such bytes is (`submit --each`), as not UTF-8 text; a user does not type U+FFFD.
+ */
+const REPLACEMENT_CHARACTER = '\uFFFD'
+
+/** A flag whose value holds bytes that are not UTF-8 ({@link REPLACEMENT_CHARACTER}): a usage error naming it. */
+export function refuseUndecodedText(values: Readonly<Record<string, unknown>>): void {
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string' && value.includes(REPLACEMENT_CHARACTER)) throw new ConfigError(`--${name} is not valid UTF-8 text`)
+  }
+}
+
+/**
+ * `bytes` as UTF-8 text; bytes that are not UTF-8 are a ConfigError naming `from` and the line
+ * that holds them, rather than text with U+FFFD in their place, stored as if it were what was sent.
+ */
+export function utf8Text(from: string, bytes: Buffer): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+  } catch {
+    const line = new TextDecoder('utf-8').decode(bytes).split('\n').findIndex((text) => text.includes(REPLACEMENT_CHARACTER)) + 1
+    throw new ConfigError(`${from} line ${line} is not valid UTF-8 text`)
+  }
 }
 
 /**

@@ -5,7 +5,7 @@ import type { ClientTarget } from '../../src-shared/client-target'
 import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
-import { ConfigError, parseFlags, CLIENT_TARGET_HELP, stopIfOutputClosed, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseFlags, CLIENT_TARGET_HELP, stopIfOutputClosed, utf8Text, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi } from './http-client'
 import { printable } from './text-table'
 import type { EachJob } from './wait'
@@ -36,8 +36,9 @@ Flags:
                        differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
                        2026-03-01T02:00:00Z (without a zone it is this machine's local time)
-  --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m,
-                       up to 100 years (--at and --in do not go together)
+  --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
+                       (each unit once, the larger first), up to 100 years (--at and --in do
+                       not go together)
   --wait               follow the job until it ends: a live progress line on stderr (saying why
                        the job waits while it does); exit 0 if
                        it is DONE, 1 if it FAILED, was CANCELED or timed out (TIMEOUT). A BLOCKED
@@ -60,7 +61,7 @@ Flags:
                        own, in the input's order, once all have ended)
   --each FILE          one job per line of FILE (- for stdin), whose JSON is the job's payload;
                        the other flags apply to every job. The whole input is read first: a line
-                       that is not JSON submits nothing (exit 2). Sent through
+                       that is not JSON (or not UTF-8) submits nothing (exit 2). Sent through
                        POST /api/scheduler/jobs/submit-batch, up to 1,000 jobs a request; prints
                        one id per job in the input's order (--json: one job per line). A line
                        that is null, or that the host could not store as sent (a lone surrogate,
@@ -113,17 +114,19 @@ type Priority = components['schemas']['Priority']
 const PRIORITIES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 
 /**
- * The text of the file `path` (`-`: stdin); one that cannot be read is a ConfigError naming
- * `from`. A leading byte-order mark is dropped: Notepad writes one, and JSON.parse would refuse
+ * The text of the file `path` (`-`: stdin); one that cannot be read, or is not UTF-8, is a
+ * ConfigError naming `from`. A leading byte-order mark is dropped: Notepad writes one, and JSON.parse would refuse
  * it as an unexpected character the user cannot see.
  */
 function readInput(from: string, path: string): string {
+  let bytes: Buffer
   try {
-    return readFileSync(path === '-' ? 0 : path, 'utf8').replace(/^\uFEFF/, '')
+    bytes = readFileSync(path === '-' ? 0 : path)
   } catch (error) {
     const e = error as NodeJS.ErrnoException
     throw new ConfigError(`${from}: cannot read ${path === '-' ? 'stdin' : path} (${e.code ?? e.message})`)
   }
+  return utf8Text(from, bytes).replace(/^\uFEFF/, '')
 }
 
 /**
@@ -220,7 +223,8 @@ export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 
 /** `--in`: a duration such as 90s, 10m, 2h, 1d or 1h30m, up to 100 years, in milliseconds; anything else is a ConfigError. */
 export function parseDuration(flag: string, value: string): number {
-  const parts = /^(\d+(ms|s|m|h|d))+$/.test(value) ? [...value.matchAll(/(\d+)(ms|s|m|h|d)/g)] : []
+  // Each unit once, the larger first (1h30m): 1h1h or 30m1h is a slip, not a sum to take.
+  const parts = /^(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$/.test(value) ? [...value.matchAll(/(\d+)(ms|s|m|h|d)/g)] : []
   const ms = parts.reduce((total, [, n, unit]) => total + Number(n) * DURATION_UNITS[unit!]!, 0)
   if (parts.length === 0 || !Number.isSafeInteger(ms)) {
     throw new ConfigError(`--${flag} must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "${value}")`)

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ConfigError, envSetting, flagError, refuseEmptyValues } from '../../src-shared/command-line'
+import { ConfigError, envSetting, flagError, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../../src-shared/command-line'
 import { dataDirOf, defaultDataDir } from '../../src-shared/client-target'
 import type { TokenScope } from '../data-dir/worker-tokens'
 import { table } from './text-table'
@@ -35,8 +35,10 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   } catch (error) {
     throw flagError(error, Object.keys(TOKEN_OPTIONS))
   }
-  const { values, positionals } = parsed
+  const { values, positionals, tokens } = parsed
+  refuseRepeatedFlags(tokens)
   refuseEmptyValues(values)
+  refuseUndecodedText(values)
   // The token file's code (and zod, which reads the file) loads for this command only: the other client commands start faster without it.
   const { createScopedToken, listScopedTokens, revokeScopedToken, TOKEN_SCOPES } = await import('../data-dir/worker-tokens')
   // What was asked is checked before the data dir is looked for: a usage error is said as one.
@@ -67,5 +69,5 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
 const TOKEN_OPTIONS = { 'data-dir': { type: 'string' }, scope: { type: 'string' }, json: { type: 'boolean' } } as const
 
 function parse(argv: string[]) {
-  return parseArgs({ args: argv, options: TOKEN_OPTIONS, strict: true, allowPositionals: true })
+  return parseArgs({ args: argv, options: TOKEN_OPTIONS, strict: true, allowPositionals: true, tokens: true })
 }

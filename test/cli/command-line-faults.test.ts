@@ -116,6 +116,12 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker, admin'],
     ['a token command’s misspelt flag', ['token', 'create', '--scop', 'worker'], "Unknown option '--scop' (did you mean --scope?)"],
     ['a worker’s misspelt flag', ['worker', '--concurency', '2'], "Unknown option '--concurency' (did you mean --concurrency?)"],
+    ['a flag given twice', ['submit', '--type', 'sleep', '--type', 'noop'], '--type is given twice ("sleep", then "noop"): give it once'],
+    ['a flag given twice, once with =', ['jobs', '--limit=3', '--state', 'QUEUED', '--limit', '5'], '--limit is given twice ("3", then "5"): give it once'],
+    ['a worker’s flag given twice', ['worker', '--streams', 'a', '--streams', 'b'], '--streams is given twice ("a", then "b"): give it once'],
+    ['a token command’s flag given twice', ['token', 'create', '--scope', 'worker', '--scope', 'admin'], '--scope is given twice ("worker", then "admin"): give it once'],
+    ['a duration with a unit twice', ['submit', '--type', 't', '--in', '1h1h'], '--in must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "1h1h")'],
+    ['a duration with its units out of order', ['submit', '--type', 't', '--wait', '--wait-timeout', '30m1h'], '--wait-timeout must be a duration such as 90s, 10m, 2h, 1d or 1h30m (got "30m1h")'],
   ])('%s is said before the host or its data dir is looked for', async (_what, args, message) => {
     const result = await run([...args, '--data-dir', join(tempDir('no-host-'), 'missing')])
     expect(result.status, result.stderr).toBe(2)
@@ -135,6 +141,29 @@ describe('a usage mistake is one line and exit 2', () => {
     const result = await run(args, { LEASEHOLD_DATA_DIR: host.dataDir })
     expect(result.status, result.stderr).toBe(2)
     expect(lines(result.stderr)).toEqual([`leasehold: ${flag} needs a value`])
+  })
+
+  test('bytes that are not UTF-8 are refused alike in a flag, a line of --each and a payload file, naming where they are; nothing is submitted', async () => {
+    const dir = tempDir('utf8-')
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'jobs.txt'), Buffer.concat([Buffer.from('{"a":1}\n{"a":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}\n')]))
+    writeFileSync(join(dir, 'payload.json'), Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xff]), Buffer.from('"}')]))
+    // A flag's bytes go through a shell: a JavaScript string cannot hold them as an argument. (Not
+    // spawnSync: a command that went on to submit would wait on the host this process runs.)
+    const shell = spawn('/bin/sh', ['-c', `exec "$0" "$1" submit --type "$(printf '\\377\\376')" --queue utf8-refused --data-dir "$2"`, process.execPath, BIN, host.dataDir], {
+      env: { ...process.env, ...CLEAN_ENV },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    children.push(shell)
+    let flagStderr = ''
+    shell.stderr!.on('data', (chunk: Buffer) => (flagStderr += chunk.toString()))
+    const flag = { status: await new Promise<number | null>((resolve) => shell.once('close', resolve)), stderr: flagStderr }
+    const each = await run(['submit', '--type', 't', '--queue', 'utf8-refused', '--each', join(dir, 'jobs.txt'), '--data-dir', host.dataDir])
+    const payload = await run(['submit', '--type', 't', '--queue', 'utf8-refused', '--payload', `@${join(dir, 'payload.json')}`, '--data-dir', host.dataDir])
+    expect([flag.status, lines(flag.stderr)]).toEqual([2, ['leasehold: --type is not valid UTF-8 text']])
+    expect([each.status, lines(each.stderr)]).toEqual([2, [`leasehold: --each ${join(dir, 'jobs.txt')} line 2 is not valid UTF-8 text`]])
+    expect([payload.status, lines(payload.stderr)]).toEqual([2, [`leasehold: --payload @${join(dir, 'payload.json')} line 1 is not valid UTF-8 text`]])
+    expect(host.engine.listJobs({ limit: 10 }).jobs.filter((job) => job.queue === 'utf8-refused')).toEqual([])
   })
 
   test('a flag missing its value, followed by another flag, needs a value (not "ambiguous")', async () => {
