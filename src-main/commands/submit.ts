@@ -82,7 +82,7 @@ the rest are not.
 
 Ctrl-C (SIGINT) or SIGTERM while --each submits sends no more requests; the one in flight (up to
 1,000 jobs, which the host may have stored) is waited for up to 10 s and the ids of its jobs
-printed, then a line on stderr says from which input line on nothing was submitted: a run again
+printed (with --wait --json, the ids of every job submitted so far), then a line on stderr says from which input line on nothing was submitted: a run again
 from that line makes no duplicates. A second signal, or no answer in 10 s, stops at once, naming
 the lines in flight, which may have been submitted (leasehold jobs lists those that were). Exit
 130 (SIGINT) or 143 (SIGTERM); during --wait, after the submits, a signal ends the wait at once
@@ -390,6 +390,7 @@ async function submitEach(target: ClientTarget, template: SubmitBody, lines: Eac
 async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines: EachLine[], print: 'id' | 'job' | 'nothing', interruption: EachInterruption): Promise<{ code: number; jobs: EachJob[] }> {
   const api = hostApi(target)
   const jobs: EachJob[] = []
+  if (print === 'nothing') interruption.unprinted = jobs
   let refused = 0
   let answeredOnce = false
   const send = async (request: EachLine[]): Promise<void> => {
@@ -471,6 +472,8 @@ type StopSignal = keyof typeof SIGNAL_EXITS
 class EachInterruption {
   /** The lines of the request sent and not yet answered. */
   inFlight: EachLine[] | null = null
+  /** The jobs submitted whose ids are not printed as they go (--wait --json prints all at the end): printed on a stop, so that none goes unsaid. */
+  unprinted: readonly EachJob[] = []
   private signal: StopSignal | null = null
   private readonly handlers = (Object.keys(SIGNAL_EXITS) as StopSignal[]).map((signal) => {
     const handler = () => this.caught(signal)
@@ -482,6 +485,7 @@ class EachInterruption {
   stopBefore(line: number | null): void {
     if (this.signal === null) return
     const rest = line === null ? 'every job was submitted' : `the jobs from line ${line} on were not submitted`
+    this.printUnprinted()
     console.error(`leasehold: stopped by ${this.signal}; ${rest}`)
     process.exit(SIGNAL_EXITS[this.signal])
   }
@@ -502,7 +506,12 @@ class EachInterruption {
     setTimeout(() => this.stopNow(`no answer within ${IN_FLIGHT_WAIT_S} s`, lines), IN_FLIGHT_WAIT_S * 1000)
   }
 
+  private printUnprinted(): void {
+    if (this.unprinted.length > 0) process.stdout.write(this.unprinted.map(({ job_id }) => `${job_id}\n`).join(''))
+  }
+
   private stopNow(why: string, lines: string): never {
+    this.printUnprinted()
     console.error(`leasehold: stopped by ${this.signal} (${why}): the jobs of ${lines} may have been submitted (leasehold jobs lists those that were); those after were not`)
     process.exit(SIGNAL_EXITS[this.signal!])
   }

@@ -213,8 +213,11 @@ describe('leasehold submit --each when a request fails after others went', () =>
 })
 
 describe('leasehold submit --each stopped by a signal', () => {
-  test('SIGINT with a request in flight waits for its answer and prints its ids: every job stored is printed, a line says from where none was; exit 130', async () => {
-    const child = spawn(process.execPath, [BIN, 'submit', '--type', 'interrupted', '--queue', 'each-interrupted', '--each', inputFile('{}\n'.repeat(20_000)), '--data-dir', host.dataDir], {
+  test.each([
+    ['', [], 'interrupted'],
+    [' (with --wait --json, which prints no id as it submits: every id then)', ['--wait', '--json'], 'interrupted-json'],
+  ])('SIGINT with a request in flight waits for its answer and prints its ids: every job stored is printed, a line says from where none was; exit 130%s', async (_what, flags, type) => {
+    const child = spawn(process.execPath, [BIN, 'submit', '--type', type, ...flags, '--queue', 'each-interrupted', '--each', inputFile('{}\n'.repeat(20_000)), '--data-dir', host.dataDir], {
       env: { ...process.env, ...CLEAN_ENV },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
@@ -222,16 +225,18 @@ describe('leasehold submit --each stopped by a signal', () => {
     let stdout = ''
     let stderr = ''
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    // The first request's ids are written just as the next request goes: the signal finds it in flight.
+    // The first request's ids are written just as the next request goes: the signal finds it in
+    // flight. (--wait --json writes none: the signal goes once the first jobs are stored.)
     child.stdout!.on('data', (chunk: Buffer) => {
-      if (stdout === '') child.kill('SIGINT')
+      if (stdout === '' && flags.length === 0) child.kill('SIGINT')
       stdout += chunk.toString()
     })
+    if (flags.length > 0) await until('the first jobs', () => host.engine.listJobs({ limit: 1, job_type: type }).jobs.length > 0).then(() => child.kill('SIGINT'))
     const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
     expect(status).toBe(130)
     const printed = lines(stdout)
     expect(printed.length).toBeLessThan(20_000)
-    expect(new Set(jobsOfType('interrupted'))).toEqual(new Set(printed))
+    expect(new Set(jobsOfType(type))).toEqual(new Set(printed))
     expect(lines(stderr)).toEqual([
       expect.stringMatching(/^leasehold: SIGINT: waiting up to 10 s for the host's answer about the jobs of lines \d+ to \d+, to print those submitted \(SIGINT again stops at once\)$/),
       `leasehold: stopped by SIGINT; the jobs from line ${printed.length + 1} on were not submitted`,
