@@ -1,5 +1,6 @@
 import { BULK_STATES, DEAD_LETTER_STATES, describeError, type ApiClient, type BulkAction, type BulkAnswer, type BulkRequest } from './api'
 import type { JobFilter } from './jobs.svelte'
+import { quotedName } from './names'
 
 /** A bulk action counted and waiting for the operator's yes. */
 export interface PendingBulk {
@@ -37,7 +38,7 @@ export class BulkState {
    * every job the action applies to: the count the operator confirms says how many.
    */
   static requestFor(action: BulkAction, filter: JobFilter): BulkRequest | null {
-    if (filter.search.trim() !== '') return null
+    if (filter.search !== '') return null
     if (filter.state !== '' && !BULK_STATES[action].includes(filter.state)) return null
     // Dead letters have finished: a retry or a purge takes them, and only in the states they are in.
     const states = filter.state !== '' ? [filter.state] : BULK_STATES[action]
@@ -45,8 +46,9 @@ export class BulkState {
     const request: BulkRequest = {}
     if (filter.state !== '') request.states = [filter.state]
     if (filter.dead_letter) request.dead_letter = true
-    if (filter.job_type.trim()) request.job_type = filter.job_type.trim()
-    if (filter.addon_id.trim()) request.addon_id = filter.addon_id.trim()
+    // Whole values as the filter holds them: the host tells " padded " from "padded".
+    if (filter.job_type !== '') request.job_type = filter.job_type
+    if (filter.addon_id !== '') request.addon_id = filter.addon_id
     if (Object.keys(request).length === 0) request.all = true
     return request
   }
@@ -133,7 +135,7 @@ export function describeSelection(action: BulkAction, request: BulkRequest): str
     : !request.states && action === 'purge'
       ? 'finished jobs'
       : `${states.join(', ')} jobs`
-  const of = [request.job_type && `of type ${request.job_type}`, request.addon_id && `of add-on ${request.addon_id}`, request.queue && `in queue ${request.queue}`]
+  const of = [request.job_type && `of type ${quotedName(request.job_type)}`, request.addon_id && `of add-on ${quotedName(request.addon_id)}`, request.queue && `in queue ${quotedName(request.queue)}`]
   const which = of.filter(Boolean).join(' ')
   return request.all ? `every one of the ${what}` : `the ${what}${which ? ` ${which}` : ''}`
 }

@@ -11,9 +11,11 @@ export const RECENT_JOBS = 6
 export interface JobFilter {
   /** A state as the queue API shows it, or '' for all. */
   state: JobState | ''
+  /** A whole job type as the host keeps it, outer spaces and all (" padded " is not "padded"); '' for any. */
   job_type: string
+  /** A whole add-on id, as `job_type`; '' for any. */
   addon_id: string
-  /** Part of a job's id, type or add-on (the shortened ids the tables show are such parts); '' for none. */
+  /** Part of a job's id, type or add-on (the shortened ids the tables show are such parts), spaces and all; '' for none. */
   search: string
   /** Only the jobs that ran out of attempts (FAILED or TIMEOUT, dead-lettered); false for no such filter. */
   dead_letter: boolean
@@ -29,7 +31,7 @@ const QUERY_NAMES = { state: 'state', job_type: 'type', addon_id: 'addon', searc
 export function filterQuery(filter: JobFilter): URLSearchParams {
   const query = new URLSearchParams()
   if (filter.state) query.set(QUERY_NAMES.state, filter.state)
-  for (const field of ['job_type', 'addon_id', 'search'] as const) if (filter[field].trim()) query.set(QUERY_NAMES[field], filter[field].trim())
+  for (const field of ['job_type', 'addon_id', 'search'] as const) if (filter[field] !== '') query.set(QUERY_NAMES[field], filter[field])
   if (filter.dead_letter) query.set(QUERY_NAMES.dead_letter, '1')
   return query
 }
@@ -50,11 +52,11 @@ export function filterOfQuery(query: URLSearchParams): JobFilter {
 export const sameFilter = (a: JobFilter, b: JobFilter): boolean => filterQuery(a).toString() === filterQuery(b).toString()
 
 /** Whether any job can match: its type, add-on and id are at most {@link MAX_ID_CHARS} characters (the fields' maxlength; a link may say more). */
-const canMatch = (filter: JobFilter): boolean => [filter.job_type, filter.addon_id, filter.search].every((value) => value.trim().length <= MAX_ID_CHARS)
+const canMatch = (filter: JobFilter): boolean => [filter.job_type, filter.addon_id, filter.search].every((value) => value.length <= MAX_ID_CHARS)
 
 /** Whether a filter selects fewer than all jobs. */
 export const isFiltered = (filter: JobFilter): boolean =>
-  filter.state !== '' || filter.job_type.trim() !== '' || filter.addon_id.trim() !== '' || filter.search.trim() !== '' || filter.dead_letter
+  filter.state !== '' || filter.job_type !== '' || filter.addon_id !== '' || filter.search !== '' || filter.dead_letter
 
 /**
  * A list of jobs: a filter, newest first, pages by cursor. Events move the rows on screen at
@@ -108,9 +110,9 @@ export class JobsState {
     try {
       const page = await this.api.listJobs({
         state: this.filter.state || undefined,
-        job_type: this.filter.job_type.trim() || undefined,
-        addon_id: this.filter.addon_id.trim() || undefined,
-        search: this.filter.search.trim() || undefined,
+        job_type: this.filter.job_type || undefined,
+        addon_id: this.filter.addon_id || undefined,
+        search: this.filter.search || undefined,
         dead_letter: this.filter.dead_letter ? 'true' : undefined,
         limit: this.pageSize,
         cursor: this.cursor,

@@ -30,11 +30,11 @@ export class QueuesState {
   /**
    * Pauses or resumes a queue (one that has no jobs yet too), then reads the list again. True
    * once done; a failure is kept under the queue's name (in `failures`), for the row or the form
-   * that asked to show it.
+   * that asked to show it. The name is sent as given, never trimmed: a row's is the host's own,
+   * a typed one is the operator's, and the host tells " reports " from "reports".
    */
-  async setPaused(queue: string, paused: boolean): Promise<boolean> {
-    const name = queue.trim()
-    if (!name) return false
+  async setPaused(name: string, paused: boolean): Promise<boolean> {
+    if (name === '') return false
     if (isDotSegment(name)) {
       // As the command line refuses it: in a URL's path the name would be another route.
       this.failures[name] = `A queue name ${DOT_SEGMENT_REFUSAL}`

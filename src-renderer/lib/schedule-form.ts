@@ -60,7 +60,7 @@ const problem = (field: DraftField, message: string): FormProblem => ({ field, m
 /** The job template of a draft, or what is wrong with it that the host need not be asked about. */
 function templateOf(draft: ScheduleDraft): DraftResult<JobTemplate> {
   const problems: FormProblem[] = []
-  if (draft.job_type.trim() === '') problems.push(problem('job_type', 'Job type: required'))
+  if (draft.job_type === '') problems.push(problem('job_type', 'Job type: required'))
   const cost = draft.cost_units
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) problems.push(problem('cost_units', 'Units: a whole number of at least 1'))
   let payload: unknown
@@ -72,8 +72,10 @@ function templateOf(draft: ScheduleDraft): DraftResult<JobTemplate> {
     }
   }
   if (problems.length > 0) return { ok: false, problems }
-  const job: JobTemplate = { ...draft.rest, job_type: draft.job_type.trim(), cost_units: cost as number, priority: draft.priority }
-  if (draft.queue.trim() !== '') job.queue = draft.queue.trim()
+  // The type and the queue as the form holds them: an edit sends back the host's own (" padded " stays
+  // " padded "), a new one what was typed; the form shows outer spaces rather than drop them.
+  const job: JobTemplate = { ...draft.rest, job_type: draft.job_type, cost_units: cost as number, priority: draft.priority }
+  if (draft.queue !== '') job.queue = draft.queue
   if (payload !== undefined) job.payload = payload
   return { ok: true, value: job }
 }

@@ -99,7 +99,9 @@ test("a view's settings follow a ? in the fragment: the Jobs view's filter, only
   expect(place).toMatchObject({ view: 'jobs', jobId: null })
   expect(filterOfQuery(place.query!)).toEqual({ state: 'FAILED', job_type: 'sleep', addon_id: '', search: '', dead_letter: true })
   const filter = { ...NO_FILTER, state: 'QUEUED' as const, search: ' a b ' }
-  expect(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(filter) })).toBe('#/jobs?state=QUEUED&search=a+b')
+  // Spaces and all: the host matches what it is sent.
+  expect(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(filter) })).toBe('#/jobs?state=QUEUED&search=+a+b+')
+  expect(filterOfQuery(parseRoute(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(filter) })).query!)).toEqual(filter)
   expect(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(NO_FILTER) })).toBe('#/jobs')
   expect(filterOfQuery(new URLSearchParams('state=NOPE'))).toEqual(NO_FILTER) // a state the API does not know is left out
 })

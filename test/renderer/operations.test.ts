@@ -12,7 +12,7 @@ import { ApiClient } from '../../src-renderer/lib/api'
 import { BulkState, bulkOutcome, bulkQuestion } from '../../src-renderer/lib/bulk.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import { reduceJob } from '../../src-renderer/lib/job-events'
-import { JobsState, NO_FILTER, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
+import { filterOfQuery, filterQuery, JobsState, NO_FILTER, type JobFilter } from '../../src-renderer/lib/jobs.svelte'
 import { QueuesState } from '../../src-renderer/lib/queues.svelte'
 import { formatClock } from '../../src-renderer/lib/time-format'
 import { until } from '../helpers/until'
@@ -150,8 +150,34 @@ describe('paused queues', () => {
       'POST /api/queues/later/pause': { queue: { queue: 'later', paused: true, paused_at: iso(T0), paused_by: 'dashboard' } },
     })
     const queues = new QueuesState(new ApiClient(connection, fetcher))
-    await queues.setPaused(' later ', true)
+    await queues.setPaused('later', true)
     expect(queues.queues).toEqual([expect.objectContaining({ queue: 'later', paused: true, counts: {} })])
+  })
+
+  test('a queue name is never trimmed: a row pauses its own queue (" lead trail ", shown with its spaces marked), the form pauses the queue as typed', async () => {
+    const padded = ' lead trail '
+    const info = (queue: string, paused: boolean) => ({ queue, paused, paused_at: paused ? iso(T0) : null, paused_by: paused ? 'dashboard' : null })
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/queues': { queues: [{ ...info(padded, false), counts: { QUEUED: 1 } }, { ...info('lead trail', false), counts: { QUEUED: 2 } }] },
+      'POST /api/queues/%20lead%20trail%20/pause': { queue: info(padded, true) },
+      'POST /api/queues/%20other/pause': { queue: info(' other', true) },
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    const row = el.querySelector(`tr[data-queue="${padded}"]`)!
+    expect(row.querySelector('.name-cell')!.textContent).toContain(padded)
+    expect(row.querySelector('[data-spaces]')!.getAttribute('data-spaces')).toBe('begins with a space and ends with a space')
+    ;(row.querySelector('button[aria-pressed]') as HTMLButtonElement).click()
+    await until(() => calls.some((c) => c.method === 'POST'), 2000, 'the pause sent')
+    const input = el.querySelector('form.pause-other input') as HTMLInputElement
+    input.value = ' other'
+    input.dispatchEvent(new Event('input'))
+    flushSync()
+    expect(text(el.querySelector('[data-testid="spaces-note"]')!)).toBe('Queue " other" begins with a space: sent as typed')
+    ;(el.querySelector('form.pause-other button') as HTMLButtonElement).click()
+    await until(() => calls.filter((c) => c.method === 'POST').length === 2, 2000, 'the typed pause sent')
+    expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/%20lead%20trail%20/pause', '/api/queues/%20other/pause'])
   })
 
   test('the form that pauses a queue by name says why it could not, beside the field, and keeps the name; "." and ".." are refused before sending', async () => {
@@ -184,11 +210,15 @@ describe('paused queues', () => {
 
 describe('bulk actions', () => {
   test('the request follows the jobs filter; an action that cannot apply to the filtered state has none; no filter means all', () => {
-    expect(BulkState.requestFor('retry', filter({ state: 'FAILED', job_type: ' render ' }))).toEqual({ states: ['FAILED'], job_type: 'render' })
+    expect(BulkState.requestFor('retry', filter({ state: 'FAILED', job_type: 'render' }))).toEqual({ states: ['FAILED'], job_type: 'render' })
     expect(BulkState.requestFor('retry', filter({ state: 'RUNNING' }))).toBeNull()
     expect(BulkState.requestFor('purge', filter({ state: 'QUEUED' }))).toBeNull()
     expect(BulkState.requestFor('purge', filter())).toEqual({ all: true })
     expect(BulkState.requestFor('purge', filter({ addon_id: 'a' }))).toEqual({ addon_id: 'a' })
+    // The host matches whole values: " padded " is another type than "padded", and the question says which.
+    const padded = BulkState.requestFor('purge', filter({ state: 'CANCELED', job_type: ' padded ', addon_id: 'a ' }))
+    expect(padded).toEqual({ states: ['CANCELED'], job_type: ' padded ', addon_id: 'a ' })
+    expect(bulkQuestion({ action: 'purge', request: padded!, matched: 1 })).toContain('The CANCELED jobs of type " padded " of add-on "a " will be deleted')
     // A search selects by parts of ids and text; a bulk call selects by whole values: none for a search.
     expect(BulkState.requestFor('purge', filter({ search: 'a3f9' }))).toBeNull()
   })
@@ -265,6 +295,46 @@ describe('bulk actions', () => {
 })
 
 describe('the jobs view', () => {
+  test('a type, add-on or search goes to the host as it came, outer spaces and all (" padded " is not "padded"): from a link, from the fields, and to Purge matching', async () => {
+    const padded = job({ job_id: 'job-padded', job_type: ' padded ', state: 'CANCELED' })
+    const listed = 'GET /api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&limit=25'
+    const { fetcher, calls } = fakeFetch({
+      [listed]: { jobs: [padded], next_cursor: null },
+      'GET /api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&addon_id=a%20&search=%20x&limit=25': { jobs: [], next_cursor: null },
+      'POST /api/jobs/bulk/purge': { action: 'purge', matched: 1, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 5 },
+    })
+    const api = new ApiClient(connection, fetcher)
+    const jobs = new JobsState(api)
+    const linked = filterOfQuery(new URLSearchParams('type=%20padded%20&state=CANCELED'))
+    expect(linked).toEqual(filter({ state: 'CANCELED', job_type: ' padded ' }))
+    expect(filterOfQuery(filterQuery(linked))).toEqual(linked)
+    await jobs.setFilter(linked)
+    expect(calls.map((c) => `${c.method} ${c.path}`)).toEqual([listed])
+    const bulk = new BulkState(api)
+    const el = render(JobsView, { jobs, now: T0, bulk })
+    const cell = el.querySelector('tr[data-job="job-padded"] td.name-cell')!
+    expect(cell.textContent).toContain(' padded ')
+    expect(cell.querySelectorAll('.outer-space')).toHaveLength(2)
+    ;(el.querySelector('[data-testid="bulk-purge"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(bulk.pending).not.toBeNull())
+    expect(calls.at(-1)!.body).toEqual({ states: ['CANCELED'], job_type: ' padded ', dry_run: true, requested_by: 'dashboard' })
+    const type = (name: string, value: string) => {
+      const input = el.querySelector(`input[name="${name}"]`) as HTMLInputElement
+      input.value = value
+      input.dispatchEvent(new Event('input', { bubbles: true }))
+    }
+    type('addon_id', 'a ')
+    type('search', ' x')
+    flushSync()
+    expect([...el.querySelectorAll('[data-testid="spaces-note"]')].map(text)).toEqual([
+      'Id or text " x" begins with a space: sent as typed',
+      'Type " padded " begins with a space and ends with a space: sent as typed',
+      'Add-on "a " ends with a space: sent as typed',
+    ])
+    ;(el.querySelector('form[role="search"] button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&addon_id=a%20&search=%20x&limit=25'))
+  })
+
   test('searches by any part of an id, type or add-on as typed, and asks the host with the search', async () => {
     const found = job({ job_id: '01a2248b-543a-8000-8000-0000015c8d60', job_type: 'render' })
     const { fetcher, calls } = fakeFetch({
@@ -276,7 +346,7 @@ describe('the jobs view', () => {
     await jobs.refresh()
     const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
     const box = el.querySelector('input[name="search"]') as HTMLInputElement
-    box.value = ' 5c8d '
+    box.value = '5c8d'
     box.dispatchEvent(new Event('input', { bubbles: true }))
     ;(el.querySelector('form[role="search"] button[type="submit"]') as HTMLButtonElement).click()
     await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(1))

@@ -70,7 +70,7 @@ describe('the schedule form', () => {
   test('what the host need not be asked about is refused in the form, naming the field', () => {
     const draft = { ...emptyDraft('UTC'), name: 'n', job_type: 'x' }
     expect(createInput({ ...draft, name: '' })).toEqual({ ok: false, problems: [{ field: 'name', message: 'Name: required' }] })
-    expect(createInput({ ...draft, job_type: ' ' })).toEqual({ ok: false, problems: [{ field: 'job_type', message: 'Job type: required' }] })
+    expect(createInput({ ...draft, job_type: '' })).toEqual({ ok: false, problems: [{ field: 'job_type', message: 'Job type: required' }] })
     const units = { ok: false, problems: [{ field: 'cost_units', message: 'Units: a whole number of at least 1' }] }
     // As a number field gives them: a fraction, zero, and nothing (emptied, or not a number).
     for (const cost_units of [1.5, 0, null, undefined]) expect(createInput({ ...draft, cost_units })).toEqual(units)
@@ -100,6 +100,13 @@ describe('the schedule form', () => {
 
   test("a length the host's validation refuses is said in words, not in the validator's terms", () => {
     expect(hostProblem('job.job_type: Too big: expected string to have <=200 characters', 'invalid_request')).toEqual({ field: 'job_type', message: 'job.job_type: at most 200 characters' })
+  })
+
+  test('editing sends back the job type and queue as the host has them, outer spaces and all; a typed one goes as typed', () => {
+    const existing = schedule({ job: { job_type: ' padded ', cost_units: 1, queue: ' lead trail ' } })
+    const changed = changeInput({ ...draftOf(existing), cron: '0 3 * * *' })
+    expect(changed).toMatchObject({ ok: true, value: { cron: '0 3 * * *', job: { job_type: ' padded ', queue: ' lead trail ' } } })
+    expect(createInput({ ...emptyDraft('UTC'), name: 'n', job_type: 'exec ', queue: ' io' })).toMatchObject({ ok: true, value: { job: { job_type: 'exec ', queue: ' io' } } })
   })
 
   test('editing keeps the job fields the form does not show (a PATCH replaces the job whole)', () => {
