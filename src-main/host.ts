@@ -179,6 +179,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const mode: StorageMode = { state: 'read_write', reason: null, detail: null }
   /** While read-only, what a worker's write is answered, as HTTP answers it (pool/ipc-host.ts). */
   const writesRefused = (): ErrorAnswer | null => (mode.state === 'read_only' ? readOnlyAnswer(mode, config.dataDir) : null)
+  // Told to the event stream's readers each time the mode changes: no event can say it (a host
+  // that lost its database commits none), and an open dashboard shows it at once.
+  const modeListeners = new Set<(mode: StorageMode) => void>()
+  const modeChanged = (): void => {
+    for (const listener of modeListeners) listener({ ...mode })
+  }
   const opened = openForStart(config, options, mode, log)
   const { sqlite } = opened
   undo.push(() => void sqlite.close())
@@ -317,6 +323,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       return next
     },
     storageMode: () => ({ ...mode }),
+    onStorageMode: (listener) => {
+      modeListeners.add(listener)
+      return () => modeListeners.delete(listener)
+    },
     rendererDir: options.rendererDir ?? DEFAULT_RENDERER_DIR,
     log,
     redis: relay ?? undefined,
@@ -541,6 +551,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     keeping = true
     try {
       mode.detail = keptDetail(loss, databaseFile, await keepCommits(sqlite, loss, databaseFile, new Date(clock.now())))
+      modeChanged()
       kept = true
       log(`leasehold: ${mode.detail}`)
       if (loss.file === 'database') {
@@ -549,6 +560,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       }
     } catch (error) {
       mode.detail = keptDetail(loss, databaseFile, error as Error)
+      modeChanged()
       limiter.line('the rescue of the database', `leasehold: ${mode.detail}`)
     } finally {
       keeping = false
@@ -579,6 +591,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     dispatch.close()
     mode.state = 'read_only'
     mode.reason = `database ${loss.file === 'database' ? 'file' : 'log'} ${loss.how}`
+    modeChanged()
     if (probe) clearTimeout(probe)
     void stopWriters()
     // No connection of the host's opens the paths again, nor copies the log into what is there now.
@@ -635,6 +648,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       mode.state = 'read_write'
       mode.reason = null
       mode.detail = null
+      modeChanged()
       resumed = true
       log(`leasehold: the disk that holds the data dir ${config.dataDir} has room again: writes resume`)
       try {

@@ -167,7 +167,7 @@ export interface paths {
         };
         /**
          * Server-sent events of the event log; resume with Last-Event-ID
-         * @description Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.
+         * @description Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -1119,6 +1119,17 @@ export interface components {
         StreamGap: {
             missed_from: number;
             missed_to: number;
+        };
+        StorageChange: {
+            /**
+             * @description As GET /api/health says it, from now on
+             * @enum {string}
+             */
+            storage: "read_write" | "read_only";
+            /** @description Why the host is read-only (as GET /api/health says it); null while it takes writes */
+            reason: string | null;
+            /** @description What happened and what to do, as GET /api/storage says it; null while it takes writes */
+            detail: string | null;
         };
         FileLeaseGranted: {
             /** @constant */
@@ -2228,7 +2239,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": components["schemas"]["StreamEvent"] | components["schemas"]["StreamGap"] | components["schemas"]["RedisHealth"];
+                    "text/event-stream": components["schemas"]["StreamEvent"] | components["schemas"]["StreamGap"] | components["schemas"]["RedisHealth"] | components["schemas"]["StorageChange"];
                 };
             };
             /** @description invalid_request: Last-Event-ID is not an event id; invalid_request (the failing fields are named in detail) */

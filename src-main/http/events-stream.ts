@@ -1,4 +1,5 @@
 import type { Context } from 'koa'
+import type { StorageMode } from '../db/storage-mode'
 import { randomBytes } from 'node:crypto'
 import type { ServerResponse } from 'node:http'
 import { PassThrough } from 'node:stream'
@@ -9,7 +10,7 @@ import type { LogLimiter } from '../../src-shared/log-limiter'
 import { LAST_EVENT_ID, NoBody } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, type RedisReport, route } from './route'
-import { EventTicket, RedisHealth, StreamEvent, streamEvent, StreamGap } from './views/system'
+import { EventTicket, RedisHealth, StorageChange, StreamEvent, streamEvent, StreamGap } from './views/system'
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
 export const TICKET_TTL_MS = 60_000
@@ -48,6 +49,12 @@ function sseRedis(health: RedisHealth): string {
   return `event: redis\ndata: ${JSON.stringify(health)}\n\n`
 }
 
+/** A `storage` frame: no id, as a `redis` frame. */
+function sseStorage(mode: StorageMode): string {
+  const change: StorageChange = { storage: mode.state, reason: mode.reason, detail: mode.detail }
+  return `event: storage\ndata: ${JSON.stringify(change)}\n\n`
+}
+
 /**
  * A reader for which the host holds more than this many bytes of frames it has not taken (not
  * counting the replay it was opened with) is cut off, its connection closed with what was held
@@ -79,6 +86,8 @@ export class EventStreams {
     private readonly engine: Engine,
     private readonly redis: RedisReport | undefined,
     private readonly log: LogLimiter,
+    /** The host's storage mode as it changes (the host stops or starts taking writes), when the host tells it. */
+    private readonly onStorageMode?: (listener: (mode: StorageMode) => void) => () => void,
     private readonly maxUnsentBytes = MAX_UNSENT_BYTES,
   ) {}
 
@@ -104,7 +113,7 @@ export class EventStreams {
     for (const reader of this.readers) reader.stream.end()
   }
 
-  /** Listens to the engine (and Redis's health) for the readers; answers the function that stops. */
+  /** Listens to the engine (and Redis's health, and the storage mode) for the readers; answers the function that stops. */
   private listen(): () => void {
     // A commit's events leave in one write (a write per event cost a system call each, and a
     // commit of a busy pool holds dozens); they are gathered as the events are told, so that a
@@ -118,12 +127,11 @@ export class EventStreams {
         for (const reader of this.readers) this.write(reader, frames)
       }),
     ]
+    // No event can tell it: a host that lost its database commits none.
+    if (this.onStorageMode) stops.push(this.onStorageMode((mode) => this.tell(sseStorage(mode))))
     if (this.redis) {
       stops.push(
-        this.redis.onHealth((health) => {
-          const frame = Buffer.from(sseRedis(health))
-          for (const reader of this.readers) this.write(reader, frame)
-        }),
+        this.redis.onHealth((health) => this.tell(sseRedis(health))),
       )
     }
     return () => {
@@ -137,6 +145,12 @@ export class EventStreams {
     if (this.readers.size > 0 || this.stopListening === null) return
     this.stopListening()
     this.stopListening = null
+  }
+
+  /** A frame of no event, to every reader. */
+  private tell(frame: string): void {
+    const chunk = Buffer.from(frame)
+    for (const reader of this.readers) this.write(reader, chunk)
   }
 
   private write(reader: Reader, chunk: Buffer | string): void {
@@ -201,21 +215,21 @@ export const eventsApi: Api = {
       id: 'streamEvents',
       summary: 'Server-sent events of the event log; resume with Last-Event-ID',
       description:
-        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away.',
+        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.',
       // Read by the route itself: the ticket is the request guard's, the event id is checked below.
       query: EventsQuery,
       header: EventsHeaders,
       security: [{ bearer: [] }, { ticket: [] }],
-      answer: z.union([StreamEvent, StreamGap, RedisHealth]),
+      answer: z.union([StreamEvent, StreamGap, RedisHealth, StorageChange]),
       answerDoc: { description: 'A stream of frames; the schema is that of one frame’s data', mediaType: 'text/event-stream' },
       errors: { 400: 'invalid_request: Last-Event-ID is not an event id' },
       grouped: false,
-      koa: (ctx, { engine, streams, redis }) => stream(ctx, engine, streams, redis),
+      koa: (ctx, { engine, streams, redis, storageMode }) => stream(ctx, engine, streams, redis, storageMode()),
     }),
   ],
 }
 
-function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: RedisReport | undefined): void {
+function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: RedisReport | undefined, mode: StorageMode): void {
   const header = ctx.get('last-event-id')
   const resumeFrom = header || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
   if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
@@ -232,6 +246,8 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: Redi
 
   stream.write('retry: 2000\n\n')
   if (redis) stream.write(sseRedis(redis.health()))
+  // A client that opens (or resumes) while the host is read-only is told so before any event.
+  if (mode.state === 'read_only') stream.write(sseStorage(mode))
   if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
   // Replay and joining the readers run in one synchronous step: no event can commit in between.
   streams.add(stream, ctx.res)

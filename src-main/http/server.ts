@@ -44,6 +44,8 @@ export interface HttpDependencies {
   backup: () => Promise<BackupReport>
   /** Whether the host takes writes (GET /api/health); always does when not given. */
   storageMode?: () => StorageMode
+  /** Tells a listener each time the host stops or starts taking writes; never, when not given. */
+  onStorageMode?: (listener: (mode: StorageMode) => void) => () => void
   /** Redis as GET /api/health and the event stream report it, when it carries the queues. */
   redis?: RedisReport
   /** The built dashboard (out/renderer), served at `/`. */
@@ -150,7 +152,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const app = new Koa()
   const tickets = new StreamTickets()
   const logLimiter = new LogLimiter(deps.log, Date.now)
-  const streams = new EventStreams(deps.engine, deps.redis, logLimiter)
+  const streams = new EventStreams(deps.engine, deps.redis, logLimiter, deps.onStorageMode)
   const policy: GuardPolicy = {
     token: deps.policy.token,
     allowedHosts: deps.policy.allowedHosts,

@@ -31,6 +31,8 @@ export type Storage = Schemas['Storage']
 
 /** What the host says of Redis when it carries the queues (`GET /api/health`, the event stream's `redis` frames; docs/redis.md). */
 export type RedisHealth = Schemas['RedisHealth']
+/** The host's storage mode as the event stream's `storage` frames tell it when it changes. */
+export type StorageChange = Schemas['StorageChange']
 
 /** `PUT /api/capacity`: a busy rating of null switches to auto. */
 export type CapacityChange = JsonBody<paths['/api/capacity']['put']>

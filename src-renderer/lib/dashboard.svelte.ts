@@ -118,6 +118,7 @@ export class Dashboard {
     this.redis = new RedisState(() => this.time.now)
     this.stream.subscribe((event) => this.receive(event))
     this.stream.onRedis((health) => this.redis.hear(health))
+    this.stream.onStorage((change) => this.storage.hear(change))
     // Whether the stream reopens after the last event it saw or from the host's present, what the
     // host answered to an action before is no longer known to be true.
     this.stream.onGap(() => {

@@ -1,5 +1,5 @@
 import { EVENT_TYPES } from '../../src-shared/event-types'
-import { ApiError, type LogEvent, type RedisHealth } from './api'
+import { ApiError, type LogEvent, type RedisHealth, type StorageChange } from './api'
 
 /**
  * The event types the host writes to its log: the host's own list (src-shared/event-types.ts). An
@@ -54,6 +54,7 @@ export class LiveStream {
   private readonly gapListeners = new Set<() => void>()
   private readonly resumeListeners = new Set<() => void>()
   private readonly redisListeners = new Set<(health: RedisHealth | null) => void>()
+  private readonly storageListeners = new Set<(change: StorageChange) => void>()
 
   constructor(
     private readonly endpoints: StreamEndpoints,
@@ -87,6 +88,16 @@ export class LiveStream {
   onRedis(listener: (health: RedisHealth | null) => void): () => void {
     this.redisListeners.add(listener)
     return () => this.redisListeners.delete(listener)
+  }
+
+  /**
+   * Told each `storage` frame: the host stopped or started taking writes (its database file went,
+   * a full disk has room again), or the stream opened while it is read-only. No event says it: a
+   * host that lost its database commits none.
+   */
+  onStorage(listener: (change: StorageChange) => void): () => void {
+    this.storageListeners.add(listener)
+    return () => this.storageListeners.delete(listener)
   }
 
   start(): void {
@@ -148,15 +159,8 @@ export class LiveStream {
     source.addEventListener('gap', () => {
       for (const listener of this.gapListeners) listener()
     })
-    source.addEventListener('redis', (message) => {
-      let health: RedisHealth
-      try {
-        health = JSON.parse(message.data) as RedisHealth
-      } catch {
-        return
-      }
-      for (const listener of this.redisListeners) listener(health)
-    })
+    hearFrames(source, 'redis', this.redisListeners)
+    hearFrames(source, 'storage', this.storageListeners)
   }
 
   private retryLater(): void {
@@ -181,4 +185,17 @@ export class LiveStream {
     this.status = 'live'
     for (const listener of this.listeners) listener(event)
   }
+}
+
+/** Hands the data of a stream's frames of one type (not events: `redis`, `storage`) to its listeners; a frame that is not JSON is dropped. */
+function hearFrames<T>(source: EventSourceLike, type: string, listeners: Set<(data: T) => void>): void {
+  source.addEventListener(type, (message) => {
+    let data: T
+    try {
+      data = JSON.parse(message.data) as T
+    } catch {
+      return
+    }
+    for (const listener of listeners) listener(data)
+  })
 }

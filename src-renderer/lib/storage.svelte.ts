@@ -1,4 +1,4 @@
-import { describeError, type ApiClient, type Storage } from './api'
+import { describeError, type ApiClient, type Storage, type StorageChange } from './api'
 
 /** Bytes as the dashboard writes a file's size: `812 KB`, `12.3 MB`, `1.24 GB`. */
 export function formatBytes(bytes: number): string {
@@ -44,6 +44,16 @@ export class StorageState {
         void this.refresh()
       }, READ_ONLY_POLL_MS)
     }
+  }
+
+  /**
+   * The host said its storage mode changed (the event stream's `storage` frame): the banner
+   * follows at once, then the figures are read (and, while read-only, read again until it takes writes).
+   */
+  hear(change: StorageChange): void {
+    this.readOnly = change.storage === 'read_only' ? (change.reason ?? 'disk full') : null
+    this.readOnlyDetail = this.readOnly === null ? null : change.detail
+    void this.refresh()
   }
 
   stop(): void {

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
+import { readEvents } from '../helpers/sse'
 import { body, expectError, QUEUE, submit } from './support'
 
 const hosts: TestHost[] = []
@@ -62,6 +63,19 @@ describe('a database file deleted while the host runs', () => {
     expect(refused.detail).toContain(path)
     expect(await body(await host.call('/api/health'))).toMatchObject({ storage: 'read_only', reason: 'database file deleted' })
     expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+  })
+
+  test("an open event stream is told by a storage frame as the host goes read-only (no event can say it), and a stream opened then is told first", async () => {
+    const host = await aHost()
+    const open = await host.call('/api/events/stream')
+    const before = readEvents(open, (frames) => frames.some((frame) => frame.event === 'storage' && JSON.parse(frame.data!).detail !== null))
+    rmSync(join(host.dataDir, 'leasehold.db'))
+    const told = (await before).filter((frame) => frame.event === 'storage').map((frame) => JSON.parse(frame.data!))
+    expect(told[0]).toMatchObject({ storage: 'read_only', reason: 'database file deleted' })
+    expect(told.at(-1)!.detail).toContain('was deleted while the host ran')
+    const later = await readEvents(await host.call('/api/events/stream'), (frames) => frames.some((frame) => frame.event === 'storage'))
+    expect(later.find((frame) => frame.event === 'storage')!.id).toBeUndefined()
+    expect(JSON.parse(later.find((frame) => frame.event === 'storage')!.data!)).toMatchObject({ storage: 'read_only', reason: 'database file deleted' })
   })
 
   test('with the whole data dir gone, the folder is made again for the copy, with the token, worker tokens, host.json and lock the host holds', async () => {

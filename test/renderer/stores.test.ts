@@ -281,9 +281,14 @@ describe('an idle dashboard', () => {
   beforeEach(() => vi.useFakeTimers({ now: T0 }))
   afterEach(() => vi.useRealTimers())
 
+  /** What GET /api/health answers of the host's storage. */
+  let health: { storage: 'read_write' | 'read_only'; reason?: string } = { storage: 'read_write' }
+
   /** A dashboard started on a host where nothing happens, its first reads done. */
   async function startIdle() {
+    health = { storage: 'read_write' }
     const { fetcher, calls } = fakeFetch({
+      'GET /api/health': () => ({ ok: true, version: '1', ...health }),
       'POST /api/events/ticket': { ticket: 'ticket-1' },
       'GET /api/leases': () => ({ now: iso(Date.now()), leases: [] }),
       'GET /api/capacity': { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 },
@@ -309,6 +314,28 @@ describe('an idle dashboard', () => {
     const first = calls.length
     await vi.advanceTimersByTimeAsync(60 * SECOND)
     expect(calls.slice(first).map((c) => c.path)).toEqual([])
+    dashboard.stop()
+  })
+
+  test("the read-only banner follows the host's storage frames while the page is open: shown as the database goes, gone as writes resume, with no timer asking", async () => {
+    const { dashboard, stream, reads } = await startIdle()
+    const el = render(App, { dashboard })
+    expect(el.querySelector('[data-testid="read-only"]')).toBeNull()
+    const detail = 'The database file was deleted while the host ran; restart it'
+    health = { storage: 'read_only', reason: 'database file deleted' }
+    stream.emit('storage', { storage: 'read_only', reason: 'database file deleted', detail }, '')
+    flushSync()
+    expect(el.querySelector('[data-testid="read-only"]')?.textContent).toContain(detail)
+    await vi.advanceTimersByTimeAsync(1000)
+    health = { storage: 'read_write' }
+    stream.emit('storage', { storage: 'read_write', reason: null, detail: null }, '')
+    flushSync()
+    expect(el.querySelector('[data-testid="read-only"]')).toBeNull()
+    // Writable again: nothing more is asked of an idle host.
+    await vi.advanceTimersByTimeAsync(10 * SECOND)
+    const asked = reads('/api/health')
+    await vi.advanceTimersByTimeAsync(60 * SECOND)
+    expect(reads('/api/health')).toBe(asked)
     dashboard.stop()
   })
 

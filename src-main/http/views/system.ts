@@ -30,11 +30,23 @@ export const RedisHealth = z
   .meta({ id: 'RedisHealth' })
 export type RedisHealth = z.infer<typeof RedisHealth>
 
+const STORAGE_STATE = z.enum(['read_write', 'read_only'])
+
+/** A `storage` frame's data: the host's storage mode, told on the event stream as it changes. */
+export const StorageChange = z
+  .object({
+    storage: STORAGE_STATE.meta({ description: 'As GET /api/health says it, from now on' }),
+    reason: z.string().nullable().meta({ description: 'Why the host is read-only (as GET /api/health says it); null while it takes writes' }),
+    detail: z.string().nullable().meta({ description: 'What happened and what to do, as GET /api/storage says it; null while it takes writes' }),
+  })
+  .meta({ id: 'StorageChange' })
+export type StorageChange = z.infer<typeof StorageChange>
+
 export const Health = z
   .object({
     ok: z.literal(true),
     version: z.string(),
-    storage: z.enum(['read_write', 'read_only']).meta({
+    storage: STORAGE_STATE.meta({
       description:
         'read_only: reads work and every write is refused, because the disk was full at start (507 until space returns) or the database file or its log was deleted or replaced while the host ran (503 until a restart); GET /api/storage says what to do',
     }),
