@@ -26,6 +26,16 @@ export function attemptError(error: unknown): AttemptError | null {
 }
 
 /**
+ * Whether an attempt's message is shown clipped, with a way to open it whole: one longer than a
+ * couple of lines of its cell, or of more than one line. Every attempt may carry the same long
+ * error (a stack, a dump), and each whole would make its row thousands of pixels tall.
+ */
+export const clipsMessage = (message: string): boolean => message.length > CLIPPED_CHARS || message.includes('\n')
+
+/** About two lines of the attempts table's error column. */
+const CLIPPED_CHARS = 120
+
+/**
  * A job's error for the page, whole: its fields as JSON, and a stack (which JSON would squeeze
  * into one line of `\n`s) after them as the lines it is.
  */

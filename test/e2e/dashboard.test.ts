@@ -454,6 +454,41 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await shoot('job-failed-stack')
   })
 
+  test("an attempt's long error is clipped to a line or two in its row, and opens whole: three attempts of a 2,100-character word keep the page short", async () => {
+    const id = await submit({ job_type: 'dumps', queue: 'dump', max_attempts: 1 })
+    const word = 'E'.repeat(2100)
+    for (let run = 1; run <= 3; run++) {
+      if (run > 1) await json(await host.call(`/api/jobs/${id}/retry`, { method: 'POST', json: { requested_by: 'test' } }))
+      const claim = await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-dump', streams: ['dump'], max_wait_ms: 0 } }))
+      expect(claim.job_id).toBe(id)
+      const error = { code: 'E_DUMP', message: word, retryable: false }
+      await json(await host.call('/internal/worker/fail', { method: 'POST', json: { worker_id: 'ext-dump', job_id: id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error } }))
+    }
+    await page.goto(`${host.url}/#/jobs/${id}`)
+    const rows = page.locator('[data-testid="attempts"] tbody tr')
+    await expect.poll(() => rows.count(), { timeout: 5000 }).toBe(3)
+    try {
+      for (const width of [360, 1280]) {
+        await page.setViewportSize({ width, height: 900 })
+        // The error takes two lines at most (other cells of a narrow row may take more: a time and its duration).
+        const heights = await rows.evaluateAll((trs) => trs.map((tr) => ({ row: tr.getBoundingClientRect().height, error: tr.querySelector('summary')!.getBoundingClientRect().height })))
+        for (const { row, error } of heights) {
+          expect(error, `an attempt's error at ${width} px`).toBeLessThan(50)
+          expect(row, `an attempt's row at ${width} px`).toBeLessThan(150)
+        }
+        if (width === 1280) expect(await page.evaluate(() => document.documentElement.scrollHeight), 'the page').toBeLessThan(2200)
+      }
+      const first = rows.first().getByTestId('attempt-error')
+      await first.locator('summary').click()
+      const whole = first.getByTestId('attempt-error-whole')
+      expect(await whole.textContent()).toBe(word)
+      expect(await whole.evaluate((el) => el.getBoundingClientRect().height)).toBeLessThanOrEqual(20 * 16 + 1)
+      await shoot('job-attempt-error-opened')
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 })
+    }
+  })
+
   test('workers and charts', async () => {
     // An external worker, known to the host by its claim (this test's own: it runs alone too).
     await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-charts', streams: ['nothing-here'], max_wait_ms: 0 } }))

@@ -109,6 +109,30 @@ test('the job page lists the attempts the host reports, each with worker, times,
   expect(text(el.querySelector('[data-testid="timeline"]'))).toContain('LEASE_GRANTED')
 })
 
+test("an attempt's long error shows clipped to two lines (broken at any character) that open it whole, so that three attempts of the same dump stay rows of a line or two", async () => {
+  const dump = 'x'.repeat(2100)
+  const failed = (n: number) => ({ attempt_id: `att-${n}`, attempt: n, lease_id: `lease-${n}`, worker_id: 'w1', started_at: iso(T0), finished_at: iso(T0 + SECOND), outcome: 'FAILED', disposition: n < 3 ? 'REQUEUED' : 'DEAD_LETTERED', error: { code: 'E_DUMP', message: dump } })
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'FAILED', attempts: 3 }), result: null },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [failed(1), failed(2), failed(3), { ...failed(4), error: { code: 'E_IO', message: 'disk full' } }] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [], next_cursor: null },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 })
+  const cells = [...el.querySelectorAll('[data-testid="attempt-error"]')]
+  for (const cell of cells.slice(0, 3)) {
+    const whole = cell.querySelector('details')!
+    expect(whole.open).toBe(false)
+    expect(whole.querySelector('summary .clipped')!.textContent).toBe(dump)
+    expect(whole.querySelector('summary code')!.textContent).toBe('E_DUMP')
+    expect(whole.querySelector('[data-testid="attempt-error-whole"]')!.textContent).toBe(dump)
+  }
+  // A short one is shown as it is.
+  expect(cells[3]!.querySelector('details')).toBeNull()
+  expect(text(cells[3])).toBe('E_IO disk full')
+})
+
 test("a failed job's page shows its stack line by line, and times in the timeline as clock times, not epoch milliseconds", async () => {
   const stack = ['Error: disk on fire', ...Array.from({ length: 30 }, (_, i) => `    at step${i} (/very/long/path/${'x'.repeat(120)}/module${i}.mjs:${i}:7)`)].join('\n')
   const expires = T0 + 35 * SECOND
