@@ -57,12 +57,14 @@ export function formatAge(sinceMs: number | null, nowMs: number): string {
 /*
  * The window's one way of writing a time of day, everywhere a time shows (tables, the job page,
  * the storage text, chart axes, waiting lines, the timeline): the user's locale decides the
- * hour cycle and separators (`21:47:10` in en-GB or de-DE, `9:47:10 PM` in en-US), and a time
- * on another day than today carries its date. `locale` is for tests; the window leaves it out.
+ * hour cycle and separators (`21:47:10` in en-GB or de-DE, `9:47:10 PM` in en-US), a time
+ * on another day than today carries its date, and one in another year than this its year too
+ * (a schedule's next runs may be years apart). `locale` is for tests; the window leaves it out.
  */
 const STYLES = {
   time: { hour: 'numeric', minute: 'numeric', second: 'numeric' },
   day: { month: 'short', day: 'numeric' },
+  year: { year: 'numeric', month: 'short', day: 'numeric' },
 } satisfies Record<string, Intl.DateTimeFormatOptions>
 
 const formatters = new Map<string, Intl.DateTimeFormat>()
@@ -80,12 +82,15 @@ function formatter(style: keyof typeof STYLES, locale: string | undefined): Intl
 
 const sameDay = (a: number, b: number) => new Date(a).toDateString() === new Date(b).toDateString()
 
-/** A time as the window writes it: `21:47:10` (or `9:47:10 PM`) today, `Nov 3 21:47:10` on another day; `—` for none. */
+const sameYear = (a: number, b: number) => new Date(a).getFullYear() === new Date(b).getFullYear()
+
+/** A time as the window writes it: `21:47:10` (or `9:47:10 PM`) today, `Nov 3 21:47:10` on another day, `Jan 1, 2028 00:00:00` in another year; `—` for none. */
 export function formatClock(at: TimeValue, nowMs: number, locale?: string): string {
   const when = ms(at)
   if (when === null) return '—'
   const time = formatter('time', locale).format(when)
-  return sameDay(when, nowMs) ? time : `${formatter('day', locale).format(when)} ${time}`
+  if (sameDay(when, nowMs)) return time
+  return `${formatter(sameYear(when, nowMs) ? 'day' : 'year', locale).format(when)} ${time}`
 }
 
 /** A time to the minute: the time as written with seconds, less its seconds, so an axis and a table write a time alike in every locale. */

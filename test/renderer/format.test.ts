@@ -138,6 +138,9 @@ describe('times, written one way in the whole window', () => {
     expect(formatClock(AT, AT + DAY, 'en-GB')).toBe('28 Nov 21:47:10')
     expect(formatClock(AT, AT + DAY, 'en-US')).toMatch(/^Nov 28 9:47:10\sPM$/)
     expect(formatClock(null, AT)).toBe('—')
+    // Another year than this: its year too (a yearly schedule's next runs are otherwise the same three times).
+    const years = [1, 2, 3].map((n) => formatClock(Date.UTC(2026 + n, 0, 1, 12), AT, 'en-GB').replace(/ \d+:.*/, ''))
+    expect(years).toEqual(['1 Jan 2027', '1 Jan 2028', '1 Jan 2029'])
     expect(formatClock('soon', AT)).toBe('—')
   })
 
