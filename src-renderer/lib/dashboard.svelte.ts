@@ -9,7 +9,7 @@ import { coalesce } from './coalesce'
 import type { Connection } from './connection'
 import { HostTime } from './host-time.svelte'
 import { isJobId, JobDetailState } from './job-detail.svelte'
-import { filterOfQuery, JobsState, RECENT_JOBS, sameFilter } from './jobs.svelte'
+import { filterOfQuery, JobsState, RECENT_JOBS, sameFilter, unreadQuery } from './jobs.svelte'
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
@@ -226,6 +226,8 @@ export class Dashboard {
       if (this.auth === 'ok') void this.jobs.setFilter(filter)
       else this.jobs.filter = filter // read once the token is taken
     } else if (this.auth === 'ok') void this.readAsShown(place.view)?.refresh()
+    // Said after the filter is set (which forgets what the last link asked).
+    if (filter) this.jobs.unread = unreadQuery(place.query!)
     if (place.view !== 'jobs') this.bulk.dismiss()
   }
 

@@ -36,16 +36,45 @@ export function filterQuery(filter: JobFilter): URLSearchParams {
   return query
 }
 
-/** The filter a fragment's query names; a state the API does not know is left out. */
+/** A state as a link may spell it: in any case, and LEASED (the engine's word) as the RUNNING the queue API shows; null for no state the API knows. */
+function stateOfLink(spelt: string): JobState | null {
+  const upper = spelt.toUpperCase()
+  const state = upper === 'LEASED' ? 'RUNNING' : upper
+  return (JOB_STATES as readonly string[]).includes(state) ? (state as JobState) : null
+}
+
+/** The dead-letter filter as a link may spell it: the page's `1`, or the API's `true`. */
+const DEAD_LETTER_SPELLINGS: Readonly<Record<string, boolean>> = { '1': true, true: true, '0': false, false: false }
+
+/** The filter a fragment's query names, as the page or the API spells it; what neither does is left out ({@link unreadQuery} names it). */
 export function filterOfQuery(query: URLSearchParams): JobFilter {
   const state = query.get(QUERY_NAMES.state) ?? ''
   return {
-    state: (JOB_STATES as readonly string[]).includes(state) ? (state as JobState) : '',
+    state: stateOfLink(state) ?? '',
     job_type: query.get(QUERY_NAMES.job_type) ?? '',
     addon_id: query.get(QUERY_NAMES.addon_id) ?? '',
     search: query.get(QUERY_NAMES.search) ?? '',
-    dead_letter: query.get(QUERY_NAMES.dead_letter) === '1',
+    dead_letter: DEAD_LETTER_SPELLINGS[(query.get(QUERY_NAMES.dead_letter) ?? '').toLowerCase()] ?? false,
   }
+}
+
+/**
+ * What of a fragment's query no filter takes (`state=NOPE`, `dead_letter=maybe`, `colour=red`),
+ * as written: the view says so, rather than list every job as if the link had asked for them.
+ */
+export function unreadQuery(query: URLSearchParams): string[] {
+  const names: readonly string[] = Object.values(QUERY_NAMES)
+  const unread: string[] = []
+  for (const [name, value] of query) {
+    const understood =
+      name === QUERY_NAMES.state
+        ? value === '' || stateOfLink(value) !== null
+        : name === QUERY_NAMES.dead_letter
+          ? value === '' || value.toLowerCase() in DEAD_LETTER_SPELLINGS
+          : names.includes(name)
+    if (!understood) unread.push(`${name}=${value}`)
+  }
+  return unread
 }
 
 /** Whether two filters select the same jobs. */
@@ -75,6 +104,8 @@ export class JobsState {
   nextCursor = $state<string | null>(null)
   /** Job id → message, for a cancel or run-now that failed. */
   rowErrors = $state<Record<string, string>>({})
+  /** What the link that set the filter asked that no filter takes (`state=NOPE`); gone as the filter changes. */
+  unread = $state<string[]>([])
 
   readonly page = $derived(this.cursors.length + 1)
   readonly hasPrevious = $derived(this.cursors.length > 0)
@@ -142,6 +173,7 @@ export class JobsState {
 
   setFilter(change: Partial<JobFilter>): Promise<void> {
     this.filter = { ...this.filter, ...change }
+    this.unread = []
     this.cursors = []
     this.cursor = undefined
     return this.refresh()

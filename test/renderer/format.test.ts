@@ -5,7 +5,7 @@ import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, f
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseRoute, hrefOf } from '../../src-renderer/lib/route.svelte'
-import { filterOfQuery, filterQuery, NO_FILTER } from '../../src-renderer/lib/jobs.svelte'
+import { filterOfQuery, filterQuery, NO_FILTER, unreadQuery } from '../../src-renderer/lib/jobs.svelte'
 import { shortId } from '../../src-shared/short-id'
 import { formatBytes, retentionText } from '../../src-renderer/lib/storage.svelte'
 import { eventPairs } from '../../src-renderer/lib/event-text'
@@ -104,6 +104,16 @@ test("a view's settings follow a ? in the fragment: the Jobs view's filter, only
   expect(filterOfQuery(parseRoute(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(filter) })).query!)).toEqual(filter)
   expect(hrefOf({ view: 'jobs', jobId: null, query: filterQuery(NO_FILTER) })).toBe('#/jobs')
   expect(filterOfQuery(new URLSearchParams('state=NOPE'))).toEqual(NO_FILTER) // a state the API does not know is left out
+})
+
+test("a hand-made link's filter is taken in the API's spellings too, and what no filter takes is named, never dropped silently", () => {
+  const read = (query: string) => ({ filter: filterOfQuery(new URLSearchParams(query)), unread: unreadQuery(new URLSearchParams(query)) })
+  expect(read('state=failed')).toEqual({ filter: { ...NO_FILTER, state: 'FAILED' }, unread: [] })
+  // The engine's LEASED is what the queue API shows as RUNNING.
+  expect(read('state=LEASED')).toEqual({ filter: { ...NO_FILTER, state: 'RUNNING' }, unread: [] })
+  expect(read('dead_letter=true')).toEqual({ filter: { ...NO_FILTER, dead_letter: true }, unread: [] })
+  expect(read('dead_letter=1&type=sleep')).toEqual({ filter: { ...NO_FILTER, dead_letter: true, job_type: 'sleep' }, unread: [] })
+  expect(read('state=NOPE&dead_letter=maybe&colour=red')).toEqual({ filter: NO_FILTER, unread: ['state=NOPE', 'dead_letter=maybe', 'colour=red'] })
 })
 
 describe('short job ids', () => {

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { flushSync } from 'svelte'
 import App from '../../src-renderer/App.svelte'
 import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
+import JobsView from '../../src-renderer/components/JobsView.svelte'
 import OverviewView from '../../src-renderer/components/OverviewView.svelte'
 import { ApiClient, type ActiveLease, type ActiveLeases, type Job } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
@@ -381,6 +382,18 @@ describe('an idle dashboard', () => {
     dashboard.show(parseRoute('#/overview'))
     dashboard.show(parseRoute('#/jobs'))
     expect(dashboard.jobs.filter).toMatchObject({ state: 'FAILED', job_type: 'sleep' })
+    dashboard.stop()
+  })
+
+  test("a link whose filter the page does not know says so in the Jobs view, until the filter is changed", async () => {
+    const { dashboard } = await startIdle()
+    dashboard.show(parseRoute('#/jobs?state=NOPE'))
+    await vi.advanceTimersByTimeAsync(100)
+    const el = render(JobsView, { jobs: dashboard.jobs, now: T0, bulk: dashboard.bulk })
+    expect(el.querySelector('[data-testid="filter-unread"]')?.textContent).toContain('(state=NOPE)')
+    await dashboard.jobs.setFilter({ state: 'FAILED' })
+    flushSync()
+    expect(el.querySelector('[data-testid="filter-unread"]')).toBeNull()
     dashboard.stop()
   })
 
