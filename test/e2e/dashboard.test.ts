@@ -512,6 +512,11 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     )
     await expect.poll(() => busy.locator('td').nth(4).textContent(), { timeout: 10_000 }).toMatch(/^(just now|\d s ago)$/)
     await expect.poll(() => page.locator('[data-testid="workers-external"]').textContent(), { timeout: 10_000 }).toContain('ext-charts')
+    // A worker's id may be one long word: it wraps in its cell, as a type does, and the table stays in the window.
+    const longId = `ext-${'w'.repeat(186)}`
+    await json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: longId, streams: ['nothing-here'], max_wait_ms: 0 } }))
+    await expect.poll(() => page.locator('[data-testid="workers-external"]').textContent(), { timeout: 10_000 }).toContain(longId)
+    expect(await page.getByTestId('workers-external').evaluate((table) => table.getBoundingClientRect().width <= document.documentElement.clientWidth)).toBe(true)
     await shoot('workers')
     await json(await host.call(`${Q}/jobs/${long}/cancel`, { method: 'POST', json: {} }))
 
