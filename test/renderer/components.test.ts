@@ -133,6 +133,25 @@ test("an attempt's long error shows clipped to two lines (broken at any characte
   expect(text(cells[3])).toBe('E_IO disk full')
 })
 
+test('a job that succeeded returning nothing (null) says so under its Result heading, rather than show an empty one', async () => {
+  const page = async (result_data: unknown) => {
+    const { fetcher } = fakeFetch({
+      'GET /api/scheduler/jobs/job-1': { job: job({ state: 'DONE', attempts: 1 }), result: { status: 'SUCCEEDED', result_data, error: null } },
+      'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+      'GET /api/scheduler/jobs/job-1/events': { events: [], next_cursor: null },
+    })
+    const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+    await detail.refresh()
+    return render(JobDetailView, { detail, now: T0 })
+  }
+  const none = await page(null)
+  expect(text(none.querySelector('[data-testid="job-result-none"]'))).toBe('It returned nothing.')
+  expect(none.querySelector('[data-testid="job-result"]')).toBeNull()
+  const some = await page({ rows: 3 })
+  expect(some.querySelector('[data-testid="job-result-none"]')).toBeNull()
+  expect(text(some.querySelector('[data-testid="job-result"]'))).toContain('"rows": 3')
+})
+
 test("a failed job's page shows its stack line by line, and times in the timeline as clock times, not epoch milliseconds", async () => {
   const stack = ['Error: disk on fire', ...Array.from({ length: 30 }, (_, i) => `    at step${i} (/very/long/path/${'x'.repeat(120)}/module${i}.mjs:${i}:7)`)].join('\n')
   const expires = T0 + 35 * SECOND
