@@ -38,7 +38,8 @@ export function reduceJob(job: Job, event: LogEvent): Job {
       break
     case 'JOB_REQUEUED':
     case 'JOB_BLOCKED':
-      next = { ...next, lease_id: null, progress: null }
+      // The progress and note were the attempt's that ended, as the host keeps them.
+      next = { ...next, lease_id: null, progress: null, note: null }
       break
     case 'JOB_DONE':
     case 'JOB_FAILED':

@@ -22,9 +22,11 @@ describe('the jobs table reduces job events', () => {
     expect(noted!.waiting_reason).toBe('first in line; waiting for a worker')
   })
 
-  test('a requeue or halt drops the lease', () => {
-    const rows = reduceJobs([job({ state: 'RUNNING', lease_id: 'l1', progress: 0.5 })], event('JOB_BLOCKED', { data: { state: 'BLOCKED', blocker_id: 'b1' } }))
-    expect(rows[0]).toMatchObject({ state: 'BLOCKED', lease_id: null, progress: null })
+  test("a requeue or halt drops the lease, and the ended attempt's progress and note (a halted job is no longer 'acquiring' its file)", () => {
+    const running = job({ state: 'RUNNING', lease_id: 'l1', progress: 0.5, note: 'acquiring /repo/a.ts' })
+    const rows = reduceJobs([running], event('JOB_BLOCKED', { data: { state: 'BLOCKED', blocker_id: 'b1' } }))
+    expect(rows[0]).toMatchObject({ state: 'BLOCKED', lease_id: null, progress: null, note: null })
+    expect(reduceJobs([running], event('JOB_REQUEUED', { data: { state: 'QUEUED' } }))[0]).toMatchObject({ state: 'QUEUED', progress: null, note: null })
   })
   test('an event of a job not on the page leaves the same array', () => {
     const rows = [job({ job_id: 'a' })]

@@ -63,6 +63,13 @@ function halted(options: { file?: string; requesterExtra?: Parameters<typeof aJo
 }
 
 describe('halt: still blocked after the retry', () => {
+  test("the halted job's progress and note go with the attempt that ended: a BLOCKED job does not say it is still 'acquiring' the file", () => {
+    const { engine, requester } = halted({
+      beforeRetry: (engine, jobId) => void engine.heartbeat({ lease_id: engine.getJob(jobId).lease_id!, worker_id: 'w2', progress: 0.4, note: `acquiring ${FILE}` }),
+    })
+    expect(engine.getJob(requester.job.id)).toMatchObject({ state: 'BLOCKED', progress: null, note: null })
+  })
+
   test('the blocker report has every field: file, holder owner/job/acquired_at, age, retry_s 180, denied_at, retried_at, requester', () => {
     const { blocker, holder, requester, deniedAt, retryAt, holderFile } = halted()
     expect(blocker).toMatchObject({

@@ -491,7 +491,8 @@ export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: strin
   endLease(ctx, lease, 'RELEASED', 'BLOCKED', disposition, { code: 'blocked', message: 'Halted by a file-lease blocker', blocker_id: blockerId })
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
   const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
-  moveJob(ctx, job, 'BLOCKED', { progress: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
+  // Progress and note were told of the attempt that ended (as on a requeue): its note ("acquiring …") is not why it waits now.
+  moveJob(ctx, job, 'BLOCKED', { progress: null, note: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
 }
 
 /**
