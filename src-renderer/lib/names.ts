@@ -21,10 +21,10 @@ export function nameParts(name: string): NameParts {
 
 const spaces = (run: string) => (run.length === 1 ? 'a space' : `${run.length} spaces`)
 
-/** What is easy to miss about a name's outer spaces, in words ("begins with a space"); null when it has none. */
+/** What is easy to miss about a name's outer spaces, in words ("begins with a space", "is only 2 spaces"); null when it has none. */
 export function outerSpaces(name: string): string | null {
   const { lead, core, trail } = nameParts(name)
-  if (core === '' && name !== '') return `only ${spaces(name)}`
+  if (core === '' && name !== '') return `is only ${spaces(name)}`
   const parts = [lead && `begins with ${spaces(lead)}`, trail && `ends with ${spaces(trail)}`].filter(Boolean)
   return parts.length > 0 ? parts.join(' and ') : null
 }

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, test, vi } from 'vitest'
 import SchedulesView from '../../src-renderer/components/SchedulesView.svelte'
 import { ApiClient, type Schedule } from '../../src-renderer/lib/api'
 import { describeCron } from '../../src-renderer/lib/cron-words'
+import { outerSpaces } from '../../src-renderer/lib/names'
 import { changeInput, createInput, draftOf, emptyDraft, hostProblem } from '../../src-renderer/lib/schedule-form'
 import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
 import { event, fakeFetch, iso, T0, typeText } from './support'
@@ -107,6 +108,10 @@ describe('the schedule form', () => {
     const changed = changeInput({ ...draftOf(existing), cron: '0 3 * * *' })
     expect(changed).toMatchObject({ ok: true, value: { cron: '0 3 * * *', job: { job_type: ' padded ', queue: ' lead trail ' } } })
     expect(createInput({ ...emptyDraft('UTC'), name: 'n', job_type: 'exec ', queue: ' io' })).toMatchObject({ ok: true, value: { job: { job_type: 'exec ', queue: ' io' } } })
+    // A type of spaces alone is a name the host takes: sent, and the form says what it holds.
+    expect(createInput({ ...emptyDraft('UTC'), name: 'n', job_type: '  ' })).toMatchObject({ ok: true, value: { job: { job_type: '  ' } } })
+    expect(outerSpaces('  ')).toBe('is only 2 spaces')
+    expect(outerSpaces('exec')).toBeNull()
   })
 
   test('editing keeps the job fields the form does not show (a PATCH replaces the job whole)', () => {
