@@ -43,6 +43,9 @@ test('the leases table counts down to expiry, shows the job type and heartbeat a
   expect(text(rows[0])).toContain('sleep · visuals')
   expect(rows[1]!.classList.contains('expired')).toBe(true)
   expect(text(rows[1]!.querySelector('.countdown'))).toBe('expired')
+  // A type with outer spaces shows them, marked.
+  const padded = render(LeasesTable, { rows: [{ ...lease('l1'), job_type: ' padded ' }], now: T0 })
+  expect(padded.querySelector('[data-spaces]')!.getAttribute('data-spaces')).toBe('begins with a space and ends with a space')
 })
 
 test('no leases: an empty state, not an empty table', () => {
