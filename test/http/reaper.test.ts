@@ -19,7 +19,7 @@ test('silent leases granted a third of a second apart each expire at their own e
   const leases: { job_id: string; lease_id: string; expires_at: string }[] = []
   for (const worker of ['p1', 'p2', 'p3']) {
     const job = await submit(host, { cost_units: 1, max_attempts: 5 })
-    const { lease } = await body(await post(host, `${PULL}/request`, { worker_id: worker, ttl_sec: 1 }))
+    const { lease } = await body(await post(host, `${PULL}/request`, { worker_id: worker }))
     expect(lease.job_id).toBe(job.job_id)
     leases.push(lease)
     await sleep(333)

@@ -43,7 +43,7 @@ describe('a running job requeued after the total dropped below its cost', () => 
     const started = await startHost({ totalUnits: 20, leaseTtlS: 1, heartbeatGraceS: 0 })
     host = started.host
     const job = await submit(host, { cost_units: 15, max_attempts: 5 })
-    expect((await body(await post(host, `${PULL}/request`, { worker_id: 'p1', ttl_sec: 1 }))).lease.job_id).toBe(job.job_id)
+    expect((await body(await post(host, `${PULL}/request`, { worker_id: 'p1' }))).lease.job_id).toBe(job.job_id)
     expect((await put('/api/capacity', { total_units: 10 })).status).toBe(200)
     started.clock.advance(1001) // the worker stays silent; the host's reaper expires its lease
     await until(() => host.engine.getJob(job.job_id).state === 'QUEUED', 1500)
