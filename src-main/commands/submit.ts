@@ -66,12 +66,12 @@ Flags:
                        one id per job in the input's order (--json: one job per line). A line
                        that is null, or that the host could not store as sent (a lone surrogate,
                        a number past a double's range), submits nothing either (exit 2), as with
-                       --payload. A value of
-                       a flag the host refuses (a --units over the total capacity, a --queue too
-                       long) is every job's: one line naming the flag, nothing more is sent (the
-                       first request's jobs are all refused: nothing submitted), exit 2. A job the
-                       host refuses for its own line is one line on stderr naming that line, the
-                       others are submitted, and the exit is 1. Not with --payload or --key
+                       --payload. A value of a flag the host refuses (a --units over the total
+                       capacity, a --queue too long) is every job's: one line naming the flag,
+                       nothing more is sent (the first request's jobs are all refused: nothing
+                       submitted), exit 2. A job the host refuses for its own line is one line on
+                       stderr naming that line, the others are submitted, and the exit is 1. Not
+                       with --payload or --key
 ${CLIENT_TARGET_HELP}
   -h, --help
 
@@ -82,11 +82,11 @@ the rest are not.
 
 Ctrl-C (SIGINT) or SIGTERM while --each submits sends no more requests; the one in flight (up to
 1,000 jobs, which the host may have stored) is waited for up to 10 s and the ids of its jobs
-printed (with --wait --json, the ids of every job submitted so far), then a line on stderr says from which input line on nothing was submitted: a run again
-from that line makes no duplicates. A second signal, or no answer in 10 s, stops at once, naming
-the lines in flight, which may have been submitted (leasehold jobs lists those that were). Exit
-130 (SIGINT) or 143 (SIGTERM); during --wait, after the submits, a signal ends the wait at once
-and the jobs go on.`
+printed (with --wait --json, the ids of every job submitted so far), then a line on stderr says
+from which input line on nothing was submitted: a run again from that line makes no duplicates.
+A second signal, or no answer in 10 s, stops at once, naming the lines in flight, which may have
+been submitted (leasehold jobs lists those that were). Exit 130 (SIGINT) or 143 (SIGTERM); during
+--wait, after the submits, a signal ends the wait at once and the jobs go on.`
 
 export interface SubmitFlags {
   url?: string
@@ -115,8 +115,8 @@ const PRIORITIES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 
 /**
  * The text of the file `path` (`-`: stdin); one that cannot be read, or is not UTF-8, is a
- * ConfigError naming `from`. A leading byte-order mark is dropped: Notepad writes one, and JSON.parse would refuse
- * it as an unexpected character the user cannot see.
+ * ConfigError naming `from`. A leading byte-order mark is dropped: Notepad writes one, and
+ * JSON.parse would refuse it as an unexpected character the user cannot see.
  */
 function readInput(from: string, path: string): string {
   let bytes: Buffer
