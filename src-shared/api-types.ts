@@ -1169,6 +1169,8 @@ export interface components {
         FileContention: {
             file: string;
             holder: {
+                /** @description The path the holder holds: the file, a folder above it, or a path inside it (a lease on a folder covers everything under it) */
+                file: string;
                 owner_id: string;
                 job_id: string | null;
                 acquired_at: components["schemas"]["Timestamp"];
@@ -1192,6 +1194,8 @@ export interface components {
             blocker_id: string;
             file: string;
             holder: {
+                /** @description The path the holder held: the file, a folder above it, or a path inside it (a lease on a folder covers everything under it) */
+                file: string;
                 owner_id: string;
                 job_id: string | null;
                 acquired_at: components["schemas"]["Timestamp"];

@@ -20,6 +20,15 @@ export function holderName(holder: { owner_id: string; job_id: string | null }):
   return heldByItsJob(holder) ? `job ${shortId(holder.job_id!)}` : holder.owner_id
 }
 
+/**
+ * Which path the holder holds, where it is not the file asked for: a lease on a folder covers
+ * everything under it, so a folder above the file or a path inside it refuses it too
+ * (` (it holds /data/out)`); nothing when it holds the file itself.
+ */
+export function heldPath(file: string, holderFile: string): string {
+  return holderFile === file ? '' : ` (it holds ${holderFile})`
+}
+
 /** A job's own name as an owner: `job:` and a job id. */
 const JOB_OWNER = /^job:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
 

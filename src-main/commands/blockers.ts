@@ -2,7 +2,7 @@ import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { idEnd, idsEndingWith, SHORT_ID_END, shortId } from '../../src-shared/short-id'
-import { heldByItsJob, holderName } from '../../src-shared/file-owner'
+import { heldByItsJob, heldPath, holderName } from '../../src-shared/file-owner'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { allBlockers, answered, HostError, hostApi } from './http-client'
 import { table } from './text-table'
@@ -111,9 +111,9 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
   const { blocker } = answer
   const taken =
     answer.taken_from_holder === false
-      ? `; the holder had already let go of ${blocker.file}, nothing was taken`
+      ? `; the holder had already let go of ${blocker.holder.file}, nothing was taken`
       : answer.taken_from_holder
-        ? `; ${blocker.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on`
+        ? `; ${blocker.holder.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on`
         : ''
   return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; job ${answer.job_state === null ? '-' : answer.job_state}`
 }
@@ -127,7 +127,7 @@ export function blockerTable(blockers: readonly Blocker[], withAnswer = false): 
   const rows = blockers.map((b) => [
     b.blocker_id,
     b.file,
-    `${holderName(b.holder)}${b.holder.job_id && !heldByItsJob(b.holder) ? ` (job ${shortId(b.holder.job_id)})` : ''} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
+    `${holderName(b.holder)}${b.holder.job_id && !heldByItsJob(b.holder) ? ` (job ${shortId(b.holder.job_id)})` : ''}${heldPath(b.file, b.holder.file)} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
     b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
     ...(withAnswer ? [b.state === 'OPEN' ? 'open' : `${b.resolution} by ${b.resolved_by}${b.taken_from_holder === false ? ' (nothing taken: the holder had let go)' : ''}`] : []),
   ])

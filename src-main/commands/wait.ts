@@ -2,6 +2,7 @@ import { EventSource, type ErrorEvent, type FetchLike } from 'eventsource'
 import type { components } from '../../src-shared/api-types'
 import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
 import { openStream } from '../../src-shared/http-json'
+import { heldPath } from '../../src-shared/file-owner'
 import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 import { describeError, type JobAnswer } from './job-end'
 import { durationText } from './submit'
@@ -558,7 +559,7 @@ async function blockerLine(target: ClientTarget, jobId: string): Promise<string>
   try {
     const blockers = await allBlockers(target, 'OPEN')
     const blocker = blockers.find((b) => b.requester.job_id === jobId)
-    if (blocker) return `halted on ${blocker.file}, held by ${blocker.holder.owner_id} (blocker ${blocker.blocker_id})`
+    if (blocker) return `halted on ${blocker.file}, held by ${blocker.holder.owner_id}${heldPath(blocker.file, blocker.holder.file)} (blocker ${blocker.blocker_id})`
   } catch {
     // the line without the details
   }

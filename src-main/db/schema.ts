@@ -322,11 +322,14 @@ export const fileContentions = sqliteTable(
     owner_id: text('owner_id').notNull(),
     lease_id: text('lease_id'),
     job_id: text('job_id'),
+    /** The path whose lease refused it: the file, a folder above it, or a path inside it (null before paths covered one another: the file). */
+    holder_file: text('holder_file'),
     denied_at: integer('denied_at').notNull(),
     retry_at: integer('retry_at').notNull(),
   },
   (t) => [primaryKey({ columns: [t.file, t.owner_id] })],
 )
+
 
 /** A blocker report: a job still blocked after its retry, halted until an operator answers. */
 export const blockers = sqliteTable(
@@ -338,6 +341,8 @@ export const blockers = sqliteTable(
     file: text('file').notNull(),
     holder_owner_id: text('holder_owner_id').notNull(),
     holder_job_id: text('holder_job_id'),
+    /** The path the holder held: the file, a folder above it, or a path inside it (null before paths covered one another: the file). */
+    holder_file: text('holder_file'),
     holder_acquired_at: integer('holder_acquired_at').notNull(),
     holder_last_heartbeat_at: integer('holder_last_heartbeat_at').notNull(),
     retry_s: integer('retry_s').notNull(),

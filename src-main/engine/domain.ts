@@ -243,6 +243,8 @@ export interface Blocker {
   file: string
   holder_owner_id: string
   holder_job_id: string | null
+  /** The path the holder held: the file, a folder above it, or a path inside it. */
+  holder_file: string
   holder_acquired_at: number
   holder_last_heartbeat_at: number
   /** Whether that holder still holds the file as the report is read (false once it let go, or lost it to a force_release). */
@@ -269,6 +271,7 @@ export function toBlocker(row: BlockerRow, holderHoldsNow: boolean): Blocker {
     file: row.file,
     holder_owner_id: row.holder_owner_id,
     holder_job_id: row.holder_job_id,
+    holder_file: row.holder_file ?? row.file,
     holder_acquired_at: row.holder_acquired_at,
     holder_last_heartbeat_at: row.holder_last_heartbeat_at,
     holder_holds_now: holderHoldsNow,

@@ -55,6 +55,6 @@ export class BlockersState {
  */
 export function takenInWords(blocker: Pick<Blocker, 'file' | 'holder'>, taken: boolean): string {
   return taken
-    ? `${blocker.file} was taken from ${holderName(blocker.holder)}`
-    : `${holderName(blocker.holder)} had already let go of ${blocker.file}: nothing was taken`
+    ? `${blocker.holder.file} was taken from ${holderName(blocker.holder)}`
+    : `${holderName(blocker.holder)} had already let go of ${blocker.holder.file}: nothing was taken`
 }

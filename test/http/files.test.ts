@@ -171,6 +171,19 @@ describe('acquire / heartbeat / release over HTTP', () => {
     expect(await activeHolders(file)).toEqual([])
   })
 
+  test('a lease on a folder covers everything under it: the root and a file inside it are never granted to two owners, either way round', async () => {
+    await start()
+    expect((await acquire('o1', '/')).status).toBe(200)
+    const inside = await acquire('o2', '/x/a.txt')
+    expect(inside.status).toBe(409)
+    expect(await body(inside)).toMatchObject({ code: 'file_lease_held', detail: '/x/a.txt is held by o1 (it holds /)', contention: { file: '/x/a.txt', holder: { file: '/', owner_id: 'o1' } } })
+    expect((await fileRelease('o1', '/')).status).toBe(200)
+    expect((await acquire('o3', '/x/a.txt')).status).toBe(200)
+    const root = await acquire('o4', '/')
+    expect(root.status).toBe(409)
+    expect(await body(root)).toMatchObject({ code: 'file_lease_held', contention: { file: '/', holder: { file: '/x/a.txt', owner_id: 'o3' } } })
+  })
+
   test("an acquire under another job's lease naming the holder's owner id is 409 file_lease_held: two jobs never both hold the file", async () => {
     await start()
     // One worker running two jobs, using its worker id as the owner of both (owner ids are free text).
@@ -256,7 +269,7 @@ describe('integration: two workers contend for one file', () => {
     const deniedAt = T0 + 5 * SECOND
     expect(denial.contention).toEqual({
       file: FILE,
-      holder: { owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), age_s: 5 },
+      holder: { file: FILE, owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), age_s: 5 },
       denied_at: iso(deniedAt),
       retry_at: iso(deniedAt + RETRY_MS),
     })
@@ -382,7 +395,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect(answer.blocker).toEqual({
       blocker_id: expect.any(String),
       file: FILE,
-      holder: { owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), last_heartbeat_at: iso(retryAt), holds_now: true, held_s: (retryAt - T0) / 1000 },
+      holder: { file: FILE, owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), last_heartbeat_at: iso(retryAt), holds_now: true, held_s: (retryAt - T0) / 1000 },
       age_s: (retryAt - T0) / 1000,
       retry_s: 180,
       denied_at: iso(deniedAt),

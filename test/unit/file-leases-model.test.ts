@@ -247,7 +247,7 @@ class Acquire extends Base {
         code: 'file_lease_held',
         contention: {
           file,
-          holder: { owner_id: live.owner, job_id: live.lease_id === null ? null : expect.any(String), acquired_at: live.acquired_at, age_s: expect.any(Number) },
+          holder: { file: key(file), owner_id: live.owner, job_id: live.lease_id === null ? null : expect.any(String), acquired_at: live.acquired_at, age_s: expect.any(Number) },
           denied_at: m.now,
           retry_at: m.now + RETRY_MS,
         },

@@ -107,7 +107,7 @@ describe('acquire / deny / release', () => {
       code: 'file_lease_held',
       contention: {
         file: FILE,
-        holder: { owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 4 },
+        holder: { file: FILE, owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 4 },
         denied_at: T0 + 4 * SECOND,
         retry_at: T0 + 4 * SECOND + FILE_RETRY_MS,
       },
@@ -354,6 +354,81 @@ describe('the file key: the normalized absolute path', () => {
   })
 })
 
+describe('a lease on a folder covers everything under it', () => {
+  test.each([
+    ['a folder above the file', '/data/d', '/data/d/f.txt'],
+    ['the file inside a held folder', '/data/d/f.txt', '/data/d'],
+    ['a deep path inside the folder', '/data/d/e/f/g.txt', '/data/d'],
+    ['the root above everything', '/', '/x/a.txt'],
+    ['a path inside the root', '/x/a.txt', '/'],
+  ])('a lease on %s conflicts: %s held, %s denied, the contention naming the path held', (_case, held, asked) => {
+    const { engine, clock } = setup()
+    granted(engine, { file: held, owner_id: 'w1' })
+    clock.advance(2 * SECOND)
+    const result = engine.acquireFile({ file: asked, owner_id: 'w2' })
+    expect(result).toMatchObject({ granted: false, code: 'file_lease_held', contention: { file: asked, holder: { file: held, owner_id: 'w1', age_s: 2 } } })
+    expect(fileEvents(engine, 'FILE_LEASE_CONTENDED')[0]!.data).toMatchObject({ file: asked, holder: { file: held } })
+    expect(activeOn(engine, asked)).toEqual([])
+  })
+
+  test.each([
+    ['a sibling folder that shares its name as a prefix', '/data/d', '/data/d2/g.txt'],
+    ['a sibling file', '/data/d/f.txt', '/data/d/f.txt2'],
+    ['a file beside the folder', '/data/d', '/data/e.txt'],
+  ])('%s does not conflict', (_case, held, asked) => {
+    const { engine } = setup()
+    granted(engine, { file: held, owner_id: 'w1' })
+    expect(engine.acquireFile({ file: asked, owner_id: 'w2' })).toMatchObject({ granted: true })
+  })
+
+  test("an owner's own leases under a folder do not refuse it the folder (a job that wrote in a folder may remove it)", () => {
+    const { engine } = setup()
+    const job = runningJob(engine, 'w1')
+    granted(engine, { file: '/data/d/f.txt', owner_id: 'job', lease_id: job.lease.id })
+    granted(engine, { file: '/data/d/g.txt', owner_id: 'job', lease_id: job.lease.id })
+    expect(granted(engine, { file: '/data/d', owner_id: 'job', lease_id: job.lease.id }).file).toBe('/data/d')
+    // Another job sharing the owner id holds it as any other owner would.
+    const other = runningJob(engine, 'w2')
+    expect(engine.acquireFile({ file: '/data/d/f.txt', owner_id: 'job', lease_id: other.lease.id })).toMatchObject({ granted: false, code: 'file_lease_held' })
+  })
+
+  test('a dead owner of a path inside the folder is reclaimed, with the evidence, and the folder granted', () => {
+    const { engine, clock } = setup()
+    const inside = granted(engine, { file: '/data/d/f.txt', owner_id: 'w1' })
+    clock.advance(FILE_IDLE_MS)
+    expect(granted(engine, { file: '/data/d', owner_id: 'w2' }).owner_id).toBe('w2')
+    expect(rowsOn(engine, '/data/d/f.txt')).toEqual([expect.objectContaining({ id: inside.id, state: 'RELEASED', release_reason: 'reclaimed' })])
+    expect(fileEvents(engine, 'FILE_LEASE_RELEASED')[0]!.data).toMatchObject({ reason: 'reclaimed', because: 'idle', reclaimed_by: 'w2' })
+  })
+
+  test('among many dead leases inside the folder, a live one further on still refuses it', () => {
+    const { engine, clock } = setup()
+    for (let i = 0; i < 70; i++) granted(engine, { file: `/data/d/${String(i).padStart(3, '0')}.txt`, owner_id: 'gone' })
+    clock.advance(FILE_IDLE_MS)
+    granted(engine, { file: '/data/d/zzz.txt', owner_id: 'w1' })
+    expect(engine.acquireFile({ file: '/data/d', owner_id: 'w2' })).toMatchObject({ granted: false, contention: { holder: { file: '/data/d/zzz.txt', owner_id: 'w1' } } })
+    expect(sql(engine).one<{ n: number }>("SELECT COUNT(*) AS n FROM file_leases WHERE state = 'ACTIVE'")!.n).toBe(1)
+  })
+
+  test('still held at the retry: the blocker report and the waiting line name the path held', () => {
+    const { engine, clock } = setup()
+    const holder = runningJob(engine, 'w1')
+    const requester = runningJob(engine, 'w2')
+    granted(engine, { file: '/data/d/f.txt', owner_id: 'h', lease_id: holder.lease.id })
+    engine.acquireFile({ file: '/data/d', owner_id: 'r', lease_id: requester.lease.id })
+    expect(engine.waiting([engine.getJob(requester.job.id)])[0]?.reason).toBe('refused file /data/d, held by h (it holds /data/d/f.txt); waits to try it again')
+    tick(engine, clock, FILE_RETRY_MS, { leases: [holder.lease.id, requester.lease.id], files: [['/data/d/f.txt', 'h']] })
+    const halted = engine.acquireFile({ file: '/data/d', owner_id: 'r', lease_id: requester.lease.id })
+    expect(halted).toMatchObject({ granted: false, code: 'blocked', blocker: { file: '/data/d', holder_file: '/data/d/f.txt', holder_owner_id: 'h' } })
+    const blocker = engine.listBlockers('OPEN').blockers[0]!
+    expect(blocker).toMatchObject({ file: '/data/d', holder_file: '/data/d/f.txt', holder_holds_now: true })
+    expect(engine.waiting([engine.getJob(requester.job.id)])[0]?.reason).toContain('halted on /data/d, held by h (it holds /data/d/f.txt)')
+    // A force release takes the path the holder held.
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release' }).taken_from_holder).toBe(true)
+    expect(rowsOn(engine, '/data/d/f.txt')).toEqual([expect.objectContaining({ state: 'REVOKED' })])
+  })
+})
+
 // ---------------------------------------------------------------------------------------------
 // 2. Liveness: a dead owner never retains a lease
 
@@ -587,7 +662,7 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     expect(events[0]).toMatchObject({ entity_type: 'FILE_LEASE', job_id: b.job.id, ts: deniedAt })
     expect(events[0]!.data).toEqual({
       file: FILE,
-      holder: { owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 7 },
+      holder: { file: FILE, owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 7 },
       denied_at: deniedAt,
       retry_at: deniedAt + 180 * SECOND,
       requester_owner_id: 'w2',

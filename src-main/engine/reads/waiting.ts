@@ -6,7 +6,7 @@ import { eligibleJobs, holdsActiveLease } from './pick'
 import { isScheduled } from './scheduled'
 import { type JobState, LEASED_STATES, WAITING_STATES } from '../rules/states'
 import { shortId } from '../../../src-shared/short-id'
-import { holderName, ownerName } from '../../../src-shared/file-owner'
+import { heldPath, holderName, ownerName } from '../../../src-shared/file-owner'
 
 /**
  * Why a job waits, for the job views people read (GET /jobs/{id}, GET /jobs, the CLI and the
@@ -25,7 +25,7 @@ export interface Waiting {
 }
 
 /** A file a running job's lease was refused: who holds it, and when the one retry is due. */
-export type FileWait = Pick<FileContentionRow, 'file' | 'retry_at'> & { holder: string | null }
+export type FileWait = Pick<FileContentionRow, 'file' | 'holder_file' | 'retry_at'> & { holder: string | null }
 
 /** Of a waiting job, what decides which workers take it. */
 export interface WaitingJobNeeds {
@@ -130,8 +130,8 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, worke
       fileWaits ??= new Map(
         ctx
           .all<FileWait & { lease_id: string }>(
-            `SELECT c.lease_id, c.file, c.retry_at, f.owner_id AS holder FROM file_contentions c
-               LEFT JOIN file_leases f ON f.file = c.file AND f.state = 'ACTIVE'
+            `SELECT c.lease_id, c.file, c.holder_file, c.retry_at, f.owner_id AS holder FROM file_contentions c
+               LEFT JOIN file_leases f ON f.file = COALESCE(c.holder_file, c.file) AND f.state = 'ACTIVE'
              WHERE c.lease_id IS NOT NULL ORDER BY c.retry_at DESC`,
           )
           .map(({ lease_id, ...wait }) => [lease_id, wait]),
@@ -181,13 +181,13 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     const contention = job.lease_id === null ? undefined : s.contentionOf(job.lease_id)
     if (!contention) return null
     // The refusal stands until the one retry, even once the holder has let go.
-    const held = contention.holder === null ? 'since let go' : `held by ${ownerName(contention.holder)}`
+    const held = contention.holder === null ? 'since let go' : `held by ${ownerName(contention.holder)}${heldPath(contention.file, contention.holder_file ?? contention.file)}`
     return { reason: `refused file ${contention.file}, ${held}; waits to try it again`, until: contention.retry_at }
   }
   if (!WAITING_STATES.has(state)) return null
   if (state === 'BLOCKED') {
     const blocker = s.blockerOf(job.id)
-    const on = blocker ? ` on ${blocker.file}, held by ${holderName({ owner_id: blocker.holder_owner_id, job_id: blocker.holder_job_id })} (blocker ${shortId(blocker.id)})` : ''
+    const on = blocker ? ` on ${blocker.file}, held by ${holderName({ owner_id: blocker.holder_owner_id, job_id: blocker.holder_job_id })}${heldPath(blocker.file, blocker.holder_file ?? blocker.file)} (blocker ${shortId(blocker.id)})` : ''
     return open(`halted${on}; waits for an operator to retry, force release or cancel`)
   }
   if (s.paused.has(job.queue)) {

@@ -110,6 +110,8 @@ export interface EventShapes {
       file: string
       holder_owner_id: string
       holder_job_id: string | null
+      /** The path the holder held: the file, a folder above it, or a path inside it. */
+      holder_file: string
       age_s: number
       retry_s: number
       denied_at: number

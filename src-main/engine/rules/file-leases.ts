@@ -1,7 +1,10 @@
-/** A file lease refused because another owner holds the file (verbs/files.ts): who holds it, and when the one retry is due. */
+/**
+ * A file lease refused because another owner holds the file, a folder above it or a path inside
+ * it (verbs/files.ts): which path, who holds it, and when the one retry is due.
+ */
 export interface Contention {
   file: string
-  holder: { owner_id: string; job_id: string | null; acquired_at: number; age_s: number }
+  holder: { file: string; owner_id: string; job_id: string | null; acquired_at: number; age_s: number }
   denied_at: number
   retry_at: number
 }

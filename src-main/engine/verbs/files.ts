@@ -1,4 +1,4 @@
-import { isAbsolute, resolve, sep } from 'node:path'
+import { dirname, isAbsolute, resolve, sep } from 'node:path'
 import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
 import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../../db/schema'
 import { SECOND } from '../rules/clock'
@@ -52,6 +52,53 @@ export type AcquireResult =
 
 const activeOn = (ctx: EngineContext, file: string) =>
   ctx.one<FileLeaseRow>("SELECT * FROM file_leases WHERE file = ? AND state = 'ACTIVE'", file)
+
+/** The keys whose leases cover a file: the key itself and every folder above it, nearest first (`/data/a.txt`, `/data`, `/`). */
+export function keysAbove(file: string): string[] {
+  const keys = [file]
+  for (let up = dirname(file); up !== keys[keys.length - 1]; up = dirname(up)) keys.push(up)
+  return keys
+}
+
+/**
+ * The keys inside a folder, as a range `[from, to)`: those that start with the folder and a
+ * separator (the root's own separator is its whole key). The separator's successor bounds it,
+ * as keys compare byte by byte.
+ */
+export function keysBelow(dir: string): [from: string, to: string] {
+  const from = dir.endsWith(sep) ? dir : dir + sep
+  return [from, from.slice(0, -1) + String.fromCharCode(sep.charCodeAt(0) + 1)]
+}
+
+/** A few at a time: dead holders among them are reclaimed before the next are read. */
+const CONFLICT_BATCH = 32
+
+/**
+ * The live lease another owner holds on this file, on a folder above it, or on a path inside it
+ * (a lease on a folder covers everything under it: a recursive rm or a rename of the folder
+ * changes those files too), or undefined when there is none. Leases of dead owners met on the
+ * way are reclaimed, with the evidence. The requester's own leases never conflict with it.
+ * Ancestors are O(depth) lookups, descendants one range of the unique index on ACTIVE keys.
+ */
+function liveConflict(ctx: EngineContext, file: string, ownerId: string, requesterLease: LeaseRow | null, now: number): FileLeaseRow | undefined {
+  const others = "state = 'ACTIVE' AND NOT (owner_id = ? AND (? IS NULL OR lease_id IS ?))"
+  const own = [ownerId, requesterLease?.id ?? null, requesterLease?.id ?? null]
+  const [from, to] = keysBelow(file)
+  const reads = [
+    () => ctx.all<FileLeaseRow>(`SELECT * FROM file_leases WHERE file IN (SELECT value FROM json_each(?)) AND ${others} ORDER BY length(file) DESC`, JSON.stringify(keysAbove(file)), ...own),
+    () => ctx.all<FileLeaseRow>(`SELECT * FROM file_leases WHERE file >= ? AND file < ? AND ${others} ORDER BY file LIMIT ${CONFLICT_BATCH}`, from, to, ...own),
+  ]
+  for (const read of reads) {
+    for (let leases = read(); leases.length > 0; leases = read()) {
+      for (const lease of leases) {
+        const death = deadBecause(ctx, lease, now)
+        if (!death) return lease
+        endFileLease(ctx, lease, 'RELEASED', 'reclaimed', { because: death.because, reclaimed_by: ownerId, at: now, ...death.evidence })
+      }
+    }
+  }
+  return undefined
+}
 
 function ageS(since: number, now: number): number {
   return Math.round((now - since) / 100) / 10
@@ -112,19 +159,18 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     const now = ctx.clock.now()
     const requesterLease = request.lease_id ? checkRequesterLease(ctx, request.lease_id) : null
     if (!requesterLease) checkNotTakenBack(ctx, file, request.owner_id)
-    let holder = activeOn(ctx, file)
-    const death = holder ? deadBecause(ctx, holder, now) : null
-    if (holder && death) {
-      if (isRequesters(holder, request.owner_id, requesterLease)) endDeadOwn(ctx, holder, death)
-      else endFileLease(ctx, holder, 'RELEASED', 'reclaimed', { because: death.because, reclaimed_by: request.owner_id, at: now, ...death.evidence })
-      holder = undefined
+    const own = activeOn(ctx, file)
+    if (own && isRequesters(own, request.owner_id, requesterLease)) {
+      const death = deadBecause(ctx, own, now)
+      // The holder's re-acquire counts as a heartbeat, even while another job sharing its owner id
+      // waits for its retry of this file (that retry is keyed by the owner id alone).
+      if (!death) {
+        ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, own.id)
+        return { granted: true, file_lease: { ...own, last_heartbeat_at: now } }
+      }
+      endDeadOwn(ctx, own, death)
     }
-    // The holder's re-acquire counts as a heartbeat, even while another job sharing its owner id
-    // waits for its retry of this file (that retry is keyed by the owner id alone).
-    if (holder && isRequesters(holder, request.owner_id, requesterLease)) {
-      ctx.run('UPDATE file_leases SET last_heartbeat_at = ? WHERE id = ?', now, holder.id)
-      return { granted: true, file_lease: { ...holder, last_heartbeat_at: now } }
-    }
+    const holder = liveConflict(ctx, file, request.owner_id, requesterLease, now)
     const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
     if (contention && now < contention.retry_at) {
       throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
@@ -209,17 +255,18 @@ function deny(ctx: EngineContext, file: string, ownerId: string, holder: FileLea
   const retryAt = now + FILE_RETRY_MS
   noteFileUnderJobLease(ctx, requesterLease?.id ?? null)
   ctx.run(
-    'INSERT INTO file_contentions (file, owner_id, lease_id, job_id, denied_at, retry_at) VALUES (?, ?, ?, ?, ?, ?)',
+    'INSERT INTO file_contentions (file, owner_id, lease_id, job_id, holder_file, denied_at, retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     file,
     ownerId,
     requesterLease?.id ?? null,
     requesterLease?.job_id ?? null,
+    holder.file,
     now,
     retryAt,
   )
   const contention: Contention = {
     file,
-    holder: { owner_id: holder.owner_id, job_id: holder.job_id, acquired_at: holder.acquired_at, age_s: ageS(holder.acquired_at, now) },
+    holder: { file: holder.file, owner_id: holder.owner_id, job_id: holder.job_id, acquired_at: holder.acquired_at, age_s: ageS(holder.acquired_at, now) },
     denied_at: now,
     retry_at: retryAt,
   }
@@ -240,6 +287,7 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
     file: contention.file,
     holder_owner_id: holder.owner_id,
     holder_job_id: holder.job_id,
+    holder_file: holder.file,
     holder_acquired_at: holder.acquired_at,
     holder_last_heartbeat_at: holder.last_heartbeat_at,
     retry_s: FILE_RETRY_MS / SECOND,
@@ -260,10 +308,10 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
   }
   ctx
     .stmt(
-      `INSERT INTO blockers (id, seq, file, holder_owner_id, holder_job_id, holder_acquired_at, holder_last_heartbeat_at,
+      `INSERT INTO blockers (id, seq, file, holder_owner_id, holder_job_id, holder_file, holder_acquired_at, holder_last_heartbeat_at,
          retry_s, denied_at, retried_at, requester_owner_id, requester_job_id, requester_lease_id, state, resolution,
          note, resolved_by, resolved_at, taken_from_holder, created_at)
-       VALUES (@id, @seq, @file, @holder_owner_id, @holder_job_id, @holder_acquired_at, @holder_last_heartbeat_at,
+       VALUES (@id, @seq, @file, @holder_owner_id, @holder_job_id, @holder_file, @holder_acquired_at, @holder_last_heartbeat_at,
          @retry_s, @denied_at, @retried_at, @requester_owner_id, @requester_job_id, @requester_lease_id, @state, @resolution,
          @note, @resolved_by, @resolved_at, @taken_from_holder, @created_at)`,
     )
@@ -273,6 +321,7 @@ function halt(ctx: EngineContext, contention: FileContentionRow, holder: FileLea
     file: blocker.file,
     holder_owner_id: blocker.holder_owner_id,
     holder_job_id: blocker.holder_job_id,
+    holder_file: holder.file,
     age_s: ageS(blocker.holder_acquired_at, now),
     retry_s: blocker.retry_s,
     denied_at: blocker.denied_at,
@@ -439,15 +488,16 @@ export function revokeFile(ctx: EngineContext, named: NamedHolder, by: string): 
   return holder
 }
 
-/** The holder a blocker report names: the file, and who took it when. */
-type NamedHolder = Pick<BlockerRow, 'file' | 'holder_owner_id' | 'holder_acquired_at'>
+/** The holder a blocker report names: the path it held, and who took it when. */
+type NamedHolder = Pick<BlockerRow, 'file' | 'holder_file' | 'holder_owner_id' | 'holder_acquired_at'>
 
 /**
- * The file lease of the holder a blocker report names, while it still holds the file: the file's
- * ACTIVE lease, taken by the same owner at the same moment (a lease it took again since is another).
+ * The file lease of the holder a blocker report names, while it still holds the path it held:
+ * that path's ACTIVE lease, taken by the same owner at the same moment (a lease it took again
+ * since is another).
  */
 export function namedHoldersLease(ctx: EngineContext, named: NamedHolder): FileLeaseRow | null {
-  const holder = activeOn(ctx, named.file)
+  const holder = activeOn(ctx, named.holder_file ?? named.file)
   return holder && holder.owner_id === named.holder_owner_id && holder.acquired_at === named.holder_acquired_at ? holder : null
 }
 

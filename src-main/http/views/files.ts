@@ -6,6 +6,7 @@
 import { z } from 'zod'
 import { type AcquireResult, type Blocker as BlockerReport, BLOCKER_STATES, type Contention, type FileLease as FileLeaseRecord, FILE_LEASE_STATES, RESOLUTIONS } from '../../engine'
 import { iso } from '../../engine/rules/clock'
+import { heldPath } from '../../../src-shared/file-owner'
 import { FILE_RELEASE_REASONS } from '../../engine/rules/file-leases'
 import { IsoTime, JobState, NextCursor } from '../schemas'
 
@@ -47,7 +48,13 @@ export function fileLeaseView(lease: FileLeaseRecord, now: number): FileLease {
 export const FileContention = z
   .object({
     file: z.string(),
-    holder: z.object({ owner_id: z.string(), job_id: z.string().nullable(), acquired_at: IsoTime, age_s: z.number() }),
+    holder: z.object({
+      file: z.string().meta({ description: 'The path the holder holds: the file, a folder above it, or a path inside it (a lease on a folder covers everything under it)' }),
+      owner_id: z.string(),
+      job_id: z.string().nullable(),
+      acquired_at: IsoTime,
+      age_s: z.number(),
+    }),
     denied_at: IsoTime,
     retry_at: IsoTime.meta({ description: 'The one retry: denied_at + 180 s' }),
   })
@@ -64,6 +71,7 @@ export const Blocker = z
     blocker_id: z.string(),
     file: z.string(),
     holder: z.object({
+      file: z.string().meta({ description: 'The path the holder held: the file, a folder above it, or a path inside it (a lease on a folder covers everything under it)' }),
       owner_id: z.string(),
       job_id: z.string().nullable(),
       acquired_at: IsoTime,
@@ -95,6 +103,7 @@ export function blockerView(b: BlockerReport, now: number): Blocker {
     blocker_id: b.id,
     file: b.file,
     holder: {
+      file: b.holder_file,
       owner_id: b.holder_owner_id,
       job_id: b.holder_job_id,
       acquired_at: iso(b.holder_acquired_at),
@@ -142,7 +151,7 @@ export type FileAcquireRefusal = z.infer<typeof FileAcquireRefusal>
 export function acquireRefusal(refusal: Extract<AcquireResult, { granted: false }>): FileAcquireRefusal {
   if (refusal.code === 'file_lease_held') {
     const { contention } = refusal
-    return { granted: false, code: 'file_lease_held', detail: `${contention.file} is held by ${contention.holder.owner_id}`, contention: contentionView(contention) }
+    return { granted: false, code: 'file_lease_held', detail: `${contention.file} is held by ${contention.holder.owner_id}${heldPath(contention.file, contention.holder.file)}`, contention: contentionView(contention) }
   }
   return { granted: false, code: 'blocked', detail: `Still blocked on ${refusal.blocker.file} after the retry: halted`, blocker: blockerView(refusal.blocker, refusal.blocker.retried_at) }
 }
