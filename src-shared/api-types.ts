@@ -1176,6 +1176,12 @@ export interface components {
                 acquired_at: components["schemas"]["Timestamp"];
                 age_s: number;
             };
+            /** @description Set when an operator's force release handed the path to a halted requester (the holder above, acquired_at when it was handed over): every other owner is refused it until that requester acquires it or the handover lapses */
+            handed_over: {
+                blocker_id: string;
+                /** @description When the handover lapses if that requester has not acquired the file by then */
+                expires_at: components["schemas"]["Timestamp"];
+            } | null;
             denied_at: components["schemas"]["Timestamp"];
             /** @description The one retry: denied_at + 180 s */
             retry_at: components["schemas"]["Timestamp"];

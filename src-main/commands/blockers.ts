@@ -26,7 +26,10 @@ Commands:
                                force_release  take the file from the holder the report names
                                               (if it still holds it: its job can no longer
                                               succeed; if it let go, nothing is taken and
-                                              the line says so) and requeue the halted job
+                                              the line says so) and requeue the halted job;
+                                              a file taken is kept for the halted job for
+                                              180 s or until it takes it, every other owner
+                                              (the old holder too) refused it meanwhile
                                cancel         cancel the halted job
 
 Flags:
@@ -113,7 +116,7 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
     answer.taken_from_holder === false
       ? `; the holder had already let go of ${blocker.holder.file}, nothing was taken`
       : answer.taken_from_holder
-        ? `; ${blocker.holder.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on`
+        ? `; ${blocker.holder.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on, and ${blocker.file} is kept for ${blocker.requester.job_id ? `job ${shortId(blocker.requester.job_id)}` : blocker.requester.owner_id} for 180 s or until it takes it`
         : ''
   return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; job ${answer.job_state === null ? '-' : answer.job_state}`
 }

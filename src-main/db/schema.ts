@@ -331,6 +331,26 @@ export const fileContentions = sqliteTable(
 )
 
 
+/**
+ * A file an operator's force release handed to the halted requester: until it acquires the file
+ * (or `until` passes), every other owner, the one it was taken from included, is refused it.
+ */
+export const fileHandovers = sqliteTable(
+  'file_handovers',
+  {
+    file: text('file').primaryKey(),
+    owner_id: text('owner_id').notNull(),
+    /** The halted job it is kept for; null when the report named none (an owner acquiring without a job lease). */
+    job_id: text('job_id'),
+    blocker_id: text('blocker_id').notNull(),
+    /** The lease the force release took (REVOKED). */
+    file_lease_id: text('file_lease_id').notNull(),
+    handed_at: integer('handed_at').notNull(),
+    until: integer('until').notNull(),
+  },
+  (t) => [index('file_handovers_job').on(t.job_id)],
+)
+
 /** A blocker report: a job still blocked after its retry, halted until an operator answers. */
 export const blockers = sqliteTable(
   'blockers',
@@ -372,6 +392,7 @@ export const blockers = sqliteTable(
 
 export type FileLeaseRow = typeof fileLeases.$inferSelect
 export type FileContentionRow = typeof fileContentions.$inferSelect
+export type FileHandoverRow = typeof fileHandovers.$inferSelect
 export type BlockerRow = typeof blockers.$inferSelect
 
 /**

@@ -823,7 +823,7 @@ describe('leasehold blockers', async () => {
     host.engine.cancel(requester.job.id)
   })
 
-  test('a force_release that took the file says from whom, and that its writes are refused from now on', async () => {
+  test('a force_release that took the file says from whom, that its writes are refused from now on, and for whom the file is kept', async () => {
     const file = '/repo/blockers/taken.ts'
     host.engine.submit({ job_type: 'blockers-taken', cost_units: 1 })
     const requester = take('blockers-taken', 'blockers-worker')
@@ -831,7 +831,7 @@ describe('leasehold blockers', async () => {
     const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
     expect(resolved).toMatchObject({
       status: 0,
-      stdout: `blocker ${blocker.id} resolved: force_release; ${file} was taken from holder-worker, whose writes to it are refused from now on; job QUEUED\n`,
+      stdout: `blocker ${blocker.id} resolved: force_release; ${file} was taken from holder-worker, whose writes to it are refused from now on, and ${file} is kept for job …${requester.job.id.slice(-8)} for 180 s or until it takes it; job QUEUED\n`,
     })
     host.engine.cancel(holder.job.id)
     host.engine.cancel(requester.job.id)

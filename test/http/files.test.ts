@@ -270,6 +270,7 @@ describe('integration: two workers contend for one file', () => {
     expect(denial.contention).toEqual({
       file: FILE,
       holder: { file: FILE, owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), age_s: 5 },
+      handed_over: null,
       denied_at: iso(deniedAt),
       retry_at: iso(deniedAt + RETRY_MS),
     })
@@ -479,6 +480,30 @@ describe('integration: blocked after the retry → halt and the blocker contract
     const events = (await jobEvents(w2.job_id)).filter((e) => e.type === 'BLOCKER_RESOLVED')
     expect(events.map((e) => e.data)).toMatchObject([{ action: 'force_release', note: 'w1 hangs', by: 'alice' }])
     await expectError(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }), 409, 'blocker_resolved')
+  })
+
+  test('resolve force_release hands the file to the requester: an owner that names no job lease and re-acquires at once is refused, the contention saying so, and the requester is granted it', async () => {
+    await start()
+    expect((await acquire('qholder')).status).toBe(200)
+    expect((await acquire('qreq')).status).toBe(409)
+    for (let t = 0; t < 36; t++) {
+      clock.advance(5 * SECOND)
+      expect((await acquire('qholder')).status).toBe(200)
+    }
+    const halted = await body(await acquire('qreq'))
+    expect(halted).toMatchObject({ code: 'blocked' })
+    const id = halted.blocker.blocker_id
+    expect(await body(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }))).toMatchObject({ taken_from_holder: true })
+    const handedAt = clock.now()
+    clock.advance(SECOND)
+    const refused = await acquire('qholder')
+    expect(refused.status).toBe(409)
+    expect(await body(refused)).toMatchObject({
+      code: 'file_lease_held',
+      detail: `${FILE} is kept for qreq, to whom an operator's force release handed it (blocker ${id}), until it acquires it or until ${iso(handedAt + RETRY_MS)}`,
+      contention: { holder: { file: FILE, owner_id: 'qreq', job_id: null, acquired_at: iso(handedAt) }, handed_over: { blocker_id: id, expires_at: iso(handedAt + RETRY_MS) }, retry_at: iso(clock.now() + RETRY_MS) },
+    })
+    expect(await body(await acquire('qreq'))).toMatchObject({ granted: true, file_lease: { owner_id: 'qreq' } })
   })
 
   test('resolve force_release after the holder let go takes nothing, and the answer and the report read later say so (taken_from_holder: false)', async () => {

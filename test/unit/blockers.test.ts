@@ -6,7 +6,7 @@
 import { describe, expect, test } from 'vitest'
 import type { EventRow, FileLeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/rules/clock'
-import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
+import { FILE_HANDOVER_MS, FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import type { Blocker, Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, messageIds } from './support'
@@ -60,6 +60,20 @@ function halted(options: { file?: string; requesterExtra?: Parameters<typeof aJo
   const result = engine.acquireFile({ file, owner_id: 'w2', lease_id: requester.lease.id })
   if (result.granted || result.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(result)}`)
   return { ...s, file, holder, requester, holderFile: holderFile.file_lease, deniedAt, retryAt, blocker: result.blocker, leasedBefore }
+}
+
+/** Owners that name no job lease: `holder` holds FILE and keeps it alive with `keep`, `requester` is denied and halted at its retry. */
+function haltedWithoutJobs(holder: string, requester: string, keep: (engine: Engine) => unknown) {
+  const s = setup()
+  s.engine.acquireFile({ file: FILE, owner_id: holder })
+  s.engine.acquireFile({ file: FILE, owner_id: requester })
+  for (let t = 0; t < 18; t++) {
+    s.clock.advance(10 * SECOND)
+    keep(s.engine)
+  }
+  const result = s.engine.acquireFile({ file: FILE, owner_id: requester })
+  if (result.granted || result.code !== 'blocked') throw new Error('expected a halt')
+  return { ...s, blocker: result.blocker }
 }
 
 describe('halt: still blocked after the retry', () => {
@@ -201,8 +215,55 @@ describe("the operator's answers", () => {
     expectEngineError(() => engine.releaseFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
     expect(engine.getJob(requester.job.id).state).toBe('QUEUED')
     expect(events(engine, 'BLOCKER_RESOLVED')[0]!.data).toMatchObject({ action: 'force_release', note: 'w1 is stuck', taken_from_holder: true })
-    // The file is free for the next owner.
+  })
+
+  test('force_release hands the file to the halted requester: every other owner is refused it, the contention saying so, until the requester acquires it', () => {
+    const { engine, clock, blocker, requester } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    const handedAt = clock.now()
+    clock.advance(SECOND)
+    for (const owner_id of ['w3', 'w6']) {
+      expect(engine.acquireFile({ file: FILE, owner_id })).toMatchObject({
+        granted: false,
+        code: 'file_lease_held',
+        contention: { holder: { file: FILE, owner_id: 'w2', job_id: requester.job.id, acquired_at: handedAt, age_s: 1 }, handed_over: { blocker_id: blocker.id, expires_at: handedAt + FILE_HANDOVER_MS } },
+      })
+    }
+    // A folder above it is refused too.
+    expect(engine.acquireFile({ file: '/repo', owner_id: 'w4' })).toMatchObject({ code: 'file_lease_held', contention: { holder: { file: FILE }, handed_over: { blocker_id: blocker.id } } })
+    // The requeued job takes it under its next job lease, and the handover is done.
+    const again = claimOrFail(engine, 'w2')
+    expect(again.job.id).toBe(requester.job.id)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: again.lease.id })).toMatchObject({ granted: true })
+    expect(sql(engine).all('SELECT * FROM file_handovers')).toEqual([])
+    engine.releaseFile({ file: FILE, owner_id: 'w2', lease_id: again.lease.id })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w5' })).toMatchObject({ granted: true })
+  })
+
+  test("a handover lapses FILE_HANDOVER_MS after the force release if the requester has not taken the file: it is anyone's again", () => {
+    const { engine, clock, blocker } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    clock.advance(FILE_HANDOVER_MS - 1)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ code: 'file_lease_held', contention: { handed_over: { blocker_id: blocker.id } } })
+    clock.advance(1)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w4' })).toMatchObject({ granted: true })
+  })
+
+  test('an owner refused while the file was handed over is refused afresh at its retry, never halted on a file nobody holds', () => {
+    const { engine, clock, blocker } = halted()
+    engine.acquireFile({ file: '/repo/x.ts', owner_id: 'w3' })
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ code: 'file_lease_held' })
+    clock.advance(FILE_RETRY_MS)
     expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true })
+  })
+
+  test('force_release for an owner that names no job lease: the holder re-acquiring at once is refused, and the requester is granted the file', () => {
+    const { engine, clock, blocker } = haltedWithoutJobs('qholder', 'qreq', (engine) => engine.acquireFile({ file: FILE, owner_id: 'qholder' }))
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release' })).toMatchObject({ taken_from_holder: true })
+    clock.advance(SECOND)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'qholder' })).toMatchObject({ code: 'file_lease_held', contention: { holder: { owner_id: 'qreq' }, handed_over: { blocker_id: blocker.id } } })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'qreq' })).toMatchObject({ granted: true, file_lease: { owner_id: 'qreq' } })
   })
 
   test('force_release takes the file only from the holder the report named: one that let go meanwhile loses nothing, whoever holds the file now keeps it, and the answer says nothing was taken', () => {
@@ -233,8 +294,10 @@ describe("the operator's answers", () => {
     const { engine, blocker, holder } = halted()
     engine.resolveBlocker(blocker.id, { action: 'force_release' })
     expectEngineError(() => engine.acquireFile({ file: FILE, owner_id: 'w1' }), 409, 'file_lease_lost')
-    expect(engine.acquireFile({ file: FILE, owner_id: 'someone-else' })).toMatchObject({ granted: true })
-    engine.releaseFile({ file: FILE, owner_id: 'someone-else' })
+    // The requester it was handed to takes it, and lets it go.
+    const again = claimOrFail(engine, 'w2')
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w2', lease_id: again.lease.id })).toMatchObject({ granted: true })
+    engine.releaseFile({ file: FILE, owner_id: 'w2', lease_id: again.lease.id })
     const report = { job_id: holder.job.id, attempt_id: holder.lease.attempt_id, worker_id: 'w1', lease_token: holder.lease.token }
     engine.fail({ ...report, error: { code: 'file_lost', message: 'an operator took the file' } })
     expect(engine.acquireFile({ file: FILE, owner_id: 'w1' })).toMatchObject({ granted: true })
@@ -325,17 +388,9 @@ describe("the operator's answers", () => {
   })
 
   test('a blocker whose requester had no job lease resolves without touching any job', () => {
-    const { engine, clock } = setup()
-    engine.acquireFile({ file: FILE, owner_id: 'holder' })
-    engine.acquireFile({ file: FILE, owner_id: 'me' })
-    for (let t = 0; t < 18; t++) {
-      clock.advance(10 * SECOND)
-      engine.heartbeatFile({ file: FILE, owner_id: 'holder' })
-    }
-    const result = engine.acquireFile({ file: FILE, owner_id: 'me' })
-    if (result.granted || result.code !== 'blocked') throw new Error('expected a halt')
-    expect(result.blocker).toMatchObject({ requester_job_id: null, requester_lease_id: null })
-    expect(engine.resolveBlocker(result.blocker.id, { action: 'retry' })).toMatchObject({ blocker: { state: 'RESOLVED' } })
+    const { engine, blocker } = haltedWithoutJobs('holder', 'me', (engine) => engine.heartbeatFile({ file: FILE, owner_id: 'holder' }))
+    expect(blocker).toMatchObject({ requester_job_id: null, requester_lease_id: null })
+    expect(engine.resolveBlocker(blocker.id, { action: 'retry' })).toMatchObject({ blocker: { state: 'RESOLVED' } })
   })
 })
 

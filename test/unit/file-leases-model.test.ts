@@ -62,6 +62,16 @@ interface MBlocker {
   open: boolean
   /** The holder the report names: a force release takes the file from it alone. */
   holder: { owner: string; acquired_at: number }
+  /** The halted requester: a file the force release takes is handed to it. */
+  requester: { owner: string; job: string | null }
+}
+
+/** A file a force release took, kept for the halted requester until it takes it or `until`. */
+interface MHandover {
+  owner: string
+  job: string | null
+  until: number
+  blocker: string
 }
 
 interface Model {
@@ -78,6 +88,7 @@ interface Model {
   blockers: MBlocker[]
   /** The job lease an operator took the owner's newest lease on a file from, keyed `file|owner`. */
   revokedUnder: Map<string, string>
+  handovers: Map<string, MHandover>
 }
 
 type Real = Setup
@@ -227,7 +238,16 @@ class Acquire extends Base {
     const live = m.holders.get(file)
     if (!got.ok) throw new Error(`acquire failed: ${got.status} ${got.code}`)
     const result = got.value
-    if (live && own) {
+    // Job identity is the engine's: which job a job lease runs.
+    const jobOf = (id: string | null) => (id === null ? null : r.engine.getLease(id).job_id)
+    const handover = m.handovers.get(file)
+    const handedToAnother =
+      !live && handover !== undefined && handover.until > m.now && !(handover.owner === this.owner && (handover.job === null || leaseId === null || handover.job === jobOf(leaseId)))
+    if (handedToAnother) {
+      // Refused afresh while the file is kept for the requester a force release handed it to.
+      expect(result).toMatchObject({ granted: false, code: 'file_lease_held', contention: { holder: { owner_id: handover.owner }, handed_over: { blocker_id: handover.blocker, expires_at: handover.until }, retry_at: m.now + RETRY_MS } })
+      m.contentions.set(ck(file, this.owner), { retry_at: m.now + RETRY_MS, lease_id: leaseId })
+    } else if (live && own) {
       expect(result).toMatchObject({ granted: true, file_lease: { owner_id: this.owner, acquired_at: live.acquired_at } })
       live.last_touch = m.now
     } else if (!live) {
@@ -235,11 +255,12 @@ class Acquire extends Base {
       m.holders.set(file, { owner: this.owner, lease_id: leaseId, acquired_at: m.now, last_touch: m.now })
       m.newest.set(ck(file, this.owner), 'ACTIVE')
       m.contentions.delete(ck(file, this.owner))
+      m.handovers.delete(file)
     } else if (contention) {
       // The one retry, still held: halt. No second retry is scheduled.
       expect(result).toMatchObject({ granted: false, code: 'blocked', blocker: { file, holder_owner_id: live.owner, retry_s: 180 } })
       m.contentions.delete(ck(file, this.owner))
-      m.blockers.push({ id: result.blocker.id, file, open: true, holder: { owner: live.owner, acquired_at: live.acquired_at } })
+      m.blockers.push({ id: result.blocker.id, file, open: true, holder: { owner: live.owner, acquired_at: live.acquired_at }, requester: { owner: this.owner, job: jobOf(leaseId) } })
       if (leaseId !== null) endJobLease(m, leaseId, 'released')
     } else {
       expect(result).toEqual({
@@ -248,6 +269,7 @@ class Acquire extends Base {
         contention: {
           file,
           holder: { file: key(file), owner_id: live.owner, job_id: live.lease_id === null ? null : expect.any(String), acquired_at: live.acquired_at, age_s: expect.any(Number) },
+          handed_over: null,
           denied_at: m.now,
           retry_at: m.now + RETRY_MS,
         },
@@ -464,7 +486,10 @@ class Resolve extends Base {
     const named = holder?.owner === blocker.holder.owner && holder.acquired_at === blocker.holder.acquired_at
     const taken = this.action === 'force_release' ? named : null
     expect(got).toMatchObject({ ok: true, value: { blocker: { state: 'RESOLVED', resolution: this.action }, taken_from_holder: taken } })
-    if (taken) endHolder(m, blocker.file, 'REVOKED')
+    if (taken) {
+      endHolder(m, blocker.file, 'REVOKED')
+      m.handovers.set(blocker.file, { ...blocker.requester, until: m.now + RETRY_MS, blocker: blocker.id })
+    }
   }
   toString(): string {
     return `Resolve(${this.index}, ${this.action})`
@@ -515,6 +540,7 @@ function emptyModel(now: number): Model {
     newest: new Map(),
     blockers: [],
     revokedUnder: new Map(),
+    handovers: new Map(),
   }
 }
 

@@ -108,6 +108,7 @@ describe('acquire / deny / release', () => {
       contention: {
         file: FILE,
         holder: { file: FILE, owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 4 },
+        handed_over: null,
         denied_at: T0 + 4 * SECOND,
         retry_at: T0 + 4 * SECOND + FILE_RETRY_MS,
       },
@@ -663,6 +664,7 @@ describe('contention heartbeat and the one retry at +180 s', () => {
     expect(events[0]!.data).toEqual({
       file: FILE,
       holder: { file: FILE, owner_id: 'w1', job_id: a.job.id, acquired_at: T0, age_s: 7 },
+      handed_over: null,
       denied_at: deniedAt,
       retry_at: deniedAt + 180 * SECOND,
       requester_owner_id: 'w2',

@@ -25,7 +25,12 @@ export interface Waiting {
 }
 
 /** A file a running job's lease was refused: who holds it, and when the one retry is due. */
-export type FileWait = Pick<FileContentionRow, 'file' | 'holder_file' | 'retry_at'> & { holder: string | null }
+export type FileWait = Pick<FileContentionRow, 'file' | 'holder_file' | 'retry_at'> & {
+  holder: string | null
+  /** Whom a force release handed the path to, and until when, when no lease refused it. */
+  handed_to: string | null
+  handed_until: number | null
+}
 
 /** Of a waiting job, what decides which workers take it. */
 export interface WaitingJobNeeds {
@@ -130,8 +135,9 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, worke
       fileWaits ??= new Map(
         ctx
           .all<FileWait & { lease_id: string }>(
-            `SELECT c.lease_id, c.file, c.holder_file, c.retry_at, f.owner_id AS holder FROM file_contentions c
+            `SELECT c.lease_id, c.file, c.holder_file, c.retry_at, f.owner_id AS holder, h.owner_id AS handed_to, h.until AS handed_until FROM file_contentions c
                LEFT JOIN file_leases f ON f.file = COALESCE(c.holder_file, c.file) AND f.state = 'ACTIVE'
+               LEFT JOIN file_handovers h ON h.file = COALESCE(c.holder_file, c.file)
              WHERE c.lease_id IS NOT NULL ORDER BY c.retry_at DESC`,
           )
           .map(({ lease_id, ...wait }) => [lease_id, wait]),
@@ -181,7 +187,10 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     const contention = job.lease_id === null ? undefined : s.contentionOf(job.lease_id)
     if (!contention) return null
     // The refusal stands until the one retry, even once the holder has let go.
-    const held = contention.holder === null ? 'since let go' : `held by ${ownerName(contention.holder)}${heldPath(contention.file, contention.holder_file ?? contention.file)}`
+    const where = heldPath(contention.file, contention.holder_file ?? contention.file)
+    const handed = contention.handed_to !== null && contention.handed_until! > s.now
+    const held =
+      contention.holder !== null ? `held by ${ownerName(contention.holder)}${where}` : handed ? `kept for ${ownerName(contention.handed_to!)}${where} after a force release` : 'since let go'
     return { reason: `refused file ${contention.file}, ${held}; waits to try it again`, until: contention.retry_at }
   }
   if (!WAITING_STATES.has(state)) return null

@@ -5,6 +5,12 @@
 export interface Contention {
   file: string
   holder: { file: string; owner_id: string; job_id: string | null; acquired_at: number; age_s: number }
+  /**
+   * Set when no lease refused it but an operator's force release handed the path to another
+   * (the holder is then that requester, `acquired_at` when it was handed over): the blocker
+   * answered, and when the handover lapses if that requester has not acquired it by then.
+   */
+  handed_over: { blocker_id: string; expires_at: number } | null
   denied_at: number
   retry_at: number
 }

@@ -1,6 +1,6 @@
 import { dirname, isAbsolute, resolve, sep } from 'node:path'
 import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
-import type { BlockerRow, FileContentionRow, FileLeaseRow, LeaseRow } from '../../db/schema'
+import type { BlockerRow, FileContentionRow, FileHandoverRow, FileLeaseRow, LeaseRow } from '../../db/schema'
 import { SECOND } from '../rules/clock'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
@@ -15,6 +15,12 @@ import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEve
 export const FILE_RETRY_MS = 180 * SECOND
 /** An owner that neither acquires nor heartbeats a file for this long loses it (stop-idle). */
 export const FILE_IDLE_MS = 30 * SECOND
+/**
+ * How long a file an operator's force release took stays kept for the halted requester (see
+ * {@link handedToAnother}). No longer than the one retry: an owner refused meanwhile finds the
+ * handover over by its retry, and is never halted on a file nobody holds.
+ */
+export const FILE_HANDOVER_MS = FILE_RETRY_MS
 
 /**
  * How often a worker is to heartbeat a job (the worker API's `heartbeat_interval_seconds`): every
@@ -171,6 +177,7 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
       endDeadOwn(ctx, own, death)
     }
     const holder = liveConflict(ctx, file, request.owner_id, requesterLease, now)
+    const handover = holder ? undefined : handedToAnother(ctx, file, request.owner_id, requesterLease, now)
     const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
     if (contention && now < contention.retry_at) {
       throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
@@ -178,8 +185,14 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
         retry_after_s: Math.ceil((contention.retry_at - now) / 1000),
       })
     }
+    if (handover) {
+      // Refused afresh, even at its retry: the handover lapses before the new retry is due.
+      return { granted: false, code: 'file_lease_held', contention: deny(ctx, file, request.owner_id, handoverRefusal(handover, now), requesterLease) }
+    }
     if (!holder) {
       if (contention) ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
+      // A handover of this path left now is the requester's own, or lapsed: it is done.
+      ctx.run('DELETE FROM file_handovers WHERE file = ?', file)
       const granted: FileLeaseRow = {
         id: newId(),
         file,
@@ -205,9 +218,66 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
       return { granted: true, file_lease: granted }
     }
     if (contention) return { granted: false, code: 'blocked', blocker: halt(ctx, contention, holder, requesterLease) }
-    return { granted: false, code: 'file_lease_held', contention: deny(ctx, file, request.owner_id, holder, requesterLease) }
+    return { granted: false, code: 'file_lease_held', contention: deny(ctx, file, request.owner_id, leaseRefusal(holder, now), requesterLease) }
   })
 }
+
+/**
+ * The live handover to another owner of this path, a folder above it or a path inside it, if
+ * any. An operator's force release answers a halted requester: the file it took goes to that
+ * requester (its owner id, and the halted job when the report named one, in any attempt), and
+ * every other owner — the one it was taken from included — is refused it until the requester
+ * acquires it or {@link FILE_HANDOVER_MS} pass. Otherwise the old holder, still running,
+ * would take it straight back.
+ */
+function handedToAnother(ctx: EngineContext, file: string, ownerId: string, requesterLease: LeaseRow | null, now: number): FileHandoverRow | undefined {
+  const [from, to] = keysBelow(file)
+  return ctx.one<FileHandoverRow>(
+    `SELECT * FROM file_handovers WHERE (file IN (SELECT value FROM json_each(?)) OR (file >= ? AND file < ?)) AND until > ?
+       AND NOT (owner_id = ? AND (job_id IS NULL OR ? IS NULL OR job_id = ?)) ORDER BY handed_at LIMIT 1`,
+    JSON.stringify(keysAbove(file)),
+    from,
+    to,
+    now,
+    ownerId,
+    requesterLease?.job_id ?? null,
+    requesterLease?.job_id ?? null,
+  )
+}
+
+/** Hands the file a force release took to the requester whose halt it answered (see {@link handedToAnother}). */
+function handOver(ctx: EngineContext, blocker: BlockerRow, taken: FileLeaseRow): void {
+  const now = ctx.clock.now()
+  ctx.run(
+    'INSERT OR REPLACE INTO file_handovers (file, owner_id, job_id, blocker_id, file_lease_id, handed_at, until) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    blocker.file,
+    blocker.requester_owner_id,
+    blocker.requester_job_id,
+    blocker.id,
+    taken.id,
+    now,
+    now + FILE_HANDOVER_MS,
+  )
+}
+
+/** What refused an acquire: the holder as the contention names it, the file lease the event is about, and a handover if it was one. */
+interface Refusal {
+  holder: Contention['holder']
+  fileLeaseId: string
+  handedOver: Contention['handed_over']
+}
+
+const leaseRefusal = (holder: FileLeaseRow, now: number): Refusal => ({
+  holder: { file: holder.file, owner_id: holder.owner_id, job_id: holder.job_id, acquired_at: holder.acquired_at, age_s: ageS(holder.acquired_at, now) },
+  fileLeaseId: holder.id,
+  handedOver: null,
+})
+
+const handoverRefusal = (handover: FileHandoverRow, now: number): Refusal => ({
+  holder: { file: handover.file, owner_id: handover.owner_id, job_id: handover.job_id, acquired_at: handover.handed_at, age_s: ageS(handover.handed_at, now) },
+  fileLeaseId: handover.file_lease_id,
+  handedOver: { blocker_id: handover.blocker_id, expires_at: handover.until },
+})
 
 /**
  * Whether the file lease is the requester's own. An acquire naming a job lease owns only the
@@ -250,30 +320,31 @@ function checkNotTakenBack(ctx: EngineContext, file: string, ownerId: string): v
   }
 }
 
-function deny(ctx: EngineContext, file: string, ownerId: string, holder: FileLeaseRow, requesterLease: LeaseRow | null): Contention {
+function deny(ctx: EngineContext, file: string, ownerId: string, refusal: Refusal, requesterLease: LeaseRow | null): Contention {
   const now = ctx.clock.now()
   const retryAt = now + FILE_RETRY_MS
   noteFileUnderJobLease(ctx, requesterLease?.id ?? null)
   ctx.run(
-    'INSERT INTO file_contentions (file, owner_id, lease_id, job_id, holder_file, denied_at, retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    'INSERT OR REPLACE INTO file_contentions (file, owner_id, lease_id, job_id, holder_file, denied_at, retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     file,
     ownerId,
     requesterLease?.id ?? null,
     requesterLease?.job_id ?? null,
-    holder.file,
+    refusal.holder.file,
     now,
     retryAt,
   )
   const contention: Contention = {
     file,
-    holder: { file: holder.file, owner_id: holder.owner_id, job_id: holder.job_id, acquired_at: holder.acquired_at, age_s: ageS(holder.acquired_at, now) },
+    holder: refusal.holder,
+    handed_over: refusal.handedOver,
     denied_at: now,
     retry_at: retryAt,
   }
   // The contention heartbeat: the denial is visible in the log, with when the one retry is due.
   const data = { ...contention, requester_owner_id: ownerId }
-  if (!requesterLease) ctx.appendEvent('FILE_LEASE', holder.id, 'FILE_LEASE_CONTENDED', data)
-  else recordJobEvent(ctx, requesterLease.job_id, { type: 'FILE_LEASE_CONTENDED', entity: 'FILE_LEASE', entityId: holder.id, data })
+  if (!requesterLease) ctx.appendEvent('FILE_LEASE', refusal.fileLeaseId, 'FILE_LEASE_CONTENDED', data)
+  else recordJobEvent(ctx, requesterLease.job_id, { type: 'FILE_LEASE_CONTENDED', entity: 'FILE_LEASE', entityId: refusal.fileLeaseId, data })
   return contention
 }
 
@@ -478,13 +549,15 @@ export function releaseIdleFiles(ctx: EngineContext): number {
  * The operator's force release: the holder the blocker report named loses the file; its later
  * writes under it are refused. Only that holder's lease (its owner, acquired when the report
  * says): a report waits for its operator, and a holder that let go meanwhile has nothing to
- * lose, while whoever holds the file now was never shown to the operator. Answers the lease
- * taken, or null when there was none to take.
+ * lose, while whoever holds the file now was never shown to the operator. A file taken is
+ * handed to the requester whose halt the answer settles (see {@link handedToAnother}). Answers
+ * the lease taken, or null when there was none to take.
  */
-export function revokeFile(ctx: EngineContext, named: NamedHolder, by: string): FileLeaseRow | null {
-  const holder = namedHoldersLease(ctx, named)
+export function revokeFile(ctx: EngineContext, blocker: BlockerRow, by: string): FileLeaseRow | null {
+  const holder = namedHoldersLease(ctx, blocker)
   if (!holder) return null
   endFileLease(ctx, holder, 'REVOKED', 'force_released', { by })
+  handOver(ctx, blocker, holder)
   return holder
 }
 

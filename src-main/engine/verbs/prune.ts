@@ -74,6 +74,7 @@ export const DELETE_STATEMENTS: readonly { sql: string; by: DeleteBy }[] = [
   { sql: `WITH RECURSIVE ${TIMELINE_CHAIN} DELETE FROM events WHERE id IN (SELECT id FROM chain)`, by: 'lastEvents' },
   { sql: `DELETE FROM events WHERE job_id IN (${IDS}) AND ${UNCHAINED_JOB_EVENTS_CLAUSE}`, by: 'ids' },
   { sql: `DELETE FROM file_contentions WHERE job_id IN (${IDS})`, by: 'ids' },
+  { sql: `DELETE FROM file_handovers WHERE job_id IN (${IDS})`, by: 'ids' },
   { sql: `DELETE FROM file_leases WHERE lease_id IN (SELECT id FROM leases WHERE fence IN (${IDS}))`, by: 'fences' },
   { sql: `DELETE FROM blockers WHERE requester_job_id IN (${IDS})`, by: 'ids' },
   { sql: `DELETE FROM schedule_runs WHERE job_id IN (${IDS}) AND NOT ${KEPT_RUN}`, by: 'ids' },

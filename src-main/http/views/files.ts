@@ -55,6 +55,13 @@ export const FileContention = z
       acquired_at: IsoTime,
       age_s: z.number(),
     }),
+    handed_over: z
+      .object({ blocker_id: z.string(), expires_at: IsoTime.meta({ description: 'When the handover lapses if that requester has not acquired the file by then' }) })
+      .nullable()
+      .meta({
+        description:
+          "Set when an operator's force release handed the path to a halted requester (the holder above, acquired_at when it was handed over): every other owner is refused it until that requester acquires it or the handover lapses",
+      }),
     denied_at: IsoTime,
     retry_at: IsoTime.meta({ description: 'The one retry: denied_at + 180 s' }),
   })
@@ -62,7 +69,13 @@ export const FileContention = z
 export type FileContention = z.infer<typeof FileContention>
 
 export function contentionView(c: Contention): FileContention {
-  return { file: c.file, holder: { ...c.holder, acquired_at: iso(c.holder.acquired_at) }, denied_at: iso(c.denied_at), retry_at: iso(c.retry_at) }
+  return {
+    file: c.file,
+    holder: { ...c.holder, acquired_at: iso(c.holder.acquired_at) },
+    handed_over: c.handed_over && { blocker_id: c.handed_over.blocker_id, expires_at: iso(c.handed_over.expires_at) },
+    denied_at: iso(c.denied_at),
+    retry_at: iso(c.retry_at),
+  }
 }
 
 /** The blocker report: the file, who holds it and for how long, the retry, who was halted. */
@@ -148,10 +161,17 @@ export type FileBlocked = z.infer<typeof FileBlocked>
 export const FileAcquireRefusal = z.union([FileLeaseHeld, FileBlocked])
 export type FileAcquireRefusal = z.infer<typeof FileAcquireRefusal>
 
+/** "/data/a.txt is held by w1", or kept for the requester a force release handed it to. */
+function refusedBecause({ file, holder, handed_over }: Contention): string {
+  const who = `${holder.owner_id}${heldPath(file, holder.file)}`
+  if (!handed_over) return `${file} is held by ${who}`
+  return `${file} is kept for ${who}, to whom an operator's force release handed it (blocker ${handed_over.blocker_id}), until it acquires it or until ${iso(handed_over.expires_at)}`
+}
+
 export function acquireRefusal(refusal: Extract<AcquireResult, { granted: false }>): FileAcquireRefusal {
   if (refusal.code === 'file_lease_held') {
     const { contention } = refusal
-    return { granted: false, code: 'file_lease_held', detail: `${contention.file} is held by ${contention.holder.owner_id}${heldPath(contention.file, contention.holder.file)}`, contention: contentionView(contention) }
+    return { granted: false, code: 'file_lease_held', detail: refusedBecause(contention), contention: contentionView(contention) }
   }
   return { granted: false, code: 'blocked', detail: `Still blocked on ${refusal.blocker.file} after the retry: halted`, blocker: blockerView(refusal.blocker, refusal.blocker.retried_at) }
 }
