@@ -1206,9 +1206,11 @@ export interface components {
                 job_id: string | null;
                 acquired_at: components["schemas"]["Timestamp"];
                 last_heartbeat_at: components["schemas"]["Timestamp"];
-                /** @description Whether this holder still holds the file as the report is read: false once it let go, or lost it to a force_release */
+                /** @description Whether this holder holds the file as the report is read — under the lease the report names, or its job under a later attempt (holds_again): false once it let go, or lost it to a force_release */
                 holds_now: boolean;
-                /** @description While it still holds the file, how long it has held it as the report is read (one decimal); null once it let go */
+                /** @description Whether the holder's job holds the file again, under a new attempt's lease, having let it go (a force_release takes it from that lease) */
+                holds_again: boolean;
+                /** @description While it holds the file, how long it has held it (under its current lease) as the report is read (one decimal); null once it let go */
                 held_s: number | null;
             };
             /** @description How long the holder had held the file when the retry was refused (the report keeps the halt as it was; holder.held_s is now) */

@@ -17,7 +17,8 @@ as the dashboard's blocker cards do.
 
 Commands:
   list                       the open reports (the default): the file, who held it and for how
-                             long at the halt, whether it holds it still (for how long now) or
+                             long at the halt, whether it holds it still (for how long now),
+                             its job holds it again under a new attempt, or it
                              no longer holds it, and the halted job; --state resolved or all for
                              the others
   resolve BLOCKER ACTION     answer a report (BLOCKER: its id, or the end of it as a halted
@@ -123,14 +124,20 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
 
 /**
  * The reports as a table: the file, who held it and for how long at the halt, and whether it
- * holds it still (for how long now) or no longer holds it; the halted job (and, for resolved ones,
+ * holds it still (for how long now), its job holds it again, or it no longer holds it; the halted job (and, for resolved ones,
  * the answer, and a force release that took nothing).
  */
+/** Whether the holder holds the file as the report is read: still, again (its job, under a new attempt), or no longer. */
+function holdsNow(holder: Blocker['holder']): string {
+  if (holder.held_s === null) return 'no longer holds it'
+  return holder.holds_again ? `its job holds it again under a new attempt (${holder.held_s} s)` : `holds it still (${holder.held_s} s)`
+}
+
 export function blockerTable(blockers: readonly Blocker[], withAnswer = false): string {
   const rows = blockers.map((b) => [
     b.blocker_id,
     b.file,
-    `${holderName(b.holder)}${b.holder.job_id && !heldByItsJob(b.holder) ? ` (job ${shortId(b.holder.job_id)})` : ''}${heldPath(b.file, b.holder.file)} for ${b.age_s} s at the halt; ${b.holder.held_s === null ? 'no longer holds it' : `holds it still (${b.holder.held_s} s)`}`,
+    `${holderName(b.holder)}${b.holder.job_id && !heldByItsJob(b.holder) ? ` (job ${shortId(b.holder.job_id)})` : ''}${heldPath(b.file, b.holder.file)} for ${b.age_s} s at the halt; ${holdsNow(b.holder)}`,
     b.requester.job_id ? shortId(b.requester.job_id) : b.requester.owner_id,
     ...(withAnswer ? [b.state === 'OPEN' ? 'open' : `${b.resolution} by ${b.resolved_by}${b.taken_from_holder === false ? ' (nothing taken: the holder had let go)' : ''}`] : []),
   ])

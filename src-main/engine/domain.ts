@@ -249,6 +249,11 @@ export interface Blocker {
   holder_last_heartbeat_at: number
   /** Whether that holder still holds the file as the report is read (false once it let go, or lost it to a force_release). */
   holder_holds_now: boolean
+  /**
+   * Since when it holds the file now: `holder_acquired_at` while it holds the lease the report
+   * names; later when its job holds the file again under a new attempt; null when it does not.
+   */
+  holder_holds_since: number | null
   retry_s: number
   denied_at: number
   retried_at: number
@@ -265,7 +270,7 @@ export interface Blocker {
   created_at: number
 }
 
-export function toBlocker(row: BlockerRow, holderHoldsNow: boolean): Blocker {
+export function toBlocker(row: BlockerRow, holderHoldsSince: number | null): Blocker {
   return {
     id: row.id,
     file: row.file,
@@ -274,7 +279,8 @@ export function toBlocker(row: BlockerRow, holderHoldsNow: boolean): Blocker {
     holder_file: row.holder_file ?? row.file,
     holder_acquired_at: row.holder_acquired_at,
     holder_last_heartbeat_at: row.holder_last_heartbeat_at,
-    holder_holds_now: holderHoldsNow,
+    holder_holds_now: holderHoldsSince !== null,
+    holder_holds_since: holderHoldsSince,
     retry_s: row.retry_s,
     denied_at: row.denied_at,
     retried_at: row.retried_at,
@@ -443,6 +449,6 @@ export type AcquireResult =
 export function toAcquireResult(result: files.AcquireResult): AcquireResult {
   if (result.granted) return { granted: true, file_lease: toFileLease(result.file_lease) }
   // A report made at this refusal: its holder holds the file, which is why the job halts.
-  if (result.code === 'blocked') return { granted: false, code: 'blocked', blocker: toBlocker(result.blocker, true) }
+  if (result.code === 'blocked') return { granted: false, code: 'blocked', blocker: toBlocker(result.blocker, result.blocker.holder_acquired_at) }
   return result
 }

@@ -373,8 +373,8 @@ export class Engine {
     const resolved = blockers.resolveBlocker(this.ctx, blockerId, answer)
     return { blocker: this.blockerNow(resolved.blocker), taken_from_holder: resolved.taken_from_holder }
   }
-  /** A report as it was made, and whether its holder still holds the file. */
-  private blockerNow = (row: Parameters<typeof toBlocker>[0]): Blocker => toBlocker(row, files.namedHoldersLease(this.ctx, row) !== null)
+  /** A report as it was made, and since when its holder holds the file now (if it does). */
+  private blockerNow = (row: Parameters<typeof toBlocker>[0]): Blocker => toBlocker(row, files.namedHoldersLease(this.ctx, row)?.acquired_at ?? null)
 
   /** Records what a worker reports for an operator to see (a handler that failed to load…): a WORKER_PROBLEM event. */
   recordWorkerProblem = (workerId: string, problem: WorkerProblem): void =>

@@ -808,6 +808,24 @@ describe('leasehold blockers', async () => {
     finishHolder(holder, file)
   })
 
+  test("a holder's job that took the file again under a new attempt is said to hold it again, and force_release takes it from that attempt", async () => {
+    const file = '/repo/blockers/again.ts'
+    host.engine.submit({ job_type: 'blockers-again', cost_units: 1 })
+    const requester = take('blockers-again', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file, (holderJobId) => `job:${holderJobId}`)
+    // Its attempt ends (its worker gone), and the job's next attempt takes the file again.
+    host.engine.fail({ ...holder.report, error: { message: 'worker killed', retryable: true } })
+    clock.set(host.engine.getJob(holder.job.id).next_retry_at ?? clock.now())
+    const again = take('holder', 'holder-worker')
+    expect(again.job.id).toBe(holder.job.id)
+    expect(host.engine.acquireFile({ file, owner_id: holder.owner, lease_id: again.lease.id })).toMatchObject({ granted: true })
+    expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+job …${holder.job.id.slice(-8)} for \\S+ s at the halt; its job holds it again under a new attempt \\(0 s\\)`, 'm'))
+    const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
+    expect(resolved.stdout).toContain(`; ${file} was taken from job …${holder.job.id.slice(-8)}, whose writes to it are refused from now on`)
+    host.engine.fail({ ...again.report, error: { message: 'file taken' } })
+    host.engine.cancel(requester.job.id)
+  })
+
   test("a file a worker's gate took under its job's name is held by that job, named once", async () => {
     const file = '/repo/blockers/gated.ts'
     host.engine.submit({ job_type: 'blockers-gated', cost_units: 1 })

@@ -396,7 +396,7 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect(answer.blocker).toEqual({
       blocker_id: expect.any(String),
       file: FILE,
-      holder: { file: FILE, owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), last_heartbeat_at: iso(retryAt), holds_now: true, held_s: (retryAt - T0) / 1000 },
+      holder: { file: FILE, owner_id: 'w1', job_id: w1.job_id, acquired_at: iso(T0), last_heartbeat_at: iso(retryAt), holds_now: true, holds_again: false, held_s: (retryAt - T0) / 1000 },
       age_s: (retryAt - T0) / 1000,
       retry_s: 180,
       denied_at: iso(deniedAt),

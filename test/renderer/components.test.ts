@@ -342,7 +342,7 @@ test('the capacity panel shows the figures and sends a manual busy rating', asyn
 const openBlocker = (): Blocker => ({
   blocker_id: 'b1',
   file: '/data/a.txt',
-  holder: { file: '/data/a.txt', owner_id: 'job:h', job_id: 'holder-job', acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, held_s: 245 },
+  holder: { file: '/data/a.txt', owner_id: 'job:h', job_id: 'holder-job', acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, holds_again: false, held_s: 245 },
   age_s: 185,
   retry_s: 180,
   denied_at: iso(T0 + 5 * SECOND),
@@ -415,7 +415,7 @@ test('a confirmation takes the keyboard to its safe choice, Escape takes that ch
 const resolvedBlocker = (fields: Partial<Blocker> = {}): Blocker => ({
   blocker_id: 'b2',
   file: '/f',
-  holder: { file: '/f', owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: false, held_s: null },
+  holder: { file: '/f', owner_id: 'job:h', job_id: null, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: false, holds_again: false, held_s: null },
   age_s: 1,
   retry_s: 180,
   denied_at: iso(T0),
@@ -448,7 +448,7 @@ test('a force-released blocker says what the release did: the file taken from th
 
 test("a file a worker's gate took under its job's name is held by that job, named once: in the card, the force release's question and its answer", () => {
   const job = '01a24941-a54a-8000-8000-00000778931b'
-  const holder = { file: '/f', owner_id: `job:${job}`, job_id: job, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, held_s: 10 }
+  const holder = { file: '/f', owner_id: `job:${job}`, job_id: job, acquired_at: iso(T0), last_heartbeat_at: iso(T0), holds_now: true, holds_again: false, held_s: 10 }
   const open = render(BlockerCard, { blocker: resolvedBlocker({ holder, state: 'OPEN', resolution: null, resolved_by: null, resolved_at: null }), now: T0, onresolve: () => {} })
   expect(text(open)).not.toContain(`job:${job}`)
   expect(text(open)).toContain('job …0778931b · held')

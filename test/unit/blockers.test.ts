@@ -282,6 +282,32 @@ describe("the operator's answers", () => {
     expect(engine.complete(report)).toMatchObject({ ack: true })
   })
 
+  test("a report speaks of the holder's job: when that job holds the file again under a new attempt, it holds it still, and force_release takes it from that attempt's lease", () => {
+    const { engine, clock, blocker, holder, requester } = halted()
+    // The holder's worker dies: its job lease expires, the job is requeued and its next attempt takes the file again.
+    clock.advance(40 * SECOND)
+    engine.reap()
+    expect(engine.getBlocker(blocker.id)).toMatchObject({ holder_holds_now: false, holder_holds_since: null })
+    clock.set(engine.getJob(holder.job.id).next_retry_at ?? clock.now())
+    const again = claimOrFail(engine, 'w1')
+    expect(again.job.id).toBe(holder.job.id)
+    const retaken = engine.acquireFile({ file: FILE, owner_id: 'w1', lease_id: again.lease.id })
+    if (!retaken.granted) throw new Error('expected the job to take its file again')
+    expect(engine.getBlocker(blocker.id)).toMatchObject({ holder_holds_now: true, holder_holds_since: clock.now(), holder_acquired_at: T0 })
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release' })).toMatchObject({ taken_from_holder: true })
+    expect(fileRows(engine, FILE).find((r) => r.id === retaken.file_lease.id)).toMatchObject({ state: 'REVOKED', lease_id: again.lease.id })
+    expect(engine.getJob(requester.job.id).state).toBe('QUEUED')
+  })
+
+  test('an owner that names no job and took the file again after letting go is not the holder the report named: force_release takes nothing from it', () => {
+    const { engine, clock, blocker } = haltedWithoutJobs('holder', 'me', (engine) => engine.heartbeatFile({ file: FILE, owner_id: 'holder' }))
+    engine.releaseFile({ file: FILE, owner_id: 'holder' })
+    clock.advance(SECOND)
+    engine.acquireFile({ file: FILE, owner_id: 'holder' })
+    expect(engine.getBlocker(blocker.id)).toMatchObject({ holder_holds_now: false })
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release' })).toMatchObject({ taken_from_holder: false })
+  })
+
   test('force_release: the holder cannot take the file back, nor any other, under the job lease it lost it under (409 file_lease_lost)', () => {
     const { engine, blocker, holder } = halted()
     engine.resolveBlocker(blocker.id, { action: 'force_release' })

@@ -561,17 +561,21 @@ export function revokeFile(ctx: EngineContext, blocker: BlockerRow, by: string):
   return holder
 }
 
-/** The holder a blocker report names: the path it held, and who took it when. */
-type NamedHolder = Pick<BlockerRow, 'file' | 'holder_file' | 'holder_owner_id' | 'holder_acquired_at'>
+/** The holder a blocker report names: the path it held, and who (which job) took it when. */
+type NamedHolder = Pick<BlockerRow, 'file' | 'holder_file' | 'holder_owner_id' | 'holder_job_id' | 'holder_acquired_at'>
 
 /**
- * The file lease of the holder a blocker report names, while it still holds the path it held:
- * that path's ACTIVE lease, taken by the same owner at the same moment (a lease it took again
- * since is another).
+ * The file lease of the holder a blocker report names, while it holds the path it held: that
+ * path's ACTIVE lease, taken by the same owner at the same moment, or — a report naming a job —
+ * by the same owner under any lease of that job. A job whose attempt ended (its worker killed,
+ * say) and that took the file again under its next attempt is the holder the operator was
+ * shown, holding it still; an owner naming no job that let go and took it again is not.
  */
 export function namedHoldersLease(ctx: EngineContext, named: NamedHolder): FileLeaseRow | null {
   const holder = activeOn(ctx, named.holder_file ?? named.file)
-  return holder && holder.owner_id === named.holder_owner_id && holder.acquired_at === named.holder_acquired_at ? holder : null
+  if (!holder || holder.owner_id !== named.holder_owner_id) return null
+  const sameLease = holder.acquired_at === named.holder_acquired_at
+  return sameLease || (named.holder_job_id !== null && holder.job_id === named.holder_job_id) ? holder : null
 }
 
 /** When the requester's one retry of a file is due, or null if it has no pending retry. */
