@@ -5,7 +5,7 @@ import { idEnd, idsEndingWith, SHORT_ID_END, shortId } from '../../src-shared/sh
 import { heldByItsJob, heldPath, holderName } from '../../src-shared/file-owner'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { allBlockers, answered, HostError, hostApi } from './http-client'
-import { table } from './text-table'
+import { printable, table } from './text-table'
 
 export const BLOCKERS_HELP = `Usage: leasehold blockers [list] [flags]
        leasehold blockers resolve BLOCKER ACTION [flags]
@@ -119,7 +119,8 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
       : answer.taken_from_holder
         ? `; ${blocker.holder.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on, and ${blocker.file} is kept for ${blocker.requester.job_id ? `job ${shortId(blocker.requester.job_id)}` : blocker.requester.owner_id} for 180 s or until it takes it`
         : ''
-  return `blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; job ${answer.job_state === null ? '-' : answer.job_state}`
+  // The file and the owner ids are free text: control characters are shown escaped, as in the list.
+  return printable(`blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; job ${answer.job_state === null ? '-' : answer.job_state}`)
 }
 
 /**

@@ -4,6 +4,7 @@ import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-targ
 import { openStream } from '../../src-shared/http-json'
 import { heldPath } from '../../src-shared/file-owner'
 import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
+import { printable } from './text-table'
 import { describeError, type JobAnswer } from './job-end'
 import { durationText } from './submit'
 
@@ -559,7 +560,8 @@ async function blockerLine(target: ClientTarget, jobId: string): Promise<string>
   try {
     const blockers = await allBlockers(target, 'OPEN')
     const blocker = blockers.find((b) => b.requester.job_id === jobId)
-    if (blocker) return `halted on ${blocker.file}, held by ${blocker.holder.owner_id}${heldPath(blocker.file, blocker.holder.file)} (blocker ${blocker.blocker_id})`
+    // The file and the holder are free text: control characters are shown escaped.
+    if (blocker) return printable(`halted on ${blocker.file}, held by ${blocker.holder.owner_id}${heldPath(blocker.file, blocker.holder.file)} (blocker ${blocker.blocker_id})`)
   } catch {
     // the line without the details
   }

@@ -808,6 +808,20 @@ describe('leasehold blockers', async () => {
     finishHolder(holder, file)
   })
 
+  test('resolve writes a file name with control characters (a newline, an escape sequence) escaped, as the list does', async () => {
+    const file = '/repo/blockers/evil\n\u001b[31mred.ts'
+    host.engine.submit({ job_type: 'blockers-evil', cost_units: 1 })
+    const requester = take('blockers-evil', 'blockers-worker')
+    const { blocker, holder } = halt(requester, file)
+    const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
+    expect(resolved.status).toBe(0)
+    expect(resolved.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/)
+    expect(lines(resolved.stdout)).toHaveLength(1)
+    expect(resolved.stdout).toContain('/repo/blockers/evil\\u000a\\u001b[31mred.ts was taken from holder-worker')
+    host.engine.cancel(holder.job.id)
+    host.engine.cancel(requester.job.id)
+  })
+
   test("a holder's job that took the file again under a new attempt is said to hold it again, and force_release takes it from that attempt", async () => {
     const file = '/repo/blockers/again.ts'
     host.engine.submit({ job_type: 'blockers-again', cost_units: 1 })
