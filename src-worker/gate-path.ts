@@ -12,16 +12,23 @@ import { basename, dirname, join, resolve } from 'node:path'
  * or not; `rm` and `rename` act on the link itself, so for them only the folder is resolved. A path not there yet
  * resolves as far as it exists, the rest as written. Two spellings the kernel tells apart but
  * the file system does not (case, on a file system that ignores it) stay two keys.
+ *
+ * The gate keys paths as text: a name that is not valid UTF-8 (a folder `nu\xff` on Linux,
+ * reached through a symlink, say) has no faithful text, and decoded lossily two such folders
+ * would share a key. Such a path is refused ({@link UnnamablePath}), as is a path given with a
+ * lone surrogate (it reaches the file system as U+FFFD, another file than it names).
  */
 export async function gatePath(path: string, followLast: boolean): Promise<string> {
+  if (LONE_SURROGATE.test(path)) throw new UnnamablePath(Buffer.from(path), 'contains a lone UTF-16 surrogate')
   if (!followLast) return join(await realFolder(dirname(path)), basename(path))
   // A symlink whose target is not there yet (a dangling link) is followed too: the write creates
   // the file the link names, so that file is the key, as it will be once it exists. As many
   // links as the kernel follows (40, Linux's limit); a loop of links is keyed as written.
   for (let hops = 0; hops <= MAX_LINKS; hops++) {
     try {
-      return await realpath(path)
-    } catch {
+      return await realName(path)
+    } catch (error) {
+      if (error instanceof UnnamablePath) throw error
       // Not there yet (or not a path that resolves): a dangling link's target, else its folder, below.
     }
     const folder = await realFolder(dirname(path))
@@ -32,14 +39,46 @@ export async function gatePath(path: string, followLast: boolean): Promise<strin
   return path
 }
 
+/** A path the file gate cannot name faithfully: the write, rm or rename that asked for it fails with this. */
+export class UnnamablePath extends Error {
+  constructor(bytes: Buffer, why = 'is not valid UTF-8') {
+    super(`The file gate cannot name ${shownBytes(bytes)}: it ${why}, and the gate keys files by their names as text (a lossy name could be another file's); rename it to take it through the gate`)
+    this.name = 'UnnamablePath'
+  }
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** Bytes as text, strictly: a name that is not valid UTF-8 is refused, never decoded with U+FFFD. */
+function nameOf(bytes: Buffer): string {
+  try {
+    return strictUtf8.decode(bytes)
+  } catch {
+    throw new UnnamablePath(bytes)
+  }
+}
+
+/** A path's bytes for an error message: printable ASCII as it is, every other byte as `\xff`. */
+function shownBytes(bytes: Buffer): string {
+  return [...bytes].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('')
+}
+
+/** realpath, the answer decoded strictly (see {@link nameOf}). */
+async function realName(path: string): Promise<string> {
+  return nameOf(await realpath(path, { encoding: 'buffer' }))
+}
+
 /** How many symlinks in a row the kernel follows before it gives up (ELOOP). */
 const MAX_LINKS = 40
 
 /** What the symlink at `path` names, as written in it; null when `path` is not a symlink (or not there). */
 async function linkTarget(path: string): Promise<string | null> {
   try {
-    return (await lstat(path)).isSymbolicLink() ? await readlink(path) : null
-  } catch {
+    if (!(await lstat(path)).isSymbolicLink()) return null
+    return nameOf(await readlink(path, { encoding: 'buffer' }))
+  } catch (error) {
+    if (error instanceof UnnamablePath) throw error
     return null
   }
 }
@@ -47,8 +86,9 @@ async function linkTarget(path: string): Promise<string | null> {
 /** A folder's real path, or — where it does not exist — its nearest existing ancestor's, with the rest as written. */
 async function realFolder(folder: string): Promise<string> {
   try {
-    return await realpath(folder)
-  } catch {
+    return await realName(folder)
+  } catch (error) {
+    if (error instanceof UnnamablePath) throw error
     const parent = dirname(folder)
     return parent === folder ? folder : join(await realFolder(parent), basename(folder))
   }

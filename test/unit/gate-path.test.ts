@@ -5,7 +5,7 @@
 import { mkdirSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect, test } from 'vitest'
-import { gatePath } from '../../src-worker/gate-path'
+import { gatePath, UnnamablePath } from '../../src-worker/gate-path'
 import { tempDir } from '../helpers/host'
 
 function aTree(): string {
@@ -52,4 +52,27 @@ test('a path not there yet resolves as far as it exists, the rest as written', a
   const dir = aTree()
   expect(await gatePath(`${dir}/link/a/b/../c.txt`, true)).toBe(join(dir, 'real', 'deep', 'a', 'c.txt'))
   expect(await gatePath('/no/such/folder/x.txt', true)).toBe('/no/such/folder/x.txt')
+})
+
+test('a folder whose name is not valid UTF-8 fails the change with an error naming its bytes: two such folders never share a key', async () => {
+  const dir = aTree()
+  for (const byte of [0xff, 0xfe]) {
+    const folder = Buffer.concat([Buffer.from(`${dir}/nu`), Buffer.from([byte])])
+    mkdirSync(folder)
+    symlinkSync(folder, join(dir, `to-${byte}`))
+  }
+  for (const followLast of [true, false]) {
+    await expect(gatePath(`${dir}/to-255/f.txt`, followLast)).rejects.toThrow(new UnnamablePath(Buffer.from(`${dir}/nu\xff`, 'latin1')).message)
+    await expect(gatePath(`${dir}/to-254/f.txt`, followLast)).rejects.toThrow(/\/nu\\xfe: it is not valid UTF-8/)
+  }
+  // A symlink at the end whose target is such a name: the write is refused too.
+  symlinkSync(Buffer.concat([Buffer.from(`${dir}/real/x`), Buffer.from([0xff])]), join(dir, 'real', 'to-bad'))
+  await expect(gatePath(`${dir}/real/to-bad`, true)).rejects.toThrow(UnnamablePath)
+  // Names that are valid UTF-8 are keyed as ever.
+  mkdirSync(join(dir, 'nü'))
+  expect(await gatePath(`${dir}/nü/f.txt`, true)).toBe(join(dir, 'nü', 'f.txt'))
+})
+
+test('a path with a lone surrogate is refused: it would reach the file system as another name', async () => {
+  await expect(gatePath('/tmp/a\uD800b.txt', true)).rejects.toThrow(UnnamablePath)
 })
