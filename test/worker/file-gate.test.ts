@@ -7,7 +7,7 @@
  * The 180 s are the host's injected clock: a ManualClock that follows real time (the reaper,
  * the lease TTLs and the retry waiters all read it), jumped by 180 s once the holder is done.
  */
-import { readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ManualClock } from '../../src-main/engine/rules/clock'
@@ -68,4 +68,40 @@ test('two jobs writing one file: the second waits for the first (one retry at +1
   expect(readFileSync(file, 'utf8')).toBe('first: start\nfirst: end\nsecond\n')
   expect(events(host, { type: ['BLOCKER_OPENED', 'LEASE_EXPIRED'] })).toHaveLength(0)
   for (const id of [first, second]) expect(events(host, { job: id, type: 'JOB_DONE' })).toHaveLength(1)
+})
+
+/** `test.rm-dir`: removes a folder and all it holds, through the gate. */
+const RM_DIR = `
+export default {
+  type: 'test.rm-dir',
+  async run({ payload, files }) {
+    await files.rm(payload.path, { recursive: true })
+    return { removed: payload.path }
+  },
+}
+`
+
+test("a recursive rm of a folder waits while another job holds a file inside it: the folder's lease covers the file", async () => {
+  let offset = 0
+  const clock = new ManualClock(Date.now())
+  ticker = setInterval(() => clock.set(Date.now() + offset), 50)
+  const host = await startHost({ dataDir: dataDirWith({ 'hold-write.mjs': HOLD_WRITE, 'rm-dir.mjs': RM_DIR }), workers: 2, leaseTtlS: 600, heartbeatGraceS: 5 }, { clock })
+  await poolReady(host, 2)
+  const dir = join(host.dataDir, 'd')
+  mkdirSync(dir)
+  const file = join(dir, 'f.txt')
+
+  const holder = await submit(host, { job_type: 'test.hold-write', payload: { path: file, first: 'start\n', second: 'end\n', hold_ms: 1000 } })
+  await waitForEvent(host, { job: holder, type: 'FILE_LEASE_ACQUIRED' }, 5000)
+  const remover = await submit(host, { job_type: 'test.rm-dir', payload: { path: dir } })
+  const contended = await waitForEvent(host, { job: remover, type: 'FILE_LEASE_CONTENDED' }, 5000)
+  expect(contended.data).toMatchObject({ file: dir, holder: { file, job_id: holder } })
+  expect(existsSync(file)).toBe(true)
+
+  // The holder finishes; at its one retry the remover takes the folder and removes it.
+  expect((await settled(host, holder, 5000)).job.state).toBe('DONE')
+  expect(readFileSync(file, 'utf8')).toBe('start\nend\n')
+  offset += RETRY_MS
+  expect((await settled(host, remover, 5000)).job.state).toBe('DONE')
+  expect(existsSync(dir)).toBe(false)
 })
