@@ -275,6 +275,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         scopeOf: (given) => (tokensMatch(given, token) || isAdminToken(given) ? 'host' : isWorkerToken(given) ? 'worker' : null),
         bodyLimitBytes: config.bodyLimitBytes,
         claim: relay.claim,
+        redisHealth: relay,
         log,
       })
     : null

@@ -5,6 +5,7 @@ import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import type { PrefixClaim } from './prefix-claim'
+import type { RedisRelay } from './relay'
 import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
@@ -30,6 +31,12 @@ import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-excha
 const CLOCK_CHECK_MS = 10_000
 /** How often, while requests wait, the host asks Redis which of their readers it still lists. */
 export const READER_CHECK_MS = 1_000
+/**
+ * How long an answer's write (and any other command on the answering connection) waits for
+ * Redis: an answer Redis has not taken by then (Redis paused, or a network that drops packets)
+ * gives its jobs back to the queue, rather than leave them leased to a worker that has not heard of them.
+ */
+export const ANSWER_TIMEOUT_MS = 5_000
 
 /**
  * The request without its claim when its worker no longer waits for the answer: older than the
@@ -38,8 +45,14 @@ export const READER_CHECK_MS = 1_000
 export function withoutStaleClaim(request: IpcRequest, ageMs: number): { request: IpcRequest; stale: boolean } {
   const claimWaitMs = claimWaitOf(request)
   if (claimWaitMs === null || ageMs <= claimWaitMs + ANSWER_MARGIN_MS) return { request, stale: false }
+  return { request: withoutClaim(request), stale: true }
+}
+
+/** The request without its claim (an exchange's reports alone); any other request as it is. */
+function withoutClaim(request: IpcRequest): IpcRequest {
+  if (claimWaitOf(request) === null) return request
   const { claim: _claim, ...rest } = request.params as { claim?: unknown }
-  return { request: { ...request, params: rest }, stale: true }
+  return { ...request, params: rest }
 }
 
 /** How long a request's claim may wait for work, as the worker caps it; null for a request without a claim. */
@@ -116,6 +129,11 @@ export interface RedisWorkerRequestsOptions {
   bodyLimitBytes: number
   /** The host's claim on its prefix (the relay's): requests are read only while it holds it. */
   claim: PrefixClaim
+  /**
+   * Whether Redis answers, as the relay judges it (redis/answering.ts), and word when that changes:
+   * while it does not, no claim waits and none is granted jobs (an answer could not reach its worker).
+   */
+  redisHealth: Pick<RedisRelay, 'connected' | 'onHealth'>
   log: (line: string) => void
 }
 
@@ -133,27 +151,34 @@ export class RedisWorkerRequests {
   /** Redis's clock less this process's (ms), read every {@link CLOCK_CHECK_MS}; null until first read. */
   private redisClockOffsetMs: number | null = null
   private clockCheckedAt = -Infinity
-  /** The requests that may wait whose worker named its reader: each one's way to end its wait, and the reader. */
-  private readonly readers = new Map<AbortController, string>()
+  /** The requests that may wait: each one's way to end its wait, and the reader its worker named (null: none, or not checked). */
+  private readonly readers = new Map<AbortController, string | null>()
   private readerTimer: NodeJS.Timeout | null = null
   private checkingReaders = false
   /** False once Redis refused `CLIENT LIST` (an ACL user without it): requests then wait out their time. */
   private readerChecks = true
+  private readonly unsubscribeHealth: () => void
 
   constructor(private readonly options: RedisWorkerRequestsOptions) {
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
     this.reader = new Redis(options.url, redisOptions)
     // Answers that finish in the same tick go to Redis in one write (ioredis' auto-pipelining).
-    this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true })
+    this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, commandTimeout: ANSWER_TIMEOUT_MS })
     this.limiter = new LogLimiter(options.log, () => Date.now())
     const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${error.message}`)
     this.reader.on('error', onError)
     this.writer.on('error', onError)
-    // No answer can go out while the writer's connection is down: the claims that wait end now,
+    // No answer can go out while the writer's connection is down, or while Redis does not answer
+    // on an open one (paused, or a network that drops packets): the requests that wait end now,
     // granted nothing, rather than be granted a job their worker cannot hear of.
-    this.writer.on('close', () => {
-      for (const gone of this.readers.keys()) gone.abort(new Error('Redis is away'))
+    this.writer.on('close', () => this.endWaits(new Error('Redis is away')))
+    this.unsubscribeHealth = options.redisHealth.onHealth((health) => {
+      if (!health.connected) this.endWaits(new Error('Redis does not answer'))
     })
+  }
+
+  private endWaits(reason: Error): void {
+    for (const gone of this.readers.keys()) gone.abort(reason)
   }
 
   start(): void {
@@ -164,8 +189,9 @@ export class RedisWorkerRequests {
 
   async stop(): Promise<void> {
     this.stopping.abort()
+    this.unsubscribeHealth()
     if (this.readerTimer) clearInterval(this.readerTimer)
-    for (const gone of this.readers.keys()) gone.abort(this.stopping.signal.reason)
+    this.endWaits(this.stopping.signal.reason as Error)
     this.reader.disconnect()
     await this.loop
     await Promise.allSettled([...this.inFlight])
@@ -229,16 +255,17 @@ export class RedisWorkerRequests {
     // A channel the worker names, if well formed, else its own reply stream.
     const channel = REPLY_CHANNEL.test(field('channel') ?? '') ? field('channel') : undefined
     const response = workerId ? await this.respond(workerId, entryId, field) : null
+    const replies = workerId ? replyStream(this.options.prefix, workerId, channel) : ''
     try {
-      if (response && workerId) {
-        await this.writer.xadd(replyStream(this.options.prefix, workerId, channel), 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
-      }
+      if (response && workerId) await this.writer.xadd(replies, 'MAXLEN', '~', REPLIES_KEPT, '*', 'body', JSON.stringify(response))
     } catch (error) {
       // Unanswered and unacknowledged: read again from the pending list after a reconnect. The
       // jobs it granted go back to the queue now, as those of a claim whose worker went before it
       // heard of them: not held by a worker that cannot know of them until their leases expire.
-      this.limiter.line('redis workers answer', `leasehold: answering a remote worker failed (${(error as Error).message})`)
+      // (An answer Redis takes after its write timed out is late to its worker, which gives it back too.)
       const leaseIds = grantedLeaseIds(response?.result)
+      const given = leaseIds.length > 0 ? `; the ${leaseIds.length} job(s) it granted go back to the queue, losing no attempt` : ''
+      this.limiter.line('redis workers answer', `leasehold: answering remote worker ${workerId} on ${replies} failed (${(error as Error).message})${given}`)
       if (leaseIds.length > 0 && workerId) await this.options.deps.engine.run(() => this.options.deps.engine.handBackLeases(workerId, leaseIds)).catch(() => {})
       return
     }
@@ -267,8 +294,11 @@ export class RedisWorkerRequests {
     if (checked.stale) {
       this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
     }
+    // Read just as Redis stopped answering (or before the relay has heard from it): a claim is
+    // answered without jobs, which could not reach its worker, and its worker asks again.
+    if (!this.options.redisHealth.connected) checked.request = withoutClaim(checked.request)
     const reader = field('reader')
-    const watch = reader !== undefined && READER_NAME.test(reader) && mayWait(checked.request) ? this.watchReader(reader) : null
+    const watch = mayWait(checked.request) ? this.watchReader(reader !== undefined && READER_NAME.test(reader) ? reader : null) : null
     try {
       return await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker' }, checked.request, watch?.signal ?? this.stopping.signal)
     } finally {
@@ -278,29 +308,31 @@ export class RedisWorkerRequests {
 
   /**
    * A signal that ends the request's wait when Redis no longer lists `reader` (the connection
-   * its worker reads answers on) or the host stops (`stop` aborts every one still watched; not
-   * `AbortSignal.any` with the host's signal, which on Node 20 keeps every signal made from it
-   * for as long as the host runs); `done` once the request is answered.
+   * its worker reads answers on; null: none named), Redis stops answering, or the host stops
+   * (`stop` aborts every one still watched; not `AbortSignal.any` with the host's signal, which
+   * on Node 20 keeps every signal made from it for as long as the host runs); `done` once the
+   * request is answered.
    */
-  private watchReader(reader: string): { signal: AbortSignal; done: () => void } {
-    if (!this.readerChecks || this.stopping.signal.aborted) return { signal: this.stopping.signal, done: () => {} }
+  private watchReader(reader: string | null): { signal: AbortSignal; done: () => void } {
+    if (this.stopping.signal.aborted) return { signal: this.stopping.signal, done: () => {} }
     const gone = new AbortController()
-    this.readers.set(gone, reader)
-    this.readerTimer ??= setInterval(() => void this.checkReaders(), READER_CHECK_MS).unref()
+    const checked = this.readerChecks ? reader : null
+    this.readers.set(gone, checked)
+    if (checked !== null) this.readerTimer ??= setInterval(() => void this.checkReaders(), READER_CHECK_MS).unref()
     return { signal: gone.signal, done: () => void this.readers.delete(gone) }
   }
 
   /** Ends the wait of every request whose reader Redis no longer lists; with none left, the checks stop until the next. */
   private async checkReaders(): Promise<void> {
-    if (this.readers.size === 0 && this.readerTimer) {
+    // Only requests read before the list is asked for are judged by it: a reader that connected
+    // after Redis made the list (a worker just started) is in the next one.
+    const judged = [...this.readers].filter((watched): watched is [AbortController, string] => watched[1] !== null)
+    if (judged.length === 0 && this.readerTimer) {
       clearInterval(this.readerTimer)
       this.readerTimer = null
     }
-    if (this.checkingReaders || this.readers.size === 0) return
+    if (this.checkingReaders || judged.length === 0) return
     this.checkingReaders = true
-    // Only requests read before the list is asked for are judged by it: a reader that connected
-    // after Redis made the list (a worker just started) is in the next one.
-    const judged = [...this.readers]
     try {
       const list = (await this.writer.call('CLIENT', 'LIST', 'TYPE', 'normal')) as string
       const listed = new Set<string>()

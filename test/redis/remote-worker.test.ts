@@ -7,6 +7,8 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
 import { RedisTransport } from '../../src-worker/transport-redis'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
+import { UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
+import { ANSWER_TIMEOUT_MS } from '../../src-main/redis/worker-requests'
 import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
@@ -147,6 +149,32 @@ describe('remote workers over Redis only', () => {
       if (!back) await server.restart()
     }
   }, 45_000)
+
+  test('while Redis is paused (SIGSTOP) no remote worker’s claim is granted a job it could not hear of: a grant whose answer Redis does not take goes back losing no attempt, a job submitted once Redis reads silent waits QUEUED, and both run once Redis answers', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    remoteWorker('paused', host.token)
+    const waiting = async () => Number(((await admin.xpending(requestStream('leasehold:'), 'leasehold').catch(() => [0])) as [number])[0])
+    await until(async () => (await waiting()) >= 1, 20_000, 'a claim of the worker waiting')
+    process.kill(server.pid!, 'SIGSTOP')
+    let early: string, late: string
+    try {
+      // Granted before the host can tell Redis is silent: its answer's write times out, and the job goes back.
+      early = host.engine.submit({ job_type: 'noop', cost_units: 1, max_attempts: 1 }).job.id
+      expect(host.engine.getJob(early).state).not.toBe('QUEUED')
+      await until(() => host!.engine.getJob(early).state === 'QUEUED', ANSWER_TIMEOUT_MS + 3_000, 'the undelivered grant given back')
+      expect(host.engine.getJob(early)).toMatchObject({ attempts: 1, max_attempts: 2, dead_letter: false })
+      expect(host.engine.attempts(early)).toEqual([expect.objectContaining({ error: expect.objectContaining({ reason: 'not_delivered' }) })])
+      const connected = async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected
+      await until(async () => !(await connected()), UNANSWERED_AFTER_MS + 3_000, 'Redis read silent')
+      late = host.engine.submit({ job_type: 'noop', cost_units: 1, max_attempts: 1 }).job.id
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      expect(host.engine.getJob(late)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+    } finally {
+      process.kill(server.pid!, 'SIGCONT')
+    }
+    await until(() => host!.engine.getJob(early).state === 'DONE' && host!.engine.getJob(late).state === 'DONE', 15_000, 'the jobs DONE once Redis answers')
+    expect(host.engine.getJob(late).attempts).toBe(1)
+  }, 60_000)
 
   test('a result larger than the host takes (--body-limit) fails its job result_too_large over Redis, as over HTTP', async () => {
     host = await startTestHost({ redisUrl: server.url, bodyLimitBytes: 100_000 })
