@@ -5,6 +5,11 @@
 
 /** The prefix when none is given. */
 export const DEFAULT_REDIS_PREFIX = 'leasehold:'
+/**
+ * How long a client's disconnect waits for Redis to close its end before it drops the socket
+ * (ioredis waits 2 s by default): a paused Redis never closes it, and a stop would wait for it.
+ */
+export const DISCONNECT_TIMEOUT_MS = 200
 /** The consumer group the host reads with, on every stream it reads or claims on. */
 export const CONSUMER_GROUP = 'leasehold'
 

@@ -2,7 +2,7 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
 import { Answering } from './answering'
 import { type HostIdentity, PrefixClaim, processIdentity } from './prefix-claim'
 
@@ -203,6 +203,7 @@ export class RedisRelay {
       maxRetriesPerRequest: 1,
       retryStrategy: (times) => Math.min(100 * times, 2_000),
       commandTimeout: COMMAND_TIMEOUT_MS,
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
     }
     this.redis = new Redis(options.url, redisOptions)
     this.claim = new PrefixClaim(this.prefix, options.identity ?? processIdentity())
@@ -390,7 +391,7 @@ export class RedisRelay {
     const graceOver = new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))
     await Promise.race([this.idle(), graceOver])
     // The prefix left free for the next host at once, within the same grace; a Redis that does not answer keeps it until it expires.
-    await Promise.race([this.claim.release(this.redis).catch(() => {}), graceOver])
+    if (this.connected) await Promise.race([this.claim.release(this.redis).catch(() => {}), graceOver])
     clearTimeout(grace)
     this.redis.disconnect()
   }

@@ -6,7 +6,7 @@ import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import type { PrefixClaim } from './prefix-claim'
 import type { RedisRelay } from './relay'
-import { ANSWER_MARGIN_MS, CONSUMER_GROUP, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -37,6 +37,8 @@ export const READER_CHECK_MS = 1_000
  * gives its jobs back to the queue, rather than leave them leased to a worker that has not heard of them.
  */
 export const ANSWER_TIMEOUT_MS = 5_000
+/** How long a stop waits for the answers in progress: one whose Redis does not answer is left, its jobs' leases to expire. */
+const STOP_GRACE_MS = 2_000
 
 /**
  * The request without its claim when its worker no longer waits for the answer: older than the
@@ -160,7 +162,7 @@ export class RedisWorkerRequests {
   private readonly unsubscribeHealth: () => void
 
   constructor(private readonly options: RedisWorkerRequestsOptions) {
-    const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) }
+    const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000), disconnectTimeout: DISCONNECT_TIMEOUT_MS }
     this.reader = new Redis(options.url, redisOptions)
     // Answers that finish in the same tick go to Redis in one write (ioredis' auto-pipelining).
     this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, commandTimeout: ANSWER_TIMEOUT_MS })
@@ -187,14 +189,22 @@ export class RedisWorkerRequests {
     this.loop = this.read()
   }
 
+  /**
+   * Stops reading, ends every wait, and waits at most {@link STOP_GRACE_MS} for the answers in
+   * progress, and not at all while Redis does not answer: an answer left is unacknowledged, and
+   * its request read again by the next host.
+   */
   async stop(): Promise<void> {
     this.stopping.abort()
     this.unsubscribeHealth()
     if (this.readerTimer) clearInterval(this.readerTimer)
     this.endWaits(this.stopping.signal.reason as Error)
     this.reader.disconnect()
-    await this.loop
-    await Promise.allSettled([...this.inFlight])
+    let grace: NodeJS.Timeout | undefined
+    const graceOver = new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))
+    const answers = this.options.redisHealth.connected ? [...this.inFlight] : []
+    await Promise.race([Promise.allSettled([this.loop, ...answers]), graceOver])
+    clearTimeout(grace)
     this.writer.disconnect()
   }
 

@@ -65,6 +65,9 @@ async function exchangeAs(workerId: string, token: string, id: number, method: s
   return until(async () => (await answersOn(replies, `(${before}`)).find((a) => a.id === id) ?? null, 5000, `answer to ${method}`)
 }
 
+/** Whether the host reads Redis connected (answering), as /api/health says. */
+const redisConnected = async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected
+
 /** One exchange as worker `w1`, with the host's token, that claims a job: its answer. */
 const claim = (id: number) => exchangeAs('w1', host!.token, id, 'exchange', { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } })
 
@@ -164,8 +167,7 @@ describe('remote workers over Redis only', () => {
       await until(() => host!.engine.getJob(early).state === 'QUEUED', ANSWER_TIMEOUT_MS + 3_000, 'the undelivered grant given back')
       expect(host.engine.getJob(early)).toMatchObject({ attempts: 1, max_attempts: 2, dead_letter: false })
       expect(host.engine.attempts(early)).toEqual([expect.objectContaining({ error: expect.objectContaining({ reason: 'not_delivered' }) })])
-      const connected = async () => ((await (await host!.call('/api/health')).json()) as { redis: { connected: boolean } }).redis.connected
-      await until(async () => !(await connected()), UNANSWERED_AFTER_MS + 3_000, 'Redis read silent')
+      await until(async () => !(await redisConnected()), UNANSWERED_AFTER_MS + 3_000, 'Redis read silent')
       late = host.engine.submit({ job_type: 'noop', cost_units: 1, max_attempts: 1 }).job.id
       await new Promise((resolve) => setTimeout(resolve, 1_000))
       expect(host.engine.getJob(late)).toMatchObject({ state: 'QUEUED', attempts: 0 })
@@ -175,6 +177,24 @@ describe('remote workers over Redis only', () => {
     await until(() => host!.engine.getJob(early).state === 'DONE' && host!.engine.getJob(late).state === 'DONE', 15_000, 'the jobs DONE once Redis answers')
     expect(host.engine.getJob(late).attempts).toBe(1)
   }, 60_000)
+
+  test('a host told to stop while Redis is paused (SIGSTOP) and remote workers’ claims wait stops within seconds, not once Redis answers again', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    remoteWorker('stopping', host.token)
+    const waiting = async () => Number(((await admin.xpending(requestStream('leasehold:'), 'leasehold').catch(() => [0])) as [number])[0])
+    await until(async () => (await waiting()) >= 1, 20_000, 'a claim of the worker waiting')
+    process.kill(server.pid!, 'SIGSTOP')
+    try {
+      await until(async () => !(await redisConnected()), UNANSWERED_AFTER_MS + 3_000, 'Redis read silent')
+      const stopping = Date.now()
+      await host.dispose()
+      host = null
+      // The answers ended by the stop cannot be written to a Redis that does not answer: none is waited for.
+      expect(Date.now() - stopping).toBeLessThan(2_500)
+    } finally {
+      process.kill(server.pid!, 'SIGCONT')
+    }
+  }, 40_000)
 
   test('a result larger than the host takes (--body-limit) fails its job result_too_large over Redis, as over HTTP', async () => {
     host = await startTestHost({ redisUrl: server.url, bodyLimitBytes: 100_000 })
