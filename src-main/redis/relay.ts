@@ -69,6 +69,18 @@ const SWEEP_INTERVAL_MS = 60_000
  * carried stays in the outbox, for the next host.
  */
 const STOP_GRACE_MS = 2_000
+/** The longest a relay waits before trying again a pass that keeps failing. */
+const PASS_RETRY_MAX_MS = 10_000
+
+/**
+ * How long after its `failures`-th pass in a row that failed (or found Redis out of step again
+ * right after a reconciliation) the relay tries again: at once after the first, then doubling
+ * from 1 s up to {@link PASS_RETRY_MAX_MS}, so that a fault that persists (a key of another type,
+ * a group deleted over and over) costs a few commands a second at most, not a loop.
+ */
+export function passRetryDelayMs(failures: number): number {
+  return failures <= 1 ? 0 : Math.min(1_000 * 2 ** (failures - 2), PASS_RETRY_MAX_MS)
+}
 
 export interface RedisRelayOptions {
   engine: Engine
@@ -140,6 +152,11 @@ function xaddMany<P extends ChainableCommander>(pipeline: P, stream: string, mes
   return pipeline
 }
 
+/** `error` said of `key`: Redis's words first (a refusal opens with its code: WRONGTYPE, OOM…), then the key they are about. */
+function aboutKey(key: string, error: unknown): Error {
+  return new Error(`${String((error as Error)?.message ?? error)} (key ${key})`)
+}
+
 /** Redis's answer to one command of a pipeline. */
 type Result = [Error | null, unknown]
 
@@ -183,6 +200,11 @@ export class RedisRelay {
   private answered!: () => void
   /** Redis's words when it answered the last check with a refusal (out of memory, a key of another type); null once it takes them. */
   private refusal: string | null = null
+  /** Redis's words when it refused the last pass (a key of another type, out of memory); null once a pass goes through. */
+  private passRefusal: string | null = null
+  /** Passes in a row that failed or left Redis out of step; none runs before `retryAt` (wall ms). */
+  private failedPasses = 0
+  private retryAt = 0
   /** Resolves at Redis's first answer to the claim, its pass (if any) started. */
   private readonly firstAnswer = new Promise<void>((resolve) => (this.answered = resolve))
   private readonly unsubscribe: () => void
@@ -272,7 +294,7 @@ export class RedisRelay {
       unanswered_ms: connected ? null : this.answering.silentFor(Date.now()),
       prefix: this.prefix,
       prefix_taken_by: this.claim.takenBy,
-      refused: this.refusal,
+      refused: this.refusal ?? this.passRefusal,
       waiting: backlog.waiting,
       oldest_wait_ms: backlog.oldest_at === null ? null : Math.max(0, this.options.engine.now() - backlog.oldest_at),
     }
@@ -349,7 +371,7 @@ export class RedisRelay {
   private tellHealth(away = false): void {
     if (this.stopped || this.healthListeners.size === 0) return
     const connected = this.connected
-    const state = `${connected} ${this.claim.state} ${this.refusal}`
+    const state = `${connected} ${this.claim.state} ${this.refusal ?? this.passRefusal}`
     const now = this.options.engine.now()
     if (state === this.toldState && !(away && !connected && now - this.toldAt >= AWAY_REPORT_MS)) return
     let health: RedisHealth
@@ -454,6 +476,8 @@ export class RedisRelay {
   /** One pass (see the module's comment); a failure lets go of what is held, for the reconciliation to settle. */
   private async pass(): Promise<void> {
     if (!this.connected || this.stopped || this.claim.state !== 'held') return
+    // Backing off after passes that failed: the probe's kick, once a second, tries again when it is time.
+    if (Date.now() < this.retryAt) return
     try {
       if (this.reconcileDue) {
         // Cleared first: what commits while it runs is held as usual and sent by the next pass.
@@ -465,28 +489,65 @@ export class RedisRelay {
           this.reconciling = false
         }
       }
-      await this.send()
+      const inStep = await this.send()
       if (this.sweepDue) {
         this.sweepDue = false
         await this.sweepConsumers()
       }
+      if (inStep) this.passWent()
+      else this.passFailed(null)
     } catch (error) {
       if (this.stopped) return // a pass a stop left: what it carried stays in the outbox
-      this.letGo()
-      this.limiter.line('redis pass', `leasehold: relaying to Redis failed (${(error as Error).message}); it is tried again on reconnect`)
+      const message = String((error as Error)?.message ?? error)
+      // Redis's own refusal opens with its code (WRONGTYPE, OOM, NOPERM…); a timeout or a closed connection is no refusal.
+      const delayMs = this.passFailed(/^[A-Z]{3,}[A-Z_]* /.test(message) ? message : null)
+      this.limiter.line(
+        'redis pass',
+        `leasehold: relaying to Redis failed (${message}); messages wait in the outbox, and the relay compares each stream with it again ${delayMs === 0 ? 'at once' : `in ${Math.round(delayMs / 1000)} s`}, and on reconnect`,
+      )
     } finally {
       this.sending = []
     }
+  }
+
+  /** A pass went through: Redis takes what the relay sends. */
+  private passWent(): void {
+    this.failedPasses = 0
+    this.retryAt = 0
+    if (this.passRefusal === null) return
+    this.passRefusal = null
+    this.tellHealth()
+  }
+
+  /**
+   * A pass failed (refused by Redis with `refusal`, or left Redis out of step): a reconciliation is
+   * due, after the back-off's delay, which is returned. The kick that runs it then is the probe's.
+   */
+  private passFailed(refusal: string | null): number {
+    this.failedPasses += 1
+    const delayMs = passRetryDelayMs(this.failedPasses)
+    this.retryAt = Date.now() + delayMs
+    this.letGo()
+    if (delayMs === 0) this.again = true
+    if (refusal !== this.passRefusal && refusal !== null) {
+      this.passRefusal = refusal
+      this.tellHealth()
+    }
+    return delayMs
   }
 
   private stream(queue: string): string {
     return queueStream(this.prefix, queue)
   }
 
-  /** Sends what the commits since the last pass changed, in one pipeline: publish, claim, acknowledge. */
-  private async send(): Promise<void> {
+  /**
+   * Sends what the commits since the last pass changed, in one pipeline: publish, claim,
+   * acknowledge. False when Redis turned out out of step (an entry there already, a group gone):
+   * a reconciliation is due.
+   */
+  private async send(): Promise<boolean> {
     const { messages, grants, ended } = this
-    if (messages.length + grants.length + ended.length === 0) return
+    if (messages.length + grants.length + ended.length === 0) return true
     this.messages = []
     this.grants = []
     this.ended = []
@@ -527,28 +588,32 @@ export class RedisRelay {
     }
     const results: Result[] = (await pipeline.exec()) ?? []
 
-    for (const [error] of results.slice(0, groupsAsked)) if (error && !/BUSYGROUP/.test(error.message)) throw error
+    results.slice(0, groupsAsked).forEach(([error], i) => {
+      if (error && !/BUSYGROUP/.test(error.message)) throw aboutKey(newStreams[i]!, error)
+    })
     for (const stream of newStreams) this.groupsMade.add(stream)
     let at = groupsAsked
     let outOfOrder = false
-    for (const [error, refused] of results.slice(at, at + publishGroups.size)) {
-      if (error) throw error
-      for (const reason of (refused as string[]).filter((_, i) => i % 2 === 1)) {
+    const published = [...publishGroups.keys()]
+    results.slice(at, at + publishGroups.size).forEach(([error, refused], i) => {
+      if (error) throw aboutKey(published[i]!, error)
+      for (const reason of (refused as string[]).filter((_, r) => r % 2 === 1)) {
         // The entry is there already (published before a crash), or the stream moved past its id: the reconciliation settles which.
         if (/equal or smaller/.test(reason)) outOfOrder = true
-        else throw new Error(reason)
+        else throw aboutKey(published[i]!, reason)
       }
-    }
+    })
     at += publishGroups.size
-    // A claim whose stream or group Redis lost is made again by the reconciliation that republishes it.
-    const claimFailed = results.slice(at, at + claimGroups.size).some(([error]) => error)
+    // A claim whose stream or group Redis lost: the reconciliation makes the group again and claims it anew.
+    const claimErrors = results.slice(at, at + claimGroups.size).flatMap(([error]) => (error ? [error] : []))
     at += claimGroups.size
     // NOGROUP: Redis lost the stream, and with it the entry. Anything else: the reconciliation deletes it.
     const ackFailed = results.slice(at).some(([error]) => error && !/NOGROUP/.test(error.message))
-    if (outOfOrder || claimFailed || ackFailed) {
-      this.letGo()
-      this.kick()
+    const noGroup = claimErrors.find((error) => /NOGROUP/.test(error.message))
+    if (noGroup) {
+      this.limiter.line('redis group gone', `leasehold: Redis at ${redactedUrl(this.options.url)} no longer holds a queue stream's consumer group (${noGroup.message}); the relay makes it again and claims the running jobs' messages anew`)
     }
+    return !(outOfOrder || claimErrors.length > 0 || ackFailed)
   }
 
   /**
@@ -566,36 +631,13 @@ export class RedisRelay {
     for (const stream of await this.streamKeys()) if (!byStream.has(stream)) byStream.set(stream, [])
     const holders = new Map<string, string>()
     for (const [worker, jobIds] of this.options.engine.activeLeasesByWorker()) for (const jobId of jobIds) holders.set(jobId, worker)
+    // Nothing remembered is trusted: a group may be gone while its stream stayed (XGROUP DESTROY).
+    this.groupsMade.clear()
 
     for (const [stream, rows] of byStream) {
-      const present = await this.entryIds(stream)
-      const wanted = new Set(rows.map((row) => streamMessageName(row.enqueue_id)))
-      const strays = [...present].filter((id) => !wanted.has(id))
-      const missing = rows.filter((row) => !present.has(streamMessageName(row.enqueue_id)))
-      if (strays.length > 0) {
-        for (let i = 0; i < strays.length; i += BATCH) {
-          const ids = strays.slice(i, i + BATCH)
-          await this.redis.pipeline().xack(stream, CONSUMER_GROUP, ...ids).xdel(stream, ...ids).exec()
-        }
-      }
-      if (missing.length === 0) continue
-      const last = await this.lastGeneratedId(stream)
-      if (last !== null && missing.some((row) => idAtOrBefore(streamMessageName(row.enqueue_id), last))) {
-        await this.rebuild(stream, rows)
-        continue
-      }
-      if (!this.groupsMade.has(stream)) {
-        await this.redis.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM').catch((error: Error) => {
-          if (!/BUSYGROUP/.test(error.message)) throw error
-        })
-        this.groupsMade.add(stream)
-      }
-      beforeXadd()
-      for (let i = 0; i < missing.length; i += BATCH) {
-        const [error, refused] = ((await xaddMany(this.redis.pipeline(), stream, missing.slice(i, i + BATCH)).exec()) ?? [])[0] ?? [null, []]
-        if (error) throw error
-        if ((refused as string[]).length > 0) throw new Error(`Redis refused ${(refused as string[])[0]}: ${(refused as string[])[1]}`)
-      }
+      await this.reconcileStream(stream, rows).catch((error: unknown) => {
+        throw aboutKey(stream, error)
+      })
     }
     const claims = live.flatMap((row) => {
       const worker = holders.get(row.job_id)
@@ -603,6 +645,33 @@ export class RedisRelay {
     })
     // Sent with the next changes, after the publishing above.
     this.grants = [...claims, ...this.grants]
+  }
+
+  /** Brings one stream in step with its messages in the outbox table, `rows`. */
+  private async reconcileStream(stream: string, rows: readonly OutboxMessage[]): Promise<void> {
+    if (rows.length > 0) await this.makeGroup(stream)
+    const present = await this.entryIds(stream)
+    const wanted = new Set(rows.map((row) => streamMessageName(row.enqueue_id)))
+    const strays = [...present].filter((id) => !wanted.has(id))
+    const missing = rows.filter((row) => !present.has(streamMessageName(row.enqueue_id)))
+    if (strays.length > 0) {
+      for (let i = 0; i < strays.length; i += BATCH) {
+        const ids = strays.slice(i, i + BATCH)
+        await this.redis.pipeline().xack(stream, CONSUMER_GROUP, ...ids).xdel(stream, ...ids).exec()
+      }
+    }
+    if (missing.length === 0) return
+    const last = await this.lastGeneratedId(stream)
+    if (last !== null && missing.some((row) => idAtOrBefore(streamMessageName(row.enqueue_id), last))) {
+      await this.rebuild(stream, rows)
+      return
+    }
+    beforeXadd()
+    for (let i = 0; i < missing.length; i += BATCH) {
+      const [error, refused] = ((await xaddMany(this.redis.pipeline(), stream, missing.slice(i, i + BATCH)).exec()) ?? [])[0] ?? [null, []]
+      if (error) throw error
+      if ((refused as string[]).length > 0) throw new Error(`${(refused as string[])[1]} (entry ${(refused as string[])[0]})`)
+    }
   }
 
   /**
@@ -633,6 +702,14 @@ export class RedisRelay {
       }
     })
     if (count > 0) await deletes.exec()
+  }
+
+  /** Makes the stream's consumer group (and the stream), unless it is there. */
+  private async makeGroup(stream: string): Promise<void> {
+    await this.redis.xgroup('CREATE', stream, CONSUMER_GROUP, '0', 'MKSTREAM').catch((error: Error) => {
+      if (!/BUSYGROUP/.test(error.message)) throw error
+    })
+    this.groupsMade.add(stream)
   }
 
   /** Writes a stream anew from the table (its last id moved past a message it lost: XADD cannot go back). */

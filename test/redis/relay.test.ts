@@ -3,7 +3,7 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { type Engine, streamMessageName } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
 import { claimAnswer } from '../../src-main/http/views/worker'
-import { CONSUMER_GROUP, RedisRelay } from '../../src-main/redis/relay'
+import { CONSUMER_GROUP, passRetryDelayMs, RedisRelay } from '../../src-main/redis/relay'
 import { aJob, setup } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { watchRedis } from './monitor'
@@ -22,13 +22,13 @@ afterEach(async () => {
   if (admin.status === 'ready') await admin.flushall()
 })
 
-function relayFor(engine: Engine, options: { stuckAfterMs?: number; departedAfterMs?: number } = {}): RedisRelay {
+function relayFor(engine: Engine, options: { stuckAfterMs?: number; departedAfterMs?: number; log?: (line: string) => void } = {}): RedisRelay {
   const relay = new RedisRelay({ engine, url: server.url, prefix: PREFIX, log: () => {}, ...options })
   relays.push(relay)
   return relay
 }
 
-async function started(engine: Engine, options: { departedAfterMs?: number } = {}): Promise<RedisRelay> {
+async function started(engine: Engine, options: { departedAfterMs?: number; log?: (line: string) => void } = {}): Promise<RedisRelay> {
   const relay = relayFor(engine, options)
   await relay.start()
   await until(() => relay.connected && relay.claim.state === 'held', 5000, 'relay connected')
@@ -277,5 +277,56 @@ describe('the outbox and the relay', () => {
       'stream rebuilt',
     )
     await relay.idle()
+  })
+
+  test.each([
+    ['its consumer group destroyed (XGROUP DESTROY)', (key: string) => admin.xgroup('DESTROY', key, CONSUMER_GROUP)],
+    ['its stream deleted (DEL)', (key: string) => admin.del(key)],
+    ['the database flushed (FLUSHDB)', () => admin.flushdb()],
+  ])('a queue stream with %s while Redis answers: the next grant makes the group again and claims its message, without a loop of commands', async (_, lose) => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    // The stream and its group made by a job that ran and ended: the stream stays, empty.
+    engine.submit(aJob())
+    await relay.idle()
+    engine.complete(reportOf(claimOne(engine, 'w1')))
+    await relay.idle()
+    await lose(stream())
+    const { commands, stop } = await watchCommands()
+    try {
+      engine.submit(aJob())
+      claimOne(engine, 'w1')
+      await until(async () => (await pendingByConsumer().catch(() => [])).length > 0, 5000, 'the grant claimed in a group made again')
+      expect(await pendingByConsumer()).toEqual([['w1', '1']])
+      expect(await entryIds()).toHaveLength(1)
+      // Settled: a second later Redis has heard little more than the claim's refreshes.
+      const settled = commands.length
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      expect(commands.length - settled).toBeLessThan(10)
+    } finally {
+      stop()
+    }
+    expect(relay.health()).toMatchObject({ connected: true, refused: null, waiting: 0 })
+    expect(lines).toContainEqual(expect.stringMatching(/^leasehold: Redis at \S+ no longer holds a queue stream's consumer group \(NOGROUP /))
+  })
+
+  test('a queue stream’s key of another type: health says what Redis refuses and names the key, the log says when it is tried again, and the message goes out once the key is a stream again', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    await admin.set(stream(), 'junk')
+    const job = engine.submit(aJob()).job
+    await until(() => relay.health().refused !== null, 5000, 'the refusal in health')
+    expect(relay.health()).toMatchObject({ connected: true, refused: expect.stringMatching(/^WRONGTYPE .*\(key lh-test:q:default\)$/), waiting: 1 })
+    expect(lines).toContainEqual(expect.stringMatching(/^leasehold: relaying to Redis failed \(WRONGTYPE .*\(key lh-test:q:default\)\); messages wait in the outbox, and the relay compares each stream with it again (at once|in \d+ s)/))
+    expect(lines.join('\n')).not.toMatch(/tried again on reconnect/)
+    await admin.del(stream())
+    await until(async () => (await entryIds()).includes(streamMessageName(job.stream_message_id!)), 12_000, 'published once the key is free')
+    await until(() => relay.health().refused === null, 2000, 'the refusal gone from health')
+  }, 20_000)
+
+  test('a pass that keeps failing is tried again at once, then after 1 s, doubling up to 10 s', () => {
+    expect([1, 2, 3, 4, 5, 6, 7, 20].map(passRetryDelayMs)).toEqual([0, 1_000, 2_000, 4_000, 8_000, 10_000, 10_000, 10_000])
   })
 })
