@@ -275,7 +275,12 @@ export class RedisWorkerRequests {
       // (An answer Redis takes after its write timed out is late to its worker, which gives it back too.)
       const leaseIds = grantedLeaseIds(response?.result)
       const given = leaseIds.length > 0 ? `; the ${leaseIds.length} job(s) it granted go back to the queue, losing no attempt` : ''
-      this.limiter.line('redis workers answer', `leasehold: answering remote worker ${workerId} on ${replies} failed (${(error as Error).message})${given}`)
+      const message = (error as Error).message
+      // A key of another type where the worker's answers go (the prefix is this host's, and the key holds
+      // nothing but answers): deleted, so that the worker's next request is answered there.
+      const repaired = /^WRONGTYPE/.test(message) && (await this.writer.del(replies).then(() => true, () => false))
+      const repair = repaired ? `; ${replies} was no stream: the host deleted it, and answers there from the worker's next request on` : ''
+      this.limiter.line(`redis workers answer ${replies}`, `leasehold: answering remote worker ${workerId} on ${replies} failed (${message})${repair}${given}`)
       if (leaseIds.length > 0 && workerId) await this.options.deps.engine.run(() => this.options.deps.engine.handBackLeases(workerId, leaseIds)).catch(() => {})
       return
     }

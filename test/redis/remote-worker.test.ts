@@ -196,6 +196,20 @@ describe('remote workers over Redis only', () => {
     }
   }, 40_000)
 
+  test('a worker’s reply stream of another type (a string) is deleted by the host, naming the key and the worker: the claim it could not answer gives its job back losing no attempt, and the next claim is answered there', async () => {
+    const lines: string[] = []
+    host = await startTestHost({ redisUrl: server.url }, { log: (line) => lines.push(line) })
+    const replies = replyStream('leasehold:', 'w1')
+    await admin.set(replies, 'junk')
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1, max_attempts: 1 }).job
+    await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', 'w1', 'token', host.token, 'body', JSON.stringify({ type: 'request', id: 1, method: 'exchange', params: { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 1 } } }))
+    await until(() => host!.engine.getJob(job.id).state === 'QUEUED' && host!.engine.getJob(job.id).attempts === 1, 5_000, 'the grant given back')
+    expect(host.engine.getJob(job.id)).toMatchObject({ max_attempts: 2, dead_letter: false })
+    expect(await admin.type(replies)).toBe('none')
+    expect(lines).toContainEqual(expect.stringMatching(/^leasehold: answering remote worker w1 on leasehold:worker:w1:replies failed \(WRONGTYPE .*\); leasehold:worker:w1:replies was no stream: the host deleted it/))
+    expect((await claim(2)).result).toMatchObject({ jobs: [expect.objectContaining({ job_id: job.id })] })
+  })
+
   test('a result larger than the host takes (--body-limit) fails its job result_too_large over Redis, as over HTTP', async () => {
     host = await startTestHost({ redisUrl: server.url, bodyLimitBytes: 100_000 })
     const handlers = join(tempDir(), 'handlers')
