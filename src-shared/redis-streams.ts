@@ -10,6 +10,8 @@ export const DEFAULT_REDIS_PREFIX = 'leasehold:'
  * (ioredis waits 2 s by default): a paused Redis never closes it, and a stop would wait for it.
  */
 export const DISCONNECT_TIMEOUT_MS = 200
+/** Whether an error is Redis's own refusal, which opens with its code (WRONGTYPE, OOM, NOPERM…), rather than its absence (a timeout, a closed connection). */
+export const isRedisRefusal = (message: string): boolean => /^[A-Z]{3,}[A-Z_]* /.test(message)
 /** The consumer group the host reads with, on every stream it reads or claims on. */
 export const CONSUMER_GROUP = 'leasehold'
 

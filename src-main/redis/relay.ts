@@ -2,7 +2,7 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
 import { Answering } from './answering'
 import { type HostIdentity, PrefixClaim, processIdentity } from './prefix-claim'
 
@@ -202,6 +202,8 @@ export class RedisRelay {
   private refusal: string | null = null
   /** Redis's words when it refused the last pass (a key of another type, out of memory); null once a pass goes through. */
   private passRefusal: string | null = null
+  /** Redis's refusals of what other parts of the host send (the remote workers' request stream), by key. */
+  private readonly refusedKeys = new Map<string, string>()
   /** Passes in a row that failed or left Redis out of step; none runs before `retryAt` (wall ms). */
   private failedPasses = 0
   private retryAt = 0
@@ -294,10 +296,26 @@ export class RedisRelay {
       unanswered_ms: connected ? null : this.answering.silentFor(Date.now()),
       prefix: this.prefix,
       prefix_taken_by: this.claim.takenBy,
-      refused: this.refusal ?? this.passRefusal,
+      refused: this.refused(),
       waiting: backlog.waiting,
       oldest_wait_ms: backlog.oldest_at === null ? null : Math.max(0, this.options.engine.now() - backlog.oldest_at),
     }
+  }
+
+  /** What Redis refuses now, in its words: the claim's refresh, a pass, or another part's key; null when it takes everything. */
+  private refused(): string | null {
+    return this.refusal ?? this.passRefusal ?? this.refusedKeys.values().next().value ?? null
+  }
+
+  /**
+   * Redis refused (`refusal`, in its words with the key) or took again (null) what another part of
+   * the host sends on `key`: health says so as it says the relay's own refusals.
+   */
+  refusedOn(key: string, refusal: string | null): void {
+    if ((this.refusedKeys.get(key) ?? null) === refusal) return
+    if (refusal === null) this.refusedKeys.delete(key)
+    else this.refusedKeys.set(key, refusal)
+    this.tellHealth()
   }
 
   /**
@@ -371,7 +389,7 @@ export class RedisRelay {
   private tellHealth(away = false): void {
     if (this.stopped || this.healthListeners.size === 0) return
     const connected = this.connected
-    const state = `${connected} ${this.claim.state} ${this.refusal ?? this.passRefusal}`
+    const state = `${connected} ${this.claim.state} ${this.refused()}`
     const now = this.options.engine.now()
     if (state === this.toldState && !(away && !connected && now - this.toldAt >= AWAY_REPORT_MS)) return
     let health: RedisHealth
@@ -499,8 +517,7 @@ export class RedisRelay {
     } catch (error) {
       if (this.stopped) return // a pass a stop left: what it carried stays in the outbox
       const message = String((error as Error)?.message ?? error)
-      // Redis's own refusal opens with its code (WRONGTYPE, OOM, NOPERM…); a timeout or a closed connection is no refusal.
-      const delayMs = this.passFailed(/^[A-Z]{3,}[A-Z_]* /.test(message) ? message : null)
+      const delayMs = this.passFailed(isRedisRefusal(message) ? message : null)
       this.limiter.line(
         'redis pass',
         `leasehold: relaying to Redis failed (${message}); messages wait in the outbox, and the relay compares each stream with it again ${delayMs === 0 ? 'at once' : `in ${Math.round(delayMs / 1000)} s`}, and on reconnect`,

@@ -6,7 +6,7 @@ import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import type { PrefixClaim } from './prefix-claim'
 import type { RedisRelay } from './relay'
-import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, isRedisRefusal, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -96,6 +96,8 @@ function parsedRequest(body: string): IpcRequest | null {
 const REPLIES_KEPT = 1_000
 const READ_BLOCK_MS = 1_000
 const READ_COUNT = 100
+/** How soon a read of the request stream that failed is tried again. */
+const READ_RETRY_MS = 500
 
 /**
  * `promise`, or a rejection as soon as `signal` aborts. A command queued while Redis is away
@@ -135,7 +137,7 @@ export interface RedisWorkerRequestsOptions {
    * Whether Redis answers, as the relay judges it (redis/answering.ts), and word when that changes:
    * while it does not, no claim waits and none is granted jobs (an answer could not reach its worker).
    */
-  redisHealth: Pick<RedisRelay, 'connected' | 'onHealth'>
+  redisHealth: Pick<RedisRelay, 'connected' | 'onHealth' | 'refusedOn'>
   log: (line: string) => void
 }
 
@@ -236,6 +238,7 @@ export class RedisWorkerRequests {
         const read = this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
         const answer = (await untilAborted(read, signal)) as [string, [string, string[]][]][] | null
         const entries = answer?.[0]?.[1] ?? []
+        this.options.redisHealth.refusedOn(stream, null)
         if (pending && entries.length === 0) {
           pending = false
           from = '>'
@@ -252,8 +255,11 @@ export class RedisWorkerRequests {
         pending = true
         from = '0'
         groupMade = false
-        this.limiter.line('redis workers read', `leasehold: reading remote workers' requests failed (${(error as Error).message}); retrying`)
-        await new Promise((resolve) => setTimeout(resolve, 500))
+        const message = (error as Error).message
+        // Redis's own refusal (a key of another type, out of memory), not its absence: health says so, with the key.
+        if (isRedisRefusal(message) && !/^NOGROUP/.test(message)) this.options.redisHealth.refusedOn(stream, `${message} (key ${stream})`)
+        this.limiter.line('redis workers read', `leasehold: reading remote workers' requests from ${stream} failed (${message}); retrying every ${READ_RETRY_MS / 1000} s`)
+        await new Promise((resolve) => setTimeout(resolve, READ_RETRY_MS))
       }
     }
   }

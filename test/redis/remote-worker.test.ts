@@ -194,6 +194,10 @@ describe('remote workers over Redis only', () => {
     } finally {
       process.kill(server.pid!, 'SIGCONT')
     }
+    // The stopped host left its claim on the prefix to expire (10 s), and the refreshes it sent
+    // while Redis was paused reach Redis now: the next test's host needs the prefix at once.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    await admin.del('leasehold:host')
   }, 40_000)
 
   test('a worker’s reply stream of another type (a string) is deleted by the host, naming the key and the worker: the claim it could not answer gives its job back losing no attempt, and the next claim is answered there', async () => {
@@ -208,6 +212,20 @@ describe('remote workers over Redis only', () => {
     expect(await admin.type(replies)).toBe('none')
     expect(lines).toContainEqual(expect.stringMatching(/^leasehold: answering remote worker w1 on leasehold:worker:w1:replies failed \(WRONGTYPE .*\); leasehold:worker:w1:replies was no stream: the host deleted it/))
     expect((await claim(2)).result).toMatchObject({ jobs: [expect.objectContaining({ job_id: job.id })] })
+  })
+
+  test('a request stream of another type: /api/health says what Redis refuses with the key, and the log names the stream; once the key is free requests are answered and the refusal goes', async () => {
+    const lines: string[] = []
+    host = await startTestHost({ redisUrl: server.url }, { log: (line) => lines.push(line) })
+    const refused = async () => ((await (await host!.call('/api/health')).json()) as { redis: { refused: string | null } }).redis.refused
+    await admin.del(requestStream('leasehold:'))
+    await admin.set(requestStream('leasehold:'), 'junk')
+    await until(async () => (await refused())?.startsWith('WRONGTYPE') ?? false, 5_000, 'the refusal in health')
+    expect(await refused()).toMatch(/\(key leasehold:worker:requests\)$/)
+    expect(lines).toContainEqual(expect.stringMatching(/^leasehold: reading remote workers' requests from leasehold:worker:requests failed \(WRONGTYPE .*\); retrying every 0.5 s/))
+    await admin.del(requestStream('leasehold:'))
+    expect((await claim(1)).result).toMatchObject({ jobs: [] })
+    await until(async () => (await refused()) === null, 5_000, 'the refusal gone')
   })
 
   test('a result larger than the host takes (--body-limit) fails its job result_too_large over Redis, as over HTTP', async () => {
