@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
-import { ANSWER_MARGIN_MS, entryField, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, requestText, type WorkerTransport } from './transport'
 
@@ -77,8 +77,14 @@ export class RedisTransport implements WorkerTransport {
     // answer", at most once a minute with the count of those held back (both connections fail
     // together, every 2 s at most).
     const limiter = log ? new LogLimiter(log, Date.now) : null
+    // A refusal as it connects (WRONGPASS: a wrong user or password) is Redis answering, and said so.
     const said = (error: Error) =>
-      limiter?.line('redis', `leasehold worker: Redis at ${redactedUrl(url)} did not answer (${error.message}); ioredis reconnects every 2 s at most`)
+      limiter?.line(
+        'redis',
+        isRedisRefusal(error.message)
+          ? `leasehold worker: Redis at ${redactedUrl(url)} refused this worker's connection (${error.message}): check the user and password in the URL; it asks again every 2 s at most`
+          : `leasehold worker: Redis at ${redactedUrl(url)} did not answer (${error.message}); ioredis reconnects every 2 s at most`,
+      )
     this.writer.on('error', said)
     this.reader.on('error', said)
     // A reconnect may reach a Redis that restarted empty, and lost the requests waiting there: the

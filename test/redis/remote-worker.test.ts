@@ -493,6 +493,19 @@ describe('remote workers over Redis only', () => {
     expect(stderr).not.toContain('retrying')
   })
 
+  test('a remote worker whose password Redis refuses says Redis refused its connection, not that Redis did not answer', async () => {
+    const url = server.url.replace('redis://', 'redis://nobody:wrong@')
+    const { child, done } = remoteWorker('locked-out', 'any-token', ['--grace-s', '1'], url)
+    let err = ''
+    child.stderr!.on('data', (chunk: Buffer) => {
+      err += chunk.toString()
+      if (/refused this worker's connection/.test(err)) child.kill('SIGTERM')
+    })
+    await done
+    expect(err).toMatch(/^leasehold worker: Redis at redis:\/\/nobody:\*+@127\.0\.0\.1:\d+\/0 refused this worker's connection \(WRONGPASS .*\): check the user and password in the URL/m)
+    expect(err).not.toMatch(/did not answer \(WRONGPASS/)
+  })
+
   test('a remote worker told to stop while Redis cannot be reached stops, instead of waiting for Redis; its first line names the prefix it reads', async () => {
     const { child, done } = remoteWorker('stranded', 'any-token', ['--redis', 'redis://127.0.0.1:1/0', '--redis-prefix', 'h7:', '--grace-s', '1'])
     // Stopped the instant its "taking" line arrives: the worker must already be listening for the signal.
