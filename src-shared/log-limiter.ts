@@ -13,6 +13,11 @@ export class LogLimiter {
     private readonly intervalMs = 60_000,
   ) {}
 
+  /** Lets the next line of `key` through at once: the fault it said has ended (and a new one is news). */
+  forget(key: string): void {
+    this.last.delete(key)
+  }
+
   line(key: string, text: string): void {
     const now = this.now()
     const last = this.last.get(key)

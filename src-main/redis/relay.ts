@@ -235,7 +235,7 @@ export class RedisRelay {
     this.redis.on('error', (error: Error) => {
       // Refused as it connects (its user deleted, its password changed: WRONGPASS), Redis answers, and says why.
       if (error instanceof ReplyError) this.refusal = error.message
-      this.limiter.line('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${error.message}; messages wait in the outbox`)
+      this.outage('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${error.message}; messages wait in the outbox`)
     })
     this.redis.on('ready', () => {
       // A reconnect may reach a Redis that restarted empty: its streams and groups are checked again.
@@ -337,10 +337,10 @@ export class RedisRelay {
         this.tellHealth()
         if (this.sayConnected && this.claim.state === 'held') {
           this.sayConnected = false
-          this.limiter.line('redis ready', `leasehold: Redis at ${redactedUrl(this.options.url)} connected`)
+          this.recovery('redis ready', `leasehold: Redis at ${redactedUrl(this.options.url)} connected`)
         } else if (!wasAnswering) {
           // Silent on an open connection (paused, or a network that dropped packets), and answering again.
-          this.limiter.line('redis back', `leasehold: Redis at ${redactedUrl(this.options.url)} answers again; the messages that waited go out now`)
+          this.recovery('redis back', `leasehold: Redis at ${redactedUrl(this.options.url)} answers again; the messages that waited go out now`)
         }
         // Back from silence: a pass that failed meanwhile left a reconciliation due.
         if (!wasAnswering || this.reconcileDue) this.kick()
@@ -357,9 +357,26 @@ export class RedisRelay {
           return
         }
         // Still unanswered since the first refresh that was not: the next one is judged from it.
-        this.limiter.line('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} did not answer (${error.message}); messages wait in the outbox`)
+        this.outage('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} did not answer (${error.message}); messages wait in the outbox`)
       },
     )
+  }
+
+  /**
+   * A line that Redis is lost (once a minute while it stays lost), after which the line that it is
+   * back is said again: each outage is said, and its end, however soon one follows another.
+   */
+  private outage(key: string, line: string): void {
+    this.limiter.forget('redis ready')
+    this.limiter.forget('redis back')
+    this.limiter.line(key, line)
+  }
+
+  /** A line that Redis is back, after which the next outage is said at once. */
+  private recovery(key: string, line: string): void {
+    this.limiter.forget('redis')
+    this.limiter.forget('redis probe')
+    this.limiter.line(key, line)
   }
 
   /** Another host was found on the prefix: nothing more is sent, and what is held goes (the outbox keeps it). */

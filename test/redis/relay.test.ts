@@ -326,6 +326,20 @@ describe('the outbox and the relay', () => {
     await until(() => relay.health().refused === null, 2000, 'the refusal gone from health')
   }, 20_000)
 
+  test('each Redis outage is said in the log, and its end, however soon one follows another', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    const said = (pattern: RegExp) => lines.filter((line) => pattern.test(line)).length
+    for (const outage of [1, 2]) {
+      await server.kill()
+      await until(() => said(/^leasehold: Redis at \S+: .*; messages wait in the outbox/) === outage, 5000, `outage ${outage} said`)
+      await server.restart()
+      await until(() => said(/^leasehold: Redis at \S+ connected$/) === outage + 1, 10_000, `the end of outage ${outage} said`)
+    }
+    expect(relay.connected).toBe(true)
+  }, 40_000)
+
   test('a pass that keeps failing is tried again at once, then after 1 s, doubling up to 10 s', () => {
     expect([1, 2, 3, 4, 5, 6, 7, 20].map(passRetryDelayMs)).toEqual([0, 1_000, 2_000, 4_000, 8_000, 10_000, 10_000, 10_000])
   })
