@@ -67,7 +67,17 @@ export function redactedUrl(url: string): string {
   }
 }
 
+/** How a prefix's holder (`prefix_taken_by`) opens when `<prefix>host` holds something other than a Leasehold host's claim. */
+const FOREIGN_HOLDER = 'no Leasehold host: the key holds '
+
+/** The holder a value of `<prefix>host` names that is no Leasehold host's claim (another application's key). */
+export const foreignHolder = (value: string): string => `${FOREIGN_HOLDER}${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`
+
 /** The line a host on a taken prefix says (src-main/redis/prefix-claim.ts): at start, in its log, and in `leasehold status`. */
 export function prefixTakenMessage(prefix: string, url: string, holder: string): string {
+  if (holder.startsWith(FOREIGN_HOLDER)) {
+    const key = prefixClaimKey(prefix)
+    return `the key ${key} on ${redactedUrl(url)} holds ${holder.slice(FOREIGN_HOLDER.length)}, which is no Leasehold host's claim: something else uses the Redis prefix "${prefix}"; delete that key (DEL ${key}) if the prefix is this host's alone, or give this one another with --redis-prefix`
+  }
   return `another Leasehold host (${holder}) uses the Redis prefix "${prefix}" on ${redactedUrl(url)}; each host needs a prefix of its own: give this one another with --redis-prefix`
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Redis } from 'ioredis'
-import { prefixClaimKey } from '../../src-shared/redis-streams'
+import { foreignHolder, prefixClaimKey } from '../../src-shared/redis-streams'
 
 /**
  * One host per Redis prefix (docs/redis.md, "One host per prefix"). Two hosts on one prefix
@@ -43,6 +43,9 @@ const CLAIM = `local held = redis.call('get', KEYS[1])
 if held and string.match(held, '^%S+') ~= ARGV[1] then return held end
 redis.call('set', KEYS[1], ARGV[2], 'px', ARGV[3])
 return false`
+
+/** A claim's value, as {@link CLAIM} sets it: the host's id, a space, and its description (group 1). */
+const CLAIM_VALUE = /^\S+ (pid \d+ on [^]*)$/
 
 /** Deletes KEYS[1] if the id ARGV[1] holds it. */
 const RELEASE = `local held = redis.call('get', KEYS[1])
@@ -99,7 +102,8 @@ export class PrefixClaim {
     if (next !== this.current || refused !== this.refused) {
       this.current = next
       this.refused = refused
-      if (held !== null) this.holder = held.replace(/^\S+ ?/, '') || 'unnamed'
+      // A claim is an id, a space and a description (`pid … on …`); anything else is some other application's key.
+      if (held !== null) this.holder = CLAIM_VALUE.exec(held)?.[1] ?? foreignHolder(held)
       for (const listener of this.listeners) listener()
     }
     return this.current

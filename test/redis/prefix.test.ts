@@ -79,6 +79,15 @@ describe('one host per Redis prefix', () => {
     processes.push(own)
   }, 40_000)
 
+  test('a host whose prefix key holds something other than a Leasehold claim refuses to start saying so and naming the key to delete; it does not call it another Leasehold host', async () => {
+    await admin.set(prefixClaimKey('leasehold:'), 'hello world')
+    const refused = await serveToEnd()
+    expect(refused.status).toBe(1)
+    expect(refused.stderr).toMatch(/the key leasehold:host on redis:\/\/127\.0\.0\.1:\d+\/0 holds "hello world", which is no Leasehold host's claim: something else uses the Redis prefix "leasehold:"; delete that key \(DEL leasehold:host\)/)
+    expect(refused.stderr).not.toMatch(/another Leasehold host/)
+    expect(await admin.get(prefixClaimKey('leasehold:'))).toBe('hello world')
+  })
+
   test('a host stopped leaves its prefix free at once; one killed keeps it from other hosts until its claim expires, and takes it back at once when restarted on its data dir', async () => {
     const dataDir = tempDir()
     const args = ['--data-dir', dataDir, '--port', '0', '--redis', server.url]
