@@ -4,9 +4,11 @@ import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-p
 import { LogLimiter } from '../src-shared/log-limiter'
 import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, requestText, type WorkerTransport } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, TransportSilence, requestText, type WorkerTransport } from './transport'
 
 const READ_BLOCK_MS = 1_000
+/** A read of the answers unanswered this long past its block means Redis does not answer (paused, or a network that drops packets). */
+const SILENT_AFTER_MS = READ_BLOCK_MS + 3_000
 /** How many calls that stopped waiting a transport remembers, to give back what their late answers grant. */
 const ABANDONED_REMEMBERED = 1_024
 
@@ -58,6 +60,12 @@ export class RedisTransport implements WorkerTransport {
   private readRefusal: Error | null = null
   /** The calls that stopped waiting before their answer came (the newest {@link ABANDONED_REMEMBERED}): their answers are late. */
   private readonly abandoned = new Set<number>()
+  /** When Redis last answered a read of the answers (one returns at least every {@link READ_BLOCK_MS}). */
+  private heardAt = Date.now()
+  /** A call ended saying Redis did not answer: its next answer is said too. */
+  private saidSilent = false
+  private readonly log?: (line: string) => void
+  private readonly url: string
 
   constructor(
     url: string,
@@ -76,6 +84,8 @@ export class RedisTransport implements WorkerTransport {
     // is away would print nothing at all. One line, as the HTTP transport's "the host did not
     // answer", at most once a minute with the count of those held back (both connections fail
     // together, every 2 s at most).
+    this.log = log
+    this.url = url
     const limiter = log ? new LogLimiter(log, Date.now) : null
     // A refusal as it connects (WRONGPASS: a wrong user or password) is Redis answering, and said so.
     const said = (error: Error) =>
@@ -133,6 +143,7 @@ export class RedisTransport implements WorkerTransport {
       try {
         from ??= await this.start()
         const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
+        this.heard()
         this.readRefusal = null
         for (const [entryId, fields] of answer?.[0]?.[1] ?? []) {
           from = entryId
@@ -153,6 +164,23 @@ export class RedisTransport implements WorkerTransport {
         if (!this.closed) await new Promise((resolve) => setTimeout(resolve, 200))
       }
     }
+  }
+
+  /** Redis answered a read: said in the log when a call ended saying it did not. */
+  private heard(): void {
+    const silentMs = Date.now() - this.heardAt
+    this.heardAt = Date.now()
+    if (!this.saidSilent) return
+    this.saidSilent = false
+    this.log?.(`leasehold worker: Redis at ${redactedUrl(this.url)} answers again (after ${Math.round(silentMs / 1000)} s)`)
+  }
+
+  /** Why a call had no answer in `waitedMs`: Redis itself silent, when it has not answered a read meanwhile, else the host. */
+  private unanswered(waitedMs: number): Error {
+    const silentMs = Date.now() - this.heardAt
+    if (silentMs < SILENT_AFTER_MS) return new Error(`no answer from the host over Redis within ${Math.round(waitedMs / 1000)} s`)
+    this.saidSilent = true
+    return new TransportSilence(`Redis at ${redactedUrl(this.url)} has not answered for ${Math.round(silentMs / 1000)} s (paused, or a network that drops packets), not the host: no answer can come through it`)
   }
 
   /** Ends the call `id`, if it is still waiting, with `end`; false when it no longer waits. */
@@ -192,7 +220,7 @@ export class RedisTransport implements WorkerTransport {
     // Written before anything waits on it: a request that cannot be fails at once (report-budget.ts), not as a Redis refusal asked again every second.
     const body = requestText({ type: 'request', id, method, params })
     const answered = new Promise<IpcResponse>((resolve, reject) => {
-      const timer = setTimeout(() => this.abandon(id, new Error(`no answer from the host over Redis within ${Math.round((waitMs + ANSWER_MARGIN_MS) / 1000)} s`)), waitMs + ANSWER_MARGIN_MS)
+      const timer = setTimeout(() => this.abandon(id, this.unanswered(waitMs + ANSWER_MARGIN_MS)), waitMs + ANSWER_MARGIN_MS)
       this.pending.set(id, { resolve, reject, timer })
       const abort = () => this.abandon(id, new Error('aborted'))
       if (signal?.aborted) abort()

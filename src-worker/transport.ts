@@ -74,11 +74,19 @@ export class TransportRefusal extends Error {
   override name = 'TransportRefusal'
 }
 
+/**
+ * The way to the host itself did not answer (a Redis paused, or behind a network that drops
+ * packets), so no answer could come: the message says so, rather than blame the host.
+ */
+export class TransportSilence extends Error {
+  override name = 'TransportSilence'
+}
+
 /** Why an exchange failed, for the worker's log: the host's refusal, the transport's, or no answer at all. */
 export const exchangeFailure = (error: Error): string =>
   error instanceof HostError
     ? `the host answered ${error.status} ${error.code} (${error.message})`
-    : error instanceof TransportRefusal
+    : error instanceof TransportRefusal || error instanceof TransportSilence
       ? error.message
       : `the host did not answer (${error.message})`
 

@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
 import { RedisTransport } from '../../src-worker/transport-redis'
+import { exchangeFailure, TransportSilence } from '../../src-worker/transport'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { ANSWER_TIMEOUT_MS } from '../../src-main/redis/worker-requests'
@@ -492,6 +493,27 @@ describe('remote workers over Redis only', () => {
     expect(stderr).toContain('leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked); stopping')
     expect(stderr).not.toContain('retrying')
   })
+
+  test('a remote worker whose Redis is paused (SIGSTOP) says Redis does not answer, not the host, and says so when Redis answers again', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const lines: string[] = []
+    const transport = new RedisTransport(server.url, host.token, 'w-paused', 'leasehold:', undefined, (line) => lines.push(line))
+    try {
+      await transport.exchange({ worker_id: 'w-paused' }) // its reads of the answers under way
+      process.kill(server.pid!, 'SIGSTOP')
+      let failure: Error | null = null
+      try {
+        failure = await transport.exchange({ worker_id: 'w-paused' }).then(() => null, (error: Error) => error)
+      } finally {
+        process.kill(server.pid!, 'SIGCONT')
+      }
+      expect(failure).toBeInstanceOf(TransportSilence)
+      expect(exchangeFailure(failure!)).toMatch(/^Redis at redis:\/\/127\.0\.0\.1:\d+\/0 has not answered for 1\d s \(paused, or a network that drops packets\), not the host/)
+      await until(() => lines.some((line) => /^leasehold worker: Redis at \S+ answers again/.test(line)), 5_000, 'Redis said to answer again')
+    } finally {
+      transport.close()
+    }
+  }, 30_000)
 
   test('a remote worker whose password Redis refuses says Redis refused its connection, not that Redis did not answer', async () => {
     const url = server.url.replace('redis://', 'redis://nobody:wrong@')
