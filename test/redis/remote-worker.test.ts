@@ -529,7 +529,7 @@ describe('remote workers over Redis only', () => {
   })
 
   test('a remote worker told to stop while Redis cannot be reached stops, instead of waiting for Redis; its first line names the prefix it reads', async () => {
-    const { child, done } = remoteWorker('stranded', 'any-token', ['--redis', 'redis://127.0.0.1:1/0', '--redis-prefix', 'h7:', '--grace-s', '1'])
+    const { child, done } = remoteWorker('stranded', 'any-token', ['--redis-prefix', 'h7:', '--grace-s', '1'], 'redis://127.0.0.1:1/0')
     // Stopped the instant its "taking" line arrives: the worker must already be listening for the signal.
     let out = ''
     child.stdout!.on('data', (chunk: Buffer) => {
