@@ -2,7 +2,7 @@ import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
-import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues } from '../src-shared/command-line'
+import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
 import type { Durability } from './db/open'
@@ -162,17 +162,23 @@ export function serveHelp(env: NodeJS.ProcessEnv = process.env): string {
  * naming the flag on the first bad value.
  */
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults: { dataDir?: string } = {}): HostConfig {
-  let values: Record<string, string | boolean | undefined>
+  let parsed: ReturnType<typeof parseArgs>
   try {
-    values = parseArgs({
+    parsed = parseArgs({
       args: joinNegativeValues(argv, new Set(SERVE_FLAGS.map((f) => f.name))),
       options: Object.fromEntries(SERVE_FLAGS.map((f) => [f.name, { type: 'string' as const }])),
       strict: true,
       allowPositionals: false,
-    }).values
+      tokens: true,
+    })
   } catch (error) {
     throw flagError(error, SERVE_FLAGS.map((f) => f.name))
   }
+  // The command line's rules for every command: a flag given twice, empty, or in bytes that are not UTF-8 is a usage error.
+  refuseRepeatedFlags(parsed.tokens ?? [])
+  refuseEmptyValues(parsed.values)
+  refuseUndecodedText(parsed.values)
+  const values: Record<string, string | boolean | undefined> = parsed.values
   const read = (name: string): unknown => {
     const flag = SERVE_FLAGS.find((f) => f.name === name)!
     const fromFlag = values[name] as string | undefined

@@ -77,7 +77,7 @@ describe('serve configuration', () => {
 
   test('a number is plain decimal: "", " 3", "0x5", "1e1" and "+3" are refused, never read as 0, 3, 5, 10 or 3', () => {
     for (const value of ['', ' 3', '0x5', '1e1', '+3', '3.0']) {
-      expect(() => parseServeArgs(['--total-units', value], {})).toThrow(`--total-units must be a whole number from`)
+      expect(() => parseServeArgs(['--total-units', value], {})).toThrow(value === '' ? '--total-units needs a value' : `--total-units must be a whole number from`)
       // An empty variable is no value at all (unset), where an empty flag is a mistake.
       if (value !== '') expect(() => parseServeArgs([], { LEASEHOLD_TOTAL_UNITS: value })).toThrow(/LEASEHOLD_TOTAL_UNITS must be a whole number/)
     }
@@ -85,7 +85,7 @@ describe('serve configuration', () => {
   })
 
   test('--busy takes auto or 0 to 10 in plain decimal, and says so for anything else', () => {
-    for (const value of ['high', '', '11', '-1', '0x5', '1e1']) {
+    for (const value of ['high', '11', '-1', '0x5', '1e1']) {
       expect(() => parseServeArgs(['--busy', value], {})).toThrow('must be a number from 0 to 10, or auto')
     }
     expect(parseServeArgs(['--busy', '0'], {}).busy).toBe(0)
@@ -94,6 +94,12 @@ describe('serve configuration', () => {
 
   test('an unknown flag is named in one line, without parseArgs\'s hint about positional arguments', () => {
     expect(() => parseServeArgs(['--bogus'], {})).toThrow(/^Unknown option '--bogus'$/)
+  })
+
+  test('serve keeps the command line\'s rules: a flag given twice, empty, or not UTF-8 is a usage error, never the last one taken', () => {
+    expect(() => parseServeArgs(['--port', '7000', '--port', '7001'], {})).toThrow(/^--port is given twice \("7000", then "7001"\): give it once$/)
+    expect(() => parseServeArgs(['--data-dir='], {})).toThrow(/^--data-dir needs a value$/)
+    expect(() => parseServeArgs(['--data-dir', 'd\uFFFD'], {})).toThrow(/^--data-dir is not valid UTF-8 text$/)
   })
 
   test('an unknown flag near one of serve\'s names that flag, and only one that is near', () => {
