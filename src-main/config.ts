@@ -178,7 +178,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
   refuseRepeatedFlags(parsed.tokens ?? [])
   refuseEmptyValues(parsed.values)
   refuseUndecodedText(parsed.values)
-  const values: Record<string, string | boolean | undefined> = parsed.values
+  const values = parsed.values as Record<string, string | undefined>
   const read = (name: string): unknown => {
     const flag = SERVE_FLAGS.find((f) => f.name === name)!
     const fromFlag = values[name] as string | undefined

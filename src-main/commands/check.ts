@@ -4,6 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { answerTimeoutMs, type ClientTarget, dataDirOf, defaultDataDir, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
+import { findHost, HOST_START_WAIT_S } from './host-target'
 import { answered, hostApi } from './http-client'
 
 export const CHECK_HELP = `Usage: leasehold check [flags]
@@ -196,17 +197,19 @@ function checkCopy(path: string, unwritable: string, depth: IntegrityDepth, chec
 
 /**
  * A file another process holds: a host serves it, and is asked to check it. Its host.json may be
- * missing (a host that could not write it on a full disk): then it is reached only through
+ * missing for a moment (a host that is starting), waited for as every client command waits, or
+ * for good (a host that could not write it on a full disk): then it is reached only through
  * --url, and the line says so rather than that no host runs.
  */
 async function checkHeld(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv, depth: IntegrityDepth): Promise<IntegrityReport> {
   let target: ClientTarget
   try {
-    target = resolveClientTarget(flags, env)
+    // A host that is starting (migrating, or checking after an unclean stop) holds the file before it says where it listens.
+    target = await findHost(flags, env)
   } catch (error) {
     if (!(error instanceof NoHostError)) throw error
     throw new Error(
-      `${path} is held by a running host, whose host.json is missing (it could not write it, or it is not a Leasehold host): give its --url and --token to check through it`,
+      `${path} is held by a running host, whose host.json is missing after ${HOST_START_WAIT_S} s (it could not write it, or it is not a Leasehold host): give its --url and --token to check through it`,
     )
   }
   let report: IntegrityReport

@@ -5,7 +5,7 @@
  * first start that failed half-way is finished by the next.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { openDatabase } from '../../src-main/db/open'
@@ -133,6 +133,24 @@ describe('leasehold check', () => {
     expect(JSON.parse(result.stdout)).toMatchObject({ path: join(dir, 'leasehold.db'), ok: true, problems: [] })
     const asked = await host.call('/api/storage/integrity?depth=quick')
     expect(asked.status).toBe(200)
+  })
+
+  test('a host that holds the file and says where it listens a moment after the check starts (a host starting) is waited for, as every client command waits', async () => {
+    const dir = dataDir()
+    host = await startTestHost({ dataDir: dir })
+    const hostFile = join(dir, 'host.json')
+    const kept = readFileSync(hostFile)
+    rmSync(hostFile)
+    try {
+      const running = runCliAsync(['check', '--data-dir', dir, '--json', '--quick'])
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      writeFileSync(hostFile, kept)
+      const result = await running
+      expect(result.status, result.stderr).toBe(0)
+      expect(JSON.parse(result.stdout)).toMatchObject({ path: join(dir, 'leasehold.db'), ok: true })
+    } finally {
+      writeFileSync(hostFile, kept)
+    }
   })
 
   test('a held file is checked only by the host that serves it: LEASEHOLD_URL naming another host is one line saying so, exit 1', async () => {
