@@ -3,6 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { autoBusyRating, CpuBusyMeter } from './busy/measure'
 import { Dispatch } from './dispatch/dispatch'
@@ -81,6 +82,8 @@ export interface HostOptions {
 }
 
 const BUSY_INTERVAL_MS = 2_000
+/** The least time the first busy sample of a start reads the CPU over: a shorter one reads a few clock ticks. */
+const FIRST_BUSY_READING_MS = 100
 /** Slow-client limits: a client that trickles its headers or body cannot hold a connection. */
 const HEADERS_TIMEOUT_MS = 10_000
 const REQUEST_TIMEOUT_MS = 2 * MAX_LONG_POLL_MS // room above the longest long-poll
@@ -243,6 +246,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     }
   }
   const busyMeter = new CpuBusyMeter()
+  const reportBusy = (): void => {
+    if (engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))) dispatch.capacityGrew()
+  }
   // The reaper (below) wakes by the earliest moment waited for; a wait that begins sooner brings it forward.
   let reaper: ReaperTimer | null = null
   const clockWaiters = new ClockWaiters(clock, (at) => reaper?.dueBy(at))
@@ -423,6 +429,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (!resumed) throw error
       log(`leasehold: --total-units/--busy were not applied (${(error as Error).message}); they are at the next start`)
     }
+    // On auto the machine's rating is read before anything is leased: until its first sample the
+    // host would take a busy machine for an idle one, and a start at login would lease it all.
+    if (engine.getCapacity().busy_mode === 'auto') await delay(Math.max(0, FIRST_BUSY_READING_MS - busyMeter.msSinceLast()))
+    reportBusy()
     once('the host\'s mark', 'a start after this host is killed will not know to check the file', () => {
       setHostMark(sqlite, new Date(clock.now())) // taken away at a clean stop: a start that finds it knows this host was killed
       marked = true
@@ -458,7 +468,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     timers.push(
       setInterval(tick('the stats sampler', () => engine.sampleStats()), config.statsIntervalS * 1000),
       setInterval(
-        tick('the busy sampler', () => engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))),
+        tick('the busy sampler', reportBusy),
         BUSY_INTERVAL_MS,
       ),
     )

@@ -36,18 +36,43 @@ export function busyFromCpu(previous: CpuTimes, current: CpuTimes): number {
 }
 
 /**
+ * The rating a sample leaves: halfway from the rating before it to what it measured, to a tenth,
+ * with a half tenth taken toward the measure, so that a machine that stays as it is is reached
+ * (an idle machine after 0.1 reads 0, not 0.1 for ever).
+ */
+export function smoothedRating(previous: number, measured: number): number {
+  const tenths = Math.round(previous * 10) + Math.round(measured * 10)
+  return (measured < previous ? Math.floor(tenths / 2) : Math.ceil(tenths / 2)) / 10
+}
+
+/**
+ * The machine's CPU time as the program loaded: a host's first sample reads from here, over its
+ * start (whose own CPU time is left out), so that it has a span to read by the time the host
+ * would lease anything, without a wait.
+ */
+const PROGRAM_LOADED = { times: readCpuTimes(), at: performance.now() }
+
+/**
  * Measures the busy rating each time `sample()` is called, from the CPU use since the last
- * call, smoothed (each sample moves the rating halfway) so one spike does not swing capacity.
+ * call (the first, since the program loaded), smoothed ({@link smoothedRating}) so one spike
+ * does not swing capacity.
  */
 export class CpuBusyMeter {
-  private last = readCpuTimes()
+  private last = PROGRAM_LOADED.times
+  private lastAt = PROGRAM_LOADED.at
   private rating: number | null = null
+
+  /** Milliseconds since the last sample, or since the program loaded: what the next one reads over. */
+  msSinceLast(): number {
+    return performance.now() - this.lastAt
+  }
 
   sample(): number {
     const now = readCpuTimes()
     const measured = busyFromCpu(this.last, now)
     this.last = now
-    this.rating = this.rating === null ? measured : Math.round((this.rating + measured) * 5) / 10
+    this.lastAt = performance.now()
+    this.rating = this.rating === null ? measured : smoothedRating(this.rating, measured)
     return this.rating
   }
 }

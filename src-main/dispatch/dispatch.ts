@@ -449,6 +449,14 @@ export class Dispatch {
   }
 
   /**
+   * Capacity grew with no event to say so (the busy rating fell by less than the point that
+   * logs one): the waiting claims are offered the queue again, as when a backoff ends.
+   */
+  capacityGrew(): void {
+    if (this.waiting.length > 0) this.wakeForEligible()
+  }
+
+  /**
    * A requeued job's backoff ended: each grant is its own transaction, answered after it commits.
    * A group still open (a worker's reports waiting for work, `commitMayWait`) commits first: its
    * commit offers the queue to the waiters itself, and one it answers must not be leased more

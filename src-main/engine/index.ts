@@ -459,7 +459,8 @@ export class Engine {
   // Capacity and stats
   getCapacity = (): CapacityFigures => this.capacity.figures()
   setCapacity = (change: CapacityChange): CapacityFigures => capacityVerbs.setCapacity(this.ctx, this.capacity, change)
-  reportMeasuredBusy = (rating: number): void => this.capacity.reportMeasuredBusy(rating)
+  /** The host's measured busy rating; true when the usable units grew with no event to offer waiting claims the queue. */
+  reportMeasuredBusy = (rating: number): boolean => this.capacity.reportMeasuredBusy(rating)
   snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
   /** Writes one sample of the gauges (the host's stats timer). */
   sampleStats = (): stats.StatsSample => stats.sampleStats(this.ctx, this.capacity)

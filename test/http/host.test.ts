@@ -53,6 +53,14 @@ describe('health and capacity', () => {
     expect(await res.json()).toMatchObject({ total_units: 40, busy_mode: 'auto' })
   })
 
+  test('on auto the machine is measured before anything is served or leased: the first answer already carries the measured rating, logged as BUSY_MEASURED', async () => {
+    host = await startTestHost({ busy: 'auto' })
+    const capacity = await (await host.call('/api/capacity')).json()
+    expect(capacity.busy_mode).toBe('auto')
+    const measured = host.engine.eventsAfter(0, 100).filter((e) => e.event_type === 'BUSY_MEASURED')
+    expect(measured.map((e) => e.data)).toEqual([{ busy_rating: capacity.busy_rating }])
+  })
+
   test('PUT /api/capacity with anything else is 400 naming the fields, and changes nothing', async () => {
     host = await startTestHost({ totalUnits: 30 })
     for (const body of [{ busy_rating: 11 }, { busy_rating: '5' }, { total_units: -1 }, { total_units: 0 }, { total_units: 1.5 }, { extra: true }]) {

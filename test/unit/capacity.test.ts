@@ -164,6 +164,25 @@ describe('capacity settings', () => {
     expect(engine.getCapacity()).toMatchObject({ busy_rating: 10, usable: 0 })
   })
 
+  it('on auto a measured rating is logged as BUSY_MEASURED when it moved a whole point from the last one logged, or reached 0 or 10, and the first of a start; never every sample', () => {
+    const { engine } = setup({ total_units: 100, busy_rating: null })
+    const logged: number[] = []
+    engine.onEvent((e) => e.event_type === 'BUSY_MEASURED' && logged.push((e.data as { busy_rating: number }).busy_rating))
+    for (const rating of [9.6, 9.8, 9.9, 10, 9.9, 10, 9.2, 8.6, 8.7, 7.7, 7.6, 5, 0.3, 0.1, 0, 0.4]) engine.reportMeasuredBusy(rating)
+    expect(logged).toEqual([9.6, 10, 8.6, 7.6, 5, 0.3, 0])
+    expect(engine.getCapacity()).toMatchObject({ busy_rating: 0.4, usable: 96 })
+  })
+
+  it('a measured rating that lets more units be used without an event says so, for the host to offer the waiting claims the queue again', () => {
+    const { engine } = setup({ total_units: 100, busy_rating: null })
+    expect(engine.reportMeasuredBusy(9.5)).toBe(false) // logged: its commit offers the queue
+    expect(engine.reportMeasuredBusy(9.7)).toBe(false) // fewer units
+    expect(engine.reportMeasuredBusy(9.1)).toBe(true) // more units, no event
+    expect(engine.reportMeasuredBusy(9.1)).toBe(false)
+    engine.setCapacity({ busy_rating: 2 })
+    expect(engine.reportMeasuredBusy(1)).toBe(false) // manual: the measure changes nothing
+  })
+
   it.each([
     [{ busy_rating: 11 }, 'busy_rating'],
     [{ busy_rating: -1 }, 'busy_rating'],

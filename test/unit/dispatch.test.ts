@@ -207,6 +207,20 @@ describe('the rules dispatch keeps', () => {
   })
 })
 
+test('a waiting claim is granted when the busy rating falls enough for its job, though by less than the point that logs an event', async () => {
+  const { engine } = setup({ total_units: 100, busy_rating: null })
+  dispatch = new Dispatch(engine)
+  engine.reportMeasuredBusy(9.5) // 5 units usable
+  await engine.run(() => engine.submit(aJob({ cost_units: 8 })))
+  const waiting = recorder(engine)
+  void dispatch.claim({ worker_id: 'w1', max_wait_ms: 30_000 }, waiting.deliver)
+  await aTurn()
+  expect(waiting.delivered).toEqual([])
+  if (engine.reportMeasuredBusy(9)) dispatch.capacityGrew() // 10 units usable, as the host's sampler does
+  await until(() => waiting.delivered.length === 1)
+  expect(waiting.delivered[0]).toMatchObject({ granted: true })
+})
+
 test('a waiting claim is granted in the commit that woke it: one commit holds the submit and the lease', async () => {
   const { engine } = setup()
   dispatch = new Dispatch(engine)

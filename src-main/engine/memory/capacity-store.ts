@@ -1,4 +1,4 @@
-import { capacityFigures, type CapacityFigures, type CapacitySettings } from '../rules/capacity'
+import { capacityFigures, type CapacityFigures, type CapacitySettings, usableUnits } from '../rules/capacity'
 import { invalid } from '../rules/errors'
 import { readSetting, writeSetting } from '../store/settings'
 import type { EngineContext } from './context'
@@ -30,6 +30,8 @@ export function checkCapacityChange(change: CapacityChange): void {
 export class CapacityStore {
   private settings: CapacitySettings
   private measuredBusy = 0
+  /** The rating the last `BUSY_MEASURED` event gave; null before the first of this start. */
+  private loggedBusy: number | null = null
 
   constructor(
     private readonly ctx: EngineContext,
@@ -86,16 +88,25 @@ export class CapacityStore {
   }
 
   /**
-   * The host's measurement of how busy the machine is (0–10). It matters only on `auto`; a change
-   * of the rating's whole number is logged, so the event log (and waiting claims) see capacity move.
+   * The host's measurement of how busy the machine is (0–10), which counts only on `auto`. There
+   * it is a `BUSY_MEASURED` event when it has moved a whole point from the rating last logged,
+   * or reached 0 or 10 (and the first measure of a start), so that the event log follows capacity
+   * within a point without an event every sample, and the event's commit offers waiting claims the
+   * queue. Returns whether the usable units grew with no event: the host then offers it itself.
    */
-  reportMeasuredBusy(rating: number): void {
-    const clamped = Math.min(10, Math.max(0, rating))
-    const changed = Math.round(clamped) !== Math.round(this.measuredBusy)
-    this.measuredBusy = clamped
-    if (changed && this.settings.busy_rating === null) {
-      this.ctx.transact(() => this.ctx.appendEvent('CAPACITY', 'capacity', 'BUSY_MEASURED', { busy_rating: clamped }))
+  reportMeasuredBusy(rating: number): boolean {
+    const measured = Math.min(10, Math.max(0, rating))
+    const usableBefore = usableUnits(this.settings.total_units, this.busyRating())
+    this.measuredBusy = measured
+    if (this.settings.busy_rating !== null) return false
+    const logged = this.loggedBusy
+    const tenthsMoved = logged === null ? Infinity : Math.abs(Math.round(measured * 10) - Math.round(logged * 10))
+    if (tenthsMoved >= 10 || ((measured === 0 || measured === 10) && tenthsMoved > 0)) {
+      this.loggedBusy = measured
+      this.ctx.transact(() => this.ctx.appendEvent('CAPACITY', 'capacity', 'BUSY_MEASURED', { busy_rating: measured }))
+      return false
     }
+    return usableUnits(this.settings.total_units, measured) > usableBefore
   }
 }
 
