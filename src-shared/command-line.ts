@@ -154,7 +154,10 @@ export function flagError(error: unknown, flags: readonly string[] = [], elsewhe
   const unknown = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'--([^'=]+)/.exec(line)?.[1] : undefined
   if (unknown !== undefined && elsewhere[unknown] !== undefined) return new ConfigError(`--${unknown} belongs to ${elsewhere[unknown]}`)
   const meant = unknown === undefined ? undefined : likelyFlag(unknown, flags)
-  return new ConfigError(meant ? `${line} (did you mean --${meant}?)` : line)
+  if (meant) return new ConfigError(`${line} (did you mean --${meant}?)`)
+  // A typo of another subcommand's flag (`jobs --reasn`) is named with its home.
+  const meantElsewhere = unknown === undefined ? undefined : likelyFlag(unknown, Object.keys(elsewhere))
+  return new ConfigError(meantElsewhere ? `${line} (did you mean --${meantElsewhere}? it belongs to ${elsewhere[meantElsewhere]})` : line)
 }
 
 /**

@@ -40,6 +40,8 @@ interface QueueFlags {
 type QueueView = components['schemas']['QueuePause'] & Partial<Pick<components['schemas']['QueueSummary'], 'counts'>>
 
 const SUBCOMMANDS = ['list', 'pause', 'resume'] as const
+/** A flag of another subcommand, named as that one's: `queue list --by me` is not an unknown flag. */
+const FLAG_HOMES: Readonly<Record<string, string>> = { by: 'queue pause and resume' }
 
 /** `leasehold queue list|pause|resume`. */
 export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -47,7 +49,7 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   if (sub === undefined || !(SUBCOMMANDS as readonly string[]).includes(sub)) {
     throw new ConfigError(`queue needs one of ${SUBCOMMANDS.join(', ')}${sub === undefined ? '' : ` (got "${sub}")`}; see leasehold queue --help`)
   }
-  const { values: flags, positionals } = parseCommandLine<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'])
+  const { values: flags, positionals } = parseCommandLine<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'], true, FLAG_HOMES)
   const name = queueName(sub, positionals)
   const target = await findHost(flags, env)
 

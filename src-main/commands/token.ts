@@ -46,6 +46,8 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const asked = action === 'revoke' ? rest.length === 1 : (action === 'create' || action === 'list') && rest.length === 0
   if (!asked) throw new ConfigError('usage: leasehold token create --scope worker|admin | list | revoke ID')
   const scope = values.scope
+  // Not a filter of list nor a check of revoke: taken there, it would seem to narrow what they touch.
+  if (action !== 'create' && scope !== undefined) throw new ConfigError('--scope belongs to token create')
   if (action === 'create' && !TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
   const dataDir = dataDirOf(values, env)
   if (!existsSync(dataDir)) throw new ConfigError(`there is no data directory at ${dataDir} (give it with --data-dir)`)

@@ -97,6 +97,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a flag of the jobs actions given to the list', ['jobs', '--by', 'x'], '--by belongs to jobs cancel, retry and run-now'],
     ['a flag of the list given to an action', ['jobs', 'show', 'abcdef12', '--limit', '3'], '--limit belongs to jobs list'],
     ['a flag of blockers resolve given to the list', ['blockers', 'list', '--note', 'x'], '--note belongs to blockers resolve'],
+    ['a flag of queue pause given to the list', ['queue', 'list', '--by', 'me'], '--by belongs to queue pause and resume'],
+    ['a typo of another subcommand’s flag', ['jobs', '--reasn', 'x'], "Unknown option '--reasn' (did you mean --reason? it belongs to jobs cancel)"],
   ])('%s', async (_what, args, message) => {
     const result = await run([...args, '--data-dir', host.dataDir])
     expect(result.status, result.stderr).toBe(2)
@@ -115,6 +117,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker|admin | list | revoke ID'],
     ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker, admin'],
     ['a token command’s misspelt flag', ['token', 'create', '--scop', 'worker'], "Unknown option '--scop' (did you mean --scope?)"],
+    ['a scope given to the list, which it would seem to filter', ['token', 'list', '--scope', 'worker'], '--scope belongs to token create'],
+    ['a scope given to a revoke, which it would seem to check', ['token', 'revoke', 'abc', '--scope', 'worker'], '--scope belongs to token create'],
     ['a worker’s misspelt flag', ['worker', '--concurency', '2'], "Unknown option '--concurency' (did you mean --concurrency?)"],
     ['a flag given twice', ['submit', '--type', 'sleep', '--type', 'noop'], '--type is given twice ("sleep", then "noop"): give it once'],
     ['a flag given twice, once with =', ['jobs', '--limit=3', '--state', 'QUEUED', '--limit', '5'], '--limit is given twice ("3", then "5"): give it once'],
