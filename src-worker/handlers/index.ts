@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
-import { basename, join } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type Handler, isHandler } from '../handler-api'
 import { execHandler } from './exec'
@@ -87,9 +87,11 @@ const SYNTAX_CHECK_TIMEOUT_MS = 5_000
  * source line after it. (In the desktop app `process.execPath` is Electron, which runs as Node
  * with ELECTRON_RUN_AS_NODE.)
  */
-function loadError(path: string, error: unknown): string {
+function loadError(given: string, error: unknown): string {
   const message = error instanceof Error ? error.message.split('\n')[0]! : String(error)
-  const name = basename(path)
+  const name = basename(given)
+  // Node names the file by its absolute path, however the folder was given (`--handlers ./handlers`).
+  const path = resolve(given)
   if (error instanceof SyntaxError) {
     const check = spawnSync(process.execPath, ['--check', path], {
       encoding: 'utf8',

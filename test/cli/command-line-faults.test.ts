@@ -10,7 +10,7 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { MAX_DELAY_MS } from '../../src-main/engine/verbs/jobs'
 import { MAX_DELAY_MS as COMMAND_MAX_DELAY_MS } from '../../src-main/commands/submit'
@@ -606,6 +606,15 @@ describe('leasehold worker', () => {
   test('a --handlers folder that is not there is said, as a handler that did not load', async () => {
     const stderr = await workerSays(['--handlers', '/nonexistent-handlers', '--data-dir', host.dataDir], 'did not load')
     expect(stderr).toContain('leasehold worker: handler /nonexistent-handlers did not load: ENOENT: no such folder, /nonexistent-handlers')
+  })
+
+  test('a handler with a syntax error is said with its line, the --handlers folder given relative to where the worker runs as well as absolute', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'bad.mjs'), "export const type = 'bad'\nexport function run(job) { return resize( }\n")
+    for (const handlers of [dir, relative(process.cwd(), dir)]) {
+      const stderr = await workerSays(['--url', host.url, '--token', host.token, '--handlers', handlers], 'did not load')
+      expect(stderr).toContain(`did not load: Unexpected token '}' (bad.mjs line 2: export function run(job) { return resize( })`)
+    }
   })
 
   test('a Redis that does not answer is said, not waited on in silence', async () => {
