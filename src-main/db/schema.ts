@@ -423,7 +423,7 @@ export const schedules = sqliteTable(
 )
 
 /**
- * One row per handled firing: the exactly-once key (schedule, fire time) is its primary key, so a
+ * One row per handled firing: the exactly-once key (schedule, fire time) is a unique index, so a
  * firing can never make a second job. A run that made a job still kept stays after its schedule
  * is deleted: it says which schedule made the job. Runs go with their jobs, and runs that made no
  * job after the retention period, each schedule's newest run and newest run that fired excepted
@@ -432,6 +432,11 @@ export const schedules = sqliteTable(
 export const scheduleRuns = sqliteTable(
   'schedule_runs',
   {
+    /**
+     * Insertion order: a schedule's newest run is the one made last, whatever its fire time (a
+     * clock set back makes firings earlier than one already made).
+     */
+    seq: integer('seq').primaryKey(),
     schedule_id: text('schedule_id').notNull(),
     fire_at: integer('fire_at').notNull(),
     /** The schedule's name when it fired. */
@@ -442,7 +447,12 @@ export const scheduleRuns = sqliteTable(
     reason: text('reason'),
     created_at: integer('created_at').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.schedule_id, t.fire_at] }), index('schedule_runs_job').on(t.job_id).where(sql`job_id IS NOT NULL`)],
+  (t) => [
+    uniqueIndex('schedule_runs_firing').on(t.schedule_id, t.fire_at),
+    // A schedule's runs in the order they were made: its newest run, and its newest that fired.
+    index('schedule_runs_schedule_seq').on(t.schedule_id, t.seq),
+    index('schedule_runs_job').on(t.job_id).where(sql`job_id IS NOT NULL`),
+  ],
 )
 
 export type ScheduleRow = typeof schedules.$inferSelect

@@ -428,6 +428,28 @@ describe('migrations', () => {
     sqlite.close()
   })
 
+  it("0023 keeps each schedule's runs in the order they were made, whatever their fire times", () => {
+    const path = join(dir, 'before-0023.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(23) })
+    old.sqlite
+      .prepare(
+        `INSERT INTO schedules (id, name, cron, timezone, job, overlap, enabled, next_fire_at, created_at, updated_at)
+         VALUES ('s', 'ovx', '* * * * *', 'UTC', '{"job_type":"t","cost_units":1}', 'skip', 1, NULL, 0, 0)`,
+      )
+      .run()
+    const insertRun = old.sqlite.prepare(
+      "INSERT INTO schedule_runs (schedule_id, fire_at, schedule_name, outcome, job_id, reason, created_at) VALUES ('s', ?, 'ovx', 'SKIPPED', NULL, ?, ?)",
+    )
+    // Made in this order: an hour ahead, then after the clock was set back.
+    insertRun.run(3_600_000, 'ahead', 3_600_000)
+    insertRun.run(60_000, 'set back', 60_000)
+    old.sqlite.close()
+
+    const { engine, sqlite } = openFileEngine(path)
+    expect(engine.getSchedule('ovx').last_run).toMatchObject({ fire_at: 60_000, reason: 'set back' })
+    sqlite.close()
+  })
+
   it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {
     const path = join(dir, 'fences.db')
     const first = openFileEngine(path)

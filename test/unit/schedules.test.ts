@@ -356,6 +356,32 @@ describe('firing', () => {
     expect(jobsOf(engine)).toHaveLength(2)
   })
 
+  it("a schedule's last firing is the run made last, not the latest fire time: after the clock is set back, overlap skip and last_run follow the runs made since", () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ name: 'ovx', cron: '*/20 * * * * *', overlap: 'skip' }))
+    // The clock runs an hour ahead: a catch-up run fires, and the next firing is skipped while its job runs.
+    clock.set(T0 + HOUR + 2 * MINUTE)
+    const [ahead] = engine.fireDueSchedules()
+    clock.set(T0 + HOUR + 2 * MINUTE + 20 * SECOND)
+    expect(engine.fireDueSchedules()).toEqual([expect.objectContaining({ outcome: 'SKIPPED' })])
+    engine.cancel(ahead!.job_id!)
+
+    // Set back: the schedule is re-aimed, and its firings are earlier than the runs made ahead.
+    clock.set(T0 + 2 * MINUTE + 10 * SECOND)
+    expect(engine.reaimSchedules()).toBe(1)
+    clock.set(T0 + 2 * MINUTE + 20 * SECOND)
+    const [fired] = engine.fireDueSchedules()
+    expect(fired).toMatchObject({ outcome: 'FIRED' })
+    expect(engine.getSchedule('ovx').last_run).toMatchObject({ fire_at: T0 + 2 * MINUTE + 20 * SECOND, outcome: 'FIRED', job_id: fired!.job_id })
+    // Its job outlasts the interval: the next firing is skipped, as it would be on a clock never set.
+    clock.set(T0 + 2 * MINUTE + 40 * SECOND)
+    expect(engine.fireDueSchedules()).toEqual([
+      { name: 'ovx', fire_at: T0 + 2 * MINUTE + 40 * SECOND, outcome: 'SKIPPED', job_id: null, reason: `overlap: the last run's job ${fired!.job_id} has not finished` },
+    ])
+    expect(engine.getSchedule('ovx').last_run).toMatchObject({ fire_at: T0 + 2 * MINUTE + 40 * SECOND, outcome: 'SKIPPED' })
+    expect(jobsOf(engine)).toHaveLength(2)
+  })
+
   it('overlap allow (the default) fires whatever still runs', () => {
     const { engine, clock } = setup()
     engine.createSchedule(aSchedule({ cron: '* * * * *' }))
@@ -443,6 +469,30 @@ describe('the runs a schedule keeps: the database stops growing (docs/retention.
     expect(engine.pruneScheduleRuns(T0 + DAY, 100)).toBe(0)
     expect(runsOf(engine).map((r) => r.fire_at)).toEqual([2, 6].map((minute) => T0 + minute * MINUTE))
     expect(engine.scheduleOrigins([jobs[1]!]).get(jobs[1]!)).toEqual({ name: 'nightly', fire_at: T0 + 2 * MINUTE })
+  })
+
+  it('the runs retention keeps are the newest made and the newest made that fired, not those of the latest fire times (a clock set back)', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '* * * * *', overlap: 'skip' }))
+    clock.set(T0 + HOUR + MINUTE)
+    const [ahead] = engine.fireDueSchedules()
+    clock.set(T0 + HOUR + 2 * MINUTE)
+    engine.fireDueSchedules() // skipped: the job of an hour ahead runs
+    engine.cancel(ahead!.job_id!)
+    clock.set(T0 + 30 * SECOND)
+    engine.reaimSchedules()
+    clock.set(T0 + MINUTE)
+    const [fired] = engine.fireDueSchedules()
+    clock.set(T0 + 2 * MINUTE)
+    engine.fireDueSchedules() // skipped: the job just made runs
+    engine.cancel(fired!.job_id!)
+    expect(engine.deleteFinishedJobs([ahead!.job_id!, fired!.job_id!])).toHaveLength(2)
+    expect(engine.pruneScheduleRuns(T0 + DAY, 100)).toBe(1)
+    expect(runsOf(engine).map((r) => [r.fire_at, r.outcome])).toEqual([
+      [T0 + MINUTE, 'FIRED'],
+      [T0 + 2 * MINUTE, 'SKIPPED'],
+    ])
+    expect(engine.getSchedule('nightly').last_run).toMatchObject({ fire_at: T0 + 2 * MINUTE, outcome: 'SKIPPED' })
   })
 
   it('deleting a schedule deletes its runs that hold no job; the runs of its kept jobs go with those jobs', () => {

@@ -41,17 +41,18 @@ const IDS = 'SELECT value FROM json_each(?)'
 /**
  * A schedule's run (a `schedule_runs` row) that stays whatever its job: its schedule's newest
  * run (the schedule's `last_run`), and its newest run that fired (what its overlap rule asks
- * after). Other runs go with their jobs, and runs that made none (skipped) after the retention
- * period (pruneScheduleRuns); a deleted schedule's runs go with their jobs, or at its deletion.
+ * after) — newest as made last (`seq`), not by fire time, as schedules.ts reads them. Other runs
+ * go with their jobs, and runs that made none (skipped) after the retention period
+ * (pruneScheduleRuns); a deleted schedule's runs go with their jobs, or at its deletion.
  */
 const KEPT_RUN = `(EXISTS (SELECT 1 FROM schedules WHERE schedules.id = schedule_runs.schedule_id) AND (
-    schedule_runs.fire_at = (SELECT MAX(r.fire_at) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id)
-    OR (schedule_runs.outcome = 'FIRED' AND schedule_runs.fire_at =
-      (SELECT MAX(r.fire_at) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id AND r.outcome = 'FIRED'))))`
+    schedule_runs.seq = (SELECT MAX(r.seq) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id)
+    OR (schedule_runs.outcome = 'FIRED' AND schedule_runs.seq =
+      (SELECT MAX(r.seq) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id AND r.outcome = 'FIRED'))))`
 
 /** Up to `limit` runs of schedule `id` from before `cutoff` that no job of theirs keeps, and that are not kept (KEPT_RUN). */
-const EXPIRED_RUNS_SQL = `DELETE FROM schedule_runs WHERE rowid IN (
-  SELECT rowid FROM schedule_runs WHERE schedule_id = @id AND fire_at < @cutoff
+const EXPIRED_RUNS_SQL = `DELETE FROM schedule_runs WHERE seq IN (
+  SELECT seq FROM schedule_runs WHERE schedule_id = @id AND fire_at < @cutoff
     AND (job_id IS NULL OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = schedule_runs.job_id)) AND NOT ${KEPT_RUN}
   LIMIT @limit)`
 

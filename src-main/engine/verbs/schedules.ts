@@ -377,8 +377,13 @@ function getRow(ctx: EngineContext, name: string): ScheduleRow {
 const runJobState = (ctx: EngineContext, jobId: string | null): JobState | null =>
   jobId === null ? null : ((findJob(ctx, jobId)?.state as JobState | undefined) ?? null)
 
+/**
+ * The schedule's last firing: the run made last, by the order its rows were made (`seq`), never
+ * the latest fire time. A clock set back makes firings earlier than one already made, and the
+ * run of that "future" firing is not the last any more once a later one is made.
+ */
 function lastRun(ctx: EngineContext, scheduleId: string): ScheduleRun | null {
-  const row = ctx.one<ScheduleRunRow>('SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT 1', scheduleId)
+  const row = ctx.one<ScheduleRunRow>('SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY seq DESC LIMIT 1', scheduleId)
   if (!row) return null
   return { fire_at: row.fire_at, outcome: row.outcome as RunOutcome, reason: row.reason, job_id: row.job_id, job_state: runJobState(ctx, row.job_id) }
 }
@@ -583,10 +588,10 @@ export function deleteSchedule(ctx: EngineContext, name: string): Schedule {
   })
 }
 
-/** The job of the schedule's last firing, if it has not finished (a pruned job has). */
+/** The job of the schedule's last firing that made one (made last, as {@link lastRun}), if it has not finished (a pruned job has). */
 function unfinishedRun(ctx: EngineContext, scheduleId: string): string | null {
   const row = ctx.one<{ job_id: string }>(
-    "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND outcome = 'FIRED' ORDER BY fire_at DESC LIMIT 1",
+    "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND outcome = 'FIRED' ORDER BY seq DESC LIMIT 1",
     scheduleId,
   )
   const state = row ? runJobState(ctx, row.job_id) : null
