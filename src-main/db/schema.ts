@@ -311,6 +311,9 @@ export const fileLeases = sqliteTable(
     index('file_leases_active_idle').on(t.last_heartbeat_at).where(sql`state = 'ACTIVE'`),
     index('file_leases_lease').on(t.lease_id),
     index('file_leases_owner_file').on(t.owner_id, t.file),
+    // Retention's own: the ended leases of owners without a job lease, which no job's deletion
+    // takes (engine/verbs/prune.ts). A job's file leases never enter it.
+    index('file_leases_jobless_ended').on(t.released_at).where(sql`lease_id IS NULL AND state <> 'ACTIVE'`),
   ],
 )
 

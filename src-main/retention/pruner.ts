@@ -7,7 +7,7 @@ import { PRUNE_BATCH, pruneCutoff } from '../engine/verbs/prune'
 export const PRUNE_INTERVAL_MS = MINUTE
 export const PRUNE_FIRST_DELAY_MS = 10 * SECOND
 
-/** Events that name no job deleted per step. */
+/** Rows that name no job deleted per step: events, schedule runs, file leases and handovers. */
 export const JOBLESS_EVENTS_BATCH = 500
 
 /** Free pages given back per step: each step moves at most this many pages (a few ms). */
@@ -61,7 +61,8 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
 
 /**
  * Retention on a timer (docs/retention.md): a pass soon after start and then once a minute
- * deletes the finished jobs older than the retention period (and the events that name no job),
+ * deletes the finished jobs older than the retention period (and the events, schedule runs and
+ * file leases that name no job),
  * applies the statistics' own retention, and gives surplus free pages back to the file system.
  * Every step is one short transaction of the engine's, with a checkpoint of the WAL every few
  * steps; between steps the pass yields to the event loop, so a claim waits at most for one
@@ -162,16 +163,13 @@ export class Pruner {
     }
     const jobs = cutoff === null ? 0 : await steps(() => sweepStep(cutoff), () => swept, CHECKPOINT_EVERY.jobs)
     if (jobs === null) return null
-    const events =
-      cutoff === null
-        ? 0
-        : await steps(() => engine.pruneJoblessEvents(cutoff, JOBLESS_EVENTS_BATCH), (n) => n < JOBLESS_EVENTS_BATCH, CHECKPOINT_EVERY.events)
+    // What names no job goes after the same period: a batch a step, until a step finds fewer.
+    const jobless = (prune: (cutoff: number, limit: number) => number) =>
+      cutoff === null ? 0 : steps(() => prune(cutoff, JOBLESS_EVENTS_BATCH), (n) => n < JOBLESS_EVENTS_BATCH, CHECKPOINT_EVERY.events)
+    const events = await jobless(engine.pruneJoblessEvents)
     if (events === null) return null
-    const runs =
-      cutoff === null
-        ? 0
-        : await steps(() => engine.pruneScheduleRuns(cutoff, JOBLESS_EVENTS_BATCH), (n) => n < JOBLESS_EVENTS_BATCH, CHECKPOINT_EVERY.events)
-    if (runs === null) return null
+    if ((await jobless(engine.pruneScheduleRuns)) === null) return null
+    if ((await jobless(engine.pruneJoblessFiles)) === null) return null
     const stats = await steps(() => engine.pruneStats(), (n) => n === 0, CHECKPOINT_EVERY.stats)
     if (stats === null) return null
     const pages = await steps(() => engine.returnFreePages(VACUUM_STEP_PAGES), (n) => n === 0, CHECKPOINT_EVERY.pages)

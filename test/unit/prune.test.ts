@@ -6,7 +6,17 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { Engine } from '../../src-main/engine'
-import { DELETABLE_JOBS_SQL, DELETE_STATEMENTS, JOBLESS_EVENTS_SQL, LEASE_CHAINS_SQL, pruneCutoff, SWEEP_READS_PER_DELETE, SWEEP_SQL } from '../../src-main/engine/verbs/prune'
+import {
+  DELETABLE_JOBS_SQL,
+  DELETE_STATEMENTS,
+  JOBLESS_EVENTS_SQL,
+  JOBLESS_FILE_LEASES_SQL,
+  JOBLESS_HANDOVERS_SQL,
+  LEASE_CHAINS_SQL,
+  pruneCutoff,
+  SWEEP_READS_PER_DELETE,
+  SWEEP_SQL,
+} from '../../src-main/engine/verbs/prune'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, leaseOrFail, openFileEngine, tempDir } from './support'
@@ -467,6 +477,49 @@ describe('events that name no job', () => {
   })
 })
 
+describe('file leases of owners without a job lease', () => {
+  const fileRows = (engine: Engine) => database(engine).prepare('SELECT owner_id, state FROM file_leases ORDER BY owner_id').all()
+  const handovers = (engine: Engine) => database(engine).prepare('SELECT file, owner_id, job_id FROM file_handovers').all()
+
+  it('an ended one goes once it ended longer ago than the period, in bounded steps; one still held never goes, however old', () => {
+    const { engine, clock } = setup()
+    engine.acquireFile({ file: '/tools/held', owner_id: 'keeper' }) // held, and never heartbeated
+    for (let n = 0; n < 30; n++) {
+      engine.acquireFile({ file: `/tools/f${n}`, owner_id: `tool${n}` })
+      engine.releaseFile({ file: `/tools/f${n}`, owner_id: `tool${n}` })
+    }
+    clock.advance(RETAIN_DAYS * DAY)
+    const cutoff = () => pruneCutoff(clock.now(), RETAIN_DAYS)!
+    expect(engine.pruneJoblessFiles(cutoff(), 20)).toBe(0) // ended exactly the period ago: kept
+    clock.advance(1)
+    expect(engine.pruneJoblessFiles(cutoff(), 20)).toBe(20)
+    expect(engine.pruneJoblessFiles(cutoff(), 20)).toBe(10)
+    expect(engine.pruneJoblessFiles(cutoff(), 20)).toBe(0)
+    expect(fileRows(engine)).toEqual([{ owner_id: 'keeper', state: 'ACTIVE' }])
+  })
+
+  it('a file handed over to an owner without a job goes once the handover lapsed longer ago than the period, as does the lease it was taken from', () => {
+    const { engine, clock } = setup()
+    engine.acquireFile({ file: '/tools/shared', owner_id: 'holder' })
+    expect(engine.acquireFile({ file: '/tools/shared', owner_id: 'waiter' })).toMatchObject({ granted: false })
+    for (let waited = 0; waited < FILE_RETRY_MS; waited += 20 * SECOND) {
+      clock.advance(20 * SECOND)
+      engine.heartbeatFile({ file: '/tools/shared', owner_id: 'holder' })
+    }
+    expect(engine.acquireFile({ file: '/tools/shared', owner_id: 'waiter' })).toMatchObject({ code: 'blocked' })
+    const blocker = engine.listBlockers('OPEN').blockers[0]!
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release' }).taken_from_holder).toBe(true)
+    const handedAt = clock.now()
+    expect(handovers(engine)).toEqual([{ file: '/tools/shared', owner_id: 'waiter', job_id: null }])
+    // The waiter never comes back for it: the lease taken goes a period after it ended, the handover a period after it lapsed.
+    expect(engine.pruneJoblessFiles(handedAt + 1, 10)).toBe(1)
+    expect(fileRows(engine)).toEqual([])
+    expect(handovers(engine)).toHaveLength(1)
+    expect(engine.pruneJoblessFiles(handedAt + FILE_RETRY_MS + 1, 10)).toBe(1)
+    expect(handovers(engine)).toEqual([])
+  })
+})
+
 describe('deleteFinishedJobs: the one deletion, shared by retention and purges', () => {
   it('deletes the finished jobs it is given, whatever their age, and leaves the others and unknown ids', () => {
     const { engine } = setup()
@@ -554,6 +607,8 @@ describe('query plans: retention reads by index, never a whole table', () => {
       (database(engine).prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail)
     expect(plan(SWEEP_SQL, 0, 10)).toEqual(['SEARCH jobs USING INTEGER PRIMARY KEY (rowid>?)'])
     expect(plan(JOBLESS_EVENTS_SQL, T0, 10)).toEqual([expect.stringMatching(/^SEARCH events USING (COVERING )?INDEX events_jobless_ts \(ts<\?\)$/)])
+    expect(plan(JOBLESS_FILE_LEASES_SQL, T0, 10)).toEqual(['SEARCH file_leases USING INDEX file_leases_jobless_ended (released_at<?)'])
+    expect(plan(JOBLESS_HANDOVERS_SQL, T0, 10)).toEqual(['SEARCH file_handovers USING INDEX file_handovers_job (job_id=?)'])
     for (const sql of [DELETABLE_JOBS_SQL, LEASE_CHAINS_SQL, ...DELETE_STATEMENTS.map((statement) => statement.sql)]) {
       // file_contentions holds a row per pending file retry (it is emptied as leases end): a scan of it is nothing;
       // `chain` is the recursive walk's own queue of a job's events or leases.

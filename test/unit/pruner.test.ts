@@ -87,6 +87,21 @@ describe('the pruner runs on its timer', () => {
     expect(runs()).toBe(1)
   })
 
+  it('a pass deletes the file leases of owners without a job that ended before the cutoff, and keeps one still held', async () => {
+    const { engine, clock } = setup()
+    engine.acquireFile({ file: '/tools/held', owner_id: 'keeper' })
+    for (let n = 0; n < 30; n++) {
+      engine.acquireFile({ file: `/tools/f${n}`, owner_id: `tool${n}` })
+      engine.releaseFile({ file: `/tools/f${n}`, owner_id: `tool${n}` })
+    }
+    const fileLeases = () => database(engine).prepare('SELECT owner_id FROM file_leases').pluck().all()
+    expect(fileLeases()).toHaveLength(31)
+    clock.advance(2 * DAY)
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth() })
+    await pruner.runPass()
+    expect(fileLeases()).toEqual(['keeper'])
+  })
+
   it('with --retain-days 0 a pass deletes no job', async () => {
     const { engine, clock } = setup()
     finishJobs(engine, 10)

@@ -198,6 +198,28 @@ export function pruneFinishedJobs(ctx: EngineContext, sweep: RetentionSweep, cut
 export const JOBLESS_EVENTS_SQL = 'SELECT id FROM events WHERE job_id IS NULL AND ts < ? ORDER BY ts LIMIT ?'
 
 /**
+ * File leases of owners without a job lease that ended (released, gone idle, or taken by an
+ * operator) before a cutoff, the longest ended first (their own index, file_leases_jobless_ended).
+ * A lease still held is never among them, whatever its age. Named, as SQLite would rather read
+ * every job-less lease by file_leases_lease.
+ */
+export const JOBLESS_FILE_LEASES_SQL = "SELECT id FROM file_leases INDEXED BY file_leases_jobless_ended WHERE lease_id IS NULL AND state <> 'ACTIVE' AND released_at < ? ORDER BY released_at LIMIT ?"
+
+/** Handovers to an owner without a job (its report named none) that lapsed before a cutoff (index file_handovers_job). */
+export const JOBLESS_HANDOVERS_SQL = 'SELECT file FROM file_handovers WHERE job_id IS NULL AND until < ? LIMIT ?'
+
+/**
+ * Deletes from `table` the rows whose `key` the statement `expired` names (given the cutoff and
+ * the limit), inside the caller's transaction; returns how many.
+ */
+function deleteExpired(ctx: EngineContext, expired: string, table: string, key: string, cutoff: number, limit: number): number {
+  if (limit <= 0) return 0
+  const keys = ctx.stmt(expired).pluck().all(cutoff, limit) as unknown[]
+  if (keys.length > 0) ctx.run(`DELETE FROM ${table} WHERE ${key} IN (${IDS})`, JSON.stringify(keys))
+  return keys.length
+}
+
+/**
  * One step of retention for the runs of schedules that hold no job: those that skipped their
  * firing, and those whose job is gone already, older than `cutoff`. Deletes up to `limit` in one
  * transaction and returns how many; each schedule's runs are read by their key, from its oldest.
@@ -220,9 +242,19 @@ export function pruneScheduleRuns(ctx: EngineContext, cutoff: number, limit: num
  * `limit` entries of their index at most.
  */
 export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: number): number {
+  return ctx.transact(() => deleteExpired(ctx, JOBLESS_EVENTS_SQL, 'events', 'id', cutoff, limit))
+}
+
+/**
+ * One step of retention for the file rows of owners without a job lease (a tool acquiring
+ * through the files API), which no job's deletion takes: deletes up to `limit` of their file
+ * leases that ended before `cutoff` (JOBLESS_FILE_LEASES_SQL; never one still held), and with
+ * the room left their handovers that lapsed before it, in one transaction; returns how many.
+ * A step reads `limit` entries of their indexes at most.
+ */
+export function pruneJoblessFiles(ctx: EngineContext, cutoff: number, limit: number): number {
   return ctx.transact(() => {
-    const expired = ctx.stmt(JOBLESS_EVENTS_SQL).pluck().all(cutoff, limit) as number[]
-    if (expired.length > 0) ctx.run(`DELETE FROM events WHERE id IN (${IDS})`, JSON.stringify(expired))
-    return expired.length
+    const leases = deleteExpired(ctx, JOBLESS_FILE_LEASES_SQL, 'file_leases', 'id', cutoff, limit)
+    return leases + deleteExpired(ctx, JOBLESS_HANDOVERS_SQL, 'file_handovers', 'file', cutoff, limit - leases)
   })
 }

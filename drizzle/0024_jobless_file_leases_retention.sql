@@ -1,0 +1,1 @@
+CREATE INDEX `file_leases_jobless_ended` ON `file_leases` (`released_at`) WHERE lease_id IS NULL AND state <> 'ACTIVE';
