@@ -14,7 +14,7 @@ import { EventTicket, RedisHealth, StorageChange, StreamEvent, streamEvent, Stre
 
 /** How long a ticket from POST /api/events/ticket opens the stream (EventSource reconnects reuse it). */
 export const TICKET_TTL_MS = 60_000
-/** At most this many missed events are replayed on resume; an older gap is announced, not replayed. */
+/** At most this many missed events are replayed on resume; older ones are announced as a gap, not replayed. */
 export const MAX_REPLAY = 10_000
 const PING_MS = 15_000
 
@@ -215,7 +215,7 @@ export const eventsApi: Api = {
       id: 'streamEvents',
       summary: 'Server-sent events of the event log; resume with Last-Event-ID',
       description:
-        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed (at most 10,000 events; an older gap is announced by a `gap` frame whose data is a StreamGap), then live events as they commit. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.',
+        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed, then live events as they commit. What it cannot get is announced by a `gap` frame whose data is a StreamGap (the event ids it may have missed, not replayed): events after its Last-Event-ID that were deleted (retention, a purge: the replay starts past the largest deleted id), or more than 10,000 events (only the newest 10,000 are replayed). A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.',
       // Read by the route itself: the ticket is the request guard's, the event id is checked below.
       query: EventsQuery,
       header: EventsHeaders,
@@ -254,7 +254,7 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: Redi
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {
-  // The newest MAX_REPLAY events after `after` are sent; older ones than those are announced as missed.
+  // What follows `after` whole, at most the newest MAX_REPLAY events, is sent; what comes before it is announced as missed.
   const from = engine.replayStart(after, MAX_REPLAY)
   if (from > after) {
     const gap: StreamGap = { missed_from: after + 1, missed_to: from }

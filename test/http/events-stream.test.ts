@@ -71,6 +71,31 @@ test('a replay starts after the newest events it may send: older missed ones are
   expect(all.at(-1)).toBe(ids.at(-1))
 })
 
+test('a reader is told of a gap whenever events after its Last-Event-ID were deleted, few as those left are: the replay goes on after the largest id deleted', async () => {
+  host = await startTestHost()
+  host.engine.submit({ job_type: 'seen', cost_units: 1 })
+  const seen = host.engine.newestEventId()
+  const gone = [host.engine.submit({ job_type: 'gone', cost_units: 1 }).job.id, host.engine.submit({ job_type: 'gone', cost_units: 1 }).job.id]
+  host.engine.submit({ job_type: 'left', cost_units: 1 }) // left, but among the ones deleted
+  for (const id of gone) host.engine.cancel(id)
+  const largestDeleted = host.engine.newestEventId()
+  expect(host.engine.deleteFinishedJobs(gone).sort()).toEqual([...gone].sort())
+  const after = host.engine.submit({ job_type: 'after', cost_units: 1 }).job.id
+
+  const res = await host.call('/api/events/stream', { headers: { 'last-event-id': String(seen) } })
+  const messages = await readEvents(res, (m) => submittedIds(m).length >= 1)
+  const replay = messages.filter((m) => m.event !== 'redis' && m.event !== 'storage')
+  expect(replay[0]).toMatchObject({ event: 'gap' })
+  expect(JSON.parse(replay[0]!.data!)).toEqual({ missed_from: seen + 1, missed_to: largestDeleted })
+  expect(submittedIds(replay)).toEqual([after])
+
+  // A reader that had seen every event deleted is told of no gap.
+  const current = await host.call('/api/events/stream', { headers: { 'last-event-id': String(largestDeleted) } })
+  const resumed = await readEvents(current, (m) => submittedIds(m).length >= 1)
+  expect(resumed.some((m) => m.event === 'gap')).toBe(false)
+  expect(submittedIds(resumed)).toEqual([after])
+})
+
 test('a ticket opens the stream without the token; a bad ticket or none is 401', async () => {
   host = await startTestHost()
   const ticketRes = await host.call('/api/events/ticket', { method: 'POST' })

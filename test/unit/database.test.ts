@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
-import { aJob, T0 } from '../helpers/engine'
+import { aJob, setup, T0 } from '../helpers/engine'
 import { HOUR, MINUTE } from '../../src-main/engine/rules/clock'
 import { newId } from '../../src-main/engine/store/ids'
 import { leaseOrFail, openFileEngine, tempDir } from './support'
@@ -448,6 +448,21 @@ describe('migrations', () => {
     const { engine, sqlite } = openFileEngine(path)
     expect(engine.getSchedule('ovx').last_run).toMatchObject({ fire_at: 60_000, reason: 'set back' })
     sqlite.close()
+  })
+
+  it('0025 takes the newest event of an older database as deleted through, so a reader behind it is told of a gap; a new database has deleted none', () => {
+    const path = join(dir, 'before-0025.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(25) })
+    const insertEvent = old.sqlite.prepare("INSERT INTO events (id, ts, entity_type, entity_id, job_id, event_type, data) VALUES (?, 1, 'CAPACITY', 'c', NULL, 'CAPACITY_CHANGED', '{}')")
+    insertEvent.run(40)
+    insertEvent.run(41)
+    old.sqlite.close()
+
+    const { engine, sqlite } = openFileEngine(path)
+    expect(engine.replayStart(40, 100)).toBe(41)
+    expect(engine.replayStart(41, 100)).toBe(41)
+    sqlite.close()
+    expect(setup().engine.replayStart(0, 100)).toBe(0)
   })
 
   it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {

@@ -477,6 +477,30 @@ describe('events that name no job', () => {
   })
 })
 
+describe('a resuming reader is told of the events deleted after its Last-Event-ID', () => {
+  it('the largest id retention deleted, of a job or of events that name no job, is where a replay of the events after an older id starts', () => {
+    const { engine, clock } = setup({ busy_rating: null })
+    const seen = engine.newestEventId()
+    engine.setCapacity({ total_units: 50 }) // CAPACITY_CHANGED: names no job
+    const capacityChanged = engine.newestEventId()
+    expect(engine.replayStart(seen, 100)).toBe(seen)
+    clock.advance(RETAIN_DAYS * DAY + 1)
+    expect(engine.pruneJoblessEvents(pruneCutoff(clock.now(), RETAIN_DAYS)!, 10)).toBe(1)
+    expect(engine.replayStart(seen, 100)).toBe(capacityChanged)
+
+    const { job } = engine.submit(aJob())
+    engine.cancel(job.id)
+    const canceled = engine.newestEventId()
+    engine.submit(aJob()) // left after it
+    expect(engine.deleteFinishedJobs([job.id])).toEqual([job.id])
+    expect(engine.replayStart(seen, 100)).toBe(canceled)
+    expect(engine.replayStart(canceled, 100)).toBe(canceled) // a reader that saw it misses nothing
+    // Of what follows the largest deleted id, the newest `limit` are sent.
+    engine.submit(aJob())
+    expect(engine.replayStart(seen, 1)).toBe(engine.eventsAfter(canceled, 10).at(-2)!.id)
+  })
+})
+
 describe('file leases of owners without a job lease', () => {
   const fileRows = (engine: Engine) => database(engine).prepare('SELECT owner_id, state FROM file_leases ORDER BY owner_id').all()
   const handovers = (engine: Engine) => database(engine).prepare('SELECT file, owner_id, job_id FROM file_handovers').all()

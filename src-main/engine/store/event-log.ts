@@ -1,6 +1,7 @@
 import type { EventRow } from '../../db/schema'
 import type { Clock } from '../rules/clock'
 import type { StoreContext } from './context'
+import { readSetting, writeSetting } from './settings'
 import type { EngineEvent, EntityType, EventData, EventEntity, EventType } from '../rules/events'
 import type { Statements } from './statements'
 import type { TransactionUnit } from './transaction'
@@ -135,12 +136,37 @@ export function newestEventId(ctx: StoreContext): number {
 }
 
 /**
+ * The settings key of the largest event id ever deleted (retention, a purge). Migration 0025
+ * set it to the newest event of a database made before it, whose deletions nothing recorded.
+ */
+const DELETED_THROUGH_KEY = 'events_deleted_through'
+
+/** The largest id of an event ever deleted; 0 when none was. */
+export function eventsDeletedThrough(ctx: StoreContext): number {
+  return Number(readSetting(ctx, DELETED_THROUGH_KEY) ?? 0)
+}
+
+/**
+ * Records, inside the transaction that deletes them, that events were deleted whose largest id is
+ * `largest`: every deletion of events goes through here, or a resuming reader is not told it
+ * missed them (see {@link replayStart}).
+ */
+export function noteEventsDeleted(ctx: StoreContext, largest: number): void {
+  if (largest > eventsDeletedThrough(ctx)) writeSetting(ctx, DELETED_THROUGH_KEY, String(largest))
+}
+
+/**
  * Where a replay of the events after `after` starts when it may send at most `limit` of them:
- * `after` itself when there are no more, else the id after which the newest `limit` begin (the
- * ids are sparse: each start of a host begins a new block of them, so their difference is not a count).
+ * `after` itself when every event after it is still stored and there are no more; otherwise a
+ * later id, and the reader is told of the events up to it as missed (a gap). When events after
+ * `after` were deleted (an event was deleted whose id is larger), the replay starts past the
+ * largest deleted id: what is left before it has holes no reader can fill. Of what follows, the
+ * newest `limit` are sent. Events are counted, not ids: the ids are sparse (each start of a host
+ * begins a new block of them), so their difference is not a count, and a jump of ids loses nothing.
  */
 export function replayStart(ctx: StoreContext, after: number, limit: number): number {
-  return ctx.one<{ id: number }>('SELECT id FROM events WHERE id > ? ORDER BY id DESC LIMIT 1 OFFSET ?', after, limit)?.id ?? after
+  const whole = Math.max(after, eventsDeletedThrough(ctx))
+  return ctx.one<{ id: number }>('SELECT id FROM events WHERE id > ? ORDER BY id DESC LIMIT 1 OFFSET ?', whole, limit)?.id ?? whole
 }
 
 /** Up to `limit` events after the one with id `after`, oldest first. */

@@ -2,6 +2,7 @@ import { FINISHED_STATES_CLAUSE, type JobRow, UNCHAINED_JOB_EVENTS_CLAUSE } from
 import { DAY } from '../rules/clock'
 import type { EngineContext } from '../memory/context'
 import { storeRecentCounts } from '../memory/recent-counts'
+import { noteEventsDeleted } from '../store/event-log'
 import { fenceOfLease, findJob, SELECT_JOBS } from '../store/rows'
 import { TIMELINE_CHAIN } from '../reads/timeline'
 
@@ -126,6 +127,9 @@ function deleteJobs(ctx: EngineContext, jobs: readonly JobRow[]): string[] {
     lastEvents: JSON.stringify(jobs.map((job) => job.last_event_id)),
   }
   for (const statement of DELETE_STATEMENTS) ctx.run(statement.sql, by[statement.by])
+  // A job's newest event is the largest of its chain; those before the chains are older than the
+  // mark migration 0025 set.
+  noteEventsDeleted(ctx, Math.max(0, ...jobs.map((job) => job.last_event_id ?? 0)))
   return jobs.map((job) => job.id)
 }
 
@@ -210,13 +214,13 @@ export const JOBLESS_HANDOVERS_SQL = 'SELECT file FROM file_handovers WHERE job_
 
 /**
  * Deletes from `table` the rows whose `key` the statement `expired` names (given the cutoff and
- * the limit), inside the caller's transaction; returns how many.
+ * the limit), inside the caller's transaction; returns their keys.
  */
-function deleteExpired(ctx: EngineContext, expired: string, table: string, key: string, cutoff: number, limit: number): number {
-  if (limit <= 0) return 0
-  const keys = ctx.stmt(expired).pluck().all(cutoff, limit) as unknown[]
+function deleteExpired<Key>(ctx: EngineContext, expired: string, table: string, key: string, cutoff: number, limit: number): Key[] {
+  if (limit <= 0) return []
+  const keys = ctx.stmt(expired).pluck().all(cutoff, limit) as Key[]
   if (keys.length > 0) ctx.run(`DELETE FROM ${table} WHERE ${key} IN (${IDS})`, JSON.stringify(keys))
-  return keys.length
+  return keys
 }
 
 /**
@@ -242,7 +246,11 @@ export function pruneScheduleRuns(ctx: EngineContext, cutoff: number, limit: num
  * `limit` entries of their index at most.
  */
 export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: number): number {
-  return ctx.transact(() => deleteExpired(ctx, JOBLESS_EVENTS_SQL, 'events', 'id', cutoff, limit))
+  return ctx.transact(() => {
+    const ids = deleteExpired<number>(ctx, JOBLESS_EVENTS_SQL, 'events', 'id', cutoff, limit)
+    noteEventsDeleted(ctx, Math.max(0, ...ids))
+    return ids.length
+  })
 }
 
 /**
@@ -254,7 +262,7 @@ export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: nu
  */
 export function pruneJoblessFiles(ctx: EngineContext, cutoff: number, limit: number): number {
   return ctx.transact(() => {
-    const leases = deleteExpired(ctx, JOBLESS_FILE_LEASES_SQL, 'file_leases', 'id', cutoff, limit)
-    return leases + deleteExpired(ctx, JOBLESS_HANDOVERS_SQL, 'file_handovers', 'file', cutoff, limit - leases)
+    const leases = deleteExpired(ctx, JOBLESS_FILE_LEASES_SQL, 'file_leases', 'id', cutoff, limit).length
+    return leases + deleteExpired(ctx, JOBLESS_HANDOVERS_SQL, 'file_handovers', 'file', cutoff, limit - leases).length
   })
 }
