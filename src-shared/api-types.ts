@@ -1702,7 +1702,7 @@ export interface components {
             })[];
             /** @description The jobs claimed for the free slots */
             jobs: components["schemas"]["WorkerClaimed"][];
-            /** @description How long the claim waited at the host for its jobs, in milliseconds: 0 when it was answered at once (jobs were queued, or it claimed nothing). A worker paces its next claim by it while jobs stream in one at a time */
+            /** @description How long the claim waited at the host for its jobs, in milliseconds: 0 when they were queued as it came, or when it claimed nothing. A worker paces its next claim by it while jobs stream in one at a time */
             claim_waited_ms: number;
         };
         WorkerReportAnswer: {

@@ -263,7 +263,7 @@ export const WorkerExchangeAnswer = z
     jobs: z.array(WorkerClaimed).meta({ description: 'The jobs claimed for the free slots' }),
     claim_waited_ms: z.number().min(0).meta({
       description:
-        'How long the claim waited at the host for its jobs, in milliseconds: 0 when it was answered at once (jobs were queued, or it claimed nothing). A worker paces its next claim by it while jobs stream in one at a time',
+        'How long the claim waited at the host for its jobs, in milliseconds: 0 when they were queued as it came, or when it claimed nothing. A worker paces its next claim by it while jobs stream in one at a time',
     }),
   })
   .meta({ id: 'WorkerBatchAnswer', description: 'One entry per report, in the order sent, each as its one-job route answers it; then the claims' })

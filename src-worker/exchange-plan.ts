@@ -68,7 +68,7 @@ export const CLAIM_PACE_MS = 4
  * {@link CLAIM_STREAM_MS} for them, jobs are arriving one by one faster than that: the next
  * claim leaves {@link CLAIM_PACE_MS} after it, and takes in one answer the jobs that came
  * meanwhile. A claim that waited longer for its job, or that came back full (a backlog), or
- * empty, sets no pace: the next one leaves at once, and a job that arrives alone is picked up as
+ * empty (whose `claim_waited_ms` the host sets to 0), sets no pace: the next one leaves at once, and a job that arrives alone is picked up as
  * soon as it is submitted. Nor does a paced claim that came back with a single job: waiting out
  * the pace gathered nothing, so jobs come slower than the pace (a steady stream a few hundred a
  * second, whose jobs now and then arrive close together), and pacing the next claim would only

@@ -82,7 +82,8 @@ function claimTakes(claim: { streams?: string[]; job_types?: string[]; gpu_avail
 
 /**
  * An answer, and how long its claim waited here for its jobs, in milliseconds: 0 when it was
- * answered at its first try (jobs were queued, or there was no claim). A worker paces its next
+ * answered at its first try (jobs were queued, or there was no claim), and when it claimed
+ * nothing (the wait ended empty, or the worker went). A worker paces its next
  * claim by it (src-worker/exchange-plan.ts `ClaimPace`): the host's own reading, not the round
  * trip, which a busy host or a long way adds to.
  */
@@ -102,7 +103,7 @@ interface Waiter {
   ttlS: number | undefined
   /** Delivers the claim's answer from the commit that grants it. */
   onGranted: (claimed: Claims) => void
-  /** How long it waited, in milliseconds: set as it settles. */
+  /** How long it waited for its jobs, in milliseconds: set as it settles; 0 when it settles with none. */
   waitedMs: number
   /**
    * The moment, on the engine's clock, it last looked at the queue (its own try, or an offer):
@@ -357,7 +358,7 @@ export class Dispatch {
       resolve: (claimed) => {
         if (waiter.settled) return
         waiter.settled = true
-        waiter.waitedMs = performance.now() - since
+        waiter.waitedMs = claimed.granted.length > 0 ? performance.now() - since : 0
         clearTimeout(waiter.timer)
         signal?.removeEventListener('abort', onAbort)
         this.waiting = this.waiting.filter((w) => w !== waiter)

@@ -617,6 +617,12 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     expect(answer.jobs.map((j: any) => j.job_id)).toEqual(submitted.map((s) => (s.ok ? s.value.job.id : null)))
   })
 
+  test('a claim that got nothing says claim_waited_ms 0, though it waited out max_wait_ms', async () => {
+    await start()
+    const answer = await body(await post(host, `${WORKER}/batch`, { worker_id: 'cwm', claim: { streams: ['empty-q'], max_jobs: 2, max_wait_ms: 200 } }))
+    expect(answer).toEqual({ heartbeats: [], completed: [], failed: [], jobs: [], claim_waited_ms: 0 })
+  })
+
   test('max_jobs is 1 to 256, and a report names its job: 400 naming the field', async () => {
     await start()
     await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 0 } }), 'claim.max_jobs')

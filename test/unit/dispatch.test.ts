@@ -277,6 +277,20 @@ test('an exchange’s answer says how long its claim waited for its jobs: 0 when
   expect(answer.claimWaitedMs).toBeGreaterThanOrEqual(25)
 })
 
+test('an exchange’s claim that got nothing says it waited 0 ms, though it waited out max_wait_ms or its worker went', async () => {
+  const { engine } = setup()
+  dispatch = new Dispatch(engine)
+  const empty = await dispatch.exchange({ worker_id: 'w', claim: { streams: ['empty'], max_jobs: 2, max_wait_ms: 30 } }, () => {})
+  expect(empty.claimed.granted).toEqual([])
+  expect(empty.claimWaitedMs).toBe(0)
+  const gone = new AbortController()
+  const left = dispatch.exchange({ worker_id: 'w', claim: { streams: ['empty'], max_jobs: 2, max_wait_ms: 5_000 } }, () => {}, () => gone.signal)
+  await until(() => dispatch?.size === 1)
+  await new Promise((resolve) => setTimeout(resolve, 30))
+  gone.abort()
+  expect((await left).claimWaitedMs).toBe(0)
+})
+
 describe('a worker’s reports sent with a claim that waits commit with the work that answers it', () => {
   /** A job leased to `w`, and its completion sent with a claim for the next one. */
   function completeAndWait(engine: Engine, deliver: Deliver<ExchangeAnswer>) {

@@ -875,6 +875,7 @@ test('a claim that waited at the host less than CLAIM_STREAM_MS and got fewer jo
   expect(dueAfter(CLAIM_STREAM_MS, 8, 1)).toBe(0) // it waited for its job: jobs come slower than that
   expect(dueAfter(0.2, 8, 8)).toBe(0) // a backlog: the next claim takes more of it at once
   expect(dueAfter(0.2, 8, 0)).toBe(0)
+  expect(dueAfter(0, 8, 0)).toBe(0) // the host says an empty answer waited 0 ms, however long it waited for none
   const pace = new ClaimPace()
   pace.answered(100, 0.2, 8, 1)
   expect(pace.dueInMs(100 + CLAIM_PACE_MS)).toBe(0) // the pace is how far apart claims leave, not a wait after each answer
