@@ -3841,7 +3841,7 @@ export interface operations {
                         /** @description The worker has a GPU: jobs with constraints.gpu_required are granted to it; absent or false, they are skipped */
                         gpu_available?: boolean;
                         max_jobs: number;
-                        /** @description How long to wait for an answer, in ms; the host waits at most 30000 ms (a larger value is capped) */
+                        /** @description How long the claim waits for work when none can be leased now, in ms; the host waits at most 30000 ms (a larger value is capped). An exchange that carries heartbeats, or whose report the host refuses, is answered at once: its claim takes what is queued and does not wait */
                         max_wait_ms?: number;
                     };
                 };

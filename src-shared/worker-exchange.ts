@@ -119,13 +119,15 @@ export type WorkerFail = z.infer<typeof WorkerFail>
 
 const Reports = <T extends z.ZodType>(item: T) => z.array(item).max(MAX_BATCH_ITEMS).optional()
 
-/** A claim for a worker's free slots: up to `max_jobs`, waiting up to `max_wait_ms` if none can be leased now. */
+/** A claim for a worker's free slots: up to `max_jobs`, waiting up to `max_wait_ms` if none can be leased now (not beside heartbeats: src-main/dispatch/dispatch.ts `exchange`). */
 export const ExchangeClaim = z.strictObject({
   streams: Streams,
   job_types: JobTypes.optional(),
   gpu_available: GpuAvailable.optional(),
   max_jobs: z.number().int().min(1).max(MAX_CLAIM_JOBS),
-  max_wait_ms: MaxWaitMs.optional(),
+  max_wait_ms: MaxWaitMs.meta({
+    description: `How long the claim waits for work when none can be leased now, in ms; the host waits at most ${MAX_LONG_POLL_MS} ms (a larger value is capped). An exchange that carries heartbeats, or whose report the host refuses, is answered at once: its claim takes what is queued and does not wait`,
+  }).optional(),
 })
 
 /**

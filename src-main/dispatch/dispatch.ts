@@ -81,6 +81,15 @@ function claimTakes(claim: { streams?: string[]; job_types?: string[]; gpu_avail
 }
 
 /**
+ * Whether an exchange's claim may wait for work: not when it carries heartbeats. A heartbeat's
+ * answer must reach its worker before the lease it extends runs out, and a wait (up to
+ * {@link longPollMs}'s 30 s) is longer than a short lease's TTL and grace.
+ */
+function waitsForWork(request: Pick<ExchangeRequest, 'heartbeat'>): boolean {
+  return (request.heartbeat?.length ?? 0) === 0
+}
+
+/**
  * An answer, and how long its claim waited here for its jobs, in milliseconds: 0 when it was
  * answered at its first try (jobs were queued, or there was no claim), and when it claimed
  * nothing (the wait ended empty, or the worker went). A worker paces its next
@@ -230,9 +239,13 @@ export class Dispatch {
   /**
    * A worker's exchange (the worker API's /batch, the local workers' IPC `exchange`): its reports,
    * then a claim of up to `max_jobs` that waits up to `max_wait_ms` when nothing could be leased.
-   * A report the host refused (its lease was lost) is answered at once, not held by the wait:
-   * the worker learns now that it must drop a result or stop a handler, not when work next
-   * comes. Delivered and settled as {@link claim} is.
+   * Two kinds of exchange are answered at once, their claim taking what is queued now:
+   * - one that carries heartbeats ({@link waitsForWork}): a heartbeat's answer is the lease's new
+   *   expiry, or news that stops a job (a cancel asked for, the lease lost); held by the wait it
+   *   would come after the lease it extends had expired.
+   * - one with a report the host refused (its lease was lost): the worker learns now that it must
+   *   drop a result or stop a handler, not when work next comes.
+   * Delivered and settled as {@link claim} is.
    */
   exchange(request: ExchangeRequest, deliver: Deliver<ServedExchange>, gone?: Gone): Promise<ServedExchange> {
     const { claim, ...reports } = request
@@ -242,7 +255,7 @@ export class Dispatch {
       {
         filter: { worker_id: request.worker_id, ...filter },
         maxJobs: claim?.max_jobs ?? 1,
-        maxWaitMs: claim ? longPollMs(claim.max_wait_ms) : 0,
+        maxWaitMs: claim && waitsForWork(request) ? longPollMs(claim.max_wait_ms) : 0,
         op: (denial) => {
           const answer = this.engine.exchange({ ...reports, claim: !denial && claim ? { filter, max_jobs: claim.max_jobs } : undefined })
           return !denial || !claim ? answer : { ...answer, claimed: nothing(denial) }

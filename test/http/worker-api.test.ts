@@ -617,6 +617,26 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     expect(answer.jobs.map((j: any) => j.job_id)).toEqual(submitted.map((s) => (s.ok ? s.value.job.id : null)))
   })
 
+  test('an exchange that carries a heartbeat is answered at once though its claim asks to wait, its lease extended from now', async () => {
+    await start()
+    const c = await claimed('w1')
+    clock.advance(10_000)
+    const exchange = post(host, `${WORKER}/batch`, {
+      worker_id: 'w1',
+      heartbeat: [{ job_id: c.job_id, lease_token: c.lease_token, progress: 0.5 }],
+      claim: { streams: ['default'], max_jobs: 7, max_wait_ms: 20_000 },
+    }).then(body)
+    // Well before the 20 s its claim asked to wait (nothing is queued).
+    const answer = await Promise.race([exchange, new Promise((resolve) => setTimeout(() => resolve('still waiting after 5 s'), 5_000))])
+    expect(answer).toEqual({
+      heartbeats: [{ job_id: c.job_id, ok: true, lease_expires_at: new Date(T0 + 10_000 + 35_000).toISOString(), cancel_requested: false }],
+      completed: [],
+      failed: [],
+      jobs: [],
+      claim_waited_ms: 0,
+    })
+  })
+
   test('a claim that got nothing says claim_waited_ms 0, though it waited out max_wait_ms', async () => {
     await start()
     const answer = await body(await post(host, `${WORKER}/batch`, { worker_id: 'cwm', claim: { streams: ['empty-q'], max_jobs: 2, max_wait_ms: 200 } }))

@@ -7,7 +7,8 @@ import { afterEach, describe, expect, test, vi } from 'vitest'
 import { type Deliver, Dispatch, type ServedExchange } from '../../src-main/dispatch/dispatch'
 import type { Assignment, Denial, Engine, ExchangeAnswer } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
-import { aJob, setup } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/rules/clock'
+import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
 
 let dispatch: Dispatch | undefined
@@ -289,6 +290,34 @@ test('an exchange’s claim that got nothing says it waited 0 ms, though it wait
   await new Promise((resolve) => setTimeout(resolve, 30))
   gone.abort()
   expect((await left).claimWaitedMs).toBe(0)
+})
+
+test('an exchange that carries heartbeats is answered at once, though its claim would wait: the leases it extends go on; one with only completions waits', async () => {
+  const { engine, clock } = setup({ config: { leaseTtlS: 10, heartbeatGraceS: 5 } })
+  dispatch = new Dispatch(engine)
+  engine.submit(aJob())
+  engine.submit(aJob())
+  const [beaten, finished] = (await dispatch.exchange({ worker_id: 'w', claim: { streams: ['default'], max_jobs: 2 } }, () => {})).claimed.granted
+  clock.advance(4 * SECOND)
+
+  // Nothing queued, and a claim that asks to wait 20 s, longer than the lease's TTL and grace.
+  const { deliver, delivered } = recorder<ServedExchange>(engine)
+  const claim = { streams: ['default'], max_jobs: 7, max_wait_ms: 20_000 }
+  void dispatch.exchange({ worker_id: 'w', heartbeat: [{ job_id: beaten!.job_id, lease_token: beaten!.lease_token, progress: 0.5 }], claim }, deliver)
+  await until(() => delivered.length === 1, 3000, 'the heartbeat answered')
+  expect(dispatch.size).toBe(0)
+  const [answer] = delivered
+  expect(answer!.claimed.granted).toEqual([])
+  expect(answer!.claimWaitedMs).toBe(0)
+  const [beat] = answer!.heartbeats
+  expect(beat).toEqual({ ok: true, value: expect.objectContaining({ expires_at: T0 + 4 * SECOND + 15 * SECOND, cancel_requested: false }) })
+
+  // Completions alone: the claim waits for work, as a long-poll does.
+  const complete = [{ job_id: finished!.job_id, attempt_id: finished!.attempt_id, lease_token: finished!.lease_token }]
+  const waiting = dispatch.exchange({ worker_id: 'w', complete, claim }, () => {})
+  await until(() => dispatch?.size === 1)
+  dispatch.close()
+  expect((await waiting).completed[0]!.ok).toBe(true)
 })
 
 describe('a worker’s reports sent with a claim that waits commit with the work that answers it', () => {

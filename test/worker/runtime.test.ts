@@ -131,9 +131,9 @@ class ScriptedTransport implements WorkerTransport {
       claim_waited_ms: 0,
     }
     if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
-    // As the host does, a refused report is answered at once, though its claim would wait.
+    // As the host does, an exchange with heartbeats or a refused report is answered at once, though its claim would wait.
     const refused = answer.completed.some((c) => !c.ok)
-    if (answer.jobs.length > 0 || refused || !request.claim || request.claim.max_wait_ms === 0 || signal?.aborted) return answer
+    if (answer.jobs.length > 0 || refused || heartbeats.length > 0 || !request.claim || request.claim.max_wait_ms === 0 || signal?.aborted) return answer
     // A waiting claim: answered with the next offer, or when the worker stops.
     const since = performance.now()
     return new Promise((resolve) => {
