@@ -28,14 +28,15 @@ ${TARGET_HELP}
                        missing or not a folder is reported as a handler that did not load
   --exec-allow P,Q     programs the exec handler may run (none by default)
   --worker-id ID       this worker's name [<hostname>-<pid>]
-  --grace-s S          on SIGTERM, how long running jobs may finish before they are failed as retryable [10]
+  --grace-s S          on SIGTERM or a refusal, how long running jobs may finish before they are failed as retryable [10]
   -h, --help
 
 It runs until SIGTERM or SIGINT (exit status 0), or until the host refuses it: a token it does
 not know or has revoked, no worker API at --url, or a claim it finds invalid (a host of another
-version) (exit status 1, with the host's reason). A host or a Redis that does not answer is
-retried; the line that says so is printed at most once a minute for each kind of fault, with the
-count of those held back.`
+version) (exit status 1, with the host's reason). Refused, it sends the host nothing more:
+running jobs get --grace-s, and their reports are dropped, counted in one line. A host or a
+Redis that does not answer is retried; the line that says so is printed at most once a minute for
+each kind of fault, with the count of those held back.`
 
 export interface WorkerFlags {
   url?: string

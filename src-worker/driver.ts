@@ -196,16 +196,17 @@ export class Driver {
    * the report budget says. A draining thread does not wait for a host that does not answer (as
    * the runtime does not): the reports are dropped, and their leases expire on the host. A host
    * that refuses the worker itself (refusesWorker) is not asked again: the runtime is told, to
-   * stop the worker, and the thread drains.
+   * stop the worker, and is given this thread's jobs and reports ({@link refused}).
    */
   private failed(id: number, error: Error): void {
     const sent = this.inFlight.get(id)
     if (!sent) return
     this.inFlight.delete(id)
     const reports = sent.reports.complete.length + sent.reports.fail.length
-    if (refusesWorker(error, reports) && !this.draining) {
+    if (refusesWorker(error, reports)) {
+      if (!sent.abandoned) this.putBack(sent.reports)
       this.deps.tell({ type: 'refused', status: error.status, code: error.code, detail: error.message })
-      this.drain()
+      return this.refused()
     }
     if (this.draining) {
       if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: ${exchangeFailure(error)}; ${reports} report(s) dropped on the way out`)
@@ -307,6 +308,20 @@ export class Driver {
    * and claims from now on itself.
    */
   linkLost(): void {
+    this.leaveToRuntime()
+  }
+
+  /**
+   * The host refuses this worker (the runtime heard it, or this thread did): the thread sends it
+   * nothing more, each request would be refused again. It gives the runtime its jobs and its
+   * reports as when its link closes; the runtime, stopping, drops the reports and says so once.
+   */
+  refused(): void {
+    this.leaveToRuntime()
+  }
+
+  /** Gives the runtime every job this thread still reports and every report not known to have reached the host; the thread sends nothing more. */
+  private leaveToRuntime(): void {
     if (this.unlinked) return
     this.unlinked = true
     const entries = this.table.heldBy(this.options.owner).filter((entry) => this.table.handOver(entry))

@@ -248,6 +248,7 @@ function receive(message: ToThread): void {
     driver?.pump()
   }
   else if (message.type === 'drain') driver?.drain()
+  else if (message.type === 'refused') driver?.refused()
 }
 
 port.on('message', (messages: ToThread[]) => {

@@ -178,6 +178,8 @@ export class WorkerRuntime {
   private readonly reportBudget = new ReportBudget()
   /** Why the host refuses this worker, once it has (see {@link refused}). */
   private refusal: HostError | null = null
+  /** Completions and failures dropped since the host refused this worker: said in one line as it stops. */
+  private droppedAfterRefusal = 0
   /** Looks again when the claim's pace allows it, or sends the long-poll that short jobs' reports were to carry, should they end late. */
   private pollTimer: NodeJS.Timeout | undefined
   /** When {@link pollTimer} fires (performance.now()). */
@@ -381,13 +383,17 @@ export class WorkerRuntime {
     await drained
     clearTimeout(timer)
     clearTimeout(this.watchTimer)
+    if (this.droppedAfterRefusal > 0) this.options.log(`leasehold worker: ${this.droppedAfterRefusal} report(s) dropped on the way out, the host refusing this worker; their leases expire on the host`)
     await Promise.all(this.threads.map((t) => t.terminate()))
     this.options.transport.close()
   }
 
   /**
    * The host refuses this worker itself, not one request (its token, say, was revoked): asking
-   * again cannot help. The worker says why, once, claims nothing more, and is stopped by its owner.
+   * again cannot help, and each request would be refused again. The worker says why, once, and
+   * from then on sends the host nothing: no claim, no report, no call of the file gate. Its
+   * driving threads give it their jobs and reports; the running jobs end as the owner's stop
+   * lets them (its grace), and their reports are dropped, counted in one line as it stops.
    */
   private refused(error: HostError): void {
     if (this.refusal) return
@@ -395,7 +401,14 @@ export class WorkerRuntime {
     this.options.log(refusedLine(error))
     this.stopClaiming.abort()
     clearTimeout(this.pollTimer)
+    for (const thread of this.drivers.keys()) thread.post({ type: 'refused' })
     this.options.onRefused?.(error)
+  }
+
+  /** Drops what waits to be sent to a host that refuses this worker, counting its completions and failures. */
+  private dropOutbox(): void {
+    this.droppedAfterRefusal += this.outbox.complete.length + this.outbox.fail.length
+    this.outbox = emptyOutbox()
   }
 
   private get free(): number {
@@ -410,6 +423,10 @@ export class WorkerRuntime {
   private readonly pump = onceThisTurn(() => this.send())
 
   private send(): void {
+    if (this.refusal) {
+      this.dropOutbox()
+      return this.checkDrained()
+    }
     const wait = this.pauseUntil - Date.now()
     if (wait > 0) {
       setTimeout(() => this.pump(), wait)
@@ -482,7 +499,9 @@ export class WorkerRuntime {
       const ends = outbox.complete.length + outbox.fail.length
       if (refusesWorker(error, ends)) this.refused(error)
       const reports = outbox.heartbeat.size + ends
-      if (this.stopClaiming.signal.aborted) {
+      if (this.refusal) {
+        this.droppedAfterRefusal += ends
+      } else if (this.stopClaiming.signal.aborted) {
         // Stopping: a host that does not answer now is not waited for; the leases expire there.
         if (reports > 0) log(`leasehold worker: ${exchangeFailure(error as Error)}; ${reports} report(s) dropped on the way out`)
       } else if (refusesReports(error)) {
@@ -536,6 +555,7 @@ export class WorkerRuntime {
     if (!job || job.ended || job.claim.job_id !== answer.job_id) return // a late answer for an attempt that has ended
     if (!answer.ok) return this.stopJob(job, 'lease_lost')
     if (answer.cancel_requested) return this.stopJob(job, 'canceled')
+    if (this.refusal) return // an answer to an exchange sent before the refusal: the host is asked nothing more
     for (const file of job.heldFiles ?? []) {
       // A file the host says the job no longer holds (it went idle while the host was away, an
       // operator took it) is no longer heartbeated; the job's next change to it asks the gate

@@ -18,6 +18,8 @@ export type ToThread =
   | { type: 'begin' }
   /** To the driving thread: the worker drains; say `drained` once your own jobs are reported. */
   | { type: 'drain' }
+  /** To the driving thread: the host refuses the worker; send it nothing more, and give the runtime your jobs and reports (`unlinked`). */
+  | { type: 'refused' }
 
 /** A run's latest progress: the last fraction and the last note given (null: none given). */
 export interface RunProgress {
@@ -40,11 +42,11 @@ export type FromThread =
   | { type: 'adopt'; entries: number[] }
   /** The driving thread gives the runtime a job it claimed, to run elsewhere (-1: it has no entry in the table). */
   | { type: 'hand-over'; entry: number; claim: Claim }
-  /** The driving thread's link has closed: these reports may not have reached the host; the runtime claims from now on. */
+  /** The driving thread's link has closed, or the host refuses the worker: these reports may not have reached the host; the runtime takes them, and claims from now on. */
   | { type: 'unlinked'; complete: NonNullable<ExchangeRequest['complete']>; fail: NonNullable<ExchangeRequest['fail']> }
   /** The driving thread, draining, has reported all its jobs. */
   | { type: 'drained' }
-  /** The host refuses the worker (transport.ts refusesWorker): the driving thread drains, and the worker is to stop. */
+  /** The host refuses the worker (transport.ts refusesWorker): the worker is to stop; the driving thread gives the runtime its jobs and reports (`unlinked`) and sends nothing more. */
   | { type: 'refused'; status: number; code: string; detail: string }
   /** The runtime is to look at the job table now (job-table.ts `take`): a job beats more often than any before, or its watch slept. */
   | { type: 'look' }

@@ -2,7 +2,8 @@
  * A proxy in front of a host that cuts every reused keep-alive connection: the first request on
  * a connection goes through (its Host header rewritten to the host's), any later one has its
  * connection destroyed before a byte of an answer, and never reaches the host. This is what a
- * client meets when the host closes an idle connection just as a request leaves on it.
+ * client meets when the host closes an idle connection just as a request leaves on it. With
+ * `cut: false` it passes every request, and only records the host's answers.
  */
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -13,16 +14,19 @@ export interface CuttingProxy {
   cuts(): number
   /** Requests passed to the host so far. */
   passed(): number
+  /** The status of each answer the host gave, in the order given. */
+  statuses(): number[]
   close(): Promise<void>
 }
 
-export async function cuttingProxy(target: string): Promise<CuttingProxy> {
+export async function cuttingProxy(target: string, { cut = true } = {}): Promise<CuttingProxy> {
   const upstream = new URL(target)
   const served = new WeakSet<object>()
   let cuts = 0
   let passed = 0
+  const statuses: number[] = []
   const server = http.createServer((req, res) => {
-    if (served.has(req.socket)) {
+    if (cut && served.has(req.socket)) {
       cuts += 1
       req.socket.destroy()
       return
@@ -34,6 +38,7 @@ export async function cuttingProxy(target: string): Promise<CuttingProxy> {
       (answer) => {
         // Hop-by-hop headers are the proxy's own: its connection to the client stays open.
         const { connection: _c, 'keep-alive': _k, ...headers } = answer.headers
+        statuses.push(answer.statusCode ?? 502)
         res.writeHead(answer.statusCode ?? 502, headers)
         answer.pipe(res)
       },
@@ -47,6 +52,7 @@ export async function cuttingProxy(target: string): Promise<CuttingProxy> {
     url: `http://127.0.0.1:${port}`,
     cuts: () => cuts,
     passed: () => passed,
+    statuses: () => [...statuses],
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()

@@ -2,6 +2,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
+import { cuttingProxy } from '../helpers/cutting-proxy'
 import type { TestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 import { cleanUp, dataDirWith, jobView, settled, spawnWorker, startHost, submit, until, workerStarted } from './support'
@@ -50,6 +51,32 @@ test('a leasehold worker whose token is revoked while it runs stops at its next 
   expect(worker.output()).toContain(REFUSED)
   expect(worker.output()).not.toContain('retrying')
   await until(async () => (await jobView(host, job)).job.state === 'QUEUED', 10_000, 'the job queued again once its lease expired')
+})
+
+test('a leasehold worker whose token is revoked while jobs run sends the host nothing more: its jobs get their grace, and their dropped reports are said in one line', async () => {
+  const host = await startHost({ workers: 0 })
+  const proxy = await cuttingProxy(host.url, { cut: false })
+  try {
+    const created = await runCliAsync(['token', 'create', '--scope', 'worker', '--data-dir', host.dataDir])
+    const token = created.stdout.trim()
+    const id = /token (\w+) \(scope worker\)/.exec(created.stderr)![1]!
+    const worker = spawnWorker({ ...host, url: proxy.url, token }, ['--concurrency', '2', '--grace-s', '3'])
+    await workerStarted(worker)
+    const jobs = [await submit(host, { job_type: 'sleep', payload: { ms: 30_000 } }), await submit(host, { job_type: 'sleep', payload: { ms: 30_000 } })]
+    // Running, and reporting their progress: each heartbeat is an exchange to send.
+    await until(async () => (await Promise.all(jobs.map((job) => jobView(host, job)))).every(({ job }) => job.progress > 0), 10_000, 'both jobs running')
+    expect((await runCliAsync(['token', 'revoke', id, '--data-dir', host.dataDir])).status).toBe(0)
+
+    expect(await worker.exited).toBe(1)
+    const lines = worker.output().split('\n')
+    expect(lines.filter((line) => line.startsWith(REFUSED))).toHaveLength(1)
+    expect(lines.filter((line) => line.includes('dropped'))).toEqual(['leasehold worker: 2 report(s) dropped on the way out, the host refusing this worker; their leases expire on the host'])
+    // Each of its two talkers (the runtime, and the driving thread on its own connection) may be
+    // refused once before it hears of the other's refusal; none is refused again over the 3 s grace.
+    expect(proxy.statuses().filter((status) => status === 401).length).toBeLessThanOrEqual(2)
+  } finally {
+    await proxy.close()
+  }
 })
 
 test('a job whose result is larger than the host accepts fails as result_too_large, not retried; the worker’s other reports go on', async () => {
