@@ -41,6 +41,9 @@ class ScriptedTransport implements WorkerTransport {
   readonly fileTaken = new Set<string>()
   /** Jobs that are there for a claim as it arrives, besides those offered (a host that jobs stream into). */
   arriving: (() => Claim[]) | null = null
+  /** Set, every exchange from then on is refused so (a token revoked), and counted in {@link refusedExchanges}. */
+  refusal: HostError | null = null
+  refusedExchanges = 0
   constructor(
     private readonly claims: Claim[],
     /** How a heartbeat is answered, by its job and the lease it names. */
@@ -71,7 +74,10 @@ class ScriptedTransport implements WorkerTransport {
       () => {},
       (_worker, raw, gone, reply) => {
         const { id, params } = raw as { id: number; params: ExchangeRequest }
-        void this.fromThread(params, gone).then((result) => reply({ type: 'response', id, result }))
+        void this.fromThread(params, gone).then(
+          (result) => reply({ type: 'response', id, result }),
+          (error: HostError) => reply({ type: 'response', id, error: { status: error.status, code: error.code, detail: error.message } }),
+        )
       },
     )
     const env = links.envFor('w')
@@ -112,6 +118,10 @@ class ScriptedTransport implements WorkerTransport {
   }
 
   private async answerOf(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
+    if (this.refusal) {
+      this.refusedExchanges++
+      throw this.refusal
+    }
     this.requests.push(request)
     this.arrivedAt.push(performance.now())
     if (request.claim && this.arriving) this.claims.push(...this.arriving())
@@ -584,6 +594,29 @@ test('a stopping worker whose host no longer answers still stops: its driving th
   runtime = null
   expect(transport.completed.map((c) => c.job_id)).not.toContain('last')
   expect(lines.some((l) => l.includes('1 report(s) dropped on the way out'))).toBe(true)
+})
+
+test('a worker the host refuses while its driving thread runs a job of its own sends the host nothing more, from either thread: the job ends in its grace, and its dropped report is one line', async () => {
+  const transport = new ScriptedTransport([])
+  const { drive, close } = await transport.driveOver('link')
+  try {
+    const lines = await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'wait.mjs': WAIT }, onRefused: () => void runtime!.stop(5_000) })
+    await teachShort(transport, 'test.wait', { ms: 0 }, { heartbeat_interval_seconds: 60 }) // the runtime looks only every second
+    transport.offer([aJobOf('own', 'test.wait', { ms: 600 }, { heartbeat_interval_seconds: 1 })])
+    await until(() => transport.answered.some((jobs) => jobs.includes('own')), 5000, 'the job claimed')
+    await until(() => transport.polled, 5000, 'the long-poll for the free slot')
+    transport.refusal = new HostError(401, 'unauthorized', 'The token is missing, wrong or revoked')
+    transport.offer([]) // the long-poll comes back empty; the thread's next exchange is refused
+    await until(() => lines.some((line) => line.includes('dropped')), 5000, 'the worker stopped')
+    expect(transport.refusedExchanges).toBe(1)
+    expect(transport.completed.map((c) => c.job_id)).not.toContain('own')
+    expect(lines.filter((line) => line.includes('refuses this worker') || line.includes('dropped'))).toEqual([
+      'leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked); stopping',
+      'leasehold worker: 1 report(s) dropped on the way out, the host refusing this worker; their leases expire on the host',
+    ])
+  } finally {
+    close()
+  }
 })
 
 test('a worker whose link closes: the driving thread gives the runtime the jobs it runs, and the runtime claims from then on', async () => {
