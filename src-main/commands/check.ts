@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { answerTimeoutMs, type ClientTarget, dataDirOf, defaultDataDir, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+import { companionsAsFound } from '../db/companion-files'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { findHost, HOST_START_WAIT_S } from './host-target'
 import { answered, hostApi } from './http-client'
@@ -161,14 +162,13 @@ function checkLeavingNoLog<T>(path: string, check: () => T, lockDataDir: (dataDi
       // A host holds it (the check is refused and the host asked), or its lock cannot be written: the check says what it finds.
     }
   }
-  const had = { wal: existsSync(`${path}-wal`), shm: existsSync(`${path}-shm`) }
+  const restoreCompanions = companionsAsFound(path)
   try {
     return check()
   } finally {
     if (lock) {
       try {
-        if (!had.shm) rmSync(`${path}-shm`, { force: true })
-        if (!had.wal && existsSync(`${path}-wal`) && statSync(`${path}-wal`).size === 0) rmSync(`${path}-wal`)
+        restoreCompanions()
       } finally {
         lock.release()
       }

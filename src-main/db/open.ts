@@ -1,9 +1,10 @@
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, rmSync, statfsSync, statSync } from 'node:fs'
+import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { companionsAsFound } from './companion-files'
 import { connectionName, connectionPath } from './connection'
 import * as schema from './schema'
 
@@ -211,26 +212,27 @@ function checkExistingFile(sqlite: Database, path: string, journal: JournalEntry
  * `-wal` as they were, byte for byte: a log that does not match its file (cut short, or copied
  * from another moment) is still there to copy away or salvage. A file that cannot be opened for
  * writing is refused here too: SQLite would open it read-only without a word, and every write
- * would fail. SQLite makes a `-shm` file for a read-only connection; one that was not there
- * before is removed again.
+ * would fail. SQLite makes an empty `-wal` and a `-shm` file for a read-only connection; those
+ * that were not there before are removed again, so that a refused start leaves the data dir as it
+ * found it.
  */
 function checkBeforeOpening(path: string, journal: JournalEntry[], nativeBinding?: string): void {
   checkCompanionFiles(path)
   const notWritable = cannotOpen(path)
   if (notWritable) throw new DatabaseOpenError(`cannot open ${path} for writing (${notWritable}); it was left untouched`)
-  const shm = `${path}-shm`
-  const shmBefore = existsSync(shm)
+  const restoreCompanions = companionsAsFound(path)
   let reader: Database
   try {
     reader = new BetterSqlite3(connectionName(path, nativeBinding), { readonly: true, fileMustExist: true, ...(nativeBinding ? { nativeBinding } : {}) })
   } catch (error) {
+    restoreCompanions()
     throw unreadableError(path, error)
   }
   try {
     checkExistingFile(reader, path, journal)
   } finally {
     reader.close()
-    if (!shmBefore) rmSync(shm, { force: true })
+    restoreCompanions()
   }
 }
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseOpenError, DEFAULT_MIGRATIONS_FOLDER, openDatabase } from '../../src-main/db/open'
 import { aJob, setup, T0 } from '../helpers/engine'
@@ -100,6 +100,37 @@ describe('opening the database file', () => {
     expect(readFileSync(path).equals(file)).toBe(true)
     expect(readFileSync(`${path}-wal`).equals(log)).toBe(true)
     expect(existsSync(`${path}-shm`)).toBe(false)
+  })
+
+  it.each([
+    [
+      'written by a newer version',
+      (path: string) => {
+        const { sqlite } = openDatabase({ path })
+        sqlite.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('from-the-future', newestJournalEntry() + 1000)
+        sqlite.close()
+      },
+      /newer version of Leasehold/,
+    ],
+    [
+      'of another program, in WAL mode',
+      (path: string) => {
+        const other = new BetterSqlite3(path)
+        other.pragma('journal_mode = WAL')
+        other.exec('CREATE TABLE notes (body TEXT)')
+        other.close()
+      },
+      /not a Leasehold database/,
+    ],
+  ])('a refused start leaves the folder as it found it: no -wal or -shm of its making beside a file %s', (_, make, refusal) => {
+    const path = join(dir, 'leasehold.db')
+    make(path)
+    expect(readdirSync(dir)).toEqual(['leasehold.db'])
+    const bytes = readFileSync(path)
+
+    expect(openError(path).message).toMatch(refusal)
+    expect(readdirSync(dir)).toEqual(['leasehold.db'])
+    expect(readFileSync(path).equals(bytes)).toBe(true)
   })
 
   it('a file that cannot be opened for writing is refused at the start, naming why, and left untouched', (context) => {
