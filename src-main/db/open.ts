@@ -236,6 +236,20 @@ function checkBeforeOpening(path: string, journal: JournalEntry[], nativeBinding
   }
 }
 
+/**
+ * Refuses to make a new database beside a write-ahead log that holds anything: the log is another
+ * database's commits (its file moved, deleted, or not yet copied back), and a new file would take
+ * it for its own and remove it at its first close. An empty one holds nothing, and is used.
+ */
+function refuseLoneLog(path: string): void {
+  const log = lstatSync(`${path}-wal`, { throwIfNoEntry: false })
+  if (log?.isFile() && log.size > 0) {
+    throw new DatabaseOpenError(
+      `${path}-wal is a database's log, and its database ${path} is not there: put the database back beside it, or move the log away to start with a new database (the log was left untouched)`,
+    )
+  }
+}
+
 /** When the newest migration applied to the file was written (drizzle's `created_at`), or null if none was. */
 function newestMigration(sqlite: Database): number | null {
   if (!tableExists(sqlite, '__drizzle_migrations')) return null
@@ -352,6 +366,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     refuseFullDisk(options.path)
     checkBeforeOpening(options.path, journal, options.nativeBinding)
   } else if (options.path !== ':memory:') {
+    refuseLoneLog(options.path)
     // A -wal or -shm in the way is named as it is for an existing file, not as the new one's failure.
     checkCompanionFiles(options.path)
     // Private from its first byte (the data dir's files are its owner's alone), even should the start fail below.

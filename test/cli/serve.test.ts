@@ -146,6 +146,39 @@ describe('leasehold serve', () => {
     expect(readFileSync(path).equals(before)).toBe(true)
   })
 
+  test('a database log with no database beside it stops the start with one line (exit 1) naming the log, and is kept byte for byte; no database is made', () => {
+    // A log with commits in it: the file and its -wal as a killed host leaves them, and then the file moved away.
+    const elsewhere = join(dataDir(), 'leasehold.db')
+    const writer = new Database(elsewhere)
+    writer.pragma('journal_mode = WAL')
+    writer.pragma('wal_autocheckpoint = 0')
+    writer.exec("CREATE TABLE kept (body TEXT); INSERT INTO kept VALUES ('a commit only the log holds')")
+    const dir = dataDir()
+    const path = join(dir, 'leasehold.db')
+    writeFileSync(`${path}-wal`, readFileSync(`${elsewhere}-wal`))
+    writer.close()
+    const log = readFileSync(`${path}-wal`)
+    expect(log.length).toBeGreaterThan(0)
+
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toEqual([
+      `leasehold: could not start: ${path}-wal is a database's log, and its database ${path} is not there: put the database back beside it, or move the log away to start with a new database (the log was left untouched)`,
+    ])
+    expect(readFileSync(`${path}-wal`).equals(log)).toBe(true)
+    expect(existsSync(path)).toBe(false)
+    expect(existsSync(join(dir, 'token'))).toBe(false)
+  })
+
+  test('an empty database log with no database beside it holds nothing: the start makes the database and uses it', async () => {
+    const dir = dataDir()
+    writeFileSync(join(dir, 'leasehold.db-wal'), '')
+    const served = await startServe(['--data-dir', dir, '--port', '0', '--workers', '0'])
+    served.child.kill('SIGTERM')
+    expect(await served.exited).toBe(0)
+    expect(existsSync(join(dir, 'leasehold.db'))).toBe(true)
+  })
+
   test('a corrupt database file stops the start with one line and is left untouched, and no token is made for it', () => {
     const dir = dataDir()
     const path = join(dir, 'leasehold.db')
