@@ -193,14 +193,19 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => void sqlite.close())
   // Once the database opens: a start refused on a file that is not Leasehold's leaves the data dir without a token made for it.
   const token = loadOrCreateToken(config.dataDir, config.token)
-  // The last host left its mark and no log (db/open.ts): it was killed, and its log went after it.
+  // A host's mark and no log (db/open.ts): a file restored from a backup an older Leasehold made
+  // (its backups kept the mark), one copied without its log, or a killed host's whose log went
+  // after it. A start cannot tell which, so the line is true of each, and sends no log back
+  // beside a restored file (it would be copied into it).
   const leftOpen = lastHostMark(sqlite)
-  const logLost = leftOpen !== null && !leftOpen.logRecovered && !opened.uncleanShutdown
-  if (logLost) {
+  const markedWithoutLog = leftOpen !== null && !leftOpen.logRecovered && !opened.uncleanShutdown
+  if (markedWithoutLog) {
+    const path = databasePathOf(config)
     log(
-      `leasehold: the last host on this data dir (${leftOpen.mark}) stopped without closing its database (killed, or the machine lost power), ` +
-        `and the database's log ${databasePathOf(config)}-wal is not there: whatever it committed after its last checkpoint is lost, if it committed anything. ` +
-        'Was the log deleted or moved? If you have it, stop this host, put it back beside the database, and start again',
+      `leasehold: ${path} carries the mark of a host that had it open (${leftOpen.mark}), and its log ${path}-wal is not there. ` +
+        "A file restored from a backup (an older Leasehold's backups keep the mark) or copied without its log reads so, and has lost nothing. " +
+        'Only a file whose host was killed and whose -wal was then deleted or moved away has lost what that host committed after its last checkpoint, if anything: ' +
+        'if you have that -wal, stop this host, put it back beside the database, and start again. Never put a log beside a file restored from a backup',
     )
   }
   const uncleanShutdown = opened.uncleanShutdown || leftOpen !== null

@@ -53,7 +53,7 @@ test('a start that cannot take its port fires no missed schedule and leaves no m
   const lines: string[] = []
   const next = await startTestHost({ dataDir: first.dataDir }, { clock, log: (line) => lines.push(line) })
   hosts.push(next)
-  expect(lines.filter((line) => /stopped without closing|unclean/.test(line))).toEqual([])
+  expect(lines.filter((line) => /carries the mark of a host|unclean/.test(line))).toEqual([])
   expect((await body(await next.call(`${QUEUE}/jobs`))).jobs).toHaveLength(1) // the catch-up run, once
 })
 
@@ -73,7 +73,7 @@ test('a start that failed after a killed host leaves that host\'s mark and that 
   const lines: string[] = []
   const next = await startTestHost({ dataDir }, { log: (line) => lines.push(line) })
   hosts.push(next)
-  expect(lines.filter((line) => line.includes('stopped without closing'))).toEqual([])
+  expect(lines.filter((line) => line.includes('carries the mark of a host'))).toEqual([])
   expect(await next.integrityCheck).toMatchObject({ ok: true }) // the check a killed host's file waits for
   await next.stop()
   expect(fileState(dataDir).marks).toEqual([])

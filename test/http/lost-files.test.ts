@@ -42,7 +42,7 @@ async function jobsAfterRestart(before: TestHost, dataDir: string): Promise<stri
   await before.stop()
   const lines: string[] = []
   const after = await aHost(dataDir, (line) => lines.push(line))
-  expect(lines.filter((line) => /stopped without closing|unclean/.test(line))).toEqual([])
+  expect(lines.filter((line) => /carries the mark of a host|unclean/.test(line))).toEqual([])
   const { jobs } = await body(await after.call(`${QUEUE}/jobs?limit=100`))
   return jobs.map((job: { job_id: string }) => job.job_id).sort()
 }
@@ -179,14 +179,44 @@ describe('a host killed, and its log gone before the next start', () => {
     return host.dataDir
   }
 
-  test('the next start says the last host was killed and its log is not there: what it committed after its last checkpoint may be lost', async () => {
+  /** What a start logs on a file that carries a host's mark and has no log beside it. */
+  const markedWithoutLogLine = (dataDir: string, mark: string) => {
+    const path = join(dataDir, 'leasehold.db')
+    return (
+      `leasehold: ${path} carries the mark of a host that had it open (${mark}), and its log ${path}-wal is not there. ` +
+      "A file restored from a backup (an older Leasehold's backups keep the mark) or copied without its log reads so, and has lost nothing. " +
+      'Only a file whose host was killed and whose -wal was then deleted or moved away has lost what that host committed after its last checkpoint, if anything: ' +
+      'if you have that -wal, stop this host, put it back beside the database, and start again. Never put a log beside a file restored from a backup'
+    )
+  }
+
+  test('the next start says the file carries a killed host\'s mark and no log, and that only a killed host\'s -wal moved away goes back', async () => {
     const dataDir = await killedHostsDataDir()
     expect(existsSync(join(dataDir, 'leasehold.db-wal'))).toBe(false)
     const lines: string[] = []
     await aHost(dataDir, (line) => lines.push(line))
-    expect(lines.filter((line) => line.includes('stopped without closing its database'))).toEqual([
-      expect.stringContaining(`(pid 4242 since 2026-12-01T10:00:00.000Z) stopped without closing its database (killed, or the machine lost power), and the database's log ${join(dataDir, 'leasehold.db')}-wal is not there`),
-    ])
+    expect(lines.filter((line) => line.includes('carries the mark of a host'))).toEqual([markedWithoutLogLine(dataDir, 'pid 4242 since 2026-12-01T10:00:00.000Z')])
+  })
+
+  test('a backup an older release made (it kept the host\'s mark), restored as operations.md says, is said to have lost nothing, and no log is sent beside it', async () => {
+    const host = await aHost()
+    const job = await submit(host)
+    const { path: backup } = await body(await host.call('/api/storage/backup', { method: 'POST' }))
+    // An older release's backup kept the mark of the host it was copied from (current ones clear it).
+    const mark = `pid ${process.pid} since 2026-12-01T10:00:00.000Z`
+    const old = new BetterSqlite3(backup)
+    old.prepare("INSERT INTO settings (key, value) VALUES ('host_open', ?)").run(mark)
+    old.close()
+    await host.stop()
+    // The restore: the database and any log moved away, the backup copied in its place.
+    const path = join(host.dataDir, 'leasehold.db')
+    for (const name of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(name)) renameSync(name, `${name}.before-restore`)
+    writeFileSync(path, readFileSync(backup))
+
+    const lines: string[] = []
+    const restored = await aHost(host.dataDir, (line) => lines.push(line))
+    expect(lines.filter((line) => line.includes('carries the mark of a host'))).toEqual([markedWithoutLogLine(host.dataDir, mark)])
+    expect((await body(await restored.call(`${QUEUE}/jobs`))).jobs.map((j: { job_id: string }) => j.job_id)).toEqual([job.job_id])
   })
 
   test('a host stopped cleanly leaves no mark: the next start says nothing of the kind', async () => {
@@ -195,6 +225,6 @@ describe('a host killed, and its log gone before the next start', () => {
     await first.stop()
     const lines: string[] = []
     await aHost(first.dataDir, (line) => lines.push(line))
-    expect(lines.filter((line) => line.includes('stopped without closing'))).toEqual([])
+    expect(lines.filter((line) => line.includes('carries the mark of a host'))).toEqual([])
   })
 })
