@@ -23,7 +23,7 @@ import { Engine } from './engine'
 import { type Clock, earliest, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
-import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, writeHostFile } from './data-dir/lock'
+import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, unlockedHostError, writeHostFile } from './data-dir/lock'
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
@@ -172,7 +172,7 @@ export async function startHost(config: HostConfig, options: HostOptions = {}): 
     return await startLocked(config, options, lock, undo)
   } catch (error) {
     await undoAll(undo)
-    throw storageStartError(error, config.dataDir) ?? error
+    throw unlockedHostError(error, lock, config.dataDir) ?? storageStartError(error, config.dataDir) ?? error
   }
 }
 
@@ -191,6 +191,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const opened = openForStart(config, options, mode, log)
   const { sqlite } = opened
   undo.push(() => void sqlite.close())
+  // The database is this host's alone, so no host runs here: a host.json the lock kept, naming a
+  // live process, was a dead host's whose pid another process has taken since (data-dir/lock.ts).
+  if (lock.liveHostFile) removeHostFile(join(config.dataDir, HOST_FILE))
   // Once the database opens: a start refused on a file that is not Leasehold's leaves the data dir without a token made for it.
   const token = loadOrCreateToken(config.dataDir, config.token)
   // A host's mark and no log (db/open.ts): a file restored from a backup an older Leasehold made

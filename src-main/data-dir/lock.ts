@@ -1,8 +1,9 @@
 import { accessSync, chmodSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { LockFile } from '../db/lock-file'
-import { cannotOpen } from '../db/open'
+import { cannotOpen, DatabaseHeldError } from '../db/open'
 import { storageFault } from '../error-answer'
+import { readRunningHost } from '../desktop/running-host'
 import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
@@ -14,6 +15,13 @@ export class HostStartError extends Error {
 
 /** The data dir held by this process until {@link release}. */
 export interface DataDirLock {
+  /**
+   * What host.json named as the lock was taken, when that process is alive and is not this one:
+   * a host of an older release, which took no host.lock, or a process that took a dead host's
+   * pid. The file is left in place; which of the two it is, only the database tells
+   * ({@link unlockedHostError}).
+   */
+  readonly liveHostFile: HostFile | null
   release(): void
 }
 
@@ -76,7 +84,8 @@ export function keepDataPrivate(dataDir: string): void {
  * stale and the next one starts at once.
  *
  * A refusal names the holder from its host.json, written once it listens. Once the lock is
- * ours, any host.json left there is a dead host's and is removed.
+ * ours, a host.json left there is removed when its process has ended (a dead host's) or is this
+ * one; one naming a live process is kept (see {@link DataDirLock.liveHostFile}).
  */
 export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE)
@@ -98,8 +107,18 @@ export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLoc
     if ((error as { code?: string }).code === 'SQLITE_BUSY') throw new HostStartError(holderMessage(dataDir, readHostFile(dataDir)))
     throw storageStartError(error, dataDir) ?? new HostStartError(`cannot lock the data dir ${dataDir} (${reason(error)}); ${path} may be damaged: remove it if no host runs`)
   }
-  removeHostFile(join(dataDir, HOST_FILE))
-  return { release: () => lock.release() }
+  const liveHostFile = readRunningHost(dataDir)
+  if (!liveHostFile) removeHostFile(join(dataDir, HOST_FILE))
+  return { liveHostFile, release: () => lock.release() }
+}
+
+/**
+ * Why a start whose database another process holds is refused, when host.json names a live
+ * process: a host of a release that took no host.lock runs on the data dir, and is named as a
+ * host that holds the lock is. Null for any other failure.
+ */
+export function unlockedHostError(error: unknown, lock: DataDirLock, dataDir: string): HostStartError | null {
+  return error instanceof DatabaseHeldError && lock.liveHostFile ? new HostStartError(holderMessage(dataDir, lock.liveHostFile)) : null
 }
 
 function isDirectory(path: string): boolean {

@@ -117,11 +117,19 @@ function checkCompanionFiles(path: string): void {
 
 /**
  * The refusal of a file another process holds past the busy timeout: a `leasehold check` in
- * progress, a database browser. Its reads pass the read-only check, so the lock is met either
- * there or on the first write of the set-up.
+ * progress, a database browser, or a host of an older release, which took no host.lock (the
+ * start names that one by its host.json: data-dir/lock.ts). Its reads pass the read-only check,
+ * so the lock is met either there or on the first write of the set-up.
  */
-const heldError = (path: string) =>
-  new DatabaseOpenError(`another process has ${path} open (a \`leasehold check\` in progress, a database browser): the host needs the file to itself; close it and start again (the file was left untouched)`)
+export class DatabaseHeldError extends DatabaseOpenError {
+  override name = 'DatabaseHeldError'
+
+  constructor(path: string) {
+    super(`another process has ${path} open (a \`leasehold check\` in progress, a database browser): the host needs the file to itself; close it and start again (the file was left untouched)`)
+  }
+}
+
+const heldError = (path: string) => new DatabaseHeldError(path)
 
 /** Why a file SQLite could not read is refused, in one line, naming the file that cannot be opened if one cannot. */
 function unreadableError(path: string, error: unknown): DatabaseOpenError {

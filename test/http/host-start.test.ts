@@ -4,6 +4,7 @@
  * the first, and leaves the first's host.json alone.
  */
 import BetterSqlite3 from 'better-sqlite3'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
@@ -11,11 +12,14 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { HostStartError } from '../../src-main/data-dir/lock'
 import { startHost } from '../../src-main/host'
 import { startTestHost, testConfig, type TestHost } from '../helpers/host'
+import { runCli } from '../helpers/process'
 import { refuseWrites } from '../helpers/storage-faults'
 
 const hosts: TestHost[] = []
+const children: ChildProcess[] = []
 afterEach(async () => {
   for (const host of hosts.splice(0)) await host.dispose()
+  for (const child of children.splice(0)) child.kill()
 })
 
 function freePort(): Promise<number> {
@@ -27,6 +31,16 @@ function freePort(): Promise<number> {
   })
 }
 
+/** The one-line refusal of a start on `dataDir`, which must refuse as a HostStartError. */
+async function refusalOfStart(dataDir: string): Promise<string> {
+  const refusal = await startHost(testConfig({ dataDir }), { log: () => {} }).then(
+    () => null,
+    (error: unknown) => error,
+  )
+  expect(refusal).toBeInstanceOf(HostStartError)
+  return (refusal as HostStartError).message
+}
+
 describe('a second host on one data dir', () => {
   test('refuses with one line naming the first one\'s pid and address, and leaves its host.json alone', async () => {
     const first = await startTestHost()
@@ -34,12 +48,7 @@ describe('a second host on one data dir', () => {
     const hostFile = join(first.dataDir, 'host.json')
     const before = readFileSync(hostFile, 'utf8')
 
-    const refusal = await startHost(testConfig({ dataDir: first.dataDir }), { log: () => {} }).then(
-      () => null,
-      (error: unknown) => error,
-    )
-    expect(refusal).toBeInstanceOf(HostStartError)
-    const message = (refusal as HostStartError).message
+    const message = await refusalOfStart(first.dataDir)
     expect(message).toContain(`pid ${process.pid}`)
     expect(message).toContain(first.url)
     expect(message).toContain(first.dataDir)
@@ -55,6 +64,53 @@ describe('a second host on one data dir', () => {
     const second = await startTestHost({ dataDir: first.dataDir })
     hosts.push(second)
     expect((await second.call('/api/capacity')).status).toBe(200)
+  })
+})
+
+/**
+ * A host of an older release, as a start sees one: a process that holds the database open (as
+ * those releases did, through SQLite's default VFS), named by a host.json, and no lock taken on
+ * host.lock. `holdsDatabase: false` is a process that merely took the pid of a host that died.
+ */
+async function olderHost(dataDir: string, { holdsDatabase }: { holdsDatabase: boolean }): Promise<{ pid: number; url: string }> {
+  const script = holdsDatabase
+    ? `const db = new (require('better-sqlite3'))(${JSON.stringify(join(dataDir, 'leasehold.db'))}); db.prepare('SELECT COUNT(*) FROM jobs').get(); console.log('ready'); setInterval(() => {}, 1e6)`
+    : `console.log('ready'); setInterval(() => {}, 1e6)`
+  const child = spawn(process.execPath, ['-e', script], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] })
+  children.push(child)
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('ready') && resolve())
+    child.once('exit', (code) => reject(new Error(`the older host's process ended (${code})`)))
+  })
+  const url = 'http://127.0.0.1:7521'
+  writeFileSync(join(dataDir, 'host.json'), `${JSON.stringify({ url, pid: child.pid })}\n`)
+  return { pid: child.pid!, url }
+}
+
+describe('a host of an older release, which takes no host.lock, on the data dir', () => {
+  test('a start finds the database held, refuses with one line naming that host as it names one that holds the lock, and leaves its host.json alone', async () => {
+    const first = await startTestHost()
+    await first.stop()
+    const older = await olderHost(first.dataDir, { holdsDatabase: true })
+    const hostFile = join(first.dataDir, 'host.json')
+    const before = readFileSync(hostFile, 'utf8')
+
+    expect(await refusalOfStart(first.dataDir)).toBe(
+      `another Leasehold host (pid ${older.pid}, ${older.url}) runs on the data dir ${first.dataDir}; stop it first, or give this one another --data-dir`,
+    )
+    expect(readFileSync(hostFile, 'utf8')).toBe(before)
+    // Client commands still find it, rather than "no host is running".
+    expect(runCli(['status', '--data-dir', first.dataDir]).stderr).not.toMatch(/no host is running/)
+    await first.dispose()
+  })
+
+  test('a host.json naming a live process that does not hold the database (a dead host\'s pid, taken since) is replaced by the start\'s own', async () => {
+    const first = await startTestHost()
+    await first.stop()
+    await olderHost(first.dataDir, { holdsDatabase: false })
+    const host = await startTestHost({ dataDir: first.dataDir })
+    hosts.push(host)
+    expect(JSON.parse(readFileSync(join(first.dataDir, 'host.json'), 'utf8'))).toEqual({ url: host.url, pid: process.pid })
   })
 })
 
@@ -108,12 +164,7 @@ describe('a start on a damaged file', () => {
     for (const page of pages.slice(1)) writeSync(file, Buffer.alloc(pageSize, 0x5a), 0, pageSize, (page - 1) * pageSize)
     closeSync(file)
 
-    const refusal = await startHost(testConfig({ dataDir: first.dataDir }), { log: () => {} }).then(
-      () => null,
-      (error: unknown) => error,
-    )
-    expect(refusal).toBeInstanceOf(HostStartError)
-    const { message } = refusal as HostStartError
+    const message = await refusalOfStart(first.dataDir)
     expect(message).toMatch(/the file is damaged or its disk is failing/)
     expect(message).toContain(`leasehold check --data-dir ${first.dataDir}`)
     expect(message).toMatch(/keep a copy of the file with its -wal/)
