@@ -185,8 +185,8 @@ describe('a host killed, and its log gone before the next start', () => {
     return (
       `leasehold: ${path} carries the mark of a host that had it open (${mark}), and its log ${path}-wal is not there. ` +
       "A file restored from a backup (an older Leasehold's backups keep the mark) or copied without its log reads so, and has lost nothing. " +
-      'Only a file whose host was killed and whose -wal was then deleted or moved away has lost what that host committed after its last checkpoint, if anything: ' +
-      'if you have that -wal, stop this host, put it back beside the database, and start again. Never put a log beside a file restored from a backup'
+      'Only a file whose host was killed and whose -wal was then deleted or moved away has lost what that host committed after its last checkpoint, if anything; ' +
+      'this host has written to the file since, so that -wal cannot go back beside it (it would copy older pages over newer ones): never put a log beside this file'
     )
   }
 
