@@ -522,7 +522,7 @@ describe('file leases of owners without a job lease', () => {
     expect(fileRows(engine)).toEqual([{ owner_id: 'keeper', state: 'ACTIVE' }])
   })
 
-  it('a file handed over to an owner without a job goes once the handover lapsed longer ago than the period, as does the lease it was taken from', () => {
+  it('a file handed over to an owner without a job goes once the handover lapsed longer ago than the period, as do the lease it was taken from, the refused acquire and the answered blocker report', () => {
     const { engine, clock } = setup()
     engine.acquireFile({ file: '/tools/shared', owner_id: 'holder' })
     expect(engine.acquireFile({ file: '/tools/shared', owner_id: 'waiter' })).toMatchObject({ granted: false })
@@ -535,12 +535,32 @@ describe('file leases of owners without a job lease', () => {
     expect(engine.resolveBlocker(blocker.id, { action: 'force_release' }).taken_from_holder).toBe(true)
     const handedAt = clock.now()
     expect(handovers(engine)).toEqual([{ file: '/tools/shared', owner_id: 'waiter', job_id: null }])
-    // The waiter never comes back for it: the lease taken goes a period after it ended, the handover a period after it lapsed.
-    expect(engine.pruneJoblessFiles(handedAt + 1, 10)).toBe(1)
+    const count = (table: string) => database(engine).prepare(`SELECT COUNT(*) FROM ${table}`).pluck().get()
+    // The waiter never comes back for it: the lease taken and the report go a period after they
+    // ended, the handover a period after it lapsed, the refused acquire a period after its retry was due.
+    expect(engine.pruneJoblessFiles(handedAt + 1, 10)).toBe(2 + (count('file_contentions') as number))
     expect(fileRows(engine)).toEqual([])
+    expect([count('blockers'), count('file_contentions')]).toEqual([0, 0])
     expect(handovers(engine)).toHaveLength(1)
     expect(engine.pruneJoblessFiles(handedAt + FILE_RETRY_MS + 1, 10)).toBe(1)
     expect(handovers(engine)).toEqual([])
+  })
+
+  it('a refused acquire of an owner without a job goes a period after its retry was due; an open blocker report never goes', () => {
+    const { engine, clock } = setup()
+    const contentions = () => database(engine).prepare('SELECT owner_id FROM file_contentions ORDER BY owner_id').pluck().all()
+    engine.acquireFile({ file: '/tools/shared', owner_id: 'holder' })
+    for (const owner of ['gave-up', 'halted']) expect(engine.acquireFile({ file: '/tools/shared', owner_id: owner })).toMatchObject({ granted: false })
+    for (let waited = 0; waited < FILE_RETRY_MS; waited += 20 * SECOND) {
+      clock.advance(20 * SECOND)
+      engine.heartbeatFile({ file: '/tools/shared', owner_id: 'holder' })
+    }
+    expect(engine.acquireFile({ file: '/tools/shared', owner_id: 'halted' })).toMatchObject({ code: 'blocked' })
+    expect(contentions()).toEqual(['gave-up'])
+    expect(engine.pruneJoblessFiles(clock.now(), 10)).toBe(0) // its retry was due a moment ago
+    expect(engine.pruneJoblessFiles(clock.now() + DAY, 10)).toBe(1)
+    expect(contentions()).toEqual([])
+    expect(engine.listBlockers('OPEN').blockers).toHaveLength(1)
   })
 })
 

@@ -213,6 +213,15 @@ export const JOBLESS_FILE_LEASES_SQL = "SELECT id FROM file_leases INDEXED BY fi
 export const JOBLESS_HANDOVERS_SQL = 'SELECT file FROM file_handovers WHERE job_id IS NULL AND until < ? LIMIT ?'
 
 /**
+ * Refused acquires of owners without a job whose one retry was due before a cutoff: an owner
+ * that never came back for the file (one that came back and was halted has a blocker report instead).
+ */
+export const JOBLESS_CONTENTIONS_SQL = 'SELECT rowid FROM file_contentions WHERE job_id IS NULL AND retry_at < ? LIMIT ?'
+
+/** Blocker reports of requesters without a job, answered before a cutoff, the earliest answered first (index blockers_resolved). */
+export const JOBLESS_BLOCKERS_SQL = "SELECT id FROM blockers WHERE state = 'RESOLVED' AND requester_job_id IS NULL AND resolved_at < ? ORDER BY resolved_at LIMIT ?"
+
+/**
  * Deletes from `table` the rows whose `key` the statement `expired` names (given the cutoff and
  * the limit), inside the caller's transaction; returns their keys.
  */
@@ -257,12 +266,22 @@ export function pruneJoblessEvents(ctx: EngineContext, cutoff: number, limit: nu
  * One step of retention for the file rows of owners without a job lease (a tool acquiring
  * through the files API), which no job's deletion takes: deletes up to `limit` of their file
  * leases that ended before `cutoff` (JOBLESS_FILE_LEASES_SQL; never one still held), and with
- * the room left their handovers that lapsed before it, in one transaction; returns how many.
- * A step reads `limit` entries of their indexes at most.
+ * the room left their handovers that lapsed before it, their refused acquires whose retry was
+ * due before it, and their blocker reports answered before it, in one transaction; returns how
+ * many. A step reads `limit` rows of each at most.
  */
 export function pruneJoblessFiles(ctx: EngineContext, cutoff: number, limit: number): number {
   return ctx.transact(() => {
-    const leases = deleteExpired(ctx, JOBLESS_FILE_LEASES_SQL, 'file_leases', 'id', cutoff, limit).length
-    return leases + deleteExpired(ctx, JOBLESS_HANDOVERS_SQL, 'file_handovers', 'file', cutoff, limit - leases).length
+    let deleted = 0
+    for (const [expired, table, key] of JOBLESS_FILE_ROWS) deleted += deleteExpired(ctx, expired, table, key, cutoff, limit - deleted).length
+    return deleted
   })
 }
+
+/** What {@link pruneJoblessFiles} deletes, in order: the statement naming the rows, their table and key. */
+const JOBLESS_FILE_ROWS: readonly [expired: string, table: string, key: string][] = [
+  [JOBLESS_FILE_LEASES_SQL, 'file_leases', 'id'],
+  [JOBLESS_HANDOVERS_SQL, 'file_handovers', 'file'],
+  [JOBLESS_CONTENTIONS_SQL, 'file_contentions', 'rowid'],
+  [JOBLESS_BLOCKERS_SQL, 'blockers', 'id'],
+]
