@@ -1,6 +1,8 @@
 import BetterSqlite3, { type Database } from 'better-sqlite3'
+import { getTableName, is } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
+import { SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -364,6 +366,23 @@ function freeBytes(folder: string): number | null {
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
 
+/** The tables this version's schema declares, which its migrations made. */
+const SCHEMA_TABLES = Object.values(schema)
+  .filter((value) => is(value, SQLiteTable))
+  .map((table) => getTableName(table as SQLiteTable))
+
+/**
+ * A file whose migrations are all recorded but that lacks a table they made was changed outside
+ * Leasehold (a table dropped by hand): the start is refused in one line, rather than the host
+ * serving until the first request that needs the table fails.
+ */
+function refuseMissingTables(sqlite: Database, path: string): void {
+  const missing = SCHEMA_TABLES.filter((name) => !tableExists(sqlite, name))
+  if (missing.length > 0) {
+    throw new DatabaseOpenError(`${path} lacks the table${missing.length > 1 ? 's' : ''} ${missing.join(', ')} that its migrations made: the file was changed outside Leasehold; restore a backup`)
+  }
+}
+
 /** Opens (creating if new) and migrates the database, with {@link applyConnectionSettings}. */
 export function openDatabase(options: OpenOptions): OpenedDatabase {
   const migrationsFolder = options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER
@@ -400,6 +419,8 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID) sqlite.pragma(`application_id = ${APPLICATION_ID}`)
     const orm = drizzle(sqlite, { schema })
     migrate(orm, { migrationsFolder })
+    // The schema's tables are what this version's own migrations make (a test may stop at an earlier one).
+    if (migrationsFolder === DEFAULT_MIGRATIONS_FOLDER) refuseMissingTables(sqlite, options.path)
     return { sqlite, orm, uncleanShutdown }
   } catch (error) {
     sqlite.close()

@@ -62,6 +62,15 @@ describe('opening the database file', () => {
     second.sqlite.close()
   })
 
+  it('a file that lacks a table its recorded migrations made (dropped by hand) is refused at the start, naming the table, rather than served until a request needs it', () => {
+    const path = join(dir, 'leasehold.db')
+    openDatabase({ path }).sqlite.close()
+    const other = new BetterSqlite3(path)
+    other.exec('DROP TABLE file_handovers')
+    other.close()
+    expect(() => openDatabase({ path })).toThrow(new DatabaseOpenError(`${path} lacks the table file_handovers that its migrations made: the file was changed outside Leasehold; restore a backup`))
+  })
+
   it('a file written by a newer version refuses to open with a clear message and is left untouched', () => {
     const path = join(dir, 'newer.db')
     const { sqlite } = openDatabase({ path })
