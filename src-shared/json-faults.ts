@@ -33,31 +33,39 @@ const FAULTS: Record<FaultKind, string> = {
 /** ES2024's String.prototype.isWellFormed (Node 20 has it; the compiler's lib is ES2023): no lone surrogate. */
 const isWellFormed = (text: string): boolean => (text as unknown as { isWellFormed(): boolean }).isWellFormed()
 
+/** How {@link faultIn} looks: nested at most `maxDepth` levels; for faults of one kind `only`. */
+export interface FaultLimits {
+  maxDepth?: number
+  only?: FaultKind
+}
+
 /**
  * The first {@link FaultKind} in a body's value, and with `named` the path to it. One walk of
  * the value every body already had for its depth, without recursion (a recursive walk would
  * overflow on the very input it guards against); the path is kept only when `named`, to word
- * the refusal after a first walk found a fault.
+ * the refusal after a first walk found a fault. A part of a body (a handler's result, which an
+ * exchange carries a few levels in) is held to a smaller `maxDepth`.
  */
-export function faultIn(value: unknown, named: boolean): { kind: FaultKind; path: (string | number)[] } | null {
+export function faultIn(value: unknown, named: boolean, { maxDepth = MAX_JSON_DEPTH, only }: FaultLimits = {}): { kind: FaultKind; path: (string | number)[] } | null {
   const items: unknown[] = [value]
   const depths: number[] = [1]
   const paths: (string | number)[][] = [[]]
   const fault = (kind: FaultKind, path: (string | number)[] | undefined) => ({ kind, path: path ?? [] })
+  const looks = (kind: FaultKind) => only === undefined || only === kind
   while (items.length > 0) {
     const item = items.pop()
     const depth = depths.pop()!
     const path = named ? paths.pop() : undefined
     if (typeof item === 'string') {
-      if (!isWellFormed(item)) return fault('text', path)
+      if (looks('text') && !isWellFormed(item)) return fault('text', path)
       continue
     }
     if (typeof item === 'number') {
-      if (!Number.isFinite(item)) return fault('number', path)
+      if (looks('number') && !Number.isFinite(item)) return fault('number', path)
       continue
     }
     if (item === null || typeof item !== 'object') continue
-    if (depth > MAX_JSON_DEPTH) return fault('depth', [])
+    if (depth > maxDepth && looks('depth')) return fault('depth', [])
     if (Array.isArray(item)) {
       for (let i = 0; i < item.length; i++) {
         items.push(item[i])
@@ -67,7 +75,7 @@ export function faultIn(value: unknown, named: boolean): { kind: FaultKind; path
       continue
     }
     for (const key in item) {
-      if (!isWellFormed(key)) return fault('text', path)
+      if (looks('text') && !isWellFormed(key)) return fault('text', path)
       items.push((item as Record<string, unknown>)[key])
       depths.push(depth + 1)
       if (path) paths.push([...path, key])

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { MAX_JSON_DEPTH } from './json-faults'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
 import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_JOB_TYPES, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
 
@@ -129,6 +130,14 @@ export const ExchangeClaim = z.strictObject({
     description: `How long the claim waits for work when none can be leased now, in ms; the host waits at most ${MAX_LONG_POLL_MS} ms (a larger value is capped). An exchange that carries heartbeats, or whose report the host refuses, is answered at once: its claim takes what is queued and does not wait`,
   }).optional(),
 })
+
+/**
+ * How deep a handler's result may nest: an exchange carries it three levels in (the body, its
+ * `complete` list, the report), and the host refuses a body nested deeper than MAX_JSON_DEPTH
+ * on every transport. The worker fails a deeper result where its handler ran
+ * (src-worker/handler-output.ts), as a result JSON cannot carry.
+ */
+export const MAX_RESULT_DEPTH = MAX_JSON_DEPTH - 3
 
 /**
  * A worker's whole round trip in one message — heartbeats, completions and failures of the jobs

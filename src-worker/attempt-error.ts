@@ -41,12 +41,19 @@ export const SHORT_MESSAGE_CHARS = 1000
  */
 export function shortened<E extends { message?: string; stack?: string }>(error: E): Omit<E, 'stack'> & { message: string } {
   const { stack: _stack, ...rest } = error
-  return { ...rest, message: (error.message ?? '').slice(0, SHORT_MESSAGE_CHARS) }
+  return { ...rest, message: wellFormed((error.message ?? '').slice(0, SHORT_MESSAGE_CHARS)) }
 }
 
 const MARK = '… (cut)'
 
-/** `text`, cut to `max` characters with a mark where it is longer. */
+/**
+ * `text`, cut to `max` characters with a mark where it is longer, and well-formed: a lone
+ * surrogate (the handler's own, or half of a pair the cut split) is U+FFFD, since the host
+ * refuses a body that holds one (src-shared/json-faults.ts) and would drop the whole report.
+ */
 export function cut(text: string, max: number): string {
-  return text.length <= max ? text : text.slice(0, max - MARK.length) + MARK
+  return wellFormed(text.length <= max ? text : text.slice(0, max - MARK.length) + MARK)
 }
+
+/** ES2024's String.prototype.toWellFormed (Node 20 has it; the compiler's lib is ES2023). */
+const wellFormed = (text: string): string => (text as unknown as { toWellFormed(): string }).toWellFormed()

@@ -1,4 +1,6 @@
+import { type FaultKind, faultIn, MAX_JSON_DEPTH } from '../src-shared/json-faults'
 import { MAX_BODY_LIMIT_BYTES, MAX_NOTE_CHARS } from '../src-shared/limits'
+import { MAX_RESULT_DEPTH } from '../src-shared/worker-exchange'
 import type { AttemptError } from './transport'
 import { cut, shortened } from './attempt-error'
 
@@ -26,27 +28,51 @@ const MAX_JSON_BYTES_PER_UNIT = 6
  * A handler's result as the host will keep it: its JSON form (`undefined` is `null`, a function
  * is dropped as JSON drops it). A value JSON cannot write is no result: the attempt fails as
  * `result_not_json`, not retryable, since the same run would return the same value. So does one
- * whose JSON is larger than `maxBytes` (the host's body limit: no request could carry it), as
- * `result_too_large` — found here, before it is copied to the runtime or written into an
- * exchange, where one of hundreds of megabytes made the whole exchange fail, again and again.
+ * JSON writes but the host would refuse, on every transport alike: nested deeper than
+ * MAX_RESULT_DEPTH (the host's MAX_JSON_DEPTH, less the levels of the exchange around it), or
+ * with a string that is not well-formed Unicode (json-faults.ts). And one whose JSON is larger
+ * than `maxBytes` (the host's body limit: no request could carry it) fails as `result_too_large`.
+ * All found here, before the result is copied to the runtime or written into an exchange, where
+ * one of hundreds of megabytes made the whole exchange fail, again and again, and one nested a
+ * few thousand levels could not be read at the other end of the thread's message, nor stored.
  */
 export function resultOf(value: unknown, maxBytes = MAX_BODY_LIMIT_BYTES): { ok: true; result: unknown } | { ok: false; error: AttemptError } {
   if (value === undefined || value === null) return { ok: true, result: null }
   if (typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) return { ok: true, result: value }
   // A short string fits however it is escaped; a long one is measured (one longer than the limit need not be written to know).
-  if (typeof value === 'string' && value.length * MAX_JSON_BYTES_PER_UNIT + 2 <= maxBytes) return { ok: true, result: value }
+  if (typeof value === 'string' && value.length * MAX_JSON_BYTES_PER_UNIT + 2 <= maxBytes) return accepted(value)
   if (typeof value === 'string' && value.length > maxBytes) return tooLarge(`${value.length} characters`, maxBytes)
   let text: string | undefined
   try {
     text = JSON.stringify(value)
   } catch (error) {
     if (error instanceof RangeError) return tooLarge(error.message, maxBytes)
-    return { ok: false, error: { code: 'result_not_json', message: `The handler's result cannot be written as JSON: ${(error as Error).message}`, retryable: false } }
+    return notJson(`cannot be written as JSON: ${(error as Error).message}`)
   }
   if (text === undefined) return { ok: true, result: null }
   const bytes = text.length > maxBytes ? text.length : Buffer.byteLength(text)
   if (bytes > maxBytes) return tooLarge(`${bytes} bytes of JSON`, maxBytes)
-  return { ok: true, result: typeof value === 'string' ? value : JSON.parse(text) }
+  return accepted(typeof value === 'string' ? value : JSON.parse(text))
+}
+
+/** A result in its JSON form, unless it holds what the host refuses in any body. */
+function accepted(result: unknown): { ok: true; result: unknown } | { ok: false; error: AttemptError } {
+  const fault = faultIn(result, false, { maxDepth: MAX_RESULT_DEPTH })
+  return fault ? unacceptable(fault.kind) : { ok: true, result }
+}
+
+const UNACCEPTABLE: Record<FaultKind, string> = {
+  depth: `is nested too deep: more than ${MAX_RESULT_DEPTH} levels (the host refuses JSON nested deeper than ${MAX_JSON_DEPTH}, the exchange around it included)`,
+  text: 'holds a string that is not well-formed Unicode (a lone surrogate), which the host refuses',
+  number: 'holds a number too large for a double',
+}
+
+function unacceptable(kind: FaultKind): { ok: false; error: AttemptError } {
+  return notJson(UNACCEPTABLE[kind])
+}
+
+function notJson(why: string): { ok: false; error: AttemptError } {
+  return { ok: false, error: { code: 'result_not_json', message: `The handler's result ${why}`, retryable: false } }
 }
 
 function tooLarge(size: string, maxBytes: number): { ok: false; error: AttemptError } {

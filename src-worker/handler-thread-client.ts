@@ -93,6 +93,16 @@ export class HandlerThread<R> {
           }
         }
       })
+      // A message that cannot be read here (structured clone gave up on it) carried what, no one
+      // can say: a job's end, a gate request, a job the thread claimed. Its jobs would wait for
+      // ever, so the thread goes, with that as its cause: its jobs end as thread_exited, or are
+      // taken over if it drove them, and a new thread takes its place.
+      this.worker.on('messageerror', (error) => {
+        if (this.exitCause) return
+        this.exitCause = new Error(`a message from the handler thread could not be read (${error.message}); the thread is replaced`)
+        listener.line(`leasehold worker: ${this.exitCause.message}`)
+        void this.worker.terminate()
+      })
       this.worker.once('error', (error) => {
         this.exitCause = error instanceof Error ? error : new Error(String(error))
         listener.line(`leasehold worker: a handler thread ended on an uncaught error: ${this.exitCause.stack ?? this.exitCause.message}`)

@@ -254,6 +254,12 @@ function receive(message: ToThread): void {
 port.on('message', (messages: ToThread[]) => {
   for (const message of messages) receive(message)
 })
+// A message from the runtime that cannot be read here (a job to run, an abort, a gate's answer)
+// would leave its jobs waiting for ever: the thread ends on it instead, naming it, and its jobs
+// end as thread_exited (handler-thread-client.ts).
+port.on('messageerror', (error) => {
+  throw new Error(`a message from the worker's main thread could not be read (${error.message})`)
+})
 
 /**
  * Opens this thread's way to the host and its driver (driver.ts). Resolves with the driver, or

@@ -8,6 +8,7 @@ import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
 import { acquireAnswer } from './worker-answers'
 import { safeParseFast } from '../../src-shared/fast-parse'
+import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 
 export interface IpcHostDeps {
@@ -65,6 +66,11 @@ export async function answerWorkerRequest(
 async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
   const { engine, dispatch, clockWaiters } = deps
   const { workerId } = caller
+  // Held to the rule of every HTTP body (src-main/http/body.ts), whichever way it came (IPC, a
+  // link, Redis): a value nested deeper than MAX_JSON_DEPTH would overflow the stack where it is
+  // stored, a 500 the worker would send again every second.
+  const fault = faultIn(request.params, false)
+  if (fault !== null) throw new HttpError('invalid_request', `${request.method}: ${faultDetail(request.params, fault.kind)}`)
   const schema = IPC_METHODS[request.method]
   const parsed = safeParseFast(schema, request.params)
   if (!parsed.success) throw new HttpError('invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)

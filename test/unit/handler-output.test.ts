@@ -1,4 +1,6 @@
 import { expect, test } from 'vitest'
+import { faultIn } from '../../src-shared/json-faults'
+import { MAX_RESULT_DEPTH } from '../../src-shared/worker-exchange'
 import { progressOf, resultOf } from '../../src-worker/handler-output'
 
 test('progress takes a fraction from 0 to 1 or none, and throws at the call on anything else', () => {
@@ -36,5 +38,32 @@ test('a result JSON cannot write (a BigInt, a cycle) fails the attempt as result
       expect(outcome.error.retryable).toBe(false)
       expect(outcome.error.message).toMatch(/^The handler's result cannot be written as JSON: /)
     }
+  }
+})
+
+/** A value nested `levels` deep: `{o: {o: … {}}}`. */
+function nested(levels: number): unknown {
+  let value: unknown = {}
+  for (let i = 1; i < levels; i++) value = { o: value }
+  return value
+}
+
+test('a result nested deeper than MAX_RESULT_DEPTH fails the attempt as result_not_json, not retryable, saying it is nested too deep', () => {
+  expect(resultOf(nested(MAX_RESULT_DEPTH))).toEqual({ ok: true, result: nested(MAX_RESULT_DEPTH) })
+  for (const levels of [MAX_RESULT_DEPTH + 1, 600, 1000]) {
+    const outcome = resultOf(nested(levels))
+    expect(outcome, `${levels} levels`).toEqual({ ok: false, error: { code: 'result_not_json', message: expect.stringContaining('nested too deep'), retryable: false } })
+  }
+})
+
+test('a result as deep as MAX_RESULT_DEPTH fits in an exchange the host takes; one level more does not', () => {
+  const exchange = (result: unknown) => ({ worker_id: 'w', complete: [{ job_id: 'j', attempt_id: 'a', lease_token: 't', result }] })
+  expect(faultIn(exchange(nested(MAX_RESULT_DEPTH)), false)).toBeNull()
+  expect(faultIn(exchange(nested(MAX_RESULT_DEPTH + 1)), false)).toMatchObject({ kind: 'depth' })
+})
+
+test('a result holding a string that is not well-formed Unicode fails as result_not_json, as the host would refuse it', () => {
+  for (const value of ['\ud800', { note: 'a\udc00b' }, { ['\ud800']: 1 }]) {
+    expect(resultOf(value)).toEqual({ ok: false, error: { code: 'result_not_json', message: expect.stringContaining('well-formed Unicode'), retryable: false } })
   }
 })

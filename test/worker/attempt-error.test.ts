@@ -1,6 +1,8 @@
 import { describe, expect, test } from 'vitest'
-import { MAX_ERROR_CHARS, MAX_ID_CHARS, WorkerExchange } from '../../src-shared/worker-exchange'
+import { faultIn } from '../../src-shared/json-faults'
+import { MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_NOTE_CHARS, WorkerExchange } from '../../src-shared/worker-exchange'
 import { attemptErrorOf } from '../../src-worker/attempt-error'
+import { progressOf } from '../../src-worker/handler-output'
 
 const ref = { job_id: 'j', attempt_id: 'a', lease_token: 't' }
 const carried = (error: unknown) => WorkerExchange.safeParse({ worker_id: 'w', fail: [{ ...ref, error: attemptErrorOf(error) }] }).success
@@ -37,5 +39,13 @@ describe("a handler's error as its attempt reports it", () => {
     expect(huge.message.length).toBe(MAX_ERROR_CHARS)
     expect(huge.message.endsWith('… (cut)')).toBe(true)
     expect(carried({ weird: 1n })).toBe(true)
+  })
+  test('an error with a lone surrogate, its own or half of a pair its cut split, is reported well-formed, as the host takes no other body', () => {
+    const reported = attemptErrorOf(Object.assign(new Error('bad \ud800 text'), { code: 'c\udc00' }))
+    expect(reported).toMatchObject({ code: 'c\ufffd', message: 'bad \ufffd text' })
+    const split = attemptErrorOf(new Error('m'.repeat(MAX_ERROR_CHARS - 8) + '😀'.repeat(10)))
+    expect(faultIn(split, false)).toBeNull()
+    expect(split.message.length).toBe(MAX_ERROR_CHARS)
+    expect(faultIn(progressOf(0.5, 'n'.repeat(MAX_NOTE_CHARS - 8) + '😀'.repeat(10)), false)).toBeNull()
   })
 })

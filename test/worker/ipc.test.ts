@@ -22,6 +22,7 @@ import { LeaseLostError } from '../../src-worker/transport'
 import { HostError } from '../../src-worker/transport'
 import { type IpcChannel, IpcTransport } from '../../src-worker/transport-ipc'
 import { lineReader } from '../../src-shared/line-reader'
+import { MAX_JSON_DEPTH } from '../../src-shared/json-faults'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
@@ -182,6 +183,19 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     expect(d.engine.expireLeasesOfWorker('w')).toBe(1)
     answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: null }] }), alive)
     expect(answer.result).toMatchObject({ completed: [{ job_id: job.id, ok: false, ack: true, code: 'lease_expired' }] })
+    d.close()
+  })
+
+  test('a request nested deeper than MAX_JSON_DEPTH is 400 invalid_request naming the depth, as an HTTP body is, not a 500, and nothing happens', async () => {
+    const d = deps()
+    const { job } = d.engine.submit(aJob())
+    const [claim] = ((await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimOne('w')), alive)).result as { jobs: Record<string, string>[] }).jobs
+    let deep: unknown = {}
+    for (let i = 0; i < 5000; i++) deep = { o: deep }
+    const complete = { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: deep }] }
+    const answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', complete, 8), alive)
+    expect(answer).toEqual({ type: 'response', id: 8, error: { status: 400, code: 'invalid_request', detail: `exchange: (body): JSON nested deeper than ${MAX_JSON_DEPTH} levels` } })
+    expect(d.engine.getJob(job.id).state).toBe('RUNNING')
     d.close()
   })
 
@@ -395,6 +409,20 @@ describe('the supervisor checks what a worker process sends', () => {
       request(3, 'exchange', { worker_id: 'local-2.1' })
       expect((await answers(2))[1]).toMatchObject({ id: 3, error: { status: 403, code: 'worker_mismatch' } })
       expect(worker.sent).toEqual([]) // nothing of it went over IPC
+    } finally {
+      thread.destroy()
+    }
+  })
+
+  test('a line a linked thread sends nested deeper than MAX_JSON_DEPTH is answered 400 naming the depth over its link, not 500', async () => {
+    const { env, worker } = onePool()
+    const me = 'local-1.1'
+    const { thread, answers } = await aLinkedThread(env, me)
+    try {
+      worker.emit({ type: 'ready', worker_id: me, types: ['noop'] })
+      const deep = '{"o":'.repeat(5000) + '{}' + '}'.repeat(5000)
+      thread.write(`{"type":"request","id":4,"method":"exchange","params":{"worker_id":"${me}","complete":[{"job_id":"j","attempt_id":"a","lease_token":"t","result":${deep}}]}}\n`)
+      expect((await answers(1))[0]).toEqual({ type: 'response', id: 4, error: { status: 400, code: 'invalid_request', detail: `exchange: (body): JSON nested deeper than ${MAX_JSON_DEPTH} levels` } })
     } finally {
       thread.destroy()
     }
