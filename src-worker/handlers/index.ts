@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { Name } from '../../src-shared/worker-exchange'
 import { type Handler, isHandler } from '../handler-api'
 import { execHandler } from './exec'
 import { fileWrite } from './file-write'
@@ -64,6 +65,9 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
       const module = (await import(pathToFileURL(path).href)) as { default?: unknown }
       const handler = isHandler(module.default) ? module.default : module
       if (!isHandler(handler)) throw new Error('does not export {type, run}')
+      // A type the host refuses in a claim's job_types would make it refuse every claim of the worker.
+      const named = Name.safeParse(handler.type)
+      if (!named.success) throw new Error(`its job type ${shownType(handler.type)} is not one the host takes: ${named.error.issues[0]?.message ?? 'invalid'}`)
       const before = fileOf.get(handler.type)
       if (before !== undefined) problems.push({ file: before, error: `job type ${JSON.stringify(handler.type)} is exported by ${file} too, which loads after it (in name order) and runs it` })
       handlers.set(handler.type, handler)
@@ -73,6 +77,11 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
     }
   }
   return { handlers, problems }
+}
+
+/** A job type as a refusal names it: as JSON writes it (a NUL as `\u0000`), its first 40 characters of a longer one. */
+function shownType(type: string): string {
+  return type.length <= 40 ? JSON.stringify(type) : `${JSON.stringify(type.slice(0, 40))}… (${type.length} characters)`
 }
 
 /** How long the syntax check of a handler file that failed to parse may take. */

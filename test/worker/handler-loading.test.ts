@@ -9,21 +9,43 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
 
-test('two handler files of one job type: the later in name order runs it, and the earlier is reported as a handler that did not load, naming the other', async () => {
+/** A folder of handler files (name → source), removed after the test. */
+function folderWith(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-handlers-'))
   dirs.push(dir)
-  writeFileSync(join(dir, 'a-resize.mjs'), "export default { type: 'resize', run: () => 'a' }")
-  writeFileSync(join(dir, 'b-resize.mjs'), "export default { type: 'resize', run: () => 'b' }")
-  writeFileSync(join(dir, 'other.mjs'), "export default { type: 'other', run: () => 'o' }")
+  for (const [name, source] of Object.entries(files)) writeFileSync(join(dir, name), source)
+  return dir
+}
+
+test('two handler files of one job type: the later in name order runs it, and the earlier is reported as a handler that did not load, naming the other', async () => {
+  const dir = folderWith({
+    'a-resize.mjs': "export default { type: 'resize', run: () => 'a' }",
+    'b-resize.mjs': "export default { type: 'resize', run: () => 'b' }",
+    'other.mjs': "export default { type: 'other', run: () => 'o' }",
+  })
   const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
   expect(await handlers.get('resize')!.run({} as never)).toBe('b')
   expect(problems).toEqual([{ file: join(dir, 'a-resize.mjs'), error: 'job type "resize" is exported by b-resize.mjs too, which loads after it (in name order) and runs it' }])
 })
 
 test("a handler file whose own code throws as it loads is reported with the line of the throw", async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-handlers-'))
-  dirs.push(dir)
-  writeFileSync(join(dir, 'throws.mjs'), "const size = 1\nif (size) throw new Error('no config')\nexport default { type: 'throws', run: () => 1 }\n")
+  const dir = folderWith({ 'throws.mjs': "const size = 1\nif (size) throw new Error('no config')\nexport default { type: 'throws', run: () => 1 }\n" })
   const { problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
   expect(problems).toEqual([{ file: join(dir, 'throws.mjs'), error: 'no config (throws.mjs line 2)' }])
+})
+
+test('a handler file whose job type the host would refuse (over 200 characters, a U+0000, a lone surrogate) is reported naming the file and the rule, and skipped; the others and the built-ins load', async () => {
+  const dir = folderWith({
+    'long.mjs': "export const type = 'x'.repeat(300); export function run() { return 1 }",
+    'nul.mjs': "export const type = 'bad\\u0000type'; export function run() { return 1 }",
+    'lone.mjs': "export const type = 'bad\\ud800'; export function run() { return 1 }",
+    'fine.mjs': "export const type = 'fine'; export function run() { return 1 }",
+  })
+  const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+  expect([...handlers.keys()].sort()).toEqual(['exec', 'file.write', 'fine', 'noop', 'sleep'])
+  expect(problems).toEqual([
+    { file: join(dir, 'lone.mjs'), error: 'its job type "bad\\ud800" is not one the host takes: must be well-formed Unicode without U+0000 (no lone surrogates)' },
+    { file: join(dir, 'long.mjs'), error: `its job type "${'x'.repeat(40)}"… (300 characters) is not one the host takes: Too big: expected string to have <=200 characters` },
+    { file: join(dir, 'nul.mjs'), error: 'its job type "bad\\u0000type" is not one the host takes: must be well-formed Unicode without U+0000 (no lone surrogates)' },
+  ])
 })
