@@ -30,6 +30,8 @@ export interface HandlerOptions {
    * MAX_BODY_LIMIT_BYTES, as it does not know its host's). See handler-output.ts.
    */
   maxReportBytes?: number
+  /** How long the handler modules may take to load ({@link LOAD_TIMEOUT_MS} unless given). */
+  loadTimeoutMs?: number
 }
 
 export interface LoadedHandlers {
@@ -59,10 +61,12 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
   }
   /** The user file each job type was last loaded from. */
   const fileOf = new Map<string, string>()
-  for (const file of files) {
-    const path = join(options.handlersDir!, file)
+  const paths = files.map((file) => join(options.handlersDir!, file))
+  const modules = importAll(paths, options.loadTimeoutMs ?? LOAD_TIMEOUT_MS)
+  for (const [index, file] of files.entries()) {
+    const path = paths[index]!
     try {
-      const module = (await import(pathToFileURL(path).href)) as { default?: unknown }
+      const module = (await modules[index]) as { default?: unknown }
       const handler = isHandler(module.default) ? module.default : module
       if (!isHandler(handler)) throw new Error('does not export {type, run}')
       // A type the host refuses in a claim's job_types would make it refuse every claim of the worker.
@@ -77,6 +81,32 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
     }
   }
   return { handlers, problems }
+}
+
+/**
+ * How long the handler modules may take to load, all of them at once: a module whose evaluation
+ * has not finished by then (a top-level `await` that never settles) is a handler that did not
+ * load. Unbounded, such a module held its thread's start for ever; or, with nothing else to keep
+ * the thread alive, Node ended the thread (exit code 13), and the worker with it.
+ */
+export const LOAD_TIMEOUT_MS = 5_000
+
+/**
+ * The handler modules at `paths`, imported at once, each settled by `timeoutMs` (the timer also
+ * keeps the thread alive while a module waits on nothing). A module that fails settles as a
+ * rejection already handled here: one awaited after another could otherwise end the thread as
+ * a rejection nobody caught.
+ */
+function importAll(paths: string[], timeoutMs: number): Promise<unknown>[] {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`did not finish loading within ${timeoutMs / 1000} s (a top-level await that has not settled?)`)), timeoutMs)
+  })
+  late.catch(() => {})
+  const modules = paths.map((path) => Promise.race([import(pathToFileURL(path).href), late]))
+  for (const module of modules) module.catch(() => {})
+  void Promise.allSettled(modules).then(() => clearTimeout(timer))
+  return modules
 }
 
 /** A job type as a refusal names it: as JSON writes it (a NUL as `\u0000`), its first 40 characters of a longer one. */

@@ -4,33 +4,54 @@
  * and the built-ins run.
  */
 import { join } from 'node:path'
-import { afterEach, expect, test } from 'vitest'
+import { afterEach, describe, expect, test } from 'vitest'
+import { LOAD_TIMEOUT_MS } from '../../src-worker/handlers'
 import { cleanUp, dataDirWith, poolReady, settled, spawnWorker, startHost, submit, workerStarted } from './support'
 
 afterEach(() => cleanUp())
 
-const BAD_TYPE = {
-  'x.mjs': "export const type = 'x'.repeat(300); export function run() { return 1 }",
-  'nul.mjs': "export const type = 'bad\\u0000type'; export function run() { return 1 }",
-  'fine.mjs': "export const type = 'test.fine'; export function run() { return 'fine' }",
-}
+const FINE = { 'fine.mjs': "export const type = 'test.fine'; export function run() { return 'fine' }" }
 
-test('a handler whose job type the host refuses is reported naming its file and skipped: the pool runs the rest, noop too', async () => {
-  const host = await startHost({ dataDir: dataDirWith(BAD_TYPE), workers: 1 })
-  await poolReady(host, 1)
-  for (const type of ['noop', 'test.fine']) expect((await settled(host, await submit(host, { job_type: type }), 10_000)).job.state, type).toBe('DONE')
-  const log = host.lines.join('\n')
-  expect(log).toMatch(/handler \S*x\.mjs did not load: its job type "x{40}"… \(300 characters\) is not one the host takes: Too big: expected string to have <=200 characters/)
-  expect(log).toMatch(/handler \S*nul\.mjs did not load: its job type "bad\\u0000type" is not one the host takes/)
-  expect(log).not.toContain('refuses this worker')
-})
+/** Each kind of handler file that does not load: the files, and what the log says of each. */
+const CASES = [
+  {
+    what: 'a job type the host refuses',
+    handlers: {
+      ...FINE,
+      'x.mjs': "export const type = 'x'.repeat(300); export function run() { return 1 }",
+      'nul.mjs': "export const type = 'bad\\u0000type'; export function run() { return 1 }",
+    },
+    reported: [
+      /handler \S*x\.mjs did not load: its job type "x{40}"… \(300 characters\) is not one the host takes: Too big: expected string to have <=200 characters/,
+      /handler \S*nul\.mjs did not load: its job type "bad\\u0000type" is not one the host takes/,
+    ],
+    never: 'refuses this worker',
+  },
+  {
+    what: `a top-level await that never settles (reported once ${LOAD_TIMEOUT_MS / 1000} s have passed)`,
+    handlers: { ...FINE, 'tla.mjs': "await new Promise(() => {}); export const type = 'test.tla'; export function run() { return 1 }" },
+    reported: [/handler \S*tla\.mjs did not load: did not finish loading within 5 s/],
+    never: 'exited with 13',
+  },
+]
 
-test('leasehold worker --handlers with a handler whose job type the host refuses reports it and takes jobs', async () => {
-  const dataDir = dataDirWith(BAD_TYPE)
-  const host = await startHost({ dataDir, workers: 0 })
-  const worker = spawnWorker(host, ['--handlers', join(dataDir, 'handlers')])
-  await workerStarted(worker)
-  for (const type of ['noop', 'test.fine']) expect((await settled(host, await submit(host, { job_type: type }), 10_000)).job.state, type).toBe('DONE')
-  expect(worker.output()).toMatch(/handler \S*x\.mjs did not load: its job type/)
-  expect(worker.output()).not.toContain('refuses this worker')
+describe.each(CASES)('a handler file with $what', ({ handlers, reported, never }) => {
+  test('is reported naming its file and skipped: the pool runs the other handlers, noop too', async () => {
+    const host = await startHost({ dataDir: dataDirWith(handlers), workers: 1 })
+    await poolReady(host, 1)
+    for (const type of ['noop', 'test.fine']) expect((await settled(host, await submit(host, { job_type: type }), 10_000)).job.state, type).toBe('DONE')
+    const log = host.lines.join('\n')
+    for (const line of reported) expect(log).toMatch(line)
+    expect(log).not.toContain(never)
+  })
+
+  test('is reported naming its file by leasehold worker --handlers, which takes jobs', async () => {
+    const dataDir = dataDirWith(handlers)
+    const host = await startHost({ dataDir, workers: 0 })
+    const worker = spawnWorker(host, ['--handlers', join(dataDir, 'handlers')])
+    await workerStarted(worker)
+    for (const type of ['noop', 'test.fine']) expect((await settled(host, await submit(host, { job_type: type }), 10_000)).job.state, type).toBe('DONE')
+    for (const line of reported) expect(worker.output()).toMatch(line)
+    expect(worker.output()).not.toContain(never)
+  })
 })

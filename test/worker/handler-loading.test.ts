@@ -49,3 +49,14 @@ test('a handler file whose job type the host would refuse (over 200 characters, 
     { file: join(dir, 'nul.mjs'), error: 'its job type "bad\\u0000type" is not one the host takes: must be well-formed Unicode without U+0000 (no lone surrogates)' },
   ])
 })
+
+test('a handler file whose top-level await never settles is reported as not loaded within the bound, and skipped; the others load', async () => {
+  const dir = folderWith({
+    'tla.mjs': "await new Promise(() => {}); export const type = 'tla'; export function run() { return 1 }",
+    'fine.mjs': "export const type = 'fine'; export function run() { return 1 }",
+  })
+  const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [], loadTimeoutMs: 300 })
+  expect(handlers.has('fine')).toBe(true)
+  expect(handlers.has('tla')).toBe(false)
+  expect(problems).toEqual([{ file: join(dir, 'tla.mjs'), error: 'did not finish loading within 0.3 s (a top-level await that has not settled?)' }])
+})
