@@ -8,16 +8,26 @@ import type { AttemptError } from './transport'
  * error of any size is recorded — cut, with a mark — instead of making the host refuse the
  * whole exchange. A handler says "do not retry" with `retryable: false`. A thrown value with no
  * message of its own (a plain object, a number) is written as `util.inspect` writes it, not as
- * `String()` would (`[object Object]`).
+ * `String()` would (`[object Object]`). Never throws: a field that cannot be read (a proxy whose
+ * trap throws, a getter that does) counts as absent, where a throw here, in the catch of the
+ * handler's run, would end its whole thread.
  */
 export function attemptErrorOf(error: unknown): AttemptError {
-  const e = (error ?? {}) as { name?: string; code?: unknown; message?: unknown; stack?: unknown; retryable?: unknown }
-  const stack = typeof e.stack === 'string' ? cut(e.stack, MAX_ERROR_CHARS) : undefined
+  const [name, code, message, stack, retryable] = (['name', 'code', 'message', 'stack', 'retryable'] as const).map((key) => fieldOf(error, key))
   return {
-    code: cut(typeof e.code === 'string' && e.code ? e.code : e.name === 'AbortError' ? 'aborted' : 'handler_error', MAX_ID_CHARS),
-    message: cut(typeof e.message === 'string' ? e.message : textOf(error), MAX_ERROR_CHARS),
-    ...(stack === undefined ? {} : { stack }),
-    retryable: e.retryable !== false,
+    code: cut(typeof code === 'string' && code ? code : name === 'AbortError' ? 'aborted' : 'handler_error', MAX_ID_CHARS),
+    message: cut(typeof message === 'string' ? message : textOf(error), MAX_ERROR_CHARS),
+    ...(typeof stack === 'string' ? { stack: cut(stack, MAX_ERROR_CHARS) } : {}),
+    retryable: retryable !== false,
+  }
+}
+
+/** A field of a thrown value, or undefined when it has none or reading it throws. */
+function fieldOf(value: unknown, key: string): unknown {
+  try {
+    return (value as Record<string, unknown> | null | undefined)?.[key]
+  } catch {
+    return undefined
   }
 }
 
@@ -27,8 +37,12 @@ function textOf(value: unknown): string {
   try {
     return inspect(value, { depth: 4, breakLength: Number.POSITIVE_INFINITY, maxStringLength: MAX_ERROR_CHARS, maxArrayLength: 100 })
   } catch {
-    // A proxy whose traps throw, say: its kind is still something to go by.
-    return Object.prototype.toString.call(value)
+    // A proxy whose traps throw, say: its kind is still something to go by, if even that can be read.
+    try {
+      return Object.prototype.toString.call(value)
+    } catch {
+      return `a thrown ${typeof value} that cannot be read`
+    }
   }
 }
 

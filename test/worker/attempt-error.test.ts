@@ -48,4 +48,20 @@ describe("a handler's error as its attempt reports it", () => {
     expect(split.message.length).toBe(MAX_ERROR_CHARS)
     expect(faultIn(progressOf(0.5, 'n'.repeat(MAX_NOTE_CHARS - 8) + '😀'.repeat(10)), false)).toBeNull()
   })
+  test('a hostile thrown value (a proxy whose traps throw, an error whose message getter throws) is reported as handler_error, and reporting it never throws', () => {
+    const trap = () => {
+      throw new Error('trap')
+    }
+    const proxy = new Proxy({}, { get: trap })
+    const everyTrap = new Proxy({}, { get: trap, getPrototypeOf: trap, ownKeys: trap, has: trap, getOwnPropertyDescriptor: trap })
+    const getter = new Error('m')
+    Object.defineProperty(getter, 'message', { get: trap })
+    Object.defineProperty(getter, 'code', { get: trap })
+    for (const hostile of [proxy, everyTrap, getter]) {
+      expect(attemptErrorOf(hostile)).toEqual({ code: 'handler_error', message: expect.any(String), retryable: true })
+      expect(carried(hostile)).toBe(true)
+    }
+    expect(attemptErrorOf(proxy).message).toBe('{}')
+    expect(attemptErrorOf(getter).message).toBe('[object Error]')
+  })
 })

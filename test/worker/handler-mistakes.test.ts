@@ -10,9 +10,12 @@ const HANDLERS = {
   'bigint.mjs': "export default { type: 'test.bigint', run: () => ({ n: 1n }) }",
   'cycle.mjs': "export default { type: 'test.cycle', run: () => { const o = {}; o.self = o; return o } }",
   'function.mjs': "export default { type: 'test.function', run: () => ({ kept: 1, dropped() {} }) }",
+  'proxy.mjs': "export default { type: 'test.throws-proxy', run: () => { throw new Proxy({}, { get() { throw new Error('trap') } }) } }",
+  'getter.mjs':
+    "export default { type: 'test.throws-getter', run: () => { const e = new Error('m'); Object.defineProperty(e, 'message', { get() { throw new Error('getter') } }); throw e } }",
 }
 
-test("a handler's mistakes (a progress outside 0–1, a result JSON cannot write) fail its own attempt; the worker's later reports go on", async () => {
+test("a handler's mistakes (a progress outside 0–1, a result JSON cannot write, a thrown value that cannot be read) fail its own attempt; the worker's later reports go on", async () => {
   const host = await startHost({ dataDir: dataDirWith(HANDLERS), workers: 1 })
   await poolReady(host, 1)
   // Each type twice, one at a time: the first of a type runs on a thread the runtime reports
@@ -24,6 +27,8 @@ test("a handler's mistakes (a progress outside 0–1, a result JSON cannot write
     ['test.bigint', { status: 'FAILED', error: { code: 'result_not_json', retryable: false } }],
     ['test.cycle', { status: 'FAILED', error: { code: 'result_not_json', retryable: false } }],
     ['test.function', { status: 'SUCCEEDED', result_data: { kept: 1 } }],
+    ['test.throws-proxy', { status: 'FAILED', error: { code: 'handler_error', message: '{}', retryable: true } }],
+    ['test.throws-getter', { status: 'FAILED', error: { code: 'handler_error', message: '[object Error]', retryable: true } }],
   ]
   for (const [type, outcome] of expected) {
     for (let i = 0; i < 2; i++) {
