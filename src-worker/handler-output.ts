@@ -46,7 +46,9 @@ export function resultOf(value: unknown, maxBytes = MAX_BODY_LIMIT_BYTES): { ok:
   try {
     text = JSON.stringify(value)
   } catch (error) {
-    if (error instanceof RangeError) return tooLarge(error.message, maxBytes)
+    // A RangeError is a string longer than V8 makes, or the stack running out on a value nested
+    // thousands of levels deep: the one too large, the other not JSON the host takes.
+    if (error instanceof RangeError) return faultIn(value, false, { maxDepth: MAX_RESULT_DEPTH, only: 'depth' }) ? unacceptable('depth') : tooLarge(error.message, maxBytes)
     return notJson(`cannot be written as JSON: ${(error as Error).message}`)
   }
   if (text === undefined) return { ok: true, result: null }

@@ -67,3 +67,9 @@ test('a result holding a string that is not well-formed Unicode fails as result_
     expect(resultOf(value)).toEqual({ ok: false, error: { code: 'result_not_json', message: expect.stringContaining('well-formed Unicode'), retryable: false } })
   }
 })
+
+test('a result nested so deep that JSON cannot write it (100,000 levels) is result_not_json, nested too deep, not result_too_large: only a result over the byte limit is too large', () => {
+  const outcome = resultOf(nested(100_000))
+  expect(outcome).toEqual({ ok: false, error: { code: 'result_not_json', message: expect.stringContaining('nested too deep'), retryable: false } })
+  expect(resultOf({ rows: 'x'.repeat(2000) }, 1000)).toMatchObject({ ok: false, error: { code: 'result_too_large' } })
+})

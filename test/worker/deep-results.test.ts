@@ -24,7 +24,7 @@ export async function run() {
 test('a result nested too deep fails its attempt at once as result_not_json, not retried, on a local worker; the jobs ending beside it are reported', async () => {
   const host = await startHost({ dataDir: dataDirWith(HANDLERS), workers: 1 })
   await poolReady(host, 1)
-  for (const n of [600, 5000]) {
+  for (const n of [600, 5000, 100_000]) {
     const deep = await submit(host, { job_type: 'test.deepres', payload: { n }, max_attempts: 3 })
     const others = await Promise.all(Array.from({ length: 8 }, () => submit(host, { job_type: 'noop' })))
     const { job, result } = await settled(host, deep, 10_000)
@@ -39,7 +39,7 @@ test('a result nested too deep fails its attempt at once as result_not_json on l
   const host = await startHost({ dataDir, workers: 0 })
   const worker = spawnWorker(host, ['--handlers', join(dataDir, 'handlers')])
   await workerStarted(worker)
-  for (const n of [600, 5000]) {
+  for (const n of [600, 5000, 100_000]) {
     const { job, result } = await settled(host, await submit(host, { job_type: 'test.deepres', payload: { n }, max_attempts: 3 }), 10_000)
     expect(job.state, `n=${n}`).toBe('FAILED')
     expect(result, `n=${n}`).toMatchObject({ attempts: 1, error: { code: 'result_not_json', retryable: false } })
