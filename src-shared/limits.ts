@@ -57,3 +57,12 @@ export const MAX_WAIT_MS_ACCEPTED = 3_600_000
  * within it (src-worker/runtime.ts, SHUTDOWN_ABORT_GRACE_MS).
  */
 export const DRAIN_KILL_AFTER_MS = 5_000
+
+/**
+ * How long a worker's handler modules may take to load, all of them at once (src-worker/handlers):
+ * a module whose evaluation has not finished by then (a top-level `await` that never settles) is
+ * a handler that did not load. Unbounded, such a module held its thread's start for ever; or,
+ * with nothing else to keep the thread alive, Node ended the thread (exit code 13), and the
+ * worker with it.
+ */
+export const HANDLER_LOAD_TIMEOUT_MS = 5_000

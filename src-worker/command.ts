@@ -6,7 +6,7 @@ import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { checkToken, resolveClientTarget } from '../src-shared/client-target'
 import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
-import { DEFAULT_WORKER_CONCURRENCY, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
+import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -25,7 +25,9 @@ ${TARGET_HELP}
   --gpu                this worker has a GPU: it is given jobs submitted with
                        constraints.gpu_required, which a worker without the flag never is
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run}); one that is
-                       missing or not a folder is reported as a handler that did not load
+                       missing or not a folder is reported as a handler that did not load, and
+                       so is a module that throws, exports a job type the host refuses, or has
+                       not loaded within ${HANDLER_LOAD_TIMEOUT_MS / 1000} s: it is skipped, and the others run
   --exec-allow P,Q     programs the exec handler may run (none by default)
   --worker-id ID       this worker's name [<hostname>-<pid>]
   --grace-s S          on SIGTERM or a refusal, how long running jobs may finish before they are failed as retryable [10]

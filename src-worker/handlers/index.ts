@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { Name } from '../../src-shared/worker-exchange'
+import { HANDLER_LOAD_TIMEOUT_MS, Name } from '../../src-shared/worker-exchange'
 import { type Handler, isHandler } from '../handler-api'
 import { execHandler } from './exec'
 import { fileWrite } from './file-write'
@@ -30,7 +30,7 @@ export interface HandlerOptions {
    * MAX_BODY_LIMIT_BYTES, as it does not know its host's). See handler-output.ts.
    */
   maxReportBytes?: number
-  /** How long the handler modules may take to load ({@link LOAD_TIMEOUT_MS} unless given). */
+  /** How long the handler modules may take to load (HANDLER_LOAD_TIMEOUT_MS unless given). */
   loadTimeoutMs?: number
 }
 
@@ -62,7 +62,7 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
   /** The user file each job type was last loaded from. */
   const fileOf = new Map<string, string>()
   const paths = files.map((file) => join(options.handlersDir!, file))
-  const modules = importAll(paths, options.loadTimeoutMs ?? LOAD_TIMEOUT_MS)
+  const modules = importAll(paths, options.loadTimeoutMs ?? HANDLER_LOAD_TIMEOUT_MS)
   for (const [index, file] of files.entries()) {
     const path = paths[index]!
     try {
@@ -82,14 +82,6 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
   }
   return { handlers, problems }
 }
-
-/**
- * How long the handler modules may take to load, all of them at once: a module whose evaluation
- * has not finished by then (a top-level `await` that never settles) is a handler that did not
- * load. Unbounded, such a module held its thread's start for ever; or, with nothing else to keep
- * the thread alive, Node ended the thread (exit code 13), and the worker with it.
- */
-export const LOAD_TIMEOUT_MS = 5_000
 
 /**
  * The handler modules at `paths`, imported at once, each settled by `timeoutMs` (the timer also

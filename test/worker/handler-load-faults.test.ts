@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { LOAD_TIMEOUT_MS } from '../../src-worker/handlers'
+import { HANDLER_LOAD_TIMEOUT_MS } from '../../src-shared/limits'
 import { cleanUp, dataDirWith, poolReady, settled, spawnWorker, startHost, submit, workerStarted } from './support'
 
 afterEach(() => cleanUp())
@@ -28,7 +28,7 @@ const CASES = [
     never: 'refuses this worker',
   },
   {
-    what: `a top-level await that never settles (reported once ${LOAD_TIMEOUT_MS / 1000} s have passed)`,
+    what: `a top-level await that never settles (reported once ${HANDLER_LOAD_TIMEOUT_MS / 1000} s have passed)`,
     handlers: { ...FINE, 'tla.mjs': "await new Promise(() => {}); export const type = 'test.tla'; export function run() { return 1 }" },
     reported: [/handler \S*tla\.mjs did not load: did not finish loading within 5 s/],
     never: 'exited with 13',
