@@ -95,9 +95,18 @@ function importAll(paths: string[], timeoutMs: number): Promise<unknown>[] {
     timer = setTimeout(() => reject(new Error(`did not finish loading within ${timeoutMs / 1000} s (a top-level await that has not settled?)`)), timeoutMs)
   })
   late.catch(() => {})
+  // A module that calls process.exit() as it loads would end the thread, and every handler with
+  // it: while the modules load, the call throws instead, and fails that module alone.
+  const exit = process.exit
+  process.exit = ((code?: number | string | null) => {
+    throw new Error(`called process.exit(${code ?? ''}) as it loaded`)
+  }) as typeof process.exit
   const modules = paths.map((path) => Promise.race([import(pathToFileURL(path).href), late]))
   for (const module of modules) module.catch(() => {})
-  void Promise.allSettled(modules).then(() => clearTimeout(timer))
+  void Promise.allSettled(modules).then(() => {
+    clearTimeout(timer)
+    process.exit = exit
+  })
   return modules
 }
 

@@ -60,3 +60,16 @@ test('a handler file whose top-level await never settles is reported as not load
   expect(handlers.has('tla')).toBe(false)
   expect(problems).toEqual([{ file: join(dir, 'tla.mjs'), error: 'did not finish loading within 0.3 s (a top-level await that has not settled?)' }])
 })
+
+test('a handler file that calls process.exit() as it loads is reported with the line of the call, and the others load: the thread is not ended', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-handlers-'))
+  dirs.push(dir)
+  writeFileSync(join(dir, 'exits.mjs'), "export const type = 'exits'\nprocess.exit(3)\nexport function run() { return 1 }\n")
+  writeFileSync(join(dir, 'fine.mjs'), "export default { type: 'fine', run: () => 'ok' }")
+  const exit = process.exit
+  const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+  expect(problems).toEqual([{ file: join(dir, 'exits.mjs'), error: 'called process.exit(3) as it loaded (exits.mjs line 2)' }])
+  expect(await handlers.get('fine')!.run({} as never)).toBe('ok')
+  await new Promise((resolve) => setImmediate(resolve))
+  expect(process.exit).toBe(exit) // a handler that calls it as it runs ends its thread, as workers.md says
+})
