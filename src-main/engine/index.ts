@@ -446,7 +446,7 @@ export class Engine {
   pruneJoblessEvents = (cutoff: number, limit: number): number => prune.pruneJoblessEvents(this.ctx, cutoff, limit)
   /** One step of retention for schedule runs that hold no job (skipped firings, pruned jobs' runs) older than `cutoff`; returns how many it deleted. */
   pruneScheduleRuns = (cutoff: number, limit: number): number => prune.pruneScheduleRuns(this.ctx, cutoff, limit)
-  /** One step of retention for the file leases (ended) and handovers (lapsed) of owners without a job, older than `cutoff`; returns how many it deleted. */
+  /** One step of retention for the file-gate rows of owners without a job (ended leases, lapsed handovers, refused acquires, answered blocker reports) older than `cutoff`; returns how many it deleted. */
   pruneJoblessFiles = (cutoff: number, limit: number): number => prune.pruneJoblessFiles(this.ctx, cutoff, limit)
   /** Deletes these finished jobs and all that is theirs, leaving any that something live needs; returns the ids deleted. */
   deleteFinishedJobs = (jobIds: readonly string[]): string[] => prune.deleteFinishedJobs(this.ctx, jobIds)

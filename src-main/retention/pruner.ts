@@ -7,7 +7,7 @@ import { PRUNE_BATCH, pruneCutoff } from '../engine/verbs/prune'
 export const PRUNE_INTERVAL_MS = MINUTE
 export const PRUNE_FIRST_DELAY_MS = 10 * SECOND
 
-/** Rows that name no job deleted per step: events, schedule runs, file leases and handovers. */
+/** Rows that name no job deleted per step: events, schedule runs, and the file gate's rows of owners without a job. */
 export const JOBLESS_EVENTS_BATCH = 500
 
 /** Free pages given back per step: each step moves at most this many pages (a few ms). */
