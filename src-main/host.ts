@@ -440,7 +440,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     // On auto the machine's rating is read before anything is leased: until its first sample the
     // host would take a busy machine for an idle one, and a start at login would lease it all.
     if (engine.getCapacity().busy_mode === 'auto') await delay(Math.max(0, FIRST_BUSY_READING_MS - busyMeter.msSinceLast()))
-    reportBusy()
+    tick('the busy sampler', reportBusy)() // a reading not written (a full disk) is taken again in 2 s
     once('the host\'s mark', 'a start after this host is killed will not know to check the file', () => {
       setHostMark(sqlite, new Date(clock.now())) // taken away at a clean stop: a start that finds it knows this host was killed
       marked = true
