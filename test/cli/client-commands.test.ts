@@ -113,6 +113,13 @@ function halt(requester: ReturnType<typeof take>, file: string, ownerOf: (holder
   return { blocker: result.blocker, holder: { ...holder, owner } }
 }
 
+/** A job of `type` submitted, leased to blockers-worker and halted on `file` ({@link halt}): the requester, its blocker and the holder. */
+function halted(type: string, file: string, ownerOf?: (holderJobId: string) => string) {
+  host.engine.submit({ job_type: type, cost_units: 1 })
+  const requester = take(type, 'blockers-worker')
+  return { requester, ...halt(requester, file, ownerOf) }
+}
+
 function finishHolder(holder: ReturnType<typeof halt>['holder'], file: string) {
   host.engine.releaseFile({ file, owner_id: holder.owner })
   host.engine.complete(holder.report)
@@ -775,9 +782,7 @@ describe('leasehold status names jobs by the end of their ids', async () => {
 describe('leasehold blockers', async () => {
   test('list shows the open reports; resolve answers one, with a note and who answered; list --state resolved shows the answer', async () => {
     const file = '/repo/blockers/held.ts'
-    host.engine.submit({ job_type: 'blockers-halted', cost_units: 1 })
-    const requester = take('blockers-halted', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file)
+    const { requester, blocker, holder } = halted('blockers-halted', file)
     const open = await cli(['blockers'])
     expect(open.status).toBe(0)
     expect(open.stdout).toMatch(/^ID\s+FILE\s+HELD BY\s+HALTED$/m)
@@ -797,9 +802,7 @@ describe('leasehold blockers', async () => {
 
   test('resolve takes a blocker by the end of its id, as the waiting reasons print it; an end too short, or one no report has, is said so', async () => {
     const file = '/repo/blockers/by-end.ts'
-    host.engine.submit({ job_type: 'blockers-end', cost_units: 1 })
-    const requester = take('blockers-end', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file)
+    const { requester, blocker, holder } = halted('blockers-end', file)
     const end = blocker.id.slice(-8)
     expect(await cli(['blockers', 'resolve', 'abc', 'retry'])).toMatchObject({ status: 2, stderr: expect.stringContaining('"abc" is too short to name a blocker') })
     expect(await cli(['blockers', 'resolve', '…00000000', 'retry'])).toMatchObject({ status: 1, stderr: expect.stringContaining("No blocker's id ends with 00000000") })
@@ -810,9 +813,7 @@ describe('leasehold blockers', async () => {
 
   test('resolve writes a file name with control characters (a newline, an escape sequence) escaped, as the list does', async () => {
     const file = '/repo/blockers/evil\n\u001b[31mred.ts'
-    host.engine.submit({ job_type: 'blockers-evil', cost_units: 1 })
-    const requester = take('blockers-evil', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file)
+    const { requester, blocker, holder } = halted('blockers-evil', file)
     const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
     expect(resolved.status).toBe(0)
     expect(resolved.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/)
@@ -824,9 +825,7 @@ describe('leasehold blockers', async () => {
 
   test("a holder's job that took the file again under a new attempt is said to hold it again, and force_release takes it from that attempt", async () => {
     const file = '/repo/blockers/again.ts'
-    host.engine.submit({ job_type: 'blockers-again', cost_units: 1 })
-    const requester = take('blockers-again', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file, (holderJobId) => `job:${holderJobId}`)
+    const { requester, blocker, holder } = halted('blockers-again', file, (holderJobId) => `job:${holderJobId}`)
     // Its attempt ends (its worker gone), and the job's next attempt takes the file again.
     host.engine.fail({ ...holder.report, error: { message: 'worker killed', retryable: true } })
     clock.set(host.engine.getJob(holder.job.id).next_retry_at ?? clock.now())
@@ -842,9 +841,7 @@ describe('leasehold blockers', async () => {
 
   test("a file a worker's gate took under its job's name is held by that job, named once", async () => {
     const file = '/repo/blockers/gated.ts'
-    host.engine.submit({ job_type: 'blockers-gated', cost_units: 1 })
-    const requester = take('blockers-gated', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file, (holderJobId) => `job:${holderJobId}`)
+    const { requester, blocker, holder } = halted('blockers-gated', file, (holderJobId) => `job:${holderJobId}`)
     expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s+${file}\\s+job …${holder.job.id.slice(-8)} for \\S+ s at the halt; holds it still`, 'm'))
     // The halted job's reason names the holder so too; its halted attempt reads BLOCKED once
     // (its outcome, and what became of the job: the same).
@@ -857,9 +854,7 @@ describe('leasehold blockers', async () => {
 
   test('a force_release that took the file says from whom, that its writes are refused from now on, and for whom the file is kept', async () => {
     const file = '/repo/blockers/taken.ts'
-    host.engine.submit({ job_type: 'blockers-taken', cost_units: 1 })
-    const requester = take('blockers-taken', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file)
+    const { requester, blocker, holder } = halted('blockers-taken', file)
     const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
     expect(resolved).toMatchObject({
       status: 0,
@@ -871,9 +866,7 @@ describe('leasehold blockers', async () => {
 
   test('a holder that let go after the halt is listed so, and a force_release then says that nothing was taken', async () => {
     const file = '/repo/blockers/let-go.ts'
-    host.engine.submit({ job_type: 'blockers-let-go', cost_units: 1 })
-    const requester = take('blockers-let-go', 'blockers-worker')
-    const { blocker, holder } = halt(requester, file)
+    const { requester, blocker, holder } = halted('blockers-let-go', file)
     finishHolder(holder, file)
     expect((await cli(['blockers'])).stdout).toMatch(new RegExp(`^${blocker.id}\\s.* at the halt; no longer holds it\\s`, 'm'))
     const resolved = await cli(['blockers', 'resolve', blocker.id, 'force_release'])
