@@ -136,7 +136,18 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
         {},
       )
     }
-    throw hostError(response.status, response.statusText, settled.error)
+    const error = hostError(response.status, response.statusText, settled.error)
+    // Every route a command calls is one its own release's host serves: a host that has no such
+    // route runs an older release, whose own command line is the one that speaks to it.
+    if (error.code === 'not_found' && error.detail.startsWith('No route ')) {
+      throw new HostError(
+        error.status,
+        error.code,
+        `the host at ${target.url} runs an older release of Leasehold than this command (it answered "${error.detail}"): start this release's host in its place, or use the release's own command`,
+        error.body,
+      )
+    }
+    throw error
   }
   return settled.data as D
 }

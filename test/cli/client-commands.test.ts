@@ -1111,6 +1111,23 @@ describe('finding the host', async () => {
       await new Promise((resolve) => server.close(resolve))
     }
   })
+  test('a host of an older release, which has no route a command calls, is named as such, with the way out, exit 1', async () => {
+    const server = createHttpServer((req, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ detail: `No route ${req.method} ${req.url?.split('?')[0]}`, code: 'not_found' }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const result = await runAsync(['jobs', '--url', url, '--token', 'x'])
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the host at ${url} runs an older release of Leasehold than this command (it answered "No route GET /api/scheduler/jobs"): start this release's host in its place, or use the release's own command (not_found)`,
+      ])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
 })
 
 describe('help', async () => {
