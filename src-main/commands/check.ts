@@ -23,8 +23,9 @@ checks ok) from a damaged file.
 The host that holds the file is found as the other client commands find theirs: --url and
 --token (LEASEHOLD_URL, LEASEHOLD_TOKEN), else the host.json and token of the data directory. A
 host started with --token has no token file to read: give it here too. A host that could not
-write its host.json (a full disk) is reached only with --url and --token. With --url and no
-database in the data directory, the host at that URL checks its own.
+write its host.json (a full disk) is reached only with --url and --token. A host named by --url
+(or LEASEHOLD_URL) with no data directory named (--data-dir, LEASEHOLD_DATA_DIR) checks its own
+file, wherever it is; with a data directory named too, that directory's file is checked.
 
 Another program's SQLite file is not checked (serve refuses it too). A data dir on a read-only
 mount, or one this user may read but not write, is checked through a copy of the file in the
@@ -36,7 +37,8 @@ do) or cannot be read at all, 2 on a bad flag.
 Flags:
   --quick              SQLite's quick_check: pages and rows, indexes not matched against their tables (about half the time)
   --json               print {path, ok, problems, ms} as JSON; a file that cannot be checked
-                       prints {path, ok: false, problems: [], error} (and its line on stderr)
+                       prints {path, ok: false, problems: [], error} (and its line on stderr;
+                       path null when the host named by its URL did not answer)
 ${CLIENT_TARGET_HELP.replace('where to find a local host\'s URL and token', `the data directory (default ${defaultDataDir()})`)}
   -h, --help`
 
@@ -83,13 +85,16 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const flags = parseFlags<CheckFlags>(argv, [], ['quick', 'json'])
   const dataDir = dataDirOf(flags, env)
   const path = join(dataDir, 'leasehold.db')
+  // A host named by its URL, and no data dir named, is the host whose file is meant: the default
+  // data dir's file, if this machine has one, may be any other host's.
+  const hostNamed = (flags.url ?? envSetting(env, 'LEASEHOLD_URL')) !== undefined && (flags['data-dir'] ?? envSetting(env, 'LEASEHOLD_DATA_DIR')) === undefined
   let report: IntegrityReport
   try {
-    report = await checkFile(path, flags, env)
+    report = hostNamed ? await checkThroughHost(resolveClientTarget(flags, env), flags.quick ? 'quick' : 'full') : await checkFile(path, flags, env)
   } catch (error) {
     // A script reads --json from stdout: a file that could not be checked is said there too
     // (its line still goes to stderr). A usage mistake is not a result of the check.
-    if (flags.json && !(error instanceof ConfigError)) console.log(JSON.stringify({ path, ok: false, problems: [], error: (error as Error).message }, null, 2))
+    if (flags.json && !(error instanceof ConfigError)) console.log(JSON.stringify({ path: hostNamed ? null : path, ok: false, problems: [], error: (error as Error).message }, null, 2))
     throw error
   }
   const { integrityLine } = await import('../db/integrity')

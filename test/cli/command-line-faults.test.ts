@@ -326,6 +326,18 @@ describe('leasehold check', () => {
     expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(host.dataDir, 'leasehold.db')} passed the integrity check`)])
   })
 
+  test('a host named by --url, with no data dir named, checks its own file, not the default data dir\'s (which may be any other host\'s)', async () => {
+    const config = tempDir()
+    mkdirSync(join(config, 'leasehold'), { recursive: true })
+    writeFileSync(join(config, 'leasehold', 'leasehold.db'), 'not a database at all, but long enough to be read as one\n'.repeat(100))
+    const result = await run(['check', '--quick', '--url', host.url, '--token', host.token], { XDG_CONFIG_HOME: config })
+    expect(result.status, result.stderr).toBe(0)
+    expect(lines(result.stdout)).toEqual([expect.stringContaining(`${join(host.dataDir, 'leasehold.db')} passed the integrity check`)])
+    const json = await run(['check', '--quick', '--json'], { XDG_CONFIG_HOME: config, LEASEHOLD_URL: host.url, LEASEHOLD_TOKEN: 'wrong' })
+    expect(json.status).toBe(1)
+    expect(JSON.parse(json.stdout)).toMatchObject({ path: null, ok: false, problems: [] })
+  })
+
   test('without --url, no database in the data dir is one line naming the file and both ways to name it, exit 1', async () => {
     const empty = tempDir()
     mkdirSync(empty, { recursive: true })
