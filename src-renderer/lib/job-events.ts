@@ -44,8 +44,9 @@ export function reduceJob(job: Job, event: LogEvent): Job {
     case 'JOB_DONE':
     case 'JOB_FAILED':
     case 'JOB_TIMEOUT':
-      // The attempt that ended: a row that missed the grant still counts it.
-      next = { ...next, attempts: Math.max(next.attempts, num(data['attempt']) ?? 0) }
+      // The attempt that ended: a row that missed the grant still counts it. A failure or
+      // timeout that ran out of attempts says so (`dead_letter`), as a read of the job would.
+      next = { ...next, attempts: Math.max(next.attempts, num(data['attempt']) ?? 0), dead_letter: data['dead_letter'] === true }
       break
     case 'JOB_RUN_NOW':
       // It waited for its time; the next read says what it waits for now, if anything.

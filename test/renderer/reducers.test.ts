@@ -28,6 +28,15 @@ describe('the jobs table reduces job events', () => {
     expect(rows[0]).toMatchObject({ state: 'BLOCKED', lease_id: null, progress: null, note: null })
     expect(reduceJobs([running], event('JOB_REQUEUED', { data: { state: 'QUEUED' } }))[0]).toMatchObject({ state: 'QUEUED', progress: null, note: null })
   })
+  test('a failure or timeout that ran out of attempts marks the row a dead letter, as a read of the job would', () => {
+    const running = job({ job_id: 'a', state: 'RUNNING', lease_id: 'l1', attempts: 1 })
+    const failed = reduceJobs([running], event('JOB_FAILED', { job_id: 'a', data: { state: 'FAILED', attempt: 1, dead_letter: true } }))
+    expect(failed[0]).toMatchObject({ state: 'FAILED', dead_letter: true })
+    const timedOut = reduceJobs([running], event('JOB_TIMEOUT', { job_id: 'a', data: { state: 'TIMEOUT', attempt: 1, dead_letter: true } }))
+    expect(timedOut[0]).toMatchObject({ state: 'TIMEOUT', dead_letter: true })
+    const final = reduceJobs([running], event('JOB_FAILED', { job_id: 'a', data: { state: 'FAILED', attempt: 1, dead_letter: false } }))
+    expect(final[0]).toMatchObject({ state: 'FAILED', dead_letter: false })
+  })
   test('an event of a job not on the page leaves the same array', () => {
     const rows = [job({ job_id: 'a' })]
     expect(reduceJobs(rows, event('JOB_DONE', { job_id: 'zzz', data: { state: 'DONE' } }))).toBe(rows)
