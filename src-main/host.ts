@@ -276,7 +276,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // Scoped tokens (leasehold token): a worker's may only run jobs (HTTP's worker routes, remote
   // workers over Redis); an admin's may do what the host's own token does, and be revoked.
   const scopedTokens = new ScopedTokens(config.dataDir, log)
-  undo.push(scopedTokens.watch(() => dispatch.endWaits('A worker token was revoked: claims ask again')))
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   const isAdminToken = (given: string) => scopedTokens.scopeOf(given) === 'admin'
   // Workers on other machines that reach the host through Redis alone.
@@ -346,6 +345,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     log,
     redis: relay ?? undefined,
   })
+  // A revoke ends what the token opened and is still open: the claims it waits in (they ask
+  // again, and are refused) and the event streams it opened, as its next request is refused.
+  undo.push(
+    scopedTokens.watch(() => {
+      dispatch.endWaits('A worker token was revoked: claims ask again')
+      http.endRevokedStreams()
+    }),
+  )
   // While read-only, a request that may write is refused here, before any route: no write
   // reaches the disk, and a worker is told to wait rather than handed work it could not finish.
   // A request the guard refuses (no token, a foreign Host) goes on to be refused as usual.

@@ -8,6 +8,7 @@ import { iso } from '../engine/rules/clock'
 import { z } from 'zod'
 import type { LogLimiter } from '../../src-shared/log-limiter'
 import { LAST_EVENT_ID, NoBody } from './schemas'
+import { bearerToken } from './guard'
 import { HttpError } from './http-error'
 import { type Api, type RedisReport, route } from './route'
 import { EventTicket, RedisHealth, StorageChange, StreamEvent, streamEvent, StreamGap } from './views/system'
@@ -21,22 +22,25 @@ const PING_MS = 15_000
 /**
  * Short-lived tickets for the event stream: a browser's EventSource cannot send an
  * Authorization header, so an authorised client trades its token for a ticket it can put in
- * the URL (the long-lived token never appears in a URL or a log).
+ * the URL (the long-lived token never appears in a URL or a log). A ticket remembers the token
+ * that took it: it opens the stream only while that token opens the API (a revoked admin
+ * token's tickets open nothing), and the stream it opened lasts as long.
  */
 export class StreamTickets {
-  private readonly tickets = new Map<string, number>()
+  private readonly tickets = new Map<string, { expiresAt: number; token: string }>()
 
-  issue(now: number): { ticket: string; expires_at: number } {
-    for (const [ticket, expiresAt] of this.tickets) if (expiresAt <= now) this.tickets.delete(ticket)
+  issue(now: number, token: string): { ticket: string; expires_at: number } {
+    for (const [ticket, { expiresAt }] of this.tickets) if (expiresAt <= now) this.tickets.delete(ticket)
     const ticket = randomBytes(24).toString('base64url')
     const expiresAt = now + TICKET_TTL_MS
-    this.tickets.set(ticket, expiresAt)
+    this.tickets.set(ticket, { expiresAt, token })
     return { ticket, expires_at: expiresAt }
   }
 
-  isValid(ticket: string, now: number): boolean {
-    const expiresAt = this.tickets.get(ticket)
-    return expiresAt !== undefined && expiresAt > now
+  /** The token that took `ticket`, while the ticket is valid; else null. */
+  tokenOf(ticket: string, now: number): string | null {
+    const issued = this.tickets.get(ticket)
+    return issued !== undefined && issued.expiresAt > now ? issued.token : null
   }
 }
 
@@ -62,10 +66,12 @@ function sseStorage(mode: StorageMode): string {
  */
 export const MAX_UNSENT_BYTES = 1024 * 1024
 
-/** One open stream: where its frames go, and what the bound on it counts. */
+/** One open stream: where its frames go, who opened it, and what the bound on it counts. */
 interface Reader {
   readonly stream: PassThrough
   readonly res: ServerResponse
+  /** The token that opened it (by itself, or by the ticket it took): the stream lasts while it opens the API. */
+  readonly token: string
   /** Bytes written after the replay (live frames, pings, `redis` frames): only these count toward {@link MAX_UNSENT_BYTES}. */
   live: number
 }
@@ -86,6 +92,8 @@ export class EventStreams {
     private readonly engine: Engine,
     private readonly redis: RedisReport | undefined,
     private readonly log: LogLimiter,
+    /** Whether a token opens the API now: the request guard's rule (guard.ts isApiToken). */
+    readonly opensApi: (token: string) => boolean,
     /** The host's storage mode as it changes (the host stops or starts taking writes), when the host tells it. */
     private readonly onStorageMode?: (listener: (mode: StorageMode) => void) => () => void,
     private readonly maxUnsentBytes = MAX_UNSENT_BYTES,
@@ -95,8 +103,8 @@ export class EventStreams {
    * Adds a stream whose replay has been written: it gets every commit from now on. Called in the
    * step that replayed, so that no event can commit in between.
    */
-  add(stream: PassThrough, res: ServerResponse): void {
-    const reader: Reader = { stream, res, live: 0 }
+  add(stream: PassThrough, res: ServerResponse, token: string): void {
+    const reader: Reader = { stream, res, token, live: 0 }
     this.stopListening ??= this.listen()
     this.readers.add(reader)
     const ping = setInterval(() => this.write(reader, ': ping\n\n'), PING_MS)
@@ -111,6 +119,15 @@ export class EventStreams {
 
   closeAll(): void {
     for (const reader of this.readers) reader.stream.end()
+  }
+
+  /**
+   * Ends the streams whose token no longer opens the API (an admin token revoked): the host
+   * calls it as it sees a revoke, so a stream stops within the second a request with that token
+   * takes to be refused. Its client's next ticket is then refused (401).
+   */
+  endRevoked(): void {
+    for (const reader of this.readers) if (!this.opensApi(reader.token)) reader.stream.end()
   }
 
   /** Listens to the engine (and Redis's health, and the storage mode) for the readers; answers the function that stops. */
@@ -204,8 +221,9 @@ export const eventsApi: Api = {
       body: NoBody,
       answer: EventTicket,
       grouped: false,
-      run: (_, { tickets }) => {
-        const { ticket, expires_at } = tickets.issue(Date.now())
+      run: (_, { tickets }, call) => {
+        // The guard let the request in by its bearer token: only a token that opens the API reaches here.
+        const { ticket, expires_at } = tickets.issue(Date.now(), bearerToken(call.header('authorization')) ?? '')
         return { ticket, expires_at: iso(expires_at) }
       },
     }),
@@ -224,12 +242,24 @@ export const eventsApi: Api = {
       answerDoc: { description: 'A stream of frames; the schema is that of one frame’s data', mediaType: 'text/event-stream' },
       errors: { 400: 'invalid_request: Last-Event-ID is not an event id' },
       grouped: false,
-      koa: (ctx, { engine, streams, redis, storageMode }) => stream(ctx, engine, streams, redis, storageMode()),
+      koa: (ctx, { engine, streams, tickets, redis, storageMode }) => stream(ctx, engine, streams, opener(ctx, streams, tickets), redis, storageMode()),
     }),
   ],
 }
 
-function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: RedisReport | undefined, mode: StorageMode): void {
+/**
+ * The token a stream was opened with: the request's bearer token if it opens the API, else the
+ * one that took its ticket (the guard let the request in by one of them).
+ */
+function opener(ctx: Context, streams: EventStreams, tickets: StreamTickets): string {
+  const bearer = bearerToken(ctx.get('authorization') || undefined)
+  if (bearer !== null && streams.opensApi(bearer)) return bearer
+  const byTicket = typeof ctx.query.ticket === 'string' ? tickets.tokenOf(ctx.query.ticket, Date.now()) : null
+  if (byTicket === null) throw new HttpError('unauthorized', 'A valid Authorization: Bearer token is required')
+  return byTicket
+}
+
+function stream(ctx: Context, engine: Engine, streams: EventStreams, token: string, redis: RedisReport | undefined, mode: StorageMode): void {
   const header = ctx.get('last-event-id')
   const resumeFrom = header || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
   if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
@@ -250,7 +280,7 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, redis: Redi
   if (mode.state === 'read_only') stream.write(sseStorage(mode))
   if (resumeFrom !== '') replay(engine, stream, Number(resumeFrom))
   // Replay and joining the readers run in one synchronous step: no event can commit in between.
-  streams.add(stream, ctx.res)
+  streams.add(stream, ctx.res, token)
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {

@@ -9,7 +9,7 @@ export interface GuardPolicy {
   port: number
   /** Extra host names (lowercase) to accept besides the loopback names. */
   allowedHosts: readonly string[]
-  /** Whether a ticket from POST /api/events/ticket is valid (it opens only the event stream). */
+  /** Whether a ticket from POST /api/events/ticket is valid (it opens only the event stream), the token that took it still opening the API. */
   isValidTicket?: (ticket: string) => boolean
   /** Whether a bearer token is a live worker-scoped token (`leasehold token create --scope worker`): it opens only {@link isWorkerPath}. */
   isWorkerToken?: (token: string) => boolean
@@ -152,6 +152,21 @@ export function isWorkerCaller(authorization: string | undefined, policy: GuardP
   return match !== null && !tokensMatch(match[1]!, policy.token) && policy.isWorkerToken?.(match[1]!) === true
 }
 
+/** The token of an `Authorization: Bearer <token>` header, else null. */
+export function bearerToken(authorization: string | undefined): string | null {
+  return BEARER.exec(authorization ?? '')?.[1] ?? null
+}
+
+/**
+ * Whether `token` opens the whole API: the host's own, or a live admin token. A request is let in
+ * by it, and an event stream it opened (by itself or by a ticket) stays open by it: a revoked
+ * admin token ends its streams too (events-stream.ts).
+ */
+export function isApiToken(token: string, policy: GuardPolicy): boolean {
+  // The admin tokens' digest is taken only when the host's token did not match.
+  return tokensMatch(token, policy.token) || policy.isAdminToken?.(token) === true
+}
+
 /**
  * Decides whether a request may reach a route; null lets it through. The Host check defeats DNS
  * rebinding: a web page on evil.example that resolves its name to 127.0.0.1 still sends
@@ -187,8 +202,7 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
   }
   if (needsToken(input.path)) {
     const match = BEARER.exec(input.authorization ?? '')
-    // The admin tokens' digest is taken only when the host's token did not match.
-    const bearerOk = match !== null && (tokensMatch(match[1]!, policy.token) || policy.isAdminToken?.(match[1]!) === true)
+    const bearerOk = match !== null && isApiToken(match[1]!, policy)
     const ticketOk =
       !bearerOk && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH && policy.isValidTicket?.(input.ticket) === true
     // Checked only when the host's token did not match: the digest it takes costs nothing on the common path.

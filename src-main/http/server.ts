@@ -19,7 +19,7 @@ import { API_HEADERS, writeJson } from './body'
 import { dashboardMiddleware } from './dashboard'
 import { errorMiddleware, errorReplies } from './errors'
 import { EventStreams, StreamTickets } from './events-stream'
-import { checkRequest, type GuardPolicy, guardInput, isWorkerCaller } from './guard'
+import { checkRequest, type GuardPolicy, guardInput, isApiToken, isWorkerCaller } from './guard'
 import { HTTP_APIS } from './apis'
 import { createLane, type Lane } from './lane'
 import { openApiDocument } from './openapi'
@@ -75,6 +75,8 @@ export interface HttpApp {
   router: Router
   /** Ends the open event streams (they never end by themselves), so the server can close. */
   closeStreams(): void
+  /** Ends the event streams opened with a token that no longer opens the API (revoked). */
+  endRevokedStreams(): void
   /** The server's `clientError` listener: see {@link answerClientError}. */
   clientError: typeof answerClientError
   /** The server's `connect` listener: a CONNECT is 501 (see {@link answerConnect}). */
@@ -152,14 +154,17 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const app = new Koa()
   const tickets = new StreamTickets()
   const logLimiter = new LogLimiter(deps.log, Date.now)
-  const streams = new EventStreams(deps.engine, deps.redis, logLimiter, deps.onStorageMode)
+  const streams = new EventStreams(deps.engine, deps.redis, logLimiter, (token) => isApiToken(token, policy), deps.onStorageMode)
   const policy: GuardPolicy = {
     token: deps.policy.token,
     allowedHosts: deps.policy.allowedHosts,
     get port() {
       return deps.policy.port // known only once the server listens (port 0)
     },
-    isValidTicket: (ticket) => tickets.isValid(ticket, Date.now()),
+    isValidTicket: (ticket) => {
+      const token = tickets.tokenOf(ticket, Date.now())
+      return token !== null && isApiToken(token, policy)
+    },
     isWorkerToken: deps.policy.isWorkerToken,
     isAdminToken: deps.policy.isAdminToken,
   }
@@ -218,6 +223,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     lane,
     router: routes.router,
     closeStreams: () => streams.closeAll(),
+    endRevokedStreams: () => streams.endRevoked(),
     clientError: answerClientError,
     connect: answerConnect,
     checkExpectation: (req, res) => {

@@ -11,6 +11,8 @@ export interface SseMessage {
  */
 export class SseReader {
   readonly messages: SseMessage[] = []
+  /** Whether the host ended the stream (not a timeout or {@link SseReader.close}). */
+  endedByHost = false
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>
   private readonly decoder = new TextDecoder()
   private buffer = ''
@@ -31,6 +33,7 @@ export class SseReader {
       while (!until(this.messages) && !this.done && !timedOut) {
         const { done, value } = await this.reader.read()
         if (done) {
+          this.endedByHost = !this.done // close() (a timeout's too) marks it done before the read ends
           this.done = true
           break
         }

@@ -2,7 +2,8 @@ import { afterEach, expect, test } from 'vitest'
 import { get, type IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 import { startTestHost, type TestHost } from '../helpers/host'
-import { readEvents, type SseMessage } from '../helpers/sse'
+import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
+import { readEvents, SseReader, type SseMessage } from '../helpers/sse'
 
 let host: TestHost
 afterEach(async () => {
@@ -19,6 +20,32 @@ test('the event stream delivers events as they commit', async () => {
   const submitted = messages.find((e) => e.event === 'JOB_SUBMITTED')!
   expect(JSON.parse(submitted.data!)).toMatchObject({ type: 'JOB_SUBMITTED', entity_type: 'JOB', job_id: job.id })
   expect(Number(submitted.id)).toBeGreaterThan(0)
+})
+
+test('an event stream lasts as long as the token that opened it opens the API: revoking an admin token ends its streams, by the token or by its ticket, and its tickets open nothing', async () => {
+  host = await startTestHost()
+  const { id, token } = createScopedToken(host.dataDir, 'admin')
+  const { ticket } = (await (await host.call('/api/events/ticket', { method: 'POST', token })).json()) as { ticket: string }
+  const byTicket = new SseReader(await host.call(`/api/events/stream?ticket=${ticket}`, { token: null }))
+  const byToken = new SseReader(await host.call('/api/events/stream', { token }))
+  const byHostToken = new SseReader(await host.call('/api/events/stream'))
+  const submitted = (n: number) => (m: SseMessage[]) => m.filter((e) => e.event === 'JOB_SUBMITTED').length >= n
+  host.engine.submit({ job_type: 'before', cost_units: 1 })
+  for (const reader of [byTicket, byToken, byHostToken]) expect(submitted(1)(await reader.until(submitted(1)))).toBe(true)
+
+  revokeScopedToken(host.dataDir, id)
+  // The host looks at the tokens every second: both streams end by then, with no event after.
+  await byTicket.until(() => false, 3000)
+  await byToken.until(() => false, 3000)
+  expect([byTicket.endedByHost, byToken.endedByHost]).toEqual([true, true])
+  expect((await host.call('/api/events/ticket', { method: 'POST', token })).status).toBe(401)
+  expect((await host.call(`/api/events/stream?ticket=${ticket}`, { token: null })).status).toBe(401)
+
+  // The host's own token is not revoked: its stream goes on.
+  host.engine.submit({ job_type: 'after', cost_units: 1 })
+  expect(submitted(2)(await byHostToken.until(submitted(2)))).toBe(true)
+  expect(byHostToken.endedByHost).toBe(false)
+  await byHostToken.close()
 })
 
 test('Last-Event-ID resumes with the events missed while away, in order', async () => {
