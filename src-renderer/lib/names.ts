@@ -2,8 +2,21 @@
  * Names the host keeps whole — job types, add-on ids, queues — may begin or end with spaces, and
  * the host matches them whole: " padded " and "padded" are two types. The page never trims one
  * (a name from the host goes back as it came, a typed one as typed); it shows the spaces instead,
- * since a browser collapses them.
+ * since a browser collapses them. A name or a path may also hold characters that draw nothing or
+ * reorder the text around them: the page writes those as escapes.
  */
+
+/**
+ * Characters that draw nothing, or rearrange the text around them: the C0 and C1 controls (a
+ * newline, a tab, an escape), the bidi marks, embeddings, overrides and isolates (U+202E would draw
+ * `/tmp/\u202etxt.exe` as `/tmp/exe.txt`), zero-width spaces and the byte order mark. A name or a
+ * path from the host may hold any of them, put there by whoever submitted or claimed.
+ */
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g
+
+/** Outer spaces: whitespace that is not an invisible character (a newline or tab around a name is written as its escape). */
+const LEADING_SPACES = new RegExp(`^(?:(?!${INVISIBLE.source})\\s)*`)
+const TRAILING_SPACES = new RegExp(`(?:(?!${INVISIBLE.source})\\s)*$`)
 
 /** A name cut around its outer whitespace: `lead` + `core` + `trail` is the name. */
 export interface NameParts {
@@ -13,9 +26,9 @@ export interface NameParts {
 }
 
 export function nameParts(name: string): NameParts {
-  const lead = /^\s*/.exec(name)![0]
+  const lead = LEADING_SPACES.exec(name)![0]
   const rest = name.slice(lead.length)
-  const trail = /\s*$/.exec(rest)![0]
+  const trail = TRAILING_SPACES.exec(rest)![0]
   return { lead, core: rest.slice(0, rest.length - trail.length), trail }
 }
 
@@ -29,5 +42,53 @@ export function outerSpaces(name: string): string | null {
   return parts.length > 0 ? parts.join(' and ') : null
 }
 
-/** A name in running text: quoted when its outer spaces would otherwise be lost (`" padded "`). */
-export const quotedName = (name: string): string => (outerSpaces(name) === null ? name : JSON.stringify(name))
+const INVISIBLE_CHAR = new RegExp(INVISIBLE.source)
+
+/** An invisible character as the command line writes it: `\u202e`, `\u000a`. */
+const escaped = (char: string): string => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
+
+/** A piece of text as the page draws it: as it is, or an invisible character written as its escape. */
+export interface TextPiece {
+  text: string
+  invisible: boolean
+}
+
+/**
+ * Text from the host cut into what is drawn as it is and the invisible characters, each written
+ * as its escape (`\u202e`), so that none can reorder or hide what is around it. `keep` holds the
+ * characters drawn as they are all the same (a newline in a multi-line error).
+ */
+export function textPieces(text: string, keep = ''): TextPiece[] {
+  const pieces: TextPiece[] = []
+  let plain = ''
+  for (const char of text) {
+    if (!INVISIBLE_CHAR.test(char) || keep.includes(char)) {
+      plain += char
+      continue
+    }
+    if (plain) pieces.push({ text: plain, invisible: false })
+    plain = ''
+    pieces.push({ text: escaped(char), invisible: true })
+  }
+  if (plain) pieces.push({ text: plain, invisible: false })
+  return pieces
+}
+
+/** What is easy to miss about a name's invisible characters, in words ("holds invisible characters: \u202e, \u202d"); null when it has none. */
+export function invisibleCharacters(name: string): string | null {
+  const found = [...new Set(name.match(INVISIBLE) ?? [])].map(escaped)
+  return found.length === 0 ? null : `holds ${found.length === 1 ? 'an invisible character' : 'invisible characters'}: ${found.join(', ')}`
+}
+
+/** What is easy to miss about a name in words: its outer spaces and its invisible characters; null when nothing is. */
+export function nameNote(name: string): string | null {
+  const notes = [outerSpaces(name), invisibleCharacters(name)].filter((note) => note !== null)
+  return notes.length === 0 ? null : notes.join('; ')
+}
+
+/**
+ * A name in running text (a question, a title, a label): quoted, its invisible characters
+ * written as escapes, when its outer spaces would otherwise be lost or it holds such characters
+ * (`" padded "`, `"\u202eevil"`); as it is otherwise.
+ */
+export const quotedName = (name: string): string => (nameNote(name) === null ? name : JSON.stringify(name).replace(INVISIBLE, escaped))

@@ -645,3 +645,62 @@ test('a host whose database file went while it ran shows what it says of it: whe
   expect(storage.readOnly).toBe('database file deleted')
   expect(storage.readOnlyDetail).toBe(detail)
 })
+
+/** The characters that must never reach the page as they are in a name or a path: bidi controls, newlines, zero-width spaces. */
+const RAW_INVISIBLE = /[\u0000-\u0008\u000a-\u001f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/
+
+test('a job type with bidi controls is isolated and shows them as escapes, in its cell and in the waiting line: it cannot reverse the text after it', () => {
+  const type = '\u202Eevil\u202D'
+  const reason = `no worker connected runs job type ${type}; it waits for one that does`
+  const table = render(JobsTable, { jobs: [job({ state: 'QUEUED', job_type: type, waiting_reason: reason })], now: T0, oncancel: () => {} })
+  const cell = table.querySelector('td.name-cell')!
+  expect(cell.textContent).not.toMatch(RAW_INVISIBLE)
+  expect(cell.querySelector('bdi')).not.toBeNull()
+  expect(text(cell)).toContain('\\u202eevil\\u202d')
+  expect(cell.querySelector('[data-note]')!.getAttribute('data-note')).toBe('holds invisible characters: \\u202e, \\u202d')
+  const line = table.querySelector('[data-testid="row-waiting"]')!
+  expect(line.textContent).not.toMatch(RAW_INVISIBLE)
+  expect(text(line)).toContain('runs job type \\u202eevil\\u202d')
+  expect(line.querySelector('bdi.name')).not.toBeNull()
+})
+
+test("the waiting line marks a padded job type's outer spaces as the type cell does", () => {
+  const reason = 'no worker connected runs job type   padded  ; it waits for one that does'
+  const table = render(JobsTable, { jobs: [job({ state: 'QUEUED', job_type: '  padded  ', waiting_reason: reason })], now: T0, oncancel: () => {} })
+  const line = table.querySelector('[data-testid="row-waiting"]')!
+  expect(line.querySelector('[data-spaces]')!.getAttribute('data-spaces')).toBe('begins with 2 spaces and ends with 2 spaces')
+  expect(line.querySelectorAll('.outer-space')).toHaveLength(2)
+})
+
+test("a blocker's file and holder are isolated, their bidi controls and newlines shown as escapes: a path never reads as another, nor '/a\\nb' as '/a b'", () => {
+  const blocker = openBlocker()
+  const spoofed: Blocker = {
+    ...blocker,
+    file: '/tmp/qa/a\nb',
+    holder: { ...blocker.holder, file: '/tmp/qa/\u202Etxt.exe\u202C/rtl', owner_id: 'holder-\u202Ertl', job_id: null },
+  }
+  const el = render(BlockerCard, { blocker: spoofed, now: T0, onresolve: () => {} })
+  expect(el.textContent).not.toMatch(RAW_INVISIBLE)
+  expect(text(el.querySelector('h3'))).toContain('/tmp/qa/a\\u000ab (holds an invisible character: \\u000a)')
+  expect(text(el.querySelector('[data-testid="holder-file"]'))).toContain('/tmp/qa/\\u202etxt.exe\\u202c/rtl')
+  expect(text(el.querySelector('[data-testid="holder-owner"]'))).toContain('holder-\\u202ertl')
+  for (const part of [el.querySelector('h3'), el.querySelector('[data-testid="holder-file"]'), el.querySelector('[data-testid="holder-owner"]')]) expect(part!.querySelector('bdi')).not.toBeNull()
+  ;[...el.querySelectorAll('button')].find((b) => b.textContent === 'Force release')!.click()
+  flushSync()
+  const question = el.querySelector('[data-testid="confirm-force"]')!
+  expect(question.textContent).not.toMatch(/[\u202a-\u202e\u2066-\u2069]/) // (the question's own lines break in its markup)
+  expect(text(question)).toContain('Take /tmp/qa/\\u202etxt.exe\\u202c/rtl')
+  expect(text(question)).toContain('from holder-\\u202ertl')
+})
+
+test("a job's error keeps its lines and shows the bidi controls in it as escapes", async () => {
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'FAILED' }), result: { status: 'FAILED', error: { message: 'cannot write /tmp/\u202Etxt.exe' }, result_data: null } },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [] },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const error = render(JobDetailView, { detail, now: T0 }).querySelector('[data-testid="job-error"]')!
+  expect(error.textContent).toBe('{\n  "message": "cannot write /tmp/\\u202etxt.exe"\n}')
+})
