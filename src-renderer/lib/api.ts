@@ -133,6 +133,9 @@ export type ScheduleChange = JsonBody<paths['/api/schedules/{name}']['patch']>
  * An error answer of the host (`{detail, code}` with its status), or status 0 with code
  * `unreachable` when no answer came at all.
  */
+/** What a call that got no answer says (the host down or unreachable, the browser offline). */
+export const NO_ANSWER = 'The host does not answer'
+
 export class ApiError extends Error {
   override name = 'ApiError'
   constructor(
@@ -243,7 +246,7 @@ export class ApiClient {
     try {
       settled = await request
     } catch {
-      const error = new ApiError(0, 'unreachable', 'The host does not answer')
+      const error = new ApiError(0, 'unreachable', NO_ANSWER)
       this.onOutcome(error)
       throw error
     }

@@ -13,6 +13,7 @@ import { filterOfQuery, JobsState, RECENT_JOBS, sameFilter, unreadQuery } from '
 import { LeasesState } from './leases.svelte'
 import { LiveStream, type EventSourceLike } from './live.svelte'
 import { QueuesState } from './queues.svelte'
+import { ReadRetries } from './read-retries'
 import type { Place, View } from './route.svelte'
 import { SchedulesState } from './schedules.svelte'
 import { RedisState } from './redis.svelte'
@@ -41,6 +42,9 @@ export interface DashboardOptions {
  * else is read again on the events that change it, so an idle dashboard asks nothing.
  */
 const POLL_MS = { leases: 2000, running: 2000, workers: 5000, charts: 15_000 } as const
+
+/** How often the parts whose read failed are looked at, each read again after its own backoff (read-retries.ts). */
+const RETRY_CHECK_MS = 1000
 
 /** A job whose worker heartbeats: its progress and note move without an event (the queue API shows LEASED as RUNNING). */
 const running = (job: Job): boolean => job.state === 'RUNNING'
@@ -79,6 +83,7 @@ export class Dashboard {
   readonly redis: RedisState
 
   private timers: ReturnType<typeof setInterval>[] = []
+  private readonly retries = new ReadRetries()
   private readonly later = {
     capacity: coalesce(() => void this.capacity.refresh(), 150),
     leases: coalesce(() => void this.leases.refresh(), 150),
@@ -150,11 +155,16 @@ export class Dashboard {
       setInterval(() => {
         if (this.place.view === 'charts') void this.charts.refresh()
       }, POLL_MS.charts),
+      // While the stream is live no reopen reads what failed: each such part tries again by itself.
+      setInterval(() => {
+        if (this.stream.status === 'live') this.retries.retry(this.parts())
+      }, RETRY_CHECK_MS),
     ]
   }
 
   stop(): void {
     this.stopPolling()
+    this.retries.clear()
     this.stream.stop()
     this.time.stop()
     this.storage.stop()
@@ -180,8 +190,12 @@ export class Dashboard {
    * host answers rather than at its next event.
    */
   private readFailed(): void {
-    const parts = [this.capacity, this.leases, this.jobs, this.recent, this.queues, this.blockers, this.schedules, this.workers, this.charts, this.storage, this.detail]
-    for (const part of parts) if (part?.error) void part.refresh()
+    for (const part of this.parts()) if (part?.error) void part.refresh()
+  }
+
+  /** The parts read from the host, each with the error of its last read. */
+  private parts() {
+    return [this.capacity, this.leases, this.jobs, this.recent, this.queues, this.blockers, this.schedules, this.workers, this.charts, this.storage, this.detail]
   }
 
   /**

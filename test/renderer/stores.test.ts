@@ -634,6 +634,59 @@ describe('stores fed by the API and the stream', () => {
     }
   })
 
+  test('a part whose read failed while the stream stays open reads again by itself, 1 s, 2 s, 4 s … apart, and its error and stale rows go as the host answers', async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      let up = true
+      let state: Job['state'] = 'RUNNING'
+      const { fetcher } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/scheduler/jobs': () => ({ jobs: [job({ job_id: 'q1', state, updated_at: iso(state === 'DONE' ? T0 + 3 * SECOND : T0) })], next_cursor: null }),
+      })
+      const asked: string[] = [] // every request, answered or not
+      const offline = async (request: Request) => {
+        asked.push(new URL(request.url).pathname + new URL(request.url).search)
+        if (!up) throw new TypeError('Failed to fetch')
+        return fetcher(request)
+      }
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, { fetcher: offline, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      dashboard.start()
+      await vi.advanceTimersByTimeAsync(1000)
+      sources[0]!.open()
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.stream.status).toBe('live')
+
+      // The requests fail (the browser offline), the stream stays up; the job ends meanwhile.
+      up = false
+      await dashboard.jobs.refresh()
+      expect(dashboard.jobs.error).toBe('The host does not answer')
+      state = 'DONE'
+      const reads = () => asked.filter((path) => path === '/api/scheduler/jobs?limit=25').length // the Jobs view's (the Overview's is read again too)
+      const before = reads()
+      await vi.advanceTimersByTimeAsync(2000)
+      expect(reads()).toBe(before + 1) // read again, and failed again: the next read waits 2 s
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(reads()).toBe(before + 1)
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(reads()).toBe(before + 2)
+      expect(dashboard.jobs.error).toBe('The host does not answer')
+
+      up = true
+      await vi.advanceTimersByTimeAsync(4000)
+      expect(dashboard.jobs.error).toBeNull()
+      expect(dashboard.jobs.rows.map((row) => row.state)).toEqual(['DONE'])
+      // Read well: no more reads without a reason.
+      const after = reads()
+      await vi.advanceTimersByTimeAsync(30_000)
+      expect(reads()).toBe(after)
+      expect(sources).toHaveLength(1) // the stream never dropped
+      dashboard.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   test("a row action's answer from before a drop goes as the stream opens again, also when no event came before it (the stream reopens from the host's present)", async () => {
     vi.useFakeTimers({ now: T0 })
     try {
