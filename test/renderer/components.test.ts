@@ -2,6 +2,7 @@
 import { flushSync } from 'svelte'
 import { afterEach, expect, test, vi } from 'vitest'
 import BlockerCard from '../../src-renderer/components/BlockerCard.svelte'
+import BlockersView from '../../src-renderer/components/BlockersView.svelte'
 import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
@@ -11,6 +12,7 @@ import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
 import WorkersView from '../../src-renderer/components/WorkersView.svelte'
 import { ApiClient, type Blocker, type RedisHealth } from '../../src-renderer/lib/api'
+import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
@@ -703,4 +705,21 @@ test("a job's error keeps its lines and shows the bidi controls in it as escapes
   await detail.refresh()
   const error = render(JobDetailView, { detail, now: T0 }).querySelector('[data-testid="job-error"]')!
   expect(error.textContent).toBe('{\n  "message": "cannot write /tmp/\\u202etxt.exe"\n}')
+})
+
+test("a blocker answered from the keyboard hands focus to its answer in the resolved list, not to the page: the button that had it is gone", async () => {
+  const open = openBlocker()
+  const { fetcher } = fakeFetch({
+    'GET /api/blockers': { blockers: [open] },
+    'POST /api/blockers/b1/resolve': { blocker: { ...open, state: 'RESOLVED', resolution: 'retry', resolved_by: 'dashboard', resolved_at: iso(T0), note: 'soon' }, job_state: 'QUEUED' },
+  })
+  const blockers = new BlockersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await blockers.refresh()
+  const el = render(BlockersView, { blockers, now: T0 })
+  const retry = [...el.querySelectorAll<HTMLButtonElement>('[data-testid="open-blockers"] button')].find((b) => b.textContent === 'Retry')!
+  retry.focus()
+  retry.click()
+  await vi.waitFor(() => expect(el.querySelector('[data-testid="resolved-blockers"] [data-testid="resolution"]')).not.toBeNull())
+  flushSync()
+  expect(document.activeElement).toBe(el.querySelector('[data-testid="resolved-blockers"] [data-testid="resolution"]'))
 })

@@ -189,6 +189,16 @@ describe('the Schedules view', () => {
     return { el: target, store, calls }
   }
 
+  test('New schedule opens its form with the focus in its first field: the button that had it is off while the form is open', async () => {
+    const { el } = await view([schedule()])
+    const button = [...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'New schedule')!
+    button.focus()
+    button.click()
+    flushSync()
+    expect(button.disabled).toBe(true)
+    expect(document.activeElement).toBe(el.querySelector('[data-testid="schedule-form"] input[name="name"]'))
+  })
+
   test('each schedule shows its expression in words, its next runs (the first with the time left) and its last run', async () => {
     const { el } = await view([
       schedule(),
