@@ -4,7 +4,9 @@
  * answered from the page; a running job is canceled from the page; a schedule is created,
  * explained in words and disabled; a scheduled job is run now or canceled, a queue paused and
  * resumed, a failed job retried, jobs retried and purged in bulk; a running job's progress moves
- * as its worker reports it; a worker's token is told it cannot open the page. The host runs on a
+ * as its worker reports it; a job that runs out of attempts is marked a dead letter live; a read
+ * that got no answer is read again while the stream stays open; a worker's token is told it
+ * cannot open the page. The host runs on a
  * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
  * lease countdowns follow the host's clock, also when it moves.
  */
@@ -708,6 +710,38 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await expect.poll(() => page.locator('[data-testid="attempts"] tbody tr').count(), { timeout: 5000 }).toBe(2)
     expect(await page.locator('[data-testid="attempts"] tr[data-attempt="1"]').getByTestId('attempt-error').textContent()).toContain('E_FLAKY')
     await shoot('job-retried')
+  })
+
+  test("a job that runs out of attempts while the page is open is marked 'dead letter' in the jobs table and the overview's recent jobs, with no reload", async () => {
+    const take = async () => json<Claim>(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-dead', streams: ['dead'], max_wait_ms: 0 } }))
+    const fail = async (claim: Claim) =>
+      json(await host.call('/internal/worker/fail', { method: 'POST', json: { worker_id: 'ext-dead', job_id: claim.job_id, attempt_id: claim.attempt_id, lease_token: claim.lease_token, error: { message: 'boom', retryable: true } } }))
+    for (const [view, table] of [['jobs', page.locator('main [data-testid="jobs"]')], ['overview', page.locator('main [data-testid="jobs"]')]] as const) {
+      const id = await submit({ job_type: 'boom-e2e', queue: 'dead', max_attempts: 1 })
+      await page.goto(`${host.url}/#/${view}`)
+      const row = table.locator(`tr[data-job="${id}"]`)
+      await row.waitFor({ timeout: 5000 })
+      expect(await row.getByTestId('dead-letter').count()).toBe(0)
+      await fail(await take())
+      await expect.poll(() => row.getAttribute('data-state'), { timeout: 5000 }).toBe('FAILED')
+      await row.getByTestId('dead-letter').waitFor({ timeout: 5000 })
+    }
+  })
+
+  test('a read that gets no answer while the event stream stays open is read again by itself: its error goes and what it missed shows once the browser is back online', async () => {
+    await page.goto(`${host.url}/#/jobs`)
+    await page.locator('main [data-testid="jobs"]').waitFor()
+    await page.context().setOffline(true)
+    let id: string
+    try {
+      // A new job calls for a read of the first page: it gets no answer.
+      id = await submit({ job_type: 'offline-e2e', queue: 'offline' })
+      await page.getByText('Cannot list jobs:').waitFor({ timeout: 5000 })
+    } finally {
+      await page.context().setOffline(false)
+    }
+    await page.getByText('Cannot list jobs:').waitFor({ state: 'detached', timeout: 10_000 })
+    await page.locator(`main [data-testid="jobs"] tr[data-job="${id}"]`).waitFor({ timeout: 5000 })
   })
 
   test("a running job's progress and note move on its page and in the jobs table as its worker reports them, with no reload", async () => {
