@@ -6,7 +6,7 @@
  * resumed, a failed job retried, jobs retried and purged in bulk; a running job's progress moves
  * as its worker reports it; a job that runs out of attempts is marked a dead letter live; a read
  * that got no answer is read again while the stream stays open; a worker's token is told it
- * cannot open the page. The host runs on a
+ * cannot open the page, and a revoked admin token's page asks for a token. The host runs on a
  * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
  * lease countdowns follow the host's clock, also when it moves.
  */
@@ -19,7 +19,7 @@ import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 import { TestRedis } from '../redis/redis-server'
-import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
+import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { METRICS } from '../../src-renderer/lib/api'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -848,6 +848,18 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     await other.getByLabel('Token', { exact: true }).fill(host.token)
     await other.getByRole('button', { name: 'Connect' }).click()
     await other.getByTestId('cap-total').waitFor()
+    await other.close()
+  })
+
+  test('an admin token revoked while its page is open ends its event stream within a second or so, and the page asks for a token, with no job event needed', async () => {
+    const { id, token } = createScopedToken(host.dataDir, 'admin')
+    const other = await browser.newPage({ viewport: { width: 1280, height: 720 } })
+    watch(other)
+    await other.goto(`${host.url}/#token=${token}`)
+    await other.getByTestId('stream-status').filter({ hasText: 'Live' }).waitFor()
+    revokeScopedToken(host.dataDir, id)
+    // The host sees the revoke within a second and ends the stream; the page's fresh ticket is refused.
+    await other.getByText('The host refused this token').waitFor({ timeout: 6000 })
     await other.close()
   })
 
