@@ -37,6 +37,7 @@ import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
 import { storageReport } from './retention/storage-report'
 import { type HostIdentity, hostIdentity } from './redis/prefix-claim'
+import { RedisLeaseHold } from './redis/lease-hold'
 import { RedisRelay } from './redis/relay'
 import { RedisWorkerRequests } from './redis/worker-requests'
 import { tokensMatch } from './http/guard'
@@ -241,6 +242,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // Before anything reads or writes the prefix's keys: a second host on it stops here (redis/prefix-claim.ts).
   await relay?.start()
   if (relay?.claim.state === 'taken') throw new HostStartError(prefixTakenMessage(config.redisPrefix, config.redisUrl!, relay.claim.takenBy!))
+  // Remote workers' heartbeats come over Redis alone: their leases do not expire while the host cannot hear it.
+  const leaseHold = relay ? new RedisLeaseHold(engine, relay, log) : null
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
@@ -285,6 +288,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         prefix: config.redisPrefix,
         deps: { engine, dispatch, clockWaiters, readOnly: writesRefused },
         directory,
+        leaseHold: leaseHold!,
         scopeOf: (given) => (tokensMatch(given, token) || isAdminToken(given) ? 'host' : isWorkerToken(given) ? 'worker' : null),
         bodyLimitBytes: config.bodyLimitBytes,
         claim: relay.claim,
@@ -458,7 +462,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       const expired = engine.expireLeasesOfLastHostsLocalWorkers()
       if (expired > 0) log(`leasehold: ${expired} lease(s) of the last host's local workers expired (host_restarted)`)
     })
-    const reap = tick('the reaper', () => engine.reap())
+    const reap = tick('the reaper', () => engine.reap(leaseHold?.spared() ?? null))
     // Leases granted before a restart expire on time: reap once before serving anything.
     reap()
     // Recurring schedules: one timer for the next firing; firings missed while the host was down
@@ -476,7 +480,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         void schedules.check()
         dispatch.wakeIfDue()
       },
-      nextDueAt: () => earliest(engine.nextDueAt(), clockWaiters.nextAt()),
+      nextDueAt: () => earliest(engine.nextDueAt(leaseHold?.spared() ?? null), clockWaiters.nextAt()),
     })
     reaper.start()
     undo.push(() => reaper?.stop())

@@ -117,6 +117,7 @@ export type { AttemptError } from './verbs/attempt-reports'
 export type { LeaseRequestForJob, WaitingClaim } from './verbs/grants'
 export { type NobodyTakes, type Waiting, type WaitingJobNeeds, type Walk, WHOLE_LINE, type WorkersAtHand } from './reads/waiting'
 export type { Outcome } from './verbs/lease-end'
+export type { SparedWorkers } from './verbs/reaper'
 export type { HeartbeatReport } from './store/rows'
 export type { JobListQuery } from './reads/list'
 export type { WorkerFilter } from './reads/pick'
@@ -405,13 +406,19 @@ export class Engine {
   nextScheduleFireAt = (): number | null => schedules.nextScheduleFireAt(this.ctx)
   /** Re-aims the schedules whose next firing was reckoned on a clock since set back; how many moved. */
   reaimSchedules = (): number => schedules.reaimSchedules(this.ctx)
-  /** Expires due leases and claims; returns how many of each. */
-  reap = (): { leases: number; claims: number; idleFiles: number } => ({
-    leases: reaper.expireDueLeases(this.ctx),
+  /** Expires due leases (but those of `spared` workers) and claims; returns how many of each. */
+  reap = (spared: reaper.SparedWorkers = null): { leases: number; claims: number; idleFiles: number } => ({
+    leases: reaper.expireDueLeases(this.ctx, spared),
     claims: reaper.expireDueClaims(this.ctx),
     idleFiles: files.releaseIdleFiles(this.ctx),
   })
-  nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
+  nextDueAt = (spared: reaper.SparedWorkers = null): number | null => reaper.nextDueAt(this.ctx, spared)
+  /** The ACTIVE leases of these workers last their TTL and grace from now (their silence counted from now); how many were renewed. */
+  renewLeasesOf = (workerIds: ReadonlySet<string>): number => reaper.renewLeasesOf(this.ctx, workerIds)
+  /** Records a remote worker over Redis the host heard from: a host that starts while Redis does not answer spares its leases. */
+  recordRedisWorker = (workerId: string): void => reaper.recordRedisWorker(this.ctx, workerId)
+  /** The recorded remote workers over Redis that hold a lease now (the others are forgotten). */
+  redisWorkersHoldingLeases = (): string[] => reaper.redisWorkersHoldingLeases(this.ctx)
   /**
    * The first moment after `after` (now, unless given) that a QUEUED job's backoff ends or a
    * delayed job's `run_at` comes, or null (paused queues left out). One no later than now is a

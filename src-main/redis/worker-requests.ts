@@ -4,6 +4,7 @@ import { tokensMatch } from '../http/guard'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
+import type { RedisLeaseHold } from './lease-hold'
 import type { PrefixClaim } from './prefix-claim'
 import type { RedisRelay } from './relay'
 import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, isRedisRefusal, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
@@ -127,6 +128,8 @@ export interface RedisWorkerRequestsOptions {
   prefix: string
   deps: IpcHostDeps
   directory: WorkerDirectory
+  /** Records each remote worker heard from, before it can hold a lease: its leases are spared while Redis is away (redis/lease-hold.ts). */
+  leaseHold: Pick<RedisLeaseHold, 'heard'>
   /** What a request's token opens, as HTTP checks it: everything (the host's), a worker's routes (a worker token), or nothing (null). */
   scopeOf: (token: string) => 'host' | 'worker' | null
   /** The largest request body the host takes (`--body-limit`), as over HTTP: a larger one is refused 413. */
@@ -310,6 +313,7 @@ export class RedisWorkerRequests {
     const request = parsedRequest(body)
     if (!request) return null
     this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
+    this.options.leaseHold.heard(workerId)
     const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
     const checked = withoutStaleClaim(request, ageMs)
     if (checked.stale) {

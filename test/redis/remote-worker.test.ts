@@ -8,6 +8,7 @@ import { IpcResponse } from '../../src-shared/ipc-protocol'
 import { RedisTransport } from '../../src-worker/transport-redis'
 import { exchangeFailure, TransportSilence } from '../../src-worker/transport'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { ANSWER_TIMEOUT_MS } from '../../src-main/redis/worker-requests'
 import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
@@ -177,6 +178,42 @@ describe('remote workers over Redis only', () => {
     }
     await until(() => host!.engine.getJob(early).state === 'DONE' && host!.engine.getJob(late).state === 'DONE', 15_000, 'the jobs DONE once Redis answers')
     expect(host.engine.getJob(late).attempts).toBe(1)
+  }, 60_000)
+
+  test('a Redis outage longer than the lease TTL costs a remote worker no lease: its leases do not expire while the host cannot hear Redis, last their TTL from its return, and its late completion counts; a remote worker that died meanwhile loses its lease one TTL after; an HTTP worker’s lease expires as ever', async () => {
+    const clock = new ManualClock(Date.now())
+    host = await startTestHost({ redisUrl: server.url, leaseTtlS: 2, heartbeatGraceS: 1 }, { clock })
+    const [running, orphaned, overHttp] = await noops(host, 3)
+    const held = (jobId: string) => host!.engine.activeLeases().some((l) => l.job_id === jobId)
+    const granted = await claim(1)
+    const lease = (granted.result as { jobs: { job_id: string; attempt_id: string; lease_token: string }[] }).jobs[0]!
+    expect(lease.job_id).toBe(running)
+    await exchangeAs('w2', host.token, 1, 'exchange', { worker_id: 'w2', claim: { streams: ['default'], max_jobs: 1 } })
+    host.engine.claimBatch({ worker_id: 'http-worker' }, 1)
+    expect([held(running!), held(orphaned!), held(overHttp!)]).toEqual([true, true, true])
+    await server.kill()
+    let back = false
+    try {
+      await until(async () => !(await redisConnected()), UNANSWERED_AFTER_MS + 3_000, 'Redis read away')
+      clock.advance(60_000)
+      // The reaper passed (the HTTP worker's lease expired), and spared the remote workers'.
+      await until(() => !held(overHttp!), 5_000, 'the HTTP worker’s lease expired')
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      expect([held(running!), held(orphaned!)]).toEqual([true, true])
+      await server.restart()
+      back = true
+      await until(async () => await redisConnected(), 10_000, 'Redis answers again')
+      const returned = clock.now()
+      await until(() => host!.engine.activeLeases().find((l) => l.job_id === running)?.expires_at === returned + 3_000, 5_000, 'the lease renewed from Redis’s return')
+      const done = await exchangeAs('w1', host.token, 2, 'exchange', { worker_id: 'w1', complete: [{ job_id: lease.job_id, attempt_id: lease.attempt_id, lease_token: lease.lease_token, result: { n: 1 } }] })
+      expect(done).toMatchObject({ result: { completed: [{ job_id: running, ok: true }] } })
+      expect(host.engine.getJob(running!)).toMatchObject({ state: 'DONE', attempts: 1 })
+      clock.advance(3_001)
+      await until(() => !held(orphaned!), 5_000, 'the dead remote worker’s lease expired one TTL after Redis came back')
+      expect(host.engine.attempts(orphaned!)).toEqual([expect.objectContaining({ outcome: 'TIMEOUT' })])
+    } finally {
+      if (!back) await server.restart()
+    }
   }, 60_000)
 
   test('a host told to stop while Redis is paused (SIGSTOP) and remote workers’ claims wait stops within seconds, not once Redis answers again', async () => {

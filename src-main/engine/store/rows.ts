@@ -292,6 +292,14 @@ export function extendLease(ctx: StoreContext, lease: LeaseRow, now: number, exp
   return extended
 }
 
+/** Writes a lease's new expiry alone: it lasts longer, and no heartbeat came (see renewLeasesOf). */
+export function renewLeaseExpiry(ctx: StoreContext, lease: LeaseRow, expiresAt: number): LeaseRow {
+  ctx.run('UPDATE leases SET expires_at = ? WHERE fence = ?', expiresAt, lease.fence)
+  const renewed = { ...lease, expires_at: expiresAt }
+  ctx.rowWrites.leaseExtended(renewed)
+  return renewed
+}
+
 /** The lease with this id, or undefined: an ACTIVE one from memory, another from the table (see rowById). */
 export const findLease = (ctx: StoreContext, leaseId: string): LeaseRow | undefined =>
   ctx.activeLeases.byId(leaseId)?.lease ?? rowById<LeaseRow>(ctx, 'SELECT * FROM leases', 'fence', leaseId)

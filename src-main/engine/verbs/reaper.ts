@@ -6,7 +6,7 @@ import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
 import { earliest } from '../rules/clock'
 import type { LeaseExpiryReason } from '../rules/events'
-import { extendLease, SELECT_JOBS } from '../store/rows'
+import { extendLease, renewLeaseExpiry, SELECT_JOBS } from '../store/rows'
 import { readSetting, writeSetting } from '../store/settings'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
@@ -23,18 +23,29 @@ function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolea
 }
 
 /**
- * Expires every ACTIVE lease whose `expires_at` has come, in batches of {@link BATCH} per
- * transaction. Returns how many it expired. The host calls this on a short timer and once
- * right after opening the database, so leases granted before a restart expire on time.
+ * Workers whose leases do not expire for now, whatever their `expires_at` says: their heartbeats
+ * can only reach the host by a way it cannot hear at the moment (remote workers over Redis while
+ * Redis does not answer it: src-main/redis/lease-hold.ts). Null: none.
  */
-export function expireDueLeases(ctx: EngineContext): number {
+export type SparedWorkers = ReadonlySet<string> | null
+
+/** Whether `lease` is due at `now`, unless its worker is spared. */
+const dueAt = (lease: LeaseRow, now: number, spared: SparedWorkers): boolean => lease.expires_at <= now && !spared?.has(lease.worker_id)
+
+/**
+ * Expires every ACTIVE lease whose `expires_at` has come, but those of `spared` workers, in
+ * batches of {@link BATCH} per transaction. Returns how many it expired. The host calls this on
+ * a short timer and once right after opening the database, so leases granted before a restart
+ * expire on time.
+ */
+export function expireDueLeases(ctx: EngineContext, spared: SparedWorkers = null): number {
   if (anyLeaseAimedPastItsTtl(ctx)) reaimLeasesAfterSetBack(ctx)
   let total = 0
   // Looked for in memory first: a tick with no lease due (every tick of an idle host) begins no transaction.
-  while (anyLeaseDue(ctx)) {
+  while (anyLeaseDue(ctx, spared)) {
     const expired = ctx.transact(() => {
       const now = ctx.clock.now()
-      const due = activeLeasesWhere(ctx, (lease) => lease.expires_at <= now).slice(0, BATCH)
+      const due = activeLeasesWhere(ctx, (lease) => dueAt(lease, now, spared)).slice(0, BATCH)
       for (const lease of due) expireLease(ctx, lease)
       return due.length
     })
@@ -70,10 +81,26 @@ function reaimLeasesAfterSetBack(ctx: EngineContext): number {
   })
 }
 
-function anyLeaseDue(ctx: EngineContext): boolean {
+function anyLeaseDue(ctx: EngineContext, spared: SparedWorkers): boolean {
   const now = ctx.clock.now()
-  for (const { lease } of activeLeasesNow(ctx)) if (lease.expires_at <= now) return true
+  for (const { lease } of activeLeasesNow(ctx)) if (dueAt(lease, now, spared)) return true
   return false
+}
+
+/**
+ * The ACTIVE leases of `workerIds` last their TTL and grace from now (those that already last
+ * longer are left): the host could not hear their heartbeats for a while, through no fault of
+ * theirs, and counts their silence from now. Their `last_heartbeat_at` stays as it was. Returns
+ * how many it renewed.
+ */
+export function renewLeasesOf(ctx: EngineContext, workerIds: ReadonlySet<string>): number {
+  if (workerIds.size === 0) return 0
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    const short = activeLeasesWhere(ctx, (lease) => workerIds.has(lease.worker_id) && lease.expires_at < lastsFrom(lease, now))
+    for (const lease of short) renewLeaseExpiry(ctx, lease, lastsFrom(lease, now))
+    return short.length
+  })
 }
 
 /**
@@ -92,13 +119,41 @@ export function expireLeasesOfWorker(ctx: EngineContext, workerId: string): numb
  */
 const LOCAL_WORKERS_KEY = 'local_worker_ids'
 
-const localWorkerIds = (ctx: EngineContext): string[] => JSON.parse(readSetting(ctx, LOCAL_WORKERS_KEY) ?? '[]') as string[]
+/**
+ * The ids of the remote workers over Redis the host has heard from (and that may hold a lease),
+ * kept so that a host that starts while Redis does not answer knows whose leases to spare.
+ */
+const REDIS_WORKERS_KEY = 'redis_worker_ids'
+
+const workerIdsUnder = (ctx: EngineContext, key: string): string[] => JSON.parse(readSetting(ctx, key) ?? '[]') as string[]
+const localWorkerIds = (ctx: EngineContext): string[] => workerIdsUnder(ctx, LOCAL_WORKERS_KEY)
+
+/** Adds `workerId` to the ids kept under `key` (its own transaction). */
+function recordWorkerUnder(ctx: EngineContext, key: string, workerId: string): void {
+  ctx.transact(() => {
+    const ids = workerIdsUnder(ctx, key)
+    if (!ids.includes(workerId)) writeSetting(ctx, key, JSON.stringify([...ids, workerId]))
+  })
+}
 
 /** Records a local worker the pool is launching (its own transaction), before it can hold a lease. */
 export function recordLocalWorker(ctx: EngineContext, workerId: string): void {
-  ctx.transact(() => {
-    const ids = localWorkerIds(ctx)
-    if (!ids.includes(workerId)) writeSetting(ctx, LOCAL_WORKERS_KEY, JSON.stringify([...ids, workerId]))
+  recordWorkerUnder(ctx, LOCAL_WORKERS_KEY, workerId)
+}
+
+/** Records a remote worker over Redis the host heard from (its own transaction), before it can hold a lease. */
+export function recordRedisWorker(ctx: EngineContext, workerId: string): void {
+  recordWorkerUnder(ctx, REDIS_WORKERS_KEY, workerId)
+}
+
+/** The remote workers over Redis recorded, less those that hold no lease now, which are forgotten (a worker heard again is recorded again). */
+export function redisWorkersHoldingLeases(ctx: EngineContext): string[] {
+  return ctx.transact(() => {
+    const holding = new Set(activeLeasesWhere(ctx, () => true).map((lease) => lease.worker_id))
+    const ids = workerIdsUnder(ctx, REDIS_WORKERS_KEY)
+    const kept = ids.filter((id) => holding.has(id))
+    if (kept.length < ids.length) writeSetting(ctx, REDIS_WORKERS_KEY, JSON.stringify(kept))
+    return kept
   })
 }
 
@@ -168,8 +223,8 @@ export function expireDueClaims(ctx: EngineContext): number {
  * The earliest moment the reaper will find something due — a lease's expiry, a claim's, a file
  * lease going idle — for a host that sleeps until then (src-main/reaper/timer.ts).
  */
-export function nextDueAt(ctx: EngineContext): number | null {
+export function nextDueAt(ctx: EngineContext, spared: SparedWorkers = null): number | null {
   let at = ctx.one<{ at: number | null }>(`SELECT MIN(claim_expires_at) AS at FROM jobs WHERE ${HELD_BY_CLAIM} AND claim_expires_at IS NOT NULL`)?.at ?? null
-  for (const { lease } of committedActiveLeases(ctx)) at = earliest(at, lease.expires_at)
+  for (const { lease } of committedActiveLeases(ctx)) if (!spared?.has(lease.worker_id)) at = earliest(at, lease.expires_at)
   return earliest(at, nextIdleFileAt(ctx))
 }

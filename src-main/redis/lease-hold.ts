@@ -1,0 +1,58 @@
+import type { Engine, SparedWorkers } from '../engine'
+import type { RedisRelay } from './relay'
+
+/**
+ * The leases of remote workers over Redis (redis/worker-requests.ts) while the host cannot hear
+ * Redis. Their heartbeats can reach the host by no other way, so their silence then says nothing
+ * about them: while the relay reads Redis not connected (redis/answering.ts), the reaper expires
+ * none of them, and once Redis answers again each lasts its TTL and grace from then, as if
+ * heartbeated at that moment. A worker that died meanwhile loses its lease one TTL (and grace)
+ * after Redis came back; local and HTTP workers' leases expire as ever.
+ *
+ * The remote workers heard from are recorded in the database (and forgotten once they hold no
+ * lease), so that a host that starts while Redis does not answer spares their leases too: it has
+ * not heard Redis since it started.
+ */
+export class RedisLeaseHold {
+  /** The remote workers over Redis that may hold a lease, as the database records them. */
+  private workers: Set<string>
+  /** Redis was found not answering, and the leases spared meanwhile have not been renewed since. */
+  private away = false
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly redis: Pick<RedisRelay, 'connected'>,
+    private readonly log: (line: string) => void,
+  ) {
+    this.workers = new Set(engine.redisWorkersHoldingLeases())
+  }
+
+  /** A request of remote worker `workerId` was taken: it is recorded before it can hold a lease. */
+  heard(workerId: string): void {
+    if (this.workers.has(workerId)) return
+    this.engine.recordRedisWorker(workerId)
+    this.workers.add(workerId)
+  }
+
+  /**
+   * The workers whose leases the reaper spares now (each of its passes asks, before it expires
+   * anything): the remote ones while Redis does not answer. The first pass that finds Redis
+   * answering again renews their leases first, so none expires between the two.
+   */
+  spared(): SparedWorkers {
+    if (!this.redis.connected) {
+      this.away = true
+      return this.workers
+    }
+    if (this.away) this.renew()
+    return null
+  }
+
+  /** Redis answers again: the leases spared meanwhile count their silence from now. */
+  private renew(): void {
+    const renewed = this.engine.renewLeasesOf(this.workers)
+    this.away = false
+    this.workers = new Set(this.engine.redisWorkersHoldingLeases())
+    if (renewed > 0) this.log(`leasehold: Redis answers again: ${renewed} lease(s) of remote workers over Redis last their TTL and grace from now (their heartbeats could not reach the host meanwhile)`)
+  }
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest'
+import { aJob, setup, T0 } from '../helpers/engine'
+import { SECOND } from '../../src-main/engine/rules/clock'
+import { RedisLeaseHold } from '../../src-main/redis/lease-hold'
+import { leaseOrFail } from './support'
+
+/** A relay as the lease hold reads it: whether Redis answers, set by the test. */
+const fakeRedis = (connected: boolean) => ({ connected })
+
+describe('leases of remote workers over Redis while Redis is away', () => {
+  it('the leases of spared workers do not expire, whatever their expires_at; the others expire as ever', () => {
+    const { engine, clock } = setup()
+    engine.submit(aJob())
+    engine.submit(aJob())
+    const remote = leaseOrFail(engine, 'remote', 10).lease // due at T0 + 15 s
+    const local = leaseOrFail(engine, 'local', 10).lease
+    clock.advance(60 * SECOND)
+    expect(engine.nextDueAt(new Set(['remote']))).toBe(local.expires_at)
+    expect(engine.reap(new Set(['remote']))).toMatchObject({ leases: 1 })
+    expect(engine.getLease(remote.id).state).toBe('ACTIVE')
+    expect(engine.getLease(local.id)).toMatchObject({ state: 'EXPIRED', release_status: 'TIMEOUT' })
+    expect(engine.nextDueAt(new Set(['remote']))).toBeNull()
+  })
+
+  it('while Redis does not answer a remote worker keeps its lease; once it answers again the lease lasts its TTL and grace from then, and a worker that died meanwhile loses it after that', () => {
+    const { engine, clock } = setup()
+    const redis = fakeRedis(true)
+    const hold = new RedisLeaseHold(engine, redis, () => {})
+    hold.heard('remote')
+    engine.submit(aJob())
+    const { lease } = leaseOrFail(engine, 'remote', 10)
+    redis.connected = false
+    clock.advance(60 * SECOND)
+    expect(engine.reap(hold.spared())).toMatchObject({ leases: 0 })
+    redis.connected = true
+    const back = clock.now()
+    expect(engine.reap(hold.spared())).toMatchObject({ leases: 0 })
+    expect(engine.getLease(lease.id)).toMatchObject({ state: 'ACTIVE', expires_at: back + 15 * SECOND, last_heartbeat_at: T0 })
+    clock.advance(15 * SECOND + 1)
+    expect(engine.reap(hold.spared())).toMatchObject({ leases: 1 })
+    expect(engine.getLease(lease.id)).toMatchObject({ state: 'EXPIRED', release_status: 'TIMEOUT' })
+  })
+
+  it('a host that starts while Redis does not answer spares the leases of the remote workers the host before it heard from', () => {
+    const { engine, clock } = setup()
+    new RedisLeaseHold(engine, fakeRedis(true), () => {}).heard('remote')
+    engine.submit(aJob())
+    const { lease } = leaseOrFail(engine, 'remote', 10)
+    clock.advance(60 * SECOND)
+    // The next host, on the same database, before Redis answers it once.
+    const hold = new RedisLeaseHold(engine, fakeRedis(false), () => {})
+    expect(engine.reap(hold.spared())).toMatchObject({ leases: 0 })
+    expect(engine.getLease(lease.id).state).toBe('ACTIVE')
+  })
+
+  it('a remote worker that holds no lease is forgotten when Redis comes back, and recorded again when heard from', () => {
+    const { engine } = setup()
+    new RedisLeaseHold(engine, fakeRedis(true), () => {}).heard('idle')
+    expect(engine.redisWorkersHoldingLeases()).toEqual([])
+    engine.recordRedisWorker('busy')
+    engine.submit(aJob())
+    leaseOrFail(engine, 'busy', 10)
+    expect(engine.redisWorkersHoldingLeases()).toEqual(['busy'])
+  })
+})
