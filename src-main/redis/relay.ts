@@ -3,7 +3,7 @@ import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type Out
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
-import { Answering } from './answering'
+import { Answering, UNANSWERED_AFTER_MS } from './answering'
 import { type HostIdentity, PrefixClaim, processIdentity } from './prefix-claim'
 
 export { UNANSWERED_AFTER_MS } from './answering'
@@ -207,6 +207,8 @@ export class RedisRelay {
   /** Passes in a row that failed or left Redis out of step; none runs before `retryAt` (wall ms). */
   private failedPasses = 0
   private retryAt = 0
+  /** The log has said that Redis is lost, and not yet that it is back. */
+  private saidLost = false
   /** Resolves at Redis's first answer to the claim, its pass (if any) started. */
   private readonly firstAnswer = new Promise<void>((resolve) => (this.answered = resolve))
   private readonly unsubscribe: () => void
@@ -363,10 +365,25 @@ export class RedisRelay {
   }
 
   /**
+   * Says that Redis is lost as soon as the host reads it not connected and silent for
+   * {@link UNANSWERED_AFTER_MS} (as health says), unless an error said so already: a Redis silent
+   * for less than a command's timeout (paused, busy, a network that drops packets for a while)
+   * raises no error, and its outage is said all the same.
+   */
+  private sayIfSilent(): void {
+    if (this.stopped || this.saidLost || this.connected) return
+    const silentMs = this.answering.silentFor(Date.now())
+    if (silentMs < UNANSWERED_AFTER_MS) return
+    const silentS = Math.round(silentMs / 1000)
+    this.outage('redis silent', `leasehold: Redis at ${redactedUrl(this.options.url)} does not answer (nothing for ${silentS} s); messages wait in the outbox`)
+  }
+
+  /**
    * A line that Redis is lost (once a minute while it stays lost), after which the line that it is
    * back is said again: each outage is said, and its end, however soon one follows another.
    */
   private outage(key: string, line: string): void {
+    this.saidLost = true
     this.limiter.forget('redis ready')
     this.limiter.forget('redis back')
     this.limiter.line(key, line)
@@ -374,8 +391,10 @@ export class RedisRelay {
 
   /** A line that Redis is back, after which the next outage is said at once. */
   private recovery(key: string, line: string): void {
+    this.saidLost = false
     this.limiter.forget('redis')
     this.limiter.forget('redis probe')
+    this.limiter.forget('redis silent')
     this.limiter.line(key, line)
   }
 
@@ -486,6 +505,7 @@ export class RedisRelay {
 
   private checkStuck(): void {
     this.probe()
+    this.sayIfSilent()
     this.tellHealth(true)
     if (!this.connected || this.claim.state !== 'held') return
     const now = this.options.engine.now()

@@ -3,7 +3,7 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { type Engine, streamMessageName } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
 import { claimAnswer } from '../../src-main/http/views/worker'
-import { CONSUMER_GROUP, passRetryDelayMs, RedisRelay } from '../../src-main/redis/relay'
+import { CONSUMER_GROUP, passRetryDelayMs, RedisRelay, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { aJob, setup } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { watchRedis } from './monitor'
@@ -336,6 +336,24 @@ describe('the outbox and the relay', () => {
       await until(() => said(/^leasehold: Redis at \S+: .*; messages wait in the outbox/) === outage, 5000, `outage ${outage} said`)
       await server.restart()
       await until(() => said(/^leasehold: Redis at \S+ connected$/) === outage + 1, 10_000, `the end of outage ${outage} said`)
+    }
+    expect(relay.connected).toBe(true)
+  }, 40_000)
+
+  test('a Redis silent for less than a command\'s timeout (paused a few seconds) has its outage said once the host reads it not connected, and its end, each time', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    const said = (pattern: RegExp) => lines.filter((line) => pattern.test(line)).length
+    for (const outage of [1, 2]) {
+      process.kill(server.pid!, 'SIGSTOP')
+      try {
+        await until(() => !relay.connected, UNANSWERED_AFTER_MS + 2000, `outage ${outage} read`)
+        await until(() => said(/^leasehold: Redis at \S+ does not answer \(nothing for \d+ s\); messages wait in the outbox$/) === outage, 2000, `outage ${outage} said`)
+      } finally {
+        process.kill(server.pid!, 'SIGCONT')
+      }
+      await until(() => said(/^leasehold: Redis at \S+ answers again/) === outage, 5000, `the end of outage ${outage} said`)
     }
     expect(relay.connected).toBe(true)
   }, 40_000)
