@@ -31,6 +31,11 @@ export interface IpcHostDeps {
 export interface WorkerCaller {
   workerId: string
   workerToken: boolean
+  /**
+   * Called once the request is found well formed and its worker's own, before it runs: where a
+   * worker is listed (a refused request is no sign of a worker that runs anything).
+   */
+  accepted?: () => void
 }
 
 /**
@@ -78,6 +83,7 @@ async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcReque
   if ('worker_id' in params && params.worker_id !== workerId) {
     throw new HttpError('worker_mismatch', `This process is ${workerId}, not ${String(params.worker_id)}`)
   }
+  caller.accepted?.()
   switch (request.method) {
     case 'exchange': {
       const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }

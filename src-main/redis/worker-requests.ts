@@ -312,8 +312,6 @@ export class RedisWorkerRequests {
     }
     const request = parsedRequest(body)
     if (!request) return null
-    this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
-    this.options.leaseHold.heard(workerId)
     const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
     const checked = withoutStaleClaim(request, ageMs)
     if (checked.stale) {
@@ -325,7 +323,12 @@ export class RedisWorkerRequests {
     const reader = field('reader')
     const watch = mayWait(checked.request) ? this.watchReader(reader !== undefined && READER_NAME.test(reader) ? reader : null) : null
     try {
-      return await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker' }, checked.request, watch?.signal ?? this.stopping.signal)
+      // Listed (and its leases spared while Redis is away) only once the request is found its own and well formed.
+      const accepted = () => {
+        this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
+        this.options.leaseHold.heard(workerId)
+      }
+      return await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker', accepted }, checked.request, watch?.signal ?? this.stopping.signal)
     } finally {
       watch?.done()
     }

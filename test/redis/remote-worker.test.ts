@@ -421,6 +421,17 @@ describe('remote workers over Redis only', () => {
     expect(host.engine.getJob(job.id).state).toBe('RUNNING')
   })
 
+  test('a request refused over Redis (bad params, another worker’s id, a wrong token) lists no worker, as over HTTP; one taken lists its worker with kind redis', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const listed = async () => ((await (await host!.call('/api/workers')).json()) as { workers: { worker_id: string; kind: string }[] }).workers
+    expect(await exchangeAs('ghost1', host.token, 5, 'exchange', 'wrong')).toMatchObject({ id: 5, error: { status: 400, code: 'invalid_request' } })
+    expect(await exchangeAs('ghost2', host.token, 6, 'exchange', { worker_id: 'someone-else', claim: { streams: ['default'], max_jobs: 1 } })).toMatchObject({ id: 6, error: { status: 403, code: 'worker_mismatch' } })
+    expect(await exchangeAs('ghost3', 'not-the-token', 7, 'exchange', { worker_id: 'ghost3' })).toMatchObject({ id: 7, error: { status: 401 } })
+    expect(await listed()).toEqual([])
+    expect(await exchangeAs('real', host.token, 8, 'exchange', { worker_id: 'real' })).toMatchObject({ id: 8, result: {} })
+    expect(await listed()).toEqual([expect.objectContaining({ worker_id: 'real', kind: 'redis' })])
+  })
+
   test('a replayed request is answered as its first was, and completes the job once', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
