@@ -1,6 +1,8 @@
 import { Redis } from 'ioredis'
 import { IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
+import { validate } from '../http/errors'
 import { tokensMatch } from '../http/guard'
+import { HttpError } from '../http/http-error'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import type { WorkerDirectory } from '../worker-roster/directory'
@@ -85,11 +87,20 @@ export function requestIdOf(idField: string | undefined, body: string): number |
   return named !== undefined && /^-?\d{1,15}$/.test(named) ? Number(named) : null
 }
 
-function parsedRequest(body: string): IpcRequest | null {
+/** The request in `body`, or the refusal that names what is wrong with it (400 `invalid_request`, as over HTTP). */
+function parsedRequest(body: string): IpcRequest | RequestRefusal {
+  const invalid = (detail: string): RequestRefusal => ({ status: 400, code: 'invalid_request', detail })
+  let json: unknown
   try {
-    return IpcRequest.parse(JSON.parse(body))
-  } catch {
-    return null
+    json = JSON.parse(body)
+  } catch (error) {
+    return invalid(`(body): not JSON (${(error as Error).message})`)
+  }
+  try {
+    return validate(IpcRequest, json)
+  } catch (error) {
+    if (error instanceof HttpError) return invalid(error.detail)
+    throw error
   }
 }
 
@@ -306,12 +317,13 @@ export class RedisWorkerRequests {
     // refused as the worker API refuses it over HTTP (the worker sends its reports again smaller,
     // or fails a result too large on its own).
     const refusal = scope === null ? UNAUTHORIZED : Buffer.byteLength(body) > this.options.bodyLimitBytes ? tooLarge(this.options.bodyLimitBytes) : null
-    if (refusal) {
+    // A body that is no request (not JSON, an unknown method) is refused under the id the entry
+    // names, so that its worker stops with the reason, as over HTTP, rather than ask for ever.
+    const request = refusal ?? parsedRequest(body)
+    if (!('type' in request)) {
       const id = requestIdOf(field('id'), body)
-      return id === null ? null : { type: 'response', id, error: refusal }
+      return id === null ? null : { type: 'response', id, error: request }
     }
-    const request = parsedRequest(body)
-    if (!request) return null
     const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
     const checked = withoutStaleClaim(request, ageMs)
     if (checked.stale) {

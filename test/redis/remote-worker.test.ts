@@ -432,6 +432,17 @@ describe('remote workers over Redis only', () => {
     expect(await listed()).toEqual([expect.objectContaining({ worker_id: 'real', kind: 'redis' })])
   })
 
+  test('a request whose body is no request (an unknown method, not JSON) is answered 400 invalid_request naming what is wrong, under the id its entry names', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const unknown = await exchangeAs('w1', host.token, 6, 'nosuchmethod', {})
+    expect(unknown).toMatchObject({ id: 6, error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^method: .*"exchange"/) } })
+    const replies = replyStream('leasehold:', 'w1')
+    const before = (await admin.xrevrange(replies, '+', '-', 'COUNT', 1))[0]![0]
+    await admin.xadd(requestStream('leasehold:'), '*', 'worker_id', 'w1', 'token', host.token, 'id', '7', 'body', '{"type":"request","id":7,')
+    const notJson = await until(async () => (await answersOn(replies, `(${before}`)).find((a) => a.id === 7) ?? null, 5000, 'the answer to a body that is not JSON')
+    expect(notJson).toMatchObject({ error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^\(body\): not JSON/) } })
+  })
+
   test('a replayed request is answered as its first was, and completes the job once', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
