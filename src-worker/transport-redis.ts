@@ -20,16 +20,24 @@ interface Pending {
 
 /**
  * A refusal by Redis itself said as such, naming what to mend: its user's ACL does not allow a
- * command or a key (NOPERM), or it is out of memory (OOM). The host never saw the call.
+ * command or a key (NOPERM), it is out of memory (OOM), it wants a password (NOAUTH, WRONGPASS),
+ * or any other refusal in its words (a key of another type: WRONGTYPE). The host never saw the call.
  */
 function redisRefusal(error: Error): Error {
-  if (/^OOM\b/.test(error.message)) {
-    return new TransportRefusal(`Redis refused this worker's request (${error.message}): Redis is out of memory (its maxmemory), not the host; the worker asks again until it has room`)
+  const { message } = error
+  if (/^OOM\b/.test(message)) {
+    return new TransportRefusal(`Redis refused this worker's request (${message}): Redis is out of memory (its maxmemory), not the host; the worker asks again until it has room`)
   }
-  if (!/^NOPERM\b/.test(error.message)) return error
-  return new TransportRefusal(
-    `Redis refused this worker's user (${error.message}); its ACL must allow XADD on the host's request stream, XREAD and XREVRANGE on the worker's reply streams (<prefix>worker:<id>:replies*), CLIENT SETNAME and INFO: docs/redis.md, "Redis ACLs"`,
-  )
+  if (/^NOPERM\b/.test(message)) {
+    return new TransportRefusal(
+      `Redis refused this worker's user (${message}); its ACL must allow XADD on the host's request stream, XREAD and XREVRANGE on the worker's reply streams (<prefix>worker:<id>:replies*), CLIENT SETNAME and INFO: docs/redis.md, "Redis ACLs"`,
+    )
+  }
+  if (/^(NOAUTH|WRONGPASS)\b/.test(message)) {
+    return new TransportRefusal(`Redis refused this worker's connection (${message}): check the user and password in its --redis URL; not the host; the worker asks again`)
+  }
+  if (isRedisRefusal(message)) return new TransportRefusal(`Redis refused this worker's request (${message}), not the host; the worker asks again`)
+  return error
 }
 
 /**

@@ -409,6 +409,27 @@ describe('remote workers over Redis only', () => {
     await until(() => ids.every((id) => host!.engine.getJob(id).state === 'DONE'), 20_000, 'every job DONE once Redis has room')
   })
 
+  test('a remote worker says Redis refused it, not that the host did not answer, when Redis wants a password (NOAUTH) or holds a key of another type where its requests go (WRONGTYPE)', async () => {
+    const failureOf = async (workerId: string) => {
+      const transport = new RedisTransport(server.url, 'token', workerId, 'leasehold:')
+      try {
+        return exchangeFailure(await transport.exchange({ worker_id: workerId }).then(() => new Error('answered'), (error: Error) => error))
+      } finally {
+        transport.close()
+      }
+    }
+    await admin.set(requestStream('leasehold:'), 'not a stream')
+    expect(await failureOf('w-wrongtype')).toMatch(/^Redis refused this worker's request \(WRONGTYPE .*\), not the host/)
+    await admin.del(requestStream('leasehold:'))
+    await admin.config('SET', 'requirepass', 'secret')
+    try {
+      expect(await failureOf('w-noauth')).toMatch(/^Redis refused this worker's connection \(NOAUTH .*\): check the user and password in its --redis URL; not the host/)
+    } finally {
+      await admin.auth('secret')
+      await admin.config('SET', 'requirepass', '')
+    }
+  })
+
   test('an exchange without a valid token is refused and changes nothing', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
