@@ -244,6 +244,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   if (relay?.claim.state === 'taken') throw new HostStartError(prefixTakenMessage(config.redisPrefix, config.redisUrl!, relay.claim.takenBy!))
   // Remote workers' heartbeats come over Redis alone: their leases do not expire while the host cannot hear it.
   const leaseHold = relay ? new RedisLeaseHold(engine, relay, log) : null
+  undo.push(() => leaseHold?.stop())
 
   // A timer that throws (a full disk) would end the process: each tick catches, logs at most
   // once a minute, and the next tick tries again.
@@ -462,7 +463,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       const expired = engine.expireLeasesOfLastHostsLocalWorkers()
       if (expired > 0) log(`leasehold: ${expired} lease(s) of the last host's local workers expired (host_restarted)`)
     })
-    const reap = tick('the reaper', () => engine.reap(leaseHold?.spared() ?? null))
+    const reap = tick('the reaper', () => {
+      leaseHold?.check()
+      engine.reap()
+    })
     // Leases granted before a restart expire on time: reap once before serving anything.
     reap()
     // Recurring schedules: one timer for the next firing; firings missed while the host was down
@@ -480,7 +484,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         void schedules.check()
         dispatch.wakeIfDue()
       },
-      nextDueAt: () => earliest(engine.nextDueAt(leaseHold?.spared() ?? null), clockWaiters.nextAt()),
+      nextDueAt: () => earliest(engine.nextDueAt(), clockWaiters.nextAt()),
     })
     reaper.start()
     undo.push(() => reaper?.stop())

@@ -406,13 +406,24 @@ export class Engine {
   nextScheduleFireAt = (): number | null => schedules.nextScheduleFireAt(this.ctx)
   /** Re-aims the schedules whose next firing was reckoned on a clock since set back; how many moved. */
   reaimSchedules = (): number => schedules.reaimSchedules(this.ctx)
-  /** Expires due leases (but those of `spared` workers) and claims; returns how many of each. */
-  reap = (spared: reaper.SparedWorkers = null): { leases: number; claims: number; idleFiles: number } => ({
-    leases: reaper.expireDueLeases(this.ctx, spared),
+  /** Expires due leases (but those of spared workers: {@link spareLeases}) and claims; returns how many of each. */
+  reap = (): { leases: number; claims: number; idleFiles: number } => ({
+    leases: reaper.expireDueLeases(this.ctx),
     claims: reaper.expireDueClaims(this.ctx),
     idleFiles: files.releaseIdleFiles(this.ctx),
   })
-  nextDueAt = (spared: reaper.SparedWorkers = null): number | null => reaper.nextDueAt(this.ctx, spared)
+  nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
+  /**
+   * The workers whose leases do not expire for now, asked whenever one could: neither the reaper
+   * nor a call that names such a lease expires it (src-main/redis/lease-hold.ts). One source at a
+   * time; returns the function that stops it.
+   */
+  spareLeases(spared: () => reaper.SparedWorkers): () => void {
+    this.ctx.sparedWorkers = spared
+    return () => {
+      if (this.ctx.sparedWorkers === spared) this.ctx.sparedWorkers = () => null
+    }
+  }
   /** The ACTIVE leases of these workers last their TTL and grace from now (their silence counted from now); how many were renewed. */
   renewLeasesOf = (workerIds: ReadonlySet<string>): number => reaper.renewLeasesOf(this.ctx, workerIds)
   /** Records a remote worker over Redis the host heard from: a host that starts while Redis does not answer spares its leases. */

@@ -18,6 +18,7 @@ export class RedisLeaseHold {
   private workers: Set<string>
   /** Redis was found not answering, and the leases spared meanwhile have not been renewed since. */
   private away = false
+  private readonly stopSparing: () => void
 
   constructor(
     private readonly engine: Engine,
@@ -25,6 +26,7 @@ export class RedisLeaseHold {
     private readonly log: (line: string) => void,
   ) {
     this.workers = new Set(engine.redisWorkersHoldingLeases())
+    this.stopSparing = engine.spareLeases(() => this.spared())
   }
 
   /** A request of remote worker `workerId` was taken: it is recorded before it can hold a lease. */
@@ -35,17 +37,22 @@ export class RedisLeaseHold {
   }
 
   /**
-   * The workers whose leases the reaper spares now (each of its passes asks, before it expires
-   * anything): the remote ones while Redis does not answer. The first pass that finds Redis
-   * answering again renews their leases first, so none expires between the two.
+   * Called by the reaper before each pass: notes that Redis does not answer, or, the first time
+   * it answers again, renews the leases spared meanwhile. Until then they stay spared, so that a
+   * report read as Redis comes back, before this, does not find its lease expired.
    */
-  spared(): SparedWorkers {
-    if (!this.redis.connected) {
-      this.away = true
-      return this.workers
-    }
-    if (this.away) this.renew()
-    return null
+  check(): void {
+    if (!this.redis.connected) this.away = true
+    else if (this.away) this.renew()
+  }
+
+  stop(): void {
+    this.stopSparing()
+  }
+
+  /** The workers whose leases are spared now: the remote ones while Redis does not answer, and until their leases are renewed. */
+  private spared(): SparedWorkers {
+    return this.away || !this.redis.connected ? this.workers : null
   }
 
   /** Redis answers again: the leases spared meanwhile count their silence from now. */

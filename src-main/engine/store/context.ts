@@ -44,6 +44,11 @@ export abstract class StoreContext {
    * QUEUED.
    */
   waitingClaims: ((job: JobRow) => JobRow | null) | null = null
+  /**
+   * The workers whose leases do not expire for now, whatever their `expires_at` says
+   * (Engine.spareLeases): neither the reaper nor a call that names one of their leases expires it.
+   */
+  sparedWorkers: () => ReadonlySet<string> | null = () => null
   /** Fences, job keys, stream message ids and event ids, handed out from memory. */
   readonly counters = new Counters(this)
   /** Each write of a job or lease row, reported once by the row layer; the caches that follow rows subscribe. */

@@ -168,9 +168,10 @@ function requeueAfter(ctx: EngineContext, job: JobRow, reason: string): JobRow {
 /**
  * A lease past its `expires_at` is expired on the spot, in its own transaction, before any call
  * that names it is answered: a late heartbeat never revives a lease the reaper has not reached.
+ * A spared worker's lease is not (the reaper spares it too: reaper.ts).
  */
 export function expireIfDue(ctx: EngineContext, lease: LeaseRow): LeaseRow {
-  if (lease.state !== 'ACTIVE' || lease.expires_at > ctx.clock.now()) return lease
+  if (lease.state !== 'ACTIVE' || lease.expires_at > ctx.clock.now() || ctx.sparedWorkers()?.has(lease.worker_id)) return lease
   ctx.transact(() => expireLease(ctx, lease))
   return getLease(ctx, lease.id)
 }

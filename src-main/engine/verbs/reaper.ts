@@ -27,18 +27,19 @@ function activeLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolea
  * can only reach the host by a way it cannot hear at the moment (remote workers over Redis while
  * Redis does not answer it: src-main/redis/lease-hold.ts). Null: none.
  */
-export type SparedWorkers = ReadonlySet<string> | null
+export type SparedWorkers = ReturnType<EngineContext['sparedWorkers']>
 
 /** Whether `lease` is due at `now`, unless its worker is spared. */
 const dueAt = (lease: LeaseRow, now: number, spared: SparedWorkers): boolean => lease.expires_at <= now && !spared?.has(lease.worker_id)
 
 /**
- * Expires every ACTIVE lease whose `expires_at` has come, but those of `spared` workers, in
- * batches of {@link BATCH} per transaction. Returns how many it expired. The host calls this on
- * a short timer and once right after opening the database, so leases granted before a restart
- * expire on time.
+ * Expires every ACTIVE lease whose `expires_at` has come, but those of spared workers
+ * (`ctx.sparedWorkers`), in batches of {@link BATCH} per transaction. Returns how many it
+ * expired. The host calls this on a short timer and once right after opening the database, so
+ * leases granted before a restart expire on time.
  */
-export function expireDueLeases(ctx: EngineContext, spared: SparedWorkers = null): number {
+export function expireDueLeases(ctx: EngineContext): number {
+  const spared = ctx.sparedWorkers()
   if (anyLeaseAimedPastItsTtl(ctx)) reaimLeasesAfterSetBack(ctx)
   let total = 0
   // Looked for in memory first: a tick with no lease due (every tick of an idle host) begins no transaction.
@@ -223,7 +224,8 @@ export function expireDueClaims(ctx: EngineContext): number {
  * The earliest moment the reaper will find something due — a lease's expiry, a claim's, a file
  * lease going idle — for a host that sleeps until then (src-main/reaper/timer.ts).
  */
-export function nextDueAt(ctx: EngineContext, spared: SparedWorkers = null): number | null {
+export function nextDueAt(ctx: EngineContext): number | null {
+  const spared = ctx.sparedWorkers()
   let at = ctx.one<{ at: number | null }>(`SELECT MIN(claim_expires_at) AS at FROM jobs WHERE ${HELD_BY_CLAIM} AND claim_expires_at IS NOT NULL`)?.at ?? null
   for (const { lease } of committedActiveLeases(ctx)) if (!spared?.has(lease.worker_id)) at = earliest(at, lease.expires_at)
   return earliest(at, nextIdleFileAt(ctx))
