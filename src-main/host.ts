@@ -283,13 +283,13 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   const isAdminToken = (given: string) => scopedTokens.scopeOf(given) === 'admin'
   // Workers on other machines that reach the host through Redis alone.
-  const remoteWorkers = relay
+  const remoteWorkers = relay && leaseHold
     ? new RedisWorkerRequests({
         url: config.redisUrl!,
         prefix: config.redisPrefix,
         deps: { engine, dispatch, clockWaiters, readOnly: writesRefused },
         directory,
-        leaseHold: leaseHold!,
+        leaseHold,
         scopeOf: (given) => (tokensMatch(given, token) || isAdminToken(given) ? 'host' : isWorkerToken(given) ? 'worker' : null),
         bodyLimitBytes: config.bodyLimitBytes,
         claim: relay.claim,
