@@ -1,6 +1,9 @@
 import type { Engine, SparedWorkers } from '../engine'
 import type { RedisRelay } from './relay'
 
+/** The fewest recorded workers at which those that hold no lease are forgotten. */
+const MIN_FORGET_AT = 64
+
 /**
  * The leases of remote workers over Redis (redis/worker-requests.ts) while the host cannot hear
  * Redis. Their heartbeats can reach the host by no other way, so their silence then says nothing
@@ -18,6 +21,8 @@ export class RedisLeaseHold {
   private workers: Set<string>
   /** Redis was found not answering, and the leases spared meanwhile have not been renewed since. */
   private away = false
+  /** How many recorded workers make {@link heard} forget those that hold no lease. */
+  private forgetAt = MIN_FORGET_AT
   private readonly stopSparing: () => void
 
   constructor(
@@ -32,6 +37,12 @@ export class RedisLeaseHold {
   /** A request of remote worker `workerId` was taken: it is recorded before it can hold a lease. */
   heard(workerId: string): void {
     if (this.workers.has(workerId)) return
+    // Workers that come and go under new ids would grow the record for ever between outages:
+    // once it doubles, those that hold no lease are forgotten (a worker heard again is recorded again).
+    if (this.workers.size >= this.forgetAt) {
+      this.workers = new Set(this.engine.redisWorkersHoldingLeases())
+      this.forgetAt = Math.max(MIN_FORGET_AT, 2 * this.workers.size)
+    }
     this.engine.recordRedisWorker(workerId)
     this.workers.add(workerId)
   }

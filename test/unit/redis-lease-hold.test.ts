@@ -3,6 +3,7 @@ import { aJob, setup, T0 } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { RedisLeaseHold } from '../../src-main/redis/lease-hold'
 import { leaseOrFail } from './support'
+import { sql } from '../helpers/database'
 
 /** A relay as the lease hold reads it: whether Redis answers, set by the test. */
 const fakeRedis = (connected: boolean) => ({ connected })
@@ -73,6 +74,18 @@ describe('leases of remote workers over Redis while Redis is away', () => {
     engine.recordRedisWorker('busy')
     engine.submit(aJob())
     leaseOrFail(engine, 'busy', 10)
+    expect(engine.redisWorkersHoldingLeases()).toEqual(['busy'])
+  })
+
+  it('workers heard under ever new ids, with no outage between, do not grow the record for ever: those that hold no lease are forgotten as it doubles', () => {
+    const { engine } = setup()
+    const hold = new RedisLeaseHold(engine, fakeRedis(true), () => {})
+    engine.submit(aJob())
+    hold.heard('busy')
+    leaseOrFail(engine, 'busy', 10)
+    for (let i = 0; i < 1000; i++) hold.heard(`passing-${i}`)
+    const recorded = sql(engine).one<{ value: string }>("SELECT value FROM settings WHERE key = 'redis_worker_ids'")
+    expect(JSON.parse(recorded!.value).length).toBeLessThanOrEqual(128)
     expect(engine.redisWorkersHoldingLeases()).toEqual(['busy'])
   })
 })
