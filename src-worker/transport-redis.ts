@@ -114,7 +114,7 @@ export class RedisTransport implements WorkerTransport {
       if (!dropped) return
       dropped = false
       if (limiter) log?.(`leasehold worker: Redis at ${redactedUrl(url)} connected again`)
-      for (const id of [...this.pending.keys()]) this.abandon(id, new Error('Redis connected again: asking again'))
+      for (const id of [...this.pending.keys()]) this.abandon(id, new TransportSilence(`Redis at ${redactedUrl(url)} connected again, not the host: the requests that waited through it are sent again`))
     })
     void this.readReplies()
   }

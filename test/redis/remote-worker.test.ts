@@ -595,6 +595,27 @@ describe('remote workers over Redis only', () => {
     }
   }, 30_000)
 
+  test('a remote worker whose Redis restarts under a waiting call says Redis connected again, not that the host did not answer, and asks again', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const transport = new RedisTransport(server.url, host.token, 'w-restart', 'leasehold:', undefined, () => {})
+    try {
+      await transport.exchange({ worker_id: 'w-restart' }) // its reads of the answers under way
+      // A claim that waits for work: the host holds it while Redis goes and comes back.
+      const waiting = transport.exchange({ worker_id: 'w-restart', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 20_000 } }).then(
+        () => null,
+        (error: Error) => error,
+      )
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      await server.kill()
+      await server.restart()
+      const failure = await waiting
+      expect(failure).toBeInstanceOf(TransportSilence)
+      expect(exchangeFailure(failure!)).toMatch(/^Redis at redis:\/\/127\.0\.0\.1:\d+\/0 connected again, not the host/)
+    } finally {
+      transport.close()
+    }
+  }, 30_000)
+
   test('a remote worker whose password Redis refuses says Redis refused its connection, not that Redis did not answer', async () => {
     const url = server.url.replace('redis://', 'redis://nobody:wrong@')
     const { child, done } = remoteWorker('locked-out', 'any-token', ['--grace-s', '1'], url)
