@@ -180,7 +180,9 @@ export type WorkerReport = z.infer<typeof WorkerReport>
  * one its own platform does not call absolute, and one with a NUL.
  */
 export const ABSOLUTE_PATH = /^(\/|\\|[A-Za-z]:[\\/])/
-export const FilePath = z.string().max(4096).regex(ABSOLUTE_PATH, 'must be an absolute path')
+/** The longest path the file gate keys (Linux's PATH_MAX): a worker refuses a longer one itself, at once (src-worker/gate-path.ts). */
+export const MAX_PATH_CHARS = 4096
+export const FilePath = z.string().max(MAX_PATH_CHARS).regex(ABSOLUTE_PATH, 'must be an absolute path')
 /** Who holds a file: shown in blocker reports, the command line and the dashboard, so a name as any other ({@link Name}). */
 export const OwnerId = Name
 

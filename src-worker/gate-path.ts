@@ -1,5 +1,6 @@
 import { lstat, readlink, realpath } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
+import { MAX_PATH_CHARS } from '../src-shared/worker-exchange'
 
 /**
  * The path the file gate is asked for when a handler changes `path`: the file the kernel will
@@ -16,10 +17,26 @@ import { basename, dirname, join, resolve } from 'node:path'
  * The gate keys paths as text: a name that is not valid UTF-8 (a folder `nu\xff` on Linux,
  * reached through a symlink, say) has no faithful text, and decoded lossily two such folders
  * would share a key. Such a path is refused ({@link UnnamablePath}), as is a path given with a
- * lone surrogate (it reaches the file system as U+FFFD, another file than it names).
+ * lone surrogate (it reaches the file system as U+FFFD, another file than it names), and a path
+ * longer than the gate keys ({@link MAX_PATH_CHARS}).
  */
 export async function gatePath(path: string, followLast: boolean): Promise<string> {
   if (LONE_SURROGATE.test(path)) throw new UnnamablePath(Buffer.from(path), 'contains a lone UTF-16 surrogate')
+  let key: string
+  try {
+    key = await realTarget(path, followLast)
+  } catch (error) {
+    // The name it cannot carry is a folder on the way, or a link's target: the message names the path asked for too.
+    if (error instanceof UnnamablePath) error.message += ` (on the way to ${shownPath(resolve(path))})`
+    throw error
+  }
+  if (key.length > MAX_PATH_CHARS) {
+    throw new GateRefusal('ENAMETOOLONG', `The file gate cannot take ${shownPath(key)}: the path is longer than the ${MAX_PATH_CHARS} characters it keys`)
+  }
+  return key
+}
+
+async function realTarget(path: string, followLast: boolean): Promise<string> {
   if (!followLast) return join(await realFolder(dirname(path)), basename(path))
   // A symlink whose target is not there yet (a dangling link) is followed too: the write creates
   // the file the link names, so that file is the key, as it will be once it exists. As many
@@ -39,12 +56,38 @@ export async function gatePath(path: string, followLast: boolean): Promise<strin
   return path
 }
 
-/** A path the file gate cannot name faithfully: the write, rm or rename that asked for it fails with this. */
-export class UnnamablePath extends Error {
+/**
+ * A path the gate refuses as such: every attempt would meet the same refusal, so the change (and,
+ * unless its handler catches it, the attempt) fails at once, not retryable, with a file system's
+ * code for it and a message naming the path.
+ */
+export class GateRefusal extends Error {
+  readonly retryable = false
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'GateRefusal'
+  }
+}
+
+/** A path the file gate cannot name faithfully (`EILSEQ`, an illegal byte sequence): the write, rm or rename that asked for it fails with this. */
+export class UnnamablePath extends GateRefusal {
   constructor(bytes: Buffer, why = 'is not valid UTF-8') {
-    super(`The file gate cannot name ${shownBytes(bytes)}: it ${why}, and the gate keys files by their names as text (a lossy name could be another file's); rename it to take it through the gate`)
+    super('EILSEQ', `The file gate cannot name ${shownPath(shownBytes(bytes))}: it ${why}, and the gate keys files by their names as text (a lossy name could be another file's); rename it to take it through the gate`)
     this.name = 'UnnamablePath'
   }
+}
+
+/** The most of a path a message shows: its start and its end, which say where it is and what it is. */
+const SHOWN_PATH_CHARS = 240
+
+/** A path for a message: whole, or its start and end around a mark saying how long it is. */
+export function shownPath(path: string): string {
+  if (path.length <= SHOWN_PATH_CHARS) return path
+  const end = SHOWN_PATH_CHARS / 2
+  return `${path.slice(0, end)}…(${path.length} characters)…${path.slice(-end)}`
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/

@@ -161,8 +161,12 @@ export class HandlerThread<R> {
       case 'gate':
         return void this.listener.gate(run, message.file).then(
           () => this.post({ type: 'gate-answer', id: message.id, error: null }),
-          (error: { code?: string; message?: string }) =>
-            this.post({ type: 'gate-answer', id: message.id, error: { code: error.code ?? 'gate_failed', message: error.message ?? 'gate failed' } }),
+          (error: { code?: string; message?: string; retryable?: boolean }) =>
+            this.post({
+              type: 'gate-answer',
+              id: message.id,
+              error: { code: error.code ?? 'gate_failed', message: error.message ?? 'gate failed', ...(error.retryable === false ? { retryable: false as const } : {}) },
+            }),
         )
       case 'done':
       case 'failed':

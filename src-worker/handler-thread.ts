@@ -94,11 +94,15 @@ const runs = new Map<number, RunStop>()
 let nextGateId = 1
 const gates = new Map<number, { resolve(): void; reject(error: Error): void }>()
 
-/** Error thrown into a handler when the gate halts its job (the host has made it BLOCKED). */
+/**
+ * Error thrown into a handler when the gate halts its job (the host has made it BLOCKED), or
+ * refuses its path for good (`retryable: false`: the attempt fails at once, not retried).
+ */
 class GateError extends Error {
   constructor(
     readonly code: string,
     message: string,
+    readonly retryable = true,
   ) {
     super(message)
     this.name = 'GateError'
@@ -240,7 +244,7 @@ function receive(message: ToThread): void {
   else if (message.type === 'gate-answer') {
     const waiter = gates.get(message.id)
     gates.delete(message.id)
-    if (message.error) waiter?.reject(new GateError(message.error.code, message.error.message))
+    if (message.error) waiter?.reject(new GateError(message.error.code, message.error.message, message.error.retryable !== false))
     else waiter?.resolve()
   } else if (message.type === 'freed') driver?.freed(message.job_type, message.ms)
   else if (message.type === 'begin') {

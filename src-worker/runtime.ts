@@ -2,6 +2,7 @@ import { resolve } from 'node:path'
 import { jobOwnerId } from '../src-shared/file-owner'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { DRAIN_KILL_AFTER_MS } from '../src-shared/limits'
+import { GateRefusal, shownPath } from './gate-path'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
@@ -744,7 +745,7 @@ export class WorkerRuntime {
     const request = { file: key, ...gateRequest(claim) }
     const stop = this.gateStop(job)
     try {
-      const acquire = () => this.askGate(job, stop.signal, () => transport.acquireFile(request).catch(tooEarlyAsHeld))
+      const acquire = () => this.askGate(job, stop.signal, () => transport.acquireFile(request).catch((error) => tooEarlyAsHeld(error, key)))
       let answer = await acquire()
       if (!answer.granted && answer.code === 'file_lease_held') {
         log(`leasehold worker: ${key} is held; ${claim.job_id} waits for its one retry${answer.retry_at ? ` at ${answer.retry_at}` : ''}`)
@@ -812,7 +813,7 @@ export class WorkerRuntime {
 
 /** Whether a call failed because the host did not answer or answered that it is stopping (5xx), not because it refused it. */
 function hostAway(error: unknown): boolean {
-  return !(error instanceof LeaseLostError) && !(error instanceof HostError && error.status < 500)
+  return !(error instanceof LeaseLostError) && !(error instanceof GateRefusal) && !(error instanceof HostError && error.status < 500)
 }
 
 /** How long the gate waits before it asks a host that did not answer again. */
@@ -826,9 +827,12 @@ function stoppedAtGate(job: Running): GateStop {
 /**
  * An acquire answered 429 `retry_too_early`: the host had already denied this requester (an
  * answer lost to a restart, say), so its one retry is fixed: the gate waits for it as for a denial.
+ * One answered 400 is the host refusing the path itself (one it cannot key): every attempt would
+ * ask for it the same way, so the change fails at once, not retried, naming the path.
  */
-function tooEarlyAsHeld(error: unknown): FileAcquireAnswer {
+function tooEarlyAsHeld(error: unknown, file: string): FileAcquireAnswer {
   if (error instanceof HostError && error.status === 429) return { granted: false, code: 'file_lease_held', retry_at: null, holder: null }
+  if (error instanceof HostError && error.status === 400) throw new GateRefusal(error.code, `The file gate refused ${shownPath(file)}: ${error.message}`)
   throw error
 }
 

@@ -11,7 +11,8 @@ import type { JobInfo } from './handler-api'
 export type ToThread =
   | { type: 'run'; run: number; job: JobInfo; payload: unknown }
   | { type: 'abort'; run: number; reason: string }
-  | { type: 'gate-answer'; id: number; error: { code: string; message: string } | null }
+  /** `retryable: false`: the gate refused the path itself, and every attempt would meet that refusal (gate-path.ts's GateRefusal). */
+  | { type: 'gate-answer'; id: number; error: { code: string; message: string; retryable?: false } | null }
   /** To the driving thread (driver.ts): a job of its claims that the runtime ran has ended after `ms`; its entry is free. */
   | { type: 'freed'; job_type: string; ms: number }
   /** To the driving thread: begin claiming (the worker has told the host it is ready). */

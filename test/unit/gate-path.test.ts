@@ -5,7 +5,7 @@
 import { mkdirSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect, test } from 'vitest'
-import { gatePath, UnnamablePath } from '../../src-worker/gate-path'
+import { gatePath, shownPath, UnnamablePath } from '../../src-worker/gate-path'
 import { tempDir } from '../helpers/host'
 
 function aTree(): string {
@@ -75,4 +75,22 @@ test('a folder whose name is not valid UTF-8 fails the change with an error nami
 
 test('a path with a lone surrogate is refused: it would reach the file system as another name', async () => {
   await expect(gatePath('/tmp/a\uD800b.txt', true)).rejects.toThrow(UnnamablePath)
+})
+
+test('a path the gate cannot key is refused for good (not retryable), with a code and the path: EILSEQ for a name not valid UTF-8, ENAMETOOLONG past 4096 characters', async () => {
+  const dir = aTree()
+  const folder = Buffer.concat([Buffer.from(`${dir}/nu`), Buffer.from([0xff])])
+  mkdirSync(folder)
+  symlinkSync(folder, join(dir, 'nulink'))
+  const unnamable = await gatePath(`${dir}/nulink/x.txt`, true).catch((error: unknown) => error)
+  expect(unnamable).toMatchObject({ code: 'EILSEQ', retryable: false })
+  expect((unnamable as Error).message).toContain(`(on the way to ${dir}/nulink/x.txt)`)
+  const long = `${dir}/${'a/'.repeat(2100)}x.txt`
+  const tooLong = await gatePath(long, true).catch((error: unknown) => error)
+  expect(tooLong).toMatchObject({ code: 'ENAMETOOLONG', retryable: false })
+  expect((tooLong as Error).message).toContain(shownPath(long))
+  expect(shownPath(long).length).toBeLessThan(300)
+  // 4096 characters are keyed.
+  const longest = `/${'b'.repeat(4095)}`
+  expect(await gatePath(longest, true)).toBe(longest)
 })

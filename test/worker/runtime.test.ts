@@ -677,6 +677,45 @@ test('file.write fails without a retry where a retry would meet the same refusal
   expect(existsSync(missing)).toBe(false)
 })
 
+test('a path the gate refuses as such fails its attempt at once, not retryable, with a code and a message naming the path: too long to key, a folder not valid UTF-8, one the host refuses', async () => {
+  const dir = realpathSync(aTempDir())
+  const long = `${dir}/${'a/'.repeat(2500)}x.txt`
+  mkdirSync(Buffer.concat([Buffer.from(`${dir}/nu`), Buffer.from([0xff])]))
+  symlinkSync(Buffer.concat([Buffer.from(`${dir}/nu`), Buffer.from([0xff])]), join(dir, 'nulink'))
+  const refused = join(dir, 'refused.txt')
+  const transport = new ScriptedTransport(
+    [
+      aJobOf('long-builtin', 'file.write', { path: long, content: 'z' }),
+      aJobOf('long-handler', 'test.write', { path: long }),
+      aJobOf('unnamable', 'file.write', { path: `${dir}/nulink/x.txt`, content: 'z' }),
+      aJobOf('refused', 'test.write', { path: refused }),
+    ],
+    undefined,
+    (file) => {
+      if (file === refused) throw new HostError(400, 'invalid_request', 'file: Too big')
+      return { granted: true }
+    },
+  )
+  await started(transport, { concurrency: 4, modules: { 'write.mjs': WRITE } })
+  await until(() => transport.failed.length === 4, 5000, 'four failures reported')
+  const failure = (id: string) => transport.failed.find((f) => f.job_id === id)!.error
+  for (const id of ['long-builtin', 'long-handler']) {
+    expect(failure(id)).toMatchObject({ code: 'ENAMETOOLONG', retryable: false })
+    // Named by its start and end, with its length: the whole would fill the message.
+    expect(failure(id).message).toContain(`${dir}/a/a/`)
+    expect(failure(id).message).toContain(`(${long.length} characters)`)
+    expect(failure(id).message).toContain('a/a/x.txt')
+  }
+  expect(failure('unnamable')).toMatchObject({ code: 'EILSEQ', retryable: false })
+  expect(failure('unnamable').message).toContain(`${dir}/nu\\xff`)
+  expect(failure('unnamable').message).toContain(`${dir}/nulink/x.txt`)
+  expect(failure('refused')).toMatchObject({ code: 'invalid_request', retryable: false })
+  expect(failure('refused').message).toContain(refused)
+  // Only the path the worker could key reached the host; nothing was written.
+  expect(transport.gateRequests.map((r) => r.file)).toEqual([refused])
+  expect(existsSync(refused)).toBe(false)
+})
+
 test('the gate is asked for the file the kernel writes: through a symlinked folder, or `..` after one, the real file; each with its job’s lease and token', async () => {
   const dir = realpathSync(aTempDir())
   mkdirSync(join(dir, 'real', 'deep'), { recursive: true })
