@@ -266,6 +266,22 @@ describe("the operator's answers", () => {
     expect(engine.acquireFile({ file: FILE, owner_id: 'qreq' })).toMatchObject({ granted: true, file_lease: { owner_id: 'qreq' } })
   })
 
+  test('the requester a force release handed the file to takes it at once, even while it waits for a retry it asked for again after its halt', () => {
+    const { engine, clock, blocker } = haltedWithoutJobs('qholder', 'qreq', (engine) => engine.acquireFile({ file: FILE, owner_id: 'qholder' }))
+    // The owner's next acquire starts a new denial and retry.
+    expect(engine.acquireFile({ file: FILE, owner_id: 'qreq' })).toMatchObject({ code: 'file_lease_held' })
+    expect(engine.resolveBlocker(blocker.id, { action: 'force_release' })).toMatchObject({ taken_from_holder: true })
+    clock.advance(SECOND)
+    expect(engine.acquireFile({ file: FILE, owner_id: 'qreq' })).toMatchObject({ granted: true, file_lease: { owner_id: 'qreq' } })
+    expect(sql(engine).all('SELECT * FROM file_contentions')).toEqual([])
+    expect(sql(engine).all('SELECT * FROM file_handovers')).toEqual([])
+    // Another owner's pending retry is no handover of its own: still too early.
+    engine.releaseFile({ file: FILE, owner_id: 'qreq' })
+    engine.acquireFile({ file: '/repo/other.ts', owner_id: 'qholder' })
+    engine.acquireFile({ file: '/repo/other.ts', owner_id: 'q3' })
+    expectEngineError(() => engine.acquireFile({ file: '/repo/other.ts', owner_id: 'q3' }), 429, 'retry_too_early')
+  })
+
   test('force_release takes the file only from the holder the report named: one that let go meanwhile loses nothing, whoever holds the file now keeps it, and the answer says nothing was taken', () => {
     const { engine, clock, blocker, requester } = halted()
     engine.releaseFile({ file: FILE, owner_id: 'w1' })

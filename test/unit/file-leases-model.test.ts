@@ -233,16 +233,19 @@ class Acquire extends Base {
     const holder = m.holders.get(file)
     const own = holder && holderAlive(m, holder) && holder.owner === this.owner && (leaseId === null || holder.lease_id === leaseId)
     const contention = m.contentions.get(ck(file, this.owner))
-    if (!own && contention && m.now < contention.retry_at) return expectFailure(got, 429, 'retry_too_early')
+    // Job identity is the engine's: which job a job lease runs.
+    const jobOf = (id: string | null) => (id === null ? null : r.engine.getLease(id).job_id)
+    const handover = m.handovers.get(file)
+    const handoverLive = handover !== undefined && handover.until > m.now
+    const handedToMe = handoverLive && handover.owner === this.owner && (handover.job === null || leaseId === null || handover.job === jobOf(leaseId))
+    // A file handed to the requester (nobody else holding it) is its to take at once, whatever retry it waits for.
+    const takesHandover = handedToMe && !(holder && holderAlive(m, holder))
+    if (!own && contention && m.now < contention.retry_at && !takesHandover) return expectFailure(got, 429, 'retry_too_early')
     if (holder && !holderAlive(m, holder)) endHolder(m, file) // reclaimed (or the owner's own dead lease ended)
     const live = m.holders.get(file)
     if (!got.ok) throw new Error(`acquire failed: ${got.status} ${got.code}`)
     const result = got.value
-    // Job identity is the engine's: which job a job lease runs.
-    const jobOf = (id: string | null) => (id === null ? null : r.engine.getLease(id).job_id)
-    const handover = m.handovers.get(file)
-    const handedToAnother =
-      !live && handover !== undefined && handover.until > m.now && !(handover.owner === this.owner && (handover.job === null || leaseId === null || handover.job === jobOf(leaseId)))
+    const handedToAnother = !live && handoverLive && !handedToMe
     if (handedToAnother) {
       // Refused afresh while the file is kept for the requester a force release handed it to.
       expect(result).toMatchObject({ granted: false, code: 'file_lease_held', contention: { holder: { owner_id: handover.owner }, handed_over: { blocker_id: handover.blocker, expires_at: handover.until }, retry_at: m.now + RETRY_MS } })

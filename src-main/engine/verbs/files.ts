@@ -17,7 +17,7 @@ export const FILE_RETRY_MS = 180 * SECOND
 export const FILE_IDLE_MS = 30 * SECOND
 /**
  * How long a file an operator's force release took stays kept for the halted requester (see
- * {@link handedToAnother}). No longer than the one retry: an owner refused meanwhile finds the
+ * {@link liveHandovers}). No longer than the one retry: an owner refused meanwhile finds the
  * handover over by its retry, and is never halted on a file nobody holds.
  */
 export const FILE_HANDOVER_MS = FILE_RETRY_MS
@@ -177,9 +177,13 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
       endDeadOwn(ctx, own, death)
     }
     const holder = liveConflict(ctx, file, request.owner_id, requesterLease, now)
-    const handover = holder ? undefined : handedToAnother(ctx, file, request.owner_id, requesterLease, now)
+    const handovers = holder ? [] : liveHandovers(ctx, file, now)
+    const handover = handovers.find((h) => !handedTo(h, request.owner_id, requesterLease))
     const contention = ctx.one<FileContentionRow>('SELECT * FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
-    if (contention && now < contention.retry_at) {
+    // The file a force release handed to this requester is its to take at once: a retry it still
+    // waits for (it asked again after its halt, say) must not keep everyone from the file.
+    const takesHandover = handovers.some((h) => handedTo(h, request.owner_id, requesterLease) && covers(file, h.file))
+    if (contention && now < contention.retry_at && !takesHandover) {
       throw new EngineError('retry_too_early', `The one retry for ${file} is at ${new Date(contention.retry_at).toISOString()}`, {
         retry_at: contention.retry_at,
         retry_after_s: Math.ceil((contention.retry_at - now) / 1000),
@@ -223,29 +227,34 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
 }
 
 /**
- * The live handover to another owner of this path, a folder above it or a path inside it, if
- * any. An operator's force release answers a halted requester: the file it took goes to that
- * requester (its owner id, and the halted job when the report named one, in any attempt), and
- * every other owner — the one it was taken from included — is refused it until the requester
- * acquires it or {@link FILE_HANDOVER_MS} pass. Otherwise the old holder, still running,
- * would take it straight back.
+ * The live handovers of this path, of a folder above it and of paths inside it, oldest first. An
+ * operator's force release answers a halted requester: the file it took goes to that requester
+ * (see {@link handedTo}), and every other owner — the one it was taken from included — is refused
+ * it until the requester acquires it (or a folder above it) or {@link FILE_HANDOVER_MS} pass.
+ * Otherwise the old holder, still running, would take it straight back.
  */
-function handedToAnother(ctx: EngineContext, file: string, ownerId: string, requesterLease: LeaseRow | null, now: number): FileHandoverRow | undefined {
+function liveHandovers(ctx: EngineContext, file: string, now: number): FileHandoverRow[] {
   const [from, to] = keysBelow(file)
-  return ctx.one<FileHandoverRow>(
-    `SELECT * FROM file_handovers WHERE (file IN (SELECT value FROM json_each(?)) OR (file >= ? AND file < ?)) AND until > ?
-       AND NOT (owner_id = ? AND (job_id IS NULL OR ? IS NULL OR job_id = ?)) ORDER BY handed_at LIMIT 1`,
+  return ctx.all<FileHandoverRow>(
+    'SELECT * FROM file_handovers WHERE (file IN (SELECT value FROM json_each(?)) OR (file >= ? AND file < ?)) AND until > ? ORDER BY handed_at',
     JSON.stringify(keysAbove(file)),
     from,
     to,
     now,
-    ownerId,
-    requesterLease?.job_id ?? null,
-    requesterLease?.job_id ?? null,
   )
 }
 
-/** Hands the file a force release took to the requester whose halt it answered (see {@link handedToAnother}). */
+/** Whether a handover is to this requester: its owner id, and the halted job when the report named one, in any attempt. */
+function handedTo(handover: FileHandoverRow, ownerId: string, requesterLease: LeaseRow | null): boolean {
+  return handover.owner_id === ownerId && (handover.job_id === null || requesterLease === null || handover.job_id === requesterLease.job_id)
+}
+
+/** Whether a lease on `key` covers `file`: the same path, or a folder above it. */
+function covers(key: string, file: string): boolean {
+  return file === key || file.startsWith(keysBelow(key)[0])
+}
+
+/** Hands the file a force release took to the requester whose halt it answered (see {@link liveHandovers}). */
 function handOver(ctx: EngineContext, blocker: BlockerRow, taken: FileLeaseRow): void {
   const now = ctx.clock.now()
   ctx.run(
@@ -550,7 +559,7 @@ export function releaseIdleFiles(ctx: EngineContext): number {
  * writes under it are refused. Only that holder's lease (its owner, acquired when the report
  * says): a report waits for its operator, and a holder that let go meanwhile has nothing to
  * lose, while whoever holds the file now was never shown to the operator. A file taken is
- * handed to the requester whose halt the answer settles (see {@link handedToAnother}). Answers
+ * handed to the requester whose halt the answer settles (see {@link liveHandovers}). Answers
  * the lease taken, or null when there was none to take.
  */
 export function revokeFile(ctx: EngineContext, blocker: BlockerRow, by: string): FileLeaseRow | null {
