@@ -282,6 +282,15 @@ describe("the operator's answers", () => {
     expectEngineError(() => engine.acquireFile({ file: '/repo/other.ts', owner_id: 'q3' }), 429, 'retry_too_early')
   })
 
+  test('a handover ends when its requester takes a folder above the file: a lease on the folder covers the file', () => {
+    const { engine, clock, blocker } = haltedWithoutJobs('qholder', 'qreq', (engine) => engine.acquireFile({ file: FILE, owner_id: 'qholder' }))
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    clock.advance(SECOND)
+    expect(engine.acquireFile({ file: '/repo/src', owner_id: 'qreq' })).toMatchObject({ granted: true })
+    engine.releaseFile({ file: '/repo/src', owner_id: 'qreq' })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'q3' })).toMatchObject({ granted: true, file_lease: { owner_id: 'q3' } })
+  })
+
   test('force_release takes the file only from the holder the report named: one that let go meanwhile loses nothing, whoever holds the file now keeps it, and the answer says nothing was taken', () => {
     const { engine, clock, blocker, requester } = halted()
     engine.releaseFile({ file: FILE, owner_id: 'w1' })

@@ -195,8 +195,10 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
     }
     if (!holder) {
       if (contention) ctx.run('DELETE FROM file_contentions WHERE file = ? AND owner_id = ?', file, request.owner_id)
-      // A handover of this path left now is the requester's own, or lapsed: it is done.
-      ctx.run('DELETE FROM file_handovers WHERE file = ?', file)
+      // A handover of this path or of one inside it left now is the requester's own, or lapsed: it
+      // is done, as the requester holds that path (a lease on a folder covers everything under it).
+      const [from, to] = keysBelow(file)
+      ctx.run('DELETE FROM file_handovers WHERE file = ? OR (file >= ? AND file < ?)', file, from, to)
       const granted: FileLeaseRow = {
         id: newId(),
         file,
