@@ -176,8 +176,9 @@ export type WorkerReport = z.infer<typeof WorkerReport>
 // The file gate: a handler's writes pass it (the files API over HTTP, the same messages over IPC)
 
 /**
- * A file's absolute path: POSIX (`/…`) or Windows (`C:\…`, `\\server\…`); the host also refuses
- * one its own platform does not call absolute, and one with a NUL.
+ * A file's absolute path: POSIX (`/…`) or Windows (`C:\…`, `\\server\share\…`), each keyed by its
+ * own rules whatever the host's platform (src-main/engine/rules/file-keys.ts), which also refuse a
+ * Windows path with neither drive nor share (`\x`), and one with a NUL.
  */
 export const ABSOLUTE_PATH = /^(\/|\\|[A-Za-z]:[\\/])/
 /** The longest path the file gate keys (Linux's PATH_MAX): a worker refuses a longer one itself, at once (src-worker/gate-path.ts). */

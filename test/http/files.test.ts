@@ -171,6 +171,25 @@ describe('acquire / heartbeat / release over HTTP', () => {
     expect(await activeHolders(file)).toEqual([])
   })
 
+  test('a Windows absolute path is keyed by Windows rules whatever the host runs on: C:\\x\\y.txt, C:/x/y.txt and c:\\x\\y.txt are one key; a UNC path is granted', async () => {
+    await start()
+    const held = await acquire('w1', 'C:\\x\\y.txt')
+    expect(held.status).toBe(200)
+    expect((await body(held)).file_lease).toMatchObject({ file: 'C:\\x\\y.txt' })
+    for (const [owner, file] of [['w2', 'C:/x/y.txt'], ['w4', 'c:\\x\\y.txt']] as const) {
+      const res = await acquire(owner, file)
+      expect(res.status).toBe(409)
+      expect((await body(res)).contention).toMatchObject({ file: 'C:\\x\\y.txt', holder: { owner_id: 'w1' } })
+    }
+    const unc = await acquire('w3', '\\\\srv\\share\\y.txt')
+    expect(unc.status).toBe(200)
+    expect((await body(unc)).file_lease).toMatchObject({ file: '\\\\srv\\share\\y.txt' })
+    // \\x\y.txt is the root of share y.txt on server x: a root keeps its separator, as / and C:\ do.
+    const share = await acquire('w5', '\\\\x\\y.txt')
+    expect(share.status).toBe(200)
+    expect((await body(share)).file_lease).toMatchObject({ file: '\\\\x\\y.txt\\' })
+  })
+
   test('a lease on a folder covers everything under it: the root and a file inside it are never granted to two owners, either way round', async () => {
     await start()
     expect((await acquire('o1', '/')).status).toBe(200)

@@ -6,7 +6,8 @@
 import { describe, expect, test } from 'vitest'
 import type { EventRow, FileLeaseRow } from '../../src-main/db/schema'
 import { SECOND } from '../../src-main/engine/rules/clock'
-import { FILE_IDLE_MS, FILE_RETRY_MS, fileKey } from '../../src-main/engine/verbs/files'
+import { FILE_IDLE_MS, FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
+import { fileKey } from '../../src-main/engine/rules/file-keys'
 import type { Engine } from '../../src-main/engine'
 import { aJob, setup, T0 } from '../helpers/engine'
 import { claimOrFail, expectEngineError, openFileEngine, tempDir } from './support'
@@ -347,6 +348,43 @@ describe('the file key: the normalized absolute path', () => {
     expectEngineError(() => engine.releaseFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
     expect(sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
     expect(sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM events')!.n).toBe(before)
+  })
+
+  test('a Windows path is keyed by Windows rules whatever the host runs on: its separators, `.` and `..`, its drive letter upper case', () => {
+    expect(fileKey('C:\\x\\y.txt')).toBe('C:\\x\\y.txt')
+    expect(fileKey('C:/x/y.txt')).toBe('C:\\x\\y.txt')
+    expect(fileKey('c:\\x\\.\\z\\..\\y.txt\\')).toBe('C:\\x\\y.txt')
+    expect(fileKey('c:/')).toBe('C:\\')
+    expect(fileKey('C:\\x\\..\\..')).toBe('C:\\')
+    // The rest of the path is kept as written, as a POSIX path is: two spellings in other cases are two keys.
+    expect(fileKey('C:\\X\\Y.txt')).toBe('C:\\X\\Y.txt')
+    expect(fileKey('\\\\srv\\share\\x\\..\\y.txt')).toBe('\\\\srv\\share\\y.txt')
+    expect(fileKey('\\\\srv\\share\\..\\..')).toBe('\\\\srv\\share\\')
+    // POSIX paths keep their keys: a backslash in one is part of a name.
+    expect(fileKey('/data/a\\b.txt')).toBe('/data/a\\b.txt')
+    expect(fileKey('//data/./x/')).toBe('/data/x')
+  })
+
+  test.each([
+    ['with neither drive nor share', '\\x\\y.txt'],
+    ['drive-relative', 'C:x\\y.txt'],
+    ['a server without a share', '\\\\srv'],
+  ])('a Windows path %s is 400 invalid_request: it names no one file', (_kind, file) => {
+    expectEngineError(() => fileKey(file), 400, 'invalid_request')
+  })
+
+  test('Windows paths contend on their keys, and a lease on a Windows folder covers what is inside it', () => {
+    const { engine } = setup()
+    expect(granted(engine, { file: 'c:/x/y.txt', owner_id: 'w1' }).file).toBe('C:\\x\\y.txt')
+    expect(engine.acquireFile({ file: 'C:\\x\\y.txt', owner_id: 'w2' })).toMatchObject({ code: 'file_lease_held', contention: { holder: { owner_id: 'w1' } } })
+    expect(engine.acquireFile({ file: 'C:\\x', owner_id: 'w3' })).toMatchObject({ code: 'file_lease_held', contention: { holder: { file: 'C:\\x\\y.txt' } } })
+    expect(engine.acquireFile({ file: 'c:\\', owner_id: 'w4' })).toMatchObject({ code: 'file_lease_held' })
+    expect(granted(engine, { file: 'C:\\x2\\y.txt', owner_id: 'w5' }).file).toBe('C:\\x2\\y.txt')
+    expect(granted(engine, { file: 'D:\\x\\y.txt', owner_id: 'w6' }).file).toBe('D:\\x\\y.txt')
+    expect(granted(engine, { file: '\\\\srv\\share\\d', owner_id: 'w7' }).file).toBe('\\\\srv\\share\\d')
+    expect(engine.acquireFile({ file: '\\\\srv\\share\\d\\f.txt', owner_id: 'w8' })).toMatchObject({ code: 'file_lease_held', contention: { holder: { file: '\\\\srv\\share\\d' } } })
+    // A POSIX root is no folder above a Windows path.
+    expect(granted(engine, { file: '/', owner_id: 'w9' }).file).toBe('/')
   })
 
   test('a path that is not a string is 400 invalid_request', () => {

@@ -1,7 +1,7 @@
-import { dirname, isAbsolute, resolve, sep } from 'node:path'
 import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
 import type { BlockerRow, FileContentionRow, FileHandoverRow, FileLeaseRow, LeaseRow } from '../../db/schema'
 import { SECOND } from '../rules/clock'
+import { fileKey, keysAbove, keysBelow } from '../rules/file-keys'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import type { Contention, FileReleaseReason } from '../rules/file-leases'
@@ -32,18 +32,6 @@ export function heartbeatIntervalS(ttlS: number): number {
   return Math.max(1, Math.floor(Math.min(ttlS, FILE_IDLE_MS / 1000) / 3))
 }
 
-/**
- * The key of a file: its normalized absolute path (`.` and `..` resolved, no trailing
- * separator). A relative, empty or NUL-containing path is refused.
- */
-export function fileKey(file: unknown): string {
-  if (typeof file !== 'string' || file.length === 0) throw invalid('file: must be a non-empty absolute path')
-  if (file.includes('\0')) throw invalid('file: must not contain a NUL character')
-  if (!isAbsolute(file)) throw invalid(`file: must be an absolute path (got "${file}")`)
-  const key = resolve(file)
-  return key.length > 1 && key.endsWith(sep) ? key.slice(0, -1) : key
-}
-
 export interface FileLeaseRequest {
   file: string
   owner_id: string
@@ -58,23 +46,6 @@ export type AcquireResult =
 
 const activeOn = (ctx: EngineContext, file: string) =>
   ctx.one<FileLeaseRow>("SELECT * FROM file_leases WHERE file = ? AND state = 'ACTIVE'", file)
-
-/** The keys whose leases cover a file: the key itself and every folder above it, nearest first (`/data/a.txt`, `/data`, `/`). */
-export function keysAbove(file: string): string[] {
-  const keys = [file]
-  for (let up = dirname(file); up !== keys[keys.length - 1]; up = dirname(up)) keys.push(up)
-  return keys
-}
-
-/**
- * The keys inside a folder, as a range `[from, to)`: those that start with the folder and a
- * separator (the root's own separator is its whole key). The separator's successor bounds it,
- * as keys compare byte by byte.
- */
-export function keysBelow(dir: string): [from: string, to: string] {
-  const from = dir.endsWith(sep) ? dir : dir + sep
-  return [from, from.slice(0, -1) + String.fromCharCode(sep.charCodeAt(0) + 1)]
-}
 
 /** A few at a time: dead holders among them are reclaimed before the next are read. */
 const CONFLICT_BATCH = 32
