@@ -7,7 +7,7 @@
  * The 180 s are the host's injected clock: a ManualClock that follows real time (the reaper,
  * the lease TTLs and the retry waiters all read it), jumped by 180 s once the holder is done.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ManualClock } from '../../src-main/engine/rules/clock'
@@ -104,4 +104,22 @@ test("a recursive rm of a folder waits while another job holds a file inside it:
   offset += RETRY_MS
   expect((await settled(host, remover, 5000)).job.state).toBe('DONE')
   expect(existsSync(dir)).toBe(false)
+})
+
+test('a write to a path the gate refuses as such fails its job at the first attempt, not dead-lettered after three: too long to key, or through a folder not valid UTF-8', async () => {
+  const host = await startHost({ workers: 1 })
+  await poolReady(host, 1)
+  const long = `${host.dataDir}/${'a/'.repeat(2500)}x.txt`
+  const folder = Buffer.concat([Buffer.from(`${host.dataDir}/nu`), Buffer.from([0xff])])
+  mkdirSync(folder)
+  symlinkSync(folder, join(host.dataDir, 'nulink'))
+  for (const [path, code] of [[long, 'ENAMETOOLONG'], [join(host.dataDir, 'nulink', 'x.txt'), 'EILSEQ']] as const) {
+    const id = await submit(host, { job_type: 'file.write', payload: { path, content: 'z' }, max_attempts: 3 })
+    const { job, result } = await settled(host, id, 10_000)
+    expect(job.state).toBe('FAILED')
+    expect(result).toMatchObject({ attempts: 1 })
+    const [attempt] = attempts(host, id)
+    expect(attempt!.error).toMatchObject({ code, retryable: false })
+  }
+  expect(events(host, { type: 'FILE_LEASE_ACQUIRED' })).toHaveLength(0)
 })
