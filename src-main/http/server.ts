@@ -90,8 +90,8 @@ export interface HttpApp {
 }
 
 /**
- * Answers a request Node's parser refused before any route saw it (a request line or headers
- * over 16 KiB, headers that took too long to arrive, anything that is not HTTP) in the API's
+ * Answers a request Node's parser refused (a request line or headers over 16 KiB, a request
+ * that took too long to arrive, anything that is not HTTP, a body cut short) in the API's
  * error shape, then lets the connection go. The socket is destroyed once the answer is written,
  * not only ended: a client that keeps sending (a slow-headers attack) would otherwise hold a
  * half-closed socket, and its file descriptor, for as long as it likes.
@@ -122,10 +122,18 @@ const refusing = new WeakSet<Duplex>()
  * Calls `then` once every answer Node's server owes on `socket` has been written or lost: the
  * one in flight is the socket's `_httpMessage` (Node's field; `socketOnError` reads it too), and
  * as each closes Node gives the socket the next one queued behind it.
+ *
+ * A request whose body has not all come (cut short by its client's hang-up, a broken chunk, too
+ * slow to arrive) owes no answer: the refused bytes are its own, and it can never complete. Its
+ * route, waiting for the body, would wait for good, and the connection (its file descriptor, and
+ * a stop waiting for requests in flight) with it. It is refused at once instead (`then`); its
+ * route's read of the body then fails, and nothing of it runs. Should its route have begun an
+ * answer already, the connection is only destroyed: a refusal cannot follow half an answer.
  */
 function afterAnswers(socket: Duplex, then: () => void): void {
   const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
   if (inFlight == null) return then()
+  if (!inFlight.req.complete && !inFlight.writableEnded) return inFlight.headersSent ? void socket.destroy() : then()
   inFlight.once('close', () => afterAnswers(socket, then))
 }
 

@@ -348,3 +348,71 @@ test.each([
     await new Promise((resolve) => server.close(resolve))
   }
 })
+
+describe('a request whose body never comes whole is refused, never left waiting', () => {
+  const SUBMITS = ['/api/scheduler/jobs/submit', '/internal/worker/heartbeat']
+
+  test.each([['zz'], ['ffffffffffffffffff']])('a chunk size that is not one (%s) is 400 bad_request at once, the connection closes, and nothing is submitted', async (size) => {
+    const before = dbDigest(host)
+    const { port } = new URL(host.url)
+    const socket = connect(Number(port), '127.0.0.1')
+    let received = ''
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    socket.on('error', () => {})
+    const closed = new Promise((resolve) => socket.once('close', resolve))
+    socket.write(
+      `POST /api/scheduler/jobs/submit HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${host.token}\r\nContent-Type: application/json\r\n` +
+        `Transfer-Encoding: chunked\r\n\r\n${size}\r\n{"job_type":"chunked","cost_units":1}\r\n0\r\n\r\n`,
+    )
+    await closed // the client keeps its side open: the host closes the connection
+    expect(received).toMatch(/^HTTP\/1\.1 400 /)
+    expect(received).toContain('"code":"bad_request"')
+    expect(dbDigest(host)).toBe(before)
+  })
+
+  test.each(SUBMITS)('a client that hangs up mid-body on %s leaves no connection behind, and the host stops at once', async (path) => {
+    const own = await startTestHost({ workers: 0 })
+    try {
+      const { port } = new URL(own.url)
+      const socket = connect(Number(port), '127.0.0.1')
+      socket.on('error', () => {})
+      socket.resume() // the 400, which nobody needs
+      const closed = new Promise((resolve) => socket.once('close', resolve))
+      // The head reaches its route (a request in flight), whose body never comes whole.
+      socket.end(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${own.token}\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"job_type"`)
+      await closed
+      // The stop waits for requests in flight: this one must not be among them for good.
+      await own.stop()
+    } finally {
+      await own.dispose()
+    }
+  }, 10_000)
+
+  test('a body too slow to arrive is 408 request_timeout once the request timeout passes, and the connection closes', async () => {
+    // The host's own listener on a server with short limits (the host waits 60 s for a request).
+    let bodyRead: unknown = 'pending'
+    const server = createServer({ headersTimeout: 200, requestTimeout: 300, connectionsCheckingInterval: 50 }, (req) => {
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => (bodyRead = Buffer.concat(chunks).toString()))
+      req.on('close', () => bodyRead === 'pending' && (bodyRead = 'never'))
+    })
+    server.on('clientError', answerClientError)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const socket = connect({ port: (server.address() as AddressInfo).port, host: '127.0.0.1', allowHalfOpen: true })
+      let received = ''
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+      socket.on('error', () => {})
+      const ended = new Promise((resolve) => socket.once('end', resolve))
+      socket.write('POST /a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"job_type"')
+      await ended // the host's end of the connection
+      expect(received).toMatch(/^HTTP\/1\.1 408 /)
+      expect(received).toContain('"code":"request_timeout"')
+      expect(bodyRead).toBe('never')
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+})
