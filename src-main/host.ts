@@ -27,6 +27,7 @@ import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockD
 import { checkRequest, guardInput } from './http/guard'
 import { createHttpApp } from './http/server'
 import { attachFront } from './http/front'
+import { servedInTurn } from './http/in-turn'
 import { holdConnections } from './http/connection-gate'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/limits'
@@ -380,7 +381,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       // A request without a Host is the guard's to refuse (400 in the API's shape), not Node's bare 400.
       requireHostHeader: false,
     },
-    listener,
+    // A request sent ahead of its turn waits for it, unread (http/in-turn.ts).
+    servedInTurn(listener),
   )
   // The requests that come at the rate of jobs are read straight from the socket (http/front.ts).
   const front = attachFront(server, {
