@@ -71,10 +71,42 @@ export type InputPart = '(body)' | '(query)' | '(path)'
  */
 export function validate<S extends z.ZodType>(schema: S, value: unknown, part: InputPart = '(body)'): z.infer<S> {
   const result = safeParseFast(schema, value)
-  if (result.success) return result.data
+  if (result.success) {
+    // (A value taken as it is, by the fast way through, has lost nothing.)
+    const dropped = result.data === value ? null : droppedProtoKey(value, result.data, [])
+    if (dropped === null) return result.data
+    throw new HttpError('invalid_request', `${dropped.length > 0 ? dropped.join('.') : part}: a key named "__proto__" is not taken`)
+  }
   const detail = result.error.issues
     .slice(0, 10)
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : part}: ${issue.message}`)
     .join('; ')
   throw new HttpError('invalid_request', detail)
+}
+
+/**
+ * Where zod dropped a `__proto__` key of `input` from an object whose every other key it kept
+ * (a record: `constraints`), or null. zod never copies that key into what it returns (the
+ * assignment would set the object's prototype), where it refuses any other key it does not take
+ * or keeps it: silently gone, it would be neither stored as sent nor refused. (Objects that strip
+ * unknown keys strip it with the rest.)
+ */
+function droppedProtoKey(input: unknown, output: unknown, path: (string | number)[]): (string | number)[] | null {
+  if (input === null || typeof input !== 'object' || output === null || typeof output !== 'object') return null
+  if (Array.isArray(input)) {
+    if (!Array.isArray(output)) return null
+    for (let i = 0; i < input.length && i < output.length; i++) {
+      const dropped = droppedProtoKey(input[i], output[i], [...path, i])
+      if (dropped !== null) return dropped
+    }
+    return null
+  }
+  const kept = output as Record<string, unknown>
+  if (Object.hasOwn(input, '__proto__') && !Object.hasOwn(kept, '__proto__') && Object.keys(input).every((key) => key === '__proto__' || Object.hasOwn(kept, key))) return path
+  for (const key of Object.keys(input)) {
+    if (key === '__proto__' || !Object.hasOwn(kept, key)) continue
+    const dropped = droppedProtoKey((input as Record<string, unknown>)[key], kept[key], [...path, key])
+    if (dropped !== null) return dropped
+  }
+  return null
 }

@@ -129,6 +129,26 @@ describe('every string a body carries reads back as sent, or is refused', () => 
     expect(dbDigest(host)).toBe(before)
   })
 
+  test('a key named __proto__ in a map of flags (constraints) is 400 naming the field, on the lane and through Koa; in a payload it is stored and reads back', async () => {
+    const before = dbDigest(host)
+    for (const constraints of ['{"__proto__":{"a":1}}', '{"__proto__":true}', '{"gpu_required":true,"\\u005f_proto__":true}']) {
+      const body = Buffer.from(`{"job_type":"noop","cost_units":1,"constraints":${constraints}}`)
+      // The lane takes `application/json` exactly; a charset sends it through Koa.
+      for (const type of [[], ['Content-Type: application/json; charset=utf-8']]) {
+        const bytes = type.length === 0 ? request('POST', SUBMIT, body) : Buffer.concat([Buffer.from(`POST ${SUBMIT} HTTP/1.1\r\nHost: ${hostHeader()}\r\nAuthorization: Bearer ${host.token}\r\n${type[0]}\r\nContent-Length: ${body.length}\r\n\r\n`), body])
+        const answer = await raw(bytes)
+        expect(answer.status, `${constraints} ${type}`).toBe(400)
+        expect(answer.json).toMatchObject({ code: 'invalid_request', detail: 'constraints: a key named "__proto__" is not taken' })
+      }
+    }
+    expect(dbDigest(host)).toBe(before)
+    const stored = await raw(request('POST', SUBMIT, Buffer.from('{"job_type":"noop","cost_units":1,"payload":{"__proto__":{"a":1}}}')))
+    expect(stored.status).toBe(201)
+    const id = (stored.json!.job as { job_id: string }).job_id
+    const read = await host.call(`/api/scheduler/jobs/${id}`)
+    expect(JSON.stringify(((await read.json()) as { job: { payload: unknown } }).job.payload)).toBe('{"__proto__":{"a":1}}')
+  })
+
   test('client_request_ids that differ only in ill-formed text are refused, not stored as one; U+FFFD itself, and text outside the BMP, read back exactly', async () => {
     for (const key of ['k\ud800', 'k\udbff']) {
       expect((await raw(request('POST', SUBMIT, json({ job_type: 'noop', cost_units: 1, client_request_id: key })))).status).toBe(400)
