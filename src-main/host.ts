@@ -25,7 +25,7 @@ import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
 import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, unlockedHostError, writeHostFile } from './data-dir/lock'
 import { checkRequest, guardInput } from './http/guard'
-import { createHttpApp } from './http/server'
+import { createHttpApp, pathOf } from './http/server'
 import { attachFront } from './http/front'
 import { servedInTurn } from './http/in-turn'
 import { holdConnections } from './http/connection-gate'
@@ -410,6 +410,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   server.on('clientError', http.clientError)
   server.on('connect', http.connect) // CONNECT reaches only these listeners: 501, as any method the server does not know
   server.on('checkExpectation', http.checkExpectation)
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => http.checkContinue(req, res, () => server.emit('request', req, res)))
 
   let pool: WorkerPool | null = null
   undo.push(() => pool?.stop(0))
@@ -802,12 +803,6 @@ function openForStart(config: HostConfig, options: HostOptions, mode: StorageMod
     )
     return opened
   }
-}
-
-/** The path of a request-target, without its query. */
-function pathOf(target: string | undefined): string {
-  const path = (target ?? '/').split('?')[0]!
-  return path.startsWith('/') ? path : new URL(path, 'http://x').pathname
 }
 
 /** Answers `{detail, code}` with the answer's status; the request's body is read and dropped. */

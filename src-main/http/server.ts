@@ -87,6 +87,15 @@ export interface HttpApp {
    * connection closes.
    */
   checkExpectation: (req: IncomingMessage, res: ServerResponse) => void
+  /**
+   * The server's `checkContinue` listener, for a request with `Expect: 100-continue`, whose client
+   * waits for `100 Continue` before it sends the body (curl asks so for a body over 1 MiB). One
+   * that would be refused whatever its body — the guard's refusal (no token, a foreign Host or
+   * Origin), or a declared body over the limit — is refused at once, without the `100`, and the
+   * connection closes (the body, should it come anyway, is never read); any other gets its `100
+   * Continue` and is served by `serve` (the server's request listeners).
+   */
+  checkContinue: (req: IncomingMessage, res: ServerResponse, serve: () => void) => void
 }
 
 /**
@@ -113,6 +122,12 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex):
         ? (['request_timeout', 'The request took too long to arrive'] as const)
         : (['bad_request', 'The request is not valid HTTP'] as const)
   afterAnswers(socket, () => answerAndClose(socket, code, detail))
+}
+
+/** The path of a request-target, in origin form (`/api/…?…`) or absolute form (`http://host/api/…`), as the guard reads it. */
+export function pathOf(target: string | undefined): string {
+  const path = (target ?? '/').split('?')[0]!
+  return path.startsWith('/') ? path : new URL(path, 'http://x').pathname
 }
 
 /** The sockets {@link answerClientError} is answering. */
@@ -234,10 +249,23 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     endRevokedStreams: () => streams.endRevoked(),
     clientError: answerClientError,
     connect: answerConnect,
-    checkExpectation: (req, res) => {
-      const reply = errors(new HttpError('expectation_failed', `Expect: ${req.headers.expect} is not supported (only 100-continue)`), req.method ?? '', req.url ?? '')
-      res.shouldKeepAlive = false
-      writeJson(res, reply.status, reply.body, reply.headers)
+    checkExpectation: (req, res) => refuseUnread(req, res, new HttpError('expectation_failed', `Expect: ${req.headers.expect} is not supported (only 100-continue)`)),
+    checkContinue: (req, res, serve) => {
+      const target = req.url ?? '/'
+      const query = target.includes('?') ? target.slice(target.indexOf('?') + 1) : ''
+      const tickets = new URLSearchParams(query).getAll('ticket')
+      const refusal = checkRequest(guardInput(req, pathOf(target), tickets.length === 1 ? tickets[0] : undefined), policy)
+      if (refusal) return refuseUnread(req, res, new HttpError(refusal.code, refusal.detail))
+      if (Number(req.headers['content-length']) > limit) return refuseUnread(req, res, new HttpError('payload_too_large', `The body is larger than ${limit} bytes`))
+      res.writeContinue()
+      serve()
     },
+  }
+
+  /** Answers `error` to a request whose body is not read, and closes the connection after it. */
+  function refuseUnread(req: IncomingMessage, res: ServerResponse, error: HttpError): void {
+    const reply = errors(error, req.method ?? '', req.url ?? '')
+    res.shouldKeepAlive = false
+    writeJson(res, reply.status, reply.body, reply.headers)
   }
 }

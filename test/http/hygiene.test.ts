@@ -249,6 +249,36 @@ describe('the request line and headers', () => {
     expect(answer.json).toEqual({ detail: expect.stringContaining('bogus'), code: 'expectation_failed' })
   })
 
+  test('Expect: 100-continue on a request refused whatever its body (no token, a body declared over the limit) is that refusal at once, without 100 Continue', async () => {
+    const before = dbDigest(host)
+    const head = (lines: string[]) => Buffer.from(`POST ${SUBMIT} HTTP/1.1\r\nHost: ${hostHeader()}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n${lines.join('\r\n')}\r\n\r\n`)
+    const cases = [
+      [head(['Content-Length: 31']), 401, 'unauthorized'],
+      [head([`Authorization: Bearer ${host.token}`, `Content-Length: ${100 * 1024 * 1024}`]), 413, 'payload_too_large'],
+    ] as const
+    for (const [bytes, status, code] of cases) {
+      const answer = await raw(bytes) // the body is never sent: the answer must come without it
+      expect(answer.status, code).toBe(status)
+      expect(answer.json).toMatchObject({ code })
+      expect(answer.head).toMatch(/connection: close/i)
+    }
+    expect(dbDigest(host)).toBe(before)
+  })
+
+  test('Expect: 100-continue on a request that may be carried out is 100 Continue, and then its answer once the body came', async () => {
+    const body = '{"job_type":"noop","cost_units":1}'
+    const socket = connect(Number(new URL(host.url).port), '127.0.0.1')
+    let received = ''
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    socket.write(`POST ${SUBMIT} HTTP/1.1\r\nHost: ${hostHeader()}\r\nAuthorization: Bearer ${host.token}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n`)
+    await until(() => received.includes('\r\n\r\n'), 3000, 'the 100')
+    expect(received).toBe('HTTP/1.1 100 Continue\r\n\r\n')
+    socket.write(body)
+    await until(() => /\r\n\r\n[^]*\r\n\r\n\{/.test(received), 3000, 'the answer')
+    expect(received).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /)
+    socket.destroy()
+  })
+
   test('two Host headers are 400 bad_request, on the lane and through Koa', async () => {
     for (const [method, target, body] of [['POST', SUBMIT, json({ job_type: 'noop', cost_units: 1 })], ['GET', '/api/capacity', undefined]] as const) {
       const answer = await raw(request(method, target, body, [`Host: ${hostHeader()}`]))
