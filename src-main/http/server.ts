@@ -1,6 +1,6 @@
 import type Router from '@koa/router'
 import Koa from 'koa'
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { dirname } from 'node:path'
 import type { Dispatch } from '../dispatch/dispatch'
@@ -168,7 +168,7 @@ function answerAndClose(socket: Duplex, code: 'headers_too_large' | 'request_tim
   if (!socket.writable) return void socket.destroy()
   const status = statusOf(code)
   const body = JSON.stringify({ detail, code })
-  socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () =>
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () =>
     socket.destroy(),
   )
 }
