@@ -33,6 +33,8 @@ export function errorReplies(log: (line: string) => void, limiter: LogLimiter, d
     // An answer that says when to come back says it as HTTP does too.
     const headers: Record<string, string> =
       typeof answer.body.retry_after_s === 'number' ? { 'Retry-After': String(Math.max(0, answer.body.retry_after_s)) } : {}
+    // A 401 names the scheme that would open the route (RFC 9110 §11.6.1).
+    if (answer.status === 401) headers['WWW-Authenticate'] = 'Bearer'
     return { status: answer.status, body: { ...answer.body, detail: answer.detail, code: answer.code }, headers }
   }
 }

@@ -78,7 +78,7 @@ describe('the route list', () => {
 })
 
 describe('token', () => {
-  test('no token is 401 unauthorized on every route but GET /api/health, and writes nothing', async () => {
+  test('no token is 401 unauthorized, naming the Bearer scheme (WWW-Authenticate), on every route but GET /api/health, and writes nothing', async () => {
     const before = dbDigest(host)
     for (const route of ROUTES) {
       const res = await hit(route, {})
@@ -88,6 +88,7 @@ describe('token', () => {
         continue
       }
       expect(res.status, name).toBe(401)
+      expect(res.headers['www-authenticate'], name).toBe('Bearer')
       expect(JSON.parse(res.body), name).toEqual({ code: 'unauthorized', detail: expect.any(String) })
     }
     expect(dbDigest(host)).toBe(before)
