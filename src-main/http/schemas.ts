@@ -22,9 +22,16 @@ export const pathParams = <N extends string>(name: N) => z.object({ [name]: Id }
 
 export const TtlSec = z.number().int().min(1).max(3600)
 
+/**
+ * A whole number in a query, written in plain decimal digits: `0x10`, `0b11`, ` 5`, `1e2` are
+ * refused (400 naming the parameter), where Number, and so z.coerce, would read them.
+ */
+export const queryInt = (min: number, max: number) =>
+  z.preprocess((value) => (typeof value === 'string' && /^[0-9]{1,16}$/.test(value) ? Number(value) : value), z.number().int().min(min).max(max))
+
 /** A list's page in its query: at most `limit` items (1–500), after `cursor` (the `next_cursor` of the page before). */
 export const PageFields = {
-  limit: z.coerce.number().int().min(1).max(500).optional(),
+  limit: queryInt(1, 500).optional(),
   cursor: z.string().max(200).optional(),
 }
 

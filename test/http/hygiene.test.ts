@@ -234,6 +234,15 @@ describe('paths and queries', () => {
     expect((await raw(request('GET', '/api/scheduler/jobs?addon_id=caf%C3%A9'))).status).toBe(200)
   })
 
+  test('an integer query parameter is plain decimal digits: 0x10, 0b11, 1e1, " 5", "5 " are 400 naming it', async () => {
+    for (const limit of ['0x10', '0b11', '1e1', '%205', '5%20', '', '-0', '+5', '5.0']) {
+      const answer = await raw(request('GET', `/api/scheduler/jobs?limit=${limit}`))
+      expect(answer.status, limit).toBe(400)
+      expect(answer.json).toMatchObject({ code: 'invalid_request', detail: expect.stringMatching(/^limit: /) })
+    }
+    for (const limit of ['16', '016', '500']) expect((await raw(request('GET', `/api/scheduler/jobs?limit=${limit}`))).status, limit).toBe(200)
+  })
+
   test('an unknown query parameter is 400 naming the query, not the body', async () => {
     const answer = await raw(request('GET', '/api/scheduler/jobs?foo=bar'))
     expect(answer.status).toBe(400)
