@@ -391,14 +391,20 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     serving: () => mode.state === 'read_write',
     keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
   })
-  let nodeRequestsInFlight = 0
-  server.on('request', (_request, response: ServerResponse) => {
-    nodeRequestsInFlight += 1
-    response.once('close', () => (nodeRequestsInFlight -= 1))
+  /** Node's requests whose answers have not closed. */
+  const nodeRequestsInFlight = new Set<IncomingMessage>()
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    nodeRequestsInFlight.add(request)
+    response.once('close', () => nodeRequestsInFlight.delete(request))
   })
-  /** Closes the connections with no request in flight, or all of them when none is. */
+  /**
+   * Closes the connections with no request in flight, or all of them when none is. A request
+   * whose body has not all come has run nothing, and its client may hold it up to the request
+   * timeout (60 s): its connection is closed too, rather than waited for.
+   */
   const closeConnections = (): void => {
-    if (nodeRequestsInFlight + front.inFlight === 0) {
+    for (const request of nodeRequestsInFlight) if (!request.complete) request.socket.destroy()
+    if (nodeRequestsInFlight.size + front.inFlight === 0) {
       server.closeAllConnections()
       front.closeAll()
     } else {

@@ -447,6 +447,26 @@ describe('a request whose body never comes whole is refused, never left waiting'
     }
   }, 10_000)
 
+  test("a client that holds its body unfinished does not hold up the host's stop until the request timeout", async () => {
+    const own = await startTestHost({ workers: 0 })
+    try {
+      const { port } = new URL(own.url)
+      const socket = connect(Number(port), '127.0.0.1')
+      let received = ''
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+      socket.on('error', () => {})
+      // The 100 Continue says the request is in flight, its route reading the body.
+      socket.write(`POST ${SUBMIT} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${own.token}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 50\r\n\r\n`)
+      await until(() => received.startsWith('HTTP/1.1 100 Continue'), 3000, 'the 100')
+      socket.write('{"job_type"')
+      const closed = new Promise((resolve) => socket.once('close', resolve))
+      await own.stop() // within the test's timeout, far below the request timeout (60 s)
+      await closed
+    } finally {
+      await own.dispose()
+    }
+  }, 10_000)
+
   test('a body too slow to arrive is 408 request_timeout once the request timeout passes, and the connection closes', async () => {
     // The host's own listener on a server with short limits (the host waits 60 s for a request).
     let bodyRead: unknown = 'pending'
