@@ -138,7 +138,7 @@ export function answerError(error: unknown, dataDir: string): ErrorAnswer {
         code: 'storage_uncertain',
         detail:
           `The disk failed to confirm the write (${(error as StorageUncertainError).failedCode}): it may or may not have been made. ` +
-          `Retry the same request (a submit with the same client_request_id) once the disk works; check the disk that holds the data dir ${dataDir}`,
+          `Retry the same request (a submit with the same client_request_id) once the host has been restarted: after a failed sync it takes no write until then; check the disk that holds the data dir ${dataDir}`,
         body: {},
         internal: false,
       }

@@ -13,11 +13,12 @@ import { MAX_LONG_POLL_MS } from './dispatch/long-poll'
 import { type HostConfig, localWorkerSlots } from './config'
 import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
+import { isFailedSync } from './db/commit-outcome'
 import { ReadThread } from './db/read-thread'
 import { backupDatabase } from './db/backup'
 import { checkIntegrityInBackground, integrityChecksEnded, integrityLine, type IntegrityReport } from './db/integrity'
 import { clearHostMark, DatabaseOpenError, lastHostMark, markFailedStart, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
-import { DISK_FULL, mayWrite, probeDelays, type StorageMode } from './db/storage-mode'
+import { DISK_FULL, mayWrite, probeDelays, type StorageMode, SYNC_FAILED, syncFailedDetail } from './db/storage-mode'
 import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
 import { Engine } from './engine'
 import { type Clock, earliest, systemClock } from './engine/rules/clock'
@@ -430,6 +431,44 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   let resumed = false
   undo.push(() => checkpointer?.stop())
 
+  /** The writers of {@link startWriters} that run on timers, stopped: at the stop, once the host's file went, or once a sync failed. */
+  const stopWriters = async (): Promise<void> => {
+    for (const timer of timers) clearInterval(timer)
+    reaper?.stop()
+    await schedules.stop()
+    await pruner.stop() // a pass in progress ends at its next step, before the database closes
+  }
+
+  /**
+   * The disk failed a sync, a commit's or the checkpointer's (db/commit-outcome.ts
+   * `isFailedSync`): the host can no longer know what is on the disk, since a sync that fails
+   * may leave pages unwritten that a later sync reports as written. It takes no more writes until
+   * a restart, which reads the file again as after a crash (the host's mark stays) and checks it.
+   * The failed commit's own caller was answered by its settling (db/commit-outcome.ts).
+   */
+  const syncFailed = (error: unknown, where: string): void => {
+    if (mode.state === 'read_only') return // writes stopped already: nothing more is written to be lost
+    mode.state = 'read_only'
+    mode.reason = SYNC_FAILED
+    mode.detail = syncFailedDetail(error, where, config.dataDir)
+    modeChanged()
+    log(`leasehold: ${mode.detail}`)
+    // Called from inside a failed commit: the connection is left alone until its stack unwinds.
+    queueMicrotask(() => {
+      try {
+        engine.flush() // a group still open fails in SQLite below, or commits: its callers hear which
+        refuseWrites(sqlite) // from here every write fails in SQLite, whoever asks for it
+      } catch (refusal) {
+        log(`leasehold: after the failed sync, writes could not be turned off in SQLite (${(refusal as Error).message}); the host still refuses them`)
+      }
+      dispatch.close()
+      void stopWriters()
+      void checkpointer?.stop() // a later pass would "work" over the pages the failed one lost
+      void relay?.stop() // what waits stays in the outbox for the restart
+    })
+  }
+  engine.onSyncFailed((error) => syncFailed(error, 'a commit'))
+
   /**
    * Everything that writes: the checkpointer, the capacity flags, the reaper, the schedules (with
    * their catch-up), the samplers, the pruner and the local workers. At start, or once a
@@ -446,6 +485,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       files: files?.opened ?? undefined,
       onPass: () => checkpoints.ok(),
       onError: (error, stopped) => {
+        if (isFailedSync(error)) return syncFailed(error, 'the checkpointer')
         if (!stopped) return checkpoints.failed(error)
         log(`leasehold: the checkpointer thread stopped (${error.message}); the log is checkpointed by the writer alone, every ${WAL_AUTOCHECKPOINT_PAGES.toLocaleString('en-US')} pages`)
       },
@@ -572,14 +612,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   }
 
   if (mode.state === 'read_write') await startWriters()
-
-  /** The writers of {@link startWriters} that run on timers, stopped: at the stop, or once the host's file went. */
-  const stopWriters = async (): Promise<void> => {
-    for (const timer of timers) clearInterval(timer)
-    reaper?.stop()
-    await schedules.stop()
-    await pruner.stop() // a pass in progress ends at its next step, before the database closes
-  }
 
   let stopping: Promise<void> | null = null
 

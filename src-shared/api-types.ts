@@ -948,11 +948,11 @@ export interface components {
             ok: true;
             version: string;
             /**
-             * @description read_only: reads work and every write is refused, because the disk was full at start (507 until space returns) or the database file or its log was deleted or replaced while the host ran (503 until a restart); GET /api/storage says what to do
+             * @description read_only: reads work and every write is refused, because the disk was full at start (507 until space returns) or the database file or its log was deleted or replaced while the host ran, or the disk failed a sync (503 until a restart); GET /api/storage says what to do
              * @enum {string}
              */
             storage: "read_write" | "read_only";
-            /** @description Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced` */
+            /** @description Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced`, `disk sync failed` */
             reason?: string;
             /** @description Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true) */
             redis?: components["schemas"]["RedisHealth"];

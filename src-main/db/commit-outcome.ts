@@ -10,6 +10,17 @@ import type { Database } from 'better-sqlite3'
  */
 const SYNC_CODES = new Set(['SQLITE_IOERR', 'SQLITE_IOERR_FSYNC', 'SQLITE_IOERR_DIR_FSYNC'])
 
+/**
+ * Whether `error` is a sync the disk failed (a commit's or a checkpoint's). After one the host can
+ * no longer know what is on the disk: on Linux a failed fsync marks the pages it could not write
+ * clean, so a later sync "works" with them gone, and what the host was told is durable may not be.
+ * The host takes no more writes until a restart (host.ts `syncFailed`).
+ */
+export function isFailedSync(error: unknown): boolean {
+  const code = codeOf(error)
+  return code !== null && SYNC_CODES.has(code)
+}
+
 /** The settings row the settling commit writes (its value: when it last settled a commit). */
 const SETTLED_KEY = 'commit_settled_at'
 
@@ -47,8 +58,8 @@ const codeOf = (error: unknown): string | null => {
  * restart it is read again from the file, whatever recovery kept.
  */
 export function settleFailedCommit(db: Database, error: unknown, now: number): unknown {
-  const code = codeOf(error)
-  if (code === null || !SYNC_CODES.has(code)) return error
+  if (!isFailedSync(error)) return error
+  const code = codeOf(error)!
   try {
     if (db.inTransaction) db.prepare('ROLLBACK').run()
     db.prepare('BEGIN IMMEDIATE').run()

@@ -6,7 +6,9 @@
  *   on a timer; then it takes writes again without a restart;
  * - a host whose database file or log was deleted or replaced while it ran (db/file-watch.ts)
  *   answers writes 503 `storage_error` from then on, and saves what it holds where a start finds
- *   it: a restart takes writes again.
+ *   it: a restart takes writes again;
+ * - a host whose disk failed a sync (a commit's or the checkpointer's) no longer knows what is on
+ *   the disk: it answers writes 503 `storage_error` until a restart, never resuming by itself.
  */
 export type StorageState = 'read_write' | 'read_only'
 
@@ -21,6 +23,19 @@ export interface StorageMode {
 
 /** The reason of a host read-only because its disk was full at start: it takes writes again once space returns. */
 export const DISK_FULL = 'disk full'
+
+/** The reason of a host read-only because the disk failed a sync: only a restart takes writes again. */
+export const SYNC_FAILED = 'disk sync failed'
+
+/** What the host says once the disk failed a sync (`where`: a commit, the checkpointer): what it means and what to do. */
+export function syncFailedDetail(error: unknown, where: string, dataDir: string): string {
+  const code = (error as { code?: unknown } | null)?.code
+  return (
+    `The disk failed to sync ${where}'s writes (${typeof code === 'string' ? code : (error as Error)?.message}): the host can no longer know what is on the disk, ` +
+    `so it takes no more writes until it is restarted (reads still work). Stop the host, check the disk that holds the data dir ${dataDir} ` +
+    '(its free space, the system log), and start it again: the start checks the database. Commits acknowledged since the last good sync may be lost'
+  )
+}
 
 /** Methods that never change anything. */
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])

@@ -195,6 +195,15 @@ export class Engine {
     return this.ctx.onEveryCommit(listener)
   }
 
+  /**
+   * Called when a commit failed at its sync (db/commit-outcome.ts `isFailedSync`), once its
+   * outcome is settled and before anyone hears of it: the host stops taking writes. The listener
+   * runs inside the failed commit and must not call the engine before its stack unwinds.
+   */
+  onSyncFailed(listener: (error: unknown) => void): () => void {
+    return this.ctx.onSyncFailed(listener)
+  }
+
   /** Called just before each commit, inside its transaction (see EngineContext.beforeCommit). */
   beforeCommit(listener: CommitListener): () => void {
     return this.ctx.beforeCommit(listener)

@@ -326,14 +326,57 @@ describe('a real full disk (tmpfs)', () => {
  * A commit whose sync failed may be on disk all the same (its frames are in the log, and a
  * restart's recovery would replay them): the host settles it with a commit of its own before
  * answering, so "not made" is the truth, and answers 503 `storage_uncertain` when it cannot.
- * Memory (active leases, tallies) was put back with the rollback and agrees with the file.
+ * Memory (active leases, tallies) was put back with the rollback and agrees with the file. After
+ * a failed sync the host no longer knows what is on the disk: it takes no write until a restart.
  */
 describe('a commit whose sync failed', () => {
   // No timer of the host commits meanwhile (the stats sampler, the measured busy rating): the failed commit is the request's.
   const quietHost = () => faultyHost({ statsIntervalS: 3600, busy: 0 })
   const jobCount = (host: TestHost) => engineContext(host.engine).db.prepare('SELECT COUNT(*) FROM jobs').pluck().get() as number
+  /** The host stopped and started again on its data dir (and clock), the disk fine again. */
+  const restart = async (clock?: ManualClock): Promise<TestHost> => {
+    injector?.dispose()
+    injector = undefined
+    const { dataDir } = host!
+    await host!.stop()
+    host = await startTestHost({ dataDir, statsIntervalS: 3600, busy: 0 }, { clock })
+    return host
+  }
 
-  test('a submit is answered 503 storage_error "not made" only once that is certain, and a retry with its client_request_id makes the job', async () => {
+  test('after a failed sync no write is acknowledged until a restart, and health says why and what to do', async () => {
+    const { host, injector, lines } = await quietHost()
+    const kept = await submit(host)
+    injector.failCommits('SQLITE_IOERR_FSYNC', 1)
+    await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 }), 503, 'storage_error')
+    const before = jobCount(host)
+
+    // Every later write is refused, though the disk works again: the host cannot know what the failed sync lost.
+    const refused = [
+      await post(host, `${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 }),
+      await post(host, `${PULL}/request`, { worker_id: 'w' }),
+      await host.call('/api/capacity', { method: 'PUT', json: { total_units: 7 } }),
+    ]
+    for (const res of refused) {
+      const error = await expectError(res, 503, 'storage_error')
+      expect(error.detail).toMatch(/failed to sync a commit's writes \(SQLITE_IOERR_FSYNC\)/)
+      expect(error.detail).toMatch(/until it is restarted/)
+    }
+    expect(jobCount(host)).toBe(before)
+    expect(await body(await host.call('/api/health', { token: null }))).toMatchObject({ storage: 'read_only', reason: 'disk sync failed' })
+    const { detail } = (await body(await host.call('/api/storage'))).read_only
+    expect(detail).toMatch(/Stop the host, check the disk .* and start it again/)
+    expect(detail).toMatch(/Commits acknowledged since the last good sync may be lost/)
+    expect(detail).toContain(host.dataDir)
+    expect(matching(lines, /failed to sync a commit's writes/)).toHaveLength(1)
+    // Reads go on.
+    expect((await host.call(`${QUEUE}/jobs/${kept.job_id}`)).status).toBe(200)
+
+    const restarted = await restart()
+    expect((await body(await restarted.call('/api/health', { token: null }))).storage).toBe('read_write')
+    await submit(restarted)
+  })
+
+  test('a submit is answered 503 storage_error "not made" only once that is certain, and its retry with its client_request_id after the restart makes the job', async () => {
     const { host, injector } = await quietHost()
     const before = jobCount(host)
     injector.failCommits('SQLITE_IOERR_FSYNC', 1)
@@ -343,12 +386,13 @@ describe('a commit whose sync failed', () => {
     // The queued tally in memory agrees with the file: the job is not counted.
     expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before)
     // The retry is a new submit, not a duplicate of one that was made.
-    const job = await submit(host, { client_request_id: 'once' })
-    expect(jobCount(host)).toBe(before + 1)
-    expect((await body(await host.call(`${QUEUE}/jobs/${job.job_id}`))).job.state).toBe('QUEUED')
+    const restarted = await restart()
+    const job = await submit(restarted, { client_request_id: 'once' })
+    expect(jobCount(restarted)).toBe(before + 1)
+    expect((await body(await restarted.call(`${QUEUE}/jobs/${job.job_id}`))).job.state).toBe('QUEUED')
   })
 
-  test('when the outcome cannot be made certain, the answer is 503 storage_uncertain, never "not made"; the retry answers what was made', async () => {
+  test('when the outcome cannot be made certain, the answer is 503 storage_uncertain, never "not made"; the retry after the restart answers what was made', async () => {
     const { host, injector } = await quietHost()
     const before = jobCount(host)
     injector.failCommits('SQLITE_IOERR_FSYNC', 2) // the submit's commit, then the settling one
@@ -358,36 +402,35 @@ describe('a commit whose sync failed', () => {
     expect(error.detail).toContain(host.dataDir)
     expect(jobCount(host)).toBe(before)
     expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before)
-    await submit(host, { client_request_id: 'twice' })
-    expect(jobCount(host)).toBe(before + 1)
-    expect((await body(await host.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before + 1)
+    const restarted = await restart()
+    await submit(restarted, { client_request_id: 'twice' })
+    expect(jobCount(restarted)).toBe(before + 1)
+    expect((await body(await restarted.call(`${QUEUE}/stats/snapshot`))).jobs.queued).toBe(before + 1)
   })
 
   test('a completion whose commit failed is answered as it turned out, and the lease, its job and the tallies in memory agree with the file', async () => {
-    const { host, injector } = await quietHost()
+    const { host, injector, clock } = await quietHost()
     const job = await submit(host)
     const leased = await body(await post(host, `${PULL}/request`, { worker_id: 'w', ttl_sec: 60 }))
     const leaseId = leased.lease.lease_id
-    const snapshot = async () => ({
-      job: (await body(await host.call(`${QUEUE}/jobs/${job.job_id}`))).job.state,
-      leases: (await body(await host.call('/api/leases'))).leases.map((lease: { lease_id: string }) => lease.lease_id),
-      row: engineContext(host.engine).db.prepare('SELECT state FROM jobs WHERE id = ?').pluck().get(job.job_id),
+    const snapshot = async (on: TestHost) => ({
+      job: (await body(await on.call(`${QUEUE}/jobs/${job.job_id}`))).job.state,
+      leases: (await body(await on.call('/api/leases'))).leases.map((lease: { lease_id: string }) => lease.lease_id),
+      row: engineContext(on.engine).db.prepare('SELECT state FROM jobs WHERE id = ?').pluck().get(job.job_id),
     })
     const leasedState = { job: 'RUNNING', leases: [leaseId], row: 'LEASED' } // the queue API calls LEASED RUNNING
-    expect(await snapshot()).toEqual(leasedState)
+    expect(await snapshot(host)).toEqual(leasedState)
 
     injector.failCommits('SQLITE_IOERR_FSYNC', 1)
     const notMade = await expectError(await post(host, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' }), 503, 'storage_error')
     expect(notMade.detail).toMatch(/not made/)
-    expect(await snapshot()).toEqual(leasedState)
+    expect(await snapshot(host)).toEqual(leasedState)
 
-    injector.failCommits('SQLITE_IOERR_FSYNC', 2)
-    await expectError(await post(host, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' }), 503, 'storage_uncertain')
-    expect(await snapshot()).toEqual(leasedState)
-
-    // The worker retries, as both answers tell it to: the completion is recorded once.
-    expect((await post(host, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' })).status).toBe(200)
-    expect(await snapshot()).toEqual({ job: 'DONE', leases: [], row: 'DONE' })
+    // The worker retries, as the answer tells it to: after the restart the completion is recorded once.
+    const restarted = await restart(clock)
+    expect(await snapshot(restarted)).toEqual(leasedState)
+    expect((await post(restarted, `${PULL}/${leaseId}/complete`, { worker_id: 'w', status: 'completed' })).status).toBe(200)
+    expect(await snapshot(restarted)).toEqual({ job: 'DONE', leases: [], row: 'DONE' })
   })
 
   test('a commit refused before its frames were written (a full disk) is not settled: it was certainly not made', async () => {

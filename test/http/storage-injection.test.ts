@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { fiuMissing, fiuServe, type FiuHost } from '../helpers/storage-faults'
-import { body, PULL, QUEUE } from './support'
+import { body, PULL, QUEUE, until } from './support'
 
 const missing = fiuMissing()
 
@@ -106,6 +106,36 @@ describe('a commit whose fsync failed (libfiu)', () => {
     const state = db.prepare('SELECT state FROM jobs WHERE id = ?').pluck().get(submitted.job.job_id)
     db.close()
     expect(state, 'DONE here means the completion "not recorded" was recorded').toBe('LEASED')
+  })
+})
+
+describe('a sync the checkpointer failed (libfiu)', () => {
+  test('stops every write until a restart, though later syncs work: health, the storage report and the log say why and what to do', async (context) => {
+    if (missing) return context.skip(missing)
+    dataDir = tempDir()
+    served = await fiuServe(dataDir) // --durability normal: a commit syncs nothing, the checkpointer's pass is the first sync
+    served.fiu(FSYNC_FAILS_ONCE)
+    // Commits enough to wake the checkpointer at once (db/checkpointer.ts WAKE_AFTER_COMMITS), until its pass fails.
+    await until(async () => {
+      for (let i = 0; i < 40; i++) await served!.call(`${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 })
+      return (await body(await served!.call('/api/health'))).reason === 'disk sync failed'
+    }, 10_000, 'the checkpointer\'s failed sync')
+
+    // The next syncs would work ("onetime"): no write is acknowledged all the same.
+    for (let i = 0; i < 5; i++) {
+      const res = await served.call(`${QUEUE}/jobs/submit`, { job_type: 'generic', cost_units: 1 })
+      expect(res.status).toBe(503)
+      expect((await body(res)).detail).toMatch(/failed to sync the checkpointer's writes/)
+    }
+    const { read_only } = await body(await served.call('/api/storage'))
+    expect(read_only.reason).toBe('disk sync failed')
+    expect(read_only.detail).toMatch(/until it is restarted/)
+    expect(served.stderr()).toMatch(/leasehold: The disk failed to sync the checkpointer's writes \(SQLITE_IOERR_FSYNC\)/)
+    expect(served.stderr()).not.toMatch(/the checkpointer works again/)
+
+    await stopServed(false)
+    host = await startTestHost({ dataDir })
+    expect((await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'generic', cost_units: 1 } })).status).toBe(201)
   })
 })
 

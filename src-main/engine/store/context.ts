@@ -1,5 +1,5 @@
 import type { Database, RunResult, Statement } from 'better-sqlite3'
-import { settleFailedCommit } from '../../db/commit-outcome'
+import { isFailedSync, settleFailedCommit } from '../../db/commit-outcome'
 import type { JobRow } from '../../db/schema'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import type { Clock } from '../rules/clock'
@@ -37,6 +37,7 @@ export abstract class StoreContext {
   private readonly tx: TransactionUnit
   private readonly events: EventLog
   private readonly commitWatchers = new Set<() => void>()
+  private readonly syncFailureWatchers = new Set<(error: unknown) => void>()
   /**
    * Set while claims wait for work (Engine.serveWaitingClaims): writes a job being submitted
    * already leased to the first waiting claim that would take it at once (grants.ts
@@ -74,7 +75,11 @@ export abstract class StoreContext {
         for (const listener of this.commitWatchers) listener()
       },
       rolledBack: () => this.rowWrites.rolledBack(),
-      commitFailed: (error) => settleFailedCommit(db, error, clock.now()),
+      commitFailed: (error) => {
+        const answer = settleFailedCommit(db, error, clock.now())
+        if (isFailedSync(error)) for (const listener of this.syncFailureWatchers) listener(error)
+        return answer
+      },
     })
     // Event ids come from a reserved sequence, so an id is never given twice, even after the event it named was deleted.
     this.events = new EventLog(this.statements, this.tx, clock, () => this.counters.nextEventId())
@@ -222,5 +227,11 @@ export abstract class StoreContext {
   onEveryCommit(listener: () => void): () => void {
     this.commitWatchers.add(listener)
     return () => this.commitWatchers.delete(listener)
+  }
+
+  /** Called from inside the failed commit, once its outcome is settled: the listener must not use the engine before its stack unwinds. */
+  onSyncFailed(listener: (error: unknown) => void): () => void {
+    this.syncFailureWatchers.add(listener)
+    return () => this.syncFailureWatchers.delete(listener)
   }
 }
