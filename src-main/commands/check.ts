@@ -115,7 +115,9 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
     return checkThroughHost(resolveClientTarget(flags, env), depth)
   }
   // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
-  const [{ checkIntegrity }, { DatabaseOpenError }] = await Promise.all([import('../db/integrity'), import('../db/open')])
+  const [{ checkIntegrity }, { DatabaseOpenError, refuseLoneLog }] = await Promise.all([import('../db/integrity'), import('../db/open')])
+  // SQLite removes a log that holds commits as it opens an empty database file beside it.
+  refuseLoneLog(path)
   try {
     const unwritable = unwritableDir(dirname(path))
     if (unwritable) return checkCopy(path, unwritable, depth, checkIntegrity)

@@ -247,17 +247,21 @@ function checkBeforeOpening(path: string, journal: JournalEntry[], nativeBinding
 }
 
 /**
- * Refuses to make a new database beside a write-ahead log that holds anything: the log is another
- * database's commits (its file moved, deleted, or not yet copied back), and a new file would take
- * it for its own and remove it at its first close. An empty one holds nothing, and is used.
+ * Refuses a write-ahead log that holds anything with no database beside it: the file missing, or
+ * empty (0 bytes: truncated, a copy that failed). The log is a database's commits (its file
+ * moved, deleted, or not yet copied back); SQLite would take it for a new file's and remove it,
+ * at the new file's first close or, beside an empty file, as it opens it. An empty log holds
+ * nothing, and is used. `leasehold check` refuses it too, before SQLite opens anything.
  */
-function refuseLoneLog(path: string): void {
+export function refuseLoneLog(path: string): void {
   const log = lstatSync(`${path}-wal`, { throwIfNoEntry: false })
-  if (log?.isFile() && log.size > 0) {
-    throw new DatabaseOpenError(
-      `${path}-wal is a database's log, and its database ${path} is not there: put the database back beside it, or move the log away to start with a new database (the log was left untouched)`,
-    )
-  }
+  if (!log?.isFile() || log.size === 0) return
+  const database = statSync(path, { throwIfNoEntry: false })
+  if (database && !(database.isFile() && database.size === 0)) return
+  const where = database ? 'is empty (0 bytes)' : 'is not there'
+  throw new DatabaseOpenError(
+    `${path}-wal is a database's log, and its database ${path} ${where}: put the database back beside it, or move the log away to start with a new database (the log was left untouched)`,
+  )
 }
 
 /** When the newest migration applied to the file was written (drizzle's `created_at`), or null if none was. */
@@ -389,11 +393,11 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   const journal = readJournal(migrationsFolder)
   const isNewFile = options.path === ':memory:' || !existsSync(options.path)
   const uncleanShutdown = !isNewFile && fileSize(`${options.path}-wal`) > 0
+  if (options.path !== ':memory:') refuseLoneLog(options.path)
   if (!isNewFile) {
     refuseFullDisk(options.path)
     checkBeforeOpening(options.path, journal, options.nativeBinding)
   } else if (options.path !== ':memory:') {
-    refuseLoneLog(options.path)
     // A -wal or -shm in the way is named as it is for an existing file, not as the new one's failure.
     checkCompanionFiles(options.path)
     // Private from its first byte (the data dir's files are its owner's alone), even should the start fail below.
@@ -449,6 +453,7 @@ export function openOnFullDisk(options: OpenOptions): OpenedDatabase {
   if (path === ':memory:' || !existsSync(path)) {
     throw new DatabaseOpenError(`the disk that holds ${path} is full and the database is new: setting it up writes; free some space and start again`, true)
   }
+  refuseLoneLog(path)
   const uncleanShutdown = fileSize(`${path}-wal`) > 0
   let sqlite: Database
   try {

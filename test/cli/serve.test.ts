@@ -170,6 +170,31 @@ describe('leasehold serve', () => {
     expect(existsSync(join(dir, 'token'))).toBe(false)
   })
 
+  test('a database log that holds commits beside an empty (0-byte) database file stops the start and `leasehold check` with one line naming the log; neither removes it', () => {
+    // A killed host's file and its -wal, and then the file truncated: SQLite removes such a log as it opens the empty file.
+    const dir = dataDir()
+    const path = join(dir, 'leasehold.db')
+    const writer = new Database(path)
+    writer.pragma('journal_mode = WAL')
+    writer.pragma('wal_autocheckpoint = 0')
+    writer.exec("CREATE TABLE kept (body TEXT); INSERT INTO kept VALUES ('a commit only the log holds')")
+    const log = readFileSync(`${path}-wal`)
+    writer.close() // checkpoints and removes the log: put back as the kill left it
+    writeFileSync(`${path}-wal`, log)
+    writeFileSync(path, '')
+    expect(log.length).toBeGreaterThan(0)
+
+    const line = `${path}-wal is a database's log, and its database ${path} is empty (0 bytes): put the database back beside it, or move the log away to start with a new database (the log was left untouched)`
+    const served = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+    expect(served.status).toBe(1)
+    expect(served.stderr.trim().split('\n')).toEqual([`leasehold: could not start: ${line}`])
+    const checked = runCli(['check', '--data-dir', dir])
+    expect(checked.status).toBe(1)
+    expect(checked.stderr.trim().split('\n')).toEqual([`leasehold: ${line}`])
+    expect(readFileSync(`${path}-wal`).equals(log)).toBe(true)
+    expect(statSync(path).size).toBe(0)
+  })
+
   test('an empty database log with no database beside it holds nothing: the start makes the database and uses it', async () => {
     const dir = dataDir()
     writeFileSync(join(dir, 'leasehold.db-wal'), '')
