@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -34,6 +34,7 @@ import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/limits'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { prefixTakenMessage } from '../src-shared/redis-streams'
+import { readRegularFile } from '../src-shared/regular-file'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
@@ -107,10 +108,10 @@ export function loadOrCreateToken(dataDir: string, given: string | null): string
   const path = join(dataDir, 'token')
   let stored: string | null = null
   try {
-    stored = readFileSync(path, 'utf8').trim()
+    stored = readRegularFile(path).trim()
   } catch (error) {
     const e = error as NodeJS.ErrnoException
-    if (e.code !== 'ENOENT') throw new Error(`cannot read the token file ${path} (${e.code === 'EISDIR' ? 'it is a directory' : e.message}): remove it to have one made, or give --token`)
+    if (e.code !== 'ENOENT') throw new Error(`cannot read the token file ${path} (${e.code === 'EISDIR' ? 'it is a directory, not a regular file' : e.message}): remove it to have one made, or give --token`)
   }
   if (stored) {
     // A token anyone could guess would open the API to every program on the machine.
@@ -130,7 +131,7 @@ export function loadOrCreateToken(dataDir: string, given: string | null): string
     return token
   } catch (error) {
     // Another host started at the same moment and wrote it first: use theirs.
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readFileSync(path, 'utf8').trim()
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readRegularFile(path).trim()
     throw error
   }
 }

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, posix, win32 } from 'node:path'
 import { ConfigError, envSetting, wholeNumberOf } from './command-line'
 import { TOKEN_CHARS } from './limits'
+import { NotRegularFileError, readRegularFile } from './regular-file'
 
 /**
  * How a command finds the host: its data dir, and there the host.json a running host writes and
@@ -67,10 +67,11 @@ export class UnreadableError extends Error {
 /** A file's text, or null when it is not there; one that is there but cannot be read (EACCES, EPERM) throws UnreadableError. */
 function readOptional(path: string): string | null {
   try {
-    return readFileSync(path, 'utf8').trim()
+    return readRegularFile(path).trim()
   } catch (error) {
     const e = error as NodeJS.ErrnoException
     if (e.code === 'EACCES' || e.code === 'EPERM') throw new UnreadableError(path, e)
+    if (e instanceof NotRegularFileError) throw new Error(`cannot read ${path} (${e.message}): remove it, or give --url and --token`)
     return null
   }
 }

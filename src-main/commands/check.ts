@@ -1,4 +1,4 @@
-import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
@@ -7,6 +7,7 @@ import { companionsAsFound } from '../db/companion-files'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { findHost, HOST_START_WAIT_S } from './host-target'
 import { answered, hostApi } from './http-client'
+import { NotRegularFileError, notRegularFile, refuseNotRegular } from '../../src-shared/regular-file'
 
 export const CHECK_HELP = `Usage: leasehold check [flags]
 
@@ -75,8 +76,13 @@ function databaseFile(path: string): 'here' | 'missing' {
     if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return 'missing'
     throw new Error(`cannot read ${path} (${e.code}: permission denied): run as the user the host runs as (the owner of the data dir)`)
   }
-  // Not a disk's fault, as SQLite's "disk I/O error" on opening one would say.
-  if (statSync(path).isDirectory()) throw new Error(`${path} is a directory, not a database file; it was not checked`)
+  // Not a disk's fault, as SQLite's "disk I/O error" on opening one would say; a FIFO's opening would wait forever.
+  try {
+    refuseNotRegular(path)
+  } catch (error) {
+    if (error instanceof NotRegularFileError) throw new Error(`${path} is ${error.kind}, not a database file; it was not checked`)
+    throw error
+  }
   return 'here'
 }
 
@@ -115,9 +121,10 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
     return checkThroughHost(resolveClientTarget(flags, env), depth)
   }
   // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
-  const [{ checkIntegrity }, { DatabaseOpenError, refuseLoneLog }] = await Promise.all([import('../db/integrity'), import('../db/open')])
+  const [{ checkIntegrity }, { checkCompanionFiles, DatabaseOpenError, refuseLoneLog }] = await Promise.all([import('../db/integrity'), import('../db/open')])
   // SQLite removes a log that holds commits as it opens an empty database file beside it.
   refuseLoneLog(path)
+  checkCompanionFiles(path, notRegularFile) // a FIFO's opening would wait forever; a read-only data dir is checked through a copy
   try {
     const unwritable = unwritableDir(dirname(path))
     if (unwritable) return checkCopy(path, unwritable, depth, checkIntegrity)

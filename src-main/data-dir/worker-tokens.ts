@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
 import { LockFile } from '../db/lock-file'
+import { NotRegularFileError, readRegularFile } from '../../src-shared/regular-file'
 
 /**
  * Scoped tokens (`leasehold token create --scope worker|admin`). A worker token can only run jobs
@@ -57,11 +58,11 @@ function readStored(dataDir: string): Stored[] {
   const path = join(dataDir, WORKER_TOKENS_FILE)
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
+    text = readRegularFile(path)
   } catch (error) {
     const e = error as NodeJS.ErrnoException
     if (e.code === 'ENOENT') return []
-    throw new WorkerTokensFileError(`cannot read ${path} (${e.code ?? e.message})`)
+    throw new WorkerTokensFileError(`cannot read ${path} (${e instanceof NotRegularFileError ? e.message : (e.code ?? e.message)})`)
   }
   let json: unknown
   try {
@@ -107,7 +108,7 @@ function changeStored<T>(dataDir: string, change: (tokens: Stored[]) => T): T {
   } catch (error) {
     if (error instanceof WorkerTokensFileError) throw error
     const code = (error as { code?: string }).code
-    const why = code === 'SQLITE_BUSY' ? `another change of the tokens held it for over ${CHANGE_WAIT_MS / 1000} s` : (code ?? (error as Error).message)
+    const why = code === 'SQLITE_BUSY' ? `another change of the tokens held it for over ${CHANGE_WAIT_MS / 1000} s` : error instanceof NotRegularFileError ? error.message : (code ?? (error as Error).message)
     throw new WorkerTokensFileError(`cannot lock ${join(dataDir, CHANGE_LOCK_FILE)} (${why}); no token was changed`)
   }
 }

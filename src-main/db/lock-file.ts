@@ -1,4 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3'
+import { refuseNotRegular } from '../../src-shared/regular-file'
 
 /**
  * An exclusive lock held through SQLite on a small file of its own (the data dir's host.lock): in
@@ -13,6 +14,7 @@ export class LockFile {
 
   /** Opens (creating) the lock file; throws as the file system refuses. Waits for no one. */
   static open(path: string, nativeBinding?: string): LockFile {
+    refuseNotRegular(path) // SQLite's opening of a FIFO waits forever
     return new LockFile(new BetterSqlite3(path, { timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) }))
   }
 
@@ -44,6 +46,7 @@ export class LockFile {
    * dies lets go. Throws SQLite's `SQLITE_BUSY` when the wait runs out.
    */
   static exclusively<T>(path: string, waitMs: number, work: () => T): T {
+    refuseNotRegular(path)
     const db = new BetterSqlite3(path, { timeout: waitMs })
     try {
       db.pragma('journal_mode = MEMORY') // no journal file to create: the lock is all this file is for
@@ -66,9 +69,11 @@ export class LockFile {
   /**
    * Whether another process holds the lock on the file at `path` now: a read-only connection's
    * first read is refused with SQLITE_BUSY at once (timeout 0). False when the file is not there
-   * or not locked; it creates nothing (the file is not in WAL mode: no -wal or -shm to leave).
+   * or not locked; it creates nothing (the file is not in WAL mode: no -wal or -shm to leave). A
+   * file there that is not a regular file (a FIFO) throws NotRegularFileError, unopened.
    */
   static isHeld(path: string, nativeBinding?: string): boolean {
+    refuseNotRegular(path)
     let db: BetterSqlite3.Database | undefined
     try {
       db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })

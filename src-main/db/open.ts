@@ -6,6 +6,7 @@ import { SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { notRegularFile } from '../../src-shared/regular-file'
 import { companionsAsFound } from './companion-files'
 import { connectionName, connectionPath } from './connection'
 import * as schema from './schema'
@@ -78,8 +79,8 @@ function tableExists(sqlite: Database, name: string): boolean {
 }
 
 /**
- * Why `file` cannot be opened for reading and writing, as `CODE: reason`, or null when it can
- * (or does not exist).
+ * Why `file` cannot be opened for reading and writing, as `CODE: reason` (or `it is a FIFO, not a
+ * regular file`), or null when it can (or does not exist).
  */
 export function cannotOpen(file: string): string | null {
   if (!existsSync(file)) {
@@ -87,6 +88,9 @@ export function cannotOpen(file: string): string | null {
     const link = linkTarget(file)
     return link === null ? null : `a symbolic link to ${link}, which does not exist`
   }
+  // A FIFO's opening would block (SQLite's does), and a device's reads never end.
+  const notRegular = notRegularFile(file)
+  if (notRegular) return notRegular
   try {
     closeSync(openSync(file, 'r+'))
     return null
@@ -108,11 +112,12 @@ function linkTarget(file: string): string | null {
 /**
  * The database's write-ahead log and shared-memory files (`-wal`, `-shm`), which SQLite opens on
  * the first read, must open too: when one cannot, SQLite says only "unable to open database
- * file", or quietly opens the database read-only. The refusal names that file and why.
+ * file", or quietly opens the database read-only (or, a FIFO, waits forever). The refusal names
+ * that file and why. A reader that writes nothing (`leasehold check`) asks only `notRegularFile`.
  */
-function checkCompanionFiles(path: string): void {
+export function checkCompanionFiles(path: string, why: (file: string) => string | null = cannotOpen): void {
   for (const file of [`${path}-wal`, `${path}-shm`]) {
-    const reason = cannotOpen(file)
+    const reason = why(file)
     if (reason) throw new DatabaseOpenError(`cannot open ${file} (${reason}); ${path} was left untouched`)
   }
 }
@@ -454,6 +459,8 @@ export function openOnFullDisk(options: OpenOptions): OpenedDatabase {
     throw new DatabaseOpenError(`the disk that holds ${path} is full and the database is new: setting it up writes; free some space and start again`, true)
   }
   refuseLoneLog(path)
+  const notRegular = notRegularFile(path)
+  if (notRegular) throw new DatabaseOpenError(`cannot open ${path} (${notRegular}); it was left untouched`)
   const uncleanShutdown = fileSize(`${path}-wal`) > 0
   let sqlite: Database
   try {

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { HOST_FILE, processAlive } from '../../src-shared/client-target'
+import { readRegularFile } from '../../src-shared/regular-file'
 
 /** A host that owns a data dir now: what `<dataDir>/host.json` names, checked against the process table. */
 export interface RunningHost {
@@ -33,7 +33,7 @@ export function runningHostFrom(text: string | null, isAlive: (pid: number) => b
 export function readRunningHost(dataDir: string): RunningHost | null {
   let text: string | null
   try {
-    text = readFileSync(join(dataDir, HOST_FILE), 'utf8')
+    text = readRegularFile(join(dataDir, HOST_FILE)) // a FIFO there is no host's: read as none, never waited on
   } catch {
     text = null
   }

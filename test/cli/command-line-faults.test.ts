@@ -17,7 +17,7 @@ import { MAX_DELAY_MS as COMMAND_MAX_DELAY_MS } from '../../src-main/commands/su
 import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
 import { limitRetryLines } from '../../src-shared/log-limiter'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { BIN, runCliAsync } from '../helpers/process'
+import { BIN, runCli, runCliAsync } from '../helpers/process'
 
 /** The runner's own LEASEHOLD_* settings must not pick the host. */
 const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
@@ -365,6 +365,32 @@ describe('leasehold check', () => {
     const result = await run(['check', '--data-dir', dir])
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([`leasehold: ${join(dir, 'leasehold.db')} is a directory, not a database file; it was not checked`])
+  })
+
+  // Run with spawnSync's timeout: a command that opened a FIFO would wait for its other end for good.
+  test.skipIf(process.platform === 'win32').each([
+    ['leasehold.db', '{path} is a FIFO, not a database file; it was not checked'],
+    ['leasehold.db-wal', 'cannot open {path} (it is a FIFO, not a regular file); {db} was left untouched'],
+    ['leasehold.db-shm', 'cannot open {path} (it is a FIFO, not a regular file); {db} was left untouched'],
+  ])('a FIFO at %s is named as not a regular file, never opened, exit 1', async (name, expected) => {
+    const dir = tempDir()
+    const db = join(dir, 'leasehold.db')
+    if (name !== 'leasehold.db') new BetterSqlite3(db).close()
+    execFileSync('mkfifo', [join(dir, name)])
+    const result = runCli(['check', '--data-dir', dir])
+    expect(result.status, result.stderr).toBe(1)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${expected.replace('{path}', join(dir, name)).replace('{db}', db)}`])
+  })
+
+  test.skipIf(process.platform === 'win32').each([
+    ['host.json', ['status'], 'cannot read {path} (it is a FIFO, not a regular file): remove it, or give --url and --token'],
+    ['worker-tokens.json', ['token', 'list'], 'cannot read {path} (it is a FIFO, not a regular file)'],
+  ])('a FIFO at the data dir\'s %s is named by the command that reads it, never opened, exit 1', async (name, args, expected) => {
+    const dir = tempDir()
+    execFileSync('mkfifo', [join(dir, name)])
+    const result = runCli([...args, '--data-dir', dir])
+    expect(result.status, result.stderr).toBe(1)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${expected.replace('{path}', join(dir, name))}`])
   })
 
   test('another program’s SQLite file is not passed as sound: it is named as not a Leasehold database, as serve names it, exit 1', async () => {

@@ -258,7 +258,7 @@ describe('a start that fails on the disk', () => {
     const result = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
     expect(result.status, result.stderr).toBe(1)
     expect(result.stderr.trim().split('\n'), result.stderr).toHaveLength(1)
-    expect(result.stderr).toContain(`cannot open ${path}${suffix} (EISDIR`)
+    expect(result.stderr).toContain(`cannot open ${path}${suffix} (it is a directory, not a regular file)`)
     expect(result.stderr).not.toMatch(/not a readable SQLite database/)
   })
 

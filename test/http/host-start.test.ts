@@ -4,8 +4,8 @@
  * the first, and leaves the first's host.json alone.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { type ChildProcess, spawn } from 'node:child_process'
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -174,13 +174,39 @@ describe('a start on a damaged file', () => {
 
 describe('a start on a data dir where a file of its own is a directory', () => {
   test.each([
-    ['token', 'cannot read the token file {path} (it is a directory): remove it to have one made, or give --token'],
+    ['token', 'cannot read the token file {path} (it is a directory, not a regular file): remove it to have one made, or give --token'],
     ['host.lock', "{path} is a directory, not the data dir's lock file: remove it"],
   ])('%s: one line naming that file, not the data dir or a read', async (name, expected) => {
     const config = testConfig()
     const path = join(config.dataDir, name)
     mkdirSync(path, { recursive: true })
     await expect(startHost({ ...config, token: null }, { log: () => {} })).rejects.toThrow(expected.replace('{path}', path))
+  })
+})
+
+/**
+ * Opening a FIFO waits for a process at its other end: a start that opened one it found among the
+ * data dir's files would hang with no word. Each is named as not a regular file, never opened.
+ */
+describe('a start on a data dir where a file of its own is a FIFO', () => {
+  test.skipIf(process.platform === 'win32').each([
+    ['token', 'cannot read the token file {path} (it is a FIFO, not a regular file): remove it to have one made, or give --token'],
+    ['host.lock', "cannot open {path} for writing (it is a FIFO, not a regular file): it is the data dir's lock file"],
+    ['leasehold.db', 'cannot open {path} for writing (it is a FIFO, not a regular file); it was left untouched'],
+    ['leasehold.db-wal', 'cannot open {path} (it is a FIFO, not a regular file)'],
+    ['leasehold.db-shm', 'cannot open {path} (it is a FIFO, not a regular file)'],
+  ])('%s: one line naming that file as not a regular file, at once', async (name, expected) => {
+    const config = testConfig()
+    // The database is there (the -wal and -shm are its), the token too but for the FIFO of its name.
+    await (await startHost({ ...config, token: null }, { log: () => {} })).stop()
+    const path = join(config.dataDir, name)
+    rmSync(path, { force: true })
+    execFileSync('mkfifo', [path])
+    // In a process of its own: a start that opened the FIFO would block this one for good.
+    const result = runCli(['serve', '--data-dir', config.dataDir, '--port', '0', '--workers', '0'])
+    expect(result.status, result.stderr).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toContain(`leasehold: could not start: ${expected.replace('{path}', path)}`)
   })
 })
 

@@ -201,7 +201,7 @@ describe('opening the database file', () => {
   it('a folder where the file should be is refused, naming the OS reason', () => {
     const path = join(dir, 'leasehold.db')
     mkdirSync(path)
-    expect(openError(path).message).toMatch(/cannot open .*leasehold\.db for writing \(EISDIR/)
+    expect(openError(path).message).toMatch(/cannot open .*leasehold\.db for writing \(it is a directory, not a regular file\)/)
   })
 
   it('a non-SQLite (garbage) file refuses and is left byte-for-byte untouched', () => {
