@@ -4,6 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { answerTimeoutMs, type ClientTarget, dataDirOf, defaultDataDir, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
 import { companionsAsFound } from '../db/companion-files'
+import { noFreeFiles } from '../db/free-files'
 import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import { findHost, HOST_START_WAIT_S } from './host-target'
 import { answered, hostApi } from './http-client'
@@ -132,7 +133,10 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
     return checkLeavingNoLog(path, () => checkIntegrity(path, depth), lockDataDir)
   } catch (error) {
     if (error instanceof DatabaseOpenError) throw error
-    if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
+    const code = (error as { code?: string }).code
+    const noFiles = code === 'SQLITE_CANTOPEN' ? noFreeFiles(dirname(path)) : null
+    if (noFiles) throw new Error(`the disk that holds ${path} has ${noFiles}: SQLite cannot create the -wal and -shm files it reads the file with (${code}); remove files from that disk and check again (the file was left untouched)`)
+    if (code !== 'SQLITE_BUSY') {
       throw new Error(`${path} cannot be read (${(error as Error).message}); if the disk is failing, copy the file with its -wal away before anything else`)
     }
     return checkHeld(path, flags, env, depth)

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { z } from 'zod'
 import { LockFile } from '../db/lock-file'
 import { NotRegularFileError, readRegularFile } from '../../src-shared/regular-file'
+import { noFreeFiles } from '../db/free-files'
 
 /**
  * Scoped tokens (`leasehold token create --scope worker|admin`). A worker token can only run jobs
@@ -88,7 +89,9 @@ function writeStored(dataDir: string, tokens: Stored[]): void {
   } catch (error) {
     rmSync(temp, { force: true })
     const e = error as NodeJS.ErrnoException
-    throw new WorkerTokensFileError(`cannot write ${path} (${e.code === 'ENOSPC' ? 'the disk is full' : (e.code ?? e.message)}); no token was changed`)
+    const noFiles = e.code === 'ENOSPC' ? noFreeFiles(dataDir) : null
+    const full = e.code === 'ENOSPC' ? (noFiles ? `the disk has ${noFiles}` : 'the disk is full') : (e.code ?? e.message)
+    throw new WorkerTokensFileError(`cannot write ${path} (${full}); no token was changed`)
   }
 }
 
@@ -108,7 +111,15 @@ function changeStored<T>(dataDir: string, change: (tokens: Stored[]) => T): T {
   } catch (error) {
     if (error instanceof WorkerTokensFileError) throw error
     const code = (error as { code?: string }).code
-    const why = code === 'SQLITE_BUSY' ? `another change of the tokens held it for over ${CHANGE_WAIT_MS / 1000} s` : error instanceof NotRegularFileError ? error.message : (code ?? (error as Error).message)
+    const noFiles = code === 'SQLITE_CANTOPEN' ? noFreeFiles(dataDir) : null
+    const why =
+      code === 'SQLITE_BUSY'
+        ? `another change of the tokens held it for over ${CHANGE_WAIT_MS / 1000} s`
+        : error instanceof NotRegularFileError
+          ? error.message
+          : noFiles
+            ? `the disk has ${noFiles}`
+            : (code ?? (error as Error).message)
     throw new WorkerTokensFileError(`cannot lock ${join(dataDir, CHANGE_LOCK_FILE)} (${why}); no token was changed`)
   }
 }

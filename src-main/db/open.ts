@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { notRegularFile } from '../../src-shared/regular-file'
 import { companionsAsFound } from './companion-files'
 import { connectionName, connectionPath } from './connection'
+import { noFreeFiles } from './free-files'
 import * as schema from './schema'
 
 /**
@@ -154,6 +155,12 @@ function unreadableError(path: string, error: unknown): DatabaseOpenError {
     return new DatabaseOpenError(
       `the disk that holds ${path} is full (${mb(free)} free): SQLite cannot create its ${path}-shm and -wal files (${code}); free some space and start again (the file was left untouched)`,
       true,
+    )
+  }
+  const noFiles = noFreeFiles(dirname(path))
+  if (noFiles && code?.startsWith('SQLITE_CANTOPEN')) {
+    return new DatabaseOpenError(
+      `the disk that holds ${path} has ${noFiles}: SQLite cannot create its ${path}-shm and -wal files (${code}); remove files from that disk and start again (the file was left untouched)`,
     )
   }
   return new DatabaseOpenError(`${path} is not a readable SQLite database (${oneLine(message)}); it was left untouched`)

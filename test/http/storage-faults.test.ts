@@ -185,11 +185,11 @@ describe('a real full disk (tmpfs)', () => {
     mountPoint = undefined
   })
 
-  function mountTmpfs(): string | null {
+  function mountTmpfs(options = 'size=4m'): string | null {
     if (process.platform !== 'linux' || process.getuid?.() !== 0) return 'it needs root on Linux to mount a tmpfs'
     mountPoint = tempDir('leasehold-tmpfs-')
     try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', mountPoint], { stdio: 'pipe' })
+      execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', mountPoint], { stdio: 'pipe' })
       return null
     } catch (error) {
       rmSync(mountPoint, { recursive: true, force: true })
@@ -282,6 +282,36 @@ describe('a real full disk (tmpfs)', () => {
     )
     expect(error?.message).toMatch(/^the disk that holds .*leasehold\.db is full, and the database must be set up .* free some space and start again/)
     expect(error?.message.split('\n')).toHaveLength(1)
+  })
+
+  test('a disk with no free files (inodes) left is named so by serve, check and token create, not as an unreadable database', async (context) => {
+    const skipped = mountTmpfs('size=20m,nr_inodes=16')
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    await (await startTestHost({ dataDir })).stop() // the database, its token and lock file; no -wal or -shm after a clean stop
+    // Empty files until the file system makes no more: bytes are left, files are not.
+    for (let i = 0; ; i++) {
+      try {
+        writeFileSync(join(mountPoint!, `empty-${i}`), '')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
+        break
+      }
+    }
+    const noFiles = /the disk that holds .*leasehold\.db has no free files \(inodes\) left \(all 16 in use\)/
+    const error = await startTestHost({ dataDir }).then(
+      () => null,
+      (e: Error) => e,
+    )
+    expect(error?.message).toMatch(noFiles)
+    expect(error?.message).not.toMatch(/not a readable SQLite database/)
+    const check = await runCliAsync(['check', '--data-dir', dataDir])
+    expect(check.status).toBe(1)
+    expect(check.stderr).toMatch(noFiles)
+    const token = await runCliAsync(['token', 'create', '--scope', 'worker', '--data-dir', dataDir])
+    expect(token.status).toBe(1)
+    expect(token.stderr).toContain(`cannot lock ${join(dataDir, 'worker-tokens.lock')} (the disk has no free files (inodes) left (all 16 in use)); no token was changed`)
   })
 
   test('answers 507 on a full tmpfs, stays up, and takes writes again once space is freed', async (context) => {
