@@ -130,7 +130,7 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
     const unwritable = unwritableDir(dirname(path))
     if (unwritable) return checkCopy(path, unwritable, depth, checkIntegrity)
     const { lockDataDir } = await import('../data-dir/lock')
-    return checkLeavingNoLog(path, () => checkIntegrity(path, depth), lockDataDir)
+    return checkLeavingNoLog(path, (alone) => checkIntegrity(path, depth, undefined, alone), lockDataDir)
   } catch (error) {
     if (error instanceof DatabaseOpenError) throw error
     const code = (error as { code?: string }).code
@@ -169,20 +169,25 @@ function unwritableDir(dataDir: string): string | null {
  * the file while its log is removed; a data dir a host holds is left to `check` as it was (the
  * read-only open is refused, and the host is asked). A -wal that was there before, a killed
  * host's log, is never touched.
+ *
+ * A folder no host has run in (no host.lock: a copied file, a restored backup) gets no lock file
+ * of the check's making. Its file, with no -wal or -shm beside it, is checked `alone`
+ * (db/integrity.ts): the check's connection holds the file itself, makes no -shm, and SQLite
+ * removes the empty -wal it made as that connection closes, before it lets go of the file. No
+ * file is removed by name, so a host that starts meanwhile, which waits for the file or is
+ * refused, never loses a log it has open.
  */
-function checkLeavingNoLog<T>(path: string, check: () => T, lockDataDir: (dataDir: string) => { release(): void }): T {
+function checkLeavingNoLog<T>(path: string, check: (alone: boolean) => T, lockDataDir: (dataDir: string) => { release(): void }): T {
+  if (!existsSync(join(dirname(path), LOCK_FILE))) return check(!existsSync(`${path}-wal`) && !existsSync(`${path}-shm`))
   let lock: { release(): void } | null = null
-  // A folder no host has run in (no host.lock) gets no lock file of the check's making.
-  if (existsSync(join(dirname(path), LOCK_FILE))) {
-    try {
-      lock = lockDataDir(dirname(path))
-    } catch {
-      // A host holds it (the check is refused and the host asked), or its lock cannot be written: the check says what it finds.
-    }
+  try {
+    lock = lockDataDir(dirname(path))
+  } catch {
+    // A host holds it (the check is refused and the host asked), or its lock cannot be written: the check says what it finds.
   }
   const restoreCompanions = companionsAsFound(path)
   try {
-    return check()
+    return check(false)
   } finally {
     if (lock) {
       try {

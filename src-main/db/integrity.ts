@@ -45,11 +45,23 @@ function problemsOf(rows: Record<string, string>[]): string[] {
  * cannot read at all throws, as opening it would; a file a running host holds (connection.ts)
  * throws `SQLITE_BUSY` at once, without waiting for it. Another program's SQLite file throws
  * {@link DatabaseOpenError}, as serve refuses it: its soundness says nothing of Leasehold's.
+ *
+ * `alone`: the file is held for the check's length, and leaves no `-wal` or `-shm` it did not
+ * have. The connection may write (though `query_only` lets it write nothing) and takes SQLite's
+ * exclusive locking mode before its first read: it keeps the log's index in its memory, so it
+ * makes no `-shm`, and holds the file's lock until it closes, so no other connection opens the
+ * file or its log meanwhile; as the last connection of a file, it removes the empty log it made
+ * as it closes, still holding that lock. A `-wal` that holds anything it would copy into the
+ * file as it closed: for a file with no `-wal` beside it only.
  */
-export function checkIntegrity(path: string, depth: IntegrityDepth = 'full', nativeBinding?: string): IntegrityReport {
+export function checkIntegrity(path: string, depth: IntegrityDepth = 'full', nativeBinding?: string, alone = false): IntegrityReport {
   const started = performance.now()
-  const db = new BetterSqlite3(connectionName(path, nativeBinding), { readonly: true, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
+  const db = new BetterSqlite3(connectionName(path, nativeBinding), { readonly: !alone, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
   try {
+    if (alone) {
+      db.pragma('locking_mode = EXCLUSIVE') // before the first read: see above
+      db.pragma('query_only = ON')
+    }
     if (isAnotherProgramsFile(db)) throw new DatabaseOpenError(`${path} is not a Leasehold database (serve refuses it); it was not checked`)
     const problems = problemsOf(db.pragma(pragmaOf(depth), { simple: false }) as Record<string, string>[])
     return { path, ok: problems.length === 0, problems, ms: Math.round(performance.now() - started) }

@@ -432,6 +432,22 @@ describe('leasehold check', () => {
     rmSync(stopped.dataDir, { recursive: true, force: true })
   })
 
+  test('a folder holding only leasehold.db (a copied file, a restored backup) is left so: no -wal, -shm or host.lock of the check’s, and the file byte for byte', async () => {
+    const stopped = await startTestHost({ workers: 0 })
+    await stopped.call('/api/scheduler/jobs/submit', { method: 'POST', json: { job_type: 'kept', cost_units: 1 } })
+    await stopped.stop()
+    const copied = tempDir()
+    copyFileSync(join(stopped.dataDir, 'leasehold.db'), join(copied, 'leasehold.db'))
+    rmSync(stopped.dataDir, { recursive: true, force: true })
+    const file = readFileSync(join(copied, 'leasehold.db'))
+    for (const depth of [['--quick'], []]) {
+      const result = await run(['check', ...depth, '--data-dir', copied])
+      expect(result.status, result.stderr).toBe(0)
+      expect(readdirSync(copied)).toEqual(['leasehold.db'])
+    }
+    expect(readFileSync(join(copied, 'leasehold.db')).equals(file)).toBe(true)
+  })
+
   test('a data dir this user may read but not write (another user\'s) is checked through a copy too, not called a failing disk', async (context) => {
     if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('it needs root on Linux to run the check as another user')
     const stopped = await startTestHost({ workers: 0 })
