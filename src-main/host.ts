@@ -458,17 +458,33 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     queueMicrotask(() => {
       try {
         engine.flush() // a group still open fails in SQLite below, or commits: its callers hear which
-        refuseWrites(sqlite) // from here every write fails in SQLite, whoever asks for it
-      } catch (refusal) {
-        log(`leasehold: after the failed sync, writes could not be turned off in SQLite (${(refusal as Error).message}); the host still refuses them`)
+      } catch (error) {
+        log(`leasehold: after the failed sync, the writes in progress could not be ended (${(error as Error).message})`)
       }
-      dispatch.close()
-      void stopWriters()
-      void checkpointer?.stop() // a later pass would "work" over the pages the failed one lost
-      void relay?.stop() // what waits stays in the outbox for the restart
+      stopTakingWrites()
     })
   }
   engine.onSyncFailed((error) => syncFailed(error, 'a commit'))
+
+  /**
+   * What the host does once it can no longer trust what is on its disk (a failed sync, its file or
+   * log gone): every write fails in SQLite from here, whoever asks for it, no claim waits, and
+   * every writer stops — the timed ones, the checkpointer (a later pass would copy the log over
+   * pages a failed sync lost, or into a file now at the path) and the relay (what waits stays in
+   * the outbox for the restart). Only a restart takes writes again.
+   */
+  const stopTakingWrites = (): void => {
+    try {
+      refuseWrites(sqlite)
+    } catch (refusal) {
+      log(`leasehold: writes could not be turned off in SQLite (${(refusal as Error).message}); the host still refuses them`)
+    }
+    dispatch.close()
+    if (probe) clearTimeout(probe)
+    void stopWriters()
+    void checkpointer?.stop()
+    void relay?.stop()
+  }
 
   /**
    * Everything that writes: the checkpointer, the capacity flags, the reaper, the schedules (with
@@ -663,17 +679,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     engine.flush() // a group still open commits: its callers are told, and what they were told is kept below
     // What is kept is closed cleanly (no write follows): a start on it has nothing to warn of.
     once('the host\'s mark', 'the next start checks the kept file as after a crash', () => clearHostMark(sqlite))
-    refuseWrites(sqlite) // from here every write fails in SQLite, whoever asks for it
-    dispatch.close()
+    stopTakingWrites()
     mode.state = 'read_only'
     mode.reason = `database ${loss.file === 'database' ? 'file' : 'log'} ${loss.how}`
     modeChanged()
-    if (probe) clearTimeout(probe)
-    void stopWriters()
-    // No connection of the host's opens the paths again, nor copies the log into what is there now.
-    void checkpointer?.stop()
-    void readThread?.stop()
-    void relay?.stop() // what waits stays in the outbox, and so in what is kept
+    void readThread?.stop() // no connection of the host's opens the paths again
     if (loss.file === 'database') setAsideLostLog()
     void keepWhatIsHeld(loss)
   }
