@@ -92,6 +92,8 @@ const FIRST_BUSY_READING_MS = 100
 const HEADERS_TIMEOUT_MS = 10_000
 const REQUEST_TIMEOUT_MS = 2 * MAX_LONG_POLL_MS // room above the longest long-poll
 const KEEP_ALIVE_TIMEOUT_MS = 5_000
+/** How long a stop waits for the body of a request still to come before it closes the connection (the request has run nothing). */
+const UNFINISHED_BODY_GRACE_MS = 2_000
 
 /** out/renderer of this checkout, seen from src-main/host.ts or from the bundle in out/cli/ (scripts/cli-bundle.js). */
 const DEFAULT_RENDERER_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../out/renderer' : '../renderer', import.meta.url))
@@ -401,11 +403,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   })
   /**
    * Closes the connections with no request in flight, or all of them when none is. A request
-   * whose body has not all come has run nothing, and its client may hold it up to the request
-   * timeout (60 s): its connection is closed too, rather than waited for.
+   * whose body is still coming has run nothing, and its client may hold it up to the request
+   * timeout (60 s): once the stop has waited {@link UNFINISHED_BODY_GRACE_MS} for it, its
+   * connection is closed too. (A body on its way arrives well within that.)
    */
-  const closeConnections = (): void => {
-    for (const request of nodeRequestsInFlight) if (!request.complete) request.socket.destroy()
+  const closeConnections = (sweepStartedAt: number): void => {
+    if (Date.now() - sweepStartedAt >= UNFINISHED_BODY_GRACE_MS) {
+      for (const request of nodeRequestsInFlight) if (!request.complete) request.socket.destroy()
+    }
     if (nodeRequestsInFlight.size + front.inFlight === 0) {
       server.closeAllConnections()
       front.closeAll()
@@ -774,8 +779,9 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       http.closeStreams()
       // Requests in flight finish; then every connection closes, including keep-alive ones and
       // those a client opened ahead and never sent a request on (Node counts those as busy).
-      const sweep = setInterval(closeConnections, 25)
-      closeConnections()
+      const sweepStartedAt = Date.now()
+      const sweep = setInterval(() => closeConnections(sweepStartedAt), 25)
+      closeConnections(sweepStartedAt)
       await closed
       clearInterval(sweep)
       if (mode.state === 'read_write') once('the last stats sample', 'the series ends at the sample before', () => engine.sampleStats()) // the last gauges before the gap in the series
