@@ -144,6 +144,18 @@ describe('paused queues', () => {
     expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/reports/pause', '/api/queues/reports/resume'])
   })
 
+  test('who paused a queue is shown isolated, its invisible characters drawn as escapes: a name from the pause request cannot reorder the row', async () => {
+    const { fetcher } = fakeFetch({
+      'GET /api/queues': { queues: [{ queue: 'reports', paused: true, paused_at: iso(T0), paused_by: 'ops\u202Eevil', counts: { QUEUED: 1 } }] },
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    const row = el.querySelector('tr[data-queue="reports"]')!
+    expect(row.querySelector('span.muted bdi')?.textContent).toBe('ops\\u202eevil')
+    expect(text(row)).toContain('by ops\\u202eevil')
+  })
+
   test('a queue with no jobs yet can be paused by name', async () => {
     const { fetcher } = fakeFetch({
       'GET /api/queues': { queues: [] },
