@@ -24,3 +24,8 @@ export function takeLostFocus(node: HTMLElement, take: boolean) {
   maybe(take)
   return { update: maybe }
 }
+
+/** Gives `node` the focus if focus fell out of the page (what held it went: a form that closed). */
+export function focusIfLost(node: HTMLElement | undefined): void {
+  if (node && focusLost()) node.focus()
+}

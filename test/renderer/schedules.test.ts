@@ -8,6 +8,7 @@ import { outerSpaces } from '../../src-renderer/lib/names'
 import { changeInput, createInput, draftOf, emptyDraft, hostProblem } from '../../src-renderer/lib/schedule-form'
 import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
 import { event, fakeFetch, iso, T0, typeText } from './support'
+import { until } from '../helpers/until'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
 const HOUR = 3_600_000
@@ -197,6 +198,20 @@ describe('the Schedules view', () => {
     flushSync()
     expect(button.disabled).toBe(true)
     expect(document.activeElement).toBe(el.querySelector('[data-testid="schedule-form"] input[name="name"]'))
+  })
+
+  test('a form closed with Cancel gives the focus back to New schedule, not to the page', async () => {
+    const { el } = await view([schedule()])
+    const button = [...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'New schedule')!
+    button.focus()
+    button.click()
+    flushSync()
+    const cancel = [...el.querySelectorAll<HTMLButtonElement>('[data-testid="schedule-form"] button')].find((b) => b.textContent === 'Cancel')!
+    cancel.focus()
+    cancel.click()
+    await until(() => el.querySelector('[data-testid="schedule-form"]') === null, 2000, 'the form closed')
+    await until(() => document.activeElement === button, 2000, 'the focus back on New schedule')
+    expect(button.disabled).toBe(false)
   })
 
   test('each schedule shows its expression in words, its next runs (the first with the time left) and its last run', async () => {
