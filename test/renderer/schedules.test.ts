@@ -190,22 +190,25 @@ describe('the Schedules view', () => {
     return { el: target, store, calls }
   }
 
-  test('New schedule opens its form with the focus in its first field: the button that had it is off while the form is open', async () => {
-    const { el } = await view([schedule()])
+  /** Focuses New schedule and presses it, as a keyboard user does; answers the button. */
+  const openNewSchedule = (el: HTMLElement): HTMLButtonElement => {
     const button = [...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'New schedule')!
     button.focus()
     button.click()
     flushSync()
+    return button
+  }
+
+  test('New schedule opens its form with the focus in its first field: the button that had it is off while the form is open', async () => {
+    const { el } = await view([schedule()])
+    const button = openNewSchedule(el)
     expect(button.disabled).toBe(true)
     expect(document.activeElement).toBe(el.querySelector('[data-testid="schedule-form"] input[name="name"]'))
   })
 
   test('a form closed with Cancel gives the focus back to New schedule, not to the page', async () => {
     const { el } = await view([schedule()])
-    const button = [...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'New schedule')!
-    button.focus()
-    button.click()
-    flushSync()
+    const button = openNewSchedule(el)
     const cancel = [...el.querySelectorAll<HTMLButtonElement>('[data-testid="schedule-form"] button')].find((b) => b.textContent === 'Cancel')!
     cancel.focus()
     cancel.click()
