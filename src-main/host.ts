@@ -94,6 +94,8 @@ const REQUEST_TIMEOUT_MS = 2 * MAX_LONG_POLL_MS // room above the longest long-p
 const KEEP_ALIVE_TIMEOUT_MS = 5_000
 /** How long a stop waits for the body of a request still to come before it closes the connection (the request has run nothing). */
 const UNFINISHED_BODY_GRACE_MS = 2_000
+/** How long a stop waits for a client to read what it was sent before it closes the connection (a client that never reads would hold the stop for ever). */
+const UNREAD_ANSWER_GRACE_MS = 5_000
 
 /** out/renderer of this checkout, seen from src-main/host.ts or from the bundle in out/cli/ (scripts/cli-bundle.js). */
 const DEFAULT_RENDERER_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../out/renderer' : '../renderer', import.meta.url))
@@ -405,11 +407,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
    * Closes the connections with no request in flight, or all of them when none is. A request
    * whose body is still coming has run nothing, and its client may hold it up to the request
    * timeout (60 s): once the stop has waited {@link UNFINISHED_BODY_GRACE_MS} for it, its
-   * connection is closed too. (A body on its way arrives well within that.)
+   * connection is closed too. (A body on its way arrives well within that.) A connection whose
+   * client does not read what it was sent (an answer that fills the kernel's buffers, and any
+   * request sent ahead behind it) would hold the stop for as long as the client likes: once the
+   * stop has waited {@link UNREAD_ANSWER_GRACE_MS}, it is closed. A request with nothing waiting
+   * to be read is the host's own work in progress, and is waited for.
    */
   const closeConnections = (sweepStartedAt: number): void => {
-    if (Date.now() - sweepStartedAt >= UNFINISHED_BODY_GRACE_MS) {
-      for (const request of nodeRequestsInFlight) if (!request.complete) request.socket.destroy()
+    const waited = Date.now() - sweepStartedAt
+    for (const request of nodeRequestsInFlight) {
+      if ((!request.complete && waited >= UNFINISHED_BODY_GRACE_MS) || (request.socket.writableLength > 0 && waited >= UNREAD_ANSWER_GRACE_MS)) request.socket.destroy()
     }
     if (nodeRequestsInFlight.size + front.inFlight === 0) {
       server.closeAllConnections()

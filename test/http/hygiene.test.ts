@@ -467,6 +467,34 @@ describe('a request whose body never comes whole is refused, never left waiting'
     }
   }, 10_000)
 
+  test('a client that never reads an answer it asked for holds up the host\'s stop only for a grace, then its connection closes', async () => {
+    const { mkdirSync, writeFileSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { tempDir } = await import('../helpers/host')
+    // A file larger than the kernel's buffers between the two ends hold: its answer cannot end.
+    const rendererDir = tempDir('leasehold-renderer-')
+    mkdirSync(join(rendererDir, 'assets'))
+    writeFileSync(join(rendererDir, 'index.html'), '<!doctype html><title>Leasehold</title>')
+    writeFileSync(join(rendererDir, 'assets', 'large.js'), Buffer.alloc(48 * 1024 * 1024, 0x20))
+    const own = await startTestHost({ workers: 0 }, { rendererDir })
+    try {
+      const { port } = new URL(own.url)
+      const socket = connect(Number(port), '127.0.0.1')
+      socket.on('error', () => {})
+      socket.pause() // never reads
+      const closed = new Promise((resolve) => socket.once('close', resolve))
+      socket.write(`GET /assets/large.js HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+      await new Promise((resolve) => setTimeout(resolve, 300)) // the answer has begun, and backed up
+      const stopping = Date.now()
+      await own.stop()
+      expect(Date.now() - stopping).toBeLessThan(10_000)
+      socket.resume() // what the kernel holds of the answer, then the end
+      await closed
+    } finally {
+      await own.dispose()
+    }
+  }, 20_000)
+
   test('a body too slow to arrive is 408 request_timeout once the request timeout passes, and the connection closes', async () => {
     // The host's own listener on a server with short limits (the host waits 60 s for a request).
     let bodyRead: unknown = 'pending'
