@@ -42,7 +42,9 @@ export const SubmitJob = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),
   job_type: Name,
   priority: PRIORITY.optional(),
-  cost_units: z.number().int().min(1).max(1_000_000),
+  // No bound of its own: a cost above the capacity's total (itself at most 1,000,000) is the job's
+  // own refusal, cost_exceeds_capacity, as any cost above the total is (an item's own, in a batch).
+  cost_units: z.number().int().min(1),
   constraints: z.record(z.string().max(100), z.boolean()).optional(),
   payload: JsonValue.optional(),
   client_request_id: z.string().min(1).max(200).nullable().optional(),

@@ -24,6 +24,17 @@ describe('a job costing more than total_units', () => {
     await submit(host, { cost_units: 100 }) // the whole capacity is fine
   })
 
+  test('a cost above any capacity there can be (over 1,000,000 units) is cost_exceeds_capacity too, and in a batch the item\'s own refusal', async () => {
+    await start()
+    const error = await expectError(await post(host, `${QUEUE}/jobs/submit`, { job_type: 'big', cost_units: 1_000_001 }), 400, 'cost_exceeds_capacity')
+    expect(error.detail).toMatch(/1000001 exceeds the total capacity of 100 units/)
+    const batch = await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [{ job_type: 'small', cost_units: 1 }, { job_type: 'big', cost_units: 2 ** 53 - 1 }] })
+    expect(batch.status).toBe(200)
+    const { results } = await body(batch)
+    expect(results[0]).toMatchObject({ ok: true, job: { job_type: 'small', state: 'QUEUED' } })
+    expect(results[1]).toMatchObject({ ok: false, code: 'cost_exceeds_capacity' })
+  })
+
   test('a total lowered below a queued job\'s cost: JOB_EXCEEDS_CAPACITY in its timeline, its waiting_reason, the snapshot count', async () => {
     await start()
     const big = await submit(host, { cost_units: 80 })
