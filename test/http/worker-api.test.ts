@@ -588,6 +588,17 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     expect(host.engine.getJob(b.job_id).state).toBe('FAILED')
   })
 
+  test('a completion repeated after its job was purged is refused job_not_found with ack:true: nothing is left to redeliver', async () => {
+    await start()
+    const c = await claimed('w1')
+    const report = { worker_id: 'w1', complete: [refOf(c)], fail: [{ ...refOf(c), error: { message: 'late' } }] }
+    expect((await body(await post(host, `${WORKER}/batch`, report))).completed).toEqual([{ job_id: c.job_id, ok: true, ack: true }])
+    expect((await post(host, '/api/jobs/bulk/purge', { states: ['DONE'] })).status).toBe(200)
+    const again = await body(await post(host, `${WORKER}/batch`, report))
+    expect(again.completed).toEqual([{ job_id: c.job_id, ok: false, ack: true, code: 'job_not_found', detail: expect.any(String) }])
+    expect(again.failed).toEqual([{ job_id: c.job_id, ok: false, ack: true, code: 'job_not_found', detail: expect.any(String) }])
+  })
+
   test('a refused report carries its code (409 body: ok:false, ack) and does not fail the others', async () => {
     await start()
     const c = await claimed('w1')

@@ -49,9 +49,13 @@ export const failAnswer = ({ ack, requeued, dlq }: AttemptEnded): WorkerFailAnsw
 
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }): RefusedItem
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck: true): RefusedReport
+/**
+ * A refused report in its slot. `ack` is the engine's say for an ended attempt; a report on a job
+ * that is not there (purged since its attempt ended) has nothing left to deliver either.
+ */
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck = false): RefusedItem | RefusedReport {
   const { code, detail, extra } = result.error
-  return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: extra.ack === true } : {}) }
+  return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: extra.ack === true || code === 'job_not_found' } : {}) }
 }
 
 /**
