@@ -25,7 +25,7 @@ import { type Clock, earliest, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
 import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, unlockedHostError, writeHostFile } from './data-dir/lock'
-import { checkRequest, guardInput } from './http/guard'
+import { checkRequest, guardInput, ownHostNames } from './http/guard'
 import { createHttpApp, pathOf } from './http/server'
 import { attachFront } from './http/front'
 import { servedInTurn } from './http/in-turn'
@@ -307,11 +307,15 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   remoteWorkers?.start()
   undo.push(() => remoteWorkers?.stop())
   let port = config.port
+  // --allowed-host's names, and once the server listens its own address (guard.ts ownHostNames).
+  let allowedHosts: readonly string[] = config.allowedHosts
   const policy = {
     token,
     isWorkerToken,
     isAdminToken,
-    allowedHosts: config.allowedHosts,
+    get allowedHosts() {
+      return allowedHosts
+    },
     get port() {
       return port
     },
@@ -615,12 +619,15 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     return new Promise<void>((resolve) => server.close(() => resolve()))
   })
   port = address.port
-  if (!LOOPBACK.has(config.host)) {
-    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs (requests that name it by an address or name other than loopback need --allowed-host)`)
-  }
-
   const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${hostPart}:${address.port}`
+  // The address it listens on and the URL it publishes are its own names: what it prints works.
+  const ownNames = ownHostNames(config.host, localUrl(url))
+  allowedHosts = [...config.allowedHosts, ...ownNames]
+  if (!LOOPBACK.has(config.host)) {
+    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs (requests that name it by another address or name than ${[...ownNames, 'loopback'].join(' or ')} need --allowed-host)`)
+  }
+
   // Local commands (leasehold worker, submit, status) find the running host here. It is ours to
   // write and remove: the lock keeps every other host off this data dir.
   const hostFile = join(config.dataDir, HOST_FILE)

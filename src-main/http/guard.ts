@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
+import { isIPv6 } from 'node:net'
 import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 
 export interface GuardPolicy {
@@ -7,7 +8,7 @@ export interface GuardPolicy {
   token: string
   /** The port the server listens on: a Host header must name it. */
   port: number
-  /** Extra host names (lowercase) to accept besides the loopback names. */
+  /** Extra host names (lowercase) to accept besides the loopback names: --allowed-host's, and the server's own ({@link ownHostNames}). */
   allowedHosts: readonly string[]
   /** Whether a ticket from POST /api/events/ticket is valid (it opens only the event stream), the token that took it still opening the API. */
   isValidTicket?: (ticket: string) => boolean
@@ -43,6 +44,25 @@ const BEARER = /^bearer +(\S.*)$/i
 const EVENT_STREAM_PATH = '/api/events/stream'
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]']
+
+/** Addresses that name no one machine: listening on one is listening on every interface. */
+const WILDCARDS = ['0.0.0.0', '::', '[::]']
+
+/**
+ * The names a server is known by from its start, accepted in the Host header as the loopback
+ * names are: the address (or name) it was told to listen on, and the one its URL names — the URL
+ * it prints, the dashboard link, host.json, which the other commands and workers use. They do not
+ * weaken the rebinding check: a page sends such a Host only when it was loaded from this very
+ * address, that is from this server. A wildcard names no server and is not one of them (its URL
+ * names loopback). `url` is the URL as published (dashboard-link.ts `localUrl`).
+ */
+export function ownHostNames(listenHost: string, url: string): string[] {
+  const host = listenHost.trim().toLowerCase()
+  const listened = isIPv6(host) ? `[${host}]` : host
+  const names = [new URL(url).hostname.toLowerCase()]
+  if (host !== '' && !WILDCARDS.includes(listened) && !names.includes(listened)) names.push(listened)
+  return names.filter((name) => !LOOPBACK_NAMES.includes(name))
+}
 
 /** Host header value → lowercase name without the port ("[::1]:7878" → "[::1]"), and its port. */
 function splitHost(host: string): { name: string; port: string | null } {

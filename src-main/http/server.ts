@@ -180,7 +180,9 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
   const streams = new EventStreams(deps.engine, deps.redis, logLimiter, (token) => isApiToken(token, policy), deps.onStorageMode)
   const policy: GuardPolicy = {
     token: deps.policy.token,
-    allowedHosts: deps.policy.allowedHosts,
+    get allowedHosts() {
+      return deps.policy.allowedHosts // the server's own address among them once it listens
+    },
     get port() {
       return deps.policy.port // known only once the server listens (port 0)
     },

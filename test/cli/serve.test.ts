@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { defaultDataDir, SERVE_FLAGS } from '../../src-main/config'
 import { tempDir } from '../helpers/host'
-import { BIN, runCli, startServe } from '../helpers/process'
+import { BIN, runCli, runCliAsync, startServe } from '../helpers/process'
 
 const dirs: string[] = []
 function dataDir(): string {
@@ -226,6 +226,33 @@ describe('leasehold serve', () => {
     await first.exited
     expect(second.status).toBe(1)
     expect(second.stderr).toMatch(/^leasehold: could not start: the port is already in use/)
+  })
+
+  test('a host listening on one address of this machine accepts that address as its name: the dashboard link it prints and the client commands that read host.json work, and a foreign Host is still refused', async () => {
+    // 127.0.0.2 is an address of this machine other than the loopback names the guard always takes.
+    const dir = dataDir()
+    const serve = await startServe(['--data-dir', dir, '--port', '0', '--host', '127.0.0.2'])
+    try {
+      expect(serve.url).toMatch(/^http:\/\/127\.0\.0\.2:\d+$/)
+      await expect.poll(() => serve.stdout()).toContain('dashboard')
+      const link = new URL(/dashboard +(\S+)/.exec(serve.stdout())![1]!)
+      expect(link.origin).toBe(serve.url)
+      expect(JSON.parse(readFileSync(join(dir, 'host.json'), 'utf8')).url).toBe(serve.url)
+      const token = decodeURIComponent(link.hash.slice('#token='.length))
+      expect((await fetch(link)).status).toBe(200)
+      expect((await fetch(`${serve.url}/api/capacity`, { headers: { authorization: `Bearer ${token}`, origin: serve.url } })).status).toBe(200)
+      const status = await runCliAsync(['status', '--data-dir', dir])
+      expect(status.stderr).toBe('')
+      expect(status.stdout).toContain(`host      ${serve.url}`)
+      const foreign = await new Promise<number>((resolve, reject) => {
+        const req = request(`${serve.url}/api/capacity`, { headers: { host: `evil.example:${link.port}`, authorization: `Bearer ${token}` } }, (res) => resolve(res.statusCode!))
+        req.on('error', reject).end()
+      })
+      expect(foreign).toBe(403)
+    } finally {
+      serve.child.kill('SIGTERM')
+      await serve.exited
+    }
   })
 
   test('a --host that names no address is a bad value: one line naming the flag, exit 2', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { checkRequest, type GuardPolicy, tokensMatch } from '../../src-main/http/guard'
+import { checkRequest, type GuardPolicy, ownHostNames, tokensMatch } from '../../src-main/http/guard'
 
 const policy: GuardPolicy = { token: 'secret-token-0123456789', port: 7878, allowedHosts: ['leasehold.lan'] }
 const ok = { path: '/api/capacity', host: '127.0.0.1:7878', origin: undefined, authorization: 'Bearer secret-token-0123456789' }
@@ -15,6 +15,18 @@ describe('request guard', () => {
     for (const host of ['evil.example:7878', '127.0.0.1:8080', 'localhost', undefined, '127.0.0.1.evil.example:7878']) {
       expect(checkRequest({ ...ok, host }, policy)?.code).toBe('forbidden_host')
     }
+  })
+
+  test('the address a server listens on and the URL it publishes are its own names; a wildcard address is not one, and loopback is already', () => {
+    expect(ownHostNames('192.0.2.2', 'http://192.0.2.2:7878')).toEqual(['192.0.2.2'])
+    expect(ownHostNames('leasehold.lan', 'http://192.0.2.2:7878')).toEqual(['192.0.2.2', 'leasehold.lan'])
+    expect(ownHostNames('FE80::1', 'http://[fe80::1]:7878')).toEqual(['[fe80::1]'])
+    expect(ownHostNames('0.0.0.0', 'http://127.0.0.1:7878')).toEqual([])
+    expect(ownHostNames('::', 'http://[::1]:7878')).toEqual([])
+    expect(ownHostNames('127.0.0.1', 'http://127.0.0.1:7878')).toEqual([])
+    const listening = { ...policy, allowedHosts: ownHostNames('192.0.2.2', 'http://192.0.2.2:7878') }
+    expect(checkRequest({ ...ok, host: '192.0.2.2:7878', origin: 'http://192.0.2.2:7878' }, listening)).toBeNull()
+    expect(checkRequest({ ...ok, host: '192.0.2.3:7878' }, listening)?.code).toBe('forbidden_host')
   })
 
   test("an Origin other than the server's own is 403; the server's own passes", () => {
