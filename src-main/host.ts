@@ -272,8 +272,12 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   let reaper: ReaperTimer | null = null
   const clockWaiters = new ClockWaiters(clock, (at) => reaper?.dueBy(at))
   const directory = new WorkerDirectory(() => clock.now())
-  // Each claim names the job types and queues its worker takes: a job none of them takes says so as it waits.
-  const dispatch = new Dispatch(engine, { onClaim: (workerId, takes) => directory.claims(workerId, takes) })
+  // Scoped tokens (leasehold token): a worker's may only run jobs (HTTP's worker routes, remote
+  // workers over Redis); an admin's may do what the host's own token does, and be revoked.
+  const scopedTokens = new ScopedTokens(config.dataDir, log)
+  // Each claim names the job types and queues its worker takes: a job none of them takes says so
+  // as it waits. A claim is handed work only once a revoke written since it came has ended it.
+  const dispatch = new Dispatch(engine, { onClaim: (workerId, takes) => directory.claims(workerId, takes), beforeGrant: () => scopedTokens.recheck() })
   undo.push(() => dispatch.close())
   const scheduleLog = timerHealth('the schedule timer', limiter, config.dataDir)
   const schedules = new ScheduleTimer(engine, { clock, onError: (error) => scheduleLog.failed(error), onFired: () => scheduleLog.ok() })
@@ -284,9 +288,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
   undo.push(() => pruner.stop())
 
-  // Scoped tokens (leasehold token): a worker's may only run jobs (HTTP's worker routes, remote
-  // workers over Redis); an admin's may do what the host's own token does, and be revoked.
-  const scopedTokens = new ScopedTokens(config.dataDir, log)
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'
   const isAdminToken = (given: string) => scopedTokens.scopeOf(given) === 'admin'
   // Workers on other machines that reach the host through Redis alone.

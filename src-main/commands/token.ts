@@ -17,8 +17,10 @@ needs the whole API, and revoke it when they no longer do.
 
   create --scope worker|admin   print a new token (shown once: only its digest is kept)
   list                          the tokens' ids, scopes and when they were made or revoked
-  revoke ID                     the token stops working within a second, without a restart:
-                                its requests are refused and the event streams it opened end
+  revoke ID                     the token stops working as this returns, without a restart:
+                                its requests are refused, no claim it waits in is handed work,
+                                and those claims and the event streams it opened end within a
+                                second
 
 Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this there.
 

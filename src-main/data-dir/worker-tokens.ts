@@ -13,8 +13,9 @@ import { noFreeFiles } from '../db/free-files'
  * admin token can do all the host's own token does (the data dir's `token` file stays the admin
  * token it always was), and can be given to one script or person and revoked alone. Kept in
  * `<data-dir>/worker-tokens.json` (mode 0600) as SHA-256 digests: the file alone cannot act as
- * a worker. The host reads the file again when it changes, so a revoke takes effect within a
- * second, with no restart.
+ * a worker. The host looks at the file whenever it checks such a token, and before it hands a
+ * waiting claim work, re-reading it when it changed: a revoke takes effect once the command
+ * that wrote it has returned, with no restart.
  */
 
 /** The scopes a token may have; the host's own token has every right and is not listed here. */
@@ -40,7 +41,7 @@ type Stored = z.infer<typeof Stored>
 const TokensFile = z.object({ tokens: z.array(Stored) })
 
 export const WORKER_TOKENS_FILE = 'worker-tokens.json'
-/** How often the host looks at the file's modification time (a revoke takes effect within this). */
+/** How often the host looks at the file with no request to make it: what a revoked token opened and still holds ends within this. */
 const RECHECK_MS = 1_000
 
 const digest = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex')
@@ -147,14 +148,16 @@ export function listScopedTokens(dataDir: string): ScopedToken[] {
   return readStored(dataDir).map(({ id, scope, created_at, revoked_at }) => ({ id, scope, created_at, revoked_at }))
 }
 
-/** The host's view of the file: the scope of a given token, re-read when the file changes. */
+/** The host's view of the file: the scope of a given token, the file looked at each time. */
 export class ScopedTokens {
   private byDigest = new Map<string, TokenScope>()
   /** The file's tokens as last read, to write back should the file go ({@link restoreFile}). */
   private stored: Stored[] = []
   private revoked: () => void = () => {}
-  private mtimeMs = -1
-  private checkedAt = -Infinity
+  /** The file as last read ({@link fileVersion}); null before the first look. */
+  private version: string | null = null
+  /** {@link recheck} has looked in the synchronous run going on. */
+  private recheckedThisRun = false
 
   /** `log` hears once of each version of the file that cannot be read. */
   constructor(
@@ -163,21 +166,36 @@ export class ScopedTokens {
   ) {}
 
   /**
-   * The scope of `token` if it is a live scoped token, else null. A token not known here has the
-   * file looked at again at once (one stat; it is read again only if it changed): a token
-   * `leasehold token create` has just printed works from its first request.
+   * The scope of `token` if it is a live scoped token, else null. The file is looked at on each
+   * call (one stat; it is read again only if it changed): a token `leasehold token create` has
+   * just printed works from its first request, and one `leasehold token revoke` has revoked is
+   * refused from the first request after the command returned.
    */
   scopeOf(token: string): TokenScope | null {
     this.refresh()
-    const hash = digest(token)
-    if (!this.byDigest.has(hash)) this.refresh(true)
-    return this.byDigest.get(hash) ?? null
+    return this.byDigest.get(digest(token)) ?? null
+  }
+
+  /**
+   * Looks at the file now, when a scoped token works (else none can have been revoked): a revoke
+   * written since calls `revoked` before this returns. The host calls it before a waiting claim
+   * is handed work, since that claim's token was checked when it came, maybe before the revoke.
+   * Once per synchronous run of the host: no request sent after another process's revoke can be
+   * read within a run that looked before it, and a batch of a thousand submits looks once.
+   */
+  recheck(): void {
+    if (this.byDigest.size === 0 || this.recheckedThisRun) return
+    this.recheckedThisRun = true
+    queueMicrotask(() => (this.recheckedThisRun = false))
+    this.refresh()
   }
 
   /**
    * Looks at the file every second, and calls `revoked` when a token that worked stops working
-   * (revoked, or the file went): a request checked before the revoke may still wait in a
-   * long-poll claim, and the host must not hand it work. Returns the function that stops it.
+   * (revoked, or the file went), whether noticed then or by a check ({@link scopeOf},
+   * {@link recheck}): a request checked before the revoke may still wait in a long-poll claim,
+   * or an event stream it opened be open, and the host must end them. Returns the function that
+   * stops it.
    */
   watch(revoked: () => void): () => void {
     this.revoked = revoked
@@ -193,21 +211,13 @@ export class ScopedTokens {
   restoreFile(): void {
     if (this.stored.length === 0 || existsSync(join(this.dataDir, WORKER_TOKENS_FILE))) return
     writeStored(this.dataDir, this.stored)
-    this.refresh(true)
+    this.refresh()
   }
 
-  private refresh(atOnce = false): void {
-    const now = Date.now()
-    if (!atOnce && now - this.checkedAt < RECHECK_MS) return
-    this.checkedAt = now
-    let mtimeMs: number
-    try {
-      mtimeMs = statSync(join(this.dataDir, WORKER_TOKENS_FILE)).mtimeMs
-    } catch {
-      mtimeMs = 0 // no file: no scoped token
-    }
-    if (mtimeMs === this.mtimeMs) return
-    this.mtimeMs = mtimeMs
+  private refresh(): void {
+    const version = fileVersion(join(this.dataDir, WORKER_TOKENS_FILE))
+    if (version === this.version) return
+    this.version = version
     const before = this.byDigest
     try {
       const stored = readStored(this.dataDir)
@@ -218,5 +228,20 @@ export class ScopedTokens {
       this.log(`leasehold: ${(error as Error).message}; no worker token is taken until then`)
     }
     if ([...before.keys()].some((key) => !this.byDigest.has(key))) this.revoked()
+  }
+}
+
+/**
+ * What tells one version of the file from the next: its inode, which each change's rename into
+ * place gives anew (a modification time alone can be the same for two writes within a tick of a
+ * filesystem's coarse clock), with its modification time and size for a file changed in place.
+ * The empty string when there is no file.
+ */
+function fileVersion(path: string): string {
+  try {
+    const stat = statSync(path)
+    return `${stat.ino}:${stat.mtimeMs}:${stat.size}`
+  } catch {
+    return '' // no file: no scoped token (one that cannot be looked at is said when read)
   }
 }

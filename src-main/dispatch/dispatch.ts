@@ -102,6 +102,12 @@ export type ServedExchange = Served<ExchangeAnswer>
 export interface DispatchOptions {
   /** Told of every claim: its worker, the job types it runs, the queues it takes (null: any) and whether it has a GPU. The host's worker directory keeps them. */
   onClaim?(workerId: string, takes: Takes): void
+  /**
+   * Called before the waiting claims are offered work: a claim's token was checked when it came,
+   * and one revoked since must not be handed a job. The host looks at its scoped tokens here, and
+   * a revoke ends the waits ({@link Dispatch.endWaits}) before any is granted.
+   */
+  beforeGrant?(): void
 }
 
 interface Waiter {
@@ -189,13 +195,14 @@ export class Dispatch {
         const grants = this.leasedAtSubmit
         this.leasedAtSubmit = []
         if (this.waiting.length > 0 && events.some(isWakeEvent)) {
+          this.options.beforeGrant?.()
           // Inside the committing transaction; a grant that fails undoes only itself.
           grants.push(...this.offer((waiter) => engine.claimInCommit(waiter.filter, waiter.maxJobs, waiter.ttlS)))
         }
         if (grants.length > 0) this.grantsByCommit.set(events, grants)
       }),
       // A job submitted while claims wait may go to the first of them in its own submit.
-      engine.serveWaitingClaims({ waiting: () => this.waiting, leased: (claim, claimed) => this.leased(claim as Waiter, claimed) }),
+      engine.serveWaitingClaims({ waiting: () => this.waitingToGrant(), leased: (claim, claimed) => this.leased(claim as Waiter, claimed) }),
       engine.onCommit((events) => {
         const grants = this.grantsByCommit.get(events) ?? []
         this.grantsByCommit.delete(events)
@@ -204,6 +211,12 @@ export class Dispatch {
         if (grants.length > 0 || events.some(isWakeEvent)) this.armEligibleTimer()
       }),
     ]
+  }
+
+  /** The claims waiting now, about to be offered work: {@link DispatchOptions.beforeGrant} has ended those it must. */
+  private waitingToGrant(): readonly Waiter[] {
+    if (this.waiting.length > 0) this.options.beforeGrant?.()
+    return this.waiting
   }
 
   /** How many claims wait now. */
@@ -478,6 +491,7 @@ export class Dispatch {
    */
   private wakeForEligible(): void {
     this.engine.flush()
+    if (this.waiting.length > 0) this.options.beforeGrant?.()
     const grants = this.offer((waiter) => {
       try {
         return this.engine.claimBatch(waiter.filter, waiter.maxJobs, waiter.ttlS)

@@ -129,4 +129,43 @@ describe('worker-scoped tokens', () => {
       await host.dispose()
     }
   })
+
+  test('once leasehold token revoke has returned, its token is granted nothing: a claim waiting on it is answered with nothing, not the job submitted next, and its claims, batches and file acquires are refused', async () => {
+    const host = await startTestHost()
+    try {
+      const created = await runCliAsync(['token', 'create', '--scope', 'worker', '--json', '--data-dir', host.dataDir])
+      const { id, token } = JSON.parse(created.stdout) as { id: string; token: string }
+      const claim = (workerId: string, max_wait_ms: number) =>
+        host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: workerId, streams: ['revoked-q'], max_wait_ms } })
+      // A job it holds: the file acquire its handler would make under that lease is granted until the revoke.
+      host.engine.submit({ job_type: 't', cost_units: 1, queue: 'revoked-q' })
+      const held = (await (await claim('revoked-runner', 0)).json()) as { job_id: string; lease_id: string; lease_token: string }
+      const acquire = () =>
+        host.call('/api/files/leases/acquire', { method: 'POST', token, json: { file: '/data/out.txt', owner_id: `job:${held.job_id}`, lease_id: held.lease_id, lease_token: held.lease_token } })
+      expect((await acquire()).status).toBe(200)
+      let answered = false
+      const waiting = claim('revoked-waiter', 20_000).then((res) => ((answered = true), res))
+      await until(
+        async () => ((await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }).workers.some((w) => w.worker_id === 'revoked-waiter'),
+        5000,
+        'the claim waits',
+      )
+      expect(answered).toBe(false)
+
+      expect((await runCliAsync(['token', 'revoke', id, '--data-dir', host.dataDir])).status).toBe(0)
+      // At once: no request on the token first, no periodic look at the file awaited.
+      const submitted = await host.call('/api/scheduler/jobs/submit', { method: 'POST', json: { job_type: 't', cost_units: 1, queue: 'revoked-q' } })
+      const { job } = (await submitted.json()) as { job: { job_id: string } }
+      const answer = await waiting
+      expect(answer.status).toBe(200)
+      expect(await answer.json()).toMatchObject({ claimed: false })
+      expect((await claim('revoked-waiter', 0)).status).toBe(401)
+      const batch = await host.call('/internal/worker/batch', { method: 'POST', token, json: { worker_id: 'revoked-runner', claim: { streams: ['revoked-q'], max_jobs: 4, max_wait_ms: 0 } } })
+      expect(batch.status).toBe(401)
+      expect((await acquire()).status).toBe(401)
+      expect(host.engine.getJob(job.job_id)).toMatchObject({ state: 'QUEUED', attempts: 0 })
+    } finally {
+      await host.dispose()
+    }
+  })
 })

@@ -70,3 +70,35 @@ test('a token created while the host runs works from its first request, not only
     clock.mockRestore()
   }
 })
+
+/** A host's view that has taken a worker token, which is then revoked; `revoked` is what the host is told. */
+function revokedWhileTaken() {
+  const dir = tempDir()
+  const tokens = new ScopedTokens(dir)
+  const revoked = vi.fn()
+  const stop = tokens.watch(revoked)
+  const { id, token } = createScopedToken(dir, 'worker')
+  expect(tokens.scopeOf(token)).toBe('worker')
+  revokeScopedToken(dir, id)
+  return { tokens, token, revoked, stop }
+}
+
+test('a token revoked is refused from the host’s next check, with no time passed, and the revoke is told to the host', () => {
+  const now = Date.now()
+  const clock = vi.spyOn(Date, 'now').mockImplementation(() => now) // no time passes: no periodic look
+  try {
+    const { tokens, token, revoked, stop } = revokedWhileTaken()
+    expect(tokens.scopeOf(token)).toBeNull()
+    expect(revoked).toHaveBeenCalledTimes(1)
+    stop()
+  } finally {
+    clock.mockRestore()
+  }
+})
+
+test('before a waiting claim is handed work the host looks at the file, and a revoke written since is told to it then', () => {
+  const { tokens, revoked, stop } = revokedWhileTaken()
+  tokens.recheck()
+  expect(revoked).toHaveBeenCalledTimes(1)
+  stop()
+})
