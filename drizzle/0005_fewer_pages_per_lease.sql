@@ -26,9 +26,10 @@ PRAGMA foreign_keys=ON;--> statement-breakpoint
 CREATE UNIQUE INDEX `leases_id_unique` ON `leases` (`id`);--> statement-breakpoint
 CREATE UNIQUE INDEX `leases_token_unique` ON `leases` (`token`);--> statement-breakpoint
 CREATE INDEX `leases_active` ON `leases` (`worker_id`,`cost_units`) WHERE state = 'ACTIVE';--> statement-breakpoint
-DROP INDEX `stream_messages_job`;--> statement-breakpoint
 DROP INDEX `jobs_state_seq`;--> statement-breakpoint
 ALTER TABLE `jobs` ADD `stream_message_id` integer;--> statement-breakpoint
 CREATE INDEX `jobs_state_seq` ON `jobs` (`state`,`seq`) WHERE state <> 'DONE';--> statement-breakpoint
 UPDATE `jobs` SET `stream_message_id` = (SELECT MAX(`id`) FROM `stream_messages` WHERE `stream_messages`.`job_id` = `jobs`.`id`);--> statement-breakpoint
-UPDATE `stream_messages` SET `acked_at` = `created_at` WHERE `acked_at` IS NULL AND `id` <> (SELECT `stream_message_id` FROM `jobs` WHERE `jobs`.`id` = `stream_messages`.`job_id`);
+UPDATE `stream_messages` SET `acked_at` = `created_at` WHERE `acked_at` IS NULL AND `id` <> (SELECT `stream_message_id` FROM `jobs` WHERE `jobs`.`id` = `stream_messages`.`job_id`);--> statement-breakpoint
+-- Dropped only now: the backfill above finds each job's newest message by it (without it, it read every message once per job).
+DROP INDEX `stream_messages_job`;

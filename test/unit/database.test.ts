@@ -290,6 +290,41 @@ describe('migrations', () => {
     return folder
   }
 
+  /** Every migration's statements, in the order a start applies them. */
+  function migrationStatements(): { tag: string; statement: string }[] {
+    const journal = JSON.parse(readFileSync(join(DEFAULT_MIGRATIONS_FOLDER, 'meta', '_journal.json'), 'utf8')) as { entries: { tag: string }[] }
+    return journal.entries.flatMap(({ tag }) =>
+      readFileSync(join(DEFAULT_MIGRATIONS_FOLDER, `${tag}.sql`), 'utf8')
+        .split('--> statement-breakpoint')
+        .map((statement) => ({ tag, statement: statement.trim() }))
+        .filter(({ statement }) => statement !== ''),
+    )
+  }
+
+  it('no migration reads a table once for each row of another: each subquery and join finds its rows by an index, as the schema stands at that migration', () => {
+    const sqlite = new BetterSqlite3(':memory:')
+    const slow: string[] = []
+    for (const { tag, statement } of migrationStatements()) {
+      if (/^(?:--[^\n]*\n\s*)*(?:INSERT|UPDATE|DELETE)\b/i.test(statement)) {
+        const plan = sqlite.prepare(`EXPLAIN QUERY PLAN ${statement}`).all() as { id: number; parent: number; detail: string }[]
+        const byId = new Map(plan.map((row) => [row.id, row]))
+        const correlated = (row: { parent: number }): boolean => {
+          const parent = byId.get(row.parent)
+          return parent !== undefined && (parent.detail.startsWith('CORRELATED') || correlated(parent))
+        }
+        for (const row of plan) {
+          // A correlated subquery runs once per row of its statement; a second table scanned at one level of a join, once per row of the first.
+          const scans = plan.filter((other) => other.parent === row.parent && other.detail.startsWith('SCAN'))
+          const unindexed = row.detail.startsWith('SCAN') || (row.detail.startsWith('SEARCH') && !row.detail.includes(' USING '))
+          if ((correlated(row) && unindexed) || (row.detail.startsWith('SCAN') && scans.indexOf(row) > 0)) slow.push(`${tag}: ${row.detail}`)
+        }
+      }
+      sqlite.exec(statement)
+    }
+    sqlite.close()
+    expect(slow).toEqual([])
+  })
+
   it('0005 names each job\'s newest stream message and acknowledges the ones it superseded', () => {
     const path = join(dir, 'old.db')
     const old = openDatabase({ path, migrationsFolder: olderMigrations(5) })
