@@ -48,7 +48,7 @@ export interface OpenOptions {
   migrationsFolder?: string
   /** A better-sqlite3 addon built for another runtime (Electron's ABI), instead of node_modules'. */
   nativeBinding?: string
-  /** Where the one-time conversion of an older file to incremental vacuum is reported. */
+  /** Where the one-time conversion of an older file to incremental vacuum, and an upgrade's migrations, are reported. */
   log?: (line: string) => void
 }
 
@@ -399,6 +399,28 @@ function refuseMissingTables(sqlite: Database, path: string): void {
   }
 }
 
+/**
+ * Applies the migrations this file lacks. An upgrade (a file that has some already) says so in
+ * the log before it starts and when it is done: the migrations rewrite tables, and on a file of
+ * a million jobs they take seconds, during which the start says nothing else. A new file's
+ * set-up, on empty tables, is not worth a line.
+ */
+function migrateLogged(orm: Drizzle, sqlite: Database, path: string, journal: JournalEntry[], migrationsFolder: string, log: (line: string) => void): void {
+  const newest = newestMigration(sqlite)
+  const pending = newest === null ? 0 : journal.filter((entry) => entry.when > newest).length
+  if (pending === 0) return migrate(orm, { migrationsFolder })
+  const size = path === ':memory:' ? 0 : statSync(path).size
+  const free = path === ':memory:' ? null : freeBytes(dirname(path)) // before the log takes any of it
+  log(`leasehold: migrating ${path} (${mb(size)}) to this version: ${pending} migration${pending > 1 ? 's' : ''} to apply, which may take a while on a large file…`)
+  const started = performance.now()
+  try {
+    migrate(orm, { migrationsFolder })
+  } catch (error) {
+    throw upgradeFailure(error, path, size, free)
+  }
+  log(`leasehold: ${path} migrated in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+}
+
 /** Opens (creating if new) and migrates the database, with {@link applyConnectionSettings}. */
 export function openDatabase(options: OpenOptions): OpenedDatabase {
   const migrationsFolder = options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER
@@ -434,7 +456,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     // Written only when it differs: on a full disk a marked file still opens without a write.
     if (sqlite.pragma('application_id', { simple: true }) !== APPLICATION_ID) sqlite.pragma(`application_id = ${APPLICATION_ID}`)
     const orm = drizzle(sqlite, { schema })
-    migrate(orm, { migrationsFolder })
+    migrateLogged(orm, sqlite, options.path, journal, migrationsFolder, options.log ?? ((line) => console.error(line)))
     // The schema's tables are what this version's own migrations make (a test may stop at an earlier one).
     if (migrationsFolder === DEFAULT_MIGRATIONS_FOLDER) refuseMissingTables(sqlite, options.path)
     return { sqlite, orm, uncleanShutdown }
@@ -556,6 +578,36 @@ function hiddenRollback(error: unknown, path: string): string | null {
   return free !== null && free < HIDDEN_ROLLBACK_FULL_BYTES
     ? `the disk is full (${Math.floor(free / 1024)} KiB free): a write failed while the tables were being made, and SQLite undid them`
     : 'a write failed while the tables were being made, and SQLite undid them (the disk full, or failing)'
+}
+
+/**
+ * Free disk space an upgrade may take, as a multiple of the file's size: the write-ahead log
+ * holds a copy of each page the migrations write (1.2 times the file, measured, for a file of the
+ * first releases, whose jobs table they rewrite), and the checkpoint after them grows the file.
+ */
+const MIGRATION_SPACE_FACTOR = 2
+
+/**
+ * Why an upgrade of an existing file failed, in one line. The migrations run in one transaction,
+ * which SQLite undid: the file is as it was, and still this version's to upgrade. A write that
+ * failed (SQLITE_FULL, an I/O error, or a rollback SQLite made itself before drizzle's: see
+ * {@link hiddenRollback}) is most often a disk without the room ({@link MIGRATION_SPACE_FACTOR}),
+ * so the line asks for that, and names what was free before the migrations began (after, their
+ * log still holds it). Nothing promises the next start does better.
+ */
+function upgradeFailure(error: unknown, path: string, size: number, free: number | null): DatabaseOpenError {
+  const root = rootCause(error)
+  const code = typeof root.code === 'string' ? root.code : null
+  const writeCode = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' || code === 'ENOSPC' ? code : null
+  const upgrading = `upgrading ${path} (${mb(size)}) to this version failed`
+  if (!writeCode && !/cannot rollback - no transaction is active/.test(root.message ?? '')) {
+    return new DatabaseOpenError(`${upgrading} (${oneLine(root.message ?? String(root))}); the file was left as it was`)
+  }
+  const room = free === null ? 'for want of space on its disk' : `for want of space on its disk (${mb(free)} free)`
+  return new DatabaseOpenError(
+    `${upgrading}: a write failed ${room}, or the disk is failing${writeCode ? ` (${writeCode})` : ''}; the file was left as it was. ` +
+      `An upgrade needs up to twice the file's size free (${mb(size * MIGRATION_SPACE_FACTOR)}): free space on its disk and start again`,
+  )
 }
 
 /** Free space under which a migration's write that SQLite undid is taken for a full disk: more than a new file's tables and their log take. */

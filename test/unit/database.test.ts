@@ -325,6 +325,72 @@ describe('migrations', () => {
     expect(slow).toEqual([])
   })
 
+  it('an upgrade says in the log, before it starts, how many migrations it applies and that a large file takes a while, and when it is done how long it took; a new file says nothing', () => {
+    const path = join(dir, 'old.db')
+    const lines: string[] = []
+    openDatabase({ path, migrationsFolder: olderMigrations(5), log: (line) => lines.push(line) }).sqlite.close()
+    expect(lines).toEqual([])
+    const count = migrationStatements().filter(({ tag }, i, all) => all.findIndex((other) => other.tag === tag) === i).length
+    openDatabase({ path, log: (line) => lines.push(line) }).sqlite.close()
+    expect(lines).toEqual([
+      expect.stringMatching(new RegExp(`^leasehold: migrating ${path} \\(\\d+\\.\\d MB\\) to this version: ${count - 5} migrations to apply, which may take a while on a large file…$`)),
+      expect.stringMatching(new RegExp(`^leasehold: ${path} migrated in \\d+\\.\\d s$`)),
+    ])
+    openDatabase({ path, log: (line) => lines.push(line) }).sqlite.close()
+    expect(lines).toHaveLength(2)
+  })
+
+  it('an upgrade that fails on a disk without the room for it says so in one line: the file was left as it was, and how much to free; with that much free it goes through', (context) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('it needs root on Linux to mount a small tmpfs')
+    const made = join(dir, 'made.db')
+    const old = openDatabase({ path: made, migrationsFolder: olderMigrations(4) })
+    const insertJob = old.sqlite.prepare(
+      `INSERT INTO jobs (id, job_type, priority, cost_units, constraints, payload, is_unique, tags, queue, max_attempts, state,
+         attempts, eligible_at, cancel_requested, dead_letter, created_at, updated_at)
+       VALUES (?, 'test', 1, 1, '{}', ?, 0, '[]', 'default', 3, 'DONE', 1, 0, 0, 0, 0, 0)`,
+    )
+    old.sqlite.transaction(() => {
+      for (let i = 0; i < 4000; i += 1) insertJob.run(`job-${i}`, JSON.stringify({ padding: 'x'.repeat(500) }))
+    })()
+    old.sqlite.pragma('wal_checkpoint(TRUNCATE)')
+    old.sqlite.close()
+    const size = statSync(made).size
+    const small = join(dir, 'small')
+    mkdirSync(small)
+    try {
+      // Room to open the file (1 MB and more), not to rewrite its tables through the log.
+      execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size + 1536 * 1024}`, 'tmpfs', small], { stdio: 'pipe' })
+    } catch (error) {
+      return context.skip(`mount -t tmpfs is not permitted here (${(error as Error).message.split('\n')[0]})`)
+    }
+    try {
+      const path = join(small, 'leasehold.db')
+      copyFileSync(made, path)
+      const bytes = readFileSync(path)
+      const error = openError(path)
+      expect(error.message).toMatch(
+        new RegExp(`^upgrading ${path} \\(\\d+\\.\\d MB\\) to this version failed: a write failed for want of space on its disk \\(\\d+\\.\\d MB free\\), or the disk is failing.*; the file was left as it was\\. An upgrade needs up to twice the file's size free \\(\\d+\\.\\d MB\\): free space on its disk and start again$`),
+      )
+      expect(error.message).not.toMatch(/next start|cannot rollback|tables were being made/)
+      expect(error.message).not.toContain('\n')
+      expect(readFileSync(path).equals(bytes)).toBe(true)
+      expect(openError(path).message).toBe(error.message) // the same at the next start, and no promise broken
+    } finally {
+      execFileSync('umount', [small], { stdio: 'ignore' })
+    }
+    // With twice the file's size free, as the line asks, the upgrade goes through.
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${3 * size}`, 'tmpfs', small], { stdio: 'pipe' })
+    try {
+      const path = join(small, 'leasehold.db')
+      copyFileSync(made, path)
+      const { sqlite } = openDatabase({ path })
+      expect(sqlite.prepare('SELECT COUNT(*) FROM jobs').pluck().get()).toBe(4000)
+      sqlite.close()
+    } finally {
+      execFileSync('umount', [small], { stdio: 'ignore' })
+    }
+  })
+
   it('0005 names each job\'s newest stream message and acknowledges the ones it superseded', () => {
     const path = join(dir, 'old.db')
     const old = openDatabase({ path, migrationsFolder: olderMigrations(5) })
