@@ -569,6 +569,49 @@ describe('migrations', () => {
     sqlite.close()
   })
 
+  it.each([19, 26])(
+    'a force release answered before its answer said what it took (file made before 00%i) is taken from the holder where the FILE_LEASE_REVOKED event of its lease is left, not left null as a retry',
+    (before) => {
+      const path = join(dir, `before-00${before}.db`)
+      const old = openDatabase({ path, migrationsFolder: olderMigrations(before) })
+      const insertBlocker = old.sqlite.prepare(
+        `INSERT INTO blockers (id, seq, file, holder_owner_id, holder_acquired_at, holder_last_heartbeat_at, retry_s, denied_at, retried_at,
+           requester_owner_id, state, resolution, resolved_by, resolved_at, created_at)
+         VALUES (?, ?, ?, 'job:h', ?, 0, 180, 0, 0, 'job:w', 'RESOLVED', 'force_release', 'ops', 5, 0)`,
+      )
+      const resolvedEvent = old.sqlite.prepare(
+        "INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (5, 'BLOCKER', ?, NULL, 'BLOCKER_RESOLVED', ?)",
+      )
+      const revokedEvent = old.sqlite.prepare(
+        "INSERT INTO events (ts, entity_type, entity_id, job_id, event_type, data) VALUES (5, 'FILE_LEASE', ?, NULL, 'FILE_LEASE_REVOKED', ?)",
+      )
+      const revoked = (file: string, owner_id: string, acquired_at: number) =>
+        JSON.stringify({ file, owner_id, reason: 'force_released', acquired_at, last_heartbeat_at: acquired_at, by: 'ops' })
+      const resolved = (file: string) => JSON.stringify({ action: 'force_release', note: null, by: 'ops', file }) // no taken_from_holder
+      insertBlocker.run('taken', 1, '/a', 1)
+      resolvedEvent.run('taken', resolved('/a'))
+      revokedEvent.run('lease-a', revoked('/a', 'job:h', 1))
+      insertBlocker.run('let-go', 2, '/b', 2) // its holder had let go: the release took another owner's lease (as releases before the named holder did)
+      resolvedEvent.run('let-go', resolved('/b'))
+      revokedEvent.run('lease-b', revoked('/b', 'job:other', 3))
+      insertBlocker.run('taken-later', 3, '/c', 4) // the revocation's event is left, the blocker's was deleted
+      revokedEvent.run('lease-c', revoked('/c', 'job:h', 4))
+      insertBlocker.run('recorded', 4, '/d', 5) // answered by a release that recorded it
+      resolvedEvent.run('recorded', JSON.stringify({ action: 'force_release', note: null, by: 'ops', file: '/d', taken_from_holder: false }))
+      if (before === 26) {
+        // 0019 ran on a file that said nothing; a holder of a folder is named with the folder its lease holds.
+        old.sqlite.prepare("UPDATE blockers SET holder_file = '/e' WHERE id = 'taken'").run()
+        old.sqlite.prepare("UPDATE events SET data = ? WHERE entity_id = 'lease-a'").run(revoked('/e', 'job:h', 1))
+        old.sqlite.prepare("UPDATE blockers SET taken_from_holder = 0 WHERE id = 'recorded'").run()
+      }
+      old.sqlite.close()
+
+      const { engine, sqlite } = openFileEngine(path)
+      expect(['taken', 'let-go', 'taken-later', 'recorded'].map((id) => engine.getBlocker(id).taken_from_holder)).toEqual([true, null, true, false])
+      sqlite.close()
+    },
+  )
+
   it("0023 keeps each schedule's runs in the order they were made, whatever their fire times", () => {
     const path = join(dir, 'before-0023.db')
     const old = openDatabase({ path, migrationsFolder: olderMigrations(23) })
