@@ -285,7 +285,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const timers: NodeJS.Timeout[] = []
   undo.push(() => timers.forEach(clearInterval))
   // Retention: finished jobs older than --retain-days go, in short steps between requests.
-  const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir) })
+  const pruner = new Pruner({ engine, retainDays: config.retainDays, health: timerHealth('the pruner', limiter, config.dataDir), log })
   undo.push(() => pruner.stop())
 
   const isWorkerToken = (given: string) => scopedTokens.scopeOf(given) === 'worker'

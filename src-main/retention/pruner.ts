@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks'
 import type { Engine } from '../engine'
 import { MINUTE, SECOND } from '../engine/rules/clock'
 import { PRUNE_BATCH, pruneCutoff } from '../engine/verbs/prune'
+import { DeletionLog } from './deletion-log'
 
 /** How often retention runs, and how soon after the host starts. */
 export const PRUNE_INTERVAL_MS = MINUTE
@@ -52,6 +53,8 @@ export interface PrunerOptions {
   /** Days a finished job is kept after it finished; 0 keeps every job. */
   retainDays: number
   health: PassHealth
+  /** Where what the passes deleted is said (deletion-log.ts): the first pass that deletes, then at most a line an hour. */
+  log?: (line: string) => void
   intervalMs?: number
   firstDelayMs?: number
 }
@@ -75,8 +78,11 @@ export class Pruner {
   private timers: ReturnType<typeof setTimeout>[] = []
   private running: Promise<void> | null = null
   private stopped = false
+  private readonly deletions: DeletionLog | null
 
-  constructor(private readonly options: PrunerOptions) {}
+  constructor(private readonly options: PrunerOptions) {
+    this.deletions = options.log ? new DeletionLog(options.log) : null
+  }
 
   get retainDays(): number {
     return this.options.retainDays
@@ -93,7 +99,10 @@ export class Pruner {
     this.running ??= this.pass()
       .then(
         (pass) => {
-          if (pass) this.last = pass
+          if (pass) {
+            this.last = pass
+            this.deletions?.passed(pass)
+          }
           this.options.health.ok()
         },
         (error: unknown) => this.options.health.failed(error),
@@ -113,6 +122,7 @@ export class Pruner {
     for (const timer of this.timers) clearInterval(timer)
     this.timers = []
     await this.idle()
+    this.deletions?.flush()
   }
 
   /** One pass; null when stopped before it finished. */

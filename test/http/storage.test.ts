@@ -70,6 +70,18 @@ describe('GET /api/storage', () => {
     expect((await host.call('/api/scheduler/jobs?limit=100').then((r) => r.json())).jobs).toHaveLength(0)
   })
 
+  test("a pass that deletes says so in the host's log: how many, older than what, and the flag that sets it", async () => {
+    const clock = new ManualClock(Date.parse('2026-03-01T00:00:00.000Z'))
+    const lines: string[] = []
+    host = await startTestHost({ retainDays: 1 }, { clock, log: (line) => lines.push(line) })
+    finish(20)
+    clock.advance(2 * DAY)
+    await host.pruner.runPass()
+    expect(lines.filter((line) => line.includes('retention'))).toEqual([
+      'leasehold: retention deleted 20 finished jobs and 1 event that named no job, older than 1 day (before 2026-03-02T00:00:00.000Z); --retain-days sets how long they are kept (0 keeps every job)',
+    ])
+  })
+
   test('--retain-days 0 is reported, and a pass deletes nothing', async () => {
     const clock = new ManualClock(Date.parse('2026-03-01T00:00:00.000Z'))
     host = await startTestHost({ retainDays: 0 }, { clock })

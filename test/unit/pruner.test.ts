@@ -5,9 +5,10 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Engine } from '../../src-main/engine'
-import { DAY, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
+import { DAY, HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
 import { PRUNE_BATCH, SWEEP_READS_PER_DELETE } from '../../src-main/engine/verbs/prune'
 import { PRUNE_FIRST_DELAY_MS, PRUNE_INTERVAL_MS, Pruner, type PassHealth } from '../../src-main/retention/pruner'
+import { DELETION_LOG_EVERY_MS } from '../../src-main/retention/deletion-log'
 import { aJob, setup } from '../helpers/engine'
 import { StorageFaultInjector } from '../helpers/storage-faults'
 import { database } from '../helpers/database'
@@ -110,6 +111,57 @@ describe('the pruner runs on its timer', () => {
     await pruner.runPass()
     expect(jobCount(engine)).toBe(10)
     expect(pruner.last).toMatchObject({ jobs_deleted: 0, retain_days: 0 })
+  })
+})
+
+describe('what retention deletes is said in the log', () => {
+  it('the first pass of a start that deletes anything says at once how many finished jobs and events, older than what, and the flag that sets it', async () => {
+    const { engine, clock } = setup()
+    finishJobs(engine, 3)
+    engine.setCapacity({ total_units: 50 }) // an event that names no job
+    clock.advance(8 * DAY)
+    const lines: string[] = []
+    pruner = new Pruner({ engine, retainDays: 7, health: recordingHealth(), log: (line) => lines.push(line) })
+    await pruner.runPass()
+    expect(lines).toEqual([
+      `leasehold: retention deleted 3 finished jobs and 1 event that named no job, older than 7 days (before ${new Date(clock.now() - 7 * DAY).toISOString()}); --retain-days sets how long they are kept (0 keeps every job)`,
+    ])
+  })
+
+  it('later deletions are added up into at most one line an hour, and what is left is said at the stop; a pass that deletes nothing says nothing', async () => {
+    const { engine, clock } = setup()
+    const lines: string[] = []
+    pruner = new Pruner({ engine, retainDays: 1, health: recordingHealth(), log: (line) => lines.push(line) })
+    await pruner.runPass()
+    expect(lines).toEqual([]) // nothing to delete
+    // Five batches of finished jobs, 10 minutes apart but for the 50 minutes after the third.
+    for (const [count, gap] of [[1, 10], [2, 10], [3, 50], [4, 10], [5, 0]] as const) {
+      finishJobs(engine, count)
+      clock.advance(gap * MINUTE)
+    }
+    clock.advance(DAY - 80 * MINUTE + 1) // the first batch is a day and a millisecond old
+    await pruner.runPass()
+    const firstAt = clock.now()
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^leasehold: retention deleted 1 finished job and 0 events that named no job, older than 1 day \(before /)
+    for (const minutes of [10, 10]) {
+      clock.advance(minutes * MINUTE)
+      await pruner.runPass() // deletes the next batch, within the hour of the first line: held
+    }
+    clock.advance(40 * MINUTE)
+    await pruner.runPass() // an hour on, but nothing deleted: nothing said
+    expect(lines).toHaveLength(1)
+    clock.advance(10 * MINUTE)
+    await pruner.runPass()
+    expect(lines).toHaveLength(2)
+    expect(lines[1]).toMatch(new RegExp(`^leasehold: retention deleted 9 finished jobs and 0 events that named no job since ${new Date(firstAt).toISOString()}, older than 1 day \\(before `))
+    clock.advance(10 * MINUTE)
+    await pruner.runPass()
+    expect(lines).toHaveLength(2)
+    await pruner.stop()
+    expect(lines).toHaveLength(3)
+    expect(lines[2]).toMatch(/^leasehold: retention deleted 5 finished jobs and 0 events that named no job since /)
+    expect(HOUR).toBe(DELETION_LOG_EVERY_MS)
   })
 })
 
