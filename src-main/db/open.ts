@@ -554,17 +554,27 @@ function fileSize(path: string): number {
 }
 
 /**
- * What failed while a file was set up or migrated, in one line: SQLite's own error, not drizzle's
- * wrapping of it (which quotes the whole statement). The migrations run in one transaction: a
- * start that failed half-way leaves at most drizzle's empty table of migrations, and the next
- * start adopts the file and runs them all (checkExistingFile), so there is nothing to clean up.
+ * What failed while a new file was set up (an upgrade's failure is {@link upgradeFailure}'s), in
+ * one line: SQLite's own error, not drizzle's wrapping of it (which quotes the whole statement).
+ * The migrations run in one transaction: a start that failed half-way leaves at most drizzle's
+ * empty table of migrations, and the next start adopts the file and runs them all
+ * (checkExistingFile), so there is nothing to clean up.
  */
 function openFailure(error: unknown, path: string): string {
   const root = rootCause(error)
-  const code = typeof root.code === 'string' ? root.code : null
-  const what = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : hiddenRollback(error, path) ?? oneLine(root.message ?? String(root))
+  const code = failedWriteCode(error)
+  const what = code ? `the disk failed a write (${code}: ${oneLine(root.message ?? '')})` : hiddenRollback(error, path) ?? oneLine(root.message ?? String(root))
   return `${what}; the next start finishes setting the file up`
 }
+
+/** SQLite's code when a write failed on the disk (an I/O error, no space), else null. */
+function failedWriteCode(error: unknown): string | null {
+  const { code } = rootCause(error)
+  return typeof code === 'string' && (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' || code === 'ENOSPC') ? code : null
+}
+
+/** SQLite rolled the migrations' transaction back itself, which it does when a write fails: see {@link hiddenRollback}. */
+const rolledBackBySqlite = (error: unknown) => /cannot rollback - no transaction is active/.test(rootCause(error).message ?? '')
 
 /**
  * Why a migration failed when drizzle's own ROLLBACK hid it: a write that fails for want of
@@ -573,7 +583,7 @@ function openFailure(error: unknown, path: string): string {
  * free space tells the likely cause.
  */
 function hiddenRollback(error: unknown, path: string): string | null {
-  if (!/cannot rollback - no transaction is active/.test(rootCause(error).message ?? '')) return null
+  if (!rolledBackBySqlite(error)) return null
   const free = freeBytes(dirname(path))
   return free !== null && free < HIDDEN_ROLLBACK_FULL_BYTES
     ? `the disk is full (${Math.floor(free / 1024)} KiB free): a write failed while the tables were being made, and SQLite undid them`
@@ -597,10 +607,10 @@ const MIGRATION_SPACE_FACTOR = 2
  */
 function upgradeFailure(error: unknown, path: string, size: number, free: number | null): DatabaseOpenError {
   const root = rootCause(error)
-  const code = typeof root.code === 'string' ? root.code : null
-  const writeCode = code?.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL' || code === 'ENOSPC' ? code : null
+  if (String(root.code).startsWith('SQLITE_BUSY')) return heldError(path)
+  const writeCode = failedWriteCode(error)
   const upgrading = `upgrading ${path} (${mb(size)}) to this version failed`
-  if (!writeCode && !/cannot rollback - no transaction is active/.test(root.message ?? '')) {
+  if (!writeCode && !rolledBackBySqlite(error)) {
     return new DatabaseOpenError(`${upgrading} (${oneLine(root.message ?? String(root))}); the file was left as it was`)
   }
   const room = free === null ? 'for want of space on its disk' : `for want of space on its disk (${mb(free)} free)`
