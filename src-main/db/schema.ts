@@ -463,11 +463,12 @@ export type ScheduleRunRow = typeof scheduleRuns.$inferSelect
 
 /**
  * The Redis transport's outbox (leasehold serve --redis; empty without it): one row per message
- * Redis should hold, that is the current message of each unfinished job given one while Redis
- * carries the queues. Inserted in the transaction of the job write that gave the message (a
- * submit, a requeue, a retry) and deleted in the one that ended its attempt (a final state, or a
- * newer message), so after a crash the relay compares each stream with this table and puts
- * Redis right: no message is lost between a commit and Redis, none is left over.
+ * Redis should hold, that is the current message of each unfinished job. Inserted in the
+ * transaction of the job write that gave the message (a submit, a requeue, a retry) and deleted
+ * in the one that ended its attempt (a final state, or a newer message), so after a crash the
+ * relay compares each stream with this table and puts Redis right: no message is lost between a
+ * commit and Redis, none is left over. A host without Redis keeps no rows: one started with Redis
+ * fills the table from the jobs first (engine/store/outbox.ts, fillStep).
  */
 export const redisOutbox = sqliteTable('redis_outbox', {
   /** The job's `stream_message_id`: its enqueue identity, increasing, never given twice. */

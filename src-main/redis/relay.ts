@@ -1,5 +1,5 @@
 import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'ioredis'
-import { type EndedMessage, type Engine, type Outbox, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
+import { type EndedMessage, type Engine, type Outbox, type OutboxFillCursor, type OutboxFillStep, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
@@ -35,6 +35,10 @@ export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
  * messages of running jobs to their workers again. A reconciliation also runs on every
  * reconnect, and when a message has waited longer than `stuckAfterMs` while Redis answers.
  *
+ * A host that ran without Redis wrote no outbox rows: before its first reconciliation the relay
+ * fills the table from the jobs ({@link RedisRelay.fill}), so that every job waiting in a queue
+ * has its message in its stream, as if it had been submitted with Redis on.
+ *
  * Nothing is sent before the host holds its prefix (redis/prefix-claim.ts), and nothing more once
  * another host is found on it. The claim's refresh, once a second, is also how the relay knows
  * that Redis answers: a socket that stays open is not enough (a Redis stopped with SIGSTOP, a
@@ -69,6 +73,8 @@ const SWEEP_INTERVAL_MS = 60_000
  * carried stays in the outbox, for the next host.
  */
 const STOP_GRACE_MS = 2_000
+/** How long after a fill of the outbox that failed (a host that takes no writes) it is tried again. */
+const FILL_RETRY_MS = 10_000
 /** The longest a relay waits before trying again a pass that keeps failing. */
 const PASS_RETRY_MAX_MS = 10_000
 
@@ -177,6 +183,9 @@ export class RedisRelay {
   /** Messages being XADDed by the pass in progress (they still wait, for {@link health}). */
   private sending: OutboxMessage[] = []
   private running: Promise<void> | null = null
+  /** The outbox table is being filled from the jobs ({@link fill}): no reconciliation before it is full. */
+  private filling: Promise<void> | null = null
+  private fillRetry: NodeJS.Timeout | undefined
   private again = false
   /** The relay does not know what Redis holds: a reconciliation is due, and what waits is read from the table. */
   private reconcileDue = true
@@ -261,6 +270,50 @@ export class RedisRelay {
     })
     this.timer = setInterval(() => this.checkStuck(), CHECK_INTERVAL_MS)
     this.timer.unref()
+    this.filling = this.fill()
+  }
+
+  /**
+   * Fills the outbox table from the jobs (engine/store/outbox.ts, fillStep), one short operation
+   * at a time with other work let in between, then reconciles: the messages of jobs queued while
+   * the host ran without Redis go out in order with the rest, none twice. Until it is full no
+   * pass runs (a reconciliation before it would publish newer messages first, and rebuild each
+   * stream as the older ones came). A fill that fails (a host that takes no writes) is tried again
+   * after {@link FILL_RETRY_MS}, the relay meanwhile carrying what the table holds.
+   */
+  private async fill(): Promise<void> {
+    const { engine } = this.options
+    let added = 0
+    let removed = 0
+    try {
+      for (let cursor: OutboxFillCursor | null = { phase: 'rows', after: 0 }; cursor !== null && !this.stopped; ) {
+        const from: OutboxFillCursor = cursor
+        const step: OutboxFillStep = await engine.run(() => this.outbox.fillStep(from))
+        added += step.added
+        removed += step.removed
+        cursor = step.next
+        if (cursor !== null) await new Promise((resolve) => setImmediate(resolve))
+      }
+    } catch (error) {
+      if (!this.stopped) {
+        this.limiter.line(
+          'redis fill',
+          `leasehold: the Redis outbox could not be filled from the jobs (${String((error as Error)?.message ?? error)}); jobs queued while the host ran without Redis are missing from their streams until it is, tried again in ${FILL_RETRY_MS / 1000} s`,
+        )
+        this.fillRetry = setTimeout(() => (this.filling = this.fill()), FILL_RETRY_MS)
+        this.fillRetry.unref()
+      }
+    } finally {
+      this.filling = null
+    }
+    if (added + removed > 0) {
+      this.limiter.line(
+        'redis filled',
+        `leasehold: ${added} message${added === 1 ? '' : 's'} of jobs queued while the host ran without Redis put in the outbox, ${removed} of jobs finished or queued again meanwhile taken out; Redis is brought in step with it`,
+      )
+    }
+    this.letGo()
+    this.kick()
   }
 
   /**
@@ -452,7 +505,7 @@ export class RedisRelay {
 
   /** Resolves once the relay has nothing in hand: no pass running or due. For tests and shutdown. */
   async idle(): Promise<void> {
-    while (this.running) await this.running
+    while (this.filling || this.running) await (this.filling ?? this.running)
   }
 
   /**
@@ -463,6 +516,7 @@ export class RedisRelay {
     this.stopped = true
     this.unsubscribe()
     clearInterval(this.timer)
+    clearTimeout(this.fillRetry)
     let grace: NodeJS.Timeout | undefined
     const graceOver = new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))
     await Promise.race([this.idle(), graceOver])
@@ -530,7 +584,7 @@ export class RedisRelay {
 
   /** One pass (see the module's comment); a failure lets go of what is held, for the reconciliation to settle. */
   private async pass(): Promise<void> {
-    if (!this.connected || this.stopped || this.claim.state !== 'held') return
+    if (!this.connected || this.stopped || this.claim.state !== 'held' || this.filling) return
     // Backing off after passes that failed: the probe's kick, once a second, tries again when it is time.
     if (Date.now() < this.retryAt) return
     try {

@@ -217,6 +217,37 @@ describe('leasehold serve --redis', () => {
     }
   }, 30_000)
 
+  test('jobs queued while the host ran without --redis are in their streams, in order, once it runs with it, and a restart adds none twice', async () => {
+    const dataDir = tempDir()
+    const token = async () => (await import('node:fs')).readFileSync(`${dataDir}/token`, 'utf8').trim()
+    const serve = async (redis: boolean) => startServe(['--data-dir', dataDir, '--port', '0', ...(redis ? ['--redis', server.url] : [])])
+    const without = await serve(false)
+    const queued: string[] = []
+    try {
+      for (let i = 0; i < 3; i++) queued.push((await submitJob({ url: without.url, token: await token() })).job_id)
+    } finally {
+      without.child.kill('SIGTERM')
+      await without.exited
+    }
+    expect(await admin.dbsize()).toBe(0)
+
+    for (const start of [1, 2]) {
+      const withRedis = await serve(true)
+      try {
+        await until(async () => (await entries()).length === queued.length, 10_000, `the queued jobs' messages in the stream (start ${start})`)
+        expect((await entries()).map((entry) => entry.job_id)).toEqual(queued)
+        const status = await runCliAsync(['status', '--url', withRedis.url, '--token', await token()])
+        expect(status.stdout).toMatch(/^redis .*connected.*0 messages wait in the outbox/m)
+        if (start === 1) queued.push((await submitJob({ url: withRedis.url, token: await token() })).job_id)
+        await until(async () => (await entries()).length === queued.length, 10_000, 'the later job in the stream')
+      } finally {
+        withRedis.child.kill('SIGTERM')
+        await withRedis.exited
+      }
+    }
+    expect((await entries()).map((entry) => entry.job_id)).toEqual(queued)
+  })
+
   test('a host killed between COMMIT and XADD publishes the message when it starts again', async () => {
     const dataDir = tempDir()
     const args = ['--data-dir', dataDir, '--port', '0', '--redis', server.url]

@@ -4,6 +4,10 @@ import { type Engine, streamMessageName } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
 import { claimAnswer } from '../../src-main/http/views/worker'
 import { CONSUMER_GROUP, passRetryDelayMs, RedisRelay, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { database } from '../helpers/database'
 import { aJob, setup } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { watchRedis } from './monitor'
@@ -57,6 +61,64 @@ const reportOf = (g: ReturnType<typeof claimOne>, worker = 'w1') => ({ job_id: g
  * never inside one: a short entry id such as `0-2` can stand inside a job's id by chance.
  */
 const watchCommands = () => watchRedis(server.port)
+
+describe('the outbox of a data dir that ran without Redis', () => {
+  const messageIds = (jobs: { stream_message_id: number | null }[]) => jobs.map((job) => streamMessageName(job.stream_message_id!))
+
+  test('every job that waits in a queue has its message in its stream once the host runs with Redis, in order, and a restart adds none twice', async () => {
+    const { engine } = setup()
+    // A host without Redis: no outbox is kept while these are written.
+    const waiting = [engine.submit(aJob()).job, engine.submit(aJob()).job]
+    const mail = engine.submit(aJob({ queue: 'mail' })).job
+    const finished = engine.submit(aJob()).job
+    engine.cancel(finished.id)
+    waiting.push(engine.submit(aJob({ run_at: Date.UTC(2027, 0, 1) })).job)
+
+    const first = await started(engine)
+    expect(await entryIds()).toEqual(messageIds(waiting))
+    expect(await entryIds('mail')).toEqual(messageIds([mail]))
+    expect(first.health().waiting).toBe(0)
+    // Submitted with Redis on: after them, as ever.
+    const later = engine.submit(aJob()).job
+    await until(async () => (await entryIds()).length === waiting.length + 1, 3000, 'the later job XADDed')
+    expect(await entryIds()).toEqual(messageIds([...waiting, later]))
+
+    // A restart on the same data dir finds every message there: none is added again.
+    await first.stop()
+    const { commands, stop } = await watchCommands()
+    try {
+      await started(engine)
+      expect(commands.filter(([name]) => name === 'xadd')).toEqual([])
+    } finally {
+      stop()
+    }
+    expect(await entryIds()).toEqual(messageIds([...waiting, later]))
+  })
+
+  test('the messages of jobs that finished or were queued again while the host ran without Redis leave the outbox, and the requeued job gets its new one', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'leasehold-outbox-')), 'leasehold.db')
+    // With Redis: both jobs get their outbox rows.
+    const before = setup({ path }).engine
+    before.outbox()
+    const done = before.submit(aJob({ max_attempts: 3 })).job
+    const retried = before.submit(aJob({ max_attempts: 3 })).job
+    database(before).close()
+
+    // Without Redis: one job ends, the other fails and is queued again under a new message.
+    const without = setup({ path }).engine
+    without.complete(reportOf(claimOne(without)))
+    without.fail({ ...reportOf(claimOne(without)), error: { message: 'try again', retryable: true } })
+    const requeued = without.getJob(retried.id)
+    expect(requeued.stream_message_id).not.toBe(retried.stream_message_id)
+    database(without).close()
+
+    const { engine } = setup({ path })
+    await started(engine)
+    expect(engine.getJob(done.id).state).toBe('DONE')
+    expect(engine.outbox().live()).toEqual([expect.objectContaining({ enqueue_id: requeued.stream_message_id, job_id: retried.id })])
+    expect(await entryIds()).toEqual(messageIds([requeued]))
+  })
+})
 
 describe('the outbox and the relay', () => {
   test('an enqueue writes its outbox row in its own transaction; the relay XADDs it to the queue stream after the commit', async () => {

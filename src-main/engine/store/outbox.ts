@@ -2,6 +2,7 @@ import type { JobRow, LeaseRow } from '../../db/schema'
 import type { StoreContext } from './context'
 import type { RowWriteSubscriber, Undo } from './row-writes'
 import { type JobState, TERMINAL_STATES } from '../rules/states'
+import { findJob } from './rows'
 import { streamMessageName } from './streams'
 
 /**
@@ -20,6 +21,12 @@ import { streamMessageName } from './streams'
  * also kept in memory, taken by the relay right after the commit ({@link Outbox.takeCommitted}):
  * the relay works from that, not by writing the table again, so a job costs the table one insert
  * and one delete, both inside transactions the job writes anyway.
+ *
+ * A host without Redis writes no row: its jobs' messages are in no outbox, and rows of jobs it
+ * finished or requeued stay. So a host with Redis first fills the table
+ * ({@link Outbox.fillStep}, in short steps): the rows of messages that are no job's current one
+ * go, and every unfinished job gets the row of its current message, as if Redis had carried the
+ * queues all along.
  */
 
 /** A message Redis should hold, as the relay reads it. */
@@ -61,7 +68,30 @@ export interface OutboxBacklog {
   oldest_at: number | null
 }
 
+/**
+ * Where a fill of the table has got to: first its own rows, by `enqueue_id` (those of messages
+ * that are no unfinished job's current one are deleted), then the jobs, by `seq` (each unfinished
+ * job's current message gets its row, unless it has one).
+ */
+export type OutboxFillCursor = { phase: 'rows'; after: number } | { phase: 'jobs'; after: number }
+
+/** One fill step's work, and where the next one starts (null: the table is full). */
+export interface OutboxFillStep {
+  /** Rows inserted (messages of jobs queued while the table was not kept). */
+  added: number
+  /** Rows deleted (messages of jobs that finished or were queued again meanwhile). */
+  removed: number
+  next: OutboxFillCursor | null
+}
+
 const COLUMNS = ['enqueue_id', 'job_id', 'queue', 'created_at'] as const
+
+/** Outbox rows one fill step looks at, each with its job read by key. */
+const FILL_ROWS = 500
+/** Jobs' `seq` one fill step walks: the jobs table is walked by its key, finished jobs and all, as the tally's start does. */
+const FILL_SEQ_WINDOW = 10_000
+/** The unfinished jobs, in a clause (the states written out: TERMINAL_STATES). */
+const UNFINISHED_CLAUSE = [...TERMINAL_STATES].map((state) => `state <> '${state}'`).join(' AND ')
 
 const isFinal = (state: string | undefined): boolean => state !== undefined && TERMINAL_STATES.has(state as JobState)
 
@@ -117,6 +147,40 @@ export class Outbox implements RowWriteSubscriber {
     const taken = this.changes
     this.changes = { messages: [], ended: [], grants: [] }
     return taken
+  }
+
+  /**
+   * One step of the table's fill (see the module's comment), from `cursor` (`{phase: 'rows',
+   * after: 0}` for the first): run it inside an operation, and let other work in between steps.
+   * A job written meanwhile keeps its row through {@link jobWritten}, as ever; a row the fill
+   * deletes was never sent by the relay, whose reconciliation follows the fill and deletes the
+   * entry Redis may hold.
+   */
+  fillStep(cursor: OutboxFillCursor): OutboxFillStep {
+    if (cursor.phase === 'rows') {
+      const rows = this.ctx.all<Pick<OutboxMessage, 'enqueue_id' | 'job_id'>>(
+        'SELECT enqueue_id, job_id FROM redis_outbox WHERE enqueue_id > ? ORDER BY enqueue_id LIMIT ?',
+        cursor.after,
+        FILL_ROWS,
+      )
+      let removed = 0
+      for (const row of rows) {
+        const job = findJob(this.ctx, row.job_id)
+        if (job && job.stream_message_id === row.enqueue_id && !isFinal(job.state)) continue
+        this.ctx.run('DELETE FROM redis_outbox WHERE enqueue_id = ?', row.enqueue_id)
+        removed += 1
+      }
+      const next: OutboxFillCursor = rows.length === FILL_ROWS ? { phase: 'rows', after: rows[rows.length - 1]!.enqueue_id } : { phase: 'jobs', after: 0 }
+      return { added: 0, removed, next }
+    }
+    const until = cursor.after + FILL_SEQ_WINDOW
+    const added = this.ctx
+      .stmt(
+        `INSERT OR IGNORE INTO redis_outbox (${COLUMNS.join(', ')}) SELECT stream_message_id, id, queue, ? FROM jobs WHERE seq > ? AND seq <= ? AND stream_message_id IS NOT NULL AND ${UNFINISHED_CLAUSE}`,
+      )
+      .run(this.ctx.clock.now(), cursor.after, until).changes
+    const last = this.ctx.one<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM jobs')!.seq ?? 0
+    return { added, removed: 0, next: until < last ? { phase: 'jobs', after: until } : null }
   }
 
   /** Every message Redis should hold now, in enqueue order. */
