@@ -546,6 +546,15 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       const expired = engine.expireLeasesOfLastHostsLocalWorkers()
       if (expired > 0) log(`leasehold: ${expired} lease(s) of the last host's local workers expired (host_restarted)`)
     })
+    // Folder and file leases that overlap (granted before the gate covered folders) keep the gate's
+    // rule from here on: the one granted first keeps its path, the later ones are revoked.
+    once('the revocation of overlapping file leases', 'they are looked for again at the next start', () => {
+      const overlaps = engine.revokeOverlappingFiles()
+      if (overlaps.length === 0) return
+      const each = overlaps.slice(0, 10).map(({ revoked, kept }) => `${revoked.file} of ${revoked.owner_id} (${kept.owner_id} holds ${kept.file} since before it)`)
+      if (overlaps.length > 10) each.push(`${overlaps.length - 10} more (their FILE_LEASE_REVOKED events name them)`)
+      log(`leasehold: ${overlaps.length} file lease(s) revoked (overlapped): each overlapped a lease granted before it, which keeps its path; writes under them are refused (file_lease_lost): ${each.join('; ')}`)
+    })
     const reap = tick('the reaper', () => {
       leaseHold?.check()
       engine.reap()

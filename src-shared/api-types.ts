@@ -1154,7 +1154,7 @@ export interface components {
             /** @description Seconds it has been held (one decimal): until now while ACTIVE, until its release once it ended */
             age_s: number;
             released_at: components["schemas"]["Timestamp"] | null;
-            /** @description Why it ended: released, idle, reclaimed, job_succeeded, job_failed, job_ended, owner_lease_expired, job_blocked, force_released (docs/file-leases.md) */
+            /** @description Why it ended: released, idle, reclaimed, job_succeeded, job_failed, job_ended, owner_lease_expired, job_blocked, force_released, overlapped (docs/file-leases.md) */
             release_reason: string | null;
         };
         /** @description Denied: another owner holds the file; retry once at contention.retry_at */

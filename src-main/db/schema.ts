@@ -303,7 +303,7 @@ export const fileLeases = sqliteTable(
     acquired_at: integer('acquired_at').notNull(),
     last_heartbeat_at: integer('last_heartbeat_at').notNull(),
     released_at: integer('released_at'),
-    /** released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released */
+    /** released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released, overlapped */
     release_reason: text('release_reason'),
   },
   (t) => [

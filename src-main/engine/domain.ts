@@ -215,7 +215,7 @@ export interface FileLease {
   acquired_at: number
   last_heartbeat_at: number
   released_at: number | null
-  /** released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released, … */
+  /** released, idle, reclaimed, job_succeeded, job_failed, job_ended, force_released, overlapped, … */
   release_reason: string | null
 }
 

@@ -365,6 +365,9 @@ export class Engine {
   // File leases and blockers (the files contract)
   acquireFile = (request: files.FileLeaseRequest): AcquireResult => toAcquireResult(files.acquireFile(this.ctx, request))
   heartbeatFile = (request: files.FileLeaseRef): FileLease => toFileLease(files.heartbeatFile(this.ctx, request))
+  /** At a start: the ACTIVE file leases that overlap one granted before them are revoked (verbs/files.ts); each with the lease that kept its path. */
+  revokeOverlappingFiles = (): { revoked: FileLease; kept: FileLease }[] =>
+    files.revokeOverlappingFiles(this.ctx).map(({ revoked, kept }) => ({ revoked: toFileLease(revoked), kept: toFileLease(kept) }))
   releaseFile = (request: files.FileLeaseRef): FileLease => toFileLease(files.releaseFile(this.ctx, request))
   fileRetryAt = (file: string, ownerId: string): number | null => files.fileRetryAt(this.ctx, file, ownerId)
   /** Refuses a file request from a worker token that does not prove its job lease (lease-lookup.ts provenLease). */

@@ -598,3 +598,34 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect(await list('?state=OPEN')).toHaveLength(2)
   })
 })
+
+describe('a data dir from before the gate covered folders (migration 0021)', () => {
+  test('a host that starts on overlapping file leases keeps the one granted first, revokes the later one and says so once; the gate refuses its holder from then on', async () => {
+    await start()
+    const dataDir = host.dataDir
+    // As a release before 0021 wrote them: a file, then a folder above it for another owner, both granted.
+    const old = database(host.engine)
+    const insert = old.prepare("INSERT INTO file_leases (id, file, owner_id, state, acquired_at, last_heartbeat_at) VALUES (?, ?, ?, 'ACTIVE', ?, ?)")
+    insert.run('f-report', '/srv/out/report.csv', 'tool-1', T0, T0)
+    insert.run('f-srv', '/srv', 'tool-2', T0 + SECOND, T0 + SECOND)
+    old.close()
+    await host.stop()
+
+    const restart = async () => {
+      const lines: string[] = []
+      host = await startTestHost({ dataDir, totalUnits: 10, busy: 0 }, { clock, log: (line) => lines.push(line) })
+      return lines.filter((line) => /overlapped/.test(line))
+    }
+    clock.advance(2 * SECOND)
+    expect(await restart()).toEqual([expect.stringMatching(/^leasehold: 1 file lease\(s\) revoked \(overlapped\): .*\/srv of tool-2 \(tool-1 holds \/srv\/out\/report\.csv since before it\)$/)])
+    await expectError(await post(host, '/api/files/leases/heartbeat', { file: '/srv', owner_id: 'tool-2' }), 409, 'file_lease_lost')
+    const refused = await post(host, '/api/files/leases/acquire', { file: '/srv', owner_id: 'tool-2' })
+    expect(refused.status).toBe(409)
+    expect(await body(refused)).toMatchObject({ granted: false, code: 'file_lease_held', contention: { holder: { file: '/srv/out/report.csv', owner_id: 'tool-1' } } })
+    const kept = await post(host, '/api/files/leases/acquire', { file: '/srv/out/report.csv', owner_id: 'tool-1' })
+    expect(kept.status).toBe(200)
+    expect(await body(kept)).toMatchObject({ granted: true })
+    await host.stop()
+    expect(await restart()).toEqual([])
+  })
+})

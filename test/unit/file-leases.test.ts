@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'vitest'
 import type { EventRow, FileLeaseRow } from '../../src-main/db/schema'
-import { SECOND } from '../../src-main/engine/rules/clock'
+import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_IDLE_MS, FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { fileKey } from '../../src-main/engine/rules/file-keys'
 import type { Engine } from '../../src-main/engine'
@@ -302,6 +302,89 @@ describe('the end of a job lease releases its files', () => {
       second.engine.complete({ job_id: job.id, attempt_id: lease.attempt_id, worker_id: 'w1', lease_token: lease.token })
       expect(rowsOn(second.engine, FILE)).toEqual([expect.objectContaining({ id: held.id, state: 'RELEASED', release_reason: 'job_succeeded' })])
       second.sqlite.close()
+    } finally {
+      cleanup()
+    }
+  })
+})
+
+describe('file leases that overlap, from before the gate covered folders (migration 0021)', () => {
+  /** A file lease row as a release before 0021 wrote it: granted whatever it overlapped. */
+  const oldRow = (engine: Engine, row: { id: string; file: string; owner_id: string; acquired_at: number; lease_id?: string; job_id?: string }) =>
+    sql(engine).run(
+      "INSERT INTO file_leases (id, file, owner_id, lease_id, job_id, state, acquired_at, last_heartbeat_at) VALUES (?, ?, ?, ?, ?, 'ACTIVE', ?, ?)",
+      row.id,
+      row.file,
+      row.owner_id,
+      row.lease_id ?? null,
+      row.job_id ?? null,
+      row.acquired_at,
+      row.acquired_at,
+    )
+
+  /** A database written by an old release, then the current engine started on it. */
+  function upgraded(write: (engine: Engine) => void) {
+    const { dir, cleanup } = tempDir()
+    const path = join(dir, 'leasehold.db')
+    const old = openFileEngine(path, { clock: new ManualClock(T0 - 5 * SECOND) })
+    write(old.engine)
+    old.sqlite.close()
+    const started = openFileEngine(path)
+    return { ...started, cleanup: () => (started.sqlite.close(), cleanup()) }
+  }
+
+  test('at a start the lease granted first keeps its path, and the later one that overlaps it is revoked with its reason, once', () => {
+    const { engine, clock, cleanup } = upgraded((old) => {
+      oldRow(old, { id: 'f-report', file: '/srv/out/report.csv', owner_id: 'tool-1', acquired_at: T0 - 2 * SECOND })
+      oldRow(old, { id: 'f-srv', file: '/srv', owner_id: 'tool-2', acquired_at: T0 - SECOND })
+      oldRow(old, { id: 'f-other', file: '/other/x', owner_id: 'tool-3', acquired_at: T0 - SECOND })
+    })
+    try {
+      const overlaps = engine.revokeOverlappingFiles()
+      expect(overlaps).toEqual([{ revoked: expect.objectContaining({ id: 'f-srv', file: '/srv', owner_id: 'tool-2' }), kept: expect.objectContaining({ id: 'f-report' }) }])
+      expect(rowsOn(engine, '/srv')).toEqual([expect.objectContaining({ state: 'REVOKED', release_reason: 'overlapped', released_at: T0 })])
+      const event = sql(engine).one<{ data: string }>("SELECT data FROM events WHERE event_type = 'FILE_LEASE_REVOKED' AND entity_id = 'f-srv'")
+      expect(JSON.parse(event!.data)).toMatchObject({ reason: 'overlapped', overlapped: { file_lease_id: 'f-report', file: '/srv/out/report.csv', owner_id: 'tool-1' } })
+      expect(engine.revokeOverlappingFiles()).toEqual([])
+
+      // The gate's rule from here on: the revoked holder's writes are refused, its folder is not granted again.
+      expectEngineError(() => engine.heartbeatFile({ file: '/srv', owner_id: 'tool-2' }), 409, 'file_lease_lost')
+      expect(engine.acquireFile({ file: '/srv', owner_id: 'tool-2' })).toMatchObject({ granted: false, code: 'file_lease_held', contention: { holder: { file: '/srv/out/report.csv', owner_id: 'tool-1' } } })
+      clock.advance(SECOND)
+      expect(granted(engine, { file: '/srv/out/report.csv', owner_id: 'tool-1' })).toMatchObject({ id: 'f-report', last_heartbeat_at: T0 + SECOND })
+      expect(engine.listFileLeases().file_leases.map((lease) => lease.file).sort()).toEqual(['/other/x', '/srv/out/report.csv'])
+    } finally {
+      cleanup()
+    }
+  })
+
+  test("an owner's own overlapping leases are kept, and a lease whose owner is dead keeps nothing from a later one", () => {
+    const { engine, cleanup } = upgraded((old) => {
+      oldRow(old, { id: 'f-own-file', file: '/a/b/c.txt', owner_id: 'tool-1', acquired_at: T0 - 2 * SECOND })
+      oldRow(old, { id: 'f-own-dir', file: '/a', owner_id: 'tool-1', acquired_at: T0 - SECOND })
+      oldRow(old, { id: 'f-idle', file: '/d/e.txt', owner_id: 'tool-2', acquired_at: T0 - FILE_IDLE_MS - SECOND })
+      oldRow(old, { id: 'f-live', file: '/d', owner_id: 'tool-3', acquired_at: T0 - SECOND })
+    })
+    try {
+      expect(engine.revokeOverlappingFiles()).toEqual([])
+    } finally {
+      cleanup()
+    }
+  })
+
+  test('a lease revoked under a job lease takes no file again and its job cannot succeed under that lease (file_lease_lost)', () => {
+    let lease!: ReturnType<typeof claimOrFail>['lease']
+    let job!: ReturnType<typeof claimOrFail>['job']
+    const { engine, cleanup } = upgraded((old) => {
+      old.submit(aJob())
+      ;({ job, lease } = claimOrFail(old, { worker_id: 'w1' }, 600))
+      oldRow(old, { id: 'f-file', file: '/srv/out/report.csv', owner_id: 'tool-1', acquired_at: T0 - 3 * SECOND })
+      oldRow(old, { id: 'f-dir', file: '/srv', owner_id: 'w1', lease_id: lease.id, job_id: job.id, acquired_at: T0 - 2 * SECOND })
+    })
+    try {
+      expect(engine.revokeOverlappingFiles().map(({ revoked }) => revoked.id)).toEqual(['f-dir'])
+      expectEngineError(() => engine.acquireFile({ file: '/srv/y', owner_id: 'w1', lease_id: lease.id }), 409, 'file_lease_lost')
+      expectEngineError(() => engine.complete({ job_id: job.id, attempt_id: lease.attempt_id, worker_id: 'w1', lease_token: lease.token }), 409, 'file_lease_lost')
     } finally {
       cleanup()
     }

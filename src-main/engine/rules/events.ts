@@ -34,7 +34,7 @@ type JobEnded = {
 type FileLeaseEnded = {
   file: string
   owner_id: string
-  /** released, idle, reclaimed, owner_lease_expired, job_succeeded, job_failed, job_ended, job_blocked, force_released */
+  /** released, idle, reclaimed, owner_lease_expired, job_succeeded, job_failed, job_ended, job_blocked, force_released, overlapped */
   reason: string
   acquired_at: number
   last_heartbeat_at: number
@@ -47,6 +47,8 @@ type FileLeaseEnded = {
   reclaimed_by?: string
   /** The operator who took it (force release). */
   by?: string
+  /** The lease granted before it that it overlapped (`overlapped`): that lease kept its path. */
+  overlapped?: { file_lease_id: string; file: string; owner_id: string; job_id: string | null; acquired_at: number }
 }
 
 /** A firing missed while the host was down, caught up with this one. */

@@ -19,7 +19,9 @@ export interface Contention {
  * Why a file lease ended: its owner released it; it went `idle` (30 s without an acquire or
  * heartbeat); the next acquire `reclaimed` it from a dead owner; its job lease ended — the job
  * succeeded, failed, ended otherwise (cancel, timeout), its lease expired, or it was halted on a
- * blocker; or an operator took it (`force_released`, the lease REVOKED).
+ * blocker; or an operator took it (`force_released`, the lease REVOKED); or, at a start, it
+ * overlapped a lease granted before it, as releases before the gate covered folders granted
+ * (`overlapped`, the lease REVOKED).
  */
-export const FILE_RELEASE_REASONS = ['released', 'idle', 'reclaimed', 'job_succeeded', 'job_failed', 'job_ended', 'owner_lease_expired', 'job_blocked', 'force_released'] as const
+export const FILE_RELEASE_REASONS = ['released', 'idle', 'reclaimed', 'job_succeeded', 'job_failed', 'job_ended', 'owner_lease_expired', 'job_blocked', 'force_released', 'overlapped'] as const
 export type FileReleaseReason = (typeof FILE_RELEASE_REASONS)[number]

@@ -543,6 +543,47 @@ export function revokeFile(ctx: EngineContext, blocker: BlockerRow, by: string):
   return holder
 }
 
+/**
+ * At a start: the ACTIVE file leases that overlap one granted before them (a folder and a path
+ * inside it, held by another owner or under another job lease) are revoked. Releases before the
+ * gate covered folders (migration 0021) granted both; the gate's rule holds for them too from
+ * the start on. The lease granted first keeps its path; each later one that overlaps a lease kept
+ * ends REVOKED (`overlapped`, its event naming the lease it overlapped), so that its holder's next
+ * write under it is refused (`file_lease_lost`), as after an operator's force release. A lease
+ * whose owner is no longer alive holds nothing, keeps nothing from another, and is left to the
+ * reaper. Reads the ACTIVE file leases only; answers those revoked.
+ */
+export function revokeOverlappingFiles(ctx: EngineContext): { revoked: FileLeaseRow; kept: FileLeaseRow }[] {
+  return ctx.transact(() => {
+    const now = ctx.clock.now()
+    const held = ctx.all<FileLeaseRow>("SELECT * FROM file_leases WHERE state = 'ACTIVE' ORDER BY acquired_at, rowid")
+    /** The leases kept, by their path; and by each folder above their path, the leases kept inside it. */
+    const keptOn = new Map<string, FileLeaseRow>()
+    const keptInside = new Map<string, FileLeaseRow[]>()
+    const revoked: { revoked: FileLeaseRow; kept: FileLeaseRow }[] = []
+    for (const lease of held) {
+      if (deadBecause(ctx, lease, now)) continue
+      const [, ...folders] = keysAbove(lease.file)
+      const candidates = [...folders.flatMap((folder) => keptOn.get(folder) ?? []), ...(keptInside.get(lease.file) ?? [])]
+      // An owner's own leases never conflict: the same owner under the same job lease (or none).
+      const kept = candidates.find((other) => other.owner_id !== lease.owner_id || other.lease_id !== lease.lease_id)
+      if (kept) {
+        const overlapped = { file_lease_id: kept.id, file: kept.file, owner_id: kept.owner_id, job_id: kept.job_id, acquired_at: kept.acquired_at }
+        endFileLease(ctx, lease, 'REVOKED', 'overlapped', { overlapped })
+        revoked.push({ revoked: lease, kept })
+        continue
+      }
+      keptOn.set(lease.file, lease)
+      for (const folder of folders) {
+        const inside = keptInside.get(folder)
+        if (inside) inside.push(lease)
+        else keptInside.set(folder, [lease])
+      }
+    }
+    return revoked
+  })
+}
+
 /** The holder a blocker report names: the path it held, and who (which job) took it when. */
 type NamedHolder = Pick<BlockerRow, 'file' | 'holder_file' | 'holder_owner_id' | 'holder_job_id' | 'holder_acquired_at'>
 
