@@ -153,6 +153,20 @@ export const WorkerExchange = z.strictObject({
 })
 export type WorkerExchange = z.infer<typeof WorkerExchange>
 
+/** The lists of reports an exchange carries, each answered report by report. */
+export const REPORT_LISTS = ['heartbeat', 'complete', 'fail'] as const
+
+/**
+ * An exchange as a whole, its reports unread: what must hold for the host to take any of it (an
+ * object, its worker, its claim, lists of at most MAX_BATCH_ITEMS). A report that fails its own
+ * schema is refused alone, in its slot of the answer (src-main/http/exchange-body.ts).
+ */
+export const ExchangeEnvelope = WorkerExchange.extend({
+  heartbeat: Reports(z.unknown()),
+  complete: Reports(z.unknown()),
+  fail: Reports(z.unknown()),
+})
+
 /**
  * Leases a worker gives back unheard: granted in the answer to a claim it had given up on (the
  * answer came after the worker stopped waiting for it). Their jobs go back to the queue at once

@@ -1,5 +1,6 @@
 import { type Assignment, type Claims, type Denial, type Engine, type Event, type ExchangeAnswer, WAKE_EVENTS, type WorkerExchange, type WorkerFilter } from '../engine'
 import { longPollMs, STOPPING_WAIT_MS } from './long-poll'
+import type { ErrorCode } from '../../src-shared/error-codes'
 import type { Takes } from '../worker-roster/directory'
 
 /**
@@ -65,9 +66,28 @@ export interface ClaimRequest {
   ttl_s?: number
 }
 
+/**
+ * The reports of an exchange the host refused before they reached the engine (each failed its
+ * own schema: src-main/http/exchange-body.ts), by their list and their place in the list as
+ * sent; the exchange carries only the others.
+ */
+export const REFUSED_REPORTS = Symbol('refused reports')
+
+/** A report refused on its own: the job it named (as sent, or "" when it named none) and `{code, detail}`. */
+export interface ReportRefusal {
+  job_id: string
+  code: ErrorCode
+  detail: string
+}
+
+/** See {@link REFUSED_REPORTS}. */
+export type RefusedReports = Record<'heartbeat' | 'complete' | 'fail', ReadonlyMap<number, ReportRefusal>>
+
 /** A worker's exchange as the transports carry it: its reports, and a claim named by streams. */
 export type ExchangeRequest = Omit<WorkerExchange, 'claim'> & {
   claim?: { streams: string[]; job_types?: string[]; gpu_available?: boolean; max_jobs: number; max_wait_ms?: number }
+  /** Absent when every report passed its schema (a symbol: no field of the wire's; kept out of what the engine is given). */
+  [REFUSED_REPORTS]?: RefusedReports
 }
 
 /** What a worker's claim asks of the engine: the jobs of its streams and types, and those needing a GPU only if it has one. */
@@ -85,8 +105,8 @@ function claimTakes(claim: { streams?: string[]; job_types?: string[]; gpu_avail
  * answer must reach its worker before the lease it extends runs out, and a wait (up to
  * {@link longPollMs}'s 30 s) is longer than a short lease's TTL and grace.
  */
-function waitsForWork(request: Pick<ExchangeRequest, 'heartbeat'>): boolean {
-  return (request.heartbeat?.length ?? 0) === 0
+function waitsForWork(request: Pick<ExchangeRequest, 'heartbeat' | typeof REFUSED_REPORTS>): boolean {
+  return (request.heartbeat?.length ?? 0) === 0 && request[REFUSED_REPORTS] === undefined
 }
 
 /**
@@ -256,12 +276,12 @@ export class Dispatch {
    * - one that carries heartbeats ({@link waitsForWork}): a heartbeat's answer is the lease's new
    *   expiry, or news that stops a job (a cancel asked for, the lease lost); held by the wait it
    *   would come after the lease it extends had expired.
-   * - one with a report the host refused (its lease was lost): the worker learns now that it must
-   *   drop a result or stop a handler, not when work next comes.
+   * - one with a report the host refused (its lease was lost, or it failed its schema): the
+   *   worker learns now that it must drop a result or stop a handler, not when work next comes.
    * Delivered and settled as {@link claim} is.
    */
   exchange(request: ExchangeRequest, deliver: Deliver<ServedExchange>, gone?: Gone): Promise<ServedExchange> {
-    const { claim, ...reports } = request
+    const { claim, [REFUSED_REPORTS]: _refused, ...reports } = request
     if (claim) this.options.onClaim?.(request.worker_id, claimTakes(claim))
     const filter = claim ? claimFilter(claim) : { queues: [], accept_job_types: null }
     return this.serve(

@@ -182,8 +182,23 @@ export function parseJson(body: Buffer): unknown {
     throw new HttpError('invalid_json', 'The body is not well-formed JSON')
   }
   const fault = faultIn(value, false)
-  if (fault !== null) throw new HttpError('invalid_request', faultDetail(value, fault.kind))
+  if (fault !== null) throw new FaultyJson(value, faultDetail(value, fault.kind))
   return value
+}
+
+/**
+ * A body that is JSON but holds a value JSON.parse reads otherwise than it was sent (a fault of
+ * src-shared/json-faults.ts): 400 `invalid_request`, with the value as read, for a route whose
+ * items are answered each on its own (the worker's batch: route.ts `itemwise`) to refuse only
+ * the items that hold it.
+ */
+export class FaultyJson extends HttpError {
+  constructor(
+    readonly value: unknown,
+    detail: string,
+  ) {
+    super('invalid_request', detail)
+  }
 }
 
 /**

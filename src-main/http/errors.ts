@@ -70,18 +70,21 @@ export type InputPart = '(body)' | '(query)' | '(path)'
 /**
  * Validates with a zod schema; a failure is 400 `invalid_request` naming each failing field, or
  * the `part` of the request (`(query): Unrecognized key: "foo"`) when the issue is about it whole.
+ * A value that is a part of the body is named from the body, `at` (`complete.1` for a batch's
+ * second completion: `complete.1.note: …`).
  */
-export function validate<S extends z.ZodType>(schema: S, value: unknown, part: InputPart = '(body)'): z.infer<S> {
+export function validate<S extends z.ZodType>(schema: S, value: unknown, part: InputPart = '(body)', at: readonly (string | number)[] = []): z.infer<S> {
+  const named = (path: readonly PropertyKey[]) => (at.length + path.length > 0 ? [...at, ...path].map(String).join('.') : part)
   const result = safeParseFast(schema, value)
   if (result.success) {
     // (A value taken as it is, by the fast way through, has lost nothing.)
     const dropped = result.data === value ? null : droppedProtoKey(value, result.data, [])
     if (dropped === null) return result.data
-    throw new HttpError('invalid_request', `${dropped.length > 0 ? dropped.join('.') : part}: a key named "__proto__" is not taken`)
+    throw new HttpError('invalid_request', `${named(dropped)}: a key named "__proto__" is not taken`)
   }
   const detail = result.error.issues
     .slice(0, 10)
-    .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : part}: ${issue.message}`)
+    .map((issue) => `${named(issue.path)}: ${issue.message}`)
     .join('; ')
   throw new HttpError('invalid_request', detail)
 }

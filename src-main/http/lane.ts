@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { clientGone, readDeclaredJson, writeJson } from './body'
-import { type ErrorReplies, validate } from './errors'
+import type { ErrorReplies } from './errors'
 import { checkRequest, type GuardInput, type GuardPolicy, guardInput } from './guard'
 import { HttpError } from './http-error'
-import { type Api, fullPath, invoke, laneAnswer, NO_INPUT, type RouteCall, type RouteDeps, type RunRoute } from './route'
+import { type Api, fullPath, invoke, laneAnswer, NO_INPUT, type RouteCall, type RouteDeps, routeBody, type RunRoute } from './route'
 
 /**
  * One request of the lane's shape and its answer, however it came: through Node's HTTP server
@@ -114,8 +114,7 @@ async function run(route: RunRoute, path: string, exchange: LaneExchange, deps: 
   try {
     const refusal = checkRequest(exchange.guard, deps.policy)
     if (refusal) throw new HttpError(refusal.code, refusal.detail)
-    const json = await exchange.body()
-    const body = route.body ? validate(route.body, json) : json
+    const body = await routeBody(route, () => exchange.body())
     const call: RouteCall<unknown> = {
       clientGone: () => exchange.clientGone(),
       answerNow: (early) => exchange.answer(route.status ?? 200, early, headers),

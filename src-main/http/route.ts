@@ -12,7 +12,7 @@ import type { ClockWaiters } from '../dispatch/clock-waiters'
 import type { Engine } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../worker-roster/directory'
-import { clientGone, earlyReply, readJson } from './body'
+import { clientGone, earlyReply, FaultyJson, readJson } from './body'
 import { validate } from './errors'
 import { HttpError } from './http-error'
 import type { EventStreams, StreamTickets } from './events-stream'
@@ -132,6 +132,14 @@ interface RouteBase<Params, Query, Body, Answer extends z.ZodType> {
   lane?: boolean
   /** Turns an error the route threw into the one answered (the worker API's 409s carry `ok: false`). */
   refusal?: (error: unknown) => unknown
+  /**
+   * For a body of items each answered on its own (the worker's batch): the body the route runs
+   * with when the JSON read fails `body` as a whole, or holds a value JSON cannot carry
+   * (body.ts FaultyJson) — the items that fail their own schema left out, each to be refused
+   * in its own slot of the answer — or the refusal of the whole request, thrown. A body that
+   * passes `body` is taken as it is, without it.
+   */
+  itemwise?: (json: unknown) => Output<Body>
 }
 
 type In<Params, Query, Body> = RouteInput<Output<Params>, Output<Query>, Output<Body>>
@@ -312,8 +320,32 @@ export function koaHandler(route: AnyRoute, deps: RouteDeps, bodyLimit: number):
   }
   if (!write) return (ctx) => rest(ctx, undefined) as Promise<void> | undefined
   return async (ctx) => {
-    const raw = await readJson(ctx, bodyLimit)
-    await rest(ctx, route.body ? validate(route.body, raw) : raw)
+    await rest(ctx, await routeBody(run, () => readJson(ctx, bodyLimit)))
+  }
+}
+
+/**
+ * A route's body, read by `read` and held to the route's schema: 400 naming the failing fields,
+ * or, for a route that answers its items each on its own, what its `itemwise` makes of it.
+ */
+export async function routeBody(route: RunRoute, read: () => unknown): Promise<unknown> {
+  const { body, itemwise } = route
+  if (itemwise === undefined) {
+    const json = await read()
+    return body ? validate(body, json) : json
+  }
+  let json: unknown
+  try {
+    json = await read()
+  } catch (error) {
+    if (error instanceof FaultyJson) return itemwise(error.value)
+    throw error
+  }
+  try {
+    return body ? validate(body, json) : json
+  } catch (error) {
+    if (error instanceof HttpError) return itemwise(json)
+    throw error
   }
 }
 

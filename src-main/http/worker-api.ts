@@ -1,6 +1,7 @@
 import type { z } from 'zod'
 import { WorkerClaim, WorkerComplete, WorkerExchange, WorkerFail, WorkerHeartbeat, WorkerRefusal, WorkerReport, WorkerReportRefusal } from '../../src-shared/worker-exchange'
 import { EngineError } from '../engine'
+import { exchangeBody } from './exchange-body'
 import { type AnyRoute, type Api, NOT_FOUND, type Route, type RunRoute } from './route'
 import { statusOf } from '../../src-shared/error-codes'
 import { HttpError } from './http-error'
@@ -129,6 +130,8 @@ export const workerApi: Api = {
       body: WorkerExchange,
       answer: WorkerExchangeAnswer,
       lane: true,
+      // Each report is atomic on its own: one that fails its schema is refused in its slot.
+      itemwise: exchangeBody,
       // Dispatch runs its reports and its claim, each in the commit group, and delivers the answer.
       grouped: false,
       run: async ({ body }, { dispatch }, call) => {

@@ -1,4 +1,5 @@
 import { dirname } from 'node:path'
+import type { z } from 'zod'
 import type { Dispatch } from '../dispatch/dispatch'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import { longPollMs } from '../dispatch/long-poll'
@@ -6,9 +7,10 @@ import type { Engine } from '../engine'
 import { answerError, type ErrorAnswer, storageFault } from '../error-answer'
 import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
+import { exchangeBody } from '../http/exchange-body'
 import { acquireAnswer } from './worker-answers'
 import { safeParseFast } from '../../src-shared/fast-parse'
-import { faultDetail, faultIn } from '../../src-shared/json-faults'
+import { faultDetail, type FaultKind, faultIn } from '../../src-shared/json-faults'
 import { IPC_METHODS, type IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
 
 export interface IpcHostDeps {
@@ -67,6 +69,25 @@ export async function answerWorkerRequest(
   return response
 }
 
+/**
+ * The params of a request that failed its schema or holds a value JSON cannot carry: an
+ * exchange's reports are each atomic on their own, as over HTTP (src-main/http/exchange-body.ts):
+ * the exchange is taken without those that fail, which are refused in their slots. Any other
+ * request is refused whole.
+ */
+function paramsRefused(request: IpcRequest, fault: { kind: FaultKind } | null, error: z.ZodError | undefined): unknown {
+  if (request.method === 'exchange') {
+    try {
+      return exchangeBody(request.params)
+    } catch (refusal) {
+      if (refusal instanceof HttpError) throw new HttpError(refusal.code, `${request.method}: ${refusal.detail}`)
+      throw refusal
+    }
+  }
+  if (fault !== null) throw new HttpError('invalid_request', `${request.method}: ${faultDetail(request.params, fault.kind)}`)
+  throw new HttpError('invalid_request', `${request.method}: ${error?.issues[0]?.message ?? 'invalid'}`)
+}
+
 /** The request's result; an exchange's is also handed to `delivered`, by dispatch, when dispatch says. */
 async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcRequest, gone: AbortSignal, delivered: (result: unknown) => void): Promise<unknown> {
   const { engine, dispatch, clockWaiters } = deps
@@ -75,11 +96,9 @@ async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcReque
   // link, Redis): a value nested deeper than MAX_JSON_DEPTH would overflow the stack where it is
   // stored, a 500 the worker would send again every second.
   const fault = faultIn(request.params, false)
-  if (fault !== null) throw new HttpError('invalid_request', `${request.method}: ${faultDetail(request.params, fault.kind)}`)
   const schema = IPC_METHODS[request.method]
-  const parsed = safeParseFast(schema, request.params)
-  if (!parsed.success) throw new HttpError('invalid_request', `${request.method}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
-  const params = parsed.data as Record<string, unknown>
+  const parsed = fault === null ? safeParseFast(schema, request.params) : null
+  const params = (parsed?.success ? parsed.data : paramsRefused(request, fault, parsed?.error)) as Record<string, unknown>
   if ('worker_id' in params && params.worker_id !== workerId) {
     throw new HttpError('worker_mismatch', `This process is ${workerId}, not ${String(params.worker_id)}`)
   }

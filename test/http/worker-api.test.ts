@@ -6,6 +6,7 @@
 import { describe, expect, test, vi } from 'vitest'
 import type { ManualClock } from '../../src-main/engine/rules/clock'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
+import { MAX_BATCH_ITEMS, MAX_NOTE_CHARS } from '../../src-shared/limits'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
 import { FILE_IDLE_MS, heartbeatIntervalS } from '../../src-main/engine'
 import type { TestHost } from '../helpers/host'
@@ -654,10 +655,64 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     expect(answer).toEqual({ heartbeats: [], completed: [], failed: [], jobs: [], claim_waited_ms: 0 })
   })
 
-  test('max_jobs is 1 to 256, and a report names its job: 400 naming the field', async () => {
+  test('max_jobs is 1 to 256: 400 naming the field, for the whole request', async () => {
     await start()
     await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 0 } }), 'claim.max_jobs')
     await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 257 } }), 'claim.max_jobs')
-    await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', complete: [{ attempt_id: UNKNOWN_ID, lease_token: 't' }] }), 'complete.0.job_id')
+  })
+
+  test('each report is atomic on its own: one that fails its schema or holds a value JSON cannot carry is refused in its slot (400 invalid_request), and the others are applied', async () => {
+    await start()
+    for (let i = 0; i < 4; i++) await submit(host)
+    const [a, b, c, d] = (await body(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'], max_jobs: 4 } }))).jobs
+    const answer = await body(
+      await post(host, `${WORKER}/batch`, {
+        worker_id: 'w1',
+        heartbeat: [
+          { job_id: c.job_id, lease_token: c.lease_token, progress: 2 },
+          { job_id: d.job_id, lease_token: d.lease_token, progress: 0.5 },
+        ],
+        complete: [
+          { ...refOf(a), result: { ok: 1 } },
+          { ...refOf(b), result: { s: '\ud800' } }, // a lone surrogate: no UTF-8 text holds it
+          { ...refOf(c), note: 'n'.repeat(MAX_NOTE_CHARS + 1) },
+          { attempt_id: d.attempt_id, lease_token: d.lease_token },
+        ],
+        claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 10_000 },
+      }),
+    )
+    expect(answer.heartbeats).toEqual([
+      { job_id: c.job_id, ok: false, code: 'invalid_request', detail: expect.stringMatching(/^heartbeat\.0\.progress: /) },
+      { job_id: d.job_id, ok: true, lease_expires_at: expect.stringMatching(ISO_MS), cancel_requested: false },
+    ])
+    expect(answer.completed).toEqual([
+      { job_id: a.job_id, ok: true, ack: true },
+      { job_id: b.job_id, ok: false, ack: false, code: 'invalid_request', detail: 'complete.1.result.s: must be well-formed Unicode (no lone surrogates: "\\ud800" alone has no UTF-8 form)' },
+      { job_id: c.job_id, ok: false, ack: false, code: 'invalid_request', detail: expect.stringMatching(/^complete\.2\.note: /) },
+      { job_id: '', ok: false, ack: false, code: 'invalid_request', detail: expect.stringMatching(/^complete\.3\.job_id: /) },
+    ])
+    expect(host.engine.getJob(a.job_id).state).toBe('DONE')
+    for (const job of [b, c, d]) expect(host.engine.getJob(job.job_id).state).toBe('RUNNING')
+    // Only the refused reports are left to send again, on their own.
+    const again = await body(await post(host, `${WORKER}/batch`, { worker_id: 'w1', complete: [{ ...refOf(b), result: { s: 'fixed' } }] }))
+    expect(again.completed).toEqual([{ job_id: b.job_id, ok: true, ack: true }])
+  })
+
+  test('what makes the body itself unusable refuses the whole request, 400 naming the field, and nothing of it is applied', async () => {
+    await start()
+    const c = await claimed('w1')
+    const good = { ...refOf(c), result: 1 }
+    for (const [json, field] of [
+      [[{ worker_id: 'w1', complete: [good] }], '(body)'],
+      [{ complete: [good] }, 'worker_id'],
+      [{ worker_id: '\ud800', complete: [good] }, 'worker_id'],
+      [{ worker_id: 'w1', complete: good }, 'complete'],
+      [{ worker_id: 'w1', complete: Array.from({ length: MAX_BATCH_ITEMS + 1 }, () => good) }, 'complete'],
+      [{ worker_id: 'w1', complete: [good], claim: { streams: ['\ud800'], max_jobs: 1 } }, 'claim.streams.0'],
+      [{ worker_id: 'w1', complete: [good], extra: true }, '(body)'],
+    ] as const) {
+      await expectInvalid(await post(host, `${WORKER}/batch`, json), field)
+    }
+    expect(host.engine.getJob(c.job_id).state).toBe('RUNNING')
   })
 })

@@ -186,7 +186,7 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     d.close()
   })
 
-  test('a request nested deeper than MAX_JSON_DEPTH is 400 invalid_request naming the depth, as an HTTP body is, not a 500, and nothing happens', async () => {
+  test('a report nested deeper than MAX_JSON_DEPTH is refused in its slot, 400 invalid_request naming the depth, as over HTTP, not a 500, and nothing happens', async () => {
     const d = deps()
     const { job } = d.engine.submit(aJob())
     const [claim] = ((await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimOne('w')), alive)).result as { jobs: Record<string, string>[] }).jobs
@@ -194,8 +194,31 @@ describe('the host answers a local worker (answerWorkerRequest)', () => {
     for (let i = 0; i < 5000; i++) deep = { o: deep }
     const complete = { worker_id: 'w', complete: [{ job_id: job.id, attempt_id: claim!.attempt_id, lease_token: claim!.lease_token, result: deep }] }
     const answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', complete, 8), alive)
-    expect(answer).toEqual({ type: 'response', id: 8, error: { status: 400, code: 'invalid_request', detail: `exchange: (body): JSON nested deeper than ${MAX_JSON_DEPTH} levels` } })
+    expect(answer).toMatchObject({ type: 'response', id: 8, result: { completed: [{ job_id: job.id, ok: false, ack: false, code: 'invalid_request', detail: `complete.0: JSON nested deeper than ${MAX_JSON_DEPTH} levels` }] } })
     expect(d.engine.getJob(job.id).state).toBe('RUNNING')
+    d.close()
+  })
+
+  test('each report of an exchange is atomic on its own, as over HTTP: one that fails its schema or holds a lone surrogate is refused in its slot, the others applied', async () => {
+    const d = deps()
+    const jobs = [d.engine.submit(aJob()).job, d.engine.submit(aJob()).job]
+    const claimTwo = { worker_id: 'w', claim: { streams: ['default'], max_jobs: 2, max_wait_ms: 0 } }
+    const [a, b] = ((await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', claimTwo), alive)).result as { jobs: Record<string, string>[] }).jobs
+    const ref = (c: Record<string, string>) => ({ job_id: c.job_id!, attempt_id: c.attempt_id!, lease_token: c.lease_token! })
+    const complete = { worker_id: 'w', complete: [{ ...ref(a!), result: { ok: 1 } }, { ...ref(b!), result: { s: '\ud800' } }], fail: [{ ...ref(b!), error: { retryable: 'yes' } }] }
+    const answer = await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', complete, 8), alive)
+    expect(answer.result).toMatchObject({
+      completed: [
+        { job_id: a!.job_id, ok: true, ack: true },
+        { job_id: b!.job_id, ok: false, ack: false, code: 'invalid_request', detail: expect.stringMatching(/^complete\.1\.result\.s: must be well-formed Unicode/) },
+      ],
+      failed: [{ job_id: b!.job_id, ok: false, ack: false, code: 'invalid_request', detail: expect.stringMatching(/^fail\.0\.error\.retryable: /) }],
+    })
+    expect(jobs.map((job) => d.engine.getJob(job.id).state)).toEqual(['DONE', 'RUNNING'])
+    // What makes the exchange itself unusable refuses it whole.
+    expect(await answerWorkerRequest(d, { workerId: 'w', workerToken: false }, request('exchange', { worker_id: 'w', complete: {} }, 9), alive)).toMatchObject({
+      error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^exchange: complete: /) },
+    })
     d.close()
   })
 
@@ -414,7 +437,7 @@ describe('the supervisor checks what a worker process sends', () => {
     }
   })
 
-  test('a line a linked thread sends nested deeper than MAX_JSON_DEPTH is answered 400 naming the depth over its link, not 500', async () => {
+  test('a report a linked thread sends nested deeper than MAX_JSON_DEPTH is refused in its slot, 400 naming the depth, over its link, not 500', async () => {
     const { env, worker } = onePool()
     const me = 'local-1.1'
     const { thread, answers } = await aLinkedThread(env, me)
@@ -422,7 +445,7 @@ describe('the supervisor checks what a worker process sends', () => {
       worker.emit({ type: 'ready', worker_id: me, types: ['noop'] })
       const deep = '{"o":'.repeat(5000) + '{}' + '}'.repeat(5000)
       thread.write(`{"type":"request","id":4,"method":"exchange","params":{"worker_id":"${me}","complete":[{"job_id":"j","attempt_id":"a","lease_token":"t","result":${deep}}]}}\n`)
-      expect((await answers(1))[0]).toEqual({ type: 'response', id: 4, error: { status: 400, code: 'invalid_request', detail: `exchange: (body): JSON nested deeper than ${MAX_JSON_DEPTH} levels` } })
+      expect((await answers(1))[0]).toMatchObject({ type: 'response', id: 4, result: { completed: [{ job_id: 'j', ok: false, code: 'invalid_request', detail: `complete.0: JSON nested deeper than ${MAX_JSON_DEPTH} levels` }] } })
     } finally {
       thread.destroy()
     }

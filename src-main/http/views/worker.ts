@@ -14,7 +14,7 @@ import type {
   WorkerHeartbeatAnswer,
 } from '../../../src-shared/worker-exchange'
 import { iso } from '../../engine/rules/clock'
-import type { ServedExchange } from '../../dispatch/dispatch'
+import { REFUSED_REPORTS, type RefusedReports, type ReportRefusal, type ServedExchange } from '../../dispatch/dispatch'
 import { type Assignment, type AttemptEnded, type Denial, heartbeatIntervalS, type ItemResult, type LeaseExtended, streamMessageName } from '../../engine'
 
 /** the worker API's claim answer. */
@@ -64,23 +64,51 @@ function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, wit
  * claims granted, each as a worker API claim.
  */
 export function exchangeAnswer(
-  request: { heartbeat?: { job_id: string }[]; complete?: { job_id: string }[]; fail?: { job_id: string }[] },
+  request: { heartbeat?: { job_id: string }[]; complete?: { job_id: string }[]; fail?: { job_id: string }[]; [REFUSED_REPORTS]?: RefusedReports },
   answer: ServedExchange,
 ): WorkerExchangeAnswer {
+  const refusals = request[REFUSED_REPORTS]
   return {
-    heartbeats: answer.heartbeats.map((result, i) => {
-      const jobId = request.heartbeat![i]!.job_id
-      return result.ok ? { job_id: jobId, ...heartbeatAnswer(result.value) } : refused(jobId, result)
-    }),
-    completed: answer.completed.map((result, i) => {
-      const jobId = request.complete![i]!.job_id
-      return result.ok ? { job_id: jobId, ...completeAnswer(result.value) } : refused(jobId, result, true)
-    }),
-    failed: answer.failed.map((result, i) => {
-      const jobId = request.fail![i]!.job_id
-      return result.ok ? { job_id: jobId, ...failAnswer(result.value) } : refused(jobId, result, true)
-    }),
+    heartbeats: inSlots(
+      answer.heartbeats.map((result, i) => {
+        const jobId = request.heartbeat![i]!.job_id
+        return result.ok ? { job_id: jobId, ...heartbeatAnswer(result.value) } : refused(jobId, result)
+      }),
+      refusals?.heartbeat,
+      (refusal) => ({ ...refusal, ok: false as const }),
+    ),
+    completed: inSlots(
+      answer.completed.map((result, i) => {
+        const jobId = request.complete![i]!.job_id
+        return result.ok ? { job_id: jobId, ...completeAnswer(result.value) } : refused(jobId, result, true)
+      }),
+      refusals?.complete,
+      (refusal) => ({ ...refusal, ok: false as const, ack: false }),
+    ),
+    failed: inSlots(
+      answer.failed.map((result, i) => {
+        const jobId = request.fail![i]!.job_id
+        return result.ok ? { job_id: jobId, ...failAnswer(result.value) } : refused(jobId, result, true)
+      }),
+      refusals?.fail,
+      (refusal) => ({ ...refusal, ok: false as const, ack: false }),
+    ),
     jobs: answer.claimed.granted.map(claimedJob),
     claim_waited_ms: Math.round(answer.claimWaitedMs * 1000) / 1000,
   }
+}
+
+/**
+ * The answers of a list of reports in the order sent: the engine's, for the reports it was
+ * given, and between them the refusal of each report refused before it (at its place as sent).
+ */
+function inSlots<T>(answers: T[], refusals: ReadonlyMap<number, ReportRefusal> | undefined, view: (refusal: ReportRefusal) => T): T[] {
+  if (refusals === undefined || refusals.size === 0) return answers
+  const slots: T[] = []
+  let next = 0
+  for (let i = 0; i < answers.length + refusals.size; i++) {
+    const refusal = refusals.get(i)
+    slots.push(refusal === undefined ? answers[next++]! : view(refusal))
+  }
+  return slots
 }
