@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
 import { SECOND } from '../../src-main/engine/rules/clock'
+import { MAX_SHUTDOWN_GIVE_BACKS } from '../../src-main/engine/verbs/lease-end'
 import { claimOrFail, eventTypes, expectEngineError, leaseOrFail, messageIds } from './support'
 
 function leasedJob(options: Parameters<typeof setup>[0] = {}, job = aJob()) {
@@ -144,5 +145,27 @@ describe('a run stopped by its worker shutting down', () => {
     engine.cancel(canceled.id)
     engine.fail({ job_id: canceled.id, worker_id: 'w', lease_token: third.token, attempt_id: third.attempt_id, error: shutdown })
     expect(engine.getJob(canceled.id).state).toBe('CANCELED')
+  })
+
+  it(`gives a job its attempt back at most MAX_SHUTDOWN_GIVE_BACKS (${MAX_SHUTDOWN_GIVE_BACKS}) times: a shutdown after that is a retryable failure, counted, with its backoff`, () => {
+    const { engine, clock } = setup()
+    const shutdown = { code: 'shutdown', message: 'a handler whose library says "shutdown"', retryable: true }
+    const job = engine.submit(aJob({ max_attempts: 2 })).job
+    const failShutdown = () => {
+      const { lease } = claimOrFail(engine, 'w')
+      return engine.fail({ job_id: job.id, worker_id: 'w', lease_token: lease.token, attempt_id: lease.attempt_id, error: shutdown })
+    }
+    for (let i = 1; i <= MAX_SHUTDOWN_GIVE_BACKS; i++) {
+      expect(failShutdown()).toMatchObject({ requeued: true, dlq: false })
+      expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: i, max_attempts: 2 + i, next_retry_at: null })
+    }
+    // Counted now: one attempt left of the seven, after a backoff.
+    expect(failShutdown()).toMatchObject({ requeued: true, dlq: false })
+    const held = engine.getJob(job.id)
+    expect(held).toMatchObject({ state: 'QUEUED', attempts: MAX_SHUTDOWN_GIVE_BACKS + 1, max_attempts: 2 + MAX_SHUTDOWN_GIVE_BACKS })
+    expect(held.next_retry_at).toBeGreaterThan(clock.now())
+    clock.set(held.next_retry_at!)
+    expect(failShutdown()).toMatchObject({ requeued: false, dlq: true })
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'FAILED', dead_letter: true, attempts: MAX_SHUTDOWN_GIVE_BACKS + 2 })
   })
 })

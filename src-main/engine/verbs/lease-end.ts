@@ -5,7 +5,7 @@ import { EngineError } from '../rules/errors'
 import { type EventData, JOB_ENDED_EVENTS, type LeaseExpiryReason } from '../rules/events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { requeue } from './moves'
-import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, moveJob } from '../store/rows'
+import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, moveJob } from '../store/rows'
 import type { FinalStatus, TerminalState } from '../rules/states'
 
 /**
@@ -89,7 +89,7 @@ export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, r
     throw new EngineError('file_lease_lost', 'An operator took a file from this lease; the job cannot succeed under it')
   }
   const job = current ?? jobOfLease(ctx, lease)
-  const interrupted = stoppedByShutdown(job, outcome, retryable)
+  const interrupted = stoppedByShutdown(job, outcome, retryable) && shutdownsGivenBack(ctx, job, lease) < MAX_SHUTDOWN_GIVE_BACKS
   const { to, disposition } = interrupted ? ({ to: 'QUEUED', disposition: 'REQUEUED' } as const) : decide(job, outcome, retryable)
   releaseFilesOfLease(ctx, lease.id, to === 'DONE' ? 'job_succeeded' : to === 'QUEUED' || to === 'FAILED' ? 'job_failed' : 'job_ended')
   const released = endLease(ctx, lease, 'RELEASED', attemptOutcome(to, outcome.status), disposition, outcome.error)
@@ -105,13 +105,36 @@ export function release(ctx: EngineContext, lease: LeaseRow, outcome: Outcome, r
 export const SHUTDOWN_ERROR_CODE = 'shutdown'
 
 /**
+ * How many times a job has its attempt given back for a shutdown. The code is the worker's word,
+ * and a handler's own error can carry it too (a library's "shutdown"): unbounded, such a job
+ * would be requeued at once, with an attempt more, for ever. A job stopped by more restarts than
+ * this has each further `shutdown` counted as a retryable failure, with its backoff.
+ */
+export const MAX_SHUTDOWN_GIVE_BACKS = 5
+
+/**
  * A run its worker stopped as it shut down (a restart, a stop of the host or of `leasehold worker`)
- * is the operator's doing, not the job's: it costs no attempt. Its job is requeued at once with
- * one attempt more, as a grant never delivered is, so a job on its last attempt is not
- * dead-lettered by a routine restart. A cancel asked meanwhile still ends it.
+ * is the operator's doing, not the job's: it costs no attempt (up to {@link MAX_SHUTDOWN_GIVE_BACKS}
+ * times a job). Its job is requeued at once with one attempt more, as a grant never delivered
+ * is, so a job on its last attempt is not dead-lettered by a routine restart. A cancel asked
+ * meanwhile still ends it.
  */
 function stoppedByShutdown(job: JobRow, outcome: Outcome, retryable: boolean): boolean {
   return outcome.status === 'FAILED' && retryable && !job.cancel_requested && (outcome.error as { code?: unknown } | undefined)?.code === SHUTDOWN_ERROR_CODE
+}
+
+/**
+ * How many of the job's attempts before `current` its worker stopped as it shut down: each was
+ * given back, until {@link MAX_SHUTDOWN_GIVE_BACKS} were, and counted after. Read from the job's
+ * chain of leases only for a `shutdown` failure, which is rare.
+ */
+function shutdownsGivenBack(ctx: EngineContext, job: JobRow, current: LeaseRow): number {
+  return leasesOfJob(ctx, job).filter((lease) => lease.fence !== current.fence && lease.release_status === 'FAILED' && errorCode(lease.error) === SHUTDOWN_ERROR_CODE).length
+}
+
+/** The code of an attempt's stored error (JSON text), if it has one. */
+function errorCode(error: string | null): unknown {
+  return error === null ? undefined : (JSON.parse(error) as { code?: unknown } | null)?.code
 }
 
 /** What an expired lease's attempt says ended it, and the note its job's requeue carries. */
