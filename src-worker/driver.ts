@@ -1,6 +1,6 @@
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
-import { failuresOfTakenFiles, ReportBudget, type Reports, refusesReports } from './report-budget'
+import { failuresOfRefusedCompletions, ReportBudget, type Reports, refusedReportLine, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HostRoute, refusesWorker } from './transport'
@@ -180,10 +180,9 @@ export class Driver {
     this.reportBudget.taken()
     const { completed, failed, jobs } = answer
     this.pace.answered(sent.sentAt, claimWaitedMs(answer, sent.sentAt, performance.now()), sent.asked, jobs.length)
-    for (const a of [...completed, ...failed]) {
-      if (!a.ok) this.line(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
-    }
-    this.outbox.fail.push(...failuresOfTakenFiles(sent.reports.complete, completed))
+    for (const a of completed) if (!a.ok) this.line(refusedReportLine(a, 'completion'))
+    for (const a of failed) if (!a.ok) this.line(refusedReportLine(a, 'failure'))
+    this.outbox.fail.push(...failuresOfRefusedCompletions(sent.reports.complete, completed))
     // Jobs granted to a claim given up on are not run: the host expires their leases (it saw the
     // request abandoned, or sees the worker exit).
     if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)

@@ -1,5 +1,5 @@
-import { MAX_BATCH_ITEMS } from '../src-shared/limits'
-import { SHORT_MESSAGE_CHARS, shortened } from './attempt-error'
+import { MAX_BATCH_ITEMS, MAX_ERROR_CHARS } from '../src-shared/limits'
+import { cut, SHORT_MESSAGE_CHARS, shortened } from './attempt-error'
 import { type ExchangeRequest, HostError, type ReportAnswer, UnsentRequest } from './transport'
 
 /** The completions and failures of one exchange. */
@@ -21,21 +21,43 @@ export const refusesReports = (error: unknown): error is HostError | UnsentReque
 export const tooLarge = (error: HostError | UnsentRequest): boolean => (error instanceof HostError ? error.status === 413 : error.code === 'result_too_large')
 
 /**
- * The completions of `sent` the host refused because an operator took a file from their lease
- * (force_release, `file_lease_lost`), as failures to report instead: such a job cannot succeed
- * under that lease, but its attempt can still fail — and fails now, naming why, and retryable
- * (the job runs again), rather than hold its capacity until the lease expires and be recorded
- * as a missed heartbeat. The host answers the completions in the order sent, so the nth answer
- * is the nth completion's (two attempts of one job may be in one exchange: the job id alone
- * would not tell them apart).
+ * The completions of `sent` the host refused though their lease still holds, as failures to
+ * report instead, rather than hold the job's capacity until the lease expires and be recorded
+ * as a missed heartbeat. Sent again, such a completion would be refused again:
+ * - an operator took a file from its lease (force_release, `file_lease_lost`): the job cannot
+ *   succeed under that lease; its attempt fails naming why, retryable (the job runs again);
+ * - the completion failed its own schema (`invalid_request`: a result JSON cannot carry as sent,
+ *   a note too long): its attempt fails `report_refused` with the host's word, not retryable
+ *   (the same run would return the same result).
+ * The host answers the completions in the order sent, so the nth answer is the nth completion's
+ * (two attempts of one job may be in one exchange: the job id alone would not tell them apart).
  */
-export function failuresOfTakenFiles(sent: Reports['complete'], answers: readonly ReportAnswer[]): Reports['fail'] {
-  const taken = (i: number) => {
+export function failuresOfRefusedCompletions(sent: Reports['complete'], answers: readonly ReportAnswer[]): Reports['fail'] {
+  const failures: Reports['fail'] = []
+  sent.forEach(({ job_id, attempt_id, lease_token }, i) => {
     const answer = answers[i]
-    return answer !== undefined && !answer.ok && answer.code === 'file_lease_lost'
+    if (answer === undefined || answer.ok) return
+    if (answer.code === 'file_lease_lost') {
+      failures.push({ job_id, attempt_id, lease_token, error: { code: 'file_lease_lost', message: 'An operator took a file from this job (force release): its result was dropped', retryable: true } })
+    } else if (answer.code === 'invalid_request') {
+      const message = cut(`The host refused the completion as invalid, so its result was dropped: ${answer.detail}`, MAX_ERROR_CHARS)
+      failures.push({ job_id, attempt_id, lease_token, error: { code: 'report_refused', message, retryable: false } })
+    }
+  })
+  return failures
+}
+
+/**
+ * What the worker logs of a completion or failure the host refused: a lost lease drops its
+ * report; one refused as invalid is not sent again (a completion becomes a failure,
+ * {@link failuresOfRefusedCompletions}; a failure is dropped, and its lease expires on the host).
+ */
+export function refusedReportLine(answer: ReportAnswer & { ok: false }, kind: 'completion' | 'failure'): string {
+  if (answer.code === 'invalid_request') {
+    const then = kind === 'completion' ? 'its attempt fails as report_refused' : 'dropped, its lease expires on the host'
+    return `leasehold worker: the host refuses the ${kind} of ${answer.job_id} as invalid (${answer.detail}); ${then}`
   }
-  const error = { code: 'file_lease_lost', message: 'An operator took a file from this job (force release): its result was dropped', retryable: true }
-  return sent.filter((_, i) => taken(i)).map(({ job_id, attempt_id, lease_token }) => ({ job_id, attempt_id, lease_token, error }))
+  return `leasehold worker: lost the lease of ${answer.job_id} (${answer.code}: ${answer.detail}); its result is dropped`
 }
 
 /**

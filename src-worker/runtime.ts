@@ -9,7 +9,7 @@ import { placeBatch, RunTimes } from './thread-placement'
 import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
-import { failuresOfTakenFiles, ReportBudget, refusesReports, tooLarge } from './report-budget'
+import { failuresOfRefusedCompletions, ReportBudget, refusedReportLine, refusesReports, tooLarge } from './report-budget'
 import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
@@ -529,10 +529,9 @@ export class WorkerRuntime {
       this.pace.answered(sentAt, claimWaitedMs(answer, sentAt, performance.now()), maxJobs, answer.jobs.length)
       this.reportBudget.taken()
       answer.heartbeats.forEach((a, i) => this.onHeartbeatAnswer(a, beaten[i]))
-      for (const a of [...answer.completed, ...answer.failed]) {
-        if (!a.ok) log(`leasehold worker: lost the lease of ${a.job_id} (${a.code}: ${a.detail}); its result is dropped`)
-      }
-      this.outbox.fail.push(...failuresOfTakenFiles(outbox.complete, answer.completed))
+      for (const a of answer.completed) if (!a.ok) log(refusedReportLine(a, 'completion'))
+      for (const a of answer.failed) if (!a.ok) log(refusedReportLine(a, 'failure'))
+      this.outbox.fail.push(...failuresOfRefusedCompletions(outbox.complete, answer.completed))
       this.place(answer.jobs)
     }
     this.pump()
@@ -554,6 +553,8 @@ export class WorkerRuntime {
   private onHeartbeatAnswer(answer: HeartbeatAnswer, attemptId: string | undefined): void {
     const job = attemptId === undefined ? undefined : this.running.get(attemptId)
     if (!job || job.ended || job.claim.job_id !== answer.job_id) return // a late answer for an attempt that has ended
+    // A heartbeat refused as invalid (its note or progress) leaves the lease as it was: the job runs on, and its next beat may hold.
+    if (!answer.ok && answer.code === 'invalid_request') return this.options.log(`leasehold worker: the host refuses the heartbeat of ${answer.job_id} as invalid (${answer.detail})`)
     if (!answer.ok) return this.stopJob(job, 'lease_lost')
     if (answer.cancel_requested) return this.stopJob(job, 'canceled')
     if (this.refusal) return // an answer to an exchange sent before the refusal: the host is asked nothing more

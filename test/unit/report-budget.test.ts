@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { failuresOfTakenFiles, ReportBudget, type Reports } from '../../src-worker/report-budget'
+import { failuresOfRefusedCompletions, ReportBudget, type Reports } from '../../src-worker/report-budget'
 import { HostError } from '../../src-worker/transport'
 
 const TOO_LARGE = new HostError(413, 'payload_too_large', 'The body is larger than 1048576 bytes')
@@ -79,5 +79,5 @@ test('a completion refused file_lease_lost fails as its own attempt: the answer 
     { job_id: 'j', ok: true as const, ack: true },
     { job_id: 'j', ok: false as const, ack: false, code: 'file_lease_lost', detail: 'An operator took a file from this lease' },
   ]
-  expect(failuresOfTakenFiles([old, next], answers)).toEqual([{ job_id: 'j', attempt_id: 'j-a2', lease_token: 'j-t2', error: expect.objectContaining({ code: 'file_lease_lost', retryable: true }) }])
+  expect(failuresOfRefusedCompletions([old, next], answers)).toEqual([{ job_id: 'j', attempt_id: 'j-a2', lease_token: 'j-t2', error: expect.objectContaining({ code: 'file_lease_lost', retryable: true }) }])
 })

@@ -39,6 +39,8 @@ class ScriptedTransport implements WorkerTransport {
   readonly arrivedAt: number[] = []
   /** Jobs an operator took a file from (force_release): their completions are refused `file_lease_lost`. */
   readonly fileTaken = new Set<string>()
+  /** Jobs whose completions and failures the host refuses in their slots as invalid (400 invalid_request: a report that fails its schema). */
+  readonly invalidReports = new Set<string>()
   /** Jobs that are there for a claim as it arrives, besides those offered (a host that jobs stream into). */
   arriving: (() => Claim[]) | null = null
   /** Set, every exchange from then on is refused so (a token revoked), and counted in {@link refusedExchanges}. */
@@ -132,17 +134,23 @@ class ScriptedTransport implements WorkerTransport {
     const answer: ExchangeAnswer = {
       heartbeats,
       completed: (request.complete ?? []).map((c) =>
-        this.fileTaken.has(c.job_id)
-          ? { job_id: c.job_id, ok: false as const, ack: false, code: 'file_lease_lost', detail: 'An operator took a file from this lease; the job cannot succeed under it' }
-          : { job_id: c.job_id, ok: true as const, ack: true },
+        this.invalidReports.has(c.job_id)
+          ? { job_id: c.job_id, ok: false as const, ack: false, code: 'invalid_request', detail: `complete.0.result.s: must be well-formed Unicode` }
+          : this.fileTaken.has(c.job_id)
+            ? { job_id: c.job_id, ok: false as const, ack: false, code: 'file_lease_lost', detail: 'An operator took a file from this lease; the job cannot succeed under it' }
+            : { job_id: c.job_id, ok: true as const, ack: true },
       ),
-      failed: (request.fail ?? []).map((f) => ({ job_id: f.job_id, ok: true, ack: true, requeued: false, dlq: true })),
+      failed: (request.fail ?? []).map((f) =>
+        this.invalidReports.has(f.job_id)
+          ? { job_id: f.job_id, ok: false as const, ack: false, code: 'invalid_request', detail: 'fail.0.error.message: Too big' }
+          : { job_id: f.job_id, ok: true as const, ack: true, requeued: false, dlq: true },
+      ),
       jobs: this.claims.splice(0, request.claim?.max_jobs ?? 0),
       claim_waited_ms: 0,
     }
     if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
     // As the host does, an exchange with heartbeats or a refused report is answered at once, though its claim would wait.
-    const refused = answer.completed.some((c) => !c.ok)
+    const refused = [...answer.completed, ...answer.failed].some((c) => !c.ok)
     if (answer.jobs.length > 0 || refused || heartbeats.length > 0 || !request.claim || request.claim.max_wait_ms === 0 || signal?.aborted) return answer
     // A waiting claim: answered with the next offer, or when the worker stops.
     const since = performance.now()
@@ -321,6 +329,20 @@ test('a completion refused because an operator took a file from its lease (file_
   expect(transport.failed).toHaveLength(1)
 })
 
+test('a completion the host refuses as invalid in its slot is not sent again: its attempt fails report_refused, not retryable; a failure refused so is dropped', async () => {
+  const transport = new ScriptedTransport([aJobOf('bad', 'noop', {})])
+  transport.invalidReports.add('bad')
+  const lines = await started(transport)
+  await until(() => transport.failed.some((f) => f.job_id === 'bad'), 5000, 'the failure reported')
+  await afterALaterJob(transport)
+  expect(transport.completed.filter((c) => c.job_id === 'bad')).toHaveLength(1)
+  expect(transport.failed).toEqual([{ job_id: 'bad', error: { code: 'report_refused', message: expect.stringContaining('complete.0.result.s: must be well-formed Unicode'), retryable: false } }])
+  expect(lines.filter((l) => l.includes('as invalid'))).toEqual([
+    'leasehold worker: the host refuses the completion of bad as invalid (complete.0.result.s: must be well-formed Unicode); its attempt fails as report_refused',
+    'leasehold worker: the host refuses the failure of bad as invalid (fail.0.error.message: Too big); dropped, its lease expires on the host',
+  ])
+})
+
 /** A claim of `type` with `payload` (heartbeats every ~50 ms unless `more` says otherwise). */
 function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim> = {}): Claim {
   return { ...aClaim(id, 0), job_type: type, payload, ...more }
@@ -477,6 +499,23 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
       await until(() => transport.failed.some((f) => f.job_id === 'taken'), 5000, 'the failure reported')
       expect(transport.failed).toEqual([{ job_id: 'taken', error: expect.objectContaining({ code: 'file_lease_lost', retryable: true }) }])
       expect(transport.viaThread.filter((id) => id === 'taken')).toHaveLength(2) // its completion, then its failure
+    } finally {
+      close()
+    }
+  })
+
+  test('a completion of its own the host refuses as invalid in its slot is not sent again by the thread: its attempt fails report_refused, not retryable, and that failure refused so is dropped', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 8, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'where.mjs': WHERE } })
+      await teachShort(transport, 'test.where', {}, { heartbeat_interval_seconds: 60 })
+      transport.invalidReports.add('bad')
+      transport.offer([aJobOf('bad', 'test.where', {}, { heartbeat_interval_seconds: 30 })])
+      await until(() => transport.failed.some((f) => f.job_id === 'bad'), 5000, 'the failure reported')
+      await afterALaterJob(transport)
+      expect(transport.failed).toEqual([{ job_id: 'bad', error: expect.objectContaining({ code: 'report_refused', retryable: false }) }])
+      expect(transport.viaThread.filter((id) => id === 'bad')).toHaveLength(2) // its completion, then its failure, once each
     } finally {
       close()
     }
