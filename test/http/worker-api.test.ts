@@ -90,7 +90,7 @@ describe('POST /internal/worker/claim', () => {
     expect(host.engine.attempts(job.job_id)[0]!.id).toBe(c.attempt_id)
   })
 
-  test('a claim says to heartbeat every third of the lease\'s TTL, and at least every 10 s: the files a job holds are heartbeated with it, and the gate lets one go after 30 s without', () => {
+  test('a claim says to heartbeat every third of the lease\'s TTL, and at least every 10 s: a worker that heartbeats a job\'s files after each of its beats keeps them inside the gate\'s 30 s', () => {
     expect([1, 3, 15, 30, 90, 120, 3600].map(heartbeatIntervalS)).toEqual([1, 1, 5, 10, 10, 10, 10])
     for (const ttl of [1, 30, 31, 89, 90, 3600]) expect(3 * heartbeatIntervalS(ttl)).toBeLessThanOrEqual(FILE_IDLE_MS / 1000)
   })
@@ -100,6 +100,12 @@ describe('POST /internal/worker/claim', () => {
     const res = await post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'], max_wait_ms: 0 })
     expect(res.status).toBe(200)
     expect(await body(res)).toEqual({ claimed: false })
+  })
+
+  test('a claim without max_wait_ms waits for nothing: with no work it is {claimed:false} at once', async () => {
+    await start()
+    const answer = post(host, `${WORKER}/claim`, { worker_id: 'w', streams: ['default'] }).then(body)
+    expect(await Promise.race([answer, new Promise((resolve) => setTimeout(() => resolve('still waiting after 5 s'), 5_000))])).toEqual({ claimed: false })
   })
 
   test('streams are tried in the order given; jobs on other streams are not taken', async () => {
@@ -470,6 +476,14 @@ describe('POST /internal/worker/complete', () => {
     expect(repeat.status).toBe(200)
     expect(await body(repeat)).toEqual(answer)
     expect(host.engine.jobEvents(c.job_id).length).toBe(events)
+  })
+
+  test('the one-job /complete takes no progress or note (only a batch completion does): 400 naming the field, and the job runs on', async () => {
+    await start()
+    const c = await claimed()
+    await expectInvalid(await post(host, `${WORKER}/complete`, { ...attemptOf(c), progress: 1 }), 'progress')
+    await expectInvalid(await post(host, `${WORKER}/complete`, { ...attemptOf(c), note: 'done' }), 'note')
+    expect(host.engine.getJob(c.job_id).state).toBe('RUNNING')
   })
 
   test('a completion of a failed attempt is 409 lease_not_active with ok:false, ack:true', async () => {

@@ -24,9 +24,10 @@ export const FILE_HANDOVER_MS = FILE_RETRY_MS
 
 /**
  * How often a worker is to heartbeat a job (the worker API's `heartbeat_interval_seconds`): every
- * third of its lease's TTL, and at least every third of {@link FILE_IDLE_MS}. A worker heartbeats
- * the files a job holds with the job, and a file not heartbeated for that window is released: a
- * longer lease must not let a running job's files go, for another job to write.
+ * third of its lease's TTL, and at least every third of {@link FILE_IDLE_MS}. A job's heartbeat
+ * does not keep its files: Leasehold's workers heartbeat each file a job holds after each of the
+ * job's heartbeats, and a file not heartbeated for that window is released. A longer lease must
+ * not let a running job's files go, for another job to write.
  */
 export function heartbeatIntervalS(ttlS: number): number {
   return Math.max(1, Math.floor(Math.min(ttlS, FILE_IDLE_MS / 1000) / 3))
