@@ -277,7 +277,11 @@ export type WorkerFailAnswer = z.infer<typeof WorkerFailAnswer>
 
 export const WorkerReportAnswer = z.object({ ok: z.literal(true) }).meta({ id: 'WorkerReportAnswer' })
 
-/** A refused item of a batch: the one-job route's 409 body (`ok: false`, `ack` on complete/fail) with the job's id. */
+/**
+ * A refused item of a batch: the one-job route's refusal (`ok: false`, `ack` on complete/fail) with
+ * the job's id — its 409 body, or the 400 `invalid_request` of a report that failed its own schema
+ * (its `job_id` as sent, "" when it named none: src-main/http/exchange-body.ts).
+ */
 export const RefusedItem = z.object({ job_id: z.string(), ok: z.literal(false), code: z.string(), detail: z.string() })
 export type RefusedItem = z.infer<typeof RefusedItem>
 export const RefusedReport = RefusedItem.extend({ ack: z.boolean() })

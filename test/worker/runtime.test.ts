@@ -343,6 +343,15 @@ test('a completion the host refuses as invalid in its slot is not sent again: it
   ])
 })
 
+test('a heartbeat the host refuses as invalid in its slot leaves its job running: it completes, not stopped as a lost lease', async () => {
+  const transport = new ScriptedTransport([aJobOf('noisy', 'sleep', { ms: 400 })], async (job_id) => ({ job_id, ok: false, code: 'invalid_request', detail: 'heartbeat.0.note: Too big' }))
+  const lines = await started(transport)
+  await until(() => transport.completed.some((c) => c.job_id === 'noisy'), 5000, 'the job completed')
+  expect(transport.requests.some((r) => r.heartbeat?.some((h) => h.job_id === 'noisy'))).toBe(true)
+  expect(lines).toContain('leasehold worker: the host refuses the heartbeat of noisy as invalid (heartbeat.0.note: Too big)')
+  expect(transport.failed).toEqual([])
+})
+
 /** A claim of `type` with `payload` (heartbeats every ~50 ms unless `more` says otherwise). */
 function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim> = {}): Claim {
   return { ...aClaim(id, 0), job_type: type, payload, ...more }
