@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util'
+import { printable } from './printable'
 
 /**
  * The command line's rules that both programs' commands follow — the host's client commands
@@ -282,16 +283,19 @@ function usageRefusal(error: unknown): string | null {
 
 /** Runs a client command; a bad flag or value (exit 2) or an unreachable host (exit 1) is one line. */
 export async function runClient(command: () => Promise<number>): Promise<number> {
+  // The line quotes what the user gave and what the host said (a refusal's detail, a job's
+  // error): either may hold control characters, shown escaped.
+  const say = (line: string) => console.error(`leasehold: ${printable(line)}`)
   try {
     return await command()
   } catch (error) {
     if (error instanceof ConfigError) {
-      console.error(`leasehold: ${error.message}`)
+      say(error.message)
       return 2
     }
     const refusal = usageRefusal(error)
     if (refusal !== null) {
-      console.error(`leasehold: ${refusal}`)
+      say(refusal)
       return 2
     }
     const cause = (error as { cause?: { code?: string } }).cause
@@ -299,7 +303,7 @@ export async function runClient(command: () => Promise<number>): Promise<number>
       console.error('leasehold: the host is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with leasehold serve')
       return 1
     }
-    console.error(`leasehold: ${(error as Error).message}`)
+    say((error as Error).message)
     return 1
   }
 }

@@ -1,4 +1,5 @@
 import { findHost } from './host-target'
+import { printable } from '../../src-shared/printable'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { answerTimeoutMs } from '../../src-shared/client-target'
 import { answered, hostApi } from './http-client'
@@ -39,6 +40,6 @@ export async function backupCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const target = { ...found, timeoutMs: Math.max(answerTimeoutMs(found), BACKUP_ANSWER_MS) }
   const backup = await answered(target, hostApi(target).POST('/api/storage/backup'))
   if (flags.json) console.log(JSON.stringify(backup, null, 2))
-  else console.log(`${backup.path} (${(backup.bytes / 1024 / 1024).toFixed(1)} MB, copied in ${(backup.ms / 1000).toFixed(1)} s)`)
+  else console.log(`${printable(backup.path)} (${(backup.bytes / 1024 / 1024).toFixed(1)} MB, copied in ${(backup.ms / 1000).toFixed(1)} s)`)
   return 0
 }

@@ -5,7 +5,8 @@ import { idEnd, idsEndingWith, SHORT_ID_END, shortId } from '../../src-shared/sh
 import { heldByItsJob, heldPath, holderName } from '../../src-shared/file-owner'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { allBlockers, answered, HostError, hostApi } from './http-client'
-import { printable, table } from './text-table'
+import { printable } from '../../src-shared/printable'
+import { table } from './text-table'
 
 export const BLOCKERS_HELP = `Usage: leasehold blockers [list] [flags]
        leasehold blockers resolve BLOCKER ACTION [flags]

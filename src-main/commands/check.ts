@@ -1,4 +1,5 @@
 import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { printable } from '../../src-shared/printable'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { ConfigError, envSetting, parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
@@ -106,8 +107,9 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   }
   const { integrityLine } = await import('../db/integrity')
   if (flags.json) console.log(JSON.stringify(report, null, 2))
-  else if (report.ok) console.log(integrityLine(report))
-  else console.log([integrityLine(report), ...report.problems.map((problem) => `  ${problem}`)].join('\n'))
+  // The report is the host's (LEASEHOLD_URL may name any host): its text is shown escaped.
+  else if (report.ok) console.log(printable(integrityLine(report)))
+  else console.log([integrityLine(report), ...report.problems.map((problem) => `  ${problem}`)].map(printable).join('\n'))
   return report.ok ? 0 : 1
 }
 

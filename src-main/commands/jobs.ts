@@ -3,7 +3,8 @@ import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/s
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi } from './http-client'
-import { printable, table } from './text-table'
+import { printable } from '../../src-shared/printable'
+import { table } from './text-table'
 import { idEnd, idsEndingWith, SHORT_ID_END } from '../../src-shared/short-id'
 import { describeError, errorLine, type JobAnswer } from './job-end'
 import type { components } from '../../src-shared/api-types'
@@ -132,7 +133,7 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED', 'UNTIL', 'WAITING'], rows))
   if (page.next_cursor) {
     const more = limit === 500 ? '' : 'raise --limit (up to 500), or '
-    console.error(`(more jobs than shown; ${more}see the next page with --cursor ${page.next_cursor})`)
+    console.error(`(more jobs than shown; ${more}see the next page with --cursor ${printable(page.next_cursor)})`)
   }
   return 0
 }
@@ -163,7 +164,7 @@ async function wholeJobId(target: ClientTarget, given: string): Promise<string> 
   const ids = idsEndingWith(page.jobs.map((job) => job.job_id), end)
   if (ids.length === 1) return ids[0]!
   if (ids.length === 0) throw new HostError(404, 'job_not_found', `No job's id ends with ${end}`, {})
-  throw new ConfigError(`${end} ends the ids of ${ids.length} jobs (${ids.join(', ')}): give more of the id`)
+  throw new ConfigError(`${end} ends the ids of ${ids.length} jobs (${printable(ids.join(', '))}): give more of the id`)
 }
 
 /** `jobs show JOB`: the job, its result and its attempts, read from the host (GET /api/scheduler/jobs/{id} and its /attempts). */
@@ -287,7 +288,7 @@ async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv)
       ? await answered(target, api.POST('/api/scheduler/jobs/{job_id}/cancel', { ...path, body: { reason: flags.reason ?? null, requested_by } }))
       : await answered(target, api.POST(action === 'retry' ? '/api/jobs/{job_id}/retry' : '/api/jobs/{job_id}/run-now', { ...path, body: { requested_by } }))
   if (flags.json) console.log(JSON.stringify({ job }, null, 2))
-  else if (action === 'cancel' && job.state !== 'CANCELED') console.log(`job ${job.job_id} ${job.state}: asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)`)
-  else console.log(`job ${job.job_id} ${job.state}`)
+  else if (action === 'cancel' && job.state !== 'CANCELED') console.log(`job ${printable(job.job_id)} ${job.state}: asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)`)
+  else console.log(`job ${printable(job.job_id)} ${job.state}`)
   return 0
 }

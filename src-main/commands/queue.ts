@@ -4,6 +4,7 @@ import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-sha
 import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
 import { answered, hostApi } from './http-client'
+import { printable } from '../../src-shared/printable'
 import { table } from './text-table'
 
 export const QUEUE_HELP = `Usage: leasehold queue list [flags]
@@ -63,7 +64,8 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const path = sub === 'pause' ? '/api/queues/{queue}/pause' : '/api/queues/{queue}/resume'
   const { queue } = await answered(target, hostApi(target).POST(path, { params: { path: { queue: name! } }, body: flags.by === undefined ? {} : { requested_by: flags.by } }))
   if (flags.json) console.log(JSON.stringify({ queue }, null, 2))
-  else console.log(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} active`)
+  // The queue's name and who paused it are free text, shown escaped as the list shows them.
+  else console.log(printable(queue.paused ? `queue ${queue.queue} paused${pausedSince(queue)}` : `queue ${queue.queue} active`))
   return 0
 }
 

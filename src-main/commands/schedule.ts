@@ -1,4 +1,5 @@
 import type { ClientTarget } from '../../src-shared/client-target'
+import { printable } from '../../src-shared/printable'
 import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
@@ -118,9 +119,9 @@ async function run(action: Action, name: string, body: CreateBody | undefined, t
         : await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
   const { schedule } = answer
   if (json) console.log(JSON.stringify(answer, null, 2))
-  else if (action === 'rm') console.log(`removed ${schedule.name}`)
-  else if (action === 'pause') console.log(`paused ${schedule.name}`)
-  else console.log(`${action === 'add' ? 'added' : 'resumed'} ${schedule.name}; ${firingWords(schedule)}`)
+  else if (action === 'rm') console.log(`removed ${printable(schedule.name)}`)
+  else if (action === 'pause') console.log(`paused ${printable(schedule.name)}`)
+  else console.log(`${action === 'add' ? 'added' : 'resumed'} ${printable(schedule.name)}; ${firingWords(schedule)}`)
   return 0
 }
 

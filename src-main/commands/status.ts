@@ -1,4 +1,5 @@
 import type { StorageAnswer } from '../http/system'
+import { printable } from '../../src-shared/printable'
 import type { RedisHealth } from '../http/views/system'
 import { prefixTakenMessage } from '../../src-shared/redis-streams'
 import { findHost } from './host-target'
@@ -107,10 +108,10 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   lines.push(`blockers  ${blockers.blockers.length} open`)
   if (blockers.blockers.length > 0) lines.push(indent(blockerTable(blockers.blockers)))
   if (health.storage === 'read_only') {
-    lines.push(`storage   READ-ONLY (${health.reason ?? 'disk full'}): ${storage.read_only?.detail ?? 'reads work, every write is refused until space returns on the disk of the data dir'}`)
-    lines.push(`          ${storageLine(storage)}`)
-  } else lines.push(`storage   ${storageLine(storage)}`)
-  if (health.redis) lines.push(`redis     ${redisLine(health.redis)}`)
+    lines.push(printable(`storage   READ-ONLY (${health.reason ?? 'disk full'}): ${storage.read_only?.detail ?? 'reads work, every write is refused until space returns on the disk of the data dir'}`))
+    lines.push(printable(`          ${storageLine(storage)}`))
+  } else lines.push(printable(`storage   ${storageLine(storage)}`))
+  if (health.redis) lines.push(printable(`redis     ${redisLine(health.redis)}`))
   console.log(lines.join('\n'))
   return 0
 }

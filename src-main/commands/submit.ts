@@ -7,7 +7,7 @@ import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { ConfigError, parseFlags, CLIENT_TARGET_HELP, stopIfOutputClosed, utf8Text, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi } from './http-client'
-import { printable } from './text-table'
+import { printable } from '../../src-shared/printable'
 import type { EachJob } from './wait'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
@@ -294,7 +294,7 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
     if (differences.length > 0) {
       throw new Error(`--key ${key} is job ${existing.job_id}'s (${existing.state}), which this submit does not match: ${differences.join('; ')}; another job needs another key`)
     }
-    console.error(`leasehold: --key ${key} is job ${existing.job_id}'s, submitted before (${existing.state}): not submitted again`)
+    console.error(`leasehold: --key ${key} is job ${printable(existing.job_id)}'s, submitted before (${printable(existing.state)}): not submitted again`)
     return { job: existing, repeat: true }
   }
 }
@@ -414,7 +414,7 @@ async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines
       }
       if (error instanceof HostError && error.status === 413) {
         refused += 1
-        console.error(`leasehold: line ${request[0]!.line}: ${error.message}`)
+        console.error(`leasehold: line ${request[0]!.line}: ${printable(error.message)}`)
         return
       }
       throw answeredOnce ? stoppedAt(error, request[0]!.line) : error
@@ -432,7 +432,7 @@ async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines
     answer.results.forEach((result, i) => {
       if (!result.ok) {
         refused += 1
-        console.error(`leasehold: line ${request[i]!.line}: ${result.detail} (${result.code})`)
+        console.error(`leasehold: line ${request[i]!.line}: ${printable(`${result.detail} (${result.code})`)}`)
         return
       }
       const jobId = 'job_id' in result ? result.job_id : result.job.job_id

@@ -1,3 +1,5 @@
+import { printable } from '../../src-shared/printable'
+
 /** The client commands' tables as a terminal shows them: cells padded to their width on screen, written safe to print. */
 
 /** Pads columns to their widest cell (each written {@link printable}) as a terminal shows them ({@link displayWidth}); the last column is not padded. */
@@ -5,15 +7,6 @@ export function table(header: string[], rows: string[][]): string {
   const all = [header, ...rows.map((row) => row.map(printable))]
   const widths = header.map((_, i) => Math.max(...all.map((row) => displayWidth(row[i] ?? ''))))
   return all.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell + ' '.repeat(widths[i]! - displayWidth(cell)))).join('  ')).join('\n')
-}
-
-/**
- * A cell as the terminal should show it: control characters (C0, DEL, C1) written as `\u001b`.
- * Job types, add-on and worker ids come from whoever submits or claims, and an escape sequence
- * would recolour or rewrite the operator's terminal, a newline or tab break the table.
- */
-export function printable(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 /** Marks drawn over the character before them, and the zero-width characters: no column of their own. */

@@ -4,7 +4,7 @@ import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-targ
 import { openStream } from '../../src-shared/http-json'
 import { heldPath } from '../../src-shared/file-owner'
 import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
-import { printable } from './text-table'
+import { printable } from '../../src-shared/printable'
 import { describeError, type JobAnswer } from './job-end'
 import { durationText } from './submit'
 
@@ -45,16 +45,20 @@ export class ProgressLine {
   }
 }
 
+/**
+ * A job's line as the wait shows it. Its note comes from the job's worker (a remote one too) and
+ * its waiting reason names other jobs' types: shown {@link printable}, as `jobs show` shows them.
+ */
 function describe(job: QueueJob): string {
   // A finished job's progress and note are those of its last heartbeat: not worth repeating.
-  if (TERMINAL.has(job.state)) return `job ${job.job_id} ${job.state}`
+  if (TERMINAL.has(job.state)) return printable(`job ${job.job_id} ${job.state}`)
   const parts = [`job ${job.job_id} ${job.state}`]
   if (job.progress != null) parts.push(`${Math.round(job.progress * 100)}%`)
   if (job.attempts > 0) parts.push(`attempt ${job.attempts}/${job.max_attempts}`)
   let line = parts.join(' ')
   if (job.note) line += ` — ${job.note.replace(/\s+/g, ' ').trim()}`
   if (job.waiting_reason) line += ` — waiting: ${job.waiting_reason}${job.waiting_until ? ` until ${job.waiting_until}` : ''}`
-  return line
+  return printable(line)
 }
 
 /**
@@ -153,7 +157,7 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
   const lost = (why: string) => {
     if (lostShown) return
     lostShown = true
-    listener.lost(`lost the connection to the host at ${target.url} (${why}); trying again for up to ${GIVE_UP_MS / 1000} s`)
+    listener.lost(printable(`lost the connection to the host at ${target.url} (${why}); trying again for up to ${GIVE_UP_MS / 1000} s`))
   }
   let reopenTimer: ReturnType<typeof setTimeout> | null = null
   const fail = (error: Error) => {
@@ -246,7 +250,7 @@ export async function waitForJob(
     if (TERMINAL.has(job.state)) {
       line.finish()
       if (job.state === 'DONE') return end({ code: 0, answer })
-      console.error(`leasehold: job ${jobId} ${job.state}: ${describeError(answer)}`)
+      console.error(`leasehold: job ${jobId} ${job.state}: ${printable(describeError(answer))}`)
       end({ code: 1, answer })
     }
   }
@@ -314,7 +318,7 @@ export async function waitForJob(
 function stillGoing(answer: JobAnswer, timeoutMs: number): string {
   const job = answer.job
   const waiting = job.waiting_reason ? ` — waiting: ${job.waiting_reason}` : ''
-  return `job ${job.job_id} still ${job.state} after ${durationText(timeoutMs)}${waiting}`
+  return printable(`job ${job.job_id} still ${job.state} after ${durationText(timeoutMs)}${waiting}`)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -544,7 +548,7 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
       return state === undefined ? stillGoing(end, timeoutMs!).replace(/^job \S+ /, '') : `${state}: ${describeError(end)}`
     }
     const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
-    for (const job of notDone) console.error(`leasehold: line ${job.line}: job ${job.job_id} ${why(ends.get(job.job_id)!, ended.get(job.job_id))}`)
+    for (const job of notDone) console.error(printable(`leasehold: line ${job.line}: job ${job.job_id} ${why(ends.get(job.job_id)!, ended.get(job.job_id))}`))
     if (pending.size > 0) {
       const count = pending.size === 1 ? '1 job had not ended' : `${pending.size.toLocaleString('en-US')} jobs had not ended`
       console.error(`leasehold: ${count} after ${durationText(timeoutMs!)} (--wait-timeout); left as ${pending.size === 1 ? 'it is' : 'they are'}`)

@@ -336,6 +336,19 @@ describe('leasehold submit --wait', async () => {
     expect(run.stdout().trim()).toBe(id)
   })
 
+  test("a worker's note and error reach the terminal escaped, as jobs show writes them: an escape sequence is shown as \\u001b, never sent", async () => {
+    const run = startCli(['submit', '--type', 'wait-escape', '--wait'])
+    await run.until('the QUEUED line', () => run.stderr().includes('QUEUED'))
+    const taken = take('wait-escape')
+    host.engine.heartbeatByToken({ ...taken.report, progress: 0.5, note: 'half\x1b]0;owned\x07way \x1b[2J' })
+    await run.until('the progress', () => run.stderr().includes('50%'))
+    host.engine.fail({ ...taken.report, error: { code: 'E\x1b[31m', message: 'boom\x1b[1A\x9b', retryable: false } })
+    expect(await run.exited).toBe(1)
+    expect(run.stderr()).toContain('half\\u001b]0;owned\\u0007way \\u001b[2J')
+    expect(run.stderr()).toContain(`leasehold: job ${taken.job.id} FAILED: boom\\u001b[1A\\u009b (E\\u001b[31m)`)
+    expect(run.stderr()).not.toMatch(/[\x1b\x07\x9b]/)
+  })
+
   test('exits 1 and prints the error when the job fails; --json prints {job, result} at the end', async () => {
     const run = startCli(['submit', '--type', 'wait-fail', '--wait', '--json'])
     // With --json nothing is printed until the end: wait for the job to exist.
@@ -909,6 +922,13 @@ describe('leasehold queue', async () => {
     const resumed = await cli(['queue', 'resume', 'cli-q'])
     expect(resumed.stdout.trim()).toBe('queue cli-q active')
     host.engine.cancel(id)
+  })
+
+  test('pause and resume show the queue name and who paused it escaped, as list does', async () => {
+    const paused = await cli(['queue', 'pause', 'q\x1b[31m', '--by', 'ops\x1b]0;x\x07'])
+    expect(paused.stdout).toMatch(/^queue q\\u001b\[31m paused since \S+ by ops\\u001b\]0;x\\u0007$/m)
+    const resumed = await cli(['queue', 'resume', 'q\x1b[31m'])
+    expect(resumed.stdout.trim()).toBe('queue q\\u001b[31m active')
   })
 
   test('list lines up a queue named in wide characters (キュー) by the columns it takes on screen, not by its UTF-16 length', async () => {
