@@ -45,7 +45,10 @@ command, flag or value, the host's refusal of a value as invalid too; 'leasehold
 this help on stderr and exits 2, as a missing command is one), 124 when 'submit --wait
 --wait-timeout' stopped waiting before the job ended (as timeout(1) exits), 141 when a command's
 reader closed its output before all of it was written (… | head; an output that fits in the
-pipe's buffer is written whole, and exits 0), as for any program a closed pipe ends.`
+pipe's buffer is written whole, and exits 0), as for any program a closed pipe ends. An output
+that cannot be written otherwise (a full disk) is one line on stderr, naming what was done (the
+job submitted), and exit 1. Stderr is for information: one that cannot be written changes
+neither what a command does nor its exit status.`
 
 /** Runs the command line; resolves to the exit code (a running `serve` resolves when it stops). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {

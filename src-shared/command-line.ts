@@ -317,34 +317,56 @@ export const CLOSED_OUTPUT_EXIT = 141
 
 let outputWatched = false
 
+/** What a command has done that the output it could not write would have said ({@link sayWhenOutputFails}). */
+let doneSoFar: (() => string) | null = null
+
 /**
- * Ends a one-shot command whose reader has closed its output, before it does more: a write to
- * the closed pipe fails at once (EPIPE), but the 'error' event that ends the command
- * ({@link watchClosedOutput}) comes a few ticks later, and a request started meanwhile would
- * still go out (`submit --each … | head -1` would send its next batch).
+ * Names what the command has done so far, for the line that says its output could not be written
+ * (a full disk under `> file`): a job submitted whose id was to be that output must not go
+ * unsaid, or a run again would submit it twice. Said on stderr with that line.
  */
-export function stopIfOutputClosed(): void {
-  if ((process.stdout.errored as NodeJS.ErrnoException | null)?.code === 'EPIPE') process.exit(CLOSED_OUTPUT_EXIT)
+export function sayWhenOutputFails(done: () => string): void {
+  doneSoFar = done
+}
+
+/**
+ * The end of a one-shot command whose output failed: a closed pipe (EPIPE) quietly with
+ * {@link CLOSED_OUTPUT_EXIT}, as whoever read it wants no more; another failure (ENOSPC) with one
+ * line on stderr, naming what was done ({@link sayWhenOutputFails}), and exit 1.
+ */
+function endForFailedOutput(error: NodeJS.ErrnoException): never {
+  if (error.code === 'EPIPE') process.exit(CLOSED_OUTPUT_EXIT)
+  process.stderr.write(`leasehold: cannot write the output (${error.code ?? error.message})${doneSoFar ? `; ${doneSoFar()}` : ''}\n`)
+  process.exit(1)
+}
+
+/**
+ * Ends a one-shot command whose output has failed, before it does more: a write to a closed pipe
+ * (EPIPE) or a full disk (ENOSPC) fails at once, but the 'error' event that ends the command
+ * ({@link watchClosedOutput}) comes a few ticks later, and a request started meanwhile would
+ * still go out (`submit --each … | head -1` would send its next batch), a line meant to follow
+ * the output still be printed.
+ */
+export function stopIfOutputFailed(): void {
+  const error = process.stdout.errored as NodeJS.ErrnoException | null
+  if (error) endForFailedOutput(error)
 }
 
 /**
  * How a command takes its output being closed: `end` (a one-shot command: whoever read it wants
  * no more, so it stops at once, without a message — there is nowhere to print one — and with
- * {@link CLOSED_OUTPUT_EXIT}); `ignore` (serve and worker: they print a line or two as they
- * start, and a process that runs jobs or holds the database does not stop because nobody reads
- * them; what they would print is dropped). Without a listener the failed write is an unhandled
- * 'error' event: a stack trace.
+ * {@link CLOSED_OUTPUT_EXIT}; any other failure to write it is one line and exit 1); `ignore`
+ * (serve and worker: they print a line or two as they start, and a process that runs jobs or
+ * holds the database does not stop because nobody reads them; what they would print is dropped).
+ * Stderr is for information: a command whose stderr cannot be written (`2>/dev/full`, a closed
+ * pipe) goes on, with the result and exit status it has otherwise. Without a listener the failed
+ * write is an unhandled 'error' event: a stack trace.
  */
 export function watchClosedOutput(how: 'end' | 'ignore'): void {
   if (outputWatched) return
   outputWatched = true
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (how === 'ignore') return
-      if (error.code === 'EPIPE') process.exit(CLOSED_OUTPUT_EXIT)
-      // Another failure to write (a full disk under a redirect): one line where it can still go.
-      if (stream === process.stdout) process.stderr.write(`leasehold: cannot write the output (${error.code ?? error.message})\n`)
-      process.exit(1)
-    })
-  }
+  process.stderr.on('error', () => {})
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (how === 'end') endForFailedOutput(error)
+  })
 }

@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
-import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, stopIfOutputFailed, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi } from './http-client'
 import { printable } from '../../src-shared/printable'
@@ -132,6 +132,8 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   ])
   console.log(table(['ID', 'TYPE', 'STATE', 'PRIORITY', 'UNITS', 'ATTEMPTS', 'CREATED', 'UNTIL', 'WAITING'], rows))
   if (page.next_cursor) {
+    // Said after the table it ends: a table that could not be written (a full disk) is said instead.
+    stopIfOutputFailed()
     const more = limit === 500 ? '' : 'raise --limit (up to 500), or '
     console.error(`(more jobs than shown; ${more}see the next page with --cursor ${printable(page.next_cursor)})`)
   }

@@ -5,7 +5,7 @@ import type { ClientTarget } from '../../src-shared/client-target'
 import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
-import { ConfigError, parseFlags, CLIENT_TARGET_HELP, stopIfOutputClosed, utf8Text, wholeNumber } from '../../src-shared/command-line'
+import { ConfigError, parseFlags, CLIENT_TARGET_HELP, sayWhenOutputFails, stopIfOutputFailed, utf8Text, wholeNumber } from '../../src-shared/command-line'
 import { answered, HostError, hostApi } from './http-client'
 import { printable } from '../../src-shared/printable'
 import type { EachJob } from './wait'
@@ -78,7 +78,9 @@ ${CLIENT_TARGET_HELP}
 A reader that closes the output (… | head -1) ends the command, quietly, with exit status 141:
 with --each no request goes after the output is found closed (by the write of the jobs just
 submitted), so the jobs of the request then in flight (up to 1,000) may have been submitted, and
-the rest are not.
+the rest are not. An output that cannot be written (> /dev/full, a full disk) ends it with one
+line on stderr and exit 1, naming the job submitted, or with --each which lines were submitted
+and from which line on none was (no request goes after the write that failed).
 
 Ctrl-C (SIGINT) or SIGTERM while --each submits sends no more requests; the one in flight (up to
 1,000 jobs, which the host may have stored) is waited for up to 10 s and the ids of its jobs
@@ -258,6 +260,8 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   }
   const target = await findHost(flags, env)
   const { job, repeat } = await submitOne(target, body)
+  // The job is stored: an output that cannot be written must not leave it unnamed.
+  sayWhenOutputFails(() => `job ${job.job_id} was submitted`)
   // A repeat of a key says so in its JSON; the rest of the answer is the one a fresh submit prints.
   const marked = <T extends object>(answer: T) => (repeat ? { ...answer, already_submitted: true } : answer)
   if (!flags.wait) {
@@ -393,6 +397,10 @@ async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines
   if (print === 'nothing') interruption.unprinted = jobs
   let refused = 0
   let answeredOnce = false
+  /** The first input line not sent yet (null: every line was sent). */
+  let nextLine: number | null = lines[0]?.line ?? null
+  // Output that cannot be written (a full disk) ends the command: it says what was submitted, and from where to go on.
+  sayWhenOutputFails(() => `${submittedLines(jobs)}; ${nextLine === null ? 'every line was sent' : `the jobs from line ${nextLine} on were not submitted`}`)
   const send = async (request: EachLine[]): Promise<void> => {
     interruption.stopBefore(request[0]!.line)
     let answer: components['schemas']['SubmitBatchAnswer']
@@ -440,16 +448,25 @@ async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines
       if (print === 'job') out += `${JSON.stringify('job' in result ? result.job : result)}\n`
       else if (print === 'id') out += `${jobId}\n`
     })
+    nextLine = lines.find((line) => line.line > request.at(-1)!.line)?.line ?? null
     if (out) process.stdout.write(out)
   }
   for (const request of eachRequests(lines, Buffer.byteLength(JSON.stringify(template)))) {
-    // A reader that closed the output (… | head -1) wants no more jobs: none is sent after the
-    // write that found it gone (the request in flight then may have landed).
-    stopIfOutputClosed()
+    // A reader that closed the output (… | head -1) wants no more jobs, and an output that cannot
+    // be written would lose their ids: none is sent after the write that failed.
+    stopIfOutputFailed()
     await send(request)
   }
+  stopIfOutputFailed()
   interruption.stopBefore(null)
   return { code: refused > 0 ? 1 : 0, jobs }
+}
+
+/** The jobs of `--each` submitted so far, as the line that ends the command names them: by their input lines. */
+function submittedLines(jobs: readonly EachJob[]): string {
+  if (jobs.length === 0) return 'no job was submitted'
+  const count = jobs.length === 1 ? '1 job' : `${jobs.length.toLocaleString('en-US')} jobs`
+  return `${count} of lines ${jobs[0]!.line} to ${jobs.at(-1)!.line} were submitted (leasehold jobs lists them)`
 }
 
 /**

@@ -7,7 +7,7 @@
  */
 import BetterSqlite3 from 'better-sqlite3'
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process'
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { join, relative } from 'node:path'
@@ -284,6 +284,80 @@ describe('input files', () => {
     const result = await run(['submit', '--type', 'bom', '--payload', `@${file}`, '--json', '--data-dir', host.dataDir])
     expect(result.status, result.stderr).toBe(0)
     expect(JSON.parse(result.stdout).payload).toEqual({ from: 'notepad' })
+  })
+})
+
+/**
+ * Runs `leasehold <args>` with its stdout or its stderr on /dev/full, where every write fails with
+ * ENOSPC (as on a full disk); the other stream is read. `input`, if given, is its stdin.
+ */
+async function runOnFullDevice(full: 'stdout' | 'stderr', args: string[], input?: string) {
+  const device = openSync('/dev/full', 'w')
+  try {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...CLEAN_ENV },
+      stdio: [input === undefined ? 'ignore' : 'pipe', full === 'stdout' ? device : 'pipe', full === 'stderr' ? device : 'pipe'],
+    })
+    children.push(child)
+    if (input !== undefined) child.stdin!.end(input)
+    let text = ''
+    ;(full === 'stdout' ? child.stderr : child.stdout)!.on('data', (chunk: Buffer) => (text += chunk.toString()))
+    const started = Date.now()
+    const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
+    return { status, text, ms: Date.now() - started }
+  } finally {
+    closeSync(device)
+  }
+}
+
+describe('stderr is for information: a command whose stderr cannot be written has the result and exit status its help gives', () => {
+  test('an unknown command still exits 2', async () => {
+    expect((await runOnFullDevice('stderr', ['bogus'])).status).toBe(2)
+  })
+
+  test('jobs prints its table and exits 0, though the line saying there are more jobs cannot be written', async () => {
+    for (let i = 0; i < 2; i++) host.engine.submit({ job_type: 'stderr-full', cost_units: 1, queue: 'stderr-full' })
+    const result = await runOnFullDevice('stderr', ['jobs', '--type', 'stderr-full', '--limit', '1', '--data-dir', host.dataDir])
+    expect(result.status).toBe(0)
+    expect(lines(result.text)).toHaveLength(2)
+  })
+
+  test('submit --wait follows the job for as long as it runs, and prints its id', async () => {
+    const result = await runOnFullDevice('stderr', ['submit', '--type', 'stderr-wait', '--queue', 'stderr-full', '--wait', '--wait-timeout', '1500ms', '--data-dir', host.dataDir])
+    // Nobody takes the job: the wait ends at its timeout (124), not at the first line it could not write.
+    expect(result.status).toBe(124)
+    expect(result.ms).toBeGreaterThanOrEqual(1500)
+    expect(host.engine.getJob(result.text.trim()).job_type).toBe('stderr-wait')
+  })
+
+  test('a repeat of --key answers with the job, exit 0', async () => {
+    const first = await run(['submit', '--type', 'stderr-key', '--queue', 'stderr-full', '--key', 'stderr-full-1', '--data-dir', host.dataDir])
+    const again = await runOnFullDevice('stderr', ['submit', '--type', 'stderr-key', '--queue', 'stderr-full', '--key', 'stderr-full-1', '--data-dir', host.dataDir])
+    expect([again.status, again.text]).toEqual([0, first.stdout])
+  })
+})
+
+describe('an output that cannot be written is one line on stderr, exit 1, naming what was done', () => {
+  test('jobs says it once, and not the line that follows the table', async () => {
+    for (let i = 0; i < 2; i++) host.engine.submit({ job_type: 'stdout-full', cost_units: 1, queue: 'stdout-full' })
+    const result = await runOnFullDevice('stdout', ['jobs', '--type', 'stdout-full', '--limit', '1', '--data-dir', host.dataDir])
+    expect([result.status, lines(result.text)]).toEqual([1, ['leasehold: cannot write the output (ENOSPC)']])
+  })
+
+  test('submit names the job it stored, whose id it could not print', async () => {
+    const result = await runOnFullDevice('stdout', ['submit', '--type', 'stdout-one', '--queue', 'stdout-full', '--data-dir', host.dataDir])
+    const [job] = host.engine.listJobs({ job_type: 'stdout-one' }).jobs
+    expect([result.status, lines(result.text)]).toEqual([1, [`leasehold: cannot write the output (ENOSPC); job ${job!.id} was submitted`]])
+  })
+
+  test('submit --each sends no more requests, and says which lines were submitted and from which line to go on', async () => {
+    const result = await runOnFullDevice('stdout', ['submit', '--type', 'stdout-each', '--queue', 'stdout-each', '--each', '-', '--data-dir', host.dataDir], '{}\n'.repeat(2500))
+    expect(result.status).toBe(1)
+    expect(lines(result.text)).toEqual([
+      'leasehold: cannot write the output (ENOSPC); 1,000 jobs of lines 1 to 1000 were submitted (leasehold jobs lists them); the jobs from line 1001 on were not submitted',
+    ])
+    const { queues } = (await (await host.call('/api/queues')).json()) as { queues: { queue: string; counts: Record<string, number> }[] }
+    expect(queues.find((q) => q.queue === 'stdout-each')?.counts.QUEUED).toBe(1000)
   })
 })
 
