@@ -198,5 +198,13 @@ export function checkUrl(source: string, value: string): URL {
   if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
     throw new ConfigError(`${source} must be an http:// or https:// URL such as http://127.0.0.1:7878 (got "${value}")`)
   }
+  // A path is a proxy's prefix; one that starts as the API's own paths do (`…/api/`, copied from
+  // a request) would be sent as /api/api/…, which no host serves.
+  if (API_PATH.test(url.pathname)) {
+    throw new ConfigError(`${source} must name the host only — its scheme, address and port, such as http://127.0.0.1:7878 — not a path of its API (got the path "${url.pathname}"); a path is only for a host that a proxy serves under a prefix`)
+  }
   return url
 }
+
+/** The first segment of the host's own routes (the API, the workers' exchange): never a proxy's prefix. */
+const API_PATH = /^\/(?:api|internal)(?:\/|$)/i

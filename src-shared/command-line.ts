@@ -38,7 +38,8 @@ export function joinNegativeValues(argv: readonly string[], valued: ReadonlySet<
 export const TARGET_FLAGS = ['url', 'token', 'data-dir'] as const
 
 export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; default: the host running on this data dir);
-                       the dashboard's link serve prints will do: its #token= is the token
+                       the dashboard's link serve prints will do: its #token= is the token; a
+                       path only as a proxy's prefix (not /api: the command adds that)
   --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: the URL's #token=, else
                        <data-dir>/token)
   --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)`
@@ -168,6 +169,9 @@ export function flagError(error: unknown, flags: readonly string[] = [], elsewhe
  */
 export function envSetting(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const value = env[name]
+  // Node decodes the environment as it decodes the command line: bytes that are not UTF-8 come
+  // as U+FFFD, and a LEASEHOLD_DATA_DIR so decoded would name another folder than the user's.
+  if (value?.includes(REPLACEMENT_CHARACTER)) throw new ConfigError(`${name} is not valid UTF-8 text`)
   return value === undefined || value === '' ? undefined : value
 }
 

@@ -140,6 +140,17 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
     // Every route a command calls is one its own release's host serves: a host that has no such
     // route runs an older release, whose own command line is the one that speaks to it.
     if (error.code === 'not_found' && error.detail.startsWith('No route ')) {
+      // A URL with a path (a proxy's prefix) that is not where the host is served reaches a host
+      // all the same, which serves none of it: the path is the mistake, not the host's release.
+      const path = new URL(target.url).pathname
+      if (path !== '/') {
+        throw new HostError(
+          error.status,
+          error.code,
+          `the host at ${target.url} serves no Leasehold API under the path ${path} (it answered "${error.detail}"): give the URL without the path (its scheme, address and port), or the prefix a proxy serves the host under`,
+          error.body,
+        )
+      }
       throw new HostError(
         error.status,
         error.code,

@@ -189,6 +189,41 @@ describe('a usage mistake is one line and exit 2', () => {
     expect(lines(result.stderr)).toEqual(['leasehold: --token is not a token: a token is visible ASCII characters only (no spaces, newlines or control characters)'])
   })
 
+  test('an environment variable whose bytes are not UTF-8 is refused as a flag is, naming the variable; serve makes no data dir of it', async () => {
+    const parent = tempDir('env-utf8-')
+    // The bytes go through a shell: a JavaScript string cannot hold them in an environment.
+    const withBytes = (variable: string, value: string, args: string) =>
+      new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        const shell = spawn('/bin/sh', ['-c', `${variable}="$2$(printf '\\351')" exec "$0" "$1" ${args}`, process.execPath, BIN, value], {
+          env: { ...process.env, ...CLEAN_ENV },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        })
+        children.push(shell)
+        let stderr = ''
+        shell.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+        shell.once('close', (status) => resolve({ status, stderr }))
+      })
+    const serve = await withBytes('LEASEHOLD_DATA_DIR', join(parent, 'lat'), 'serve --port 0 --workers 0')
+    expect([serve.status, lines(serve.stderr)]).toEqual([2, ['leasehold: LEASEHOLD_DATA_DIR is not valid UTF-8 text']])
+    expect(readdirSync(parent)).toEqual([])
+    const client = await withBytes('LEASEHOLD_URL', `${host.url}/`, 'status')
+    expect([client.status, lines(client.stderr)]).toEqual([2, ['leasehold: LEASEHOLD_URL is not valid UTF-8 text']])
+  })
+
+  test('a URL with a path of the API (copied from a request) is refused up front, naming what a URL must name, exit 2', async () => {
+    const result = await run(['status', '--url', `${host.url}/api/#token=${host.token}`])
+    expect(result.status).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining('leasehold: --url must name the host only — its scheme, address and port')])
+    expect(result.stderr).not.toContain(host.token)
+  })
+
+  test('a URL with a path the host serves nothing under is said as such, not as an older release', async () => {
+    const result = await run(['status', '--url', `${host.url}/elsewhere`, '--token', host.token])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringContaining(`serves no Leasehold API under the path /elsewhere`)])
+    expect(result.stderr).not.toContain('older release')
+  })
+
   test('a bad LEASEHOLD_URL is named as the variable, not as --url', async () => {
     const result = await run(['status'], { LEASEHOLD_URL: 'localhost:7878', LEASEHOLD_TOKEN: 'x' })
     expect(result.status).toBe(2)
