@@ -32,8 +32,8 @@ Flags:
                        state), with a line on stderr naming the job and its state. A repeat that
                        asks for another job (its --type, --payload, --priority, --units, --queue,
                        --addon, --max-attempts, --at or --in differ from the job's; --in counts
-                       from the job's creation) is refused on one line naming the job and what
-                       differs: exit 1
+                       from the job's creation, and a delay differs from a job submitted with
+                       none) is refused on one line naming the job and what differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
                        2026-03-01T02:00:00Z (without a zone it is this machine's local time)
   --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
@@ -294,7 +294,9 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
     const existing = error instanceof HostError && error.code === 'duplicate_request' ? (error.body.job as QueueJob | undefined) : undefined
     if (existing?.job_id === undefined) throw error
     const key = printable(body.client_request_id ?? '')
-    const differences = differencesFrom(body, existing)
+    const asksTime = body.run_at != null || body.delay_ms != null
+    const runAt = existing.run_at ?? (asksTime ? await submittedRunAt(target, existing.job_id) : null)
+    const differences = differencesFrom(body, existing, runAt)
     if (differences.length > 0) {
       throw new Error(`--key ${key} is job ${existing.job_id}'s (${existing.state}), which this submit does not match: ${differences.join('; ')}; another job needs another key`)
     }
@@ -309,7 +311,7 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
  * attempts so far plus the number submitted: docs/states.md), so the number submitted matches
  * anything from `max_attempts - attempts` to `max_attempts`.
  */
-function differencesFrom(body: SubmitBody, job: QueueJob): string[] {
+function differencesFrom(body: SubmitBody, job: QueueJob, runAt: string | null | 'unknown'): string[] {
   const differences: string[] = []
   const differ = (flag: string, asked: unknown, has: unknown) => differences.push(`${flag} ${printable(String(asked))}, the job's ${printable(String(has))}`)
   if (body.job_type !== job.job_type) differ('--type', body.job_type, job.job_type)
@@ -321,16 +323,32 @@ function differencesFrom(body: SubmitBody, job: QueueJob): string[] {
   if (body.addon_id !== undefined && body.addon_id !== job.addon_id) differ('--addon', body.addon_id, job.addon_id ?? 'none')
   const attempts = body.max_attempts
   if (attempts !== undefined && (attempts > job.max_attempts || attempts < job.max_attempts - job.attempts)) differ('--max-attempts', attempts, job.max_attempts)
-  // A delayed job keeps its time (run_at); one that has none (not delayed, its time already past
-  // at the submit, or run at once by an operator) has nothing to compare --at or --in with.
-  if (job.run_at !== null) {
-    const runAt = Date.parse(job.run_at)
-    if (body.run_at != null && Date.parse(body.run_at) !== runAt) differ('--at', body.run_at, job.run_at)
-    // The host takes --in from the moment it creates the job: the job's delay is run_at - created_at.
-    const delay = runAt - Date.parse(job.created_at)
+  // The host takes --in from the moment it creates the job: the job's delay is run_at - created_at.
+  const createdAt = Date.parse(job.created_at)
+  if (typeof runAt === 'string') {
+    const delay = Date.parse(runAt) - createdAt
+    if (body.run_at != null && Date.parse(body.run_at) !== Date.parse(runAt)) differ('--at', body.run_at, runAt)
     if (body.delay_ms != null && body.delay_ms !== delay) differ('--in', durationText(body.delay_ms), durationText(delay))
+  } else if (runAt === null) {
+    // Not delayed when submitted (or its time already past then): a time still to come then differs.
+    if (body.run_at != null && Date.parse(body.run_at) > createdAt) differ('--at', body.run_at, 'none (not delayed)')
+    if (body.delay_ms != null && body.delay_ms > 0) differ('--in', durationText(body.delay_ms), 'none (not delayed)')
   }
   return differences
+}
+
+/**
+ * The time a job was delayed to when it was submitted (its JOB_SUBMITTED event's run_at; null
+ * when it was not delayed), for a job whose run_at is gone: an operator's run-now or retry clears
+ * it, and the job is the one submitted with the delay all the same. `unknown` when the event is
+ * not on the job's newest page of events (a job with hundreds of them).
+ */
+async function submittedRunAt(target: ClientTarget, jobId: string): Promise<string | null | 'unknown'> {
+  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs/{job_id}/events', { params: { path: { job_id: jobId } } }))
+  const submitted = page.events.find((event) => event.type === 'JOB_SUBMITTED')
+  if (submitted === undefined) return 'unknown'
+  const runAt = (submitted.data as { run_at?: unknown }).run_at
+  return typeof runAt === 'string' ? runAt : null
 }
 
 /** A duration in milliseconds as --in reads it: 1h30m, 90s, 1d2h, 250ms. */

@@ -205,6 +205,17 @@ describe('leasehold submit', async () => {
     host.engine.cancel(id)
   })
 
+  test('a repeat of a key that asks for a delay the job does not have is refused, exit 1: a job not delayed is not the one --in or --at asks for', async () => {
+    const id = (await cli(['submit', '--type', 'key-delay', '--key', 'delay-1'])).stdout.trim()
+    const later = await cli(['submit', '--type', 'key-delay', '--key', 'delay-1', '--in', '1h'])
+    expect([later.status, lines(later.stderr)]).toEqual([1, [expect.stringContaining(`--key delay-1 is job ${id}'s (QUEUED), which this submit does not match: --in 1h, the job's none (not delayed)`)]])
+    const at = new Date(Date.now() + 3_600_000).toISOString()
+    const atLater = await cli(['submit', '--type', 'key-delay', '--key', 'delay-1', '--at', at])
+    expect([atLater.status, lines(atLater.stderr)]).toEqual([1, [expect.stringContaining(`--at ${at}, the job's none (not delayed)`)]])
+    expect(host.engine.listJobs({ job_type: 'key-delay' }).jobs.map((job) => job.id)).toEqual([id])
+    host.engine.cancel(id)
+  })
+
   test('--json of a repeat of a key is the job as a fresh submit prints it, with "already_submitted": true', async () => {
     const fresh = JSON.parse((await cli(['submit', '--type', 'once-json', '--key', 'json-1', '--json'])).stdout) as Record<string, unknown>
     expect(fresh).not.toHaveProperty('already_submitted')
@@ -282,9 +293,11 @@ describe('leasehold submit', async () => {
     const longer = await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '2h'])
     expect([longer.status, lines(longer.stderr)]).toEqual([1, [`leasehold: --key in-1 is job ${inJob}'s (QUEUED), which this submit does not match: --in 2h, the job's 1h30m; another job needs another key`]])
 
-    // Run at once by an operator, the job has no time left to compare with.
+    // Run at once by an operator, the job has no run_at left: it is compared with the delay it was submitted with.
     host.engine.runNow(inJob)
-    expect((await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '2h'])).status).toBe(0)
+    expect((await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '90m'])).stdout.trim()).toBe(inJob)
+    const afterRunNow = await cli(['submit', '--type', 'key-in', '--key', 'in-1', '--in', '2h'])
+    expect([afterRunNow.status, lines(afterRunNow.stderr)]).toEqual([1, [expect.stringContaining("--in 2h, the job's 1h30m")]])
     expect(host.engine.listJobs({ job_type: 'key-at' }).jobs.map((job) => job.id)).toEqual([atJob])
     expect(host.engine.listJobs({ job_type: 'key-in' }).jobs.map((job) => job.id)).toEqual([inJob])
     host.engine.cancel(atJob)
