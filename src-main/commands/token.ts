@@ -20,7 +20,8 @@ needs the whole API, and revoke it when they no longer do.
   revoke ID                     the token stops working as this returns, without a restart:
                                 its requests are refused, no claim it waits in is handed work,
                                 and those claims and the event streams it opened end within a
-                                second
+                                second; a token revoked before is said so, exit 0 (an unknown
+                                ID: exit 1)
 
 Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this there.
 
@@ -62,11 +63,13 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
     const tokens = listScopedTokens(dataDir)
     if (values.json) console.log(JSON.stringify(tokens.map((t) => ({ ...t, created_at: new Date(t.created_at).toISOString(), revoked_at: t.revoked_at && new Date(t.revoked_at).toISOString() })), null, 2))
     else if (tokens.length === 0) console.log('no scoped tokens (leasehold token create --scope worker makes one)')
-    else console.log(table(['ID', 'SCOPE', 'CREATED', 'REVOKED'], tokens.map((t) => [t.id, t.scope, new Date(t.created_at).toISOString(), t.revoked_at ? new Date(t.revoked_at).toISOString() : ''])))
+    else console.log(table(['ID', 'SCOPE', 'CREATED', 'REVOKED'], tokens.map((t) => [t.id, t.scope, new Date(t.created_at).toISOString(), t.revoked_at ? new Date(t.revoked_at).toISOString() : '-'])))
   } else {
-    // A thing not found is a failure (exit 1), as for a job or a schedule, not a usage mistake.
-    if (!revokeScopedToken(dataDir, rest[0]!)) throw new Error(`there is no token ${rest[0]} (leasehold token list shows them)`)
-    console.error(`leasehold: token ${rest[0]} revoked`)
+    // A thing not found is a failure (exit 1), as for a job or a schedule, not a usage mistake. A
+    // token revoked before is what was asked for (exit 0), said as such: nothing was changed.
+    const outcome = revokeScopedToken(dataDir, rest[0]!)
+    if (outcome === 'not_found') throw new Error(`there is no token ${rest[0]} (leasehold token list shows them)`)
+    console.error(`leasehold: token ${rest[0]} ${outcome === 'revoked' ? 'revoked' : 'was already revoked; nothing changed'}`)
   }
   return 0
 }

@@ -133,14 +133,18 @@ export function createScopedToken(dataDir: string, scope: TokenScope, now = Date
   return { id, token }
 }
 
-/** Revokes the token `id`; false when there is none of that id. A revoked token stays listed, marked. */
-export function revokeScopedToken(dataDir: string, id: string, now = Date.now()): boolean {
+/**
+ * Revokes the token `id`: `revoked`, or `already_revoked` (its first revocation's time is kept),
+ * or `not_found` when there is none of that id. A revoked token stays listed, marked.
+ */
+export function revokeScopedToken(dataDir: string, id: string, now = Date.now()): 'revoked' | 'already_revoked' | 'not_found' {
   return changeStored(dataDir, (tokens) => {
     const found = tokens.find((t) => t.id === id)
-    if (!found) return false
-    if (found.revoked_at === null) found.revoked_at = now
+    if (!found) return 'not_found'
+    if (found.revoked_at !== null) return 'already_revoked'
+    found.revoked_at = now
     writeStored(dataDir, tokens)
-    return true
+    return 'revoked'
   })
 }
 

@@ -284,6 +284,18 @@ describe('leasehold token', () => {
     for (const row of listed.slice(1)) expect(row.slice(created)).toMatch(/^\d{4}-\d\d-\d\dT/)
   })
 
+  test('a revoke of a token revoked before says it was, exit 0, and keeps its first time; list marks a token not revoked -, as other tables mark an empty cell', async () => {
+    const dir = tempDir()
+    const made = JSON.parse((await run(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dir])).stdout) as { id: string }
+    expect(lines((await run(['token', 'list', '--data-dir', dir])).stdout)[1]).toMatch(/  -$/)
+    const first = await run(['token', 'revoke', made.id, '--data-dir', dir])
+    expect([first.status, lines(first.stderr)]).toEqual([0, [`leasehold: token ${made.id} revoked`]])
+    const listed = lines((await run(['token', 'list', '--data-dir', dir])).stdout)[1]
+    const again = await run(['token', 'revoke', made.id, '--data-dir', dir])
+    expect([again.status, lines(again.stderr)]).toEqual([0, [`leasehold: token ${made.id} was already revoked; nothing changed`]])
+    expect(lines((await run(['token', 'list', '--data-dir', dir])).stdout)[1]).toBe(listed)
+  })
+
   test('token commands run at once keep each other’s changes: every token printed is stored, and a revoke among creates stays', async () => {
     const dir = tempDir()
     const doomed = JSON.parse((await run(['token', 'create', '--scope', 'admin', '--json', '--data-dir', dir])).stdout) as { id: string }
