@@ -60,10 +60,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     console.error(USAGE)
     return 2
   }
-  if (command === '-h' || command === '--help') {
-    console.log(USAGE)
-    return 0
-  }
   // The host's config (and zod with it) is loaded for `serve` only, as the host is.
   const helps: Record<string, () => string | Promise<string>> = {
     serve: async () => (await import('./config')).serveHelp(env),
@@ -77,6 +73,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     backup: () => BACKUP_HELP,
     token: () => TOKEN_HELP,
     help: () => USAGE,
+  }
+  if (command === '-h' || command === '--help') {
+    // `-h serve` asks for serve's help, as `serve -h` and `help serve` do; anything else after it, the usage.
+    const topic = rest[0] !== undefined && helps[rest[0]] ? rest[0] : 'help'
+    console.log(await helps[topic]!())
+    return 0
   }
   if (command === 'help') {
     // `help --help` asks how to use help: the usage says it.

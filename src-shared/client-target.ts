@@ -1,4 +1,4 @@
-import { homedir } from 'node:os'
+import { homedir, userInfo } from 'node:os'
 import { join, posix, win32 } from 'node:path'
 import { ConfigError, envSetting, wholeNumberOf } from './command-line'
 import { TOKEN_CHARS } from './limits'
@@ -17,9 +17,21 @@ import { NotRegularFileError, readRegularFile } from './regular-file'
  */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, platform = process.platform): string {
   const absolute = (value: string | undefined) => (value && (platform === 'win32' ? win32.isAbsolute(value) : posix.isAbsolute(value)) ? value : undefined)
-  if (platform === 'win32') return join(absolute(env.APPDATA) ?? join(homedir(), 'AppData', 'Roaming'), 'leasehold')
-  if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'leasehold')
-  return join(absolute(env.XDG_CONFIG_HOME) ?? join(homedir(), '.config'), 'leasehold')
+  // An empty or relative HOME (`HOME=`) is ignored alike: the home the system's user database
+  // names stands in for it, rather than a data dir under whatever folder the command runs from.
+  const home = absolute(homedir()) ?? systemHome() ?? homedir()
+  if (platform === 'win32') return join(absolute(env.APPDATA) ?? join(home, 'AppData', 'Roaming'), 'leasehold')
+  if (platform === 'darwin') return join(home, 'Library', 'Application Support', 'leasehold')
+  return join(absolute(env.XDG_CONFIG_HOME) ?? join(home, '.config'), 'leasehold')
+}
+
+/** The user's home as the system's user database names it (not HOME), if it names one. */
+function systemHome(): string | undefined {
+  try {
+    return userInfo().homedir || undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** Where a client command finds the host: flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the data dir. */

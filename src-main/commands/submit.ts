@@ -35,7 +35,9 @@ Flags:
                        from the job's creation, and a delay differs from a job submitted with
                        none) is refused on one line naming the job and what differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
-                       2026-03-01T02:00:00Z (without a zone it is this machine's local time)
+                       2026-03-01T02:00:00Z (without a zone it is this machine's local time;
+                       an offset as +05:30 or +0530; a fraction of a second to the millisecond;
+                       not a date alone, nor 24:00: the next day's 00:00)
   --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
                        (each unit once, the larger first), up to 100 years (--at and --in do
                        not go together)
@@ -156,7 +158,10 @@ export function readPayload(value: string): unknown {
   if (!value.startsWith('@')) return parseJsonInput('--payload', value)
   const path = value.slice(1)
   if (path === '') throw new ConfigError('--payload @FILE needs a file name (or @- for stdin)')
-  return parseJsonInput(`--payload ${value}`, readInput(`--payload ${value}`, path))
+  const text = readInput(`--payload ${value}`, path)
+  // JSON.parse would say "Unexpected end of JSON input": an input that gave nothing is said as such.
+  if (text.trim() === '') throw new ConfigError(`--payload ${value} is empty: ${path === '-' ? 'stdin' : path} held no JSON (for an empty payload, give {})`)
+  return parseJsonInput(`--payload ${value}`, text)
 }
 
 /** One job of `--each`: its payload and the line of the input it came from. */
@@ -204,12 +209,17 @@ export function buildSubmit(flags: SubmitFlags): SubmitBody {
   return body
 }
 
-/** `--at`: an ISO-8601 date and time (local without a zone), as the host's ISO UTC; anything else is a ConfigError. */
+/**
+ * `--at`: an ISO-8601 date and time (local without a zone), as the host's ISO UTC; anything else
+ * is a ConfigError. Its extended form as Date and other tools write it: seconds and a fraction of
+ * any length (kept to the millisecond, the rest cut), an offset as +05:30 or +0530.
+ */
 export function parseTime(flag: string, value: string): string {
-  const date = /^(\d{4})-(\d\d)-(\d\d)T\d\d:\d\d(:\d\d(\.\d{1,3})?)?(Z|[+-]\d\d:\d\d)?$/.exec(value)
-  // Date.parse takes 2026-02-30 for 2 March: the day must exist in its month.
-  const real = date !== null && new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3]))).getUTCDate() === Number(date[3])
-  const ms = real ? Date.parse(value) : NaN
+  const date = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?$/.exec(value)
+  // Date.parse takes 2026-02-30 for 2 March: the day must exist in its month. And 24:00, ISO's
+  // end of a day, for the next day's 00:00, which says the same without the doubt: refused.
+  const real = date !== null && Number(date[4]) < 24 && new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3]))).getUTCDate() === Number(date[3])
+  const ms = real ? Date.parse(value.replace(/(\.\d{3})\d+/, '$1').replace(/([+-]\d\d)(\d\d)$/, '$1:$2')) : NaN
   if (Number.isNaN(ms)) throw new ConfigError(`--${flag} must be an ISO-8601 time such as 2026-03-01T02:00:00Z (got "${value}")`)
   return new Date(ms).toISOString()
 }
@@ -291,6 +301,7 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
   try {
     return { job: (await answered(target, hostApi(target).POST('/api/scheduler/jobs/submit', { body }))).job, repeat: false }
   } catch (error) {
+    if (error instanceof HostError && error.status === 413) throw tooLarge(error, '--payload')
     const existing = error instanceof HostError && error.code === 'duplicate_request' ? (error.body.job as QueueJob | undefined) : undefined
     if (existing?.job_id === undefined) throw error
     const key = printable(body.client_request_id ?? '')
@@ -303,6 +314,14 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
     console.error(`leasehold: --key ${key} is job ${printable(existing.job_id)}'s, submitted before (${printable(existing.state)}): not submitted again`)
     return { job: existing, repeat: true }
   }
+}
+
+/**
+ * The host's 413 of a job (`payload_too_large`): what is too large, and what sets the limit — the
+ * host's --body-limit, which the command cannot see.
+ */
+function tooLarge(error: HostError, what: string): HostError {
+  return new HostError(error.status, error.code, `${what} makes the job larger than the host takes (${error.detail}): the host's --body-limit (LEASEHOLD_BODY_LIMIT) sets the limit`, error.body)
 }
 
 /**
@@ -440,7 +459,7 @@ async function submitEachUntil(target: ClientTarget, template: SubmitBody, lines
       }
       if (error instanceof HostError && error.status === 413) {
         refused += 1
-        console.error(`leasehold: line ${request[0]!.line}: ${printable(error.message)}`)
+        console.error(`leasehold: line ${request[0]!.line}: ${printable(tooLarge(error, 'the line').message)}`)
         return
       }
       throw answeredOnce ? stoppedAt(error, request[0]!.line) : error

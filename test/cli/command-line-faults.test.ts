@@ -10,11 +10,13 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
+import { userInfo } from 'node:os'
 import { join, relative } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { MAX_DELAY_MS } from '../../src-main/engine/verbs/jobs'
-import { MAX_DELAY_MS as COMMAND_MAX_DELAY_MS } from '../../src-main/commands/submit'
+import { MAX_DELAY_MS as COMMAND_MAX_DELAY_MS, parseTime } from '../../src-main/commands/submit'
 import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
+import { defaultDataDir } from '../../src-shared/client-target'
 import { limitRetryLines } from '../../src-shared/log-limiter'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { BIN, runCli, runCliAsync } from '../helpers/process'
@@ -235,6 +237,46 @@ describe('a usage mistake is one line and exit 2', () => {
     expect(result.status).toBe(2)
     expect(result.stdout).toBe('')
     expect(result.stderr).toContain('Usage: leasehold')
+  })
+
+  test('--at takes ISO 8601 as Date and other tools write it: a fraction of any length (to the millisecond), an offset without its colon', () => {
+    expect(parseTime('at', '2027-01-01T00:00:00.123456Z')).toBe('2027-01-01T00:00:00.123Z')
+    expect(parseTime('at', '2027-01-01T00:00:00.9999Z')).toBe('2027-01-01T00:00:00.999Z')
+    expect(parseTime('at', '2027-01-01T05:30:00+0530')).toBe('2027-01-01T00:00:00.000Z')
+    expect(parseTime('at', '2027-01-01T05:30:00+05:30')).toBe('2027-01-01T00:00:00.000Z')
+    // A date alone, and 24:00 (which Date.parse would take as the next day's 00:00), stay refused.
+    for (const value of ['2027-01-01', '2027-01-01T24:00:00Z', '2027-01-01T00:00:00+5:30', '2027-01-01T00:00:00.Z']) {
+      expect(() => parseTime('at', value)).toThrow('--at must be an ISO-8601 time')
+    }
+  })
+
+  test('-h COMMAND prints the command\'s help, as COMMAND -h does', async () => {
+    const [before, after] = await Promise.all([run(['-h', 'serve']), run(['serve', '-h'])])
+    expect([before.status, before.stdout]).toEqual([0, after.stdout])
+    expect(before.stdout).toContain('Usage: leasehold serve')
+  })
+
+  test('--payload @- with nothing on stdin says stdin is empty, exit 2', async () => {
+    const result = await run(['submit', '--type', 't', '--payload', '@-', '--data-dir', host.dataDir], {}, '')
+    expect([result.status, lines(result.stderr)]).toEqual([2, ['leasehold: --payload @- is empty: stdin held no JSON (for an empty payload, give {})']])
+  })
+
+  test('a payload larger than the host takes names --payload and the host\'s --body-limit, exit 1', async () => {
+    const file = join(tempDir('big-payload-'), 'big.json')
+    writeFileSync(file, JSON.stringify({ blob: 'x'.repeat(1_100_000) }))
+    const result = await run(['submit', '--type', 't', '--payload', `@${file}`, '--data-dir', host.dataDir])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([expect.stringMatching(/^leasehold: --payload makes the job larger than the host takes \(.*\): the host's --body-limit \(LEASEHOLD_BODY_LIMIT\) sets the limit \(payload_too_large\)$/)])
+  })
+
+  test('an empty HOME gives way to the home the system names: the default data dir is never relative', () => {
+    const saved = process.env.HOME
+    process.env.HOME = ''
+    try {
+      expect(defaultDataDir({}, 'linux')).toBe(join(userInfo().homedir, '.config', 'leasehold'))
+    } finally {
+      process.env.HOME = saved
+    }
   })
 
   test('the command refuses a delay exactly where the host would', () => {
