@@ -1,4 +1,4 @@
-import { fork } from 'node:child_process'
+import { type ChildProcess, fork } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { lineReader } from '../../src-shared/line-reader'
@@ -8,7 +8,14 @@ export interface WorkerProcess {
   readonly pid: number | null
   send(message: unknown): void
   onMessage(listener: (message: unknown) => void): void
-  onExit(listener: (code: number | null) => void): void
+  /**
+   * Called once when the process has ended — or never started: then `code` is null and
+   * `failedToStart` says why (spawn EMFILE when the host is out of descriptors, say). A spawn
+   * that fails is an exit like any other, so the pool restarts the slot and a stop waits on
+   * nothing that does not exist.
+   */
+  onExit(listener: (code: number | null, failedToStart?: Error) => void): void
+  /** Ends the process; for one that never started, nothing (its exit was already reported). */
   kill(): void
   /** Lines the worker writes to stdout/stderr. */
   onOutput(listener: (line: string) => void): void
@@ -41,24 +48,43 @@ export function workerExecArgv(): string[] {
 }
 
 /** Under plain Node: `child_process.fork` of the worker entry (through tsx when running from sources). */
-export const forkSpawner: Spawner = (env) => {
-  const child = fork(workerEntry(), [], {
-    execArgv: workerExecArgv(),
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  })
+export const forkSpawner: Spawner = (env) =>
+  childWorker(
+    fork(workerEntry(), [], {
+      execArgv: workerExecArgv(),
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    }),
+  )
+
+/**
+ * A child process as a {@link WorkerProcess}. A spawn that fails (EMFILE, ENOENT, EAGAIN) gives
+ * the child no pid and emits 'error' but never 'exit': that error is reported as its exit.
+ */
+export function childWorker(child: ChildProcess): WorkerProcess {
   const outputListeners: ((line: string) => void)[] = []
+  const exitListeners: ((code: number | null, failedToStart?: Error) => void)[] = []
+  let exited = false
+  const exit = (code: number | null, failedToStart?: Error) => {
+    if (exited) return
+    exited = true
+    for (const listener of exitListeners) listener(code, failedToStart)
+  }
   lines(child.stdout, (line) => outputListeners.forEach((l) => l(line)))
   lines(child.stderr, (line) => outputListeners.forEach((l) => l(line)))
-  child.on('error', () => {}) // a failed spawn also ends in 'exit', which the pool handles
+  child.on('error', (error) => {
+    // Other errors (a failed kill or send) come from a process that exists, and end in 'exit'.
+    if (child.pid === undefined) exit(null, error)
+  })
+  child.once('exit', (code) => exit(code))
   return {
     pid: child.pid ?? null,
     send: (message) => {
       if (child.connected) child.send(message as object)
     },
     onMessage: (listener) => child.on('message', listener),
-    onExit: (listener) => child.once('exit', (code) => listener(code)),
-    kill: () => child.kill('SIGKILL'),
+    onExit: (listener) => void exitListeners.push(listener),
+    kill: () => void (child.pid !== undefined && child.kill('SIGKILL')),
     onOutput: (listener) => outputListeners.push(listener),
   }
 }

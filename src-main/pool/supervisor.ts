@@ -147,7 +147,8 @@ export class WorkerPool {
 
     let exited: () => void = () => {}
     this.exits.set(workerId, new Promise<void>((resolve) => (exited = resolve)))
-    worker.onExit((code) => {
+    // A spawn that failed (out of descriptors, say) ends here too: the slot is restarted like any other.
+    worker.onExit((code, failedToStart) => {
       clearTimeout(readyTimer)
       gone.abort()
       if (execGroups.size > 0) {
@@ -173,7 +174,8 @@ export class WorkerPool {
       const restart = nextRestart(slot.failures, ready && Date.now() - startedAt > HEALTHY_AFTER_MS, this.options.maxRestartDelayMs ?? 30_000)
       slot.failures = restart.failures
       const delay = restart.delayMs
-      log(`leasehold: local worker ${workerId} exited (${code ?? 'signal'})${expired ? `; ${expired} lease(s) expired` : ''}; restarting in ${delay} ms`)
+      const how = failedToStart ? `could not start (${failedToStart.message})` : `exited (${code ?? 'signal'})`
+      log(`leasehold: local worker ${workerId} ${how}${expired ? `; ${expired} lease(s) expired` : ''}; restarting in ${delay} ms`)
       slot.restartTimer = setTimeout(() => {
         slot.restartTimer = null
         if (!this.stopping) this.launch(slot)
