@@ -253,9 +253,18 @@ export class WorkerRuntime {
     // The worker's process (a local worker, `leasehold worker`) keeps its heaps near what they use.
     boundHeapGrowth()
     this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
-    const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
-    this.jobTypes = ready[0]!.types
-    return { types: ready[0]!.types, problems: ready[0]!.problems }
+    try {
+      const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
+      this.jobTypes = ready[0]!.types
+      return { types: ready[0]!.types, problems: ready[0]!.problems }
+    } catch (error) {
+      // A thread that did not start (EMFILE loading its modules, say): the worker cannot run. What
+      // it started ends — the other threads, the replacement of this one, the transport — so that
+      // its process exits rather than stays up taking nothing.
+      this.stopClaiming.abort()
+      await this.end()
+      throw error
+    }
   }
 
   /**
@@ -385,6 +394,11 @@ export class WorkerRuntime {
     clearTimeout(timer)
     clearTimeout(this.watchTimer)
     if (this.droppedAfterRefusal > 0) this.options.log(`leasehold worker: ${this.droppedAfterRefusal} report(s) dropped on the way out, the host refusing this worker; their leases expire on the host`)
+    await this.end()
+  }
+
+  /** Ends the handler threads and the transport: the last step of a stop, or of a start that failed. */
+  private async end(): Promise<void> {
     await Promise.all(this.threads.map((t) => t.terminate()))
     this.options.transport.close()
   }

@@ -837,6 +837,17 @@ describe('leasehold worker', () => {
     }
   })
 
+  test('a worker whose handler threads cannot start exits 1 with the one-line error, leaving nothing running', async () => {
+    // As a thread that hits EMFILE loading its modules does: it ends on an uncaught error before it is ready.
+    const dir = tempDir()
+    const module = "setTimeout(() => { throw new Error('EMFILE: too many open files') })\nawait new Promise((resolve) => setTimeout(resolve, 500))\nexport const type = 'never'\nexport function run() {}\n"
+    writeFileSync(join(dir, 'ends-thread.mjs'), module)
+    const result = await run(['worker', '--url', host.url, '--token', host.token, '--handlers', dir])
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr).filter((line) => line.startsWith('leasehold: '))).toEqual(['leasehold: EMFILE: too many open files'])
+    expect(result.stdout).not.toContain('taking')
+  }, 20_000)
+
   test('a Redis that does not answer is said, not waited on in silence', async () => {
     const port = await freePort()
     const stderr = await workerSays(['--redis', `redis://127.0.0.1:${port}`, '--token', 'x'], 'did not answer')
