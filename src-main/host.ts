@@ -332,7 +332,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
           path: databaseFile,
           nativeBinding: options.nativeBinding,
           fallback: engine.readOnMain,
-          onDown: (error) => log(`leasehold: the read thread stopped (${error.message}); searches of the jobs run on the main thread`),
+          onDown: (error, retryMs) => log(`leasehold: the read thread stopped (${error.message}); searches of the jobs run on the main thread until it starts again (tried in ${retryMs / 1000} s, then less often)`),
+          onUp: () => log('leasehold: the read thread is back; searches of the jobs run on it again'),
         })
   undo.push(() => readThread?.stop())
   let backups: Promise<unknown> = Promise.resolve()

@@ -8,6 +8,16 @@ import { connectionName } from './connection'
  */
 export const READ_THREAD_IDLE_MS = 60_000
 
+/**
+ * How long the reads stay on the main connection after the thread failed to start or died the
+ * n-th time in a row, before a read starts it again: 1 s, 2 s, 4 s … up to a minute. A failure
+ * is often passing (EMFILE while the host is out of file descriptors), and a thread that is down
+ * for good would leave every search to stall the main thread.
+ */
+export function readThreadRetryMs(failures: number): number {
+  return Math.min(1000 * 2 ** (failures - 1), 60_000)
+}
+
 /** A read's SQL and its parameters, as the engine's reads build them. */
 export interface ThreadRead {
   sql: string
@@ -64,13 +74,18 @@ interface Pending {
  * and takes the rows.
  *
  * The thread starts with the first read and ends after {@link READ_THREAD_IDLE_MS} without one.
- * Should it fail to open the database or die, the reads in flight and every later one run on
- * the main connection (`fallback`), as they did before there was a thread, and `onDown` says so;
- * a single read it cannot make runs there too.
+ * Should it fail to start, open the database or die, the reads in flight and those until the
+ * next try ({@link readThreadRetryMs}) run on the main connection (`fallback`), as they did
+ * before there was a thread; `onDown` says so once, and `onUp` once a thread reads again. A
+ * single read it cannot make runs there too.
  */
 export class ReadThread {
   private worker: Worker | null = null
-  private down = false
+  private stopped = false
+  /** Failures to start or keep a thread since one last answered a read. */
+  private failures = 0
+  /** Until then (`now()`), reads run on the main connection. */
+  private retryAt = 0
   private nextId = 1
   private readonly pending = new Map<number, Pending>()
   private idle: ReturnType<typeof setTimeout> | null = null
@@ -82,15 +97,30 @@ export class ReadThread {
       nativeBinding?: string
       /** The same read on the main connection. */
       fallback: (read: ThreadRead) => unknown[]
-      onDown: (error: Error) => void
+      /** The thread is down, its reads on the main connection, tried again in `retryMs`: said once, at its first failure in a row. */
+      onDown: (error: Error, retryMs: number) => void
+      /** A thread that was down reads again. */
+      onUp?: () => void
       idleMs?: number
+      now?: () => number
     },
   ) {}
 
+  private now(): number {
+    return (this.options.now ?? Date.now)()
+  }
+
   /** The rows of `read`, read on the thread. */
   all<T>(read: ThreadRead): Promise<T[]> {
-    if (this.down) return Promise.resolve(this.options.fallback(read) as T[])
-    const worker = this.worker ?? this.start()
+    if (this.stopped || (this.worker === null && this.now() < this.retryAt)) return Promise.resolve(this.options.fallback(read) as T[])
+    let worker: Worker
+    try {
+      worker = this.worker ?? this.start()
+    } catch (error) {
+      // A thread that cannot even be made (EMFILE) is a failure as one that dies: this read too runs on the main connection.
+      this.failed(null, error as Error)
+      return Promise.resolve(this.options.fallback(read) as T[])
+    }
     if (this.idle) clearTimeout(this.idle)
     this.idle = null
     const id = this.nextId++
@@ -108,7 +138,7 @@ export class ReadThread {
     if (this.idle) clearTimeout(this.idle)
     const worker = this.worker
     this.worker = null
-    this.down = true
+    this.stopped = true
     this.settleOnMain()
     if (worker) await closeThread(worker)
   }
@@ -124,10 +154,14 @@ export class ReadThread {
     })
     worker.unref() // a host that stops does not wait for it
     worker.on('message', (message: { id?: number; rows?: unknown[]; error?: string; code?: string; down?: string }) => {
-      if (message.down !== undefined) return this.failed(Object.assign(new Error(message.down), { code: message.code }))
+      if (message.down !== undefined) return this.failed(worker, Object.assign(new Error(message.down), { code: message.code }))
       const pending = this.pending.get(message.id!)
       if (!pending) return
       this.pending.delete(message.id!)
+      if (this.failures > 0) {
+        this.failures = 0
+        this.options.onUp?.()
+      }
       // A read the thread could not make (SQLITE_BUSY while a host started on a full disk holds
       // the file alone, an I/O error) is made again on the main connection, whose answer (its
       // rows, or its error) is the one the route gives.
@@ -135,10 +169,8 @@ export class ReadThread {
       else this.readOnMain(pending)
       if (this.pending.size === 0 && this.worker === worker) this.idle = setTimeout(() => this.end(worker), this.options.idleMs ?? READ_THREAD_IDLE_MS).unref()
     })
-    worker.on('error', (error) => this.failed(error))
-    worker.on('exit', (code) => {
-      if (this.worker === worker) this.failed(new Error(`the read thread ended (exit code ${code})`))
-    })
+    worker.on('error', (error) => this.failed(worker, error))
+    worker.on('exit', (code) => this.failed(worker, new Error(`the read thread ended (exit code ${code})`)))
     this.worker = worker
     return worker
   }
@@ -150,13 +182,16 @@ export class ReadThread {
     void closeThread(worker)
   }
 
-  private failed(error: Error): void {
-    if (this.down) return
-    this.down = true
+  /** `worker` (null: one that could not be made) failed; whichever of its 'down', 'error' and 'exit' comes first counts. */
+  private failed(worker: Worker | null, error: Error): void {
+    if (this.stopped || (worker !== null && this.worker !== worker)) return
     // Not terminated (see closeThread): a thread that could not open has nothing to run and ends
     // by itself, and one that threw or exited has ended.
     this.worker = null
-    this.options.onDown(error)
+    this.failures += 1
+    const retryMs = readThreadRetryMs(this.failures)
+    this.retryAt = this.now() + retryMs
+    if (this.failures === 1) this.options.onDown(error, retryMs)
     this.settleOnMain()
   }
 

@@ -4,15 +4,19 @@
  * the main connection, and the thread never keeps the file open past its idle time or the host.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, expect, it } from 'vitest'
 import { connectionName } from '../../src-main/db/connection'
-import { ReadThread, type ThreadRead } from '../../src-main/db/read-thread'
+import { ReadThread, readThreadRetryMs, type ThreadRead } from '../../src-main/db/read-thread'
+import { SECOND } from '../../src-main/engine/rules/clock'
 import { mayWalkTheTable } from '../../src-main/engine/reads/list'
 import { startTestHost } from '../helpers/host'
 import { until } from '../worker/support'
 import { scratchDatabase, tempDir } from './support'
+
+/** A reference instant for the thread's clock. */
+const T0 = Date.UTC(2026, 0, 1)
 
 let dir: string
 let cleanup: () => void
@@ -75,20 +79,40 @@ it('a read the thread cannot make (the file held alone by the main connection, a
   }
 })
 
-it('a thread that cannot open the database leaves every read to the main connection, and says so once', async () => {
+it('a thread that cannot open the database leaves the reads to the main connection, says so once, and is tried again after its backoff', async () => {
   const { sqlite, onMain, fallback } = rowsToRead()
-  const downs: Error[] = []
-  const thread = new ReadThread({ path: join(dir, 'missing', 'leasehold.db'), fallback, onDown: (error) => downs.push(error) })
+  const downs: [Error, number][] = []
+  let ups = 0
+  let now = T0
+  const later = join(dir, 'later')
+  const thread = new ReadThread({ path: join(later, 'leasehold.db'), fallback, onDown: (error, retryMs) => downs.push([error, retryMs]), onUp: () => ups++, now: () => now })
   try {
     const read = { sql: 'SELECT COUNT(*) AS n FROM scratch', params: [] }
     expect(await thread.all(read)).toEqual([{ n: 3 }])
-    expect(await thread.all(read)).toEqual([{ n: 3 }])
+    expect(await thread.all(read)).toEqual([{ n: 3 }]) // before its backoff: not tried
     expect(onMain).toEqual([read, read])
+    expect(downs.map(([, retryMs]) => retryMs)).toEqual([SECOND])
+
+    now += SECOND
+    expect(await thread.all(read)).toEqual([{ n: 3 }]) // tried again, and failed again: not said again
+    expect(onMain).toHaveLength(3)
     expect(downs).toHaveLength(1)
+
+    // The cause passes (descriptors freed, say): after the next backoff, the read is the thread's.
+    mkdirSync(later)
+    scratchDatabase(later).sqlite.close()
+    now += 2 * SECOND
+    expect(await thread.all(read)).toEqual([{ n: 0 }])
+    expect(onMain).toHaveLength(3)
+    expect(ups).toBe(1)
   } finally {
     await thread.stop()
     sqlite.close()
   }
+})
+
+it('the read thread is tried again after 1 s, 2 s, 4 s … up to a minute for failures in a row', () => {
+  expect([1, 2, 3, 4, 5, 6, 7, 8].map(readThreadRetryMs)).toEqual([1, 2, 4, 8, 16, 32, 60, 60].map((s) => s * SECOND))
 })
 
 it('an idle thread ends and closes its connection, and the next read starts another; once stopped, the main connection is the last and removes the log', async () => {
