@@ -15,6 +15,7 @@ import { connectionPath, walVfsLoadFailure } from './db/connection'
 import { Checkpointer } from './db/checkpointer'
 import { isFailedSync } from './db/commit-outcome'
 import { ReadThread } from './db/read-thread'
+import { connectionLimit, openFilesLimit } from './http/connection-limit'
 import { backupDatabase } from './db/backup'
 import { checkIntegrityInBackground, integrityChecksEnded, integrityLine, type IntegrityReport } from './db/integrity'
 import { clearHostMark, DatabaseOpenError, lastHostMark, markFailedStart, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
@@ -83,6 +84,8 @@ export interface HostOptions {
   nativeBinding?: string
   /** How local workers are started: child_process.fork under Node (the default), utilityProcess under Electron. */
   spawn?: Spawner
+  /** The limit on open files the connections are held to (default: this process's, `ulimit -n`; null: none). */
+  openFiles?: number | null
 }
 
 const BUSY_INTERVAL_MS = 2_000
@@ -396,6 +399,18 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     // A request sent ahead of its turn waits for it, unread (http/in-turn.ts).
     servedInTurn(listener),
   )
+  // Connections are refused before they take the descriptors the host and its workers need (http/connection-limit.ts).
+  const openFiles = options.openFiles === undefined ? openFilesLimit() : options.openFiles
+  const maxConnections = connectionLimit(openFiles, config.workers)
+  if (maxConnections !== null) {
+    server.maxConnections = maxConnections
+    server.on('drop', () =>
+      limiter.line(
+        'connections refused',
+        `leasehold: refusing connections: ${maxConnections} are open, as many as the file descriptor limit leaves room for (ulimit -n ${openFiles}); raise it to serve more at once`,
+      ),
+    )
+  }
   // The requests that come at the rate of jobs are read straight from the socket (http/front.ts).
   const front = attachFront(server, {
     lane: http.lane,

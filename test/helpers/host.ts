@@ -29,7 +29,7 @@ export interface TestHost extends Host {
 
 export async function startTestHost(
   overrides: Partial<HostConfig> = {},
-  options: { clock?: Clock; log?: (line: string) => void; rendererDir?: string } = {},
+  options: { clock?: Clock; log?: (line: string) => void; rendererDir?: string; openFiles?: number | null } = {},
 ): Promise<TestHost> {
   const config = testConfig(overrides)
   const host = await startHost(config, { log: () => {}, ...options })
