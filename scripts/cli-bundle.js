@@ -12,8 +12,8 @@
 // its change time, which no program can set back (a copy or a checkout that keeps modification
 // times still makes new change times); a file whose status differs, or that was changed too near
 // its reading for the file system's clock to tell a later write apart (`racyWindowMs`), is
-// hashed again and compared. So a command checks ~210 files by their status (~10 ms) instead of
-// reading and hashing ~2 MB (~20–30 ms with node:crypto's load, a tenth of a `leasehold
+// hashed again and compared. So a command checks ~340 files by their status (~10 ms) instead of
+// reading and hashing ~4 MB (~20–30 ms, for 2 MB, with node:crypto's load, a tenth of a `leasehold
 // submit`), and loads node:crypto only when some file must be hashed. The hashes are of the
 // bytes esbuild itself compiled (read through the plugin below), so an edit made during a build
 // cannot pass as built.
@@ -22,7 +22,7 @@
 // `node scripts/cli-bundle.js` builds it by hand.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname, join, relative, resolve } from 'node:path'
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -40,6 +40,8 @@ export const CLI_ENTRIES = {
   worker: 'src-worker/main.ts',
   'handler-thread': 'src-worker/handler-thread.ts',
 }
+/** The packages compiled into the bundle rather than loaded from node_modules (see the plugin in buildCliBundle). */
+const BUNDLED_PACKAGES = /^(zod|zod-openapi)(\/|$)/
 const MANIFEST = 'manifest.json'
 /** Raised when the manifest's shape changes: a bundle described the old way is stale. */
 const MANIFEST_FORMAT = 2
@@ -154,10 +156,21 @@ export async function buildCliBundle({ root = PROJECT_ROOT, outDir = CLI_BUNDLE_
       format: 'esm',
       platform: 'node',
       target: 'node20',
-      packages: 'external', // every package resolves from node_modules at run time, better-sqlite3 above all
       logLevel: 'silent',
       metafile: true,
       plugins: [
+        {
+          // Every package resolves from node_modules at run time, better-sqlite3 above all, but
+          // zod (and zod-openapi, which must see the same zod): its index imports each of its
+          // ~130 locales, which every handler thread of every worker would open at once as it
+          // starts (EMFILE under `ulimit -n 256`). Bundled, only the English one is kept.
+          name: 'leasehold:external-packages',
+          setup(build) {
+            build.onResolve({ filter: /^[^./]/ }, (args) =>
+              isAbsolute(args.path) || BUNDLED_PACKAGES.test(args.path) ? undefined : { path: args.path, external: true },
+            )
+          },
+        },
         {
           name: 'leasehold:hash-inputs',
           setup(build) {

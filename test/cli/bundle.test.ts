@@ -4,7 +4,7 @@
  * the worker process it starts by their places beside it, not beside the sources.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -102,6 +102,22 @@ describe("the command bundle's start", () => {
   test("a client command loads the package of its HTTP client only: not the host (Koa, SQLite, drizzle), nor zod, nor the event stream's client (for --wait only)", () => {
     const packages = [...modulesLoadedBy(join(root, 'out', 'cli'), 'leasehold.js')].filter((name) => !name.startsWith('node:'))
     expect(packages.sort()).toEqual(['openapi-fetch'])
+  })
+
+  test('a client command loads no zod either from the chunks the bundle compiled it into (it takes ~120 ms to load)', () => {
+    const files = new Set<string>()
+    modulesLoadedBy(join(root, 'out', 'cli'), 'leasehold.js', files)
+    for (const file of files) expect(readFileSync(join(root, 'out', 'cli', file), 'utf8'), file).not.toContain('$ZodError')
+  })
+
+  test("a worker's handler threads open none of zod's ~130 locales: zod is compiled into the bundle with its English messages only", () => {
+    const dir = join(root, 'out', 'cli')
+    for (const entry of ['handler-thread.js', 'worker.js', 'leasehold-worker.js', 'leasehold.js']) {
+      expect([...modulesLoadedBy(dir, entry)].filter((name) => name.startsWith('zod')), entry).toEqual([])
+    }
+    const bundle = readdirSync(dir).filter((file) => file.endsWith('.js')).map((file) => readFileSync(join(dir, file), 'utf8')).join('\n')
+    expect(bundle).toContain('Invalid input') // en
+    expect(bundle).not.toContain('Ungültige Eingabe') // de, one of the others
   })
 
   test('a client command does not load node:crypto: its load is a few ms of the start, and the check that the bundle is fresh hashes nothing while no file changed', () => {
