@@ -97,8 +97,12 @@ function importAll(paths: string[], timeoutMs: number): Promise<unknown>[] {
   late.catch(() => {})
   // A module that calls process.exit() as it loads would end the thread, and every handler with
   // it: while the modules load, the call throws instead, and fails that module alone.
+  // Node itself calls it to end a thread on an uncaught error (a handler's timer that throws as
+  // the modules load), having set `_exiting` first: that call ends the thread, as it must —
+  // thrown, it would abort the whole process.
   const exit = process.exit
   process.exit = ((code?: number | string | null) => {
+    if ((process as { _exiting?: boolean })._exiting) return exit(code)
     throw new Error(`called process.exit(${code ?? ''}) as it loaded`)
   }) as typeof process.exit
   const modules = paths.map((path) => Promise.race([import(pathToFileURL(path).href), late]))

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { loadHandlers } from '../../src-worker/handlers'
+import { until } from '../helpers/until'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -72,4 +73,29 @@ test('a handler file that calls process.exit() as it loads is reported with the 
   expect(await handlers.get('fine')!.run({} as never)).toBe('ok')
   await new Promise((resolve) => setImmediate(resolve))
   expect(process.exit).toBe(exit) // a handler that calls it as it runs ends its thread, as workers.md says
+})
+
+test("while the modules load, Node's own call of process.exit (a thread that ends on an uncaught error) ends the thread: thrown, it would abort the process", async () => {
+  const dir = folderWith({ 'slow.mjs': "await new Promise((resolve) => setTimeout(resolve, 300)); export const type = 'slow'; export function run() { return 1 }" })
+  const exit = process.exit
+  const exits: unknown[] = []
+  const standIn = ((code?: number) => void exits.push(code)) as typeof process.exit
+  process.exit = standIn
+  try {
+    const loading = loadHandlers({ handlersDir: dir, execAllow: [] })
+    await until(() => process.exit !== standIn, 2000, 'the modules to start loading')
+    expect(() => process.exit(2)).toThrow('called process.exit(2) as it loaded') // a module's own call
+    // As Node's handler of an uncaught error in a worker thread calls it, `_exiting` set first.
+    const state = process as { _exiting?: boolean }
+    state._exiting = true
+    try {
+      process.exit(1)
+    } finally {
+      state._exiting = false
+    }
+    expect(exits).toEqual([1])
+    expect((await loading).handlers.has('slow')).toBe(true)
+  } finally {
+    process.exit = exit
+  }
 })
