@@ -5,6 +5,7 @@ import { defaultDataDir } from '../src-shared/client-target'
 import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
+import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import type { Durability } from './db/open'
 import { MIN_LEASE_WINDOW_S } from './engine/rules/engine-config'
 
@@ -119,6 +120,15 @@ const workerStreams = z
     if (bad !== undefined) context.addIssue({ code: 'custom', message: `${JSON.stringify(bad)} is not a queue name` })
   })
 
+/** An exec allow-list: absolute paths and bare names, no relative path (src-shared/exec-allow.ts says why). */
+const execAllowList = z
+  .string()
+  .transform(execAllowEntries)
+  .superRefine((entries, context) => {
+    const relative = relativeExecEntry(entries)
+    if (relative !== undefined) context.addIssue({ code: 'custom', message: EXEC_ALLOW_RULE(relative) })
+  })
+
 export const SERVE_FLAGS: Flag[] = [
   { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: z.string().min(1, 'must not be empty') },
   { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
@@ -129,7 +139,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'worker-nice', env: 'LEASEHOLD_WORKER_NICE', value: '0-19', help: 'how far the handlers of local workers, and the programs they run, yield the CPU to the host and the desktop (the OS niceness; 0 = not at all)', schema: int(0, 19), default: '10' },
   { name: 'worker-streams', env: 'LEASEHOLD_WORKER_STREAMS', value: 'QUEUES', help: 'the queues local workers take jobs from, comma-separated, in their order of preference', schema: workerStreams, default: 'default' },
   { name: 'worker-gpu', env: 'LEASEHOLD_WORKER_GPU', value: 'true|false', help: 'whether local workers have a GPU: only then do they take jobs submitted with constraints.gpu_required', schema: yesOrNo, default: 'false' },
-  { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: 'programs the exec handler of local workers may run, comma-separated', schema: z.string(), default: '' },
+  { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: "programs the exec handler of local workers may run, comma-separated: absolute paths, or bare names looked up in the worker's own PATH (never the job's)", schema: execAllowList, default: '' },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(1, 1_000_000) },
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
@@ -214,10 +224,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     workerNice: read('worker-nice') as number,
     workerStreams: read('worker-streams') as string[],
     workerGpu: read('worker-gpu') as boolean,
-    execAllow: (read('exec-allow') as string)
-      .split(',')
-      .map((p) => p.trim())
-      .filter(Boolean),
+    execAllow: read('exec-allow') as string[],
     drainGraceS: read('drain-grace-s') as number,
     totalUnits: (read('total-units') as number | undefined) ?? null,
     busy: busy ?? null,

@@ -6,6 +6,7 @@ import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
 import { checkToken, resolveClientTarget } from '../src-shared/client-target'
 import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
+import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
@@ -28,7 +29,10 @@ ${TARGET_HELP}
                        missing or not a folder is reported as a handler that did not load, and
                        so is a module that throws, exports a job type the host refuses, or has
                        not loaded within ${HANDLER_LOAD_TIMEOUT_MS / 1000} s: it is skipped, and the others run
-  --exec-allow P,Q     programs the exec handler may run (none by default)
+  --exec-allow P,Q     programs the exec handler may run (none by default): absolute paths, or
+                       bare names looked up in this worker's own PATH, never the job's; a
+                       relative path (bin/x) is refused. A job's env may not set the variables
+                       that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md)
   --worker-id ID       this worker's name [<hostname>-<pid>]
   --grace-s S          on SIGTERM or a refusal, how long running jobs may finish before they are failed as retryable [10]
   -h, --help
@@ -100,6 +104,9 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   if (!WorkerId.safeParse(workerId).success) throw new ConfigError(`--worker-id must be 1 to ${MAX_ID_CHARS} characters (got ${workerId.length})`)
   if (flags.streams !== undefined && list(flags.streams).length === 0) throw new ConfigError('--streams needs at least one queue name (leave it out for the default queue)')
   const streams = flags.streams === undefined ? ['default'] : list(flags.streams)
+  const execAllow = execAllowEntries(flags['exec-allow'] ?? '')
+  const relative = relativeExecEntry(execAllow)
+  if (relative !== undefined) throw new ConfigError(`--exec-allow ${EXEC_ALLOW_RULE(relative)}`)
   checkStreams(streams)
   const redis = redisRoute(flags, env)
   const target = redis ? redisTarget(redis.url, flags, env) : resolveClientTarget(flags, env)
@@ -124,7 +131,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     streams,
     concurrency,
     gpu: flags.gpu === true,
-    handlers: { handlersDir: flags.handlers ?? null, execAllow: list(flags['exec-allow']), execAllowSetBy: 'leasehold worker --exec-allow' },
+    handlers: { handlersDir: flags.handlers ?? null, execAllow, execAllowSetBy: 'leasehold worker --exec-allow' },
     log,
     onRefused: () => stop(1),
   })
