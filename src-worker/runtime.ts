@@ -1,4 +1,5 @@
 import { resolve } from 'node:path'
+import { printable } from '../src-shared/printable'
 import { jobOwnerId } from '../src-shared/file-owner'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { DRAIN_KILL_AFTER_MS } from '../src-shared/limits'
@@ -213,7 +214,9 @@ export class WorkerRuntime {
       if (note !== null) job.note = note
       this.queueBeat(job)
     },
-    log: (job, line) => this.options.log(`[${job.claim.job_type} ${job.claim.job_id.slice(-8)}] ${line}`),
+    // A handler's lines carry what the job's program wrote, and the job type is the submitter's:
+    // control characters are escaped, or an escape sequence would reach the operator's terminal.
+    log: (job, line) => this.options.log(printable(`[${job.claim.job_type} ${job.claim.job_id.slice(-8)}] ${line}`)),
     gate: (job, file) => this.gate(job, file),
     end: (job, outcome) => this.finish(job, outcome),
     line: (text) => this.options.log(text),

@@ -1169,3 +1169,12 @@ test('a stopping worker sends the reports of the long-poll it gives up again, wi
   expect(last.complete?.map((c) => c.job_id)).toEqual(['job-1'])
   expect(last.claim).toBeUndefined()
 })
+
+test("a handler's log lines reach the worker's log with control characters escaped: a program's escape sequence never reaches the operator's terminal", async () => {
+  const NOISY = `export default { type: 'test.noisy', run: ({ log }) => { log('\\u001b[2J\\u001b]0;owned\\u0007red\\rline'); return null } }\n`
+  const transport = new ScriptedTransport([aJobOf('noisy', 'test.noisy', {})])
+  const lines = await started(transport, { modules: { 'noisy.mjs': NOISY } })
+  await until(() => transport.completed.some((c) => c.job_id === 'noisy'), 5000, 'the job reported')
+  expect(lines).toContain('[test.noisy noisy] \\u001b[2J\\u001b]0;owned\\u0007red\\u000dline')
+  expect(lines.every((line) => !/[\u0000-\u001f\u007f-\u009f]/.test(line))).toBe(true)
+})
