@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { autoBusyRating, CpuBusyMeter } from './busy/measure'
+import { autoBusyRating, CpuBusyMeter, type MachineCpu, readCpuTimes } from './busy/measure'
 import { Dispatch } from './dispatch/dispatch'
 import { HOST_FILE, LOCK_FILE } from '../src-shared/client-target'
 import { ClockWaiters } from './dispatch/clock-waiters'
@@ -80,6 +80,8 @@ export interface HostOptions {
   rendererDir?: string
   /** Seconds since the user last touched keyboard or mouse (the desktop app's powerMonitor); counts in the auto busy rating. */
   userIdleSeconds?: () => number
+  /** The machine's CPU counters for the auto busy rating, in place of the operating system's (a test's idle machine). */
+  machineCpu?: () => MachineCpu
   /** better-sqlite3's native addon to load instead of node_modules' (the desktop app's Electron build). */
   nativeBinding?: string
   /** How local workers are started: child_process.fork under Node (the default), utilityProcess under Electron. */
@@ -267,7 +269,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       log(`leasehold: ${name} failed (${failureReason(error, config.dataDir)}); ${leaves}`)
     }
   }
-  const busyMeter = new CpuBusyMeter()
+  const machineCpu = options.machineCpu
+  const busyMeter = new CpuBusyMeter(machineCpu && (() => readCpuTimes(machineCpu)))
   const reportBusy = (): void => {
     if (engine.reportMeasuredBusy(autoBusyRating(busyMeter.sample(), options.userIdleSeconds?.() ?? null))) dispatch.capacityGrew()
   }

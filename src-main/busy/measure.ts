@@ -1,16 +1,24 @@
 import { cpus } from 'node:os'
+import { readOwnTreeCpuMs } from './own-tree'
 
-export interface CpuTimes {
+/** The machine's CPU time so far, summed over cores. */
+export interface MachineCpu {
   /** Milliseconds all cores spent idle. */
   idle: number
   /** Milliseconds all cores spent in total. */
   total: number
-  /** Milliseconds of CPU this process used (the host's own work is not the user's). */
+}
+
+export interface CpuTimes extends MachineCpu {
+  /**
+   * Milliseconds of CPU the host's process tree used: the host, its local workers and the
+   * programs they start ({@link readOwnTreeCpuMs}). The host's own work is not the user's.
+   */
   own: number
 }
 
-/** The machine's CPU time so far, summed over cores. */
-export function readCpuTimes(): CpuTimes {
+/** The machine's CPU time so far, from the operating system's per-core counters (Linux: /proc/stat). */
+export function readMachineCpu(): MachineCpu {
   let idle = 0
   let total = 0
   for (const cpu of cpus()) {
@@ -18,20 +26,27 @@ export function readCpuTimes(): CpuTimes {
     idle += t.idle
     total += t.user + t.nice + t.sys + t.idle + t.irq
   }
-  const usage = process.cpuUsage()
-  return { idle, total, own: (usage.user + usage.system) / 1000 }
+  return { idle, total }
+}
+
+/** Reads the CPU times a sample compares, the host tree's as soon as the machine's. */
+export function readCpuTimes(machine: () => MachineCpu = readMachineCpu): CpuTimes {
+  return { ...machine(), own: readOwnTreeCpuMs() }
 }
 
 /**
  * The busy rating (0–10, one decimal) from CPU use between two readings: 0 when every core
- * sat idle, 10 when none did. The host's own CPU time is left out, so the scheduler does not
- * shrink its capacity because of its own bookkeeping. Pure, so the rule is tested without a
- * machine to load.
+ * sat idle, 10 when none did. The CPU time of the host's process tree is left out, so the
+ * scheduler does not shrink its capacity because of its own work: its bookkeeping, and the jobs
+ * its local workers run. Pure, so the rule is tested without a machine to load.
  */
 export function busyFromCpu(previous: CpuTimes, current: CpuTimes): number {
   const total = current.total - previous.total
   if (total <= 0) return 0
-  const busy = total - (current.idle - previous.idle) - (current.own - previous.own)
+  // The tree's time falls when a process leaves it (a program's child outliving its parent is
+  // adopted outside the tree): that span left out nothing, it never adds to the load.
+  const own = Math.max(0, current.own - previous.own)
+  const busy = total - (current.idle - previous.idle) - own
   return Math.round(Math.min(1, Math.max(0, busy / total)) * 100) / 10
 }
 
@@ -55,12 +70,19 @@ const PROGRAM_LOADED = { times: readCpuTimes(), at: performance.now() }
 /**
  * Measures the busy rating each time `sample()` is called, from the CPU use since the last
  * call (the first, since the program loaded), smoothed ({@link smoothedRating}) so one spike
- * does not swing capacity.
+ * does not swing capacity. A meter given its own `read` (a test's stand-in for the machine)
+ * reads from its construction, not from the program's load.
  */
 export class CpuBusyMeter {
-  private last = PROGRAM_LOADED.times
-  private lastAt = PROGRAM_LOADED.at
+  private last: CpuTimes
+  private lastAt: number
   private rating: number | null = null
+
+  constructor(private readonly read: () => CpuTimes = readCpuTimes) {
+    const given = read !== readCpuTimes
+    this.last = given ? read() : PROGRAM_LOADED.times
+    this.lastAt = given ? performance.now() : PROGRAM_LOADED.at
+  }
 
   /** Milliseconds since the last sample, or since the program loaded: what the next one reads over. */
   msSinceLast(): number {
@@ -68,7 +90,7 @@ export class CpuBusyMeter {
   }
 
   sample(): number {
-    const now = readCpuTimes()
+    const now = this.read()
     const measured = busyFromCpu(this.last, now)
     this.last = now
     this.lastAt = performance.now()

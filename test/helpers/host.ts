@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { type HostConfig, parseServeArgs } from '../../src-main/config'
-import type { Clock } from '../../src-main/engine/rules/clock'
-import { type Host, startHost } from '../../src-main/host'
+import { type Host, type HostOptions, startHost } from '../../src-main/host'
 import { holdFetchToContract, holdToContract } from './contract'
 
 export function tempDir(prefix = 'leasehold-test-'): string {
@@ -29,7 +28,7 @@ export interface TestHost extends Host {
 
 export async function startTestHost(
   overrides: Partial<HostConfig> = {},
-  options: { clock?: Clock; log?: (line: string) => void; rendererDir?: string; openFiles?: number | null } = {},
+  options: Pick<HostOptions, 'clock' | 'log' | 'rendererDir' | 'machineCpu' | 'openFiles'> = {},
 ): Promise<TestHost> {
   const config = testConfig(overrides)
   const host = await startHost(config, { log: () => {}, ...options })

@@ -8,7 +8,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect } from 'vitest'
 import type { HostConfig } from '../../src-main/config'
-import type { Clock } from '../../src-main/engine/rules/clock'
+import type { HostOptions } from '../../src-main/host'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { BIN } from '../helpers/process'
 import { until } from '../helpers/until'
@@ -110,7 +110,7 @@ export function writeHandlers(dir: string, handlers: Record<string, string>): st
 }
 
 /** An in-process host whose log lines are kept (local workers' output arrives here as `[local-N.G] …`). */
-export async function startHost(overrides: Partial<HostConfig>, options: { clock?: Clock } = {}): Promise<TestHost & { lines: string[] }> {
+export async function startHost(overrides: Partial<HostConfig>, options: Pick<HostOptions, 'clock' | 'machineCpu'> = {}): Promise<TestHost & { lines: string[] }> {
   const lines: string[] = []
   const host = await startTestHost({ drainGraceS: 1, ...overrides }, { ...options, log: (line) => lines.push(line) })
   const kept = Object.assign(host, { lines })
