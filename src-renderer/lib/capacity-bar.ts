@@ -33,10 +33,9 @@ export function capacityBar(c: Capacity): CapacityBar {
   }
 }
 
-/** `8 (manual)` / `3.4 (auto)`: the rating as the host measured or was told it, one decimal. */
+/** `8 (manual)` / `3.4 (auto)` / `9.95 (manual)`: the rating as the host measured or was told it, as stored. */
 export function busyLabel(c: Capacity): string {
-  const rating = Number.isInteger(c.busy_rating) ? String(c.busy_rating) : c.busy_rating.toFixed(1)
-  return `${rating} (${c.busy_mode})`
+  return `${c.busy_rating} (${c.busy_mode})`
 }
 
 /** The usable units a busy rating would leave: `floor(total × (10 − busy) / 10)` (docs/capacity.md). */

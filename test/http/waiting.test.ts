@@ -87,6 +87,17 @@ describe('waiting_reason on the reads', () => {
   })
 })
 
+describe('a busy rating is shown as stored', () => {
+  test('a rating set to 9.95 reads 9.95 in the capacity, in a denial and in a waiting reason, not 10', async () => {
+    await start()
+    expect((await put('/api/capacity', { busy_rating: 9.95 })).status).toBe(200)
+    expect(await body(await host.call('/api/capacity'))).toMatchObject({ busy_rating: 9.95, usable: 0 })
+    const job = await submit(host, { cost_units: 1 })
+    expect((await body(await post(host, `${PULL}/request`, { worker_id: 'p1' }))).reason).toBe('No capacity (busy=9.95, usable=0, leased=0)')
+    expect((await jobView(job.job_id)).waiting_reason).toBe('first in line; needs 1 units; none available (busy rating 9.95 leaves 0 of 100 units, 0 leased)')
+  })
+})
+
 describe('the workers of the pull and queue APIs, as their requests filter', () => {
   test('a job of an add-on or a size that every worker asking rules out says so; the line is walked as their filters walk it, and the job said first is the one they take next', async () => {
     await start()

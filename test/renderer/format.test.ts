@@ -68,9 +68,10 @@ describe('capacity arithmetic on the bar', () => {
   test('zero total units draws an empty bar', () => {
     expect(capacityBar(capacity(0, 0, 0))).toMatchObject({ inUse: 0, free: 0, reserved: 0, over: 0 })
   })
-  test('the busy label keeps one decimal of a measured rating', () => {
+  test('the busy label shows the rating as stored: a measured one has one decimal, a manual one the decimals it was set with', () => {
     expect(busyLabel({ ...capacity(100, 8, 0), busy_mode: 'manual' })).toBe('8 (manual)')
-    expect(busyLabel({ ...capacity(100, 0, 0), busy_rating: 3.456, busy_mode: 'auto' })).toBe('3.5 (auto)')
+    expect(busyLabel({ ...capacity(100, 0, 0), busy_rating: 3.4, busy_mode: 'auto' })).toBe('3.4 (auto)')
+    expect(busyLabel({ ...capacity(100, 9.95, 0), busy_mode: 'manual' })).toBe('9.95 (manual)') // as stored, not 9.9 or 10
   })
 })
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { aJob, setup } from '../helpers/engine'
-import { capacityDenial, capacityFigures, formatRating, usableUnits } from '../../src-main/engine/rules/capacity'
+import { capacityDenial, capacityFigures, usableUnits } from '../../src-main/engine/rules/capacity'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { expectEngineError, leaseOrFail, openFileEngine, tempDir } from './support'
 import { join } from 'node:path'
@@ -46,7 +46,7 @@ describe('capacity arithmetic', () => {
     expect(capacityDenial(capacityFigures(50, 8, 'manual', 10), 1)).toBe('No capacity (busy=8, usable=10, leased=10)')
     expect(capacityDenial(capacityFigures(70, 0, 'manual', 60), 30)).toBe('Capacity exceeded: used=60, requested=30, capacity=70')
     expect(capacityDenial(capacityFigures(70, 0, 'manual', 60), 10)).toBeNull()
-    expect(formatRating(7.25)).toBe('7.3')
+    expect(capacityDenial(capacityFigures(100, 9.95, 'manual', 0), 1)).toBe('No capacity (busy=9.95, usable=0, leased=0)') // the rating as stored, not rounded to 10
   })
 })
 

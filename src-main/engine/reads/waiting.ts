@@ -1,5 +1,5 @@
 import type { BlockerRow, FileContentionRow, JobRow } from '../../db/schema'
-import { type CapacityFigures, formatRating } from '../rules/capacity'
+import type { CapacityFigures } from '../rules/capacity'
 import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
 import { eligibleJobs, holdsActiveLease } from './pick'
@@ -158,7 +158,7 @@ export function readSituation(ctx: EngineContext, capacity: CapacityStore, worke
 function capacityShortfall(cost: number, c: CapacityFigures): string {
   const detail =
     c.usable < c.total_units
-      ? `busy rating ${formatRating(c.busy_rating)} leaves ${c.usable} of ${c.total_units} units, ${c.leased} leased`
+      ? `busy rating ${c.busy_rating} leaves ${c.usable} of ${c.total_units} units, ${c.leased} leased`
       : `${c.leased} of ${c.total_units} units leased`
   return `needs ${cost} units; ${c.available > 0 ? c.available : 'none'} available (${detail})`
 }

@@ -45,15 +45,10 @@ export function capacityFigures(
  */
 export function capacityDenial(c: CapacityFigures, cost: number): string | null {
   if (c.available <= 0) {
-    return `No capacity (busy=${formatRating(c.busy_rating)}, usable=${c.usable}, leased=${c.leased})`
+    return `No capacity (busy=${c.busy_rating}, usable=${c.usable}, leased=${c.leased})`
   }
   if (cost > c.available) {
     return `Capacity exceeded: used=${c.leased}, requested=${cost}, capacity=${c.usable}`
   }
   return null
-}
-
-/** A rating as people write it: 8, 7.5 (at most one decimal). */
-export function formatRating(rating: number): string {
-  return String(Math.round(rating * 10) / 10)
 }
