@@ -1,4 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
+import { open, stat } from 'node:fs/promises'
 
 /**
  * A file of the data dir that is not a regular file: a FIFO, a socket, a device, a directory.
@@ -70,5 +71,36 @@ export function readRegularFile(path: string): string {
     return readFileSync(fd, 'utf8')
   } finally {
     closeSync(fd)
+  }
+}
+
+/**
+ * Writes `data` to the file at `path` (a symbolic link followed) as writeFile does, or appends it
+ * as appendFile does, creating a file that is not there; refused with {@link NotRegularFileError}
+ * when the file there is not a regular file. A plain open of a FIFO for writing waits for a
+ * reader, with no end and no signal that stops it: it holds one of libuv's few file-system
+ * threads, and a handful of them stop every later file operation of the process. So the file is
+ * opened without blocking (a FIFO with no reader, or a socket, fails at once with ENXIO, a FIFO
+ * with one opens) and looked at before a byte is written or it is cut short. Throws as writeFile
+ * does otherwise (ENOENT, EACCES, ENOSPC…).
+ */
+export async function writeRegularFile(path: string, data: string | Uint8Array, append: boolean): Promise<void> {
+  const flags = constants.O_WRONLY | constants.O_CREAT | (append ? constants.O_APPEND : 0) | (constants.O_NONBLOCK ?? 0)
+  let handle
+  try {
+    handle = await open(path, flags, 0o666)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw error
+    const kind = kindOf(await stat(path).catch(() => Promise.reject(error)))
+    throw kind === null ? error : new NotRegularFileError(path, kind)
+  }
+  try {
+    const kind = kindOf(await handle.stat())
+    if (kind !== null) throw new NotRegularFileError(path, kind)
+    // Cut only once it is known to be a regular file (O_TRUNC at the opening would cut a device's).
+    if (!append) await handle.truncate(0)
+    await handle.writeFile(data)
+  } finally {
+    await handle.close()
   }
 }

@@ -3,10 +3,11 @@
  * (or blocks) for a long time cannot starve the heartbeats. Several jobs may run in one thread at
  * once (handlers are async); each has its own AbortSignal.
  */
-import { appendFile, rename, rm, writeFile } from 'node:fs/promises'
+import { rename, rm } from 'node:fs/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import { attemptErrorOf } from './attempt-error'
-import { gatePath } from './gate-path'
+import { NotRegularFileError, writeRegularFile } from '../src-shared/regular-file'
+import { GateRefusal, gatePath, shownPath } from './gate-path'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { failureOf, progressOf, resultOf } from './handler-output'
 import { type HandlerOptions, loadHandlers } from './handlers'
@@ -139,11 +140,11 @@ function filesOf(run: number): GatedFiles {
   return {
     async writeFile(path, data) {
       await gate(run, await gatePath(path, true))
-      await writeFile(path, data)
+      await writeRegular(path, data, false)
     },
     async appendFile(path, data) {
       await gate(run, await gatePath(path, true))
-      await appendFile(path, data)
+      await writeRegular(path, data, true)
     },
     async rm(path, options) {
       await gate(run, await gatePath(path, false))
@@ -154,6 +155,21 @@ function filesOf(run: number): GatedFiles {
       await gate(run, await gatePath(to, false))
       await rename(from, to)
     },
+  }
+}
+
+/**
+ * A write of `files.*`: to a regular file only. A FIFO, a socket or a device is refused at once,
+ * not retryable (the next attempt finds the same file): a FIFO's opening would wait for a reader
+ * beyond any cancel, holding a thread every later file write of the process needs
+ * (regular-file.ts).
+ */
+async function writeRegular(path: string, data: string | Uint8Array, append: boolean): Promise<void> {
+  try {
+    await writeRegularFile(path, data, append)
+  } catch (error) {
+    if (!(error instanceof NotRegularFileError)) throw error
+    throw new GateRefusal(error.code, `${shownPath(path)} is not written: ${error.message}, and files.* writes only regular files`)
   }
 }
 

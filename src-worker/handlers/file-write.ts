@@ -1,3 +1,5 @@
+import { isAbsolute } from 'node:path'
+import { shownPath } from '../gate-path'
 import { type Handler, JobError } from '../handler-api'
 
 /**
@@ -8,13 +10,24 @@ import { type Handler, JobError } from '../handler-api'
  */
 const LASTING = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'ELOOP'])
 
-/** `file.write {path, content, mode: write|append}`: writes through the file-lease gate. */
+/**
+ * `file.write {path, content, mode: write|append}`: writes through the file-lease gate, to a
+ * regular file only (the gated `files` API refuses a FIFO, a socket or a device). The path is
+ * absolute: a relative one would land in whatever folder the worker was started from, which the
+ * submitter neither chose nor sees, so it is refused as the payload's fault, not retried.
+ */
 export const fileWrite: Handler = {
   type: 'file.write',
   async run({ payload, files }) {
     const { path, content, mode = 'write' } = (payload ?? {}) as { path?: unknown; content?: unknown; mode?: unknown }
     if (typeof path !== 'string' || typeof content !== 'string' || (mode !== 'write' && mode !== 'append')) {
       throw new JobError('file.write: payload must be {path: string, content: string, mode?: "write"|"append"}', {
+        code: 'invalid_payload',
+        retryable: false,
+      })
+    }
+    if (!isAbsolute(path)) {
+      throw new JobError(`file.write: path must be absolute, not "${shownPath(path)}" (a relative path would be taken from the worker's working folder)`, {
         code: 'invalid_payload',
         retryable: false,
       })

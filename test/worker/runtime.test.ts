@@ -2,9 +2,10 @@
  * The worker runtime against a scripted transport (real handler threads, no host): what it does
  * with answers that arrive late.
  */
-import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { constants, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, createServer as createNetServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
@@ -707,22 +708,86 @@ test('a file write passes the gate through the runtime: granted, it is written; 
   expect(transport.failed).toEqual([])
 })
 
-test('file.write fails without a retry where a retry would meet the same refusal (a folder that is not there), and is retried where it may mend (a full disk)', async () => {
+test('file.write fails without a retry where a retry would meet the same refusal (a folder that is not there), and is retried where it may mend (a busy file)', async () => {
   const dir = aTempDir()
   const missing = join(dir, 'no-such-folder', 'out.txt')
-  // Linux's /dev/full refuses every write with ENOSPC, as a full disk does.
-  const transport = new ScriptedTransport(
-    [aJobOf('missing', 'file.write', { path: missing, content: 'x' }), aJobOf('full', 'file.write', { path: '/dev/full', content: 'x' })],
-    undefined,
-    () => ({ granted: true }),
-  )
+  // A program that is running cannot be written (ETXTBSY) until it exits: a busy file.
+  const busy = join(dir, 'busy-program')
+  copyFileSync('/bin/sleep', busy)
+  const running = spawn(busy, ['30'], { stdio: 'ignore' })
+  try {
+    await new Promise((resolve) => running.once('spawn', resolve))
+    const transport = new ScriptedTransport(
+      [aJobOf('missing', 'file.write', { path: missing, content: 'x' }), aJobOf('busy', 'file.write', { path: busy, content: 'x' })],
+      undefined,
+      () => ({ granted: true }),
+    )
+    await started(transport)
+    await until(() => transport.failed.length === 2, 5000, 'both failures reported')
+    const failure = (id: string) => transport.failed.find((f) => f.job_id === id)!.error
+    expect(failure('missing')).toMatchObject({ code: 'ENOENT', retryable: false })
+    expect(failure('missing').message).toContain(missing)
+    expect(failure('busy')).toMatchObject({ code: 'ETXTBSY', retryable: true })
+    expect(existsSync(missing)).toBe(false)
+  } finally {
+    running.kill('SIGKILL')
+  }
+})
+
+test('files.* writes regular files only: a FIFO, a socket or a device fails its job at once (ENOTREGULAR, not retried), and the worker\'s later file writes are not held up', async () => {
+  const dir = aTempDir()
+  const fifos = Array.from({ length: 10 }, (_, i) => join(dir, `ff${i + 1}`))
+  for (const fifo of [...fifos, join(dir, 'ff-handler')]) execFileSync('mkfifo', [fifo])
+  const socket = join(dir, 'sock')
+  const server = createNetServer().listen(socket)
+  await new Promise((resolve) => server.once('listening', resolve))
+  const normal = join(dir, 'normal.txt')
+  try {
+    const transport = new ScriptedTransport(
+      [
+        ...fifos.map((path, i) => aJobOf(`fifo-${i + 1}`, 'file.write', { path, content: 'x' })),
+        aJobOf('fifo-append', 'file.write', { path: fifos[0], content: 'x', mode: 'append' }),
+        aJobOf('fifo-handler', 'test.write', { path: join(dir, 'ff-handler') }),
+        aJobOf('socket', 'file.write', { path: socket, content: 'x' }),
+        aJobOf('device', 'file.write', { path: '/dev/full', content: 'x' }),
+      ],
+      undefined,
+      () => ({ granted: true }),
+    )
+    await started(transport, { concurrency: 14, modules: { 'write.mjs': WRITE } })
+    await until(() => transport.failed.length === 14, 10_000, 'every refusal reported')
+    for (const { job_id, error } of transport.failed) {
+      expect(error, job_id).toMatchObject({ code: 'ENOTREGULAR', retryable: false })
+    }
+    const failure = (id: string) => transport.failed.find((f) => f.job_id === id)!.error
+    expect(failure('fifo-1').message).toContain(`${fifos[0]} is not written: it is a FIFO, not a regular file`)
+    expect(failure('socket').message).toContain('it is a socket')
+    expect(failure('device').message).toContain('/dev/full is not written: it is a character device')
+
+    // No thread of the worker is left waiting on a FIFO: a plain write after them is done at once.
+    transport.offer([aJobOf('normal', 'file.write', { path: normal, content: 'fine' })])
+    await until(() => transport.completed.some((c) => c.job_id === 'normal'), 5000, 'the normal write done')
+    expect(readFileSync(normal, 'utf8')).toBe('fine')
+  } finally {
+    server.close()
+    // Whatever an old build left waiting on a FIFO gets its reader, so the test run can end.
+    for (const fifo of fifos) openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK)
+  }
+})
+
+test('file.write refuses a relative path as invalid_payload, not retried, and writes nothing into the worker\'s working folder', async () => {
+  const name = `leasehold-relative-${process.pid}.txt`
+  const asked: string[] = []
+  const transport = new ScriptedTransport([aJobOf('relative', 'file.write', { path: name, content: 'x' })], undefined, (file) => {
+    asked.push(file)
+    return { granted: true }
+  })
   await started(transport)
-  await until(() => transport.failed.length === 2, 5000, 'both failures reported')
-  const failure = (id: string) => transport.failed.find((f) => f.job_id === id)!.error
-  expect(failure('missing')).toMatchObject({ code: 'ENOENT', retryable: false })
-  expect(failure('missing').message).toContain(missing)
-  expect(failure('full')).toMatchObject({ code: 'ENOSPC', retryable: true })
-  expect(existsSync(missing)).toBe(false)
+  await until(() => transport.failed.length === 1, 5000, 'the refusal reported')
+  expect(transport.failed[0]!.error).toMatchObject({ code: 'invalid_payload', retryable: false })
+  expect(transport.failed[0]!.error.message).toContain('path must be absolute')
+  expect(asked).toEqual([])
+  expect(existsSync(join(process.cwd(), name))).toBe(false)
 })
 
 test('a path the gate refuses as such fails its attempt at once, not retryable, with a code and a message naming the path: too long to key, a folder not valid UTF-8, one the host refuses', async () => {
