@@ -8,6 +8,7 @@ import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClose
 import { limitRetryLines } from '../src-shared/log-limiter'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
+import { isLocalWorkerId, localWorkerIdRefused } from '../src-shared/local-worker-id'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -33,7 +34,8 @@ ${TARGET_HELP}
                        bare names looked up in this worker's own PATH, never the job's; a
                        relative path (bin/x) is refused. A job's env may not set the variables
                        that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md)
-  --worker-id ID       this worker's name [<hostname>-<pid>]
+  --worker-id ID       this worker's name [<hostname>-<pid>]; not local-<slot>.<generation>,
+                       the names the host's own local workers have
   --grace-s S          on SIGTERM or a refusal, how long running jobs may finish before they are failed as retryable [10]
   -h, --help
 
@@ -102,6 +104,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   if (!WorkerId.safeParse(workerId).success) throw new ConfigError(`--worker-id must be 1 to ${MAX_ID_CHARS} characters (got ${workerId.length})`)
+  if (isLocalWorkerId(workerId)) throw new ConfigError(`--worker-id: ${localWorkerIdRefused(workerId)}`)
   if (flags.streams !== undefined && list(flags.streams).length === 0) throw new ConfigError('--streams needs at least one queue name (leave it out for the default queue)')
   const streams = flags.streams === undefined ? ['default'] : list(flags.streams)
   const execAllow = execAllowEntries(flags['exec-allow'] ?? '')

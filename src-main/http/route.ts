@@ -15,6 +15,7 @@ import type { WorkerDirectory } from '../worker-roster/directory'
 import { clientGone, earlyReply, FaultyJson, readJson } from './body'
 import { validate } from './errors'
 import { HttpError } from './http-error'
+import { isLocalWorkerId, localWorkerIdRefused } from '../../src-shared/local-worker-id'
 import type { EventStreams, StreamTickets } from './events-stream'
 import type { RedisHealth } from './views/system'
 
@@ -276,6 +277,9 @@ export function invoke(
   call: RouteCall<unknown>,
 ): unknown {
   const run = route.run as (input: RouteInput<unknown, unknown, unknown>, deps: RouteDeps, call: RouteCall<unknown>) => unknown
+  // Whatever the dialect, a body naming its worker cannot name one of the host's own (local-worker-id.ts).
+  const named = (input.body as { worker_id?: unknown } | null | undefined)?.worker_id
+  if (typeof named === 'string' && isLocalWorkerId(named)) throw new HttpError('worker_mismatch', localWorkerIdRefused(named))
   if (route.refusal === undefined) return route.grouped ? deps.engine.run(() => run(input, deps, call)) : run(input, deps, call)
   const refusal = route.refusal
   try {

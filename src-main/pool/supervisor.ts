@@ -6,6 +6,7 @@ import type { WorkerDirectory } from '../worker-roster/directory'
 import { answerWorkerRequest, type IpcHostDeps } from './ipc-host'
 import type { Spawner, WorkerProcess } from './spawn'
 import { ThreadLinks } from './thread-links'
+import { localWorkerId } from '../../src-shared/local-worker-id'
 
 export interface PoolOptions extends IpcHostDeps {
   size: number
@@ -80,7 +81,7 @@ export class WorkerPool {
   private launch(slot: Slot): void {
     const { directory, log } = this.options
     slot.generation += 1
-    const workerId = `local-${slot.index + 1}.${slot.generation}`
+    const workerId = localWorkerId(slot.index, slot.generation)
     try {
       // Remembered before it can hold a lease: should the host die, the next start expires its leases at once.
       this.options.engine.recordLocalWorker(workerId)

@@ -112,6 +112,7 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a worker’s concurrency that is not a number', ['worker', '--concurrency', 'abc'], '--concurrency must be a whole number from 1 to 256 (got "abc")'],
     ['a worker’s negative grace', ['worker', '--grace-s', '-1'], '--grace-s must be a whole number from 0 to 3600 (got "-1")'],
     ['a worker id the host would refuse', ['worker', '--worker-id', 'w'.repeat(201)], '--worker-id must be 1 to 200 characters (got 201)'],
+    ['a worker id reserved to the host’s local workers', ['worker', '--worker-id', 'local-2.1'], "--worker-id: Worker id local-2.1 is reserved to the host's own local workers (local-<slot>.<generation>): give this worker another id"],
     ['more queues than a claim may name', ['worker', '--streams', Array.from({ length: 51 }, (_, i) => `q${i}`).join(',')], '--streams names at most 50 queues (got 51)'],
     ['a queue name the host would refuse', ['worker', '--streams', `a,${'q'.repeat(201)}`], `--streams: "${'q'.repeat(40)}…" is not a queue name: Too big: expected string to have <=200 characters`],
     ['a worker’s queue named as a dot segment', ['worker', '--streams', 'a,.'], '--streams: "." is not a queue name: cannot be "." or ".." (a URL path drops such a segment)'],

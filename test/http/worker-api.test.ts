@@ -262,6 +262,30 @@ describe('POST /internal/worker/claim', () => {
   })
 })
 
+describe('local worker ids are reserved', () => {
+  test('a request over HTTP naming a local worker id (local-<slot>.<generation>) is 403 worker_mismatch on every dialect: it claims nothing and is not listed', async () => {
+    await start()
+    const job = await submit(host)
+    const id = 'local-2.1'
+    const requests: [string, Record<string, unknown>][] = [
+      [`${WORKER}/claim`, { worker_id: id, streams: ['default'], max_wait_ms: 0 }],
+      [`${WORKER}/batch`, { worker_id: id, claim: { streams: ['default'], max_jobs: 1 } }],
+      [`${WORKER}/heartbeat`, { worker_id: id, job_id: job.job_id, lease_token: 'x' }],
+      [`${WORKER}/report`, { worker_id: id, kind: 'handler_load_failed', detail: 'forged' }],
+      [`${PULL}/request`, { worker_id: id }],
+      [`${QUEUE}/jobs/claim`, { worker_id: id }],
+    ]
+    for (const [path, request] of requests) {
+      const error = await expectError(await post(host, path, request), 403, 'worker_mismatch')
+      expect(error.detail, path).toContain('reserved to the host\'s own local workers')
+    }
+    const { workers } = (await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }
+    expect(workers).toEqual([])
+    // Ids that only look alike are any worker's own.
+    expect(await claimNow('local-2', [job.queue])).toMatchObject({ claimed: true, job_id: job.job_id })
+  })
+})
+
 describe('long-poll claims', () => {
   test('a waiting claim (max_wait_ms 10000) is answered by the submit that gives it work', async () => {
     await start()

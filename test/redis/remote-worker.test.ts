@@ -453,6 +453,16 @@ describe('remote workers over Redis only', () => {
     expect(await listed()).toEqual([expect.objectContaining({ worker_id: 'real', kind: 'redis' })])
   })
 
+  test('a request over Redis naming a local worker id (local-<slot>.<generation>) is refused 403 worker_mismatch, with any token: it claims nothing and lists no worker', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    const forged = await exchangeAs('local-2.1', host.token, 9, 'exchange', { worker_id: 'local-2.1', claim: { streams: ['default'], max_jobs: 1 } })
+    expect(forged).toMatchObject({ id: 9, error: { status: 403, code: 'worker_mismatch' } })
+    expect(forged.error!.detail).toContain("reserved to the host's own local workers")
+    expect(host.engine.getJob(job.id).state).toBe('QUEUED')
+    expect(((await (await host.call('/api/workers')).json()) as { workers: unknown[] }).workers).toEqual([])
+  })
+
   test('a request whose body is no request (an unknown method, not JSON) is answered 400 invalid_request naming what is wrong, under the id its entry names', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const unknown = await exchangeAs('w1', host.token, 6, 'nosuchmethod', {})
