@@ -14,6 +14,12 @@ import { CLI_ENTRIES, freshCliBundle } from '../scripts/cli-bundle.js'
 
 const argv = process.argv.slice(2)
 const entry = argv[0] === 'worker' || (argv[0] === 'help' && argv[1] === 'worker') ? 'leasehold-worker' : 'leasehold'
+// The arguments may hold a secret (`--token`, a URL's `#token=`, a Redis URL's password), and on
+// Linux every local user reads them in /proc/<pid>/cmdline for as long as the process runs. They
+// are read by now (process.argv is Node's copy), so the title is written over them: libuv writes
+// it into the memory the kernel shows, and zeroes the rest. What is left is the command's name.
+// (Not on Windows, where the title is the console window's.)
+if (process.platform !== 'win32') process.title = argv[0] && /^[a-z-]+$/.test(argv[0]) ? `leasehold ${argv[0]}` : 'leasehold'
 
 /** The command line from the TypeScript sources, compiled by tsx as they load. */
 async function fromSources() {

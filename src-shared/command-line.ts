@@ -41,7 +41,7 @@ export const TARGET_HELP = `  --url URL            the host (env LEASEHOLD_URL; 
                        the dashboard's link serve prints will do: its #token= is the token; a
                        path only as a proxy's prefix (not /api: the command adds that)
   --token TOKEN        the API token (env LEASEHOLD_TOKEN; default: the URL's #token=, else
-                       <data-dir>/token)
+                       <data-dir>/token); prefer the env: a shell's history keeps a command line
   --data-dir PATH      where to find a local host's URL and token (env LEASEHOLD_DATA_DIR)`
 
 /** {@link TARGET_HELP} for the commands that wait for each answer of the host (all but worker). */

@@ -83,6 +83,32 @@ describe('leasehold serve', () => {
     expect(!existsSync(wal) || statSync(wal).size === 0).toBe(true)
   })
 
+  test.skipIf(process.platform !== 'linux')('a token given on the command line is not left in /proc/<pid>/cmdline: serve --token and worker --token show only the command', async () => {
+    const token = `cmdline-${'t'.repeat(40)}`
+    const serve = await startServe(['--data-dir', dataDir(), '--port', '0', '--token', token])
+    const worker = spawn(process.execPath, [BIN, 'worker', '--url', serve.url, '--token', token, '--worker-id', 'cmdline-w'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    try {
+      // The worker says it takes jobs once it has read its arguments and reached the host.
+      let out = ''
+      await new Promise<void>((resolve, reject) => {
+        worker.stdout!.on('data', (chunk: Buffer) => {
+          out += chunk.toString()
+          if (out.includes('cmdline-w taking')) resolve()
+        })
+        worker.once('exit', (code) => reject(new Error(`worker exited with ${code}`)))
+      })
+      for (const [pid, command] of [[serve.child.pid!, 'leasehold serve'], [worker.pid!, 'leasehold worker']] as const) {
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+        expect(cmdline).not.toContain(token)
+        expect(cmdline.replace(/\0+$/, '')).toBe(command)
+      }
+    } finally {
+      worker.kill('SIGKILL')
+      serve.child.kill('SIGTERM')
+      await serve.exited
+    }
+  })
+
   test('SIGTERM the instant the listening line appears still stops cleanly: the handlers are in before the line', async () => {
     const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir(), '--port', '0', '--workers', '0'], { stdio: ['ignore', 'pipe', 'pipe'] })
     let stderr = ''
