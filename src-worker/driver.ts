@@ -84,6 +84,13 @@ export class Driver {
   /** Run numbers of the jobs this thread claims: negative, apart from those the runtime gives. */
   private nextRun = -1
   private readonly runs = new Map<number, OwnRun>()
+  /**
+   * The table entries of the jobs whose end this thread reports, by attempt: each is held
+   * (job-table.ts, REPORTING) until the host has answered its report, so that should the thread
+   * die first — a handler's stray rejection ends it just after the handler returned — the
+   * runtime ends the job as `thread_exited` instead of its lease expiring unreported.
+   */
+  private readonly reportEntries = new Map<string, number>()
   private readonly runTimes: RunTimes
   private pauseUntil = 0
   /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
@@ -183,6 +190,7 @@ export class Driver {
     for (const a of completed) if (!a.ok) this.line(refusedReportLine(a, 'completion'))
     for (const a of failed) if (!a.ok) this.line(refusedReportLine(a, 'failure'))
     this.outbox.fail.push(...failuresOfRefusedCompletions(sent.reports.complete, completed))
+    this.settled(sent.reports)
     // Jobs granted to a claim given up on are not run: the host expires their leases (it saw the
     // request abandoned, or sees the worker exit).
     if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)
@@ -209,9 +217,13 @@ export class Driver {
     }
     if (this.draining) {
       if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: ${exchangeFailure(error)}; ${reports} report(s) dropped on the way out`)
+      if (!sent.abandoned) this.settled(sent.reports)
     } else if (refusesReports(error)) {
-      // Sent again at once, smaller (report-budget.ts).
-      if (!sent.abandoned) this.putBack(this.reportBudget.afterRefused(sent.reports, error, (line) => this.line(line)))
+      // Sent again at once, smaller (report-budget.ts); one dropped is settled.
+      if (!sent.abandoned) {
+        this.putBack(this.reportBudget.afterRefused(sent.reports, error, (line) => this.line(line)))
+        this.settled(sent.reports)
+      }
     } else {
       this.line(`leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`)
       this.pauseUntil = Date.now() + 1000
@@ -265,6 +277,7 @@ export class Driver {
     if (!this.table.release(own.entry)) return false
     const { job_id, attempt_id, lease_token } = own.claim
     const latest = progress?.fraction != null || progress?.note != null ? { progress: progress.fraction, note: progress.note } : {}
+    this.reportEntries.set(attempt_id, own.entry)
     if (outcome.ok) this.outbox.complete.push({ job_id, attempt_id, lease_token, result: outcome.result, ...latest })
     else this.outbox.fail.push({ job_id, attempt_id, lease_token, error: outcome.error })
     this.pump()
@@ -329,6 +342,22 @@ export class Driver {
     this.inFlight.clear()
     this.deps.tell({ type: 'unlinked', ...this.outbox })
     this.outbox = noReports()
+    for (const entry of this.reportEntries.values()) this.table.reported(entry) // the runtime reports them now
+    this.reportEntries.clear()
+  }
+
+  /**
+   * The host has answered (or will never be asked again about) the reports `sent`: the entries of
+   * those that are not to go again are free.
+   */
+  private settled(sent: Reports): void {
+    const again = new Set([...this.outbox.complete, ...this.outbox.fail].map((r) => r.attempt_id))
+    for (const { attempt_id } of [...sent.complete, ...sent.fail]) {
+      const entry = this.reportEntries.get(attempt_id)
+      if (entry === undefined || again.has(attempt_id)) continue
+      this.reportEntries.delete(attempt_id)
+      this.table.reported(entry)
+    }
   }
 
   private putBack(reports: Reports): void {

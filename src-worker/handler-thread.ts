@@ -23,6 +23,8 @@ const port = parentPort!
 let driver: Driver | null = null
 /** The runtime has said to begin claiming (it may say so before the thread can drive). */
 let begun = false
+/** The runtime has said to drain, or that the host refuses the worker: said before the thread could drive, it is told the driver once there is one. */
+let told: 'drain' | 'refused' | null = null
 /** How long a batch may wait while a handler keeps the thread busy (see MessageBatch). */
 const MAX_BATCH_AGE_MS = 20
 /**
@@ -267,8 +269,11 @@ function receive(message: ToThread): void {
     begun = true
     driver?.pump()
   }
-  else if (message.type === 'drain') driver?.drain()
-  else if (message.type === 'refused') driver?.refused()
+  else if (message.type === 'drain' || message.type === 'refused') {
+    if (told !== 'refused') told = message.type
+    if (message.type === 'drain') driver?.drain()
+    else driver?.refused()
+  }
 }
 
 port.on('message', (messages: ToThread[]) => {
@@ -321,4 +326,6 @@ function yieldCpu(): void {
 // Ready once it can drive (or cannot): a driving thread claims once the runtime says to begin.
 driver = address ? await drive({ ...address, jobTypes: [...handlers.keys()] }) : null
 send({ type: 'ready', types: [...handlers.keys()], problems, driving: driver !== null })
-if (begun) driver?.pump()
+if (told === 'drain') driver?.drain()
+else if (told === 'refused') driver?.refused()
+else if (begun) driver?.pump()

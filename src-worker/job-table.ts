@@ -10,10 +10,13 @@ import type { Claim } from './transport'
  * (docs/workers.md, "The driving thread"). A job so ends either where it started, unseen by the
  * runtime, or — once taken over, or handed over by the thread — through the runtime, never both.
  *
- * Each entry is in one of three states, and which side may move it is fixed:
+ * Each entry is in one of four states, and which side may move it is fixed:
  * - FREE: the thread may take it for a job it claimed;
- * - THREAD: the thread runs the job and reports its end itself (→ FREE), unless the runtime
+ * - THREAD: the thread runs the job and reports its end itself (→ REPORTING), unless the runtime
  *   takes it over first (→ RUNTIME) — one compare-and-swap each, so exactly one of them wins;
+ * - REPORTING: the job has ended and the thread's report of it has not been answered by the host
+ *   yet (→ FREE once it is). The runtime leaves it, unless the thread has exited: its report went
+ *   with it, and the runtime takes the job over (→ RUNTIME) to end it as `thread_exited`;
  * - RUNTIME: the runtime heartbeats the job and reports its end, and frees the entry (→ FREE).
  * An entry being written is BUSY, which the runtime passes over.
  */
@@ -22,6 +25,7 @@ const FREE = 0
 const THREAD = 1
 const RUNTIME = 2
 const BUSY = 3
+const REPORTING = 4
 
 /** How much of a claim (all of it but its payload) an entry holds; a longer one goes to the runtime by message. */
 export const ENTRY_BYTES = 1024
@@ -75,10 +79,17 @@ export class JobTable {
     return HEADER + FIELDS * entry
   }
 
-  /** The entries free now (the thread's side: what it may claim). */
+  /**
+   * The entries the thread may claim for: those free now, and those whose end it is reporting
+   * (freed when the host answers that report, before the jobs granted with the answer are taken:
+   * a report and a claim that go together so fit).
+   */
   freeCount(): number {
     let free = 0
-    for (let entry = 0; entry < this.size; entry++) if (Atomics.load(this.ints, this.state(entry)) === FREE) free++
+    for (let entry = 0; entry < this.size; entry++) {
+      const state = Atomics.load(this.ints, this.state(entry))
+      if (state === FREE || state === REPORTING) free++
+    }
     return free
   }
 
@@ -112,9 +123,14 @@ export class JobTable {
     return { entry: -1, kept: false, look: false }
   }
 
-  /** The thread's side: its job has ended. True if the thread is to report it (the entry is FREE again); false if the runtime took it over. */
+  /** The thread's side: its job has ended. True if the thread is to report it (the entry is REPORTING until {@link reported}); false if the runtime took it over. */
   release(entry: number): boolean {
-    return Atomics.compareExchange(this.ints, this.state(entry), THREAD, FREE) === THREAD
+    return Atomics.compareExchange(this.ints, this.state(entry), THREAD, REPORTING) === THREAD
+  }
+
+  /** The thread's side: the host has answered the report of the job of `entry`, or the report went to the runtime: the entry is FREE. */
+  reported(entry: number): void {
+    Atomics.compareExchange(this.ints, this.state(entry), REPORTING, FREE)
   }
 
   /** The thread's side: gives the job of `entry` to the runtime (to be told by message); false if the runtime already took it. */
@@ -139,14 +155,16 @@ export class JobTable {
 
   /**
    * The runtime's side: takes over every job the thread `owner` (or any thread, without one)
-   * still answers for, and reads what it needs of each.
+   * still answers for, and reads what it needs of each. `exited`: that thread has exited, and
+   * the jobs whose end it was reporting are taken too (their reports went with it).
    */
-  takeOver(owner?: number): TakenJob[] {
+  takeOver(owner?: number, exited = false): TakenJob[] {
     const taken: TakenJob[] = []
     for (let entry = 0; entry < this.size; entry++) {
       const at = this.state(entry)
-      if (Atomics.load(this.ints, at) !== THREAD || (owner !== undefined && this.ints[at + 1] !== owner)) continue
-      if (Atomics.compareExchange(this.ints, at, THREAD, RUNTIME) !== THREAD) continue // it ended just now: the thread reports it
+      const state = Atomics.load(this.ints, at)
+      if ((state !== THREAD && !(exited && state === REPORTING)) || (owner !== undefined && this.ints[at + 1] !== owner)) continue
+      if (Atomics.compareExchange(this.ints, at, state, RUNTIME) !== state) continue // it ended just now: the thread reports it
       taken.push(this.read(entry))
     }
     return taken

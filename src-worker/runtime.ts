@@ -352,7 +352,7 @@ export class WorkerRuntime {
     const owner = this.drivers.get(thread)
     if (owner === undefined) return
     this.drivers.delete(thread)
-    this.adopt(thread, this.table!.takeOver(owner))
+    this.adopt(thread, this.table!.takeOver(owner, exited))
     if (!exited) this.claimsHere = true
     this.pump()
   }

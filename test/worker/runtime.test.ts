@@ -592,6 +592,22 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
     }
   })
 
+  test('a job whose handler returned as its stray rejection ends the driving thread ends as thread_exited naming the error, not at its lease’s expiry', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    const slow = { heartbeat_interval_seconds: 60 } // the runtime does not look before the thread exits
+    try {
+      await started(transport, { concurrency: 2, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'flip.mjs': FLIP } })
+      await teachShort(transport, 'test.flip', { rej: false }, slow)
+      transport.offer([aJobOf('flip', 'test.flip', { rej: true }, slow)])
+      await until(() => transport.failed.length === 1, 5000, 'the job reported')
+      expect(transport.failed).toEqual([{ job_id: 'flip', error: expect.objectContaining({ code: 'thread_exited', message: expect.stringContaining('flip unhandled'), retryable: true }) }])
+      expect(transport.completed.map((c) => c.job_id)).not.toContain('flip')
+    } finally {
+      close()
+    }
+  })
+
   test('a stopping worker’s driving thread claims nothing more; its own jobs finish and are reported before the worker ends', async () => {
     const transport = new ScriptedTransport([])
     const { drive, close } = await transport.driveOver(kind)
@@ -913,6 +929,18 @@ test('a thread ended by an uncaught error says which error, in the failed jobs a
     error: { code: 'thread_exited', message: expect.stringContaining('stray rejection from test.stray'), stack: expect.stringContaining('stray rejection') },
   })
   expect(lines.some((l) => l.includes('a handler thread ended on an uncaught error') && l.includes('stray rejection from test.stray'))).toBe(true)
+})
+
+/** Returns at once, leaving a rejection no one awaits when `payload.rej`. */
+const FLIP = `export default { type: 'test.flip', async run({ payload }) { if (payload.rej) { Promise.reject(new Error('flip unhandled')); return 'x' } return null } }
+`
+
+test('a job whose handler returned as its stray rejection ends the thread ends as thread_exited naming the error', async () => {
+  const transport = new ScriptedTransport([aJobOf('flip', 'test.flip', { rej: true })])
+  await started(transport, { modules: { 'flip.mjs': FLIP } })
+  await until(() => transport.failed.length === 1, 5000, 'the job ended')
+  expect(transport.failed[0]).toMatchObject({ job_id: 'flip', error: { code: 'thread_exited', message: expect.stringContaining('flip unhandled'), retryable: true } })
+  expect(transport.completed).toEqual([])
 })
 
 test('a host that does not answer the gate, or answers that it is stopping, is asked again every second: the job gets its file when it answers, and loses no attempt', async () => {
