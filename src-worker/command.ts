@@ -137,15 +137,18 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     handlers: { handlersDir: flags.handlers ?? null, execAllow, execAllowSetBy: 'leasehold worker --exec-allow' },
     log,
     onRefused: () => stop(1),
+    onProblem: (problem) => void reportProblem(problem),
   })
-  const { types, problems } = await runtime.start()
-  const missing = missingHandlersDir(flags.handlers)
-  for (const problem of missing ? [missing, ...problems] : problems) {
+  /** A handler module that did not load, or whose threads die as it loads (the runtime's onProblem): logged, and reported to the host. */
+  async function reportProblem(problem: { file: string; error: string }): Promise<void> {
     log(`leasehold worker: handler ${problem.file} did not load: ${problem.error}`)
     const reporter = await openTransport(route, workerId)
     await reporter.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
     reporter.close()
   }
+  const { types, problems } = await runtime.start()
+  const missing = missingHandlersDir(flags.handlers)
+  for (const problem of missing ? [missing, ...problems] : problems) await reportProblem(problem)
   // The signal handlers go in before the "taking" line: whoever reads that line may stop the
   // worker at once, and a SIGTERM with no handler yet would kill it without its drain.
   process.once('SIGTERM', () => stop(0))

@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads'
 import type { JobInfo } from './handler-api'
 import type { HandlerOptions } from './handlers'
 import type { DriveAddress } from './driver'
+import type { ThreadDeath } from './thread-crashes'
 import { type FromThread, MessageBatch, type ToThread } from './thread-protocol'
 import { type AttemptError, type Claim, type ExchangeRequest, HostError } from './transport'
 
@@ -19,8 +20,8 @@ export interface RunListener<R> {
   end(run: R, outcome: RunOutcome): void
   /** A line for the worker's log, as it is. */
   line(text: string): void
-  /** The thread has exited (after its runs have ended). */
-  exited?(thread: HandlerThread<R>): void
+  /** The thread has exited (after its runs have ended); `death` says how (it names the uncaught error that ended it, unsaid until now). */
+  exited?(thread: HandlerThread<R>, death: ThreadDeath): void
   /** A driving thread's messages about the jobs it claims (driver.ts). */
   adopt?(thread: HandlerThread<R>, entries: number[]): void
   handOver?(thread: HandlerThread<R>, entry: number, claim: Claim): void
@@ -67,6 +68,12 @@ export class HandlerThread<R> {
   private exitCode: number | null = null
   /** The uncaught error that ended the thread, if one did. */
   private exitCause: Error | null = null
+  /** The exit came from an uncaught error in the thread (not a message that could not be read, nor a terminate). */
+  private uncaught = false
+  /** When its handlers had loaded (performance.now()), once they have. */
+  private readyAt: number | null = null
+  /** It has run or taken over a job. */
+  private ranJobs = false
   /** The thread claims, runs and reports its own jobs straight to the host (driver.ts). */
   driving = false
 
@@ -88,6 +95,7 @@ export class HandlerThread<R> {
           if (message.type !== 'ready') this.route(message)
           else {
             this.isReady = true
+            this.readyAt = performance.now()
             this.driving = message.driving
             resolve(message)
           }
@@ -103,9 +111,10 @@ export class HandlerThread<R> {
         listener.line(`leasehold worker: ${this.exitCause.message}`)
         void this.worker.terminate()
       })
+      // Said by the listener with the exit (`exited`), which holds back the lines of threads that die again and again.
       this.worker.once('error', (error) => {
         this.exitCause = error instanceof Error ? error : new Error(String(error))
-        listener.line(`leasehold worker: a handler thread ended on an uncaught error: ${this.exitCause.stack ?? this.exitCause.message}`)
+        this.uncaught = true
         reject(error)
       })
       this.worker.once('exit', (code) => {
@@ -114,7 +123,8 @@ export class HandlerThread<R> {
         const ended = [...this.runs.values()]
         this.runs.clear()
         for (const run of ended) listener.end(run, exited(code, this.exitCause))
-        listener.exited?.(this) // the jobs it claimed and still reported itself end now as thread_exited, not at their leases' expiry
+        const death = { cause: this.uncaught ? this.exitCause : null, ranJobs: this.ranJobs, readyForMs: this.readyAt === null ? null : performance.now() - this.readyAt }
+        listener.exited?.(this, death) // the jobs it claimed and still reported itself end now as thread_exited, not at their leases' expiry
       })
     })
     this.ready.catch(() => {}) // observed by whoever awaits whenReady()
@@ -122,6 +132,11 @@ export class HandlerThread<R> {
 
   whenReady() {
     return this.ready
+  }
+
+  /** The thread has exited: a job placed on it would end at once. */
+  get exited(): boolean {
+    return this.exitCode !== null
   }
 
   /** Jobs running in this thread now. */
@@ -183,6 +198,7 @@ export class HandlerThread<R> {
    */
   start(job: JobInfo, payload: unknown, run: R): number {
     const number = this.nextRun++
+    this.ranJobs = true
     const exitCode = this.exitCode
     if (exitCode !== null) {
       queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause)))
@@ -205,6 +221,7 @@ export class HandlerThread<R> {
    * that has exited, the run ends at once.
    */
   adopt(number: number, run: R): void {
+    this.ranJobs = true
     const exitCode = this.exitCode
     if (exitCode !== null) queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause)))
     else this.runs.set(number, run)

@@ -45,6 +45,7 @@ const runtime = new WorkerRuntime({
   // A host that refuses this process (none should: nothing revokes a local worker's link) sees it
   // exit, and its pool starts another.
   onRefused: () => void runtime.stop(0).then(() => process.exit(1)),
+  onProblem: (problem) => void reportProblem(problem),
 })
 
 // The host is told of each exec program's process group, to end those this worker leaves
@@ -61,10 +62,13 @@ process.on('disconnect', () => {
   void execGroups.endAll().finally(() => process.exit(1))
 })
 
-const { types, problems } = await runtime.start()
-for (const problem of problems) {
+/** A handler module that did not load, or whose threads die as it loads (the runtime's onProblem): logged, and reported to the host. */
+async function reportProblem(problem: { file: string; error: string }): Promise<void> {
   console.error(`leasehold worker ${workerId}: handler ${problem.file} did not load: ${problem.error}`)
   await transport.report({ worker_id: workerId, kind: 'handler_load_failed', detail: `${problem.file}: ${problem.error}` }).catch(() => {})
 }
+
+const { types, problems } = await runtime.start()
+for (const problem of problems) await reportProblem(problem)
 channel.send({ type: 'ready', worker_id: workerId, types })
 runtime.begin()

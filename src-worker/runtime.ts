@@ -7,6 +7,7 @@ import { GateRefusal, shownPath } from './gate-path'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import type { HandlerOptions } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
+import { diedBeforeWork, moduleAtFault, nextThreadRestart, type ThreadDeath } from './thread-crashes'
 import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
@@ -45,6 +46,13 @@ export interface RuntimeOptions {
    * worker has logged why and stopped claiming; the caller stops it.
    */
   onRefused?: (error: HostError) => void
+  /**
+   * A handler module found at fault once the threads run (thread-crashes.ts): its threads die on
+   * its uncaught error as soon as it has loaded. To be logged and reported as a module that did
+   * not load (the next threads skip it), as {@link WorkerRuntime.start}'s problems are; one found
+   * before start resolves is among those instead.
+   */
+  onProblem?: (problem: { file: string; error: string }) => void
 }
 
 /** Why a running job was told to stop. */
@@ -74,6 +82,13 @@ export const SHUTDOWN_ABORT_GRACE_MS = DRAIN_KILL_AFTER_MS - 2_000
 
 /** The default number of handler threads: enough for handlers that compute, few enough to stay cheap. */
 const MAX_DEFAULT_THREADS = 4
+/**
+ * Threads a slot starts before the worker's start fails. A module at fault is skipped after the
+ * one death that names it (thread-crashes.ts); deaths nothing explains (EMFILE loading the
+ * modules, say) that last through this many replacements, ~1.5 s of backoff, end the start: the
+ * worker exits 1 rather than stays up taking nothing.
+ */
+const START_ATTEMPTS = 5
 
 /** A heartbeat every interval, ±10 %, so many workers do not beat in step. */
 export function jitter(intervalMs: number, random = Math.random): number {
@@ -205,6 +220,17 @@ export class WorkerRuntime {
   private watched = { takes: 0, since: performance.now() }
   /** The watch looks only every half the shortest heartbeat interval (see {@link watchMaySlow}). */
   private watchSlow = false
+  /** Handler threads that died in a row before running a job (thread-crashes.ts), and the timers of their replacements. */
+  private deathsBeforeWork = 0
+  private readonly restartTimers = new Set<NodeJS.Timeout>()
+  /** Handler modules found at fault so (absolute paths): the threads started from now on skip them. */
+  private readonly skipped = new Set<string>()
+  /** Modules found at fault before {@link start} resolved: among its problems; null once it has. */
+  private startProblems: { file: string; error: string }[] | null = []
+  /** How many jobs the table had had taken when each driving thread started: one that took any ran jobs. */
+  private readonly takesAtStart = new Map<HandlerThread<Running>, number>()
+  /** Called when a thread takes the place of one that exited (see {@link readyThread}). */
+  private readonly onReplaced = new Set<() => void>()
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -220,7 +246,7 @@ export class WorkerRuntime {
     gate: (job, file) => this.gate(job, file),
     end: (job, outcome) => this.finish(job, outcome),
     line: (text) => this.options.log(text),
-    exited: (thread) => this.threadExited(thread),
+    exited: (thread, death) => this.threadExited(thread, death),
     adopt: (thread, entries) => this.adopt(thread, entries.map((entry) => this.table!.read(entry))),
     handOver: (_thread, entry, claim) => this.startJobs([{ claim, thread: this.threads[this.leastLoaded()]!, entry }]),
     unlinked: (thread, reports) => {
@@ -257,16 +283,34 @@ export class WorkerRuntime {
     boundHeapGrowth()
     this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
     try {
-      const ready = await Promise.all(this.threads.map((t) => t.whenReady()))
+      const ready = await Promise.all(this.threads.map((_, index) => this.readyThread(index)))
       this.jobTypes = ready[0]!.types
-      return { types: ready[0]!.types, problems: ready[0]!.problems }
+      const problems = [...ready[0]!.problems, ...this.startProblems!]
+      this.startProblems = null
+      return { types: ready[0]!.types, problems }
     } catch (error) {
-      // A thread that did not start (EMFILE loading its modules, say): the worker cannot run. What
-      // it started ends — the other threads, the replacement of this one, the transport — so that
-      // its process exits rather than stays up taking nothing.
+      // Threads that kept ending before they were ready (EMFILE loading their modules, say): the
+      // worker cannot run. What it started ends — the other threads, the replacements, the
+      // transport — so that its process exits rather than stays up taking nothing.
       this.stopClaiming.abort()
       await this.end()
       throw error
+    }
+  }
+
+  /**
+   * The thread at `index` once it is ready: one that dies first is waited for in its replacement
+   * (see {@link threadExited}), up to {@link START_ATTEMPTS} threads in all; then the start fails.
+   */
+  private async readyThread(index: number): Promise<Awaited<ReturnType<HandlerThread<Running>['whenReady']>>> {
+    for (let attempt = 1; ; attempt++) {
+      const thread = this.threads[index]!
+      try {
+        return await thread.whenReady()
+      } catch (error) {
+        if (this.stopClaiming.signal.aborted || attempt >= START_ATTEMPTS) throw error
+        if (this.threads[index] === thread) await new Promise<void>((resolve) => this.onReplaced.add(resolve))
+      }
     }
   }
 
@@ -276,17 +320,30 @@ export class WorkerRuntime {
    * nothing and watches that thread's jobs through the table.
    */
   private newThread(index: number): HandlerThread<Running> {
-    const { drive: route, workerId, streams, gpu, claimWaitMs, handlers } = this.options
+    const handlers = { ...this.options.handlers, skip: [...this.skipped] }
+    const { drive: route, workerId, streams, gpu, claimWaitMs } = this.options
     const drives = index === 0 && route !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
-    if (!drives) return new HandlerThread(handlers, this.listener)
+    if (!drives) return this.typesOf(new HandlerThread(handlers, this.listener))
     const owner = ++this.lastOwner
     const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, gpu, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
     const thread = new HandlerThread(handlers, this.listener, { route, thread: index, ...drive })
     this.drivers.set(thread, owner)
+    this.takesAtStart.set(thread, this.table.takes())
     if (this.begun) thread.post({ type: 'begin' })
     void thread.whenReady().then(
       ({ driving }) => (driving ? this.watch() : this.driverGone(thread, false)),
       () => {}, // it exited: see driverGone
+    )
+    return this.typesOf(thread)
+  }
+
+  /** The job types the runtime claims are those of the newest thread (one that skips a module at fault runs fewer). */
+  private typesOf(thread: HandlerThread<Running>): HandlerThread<Running> {
+    thread.whenReady().then(
+      ({ types }) => {
+        if (this.jobTypes !== undefined) this.jobTypes = types
+      },
+      () => {},
     )
     return thread
   }
@@ -336,11 +393,50 @@ export class WorkerRuntime {
    * later placed there would end at once, and a dead thread, running nothing, is the one the
    * runtime finds least loaded.
    */
-  private threadExited(thread: HandlerThread<Running>): void {
+  private threadExited(thread: HandlerThread<Running>, death: ThreadDeath): void {
+    const takes = this.takesAtStart.get(thread)
+    this.takesAtStart.delete(thread)
+    const ranJobs = death.ranJobs || (takes !== undefined && this.table!.takes() > takes)
     this.driverGone(thread, true)
     const index = this.threads.indexOf(thread)
-    if (index >= 0 && !this.stopClaiming.signal.aborted) this.threads[index] = this.newThread(index)
+    const stopping = this.stopClaiming.signal.aborted
+    const early = diedBeforeWork({ ...death, ranJobs })
+    const module = early && death.cause ? moduleAtFault(death.cause, this.options.handlers.handlersDir) : null
+    if (module !== null && !this.skipped.has(module)) this.blame(module, death.cause!)
+    // The next thread skips a module at fault, and so need not wait; otherwise the deaths in a
+    // row before any job wait longer and longer (thread-crashes.ts).
+    const restart = early && module === null ? nextThreadRestart(this.deathsBeforeWork) : { failures: 0, delayMs: 0 }
+    this.deathsBeforeWork = early ? restart.failures : 0
+    if (death.cause) {
+      const again = restart.failures > 1 ? `; ${restart.failures} threads in a row died so before running a job, the next starts in ${restart.delayMs} ms` : ''
+      this.options.log(`leasehold worker: a handler thread ended on an uncaught error: ${death.cause.stack ?? death.cause.message}${again}`)
+    }
+    if (index < 0 || stopping) return this.pump()
+    const replace = () => {
+      if (this.stopClaiming.signal.aborted || this.threads[index] !== thread) return
+      this.threads[index] = this.newThread(index)
+      for (const replaced of this.onReplaced) replaced()
+      this.onReplaced.clear()
+      this.pump()
+    }
+    if (restart.delayMs === 0) return replace()
+    const timer = setTimeout(() => {
+      this.restartTimers.delete(timer)
+      replace()
+    }, restart.delayMs)
+    this.restartTimers.add(timer)
     this.pump()
+  }
+
+  /**
+   * A handler module whose uncaught error ended a thread just after it loaded: reported once as a
+   * module that did not load, and skipped by the threads started from now on.
+   */
+  private blame(module: string, cause: Error): void {
+    this.skipped.add(module)
+    const problem = { file: module, error: `threw as it loaded, ending its thread (skipped from now on): ${cause.message.split('\n')[0]}` }
+    if (this.startProblems) this.startProblems.push(problem)
+    else this.options.onProblem?.(problem)
   }
 
   /**
@@ -395,6 +491,7 @@ export class WorkerRuntime {
     }, graceMs)
     await drained
     clearTimeout(timer)
+    for (const restart of this.restartTimers) clearTimeout(restart)
     clearTimeout(this.watchTimer)
     if (this.droppedAfterRefusal > 0) this.options.log(`leasehold worker: ${this.droppedAfterRefusal} report(s) dropped on the way out, the host refusing this worker; their leases expire on the host`)
     await this.end()
@@ -430,7 +527,9 @@ export class WorkerRuntime {
   }
 
   private get free(): number {
-    return this.stopClaiming.signal.aborted || !this.claimsHere ? 0 : this.options.concurrency - this.running.size - this.reserved
+    // No thread alive (each waits for its replacement, thread-crashes.ts): a job claimed now would end at once.
+    if (this.stopClaiming.signal.aborted || !this.claimsHere || this.threads.every((thread) => thread.exited)) return 0
+    return this.options.concurrency - this.running.size - this.reserved
   }
 
   private get hasReports(): boolean {
@@ -600,7 +699,7 @@ export class WorkerRuntime {
     const threads = this.threads
     const placed = placeBatch(
       claims.map((claim) => claim.job_type),
-      threads.map((thread) => thread.load),
+      threads.map((thread) => (thread.exited ? Number.POSITIVE_INFINITY : thread.load)), // one waiting for its replacement
       (type) => this.runTimes.isShort(type),
     )
     this.startJobs(claims.map((claim, i) => ({ claim, thread: threads[placed[i]!]!, entry: -1 })))
@@ -608,7 +707,7 @@ export class WorkerRuntime {
 
   /** The least-loaded thread that does not drive, for a job a driving thread gave the runtime (any, when there is one thread). */
   private leastLoaded(): number {
-    const loads = this.threads.map((thread) => (this.drivers.has(thread) && this.threads.length > 1 ? Number.POSITIVE_INFINITY : thread.load))
+    const loads = this.threads.map((thread) => ((this.drivers.has(thread) && this.threads.length > 1) || thread.exited ? Number.POSITIVE_INFINITY : thread.load))
     return loads.indexOf(Math.min(...loads))
   }
 

@@ -1,5 +1,6 @@
 import { safeParseFast } from '../../src-shared/fast-parse'
 import { DRAIN_KILL_AFTER_MS } from '../../src-shared/limits'
+import { nextRestart } from '../../src-shared/restart-backoff'
 import { FromWorker, type IpcResponse } from '../../src-shared/ipc-protocol'
 import { endGroups, type ProcessGroup } from '../../src-shared/process-groups'
 import type { WorkerDirectory } from '../worker-roster/directory'
@@ -24,15 +25,6 @@ export interface PoolOptions extends IpcHostDeps {
 /** A worker that stayed up this long is healthy again: its next restart starts the backoff over. */
 const HEALTHY_AFTER_MS = 60_000
 
-/**
- * A slot's restart after its worker exited: the failures in a row counted with this one, and the
- * delay before it starts again — 1 s, 2 s, 4 s … up to `maxMs`; a worker that stayed up
- * ({@link HEALTHY_AFTER_MS}) starts the series over, at 1 s.
- */
-export function nextRestart(failures: number, stayedUp: boolean, maxMs: number): { failures: number; delayMs: number } {
-  const counted = stayedUp ? 1 : failures + 1
-  return { failures: counted, delayMs: Math.min(1000 * 2 ** (counted - 1), maxMs) }
-}
 
 interface Slot {
   index: number

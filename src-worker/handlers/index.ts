@@ -32,6 +32,8 @@ export interface HandlerOptions {
   maxReportBytes?: number
   /** How long the handler modules may take to load (HANDLER_LOAD_TIMEOUT_MS unless given). */
   loadTimeoutMs?: number
+  /** Handler modules (absolute paths) not to load: their uncaught errors ended threads as they loaded (thread-crashes.ts). */
+  skip?: readonly string[]
 }
 
 export interface LoadedHandlers {
@@ -52,8 +54,9 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
   let files: string[] = []
   if (options.handlersDir) {
     try {
+      const skip = new Set(options.skip)
       files = readdirSync(options.handlersDir)
-        .filter((f) => f.endsWith('.mjs'))
+        .filter((f) => f.endsWith('.mjs') && !skip.has(resolve(options.handlersDir!, f)))
         .sort()
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') problems.push({ file: options.handlersDir, error: (error as Error).message })
@@ -97,19 +100,24 @@ function importAll(paths: string[], timeoutMs: number): Promise<unknown>[] {
   late.catch(() => {})
   // A module that calls process.exit() as it loads would end the thread, and every handler with
   // it: while the modules load, the call throws instead, and fails that module alone.
-  // Node itself calls it to end a thread on an uncaught error (a handler's timer that throws as
-  // the modules load), having set `_exiting` first: that call ends the thread, as it must —
-  // thrown, it would abort the whole process.
+  // An error nothing catches meanwhile (a module's timer that throws) ends the thread through
+  // process.exit, Node having set `_exiting` first: that call is Node's own, not the module's, and
+  // ends the thread, as it must — thrown, it would abort the whole process.
   const exit = process.exit
+  const restore = () => {
+    process.exit = exit
+  }
   process.exit = ((code?: number | string | null) => {
     if ((process as { _exiting?: boolean })._exiting) return exit(code)
     throw new Error(`called process.exit(${code ?? ''}) as it loaded`)
   }) as typeof process.exit
+  process.on('uncaughtExceptionMonitor', restore)
   const modules = paths.map((path) => Promise.race([import(pathToFileURL(path).href), late]))
   for (const module of modules) module.catch(() => {})
   void Promise.allSettled(modules).then(() => {
     clearTimeout(timer)
-    process.exit = exit
+    restore()
+    process.off('uncaughtExceptionMonitor', restore)
   })
   return modules
 }

@@ -839,9 +839,10 @@ describe('leasehold worker', () => {
   })
 
   test('a worker whose handler threads cannot start exits 1 with the one-line error, leaving nothing running', async () => {
-    // As a thread that hits EMFILE loading its modules does: it ends on an uncaught error before it is ready.
+    // As a thread that hits EMFILE loading its modules does: it ends on an uncaught error before
+    // it is ready, one that names no handler module (which would be skipped), in every replacement.
     const dir = tempDir()
-    const module = "setTimeout(() => { throw new Error('EMFILE: too many open files') })\nawait new Promise((resolve) => setTimeout(resolve, 500))\nexport const type = 'never'\nexport function run() {}\n"
+    const module = "const error = new Error('EMFILE: too many open files')\nerror.stack = error.message\nsetTimeout(() => { throw error })\nawait new Promise((resolve) => setTimeout(resolve, 500))\nexport const type = 'never'\nexport function run() {}\n"
     writeFileSync(join(dir, 'ends-thread.mjs'), module)
     const result = await run(['worker', '--url', host.url, '--token', host.token, '--handlers', dir])
     expect(result.status).toBe(1)

@@ -3,7 +3,7 @@
  * in a row; one that stayed up a minute starts the series over, at 1 s (docs/workers.md).
  */
 import { expect, test } from 'vitest'
-import { nextRestart } from '../../src-main/pool/supervisor'
+import { nextRestart } from '../../src-shared/restart-backoff'
 
 test('failures in a row wait 1 s, 2 s, 4 s … up to the cap', () => {
   let failures = 0

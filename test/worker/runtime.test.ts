@@ -369,19 +369,22 @@ async function afterALaterJob(transport: ScriptedTransport): Promise<void> {
 }
 
 /** A runtime on `transport` with the built-in handlers and user handler `modules` (file name → source). */
-async function started(transport: WorkerTransport, options: Partial<Omit<RuntimeOptions, 'handlers'>> & { modules?: Record<string, string> } = {}) {
+async function started(transport: WorkerTransport, options: Partial<Omit<RuntimeOptions, 'handlers'>> & { modules?: Record<string, string>; loadTimeoutMs?: number } = {}) {
   const lines: string[] = []
-  const { modules, ...rest } = options
+  const { modules, loadTimeoutMs, ...rest } = options
   runtime = new WorkerRuntime({
     transport,
     workerId: 'w',
     streams: ['default'],
     concurrency: 1,
     log: (l) => lines.push(l),
+    // A module that did not load, as a line of its own: `problem <file>: <error>`.
+    onProblem: (problem) => lines.push(`problem ${problem.file}: ${problem.error}`),
     ...rest,
-    handlers: { handlersDir: modules ? writeHandlers(aTempDir(), modules) : null, execAllow: [] },
+    handlers: { handlersDir: modules ? writeHandlers(aTempDir(), modules) : null, execAllow: [], ...(loadTimeoutMs ? { loadTimeoutMs } : {}) },
   })
-  await runtime.start()
+  const { problems } = await runtime.start()
+  for (const problem of problems) lines.push(`problem ${problem.file}: ${problem.error}`)
   runtime.begin()
   return lines
 }
@@ -941,6 +944,42 @@ test('a job whose handler returned as its stray rejection ends the thread ends a
   await until(() => transport.failed.length === 1, 5000, 'the job ended')
   expect(transport.failed[0]).toMatchObject({ job_id: 'flip', error: { code: 'thread_exited', message: expect.stringContaining('flip unhandled'), retryable: true } })
   expect(transport.completed).toEqual([])
+})
+
+/** Its timer throws just after it has loaded: every thread that loads it dies. */
+const LATE = `setTimeout(() => { throw new Error('late') }, 100)
+export default { type: 'test.late', run: () => null }
+`
+
+test('a module whose timer throws just after it loads is reported once as a handler that did not load, and skipped: its threads are replaced once, and the other types run', async () => {
+  const transport = new ScriptedTransport([])
+  const lines = await started(transport, { concurrency: 2, threads: 2, modules: { 'exits.mjs': EXITS, 'late.mjs': LATE } })
+  await until(() => lines.some((l) => l.startsWith('problem ')), 5000, 'the module reported')
+  expect(lines.filter((l) => l.startsWith('problem '))).toEqual([expect.stringMatching(/^problem .*late\.mjs: threw as it loaded, ending its thread \(skipped from now on\): late$/)])
+  transport.offer([aJobOf('after', 'test.exits', { exit: false })])
+  await until(() => transport.completed.length === 1, 5000, 'the job of the other type ran')
+  expect(transport.failed).toEqual([])
+  // One death per thread first started, none after: the threads since skip the module.
+  expect(lines.filter((l) => l.includes('ended on an uncaught error')).length).toBeLessThanOrEqual(2)
+  expect(transport.requests.at(-1)?.claim?.job_types).not.toContain('test.late')
+})
+
+test('a thread killed by an uncaught error as its modules still load names that error, not a process.exit() the module did not call', async () => {
+  const transport = new ScriptedTransport([])
+  const lines = await started(transport, { loadTimeoutMs: 1000, modules: { 'late.mjs': LATE, 'never.mjs': 'await new Promise(() => {})\nexport default { type: "test.never", run: () => null }\n' } })
+  await until(() => lines.some((l) => l.includes('late.mjs')), 5000, 'the module reported')
+  expect(lines.filter((l) => l.includes('process.exit'))).toEqual([])
+  expect(lines.some((l) => l.includes('ended on an uncaught error: Error: late'))).toBe(true)
+})
+
+test('threads that die again and again before running a job, of an error that names no module, are replaced after a growing delay, and the log says so', async () => {
+  const transport = new ScriptedTransport([])
+  const lines = await started(transport, { modules: { 'boom.mjs': `setTimeout(() => { throw 'boom' }, 20)\nexport default { type: 'test.boom', run: () => null }\n` } })
+  await until(() => lines.filter((l) => l.includes('ended on an uncaught error')).length >= 4, 10_000, 'four deaths')
+  const deaths = lines.filter((l) => l.includes('ended on an uncaught error'))
+  expect(deaths[1]).toContain('2 threads in a row died so before running a job, the next starts in 200 ms')
+  expect(deaths[2]).toContain('3 threads in a row died so before running a job, the next starts in 400 ms')
+  expect(lines.filter((l) => l.startsWith('problem '))).toEqual([])
 })
 
 test('a host that does not answer the gate, or answers that it is stopping, is asked again every second: the job gets its file when it answers, and loses no attempt', async () => {
