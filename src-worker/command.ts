@@ -30,7 +30,7 @@ ${TARGET_HELP}
                        missing or not a folder is reported as a handler that did not load, and
                        so is a module that throws, exports a job type the host refuses, or has
                        not loaded within ${HANDLER_LOAD_TIMEOUT_MS / 1000} s: it is skipped, and the others run
-  --exec-allow P,Q     programs the exec handler may run (none by default): absolute paths, or
+  --exec-allow P,Q     programs the exec handler may run (none by default: no exec jobs are taken): absolute paths, or
                        bare names looked up in this worker's own PATH, never the job's; a
                        relative path (bin/x) is refused. A job's env may not set the variables
                        that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md)

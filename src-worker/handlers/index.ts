@@ -45,11 +45,14 @@ export interface LoadedHandlers {
 /**
  * The built-in handlers plus every user handler that loads; a user handler may replace a built-in.
  * Two user files of one job type: the later in name order runs, and the earlier is reported as a
- * handler that did not load, naming the other.
+ * handler that did not load, naming the other. `exec` is among them only with programs on its
+ * allow-list: a worker takes only the job types it runs, and with an empty list every `exec` job
+ * it took would fail for good, while another worker that allows the program could run it.
  */
 export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
   const handlers = new Map<string, Handler>()
-  for (const handler of [sleep, noop, fileWrite, execHandler(options.execAllow, options.execAllowSetBy)]) handlers.set(handler.type, handler)
+  const builtIn = [sleep, noop, fileWrite, ...(options.execAllow.length > 0 ? [execHandler(options.execAllow, options.execAllowSetBy)] : [])]
+  for (const handler of builtIn) handlers.set(handler.type, handler)
   const problems: LoadedHandlers['problems'] = []
   let files: string[] = []
   if (options.handlersDir) {

@@ -29,6 +29,13 @@ test('two handler files of one job type: the later in name order runs it, and th
   expect(problems).toEqual([{ file: join(dir, 'a-resize.mjs'), error: 'job type "resize" is exported by b-resize.mjs too, which loads after it (in name order) and runs it' }])
 })
 
+test('a worker whose exec allow-list is empty does not run exec: the type is not among those it takes; with programs on the list it is', async () => {
+  const none = await loadHandlers({ handlersDir: null, execAllow: [] })
+  expect([...none.handlers.keys()].sort()).toEqual(['file.write', 'noop', 'sleep'])
+  const some = await loadHandlers({ handlersDir: null, execAllow: ['/usr/bin/true'] })
+  expect([...some.handlers.keys()].sort()).toEqual(['exec', 'file.write', 'noop', 'sleep'])
+})
+
 test("a handler file whose own code throws as it loads is reported with the line of the throw", async () => {
   const dir = folderWith({ 'throws.mjs': "const size = 1\nif (size) throw new Error('no config')\nexport default { type: 'throws', run: () => 1 }\n" })
   const { problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
@@ -43,7 +50,7 @@ test('a handler file whose job type the host would refuse (over 200 characters, 
     'fine.mjs': "export const type = 'fine'; export function run() { return 1 }",
   })
   const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
-  expect([...handlers.keys()].sort()).toEqual(['exec', 'file.write', 'fine', 'noop', 'sleep'])
+  expect([...handlers.keys()].sort()).toEqual(['file.write', 'fine', 'noop', 'sleep'])
   expect(problems).toEqual([
     { file: join(dir, 'lone.mjs'), error: 'its job type "bad\\ud800" is not one the host takes: must be well-formed Unicode without U+0000 (no lone surrogates)' },
     { file: join(dir, 'long.mjs'), error: `its job type "${'x'.repeat(40)}"… (300 characters) is not one the host takes: Too big: expected string to have <=200 characters` },
