@@ -4,10 +4,7 @@ import { type Handler, JobError } from '../handler-api'
 export const sleep: Handler = {
   type: 'sleep',
   async run({ payload, signal, progress }) {
-    const ms = (payload as { ms?: unknown } | null)?.ms ?? 0
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-      throw new JobError('sleep: payload.ms must be a number of milliseconds ≥ 0', { code: 'invalid_payload', retryable: false })
-    }
+    const ms = sleepMs(payload)
     const started = Date.now()
     while (Date.now() - started < ms) {
       signal.throwIfAborted()
@@ -28,3 +25,19 @@ export const sleep: Handler = {
     return { slept_ms: Date.now() - started }
   },
 }
+
+/**
+ * How long a `sleep` payload says to wait: `ms`, a number of milliseconds ≥ 0; 0 for a job with
+ * no payload or an object without `ms`. Anything else — `ms` of another kind (`null`, `"100"`),
+ * a payload that is not an object (an array, a string) — is refused, not taken for 0.
+ */
+function sleepMs(payload: unknown): number {
+  if (payload === null || payload === undefined) return 0
+  if (typeof payload !== 'object' || Array.isArray(payload)) throw invalidPayload('sleep: the payload must be an object {ms}')
+  if (!('ms' in payload)) return 0
+  const { ms } = payload as { ms: unknown }
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw invalidPayload('sleep: payload.ms must be a number of milliseconds ≥ 0')
+  return ms
+}
+
+const invalidPayload = (message: string) => new JobError(message, { code: 'invalid_payload', retryable: false })

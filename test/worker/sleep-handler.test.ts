@@ -25,3 +25,11 @@ test('a long sleep keeps at most one abort listener on the run signal, and an ab
   await expect(running).rejects.toThrow('stop')
   expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0)
 })
+
+test('sleep takes ms, a number of milliseconds ≥ 0, or none (no payload, an object without ms: 0); any other payload is invalid_payload, not retried', async () => {
+  const run = (payload: unknown) => sleep.run({ payload, signal: new AbortController().signal, progress: () => {} } as unknown as HandlerContext)
+  for (const payload of [null, {}, { ms: 0 }]) await expect(run(payload)).resolves.toEqual({ slept_ms: expect.any(Number) })
+  for (const payload of [[], 'str', 5, { ms: null }, { ms: '100' }, { ms: -1 }, { ms: Number.NaN }]) {
+    await expect(run(payload)).rejects.toMatchObject({ code: 'invalid_payload', retryable: false })
+  }
+})
