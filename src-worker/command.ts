@@ -23,7 +23,7 @@ ${TARGET_HELP}
                        --url flag overrides; --redis and --url do not go together)
   --redis-prefix P     the host's --redis-prefix (env LEASEHOLD_REDIS_PREFIX) [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
-  --concurrency N      jobs at once, sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
+  --concurrency N      jobs at once (1–${MAX_WORKER_CONCURRENCY}), sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
   --gpu                this worker has a GPU: it is given jobs submitted with
                        constraints.gpu_required, which a worker without the flag never is
   --handlers DIR       a folder of user handlers (*.mjs exporting {type, run}); one that is

@@ -32,7 +32,8 @@ export interface HandlerContext {
    * fraction outside 0–1 throws a RangeError; a note longer than 10,000 characters is cut.
    */
   progress(fraction: number | null, note?: string): void
-  log(line: string): void
+  /** A line for the worker's log, under the job's name; a value that is not a string is written as util.inspect shows it, on one line. */
+  log(line: unknown): void
   files: GatedFiles
 }
 

@@ -4,6 +4,7 @@
  * once (handlers are async); each has its own AbortSignal.
  */
 import { rename, rm } from 'node:fs/promises'
+import { inspect } from 'node:util'
 import { parentPort, workerData } from 'node:worker_threads'
 import { attemptErrorOf } from './attempt-error'
 import { NotRegularFileError, writeRegularFile } from '../src-shared/regular-file'
@@ -222,7 +223,10 @@ class RunContext implements HandlerContext {
       const checked = progressOf(fraction, note)
       progress(run, checked.fraction, checked.note)
     }
-    this.log = (line) => send(driver?.claimed(run) ? { type: 'line', line: driver.logLine(run, String(line)) } : { type: 'log', run, line: String(line) })
+    this.log = (value) => {
+      const line = logLineOf(value)
+      send(driver?.claimed(run) ? { type: 'line', line: driver.logLine(run, line) } : { type: 'log', run, line })
+    }
   }
 
   get signal(): AbortSignal {
@@ -232,6 +236,14 @@ class RunContext implements HandlerContext {
   get files(): GatedFiles {
     return (this.#files ??= filesOf(this.#run))
   }
+}
+
+/**
+ * What `ctx.log` writes of a value: a string as it is, anything else as util.inspect shows it,
+ * on one line (`{ a: 1 }`, not `[object Object]`), as console.log would.
+ */
+function logLineOf(value: unknown): string {
+  return typeof value === 'string' ? value : inspect(value, { breakLength: Number.POSITIVE_INFINITY })
 }
 
 async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void> {

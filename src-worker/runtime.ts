@@ -5,7 +5,7 @@ import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { DRAIN_KILL_AFTER_MS } from '../src-shared/limits'
 import { GateRefusal, shownPath } from './gate-path'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
-import type { HandlerOptions } from './handlers'
+import { type HandlerOptions, ignoredHandlerFiles } from './handlers'
 import { placeBatch, RunTimes } from './thread-placement'
 import { diedBeforeWork, moduleAtFault, nextThreadRestart, type ThreadDeath } from './thread-crashes'
 import { jobInfo } from './thread-protocol'
@@ -281,6 +281,8 @@ export class WorkerRuntime {
   async start(): Promise<{ types: string[]; problems: { file: string; error: string }[] }> {
     // The worker's process (a local worker, `leasehold worker`) keeps its heaps near what they use.
     boundHeapGrowth()
+    const ignored = ignoredHandlerFiles(this.options.handlers.handlersDir)
+    if (ignored.length > 0) this.options.log(`leasehold worker: ${ignored.join(', ')} in ${this.options.handlers.handlersDir} not loaded: only *.mjs files are loaded as handlers`)
     this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
     try {
       const ready = await Promise.all(this.threads.map((_, index) => this.readyThread(index)))

@@ -90,6 +90,22 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
 }
 
 /**
+ * Files of a handlers folder that look like handlers but are not loaded: only `*.mjs` files are
+ * (`.js` and `.cjs` are not ES modules to Node unless a package.json says so). None when the
+ * folder cannot be read (reported as a load problem).
+ */
+export function ignoredHandlerFiles(handlersDir: string | null): string[] {
+  if (!handlersDir) return []
+  try {
+    return readdirSync(handlersDir)
+      .filter((f) => f.endsWith('.js') || f.endsWith('.cjs'))
+      .sort()
+  } catch {
+    return []
+  }
+}
+
+/**
  * The handler modules at `paths`, imported at once, each settled by `timeoutMs` (the timer also
  * keeps the thread alive while a module waits on nothing). A module that fails settles as a
  * rejection already handled here: one awaited after another could otherwise end the thread as

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { loadHandlers } from '../../src-worker/handlers'
 import { until } from '../helpers/until'
+import { WORKER_HELP } from '../../src-worker/command'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -105,4 +106,8 @@ test("while the modules load, Node's own call of process.exit (a thread that end
   } finally {
     process.exit = exit
   }
+})
+
+test('leasehold worker --help gives --concurrency its range, 1–256, with its default', () => {
+  expect(WORKER_HELP).toMatch(/--concurrency N +jobs at once \(1–256\), sharing up to 4 handler threads \[32\]/)
 })

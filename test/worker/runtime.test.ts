@@ -1310,3 +1310,18 @@ test("a handler's log lines reach the worker's log with control characters escap
   expect(lines).toContain('[test.noisy noisy] \\u001b[2J\\u001b]0;owned\\u0007red\\u000dline')
   expect(lines.every((line) => !/[\u0000-\u001f\u007f-\u009f]/.test(line))).toBe(true)
 })
+
+test('ctx.log writes a value that is not a string as util.inspect shows it, on one line, under the job’s name', async () => {
+  const transport = new ScriptedTransport([aJobOf('logs-1', 'test.logs', {})])
+  const lines = await started(transport, { modules: { 'logs.mjs': "export default { type: 'test.logs', run({ log }) { log({ a: 1, b: [2, 'x'] }); log('as it is'); return null } }\n" } })
+  await until(() => transport.completed.length === 1, 5000, 'the job ran')
+  expect(lines).toContain("[test.logs logs-1] { a: 1, b: [ 2, 'x' ] }")
+  expect(lines).toContain('[test.logs logs-1] as it is')
+})
+
+test('.js and .cjs files in the handlers folder are not loaded, and the worker says so in one line naming them as it starts', async () => {
+  const transport = new ScriptedTransport([])
+  const lines = await started(transport, { modules: { 'old.js': 'module.exports = {}\n', 'legacy.cjs': 'module.exports = {}\n', 'where.mjs': WHERE } })
+  const said = lines.filter((l) => l.includes('only *.mjs'))
+  expect(said).toEqual([expect.stringMatching(/^leasehold worker: legacy\.cjs, old\.js in .* not loaded: only \*\.mjs files are loaded as handlers$/)])
+})
