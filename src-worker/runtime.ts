@@ -229,6 +229,9 @@ export class WorkerRuntime {
   private startProblems: { file: string; error: string }[] | null = []
   /** How many jobs the table had had taken when each driving thread started: one that took any ran jobs. */
   private readonly takesAtStart = new Map<HandlerThread<Running>, number>()
+  /** Threads started so far, and the number of the one whose types {@link jobTypes} are (see {@link typesOf}). */
+  private threadsStarted = 0
+  private typesFrom = 0
   /** Called when a thread takes the place of one that exited (see {@link readyThread}). */
   private readonly onReplaced = new Set<() => void>()
 
@@ -286,10 +289,9 @@ export class WorkerRuntime {
     this.threads = Array.from({ length: this.threadCount }, (_, index) => this.newThread(index))
     try {
       const ready = await Promise.all(this.threads.map((_, index) => this.readyThread(index)))
-      this.jobTypes = ready[0]!.types
       const problems = [...ready[0]!.problems, ...this.startProblems!]
       this.startProblems = null
-      return { types: ready[0]!.types, problems }
+      return { types: this.jobTypes!, problems }
     } catch (error) {
       // Threads that kept ending before they were ready (EMFILE loading their modules, say): the
       // worker cannot run. What it started ends — the other threads, the replacements, the
@@ -339,11 +341,17 @@ export class WorkerRuntime {
     return this.typesOf(thread)
   }
 
-  /** The job types the runtime claims are those of the newest thread (one that skips a module at fault runs fewer). */
+  /**
+   * The job types the runtime claims are those of the thread started last that is ready (one that
+   * skips a module at fault runs fewer), whichever thread is ready first.
+   */
   private typesOf(thread: HandlerThread<Running>): HandlerThread<Running> {
+    const started = ++this.threadsStarted
     thread.whenReady().then(
       ({ types }) => {
-        if (this.jobTypes !== undefined) this.jobTypes = types
+        if (started < this.typesFrom) return
+        this.typesFrom = started
+        this.jobTypes = types
       },
       () => {},
     )
