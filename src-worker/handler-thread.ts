@@ -90,7 +90,7 @@ const address = (workerData as { drive?: DriveAddress }).drive
 delete (workerData as { drive?: DriveAddress }).drive
 // Before the handlers' own code runs.
 if (!address) yieldCpu()
-const { handlers, problems } = await loadHandlers(workerData as HandlerOptions)
+const { handlers, problems, fileOf } = await loadHandlers(workerData as HandlerOptions)
 /** The largest result or error a run may report (handlers/index.ts, HandlerOptions.maxReportBytes). */
 const maxReportBytes = (workerData as HandlerOptions).maxReportBytes
 /** The runs in progress, by run number: how to abort each. */
@@ -337,7 +337,7 @@ function yieldCpu(): void {
 
 // Ready once it can drive (or cannot): a driving thread claims once the runtime says to begin.
 driver = address ? await drive({ ...address, jobTypes: [...handlers.keys()] }) : null
-send({ type: 'ready', types: [...handlers.keys()], problems, driving: driver !== null })
+send({ type: 'ready', types: [...handlers.keys()], fileOf, problems, driving: driver !== null })
 if (told === 'drain') driver?.drain()
 else if (told === 'refused') driver?.refused()
 else if (begun) driver?.pump()

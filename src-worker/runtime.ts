@@ -212,8 +212,12 @@ export class WorkerRuntime {
   private lastOwner = 0
   /** {@link begin} has been called: a driving thread that starts later begins at once. */
   private begun = false
-  /** The job types the handler threads run: the runtime's claims take only those, so no job is granted here only to fail `no_handler`. */
-  private jobTypes: string[] | undefined
+  /**
+   * The job types the handler threads run, and the file each user module's types came from: the
+   * runtime's claims take only those (less a module's once it is skipped, see {@link claimTypes}),
+   * so no job is granted here only to fail `no_handler`.
+   */
+  private handlerTypes: { types: string[]; fileOf: Record<string, string> } | undefined
   /** Looks in the table for the driving threads' jobs (see {@link watch}). */
   private watchTimer: NodeJS.Timeout | undefined
   /** How many jobs the threads had taken at the watch's last tick that saw the count move, and when. */
@@ -225,11 +229,15 @@ export class WorkerRuntime {
   private readonly restartTimers = new Set<NodeJS.Timeout>()
   /** Handler modules found at fault so (absolute paths): the threads started from now on skip them. */
   private readonly skipped = new Set<string>()
+  /** The modules each thread was started to skip: one that did not skip a module found at fault since has it loaded. */
+  private readonly skipsOf = new Map<HandlerThread<Running>, ReadonlySet<string>>()
+  /** Threads that loaded a module found at fault and still ran jobs then: they take no more, and are replaced once their jobs end (see {@link retireLoaders}). */
+  private readonly retiring = new Set<HandlerThread<Running>>()
   /** Modules found at fault before {@link start} resolved: among its problems; null once it has. */
   private startProblems: { file: string; error: string }[] | null = []
   /** How many jobs the table had had taken when each driving thread started: one that took any ran jobs. */
   private readonly takesAtStart = new Map<HandlerThread<Running>, number>()
-  /** Threads started so far, and the number of the one whose types {@link jobTypes} are (see {@link typesOf}). */
+  /** Threads started so far, and the number of the one whose types {@link handlerTypes} are (see {@link typesOf}). */
   private threadsStarted = 0
   private typesFrom = 0
   /** Called when a thread takes the place of one that exited (see {@link readyThread}). */
@@ -264,6 +272,7 @@ export class WorkerRuntime {
     },
     drained: (thread) => {
       this.drivers.delete(thread)
+      this.retireIfIdle(thread)
       this.checkDrained()
     },
     refused: (error) => this.refused(error),
@@ -291,7 +300,7 @@ export class WorkerRuntime {
       const ready = await Promise.all(this.threads.map((_, index) => this.readyThread(index)))
       const problems = [...ready[0]!.problems, ...this.startProblems!]
       this.startProblems = null
-      return { types: this.jobTypes!, problems }
+      return { types: this.claimTypes()!, problems }
     } catch (error) {
       // Threads that kept ending before they were ready (EMFILE loading their modules, say): the
       // worker cannot run. What it started ends — the other threads, the replacements, the
@@ -347,15 +356,26 @@ export class WorkerRuntime {
    */
   private typesOf(thread: HandlerThread<Running>): HandlerThread<Running> {
     const started = ++this.threadsStarted
+    this.skipsOf.set(thread, new Set(this.skipped))
     thread.whenReady().then(
-      ({ types }) => {
+      ({ types, fileOf }) => {
         if (started < this.typesFrom) return
         this.typesFrom = started
-        this.jobTypes = types
+        this.handlerTypes = { types, fileOf }
       },
       () => {},
     )
     return thread
+  }
+
+  /** The job types claimed: those of {@link typesOf}'s thread, less those of modules skipped since it loaded them. */
+  private claimTypes(): string[] | undefined {
+    const loaded = this.handlerTypes
+    if (!loaded || this.skipped.size === 0) return loaded?.types
+    return loaded.types.filter((type) => {
+      const file = loaded.fileOf[type]
+      return file === undefined || !this.skipped.has(file)
+    })
   }
 
   /**
@@ -397,37 +417,36 @@ export class WorkerRuntime {
 
   /**
    * A handler thread has exited: a handler ended it (`process.exit`, running out of memory, an
-   * uncaught error), or it was terminated as stuck. Its runs have ended as `thread_exited`; a
-   * driving thread's own jobs are taken over and end so too. Unless the worker is stopping, a new
-   * thread takes its place (a thread replaced as stuck already has one): without it, every job
+   * uncaught error), or it was terminated as stuck or retired (see {@link retireLoaders}). Its runs
+   * have ended as `thread_exited`; a driving thread's own jobs are taken over and end so too.
+   * Unless the worker is stopping, a new thread takes its place (a thread replaced as stuck or
+   * retired already has one, and is no death before work, thread-crashes.ts): without it, every job
    * later placed there would end at once, and a dead thread, running nothing, is the one the
    * runtime finds least loaded.
    */
   private threadExited(thread: HandlerThread<Running>, death: ThreadDeath): void {
     const takes = this.takesAtStart.get(thread)
     this.takesAtStart.delete(thread)
+    this.skipsOf.delete(thread)
+    this.retiring.delete(thread)
     const ranJobs = death.ranJobs || (takes !== undefined && this.table!.takes() > takes)
     this.driverGone(thread, true)
     const index = this.threads.indexOf(thread)
     const stopping = this.stopClaiming.signal.aborted
-    const early = diedBeforeWork({ ...death, ranJobs })
+    const early = index >= 0 && diedBeforeWork({ ...death, ranJobs })
     const module = early && death.cause ? moduleAtFault(death.cause, this.options.handlers.handlersDir) : null
     if (module !== null && !this.skipped.has(module)) this.blame(module, death.cause!)
     // The next thread skips a module at fault, and so need not wait; otherwise the deaths in a
     // row before any job wait longer and longer (thread-crashes.ts).
     const restart = early && module === null ? nextThreadRestart(this.deathsBeforeWork) : { failures: 0, delayMs: 0 }
-    this.deathsBeforeWork = early ? restart.failures : 0
+    if (index >= 0 || ranJobs) this.deathsBeforeWork = early ? restart.failures : 0
     if (death.cause) {
       const again = restart.failures > 1 ? `; ${restart.failures} threads in a row died so before running a job, the next starts in ${restart.delayMs} ms` : ''
       this.options.log(`leasehold worker: a handler thread ended on an uncaught error: ${death.cause.stack ?? death.cause.message}${again}`)
     }
     if (index < 0 || stopping) return this.pump()
     const replace = () => {
-      if (this.stopClaiming.signal.aborted || this.threads[index] !== thread) return
-      this.threads[index] = this.newThread(index)
-      for (const replaced of this.onReplaced) replaced()
-      this.onReplaced.clear()
-      this.pump()
+      if (!this.stopClaiming.signal.aborted && this.threads[index] === thread) this.replaceAt(index)
     }
     if (restart.delayMs === 0) return replace()
     const timer = setTimeout(() => {
@@ -440,13 +459,49 @@ export class WorkerRuntime {
 
   /**
    * A handler module whose uncaught error ended a thread just after it loaded: reported once as a
-   * module that did not load, and skipped by the threads started from now on.
+   * module that did not load, and skipped by the threads started from now on. Its job types are
+   * claimed no more, and the other threads that loaded it are replaced (see {@link retireLoaders}).
    */
   private blame(module: string, cause: Error): void {
     this.skipped.add(module)
     const problem = { file: module, error: `threw as it loaded, ending its thread (skipped from now on): ${cause.message.split('\n')[0]}` }
     if (this.startProblems) this.startProblems.push(problem)
     else this.options.onProblem?.(problem)
+    this.retireLoaders(module)
+  }
+
+  /**
+   * The other threads that loaded a module found at fault run its code too, and would most likely
+   * die of it soon after: a job placed there would lose its attempt to another module's fault.
+   * Each takes no more jobs, and is replaced by a thread that skips the module once it runs none:
+   * at once if it runs none now. A driving thread is told to drain first (it claims no more, and
+   * reports what it ran), and is replaced once it has.
+   */
+  private retireLoaders(module: string): void {
+    for (const thread of this.threads) {
+      if (thread.exited || this.retiring.has(thread) || this.skipsOf.get(thread)?.has(module)) continue
+      this.retiring.add(thread)
+      if (this.drivers.has(thread)) thread.post({ type: 'drain' })
+      else this.retireIfIdle(thread)
+    }
+  }
+
+  /** A thread being retired (see {@link retireLoaders}) that runs no job any more ends, and a new thread takes its place. */
+  private retireIfIdle(thread: HandlerThread<Running>): void {
+    if (!this.retiring.has(thread) || thread.load > 0 || this.drivers.has(thread)) return
+    this.retiring.delete(thread)
+    const index = this.threads.indexOf(thread)
+    if (index < 0 || this.stopClaiming.signal.aborted) return
+    this.replaceAt(index)
+    void thread.terminate()
+  }
+
+  /** A new thread at `index`: what waited for a replacement there ({@link readyThread}) waits for it. */
+  private replaceAt(index: number): void {
+    this.threads[index] = this.newThread(index)
+    for (const replaced of this.onReplaced) replaced()
+    this.onReplaced.clear()
+    this.pump()
   }
 
   /**
@@ -537,8 +592,8 @@ export class WorkerRuntime {
   }
 
   private get free(): number {
-    // No thread alive (each waits for its replacement, thread-crashes.ts): a job claimed now would end at once.
-    if (this.stopClaiming.signal.aborted || !this.claimsHere || this.threads.every((thread) => thread.exited)) return 0
+    // No thread takes jobs (each waits for its replacement, thread-crashes.ts): a job claimed now would end at once.
+    if (this.stopClaiming.signal.aborted || !this.claimsHere || this.threads.every((thread) => this.takesNoJob(thread))) return 0
     return this.options.concurrency - this.running.size - this.reserved
   }
 
@@ -614,7 +669,7 @@ export class WorkerRuntime {
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
     if (outbox.complete.length > 0) request.complete = outbox.complete
     if (outbox.fail.length > 0) request.fail = outbox.fail
-    if (maxJobs > 0) request.claim = { streams, job_types: this.jobTypes, gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
+    if (maxJobs > 0) request.claim = { streams, job_types: this.claimTypes(), gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
     this.reserved += maxJobs
     if (longPoll) this.polling = true
     else this.reporting = true
@@ -709,7 +764,7 @@ export class WorkerRuntime {
     const threads = this.threads
     const placed = placeBatch(
       claims.map((claim) => claim.job_type),
-      threads.map((thread) => (thread.exited ? Number.POSITIVE_INFINITY : thread.load)), // one waiting for its replacement
+      threads.map((thread) => (this.takesNoJob(thread) ? Number.POSITIVE_INFINITY : thread.load)),
       (type) => this.runTimes.isShort(type),
     )
     this.startJobs(claims.map((claim, i) => ({ claim, thread: threads[placed[i]!]!, entry: -1 })))
@@ -717,8 +772,13 @@ export class WorkerRuntime {
 
   /** The least-loaded thread that does not drive, for a job a driving thread gave the runtime (any, when there is one thread). */
   private leastLoaded(): number {
-    const loads = this.threads.map((thread) => ((this.drivers.has(thread) && this.threads.length > 1) || thread.exited ? Number.POSITIVE_INFINITY : thread.load))
+    const loads = this.threads.map((thread) => ((this.drivers.has(thread) && this.threads.length > 1) || this.takesNoJob(thread) ? Number.POSITIVE_INFINITY : thread.load))
     return loads.indexOf(Math.min(...loads))
+  }
+
+  /** The thread has exited (it waits for its replacement), or is being retired (see {@link retireLoaders}). */
+  private takesNoJob(thread: HandlerThread<Running>): boolean {
+    return thread.exited || this.retiring.has(thread)
   }
 
   /** Starts jobs on their threads, and heartbeats them together. */
@@ -821,6 +881,7 @@ export class WorkerRuntime {
     clearTimeout(job.runtimeTimer)
     clearTimeout(job.graceTimer)
     this.running.delete(claim.attempt_id)
+    this.retireIfIdle(job.thread)
     if (job.entry >= 0) {
       // A job a driving thread claimed: its entry is free for that thread's next claim.
       this.table!.free(job.entry)

@@ -30,7 +30,7 @@ export interface RunProgress {
 
 export type FromThread =
   /** `driving`: the thread claims, runs and reports its own jobs over its link to the host (driver.ts). */
-  | { type: 'ready'; types: string[]; problems: { file: string; error: string }[]; driving: boolean }
+  | { type: 'ready'; types: string[]; fileOf: Record<string, string>; problems: { file: string; error: string }[]; driving: boolean }
   | ({ type: 'progress'; run: number } & RunProgress)
   | { type: 'log'; run: number; line: string }
   /** A line for the worker's log as it is (a driving thread's jobs' lines, written as the runtime writes a job's). */

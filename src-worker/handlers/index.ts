@@ -40,6 +40,8 @@ export interface LoadedHandlers {
   handlers: Map<string, Handler>
   /** Modules that failed to load: reported and skipped, the rest still load. */
   problems: { file: string; error: string }[]
+  /** The handlers folder's file each job type it runs was loaded from (absolute paths; built-in types are not in it). */
+  fileOf: Record<string, string>
 }
 
 /**
@@ -66,7 +68,7 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
     }
   }
   /** The user file each job type was last loaded from. */
-  const fileOf = new Map<string, string>()
+  const fileOf: Record<string, string> = {}
   const paths = files.map((file) => join(options.handlersDir!, file))
   const modules = importAll(paths, options.loadTimeoutMs ?? HANDLER_LOAD_TIMEOUT_MS)
   for (const [index, file] of files.entries()) {
@@ -78,15 +80,15 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
       // A type the host refuses in a claim's job_types would make it refuse every claim of the worker.
       const named = Name.safeParse(handler.type)
       if (!named.success) throw new Error(`its job type ${shownType(handler.type)} is not one the host takes: ${named.error.issues[0]?.message ?? 'invalid'}`)
-      const before = fileOf.get(handler.type)
+      const before = fileOf[handler.type]
       if (before !== undefined) problems.push({ file: before, error: `job type ${JSON.stringify(handler.type)} is exported by ${file} too, which loads after it (in name order) and runs it` })
       handlers.set(handler.type, handler)
-      fileOf.set(handler.type, path)
+      fileOf[handler.type] = path
     } catch (error) {
       problems.push({ file: path, error: loadError(path, error) })
     }
   }
-  return { handlers, problems }
+  return { handlers, problems, fileOf }
 }
 
 /**

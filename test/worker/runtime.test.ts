@@ -3,7 +3,7 @@
  * with answers that arrive late.
  */
 import { execFileSync, spawn } from 'node:child_process'
-import { constants, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
+import { constants, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { type AddressInfo, createServer as createNetServer } from 'node:net'
 import { join } from 'node:path'
@@ -951,7 +951,75 @@ const LATE = `setTimeout(() => { throw new Error('late') }, 100)
 export default { type: 'test.late', run: () => null }
 `
 
-test('a module whose timer throws just after it loads is reported once as a handler that did not load, and skipped: its threads are replaced once, and the other types run', async () => {
+/**
+ * As LATE, but a thread dies of it only when told: each thread that loads it marks `loaded-<its
+ * thread id>` in `control`, and throws from a timer once `die-<its thread id>` is there.
+ */
+const toldToDie = (control: string) => `import { threadId } from 'node:worker_threads'
+import { existsSync, writeFileSync } from 'node:fs'
+writeFileSync(${JSON.stringify(control)} + '/loaded-' + threadId, '')
+setInterval(() => { if (existsSync(${JSON.stringify(control)} + '/die-' + threadId)) throw new Error('late') }, 20)
+export default { type: 'test.late', run: () => null }
+`
+
+/** The ids of the threads that loaded a toldToDie module, in the order they were started (a thread's id counts up). */
+function loaders(control: string): number[] {
+  return readdirSync(control)
+    .filter((f) => f.startsWith('loaded-'))
+    .map((f) => Number(f.slice('loaded-'.length)))
+    .sort((a, b) => a - b)
+}
+
+describe('a module whose timer throws just after it loads, in one thread first', () => {
+  const deaths = (lines: string[]) => lines.filter((l) => l.includes('ended on an uncaught error'))
+
+  test('is reported once and skipped: its type is claimed no more from then, the other threads that loaded it are replaced before it ends them, and a job of another type offered at once runs', async () => {
+    const control = aTempDir()
+    const transport = new ScriptedTransport([])
+    let claimsBefore = -1
+    const lines = await started(transport, { concurrency: 2, threads: 2, onProblem: () => (claimsBefore = transport.requests.length), modules: { 'exits.mjs': EXITS, 'late.mjs': toldToDie(control) } })
+    const [first, second] = loaders(control)
+    writeFileSync(join(control, `die-${second}`), '')
+    await until(() => claimsBefore >= 0, 5000, 'the module reported')
+    // Two seconds: long enough to die with a thread that loaded the module, were it placed there.
+    transport.offer([aJobOf('after', 'sleep', { ms: 2000 })])
+    await until(() => transport.completed.length === 1, 10_000, 'the job of the other type ran')
+    writeFileSync(join(control, `die-${first}`), '')
+    await new Promise((r) => setTimeout(r, 300))
+    expect(transport.failed).toEqual([])
+    expect(deaths(lines)).toHaveLength(1)
+    const claimedAfter = transport.requests.slice(claimsBefore).flatMap((r) => r.claim?.job_types ?? [])
+    expect(claimedAfter).toContain('test.exits')
+    expect(claimedAfter).not.toContain('test.late')
+  })
+
+  test('loaded by a driving thread: the thread drains, is replaced by one that skips it before it ends, and the new one claims the other types', async () => {
+    const control = aTempDir()
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver('link')
+    try {
+      const problems: string[] = []
+      const lines = await started(transport, { concurrency: 2, threads: 2, drive, onProblem: (p) => problems.push(p.error), modules: { 'exits.mjs': EXITS, 'late.mjs': toldToDie(control) } })
+      // The first thread started drives; the other dies first.
+      const [driving, other] = loaders(control)
+      writeFileSync(join(control, `die-${other}`), '')
+      await until(() => problems.length > 0, 5000, 'the module reported')
+      const claimed = () => transport.threadRequests.at(-1)?.claim?.job_types ?? []
+      await until(() => claimed().includes('test.exits') && !claimed().includes('test.late'), 5000, 'a driving thread claiming without the module')
+      transport.offer([aJobOf('after', 'sleep', { ms: 2000 })])
+      await until(() => transport.completed.length === 1, 10_000, 'the job of the other type ran')
+      writeFileSync(join(control, `die-${driving}`), '')
+      await new Promise((r) => setTimeout(r, 300))
+      expect(transport.failed).toEqual([])
+      expect(deaths(lines)).toHaveLength(1)
+      expect(problems).toEqual([expect.stringMatching(/^threw as it loaded, ending its thread \(skipped from now on\): late$/)])
+    } finally {
+      close()
+    }
+  })
+})
+
+test('a module whose timer throws just after it loads in every thread is reported once as a handler that did not load, and skipped: its threads are replaced once, and the other types run', async () => {
   const transport = new ScriptedTransport([])
   const lines = await started(transport, { concurrency: 2, threads: 2, modules: { 'exits.mjs': EXITS, 'late.mjs': LATE } })
   await until(() => lines.some((l) => l.startsWith('problem ')), 5000, 'the module reported')
