@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { APP_FILES } from '../scripts/app-files.js'
 import { defaultDataDir, parseServeArgs, type HostConfig } from './config'
+import { ConfigError } from '../src-shared/command-line'
 import { splitArgs } from './desktop/app-args'
 import { applicationMenu } from './desktop/app-menu'
 import { isQuitMessage } from './desktop/launch'
@@ -284,14 +285,17 @@ function setupQuit(): void {
   })
 }
 
-/** A host that cannot start (bad flag or LEASEHOLD_* value, port taken, damaged database) ends the app. */
+/**
+ * A host that cannot start (bad flag or LEASEHOLD_* value, port taken, damaged database) ends the
+ * app, with `leasehold serve`'s exit codes: 2 for a bad value, 1 for the rest.
+ */
 function fail(error: unknown): void {
   const message = error instanceof Error ? error.message : String(error)
   console.error(`leasehold: ${message}`)
   dialog.showErrorBox('Leasehold could not start', message)
   void stopHost()
     .catch(() => undefined)
-    .finally(() => app.exit(1))
+    .finally(() => app.exit(error instanceof ConfigError ? 2 : 1))
 }
 
 /** Stops the host this app started, if it did (`stop()` is idempotent); a window on another host leaves that host alone. */

@@ -6,6 +6,7 @@ import { answered, HostError, hostApi } from './http-client'
 import { printable } from '../../src-shared/printable'
 import { table } from './text-table'
 import { idEnd, idsEndingWith, SHORT_ID_END } from '../../src-shared/short-id'
+import { counted } from '../../src-shared/plural'
 import { describeError, errorLine, type JobAnswer } from './job-end'
 import type { components } from '../../src-shared/api-types'
 
@@ -204,7 +205,7 @@ function jobDetails({ job, result }: JobAnswer, attempts: readonly Attempt[]): s
   if (job.note && !result) lines.push(`note      ${printable(job.note.replace(/\s+/g, ' ').trim())}`)
   if (job.waiting_reason) lines.push(`waiting   ${printable(job.waiting_reason)}${job.waiting_until ? ` (until ${job.waiting_until})` : ''}`)
   if (job.cancel_requested && !result) lines.push('canceling asked to stop; it ends CANCELED once its worker stops it (DONE if it finishes first)')
-  lines.push(`queue     ${printable(job.queue)}, priority ${job.priority}, ${job.cost_units} unit${job.cost_units === 1 ? '' : 's'}`)
+  lines.push(`queue     ${printable(job.queue)}, priority ${job.priority}, ${counted(job.cost_units, 'unit')}`)
   if (job.addon_id) lines.push(`add-on    ${printable(job.addon_id)}`)
   lines.push(`created   ${job.created_at}`)
   if (job.run_at) lines.push(`run at    ${job.run_at}`)

@@ -94,7 +94,7 @@ describe('a busy rating is shown as stored', () => {
     expect(await body(await host.call('/api/capacity'))).toMatchObject({ busy_rating: 9.95, usable: 0 })
     const job = await submit(host, { cost_units: 1 })
     expect((await body(await post(host, `${PULL}/request`, { worker_id: 'p1' }))).reason).toBe('No capacity (busy=9.95, usable=0, leased=0)')
-    expect((await jobView(job.job_id)).waiting_reason).toBe('first in line; needs 1 units; none available (busy rating 9.95 leaves 0 of 100 units, 0 leased)')
+    expect((await jobView(job.job_id)).waiting_reason).toBe('first in line; needs 1 unit; none available (busy rating 9.95 leaves 0 of 100 units, 0 leased)')
   })
 })
 

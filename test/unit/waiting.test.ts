@@ -131,6 +131,14 @@ describe('every waiting job can say why it waits', () => {
     expect(reasonOf(engine, head.id)).toBe('first in line; needs 50 units; none available (busy rating 9 leaves 6 of 60 units, 12 leased)')
   })
 
+  it('a job of one unit is said to need 1 unit, not 1 units', () => {
+    const { engine } = setup({ total_units: 2 })
+    engine.submit(aJob({ cost_units: 2 }))
+    leaseOrFail(engine, 'w')
+    const head = engine.submit(aJob({ cost_units: 1 })).job
+    expect(reasonOf(engine, head.id)).toBe('first in line; needs 1 unit; none available (2 of 2 units leased)')
+  })
+
   it('a job behind a head that does not fit says which job it waits behind and why', () => {
     const { engine } = setup({ total_units: 70 })
     engine.submit(aJob({ cost_units: 60 }))

@@ -6,6 +6,7 @@ import { eligibleJobs, holdsActiveLease } from './pick'
 import { isScheduled } from './scheduled'
 import { type JobState, LEASED_STATES, WAITING_STATES } from '../rules/states'
 import { shortId } from '../../../src-shared/short-id'
+import { counted } from '../../../src-shared/plural'
 import { heldPath, holderName, ownerName } from '../../../src-shared/file-owner'
 
 /**
@@ -160,7 +161,7 @@ function capacityShortfall(cost: number, c: CapacityFigures): string {
     c.usable < c.total_units
       ? `busy rating ${c.busy_rating} leaves ${c.usable} of ${c.total_units} units, ${c.leased} leased`
       : `${c.leased} of ${c.total_units} units leased`
-  return `needs ${cost} units; ${c.available > 0 ? c.available : 'none'} available (${detail})`
+  return `needs ${counted(cost, 'unit')}; ${c.available > 0 ? c.available : 'none'} available (${detail})`
 }
 
 /** "cost 500 exceeds total capacity 100": such a job can never be leased. */
@@ -243,7 +244,7 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     const whose = job.addon_id === null ? 'jobs without an add-on (each asks for one add-on\'s)' : `add-on ${job.addon_id}'s jobs`
     return open(`no worker connected that runs job type ${job.job_type} takes ${whose}; it waits for one that does`)
   }
-  if (nobody === 'units') return open(`no worker connected takes a job of ${job.cost_units} units; it waits for one that does`)
+  if (nobody === 'units') return open(`no worker connected takes a job of ${counted(job.cost_units, 'unit')}; it waits for one that does`)
   // Its line as each worker that takes it walks it: it is first when it heads one of them (that
   // worker takes it next), and else waits behind the head of the walk that skips the most.
   const walks = s.workers.walks(needs)
