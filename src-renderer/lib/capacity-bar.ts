@@ -42,3 +42,13 @@ export function busyLabel(c: Capacity): string {
 export function usableFor(totalUnits: number, busyRating: number): number {
   return Math.floor((totalUnits * (10 - busyRating)) / 10)
 }
+
+/**
+ * The whole point the busy-rating slider stands for once moved from `shown` to `moved`. The
+ * slider steps by whole points, but a rating stored with decimals (9.95, a measured 3.4) sits
+ * between two of them and is shown where it is; the first move from there goes to the whole
+ * point on the side it moved to (9.95 moved down is 9, moved up 10), and from then on by steps.
+ */
+export function sliderPoint(shown: number, moved: number): number {
+  return moved < shown ? Math.floor(moved) : Math.ceil(moved)
+}

@@ -285,12 +285,17 @@ test('the short id of the job a waiting job is behind is one element of its line
   expect([...line.querySelectorAll('span.id')].map((span) => span.textContent)).toEqual(['…042100cc'])
 })
 
-test("the total units field keeps what is typed, an emptied field too, and says why it cannot send what it cannot", async () => {
-  const figures = { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 }
-  const { fetcher, calls } = fakeFetch({ 'GET /api/capacity': figures, 'PUT /api/capacity': (body) => ({ ...figures, ...(body as object) }) })
+/** The capacity panel over a host whose capacity is `figures`; a PUT answers them changed by its body, or by `answer`. */
+async function capacityPanel(figures: Record<string, unknown>, answer: (body: object) => object = (body) => ({ ...figures, ...body })) {
+  const { fetcher, calls } = fakeFetch({ 'GET /api/capacity': figures, 'PUT /api/capacity': (body) => answer(body as object) })
   const capacity = new CapacityState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
   await capacity.refresh()
-  const el = render(CapacityPanel, { capacity })
+  return { el: render(CapacityPanel, { capacity }), calls }
+}
+
+test("the total units field keeps what is typed, an emptied field too, and says why it cannot send what it cannot", async () => {
+  const figures = { total_units: 100, busy_rating: 0, busy_mode: 'auto', usable: 100, leased: 0, available: 100 }
+  const { el, calls } = await capacityPanel(figures)
   const field = el.querySelector<HTMLInputElement>('input[aria-label="Total units"]')!
   const set = el.querySelector<HTMLButtonElement>('form.total button[type="submit"]')!
   // Backspaced to nothing, it stays empty while the person types on (it does not refill with 100).
@@ -309,13 +314,7 @@ test("the total units field keeps what is typed, an emptied field too, and says 
 
 test('the capacity panel shows the figures and sends a manual busy rating', async () => {
   const figures = { total_units: 50, busy_rating: 0, busy_mode: 'auto', usable: 50, leased: 10, available: 40 }
-  const { fetcher, calls } = fakeFetch({
-    'GET /api/capacity': figures,
-    'PUT /api/capacity': (body) => ({ ...figures, busy_rating: 8, busy_mode: 'manual', usable: 10, available: 0, ...(body as object) }),
-  })
-  const capacity = new CapacityState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
-  await capacity.refresh()
-  const el = render(CapacityPanel, { capacity })
+  const { el, calls } = await capacityPanel(figures, (body) => ({ ...figures, busy_rating: 8, busy_mode: 'manual', usable: 10, available: 0, ...body }))
   const figure = (id: string) => text(el.querySelector(`[data-testid="${id}"]`))
   expect([figure('cap-total'), figure('cap-usable'), figure('cap-leased'), figure('cap-available'), figure('cap-reserved')]).toEqual(['50', '50', '10', '40', '0'])
   expect(figure('busy-label')).toBe('0 (auto)')
@@ -338,6 +337,36 @@ test('the capacity panel shows the figures and sends a manual busy rating', asyn
     expect(figure('cap-usable')).toBe('10')
   })
   expect(figure('busy-label')).toBe('8 (manual)')
+})
+
+test('a manual busy rating stored with decimals shows as stored in the label, on the slider and in its figure, with nothing to apply', async () => {
+  const figures = { total_units: 100, busy_rating: 9.95, busy_mode: 'manual', usable: 0, leased: 0, available: 0 }
+  const { el, calls } = await capacityPanel(figures)
+  const slider = el.querySelector<HTMLInputElement>('input[type="range"]')!
+  flushSync()
+  expect(text(el.querySelector('[data-testid="busy-label"]'))).toBe('9.95 (manual)')
+  expect(slider.value).toBe('9.95')
+  expect(text(el.querySelector('form.busy output'))).toBe('9.95')
+  expect(el.querySelector<HTMLButtonElement>('form.busy button[type="submit"]')!.disabled).toBe(true)
+  expect(el.querySelector('.hint')).toBeNull()
+  // Moved down from 9.95, the slider stands for the whole point below; then it steps by points.
+  slider.value = '9.85'
+  slider.dispatchEvent(new Event('input', { bubbles: true }))
+  flushSync()
+  expect(text(el.querySelector('form.busy output'))).toBe('9')
+  expect(slider.step).toBe('1')
+  el.querySelector<HTMLFormElement>('form.busy')!.requestSubmit()
+  await vi.waitFor(() => expect(calls.at(-1)).toMatchObject({ method: 'PUT', body: { busy_rating: 9 } }))
+})
+
+test('a measured busy rating shows as measured on the disabled slider and its figure', async () => {
+  const figures = { total_units: 100, busy_rating: 3.4, busy_mode: 'auto', usable: 66, leased: 0, available: 66 }
+  const { el } = await capacityPanel(figures)
+  const slider = el.querySelector<HTMLInputElement>('input[type="range"]')!
+  flushSync()
+  expect(slider.disabled).toBe(true)
+  expect(slider.value).toBe('3.4')
+  expect(text(el.querySelector('form.busy output'))).toBe('3.4')
 })
 
 /** An open blocker report: job:h holds /data/a.txt, and job w was refused it. */

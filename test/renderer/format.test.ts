@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { busyLabel, capacityBar, usableFor } from '../../src-renderer/lib/capacity-bar'
+import { busyLabel, capacityBar, sliderPoint, usableFor } from '../../src-renderer/lib/capacity-bar'
 import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
 import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, formatCountdown, formatDuration, VALUE_AXIS_MIN_PX, VALUE_AXIS_PAD_PX, valueAxisWidth } from '../../src-renderer/lib/time-format'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -67,6 +67,15 @@ describe('capacity arithmetic on the bar', () => {
   })
   test('zero total units draws an empty bar', () => {
     expect(capacityBar(capacity(0, 0, 0))).toMatchObject({ inUse: 0, free: 0, reserved: 0, over: 0 })
+  })
+  test('the busy-rating slider moved from a rating with decimals stands for the whole point on the side it moved to, and steps by points from one', () => {
+    expect(sliderPoint(9.95, 9.85)).toBe(9)
+    expect(sliderPoint(9.95, 10)).toBe(10)
+    expect(sliderPoint(3.4, 7.62)).toBe(8) // dragged up: the point reached
+    expect(sliderPoint(3.4, 1.2)).toBe(1) // dragged down
+    expect(sliderPoint(8, 7)).toBe(7)
+    expect(sliderPoint(8, 9)).toBe(9)
+    expect(sliderPoint(0, 8)).toBe(8)
   })
   test('the busy label shows the rating as stored: a measured one has one decimal, a manual one the decimals it was set with', () => {
     expect(busyLabel({ ...capacity(100, 8, 0), busy_mode: 'manual' })).toBe('8 (manual)')
