@@ -38,11 +38,6 @@ export function busyLabel(c: Capacity): string {
   return `${c.busy_rating} (${c.busy_mode})`
 }
 
-/** The usable units a busy rating would leave: `floor(total × (10 − busy) / 10)` (docs/capacity.md). */
-export function usableFor(totalUnits: number, busyRating: number): number {
-  return Math.floor((totalUnits * (10 - busyRating)) / 10)
-}
-
 /**
  * The whole point the busy-rating slider stands for once moved from `shown` to `moved`. The
  * slider steps by whole points, but a rating stored with decimals (9.95, a measured 3.4) sits

@@ -359,6 +359,15 @@ test('a manual busy rating stored with decimals shows as stored in the label, on
   await vi.waitFor(() => expect(calls.at(-1)).toMatchObject({ method: 'PUT', body: { busy_rating: 9 } }))
 })
 
+test("switched to manual at a measured rating with decimals, the panel previews the usable units the host would leave (97 of 100 at 0.3, not 96)", async () => {
+  const { el } = await capacityPanel({ total_units: 100, busy_rating: 0.3, busy_mode: 'auto', usable: 97, leased: 0, available: 97 })
+  const manual = el.querySelector<HTMLInputElement>('input[value="manual"]')!
+  manual.checked = true
+  manual.dispatchEvent(new Event('change', { bubbles: true }))
+  flushSync()
+  expect(text(el.querySelector('.hint'))).toBe('usable would be 97 of 100')
+})
+
 test('a measured busy rating shows as measured on the disabled slider and its figure', async () => {
   const figures = { total_units: 100, busy_rating: 3.4, busy_mode: 'auto', usable: 66, leased: 0, available: 66 }
   const { el } = await capacityPanel(figures)

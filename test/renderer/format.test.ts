@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
-import { busyLabel, capacityBar, sliderPoint, usableFor } from '../../src-renderer/lib/capacity-bar'
+import { busyLabel, capacityBar, sliderPoint } from '../../src-renderer/lib/capacity-bar'
+import { usableUnits } from '../../src-shared/usable-units'
 import { chartSeries, pointCount } from '../../src-renderer/lib/charts.svelte'
 import { AXIS_LABEL_GAP_PX, axisLabels, axisTickSpace, formatAge, formatClock, formatCountdown, formatDuration, VALUE_AXIS_MIN_PX, VALUE_AXIS_PAD_PX, valueAxisWidth } from '../../src-renderer/lib/time-format'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -45,13 +46,13 @@ describe('ages and durations', () => {
 
 describe('capacity arithmetic on the bar', () => {
   const capacity = (total_units: number, busy_rating: number, leased: number) => {
-    const usable = usableFor(total_units, busy_rating)
+    const usable = usableUnits(total_units, busy_rating)
     return { total_units, busy_rating, busy_mode: 'manual' as const, usable, leased, available: usable - leased }
   }
   test('usable = floor(total × (10 − busy) / 10), as docs/capacity.md says', () => {
-    expect(usableFor(50, 8)).toBe(10)
-    expect(usableFor(100, 0)).toBe(100)
-    expect(usableFor(7, 5)).toBe(3)
+    expect(usableUnits(50, 8)).toBe(10)
+    expect(usableUnits(100, 0)).toBe(100)
+    expect(usableUnits(7, 5)).toBe(3)
   })
   test('in use, available and reserved add up to the total', () => {
     const bar = capacityBar(capacity(100, 2, 30))

@@ -2,6 +2,10 @@
  * Capacity arithmetic, pure. The busy rating (0 idle … 10 fully busy) holds back part of the
  * total so background work yields to the person at the desk.
  */
+import { usableUnits } from '../../../src-shared/usable-units'
+
+export { usableUnits }
+
 /** The operator's capacity settings, kept in the settings table so they outlive a restart. */
 export interface CapacitySettings {
   total_units: number
@@ -19,13 +23,6 @@ export interface CapacityFigures {
   leased: number
   /** usable − leased; negative when the busy rating rose under running work. */
   available: number
-}
-
-export function usableUnits(totalUnits: number, busyRating: number): number {
-  // In binary floating point 100 × (10 − 0.3) / 10 is 96.99999999999999, and 350 × (10 − 9.8) / 10
-  // 6.999999999999974: the arithmetic's error, not the rating's, must not cost a whole unit. So
-  // the share is taken to a millionth of a unit (totals are at most 1,000,000) before the floor.
-  return Math.floor(Math.round((totalUnits * (10 - busyRating)) * 100_000) / 1_000_000)
 }
 
 export function capacityFigures(
