@@ -4,9 +4,15 @@
  * (src-shared/api-types.ts). Every path, body and answer below is checked by the compiler
  * against the document, as the dashboard's and the CLI's calls are.
  *
- *   npx tsx examples/external-worker.ts --url http://127.0.0.1:7878 --token "$(cat <data-dir>/token)"
+ *   LEASEHOLD_TOKEN="$(cat <data-dir>/token)" npx tsx examples/external-worker.ts --url http://127.0.0.1:7878
  *
- * Flags: --streams a,b (the queues to take jobs from, in order; default `default`), --worker-id
+ * The token comes from LEASEHOLD_TOKEN, as `leasehold worker` takes it: a process's environment
+ * is readable by its own user only, its command line by every user of the machine (`ps`).
+ * `--token` works too, as it does for `leasehold`, and this process writes its title over its
+ * arguments; but `npx` and `tsx` run it as their child, and their command lines keep the token
+ * for as long as it runs.
+ *
+ * Flags: --url (or LEASEHOLD_URL), --streams a,b (the queues to take jobs from, in order; default `default`), --worker-id
  * ID, --until-idle (stop once a claim finds no job: drains what is queued, then exits 0).
  * It runs two job types: `echo` (the result is the payload) and `sleep` ({ms}: waits, with
  * heartbeats). Any other type fails, not retryable. Ctrl-C stops it after the job it runs.
@@ -28,8 +34,12 @@ const { values: flags } = parseArgs({
     'until-idle': { type: 'boolean', default: false },
   },
 })
+// The arguments are read (process.argv is Node's copy): the title is written over them, as
+// bin/leasehold.js does, so that a --token is not left in /proc/<pid>/cmdline (not on Windows,
+// where the title is the console window's).
+if (process.platform !== 'win32') process.title = 'external-worker'
 if (!flags.token) {
-  console.error('external-worker: give --token (or LEASEHOLD_TOKEN): the token in <data-dir>/token')
+  console.error('external-worker: set LEASEHOLD_TOKEN to the token in <data-dir>/token')
   process.exit(2)
 }
 
