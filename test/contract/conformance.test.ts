@@ -83,7 +83,10 @@ describe('an answer the document does not describe is a violation', () => {
   })
 })
 
-test('a path that matches a literal route and a parameter route is the route that has the method (GET /jobs/claim is GET /jobs/{job_id})', () => {
-  expect(contractViolation(seen('GET', '/api/scheduler/jobs/claim', 404, { detail: 'No job claim', code: 'job_not_found' }))).toBeNull()
+test('a path a literal route spells is that route, its other methods a 405, though a parameter route matches it too (GET /jobs/claim is not GET /jobs/{job_id})', () => {
+  expect(contractViolation(seen('GET', '/api/scheduler/jobs/claim', 405, { detail: 'd', code: 'method_not_allowed' }, { allow: 'POST' }))).toBeNull()
+  expect(contractViolation(seen('GET', '/api/scheduler/jobs/claim', 404, { detail: 'No job claim', code: 'job_not_found' }))).toMatch(/status not documented/)
   expect(contractViolation(seen('DELETE', '/api/scheduler/jobs/claim', 405, { detail: 'd', code: 'method_not_allowed' }, { allow: 'POST' }))).toBeNull()
+  // A value of the parameter is the parameter's route.
+  expect(contractViolation(seen('GET', '/api/scheduler/jobs/0192', 404, { detail: 'No job 0192', code: 'job_not_found' }))).toBeNull()
 })

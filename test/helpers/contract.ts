@@ -43,7 +43,7 @@ const DOC_ID = 'leasehold-openapi.json'
 /** Methods the routers know: any other is answered 501 rather than 405. */
 const KNOWN_METHODS = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'PATCH', 'OPTIONS']
 
-let compiled: { doc: Document; ajv: Ajv2020; routes: { template: string; pattern: RegExp; item: PathItem }[] } | undefined
+let compiled: { doc: Document; ajv: Ajv2020; routes: { template: string; pattern: RegExp; item: PathItem; params: number }[] } | undefined
 
 function contract() {
   if (compiled) return compiled
@@ -99,11 +99,12 @@ export function contractViolation(seen: SeenResponse): string | null {
     if (!/^application\/json/.test(seen.header('content-type') ?? '')) return null
     candidates = { ...unparsed, '403': shared('Forbidden'), '404': shared('RouteNotFound') }
   } else {
-    // As the routers do: of the paths that match, the first with this method (GET
-    // /jobs/claim is GET /jobs/{job_id}), else a 405 for the path.
+    // As the routers do (src-main/http/routing.ts): a path a route spells whole is that route's,
+    // its other methods a 405 (GET /jobs/claim too, never GET /jobs/{job_id}); else, of the
+    // paths that match, the first with this method, else a 405 for the path.
     const key = (method === 'HEAD' ? 'get' : method.toLowerCase()) as keyof PathItem
     const matching = routes.filter((r) => r.pattern.test(path))
-    const route = matching.find((r) => r.item[key]) ?? matching[0]
+    const route = matching.find((r) => r.params === 0) ?? matching.find((r) => r.item[key]) ?? matching[0]
     const refusals = { ...unparsed, '401': shared('Unauthorized'), '403': shared('Forbidden') }
     if (!route) {
       candidates = { ...refusals, '404': shared('RouteNotFound') }

@@ -3,6 +3,8 @@ import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
+import { HTTP_APIS } from '../../src-main/http/apis'
+import { fullPath } from '../../src-main/http/route'
 import { rawRequest, startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 
@@ -125,6 +127,34 @@ describe('request guard', () => {
     const submit = await host.call('/internal/worker/claim', { method: 'GET' })
     expect(submit.status).toBe(405)
     expect(submit.headers.get('allow')).toBe('POST')
+  })
+
+  test("every route's OPTIONS and 405 name the methods its path takes: a path a route spells whole, only its routes' (POST on jobs/submit, not the GET of jobs/{job_id})", async () => {
+    host = await startTestHost()
+    const methodsOf = new Map<string, Set<string>>()
+    for (const api of HTTP_APIS) {
+      for (const route of api.routes) {
+        // A path with parameters asked with one value each; a whole path as spelled.
+        const path = fullPath(api, route).replace(/:\w+/g, 'x-0')
+        const methods = methodsOf.get(path) ?? new Set<string>()
+        methods.add(route.method)
+        if (route.method === 'GET') methods.add('HEAD')
+        methodsOf.set(path, methods)
+      }
+    }
+    for (const [path, methods] of methodsOf) {
+      const options = await host.call(path, { method: 'OPTIONS' })
+      expect(options.status, path).toBe(200)
+      const allow = new Set(options.headers.get('allow')?.split(/,\s*/))
+      if (!path.includes('x-0')) expect(allow, path).toEqual(methods)
+      else for (const method of methods) expect(allow, path).toContain(method)
+    }
+    for (const path of ['/api/scheduler/jobs/submit', '/api/scheduler/jobs/submit-batch', '/api/scheduler/jobs/claim', '/api/scheduler/lease/request']) {
+      for (const method of ['GET', 'HEAD', 'DELETE']) {
+        const refused = await host.call(path, { method })
+        expect([method, path, refused.status, refused.headers.get('allow')]).toEqual([method, path, 405, 'POST'])
+      }
+    }
   })
 
   test('a non-JSON body is 415, malformed JSON 400, a body over the limit 413', async () => {
