@@ -320,7 +320,18 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
     expect(await page.getByTestId('cap-reserved').textContent()).toBe('80')
     expect((await json(await host.call('/api/capacity'))).usable).toBe(20)
     await shoot('capacity-busy-8')
-    // A change through the API shows up by itself (CAPACITY_CHANGED on the stream).
+    // A change through the API shows up by itself (CAPACITY_CHANGED on the stream); a rating
+    // with decimals shows as stored, on the slider and its figure as in the label.
+    await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 9.95 } }))
+    await expect.poll(() => page.getByTestId('busy-label').textContent()).toBe('9.95 (manual)')
+    const slider = page.getByLabel('Manual busy rating')
+    expect(await slider.inputValue()).toBe('9.95')
+    expect(await page.locator('form.busy output').textContent()).toBe('9.95')
+    expect(await page.getByRole('button', { name: 'Apply' }).isDisabled()).toBe(true)
+    // Moved down a step by the keyboard, it stands for 9.
+    await slider.focus()
+    await slider.press('ArrowLeft')
+    expect(await page.locator('form.busy output').textContent()).toBe('9')
     await json(await host.call('/api/capacity', { method: 'PUT', json: { busy_rating: 0 } }))
     await expect.poll(() => page.getByTestId('cap-usable').textContent()).toBe('100')
 
