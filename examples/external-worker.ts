@@ -15,7 +15,8 @@
  * Flags: --url (or LEASEHOLD_URL), --streams a,b (the queues to take jobs from, in order; default `default`), --worker-id
  * ID, --until-idle (stop once a claim finds no job: drains what is queued, then exits 0).
  * It runs two job types: `echo` (the result is the payload) and `sleep` ({ms}: waits, with
- * heartbeats). Any other type fails, not retryable. Ctrl-C stops it after the job it runs.
+ * heartbeats), and its claims name them (`job_types`): jobs of other types are left to the
+ * workers that run them. Ctrl-C stops it after the job it runs.
  */
 import { hostname } from 'node:os'
 import { parseArgs } from 'node:util'
@@ -113,7 +114,7 @@ console.log(`external-worker ${workerId} taking ${Object.keys(handlers).join(', 
 while (!stopping) {
   // A long poll: answers as soon as a job can be leased, or {claimed: false} after max_wait_ms.
   const { data, error, response } = await api.POST('/internal/worker/claim', {
-    body: { worker_id: workerId, streams, max_wait_ms: flags['until-idle'] ? 0 : 10_000 },
+    body: { worker_id: workerId, streams, job_types: Object.keys(handlers), max_wait_ms: flags['until-idle'] ? 0 : 10_000 },
   })
   if (!data) {
     console.error(`external-worker: claim refused: HTTP ${response.status} ${error?.code ?? ''} ${error?.detail ?? ''}`)
