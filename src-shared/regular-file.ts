@@ -1,5 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
-import { open, stat } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { type FileHandle, open, readlink, realpath, rename, rm, stat } from 'node:fs/promises'
+import { basename, dirname, join, resolve } from 'node:path'
 
 /**
  * A file of the data dir that is not a regular file: a FIFO, a socket, a device, a directory.
@@ -30,6 +32,9 @@ function kindOf(stats: Stats): string | null {
   if (stats.isBlockDevice()) return 'a block device'
   return 'a special file'
 }
+
+/** O_NONBLOCK, for an opening that must not wait on a FIFO (no such flag on Windows, which has no FIFOs in a folder). */
+const NONBLOCK = constants.O_NONBLOCK ?? 0
 
 /**
  * Why the file at `path` (a symbolic link followed) is not a regular file, as `it is a FIFO, not
@@ -63,8 +68,7 @@ export function refuseNotRegular(path: string): void {
  * wait for a writer forever). Throws as readFileSync does otherwise (ENOENT, EACCES…).
  */
 export function readRegularFile(path: string): string {
-  // O_NONBLOCK only for the opening (no such flag on Windows, which has no FIFOs in a folder).
-  const fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0))
+  const fd = openSync(path, constants.O_RDONLY | NONBLOCK)
   try {
     const kind = kindOf(fstatSync(fd))
     if (kind !== null) throw new NotRegularFileError(path, kind)
@@ -77,30 +81,149 @@ export function readRegularFile(path: string): string {
 /**
  * Writes `data` to the file at `path` (a symbolic link followed) as writeFile does, or appends it
  * as appendFile does, creating a file that is not there; refused with {@link NotRegularFileError}
- * when the file there is not a regular file. A plain open of a FIFO for writing waits for a
- * reader, with no end and no signal that stops it: it holds one of libuv's few file-system
- * threads, and a handful of them stop every later file operation of the process. So the file is
- * opened without blocking (a FIFO with no reader, or a socket, fails at once with ENXIO, a FIFO
- * with one opens) and looked at before a byte is written or it is cut short. Throws as writeFile
- * does otherwise (ENOENT, EACCES, ENOSPC…).
+ * when the file there is not a regular file. Throws as writeFile does otherwise (ENOENT, EACCES,
+ * ENOSPC…), and a write that fails leaves the file as it was: a full disk (or an I/O error, or a
+ * file size limit) met halfway must not cost the old content, nor leave a part that a retry would
+ * write again. So a write puts the new content in a file of its own beside the file and renames it
+ * over the file once it is whole and synced ({@link replaceRegularFile}), and an append that fails
+ * cuts the file back to the length it had ({@link appendRegularFile}).
  */
 export async function writeRegularFile(path: string, data: string | Uint8Array, append: boolean): Promise<void> {
-  const flags = constants.O_WRONLY | constants.O_CREAT | (append ? constants.O_APPEND : 0) | (constants.O_NONBLOCK ?? 0)
+  if (!append || !(await appendRegularFile(path, data))) await replaceRegularFile(path, data)
+}
+
+/**
+ * The regular file at `path` opened with `flags` (never O_CREAT) and what it is, or null when
+ * nothing is there; refused with {@link NotRegularFileError} when it is not a regular file. A
+ * plain open of a FIFO for writing waits for a reader, with no end and no signal that stops it: it
+ * holds one of libuv's few file-system threads, and a handful of them stop every later file
+ * operation of the process. So the file is opened without blocking (a FIFO with no reader, or a
+ * socket, fails at once with ENXIO, a FIFO with one opens) and looked at before a byte is written.
+ */
+async function openRegular(path: string, flags: number): Promise<{ handle: FileHandle; stats: Stats } | null> {
   let handle
   try {
-    handle = await open(path, flags, 0o666)
+    handle = await open(path, flags | NONBLOCK)
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw error
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') return null
+    if (code !== 'ENXIO') throw error
     const kind = kindOf(await stat(path).catch(() => Promise.reject(error)))
     throw kind === null ? error : new NotRegularFileError(path, kind)
   }
   try {
-    const kind = kindOf(await handle.stat())
+    const stats = await handle.stat()
+    const kind = kindOf(stats)
     if (kind !== null) throw new NotRegularFileError(path, kind)
-    // Cut only once it is known to be a regular file (O_TRUNC at the opening would cut a device's).
-    if (!append) await handle.truncate(0)
+    return { handle, stats }
+  } catch (error) {
+    await handle.close()
+    throw error
+  }
+}
+
+/** Appends `data` to the file at `path` in place, or answers false when no file is there (a new file is written whole instead). */
+async function appendRegularFile(path: string, data: string | Uint8Array): Promise<boolean> {
+  const opened = await openRegular(path, constants.O_WRONLY | constants.O_APPEND)
+  if (!opened) return false
+  const { handle, stats } = opened
+  try {
     await handle.writeFile(data)
+  } catch (error) {
+    // What was appended before the failure goes, so that a retry appends the data once. Cutting
+    // a file short frees space, so it holds on a full disk; should it fail too, the write's own
+    // error is still the one to say.
+    await handle.truncate(stats.size).catch(() => {})
+    throw error
   } finally {
     await handle.close()
   }
+  return true
+}
+
+/**
+ * Replaces the file at `path` (the file a symbolic link there names, the link kept) with one
+ * holding `data`, or makes it. The data goes to a new file in the same folder, named as
+ * Leasehold's (`.<name>.leasehold-<random>.tmp`), synced, then renamed over the file: the rename
+ * is atomic on one file system, so the file has its old content or the new, never a part. The new
+ * file takes the old one's permission bits, and its owner and group where the process may give
+ * them; it is removed whenever the write fails. Nothing is made for a file that is not regular,
+ * or that the process may not write.
+ */
+async function replaceRegularFile(path: string, data: string | Uint8Array): Promise<void> {
+  const target = await linkedFile(path)
+  // Opened (not cut) as a write in place would open it: refused as that opening would be refused
+  // (EACCES, EROFS, ETXTBSY for a running program, EISDIR), and looked at first (openRegular).
+  const opened = await openRegular(target, constants.O_WRONLY)
+  await opened?.handle.close()
+  const old = opened?.stats
+  const temp = join(dirname(target), tempName(basename(target)))
+  let handle
+  try {
+    // A new file is made as open would make it (0o666 less the umask); a replacement is private until it has the old one's bits.
+    handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, old ? 0o600 : 0o666)
+  } catch (error) {
+    // Said of the file asked for: the new one beside it is how it is written, not what was asked.
+    const failure = error as NodeJS.ErrnoException
+    failure.message = failure.message.replace(temp, target)
+    failure.path = target
+    throw failure
+  }
+  try {
+    try {
+      if (old) await keepOwnership(handle, old)
+      await handle.writeFile(data)
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    await rename(temp, target)
+  } catch (error) {
+    await rm(temp, { force: true }).catch(() => {})
+    throw error
+  }
+}
+
+/** The longest name (in bytes) a temporary file's name carries of the file's; most file systems allow 255. */
+const TEMP_NAME_BYTES = 200
+
+/** A name for the new content of the file named `name`, Leasehold's and unlikely to be any other file's. */
+function tempName(name: string): string {
+  const random = randomBytes(6).toString('hex')
+  return Buffer.byteLength(name) <= TEMP_NAME_BYTES ? `.${name}.leasehold-${random}.tmp` : `.leasehold-${random}.tmp`
+}
+
+/** Gives the file of `handle` the permission bits of `old`, and its owner and group where the process may (else what it may of them). */
+async function keepOwnership(handle: FileHandle, old: Stats): Promise<void> {
+  await handle.chmod(old.mode & 0o777)
+  const own = await handle.stat()
+  if (own.uid === old.uid && own.gid === old.gid) return
+  try {
+    await handle.chown(old.uid, old.gid)
+  } catch {
+    // Only a privileged process gives a file away; its owner may still give it a group it is in.
+    await handle.chown(-1, old.gid).catch(() => {})
+  }
+}
+
+/** How many symbolic links in a row the kernel follows before it gives up (ELOOP), on Linux. */
+const MAX_LINKS = 40
+
+/**
+ * The file a write to `path` changes: `path`, or the file the symbolic link there names, there
+ * yet or not (a write through a dangling link makes it), as the kernel follows links — the file
+ * the gate is asked for (src-worker/gate-path.ts). A link's relative target is taken from the
+ * real folder holding the link, as the kernel takes it.
+ */
+async function linkedFile(path: string): Promise<string> {
+  for (let hops = 0; hops <= MAX_LINKS; hops++) {
+    let target
+    try {
+      target = await readlink(path)
+    } catch {
+      return path // not a link, or not there: the write says why, if anything is wrong
+    }
+    path = resolve(await realpath(dirname(path)), target)
+  }
+  throw Object.assign(new Error(`ELOOP: too many symbolic links encountered, open '${path}'`), { code: 'ELOOP', path })
 }

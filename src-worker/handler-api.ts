@@ -12,7 +12,9 @@ export interface JobInfo {
 
 /** File writes that pass the file-lease gate: acquire, wait once if held, halt if still held. */
 export interface GatedFiles {
+  /** Replaces the file whole (through a new file renamed over it) or makes it: one that fails leaves the file as it was. */
   writeFile(path: string, data: string | Uint8Array): Promise<void>
+  /** Appends in place, or makes the file: one that fails cuts the file back to its length, so a retry appends once. */
   appendFile(path: string, data: string | Uint8Array): Promise<void>
   rm(path: string, options?: { force?: boolean; recursive?: boolean }): Promise<void>
   rename(from: string, to: string): Promise<void>

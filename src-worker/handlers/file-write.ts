@@ -6,7 +6,8 @@ import { type Handler, JobError } from '../handler-api'
  * The file system's refusals that a later attempt meets the same way: a folder on the path that
  * does not exist or is a file, a path that names a folder or is too long, no permission. Each
  * fails the job at once, naming the path; a full disk, a busy file or an I/O error is retried,
- * as anything may mend those between attempts.
+ * as anything may mend those between attempts (a write that fails leaves the file as it was:
+ * regular-file.ts, so the retry writes the content once).
  */
 const LASTING = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'ELOOP'])
 

@@ -13,6 +13,7 @@ import { CLAIM_PACE_MS, CLAIM_STREAM_MS, ClaimPace, claimWaitedMs, nextExchange,
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
 import { type Claim, type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, type WorkerTransport } from '../../src-worker/transport'
 import { tempDir } from '../helpers/host'
+import { fillDisk, mountSmallDisk } from '../helpers/small-disk'
 import { ThreadLinks } from '../../src-main/pool/thread-links'
 import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../../src-shared/thread-link'
 import { aClaimOf, SPIN, until, writeHandlers } from './support'
@@ -750,6 +751,35 @@ test('file.write fails without a retry where a retry would meet the same refusal
     expect(existsSync(missing)).toBe(false)
   } finally {
     running.kill('SIGKILL')
+  }
+})
+
+test('a file.write that fails on a full disk fails its attempt (ENOSPC, retried) and leaves the file as it was', async (context) => {
+  const dir = aTempDir()
+  const disk = mountSmallDisk(context, dir, '1m')
+  if (!disk) return
+  try {
+    const config = join(disk.path, 'config.txt')
+    const log = join(disk.path, 'log.txt')
+    writeFileSync(config, 'old config\n'.repeat(500))
+    writeFileSync(log, 'old log\n')
+    fillDisk(disk.path, 8192)
+    const content = 'new'.repeat(100_000)
+    const transport = new ScriptedTransport(
+      [aJobOf('write', 'file.write', { path: config, content }), aJobOf('append', 'file.write', { path: log, content, mode: 'append' })],
+      undefined,
+      () => ({ granted: true }),
+    )
+    await started(transport, { concurrency: 2 })
+    await until(() => transport.failed.length === 2, 5000, 'both failures reported')
+    for (const { error } of transport.failed) expect(error).toMatchObject({ code: 'ENOSPC', retryable: true })
+    expect(readFileSync(config, 'utf8')).toBe('old config\n'.repeat(500))
+    expect(readFileSync(log, 'utf8')).toBe('old log\n')
+    expect(readdirSync(disk.path).sort()).toEqual(['config.txt', 'filler', 'log.txt'])
+  } finally {
+    await runtime?.stop(0)
+    runtime = null
+    disk.unmount()
   }
 })
 
