@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { type FileHandle, open, readlink, realpath, rename, rm, stat } from 'node:fs/promises'
-import { basename, dirname, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve, sep } from 'node:path'
 
 /**
  * A file of the data dir that is not a regular file: a FIFO, a socket, a device, a directory.
@@ -157,6 +157,10 @@ async function replaceRegularFile(path: string, data: string | Uint8Array): Prom
   const opened = await openRegular(target, constants.O_WRONLY)
   await opened?.handle.close()
   const old = opened?.stats
+  if (!old && (target.endsWith('/') || target.endsWith(sep))) {
+    // A name that ends in a separator names a folder: the kernel makes no file of it, nor may the rename.
+    throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${target}'`), { code: 'EISDIR', path: target })
+  }
   const temp = join(dirname(target), tempName(basename(target)))
   let handle
   try {

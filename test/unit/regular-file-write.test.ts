@@ -125,3 +125,10 @@ test('a write through a dangling symlink makes the file it names, the link kept'
   expect(lstatSync(link).isSymbolicLink()).toBe(true)
   expect(readFileSync(join(dir, 'made.txt'), 'utf8')).toBe('made')
 })
+
+test('a path that ends in a separator makes no file, as an opening for writing makes none (EISDIR)', async () => {
+  for (const append of [false, true]) {
+    expect((await failure(writeRegularFile(join(dir, 'new.txt') + '/', 'x', append))).code).toBe('EISDIR')
+    expect(readdirSync(dir)).toEqual([])
+  }
+})
