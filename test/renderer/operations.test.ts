@@ -144,6 +144,16 @@ describe('paused queues', () => {
     expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/reports/pause', '/api/queues/reports/resume'])
   })
 
+  test("a paused queue's line says since when and by whom, a space between the time and \"by\"", async () => {
+    const { fetcher } = fakeFetch({
+      'GET /api/queues': { queues: [{ queue: 'reports', paused: true, paused_at: iso(T0), paused_by: 'dashboard', counts: { QUEUED: 1 } }] },
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    expect(el.querySelector('tr[data-queue="reports"] span.muted.small')!.textContent).toBe(`since ${formatClock(iso(T0), T0)} by dashboard`)
+  })
+
   test('who paused a queue is shown isolated, its invisible characters drawn as escapes: a name from the pause request cannot reorder the row', async () => {
     const { fetcher } = fakeFetch({
       'GET /api/queues': { queues: [{ queue: 'reports', paused: true, paused_at: iso(T0), paused_by: 'ops\u202Eevil', counts: { QUEUED: 1 } }] },
