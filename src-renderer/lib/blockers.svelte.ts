@@ -1,5 +1,4 @@
 import { eventMoves } from '../../src-shared/event-types'
-import { holderName } from '../../src-shared/file-owner'
 import { describeError, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
 
 /** Blocker reports: open ones first (oldest first, as the host lists them), then resolved ones. */
@@ -49,12 +48,3 @@ export class BlockersState {
   }
 }
 
-/**
- * What a force release did: the file taken from the holder the report names, or nothing taken
- * when that holder had let go while the report waited (whoever holds the file now keeps it).
- */
-export function takenInWords(blocker: Pick<Blocker, 'file' | 'holder'>, taken: boolean): string {
-  return taken
-    ? `${blocker.holder.file} was taken from ${holderName(blocker.holder)}`
-    : `${holderName(blocker.holder)} had already let go of ${blocker.holder.file}: nothing was taken`
-}

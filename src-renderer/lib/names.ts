@@ -86,9 +86,12 @@ export function nameNote(name: string): string | null {
   return notes.length === 0 ? null : notes.join('; ')
 }
 
+/** Text from the host where no markup can go (a title): its invisible characters written as escapes (`\u202e`), the rest as it is. */
+export const withEscapes = (text: string): string => text.replace(INVISIBLE, escaped)
+
 /**
  * A name in running text (a question, a title, a label): quoted, its invisible characters
  * written as escapes, when its outer spaces would otherwise be lost or it holds such characters
  * (`" padded "`, `"\u202eevil"`); as it is otherwise.
  */
-export const quotedName = (name: string): string => (nameNote(name) === null ? name : JSON.stringify(name).replace(INVISIBLE, escaped))
+export const quotedName = (name: string): string => (nameNote(name) === null ? name : withEscapes(JSON.stringify(name)))

@@ -733,6 +733,19 @@ test("a blocker's file and holder are isolated, their bidi controls and newlines
   expect(text(question)).toContain('from holder-\\u202ertl')
 })
 
+test("a force release's answer names the file and the holder isolated, their bidi controls shown as escapes, whatever the release did", () => {
+  const holder = { ...resolvedBlocker().holder, file: '/home/ann/\u202Etxt.exe\u202C/rtl', owner_id: 'holder-\u202Ertl' }
+  for (const taken of [true, false]) {
+    const el = render(BlockerCard, { blocker: resolvedBlocker({ holder, resolution: 'force_release', note: null, taken_from_holder: taken }), now: T0, onresolve: () => {} })
+    const line = el.querySelector('[data-testid="taken"]')!
+    expect(line.textContent).not.toMatch(RAW_INVISIBLE)
+    expect(line.querySelectorAll('bdi.name')).toHaveLength(2)
+    expect(text(line)).toContain('/home/ann/\\u202etxt.exe\\u202c/rtl')
+    expect(text(line)).toContain('holder-\\u202ertl')
+    expect(text(line)).toMatch(taken ? / was taken from / : / had already let go of .*: nothing was taken/)
+  }
+})
+
 test("a job's error keeps its lines and shows the bidi controls in it as escapes", async () => {
   const { fetcher } = fakeFetch({
     'GET /api/scheduler/jobs/job-1': { job: job({ state: 'FAILED' }), result: { status: 'FAILED', error: { message: 'cannot write /tmp/\u202Etxt.exe' }, result_data: null } },

@@ -308,6 +308,28 @@ describe('the Schedules view', () => {
     expect(form.querySelector('[data-testid="schedule-form-error"]')).toBeNull()
   })
 
+  test("the host's words that quote a name (a refusal, a skipped run's reason) are isolated, their bidi controls shown as escapes", async () => {
+    const spoofed = 'night\u202Eylt'
+    const reason = `invalid_job_type: job type ${spoofed} is not known`
+    const { el } = await view([schedule({ name: 'off', last_run: { fire_at: iso(T0), outcome: 'SKIPPED', reason, job_id: null, job_state: null } })], {
+      'POST /api/schedules': () => new Response(JSON.stringify({ code: 'duplicate_schedule', detail: `A schedule named ${spoofed} exists` }), { status: 409 }),
+    })
+    const skipped = el.querySelector('[data-testid="schedule-last-run"]')!
+    expect(skipped.textContent).not.toMatch(/[\u202a-\u202e]/)
+    expect(skipped.querySelector('bdi')).not.toBeNull()
+    expect(skipped.querySelector('[title]')!.getAttribute('title')).toBe('invalid_job_type: job type night\\u202eylt is not known')
+    ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    typeText(form.querySelector('[name="name"]') as HTMLInputElement, spoofed)
+    typeText(form.querySelector('[name="job_type"]') as HTMLInputElement, 'x')
+    ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(form.querySelector('[data-testid="problem-name"]')).not.toBeNull())
+    const problem = form.querySelector('[data-testid="problem-name"]')!
+    expect(problem.textContent).toBe('A schedule named night\\u202eylt exists')
+    expect(problem.querySelector('bdi')).not.toBeNull()
+  })
+
   test('the text fields the host limits to 200 characters take no more (the time zone 100)', async () => {
     const { el } = await view([])
     ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
