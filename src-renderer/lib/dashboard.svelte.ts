@@ -121,7 +121,7 @@ export class Dashboard {
     this.charts = new ChartsState(this.api)
     this.storage = new StorageState(this.api)
     this.redis = new RedisState(() => this.time.now)
-    this.stream.subscribe((event) => this.receive(event))
+    this.stream.subscribe((events) => this.receive(events))
     this.stream.onRedis((health) => this.redis.hear(health))
     this.stream.onStorage((change) => this.storage.hear(change))
     // Whether the stream reopens after the last event it saw or from the host's present, what the
@@ -245,8 +245,13 @@ export class Dashboard {
     if (place.view !== 'jobs') this.bulk.dismiss()
   }
 
-  private receive(event: LogEvent): void {
-    if (this.leases.apply(event)) this.later.leases()
+  /** A run of events that came together (a burst): the leases take it in one pass; the other stores' rows are few. */
+  private receive(events: readonly LogEvent[]): void {
+    if (this.leases.apply(events)) this.later.leases()
+    for (const event of events) this.receiveOne(event)
+  }
+
+  private receiveOne(event: LogEvent): void {
     if (CapacityState.moves(event)) this.later.capacity()
     if (this.jobs.apply(event)) this.later.jobs()
     if (this.recent.apply(event)) this.later.recent()

@@ -47,18 +47,50 @@ export const movesLeases = (event: LogEvent): boolean =>
   eventMoves(event.type, 'leases')
 
 /**
- * The active leases as an event changes them: a grant adds one, an expiry or the end of its
- * job marks it ended at `localNow` (this page's clock; it then flashes out). Heartbeats are not
- * events; the store polls for them.
+ * At most this many ended leases flash at once: in a burst (thousands of short jobs) the leases
+ * that ended before the last ones go at once, so the table holds the active leases and a few more.
  */
-export function reduceLeases(rows: readonly LeaseRow[], event: LogEvent, localNow: number): LeaseRow[] {
-  const data = event.data ?? {}
-  if (event.type === 'LEASE_GRANTED' && event.job_id) {
-    if (rows.some((r) => r.lease_id === event.entity_id)) return rows as LeaseRow[]
-    const granted = ms(event.ts) ?? 0
-    return [
-      ...rows,
-      {
+export const FLASHING_AT_MOST = 10
+
+/**
+ * The active leases as a run of events changes them, in one pass (a burst of thousands costs one
+ * copy, not one per event): a grant adds one, an expiry or the end of its job marks it ended at
+ * `localNow` (this page's clock; it then flashes out), and of the ended ones only the last
+ * {@link FLASHING_AT_MOST} to end stay. Heartbeats are not events; the store polls for them.
+ * The same array when no event changed a lease.
+ */
+export function reduceLeases(rows: readonly LeaseRow[], events: readonly LogEvent[], localNow: number): LeaseRow[] {
+  // Built at the first event that concerns a lease: lease id → row (in the rows' order, new
+  // grants last), and job id → its leases not yet ended.
+  let byId: Map<string, LeaseRow> | null = null
+  let activeByJob: Map<string, Set<string>> | null = null
+  const edit = () => {
+    if (byId === null) {
+      byId = new Map(rows.map((r) => [r.lease_id, r]))
+      activeByJob = new Map()
+      for (const r of rows) if (r.ended === null) leasesOf(activeByJob, r.job_id).add(r.lease_id)
+    }
+    return { byId, activeByJob: activeByJob! }
+  }
+  let grantedAny = false
+  /** The leases ended by these events, in the order they ended. */
+  const endedNow: string[] = []
+  const end = (leaseId: string, how: 'expired' | 'released') => {
+    const { byId, activeByJob } = edit()
+    const row = byId.get(leaseId)
+    if (!row || row.ended) return
+    byId.set(leaseId, { ...row, ended: { how, at: localNow } })
+    activeByJob.get(row.job_id)?.delete(leaseId)
+    endedNow.push(leaseId)
+  }
+  for (const event of events) {
+    const data = event.data ?? {}
+    if (event.type === 'LEASE_GRANTED' && event.job_id) {
+      const { byId, activeByJob } = edit()
+      if (byId.has(event.entity_id)) continue // replayed after a reconnect
+      const granted = ms(event.ts) ?? 0
+      grantedAny = true
+      byId.set(event.entity_id, {
         lease_id: event.entity_id,
         job_id: event.job_id,
         job_type: null,
@@ -69,16 +101,33 @@ export function reduceLeases(rows: readonly LeaseRow[], event: LogEvent, localNo
         expires_at: time(data['expires_at']) ?? granted,
         last_heartbeat_at: granted,
         ended: null,
-      },
-    ]
+      })
+      leasesOf(activeByJob, event.job_id).add(event.entity_id)
+    } else if (event.type === 'LEASE_EXPIRED') {
+      end(event.entity_id, 'expired')
+    } else if (LEASE_ENDING_EVENTS.has(event.type) && event.job_id) {
+      for (const leaseId of [...(edit().activeByJob.get(event.job_id) ?? [])]) end(leaseId, 'released')
+    }
   }
-  if (event.type === 'LEASE_EXPIRED') {
-    return rows.map((r) => (r.lease_id === event.entity_id && !r.ended ? { ...r, ended: { how: 'expired', at: localNow } } : r))
-  }
-  if (LEASE_ENDING_EVENTS.has(event.type) && event.job_id) {
-    return rows.map((r) => (r.job_id === event.job_id && !r.ended ? { ...r, ended: { how: 'released', at: localNow } } : r))
-  }
-  return rows as LeaseRow[]
+  if (!grantedAny && endedNow.length === 0) return rows as LeaseRow[]
+  const next: LeaseRow[] = [...byId!.values()]
+  return endedNow.length > 0 ? boundFlashing(next, endedNow) : next
+}
+
+function leasesOf(byJob: Map<string, Set<string>>, jobId: string): Set<string> {
+  let leases = byJob.get(jobId)
+  if (!leases) byJob.set(jobId, (leases = new Set()))
+  return leases
+}
+
+/** Keeps the last {@link FLASHING_AT_MOST} leases to end: those ended before these events by their time, then `endedNow` in its order. */
+function boundFlashing(rows: LeaseRow[], endedNow: readonly string[]): LeaseRow[] {
+  const justEnded = new Set(endedNow)
+  const before = rows.filter((r) => r.ended !== null && !justEnded.has(r.lease_id)).sort((a, b) => a.ended!.at - b.ended!.at)
+  const order = [...before.map((r) => r.lease_id), ...endedNow]
+  if (order.length <= FLASHING_AT_MOST) return rows
+  const gone = new Set(order.slice(0, order.length - FLASHING_AT_MOST))
+  return rows.filter((r) => !gone.has(r.lease_id))
 }
 
 /** Drops the leases whose flash is over (`localNow` on this page's clock). */

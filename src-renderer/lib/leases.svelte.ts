@@ -11,7 +11,8 @@ import { ms } from './time-format'
  * active `refresh` runs on a timer too.
  */
 export class LeasesState {
-  rows = $state<LeaseRow[]>([])
+  /** Replaced whole, never changed in place: not made deeply reactive (a burst would proxy every row anew). */
+  rows = $state.raw<LeaseRow[]>([])
   error = $state<string | null>(null)
   loaded = $state(false)
   /** Reads started, and the latest one whose answer is shown: an older answer that comes later is dropped. */
@@ -44,11 +45,11 @@ export class LeasesState {
     }
   }
 
-  /** Shows what an event did to the leases; true when they should be read again. */
-  apply(event: LogEvent): boolean {
-    const next = reduceLeases(this.rows, event, this.time.localNow())
+  /** Shows what a run of events did to the leases, in one pass; true when they should be read again. */
+  apply(events: readonly LogEvent[]): boolean {
+    const next = reduceLeases(this.rows, events, this.time.localNow())
     if (next !== this.rows) this.rows = next
-    return movesLeases(event)
+    return events.some(movesLeases)
   }
 
   /** Removes leases whose flash-out is over; called on each clock tick. */

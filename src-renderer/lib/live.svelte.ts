@@ -50,7 +50,10 @@ export class LiveStream {
   private failures = 0
   private retryTimer: ReturnType<typeof setTimeout> | null = null
   private running = false
-  private readonly listeners = new Set<(event: LogEvent) => void>()
+  private readonly listeners = new Set<(events: readonly LogEvent[]) => void>()
+  /** Events received this turn, handed on together as it ends (see {@link subscribe}). */
+  private received: LogEvent[] = []
+  private handOnTimer: ReturnType<typeof setTimeout> | null = null
   private readonly gapListeners = new Set<() => void>()
   private readonly resumeListeners = new Set<() => void>()
   private readonly redisListeners = new Set<(health: RedisHealth | null) => void>()
@@ -63,8 +66,13 @@ export class LiveStream {
     private readonly onUnauthorized: (error: ApiError) => void = () => {},
   ) {}
 
-  /** Listens to every event; returns the function that stops listening. */
-  subscribe(listener: (event: LogEvent) => void): () => void {
+  /**
+   * Listens to every event, in order; returns the function that stops listening. The events that
+   * arrive in one turn of the page (a burst: thousands of short jobs make a few events each) are
+   * handed on together once it ends, so that each store applies them in one pass and the page is
+   * drawn once for them, not once per event.
+   */
+  subscribe(listener: (events: readonly LogEvent[]) => void): () => void {
     this.listeners.add(listener)
     return () => this.listeners.delete(listener)
   }
@@ -114,6 +122,10 @@ export class LiveStream {
     this.source?.close()
     this.source = null
     this.status = 'stopped'
+    // A stopped stream hands nothing on: a start reads every part again.
+    if (this.handOnTimer !== null) clearTimeout(this.handOnTimer)
+    this.handOnTimer = null
+    this.received = []
   }
 
   private async open(): Promise<void> {
@@ -138,6 +150,7 @@ export class LiveStream {
       this.failures = 0
       this.problem = null
       this.status = 'live'
+      this.handOn() // what came before the drop, before anything said of the reopen
       for (const listener of this.redisListeners) listener(null)
       // Opened with no event to resume after (the first open, or a reopen before any event came),
       // the stream starts at the host's present: what changed between the stores' reads and now
@@ -157,6 +170,7 @@ export class LiveStream {
     for (const type of EVENT_TYPES) source.addEventListener(type, handle)
     source.addEventListener('message', handle)
     source.addEventListener('gap', () => {
+      this.handOn()
       for (const listener of this.gapListeners) listener()
     })
     hearFrames(source, 'redis', this.redisListeners)
@@ -183,7 +197,18 @@ export class LiveStream {
     if (message.lastEventId) this.lastEventId = message.lastEventId
     else if (event.id !== undefined) this.lastEventId = String(event.id)
     this.status = 'live'
-    for (const listener of this.listeners) listener(event)
+    this.received.push(event)
+    this.handOnTimer ??= setTimeout(() => this.handOn(), 0)
+  }
+
+  /** Hands on the events received so far, together. */
+  private handOn(): void {
+    if (this.handOnTimer !== null) clearTimeout(this.handOnTimer)
+    this.handOnTimer = null
+    const events = this.received
+    if (events.length === 0) return
+    this.received = []
+    for (const listener of this.listeners) listener(events)
   }
 }
 

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { attemptError, dispositionLabel } from '../../src-renderer/lib/attempts'
 import { reduceJobs } from '../../src-renderer/lib/job-events'
-import { FLASH_MS, leaseRow, mergeLeases, movesLeases, reduceLeases, sweepLeases, type LeaseRow } from '../../src-renderer/lib/lease-events'
+import { FLASH_MS, FLASHING_AT_MOST, leaseRow, mergeLeases, movesLeases, reduceLeases, sweepLeases, type LeaseRow } from '../../src-renderer/lib/lease-events'
 import { event, iso, job, SECOND, T0 } from './support'
 
 describe('the jobs table reduces job events', () => {
@@ -71,7 +71,7 @@ describe('the leases table reduces lease events', () => {
     event('LEASE_GRANTED', { entity_type: 'LEASE', entity_id: lease, job_id: jobId, ts: iso(at), data: { worker_id: 'w1', cost_units: 5, expires_at: at + 35 * SECOND } })
 
   test('a grant adds a lease, counting down to its expiry (epoch ms in the event data)', () => {
-    const rows = reduceLeases([], granted('l1', 'j1'), T0)
+    const rows = reduceLeases([], [granted('l1', 'j1')], T0)
     expect(rows).toEqual([
       {
         lease_id: 'l1',
@@ -86,21 +86,49 @@ describe('the leases table reduces lease events', () => {
         ended: null,
       },
     ])
-    expect(reduceLeases(rows, granted('l1', 'j1'), T0)).toBe(rows) // replayed after a reconnect
+    expect(reduceLeases(rows, [granted('l1', 'j1')], T0)).toBe(rows) // replayed after a reconnect
   })
   test('an expiry flashes the lease out, then the sweep removes it', () => {
-    let rows = reduceLeases([], granted('l1', 'j1'), T0)
-    rows = reduceLeases(rows, event('LEASE_EXPIRED', { entity_type: 'LEASE', entity_id: 'l1', job_id: 'j1' }), T0 + 40 * SECOND)
+    let rows = reduceLeases([], [granted('l1', 'j1')], T0)
+    rows = reduceLeases(rows, [event('LEASE_EXPIRED', { entity_type: 'LEASE', entity_id: 'l1', job_id: 'j1' })], T0 + 40 * SECOND)
     expect(rows[0]!.ended).toEqual({ how: 'expired', at: T0 + 40 * SECOND })
     expect(sweepLeases(rows, T0 + 40 * SECOND + FLASH_MS - 1)).toBe(rows)
     expect(sweepLeases(rows, T0 + 40 * SECOND + FLASH_MS)).toEqual([])
   })
   test('the end of its job releases a lease; a later requeue does not mark it twice', () => {
-    let rows = reduceLeases([], granted('l1', 'j1'), T0)
-    rows = reduceLeases(rows, event('JOB_DONE', { job_id: 'j1', data: { state: 'DONE' } }), T0 + SECOND)
+    let rows = reduceLeases([], [granted('l1', 'j1')], T0)
+    rows = reduceLeases(rows, [event('JOB_DONE', { job_id: 'j1', data: { state: 'DONE' } })], T0 + SECOND)
     expect(rows[0]!.ended).toEqual({ how: 'released', at: T0 + SECOND })
-    rows = reduceLeases(rows, event('JOB_REQUEUED', { job_id: 'j1', data: { state: 'QUEUED' } }), T0 + 2 * SECOND)
+    rows = reduceLeases(rows, [event('JOB_REQUEUED', { job_id: 'j1', data: { state: 'QUEUED' } })], T0 + 2 * SECOND)
     expect(rows[0]!.ended!.at).toBe(T0 + SECOND)
+  })
+  test(`a burst is applied in one pass (the rows are read once, not once per event), and of the leases it ends only the last ${FLASHING_AT_MOST} to end flash`, () => {
+    const rows = reduceLeases([], Array.from({ length: 300 }, (_, i) => granted(`old-${i}`, `old-job-${i}`)), T0)
+    // Each read of a row of the input is counted: a copy of the rows per event would read them 4,150 times over.
+    let reads = 0
+    const counted = new Proxy(rows, {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads++
+        return Reflect.get(target, key, receiver)
+      },
+    })
+    const burst = []
+    for (let i = 0; i < 2000; i++) burst.push(granted(`l${i}`, `j${i}`, T0 + SECOND), event('JOB_DONE', { job_id: `j${i}`, data: { state: 'DONE' } }))
+    for (let i = 0; i < 300; i += 2) burst.push(event('LEASE_EXPIRED', { entity_type: 'LEASE', entity_id: `old-${i}`, job_id: `old-job-${i}` }))
+    const after = reduceLeases(counted, burst, T0 + 2 * SECOND)
+    expect(reads).toBeLessThanOrEqual(2 * rows.length)
+    expect(after.filter((r) => r.ended === null).map((r) => r.lease_id)).toEqual(Array.from({ length: 150 }, (_, i) => `old-${2 * i + 1}`))
+    const flashing = after.filter((r) => r.ended !== null)
+    expect(flashing.map((r) => r.lease_id)).toEqual(Array.from({ length: FLASHING_AT_MOST }, (_, i) => `old-${300 - 2 * FLASHING_AT_MOST + 2 * i}`))
+    expect(flashing.every((r) => r.ended!.how === 'expired' && r.ended!.at === T0 + 2 * SECOND)).toBe(true)
+    expect(sweepLeases(after, T0 + 2 * SECOND + FLASH_MS)).toHaveLength(150)
+  })
+  test(`leases that ended before a burst go first: only the last ${FLASHING_AT_MOST} to end flash, whenever they ended`, () => {
+    let rows = reduceLeases([], Array.from({ length: 12 }, (_, i) => granted(`l${i}`, `j${i}`)), T0)
+    rows = reduceLeases(rows, [0, 1, 2, 3, 4].map((i) => event('JOB_DONE', { job_id: `j${i}`, data: { state: 'DONE' } })), T0 + SECOND)
+    expect(rows.filter((r) => r.ended !== null)).toHaveLength(5)
+    rows = reduceLeases(rows, [5, 6, 7, 8, 9, 10, 11].map((i) => event('JOB_FAILED', { job_id: `j${i}`, data: { state: 'FAILED' } })), T0 + 2 * SECOND)
+    expect(rows.map((r) => r.lease_id)).toEqual(['l2', 'l3', 'l4', 'l5', 'l6', 'l7', 'l8', 'l9', 'l10', 'l11'])
   })
   test('grants and lease ends call for a fresh read; other events do not', () => {
     expect(movesLeases(granted('l1', 'j1'))).toBe(true)
