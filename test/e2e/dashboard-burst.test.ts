@@ -4,18 +4,13 @@
  * turn, so it keeps answering, and the Active leases table holds the active leases and at most
  * a few that just ended (docs/dashboard.md), none once the burst is over.
  */
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { FLASHING_AT_MOST } from '../../src-renderer/lib/lease-events'
+import { buildRenderer, hasChromium, launchChromium, RENDERER_DIR } from '../helpers/chromium'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 
-const ROOT = join(import.meta.dirname, '../..')
-const RENDERER_DIR = join(ROOT, 'out/renderer')
-const CHROMIUM = '/usr/bin/chromium'
 /**
  * How long the page may take to answer while the burst's events pour in: far above what a page
  * that keeps up takes on a loaded two-core machine (well under a second), far below the tens of
@@ -41,18 +36,12 @@ const unfinished = async (): Promise<number> =>
     0,
   )
 
-if (process.env.CI && !existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`)
-
-describe.skipIf(!existsSync(CHROMIUM))('the overview through a burst of jobs', () => {
+describe.skipIf(!hasChromium())('the overview through a burst of jobs', () => {
   beforeAll(async () => {
-    execFileSync('npx', ['electron-vite', 'build'], { cwd: ROOT, stdio: 'pipe', timeout: 120_000 })
+    buildRenderer()
     host = await startTestHost({ workers: 2 }, { rendererDir: RENDERER_DIR })
     await until(async () => (await json(await host.call('/api/workers'))).workers.filter((w: any) => w.state === 'ready').length === 2, 20_000, 'two ready workers')
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    })
+    browser = await launchChromium()
     page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'en-GB' })
     page.on('console', (message) => {
       if (message.type() === 'error') pageProblems.push(message.text())

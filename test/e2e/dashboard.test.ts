@@ -10,12 +10,12 @@
  * ManualClock kept in step with real time, so the 180 s file-lease retry is reached by moving it;
  * lease countdowns follow the host's clock, also when it moves.
  */
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type Browser, chromium, type Locator, type Page } from 'playwright-core'
+import type { Browser, Locator, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
+import { buildRenderer, hasChromium, launchChromium, RENDERER_DIR } from '../helpers/chromium'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
 import { TestRedis } from '../redis/redis-server'
@@ -23,9 +23,7 @@ import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/wo
 import { METRICS } from '../../src-renderer/lib/api'
 
 const ROOT = join(import.meta.dirname, '../..')
-const RENDERER_DIR = join(ROOT, 'out/renderer')
 const SHOTS = join(ROOT, 'test-results/screenshots')
-const CHROMIUM = '/usr/bin/chromium'
 /** The README's screenshot, and where each named part of the window is in it (docs/dashboard.md). */
 const README_SHOT = join(ROOT, 'docs/dashboard.png')
 const README_LAYOUT = join(ROOT, 'docs/dashboard.layout.json')
@@ -182,14 +180,10 @@ const shoot = async (name: string) => {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true })
 }
 
-// Skipped only on a developer machine without Debian's Chromium; CI installs it (.ci/run), and
-// there a missing browser fails the run rather than skipping the browser tests.
-if (process.env.CI && !existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`)
-
-describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real host', () => {
+describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () => {
   beforeAll(async () => {
     // The host serves the built renderer; build it once from the sources under test.
-    execFileSync('npx', ['electron-vite', 'build'], { cwd: ROOT, stdio: 'pipe', timeout: 120_000 })
+    buildRenderer()
     mkdirSync(SHOTS, { recursive: true })
     clockTimer = setInterval(syncClock, 50)
     host = await startTestHost(
@@ -197,11 +191,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium against a real hos
       { clock, rendererDir: RENDERER_DIR },
     )
     await until(async () => (await json(await host.call('/api/workers'))).workers.filter((w: any) => w.state === 'ready').length === 2, 20_000, 'two ready workers')
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    })
+    browser = await launchChromium()
     // The locale is pinned (24-hour en-GB), so the times the tests read are known; a test of its
     // own opens the window in other locales.
     page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'en-GB' })
