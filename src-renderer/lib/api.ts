@@ -4,7 +4,7 @@ import type { components, paths } from '../../src-shared/api-types'
 import type { Connection } from './connection'
 
 /** The states' groups: the host's own (src-shared/job-states.ts). */
-export { DEAD_LETTER_STATES, RETRYABLE_STATES, TERMINAL_STATES } from '../../src-shared/job-states'
+export { DEAD_LETTER_STATES, RETRYABLE_STATES, TERMINAL_STATES, WAITING_STATES } from '../../src-shared/job-states'
 
 /*
  * The wire types are the API's own, generated from its OpenAPI document into

@@ -1,6 +1,6 @@
 import { eventMoves } from '../../src-shared/event-types'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
-import { describeError, JOB_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
+import { describeError, JOB_STATES, WAITING_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
@@ -86,6 +86,9 @@ const canMatch = (filter: JobFilter): boolean => [filter.job_type, filter.addon_
 /** Whether a filter selects fewer than all jobs. */
 export const isFiltered = (filter: JobFilter): boolean =>
   filter.state !== '' || filter.job_type !== '' || filter.addon_id !== '' || filter.search !== '' || filter.dead_letter
+
+/** Whether a job waits for something (and the host says what, `waiting_reason`). */
+const waits = (job: Job): boolean => (WAITING_STATES as ReadonlySet<string>).has(job.state)
 
 /**
  * A list of jobs: a filter, newest first, pages by cursor. Events move the rows on screen at
@@ -219,8 +222,12 @@ export class JobsState {
     if (eventMoves(event.type, 'queues')) return true
     if (!eventMoves(event.type, 'job-list')) return false
     const next = reduceJobs(this.rows, event)
+    const waitsAgain = next !== this.rows && next.some((row, i) => waits(row) && !waits(this.rows[i]!))
     if (next !== this.rows) this.rows = next
     else if (this.loading && event.job_id) this.missed.push(event)
+    // A row back to waiting (retried, requeued, halted) dropped the reason it waited before; no other
+    // event would bring why it waits now: the page shown is read again (once for a burst of them).
+    if (waitsAgain) return true
     if (this.cursors.length > 0) return false
     // A new job may belong on the first page; with a state or dead-letter filter, a moved job may leave it or join it.
     // A job run now waits for something else than its time, or for nothing: read again to say which.

@@ -549,6 +549,44 @@ describe('stores fed by the API and the stream', () => {
     ])
   })
 
+  test("rows that move back to waiting (retried, requeued) in an unfiltered list have why they wait now read, once for the burst", async () => {
+    vi.useFakeTimers({ now: T0 })
+    try {
+      const reason = 'first in line; waiting for a worker to take it'
+      let ids = ['a', 'b', 'c']
+      let answer = (id: string) => job({ job_id: id, state: 'CANCELED', updated_at: iso(T0) })
+      const { fetcher, calls } = fakeFetch({
+        'POST /api/events/ticket': { ticket: 'ticket-1' },
+        'GET /api/scheduler/jobs': () => ({ jobs: ids.map(answer), next_cursor: null }),
+      })
+      const sources: FakeSource[] = []
+      const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
+      dashboard.start()
+      await vi.advanceTimersByTimeAsync(1000)
+      sources[0]!.open()
+      await vi.advanceTimersByTimeAsync(1000)
+      const reads = () => calls.filter((c) => c.path.startsWith('/api/scheduler/jobs')).length
+      const before = reads()
+      answer = (id: string) => job({ job_id: id, state: 'QUEUED', updated_at: iso(T0 + SECOND), waiting_reason: reason })
+      ids.forEach((id, i) => sources[0]!.emit('JOB_RETRIED', event('JOB_RETRIED', { id: 10 + i, job_id: id, ts: iso(T0 + SECOND), data: { state: 'QUEUED' } }), String(10 + i)))
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.jobs.rows.map((r) => [r.state, r.waiting_reason])).toEqual(ids.map(() => ['QUEUED', reason]))
+      expect(dashboard.recent.rows.map((r) => r.waiting_reason)).toEqual(ids.map(() => reason))
+      expect(reads() - before).toBe(2) // the Jobs view's list and the Overview's, once each
+      // A move between two states that are not waiting reads nothing.
+      ids = ['a']
+      const after = reads()
+      sources[0]!.emit('LEASE_GRANTED', event('LEASE_GRANTED', { id: 20, job_id: 'a', entity_type: 'LEASE', entity_id: 'l-a', ts: iso(T0 + 2 * SECOND), data: { state: 'LEASED', attempt: 1 } }), '20')
+      sources[0]!.emit('JOB_DONE', event('JOB_DONE', { id: 21, job_id: 'a', ts: iso(T0 + 3 * SECOND), data: { state: 'DONE', attempt: 1 } }), '21')
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(dashboard.jobs.rows.find((r) => r.job_id === 'a')!.state).toBe('DONE')
+      expect(reads() - after).toBe(0)
+      dashboard.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   test("a queue paused or resumed reads again the jobs lists and an open job's page, so their waiting lines say why the jobs wait now", async () => {
     vi.useFakeTimers({ now: T0 })
     try {
