@@ -4,8 +4,14 @@
  * focus to the page itself, and a keyboard user starts again from the top.
  */
 
-/** Whether focus has fallen out of the page's elements (to the page itself, or nowhere). */
-const focusLost = (): boolean => document.activeElement === null || document.activeElement === document.body
+/**
+ * Whether focus has fallen out of the page's elements (to the page itself, or nowhere), or is on a
+ * control that went off: a browser takes focus from a disabled button, at once or a moment later.
+ */
+const focusLost = (): boolean => {
+  const active = document.activeElement
+  return active === null || active === document.body || (active as Partial<HTMLButtonElement>).disabled === true
+}
 
 /** A Svelte action for a form: as it appears, focus moves to its first field that takes input. */
 export function focusFirstField(node: HTMLElement): void {
@@ -13,13 +19,16 @@ export function focusFirstField(node: HTMLElement): void {
 }
 
 /**
- * A Svelte action for what replaces a focused element that went (a resolved blocker's answer, in
- * place of the buttons that gave it): while `take` holds, it takes focus if focus fell out of the
- * page, never from where the operator moved it. The node needs `tabindex="-1"`.
+ * A Svelte action for what replaces a focused element that went or went off (a resolved blocker's
+ * answer, in place of the buttons that gave it; a job row's state, its Cancel gone): as `take`
+ * comes to hold, it takes focus if focus fell out of the page, never from where the operator moved
+ * it. The node needs `tabindex="-1"`.
  */
 export function takeLostFocus(node: HTMLElement, take: boolean) {
+  // Looked at once the page is updated: what held focus may go later in the same update (a row's
+  // Cancel, in a cell after the one that takes focus).
   const maybe = (now: boolean) => {
-    if (now && focusLost()) node.focus()
+    if (now) queueMicrotask(() => focusIfLost(node))
   }
   maybe(take)
   return { update: maybe }
@@ -27,5 +36,5 @@ export function takeLostFocus(node: HTMLElement, take: boolean) {
 
 /** Gives `node` the focus if focus fell out of the page (what held it went: a form that closed). */
 export function focusIfLost(node: HTMLElement | undefined): void {
-  if (node && focusLost()) node.focus()
+  if (node?.isConnected && focusLost()) node.focus()
 }

@@ -156,6 +156,10 @@ function layoutDrift(committed: Record<string, Box>, now: Record<string, Box>): 
   })
 }
 
+/** What holds keyboard focus, by a selector it matches; 'body' when focus fell to the page. */
+const focusedMatches = (selector: string): Promise<boolean | 'body'> =>
+  page.evaluate((selector) => (document.activeElement === null || document.activeElement === document.body ? 'body' : document.activeElement.matches(selector)), selector)
+
 /** Types into a field as a person does: selects what is in it, then presses each key. */
 async function typeInto(field: ReturnType<Page['locator']>, text: string): Promise<void> {
   await field.selectText()
@@ -306,6 +310,8 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await page.getByLabel('Manual busy rating').fill('8')
     await page.getByRole('button', { name: 'Apply' }).click()
     await expect.poll(() => page.getByTestId('cap-usable').textContent()).toBe('20')
+    // Apply is off once applied: focus goes back to the mode chosen, not to the page.
+    await expect.poll(() => focusedMatches('input[name="busy-mode"][value="manual"]')).toBe(true)
     expect(await page.getByTestId('busy-label').textContent()).toBe('8 (manual)')
     expect(await page.getByTestId('cap-reserved').textContent()).toBe('80')
     expect((await json(await host.call('/api/capacity'))).usable).toBe(20)
@@ -336,6 +342,7 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await total.pressSequentially('150')
     await page.getByRole('button', { name: 'Set', exact: true }).click()
     await expect.poll(() => page.getByTestId('cap-total').textContent()).toBe('150')
+    await expect.poll(() => focusedMatches('input[aria-label="Total units"]')).toBe(true)
     expect((await json(await host.call('/api/capacity'))).total_units).toBe(150)
     await typeInto(total, '100')
     await page.getByRole('button', { name: 'Set', exact: true }).click()
@@ -432,6 +439,8 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     // Running: the worker learns of the cancel from its next heartbeat (every ttl/3 ≈ 3 s) and stops.
     await page.locator(`tr[data-job="${id}"][data-state="CANCELED"]`).waitFor({ timeout: 10_000 })
     expect(await jobState(id)).toBe('CANCELED')
+    // The button that had focus went off, then went: the row's state took it, not the page.
+    expect(await focusedMatches(`tr[data-job="${id}"] [data-testid="job-state"]`)).toBe(true)
   })
 
   test("a failed job's long stack is wrapped inside the page, not cut off at its edge", async () => {
@@ -621,6 +630,14 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await shoot('schedule-form-refused')
     await form.getByRole('button', { name: 'Cancel' }).click()
     expect((await json(await host.call('/api/schedules/nightly-report'))).schedule.job.cost_units).toBe(3)
+    // A name the host refuses: Create is off while it is sent, and the refusal hands focus to the Name field.
+    await page.getByRole('button', { name: 'New schedule' }).click()
+    await form.getByLabel('Name', { exact: true }).fill('nightly-report')
+    await form.getByLabel('Job type', { exact: true }).fill('noop')
+    await form.getByRole('button', { name: 'Create schedule' }).click()
+    await form.getByTestId('problem-name').waitFor()
+    await expect.poll(() => focusedMatches('[data-testid="schedule-form"] input[name="name"]')).toBe(true)
+    await form.getByRole('button', { name: 'Cancel' }).click()
 
     await row.getByLabel('Enabled: nightly-report').uncheck()
     await page.locator('tr[data-schedule="nightly-report"][data-enabled="false"]').waitFor({ timeout: 5000 })

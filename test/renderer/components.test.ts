@@ -6,6 +6,7 @@ import BlockersView from '../../src-renderer/components/BlockersView.svelte'
 import CapacityPanel from '../../src-renderer/components/CapacityPanel.svelte'
 import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
+import JobsView from '../../src-renderer/components/JobsView.svelte'
 import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
 import RedisBanner from '../../src-renderer/components/RedisBanner.svelte'
 import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
@@ -13,8 +14,10 @@ import TokenForm from '../../src-renderer/components/TokenForm.svelte'
 import WorkersView from '../../src-renderer/components/WorkersView.svelte'
 import { ApiClient, type Blocker, type RedisHealth } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
+import { BulkState } from '../../src-renderer/lib/bulk.svelte'
 import { CapacityState } from '../../src-renderer/lib/capacity.svelte'
 import { JobDetailState } from '../../src-renderer/lib/job-detail.svelte'
+import { JobsState } from '../../src-renderer/lib/jobs.svelte'
 import type { LeaseRow } from '../../src-renderer/lib/lease-events'
 import { RedisState } from '../../src-renderer/lib/redis.svelte'
 import { READ_ONLY_POLL_MS, StorageState } from '../../src-renderer/lib/storage.svelte'
@@ -773,4 +776,65 @@ test("a blocker answered from the keyboard hands focus to its answer in the reso
   await vi.waitFor(() => expect(el.querySelector('[data-testid="resolved-blockers"] [data-testid="resolution"]')).not.toBeNull())
   flushSync()
   expect(document.activeElement).toBe(el.querySelector('[data-testid="resolved-blockers"] [data-testid="resolution"]'))
+})
+
+test("a job row's Cancel, pressed from the keyboard, hands focus to the row's state as the button goes: never to the page", async () => {
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs?limit=25': { jobs: [job({ state: 'QUEUED' })], next_cursor: null },
+    'POST /api/scheduler/jobs/job-1/cancel': { job: job({ state: 'CANCELED', updated_at: iso(T0 + SECOND) }) },
+  })
+  const api = new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher)
+  const jobs = new JobsState(api)
+  await jobs.refresh()
+  const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+  const cancel = el.querySelector<HTMLButtonElement>('tr[data-job="job-1"] button.danger')!
+  cancel.focus()
+  cancel.click()
+  await vi.waitFor(() => {
+    flushSync()
+    expect(el.querySelector('tr[data-job="job-1"]')!.getAttribute('data-state')).toBe('CANCELED')
+  })
+  flushSync()
+  expect(el.querySelector('tr[data-job="job-1"] button.danger')).toBeNull()
+  expect(document.activeElement).toBe(el.querySelector('tr[data-job="job-1"] [data-testid="job-state"]'))
+})
+
+test('Apply and Set, which go off once their change is made, hand focus back to the control that was set: never to the page', async () => {
+  let figures = { total_units: 50, busy_rating: 0, busy_mode: 'auto', usable: 50, leased: 0, available: 50 }
+  const { fetcher } = fakeFetch({
+    'GET /api/capacity': () => figures,
+    'PUT /api/capacity': (body: { busy_rating?: number; total_units?: number }) => {
+      figures = { ...figures, ...(body.busy_rating === undefined ? {} : { busy_rating: body.busy_rating, busy_mode: 'manual' }), ...(body.total_units === undefined ? {} : { total_units: body.total_units }) }
+      return figures
+    },
+  })
+  const capacity = new CapacityState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await capacity.refresh()
+  const el = render(CapacityPanel, { capacity })
+  const manual = el.querySelector<HTMLInputElement>('input[value="manual"]')!
+  manual.checked = true
+  manual.dispatchEvent(new Event('change', { bubbles: true }))
+  flushSync()
+  const apply = el.querySelector<HTMLButtonElement>('form.busy button[type="submit"]')!
+  apply.focus()
+  apply.click()
+  flushSync()
+  await vi.waitFor(() => {
+    flushSync()
+    expect(apply.disabled).toBe(true)
+    expect(document.activeElement).toBe(manual)
+  })
+
+  const field = el.querySelector<HTMLInputElement>('input[aria-label="Total units"]')!
+  typeText(field, '6', '60')
+  flushSync()
+  const set = el.querySelector<HTMLButtonElement>('form.total button[type="submit"]')!
+  set.focus()
+  set.click()
+  flushSync()
+  await vi.waitFor(() => {
+    flushSync()
+    expect(figures.total_units).toBe(60)
+    expect(document.activeElement).toBe(field)
+  })
 })

@@ -330,6 +330,30 @@ describe('the Schedules view', () => {
     expect(problem.querySelector('bdi')).not.toBeNull()
   })
 
+  test("Create, off while the form is sent, hands focus to the field a refusal is about: never to the page", async () => {
+    const { el } = await view([], {
+      'POST /api/schedules': () => new Response(JSON.stringify({ code: 'duplicate_schedule', detail: 'A schedule named nightly exists' }), { status: 409 }),
+    })
+    openNewSchedule(el)
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    typeText(form.querySelector('[name="name"]') as HTMLInputElement, 'nightly')
+    typeText(form.querySelector('[name="job_type"]') as HTMLInputElement, 'x')
+    const create = form.querySelector('button[type="submit"]') as HTMLButtonElement
+    create.focus()
+    create.click()
+    flushSync()
+    expect(create.disabled).toBe(true)
+    // A browser takes focus from a button that goes off (happy-dom blurs no disabled element).
+    create.disabled = false
+    create.blur()
+    create.disabled = true
+    expect(document.activeElement).toBe(document.body)
+    await vi.waitFor(() => expect(form.querySelector('[data-testid="problem-name"]')).not.toBeNull())
+    flushSync()
+    expect(document.activeElement).toBe(form.querySelector('[name="name"]'))
+  })
+
   test('the text fields the host limits to 200 characters take no more (the time zone 100)', async () => {
     const { el } = await view([])
     ;(el.querySelector('header button.primary') as HTMLButtonElement).click()
