@@ -730,6 +730,23 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await shoot('job-retried')
   })
 
+  test("a job canceled then retried through the API says why it waits in the unfiltered jobs table and the overview's recent jobs, with no reload", async () => {
+    // On a queue no worker takes: once retried it waits, and the host says why.
+    const id = await submit({ job_type: 'noop', queue: 'unserved' })
+    await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+    await page.goto(`${host.url}/#/jobs`)
+    await page.locator(`tr[data-job="${id}"][data-state="CANCELED"]`).waitFor({ timeout: 5000 })
+    await json(await host.call(`/api/jobs/${id}/retry`, { method: 'POST', json: {} }))
+    const { job } = await json(await host.call(`${Q}/jobs/${id}`))
+    expect(job.waiting_reason).toBeTruthy()
+    const row = page.locator(`tr[data-job="${id}"][data-state="QUEUED"]`)
+    await row.getByTestId('row-waiting').waitFor({ timeout: 5000 })
+    expect(await row.getByTestId('row-waiting').textContent()).toContain(job.waiting_reason.slice(0, 20))
+    await page.click('nav a[href="#/overview"]')
+    await page.locator(`tr[data-job="${id}"][data-state="QUEUED"]`).getByTestId('row-waiting').waitFor({ timeout: 5000 })
+    await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+  })
+
   test("a job that runs out of attempts while the page is open is marked 'dead letter' in the jobs table and the overview's recent jobs, with no reload", async () => {
     const take = async () => json<Claim>(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-dead', streams: ['dead'], max_wait_ms: 0 } }))
     const fail = async (claim: Claim) =>
