@@ -20,7 +20,7 @@ import { backupDatabase } from './db/backup'
 import { checkIntegrityInBackground, integrityChecksEnded, integrityLine, type IntegrityReport } from './db/integrity'
 import { clearHostMark, DatabaseOpenError, lastHostMark, markFailedStart, openDatabase, openOnFullDisk, type OpenedDatabase, setHostMark, shareDatabase, WAL_AUTOCHECKPOINT_PAGES } from './db/open'
 import { DISK_FULL, mayWrite, probeDelays, type StorageMode, SYNC_FAILED, syncFailedDetail } from './db/storage-mode'
-import { DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
+import { cutShortDetail, DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
 import { Engine } from './engine'
 import { type Clock, earliest, systemClock } from './engine/rules/clock'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
@@ -330,7 +330,8 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // Reads that may walk the whole jobs table (a search) run off the main thread (db/read-thread.ts).
   const databaseFile = connectionPath(sqlite.name)
   // The database and its log as the host opened them: watched below, and the only files its other connections open.
-  const files = databaseFile === '' || databaseFile === ':memory:' ? null : new DatabaseFiles(databaseFile)
+  const files = databaseFile === '' || databaseFile === ':memory:' ? null : new DatabaseFiles(databaseFile, sqlite.pragma('page_size', { simple: true }) as number)
+  undo.push(() => files?.close())
   const readThread =
     databaseFile === '' || databaseFile === ':memory:'
       ? null
@@ -732,6 +733,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     mode.reason = `database ${loss.file === 'database' ? 'file' : 'log'} ${loss.how}`
     modeChanged()
     void readThread?.stop() // no connection of the host's opens the paths again
+    if (loss.how === 'cut short') {
+      // Nothing whole is left to keep: the file at the path is the host's own, and what was cut off is gone from it.
+      kept = true
+      mode.detail = cutShortDetail(loss, databaseFile, config.dataDir)
+      modeChanged()
+      log(`leasehold: ${mode.detail}`)
+      return
+    }
     if (loss.file === 'database') setAsideLostLog()
     void keepWhatIsHeld(loss)
   }
@@ -835,6 +844,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await integrityChecksEnded() // a check in progress reads the file to its end: its thread is never cut short
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
+      files?.close()
       if (lost?.file === 'database') retireLostLog(kept)
       removeHostFile(hostFile)
       relock?.release()

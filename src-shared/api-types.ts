@@ -952,7 +952,7 @@ export interface components {
              * @enum {string}
              */
             storage: "read_write" | "read_only";
-            /** @description Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced`, `disk sync failed` */
+            /** @description Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced`, `database file cut short`, `database log cut short`, `disk sync failed` */
             reason?: string;
             /** @description Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true) */
             redis?: components["schemas"]["RedisHealth"];

@@ -76,6 +76,7 @@ const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
 const shared = new Int32Array(workerData.shared)
 let db = null
+let pageSize = 0
 // The files at the paths must be those the host has open, or a checkpoint would copy the host's
 // log into another file put in the database's place (db/file-watch.ts), or make a new log that
 // shares the host's index of the old one.
@@ -87,6 +88,13 @@ const same = (path, file) => {
     return false
   }
 }
+const sizeOf = (path) => {
+  try {
+    return require('node:fs').statSync(path).size
+  } catch {
+    return Infinity // gone or replaced: the host's look tells that
+  }
+}
 try {
   db = new Database(workerData.name, workerData.nativeBinding ? { fileMustExist: true, nativeBinding: workerData.nativeBinding } : { fileMustExist: true })
   const files = workerData.files
@@ -94,6 +102,7 @@ try {
     throw new Error('the database file or its log at ' + files.path + ' is no longer the one the host opened')
   }
   db.pragma('synchronous = ' + (workerData.durability === 'full' ? 'FULL' : 'NORMAL'))
+  pageSize = db.pragma('page_size', { simple: true })
 } catch (error) {
   db?.close()
   db = null
@@ -105,6 +114,9 @@ let last = { log: 0, checkpointed: 0 }
 /** Returns whether the whole log is in the database file now. */
 const pass = () => {
   Atomics.add(shared, ${PASSES}, 1)
+  // A database file cut below its first page is for the host's look to see (db/file-watch.ts):
+  // a pass would write pages into it again, as long as before, and hide it.
+  if (workerData.files && sizeOf(workerData.files.path) < pageSize) return false
   try {
     const [row] = db.pragma('wal_checkpoint(PASSIVE)')
     if (row.checkpointed > 0 && (row.log !== last.log || row.checkpointed !== last.checkpointed)) {

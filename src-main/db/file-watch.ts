@@ -1,28 +1,79 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
+import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Database } from 'better-sqlite3'
 
-/** How often the host looks whether its database and its log are still the files it opened. */
+/** How often the host looks whether its database and its log are still the files it opened, whole. */
 export const FILE_WATCH_INTERVAL_MS = 1_000
 
-/** Which of the host's files went, and how: no longer at its path, or another file there now. */
+/**
+ * Which of the host's files went, and how: no longer at its path, another file there now, or
+ * the same file cut short in place (`: > leasehold.db`, `truncate -s 0 leasehold.db-wal`).
+ */
 export interface FileLoss {
   file: 'database' | 'log'
-  how: 'deleted' | 'replaced'
+  how: 'deleted' | 'replaced' | 'cut short'
 }
 
 /** A file as the kernel knows it: a path that names another device or inode names another file. */
 export type FileIdentity = { dev: number; ino: number }
 
-/** The file at `path`; null when nothing is there (or a folder on the way is gone); undefined when that cannot be told (no permission). */
-function identityOf(path: string): FileIdentity | null | undefined {
+/** The file at `path` and its length; null when nothing is there (or a folder on the way is gone); undefined when that cannot be told (no permission). */
+function identityOf(path: string): (FileIdentity & { size: number }) | null | undefined {
   try {
-    const { dev, ino } = statSync(path)
-    return { dev, ino }
+    const { dev, ino, size } = statSync(path)
+    return { dev, ino, size }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined
   }
+}
+
+/** The first bytes of every SQLite database file (its page 1 begins with them). */
+const DATABASE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1')
+/** The first four bytes of a write-ahead log's header, big-endian: 0x377f0682 or 0x377f0683 (the checksums' byte order). */
+const LOG_MAGIC = 0x377f0682
+
+/** The first `length` bytes of the file open at `fd` (fewer when it is shorter); null when they cannot be read. */
+function headOf(fd: number, length: number): Buffer | null {
+  try {
+    const head = Buffer.alloc(length)
+    return head.subarray(0, readSync(fd, head, 0, length, 0))
+  } catch {
+    return null
+  }
+}
+
+/** A descriptor of the file at `path` for {@link headOf}; null when it cannot be opened (the look then leaves its head alone). */
+function openToRead(path: string): number | null {
+  try {
+    return openSync(path, 'r')
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Whether a database file `size` bytes long, beginning with `head`, was cut short: SQLite only
+ * ever writes and truncates it in whole pages, never below its first, and its first page
+ * begins with {@link DATABASE_MAGIC}. A file cut to nothing that a checkpoint then wrote pages
+ * into again is as long as before, with a hole where its first page was: the magic tells.
+ */
+export function databaseCutShort(size: number, head: Buffer, pageSize: number): boolean {
+  return size < pageSize || size % pageSize !== 0 || !head.subarray(0, DATABASE_MAGIC.length).equals(DATABASE_MAGIC)
+}
+
+/**
+ * Whether a log `size` bytes long, beginning with `head`, was cut short, when it was `longest`
+ * bytes long at the most since the host made it. While the host runs, SQLite never makes its log
+ * shorter: it starts it over from its beginning once all of it is in the database file, and
+ * truncates it only for a `journal_size_limit` (the host sets none), a `wal_checkpoint(TRUNCATE)`
+ * (the host runs one only at its start, and once its files are lost) or as the last connection
+ * closes. Only the host's main connection writes to it, between two of the host's looks: a log
+ * cut short and then written past by the next commit is as long as before, with a hole where its
+ * header was, which the magic tells.
+ */
+export function logCutShort(size: number, head: Buffer, longest: number): boolean {
+  return size < longest || (size > 0 && (head.length < 4 || (head.readUInt32BE(0) & ~1) !== LOG_MAGIC))
 }
 
 /**
@@ -35,11 +86,42 @@ function identityOf(path: string): FileIdentity | null | undefined {
 export class DatabaseFiles {
   private readonly database: FileIdentity | null
   /** The log's, once it has been seen: SQLite makes it at the first read, and a start on a full disk may have none. */
-  private log: FileIdentity | null
+  private log: FileIdentity | null = null
+  /** The log's greatest length seen since it was made: it never gets shorter while the host runs ({@link logCutShort}). */
+  private logLongest = 0
 
-  constructor(private readonly path: string) {
+  /**
+   * The files as opened, held open to read their first bytes: a read through a descriptor costs
+   * a microsecond where an open costs ten, and the look reads them only while their paths still
+   * name them. Closed by {@link close}.
+   */
+  private databaseFd: number | null
+  private logFd: number | null = null
+
+  /** `pageSize`: the database's (`PRAGMA page_size`). */
+  constructor(
+    private readonly path: string,
+    private readonly pageSize: number,
+  ) {
     this.database = identityOf(path) ?? null
-    this.log = identityOf(`${path}-wal`) ?? null
+    this.databaseFd = this.database && openToRead(path)
+    this.logSeen()
+  }
+
+  /** The log at the path is taken for the host's: as opened, made again by the host, or first seen. */
+  private logSeen(): void {
+    if (this.logFd !== null) closeSync(this.logFd)
+    this.log = identityOf(`${this.path}-wal`) ?? null
+    this.logFd = this.log && openToRead(`${this.path}-wal`)
+    this.logLongest = 0
+  }
+
+  /** Lets go of the descriptors the look reads through (at the host's stop, or a start that failed); once. */
+  close(): void {
+    if (this.databaseFd !== null) closeSync(this.databaseFd)
+    if (this.logFd !== null) closeSync(this.logFd)
+    this.databaseFd = null
+    this.logFd = null
   }
 
   /** The files as opened, for the host's other connections to check theirs against (checkpointer.ts); null when the database was not found. */
@@ -49,18 +131,31 @@ export class DatabaseFiles {
 
   /** The host made a new log itself (it changed the database's journal mode): the one at the path now is the host's. */
   logMadeAgain(): void {
-    this.log = identityOf(`${this.path}-wal`) ?? null
+    this.logSeen()
   }
 
-  /** Whether the database or its log is no longer at its path; null while both are. */
+  /**
+   * Whether the database or its log is no longer at its path, or was cut short in place; null
+   * while both are whole. Two stats and two reads of a few bytes through descriptors held open
+   * (tens of microseconds, on the host's main thread every second: test/unit/file-watch.test.ts).
+   */
   lost(): FileLoss | null {
-    const database = this.compare(this.database, this.path)
+    const database = this.compare(this.database, this.path, (size) => {
+      const head = this.databaseFd === null ? null : headOf(this.databaseFd, DATABASE_MAGIC.length)
+      return head !== null && databaseCutShort(size, head, this.pageSize)
+    })
     if (database) return { file: 'database', how: database }
     if (this.log === null) {
-      this.log = identityOf(`${this.path}-wal`) ?? null
+      this.logSeen()
       return null
     }
-    const log = this.compare(this.log, `${this.path}-wal`)
+    const log = this.compare(this.log, `${this.path}-wal`, (size) => {
+      const head = this.logFd === null ? null : headOf(this.logFd, 4)
+      if (head === null) return false
+      if (logCutShort(size, head, this.logLongest)) return true
+      this.logLongest = Math.max(this.logLongest, size)
+      return false
+    })
     return log ? { file: 'log', how: log } : null
   }
 
@@ -100,15 +195,18 @@ export class DatabaseFiles {
     rmSync(aside, { force: true })
     this.asideAt = null
     this.log = null // retired: nothing of the host's is left to move or remove
+    if (this.logFd !== null) closeSync(this.logFd)
+    this.logFd = null
     return { removed: aside }
   }
 
-  private compare(opened: FileIdentity | null, path: string): FileLoss['how'] | null {
+  private compare(opened: FileIdentity | null, path: string, cutShort: (size: number) => boolean): FileLoss['how'] | null {
     if (opened === null) return null
     const now = identityOf(path)
     if (now === undefined) return null // cannot be told this time: looked at again in a second
     if (now === null) return 'deleted'
-    return now.dev === opened.dev && now.ino === opened.ino ? null : 'replaced'
+    if (now.dev !== opened.dev || now.ino !== opened.ino) return 'replaced'
+    return cutShort(now.size) ? 'cut short' : null
   }
 }
 
@@ -129,6 +227,19 @@ export async function keepCommits(sqlite: Database, loss: FileLoss, path: string
   const [pass] = sqlite.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number; checkpointed: number }[]
   if (pass && (pass.busy !== 0 || pass.checkpointed < pass.log)) throw new Error(`the log's checkpoint was held up (${pass.checkpointed} of ${pass.log} pages copied)`)
   return path
+}
+
+/**
+ * What the host says of a file cut short in place (its log, its storage mode's detail). No copy
+ * it could make would be whole: the pages cut off are read back as zeros, by the host's
+ * connection as by any other, so it names what to do instead.
+ */
+export function cutShortDetail(loss: FileLoss, path: string, dataDir: string): string {
+  const what =
+    loss.file === 'database'
+      ? `The database file ${path} was cut short in place while the host ran: it takes no more writes (reads still work). The pages cut off are lost from the file`
+      : `The database's log ${path}-wal was cut short in place while the host ran: it takes no more writes (reads still work). The commits the log held that were not yet copied into the database file are lost from it`
+  return `${what}: stop the host and run \`leasehold check --data-dir ${dataDir}\`; should the file fail it, keep a copy of it with its -wal and restore a backup`
 }
 
 /** What the host says of `loss` (its log, its storage mode's detail): where its commits are kept and what to do, or why they are not yet. */

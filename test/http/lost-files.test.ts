@@ -5,7 +5,7 @@
  * on acknowledging were lost at the next start, with no word said.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
@@ -25,17 +25,20 @@ async function aHost(dataDir?: string, log?: (line: string) => void): Promise<Te
   return host
 }
 
-/** The host's storage answer once it is read-only and says where it kept what it held. */
-async function keptStorage(host: TestHost): Promise<{ read_only: { reason: string; detail: string } }> {
+/** The host's storage answer once it is read-only and `says` so. */
+async function readOnlyStorage(host: TestHost, says: (readOnly: { reason: string; detail: string }) => boolean, what: string, ms: number): Promise<{ read_only: { reason: string; detail: string } }> {
   return until(
     async () => {
       const storage = await body(await host.call('/api/storage'))
-      return storage.read_only?.detail.includes('Everything it had committed is in') ? storage : null
+      return storage.read_only && says(storage.read_only) ? storage : null
     },
-    5000,
-    'the host read-only, saying where it kept its commits',
+    ms,
+    what,
   )
 }
+
+/** The host's storage answer once it is read-only and says where it kept what it held. */
+const keptStorage = (host: TestHost) => readOnlyStorage(host, ({ detail }) => detail.includes('Everything it had committed is in'), 'the host read-only, saying where it kept its commits', 5000)
 
 /** The jobs a host started anew on `dataDir` has, by id (the host before it stopped first); it finds a file closed cleanly. */
 async function jobsAfterRestart(before: TestHost, dataDir: string): Promise<string[]> {
@@ -163,6 +166,40 @@ describe("a database's log deleted while the host runs", () => {
     expect(storage.read_only.reason).toBe('database log deleted')
     expect(storage.read_only.detail).toContain(`Everything it had committed is in ${join(host.dataDir, 'leasehold.db')}: restart the host`)
     expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
+  })
+})
+
+describe('a database file or its log cut short in place while the host runs', () => {
+  /** The host's storage answer once it is read-only for a file cut short: within about a second of the cut. */
+  const cutShortStorage = (host: TestHost) => readOnlyStorage(host, ({ reason }) => reason.endsWith('cut short'), 'the host read-only for a file cut short', 3000)
+
+  test('a database file emptied in place (`: > leasehold.db`): the host refuses writes within a second, and says why and what to do', async () => {
+    const lines: string[] = []
+    const host = await aHost(undefined, (line) => lines.push(line))
+    const path = join(host.dataDir, 'leasehold.db')
+    await submit(host)
+    truncateSync(path, 0)
+    await submit(host) // acknowledged before the host can have looked
+    const storage = await cutShortStorage(host)
+    expect(storage.read_only.reason).toBe('database file cut short')
+    expect(storage.read_only.detail).toContain(`The database file ${path} was cut short in place while the host ran: it takes no more writes`)
+    expect(storage.read_only.detail).toContain(`leasehold check --data-dir ${host.dataDir}`)
+    const refused = await expectError(await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'late', cost_units: 1 } }), 503, 'storage_error')
+    expect(refused.detail).toContain(path)
+    expect(await body(await host.call('/api/health'))).toMatchObject({ storage: 'read_only', reason: 'database file cut short' })
+    expect(lines.filter((line) => line.includes('was cut short in place'))).toHaveLength(1)
+  })
+
+  test('a log emptied in place (`truncate -s 0 leasehold.db-wal`) and written past by the next commits: the host refuses writes within a second, and says why', async () => {
+    const host = await aHost()
+    await submit(host)
+    truncateSync(join(host.dataDir, 'leasehold.db-wal'), 0)
+    await submit(host)
+    await submit(host)
+    const storage = await cutShortStorage(host)
+    expect(storage.read_only.reason).toBe('database log cut short')
+    expect(storage.read_only.detail).toContain('-wal was cut short in place while the host ran: it takes no more writes')
+    await expectError(await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'late', cost_units: 1 } }), 503, 'storage_error')
   })
 })
 

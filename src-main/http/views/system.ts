@@ -50,7 +50,7 @@ export const Health = z
       description:
         'read_only: reads work and every write is refused, because the disk was full at start (507 until space returns) or the database file or its log was deleted or replaced while the host ran, or the disk failed a sync (503 until a restart); GET /api/storage says what to do',
     }),
-    reason: z.string().optional().meta({ description: 'Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced`, `disk sync failed`' }),
+    reason: z.string().optional().meta({ description: 'Why the host is read-only: `disk full`, `database file deleted`, `database file replaced`, `database log deleted`, `database log replaced`, `database file cut short`, `database log cut short`, `disk sync failed`' }),
     redis: RedisHealth.optional().meta({ description: 'Present when Redis carries the queues: a host whose Redis is away still takes jobs (ok stays true)' }),
   })
   .meta({ id: 'Health' })
