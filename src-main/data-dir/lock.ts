@@ -1,7 +1,7 @@
 import { accessSync, chmodSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { LockFile } from '../db/lock-file'
-import { cannotOpen, DatabaseHeldError } from '../db/open'
+import { cannotOpen, damagedDatabaseLine, DatabaseHeldError } from '../db/open'
 import { storageFault } from '../error-answer'
 import { readRunningHost } from '../desktop/running-host'
 import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
@@ -145,10 +145,7 @@ export function storageStartError(error: unknown, dataDir: string): HostStartErr
   const fault = storageFault(error)
   if (!fault) return null
   if (fault === 'read') {
-    return new HostStartError(
-      `a read of the database in the data dir ${dataDir} failed (${reason(error)}): the file is damaged or its disk is failing; ` +
-        `\`leasehold check --data-dir ${dataDir}\` tells which; keep a copy of the file with its -wal before anything else`,
-    )
+    return new HostStartError(damagedDatabaseLine(dataDir, reason(error)))
   }
   return new HostStartError(`the disk that holds the data dir ${dataDir} ${fault === 'full' ? 'is full' : 'failed a write'} (${reason(error)})`)
 }

@@ -3,7 +3,7 @@ import { getTableName, is } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { SQLiteTable } from 'drizzle-orm/sqlite-core'
-import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, statfsSync, statSync } from 'node:fs'
+import { closeSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, readSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { notRegularFile } from '../../src-shared/regular-file'
@@ -163,7 +163,39 @@ function unreadableError(path: string, error: unknown): DatabaseOpenError {
       `the disk that holds ${path} has ${noFiles}: SQLite cannot create its ${path}-shm and -wal files (${code}); remove files from that disk and start again (the file was left untouched)`,
     )
   }
+  // A file that says it is Leasehold's and fails a read is Leasehold's, damaged (cut short, a bad
+  // sector) or on a failing disk: said as the start says a failed read (damagedDatabaseLine).
+  if (code?.startsWith('SQLITE_CORRUPT') && isLeaseholdHeader(path)) return new DatabaseOpenError(damagedDatabaseLine(dirname(path), oneLine(message)))
   return new DatabaseOpenError(`${path} is not a readable SQLite database (${oneLine(message)}); it was left untouched`)
+}
+
+/**
+ * What a start says of a read of its database that failed: the file damaged or its disk failing
+ * (SQLite reports both alike, see error-answer.ts), how to tell which, and what to keep first.
+ */
+export function damagedDatabaseLine(dataDir: string, reason: string): string {
+  return (
+    `a read of the database in the data dir ${dataDir} failed (${reason}): the file is damaged or its disk is failing; ` +
+    `\`leasehold check --data-dir ${dataDir}\` tells which; keep a copy of the file with its -wal before anything else`
+  )
+}
+
+/** Whether the file at `path` begins as a Leasehold database does: SQLite's header, with Leasehold's application id in it. */
+function isLeaseholdHeader(path: string): boolean {
+  let fd: number
+  try {
+    fd = openSync(path, 'r')
+  } catch {
+    return false
+  }
+  try {
+    const header = Buffer.alloc(72)
+    return readSync(fd, header, 0, 72, 0) === 72 && header.toString('latin1', 0, 16) === 'SQLite format 3\0' && header.readUInt32BE(68) === APPLICATION_ID
+  } catch {
+    return false
+  } finally {
+    closeSync(fd)
+  }
 }
 
 /** Less free space than this, and an I/O error while opening, means a full disk: the -shm file alone takes 32 KiB. */

@@ -5,7 +5,7 @@
  * first start that failed half-way is finished by the next.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { openDatabase } from '../../src-main/db/open'
@@ -260,6 +260,21 @@ describe('a start that fails on the disk', () => {
     expect(result.stderr.trim().split('\n'), result.stderr).toHaveLength(1)
     expect(result.stderr).toContain(`cannot open ${path}${suffix} (it is a directory, not a regular file)`)
     expect(result.stderr).not.toMatch(/not a readable SQLite database/)
+  })
+
+  test("a Leasehold database cut short is named as damaged, with how to tell that from a failing disk and what to keep first; another file that is no database is still named so", async () => {
+    const dir = await filledDataDir(200)
+    const path = join(dir, 'leasehold.db')
+    truncateSync(path, 4096) // its first page kept: SQLite's header, Leasehold's mark; the schema's other pages gone
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0'])
+    expect(result.status, result.stderr).toBe(1)
+    expect(result.stderr.trim().split('\n'), result.stderr).toHaveLength(1)
+    expect(result.stderr).toContain(`a read of the database in the data dir ${dir} failed (database disk image is malformed): the file is damaged or its disk is failing`)
+    expect(result.stderr).toContain(`leasehold check --data-dir ${dir}`)
+    expect(result.stderr).toContain('keep a copy of the file with its -wal before anything else')
+    expect(result.stderr).not.toMatch(/not a readable SQLite database/)
+    writeFileSync(path, Buffer.alloc(8192, 7)) // not SQLite at all
+    expect(runCli(['serve', '--data-dir', dir, '--port', '0', '--workers', '0']).stderr).toMatch(/leasehold\.db is not a readable SQLite database/)
   })
 
   test('with writes failing at the first start, the message is one line naming the cause, not a statement', () => {
