@@ -84,6 +84,21 @@ function wireExtra(extra: ErrorExtra): Record<string, unknown> {
 }
 
 /**
+ * What cut short a call made of several transactions (a bulk action's steps) after some of them
+ * committed: answered as `failed` is, its detail told first what was made before it (`made`),
+ * so that "not made" speaks of the step that failed and not of the whole call.
+ */
+export class PartlyMadeError extends Error {
+  constructor(
+    readonly failed: unknown,
+    readonly made: string,
+  ) {
+    super(made)
+    this.name = 'PartlyMadeError'
+  }
+}
+
+/**
  * Turns any thrown error into the answer a client gets. An EngineError or HttpError keeps its
  * code, and its status is the code's; a write the disk cannot hold is 507 `storage_full`, another
  * storage fault 503 `storage_error` (a failed write or a failed read), each naming the data dir
@@ -93,6 +108,10 @@ function wireExtra(extra: ErrorExtra): Record<string, unknown> {
  * not be done, the answer is 503 `storage_uncertain`, which says the outcome is unknown.
  */
 export function answerError(error: unknown, dataDir: string): ErrorAnswer {
+  if (error instanceof PartlyMadeError) {
+    const answer = answerError(error.failed, dataDir)
+    return { ...answer, detail: `${error.made} ${answer.detail}` }
+  }
   if (error instanceof EngineError) {
     return { status: statusOf(error.code), code: error.code, detail: error.detail, body: wireExtra(error.extra), internal: false }
   }

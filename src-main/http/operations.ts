@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkPlan, type Engine, type QueuePause, type QueueSummary } from '../engine'
 import { iso } from '../engine/rules/clock'
+import { PartlyMadeError } from '../error-answer'
 import { JOB_STATES } from '../engine/rules/states'
 import { type Api, NOT_FOUND, type Route, route } from './route'
 import { GivenTime, IsoTime, pathParams, QueueName, RequestedBy } from './schemas'
@@ -80,15 +81,29 @@ export type BulkAnswer = z.infer<typeof BulkAnswer>
 const queuePauseView = (q: QueuePause) => ({ queue: q.queue, paused: q.paused, paused_at: iso(q.paused_at), paused_by: q.paused_by })
 const queueView = (q: QueueSummary) => ({ ...queuePauseView(q), counts: q.counts })
 
+/** What each bulk action did to a job it changed, as its answer says it. */
+const CHANGED: Record<BulkAction, string> = { retry: 'retried', cancel: 'canceled', purge: 'purged' }
+
 /**
  * Runs a bulk call step by step, each step its own short transaction, letting other requests in
- * between (a step holds the write lock for at most a few hundred jobs).
+ * between (a step holds the write lock for at most a few hundred jobs). A step that fails (a
+ * full disk) ends the call; the steps before it stay committed, and the failure's answer says
+ * how many jobs they changed.
  */
 async function runBulk(engine: Engine, plan: BulkPlan): Promise<{ matched: number; changed: number }> {
   let matched = 0
   let changed = 0
   for (let cursor = plan.first; cursor; ) {
-    const step = engine.bulkStep(plan, cursor)
+    let step: ReturnType<Engine['bulkStep']>
+    try {
+      step = engine.bulkStep(plan, cursor)
+    } catch (error) {
+      if (changed === 0) throw error // nothing was made: the failure's own answer is the truth
+      throw new PartlyMadeError(
+        error,
+        `The bulk ${plan.action} stopped part way: ${changed} job(s) were ${CHANGED[plan.action]} by the steps before (each its own transaction), and stay so; the rest were not.`,
+      )
+    }
     matched += step.matched
     changed += step.changed
     cursor = step.next

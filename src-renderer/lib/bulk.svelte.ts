@@ -96,6 +96,8 @@ export class BulkState {
       if (this.result.changed > 0) this.changed()
     } catch (error) {
       this.error = describeError(error)
+      // A call cut short (a full disk) may have changed jobs in its steps before: its detail says how many, and the list shows them.
+      this.changed()
     } finally {
       this.busy = null
     }

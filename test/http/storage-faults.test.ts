@@ -79,6 +79,29 @@ describe('a write the disk cannot hold', () => {
     expect((await host.call('/api/health', { token: null })).status).toBe(200)
   })
 
+  test('a bulk action the disk fills under says how many jobs its steps committed before, and that the rest were not', async () => {
+    const { host, injector } = await faultyHost()
+    for (let i = 0; i < 2; i++) await host.engine.run(() => host.engine.submitMany(Array.from({ length: 800 }, () => ({ job_type: 'swept', cost_units: 1 }))))
+    expect(await body(await post(host, '/api/jobs/bulk/cancel', { job_type: 'swept' }))).toMatchObject({ changed: 1600 })
+    // The disk fills once three steps of 500 are committed.
+    const step = host.engine.bulkStep
+    let purged = 0
+    host.engine.bulkStep = (plan, cursor) => {
+      if (purged === 1500) injector.code = 'SQLITE_FULL'
+      const done = step(plan, cursor)
+      purged += done.changed
+      return done
+    }
+    const error = await expectError(await post(host, '/api/jobs/bulk/purge', { job_type: 'swept' }), 507, 'storage_full')
+    expect(error.detail).toMatch(/^The bulk purge stopped part way: 1500 job\(s\) were purged by the steps before \(each its own transaction\), and stay so; the rest were not\. The disk is full/)
+    injector.code = null
+    expect(engineContext(host.engine).db.prepare("SELECT COUNT(*) FROM jobs WHERE job_type = 'swept'").pluck().get()).toBe(100)
+    // A bulk action that changed nothing before the disk filled says only that.
+    injector.code = 'SQLITE_FULL'
+    const none = await expectError(await post(host, '/api/jobs/bulk/purge', { job_type: 'swept' }), 507, 'storage_full')
+    expect(none.detail).toMatch(/^The disk is full: the write was not made/)
+  })
+
   test('another storage fault (SQLITE_IOERR_*) is 503 storage_error', async () => {
     const { host, injector } = await faultyHost()
     injector.code = 'SQLITE_IOERR_WRITE'

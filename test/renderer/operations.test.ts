@@ -280,6 +280,22 @@ describe('bulk actions', () => {
     ])
   })
 
+  test('a bulk action cut short by a full disk shows its answer, which says how many jobs it changed before, and the list is read again', async () => {
+    const detail = 'The bulk purge stopped part way: 1500 job(s) were purged by the steps before (each its own transaction), and stay so; the rest were not. The disk is full: …'
+    const { fetcher } = fakeFetch({
+      'POST /api/jobs/bulk/purge': (body: { dry_run?: boolean }) =>
+        body.dry_run
+          ? { action: 'purge', matched: 15000, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 812 }
+          : new Response(JSON.stringify({ code: 'storage_full', detail }), { status: 507, headers: { 'content-type': 'application/json' } }),
+    })
+    let reloads = 0
+    const bulk = new BulkState(new ApiClient(connection, fetcher), () => (reloads += 1))
+    await bulk.prepare('purge', filter({ state: 'FAILED' }))
+    await bulk.confirm()
+    expect(bulk.error).toContain('1500 job(s) were purged by the steps before')
+    expect(reloads).toBe(1)
+  })
+
   test('a question goes with the filter it was counted for: another filter drops it (and a count that comes back after the change asks nothing), so a yes never acts on jobs no longer shown', async () => {
     let answer: (value: unknown) => void = () => {}
     const { fetcher, calls } = fakeFetch({
