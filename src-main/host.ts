@@ -686,18 +686,21 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // finds it: a copy written back to the data dir, or (the log gone) the database file itself.
   let lost: FileLoss | null = null
   let kept = false
+  /** The file that holds every commit of the host's once its database went: the copy the rescue wrote. */
+  let keptIn: string | null = null
   let keeping = false
   const keepWhatIsHeld = async (loss: FileLoss): Promise<void> => {
     if (keeping) return
     keeping = true
     try {
-      mode.detail = keptDetail(loss, databaseFile, await keepCommits(sqlite, loss, databaseFile, new Date(clock.now())))
+      keptIn = await keepCommits(sqlite, loss, databaseFile, new Date(clock.now()))
+      mode.detail = keptDetail(loss, databaseFile, keptIn)
       modeChanged()
       kept = true
       log(`leasehold: ${mode.detail}`)
       if (loss.file === 'database') {
         restoreDataDir()
-        retireLostLog(true) // its commits are in the rescued copy now
+        retireLostLog(keptIn) // its commits are in the copy now
       }
     } catch (error) {
       mode.detail = keptDetail(loss, databaseFile, error as Error)
@@ -754,10 +757,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     }
   }
   /** The log of a database that went, once the host has closed it: never left for a start to copy into the file now at the path. */
-  const retireLostLog = (commitsKept: boolean): void => {
+  /** `keptIn`: the file that holds the commits of the log (the copy the rescue wrote), null when none does. */
+  const retireLostLog = (keptIn: string | null): void => {
     try {
-      const retired = files?.retireLog(commitsKept, new Date(clock.now()))
-      if (retired && 'removed' in retired) log(`leasehold: removed ${retired.removed}, the log of the database file that went: its commits are in the rescued copy`)
+      const retired = files?.retireLog(keptIn !== null, new Date(clock.now()))
+      if (retired && 'removed' in retired) log(`leasehold: removed ${retired.removed}, the log of the database file that went: its commits are in the copy written to ${keptIn}`)
       if (retired && 'setAside' in retired) log(`leasehold: ${retired.setAside}, the log of the database file that went, is kept: the rescue of what the host held did not succeed`)
     } catch (error) {
       log(`leasehold: ${databaseFile}-wal is the log of the database file that went, and could not be removed (${(error as Error).message}): remove it before the next start, which would copy it into the file now there`)
@@ -845,7 +849,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       await checkpointer?.stop()
       sqlite.close() // the last connection: SQLite checkpoints the rest and removes the log
       files?.close()
-      if (lost?.file === 'database') retireLostLog(kept)
+      if (lost?.file === 'database') retireLostLog(keptIn)
       removeHostFile(hostFile)
       relock?.release()
       lock.release() // last: another host may start here only once this one is gone

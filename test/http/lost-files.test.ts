@@ -52,7 +52,8 @@ async function jobsAfterRestart(before: TestHost, dataDir: string): Promise<stri
 
 describe('a database file deleted while the host runs', () => {
   test('the host refuses writes within a second, and writes every job it acknowledged back to the data dir, where a restart finds them', async () => {
-    const host = await aHost()
+    const lines: string[] = []
+    const host = await aHost(undefined, (line) => lines.push(line))
     const path = join(host.dataDir, 'leasehold.db')
     const acknowledged = [await submit(host), await submit(host)]
     rmSync(path)
@@ -65,6 +66,10 @@ describe('a database file deleted while the host runs', () => {
     const refused = await expectError(await host.call(`${QUEUE}/jobs/submit`, { method: 'POST', json: { job_type: 'late', cost_units: 1 } }), 503, 'storage_error')
     expect(refused.detail).toContain(path)
     expect(await body(await host.call('/api/health'))).toMatchObject({ storage: 'read_only', reason: 'database file deleted' })
+    // The copy went to the database's own path, and the line that retires the old log says so.
+    expect(lines.filter((line) => line.includes('log-of-lost') && line.startsWith('leasehold: removed'))).toEqual([
+      expect.stringMatching(new RegExp(`: its commits are in the copy written to ${path}$`)),
+    ])
     expect(await jobsAfterRestart(host, host.dataDir)).toEqual(acknowledged.map((job) => job.job_id).sort())
   })
 
@@ -142,7 +147,7 @@ describe('a backup restored in place while the host runs', () => {
     expect(existsSync(`${path}-wal`)).toBe(false)
     expect(readdirSync(dataDir).filter((name) => name.includes('log-of-lost'))).toEqual([])
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`moved ${path}-wal, the log of the database file that went, to ${path}\\.log-of-lost-`)))
-    expect(lines).toContainEqual(expect.stringMatching(/removed .*leasehold\.db\.log-of-lost-.*, the log of the database file that went: its commits are in the rescued copy/))
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`removed .*leasehold\\.db\\.log-of-lost-.*, the log of the database file that went: its commits are in the copy written to ${path}\\.rescued-`)))
     await host.stop()
     expect(existsSync(`${path}-wal`)).toBe(false)
     expect(readFileSync(path)).toEqual(readFileSync(backup))
