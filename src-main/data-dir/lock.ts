@@ -1,5 +1,6 @@
-import { accessSync, chmodSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { accessSync, chmodSync, constants, existsSync, lstatSync, mkdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
+import { noFreeFiles } from '../db/free-files'
 import { LockFile } from '../db/lock-file'
 import { cannotOpen, damagedDatabaseLine, DatabaseHeldError } from '../db/open'
 import { storageFault } from '../error-answer'
@@ -36,6 +37,13 @@ export function createDataDir(dataDir: string): void {
   const missing: string[] = []
   let at = resolve(dataDir)
   while (!existsSync(at)) {
+    // A symbolic link to nothing: mkdir would answer only EEXIST, for a path that "does not exist".
+    const target = danglingLinkTarget(at)
+    if (target !== null) {
+      throw new HostStartError(
+        `cannot create the data dir ${dataDir}: ${at} is a symbolic link to ${target}, which does not exist; create that folder, or point the link at one that exists`,
+      )
+    }
     missing.unshift(at)
     if (dirname(at) === at) break
     at = dirname(at)
@@ -50,6 +58,15 @@ export function createDataDir(dataDir: string): void {
     accessSync(dataDir, constants.W_OK)
   } catch (error) {
     throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
+  }
+}
+
+/** Where the symbolic link at `path` points, when it is one (existsSync, which follows links, said nothing is there); else null. */
+function danglingLinkTarget(path: string): string | null {
+  try {
+    return lstatSync(path).isSymbolicLink() ? readlinkSync(path) : null
+  } catch {
+    return null
   }
 }
 
@@ -99,6 +116,8 @@ export function lockDataDir(dataDir: string, nativeBinding?: string): DataDirLoc
   } catch (error) {
     // SQLite says only that it could not open the file.
     if (isDirectory(path)) throw new HostStartError(`${path} is a directory, not the data dir's lock file: remove it`)
+    const noFiles = noFreeFiles(dataDir)
+    if (noFiles) throw new HostStartError(`the disk that holds ${path} has ${noFiles}: SQLite cannot create the data dir's lock file (${reason(error)}); remove files from that disk and start again`)
     throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
   }
   try {

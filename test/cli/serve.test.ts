@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import { execFileSync, spawn } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -319,6 +319,17 @@ describe('leasehold serve on a data dir it cannot use', () => {
     expect(JSON.parse(readFileSync(join(dir, 'host.json'), 'utf8'))).toEqual({ url: third.url, pid: third.child.pid })
     third.child.kill('SIGTERM')
     expect(await third.exited).toBe(0)
+  })
+
+  test('a data dir that is a symbolic link to a path that does not exist is named so, with where it points', () => {
+    const link = join(dataDir(), 'data')
+    const target = join(dataDir(), 'gone', 'data')
+    symlinkSync(target, link)
+    const result = runCli(['serve', '--data-dir', link, '--port', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toContain(`cannot create the data dir ${link}: ${link} is a symbolic link to ${target}, which does not exist`)
+    expect(result.stderr).not.toMatch(/EEXIST/)
   })
 
   test('a data dir under a regular file says the data dir cannot be created, with the OS reason', () => {

@@ -221,6 +221,18 @@ describe('a real full disk (tmpfs)', () => {
     }
   }
 
+  /** Empty files on the mount until the file system makes no more: bytes are left, files are not. */
+  function useUpFiles(): void {
+    for (let i = 0; ; i++) {
+      try {
+        writeFileSync(join(mountPoint!, `empty-${i}`), '')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
+        return
+      }
+    }
+  }
+
   /** Writes 64 KiB pieces into one file until the disk refuses the next byte. */
   function fillDisk(path: string): void {
     const chunk = Buffer.alloc(64 * 1024, 1)
@@ -313,15 +325,7 @@ describe('a real full disk (tmpfs)', () => {
     const dataDir = join(mountPoint!, 'data')
     mkdirSync(dataDir)
     await (await startTestHost({ dataDir })).stop() // the database, its token and lock file; no -wal or -shm after a clean stop
-    // Empty files until the file system makes no more: bytes are left, files are not.
-    for (let i = 0; ; i++) {
-      try {
-        writeFileSync(join(mountPoint!, `empty-${i}`), '')
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-        break
-      }
-    }
+    useUpFiles()
     const noFiles = /the disk that holds .*leasehold\.db has no free files \(inodes\) left \(all 16 in use\)/
     const error = await startTestHost({ dataDir }).then(
       () => null,
@@ -335,6 +339,19 @@ describe('a real full disk (tmpfs)', () => {
     const token = await runCliAsync(['token', 'create', '--scope', 'worker', '--data-dir', dataDir])
     expect(token.status).toBe(1)
     expect(token.stderr).toContain(`cannot lock ${join(dataDir, 'worker-tokens.lock')} (the disk has no free files (inodes) left (all 16 in use)); no token was changed`)
+  })
+
+  test('a data dir with no host.lock yet, on a disk with no free files (inodes) left, is named so, not as a data dir it cannot write in', async (context) => {
+    const skipped = mountTmpfs('size=20m,nr_inodes=16')
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    useUpFiles()
+    const error = await startTestHost({ dataDir }).then(
+      () => null,
+      (e: Error) => e,
+    )
+    expect(error?.message).toMatch(/^the disk that holds .*host\.lock has no free files \(inodes\) left \(all 16 in use\): .*; remove files from that disk and start again$/)
   })
 
   test('answers 507 on a full tmpfs, stays up, and takes writes again once space is freed', async (context) => {
