@@ -12,6 +12,9 @@ const SILENT_AFTER_MS = READ_BLOCK_MS + 3_000
 /** How many calls that stopped waiting a transport remembers, to give back what their late answers grant. */
 const ABANDONED_REMEMBERED = 1_024
 
+/** Redis refused a command because its key holds another type (a string where a stream should be). */
+const isWrongType = (error: Error): boolean => /^WRONGTYPE\b/.test(error.message)
+
 interface Pending {
   resolve(response: IpcResponse): void
   reject(error: Error): void
@@ -30,7 +33,7 @@ function redisRefusal(error: Error): Error {
   }
   if (/^NOPERM\b/.test(message)) {
     return new TransportRefusal(
-      `Redis refused this worker's user (${message}); its ACL must allow XADD on the host's request stream, XREAD and XREVRANGE on the worker's reply streams (<prefix>worker:<id>:replies*), CLIENT SETNAME and INFO: docs/redis.md, "Redis ACLs"`,
+      `Redis refused this worker's user (${message}); its ACL must allow XADD on the host's request stream, XREAD, XREVRANGE and DEL on the worker's reply streams (<prefix>worker:<id>:replies*), CLIENT SETNAME and INFO: docs/redis.md, "Redis ACLs"`,
     )
   }
   if (/^(NOAUTH|WRONGPASS)\b/.test(message)) {
@@ -66,6 +69,13 @@ export class RedisTransport implements WorkerTransport {
    * answered where the worker cannot read, and the jobs granted would be held by nobody.
    */
   private readRefusal: Error | null = null
+  /**
+   * A driving thread's transport: Redis's refusal of its worker's runtime reading its answers (see
+   * {@link runtimeHears}), while it refuses. The thread's calls then fail at once, unsent: the jobs
+   * it would claim are heartbeaten by the runtime, which would never hear the host's answers.
+   */
+  private runtimeDeaf: Error | null = null
+  private runtimeCheckedAt = 0
   /** The calls that stopped waiting before their answer came (the newest {@link ABANDONED_REMEMBERED}): their answers are late. */
   private readonly abandoned = new Set<number>()
   /** When Redis last answered a read of the answers (one returns at least every {@link READ_BLOCK_MS}). */
@@ -125,23 +135,62 @@ export class RedisTransport implements WorkerTransport {
    * is tried again by the next call, so a worker whose ACL is mended goes on without a restart.
    */
   private start(): Promise<string> {
+    this.ready ??= this.open().catch((error: Error) => {
+      this.ready = null
+      throw error instanceof TransportRefusal ? error : redisRefusal(error)
+    })
+    return this.ready
+  }
+
+  private async open(): Promise<string> {
     const stream = replyStream(this.prefix, this.workerId, this.channel)
     // The XREAD (of nothing: no BLOCK, from the end) asks only whether Redis lets this user read
     // the stream: a worker that could send requests and not read their answers would be granted
     // jobs it never hears of. The name, set as the connection opens, is set again here, where a
     // refusal is heard: unnamed, the host cannot tell the worker reads, and ends each claim's wait.
-    this.ready ??= Promise.all([
-      this.reader.xrevrange(stream, '+', '-', 'COUNT', 1),
-      this.reader.xread('COUNT', 1, 'STREAMS', stream, '$'),
-      this.reader.client('SETNAME', this.readerName),
-    ]).then(
-      ([last]) => last[0]?.[0] ?? '0',
-      (error: Error) => {
-        this.ready = null
-        throw redisRefusal(error)
-      },
-    )
-    return this.ready
+    const look = () => Promise.all([this.reader.xrevrange(stream, '+', '-', 'COUNT', 1), this.reader.xread('COUNT', 1, 'STREAMS', stream, '$'), this.reader.client('SETNAME', this.readerName)])
+    let last: [string, string[]][]
+    try {
+      ;[last] = await look()
+    } catch (error) {
+      if (!isWrongType(error as Error)) throw error
+      await this.repair(stream, error as Error)
+      ;[last] = await look()
+    }
+    // A driving thread's jobs are heartbeaten and ended by its worker's runtime, which hears the
+    // host on the worker's own reply stream: while the runtime cannot read it, the thread claims nothing.
+    await this.runtimeHears()
+    return last[0]?.[0] ?? '0'
+  }
+
+  /**
+   * This transport's own reply stream holds another type (a string SET there): it can hold no
+   * answer for this worker, whose key it is, so the worker deletes it, and the host writes its next
+   * answers there as a stream again. Said in the log once for each repair; a user that may not
+   * delete it (its ACL) is refused as for any other command, and the worker sends no request meanwhile.
+   */
+  private async repair(stream: string, found: Error): Promise<void> {
+    await this.writer.del(stream)
+    ;(this.log ?? console.error)(`leasehold worker: ${stream} was no stream (${found.message}) and could hold no answer for this worker: the worker deleted it, and reads its answers there from now on`)
+  }
+
+  /**
+   * For a driving thread's transport: whether its worker's runtime can read its answers (its own
+   * reply stream is a stream this user may read); else a refusal, and the thread's calls go unsent
+   * until it can (checked again at least every {@link READ_BLOCK_MS} while the thread reads).
+   */
+  private async runtimeHears(): Promise<void> {
+    if (!this.channel) return
+    const stream = replyStream(this.prefix, this.workerId)
+    try {
+      await this.reader.xread('COUNT', 1, 'STREAMS', stream, '$')
+      this.runtimeDeaf = null
+    } catch (error) {
+      const { message } = error as Error
+      if (!isRedisRefusal(message)) throw error
+      this.runtimeDeaf = new TransportRefusal(`Redis refused this worker's runtime the reading of its answers on ${stream} (${message}), not the host: its driving thread claims no job the runtime could not heartbeat, and asks again`)
+      throw this.runtimeDeaf
+    }
   }
 
   private async readReplies(): Promise<void> {
@@ -150,6 +199,10 @@ export class RedisTransport implements WorkerTransport {
     while (!this.closed) {
       try {
         from ??= await this.start()
+        if (this.channel && Date.now() - this.runtimeCheckedAt >= READ_BLOCK_MS) {
+          this.runtimeCheckedAt = Date.now()
+          await this.runtimeHears()
+        }
         const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
         this.heard()
         this.readRefusal = null
@@ -163,8 +216,13 @@ export class RedisTransport implements WorkerTransport {
           if (!this.settle(response.id, (call) => call.resolve(response)) && this.abandoned.delete(response.id)) this.handBackUnheard(response)
         }
       } catch (error) {
-        const refusal = redisRefusal(error as Error)
-        if (refusal instanceof TransportRefusal) {
+        const refusal = error instanceof TransportRefusal ? error : redisRefusal(error as Error)
+        // Its own reply stream turned into another type: read from its start again, once repaired (see open).
+        if (isWrongType(error as Error)) {
+          from = null
+          this.ready = null
+        }
+        if (refusal instanceof TransportRefusal && refusal !== this.runtimeDeaf) {
           // Its user may no longer read its answers: the calls waiting for one end now, saying why.
           this.readRefusal = refusal
           for (const id of [...this.pending.keys()]) this.abandon(id, refusal)
@@ -224,6 +282,7 @@ export class RedisTransport implements WorkerTransport {
 
   private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
     if (this.readRefusal) throw this.readRefusal
+    if (this.runtimeDeaf) throw this.runtimeDeaf
     const id = this.nextId++
     // Written before anything waits on it: a request that cannot be fails at once (report-budget.ts), not as a Redis refusal asked again every second.
     const body = requestText({ type: 'request', id, method, params })

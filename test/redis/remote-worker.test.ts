@@ -252,6 +252,31 @@ describe('remote workers over Redis only', () => {
     expect((await claim(2)).result).toMatchObject({ jobs: [expect.objectContaining({ job_id: job.id })] })
   })
 
+  test('a remote worker whose own reply stream holds another type deletes it itself as it starts, says so once, and loses no job: those its runtime takes over are heartbeaten and end DONE, first attempt', async () => {
+    host = await startTestHost({ redisUrl: server.url, leaseTtlS: 2, heartbeatGraceS: 1 })
+    const replies = replyStream('leasehold:', 'w9')
+    await admin.set(replies, 'notastream')
+    const jobs = [0, 1, 2].map(() => host!.engine.submit({ job_type: 'sleep', cost_units: 1, max_attempts: 1, payload: { ms: 4_000 } }).job)
+    const { child } = remoteWorker('w9', host.token, ['--concurrency', '3'])
+    let stderr = ''
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    await until(() => jobs.every((j) => ['DONE', 'TIMEOUT', 'FAILED'].includes(host!.engine.getJob(j.id).state)), 30_000, 'every job ended')
+    expect(jobs.map((j) => host!.engine.getJob(j.id).state)).toEqual(['DONE', 'DONE', 'DONE'])
+    expect(['stream', 'none']).toContain(await admin.type(replies))
+    expect(stderr.match(/leasehold:worker:w9:replies was no stream \(WRONGTYPE .*\) and could hold no answer for this worker: the worker deleted it/g)).toHaveLength(1)
+  }, 40_000)
+
+  test('a remote worker whose own reply stream holds another type it may not delete (its ACL) lets its driving thread claim nothing, saying Redis refused its runtime; once the key goes every job runs', async () => {
+    await admin.set(replyStream('leasehold:', 'nodel'), 'notastream')
+    await asRedisUser('nodel', ['~leasehold:worker:nodel:replies*', '+xadd', '+xread', '+xrevrange', '+info', '+client|setname'], async ({ stderr, ids }) => {
+      await until(() => stderr().includes('Redis refused this worker'), 10_000, 'the refusal said')
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      expect(ids.map((id) => host!.engine.getJob(id))).toEqual(ids.map(() => expect.objectContaining({ state: 'QUEUED', attempts: 0 })))
+      await admin.del(replyStream('leasehold:', 'nodel'))
+      await allDone(ids)
+    })
+  })
+
   test('a request stream of another type: /api/health says what Redis refuses with the key, and the log names the stream; once the key is free requests are answered and the refusal goes', async () => {
     const lines: string[] = []
     host = await startTestHost({ redisUrl: server.url }, { log: (line) => lines.push(line) })
