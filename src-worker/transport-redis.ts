@@ -12,6 +12,16 @@ const SILENT_AFTER_MS = READ_BLOCK_MS + 3_000
 /** How many calls that stopped waiting a transport remembers, to give back what their late answers grant. */
 const ABANDONED_REMEMBERED = 1_024
 
+/**
+ * Redis cannot be reached, in words that name the cause: a connection refused means that nothing
+ * listens there (Redis is down, or at another address); any other error of the socket (a timeout,
+ * no route) is said as it is.
+ */
+function unreachable(fault: string): string {
+  if (/ECONNREFUSED/.test(fault)) return `refuses connections (${fault}: Redis is down, or does not listen there)`
+  return `cannot be reached (${fault})`
+}
+
 /** Redis refused a command because its key holds another type (a string where a stream should be). */
 const isWrongType = (error: Error): boolean => /^WRONGTYPE\b/.test(error.message)
 
@@ -80,6 +90,8 @@ export class RedisTransport implements WorkerTransport {
   private readonly abandoned = new Set<number>()
   /** When Redis last answered a read of the answers (one returns at least every {@link READ_BLOCK_MS}). */
   private heardAt = Date.now()
+  /** Why the connection to Redis could not be made, while it cannot (the socket's error); null while it is open. */
+  private connectFault: string | null = null
   /** A call ended saying Redis did not answer: its next answer is said too. */
   private saidSilent = false
   private readonly log?: (line: string) => void
@@ -106,13 +118,15 @@ export class RedisTransport implements WorkerTransport {
     this.url = url
     const limiter = log ? new LogLimiter(log, Date.now) : null
     // A refusal as it connects (WRONGPASS: a wrong user or password) is Redis answering, and said so.
-    const said = (error: Error) =>
+    const said = (error: Error) => {
+      if (this.reader.status !== 'ready') this.connectFault = error.message
       limiter?.line(
         'redis',
         isRedisRefusal(error.message)
           ? `leasehold worker: Redis at ${redactedUrl(url)} refused this worker's connection (${error.message}): check the user and password in the URL; it asks again every 2 s at most`
-          : `leasehold worker: Redis at ${redactedUrl(url)} did not answer (${error.message}); ioredis reconnects every 2 s at most`,
+          : `leasehold worker: Redis at ${redactedUrl(url)} ${unreachable(error.message)}; ioredis reconnects every 2 s at most`,
       )
+    }
     this.writer.on('error', said)
     this.reader.on('error', said)
     // A reconnect may reach a Redis that restarted empty, and lost the requests waiting there: the
@@ -121,6 +135,7 @@ export class RedisTransport implements WorkerTransport {
     let dropped = false
     this.reader.on('close', () => (dropped = !this.closed))
     this.reader.on('ready', () => {
+      this.connectFault = null
       if (!dropped) return
       dropped = false
       if (limiter) log?.(`leasehold worker: Redis at ${redactedUrl(url)} connected again`)
@@ -241,12 +256,19 @@ export class RedisTransport implements WorkerTransport {
     this.log?.(`leasehold worker: Redis at ${redactedUrl(this.url)} answers again (after ${Math.round(silentMs / 1000)} s)`)
   }
 
-  /** Why a call had no answer in `waitedMs`: Redis itself silent, when it has not answered a read meanwhile, else the host. */
+  /**
+   * Why a call had no answer in `waitedMs`: Redis itself, when it has not answered a read meanwhile
+   * (its connection down, or open and silent), else the host. What varies (how long, the socket's
+   * error) is in the parentheses: the worker prints a retry line once a minute for each kind of
+   * fault, the kind being the line up to its first parenthesis (limitRetryLines).
+   */
   private unanswered(waitedMs: number): Error {
     const silentMs = Date.now() - this.heardAt
     if (silentMs < SILENT_AFTER_MS) return new Error(`no answer from the host over Redis within ${Math.round(waitedMs / 1000)} s`)
     this.saidSilent = true
-    return new TransportSilence(`Redis at ${redactedUrl(this.url)} has not answered for ${Math.round(silentMs / 1000)} s (paused, or a network that drops packets), not the host: no answer can come through it`)
+    const url = redactedUrl(this.url)
+    if (this.reader.status !== 'ready') return new TransportSilence(`Redis at ${url} ${unreachable(this.connectFault ?? 'its connection is closed')}, not the host: no answer can come through it`)
+    return new TransportSilence(`Redis at ${url} has not answered (for ${Math.round(silentMs / 1000)} s, on an open connection: paused, or a network that drops packets), not the host: no answer can come through it`)
   }
 
   /** Ends the call `id`, if it is still waiting, with `end`; false when it no longer waits. */

@@ -11,6 +11,7 @@ import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/wo
 import { ManualClock } from '../../src-main/engine/rules/clock'
 import { UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { ANSWER_TIMEOUT_MS } from '../../src-main/redis/worker-requests'
+import { limitRetryLines } from '../../src-shared/log-limiter'
 import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
@@ -623,12 +624,36 @@ describe('remote workers over Redis only', () => {
         process.kill(server.pid!, 'SIGCONT')
       }
       expect(failure).toBeInstanceOf(TransportSilence)
-      expect(exchangeFailure(failure!)).toMatch(/^Redis at redis:\/\/127\.0\.0\.1:\d+\/0 has not answered for 1\d s \(paused, or a network that drops packets\), not the host/)
+      expect(exchangeFailure(failure!)).toMatch(/^Redis at redis:\/\/127\.0\.0\.1:\d+\/0 has not answered \(for 1\d s, on an open connection: paused, or a network that drops packets\), not the host/)
       await until(() => lines.some((line) => /^leasehold worker: Redis at \S+ answers again/.test(line)), 5_000, 'Redis said to answer again')
     } finally {
       transport.close()
     }
   }, 30_000)
+
+  test('a remote worker whose Redis is down (killed) says Redis refuses connections, not that it is paused, and its retry lines are one kind, printed once a minute', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const said: string[] = []
+    const log = limitRetryLines((line) => said.push(line))
+    const transport = new RedisTransport(server.url, host.token, 'w-down', 'leasehold:', undefined, log)
+    try {
+      await transport.exchange({ worker_id: 'w-down' }) // its reads of the answers under way
+      await server.kill()
+      for (let i = 0; i < 2; i++) {
+        const failure = await transport.exchange({ worker_id: 'w-down' }).then(() => null, (error: Error) => error)
+        expect(failure).toBeInstanceOf(TransportSilence)
+        expect(exchangeFailure(failure!)).toMatch(/^Redis at redis:\/\/127\.0\.0\.1:\d+\/0 refuses connections \(connect ECONNREFUSED [^)]*: Redis is down, or does not listen there\), not the host/)
+        log(`leasehold worker: ${exchangeFailure(failure!)}; retrying in 1 s`)
+      }
+      expect(said.join('\n')).not.toMatch(/paused|has not answered/)
+      expect(said.filter((line) => line.endsWith('retrying in 1 s'))).toHaveLength(1)
+      // The connection's own errors (reset as Redis died, then refused), once a minute too.
+      expect(said.filter((line) => /ioredis reconnects/.test(line))).toHaveLength(1)
+    } finally {
+      transport.close()
+      await server.restart()
+    }
+  }, 60_000)
 
   test('a remote worker whose Redis restarts under a waiting call says Redis connected again, not that the host did not answer, and asks again', async () => {
     host = await startTestHost({ redisUrl: server.url })
