@@ -33,7 +33,9 @@ export { CONSUMER_GROUP } from '../../src-shared/redis-streams'
  * again (under the same id) what Redis lost, rebuilding a stream whose last id has moved past
  * it, deletes the entries the table does not hold (jobs that finished meanwhile), and claims the
  * messages of running jobs to their workers again. A reconciliation also runs on every
- * reconnect, and when a message has waited longer than `stuckAfterMs` while Redis answers.
+ * reconnect, when a message has waited longer than `stuckAfterMs` while Redis answers, and when a
+ * stream counted every {@link COUNT_CHECK_MS} holds more or fewer entries than it should
+ * ({@link RedisRelay.countStreams}: Redis lost them while it answered).
  *
  * A host that ran without Redis wrote no outbox rows: before its first reconciliation the relay
  * fills the table from the jobs ({@link RedisRelay.fill}), so that every job waiting in a queue
@@ -61,6 +63,12 @@ export const AWAY_REPORT_MS = 5_000
  * connection drops, which on a network that loses packets can take many minutes.
  */
 const COMMAND_TIMEOUT_MS = 10_000
+/**
+ * How often the relay counts each queue's stream against the outbox (XLEN, one pipeline): entries
+ * lost while Redis answers (an XTRIM, an eviction under `maxmemory`, a DEL) raise no error, and
+ * nothing else would notice them before a restart.
+ */
+export const COUNT_CHECK_MS = 5_000
 /** How long a start waits for Redis to answer the prefix's claim: a host whose Redis is away starts all the same. */
 const CLAIM_AT_START_MS = 2_000
 /** A consumer that holds no message and has had none claimed to it for this long is deleted from its group. */
@@ -193,6 +201,9 @@ export class RedisRelay {
   private reconciling = false
   private sweepDue = false
   private lastSweepAt = 0
+  /** The streams are due to be counted against the outbox ({@link countStreams}); when they last were (wall ms). */
+  private countDue = false
+  private lastCountAt = Date.now()
   private readonly groupsMade = new Set<string>()
   private readonly healthListeners = new Set<(health: RedisHealth) => void>()
   /** Whether the listeners were last told that Redis answers; when they were told. */
@@ -568,6 +579,11 @@ export class RedisRelay {
       this.sweepDue = true
       this.kick()
     }
+    if (Date.now() - this.lastCountAt >= COUNT_CHECK_MS) {
+      this.lastCountAt = Date.now()
+      this.countDue = true
+      this.kick()
+    }
     // What waits while a reconciliation is due or under way is the table's: the reconciliation settles it.
     if (this.reconcileDue || this.reconciling) return
     let oldest: number | null
@@ -602,6 +618,10 @@ export class RedisRelay {
       if (this.sweepDue) {
         this.sweepDue = false
         await this.sweepConsumers()
+      }
+      if (inStep && this.countDue) {
+        this.countDue = false
+        await this.countStreams()
       }
       if (inStep) this.passWent()
       else this.passFailed(null)
@@ -722,6 +742,49 @@ export class RedisRelay {
       this.limiter.line('redis group gone', `leasehold: Redis at ${redactedUrl(this.options.url)} no longer holds a queue stream's consumer group (${noGroup.message}); the relay makes it again and claims the running jobs' messages anew`)
     }
     return !(outOfOrder || claimErrors.length > 0 || ackFailed)
+  }
+
+  /**
+   * Counts each queue's stream (XLEN) against what it should hold, and reconciles when one holds
+   * more or fewer entries: what Redis lost while it answered (an XTRIM, an eviction under
+   * `maxmemory`, a DEL of the stream) goes out again, in enqueue order, without a restart. It runs
+   * inside a pass, once the pass has sent what it held: nothing of the relay's own is in flight, and
+   * Redis's streams change only by the next pass. What commits meanwhile is counted exactly: the
+   * open group is committed first (its changes come to the relay), and a stream should hold the
+   * table's messages less those committed and not yet sent, plus those ended and not yet acknowledged.
+   */
+  private async countStreams(): Promise<void> {
+    let expected: Map<string, number>
+    try {
+      this.options.engine.flush()
+      if (this.reconcileDue) return // held too much, or another host came: the reconciliation settles it
+      expected = this.outbox.countsByQueue()
+    } catch {
+      return // the database is closing, or takes no writes: counted again at the next check
+    }
+    const heldIds = new Set(this.messages.map((m) => m.enqueue_id))
+    const endedIds = new Set(this.ended.map((e) => e.enqueue_id))
+    const add = (queue: string, n: number) => expected.set(queue, (expected.get(queue) ?? 0) + n)
+    for (const m of this.messages) if (!endedIds.has(m.enqueue_id)) add(m.queue, -1)
+    for (const e of this.ended) if (!heldIds.has(e.enqueue_id)) add(e.queue, 1)
+    const queues = [...expected.keys()]
+    if (queues.length === 0) return
+    const pipeline = this.redis.pipeline()
+    for (const queue of queues) pipeline.xlen(this.stream(queue))
+    const results: Result[] = (await pipeline.exec()) ?? []
+    // A key of another type answers WRONGTYPE here: the passes report it (refused), not this count.
+    const off = queues.flatMap((queue, i) => {
+      const [error, length] = results[i] ?? [null, null]
+      return error || Number(length) === expected.get(queue) ? [] : [`${this.stream(queue)} holds ${Number(length)} where the outbox holds ${expected.get(queue)}`]
+    })
+    if (off.length === 0) return
+    const more = off.length > 1 ? ` (and ${off.length - 1} other stream${off.length === 2 ? '' : 's'})` : ''
+    this.limiter.line(
+      'redis count',
+      `leasehold: Redis at ${redactedUrl(this.options.url)} lost or gained entries while it answered (${off[0]}${more}: trimmed, evicted under maxmemory or deleted outside Leasehold); the relay compares each stream with the outbox and publishes what is missing again, in enqueue order`,
+    )
+    this.letGo()
+    this.again = true
   }
 
   /**

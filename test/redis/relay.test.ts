@@ -3,7 +3,7 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { type Engine, streamMessageName } from '../../src-main/engine'
 import { engineContext } from '../../src-main/engine/internals'
 import { claimAnswer } from '../../src-main/http/views/worker'
-import { CONSUMER_GROUP, passRetryDelayMs, RedisRelay, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
+import { CONSUMER_GROUP, COUNT_CHECK_MS, passRetryDelayMs, RedisRelay, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -372,6 +372,43 @@ describe('the outbox and the relay', () => {
     expect(relay.health()).toMatchObject({ connected: true, refused: null, waiting: 0 })
     expect(lines).toContainEqual(expect.stringMatching(/^leasehold: Redis at \S+ no longer holds a queue stream's consumer group \(NOGROUP /))
   })
+
+  test('queue streams that lose entries while Redis answers (XTRIM, DEL) are refilled within the count check’s period, in enqueue order, without a restart, said in one line', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    const jobs = [engine.submit(aJob()).job, engine.submit(aJob()).job]
+    const others = [engine.submit(aJob({ queue: 'other' })).job, engine.submit(aJob({ queue: 'other' })).job, engine.submit(aJob({ queue: 'other' })).job]
+    await relay.idle()
+    const ids = (list: { stream_message_id: number | null }[]) => list.map((job) => streamMessageName(job.stream_message_id!))
+    expect(await entryIds('other')).toEqual(ids(others))
+    await admin.xtrim(stream('other'), 'MAXLEN', 0)
+    await admin.del(stream())
+    await until(async () => (await entryIds('other')).length === 3 && (await entryIds()).length === 2, COUNT_CHECK_MS + 4_000, 'the streams refilled')
+    expect(await entryIds('other')).toEqual(ids(others))
+    expect(await entryIds()).toEqual(ids(jobs))
+    expect(lines.filter((line) => /lost or gained entries while it answered/.test(line))).toEqual([expect.stringMatching(/\(lh-test:q:\S+ holds 0 where the outbox holds [23] \(and 1 other stream\): trimmed, evicted under maxmemory or deleted outside Leasehold\)/)])
+  }, 20_000)
+
+  test('a normal drain never sets off the count check: streams counted while jobs are submitted, claimed and completed are found in step', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    const watch = await watchCommands()
+    const end = Date.now() + COUNT_CHECK_MS * 2 + 1_000
+    while (Date.now() < end) {
+      await engine.run(() => engine.submitMany(Array.from({ length: 20 }, (_, i) => aJob({ queue: i % 2 ? 'a' : 'b' }))))
+      const granted = await engine.run(() => engine.claimBatch({ worker_id: 'w1' }, 15).granted)
+      await engine.run(() => {
+        for (const g of granted.slice(0, 10)) engine.complete(reportOf(g))
+      })
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    await relay.idle()
+    watch.stop()
+    expect(watch.commands.filter((args) => args[0]?.toLowerCase() === 'xlen').length).toBeGreaterThanOrEqual(2)
+    expect(lines.filter((line) => /lost or gained/.test(line))).toEqual([])
+  }, 30_000)
 
   test('a queue stream’s key of another type: health says what Redis refuses and names the key, the log says when it is tried again, and the message goes out once the key is a stream again', async () => {
     const { engine } = setup()

@@ -188,6 +188,11 @@ export class Outbox implements RowWriteSubscriber {
     return this.ctx.all<OutboxMessage>('SELECT enqueue_id, job_id, queue, created_at FROM redis_outbox ORDER BY enqueue_id')
   }
 
+  /** How many messages each queue's stream should hold now, by queue (those with none are not listed). */
+  countsByQueue(): Map<string, number> {
+    return new Map(this.ctx.all<{ queue: string; n: number }>('SELECT queue, COUNT(*) AS n FROM redis_outbox GROUP BY queue').map((row) => [row.queue, row.n]))
+  }
+
   backlog(): OutboxBacklog {
     const waiting = this.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM redis_outbox')!.n
     const oldest = this.ctx.one<{ created_at: number }>('SELECT created_at FROM redis_outbox ORDER BY enqueue_id LIMIT 1')
