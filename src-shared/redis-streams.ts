@@ -12,6 +12,16 @@ export const DEFAULT_REDIS_PREFIX = 'leasehold:'
 export const DISCONNECT_TIMEOUT_MS = 200
 /** Whether an error is Redis's own refusal, which opens with its code (WRONGTYPE, OOM, NOPERM…), rather than its absence (a timeout, a closed connection). */
 export const isRedisRefusal = (message: string): boolean => /^[A-Z]{3,}[A-Z_]* /.test(message)
+/**
+ * An error of the Redis client in the project's words: a command that waited past its timeout, or
+ * whose connection dropped before its answer came (ioredis: "Reached the max retries per request
+ * limit"), is Redis not answering in time; any other (Redis's own refusal, a socket's error) as it is.
+ */
+export function redisFaultWords(error: unknown): string {
+  const message = String((error as Error)?.message ?? error)
+  if (/max retries per request limit|^Command timed out/.test(message)) return 'Redis did not answer in time'
+  return message
+}
 /** The consumer group the host reads with, on every stream it reads or claims on. */
 export const CONSUMER_GROUP = 'leasehold'
 

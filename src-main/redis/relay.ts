@@ -2,7 +2,7 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxFillCursor, type OutboxFillStep, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl, redisFaultWords } from '../../src-shared/redis-streams'
 import { Answering, UNANSWERED_AFTER_MS } from './answering'
 import { type HostIdentity, PrefixClaim, processIdentity } from './prefix-claim'
 
@@ -423,7 +423,7 @@ export class RedisRelay {
           return
         }
         // Still unanswered since the first refresh that was not: the next one is judged from it.
-        this.outage('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} did not answer (${error.message}); messages wait in the outbox`)
+        this.outage('redis probe', `leasehold: Redis at ${redactedUrl(this.options.url)} did not answer (${redisFaultWords(error)}); messages wait in the outbox`)
       },
     )
   }
@@ -439,7 +439,7 @@ export class RedisRelay {
     const silentMs = this.answering.silentFor(Date.now())
     if (silentMs < UNANSWERED_AFTER_MS) return
     const silentS = Math.round(silentMs / 1000)
-    this.outage('redis silent', `leasehold: Redis at ${redactedUrl(this.options.url)} does not answer (nothing for ${silentS} s); messages wait in the outbox`)
+    this.outage('redis silent', `leasehold: Redis at ${redactedUrl(this.options.url)} does not answer (a check unanswered for ${UNANSWERED_AFTER_MS / 1000} s, nothing heard for ${silentS} s); messages wait in the outbox`)
   }
 
   /**
@@ -631,7 +631,7 @@ export class RedisRelay {
       const delayMs = this.passFailed(isRedisRefusal(message) ? message : null)
       this.limiter.line(
         'redis pass',
-        `leasehold: relaying to Redis failed (${message}); messages wait in the outbox, and the relay compares each stream with it again ${delayMs === 0 ? 'at once' : `in ${Math.round(delayMs / 1000)} s`}, and on reconnect`,
+        `leasehold: relaying to Redis failed (${redisFaultWords(message)}); messages wait in the outbox, and the relay compares each stream with it again ${delayMs === 0 ? 'at once' : `in ${Math.round(delayMs / 1000)} s`}, and on reconnect`,
       )
     } finally {
       this.sending = []

@@ -10,7 +10,7 @@ import type { WorkerDirectory } from '../worker-roster/directory'
 import type { RedisLeaseHold } from './lease-hold'
 import type { PrefixClaim } from './prefix-claim'
 import type { RedisRelay } from './relay'
-import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, isRedisRefusal, entryTimeMs, READER_NAME, redactedUrl, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, isRedisRefusal, entryTimeMs, READER_NAME, redactedUrl, redisFaultWords, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -273,7 +273,7 @@ export class RedisWorkerRequests {
         const message = (error as Error).message
         // Redis's own refusal (a key of another type, out of memory), not its absence: health says so, with the key.
         if (isRedisRefusal(message) && !/^NOGROUP/.test(message)) this.options.redisHealth.refusedOn(stream, `${message} (key ${stream})`)
-        this.limiter.line('redis workers read', `leasehold: reading remote workers' requests from ${stream} failed (${message}); retrying every ${READ_RETRY_MS / 1000} s`)
+        this.limiter.line('redis workers read', `leasehold: reading remote workers' requests from ${stream} failed (${redisFaultWords(message)}); retrying every ${READ_RETRY_MS / 1000} s`)
         await new Promise((resolve) => setTimeout(resolve, READ_RETRY_MS))
       }
     }
@@ -301,7 +301,7 @@ export class RedisWorkerRequests {
       // nothing but answers): deleted, so that the worker's next request is answered there.
       const repaired = /^WRONGTYPE/.test(message) && (await this.writer.del(replies).then(() => true, () => false))
       const repair = repaired ? `; ${replies} was no stream: the host deleted it, and answers there from the worker's next request on` : ''
-      this.limiter.line(`redis workers answer ${replies}`, `leasehold: answering remote worker ${workerId} on ${replies} failed (${message})${repair}${given}`)
+      this.limiter.line(`redis workers answer ${replies}`, `leasehold: answering remote worker ${workerId} on ${replies} failed (${redisFaultWords(message)})${repair}${given}`)
       if (leaseIds.length > 0 && workerId) await this.options.deps.engine.run(() => this.options.deps.engine.handBackLeases(workerId, leaseIds)).catch(() => {})
       return
     }
@@ -410,7 +410,7 @@ export class RedisWorkerRequests {
       await this.writer.multi().xack(stream, CONSUMER_GROUP, ...ids).xdel(stream, ...ids).exec()
     } catch (error) {
       // Answered and unacknowledged: read again after a reconnect, and answered again as its HTTP twin would be.
-      this.limiter.line('redis workers answer', `leasehold: acknowledging remote workers' requests failed (${(error as Error).message})`)
+      this.limiter.line('redis workers answer', `leasehold: acknowledging remote workers' requests failed (${redisFaultWords(error)}); they are read and answered again after a reconnect, as their HTTP twins would be`)
     }
   }
 }

@@ -448,7 +448,7 @@ describe('the outbox and the relay', () => {
       process.kill(server.pid!, 'SIGSTOP')
       try {
         await until(() => !relay.connected, UNANSWERED_AFTER_MS + 2000, `outage ${outage} read`)
-        await until(() => said(/^leasehold: Redis at \S+ does not answer \(nothing for \d+ s\); messages wait in the outbox$/) === outage, 2000, `outage ${outage} said`)
+        await until(() => said(/^leasehold: Redis at \S+ does not answer \(a check unanswered for 3 s, nothing heard for \d+ s\); messages wait in the outbox$/) === outage, 2000, `outage ${outage} said`)
       } finally {
         process.kill(server.pid!, 'SIGCONT')
       }

@@ -1,0 +1,10 @@
+import { expect, test } from 'vitest'
+import { redisFaultWords } from '../../src-shared/redis-streams'
+
+test('an error of the Redis client that means Redis did not answer in time is said so, not in the client’s words; Redis’s own refusals and socket errors are said as they are', () => {
+  const maxRetries = new Error('Reached the max retries per request limit (which is 1). Refer to "maxRetriesPerRequest" option for details.')
+  expect(redisFaultWords(maxRetries)).toBe('Redis did not answer in time')
+  expect(redisFaultWords(new Error('Command timed out'))).toBe('Redis did not answer in time')
+  expect(redisFaultWords(new Error('WRONGTYPE Operation against a key holding the wrong kind of value'))).toBe('WRONGTYPE Operation against a key holding the wrong kind of value')
+  expect(redisFaultWords(new Error('connect ECONNREFUSED 127.0.0.1:6379'))).toBe('connect ECONNREFUSED 127.0.0.1:6379')
+})
