@@ -330,7 +330,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   // Reads that may walk the whole jobs table (a search) run off the main thread (db/read-thread.ts).
   const databaseFile = connectionPath(sqlite.name)
   // The database and its log as the host opened them: watched below, and the only files its other connections open.
-  const files = databaseFile === '' || databaseFile === ':memory:' ? null : new DatabaseFiles(databaseFile, sqlite.pragma('page_size', { simple: true }) as number)
+  const files = databaseFile === '' || databaseFile === ':memory:' ? null : DatabaseFiles.of(sqlite, databaseFile)
   undo.push(() => files?.close())
   const readThread =
     databaseFile === '' || databaseFile === ':memory:'

@@ -1,5 +1,4 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
-import { randomBytes } from 'node:crypto'
 import { type FileHandle, open, readlink, realpath, rename, rm, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 
@@ -193,7 +192,9 @@ const TEMP_NAME_BYTES = 200
 
 /** A name for the new content of the file named `name`, Leasehold's and unlikely to be any other file's. */
 function tempName(name: string): string {
-  const random = randomBytes(6).toString('hex')
+  // Made with O_EXCL, so a clash (or a link put there) fails rather than is written through; the
+  // client commands that share this module load no node:crypto (test/cli/bundle.test.ts).
+  const random = Math.floor(Math.random() * 2 ** 48).toString(16).padStart(12, '0')
   return Buffer.byteLength(name) <= TEMP_NAME_BYTES ? `.${name}.leasehold-${random}.tmp` : `.leasehold-${random}.tmp`
 }
 

@@ -116,6 +116,11 @@ export class DatabaseFiles {
     this.logLongest = 0
   }
 
+  /** The files of the database `sqlite` has open at `path`, with its page size. */
+  static of(sqlite: Database, path: string): DatabaseFiles {
+    return new DatabaseFiles(path, sqlite.pragma('page_size', { simple: true }) as number)
+  }
+
   /** Lets go of the descriptors the look reads through (at the host's stop, or a start that failed); once. */
   close(): void {
     if (this.databaseFd !== null) closeSync(this.databaseFd)
