@@ -23,6 +23,7 @@ import { DISK_FULL, mayWrite, probeDelays, type StorageMode, SYNC_FAILED, syncFa
 import { cutShortDetail, DatabaseFiles, FILE_WATCH_INTERVAL_MS, type FileLoss, keepCommits, keptDetail, refuseWrites } from './db/file-watch'
 import { Engine } from './engine'
 import { type Clock, earliest, systemClock } from './engine/rules/clock'
+import { counted } from '../src-shared/plural'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
 import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, unlockedHostError, writeHostFile } from './data-dir/lock'
@@ -575,6 +576,14 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       if (overlaps.length > 10) each.push(`${overlaps.length - 10} more (their FILE_LEASE_REVOKED events name them)`)
       log(`leasehold: ${overlaps.length} file lease(s) revoked (overlapped): each overlapped a lease granted before it, which keeps its path; writes under them are refused (file_lease_lost): ${each.join('; ')}`)
     })
+    // A laptop that wakes: what the workers hold counts its silence from the wake (engine.noticeSleep).
+    undo.push(
+      engine.onSleep((sleptMs, renewed) => {
+        if (renewed.leases + renewed.claims + renewed.files === 0) return
+        const held = [counted(renewed.leases, 'lease'), counted(renewed.claims, 'claim'), counted(renewed.files, 'file lease')].join(', ')
+        log(`leasehold: the machine slept, or its clock was set ahead, for ${Math.round(sleptMs / 1000).toLocaleString('en-US')} s: ${held} count their holders' silence from now (nobody could be heard meanwhile)`)
+      }),
+    )
     const reap = tick('the reaper', () => {
       leaseHold?.check()
       engine.reap()

@@ -2,7 +2,7 @@ import type { Database } from 'better-sqlite3'
 import { connectionPath } from '../db/connection'
 import type { CapacityChange, CapacityStore } from './memory/capacity-store'
 import type { CapacityFigures, CapacitySettings } from './rules/capacity'
-import type { Clock } from './rules/clock'
+import { type Clock, SleepWatch } from './rules/clock'
 import { EngineContext } from './memory/context'
 import { type CommitListener, DEFAULT_ENGINE_CONFIG, type EngineConfig, type EventListener } from './store/context'
 import * as batch from './verbs/batch'
@@ -156,11 +156,15 @@ export class Engine {
   /** Where retention's sweep over the jobs goes on (prune.ts). */
   private readonly retentionSweep: prune.RetentionSweep = { after: 0 }
   private redisOutbox: Outbox | null = null
+  /** Sees the machine sleep, so that no holder loses what it holds to the time asleep ({@link noticeSleep}). */
+  private readonly sleeps: SleepWatch
+  private readonly sleptListeners = new Set<(sleptMs: number, renewed: reaper.SleepRenewals) => void>()
 
   constructor(options: EngineOptions) {
     this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config }, options.capacity ?? { total_units: 100, busy_rating: null })
     this.capacity = this.ctx.capacityStore
     this.ctx.load()
+    this.sleeps = new SleepWatch(options.clock)
   }
 
   get config(): EngineConfig {
@@ -231,7 +235,36 @@ export class Engine {
    * that many operations share one commit; see EngineContext.runGrouped.
    */
   run<T>(op: () => T): Promise<T> {
+    this.noticeSleep()
     return this.ctx.runGrouped(op)
+  }
+
+  /**
+   * Makes good a sleep of the machine (or a clock set ahead) before anything judges a lease by
+   * the clock: every lease, claim and file lease held counts its silence from now
+   * (reaper.ts `renewAfterSleep`). Without it a laptop that wakes would take every running job
+   * from its worker, which slept too. {@link run} and {@link reap} call it: every call that can
+   * judge a lease (a worker's heartbeat or report, over any transport, and the reaper's pass)
+   * comes through one of them, and the first after the machine wakes makes it good. It costs two
+   * reads of the clocks. A renewal that fails (a full disk) is tried again at the next call.
+   */
+  noticeSleep(): void {
+    const slept = this.sleeps.look()
+    if (slept === 0 || this.ctx.insideOperation) return
+    let renewed: reaper.SleepRenewals
+    try {
+      renewed = reaper.renewAfterSleep(this.ctx)
+    } catch {
+      return
+    }
+    this.sleeps.madeGood()
+    for (const listener of this.sleptListeners) listener(slept, renewed)
+  }
+
+  /** Hears each sleep of the machine {@link noticeSleep} made good, with what it renewed; returns the function that stops listening. */
+  onSleep(listener: (sleptMs: number, renewed: reaper.SleepRenewals) => void): () => void {
+    this.sleptListeners.add(listener)
+    return () => this.sleptListeners.delete(listener)
   }
 
   /**
@@ -418,12 +451,15 @@ export class Engine {
   nextScheduleFireAt = (): number | null => schedules.nextScheduleFireAt(this.ctx)
   /** Re-aims the schedules whose next firing was reckoned on a clock since set back; how many moved. */
   reaimSchedules = (): number => schedules.reaimSchedules(this.ctx)
-  /** Expires due leases (but those of spared workers: {@link spareLeases}) and claims; returns how many of each. */
-  reap = (): { leases: number; claims: number; idleFiles: number } => ({
-    leases: reaper.expireDueLeases(this.ctx),
-    claims: reaper.expireDueClaims(this.ctx),
-    idleFiles: files.releaseIdleFiles(this.ctx),
-  })
+  /** Makes good a sleep of the machine ({@link noticeSleep}), then expires due leases (but those of spared workers: {@link spareLeases}), claims and idle file leases; returns how many of each. */
+  reap = (): { leases: number; claims: number; idleFiles: number } => {
+    this.noticeSleep()
+    return {
+      leases: reaper.expireDueLeases(this.ctx),
+      claims: reaper.expireDueClaims(this.ctx),
+      idleFiles: files.releaseIdleFiles(this.ctx),
+    }
+  }
   nextDueAt = (): number | null => reaper.nextDueAt(this.ctx)
   /**
    * The workers whose leases do not expire for now, asked whenever one could: neither the reaper

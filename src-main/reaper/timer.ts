@@ -8,9 +8,10 @@ import { realTimers, type Timers } from '../schedules/timer'
 export const POLL_MS = 250
 /**
  * The longest the reaper sleeps. A timer counts time the machine spent asleep as not passed, and
- * the wall clock may be set, while leases expire by the wall clock: whatever came due meanwhile
- * (a laptop that wakes after a lease's expiry) is found within this, as docs/states.md promises
- * ("Attempts, expiry and retries").
+ * the wall clock may be set, while every moment the reaper acts on is a wall-clock time: a pass
+ * within this of a wake makes the sleep good (the leases held count their silence from the wake:
+ * engine `noticeSleep`), and finds whatever else came due meanwhile (a retry's backoff, a clock
+ * waiter's moment), as docs/states.md says ("Attempts, expiry and retries").
  */
 export const MAX_SLEEP_MS = 1_000
 

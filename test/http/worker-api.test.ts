@@ -4,7 +4,8 @@
  * long-poll timing rules.
  */
 import { describe, expect, test, vi } from 'vitest'
-import type { ManualClock } from '../../src-main/engine/rules/clock'
+import { ManualClock } from '../../src-main/engine/rules/clock'
+import { startTestHost } from '../helpers/host'
 import { MAX_WAIT_MS_ACCEPTED } from '../../src-main/http/schemas'
 import { MAX_BATCH_ITEMS, MAX_NOTE_CHARS } from '../../src-shared/limits'
 import { MAX_LONG_POLL_MS } from '../../src-main/dispatch/long-poll'
@@ -460,6 +461,26 @@ describe('POST /internal/worker/heartbeat', () => {
     const d = await claimed()
     clock.advance(35_001)
     await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: d.job_id, lease_token: d.lease_token }), 409, 'lease_expired', ['ok'])
+  })
+
+  test("a machine that slept takes no job from its worker: the heartbeat after the wake is 200, the lease lasts its TTL and grace from the wake, and the host says so once", async () => {
+    const lines: string[] = []
+    const clock = new ManualClock(T0)
+    const slept = await startTestHost({ busy: 0, totalUnits: 10, leaseTtlS: 30, heartbeatGraceS: 5 }, { clock, log: (line) => lines.push(line) })
+    try {
+      host = slept
+      const c = await claimed()
+      clock.sleep(3_600_000)
+      const woke = clock.now()
+      const beat = await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: c.lease_token })
+      expect(beat.status).toBe(200)
+      expect((await body(beat)).lease_expires_at).toBe(new Date(woke + 35_000).toISOString())
+      expect(lines.filter((line) => line.includes('slept'))).toEqual([
+        'leasehold: the machine slept, or its clock was set ahead, for 3,600 s: 1 lease, 0 claims, 0 file leases count their holders\' silence from now (nobody could be heard meanwhile)',
+      ])
+    } finally {
+      await slept.dispose()
+    }
   })
 
   test('an unknown job is 404 job_not_found; another worker is 403 worker_mismatch; a bad body 400', async () => {

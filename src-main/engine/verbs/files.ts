@@ -515,6 +515,17 @@ export function nextIdleFileAt(ctx: EngineContext): number | null {
   return at === null ? null : at + FILE_IDLE_MS
 }
 
+/**
+ * After the machine slept (reaper.ts `renewAfterSleep`): every held file lease goes idle
+ * {@link FILE_IDLE_MS} from `now`, its `last_heartbeat_at` set to `now`. Inside the caller's
+ * transaction; returns how many it renewed.
+ */
+export function renewFilesAfterSleep(ctx: EngineContext, now: number): number {
+  const held = ctx.one<{ n: number }>("SELECT COUNT(*) AS n FROM file_leases WHERE state = 'ACTIVE' AND last_heartbeat_at < ?", now)?.n ?? 0
+  if (held > 0) ctx.run("UPDATE file_leases SET last_heartbeat_at = ? WHERE state = 'ACTIVE' AND last_heartbeat_at < ?", now, now)
+  return held
+}
+
 /** Stop-idle: releases every file lease with no acquire or heartbeat for {@link FILE_IDLE_MS}. */
 export function releaseIdleFiles(ctx: EngineContext): number {
   const idleLeases = () =>

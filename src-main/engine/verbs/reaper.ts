@@ -1,12 +1,12 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
 import { activeLeasesNow, committedActiveLeases } from '../memory/active-leases'
 import type { EngineContext } from '../memory/context'
-import { nextIdleFileAt } from './files'
+import { nextIdleFileAt, renewFilesAfterSleep } from './files'
 import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
 import { earliest } from '../rules/clock'
 import type { LeaseExpiryReason } from '../rules/events'
-import { extendLease, renewLeaseExpiry, SELECT_JOBS } from '../store/rows'
+import { extendLease, renewLeaseExpiry, SELECT_JOBS, updateJob } from '../store/rows'
 import { readSetting, writeSetting } from '../store/settings'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
@@ -96,12 +96,42 @@ function anyLeaseDue(ctx: EngineContext, spared: SparedWorkers): boolean {
  */
 export function renewLeasesOf(ctx: EngineContext, workerIds: ReadonlySet<string>): number {
   if (workerIds.size === 0) return 0
+  return ctx.transact(() => renewLeasesWhere(ctx, (lease) => workerIds.has(lease.worker_id)))
+}
+
+/** What {@link renewAfterSleep} renewed. */
+export interface SleepRenewals {
+  leases: number
+  claims: number
+  files: number
+}
+
+/**
+ * The machine slept, or its clock was set ahead (rules/clock.ts `SleepWatch`): nobody could be
+ * heard meanwhile, through no fault of their own, and the host counts every holder's silence from
+ * now, as it does for remote workers when Redis comes back. Every ACTIVE lease lasts its TTL and
+ * grace from now, every queue API claim its claim TTL, and every held file lease goes idle 30 s
+ * from now (files.ts); those that already last longer are left. A job lease's
+ * `last_heartbeat_at` stays as it was; a file lease's, the moment its idle time counts from,
+ * reads now.
+ */
+export function renewAfterSleep(ctx: EngineContext): SleepRenewals {
   return ctx.transact(() => {
     const now = ctx.clock.now()
-    const short = activeLeasesWhere(ctx, (lease) => workerIds.has(lease.worker_id) && lease.expires_at < lastsFrom(lease, now))
-    for (const lease of short) renewLeaseExpiry(ctx, lease, lastsFrom(lease, now))
-    return short.length
+    const leases = renewLeasesWhere(ctx, () => true)
+    const claimsUntil = now + ctx.config.claimTtlS * 1000
+    const claims = ctx.all<JobRow>(`${SELECT_JOBS} WHERE ${HELD_BY_CLAIM} AND claim_expires_at < ?`, claimsUntil)
+    for (const job of claims) updateJob(ctx, job, { claim_expires_at: claimsUntil })
+    return { leases, claims: claims.length, files: renewFilesAfterSleep(ctx, now) }
   })
+}
+
+/** The ACTIVE leases `keep` selects last their TTL and grace from now, unless they already last longer; how many were renewed. */
+function renewLeasesWhere(ctx: EngineContext, keep: (lease: LeaseRow) => boolean): number {
+  const now = ctx.clock.now()
+  const short = activeLeasesWhere(ctx, (lease) => keep(lease) && lease.expires_at < lastsFrom(lease, now))
+  for (const lease of short) renewLeaseExpiry(ctx, lease, lastsFrom(lease, now))
+  return short.length
 }
 
 /**
