@@ -32,38 +32,71 @@ export function parseProcStat(text: string): ProcStat | null {
   return { pid, ppid: ppid!, ticks: utime! + stime! + cutime! + cstime! }
 }
 
-/** The ticks of `root` and of all its descendants among `processes` (those whose parents lead to it). */
-export function treeTicks(root: number, processes: readonly ProcStat[]): number {
-  const children = new Map<number, ProcStat[]>()
-  let total = 0
-  for (const p of processes) {
-    if (p.pid === root) total += p.ticks
-    else children.set(p.ppid, [...(children.get(p.ppid) ?? []), p])
-  }
-  const pending = [root]
-  for (let pid = pending.pop(); pid !== undefined; pid = pending.pop()) {
-    for (const child of children.get(pid) ?? []) {
-      total += child.ticks
-      pending.push(child.pid)
+/**
+ * Reads the host's tree from /proc without reading every process on the machine each time (a
+ * read of /proc/<pid>/stat costs ~35–70 µs, and a desktop runs hundreds). A process found outside
+ * the tree never enters it: a process's parent changes only when its parent dies, and then to an
+ * ancestor of its own that reaps orphans, never to a process of another tree. So each reading
+ * lists /proc and reads the stat of the pids not known to be outside: the tree's own, and those
+ * new since the reading before. A pid that ended and was given to a new process between two
+ * readings would keep the new process out; every {@link FULL_READ_EVERY}th reading reads every
+ * process again, and forgets the pids that ended.
+ */
+export class TreeReader {
+  /** The pids found outside the tree. */
+  private outside = new Set<number>()
+  private readings = 0
+
+  constructor(
+    private readonly root: number,
+    private readonly proc: { list(): string[]; stat(pid: number): string | null } = realProc,
+  ) {}
+
+  /** Clock ticks of CPU the tree has used so far (see {@link ProcStat.ticks}). */
+  ticks(): number {
+    if (this.readings++ % FULL_READ_EVERY === 0) this.outside.clear()
+    const read: ProcStat[] = []
+    for (const name of this.proc.list()) {
+      const first = name.charCodeAt(0)
+      if (first < 48 || first > 57) continue // not a pid
+      const pid = Number(name)
+      if (this.outside.has(pid)) continue
+      const text = this.proc.stat(pid)
+      const stat = text === null ? null : parseProcStat(text)
+      if (stat) read.push(stat)
     }
+    const inTree = treePids(this.root, read)
+    let total = 0
+    for (const p of read) {
+      if (inTree.has(p.pid)) total += p.ticks
+      else this.outside.add(p.pid)
+    }
+    return total
   }
-  return total
 }
 
-/** Every process /proc lists now; one that ends while it is read is left out (its time is in its parent's by the next reading). */
-function readProcesses(): ProcStat[] {
-  const processes: ProcStat[] = []
-  for (const name of readdirSync('/proc')) {
-    const first = name.charCodeAt(0)
-    if (first < 48 || first > 57) continue // not a pid
+/** How often (in readings) a {@link TreeReader} reads every process again: every 30 s at the busy sampler's pace of 2 s. */
+export const FULL_READ_EVERY = 15
+
+/** The pids of `root` and of all its descendants among `processes`. */
+function treePids(root: number, processes: readonly ProcStat[]): Set<number> {
+  const children = new Map<number, number[]>()
+  for (const p of processes) if (p.pid !== root) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p.pid])
+  const tree = new Set<number>([root])
+  for (const pid of tree) for (const child of children.get(pid) ?? []) tree.add(child)
+  return tree
+}
+
+/** /proc as a {@link TreeReader} reads it; a process that ends while it is read reads as null (its time is in its parent's by the next reading). */
+const realProc = {
+  list: (): string[] => readdirSync('/proc'),
+  stat(pid: number): string | null {
     try {
-      const stat = parseProcStat(readFileSync(`/proc/${name}/stat`, 'latin1'))
-      if (stat) processes.push(stat)
+      return readFileSync(`/proc/${pid}/stat`, 'latin1')
     } catch {
-      // gone meanwhile
+      return null
     }
-  }
-  return processes
+  },
 }
 
 const HAS_PROC = process.platform === 'linux' && (() => {
@@ -74,15 +107,17 @@ const HAS_PROC = process.platform === 'linux' && (() => {
   }
 })()
 
+const ownTree = HAS_PROC ? new TreeReader(process.pid) : null
+
 /**
- * Milliseconds of CPU the host's process tree has used so far: on Linux read from /proc (one
- * pass over /proc/<pid>/stat, a few milliseconds every 2 s sample); elsewhere, where Node reads no
- * other process's CPU time, the host process's alone.
+ * Milliseconds of CPU the host's process tree has used so far: on Linux read from /proc (the
+ * tree's processes and those new since the last reading: {@link TreeReader}); elsewhere, where
+ * Node reads no other process's CPU time, the host process's alone.
  */
 export function readOwnTreeCpuMs(): number {
-  if (!HAS_PROC) {
+  if (!ownTree) {
     const usage = process.cpuUsage()
     return (usage.user + usage.system) / 1000
   }
-  return treeTicks(process.pid, readProcesses()) * MS_PER_TICK
+  return ownTree.ticks() * MS_PER_TICK
 }
