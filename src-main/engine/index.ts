@@ -283,12 +283,14 @@ export class Engine {
 
   /**
    * The Redis transport's outbox (engine/store/outbox.ts), subscribed to the write journal from the
-   * first call on: each new stream message gets its row in the transaction that gave it. Only a
-   * host that carries its queues over Redis calls this; without it no row is written.
+   * first call on: each new stream message gets its row in the transaction that gave it, and its
+   * queue's count in memory. Only a host that carries its queues over Redis calls this; without it
+   * no row is written. The first call counts the rows a previous run left, per queue.
    */
   outbox(): Outbox {
     if (!this.redisOutbox) {
       this.redisOutbox = new Outbox(this.ctx)
+      this.redisOutbox.load()
       this.ctx.rowWrites.subscribe(this.redisOutbox)
     }
     return this.redisOutbox

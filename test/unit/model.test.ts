@@ -5,8 +5,8 @@
  * the leases the test holds and predicts how the engine must answer calls made under them. After
  * every command the scheduling invariants (docs/architecture.md) are checked directly in SQLite,
  * and so is every cache of hot state the engine keeps in memory: the ACTIVE leases and their
- * jobs, the job tally, the rows of QUEUED jobs, the paused queues, the day's event counts and the counters (the
- * capacity figures through getCapacity). A cache that misses one write fails its invariant.
+ * jobs, the job tally, the rows of QUEUED jobs, the paused queues, the Redis outbox's counts per queue, the day's
+ * event counts and the counters (the capacity figures through getCapacity). A cache that misses one write fails its invariant.
  *
  * Half the runs drive the engine as the batching transports do: every verb in the open commit
  * group (a read, or a Flush command, ends the group: random group boundaries), and the worker
@@ -63,6 +63,7 @@ interface Real {
 function openEngine(path: string, clock: ManualClock, busy: number, batched: boolean): { db: Database; engine: Engine } {
   const { sqlite } = openDatabase({ path })
   const engine = onDatabase(new Engine({ db: sqlite, clock, config: CONFIG, capacity: { total_units: TOTAL_UNITS, busy_rating: busy } }), sqlite)
+  engine.outbox() // kept as a host with --redis keeps it, its rows counted per queue in memory
   return { db: sqlite, engine: batched ? viaBatches(engine) : engine }
 }
 
@@ -350,6 +351,12 @@ const INVARIANTS = {
     const kept = queued.filter((row) => rows.get(row.seq) !== undefined)
     for (const row of kept) expect(rows.get(row.seq), row.id).toEqual(row)
     expect(rows.size).toBe(kept.length)
+  },
+  "the Redis outbox's messages counted per queue in memory are the table's": (real) => {
+    const rows = real.db.prepare('SELECT queue, COUNT(*) AS n FROM redis_outbox GROUP BY queue').all() as { queue: string; n: number }[]
+    // Read as they stand, an open group's writes included (countsByQueue would commit the group first).
+    const kept = (real.engine.outbox() as unknown as { rowsPerQueue: Map<string, number> }).rowsPerQueue
+    expect(Object.fromEntries(kept)).toEqual(Object.fromEntries(rows.map((row) => [row.queue, row.n])))
   },
   "the paused queues in memory are the table's": (real) => {
     const table = (real.db.prepare('SELECT queue FROM paused_queues ORDER BY queue').all() as { queue: string }[]).map((row) => row.queue)
