@@ -752,6 +752,7 @@ export class RedisRelay {
    * Redis's streams change only by the next pass. What commits meanwhile is counted exactly: the
    * open group is committed first (its changes come to the relay), and a stream should hold the
    * table's messages less those committed and not yet sent, plus those ended and not yet acknowledged.
+   * The table's messages per queue are the outbox's counts in memory: the check reads no row.
    */
   private async countStreams(): Promise<void> {
     let expected: Map<string, number>

@@ -1,14 +1,16 @@
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { type Engine, streamMessageName } from '../../src-main/engine'
+import { openDatabase } from '../../src-main/db/open'
+import { Engine, streamMessageName } from '../../src-main/engine'
+import { ManualClock } from '../../src-main/engine/rules/clock'
 import { engineContext } from '../../src-main/engine/internals'
 import { claimAnswer } from '../../src-main/http/views/worker'
 import { CONSUMER_GROUP, COUNT_CHECK_MS, passRetryDelayMs, RedisRelay, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { database } from '../helpers/database'
-import { aJob, setup } from '../helpers/engine'
+import { database, onDatabase } from '../helpers/database'
+import { aJob, setup, T0 } from '../helpers/engine'
 import { until } from '../helpers/until'
 import { watchRedis } from './monitor'
 import { type TestRedis, useTestRedis } from './redis-server'
@@ -54,6 +56,31 @@ function claimOne(engine: Engine, worker = 'w1') {
 }
 
 const reportOf = (g: ReturnType<typeof claimOne>, worker = 'w1') => ({ job_id: g.job_id, attempt_id: g.attempt_id, lease_token: g.lease_token, worker_id: worker })
+
+/**
+ * An engine on a database that lists the SQL of every statement it runs (run, get, all, iterate)
+ * while `recording(true)`: the engine prepares each statement once, so prepares alone would miss
+ * the statements run again.
+ */
+function engineRecordingStatements(): { engine: Engine; ran: string[]; recording(on: boolean): void } {
+  const { sqlite } = openDatabase({ path: ':memory:' })
+  const ran: string[] = []
+  let on = false
+  const prepare = sqlite.prepare.bind(sqlite)
+  sqlite.prepare = ((source: string) => {
+    const statement = prepare(source) as unknown as Record<'run' | 'get' | 'all' | 'iterate', (...args: unknown[]) => unknown>
+    for (const method of ['run', 'get', 'all', 'iterate'] as const) {
+      const original = statement[method].bind(statement)
+      statement[method] = (...args: unknown[]) => {
+        if (on) ran.push(source)
+        return original(...args)
+      }
+    }
+    return statement
+  }) as typeof sqlite.prepare
+  const engine = onDatabase(new Engine({ db: sqlite, clock: new ManualClock(T0), capacity: { total_units: 100, busy_rating: 0 } }), sqlite)
+  return { engine, ran, recording: (value) => (on = value) }
+}
 
 /**
  * Every command Redis runs from now on, each as its arguments (a script's own commands
@@ -409,6 +436,27 @@ describe('the outbox and the relay', () => {
     expect(watch.commands.filter((args) => args[0]?.toLowerCase() === 'xlen').length).toBeGreaterThanOrEqual(2)
     expect(lines.filter((line) => /lost or gained/.test(line))).toEqual([])
   }, 30_000)
+
+  test('the count check reads no outbox row: each stream is counted against the counts the outbox keeps in memory', async () => {
+    const { engine, ran, recording } = engineRecordingStatements()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    for (const queue of ['a', 'b', 'b']) engine.submit(aJob({ queue }))
+    await relay.idle()
+    const watch = await watchCommands()
+    recording(true)
+    try {
+      await until(() => watch.commands.some((args) => args[0]?.toLowerCase() === 'xlen'), COUNT_CHECK_MS + 2_000, 'a count check')
+      await relay.idle()
+    } finally {
+      recording(false)
+      watch.stop()
+    }
+    expect(ran.filter((sql) => /redis_outbox/i.test(sql))).toEqual([])
+    // It counted all the same, and found the streams in step.
+    expect(watch.commands.filter((args) => args[0]?.toLowerCase() === 'xlen').map((args) => args[1]).sort()).toEqual([stream('a'), stream('b')])
+    expect(lines.filter((line) => /lost or gained/.test(line))).toEqual([])
+  }, 15_000)
 
   test('a queue stream’s key of another type: health says what Redis refuses and names the key, the log says when it is tried again, and the message goes out once the key is a stream again', async () => {
     const { engine } = setup()
