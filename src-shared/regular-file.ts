@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
-import { type FileHandle, open, readlink, realpath, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, lstat, open, readdir, readlink, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 
 /**
@@ -86,9 +86,14 @@ export function readRegularFile(path: string): string {
  * write again. So a write puts the new content in a file of its own beside the file and renames it
  * over the file once it is whole and synced ({@link replaceRegularFile}), and an append that fails
  * cuts the file back to the length it had ({@link appendRegularFile}).
+ *
+ * `leased`: the caller holds the file lease of the file written (the worker's gated `files.*`
+ * writes do), so that no other write of it is under way but the caller's own. A write that
+ * replaces the file then also removes what a write of it ended midway left beside it
+ * ({@link removeStaleTemps}); without the lease another writer's file could be one of those.
  */
-export async function writeRegularFile(path: string, data: string | Uint8Array, append: boolean): Promise<void> {
-  if (!append || !(await appendRegularFile(path, data))) await replaceRegularFile(path, data)
+export async function writeRegularFile(path: string, data: string | Uint8Array, append: boolean, leased = false): Promise<void> {
+  if (!append || !(await appendRegularFile(path, data))) await replaceRegularFile(path, data, leased)
 }
 
 /**
@@ -147,9 +152,10 @@ async function appendRegularFile(path: string, data: string | Uint8Array): Promi
  * is atomic on one file system, so the file has its old content or the new, never a part. The new
  * file takes the old one's permission bits, and its owner and group where the process may give
  * them; it is removed whenever the write fails. Nothing is made for a file that is not regular,
- * or that the process may not write.
+ * or that the process may not write. Under the file's lease (`leased`) the new files that writes
+ * of it ended midway left are removed first: each holds a whole content, room the new one may need.
  */
-async function replaceRegularFile(path: string, data: string | Uint8Array): Promise<void> {
+async function replaceRegularFile(path: string, data: string | Uint8Array, leased: boolean): Promise<void> {
   const target = await linkedFile(path)
   // Opened (not cut) as a write in place would open it: refused as that opening would be refused
   // (EACCES, EROFS, ETXTBSY for a running program, EISDIR), and looked at first (openRegular).
@@ -160,6 +166,7 @@ async function replaceRegularFile(path: string, data: string | Uint8Array): Prom
     // A name that ends in a separator names a folder: the kernel makes no file of it, nor may the rename.
     throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${target}'`), { code: 'EISDIR', path: target })
   }
+  if (leased) await removeStaleTemps(target)
   const temp = join(dirname(target), tempName(basename(target)))
   let handle
   try {
@@ -172,6 +179,7 @@ async function replaceRegularFile(path: string, data: string | Uint8Array): Prom
     failure.path = target
     throw failure
   }
+  unfinished.add(basename(temp))
   try {
     try {
       if (old) await keepOwnership(handle, old)
@@ -184,7 +192,59 @@ async function replaceRegularFile(path: string, data: string | Uint8Array): Prom
   } catch (error) {
     await rm(temp, { force: true }).catch(() => {})
     throw error
+  } finally {
+    unfinished.delete(basename(temp))
   }
+}
+
+/**
+ * The new files of this thread's writes that are still under way, by name. A handler may write
+ * one file twice at once, both writes under its job's lease: the one that clears the file's
+ * stale new files must not take the other's. By name, not path: the other may spell the folder
+ * another way (through a symlinked folder) and still write the same file.
+ */
+const unfinished = new Set<string>()
+
+/**
+ * Removes the new files that writes of `target` ended midway left beside it (a worker killed, a
+ * power loss, between their making and their rename): entries named as {@link tempName} names
+ * them for `target`, `.<name>.leasehold-<12 hex digits>.tmp` and nothing looser (a looser match
+ * of `a` would take `.a.leasehold-<hex>.tmp.leasehold-<hex>.tmp`, the new file of another file),
+ * that are regular files (a symlink or a folder of that name is left, and no link is followed),
+ * and not one of {@link unfinished}. Only under `target`'s file lease: the lease makes the caller
+ * its only writer, so any other such file is a dead write's. A name too long to be carried by the
+ * new file's (`.leasehold-<random>.tmp`) leaves nothing to remove: such a file says not whose it
+ * is, and another job may be writing another long-named file of the folder, under a lease of its
+ * own. Nothing here fails the write: a file that cannot be removed is left as it was.
+ */
+async function removeStaleTemps(target: string): Promise<void> {
+  const name = basename(target)
+  if (Buffer.byteLength(name) > TEMP_NAME_BYTES) return
+  const folder = dirname(target)
+  let entries: string[]
+  try {
+    entries = await readdir(folder)
+  } catch {
+    return // the write's own opening says what is wrong with the folder
+  }
+  for (const entry of entries) {
+    if (!isTempOf(entry, name) || unfinished.has(entry)) continue
+    const stale = join(folder, entry)
+    try {
+      if ((await lstat(stale)).isFile()) await unlink(stale)
+    } catch {
+      // Gone already, or not the worker's to remove: the write goes on.
+    }
+  }
+}
+
+/** The part of a new file's name after `.<name>.leasehold-` ({@link tempName}). */
+const TEMP_TAIL = /^[0-9a-f]{12}\.tmp$/
+
+/** Whether `entry` is a name {@link tempName} gives a new content of the file named `name`. */
+function isTempOf(entry: string, name: string): boolean {
+  const start = `.${name}.leasehold-`
+  return entry.startsWith(start) && TEMP_TAIL.test(entry.slice(start.length))
 }
 
 /** The longest name (in bytes) a temporary file's name carries of the file's; most file systems allow 255. */

@@ -165,11 +165,12 @@ function filesOf(run: number): GatedFiles {
  * A write of `files.*`: to a regular file only. A FIFO, a socket or a device is refused at once,
  * not retryable (the next attempt finds the same file): a FIFO's opening would wait for a reader
  * beyond any cancel, holding a thread every later file write of the process needs
- * (regular-file.ts).
+ * (regular-file.ts). It is made under the file's lease, the gate passed just before (`leased`:
+ * a write that replaces the file clears what writes of it ended midway left beside it).
  */
 async function writeRegular(path: string, data: string | Uint8Array, append: boolean): Promise<void> {
   try {
-    await writeRegularFile(path, data, append)
+    await writeRegularFile(path, data, append, true)
   } catch (error) {
     if (!(error instanceof NotRegularFileError)) throw error
     throw new GateRefusal(error.code, `${shownPath(path)} is not written: ${error.message}, and files.* writes only regular files`)

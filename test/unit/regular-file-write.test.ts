@@ -5,7 +5,7 @@
  * is `ulimit -f` on a child process.
  */
 import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, lstatSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test, type TestContext } from 'vitest'
 import { writeRegularFile } from '../../src-shared/regular-file'
@@ -132,3 +132,71 @@ test('a path that ends in a separator makes no file, as an opening for writing m
     expect(readdirSync(dir)).toEqual([])
   }
 })
+
+describe("a write under the file's lease removes what writes of that file ended midway left beside it, and nothing else", () => {
+  /** A name tempName gives a new content of `name`, with `hex` for its 12 random digits. */
+  const tempOf = (name: string, hex: string) => `.${name}.leasehold-${hex}.tmp`
+
+  test('a new file a killed write left is removed by the next write of its file, never a link, a folder, another file\'s or a name of another pattern', async () => {
+    const config = join(dir, 'config.txt')
+    writeFileSync(config, OLD)
+    const stale = [tempOf('config.txt', '0123456789ab'), tempOf('config.txt', 'ffffffffffff')]
+    for (const name of stale) writeFileSync(join(dir, name), OLD.slice(0, 100))
+    writeFileSync(join(dir, 'kept.txt'), 'kept')
+    const link = tempOf('config.txt', 'aaaaaaaaaaaa')
+    symlinkSync('kept.txt', join(dir, link))
+    const folder = tempOf('config.txt', 'bbbbbbbbbbbb')
+    mkdirSync(join(dir, folder))
+    writeFileSync(join(dir, folder, 'inside'), 'inside')
+    const others = [
+      tempOf('other.txt', '0123456789ab'), // another file's
+      tempOf('config.txt.leasehold-0123456789ab.tmp', '0123456789ab'), // the new file of `config.txt.leasehold-…tmp`, not of config.txt
+      `.leasehold-0123456789ab.tmp`, // a long-named file's: it says not whose
+      tempOf('config.txt', '0123456789AB'),
+      tempOf('config.txt', '0123456789a'),
+      `${tempOf('config.txt', '0123456789ab')}~`,
+      `config.txt.leasehold-0123456789ab.tmp`,
+      `.config.txt.swp`,
+      `.config.txt.other-0123456789ab.tmp`,
+    ]
+    for (const name of others) writeFileSync(join(dir, name), 'another program\'s')
+    const untouched = ['config.txt', 'kept.txt', link, folder, ...others].sort()
+
+    // Without the lease another write of the file may be under way: nothing is removed.
+    await writeRegularFile(config, 'unleased', false)
+    expect(readdirSync(dir).sort()).toEqual([...untouched, ...stale].sort())
+    await writeRegularFile(config, 'new', false, true)
+    expect(readFileSync(config, 'utf8')).toBe('new')
+    expect(readdirSync(dir).sort()).toEqual(untouched)
+    expect(lstatSync(join(dir, link)).isSymbolicLink()).toBe(true)
+    expect(readFileSync(join(dir, 'kept.txt'), 'utf8')).toBe('kept')
+    expect(readFileSync(join(dir, folder, 'inside'), 'utf8')).toBe('inside')
+
+    // Through a symlink, the ones beside the file it names (where its new files are made); an
+    // append that makes the file replaces it, and clears them too.
+    mkdirSync(join(dir, 'real'))
+    symlinkSync('real/linked.txt', join(dir, 'to-linked'))
+    writeFileSync(join(dir, 'real', tempOf('linked.txt', 'cccccccccccc')), 'dead')
+    await writeRegularFile(join(dir, 'to-linked'), 'made', true, true)
+    expect(readdirSync(join(dir, 'real'))).toEqual(['linked.txt'])
+  })
+
+  test('two writes of one file at once under its lease both land: the one that clears never takes the other\'s new file, however it spells the folder', async () => {
+    const config = join(dir, 'config.txt')
+    const dead = tempOf('config.txt', '0123456789ab')
+    writeFileSync(join(dir, dead), 'dead')
+    symlinkSync('.', join(dir, 'via'))
+    const big = 'x'.repeat(8 * 1024 * 1024)
+    const first = writeRegularFile(join(dir, 'via', 'config.txt'), big, false, true)
+    // The first write's own new file is there: the second, made meanwhile, must leave it.
+    await until(() => readdirSync(dir).some((name) => name !== dead && name.startsWith('.config.txt.leasehold-')))
+    const second = writeRegularFile(config, 'second', false, true)
+    await expect(Promise.all([first, second])).resolves.toEqual([undefined, undefined])
+    expect(readdirSync(dir).sort()).toEqual(['config.txt', 'via'])
+  })
+})
+
+/** Resolves once `done` holds, looked at on every turn of the event loop (a write's steps run between). */
+async function until(done: () => boolean): Promise<void> {
+  while (!done()) await new Promise((resolve) => setImmediate(resolve))
+}

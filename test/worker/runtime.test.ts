@@ -728,6 +728,26 @@ test('a file write passes the gate through the runtime: granted, it is written; 
   expect(transport.failed).toEqual([])
 })
 
+test('a file.write over a file clears the new files that writes of it ended midway left beside it (the job holds its lease), and leaves a symlink of that name', async () => {
+  const dir = aTempDir()
+  const config = join(dir, 'config.txt')
+  writeFileSync(config, 'old')
+  const dead = '.config.txt.leasehold-0123456789ab.tmp'
+  writeFileSync(join(dir, dead), 'a killed write\'s')
+  const link = '.config.txt.leasehold-aaaaaaaaaaaa.tmp'
+  symlinkSync('config.txt', join(dir, link))
+  const asked: string[] = []
+  const transport = new ScriptedTransport([aJobOf('write', 'file.write', { path: config, content: 'new' })], undefined, (file) => {
+    asked.push(file)
+    return { granted: true }
+  })
+  await started(transport)
+  await until(() => transport.completed.length === 1, 5000, 'the write reported')
+  expect(asked).toEqual([realpathSync(config)])
+  expect(readFileSync(config, 'utf8')).toBe('new')
+  expect(readdirSync(dir).sort()).toEqual([link, 'config.txt'].sort())
+})
+
 test('file.write fails without a retry where a retry would meet the same refusal (a folder that is not there), and is retried where it may mend (a busy file)', async () => {
   const dir = aTempDir()
   const missing = join(dir, 'no-such-folder', 'out.txt')
