@@ -1,6 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
-import { type FileHandle, lstat, open, readdir, readlink, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
-import { basename, dirname, join, resolve, sep } from 'node:path'
+import { type FileHandle, lstat, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises'
+import { basename, dirname, join, sep } from 'node:path'
+import { linkedFile } from './linked-file'
 
 /**
  * A file of the data dir that is not a regular file: a FIFO, a socket, a device, a directory.
@@ -156,7 +157,7 @@ async function appendRegularFile(path: string, data: string | Uint8Array): Promi
  * of it ended midway left are removed first: each holds a whole content, room the new one may need.
  */
 async function replaceRegularFile(path: string, data: string | Uint8Array, leased: boolean): Promise<void> {
-  const target = await linkedFile(path)
+  const target = await writtenFile(path)
   // Opened (not cut) as a write in place would open it: refused as that opening would be refused
   // (EACCES, EROFS, ETXTBSY for a running program, EISDIR), and looked at first (openRegular).
   const opened = await openRegular(target, constants.O_WRONLY)
@@ -271,24 +272,12 @@ async function keepOwnership(handle: FileHandle, old: Stats): Promise<void> {
   }
 }
 
-/** How many symbolic links in a row the kernel follows before it gives up (ELOOP), on Linux. */
-const MAX_LINKS = 40
-
 /**
- * The file a write to `path` changes: `path`, or the file the symbolic link there names, there
- * yet or not (a write through a dangling link makes it), as the kernel follows links — the file
- * the gate is asked for (src-worker/gate-path.ts). A link's relative target is taken from the
- * real folder holding the link, as the kernel takes it.
+ * The file a write to `path` changes, symbolic links followed as the gate follows them to key it
+ * (linked-file.ts); a loop of links fails as the kernel's open would fail it (ELOOP).
  */
-async function linkedFile(path: string): Promise<string> {
-  for (let hops = 0; hops <= MAX_LINKS; hops++) {
-    let target
-    try {
-      target = await readlink(path)
-    } catch {
-      return path // not a link, or not there: the write says why, if anything is wrong
-    }
-    path = resolve(await realpath(dirname(path)), target)
-  }
-  throw Object.assign(new Error(`ELOOP: too many symbolic links encountered, open '${path}'`), { code: 'ELOOP', path })
+async function writtenFile(path: string): Promise<string> {
+  const { path: file, loops } = await linkedFile(path)
+  if (loops) throw Object.assign(new Error(`ELOOP: too many symbolic links encountered, open '${file}'`), { code: 'ELOOP', path: file })
+  return file
 }

@@ -1,5 +1,6 @@
-import { lstat, readlink, realpath } from 'node:fs/promises'
+import { realpath } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
+import { linkedFile } from '../src-shared/linked-file'
 import { MAX_PATH_CHARS } from '../src-shared/worker-exchange'
 
 /**
@@ -38,22 +39,17 @@ export async function gatePath(path: string, followLast: boolean): Promise<strin
 
 async function realTarget(path: string, followLast: boolean): Promise<string> {
   if (!followLast) return join(await realFolder(dirname(path)), basename(path))
-  // A symlink whose target is not there yet (a dangling link) is followed too: the write creates
-  // the file the link names, so that file is the key, as it will be once it exists. As many
-  // links as the kernel follows (40, Linux's limit); a loop of links is keyed as written.
-  for (let hops = 0; hops <= MAX_LINKS; hops++) {
-    try {
-      return await realName(path)
-    } catch (error) {
-      if (error instanceof UnnamablePath) throw error
-      // Not there yet (or not a path that resolves): a dangling link's target, else its folder, below.
-    }
-    const folder = await realFolder(dirname(path))
-    const target = await linkTarget(path)
-    if (target === null) return join(folder, basename(path))
-    path = resolve(folder, target)
+  try {
+    return await realName(path)
+  } catch (error) {
+    if (error instanceof UnnamablePath) throw error
+    // Not there yet (or not a path that resolves): a dangling link's target, else its folder, below.
   }
-  return path
+  // A symlink whose target is not there yet (a dangling link) is followed too, by the rule the
+  // write follows (src-shared/linked-file.ts): the write creates the file the link names, so that
+  // file is the key, as it will be once it exists. A loop of links is keyed as written.
+  const { path: file, loops } = await linkedFile(path, nameOf)
+  return loops ? file : join(await realFolder(dirname(file)), basename(file))
 }
 
 /**
@@ -110,20 +106,6 @@ function shownBytes(bytes: Buffer): string {
 /** realpath, the answer decoded strictly (see {@link nameOf}). */
 async function realName(path: string): Promise<string> {
   return nameOf(await realpath(path, { encoding: 'buffer' }))
-}
-
-/** How many symlinks in a row the kernel follows before it gives up (ELOOP). */
-const MAX_LINKS = 40
-
-/** What the symlink at `path` names, as written in it; null when `path` is not a symlink (or not there). */
-async function linkTarget(path: string): Promise<string | null> {
-  try {
-    if (!(await lstat(path)).isSymbolicLink()) return null
-    return nameOf(await readlink(path, { encoding: 'buffer' }))
-  } catch (error) {
-    if (error instanceof UnnamablePath) throw error
-    return null
-  }
 }
 
 /** A folder's real path, or — where it does not exist — its nearest existing ancestor's, with the rest as written. */
