@@ -359,6 +359,16 @@ function aJobOf(id: string, type: string, payload: unknown, more: Partial<Claim>
   return { ...aClaim(id, 0), job_type: type, payload, ...more }
 }
 
+/** A transport offering `jobs` whose file gate grants every file, and the files it was asked for. */
+function grantingEvery(jobs: Claim[]): { transport: ScriptedTransport; asked: string[] } {
+  const asked: string[] = []
+  const transport = new ScriptedTransport(jobs, undefined, (file) => {
+    asked.push(file)
+    return { granted: true }
+  })
+  return { transport, asked }
+}
+
 /**
  * Offers one more no-op job and waits until its completion is in: each exchange carries every
  * report gathered before it, so whatever the runtime still held of the earlier jobs has gone out
@@ -736,11 +746,7 @@ test('a file.write over a file clears the new files that writes of it ended midw
   writeFileSync(join(dir, dead), 'a killed write\'s')
   const link = '.config.txt.leasehold-aaaaaaaaaaaa.tmp'
   symlinkSync('config.txt', join(dir, link))
-  const asked: string[] = []
-  const transport = new ScriptedTransport([aJobOf('write', 'file.write', { path: config, content: 'new' })], undefined, (file) => {
-    asked.push(file)
-    return { granted: true }
-  })
+  const { transport, asked } = grantingEvery([aJobOf('write', 'file.write', { path: config, content: 'new' })])
   await started(transport)
   await until(() => transport.completed.length === 1, 5000, 'the write reported')
   expect(asked).toEqual([realpathSync(config)])
@@ -846,11 +852,7 @@ test('files.* writes regular files only: a FIFO, a socket or a device fails its 
 
 test('file.write refuses a relative path as invalid_payload, not retried, and writes nothing into the worker\'s working folder', async () => {
   const name = `leasehold-relative-${process.pid}.txt`
-  const asked: string[] = []
-  const transport = new ScriptedTransport([aJobOf('relative', 'file.write', { path: name, content: 'x' })], undefined, (file) => {
-    asked.push(file)
-    return { granted: true }
-  })
+  const { transport, asked } = grantingEvery([aJobOf('relative', 'file.write', { path: name, content: 'x' })])
   await started(transport)
   await until(() => transport.failed.length === 1, 5000, 'the refusal reported')
   expect(transport.failed[0]!.error).toMatchObject({ code: 'invalid_payload', retryable: false })
