@@ -189,7 +189,9 @@ async function replaceRegularFile(path: string, data: string | Uint8Array, lease
     } finally {
       await handle.close()
     }
-    await rename(temp, target)
+    await rename(temp, target).catch(async (error: NodeJS.ErrnoException) => {
+      throw leased ? await renameFailure(error, temp, target) : error
+    })
   } catch (error) {
     await rm(temp, { force: true }).catch(() => {})
     throw error
@@ -237,6 +239,30 @@ async function removeStaleTemps(target: string): Promise<void> {
       // Gone already, or not the worker's to remove: the write goes on.
     }
   }
+}
+
+/**
+ * Why a rename of a write made under the file's lease failed. The new file gone from a folder
+ * that is there was removed by another write of the file, which holds the file's lease and clears
+ * what dead writes left ({@link removeStaleTemps}): this write had lost the file (an operator took
+ * it, or it went idle while the host was away), and says so as the worker says it of a job whose
+ * file was taken, `file_lease_lost`, retryable (the next attempt asks the gate again), not as a
+ * missing folder, which the next attempt would meet too. Any other failure as it is.
+ */
+async function renameFailure(error: NodeJS.ErrnoException, temp: string, target: string): Promise<Error> {
+  if (error.code !== 'ENOENT' || (await there(temp)) || !(await there(dirname(target)))) return error
+  return Object.assign(
+    new Error(`${target} is not written: its new content, ${basename(temp)}, was removed before its rename, as a write of the file under its lease removes what dead writes left; this write no longer held the file`),
+    { code: 'file_lease_lost', retryable: true, path: target },
+  )
+}
+
+/** Whether anything is at `path` (a dangling link counts). */
+async function there(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    () => false,
+  )
 }
 
 /** The part of a new file's name after `.<name>.leasehold-` ({@link tempName}). */

@@ -194,6 +194,18 @@ describe("a write under the file's lease removes what writes of that file ended 
     await expect(Promise.all([first, second])).resolves.toEqual([undefined, undefined])
     expect(readdirSync(dir).sort()).toEqual(['config.txt', 'via'])
   })
+
+  test('a write whose new file the file\'s next holder removed (it had lost the file meanwhile) fails file_lease_lost, retryable, not as a missing folder, and the file is as that holder left it', async () => {
+    const config = join(dir, 'config.txt')
+    writeFileSync(config, OLD)
+    const write = writeRegularFile(config, 'x'.repeat(8 * 1024 * 1024), false, true)
+    let temp: string | undefined
+    await until(() => (temp = readdirSync(dir).find((name) => name.startsWith('.config.txt.leasehold-'))) !== undefined)
+    rmSync(join(dir, temp!)) // as the next holder's write clears it, from another worker
+    await expect(write).rejects.toMatchObject({ code: 'file_lease_lost', retryable: true, path: config })
+    expect(readFileSync(config, 'utf8')).toBe(OLD)
+    expect(readdirSync(dir)).toEqual(['config.txt'])
+  })
 })
 
 /** Resolves once `done` holds, looked at on every turn of the event loop (a write's steps run between). */
