@@ -256,8 +256,10 @@ export class Outbox implements RowWriteSubscriber {
     return new Map(this.rowsPerQueue)
   }
 
+  /** Every message the table holds, and when the oldest was written: the count from memory, the oldest by the table's first row. */
   backlog(): OutboxBacklog {
-    const waiting = this.ctx.one<{ n: number }>('SELECT COUNT(*) AS n FROM redis_outbox')!.n
+    let waiting = 0
+    for (const n of this.countsByQueue().values()) waiting += n
     const oldest = this.ctx.one<{ created_at: number }>('SELECT created_at FROM redis_outbox ORDER BY enqueue_id LIMIT 1')
     return { waiting, oldest_at: oldest?.created_at ?? null }
   }
