@@ -40,6 +40,28 @@ function problemsOf(rows: Record<string, string>[]): string[] {
 }
 
 /**
+ * The check's rows, read one at a time: on a damaged page SQLite answers the problems it found
+ * so far and then fails the statement with `SQLITE_CORRUPT` (an index's count of entries that
+ * reads the damaged table, say). Rows that name problems before that failure are the damage
+ * found, and are kept; a failure before any such row, or any other failure (a read the disk
+ * failed), is thrown: the file could not be checked.
+ */
+function checkRows(db: BetterSqlite3.Database, depth: IntegrityDepth): Record<string, string>[] {
+  const rows: Record<string, string>[] = []
+  try {
+    for (const row of db.prepare(`PRAGMA ${pragmaOf(depth)}`).iterate()) rows.push(row as Record<string, string>)
+  } catch (error) {
+    if (!isCorruptAfterProblems(error, rows)) throw error
+  }
+  return rows
+}
+
+/** Whether a failure of the check follows rows that name problems and says the file is damaged. */
+function isCorruptAfterProblems(error: unknown, rows: Record<string, string>[]): boolean {
+  return String((error as { code?: unknown }).code).startsWith('SQLITE_CORRUPT') && problemsOf(rows).length > 0
+}
+
+/**
  * Checks the file now, on this thread, through a read-only connection of its own: one consistent
  * snapshot, whoever writes meanwhile in this process. `leasehold check` runs it. A file SQLite
  * cannot read at all throws, as opening it would; a file a running host holds (connection.ts)
@@ -63,28 +85,34 @@ export function checkIntegrity(path: string, depth: IntegrityDepth = 'full', nat
       db.pragma('query_only = ON')
     }
     if (isAnotherProgramsFile(db)) throw new DatabaseOpenError(`${path} is not a Leasehold database (serve refuses it); it was not checked`)
-    const problems = problemsOf(db.pragma(pragmaOf(depth), { simple: false }) as Record<string, string>[])
+    const problems = problemsOf(checkRows(db, depth))
     return { path, ok: problems.length === 0, problems, ms: Math.round(performance.now() - started) }
   } finally {
     db.close()
   }
 }
 
-/** The thread's code: one check, its report posted back. Plain CommonJS, as the checkpointer's. */
+/**
+ * The thread's code: one check, its report posted back. Plain CommonJS, as the checkpointer's.
+ * Its rows are read one at a time, as {@link checkRows} reads them: a failure after some rows
+ * posts those rows with the error, and {@link checkIntegrityInBackground} decides as
+ * {@link isCorruptAfterProblems} does.
+ */
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
 const started = performance.now()
+const rows = []
 try {
   const db = new Database(workerData.name, { readonly: true, fileMustExist: true, ...(workerData.nativeBinding ? { nativeBinding: workerData.nativeBinding } : {}) })
   try {
-    const rows = db.pragma(workerData.pragma, { simple: false })
+    for (const row of db.prepare('PRAGMA ' + workerData.pragma).iterate()) rows.push(row)
     parentPort.postMessage({ rows, ms: Math.round(performance.now() - started) })
   } finally {
     db.close()
   }
 } catch (error) {
-  parentPort.postMessage({ error: error.message, code: error.code })
+  parentPort.postMessage({ rows, ms: Math.round(performance.now() - started), error: error.message, code: error.code })
 }
 `
 
@@ -107,10 +135,11 @@ export function checkIntegrityInBackground(path: string, options: { depth?: Inte
     running.add(ended)
     void ended.then(() => running.delete(ended))
     signal?.addEventListener('abort', () => reject(new Error('the integrity check was left as the host stopped')), { once: true })
-    worker.once('message', (message: { rows?: Record<string, string>[]; ms?: number; error?: string; code?: string }) => {
-      if (!message.rows) return reject(Object.assign(new Error(message.error), { code: message.code }))
+    worker.once('message', (message: { rows: Record<string, string>[]; ms: number; error?: string; code?: string }) => {
+      const failure = message.error === undefined ? null : Object.assign(new Error(message.error), { code: message.code })
+      if (failure && !isCorruptAfterProblems(failure, message.rows)) return reject(failure)
       const problems = problemsOf(message.rows)
-      resolve({ path, ok: problems.length === 0, problems, ms: message.ms! })
+      resolve({ path, ok: problems.length === 0, problems, ms: message.ms })
     })
     worker.once('error', reject)
     worker.once('exit', () => reject(new Error('the integrity check thread ended without a report')))

@@ -61,6 +61,28 @@ function damageAPage(path: string): void {
 
 const PAGE_SIZE = 4096
 
+/**
+ * Damages a page of a table's b-tree, as a failing disk might: a table of its own is added, with
+ * an index, and a page in the middle of the pages it took is overwritten with garbage. SQLite's
+ * check answers rows naming that page, then fails the statement (SQLITE_CORRUPT) as it counts the
+ * index's entries against the damaged table.
+ */
+function damageATreePage(path: string): void {
+  const raw = new BetterSqlite3(path)
+  const pagesBefore = raw.pragma('page_count', { simple: true }) as number
+  raw.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, b TEXT); CREATE INDEX scratch_b ON scratch (b)')
+  const insert = raw.prepare('INSERT INTO scratch (b) VALUES (?)')
+  raw.transaction(() => {
+    for (let i = 0; i < 20_000; i++) insert.run(`row ${i} `.padEnd(100, 'x'))
+  })()
+  const pagesAfter = raw.pragma('page_count', { simple: true }) as number
+  raw.close() // the last connection: the file holds everything
+  const page = Math.floor((pagesBefore + pagesAfter) / 2) // 1-based, as SQLite numbers them
+  const fd = openSync(path, 'r+')
+  writeSync(fd, Buffer.alloc(PAGE_SIZE, 0x5a), 0, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+  closeSync(fd)
+}
+
 /** Leaves the file as a killed host leaves it: a write-ahead log with frames in it, never checkpointed. */
 function leaveUnclean(path: string): void {
   held = new BetterSqlite3(path)
@@ -100,6 +122,20 @@ describe('opening the database at start', () => {
     expect(line.split('\n')).toHaveLength(1)
   })
 
+  test('after an unclean shutdown, a damaged page whose check fails after naming it is logged as damage, with what to do, not as a check that could not run', async () => {
+    const dir = await filledDataDir(5)
+    const path = join(dir, 'leasehold.db')
+    damageATreePage(path)
+    leaveUnclean(path)
+    const lines: string[] = []
+    host = await startTestHost({ dataDir: dir }, { log: (line) => lines.push(line) })
+    const report = await host.integrityCheck
+    expect(report).toMatchObject({ path, ok: false, problems: expect.arrayContaining([expect.stringMatching(/page \d+: btreeInitPage\(\) returns error code 11/)]) })
+    const line = lines.find((l) => /after an unclean shutdown/.test(l))!
+    expect(line).toMatch(/is damaged \(integrity check: .*btreeInitPage.*\): stop the host, .*restore a backup/)
+    expect(line).not.toMatch(/could not run/)
+  })
+
   test('after an unclean shutdown a sound file is checked and says so', async () => {
     const dir = await filledDataDir(3)
     leaveUnclean(join(dir, 'leasehold.db'))
@@ -122,6 +158,26 @@ describe('leasehold check', () => {
     expect(damaged.status).toBe(1)
     expect(damaged.stdout).toMatch(/leasehold\.db is damaged \(integrity check: .+\): stop the host/)
     expect(runCli(['check', '--data-dir', dir, '--quick']).status).toBe(1)
+  })
+
+  test('a damaged page whose check fails after naming it is damage: its problems listed and what to do, exit 1, not a file that cannot be read; so too through the host that holds it', async () => {
+    const dir = await filledDataDir(5)
+    const path = join(dir, 'leasehold.db')
+    damageATreePage(path)
+    const damaged = expect.stringMatching(/page \d+: btreeInitPage\(\) returns error code 11/)
+    const printed = runCli(['check', '--data-dir', dir])
+    expect(printed.status, printed.stderr).toBe(1)
+    expect(printed.stdout).toMatch(/leasehold\.db is damaged \(integrity check: .*btreeInitPage.*\): stop the host, .*restore a backup/)
+    expect(`${printed.stdout}${printed.stderr}`).not.toMatch(/cannot be read/)
+    for (const depth of [[], ['--quick']]) {
+      const json = runCli(['check', '--data-dir', dir, '--json', ...depth])
+      expect(json.status).toBe(1)
+      expect(JSON.parse(json.stdout)).toEqual({ path, ok: false, problems: expect.arrayContaining([damaged]), ms: expect.any(Number) })
+    }
+    host = await startTestHost({ dataDir: dir })
+    const asked = await runCliAsync(['check', '--data-dir', dir, '--json'])
+    expect(asked.status).toBe(1)
+    expect(JSON.parse(asked.stdout)).toEqual({ path, ok: false, problems: expect.arrayContaining([damaged]), ms: expect.any(Number) })
   })
 
   test('runs while the host serves: the host that holds the file checks it on a thread of its own', async () => {
