@@ -11,6 +11,12 @@ leasehold-<time>.db, while the host serves (POST /api/storage/backup: SQLite's b
 through the host's own connection). Prints the backup's path. A copy of the file made with cp
 while the host commits can be torn; this one is whole. Backups are kept until you remove them.
 
+A backup holds the database alone: every job, schedule and setting, but not the admin token
+(<data-dir>/token) nor the worker tokens (<data-dir>/worker-tokens.json): copy those two files
+beside it. <data-dir>/backups is on the same disk as the database: a backup there survives a
+damaged file or a mistake, not a lost disk. Copy the backup (and those two files) to another
+disk or machine to keep what survives that.
+
 To restore one: stop the host, move leasehold.db (and any leasehold.db-wal and -shm beside it)
 away, copy the backup to <data-dir>/leasehold.db, and start the host (docs/operations.md).
 
