@@ -254,9 +254,13 @@ export function keptDetail(loss: FileLoss, path: string, kept: string | Error): 
   if (kept instanceof Error) {
     return `${head}, and could not save what it had committed yet (${kept.message}). It tries again every second: keep it running until it says where that is saved`
   }
+  // A file another put at the path may be a backup restored on purpose (docs/operations.md
+  // supports `mv` over the file while the host runs): putting the copy back would undo it.
   const next =
     kept !== path
-      ? `stop the host, move the file now at ${path} away, rename ${kept} to ${path}, and start the host`
+      ? `stop the host, move the file now at ${path} away, rename ${kept} to ${path}, and start the host. ` +
+        `If the file now at ${path} was put there on purpose (a backup restored), restarting the host is all it needs: ` +
+        `${kept} keeps everything the host had committed, the commits made since that backup included`
       : loss.how === 'replaced' && loss.file === 'log'
         ? `stop the host, move the file now at ${path}-wal away, and start the host`
         : 'restart the host to take writes again'

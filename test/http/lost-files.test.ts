@@ -142,7 +142,14 @@ describe('a backup restored in place while the host runs', () => {
     // The restore, as an operator puts one in place: a copy renamed over the file.
     writeFileSync(`${path}.tmp`, readFileSync(backup))
     renameSync(`${path}.tmp`, path)
-    expect((await keptStorage(host)).read_only.reason).toBe('database file replaced')
+    const kept = await keptStorage(host)
+    expect(kept.read_only.reason).toBe('database file replaced')
+    // The host's words do not undo the restore: a restart is all it needs.
+    const rescuedPath = join(dataDir, readdirSync(dataDir).find((name) => name.startsWith('leasehold.db.rescued-'))!)
+    expect(kept.read_only.detail).toContain(
+      `If the file now at ${path} was put there on purpose (a backup restored), restarting the host is all it needs: ` +
+        `${rescuedPath} keeps everything the host had committed, the commits made since that backup included`,
+    )
     // Before any stop: a kill or a power loss now would leave the restored file alone.
     expect(existsSync(`${path}-wal`)).toBe(false)
     expect(readdirSync(dataDir).filter((name) => name.includes('log-of-lost'))).toEqual([])
