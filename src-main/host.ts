@@ -46,7 +46,7 @@ import { RedisLeaseHold } from './redis/lease-hold'
 import { RedisRelay } from './redis/relay'
 import { RedisWorkerRequests } from './redis/worker-requests'
 import { tokensMatch } from './http/guard'
-import { ScopedTokens } from './data-dir/worker-tokens'
+import { ScopedTokens, unreadableTokensLine } from './data-dir/worker-tokens'
 import { ReaperTimer } from './reaper/timer'
 import { ScheduleTimer } from './schedules/timer'
 import { VERSION } from './version'
@@ -202,6 +202,10 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const modeChanged = (): void => {
     for (const listener of modeListeners) listener({ ...mode })
   }
+  // Started anyway, the host would answer every worker token 401 and say why only in its log.
+  // Before the database opens: a refused start has migrated nothing.
+  const unreadableTokens = unreadableTokensLine(config.dataDir)
+  if (unreadableTokens) throw new HostStartError(unreadableTokens)
   const opened = openForStart(config, options, mode, log)
   const { sqlite } = opened
   undo.push(() => void sqlite.close())

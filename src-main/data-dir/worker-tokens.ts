@@ -49,6 +49,14 @@ const digest = (token: string): string => createHash('sha256').update(token, 'ut
 /** A token file that cannot be read, or is not one Leasehold wrote: its message names the file. */
 export class WorkerTokensFileError extends Error {
   override name = 'WorkerTokensFileError'
+
+  constructor(
+    message: string,
+    /** Why the file could not be read (`EACCES`, `ENOTREGULAR`…); undefined when it was read and is not Leasehold's. */
+    readonly readCode?: string,
+  ) {
+    super(message)
+  }
 }
 
 /**
@@ -64,7 +72,7 @@ function readStored(dataDir: string): Stored[] {
   } catch (error) {
     const e = error as NodeJS.ErrnoException
     if (e.code === 'ENOENT') return []
-    throw new WorkerTokensFileError(`cannot read ${path} (${e instanceof NotRegularFileError ? e.message : (e.code ?? e.message)})`)
+    throw new WorkerTokensFileError(`cannot read ${path} (${e instanceof NotRegularFileError ? e.message : (e.code ?? e.message)})`, e.code ?? 'unknown')
   }
   let json: unknown
   try {
@@ -150,6 +158,28 @@ export function revokeScopedToken(dataDir: string, id: string, now = Date.now())
 
 export function listScopedTokens(dataDir: string): ScopedToken[] {
   return readStored(dataDir).map(({ id, scope, created_at, revoked_at }) => ({ id, scope, created_at, revoked_at }))
+}
+
+/**
+ * Why a host must not start on the token file, or null: one the host cannot read (another
+ * user's, as a start with sudo leaves it; a directory) or that is not one Leasehold wrote. A host
+ * started on it would answer every scoped token 401, with nothing to tell its workers why. No
+ * file is no scoped token, and starts (null). A file that goes bad while the host runs is logged
+ * ({@link ScopedTokens}).
+ */
+export function unreadableTokensLine(dataDir: string): string | null {
+  try {
+    readStored(dataDir)
+    return null
+  } catch (error) {
+    if (!(error instanceof WorkerTokensFileError)) throw error
+    if (error.readCode === undefined) return error.message // says to fix it or move it away
+    const remedy =
+      error.readCode === 'EACCES' || error.readCode === 'EPERM'
+        ? 'give it to the user the host runs as (chown), or start the host as its owner'
+        : 'fix it, or move it away to start with no scoped tokens'
+    return `${error.message}: it holds the scoped tokens of \`leasehold token\`, and a host that cannot read it would refuse every one; ${remedy}`
+  }
 }
 
 /** The host's view of the file: the scope of a given token, the file looked at each time. */

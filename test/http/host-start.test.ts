@@ -4,16 +4,20 @@
  * the first, and leaves the first's host.json alone.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process'
+import { chownSync, closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { HostStartError } from '../../src-main/data-dir/lock'
 import { startHost } from '../../src-main/host'
+import { createScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { startTestHost, testConfig, type TestHost } from '../helpers/host'
-import { runCli } from '../helpers/process'
+import { BIN, runCli } from '../helpers/process'
 import { refuseWrites } from '../helpers/storage-faults'
+
+/** The user and group another user's host runs as, in the tests that need one. */
+const NOBODY = 65534
 
 const hosts: TestHost[] = []
 const children: ChildProcess[] = []
@@ -222,6 +226,42 @@ describe('a start on a data dir whose lock file it cannot write', () => {
     } finally {
       refused.undo()
     }
+  })
+})
+
+describe('a start on a data dir whose worker-tokens.json it cannot read', () => {
+  test("is refused in one line naming the file, why, and what to do (root's 0600 file, the host another user): every worker token would be refused", (context) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return context.skip('runs the host as another user, which needs root')
+    const config = testConfig()
+    const path = join(config.dataDir, 'worker-tokens.json')
+    createScopedToken(config.dataDir, 'worker') // root's, mode 0600, as a `sudo leasehold token create` leaves it
+    rmSync(join(config.dataDir, 'worker-tokens.lock'))
+    chownSync(config.dataDir, NOBODY, NOBODY)
+    const serve = ['--reuid', `${NOBODY}`, '--regid', `${NOBODY}`, '--clear-groups', process.execPath, BIN, 'serve', '--data-dir', config.dataDir, '--port', '0', '--workers', '0']
+    const result = spawnSync('setpriv', serve, { encoding: 'utf8', timeout: 30_000 })
+    expect(result.status, result.stderr).toBe(1)
+    expect(result.stderr.trim().split('\n')).toEqual([
+      `leasehold: could not start: cannot read ${path} (EACCES): it holds the scoped tokens of \`leasehold token\`, and a host that cannot read it would refuse every one; ` +
+        'give it to the user the host runs as (chown), or start the host as its owner',
+    ])
+  })
+
+  test('a directory in its place is refused so too, naming it; a file that is not JSON is refused naming the file', async () => {
+    const config = testConfig()
+    const path = join(config.dataDir, 'worker-tokens.json')
+    mkdirSync(path)
+    await expect(startHost(config, { log: () => {} })).rejects.toThrow(
+      new HostStartError(
+        `cannot read ${path} (it is a directory, not a regular file): it holds the scoped tokens of \`leasehold token\`, and a host that cannot read it would refuse every one; ` +
+          'fix it, or move it away to start with no scoped tokens',
+      ),
+    )
+    rmSync(path, { recursive: true })
+    writeFileSync(path, 'garbage{')
+    await expect(startHost(config, { log: () => {} })).rejects.toThrow(new HostStartError(`${path} is not JSON, so not a token file Leasehold wrote: fix it or move it away`))
+    rmSync(path) // no file: no scoped tokens, and the host starts
+    const host = await startHost(config, { log: () => {} })
+    await host.stop()
   })
 })
 
