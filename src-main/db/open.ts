@@ -432,17 +432,29 @@ function refuseMissingTables(sqlite: Database, path: string): void {
 }
 
 /**
+ * A schema as the log names it: the tag of the newest migration it holds (`0012_lean_updates`),
+ * or, for a migration this version's journal does not list, when it was written.
+ */
+function schemaName(journal: JournalEntry[], when: number): string {
+  return journal.find((entry) => entry.when === when)?.tag ?? `of ${new Date(when).toISOString()}`
+}
+
+/**
  * Applies the migrations this file lacks. An upgrade (a file that has some already) says so in
  * the log before it starts and when it is done: the migrations rewrite tables, and on a file of
- * a million jobs they take seconds, during which the start says nothing else. A new file's
- * set-up, on empty tables, is not worth a line.
+ * a million jobs they take seconds, during which the start says nothing else. The line after
+ * names the schemas it went from and to, and says that an older Leasehold cannot open the file
+ * any more (it refuses a file written by a newer version): the one way back is a backup taken
+ * before the upgrade. A new file's set-up, on empty tables, is not worth a line.
  */
 function migrateLogged(orm: Drizzle, sqlite: Database, path: string, journal: JournalEntry[], migrationsFolder: string, log: (line: string) => void): void {
   const newest = newestMigration(sqlite)
   const pending = newest === null ? 0 : journal.filter((entry) => entry.when > newest).length
-  if (pending === 0) return migrate(orm, { migrationsFolder })
+  if (newest === null || pending === 0) return migrate(orm, { migrationsFolder })
   const size = path === ':memory:' ? 0 : statSync(path).size
   const free = path === ':memory:' ? null : freeBytes(dirname(path)) // before the log takes any of it
+  const from = schemaName(journal, newest)
+  const to = schemaName(journal, newestKnownMigration(journal))
   log(`leasehold: migrating ${path} (${mb(size)}) to this version: ${pending} migration${pending > 1 ? 's' : ''} to apply, which may take a while on a large file…`)
   const started = performance.now()
   try {
@@ -450,7 +462,10 @@ function migrateLogged(orm: Drizzle, sqlite: Database, path: string, journal: Jo
   } catch (error) {
     throw upgradeFailure(error, path, size, free)
   }
-  log(`leasehold: ${path} migrated in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+  log(
+    `leasehold: ${path} migrated from schema ${from} to ${to} in ${((performance.now() - started) / 1000).toFixed(1)} s; ` +
+      'an older version of Leasehold cannot open it any more (a backup taken before the upgrade can)',
+  )
 }
 
 /** Opens (creating if new) and migrates the database, with {@link applyConnectionSettings}. */

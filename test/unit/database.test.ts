@@ -291,6 +291,12 @@ describe('migrations', () => {
   }
 
   /** Every migration's statements, in the order a start applies them. */
+  /** The tags of this version's migrations, oldest first: the schemas the log names. */
+  function journalTags(): string[] {
+    const journal = JSON.parse(readFileSync(join(DEFAULT_MIGRATIONS_FOLDER, 'meta', '_journal.json'), 'utf8')) as { entries: { tag: string }[] }
+    return journal.entries.map(({ tag }) => tag)
+  }
+
   function migrationStatements(): { tag: string; statement: string }[] {
     const journal = JSON.parse(readFileSync(join(DEFAULT_MIGRATIONS_FOLDER, 'meta', '_journal.json'), 'utf8')) as { entries: { tag: string }[] }
     return journal.entries.flatMap(({ tag }) =>
@@ -334,10 +340,24 @@ describe('migrations', () => {
     openDatabase({ path, log: (line) => lines.push(line) }).sqlite.close()
     expect(lines).toEqual([
       expect.stringMatching(new RegExp(`^leasehold: migrating ${path} \\(\\d+\\.\\d MB\\) to this version: ${count - 5} migrations to apply, which may take a while on a large file…$`)),
-      expect.stringMatching(new RegExp(`^leasehold: ${path} migrated in \\d+\\.\\d s$`)),
+      expect.stringMatching(new RegExp(`^leasehold: ${path} migrated from schema ${journalTags()[4]} to ${journalTags().at(-1)} in \\d+\\.\\d s; `)),
     ])
     openDatabase({ path, log: (line) => lines.push(line) }).sqlite.close()
     expect(lines).toHaveLength(2)
+  })
+
+  it('a start that migrates the file logs one line naming the schema it went from and to, and that an older version cannot open it after', () => {
+    const path = join(dir, 'old.db')
+    openDatabase({ path, migrationsFolder: olderMigrations(5), log: () => {} }).sqlite.close()
+    const lines: string[] = []
+    openDatabase({ path, log: (line) => lines.push(line) }).sqlite.close()
+    expect(lines.filter((line) => line.includes(`from schema ${journalTags()[4]} to ${journalTags().at(-1)}`))).toEqual([
+      expect.stringMatching(
+        new RegExp(`^leasehold: ${path} migrated from schema ${journalTags()[4]} to ${journalTags().at(-1)} in \\d+\\.\\d s; an older version of Leasehold cannot open it any more \\(a backup taken before the upgrade can\\)$`),
+      ),
+    ])
+    // What it says is so: the older version refuses the file.
+    expect(() => openDatabase({ path, migrationsFolder: olderMigrations(5), log: () => {} })).toThrow(/written by a newer version of Leasehold/)
   })
 
   it('an upgrade that fails on a disk without the room for it says so in one line: the file was left as it was, and how much to free; with that much free it goes through', (context) => {
