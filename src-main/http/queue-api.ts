@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { type Engine, type EveryField, type Job, MAX_BATCH_ITEMS } from '../engine'
-import { checkSubmit, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/verbs/jobs'
+import { checkSubmit, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/verbs/jobs'
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'
@@ -107,12 +107,35 @@ function checkEachSubmit(inputs: readonly EngineSubmitJob[]): void {
   if (problems.length > 0) throw new HttpError('invalid_request', problems.join('; '))
 }
 
-/** the queue contract's answer to a known `client_request_id`: 409 `duplicate_request` with the existing job. */
-const duplicateRequest = (input: SubmitJob, job: Job): DuplicateRequest => ({
-  code: 'duplicate_request',
-  detail: `A job with client_request_id ${input.client_request_id} exists`,
-  job: queueJob(job),
-})
+/**
+ * the queue contract's answer to a known `client_request_id`: 409 `duplicate_request` with the
+ * existing job. Its detail says whether the request asks for that job or another: a client that
+ * reused a key for a different job learns from the 409 alone that this one was not submitted.
+ */
+const duplicateRequest = (input: SubmitJob, job: Job): DuplicateRequest => {
+  const differs = fieldsDifferingFrom(input, job)
+  const known = `A job with client_request_id ${input.client_request_id} exists`
+  return {
+    code: 'duplicate_request',
+    detail:
+      differs.length === 0
+        ? `${known}, with the same job_type, payload, queue, priority and cost_units as this request: it is that job's submit repeated`
+        : `${known}, differing from this request in its ${differs.join(', ')}: this request was not submitted (a client_request_id names one job)`,
+    job: queueJob(job),
+  }
+}
+
+/** Which of what makes a job (its type, payload, queue, priority, cost) a submit asks differently from the job it names by key. */
+function fieldsDifferingFrom(input: SubmitJob, job: Job): string[] {
+  const differs: string[] = []
+  if (input.job_type !== job.job_type) differs.push('job_type')
+  // The stored payload is the submitted one through JSON (an absent payload is {}), keys in order.
+  if (JSON.stringify(input.payload ?? {}) !== JSON.stringify(job.payload)) differs.push('payload')
+  if ((input.queue ?? DEFAULT_QUEUE) !== job.queue) differs.push('queue')
+  if ((input.priority ?? DEFAULT_PRIORITY) !== job.priority) differs.push('priority')
+  if (input.cost_units !== job.cost_units) differs.push('cost_units')
+  return differs
+}
 
 export const ClaimJobs = z.strictObject({
   addon_id: z.string().min(1).max(200).nullable().optional(),

@@ -250,7 +250,7 @@ describe('POST /leases/{id}/complete (added so this API can finish a job)', () =
     expect(host.engine.getJob(job.job_id).state).toBe('FAILED')
   })
 
-  test('repeating a completion answers as the first time; a different status afterwards is 409 lease_not_active', async () => {
+  test('repeating a completion answers as the first time; a different status or result afterwards is 409 lease_not_active', async () => {
     await start()
     await submit(host)
     const { lease } = await grant('w')
@@ -261,6 +261,8 @@ describe('POST /leases/{id}/complete (added so this API can finish a job)', () =
     expect(await body(repeat)).toEqual(first)
     expect(host.engine.jobEvents(lease.job_id).length).toBe(events)
     await expectError(await post(host, `${PULL}/${lease.lease_id}/complete`, { worker_id: 'w', status: 'failed' }), 409, 'lease_not_active')
+    const other = await expectError(await post(host, `${PULL}/${lease.lease_id}/complete`, { worker_id: 'w', status: 'completed', result: { a: 2 } }), 409, 'lease_not_active')
+    expect(other.detail).toContain('already reported SUCCEEDED with a different result')
   })
 
   test('404 lease_not_found, 403 worker_mismatch, 409 lease_expired, 400 naming status', async () => {

@@ -121,6 +121,23 @@ describe('POST /jobs/submit', () => {
     expect(host.engine.listJobs({}).jobs).toHaveLength(1)
   })
 
+  test('a duplicate_request detail says whether the request matches the job the key names, and which of type, payload, queue, priority and cost differ', async () => {
+    await start()
+    const sent = { job_type: 'render', cost_units: 2, payload: { frame: 1 }, queue: 'q', priority: 'HIGH', client_request_id: 'k' }
+    await submit(host, sent)
+    const same = await expectError(await post(host, `${QUEUE}/jobs/submit`, sent), 409, 'duplicate_request', ['job'])
+    expect(same.detail).toContain('with the same job_type, payload, queue, priority and cost_units as this request')
+    const other = await expectError(await post(host, `${QUEUE}/jobs/submit`, { ...sent, payload: { frame: 2 }, priority: 'LOW' }), 409, 'duplicate_request', ['job'])
+    expect(other.detail).toContain('differing from this request in its payload, priority')
+    expect(other.detail).toContain('was not submitted')
+    const defaults = { job_type: 'x', cost_units: 1, client_request_id: 'd' }
+    await submit(host, defaults)
+    const stated = { ...defaults, payload: {}, queue: 'default', priority: 'NORMAL' } // the defaults said out loud are the same job
+    const { results } = await body(await post(host, `${QUEUE}/jobs/submit-batch`, { jobs: [stated, { ...defaults, cost_units: 3 }] }))
+    expect(results[0].detail).toContain('with the same job_type')
+    expect(results[1].detail).toContain('differing from this request in its cost_units')
+  })
+
   test('an invalid body is 400 invalid_request naming the fields (cost_units <= 0, missing job_type, wrong types, unknown keys)', async () => {
     await start()
     const url = `${QUEUE}/jobs/submit`
@@ -617,7 +634,7 @@ describe('POST /lease/{id}/heartbeat', () => {
 })
 
 describe('POST /lease/{id}/release and GET /lease/{id}', () => {
-  test('release is 200 {lease RELEASED, job DONE, result}; capacity is freed; a repeat answers the same', async () => {
+  test('release is 200 {lease RELEASED, job DONE, result}; capacity is freed; a repeat answers the same, one with another result is 409', async () => {
     await start()
     const { job, lease: l } = await running('w1', { cost_units: 30 })
     expect(host.engine.getCapacity().leased).toBe(30)
@@ -640,6 +657,8 @@ describe('POST /lease/{id}/release and GET /lease/{id}', () => {
       409,
       'lease_not_active',
     )
+    const other = await expectError(await post(host, `${QUEUE}/lease/${l.lease_id}/release`, { ...req, result_data: { path: '/other' } }), 409, 'lease_not_active')
+    expect(other.detail).toContain('already reported SUCCEEDED with a different result')
   })
 
   test('FAILED, CANCELED and TIMEOUT releases finalize the job in that state', async () => {

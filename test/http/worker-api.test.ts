@@ -523,6 +523,15 @@ describe('POST /internal/worker/complete', () => {
     expect(host.engine.jobEvents(c.job_id).length).toBe(events)
   })
 
+  test('a second completion with another result is 409 lease_not_active with ack:true saying so; the first result stands', async () => {
+    await start()
+    const c = await claimed()
+    expect(await body(await post(host, `${WORKER}/complete`, { ...attemptOf(c), result: { a: 1 } }))).toEqual({ ok: true, ack: true })
+    const error = await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), result: { a: 2 } }), 409, 'lease_not_active', ['ok', 'ack'])
+    expect(error).toMatchObject({ ok: false, ack: true, detail: expect.stringContaining('already reported SUCCEEDED with a different result') })
+    expect(host.engine.getJob(c.job_id).result).toEqual({ a: 1 })
+  })
+
   test('the one-job /complete takes no progress or note (only a batch completion does): 400 naming the field, and the job runs on', async () => {
     await start()
     const c = await claimed()
@@ -604,12 +613,14 @@ describe('POST /internal/worker/fail', () => {
     expect(host.engine.getJob(c.job_id).state).toBe('FAILED')
   })
 
-  test('a repeated failure answers as the first; errors: 409 lease_expired (ack), 400 naming error', async () => {
+  test('a repeated failure answers as the first, one with another error is 409 lease_not_active (ack); errors: 409 lease_expired (ack), 400 naming error', async () => {
     await start()
     const c = await claimed('w1', { max_attempts: 3 })
     const req = { ...attemptOf(c), error: { retryable: true } }
     const first = await body(await post(host, `${WORKER}/fail`, req))
     expect(await body(await post(host, `${WORKER}/fail`, req))).toEqual(first)
+    const other = await expectError(await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { retryable: false } }), 409, 'lease_not_active', ['ok', 'ack'])
+    expect(other).toMatchObject({ ok: false, ack: true, detail: expect.stringContaining('already reported FAILED with a different error') })
     await expectInvalid(await post(host, `${WORKER}/fail`, attemptOf(c)), 'error')
     await expectInvalid(await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { retryable: 'yes' } }), 'error.retryable')
     clock.advance(60_000)
@@ -646,6 +657,19 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     expect(answer.jobs.map((j: any) => j.job_id)).toEqual([jobs[2].job_id])
     expect(host.engine.getJob(a.job_id).state).toBe('DONE')
     expect(host.engine.getJob(b.job_id).state).toBe('FAILED')
+  })
+
+  test('a batch completion or failure repeated with another result or error is refused lease_not_active with ack:true; the same one answers as the first', async () => {
+    await start()
+    const [c, d] = [await claimed('w1'), await claimed('w1')]
+    const report = { worker_id: 'w1', complete: [{ ...refOf(c), result: { a: 1 } }], fail: [{ ...refOf(d), error: { code: 'e', message: 'm' } }] }
+    const first = await body(await post(host, `${WORKER}/batch`, report))
+    expect(await body(await post(host, `${WORKER}/batch`, report))).toEqual(first)
+    const changed = await body(
+      await post(host, `${WORKER}/batch`, { worker_id: 'w1', complete: [{ ...refOf(c), result: { a: 2 } }], fail: [{ ...refOf(d), error: { code: 'e', message: 'other' } }] }),
+    )
+    expect(changed.completed).toEqual([{ job_id: c.job_id, ok: false, ack: true, code: 'lease_not_active', detail: expect.stringContaining('different result') }])
+    expect(changed.failed).toEqual([{ job_id: d.job_id, ok: false, ack: true, code: 'lease_not_active', detail: expect.stringContaining('different error') }])
   })
 
   test('a completion repeated after its job was purged is refused job_not_found with ack:true: nothing is left to redeliver', async () => {

@@ -151,6 +151,8 @@ interface HeldLease {
   expires_at: number
   state: ModelLeaseState
   release_status: string | null
+  /** What the report that released it said (its status, and its error for a failure): a report of the same status repeats it only if it says the same. */
+  released_with: string | null
 }
 
 interface Model {
@@ -478,6 +480,7 @@ function holdNewLease(model: Model, real: Real, lease: Lease): void {
     expires_at: lease.expires_at,
     state: 'ACTIVE',
     release_status: null,
+    released_with: null,
   })
 }
 
@@ -639,7 +642,8 @@ type FinishVia = 'release' | 'attempt'
 /**
  * Ends the attempt under a held lease: SUCCEEDED (the pull API/002 release, or the worker API
  * complete) or FAILED (release with FAILED is final; the worker API fail may be retryable). A repeat
- * of a finish that took effect answers as the first did and changes nothing.
+ * of a finish that took effect, saying the same, answers as the first did and changes nothing; a
+ * failure with another error (none through release, another retryability) is 409 lease_not_active.
  */
 class Finish extends Base {
   constructor(
@@ -665,7 +669,7 @@ class Finish extends Base {
     })
     expireIfDue(held, now)
     // A cancel ends its attempt CANCELED whatever failure was reported; any failure repeats it.
-    const repeat = held.release_status === this.status || (held.release_status === 'CANCELED' && this.status !== 'SUCCEEDED')
+    const repeat = held.released_with === this.says() || (held.release_status === 'CANCELED' && this.status !== 'SUCCEEDED')
     if (held.state === 'RELEASED' && repeat) {
       // A repeat: same answer, nothing written.
       expect(result.error).toBeUndefined()
@@ -680,12 +684,18 @@ class Finish extends Base {
     expect(result.error).toBeUndefined()
     held.state = 'RELEASED'
     held.release_status = this.status !== 'SUCCEEDED' && before.cancel_requested ? 'CANCELED' : this.status
+    held.released_with = this.says()
     let expected: JobState
     if (this.status === 'SUCCEEDED') expected = 'DONE'
     else if (before.cancel_requested) expected = 'CANCELED'
     else if (this.via === 'attempt' && this.retryable && before.attempts < before.max_attempts) expected = 'QUEUED'
     else expected = 'FAILED'
     expect(dbJob(real, held.job_id).state).toBe(expected)
+  }
+  /** What this finish reports: a completion no result either way; a failure its error, none through release. */
+  says(): string {
+    if (this.status === 'SUCCEEDED') return 'SUCCEEDED'
+    return this.via === 'release' ? 'FAILED without an error' : `FAILED boom${this.retryable ? ', retryable' : ''}`
   }
   toString(): string {
     const kind = this.status === 'SUCCEEDED' ? 'complete' : `fail${this.retryable ? '(retryable)' : ''}`

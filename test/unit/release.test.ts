@@ -63,6 +63,19 @@ describe('release', () => {
     expect(again).toMatchObject({ replay: true, job: first.job, lease: first.lease })
   })
 
+  it('a release of the same status with another result or error is no repeat: 409 lease_not_active saying so', () => {
+    const done = leasedJob()
+    done.engine.release({ lease_id: done.lease.id, status: 'SUCCEEDED', result: { a: 1 } })
+    const error = expectEngineError(() => done.engine.release({ lease_id: done.lease.id, status: 'SUCCEEDED', result: { a: 2 } }), 409, 'lease_not_active')
+    expect(error.detail).toContain('already reported SUCCEEDED with a different result')
+    expect(done.engine.getJob(done.job.id).result).toEqual({ a: 1 })
+    const failed = leasedJob()
+    failed.engine.release({ lease_id: failed.lease.id, status: 'FAILED', error: 'disk full' })
+    expect(failed.engine.release({ lease_id: failed.lease.id, status: 'FAILED', error: 'disk full' }).replay).toBe(true)
+    const refused = expectEngineError(() => failed.engine.release({ lease_id: failed.lease.id, status: 'FAILED', error: 'out of memory' }), 409, 'lease_not_active')
+    expect(refused.detail).toContain('already reported FAILED with a different error')
+  })
+
   it('a different outcome on an already released lease is 409 lease_not_active and changes nothing', () => {
     const { engine, job, lease } = leasedJob()
     engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })

@@ -120,6 +120,39 @@ describe('worker API: complete and fail', () => {
     expect(engine.fail({ ...report, error: { message: 'x', retryable: true } })).toEqual(first)
   })
 
+  it('a second completion with another result is no repeat: 409 lease_not_active with ack true, saying so, and the first result stands', () => {
+    const { engine, job, report } = claimedByWorker()
+    const first = engine.complete({ ...report, result: { a: 1 } })
+    expect(engine.complete({ ...report, result: { a: 1 } })).toEqual(first)
+    const events = engine.jobEvents(job.id)
+    const error = expectEngineError(() => engine.complete({ ...report, result: { a: 2 } }), 409, 'lease_not_active')
+    expect(error.extra).toMatchObject({ ack: true })
+    expect(error.detail).toContain('already reported SUCCEEDED with a different result')
+    expectEngineError(() => engine.complete(report), 409, 'lease_not_active') // no result is another result too
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'DONE', result: { a: 1 } })
+    expect(engine.jobEvents(job.id)).toEqual(events)
+  })
+
+  it('a second failure repeats the first only with its code, message and retryability; its stack may differ', () => {
+    const { engine, job, report } = claimedByWorker({}, aJob({ max_attempts: 3 }))
+    const error = { code: 'boom', message: 'x', stack: 'at a', retryable: true }
+    const first = engine.fail({ ...report, error })
+    expect(engine.fail({ ...report, error: { ...error, stack: 'at b' } })).toEqual(first)
+    for (const other of [{ code: 'bang' }, { message: 'y' }, { retryable: false }]) {
+      const refused = expectEngineError(() => engine.fail({ ...report, error: { ...error, ...other } }), 409, 'lease_not_active')
+      expect(refused.extra).toMatchObject({ ack: true })
+      expect(refused.detail).toContain('already reported FAILED with a different error')
+    }
+    expect(engine.attempts(job.id)[0]).toMatchObject({ outcome: 'FAILED', error: { code: 'boom', message: 'x', retryable: true } })
+  })
+
+  it('any failure on an attempt a cancel ended repeats its release, whatever its error', () => {
+    const { engine, job, report } = claimedByWorker()
+    engine.cancel(job.id)
+    const first = engine.fail({ ...report, error: { code: 'stopped', message: 'canceled' } })
+    expect(engine.fail({ ...report, error: { code: 'other', message: 'another' } })).toEqual(first)
+  })
+
   it('a completion after the attempt failed is 409 lease_not_active with ack true', () => {
     const { engine, job, report } = claimedByWorker()
     engine.fail({ ...report, error: { message: 'no' } })

@@ -2,9 +2,9 @@ import type { JobRow, LeaseRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { checkProgress } from './heartbeats'
-import { type Outcome, release, repeatsRelease } from './lease-end'
+import { type Outcome, release, repeatsRelease, reportOnEnded } from './lease-end'
 import { leaseById, leaseByToken } from './lease-lookup'
-import { getJob, type HeartbeatReport, type Leased, notActive } from '../store/rows'
+import { getJob, type HeartbeatReport, type Leased } from '../store/rows'
 
 /**
  * A worker's reports of how an attempt ended: the queue API's release (and 001's complete), and
@@ -24,15 +24,17 @@ export interface Released extends Leased {
 
 /**
  * the queue API release (and the pull API complete): final for the job whatever the status. A
- * release repeating one that took effect answers as the first did; releasing an expired lease
+ * release repeating one that took effect (saying the same) answers as the first did; one of
+ * the same status with another result or error is 409 `lease_not_active`; releasing an expired lease
  * answers 409 `lease_expired` (the attempt already ended TIMEOUT when the lease expired).
  */
 export function releaseLease(ctx: EngineContext, request: ReleaseRequest): Released {
   const lease = leaseById(ctx, request.lease_id, request.worker_id, request.job_id)
-  if (repeatsRelease(lease, request.status)) {
-    return { lease, job: getJob(ctx, lease.job_id), replay: true }
+  if (lease.state !== 'ACTIVE') {
+    const job = getJob(ctx, lease.job_id)
+    if (repeatsRelease(lease, job, request)) return { lease, job, replay: true }
+    throw reportOnEnded(lease, request)
   }
-  if (lease.state !== 'ACTIVE') throw notActive(lease)
   return ctx.transact(() => {
     const released = release(ctx, lease, request, false)
     return { lease: released.lease, job: released.job, replay: false }
@@ -64,8 +66,9 @@ function answerFor(ctx: EngineContext, ended: LeaseRow): AttemptAnswer {
 
 /**
  * the worker API complete and fail, idempotent by (job_id, attempt_id) and guarded by the lease
- * token. A repeat of the call that ended the attempt answers as it did; any other call on an
- * ended attempt is 409 with `ack: true` (the message must not be redelivered).
+ * token. A repeat of the call that ended the attempt (saying the same: lease-end.ts's
+ * repeatsRelease) answers as it did; any other call on an ended attempt, one with another
+ * result or error too, is 409 with `ack: true` (the message must not be redelivered).
  */
 function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean): AttemptAnswer {
   const { lease, job: current } = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
@@ -73,8 +76,8 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
     throw new EngineError('attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
   if (lease.state !== 'ACTIVE') {
-    if (repeatsRelease(lease, outcome.status)) return answerFor(ctx, lease)
-    throw notActive(lease, { ack: true })
+    if (repeatsRelease(lease, current, outcome)) return answerFor(ctx, lease)
+    throw reportOnEnded(lease, outcome, { ack: true })
   }
   return ctx.transact(() => {
     const { job, disposition } = release(ctx, lease, outcome, retryable, current)

@@ -68,6 +68,12 @@ export function checkSubmit(input: SubmitJob): void {
 
 /** The last moment an ISO-8601 time with a four-digit year can name (9999-12-31T23:59:59.999Z). */
 const LATEST_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
+
+/** The queue a job submitted without one goes to. */
+export const DEFAULT_QUEUE = 'default'
+/** The priority of a job submitted without one. */
+export const DEFAULT_PRIORITY: Priority = 'NORMAL'
+
 /** The longest delay a submit may ask for. */
 export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 
@@ -139,8 +145,8 @@ export function submit(ctx: EngineContext, input: SubmitJob, totalUnits: number,
     // The row's key, taken first so the id can name it.
     const seq = nextJobSeq(ctx)
     const id = keyedId(seq)
-    const priority = input.priority ?? 'NORMAL'
-    const queue = input.queue ?? 'default'
+    const priority = input.priority ?? DEFAULT_PRIORITY
+    const queue = input.queue ?? DEFAULT_QUEUE
     const submitted = ctx.appendJobEvent({ id, last_event_id: null }, 'JOB', id, 'JOB_SUBMITTED', {
       state: 'QUEUED',
       job_type: input.job_type,

@@ -1,11 +1,11 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
 import { nextRetryAt } from '../rules/backoff'
 import type { EngineContext } from '../memory/context'
-import { EngineError } from '../rules/errors'
+import { EngineError, type ErrorExtra } from '../rules/errors'
 import { type EventData, JOB_ENDED_EVENTS, type LeaseExpiryReason } from '../rules/events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { requeue } from './moves'
-import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, moveJob } from '../store/rows'
+import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, moveJob, notActive } from '../store/rows'
 import type { FinalStatus, TerminalState } from '../rules/states'
 
 /**
@@ -72,12 +72,51 @@ function attemptOutcome(to: 'QUEUED' | TerminalState, reported: FinalStatus): Fi
 
 /**
  * Whether a worker's report repeats the one that released this lease, to be answered as the
- * first was: the same status, or any but success on an attempt a cancel ended (recorded
- * CANCELED whatever the worker reported).
+ * first was: the same status saying the same thing (the result a completion stored on its job;
+ * the code, message and retryability of the error a failure stored on its attempt), or any but
+ * success on an attempt a cancel ended (recorded CANCELED whatever the worker reported). A report
+ * of the same status saying something else is no repeat: answered as one, its content would be
+ * dropped without a word ({@link reportOnEnded} refuses it). `job` is the lease's job as it now is.
  */
-export function repeatsRelease(lease: LeaseRow, reported: FinalStatus): boolean {
+export function repeatsRelease(lease: LeaseRow, job: JobRow, reported: Outcome): boolean {
   if (lease.state !== 'RELEASED') return false
-  return lease.release_status === reported || (lease.release_status === 'CANCELED' && reported !== 'SUCCEEDED')
+  if (lease.release_status === 'CANCELED' && reported.status !== 'SUCCEEDED') return true
+  return lease.release_status === reported.status && saysWhatWasStored(lease, job, reported)
+}
+
+/** Whether a report of the status a lease was released with carries what that release stored. */
+function saysWhatWasStored(lease: LeaseRow, job: JobRow, reported: Outcome): boolean {
+  // A success's result is stored only on its job, which then is DONE for good (a DONE job is not retried).
+  if (reported.status === 'SUCCEEDED') return json(reported.result) === job.result
+  return sameError(lease.error, reported.error)
+}
+
+/**
+ * Whether a reported error is the one stored: the same code, message and retryability when both
+ * are objects (a resent failure may differ in its stack alone), else the same value.
+ */
+function sameError(stored: string | null, reported: unknown): boolean {
+  const before = stored === null ? null : (JSON.parse(stored) as unknown)
+  const now = JSON.parse(json(reported) ?? 'null') as unknown
+  if (!isRecord(before) || !isRecord(now)) return json(before) === json(now)
+  return json(before.code) === json(now.code) && json(before.message) === json(now.message) && (before.retryable === true) === (now.retryable === true)
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * The 409 for a report on a lease that is no longer ACTIVE and that does not repeat its release:
+ * `lease_expired`, or `lease_not_active` — saying so when the report has the status the attempt
+ * was released with but another result or error, which the first report's stands against.
+ */
+export function reportOnEnded(lease: LeaseRow, reported: Outcome, extra: ErrorExtra = {}): EngineError {
+  if (lease.state !== 'RELEASED' || lease.release_status !== reported.status) return notActive(lease, extra)
+  const what = reported.status === 'SUCCEEDED' ? 'result' : 'error'
+  return new EngineError(
+    'lease_not_active',
+    `Lease ${lease.id} was released (${lease.release_status}): its attempt was already reported ${lease.release_status} with a different ${what}, which stands`,
+    extra,
+  )
 }
 
 /**
