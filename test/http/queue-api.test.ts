@@ -680,6 +680,17 @@ describe('POST /lease/{id}/release and GET /lease/{id}', () => {
     expect(host.engine.getJob(job.job_id).state).not.toBe('DONE')
   })
 
+  test('a job whose last attempt\'s lease expired ends TIMEOUT with that attempt\'s error in its result', async () => {
+    await start()
+    const { job, lease: l } = await running('w1', { max_attempts: 1 })
+    clock.advance(35_001)
+    await until(() => host.engine.getLease(l.lease_id).state === 'EXPIRED', 1500)
+    const { result } = await body(await get(`${QUEUE}/jobs/${job.job_id}`))
+    const { attempts } = await body(await get(`${QUEUE}/jobs/${job.job_id}/attempts`))
+    expect(result).toMatchObject({ status: 'TIMEOUT', error: { code: 'lease_expired', reason: 'no_heartbeat', message: 'The lease expired without a heartbeat' } })
+    expect(result.error).toEqual(attempts[0].error)
+  })
+
   test('release: 404 unknown lease, 403 other worker, 400 naming a bad status', async () => {
     await start()
     const { job, lease: l } = await running()

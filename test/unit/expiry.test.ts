@@ -155,6 +155,23 @@ describe('lease expiry', () => {
     expect(engine.getJob(job.id)).toMatchObject({ state: 'TIMEOUT', dead_letter: true })
   })
 
+  it('a job an expired lease ends carries the error its attempt records, as a failed job carries its failure', () => {
+    const { engine, clock } = setup()
+    const timedOut = engine.submit(aJob({ max_attempts: 1 })).job
+    claimOrFail(engine, 'w')
+    clock.advance(36 * SECOND)
+    engine.reap()
+    const error = { code: 'lease_expired', reason: 'no_heartbeat', message: 'The lease expired without a heartbeat' }
+    expect(engine.attempts(timedOut.id)[0]!.error).toEqual(error)
+    expect(engine.getJob(timedOut.id)).toMatchObject({ state: 'TIMEOUT', final_status: 'TIMEOUT', error })
+    const canceled = engine.submit(aJob()).job
+    const { lease } = claimOrFail(engine, 'w2')
+    engine.cancel(canceled.id)
+    engine.expireLeasesOfWorker(lease.worker_id)
+    expect(engine.getJob(canceled.id)).toMatchObject({ state: 'CANCELED', error: engine.attempts(canceled.id)[0]!.error })
+    expect(engine.getJob(canceled.id).error).toMatchObject({ code: 'lease_expired', reason: 'worker_exited', cancel_requested: true })
+  })
+
   it('the backoff policy comes from config and is capped', () => {
     const { engine, clock } = setup({ config: { backoff: { baseMs: 10 * SECOND, maxMs: 15 * SECOND }, maxAttempts: 10 } })
     const { job } = engine.submit(aJob())

@@ -200,7 +200,8 @@ function expiryError(reason: LeaseExpiryReason, cancelPending: boolean) {
  * Expires an ACTIVE lease inside the caller's transaction: its capacity is free at once, the
  * attempt ends TIMEOUT, and the job is requeued with backoff while attempts remain, else ends
  * TIMEOUT dead-lettered — or, if a cancel was requested, ends CANCELED whatever attempts remain:
- * the operator's cancel is not lost because the worker went silent before it stopped. A grant
+ * the operator's cancel is not lost because the worker went silent before it stopped. A job that
+ * ends carries the attempt's error, so its own reads say why, not only its attempts. A grant
  * that never reached its worker (`not_delivered`) ran nothing: its job is requeued at once, its
  * `max_attempts` one more, so that it has as many attempts left as before the grant.
  */
@@ -208,7 +209,8 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseEx
   const job = jobOfLease(ctx, lease)
   const undelivered = reason === 'not_delivered' && !job.cancel_requested
   const { to, disposition } = undelivered ? ({ to: 'QUEUED', disposition: 'REQUEUED' } as const) : decide(job, { status: 'TIMEOUT' }, true)
-  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, expiryError(reason, job.cancel_requested === 1))
+  const error = expiryError(reason, job.cancel_requested === 1)
+  endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, error)
   // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
   ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
     reason,
@@ -219,7 +221,8 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseEx
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
   if (undelivered) requeue(ctx, job, EXPIRY_TEXTS[reason].requeueNote, null, { max_attempts: job.max_attempts + 1 })
   else if (to === 'QUEUED') requeueAfter(ctx, job, EXPIRY_TEXTS[reason].requeueNote)
-  else finishJob(ctx, job, to, { status: 'TIMEOUT' }, disposition === 'DEAD_LETTERED')
+  // The job that ends here carries its last attempt's error, as a job a failure ends does.
+  else finishJob(ctx, job, to, { status: 'TIMEOUT', error }, disposition === 'DEAD_LETTERED')
 }
 
 /** Puts a job back in the queue after an attempt, eligible again after the backoff. */
