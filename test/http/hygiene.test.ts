@@ -227,6 +227,19 @@ describe('paths and queries', () => {
     expect((await raw(request('GET', '/api/scheduler/jobs/%25FF'))).json).toMatchObject({ code: 'job_not_found' })
   })
 
+  test('a not-found detail quotes the id printably: a control character the path encoded (%00, %1B) is written \\u0000, never echoed', async () => {
+    for (const [target, code, shown] of [
+      ['/api/blockers/%00', 'blocker_not_found', 'No blocker \\u0000'],
+      ['/api/scheduler/jobs/a%1B%5B2J', 'job_not_found', 'No job a\\u001b[2J'],
+      ['/api/scheduler/lease/%07', 'lease_not_found', 'No lease \\u0007'],
+      ['/api/schedules/s%0A', 'schedule_not_found', 'No schedule s\\u000a'],
+    ] as const) {
+      const answer = await raw(request('GET', target))
+      expect(answer.status, target).toBe(404)
+      expect(answer.json).toEqual({ code, detail: shown })
+    }
+  })
+
   test('a query parameter whose percent-encoding is not UTF-8 is 400 naming it', async () => {
     const answer = await raw(request('GET', '/api/scheduler/jobs?limit=5&addon_id=a%ED%A0%80'))
     expect(answer.status).toBe(400)

@@ -171,6 +171,12 @@ describe('acquire / deny / release', () => {
     expect(activeOn(engine, FILE).map((r) => r.owner_id)).toEqual(['w1'])
   })
 
+  test('a file_lease_not_found detail quotes the owner, the file and the job lease printably', () => {
+    const { engine } = setup()
+    const error = expectEngineError(() => engine.releaseFile({ file: '/tmp/a\u001b[2J', owner_id: 'w\u0007', lease_id: 'l\u000a' }), 404, 'file_lease_not_found')
+    expect(error.detail).toBe('w\\u0007 holds no lease on /tmp/a\\u001b[2J under job lease l\\u000a')
+  })
+
   test('a heartbeat on a released file lease is 409 file_lease_not_held', () => {
     const { engine } = setup()
     granted(engine, { file: FILE, owner_id: 'w1' })

@@ -1,4 +1,5 @@
 import { ENGINE_ERROR_CODES, type EngineErrorCode } from '../../../src-shared/error-codes'
+import { printable } from '../../../src-shared/printable'
 
 // The codes are shared with the transports and the workers; the engine knows no status.
 export { ENGINE_ERROR_CODES, type EngineErrorCode }
@@ -29,7 +30,14 @@ export class EngineError extends Error {
 }
 
 export const invalid = (detail: string) => new EngineError('invalid_request', detail)
-export const jobNotFound = (id: string) => new EngineError('job_not_found', `No job ${id}`)
-export const leaseNotFound = (id: string) => new EngineError('lease_not_found', `No lease ${id}`)
+
+/**
+ * The 404 for an id (or name) that names nothing: its detail quotes the id printably, control
+ * characters written as `\u0000` (src-shared/printable.ts). The id is whatever the caller sent —
+ * a path's `%00` arrives as U+0000 — and a detail is shown in terminals, logs and the dashboard.
+ */
+export const notFound = (code: Extract<EngineErrorCode, `${string}_not_found`>, what: string, id: string) => new EngineError(code, `No ${what} ${printable(id)}`)
+export const jobNotFound = (id: string) => notFound('job_not_found', 'job', id)
+export const leaseNotFound = (id: string) => notFound('lease_not_found', 'lease', id)
 export const workerMismatch = (leaseId: string, workerId: string) =>
   new EngineError('worker_mismatch', `Lease ${leaseId} is not held by worker ${workerId}`)

@@ -1,7 +1,7 @@
 import type { BlockerRow, JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import type { Resolution } from '../rules/blockers'
-import { EngineError } from '../rules/errors'
+import { EngineError, notFound } from '../rules/errors'
 import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest } from '../reads/list'
 import { cancelNow, requeue } from './moves'
 import { getJob, recordJobEvent } from '../store/rows'
@@ -23,7 +23,7 @@ export interface ResolvedBlocker {
 
 export function getBlocker(ctx: EngineContext, blockerId: string): BlockerRow {
   const blocker = ctx.one<BlockerRow>('SELECT * FROM blockers WHERE id = ?', blockerId)
-  if (!blocker) throw new EngineError('blocker_not_found', `No blocker ${blockerId}`)
+  if (!blocker) throw notFound('blocker_not_found', 'blocker', blockerId)
   return blocker
 }
 

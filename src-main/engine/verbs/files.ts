@@ -1,4 +1,5 @@
 import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
+import { printable } from '../../../src-shared/printable'
 import type { BlockerRow, FileContentionRow, FileHandoverRow, FileLeaseRow, LeaseRow } from '../../db/schema'
 import { SECOND } from '../rules/clock'
 import { fileKey, keysAbove, keysBelow } from '../rules/file-keys'
@@ -422,7 +423,10 @@ function ownersLease(ctx: EngineContext, file: string, request: FileLeaseRef): F
         request.lease_id,
       )
     : ctx.one<FileLeaseRow>('SELECT * FROM file_leases WHERE file = ? AND owner_id = ? ORDER BY acquired_at DESC, rowid DESC LIMIT 1', file, ownerId)
-  if (!lease) throw new EngineError('file_lease_not_found', `${ownerId} holds no lease on ${file}${request.lease_id ? ` under job lease ${request.lease_id}` : ''}`)
+  if (!lease) {
+    const under = request.lease_id ? ` under job lease ${printable(request.lease_id)}` : ''
+    throw new EngineError('file_lease_not_found', `${printable(ownerId)} holds no lease on ${printable(file)}${under}`)
+  }
   if (lease.state === 'REVOKED') {
     throw new EngineError('file_lease_lost', `The lease on ${file} was taken from ${ownerId} by an operator; writes under it are refused`)
   }

@@ -5,7 +5,7 @@ import { Cron } from 'croner'
 import type { JobRow, ScheduleRow, ScheduleRunRow } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
-import { EngineError, invalid } from '../rules/errors'
+import { EngineError, invalid, notFound } from '../rules/errors'
 import { OVERLAP_POLICIES, type Overlap, SCHEDULE_STATES, type ScheduleState } from '../rules/schedules'
 import { parseStored } from '../store/stored-value'
 import { newId } from '../store/ids'
@@ -104,7 +104,7 @@ export const UPCOMING = 3
 /** Letters, digits and `. _ : -`, starting with a letter or digit: a name that goes into a URL and a shell unquoted. */
 export const SCHEDULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/
 
-export const scheduleNotFound = (name: string) => new EngineError('schedule_not_found', `No schedule ${name}`)
+export const scheduleNotFound = (name: string) => notFound('schedule_not_found', 'schedule', name)
 
 // ---------------------------------------------------------------------------------------------
 // Cron expressions and time zones (pure)
