@@ -33,6 +33,19 @@ export function unreachable(url: string, error: unknown): Error {
   return new Error(`cannot reach the host at ${url}: ${why}`, { cause })
 }
 
+/**
+ * Whether a request that failed may have reached the host all the same, and been acted on: one
+ * the host did not answer in time ({@link unreachable}'s NoAnswerError), or whose connection was
+ * cut after it was sent (ECONNRESET, "socket hang up"; EPIPE). A connection that was refused, or
+ * a name that did not resolve, carried nothing.
+ */
+export function mayHaveArrived(error: unknown): boolean {
+  const cause = (error as { cause?: unknown }).cause
+  if (cause instanceof NoAnswerError) return true
+  const code = (cause as { code?: unknown } | undefined)?.code
+  return code === 'ECONNRESET' || code === 'EPIPE'
+}
+
 /** An error answer as a HostError, whatever its shape: its `{detail, code}`, else its text. */
 export function hostError(status: number, statusText: string, answer: unknown): HostError {
   const body = answer !== null && typeof answer === 'object' ? (answer as Record<string, unknown>) : {}

@@ -6,7 +6,7 @@ import { findHost } from './host-target'
 import { MAX_BATCH_ITEMS } from '../../src-shared/limits'
 import { faultDetail, faultIn } from '../../src-shared/json-faults'
 import { ConfigError, parseFlags, CLIENT_TARGET_HELP, sayWhenOutputFails, stopIfOutputFailed, utf8Text, wholeNumber } from '../../src-shared/command-line'
-import { answered, HostError, hostApi } from './http-client'
+import { answered, HostError, hostApi, mayHaveArrived } from './http-client'
 import { printable } from '../../src-shared/printable'
 import type { EachJob } from './wait'
 
@@ -76,6 +76,11 @@ Flags:
                        with --payload or --key
 ${CLIENT_TARGET_HELP}
   -h, --help
+
+A submit whose answer never comes (none within LEASEHOLD_TIMEOUT_S, or the connection cut after
+the request went) exits 1 on one line saying that the job may have been submitted all the same
+(leasehold jobs lists it if it was): a run again without --key may submit it twice, while the
+same submit with its --key is safe to run again.
 
 A reader that closes the output (… | head -1) ends the command, quietly, with exit status 141:
 with --each no request goes after the output is found closed (by the write of the jobs just
@@ -301,6 +306,7 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
   try {
     return { job: (await answered(target, hostApi(target).POST('/api/scheduler/jobs/submit', { body }))).job, repeat: false }
   } catch (error) {
+    if (mayHaveArrived(error)) throw unansweredSubmit(error as Error, body)
     if (error instanceof HostError && error.status === 413) throw tooLarge(error, '--payload')
     const existing = error instanceof HostError && error.code === 'duplicate_request' ? (error.body.job as QueueJob | undefined) : undefined
     if (existing?.job_id === undefined) throw error
@@ -314,6 +320,21 @@ async function submitOne(target: ClientTarget, body: SubmitBody): Promise<{ job:
     console.error(`leasehold: --key ${key} is job ${printable(existing.job_id)}'s, submitted before (${printable(existing.state)}): not submitted again`)
     return { job: existing, repeat: true }
   }
+}
+
+/**
+ * A submit the host may have stored though its answer never came (no answer in time, the
+ * connection cut after the request went): the job may exist. A script that takes exit 1 as
+ * "not submitted" and runs the submit again would make it twice; with a key (`--key`) the run
+ * again is safe, answered with the job if it was stored.
+ */
+function unansweredSubmit(error: Error, body: SubmitBody): Error {
+  const key = body.client_request_id
+  const retry =
+    key == null
+      ? 'running it again may submit it twice: a submit with --key KEY is safe to run again (it answers with the job if it was stored)'
+      : `running the same submit again is safe: its --key ${printable(key)} answers with the job if it was stored`
+  return new Error(`${error.message}; the job may have been submitted all the same (leasehold jobs lists it if it was): ${retry}`, { cause: error.cause })
 }
 
 /**

@@ -723,7 +723,6 @@ describe('a host that does not answer', () => {
 
   test.each([
     ['status', ['status']],
-    ['submit', ['submit', '--type', 't']],
     ['jobs show', ['jobs', 'show', '01a24afb-3796-8000-8000-0000018ea6f8']],
   ])('%s waits LEASEHOLD_TIMEOUT_S for an answer, then says which host did not answer: one line, exit 1', async (_what, args) => {
     const silent = await silentPort()
@@ -733,6 +732,44 @@ describe('a host that does not answer', () => {
       expect(lines(result.stderr)).toEqual([`leasehold: the host at ${silent.url} did not answer within 1 s (LEASEHOLD_TIMEOUT_S sets how long to wait)`])
     } finally {
       silent.close()
+    }
+  })
+
+  /** What a submit whose answer never came says after the line of the fault: the job may exist, and how a run again makes none twice. */
+  const MAY_HAVE_BEEN_SUBMITTED = 'the job may have been submitted all the same (leasehold jobs lists it if it was): running it again may submit it twice: a submit with --key KEY is safe to run again (it answers with the job if it was stored)'
+
+  test.each([
+    ['submit', ['submit', '--type', 't']],
+    ['submit --wait --json', ['submit', '--type', 't', '--wait', '--json']],
+  ])('%s that gets no answer in time says the job may have been submitted, and that --key makes a run again safe: one line, exit 1', async (_what, args) => {
+    const silent = await silentPort()
+    try {
+      const result = await run([...args, '--url', silent.url, '--token', host.token], { LEASEHOLD_TIMEOUT_S: '1' })
+      expect(result.status, result.stderr).toBe(1)
+      expect(result.stdout).toBe('')
+      expect(lines(result.stderr)).toEqual([`leasehold: the host at ${silent.url} did not answer within 1 s (LEASEHOLD_TIMEOUT_S sets how long to wait); ${MAY_HAVE_BEEN_SUBMITTED}`])
+    } finally {
+      silent.close()
+    }
+  })
+
+  test('a submit whose connection is cut after the request went says the job may have been submitted; with --key, that the same submit is safe to run again', async () => {
+    // The request is read whole, then the connection dropped without an answer, as a host killed mid-request leaves it.
+    const server = createHttpServer((req) => req.on('end', () => req.socket.destroy()).resume())
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    try {
+      const bare = await run(['submit', '--type', 't', '--url', url, '--token', host.token])
+      expect(bare.status, bare.stderr).toBe(1)
+      expect(lines(bare.stderr)).toEqual([`leasehold: cannot reach the host at ${url}: ECONNRESET; ${MAY_HAVE_BEEN_SUBMITTED}`])
+      const keyed = await run(['submit', '--type', 't', '--key', 'nightly-7', '--url', url, '--token', host.token])
+      expect(keyed.status, keyed.stderr).toBe(1)
+      expect(lines(keyed.stderr)).toEqual([
+        `leasehold: cannot reach the host at ${url}: ECONNRESET; the job may have been submitted all the same (leasehold jobs lists it if it was): running the same submit again is safe: its --key nightly-7 answers with the job if it was stored`,
+      ])
+    } finally {
+      server.closeAllConnections()
+      server.close()
     }
   })
 
