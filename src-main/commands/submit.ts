@@ -94,8 +94,13 @@ Ctrl-C (SIGINT) or SIGTERM while --each submits sends no more requests; the one 
 printed (with --wait --json, the ids of every job submitted so far), then a line on stderr says
 from which input line on nothing was submitted: a run again from that line makes no duplicates.
 A second signal, or no answer in 10 s, stops at once, naming the lines in flight, which may have
-been submitted (leasehold jobs lists those that were). Exit 130 (SIGINT) or 143 (SIGTERM); during
---wait, after the submits, a signal ends the wait at once and the jobs go on.`
+been submitted (leasehold jobs lists those that were). Exit 130 (SIGINT) or 143 (SIGTERM).
+
+During --wait (after the submits, with --each), SIGINT or SIGTERM ends the wait as --wait-timeout
+does: the jobs are read once more, each not ended is said as it stands ("still QUEUED when SIGINT
+stopped the wait"; with --each on its input line), --json prints them as they were then, and the
+jobs go on. Exit 130 (SIGINT) or 143 (SIGTERM), unless every job had ended by then; a second
+signal stops at once.`
 
 export interface SubmitFlags {
   url?: string
@@ -274,20 +279,31 @@ export async function submitCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     }
   }
   const target = await findHost(flags, env)
+  // The event stream's client, for --wait only: loaded before the submit, so that the wait takes
+  // SIGINT and SIGTERM the moment the job is answered, with no load between.
+  const waiting = flags.wait ? await import('./wait') : null
   const { job, repeat } = await submitOne(target, body)
   // The job is stored: an output that cannot be written must not leave it unnamed.
   sayWhenOutputFails(() => `job ${job.job_id} was submitted`)
   // A repeat of a key says so in its JSON; the rest of the answer is the one a fresh submit prints.
   const marked = <T extends object>(answer: T) => (repeat ? { ...answer, already_submitted: true } : answer)
-  if (!flags.wait) {
+  if (waiting === null) {
     console.log(flags.json ? JSON.stringify(marked(job), null, 2) : job.job_id)
     return 0
   }
   if (!flags.json) console.log(job.job_id)
-  const { ProgressLine, waitForJob } = await import('./wait') // the event stream's client, for --wait only
-  const { code, answer } = await waitForJob(target, job.job_id, new ProgressLine(process.stderr), { timeoutMs })
-  if (flags.json) console.log(JSON.stringify(marked(answer), null, 2))
-  return code
+  const { ProgressLine, waitForJob, WaitStopped } = waiting
+  try {
+    const { code, answer } = await waitForJob(target, job.job_id, new ProgressLine(process.stderr), { timeoutMs })
+    if (flags.json) console.log(JSON.stringify(marked(answer), null, 2))
+    return code
+  } catch (error) {
+    if (!(error instanceof WaitStopped)) throw error
+    // Stopped before the job was read once: --json prints it as submitted, so that its id is said.
+    console.error(`leasehold: ${error.message}`)
+    if (flags.json) console.log(JSON.stringify(marked({ job, result: null }), null, 2))
+    return SIGNAL_EXITS[error.signal]
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -535,8 +551,9 @@ function submittedLines(jobs: readonly EachJob[]): string {
  */
 const IN_FLIGHT_WAIT_S = 10
 
-const SIGNAL_EXITS = { SIGINT: 130, SIGTERM: 143 } as const
-type StopSignal = keyof typeof SIGNAL_EXITS
+/** The exit status of a command a signal stopped, as the signal would have ended it (128 + its number). */
+export const SIGNAL_EXITS = { SIGINT: 130, SIGTERM: 143 } as const
+export type StopSignal = keyof typeof SIGNAL_EXITS
 
 /**
  * SIGINT and SIGTERM while `--each` submits: no request goes after the signal; the one in flight
@@ -565,7 +582,7 @@ class EachInterruption {
     process.exit(SIGNAL_EXITS[this.signal])
   }
 
-  /** Stops listening: the signals end the command as they would have (a --wait after the submits). */
+  /** Stops listening: a --wait after the submits takes the signals on its own terms (wait.ts), and without one there is nothing left to stop. */
   close(): void {
     for (const { signal, handler } of this.handlers) process.off(signal, handler)
   }

@@ -6,7 +6,7 @@ import { heldPath } from '../../src-shared/file-owner'
 import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
 import { printable } from '../../src-shared/printable'
 import { describeError, type JobAnswer } from './job-end'
-import { durationText } from './submit'
+import { durationText, SIGNAL_EXITS, type StopSignal } from './submit'
 
 /** `leasehold submit --wait`: a job (with --each, every job submitted) followed to its end on a live progress line, through the event stream. */
 
@@ -66,6 +66,42 @@ function describe(job: QueueJob): string {
  * exits, so that a script can tell "still going" from FAILED (1). The job is left as it is.
  */
 export const WAIT_TIMED_OUT_EXIT = 124
+
+/**
+ * SIGINT and SIGTERM while a wait follows its jobs: the first calls `stop`, which ends the wait
+ * as --wait-timeout ends it (each job said, and with --json printed, as it stands; the jobs go
+ * on), so that a caller still learns which jobs were made; a second, while the jobs are read for
+ * that, ends the command at once. Returns what stops listening.
+ */
+function onStopSignals(stop: (signal: StopSignal) => void): () => void {
+  let first: StopSignal | null = null
+  const handlers = (Object.keys(SIGNAL_EXITS) as StopSignal[]).map((signal) => {
+    const handler = () => {
+      if (first !== null) {
+        console.error(`leasehold: ${signal} again: stopped at once; the jobs go on`)
+        process.exit(SIGNAL_EXITS[first])
+      }
+      first = signal
+      stop(signal)
+    }
+    process.on(signal, handler)
+    return { signal, handler }
+  })
+  return () => {
+    for (const { signal, handler } of handlers) process.off(signal, handler)
+  }
+}
+
+/** A wait a signal stopped before the host answered for its job once: the job goes on, its state unknown. */
+export class WaitStopped extends Error {
+  override name = 'WaitStopped'
+  constructor(
+    readonly signal: StopSignal,
+    jobId: string,
+  ) {
+    super(`stopped by ${signal} before the host answered for job ${jobId}; it is left as it is (leasehold jobs show ${jobId} says how it stands)`)
+  }
+}
 
 /** How long the stream may stay unreachable before --wait gives up. */
 const GIVE_UP_MS = 60_000
@@ -299,9 +335,18 @@ export async function waitForJob(
     if (done) return
     if (latest === null) return end(new Error(`the host did not answer for job ${jobId} within ${durationText(timeoutMs!)} (--wait-timeout)`))
     line.finish()
-    console.error(`leasehold: ${stillGoing(latest, timeoutMs!)}; it is left as it is (leasehold jobs cancel ${jobId} stops it)`)
+    console.error(`leasehold: ${stillGoing(latest, `after ${durationText(timeoutMs!)}`)}; it is left as it is (leasehold jobs cancel ${jobId} stops it)`)
     end({ code: WAIT_TIMED_OUT_EXIT, answer: latest })
   }
+  // A signal ends the wait as --wait-timeout does: the job read once more and said as it stands.
+  const interrupted = (signal: StopSignal) => {
+    if (done) return
+    line.finish()
+    if (latest === null) return end(new WaitStopped(signal, jobId))
+    console.error(`leasehold: ${stillGoing(latest, `when ${signal} stopped the wait`)}; it is left as it is (leasehold jobs cancel ${jobId} stops it)`)
+    end({ code: SIGNAL_EXITS[signal], answer: latest })
+  }
+  const stopListening = onStopSignals((signal) => void refresh().then(() => interrupted(signal)))
   try {
     const result = await settled
     await reading
@@ -310,15 +355,19 @@ export async function waitForJob(
   } finally {
     clearInterval(poll)
     if (deadline) clearTimeout(deadline)
+    stopListening()
     close()
   }
 }
 
-/** A job that has not ended at the wait's deadline, in words: "job … still QUEUED after 30s — waiting: …". */
-function stillGoing(answer: JobAnswer, timeoutMs: number): string {
+/**
+ * A job that had not ended when the wait stopped (`when`: "after 30s", at --wait-timeout's
+ * deadline; "when SIGINT stopped the wait"), in words: "job … still QUEUED after 30s — waiting: …".
+ */
+function stillGoing(answer: JobAnswer, when: string): string {
   const job = answer.job
   const waiting = job.waiting_reason ? ` — waiting: ${job.waiting_reason}` : ''
-  return printable(`job ${job.job_id} still ${job.state} after ${durationText(timeoutMs)}${waiting}`)
+  return printable(`job ${job.job_id} still ${job.state} ${when}${waiting}`)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,6 +416,7 @@ export interface JobsFollower {
    * ended; with `json`, then prints every job's end as {@link eachEndLine} does, in the input's
    * order. The exit code: 0 if all are DONE. With `timeoutMs`, waits that long at most: the jobs
    * not ended then are each said on a line as they are, and left so ({@link WAIT_TIMED_OUT_EXIT}).
+   * SIGINT or SIGTERM ends the wait alike, with the signal's exit status (130, 143).
    */
   wait(jobs: EachJob[], line: ProgressLine, options?: { json?: boolean; timeoutMs?: number }): Promise<number>
   close(): void
@@ -504,57 +554,72 @@ export async function followJobs(target: ClientTarget): Promise<JobsFollower> {
       if (blocked > 0) text += `; ${blocked.toLocaleString('en-US')} BLOCKED, waiting for an operator`
       line.show(text)
     }
-    await new Promise<void>((resolve) => {
-      let timer: ReturnType<typeof setTimeout> | null = null
-      const deadline = timeoutMs === undefined ? null : setTimeout(() => settle(), timeoutMs)
-      const settle = () => {
-        if (timer) clearTimeout(timer)
-        if (deadline) clearTimeout(deadline)
-        resolve()
-      }
-      changed = () => {
-        if (pending.size === 0 || failure) return settle()
-        timer ??= setTimeout(() => {
-          timer = null
-          render()
-        }, line.tty ? REDRAW_MS.tty : REDRAW_MS.log)
-      }
+    /** The signal that ended the wait before every job had ended: each is then said as --wait-timeout says it. */
+    let stoppedBy = null as StopSignal | null
+    let stopWaiting = () => {}
+    const stopListening = onStopSignals((signal) => {
+      stoppedBy = signal
+      stopWaiting()
+    })
+    try {
+      await new Promise<void>((resolve) => {
+        let timer: ReturnType<typeof setTimeout> | null = null
+        const deadline = timeoutMs === undefined ? null : setTimeout(() => settle(), timeoutMs)
+        const settle = () => {
+          if (timer) clearTimeout(timer)
+          if (deadline) clearTimeout(deadline)
+          resolve()
+        }
+        stopWaiting = settle
+        changed = () => {
+          if (pending.size === 0 || failure) return settle()
+          timer ??= setTimeout(() => {
+            timer = null
+            render()
+          }, line.tty ? REDRAW_MS.tty : REDRAW_MS.log)
+        }
+        render()
+        changed()
+      })
+      close()
+      changed = () => {}
       render()
-      changed()
-    })
-    close()
-    changed = () => {}
-    render()
-    line.finish()
-    if (failure) throw failure
-    // Each job that is not DONE is read for why it ended, or (past --wait-timeout) how it goes on;
-    // with --json, every job, for its line.
-    const ends = new Map<string, EachEnd>()
-    await eachAtMost(json ? jobs : jobs.filter((job) => ended.get(job.job_id) !== 'DONE'), READS_AT_ONCE, async ({ job_id }) => {
-      if (ended.get(job_id) === 'gone') return void ends.set(job_id, { gone: true })
-      try {
-        const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } }))
-        ends.set(job_id, answer)
-        note(job_id, answer.job.state) // one not ended at the deadline may have ended since
-      } catch (error) {
-        // Purged between its end and this read: gone, as one purged before its end was seen.
-        if (error instanceof HostError && error.status === 404) ends.set(job_id, { gone: true })
-        else ends.set(job_id, { failed: (error as Error).message })
+      line.finish()
+      if (failure) throw failure
+      // Each job that is not DONE is read for why it ended, or (past --wait-timeout) how it goes on;
+      // with --json, every job, for its line.
+      const ends = new Map<string, EachEnd>()
+      await eachAtMost(json ? jobs : jobs.filter((job) => ended.get(job.job_id) !== 'DONE'), READS_AT_ONCE, async ({ job_id }) => {
+        if (ended.get(job_id) === 'gone') return void ends.set(job_id, { gone: true })
+        try {
+          const answer = await answered(target, api.GET('/api/scheduler/jobs/{job_id}', { params: { path: { job_id } } }))
+          ends.set(job_id, answer)
+          note(job_id, answer.job.state) // one not ended at the deadline may have ended since
+        } catch (error) {
+          // Purged between its end and this read: gone, as one purged before its end was seen.
+          if (error instanceof HostError && error.status === 404) ends.set(job_id, { gone: true })
+          else ends.set(job_id, { failed: (error as Error).message })
+        }
+      })
+      // How the wait stopped before the jobs said as still going had ended: its deadline, or a signal.
+      const when = stoppedBy === null ? `after ${durationText(timeoutMs!)}` : `when ${stoppedBy} stopped the wait`
+      const why = (end: EachEnd, state: string | undefined) => {
+        if ('gone' in end) return 'no longer on the host (purged)'
+        if ('failed' in end) return `${state ?? 'not ended'} (${end.failed})`
+        return state === undefined ? stillGoing(end, when).replace(/^job \S+ /, '') : `${state}: ${describeError(end)}`
       }
-    })
-    const why = (end: EachEnd, state: string | undefined) => {
-      if ('gone' in end) return 'no longer on the host (purged)'
-      if ('failed' in end) return `${state ?? 'not ended'} (${end.failed})`
-      return state === undefined ? stillGoing(end, timeoutMs!).replace(/^job \S+ /, '') : `${state}: ${describeError(end)}`
+      const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
+      for (const job of notDone) console.error(printable(`leasehold: line ${job.line}: job ${job.job_id} ${why(ends.get(job.job_id)!, ended.get(job.job_id))}`))
+      if (pending.size > 0) {
+        const count = pending.size === 1 ? '1 job had not ended' : `${pending.size.toLocaleString('en-US')} jobs had not ended`
+        console.error(`leasehold: ${count} ${when}${stoppedBy === null ? ' (--wait-timeout)' : ''}; left as ${pending.size === 1 ? 'it is' : 'they are'}`)
+      }
+      if (json) process.stdout.write(jobs.map((job) => `${eachEndLine(job, ends.get(job.job_id)!)}\n`).join(''))
+      if (pending.size > 0) return stoppedBy === null ? WAIT_TIMED_OUT_EXIT : SIGNAL_EXITS[stoppedBy]
+      return notDone.length > 0 ? 1 : 0
+    } finally {
+      stopListening()
     }
-    const notDone = jobs.filter((job) => ended.get(job.job_id) !== 'DONE')
-    for (const job of notDone) console.error(printable(`leasehold: line ${job.line}: job ${job.job_id} ${why(ends.get(job.job_id)!, ended.get(job.job_id))}`))
-    if (pending.size > 0) {
-      const count = pending.size === 1 ? '1 job had not ended' : `${pending.size.toLocaleString('en-US')} jobs had not ended`
-      console.error(`leasehold: ${count} after ${durationText(timeoutMs!)} (--wait-timeout); left as ${pending.size === 1 ? 'it is' : 'they are'}`)
-    }
-    if (json) process.stdout.write(jobs.map((job) => `${eachEndLine(job, ends.get(job.job_id)!)}\n`).join(''))
-    return pending.size > 0 ? WAIT_TIMED_OUT_EXIT : notDone.length > 0 ? 1 : 0
   }
   return { wait, close }
 }

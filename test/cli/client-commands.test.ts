@@ -414,6 +414,26 @@ describe('leasehold submit --wait', async () => {
     host.engine.cancel(id)
   })
 
+  test.each([
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const)('%s while --wait --json waits ends the wait as --wait-timeout does: the job said as it stands, printed as JSON, left so; exit %i', async (signal, exit) => {
+    const run = startCli(['submit', '--type', 'wait-interrupted', '--wait', '--json'])
+    const closed = new Promise((resolve) => run.child.once('close', resolve))
+    await run.until('the wait', () => /job \S+ QUEUED/.test(run.stderr()))
+    run.child.kill(signal)
+    expect(await run.exited).toBe(exit)
+    await closed
+    const answer = JSON.parse(run.stdout()) as { job: { job_id: string; state: string }; result: unknown }
+    const id = answer.job.job_id
+    expect(answer).toMatchObject({ job: { state: 'QUEUED' }, result: null })
+    expect(lines(run.stderr()).at(-1)).toMatch(
+      new RegExp(`^leasehold: job ${id} still QUEUED when ${signal} stopped the wait — waiting: .+; it is left as it is \\(leasehold jobs cancel ${id} stops it\\)$`),
+    )
+    expect(host.engine.getJob(id).state).toBe('QUEUED')
+    host.engine.cancel(id)
+  })
+
   test('a job canceled while it waits exits 1 with CANCELED', async () => {
     const run = startCli(['submit', '--type', 'wait-race', '--wait'])
     await run.until('the job id', () => run.stdout().includes('\n'))

@@ -307,6 +307,43 @@ describe('leasehold submit --each --wait', () => {
   })
 })
 
+describe('leasehold submit --each --wait stopped by a signal while it waits', () => {
+  test.each([
+    ['SIGINT', 130, []],
+    ['SIGTERM', 143, ['--json']],
+  ] as const)('%s: the jobs not ended are each said on their line as they stand (and with --json printed), as --wait-timeout says them; exit %i, the jobs left so', async (signal, exit, flags) => {
+    const type = `each-stopped-${signal}`
+    const child = spawn(process.execPath, [BIN, 'submit', '--type', type, '--queue', type, '--wait', ...flags, '--each', inputFile('{"n": 1}\n{"n": 2}\n'), '--data-dir', host.dataDir], {
+      env: { ...process.env, ...CLEAN_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    children.push(child)
+    let stdout = ''
+    let stderr = ''
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    await until('the wait', () => stderr.includes('0 of 2 jobs ended'))
+    const [first] = [take(type)]
+    host.engine.complete({ ...first, result: null })
+    await until('the first job\'s end', () => stderr.includes('1 of 2 jobs ended'))
+    const second = jobsOf(type).find((job) => job.state === 'QUEUED')!
+    child.kill(signal)
+    const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
+    expect(status, stderr).toBe(exit)
+    expect(lines(stderr).slice(-2)).toEqual([
+      expect.stringMatching(new RegExp(`^leasehold: line 2: job ${second.id} still QUEUED when ${signal} stopped the wait — waiting: `)),
+      `leasehold: 1 job had not ended when ${signal} stopped the wait; left as it is`,
+    ])
+    if (flags.length === 0) expect(lines(stdout)).toEqual([first.job_id, second.id])
+    else expect(lines(stdout).map((line) => JSON.parse(line) as { job: { job_id: string; state: string }; line: number })).toEqual([
+      expect.objectContaining({ job: expect.objectContaining({ job_id: first.job_id, state: 'DONE' }), line: 1 }),
+      expect.objectContaining({ job: expect.objectContaining({ job_id: second.id, state: 'QUEUED' }), line: 2 }),
+    ])
+    expect(host.engine.getJob(second.id).state).toBe('QUEUED')
+    host.engine.cancel(second.id)
+  })
+})
+
 describe('leasehold submit --each --wait against a host with a local worker', () => {
   let pooled: TestHost
   beforeAll(async () => {
