@@ -11,21 +11,39 @@ import { type ClientTarget, LOCK_FILE, NoHostError, resolveClientTarget } from '
 export const HOST_START_WAIT_S = 5
 
 /**
+ * How long a client command that finds no host on its data dir (no host.json, and host.lock not
+ * held) looks again before it says "no host is running", in milliseconds. A `leasehold serve`
+ * leaves no sign in its data dir until it holds host.lock, which it takes once its modules have
+ * loaded: about 0.6 s after it was launched on a 2-core machine, while a client command launched
+ * with it (`leasehold serve & leasehold submit …`) looks about 0.25 s after its own launch. A
+ * second covers that gap with room to spare, and is all a data dir where no host runs costs:
+ * once a host holds the lock, {@link HOST_START_WAIT_S} bounds the whole wait.
+ */
+export const HOST_APPEAR_WAIT_MS = 1000
+
+/** How often a command looks again for a host that is starting. */
+const LOOK_AGAIN_MS = 50
+
+/**
  * The host a client command of the host's talks to ({@link resolveClientTarget}). Where the data
  * dir names none but a host holds it (its host.json missing or empty), the host is starting, or could
  * not write the file (a full disk): the command waits up to {@link HOST_START_WAIT_S} for it, and
  * then says so, with what to give, rather than "no host is running", which would send the user
- * to start a second one.
+ * to start a second one. Where no host holds it, one launched just now may not have taken its
+ * lock yet: the command looks again for {@link HOST_APPEAR_WAIT_MS} before it says none runs.
  */
 export async function findHost(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): Promise<ClientTarget> {
-  const deadline = Date.now() + HOST_START_WAIT_S * 1000
+  const started = Date.now()
+  const deadline = started + HOST_START_WAIT_S * 1000
   for (;;) {
     try {
       return resolveClientTarget(flags, env)
     } catch (error) {
-      if (!(error instanceof NoHostError) || !(await heldByHost(error.dataDir))) throw error
-      if (Date.now() >= deadline) throw new NoHostError(error.dataDir, error.reason === 'blank' ? 'blank' : 'unsaid', HOST_START_WAIT_S)
-      await setTimeout(100)
+      if (!(error instanceof NoHostError)) throw error
+      if (!(await heldByHost(error.dataDir))) {
+        if (Date.now() - started >= HOST_APPEAR_WAIT_MS) throw error
+      } else if (Date.now() >= deadline) throw new NoHostError(error.dataDir, error.reason === 'blank' ? 'blank' : 'unsaid', HOST_START_WAIT_S)
+      await setTimeout(LOOK_AGAIN_MS)
     }
   }
 }

@@ -66,6 +66,19 @@ describe('leasehold command line', () => {
 })
 
 describe('leasehold serve', () => {
+  test('a client command launched with serve (serve & leasehold status) waits for the host that is starting, rather than saying none runs', async () => {
+    const dir = dataDir()
+    const serve = spawn(process.execPath, [BIN, 'serve', '--data-dir', dir, '--port', '0', '--workers', '0'], { stdio: 'ignore' })
+    const exited = new Promise((resolve) => serve.once('exit', resolve))
+    try {
+      const status = await runCliAsync(['status', '--data-dir', dir], { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined })
+      expect(status.status, status.stderr).toBe(0)
+    } finally {
+      serve.kill('SIGTERM')
+      await exited
+    }
+  })
+
   test('prints its listening line, serves health, and exits 0 on SIGTERM with the database closed cleanly', async () => {
     const dir = dataDir()
     const serve = await startServe(['--data-dir', dir, '--port', '0', '--busy', '0'])
