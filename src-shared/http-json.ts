@@ -27,6 +27,19 @@ export class NotJsonAnswer extends Error {
 }
 
 /**
+ * The one line for an answer that is not Leasehold's (`url`: where it came from): a page, or JSON
+ * without Leasehold's `{detail, code}`. Another program answers there (the host.json of a host
+ * long gone, its port taken since; a URL that names another server), or a proxy between. Its
+ * page, cut to a few words, would say nothing more to the user. Shared by the client commands and
+ * the worker.
+ */
+export function notLeaseholdAnswer(url: string, status: number, statusText: string, text: string): string {
+  const page = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 80)
+  const head = `HTTP ${status}${statusText ? ` ${statusText}` : ''}`
+  return `the server at ${url} answered ${head} without Leasehold's JSON${page ? ` ("${page}")` : ''}: it is not a Leasehold host, or a proxy stands between (another program may listen on a port a host left)`
+}
+
+/**
  * A request the host did not answer in time: one that a stopped host (SIGSTOP), or a port that
  * accepts connections and never answers, would otherwise leave waiting forever.
  */

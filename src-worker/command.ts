@@ -40,8 +40,9 @@ ${TARGET_HELP}
   -h, --help
 
 It runs until SIGTERM or SIGINT (exit status 0), or until the host refuses it: a token it does
-not know or has revoked, no worker API at --url, or a claim it finds invalid (a host of another
-version) (exit status 1, with the host's reason). A worker that cannot run — a handler thread
+not know or has revoked, no worker API at --url (a server there that is not Leasehold: an answer
+not JSON, or a 405 or 501 without Leasehold's {detail, code}), or a claim it finds invalid (a host
+of another version) (exit status 1, with the host's reason). A worker that cannot run — a handler thread
 that ends before it is ready, as one out of file descriptors does loading its modules — exits
 at once, status 1, with the error, having stopped whatever it started. Refused, it sends the host nothing more:
 running jobs get --grace-s, and their reports are dropped, counted in one line. A host or a

@@ -1,7 +1,18 @@
 import type { paths } from '../src-shared/api-types'
 import { HostConnection, UnwrittenBody } from '../src-shared/host-connection'
-import { NotJsonAnswer } from '../src-shared/http-json'
-import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, unsentOf, type WorkerTransport } from './transport'
+import { STATUS_CODES } from 'node:http'
+import { notLeaseholdAnswer, NotJsonAnswer } from '../src-shared/http-json'
+import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, NOT_LEASEHOLD, unsentOf, type WorkerTransport } from './transport'
+
+/**
+ * The statuses of a page (not JSON) that may stand for a Leasehold host away for a moment: a
+ * proxy's error while the host behind it restarts. Asked again; any other page is not a
+ * Leasehold host's, which answers every request with JSON.
+ */
+const GATEWAY_PAGES: ReadonlySet<number> = new Set([500, 502, 503, 504])
+
+/** The statuses a server that serves no such route or method answers: a Leasehold host answers them with its `{detail, code}`, another server without. */
+const NO_SUCH_ROUTE: ReadonlySet<number> = new Set([405, 501])
 
 /**
  * The routes a worker calls, each a POST with a JSON body, typed by the OpenAPI document
@@ -23,9 +34,12 @@ type Answer<R extends WorkerRoute> =
 /** the worker API and /api/files over HTTP, for workers outside the host (`leasehold worker`). */
 export class HttpTransport implements WorkerTransport {
   private readonly host: HostConnection
+  /** The host's URL as the worker was given it, for the line that says it is not a Leasehold host. */
+  private readonly url: string
 
   constructor(baseUrl: string, token: string) {
     this.host = new HostConnection(baseUrl, token)
+    this.url = baseUrl.replace(/\/+$/, '')
   }
 
   /**
@@ -42,8 +56,12 @@ export class HttpTransport implements WorkerTransport {
       ;({ status, body: answer } = await this.host.request(route, { method: 'POST', body, signal, idempotent: true }))
     } catch (error) {
       // An answer that is not JSON (a proxy's page, another server at that address) is an answer
-      // all the same: its status says whether to ask again (refusesWorker).
-      if (error instanceof NotJsonAnswer) throw new HostError(error.status, 'not_json', error.message)
+      // all the same: a gateway's error may be a host away for a moment, asked again; any other
+      // is not a Leasehold host, and the worker stops (refusesWorker).
+      if (error instanceof NotJsonAnswer) {
+        if (GATEWAY_PAGES.has(error.status)) throw new HostError(error.status, 'not_json', error.message)
+        throw new HostError(error.status, NOT_LEASEHOLD, notLeaseholdAnswer(this.url, error.status, error.statusText, error.text))
+      }
       if (error instanceof UnwrittenBody) throw unsentOf(error.cause)
       throw error
     }
@@ -55,6 +73,9 @@ export class HttpTransport implements WorkerTransport {
     if (answer.ok) return answer.body
     // A body that is not the host's (a proxy's page, an empty answer) still ends as an error.
     const body: { code?: unknown; detail?: unknown } = answer.body ?? {}
+    if (NO_SUCH_ROUTE.has(answer.status) && (typeof body.code !== 'string' || typeof body.detail !== 'string')) {
+      throw new HostError(answer.status, NOT_LEASEHOLD, notLeaseholdAnswer(this.url, answer.status, STATUS_CODES[answer.status] ?? '', JSON.stringify(answer.body)))
+    }
     const code = String(body.code ?? 'http_error')
     const detail = String(body.detail ?? `HTTP ${answer.status}`)
     if (answer.status === 409) throw new LeaseLostError(code, detail)

@@ -51,20 +51,28 @@ export class HostError extends Error {
 }
 
 /**
+ * The code of a {@link HostError} for an answer that is not Leasehold's at all (transport-http.ts):
+ * its message is the whole line that says so ({@link notLeaseholdAnswer}).
+ */
+export const NOT_LEASEHOLD = 'not_leasehold'
+
+/**
  * The host refuses the worker itself, not one of its reports: its token is missing, wrong or
- * revoked (401), it may not act (403), nothing at that address answers as a worker API (404), or
- * the host finds invalid (400) an exchange that carried no completion or failure, so what it
- * cannot read is the worker's claim or heartbeats (a worker of another version than its host's).
- * Asking again cannot change that, so the worker stops (with the reason, and exit status 1)
- * instead of retrying every second. A host that is stopping (503), or one that does not answer
- * at all, is asked again. `reports` counts the exchange's completions and failures.
+ * revoked (401), it may not act (403), nothing at that address answers as a worker API (404, or
+ * an answer that is not Leasehold's: {@link NOT_LEASEHOLD}), or the host finds invalid (400) an
+ * exchange that carried no completion or failure, so what it cannot read is the worker's claim
+ * or heartbeats (a worker of another version than its host's). Asking again cannot change that,
+ * so the worker stops (with the reason, and exit status 1) instead of retrying every second. A
+ * host that is stopping (503), or one that does not answer at all, is asked again. `reports`
+ * counts the exchange's completions and failures.
  */
 export function refusesWorker(error: unknown, reports: number): error is HostError {
-  return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404 || (error.status === 400 && reports === 0))
+  return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404 || error.code === NOT_LEASEHOLD || (error.status === 400 && reports === 0))
 }
 
-/** The line a worker the host refuses stops with. */
-export const refusedLine = (error: HostError): string => `leasehold worker: the host refuses this worker (${error.status} ${error.code}: ${error.message}); stopping`
+/** The line a worker the host refuses stops with; one that is not a Leasehold host is said as the client commands say it. */
+export const refusedLine = (error: HostError): string =>
+  error.code === NOT_LEASEHOLD ? `leasehold worker: ${error.message}; stopping` : `leasehold worker: the host refuses this worker (${error.status} ${error.code}: ${error.message}); stopping`
 
 /**
  * The way to the host refused a call before the host saw it (Redis's ACL refused the worker's

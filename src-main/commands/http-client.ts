@@ -1,7 +1,7 @@
 import { type Client, createFinalURL, createQuerySerializer, defaultPathSerializer, type ClientPathsWithMethod, type FetchResponse, type MaybeOptionalInit } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
 import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
-import { NoAnswerError, NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
+import { NoAnswerError, notLeaseholdAnswer, NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
 
 /** Shared by the host's client commands (submit, jobs, status, …): the typed client of the host and its one-line errors; their flags follow src-shared/command-line.ts. */
 
@@ -137,17 +137,9 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
   }
   const { response } = settled
   if (!response.ok) {
-    // Text, not Leasehold's JSON: another program answers there (host.json of a host long gone,
-    // its port taken since), or a proxy between. Its page would say nothing to the user.
+    // Text, not Leasehold's JSON: another program answers there, or a proxy between.
     if (typeof settled.error === 'string') {
-      const page = oneLine(settled.error.replace(/<[^>]*>/g, ' ')).slice(0, 80)
-      const status = `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`
-      throw new HostError(
-        response.status,
-        `http_${response.status}`,
-        `the server at ${target.url} answered ${status} without Leasehold's JSON${page ? ` ("${page}")` : ''}: it is not a Leasehold host, or a proxy stands between (another program may listen on a port a host left)`,
-        {},
-      )
+      throw new HostError(response.status, `http_${response.status}`, notLeaseholdAnswer(target.url, response.status, response.statusText, settled.error), {})
     }
     const error = hostError(response.status, response.statusText, settled.error)
     // Every route a command calls is one its own release's host serves: a host that has no such

@@ -887,6 +887,51 @@ describe('leasehold worker', () => {
     expect(result.stdout).not.toContain('taking')
   }, 20_000)
 
+  /** A server at `url` that answers every request with `status`, its body `body` of `type`: not Leasehold's. */
+  async function answering(status: number, type: string, body: string): Promise<{ url: string; close(): void }> {
+    const server = createHttpServer((req, res) => req.resume().on('end', () => res.writeHead(status, { 'content-type': type }).end(body)))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      close: () => {
+        server.closeAllConnections()
+        server.close()
+      },
+    }
+  }
+
+  test('a server that is not Leasehold (a page; JSON without Leasehold\'s {detail, code} to a 405 or 501) stops the worker with the line the client commands say it with, exit 1; a proxy\'s 502 page, or a Leasehold host\'s 503, is asked again', async () => {
+    const notLeasehold = [
+      [501, 'text/html', '<html><body><h1>Error response</h1><p>Unsupported method (\'POST\')</p></body></html>', 'HTTP 501 Not Implemented without Leasehold\'s JSON ("Error response Unsupported method (\'POST\')")'],
+      [405, 'application/json', '{"error":"method not allowed"}', 'HTTP 405 Method Not Allowed without Leasehold\'s JSON ("{"error":"method not allowed"}")'],
+    ] as const
+    for (const [status, type, body, said] of notLeasehold) {
+      const server = await answering(status, type, body)
+      try {
+        const result = await run(['worker', '--url', server.url, '--token', host.token])
+        expect(result.status, result.stderr).toBe(1)
+        expect(lines(result.stderr)).toContainEqual(`leasehold worker: the server at ${server.url} answered ${said}: it is not a Leasehold host, or a proxy stands between (another program may listen on a port a host left); stopping`)
+        expect(result.stderr).not.toContain('retrying')
+      } finally {
+        server.close()
+      }
+    }
+    const away = [
+      [503, 'application/json', '{"detail":"The host is stopping","code":"shutting_down"}'],
+      [502, 'text/html', '<h1>502 Bad Gateway</h1>'],
+    ] as const
+    for (const [status, type, body] of away) {
+      const server = await answering(status, type, body)
+      try {
+        const said = await workerSays(['--url', server.url, '--token', host.token], 'retrying')
+        expect(said).toContain(`the host answered ${status}`)
+        expect(said).not.toContain('not a Leasehold host')
+      } finally {
+        server.close()
+      }
+    }
+  })
+
   test('a Redis nobody listens for is said, as down or not listening there, not waited on in silence', async () => {
     const port = await freePort()
     const stderr = await workerSays(['--redis', `redis://127.0.0.1:${port}`, '--token', 'x'], 'refuses connections')

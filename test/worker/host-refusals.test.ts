@@ -26,7 +26,7 @@ test('a leasehold worker pointed at a server that is no Leasehold host (404, a p
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
     const worker = spawnWorker({ url, token: 'any-token' } as TestHost, ['--grace-s', '1'])
     expect(await worker.exited).toBe(1)
-    expect(worker.output()).toContain('leasehold worker: the host refuses this worker (404 not_json: the answer (HTTP 404) is not JSON: <h1>Not Found</h1>); stopping')
+    expect(worker.output()).toContain(`leasehold worker: the server at ${url} answered HTTP 404 Not Found without Leasehold's JSON ("Not Found"): it is not a Leasehold host, or a proxy stands between (another program may listen on a port a host left); stopping`)
     expect(worker.output()).not.toContain('retrying')
   } finally {
     server.close()
