@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { printable } from './printable'
+import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
 
 /**
  * The command line's rules that both programs' commands follow — the host's client commands
@@ -49,6 +50,16 @@ export const CLIENT_TARGET_HELP = `${TARGET_HELP}
   env LEASEHOLD_TIMEOUT_S
                        how long to wait for each answer of the host, 1 to 3600 seconds [30];
                        then one line names the host that did not answer, exit 1`
+
+/**
+ * A word a command puts in a URL's path as a segment of its own (a queue's or a schedule's name, a
+ * blocker's id): "." or ".." is dropped from the path, and the request would reach a route the
+ * host does not have (said as a host of an older release). A usage error naming `command` and
+ * what the word should be (`kind`: "a queue name").
+ */
+export function checkPathSegment(command: string, word: string, kind: string): void {
+  if (isDotSegment(word)) throw new ConfigError(`${command}: "${word}" is not ${kind}: ${DOT_SEGMENT_REFUSAL}`)
+}
 
 /** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */
 export function parseFlags<T>(argv: string[], strings: readonly string[], booleans: readonly string[] = []): T {

@@ -1,8 +1,7 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
-import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
+import { checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
-import { DOT_SEGMENT_REFUSAL, isDotSegment } from '../../src-shared/queue-name'
 import { answered, hostApi } from './http-client'
 import { printable } from '../../src-shared/printable'
 import { table } from './text-table'
@@ -72,7 +71,7 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
 /**
  * The QUEUE of pause and resume (list takes none): exactly one word, a name a queue may have. An
  * empty name would reach the host as /api/queues//pause, and "." or ".." as a path with the
- * segment dropped: routes that do not exist.
+ * segment dropped: routes that do not exist (checkPathSegment, shared with schedule and blockers).
  */
 function queueName(sub: string, words: string[]): string | undefined {
   if (sub === 'list') {
@@ -82,7 +81,7 @@ function queueName(sub: string, words: string[]): string | undefined {
   const [name, ...extra] = words
   if (name === undefined || name.trim() === '') throw new ConfigError(`queue ${sub} needs the name of a queue: leasehold queue ${sub} QUEUE`)
   if (extra.length > 0) throw new ConfigError(`queue ${sub} takes one QUEUE (got also "${extra[0]}"); run it once for each queue`)
-  if (isDotSegment(name)) throw new ConfigError(`queue ${sub}: "${name}" is not a queue name: ${DOT_SEGMENT_REFUSAL}`)
+  checkPathSegment(`queue ${sub}`, name, 'a queue name')
   // Said of QUEUE here: the host's refusal would name the field, which reads as a --queue flag.
   if (name.length > MAX_ID_CHARS) throw new ConfigError(`queue ${sub}: a queue name is at most ${MAX_ID_CHARS} characters (got ${name.length})`)
   return name

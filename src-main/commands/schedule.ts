@@ -3,7 +3,7 @@ import { printable } from '../../src-shared/printable'
 import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
-import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
+import { checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { answered, hostApi } from './http-client'
 import { table } from './text-table'
 import { buildSubmit, type SubmitFlags } from './submit'
@@ -88,6 +88,7 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
   if (action === 'list' ? name !== undefined : !name) {
     throw new ConfigError(action === 'list' ? `schedule list takes no name (got "${name}")` : `schedule ${action} needs the schedule's NAME`)
   }
+  if (name !== undefined) checkPathSegment(`schedule ${action}`, name, 'a schedule name')
   if (extra.length > 0) throw new ConfigError(`unexpected argument "${extra[0]}"`)
   if (action !== 'add') {
     const given: string[] = [...ADD_FLAGS.filter((flag) => flags[flag] !== undefined), ...(flags.paused ? ['paused'] : [])]
