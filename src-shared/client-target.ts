@@ -38,6 +38,11 @@ function systemHome(): string | undefined {
 export interface ClientTarget {
   url: string
   token: string
+  /**
+   * Where the token came from, as a host's refusal of it names it: `--token`, `LEASEHOLD_TOKEN`,
+   * the URL's `#token=`, or the data dir's token file (its path).
+   */
+  tokenSource?: string
   /** How long to wait for each answer of the host (LEASEHOLD_TIMEOUT_S) [{@link DEFAULT_ANSWER_TIMEOUT_S}]. */
   timeoutMs?: number
 }
@@ -183,7 +188,7 @@ export function resolveClientTarget(flags: { url?: string; token?: string; 'data
   const [tokenSource, token] = givenTokens.find(([, value]) => value !== undefined) ?? [join(dataDir, 'token'), readOptional(join(dataDir, 'token'))]
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
   checkToken(tokenSource, token)
-  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, timeoutMs: timeoutS * 1000 }
+  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, tokenSource, timeoutMs: timeoutS * 1000 }
 }
 
 /**

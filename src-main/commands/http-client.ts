@@ -55,6 +55,16 @@ export function hostError(status: number, statusText: string, answer: unknown): 
   return new HostError(status, code, oneLine(detail), body)
 }
 
+/**
+ * The host's 401, naming the host and where the token it refused came from (--token,
+ * LEASEHOLD_TOKEN, the URL's #token=, the data dir's token file): the host's own detail names
+ * neither, and a token picked up from a file or the environment is easily not the one meant.
+ */
+export function refusedToken(target: ClientTarget, error: HostError): HostError {
+  const from = target.tokenSource === undefined ? 'the token' : `the token from ${target.tokenSource}`
+  return new HostError(error.status, error.code, `the host at ${target.url} refused ${from}: ${error.detail}`, error.body)
+}
+
 /** The status of an answer: what {@link answered} reads of it. */
 export interface AnswerHead {
   ok: boolean
@@ -142,6 +152,7 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
       throw new HostError(response.status, `http_${response.status}`, notLeaseholdAnswer(target.url, response.status, response.statusText, settled.error), {})
     }
     const error = hostError(response.status, response.statusText, settled.error)
+    if (error.status === 401) throw refusedToken(target, error)
     // Every route a command calls is one its own release's host serves: a host that has no such
     // route runs an older release, whose own command line is the one that speaks to it.
     if (error.code === 'not_found' && error.detail.startsWith('No route ')) {

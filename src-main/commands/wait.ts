@@ -3,7 +3,7 @@ import type { components } from '../../src-shared/api-types'
 import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
 import { openStream } from '../../src-shared/http-json'
 import { heldPath } from '../../src-shared/file-owner'
-import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, unreachable } from './http-client'
+import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, refusedToken, unreachable } from './http-client'
 import { printable } from '../../src-shared/printable'
 import { describeError, type JobAnswer } from './job-end'
 import { durationText, SIGNAL_EXITS, type StopSignal } from './submit'
@@ -172,7 +172,10 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
   const fetchWithToken: FetchLike = async (url, init) => {
     try {
       const answer = await openStream(new URL(url), { token: target.token, headers: init.headers, signal: init.signal, timeoutMs: answerTimeoutMs(target) })
-      if (!answer.ok) refusal = hostError(answer.status, answer.statusText, jsonOrText(await answer.text()))
+      if (!answer.ok) {
+        const error = hostError(answer.status, answer.statusText, jsonOrText(await answer.text()))
+        refusal = error.status === 401 ? refusedToken(target, error) : error
+      }
       return answer
     } catch (error) {
       connectError = error

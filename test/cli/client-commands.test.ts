@@ -323,6 +323,21 @@ describe('leasehold submit', async () => {
     expect(host.engine.listJobs({}).jobs.length).toBe(before)
   })
 
+  test('a 401 names the host and where the token it refused came from: --token, LEASEHOLD_TOKEN, the URL\'s #token=, the data dir\'s token file', async () => {
+    const wrong = 'not-the-hosts-token'
+    const refused = (source: string) => [`leasehold: the host at ${host.url} refused the token from ${source}: A valid Authorization: Bearer token is required (unauthorized)`]
+    const flag = await runAsync(['status', '--url', host.url, '--token', wrong])
+    expect(flag.status).toBe(1)
+    expect(lines(flag.stderr)).toEqual(refused('--token'))
+    expect(lines((await runAsync(['status', '--url', host.url], { LEASEHOLD_TOKEN: wrong })).stderr)).toEqual(refused('LEASEHOLD_TOKEN'))
+    expect(lines((await runAsync(['status', '--url', `${host.url}/#token=${wrong}`])).stderr)).toEqual(refused('the #token= of --url'))
+    // A data dir whose host.json names the host (a live process), and whose token is not the host's.
+    const dir = tempDir()
+    writeFileSync(join(dir, 'host.json'), JSON.stringify({ url: host.url, pid: process.pid }))
+    writeFileSync(join(dir, 'token'), `${wrong}\n`)
+    expect(lines((await runAsync(['submit', '--type', 't', '--data-dir', dir])).stderr)).toEqual(refused(join(dir, 'token')))
+  })
+
   test('a host error is its {detail, code} as one line, exit 1', async () => {
     const result = await cli(['submit', '--type', 't', '--token', 'not-the-token'])
     expect(result.status).toBe(1)
