@@ -111,13 +111,6 @@ const push = <T>(list: T[], item: T): (() => void) => {
   }
 }
 
-/** One undo of several, run newest first as the transaction runs its own. */
-const undoAll =
-  (...undos: (() => void)[]): (() => void) =>
-  () => {
-    for (let i = undos.length - 1; i >= 0; i--) undos[i]!()
-  }
-
 export class Outbox implements RowWriteSubscriber {
   private changes: OutboxChanges = { messages: [], ended: [], grants: [] }
   /** The table's rows per queue, as committed plus the transaction in progress. A queue leaves the map when it has none. */
@@ -143,10 +136,20 @@ export class Outbox implements RowWriteSubscriber {
     if (message !== previous) {
       const row: OutboxMessage = { enqueue_id: message, job_id: after.id, queue: after.queue, created_at: this.ctx.clock.now() }
       this.ctx.insert('redis_outbox', COLUMNS, row)
-      const undoPublish = undoAll(this.count(row.queue, 1), push(this.changes.messages, row))
+      const messages = this.changes.messages
+      const at = messages.push(row) - 1
+      this.bump(row.queue, 1)
+      const undoPublish = () => {
+        messages.length = at
+        this.bump(row.queue, -1)
+      }
       // A finished job's message was ended when it finished: a retry's new message ends nothing more.
       if (previous === null || isFinal(before?.state)) return undoPublish
-      return undoAll(undoPublish, this.end(previous, before!.queue))
+      const undoEnd = this.end(previous, before!.queue)
+      return () => {
+        undoEnd()
+        undoPublish()
+      }
     }
     if (isFinal(after.state) && !isFinal(before?.state)) return this.end(message, after.queue)
     return undefined
@@ -163,26 +166,30 @@ export class Outbox implements RowWriteSubscriber {
    * ran without Redis, and the fill has not reached it): then nothing is counted off.
    */
   private end(enqueueId: number, queue: string): () => void {
-    const undoEnded = push(this.changes.ended, { enqueue_id: enqueueId, queue })
-    const deleted = this.deleteRow(enqueueId)
-    return deleted === undefined ? undoEnded : undoAll(undoEnded, deleted)
-  }
-
-  /** Deletes a message's row and counts it off its queue (the row's own); returns the undo of the count, undefined when there was no row. */
-  private deleteRow(enqueueId: number): (() => void) | undefined {
-    const row = this.ctx.one<{ queue: string }>('DELETE FROM redis_outbox WHERE enqueue_id = ? RETURNING queue', enqueueId)
-    return row === undefined ? undefined : this.count(row.queue, -1)
-  }
-
-  /** `n` more rows of `queue` (fewer when negative), in the transaction in progress; returns how to put the count back. */
-  private count(queue: string, n: number): () => void {
-    const apply = (by: number) => {
-      const rows = (this.rowsPerQueue.get(queue) ?? 0) + by
-      if (rows === 0) this.rowsPerQueue.delete(queue)
-      else this.rowsPerQueue.set(queue, rows)
+    const ended = this.changes.ended
+    const at = ended.push({ enqueue_id: enqueueId, queue }) - 1
+    const deleted = this.deleteRow(enqueueId, queue)
+    return () => {
+      ended.length = at
+      if (deleted) this.bump(queue, 1)
     }
-    apply(n)
-    return () => apply(-n)
+  }
+
+  /**
+   * Deletes a message's row and counts it off `queue`, the queue of its job (a job's queue never
+   * changes); returns whether there was a row.
+   */
+  private deleteRow(enqueueId: number, queue: string): boolean {
+    const deleted = this.ctx.stmt('DELETE FROM redis_outbox WHERE enqueue_id = ?').run(enqueueId).changes === 1
+    if (deleted) this.bump(queue, -1)
+    return deleted
+  }
+
+  /** `by` more rows of `queue` (fewer when negative), in the transaction in progress: its undo bumps back. */
+  private bump(queue: string, by: number): void {
+    const rows = (this.rowsPerQueue.get(queue) ?? 0) + by
+    if (rows === 0) this.rowsPerQueue.delete(queue)
+    else this.rowsPerQueue.set(queue, rows)
   }
 
   /**
@@ -208,8 +215,8 @@ export class Outbox implements RowWriteSubscriber {
 
   /** The fill's first phase: the rows from `after` on whose message is no unfinished job's current one are deleted. */
   private fillRows(after: number): OutboxFillStep {
-    const rows = this.ctx.all<Pick<OutboxMessage, 'enqueue_id' | 'job_id'>>(
-      'SELECT enqueue_id, job_id FROM redis_outbox WHERE enqueue_id > ? ORDER BY enqueue_id LIMIT ?',
+    const rows = this.ctx.all<Pick<OutboxMessage, 'enqueue_id' | 'job_id' | 'queue'>>(
+      'SELECT enqueue_id, job_id, queue FROM redis_outbox WHERE enqueue_id > ? ORDER BY enqueue_id LIMIT ?',
       after,
       FILL_ROWS,
     )
@@ -217,8 +224,7 @@ export class Outbox implements RowWriteSubscriber {
     for (const row of rows) {
       const job = findJob(this.ctx, row.job_id)
       if (job && job.stream_message_id === row.enqueue_id && !isFinal(job.state)) continue
-      const deleted = this.deleteRow(row.enqueue_id)
-      if (deleted) this.ctx.onRollback(deleted)
+      if (this.deleteRow(row.enqueue_id, row.queue)) this.ctx.onRollback(() => this.bump(row.queue, 1))
       removed += 1
     }
     const next: OutboxFillCursor = rows.length === FILL_ROWS ? { phase: 'rows', after: rows[rows.length - 1]!.enqueue_id } : { phase: 'jobs', after: 0 }
@@ -236,7 +242,10 @@ export class Outbox implements RowWriteSubscriber {
       .all(this.ctx.clock.now(), after, until)
     const perQueue = new Map<string, number>()
     for (const { queue } of inserted) perQueue.set(queue, (perQueue.get(queue) ?? 0) + 1)
-    for (const [queue, n] of perQueue) this.ctx.onRollback(this.count(queue, n))
+    for (const [queue, n] of perQueue) {
+      this.bump(queue, n)
+      this.ctx.onRollback(() => this.bump(queue, -n))
+    }
     const last = this.ctx.one<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM jobs')!.seq ?? 0
     return { added: inserted.length, removed: 0, next: until < last ? { phase: 'jobs', after: until } : null }
   }
