@@ -349,7 +349,9 @@ describe('a waiting reason names no time: the time is waiting_until, for each re
 
 describe('why a job waits, read while the engine works', () => {
   it('a view read from outside every operation, whose read of the line commits an open group, takes the line again after the grants that commit set off', async () => {
-    const { engine } = setup({ total_units: 100 })
+    // The group must stay open until the read: one whose submit outlasts groupMaxMs on a loaded
+    // machine commits as that submit ends, and there is then nothing for the read to commit.
+    const { engine } = setup({ total_units: 100, config: { groupMaxMs: 60_000 } })
     // Rows of 2 MB each: the engine keeps the first few QUEUED rows in memory and reads the
     // others from SQLite, and a read from outside every operation commits the open group first.
     const big = 'x'.repeat(1_000_000)
