@@ -4,7 +4,7 @@
  * `--data-dir` (the host's host.json and token). The host's clock is manual so that a test can
  * halt a job on a held file (the one retry comes 180 s after the denial) without waiting.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
@@ -15,7 +15,7 @@ import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { BIN, runCli, runCliAsync } from '../helpers/process'
+import { runCli, runCliAsync, startCli as startCliProcess } from '../helpers/process'
 
 /** The runner's own LEASEHOLD_* settings must not pick the host. */
 const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
@@ -51,24 +51,9 @@ const lines = (text: string) => text.trim().split('\n').filter(Boolean)
 
 /** Starts `leasehold <args> --data-dir <the host's>` and lets the test act while it runs. */
 function startCli(args: string[]) {
-  const child = spawn(process.execPath, [BIN, ...args, '--data-dir', host.dataDir], {
-    env: { ...process.env, ...CLEAN_ENV },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  children.push(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  const until = async (what: string, ready: () => boolean, ms = 20_000) => {
-    const deadline = Date.now() + ms
-    while (!ready()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nstdout: ${stdout}\nstderr: ${stderr}`)
-      await new Promise((resolve) => setTimeout(resolve, 25))
-    }
-  }
-  return { child, exited, until, stdout: () => stdout, stderr: () => stderr }
+  const run = startCliProcess([...args, '--data-dir', host.dataDir], CLEAN_ENV)
+  children.push(run.child)
+  return run
 }
 
 /** Leases the queued job of `type` as a test-driven worker (the worker API: lease + attempt + token). */

@@ -3,14 +3,14 @@
  * requests of submit-batch instead of one command (a Node start and a request) each. The real
  * command (bin/leasehold.js) against an in-process host, found through `--data-dir`.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { BIN, runCliAsync } from '../helpers/process'
+import { runCliAsync, startCli as startCliProcess } from '../helpers/process'
 
 /** The runner's own LEASEHOLD_* settings must not pick the host. */
 const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
@@ -33,6 +33,13 @@ afterEach(async () => {
 })
 
 const lines = (text: string) => text.trim().split('\n').filter(Boolean)
+
+/** Starts `leasehold <args> --data-dir <the host's>` and lets the test act while it runs. */
+function startCli(args: string[]) {
+  const run = startCliProcess([...args, '--data-dir', host.dataDir], CLEAN_ENV)
+  children.push(run.child)
+  return run
+}
 
 /** A file holding `text` in a temp dir of its own. */
 function inputFile(text: string): string {
@@ -217,27 +224,16 @@ describe('leasehold submit --each stopped by a signal', () => {
     ['', [], 'interrupted'],
     [' (with --wait --json, which prints no id as it submits: every id then)', ['--wait', '--json'], 'interrupted-json'],
   ])('SIGINT with a request in flight waits for its answer and prints its ids: every job stored is printed, a line says from where none was; exit 130%s', async (_what, flags, type) => {
-    const child = spawn(process.execPath, [BIN, 'submit', '--type', type, ...flags, '--queue', 'each-interrupted', '--each', inputFile('{}\n'.repeat(20_000)), '--data-dir', host.dataDir], {
-      env: { ...process.env, ...CLEAN_ENV },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    children.push(child)
-    let stdout = ''
-    let stderr = ''
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const run = startCli(['submit', '--type', type, ...flags, '--queue', 'each-interrupted', '--each', inputFile('{}\n'.repeat(20_000))])
     // The first request's ids are written just as the next request goes: the signal finds it in
     // flight. (--wait --json writes none: the signal goes once the first jobs are stored.)
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (stdout === '' && flags.length === 0) child.kill('SIGINT')
-      stdout += chunk.toString()
-    })
-    if (flags.length > 0) await until('the first jobs', () => host.engine.listJobs({ limit: 1, job_type: type }).jobs.length > 0).then(() => child.kill('SIGINT'))
-    const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
-    expect(status).toBe(130)
-    const printed = lines(stdout)
+    if (flags.length === 0) run.child.stdout!.once('data', () => run.child.kill('SIGINT'))
+    else await run.until('the first jobs', () => host.engine.listJobs({ limit: 1, job_type: type }).jobs.length > 0).then(() => run.child.kill('SIGINT'))
+    expect(await run.exited).toBe(130)
+    const printed = lines(run.stdout())
     expect(printed.length).toBeLessThan(20_000)
     expect(new Set(jobsOfType(type))).toEqual(new Set(printed))
-    expect(lines(stderr)).toEqual([
+    expect(lines(run.stderr())).toEqual([
       expect.stringMatching(/^leasehold: SIGINT: waiting up to 10 s for the host's answer about the jobs of lines \d+ to \d+, to print those submitted \(SIGINT again stops at once\)$/),
       `leasehold: stopped by SIGINT; the jobs from line ${printed.length + 1} on were not submitted`,
     ])
@@ -313,24 +309,16 @@ describe('leasehold submit --each --wait stopped by a signal while it waits', ()
     ['SIGTERM', 143, ['--json']],
   ] as const)('%s: the jobs not ended are each said on their line as they stand (and with --json printed), as --wait-timeout says them; exit %i, the jobs left so', async (signal, exit, flags) => {
     const type = `each-stopped-${signal}`
-    const child = spawn(process.execPath, [BIN, 'submit', '--type', type, '--queue', type, '--wait', ...flags, '--each', inputFile('{"n": 1}\n{"n": 2}\n'), '--data-dir', host.dataDir], {
-      env: { ...process.env, ...CLEAN_ENV },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    children.push(child)
-    let stdout = ''
-    let stderr = ''
-    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    await until('the wait', () => stderr.includes('0 of 2 jobs ended'))
+    const run = startCli(['submit', '--type', type, '--queue', type, '--wait', ...flags, '--each', inputFile('{"n": 1}\n{"n": 2}\n')])
+    await run.until('the wait', () => run.stderr().includes('0 of 2 jobs ended'))
     const [first] = [take(type)]
     host.engine.complete({ ...first, result: null })
-    await until('the first job\'s end', () => stderr.includes('1 of 2 jobs ended'))
+    await run.until('the first job\'s end', () => run.stderr().includes('1 of 2 jobs ended'))
     const second = jobsOf(type).find((job) => job.state === 'QUEUED')!
-    child.kill(signal)
-    const status = await new Promise<number | null>((resolve) => child.once('close', resolve))
-    expect(status, stderr).toBe(exit)
-    expect(lines(stderr).slice(-2)).toEqual([
+    run.child.kill(signal)
+    expect(await run.exited, run.stderr()).toBe(exit)
+    const stdout = run.stdout()
+    expect(lines(run.stderr()).slice(-2)).toEqual([
       expect.stringMatching(new RegExp(`^leasehold: line 2: job ${second.id} still QUEUED when ${signal} stopped the wait — waiting: `)),
       `leasehold: 1 job had not ended when ${signal} stopped the wait; left as it is`,
     ])

@@ -30,6 +30,35 @@ export function runCliAsync(
   return new Promise((resolve) => child.once('close', (status) => resolve({ status, stdout, stderr })))
 }
 
+/** A `leasehold …` command still running, for a test to act on while it runs. */
+export interface RunningCli {
+  child: ChildProcess
+  /** Its exit status, once it has exited and its output has all been read. */
+  exited: Promise<number | null>
+  /** Resolves once `ready()` holds (checked every 25 ms); throws with the output so far after `ms`. */
+  until(what: string, ready: () => boolean, ms?: number): Promise<void>
+  stdout(): string
+  stderr(): string
+}
+
+/** Starts `leasehold …` and lets the test act while it runs (runCliAsync waits for its end). */
+export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): RunningCli {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+  const until = async (what: string, ready: () => boolean, ms = 20_000) => {
+    const deadline = Date.now() + ms
+    while (!ready()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nstdout: ${stdout}\nstderr: ${stderr}`)
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+  }
+  return { child, exited, until, stdout: () => stdout, stderr: () => stderr }
+}
+
 export interface ServeProcess {
   child: ChildProcess
   url: string
