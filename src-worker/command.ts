@@ -71,12 +71,13 @@ export function parseWorkerArgs(argv: string[]): WorkerFlags {
 }
 
 /** Over Redis the worker names no host: its token is all it needs of one (a URL only to say where it takes jobs from). */
-function redisTarget(url: string, flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; token: string } {
+function redisTarget(url: string, flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; token: string; tokenSource: string } {
   if (!/^rediss?:\/\/\S+$/.test(url)) throw new ConfigError('--redis must be a redis:// or rediss:// URL')
   const token = flags.token ?? envSetting(env, 'LEASEHOLD_TOKEN')
   if (!token) throw new ConfigError('--redis needs --token (or LEASEHOLD_TOKEN): the host checks it on every request')
-  checkToken(flags.token !== undefined ? '--token' : 'LEASEHOLD_TOKEN', token)
-  return { url: redactedUrl(url), token }
+  const tokenSource = flags.token !== undefined ? '--token' : 'LEASEHOLD_TOKEN'
+  checkToken(tokenSource, token)
+  return { url: redactedUrl(url), token, tokenSource }
 }
 
 /** The longest --redis-prefix, as serve takes it. */
@@ -137,6 +138,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     gpu: flags.gpu === true,
     handlers: { handlersDir: flags.handlers ?? null, execAllow, execAllowSetBy: 'leasehold worker --exec-allow' },
     log,
+    tokenSource: target.tokenSource,
     onRefused: () => stop(1),
     onProblem: (problem) => void reportProblem(problem),
   })

@@ -27,6 +27,8 @@ export interface RuntimeOptions {
   threads?: number
   handlers: HandlerOptions
   log: (line: string) => void
+  /** Where the worker's token came from, for the line a refused token stops it with (transport.ts refusedLine). */
+  tokenSource?: string
   /** How long a claim long-polls when the worker has nothing else to say. */
   claimWaitMs?: number
   /** How long an aborted handler may take to stop before its thread is replaced. */
@@ -578,7 +580,7 @@ export class WorkerRuntime {
   private refused(error: HostError): void {
     if (this.refusal) return
     this.refusal = error
-    this.options.log(refusedLine(error))
+    this.options.log(refusedLine(error, this.options.tokenSource))
     this.stopClaiming.abort()
     clearTimeout(this.pollTimer)
     for (const thread of this.drivers.keys()) thread.post({ type: 'refused' })

@@ -70,9 +70,17 @@ export function refusesWorker(error: unknown, reports: number): error is HostErr
   return error instanceof HostError && (error.status === 401 || error.status === 403 || error.status === 404 || error.code === NOT_LEASEHOLD || (error.status === 400 && reports === 0))
 }
 
-/** The line a worker the host refuses stops with; one that is not a Leasehold host is said as the client commands say it. */
-export const refusedLine = (error: HostError): string =>
-  error.code === NOT_LEASEHOLD ? `leasehold worker: ${error.message}; stopping` : `leasehold worker: the host refuses this worker (${error.status} ${error.code}: ${error.message}); stopping`
+/**
+ * The line a worker the host refuses stops with; one that is not a Leasehold host is said as the
+ * client commands say it. A refused token (401) is named by where it came from (`--token`,
+ * `LEASEHOLD_TOKEN`, a data dir's token file), as the client commands name it: a token picked up
+ * from the environment or a file is easily not the one meant.
+ */
+export function refusedLine(error: HostError, tokenSource?: string): string {
+  if (error.code === NOT_LEASEHOLD) return `leasehold worker: ${error.message}; stopping`
+  const from = error.status === 401 && tokenSource !== undefined ? `; the token came from ${tokenSource}` : ''
+  return `leasehold worker: the host refuses this worker (${error.status} ${error.code}: ${error.message}${from}); stopping`
+}
 
 /**
  * The way to the host refused a call before the host saw it (Redis's ACL refused the worker's

@@ -608,7 +608,7 @@ describe('remote workers over Redis only', () => {
     const { done } = remoteWorker('unknown', 'not-the-host-token', ['--grace-s', '1'])
     const { status, stderr } = await done
     expect(status).toBe(1)
-    expect(stderr).toContain('leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked); stopping')
+    expect(stderr).toContain('leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked; the token came from --token); stopping')
     expect(stderr).not.toContain('retrying')
   })
 

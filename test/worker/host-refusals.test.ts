@@ -19,6 +19,17 @@ test('a leasehold worker the host refuses (a token it does not know) says why an
   expect(worker.output()).not.toContain('retrying')
 })
 
+test.each([
+  ['--token', ['--token', 'not-the-host-token'], {}],
+  ['LEASEHOLD_TOKEN', [], { LEASEHOLD_TOKEN: 'not-the-host-token' }],
+] as const)('a refused token is named by where it came from (%s), as the client commands name it', async (source, args, env) => {
+  const host = await startHost({ workers: 0 })
+  const worker = await runCliAsync(['worker', '--url', host.url, '--grace-s', '1', ...args], { LEASEHOLD_DATA_DIR: undefined, LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, ...env })
+  expect(worker.status).toBe(1)
+  const refused = worker.stderr.split('\n').find((line) => line.startsWith(REFUSED))
+  expect(refused).toMatch(new RegExp(`; the token came from ${source}\\); stopping$`))
+})
+
 test('a leasehold worker pointed at a server that is no Leasehold host (404, a page not JSON) says so and exits 1', async () => {
   const server = createServer((_req, res) => res.writeHead(404, { 'content-type': 'text/html' }).end('<h1>Not Found</h1>'))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
