@@ -35,9 +35,10 @@ Flags:
                        from the job's creation, and a delay differs from a job submitted with
                        none) is refused on one line naming the job and what differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
-                       2026-03-01T02:00:00Z (without a zone it is this machine's local time;
-                       an offset as +05:30 or +0530; a fraction of a second to the millisecond;
-                       not a date alone, nor 24:00: the next day's 00:00)
+                       2026-03-01T02:00:00Z (without a zone it is this machine's local time,
+                       and a time its clocks skip for summer time is refused; an offset as
+                       +05:30 or +0530; a fraction of a second to the millisecond; not a date
+                       alone, nor 24:00: the next day's 00:00)
   --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
                        (each unit once, the larger first), up to 100 years (--at and --in do
                        not go together)
@@ -231,7 +232,21 @@ export function parseTime(flag: string, value: string): string {
   const real = date !== null && Number(date[4]) < 24 && new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3]))).getUTCDate() === Number(date[3])
   const ms = real ? Date.parse(value.replace(/(\.\d{3})\d+/, '$1').replace(/([+-]\d\d)(\d\d)$/, '$1:$2')) : NaN
   if (Number.isNaN(ms)) throw new ConfigError(`--${flag} must be an ISO-8601 time such as 2026-03-01T02:00:00Z (got "${value}")`)
+  if (date![7] === undefined && !localTimeExists(value, ms)) {
+    throw new ConfigError(`--${flag} ${value} is no time in this machine's time zone: its clocks skip it (a change to summer time); give a time outside the gap, or one with its offset (Z, +01:00)`)
+  }
   return new Date(ms).toISOString()
+}
+
+/**
+ * Whether a local time read as `ms` names the same wall-clock time it was written as. A time in
+ * the hour a change to summer time skips (02:30 on the night clocks go from 02:00 to 03:00) is
+ * moved by Date.parse to one that exists: the job would run an hour away from what was asked.
+ */
+function localTimeExists(written: string, ms: number): boolean {
+  const read = new Date(ms)
+  // YYYY-MM-DDTHH:MM…: the day, the hour and the minute as written.
+  return read.getDate() === Number(written.slice(8, 10)) && read.getHours() === Number(written.slice(11, 13)) && read.getMinutes() === Number(written.slice(14, 16))
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }

@@ -254,6 +254,21 @@ describe('a usage mistake is one line and exit 2', () => {
     }
   })
 
+  test('--at without a zone names a time of the machine\'s clock: one its clocks skip as summer time begins is refused, not moved an hour', async () => {
+    // Europe/Berlin skips 02:00-03:00 on 2027-03-28; 02:30 that night is no time there.
+    const berlin = { TZ: 'Europe/Berlin' }
+    const skipped = await run(['submit', '--type', 'gap', '--at', '2027-03-28T02:30'], berlin)
+    expect(skipped.status).toBe(2)
+    expect(lines(skipped.stderr)).toEqual(["leasehold: --at 2027-03-28T02:30 is no time in this machine's time zone: its clocks skip it (a change to summer time); give a time outside the gap, or one with its offset (Z, +01:00)"])
+    // The hour after the gap, an offset in the gap's hour, and the hour that repeats in autumn are taken.
+    const after = await run(['submit', '--type', 'gap', '--at', '2027-03-28T03:30', '--url', 'http://127.0.0.1:9', '--token', 't'], berlin)
+    expect(after.stderr).not.toContain('is no time')
+    const offset = await run(['submit', '--type', 'gap', '--at', '2027-03-28T02:30+01:00', '--url', 'http://127.0.0.1:9', '--token', 't'], berlin)
+    expect(offset.stderr).not.toContain('is no time')
+    const autumn = await run(['submit', '--type', 'gap', '--at', '2027-10-31T02:30', '--url', 'http://127.0.0.1:9', '--token', 't'], berlin)
+    expect(autumn.stderr).not.toContain('is no time')
+  })
+
   test('-h COMMAND prints the command\'s help, as COMMAND -h does', async () => {
     const [before, after] = await Promise.all([run(['-h', 'serve']), run(['serve', '-h'])])
     expect([before.status, before.stdout]).toEqual([0, after.stdout])
