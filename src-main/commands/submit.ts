@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs'
-import { isDeepStrictEqual } from 'node:util'
 import type { components, paths } from '../../src-shared/api-types'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { findHost } from './host-target'
@@ -9,6 +8,7 @@ import { ConfigError, parseFlags, CLIENT_TARGET_HELP, sayWhenOutputFails, stopIf
 import { answered, HostError, hostApi, mayHaveArrived } from './http-client'
 import { printable } from '../../src-shared/printable'
 import type { EachJob } from './wait'
+import { sameJson } from '../../src-shared/same-json'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
 
@@ -387,7 +387,7 @@ function differencesFrom(body: SubmitBody, job: QueueJob, runAt: string | null |
   const differ = (flag: string, asked: unknown, has: unknown) => differences.push(`${flag} ${printable(String(asked))}, the job's ${printable(String(has))}`)
   if (body.job_type !== job.job_type) differ('--type', body.job_type, job.job_type)
   // Compared as the host stores it: JSON text read back (-0 is 0).
-  if (body.payload !== undefined && !isDeepStrictEqual(JSON.parse(JSON.stringify(body.payload)) as unknown, job.payload)) differences.push('--payload is not the job\'s')
+  if (body.payload !== undefined && !sameJson(body.payload, job.payload)) differences.push('--payload is not the job\'s')
   if (body.priority !== undefined && body.priority !== job.priority) differ('--priority', body.priority, job.priority)
   if (body.cost_units !== job.cost_units) differ('--units', body.cost_units, job.cost_units)
   if (body.queue !== undefined && body.queue !== job.queue) differ('--queue', body.queue, job.queue)

@@ -7,6 +7,7 @@ import { prefersMinimal } from './body'
 import { GivenTime, GpuAvailable, Id, JsonValue, Name, Note, PageFields, pathParams, PRIORITY, Progress, QueueName, RequestedBy, TtlSec, WorkerId } from './schemas'
 import { HttpError } from './http-error'
 import { type Api, LEASE_409, NOT_FOUND, Reply, route } from './route'
+import { sameJson } from '../../src-shared/same-json'
 import {
   BucketName,
   ClaimAnswer,
@@ -129,8 +130,8 @@ const duplicateRequest = (input: SubmitJob, job: Job): DuplicateRequest => {
 function fieldsDifferingFrom(input: SubmitJob, job: Job): string[] {
   const differs: string[] = []
   if (input.job_type !== job.job_type) differs.push('job_type')
-  // The stored payload is the submitted one through JSON (an absent payload is {}), keys in order.
-  if (JSON.stringify(input.payload ?? {}) !== JSON.stringify(job.payload)) differs.push('payload')
+  // The stored payload is the submitted one through JSON (an absent payload is {}); its members' order is the client's JSON library's.
+  if (!sameJson(input.payload ?? {}, job.payload)) differs.push('payload')
   if ((input.queue ?? DEFAULT_QUEUE) !== job.queue) differs.push('queue')
   if ((input.priority ?? DEFAULT_PRIORITY) !== job.priority) differs.push('priority')
   if (input.cost_units !== job.cost_units) differs.push('cost_units')

@@ -138,6 +138,17 @@ describe('POST /jobs/submit', () => {
     expect(results[1].detail).toContain('differing from this request in its cost_units')
   })
 
+  test('a repeated submit whose payload has the same members in another order (another JSON library) is the same job: its submit repeated, not a differing request', async () => {
+    await start()
+    const sent = { job_type: 'render', cost_units: 1, client_request_id: 'ordered', payload: { a: 1, b: { c: 2, d: [3, 4] } } }
+    await submit(host, sent)
+    const reordered = await expectError(await post(host, `${QUEUE}/jobs/submit`, { ...sent, payload: { b: { d: [3, 4], c: 2 }, a: 1 } }), 409, 'duplicate_request', ['job'])
+    expect(reordered.detail).toContain('with the same job_type, payload, queue, priority and cost_units as this request')
+    // An array's order is its content.
+    const swapped = await expectError(await post(host, `${QUEUE}/jobs/submit`, { ...sent, payload: { a: 1, b: { c: 2, d: [4, 3] } } }), 409, 'duplicate_request', ['job'])
+    expect(swapped.detail).toContain('differing from this request in its payload')
+  })
+
   test('an invalid body is 400 invalid_request naming the fields (cost_units <= 0, missing job_type, wrong types, unknown keys)', async () => {
     await start()
     const url = `${QUEUE}/jobs/submit`
