@@ -251,6 +251,16 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     },
     capacity: { total_units: 100, busy_rating: null },
   })
+  /**
+   * A database restored from a backup: the ids the backed-up host gave after the copy (events,
+   * stream messages) are not given again (engine/store/counters.ts). Before anything writes: here
+   * at a start that takes writes, else once writes are taken again.
+   */
+  const goPastRestoredBackup = (): void => {
+    const restored = engine.goPastRestoredBackup()
+    if (restored) log(`leasehold: the database is a backup taken ${new Date(restored.takenAt).toISOString()}: event ids go on from ${restored.eventId} and stream message ids from ${restored.messageId}, past any its host gave after the copy`)
+  }
+  if (mode.state === 'read_write') goPastRestoredBackup()
   // Redis carries the queues' streams beside SQLite (docs/redis.md): a Redis that is down delays
   // nothing but the relay. It starts before the writers, on a read-only start too: it only reads
   // the database (the outbox), and a second host on its prefix is refused before anything runs.
@@ -534,6 +544,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
    * read-only host has space again; until then none of them runs, so none fails or spins.
    */
   const startWriters = async (): Promise<void> => {
+    goPastRestoredBackup() // done at the start already, unless it began read-only
     // Checkpoints off the main thread (db/checkpointer.ts). Should the thread fail, the main
     // connection's own checkpoint still bounds the log, as it did before there was a thread.
     const checkpoints = timerHealth('the checkpointer', limiter, config.dataDir)

@@ -2,6 +2,7 @@ import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, renameSync, rmS
 import { join } from 'node:path'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { clearHostMark } from './open'
+import { BACKUP_TAKEN_AT_KEY } from '../engine/store/counters'
 
 /** A backup taken: the file it wrote, its size, and how long the copy took. */
 export interface BackupReport {
@@ -42,12 +43,18 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date, n
 /**
  * The copy holds the running host's mark (db/open.ts `setHostMark`), which tells a start that the
  * last host ended without closing the file: a start on a restored backup would warn of an
- * unclean shutdown and check the whole file. The copy is a file no host had open, so its mark goes.
+ * unclean shutdown and check the whole file. The copy is a file no host had open, so its mark
+ * goes. In its place it is marked as a backup, with when it was taken: the host keeps giving
+ * event ids and stream message ids after the copy, and a start on the restored copy moves its
+ * own past those (engine/store/counters.ts `goPastRestoredBackup`).
  */
 function closedCleanly(copy: string, nativeBinding?: string): void {
   const db = new BetterSqlite3(copy, nativeBinding ? { nativeBinding } : {})
   try {
-    clearHostMark(db)
+    db.transaction(() => {
+      clearHostMark(db)
+      db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(BACKUP_TAKEN_AT_KEY, String(Date.now()))
+    })()
   } finally {
     db.close()
   }

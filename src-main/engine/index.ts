@@ -46,7 +46,8 @@ import {
   toLeaseExtended,
   toSubmitResult,
 } from './domain'
-import { eventsAfter, newestEventId, replayStart } from './store/event-log'
+import { eventsAfter, largestEventId, newestEventId, replayStart } from './store/event-log'
+import type { RestoredBackup } from './store/counters'
 import type { WorkerProblem } from './rules/events'
 import * as files from './verbs/files'
 import * as jobs from './verbs/jobs'
@@ -431,6 +432,8 @@ export class Engine {
   // The event log
   /** The newest event's id (0 for an empty log): where a resuming stream client stands against the log. */
   newestEventId = (): number => newestEventId(this.ctx)
+  /** The largest event id the log has handed out, deleted events' included (0 for none): a resume id past it is not this log's. */
+  largestEventId = (): number => largestEventId(this.ctx)
   /** Up to `limit` events after the one with id `after`, oldest first (a stream client's replay). */
   eventsAfter = (after: number, limit: number): Event[] => eventsAfter(this.ctx, after, limit).map(toEvent)
   /** The id a replay of at most `limit` events after `after` starts from: `after`, or a later one when more were missed. */
@@ -492,6 +495,8 @@ export class Engine {
   recordLocalWorker = (workerId: string): void => reaper.recordLocalWorker(this.ctx, workerId)
   /** At a start: the leases of the local workers of the host before, which died with it, expire now. */
   expireLeasesOfLastHostsLocalWorkers = (): number => reaper.expireLeasesOfLastHostsLocalWorkers(this.ctx)
+  /** On a database restored from a backup, the event ids and stream message ids move past those given after the copy (store/counters.ts). */
+  goPastRestoredBackup = (): RestoredBackup | null => this.ctx.counters.goPastRestoredBackup(this.ctx.clock.now())
   /** Leases granted to a claim whose worker was gone before it heard of them: they expire now, not after their TTL. */
   handBackLeases = (workerId: string, leaseIds: readonly string[]): number => reaper.handBackLeases(this.ctx, workerId, leaseIds)
   /** The jobs each worker holds an ACTIVE lease on. */

@@ -233,7 +233,7 @@ export const eventsApi: Api = {
       id: 'streamEvents',
       summary: 'Server-sent events of the event log; resume with Last-Event-ID',
       description:
-        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed, then live events as they commit. What it cannot get is announced by a `gap` frame whose data is a StreamGap (the event ids it may have missed, not replayed): events after its Last-Event-ID that were deleted (retention, a purge: the replay starts past the largest deleted id), or more than 10,000 events (only the newest 10,000 are replayed). A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.',
+        'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed, then live events as they commit. What it cannot get is announced by a `gap` frame whose data is a StreamGap (the event ids it may have missed, not replayed) and whose id is its `missed_to`: events after its Last-Event-ID that were deleted (retention, a purge: the replay starts past the largest deleted id), or more than 10,000 events (only the newest 10,000 are replayed). A Last-Event-ID larger than any the log gave (from a database since restored from a backup) gets a gap over the whole log and no replay. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.',
       // Read by the route itself: the ticket is the request guard's, the event id is checked below.
       query: EventsQuery,
       header: EventsHeaders,
@@ -284,11 +284,25 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, token: stri
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {
+  // An id past the newest this log has given (deleted ones included) is none of its own: one
+  // from a database since restored from an older backup, or from another host's. Where the
+  // reader stands is unknown, so all it may have missed is announced, and it goes on from here.
+  const newest = engine.largestEventId()
+  if (after > newest) {
+    if (newest > 0) writeGap(stream, { missed_from: 1, missed_to: newest })
+    return
+  }
   // What follows `after` whole, at most the newest MAX_REPLAY events, is sent; what comes before it is announced as missed.
   const from = engine.replayStart(after, MAX_REPLAY)
-  if (from > after) {
-    const gap: StreamGap = { missed_from: after + 1, missed_to: from }
-    stream.write(`event: gap\ndata: ${JSON.stringify(gap)}\n\n`)
-  }
+  if (from > after) writeGap(stream, { missed_from: after + 1, missed_to: from })
   for (const event of engine.eventsAfter(from, MAX_REPLAY)) stream.write(sseEvent(event))
+}
+
+/**
+ * A gap frame, with `missed_to` as its id: the reader's place in the log is then past the gap,
+ * so a reader that drops again before another event resumes after it (a browser's EventSource
+ * sends it as Last-Event-ID), instead of being told of the same gap at each reconnect.
+ */
+function writeGap(stream: PassThrough, gap: StreamGap): void {
+  stream.write(`id: ${gap.missed_to}\nevent: gap\ndata: ${JSON.stringify(gap)}\n\n`)
 }

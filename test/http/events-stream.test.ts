@@ -112,7 +112,8 @@ test('a reader is told of a gap whenever events after its Last-Event-ID were del
   const res = await host.call('/api/events/stream', { headers: { 'last-event-id': String(seen) } })
   const messages = await readEvents(res, (m) => submittedIds(m).length >= 1)
   const replay = messages.filter((m) => m.event !== 'redis' && m.event !== 'storage')
-  expect(replay[0]).toMatchObject({ event: 'gap' })
+  // Its id is missed_to: a reader that drops before the next event resumes past the gap.
+  expect(replay[0]).toMatchObject({ event: 'gap', id: String(largestDeleted) })
   expect(JSON.parse(replay[0]!.data!)).toEqual({ missed_from: seen + 1, missed_to: largestDeleted })
   expect(submittedIds(replay)).toEqual([after])
 
@@ -121,6 +122,22 @@ test('a reader is told of a gap whenever events after its Last-Event-ID were del
   const resumed = await readEvents(current, (m) => submittedIds(m).length >= 1)
   expect(resumed.some((m) => m.event === 'gap')).toBe(false)
   expect(submittedIds(resumed)).toEqual([after])
+})
+
+test('a Last-Event-ID past every id this log gave (one from a database since restored from an older backup, or another host\'s) is told of a gap over the whole log, the newest id as its place; live events follow', async () => {
+  host = await startTestHost()
+  host.engine.submit({ job_type: 'before', cost_units: 1 })
+  const newest = host.engine.newestEventId()
+  const res = await host.call('/api/events/stream', { headers: { 'last-event-id': String(newest + 100_000) } })
+  const reader = new SseReader(res)
+  const opened = await reader.until((m) => m.some((e) => e.event === 'gap'))
+  const gap = opened.find((e) => e.event === 'gap')!
+  expect(gap.id).toBe(String(newest))
+  expect(JSON.parse(gap.data!)).toEqual({ missed_from: 1, missed_to: newest })
+  const { job } = host.engine.submit({ job_type: 'live', cost_units: 1 })
+  const messages = await reader.until((m) => submittedIds(m).length >= 1)
+  expect(submittedIds(messages)).toEqual([job.id])
+  await reader.close()
 })
 
 test('a ticket opens the stream without the token; a bad ticket or none is 401', async () => {

@@ -18,7 +18,7 @@ class ReservedSequence {
   constructor(
     private readonly ctx: StoreContext,
     /** The settings key of the reservation. */
-    private readonly key: string,
+    readonly key: string,
     /** Where a database from before reservations starts: the largest number stored, as `n`. */
     private readonly storedMaxSql: string,
     /** Called inside the transaction that reserves a block, with the number being taken. */
@@ -28,13 +28,18 @@ class ReservedSequence {
 
   next(): number {
     if (this.last === null) {
-      const stored = readSetting(this.ctx, this.key)
-      this.reserved = stored !== undefined ? Number(stored) : this.ctx.one<{ n: number }>(this.storedMaxSql)!.n
+      this.reserved = this.storedReservation()
       this.last = this.reserved
     }
     this.last += 1
     if (this.last > this.reserved) this.reserve(this.last + this.block - 1)
     return this.last
+  }
+
+  /** Where the sequence goes on from: its last reservation, or on a database from before reservations, the largest number stored. */
+  storedReservation(): number {
+    const stored = readSetting(this.ctx, this.key)
+    return stored !== undefined ? Number(stored) : this.ctx.one<{ n: number }>(this.storedMaxSql)!.n
   }
 
   private reserve(upTo: number): void {
@@ -55,6 +60,28 @@ export interface FloorKeeper {
   storeFloor(next: number): void
 }
 
+/**
+ * The settings key a backup's copy carries (db/backup.ts): when it was taken, in epoch
+ * milliseconds. A start that finds it is a start on a restored backup ({@link Counters.goPastRestoredBackup}).
+ */
+export const BACKUP_TAKEN_AT_KEY = 'backup_taken_at'
+
+/**
+ * More event ids (or stream message ids) than a host gives in a millisecond, by far: a drain of
+ * 20,000 jobs a second writes ~60 events a millisecond, and each restart skips at most one block.
+ */
+export const IDS_PER_MS_BOUND = 1000
+
+/** The least a restored backup's ids jump: a block, for a copy restored within the millisecond (or by a clock set back). */
+const JUMP_AT_LEAST = 4096
+
+/** What a start on a restored backup did: when the copy was taken, and the event id and stream message id that come next. */
+export interface RestoredBackup {
+  takenAt: number
+  eventId: number
+  messageId: number
+}
+
 /** The engine's sequences: job keys, lease fences, stream message ids and event ids. */
 export class Counters {
   private readonly jobSeqs: ReservedSequence
@@ -64,7 +91,7 @@ export class Counters {
   private jobSeqFloor: FloorKeeper | null = null
   private fenceFloor: FloorKeeper | null = null
 
-  constructor(ctx: StoreContext) {
+  constructor(private readonly ctx: StoreContext) {
     // Before reservations, a job's key was the largest one stored plus one. With each block, where
     // the QUEUED jobs start (job-tally.ts reads from there at start).
     this.jobSeqs = new ReservedSequence(ctx, 'job_seqs_reserved', 'SELECT COALESCE(MAX(seq), 0) AS n FROM jobs', (taken) => this.jobSeqFloor?.storeFloor(taken))
@@ -75,6 +102,30 @@ export class Counters {
     // Before reservations, retention and purges never deleted the newest event, so the largest
     // id stored is the largest ever given.
     this.eventIds = new ReservedSequence(ctx, 'event_ids_reserved', 'SELECT COALESCE(MAX(id), 0) AS n FROM events')
+  }
+
+  /**
+   * On a database restored from a backup (its copy marked as one: db/backup.ts), moves the
+   * event ids and stream message ids past every one the backed-up host may have given after the
+   * copy: a reader resumes an event stream from an event id and Redis holds message ids, and a
+   * number given again would name two things. How many it gave is not in the copy; it is bounded
+   * by the time since the copy at {@link IDS_PER_MS_BOUND}, far above what a host can give. Run
+   * before the first of those numbers is taken (the host's start does), in a transaction of its
+   * own; takes the mark away. Null when the database is not a restored backup.
+   */
+  goPastRestoredBackup(now: number): RestoredBackup | null {
+    const takenAt = readSetting(this.ctx, BACKUP_TAKEN_AT_KEY)
+    if (takenAt === undefined) return null
+    const jump = IDS_PER_MS_BOUND * Math.max(now - Number(takenAt), 0) + JUMP_AT_LEAST
+    return this.ctx.transact(() => {
+      const [eventId, messageId] = [this.eventIds, this.messageIds].map((sequence) => {
+        const from = sequence.storedReservation() + jump
+        writeSetting(this.ctx, sequence.key, String(from))
+        return from + 1
+      })
+      this.ctx.run('DELETE FROM settings WHERE key = ?', BACKUP_TAKEN_AT_KEY)
+      return { takenAt: Number(takenAt), eventId: eventId!, messageId: messageId! }
+    })
   }
 
   /** The caches that store a floor with each block of job keys and of fences (the engine's context sets them as it builds them). */

@@ -147,6 +147,15 @@ export function eventsDeletedThrough(ctx: StoreContext): number {
 }
 
 /**
+ * The largest event id the log has handed out to readers: its newest event's, or a deleted
+ * one's when that was larger; 0 for a log that never held one. A reader cannot hold a larger one
+ * from this log.
+ */
+export function largestEventId(ctx: StoreContext): number {
+  return Math.max(newestEventId(ctx), eventsDeletedThrough(ctx))
+}
+
+/**
  * Records, inside the transaction that deletes them, that events were deleted whose largest id is
  * `largest`: every deletion of events goes through here, or a resuming reader is not told it
  * missed them (see {@link replayStart}).
