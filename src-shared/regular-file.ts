@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs'
 import { type FileHandle, lstat, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises'
 import { basename, dirname, join, sep } from 'node:path'
-import { linkedFile } from './linked-file'
+import { linkedFile, ProtectedLinkError } from './linked-file'
 
 /**
  * A file of the data dir that is not a regular file: a FIFO, a socket, a device, a directory.
@@ -35,6 +35,13 @@ function kindOf(stats: Stats): string | null {
 
 /** O_NONBLOCK, for an opening that must not wait on a FIFO (no such flag on Windows, which has no FIFOs in a folder). */
 const NONBLOCK = constants.O_NONBLOCK ?? 0
+
+/**
+ * O_NOFOLLOW, for the opening of a file whose links were followed already ({@link writtenFile}):
+ * a link put in its place since then fails the opening (ELOOP) instead of being followed
+ * unchecked. None on Windows, which has no shared folders ({@link ProtectedLinkError}).
+ */
+const NOFOLLOW = constants.O_NOFOLLOW ?? 0
 
 /**
  * Why the file at `path` (a symbolic link followed) is not a regular file, as `it is a FIFO, not
@@ -81,12 +88,17 @@ export function readRegularFile(path: string): string {
 /**
  * Writes `data` to the file at `path` (a symbolic link followed) as writeFile does, or appends it
  * as appendFile does, creating a file that is not there; refused with {@link NotRegularFileError}
- * when the file there is not a regular file. Throws as writeFile does otherwise (ENOENT, EACCES,
- * ENOSPC…), and a write that fails leaves the file as it was: a full disk (or an I/O error, or a
- * file size limit) met halfway must not cost the old content, nor leave a part that a retry would
- * write again. So a write puts the new content in a file of its own beside the file and renames it
- * over the file once it is whole and synced ({@link replaceRegularFile}), and an append that fails
- * cuts the file back to the length it had ({@link appendRegularFile}).
+ * when the file there is not a regular file, and with {@link ProtectedLinkError} (EACCES, not
+ * retryable) when a link on the way is another user's in a shared folder such as /tmp: the links
+ * are followed here, as the gate follows them (linked-file.ts), and the file they lead to is
+ * opened with no link followed, so that the kernel's own rule for such links, which a machine may
+ * have off, is not what keeps the write from another user's link. Throws as writeFile does
+ * otherwise (ENOENT, EACCES, ENOSPC…), and a write that fails leaves the file as it was: a full
+ * disk (or an I/O error, or a file size limit) met halfway must not cost the old content, nor
+ * leave a part that a retry would write again. So a write puts the new content in a file of its
+ * own beside the file and renames it over the file once it is whole and synced
+ * ({@link replaceRegularFile}), and an append that fails cuts the file back to the length it had
+ * ({@link appendRegularFile}).
  *
  * `leased`: the caller holds the file lease of the file written (the worker's gated `files.*`
  * writes do), so that no other write of it is under way but the caller's own. A write that
@@ -94,7 +106,8 @@ export function readRegularFile(path: string): string {
  * ({@link removeStaleTemps}); without the lease another writer's file could be one of those.
  */
 export async function writeRegularFile(path: string, data: string | Uint8Array, append: boolean, leased = false): Promise<void> {
-  if (!append || !(await appendRegularFile(path, data))) await replaceRegularFile(path, data, leased)
+  const target = await writtenFile(path)
+  if (!append || !(await appendRegularFile(target, data))) await replaceRegularFile(target, data, leased)
 }
 
 /**
@@ -127,9 +140,12 @@ async function openRegular(path: string, flags: number): Promise<{ handle: FileH
   }
 }
 
-/** Appends `data` to the file at `path` in place, or answers false when no file is there (a new file is written whole instead). */
+/**
+ * Appends `data` to the file at `path` (its links followed already: {@link writtenFile}) in place,
+ * or answers false when no file is there (a new file is written whole instead).
+ */
 async function appendRegularFile(path: string, data: string | Uint8Array): Promise<boolean> {
-  const opened = await openRegular(path, constants.O_WRONLY | constants.O_APPEND)
+  const opened = await openRegular(path, constants.O_WRONLY | constants.O_APPEND | NOFOLLOW)
   if (!opened) return false
   const { handle, stats } = opened
   try {
@@ -147,20 +163,20 @@ async function appendRegularFile(path: string, data: string | Uint8Array): Promi
 }
 
 /**
- * Replaces the file at `path` (the file a symbolic link there names, the link kept) with one
- * holding `data`, or makes it. The data goes to a new file in the same folder, named as
- * Leasehold's (`.<name>.leasehold-<random>.tmp`), synced, then renamed over the file: the rename
- * is atomic on one file system, so the file has its old content or the new, never a part. The new
- * file takes the old one's permission bits, and its owner and group where the process may give
- * them; it is removed whenever the write fails. Nothing is made for a file that is not regular,
- * or that the process may not write. Under the file's lease (`leased`) the new files that writes
- * of it ended midway left are removed first: each holds a whole content, room the new one may need.
+ * Replaces the file at `target` (the file a symbolic link at the path asked for names, the link
+ * kept: {@link writtenFile}) with one holding `data`, or makes it. The data goes to a new file in
+ * the same folder, named as Leasehold's (`.<name>.leasehold-<random>.tmp`), synced, then renamed
+ * over the file: the rename is atomic on one file system, so the file has its old content or the
+ * new, never a part. The new file takes the old one's permission bits, and its owner and group
+ * where the process may give them; it is removed whenever the write fails. Nothing is made for a
+ * file that is not regular, or that the process may not write. Under the file's lease (`leased`)
+ * the new files that writes of it ended midway left are removed first: each holds a whole content,
+ * room the new one may need.
  */
-async function replaceRegularFile(path: string, data: string | Uint8Array, leased: boolean): Promise<void> {
-  const target = await writtenFile(path)
+async function replaceRegularFile(target: string, data: string | Uint8Array, leased: boolean): Promise<void> {
   // Opened (not cut) as a write in place would open it: refused as that opening would be refused
   // (EACCES, EROFS, ETXTBSY for a running program, EISDIR), and looked at first (openRegular).
-  const opened = await openRegular(target, constants.O_WRONLY)
+  const opened = await openRegular(target, constants.O_WRONLY | NOFOLLOW)
   await opened?.handle.close()
   const old = opened?.stats
   if (!old && (target.endsWith('/') || target.endsWith(sep))) {
@@ -300,10 +316,14 @@ async function keepOwnership(handle: FileHandle, old: Stats): Promise<void> {
 
 /**
  * The file a write to `path` changes, symbolic links followed as the gate follows them to key it
- * (linked-file.ts); a loop of links fails as the kernel's open would fail it (ELOOP).
+ * (linked-file.ts); a loop of links fails as the kernel's open would fail it (ELOOP), and another
+ * user's link in a shared folder as the kernel's rule for such links fails it (EACCES,
+ * {@link ProtectedLinkError}, naming `path` too).
  */
 async function writtenFile(path: string): Promise<string> {
-  const { path: file, loops } = await linkedFile(path)
+  const { path: file, loops } = await linkedFile(path).catch((error: unknown) => {
+    throw error instanceof ProtectedLinkError ? error.onTheWayTo(path) : error
+  })
   if (loops) throw Object.assign(new Error(`ELOOP: too many symbolic links encountered, open '${file}'`), { code: 'ELOOP', path: file })
   return file
 }

@@ -1,6 +1,5 @@
-import { realpath } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
-import { linkedFile } from '../src-shared/linked-file'
+import { linkedFile, ProtectedLinkError, realPath } from '../src-shared/linked-file'
 import { MAX_PATH_CHARS } from '../src-shared/worker-exchange'
 
 /**
@@ -20,6 +19,11 @@ import { MAX_PATH_CHARS } from '../src-shared/worker-exchange'
  * would share a key. Such a path is refused ({@link UnnamablePath}), as is a path given with a
  * lone surrogate (it reaches the file system as U+FFFD, another file than it names), and a path
  * longer than the gate keys ({@link MAX_PATH_CHARS}).
+ *
+ * Every symbolic link it follows to find the key, at the end or in a folder, is followed by the
+ * write's rule for links in shared folders (src-shared/linked-file.ts): another user's link in a
+ * folder that is sticky and writable by anyone (/tmp) is refused, EACCES, not retryable
+ * ({@link ProtectedLinkError}), before the gate is asked for a file such a link could aim anywhere.
  */
 export async function gatePath(path: string, followLast: boolean): Promise<string> {
   if (LONE_SURROGATE.test(path)) throw new UnnamablePath(Buffer.from(path), 'contains a lone UTF-16 surrogate')
@@ -29,6 +33,7 @@ export async function gatePath(path: string, followLast: boolean): Promise<strin
   } catch (error) {
     // The name it cannot carry is a folder on the way, or a link's target: the message names the path asked for too.
     if (error instanceof UnnamablePath) error.message += ` (on the way to ${shownPath(resolve(path))})`
+    if (error instanceof ProtectedLinkError) error.onTheWayTo(shownPath(resolve(path)))
     throw error
   }
   if (key.length > MAX_PATH_CHARS) {
@@ -42,7 +47,7 @@ async function realTarget(path: string, followLast: boolean): Promise<string> {
   try {
     return await realName(path)
   } catch (error) {
-    if (error instanceof UnnamablePath) throw error
+    if (error instanceof UnnamablePath || error instanceof ProtectedLinkError) throw error
     // Not there yet (or not a path that resolves): a dangling link's target, else its folder, below.
   }
   // A symlink whose target is not there yet (a dangling link) is followed too, by the rule the
@@ -103,9 +108,9 @@ function shownBytes(bytes: Buffer): string {
   return [...bytes].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('')
 }
 
-/** realpath, the answer decoded strictly (see {@link nameOf}). */
+/** The real path, its names decoded strictly (see {@link nameOf}), its links followed by the write's rule ({@link realPath}). */
 async function realName(path: string): Promise<string> {
-  return nameOf(await realpath(path, { encoding: 'buffer' }))
+  return realPath(path, nameOf)
 }
 
 /** A folder's real path, or — where it does not exist — its nearest existing ancestor's, with the rest as written. */
@@ -113,7 +118,7 @@ async function realFolder(folder: string): Promise<string> {
   try {
     return await realName(folder)
   } catch (error) {
-    if (error instanceof UnnamablePath) throw error
+    if (error instanceof UnnamablePath || error instanceof ProtectedLinkError) throw error
     const parent = dirname(folder)
     return parent === folder ? folder : join(await realFolder(parent), basename(folder))
   }

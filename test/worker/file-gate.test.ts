@@ -7,7 +7,7 @@
  * The 180 s are the host's injected clock: a ManualClock that follows real time (the reaper,
  * the lease TTLs and the retry waiters all read it), jumped by 180 s once the holder is done.
  */
-import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { chmodSync, existsSync, lchownSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { ManualClock } from '../../src-main/engine/rules/clock'
@@ -121,5 +121,30 @@ test('a write to a path the gate refuses as such fails its job at the first atte
     const [attempt] = attempts(host, id)
     expect(attempt!.error).toMatchObject({ code, retryable: false })
   }
+  expect(events(host, { type: 'FILE_LEASE_ACQUIRED' })).toHaveLength(0)
+})
+
+test("a file.write through another user's symlink in a shared folder (sticky, writable by anyone) fails its job at the first attempt, EACCES, the file it names untouched, whatever fs.protected_symlinks says", async (context) => {
+  // A link another user owns is made by giving it away (lchown), which only root may do.
+  if (process.getuid?.() !== 0) return context.skip('it needs root to give a symlink to another user (lchown)')
+  const host = await startHost({ workers: 1 })
+  await poolReady(host, 1)
+  const shared = join(host.dataDir, 'shared')
+  mkdirSync(shared)
+  chmodSync(shared, 0o1777)
+  const victim = join(host.dataDir, 'victim.txt')
+  writeFileSync(victim, 'ORIGINAL', { mode: 0o600 })
+  const link = join(shared, 'report.txt')
+  symlinkSync(victim, link)
+  lchownSync(link, 65534, 65534)
+  for (const mode of ['write', 'append']) {
+    const id = await submit(host, { job_type: 'file.write', payload: { path: link, content: 'job content', mode }, max_attempts: 3 })
+    const { job, result } = await settled(host, id, 10_000)
+    expect(job.state).toBe('FAILED')
+    expect(result).toMatchObject({ attempts: 1 })
+    const [attempt] = attempts(host, id)
+    expect(attempt!.error).toMatchObject({ code: 'EACCES', retryable: false, message: expect.stringContaining(`${link} is a symbolic link another user owns (uid 65534) in a shared folder`) })
+  }
+  expect(readFileSync(victim, 'utf8')).toBe('ORIGINAL')
   expect(events(host, { type: 'FILE_LEASE_ACQUIRED' })).toHaveLength(0)
 })
