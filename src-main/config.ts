@@ -6,6 +6,7 @@ import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeVal
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
+import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
 import type { Durability } from './db/open'
 import { MIN_LEASE_WINDOW_S } from './engine/rules/engine-config'
 
@@ -36,6 +37,8 @@ export interface HostConfig {
   workerConcurrency: number | null
   /** Programs local workers' exec handler may run. */
   execAllow: string[]
+  /** The folders local workers' file.write may write under: null anywhere their user may, [] nowhere (src-shared/write-allow.ts). */
+  writeAllow: WriteAllow
   /** The niceness local workers' handler threads lower themselves to (0 = as the host's), see src-worker/handler-thread.ts. */
   workerNice: number
   /** The queues local workers take jobs from, in their order of preference. */
@@ -129,6 +132,14 @@ const execAllowList = z
     if (relative !== undefined) context.addIssue({ code: 'custom', message: EXEC_ALLOW_RULE(relative) })
   })
 
+/** A write allow-list: absolute folders, or `none` (src-shared/write-allow.ts says why). */
+const writeAllowList = z.string().transform((value, context) => {
+  const entries = writeAllowEntries(value)
+  const problem = writeAllowProblem(value, entries)
+  if (problem !== null) context.addIssue({ code: 'custom', message: problem })
+  return entries
+})
+
 export const SERVE_FLAGS: Flag[] = [
   { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: z.string().min(1, 'must not be empty') },
   { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
@@ -140,6 +151,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'worker-streams', env: 'LEASEHOLD_WORKER_STREAMS', value: 'QUEUES', help: 'the queues local workers take jobs from, comma-separated, in their order of preference', schema: workerStreams, default: 'default' },
   { name: 'worker-gpu', env: 'LEASEHOLD_WORKER_GPU', value: 'true|false', help: 'whether local workers have a GPU: only then do they take jobs submitted with constraints.gpu_required', schema: yesOrNo, default: 'false' },
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: "programs the exec handler of local workers may run, comma-separated (none: they take no exec jobs): absolute paths, or bare names looked up in the worker's own PATH (never the job's); a job's env may not set the variables that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md)", schema: execAllowList, default: '' },
+  { name: 'write-allow', env: 'LEASEHOLD_WRITE_ALLOW', value: 'FOLDERS|none', help: "the folders the file.write handler of local workers may write under, comma-separated absolute paths (the file a write lands in, its links followed), or none for no file.write at all (default: anywhere the host's user may write; anyone with a token that may submit can then write any file of that user's)", schema: writeAllowList },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
   { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(1, 1_000_000) },
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
@@ -225,6 +237,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     workerStreams: read('worker-streams') as string[],
     workerGpu: read('worker-gpu') as boolean,
     execAllow: read('exec-allow') as string[],
+    writeAllow: (read('write-allow') as WriteAllow | undefined) ?? null,
     drainGraceS: read('drain-grace-s') as number,
     totalUnits: (read('total-units') as number | undefined) ?? null,
     busy: busy ?? null,

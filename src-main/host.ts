@@ -33,6 +33,7 @@ import { attachFront } from './http/front'
 import { servedInTurn } from './http/in-turn'
 import { holdConnections } from './http/connection-gate'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
+import { writeAllowVariable } from '../src-shared/write-allow'
 import { MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/limits'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { prefixTakenMessage } from '../src-shared/redis-streams'
@@ -647,6 +648,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
             workerEnv: {
               LEASEHOLD_WORKER_HANDLERS: join(config.dataDir, 'handlers'),
               LEASEHOLD_WORKER_EXEC_ALLOW: config.execAllow.join(','),
+              LEASEHOLD_WORKER_WRITE_ALLOW: writeAllowVariable(config.writeAllow),
               LEASEHOLD_WORKER_CONCURRENCY: String(config.workerConcurrency ?? localWorkerSlots(engine.getCapacity().total_units, config.workers)),
               LEASEHOLD_WORKER_NICE: String(config.workerNice),
               LEASEHOLD_WORKER_STREAMS: config.workerStreams.join(','),
@@ -679,7 +681,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   const ownNames = ownHostNames(config.host, localUrl(url))
   allowedHosts = [...config.allowedHosts, ...ownNames]
   if (!LOOPBACK.has(config.host)) {
-    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it and has the token can run jobs (requests that name it by another address or name than ${[...ownNames, 'loopback'].join(' or ')} need --allowed-host)`)
+    log(`leasehold: warning: listening on ${config.host}, not only this machine; anyone who can reach it with a token that may submit jobs can run them, and so write files as the workers' user, here and on every leasehold worker's machine (file.write: --write-allow holds it to folders), and run what --exec-allow allows (requests that name it by another address or name than ${[...ownNames, 'loopback'].join(' or ')} need --allowed-host)`)
   }
 
   // Local commands (leasehold worker, submit, status) find the running host here. It is ours to

@@ -7,6 +7,7 @@ import { checkToken, resolveClientTarget } from '../src-shared/client-target'
 import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
+import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
 import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
 import { isLocalWorkerId, localWorkerIdRefused } from '../src-shared/local-worker-id'
 
@@ -33,7 +34,15 @@ ${TARGET_HELP}
   --exec-allow P,Q     programs the exec handler may run (none by default: no exec jobs are taken): absolute paths, or
                        bare names looked up in this worker's own PATH, never the job's; a
                        relative path (bin/x) is refused. A job's env may not set the variables
-                       that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md)
+                       that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md).
+                       An entry allows what its arguments can make the program do: list a
+                       script of yours with fixed arguments, not a general tool (git, tar)
+  --write-allow F,G    the folders file.write may write under: absolute paths, the file a
+                       write lands in judged with its links followed; none: no file.write at
+                       all (its jobs fail as write_not_allowed). Without it, anywhere this
+                       worker's user may write: whoever may submit jobs to the host can then
+                       write any file of that user's (~/.bashrc, ~/.ssh/authorized_keys).
+                       Give it on every worker on another machine than the host's
   --worker-id ID       this worker's name [<hostname>-<pid>]; not local-<slot>.<generation>,
                        the names the host's own local workers have
   --grace-s S          on SIGTERM or a refusal, how long running jobs may finish before they are failed as retryable [10]
@@ -57,6 +66,7 @@ export interface WorkerFlags {
   concurrency?: string
   handlers?: string
   'exec-allow'?: string
+  'write-allow'?: string
   'worker-id'?: string
   'grace-s'?: string
   redis?: string
@@ -67,7 +77,7 @@ export interface WorkerFlags {
 const list = (value: string | undefined): string[] => (value ?? '').split(',').map((s) => s.trim()).filter(Boolean)
 
 export function parseWorkerArgs(argv: string[]): WorkerFlags {
-  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'worker-id', 'grace-s', 'redis', 'redis-prefix'], ['gpu'])
+  return parseFlags<WorkerFlags>(argv, ['streams', 'concurrency', 'handlers', 'exec-allow', 'write-allow', 'worker-id', 'grace-s', 'redis', 'redis-prefix'], ['gpu'])
 }
 
 /** Over Redis the worker names no host: its token is all it needs of one (a URL only to say where it takes jobs from). */
@@ -112,6 +122,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const execAllow = execAllowEntries(flags['exec-allow'] ?? '')
   const relative = relativeExecEntry(execAllow)
   if (relative !== undefined) throw new ConfigError(`--exec-allow ${EXEC_ALLOW_RULE(relative)}`)
+  const writeAllow = writeAllowFlag(flags['write-allow'])
   checkStreams(streams)
   const redis = redisRoute(flags, env)
   const target = redis ? redisTarget(redis.url, flags, env) : resolveClientTarget(flags, env)
@@ -136,7 +147,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     streams,
     concurrency,
     gpu: flags.gpu === true,
-    handlers: { handlersDir: flags.handlers ?? null, execAllow, execAllowSetBy: 'leasehold worker --exec-allow' },
+    handlers: { handlersDir: flags.handlers ?? null, execAllow, execAllowSetBy: 'leasehold worker --exec-allow', writeAllow, writeAllowSetBy: 'leasehold worker --write-allow' },
     log,
     tokenSource: target.tokenSource,
     onRefused: () => stop(1),
@@ -161,6 +172,18 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const where = route.via === 'redis' ? `${target.url} (prefix ${route.prefix})` : target.url
   console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${where}`)
   return stopped
+}
+
+/**
+ * Where file.write may write (src-shared/write-allow.ts): the folders of `--write-allow`, none,
+ * or anywhere without the flag. Like --exec-allow, it has no variable: serve's
+ * LEASEHOLD_WRITE_ALLOW, set for the host's local workers, is not this command's.
+ */
+function writeAllowFlag(value: string | undefined): WriteAllow {
+  const entries = writeAllowEntries(value)
+  const problem = value === undefined ? null : writeAllowProblem(value, entries)
+  if (problem !== null) throw new ConfigError(`--write-allow ${problem} (got ${JSON.stringify(value)})`)
+  return entries
 }
 
 /** The queues of --streams, held to the names a claim may carry (the host would refuse the first claim). */

@@ -8,6 +8,7 @@ import { LINK_PATH_ENV, LINK_TOKEN_ENV } from '../src-shared/thread-link'
 import { limitRetryLines } from '../src-shared/log-limiter'
 import { ExecGroupWatch } from './exec-groups'
 import { MAX_BODY_LIMIT_BYTES } from '../src-shared/limits'
+import { writeAllowFromVariable } from '../src-shared/write-allow'
 
 /** A whole number of at least 1 from the environment, or the default. */
 function wholeNumberFrom(value: string | undefined, fallback: number): number {
@@ -36,6 +37,8 @@ const runtime = new WorkerRuntime({
     handlersDir: env.LEASEHOLD_WORKER_HANDLERS || null,
     execAllow: (env.LEASEHOLD_WORKER_EXEC_ALLOW ?? '').split(',').filter(Boolean),
     execAllowSetBy: "the host's --exec-allow, or LEASEHOLD_EXEC_ALLOW",
+    writeAllow: writeAllowFromVariable(env.LEASEHOLD_WORKER_WRITE_ALLOW),
+    writeAllowSetBy: "the host's --write-allow, or LEASEHOLD_WRITE_ALLOW",
     nice: Number(env.LEASEHOLD_WORKER_NICE ?? 0) || 0,
     maxReportBytes: wholeNumberFrom(env.LEASEHOLD_WORKER_BODY_LIMIT, MAX_BODY_LIMIT_BYTES), // the host's --body-limit
   },

@@ -1,6 +1,8 @@
 import { isAbsolute } from 'node:path'
 import { shownPath } from '../gate-path'
 import { type Handler, JobError } from '../handler-api'
+import type { WriteAllow } from '../../src-shared/write-allow'
+import { writeRefusal } from '../write-allow'
 
 /**
  * The file system's refusals that a later attempt meets the same way: a folder on the path that
@@ -15,9 +17,12 @@ const LASTING = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROF
  * `file.write {path, content, mode: write|append}`: writes through the file-lease gate, to a
  * regular file only (the gated `files` API refuses a FIFO, a socket or a device). The path is
  * absolute: a relative one would land in whatever folder the worker was started from, which the
- * submitter neither chose nor sees, so it is refused as the payload's fault, not retried.
+ * submitter neither chose nor sees, so it is refused as the payload's fault, not retried. The
+ * file it lands in must be under a folder of `allow`, the worker's `--write-allow` (null:
+ * anywhere its user may write), or the job fails as `write_not_allowed`, naming `setBy`, where
+ * that list is set (write-allow.ts).
  */
-export const fileWrite: Handler = {
+export const fileWriteHandler = (allow: WriteAllow, setBy: string): Handler => ({
   type: 'file.write',
   async run({ payload, files }) {
     const { path, content, mode = 'write' } = (payload ?? {}) as { path?: unknown; content?: unknown; mode?: unknown }
@@ -34,6 +39,8 @@ export const fileWrite: Handler = {
       })
     }
     try {
+      const refusal = await writeRefusal(path, allow, setBy)
+      if (refusal) throw refusal
       if (mode === 'append') await files.appendFile(path, content)
       else await files.writeFile(path, content)
     } catch (error) {
@@ -43,4 +50,4 @@ export const fileWrite: Handler = {
     }
     return { path, bytes: Buffer.byteLength(content), mode }
   },
-}
+})

@@ -3,9 +3,10 @@ import { readdirSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { HANDLER_LOAD_TIMEOUT_MS, Name } from '../../src-shared/worker-exchange'
+import type { WriteAllow } from '../../src-shared/write-allow'
 import { type Handler, isHandler } from '../handler-api'
 import { execHandler } from './exec'
-import { fileWrite } from './file-write'
+import { fileWriteHandler } from './file-write'
 import { noop } from './noop'
 import { sleep } from './sleep'
 
@@ -19,6 +20,13 @@ export interface HandlerOptions {
    * host's setting for its local workers, `leasehold worker --exec-allow` for that command's.
    */
   execAllowSetBy?: string
+  /** Where the `file.write` handler may write (src-shared/write-allow.ts): null or absent, anywhere the worker's user may. */
+  writeAllow?: WriteAllow
+  /**
+   * Where that list is set for this worker, named in the refusal of a write off it: the host's
+   * setting for its local workers, `leasehold worker --write-allow` for that command's.
+   */
+  writeAllowSetBy?: string
   /**
    * The niceness a handler thread lowers itself to unless it drives (local workers: `leasehold
    * serve --worker-nice`, see handler-thread.ts); absent or 0, threads run as their worker does.
@@ -50,10 +58,13 @@ export interface LoadedHandlers {
  * handler that did not load, naming the other. `exec` is among them only with programs on its
  * allow-list: a worker takes only the job types it runs, and with an empty list every `exec` job
  * it took would fail for good, while another worker that allows the program could run it.
+ * `file.write` is always among them: with `--write-allow none` its jobs fail, saying which flag
+ * allows them, rather than wait unsaid for a worker that writes.
  */
 export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
   const handlers = new Map<string, Handler>()
-  const builtIn = [sleep, noop, fileWrite, ...(options.execAllow.length > 0 ? [execHandler(options.execAllow, options.execAllowSetBy)] : [])]
+  const writer = fileWriteHandler(options.writeAllow ?? null, options.writeAllowSetBy ?? '--write-allow')
+  const builtIn = [sleep, noop, writer, ...(options.execAllow.length > 0 ? [execHandler(options.execAllow, options.execAllowSetBy)] : [])]
   for (const handler of builtIn) handlers.set(handler.type, handler)
   const problems: LoadedHandlers['problems'] = []
   let files: string[] = []
