@@ -99,7 +99,8 @@ function httpsProtocol(): Promise<Protocol> {
 
 export interface JsonRequest {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE'
-  token: string
+  /** The bearer token; none for a route that needs none (GET /api/health), which is sent without one. */
+  token?: string
   body?: unknown
   signal?: AbortSignal
   headers?: Record<string, string>
@@ -115,7 +116,7 @@ export interface JsonRequest {
 }
 
 /**
- * Sends a JSON request with the bearer token and reads the JSON answer.
+ * Sends a JSON request with the bearer token (if given) and reads the JSON answer.
  *
  * A request that fails on a reused keep-alive connection before any byte of its answer (the
  * host closed the idle connection as the request left: ECONNRESET, "socket hang up") is sent
@@ -126,7 +127,7 @@ export interface JsonRequest {
  */
 export function requestJson(url: string | URL, options: JsonRequest): Promise<JsonAnswer> {
   const data = options.body === undefined ? undefined : JSON.stringify(options.body)
-  const headers: http.OutgoingHttpHeaders = { ...options.headers, authorization: `Bearer ${options.token}` }
+  const headers: http.OutgoingHttpHeaders = { ...options.headers, ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }) }
   if (data !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) })
   const deadline = answerDeadline(options.timeoutMs, options.signal)
   return send(url, { ...options, signal: deadline.signal }, headers, data, mayResend(options) ? 'may-resend' : 'once').catch((error: unknown) => {

@@ -109,6 +109,13 @@ export interface HostApi {
 
 const querySerializer = createQuerySerializer()
 
+/**
+ * The routes that need no token (the host's guard, src-main/http/guard.ts): sent without it, so
+ * that the token goes nowhere it is not needed — a host's health is what any client may ask of
+ * whatever answers at an address.
+ */
+const OPEN_ROUTES = new Set(['/api/health'])
+
 /** The route's options as a call gives them: any of its parameters, its body, extra headers. */
 interface CallOptions {
   params?: { path?: Record<string, unknown>; query?: Record<string, unknown> }
@@ -125,7 +132,8 @@ export function hostApi(target: ClientTarget): HostApi {
       const headers: Record<string, string> = { accept: 'application/json' }
       for (const [name, value] of Object.entries(init.headers ?? {})) if (value !== undefined && value !== null) headers[name] = String(value)
       try {
-        const { status, statusText, body } = await requestJson(url, { method, token: target.token, body: init.body, headers, timeoutMs: answerTimeoutMs(target) })
+        const token = OPEN_ROUTES.has(path) ? undefined : target.token
+        const { status, statusText, body } = await requestJson(url, { method, token, body: init.body, headers, timeoutMs: answerTimeoutMs(target) })
         const response = { ok: status >= 200 && status < 300, status, statusText }
         return response.ok ? { data: body, response } : { error: body, response }
       } catch (error) {

@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
+import { cuttingProxy } from '../helpers/cutting-proxy'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { runCli, runCliAsync, startCli as startCliProcess } from '../helpers/process'
 
@@ -709,6 +710,21 @@ describe('leasehold jobs show', async () => {
 })
 
 describe('leasehold status', async () => {
+  test('status sends no Authorization on GET /api/health, the route that needs none; its other reads carry the token', async () => {
+    const proxy = await cuttingProxy(host.url, { cut: false })
+    try {
+      const result = await runAsync(['status', '--url', proxy.url, '--token', host.token])
+      expect(result.status).toBe(0)
+      const requests = proxy.requests()
+      expect(requests.filter((request) => request.path === '/api/health')).toEqual([{ path: '/api/health' }])
+      const others = requests.filter((request) => request.path !== '/api/health')
+      expect(others.length).toBeGreaterThan(3)
+      for (const request of others) expect(request.authorization, request.path).toBe(`Bearer ${host.token}`)
+    } finally {
+      await proxy.close()
+    }
+  })
+
   test('shows capacity with the busy rating and its mode, active leases, workers and open blockers', async () => {
     host.engine.setCapacity({ total_units: 40, busy_rating: 5 })
     try {

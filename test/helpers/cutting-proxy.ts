@@ -16,6 +16,8 @@ export interface CuttingProxy {
   passed(): number
   /** The status of each answer the host gave, in the order given. */
   statuses(): number[]
+  /** Each request passed to the host, in the order it came: its path, and its Authorization header if it had one. */
+  requests(): { path: string; authorization?: string }[]
   close(): Promise<void>
 }
 
@@ -25,6 +27,7 @@ export async function cuttingProxy(target: string, { cut = true } = {}): Promise
   let cuts = 0
   let passed = 0
   const statuses: number[] = []
+  const requests: { path: string; authorization?: string }[] = []
   const server = http.createServer((req, res) => {
     if (cut && served.has(req.socket)) {
       cuts += 1
@@ -33,6 +36,7 @@ export async function cuttingProxy(target: string, { cut = true } = {}): Promise
     }
     served.add(req.socket)
     passed += 1
+    requests.push({ path: req.url ?? '', ...(req.headers.authorization === undefined ? {} : { authorization: req.headers.authorization }) })
     const forward = http.request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, agent: false },
       (answer) => {
@@ -53,6 +57,7 @@ export async function cuttingProxy(target: string, { cut = true } = {}): Promise
     cuts: () => cuts,
     passed: () => passed,
     statuses: () => [...statuses],
+    requests: () => [...requests],
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()
