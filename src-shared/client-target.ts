@@ -1,6 +1,7 @@
 import { homedir, userInfo } from 'node:os'
 import { join, posix, win32 } from 'node:path'
 import { ConfigError, envSetting, wholeNumberOf } from './command-line'
+import { lockHeld, lockPid } from './host-lock'
 import { TOKEN_CHARS } from './limits'
 import { NotRegularFileError, readRegularFile } from './regular-file'
 
@@ -106,24 +107,37 @@ export function readHostFile(dataDir: string): HostFile | null {
 }
 
 /**
- * Whether process `pid` is alive: a host killed with SIGKILL (or a machine that lost power)
- * leaves its host.json behind, naming a process that has ended, and whatever listens on that
- * port now must never be sent the host's token. (A process of another user answers EPERM: alive.)
+ * Whether process `pid` is alive and the user's: a process of another user answers EPERM, and is
+ * none of the user's hosts (a host runs as the user whose data dir it holds).
  */
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  } catch {
+    return false
   }
 }
 
 /**
+ * Whether the host a data dir's host.json names (`pid`) runs there now: it holds the data dir's
+ * lock (src-shared/host-lock.ts), and the lock names it. A host killed with SIGKILL (or a machine
+ * that lost power) leaves its host.json behind, and its pid is soon another process's (after a
+ * reboot, often one of the user's own): a live pid says nothing, and whatever listens on that
+ * port now must never be sent the host's token. A running host removes a host.json left there as
+ * it takes the lock, and writes its own once it listens. `nativeBinding`: better-sqlite3's addon
+ * built for Electron, in the desktop app.
+ */
+export async function hostHolds(dataDir: string, pid: number, nativeBinding?: string): Promise<boolean> {
+  const path = join(dataDir, LOCK_FILE)
+  return lockPid(path) === pid && (await lockHeld(path, nativeBinding))
+}
+
+/**
  * Why a data dir names no host to talk to: `none` runs there (host.json is not there, or names a
- * process that has ended); `blank`, its host.json names none (empty: a host that started on a
- * full disk could not write it); `unsaid`, a host holds the data dir but its host.json is missing
- * (it is still starting, or could not write it).
+ * host that does not hold the data dir's lock: one that has ended); `blank`, its host.json names
+ * none (empty: a host that started on a full disk could not write it); `unsaid`, a host holds the
+ * data dir but its host.json is missing (it is still starting, or could not write it).
  */
 export type NoHostReason = 'none' | 'blank' | 'unsaid'
 
@@ -161,22 +175,22 @@ export function dataDirOf(flags: { 'data-dir'?: string }, env: NodeJS.ProcessEnv
 
 /**
  * The host a client command talks to: its flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the
- * host.json and token of the data dir — a host.json whose process has ended is a dead host's,
- * taken as none. A token alone never names a host: without a URL the host is the data dir's,
- * or there is none.
+ * host.json and token of the data dir — a host.json whose host does not hold the data dir's lock
+ * ({@link hostHolds}) is a dead host's, taken as none, and nothing is sent to the URL it names. A
+ * token alone never names a host: without a URL the host is the data dir's, or there is none.
  *
  * A URL is taken as far as its path (a host behind a proxy under a prefix): the dashboard's link
  * that `serve` prints, `http://127.0.0.1:7878/#token=…`, names the host, and its `#token=` is
  * the token when no other is given (--token, LEASEHOLD_TOKEN).
  */
-export function resolveClientTarget(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): ClientTarget {
+export async function resolveClientTarget(flags: { url?: string; token?: string; 'data-dir'?: string }, env: NodeJS.ProcessEnv): Promise<ClientTarget> {
   const dataDir = dataDirOf(flags, env)
   const timeoutS = wholeNumberOf('LEASEHOLD_TIMEOUT_S', envSetting(env, 'LEASEHOLD_TIMEOUT_S'), 1, 3600) ?? DEFAULT_ANSWER_TIMEOUT_S
   const urlSource = flags.url !== undefined ? '--url' : 'LEASEHOLD_URL'
   const given = flags.url ?? envSetting(env, 'LEASEHOLD_URL')
   const named = given === undefined ? null : checkUrl(urlSource, given)
   const found = named ? null : readHostFile(dataDir)
-  const hostFile = found !== null && processAlive(found.pid) ? found : null
+  const hostFile = found !== null && (await hostHolds(dataDir, found.pid)) ? found : null
   if (named === null && hostFile === null) throw new NoHostError(dataDir, found === null && readOptional(join(dataDir, HOST_FILE)) === '' ? 'blank' : 'none')
   const url = new URL(named ?? hostFile!.url)
   const linked = new URLSearchParams(url.hash.slice(1)).get('token') || undefined

@@ -125,7 +125,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const writeAllow = writeAllowFlag(flags['write-allow'])
   checkStreams(streams)
   const redis = redisRoute(flags, env)
-  const target = redis ? redisTarget(redis.url, flags, env) : resolveClientTarget(flags, env)
+  const target = redis ? redisTarget(redis.url, flags, env) : await resolveClientTarget(flags, env)
   const log = limitRetryLines((line: string) => console.error(line))
   const route: RemoteRoute = redis ? { via: 'redis', url: redis.url, token: target.token, prefix: redis.prefix } : { via: 'http', url: target.url, token: target.token }
   // It stops once, on SIGTERM/SIGINT (exit status 0) or when the host refuses it (1), letting

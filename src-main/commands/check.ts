@@ -98,7 +98,7 @@ export async function checkCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   const hostNamed = (flags.url ?? envSetting(env, 'LEASEHOLD_URL')) !== undefined && (flags['data-dir'] ?? envSetting(env, 'LEASEHOLD_DATA_DIR')) === undefined
   let report: IntegrityReport
   try {
-    report = hostNamed ? await checkThroughHost(resolveClientTarget(flags, env), flags.quick ? 'quick' : 'full') : await checkFile(path, flags, env)
+    report = hostNamed ? await checkThroughHost(await resolveClientTarget(flags, env), flags.quick ? 'quick' : 'full') : await checkFile(path, flags, env)
   } catch (error) {
     // A script reads --json from stdout: a file that could not be checked is said there too
     // (its line still goes to stderr). A usage mistake is not a result of the check.
@@ -121,7 +121,7 @@ async function checkFile(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
     if (flags.url === undefined && envSetting(env, 'LEASEHOLD_URL') === undefined) {
       throw new Error(`there is no database at ${path} (give the data directory with --data-dir, or a host with --url and --token)`)
     }
-    return checkThroughHost(resolveClientTarget(flags, env), depth)
+    return checkThroughHost(await resolveClientTarget(flags, env), depth)
   }
   // SQLite is loaded for this command only, as for serve: the other client commands start faster without it.
   const [{ checkIntegrity }, { checkCompanionFiles, DatabaseOpenError, refuseLoneLog }] = await Promise.all([import('../db/integrity'), import('../db/open')])

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout } from 'node:timers/promises'
 import { type ClientTarget, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
+import { lockHeld } from '../../src-shared/host-lock'
 
 /**
  * How long a client command waits for a host that holds its data dir to say where it listens: a
@@ -37,7 +38,7 @@ export async function findHost(flags: { url?: string; token?: string; 'data-dir'
   const deadline = started + HOST_START_WAIT_S * 1000
   for (;;) {
     try {
-      return resolveClientTarget(flags, env)
+      return await resolveClientTarget(flags, env)
     } catch (error) {
       if (!(error instanceof NoHostError)) throw error
       if (!(await heldByHost(error.dataDir))) {
@@ -51,10 +52,11 @@ export async function findHost(flags: { url?: string; token?: string; 'data-dir'
 /**
  * Whether a running host holds the data dir: its lock on `host.lock` (data-dir/lock.ts), held for
  * the host's lifetime. The lock file, not the database: a read-only look at a database in WAL mode
- * would leave its `-wal` and `-shm` behind when no host runs. SQLite is loaded on this path only:
- * a client command that finds its host loads none.
+ * would leave its `-wal` and `-shm` behind when no host runs. SQLite is loaded for the look (a few
+ * ms), as it is for the host.json a command trusts only while its host holds this lock
+ * ({@link resolveClientTarget}); a command given --url loads none.
  */
 export async function heldByHost(dataDir: string): Promise<boolean> {
   const path = join(dataDir, LOCK_FILE)
-  return existsSync(path) && (await import('../db/lock-file')).LockFile.isHeld(path)
+  return existsSync(path) && (await lockHeld(path))
 }

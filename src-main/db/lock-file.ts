@@ -7,7 +7,9 @@ import { refuseNotRegular } from '../../src-shared/regular-file'
  * Windows) until the connection closes, and the OS drops it when the process ends in any way —
  * so a process killed with SIGKILL leaves nothing to go stale. (Two connections of one process
  * conflict too: SQLite tracks its locks per file.) What the lock means, and what a refusal
- * says, is the host's (src-main/host-dir.ts).
+ * says, is the host's (src-main/data-dir/lock.ts); whether another process holds it, and which, is
+ * read without taking it by src-shared/host-lock.ts (for the host's commands and the worker
+ * program, which share no code of the host's).
  */
 export class LockFile {
   private constructor(private readonly db: BetterSqlite3.Database) {}
@@ -64,25 +66,5 @@ export class LockFile {
   /** Gives the lock up. */
   release(): void {
     this.db.close()
-  }
-
-  /**
-   * Whether another process holds the lock on the file at `path` now: a read-only connection's
-   * first read is refused with SQLITE_BUSY at once (timeout 0). False when the file is not there
-   * or not locked; it creates nothing (the file is not in WAL mode: no -wal or -shm to leave). A
-   * file there that is not a regular file (a FIFO) throws NotRegularFileError, unopened.
-   */
-  static isHeld(path: string, nativeBinding?: string): boolean {
-    refuseNotRegular(path)
-    let db: BetterSqlite3.Database | undefined
-    try {
-      db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: 0, ...(nativeBinding ? { nativeBinding } : {}) })
-      db.pragma('user_version')
-      return false
-    } catch (error) {
-      return (error as { code?: string }).code === 'SQLITE_BUSY'
-    } finally {
-      db?.close()
-    }
   }
 }

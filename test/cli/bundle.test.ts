@@ -99,7 +99,7 @@ function modulesLoadedBy(dir: string, file: string, seen = new Set<string>()): S
 }
 
 describe("the command bundle's start", () => {
-  test("a client command loads the package of its HTTP client only: not the host (Koa, SQLite, drizzle), nor zod, nor the event stream's client (for --wait only)", () => {
+  test("a client command loads the package of its HTTP client only as it starts: not the host (Koa, SQLite, drizzle), nor zod, nor the event stream's client (for --wait only); SQLite is imported only to ask whether the data dir's host holds its lock", () => {
     const packages = [...modulesLoadedBy(join(root, 'out', 'cli'), 'leasehold.js')].filter((name) => !name.startsWith('node:'))
     expect(packages.sort()).toEqual(['openapi-fetch'])
   })

@@ -4,7 +4,7 @@
  * `--data-dir` (the host's host.json and token). The host's clock is manual so that a test can
  * halt a job on a held file (the one retry comes 180 s after the denial) without waiting.
  */
-import { type ChildProcess, execFileSync } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
@@ -12,11 +12,12 @@ import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
+import { LockFile } from '../../src-main/db/lock-file'
 import { ManualClock, SECOND } from '../../src-main/engine/rules/clock'
 import { FILE_RETRY_MS } from '../../src-main/engine/verbs/files'
 import { cuttingProxy } from '../helpers/cutting-proxy'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
-import { runCli, runCliAsync, startCli as startCliProcess } from '../helpers/process'
+import { runCli, runCliAsync, startCli as startCliProcess, startServe } from '../helpers/process'
 
 /** The runner's own LEASEHOLD_* settings must not pick the host. */
 const CLEAN_ENV: NodeJS.ProcessEnv = { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }
@@ -317,11 +318,17 @@ describe('leasehold submit', async () => {
     expect(lines(flag.stderr)).toEqual(refused('--token'))
     expect(lines((await runAsync(['status', '--url', host.url], { LEASEHOLD_TOKEN: wrong })).stderr)).toEqual(refused('LEASEHOLD_TOKEN'))
     expect(lines((await runAsync(['status', '--url', `${host.url}/#token=${wrong}`])).stderr)).toEqual(refused('the #token= of --url'))
-    // A data dir whose host.json names the host (a live process), and whose token is not the host's.
+    // A data dir whose host.json names the host (this process, holding the dir's lock), and whose token is not the host's.
     const dir = tempDir()
-    writeFileSync(join(dir, 'host.json'), JSON.stringify({ url: host.url, pid: process.pid }))
-    writeFileSync(join(dir, 'token'), `${wrong}\n`)
-    expect(lines((await runAsync(['submit', '--type', 't', '--data-dir', dir])).stderr)).toEqual(refused(join(dir, 'token')))
+    const lock = LockFile.open(join(dir, 'host.lock'))
+    lock.hold(process.pid)
+    try {
+      writeFileSync(join(dir, 'host.json'), JSON.stringify({ url: host.url, pid: process.pid }))
+      writeFileSync(join(dir, 'token'), `${wrong}\n`)
+      expect(lines((await runAsync(['submit', '--type', 't', '--data-dir', dir])).stderr)).toEqual(refused(join(dir, 'token')))
+    } finally {
+      lock.release()
+    }
   })
 
   test('a host error is its {detail, code} as one line, exit 1', async () => {
@@ -1047,6 +1054,51 @@ describe('finding the host', async () => {
     expect(result.status).toBe(1)
     expect(lines(result.stderr)).toEqual([expect.stringContaining(`leasehold: no host is running on ${stopped.dataDir}: start one`)])
     expect(readdirSync(stopped.dataDir).sort()).toEqual(before)
+  })
+
+  test("a host.json left by a killed host, whose pid is now another live process of the user, is no host: the command says none runs, and what listens on the host's port is sent nothing; a host started there again is found", async () => {
+    const dataDir = tempDir()
+    dirs.push(dataDir)
+    const killed = await startServe(['--data-dir', dataDir, '--port', '0'])
+    killed.child.kill('SIGKILL')
+    await killed.exited
+    const port = Number(new URL(killed.url).port)
+    // Its pid taken by another process of the user's: named by host.json and by the lock file
+    // alike, as after a reuse of the very pid (the lock is the OS's, and was dropped at the kill).
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { stdio: 'ignore' })
+    children.push(other)
+    const hostFile = join(dataDir, 'host.json')
+    writeFileSync(hostFile, JSON.stringify({ ...JSON.parse(readFileSync(hostFile, 'utf8')), pid: other.pid }))
+    const lockFile = readFileSync(join(dataDir, 'host.lock'))
+    lockFile.writeUInt32BE(other.pid!, 60) // SQLite's user_version, where the host wrote its pid
+    writeFileSync(join(dataDir, 'host.lock'), lockFile)
+    // Whatever listens on the port now: it answers every request as a healthy host would.
+    const heard: { path: string; authorization?: string }[] = []
+    const listener = createHttpServer((req, res) => {
+      heard.push({ path: req.url ?? '', ...(req.headers.authorization === undefined ? {} : { authorization: req.headers.authorization }) })
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+    })
+    await new Promise<void>((resolve) => listener.listen(port, '127.0.0.1', resolve))
+    try {
+      for (const command of [['jobs'], ['status'], ['worker']]) {
+        const result = await runAsync([...command, '--data-dir', dataDir])
+        expect([result.status, lines(result.stderr)], command[0]).toEqual([1, [expect.stringContaining(`no host is running on ${dataDir}: start one`)]])
+      }
+      expect(heard).toEqual([])
+      // A host started there again takes the lock, removes the file left behind, and is found.
+      const again = await startServe(['--data-dir', dataDir, '--port', '0'])
+      try {
+        const result = await runAsync(['jobs', '--data-dir', dataDir, '--json'])
+        expect([result.status, result.stderr]).toEqual([0, ''])
+        expect(JSON.parse(readFileSync(hostFile, 'utf8'))).toEqual({ url: again.url, pid: expect.any(Number) })
+      } finally {
+        again.child.kill('SIGTERM')
+        await again.exited
+      }
+      expect(heard).toEqual([])
+    } finally {
+      await new Promise((resolve) => listener.close(resolve))
+    }
   })
 
   test('a host that holds the data dir but whose host.json stays missing is waited for 5 s, then said to be starting or out of disk, asking for --url and --token', async () => {
