@@ -15,7 +15,7 @@ import { buildCliBundle } from './cli-bundle.js'
 register()
 const { splitArgs } = await import('../src-main/desktop/app-args.ts')
 const { chooseLaunch, childEnvironment, QUIT_MESSAGE, stopStep, whenAlreadyRunning } = await import('../src-main/desktop/launch.ts')
-const { answersHealth, readRunningHost } = await import('../src-main/desktop/running-host.ts')
+const { runningHost } = await import('../src-main/desktop/running-host.ts')
 const { APPARMOR_PROFILE, diagnoseSandbox } = await import('../src-main/desktop/sandbox.ts')
 const { defaultDataDir, parseServeArgs } = await import('../src-main/config.ts')
 
@@ -162,8 +162,8 @@ const electron = electronState()
 const sandbox = 'path' in electron ? diagnoseSandbox(sandboxFacts(electron.path)) : null
 
 // A second `npm start` must not rebuild out/ under a running app or host (host.json names it).
-const running = readRunningHost(dataDir())
-if (running !== null && (await answersHealth(running.url))) {
+const running = await runningHost(dataDir())
+if (running !== null) {
   const electronReady = 'path' in electron && sandbox === null && existsSync(join(projectRoot, 'out', 'main', 'electron.js'))
   const launch = whenAlreadyRunning(running, electronReady)
   for (const line of launch.notice) console.error(line)

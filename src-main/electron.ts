@@ -12,7 +12,7 @@ import { ConfigError } from '../src-shared/command-line'
 import { splitArgs } from './desktop/app-args'
 import { applicationMenu } from './desktop/app-menu'
 import { isQuitMessage } from './desktop/launch'
-import { answersHealth, readRunningHost } from './desktop/running-host'
+import { runningHost } from './desktop/running-host'
 import { developmentServer, trustedSender, withAuthorization } from './desktop/trust'
 import { loadOrCreateToken, startHost, type Host } from './host'
 import { utilitySpawner } from './pool/spawn-electron'
@@ -92,13 +92,14 @@ async function onReady(config: HostConfig): Promise<void> {
 }
 
 /**
- * A host already running on this data dir (`leasehold serve`, found by its host.json, a live
- * pid and its health answer) gets a window of its own instead of a second host that would
- * migrate the same database and fail on the taken port. Otherwise the app starts its host.
+ * A host already running on this data dir (`leasehold serve`, found by its host.json, the data
+ * dir's lock it holds and its health answer) gets a window of its own instead of a second host
+ * that would migrate the same database and fail on the taken port. Otherwise the app starts its
+ * host (a host.json left by a killed host is removed as it takes the lock).
  */
 async function connect(config: HostConfig): Promise<Target> {
-  const running = readRunningHost(config.dataDir)
-  if (running !== null && (await answersHealth(running.url))) {
+  const running = await runningHost(config.dataDir, electronNativeBinding())
+  if (running !== null) {
     console.error(`leasehold: a host is already running at ${running.url} (pid ${running.pid}); this window shows it and leaves it running when closed.`)
     return { url: running.url, token: loadOrCreateToken(config.dataDir, config.token), host: null }
   }

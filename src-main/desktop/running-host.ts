@@ -1,8 +1,8 @@
 import { join } from 'node:path'
-import { HOST_FILE, processAlive } from '../../src-shared/client-target'
+import { HOST_FILE, hostHolds, processAlive } from '../../src-shared/client-target'
 import { readRegularFile } from '../../src-shared/regular-file'
 
-/** A host that owns a data dir now: what `<dataDir>/host.json` names, checked against the process table. */
+/** A host that owns a data dir: what `<dataDir>/host.json` names. */
 export interface RunningHost {
   url: string
   pid: number
@@ -29,7 +29,11 @@ export function runningHostFrom(text: string | null, isAlive: (pid: number) => b
   return isAlive(pid) ? { url: url.replace(/\/+$/, ''), pid } : null
 }
 
-/** The host running on `dataDir` by its host.json and the process table, without asking it. */
+/**
+ * What `dataDir`'s host.json names, if its process is alive (the process table only, not the
+ * lock: for a host that has just taken the lock itself, src-main/data-dir/lock.ts). Anything that
+ * talks to the host asks {@link runningHost}.
+ */
 export function readRunningHost(dataDir: string): RunningHost | null {
   let text: string | null
   try {
@@ -41,8 +45,20 @@ export function readRunningHost(dataDir: string): RunningHost | null {
 }
 
 /**
- * Whether a Leasehold host answers at `url` (`GET /api/health`, the one route without a token).
- * Guards against a pid the system reused for another program after a host was killed.
+ * The host running on `dataDir`, for a window to show (the desktop app's, `npm start`'s): its
+ * host.json names it, it holds the data dir's lock ({@link hostHolds}), and it answers at the URL
+ * named. A host.json whose process lives on under a reused pid is a dead host's: the window would
+ * load whatever listens on that port now and send it the token. `nativeBinding`: better-sqlite3's
+ * addon built for Electron, in the desktop app.
+ */
+export async function runningHost(dataDir: string, nativeBinding?: string): Promise<RunningHost | null> {
+  const named = readRunningHost(dataDir)
+  return named !== null && (await hostHolds(dataDir, named.pid, nativeBinding)) && (await answersHealth(named.url)) ? named : null
+}
+
+/**
+ * Whether a Leasehold host answers at `url` (`GET /api/health`, the one route without a token,
+ * and sent without it).
  */
 export async function answersHealth(url: string, timeoutMs = 2000): Promise<boolean> {
   try {
