@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync, type Stats, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -37,6 +37,7 @@ import { writeAllowVariable } from '../src-shared/write-allow'
 import { MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/limits'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { prefixTakenMessage } from '../src-shared/redis-streams'
+import { othersMayWrite } from '../src-shared/others-may-write'
 import { readRegularFile } from '../src-shared/regular-file'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
@@ -112,16 +113,19 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
 /**
  * The token from --token, else `<dataDir>/token`, created (mode 0600) on first start. It is hex:
  * a base64url token starts with `-` one time in 64, and a command line then reads
- * `--token -Xy…` as a missing value.
+ * `--token -Xy…` as a missing value. A token file another user owns or may write is refused
+ * ({@link refuseSharedToken}).
  */
 export function loadOrCreateToken(dataDir: string, given: string | null): string {
   if (given) return given
   const path = join(dataDir, 'token')
+  const vet = (stats: Stats) => refuseSharedToken(path, stats)
   let stored: string | null = null
   try {
-    stored = readRegularFile(path).trim()
+    stored = readRegularFile(path, vet).trim()
   } catch (error) {
     const e = error as NodeJS.ErrnoException
+    if (error instanceof HostStartError) throw error
     if (e.code !== 'ENOENT') throw new Error(`cannot read the token file ${path} (${e.code === 'EISDIR' ? 'it is a directory, not a regular file' : e.message}): remove it to have one made, or give --token`)
   }
   if (stored) {
@@ -142,8 +146,22 @@ export function loadOrCreateToken(dataDir: string, given: string | null): string
     return token
   } catch (error) {
     // Another host started at the same moment and wrote it first: use theirs.
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readRegularFile(path).trim()
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readRegularFile(path, vet).trim()
     throw error
+  }
+}
+
+/**
+ * Refuses a token file another user owns or may write (src-shared/others-may-write.ts): its
+ * token may be one they chose, and a host that served with it would take their requests as its
+ * own. It is not made private here, nor replaced: the token in it may be given to clients already.
+ */
+function refuseSharedToken(path: string, stats: Stats): void {
+  const shared = othersMayWrite(path, stats, '600')
+  if (shared) {
+    throw new HostStartError(
+      `the token file ${path} ${shared.why}: another user may have written the token, and know it; remove the file to have a new token made, or, if you wrote the token, run \`${shared.fix}\``,
+    )
   }
 }
 

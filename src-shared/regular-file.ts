@@ -72,13 +72,17 @@ export function refuseNotRegular(path: string): void {
 /**
  * The text of the file at `path`, read as readFileSync reads it, but opened without blocking and
  * refused with {@link NotRegularFileError} when it is not a regular file (a FIFO's opening would
- * wait for a writer forever). Throws as readFileSync does otherwise (ENOENT, EACCES…).
+ * wait for a writer forever). Throws as readFileSync does otherwise (ENOENT, EACCES…). `vet`
+ * sees the opened file's stats before it is read, and may refuse it by throwing: they are the
+ * file read, whatever replaces the path meanwhile.
  */
-export function readRegularFile(path: string): string {
+export function readRegularFile(path: string, vet?: (stats: Stats) => void): string {
   const fd = openSync(path, constants.O_RDONLY | NONBLOCK)
   try {
-    const kind = kindOf(fstatSync(fd))
+    const stats = fstatSync(fd)
+    const kind = kindOf(stats)
     if (kind !== null) throw new NotRegularFileError(path, kind)
+    vet?.(stats)
     return readFileSync(fd, 'utf8')
   } finally {
     closeSync(fd)

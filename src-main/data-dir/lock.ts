@@ -1,4 +1,4 @@
-import { accessSync, chmodSync, constants, existsSync, lstatSync, mkdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { accessSync, chmodSync, constants, existsSync, lstatSync, mkdirSync, readlinkSync, rmSync, type Stats, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { noFreeFiles } from '../db/free-files'
 import { LockFile } from '../db/lock-file'
@@ -6,6 +6,7 @@ import { cannotOpen, damagedDatabaseLine, DatabaseHeldError } from '../db/open'
 import { storageFault } from '../error-answer'
 import { readRunningHost } from '../desktop/running-host'
 import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
+import { othersMayWrite } from '../../src-shared/others-may-write'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
 export class HostStartError extends Error {
@@ -29,7 +30,8 @@ export interface DataDirLock {
 const reason = (error: unknown) => (error as Error).message
 
 /**
- * Creates the data dir (mode 0700) with its missing parents, one at a time. Node's recursive
+ * Creates the data dir (mode 0700) with its missing parents, one at a time, and refuses one
+ * another user may write in ({@link refuseSharedDataDir}). Node's recursive
  * mkdir retries forever where the parent exists but refuses new entries (under /proc it spins
  * at 100 % CPU); here each missing part is made once and any refusal is the answer.
  */
@@ -53,12 +55,29 @@ export function createDataDir(dataDir: string): void {
   } catch (error) {
     throw new HostStartError(`cannot create the data dir ${dataDir} (${reason(error)})`)
   }
-  if (!statSync(dataDir).isDirectory()) throw new HostStartError(`the data dir ${dataDir} is not a directory`)
+  const stats = statSync(dataDir)
+  if (!stats.isDirectory()) throw new HostStartError(`the data dir ${dataDir} is not a directory`)
+  refuseSharedDataDir(dataDir, stats)
   try {
     accessSync(dataDir, constants.W_OK)
   } catch (error) {
     throw new HostStartError(`cannot write in the data dir ${dataDir} (${reason(error)})`)
   }
+}
+
+/**
+ * Refuses a data dir another user may write in (src-shared/others-may-write.ts): one owned by
+ * another user, or writable by its group or others (a folder made with `mkdir -m 777`, or by a
+ * umask of 002). There, another user could put a `token` the host would serve with, or
+ * `handlers/` its local workers would load and run as this user. The host does not tighten the
+ * folder itself: it cannot tell whether someone already did.
+ */
+function refuseSharedDataDir(dataDir: string, stats: Stats): void {
+  const shared = othersMayWrite(dataDir, stats, '700')
+  if (!shared) return
+  throw new HostStartError(
+    `the data dir ${dataDir} ${shared.why}: another user could put a token or handlers in it, which this host would serve with or run as this user; check that what it holds is yours, then run \`${shared.fix}\`, or give another --data-dir`,
+  )
 }
 
 /** Where the symbolic link at `path` points, when it is one (existsSync, which follows links, said nothing is there); else null. */
@@ -76,7 +95,8 @@ const PRIVATE_FILES = ['token', 'worker-tokens.json', 'leasehold.db', 'leasehold
 /**
  * Makes the data dir's files readable and writable by their owner alone (0600), as a start
  * creates them. A data dir the user made before the first start keeps its own mode (the host
- * makes 0700 only the folders it creates), and SQLite creates the database with the process's
+ * makes 0700 only the folders it creates, and refuses one others may write in, but not one they
+ * may read), and SQLite creates the database with the process's
  * umask (0644, commonly): every local user could then read the jobs, or a token left loose. The
  * log files SQLite creates later take the database file's mode. Not on Windows, whose files
  * follow their folder's ACL.

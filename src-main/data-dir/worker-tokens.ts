@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, renameSync, rmSync, type Stats, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
 import { LockFile } from '../db/lock-file'
+import { othersMayWrite } from '../../src-shared/others-may-write'
 import { NotRegularFileError, readRegularFile } from '../../src-shared/regular-file'
 import { noFreeFiles } from '../db/free-files'
 
@@ -62,15 +63,16 @@ export class WorkerTokensFileError extends Error {
 /**
  * The tokens in the file; none when there is no file. A file that is not JSON, or not the shape
  * written here, is an error naming it, never taken as empty: creating a token would then write
- * over it, and with it every token it held.
+ * over it, and with it every token it held. So is one another user owns or may write.
  */
 function readStored(dataDir: string): Stored[] {
   const path = join(dataDir, WORKER_TOKENS_FILE)
   let text: string
   try {
-    text = readRegularFile(path)
+    text = readRegularFile(path, (stats) => refuseShared(path, stats))
   } catch (error) {
     const e = error as NodeJS.ErrnoException
+    if (error instanceof WorkerTokensFileError) throw error
     if (e.code === 'ENOENT') return []
     throw new WorkerTokensFileError(`cannot read ${path} (${e instanceof NotRegularFileError ? e.message : (e.code ?? e.message)})`, e.code ?? 'unknown')
   }
@@ -83,6 +85,19 @@ function readStored(dataDir: string): Stored[] {
   const parsed = TokensFile.safeParse(json)
   if (!parsed.success) throw new WorkerTokensFileError(`${path} is not a token file Leasehold wrote (${parsed.error.issues[0]!.path.join('.') || 'the whole file'}: ${parsed.error.issues[0]!.message}): fix it or move it away`)
   return parsed.data.tokens
+}
+
+/**
+ * Refuses a token file another user owns or may write (src-shared/others-may-write.ts): they could
+ * have added a token of their own to it, which the host would take as a worker's or an admin's.
+ */
+function refuseShared(path: string, stats: Stats): void {
+  const shared = othersMayWrite(path, stats, '600')
+  if (shared) {
+    throw new WorkerTokensFileError(
+      `${path} ${shared.why}: another user may have added tokens to it; run \`${shared.fix}\`, then \`leasehold token list\` and revoke any you did not make, or move it away to start with no scoped tokens`,
+    )
+  }
 }
 
 /**
@@ -162,7 +177,8 @@ export function listScopedTokens(dataDir: string): ScopedToken[] {
 
 /**
  * Why a host must not start on the token file, or null: one the host cannot read (another
- * user's, as a start with sudo leaves it; a directory) or that is not one Leasehold wrote. A host
+ * user's, as a start with sudo leaves it; a directory), one another user owns or may write
+ * ({@link refuseShared}), or one that is not one Leasehold wrote. A host
  * started on it would answer every scoped token 401, with nothing to tell its workers why. No
  * file is no scoped token, and starts (null). A file that goes bad while the host runs is logged
  * ({@link ScopedTokens}).
@@ -268,13 +284,14 @@ export class ScopedTokens {
 /**
  * What tells one version of the file from the next: its inode, which each change's rename into
  * place gives anew (a modification time alone can be the same for two writes within a tick of a
- * filesystem's coarse clock), with its modification time and size for a file changed in place.
+ * filesystem's coarse clock), with its modification time and size for a file changed in place,
+ * and its owner and mode, which decide whether it is taken at all ({@link refuseShared}).
  * The empty string when there is no file.
  */
 function fileVersion(path: string): string {
   try {
     const stat = statSync(path)
-    return `${stat.ino}:${stat.mtimeMs}:${stat.size}`
+    return `${stat.ino}:${stat.mtimeMs}:${stat.size}:${stat.uid}:${stat.mode}`
   } catch {
     return '' // no file: no scoped token (one that cannot be looked at is said when read)
   }

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import { execFileSync, spawn } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -380,6 +380,74 @@ describe('leasehold serve on a data dir it cannot use', () => {
       unmount()
       chmodSync(parent, 0o700)
     }
+  })
+
+  /** Runs `serve` on `dir`, which must refuse to start with one line (exit 1, nothing listening); returns the line. */
+  function refusedStart(dir: string): string {
+    const result = runCli(['serve', '--data-dir', dir, '--port', '0'])
+    expect(result.status).toBe(1)
+    expect(result.stdout).not.toMatch(/listening/)
+    const lines = result.stderr.trim().split('\n')
+    expect(lines).toHaveLength(1)
+    return lines[0]!
+  }
+  const asRoot = process.platform !== 'win32' && process.getuid?.() === 0
+
+  test('a data dir writable by its group or others (mkdir -m 777) stops the start with one line naming its mode and `chmod 700`: its token and handlers are neither served with nor loaded', () => {
+    const dir = join(dataDir(), 'shared')
+    mkdirSync(dir)
+    chmodSync(dir, 0o777)
+    writeFileSync(join(dir, 'token'), 'attacker-known-token-0123456789\n')
+    mkdirSync(join(dir, 'handlers'))
+    writeFileSync(join(dir, 'handlers', 'evil.mjs'), `import { writeFileSync } from 'node:fs'\nwriteFileSync(${JSON.stringify(join(dir, 'ran'))}, 'ran')\n`)
+    expect(refusedStart(dir)).toBe(
+      `leasehold: could not start: the data dir ${dir} is writable by its group and others (mode 0777): another user could put a token or handlers in it, which this host would serve with or run as this user; check that what it holds is yours, then run \`chmod 700 ${dir}\`, or give another --data-dir`,
+    )
+    expect(readdirSync(dir).sort()).toEqual(['handlers', 'token'])
+    chmodSync(dir, 0o770)
+    expect(refusedStart(dir)).toContain(`the data dir ${dir} is writable by its group (mode 0770)`)
+  })
+
+  test.skipIf(!asRoot)('a data dir another user owns stops the start with one line naming its owner and `chown`: a host run as root takes only root\'s', () => {
+    const dir = join(dataDir(), 'theirs')
+    mkdirSync(dir, { mode: 0o700 })
+    chownSync(dir, 65534, 65534)
+    const line = refusedStart(dir)
+    expect(line).toContain(`could not start: the data dir ${dir} is owned by uid 65534 (mode 0700), not by this user (uid 0): `)
+    expect(line).toContain(`run \`chown 0 ${dir}\``)
+    expect(readdirSync(dir)).toEqual([])
+  })
+
+  test('a token file others may write is refused with one line, not served with', () => {
+    const dir = dataDir()
+    writeFileSync(join(dir, 'token'), 'attacker-known-token-0123456789\n')
+    chmodSync(join(dir, 'token'), 0o646)
+    expect(refusedStart(dir)).toBe(
+      `leasehold: could not start: the token file ${join(dir, 'token')} is writable by others (mode 0646): another user may have written the token, and know it; remove the file to have a new token made, or, if you wrote the token, run \`chmod 600 ${join(dir, 'token')}\``,
+    )
+  })
+
+  test.skipIf(!asRoot)('a token file another user owns is refused with one line, not served with, and left theirs', () => {
+    const dir = dataDir()
+    writeFileSync(join(dir, 'token'), 'attacker-known-token-0123456789\n')
+    chownSync(join(dir, 'token'), 65534, 65534)
+    expect(refusedStart(dir)).toContain(`could not start: the token file ${join(dir, 'token')} is owned by uid 65534 (mode 0644), not by this user (uid 0): `)
+    expect(statSync(join(dir, 'token')).uid).toBe(65534)
+    expect(readFileSync(join(dir, 'token'), 'utf8')).toBe('attacker-known-token-0123456789\n')
+  })
+
+  test('a worker-tokens.json another user owns or others may write is refused with one line: a token they added would be taken', () => {
+    const dir = dataDir()
+    const path = join(dir, 'worker-tokens.json')
+    writeFileSync(path, '{"tokens":[]}\n')
+    chmodSync(path, 0o666)
+    expect(refusedStart(dir)).toBe(
+      `leasehold: could not start: ${path} is writable by its group and others (mode 0666): another user may have added tokens to it; run \`chmod 600 ${path}\`, then \`leasehold token list\` and revoke any you did not make, or move it away to start with no scoped tokens`,
+    )
+    if (!asRoot) return // giving a file to another user needs root
+    chmodSync(path, 0o600)
+    chownSync(path, 65534, 65534)
+    expect(refusedStart(dir)).toContain(`could not start: ${path} is owned by uid 65534 (mode 0600), not by this user (uid 0): `)
   })
 
   test.skipIf(process.platform !== 'linux')('a data dir under /proc is refused with one line at once (no endless mkdir)', () => {

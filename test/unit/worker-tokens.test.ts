@@ -3,7 +3,7 @@
  * error naming it, never taken as empty and written over; a write that fails leaves the old file
  * and no temporary file behind.
  */
-import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect, test, vi } from 'vitest'
 import { createScopedToken, listScopedTokens, revokeScopedToken, ScopedTokens, WORKER_TOKENS_FILE } from '../../src-main/data-dir/worker-tokens'
@@ -55,6 +55,32 @@ test('the host takes no scoped token while the file is unreadable, says so once,
   } finally {
     clock.mockRestore()
   }
+})
+
+test('a token file others may write is refused, not served with: no scoped token works, the host says why once, and the tokens work again once it is made private', () => {
+  const dir = tempDir()
+  const path = join(dir, WORKER_TOKENS_FILE)
+  const { token } = createScopedToken(dir, 'worker')
+  chmodSync(path, 0o666)
+  const lines: string[] = []
+  const tokens = new ScopedTokens(dir, (line) => lines.push(line))
+  expect(tokens.scopeOf(token)).toBeNull()
+  expect(tokens.scopeOf(token)).toBeNull()
+  expect(lines).toEqual([`leasehold: ${path} is writable by its group and others (mode 0666): another user may have added tokens to it; run \`chmod 600 ${path}\`, then \`leasehold token list\` and revoke any you did not make, or move it away to start with no scoped tokens; no worker token is taken until then`])
+  expect(() => listScopedTokens(dir)).toThrow(`${path} is writable by its group and others`)
+  expect(() => createScopedToken(dir, 'admin')).toThrow(`${path} is writable by its group and others`)
+  chmodSync(path, 0o600)
+  expect(tokens.scopeOf(token)).toBe('worker')
+})
+
+test('a token file another user owns is refused, as one others may write is', (context) => {
+  if (process.platform === 'win32' || process.getuid?.() !== 0) return context.skip('it needs root to give a file to another user')
+  const dir = tempDir()
+  const path = join(dir, WORKER_TOKENS_FILE)
+  const { token } = createScopedToken(dir, 'worker')
+  chownSync(path, 65534, 65534)
+  expect(() => listScopedTokens(dir)).toThrow(`${path} is owned by uid 65534 (mode 0600), not by this user (uid 0): another user may have added tokens to it; run \`chown 0 ${path}\``)
+  expect(new ScopedTokens(dir).scopeOf(token)).toBeNull()
 })
 
 test('a token created while the host runs works from its first request, not only after the host next looks at the file', () => {
