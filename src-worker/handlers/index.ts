@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { readdirSync, statSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { othersMayWrite } from '../../src-shared/others-may-write'
 import { HANDLER_LOAD_TIMEOUT_MS, Name } from '../../src-shared/worker-exchange'
 import type { WriteAllow } from '../../src-shared/write-allow'
 import { type Handler, isHandler } from '../handler-api'
@@ -71,13 +72,23 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
   if (options.handlersDir) {
     try {
       const skip = new Set(options.skip)
-      files = readdirSync(options.handlersDir)
-        .filter((f) => f.endsWith('.mjs') && !skip.has(resolve(options.handlersDir!, f)))
-        .sort()
+      const shared = sharedHandlersDir(options.handlersDir)
+      if (shared) problems.push({ file: options.handlersDir, error: shared })
+      else {
+        files = readdirSync(options.handlersDir)
+          .filter((f) => f.endsWith('.mjs') && !skip.has(resolve(options.handlersDir!, f)))
+          .sort()
+      }
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') problems.push({ file: options.handlersDir, error: (error as Error).message })
     }
   }
+  // Looked at before any is imported: importing a module runs its code.
+  files = files.filter((file) => {
+    const shared = sharedHandlerFile(join(options.handlersDir!, file))
+    if (shared) problems.push({ file: join(options.handlersDir!, file), error: shared })
+    return !shared
+  })
   /** The user file each job type was last loaded from. */
   const fileOf: Record<string, string> = {}
   const paths = files.map((file) => join(options.handlersDir!, file))
@@ -100,6 +111,28 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
     }
   }
   return { handlers, problems, fileOf }
+}
+
+/**
+ * Why the handlers folder is not loaded, when another user owns it or may write in it
+ * (src-shared/others-may-write.ts): they could put a module in it, which this worker would run
+ * as its own user. Null when it is this user's or root's alone; throws as statSync does (ENOENT).
+ */
+function sharedHandlersDir(dir: string): string | null {
+  const shared = othersMayWrite(dir, statSync(dir), 'go-w')
+  return shared && `the handlers folder ${shared.why}: another user could put a handler in it, which would run as this user; none of its handlers is loaded; run \`${shared.fix}\` and restart the worker`
+}
+
+/** Why the handler module at `path` is not loaded, when another user owns it or may write it; null when it is this user's or root's alone. */
+function sharedHandlerFile(path: string): string | null {
+  let stats
+  try {
+    stats = statSync(path)
+  } catch {
+    return null // its import says why
+  }
+  const shared = othersMayWrite(path, stats, 'go-w')
+  return shared && `it ${shared.why}: another user could change its code, which would run as this user; run \`${shared.fix}\` and restart the worker`
 }
 
 /**

@@ -3,6 +3,7 @@
  * worker`, it is reported as a handler that did not load, naming the file, and the other handlers
  * and the built-ins run.
  */
+import { chmodSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { HANDLER_LOAD_TIMEOUT_MS } from '../../src-shared/limits'
@@ -33,11 +34,25 @@ const CASES = [
     reported: [/handler \S*tla\.mjs did not load: did not finish loading within 5 s/],
     never: 'exited with 13',
   },
+  {
+    what: 'a mode that lets others write it (another user could have changed its code)',
+    handlers: { ...FINE, 'loose.mjs': "console.error('the loose module ran'); export const type = 'noop'; export function run() { return 'replaced' }" },
+    modes: { 'loose.mjs': 0o646 },
+    reported: [/handler \S*loose\.mjs did not load: it is writable by others \(mode 0646\): another user could change its code, which would run as this user; run `chmod go-w \S*loose\.mjs`/],
+    never: 'the loose module ran',
+  },
 ]
 
-describe.each(CASES)('a handler file with $what', ({ handlers, reported, never }) => {
+/** The data dir of a case: its handler files, with the modes it gives some of them. */
+function caseDataDir(handlers: Record<string, string>, modes: Record<string, number> = {}): string {
+  const dataDir = dataDirWith(handlers)
+  for (const [name, mode] of Object.entries(modes)) chmodSync(join(dataDir, 'handlers', name), mode)
+  return dataDir
+}
+
+describe.each(CASES)('a handler file with $what', ({ handlers, modes, reported, never }) => {
   test('is reported naming its file and skipped: the pool runs the other handlers, noop too', async () => {
-    const host = await startHost({ dataDir: dataDirWith(handlers), workers: 1 })
+    const host = await startHost({ dataDir: caseDataDir(handlers, modes), workers: 1 })
     await poolReady(host, 1)
     for (const type of ['noop', 'test.fine']) expect((await settled(host, await submit(host, { job_type: type }), 10_000)).job.state, type).toBe('DONE')
     const log = host.lines.join('\n')
@@ -46,7 +61,7 @@ describe.each(CASES)('a handler file with $what', ({ handlers, reported, never }
   })
 
   test('is reported naming its file by leasehold worker --handlers, which takes jobs', async () => {
-    const dataDir = dataDirWith(handlers)
+    const dataDir = caseDataDir(handlers, modes)
     const host = await startHost({ dataDir, workers: 0 })
     const worker = spawnWorker(host, ['--handlers', join(dataDir, 'handlers')])
     await workerStarted(worker)

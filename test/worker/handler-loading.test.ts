@@ -1,7 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, expect, test } from 'vitest'
+import { afterEach, describe, expect, test } from 'vitest'
 import { loadHandlers } from '../../src-worker/handlers'
 import { until } from '../helpers/until'
 import { WORKER_HELP } from '../../src-worker/command'
@@ -15,7 +15,7 @@ afterEach(() => {
 function folderWith(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-handlers-'))
   dirs.push(dir)
-  for (const [name, source] of Object.entries(files)) writeFileSync(join(dir, name), source)
+  for (const [name, source] of Object.entries(files)) writeFileSync(join(dir, name), source, { mode: 0o644 }) // not group-writable, whatever the umask
   return dir
 }
 
@@ -106,6 +106,64 @@ test("while the modules load, Node's own call of process.exit (a thread that end
   } finally {
     process.exit = exit
   }
+})
+
+describe('handlers another user may have written are not loaded (as ssh refuses a key file others can change)', () => {
+  /** A module of job type `file.write` (replacing the built-in) that leaves a file at `marker` when its code runs. */
+  function planted(marker: string): string {
+    return `import { writeFileSync } from 'node:fs'\nwriteFileSync(${JSON.stringify(marker)}, 'ran')\nexport default { type: 'file.write', run: () => 'planted' }\n`
+  }
+  const markerDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-marker-'))
+    dirs.push(dir)
+    return join(dir, 'ran')
+  }
+
+  test('a handlers folder writable by its group or others: none of its modules is loaded or run, reported as a handler that did not load with its mode and the fix; the built-ins stay', async () => {
+    const marker = markerDir()
+    const dir = folderWith({ 'evil.mjs': planted(marker) })
+    chmodSync(dir, 0o777)
+    const { handlers, problems, fileOf } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+    expect(problems).toEqual([
+      {
+        file: dir,
+        error: `the handlers folder is writable by its group and others (mode 0777): another user could put a handler in it, which would run as this user; none of its handlers is loaded; run \`chmod go-w ${dir}\` and restart the worker`,
+      },
+    ])
+    expect(existsSync(marker)).toBe(false)
+    expect(fileOf).toEqual({})
+    expect([...handlers.keys()].sort()).toEqual(['file.write', 'noop', 'sleep'])
+  })
+
+  test('a handler module writable by its group or by others is not loaded or run, and reported so; the other modules of the folder load', async () => {
+    const marker = markerDir()
+    const dir = folderWith({ 'evil.mjs': planted(marker), 'group.mjs': planted(marker), 'fine.mjs': "export default { type: 'fine', run: () => 'ok' }" })
+    chmodSync(join(dir, 'evil.mjs'), 0o646)
+    chmodSync(join(dir, 'group.mjs'), 0o664)
+    const { problems, fileOf } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+    expect(problems).toEqual([
+      { file: join(dir, 'evil.mjs'), error: `it is writable by others (mode 0646): another user could change its code, which would run as this user; run \`chmod go-w ${join(dir, 'evil.mjs')}\` and restart the worker` },
+      { file: join(dir, 'group.mjs'), error: `it is writable by its group (mode 0664): another user could change its code, which would run as this user; run \`chmod go-w ${join(dir, 'group.mjs')}\` and restart the worker` },
+    ])
+    expect(existsSync(marker)).toBe(false)
+    expect(fileOf).toEqual({ fine: join(dir, 'fine.mjs') })
+  })
+
+  test("a handler module or a handlers folder another user owns is not loaded or run; root's are", async (context) => {
+    if (process.platform === 'win32' || process.getuid?.() !== 0) return context.skip('it needs root to give a file to another user')
+    const marker = markerDir()
+    const dir = folderWith({ 'evil.mjs': planted(marker), 'fine.mjs': "export default { type: 'fine', run: () => 'ok' }" })
+    chownSync(join(dir, 'evil.mjs'), 65534, 65534)
+    const one = await loadHandlers({ handlersDir: dir, execAllow: [] })
+    expect(one.problems).toEqual([
+      { file: join(dir, 'evil.mjs'), error: `it is owned by uid 65534 (mode 0644), not by this user (uid 0): another user could change its code, which would run as this user; run \`chown 0 ${join(dir, 'evil.mjs')}\` and restart the worker` },
+    ])
+    expect(one.fileOf).toEqual({ fine: join(dir, 'fine.mjs') })
+    chownSync(dir, 65534, 65534)
+    const all = await loadHandlers({ handlersDir: dir, execAllow: [] })
+    expect(all.problems).toEqual([{ file: dir, error: expect.stringMatching(/^the handlers folder is owned by uid 65534 \(mode 0700\), not by this user \(uid 0\): .*; none of its handlers is loaded; run `chown 0 \S+` and restart the worker$/) }])
+    expect(existsSync(marker)).toBe(false)
+  })
 })
 
 test('leasehold worker --help gives --concurrency its range, 1–256, with its default', () => {

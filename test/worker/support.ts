@@ -103,9 +103,10 @@ export function dataDirWith(handlers: Record<string, string>): string {
   return dataDir
 }
 
+/** Writes handler modules (file name → source) into `dir`, made writable by this user alone whatever the umask: a worker loads no other (workers.md). */
 export function writeHandlers(dir: string, handlers: Record<string, string>): string {
-  mkdirSync(dir, { recursive: true })
-  for (const [name, source] of Object.entries(handlers)) writeFileSync(join(dir, name), source)
+  mkdirSync(dir, { recursive: true, mode: 0o755 })
+  for (const [name, source] of Object.entries(handlers)) writeFileSync(join(dir, name), source, { mode: 0o644 })
   return dir
 }
 
