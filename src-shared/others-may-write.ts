@@ -11,7 +11,7 @@ import type { Stats } from 'node:fs'
 
 /** Why another user may have written the file `stats` describe, and what makes it this user's alone. */
 export interface OthersMayWrite {
-  /** As a line says it after the path: `is owned by uid 65534, not by this user (uid 1000) or root`. */
+  /** As a line says it after the path: `is owned by uid 65534 (mode 0644), not by this user (uid 1000) or root`, `is writable by its group (mode 0775)`. */
   why: string
   /** The command that fixes it, as a line says it: `chmod 700 '/srv/a b'`, `chown 1000 /srv/ab`. */
   fix: string

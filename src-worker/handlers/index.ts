@@ -61,6 +61,8 @@ export interface LoadedHandlers {
  * it took would fail for good, while another worker that allows the program could run it.
  * `file.write` is always among them: with `--write-allow none` its jobs fail, saying which flag
  * allows them, rather than wait unsaid for a worker that writes.
+ * A handlers folder or module another user owns or may write is reported and not imported
+ * ({@link sharedHandlersDir}, {@link sharedHandlerFile}).
  */
 export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandlers> {
   const handlers = new Map<string, Handler>()
