@@ -5,6 +5,7 @@ import { defaultDataDir } from '../src-shared/client-target'
 import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
+import { redisPrefixRefusal } from '../src-shared/redis-streams'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
 import type { Durability } from './db/open'
@@ -82,6 +83,12 @@ const int = (min: number, max: number) => {
 }
 
 /** `true` or `false`, spelt so: every flag takes a value (and its variable the same one), a switch included. */
+/** A Redis key prefix: no glob characters (SCAN's MATCH would read them as a pattern: redis-streams.ts). */
+const redisPrefix = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(100)
+  .refine((prefix) => redisPrefixRefusal(prefix) === null, { error: (issue) => redisPrefixRefusal(String(issue.input)) ?? '' })
 const yesOrNo = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((value) => value === 'true')
 
 const BUSY_MESSAGE = 'must be a number from 0 to 10, or auto'
@@ -164,7 +171,7 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, MAX_BODY_LIMIT_BYTES), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
   { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: 'carry the queues over Redis Streams too: redis://[user:password@]host:port/db, rediss:// for TLS (docs/redis.md)', schema: z.string().regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL') },
-  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: 'prefix of every Redis key the host writes; one host per prefix', schema: z.string().min(1, 'must not be empty').max(100), default: 'leasehold:' },
+  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: "prefix of every Redis key the host writes, without * ? [ ] or \\; one host per prefix, and none that begins another host's or begins with one", schema: redisPrefix, default: 'leasehold:' },
   { name: 'retain-days', env: 'LEASEHOLD_RETAIN_DAYS', value: 'DAYS', help: 'days a finished job is kept, then deleted with its history (0 = forever)', schema: int(0, 36_500), default: '7' },
 ]
 

@@ -83,6 +83,21 @@ const FOREIGN_HOLDER = 'no Leasehold host: the key holds '
 /** The holder a value of `<prefix>host` names that is no Leasehold host's claim (another application's key). */
 export const foreignHolder = (value: string): string => `${FOREIGN_HOLDER}${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`
 
+/**
+ * The characters SCAN's MATCH reads as a pattern (`*`, `?`, `[…]`, and `\` that escapes them). A
+ * prefix with any of them would match other keys than its own; `--redis-prefix` refuses them.
+ */
+export const GLOB_CHARACTERS = /[*?[\]\\]/
+
+/** `text` as a MATCH pattern that matches that text alone: each glob character escaped. */
+export const globEscaped = (text: string): string => text.replace(/[*?[\]\\]/g, '\\$&')
+
+/** Why a `--redis-prefix` (or LEASEHOLD_REDIS_PREFIX) is refused, or null when it may be used. */
+export function redisPrefixRefusal(prefix: string): string | null {
+  if (!GLOB_CHARACTERS.test(prefix)) return null
+  return `must not contain * ? [ ] or \\: Redis reads them as a pattern when the host looks for its keys, which would then take other keys for its own`
+}
+
 /** The line a host on a taken prefix says (src-main/redis/prefix-claim.ts): at start, in its log, and in `leasehold status`. */
 export function prefixTakenMessage(prefix: string, url: string, holder: string): string {
   if (holder.startsWith(FOREIGN_HOLDER)) {

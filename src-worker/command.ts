@@ -2,7 +2,7 @@ import { statSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { openTransport, type RemoteRoute } from './transport-open'
 import { WorkerRuntime } from './runtime'
-import { DEFAULT_REDIS_PREFIX, redactedUrl } from '../src-shared/redis-streams'
+import { DEFAULT_REDIS_PREFIX, redactedUrl, redisPrefixRefusal } from '../src-shared/redis-streams'
 import { checkToken, resolveClientTarget } from '../src-shared/client-target'
 import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
@@ -22,7 +22,8 @@ Flags:
 ${TARGET_HELP}
   --redis URL          talk to the host through this Redis only (env LEASEHOLD_REDIS, which a
                        --url flag overrides; --redis and --url do not go together)
-  --redis-prefix P     the host's --redis-prefix (env LEASEHOLD_REDIS_PREFIX) [leasehold:]
+  --redis-prefix P     the host's --redis-prefix (env LEASEHOLD_REDIS_PREFIX), without * ? [ ] or \\
+                       [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once (1–${MAX_WORKER_CONCURRENCY}), sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
   --gpu                this worker has a GPU: it is given jobs submitted with
@@ -104,7 +105,11 @@ function redisRoute(flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; 
   const url = flags.redis ?? (flags.url === undefined ? envSetting(env, 'LEASEHOLD_REDIS') : undefined)
   if (url === undefined) return null
   const prefix = flags['redis-prefix'] ?? envSetting(env, 'LEASEHOLD_REDIS_PREFIX') ?? DEFAULT_REDIS_PREFIX
-  if (prefix.length > MAX_PREFIX_CHARS) throw new ConfigError(`${flags['redis-prefix'] !== undefined ? '--redis-prefix' : 'LEASEHOLD_REDIS_PREFIX'} must be at most ${MAX_PREFIX_CHARS} characters (got ${prefix.length})`)
+  const source = flags['redis-prefix'] !== undefined ? '--redis-prefix' : 'LEASEHOLD_REDIS_PREFIX'
+  if (prefix.length > MAX_PREFIX_CHARS) throw new ConfigError(`${source} must be at most ${MAX_PREFIX_CHARS} characters (got ${prefix.length})`)
+  // As serve refuses it: no host can be on such a prefix, and the worker's requests would wait unread.
+  const refusal = redisPrefixRefusal(prefix)
+  if (refusal !== null) throw new ConfigError(`${source} ${refusal} (got ${JSON.stringify(prefix)})`)
   return { url, prefix }
 }
 

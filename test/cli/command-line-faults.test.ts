@@ -7,7 +7,7 @@
  */
 import BetterSqlite3 from 'better-sqlite3'
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process'
-import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { userInfo } from 'node:os'
@@ -974,6 +974,23 @@ describe('leasehold worker', () => {
     const result = await run(['worker', '--redis', 'redis://127.0.0.1:1', '--url', host.url, '--token', host.token])
     expect(result.status).toBe(2)
     expect(lines(result.stderr)).toEqual(['leasehold: --redis and --url: give one (--redis reaches the host through Redis only)'])
+  })
+
+  test('a --redis-prefix with a glob character (* ? [ ] \\) is a usage error for serve and worker, flag or variable: Redis would read it as a pattern and match other hosts\' keys', async () => {
+    const rule = 'must not contain * ? [ ] or \\: Redis reads them as a pattern when the host looks for its keys, which would then take other keys for its own'
+    const dataDir = join(tempDir('glob-prefix-'), 'never-made')
+    for (const prefix of ['l*', 'a?:', 'x[ab]:', 'back\\slash:']) {
+      const serve = await run(['serve', '--data-dir', dataDir, '--port', '0', '--redis', 'redis://127.0.0.1:1/0', '--redis-prefix', prefix])
+      expect(serve.status).toBe(2)
+      expect(lines(serve.stderr)).toEqual([`leasehold: --redis-prefix ${rule} (got ${JSON.stringify(prefix)})`])
+      const worker = await run(['worker', '--redis', 'redis://127.0.0.1:1/0', '--token', host.token, '--redis-prefix', prefix])
+      expect(worker.status).toBe(2)
+      expect(lines(worker.stderr)).toEqual([`leasehold: --redis-prefix ${rule} (got ${JSON.stringify(prefix)})`])
+    }
+    const fromEnv = await run(['worker', '--redis', 'redis://127.0.0.1:1/0', '--token', host.token], { LEASEHOLD_REDIS_PREFIX: 'l*' })
+    expect(fromEnv.status).toBe(2)
+    expect(lines(fromEnv.stderr)).toEqual([`leasehold: LEASEHOLD_REDIS_PREFIX ${rule} (got "l*")`])
+    expect(existsSync(dataDir)).toBe(false)
   })
 
   test('a retry line repeats at most once a minute for each kind of fault, with the count held back; other lines pass', () => {
