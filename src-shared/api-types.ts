@@ -966,7 +966,7 @@ export interface components {
             unanswered_ms: number | null;
             /** @description The prefix of every key the host writes (--redis-prefix) */
             prefix: string;
-            /** @description Another host found using this prefix (as it names itself); the host then no longer uses Redis until it is restarted. Null while the prefix is its own */
+            /** @description Another host found using this prefix (as it names itself), or a prefix that nests with it (one begins the other: then followed by that prefix); the host then no longer uses Redis until it is restarted. Null while the prefix is its own */
             prefix_taken_by: string | null;
             /** @description Redis's words when it answers the host with a refusal: connected, it takes nothing the host sends (out of memory at its maxmemory, a key of another type); not connected, it refused the connection (WRONGPASS: its user deleted or its password changed). Null while it takes what it is sent */
             refused: string | null;

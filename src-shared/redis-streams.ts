@@ -98,8 +98,26 @@ export function redisPrefixRefusal(prefix: string): string | null {
   return `must not contain * ? [ ] or \\: Redis reads them as a pattern when the host looks for its keys, which would then take other keys for its own`
 }
 
+/** Two prefixes nest when one begins the other: the keys of the longer are keys of the shorter's too. */
+export const prefixesNest = (a: string, b: string): boolean => a !== b && (a.startsWith(b) || b.startsWith(a))
+
+/** How a holder found on a prefix that nests with this host's ends: its prefix, quoted (group 1). */
+const NESTING_HOLDER = /, on the Redis prefix "([^]*)", which nests with this host's$/
+
+/** The holder (`prefix_taken_by`) of a host found on `prefix`, which nests with this host's: its description, then that prefix. */
+export const nestingHolder = (description: string, prefix: string): string => `${description}, on the Redis prefix "${prefix}", which nests with this host's`
+
 /** The line a host on a taken prefix says (src-main/redis/prefix-claim.ts): at start, in its log, and in `leasehold status`. */
 export function prefixTakenMessage(prefix: string, url: string, holder: string): string {
+  const nesting = NESTING_HOLDER.exec(holder)
+  if (nesting) {
+    const other = nesting[1]!
+    const [shorter, longer] = other.length < prefix.length ? [other, prefix] : [prefix, other]
+    return (
+      `another Leasehold host (${holder.slice(0, nesting.index)}) uses the Redis prefix "${other}" on ${redactedUrl(url)}, which nests with this host's "${prefix}": ` +
+      `the keys of "${longer}" are keys of "${shorter}" too, and each host would take the other's for its own; each host needs a prefix that neither begins another host's nor begins with one: give this one another with --redis-prefix`
+    )
+  }
   if (holder.startsWith(FOREIGN_HOLDER)) {
     const key = prefixClaimKey(prefix)
     return `the key ${key} on ${redactedUrl(url)} holds ${holder.slice(FOREIGN_HOLDER.length)}, which is no Leasehold host's claim: something else uses the Redis prefix "${prefix}"; delete that key (DEL ${key}) if the prefix is this host's alone, or give this one another with --redis-prefix`

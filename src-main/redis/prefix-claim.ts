@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Redis } from 'ioredis'
-import { foreignHolder, prefixClaimKey } from '../../src-shared/redis-streams'
+import { foreignHolder, globEscaped, nestingHolder, prefixClaimKey, prefixesNest } from '../../src-shared/redis-streams'
+import { scanKeys } from './keys'
 
 /**
  * One host per Redis prefix (docs/redis.md, "One host per prefix"). Two hosts on one prefix
@@ -13,6 +14,12 @@ import { foreignHolder, prefixClaimKey } from '../../src-shared/redis-streams'
  * it back at once. A host that finds another on its prefix touches none of its keys: at start it
  * refuses to start; later (its claim lapsed while it could not refresh it, or Redis lost it and
  * another host claimed it first) it stops using Redis until it is restarted, rather than fight.
+ *
+ * Two prefixes that nest (one begins the other: `leasehold:` and `leasehold:q:`) share keys: the
+ * queue `q:default` of the one is the queue `default` of the other, and a queue name may hold
+ * any `:`, so no key tells whose it is. So the first claim of a prefix also looks for the live
+ * claims of other hosts on prefixes that nest with it, and one found is taken as its prefix's
+ * own claim would be: the host refuses to start, or (Redis answered late) stops using Redis.
  */
 
 /** How long a claim lasts unrefreshed: a host killed without releasing it keeps other hosts off its prefix this long. */
@@ -51,6 +58,30 @@ const CLAIM_VALUE = /^\S+ (pid \d+ on [^]*)$/
 const RELEASE = `local held = redis.call('get', KEYS[1])
 if held and string.match(held, '^%S+') == ARGV[1] then redis.call('del', KEYS[1]) end
 return 0`
+
+/** A live claim of another host: the prefix it claims, and the words it describes itself with. */
+export interface OtherClaim {
+  prefix: string
+  description: string
+}
+
+/**
+ * The live claims of hosts other than `ownId` among the keys that match `match` (a MATCH pattern
+ * of `<prefix>host` keys). A key its Redis user may not read (NOPERM), or that holds no Leasehold
+ * claim (another application's key), names no host.
+ */
+async function claimsMatching(redis: Redis, match: string, ownId: string): Promise<OtherClaim[]> {
+  const suffix = prefixClaimKey('')
+  const keys = (await scanKeys(redis, match, 'string')).filter((key) => key.endsWith(suffix))
+  if (keys.length === 0) return []
+  const values = (await redis.pipeline(keys.map((key) => ['get', key])).exec()) ?? []
+  return keys.flatMap((key, i) => {
+    const [error, value] = values[i] ?? [null, null]
+    if (error || typeof value !== 'string' || /^\S+/.exec(value)?.[0] === ownId) return []
+    const described = CLAIM_VALUE.exec(value)
+    return described ? [{ prefix: key.slice(0, -suffix.length), description: described[1]! }] : []
+  })
+}
 
 /**
  * Where the claim stands: not yet answered (Redis has not been reached), held by this host, or
@@ -98,6 +129,16 @@ export class PrefixClaim {
       held = null
     }
     if (this.state === 'taken') return this.current // another renewal found the holder meanwhile
+    // The first claim made: before any other key of the prefix is touched, no host may be on a prefix that nests with it.
+    const nesting = held === null && this.current === 'unknown' ? (await this.nesting(redis))[0] : undefined
+    if ((this.state as ClaimState) === 'taken') return this.current // found meanwhile, as above
+    if (nesting) {
+      if (refused === null) await redis.eval(RELEASE, 1, prefixClaimKey(this.prefix), id).catch(() => {}) // the prefix left to whoever may use it
+      this.current = 'taken'
+      this.holder = nestingHolder(nesting.description, nesting.prefix)
+      for (const listener of this.listeners) listener()
+      return this.current
+    }
     const next: ClaimState = held === null ? 'held' : 'taken'
     if (next !== this.current || refused !== this.refused) {
       this.current = next
@@ -107,6 +148,28 @@ export class PrefixClaim {
       for (const listener of this.listeners) listener()
     }
     return this.current
+  }
+
+  /**
+   * The live claims of other hosts on prefixes that nest with this one (one begins the other),
+   * looked for over the whole keyspace: a shorter prefix's claim is no key of this prefix. A
+   * Redis user not allowed to SCAN finds none (such a user cannot reconcile either, and says so).
+   */
+  async nesting(redis: Redis): Promise<OtherClaim[]> {
+    const claims = await claimsMatching(redis, `*${globEscaped(prefixClaimKey(''))}`, this.identity.id).catch((error: Error) => {
+      if (/NOPERM/.test(error.message)) return []
+      throw error
+    })
+    return claims.filter((claim) => prefixesNest(claim.prefix, this.prefix))
+  }
+
+  /**
+   * The live claims of other hosts on longer prefixes that begin with this one (`leasehold:q:`
+   * within `leasehold:`): the keys under them are that host's, though they begin with this prefix.
+   */
+  async within(redis: Redis): Promise<OtherClaim[]> {
+    const claims = await claimsMatching(redis, `${globEscaped(this.prefix)}?*${globEscaped(prefixClaimKey(''))}`, this.identity.id)
+    return claims.filter((claim) => claim.prefix.startsWith(this.prefix) && claim.prefix !== this.prefix)
   }
 
   /** Why Redis refused the claim at the last renewal (the host's Redis user lacks EVAL, GET or SET), or null when the claim is checked. */

@@ -2,8 +2,10 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxFillCursor, type OutboxFillStep, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl, redisFaultWords } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, globEscaped, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl, redisFaultWords } from '../../src-shared/redis-streams'
+import { QueueName } from '../../src-shared/worker-exchange'
 import { Answering, UNANSWERED_AFTER_MS } from './answering'
+import { scanKeys } from './keys'
 import { type HostIdentity, PrefixClaim, processIdentity } from './prefix-claim'
 
 export { UNANSWERED_AFTER_MS } from './answering'
@@ -894,15 +896,19 @@ export class RedisRelay {
     this.groupsMade.add(stream)
   }
 
+  /**
+   * This prefix's queue streams in Redis: the streams `<prefix>q:<queue>` (the prefix escaped in
+   * the pattern, each key checked to be one), less those under a longer prefix another host
+   * claims (`leasehold:q:q:default` is queue `default` of a host on `leasehold:q:`, not this
+   * host's `q:default`). The reconciliation deletes what these hold beyond the outbox, and the
+   * sweep their consumers: a key of another host's here would lose it its entries.
+   */
   private async streamKeys(): Promise<string[]> {
-    const keys: string[] = []
-    let cursor = '0'
-    do {
-      const [next, batch] = await this.redis.scan(cursor, 'MATCH', `${this.prefix}q:*`, 'COUNT', 1000, 'TYPE', 'stream')
-      cursor = next
-      keys.push(...batch)
-    } while (cursor !== '0')
-    return keys
+    const queuesAt = queueStream(this.prefix, '')
+    const keys = (await scanKeys(this.redis, `${globEscaped(queuesAt)}*`, 'stream')).filter((key) => key.startsWith(queuesAt) && QueueName.safeParse(key.slice(queuesAt.length)).success)
+    if (keys.length === 0) return keys
+    const others = await this.claim.within(this.redis)
+    return keys.filter((key) => !others.some((other) => key.startsWith(other.prefix)))
   }
 
   private async entryIds(stream: string): Promise<Set<string>> {

@@ -35,9 +35,9 @@ async function hostOn(prefix = 'leasehold:', dataDir = tempDir()): Promise<TestH
 const redisHealth = async (host: TestHost) => ((await (await host.call('/api/health')).json()) as { redis: RedisHealth }).redis
 
 /** `leasehold serve` on a data dir of its own and `server`: how it ended (killed if it still runs after 15 s: it started). */
-async function serveToEnd(): Promise<{ status: number | null; stderr: string }> {
+async function serveToEnd(prefix = 'leasehold:'): Promise<{ status: number | null; stderr: string }> {
   let child!: ChildProcess
-  const run = runCliAsync(['serve', '--data-dir', tempDir(), '--port', '0', '--workers', '0', '--busy', '0', '--redis', server.url], {}, (c) => (child = c))
+  const run = runCliAsync(['serve', '--data-dir', tempDir(), '--port', '0', '--workers', '0', '--busy', '0', '--redis', server.url, '--redis-prefix', prefix], {}, (c) => (child = c))
   const started = setTimeout(() => child.kill('SIGTERM'), 15_000)
   const { status, stderr } = await run
   clearTimeout(started)
@@ -78,6 +78,51 @@ describe('one host per Redis prefix', () => {
     const own = await startServe(['--data-dir', tempDir(), '--port', '0', '--redis', server.url, '--redis-prefix', 'second:']) // would throw if refused
     processes.push(own)
   }, 40_000)
+
+  test("a host on a prefix that nests with a running host's (one begins the other) refuses to start with one line naming both, exits 1, and leaves the other's streams, pending entries and answers as they were", async () => {
+    // Host B on leasehold:q:, with queued and running jobs and an answer to one of its workers.
+    const b = await hostOn('leasehold:q:')
+    await until(async () => (await redisHealth(b)).connected, 5000, 'host B connected')
+    for (let i = 0; i < 6; i++) b.engine.submit({ job_type: 'test', cost_units: 1 })
+    b.engine.claimBatch({ worker_id: 'wb' }, 2)
+    const bQueue = 'leasehold:q:q:default'
+    const bReplies = 'leasehold:q:worker:wc:replies'
+    await admin.xadd(bReplies, '*', 'body', '{"answer":1}')
+    const pendingOf = async () => ((await admin.xpending(bQueue, 'leasehold')) as [number])[0]
+    await until(async () => (await admin.xlen(bQueue)) === 6 && (await pendingOf()) === 2, 5000, "B's messages published and claimed")
+    const before = { entries: await admin.xrange(bQueue, '-', '+'), replies: await admin.xrange(bReplies, '-', '+') }
+
+    const nestingLine = (other: string, own: string, holderDir: string) =>
+      new RegExp(
+        `^leasehold: could not start: another Leasehold host \\(pid ${process.pid} on .+, data dir ${holderDir}\\) uses the Redis prefix "${other}" on redis://127\\.0\\.0\\.1:${server.port}/0, ` +
+          `which nests with this host's "${own}": the keys of "leasehold:q:" are keys of "leasehold:" too, and each host would take the other's for its own; ` +
+          'each host needs a prefix that neither begins another host\'s nor begins with one: give this one another with --redis-prefix$',
+      )
+    const shorter = await serveToEnd('leasehold:')
+    expect(shorter.status).toBe(1)
+    expect(shorter.stderr.trim().split('\n')).toEqual([expect.stringMatching(nestingLine('leasehold:q:', 'leasehold:', b.dataDir))])
+    // It went before anything of B's was touched, and gave its own claim up.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(await admin.xrange(bQueue, '-', '+')).toEqual(before.entries)
+    expect(await pendingOf()).toBe(2)
+    expect(await admin.xrange(bReplies, '-', '+')).toEqual(before.replies)
+    expect(await admin.get(prefixClaimKey('leasehold:'))).toBeNull()
+    expect((await redisHealth(b)).prefix_taken_by).toBeNull()
+    await b.dispose()
+    hosts.splice(0)
+
+    // The other way round: a host on leasehold: runs, and one on leasehold:q: is refused.
+    const a = await hostOn('leasehold:')
+    await until(async () => (await redisHealth(a)).connected, 5000, 'host A connected')
+    const longer = await serveToEnd('leasehold:q:')
+    expect(longer.status).toBe(1)
+    expect(longer.stderr.trim().split('\n')).toEqual([expect.stringMatching(nestingLine('leasehold:', 'leasehold:q:', a.dataDir))])
+    expect(await admin.get(prefixClaimKey('leasehold:q:'))).toBeNull()
+    expect((await redisHealth(a)).prefix_taken_by).toBeNull()
+
+    const apart = await startServe(['--data-dir', tempDir(), '--port', '0', '--redis', server.url, '--redis-prefix', 'leasehold-two:']) // would throw if refused
+    processes.push(apart)
+  }, 60_000)
 
   test('a host whose prefix key holds something other than a Leasehold claim refuses to start saying so and naming the key to delete; it does not call it another Leasehold host', async () => {
     await admin.set(prefixClaimKey('leasehold:'), 'hello world')

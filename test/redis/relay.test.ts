@@ -6,6 +6,7 @@ import { ManualClock } from '../../src-main/engine/rules/clock'
 import { engineContext } from '../../src-main/engine/internals'
 import { claimAnswer } from '../../src-main/http/views/worker'
 import { CONSUMER_GROUP, COUNT_CHECK_MS, passRetryDelayMs, RedisRelay, UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
+import { prefixClaimKey } from '../../src-shared/redis-streams'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -272,6 +273,55 @@ describe('the outbox and the relay', () => {
     await relay.sweep()
     expect(await consumers()).toEqual(['holder'])
     expect(await pendingByConsumer()).toEqual([['holder', '1']])
+  })
+
+  /** Streams of another host's (or application's) beside the relay's: a queue with entries, one pending and an idle consumer, and a reply stream. */
+  async function othersStreams(queueKey: string, repliesKey: string): Promise<() => Promise<unknown>> {
+    await admin.xgroup('CREATE', queueKey, CONSUMER_GROUP, '0', 'MKSTREAM')
+    for (const id of ['0-1', '0-2', '0-3']) await admin.xadd(queueKey, id, 'job_id', `other-${id}`, 'enqueue_id', id.slice(2))
+    await admin.xreadgroup('GROUP', CONSUMER_GROUP, 'busy', 'COUNT', 1, 'STREAMS', queueKey, '>')
+    await admin.call('XGROUP', 'CREATECONSUMER', queueKey, CONSUMER_GROUP, 'idle')
+    await admin.xadd(repliesKey, '*', 'body', '{"answer":1}')
+    const look = async () => ({
+      entries: (await admin.xrange(queueKey, '-', '+')).map(([id]) => id),
+      pending: (await admin.xpending(queueKey, CONSUMER_GROUP)) as unknown,
+      consumers: ((await admin.xinfo('CONSUMERS', queueKey, CONSUMER_GROUP)) as unknown[][]).map((fields) => fields[1]).sort(),
+      replies: await admin.xlen(repliesKey),
+    })
+    const before = await look()
+    expect(before).toMatchObject({ entries: ['0-1', '0-2', '0-3'], consumers: ['busy', 'idle'], replies: 1 })
+    return async () => expect(await look()).toEqual(before)
+  }
+
+  /** Makes the relay reconcile (a reconnect), and resolves once it has: a job submitted meanwhile is in its stream. */
+  async function reconciled(engine: Engine, relay: RedisRelay, queueKey: string): Promise<void> {
+    await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+    await until(() => relay.connected, 5000, 'reconnected')
+    const job = engine.submit(aJob()).job
+    await until(async () => (await admin.xrange(queueKey, '-', '+')).some(([, fields]) => fields[1] === job.id), 5000, 'reconciled')
+    await relay.idle()
+    await relay.sweep()
+  }
+
+  test("a relay's reconciliation and consumer sweep leave the streams under a longer prefix another host claims (lh-test:q:q:default is that host's queue default)", async () => {
+    const { engine } = setup()
+    const relay = await started(engine, { departedAfterMs: 0 })
+    await admin.set(prefixClaimKey(`${PREFIX}q:`), 'f00d pid 7 on elsewhere, data dir /srv/other', 'PX', 60_000)
+    const unchanged = await othersStreams(`${PREFIX}q:q:default`, `${PREFIX}q:worker:wc:replies`)
+    await reconciled(engine, relay, stream())
+    await unchanged()
+  })
+
+  test("a relay on a prefix with glob characters reconciles only its own streams: the prefix is escaped in SCAN's pattern", async () => {
+    const { engine } = setup()
+    const prefix = 'g*:'
+    const relay = new RedisRelay({ engine, url: server.url, prefix, log: () => {}, departedAfterMs: 0 })
+    relays.push(relay)
+    await relay.start()
+    await until(() => relay.connected && relay.claim.state === 'held', 5000, 'relay connected')
+    const unchanged = await othersStreams('gx:q:default', 'g-other:q:worker:wc:replies')
+    await reconciled(engine, relay, `${prefix}q:default`)
+    await unchanged()
   })
 
   test('while Redis is away enqueues still commit and wait in the outbox; health says how many', async () => {

@@ -19,7 +19,7 @@ export const RedisHealth = z
     prefix_taken_by: z
       .string()
       .nullable()
-      .meta({ description: 'Another host found using this prefix (as it names itself); the host then no longer uses Redis until it is restarted. Null while the prefix is its own' }),
+      .meta({ description: 'Another host found using this prefix (as it names itself), or a prefix that nests with it (one begins the other: then followed by that prefix); the host then no longer uses Redis until it is restarted. Null while the prefix is its own' }),
     refused: z
       .string()
       .nullable()
