@@ -3,7 +3,7 @@ import type { z } from 'zod'
 import type { Dispatch } from '../dispatch/dispatch'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
 import { longPollMs } from '../dispatch/long-poll'
-import type { Engine } from '../engine'
+import { type Engine, HEARD_AT } from '../engine'
 import { answerError, type ErrorAnswer, storageFault } from '../error-answer'
 import { HttpError } from '../http/http-error'
 import { exchangeAnswer } from '../http/views/worker'
@@ -38,6 +38,12 @@ export interface WorkerCaller {
    * worker is listed (a refused request is no sign of a worker that runs anything).
    */
   accepted?: () => void
+  /**
+   * When the request reached the host's transport, by the engine's clock, if the host read it only
+   * later (a remote worker's request that waited in Redis): an exchange's reports are judged in
+   * time against their leases' expiry at that moment (engine `HEARD_AT`). Absent: now.
+   */
+  heardAt?: number
 }
 
 /**
@@ -105,7 +111,7 @@ async function answer(deps: IpcHostDeps, caller: WorkerCaller, request: IpcReque
   caller.accepted?.()
   switch (request.method) {
     case 'exchange': {
-      const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId }
+      const request = { ...(params as (typeof IPC_METHODS)['exchange']['_output']), worker_id: workerId, [HEARD_AT]: caller.heardAt }
       let view: unknown
       await dispatch.exchange(request, (answer) => delivered((view = exchangeAnswer(request, answer))), () => gone)
       // Dispatch logged a view that threw and delivered nothing: the worker is answered the error.

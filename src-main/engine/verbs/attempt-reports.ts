@@ -70,8 +70,8 @@ function answerFor(ctx: EngineContext, ended: LeaseRow): AttemptAnswer {
  * repeatsRelease) answers as it did; any other call on an ended attempt, one with another
  * result or error too, is 409 with `ack: true` (the message must not be redelivered).
  */
-function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean): AttemptAnswer {
-  const { lease, job: current } = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token)
+function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outcome, retryable: boolean, heardAt?: number): AttemptAnswer {
+  const { lease, job: current } = leaseByToken(ctx, report.job_id, report.worker_id, report.lease_token, heardAt)
   if (lease.attempt_id !== report.attempt_id) {
     throw new EngineError('attempt_mismatch', `Attempt ${report.attempt_id} is not the attempt of that lease`, { ack: false })
   }
@@ -88,10 +88,11 @@ function finishAttempt(ctx: EngineContext, report: AttemptReport, outcome: Outco
 /**
  * Completes the attempt. A completion may carry the job's last progress and note, as a heartbeat
  * would (a worker whose job ended before its queued heartbeat went out sends them with it).
+ * `heardAt`: when it reached the host's transport, if before now (batch.ts `HEARD_AT`).
  */
-export function completeAttempt(ctx: EngineContext, report: AttemptReport & { result?: unknown } & HeartbeatReport): AttemptAnswer {
+export function completeAttempt(ctx: EngineContext, report: AttemptReport & { result?: unknown } & HeartbeatReport, heardAt?: number): AttemptAnswer {
   checkProgress(report)
-  return finishAttempt(ctx, report, { status: 'SUCCEEDED', result: report.result, report: { progress: report.progress, note: report.note } }, false)
+  return finishAttempt(ctx, report, { status: 'SUCCEEDED', result: report.result, report: { progress: report.progress, note: report.note } }, false, heardAt)
 }
 
 export interface AttemptError {
@@ -102,6 +103,6 @@ export interface AttemptError {
 }
 
 /** A retryable failure requeues while attempts remain, else dead-letters; any other failure is final. */
-export function failAttempt(ctx: EngineContext, report: AttemptReport & { error: AttemptError }): AttemptAnswer {
-  return finishAttempt(ctx, report, { status: 'FAILED', error: report.error }, report.error.retryable === true)
+export function failAttempt(ctx: EngineContext, report: AttemptReport & { error: AttemptError }, heardAt?: number): AttemptAnswer {
+  return finishAttempt(ctx, report, { status: 'FAILED', error: report.error }, report.error.retryable === true, heardAt)
 }

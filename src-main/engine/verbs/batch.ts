@@ -55,9 +55,21 @@ export function claimBatch(ctx: EngineContext, capacity: CapacityStore, filter: 
   return leaseHeads(ctx, capacity, filter, { ttl_s: ttlS, to: 'RUNNING', maxJobs })
 }
 
+/**
+ * The moment an exchange's reports reached the host's transport, by the engine's clock, when that
+ * was before the host could read them: a remote worker's request that waited in Redis while the
+ * host was stopped (src-main/redis/worker-requests.ts). A symbol, so that no worker can send one.
+ */
+export const HEARD_AT = Symbol('heard at')
+
 /** What a worker sends in one exchange: reports on the jobs it runs, and a claim for free slots. */
 export interface WorkerExchange {
   worker_id: string
+  /**
+   * See {@link HEARD_AT}: each report is judged in time against its lease's expiry at that moment,
+   * not at the moment it is read, and a heartbeat counts from it. Absent: now.
+   */
+  [HEARD_AT]?: number
   heartbeat?: (Omit<AttemptReport, 'attempt_id' | 'worker_id'> & HeartbeatReport)[]
   /** A completion may carry the job's last progress and note (no heartbeat needed for them). */
   complete?: (Omit<AttemptReport, 'worker_id'> & { result?: unknown } & HeartbeatReport)[]
@@ -84,10 +96,11 @@ export function exchange(ctx: EngineContext, capacity: CapacityStore, request: W
   const completions = request.complete ?? []
   const failures = request.fail ?? []
   checkCount('reports', heartbeats.length + completions.length + failures.length, MAX_BATCH_ITEMS)
+  const heardAt = request[HEARD_AT]
   return ctx.transact(() => ({
-    heartbeats: ctx.settleEach(heartbeats.map((beat) => () => heartbeatByToken(ctx, heartbeatOf(beat, worker_id)))).map(item),
-    completed: ctx.settleEach(completions.map((report) => () => completeAttempt(ctx, completionOf(report, worker_id)))).map(item),
-    failed: ctx.settleEach(failures.map((report) => () => failAttempt(ctx, failureOf(report, worker_id)))).map(item),
+    heartbeats: ctx.settleEach(heartbeats.map((beat) => () => heartbeatByToken(ctx, heartbeatOf(beat, worker_id), heardAt))).map(item),
+    completed: ctx.settleEach(completions.map((report) => () => completeAttempt(ctx, completionOf(report, worker_id), heardAt))).map(item),
+    failed: ctx.settleEach(failures.map((report) => () => failAttempt(ctx, failureOf(report, worker_id), heardAt))).map(item),
     claimed: request.claim
       ? claimBatch(ctx, capacity, { ...request.claim.filter, worker_id }, request.claim.max_jobs, request.claim.ttl_s)
       : { granted: [], denial: null },

@@ -14,13 +14,14 @@ export function checkProgress(report: HeartbeatReport): void {
 
 /**
  * Extends an ACTIVE lease to now + ttl + grace; the first heartbeat moves LEASED → RUNNING.
- * `job` is the lease's job as already read in this transaction, if the caller has it.
+ * `job` is the lease's job as already read in this transaction, if the caller has it. A heartbeat
+ * `heardAt` an earlier moment (batch.ts `HEARD_AT`) was beaten then: the lease lasts its TTL and
+ * grace from that moment, and is never shortened (a later heartbeat may have been read first).
  */
-function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, current?: JobRow): Leased {
+function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, current?: JobRow, heardAt?: number): Leased {
   if (lease.state !== 'ACTIVE') throw notActive(lease)
   const now = ctx.clock.now()
-  const expiresAt = now + (lease.ttl_s + lease.grace_s) * 1000
-  const extended = extendLease(ctx, lease, now, expiresAt)
+  const extended = heardAt === undefined || heardAt >= now ? extendLease(ctx, lease, now, now + lastsMs(lease)) : extendFromEarlier(ctx, lease, heardAt)
   let job = current ?? jobOfLease(ctx, lease)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
@@ -31,6 +32,14 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
     job = updateJob(ctx, job, changes)
   }
   return { lease: extended, job }
+}
+
+/** How long a heartbeat keeps a lease: its TTL and grace. */
+const lastsMs = (lease: LeaseRow): number => (lease.ttl_s + lease.grace_s) * 1000
+
+/** A heartbeat beaten at `heardAt`, before now, read only now: the lease moves as it would have then, never back. */
+function extendFromEarlier(ctx: EngineContext, lease: LeaseRow, heardAt: number): LeaseRow {
+  return extendLease(ctx, lease, Math.max(lease.last_heartbeat_at, heardAt), Math.max(lease.expires_at, heardAt + lastsMs(lease)))
 }
 
 /** Heartbeat naming the lease by id (the pull and queue APIs). */
@@ -47,8 +56,9 @@ export function heartbeat(
 export function heartbeatByToken(
   ctx: EngineContext,
   request: { job_id: string; worker_id: string; lease_token: string } & HeartbeatReport,
+  heardAt?: number,
 ): Leased {
   checkProgress(request)
-  const { lease, job } = leaseByToken(ctx, request.job_id, request.worker_id, request.lease_token)
-  return ctx.transact(() => extend(ctx, lease, request, job))
+  const { lease, job } = leaseByToken(ctx, request.job_id, request.worker_id, request.lease_token, heardAt)
+  return ctx.transact(() => extend(ctx, lease, request, job, heardAt))
 }

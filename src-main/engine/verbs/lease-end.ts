@@ -233,10 +233,14 @@ function requeueAfter(ctx: EngineContext, job: JobRow, reason: string): JobRow {
 /**
  * A lease past its `expires_at` is expired on the spot, in its own transaction, before any call
  * that names it is answered: a late heartbeat never revives a lease the reaper has not reached.
- * A spared worker's lease is not (the reaper spares it too: reaper.ts).
+ * A spared worker's lease is not (the reaper spares it too: reaper.ts). `heardAt`: the moment the
+ * call reached the host's transport, when the host read it only later (a remote worker's request
+ * that waited in Redis while the host was stopped): a call that came before the lease's expiry
+ * was in time, whenever it is read. Never later than now.
  */
-export function expireIfDue(ctx: EngineContext, lease: LeaseRow): LeaseRow {
-  if (lease.state !== 'ACTIVE' || lease.expires_at > ctx.clock.now() || ctx.sparedWorkers()?.has(lease.worker_id)) return lease
+export function expireIfDue(ctx: EngineContext, lease: LeaseRow, heardAt?: number): LeaseRow {
+  const at = Math.min(heardAt ?? Infinity, ctx.clock.now())
+  if (lease.state !== 'ACTIVE' || lease.expires_at > at || ctx.sparedWorkers()?.has(lease.worker_id)) return lease
   ctx.transact(() => expireLease(ctx, lease))
   return getLease(ctx, lease.id)
 }

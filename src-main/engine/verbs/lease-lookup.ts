@@ -36,12 +36,13 @@ function jobLeaseWithToken(ctx: EngineContext, jobId: string, token: string): Le
 
 /**
  * Resolves the lease named by its token (the worker API): a token that is not this job's is a
- * mismatch. Also answers the job as it now is, so the caller need not read it again.
+ * mismatch. Also answers the job as it now is, so the caller need not read it again. A lease is
+ * judged due at `heardAt` (when the report reached the host's transport), else now.
  */
-export function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string): Leased {
+export function leaseByToken(ctx: EngineContext, jobId: string, workerId: string, token: string, heardAt?: number): Leased {
   const found = jobLeaseWithToken(ctx, jobId, token)
   if (!found) throw new EngineError('lease_token_mismatch', `That lease token is not a lease of job ${jobId}`)
-  const lease = expireIfDue(ctx, found.lease)
+  const lease = expireIfDue(ctx, found.lease, heardAt)
   if (lease.worker_id !== workerId) throw workerMismatch(lease.id, workerId)
   return { lease, job: lease === found.lease ? found.job : getJob(ctx, jobId) }
 }
