@@ -104,6 +104,8 @@ const KEEP_ALIVE_TIMEOUT_MS = 5_000
 const UNFINISHED_BODY_GRACE_MS = 2_000
 /** How long a stop waits for a client to read what it was sent before it closes the connection (a client that never reads would hold the stop for ever). */
 const UNREAD_ANSWER_GRACE_MS = 5_000
+/** How long a start's first reaper pass waits for the requests remote workers sent over Redis while no host read them. */
+const BACKLOG_LIMIT_MS = 10_000
 
 /** out/renderer of this checkout, seen from src-main/host.ts or from the bundle in out/cli/ (scripts/cli-bundle.js). */
 const DEFAULT_RENDERER_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../out/renderer' : '../renderer', import.meta.url))
@@ -622,7 +624,13 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       leaseHold?.check()
       engine.reap()
     })
-    // Leases granted before a restart expire on time: reap once before serving anything.
+    // What remote workers sent over Redis while no host read it (heartbeats, completions, failures)
+    // counts first, each judged at the moment Redis stored it: a worker Redis heard before its
+    // lease's expiry was not silent, only unread. Then leases granted before a restart expire on
+    // time: reap once before serving anything.
+    if ((await remoteWorkers?.caughtUp(BACKLOG_LIMIT_MS)) === 'limit') {
+      log(`leasehold: the requests remote workers sent over Redis while no host read them were not all answered within ${BACKLOG_LIMIT_MS / 1000} s; leases are expired without waiting for the rest`)
+    }
     reap()
     // Recurring schedules: one timer for the next firing; firings missed while the host was down
     // are caught up now (one run each), before anything is served.

@@ -135,6 +135,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   })
 }
 
+/** How the wait for the requests that waited in the stream at start ended ({@link RedisWorkerRequests.caughtUp}). */
+export type CatchUp = 'answered' | 'redis away' | 'refused' | 'limit' | 'stopped'
+
 export interface RedisWorkerRequestsOptions {
   url: string
   prefix: string
@@ -177,6 +180,17 @@ export class RedisWorkerRequests {
   /** False once Redis refused `CLIENT LIST` (an ACL user without it): requests then wait out their time. */
   private readerChecks = true
   private readonly unsubscribeHealth: () => void
+  /**
+   * True until the loop has read the requests that waited in the stream when it began (those sent
+   * while no host read it): see {@link caughtUp}.
+   */
+  private catchingUp = true
+  /** Redis's clock (ms) when the loop began: requests stored from then on are no longer the backlog. */
+  private catchUpTo: number | null = null
+  /** The answers to the requests that waited, until they are all answered. */
+  private backlog: Promise<void>[] = []
+  private settleCatchUp!: (caughtUp: CatchUp) => void
+  private readonly catchUp = new Promise<CatchUp>((resolve) => (this.settleCatchUp = resolve))
 
   constructor(private readonly options: RedisWorkerRequestsOptions) {
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000), disconnectTimeout: DISCONNECT_TIMEOUT_MS }
@@ -193,7 +207,37 @@ export class RedisWorkerRequests {
     this.writer.on('close', () => this.endWaits(new Error('Redis is away')))
     this.unsubscribeHealth = options.redisHealth.onHealth((health) => {
       if (!health.connected) this.endWaits(new Error('Redis does not answer'))
+      // The leases of remote workers are spared from here (redis/lease-hold.ts): nothing to wait for.
+      if (!health.connected) this.settleCatchUp('redis away')
     })
+  }
+
+  /**
+   * Whether the requests that waited in the stream when the host started (heartbeats, completions,
+   * failures sent while no host read it) are answered: the host's first reaper pass waits for this,
+   * at most `limitMs`, so that a lease whose worker was heard by Redis in time is not expired
+   * because the host read it late (each is judged at the moment Redis stored it: {@link respond}).
+   * `redis away` at once while Redis does not answer (those leases are spared until it does: a
+   * host that starts then reads them after it answers again), or once it stops answering
+   * meanwhile; `refused` when Redis refuses the reading of the stream (a key of another type, an
+   * ACL), which no wait mends; `limit` when `limitMs` runs out first.
+   */
+  async caughtUp(limitMs: number): Promise<CatchUp> {
+    if (!this.options.redisHealth.connected) return 'redis away'
+    let timer: NodeJS.Timeout | undefined
+    const limit = new Promise<CatchUp>((resolve) => (timer = setTimeout(() => resolve('limit'), limitMs)))
+    try {
+      return await Promise.race([this.catchUp, limit])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** The loop has read past the requests that waited: caught up once each is answered. */
+  private endCatchUp(): void {
+    this.catchingUp = false
+    void Promise.allSettled(this.backlog).then(() => this.settleCatchUp('answered'))
+    this.backlog = []
   }
 
   private endWaits(reason: Error): void {
@@ -213,6 +257,7 @@ export class RedisWorkerRequests {
    */
   async stop(): Promise<void> {
     this.stopping.abort()
+    this.settleCatchUp('stopped')
     this.unsubscribeHealth()
     if (this.readerTimer) clearInterval(this.readerTimer)
     this.endWaits(this.stopping.signal.reason as Error)
@@ -249,8 +294,13 @@ export class RedisWorkerRequests {
           const [seconds, micros] = (await untilAborted(this.reader.time(), signal)) as [string | number, string | number]
           this.redisClockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - Date.now()
           this.clockCheckedAt = Date.now()
+          this.catchUpTo ??= Date.now() + this.redisClockOffsetMs
         }
-        const read = this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
+        // The backlog is read without blocking: a read that finds nothing new ends it at once.
+        const readingNew = !pending
+        const read = this.catchingUp
+          ? this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'STREAMS', stream, from)
+          : this.reader.xreadgroup('GROUP', CONSUMER_GROUP, 'host', 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)
         const answer = (await untilAborted(read, signal)) as [string, [string, string[]][]][] | null
         const entries = answer?.[0]?.[1] ?? []
         this.options.redisHealth.refusedOn(stream, null)
@@ -262,8 +312,12 @@ export class RedisWorkerRequests {
           if (pending && fields === null) continue // pending, but trimmed from the stream: nothing to answer
           const done = this.answer(stream, id, fields ?? []).finally(() => this.inFlight.delete(done))
           this.inFlight.add(done)
+          if (this.catchingUp) this.backlog.push(done)
         }
         if (pending && entries.length > 0) from = entries[entries.length - 1]![0]
+        // Past the backlog: nothing new is waiting, or what is read was stored after the loop began.
+        const last = entries[entries.length - 1]?.[0]
+        if (this.catchingUp && readingNew && (last === undefined || entryTimeMs(last) >= this.catchUpTo!)) this.endCatchUp()
       } catch (error) {
         if (signal.aborted) return
         // Redis may have restarted: read what is pending again
@@ -271,8 +325,15 @@ export class RedisWorkerRequests {
         from = '0'
         groupMade = false
         const message = (error as Error).message
+        // The stream was deleted under a blocked read (Redis ends it so): nothing failed, and what
+        // comes next (the group made anew, or the refusal of a key put in its place) is read at once.
+        if (/^UNBLOCKED/.test(message)) continue
         // Redis's own refusal (a key of another type, out of memory), not its absence: health says so, with the key.
-        if (isRedisRefusal(message) && !/^NOGROUP/.test(message)) this.options.redisHealth.refusedOn(stream, `${message} (key ${stream})`)
+        if (isRedisRefusal(message) && !/^NOGROUP/.test(message)) {
+          this.options.redisHealth.refusedOn(stream, `${message} (key ${stream})`)
+          // Nothing there can be read until the key is mended: the start does not wait for it.
+          this.settleCatchUp('refused')
+        }
         this.limiter.line('redis workers read', `leasehold: reading remote workers' requests from ${stream} failed (${redisFaultWords(message)}); retrying every ${READ_RETRY_MS / 1000} s`)
         await new Promise((resolve) => setTimeout(resolve, READ_RETRY_MS))
       }
@@ -333,13 +394,18 @@ export class RedisWorkerRequests {
       return id === null ? null : { type: 'response', id, error: request }
     }
     const ageMs = this.redisClockOffsetMs === null ? 0 : Date.now() + this.redisClockOffsetMs - entryTimeMs(entryId)
+    // A report is in time if Redis stored it before its lease's expiry, however late the host
+    // reads it (one that waited while the host was stopped): judged at that moment, by the engine's clock.
+    const heardAt = this.options.deps.engine.now() - Math.max(0, ageMs)
     const checked = withoutStaleClaim(request, ageMs)
     if (checked.stale) {
       this.limiter.line('redis stale claims', `leasehold: claims sent by remote workers while no host read their stream (${workerId}'s, ${Math.round(ageMs / 1000)} s old) are answered without jobs: their workers no longer wait for them`)
     }
     // Read just as Redis stopped answering (or before the relay has heard from it): a claim is
-    // answered without jobs, which could not reach its worker, and its worker asks again.
-    if (!this.options.redisHealth.connected) checked.request = withoutClaim(checked.request)
+    // answered without jobs, which could not reach its worker, and its worker asks again. So is
+    // one that waited for the host to start: its reports count before the first reaper pass, and
+    // no job is granted before the host has expired what came due and started its timers.
+    if (!this.options.redisHealth.connected || this.catchingUp) checked.request = withoutClaim(checked.request)
     const reader = field('reader')
     const watch = mayWait(checked.request) ? this.watchReader(reader !== undefined && READER_NAME.test(reader) ? reader : null) : null
     try {
@@ -348,7 +414,7 @@ export class RedisWorkerRequests {
         this.options.directory.update(workerId, { kind: 'redis', state: 'active' })
         this.options.leaseHold.heard(workerId)
       }
-      return await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker', accepted }, checked.request, watch?.signal ?? this.stopping.signal)
+      return await answerWorkerRequest(this.options.deps, { workerId, workerToken: scope === 'worker', accepted, heardAt }, checked.request, watch?.signal ?? this.stopping.signal)
     } finally {
       watch?.done()
     }

@@ -703,3 +703,107 @@ describe('remote workers over Redis only', () => {
     expect(out).toMatch(/^leasehold worker stranded taking .* from redis:\/\/127\.0\.0\.1:1\/0 \(prefix h7:\)$/m)
   })
 })
+
+describe('requests that waited in Redis while the host was stopped', () => {
+  /** The leases below last 10 s and 5 s of grace: a heartbeat keeps one this long. */
+  const LASTS_MS = 15_000
+  /** How long the host stays stopped, by the clock it runs on: longer than a lease lasts. */
+  const DOWN_MS = 60_000
+  type Granted = { job_id: string; attempt_id: string; lease_token: string }
+
+  /** A host that grants `n` jobs to remote worker w1 and stops: what the next start needs, and what it granted. */
+  async function grantThenStop(n: number): Promise<{ dataDir: string; token: string; granted: Granted[]; grantedAt: number }> {
+    const clock = new ManualClock(Date.now())
+    const first = await startTestHost({ redisUrl: server.url, leaseTtlS: 10, heartbeatGraceS: 5 }, { clock })
+    await noops(first, n)
+    const granted = first.engine.claimBatch({ worker_id: 'w1' }, n).granted
+    expect(granted).toHaveLength(n)
+    await first.stop()
+    return { dataDir: first.dataDir, token: first.token, granted, grantedAt: clock.now() }
+  }
+
+  /**
+   * Requests of w1 stored by Redis while no host reads the stream, each `msAgo` before now by
+   * Redis's clock (oldest first): as the worker sent them while its host was stopped.
+   */
+  async function waitInRedis(token: string, requests: { msAgo: number; params: unknown }[]): Promise<number[]> {
+    const [seconds, micros] = await admin.time()
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+    const ids: number[] = []
+    for (const [i, { msAgo, params }] of requests.entries()) {
+      const id = 100 + i
+      ids.push(id)
+      await admin.xadd(requestStream('leasehold:'), `${redisNow - msAgo}-${i}`, 'worker_id', 'w1', 'token', token, 'id', String(id), 'body', JSON.stringify({ type: 'request', id, method: 'exchange', params }))
+    }
+    return ids
+  }
+
+  /** The host again on the same data dir, `DOWN_MS` after the grant by its clock; resolves once every one of `ids` is answered. */
+  async function restart(dataDir: string, grantedAt: number, ids: number[]): Promise<Map<number, IpcResponse>> {
+    host = await startTestHost({ redisUrl: server.url, leaseTtlS: 10, heartbeatGraceS: 5, dataDir }, { clock: new ManualClock(grantedAt + DOWN_MS) })
+    return until(async () => {
+      const answers = new Map((await answersOn(replyStream('leasehold:', 'w1'))).map((a) => [a.id, a]))
+      return ids.every((id) => answers.has(id)) ? answers : null
+    }, 10_000, 'the waiting requests answered')
+  }
+
+  const beat = (lease: Granted) => ({ worker_id: 'w1', heartbeat: [{ job_id: lease.job_id, lease_token: lease.lease_token }] })
+
+  test('a heartbeat that reached Redis before its lease’s expiry while the host was down keeps the lease across the restart: the lease lasts its TTL and grace from the last heartbeat in time, and the job runs on, its first attempt', async () => {
+    const { dataDir, token, granted, grantedAt } = await grantThenStop(1)
+    const lease = granted[0]!
+    // Every 10 s while the host is down (a heartbeat keeps the lease 15 s), the last 5 s before the start.
+    const beats = [55_000, 45_000, 35_000, 25_000, 15_000, 5_000].map((msAgo) => ({ msAgo, params: beat(lease) }))
+    const ids = await waitInRedis(token, beats)
+    const answers = await restart(dataDir, grantedAt, ids)
+    for (const id of ids) expect(answers.get(id)).toMatchObject({ result: { heartbeats: [{ job_id: lease.job_id, ok: true }] } })
+    // The start's first reaper pass is behind it: the lease is still held, and lasts from the last heartbeat.
+    const held = host!.engine.activeLeases().find((l) => l.job_id === lease.job_id)
+    expect(held?.expires_at).toBeGreaterThan(host!.engine.now())
+    expect(held!.expires_at).toBeLessThanOrEqual(grantedAt + DOWN_MS - 5_000 + LASTS_MS)
+    expect(host!.engine.getJob(lease.job_id)).toMatchObject({ state: 'RUNNING', attempts: 1 })
+    expect(host!.engine.attempts(lease.job_id)).toHaveLength(1)
+  }, 30_000)
+
+  test('a completion that reached Redis before its lease’s expiry while the host was down is accepted at the restart: the job is DONE once, its first attempt', async () => {
+    const { dataDir, token, granted, grantedAt } = await grantThenStop(1)
+    const lease = granted[0]!
+    const complete = { worker_id: 'w1', complete: [{ job_id: lease.job_id, attempt_id: lease.attempt_id, lease_token: lease.lease_token, result: { n: 1 } }] }
+    // Sent 5 s after the grant (its lease had 10 s more), and sent again as the worker's wait for the answer ran out.
+    const ids = await waitInRedis(token, [
+      { msAgo: DOWN_MS - 5_000, params: complete },
+      { msAgo: DOWN_MS - 45_000, params: complete },
+    ])
+    const answers = await restart(dataDir, grantedAt, ids)
+    for (const id of ids) expect(answers.get(id)).toMatchObject({ result: { completed: [{ job_id: lease.job_id, ok: true }] } })
+    expect(host!.engine.getJob(lease.job_id)).toMatchObject({ state: 'DONE', attempts: 1, result: { n: 1 } })
+    expect(host!.engine.attempts(lease.job_id)).toEqual([expect.objectContaining({ outcome: 'SUCCEEDED' })])
+    expect(host!.engine.jobEvents(lease.job_id).filter((e) => e.event_type === 'JOB_DONE')).toHaveLength(1)
+  }, 30_000)
+
+  test('a request that reached Redis after its lease’s expiry does not save it: the lease expires at the restart and its report is refused, while a lease whose heartbeats reached Redis in time is kept', async () => {
+    const { dataDir, token, granted, grantedAt } = await grantThenStop(3)
+    const [kept, beatenLate, completedLate] = granted as [Granted, Granted, Granted]
+    const lateCompletion = { worker_id: 'w1', complete: [{ job_id: completedLate.job_id, attempt_id: completedLate.attempt_id, lease_token: completedLate.lease_token, result: { n: 1 } }] }
+    // Each lease lasted 15 s from the grant: what Redis stored 20 s after it came 5 s late.
+    const ids = await waitInRedis(token, [
+      { msAgo: 50_000, params: beat(kept) },
+      { msAgo: DOWN_MS - 20_000, params: beat(beatenLate) },
+      { msAgo: DOWN_MS - 20_000, params: lateCompletion },
+      { msAgo: 40_000, params: beat(kept) },
+      { msAgo: 30_000, params: beat(kept) },
+      { msAgo: 20_000, params: beat(beatenLate) },
+      { msAgo: 20_000, params: beat(kept) },
+      { msAgo: 10_000, params: beat(kept) },
+    ])
+    const answers = await restart(dataDir, grantedAt, ids)
+    for (const id of [ids[1]!, ids[5]!]) expect(answers.get(id)).toMatchObject({ result: { heartbeats: [{ job_id: beatenLate.job_id, ok: false, code: 'lease_expired' }] } })
+    expect(answers.get(ids[2]!)).toMatchObject({ result: { completed: [{ job_id: completedLate.job_id, ok: false, code: 'lease_expired' }] } })
+    for (const late of [beatenLate, completedLate]) {
+      expect(host!.engine.getJob(late.job_id)).toMatchObject({ state: 'QUEUED', attempts: 1 })
+      expect(host!.engine.attempts(late.job_id)).toEqual([expect.objectContaining({ outcome: 'TIMEOUT', error: expect.objectContaining({ reason: 'no_heartbeat' }) })])
+    }
+    for (const id of [ids[0]!, ids[3]!, ids[4]!, ids[6]!, ids[7]!]) expect(answers.get(id)).toMatchObject({ result: { heartbeats: [{ job_id: kept.job_id, ok: true }] } })
+    expect(host!.engine.getJob(kept.job_id)).toMatchObject({ state: 'RUNNING', attempts: 1 })
+  }, 30_000)
+})
