@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { MAX_BATCH_ITEMS } from '../../src-main/engine'
+import { HEARD_AT, MAX_BATCH_ITEMS } from '../../src-main/engine'
 import { SECOND } from '../../src-main/engine/rules/clock'
 import { aJob, setup } from '../helpers/engine'
 import { expectEngineError } from './support'
@@ -85,6 +85,28 @@ describe('batch verbs', () => {
     const answer = engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: job.id, lease_token: held!.lease_token, progress: 0.5 }] })
     expect(answer.heartbeats).toMatchObject([{ ok: true, value: { lease_id: held!.lease_id, expires_at: expiresAt + 3 * SECOND, cancel_requested: true } }])
     expect(engine.getJob(job.id)).toMatchObject({ cancel_requested: true, progress: 0.5 })
+  })
+
+  it('reports heard before their lease’s expiry and read after it are in time: a heartbeat lasts its TTL and grace from the moment heard (never moving a lease back), a completion ends its attempt; one heard after the expiry does not save its lease', () => {
+    const { engine, clock } = setup()
+    const [beaten, completed, late] = [0, 1, 2].map(() => engine.submit(aJob()).job)
+    const granted = engine.claimBatch({ worker_id: 'w1' }, 3).granted
+    const [held, done, lost] = granted as [(typeof granted)[number], (typeof granted)[number], (typeof granted)[number]]
+    const grantedAt = clock.now()
+    const lastsMs = engine.getLease(held.lease_id).expires_at - grantedAt
+    clock.advance(lastsMs + 60 * SECOND) // the reports waited a minute past every lease's expiry
+    const beat = (heardAt: number) => engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: beaten!.id, lease_token: held.lease_token }], [HEARD_AT]: heardAt })
+    expect(beat(grantedAt + lastsMs - SECOND).heartbeats).toMatchObject([{ ok: true }])
+    expect(engine.getLease(held.lease_id)).toMatchObject({ state: 'ACTIVE', last_heartbeat_at: grantedAt + lastsMs - SECOND, expires_at: grantedAt + 2 * lastsMs - SECOND })
+    // An earlier heartbeat read after a later one leaves the lease where the later one put it.
+    expect(beat(grantedAt + SECOND).heartbeats).toMatchObject([{ ok: true }])
+    expect(engine.getLease(held.lease_id)).toMatchObject({ last_heartbeat_at: grantedAt + lastsMs - SECOND, expires_at: grantedAt + 2 * lastsMs - SECOND })
+    const completion = engine.exchange({ worker_id: 'w1', complete: [{ job_id: completed!.id, attempt_id: done.attempt_id, lease_token: done.lease_token }], [HEARD_AT]: grantedAt + SECOND })
+    expect(completion.completed).toMatchObject([{ ok: true }])
+    expect(engine.getJob(completed!.id)).toMatchObject({ state: 'DONE', attempts: 1 })
+    const tooLate = engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: late!.id, lease_token: lost.lease_token }], [HEARD_AT]: grantedAt + lastsMs })
+    expect(tooLate.heartbeats).toMatchObject([{ ok: false, error: { code: 'lease_expired' } }])
+    expect(engine.getLease(lost.lease_id).state).toBe('EXPIRED')
   })
 
   it('a worker cannot report on another worker’s lease through an exchange', () => {
