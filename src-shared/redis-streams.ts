@@ -20,7 +20,20 @@ export const isRedisRefusal = (message: string): boolean => /^[A-Z]{3,}[A-Z_]* /
 export function redisFaultWords(error: unknown): string {
   const message = String((error as Error)?.message ?? error)
   if (/max retries per request limit|^Command timed out/.test(message)) return 'Redis did not answer in time'
-  return message
+  // ioredis's words for a command sent while its connection is down (enableOfflineQueue off).
+  if (/^Stream isn't writeable/.test(message)) return 'Redis is not connected'
+  return notRedisWords(message) ?? message
+}
+
+/**
+ * A server that answers, but not in the Redis protocol (an HTTP port given as `--redis`), in
+ * words that say so; null for any other error. ioredis's parser says only `Protocol error, got "H"
+ * as reply type byte. Please report this.`, which reads as a fault of Leasehold or of ioredis.
+ */
+export function notRedisWords(message: string): string | null {
+  const got = /^Protocol error, got (".*?") as reply type byte/.exec(message)
+  if (!got) return null
+  return `the server at that address does not speak the Redis protocol (its answer began with ${got[1]}): check the host and port of the Redis URL`
 }
 /** The consumer group the host reads with, on every stream it reads or claims on. */
 export const CONSUMER_GROUP = 'leasehold'

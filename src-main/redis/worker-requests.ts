@@ -198,7 +198,7 @@ export class RedisWorkerRequests {
     // Answers that finish in the same tick go to Redis in one write (ioredis' auto-pipelining).
     this.writer = new Redis(options.url, { ...redisOptions, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, commandTimeout: ANSWER_TIMEOUT_MS })
     this.limiter = new LogLimiter(options.log, () => Date.now())
-    const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${error.message}`)
+    const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${redisFaultWords(error)}`)
     this.reader.on('error', onError)
     this.writer.on('error', onError)
     // No answer can go out while the writer's connection is down, or while Redis does not answer

@@ -8,3 +8,12 @@ test('an error of the Redis client that means Redis did not answer in time is sa
   expect(redisFaultWords(new Error('WRONGTYPE Operation against a key holding the wrong kind of value'))).toBe('WRONGTYPE Operation against a key holding the wrong kind of value')
   expect(redisFaultWords(new Error('connect ECONNREFUSED 127.0.0.1:6379'))).toBe('connect ECONNREFUSED 127.0.0.1:6379')
 })
+
+test('a command sent while the connection is down is said as Redis not connected, not in ioredis’s words about its offline queue', () => {
+  expect(redisFaultWords(new Error("Stream isn't writeable and enableOfflineQueue options is false"))).toBe('Redis is not connected')
+})
+
+test('a server that does not speak the Redis protocol (an HTTP port) is said to be so, not in the parser’s words', () => {
+  const words = redisFaultWords(new Error('Protocol error, got "H" as reply type byte. Please report this.'))
+  expect(words).toBe('the server at that address does not speak the Redis protocol (its answer began with "H"): check the host and port of the Redis URL')
+})
