@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
-import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, notRedisWords, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, TransportSilence, requestText, type WorkerTransport } from './transport'
 
@@ -19,6 +19,8 @@ const ABANDONED_REMEMBERED = 1_024
  */
 function unreachable(fault: string): string {
   if (/ECONNREFUSED/.test(fault)) return `refuses connections (${fault}: Redis is down, or does not listen there)`
+  const notRedis = notRedisWords(fault)
+  if (notRedis !== null) return `cannot be used: ${notRedis}`
   return `cannot be reached (${fault})`
 }
 

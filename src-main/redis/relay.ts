@@ -2,7 +2,7 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxFillCursor, type OutboxFillStep, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, globEscaped, isRedisRefusal, prefixTakenMessage, queueStream, redactedUrl, redisFaultWords } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, globEscaped, isRedisRefusal, notRedisWords, prefixTakenMessage, queueStream, redactedUrl, redisFaultWords } from '../../src-shared/redis-streams'
 import { QueueName } from '../../src-shared/worker-exchange'
 import { Answering, UNANSWERED_AFTER_MS } from './answering'
 import { scanKeys } from './keys'
@@ -224,6 +224,8 @@ export class RedisRelay {
   private refusal: string | null = null
   /** Redis's words when it refused the last pass (a key of another type, out of memory); null once a pass goes through. */
   private passRefusal: string | null = null
+  /** What Redis refused when health was last told of a change ({@link sayRefusalEnded}). */
+  private lastRefused: string | null = null
   /** Redis's refusals of what other parts of the host send (the remote workers' request stream), by key. */
   private readonly refusedKeys = new Map<string, string>()
   /** Passes in a row that failed or left Redis out of step; none runs before `retryAt` (wall ms). */
@@ -259,7 +261,13 @@ export class RedisRelay {
     this.redis.on('error', (error: Error) => {
       // Refused as it connects (its user deleted, its password changed: WRONGPASS), Redis answers, and says why.
       if (error instanceof ReplyError) this.refusal = error.message
-      this.outage('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${error.message}; messages wait in the outbox`)
+      // A server that is no Redis (an HTTP port) answers too: health says so, as it says a refusal, until a Redis answers there.
+      const notRedis = notRedisWords(error.message)
+      if (notRedis !== null && notRedis !== this.refusal) {
+        this.refusal = notRedis
+        this.tellHealth()
+      }
+      this.outage('redis', `leasehold: Redis at ${redactedUrl(options.url)}: ${redisFaultWords(error)}; messages wait in the outbox`)
     })
     this.redis.on('ready', () => {
       // A reconnect may reach a Redis that restarted empty: its streams and groups are checked again.
@@ -479,6 +487,20 @@ export class RedisRelay {
   }
 
   /**
+   * Redis takes again all it refused (out of memory, a key of another type, a password): said in
+   * one line, as the end of an outage is, after which the next refusal is said at once. Called with
+   * every change that health is told of; a server that was no Redis refused nothing (its end is
+   * the line that Redis is connected).
+   */
+  private sayRefusalEnded(): void {
+    const was = this.lastRefused
+    this.lastRefused = this.refused()
+    if (this.lastRefused !== null || was === null || !isRedisRefusal(was)) return
+    for (const key of ['redis pass', 'redis probe', 'redis taken again']) this.limiter.forget(key)
+    this.limiter.line('redis taken again', `leasehold: Redis at ${redactedUrl(this.options.url)} takes what the host sends again (it refused: ${was}); what waited goes out now`)
+  }
+
+  /**
    * Listens to Redis's health: told when the connection is made or lost, and while Redis is away
    * every {@link AWAY_REPORT_MS} (how many messages wait). Returns the function that stops listening.
    */
@@ -489,7 +511,9 @@ export class RedisRelay {
 
   /** Tells the listeners the health, when the connection or the claim changed, or `away` says it is time to. */
   private tellHealth(away = false): void {
-    if (this.stopped || this.healthListeners.size === 0) return
+    if (this.stopped) return
+    this.sayRefusalEnded()
+    if (this.healthListeners.size === 0) return
     const connected = this.connected
     const state = `${connected} ${this.claim.state} ${this.refused()}`
     const now = this.options.engine.now()

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { parseServeArgs } from '../../src-main/config'
@@ -124,6 +126,30 @@ describe('leasehold serve --redis', () => {
       await admin.config('SET', 'maxmemory', '0')
     }
     await until(async () => (await health()).refused === null, 5000, 'taken again')
+  })
+
+  test('a --redis URL whose server does not speak the Redis protocol (an HTTP port) is said as such, in one line, in the log, /api/health and leasehold status', async () => {
+    const http = createServer((_req, res) => res.end('not redis'))
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+    try {
+      const url = `redis://127.0.0.1:${(http.address() as AddressInfo).port}/0`
+      const lines: string[] = []
+      host = await startTestHost({ redisUrl: url }, { log: (line) => lines.push(line) })
+      const words = /the server at that address does not speak the Redis protocol \(its answer began with "H"\): check the host and port of the Redis URL/
+      const health = await until(async () => {
+        const h = ((await (await host!.call('/api/health')).json()) as { redis: RedisHealth }).redis
+        return h.refused ? h : null
+      }, 5000, 'the fault in health')
+      expect(health).toMatchObject({ connected: false, refused: expect.stringMatching(words) })
+      expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^leasehold: Redis at redis://127\\.0\\.0\\.1:\\d+/0: ${words.source}; messages wait in the outbox$`)))
+      expect(lines.join('\n')).not.toMatch(/Protocol error|Please report this/)
+      const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+      expect(status.stdout).toMatch(new RegExp(`^redis {5}NOT connected \\(redis://127\\.0\\.0\\.1:\\d+/0: ${words.source}\\)`, 'm'))
+    } finally {
+      await host?.dispose()
+      host = null
+      http.close()
+    }
   })
 
   test('a Redis that refuses the host as it connects (its user deleted) reads not connected, with Redis\'s words, in /api/health and leasehold status', async () => {

@@ -523,6 +523,21 @@ describe('the outbox and the relay', () => {
     await until(() => relay.health().refused === null, 2000, 'the refusal gone from health')
   }, 20_000)
 
+  test('a refusal that clears is said in the log in one line, as an outage’s end is: Redis takes what the host sends again', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = await started(engine, { log: (line) => lines.push(line) })
+    await admin.set(stream(), 'junk')
+    engine.submit(aJob())
+    await until(() => relay.health().refused !== null, 5000, 'the refusal in health')
+    expect(lines.filter((line) => /takes what the host sends again/.test(line))).toEqual([])
+    await admin.del(stream())
+    await until(() => relay.health().refused === null, 12_000, 'the refusal gone from health')
+    expect(lines.filter((line) => /takes what the host sends again/.test(line))).toEqual([
+      expect.stringMatching(/^leasehold: Redis at redis:\/\/127\.0\.0\.1:\d+\/0 takes what the host sends again \(it refused: WRONGTYPE .*\(key lh-test:q:default\)\); what waited goes out now$/),
+    ])
+  }, 20_000)
+
   test('each Redis outage is said in the log, and its end, however soon one follows another', async () => {
     const { engine } = setup()
     const lines: string[] = []

@@ -1,4 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -656,6 +658,23 @@ describe('remote workers over Redis only', () => {
       await server.restart()
     }
   }, 60_000)
+
+  test('a remote worker whose --redis URL names a server that does not speak the Redis protocol (an HTTP port) says so in one line, not in the parser’s words', async () => {
+    const http = createServer((_req, res) => res.end('not redis'))
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+    const lines: string[] = []
+    const transport = new RedisTransport(`redis://127.0.0.1:${(http.address() as AddressInfo).port}/0`, 'token', 'w-http', 'leasehold:', undefined, (line) => lines.push(line))
+    try {
+      await until(() => lines.length > 0, 5_000, 'a line from the worker')
+      expect(lines[0]).toMatch(
+        /^leasehold worker: Redis at redis:\/\/127\.0\.0\.1:\d+\/0 cannot be used: the server at that address does not speak the Redis protocol \(its answer began with "H"\): check the host and port of the Redis URL; ioredis reconnects every 2 s at most$/,
+      )
+      expect(lines.join('\n')).not.toMatch(/Protocol error|Please report this/)
+    } finally {
+      transport.close()
+      http.close()
+    }
+  })
 
   test('a remote worker whose Redis restarts under a waiting call says Redis connected again, not that the host did not answer, and asks again', async () => {
     host = await startTestHost({ redisUrl: server.url })
