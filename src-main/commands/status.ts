@@ -111,7 +111,7 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     lines.push(printable(`storage   READ-ONLY (${health.reason ?? 'disk full'}): ${storage.read_only?.detail ?? 'reads work, every write is refused until space returns on the disk of the data dir'}`))
     lines.push(printable(`          ${storageLine(storage)}`))
   } else lines.push(printable(`storage   ${storageLine(storage)}`))
-  if (health.redis) lines.push(printable(`redis     ${redisLine(health.redis)}`))
+  if (health.redis) lines.push(printable(`redis     ${redisLine(health.redis, workers.workers)}`))
   console.log(lines.join('\n'))
   return 0
 }
@@ -121,14 +121,27 @@ export async function statusCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
  * messages wait in the outbox, the oldest 30 s", or "NOT USED: another Leasehold host (…) uses the
  * Redis prefix …".
  */
-function redisLine(r: RedisHealth): string {
+function redisLine(r: RedisHealth, workers: readonly { kind: string }[]): string {
+  const run = stillRun(workers)
   const waiting = `${r.waiting.toLocaleString('en-US')} message${r.waiting === 1 ? '' : 's'} wait${r.waiting === 1 ? 's' : ''} in the outbox`
   const oldest = r.oldest_wait_ms === null ? '' : `, the oldest ${Math.round(r.oldest_wait_ms / 1000)} s`
-  if (r.prefix_taken_by !== null) return `NOT USED: ${prefixTakenMessage(r.prefix, r.url, r.prefix_taken_by)}, then restart it; jobs still run; ${waiting}${oldest}`
-  if (r.connected && r.refused) return `connected to ${r.url}, and REFUSING what the host sends (${r.refused}): jobs still run; ${waiting}${oldest}, published once Redis takes them`
+  if (r.prefix_taken_by !== null) return `NOT USED: ${prefixTakenMessage(r.prefix, r.url, r.prefix_taken_by)}, then restart it; ${run}; ${waiting}${oldest}`
+  if (r.connected && r.refused) return `connected to ${r.url}, and REFUSING what the host sends (${r.refused}): ${run}; ${waiting}${oldest}, published once Redis takes them`
   if (r.connected) return `connected to ${r.url}; ${waiting}${oldest}`
   const silence = r.refused ? `: ${r.refused}` : r.unanswered_ms === null ? '' : `, no answer for ${Math.round(r.unanswered_ms / 1000)} s`
-  return `NOT connected (${r.url}${silence}): jobs still run; ${waiting}${oldest}, published when it is back`
+  return `NOT connected (${r.url}${silence}): ${run}; ${waiting}${oldest}, published when it is back`
+}
+
+/**
+ * Which jobs still run while Redis is not used (down, refusing, or the prefix taken): those of
+ * local workers and workers over HTTP; remote workers over Redis hear nothing from the host then,
+ * and run nothing.
+ */
+function stillRun(workers: readonly { kind: string }[]): string {
+  const remote = workers.filter((w) => w.kind === 'redis').length
+  if (remote === 0) return 'jobs still run'
+  if (remote === workers.length) return 'the only workers, remote ones over Redis, run nothing meanwhile'
+  return 'the jobs of local workers and workers over HTTP still run; remote workers over Redis run nothing meanwhile'
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`

@@ -659,6 +659,21 @@ describe('remote workers over Redis only', () => {
     }
   }, 60_000)
 
+  test('while Redis is down, leasehold status does not say that jobs still run when the only workers are remote ones over Redis, which run nothing then', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    expect((await claim(1)).error).toBeUndefined()
+    await until(async () => ((await (await host!.call('/api/workers')).json()) as { workers: { kind: string }[] }).workers.some((w) => w.kind === 'redis'), 5_000, 'the remote worker listed')
+    await server.kill()
+    try {
+      await until(async () => !(await redisConnected()), 5_000, 'seen down')
+      const status = await runCliAsync(['status', '--url', host.url, '--token', host.token])
+      expect(status.stdout).toMatch(/^redis {5}NOT connected \(redis:\/\/127\.0\.0\.1:\d+\/0.*\): the only workers, remote ones over Redis, run nothing meanwhile; 0 messages wait in the outbox/m)
+      expect(status.stdout).not.toMatch(/jobs still run/)
+    } finally {
+      await server.restart()
+    }
+  }, 20_000)
+
   test('a remote worker whose --redis URL names a server that does not speak the Redis protocol (an HTTP port) says so in one line, not in the parser’s words', async () => {
     const http = createServer((_req, res) => res.end('not redis'))
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
