@@ -528,6 +528,7 @@ export class WorkerRuntime {
     if (taken.length === 0) return
     const now = Date.now()
     const jobs = taken.map(({ entry, claim, run, startedAt }) => {
+      this.options.transport.leaseHeld?.(claim.lease_ttl_seconds)
       const job = this.track(claim, thread, entry, performance.now() - (now - startedAt))
       thread.adopt((job.run = run), job)
       return job

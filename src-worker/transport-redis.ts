@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
-import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, notRedisWords, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, notRedisWords, prefixClaimKey, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, TransportSilence, requestText, type WorkerTransport } from './transport'
 
@@ -11,6 +11,27 @@ const READ_BLOCK_MS = 1_000
 const SILENT_AFTER_MS = READ_BLOCK_MS + 3_000
 /** How many calls that stopped waiting a transport remembers, to give back what their late answers grant. */
 const ABANDONED_REMEMBERED = 1_024
+/** How long a look at whether a host claims the prefix may take: Redis answered a read within the last few seconds. */
+const CLAIM_LOOK_MS = 1_000
+/** The shortest wait for the answer to an exchange that carries reports, however short the leases. */
+const MIN_REPORT_WAIT_MS = 1_000
+
+/**
+ * How long an exchange that carries reports (heartbeats, completions, failures) waits for its answer
+ * before it is sent again, while the worker holds leases of `leaseTtlMs` at the shortest: a third of
+ * that TTL, and never past the claim's wait and {@link ANSWER_MARGIN_MS}. A lease is heartbeated
+ * every third of its TTL, so a request lost on the way (Redis restarted empty, a FLUSHALL) is sent
+ * again with at least a third of the TTL, and the grace, left: a lost report does not cost the
+ * lease, as a 15 s wait did under a TTL of 10 s. The claim the exchange carries waits what is left
+ * after the margin (none, under a TTL of 45 s); a worker asks again as it is answered.
+ */
+export function reportWait(claimWaitMs: number, leaseTtlMs: number | null): { claimWaitMs: number; marginMs: number } {
+  if (leaseTtlMs === null) return { claimWaitMs, marginMs: ANSWER_MARGIN_MS }
+  const budgetMs = Math.max(MIN_REPORT_WAIT_MS, Math.floor(leaseTtlMs / 3))
+  if (claimWaitMs + ANSWER_MARGIN_MS <= budgetMs) return { claimWaitMs, marginMs: ANSWER_MARGIN_MS }
+  const marginMs = Math.min(ANSWER_MARGIN_MS, budgetMs)
+  return { claimWaitMs: Math.min(claimWaitMs, budgetMs - marginMs), marginMs }
+}
 
 /**
  * Redis cannot be reached, in words that name the cause: a connection refused means that nothing
@@ -96,6 +117,8 @@ export class RedisTransport implements WorkerTransport {
   private connectFault: string | null = null
   /** A call ended saying Redis did not answer: its next answer is said too. */
   private saidSilent = false
+  /** The shortest lease TTL the host granted this worker (ms), once it granted one: exchanges with reports wait for their answers no longer than a third of it ({@link reportWait}). */
+  private leaseTtlMs: number | null = null
   private readonly log?: (line: string) => void
   private readonly url: string
 
@@ -273,6 +296,26 @@ export class RedisTransport implements WorkerTransport {
     return new TransportSilence(`Redis at ${url} has not answered (for ${Math.round(silentMs / 1000)} s, on an open connection: paused, or a network that drops packets), not the host: no answer can come through it`)
   }
 
+  /**
+   * Why a call had no answer, as {@link unanswered} says it, or that no host claims this worker's
+   * prefix: its host's claim key (`<prefix>host`, src-main/redis/prefix-claim.ts) holds nothing,
+   * so its requests wait in a stream no host reads, most likely under another --redis-prefix than
+   * its host's. A user that may not read that key (its ACL) is told as before.
+   */
+  private async whyUnanswered(waitedMs: number): Promise<Error> {
+    const error = this.unanswered(waitedMs)
+    if (error instanceof TransportSilence) return error
+    const look = this.writer.exists(prefixClaimKey(this.prefix)).catch(() => null)
+    const claimed = await Promise.race([look, new Promise<null>((resolve) => setTimeout(() => resolve(null), CLAIM_LOOK_MS))])
+    if (claimed !== 0) return error
+    return new TransportSilence(`no Leasehold host claims the prefix ${this.prefix} on this Redis: check --redis-prefix (the host's serve --redis-prefix)`)
+  }
+
+  /** The worker holds a lease of `ttlS` seconds: exchanges with reports wait for their answers to fit it ({@link reportWait}). */
+  leaseHeld(ttlS: number): void {
+    this.leaseTtlMs = Math.min(this.leaseTtlMs ?? Number.POSITIVE_INFINITY, ttlS * 1000)
+  }
+
   /** Ends the call `id`, if it is still waiting, with `end`; false when it no longer waits. */
   private settle(id: number, end: (call: Pending) => void): boolean {
     const call = this.pending.get(id)
@@ -304,14 +347,14 @@ export class RedisTransport implements WorkerTransport {
     })
   }
 
-  private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal): Promise<unknown> {
+  private async call<M extends IpcMethod>(method: M, params: IpcParams<M>, waitMs = 0, signal?: AbortSignal, marginMs = ANSWER_MARGIN_MS): Promise<unknown> {
     if (this.readRefusal) throw this.readRefusal
     if (this.runtimeDeaf) throw this.runtimeDeaf
     const id = this.nextId++
     // Written before anything waits on it: a request that cannot be fails at once (report-budget.ts), not as a Redis refusal asked again every second.
     const body = requestText({ type: 'request', id, method, params })
     const answered = new Promise<IpcResponse>((resolve, reject) => {
-      const timer = setTimeout(() => this.abandon(id, this.unanswered(waitMs + ANSWER_MARGIN_MS)), waitMs + ANSWER_MARGIN_MS)
+      const timer = setTimeout(() => void this.whyUnanswered(waitMs + marginMs).then((error) => this.abandon(id, error)), waitMs + marginMs)
       this.pending.set(id, { resolve, reject, timer })
       const abort = () => this.abandon(id, new Error('aborted'))
       if (signal?.aborted) abort()
@@ -336,9 +379,13 @@ export class RedisTransport implements WorkerTransport {
   }
 
   async exchange(request: ExchangeRequest, signal?: AbortSignal): Promise<ExchangeAnswer> {
-    const waitMs = request.claim ? Math.min(request.claim.max_wait_ms ?? 0, MAX_LONG_POLL_MS) : 0
+    const reports = (request.heartbeat?.length ?? 0) + (request.complete?.length ?? 0) + (request.fail?.length ?? 0)
+    const { claimWaitMs, marginMs } = reportWait(request.claim ? Math.min(request.claim.max_wait_ms ?? 0, MAX_LONG_POLL_MS) : 0, reports > 0 ? this.leaseTtlMs : null)
+    const sent = request.claim && claimWaitMs < (request.claim.max_wait_ms ?? 0) ? { ...request, claim: { ...request.claim, max_wait_ms: claimWaitMs } } : request
     try {
-      return (await this.call('exchange', request, waitMs, signal)) as ExchangeAnswer
+      const answer = (await this.call('exchange', sent, claimWaitMs, signal, marginMs)) as ExchangeAnswer
+      for (const job of answer.jobs) this.leaseHeld(job.lease_ttl_seconds)
+      return answer
     } catch (error) {
       if (signal?.aborted) return noAnswer()
       throw error

@@ -185,6 +185,12 @@ export interface WorkerTransport {
   /** Resolves once the host's clock reaches the one retry of `file` for `owner_id` (or after `max_wait_ms`). */
   waitFileRetry(request: { file: string; owner_id: string; max_wait_ms: number }, signal: AbortSignal): Promise<boolean>
   heartbeatFile(request: GateRequest): Promise<void>
+  /**
+   * The worker holds a lease of `ttlS` seconds that this transport did not grant (a job a driving
+   * thread claimed, taken over by the runtime): a transport whose wait for an answer must fit the
+   * worker's leases (transport-redis.ts) learns it. Those it grants it learns from their answers.
+   */
+  leaseHeld?(ttlS: number): void
   /** Tells the host something an operator should see (e.g. a handler module that failed to load). */
   report(problem: { worker_id: string; kind: string; detail: string }): Promise<void>
   /** Frees what the transport holds (connections, listeners). */

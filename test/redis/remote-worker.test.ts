@@ -14,7 +14,7 @@ import { ManualClock } from '../../src-main/engine/rules/clock'
 import { UNANSWERED_AFTER_MS } from '../../src-main/redis/relay'
 import { ANSWER_TIMEOUT_MS } from '../../src-main/redis/worker-requests'
 import { limitRetryLines } from '../../src-shared/log-limiter'
-import { entryField, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { entryField, prefixClaimKey, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { startTestHost, type TestHost, tempDir } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 import { until } from '../helpers/until'
@@ -673,6 +673,61 @@ describe('remote workers over Redis only', () => {
       await server.restart()
     }
   }, 20_000)
+
+  test('a remote worker waits for the answer to its reports at most a third of the lease TTL it was granted, and its claim carried with them waits none of it, so that one request lost over Redis does not cost the lease', async () => {
+    // A host of the test's own: it grants one job with a 9 s lease, then answers nothing (its requests lost).
+    const requests: { method: string; params: { claim?: { max_wait_ms?: number } } }[] = []
+    let from = '0'
+    let stopped = false
+    const fakeHost = (async () => {
+      while (!stopped) {
+        const read = (await admin.xread('BLOCK', 200, 'STREAMS', requestStream('lh-fake:'), from)) as [string, [string, string[]][]][] | null
+        for (const [entryId, fields] of read?.[0]?.[1] ?? []) {
+          from = entryId
+          const body = JSON.parse(entryField(fields, 'body')!) as { id: number; method: string; params: { claim?: { max_wait_ms?: number } } }
+          requests.push(body)
+          if (requests.length > 1) continue
+          const job = { claimed: true, job_id: 'j1', attempt_id: 'a1', lease_id: 'l1', lease_token: 't1', stream: 'default', message_id: null, payload: null, job_type: 'noop', max_runtime_s: null, lease_ttl_seconds: 9, heartbeat_interval_seconds: 3 }
+          const result = { heartbeats: [], completed: [], failed: [], jobs: [job], claim_waited_ms: 0 }
+          await admin.xadd(replyStream('lh-fake:', 'w-short'), '*', 'body', JSON.stringify({ type: 'response', id: body.id, result }))
+        }
+      }
+    })()
+    const transport = new RedisTransport(server.url, 'token', 'w-short', 'lh-fake:')
+    try {
+      const granted = await transport.exchange({ worker_id: 'w-short', claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 0 } })
+      expect(granted.jobs.map((j) => j.lease_ttl_seconds)).toEqual([9])
+      let sentAt = Date.now()
+      await expect(transport.exchange({ worker_id: 'w-short', heartbeat: [{ job_id: 'j1', lease_token: 't1' }] })).rejects.toThrow()
+      expect(Date.now() - sentAt).toBeGreaterThanOrEqual(2_900)
+      expect(Date.now() - sentAt).toBeLessThan(4_500)
+      sentAt = Date.now()
+      const completion = { worker_id: 'w-short', job_id: 'j1', attempt_id: 'a1', lease_token: 't1' }
+      await expect(transport.exchange({ worker_id: 'w-short', complete: [completion], claim: { streams: ['default'], max_jobs: 1, max_wait_ms: 20_000 } })).rejects.toThrow()
+      expect(Date.now() - sentAt).toBeLessThan(4_500)
+      expect(requests.at(-1)).toMatchObject({ method: 'exchange', params: { claim: { max_wait_ms: 0 } } })
+    } finally {
+      stopped = true
+      transport.close()
+      await fakeHost
+    }
+  }, 60_000)
+
+  test('a remote worker on a prefix no host claims says so, naming the prefix and --redis-prefix, rather than that the host did not answer', async () => {
+    host = await startTestHost({ redisUrl: server.url }) // on leasehold:, not the worker's lh2:
+    const transport = new RedisTransport(server.url, host.token, 'w-lost', 'lh2:')
+    try {
+      transport.leaseHeld(3) // its reports wait 1 s for their answer, rather than 15 s
+      const failure = await transport.exchange({ worker_id: 'w-lost', heartbeat: [{ job_id: 'j1', lease_token: 't1' }] }).then(() => null, (error: Error) => error)
+      expect(exchangeFailure(failure!)).toBe("no Leasehold host claims the prefix lh2: on this Redis: check --redis-prefix (the host's serve --redis-prefix)")
+      // On the host's prefix, where a host claims it, a request unanswered is the host's silence, as before.
+      await admin.set(prefixClaimKey('lh2:'), 'other-host pid 1 on elsewhere')
+      const unanswered = await transport.exchange({ worker_id: 'w-lost', heartbeat: [{ job_id: 'j1', lease_token: 't1' }] }).then(() => null, (error: Error) => error)
+      expect(exchangeFailure(unanswered!)).toMatch(/^the host did not answer \(no answer from the host over Redis within 1 s\)$/)
+    } finally {
+      transport.close()
+    }
+  }, 30_000)
 
   test('a remote worker whose --redis URL names a server that does not speak the Redis protocol (an HTTP port) says so in one line, not in the parser’s words', async () => {
     const http = createServer((_req, res) => res.end('not redis'))
