@@ -508,13 +508,19 @@ describe('the outbox and the relay', () => {
     expect(lines.filter((line) => /lost or gained/.test(line))).toEqual([])
   }, 15_000)
 
-  test('a queue stream’s key of another type: health says what Redis refuses and names the key, the log says when it is tried again, and the message goes out once the key is a stream again', async () => {
+  /** A relay whose queue stream's key holds a string, once Redis has refused the pass that publishes a job's message there. */
+  async function refusedWrongType() {
     const { engine } = setup()
     const lines: string[] = []
     const relay = await started(engine, { log: (line) => lines.push(line) })
     await admin.set(stream(), 'junk')
     const job = engine.submit(aJob()).job
     await until(() => relay.health().refused !== null, 5000, 'the refusal in health')
+    return { relay, lines, job }
+  }
+
+  test('a queue stream’s key of another type: health says what Redis refuses and names the key, the log says when it is tried again, and the message goes out once the key is a stream again', async () => {
+    const { relay, lines, job } = await refusedWrongType()
     expect(relay.health()).toMatchObject({ connected: true, refused: expect.stringMatching(/^WRONGTYPE .*\(key lh-test:q:default\)$/), waiting: 1 })
     expect(lines).toContainEqual(expect.stringMatching(/^leasehold: relaying to Redis failed \(WRONGTYPE .*\(key lh-test:q:default\)\); messages wait in the outbox, and the relay compares each stream with it again (at once|in \d+ s)/))
     expect(lines.join('\n')).not.toMatch(/tried again on reconnect/)
@@ -524,12 +530,7 @@ describe('the outbox and the relay', () => {
   }, 20_000)
 
   test('a refusal that clears is said in the log in one line, as an outage’s end is: Redis takes what the host sends again', async () => {
-    const { engine } = setup()
-    const lines: string[] = []
-    const relay = await started(engine, { log: (line) => lines.push(line) })
-    await admin.set(stream(), 'junk')
-    engine.submit(aJob())
-    await until(() => relay.health().refused !== null, 5000, 'the refusal in health')
+    const { relay, lines } = await refusedWrongType()
     expect(lines.filter((line) => /takes what the host sends again/.test(line))).toEqual([])
     await admin.del(stream())
     await until(() => relay.health().refused === null, 12_000, 'the refusal gone from health')
