@@ -968,7 +968,7 @@ export interface components {
             prefix: string;
             /** @description Another host found using this prefix (as it names itself), or a prefix that nests with it (one begins the other: then followed by that prefix); the host then no longer uses Redis until it is restarted. Null while the prefix is its own */
             prefix_taken_by: string | null;
-            /** @description Redis's words when it answers the host with a refusal: connected, it takes nothing the host sends (out of memory at its maxmemory, a key of another type); not connected, it refused the connection (WRONGPASS: its user deleted or its password changed). Null while it takes what it is sent */
+            /** @description Redis's words when it answers the host with a refusal: connected, it takes nothing the host sends (out of memory at its maxmemory, a key of another type); not connected, it refused the connection (WRONGPASS: its user deleted or its password changed), or the server at the URL does not speak the Redis protocol (an HTTP port), said so. Null while it takes what it is sent */
             refused: string | null;
             /** @description Messages committed and not yet in Redis (the outbox); they are published once it answers */
             waiting: number;

@@ -23,7 +23,7 @@ export const RedisHealth = z
     refused: z
       .string()
       .nullable()
-      .meta({ description: "Redis's words when it answers the host with a refusal: connected, it takes nothing the host sends (out of memory at its maxmemory, a key of another type); not connected, it refused the connection (WRONGPASS: its user deleted or its password changed). Null while it takes what it is sent" }),
+      .meta({ description: "Redis's words when it answers the host with a refusal: connected, it takes nothing the host sends (out of memory at its maxmemory, a key of another type); not connected, it refused the connection (WRONGPASS: its user deleted or its password changed), or the server at the URL does not speak the Redis protocol (an HTTP port), said so. Null while it takes what it is sent" }),
     waiting: z.number().int().meta({ description: 'Messages committed and not yet in Redis (the outbox); they are published once it answers' }),
     oldest_wait_ms: z.number().int().nullable().meta({ description: 'How long the oldest of them has waited; null when none waits' }),
   })
