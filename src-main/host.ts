@@ -289,7 +289,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
   undo.push(() => relay?.stop())
   // Before anything reads or writes the prefix's keys: a second host on it stops here (redis/prefix-claim.ts).
   await relay?.start()
-  if (relay?.claim.state === 'taken') throw new HostStartError(prefixTakenMessage(config.redisPrefix, config.redisUrl!, relay.claim.takenBy!))
+  if (relay?.claim.state === 'taken') throw new HostStartError(prefixTakenMessage(config.redisPrefix, config.redisUrl!, relay.claim.takenBy!, relay.claim.takenForMs))
   // Remote workers' heartbeats come over Redis alone: their leases do not expire while the host cannot hear it.
   const leaseHold = relay ? new RedisLeaseHold(engine, relay, log) : null
   undo.push(() => leaseHold?.stop())

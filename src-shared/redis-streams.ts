@@ -120,8 +120,12 @@ const NESTING_HOLDER = /, on the Redis prefix "([^]*)", which nests with this ho
 /** The holder (`prefix_taken_by`) of a host found on `prefix`, which nests with this host's: its description, then that prefix. */
 export const nestingHolder = (description: string, prefix: string): string => `${description}, on the Redis prefix "${prefix}", which nests with this host's`
 
-/** The line a host on a taken prefix says (src-main/redis/prefix-claim.ts): at start, in its log, and in `leasehold status`. */
-export function prefixTakenMessage(prefix: string, url: string, holder: string): string {
+/**
+ * The line a host on a taken prefix says (src-main/redis/prefix-claim.ts): at start, in its log,
+ * and in `leasehold status`. `expiresInMs`: how long the holder's claim had left when found (at a
+ * start): the holder may be a host that was killed, whose claim expires unrefreshed.
+ */
+export function prefixTakenMessage(prefix: string, url: string, holder: string, expiresInMs: number | null = null): string {
   const nesting = NESTING_HOLDER.exec(holder)
   if (nesting) {
     const other = nesting[1]!
@@ -135,5 +139,7 @@ export function prefixTakenMessage(prefix: string, url: string, holder: string):
     const key = prefixClaimKey(prefix)
     return `the key ${key} on ${redactedUrl(url)} holds ${holder.slice(FOREIGN_HOLDER.length)}, which is no Leasehold host's claim: something else uses the Redis prefix "${prefix}"; delete that key (DEL ${key}) if the prefix is this host's alone, or give this one another with --redis-prefix`
   }
-  return `another Leasehold host (${holder}) uses the Redis prefix "${prefix}" on ${redactedUrl(url)}; each host needs a prefix of its own: give this one another with --redis-prefix`
+  // A claim whose host was killed expires unrefreshed: the pid the line names may be gone already.
+  const expiry = expiresInMs === null ? '' : `; if that host is gone (killed), its claim expires in ~${Math.ceil(expiresInMs / 1000)} s: try again then`
+  return `another Leasehold host (${holder}) uses the Redis prefix "${prefix}" on ${redactedUrl(url)}; each host needs a prefix of its own: give this one another with --redis-prefix${expiry}`
 }

@@ -83,6 +83,16 @@ async function claimsMatching(redis: Redis, match: string, ownId: string): Promi
   })
 }
 
+/** The key's time to live (PTTL) in ms; null when it has none, is gone, or Redis refuses the command (an ACL without PTTL). */
+async function expiresInMs(redis: Redis, key: string): Promise<number | null> {
+  try {
+    const ms = await redis.pttl(key)
+    return ms > 0 ? ms : null
+  } catch {
+    return null
+  }
+}
+
 /**
  * Where the claim stands: not yet answered (Redis has not been reached), held by this host, or
  * taken by another host (for good: the host no longer uses Redis until restarted).
@@ -93,6 +103,8 @@ export class PrefixClaim {
   private current: ClaimState = 'unknown'
   /** The other host's description, once one was found on the prefix. */
   private holder: string | null = null
+  /** How long the holder's claim had to run when it was found (Redis's PTTL), or null when unknown or without expiry. */
+  private holderExpiresInMs: number | null = null
   private readonly listeners = new Set<() => void>()
   /**
    * Redis's refusal of the claim's commands at the last renewal (an ACL user without EVAL, GET or
@@ -128,6 +140,8 @@ export class PrefixClaim {
       refused = (error as Error).message
       held = null
     }
+    // Read before the state changes, so that those told of the change find it.
+    const heldForMs = held === null ? null : await expiresInMs(redis, prefixClaimKey(this.prefix))
     if (this.state === 'taken') return this.current // another renewal found the holder meanwhile
     // The first claim made: before any other key of the prefix is touched, no host may be on a prefix that nests with it.
     const nesting = held === null && this.current === 'unknown' ? (await this.nesting(redis))[0] : undefined
@@ -144,10 +158,21 @@ export class PrefixClaim {
       this.current = next
       this.refused = refused
       // A claim is an id, a space and a description (`pid … on …`); anything else is some other application's key.
-      if (held !== null) this.holder = CLAIM_VALUE.exec(held)?.[1] ?? foreignHolder(held)
+      if (held !== null) {
+        this.holder = CLAIM_VALUE.exec(held)?.[1] ?? foreignHolder(held)
+        this.holderExpiresInMs = heldForMs
+      }
       for (const listener of this.listeners) listener()
     }
     return this.current
+  }
+
+  /**
+   * How long the holder's claim had left when it was found: a host that was killed (its pid gone)
+   * leaves its claim to expire, and another may take the prefix then. Null when Redis did not say.
+   */
+  get takenForMs(): number | null {
+    return this.holderExpiresInMs
   }
 
   /**

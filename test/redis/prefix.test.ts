@@ -66,7 +66,7 @@ describe('one host per Redis prefix', () => {
       expect.stringMatching(
         new RegExp(
           `^leasehold: could not start: another Leasehold host \\(pid ${process.pid} on .+, data dir ${first.dataDir}\\) uses the Redis prefix "leasehold:" on redis://127\\.0\\.0\\.1:${server.port}/0; ` +
-            'each host needs a prefix of its own: give this one another with --redis-prefix$',
+            'each host needs a prefix of its own: give this one another with --redis-prefix; if that host is gone \\(killed\\), its claim expires in ~(9|10) s: try again then$',
         ),
       ),
     ])
@@ -123,6 +123,15 @@ describe('one host per Redis prefix', () => {
     const apart = await startServe(['--data-dir', tempDir(), '--port', '0', '--redis', server.url, '--redis-prefix', 'leasehold-two:']) // would throw if refused
     processes.push(apart)
   }, 60_000)
+
+  test('a start refused by the claim of a host that may be gone (killed) says in how many seconds that claim expires, read from Redis, so it is tried again then', async () => {
+    await admin.set(prefixClaimKey('leasehold:'), 'gone-host pid 999999 on elsewhere, data dir /srv/gone', 'PX', 7_000)
+    const refused = await serveToEnd()
+    expect(refused.status).toBe(1)
+    expect(refused.stderr).toMatch(
+      /another Leasehold host \(pid 999999 on elsewhere, data dir \/srv\/gone\) uses the Redis prefix "leasehold:" on redis:\/\/127\.0\.0\.1:\d+\/0; each host needs a prefix of its own: give this one another with --redis-prefix; if that host is gone \(killed\), its claim expires in ~[4-7] s: try again then\n/,
+    )
+  })
 
   test('a host whose prefix key holds something other than a Leasehold claim refuses to start saying so and naming the key to delete; it does not call it another Leasehold host', async () => {
     await admin.set(prefixClaimKey('leasehold:'), 'hello world')
