@@ -284,18 +284,10 @@ function stream(ctx: Context, engine: Engine, streams: EventStreams, token: stri
 }
 
 function replay(engine: Engine, stream: PassThrough, after: number): void {
-  // An id past the newest this log has given (deleted ones included) is none of its own: one
-  // from a database since restored from an older backup, or from another host's. Where the
-  // reader stands is unknown, so all it may have missed is announced, and it goes on from here.
-  const newest = engine.largestEventId()
-  if (after > newest) {
-    if (newest > 0) writeGap(stream, { missed_from: 1, missed_to: newest })
-    return
-  }
-  // What follows `after` whole, at most the newest MAX_REPLAY events, is sent; what comes before it is announced as missed.
-  const from = engine.replayStart(after, MAX_REPLAY)
-  if (from > after) writeGap(stream, { missed_from: after + 1, missed_to: from })
-  for (const event of engine.eventsAfter(from, MAX_REPLAY)) stream.write(sseEvent(event))
+  // What the reader missed and is not sent is announced first; then the newest MAX_REPLAY events at most.
+  const { gap, events } = engine.replayAfter(after, MAX_REPLAY)
+  if (gap) writeGap(stream, gap)
+  for (const event of events) stream.write(sseEvent(event))
 }
 
 /**

@@ -151,7 +151,7 @@ export function eventsDeletedThrough(ctx: StoreContext): number {
  * one's when that was larger; 0 for a log that never held one. A reader cannot hold a larger one
  * from this log.
  */
-export function largestEventId(ctx: StoreContext): number {
+function largestEventId(ctx: StoreContext): number {
   return Math.max(newestEventId(ctx), eventsDeletedThrough(ctx))
 }
 
@@ -176,6 +176,20 @@ export function noteEventsDeleted(ctx: StoreContext, largest: number): void {
 export function replayStart(ctx: StoreContext, after: number, limit: number): number {
   const whole = Math.max(after, eventsDeletedThrough(ctx))
   return ctx.one<{ id: number }>('SELECT id FROM events WHERE id > ? ORDER BY id DESC LIMIT 1 OFFSET ?', whole, limit)?.id ?? whole
+}
+
+/**
+ * What a reader resuming after event `after` gets, at most `limit` events: the ids it may have
+ * missed and is not sent (a gap), or null, and the events it is sent, oldest first. An id past
+ * every id this log gave ({@link largestEventId}) is none of its own — one from a database since
+ * restored from an older backup, or another host's — so where the reader stands is unknown: all
+ * it may have missed is the whole log, and nothing is replayed.
+ */
+export function replayAfter(ctx: StoreContext, after: number, limit: number): { gap: { missed_from: number; missed_to: number } | null; events: EventRow[] } {
+  const largest = largestEventId(ctx)
+  if (after > largest) return { gap: largest > 0 ? { missed_from: 1, missed_to: largest } : null, events: [] }
+  const from = replayStart(ctx, after, limit)
+  return { gap: from > after ? { missed_from: after + 1, missed_to: from } : null, events: eventsAfter(ctx, from, limit) }
 }
 
 /** Up to `limit` events after the one with id `after`, oldest first. */
