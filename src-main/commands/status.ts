@@ -2,6 +2,7 @@ import type { StorageAnswer } from '../http/system'
 import { printable } from '../../src-shared/printable'
 import type { RedisHealth } from '../http/views/system'
 import { prefixTakenMessage } from '../../src-shared/redis-streams'
+import { stillRunWithoutRedis } from '../../src-shared/without-redis'
 import { findHost } from './host-target'
 import { shortId } from '../../src-shared/short-id'
 import { parseFlags, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
@@ -132,16 +133,16 @@ function redisLine(r: RedisHealth, workers: readonly { kind: string }[]): string
   return `NOT connected (${r.url}${silence}): ${run}; ${waiting}${oldest}, published when it is back`
 }
 
-/**
- * Which jobs still run while Redis is not used (down, refusing, or the prefix taken): those of
- * local workers and workers over HTTP; remote workers over Redis hear nothing from the host then,
- * and run nothing.
- */
+/** Whose jobs still run while Redis is not used, as the status line says it (stillRunWithoutRedis has the rule). */
 function stillRun(workers: readonly { kind: string }[]): string {
-  const remote = workers.filter((w) => w.kind === 'redis').length
-  if (remote === 0) return 'jobs still run'
-  if (remote === workers.length) return 'the only workers, remote ones over Redis, run nothing meanwhile'
-  return 'the jobs of local workers and workers over HTTP still run; remote workers over Redis run nothing meanwhile'
+  switch (stillRunWithoutRedis(workers)) {
+    case 'all':
+      return 'jobs still run'
+    case 'none':
+      return 'the only workers, remote ones over Redis, run nothing meanwhile'
+    case 'some':
+      return 'the jobs of local workers and workers over HTTP still run; remote workers over Redis run nothing meanwhile'
+  }
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`

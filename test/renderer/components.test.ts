@@ -618,7 +618,7 @@ const redisHealth = (over: Partial<RedisHealth> = {}): RedisHealth => ({
 
 test('a Redis that does not answer is shown with how long it has not, the messages waiting for it and how long the oldest has; nothing shows while it answers', () => {
   const redis = new RedisState(() => T0)
-  const el = render(RedisBanner, { redis, now: T0 })
+  const el = render(RedisBanner, { redis, now: T0, workers: [] })
   const banner = () => el.querySelector('[data-testid="redis-away"]')
   expect(banner()).toBeNull() // no Redis
   redis.hear(redisHealth())
@@ -637,7 +637,7 @@ test('a Redis that does not answer is shown with how long it has not, the messag
 
 test('a host that found another on its Redis prefix says so, names it and how to part them, though Redis answers', () => {
   const redis = new RedisState(() => T0)
-  const el = render(RedisBanner, { redis, now: T0 })
+  const el = render(RedisBanner, { redis, now: T0, workers: [] })
   redis.hear(redisHealth({ prefix_taken_by: 'pid 42 on box, data dir /srv/a', waiting: 2, oldest_wait_ms: 5 * SECOND }))
   flushSync()
   expect(text(el.querySelector('[data-testid="redis-away"]'))).toBe(
@@ -649,13 +649,39 @@ test('a host that found another on its Redis prefix says so, names it and how to
 
 test('a Redis that answers and refuses what the host sends (out of memory) is shown with its words and the messages waiting', () => {
   const redis = new RedisState(() => T0)
-  const el = render(RedisBanner, { redis, now: T0 })
+  const el = render(RedisBanner, { redis, now: T0, workers: [] })
   redis.hear(redisHealth({ refused: "OOM command not allowed when used memory > 'maxmemory'.", waiting: 3 }))
   flushSync()
   expect(text(el.querySelector('[data-testid="redis-away"]'))).toBe(
     "Redis at redis://127.0.0.1:6379/0 answers, and refuses what the host sends: OOM command not allowed when used memory > 'maxmemory'. 3 messages wait to be published. " +
       'Jobs still run on this machine and nothing is lost; workers that reach the host only through Redis wait until it takes them again.',
   )
+})
+
+test("while Redis is not used the banner says that jobs still run only of workers that can run them: all without remote workers over Redis, none with only those, local and HTTP workers' with both", () => {
+  const sentence = (workers: { kind: string }[], health: Partial<RedisHealth>) => {
+    const redis = new RedisState(() => T0)
+    redis.hear(redisHealth(health))
+    const el = render(RedisBanner, { redis, now: T0, workers })
+    flushSync()
+    return (text(el.querySelector('[data-testid="redis-away"]')) ?? '').replace(/^.*\. /, '')
+  }
+  const [local, http, remote] = [{ kind: 'local' }, { kind: 'external' }, { kind: 'redis' }]
+  const away = { connected: false }
+  expect(sentence([local, http], away)).toBe('Jobs still run on this machine and nothing is lost; workers that reach the host only through Redis wait until it is back.')
+  expect(sentence([remote, remote], away)).toBe('No job runs meanwhile: the only workers reach the host through Redis, and wait until it is back; nothing is lost.')
+  expect(sentence([local, remote, http], away)).toBe(
+    'The jobs of local workers and workers over HTTP still run and nothing is lost; remote workers over Redis run nothing until it is back.',
+  )
+  const refused = { refused: 'OOM command not allowed.' }
+  expect(sentence([remote], refused)).toBe('No job runs meanwhile: the only workers reach the host through Redis, and wait until it takes them again; nothing is lost.')
+  expect(sentence([http, remote], refused)).toBe(
+    'The jobs of local workers and workers over HTTP still run and nothing is lost; remote workers over Redis run nothing until it takes them again.',
+  )
+  const taken = { prefix_taken_by: 'pid 42 on box, data dir /srv/a' }
+  expect(sentence([remote], taken)).toBe('No job runs meanwhile: the only workers reach the host through Redis, and get no answer.')
+  expect(sentence([local, remote], taken)).toBe('The jobs of local workers and workers over HTTP still run; remote workers over Redis run nothing and get no answer.')
+  expect(sentence([local], taken)).toBe('Jobs still run on this machine; workers that reach the host only through Redis get no answer.')
 })
 
 test('a host read-only on a full disk is shown as such, and asked again until it takes writes', async () => {
