@@ -137,9 +137,17 @@ export async function hostHolds(dataDir: string, pid: number, nativeBinding?: st
  * Why a data dir names no host to talk to: `none` runs there (host.json is not there, or names a
  * host that does not hold the data dir's lock: one that has ended); `blank`, its host.json names
  * none (empty: a host that started on a full disk could not write it); `unsaid`, a host holds the
- * data dir but its host.json is missing (it is still starting, or could not write it).
+ * data dir but its host.json is missing (it is still starting, or could not write it); `stale`,
+ * another process holds the data dir than the one its host.json names (a host that is starting
+ * keeps a host.json naming a live process until it has opened its database).
  */
-export type NoHostReason = 'none' | 'blank' | 'unsaid'
+export type NoHostReason = 'none' | 'blank' | 'unsaid' | 'stale'
+
+/** For a `stale` {@link NoHostError}: the pid host.json names, and the pid written in the lock that another process holds (null when the lock names none). */
+export interface StaleHostFile {
+  named: number
+  holder: number | null
+}
 
 /**
  * A client command aimed at a data dir where no host runs (a running host keeps host.json
@@ -152,12 +160,16 @@ export class NoHostError extends Error {
     readonly dataDir: string,
     readonly reason: NoHostReason = 'none',
     waitedS?: number,
+    readonly stale?: StaleHostFile,
   ) {
     const waited = waitedS === undefined ? '' : ` in ${waitedS} s`
     super(
       reason === 'blank'
         ? `the host on ${dataDir} has not said where it listens${waited} (its ${HOST_FILE} is empty: it may still be starting, or its disk may be full): ` +
             'try again in a moment, or give --url and --token (its log names its URL)'
+        : reason === 'stale' && stale
+          ? `the ${HOST_FILE} of the data dir ${dataDir} names pid ${stale.named}, which no longer holds the data dir; ${stale.holder === null ? 'another process' : `pid ${stale.holder}`} holds it ` +
+            `and has not said where it listens${waited} (it may still be starting, or its disk may be full): try again in a moment, or give --url and --token (its log names its URL)`
         : reason === 'unsaid'
           ? `a host holds the data dir ${dataDir} but has not said where it listens${waited} (its ${HOST_FILE} is missing: it may still be starting, or its disk may be full): ` +
             'try again in a moment, or give --url and --token (its log names its URL)'

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout } from 'node:timers/promises'
-import { type ClientTarget, LOCK_FILE, NoHostError, resolveClientTarget } from '../../src-shared/client-target'
-import { lockHeld } from '../../src-shared/host-lock'
+import { type ClientTarget, LOCK_FILE, NoHostError, readHostFile, resolveClientTarget } from '../../src-shared/client-target'
+import { lockHeld, lockPid } from '../../src-shared/host-lock'
 
 /**
  * How long a client command waits for a host that holds its data dir to say where it listens: a
@@ -27,8 +27,9 @@ const LOOK_AGAIN_MS = 50
 
 /**
  * The host a client command of the host's talks to ({@link resolveClientTarget}). Where the data
- * dir names none but a host holds it (its host.json missing or empty), the host is starting, or could
- * not write the file (a full disk): the command waits up to {@link HOST_START_WAIT_S} for it, and
+ * dir names none but a host holds it (its host.json missing, empty, or naming another process),
+ * the host is starting, or could not write the file (a full disk): the command waits up to
+ * {@link HOST_START_WAIT_S} for it, and
  * then says so, with what to give, rather than "no host is running", which would send the user
  * to start a second one. Where no host holds it, one launched just now may not have taken its
  * lock yet: the command looks again for {@link HOST_APPEAR_WAIT_MS} before it says none runs.
@@ -43,10 +44,24 @@ export async function findHost(flags: { url?: string; token?: string; 'data-dir'
       if (!(error instanceof NoHostError)) throw error
       if (!(await heldByHost(error.dataDir))) {
         if (Date.now() - started >= HOST_APPEAR_WAIT_MS) throw error
-      } else if (Date.now() >= deadline) throw new NoHostError(error.dataDir, error.reason === 'blank' ? 'blank' : 'unsaid', HOST_START_WAIT_S)
+      } else if (Date.now() >= deadline) throw unsaidError(error)
       await setTimeout(LOOK_AGAIN_MS)
     }
   }
+}
+
+/**
+ * What a command says of a data dir that a process holds and that named no host to talk to in
+ * {@link HOST_START_WAIT_S}: its host.json is empty, missing, or names another process than the
+ * one that holds the lock (a host that is starting keeps one naming a live process until it has
+ * opened its database; or the holder is no Leasehold host).
+ */
+function unsaidError(error: NoHostError): NoHostError {
+  if (error.reason === 'blank') return new NoHostError(error.dataDir, 'blank', HOST_START_WAIT_S)
+  const named = readHostFile(error.dataDir)
+  const holder = lockPid(join(error.dataDir, LOCK_FILE)) || null // 0: the lock names no process
+  if (named === null || named.pid === holder) return new NoHostError(error.dataDir, 'unsaid', HOST_START_WAIT_S)
+  return new NoHostError(error.dataDir, 'stale', HOST_START_WAIT_S, { named: named.pid, holder })
 }
 
 /**

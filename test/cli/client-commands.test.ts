@@ -1120,6 +1120,26 @@ describe('finding the host', async () => {
     }
   })
 
+  test('a host.json naming a live process other than the one that holds the data dir is waited for 5 s, then said to name a process that no longer holds it, and which process does, not to be missing', async () => {
+    const hostFile = join(host.dataDir, 'host.json')
+    const kept = readFileSync(hostFile)
+    // A live process of the user's that holds nothing: as a dead host's pid taken since, while a host (this test's) holds the lock.
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { stdio: 'ignore' })
+    children.push(other)
+    writeFileSync(hostFile, JSON.stringify({ ...JSON.parse(kept.toString('utf8')), pid: other.pid }))
+    try {
+      const started = Date.now()
+      const result = await cli(['status'])
+      expect(Date.now() - started).toBeGreaterThanOrEqual(5000)
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the host.json of the data dir ${host.dataDir} names pid ${other.pid}, which no longer holds the data dir; pid ${process.pid} holds it and has not said where it listens in 5 s (it may still be starting, or its disk may be full): try again in a moment, or give --url and --token (its log names its URL)`,
+      ])
+    } finally {
+      writeFileSync(hostFile, kept)
+    }
+  })
+
   test('a host that holds the data dir and writes its host.json a moment after the command starts (a host starting) is waited for and answers', async () => {
     const hostFile = join(host.dataDir, 'host.json')
     const kept = readFileSync(hostFile)

@@ -6,6 +6,7 @@
  */
 import BetterSqlite3 from 'better-sqlite3'
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
+import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { openDatabase } from '../../src-main/db/open'
@@ -206,6 +207,24 @@ describe('leasehold check', () => {
       expect(JSON.parse(result.stdout)).toMatchObject({ path: join(dir, 'leasehold.db'), ok: true })
     } finally {
       writeFileSync(hostFile, kept)
+    }
+  })
+
+  test("a held file whose data dir's host.json names a live process other than the lock's holder is said so after 5 s, not to have its host.json missing", async () => {
+    const dir = dataDir()
+    host = await startTestHost({ dataDir: dir })
+    const hostFile = join(dir, 'host.json')
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { stdio: 'ignore' })
+    try {
+      writeFileSync(hostFile, JSON.stringify({ ...JSON.parse(readFileSync(hostFile, 'utf8')), pid: other.pid }))
+      const result = await runCliAsync(['check', '--data-dir', dir, '--quick'])
+      expect(result.status).toBe(1)
+      expect(result.stderr.trim().split('\n')).toEqual([
+        `leasehold: ${join(dir, 'leasehold.db')} is held by a running host that has not said where it listens in 5 s (the data dir's host.json names pid ${other.pid}, which no longer holds it: ` +
+          'the holder could not write its own, or it is not a Leasehold host): give its --url and --token to check through it',
+      ])
+    } finally {
+      other.kill()
     }
   })
 
