@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import { execFileSync, spawn } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -66,16 +66,32 @@ describe('leasehold command line', () => {
 })
 
 describe('leasehold serve', () => {
-  test('a client command launched with serve (serve & leasehold status) waits for the host that is starting, rather than saying none runs', async () => {
+  // A command launched with serve (`serve & leasehold status`) may look before serve has taken its
+  // lock. Here the host runs already, hidden (its host.lock and host.json moved aside, an unheld
+  // copy of the lock in its place) until the command has looked once and found no host: the rule
+  // is checked whatever the machine's speed, and fails if the command does not look again.
+  test.skipIf(process.platform !== 'linux')('a client command that finds no host looks again, so that one launched with serve (serve & leasehold status) finds the host once it holds its lock, rather than saying none runs', async () => {
     const dir = dataDir()
-    const serve = spawn(process.execPath, [BIN, 'serve', '--data-dir', dir, '--port', '0', '--workers', '0'], { stdio: 'ignore' })
-    const exited = new Promise((resolve) => serve.once('exit', resolve))
+    const serve = await startServe(['--data-dir', dir, '--port', '0', '--workers', '0'])
     try {
-      const status = await runCliAsync(['status', '--data-dir', dir], { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined })
-      expect(status.status, status.stderr).toBe(0)
+      const [lock, hostFile] = [join(dir, 'host.lock'), join(dir, 'host.json')]
+      await expect.poll(() => existsSync(hostFile)).toBe(true)
+      renameSync(lock, `${lock}.aside`)
+      renameSync(hostFile, `${hostFile}.aside`)
+      copyFileSync(`${lock}.aside`, lock) // a lock file no process holds, as a host that stopped leaves
+      let pid = 0
+      const status = runCliAsync(['status', '--data-dir', dir], { LEASEHOLD_URL: undefined, LEASEHOLD_TOKEN: undefined, LEASEHOLD_DATA_DIR: undefined }, (child) => (pid = child.pid!))
+      // Its look at an unheld lock file loads SQLite (host-lock.ts lockHeld): its addon in the
+      // command's memory says the command has looked, and found none.
+      await expect.poll(() => readFileSync(`/proc/${pid}/maps`, 'utf8').includes('better_sqlite3'), { timeout: 30_000, interval: 10 }).toBe(true)
+      renameSync(`${lock}.aside`, lock)
+      renameSync(`${hostFile}.aside`, hostFile)
+      const result = await status
+      expect(result.status, result.stderr).toBe(0)
+      expect(result.stdout).toContain(serve.url)
     } finally {
-      serve.kill('SIGTERM')
-      await exited
+      serve.child.kill('SIGTERM')
+      await serve.exited
     }
   })
 
