@@ -765,7 +765,9 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
 
   test('a read that gets no answer while the event stream stays open is read again by itself: its error goes and what it missed shows once the browser is back online', async () => {
     await page.goto(`${host.url}/#/jobs`)
-    await page.locator('main [data-testid="jobs"]').waitFor()
+    // The stream is open and the view has read its jobs (a table, or none yet when this test runs alone).
+    await page.getByTestId('stream-status').filter({ hasText: 'Live' }).waitFor()
+    await page.locator('main [data-testid="jobs"], main [data-testid="jobs-empty"]').first().waitFor()
     await page.context().setOffline(true)
     let id: string
     try {
