@@ -6,17 +6,11 @@
  * reorder the text around them: the page writes those as escapes.
  */
 
-/**
- * Characters that draw nothing, or rearrange the text around them: the C0 and C1 controls (a
- * newline, a tab, an escape), the bidi marks, embeddings, overrides and isolates (U+202E would draw
- * `/tmp/\u202etxt.exe` as `/tmp/exe.txt`), zero-width spaces and the byte order mark. A name or a
- * path from the host may hold any of them, put there by whoever submitted or claimed.
- */
-const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g
+import { escapedChar, INVISIBLE_CHARS, printable } from '../../src-shared/printable'
 
 /** Outer spaces: whitespace that is not an invisible character (a newline or tab around a name is written as its escape). */
-const LEADING_SPACES = new RegExp(`^(?:(?!${INVISIBLE.source})\\s)*`)
-const TRAILING_SPACES = new RegExp(`(?:(?!${INVISIBLE.source})\\s)*$`)
+const LEADING_SPACES = new RegExp(`^(?:(?!${INVISIBLE_CHARS.source})\\s)*`)
+const TRAILING_SPACES = new RegExp(`(?:(?!${INVISIBLE_CHARS.source})\\s)*$`)
 
 /** A name cut around its outer whitespace: `lead` + `core` + `trail` is the name. */
 export interface NameParts {
@@ -42,10 +36,7 @@ export function outerSpaces(name: string): string | null {
   return parts.length > 0 ? parts.join(' and ') : null
 }
 
-const INVISIBLE_CHAR = new RegExp(INVISIBLE.source)
-
-/** An invisible character as the command line writes it: `\u202e`, `\u000a`. */
-const escaped = (char: string): string => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
+const INVISIBLE_CHAR = new RegExp(INVISIBLE_CHARS.source)
 
 /** A piece of text as the page draws it: as it is, or an invisible character written as its escape. */
 export interface TextPiece {
@@ -68,7 +59,7 @@ export function textPieces(text: string, keep = ''): TextPiece[] {
     }
     if (plain) pieces.push({ text: plain, invisible: false })
     plain = ''
-    pieces.push({ text: escaped(char), invisible: true })
+    pieces.push({ text: escapedChar(char), invisible: true })
   }
   if (plain) pieces.push({ text: plain, invisible: false })
   return pieces
@@ -76,7 +67,7 @@ export function textPieces(text: string, keep = ''): TextPiece[] {
 
 /** What is easy to miss about a name's invisible characters, in words ("holds invisible characters: \u202e, \u202d"); null when it has none. */
 export function invisibleCharacters(name: string): string | null {
-  const found = [...new Set(name.match(INVISIBLE) ?? [])].map(escaped)
+  const found = [...new Set(name.match(INVISIBLE_CHARS) ?? [])].map(escapedChar)
   return found.length === 0 ? null : `holds ${found.length === 1 ? 'an invisible character' : 'invisible characters'}: ${found.join(', ')}`
 }
 
@@ -87,7 +78,7 @@ export function nameNote(name: string): string | null {
 }
 
 /** Text from the host where no markup can go (a title): its invisible characters written as escapes (`\u202e`), the rest as it is. */
-export const withEscapes = (text: string): string => text.replace(INVISIBLE, escaped)
+export const withEscapes = printable
 
 /**
  * A name in running text (a question, a title, a label): quoted, its invisible characters

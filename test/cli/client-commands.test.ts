@@ -540,6 +540,21 @@ describe('leasehold jobs', async () => {
     }
   })
 
+  test('a job type or add-on with a bidi override, an isolate or a zero-width space is written escaped, as the dashboard draws it: a terminal never draws the text around it reversed or hidden', async () => {
+    const job = host.engine.submit({ job_type: 'report\u202Etxt.exe\u202C', addon_id: 'ad\u2066d\u2069\u200bon\ufeff', cost_units: 1 }).job
+    try {
+      const result = await cli(['jobs', '--state', 'QUEUED'])
+      expect(result.status).toBe(0)
+      expect(result.stdout).not.toMatch(/[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/)
+      expect(lines(result.stdout).find((line) => line.startsWith(job.id))).toContain('report\\u202etxt.exe\\u202c')
+      const shown = await cli(['jobs', 'show', job.id])
+      expect(shown.stdout).not.toMatch(/[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/)
+      expect(shown.stdout).toContain('ad\\u2066d\\u2069\\u200bon\\ufeff')
+    } finally {
+      host.engine.cancel(job.id)
+    }
+  })
+
   test.each([
     [['--state', 'sleeping'], '--state'],
     [['--dead-letter', '--state', 'QUEUED'], '--dead-letter with --state QUEUED finds nothing: a dead-lettered job is FAILED or TIMEOUT'],
