@@ -1,8 +1,10 @@
+import { statSync } from 'node:fs'
 import { homedir, userInfo } from 'node:os'
 import { join, posix, win32 } from 'node:path'
 import { ConfigError, envSetting, wholeNumberOf } from './command-line'
 import { lockHeld, lockPid } from './host-lock'
 import { TOKEN_CHARS } from './limits'
+import { othersMayWrite } from './others-may-write'
 import { NotRegularFileError, readRegularFile } from './regular-file'
 
 /**
@@ -107,6 +109,30 @@ export function readHostFile(dataDir: string): HostFile | null {
 }
 
 /**
+ * Why the host.json of `dataDir` may be another user's (the data dir, or the file, is another
+ * user's or writable by its group or others: src-shared/others-may-write.ts), in a line; null
+ * when only this user or root can have written it. Such a host.json could name any port: a
+ * process of that user's listening there, holding the data dir's lock, would be sent the token.
+ * A host refuses to start on such a data dir, so no host of this user's wrote it.
+ */
+export function untrustedHostFile(dataDir: string): string | null {
+  const checked: [path: string, chmod: string][] = [
+    [dataDir, '700'],
+    [join(dataDir, HOST_FILE), '600'],
+  ]
+  for (const [path, chmod] of checked) {
+    let shared
+    try {
+      shared = othersMayWrite(path, statSync(path), chmod)
+    } catch {
+      continue // gone meanwhile: read as no host, below
+    }
+    if (shared) return `${path} ${shared.why}: another user could name a host there, and this command would send it the token; check that the data dir is yours, then run \`${shared.fix}\`, or give --url and --token`
+  }
+  return null
+}
+
+/**
  * Whether process `pid` is alive and the user's: a process of another user answers EPERM, and is
  * none of the user's hosts (a host runs as the user whose data dir it holds).
  */
@@ -188,7 +214,8 @@ export function dataDirOf(flags: { 'data-dir'?: string }, env: NodeJS.ProcessEnv
 /**
  * The host a client command talks to: its flags, then LEASEHOLD_URL / LEASEHOLD_TOKEN, then the
  * host.json and token of the data dir — a host.json whose host does not hold the data dir's lock
- * ({@link hostHolds}) is a dead host's, taken as none, and nothing is sent to the URL it names. A
+ * ({@link hostHolds}) is a dead host's, taken as none, and nothing is sent to the URL it names;
+ * one that another user may have written ({@link untrustedHostFile}) is refused. A
  * token alone never names a host: without a URL the host is the data dir's, or there is none.
  *
  * A URL is taken as far as its path (a host behind a proxy under a prefix): the dashboard's link
@@ -202,6 +229,8 @@ export async function resolveClientTarget(flags: { url?: string; token?: string;
   const given = flags.url ?? envSetting(env, 'LEASEHOLD_URL')
   const named = given === undefined ? null : checkUrl(urlSource, given)
   const found = named ? null : readHostFile(dataDir)
+  const untrusted = found === null ? null : untrustedHostFile(dataDir)
+  if (untrusted !== null) throw new Error(untrusted)
   const hostFile = found !== null && (await hostHolds(dataDir, found.pid)) ? found : null
   if (named === null && hostFile === null) throw new NoHostError(dataDir, found === null && readOptional(join(dataDir, HOST_FILE)) === '' ? 'blank' : 'none')
   const url = new URL(named ?? hostFile!.url)

@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import { HOST_FILE, hostHolds, processAlive } from '../../src-shared/client-target'
+import { HOST_FILE, hostHolds, processAlive, untrustedHostFile } from '../../src-shared/client-target'
 import { readRegularFile } from '../../src-shared/regular-file'
 
 /** A host that owns a data dir: what `<dataDir>/host.json` names. */
@@ -48,12 +48,14 @@ export function readRunningHost(dataDir: string): RunningHost | null {
  * The host running on `dataDir`, for a window to show (the desktop app's, `npm start`'s): its
  * host.json names it, it holds the data dir's lock ({@link hostHolds}), and it answers at the URL
  * named. A host.json whose process lives on under a reused pid is a dead host's: the window would
- * load whatever listens on that port now and send it the token. `nativeBinding`: better-sqlite3's
+ * load whatever listens on that port now and send it the token. One another user may have written
+ * ({@link untrustedHostFile}) is none either: the host the app then starts refuses the data dir,
+ * saying why. `nativeBinding`: better-sqlite3's
  * addon built for Electron, in the desktop app.
  */
 export async function runningHost(dataDir: string, nativeBinding?: string): Promise<RunningHost | null> {
   const named = readRunningHost(dataDir)
-  return named !== null && (await hostHolds(dataDir, named.pid, nativeBinding)) && (await answersHealth(named.url)) ? named : null
+  return named !== null && untrustedHostFile(dataDir) === null && (await hostHolds(dataDir, named.pid, nativeBinding)) && (await answersHealth(named.url)) ? named : null
 }
 
 /**

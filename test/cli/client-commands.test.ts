@@ -5,7 +5,7 @@
  * halt a job on a held file (the one retry comes 180 s after the denial) without waiting.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, createServer } from 'node:net'
@@ -1152,6 +1152,40 @@ describe('finding the host', async () => {
       ])
     } finally {
       writeFileSync(hostFile, kept)
+    }
+  })
+
+  test.skipIf(process.platform === 'win32')('a host.json another user may have written (its data dir or the file writable by others) is refused in one line naming the fix, and nothing is sent to the URL it names', async () => {
+    const hostFile = join(host.dataDir, 'host.json')
+    const heard: string[] = []
+    const listener = createHttpServer((req, res) => {
+      heard.push(req.headers.authorization ?? '')
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+    })
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve))
+    const kept = readFileSync(hostFile)
+    // A process holding the lock, named by a host.json that points elsewhere: what another user could plant in a loose data dir.
+    writeFileSync(hostFile, JSON.stringify({ url: `http://127.0.0.1:${(listener.address() as AddressInfo).port}`, pid: process.pid }))
+    try {
+      for (const [path, mode] of [
+        [host.dataDir, 0o777],
+        [hostFile, 0o666],
+      ] as const) {
+        const before = statSync(path).mode & 0o777
+        chmodSync(path, mode)
+        try {
+          const result = await cli(['status'])
+          expect(result.status).toBe(1)
+          expect(lines(result.stderr)).toHaveLength(1)
+          expect(result.stderr).toContain(`leasehold: ${path} is writable by its group and others (mode 0${mode.toString(8)}): another user could name a host there, and this command would send it the token; check that the data dir is yours, then run \`chmod ${path === hostFile ? 600 : 700} ${path}\``)
+        } finally {
+          chmodSync(path, before)
+        }
+      }
+      expect(heard).toEqual([])
+    } finally {
+      writeFileSync(hostFile, kept)
+      await new Promise((resolve) => listener.close(resolve))
     }
   })
 

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -92,6 +92,21 @@ describe('runningHost (the window opened on a host already running)', () => {
     try {
       const named = JSON.parse(readFileSync(join(dataDir, 'host.json'), 'utf8')) as { pid: number }
       expect(await runningHost(dataDir)).toEqual({ url: serve.url, pid: named.pid })
+    } finally {
+      serve.child.kill('SIGTERM')
+      await serve.exited
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  })
+
+  test.skipIf(process.platform === 'win32')('a host.json another user may have written (a data dir writable by others) names no host for the window: its token goes nowhere', async () => {
+    const dataDir = tempDir()
+    const serve = await startServe(['--data-dir', dataDir, '--port', '0'])
+    try {
+      chmodSync(dataDir, 0o777)
+      expect(await runningHost(dataDir)).toBeNull()
+      chmodSync(dataDir, 0o700)
+      expect(await runningHost(dataDir)).not.toBeNull()
     } finally {
       serve.child.kill('SIGTERM')
       await serve.exited
