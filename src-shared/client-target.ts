@@ -48,6 +48,11 @@ export interface ClientTarget {
   tokenSource?: string
   /** How long to wait for each answer of the host (LEASEHOLD_TIMEOUT_S) [{@link DEFAULT_ANSWER_TIMEOUT_S}]. */
   timeoutMs?: number
+  /**
+   * The data dir whose host.json named the host, when no URL was given (--url, LEASEHOLD_URL):
+   * that host is this machine's, and `leasehold serve` on that data dir starts it.
+   */
+  dataDir?: string
 }
 
 /**
@@ -243,7 +248,7 @@ export async function resolveClientTarget(flags: { url?: string; token?: string;
   const [tokenSource, token] = givenTokens.find(([, value]) => value !== undefined) ?? [join(dataDir, 'token'), readOptional(join(dataDir, 'token'))]
   if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
   checkToken(tokenSource, token)
-  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, tokenSource, timeoutMs: timeoutS * 1000 }
+  return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, tokenSource, timeoutMs: timeoutS * 1000, ...(named === null ? { dataDir } : {}) }
 }
 
 /**

@@ -313,11 +313,6 @@ export async function runClient(command: () => Promise<number>): Promise<number>
       say(refusal)
       return 2
     }
-    const cause = (error as { cause?: { code?: string } }).cause
-    if (cause?.code === 'ECONNREFUSED') {
-      console.error('leasehold: the host is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with leasehold serve')
-      return 1
-    }
     say((error as Error).message)
     return 1
   }

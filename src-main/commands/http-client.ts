@@ -21,16 +21,40 @@ export class HostError extends Error {
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim()
 
 /**
- * Turns a failed request into one line; the system error stays attached as its cause (the
- * command line recognises ECONNREFUSED). A failed fetch (the event stream's) holds it as its
- * own cause; a failed node:http request is it.
+ * Turns a failed request to `target` into one line naming the host; the system error stays
+ * attached as its cause (`submit --each` reads ECONNREFUSED in it: nothing was sent). A failed
+ * fetch (the event stream's) holds it as its own cause; a failed node:http request is it.
  */
-export function unreachable(url: string, error: unknown): Error {
+export function unreachable(target: ClientTarget, error: unknown): Error {
+  const { url } = target
   if (error instanceof NoAnswerError) return new Error(`the host at ${url} did not answer within ${error.timeoutMs / 1000} s (LEASEHOLD_TIMEOUT_S sets how long to wait)`, { cause: error })
   if ((error as Error).name === 'AbortError') return error as Error
   const cause = ((error as { cause?: unknown }).cause ?? error) as { code?: string; message?: string }
+  if (cause.code === 'ECONNREFUSED') return new Error(refusedConnection(target), { cause })
   const why = cause.code ?? cause.message ?? String(error)
   return new Error(`cannot reach the host at ${url}: ${why}`, { cause })
+}
+
+/**
+ * Host names that reach this machine: `localhost` and its subdomains, 127.0.0.0/8, `::1` (also
+ * as an IPv4-mapped 127.x address), and the unspecified addresses, which a connection takes to
+ * this machine.
+ */
+const THIS_MACHINE = /^(?:localhost|.+\.localhost|127(?:\.\d{1,3}){3}|0\.0\.0\.0|\[::1?\]|\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\])$/i
+
+/**
+ * A refused connection: nothing listens at the host's address. A host of this machine (found
+ * through its data dir's host.json, or at a loopback address) has not been started, or is
+ * starting or stopping, and `leasehold serve` is the way out; another machine's host is not
+ * this command's to start, and a wrong address refuses as a stopped host does.
+ */
+export function refusedConnection(target: ClientTarget): string {
+  const { url, dataDir } = target
+  if (dataDir === undefined && !THIS_MACHINE.test(new URL(url).hostname)) {
+    return `the host at ${url} is not running or cannot be reached (connection refused): check that it runs, and that the address and port are right`
+  }
+  const serve = dataDir === undefined ? 'leasehold serve' : `leasehold serve --data-dir ${dataDir}`
+  return `the host at ${url} is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with ${serve}`
 }
 
 /**
@@ -151,7 +175,7 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
   try {
     settled = await call
   } catch (error) {
-    throw unreachable(target.url, error)
+    throw unreachable(target, error)
   }
   const { response } = settled
   if (!response.ok) {

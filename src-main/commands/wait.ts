@@ -227,7 +227,7 @@ function followEvents(target: ClientTarget, listener: StreamListener): () => voi
       if (stream.readyState !== EventSource.CLOSED) {
         // Dropped or unreachable: the EventSource tries again by itself, resuming with Last-Event-ID.
         unreachableSince ??= Date.now()
-        if (Date.now() - unreachableSince > GIVE_UP_MS) fail(unreachable(target.url, connectError ?? new Error(event.message ?? 'the event stream dropped')))
+        if (Date.now() - unreachableSince > GIVE_UP_MS) fail(unreachable(target, connectError ?? new Error(event.message ?? 'the event stream dropped')))
         // A stream that ended is opened again at once, unsaid; a connection that failed is said.
         else if (connectError !== null) lost(reason(event))
         return

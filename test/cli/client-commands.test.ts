@@ -9,6 +9,7 @@ import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writ
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, createServer } from 'node:net'
+import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { ProgressLine, waitForJob } from '../../src-main/commands/wait'
@@ -1239,20 +1240,61 @@ describe('finding the host', async () => {
     expect(result.stdout).toMatch(/^ID\s+TYPE/)
   })
 
-  test('a host that is not running is one line, exit 1', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const server = createServer().listen(0, '127.0.0.1', () => {
+  /** A port on `address` that nothing listens on: its connections are refused. */
+  const closedPort = (address: string) =>
+    new Promise<number>((resolve) => {
+      const server = createServer().listen(0, address, () => {
         const { port } = server.address() as { port: number }
         server.close(() => resolve(port))
       })
     })
+
+  test('a host of this machine that refuses the connection (a loopback URL, or named by the data dir) is one line naming its URL, with leasehold serve to start it, exit 1', async () => {
     const empty = tempDir()
     dirs.push(empty)
     mkdirSync(empty, { recursive: true })
-    const result = runCli(['submit', '--type', 't', '--url', `http://127.0.0.1:${port}`, '--token', 'x', '--data-dir', empty], CLEAN_ENV)
-    expect(result.status).toBe(1)
-    expect(lines(result.stderr)).toEqual([expect.stringContaining('not running')])
+    for (const name of ['127.0.0.1', 'localhost']) {
+      const url = `http://${name}:${await closedPort('127.0.0.1')}`
+      const result = runCli(['submit', '--type', 't', '--url', url, '--token', 'x', '--data-dir', empty], CLEAN_ENV)
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the host at ${url} is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with leasehold serve`,
+      ])
+    }
+    // A data dir whose host.json names a host holding its lock (this process) at a port nothing listens on: one stopping.
+    const dir = tempDir()
+    dirs.push(dir)
+    const lock = LockFile.open(join(dir, 'host.lock'))
+    lock.hold(process.pid)
+    try {
+      const url = `http://127.0.0.1:${await closedPort('127.0.0.1')}`
+      writeFileSync(join(dir, 'host.json'), JSON.stringify({ url, pid: process.pid }))
+      writeFileSync(join(dir, 'token'), `${host.token}\n`)
+      const result = await runAsync(['status', '--data-dir', dir])
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the host at ${url} is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with leasehold serve --data-dir ${dir}`,
+      ])
+    } finally {
+      lock.release()
+    }
   })
+
+  // This machine's own address on its network: not a loopback one, so named as another machine's would be.
+  const networkAddress = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a !== undefined && a.family === 'IPv4' && !a.internal)?.address
+  test.skipIf(networkAddress === undefined)(
+    "a host at another machine's address that refuses the connection is one line naming its URL, asking to check that it runs and the address is right (not to start one here), exit 1",
+    async () => {
+      const url = `http://${networkAddress}:${await closedPort(networkAddress!)}`
+      const result = await runAsync(['status', '--url', url, '--token', 'x'])
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the host at ${url} is not running or cannot be reached (connection refused): check that it runs, and that the address and port are right`,
+      ])
+    },
+  )
 
   test('a host behind TLS (--url https://…) is reached over https, its certificate checked', async () => {
     // A TLS front for the test host, with a certificate made for 127.0.0.1 that the command is told to trust.
