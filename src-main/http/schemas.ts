@@ -24,10 +24,18 @@ export const TtlSec = z.number().int().min(1).max(3600)
 
 /**
  * A whole number in a query, written in plain decimal digits: `0x10`, `0b11`, ` 5`, `1e2` are
- * refused (400 naming the parameter), where Number, and so z.coerce, would read them.
+ * refused (400 naming the parameter), where Number, and so z.coerce, would read them. Every
+ * refusal says what the parameter takes: a query's value is always text, so zod's own words for
+ * one that is not digits ("expected number, received string") would blame its type, not its
+ * writing.
  */
-export const queryInt = (min: number, max: number) =>
-  z.preprocess((value) => (typeof value === 'string' && /^[0-9]{1,16}$/.test(value) ? Number(value) : value), z.number().int().min(min).max(max))
+export const queryInt = (min: number, max: number) => {
+  const error = `must be a whole number from ${min} to ${max}, in plain decimal digits`
+  return z.preprocess(
+    (value) => (typeof value === 'string' && /^[0-9]{1,16}$/.test(value) ? Number(value) : value),
+    z.number({ error }).int({ error }).min(min, { error }).max(max, { error }),
+  )
+}
 
 /** A list's page in its query: at most `limit` items (1–500), after `cursor` (the `next_cursor` of the page before). */
 export const PageFields = {
