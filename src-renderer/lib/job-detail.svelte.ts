@@ -25,6 +25,8 @@ export class JobDetailState {
   loading = $state(false)
   /** Why the last cancel, retry or run-now failed. */
   actionError = $state<string | null>(null)
+  /** Whether a cancel, retry or run-now is on its way to the host: the page's buttons are off until it is answered, so a double click sends one. */
+  acting = $state(false)
 
   constructor(
     private readonly api: ApiClient,
@@ -98,6 +100,8 @@ export class JobDetailState {
   }
 
   private async act(call: () => Promise<{ job: Job }>): Promise<void> {
+    if (this.acting) return
+    this.acting = true
     try {
       const { job } = await call()
       this.job = this.job ? newerJob(this.job, { ...this.job, ...job }) : job
@@ -105,6 +109,8 @@ export class JobDetailState {
       void this.refresh() // the result, waiting reason and timeline as they now are
     } catch (error) {
       this.actionError = describeError(error)
+    } finally {
+      this.acting = false
     }
   }
 }

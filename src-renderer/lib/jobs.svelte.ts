@@ -5,6 +5,9 @@ import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
 
+/** What a job's row asks of the host. */
+export type RowAction = 'cancel' | 'run now'
+
 /** How many of the newest jobs the Overview lists. */
 export const RECENT_JOBS = 6
 
@@ -107,6 +110,8 @@ export class JobsState {
   nextCursor = $state<string | null>(null)
   /** Job id → message, for a cancel or run-now that failed. */
   rowErrors = $state<Record<string, string>>({})
+  /** Job id → the row action on its way to the host: its buttons are off until it is answered, so a double click sends one request. */
+  pending = $state<Record<string, RowAction>>({})
   /** What the link that set the filter asked that no filter takes (`state=NOPE`); gone as the filter changes. */
   unread = $state<string[]>([])
 
@@ -197,15 +202,18 @@ export class JobsState {
   }
 
   cancel(jobId: string): Promise<void> {
-    return this.act(jobId, () => this.api.cancelJob(jobId, 'canceled from the dashboard'))
+    return this.act(jobId, 'cancel', () => this.api.cancelJob(jobId, 'canceled from the dashboard'))
   }
 
   /** Runs a scheduled (delayed) job now. */
   runNow(jobId: string): Promise<void> {
-    return this.act(jobId, () => this.api.runJobNow(jobId))
+    return this.act(jobId, 'run now', () => this.api.runJobNow(jobId))
   }
 
-  private async act(jobId: string, call: () => Promise<{ job: Job }>): Promise<void> {
+  /** One action of a row at a time: another asked while one is on its way is not sent (its answer would be a 409 about the first). */
+  private async act(jobId: string, action: RowAction, call: () => Promise<{ job: Job }>): Promise<void> {
+    if (this.pending[jobId] !== undefined) return
+    this.pending[jobId] = action
     try {
       const { job } = await call()
       // The answer is the job after the action: why it waited before is not why it waits now (a read says that).
@@ -213,6 +221,8 @@ export class JobsState {
       delete this.rowErrors[jobId]
     } catch (error) {
       this.rowErrors[jobId] = describeError(error)
+    } finally {
+      delete this.pending[jobId]
     }
   }
 

@@ -5,6 +5,7 @@
  */
 import { flushSync } from 'svelte'
 import { afterEach, describe, expect, test, vi } from 'vitest'
+import JobDetailView from '../../src-renderer/components/JobDetailView.svelte'
 import JobsTable from '../../src-renderer/components/JobsTable.svelte'
 import JobsView from '../../src-renderer/components/JobsView.svelte'
 import QueuesView from '../../src-renderer/components/QueuesView.svelte'
@@ -108,6 +109,60 @@ describe('scheduled jobs', () => {
     const jobs = new JobsState(new ApiClient(connection, fetcher))
     await jobs.runNow('job-1')
     expect(jobs.rowErrors['job-1']).toBe('Job job-1 is QUEUED and eligible')
+  })
+
+  test('a row action on its way to the host turns its buttons off: a double-clicked Run now or Cancel sends one request', async () => {
+    const answers: ((response: Response) => void)[] = []
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/jobs/job-s/run-now': () => new Promise<Response>((resolve) => answers.push(resolve)),
+      'POST /api/scheduler/jobs/job-q/cancel': () => new Promise<Response>((resolve) => answers.push(resolve)),
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    jobs.rows = [job({ job_id: 'job-s', run_at: iso(T0 + 600 * SECOND) }), job({ job_id: 'job-q' })]
+    const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(new ApiClient(connection, fetcher)) })
+    const runNow = el.querySelector('button[aria-label="Run job job-s now"]') as HTMLButtonElement
+    const cancel = el.querySelector('button[aria-label="Cancel job job-q"]') as HTMLButtonElement
+    runNow.click()
+    runNow.click()
+    cancel.click()
+    cancel.click()
+    flushSync()
+    expect(runNow.disabled).toBe(true)
+    expect(cancel.disabled).toBe(true)
+    expect((el.querySelector('button[aria-label="Cancel job job-s"]') as HTMLButtonElement).disabled).toBe(true)
+    // The store sends one as well when asked twice (a second table of the same list).
+    void jobs.runNow('job-s')
+    await vi.waitFor(() => expect(answers).toHaveLength(2))
+    expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/jobs/job-s/run-now', '/api/scheduler/jobs/job-q/cancel'])
+    const answered = (body: object) => new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } })
+    answers[0]!(answered({ job: job({ job_id: 'job-s', run_at: null, updated_at: iso(T0 + SECOND) }) }))
+    answers[1]!(answered({ job: job({ job_id: 'job-q', cancel_requested: true, updated_at: iso(T0 + SECOND) }) }))
+    await vi.waitFor(() => expect(jobs.pending).toEqual({}))
+    flushSync()
+    expect((el.querySelector('button[aria-label="Cancel job job-s"]') as HTMLButtonElement).disabled).toBe(false)
+  })
+
+  test("a job page's Run now, Retry or Cancel on its way to the host turns its buttons off: a double click sends one request", async () => {
+    let answer: ((response: Response) => void) | null = null
+    const { fetcher, calls } = fakeFetch({
+      'POST /api/jobs/job-1/run-now': () => new Promise<Response>((resolve) => (answer = resolve)),
+      'GET /api/scheduler/jobs/job-1': { job: job({ run_at: null, updated_at: iso(T0 + SECOND) }), result: null },
+      'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+      'GET /api/scheduler/jobs/job-1/events': { events: [] },
+    })
+    const detail = new JobDetailState(new ApiClient(connection, fetcher), 'job-1')
+    detail.job = job({ run_at: iso(T0 + 600 * SECOND) })
+    const el = render(JobDetailView, { detail, now: T0 })
+    const runNow = [...el.querySelectorAll('button')].find((b) => text(b) === 'Run now')!
+    runNow.click()
+    runNow.click()
+    flushSync()
+    expect(runNow.disabled).toBe(true)
+    expect([...el.querySelectorAll('button')].find((b) => text(b) === 'Cancel job')!.disabled).toBe(true)
+    await vi.waitFor(() => expect(answer).not.toBeNull())
+    expect(calls.filter((c) => c.method === 'POST')).toHaveLength(1)
+    answer!(new Response(JSON.stringify({ job: job({ run_at: null, updated_at: iso(T0 + SECOND) }) }), { status: 200, headers: { 'content-type': 'application/json' } }))
+    await vi.waitFor(() => expect(detail.acting).toBe(false))
   })
 
   test('events move a job: run now clears its run_at and why it waited (its time), a retry its dead letter and budget', () => {

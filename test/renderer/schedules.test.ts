@@ -199,6 +199,20 @@ describe('the Schedules view', () => {
     return button
   }
 
+  test("a schedule's Delete is off while its delete is on its way to the host: it cannot be asked again meanwhile", async () => {
+    let answer: ((response: Response) => void) | null = null
+    const { el, calls } = await view([schedule()], { 'DELETE /api/schedules/nightly': () => new Promise<Response>((resolve) => (answer = resolve)) })
+    ;(el.querySelector('button[aria-label="Delete schedule nightly"]') as HTMLButtonElement).click()
+    flushSync()
+    ;[...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'Yes, delete')!.click()
+    flushSync()
+    await vi.waitFor(() => expect(answer).not.toBeNull())
+    expect((el.querySelector('button[aria-label="Delete schedule nightly"]') as HTMLButtonElement).disabled).toBe(true)
+    answer!(new Response(JSON.stringify({ schedule: schedule() }), { status: 200, headers: { 'content-type': 'application/json' } }))
+    await until(() => el.querySelector('button[aria-label="Delete schedule nightly"]') === null, 2000, 'the row went')
+    expect(calls.filter((c) => c.method === 'DELETE')).toHaveLength(1)
+  })
+
   test('New schedule opens its form with the focus in its first field: the button that had it is off while the form is open', async () => {
     const { el } = await view([schedule()])
     const button = openNewSchedule(el)
