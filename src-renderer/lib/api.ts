@@ -218,6 +218,7 @@ export class ApiClient {
   listLeases = (): Promise<ActiveLeases> => this.call(this.api.GET('/api/leases'))
 
   listBlockers = (): Promise<{ blockers: Blocker[] }> => this.call(this.api.GET('/api/blockers'))
+  getBlocker = (id: string): Promise<{ blocker: Blocker }> => this.call(this.api.GET('/api/blockers/{blocker_id}', { params: { path: { blocker_id: id } } }))
   resolveBlocker = (id: string, action: BlockerAction, note: string | null): Promise<Schemas['BlockerResolved']> =>
     this.call(this.api.POST('/api/blockers/{blocker_id}/resolve', { params: { path: { blocker_id: id } }, body: { action, note, by: 'dashboard' } }))
 
@@ -270,6 +271,13 @@ const BY = 'dashboard'
 function defined<T extends object>(query: T): T {
   return Object.fromEntries(Object.entries(query).filter(([, value]) => value !== undefined && value !== null && value !== '')) as T
 }
+
+/**
+ * Whether the host refused an action as no longer possible (409: the job had ended, a blocker
+ * was answered elsewhere): what the page shows of it is behind the host (its event may not have
+ * come yet), and is read again.
+ */
+export const overtaken = (error: unknown): boolean => error instanceof ApiError && error.status === 409
 
 /** A message for people from anything thrown. */
 export function describeError(error: unknown): string {

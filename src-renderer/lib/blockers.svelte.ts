@@ -1,5 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
-import { describeError, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
+import { describeError, overtaken, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
 
 /** Blocker reports: open ones first (oldest first, as the host lists them), then resolved ones. */
 export class BlockersState {
@@ -36,9 +36,25 @@ export class BlockersState {
       return true
     } catch (error) {
       this.failures[blockerId] = describeError(error)
+      if (overtaken(error)) await this.readAgain(blockerId)
       return false
     } finally {
       delete this.pending[blockerId]
+    }
+  }
+
+  /**
+   * Reads a blocker an answer found resolved already (from the command line, another page) before
+   * its event came: its card shows that answer rather than its buttons, and the refusal says who
+   * gave it when the host knows.
+   */
+  private async readAgain(blockerId: string): Promise<void> {
+    try {
+      const { blocker } = await this.api.getBlocker(blockerId)
+      this.all = this.all.map((b) => (b.blocker_id === blocker.blocker_id ? blocker : b))
+      if (blocker.resolved_by !== null && this.failures[blockerId] !== undefined) this.failures[blockerId] += ` by ${blocker.resolved_by}`
+    } catch {
+      // The refusal stays as the host said it; the blocker's event, or the next read, brings its answer.
     }
   }
 

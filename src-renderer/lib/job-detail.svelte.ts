@@ -1,5 +1,5 @@
 import { eventMoves } from '../../src-shared/event-types'
-import { describeError, TERMINAL_STATES, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
+import { describeError, overtaken, TERMINAL_STATES, type ApiClient, type Attempt, type Job, type JobResult, type LogEvent } from './api'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { newerJob, reduceJob } from './job-events'
 
@@ -109,6 +109,8 @@ export class JobDetailState {
       void this.refresh() // the result, waiting reason and timeline as they now are
     } catch (error) {
       this.actionError = describeError(error)
+      // Refused as overtaken (the job ended meanwhile): the page is behind the host, its event still to come.
+      if (overtaken(error)) void this.refresh()
     } finally {
       this.acting = false
     }

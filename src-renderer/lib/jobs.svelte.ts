@@ -1,6 +1,6 @@
 import { eventMoves } from '../../src-shared/event-types'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
-import { describeError, JOB_STATES, WAITING_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
+import { describeError, JOB_STATES, overtaken, WAITING_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
@@ -221,8 +221,19 @@ export class JobsState {
       delete this.rowErrors[jobId]
     } catch (error) {
       this.rowErrors[jobId] = describeError(error)
+      if (overtaken(error)) await this.readJob(jobId)
     } finally {
       delete this.pending[jobId]
+    }
+  }
+
+  /** Reads one row's job again: an action refused as overtaken (the job ended, or ran) found the row behind the host, its event still to come. */
+  private async readJob(jobId: string): Promise<void> {
+    try {
+      const { job } = await this.api.getJob(jobId)
+      this.rows = this.rows.map((r) => (r.job_id === job.job_id ? newerJob(r, job) : r))
+    } catch {
+      // The row stays as it was until the job's event, or the page's next read.
     }
   }
 

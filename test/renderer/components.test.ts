@@ -864,3 +864,60 @@ test('Apply and Set, which go off once their change is made, hand focus back to 
     expect(document.activeElement).toBe(field)
   })
 })
+
+test('an answer refused as too late (the blocker was answered elsewhere, its event not come yet) reads the blocker again: its card shows that answer and who gave it, not its buttons', async () => {
+  const open = openBlocker()
+  const { fetcher } = fakeFetch({
+    'GET /api/blockers': { blockers: [open] },
+    'POST /api/blockers/b1/resolve': new Response(JSON.stringify({ code: 'blocker_resolved', detail: 'Blocker b1 was already resolved (cancel)' }), { status: 409 }),
+    'GET /api/blockers/b1': { blocker: { ...open, state: 'RESOLVED', resolution: 'cancel', resolved_by: 'ann', resolved_at: iso(T0) } },
+  })
+  const blockers = new BlockersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await blockers.refresh()
+  const el = render(BlockersView, { blockers, now: T0 })
+  ;[...el.querySelectorAll<HTMLButtonElement>('[data-testid="open-blockers"] button')].find((b) => b.textContent === 'Retry')!.click()
+  await vi.waitFor(() => {
+    flushSync()
+    expect(el.querySelector('[data-testid="resolved-blockers"] [data-blocker="b1"]')).not.toBeNull()
+  })
+  const card = el.querySelector('[data-testid="resolved-blockers"] [data-blocker="b1"]')!
+  expect(el.querySelector('[data-testid="open-blockers"]')).toBeNull()
+  expect(card.querySelector('button')).toBeNull()
+  expect(text(card.querySelector('[data-testid="resolution"]'))).toMatch(/ by ann · /)
+  expect(text(card.querySelector('[role="alert"]'))).toBe('Blocker b1 was already resolved (cancel) by ann')
+})
+
+test("a row's Cancel refused as too late (the job ended, its event not come yet) reads the job again: the row shows how it ended, without its Cancel", async () => {
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs?limit=25': { jobs: [job({ state: 'RUNNING', attempts: 1 })], next_cursor: null },
+    'POST /api/scheduler/jobs/job-1/cancel': new Response(JSON.stringify({ code: 'illegal_transition', detail: 'Job job-1 has already ended (DONE): there is nothing to cancel' }), { status: 409 }),
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'DONE', attempts: 1, updated_at: iso(T0 + SECOND) }), result: null },
+  })
+  const api = new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher)
+  const jobs = new JobsState(api)
+  await jobs.refresh()
+  const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(api) })
+  el.querySelector<HTMLButtonElement>('tr[data-job="job-1"] button.danger')!.click()
+  await vi.waitFor(() => {
+    flushSync()
+    expect(el.querySelector('tr[data-job="job-1"]')!.getAttribute('data-state')).toBe('DONE')
+  })
+  expect(el.querySelector('tr[data-job="job-1"] button.danger')).toBeNull()
+  expect(text(el.querySelector('tr[data-job="job-1"] [role="alert"]'))).toContain('has already ended (DONE)')
+})
+
+test("a job page's Cancel refused as too late (the job ended, its event not come yet) reads the job again: the page shows how it ended", async () => {
+  let reads = 0
+  const { fetcher } = fakeFetch({
+    'POST /api/scheduler/jobs/job-1/cancel': new Response(JSON.stringify({ code: 'illegal_transition', detail: 'Job job-1 has already ended (DONE): there is nothing to cancel' }), { status: 409 }),
+    'GET /api/scheduler/jobs/job-1': () => ({ job: job({ state: reads++ === 0 ? 'RUNNING' : 'DONE', attempts: 1, updated_at: iso(T0 + reads * SECOND) }), result: null }),
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [] },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  expect(detail.job!.state).toBe('RUNNING')
+  await detail.cancel()
+  await vi.waitFor(() => expect(detail.job!.state).toBe('DONE'))
+  expect(detail.actionError).toContain('has already ended (DONE)')
+})
