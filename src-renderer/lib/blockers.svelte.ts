@@ -1,5 +1,8 @@
 import { eventMoves } from '../../src-shared/event-types'
-import { describeError, overtaken, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
+import { ApiError, describeError, overtaken, type ApiClient, type Blocker, type BlockerAction, type LogEvent } from './api'
+
+/** Each answer in the words of its button, as a resolved card shows the answer given. */
+export const ANSWER_WORDS: Readonly<Record<BlockerAction, string>> = { retry: 'Retry', force_release: 'Force release', cancel: 'Cancel job' }
 
 /** Blocker reports: open ones first (oldest first, as the host lists them), then resolved ones. */
 export class BlockersState {
@@ -10,6 +13,11 @@ export class BlockersState {
   pending = $state<Record<string, BlockerAction>>({})
   /** Blocker id → why an answer failed. */
   failures = $state<Record<string, string>>({})
+  /**
+   * Job id → the type of an open blocker's waiting job (what was trying to write), read once: a
+   * job's type never changes. null for a job the host no longer has (purged), not asked again.
+   */
+  jobTypes = $state<Record<string, string | null>>({})
 
   readonly open = $derived(this.all.filter((b) => b.state === 'OPEN'))
   readonly resolved = $derived(this.all.filter((b) => b.state !== 'OPEN'))
@@ -25,6 +33,22 @@ export class BlockersState {
     } finally {
       this.loaded = true
     }
+    await this.readJobTypes()
+  }
+
+  /** Reads the types of the open blockers' waiting jobs not known yet (a few: each is a halted job). */
+  private async readJobTypes(): Promise<void> {
+    const unknown = new Set(this.open.map((b) => b.requester.job_id).filter((id): id is string => id !== null && !(id in this.jobTypes)))
+    await Promise.all(
+      [...unknown].map(async (jobId) => {
+        try {
+          this.jobTypes[jobId] = (await this.api.getJob(jobId)).job.job_type
+        } catch (error) {
+          // A job the host does not have is not asked again; one it did not answer for is, at the next read.
+          if (error instanceof ApiError && error.status === 404) this.jobTypes[jobId] = null
+        }
+      }),
+    )
   }
 
   async resolve(blockerId: string, action: BlockerAction, note: string): Promise<boolean> {

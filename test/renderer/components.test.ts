@@ -474,19 +474,61 @@ const resolvedBlocker = (fields: Partial<Blocker> = {}): Blocker => ({
   ...fields,
 }) as Blocker
 
-test('a resolved blocker says who answered what, whether the holder still holds the file, and offers nothing', () => {
+test('a resolved blocker says who answered what (in the words of its button), whether the holder still holds the file, and offers nothing', () => {
   const el = render(BlockerCard, { blocker: resolvedBlocker(), now: T0, onresolve: () => {} })
   expect(el.querySelector('button')).toBeNull()
-  expect(text(el.querySelector('[data-testid="resolution"]'))).toMatch(/^cancel by dashboard · .* · “not needed”$/)
+  expect(text(el.querySelector('[data-testid="resolution"]'))).toMatch(/^Cancel job by dashboard · .* · “not needed”$/)
   expect(text(el.querySelector('[data-testid="holder-now"]'))).toBe('no longer holds it')
   expect(el.querySelector('[data-testid="taken"]')).toBeNull()
 })
 
-test('a force-released blocker says what the release did: the file taken from the holder, or nothing when it had already let go', () => {
+test('a force-released blocker says what the release did, its answer in the words of its button: the file taken from the holder, or nothing when it had already let go', () => {
   const card = (taken: boolean) =>
     text(render(BlockerCard, { blocker: resolvedBlocker({ resolution: 'force_release', note: null, taken_from_holder: taken }), now: T0, onresolve: () => {} }).querySelector('[data-testid="resolution"]'))
-  expect(card(false)).toMatch(/^force_release by dashboard · .* · job:h had already let go of \/f: nothing was taken$/)
-  expect(card(true)).toMatch(/^force_release by dashboard · .* · \/f was taken from job:h$/)
+  expect(card(false)).toMatch(/^Force release by dashboard · .* · job:h had already let go of \/f: nothing was taken$/)
+  expect(card(true)).toMatch(/^Force release by dashboard · .* · \/f was taken from job:h$/)
+})
+
+test('an open blocker says what each answer does, and Retry is no default while the holder still holds the file (a retry would halt again)', () => {
+  const held = render(BlockerCard, { blocker: openBlocker(), now: T0 + 245 * SECOND, onresolve: () => {} })
+  const retry = (el: HTMLElement) => [...el.querySelectorAll('button')].find((b) => b.textContent === 'Retry')!
+  expect(retry(held).classList.contains('primary')).toBe(false)
+  const help = [...held.querySelectorAll('[data-testid="answer-help"] li')].map(text)
+  expect(help).toEqual([
+    'Retry runs the waiting job again: the holder still holds the file, so it will most likely wait 180 s more and halt here again.',
+    'Force release takes the file from the holder (its later writes to it are refused) and runs the waiting job with it.',
+    'Cancel job cancels the waiting job; the holder keeps the file.',
+  ])
+  const blocker = openBlocker()
+  const letGo = render(BlockerCard, { blocker: { ...blocker, holder: { ...blocker.holder, holds_now: false, held_s: null } }, now: T0 + 245 * SECOND, onresolve: () => {} })
+  expect(retry(letGo).classList.contains('primary')).toBe(true)
+  expect(text(letGo.querySelector('[data-testid="answer-help"] li'))).toBe('Retry runs the waiting job again: the holder has let go of the file, so the job should get it.')
+})
+
+test("the force release question speaks of the holder's job only when a job holds the file, not when its holder is a plain owner id", () => {
+  const ask = (holder: Partial<Blocker['holder']>) => {
+    const blocker = openBlocker()
+    const el = render(BlockerCard, { blocker: { ...blocker, holder: { ...blocker.holder, ...holder } }, now: T0, onresolve: () => {} })
+    ;[...el.querySelectorAll('button')].find((b) => b.textContent === 'Force release')!.click()
+    flushSync()
+    return text(el.querySelector('[data-testid="confirm-force"] p'))
+  }
+  expect(ask({})).toBe('Take /data/a.txt from job:h? The holder loses the file — its later writes under it are refused and its job can no longer succeed — and the waiting job is requeued.')
+  expect(ask({ owner_id: 'backup-tool', job_id: null })).toBe('Take /data/a.txt from backup-tool? The holder loses the file — its later writes under it are refused — and the waiting job is requeued.')
+})
+
+test("a blocker's waiting job is named by its type, read from the host once, with a link to the job: a person sees what was trying to write", async () => {
+  const { fetcher, calls } = fakeFetch({
+    'GET /api/blockers': { blockers: [openBlocker()] },
+    'GET /api/scheduler/jobs/waiting-job': { job: job({ job_id: 'waiting-job', job_type: 'export.thumbnails', state: 'BLOCKED' }), result: null },
+  })
+  const blockers = new BlockersState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher))
+  await blockers.refresh()
+  await blockers.refresh()
+  expect(calls.filter((c) => c.path === '/api/scheduler/jobs/waiting-job')).toHaveLength(1)
+  const waiting = render(BlockersView, { blockers, now: T0 }).querySelector('[data-testid="waiting-job"]')!
+  expect(text(waiting)).toBe('export.thumbnails …ting-job')
+  expect(waiting.querySelector('a')!.getAttribute('href')).toBe('#/jobs/waiting-job')
 })
 
 test("a file a worker's gate took under its job's name is held by that job, named once: in the card, the force release's question and its answer", () => {

@@ -807,7 +807,7 @@ describe('stores fed by the API and the stream', () => {
   })
 
   test('a blocker answer is sent with its note and the report moves to resolved', async () => {
-    const open = { blocker_id: 'b1', state: 'OPEN', file: '/f' }
+    const open = { blocker_id: 'b1', state: 'OPEN', file: '/f', requester: { owner_id: 'o', job_id: null, lease_id: null } }
     const { fetcher, calls } = fakeFetch({
       'GET /api/blockers': { blockers: [open] },
       'POST /api/blockers/b1/resolve': (body) => ({ blocker: { ...open, state: 'RESOLVED', resolution: (body as { action: string }).action }, job_state: 'QUEUED' }),
