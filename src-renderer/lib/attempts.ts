@@ -1,5 +1,14 @@
 /** How the job page writes an attempt's ending; pure, so the tests can pin it. */
 
+import type { Job, JobResult } from './api'
+
+/** How a job ended, in the word its state badge uses: the result's SUCCEEDED is the job's DONE (the others are the same words). */
+export const endWord = (status: JobResult['status']): string => (status === 'SUCCEEDED' ? 'DONE' : (status ?? '—'))
+
+/** Whether a job ended without ever running (canceled while it waited): no attempt, and nothing returned or failed. */
+export const neverRan = (job: Pick<Job, 'attempts'>, result: Pick<JobResult, 'error' | 'result_data'>): boolean =>
+  job.attempts === 0 && (result.error === null || result.error === undefined) && (result.result_data === null || result.result_data === undefined)
+
 /** An attempt's error as the page shows it: a code and a message, either of which may be missing. */
 export interface AttemptError {
   code: string | null

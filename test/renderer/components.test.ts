@@ -219,6 +219,33 @@ test("a long timeline shows its newest events and an 'Earlier events' button tha
   ])
 })
 
+test("a finished job's result is headed with the word of its state badge: DONE, not the result's SUCCEEDED", async () => {
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'DONE', attempts: 1 }), result: { status: 'SUCCEEDED', result_data: { rows: 3 }, error: null } },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [], next_cursor: null },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 })
+  expect(text(el.querySelector('[data-testid="result-status"]'))).toBe('(DONE)')
+  expect(text(el)).not.toContain('SUCCEEDED')
+})
+
+test('a job canceled before it ever ran shows no result (it returned nothing because it never ran), and its attempts say it never ran', async () => {
+  const { fetcher } = fakeFetch({
+    'GET /api/scheduler/jobs/job-1': { job: job({ state: 'CANCELED', attempts: 0 }), result: { status: 'CANCELED', result_data: null, error: null, attempts: 0 } },
+    'GET /api/scheduler/jobs/job-1/attempts': { attempts: [] },
+    'GET /api/scheduler/jobs/job-1/events': { events: [], next_cursor: null },
+  })
+  const detail = new JobDetailState(new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher), 'job-1')
+  await detail.refresh()
+  const el = render(JobDetailView, { detail, now: T0 })
+  expect(el.querySelector('[data-testid="job-result-none"]')).toBeNull()
+  expect([...el.querySelectorAll('h3')].map(text)).toEqual(['Payload'])
+  expect(text(el.querySelector('[data-testid="attempts-empty"]'))).toBe('It never ran.')
+})
+
 test('a job not run yet has no attempts', async () => {
   const { fetcher } = fakeFetch({
     'GET /api/scheduler/jobs/job-1': { job: job(), result: null },
