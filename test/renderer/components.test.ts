@@ -342,6 +342,18 @@ test("the total units field keeps what is typed, an emptied field too, and says 
   expect(el.querySelector('[data-testid="total-problem"]')).toBeNull()
 })
 
+test('a total set below the units in use shows none available, not a negative count, and says how many more than the total are in use (leases are not taken back)', async () => {
+  const { el } = await capacityPanel({ total_units: 2, busy_rating: 8, busy_mode: 'manual', usable: 0, leased: 5, available: -5 })
+  expect(text(el.querySelector('[data-testid="cap-available"]'))).toBe('0')
+  expect(text(el)).not.toContain('-5')
+  expect(text(el.querySelector('[data-testid="cap-beyond-total"]'))).toBe(
+    '3 units more than the total are in use: a smaller total takes no lease back, and no new one is granted until enough are released.',
+  )
+  const within = await capacityPanel({ total_units: 50, busy_rating: 8, busy_mode: 'manual', usable: 10, leased: 12, available: -2 })
+  expect(text(within.el.querySelector('[data-testid="cap-available"]'))).toBe('0')
+  expect(within.el.querySelector('[data-testid="cap-beyond-total"]')).toBeNull()
+})
+
 test('the capacity panel shows the figures and sends a manual busy rating', async () => {
   const figures = { total_units: 50, busy_rating: 0, busy_mode: 'auto', usable: 50, leased: 10, available: 40 }
   const { el, calls } = await capacityPanel(figures, (body) => ({ ...figures, busy_rating: 8, busy_mode: 'manual', usable: 10, available: 0, ...body }))
