@@ -4,6 +4,12 @@ const SECOND = 1000
 const MINUTE = 60 * SECOND
 const HOUR = 60 * MINUTE
 const DAY = 24 * HOUR
+const YEAR = 365.25 * DAY
+const MONTH = YEAR / 12
+/** From here a duration reads in months: `2 d 4 h` is exact enough, `26473 d 20 h` is no figure a person reads. */
+const MONTHS_FROM = 60 * DAY
+/** From here in years (`72 years`), below it in months (`18 months`). */
+const YEARS_FROM = 2 * YEAR
 
 /** A time as the host sends it (ISO-8601), or as epoch milliseconds (older stored events); null or undefined for none. */
 export type TimeValue = string | number | null | undefined
@@ -30,7 +36,11 @@ export function formatCountdown(remainingMs: number): string {
   return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`
 }
 
-/** A duration in its two largest units: `4 s`, `2 min 5 s`, `3 h 12 min`, `2 d 4 h`. */
+/**
+ * A duration in its two largest units: `4 s`, `2 min 5 s`, `3 h 12 min`, `2 d 4 h`; past about
+ * 60 days in whole months (`3 months`), and past two years in whole years (`72 years`): a time
+ * that far off is shown with its date beside it, which says it exactly.
+ */
 export function formatDuration(durationMs: number): string {
   const d = Math.max(0, durationMs)
   if (d < MINUTE) return `${Math.floor(d / SECOND)} s`
@@ -42,6 +52,8 @@ export function formatDuration(durationMs: number): string {
     const m = Math.floor((d % HOUR) / MINUTE)
     return `${Math.floor(d / HOUR)} h${m ? ` ${m} min` : ''}`
   }
+  if (d >= YEARS_FROM) return `${Math.floor(d / YEAR)} years`
+  if (d >= MONTHS_FROM) return `${Math.round(d / MONTH)} months`
   const h = Math.floor((d % DAY) / HOUR)
   return `${Math.floor(d / DAY)} d${h ? ` ${h} h` : ''}`
 }

@@ -11,6 +11,7 @@ import LeasesTable from '../../src-renderer/components/LeasesTable.svelte'
 import RedisBanner from '../../src-renderer/components/RedisBanner.svelte'
 import StoragePanel from '../../src-renderer/components/StoragePanel.svelte'
 import TokenForm from '../../src-renderer/components/TokenForm.svelte'
+import WaitingLine from '../../src-renderer/components/WaitingLine.svelte'
 import WorkersView from '../../src-renderer/components/WorkersView.svelte'
 import { ApiClient, type Blocker, type RedisHealth } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
@@ -244,6 +245,13 @@ test('a job canceled before it ever ran shows no result (it returned nothing bec
   expect(el.querySelector('[data-testid="job-result-none"]')).toBeNull()
   expect([...el.querySelectorAll('h3')].map(text)).toEqual(['Payload'])
   expect(text(el.querySelector('[data-testid="attempts-empty"]'))).toBe('It never ran.')
+})
+
+test('a job scheduled far in the future says how long until it in years, beside its exact time', () => {
+  const at = Date.UTC(2099, 5, 1, 12)
+  const now = Date.UTC(2026, 11, 7, 15)
+  const el = render(WaitingLine, { job: job({ waiting_reason: 'scheduled', waiting_until: iso(at) }), now })
+  expect(text(el.querySelector('[data-testid="waiting-until"]'))).toBe(`· until ${formatClock(at, now)} (in 72 years)`)
 })
 
 test('a job not run yet has no attempts', async () => {

@@ -37,6 +37,14 @@ describe('ages and durations', () => {
     expect(formatDuration(3 * 3600_000 + 12 * MINUTE)).toBe('3 h 12 min')
     expect(formatDuration(50 * 3600_000)).toBe('2 d 2 h')
   })
+  test('a duration over about 60 days reads in months, and over two years in years: no "26473 d 20 h"', () => {
+    const DAY = 24 * 3600_000
+    expect(formatDuration(59 * DAY + 5 * 3600_000)).toBe('59 d 5 h')
+    expect(formatDuration(60 * DAY)).toBe('2 months')
+    expect(formatDuration(200 * DAY)).toBe('7 months')
+    expect(formatDuration(700 * DAY)).toBe('23 months')
+    expect(formatDuration(26473 * DAY + 20 * 3600_000)).toBe('72 years')
+  })
   test('age of a heartbeat', () => {
     expect(formatAge(T0, T0 + 300)).toBe('just now')
     expect(formatAge(T0, T0 + 12 * SECOND)).toBe('12 s ago')
