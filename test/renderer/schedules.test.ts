@@ -5,7 +5,7 @@ import SchedulesView from '../../src-renderer/components/SchedulesView.svelte'
 import { ApiClient, type Schedule } from '../../src-renderer/lib/api'
 import { describeCron } from '../../src-renderer/lib/cron-words'
 import { outerSpaces } from '../../src-renderer/lib/names'
-import { changeInput, createInput, draftOf, emptyDraft, hostProblem } from '../../src-renderer/lib/schedule-form'
+import { changeInput, createInput, draftOf, emptyDraft, hostProblem, localTimeZone } from '../../src-renderer/lib/schedule-form'
 import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
 import { event, fakeFetch, iso, T0, typeText } from './support'
 import { until } from '../helpers/until'
@@ -198,6 +198,14 @@ describe('the Schedules view', () => {
     flushSync()
     return button
   }
+
+  test("a schedule in another time zone than the browser's says which zone its next runs are shown in; one in the browser's zone needs not", async () => {
+    const here = localTimeZone()
+    const elsewhere = here === 'Asia/Kolkata' ? 'America/Lima' : 'Asia/Kolkata'
+    const { el } = await view([schedule({ name: 'away', timezone: elsewhere }), schedule({ name: 'home', timezone: here })])
+    expect(text(el.querySelector('tr[data-schedule="away"] [data-testid="schedule-next-zone"]'))).toBe(`shown in ${here}, this browser's time zone`)
+    expect(el.querySelector('tr[data-schedule="home"] [data-testid="schedule-next-zone"]')).toBeNull()
+  })
 
   test("a schedule's Delete is off while its delete is on its way to the host: it cannot be asked again meanwhile", async () => {
     let answer: ((response: Response) => void) | null = null
