@@ -706,6 +706,20 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     expect((await json(await host.call('/api/queues'))).queues.some((q: { paused: boolean }) => q.paused)).toBe(false)
   })
 
+  test("a queue paused and resumed from the keyboard keeps the focus on its button while each is sent", async () => {
+    const id = await submit({ job_type: 'noop', queue: 'pause-focus-e2e' })
+    await page.goto(`${host.url}/#/queues`)
+    const button = 'tr[data-queue="pause-focus-e2e"] td.actions button'
+    await page.getByRole('button', { name: 'Pause queue pause-focus-e2e' }).focus()
+    await page.keyboard.press('Enter')
+    await page.locator('tr[data-queue="pause-focus-e2e"][data-paused="true"]').waitFor({ timeout: 5000 })
+    expect(await focusedMatches(button)).toBe(true)
+    await page.keyboard.press('Enter')
+    await page.locator('tr[data-queue="pause-focus-e2e"][data-paused="false"]').waitFor({ timeout: 5000 })
+    expect(await focusedMatches(button)).toBe(true)
+    await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+  })
+
   test("a failed job is retried from its page: a new run, its first attempt kept", async () => {
     const id = await submit({ job_type: 'flaky', queue: 'retry', max_attempts: 1 })
     const take = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-retry', streams: ['retry'], max_wait_ms: 0 } }))
