@@ -720,6 +720,22 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
   })
 
+  test("a job's Cancel job and Retry, pressed from the keyboard on its page, hand the focus to its state as each goes", async () => {
+    const id = await submit({ job_type: 'noop', queue: 'cancel-focus-e2e' })
+    await page.goto(`${host.url}/#/jobs/${id}`)
+    const detail = page.getByTestId('job-detail')
+    const state = '[data-testid="job-detail"] [data-testid="job-state"]'
+    await detail.getByRole('button', { name: 'Cancel job' }).focus()
+    await page.keyboard.press('Enter')
+    await detail.getByRole('button', { name: 'Retry' }).waitFor({ timeout: 5000 })
+    await expect.poll(() => focusedMatches(state)).toBe(true)
+    await detail.getByRole('button', { name: 'Retry' }).focus()
+    await page.keyboard.press('Enter')
+    await detail.getByRole('button', { name: 'Cancel job' }).waitFor({ timeout: 5000 })
+    await expect.poll(() => focusedMatches(state)).toBe(true)
+    await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+  })
+
   test("a failed job is retried from its page: a new run, its first attempt kept", async () => {
     const id = await submit({ job_type: 'flaky', queue: 'retry', max_attempts: 1 })
     const take = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-retry', streams: ['retry'], max_wait_ms: 0 } }))
