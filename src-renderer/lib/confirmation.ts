@@ -2,14 +2,19 @@
 export interface ConfirmationOptions {
   /** The safe choice (keep, close): what Escape does. */
   cancel: () => void
+  /**
+   * Where focus goes back to when what opened the question is no longer on the page as it goes:
+   * a button the question took the place of (a schedule's Delete), drawn again in its place.
+   */
+  returnTo?: () => HTMLElement | null | undefined
 }
 
 /**
  * A Svelte action for an inline confirmation (`role="alertdialog"`): as it appears, focus moves
  * to its safe choice (the button marked `data-safe`), so that a keyboard or a screen reader is
  * in the question at once and Enter cannot take the dangerous answer by accident; Escape takes
- * the safe choice; and once it goes, focus returns to what opened it (where focus would
- * otherwise fall to the page itself).
+ * the safe choice; and once it goes, focus returns to what opened it, or to `returnTo` when that
+ * went (where focus would otherwise fall to the page itself).
  */
 export function confirmation(node: HTMLElement, options: ConfirmationOptions) {
   let current = options
@@ -29,7 +34,9 @@ export function confirmation(node: HTMLElement, options: ConfirmationOptions) {
       node.removeEventListener('keydown', onKey)
       // Only where focus was in the question (or fell out of the page with it): never taken from where the operator moved it.
       const active = document.activeElement
-      if (opener?.isConnected && (active === null || active === document.body || node.contains(active))) queueMicrotask(() => opener.focus())
+      if (active !== null && active !== document.body && !node.contains(active)) return
+      // Looked for once the page is updated: a button the question replaced is drawn again then.
+      queueMicrotask(() => (opener?.isConnected ? opener : current.returnTo?.())?.focus())
     },
   }
 }

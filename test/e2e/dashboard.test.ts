@@ -736,6 +736,28 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
   })
 
+  test("a schedule's Enabled box and its Delete question, used from the keyboard, keep the focus on the row, and on New schedule once the row goes", async () => {
+    await json(await host.call('/api/schedules', { method: 'POST', json: { name: 'focus-e2e', cron: '0 3 * * *', timezone: 'UTC', job: { job_type: 'noop', cost_units: 1 } } }))
+    await page.goto(`${host.url}/#/schedules`)
+    const row = page.locator('tr[data-schedule="focus-e2e"]')
+    await row.getByLabel('Enabled: focus-e2e').focus()
+    await page.keyboard.press('Space')
+    await page.locator('tr[data-schedule="focus-e2e"][data-enabled="false"]').waitFor({ timeout: 5000 })
+    expect(await focusedMatches('tr[data-schedule="focus-e2e"] input[type="checkbox"]')).toBe(true)
+    // The question takes the place of Delete: kept (Escape), it gives the focus back to Delete.
+    const remove = 'tr[data-schedule="focus-e2e"] button[aria-label="Delete schedule focus-e2e"]'
+    await page.locator(remove).focus()
+    await page.keyboard.press('Enter')
+    expect(await focusedMatches('[data-testid="confirm-delete"] [data-safe]')).toBe(true)
+    await page.keyboard.press('Escape')
+    await expect.poll(() => focusedMatches(remove)).toBe(true)
+    await page.keyboard.press('Enter')
+    await row.getByRole('button', { name: 'Yes, delete' }).focus()
+    await page.keyboard.press('Enter')
+    await row.waitFor({ state: 'detached', timeout: 5000 })
+    await expect.poll(() => focusedMatches('section[aria-labelledby="schedules-heading"] > header button')).toBe(true)
+  })
+
   test("a failed job is retried from its page: a new run, its first attempt kept", async () => {
     const id = await submit({ job_type: 'flaky', queue: 'retry', max_attempts: 1 })
     const take = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-retry', streams: ['retry'], max_wait_ms: 0 } }))
