@@ -758,6 +758,19 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await expect.poll(() => focusedMatches('section[aria-labelledby="schedules-heading"] > header button')).toBe(true)
   })
 
+  test('Retry matching… pressed from the keyboard asks its question, and Escape gives the focus back to it', async () => {
+    await page.goto(`${host.url}/#/jobs?state=CANCELED`)
+    await page.getByTestId('bulk-retry').focus()
+    await page.keyboard.press('Enter')
+    await page.getByTestId('bulk-confirm').waitFor()
+    expect(await focusedMatches('[data-testid="bulk-confirm"] [data-safe]')).toBe(true)
+    await page.keyboard.press('Escape')
+    await page.getByTestId('bulk-confirm').waitFor({ state: 'detached' })
+    await expect.poll(() => focusedMatches('[data-testid="bulk-retry"]')).toBe(true)
+    await page.goto(`${host.url}/#/jobs`)
+    await page.getByRole('button', { name: 'Clear filters' }).click()
+  })
+
   test("a failed job is retried from its page: a new run, its first attempt kept", async () => {
     const id = await submit({ job_type: 'flaky', queue: 'retry', max_attempts: 1 })
     const take = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-retry', streams: ['retry'], max_wait_ms: 0 } }))
