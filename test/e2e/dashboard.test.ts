@@ -364,6 +364,18 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     expect(await card.textContent()).not.toContain(`job:${holder}`)
     await shoot('blockers-open')
 
+    // The force-release question keeps Tab inside it while it is open; Escape gives the focus back to Force release.
+    await card.getByRole('button', { name: 'Force release' }).focus()
+    await page.keyboard.press('Enter')
+    const [yes, keep] = ['[data-testid="confirm-force"] button.danger', '[data-testid="confirm-force"] [data-safe]']
+    expect(await focusedMatches(keep)).toBe(true)
+    await page.keyboard.press('Tab')
+    expect(await focusedMatches(yes)).toBe(true)
+    await page.keyboard.press('Shift+Tab')
+    expect(await focusedMatches(keep)).toBe(true)
+    await page.keyboard.press('Escape')
+    await expect.poll(() => focusedMatches('[data-state="OPEN"] button:not(.primary):not(.danger)')).toBe(true)
+
     await card.getByLabel('Note').fill('holder is done with it soon')
     await card.getByRole('button', { name: 'Retry' }).click()
     const resolved = page.locator('[data-testid="resolved-blockers"] [data-state="RESOLVED"]')
