@@ -680,7 +680,7 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     const shown = (await row.getByTestId('run-at').textContent())!
     expect(sameDays, shown).toContain(timeOnly.test(shown) ? true : withDate.test(shown) ? false : 'neither way of writing it')
     await shoot('jobs-scheduled')
-    await row.getByRole('button', { name: `Run job ${runs} now` }).click()
+    await row.getByRole('button', { name: `Run now: job …${runs.slice(-8)} sleep` }).click()
     // Eligible at once: a local worker takes it, and the row follows it through its run (whether
     // the answer to Run now comes before or after the grant on the stream) to its end, with the
     // attempt counted as the host counts it.

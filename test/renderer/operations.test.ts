@@ -32,11 +32,18 @@ describe('scheduled jobs', () => {
     expect(row.getAttribute('data-scheduled')).toBe('true')
     expect(text(row)).toContain('SCHEDULED')
     expect(text(row.querySelector('[data-testid="run-at"]'))).toBe(`for ${formatClock(T0 + 60 * SECOND, T0)}`)
-    ;(row.querySelector('button[aria-label="Run job job-s now"]') as HTMLButtonElement).click()
+    ;(row.querySelector('button[aria-label="Run now: job job-s sleep"]') as HTMLButtonElement).click()
     expect(ran).toBe('job-s')
     const due = render(JobsTable, { jobs: [scheduled], now: T0 + 60 * SECOND, oncancel: () => {}, onrunnow: () => {} })
     expect(due.querySelector('tr[data-job="job-s"]')!.getAttribute('data-scheduled')).toBeNull()
-    expect(due.querySelector('button[aria-label="Run job job-s now"]')).toBeNull()
+    expect(due.querySelector('button[aria-label="Run now: job job-s sleep"]')).toBeNull()
+  })
+
+  test("a row's Run now is named by its visible words first, then the job by its short id and type (WCAG 2.5.3: what speech control hears is what it sees)", () => {
+    const scheduled = job({ job_id: '01a25128-9402-7fc2-966a-8646624eb1d4', job_type: ' report.build', run_at: iso(T0 + 60 * SECOND) })
+    const el = render(JobsTable, { jobs: [scheduled], now: T0, oncancel: () => {}, onrunnow: () => {} })
+    const runNow = [...el.querySelectorAll('button')].find((b) => b.textContent === 'Run now')!
+    expect(runNow.getAttribute('aria-label')).toBe('Run now: job …624eb1d4 " report.build"')
   })
 
   test('run now and retry are sent as the dashboard, and the row or page shows the job the host answers', async () => {
