@@ -139,7 +139,7 @@ describe('paused queues', () => {
     const row = () => el.querySelector('tr[data-queue="reports"]')!
     expect(row().getAttribute('data-paused')).toBe('false')
     expect([...row().querySelectorAll('td.num')].map((td) => td.textContent)).toEqual(['2', '0', '0', '1', '0', '0'])
-    ;(row().querySelector('button[aria-pressed]') as HTMLButtonElement).click()
+    ;(row().querySelector('td.actions button') as HTMLButtonElement).click()
     await until(() => queues.paused === 1, 2000, 'the pause answered')
     flushSync()
     expect(row().getAttribute('data-paused')).toBe('true')
@@ -149,6 +149,20 @@ describe('paused queues', () => {
     flushSync()
     expect(row().getAttribute('data-paused')).toBe('false')
     expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/reports/pause', '/api/queues/reports/resume'])
+  })
+
+  test("a queue's button is named by what it does, Pause or Resume, and is no toggle besides (a pressed Resume would read as resumed)", async () => {
+    const { fetcher } = fakeFetch({
+      'GET /api/queues': { queues: ['mail', 'reports'].map((queue) => ({ queue, paused: queue === 'mail', paused_at: null, paused_by: null, counts: { QUEUED: 1 } })) },
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    const buttons = [...el.querySelectorAll('td.actions button')]
+    expect(buttons.map((b) => [b.textContent, b.getAttribute('aria-label'), b.getAttribute('aria-pressed')])).toEqual([
+      ['Resume', 'Resume queue mail', null],
+      ['Pause', 'Pause queue reports', null],
+    ])
   })
 
   test("a paused queue's line says since when and by whom, a space between the time and \"by\"", async () => {
@@ -197,7 +211,7 @@ describe('paused queues', () => {
     const row = el.querySelector(`tr[data-queue="${padded}"]`)!
     expect(row.querySelector('.name-cell')!.textContent).toContain(padded)
     expect(row.querySelector('[data-spaces]')!.getAttribute('data-spaces')).toBe('begins with a space and ends with a space')
-    ;(row.querySelector('button[aria-pressed]') as HTMLButtonElement).click()
+    ;(row.querySelector('td.actions button') as HTMLButtonElement).click()
     await until(() => calls.some((c) => c.method === 'POST'), 2000, 'the pause sent')
     const input = el.querySelector('form.pause-other input') as HTMLInputElement
     input.value = ' other'
