@@ -217,6 +217,14 @@ describe('the Schedules view', () => {
     expect(button.disabled).toBe(false)
   })
 
+  test('Escape closes a schedule form as its Cancel does, giving the focus back to New schedule', async () => {
+    const { el } = await view([schedule()])
+    const button = openNewSchedule(el)
+    document.activeElement!.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, cancelable: true }))
+    await until(() => el.querySelector('[data-testid="schedule-form"]') === null, 2000, 'the form closed')
+    await until(() => document.activeElement === button, 2000, 'the focus back on New schedule')
+  })
+
   test('each schedule shows its expression in words, its next runs (the first with the time left) and its last run', async () => {
     const { el } = await view([
       schedule(),
