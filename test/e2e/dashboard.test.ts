@@ -783,6 +783,17 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await page.getByRole('button', { name: 'Clear filters' }).click()
   })
 
+  test('a queue with no jobs resumed from the keyboard leaves the list, and the focus goes to the Pause another queue field, not to the page', async () => {
+    await page.goto(`${host.url}/#/queues`)
+    await page.getByLabel('Pause another queue').fill('empty-focus-e2e')
+    await page.keyboard.press('Enter')
+    const row = page.locator('tr[data-queue="empty-focus-e2e"][data-paused="true"]')
+    await row.getByRole('button', { name: 'Resume queue empty-focus-e2e' }).focus()
+    await page.keyboard.press('Enter')
+    await row.waitFor({ state: 'detached', timeout: 5000 })
+    await expect.poll(() => focusedMatches('form.pause-other input[name="queue"]')).toBe(true)
+  })
+
   test("a failed job is retried from its page: a new run, its first attempt kept", async () => {
     const id = await submit({ job_type: 'flaky', queue: 'retry', max_attempts: 1 })
     const take = async () => json(await host.call('/internal/worker/claim', { method: 'POST', json: { worker_id: 'ext-retry', streams: ['retry'], max_wait_ms: 0 } }))
