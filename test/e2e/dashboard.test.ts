@@ -746,6 +746,14 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await detail.getByRole('button', { name: 'Cancel job' }).waitFor({ timeout: 5000 })
     await expect.poll(() => focusedMatches(state)).toBe(true)
     await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+    // Run now goes as the job is due: the state takes its focus too.
+    const later = await submit({ job_type: 'noop', queue: 'cancel-focus-e2e', delay_ms: 3_600_000 })
+    await page.goto(`${host.url}/#/jobs/${later}`)
+    await detail.getByRole('button', { name: 'Run now' }).focus()
+    await page.keyboard.press('Enter')
+    await detail.getByRole('button', { name: 'Run now' }).waitFor({ state: 'detached', timeout: 5000 })
+    await expect.poll(() => focusedMatches(state)).toBe(true)
+    await json(await host.call(`${Q}/jobs/${later}/cancel`, { method: 'POST', json: {} }))
   })
 
   test("a schedule's Enabled box and its Delete question, used from the keyboard, keep the focus on the row, and on New schedule once the row goes", async () => {
