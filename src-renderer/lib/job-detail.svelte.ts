@@ -20,6 +20,12 @@ export class JobDetailState {
   /** Whether earlier events were asked for: a refresh then keeps them and where they end. */
   private readEarlier = false
   attempts = $state<Attempt[]>([])
+  /**
+   * The action last asked of the host from this page: its button goes off or goes as the job
+   * moves (Cancel job gives way to Retry, Retry to Cancel job), and the page hands the focus the
+   * button had to the job's state.
+   */
+  asked = $state<'cancel' | 'retry' | 'run now' | null>(null)
   error = $state<string | null>(null)
   notFound = $state(false)
   loading = $state(false)
@@ -86,16 +92,19 @@ export class JobDetailState {
   }
 
   cancel(): Promise<void> {
+    this.asked = 'cancel'
     return this.act(() => this.api.cancelJob(this.jobId, 'canceled from the dashboard'))
   }
 
   /** A failed, dead-lettered or canceled job back to the queue as a new run. */
   retry(): Promise<void> {
+    this.asked = 'retry'
     return this.act(() => this.api.retryJob(this.jobId))
   }
 
   /** A scheduled (delayed) job runs now. */
   runNow(): Promise<void> {
+    this.asked = 'run now'
     return this.act(() => this.api.runJobNow(this.jobId))
   }
 

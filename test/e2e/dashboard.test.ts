@@ -364,6 +364,18 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     expect(await card.textContent()).not.toContain(`job:${holder}`)
     await shoot('blockers-open')
 
+    // The force-release question keeps Tab inside it while it is open; Escape gives the focus back to Force release.
+    await card.getByRole('button', { name: 'Force release' }).focus()
+    await page.keyboard.press('Enter')
+    const [yes, keep] = ['[data-testid="confirm-force"] button.danger', '[data-testid="confirm-force"] [data-safe]']
+    expect(await focusedMatches(keep)).toBe(true)
+    await page.keyboard.press('Tab')
+    expect(await focusedMatches(yes)).toBe(true)
+    await page.keyboard.press('Shift+Tab')
+    expect(await focusedMatches(keep)).toBe(true)
+    await page.keyboard.press('Escape')
+    await expect.poll(() => focusedMatches('[data-state="OPEN"] button:not(.primary):not(.danger)')).toBe(true)
+
     await card.getByLabel('Note').fill('holder is done with it soon')
     await card.getByRole('button', { name: 'Retry' }).click()
     const resolved = page.locator('[data-testid="resolved-blockers"] [data-state="RESOLVED"]')
@@ -668,7 +680,7 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     const shown = (await row.getByTestId('run-at').textContent())!
     expect(sameDays, shown).toContain(timeOnly.test(shown) ? true : withDate.test(shown) ? false : 'neither way of writing it')
     await shoot('jobs-scheduled')
-    await row.getByRole('button', { name: `Run job ${runs} now` }).click()
+    await row.getByRole('button', { name: `Run now: job …${runs.slice(-8)} sleep` }).click()
     // Eligible at once: a local worker takes it, and the row follows it through its run (whether
     // the answer to Run now comes before or after the grant on the stream) to its end, with the
     // attempt counted as the host counts it.
@@ -704,6 +716,90 @@ describe.skipIf(!hasChromium())('dashboard in Chromium against a real host', () 
     await page.locator('tr[data-queue="default"][data-paused="false"]').waitFor({ timeout: 5000 })
     await until(async () => (await jobState(held)) === 'DONE', 10_000, 'the held job done after the resume')
     expect((await json(await host.call('/api/queues'))).queues.some((q: { paused: boolean }) => q.paused)).toBe(false)
+  })
+
+  test("a queue paused and resumed from the keyboard keeps the focus on its button while each is sent", async () => {
+    const id = await submit({ job_type: 'noop', queue: 'pause-focus-e2e' })
+    await page.goto(`${host.url}/#/queues`)
+    const button = 'tr[data-queue="pause-focus-e2e"] td.actions button'
+    await page.getByRole('button', { name: 'Pause queue pause-focus-e2e' }).focus()
+    await page.keyboard.press('Enter')
+    await page.locator('tr[data-queue="pause-focus-e2e"][data-paused="true"]').waitFor({ timeout: 5000 })
+    expect(await focusedMatches(button)).toBe(true)
+    await page.keyboard.press('Enter')
+    await page.locator('tr[data-queue="pause-focus-e2e"][data-paused="false"]').waitFor({ timeout: 5000 })
+    expect(await focusedMatches(button)).toBe(true)
+    await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+  })
+
+  test("a job's Cancel job and Retry, pressed from the keyboard on its page, hand the focus to its state as each goes", async () => {
+    const id = await submit({ job_type: 'noop', queue: 'cancel-focus-e2e' })
+    await page.goto(`${host.url}/#/jobs/${id}`)
+    const detail = page.getByTestId('job-detail')
+    const state = '[data-testid="job-detail"] [data-testid="job-state"]'
+    await detail.getByRole('button', { name: 'Cancel job' }).focus()
+    await page.keyboard.press('Enter')
+    await detail.getByRole('button', { name: 'Retry' }).waitFor({ timeout: 5000 })
+    await expect.poll(() => focusedMatches(state)).toBe(true)
+    await detail.getByRole('button', { name: 'Retry' }).focus()
+    await page.keyboard.press('Enter')
+    await detail.getByRole('button', { name: 'Cancel job' }).waitFor({ timeout: 5000 })
+    await expect.poll(() => focusedMatches(state)).toBe(true)
+    await json(await host.call(`${Q}/jobs/${id}/cancel`, { method: 'POST', json: {} }))
+    // Run now goes as the job is due: the state takes its focus too.
+    const later = await submit({ job_type: 'noop', queue: 'cancel-focus-e2e', delay_ms: 3_600_000 })
+    await page.goto(`${host.url}/#/jobs/${later}`)
+    await detail.getByRole('button', { name: 'Run now' }).focus()
+    await page.keyboard.press('Enter')
+    await detail.getByRole('button', { name: 'Run now' }).waitFor({ state: 'detached', timeout: 5000 })
+    await expect.poll(() => focusedMatches(state)).toBe(true)
+    await json(await host.call(`${Q}/jobs/${later}/cancel`, { method: 'POST', json: {} }))
+  })
+
+  test("a schedule's Enabled box and its Delete question, used from the keyboard, keep the focus on the row, and on New schedule once the row goes", async () => {
+    await json(await host.call('/api/schedules', { method: 'POST', json: { name: 'focus-e2e', cron: '0 3 * * *', timezone: 'UTC', job: { job_type: 'noop', cost_units: 1 } } }))
+    await page.goto(`${host.url}/#/schedules`)
+    const row = page.locator('tr[data-schedule="focus-e2e"]')
+    await row.getByLabel('Enabled: focus-e2e').focus()
+    await page.keyboard.press('Space')
+    await page.locator('tr[data-schedule="focus-e2e"][data-enabled="false"]').waitFor({ timeout: 5000 })
+    expect(await focusedMatches('tr[data-schedule="focus-e2e"] input[type="checkbox"]')).toBe(true)
+    // The question takes the place of Delete: kept (Escape), it gives the focus back to Delete.
+    const remove = 'tr[data-schedule="focus-e2e"] button[aria-label="Delete schedule focus-e2e"]'
+    await page.locator(remove).focus()
+    await page.keyboard.press('Enter')
+    expect(await focusedMatches('[data-testid="confirm-delete"] [data-safe]')).toBe(true)
+    await page.keyboard.press('Escape')
+    await expect.poll(() => focusedMatches(remove)).toBe(true)
+    await page.keyboard.press('Enter')
+    await row.getByRole('button', { name: 'Yes, delete' }).focus()
+    await page.keyboard.press('Enter')
+    await row.waitFor({ state: 'detached', timeout: 5000 })
+    await expect.poll(() => focusedMatches('section[aria-labelledby="schedules-heading"] > header button')).toBe(true)
+  })
+
+  test('Retry matching… pressed from the keyboard asks its question, and Escape gives the focus back to it', async () => {
+    await page.goto(`${host.url}/#/jobs?state=CANCELED`)
+    await page.getByTestId('bulk-retry').focus()
+    await page.keyboard.press('Enter')
+    await page.getByTestId('bulk-confirm').waitFor()
+    expect(await focusedMatches('[data-testid="bulk-confirm"] [data-safe]')).toBe(true)
+    await page.keyboard.press('Escape')
+    await page.getByTestId('bulk-confirm').waitFor({ state: 'detached' })
+    await expect.poll(() => focusedMatches('[data-testid="bulk-retry"]')).toBe(true)
+    await page.goto(`${host.url}/#/jobs`)
+    await page.getByRole('button', { name: 'Clear filters' }).click()
+  })
+
+  test('a queue with no jobs resumed from the keyboard leaves the list, and the focus goes to the Pause another queue field, not to the page', async () => {
+    await page.goto(`${host.url}/#/queues`)
+    await page.getByLabel('Pause another queue').fill('empty-focus-e2e')
+    await page.keyboard.press('Enter')
+    const row = page.locator('tr[data-queue="empty-focus-e2e"][data-paused="true"]')
+    await row.getByRole('button', { name: 'Resume queue empty-focus-e2e' }).focus()
+    await page.keyboard.press('Enter')
+    await row.waitFor({ state: 'detached', timeout: 5000 })
+    await expect.poll(() => focusedMatches('form.pause-other input[name="queue"]')).toBe(true)
   })
 
   test("a failed job is retried from its page: a new run, its first attempt kept", async () => {

@@ -484,6 +484,12 @@ test('an open blocker offers retry, force release and cancel, each with the note
   ])
 })
 
+test("a blocker's card, and the group of its answers, are named by its file: several open cards' Retry, Force release and Cancel job are told apart", () => {
+  const el = render(BlockerCard, { blocker: { ...openBlocker(), file: '/data/\u202Eevil' }, now: T0 + 245 * SECOND, onresolve: () => {} })
+  expect(el.querySelector('article')!.getAttribute('aria-label')).toBe('Blocker on "/data/\\u202eevil"')
+  expect(el.querySelector('[role="group"]')!.getAttribute('aria-label')).toBe('Answer the blocker on "/data/\\u202eevil"')
+})
+
 test('a confirmation takes the keyboard to its safe choice, Escape takes that choice, and focus goes back to the button that asked', async () => {
   const blocker = openBlocker()
   const answers: string[] = []

@@ -33,11 +33,18 @@ describe('scheduled jobs', () => {
     expect(row.getAttribute('data-scheduled')).toBe('true')
     expect(text(row)).toContain('SCHEDULED')
     expect(text(row.querySelector('[data-testid="run-at"]'))).toBe(`for ${formatClock(T0 + 60 * SECOND, T0)}`)
-    ;(row.querySelector('button[aria-label="Run job job-s now"]') as HTMLButtonElement).click()
+    ;(row.querySelector('button[aria-label="Run now: job job-s sleep"]') as HTMLButtonElement).click()
     expect(ran).toBe('job-s')
     const due = render(JobsTable, { jobs: [scheduled], now: T0 + 60 * SECOND, oncancel: () => {}, onrunnow: () => {} })
     expect(due.querySelector('tr[data-job="job-s"]')!.getAttribute('data-scheduled')).toBeNull()
-    expect(due.querySelector('button[aria-label="Run job job-s now"]')).toBeNull()
+    expect(due.querySelector('button[aria-label="Run now: job job-s sleep"]')).toBeNull()
+  })
+
+  test("a row's Run now is named by its visible words first, then the job by its short id and type (WCAG 2.5.3: what speech control hears is what it sees)", () => {
+    const scheduled = job({ job_id: '01a25128-9402-7fc2-966a-8646624eb1d4', job_type: ' report.build', run_at: iso(T0 + 60 * SECOND) })
+    const el = render(JobsTable, { jobs: [scheduled], now: T0, oncancel: () => {}, onrunnow: () => {} })
+    const runNow = [...el.querySelectorAll('button')].find((b) => b.textContent === 'Run now')!
+    expect(runNow.getAttribute('aria-label')).toBe('Run now: job …624eb1d4 " report.build"')
   })
 
   test('run now and retry are sent as the dashboard, and the row or page shows the job the host answers', async () => {
@@ -120,16 +127,17 @@ describe('scheduled jobs', () => {
     const jobs = new JobsState(new ApiClient(connection, fetcher))
     jobs.rows = [job({ job_id: 'job-s', run_at: iso(T0 + 600 * SECOND) }), job({ job_id: 'job-q' })]
     const el = render(JobsView, { jobs, now: T0, bulk: new BulkState(new ApiClient(connection, fetcher)) })
-    const runNow = el.querySelector('button[aria-label="Run job job-s now"]') as HTMLButtonElement
+    const runNow = el.querySelector('button[aria-label^="Run now: job"]') as HTMLButtonElement
     const cancel = el.querySelector('button[aria-label="Cancel job job-q"]') as HTMLButtonElement
     runNow.click()
     runNow.click()
     cancel.click()
     cancel.click()
     flushSync()
-    expect(runNow.disabled).toBe(true)
-    expect(cancel.disabled).toBe(true)
-    expect((el.querySelector('button[aria-label="Cancel job job-s"]') as HTMLButtonElement).disabled).toBe(true)
+    // Off while sent, and keeping the keyboard's focus: aria-disabled, not disabled.
+    expect(runNow.getAttribute('aria-disabled')).toBe('true')
+    expect(cancel.getAttribute('aria-disabled')).toBe('true')
+    expect((el.querySelector('button[aria-label="Cancel job job-s"]') as HTMLButtonElement).getAttribute('aria-disabled')).toBe('true')
     // The store sends one as well when asked twice (a second table of the same list).
     void jobs.runNow('job-s')
     await vi.waitFor(() => expect(answers).toHaveLength(2))
@@ -139,7 +147,7 @@ describe('scheduled jobs', () => {
     answers[1]!(answered({ job: job({ job_id: 'job-q', cancel_requested: true, updated_at: iso(T0 + SECOND) }) }))
     await vi.waitFor(() => expect(jobs.pending).toEqual({}))
     flushSync()
-    expect((el.querySelector('button[aria-label="Cancel job job-s"]') as HTMLButtonElement).disabled).toBe(false)
+    expect((el.querySelector('button[aria-label="Cancel job job-s"]') as HTMLButtonElement).getAttribute('aria-disabled')).toBe('false')
   })
 
   test("a job page's Run now, Retry or Cancel on its way to the host turns its buttons off: a double click sends one request", async () => {
@@ -157,8 +165,8 @@ describe('scheduled jobs', () => {
     runNow.click()
     runNow.click()
     flushSync()
-    expect(runNow.disabled).toBe(true)
-    expect([...el.querySelectorAll('button')].find((b) => text(b) === 'Cancel job')!.disabled).toBe(true)
+    expect(runNow.getAttribute('aria-disabled')).toBe('true')
+    expect([...el.querySelectorAll('button')].find((b) => text(b) === 'Cancel job')!.getAttribute('aria-disabled')).toBe('true')
     await vi.waitFor(() => expect(answer).not.toBeNull())
     expect(calls.filter((c) => c.method === 'POST')).toHaveLength(1)
     answer!(new Response(JSON.stringify({ job: job({ run_at: null, updated_at: iso(T0 + SECOND) }) }), { status: 200, headers: { 'content-type': 'application/json' } }))
@@ -187,7 +195,7 @@ describe('paused queues', () => {
     const row = () => el.querySelector('tr[data-queue="reports"]')!
     expect(row().getAttribute('data-paused')).toBe('false')
     expect([...row().querySelectorAll('td.num')].map((td) => td.textContent)).toEqual(['2', '0', '0', '1', '0', '0'])
-    ;(row().querySelector('button[aria-pressed]') as HTMLButtonElement).click()
+    ;(row().querySelector('td.actions button') as HTMLButtonElement).click()
     await until(() => queues.paused === 1, 2000, 'the pause answered')
     flushSync()
     expect(row().getAttribute('data-paused')).toBe('true')
@@ -197,6 +205,20 @@ describe('paused queues', () => {
     flushSync()
     expect(row().getAttribute('data-paused')).toBe('false')
     expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual(['/api/queues/reports/pause', '/api/queues/reports/resume'])
+  })
+
+  test("a queue's button is named by what it does, Pause or Resume, and is no toggle besides (a pressed Resume would read as resumed)", async () => {
+    const { fetcher } = fakeFetch({
+      'GET /api/queues': { queues: ['mail', 'reports'].map((queue) => ({ queue, paused: queue === 'mail', paused_at: null, paused_by: null, counts: { QUEUED: 1 } })) },
+    })
+    const queues = new QueuesState(new ApiClient(connection, fetcher))
+    await queues.refresh()
+    const el = render(QueuesView, { queues, now: T0 })
+    const buttons = [...el.querySelectorAll('td.actions button')]
+    expect(buttons.map((b) => [b.textContent, b.getAttribute('aria-label'), b.getAttribute('aria-pressed')])).toEqual([
+      ['Resume', 'Resume queue mail', null],
+      ['Pause', 'Pause queue reports', null],
+    ])
   })
 
   test("a paused queue's line says since when and by whom, a space between the time and \"by\"", async () => {
@@ -245,7 +267,7 @@ describe('paused queues', () => {
     const row = el.querySelector(`tr[data-queue="${padded}"]`)!
     expect(row.querySelector('.name-cell')!.textContent).toContain(padded)
     expect(row.querySelector('[data-spaces]')!.getAttribute('data-spaces')).toBe('begins with a space and ends with a space')
-    ;(row.querySelector('button[aria-pressed]') as HTMLButtonElement).click()
+    ;(row.querySelector('td.actions button') as HTMLButtonElement).click()
     await until(() => calls.some((c) => c.method === 'POST'), 2000, 'the pause sent')
     const input = el.querySelector('form.pause-other input') as HTMLInputElement
     input.value = ' other'

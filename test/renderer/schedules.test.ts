@@ -215,7 +215,11 @@ describe('the Schedules view', () => {
     ;[...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'Yes, delete')!.click()
     flushSync()
     await vi.waitFor(() => expect(answer).not.toBeNull())
-    expect((el.querySelector('button[aria-label="Delete schedule nightly"]') as HTMLButtonElement).disabled).toBe(true)
+    const remove = el.querySelector('button[aria-label="Delete schedule nightly"]') as HTMLButtonElement
+    expect(remove.getAttribute('aria-disabled')).toBe('true')
+    remove.click()
+    flushSync()
+    expect([...el.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'Yes, delete')).toBeUndefined()
     answer!(new Response(JSON.stringify({ schedule: schedule() }), { status: 200, headers: { 'content-type': 'application/json' } }))
     await until(() => el.querySelector('button[aria-label="Delete schedule nightly"]') === null, 2000, 'the row went')
     expect(calls.filter((c) => c.method === 'DELETE')).toHaveLength(1)
@@ -237,6 +241,14 @@ describe('the Schedules view', () => {
     await until(() => el.querySelector('[data-testid="schedule-form"]') === null, 2000, 'the form closed')
     await until(() => document.activeElement === button, 2000, 'the focus back on New schedule')
     expect(button.disabled).toBe(false)
+  })
+
+  test('Escape closes a schedule form as its Cancel does, giving the focus back to New schedule', async () => {
+    const { el } = await view([schedule()])
+    const button = openNewSchedule(el)
+    document.activeElement!.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, cancelable: true }))
+    await until(() => el.querySelector('[data-testid="schedule-form"]') === null, 2000, 'the form closed')
+    await until(() => document.activeElement === button, 2000, 'the focus back on New schedule')
   })
 
   test('each schedule shows its expression in words, its next runs (the first with the time left) and its last run', async () => {

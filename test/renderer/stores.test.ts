@@ -5,7 +5,7 @@ import App from '../../src-renderer/App.svelte'
 import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import JobsView from '../../src-renderer/components/JobsView.svelte'
 import OverviewView from '../../src-renderer/components/OverviewView.svelte'
-import { ApiClient, type ActiveLease, type ActiveLeases, type Job } from '../../src-renderer/lib/api'
+import { ApiClient, type ActiveLease, type ActiveLeases, type Blocker, type Job } from '../../src-renderer/lib/api'
 import { BlockersState } from '../../src-renderer/lib/blockers.svelte'
 import { followTokenLinks, storeToken } from '../../src-renderer/lib/connection'
 import { Dashboard } from '../../src-renderer/lib/dashboard.svelte'
@@ -15,7 +15,7 @@ import { FLASH_MS } from '../../src-renderer/lib/lease-events'
 import { LeasesState } from '../../src-renderer/lib/leases.svelte'
 import { JobsState } from '../../src-renderer/lib/jobs.svelte'
 import { LiveStream, reconnectDelayMs, type EventSourceLike } from '../../src-renderer/lib/live.svelte'
-import { event, fakeFetch, iso, job, render, SECOND, T0, unmountAll } from './support'
+import { event, fakeFetch, iso, job, render, SECOND, T0, text, unmountAll } from './support'
 
 const connection = { apiBase: 'http://127.0.0.1:7878', token: 't0k' }
 
@@ -925,6 +925,19 @@ describe('stores fed by the API and the stream', () => {
     } finally {
       unmountAll()
       dashboard.stop()
+    }
+  })
+
+  test('a navigation badge says what it counts: its link is named "Queues, 1 paused", "Blockers, 2 open", the tab\'s own word first', () => {
+    const dashboard = new Dashboard(connection, { fetcher: fakeFetch({}).fetcher })
+    try {
+      dashboard.queues.queues = [{ queue: 'reports', paused: true, paused_at: iso(T0), paused_by: 'dashboard', counts: {} }]
+      dashboard.blockers.all = [{ state: 'OPEN' }, { state: 'OPEN' }, { state: 'RESOLVED' }] as Blocker[]
+      const el = render(App, { dashboard })
+      const names = [...el.querySelectorAll('nav a')].map((a) => a.getAttribute('aria-label') ?? text(a))
+      expect(names).toEqual(['Overview', 'Jobs', 'Schedules', 'Queues, 1 paused', 'Blockers, 2 open', 'Workers', 'Charts'])
+    } finally {
+      unmountAll()
     }
   })
 
