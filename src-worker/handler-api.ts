@@ -56,8 +56,3 @@ export class JobError extends Error {
     this.retryable = options.retryable ?? true
   }
 }
-
-export function isHandler(value: unknown): value is Handler {
-  const h = value as Handler | null
-  return typeof h === 'object' && h !== null && typeof h.type === 'string' && h.type.length > 0 && typeof h.run === 'function'
-}

@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process'
 import { readdirSync, statSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
+import { inspect } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import { othersMayWrite } from '../../src-shared/others-may-write'
 import { HANDLER_LOAD_TIMEOUT_MS, Name } from '../../src-shared/worker-exchange'
 import type { WriteAllow } from '../../src-shared/write-allow'
-import { type Handler, isHandler } from '../handler-api'
+import type { Handler } from '../handler-api'
 import { execHandler } from './exec'
 import { fileWriteHandler } from './file-write'
 import { noop } from './noop'
@@ -98,9 +99,7 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
   for (const [index, file] of files.entries()) {
     const path = paths[index]!
     try {
-      const module = (await modules[index]) as { default?: unknown }
-      const handler = isHandler(module.default) ? module.default : module
-      if (!isHandler(handler)) throw new Error('does not export {type, run}')
+      const handler = handlerIn((await modules[index]) as Record<string, unknown>)
       // A type the host refuses in a claim's job_types would make it refuse every claim of the worker.
       const named = Name.safeParse(handler.type)
       if (!named.success) throw new Error(`its job type ${shownType(handler.type)} is not one the host takes: ${named.error.issues[0]?.message ?? 'invalid'}`)
@@ -113,6 +112,43 @@ export async function loadHandlers(options: HandlerOptions): Promise<LoadedHandl
     }
   }
   return { handlers, problems, fileOf }
+}
+
+/**
+ * The handler a module exports, as its default export or as named exports `type` and `run`;
+ * throws saying what is wrong with it: neither form, a `type` that is no string, a `run` that is
+ * no function. A module exporting both forms, each naming another type or `run`, is refused
+ * rather than one of them silently run: which one its author meant cannot be told.
+ */
+function handlerIn(module: Record<string, unknown>): Handler {
+  const asDefault = handlerFields(module.default)
+  const asNamed = handlerFields(module)
+  if (asDefault && asNamed && (asDefault.type !== asNamed.type || asDefault.run !== asNamed.run)) {
+    throw new Error(`exports {type, run} both as its default export (type ${shownValue(asDefault.type)}) and as named exports (type ${shownValue(asNamed.type)}), which differ: export one of them`)
+  }
+  const fields = asDefault ?? asNamed
+  if (!fields) throw new Error('does not export {type, run}')
+  const its = asDefault ? "its default export's" : 'its'
+  if (typeof fields.type !== 'string') throw new Error(`${its} type is not a string (${shownValue(fields.type)})`)
+  if (typeof fields.run !== 'function') throw new Error(`${its} run is not a function (${shownValue(fields.run)})`)
+  return fields as Handler
+}
+
+/** `value`'s `type` and `run`, when it has either; null when it has neither (no handler in that form). */
+function handlerFields(value: unknown): { type?: unknown; run?: unknown } | null {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return null
+  const fields = value as { type?: unknown; run?: unknown }
+  return 'type' in fields || 'run' in fields ? fields : null
+}
+
+/** A value a module exported where a type or a run belongs, as a load problem names it: its kind, and its first 40 characters (`a number: 123`). */
+function shownValue(value: unknown): string {
+  if (value === undefined) return 'none'
+  if (value === null) return 'null'
+  const kind = Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`
+  if (typeof value === 'function') return kind
+  const text = typeof value === 'string' ? shownType(value) : inspect(value, { depth: 0, breakLength: Infinity })
+  return `${kind}: ${text.length > 40 ? `${text.slice(0, 40)}…` : text}`
 }
 
 /**

@@ -59,6 +59,37 @@ test('a handler file whose job type the host would refuse (over 200 characters, 
   ])
 })
 
+test('a handler file whose type or run is wrong is reported saying which: an empty type as a type the host refuses, a type that is no string, a run that is no function', async () => {
+  const dir = folderWith({
+    'empty.mjs': "export const type = ''; export function run() { return 1 }",
+    'number.mjs': 'export const type = 123; export function run() { return 1 }',
+    'defobj.mjs': "export default { type: 'm.defobj', run: 'not a function' }",
+    'norun.mjs': "export const type = 'm.norun'",
+    'neither.mjs': "export const name = 'not a handler'",
+  })
+  const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+  expect([...handlers.keys()].sort()).toEqual(['file.write', 'noop', 'sleep'])
+  expect(problems).toEqual([
+    { file: join(dir, 'defobj.mjs'), error: 'its default export\'s run is not a function (a string: "not a function")' },
+    { file: join(dir, 'empty.mjs'), error: 'its job type "" is not one the host takes: Too small: expected string to have >=1 characters' },
+    { file: join(dir, 'neither.mjs'), error: 'does not export {type, run}' },
+    { file: join(dir, 'norun.mjs'), error: 'its run is not a function (none)' },
+    { file: join(dir, 'number.mjs'), error: 'its type is not a string (a number: 123)' },
+  ])
+})
+
+test('a handler file exporting {type, run} both as its default export and as named exports is reported as not loaded, unless both are the same handler', async () => {
+  const dir = folderWith({
+    'both.mjs': "export default { type: 'm.default', run: () => 'd' }\nexport const type = 'm.named'\nexport function run() { return 'n' }",
+    'same.mjs': "export const type = 'm.same'\nexport function run() { return 's' }\nexport default { type, run }",
+  })
+  const { handlers, problems } = await loadHandlers({ handlersDir: dir, execAllow: [] })
+  expect([...handlers.keys()].sort()).toEqual(['file.write', 'm.same', 'noop', 'sleep'])
+  expect(problems).toEqual([
+    { file: join(dir, 'both.mjs'), error: 'exports {type, run} both as its default export (type a string: "m.default") and as named exports (type a string: "m.named"), which differ: export one of them' },
+  ])
+})
+
 test('a handler file whose top-level await never settles is reported as not loaded within the bound, and skipped; the others load', async () => {
   const dir = folderWith({
     'tla.mjs': "await new Promise(() => {}); export const type = 'tla'; export function run() { return 1 }",
