@@ -10,6 +10,15 @@
  * know its host's limit, fails it at once (src-worker/handler-output.ts).
  */
 export const MAX_BODY_LIMIT_BYTES = 64 * 1024 * 1024
+/**
+ * The room a result or an error leaves in a request for the exchange around it: the worker's
+ * and the job's ids, the job's last progress note, the worker's claim, the other jobs'
+ * heartbeats. A result is held to the body limit less this on every kind of worker
+ * (src-worker/handler-output.ts): a local worker's exchange goes over IPC, where no body limit
+ * holds, and one held to the whole limit was taken there and refused (413) over HTTP or Redis.
+ */
+export const REPORT_ENVELOPE_BYTES = 16 * 1024
+
 /** The most items one batch may carry (reports of an exchange, jobs of a batch submit). */
 export const MAX_BATCH_ITEMS = 1000
 /** The most jobs one claim may take. */

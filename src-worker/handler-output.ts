@@ -1,5 +1,5 @@
 import { type FaultKind, faultIn, MAX_JSON_DEPTH } from '../src-shared/json-faults'
-import { MAX_BODY_LIMIT_BYTES, MAX_NOTE_CHARS } from '../src-shared/limits'
+import { MAX_BODY_LIMIT_BYTES, MAX_NOTE_CHARS, REPORT_ENVELOPE_BYTES } from '../src-shared/limits'
 import { MAX_RESULT_DEPTH } from '../src-shared/worker-exchange'
 import type { AttemptError } from './transport'
 import { cut, shortened } from './attempt-error'
@@ -21,6 +21,16 @@ export function progressOf(fraction: unknown, note: unknown): { fraction: number
   return { fraction: fraction ?? null, note: note == null ? null : cut(note, MAX_NOTE_CHARS) }
 }
 
+/**
+ * The most bytes of JSON a result or an error may take under a host whose body limit is
+ * `bodyLimit`: the limit less REPORT_ENVELOPE_BYTES, the room for the exchange around it (less
+ * half the limit, for a limit under twice that). The same on every kind of worker, so that a
+ * result a local worker reports is one `leasehold worker` can send, and the other way round.
+ */
+export function reportLimit(bodyLimit: number): number {
+  return bodyLimit - Math.min(REPORT_ENVELOPE_BYTES, Math.floor(bodyLimit / 2))
+}
+
 /** The most bytes one UTF-16 unit of a string takes in JSON (a control character, `\u001f`). */
 const MAX_JSON_BYTES_PER_UNIT = 6
 
@@ -31,29 +41,31 @@ const MAX_JSON_BYTES_PER_UNIT = 6
  * JSON writes but the host would refuse, on every transport alike: nested deeper than
  * MAX_RESULT_DEPTH (the host's MAX_JSON_DEPTH, less the levels of the exchange around it), or
  * with a string that is not well-formed Unicode (json-faults.ts). And one whose JSON is larger
- * than `maxBytes` (the host's body limit: no request could carry it) fails as `result_too_large`.
+ * than {@link reportLimit} of `bodyLimit` (the host's body limit: no exchange could carry it)
+ * fails as `result_too_large`.
  * All found here, before the result is copied to the runtime or written into an exchange, where
  * one of hundreds of megabytes made the whole exchange fail, again and again, and one nested a
  * few thousand levels could not be read at the other end of the thread's message, nor stored.
  */
-export function resultOf(value: unknown, maxBytes = MAX_BODY_LIMIT_BYTES): { ok: true; result: unknown } | { ok: false; error: AttemptError } {
+export function resultOf(value: unknown, bodyLimit = MAX_BODY_LIMIT_BYTES): { ok: true; result: unknown } | { ok: false; error: AttemptError } {
+  const maxBytes = reportLimit(bodyLimit)
   if (value === undefined || value === null) return { ok: true, result: null }
   if (typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) return { ok: true, result: value }
   // A short string fits however it is escaped; a long one is measured (one longer than the limit need not be written to know).
   if (typeof value === 'string' && value.length * MAX_JSON_BYTES_PER_UNIT + 2 <= maxBytes) return accepted(value)
-  if (typeof value === 'string' && value.length > maxBytes) return tooLarge(`${value.length} characters`, maxBytes)
+  if (typeof value === 'string' && value.length > maxBytes) return tooLarge(`${value.length} characters`, bodyLimit)
   let text: string | undefined
   try {
     text = JSON.stringify(value)
   } catch (error) {
     // A RangeError is a string longer than V8 makes, or the stack running out on a value nested
     // thousands of levels deep: the one too large, the other not JSON the host takes.
-    if (error instanceof RangeError) return faultIn(value, false, { maxDepth: MAX_RESULT_DEPTH, only: 'depth' }) ? unacceptable('depth') : tooLarge(error.message, maxBytes)
+    if (error instanceof RangeError) return faultIn(value, false, { maxDepth: MAX_RESULT_DEPTH, only: 'depth' }) ? unacceptable('depth') : tooLarge(error.message, bodyLimit)
     return notJson(`cannot be written as JSON: ${(error as Error).message}`)
   }
   if (text === undefined) return { ok: true, result: null }
   const bytes = text.length > maxBytes ? text.length : Buffer.byteLength(text)
-  if (bytes > maxBytes) return tooLarge(`${bytes} bytes of JSON`, maxBytes)
+  if (bytes > maxBytes) return tooLarge(`${bytes} bytes of JSON`, bodyLimit)
   return accepted(typeof value === 'string' ? value : JSON.parse(text))
 }
 
@@ -77,16 +89,19 @@ function notJson(why: string): { ok: false; error: AttemptError } {
   return { ok: false, error: { code: 'result_not_json', message: `The handler's result ${why}`, retryable: false } }
 }
 
-function tooLarge(size: string, maxBytes: number): { ok: false; error: AttemptError } {
-  return { ok: false, error: { code: 'result_too_large', message: `The handler's result is larger than the host accepts (${size}; at most ${maxBytes} bytes, its --body-limit): write it to a file and return its path`, retryable: false } }
+function tooLarge(size: string, bodyLimit: number): { ok: false; error: AttemptError } {
+  const limit = bodyLimit === MAX_BODY_LIMIT_BYTES ? 'the largest --body-limit a host takes' : 'its --body-limit'
+  const message = `The handler's result is larger than the host accepts (${size}; at most ${reportLimit(bodyLimit)} bytes: ${limit}, ${bodyLimit}, less ${bodyLimit - reportLimit(bodyLimit)} for the exchange around it): write it to a file and return its path`
+  return { ok: false, error: { code: 'result_too_large', message, retryable: false } }
 }
 
 /**
- * A handler's error as it will be reported: whole when its JSON fits in `maxBytes` (the host's
- * body limit), else with its message cut short and no stack, as the worker does for a failure
- * the host refused as too large (report-budget.ts).
+ * A handler's error as it will be reported: whole when its JSON fits in {@link reportLimit} of
+ * `bodyLimit` (the host's body limit), else with its message cut short and no stack, as the
+ * worker does for a failure the host refused as too large (report-budget.ts).
  */
-export function failureOf(error: AttemptError, maxBytes = MAX_BODY_LIMIT_BYTES): AttemptError {
+export function failureOf(error: AttemptError, bodyLimit = MAX_BODY_LIMIT_BYTES): AttemptError {
+  const maxBytes = reportLimit(bodyLimit)
   const units = error.code.length + error.message.length + (error.stack?.length ?? 0)
   if (units * MAX_JSON_BYTES_PER_UNIT + 100 <= maxBytes) return error
   return Buffer.byteLength(JSON.stringify(error)) <= maxBytes ? error : shortened(error)

@@ -4,7 +4,9 @@
  * worker` finds it from the host's 413.
  */
 import { afterEach, expect, test } from 'vitest'
-import { cleanUp, dataDirWith, poolReady, settled, startHost, submit } from './support'
+import { join } from 'node:path'
+import { REPORT_ENVELOPE_BYTES } from '../../src-shared/limits'
+import { cleanUp, dataDirWith, poolReady, settled, spawnWorker, startHost, submit, workerStarted } from './support'
 
 afterEach(() => cleanUp())
 
@@ -27,7 +29,7 @@ test("a local worker's result larger than the host's --body-limit fails its atte
       const { job, result } = await settled(host, await submit(host, { job_type: type, max_attempts: 3 }), 10_000)
       expect(job.state, type).toBe('FAILED')
       expect(result, type).toMatchObject({ attempts: 1, error: { code: 'result_too_large', retryable: false } })
-      expect(result!.error.message, type).toContain(`at most ${LIMIT} bytes`)
+      expect(result!.error.message, type).toContain(`at most ${LIMIT - REPORT_ENVELOPE_BYTES} bytes: its --body-limit, ${LIMIT}, less ${REPORT_ENVELOPE_BYTES} for the exchange around it`)
     }
     const { result } = await settled(host, await submit(host, { job_type: 'test.big-error', max_attempts: 1 }), 10_000)
     expect(result!.error).toMatchObject({ code: 'too_wordy', retryable: true })
@@ -36,4 +38,30 @@ test("a local worker's result larger than the host's --body-limit fails its atte
     expect((await settled(host, await submit(host, { job_type: 'test.fits' }), 10_000)).result!.result_data).toHaveLength(10_000)
   }
   expect(host.lines.join('\n')).not.toContain('retrying')
+})
+
+/** Results of `bytes` bytes of JSON (a string of `bytes - 2` characters and its quotes). */
+const SIZED = { 'sized.mjs': "export default { type: 'test.sized', run: ({ payload }) => 'x'.repeat(payload.bytes - 2) }" }
+
+test('a result is held to the body limit less the room for the exchange around it: one that fits the limit only without its exchange fails on a local worker as on leasehold worker, one within the room is taken by both', async () => {
+  const dataDir = dataDirWith(SIZED)
+  const host = await startHost({ dataDir, workers: 1, bodyLimitBytes: LIMIT })
+  await poolReady(host, 1)
+  const outcomes = async () => {
+    const out: Record<number, unknown> = {}
+    for (const bytes of [LIMIT - 100, LIMIT - REPORT_ENVELOPE_BYTES]) {
+      const { job, result } = await settled(host, await submit(host, { job_type: 'test.sized', payload: { bytes }, max_attempts: 3 }), 20_000)
+      out[bytes] = { state: job.state, attempts: result?.attempts, code: result?.error?.code ?? null }
+    }
+    return out
+  }
+  const expected = {
+    [LIMIT - 100]: { state: 'FAILED', attempts: 1, code: 'result_too_large' },
+    [LIMIT - REPORT_ENVELOPE_BYTES]: { state: 'DONE', attempts: 1, code: null },
+  }
+  expect(await outcomes()).toEqual(expected)
+  await host.pool!.stop(1000)
+  const worker = spawnWorker(host, ['--handlers', join(dataDir, 'handlers')])
+  await workerStarted(worker)
+  expect(await outcomes()).toEqual(expected)
 })
