@@ -34,7 +34,11 @@ export interface HandlerContext {
    * fraction outside 0–1 throws a RangeError; a note longer than 10,000 characters is cut.
    */
   progress(fraction: number | null, note?: string): void
-  /** A line for the worker's log, under the job's name; a value that is not a string is written as util.inspect shows it, on one line. */
+  /**
+   * A line for the worker's log, under the job's name; a value that is not a string is written as
+   * util.inspect shows it, on one line. Cut past 10,000 characters; a job's lines past 100 at once,
+   * then 10 a second, are dropped and counted (run-log.ts).
+   */
   log(line: unknown): void
   files: GatedFiles
 }

@@ -11,6 +11,7 @@ import { NotRegularFileError, writeRegularFile } from '../src-shared/regular-fil
 import { GateRefusal, gatePath, shownPath } from './gate-path'
 import type { GatedFiles, HandlerContext, JobInfo } from './handler-api'
 import { failureOf, progressOf, resultOf } from './handler-output'
+import { RunLog } from './run-log'
 import { type HandlerOptions, loadHandlers } from './handlers'
 import { type DriveAddress, Driver, type DriverDeps } from './driver'
 import { lowerPriority } from './niceness'
@@ -210,6 +211,7 @@ class RunContext implements HandlerContext {
   readonly log: HandlerContext['log']
   readonly #run: number
   readonly #stop: RunStop
+  readonly #lines: RunLog
   #files: GatedFiles | null = null
 
   constructor(
@@ -224,10 +226,13 @@ class RunContext implements HandlerContext {
       const checked = progressOf(fraction, note)
       progress(run, checked.fraction, checked.note)
     }
-    this.log = (value) => {
-      const line = logLineOf(value)
-      send(driver?.claimed(run) ? { type: 'line', line: driver.logLine(run, line) } : { type: 'log', run, line })
-    }
+    this.#lines = new RunLog((line) => send(driver?.claimed(run) ? { type: 'line', line: driver.logLine(run, line) } : { type: 'log', run, line }))
+    this.log = (value) => this.#lines.line(logLineOf(value))
+  }
+
+  /** Says how many of the run's log lines were dropped (run-log.ts), before its end is sent. */
+  endLog(): void {
+    this.#lines.flush()
   }
 
   get signal(): AbortSignal {
@@ -251,10 +256,14 @@ async function runJob(run: number, job: JobInfo, payload: unknown): Promise<void
   const stop = new RunStop()
   runs.set(run, stop)
   const handler = handlers.get(job.type)
+  const context = new RunContext(job, payload, run, stop)
   try {
     if (!handler) throw Object.assign(new Error(`No handler for job type "${job.type}"`), { code: 'no_handler', retryable: false })
-    end(run, resultOf(await handler.run(new RunContext(job, payload, run, stop)), maxReportBytes))
+    const value = await handler.run(context)
+    context.endLog()
+    end(run, resultOf(value, maxReportBytes))
   } catch (error) {
+    context.endLog()
     end(run, { ok: false, error: attemptErrorOf(error) })
   } finally {
     runs.delete(run)
