@@ -164,6 +164,8 @@ export function flagError(error: unknown, flags: readonly string[] = [], elsewhe
   const line = (error as Error).message.split('\n')[0]!.replace(/\. To specify a positional argument starting with a '-'.*$/, '')
   const valueless = code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' ? /^Option '(--[^' ]+)(?: <value>)?' argument (?:missing|is ambiguous)/.exec(line)?.[1] : undefined
   if (valueless !== undefined) return new ConfigError(`${valueless} needs a value`)
+  // The version is the program's, asked before any command: `leasehold status -v` names that.
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && /^Unknown option '(?:-v|--version)'$/.test(line)) return new ConfigError(`${line}: the version is \`leasehold --version\`, given before any command`)
   const unknown = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'--([^'=]+)/.exec(line)?.[1] : undefined
   if (unknown !== undefined && elsewhere[unknown] !== undefined) return new ConfigError(`--${unknown} belongs to ${elsewhere[unknown]}`)
   const meant = unknown === undefined ? undefined : likelyFlag(unknown, flags)

@@ -75,6 +75,8 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a line of --each the host could not store as sent', ['submit', '--type', 't', '--each', EACH_WITH_LONE_SURROGATE], `--each ${EACH_WITH_LONE_SURROGATE} line 3: payload.a: must be well-formed Unicode`],
     ['a URL without its scheme', ['status', '--url', '127.0.0.1:7878', '--token', 'x'], '--url must be an http:// or https:// URL'],
     ['an unknown flag', ['schedule', 'list', '--bogus'], "Unknown option '--bogus'"],
+    ['the version asked after a command, where it is no flag of the command', ['status', '-v'], "Unknown option '-v': the version is `leasehold --version`, given before any command"],
+    ['the version asked of the worker program', ['worker', '--version'], "Unknown option '--version': the version is `leasehold --version`, given before any command"],
     ['a value only the host refuses, named by its flag', ['submit', '--type', 't', '--key', 'k'.repeat(201)], '--key: Too big: expected string to have <=200 characters'],
     ['a value only the host refuses, its field the flag\'s name', ['submit', '--type', 't', '--queue', 'q'.repeat(201)], '--queue: Too big: expected string to have <=200 characters'],
     ['a schedule\'s job value only the host refuses, named by its flag', ['schedule', 'add', 'n', '--cron', '* * * * *', '--type', 't', '--queue', 'q'.repeat(201)], 'leasehold: --queue: Too big'],
