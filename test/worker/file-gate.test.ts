@@ -93,6 +93,8 @@ test("a recursive rm of a folder waits while another job holds a file inside it:
 
   const holder = await submit(host, { job_type: 'test.hold-write', payload: { path: file, first: 'start\n', second: 'end\n', hold_ms: 1000 } })
   await waitForEvent(host, { job: holder, type: 'FILE_LEASE_ACQUIRED' }, 5000)
+  // Its first write, which makes the file, follows the lease's grant.
+  await until(() => existsSync(file), 5000, 'the holder wrote the file')
   const remover = await submit(host, { job_type: 'test.rm-dir', payload: { path: dir } })
   const contended = await waitForEvent(host, { job: remover, type: 'FILE_LEASE_CONTENDED' }, 5000)
   expect(contended.data).toMatchObject({ file: dir, holder: { file, job_id: holder } })
