@@ -124,9 +124,22 @@ export class Driver {
 
   private get free(): number {
     if (this.draining || this.unlinked) return 0
+    return this.table.freeCount() - this.asked
+  }
+
+  /** The slots this thread's claims in flight ask for. */
+  private get asked(): number {
     let asked = 0
     for (const x of this.inFlight.values()) if (!x.abandoned) asked += x.asked
-    return this.table.freeCount() - asked
+    return asked
+  }
+
+  /**
+   * Tells the table what this thread's claims in flight ask for, once per exchange that leaves or
+   * is answered: a runtime that claims while this thread is blocked leaves those slots to it.
+   */
+  private publishAsked(): void {
+    this.table.threadAsks(this.asked)
   }
 
   private get hasReports(): boolean {
@@ -173,6 +186,7 @@ export class Driver {
     const id = this.nextId++
     const abandon = longPoll ? new AbortController() : null
     this.inFlight.set(id, { longPoll, asked, sentAt: performance.now(), reports, abandon, abandoned: false })
+    if (asked > 0) this.publishAsked()
     this.deps.exchange(params, abandon?.signal).then(
       (answer) => this.answered(id, answer),
       (error: Error) => this.failed(id, error),
@@ -192,8 +206,12 @@ export class Driver {
     this.outbox.fail.push(...failuresOfRefusedCompletions(sent.reports.complete, completed))
     this.settled(sent.reports)
     // Jobs granted to a claim given up on are not run: the host expires their leases (it saw the
-    // request abandoned, or sees the worker exit).
-    if (!sent.abandoned && !this.draining) for (const claim of jobs) this.run(claim)
+    // request abandoned, or sees the worker exit). The others all take their entries before any
+    // handler starts, and only then is the claim no longer counted as asking: a handler that
+    // blocks this thread leaves the table saying which slots are the worker's.
+    const started = !sent.abandoned && !this.draining ? jobs.map((claim) => this.take(claim)) : []
+    if (sent.asked > 0) this.publishAsked()
+    for (const own of started) if (own) this.deps.start(own.claim, own.run)
     this.pump()
   }
 
@@ -209,6 +227,7 @@ export class Driver {
     const sent = this.inFlight.get(id)
     if (!sent) return
     this.inFlight.delete(id)
+    if (sent.asked > 0) this.publishAsked()
     const reports = sent.reports.complete.length + sent.reports.fail.length
     if (refusesWorker(error, reports)) {
       if (!sent.abandoned) this.putBack(sent.reports)
@@ -232,15 +251,21 @@ export class Driver {
     this.pump()
   }
 
-  /** Runs a granted job here, or gives it to the runtime when it may run long (or its claim does not fit the table). */
-  private run(claim: Claim): void {
+  /**
+   * Takes a table entry for a granted job, to run here (the run to start), or gives the job to
+   * the runtime when it may run long (or its claim does not fit the table): null.
+   */
+  private take(claim: Claim): { claim: Claim; run: number } | null {
     const run = this.nextRun--
     const keep = !this.options.handsOverLong || this.runTimes.isShort(claim.job_type)
     const { entry, kept, look } = this.table.take(claim, run, this.options.owner, keep)
     if (look) this.deps.tell({ type: 'look' })
-    if (!kept) return this.deps.tell({ type: 'hand-over', entry, claim })
+    if (!kept) {
+      this.deps.tell({ type: 'hand-over', entry, claim })
+      return null
+    }
     this.runs.set(run, { entry, claim, startedAt: performance.now() })
-    this.deps.start(claim, run)
+    return { claim, run }
   }
 
   /** Whether `run` is a job this thread claimed. */
@@ -303,6 +328,7 @@ export class Driver {
       this.putBack(sent.reports)
       sent.abandon?.abort()
     }
+    this.publishAsked()
     this.pump()
     this.checkDrained()
   }
@@ -340,6 +366,7 @@ export class Driver {
     if (entries.length > 0) this.deps.tell({ type: 'adopt', entries })
     for (const sent of this.inFlight.values()) if (!sent.abandoned) this.putBack(sent.reports)
     this.inFlight.clear()
+    this.publishAsked()
     this.deps.tell({ type: 'unlinked', ...this.outbox })
     this.outbox = noReports()
     for (const entry of this.reportEntries.values()) this.table.reported(entry) // the runtime reports them now

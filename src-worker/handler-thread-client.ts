@@ -28,6 +28,8 @@ export interface RunListener<R> {
   unlinked?(thread: HandlerThread<R>, reports: Required<Pick<ExchangeRequest, 'complete' | 'fail'>>): void
   drained?(thread: HandlerThread<R>): void
   look?(): void
+  /** The driving thread answers a ping (thread-protocol.ts): its turns come again. */
+  pong?(thread: HandlerThread<R>): void
   /** The host refuses the worker itself (transport.ts refusesWorker). */
   refused?(error: HostError): void
 }
@@ -163,6 +165,8 @@ export class HandlerThread<R> {
         return this.listener.drained?.(this)
       case 'look':
         return this.listener.look?.()
+      case 'pong':
+        return this.listener.pong?.(this)
       case 'refused':
         return this.listener.refused?.(new HostError(message.status, message.code, message.detail))
     }

@@ -287,6 +287,7 @@ function receive(message: ToThread): void {
     if (message.error) waiter?.reject(new GateError(message.error.code, message.error.message, message.error.retryable !== false))
     else waiter?.resolve()
   } else if (message.type === 'freed') driver?.freed(message.job_type, message.ms)
+  else if (message.type === 'ping') send({ type: 'pong' })
   else if (message.type === 'begin') {
     begun = true
     driver?.pump()

@@ -18,6 +18,8 @@ import type { Claim } from './transport'
  *   yet (→ FREE once it is). The runtime leaves it, unless the thread has exited: its report went
  *   with it, and the runtime takes the job over (→ RUNTIME) to end it as `thread_exited`;
  * - RUNTIME: the runtime heartbeats the job and reports its end, and frees the entry (→ FREE).
+ *   The runtime also takes a FREE entry so for each job it claims itself while the thread is
+ *   blocked (runtime.ts askIfBlocked), so that the thread's claims leave that slot to it.
  * An entry being written is BUSY, which the runtime passes over.
  */
 
@@ -34,12 +36,16 @@ export const ENTRY_BYTES = 1024
 const FIELDS = 4
 /**
  * The header: the shortest heartbeat interval (ms) of the jobs taken so far; how many jobs have
- * been taken (a counter); 1 while the runtime's watch is slow, to be told by the next take.
+ * been taken (a counter); 1 while the runtime's watch is slow, to be told by the next take; the
+ * slots asked for by the thread's claims in flight, and by the runtime's (which claims only
+ * while the thread is blocked: {@link freeForRuntime}), each written by its own side.
  */
 const SHORTEST_BEAT = 0
 const TAKES = 1
 const WATCH_SLOW = 2
-const HEADER = 3
+const ASKED_BY_THREAD = 3
+const ASKED_BY_RUNTIME = 4
+const HEADER = 5
 
 /** A job the runtime has taken from the table: its claim (no payload), its run in the thread, when it started (epoch ms). */
 export interface TakenJob {
@@ -82,7 +88,8 @@ export class JobTable {
   /**
    * The entries the thread may claim for: those free now, and those whose end it is reporting
    * (freed when the host answers that report, before the jobs granted with the answer are taken:
-   * a report and a claim that go together so fit).
+   * a report and a claim that go together so fit), less those the runtime's claims in flight
+   * asked for.
    */
   freeCount(): number {
     let free = 0
@@ -90,7 +97,37 @@ export class JobTable {
       const state = Atomics.load(this.ints, this.state(entry))
       if (state === FREE || state === REPORTING) free++
     }
-    return free
+    return free - Atomics.load(this.ints, ASKED_BY_RUNTIME)
+  }
+
+  /** The thread's side: the slots its claims in flight ask for, written each time an exchange leaves or is answered (not per job). */
+  threadAsks(slots: number): void {
+    Atomics.store(this.ints, ASKED_BY_THREAD, slots)
+  }
+
+  /** The runtime's side: the slots its claims in flight ask for. */
+  runtimeAsks(slots: number): void {
+    Atomics.store(this.ints, ASKED_BY_RUNTIME, slots)
+  }
+
+  /**
+   * The runtime's side: the entries it may claim for while the thread is blocked — those free
+   * now, less those the thread's claims in flight asked for (what a blocked thread's claim is
+   * granted is the worker's to run, once the thread takes it). Entries whose end the thread
+   * reports stay its own: a blocked thread frees none.
+   */
+  freeForRuntime(): number {
+    let free = 0
+    for (let entry = 0; entry < this.size; entry++) if (Atomics.load(this.ints, this.state(entry)) === FREE) free++
+    return free - Atomics.load(this.ints, ASKED_BY_THREAD) - Atomics.load(this.ints, ASKED_BY_RUNTIME)
+  }
+
+  /** The runtime's side: takes a free entry for a job it claimed itself (RUNTIME's, freed by {@link free}); -1 if none is free. */
+  reserve(): number {
+    for (let entry = 0; entry < this.size; entry++) {
+      if (Atomics.compareExchange(this.ints, this.state(entry), FREE, RUNTIME) === FREE) return entry
+    }
+    return -1
   }
 
   /**

@@ -173,9 +173,10 @@ const withoutNotes = (heartbeats: Outbox['heartbeat']): Outbox['heartbeat'] =>
  *
  * A worker's first thread claims, runs and reports its own jobs straight to the host instead
  * (driver.ts: over a local worker's link, or over HTTP or Redis in `leasehold worker`); the
- * runtime then claims nothing, and answers for those jobs through the job table the two
- * threads share (job-table.ts): it takes over any it finds there when it looks, and those the
- * thread gives it.
+ * runtime then claims nothing — but for the other threads while a handler blocks that thread
+ * ({@link askIfBlocked}) — and answers for those jobs through the job table the two threads
+ * share (job-table.ts): it takes over any it finds there when it looks, and those the thread
+ * gives it.
  */
 export class WorkerRuntime {
   private readonly stopClaiming = new AbortController()
@@ -244,6 +245,10 @@ export class WorkerRuntime {
   private typesFrom = 0
   /** Called when a thread takes the place of one that exited (see {@link readyThread}). */
   private readonly onReplaced = new Set<() => void>()
+  /** Driving threads asked at a tick of the watch whether their turns still come, not answered yet (see {@link askIfBlocked}). */
+  private readonly pinged = new Set<HandlerThread<Running>>()
+  /** Driving threads a handler blocks (a ping unanswered for a tick): the runtime claims for the other threads until they answer. */
+  private readonly blocked = new Set<HandlerThread<Running>>()
 
   /** Where the handler threads' messages go, for every job. */
   private readonly listener: RunListener<Running> = {
@@ -266,6 +271,7 @@ export class WorkerRuntime {
       this.putBack({ heartbeat: new Map(), ...reports })
       this.driverGone(thread, false)
     },
+    pong: (thread) => this.threadAnswered(thread),
     look: () => {
       this.watchSlow = false
       clearTimeout(this.watchTimer)
@@ -397,10 +403,46 @@ export class WorkerRuntime {
     if (this.watchTimer || this.drivers.size === 0) return
     this.watchTimer = setTimeout(() => {
       this.watchTimer = undefined
-      for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
+      for (const [thread, owner] of this.drivers) {
+        this.adopt(thread, this.table!.takeOver(owner))
+        this.askIfBlocked(thread)
+      }
       this.watchSlow = this.watchMaySlow()
       this.watch()
     }, this.watchSlow ? this.table!.shortestBeatMs() / 2 : Math.min(1000, this.table!.shortestBeatMs() / 2))
+  }
+
+  /**
+   * At a tick, a driving thread that still runs a job the runtime took over may be blocked by it
+   * (a handler that computes without yielding), and a blocked thread claims nothing: the worker
+   * would take no job while it has free slots and idle threads. The thread is asked to answer (a
+   * ping, a message it answers in its next turn); one that has not answered by the next tick is
+   * blocked, and the runtime claims for the worker's other threads until it answers
+   * ({@link threadAnswered}). Only a thread that runs a job past a tick is asked: a driving thread's
+   * short jobs cost no message.
+   */
+  private askIfBlocked(thread: HandlerThread<Running>): void {
+    if (!this.pinged.has(thread)) {
+      if (thread.load === 0) return
+      this.pinged.add(thread)
+      return thread.post({ type: 'ping' })
+    }
+    if (this.blocked.has(thread) || this.threads.length < 2) return
+    this.blocked.add(thread)
+    const jobs = [...this.running.values()].filter((job) => job.thread === thread).map((job) => job.claim.job_id)
+    this.options.log(`leasehold worker: the driving thread does not answer, a handler blocking it (${jobs.join(', ')}); the runtime claims for the other threads until it answers`)
+    this.pump()
+  }
+
+  /**
+   * A driving thread answered a ping: its turns come, and if it was blocked it claims again. A
+   * long-poll the runtime has in flight for it runs its course (given up, the jobs the host
+   * grants it as it is given up would be leased to no one until their leases expired): its jobs
+   * go to the other threads, and the thread claims meanwhile for the slots it leaves.
+   */
+  private threadAnswered(thread: HandlerThread<Running>): void {
+    this.pinged.delete(thread)
+    if (this.blocked.delete(thread)) this.options.log('leasehold worker: the driving thread answers again; it claims again, the runtime no more')
   }
 
   /**
@@ -515,6 +557,8 @@ export class WorkerRuntime {
     const owner = this.drivers.get(thread)
     if (owner === undefined) return
     this.drivers.delete(thread)
+    this.pinged.delete(thread)
+    this.blocked.delete(thread)
     this.adopt(thread, this.table!.takeOver(owner, exited))
     if (!exited) this.claimsHere = true
     this.pump()
@@ -594,10 +638,16 @@ export class WorkerRuntime {
     this.outbox = emptyOutbox()
   }
 
+  /**
+   * The slots the runtime claims for: the worker's free slots when it claims every job itself;
+   * while a driving thread is blocked ({@link askIfBlocked}), the job table's free entries less
+   * those the thread's claims in flight and the runtime's ask for; otherwise none.
+   */
   private get free(): number {
     // No thread takes jobs (each waits for its replacement, thread-crashes.ts): a job claimed now would end at once.
-    if (this.stopClaiming.signal.aborted || !this.claimsHere || this.threads.every((thread) => this.takesNoJob(thread))) return 0
-    return this.options.concurrency - this.running.size - this.reserved
+    if (this.stopClaiming.signal.aborted || this.threads.every((thread) => this.takesNoJob(thread) || this.blocked.has(thread))) return 0
+    if (this.claimsHere) return this.options.concurrency - this.running.size - this.reserved
+    return this.blocked.size > 0 ? this.table!.freeForRuntime() : 0
   }
 
   private get hasReports(): boolean {
@@ -674,6 +724,7 @@ export class WorkerRuntime {
     if (outbox.fail.length > 0) request.fail = outbox.fail
     if (maxJobs > 0) request.claim = { streams, job_types: this.claimTypes(), gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
     this.reserved += maxJobs
+    if (!this.claimsHere) this.table?.runtimeAsks(this.reserved)
     if (longPoll) this.polling = true
     else this.reporting = true
     let answer: ExchangeAnswer | null = null
@@ -718,6 +769,8 @@ export class WorkerRuntime {
       this.outbox.fail.push(...failuresOfRefusedCompletions(outbox.complete, answer.completed))
       this.place(answer.jobs)
     }
+    // Only now that its jobs hold their entries: a driving thread never counts a slot twice.
+    if (!this.claimsHere) this.table?.runtimeAsks(this.reserved)
     this.pump()
   }
 
@@ -765,12 +818,15 @@ export class WorkerRuntime {
    */
   private place(claims: Claim[]): void {
     const threads = this.threads
+    // Claimed while a driving thread was blocked: the jobs go to the other threads, and each holds
+    // an entry of the job table, so that the driving thread's claims leave its slot to it.
+    const standIn = !this.claimsHere && this.table !== null
     const placed = placeBatch(
       claims.map((claim) => claim.job_type),
-      threads.map((thread) => (this.takesNoJob(thread) ? Number.POSITIVE_INFINITY : thread.load)),
+      threads.map((thread) => (this.takesNoJob(thread) || (standIn && this.drivers.has(thread)) ? Number.POSITIVE_INFINITY : thread.load)),
       (type) => this.runTimes.isShort(type),
     )
-    this.startJobs(claims.map((claim, i) => ({ claim, thread: threads[placed[i]!]!, entry: -1 })))
+    this.startJobs(claims.map((claim, i) => ({ claim, thread: threads[placed[i]!]!, entry: standIn ? this.table!.reserve() : -1 })))
   }
 
   /** The least-loaded thread that does not drive, for a job a driving thread gave the runtime (any, when there is one thread). */

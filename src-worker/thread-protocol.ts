@@ -21,6 +21,8 @@ export type ToThread =
   | { type: 'drain' }
   /** To the driving thread: the host refuses the worker; send it nothing more, and give the runtime your jobs and reports (`unlinked`). */
   | { type: 'refused' }
+  /** To the driving thread, which runs a job the runtime has taken over: answer (`pong`), to show your turns still come (the runtime's watch, runtime.ts). */
+  | { type: 'ping' }
 
 /** A run's latest progress: the last fraction and the last note given (null: none given). */
 export interface RunProgress {
@@ -51,6 +53,8 @@ export type FromThread =
   | { type: 'refused'; status: number; code: string; detail: string }
   /** The runtime is to look at the job table now (job-table.ts `take`): a job beats more often than any before, or its watch slept. */
   | { type: 'look' }
+  /** The driving thread's answer to a `ping`: its turns come again. */
+  | { type: 'pong' }
 
 /** What a handler is told about its job, from the job's claim. */
 export function jobInfo(claim: Claim): JobInfo {

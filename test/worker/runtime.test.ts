@@ -157,25 +157,27 @@ class ScriptedTransport implements WorkerTransport {
     // A waiting claim: answered with the next offer, or when the worker stops.
     const since = performance.now()
     return new Promise((resolve) => {
-      this.waiting = () => {
-        this.waiting = null
+      const answerNow = () => {
+        if (!this.waiting.delete(answerNow)) return
         answer.jobs = this.claims.splice(0, request.claim!.max_jobs)
         answer.claim_waited_ms = performance.now() - since
         if (answer.jobs.length > 0) this.answered.push(answer.jobs.map((j) => j.job_id))
         resolve(answer)
       }
-      signal?.addEventListener('abort', () => this.waiting?.(), { once: true })
+      this.waiting.add(answerNow)
+      signal?.addEventListener('abort', answerNow, { once: true })
     })
   }
-  private waiting: (() => void) | null = null
+  /** The long-polls waiting (a driving thread's and the runtime's may wait at once), oldest first. */
+  private readonly waiting = new Set<() => void>()
   /** A long-poll waits for an offer. */
   get polled(): boolean {
-    return this.waiting !== null
+    return this.waiting.size > 0
   }
-  /** More claims: a waiting claim gets them at once. */
+  /** More claims: the waiting claims get them at once, the oldest first. */
   offer(claims: Claim[]): void {
     this.claims.push(...claims)
-    this.waiting?.()
+    for (const answerNow of [...this.waiting]) answerNow()
   }
   /** Every acquire the gate sent. */
   readonly gateRequests: GateRequest[] = []
@@ -582,6 +584,36 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
       const reported = transport.requests.findIndex((r) => r.complete?.some((c) => c.job_id === 'spin'))
       const beatsWhileBlocked = transport.requests.slice(0, reported).filter((r) => r.heartbeat?.some((h) => h.job_id === 'spin'))
       expect(beatsWhileBlocked.length).toBeGreaterThan(1)
+      expect(transport.failed).toEqual([])
+    } finally {
+      close()
+    }
+  })
+
+  test('while a handler blocks the driving thread, the runtime claims for the other threads; once the thread answers again it claims again itself', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      const lines = await started(transport, { concurrency: 4, threads: 2, shortRunMs: KNOWN_IS_SHORT, drive, modules: { 'spin.mjs': SPIN } })
+      await teachShort(transport, 'test.spin', { ms: 0 })
+      transport.offer([aJobOf('spin', 'test.spin', { ms: 4000 })])
+      await new Promise((resolve) => setTimeout(resolve, 2000)) // the watch has found the thread blocked (a tick takes the job over, the next finds no answer)
+      transport.offer([aJobOf('other', 'sleep', { ms: 50 })])
+      await until(() => transport.completed.some((c) => c.job_id === 'other'), 2000, 'the other job reported while the driving thread is blocked')
+      expect(transport.completed.some((c) => c.job_id === 'spin')).toBe(false)
+      expect(transport.viaThread).not.toContain('other')
+      await until(() => transport.completed.some((c) => c.job_id === 'spin'), 5000, 'the blocking job reported')
+      expect(lines.filter((l) => l.includes('claims for the other threads'))).toHaveLength(1)
+      await until(() => lines.some((l) => l.includes('answers again')), 2000, 'claiming given back')
+      // The runtime's long-poll in flight runs its course (its job goes to the other thread); it sends no other claim.
+      const runtimeClaims = () => transport.requests.filter((r) => r.claim && !transport.threadRequests.includes(r)).length
+      const claimed = runtimeClaims()
+      for (const id of ['after-0', 'after-1']) {
+        transport.offer([aJobOf(id, 'test.spin', { ms: 0 })])
+        await until(() => transport.completed.some((c) => c.job_id === id), 5000, `${id} reported`)
+      }
+      expect(transport.viaThread).toContain('after-1') // claimed, run and reported by the driving thread again
+      expect(runtimeClaims()).toBe(claimed)
       expect(transport.failed).toEqual([])
     } finally {
       close()
