@@ -77,6 +77,9 @@ interface OwnRun {
 
 const noReports = (): Reports => ({ complete: [], fail: [] })
 
+/** Microtask turns the handlers started so far get before the next of an answer's jobs starts: enough for one that returns, or awaits what is already there, to end. */
+const SETTLE_TICKS = 8
+
 export class Driver {
   private outbox = noReports()
   private readonly inFlight = new Map<number, InFlight>()
@@ -102,6 +105,10 @@ export class Driver {
   private saidDrained = false
   /** The link has closed: everything has gone to the runtime. */
   private unlinked = false
+  /** While an answer's jobs start ({@link startAll}): the ends of its jobs since the last start. */
+  private endedMeanwhile: { entry: number; outcome: Outcome }[] | null = null
+  /** Answers whose jobs are starting. */
+  private starting = 0
 
   private readonly table: JobTable
 
@@ -211,8 +218,36 @@ export class Driver {
     // blocks this thread leaves the table saying which slots are the worker's.
     const started = !sent.abandoned && !this.draining ? jobs.map((claim) => this.take(claim)) : []
     if (sent.asked > 0) this.publishAsked()
-    for (const own of started) if (own) this.deps.start(own.claim, own.run)
+    void this.startAll(started.filter((own) => own !== null))
     this.pump()
+  }
+
+  /**
+   * Starts the handlers of an answer's jobs, one after another. Between two starts the handlers
+   * started so far get a few microtask turns, so that those that return at once have ended, and
+   * the ends whose reports have not left yet are kept in their table entries (keepOutcome): a
+   * handler that computes without yielding holds this thread from its start, and its reports with
+   * it, and should the thread then be replaced (the handler cancelled, or out of time), the
+   * runtime reports those jobs done, not `thread_exited` (with attempts left, they would run
+   * again). It costs no message: the reports still go together in the next exchange.
+   */
+  private async startAll(runs: { claim: Claim; run: number }[]): Promise<void> {
+    this.starting++
+    this.endedMeanwhile ??= []
+    for (const [i, { claim, run }] of runs.entries()) {
+      if (i > 0) {
+        for (let tick = 0; tick < SETTLE_TICKS; tick++) await null
+        this.keepUnsent()
+      }
+      this.deps.start(claim, run)
+    }
+    if (--this.starting === 0) this.endedMeanwhile = null
+  }
+
+  /** Keeps in the table how the jobs that ended while an answer's jobs start ended, their reports not having left. */
+  private keepUnsent(): void {
+    for (const { entry, outcome } of this.endedMeanwhile ?? []) this.table.keepOutcome(entry, outcome)
+    this.endedMeanwhile = []
   }
 
   /**
@@ -303,6 +338,7 @@ export class Driver {
     const { job_id, attempt_id, lease_token } = own.claim
     const latest = progress?.fraction != null || progress?.note != null ? { progress: progress.fraction, note: progress.note } : {}
     this.reportEntries.set(attempt_id, own.entry)
+    this.endedMeanwhile?.push({ entry: own.entry, outcome })
     if (outcome.ok) this.outbox.complete.push({ job_id, attempt_id, lease_token, result: outcome.result, ...latest })
     else this.outbox.fail.push({ job_id, attempt_id, lease_token, error: outcome.error })
     this.pump()

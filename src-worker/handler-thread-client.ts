@@ -40,14 +40,15 @@ const fromSources = import.meta.url.endsWith('.ts')
 
 /**
  * How a run ends when its thread exits: with the exit code, and the uncaught error that ended the
- * thread if one did (a handler's stray rejection, a throw in its timer), so that whoever reads
- * the failed job learns what went wrong, even when it was another job's handler.
+ * thread if one did (a handler's stray rejection, a throw in its timer), or why the worker ended
+ * it (`ended`: the job whose handler did not stop), so that whoever reads the failed job learns
+ * what went wrong, even when it was another job's handler.
  */
-const exited = (code: number, cause: Error | null): RunOutcome => ({
+const exited = (code: number, cause: Error | null, ended: string | null): RunOutcome => ({
   ok: false,
   error: {
     code: 'thread_exited',
-    message: cause ? `handler thread exited with ${code}: ${cause.message}` : `handler thread exited with ${code}`,
+    message: cause ? `handler thread exited with ${code}: ${cause.message}` : ended ? `handler thread exited with ${code}: ${ended}` : `handler thread exited with ${code}`,
     ...(cause?.stack ? { stack: cause.stack } : {}),
     retryable: true,
   },
@@ -70,6 +71,8 @@ export class HandlerThread<R> {
   private exitCode: number | null = null
   /** The uncaught error that ended the thread, if one did. */
   private exitCause: Error | null = null
+  /** Why the worker ended the thread ({@link terminate}), if it said. */
+  private endedBecause: string | null = null
   /** The exit came from an uncaught error in the thread (not a message that could not be read, nor a terminate). */
   private uncaught = false
   /** When its handlers had loaded (performance.now()), once they have. */
@@ -124,7 +127,7 @@ export class HandlerThread<R> {
         reject(new Error(`handler thread exited with ${code}`))
         const ended = [...this.runs.values()]
         this.runs.clear()
-        for (const run of ended) listener.end(run, exited(code, this.exitCause))
+        for (const run of ended) listener.end(run, exited(code, this.exitCause, this.endedBecause))
         const death = { cause: this.uncaught ? this.exitCause : null, ranJobs: this.ranJobs, readyForMs: this.readyAt === null ? null : performance.now() - this.readyAt }
         listener.exited?.(this, death) // the jobs it claimed and still reported itself end now as thread_exited, not at their leases' expiry
       })
@@ -205,7 +208,7 @@ export class HandlerThread<R> {
     this.ranJobs = true
     const exitCode = this.exitCode
     if (exitCode !== null) {
-      queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause)))
+      queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause, this.endedBecause)))
       return number
     }
     this.runs.set(number, run)
@@ -227,7 +230,7 @@ export class HandlerThread<R> {
   adopt(number: number, run: R): void {
     this.ranJobs = true
     const exitCode = this.exitCode
-    if (exitCode !== null) queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause)))
+    if (exitCode !== null) queueMicrotask(() => this.listener.end(run, exited(exitCode, this.exitCause, this.endedBecause)))
     else this.runs.set(number, run)
   }
 
@@ -235,7 +238,9 @@ export class HandlerThread<R> {
     if (this.runs.has(run)) this.post({ type: 'abort', run, reason })
   }
 
-  terminate(): Promise<number> {
+  /** Ends the thread; `because` (the handler that did not stop, say) is told to the runs it ends. */
+  terminate(because?: string): Promise<number> {
+    if (because !== undefined && this.exitCode === null) this.endedBecause ??= because
     return this.worker.terminate()
   }
 }

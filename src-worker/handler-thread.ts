@@ -34,8 +34,11 @@ const MAX_BATCH_AGE_MS = 20
  * turn go as one message (the last fraction, the last note), or with its end if it ends then.
  */
 const unsentProgress = new Map<number, RunProgress>()
+/** A run's end waits in the batch (see {@link endsOut}). */
+let endPending = false
 const batch = new MessageBatch<FromThread>(
   (messages) => {
+    endPending = false
     for (const [run, { fraction, note }] of unsentProgress) {
       if (driver?.holds(run)) continue // its progress goes with its end (driver.ts)
       messages.push({ type: 'progress', run, fraction, note })
@@ -276,6 +279,7 @@ function end(run: number, ended: { ok: true; result: unknown } | { ok: false; er
   const progress = takeProgress(run)
   if (driver?.claimed(run) && driver.ended(run, outcome, progress.progress)) return
   send(outcome.ok ? { type: 'done', run, result: outcome.result, ...progress } : { type: 'failed', run, error: outcome.error, ...progress })
+  endPending = true
 }
 
 function receive(message: ToThread): void {
@@ -299,9 +303,51 @@ function receive(message: ToThread): void {
   }
 }
 
+/** Messages from the runtime not handled yet, in order: a message's runs start one after another (see {@link endsOut}). */
+const inbox: ToThread[] = []
+let reading = false
+
 port.on('message', (messages: ToThread[]) => {
-  for (const message of messages) receive(message)
+  inbox.push(...messages)
+  if (!reading) void readInbox()
 })
+
+/**
+ * Handles the runtime's messages in order. A run starts only once the ends of the runs before it
+ * have left the thread ({@link endsOut}); what comes after it waits its turn, so an abort or a
+ * gate's answer never overtakes the run it is about.
+ */
+async function readInbox(): Promise<void> {
+  reading = true
+  let started = false
+  while (inbox.length > 0) {
+    const message = inbox.shift()!
+    if (message.type === 'run') {
+      await endsOut(started)
+      started = true
+    }
+    receive(message)
+  }
+  reading = false
+}
+
+/** Microtask turns given to the runs started before the next: enough for a handler that returns, or awaits what is already there, to end. */
+const SETTLE_TICKS = 8
+
+/**
+ * Before a run starts, the ends of the runs that have returned leave the thread at once, with
+ * the batch they are in: a handler that computes without yielding holds its thread from its
+ * start, and an end still in the batch then would stay in the thread — a job that had returned
+ * would fail `thread_exited` once that thread is replaced (or run twice, with attempts left).
+ * After runs started in the same turn (`settle`), their handlers' continuations run first (a few
+ * microtask turns), so that those that return at once have ended. What it costs: a message of
+ * runs that all return at once answers in one message per run instead of one in all; runs that
+ * await anything (a timer, I/O) have not ended by then, and their ends still go together.
+ */
+async function endsOut(settle: boolean): Promise<void> {
+  if (settle) for (let tick = 0; tick < SETTLE_TICKS; tick++) await null
+  if (endPending) batch.flush()
+}
 // A message from the runtime that cannot be read here (a job to run, an abort, a gate's answer)
 // would leave its jobs waiting for ever: the thread ends on it instead, naming it, and its jobs
 // end as thread_exited (handler-thread-client.ts).

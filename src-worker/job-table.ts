@@ -1,4 +1,4 @@
-import type { Claim } from './transport'
+import type { AttemptError, Claim } from './transport'
 
 /**
  * The worker's slots, in memory its threads share: one entry per job the worker may run at once.
@@ -32,8 +32,11 @@ const REPORTING = 4
 /** How much of a claim (all of it but its payload) an entry holds; a longer one goes to the runtime by message. */
 export const ENTRY_BYTES = 1024
 
-/** Int32 fields of an entry: its state, the thread that holds it, its run's number there, the claim's length in bytes. */
-const FIELDS = 4
+/**
+ * Int32 fields of an entry: its state, the thread that holds it, its run's number there, the
+ * claim's length in bytes, and the length of the outcome kept after it (0: none, see {@link keepOutcome}).
+ */
+const FIELDS = 5
 /**
  * The header: the shortest heartbeat interval (ms) of the jobs taken so far; how many jobs have
  * been taken (a counter); 1 while the runtime's watch is slow, to be told by the next take; the
@@ -53,7 +56,12 @@ export interface TakenJob {
   claim: Claim
   run: number
   startedAt: number
+  /** How its handler ended, when the thread kept it for a report that had not left ({@link JobTable.keepOutcome}). */
+  outcome?: KeptOutcome
 }
+
+/** A handler's end as the thread reports it. */
+export type KeptOutcome = { ok: true; result: unknown } | { ok: false; error: AttemptError }
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
@@ -149,6 +157,7 @@ export class JobTable {
       this.ints[at + 1] = owner
       this.ints[at + 2] = run
       this.ints[at + 3] = written
+      this.ints[at + 4] = 0
       const beatMs = Math.round(claim.heartbeat_interval_seconds * 1000)
       const sooner = beatMs < Atomics.load(this.ints, SHORTEST_BEAT)
       if (sooner) Atomics.store(this.ints, SHORTEST_BEAT, beatMs)
@@ -163,6 +172,21 @@ export class JobTable {
   /** The thread's side: its job has ended. True if the thread is to report it (the entry is REPORTING until {@link reported}); false if the runtime took it over. */
   release(entry: number): boolean {
     return Atomics.compareExchange(this.ints, this.state(entry), THREAD, REPORTING) === THREAD
+  }
+
+  /**
+   * The thread's side: keeps how the job of `entry` ended beside its claim, while the entry is
+   * REPORTING, when it fits there: should the thread exit before its report leaves, the runtime
+   * reports that end instead of `thread_exited`. False if it does not fit.
+   */
+  keepOutcome(entry: number, outcome: KeptOutcome): boolean {
+    const at = this.state(entry)
+    const from = entry * ENTRY_BYTES + this.ints[at + 3]!
+    const text = JSON.stringify(outcome)
+    const { read, written } = encoder.encodeInto(text, this.bytes.subarray(from, (entry + 1) * ENTRY_BYTES))
+    if (read !== text.length) return false
+    Atomics.store(this.ints, at + 4, written)
+    return true
   }
 
   /** The thread's side: the host has answered the report of the job of `entry`, or the report went to the runtime: the entry is FREE. */
@@ -212,7 +236,13 @@ export class JobTable {
     const at = this.state(entry)
     const length = this.ints[at + 3]!
     const claim = { ...JSON.parse(decoder.decode(this.bytes.slice(entry * ENTRY_BYTES, entry * ENTRY_BYTES + length))), payload: null } as Claim
-    return { entry, claim, run: this.ints[at + 2]!, startedAt: this.starts[entry]! }
+    const taken: TakenJob = { entry, claim, run: this.ints[at + 2]!, startedAt: this.starts[entry]! }
+    const kept = Atomics.load(this.ints, at + 4)
+    if (kept > 0) {
+      const from = entry * ENTRY_BYTES + length
+      taken.outcome = JSON.parse(decoder.decode(this.bytes.slice(from, from + kept))) as KeptOutcome
+    }
+    return taken
   }
 
   /** The runtime's side: the job of an entry it owned has ended and been reported. */

@@ -169,7 +169,8 @@ const withoutNotes = (heartbeats: Outbox['heartbeat']): Outbox['heartbeat'] =>
  * at a time one request per job. The heartbeat timers run on this thread, the handlers on
  * theirs, so a busy handler cannot starve them. Messages between this thread and a handler
  * thread go in one batch per turn each way (thread-protocol.ts), and a batch of short jobs
- * shares one thread (thread-placement.ts): a batch of no-op jobs wakes one thread once.
+ * shares one thread (thread-placement.ts): a batch of no-op jobs wakes one thread once (their
+ * ends come back one by one: handler-thread.ts `endsOut`).
  *
  * A worker's first thread claims, runs and reports its own jobs straight to the host instead
  * (driver.ts: over a local worker's link, or over HTTP or Redis in `leasehold worker`); the
@@ -571,12 +572,18 @@ export class WorkerRuntime {
   private adopt(thread: HandlerThread<Running>, taken: TakenJob[]): void {
     if (taken.length === 0) return
     const now = Date.now()
-    const jobs = taken.map(({ entry, claim, run, startedAt }) => {
+    const jobs: Running[] = []
+    for (const { entry, claim, run, startedAt, outcome } of taken) {
       this.options.transport.leaseHeld?.(claim.lease_ttl_seconds)
       const job = this.track(claim, thread, entry, performance.now() - (now - startedAt))
-      thread.adopt((job.run = run), job)
-      return job
-    })
+      job.run = run
+      // Its handler had ended, the thread's report of it not sent before the thread exited: that end is reported.
+      if (outcome) this.finish(job, outcome)
+      else {
+        thread.adopt(run, job)
+        jobs.push(job)
+      }
+    }
     this.heartbeat(jobs)
   }
 
@@ -926,7 +933,7 @@ export class WorkerRuntime {
     this.options.log(`leasehold worker: the handler of ${job.claim.job_id} did not stop; ${replace ? 'replacing' : 'ending'} its thread`)
     const index = this.threads.indexOf(job.thread)
     if (index >= 0 && replace) this.threads[index] = this.newThread(index)
-    void job.thread.terminate() // other jobs of that thread end as thread_exited (retryable)
+    void job.thread.terminate(`the handler of ${job.claim.job_id} did not stop, and its thread was ${replace ? 'replaced' : 'ended'}`) // other jobs of that thread end as thread_exited (retryable), naming it
     this.finish(job, { ok: false, error: { code: 'handler_stuck', message: 'The handler did not stop when aborted', retryable: true } })
   }
 

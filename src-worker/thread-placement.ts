@@ -2,7 +2,8 @@
  * Which handler thread runs each job of a batch. Every message to a thread and back costs a
  * structured clone and a wake-up of both threads, and jobs that only take a moment gain nothing
  * from running on several threads: the jobs of a batch whose type has been short so far go
- * together to one thread — one message there, their ends in one message back. A job that may
+ * together to one thread — one message there, and their ends back in as few as the thread can
+ * (one, for jobs that await; handler-thread.ts `endsOut` says when it sends more). A job that may
  * compute (a type not seen yet, or one whose runs take a while) goes to the least-loaded thread
  * at its turn, so such jobs spread over the threads as before.
  */

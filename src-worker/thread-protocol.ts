@@ -65,9 +65,11 @@ export function jobInfo(claim: Claim): JobInfo {
  * The messages one side sends the other during a turn, posted together as one array when the
  * turn ends (`schedule` says when: a microtask on the runtime's thread, which never blocks;
  * `setImmediate` in a handler thread, so a job's `done` joins the messages its handler sent
- * before returning, and the jobs started together end together). Each `postMessage` costs a
- * structured clone and a wake-up of the other thread: a batch of 16 no-op jobs so crosses in two
- * messages, not 48.
+ * before returning, and the jobs started together that await something end together). Each
+ * `postMessage` costs a structured clone and a wake-up of the other thread: a batch of 16 jobs
+ * that each await a timer so crosses in two messages, not 48. (A handler thread sends the ends
+ * waiting in its batch before it starts each further job, handler-thread.ts `endsOut`: 16 no-op
+ * jobs, which end before the next starts, come back in 16.)
  *
  * A handler that computes for long without yielding holds its thread's turn open: a message it
  * sends while the batch has waited `maxAgeMs` or more goes at once with the batch, so its

@@ -620,6 +620,23 @@ describe.each(['link', 'http'] as const)('a driving thread over its %s', (kind) 
     }
   })
 
+  test('a job of its own that returned before a handler started after it blocks the thread is reported done when that thread is replaced, not thread_exited', async () => {
+    const transport = new ScriptedTransport([])
+    const { drive, close } = await transport.driveOver(kind)
+    try {
+      await started(transport, { concurrency: 4, threads: 2, shortRunMs: KNOWN_IS_SHORT, abortGraceMs: 300, drive, modules: { 'spin.mjs': SPIN, 'where.mjs': WHERE } })
+      await teachShort(transport, 'test.spin', { ms: 0 })
+      await teachShort(transport, 'test.where', {})
+      transport.offer([aJobOf('quick', 'test.where', {}), aJobOf('stuck', 'test.spin', { ms: 8000 }, { max_runtime_s: 0.3 })])
+      const ended = (id: string) => [...transport.completed, ...transport.failed].some((r) => r.job_id === id)
+      await until(() => ended('stuck') && ended('quick'), 8000, 'both jobs ended')
+      expect(transport.failed).toEqual([{ job_id: 'stuck', error: expect.objectContaining({ code: 'max_runtime_exceeded' }) }])
+      expect(transport.completed.filter((c) => c.job_id === 'quick')).toEqual([{ job_id: 'quick', result: { thread: expect.any(Number) } }])
+    } finally {
+      close()
+    }
+  })
+
   test('a driving thread that exits has the jobs it still ran ended at once as thread_exited, and a new first thread drives on', async () => {
     const transport = new ScriptedTransport([])
     const { drive, close } = await transport.driveOver(kind)
@@ -1203,6 +1220,23 @@ test('a handler that does not stop within the grace has its thread replaced: it 
     neighbour: { code: 'thread_exited', message: expect.stringMatching(/^handler thread exited with /), retryable: true },
   })
   expect(transport.completed).toEqual([{ job_id: 'next', result: null }])
+})
+
+test('a job that returned before a handler started after it on its thread blocks the thread is reported done, not thread_exited when that thread is replaced; the jobs that do end so name the job that did not stop', async () => {
+  const transport = new ScriptedTransport([
+    aJobOf('quick', 'noop', {}),
+    aJobOf('neighbour', 'sleep', { ms: 8000 }),
+    aJobOf('stuck', 'test.spin', { ms: 8000 }, { max_runtime_s: 0.3 }),
+  ])
+  const lines = await started(transport, { concurrency: 3, threads: 1, abortGraceMs: 300, modules: { 'spin.mjs': SPIN } })
+  await until(() => transport.failed.length >= 2, 10_000, 'the stuck job and its neighbour ended')
+  expect(lines).toContain('leasehold worker: the handler of stuck did not stop; replacing its thread')
+  const failed = Object.fromEntries(transport.failed.map((f) => [f.job_id, f.error]))
+  expect(failed).toEqual({
+    stuck: { code: 'max_runtime_exceeded', message: 'Ran past its max_runtime_s', retryable: false },
+    neighbour: { code: 'thread_exited', message: expect.stringContaining('the handler of stuck did not stop'), retryable: true },
+  })
+  expect(transport.completed).toEqual([{ job_id: 'quick', result: null }])
 })
 
 test('a job’s new attempt granted while its old attempt’s handler still runs is heartbeated and reported as its own, whatever the old one does', async () => {
