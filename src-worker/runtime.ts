@@ -423,12 +423,13 @@ export class WorkerRuntime {
    * short jobs cost no message.
    */
   private askIfBlocked(thread: HandlerThread<Running>): void {
+    if (this.threads.length < 2) return // no other thread to claim for
     if (!this.pinged.has(thread)) {
       if (thread.load === 0) return
       this.pinged.add(thread)
       return thread.post({ type: 'ping' })
     }
-    if (this.blocked.has(thread) || this.threads.length < 2) return
+    if (this.blocked.has(thread)) return
     this.blocked.add(thread)
     const jobs = [...this.running.values()].filter((job) => job.thread === thread).map((job) => job.claim.job_id)
     this.options.log(`leasehold worker: the driving thread does not answer, a handler blocking it (${jobs.join(', ')}); the runtime claims for the other threads until it answers`)
