@@ -235,7 +235,7 @@ async function checkHeld(path: string, flags: CheckFlags, env: NodeJS.ProcessEnv
     if (!(error instanceof NoHostError)) throw error
     const held = error.stale
       ? `${path} is held by a running host that has not said where it listens in ${HOST_START_WAIT_S} s (the data dir's host.json names pid ${error.stale.named}, which no longer holds it: the holder could not write its own, or it is not a Leasehold host)`
-      : `${path} is held by a running host, whose host.json is missing after ${HOST_START_WAIT_S} s (it could not write it, or it is not a Leasehold host)`
+      : `${path} is held by a running host, whose host.json is ${error.reason === 'blank' ? 'empty' : 'missing'} after ${HOST_START_WAIT_S} s (it could not write it, or it is not a Leasehold host)`
     throw new Error(`${held}: give its --url and --token to check through it`)
   }
   let report: IntegrityReport

@@ -228,6 +228,23 @@ describe('leasehold check', () => {
     }
   })
 
+  test("a held file whose data dir's host.json stays empty (a host that could not write it on a full disk) is said to have it empty after 5 s, not missing", async () => {
+    const dir = dataDir()
+    host = await startTestHost({ dataDir: dir })
+    const hostFile = join(dir, 'host.json')
+    const kept = readFileSync(hostFile)
+    writeFileSync(hostFile, '')
+    try {
+      const result = await runCliAsync(['check', '--data-dir', dir, '--quick'])
+      expect(result.status).toBe(1)
+      expect(result.stderr.trim().split('\n')).toEqual([
+        `leasehold: ${join(dir, 'leasehold.db')} is held by a running host, whose host.json is empty after 5 s (it could not write it, or it is not a Leasehold host): give its --url and --token to check through it`,
+      ])
+    } finally {
+      writeFileSync(hostFile, kept)
+    }
+  })
+
   test('a held file is checked only by the host that serves it: LEASEHOLD_URL naming another host is one line saying so, exit 1', async () => {
     const dir = dataDir()
     host = await startTestHost({ dataDir: dir })
