@@ -4,7 +4,7 @@ import { join, posix, win32 } from 'node:path'
 import { ConfigError, envSetting, wholeNumberOf } from './command-line'
 import { lockHeld, lockPid } from './host-lock'
 import { TOKEN_CHARS } from './limits'
-import { othersMayWrite } from './others-may-write'
+import { othersMayWrite, shellWord } from './others-may-write'
 import { NotRegularFileError, readRegularFile } from './regular-file'
 
 /**
@@ -204,7 +204,7 @@ export class NoHostError extends Error {
         : reason === 'unsaid'
           ? `a host holds the data dir ${dataDir} but has not said where it listens${waited} (its ${HOST_FILE} is missing: it may still be starting, or its disk may be full): ` +
             'try again in a moment, or give --url and --token (its log names its URL)'
-          : `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${dataDir}" ` +
+          : `no host is running on ${dataDir}: start one with "leasehold serve --data-dir ${shellWord(dataDir)}" ` +
             '(or "npm start" in the repository), or give --url and --token for a host elsewhere',
     )
     this.name = 'NoHostError'

@@ -40,7 +40,7 @@ export function othersMayWrite(path: string, stats: Stats, chmod: string): Other
   return { why: `is writable by ${who} (${mode})`, fix: chmodFix }
 }
 
-/** `path` as a shell reads it: as it is when it holds only plain characters, else in single quotes. */
-function shellWord(path: string): string {
+/** `path` as a shell reads it: as it is when it holds only plain characters, else in single quotes (a line's suggested command can be pasted as it is). */
+export function shellWord(path: string): string {
   return /^[\w./+:@%=-]+$/.test(path) ? path : `'${path.replaceAll("'", `'\\''`)}'`
 }

@@ -2,6 +2,7 @@ import { type Client, createFinalURL, createQuerySerializer, defaultPathSerializ
 import type { components, paths } from '../../src-shared/api-types'
 import { answerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
 import { NoAnswerError, notLeaseholdAnswer, NotJsonAnswer, requestJson, type JsonRequest } from '../../src-shared/http-json'
+import { shellWord } from '../../src-shared/others-may-write'
 
 /** Shared by the host's client commands (submit, jobs, status, …): the typed client of the host and its one-line errors; their flags follow src-shared/command-line.ts. */
 
@@ -53,7 +54,7 @@ export function refusedConnection(target: ClientTarget): string {
   if (dataDir === undefined && !THIS_MACHINE.test(new URL(url).hostname)) {
     return `the host at ${url} is not running or cannot be reached (connection refused): check that it runs, and that the address and port are right`
   }
-  const serve = dataDir === undefined ? 'leasehold serve' : `leasehold serve --data-dir ${dataDir}`
+  const serve = dataDir === undefined ? 'leasehold serve' : `leasehold serve --data-dir ${shellWord(dataDir)}`
   return `the host at ${url} is not running (connection refused), or is still starting or stopping: try again in a moment, or start it with ${serve}`
 }
 

@@ -1028,6 +1028,14 @@ describe('leasehold queue', async () => {
 })
 
 describe('finding the host', async () => {
+  test("a data dir whose path a shell would split is quoted in the command a line suggests, so that it can be pasted as it is", async () => {
+    const spaced = join(tempDir(), "Ann's data dir")
+    dirs.push(spaced)
+    const result = runCli(['status', '--data-dir', spaced], CLEAN_ENV)
+    expect(result.status).toBe(1)
+    expect(lines(result.stderr)).toEqual([`leasehold: no host is running on ${spaced}: start one with "leasehold serve --data-dir '${spaced.replace("'", "'\\''")}'" (or "npm start" in the repository), or give --url and --token for a host elsewhere`])
+  })
+
   test('a data dir where no host runs says so and how to start one: one line, exit 1', async () => {
     const empty = tempDir()
     dirs.push(empty)
