@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, envSetting, flagError, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../../src-shared/command-line'
 import { dataDirOf, defaultDataDir } from '../../src-shared/client-target'
@@ -23,7 +24,8 @@ needs the whole API, and revoke it when they no longer do.
                                 second; a token revoked before is said so, exit 0 (an unknown
                                 ID: exit 1)
 
-Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this there.
+Tokens live in <data-dir>/worker-tokens.json, on the host's machine; run this there, once the
+host has started in that data dir (a folder with no leasehold.db is refused).
 
 Flags:
   --data-dir PATH   the host's data directory (default: LEASEHOLD_DATA_DIR, else ${defaultDataDir()})
@@ -55,6 +57,9 @@ export async function tokenCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   if (action === 'create' && !TOKEN_SCOPES.includes(scope as TokenScope)) throw new ConfigError(`--scope must be one of: ${TOKEN_SCOPES.join(', ')}`)
   const dataDir = dataDirOf(values, env)
   if (!existsSync(dataDir)) throw new ConfigError(`there is no data directory at ${dataDir} (give it with --data-dir)`)
+  // A token made in a folder no host reads would be refused by every host: a mistyped --data-dir
+  // is said at once, not at the worker's first 401.
+  if (!existsSync(join(dataDir, 'leasehold.db'))) throw new ConfigError(`${dataDir} is not a Leasehold data directory (it holds no leasehold.db): give the host's --data-dir, which its first start makes`)
   if (action === 'create') {
     const { id, token } = createScopedToken(dataDir, scope as TokenScope)
     console.error(`leasehold: token ${id} (scope ${scope}) created; it is shown once:`)

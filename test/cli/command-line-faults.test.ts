@@ -155,6 +155,16 @@ describe('a usage mistake is one line and exit 2', () => {
     expect(lines(result.stderr)).toEqual([`leasehold: ${flag} needs a value`])
   })
 
+  test('a token is made only in a data dir a host has started in: a folder with no leasehold.db is refused, and nothing is written there', async () => {
+    const folder = tempDir('not-a-data-dir-')
+    mkdirSync(folder, { recursive: true })
+    const result = await run(['token', 'create', '--scope', 'worker', '--data-dir', folder])
+    expect(result.status, result.stderr).toBe(2)
+    expect(lines(result.stderr)).toEqual([`leasehold: ${folder} is not a Leasehold data directory (it holds no leasehold.db): give the host's --data-dir, which its first start makes`])
+    expect(readdirSync(folder)).toEqual([])
+    expect((await run(['token', 'create', '--scope', 'worker', '--data-dir', host.dataDir])).status).toBe(0)
+  })
+
   test('bytes that are not UTF-8 are refused alike in a flag, a line of --each and a payload file, naming where they are; nothing is submitted', async () => {
     const dir = tempDir('utf8-')
     mkdirSync(dir, { recursive: true })
