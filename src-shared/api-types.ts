@@ -3623,22 +3623,22 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description worker_mismatch; forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
+            /** @description worker_mismatch, with ok: false; forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["WorkerRefusal"] | components["schemas"]["Error"];
                 };
             };
-            /** @description job_not_found */
+            /** @description job_not_found, with ok: false */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["WorkerRefusal"];
                 };
             };
             /** @description lease_token_mismatch, lease_expired, lease_not_active, attempt_mismatch, file_lease_lost, with ok: false */
@@ -3689,22 +3689,22 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description worker_mismatch; forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
+            /** @description worker_mismatch, with ok: false and ack: false; forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["WorkerReportRefusal"] | components["schemas"]["Error"];
                 };
             };
-            /** @description job_not_found */
+            /** @description job_not_found, with ok: false and ack: true (nothing is left to deliver) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["WorkerReportRefusal"];
                 };
             };
             /** @description lease_token_mismatch, lease_expired, lease_not_active, attempt_mismatch, file_lease_lost, with ok: false and whether to ack */
@@ -3760,22 +3760,22 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description worker_mismatch; forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
+            /** @description worker_mismatch, with ok: false and ack: false; forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["WorkerReportRefusal"] | components["schemas"]["Error"];
                 };
             };
-            /** @description job_not_found */
+            /** @description job_not_found, with ok: false and ack: true (nothing is left to deliver) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["WorkerReportRefusal"];
                 };
             };
             /** @description lease_token_mismatch, lease_expired, lease_not_active, attempt_mismatch, file_lease_lost, with ok: false and whether to ack */

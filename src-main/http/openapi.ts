@@ -100,7 +100,8 @@ function operation(tag: string, route: AnyRoute): ZodOpenApiOperationObject {
     const common = SHARED[status as keyof typeof SHARED] as ZodOpenApiResponseObject | undefined
     if (error === undefined) responses[String(status)] = common!
     else if (typeof error === 'string') responses[String(status)] = errorResponse(common ? `${error}; ${common.description}` : error)
-    else if (Array.isArray(error)) responses[String(status)] = errorResponse(error[0], error[1])
+    // A route's own body for a status every route may give (a worker report's 403 beside the guard's) is one of the two.
+    else if (Array.isArray(error)) responses[String(status)] = common ? errorResponse(`${error[0]}; ${common.description}`, z.union([error[1], ErrorBody])) : errorResponse(error[0], error[1])
     else responses[String(status)] = error
   }
   const requestParams: ZodOpenApiOperationObject['requestParams'] = {

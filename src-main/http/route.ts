@@ -9,7 +9,7 @@ import type { IntegrityDepth, IntegrityReport } from '../db/integrity'
 import type { ThreadRead } from '../db/read-thread'
 import type { StorageMode } from '../db/storage-mode'
 import type { ClockWaiters } from '../dispatch/clock-waiters'
-import type { Engine } from '../engine'
+import { type Engine, EngineError } from '../engine'
 import type { StorageReport } from '../retention/storage-report'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import { clientGone, earlyReply, FaultyJson, readJson } from './body'
@@ -279,10 +279,15 @@ export function invoke(
   const run = route.run as (input: RouteInput<unknown, unknown, unknown>, deps: RouteDeps, call: RouteCall<unknown>) => unknown
   // Whatever the dialect, a body naming its worker cannot name one of the host's own (local-worker-id.ts).
   const named = (input.body as { worker_id?: unknown } | null | undefined)?.worker_id
-  if (typeof named === 'string' && isLocalWorkerId(named)) throw new HttpError('worker_mismatch', localWorkerIdRefused(named))
-  if (route.refusal === undefined) return route.grouped ? deps.engine.run(() => run(input, deps, call)) : run(input, deps, call)
+  const reserved = typeof named === 'string' && isLocalWorkerId(named)
+  if (route.refusal === undefined) {
+    if (reserved) throw new HttpError('worker_mismatch', localWorkerIdRefused(named))
+    return route.grouped ? deps.engine.run(() => run(input, deps, call)) : run(input, deps, call)
+  }
   const refusal = route.refusal
   try {
+    // Refused through the route's refusal, as the route's own 403s are (a worker report's carries ok: false).
+    if (reserved) throw new EngineError('worker_mismatch', localWorkerIdRefused(named))
     const out = route.grouped ? deps.engine.run(() => run(input, deps, call)) : run(input, deps, call)
     return out instanceof Promise ? out.catch((error: unknown) => Promise.reject(refusal(error))) : out
   } catch (error) {

@@ -13,19 +13,25 @@ import {
   WorkerHeartbeatAnswer,
   WorkerReportAnswer,
 } from '../../src-shared/worker-exchange'
-import { claimAnswer, completeAnswer, exchangeAnswer, failAnswer, heartbeatAnswer } from './views/worker'
+import { claimAnswer, completeAnswer, exchangeAnswer, failAnswer, heartbeatAnswer, refusalAcks } from './views/worker'
 
 /** The worker API (the worker contract): a claim is a lease + an attempt + a token; the DB stays the truth. Its messages are src-shared/worker-exchange.ts. */
 export const WORKER_PREFIX = '/internal/worker'
 
 const WORKER_409 = 'lease_token_mismatch, lease_expired, lease_not_active, attempt_mismatch, file_lease_lost'
 
-/** the worker API answers a 409 with `ok: false` (and `ack` on complete/fail) beside `{detail, code}`. */
+/** The statuses of a report the host refused: another worker's job (403), a job not there (404), a lease gone (409). */
+const REPORT_REFUSALS = new Set([403, 404, 409])
+
+/**
+ * The worker API answers a refused report with `ok: false` (and on complete/fail whether to `ack`)
+ * beside `{detail, code}`, as a batch's slot does: a worker reads every refusal the same way.
+ */
 const notOk =
   (withAck: boolean) =>
   (error: unknown): unknown =>
-    error instanceof EngineError && statusOf(error.code) === 409
-      ? new HttpError(error.code, error.detail, withAck ? { ok: false, ack: error.extra.ack === true } : { ok: false })
+    error instanceof EngineError && REPORT_REFUSALS.has(statusOf(error.code))
+      ? new HttpError(error.code, error.detail, withAck ? { ok: false, ack: refusalAcks(error.code, error.extra) } : { ok: false })
       : error
 
 /**
@@ -90,7 +96,7 @@ export const workerApi: Api = {
       summary: 'Extend the lease named by its token',
       body: WorkerHeartbeat,
       answer: WorkerHeartbeatAnswer,
-      errors: { 403: 'worker_mismatch', 404: NOT_FOUND.job, 409: [`${WORKER_409}, with ok: false`, WorkerRefusal] },
+      errors: { 403: ['worker_mismatch, with ok: false', WorkerRefusal], 404: [`${NOT_FOUND.job}, with ok: false`, WorkerRefusal], 409: [`${WORKER_409}, with ok: false`, WorkerRefusal] },
       lane: true,
       grouped: true,
       refusal: notOk(false),
@@ -103,7 +109,7 @@ export const workerApi: Api = {
       summary: 'Complete the attempt (idempotent)',
       body: WorkerComplete,
       answer: WorkerCompleteAnswer,
-      errors: { 403: 'worker_mismatch', 404: NOT_FOUND.job, 409: [`${WORKER_409}, with ok: false and whether to ack`, WorkerReportRefusal] },
+      errors: { 403: ['worker_mismatch, with ok: false and ack: false', WorkerReportRefusal], 404: [`${NOT_FOUND.job}, with ok: false and ack: true (nothing is left to deliver)`, WorkerReportRefusal], 409: [`${WORKER_409}, with ok: false and whether to ack`, WorkerReportRefusal] },
       lane: true,
       grouped: true,
       refusal: notOk(true),
@@ -116,7 +122,7 @@ export const workerApi: Api = {
       summary: 'Fail the attempt; retryable requeues while attempts remain',
       body: WorkerFail,
       answer: WorkerFailAnswer,
-      errors: { 403: 'worker_mismatch', 404: NOT_FOUND.job, 409: [`${WORKER_409}, with ok: false and whether to ack`, WorkerReportRefusal] },
+      errors: { 403: ['worker_mismatch, with ok: false and ack: false', WorkerReportRefusal], 404: [`${NOT_FOUND.job}, with ok: false and ack: true (nothing is left to deliver)`, WorkerReportRefusal], 409: [`${WORKER_409}, with ok: false and whether to ack`, WorkerReportRefusal] },
       lane: true,
       grouped: true,
       refusal: notOk(true),

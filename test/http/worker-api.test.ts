@@ -277,7 +277,8 @@ describe('local worker ids are reserved', () => {
       [`${QUEUE}/jobs/claim`, { worker_id: id }],
     ]
     for (const [path, request] of requests) {
-      const error = await expectError(await post(host, path, request), 403, 'worker_mismatch')
+      // A report (the heartbeat) says ok: false, as every refused report does.
+      const error = await expectError(await post(host, path, request), 403, 'worker_mismatch', path.endsWith('/heartbeat') ? ['ok'] : [])
       expect(error.detail, path).toContain('reserved to the host\'s own local workers')
     }
     const { workers } = (await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }
@@ -483,11 +484,11 @@ describe('POST /internal/worker/heartbeat', () => {
     }
   })
 
-  test('an unknown job is 404 job_not_found; another worker is 403 worker_mismatch; a bad body 400', async () => {
+  test('an unknown job is 404 job_not_found; another worker is 403 worker_mismatch, both with ok:false as every refused report; a bad body 400', async () => {
     await start()
     const c = await claimed()
-    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: UNKNOWN_ID, lease_token: c.lease_token }), 404, 'job_not_found')
-    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w2', job_id: c.job_id, lease_token: c.lease_token }), 403, 'worker_mismatch')
+    expect(await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: UNKNOWN_ID, lease_token: c.lease_token }), 404, 'job_not_found', ['ok'])).toMatchObject({ ok: false })
+    expect(await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w2', job_id: c.job_id, lease_token: c.lease_token }), 403, 'worker_mismatch', ['ok'])).toMatchObject({ ok: false })
     await expectInvalid(await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id }), 'lease_token')
     await expectInvalid(await post(host, `${WORKER}/heartbeat`, { job_id: c.job_id, lease_token: c.lease_token }), 'worker_id')
   })
@@ -495,8 +496,8 @@ describe('POST /internal/worker/heartbeat', () => {
   test('a refused report lists no worker: a heartbeat for an unknown job, or with another worker\'s lease, adds none to GET /api/workers', async () => {
     await start()
     const c = await claimed()
-    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'ghost', job_id: UNKNOWN_ID, lease_token: c.lease_token }), 404, 'job_not_found')
-    await expectError(await post(host, `${WORKER}/complete`, { worker_id: 'other', job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token, result: {} }), 403, 'worker_mismatch')
+    await expectError(await post(host, `${WORKER}/heartbeat`, { worker_id: 'ghost', job_id: UNKNOWN_ID, lease_token: c.lease_token }), 404, 'job_not_found', ['ok'])
+    await expectError(await post(host, `${WORKER}/complete`, { worker_id: 'other', job_id: c.job_id, attempt_id: c.attempt_id, lease_token: c.lease_token, result: {} }), 403, 'worker_mismatch', ['ok', 'ack'])
     expect((await post(host, `${WORKER}/heartbeat`, { worker_id: 'w1', job_id: c.job_id, lease_token: c.lease_token })).status).toBe(200)
     const { workers } = (await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }
     expect(workers.map((w) => w.worker_id)).toEqual(['w1'])
@@ -559,14 +560,14 @@ describe('POST /internal/worker/complete', () => {
     expect(host.engine.getJob(c.job_id).state).toBe('QUEUED')
   })
 
-  test('a wrong attempt_id is 409 with ok:false, ack:false; a wrong token 409 lease_token_mismatch; 404 unknown job; 403 other worker', async () => {
+  test('a wrong attempt_id is 409 with ok:false, ack:false; a wrong token 409 lease_token_mismatch; 404 unknown job with ack:true (nothing to deliver); 403 other worker with ack:false', async () => {
     await start()
     const c = await claimed()
     const error = await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), attempt_id: UNKNOWN_ID }), 409, 'attempt_mismatch', ['ok', 'ack'])
     expect(error).toMatchObject({ ok: false, ack: false })
     await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), lease_token: 'forged' }), 409, 'lease_token_mismatch', ['ok', 'ack'])
-    await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), job_id: UNKNOWN_ID }), 404, 'job_not_found')
-    await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), worker_id: 'w9' }), 403, 'worker_mismatch')
+    expect(await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), job_id: UNKNOWN_ID }), 404, 'job_not_found', ['ok', 'ack'])).toMatchObject({ ok: false, ack: true })
+    expect(await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), worker_id: 'w9' }), 403, 'worker_mismatch', ['ok', 'ack'])).toMatchObject({ ok: false, ack: false })
     expect(host.engine.getJob(c.job_id).state).toBe('RUNNING')
   })
 
@@ -681,6 +682,10 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     const again = await body(await post(host, `${WORKER}/batch`, report))
     expect(again.completed).toEqual([{ job_id: c.job_id, ok: false, ack: true, code: 'job_not_found', detail: expect.any(String) }])
     expect(again.failed).toEqual([{ job_id: c.job_id, ok: false, ack: true, code: 'job_not_found', detail: expect.any(String) }])
+    // The one-job routes say the same as the batch's slots.
+    const complete = await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), result: {} }), 404, 'job_not_found', ['ok', 'ack'])
+    const fail = await expectError(await post(host, `${WORKER}/fail`, { ...attemptOf(c), error: { message: 'late' } }), 404, 'job_not_found', ['ok', 'ack'])
+    expect([complete, fail]).toMatchObject([{ ok: false, ack: true }, { ok: false, ack: true }])
   })
 
   test('a refused report carries its code (409 body: ok:false, ack) and does not fail the others', async () => {

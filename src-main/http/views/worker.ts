@@ -47,15 +47,20 @@ export const completeAnswer = (answer: AttemptEnded): WorkerCompleteAnswer => ({
 
 export const failAnswer = ({ ack, requeued, dlq }: AttemptEnded): WorkerFailAnswer => ({ ok: true, ack, requeued, dlq })
 
+/**
+ * Whether a refused completion or failure's stream message may be acknowledged all the same: the
+ * engine says so for an attempt that had ended, and a report on a job that is not there (purged
+ * since its attempt ended) has nothing left to deliver either. The one-job routes and a batch's
+ * slots answer by this one rule.
+ */
+export const refusalAcks = (code: string, extra: { ack?: unknown }): boolean => extra.ack === true || code === 'job_not_found'
+
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }): RefusedItem
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck: true): RefusedReport
-/**
- * A refused report in its slot. `ack` is the engine's say for an ended attempt; a report on a job
- * that is not there (purged since its attempt ended) has nothing left to deliver either.
- */
+/** A refused report in its slot. */
 function refused(jobId: string, result: ItemResult<unknown> & { ok: false }, withAck = false): RefusedItem | RefusedReport {
   const { code, detail, extra } = result.error
-  return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: extra.ack === true || code === 'job_not_found' } : {}) }
+  return { job_id: jobId, ok: false as const, code, detail, ...(withAck ? { ack: refusalAcks(code, extra) } : {}) }
 }
 
 /**
