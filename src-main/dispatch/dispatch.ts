@@ -28,6 +28,9 @@ import type { Takes } from '../worker-roster/directory'
  * - **Each answer is delivered exactly once**, whichever of the grant, the wait's end, an abort
  *   or the host's stop comes first; a deliver that throws is logged and not called again.
  * - **Waiting claims are served oldest first**, each within its own streams.
+ * - **A worker whose lease expired for its silence is handed no job by a claim it left waiting**:
+ *   those claims end with nothing claimed inside the expiry's transaction; it is served again
+ *   once it asks again.
  * - **A worker's reports sent with a claim that waits commit with the work that answers it**:
  *   nobody hears of them before that claim is answered, so their group stays open past its
  *   turn (up to `groupWaitMs`, engine/store/transaction.ts) for the submit that brings the next
@@ -221,6 +224,7 @@ export class Dispatch {
         }
         if (grants.length > 0) this.grantsByCommit.set(events, grants)
       }),
+      engine.onWorkerSilent((workerId) => this.endWaitsOf(workerId)),
       // A job submitted while claims wait may go to the first of them in its own submit.
       engine.serveWaitingClaims({ waiting: () => this.waitingToGrant(), leased: (claim, claimed) => this.leased(claim as Waiter, claimed) }),
       engine.onCommit((events) => {
@@ -425,6 +429,18 @@ export class Dispatch {
    */
   endWaits(reason: string, retryAfterMs = 0): void {
     for (const waiter of [...this.waiting]) waiter.resolve(nothing({ granted: false, reason, retry_after_ms: retryAfterMs }))
+  }
+
+  /**
+   * A lease of `workerId` expired for its silence: the claims it left waiting end now with nothing
+   * claimed, before any job is offered to them. A worker that stopped (a paused process, a machine
+   * cut off) would otherwise be handed, oldest first, the very job whose lease it lost, and new
+   * ones ahead of idle workers that are heard from, each then waiting out another TTL and costing
+   * an attempt. A worker that is alive reads the empty answer and asks again, and is served.
+   */
+  private endWaitsOf(workerId: string): void {
+    const reason = `A lease of worker ${workerId} expired: it was not heard from within the lease's TTL and grace`
+    for (const waiter of [...this.waiting]) if (waiter.filter.worker_id === workerId) waiter.resolve(nothing({ granted: false, reason, retry_after_ms: 0 }))
   }
 
   /**

@@ -480,6 +480,18 @@ export class Engine {
       if (this.ctx.sparedWorkers === spared) this.ctx.sparedWorkers = () => null
     }
   }
+  /**
+   * Tells `listener`, inside the expiry's transaction, of each worker a lease of which expired for
+   * its silence (`no_heartbeat`): a worker that stopped (a process paused, a machine cut off) may
+   * still have a claim waiting here, which must not be handed its lost job, or any other, while it
+   * is silent (dispatch.ts). One listener at a time; returns the function that stops it.
+   */
+  onWorkerSilent(listener: (workerId: string) => void): () => void {
+    this.ctx.workerFellSilent = listener
+    return () => {
+      if (this.ctx.workerFellSilent === listener) this.ctx.workerFellSilent = null
+    }
+  }
   /** The ACTIVE leases of these workers last their TTL and grace from now (their silence counted from now); how many were renewed. */
   renewLeasesOf = (workerIds: ReadonlySet<string>): number => reaper.renewLeasesOf(this.ctx, workerIds)
   /** Records a remote worker over Redis the host heard from: a host that starts while Redis does not answer spares its leases. */

@@ -549,6 +549,19 @@ describe('POST /internal/worker/complete', () => {
     expect(error).toMatchObject({ ok: false, ack: true })
   })
 
+  test('a worker whose lease expired for its silence is not handed the job again by the claim it left waiting: that claim ends with nothing, and a worker heard from takes the job', async () => {
+    await start()
+    const c = await claimed('silent')
+    const silent = await waitingClaim('silent')
+    const heard = await waitingClaim('heard')
+    clock.advance(35_001)
+    // The host's reaper finds the lease due within a second, and the job's backoff then ends.
+    await until(() => host.engine.getJob(c.job_id).state === 'QUEUED', 5000, 'the lease expired')
+    clock.advance(host.engine.getJob(c.job_id).next_retry_at! - clock.now())
+    expect(await heard.answer).toMatchObject({ claimed: true, job_id: c.job_id })
+    expect(await silent.answer).toEqual({ claimed: false })
+  })
+
   test('a completion after the lease expired and the job was requeued is 409 lease_expired, ok:false, ack:true', async () => {
     await start()
     const c = await claimed()

@@ -208,6 +208,44 @@ describe('the rules dispatch keeps', () => {
   })
 })
 
+describe('a worker whose lease expired for its silence is handed no job by a claim it left waiting', () => {
+  test('its job goes back to the queue and to a claim that is heard from, not to the silent worker’s older claim; the silent claim ends with nothing', async () => {
+    const { engine, clock } = setup({ config: { leaseTtlS: 10, heartbeatGraceS: 2, backoff: { baseMs: 0, maxMs: 0 } } })
+    dispatch = new Dispatch(engine)
+    const { job } = engine.submit(aJob({ max_attempts: 3 }))
+    const held = await dispatch.claim({ worker_id: 'silent', max_wait_ms: 0 }, () => {})
+    expect(held).toMatchObject({ granted: true, job_id: job.id })
+    // The silent worker's claim for its idle slots waits first; a worker that is heard from waits after it.
+    const silent = recorder(engine)
+    const heard = recorder(engine)
+    const silentClaim = dispatch.claim({ worker_id: 'silent', max_wait_ms: 30_000 }, silent.deliver)
+    await aTurn()
+    void dispatch.claim({ worker_id: 'heard', max_wait_ms: 30_000 }, heard.deliver)
+    await aTurn()
+    clock.advance(12 * SECOND + 1)
+    expect(engine.reap().leases).toBe(1)
+    dispatch.wakeIfDue()
+    await until(() => heard.delivered.length)
+    expect(heard.delivered).toEqual([expect.objectContaining({ granted: true, job_id: job.id })])
+    expect(await silentClaim).toMatchObject({ granted: false, reason: expect.stringContaining('A lease of worker silent expired') })
+    expect(silent.delivered).toEqual([expect.objectContaining({ granted: false })])
+    expect(dispatch.size).toBe(0)
+  })
+
+  test('it is served again once it asks again', async () => {
+    const { engine, clock } = setup({ config: { leaseTtlS: 10, heartbeatGraceS: 2 } })
+    dispatch = new Dispatch(engine)
+    engine.submit(aJob({ max_attempts: 1 }))
+    expect(await dispatch.claim({ worker_id: 'w', max_wait_ms: 0 }, () => {})).toMatchObject({ granted: true })
+    clock.advance(12 * SECOND + 1)
+    expect(engine.reap().leases).toBe(1)
+    const again = dispatch.claim({ worker_id: 'w', max_wait_ms: 30_000 }, () => {})
+    await aTurn()
+    const { job: next } = engine.submit(aJob())
+    expect(await again).toMatchObject({ granted: true, job_id: next.id })
+  })
+})
+
 test('a waiting claim is granted when the busy rating falls enough for its job, though by less than the point that logs an event', async () => {
   const { engine } = setup({ total_units: 100, busy_rating: null })
   dispatch = new Dispatch(engine)

@@ -50,6 +50,12 @@ export abstract class StoreContext {
    * (Engine.spareLeases): neither the reaper nor a call that names one of their leases expires it.
    */
   sparedWorkers: () => ReadonlySet<string> | null = () => null
+  /**
+   * Told, inside the transaction, of each worker a lease of which expired for its silence (no
+   * heartbeat within its TTL and grace: Engine.onWorkerSilent). Dispatch ends that worker's
+   * waiting claims there, before the job it lost, or any other, can be offered to them.
+   */
+  workerFellSilent: ((workerId: string) => void) | null = null
   /** Fences, job keys, stream message ids and event ids, handed out from memory. */
   readonly counters = new Counters(this)
   /** Each write of a job or lease row, reported once by the row layer; the caches that follow rows subscribe. */

@@ -219,6 +219,8 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseEx
     last_heartbeat_at: lease.last_heartbeat_at,
   } satisfies EventData<'LEASE_EXPIRED'>)
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
+  // Before the job is requeued: a claim its silent worker left waiting must not take it back.
+  if (reason === 'no_heartbeat') ctx.workerFellSilent?.(lease.worker_id)
   if (undelivered) requeue(ctx, job, EXPIRY_TEXTS[reason].requeueNote, null, { max_attempts: job.max_attempts + 1 })
   else if (to === 'QUEUED') requeueAfter(ctx, job, EXPIRY_TEXTS[reason].requeueNote)
   // The job that ends here carries its last attempt's error, as a job a failure ends does.
