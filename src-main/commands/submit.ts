@@ -9,6 +9,7 @@ import { answered, HostError, hostApi, mayHaveArrived } from './http-client'
 import { printable } from '../../src-shared/printable'
 import type { EachJob } from './wait'
 import { sameJson } from '../../src-shared/same-json'
+import { misreadTzRule } from '../../src-shared/tz-rule'
 
 export const SUBMIT_HELP = `Usage: leasehold submit --type TYPE [flags]
 
@@ -35,8 +36,10 @@ Flags:
                        from the job's creation, and a delay differs from a job submitted with
                        none) is refused on one line naming the job and what differs: exit 1
   --at TIME            a delayed job: not run before TIME, an ISO-8601 time such as
-                       2026-03-01T02:00:00Z (without a zone it is this machine's local time,
-                       and a time its clocks skip for summer time is refused; an offset as
+                       2026-03-01T02:00:00Z (without a zone it is this machine's local time:
+                       a time its clocks skip for summer time is refused, one they pass twice
+                       as summer time ends is the first of the two, and a TZ that is a POSIX
+                       rule (TZ=CET-1CEST) refuses it, Node reading the rule as UTC; an offset as
                        +05:30 or +0530; a fraction of a second to the millisecond; not a date
                        alone, nor 24:00: the next day's 00:00)
   --in DURATION        a delayed job: not run for DURATION, such as 90s, 10m, 2h, 1d or 1h30m
@@ -232,6 +235,12 @@ export function parseTime(flag: string, value: string): string {
   const real = date !== null && Number(date[4]) < 24 && new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3]))).getUTCDate() === Number(date[3])
   const ms = real ? Date.parse(value.replace(/(\.\d{3})\d+/, '$1').replace(/([+-]\d\d)(\d\d)$/, '$1:$2')) : NaN
   if (Number.isNaN(ms)) throw new ConfigError(`--${flag} must be an ISO-8601 time such as 2026-03-01T02:00:00Z (got "${value}")`)
+  // A local time is read on Node's clock, which takes a POSIX rule for UTC while the machine
+  // follows it: the job would run hours away from the time typed. Only an offset says which time.
+  const rule = date![7] === undefined ? misreadTzRule(process.env.TZ) : null
+  if (rule !== null) {
+    throw new ConfigError(`--${flag} ${value} has no offset, and this machine's time zone is a rule, not a zone's name (TZ=${JSON.stringify(rule)}), which Node reads as UTC: give the time with its offset (Z, +01:00), or a delay with --in`)
+  }
   if (date![7] === undefined && !localTimeExists(value, ms)) {
     throw new ConfigError(`--${flag} ${value} is no time in this machine's time zone: its clocks skip it (a change to summer time); give a time outside the gap, or one with its offset (Z, +01:00)`)
   }

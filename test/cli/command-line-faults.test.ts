@@ -281,6 +281,37 @@ describe('a usage mistake is one line and exit 2', () => {
     expect(autumn.stderr).not.toContain('is no time')
   })
 
+  test('--at without an offset is refused on one line when TZ is a POSIX rule, which Node reads as UTC while the machine\'s clock follows it; with an offset it is taken', async () => {
+    const offline = ['--url', 'http://127.0.0.1:9', '--token', 't']
+    for (const tz of ['EST5EDT,M3.2.0,M11.1.0', 'CET-1CEST', '<+0545>-5:45']) {
+      const local = await run(['submit', '--type', 'rule', '--at', '2027-01-01T10:00:00', ...offline], { TZ: tz })
+      expect(local.status).toBe(2)
+      expect(lines(local.stderr)).toEqual([
+        `leasehold: --at 2027-01-01T10:00:00 has no offset, and this machine's time zone is a rule, not a zone's name (TZ=${JSON.stringify(tz)}), which Node reads as UTC: give the time with its offset (Z, +01:00), or a delay with --in`,
+      ])
+      const offset = await run(['submit', '--type', 'rule', '--at', '2027-01-01T10:00:00+01:00', ...offline], { TZ: tz })
+      expect(offset.stderr).not.toContain('has no offset')
+    }
+    // UTC's own rule, and a zone whose name has a rule's form (EST5EDT), mean what the clock does.
+    for (const tz of ['UTC0', 'EST5EDT']) {
+      const local = await run(['submit', '--type', 'rule', '--at', '2027-01-01T10:00:00', ...offline], { TZ: tz })
+      expect(local.stderr).not.toContain('has no offset')
+    }
+  })
+
+  test('--at a local time the clocks pass twice as summer time ends is its first occurrence, as the docs say', () => {
+    const tz = process.env.TZ
+    process.env.TZ = 'America/New_York'
+    try {
+      // 01:30 on 7 November 2027 is 01:30 EDT (05:30Z), then 01:30 EST (06:30Z): the first is taken.
+      expect(parseTime('at', '2027-11-07T01:30:00')).toBe('2027-11-07T05:30:00.000Z')
+      expect(parseTime('at', '2027-11-07T01:30:00-05:00')).toBe('2027-11-07T06:30:00.000Z')
+    } finally {
+      if (tz === undefined) delete process.env.TZ
+      else process.env.TZ = tz
+    }
+  })
+
   test('-h COMMAND prints the command\'s help, as COMMAND -h does', async () => {
     const [before, after] = await Promise.all([run(['-h', 'serve']), run(['serve', '-h'])])
     expect([before.status, before.stdout]).toEqual([0, after.stdout])

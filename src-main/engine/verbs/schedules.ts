@@ -11,6 +11,7 @@ import { parseStored } from '../store/stored-value'
 import { newId } from '../store/ids'
 import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
 import { findJob, recordJobEvent } from '../store/rows'
+import { isTzRule } from '../../../src-shared/tz-rule'
 import { type JobState, TERMINAL_STATES } from '../rules/states'
 
 /**
@@ -145,8 +146,7 @@ function zoneOfTz(tz: string, unknownToRuntime: boolean): string {
     zone = canonicalTimeZone(tz)
   } catch {
     if (/^(UTC|GMT|UCT)0$/.test(tz)) return 'UTC'
-    // A POSIX rule names its zone by letters (or <+03>) and then its offset: a digit or a sign.
-    const what = /^(<[^>]+>|[A-Za-z]{3,})[+-]?\d/.test(tz) ? "is a rule, not a zone's name" : 'has no name this host knows'
+    const what = isTzRule(tz) ? "is a rule, not a zone's name" : 'has no name this host knows'
     throw new EngineError(
       'invalid_timezone',
       `the host's time zone ${what} (TZ=${JSON.stringify(tz)}): give the schedule a timezone, or start the host with TZ set to an IANA name such as Europe/Berlin`,
