@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
+import { sql } from '../helpers/database'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 
@@ -94,6 +95,18 @@ describe('leasehold schedule', () => {
     const again = await cli(['schedule', 'resume', 'once'])
     expect([again.status, again.stdout.trim()]).toEqual([0, 'resumed once; it fires no more: its cron has no firing left (edit its cron, or remove it)'])
     host.engine.cancel(host.engine.getSchedule('once').last_run!.job_id!)
+  })
+
+  test('a stopped schedule (its zone unreadable here) paused and resumed answers as resume does without the pause: stopped, exit 0', async () => {
+    await cli(['schedule', 'add', 'gone', '--cron', '*/10 * * * *', '--tz', 'UTC', '--type', 'tick'])
+    sql(host.engine).run("UPDATE schedules SET timezone = 'Mars/Base', next_fire_at = NULL WHERE name = 'gone'")
+    const words = 'resumed gone; it does not fire: this host can no longer read its cron or time zone (edit them)'
+    const resumed = await cli(['schedule', 'resume', 'gone'])
+    expect([resumed.status, resumed.stdout.trim(), resumed.stderr]).toEqual([0, words, ''])
+    expect((await cli(['schedule', 'pause', 'gone'])).status).toBe(0)
+    const again = await cli(['schedule', 'resume', 'gone'])
+    expect([again.status, again.stdout.trim(), again.stderr]).toEqual([0, words, ''])
+    expect(host.engine.getSchedule('gone')).toMatchObject({ enabled: true, state: 'stopped', next_fire_at: null })
   })
 
   test.each([

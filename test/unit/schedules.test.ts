@@ -249,6 +249,19 @@ describe('creating, changing and deleting schedules', () => {
     expect(engine.updateSchedule('gone-zone', { timezone: 'UTC' }).state).toBe('enabled')
   })
 
+  it('a stopped schedule paused and resumed is stopped again, as it was, not refused for the zone it cannot read', () => {
+    const { engine } = setup()
+    engine.createSchedule(aSchedule({ name: 'gone', cron: '*/10 * * * *' }))
+    sql(engine).run("UPDATE schedules SET timezone = 'Mars/Base', next_fire_at = NULL WHERE name = 'gone'")
+    expect(engine.getSchedule('gone').state).toBe('stopped')
+    expect(engine.updateSchedule('gone', { enabled: false }).state).toBe('paused')
+    expect(engine.updateSchedule('gone', { enabled: true })).toMatchObject({ enabled: true, state: 'stopped', next_fire_at: null })
+    // A new timing given with it must still be one this host reads.
+    engine.updateSchedule('gone', { enabled: false })
+    expectEngineError(() => engine.updateSchedule('gone', { enabled: true, cron: '0 25 * * *' }), 400, 'invalid_cron')
+    expect(engine.updateSchedule('gone', { enabled: true, timezone: 'UTC' }).state).toBe('enabled')
+  })
+
   it('a deleted schedule is gone and never fires; its name can be used again', () => {
     const { engine, clock } = setup()
     engine.createSchedule(aSchedule())

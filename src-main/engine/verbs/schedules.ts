@@ -514,6 +514,18 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
 }
 
 /**
+ * A stored expression in its zone, or null when this host can no longer read it (a time zone its
+ * ICU data has since dropped): it was valid when stored, so the schedule is stopped, not refused.
+ */
+function storedCron(cron: string, timezone: string): Cron | null {
+  try {
+    return parseCron(cron, timezone)
+  } catch {
+    return null
+  }
+}
+
+/**
  * Changes a schedule. A new expression or zone, or enabling it, sets its next firing to the first
  * after now: firings that fell while it was disabled are not caught up. Disabling it clears its
  * next firing, so it cannot fire until enabled again. Only the fields whose value changes count:
@@ -534,9 +546,11 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
     const enabled = change.enabled ?? row.enabled === 1
     const retimed = cronText !== row.cron || timezone !== row.timezone
     // The next firing moves only when the timing changes or the schedule is enabled again. A new
-    // timing must fire; an old one enabled again may have no firing left: the schedule is then
-    // finished, as it would be had it stayed enabled.
-    const cron = retimed ? checkFires(cronText, timezone, now) : enabled && row.enabled === 0 ? parseCron(cronText, timezone) : null
+    // timing must fire; an old one enabled again may have no firing left, or no longer be
+    // readable here: the schedule is then finished, or stopped, as it would be had it stayed
+    // enabled (pausing and resuming gives back the state it had).
+    const resumed = enabled && row.enabled === 0
+    const cron = retimed ? checkFires(cronText, timezone, now) : resumed ? storedCron(cronText, timezone) : null
     const next = !enabled ? null : cron ? fireTimeAfter(cron, now) : row.next_fire_at
     const jobText = job ? JSON.stringify(job) : row.job
     const differs: Record<(typeof CHANGEABLE)[number], boolean> = {
