@@ -22,7 +22,7 @@ Commands:
   worker      run jobs for a host over HTTP, or over Redis only (--redis)
   submit      submit a job (--at/--in delay it); --wait follows it to its end; --each FILE: one job a line
   jobs        list jobs (--state, --dead-letter, --limit, --json); show, cancel, retry or run-now one
-  schedule    recurring schedules: add, list, pause, resume, rm (cron, time zones)
+  schedule    recurring schedules: add, edit, list, pause, resume, rm (cron, time zones)
   queue       list the queues, pause or resume one (queue list | pause Q | resume Q)
   blockers    jobs halted on a held file: list them, answer one (resolve ID retry|force_release|cancel)
   status      capacity, busy rating, leases, workers and open blockers

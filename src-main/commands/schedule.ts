@@ -8,13 +8,16 @@ import { answered, hostApi } from './http-client'
 import { table } from './text-table'
 import { buildSubmit, type SubmitFlags } from './submit'
 
-export const SCHEDULE_HELP = `Usage: leasehold schedule <add|list|pause|resume|rm> [NAME] [flags]
+export const SCHEDULE_HELP = `Usage: leasehold schedule <add|edit|list|pause|resume|rm> [NAME] [flags]
 
 Recurring schedules: a cron expression in a time zone, and the job each firing submits
 (/api/schedules; the rules are in docs/schedules.md). A firing makes one job, once; firings
 missed while the host was down are caught up with one run, the latest.
 
   add NAME --cron EXPR --type TYPE [flags]   create a schedule
+  edit NAME [flags of add]                   change what the flags given say, keep the rest
+                                             (the job's other fields too); a new --cron or
+                                             --tz fires from its first firing after now
   list                                       every schedule: state (enabled, paused, finished:
                                              no firing left, or stopped: its cron can no longer
                                              be read here), overlap, next firing, last run
@@ -22,7 +25,7 @@ missed while the host was down are caught up with one run, the latest.
   resume NAME                                fire again, from its first firing after now
   rm NAME                                    delete it (the jobs it made stay)
 
-Flags of add:
+Flags of add (and of edit, but --paused: pause and resume switch a schedule):
   --cron EXPR          when it fires: 5 fields (minute hour day-of-month month day-of-week),
                        6 (seconds first) or 7 (…, year), or @hourly, @daily, @weekly …; quote it:
                        --cron '0 2 * * *' is every day at 02:00
@@ -49,12 +52,34 @@ interface ScheduleFlags extends Omit<SubmitFlags, 'key' | 'wait'> {
   paused?: boolean
 }
 
-const ADD_FLAGS = ['cron', 'tz', 'overlap', 'type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts'] as const
-const ACTIONS = ['add', 'list', 'pause', 'resume', 'rm'] as const
+/** The flags of the job each firing submits: submit's, each filling one field of the template. */
+const JOB_FLAGS = ['type', 'payload', 'priority', 'units', 'queue', 'addon', 'max-attempts'] as const
+/** The flags of add, every one a field PATCH /api/schedules/{name} changes: edit takes them all (but --paused). */
+const ADD_FLAGS = ['cron', 'tz', 'overlap', ...JOB_FLAGS] as const
+const ACTIONS = ['add', 'edit', 'list', 'pause', 'resume', 'rm'] as const
 type Action = (typeof ACTIONS)[number]
 
 type ScheduleView = components['schemas']['Schedule']
 type CreateBody = paths['/api/schedules']['post']['requestBody']['content']['application/json']
+type ChangeBody = NonNullable<paths['/api/schedules/{name}']['patch']['requestBody']>['content']['application/json']
+type JobTemplate = components['schemas']['JobTemplate']
+
+/** The template's field that each job flag sets, as buildSubmit fills it. */
+const JOB_FIELDS: Record<(typeof JOB_FLAGS)[number], keyof JobTemplate> = {
+  type: 'job_type',
+  payload: 'payload',
+  priority: 'priority',
+  units: 'cost_units',
+  queue: 'queue',
+  addon: 'addon_id',
+  'max-attempts': 'max_attempts',
+}
+
+/** What `edit` changes: the PATCH body's own fields, and the job's fields given (merged into the template in force). */
+export interface ScheduleEdit {
+  change: ChangeBody
+  job: Partial<JobTemplate>
+}
 
 /** The body of POST /api/schedules from the flags of `add`; anything missing or malformed is a ConfigError (exit 2). */
 export function buildSchedule(name: string, flags: ScheduleFlags): CreateBody {
@@ -69,6 +94,30 @@ export function buildSchedule(name: string, flags: ScheduleFlags): CreateBody {
   return body
 }
 
+/**
+ * What the flags of `edit` change; none given is a ConfigError (exit 2), as is a value add would
+ * refuse. PATCH replaces the job as a whole, so the job's flags give only the fields they name,
+ * to be laid over the template in force: `--units 5` alone keeps the job's type and payload.
+ */
+export function buildEdit(flags: ScheduleFlags): ScheduleEdit {
+  const given = ADD_FLAGS.filter((flag) => flags[flag] !== undefined)
+  if (given.length === 0) throw new ConfigError(`schedule edit needs what to change: one or more of ${ADD_FLAGS.map((flag) => `--${flag}`).join(', ')}`)
+  if (flags.cron !== undefined && flags.cron.trim() === '') throw new ConfigError("--cron must be an expression (e.g. --cron '0 2 * * *', every day at 02:00)")
+  if (flags.overlap !== undefined && !['allow', 'skip'].includes(flags.overlap)) {
+    throw new ConfigError(`--overlap must be allow or skip (got "${flags.overlap}")`)
+  }
+  const change: ChangeBody = {}
+  if (flags.cron !== undefined) change.cron = flags.cron
+  if (flags.tz !== undefined) change.timezone = flags.tz
+  if (flags.overlap !== undefined) change.overlap = flags.overlap as ChangeBody['overlap']
+  const jobFlags = JOB_FLAGS.filter((flag) => flags[flag] !== undefined)
+  if (jobFlags.length === 0) return { change, job: {} }
+  // buildSubmit checks each value as submit and add do; it requires a type, which the template in
+  // force keeps when none is given: a stand-in here, and only the fields given are taken.
+  const built = buildSubmit({ ...flags, type: flags.type ?? 'kept' }) as JobTemplate
+  return { change, job: Object.fromEntries(jobFlags.map((flag) => [JOB_FIELDS[flag], built[JOB_FIELDS[flag]]])) as Partial<JobTemplate> }
+}
+
 const named = (name: string) => ({ params: { path: { name } } })
 
 /** One line of `list` for the last run: when, what, and the job's state now. */
@@ -79,7 +128,7 @@ function lastRunText(schedule: ScheduleView): string {
   return `${run.fire_at} job ${run.job_id ? shortId(run.job_id) : '?'} ${run.job_state ?? 'pruned'}`
 }
 
-/** `leasehold schedule add|list|pause|resume|rm`. */
+/** `leasehold schedule add|edit|list|pause|resume|rm`. */
 export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: flags, positionals } = parseCommandLine<ScheduleFlags>(argv, ADD_FLAGS, ['paused', 'json'])
   const [action, name, ...extra] = positionals
@@ -90,16 +139,27 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
   }
   if (name !== undefined) checkPathSegment(`schedule ${action}`, name, 'a schedule name')
   if (extra.length > 0) throw new ConfigError(`unexpected argument "${extra[0]}"`)
-  if (action !== 'add') {
-    const given: string[] = [...ADD_FLAGS.filter((flag) => flags[flag] !== undefined), ...(flags.paused ? ['paused'] : [])]
-    if (given.length > 0) throw new ConfigError(`--${given[0]} belongs to schedule add`)
+  if (flags.paused && action !== 'add') throw new ConfigError(`--paused belongs to schedule add (pause NAME and resume NAME switch a schedule)`)
+  if (action !== 'add' && action !== 'edit') {
+    const given = ADD_FLAGS.filter((flag) => flags[flag] !== undefined)
+    if (given.length > 0) throw new ConfigError(`--${given[0]} belongs to schedule add and edit`)
   }
-  const body = action === 'add' ? buildSchedule(name!, flags) : undefined
+  const body = action === 'add' ? buildSchedule(name!, flags) : action === 'edit' ? buildEdit(flags) : undefined
   const target = await findHost(flags, env)
   return run(action as Action, name ?? '', body, target, flags.json === true)
 }
 
-async function run(action: Action, name: string, body: CreateBody | undefined, target: ClientTarget, json: boolean): Promise<number> {
+/**
+ * The PATCH body of `edit`. Job fields given are laid over the template in force, read first:
+ * PATCH replaces the job whole, and the user named only the fields to change.
+ */
+async function changeBody(target: ClientTarget, name: string, edit: ScheduleEdit): Promise<ChangeBody> {
+  if (Object.keys(edit.job).length === 0) return edit.change
+  const { schedule } = await answered(target, hostApi(target).GET('/api/schedules/{name}', named(name)))
+  return { ...edit.change, job: { ...schedule.job, ...edit.job } }
+}
+
+async function run(action: Action, name: string, body: CreateBody | ScheduleEdit | undefined, target: ClientTarget, json: boolean): Promise<number> {
   const api = hostApi(target)
   if (action === 'list') {
     const { schedules } = await answered(target, api.GET('/api/schedules'))
@@ -114,28 +174,34 @@ async function run(action: Action, name: string, body: CreateBody | undefined, t
   }
   const answer =
     action === 'add'
-      ? await answered(target, api.POST('/api/schedules', { body: body! }))
+      ? await answered(target, api.POST('/api/schedules', { body: body as CreateBody }))
       : action === 'rm'
         ? await answered(target, api.DELETE('/api/schedules/{name}', named(name)))
-        : await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
+        : action === 'edit'
+          ? await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: await changeBody(target, name, body as ScheduleEdit) }))
+          : await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
   const { schedule } = answer
   if (json) console.log(JSON.stringify(answer, null, 2))
   else if (action === 'rm') console.log(`removed ${printable(schedule.name)}`)
   else if (action === 'pause') console.log(`paused ${printable(schedule.name)}`)
-  else console.log(`${action === 'add' ? 'added' : 'resumed'} ${printable(schedule.name)}; ${firingWords(schedule)}`)
+  else console.log(`${DONE_WORDS[action]} ${printable(schedule.name)}; ${firingWords(schedule)}`)
   return 0
 }
 
-/** When a schedule fires next, or why it does not. */
-function firingWords(schedule: Pick<components['schemas']['Schedule'], 'state' | 'next_fire_at'>): string {
+const DONE_WORDS: Record<'add' | 'edit' | 'resume', string> = { add: 'added', edit: 'edited', resume: 'resumed' }
+
+/** When a schedule fires next, or why it does not, naming the command that would make it fire. */
+function firingWords(schedule: Pick<components['schemas']['Schedule'], 'name' | 'state' | 'next_fire_at'>): string {
+  // A schedule's name is letters, digits and . _ : -: a word a shell takes as it is.
+  const edit = `leasehold schedule edit ${printable(schedule.name)}`
   switch (schedule.state) {
     case 'enabled':
       return `next firing ${schedule.next_fire_at}`
     case 'paused':
       return 'it does not fire while paused'
     case 'finished':
-      return 'it fires no more: its cron has no firing left (edit its cron, or remove it)'
+      return `it fires no more: its cron has no firing left (give it one: ${edit} --cron …, or remove it)`
     case 'stopped':
-      return 'it does not fire: this host can no longer read its cron or time zone (edit them)'
+      return `it does not fire: this host can no longer read its cron or time zone (give it one it reads: ${edit} --tz … or --cron …)`
   }
 }

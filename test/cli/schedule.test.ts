@@ -1,5 +1,5 @@
 /**
- * `leasehold schedule add|list|pause|resume|rm` as a user runs it: the real command against an
+ * `leasehold schedule add|edit|list|pause|resume|rm` as a user runs it: the real command against an
  * in-process host (found through --data-dir) on a manual clock, so a firing comes when the test
  * moves the clock.
  */
@@ -89,18 +89,18 @@ describe('leasehold schedule', () => {
     expect(lines((await cli(['schedule', 'list'])).stdout)[1]).toMatch(/^once\s+0 30 20 6 2 \* 2026\s+UTC\s+finished\s+allow\s+-\s+2026-02-06T20:30:00.000Z job/)
     const resumed = await cli(['schedule', 'resume', 'once'])
     expect(resumed.status).toBe(0)
-    expect(resumed.stdout.trim()).toBe('resumed once; it fires no more: its cron has no firing left (edit its cron, or remove it)')
+    expect(resumed.stdout.trim()).toBe('resumed once; it fires no more: its cron has no firing left (give it one: leasehold schedule edit once --cron …, or remove it)')
     // Paused first, and resumed: the same, not a refusal of a --cron never given.
     expect((await cli(['schedule', 'pause', 'once'])).status).toBe(0)
     const again = await cli(['schedule', 'resume', 'once'])
-    expect([again.status, again.stdout.trim()]).toEqual([0, 'resumed once; it fires no more: its cron has no firing left (edit its cron, or remove it)'])
+    expect([again.status, again.stdout.trim()]).toEqual([0, 'resumed once; it fires no more: its cron has no firing left (give it one: leasehold schedule edit once --cron …, or remove it)'])
     host.engine.cancel(host.engine.getSchedule('once').last_run!.job_id!)
   })
 
   test('a stopped schedule (its zone unreadable here) paused and resumed answers as resume does without the pause: stopped, exit 0', async () => {
     await cli(['schedule', 'add', 'gone', '--cron', '*/10 * * * *', '--tz', 'UTC', '--type', 'tick'])
     sql(host.engine).run("UPDATE schedules SET timezone = 'Mars/Base', next_fire_at = NULL WHERE name = 'gone'")
-    const words = 'resumed gone; it does not fire: this host can no longer read its cron or time zone (edit them)'
+    const words = 'resumed gone; it does not fire: this host can no longer read its cron or time zone (give it one it reads: leasehold schedule edit gone --tz … or --cron …)'
     const resumed = await cli(['schedule', 'resume', 'gone'])
     expect([resumed.status, resumed.stdout.trim(), resumed.stderr]).toEqual([0, words, ''])
     expect((await cli(['schedule', 'pause', 'gone'])).status).toBe(0)
@@ -109,8 +109,39 @@ describe('leasehold schedule', () => {
     expect(host.engine.getSchedule('gone')).toMatchObject({ enabled: true, state: 'stopped', next_fire_at: null })
   })
 
+  test('edit changes only what its flags give, the job\'s other fields kept, and prints the schedule as add does', async () => {
+    await cli([
+      'schedule', 'add', 'nightly', '--cron', '0 2 * * *', '--tz', 'Europe/Berlin', '--type', 'backup',
+      '--payload', '{"to": "/mnt"}', '--units', '3', '--queue', 'nightly', '--overlap', 'skip',
+    ])
+    const edited = await cli(['schedule', 'edit', 'nightly', '--cron', '0 3 * * *', '--units', '5'])
+    expect([edited.status, edited.stderr, edited.stdout.trim()]).toEqual([0, '', 'edited nightly; next firing 2026-02-07T02:00:00.000Z'])
+    expect(host.engine.getSchedule('nightly')).toMatchObject({
+      cron: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      overlap: 'skip',
+      enabled: true,
+      job: { job_type: 'backup', cost_units: 5, queue: 'nightly', payload: { to: '/mnt' } },
+    })
+    const zone = await cli(['schedule', 'edit', 'nightly', '--tz', 'UTC', '--overlap', 'allow', '--json'])
+    expect(JSON.parse(zone.stdout).schedule).toMatchObject({ cron: '0 3 * * *', timezone: 'UTC', overlap: 'allow', next_fire_at: '2026-02-07T03:00:00.000Z' })
+    // A value the host refuses names the flag, exit 2, and changes nothing.
+    const bad = await cli(['schedule', 'edit', 'nightly', '--cron', '61 * * * *'])
+    expect([bad.status, lines(bad.stderr)]).toEqual([2, ['leasehold: --cron: minute 61 is out of range (0–59) (invalid_cron)']])
+    expect(host.engine.getSchedule('nightly').cron).toBe('0 3 * * *')
+    const missing = await cli(['schedule', 'edit', 'nope', '--units', '2'])
+    expect([missing.status, lines(missing.stderr)]).toEqual([1, ['leasehold: No schedule nope (schedule_not_found)']])
+  })
+
+  test('edit gives a stopped schedule a zone it reads, as its resume line says: it fires again', async () => {
+    await cli(['schedule', 'add', 'gone', '--cron', '0 2 * * *', '--tz', 'UTC', '--type', 'tick'])
+    sql(host.engine).run("UPDATE schedules SET timezone = 'Mars/Base', next_fire_at = NULL WHERE name = 'gone'")
+    const edited = await cli(['schedule', 'edit', 'gone', '--tz', 'Europe/Berlin'])
+    expect([edited.status, edited.stdout.trim()]).toEqual([0, 'edited gone; next firing 2026-02-07T01:00:00.000Z'])
+  })
+
   test.each([
-    [['schedule'], 'schedule needs one of add, list, pause, resume, rm'],
+    [['schedule'], 'schedule needs one of add, edit, list, pause, resume, rm'],
     [['schedule', 'every'], 'unknown schedule command "every"'],
     [['schedule', 'add', 'x', '--type', 't'], '--cron is required'],
     [['schedule', 'add', 'x', '--cron', '* * * * *'], '--type is required'],
@@ -124,6 +155,11 @@ describe('leasehold schedule', () => {
     [['schedule', 'pause', ''], 'schedule pause needs the schedule\'s NAME'],
     [['schedule', 'pause', 'x', '--cron', '* * * * *'], '--cron belongs to schedule add'],
     [['schedule', 'list', 'x'], 'schedule list takes no name'],
+    [['schedule', 'edit'], 'schedule edit needs the schedule\'s NAME'],
+    [['schedule', 'edit', 'x'], 'schedule edit needs what to change: one or more of --cron, --tz, --overlap, --type, --payload, --priority, --units, --queue, --addon, --max-attempts'],
+    [['schedule', 'edit', 'x', '--paused'], '--paused belongs to schedule add (pause NAME and resume NAME switch a schedule)'],
+    [['schedule', 'edit', 'x', '--overlap', 'maybe'], '--overlap must be allow or skip'],
+    [['schedule', 'edit', 'x', '--units', '0'], '--units must be a whole number'],
     [['schedule', 'rm', 'x', 'y'], 'unexpected argument "y"'],
   ])('bad input (%j) is one line and exit 2, and changes nothing', async (args, text) => {
     const result = await cli(args)
@@ -151,7 +187,7 @@ describe('leasehold schedule', () => {
       const help = await runCliAsync(args, CLEAN_ENV)
       expect(help.status).toBe(0)
       expect(help.stdout).toContain('Usage: leasehold schedule')
-      for (const word of ['add NAME', 'list', 'pause NAME', 'resume NAME', 'rm NAME', '--cron', '--tz', '--overlap', '--paused', '--type', '--json', '--url', '--token', '--data-dir']) {
+      for (const word of ['add NAME', 'edit NAME', 'list', 'pause NAME', 'resume NAME', 'rm NAME', '--cron', '--tz', '--overlap', '--paused', '--type', '--json', '--url', '--token', '--data-dir']) {
         expect(help.stdout).toContain(word)
       }
     }
