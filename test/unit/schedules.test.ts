@@ -145,7 +145,7 @@ describe('creating, changing and deleting schedules', () => {
     expect(scheduleEvents(engine)).toHaveLength(1)
   })
 
-  it('a bad cron expression is 400 invalid_cron with the reason', () => {
+  it('a bad cron expression is 400 invalid_cron with the reason, in the expression\'s terms (a value as written, a lone L in day of week sent to day of month)', () => {
     const { engine } = setup()
     expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron: '61 * * * *' })), 400, 'invalid_cron').detail).toBe(
       'cron: minute 61 is out of range (0–59)',
@@ -156,6 +156,9 @@ describe('creating, changing and deleting schedules', () => {
       ['0 0 0 * *', 'day of month 0 is out of range (1–31)'],
       ['* * 32 * *', 'day of month 32 is out of range (1–31)'],
       ['* 24 * * *', 'hour 24 is out of range (0–23)'],
+      // A lone L belongs to day of month; croner says only that it is "not a number".
+      ['0 0 * * L', 'day of week L: a lone L (the last day of the month) belongs to day of month (0 0 L * *); in day of week it follows a weekday (5L, the last Friday)'],
+      ['0 0 * * 1,L', 'day of week L: a lone L (the last day of the month) belongs to day of month (0 0 L * *); in day of week it follows a weekday (5L, the last Friday)'],
     ]) {
       expect(expectEngineError(() => engine.createSchedule(aSchedule({ cron })), 400, 'invalid_cron').detail).toBe(`cron: ${reason}`)
     }

@@ -270,12 +270,19 @@ const CRON_FIELDS: Record<string, { name: string; range: string; offset: number 
   dayOfWeek: { name: 'day of week', range: '0–7, 0 and 7 Sunday', offset: 0 },
 }
 
+/** The refusal of a lone L in day of week, which croner words as "dayOfWeek is not a number: 'L'". */
+const LONE_WEEKDAY_L =
+  'day of week L: a lone L (the last day of the month) belongs to day of month (0 0 L * *); in day of week it follows a weekday (5L, the last Friday)'
+
 /**
  * croner's reason without its prefix, in the expression's own terms: `* * * 13 *` is "month 13 is
  * out of range (1–12)", where croner says "CronPattern: Invalid value for month: 12".
  */
 function cronReason(error: unknown): string {
   const reason = String((error as Error)?.message ?? error).replace(/^Cron\w*:\s*/, '')
+  // croner reads a weekday's L only after a weekday (5L): a lone L, which belongs to the other day
+  // field, is "not a number" in its words, which does not say where the L goes.
+  if (reason === "dayOfWeek is not a number: 'L'") return LONE_WEEKDAY_L
   const outOfRange = /^Invalid value for (\w+): (-?\d+)$/.exec(reason)
   const field = outOfRange ? CRON_FIELDS[outOfRange[1]!] : undefined
   if (!outOfRange || !field) return reason
