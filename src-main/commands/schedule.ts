@@ -192,7 +192,7 @@ const DONE_WORDS: Record<'add' | 'edit' | 'resume', string> = { add: 'added', ed
 
 /** When a schedule fires next, or why it does not, naming the command that would make it fire. */
 function firingWords(schedule: Pick<components['schemas']['Schedule'], 'name' | 'state' | 'next_fire_at'>): string {
-  // A schedule's name is letters, digits and . _ : -: a word a shell takes as it is.
+  // A schedule's name is ASCII letters, digits and . _ : -: a word a shell takes as it is.
   const edit = `leasehold schedule edit ${printable(schedule.name)}`
   switch (schedule.state) {
     case 'enabled':

@@ -31,7 +31,7 @@ export const JobTemplate = SubmitJob.pick({
 }).meta({ id: 'JobTemplate' })
 export type JobTemplate = z.infer<typeof JobTemplate>
 
-const ScheduleName = z.string().regex(SCHEDULE_NAME, 'letters, digits, ".", "_", ":" or "-", starting with a letter or digit (at most 200)')
+const ScheduleName = z.string().regex(SCHEDULE_NAME, 'ASCII letters, digits, ".", "_", ":" or "-", starting with a letter or digit (at most 200)')
 
 export const CreateSchedule = z.strictObject({
   name: ScheduleName,

@@ -77,6 +77,9 @@ describe('the schedule routes', () => {
     const { host } = await start()
     await expectInvalid(await post(host, S, { cron: '* * * * *', job: { job_type: 'x' } }), 'name', 'job.cost_units')
     await expectInvalid(await post(host, S, nightly({ name: 'has space' })), 'name')
+    // Only ASCII letters: the refusal says so, as a non-ASCII letter would otherwise seem to be one.
+    const accented = await expectError(await post(host, S, nightly({ name: 'café' })), 400, 'invalid_request')
+    expect(accented.detail).toContain('name: ASCII letters, digits')
     await expectInvalid(await post(host, S, nightly({ overlap: 'sometimes' })), 'overlap')
     await expectInvalid(await post(host, S, nightly({ job: { job_type: 'x', cost_units: 1, client_request_id: 'k' } })), 'job')
     await expectInvalid(await post(host, S, nightly({ every: 'day' })), 'every')

@@ -193,6 +193,13 @@ describe('creating, changing and deleting schedules', () => {
     expect(expectEngineError(() => engine.createSchedule(aSchedule({ name: 'a b/c' })), 400, 'invalid_request').detail).toMatch(/^name: /)
   })
 
+  it('a schedule name takes ASCII letters only, and its refusal says so: a letter such as é is refused as no letter the name takes', () => {
+    const { engine } = setup()
+    expect(expectEngineError(() => engine.createSchedule(aSchedule({ name: 'café' })), 400, 'invalid_request').detail).toBe(
+      'name: 1 to 200 ASCII letters, digits, ".", "_", ":" or "-", starting with a letter or digit',
+    )
+  })
+
   it('changing the expression or the time zone moves the next firing; other changes keep it', () => {
     const { engine, clock } = setup()
     engine.createSchedule(aSchedule())

@@ -102,7 +102,7 @@ export interface ScheduleOrigin {
 /** How many upcoming firings a schedule's view lists. */
 export const UPCOMING = 3
 
-/** Letters, digits and `. _ : -`, starting with a letter or digit: a name that goes into a URL and a shell unquoted. */
+/** ASCII letters, digits and `. _ : -`, starting with a letter or digit: a name that goes into a URL and a shell unquoted. */
 export const SCHEDULE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/
 
 export const scheduleNotFound = (name: string) => notFound('schedule_not_found', 'schedule', name)
@@ -330,7 +330,7 @@ export function dueFiring(cron: Cron, nextFireAt: number | null, now: number): D
 
 function checkName(name: unknown): string {
   if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
-    throw invalid('name: 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit')
+    throw invalid('name: 1 to 200 ASCII letters, digits, ".", "_", ":" or "-", starting with a letter or digit')
   }
   return name
 }
