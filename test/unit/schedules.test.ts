@@ -188,6 +188,14 @@ describe('creating, changing and deleting schedules', () => {
     expect(engine.listSchedules()).toEqual([])
   })
 
+  it('a template\'s payload null is stored as {}, as a submit stores it, on create and on change', () => {
+    const { engine } = setup()
+    expect(engine.createSchedule(aSchedule({ job: { job_type: 'x', cost_units: 1, payload: null } })).job.payload).toEqual({})
+    expect(engine.getSchedule('nightly').job.payload).toEqual({})
+    engine.updateSchedule('nightly', { job: { job_type: 'x', cost_units: 1, payload: { a: 1 } } })
+    expect(engine.updateSchedule('nightly', { job: { job_type: 'x', cost_units: 1, payload: null } }).job.payload).toEqual({})
+  })
+
   it('a name that could not go into a URL unquoted is 400', () => {
     const { engine } = setup()
     expect(expectEngineError(() => engine.createSchedule(aSchedule({ name: 'a b/c' })), 400, 'invalid_request').detail).toMatch(/^name: /)

@@ -343,6 +343,8 @@ function checkOverlap(overlap: unknown): Overlap {
 /**
  * A job template passes the rules a submit would apply now, so a schedule that is accepted can
  * fire: the submit's own checks, and a cost within the total capacity. Errors name `job.<field>`.
+ * A `payload: null` is stored as `{}`, as a submit stores it: the schedule shows the payload its
+ * jobs get.
  */
 function checkTemplate(template: JobTemplate, totalUnits: number): JobTemplate {
   if (template === null || typeof template !== 'object' || Array.isArray(template)) throw invalid('job: must be an object with job_type and cost_units')
@@ -356,7 +358,7 @@ function checkTemplate(template: JobTemplate, totalUnits: number): JobTemplate {
     if (error instanceof EngineError) throw new EngineError(error.code, `job.${error.detail}`)
     throw error
   }
-  return template
+  return template.payload === null ? { ...template, payload: {} } : template
 }
 
 /** The expression in its zone, and that it fires at least once more after `now` (400 otherwise). */
