@@ -2,7 +2,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import { connectionName } from './connection'
-import { DatabaseOpenError, isAnotherProgramsFile } from './open'
+import { DatabaseOpenError, isAnotherProgramsFile, isLeaseholdHeader } from './open'
 
 /** What an integrity check of the database file found. */
 export interface IntegrityReport {
@@ -43,8 +43,7 @@ function problemsOf(rows: Record<string, string>[]): string[] {
  * The check's rows, read one at a time: on a damaged page SQLite answers the problems it found
  * so far and then fails the statement with `SQLITE_CORRUPT` (an index's count of entries that
  * reads the damaged table, say). Rows that name problems before that failure are the damage
- * found, and are kept; a failure before any such row, or any other failure (a read the disk
- * failed), is thrown: the file could not be checked.
+ * found, and are kept; any other failure is thrown, for {@link damageIn} to judge.
  */
 function checkRows(db: BetterSqlite3.Database, depth: IntegrityDepth): Record<string, string>[] {
   const rows: Record<string, string>[] = []
@@ -58,7 +57,27 @@ function checkRows(db: BetterSqlite3.Database, depth: IntegrityDepth): Record<st
 
 /** Whether a failure of the check follows rows that name problems and says the file is damaged. */
 function isCorruptAfterProblems(error: unknown, rows: Record<string, string>[]): boolean {
-  return String((error as { code?: unknown }).code).startsWith('SQLITE_CORRUPT') && problemsOf(rows).length > 0
+  return isDamageCode(error) && problemsOf(rows).length > 0
+}
+
+/** SQLite's codes for a file it found malformed (`SQLITE_CORRUPT…`) or, once open, not a database (`SQLITE_NOTADB`); a read the disk failed outright is `SQLITE_IOERR…`. */
+function isDamageCode(error: unknown): boolean {
+  const code = String((error as { code?: unknown }).code)
+  return code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB'
+}
+
+/**
+ * The problems of a check that failed before naming any, or null when the failure says nothing
+ * of the file: a file that begins as a Leasehold database (SQLite opened it as one) and that
+ * SQLite then found malformed is damaged (cut short, a page overwritten), and its problem is
+ * SQLite's own message. SQLite reports a read the disk failed with EIO as malformed too
+ * (error-answer.ts), which is why the damaged line still says the disk may be failing; an I/O
+ * error (`SQLITE_IOERR`) is no verdict, and is thrown as the file could not be read.
+ */
+function damageIn(error: unknown, path: string): string[] | null {
+  if (!isDamageCode(error) || !isLeaseholdHeader(path)) return null
+  const { code, message } = error as { code: string; message: string }
+  return [`${message.replace(/\s*\n\s*/g, ' ')} (${code})`]
 }
 
 /**
@@ -87,6 +106,10 @@ export function checkIntegrity(path: string, depth: IntegrityDepth = 'full', nat
     if (isAnotherProgramsFile(db)) throw new DatabaseOpenError(`${path} is not a Leasehold database (serve refuses it); it was not checked`)
     const problems = problemsOf(checkRows(db, depth))
     return { path, ok: problems.length === 0, problems, ms: Math.round(performance.now() - started) }
+  } catch (error) {
+    const problems = damageIn(error, path)
+    if (problems) return { path, ok: false, problems, ms: Math.round(performance.now() - started) }
+    throw error
   } finally {
     db.close()
   }
@@ -137,7 +160,10 @@ export function checkIntegrityInBackground(path: string, options: { depth?: Inte
     signal?.addEventListener('abort', () => reject(new Error('the integrity check was left as the host stopped')), { once: true })
     worker.once('message', (message: { rows: Record<string, string>[]; ms: number; error?: string; code?: string }) => {
       const failure = message.error === undefined ? null : Object.assign(new Error(message.error), { code: message.code })
-      if (failure && !isCorruptAfterProblems(failure, message.rows)) return reject(failure)
+      if (failure && !isCorruptAfterProblems(failure, message.rows)) {
+        const damage = damageIn(failure, path)
+        return damage ? resolve({ path, ok: false, problems: damage, ms: message.ms }) : reject(failure)
+      }
       const problems = problemsOf(message.rows)
       resolve({ path, ok: problems.length === 0, problems, ms: message.ms })
     })

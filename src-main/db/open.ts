@@ -181,7 +181,7 @@ export function damagedDatabaseLine(dataDir: string, reason: string): string {
 }
 
 /** Whether the file at `path` begins as a Leasehold database does: SQLite's header, with Leasehold's application id in it. */
-function isLeaseholdHeader(path: string): boolean {
+export function isLeaseholdHeader(path: string): boolean {
   let fd: number
   try {
     fd = openSync(path, 'r')

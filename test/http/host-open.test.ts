@@ -5,10 +5,11 @@
  * first start that failed half-way is finished by the next.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
+import { checkIntegrityInBackground } from '../../src-main/db/integrity'
 import { openDatabase } from '../../src-main/db/open'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 import { runCli, runCliAsync, startServe } from '../helpers/process'
@@ -179,6 +180,21 @@ describe('leasehold check', () => {
     const asked = await runCliAsync(['check', '--data-dir', dir, '--json'])
     expect(asked.status).toBe(1)
     expect(JSON.parse(asked.stdout)).toEqual({ path, ok: false, problems: expect.arrayContaining([damaged]), ms: expect.any(Number) })
+  })
+
+  test('a file SQLite finds malformed before its check names anything (cut to half its length) is damaged: said so with what to do, listed as a problem in --json, exit 1; so too on the host\'s check thread', async () => {
+    const dir = await filledDataDir(200)
+    const path = join(dir, 'leasehold.db')
+    truncateSync(path, Math.floor(statSync(path).size / 2))
+    const printed = runCli(['check', '--data-dir', dir])
+    expect(printed.status, printed.stderr).toBe(1)
+    expect(printed.stdout).toMatch(/leasehold\.db is damaged \(integrity check: database disk image is malformed \(SQLITE_CORRUPT\)\): stop the host, keep a copy of the file with its -wal, and restore a backup/)
+    expect(`${printed.stdout}${printed.stderr}`).not.toMatch(/cannot be read/)
+    const malformed = [expect.stringMatching(/^database disk image is malformed \(SQLITE_CORRUPT/)]
+    const json = runCli(['check', '--data-dir', dir, '--json', '--quick'])
+    expect(json.status).toBe(1)
+    expect(JSON.parse(json.stdout)).toEqual({ path, ok: false, problems: malformed, ms: expect.any(Number) })
+    await expect(checkIntegrityInBackground(path, { depth: 'full' })).resolves.toEqual({ path, ok: false, problems: malformed, ms: expect.any(Number) })
   })
 
   test('runs while the host serves: the host that holds the file checks it on a thread of its own', async () => {
