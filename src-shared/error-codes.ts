@@ -69,6 +69,8 @@ export const HTTP_ERROR_CODES = [
   /** A commit whose sync failed, and whose outcome could not be made certain (src-main/db/commit-outcome.ts). */
   'storage_uncertain',
   'storage_full',
+  /** A backup whose `<data-dir>/backups` is a file, or a link to nothing or to a file (src-main/db/backup.ts): the operator's to mend, not the disk's. */
+  'backup_folder_unusable',
 ] as const
 export type HttpErrorCode = (typeof HTTP_ERROR_CODES)[number]
 
@@ -120,6 +122,7 @@ export const ERROR_STATUS = {
   blocker_resolved: 409,
   duplicate_schedule: 409,
   not_scheduled: 409,
+  backup_folder_unusable: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   retry_too_early: 429,

@@ -1,5 +1,5 @@
-import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
 import { clearHostMark } from './open'
 import { BACKUP_TAKEN_AT_KEY } from '../engine/store/counters'
@@ -22,6 +22,7 @@ export interface BackupReport {
  */
 export async function backupDatabase(sqlite: Database, dir: string, now: Date, nativeBinding?: string): Promise<BackupReport> {
   const started = performance.now()
+  refuseUnusableFolder(dir)
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   const path = join(dir, `leasehold-${now.toISOString().replace(/[:.]/g, '-')}.db`)
   const partial = `${path}.partial`
@@ -38,6 +39,41 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date, n
     throw error
   }
   return { path, bytes: statSync(path).size, ms: Math.round(performance.now() - started) }
+}
+
+/**
+ * A backups folder that is not one: what the operator put at its path, which no disk fault
+ * explains and no retry mends. The host answers it `409 backup_folder_unusable`, not as the
+ * disk's `storage_error`.
+ */
+export class BackupFolderError extends Error {
+  /** The answer's code, read by the route (http/system.ts), which loads nothing of this module. */
+  readonly code = 'backup_folder_unusable'
+}
+
+/**
+ * Refuses, saying what is wrong and what to do, a backups path that names no folder: a file, or
+ * a link to nothing or to a file. Left to `mkdir`, they read as errno text (`EEXIST … mkdir`,
+ * `ENOENT … mkdir`) that looks like a failing disk. A path that does not exist is made.
+ */
+function refuseUnusableFolder(dir: string): void {
+  let found: ReturnType<typeof lstatSync>
+  try {
+    found = lstatSync(dir)
+  } catch {
+    return // none yet (made below), or not to be read: mkdir says why
+  }
+  if (found.isDirectory()) return
+  if (!found.isSymbolicLink()) throw new BackupFolderError(`${dir} is a file, not a folder: move it away (the next backup makes the folder) or replace it with a folder`)
+  const target = resolve(dir, '..', readlinkSync(dir))
+  let pointed: ReturnType<typeof statSync>
+  try {
+    pointed = statSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return // mkdir says why
+    throw new BackupFolderError(`${dir} is a link to ${target}, which does not exist: make that folder, or remove the link (the next backup makes the folder)`)
+  }
+  if (!pointed.isDirectory()) throw new BackupFolderError(`${dir} is a link to ${target}, which is a file, not a folder: point the link at a folder, or remove it (the next backup makes the folder)`)
 }
 
 /**

@@ -183,13 +183,19 @@ export const systemApi: Api = {
       summary: 'Copy the database, every commit so far, into <data-dir>/backups while the host serves (SQLite\'s backup API; docs/operations.md)',
       answer: BackupAnswer,
       status: 201,
-      errors: { 503: 'storage_error: the copy could not be read or written', 507: 'storage_full: the disk has no room for the copy (nothing of it is left)' },
+      errors: {
+        409: 'backup_folder_unusable: <data-dir>/backups is a file, or a link to nothing or to a file; the detail says what to do (nothing was written)',
+        503: 'storage_error: the copy could not be read or written',
+        507: 'storage_full: the disk has no room for the copy (nothing of it is left)',
+      },
       grouped: false,
       run: async (_, { backup }) => {
         try {
           return await backup()
         } catch (error) {
           const code = (error as { code?: string }).code ?? ''
+          // db/backup.ts BackupFolderError: what stands at the folder's path, not the disk.
+          if (code === 'backup_folder_unusable') throw new HttpError('backup_folder_unusable', `The backup was not taken: ${(error as Error).message}`)
           if (code === 'ENOSPC' || code === 'SQLITE_FULL') throw new HttpError('storage_full', `The disk has no room for the backup (${(error as Error).message}); nothing of it is left`)
           throw new HttpError('storage_error', `The backup could not be written (${(error as Error).message}); nothing of it is left`)
         }

@@ -5,7 +5,7 @@
  * is the database.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { copyFileSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { startTestHost, type TestHost } from '../helpers/host'
@@ -57,6 +57,33 @@ describe('a backup while the host serves', () => {
     expect(answer.status).toBe(201)
     const { path } = await body(answer)
     expect(readdirSync(backups).sort()).toEqual([basename(path), 'notes.txt'])
+  })
+
+  test('a backups path that names no folder (a file, a link to nothing, a link to a file) is 409 backup_folder_unusable saying what is wrong and what to do, not the disk\'s storage_error; leasehold backup says the same', async () => {
+    const host = await startTestHost()
+    hosts.push(host)
+    const backups = join(host.dataDir, 'backups')
+    const nowhere = join(host.dataDir, 'nowhere')
+    const aFile = join(host.dataDir, 'a-file')
+    writeFileSync(aFile, 'x')
+    const cases: [() => void, RegExp][] = [
+      [() => writeFileSync(backups, 'x'), new RegExp(`${backups} is a file, not a folder: move it away`)],
+      [() => symlinkSync(nowhere, backups), new RegExp(`${backups} is a link to ${nowhere}, which does not exist: make that folder, or remove the link`)],
+      [() => symlinkSync('a-file', backups), new RegExp(`${backups} is a link to ${aFile}, which is a file, not a folder`)],
+    ]
+    for (const [put, said] of cases) {
+      rmSync(backups, { force: true })
+      put()
+      const answer = await host.call('/api/storage/backup', { method: 'POST' })
+      const error = await body(answer)
+      expect(answer.status, JSON.stringify(error)).toBe(409)
+      expect(error).toEqual({ code: 'backup_folder_unusable', detail: expect.stringMatching(said) })
+      const printed = await runCliAsync(['backup', '--url', host.url, '--token', host.token])
+      expect(printed.status).toBe(1)
+      expect(printed.stderr).toMatch(said)
+      expect(printed.stderr).not.toMatch(/EEXIST|ENOENT|storage_error/)
+    }
+    expect(existsSync(nowhere)).toBe(false)
   })
 
   test('leasehold backup prints where the backup is; restored with the host stopped, it is the database the next start opens, as a file closed cleanly', async () => {
