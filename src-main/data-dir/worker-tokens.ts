@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, renameSync, rmSync, type Stats, statSync, writeFileSync } from 'node:fs'
+import { accessSync, closeSync, constants, existsSync, openSync, renameSync, rmSync, type Stats, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
 import { LockFile } from '../db/lock-file'
@@ -113,6 +113,8 @@ function writeStored(dataDir: string, tokens: Stored[]): void {
   } catch (error) {
     rmSync(temp, { force: true })
     const e = error as NodeJS.ErrnoException
+    // A read-only mount, or a folder this user may not write in (SQLite opens a lock file there read-only without a word): said as serve says it.
+    if (e.code === 'EROFS' || e.code === 'EACCES' || e.code === 'EPERM') throw new WorkerTokensFileError(`cannot write in the data dir ${dataDir} (${e.message}); no token was changed`)
     const noFiles = e.code === 'ENOSPC' ? noFreeFiles(dataDir) : null
     const full = e.code === 'ENOSPC' ? (noFiles ? `the disk has ${noFiles}` : 'the disk is full') : (e.code ?? e.message)
     throw new WorkerTokensFileError(`cannot write ${path} (${full}); no token was changed`)
@@ -136,6 +138,8 @@ function changeStored<T>(dataDir: string, change: (tokens: Stored[]) => T): T {
     if (error instanceof WorkerTokensFileError) throw error
     const code = (error as { code?: string }).code
     const noFiles = code === 'SQLITE_CANTOPEN' ? noFreeFiles(dataDir) : null
+    const unwritable = code === 'SQLITE_CANTOPEN' && !noFiles ? cannotWriteIn(dataDir) : null
+    if (unwritable) throw new WorkerTokensFileError(`cannot write in the data dir ${dataDir} (${unwritable}); no token was changed`)
     const why =
       code === 'SQLITE_BUSY'
         ? `another change of the tokens held it for over ${CHANGE_WAIT_MS / 1000} s`
@@ -145,6 +149,23 @@ function changeStored<T>(dataDir: string, change: (tokens: Stored[]) => T): T {
             ? `the disk has ${noFiles}`
             : (code ?? (error as Error).message)
     throw new WorkerTokensFileError(`cannot lock ${join(dataDir, CHANGE_LOCK_FILE)} (${why}); no token was changed`)
+  }
+}
+
+/**
+ * Why the change's lock could not be opened here, from the file system's own error, or null:
+ * SQLite says only `SQLITE_CANTOPEN`, where the data dir is on a read-only mount (`EROFS`) or
+ * this user may not write in it or its lock file (`EACCES`). Said as serve says it, so one fault
+ * reads the same from every command.
+ */
+function cannotWriteIn(dataDir: string): string | null {
+  try {
+    accessSync(dataDir, constants.W_OK)
+    const lock = join(dataDir, CHANGE_LOCK_FILE)
+    if (existsSync(lock)) closeSync(openSync(lock, 'r+'))
+    return null
+  } catch (error) {
+    return (error as Error).message
   }
 }
 

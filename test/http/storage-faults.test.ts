@@ -341,6 +341,35 @@ describe('a real full disk (tmpfs)', () => {
     expect(token.stderr).toContain(`cannot lock ${join(dataDir, 'worker-tokens.lock')} (the disk has no free files (inodes) left (all 16 in use)); no token was changed`)
   })
 
+  test('a data dir on a read-only file system is named so by token create and revoke, as serve names it, not as a lock SQLite cannot open', async (context) => {
+    const skipped = mountTmpfs()
+    if (skipped) return context.skip(skipped)
+    const dataDir = join(mountPoint!, 'data')
+    mkdirSync(dataDir)
+    await (await startTestHost({ dataDir })).stop()
+    const remount = (mode: 'ro' | 'rw') => execFileSync('mount', ['-o', `remount,${mode}`, mountPoint!], { stdio: 'pipe' })
+    const readOnly = `cannot write in the data dir ${dataDir} (EROFS: read-only file system`
+    remount('ro')
+    const served = await startTestHost({ dataDir }).then(
+      () => null,
+      (e: Error) => e,
+    )
+    expect(served?.message).toContain(readOnly)
+    const created = await runCliAsync(['token', 'create', '--scope', 'worker', '--data-dir', dataDir])
+    expect(created.status).toBe(1)
+    expect(created.stderr).toContain(readOnly)
+    expect(created.stderr).toMatch(/; no token was changed/)
+    expect(created.stderr).not.toMatch(/SQLITE_CANTOPEN/)
+    remount('rw')
+    const made = await runCliAsync(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dataDir]) // the change's lock file is there from now on
+    expect(made.status, made.stderr).toBe(0)
+    remount('ro')
+    const revoked = await runCliAsync(['token', 'revoke', JSON.parse(made.stdout).id, '--data-dir', dataDir])
+    expect(revoked.status).toBe(1)
+    expect(revoked.stderr).toContain(readOnly)
+    expect(revoked.stderr).not.toMatch(/SQLITE_CANTOPEN/)
+  })
+
   test('a data dir with no host.lock yet, on a disk with no free files (inodes) left, is named so, not as a data dir it cannot write in', async (context) => {
     const skipped = mountTmpfs('size=20m,nr_inodes=16')
     if (skipped) return context.skip(skipped)
