@@ -690,8 +690,11 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     if (uncleanShutdown) integrityCheck = backgroundIntegrityCheck(connectionPath(sqlite.name), options.nativeBinding, checkAbort.signal, log)
   }
   // The port is the host's before anything runs a job or fires a schedule: a start that cannot
-  // listen (the port in use, an address this machine does not have) ends here, having changed
-  // nothing. The connections it accepts wait, unread, until the start is whole (connection-gate.ts).
+  // listen (the port in use, an address this machine does not have) ends here, having run no job
+  // and fired no schedule. What the steps above made stays (a first start's database, token and
+  // lock, a migration, a restored backup's ids moved on): the server serves the engine, so it
+  // cannot listen before the database opens. The connections it accepts wait, unread, until the
+  // start is whole (connection-gate.ts).
   const gate = holdConnections(server)
   undo.push(() => gate.close())
   const address = await listen(server, config.port, config.host)
