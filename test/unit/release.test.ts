@@ -76,6 +76,22 @@ describe('release', () => {
     expect(refused.detail).toContain('already reported FAILED with a different error')
   })
 
+  it('a repeated completion or failure is compared as JSON: its objects\' members in any order, an array\'s order counting', () => {
+    const done = leasedJob()
+    done.engine.release({ lease_id: done.lease.id, status: 'SUCCEEDED', result: { a: 1, b: { c: [1, 2], d: 'x' } } })
+    expect(done.engine.release({ lease_id: done.lease.id, status: 'SUCCEEDED', result: { b: { d: 'x', c: [1, 2] }, a: 1 } }).replay).toBe(true)
+    expectEngineError(() => done.engine.release({ lease_id: done.lease.id, status: 'SUCCEEDED', result: { a: 1, b: { c: [2, 1], d: 'x' } } }), 409, 'lease_not_active')
+    const failed = leasedJob()
+    failed.engine.release({ lease_id: failed.lease.id, status: 'FAILED', error: { code: 'io', message: 'disk full', details: { dev: 'sda', free: 0 } } })
+    expect(failed.engine.release({ lease_id: failed.lease.id, status: 'FAILED', error: { details: { free: 0, dev: 'sda' }, message: 'disk full', code: 'io' } }).replay).toBe(true)
+    const plain = leasedJob()
+    plain.engine.release({ lease_id: plain.lease.id, status: 'FAILED', error: [{ at: 1, why: 'x' }] })
+    expect(plain.engine.release({ lease_id: plain.lease.id, status: 'FAILED', error: [{ why: 'x', at: 1 }] }).replay).toBe(true)
+    const coded = leasedJob()
+    coded.engine.release({ lease_id: coded.lease.id, status: 'FAILED', error: { code: { kind: 'io', n: 5 }, message: 'm' } })
+    expect(coded.engine.release({ lease_id: coded.lease.id, status: 'FAILED', error: { message: 'm', code: { n: 5, kind: 'io' } } }).replay).toBe(true)
+  })
+
   it('a different outcome on an already released lease is 409 lease_not_active and changes nothing', () => {
     const { engine, job, lease } = leasedJob()
     engine.release({ lease_id: lease.id, status: 'SUCCEEDED' })

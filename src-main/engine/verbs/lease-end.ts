@@ -7,6 +7,8 @@ import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { requeue } from './moves'
 import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, moveJob, notActive } from '../store/rows'
 import type { FinalStatus, TerminalState } from '../rules/states'
+import { sameJson } from '../../../src-shared/same-json'
+import { parseStored } from '../store/stored-value'
 
 /**
  * How a lease and the attempt it runs end: released with the worker's outcome, or expired; and
@@ -87,19 +89,26 @@ export function repeatsRelease(lease: LeaseRow, job: JobRow, reported: Outcome):
 /** Whether a report of the status a lease was released with carries what that release stored. */
 function saysWhatWasStored(lease: LeaseRow, job: JobRow, reported: Outcome): boolean {
   // A success's result is stored only on its job, which then is DONE for good (a DONE job is not retried).
-  if (reported.status === 'SUCCEEDED') return json(reported.result) === job.result
+  // Compared as JSON, not as text: a resending worker's JSON library may write an object's members in another order.
+  if (reported.status === 'SUCCEEDED') return sameJson(parseStored(job.result), reported.result ?? null)
   return sameError(lease.error, reported.error)
 }
 
 /**
  * Whether a reported error is the one stored: the same code, message and retryability when both
- * are objects (a resent failure may differ in its stack alone), else the same value.
+ * are objects (a resent failure may differ in its stack alone), else the same value; each
+ * compared as JSON, an object's members in any order.
  */
-function sameError(stored: string | null, reported: unknown): boolean {
-  const before = stored === null ? null : (JSON.parse(stored) as unknown)
-  const now = JSON.parse(json(reported) ?? 'null') as unknown
-  if (!isRecord(before) || !isRecord(now)) return json(before) === json(now)
-  return json(before.code) === json(now.code) && json(before.message) === json(now.message) && (before.retryable === true) === (now.retryable === true)
+function sameError(before: string | null, reported: unknown): boolean {
+  const was = parseStored(before)
+  const now = reported ?? null
+  if (!isRecord(was) || !isRecord(now)) return sameJson(was, now)
+  return sameMember(was, now, 'code') && sameMember(was, now, 'message') && (was.retryable === true) === (now.retryable === true)
+}
+
+/** Whether two objects have the same JSON at a key, a member absent and one null being alike (as stored, both are null). */
+function sameMember(a: Record<string, unknown>, b: Record<string, unknown>, key: string): boolean {
+  return sameJson(a[key] ?? null, b[key] ?? null)
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
