@@ -1650,7 +1650,7 @@ export interface components {
             ack: boolean;
             /** @description Retryable with attempts left: queued again after a backoff */
             requeued: boolean;
-            /** @description Dead-lettered: no attempts left, or not retryable */
+            /** @description Dead-lettered: a retryable failure with no attempts left. A failure that is not retryable is final (FAILED), not dead-lettered */
             dlq: boolean;
         };
         /** @description One entry per report, in the order sent, each as its one-job route answers it; then the claims */
@@ -1689,7 +1689,7 @@ export interface components {
                 ack: boolean;
                 /** @description Retryable with attempts left: queued again after a backoff */
                 requeued: boolean;
-                /** @description Dead-lettered: no attempts left, or not retryable */
+                /** @description Dead-lettered: a retryable failure with no attempts left. A failure that is not retryable is final (FAILED), not dead-lettered */
                 dlq: boolean;
                 job_id: string;
             } | {

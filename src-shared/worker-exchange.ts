@@ -270,7 +270,7 @@ export const WorkerFailAnswer = z
     ok: z.literal(true),
     ack: z.boolean(),
     requeued: z.boolean().meta({ description: 'Retryable with attempts left: queued again after a backoff' }),
-    dlq: z.boolean().meta({ description: 'Dead-lettered: no attempts left, or not retryable' }),
+    dlq: z.boolean().meta({ description: 'Dead-lettered: a retryable failure with no attempts left. A failure that is not retryable is final (FAILED), not dead-lettered' }),
   })
   .meta({ id: 'WorkerFailAnswer' })
 export type WorkerFailAnswer = z.infer<typeof WorkerFailAnswer>

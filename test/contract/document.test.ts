@@ -59,6 +59,13 @@ describe('every route the server serves is in the document', () => {
   })
 })
 
+test('the fail answer\'s dlq is described as the host decides it: only a retryable failure with no attempts left is dead-lettered, a non-retryable one is final', () => {
+  const schemas = (doc as unknown as { components: { schemas: Record<string, { properties: Record<string, { description?: string }> }> } }).components.schemas
+  const dlq = schemas.WorkerFailAnswer!.properties.dlq!.description!
+  expect(dlq).toMatch(/retryable failure with no attempts left/i)
+  expect(dlq).toMatch(/not retryable is final \(FAILED\), not dead-lettered/i)
+})
+
 describe('the server answers as the document says', () => {
   let host: TestHost
   afterAll(async () => {
