@@ -3,6 +3,7 @@
  * heartbeat, complete, fail. Every documented status and code, the exact answers, and the
  * long-poll timing rules.
  */
+import { readFileSync } from 'node:fs'
 import { describe, expect, test, vi } from 'vitest'
 import { ManualClock } from '../../src-main/engine/rules/clock'
 import { startTestHost } from '../helpers/host'
@@ -815,5 +816,17 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
       await expectInvalid(await post(host, `${WORKER}/batch`, json), field)
     }
     expect(host.engine.getJob(c.job_id).state).toBe('RUNNING')
+  })
+
+  test('docs/api.md\'s batch section says what the host answers: a body that is not JSON is 400 invalid_json, a claim without max_jobs is 400 naming claim.max_jobs', async () => {
+    await start()
+    const nan = await host.call(`${WORKER}/batch`, { method: 'POST', body: '{"worker_id":"w1","complete":[{"result":NaN}]}', headers: { 'content-type': 'application/json' } })
+    await expectError(nan, 400, 'invalid_json')
+    await expectInvalid(await post(host, `${WORKER}/batch`, { worker_id: 'w1', claim: { streams: ['default'] } }), 'claim.max_jobs')
+    const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8')
+    const section = doc.slice(doc.indexOf('### Batches'), doc.indexOf('\n### ', doc.indexOf('### Batches') + 1))
+    expect(section).toMatch(/not JSON is `400 invalid_json`/)
+    expect(section).toMatch(/`streams` and `max_jobs` \(1–256\), both required/)
+    expect(section).not.toMatch(/every part is optional/i)
   })
 })
