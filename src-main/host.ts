@@ -356,6 +356,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     token,
     isWorkerToken,
     isAdminToken,
+    isRevokedToken: (given: string) => scopedTokens.isRevoked(given),
     get allowedHosts() {
       return allowedHosts
     },

@@ -79,7 +79,14 @@ export type HttpErrorCode = (typeof HTTP_ERROR_CODES)[number]
  * guard's): its code is `unauthorized` as for any refused token, and the dashboard tells this
  * one apart by it, to say that a worker token cannot open it rather than that the token is wrong.
  */
-export const WORKER_TOKEN_REFUSAL = "A worker token opens only the worker routes and the file-lease requests of its jobs; this route needs the host's token"
+export const WORKER_TOKEN_REFUSAL = "A worker token opens only the worker routes and the file-lease requests of its jobs; this route needs the host's token or an admin token"
+
+/**
+ * The `detail` of the 401 a revoked scoped token gets (the request guard's): its code is
+ * `unauthorized` as for any refused token, but a worker told so knows to stop, where one told
+ * its token is not valid would look for a mistyped or misconfigured one.
+ */
+export const REVOKED_TOKEN_REFUSAL = 'This token was revoked (leasehold token revoke): it opens nothing any more'
 
 /** The codes of a file acquire's refusals, which the engine answers (not throws) and the route sends as errors. */
 export const ACQUIRE_REFUSAL_CODES = ['file_lease_held', 'blocked'] as const

@@ -222,6 +222,8 @@ export function unreadableTokensLine(dataDir: string): string | null {
 /** The host's view of the file: the scope of a given token, the file looked at each time. */
 export class ScopedTokens {
   private byDigest = new Map<string, TokenScope>()
+  /** The digests of the revoked tokens the file lists. */
+  private revokedDigests = new Set<string>()
   /** The file's tokens as last read, to write back should the file go ({@link restoreFile}). */
   private stored: Stored[] = []
   private revoked: () => void = () => {}
@@ -245,6 +247,12 @@ export class ScopedTokens {
   scopeOf(token: string): TokenScope | null {
     this.refresh()
     return this.byDigest.get(digest(token)) ?? null
+  }
+
+  /** Whether `token` is a scoped token the file lists as revoked (looked at as {@link scopeOf} does). */
+  isRevoked(token: string): boolean {
+    this.refresh()
+    return this.revokedDigests.has(digest(token))
   }
 
   /**
@@ -294,8 +302,10 @@ export class ScopedTokens {
       const stored = readStored(this.dataDir)
       if (stored.length > 0) this.stored = stored
       this.byDigest = new Map(stored.filter((t) => t.revoked_at === null).map((t) => [t.sha256, t.scope]))
+      this.revokedDigests = new Set(stored.filter((t) => t.revoked_at !== null).map((t) => t.sha256))
     } catch (error) {
       this.byDigest = new Map() // unreadable: no scoped token works until it is fixed
+      this.revokedDigests = new Set()
       this.log(`leasehold: ${(error as Error).message}; no worker token is taken until then`)
     }
     if ([...before.keys()].some((key) => !this.byDigest.has(key))) this.revoked()

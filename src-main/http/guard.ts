@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import { isIPv6 } from 'node:net'
-import { WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
+import { REVOKED_TOKEN_REFUSAL, WORKER_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 
 export interface GuardPolicy {
   /** The API token every /api and /internal route needs, except /api/health. */
@@ -16,6 +16,8 @@ export interface GuardPolicy {
   isWorkerToken?: (token: string) => boolean
   /** Whether a bearer token is a live admin-scoped token (`leasehold token create --scope admin`): it opens what the host's token does. */
   isAdminToken?: (token: string) => boolean
+  /** Whether a bearer token is a scoped token that was revoked (`leasehold token revoke`): refused, saying so. */
+  isRevokedToken?: (token: string) => boolean
 }
 
 export interface GuardInput {
@@ -233,6 +235,8 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
       if (match !== null && !isWorkerPath(input.path) && policy.isWorkerToken?.(match[1]!) === true) {
         return { code: 'unauthorized', detail: WORKER_TOKEN_REFUSAL }
       }
+      // A revoked token is one its holder is to stop using, not one to look for a typo in.
+      if (match !== null && policy.isRevokedToken?.(match[1]!) === true) return { code: 'unauthorized', detail: REVOKED_TOKEN_REFUSAL }
       return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }
   }

@@ -192,6 +192,7 @@ export function createHttpApp(deps: HttpDependencies): HttpApp {
     },
     isWorkerToken: deps.policy.isWorkerToken,
     isAdminToken: deps.policy.isAdminToken,
+    isRevokedToken: deps.policy.isRevokedToken,
   }
   app.proxy = false
   app.silent = true // errors are logged by errorMiddleware, never printed with their stacks twice

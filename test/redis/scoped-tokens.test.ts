@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { checkRequest } from '../../src-main/http/guard'
+import { REVOKED_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { startTestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
@@ -16,11 +17,38 @@ describe('worker-scoped tokens', () => {
     }
     // The list of every file lease names other jobs' leases: it is the host's to read.
     for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers', '/api/files/leases', '/api/blockers', '/internal/workerx']) {
-      expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized', detail: expect.stringContaining("this route needs the host's token") })
+      expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized', detail: expect.stringContaining("this route needs the host's token or an admin token") })
     }
     // A token nobody made is only "not valid": the worker token's line is for a worker token.
     expect(checkRequest(request('/api/capacity', 'not-a-token-0123456789'), policy)).toEqual({ code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' })
     expect(checkRequest(request('/api/scheduler/jobs/submit', 'host-token-0123456789'), policy)).toBeNull()
+  })
+
+  test('a worker token refused on a route it does not open is told the route needs the host\'s token or an admin token (which opens it too)', () => {
+    expect(checkRequest(request('/api/capacity', 'worker-token-0123456789'), policy)!.detail).toMatch(/this route needs the host's token or an admin token$/)
+  })
+
+  test('a revoked scoped token is told it was revoked (401 unauthorized), on the hot routes and the others; a token nobody made is only "not valid"', async () => {
+    const host = await startTestHost()
+    try {
+      const worker = createScopedToken(host.dataDir, 'worker')
+      const admin = createScopedToken(host.dataDir, 'admin')
+      revokeScopedToken(host.dataDir, worker.id)
+      revokeScopedToken(host.dataDir, admin.id)
+      const revoked = { code: 'unauthorized', detail: REVOKED_TOKEN_REFUSAL }
+      for (const token of [worker.token, admin.token]) {
+        const claim = await host.call('/internal/worker/claim', { method: 'POST', token, json: { worker_id: 'w', streams: ['default'], max_wait_ms: 0 } })
+        expect(claim.status).toBe(401)
+        expect(await claim.json()).toEqual(revoked)
+        const submit = await host.call('/api/scheduler/jobs/submit', { method: 'POST', token, json: { job_type: 't', cost_units: 1 } })
+        expect(submit.status).toBe(401)
+        expect(await submit.json()).toEqual(revoked)
+        expect(await (await host.call('/api/capacity', { token })).json()).toEqual(revoked)
+      }
+      expect(await (await host.call('/api/capacity', { token: 'f'.repeat(64) })).json()).toEqual({ code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' })
+    } finally {
+      await host.dispose()
+    }
   })
 
   test('leasehold token create --scope worker prints a token that can claim but not submit; list shows it; revoke ends it', async () => {
@@ -63,7 +91,7 @@ describe('worker-scoped tokens', () => {
       expect(JSON.parse(listed.stdout).jobs).toHaveLength(1)
       expect((await runCliAsync(['token', 'revoke', id, '--data-dir', host.dataDir])).status).toBe(0)
       await until(async () => (await submit()).status === 401, 5000, 'revoked admin token refused')
-      expect(await (await host.call('/api/capacity', { token })).json()).toEqual({ code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' })
+      expect(await (await host.call('/api/capacity', { token })).json()).toEqual({ code: 'unauthorized', detail: REVOKED_TOKEN_REFUSAL })
     } finally {
       await host.dispose()
     }
