@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { MAX_JSON_DEPTH } from './json-faults'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
+import { workerIdFault } from './worker-id'
 import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_JOB_TYPES, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
 
 /**
@@ -18,12 +19,17 @@ export * from './limits'
 
 /** An identifier in a path or body (job, lease, attempt ids are UUIDs, but unknown ids are 404, not 400). */
 export const Id = z.string().min(1).max(MAX_ID_CHARS)
-/** A worker's id: shown in the logs, `leasehold status` and the dashboard, so without U+0000 (which cuts it short there), as a name. */
+/**
+ * A worker's id: shown in the logs, `leasehold status` and the dashboard, so not blank, without
+ * whitespace around it and without control or invisible characters (U+0000 among them, which
+ * cuts it short there): worker-id.ts.
+ */
 export const WorkerId = z
   .string()
   .min(1)
   .max(MAX_ID_CHARS)
-  .refine((id) => !id.includes('\u0000'), 'must not contain U+0000')
+  // A refine (not a superRefine), which src-shared/fast-parse.ts compiles: the id is in every exchange.
+  .refine((id) => workerIdFault(id) === null, { error: (issue) => workerIdFault(issue.input as string) ?? 'is not a worker id' })
 /** The secret that names a lease in a worker's reports. */
 export const LeaseToken = z.string().min(1).max(MAX_ID_CHARS)
 export const Progress = z.number().min(0).max(1)

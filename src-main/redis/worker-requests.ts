@@ -6,6 +6,7 @@ import { HttpError } from '../http/http-error'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import { isLocalWorkerId, localWorkerIdRefused } from '../../src-shared/local-worker-id'
+import { workerIdFault } from '../../src-shared/worker-id'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import type { RedisLeaseHold } from './lease-hold'
 import type { PrefixClaim } from './prefix-claim'
@@ -378,14 +379,17 @@ export class RedisWorkerRequests {
     // the entry names: a forged exchange changes nothing, and a body larger than --body-limit is
     // refused as the worker API refuses it over HTTP (the worker sends its reports again smaller,
     // or fails a result too large on its own).
+    const fault = workerIdFault(workerId)
     const refusal =
       scope === null
         ? UNAUTHORIZED
-        : isLocalWorkerId(workerId)
-          ? { status: 403, code: 'worker_mismatch', detail: localWorkerIdRefused(workerId) }
-          : Buffer.byteLength(body) > this.options.bodyLimitBytes
-            ? tooLarge(this.options.bodyLimitBytes)
-            : null
+        : fault !== null
+          ? { status: 400, code: 'invalid_request', detail: `worker_id: ${fault}` }
+          : isLocalWorkerId(workerId)
+            ? { status: 403, code: 'worker_mismatch', detail: localWorkerIdRefused(workerId) }
+            : Buffer.byteLength(body) > this.options.bodyLimitBytes
+              ? tooLarge(this.options.bodyLimitBytes)
+              : null
     // A body that is no request (not JSON, an unknown method) is refused under the id the entry
     // names, so that its worker stops with the reason, as over HTTP, rather than ask for ever.
     const request = refusal ?? parsedRequest(body)

@@ -287,6 +287,39 @@ describe('local worker ids are reserved', () => {
     // Ids that only look alike are any worker's own.
     expect(await claimNow('local-2', [job.queue])).toMatchObject({ claimed: true, job_id: job.job_id })
   })
+
+  test('a worker id that reads as a local worker\'s (another case, a full-width digit: its NFKC form lower-cased) is reserved too, 403 worker_mismatch', async () => {
+    await start()
+    for (const id of ['LOCAL-2.1', 'Local-2.1', 'local-\uff12.1', 'local-2\uff0e1']) {
+      await expectError(await post(host, `${WORKER}/claim`, { worker_id: id, streams: ['default'], max_wait_ms: 0 }), 403, 'worker_mismatch')
+    }
+  })
+})
+
+describe('worker ids', () => {
+  test('a worker id that is blank, has whitespace around it, or holds a control or invisible character is 400 naming worker_id on every dialect, and is not listed', async () => {
+    await start()
+    const job = await submit(host)
+    for (const id of [' ', '\t', ' local-2.1 ', 'w1 ', ' w1', 'w\n1', 'w\u200b1', 'w\u202e1', '\ufeffw1', 'w\u00851']) {
+      const requests: [string, Record<string, unknown>][] = [
+        [`${WORKER}/claim`, { worker_id: id, streams: ['default'], max_wait_ms: 0 }],
+        [`${WORKER}/batch`, { worker_id: id, claim: { streams: ['default'], max_jobs: 1 } }],
+        [`${WORKER}/report`, { worker_id: id, kind: 'handler_load_failed', detail: 'x' }],
+        [`${PULL}/request`, { worker_id: id }],
+        [`${QUEUE}/jobs/claim`, { worker_id: id }],
+      ]
+      for (const [path, request] of requests) {
+        const error = await expectInvalid(await post(host, path, request), 'worker_id')
+        expect(error.detail, `${path} ${JSON.stringify(id)}`).toMatch(/must not (be blank|begin or end with whitespace|contain control or invisible characters)/)
+      }
+    }
+    expect(((await (await host.call('/api/workers')).json()) as { workers: unknown[] }).workers).toEqual([])
+    expect(host.engine.getJob(job.job_id).state).toBe('QUEUED')
+    // Spaces inside an id, and letters of any script, are fine.
+    expect(await claimNow('build box 1', [job.queue])).toMatchObject({ claimed: true, job_id: job.job_id })
+    await submit(host)
+    expect(await claimNow('työasema-ü', ['default'])).toMatchObject({ claimed: true })
+  })
 })
 
 describe('long-poll claims', () => {

@@ -493,6 +493,21 @@ describe('remote workers over Redis only', () => {
     expect(((await (await host.call('/api/workers')).json()) as { workers: unknown[] }).workers).toEqual([])
   })
 
+  test('a request over Redis from a worker id that is blank, has whitespace around it or holds an invisible character is 400 naming worker_id; one that reads as a local worker\'s is 403', async () => {
+    host = await startTestHost({ redisUrl: server.url })
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1 }).job
+    let id = 20
+    for (const worker of [' ', ' w1', 'w1 ', 'w\u200b1']) {
+      const refused = await exchangeAs(worker, host.token, ++id, 'exchange', { worker_id: worker, claim: { streams: ['default'], max_jobs: 1 } })
+      expect(refused, JSON.stringify(worker)).toMatchObject({ id, error: { status: 400, code: 'invalid_request', detail: expect.stringMatching(/^worker_id: must not/) } })
+    }
+    for (const worker of ['LOCAL-2.1', 'local-\uff12.1']) {
+      expect(await exchangeAs(worker, host.token, ++id, 'exchange', { worker_id: worker, claim: { streams: ['default'], max_jobs: 1 } })).toMatchObject({ id, error: { status: 403, code: 'worker_mismatch' } })
+    }
+    expect(host.engine.getJob(job.id).state).toBe('QUEUED')
+    expect(((await (await host.call('/api/workers')).json()) as { workers: unknown[] }).workers).toEqual([])
+  })
+
   test('a request whose body is no request (an unknown method, not JSON) is answered 400 invalid_request naming what is wrong, under the id its entry names', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const unknown = await exchangeAs('w1', host.token, 6, 'nosuchmethod', {})
