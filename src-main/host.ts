@@ -459,12 +459,22 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     serving: () => mode.state === 'read_write',
     keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
   })
-  /** Node's requests whose answers have not closed. */
-  const nodeRequestsInFlight = new Set<IncomingMessage>()
+  /** Node's requests whose answers have not closed, each with its answer. */
+  const nodeRequestsInFlight = new Map<IncomingMessage, ServerResponse>()
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    nodeRequestsInFlight.add(request)
+    nodeRequestsInFlight.set(request, response)
     response.once('close', () => nodeRequestsInFlight.delete(request))
   })
+  /**
+   * From now on every answer closes its connection: those to come, and those of the requests in
+   * flight that are not yet answered (a claim that waits, answered by the stop itself), whose
+   * `Connection` the listener set as they came, before the stop.
+   */
+  const closeAfterAnswers = (): void => {
+    closing = true
+    for (const response of nodeRequestsInFlight.values()) if (!response.headersSent) response.setHeader('Connection', 'close')
+    front.closeAfterAnswers()
+  }
   /**
    * Closes the connections with no request in flight, or all of them when none is. A request
    * whose body is still coming has run nothing, and its client may hold it up to the request
@@ -477,7 +487,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
    */
   const closeConnections = (sweepStartedAt: number): void => {
     const waited = Date.now() - sweepStartedAt
-    for (const request of nodeRequestsInFlight) {
+    for (const request of nodeRequestsInFlight.keys()) {
       if ((!request.complete && waited >= UNFINISHED_BODY_GRACE_MS) || (request.socket.writableLength > 0 && waited >= UNREAD_ANSWER_GRACE_MS)) request.socket.destroy()
     }
     if (nodeRequestsInFlight.size + front.inFlight === 0) {
@@ -871,17 +881,17 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     (stopping ??= (async () => {
       if (probe) clearTimeout(probe)
       checkAbort.abort()
+      // Every answer from now on closes its connection: a worker that asks again at once would
+      // keep a kept-alive one busy, and the server's close waiting, for as long as it asks. Until
+      // the server closes (after the drain) its next request opens a new connection. Before the
+      // waits end just below, so that their answers close theirs too.
+      closeAfterAnswers()
       // No lease from now on: the claims and file retries that wait are answered now, and later
       // ones within a second with nothing, so no long-poll holds the stop (a restart keeps the
       // running jobs' leases and the files they hold well inside their TTLs). Reports are taken
       // to the end: the drain's completions.
       dispatch.close()
       clockWaiters.close()
-      // Every answer from now on closes its connection: a worker that asks again at once would
-      // keep a kept-alive one busy, and the server's close waiting, for as long as it asks. Until
-      // the server closes (after the drain) its next request opens a new connection.
-      closing = true
-      front.closeAfterAnswers()
       // Local workers drain first: their jobs finish (or fail as retryable) while the engine is up.
       await pool?.stop(config.drainGraceS * 1000)
       await remoteWorkers?.stop() // requests read and not yet answered are read again by the next host

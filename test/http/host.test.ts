@@ -210,6 +210,29 @@ describe('stopping', () => {
   })
 })
 
+describe('stopping, with claims that wait', () => {
+  test('every answer from the stop on closes its connection: claims waiting when it begins are answered Connection: close, on the front\'s path and on Koa\'s', async () => {
+    host = await startTestHost()
+    const { url, token } = host
+    /** A waiting claim; `contentType` other than application/json exactly sends it to Node and Koa rather than the front. */
+    const claim = (workerId: string, contentType: string) =>
+      fetch(`${url}/internal/worker/claim`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': contentType },
+        body: JSON.stringify({ worker_id: workerId, streams: ['default'], max_wait_ms: 20_000 }),
+      })
+    const front = claim('w-front', 'application/json')
+    const koa = claim('w-koa', 'application/json; charset=utf-8')
+    const listed = async () => ((await (await host.call('/api/workers')).json()) as { workers: { worker_id: string }[] }).workers.map((w) => w.worker_id)
+    await until(async () => (await listed()).sort().join() === 'w-front,w-koa', 5000, 'both claims wait')
+    await host.stop()
+    for (const [path, answer] of [['front', await front], ['koa', await koa]] as const) {
+      expect(await answer.json(), path).toEqual({ claimed: false })
+      expect(answer.headers.get('connection'), path).toBe('close')
+    }
+  })
+})
+
 describe('stopping, with workers that keep asking', () => {
   test('claims and file retries asked while the host stops are granted nothing, wait at most a second, and close their connections, so a worker that keeps asking cannot hold the stop up', async () => {
     host = await startTestHost()
