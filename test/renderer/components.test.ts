@@ -618,10 +618,10 @@ test('the token form has the focus as it appears, so a keyboard user types the t
   }
 })
 
-test('a worker token is said to be one, which cannot open the dashboard, not a token the host does not know', () => {
+test('a worker token is said to be one, which cannot open the dashboard, not a token the host does not know; the host\'s token or an admin token can', () => {
   const el = render(TokenForm, { reason: 'worker', onsubmit: () => {} })
   expect(text(el.querySelector('h2'))).toBe('A worker token cannot open the dashboard')
-  expect(text(el.querySelector('p'))).toContain("The dashboard needs the host's token")
+  expect(text(el.querySelector('p'))).toContain("The dashboard needs the host's token or an admin token")
   expect(text(el.querySelector('p'))).not.toContain('may have been replaced')
 })
 
