@@ -370,9 +370,16 @@ describe('an empty environment variable counts as unset', () => {
   })
 })
 
+/** A data dir as a host's first start leaves it, as far as `leasehold token` looks: its database's file. */
+function tokenDataDir(): string {
+  const dir = tempDir()
+  writeFileSync(join(dir, 'leasehold.db'), '')
+  return dir
+}
+
 describe('leasehold token', () => {
   test('create --json prints {id, scope, token}; list with no tokens says so, and lists the one made', async () => {
-    const dir = tempDir()
+    const dir = tokenDataDir()
     const empty = await run(['token', 'list', '--data-dir', dir])
     expect(empty.status).toBe(0)
     expect(lines(empty.stdout)).toEqual(['no scoped tokens (leasehold token create --scope worker makes one)'])
@@ -384,7 +391,7 @@ describe('leasehold token', () => {
   })
 
   test('list is a table: its columns line up whatever the scopes (worker and admin)', async () => {
-    const dir = tempDir()
+    const dir = tokenDataDir()
     for (const scope of ['worker', 'admin', 'worker']) expect((await run(['token', 'create', '--scope', scope, '--data-dir', dir])).status).toBe(0)
     const listed = lines((await run(['token', 'list', '--data-dir', dir])).stdout)
     expect(listed[0]).toMatch(/^ID\s+SCOPE\s+CREATED\s+REVOKED$/)
@@ -394,7 +401,7 @@ describe('leasehold token', () => {
   })
 
   test('a revoke of a token revoked before says it was, exit 0, and keeps its first time; list marks a token not revoked -, as other tables mark an empty cell', async () => {
-    const dir = tempDir()
+    const dir = tokenDataDir()
     const made = JSON.parse((await run(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dir])).stdout) as { id: string }
     expect(lines((await run(['token', 'list', '--data-dir', dir])).stdout)[1]).toMatch(/  -$/)
     const first = await run(['token', 'revoke', made.id, '--data-dir', dir])
@@ -406,7 +413,7 @@ describe('leasehold token', () => {
   })
 
   test('token commands run at once keep each other’s changes: every token printed is stored, and a revoke among creates stays', async () => {
-    const dir = tempDir()
+    const dir = tokenDataDir()
     const doomed = JSON.parse((await run(['token', 'create', '--scope', 'admin', '--json', '--data-dir', dir])).stdout) as { id: string }
     const create = () => run(['token', 'create', '--scope', 'worker', '--json', '--data-dir', dir])
     const results = await Promise.all([create(), create(), create(), run(['token', 'revoke', doomed.id, '--data-dir', dir]), create(), create(), create()])
@@ -619,7 +626,7 @@ describe('leasehold check', () => {
     ['host.json', ['status'], 'cannot read {path} (it is a FIFO, not a regular file): remove it, or give --url and --token'],
     ['worker-tokens.json', ['token', 'list'], 'cannot read {path} (it is a FIFO, not a regular file)'],
   ])('a FIFO at the data dir\'s %s is named by the command that reads it, never opened, exit 1', async (name, args, expected) => {
-    const dir = tempDir()
+    const dir = tokenDataDir()
     execFileSync('mkfifo', [join(dir, name)])
     const result = runCli([...args, '--data-dir', dir])
     expect(result.status, result.stderr).toBe(1)
