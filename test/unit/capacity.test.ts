@@ -30,6 +30,16 @@ describe('capacity arithmetic', () => {
     }
   })
 
+  it('usable is exact for a rating with many decimals: rounding never lifts a share across a unit', () => {
+    // 1,000,000 × 0.000049999996 / 10 = 4.9999996: floor 4, where rounding to a millionth gave 5.
+    expect(usableUnits(1_000_000, 9.999950000004)).toBe(4)
+    expect(usableUnits(1_000_000, 9.99995)).toBe(5)
+    expect(usableUnits(1_000_000, 9.9999999)).toBe(0)
+    expect(usableUnits(1_000_000, 1e-7)).toBe(999_999)
+    expect(usableUnits(100, 9.95)).toBe(0)
+    expect(usableUnits(350, 9.8)).toBe(7)
+  })
+
   it('available = usable − leased, negative when the rating rose under running work', () => {
     expect(capacityFigures(100, 5, 'manual', 30)).toEqual({
       total_units: 100,
