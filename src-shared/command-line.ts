@@ -285,6 +285,13 @@ const FIELD_FLAGS: Readonly<Record<string, string>> = {
 const VALUE_REFUSALS: ReadonlySet<string> = new Set(['invalid_request', 'cost_exceeds_capacity', 'invalid_cron', 'invalid_timezone'])
 
 /**
+ * Whether a cost_exceeds_capacity refusal is of a cost the request gave (a submit's or a
+ * schedule's `cost_units`, filled by `--units`), not the cost of a job that exists (a retry's,
+ * which names no field): that one is no mistake in what the user typed, and exits 1.
+ */
+const namesSentCost = (detail: string): boolean => /^(?:job\.)?cost_units: /.test(detail)
+
+/**
  * The host's 400 refusal of a value to a client command: a value of the user's that the host
  * refuses (a `--queue` too long, a `--units` over the whole capacity, a `--cron` it cannot read,
  * a `--cursor` it never gave out) is the user's mistake as much as one the command refuses
@@ -294,6 +301,7 @@ const VALUE_REFUSALS: ReadonlySet<string> = new Set(['invalid_request', 'cost_ex
 function usageRefusal(error: unknown): string | null {
   const refused = error as { status?: unknown; code?: unknown; detail?: unknown }
   if (refused.status !== 400 || typeof refused.code !== 'string' || !VALUE_REFUSALS.has(refused.code) || typeof refused.detail !== 'string') return null
+  if (refused.code === 'cost_exceeds_capacity' && !namesSentCost(refused.detail)) return null
   const named = refused.detail.replace(/(^|; )(?:job\.)?([a-z_]+): /g, (whole: string, before: string, field: string) => (FIELD_FLAGS[field] ? `${before}--${FIELD_FLAGS[field]}: ` : whole))
   return `${named} (${refused.code})`
 }

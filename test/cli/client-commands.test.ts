@@ -615,6 +615,20 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     for (const id of dead) host.engine.cancel(id)
   })
 
+  test("a retry of a job whose cost exceeds the total is refused naming the job's cost, not a flag retry has not got: exit 1, not a usage mistake", async () => {
+    const big = host.engine.submit({ job_type: 'retry-too-big', cost_units: 80, queue: 'retry-too-big-q' }).job
+    host.engine.cancel(big.id)
+    host.engine.setCapacity({ total_units: 50 })
+    try {
+      const result = await cli(['jobs', 'retry', big.id])
+      expect([result.status, lines(result.stderr)]).toEqual([1, [expect.stringMatching(/^leasehold: the job's cost of 80 units exceeds the total capacity of 50 units.*\(cost_exceeds_capacity\)$/)]])
+      expect(result.stderr).not.toContain('--units')
+      expect(host.engine.getJob(big.id).state).toBe('CANCELED')
+    } finally {
+      host.engine.setCapacity({ total_units: 100 })
+    }
+  })
+
   test('a cancel of a running job says it is asked to stop, and that it ends DONE if it finishes first', async () => {
     const job = host.engine.submit({ job_type: 'long', cost_units: 1, queue: 'cancel-running-q' }).job
     const claimed = host.engine.claimBatch({ worker_id: 'w-cancel', queues: ['cancel-running-q'], accept_job_types: null }, 1)

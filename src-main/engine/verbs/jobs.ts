@@ -121,6 +121,16 @@ export const costExceedsCapacity = (cost: number, totalUnits: number) =>
   )
 
 /**
+ * {@link costExceedsCapacity} of a job that exists (a retry's): the request gave no cost, so the
+ * detail names no field, only the job's cost; a client tells it from a value it sent that way.
+ */
+export const jobCostExceedsCapacity = (cost: number, totalUnits: number) =>
+  new EngineError(
+    'cost_exceeds_capacity',
+    `the job's cost of ${cost} units exceeds the total capacity of ${totalUnits} units, so it could never run; raise total_units (PUT /api/capacity) to retry it`,
+  )
+
+/**
  * Submits a job, or returns the existing one when its idempotency key is already known. A job
  * costing more than `totalUnits` (the capacity's total now) is refused. A delayed job (`run_at`
  * or `delay_ms`) becomes eligible at that time: it is its `eligible_at`, the FIFO key.

@@ -1,7 +1,7 @@
 import type { JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
-import { costExceedsCapacity } from './jobs'
+import { jobCostExceedsCapacity } from './jobs'
 import { getJob, moveJob } from '../store/rows'
 import { type JobState, RETRYABLE_STATES } from '../rules/states'
 import { nextStreamMessageId } from '../store/streams'
@@ -24,7 +24,7 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
     if (!RETRYABLE_STATES.has(from)) {
       throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${whyNotRetried(ctx, job)}`)
     }
-    if (job.cost_units > totalUnits) throw costExceedsCapacity(job.cost_units, totalUnits)
+    if (job.cost_units > totalUnits) throw jobCostExceedsCapacity(job.cost_units, totalUnits)
     const now = ctx.clock.now()
     const messageId = nextStreamMessageId(ctx)
     const max_attempts = job.attempts + job.attempt_budget
