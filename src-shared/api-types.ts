@@ -1749,6 +1749,10 @@ export interface components {
             /** @description Jobs it changed (0 on a dry run) */
             changed: number;
             dry_run: boolean;
+            /** @description A retry's: the jobs it refused because each costs more than the total capacity (matched, not changed), the first 100 in the order walked; else empty */
+            over_capacity: string[];
+            /** @description How many jobs a retry refused for their cost, all of them (over_capacity lists the first); else 0 */
+            over_capacity_count: number;
             /** @description A dry run of retry or purge: the time it counted up to; else null */
             counted_at: components["schemas"]["Timestamp"] | null;
             /** @description A dry run of retry or purge: the newest event of the log when it counted (give it as counted_through to act on exactly the jobs counted); else null */

@@ -38,7 +38,8 @@ Commands (docs/operations.md; bulk actions by other filters are over HTTP and in
   retry JOB            a FAILED, TIMEOUT or CANCELED job back to QUEUED, as a new run with a
                        fresh attempt budget (--by)
   retry --dead-letter  every dead-lettered job back to QUEUED, each as retry JOB does it; with
-                       --type or --state only those; --dry-run counts them and changes nothing
+                       --type or --state only those; --dry-run counts them and changes nothing;
+                       exits 1 naming the jobs it refused as costing more than the total capacity
   run-now JOB          run a delayed job now instead of at its run_at (--by)
 JOB is a job's whole id, or its end as the tables print it (…3f9a0c12, 8 characters or more),
 when that ends one job's id only. --dry-run, --state and --type go with retry --dead-letter, not
@@ -263,18 +264,33 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
   const target = await findHost(flags, env)
   const body = { dead_letter: true, states: state && [state], job_type: jobType, dry_run: flags['dry-run'] === true, requested_by: flags.by ?? 'operator' }
   const answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
+  // A job refused for its cost stays dead-lettered until the total is raised: the retry did not
+  // do all it was asked, so it fails (exit 1), naming those jobs.
+  const failed = answer.over_capacity_count > 0 ? 1 : 0
   if (flags.json) {
     console.log(JSON.stringify(answer, null, 2))
-    return 0
+    return failed
   }
   const which = `dead-lettered ${state ? `${state} ` : ''}job${answer.matched === 1 ? '' : 's'}${jobType ? ` of type ${jobType}` : ''}`
   if (answer.dry_run) console.log(`${answer.matched} ${which} to retry (--dry-run: none retried)`)
   else if (answer.matched === 0) console.log(`no ${which} to retry`)
   else {
-    const skipped = answer.matched - answer.changed
-    console.log(`retried ${answer.changed} of ${answer.matched} ${which}${skipped > 0 ? `; ${skipped} not (moved on meanwhile, or refused for its cost)` : ''}`)
+    const movedOn = answer.matched - answer.changed - answer.over_capacity_count
+    const notRetried = [
+      answer.over_capacity_count > 0 ? `${answer.over_capacity_count} refused for ${answer.over_capacity_count === 1 ? 'its' : 'their'} cost` : '',
+      movedOn > 0 ? `${movedOn} moved on meanwhile` : '',
+    ].filter(Boolean)
+    console.log(`retried ${answer.changed} of ${answer.matched} ${which}${notRetried.length > 0 ? `; not retried: ${notRetried.join(', ')}` : ''}`)
   }
-  return 0
+  if (failed) console.error(`leasehold: ${overCapacityLine(answer.over_capacity, answer.over_capacity_count)}`)
+  return failed
+}
+
+/** The jobs a bulk retry refused for their cost, by id (the answer lists the first of them), and what would let them run. */
+function overCapacityLine(listed: readonly string[], count: number): string {
+  const more = count - listed.length
+  const ids = `${listed.map(printable).join(', ')}${more > 0 ? ` and ${more} more` : ''}`
+  return `not retried, as ${count === 1 ? 'its cost exceeds' : 'each costs more than'} the total capacity: ${ids} (raise total_units, then retry ${count === 1 ? 'it' : 'them'}; leasehold jobs show JOB gives a job's cost)`
 }
 
 /** One operator action on one job, as the dashboard's buttons do it; prints the job as it now is. */

@@ -62,12 +62,20 @@ export const QueueSummaryView = z
 export const QueueList = z.object({ queues: z.array(QueueSummaryView) })
 export type QueueList = z.infer<typeof QueueList>
 
+/** The most over-cost job ids a bulk retry's answer lists: enough to act on, and a bounded answer however many match. */
+export const OVER_CAPACITY_LISTED = 100
+
 export const BulkAnswer = z
   .object({
     action: z.enum(BULK_ACTIONS),
     matched: z.number().int().describe('Jobs the filter selected among those the action applies to'),
     changed: z.number().int().describe('Jobs it changed (0 on a dry run)'),
     dry_run: z.boolean(),
+    over_capacity: z
+      .array(z.string())
+      .max(OVER_CAPACITY_LISTED)
+      .describe(`A retry's: the jobs it refused because each costs more than the total capacity (matched, not changed), the first ${OVER_CAPACITY_LISTED} in the order walked; else empty`),
+    over_capacity_count: z.number().int().describe('How many jobs a retry refused for their cost, all of them (over_capacity lists the first); else 0'),
     counted_at: IsoTime.nullable().describe('A dry run of retry or purge: the time it counted up to; else null'),
     counted_through: z
       .number()
@@ -90,9 +98,11 @@ const CHANGED: Record<BulkAction, string> = { retry: 'retried', cancel: 'cancele
  * full disk) ends the call; the steps before it stay committed, and the failure's answer says
  * how many jobs they changed.
  */
-async function runBulk(engine: Engine, plan: BulkPlan): Promise<{ matched: number; changed: number }> {
+async function runBulk(engine: Engine, plan: BulkPlan): Promise<{ matched: number; changed: number; over_capacity: string[]; over_capacity_count: number }> {
   let matched = 0
   let changed = 0
+  const overCapacity: string[] = []
+  let overCapacityCount = 0
   for (let cursor = plan.first; cursor; ) {
     let step: ReturnType<Engine['bulkStep']>
     try {
@@ -106,10 +116,12 @@ async function runBulk(engine: Engine, plan: BulkPlan): Promise<{ matched: numbe
     }
     matched += step.matched
     changed += step.changed
+    overCapacityCount += step.overCapacity.length
+    overCapacity.push(...step.overCapacity.slice(0, OVER_CAPACITY_LISTED - overCapacity.length))
     cursor = step.next
     if (cursor) await new Promise((resolve) => setImmediate(resolve))
   }
-  return { matched, changed }
+  return { matched, changed, over_capacity: overCapacity, over_capacity_count: overCapacityCount }
 }
 
 const JobParams = pathParams('job_id')
@@ -167,10 +179,10 @@ export const operationsApi: Api = {
           const shown = states !== undefined && BULK_STATES[action].includes('LEASED') ? canonicalStates(states) : states
           const filter = { states: shown, queue, job_type, addon_id, dead_letter }
           const plan = engine.planBulk(action as BulkAction, { filter, all, dry_run, requested_by, finished_by: finished_by === undefined ? undefined : Date.parse(finished_by), counted_through })
-          const { matched, changed } = await runBulk(engine, plan)
+          const { matched, changed, over_capacity, over_capacity_count } = await runBulk(engine, plan)
           // A dry run of retry or purge says what it counted up to (the plan of a cancel holds neither).
           const counted = plan.dryRun ? { counted_at: iso(plan.finishedBy), counted_through: plan.countedThrough } : { counted_at: null, counted_through: null }
-          return { action, matched, changed, dry_run: plan.dryRun, ...counted }
+          return { action, matched, changed, dry_run: plan.dryRun, over_capacity, over_capacity_count, ...counted }
         },
       }),
     ),

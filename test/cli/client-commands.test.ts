@@ -629,6 +629,25 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     }
   })
 
+  test('retry --dead-letter names the jobs it refused for their cost, and exits 1', async () => {
+    const fits = failWith('dlr-cost', true)
+    const big = host.engine.submit({ job_type: 'dlr-cost-big', cost_units: 80, max_attempts: 1 }).job
+    host.engine.fail({ ...take('dlr-cost-big').report, error: { message: 'boom', retryable: true } })
+    expect(host.engine.getJob(big.id)).toMatchObject({ state: 'FAILED', dead_letter: true })
+    host.engine.setCapacity({ total_units: 50 })
+    try {
+      expect((await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-cost'])).status).toBe(0)
+      const result = await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-cost-big'])
+      expect(result.status).toBe(1)
+      expect(lines(result.stdout)).toEqual(['retried 0 of 1 dead-lettered job of type dlr-cost-big; not retried: 1 refused for its cost'])
+      expect(lines(result.stderr)).toEqual([expect.stringMatching(new RegExp(`^leasehold: not retried, as its cost exceeds the total capacity: ${big.id} \\(raise total_units`))])
+      expect([host.engine.getJob(fits).state, host.engine.getJob(big.id).state]).toEqual(['QUEUED', 'FAILED'])
+    } finally {
+      host.engine.setCapacity({ total_units: 100 })
+      host.engine.cancel(fits)
+    }
+  })
+
   test('a cancel of a running job says it is asked to stop, and that it ends DONE if it finishes first', async () => {
     const job = host.engine.submit({ job_type: 'long', cost_units: 1, queue: 'cancel-running-q' }).job
     const claimed = host.engine.claimBatch({ worker_id: 'w-cancel', queues: ['cancel-running-q'], accept_job_types: null }, 1)

@@ -158,10 +158,32 @@ describe('bulk operations over HTTP', () => {
     const matching = [await failedJob(host, { job_type: 'render' }), await failedJob(host, { job_type: 'render' })]
     const other = await failedJob(host, { job_type: 'encode' })
     const dry = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', dry_run: true }), BulkAnswer)
-    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true, counted_at: new Date(T0).toISOString(), counted_through: host.engine.newestEventId() })
+    expect(dry).toEqual({ action: 'retry', matched: 2, changed: 0, dry_run: true, over_capacity: [], over_capacity_count: 0, counted_at: new Date(T0).toISOString(), counted_through: host.engine.newestEventId() })
     const done = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', states: ['FAILED'], requested_by: 'ops' }), BulkAnswer)
-    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false, counted_at: null, counted_through: null })
+    expect(done).toEqual({ action: 'retry', matched: 2, changed: 2, dry_run: false, over_capacity: [], over_capacity_count: 0, counted_at: null, counted_through: null })
     expect(await Promise.all([...matching, other].map(async (id) => (await jobOf(host, id)).state))).toEqual(['QUEUED', 'QUEUED', 'FAILED'])
+  })
+
+  test('a bulk retry names the jobs it refused because each costs more than the total capacity: the first 100 in over_capacity, all in over_capacity_count', async () => {
+    const { host } = await startHost()
+    const fits = await failedJob(host, { job_type: 'render', cost_units: 10 })
+    const big = await failedJob(host, { job_type: 'render', cost_units: 80 })
+    const more = Array.from({ length: 100 }, () => {
+      const { job } = host.engine.submit({ job_type: 'render', cost_units: 80, queue: 'big-q' })
+      host.engine.cancel(job.id)
+      return job.id
+    })
+    host.engine.setCapacity({ total_units: 50 })
+    const done = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render' }), BulkAnswer)
+    expect(done).toMatchObject({ matched: 102, changed: 1, over_capacity_count: 101 })
+    const refused = [big, ...more]
+    expect(done.over_capacity).toHaveLength(100)
+    expect(done.over_capacity.every((id) => refused.includes(id))).toBe(true)
+    expect(new Set(done.over_capacity).size).toBe(100)
+    expect((await jobOf(host, fits)).state).toBe('QUEUED')
+    expect((await jobOf(host, big)).state).toBe('FAILED')
+    const purge = await ok(await post(host, '/api/jobs/bulk/purge', { job_type: 'render', states: ['CANCELED'] }), BulkAnswer)
+    expect(purge).toMatchObject({ matched: 100, changed: 100, over_capacity: [], over_capacity_count: 0 })
   })
 
   test("a purge given its dry run's counted_at purges exactly the jobs counted, none that finished after", async () => {

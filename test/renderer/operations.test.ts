@@ -405,7 +405,7 @@ describe('bulk actions', () => {
       'Retry 2 jobs? Every one of the FAILED, CANCELED, TIMEOUT jobs will go back to the queue, each as a new run with a fresh attempt budget.',
     )
     expect(bulkQuestion({ action: 'retry', request: { job_type: 'render' }, matched: 0 })).toBe('No job matches: nothing to retry (the FAILED, CANCELED, TIMEOUT jobs of type render).')
-    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false, counted_at: null, counted_through: null })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
+    expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false, over_capacity: [], over_capacity_count: 0, counted_at: null, counted_through: null })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
   })
 })
 

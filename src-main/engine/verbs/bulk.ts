@@ -74,6 +74,8 @@ export interface BulkCursor {
 export interface BulkStep {
   matched: number
   changed: number
+  /** A retry's: the jobs it refused because each costs more than the total capacity, in the order walked. */
+  overCapacity: string[]
   next: BulkCursor | null
 }
 
@@ -179,13 +181,14 @@ function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq:
  * One step of a bulk call: the next matching jobs of one state (at most {@link BULK_STEP},
  * within a window of `seq`), each retried, canceled or purged as its own verb would do it.
  * `matched` counts the jobs the step found, `changed` those it changed: a job whose retry is
- * refused (it costs more than the capacity), one already cancel-requested, or one that moved
- * on meanwhile is matched but not changed. A dry run only counts. Returns where the next step
+ * refused (it costs more than the capacity: named in `overCapacity`), one already
+ * cancel-requested, or one that moved on meanwhile is matched but not changed. A dry run only counts. Returns where the next step
  * starts, or null after the last. Runs as its own transaction: call it outside any.
  */
 export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: BulkPlan, cursor: BulkCursor): BulkStep {
   const state = plan.states[cursor.state]!
   const untilSeq = Math.min(cursor.afterSeq + SEQ_WINDOW, plan.lastSeq)
+  const overCapacity: string[] = []
   const apply = (found: { id: string }[]): number => {
     if (plan.dryRun || found.length === 0) return 0
     if (plan.action === 'purge') return deleteFinishedJobs(ctx, found.map((job) => job.id)).length
@@ -195,6 +198,7 @@ export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: Bulk
         const settled = ctx.settle(() => change(ctx, capacity, plan, job.id))
         if (settled.ok) changed += settled.value ? 1 : 0
         else if (!(settled.error instanceof EngineError)) throw settled.error // not a refusal: the step fails whole
+        else if (settled.error.code === 'cost_exceeds_capacity') overCapacity.push(job.id) // the one refusal the operator can act on: say which
       }
       return changed
     })
@@ -209,7 +213,7 @@ export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: Bulk
       : cursor.state + 1 < plan.states.length
         ? { state: cursor.state + 1, afterSeq: 0 }
         : null
-  return { matched: found.length, changed, next }
+  return { matched: found.length, changed, overCapacity, next }
 }
 
 /** Retries or cancels one job; whether it changed (a cancel-requested job asked again does not). */
