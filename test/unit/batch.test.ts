@@ -80,8 +80,9 @@ describe('batch verbs', () => {
     const job = engine.submit(aJob()).job
     const [held] = engine.claimBatch({ worker_id: 'w1' }, 1).granted
     const expiresAt = engine.getLease(held!.lease_id).expires_at
-    engine.cancel(job.id)
     clock.advance(3 * SECOND)
+    engine.cancel(job.id)
+    clock.advance(3 * SECOND) // the heartbeat extends the lease, but only to the TTL and grace from the cancel
     const answer = engine.exchange({ worker_id: 'w1', heartbeat: [{ job_id: job.id, lease_token: held!.lease_token, progress: 0.5 }] })
     expect(answer.heartbeats).toMatchObject([{ ok: true, value: { lease_id: held!.lease_id, expires_at: expiresAt + 3 * SECOND, cancel_requested: true } }])
     expect(engine.getJob(job.id)).toMatchObject({ cancel_requested: true, progress: 0.5 })

@@ -149,6 +149,8 @@ interface HeldLease {
   ttl_s: number
   grace_s: number
   expires_at: number
+  /** The latest a heartbeat may carry it to: the TTL and grace after its job's cancel was asked (the jobs here have no max_runtime_s). */
+  heartbeat_limit: number
   state: ModelLeaseState
   release_status: string | null
   /** What the report that released it said (its status, and its error for a failure): a report of the same status repeats it only if it says the same. */
@@ -478,6 +480,7 @@ function holdNewLease(model: Model, real: Real, lease: Lease): void {
     ttl_s: lease.ttl_s,
     grace_s: lease.grace_s,
     expires_at: lease.expires_at,
+    heartbeat_limit: Infinity,
     state: 'ACTIVE',
     release_status: null,
     released_with: null,
@@ -593,7 +596,7 @@ class Heartbeat extends Base {
       return
     }
     expect(result.error).toBeUndefined()
-    held.expires_at = now + (held.ttl_s + held.grace_s) * SECOND
+    held.expires_at = Math.min(now + (held.ttl_s + held.grace_s) * SECOND, Math.max(held.heartbeat_limit, now))
     const answer = result.value!
     expect('lease' in answer ? answer.lease.expires_at : answer.expires_at).toBe(held.expires_at)
     expect('lease' in answer ? answer.job.cancel_requested : answer.cancel_requested).toBe(before.cancel_requested === 1)
@@ -717,6 +720,9 @@ class Cancel extends Base {
       expectRefusal(result, 409, 'illegal_transition')
     } else if (before.state === 'LEASED' || before.state === 'RUNNING') {
       expect(result.value).toMatchObject({ state: before.state, cancel_requested: true })
+      // The first cancel of a running attempt bounds how far heartbeats carry its lease.
+      const held = model.leases.find((lease) => lease.job_id === jobId && lease.state === 'ACTIVE')
+      if (held && !before.cancel_requested) held.heartbeat_limit = real.clock.now() + (held.ttl_s + held.grace_s) * SECOND
     } else {
       expect(result.value).toMatchObject({ state: 'CANCELED' })
     }

@@ -62,9 +62,12 @@ type CaughtUp = {
  * Why a lease expired: its heartbeats stopped (`no_heartbeat`), its worker's process exited
  * (`worker_exited`), the host restarted and the local worker that held it died with the host
  * before (`host_restarted`), or its grant never reached its worker, who gave it back
- * (`not_delivered`: the claim's worker was gone or had given up on the claim before it heard).
+ * (`not_delivered`: the claim's worker was gone or had given up on the claim before it heard);
+ * or its worker kept heartbeating without stopping the job past a limit (verbs/lease-limits.ts):
+ * the TTL and grace after a cancel (`cancel_not_stopped`), or after its `max_runtime_s`
+ * (`max_runtime_exceeded`, the attempt failed as the worker should have failed it).
  */
-export type LeaseExpiryReason = 'no_heartbeat' | 'worker_exited' | 'host_restarted' | 'not_delivered'
+export type LeaseExpiryReason = 'no_heartbeat' | 'worker_exited' | 'host_restarted' | 'not_delivered' | 'cancel_not_stopped' | 'max_runtime_exceeded'
 
 export interface EventShapes {
   JOB_SUBMITTED: {

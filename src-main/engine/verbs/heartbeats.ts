@@ -2,6 +2,7 @@ import type { JobRow, LeaseRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
 import { leaseById, leaseByToken } from './lease-lookup'
+import { heartbeatLimit, lastsMs } from './lease-limits'
 import { extendLease, type HeartbeatReport, jobOfLease, type Leased, moveJob, notActive, updateJob } from '../store/rows'
 
 /** Heartbeats: a worker keeps its lease alive, and reports its job's progress. */
@@ -17,12 +18,16 @@ export function checkProgress(report: HeartbeatReport): void {
  * `job` is the lease's job as already read in this transaction, if the caller has it. A heartbeat
  * `heardAt` an earlier moment (batch.ts `HEARD_AT`) was beaten then: the lease lasts its TTL and
  * grace from that moment, and is never shortened (a later heartbeat may have been read first).
+ * No heartbeat carries a lease past its {@link heartbeatLimit} (a cancel asked, the job's
+ * max_runtime_s passed): one that comes after it leaves the lease due now, for the reaper to end.
  */
 function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, current?: JobRow, heardAt?: number): Leased {
   if (lease.state !== 'ACTIVE') throw notActive(lease)
   const now = ctx.clock.now()
-  const extended = heardAt === undefined || heardAt >= now ? extendLease(ctx, lease, now, now + lastsMs(lease)) : extendFromEarlier(ctx, lease, heardAt)
   let job = current ?? jobOfLease(ctx, lease)
+  const limit = heartbeatLimit(ctx, lease, job)
+  const extended =
+    heardAt === undefined || heardAt >= now ? extendLease(ctx, lease, now, Math.min(now + lastsMs(lease), Math.max(limit, now))) : extendFromEarlier(ctx, lease, heardAt, limit)
   const changes: Partial<JobRow> = {}
   if (report.progress != null) changes.progress = report.progress
   if (report.note != null) changes.note = report.note
@@ -34,12 +39,9 @@ function extend(ctx: EngineContext, lease: LeaseRow, report: HeartbeatReport, cu
   return { lease: extended, job }
 }
 
-/** How long a heartbeat keeps a lease: its TTL and grace. */
-const lastsMs = (lease: LeaseRow): number => (lease.ttl_s + lease.grace_s) * 1000
-
-/** A heartbeat beaten at `heardAt`, before now, read only now: the lease moves as it would have then, never back. */
-function extendFromEarlier(ctx: EngineContext, lease: LeaseRow, heardAt: number): LeaseRow {
-  return extendLease(ctx, lease, Math.max(lease.last_heartbeat_at, heardAt), Math.max(lease.expires_at, heardAt + lastsMs(lease)))
+/** A heartbeat beaten at `heardAt`, before now, read only now: the lease moves as it would have then (not past `limit`), never back. */
+function extendFromEarlier(ctx: EngineContext, lease: LeaseRow, heardAt: number, limit: number): LeaseRow {
+  return extendLease(ctx, lease, Math.max(lease.last_heartbeat_at, heardAt), Math.max(lease.expires_at, Math.min(heardAt + lastsMs(lease), limit)))
 }
 
 /** Heartbeat naming the lease by id (the pull and queue APIs). */

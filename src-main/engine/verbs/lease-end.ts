@@ -4,6 +4,7 @@ import type { EngineContext } from '../memory/context'
 import { EngineError, type ErrorExtra } from '../rules/errors'
 import { type EventData, JOB_ENDED_EVENTS, type LeaseExpiryReason } from '../rules/events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
+import { limitThatEnded } from './lease-limits'
 import { requeue } from './moves'
 import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, moveJob, notActive } from '../store/rows'
 import type { FinalStatus, TerminalState } from '../rules/states'
@@ -191,6 +192,11 @@ const EXPIRY_TEXTS: Record<LeaseExpiryReason, { message: string; requeueNote: st
   worker_exited: { message: 'The worker exited while holding the lease', requeueNote: 'worker exited' },
   host_restarted: { message: 'The host restarted; the local worker holding the lease died with it', requeueNote: 'host restarted' },
   not_delivered: { message: 'The grant never reached its worker, which gave it back', requeueNote: 'grant not delivered' },
+  cancel_not_stopped: {
+    message: "The worker kept heartbeating but did not stop the job within the lease's TTL and grace of the cancel; the host ended the lease",
+    requeueNote: 'cancel not honored',
+  },
+  max_runtime_exceeded: { message: 'Ran past its max_runtime_s and its worker did not stop it: the host ended the lease', requeueNote: 'max runtime exceeded' },
 }
 
 /**
@@ -214,19 +220,16 @@ function expiryError(reason: LeaseExpiryReason, cancelPending: boolean) {
  * that never reached its worker (`not_delivered`) ran nothing: its job is requeued at once, its
  * `max_attempts` one more, so that it has as many attempts left as before the grant.
  */
-export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseExpiryReason = 'no_heartbeat'): void {
+export function expireLease(ctx: EngineContext, lease: LeaseRow, given: LeaseExpiryReason = 'no_heartbeat'): void {
   const job = jobOfLease(ctx, lease)
+  // A lease a heartbeat limit cut short ended because its worker did not stop, not because it fell silent.
+  const reason = given === 'no_heartbeat' ? (limitThatEnded(lease, job) ?? given) : given
+  if (reason === 'max_runtime_exceeded') return endPastRuntime(ctx, lease, job)
   const undelivered = reason === 'not_delivered' && !job.cancel_requested
   const { to, disposition } = undelivered ? ({ to: 'QUEUED', disposition: 'REQUEUED' } as const) : decide(job, { status: 'TIMEOUT' }, true)
   const error = expiryError(reason, job.cancel_requested === 1)
   endLease(ctx, lease, 'EXPIRED', 'TIMEOUT', disposition, error)
-  // On the job's chain; the job's move below, in this transaction, writes its `last_event_id`.
-  ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
-    reason,
-    worker_id: lease.worker_id,
-    expires_at: lease.expires_at,
-    last_heartbeat_at: lease.last_heartbeat_at,
-  } satisfies EventData<'LEASE_EXPIRED'>)
+  appendExpired(ctx, lease, job, reason)
   releaseFilesOfLease(ctx, lease.id, 'owner_lease_expired')
   // Before the job is requeued: a claim its silent worker left waiting must not take it back.
   if (reason === 'no_heartbeat') ctx.workerFellSilent?.(lease.worker_id)
@@ -234,6 +237,32 @@ export function expireLease(ctx: EngineContext, lease: LeaseRow, reason: LeaseEx
   else if (to === 'QUEUED') requeueAfter(ctx, job, EXPIRY_TEXTS[reason].requeueNote)
   // The job that ends here carries its last attempt's error, as a job a failure ends does.
   else finishJob(ctx, job, to, { status: 'TIMEOUT', error }, disposition === 'DEAD_LETTERED')
+}
+
+/** The lease's `LEASE_EXPIRED` event, on the job's chain; the job's move after it, in this transaction, writes its `last_event_id`. */
+function appendExpired(ctx: EngineContext, lease: LeaseRow, job: JobRow, reason: LeaseExpiryReason): void {
+  ctx.appendJobEvent(job, 'LEASE', lease.id, 'LEASE_EXPIRED', {
+    reason,
+    worker_id: lease.worker_id,
+    expires_at: lease.expires_at,
+    last_heartbeat_at: lease.last_heartbeat_at,
+  } satisfies EventData<'LEASE_EXPIRED'>)
+}
+
+/**
+ * Ends an attempt whose worker kept heartbeating past the job's `max_runtime_s` as Leasehold's
+ * own workers end it themselves: failed `max_runtime_exceeded`, not retryable, so the job ends
+ * FAILED (CANCELED when a cancel was pending), as their report would leave it. The lease ends
+ * EXPIRED, so the worker's later reports are refused as on any expired lease, and the error and
+ * the `LEASE_EXPIRED` event (`reason: max_runtime_exceeded`) say that the host ended it.
+ */
+function endPastRuntime(ctx: EngineContext, lease: LeaseRow, job: JobRow): void {
+  const { to, disposition } = decide(job, { status: 'FAILED' }, false)
+  const error = { code: 'max_runtime_exceeded', reason: 'max_runtime_exceeded', ended_by: 'host', retryable: false, message: EXPIRY_TEXTS.max_runtime_exceeded.message }
+  endLease(ctx, lease, 'EXPIRED', attemptOutcome(to, 'FAILED'), disposition, error)
+  appendExpired(ctx, lease, job, 'max_runtime_exceeded')
+  releaseFilesOfLease(ctx, lease.id, to === 'FAILED' ? 'job_failed' : 'job_ended')
+  finishJob(ctx, job, to as TerminalState, { status: 'FAILED', error }, false)
 }
 
 /** Puts a job back in the queue after an attempt, eligible again after the backoff. */

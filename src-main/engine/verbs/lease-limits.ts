@@ -1,0 +1,57 @@
+import type { JobRow, LeaseRow } from '../../db/schema'
+import type { EngineContext } from '../memory/context'
+import type { LeaseExpiryReason } from '../rules/events'
+
+/**
+ * How far heartbeats may carry a lease (docs/states.md, "Cancellation" and "Attempts, expiry and
+ * retries"). A heartbeat keeps a lease for its TTL and grace, but not past the moment its worker
+ * should have stopped: the TTL and grace after a cancel was asked (every heartbeat answer since
+ * said `cancel_requested`), or after the attempt's `max_runtime_s` ran out. A worker that keeps
+ * heartbeating without stopping would otherwise hold its job and its units for ever.
+ */
+
+/** How long a heartbeat keeps a lease: its TTL and grace. */
+export const lastsMs = (lease: LeaseRow): number => (lease.ttl_s + lease.grace_s) * 1000
+
+/** The latest a heartbeat may carry the lease to, by its job's max_runtime_s: the attempt's start, the runtime, then the TTL and grace. Infinity without one. */
+export const runtimeLimit = (lease: LeaseRow, job: JobRow): number => (job.max_runtime_s == null ? Infinity : lease.granted_at + job.max_runtime_s * 1000 + lastsMs(lease))
+
+/**
+ * The latest a heartbeat may carry the lease to: the earlier of {@link runtimeLimit} and, once its
+ * job is asked to cancel, the cancel's time and the TTL and grace. Infinity when neither applies.
+ */
+export function heartbeatLimit(ctx: EngineContext, lease: LeaseRow, job: JobRow): number {
+  const byCancel = job.cancel_requested ? cancelRequestedAt(ctx, job, lease.granted_at) + lastsMs(lease) : Infinity
+  return Math.min(byCancel, runtimeLimit(lease, job))
+}
+
+/**
+ * Why a lease that came to its expiry ended, when a limit cut it short: its expiry is earlier
+ * than its last heartbeat would have carried it, which only {@link heartbeatLimit} makes so.
+ * `max_runtime_exceeded` when the runtime limit cut it, else `cancel_not_stopped`; null for a
+ * lease that simply was not heartbeated in time.
+ */
+export function limitThatEnded(lease: LeaseRow, job: JobRow): LeaseExpiryReason | null {
+  if (lease.expires_at >= lease.last_heartbeat_at + lastsMs(lease)) return null
+  return lease.expires_at >= runtimeLimit(lease, job) ? 'max_runtime_exceeded' : job.cancel_requested ? 'cancel_not_stopped' : null
+}
+
+/**
+ * When the job's running attempt was asked to cancel: its newest `JOB_CANCEL_REQUESTED` event, on
+ * the job's chain of events walked back from its newest no further than the lease's grant. A
+ * cancel is only ever asked of a leased job, so after its grant; when retention has deleted the
+ * event, the grant is the earliest it can have been.
+ */
+function cancelRequestedAt(ctx: EngineContext, job: JobRow, grantedAt: number): number {
+  if (job.last_event_id === null) return grantedAt
+  const found = ctx.one<{ ts: number }>(
+    `WITH RECURSIVE chain(id, prev_id, event_type, ts) AS (
+       SELECT id, prev_id, event_type, ts FROM events WHERE id = ?
+       UNION ALL SELECT events.id, events.prev_id, events.event_type, events.ts FROM events JOIN chain ON events.id = chain.prev_id
+         WHERE chain.event_type != 'JOB_CANCEL_REQUESTED' AND chain.ts >= ?)
+     SELECT ts FROM chain WHERE event_type = 'JOB_CANCEL_REQUESTED' LIMIT 1`,
+    job.last_event_id,
+    grantedAt,
+  )
+  return found?.ts ?? grantedAt
+}
