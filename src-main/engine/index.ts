@@ -3,7 +3,7 @@ import { connectionPath } from '../db/connection'
 import type { CapacityChange, CapacityStore } from './memory/capacity-store'
 import type { CapacityFigures, CapacitySettings } from './rules/capacity'
 import { type Clock, SleepWatch } from './rules/clock'
-import { EngineContext } from './memory/context'
+import { EngineContext, SLEEPS_KEPT } from './memory/context'
 import { type CommitListener, DEFAULT_ENGINE_CONFIG, type EngineConfig, type EventListener } from './store/context'
 import * as batch from './verbs/batch'
 import * as blockers from './verbs/blockers'
@@ -259,6 +259,8 @@ export class Engine {
       return
     }
     this.sleeps.madeGood()
+    this.ctx.sleeps.push({ wokeAt: this.ctx.clock.now(), sleptMs: slept })
+    if (this.ctx.sleeps.length > SLEEPS_KEPT) this.ctx.sleeps.shift()
     for (const listener of this.sleptListeners) listener(slept, renewed)
   }
 

@@ -42,7 +42,7 @@ describe('heartbeat limits', () => {
     expectEngineError(() => engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }), 409, 'lease_expired')
   })
 
-  it('a heartbeat that comes after the cancel + TTL + grace (the reaper not there yet) extends nothing, and the next report is 409 lease_expired', async () => {
+  it('a heartbeat that comes after the cancel + TTL + grace, the reaper not there yet, is 409 lease_expired, and the job ends CANCELED', () => {
     const { engine, clock } = setup()
     const { job } = engine.submit(aJob())
     const { lease } = leaseOrFail(engine, 'w')
@@ -50,11 +50,12 @@ describe('heartbeat limits', () => {
     engine.heartbeat({ lease_id: lease.id, worker_id: 'w' })
     engine.cancel(job.id)
     const canceledAt = clock.now()
-    // The machine slept: the call after the wake renews every lease from then, past the cancel's limit.
-    clock.sleep(HOUR)
-    const late = await engine.run(() => engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }))
-    expect(late.lease.expires_at).toBe(clock.now())
-    expect(late.lease.expires_at).toBeGreaterThan(canceledAt + LASTS)
+    while (clock.now() + 10 * SECOND < canceledAt + LASTS) {
+      clock.advance(10 * SECOND)
+      expect(engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }).lease.state).toBe('ACTIVE')
+    }
+    clock.advance(10 * SECOND)
+    expectEngineError(() => engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }), 409, 'lease_expired')
     expectEngineError(() => engine.release({ lease_id: lease.id, worker_id: 'w', status: 'SUCCEEDED' }), 409, 'lease_expired')
     expect(engine.getJob(job.id).state).toBe('CANCELED')
   })
@@ -84,5 +85,25 @@ describe('heartbeat limits', () => {
     // The worker's later report, its own max_runtime_exceeded failure or a success, is refused as on any expired lease.
     expect(expectEngineError(() => engine.complete(report), 409, 'lease_expired').extra).toMatchObject({ ack: true })
     expect(engine.getJob(job.id).state).toBe('FAILED')
+  })
+
+  it('the time the machine slept does not count against max_runtime_s: its worker slept too', async () => {
+    const { engine, clock } = setup()
+    const { job } = engine.submit(aJob({ max_runtime_s: 60 }))
+    const { lease } = leaseOrFail(engine, 'w')
+    const grantedAt = clock.now()
+    clock.advance(30 * SECOND)
+    engine.heartbeat({ lease_id: lease.id, worker_id: 'w' })
+    clock.sleep(HOUR)
+    const woke = await engine.run(() => engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }))
+    expect(woke.lease).toMatchObject({ state: 'ACTIVE', expires_at: clock.now() + LASTS })
+    const limit = grantedAt + 60 * SECOND + LASTS + HOUR
+    while (clock.now() + 10 * SECOND < limit) {
+      clock.advance(10 * SECOND)
+      expect(engine.heartbeat({ lease_id: lease.id, worker_id: 'w' }).lease.expires_at).toBe(Math.min(clock.now() + LASTS, limit))
+    }
+    clock.advance(limit - clock.now())
+    engine.reap()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'FAILED', error: { code: 'max_runtime_exceeded' } })
   })
 })

@@ -18,6 +18,9 @@ import { RecentCounts } from './recent-counts'
  * cache (each module here exports the questions the verbs ask of it), and
  * test/unit/engine-imports.test.ts holds the verbs to that.
  */
+/** How many of the machine's sleeps {@link EngineContext.sleeps} keeps: a lease lives minutes, not a hundred sleeps. */
+export const SLEEPS_KEPT = 100
+
 export class EngineContext extends StoreContext {
   /** The queues an operator paused, kept in memory for the pick path. */
   readonly pausedQueues = new PausedQueues(this)
@@ -34,6 +37,13 @@ export class EngineContext extends StoreContext {
    * grant, so that any verb that puts a job back in line can weigh it against the total.
    */
   readonly capacityStore: CapacityStore
+  /**
+   * The machine's sleeps made good since the host started (Engine.noticeSleep), the latest
+   * {@link SLEEPS_KEPT}: when each woke, and how long it slept. A worker asleep with the machine
+   * ran nothing meanwhile, so the time a heartbeat limit allows it (verbs/lease-limits.ts) does
+   * not count a sleep.
+   */
+  readonly sleeps: Array<{ wokeAt: number; sleptMs: number }> = []
 
   /** `capacity`: the settings used until an operator changes them (then the stored ones win). */
   constructor(db: Database, clock: Clock, config: EngineConfig, capacity: CapacitySettings) {

@@ -223,7 +223,7 @@ function expiryError(reason: LeaseExpiryReason, cancelPending: boolean) {
 export function expireLease(ctx: EngineContext, lease: LeaseRow, given: LeaseExpiryReason = 'no_heartbeat'): void {
   const job = jobOfLease(ctx, lease)
   // A lease a heartbeat limit cut short ended because its worker did not stop, not because it fell silent.
-  const reason = given === 'no_heartbeat' ? (limitThatEnded(lease, job) ?? given) : given
+  const reason = given === 'no_heartbeat' ? (limitThatEnded(ctx, lease, job) ?? given) : given
   if (reason === 'max_runtime_exceeded') return endPastRuntime(ctx, lease, job)
   const undelivered = reason === 'not_delivered' && !job.cancel_requested
   const { to, disposition } = undelivered ? ({ to: 'QUEUED', disposition: 'REQUEUED' } as const) : decide(job, { status: 'TIMEOUT' }, true)

@@ -7,22 +7,32 @@ import type { LeaseExpiryReason } from '../rules/events'
  * retries"). A heartbeat keeps a lease for its TTL and grace, but not past the moment its worker
  * should have stopped: the TTL and grace after a cancel was asked (every heartbeat answer since
  * said `cancel_requested`), or after the attempt's `max_runtime_s` ran out. A worker that keeps
- * heartbeating without stopping would otherwise hold its job and its units for ever.
+ * heartbeating without stopping would otherwise hold its job and its units for ever. The time the
+ * machine slept is not counted against it: its worker slept too.
  */
 
 /** How long a heartbeat keeps a lease: its TTL and grace. */
 export const lastsMs = (lease: LeaseRow): number => (lease.ttl_s + lease.grace_s) * 1000
 
-/** The latest a heartbeat may carry the lease to, by its job's max_runtime_s: the attempt's start, the runtime, then the TTL and grace. Infinity without one. */
-export const runtimeLimit = (lease: LeaseRow, job: JobRow): number => (job.max_runtime_s == null ? Infinity : lease.granted_at + job.max_runtime_s * 1000 + lastsMs(lease))
+/** The latest a heartbeat may carry the lease to, by its job's max_runtime_s: the attempt's start, the runtime, then the TTL and grace, and any time the machine slept since. Infinity without one. */
+const runtimeLimit = (ctx: EngineContext, lease: LeaseRow, job: JobRow): number =>
+  job.max_runtime_s == null ? Infinity : lease.granted_at + job.max_runtime_s * 1000 + lastsMs(lease) + asleepSince(ctx, lease.granted_at)
+
+/** How long the machine slept after `since` (as far as {@link EngineContext.sleeps} remembers). */
+function asleepSince(ctx: EngineContext, since: number): number {
+  let slept = 0
+  for (const { wokeAt, sleptMs } of ctx.sleeps) if (wokeAt > since) slept += sleptMs
+  return slept
+}
 
 /**
  * The latest a heartbeat may carry the lease to: the earlier of {@link runtimeLimit} and, once its
  * job is asked to cancel, the cancel's time and the TTL and grace. Infinity when neither applies.
  */
 export function heartbeatLimit(ctx: EngineContext, lease: LeaseRow, job: JobRow): number {
-  const byCancel = job.cancel_requested ? cancelRequestedAt(ctx, job, lease.granted_at) + lastsMs(lease) : Infinity
-  return Math.min(byCancel, runtimeLimit(lease, job))
+  const canceledAt = job.cancel_requested ? cancelRequestedAt(ctx, job, lease.granted_at) : null
+  const byCancel = canceledAt === null ? Infinity : canceledAt + lastsMs(lease) + asleepSince(ctx, canceledAt)
+  return Math.min(byCancel, runtimeLimit(ctx, lease, job))
 }
 
 /**
@@ -31,9 +41,9 @@ export function heartbeatLimit(ctx: EngineContext, lease: LeaseRow, job: JobRow)
  * `max_runtime_exceeded` when the runtime limit cut it, else `cancel_not_stopped`; null for a
  * lease that simply was not heartbeated in time.
  */
-export function limitThatEnded(lease: LeaseRow, job: JobRow): LeaseExpiryReason | null {
+export function limitThatEnded(ctx: EngineContext, lease: LeaseRow, job: JobRow): LeaseExpiryReason | null {
   if (lease.expires_at >= lease.last_heartbeat_at + lastsMs(lease)) return null
-  return lease.expires_at >= runtimeLimit(lease, job) ? 'max_runtime_exceeded' : job.cancel_requested ? 'cancel_not_stopped' : null
+  return lease.expires_at >= runtimeLimit(ctx, lease, job) ? 'max_runtime_exceeded' : job.cancel_requested ? 'cancel_not_stopped' : null
 }
 
 /**
