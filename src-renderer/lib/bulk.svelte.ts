@@ -1,6 +1,7 @@
 import { BULK_STATES, DEAD_LETTER_STATES, describeError, type ApiClient, type BulkAction, type BulkAnswer, type BulkRequest } from './api'
 import type { JobFilter } from './jobs.svelte'
 import { quotedName } from './names'
+import { shortId } from '../../src-shared/short-id'
 
 /** A bulk action counted and waiting for the operator's yes. */
 export interface PendingBulk {
@@ -152,12 +153,30 @@ export function bulkQuestion(pending: PendingBulk): string {
   return `Cancel ${jobs(matched)}? ${capitalize(selection)} will be canceled (running ones are asked to stop).`
 }
 
-/** What an action did: "Retried 3 of 3 jobs.", "Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused)." */
+/**
+ * What an action did: "Retried 3 of 3 jobs.", "Retried 2 of 3 jobs; 1 was not (moved on
+ * meanwhile, or refused)." A retry names the jobs it refused for their cost, the one refusal the
+ * operator can act on (raise the total capacity), by their short ids, as the host lists them.
+ */
 export function bulkOutcome(answer: BulkAnswer): string {
   const skipped = answer.matched - answer.changed
-  const rest = skipped > 0 ? `; ${skipped} ${skipped === 1 ? 'was' : 'were'} not (moved on meanwhile, or refused)` : ''
-  return `${VERBS[answer.action].done} ${answer.changed} of ${jobs(answer.matched)}${rest}.`
+  const overCost = answer.over_capacity_count
+  const others = skipped - overCost
+  const rest = [
+    overCost > 0 && `${overCost} ${overCost === 1 ? 'costs' : 'cost'} more than the total capacity (${overCostIds(answer)})`,
+    others > 0 && `${others} ${others === 1 ? 'was' : 'were'} not (moved on meanwhile, or refused)`,
+  ].filter(Boolean)
+  return `${VERBS[answer.action].done} ${answer.changed} of ${jobs(answer.matched)}${rest.length > 0 ? `; ${rest.join('; ')}` : ''}.`
 }
+
+/** The first few jobs a retry refused for their cost, by their short ids; "…" when there are more. */
+function overCostIds(answer: BulkAnswer): string {
+  const shown = answer.over_capacity.slice(0, OVER_COST_SHOWN).map(shortId)
+  return answer.over_capacity_count > shown.length ? `${shown.join(', ')}, …` : shown.join(', ')
+}
+
+/** How many over-cost jobs the outcome line names. */
+const OVER_COST_SHOWN = 3
 
 export const bulkVerb = (action: BulkAction): string => VERBS[action].verb
 

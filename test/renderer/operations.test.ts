@@ -407,6 +407,13 @@ describe('bulk actions', () => {
     expect(bulkQuestion({ action: 'retry', request: { job_type: 'render' }, matched: 0 })).toBe('No job matches: nothing to retry (the FAILED, CANCELED, TIMEOUT jobs of type render).')
     expect(bulkOutcome({ action: 'retry', matched: 3, changed: 2, dry_run: false, over_capacity: [], over_capacity_count: 0, counted_at: null, counted_through: null })).toBe('Retried 2 of 3 jobs; 1 was not (moved on meanwhile, or refused).')
   })
+
+  test('a retry names the jobs it refused for their cost, the first three by their short ids, apart from those that moved on', () => {
+    const ids = ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb11cc', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb22dd', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb33ee']
+    const answer = { action: 'retry' as const, matched: 6, changed: 1, dry_run: false, counted_at: null, counted_through: null }
+    expect(bulkOutcome({ ...answer, over_capacity: ids.slice(0, 1), over_capacity_count: 1 })).toBe('Retried 1 of 6 jobs; 1 costs more than the total capacity (…81c03f9a); 4 were not (moved on meanwhile, or refused).')
+    expect(bulkOutcome({ ...answer, over_capacity: ids, over_capacity_count: 5 })).toBe('Retried 1 of 6 jobs; 5 cost more than the total capacity (…81c03f9a, …00bb11cc, …00bb22dd, …).')
+  })
 })
 
 describe('the jobs view', () => {
