@@ -10,8 +10,8 @@ export const TOKEN_HELP = `Usage: leasehold token create --scope worker|admin | 
 
 Scoped tokens, each revocable on its own. A worker token can only run jobs: the worker routes
 over HTTP (/internal/worker, and the file leases of its own jobs under /api/files/leases) and
-remote workers' requests over Redis (leasehold worker --redis). It cannot submit, cancel, change
-capacity or read the API. Give one to each machine that runs workers instead of the host's own
+remote workers' requests over Redis (leasehold worker --redis), and read the API's document
+(/api/openapi.json). It cannot submit, cancel, change capacity or read the host's jobs. Give one to each machine that runs workers instead of the host's own
 token, and revoke it when the machine goes. An admin token can do all the host's own token does
 (the data dir's token file stays the admin token it is): give one to a script or a person who
 needs the whole API, and revoke it when they no longer do.

@@ -118,12 +118,13 @@ function decoded(path: string): string {
 
 /**
  * What a worker calls and nothing else: the worker routes and the file-lease requests its
- * handlers write through (acquire, wait, heartbeat, release: not the list of every file lease). A
+ * handlers write through (acquire, wait, heartbeat, release: not the list of every file lease),
+ * and the API's document, which describes them and holds no data (a worker's author reads it). A
  * worker-scoped token opens these only, so a machine that runs jobs cannot submit, cancel, change
- * capacity or read the API; and on the file leases it acts for its own jobs only (files-api.ts).
+ * capacity or read the host's data; and on the file leases it acts for its own jobs only (files-api.ts).
  */
 export function isWorkerPath(path: string): boolean {
-  return /^\/+(internal\/worker(\/|$)|api\/files\/leases\/)/.test(decoded(path))
+  return /^\/+(internal\/worker(\/|$)|api\/files\/leases\/|api\/openapi\.json$)/.test(decoded(path))
 }
 
 /** Every /api and /internal path needs the token except /api/health, however the path is spelled. */

@@ -10,13 +10,15 @@ const policy = { token: 'host-token-0123456789', port: 7878, allowedHosts: [], i
 const request = (path: string, token: string) => ({ path, host: '127.0.0.1:7878', origin: undefined, authorization: `Bearer ${token}` })
 
 describe('worker-scoped tokens', () => {
-  test('a worker token opens the worker routes and the file-lease requests only; elsewhere the refusal says it needs the host’s token', () => {
+  test('a worker token opens the worker routes, the file-lease requests and the API\'s document only; elsewhere the refusal says it needs the host’s token', () => {
     expect(checkRequest(request('/internal/worker/batch', 'worker-token-0123456789'), policy)).toBeNull()
+    // The API's document describes the worker routes and holds no data: a worker's author reads it with the worker's token.
+    expect(checkRequest(request('/api/openapi.json', 'worker-token-0123456789'), policy)).toBeNull()
     for (const verb of ['acquire', 'wait', 'heartbeat', 'release']) {
       expect(checkRequest(request(`/api/files/leases/${verb}`, 'worker-token-0123456789'), policy)).toBeNull()
     }
     // The list of every file lease names other jobs' leases: it is the host's to read.
-    for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers', '/api/files/leases', '/api/blockers', '/internal/workerx']) {
+    for (const path of ['/api/scheduler/jobs/submit', '/api/capacity', '/api/scheduler/jobs', '/internal/other', '/api/workers', '/api/files/leases', '/api/blockers', '/internal/workerx', '/api/openapi.jsonx']) {
       expect(checkRequest(request(path, 'worker-token-0123456789'), policy)).toMatchObject({ code: 'unauthorized', detail: expect.stringContaining("this route needs the host's token or an admin token") })
     }
     // A token nobody made is only "not valid": the worker token's line is for a worker token.
