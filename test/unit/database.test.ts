@@ -669,6 +669,22 @@ describe('migrations', () => {
     expect(setup().engine.replayStart(0, 100)).toBe(0)
   })
 
+  it("0027 stores a schedule's template payload null as {}, the payload its jobs get, and leaves other payloads as they were", () => {
+    const path = join(dir, 'before-0027.db')
+    const old = openDatabase({ path, migrationsFolder: olderMigrations(27) })
+    const insertSchedule = old.sqlite.prepare(
+      "INSERT INTO schedules (id, name, cron, timezone, job, overlap, enabled, next_fire_at, created_at, updated_at) VALUES (?, ?, '* * * * *', 'UTC', ?, 'skip', 1, NULL, 0, 0)",
+    )
+    insertSchedule.run('n', 'was-null', '{"job_type":"t","cost_units":1,"payload":null}')
+    insertSchedule.run('o', 'has-one', '{"job_type":"t","cost_units":1,"payload":{"a":null}}')
+    insertSchedule.run('x', 'has-none', '{"job_type":"t","cost_units":1}')
+    old.sqlite.close()
+
+    const { engine, sqlite } = openFileEngine(path)
+    expect(['was-null', 'has-one', 'has-none'].map((name) => engine.getSchedule(name).job.payload)).toEqual([{}, { a: null }, undefined])
+    sqlite.close()
+  })
+
   it('fences keep increasing across a restart even when the leases that held the largest were deleted', () => {
     const path = join(dir, 'fences.db')
     const first = openFileEngine(path)
