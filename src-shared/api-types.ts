@@ -1749,9 +1749,9 @@ export interface components {
             /** @description Jobs it changed (0 on a dry run) */
             changed: number;
             dry_run: boolean;
-            /** @description A retry's: the jobs it refused because each costs more than the total capacity (matched, not changed), the first 100 in the order walked; else empty */
+            /** @description A retry's: the jobs it refused (on a dry run, would refuse) because each costs more than the total capacity (matched, not changed), the first 100 in the order walked; else empty */
             over_capacity: string[];
-            /** @description How many jobs a retry refused for their cost, all of them (over_capacity lists the first); else 0 */
+            /** @description How many jobs a retry refused (on a dry run, would refuse) for their cost, all of them (over_capacity lists the first); else 0 */
             over_capacity_count: number;
             /** @description A dry run of retry or purge: the time it counted up to; else null */
             counted_at: components["schemas"]["Timestamp"] | null;

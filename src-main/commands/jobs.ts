@@ -40,6 +40,7 @@ Commands (docs/operations.md; bulk actions by other filters are over HTTP and in
   retry --dead-letter  every dead-lettered job back to QUEUED, each as retry JOB does it; with
                        --type or --state only those; --dry-run counts them and changes nothing;
                        exits 1 naming the jobs it refused as costing more than the total capacity
+                       (--dry-run names them too, and exits 0)
   run-now JOB          run a delayed job now instead of at its run_at (--by)
 JOB is a job's whole id, or its end as the tables print it (…3f9a0c12, 8 characters or more),
 when that ends one job's id only. --dry-run, --state and --type go with retry --dead-letter, not
@@ -51,7 +52,8 @@ Flags:
   --dead-letter        only the dead-lettered jobs: FAILED or TIMEOUT because they ran out of
                        attempts, the ones to bring back with retry (with --state, FAILED or TIMEOUT)
   --type T             only jobs of this type (the whole type)
-  --dry-run            retry --dead-letter: count the jobs it would retry, change nothing
+  --dry-run            retry --dead-letter: count the jobs it would retry, and name those it would
+                       refuse for their cost; change nothing
   --limit N            at most N jobs, 1 to 500 [50]
   --cursor C           the page after the one that printed C (its next_cursor, or the line
                        that ends the table when there are more jobs than shown)
@@ -265,14 +267,18 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
   const body = { dead_letter: true, states: state && [state], job_type: jobType, dry_run: flags['dry-run'] === true, requested_by: flags.by ?? 'operator' }
   const answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
   // A job refused for its cost stays dead-lettered until the total is raised: the retry did not
-  // do all it was asked, so it fails (exit 1), naming those jobs.
-  const failed = answer.over_capacity_count > 0 ? 1 : 0
+  // do all it was asked, so it fails (exit 1), naming those jobs. A dry run names them too, and
+  // did what it was asked.
+  const failed = answer.over_capacity_count > 0 && !answer.dry_run ? 1 : 0
   if (flags.json) {
     console.log(JSON.stringify(answer, null, 2))
     return failed
   }
   const which = `dead-lettered ${state ? `${state} ` : ''}job${answer.matched === 1 ? '' : 's'}${jobType ? ` of type ${jobType}` : ''}`
-  if (answer.dry_run) console.log(`${answer.matched} ${which} to retry (--dry-run: none retried)`)
+  if (answer.dry_run) {
+    console.log(`${answer.matched} ${which} to retry (--dry-run: none retried)`)
+    if (answer.over_capacity_count > 0) console.log(overCapacityLine(answer.over_capacity, answer.over_capacity_count, 'would not be retried'))
+  }
   else if (answer.matched === 0) console.log(`no ${which} to retry`)
   else {
     const movedOn = answer.matched - answer.changed - answer.over_capacity_count
@@ -282,15 +288,15 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
     ].filter(Boolean)
     console.log(`retried ${answer.changed} of ${answer.matched} ${which}${notRetried.length > 0 ? `; not retried: ${notRetried.join(', ')}` : ''}`)
   }
-  if (failed) console.error(`leasehold: ${overCapacityLine(answer.over_capacity, answer.over_capacity_count)}`)
+  if (failed) console.error(`leasehold: ${overCapacityLine(answer.over_capacity, answer.over_capacity_count, 'not retried')}`)
   return failed
 }
 
-/** The jobs a bulk retry refused for their cost, by id (the answer lists the first of them), and what would let them run. */
-function overCapacityLine(listed: readonly string[], count: number): string {
+/** The jobs a bulk retry refused (or, counted, would refuse) for their cost, by id (the answer lists the first of them), and what would let them run. */
+function overCapacityLine(listed: readonly string[], count: number, outcome: 'not retried' | 'would not be retried'): string {
   const more = count - listed.length
   const ids = `${listed.map(printable).join(', ')}${more > 0 ? ` and ${more} more` : ''}`
-  return `not retried, as ${count === 1 ? 'its cost exceeds' : 'each costs more than'} the total capacity: ${ids} (raise total_units, then retry ${count === 1 ? 'it' : 'them'}; leasehold jobs show JOB gives a job's cost)`
+  return `${outcome}, as ${count === 1 ? 'its cost exceeds' : 'each costs more than'} the total capacity: ${ids} (raise total_units, then retry ${count === 1 ? 'it' : 'them'}; leasehold jobs show JOB gives a job's cost)`
 }
 
 /** One operator action on one job, as the dashboard's buttons do it; prints the job as it now is. */

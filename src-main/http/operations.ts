@@ -74,8 +74,8 @@ export const BulkAnswer = z
     over_capacity: z
       .array(z.string())
       .max(OVER_CAPACITY_LISTED)
-      .describe(`A retry's: the jobs it refused because each costs more than the total capacity (matched, not changed), the first ${OVER_CAPACITY_LISTED} in the order walked; else empty`),
-    over_capacity_count: z.number().int().describe('How many jobs a retry refused for their cost, all of them (over_capacity lists the first); else 0'),
+      .describe(`A retry's: the jobs it refused (on a dry run, would refuse) because each costs more than the total capacity (matched, not changed), the first ${OVER_CAPACITY_LISTED} in the order walked; else empty`),
+    over_capacity_count: z.number().int().describe('How many jobs a retry refused (on a dry run, would refuse) for their cost, all of them (over_capacity lists the first); else 0'),
     counted_at: IsoTime.nullable().describe('A dry run of retry or purge: the time it counted up to; else null'),
     counted_through: z
       .number()

@@ -10,6 +10,14 @@ export interface PendingBulk {
   request: BulkRequest
   /** How many jobs it will touch, as the host counted them (a dry run). */
   matched: number
+  /** A retry's: the jobs among them it will refuse for their cost, as the count named them (the first ids, and how many). */
+  overCost?: OverCost
+}
+
+/** Jobs a retry refuses (or will refuse) because each costs more than the total capacity: the host lists the first. */
+interface OverCost {
+  ids: readonly string[]
+  count: number
 }
 
 /**
@@ -74,11 +82,12 @@ export class BulkState {
     this.error = null
     const counting = (this.countedFor = { action, request })
     try {
-      const { matched, counted_through } = await this.api.bulk(action, { ...request, dry_run: true })
+      const { matched, counted_through, over_capacity, over_capacity_count } = await this.api.bulk(action, { ...request, dry_run: true })
       // The filter changed while the host counted: the count is of jobs no longer shown.
       if (this.countedFor !== counting) return
       // Jobs that finish between the count and the yes are not swept up: the yes is for the number counted.
-      this.pending = { action, request: counted_through === null ? request : { ...request, counted_through }, matched }
+      const overCost = over_capacity_count > 0 ? { ids: over_capacity, count: over_capacity_count } : undefined
+      this.pending = { action, request: counted_through === null ? request : { ...request, counted_through }, matched, overCost }
     } catch (error) {
       this.error = describeError(error)
     } finally {
@@ -149,7 +158,13 @@ export function bulkQuestion(pending: PendingBulk): string {
   if (matched === 0) return `No job matches: nothing to ${action} (${describeSelection(action, request)}).`
   const selection = describeSelection(action, request)
   if (action === 'purge') return `Purge ${jobs(matched)}? ${capitalize(selection)} will be deleted with their attempts and events. This cannot be undone.`
-  if (action === 'retry') return `Retry ${jobs(matched)}? ${capitalize(selection)} will go back to the queue, each as a new run with a fresh attempt budget.`
+  if (action === 'retry') {
+    const question = `Retry ${jobs(matched)}? ${capitalize(selection)} will go back to the queue, each as a new run with a fresh attempt budget.`
+    const overCost = pending.overCost
+    if (!overCost) return question
+    const them = overCost.count === matched ? (matched === 1 ? 'It costs' : 'Each costs') : `${overCost.count} of them (${overCostIds(overCost)}) ${overCost.count === 1 ? 'costs' : 'cost'}`
+    return `${question} ${them} more than the total capacity, and will not be retried until it is raised.`
+  }
   return `Cancel ${jobs(matched)}? ${capitalize(selection)} will be canceled (running ones are asked to stop).`
 }
 
@@ -163,16 +178,16 @@ export function bulkOutcome(answer: BulkAnswer): string {
   const overCost = answer.over_capacity_count
   const others = skipped - overCost
   const rest = [
-    overCost > 0 && `${overCost} ${overCost === 1 ? 'costs' : 'cost'} more than the total capacity (${overCostIds(answer)})`,
+    overCost > 0 && `${overCost} ${overCost === 1 ? 'costs' : 'cost'} more than the total capacity (${overCostIds({ ids: answer.over_capacity, count: overCost })})`,
     others > 0 && `${others} ${others === 1 ? 'was' : 'were'} not (moved on meanwhile, or refused)`,
   ].filter(Boolean)
   return `${VERBS[answer.action].done} ${answer.changed} of ${jobs(answer.matched)}${rest.length > 0 ? `; ${rest.join('; ')}` : ''}.`
 }
 
-/** The first few jobs a retry refused for their cost, by their short ids; "…" when there are more. */
-function overCostIds(answer: BulkAnswer): string {
-  const shown = answer.over_capacity.slice(0, OVER_COST_SHOWN).map(shortId)
-  return answer.over_capacity_count > shown.length ? `${shown.join(', ')}, …` : shown.join(', ')
+/** The first few jobs a retry refuses for their cost, by their short ids; "…" when there are more. */
+function overCostIds({ ids, count }: OverCost): string {
+  const shown = ids.slice(0, OVER_COST_SHOWN).map(shortId)
+  return count > shown.length ? `${shown.join(', ')}, …` : shown.join(', ')
 }
 
 /** How many over-cost jobs the outcome line names. */

@@ -629,13 +629,19 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     }
   })
 
-  test('retry --dead-letter names the jobs it refused for their cost, and exits 1', async () => {
+  test('retry --dead-letter names the jobs it refused for their cost, and exits 1; its --dry-run names them too, and exits 0', async () => {
     const fits = failWith('dlr-cost', true)
     const big = host.engine.submit({ job_type: 'dlr-cost-big', cost_units: 80, max_attempts: 1 }).job
     host.engine.fail({ ...take('dlr-cost-big').report, error: { message: 'boom', retryable: true } })
     expect(host.engine.getJob(big.id)).toMatchObject({ state: 'FAILED', dead_letter: true })
     host.engine.setCapacity({ total_units: 50 })
     try {
+      const dry = await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-cost-big', '--dry-run'])
+      expect([dry.status, dry.stderr]).toEqual([0, ''])
+      expect(lines(dry.stdout)).toEqual([
+        '1 dead-lettered job of type dlr-cost-big to retry (--dry-run: none retried)',
+        expect.stringMatching(new RegExp(`^would not be retried, as its cost exceeds the total capacity: ${big.id} \\(raise total_units`)),
+      ])
       expect((await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-cost'])).status).toBe(0)
       const result = await cli(['jobs', 'retry', '--dead-letter', '--type', 'dlr-cost-big'])
       expect(result.status).toBe(1)

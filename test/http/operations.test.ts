@@ -164,7 +164,7 @@ describe('bulk operations over HTTP', () => {
     expect(await Promise.all([...matching, other].map(async (id) => (await jobOf(host, id)).state))).toEqual(['QUEUED', 'QUEUED', 'FAILED'])
   })
 
-  test('a bulk retry names the jobs it refused because each costs more than the total capacity: the first 100 in over_capacity, all in over_capacity_count', async () => {
+  test('a bulk retry names the jobs it refused because each costs more than the total capacity: the first 100 in over_capacity, all in over_capacity_count; its dry run names the same', async () => {
     const { host } = await startHost()
     const fits = await failedJob(host, { job_type: 'render', cost_units: 10 })
     const big = await failedJob(host, { job_type: 'render', cost_units: 80 })
@@ -173,10 +173,14 @@ describe('bulk operations over HTTP', () => {
       host.engine.cancel(job.id)
       return job.id
     })
+    const refused = [big, ...more]
     host.engine.setCapacity({ total_units: 50 })
+    const dry = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render', dry_run: true }), BulkAnswer)
+    expect(dry).toMatchObject({ matched: 102, changed: 0, over_capacity_count: 101 })
+    expect(dry.over_capacity.every((id) => refused.includes(id))).toBe(true)
+    expect(new Set(dry.over_capacity).size).toBe(100)
     const done = await ok(await post(host, '/api/jobs/bulk/retry', { job_type: 'render' }), BulkAnswer)
     expect(done).toMatchObject({ matched: 102, changed: 1, over_capacity_count: 101 })
-    const refused = [big, ...more]
     expect(done.over_capacity).toHaveLength(100)
     expect(done.over_capacity.every((id) => refused.includes(id))).toBe(true)
     expect(new Set(done.over_capacity).size).toBe(100)

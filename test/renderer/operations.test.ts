@@ -414,6 +414,26 @@ describe('bulk actions', () => {
     expect(bulkOutcome({ ...answer, over_capacity: ids.slice(0, 1), over_capacity_count: 1 })).toBe('Retried 1 of 6 jobs; 1 costs more than the total capacity (…81c03f9a); 4 were not (moved on meanwhile, or refused).')
     expect(bulkOutcome({ ...answer, over_capacity: ids, over_capacity_count: 5 })).toBe('Retried 1 of 6 jobs; 5 cost more than the total capacity (…81c03f9a, …00bb11cc, …00bb22dd, …).')
   })
+
+  test("a retry's question says how many of the jobs counted cost more than the total capacity, which it will not retry", () => {
+    const ids = ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a', '0190f3a2-7c1e-7b3d-a1b2-77aa00bb11cc']
+    const asked = { action: 'retry' as const, request: { job_type: 'render' } }
+    expect(bulkQuestion({ ...asked, matched: 5, overCost: { ids, count: 2 } })).toBe(
+      'Retry 5 jobs? The FAILED, CANCELED, TIMEOUT jobs of type render will go back to the queue, each as a new run with a fresh attempt budget. 2 of them (…81c03f9a, …00bb11cc) cost more than the total capacity, and will not be retried until it is raised.',
+    )
+    expect(bulkQuestion({ ...asked, matched: 1, overCost: { ids: ids.slice(0, 1), count: 1 } })).toMatch(/ It costs more than the total capacity, and will not be retried until it is raised\.$/)
+  })
+
+  test("a retry's count carries the jobs the host's dry run named as costing more than the total capacity into its question", async () => {
+    const ids = ['0190f3a2-7c1e-7b3d-9a4f-2e6d81c03f9a']
+    const { fetcher } = fakeFetch({
+      'POST /api/jobs/bulk/retry': () => ({ action: 'retry', matched: 2, changed: 0, dry_run: true, over_capacity: ids, over_capacity_count: 1, counted_at: iso(T0), counted_through: 5 }),
+    })
+    const bulk = new BulkState(new ApiClient(connection, fetcher))
+    await bulk.prepare('retry', filter({ state: 'FAILED' }))
+    expect(bulk.pending?.overCost).toEqual({ ids, count: 1 })
+    expect(bulkQuestion(bulk.pending!)).toMatch(/ 1 of them \(…81c03f9a\) costs more than the total capacity, and will not be retried until it is raised\.$/)
+  })
 })
 
 describe('the jobs view', () => {

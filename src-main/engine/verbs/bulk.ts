@@ -1,4 +1,4 @@
-import { STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ } from '../../db/schema'
+import { type JobRow, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ } from '../../db/schema'
 import type { CapacityStore } from '../memory/capacity-store'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
@@ -144,13 +144,16 @@ function walked(applies: readonly JobState[], given: readonly JobState[], deadLe
   return deadLetter === true ? states.filter(isDeadLetterState) : states
 }
 
+/** A job a bulk step found: where it is in `seq` order, and what a retry checks of it. */
+type Matched = Pick<JobRow, 'seq' | 'id' | 'cost_units'>
+
 /**
  * The ids (in `seq` order) of the jobs in `state` that match the filter, with a `seq` above
  * `afterSeq` and at most `untilSeq`, at most {@link BULK_STEP} of them. Each state is read
  * the way its index allows: LEASED and RUNNING through the ACTIVE leases, DONE by `seq` (the
  * table's own order), the others on jobs_state_seq.
  */
-function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq: number, untilSeq: number): { seq: number; id: string }[] {
+function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq: number, untilSeq: number): Matched[] {
   const { filter } = plan
   const conditions = ['state = ?', 'seq > ?', 'seq <= ?']
   const params: unknown[] = [state, afterSeq, untilSeq]
@@ -174,7 +177,7 @@ function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq:
     conditions.push('dead_letter = ?')
     params.push(filter.dead_letter ? 1 : 0)
   }
-  return ctx.all(`SELECT seq, id FROM jobs WHERE ${conditions.join(' AND ')} ORDER BY seq LIMIT ${BULK_STEP}`, ...params)
+  return ctx.all(`SELECT seq, id, cost_units FROM jobs WHERE ${conditions.join(' AND ')} ORDER BY seq LIMIT ${BULK_STEP}`, ...params)
 }
 
 /**
@@ -182,15 +185,20 @@ function matching(ctx: EngineContext, state: JobState, plan: BulkPlan, afterSeq:
  * within a window of `seq`), each retried, canceled or purged as its own verb would do it.
  * `matched` counts the jobs the step found, `changed` those it changed: a job whose retry is
  * refused (it costs more than the capacity: named in `overCapacity`), one already
- * cancel-requested, or one that moved on meanwhile is matched but not changed. A dry run only counts. Returns where the next step
+ * cancel-requested, or one that moved on meanwhile is matched but not changed. A dry run only counts, and names the jobs a retry would refuse for their cost. Returns where the next step
  * starts, or null after the last. Runs as its own transaction: call it outside any.
  */
 export function bulkStep(ctx: EngineContext, capacity: CapacityStore, plan: BulkPlan, cursor: BulkCursor): BulkStep {
   const state = plan.states[cursor.state]!
   const untilSeq = Math.min(cursor.afterSeq + SEQ_WINDOW, plan.lastSeq)
   const overCapacity: string[] = []
-  const apply = (found: { id: string }[]): number => {
-    if (plan.dryRun || found.length === 0) return 0
+  const apply = (found: Matched[]): number => {
+    if (plan.dryRun) {
+      // A dry run changes nothing, but names the jobs a retry would refuse for their cost, as the retry itself would.
+      if (plan.action === 'retry') for (const job of found) if (job.cost_units > capacity.totalUnits()) overCapacity.push(job.id)
+      return 0
+    }
+    if (found.length === 0) return 0
     if (plan.action === 'purge') return deleteFinishedJobs(ctx, found.map((job) => job.id)).length
     return ctx.transact(() => {
       let changed = 0
