@@ -341,6 +341,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
         directory,
         leaseHold,
         scopeOf: (given) => (tokensMatch(given, token) || isAdminToken(given) ? 'host' : isWorkerToken(given) ? 'worker' : null),
+        isRevokedToken: (given) => scopedTokens.isRevoked(given),
         bodyLimitBytes: config.bodyLimitBytes,
         claim: relay.claim,
         redisHealth: relay,

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis'
 import { IpcRequest, type IpcResponse } from '../../src-shared/ipc-protocol'
+import { REVOKED_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import { validate } from '../http/errors'
 import { tokensMatch } from '../http/guard'
 import { HttpError } from '../http/http-error'
@@ -74,7 +75,9 @@ function claimWaitOf(request: IpcRequest): number | null {
 const mayWait = (request: IpcRequest): boolean => request.method === 'waitFileRetry' || (claimWaitOf(request) ?? 0) > 0
 
 type RequestRefusal = NonNullable<IpcResponse['error']>
-const UNAUTHORIZED: RequestRefusal = { status: 401, code: 'unauthorized', detail: 'The token is missing, wrong or revoked' }
+const UNAUTHORIZED: RequestRefusal = { status: 401, code: 'unauthorized', detail: 'The token is missing or wrong' }
+/** A revoked token is one its holder is to stop using, not one to look for a typo in: said so, as over HTTP. */
+const REVOKED: RequestRefusal = { status: 401, code: 'unauthorized', detail: REVOKED_TOKEN_REFUSAL }
 const tooLarge = (limit: number): RequestRefusal => ({ status: 413, code: 'payload_too_large', detail: `The body is larger than ${limit} bytes` })
 
 /** How every worker's body opens (JSON.stringify of `{type, id, method, params}`), up to its id. */
@@ -148,6 +151,8 @@ export interface RedisWorkerRequestsOptions {
   leaseHold: Pick<RedisLeaseHold, 'heard'>
   /** What a request's token opens, as HTTP checks it: everything (the host's), a worker's routes (a worker token), or nothing (null). */
   scopeOf: (token: string) => 'host' | 'worker' | null
+  /** Whether a token that opens nothing is a scoped token that was revoked (`leasehold token revoke`): refused, saying so. */
+  isRevokedToken: (token: string) => boolean
   /** The largest request body the host takes (`--body-limit`), as over HTTP: a larger one is refused 413. */
   bodyLimitBytes: number
   /** The host's claim on its prefix (the relay's): requests are read only while it holds it. */
@@ -374,7 +379,8 @@ export class RedisWorkerRequests {
   /** The answer to worker `workerId`'s request; null when it cannot be answered (no request, or no id, can be read from it). */
   private async respond(workerId: string, entryId: string, field: (name: string) => string | undefined): Promise<IpcResponse | null> {
     const body = field('body') ?? ''
-    const scope = this.options.scopeOf(field('token') ?? '')
+    const token = field('token') ?? ''
+    const scope = this.options.scopeOf(token)
     // Refused before the body is parsed (a parse costs as much as the body is large), under the id
     // the entry names: a forged exchange changes nothing, and a body larger than --body-limit is
     // refused as the worker API refuses it over HTTP (the worker sends its reports again smaller,
@@ -382,7 +388,9 @@ export class RedisWorkerRequests {
     const fault = workerIdFault(workerId)
     const refusal =
       scope === null
-        ? UNAUTHORIZED
+        ? this.options.isRevokedToken(token)
+          ? REVOKED
+          : UNAUTHORIZED
         : fault !== null
           ? { status: 400, code: 'invalid_request', detail: `worker_id: ${fault}` }
           : isLocalWorkerId(workerId)

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import type { Redis } from 'ioredis'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { IpcResponse } from '../../src-shared/ipc-protocol'
+import { REVOKED_TOKEN_REFUSAL } from '../../src-shared/error-codes'
 import { RedisTransport } from '../../src-worker/transport-redis'
 import { exchangeFailure, TransportSilence } from '../../src-worker/transport'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
@@ -571,7 +572,7 @@ describe('remote workers over Redis only', () => {
     }
   })
 
-  test('a worker-scoped token runs jobs over Redis until it is revoked, and takes files only under its own jobs’ leases', async () => {
+  test('a worker-scoped token runs jobs over Redis until it is revoked, then is told it was revoked; and takes files only under its own jobs’ leases', async () => {
     host = await startTestHost({ redisUrl: server.url })
     host.engine.submit({ job_type: 'noop', cost_units: 1 })
     const { id, token } = createScopedToken(host.dataDir, 'worker')
@@ -585,6 +586,8 @@ describe('remote workers over Redis only', () => {
     expect((await exchangeAs('w2', token, 4, 'acquireFile', { ...file, lease_token: job.lease_token })).result).toEqual({ granted: true })
     revokeScopedToken(host.dataDir, id)
     await until(async () => (await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error?.status === 401, 5000, 'revoked token refused')
+    // Told it was revoked, as over HTTP: not a token to look for a typo in.
+    expect((await exchangeAs('w2', token, Date.now(), 'exchange', claim)).error).toEqual({ status: 401, code: 'unauthorized', detail: REVOKED_TOKEN_REFUSAL })
   })
 
   test('the host makes its consumer group on the request stream once, not again before every read of it', async () => {
@@ -625,7 +628,7 @@ describe('remote workers over Redis only', () => {
     const { done } = remoteWorker('unknown', 'not-the-host-token', ['--grace-s', '1'])
     const { status, stderr } = await done
     expect(status).toBe(1)
-    expect(stderr).toContain('leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked; the token came from --token); stopping')
+    expect(stderr).toContain('leasehold worker: the host refuses this worker (401 unauthorized: The token is missing or wrong; the token came from --token); stopping')
     expect(stderr).not.toContain('retrying')
   })
 

@@ -733,13 +733,13 @@ test('a worker the host refuses while its driving thread runs a job of its own s
     transport.offer([aJobOf('own', 'test.wait', { ms: 600 }, { heartbeat_interval_seconds: 1 })])
     await until(() => transport.answered.some((jobs) => jobs.includes('own')), 5000, 'the job claimed')
     await until(() => transport.polled, 5000, 'the long-poll for the free slot')
-    transport.refusal = new HostError(401, 'unauthorized', 'The token is missing, wrong or revoked')
+    transport.refusal = new HostError(401, 'unauthorized', 'The token is missing or wrong')
     transport.offer([]) // the long-poll comes back empty; the thread's next exchange is refused
     await until(() => lines.some((line) => line.includes('dropped')), 5000, 'the worker stopped')
     expect(transport.refusedExchanges).toBe(1)
     expect(transport.completed.map((c) => c.job_id)).not.toContain('own')
     expect(lines.filter((line) => line.includes('refuses this worker') || line.includes('dropped'))).toEqual([
-      'leasehold worker: the host refuses this worker (401 unauthorized: The token is missing, wrong or revoked); stopping',
+      'leasehold worker: the host refuses this worker (401 unauthorized: The token is missing or wrong); stopping',
       'leasehold worker: 1 report(s) dropped on the way out, the host refusing this worker; their leases expire on the host',
     ])
   } finally {
