@@ -42,6 +42,10 @@ export interface Refusal {
 /** `Authorization: Bearer <token>`: the scheme's name in any case, as HTTP has it (RFC 9110 §11.1), then the token. */
 const BEARER = /^bearer +(\S.*)$/i
 
+/** The refusal of a ticket the host does not take (any more). */
+export const LAPSED_TICKET_REFUSAL =
+  'The ticket is not, or no longer, valid: a ticket opens the event stream for 60 s, until the host restarts, and while the token that took it opens the API; take a new one with POST /api/events/ticket'
+
 /** The one route a ticket opens (browsers' EventSource cannot send an Authorization header). */
 const EVENT_STREAM_PATH = '/api/events/stream'
 
@@ -238,6 +242,8 @@ export function checkRequest(input: GuardInput, policy: GuardPolicy): Refusal | 
       }
       // A revoked token is one its holder is to stop using, not one to look for a typo in.
       if (match !== null && policy.isRevokedToken?.(match[1]!) === true) return { code: 'unauthorized', detail: REVOKED_TOKEN_REFUSAL }
+      // A ticket given alone is most likely one that lapsed, or that a host before a restart gave: said so, with what to do.
+      if (match === null && input.ticket !== undefined && decoded(input.path) === EVENT_STREAM_PATH) return { code: 'unauthorized', detail: LAPSED_TICKET_REFUSAL }
       return { code: 'unauthorized', detail: 'A valid Authorization: Bearer token is required' }
     }
   }

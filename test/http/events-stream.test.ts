@@ -4,6 +4,7 @@ import { connect } from 'node:net'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { createScopedToken, revokeScopedToken } from '../../src-main/data-dir/worker-tokens'
 import { readEvents, SseReader, type SseMessage } from '../helpers/sse'
+import { LAPSED_TICKET_REFUSAL } from '../../src-main/http/guard'
 
 let host: TestHost
 afterEach(async () => {
@@ -140,7 +141,7 @@ test('a Last-Event-ID past every id this log gave (one from a database since res
   await reader.close()
 })
 
-test('a ticket opens the stream without the token; a bad ticket or none is 401', async () => {
+test('a ticket opens the stream without the token; a bad ticket or none is 401, a bad ticket told to take a new one', async () => {
   host = await startTestHost()
   const ticketRes = await host.call('/api/events/ticket', { method: 'POST' })
   expect(ticketRes.status).toBe(200)
@@ -149,7 +150,8 @@ test('a ticket opens the stream without the token; a bad ticket or none is 401',
   const res = await host.call(`/api/events/stream?ticket=${ticket}`, { token: null })
   expect(res.status).toBe(200)
   await res.body!.cancel()
-  expect((await host.call('/api/events/stream?ticket=forged', { token: null })).status).toBe(401)
+  const forged = await host.call('/api/events/stream?ticket=forged', { token: null })
+  expect([forged.status, await forged.json()]).toEqual([401, { code: 'unauthorized', detail: LAPSED_TICKET_REFUSAL }])
   expect((await host.call('/api/events/stream', { token: null })).status).toBe(401)
   // A ticket opens nothing else.
   expect((await host.call(`/api/capacity?ticket=${ticket}`, { token: null })).status).toBe(401)
