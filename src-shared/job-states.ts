@@ -35,6 +35,22 @@ export const JOB_STATES = [
 
 export type JobState = (typeof JOB_STATES)[number]
 
+/** A state as the queue API shows it: every state but LEASED (see {@link shownState}). */
+export type ShownState = Exclude<JobState, 'LEASED'>
+
+/**
+ * A state as the queue API shows it, and with it the operations routes, the command line, the
+ * window and every refusal whose detail names a job's state: LEASED (a pull API grant whose first
+ * heartbeat has not come) shows as RUNNING, the state of every job whose worker holds its lease;
+ * each other state as it is. The pull API shows its own words (src-main/http/views/pull.ts).
+ */
+export function shownState(state: JobState): ShownState {
+  return state === 'LEASED' ? 'RUNNING' : state
+}
+
+/** The states {@link shownState} shows, in the canonical order: a filter by state names one of these. */
+export const SHOWN_STATES: readonly ShownState[] = JOB_STATES.filter((state): state is ShownState => shownState(state) === state)
+
 /** The states a job ends in. */
 export type TerminalState = 'DONE' | 'FAILED' | 'CANCELED' | 'TIMEOUT'
 export const TERMINAL_STATES: ReadonlySet<JobState> = new Set<TerminalState>(['DONE', 'FAILED', 'CANCELED', 'TIMEOUT'])

@@ -1,5 +1,5 @@
 import { findHost } from './host-target'
-import { DEAD_LETTER_STATES, JOB_STATES, type JobState } from '../engine/rules/states'
+import { DEAD_LETTER_STATES, type JobState, SHOWN_STATES } from '../engine/rules/states'
 import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, stopIfOutputFailed, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi } from './http-client'
@@ -15,7 +15,7 @@ import type { components } from '../../src-shared/api-types'
  * that way too, so `--state LEASED` would always answer "no LEASED jobs" while jobs run: it is
  * refused, naming RUNNING.
  */
-const LISTED_STATES = JOB_STATES.filter((s) => s !== 'LEASED')
+const LISTED_STATES: readonly JobState[] = SHOWN_STATES
 
 export const JOBS_HELP = `Usage: leasehold jobs [list] [flags]
        leasehold jobs show|cancel|retry|run-now JOB [flags]

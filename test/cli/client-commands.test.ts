@@ -663,6 +663,24 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     host.engine.handBackLeases('w-cancel', [claimed.granted[0]!.lease_id])
   })
 
+  test("a refusal's detail names a leased job's state as the command line shows it: RUNNING on retry and run-now, never LEASED", async () => {
+    const job = host.engine.submit({ job_type: 'pull-leased', cost_units: 1, priority: 'URGENT', queue: 'pull-leased-q' }).job
+    const decision = host.engine.requestLease({ worker_id: 'puller', max_units: null, gpu_available: false })
+    if (!decision.granted) throw new Error(`no grant: ${decision.reason}`)
+    expect([decision.job.id, decision.job.state]).toEqual([job.id, 'LEASED'])
+    try {
+      const shown = await cli(['jobs', 'show', job.id, '--json'])
+      expect(JSON.parse(shown.stdout).job.state).toBe('RUNNING')
+      const retried = await cli(['jobs', 'retry', job.id])
+      expect([retried.status, lines(retried.stderr)]).toEqual([1, [`leasehold: Job ${job.id} is RUNNING; only a FAILED, TIMEOUT or CANCELED job is retried (illegal_transition)`]])
+      const ran = await cli(['jobs', 'run-now', job.id])
+      expect([ran.status, lines(ran.stderr)]).toEqual([1, [`leasehold: Job ${job.id} is RUNNING; only a QUEUED job waiting for its run_at can be run now (not_scheduled)`]])
+    } finally {
+      host.engine.cancel(job.id)
+      host.engine.release({ lease_id: decision.lease.id, worker_id: 'puller', status: 'CANCELED' })
+    }
+  })
+
   test("the host's refusal is one line, exit 1; a missing id or an unknown command is a usage error, exit 2", async () => {
     const done = await cli(['jobs', 'run-now', 'no-such-job'])
     expect(done.status).toBe(1)

@@ -125,6 +125,19 @@ describe('retry over HTTP', () => {
   })
 })
 
+describe('refusals over HTTP', () => {
+  test("a refusal's detail names a leased job's state as the queue API shows it: RUNNING on a retry and a run-now, never LEASED", async () => {
+    const { host } = await startHost()
+    const job = await submit(host)
+    expect(await body(await post(host, `${PULL}/request`, { worker_id: 'puller' }))).toMatchObject({ denied: false, job: { job_id: job.job_id, state: 'leased' } })
+    expect((await jobOf(host, job.job_id)).state).toBe('RUNNING')
+    const retry = await expectError(await post(host, `/api/jobs/${job.job_id}/retry`, {}), 409, 'illegal_transition')
+    expect(retry.detail).toBe(`Job ${job.job_id} is RUNNING; only a FAILED, TIMEOUT or CANCELED job is retried`)
+    const runNow = await expectError(await post(host, `/api/jobs/${job.job_id}/run-now`, {}), 409, 'not_scheduled')
+    expect(runNow.detail).toBe(`Job ${job.job_id} is RUNNING; only a QUEUED job waiting for its run_at can be run now`)
+  })
+})
+
 describe('pausing queues over HTTP', () => {
   test('a paused queue hands out nothing through the pull, queue and worker APIs; resume releases it and wakes a waiting claim', async () => {
     const { host } = await startHost()

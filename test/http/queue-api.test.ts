@@ -347,6 +347,17 @@ describe('GET /jobs/{id}, status, cancel, events', () => {
     await expectInvalid(await status({ state: 'LEASED', worker_id: 'puller' }), 'state')
   })
 
+  test("a refusal's detail names a leased job's state as the queue API shows it: RUNNING, never LEASED (a lease request, a status update)", async () => {
+    await start()
+    const job = await submit(host)
+    await post(host, `${PULL}/request`, { worker_id: 'puller' })
+    expect((await body(await get(`${QUEUE}/jobs/${job.job_id}`))).job.state).toBe('RUNNING')
+    const lease = await expectError(await post(host, `${QUEUE}/lease/request`, { job_id: job.job_id }), 409, 'illegal_transition')
+    expect(lease.detail).toBe(`Job ${job.job_id} is RUNNING; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
+    const status = await expectError(await post(host, `${QUEUE}/jobs/${job.job_id}/status`, { state: 'LEASE_PENDING' }), 409, 'illegal_transition')
+    expect(status.detail).toBe(`Job ${job.job_id} cannot move from RUNNING to LEASE_PENDING by a status update`)
+  })
+
   test('status: QUEUED → PREPARING, and any status after a terminal state, are 409 illegal_transition', async () => {
     await start()
     const job = await submit(host)

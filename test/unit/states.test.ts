@@ -9,6 +9,8 @@ import {
   priorityName,
   priorityRank,
   RETRYABLE_STATES,
+  SHOWN_STATES,
+  shownState,
   TERMINAL_STATES,
   type JobState,
 } from '../../src-main/engine/rules/states'
@@ -101,6 +103,12 @@ describe('canonical job states', () => {
 
   it('a lease may be requested from CLAIMED, PREPARING or LEASE_PENDING only', () => {
     expect([...LEASE_REQUEST_STATES].sort()).toEqual(['CLAIMED', 'LEASE_PENDING', 'PREPARING'])
+  })
+
+  it('a state shows as the queue API shows it, in every refusal that names it too: LEASED as RUNNING, every other as it is', () => {
+    expect(JOB_STATES.filter((s) => shownState(s) !== s)).toEqual(['LEASED'])
+    expect(shownState('LEASED')).toBe('RUNNING')
+    expect(SHOWN_STATES).toEqual(JOB_STATES.filter((s) => s !== 'LEASED'))
   })
 
   it('priority ranks order URGENT > HIGH > NORMAL > LOW and round-trip', () => {

@@ -2,6 +2,7 @@ import type { JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { iso } from '../rules/clock'
 import { EngineError } from '../rules/errors'
+import { type JobState, shownState } from '../rules/states'
 import { getJob, updateJob } from '../store/rows'
 
 /**
@@ -28,7 +29,7 @@ export function runNow(ctx: EngineContext, jobId: string, requestedBy: string | 
     if (!isScheduled(job, now)) {
       // A retry's backoff is the retry policy's wait, not a time the submitter chose: run-now leaves it.
       const why = job.state !== 'QUEUED' ? '' : job.eligible_at > now ? ` and waits out its retry's backoff until ${iso(job.eligible_at)}` : ' and eligible'
-      throw new EngineError('not_scheduled', `Job ${jobId} is ${job.state}${why}; only a QUEUED job waiting for its run_at can be run now`)
+      throw new EngineError('not_scheduled', `Job ${jobId} is ${shownState(job.state as JobState)}${why}; only a QUEUED job waiting for its run_at can be run now`)
     }
     return updateJob(
       ctx,

@@ -12,7 +12,7 @@ import { checkClaimer, expireClaimIfDue } from './jobs'
 import { canTake, eligibleJobs, holdsActiveLease, holdsOrAwaitsLease, knownEmpty, uniqueBarred, type WorkerFilter } from '../reads/pick'
 import { pausedDenial } from './queues'
 import { fenceOfLease, getJob, insertLease, insertMovedJob, type JobEvent, type Leased, moveJob } from '../store/rows'
-import { LEASE_REQUEST_STATES, type JobState } from '../rules/states'
+import { LEASE_REQUEST_STATES, type JobState, shownState } from '../rules/states'
 
 /**
  * Granting leases: a worker's claim or lease request takes the head job it can run and leases
@@ -293,7 +293,7 @@ export function requestLeaseForJob(ctx: EngineContext, capacity: CapacityStore, 
     const job = getJob(ctx, request.job_id)
     checkClaimer(job, request.worker_id)
     if (!LEASE_REQUEST_STATES.has(job.state as JobState)) {
-      throw new EngineError('illegal_transition', `Job ${job.id} is ${job.state}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
+      throw new EngineError('illegal_transition', `Job ${job.id} is ${shownState(job.state as JobState)}; a lease is requested from CLAIMED, PREPARING or LEASE_PENDING`)
     }
     if (request.cost_units !== undefined && request.cost_units !== job.cost_units) {
       throw new EngineError('cost_mismatch', `Job ${job.id} costs ${job.cost_units} units, not ${request.cost_units}`)

@@ -10,7 +10,7 @@ import { getJob, insertJob, type JobEvent, moveJob, SELECT_JOBS, updateJob } fro
 import type { PageRequest } from '../reads/list'
 import { readTimeline, readTimelinePage } from '../reads/timeline'
 import { nextStreamMessageId } from '../store/streams'
-import { CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, TERMINAL_STATES } from '../rules/states'
+import { CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, shownState, TERMINAL_STATES } from '../rules/states'
 
 /** A submit in the model's own words; each API maps its field names onto this. */
 export interface SubmitJob {
@@ -278,13 +278,12 @@ export function updateStatus(ctx: EngineContext, jobId: string, update: StatusUp
         : from === 'QUEUED'
           ? 'no worker holds it (its claim lapsed or it was requeued): claim it again'
           : 'it waits for an operator'
-      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${why}`)
+      throw new EngineError('illegal_transition', `Job ${jobId} is ${shownState(from)}; ${why}`)
     }
-    // The queue API shows a LEASED job as RUNNING: naming RUNNING repeats the state it shows.
-    const to = update.state === undefined || (from === 'LEASED' && update.state === 'RUNNING') ? from : update.state
+    // Naming the state the queue API shows repeats it (a LEASED job shows as RUNNING).
+    const to = update.state === undefined || update.state === shownState(from) ? from : update.state
     if (to !== from && !(STATUS_SETTABLE.has(to) && CLAIM_STATES.has(from))) {
-      const shown = from === 'LEASED' ? 'RUNNING' : from
-      throw new EngineError('illegal_transition', `Job ${jobId} cannot move from ${shown} to ${to} by a status update`)
+      throw new EngineError('illegal_transition', `Job ${jobId} cannot move from ${shownState(from)} to ${to} by a status update`)
     }
     const changes: Partial<JobRow> = {}
     if (update.note !== undefined) changes.note = update.note

@@ -3,7 +3,7 @@ import type { EngineContext } from '../memory/context'
 import { EngineError } from '../rules/errors'
 import { jobCostExceedsCapacity } from './jobs'
 import { getJob, moveJob } from '../store/rows'
-import { type JobState, RETRYABLE_STATES } from '../rules/states'
+import { type JobState, RETRYABLE_STATES, shownState } from '../rules/states'
 import { nextStreamMessageId } from '../store/streams'
 import { openBlockerOf } from '../reads/waiting'
 
@@ -22,7 +22,7 @@ export function retryJob(ctx: EngineContext, jobId: string, totalUnits: number, 
     const job = getJob(ctx, jobId)
     const from = job.state as JobState
     if (!RETRYABLE_STATES.has(from)) {
-      throw new EngineError('illegal_transition', `Job ${jobId} is ${from}; ${whyNotRetried(ctx, job)}`)
+      throw new EngineError('illegal_transition', `Job ${jobId} is ${shownState(from)}; ${whyNotRetried(ctx, job)}`)
     }
     if (job.cost_units > totalUnits) throw jobCostExceedsCapacity(job.cost_units, totalUnits)
     const now = ctx.clock.now()

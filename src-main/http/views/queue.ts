@@ -18,18 +18,16 @@ import {
 } from '../../engine'
 import { iso } from '../../engine/rules/clock'
 import { BUCKETS, METRICS, RANGES } from '../../engine/reads/stats'
-import { type JobState as JobStateName, JOB_STATES, TERMINAL_STATES } from '../../engine/rules/states'
+import { type JobState as JobStateName, SHOWN_STATES, shownState, type ShownState, TERMINAL_STATES } from '../../engine/rules/states'
 import { FinalStatus, IsoTime, LeaseState, NextCursor, PRIORITY } from '../schemas'
 import { wireEventData } from './event-data'
 
-/** The states the queue API shows: the canonical ones, LEASED shown as RUNNING. */
-export const QUEUE_STATES = JOB_STATES.filter((state): state is Exclude<JobStateName, 'LEASED'> => state !== 'LEASED')
+/** The states the queue API shows: the canonical ones, LEASED shown as RUNNING (rules/states.ts shownState). */
+export const QUEUE_STATES = SHOWN_STATES
 export const QueueState = z.enum(QUEUE_STATES).meta({ id: 'QueueJobState', description: 'A job state as the queue API shows it (LEASED shows as RUNNING)' })
 export type QueueState = z.infer<typeof QueueState>
 
-export function queueState(state: JobStateName): QueueState {
-  return state === 'LEASED' ? 'RUNNING' : state
-}
+export const queueState: (state: JobStateName) => ShownState = shownState
 
 /** The canonical states the queue API's RUNNING stands for (a filter by it finds both). */
 export const SHOWN_AS_RUNNING = ['LEASED', 'RUNNING'] as const
