@@ -833,6 +833,16 @@ describe('POST /internal/worker/batch (not in the seed: reports and a claim in o
     expect(again.completed).toEqual([{ job_id: b.job_id, ok: true, ack: true }])
   })
 
+  test("a report refused by its schema carries in its slot the code and detail of its one-job route's 400 (the field named from the batch's body), plus ok: false and ack: false; the one-job route answers the plain {detail, code}", async () => {
+    await start()
+    const c = await claimed()
+    const single = await expectError(await post(host, `${WORKER}/complete`, { ...attemptOf(c), result: { s: '\ud800' } }), 400, 'invalid_request')
+    expect(single.detail).toMatch(/^result\.s: /)
+    const answer = await body(await post(host, `${WORKER}/batch`, { worker_id: 'w1', complete: [{ ...refOf(c), result: { s: '\ud800' } }] }))
+    expect(answer.completed).toEqual([{ job_id: c.job_id, ok: false, ack: false, code: single.code, detail: `complete.0.${single.detail}` }])
+    expect(host.engine.getJob(c.job_id).state).toBe('RUNNING')
+  })
+
   test('what makes the body itself unusable refuses the whole request, 400 naming the field, and nothing of it is applied', async () => {
     await start()
     const c = await claimed('w1')
