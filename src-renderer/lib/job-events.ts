@@ -1,9 +1,10 @@
 import { EVENT_TYPES, eventMoves } from '../../src-shared/event-types'
+import { type JobState as CanonicalState, shownState } from '../../src-shared/job-states'
 import type { Job, JobState, LogEvent } from './api'
 import { ms } from './time-format'
 
-/** the queue API shows LEASED as RUNNING; the dashboard speaks the queue API. */
-export const displayState = (state: string): JobState => (state === 'LEASED' ? 'RUNNING' : (state as JobState))
+/** An event's state as the queue API shows it (LEASED as RUNNING): the dashboard speaks the queue API. */
+export const displayState = (state: string): JobState => shownState(state as CanonicalState)
 
 /** Events after which a job no longer holds its lease. */
 export const LEASE_ENDING_EVENTS: ReadonlySet<LogEvent['type']> = new Set(EVENT_TYPES.filter((type) => eventMoves(type, 'job-state') && eventMoves(type, 'leases')))

@@ -1,6 +1,7 @@
 import { eventMoves } from '../../src-shared/event-types'
+import { JOB_STATES as CANONICAL_STATES, type JobState as CanonicalState, shownState } from '../../src-shared/job-states'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
-import { describeError, JOB_STATES, overtaken, WAITING_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
+import { describeError, overtaken, WAITING_STATES, type ApiClient, type Job, type JobState, type LogEvent } from './api'
 import { newerJob, reduceJob, reduceJobs } from './job-events'
 
 export const PAGE_SIZE = 25
@@ -42,8 +43,7 @@ export function filterQuery(filter: JobFilter): URLSearchParams {
 /** A state as a link may spell it: in any case, and LEASED (the engine's word) as the RUNNING the queue API shows; null for no state the API knows. */
 function stateOfLink(spelt: string): JobState | null {
   const upper = spelt.toUpperCase()
-  const state = upper === 'LEASED' ? 'RUNNING' : upper
-  return (JOB_STATES as readonly string[]).includes(state) ? (state as JobState) : null
+  return (CANONICAL_STATES as readonly string[]).includes(upper) ? shownState(upper as CanonicalState) : null
 }
 
 /** The dead-letter filter as a link may spell it: the page's `1`, or the API's `true`. */
