@@ -121,8 +121,10 @@ function resolvedLine(answer: components['schemas']['BlockerResolved']): string 
       : answer.taken_from_holder
         ? `; ${blocker.holder.file} was taken from ${holderName(blocker.holder)}, whose writes to it are refused from now on, and ${blocker.file} is kept for ${blocker.requester.job_id ? `job ${shortId(blocker.requester.job_id)}` : blocker.requester.owner_id} for 180 s or until it takes it`
         : ''
+  // A report whose requester named no job lease names no job: the answer had none to requeue or cancel.
+  const job = answer.job_state === null ? `the report names no job, so none was ${blocker.resolution === 'cancel' ? 'canceled' : 'requeued'}` : `job ${answer.job_state}`
   // The file and the owner ids are free text: control characters are shown escaped, as in the list.
-  return printable(`blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; job ${answer.job_state === null ? '-' : answer.job_state}`)
+  return printable(`blocker ${blocker.blocker_id} resolved: ${blocker.resolution}${taken}; ${job}`)
 }
 
 /**

@@ -76,27 +76,26 @@ function failWith(type: string, retryable: boolean): string {
 }
 
 /**
- * Halts the leased job `requester` on `file`: a holder job takes the file, the requester is
- * denied, both stay alive through the 180 s until its one retry, and the retry finds the file
- * still held. Returns the open blocker and the holder (the caller finishes it).
+ * Halts the leased job `requester` on `file` (or, given an owner id alone, that owner acquiring
+ * under no job lease): a holder job takes the file, the requester is denied, both stay alive
+ * through the 180 s until its one retry, and the retry finds the file still held. Returns the
+ * open blocker and the holder (the caller finishes it).
  */
-function halt(requester: ReturnType<typeof take>, file: string, ownerOf: (holderJobId: string) => string = () => 'holder-worker') {
+function halt(requester: ReturnType<typeof take> | string, file: string, ownerOf: (holderJobId: string) => string = () => 'holder-worker') {
   host.engine.submit({ job_type: 'holder', cost_units: 1 })
   const holder = take('holder', 'holder-worker')
   const owner = ownerOf(holder.job.id)
+  const asks = typeof requester === 'string' ? { file, owner_id: requester } : { file, owner_id: requester.report.worker_id, lease_id: requester.lease.id }
   expect(host.engine.acquireFile({ file, owner_id: owner, lease_id: holder.lease.id })).toMatchObject({ granted: true })
-  expect(host.engine.acquireFile({ file, owner_id: requester.report.worker_id, lease_id: requester.lease.id })).toMatchObject({
-    granted: false,
-    code: 'file_lease_held',
-  })
+  expect(host.engine.acquireFile(asks)).toMatchObject({ granted: false, code: 'file_lease_held' })
   const retryAt = clock.now() + FILE_RETRY_MS
   while (clock.now() < retryAt) {
     clock.advance(Math.min(10 * SECOND, retryAt - clock.now()))
     host.engine.heartbeat({ lease_id: holder.lease.id })
-    host.engine.heartbeat({ lease_id: requester.lease.id })
+    if (typeof requester !== 'string') host.engine.heartbeat({ lease_id: requester.lease.id })
     host.engine.heartbeatFile({ file, owner_id: owner })
   }
-  const result = host.engine.acquireFile({ file, owner_id: requester.report.worker_id, lease_id: requester.lease.id })
+  const result = host.engine.acquireFile(asks)
   if (result.granted || result.code !== 'blocked') throw new Error(`expected a halt, got ${JSON.stringify(result)}`)
   return { blocker: result.blocker, holder: { ...holder, owner } }
 }
@@ -1004,6 +1003,24 @@ describe('leasehold blockers', async () => {
     })
     host.engine.cancel(holder.job.id)
     host.engine.cancel(requester.job.id)
+  })
+
+  test('an answer to a report that names no job says there was no job to requeue or cancel', async () => {
+    const file = '/repo/blockers/no-job.ts'
+    const taken = halt('nj3', file)
+    const forced = await cli(['blockers', 'resolve', taken.blocker.id, 'force_release'])
+    expect(forced).toMatchObject({
+      status: 0,
+      stdout: `blocker ${taken.blocker.id} resolved: force_release; ${file} was taken from holder-worker, whose writes to it are refused from now on, and ${file} is kept for nj3 for 180 s or until it takes it; the report names no job, so none was requeued\n`,
+    })
+    host.engine.cancel(taken.holder.job.id)
+    const file2 = '/repo/blockers/no-job-2.ts'
+    const canceled = halt('nj4', file2)
+    expect(await cli(['blockers', 'resolve', canceled.blocker.id, 'cancel'])).toMatchObject({
+      status: 0,
+      stdout: `blocker ${canceled.blocker.id} resolved: cancel; the report names no job, so none was canceled\n`,
+    })
+    finishHolder(canceled.holder, file2)
   })
 
   test('a holder that let go after the halt is listed so, and a force_release then says that nothing was taken', async () => {
