@@ -501,7 +501,8 @@ describe('integration: blocked after the retry → halt and the blocker contract
     await expectError(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }), 409, 'blocker_resolved')
   })
 
-  test('resolve force_release hands the file to the requester: an owner that names no job lease and re-acquires at once is refused, the contention saying so, and the requester is granted it', async () => {
+  /** qholder holds FILE, and qreq, naming no job lease, is halted on it at its retry: the open report's id. */
+  async function haltWithoutJobs(): Promise<string> {
     await start()
     expect((await acquire('qholder')).status).toBe(200)
     expect((await acquire('qreq')).status).toBe(409)
@@ -511,7 +512,11 @@ describe('integration: blocked after the retry → halt and the blocker contract
     }
     const halted = await body(await acquire('qreq'))
     expect(halted).toMatchObject({ code: 'blocked' })
-    const id = halted.blocker.blocker_id
+    return halted.blocker.blocker_id
+  }
+
+  test('resolve force_release hands the file to the requester: an owner that names no job lease and re-acquires at once is refused, the contention saying so, and the requester is granted it', async () => {
+    const id = await haltWithoutJobs()
     expect(await body(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }))).toMatchObject({ taken_from_holder: true })
     const handedAt = clock.now()
     clock.advance(SECOND)
@@ -523,6 +528,19 @@ describe('integration: blocked after the retry → halt and the blocker contract
       contention: { holder: { file: FILE, owner_id: 'qreq', job_id: null, acquired_at: iso(handedAt) }, handed_over: { blocker_id: id, expires_at: iso(handedAt + RETRY_MS) }, retry_at: iso(clock.now() + RETRY_MS) },
     })
     expect(await body(await acquire('qreq'))).toMatchObject({ granted: true, file_lease: { owner_id: 'qreq' } })
+  })
+
+  test('a folder above a file handed over is refused naming the file kept for the requester, which holds nothing yet', async () => {
+    const id = await haltWithoutJobs()
+    expect(await body(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }))).toMatchObject({ taken_from_holder: true })
+    const handedAt = clock.now()
+    const refused = await acquire('zz', '/work/repo')
+    expect(refused.status).toBe(409)
+    expect(await body(refused)).toMatchObject({
+      code: 'file_lease_held',
+      detail: `/work/repo is refused while ${FILE} is kept for qreq, to whom an operator's force release handed it (blocker ${id}), until it acquires it or until ${iso(handedAt + RETRY_MS)}`,
+      contention: { file: '/work/repo', holder: { file: FILE, owner_id: 'qreq' }, handed_over: { blocker_id: id } },
+    })
   })
 
   test('resolve force_release after the holder let go takes nothing, and the answer and the report read later say so (taken_from_holder: false)', async () => {

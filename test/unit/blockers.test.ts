@@ -240,6 +240,18 @@ describe("the operator's answers", () => {
     expect(engine.acquireFile({ file: FILE, owner_id: 'w5' })).toMatchObject({ granted: true })
   })
 
+  test("a job refused a folder above a file handed over waits naming the file kept for the requester, which holds nothing yet", () => {
+    const { engine, blocker } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    const third = runningJob(engine, 'w3', 1)
+    expect(engine.acquireFile({ file: '/repo', owner_id: 'w3', lease_id: third.lease.id })).toMatchObject({ code: 'file_lease_held', contention: { holder: { file: FILE } } })
+    expect(engine.waiting([engine.getJob(third.job.id)])[0]?.reason).toBe(`refused file /repo while ${FILE} is kept for w2 after a force release; waits to try it again`)
+    // The file itself: kept for it, as before.
+    const fourth = runningJob(engine, 'w4', 1)
+    engine.acquireFile({ file: FILE, owner_id: 'w4', lease_id: fourth.lease.id })
+    expect(engine.waiting([engine.getJob(fourth.job.id)])[0]?.reason).toBe(`refused file ${FILE}, kept for w2 after a force release; waits to try it again`)
+  })
+
   test("a handover lapses FILE_HANDOVER_MS after the force release if the requester has not taken the file: it is anyone's again", () => {
     const { engine, clock, blocker } = halted()
     engine.resolveBlocker(blocker.id, { action: 'force_release' })

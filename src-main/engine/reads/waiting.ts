@@ -188,11 +188,17 @@ export function waitingFor(job: WaitingJob, s: WaitingSituation): Waiting | null
     const contention = job.lease_id === null ? undefined : s.contentionOf(job.lease_id)
     if (!contention) return null
     // The refusal stands until the one retry, even once the holder has let go.
-    const where = heldPath(contention.file, contention.holder_file ?? contention.file)
+    const heldFile = contention.holder_file ?? contention.file
     const handed = contention.handed_to !== null && contention.handed_until! > s.now
+    // A file kept for a requester is no file it holds: a path refused for it names the file kept.
+    const kept = heldFile === contention.file ? ', kept' : ` while ${heldFile} is kept`
     const held =
-      contention.holder !== null ? `held by ${ownerName(contention.holder)}${where}` : handed ? `kept for ${ownerName(contention.handed_to!)}${where} after a force release` : 'since let go'
-    return { reason: `refused file ${contention.file}, ${held}; waits to try it again`, until: contention.retry_at }
+      contention.holder !== null
+        ? `, held by ${ownerName(contention.holder)}${heldPath(contention.file, heldFile)}`
+        : handed
+          ? `${kept} for ${ownerName(contention.handed_to!)} after a force release`
+          : ', since let go'
+    return { reason: `refused file ${contention.file}${held}; waits to try it again`, until: contention.retry_at }
   }
   if (!WAITING_STATES.has(state)) return null
   if (state === 'BLOCKED') {

@@ -165,11 +165,15 @@ export type FileBlocked = z.infer<typeof FileBlocked>
 export const FileAcquireRefusal = z.union([FileLeaseHeld, FileBlocked])
 export type FileAcquireRefusal = z.infer<typeof FileAcquireRefusal>
 
-/** "/data/a.txt is held by w1", or kept for the requester a force release handed it to. */
+/**
+ * "/data/a.txt is held by w1", or kept for the requester a force release handed it to. A path
+ * refused for a file kept so (a folder above it, a path inside it) names that file: the
+ * requester holds nothing until it acquires it.
+ */
 function refusedBecause({ file, holder, handed_over }: Contention): string {
-  const who = `${holder.owner_id}${heldPath(file, holder.file)}`
-  if (!handed_over) return `${file} is held by ${who}`
-  return `${file} is kept for ${who}, to whom an operator's force release handed it (blocker ${handed_over.blocker_id}), until it acquires it or until ${iso(handed_over.expires_at)}`
+  if (!handed_over) return `${file} is held by ${holder.owner_id}${heldPath(file, holder.file)}`
+  const kept = holder.file === file ? file : `${file} is refused while ${holder.file}`
+  return `${kept} is kept for ${holder.owner_id}, to whom an operator's force release handed it (blocker ${handed_over.blocker_id}), until it acquires it or until ${iso(handed_over.expires_at)}`
 }
 
 export function acquireRefusal(refusal: Extract<AcquireResult, { granted: false }>): FileAcquireRefusal {
