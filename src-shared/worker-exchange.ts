@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { MAX_JSON_DEPTH } from './json-faults'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
-import { workerIdFault } from './worker-id'
+import { actorNameFault } from './worker-id'
 import { MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, MAX_ERROR_CHARS, MAX_ID_CHARS, MAX_JOB_TYPES, MAX_LONG_POLL_MS, MAX_NOTE_CHARS, MAX_STREAMS, MAX_WAIT_MS_ACCEPTED } from './limits'
 
 /**
@@ -20,16 +20,19 @@ export * from './limits'
 /** An identifier in a path or body (job, lease, attempt ids are UUIDs, but unknown ids are 404, not 400). */
 export const Id = z.string().min(1).max(MAX_ID_CHARS)
 /**
- * A worker's id: shown in the logs, `leasehold status` and the dashboard, so not blank, without
- * whitespace around it and without control or invisible characters (U+0000 among them, which
- * cuts it short there): worker-id.ts.
+ * A name for who acts — a worker, or whoever asks for an operator's action: shown in the logs,
+ * `leasehold status`, the dashboard and the timeline, so not blank, without whitespace around it
+ * and without control or invisible characters (U+0000 among them, which cuts it short there):
+ * worker-id.ts.
  */
-export const WorkerId = z
+export const ActorName = z
   .string()
   .min(1)
   .max(MAX_ID_CHARS)
   // A refine (not a superRefine), which src-shared/fast-parse.ts compiles: the id is in every exchange.
-  .refine((id) => workerIdFault(id) === null, { error: (issue) => workerIdFault(issue.input as string) ?? 'is not a worker id' })
+  .refine((id) => actorNameFault(id) === null, { error: (issue) => actorNameFault(issue.input as string) ?? 'is not a name' })
+/** A worker's id: an {@link ActorName}. */
+export const WorkerId = ActorName
 /** The secret that names a lease in a worker's reports. */
 export const LeaseToken = z.string().min(1).max(MAX_ID_CHARS)
 export const Progress = z.number().min(0).max(1)

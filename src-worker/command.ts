@@ -10,7 +10,7 @@ import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-sha
 import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
 import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
 import { isLocalWorkerId, localWorkerIdRefused } from '../src-shared/local-worker-id'
-import { workerIdFault } from '../src-shared/worker-id'
+import { actorNameFault } from '../src-shared/worker-id'
 import { printable } from '../src-shared/printable'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
@@ -123,7 +123,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
   // Refused here as the host would refuse its every request (worker-id.ts), said before it starts.
-  const fault = workerIdFault(workerId)
+  const fault = actorNameFault(workerId)
   if (fault !== null) throw new ConfigError(`--worker-id ${fault} (got ${printable(JSON.stringify(workerId))})`)
   if (!WorkerId.safeParse(workerId).success) throw new ConfigError(`--worker-id must be 1 to ${MAX_ID_CHARS} characters (got ${workerId.length})`)
   if (isLocalWorkerId(workerId)) throw new ConfigError(`--worker-id: ${localWorkerIdRefused(workerId)}`)

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { FINAL_STATUSES, JOB_STATES, LEASE_STATES, PRIORITIES } from '../engine/rules/states'
-import { Id } from '../../src-shared/worker-exchange'
+import { ActorName, Id } from '../../src-shared/worker-exchange'
 
 /** Zod pieces shared by the APIs' request and response schemas; the worker exchange's own are src-shared's. */
 export { GpuAvailable, Id, IsoTime, JsonValue, MAX_WAIT_MS_ACCEPTED, MaxWaitMs, Name, Note, QueueName, Progress, WorkerId } from '../../src-shared/worker-exchange'
@@ -46,8 +46,11 @@ export const PageFields = {
 /** A page's answer names where the next one starts; null on the last. */
 export const NextCursor = z.string().nullable().meta({ description: 'Opaque; pass it as `cursor` for the next page (null: this page is the last)' })
 
-/** Who asked for an operator's action (a person, a script, "dashboard"), recorded in its events. */
-export const RequestedBy = z.string().min(1).max(200).nullable().optional().describe('Who asked, recorded in the event')
+/**
+ * Who asked for an operator's action (a person, a script, "dashboard"), recorded in its events
+ * and shown as a worker id is: the same rule ({@link ActorName}).
+ */
+export const RequestedBy = ActorName.nullable().optional().describe('Who asked, recorded in the event')
 
 export const PRIORITY = z.enum(PRIORITIES).meta({ id: 'Priority', description: 'URGENT > HIGH > NORMAL > LOW' })
 

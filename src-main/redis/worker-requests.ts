@@ -7,7 +7,7 @@ import { HttpError } from '../http/http-error'
 import { LogLimiter } from '../../src-shared/log-limiter'
 import { answerWorkerRequest, type IpcHostDeps } from '../pool/ipc-host'
 import { isLocalWorkerId, localWorkerIdRefused } from '../../src-shared/local-worker-id'
-import { workerIdFault } from '../../src-shared/worker-id'
+import { actorNameFault } from '../../src-shared/worker-id'
 import type { WorkerDirectory } from '../worker-roster/directory'
 import type { RedisLeaseHold } from './lease-hold'
 import type { PrefixClaim } from './prefix-claim'
@@ -385,7 +385,7 @@ export class RedisWorkerRequests {
     // the entry names: a forged exchange changes nothing, and a body larger than --body-limit is
     // refused as the worker API refuses it over HTTP (the worker sends its reports again smaller,
     // or fails a result too large on its own).
-    const fault = workerIdFault(workerId)
+    const fault = actorNameFault(workerId)
     const refusal =
       scope === null
         ? this.options.isRevokedToken(token)

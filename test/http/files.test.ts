@@ -567,10 +567,12 @@ describe('integration: blocked after the retry → halt and the blocker contract
     expect((await body(await host.call(`/api/blockers/${id}`))).blocker.note).toBe('obsolete')
   })
 
-  test('who answers is a name or left out (operator): an empty by is 400 invalid_request and the report stays open', async () => {
+  test('who answers is a name or left out (operator): an empty, blank or NUL-holding by is 400 invalid_request and the report stays open', async () => {
     const { w2, answer } = await halt()
     const id = answer.blocker.blocker_id
     await expectInvalid(await post(host, `/api/blockers/${id}/resolve`, { action: 'retry', by: '' }), 'by')
+    await expectInvalid(await post(host, `/api/blockers/${id}/resolve`, { action: 'retry', by: '   ' }), 'by: must not be blank')
+    await expectInvalid(await post(host, `/api/blockers/${id}/resolve`, { action: 'cancel', by: 'a\u0000b' }), 'by: must not contain control or invisible characters')
     expect((await body(await host.call(`/api/blockers/${id}`))).blocker.state).toBe('OPEN')
     expect(await jobState(w2.job_id)).toBe('BLOCKED')
   })

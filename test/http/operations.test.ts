@@ -138,6 +138,28 @@ describe('refusals over HTTP', () => {
   })
 })
 
+describe('who asks for an operator action', () => {
+  test('requested_by is a name as a worker id is: blank, NUL-holding or space-wrapped is 400 invalid_request on every operator route, and nothing changes', async () => {
+    const { host } = await startHost()
+    const delayed = await submit(host, { delay_ms: 60 * MINUTE })
+    const failed = await failedJob(host)
+    const requests: [string, Record<string, unknown>][] = [
+      [`/api/jobs/${delayed.job_id}/run-now`, {}],
+      [`/api/jobs/${failed}/retry`, {}],
+      ['/api/queues/reports/pause', {}],
+      ['/api/jobs/bulk/retry', { job_type: 'render' }],
+      [`${QUEUE}/jobs/${delayed.job_id}/cancel`, {}],
+    ]
+    for (const [path, rest] of requests) {
+      for (const [by, why] of [['   ', 'must not be blank'], ['a\u0000b', 'must not contain control or invisible characters'], [' ops', 'must not begin or end with whitespace']]) {
+        await expectInvalid(await post(host, path, { ...rest, requested_by: by }), `requested_by: ${why}`)
+      }
+    }
+    expect(await jobOf(host, delayed.job_id)).toMatchObject({ state: 'QUEUED' })
+    expect(await jobOf(host, failed)).toMatchObject({ state: 'FAILED' })
+  })
+})
+
 describe('pausing queues over HTTP', () => {
   test('a paused queue hands out nothing through the pull, queue and worker APIs; resume releases it and wakes a waiting claim', async () => {
     const { host } = await startHost()
