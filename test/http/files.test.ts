@@ -190,6 +190,17 @@ describe('acquire / heartbeat / release over HTTP', () => {
     expect((await body(share)).file_lease).toMatchObject({ file: '\\\\x\\y.txt\\' })
   })
 
+  test('a Windows path under the \\\\?\\ prefix is 400 saying to send the path it names, and one Windows opens without its trailing dot is held as that file', async () => {
+    await start()
+    expect((await acquire('w1', 'C:\\x\\y.txt')).status).toBe(200)
+    const prefixed = await expectInvalid(await acquire('w2', '\\\\?\\C:\\x\\y.txt'), 'file')
+    expect(prefixed.detail).toContain('send it without its \\\\?\\ or \\\\.\\ prefix')
+    const dotted = await acquire('w3', 'C:\\x\\y.txt.')
+    expect(dotted.status).toBe(409)
+    expect((await body(dotted)).contention).toMatchObject({ file: 'C:\\x\\y.txt', holder: { owner_id: 'w1' } })
+    expect(await activeHolders('C:\\x\\y.txt')).toEqual(['w1'])
+  })
+
   test('a lease on a folder covers everything under it: the root and a file inside it are never granted to two owners, either way round', async () => {
     await start()
     expect((await acquire('o1', '/')).status).toBe(200)

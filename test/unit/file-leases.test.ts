@@ -462,6 +462,37 @@ describe('the file key: the normalized absolute path', () => {
     expectEngineError(() => fileKey(file), 400, 'invalid_request')
   })
 
+  test.each([
+    ['a drive path', '\\\\?\\C:\\x\\y.txt'],
+    ['a drive path with ..', '\\\\?\\C:\\x\\..\\y.txt'],
+    ['a share', '\\\\?\\UNC\\srv\\share\\y.txt'],
+    ['a device path', '\\\\.\\C:\\x\\y.txt'],
+    ['a prefix with /', '\\\\?/C:/x/y.txt'],
+  ])('a Windows path with the \\\\?\\ or \\\\.\\ prefix (%s) is 400 invalid_request saying to send the path it names: it is no share named ? or .', (_kind, file) => {
+    const { engine } = setup()
+    const error = expectEngineError(() => engine.acquireFile({ file, owner_id: 'w1' }), 400, 'invalid_request')
+    expect(error.message).toContain('send it without its \\\\?\\ or \\\\.\\ prefix')
+    expect(sql(engine).one<{ n: number }>('SELECT COUNT(*) AS n FROM file_leases')!.n).toBe(0)
+  })
+
+  test("a Windows path's last name is keyed without the trailing dots and spaces Windows drops and without ::$DATA, its data stream; a POSIX path keeps them", () => {
+    for (const file of ['C:\\x\\y.txt.', 'C:\\x\\y.txt ', 'C:\\x\\y.txt. .', 'c:/x/y.txt::$DATA', 'C:\\x\\y.txt::$data', 'C:\\x\\z\\..\\y.txt.\\']) {
+      expect(fileKey(file), file).toBe('C:\\x\\y.txt')
+    }
+    expect(fileKey('C:\\x\\...')).toBe('C:\\x')
+    expect(fileKey('\\\\srv\\share\\y.txt. ')).toBe('\\\\srv\\share\\y.txt')
+    // A folder on the way keeps them, as Windows does; a root is no name; a named stream is a key of its own.
+    expect(fileKey('C:\\x.\\y.txt')).toBe('C:\\x.\\y.txt')
+    expect(fileKey('\\\\srv\\share.')).toBe('\\\\srv\\share.\\')
+    expect(fileKey('C:\\x\\y.txt:meta')).toBe('C:\\x\\y.txt:meta')
+    expect(fileKey('/data/y.txt. ')).toBe('/data/y.txt. ')
+    expect(fileKey('/data/y.txt::$DATA')).toBe('/data/y.txt::$DATA')
+    // So the spellings contend.
+    const { engine } = setup()
+    granted(engine, { file: 'C:\\x\\y.txt', owner_id: 'w1' })
+    expect(engine.acquireFile({ file: 'C:\\x\\y.txt.', owner_id: 'w2' })).toMatchObject({ code: 'file_lease_held', contention: { file: 'C:\\x\\y.txt' } })
+  })
+
   test('Windows paths contend on their keys, and a lease on a Windows folder covers what is inside it', () => {
     const { engine } = setup()
     expect(granted(engine, { file: 'c:/x/y.txt', owner_id: 'w1' }).file).toBe('C:\\x\\y.txt')
