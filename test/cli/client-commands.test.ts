@@ -1070,9 +1070,11 @@ describe('leasehold queue', async () => {
     host.engine.cancel(id)
   })
 
-  test('pause and resume show the queue name and who paused it escaped, as list does', async () => {
-    const paused = await cli(['queue', 'pause', 'q\x1b[31m', '--by', 'ops\x1b]0;x\x07'])
-    expect(paused.stdout).toMatch(/^queue q\\u001b\[31m paused since \S+ by ops\\u001b\]0;x\\u0007$/m)
+  test('pause and resume show the queue name escaped, as list does; a --by holding control characters is refused', async () => {
+    const refused = await cli(['queue', 'pause', 'q\x1b[31m', '--by', 'ops\x1b]0;x\x07'])
+    expect([refused.status, refused.stderr.trim()]).toEqual([2, 'leasehold: --by: must not contain control or invisible characters (a newline, a bidi mark, a zero-width space) (invalid_request)'])
+    const paused = await cli(['queue', 'pause', 'q\x1b[31m', '--by', 'ops'])
+    expect(paused.stdout).toMatch(/^queue q\\u001b\[31m paused since \S+ by ops$/m)
     const resumed = await cli(['queue', 'resume', 'q\x1b[31m'])
     expect(resumed.stdout.trim()).toBe('queue q\\u001b[31m active')
   })
