@@ -2,7 +2,7 @@ import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
-import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinNegativeValues, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../src-shared/command-line'
+import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinDashedValues, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
 import { redisPrefixRefusal } from '../src-shared/redis-streams'
@@ -194,7 +194,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
   let parsed: ReturnType<typeof parseArgs>
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, new Set(SERVE_FLAGS.map((f) => f.name))),
+      args: joinDashedValues(argv, new Set(SERVE_FLAGS.map((f) => f.name))),
       options: Object.fromEntries(SERVE_FLAGS.map((f) => [f.name, { type: 'string' as const }])),
       strict: true,
       allowPositionals: false,

@@ -15,17 +15,18 @@ export class ConfigError extends Error {
 }
 
 /**
- * `--units -3` as `--units=-3`: a flag that takes a value takes the negative number after it.
- * parseArgs refuses a value that starts with a dash as ambiguous (it might be a flag), which
- * would hide the range message the value deserves; no flag looks like a number.
+ * `--units -3` as `--units=-3`: a flag that takes a value takes the word after it that begins
+ * with one dash and is no flag: a negative number (whose range message it deserves), or a value
+ * such as a token that begins with a dash (the tokens of some releases could). parseArgs refuses
+ * such a value as ambiguous (it might be a flag); no flag here is one dash and more than one letter.
  */
-export function joinNegativeValues(argv: readonly string[], valued: ReadonlySet<string>): string[] {
+export function joinDashedValues(argv: readonly string[], valued: ReadonlySet<string>): string[] {
   const out: string[] = []
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === '--') return [...out, ...argv.slice(i)]
     const next = argv[i + 1]
-    if (arg.startsWith('--') && valued.has(arg.slice(2)) && next !== undefined && /^-\.?\d/.test(next)) {
+    if (arg.startsWith('--') && valued.has(arg.slice(2)) && next !== undefined && /^-(\.?\d|[^-\s]{2,})/.test(next)) {
       out.push(`${arg}=${next}`)
       i++
     } else {
@@ -82,7 +83,7 @@ export function parseCommandLine<T>(
   let parsed: ReturnType<typeof parseArgs>
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, valued),
+      args: joinDashedValues(argv, valued),
       options: {
         ...Object.fromEntries([...TARGET_FLAGS, ...strings].map((name) => [name, { type: 'string' as const }])),
         ...Object.fromEntries(booleans.map((name) => [name, { type: 'boolean' as const }])),

@@ -200,16 +200,27 @@ export async function answered<D>(target: ClientTarget, call: Promise<Outcome<D>
           error.body,
         )
       }
-      throw new HostError(
-        error.status,
-        error.code,
-        `the host at ${target.url} runs an older release of Leasehold than this command (it answered "${error.detail}"): start this release's host in its place, or use the release's own command`,
-        error.body,
-      )
+      throw olderRelease(target, error)
     }
+    // Every field a command sends (its body's and its query's keys) is one its own release's host
+    // takes, whatever the user gave: a host that does not know one runs an older release too.
+    if (error.status === 400 && error.code === 'invalid_request' && error.detail.includes('Unrecognized key')) throw olderRelease(target, error, 'older_release')
     throw error
   }
   return settled.data as D
+}
+
+/**
+ * A host that does not know a route or a field this command sends: an older release, whose own
+ * command line is the one that speaks to it. Exit 1 (not a usage error: the user typed nothing wrong).
+ */
+function olderRelease(target: ClientTarget, error: HostError, code = error.code): HostError {
+  return new HostError(
+    error.status,
+    code,
+    `the host at ${target.url} runs an older release of Leasehold than this command (it answered "${error.detail}"): start this release's host in its place, or use the release's own command`,
+    error.body,
+  )
 }
 
 /** Every open (or every) blocker report, the host's pages read one after another. */

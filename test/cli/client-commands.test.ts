@@ -1444,6 +1444,25 @@ describe('finding the host', async () => {
       await new Promise((resolve) => server.close(resolve))
     }
   })
+
+  test('a host of an older release, which does not know a field a command sends, is named as such, with the way out, exit 1 (not a usage error)', async () => {
+    // What an older release answered `leasehold jobs --dead-letter`: its list took no dead_letter.
+    const server = createHttpServer((_req, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ detail: '(query): Unrecognized key: "dead_letter"', code: 'invalid_request' }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const result = await runAsync(['jobs', '--dead-letter', '--url', url, '--token', 'x'])
+      expect(result.status).toBe(1)
+      expect(lines(result.stderr)).toEqual([
+        `leasehold: the host at ${url} runs an older release of Leasehold than this command (it answered "(query): Unrecognized key: \"dead_letter\""): start this release's host in its place, or use the release's own command (older_release)`,
+      ])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
 })
 
 describe('help', async () => {

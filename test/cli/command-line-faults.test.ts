@@ -206,6 +206,13 @@ describe('a usage mistake is one line and exit 2', () => {
     }
   })
 
+  test('a value that begins with a dash is taken by the flag before it: a token some releases made (-cwC…) follows --token, and goes to the host', async () => {
+    const result = await run(['status', '--url', host.url, '--token', '-cwCgHT-Bp2LQ'])
+    expect(result.status, result.stderr).toBe(1)
+    expect(result.stderr).not.toContain('needs a value')
+    expect(result.stderr).toMatch(/^leasehold: the host at \S+ refused the token/m)
+  })
+
   test('a token with a character an Authorization header cannot carry is refused as not a token, exit 2', async () => {
     const result = await run(['status', '--url', host.url, '--token', `${host.token}\n`])
     expect(result.status, result.stderr).toBe(2)
