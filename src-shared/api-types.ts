@@ -1849,6 +1849,15 @@ export interface components {
             };
             content?: never;
         };
+        /** @description invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
+        BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin) */
         Forbidden: {
             headers: {
@@ -1878,15 +1887,6 @@ export interface components {
         };
         /** @description unauthorized: no valid `Authorization: Bearer <token>` */
         Unauthorized: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description invalid_request (the failing fields are named in detail) */
-        BadRequest: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1947,6 +1947,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["StorageError"];
@@ -1970,6 +1971,7 @@ export interface operations {
                     "application/json": components["schemas"]["Capacity"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -2029,6 +2031,7 @@ export interface operations {
                     "application/json": components["schemas"]["ActiveLeases"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -2053,6 +2056,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -2077,6 +2081,7 @@ export interface operations {
                     "application/json": components["schemas"]["Storage"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -2203,6 +2208,7 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -2267,7 +2273,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["StreamEvent"] | components["schemas"]["StreamGap"] | components["schemas"]["RedisHealth"] | components["schemas"]["StorageChange"];
                 };
             };
-            /** @description invalid_request: Last-Event-ID is not an event id; invalid_request (the failing fields are named in detail) */
+            /** @description invalid_request: Last-Event-ID is not an event id; invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2310,7 +2316,7 @@ export interface operations {
                     "application/json": components["schemas"]["FileLeaseGranted"];
                 };
             };
-            /** @description invalid_request (a relative path, among others); invalid_request (the failing fields are named in detail) */
+            /** @description invalid_request (a relative path, among others); invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2863,7 +2869,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobAnswer"];
                 };
             };
-            /** @description invalid_request, cost_exceeds_capacity; invalid_request (the failing fields are named in detail) */
+            /** @description invalid_request, cost_exceeds_capacity; invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3249,7 +3255,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobEvents"];
                 };
             };
-            /** @description invalid_request (a cursor of another job); invalid_request (the failing fields are named in detail) */
+            /** @description invalid_request (a cursor of another job); invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3529,6 +3535,7 @@ export interface operations {
                     "application/json": components["schemas"]["Snapshot"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -3936,6 +3943,7 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
@@ -3974,7 +3982,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job); invalid_request (the failing fields are named in detail) */
+            /** @description invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job); invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4110,7 +4118,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job); invalid_request (the failing fields are named in detail) */
+            /** @description invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job); invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4378,7 +4386,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobAnswer"];
                 };
             };
-            /** @description cost_exceeds_capacity; invalid_request (the failing fields are named in detail) */
+            /** @description cost_exceeds_capacity; invalid_request (the failing fields are named in detail, and so is a query key the route does not declare) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4434,6 +4442,7 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];

@@ -195,10 +195,11 @@ export class EventStreams {
   }
 }
 
-const EventsQuery = z.object({
+const EventsQuery = z.strictObject({
   ticket: z.string().optional().meta({ description: 'From POST /api/events/ticket, for a client that cannot send the Authorization header (EventSource)' }),
-  last_event_id: z.string().regex(LAST_EVENT_ID).optional().meta({ description: 'Resume after this event (as the Last-Event-ID header does)' }),
+  last_event_id: z.string().regex(LAST_EVENT_ID, { error: 'must be an event id' }).optional().meta({ description: 'Resume after this event (as the Last-Event-ID header does)' }),
 })
+type EventsQuery = z.infer<typeof EventsQuery>
 const EventsHeaders = z.object({
   'Last-Event-ID': z.string().regex(LAST_EVENT_ID).optional().meta({ description: 'Resume after this event: the missed ones are replayed first' }),
 })
@@ -234,7 +235,7 @@ export const eventsApi: Api = {
       summary: 'Server-sent events of the event log; resume with Last-Event-ID',
       description:
         'Each event is a frame `id: <event id>`, `event: <type>`, `data: <StreamEvent>`. A client resuming with `Last-Event-ID` (or `?last_event_id=`) first gets what it missed, then live events as they commit. What it cannot get is announced by a `gap` frame whose data is a StreamGap (the event ids it may have missed, not replayed) and whose id is its `missed_to`: events after its Last-Event-ID that were deleted (retention, a purge: the replay starts past the largest deleted id), or more than 10,000 events (only the newest 10,000 are replayed). A Last-Event-ID larger than any the log gave (from a database since restored from a backup) gets a gap over the whole log and no replay. A reader for which the host holds more than 1 MiB of frames not taken is cut off (its connection closed); it resumes with `Last-Event-ID` after its last whole frame. `: ping` comments keep the connection open. When Redis carries the queues (`leasehold serve --redis`), a `redis` frame (no id; its data a RedisHealth) comes first, again whenever the connection to Redis is made or lost, and every 5 s while Redis is away. A `storage` frame (no id; its data a StorageChange) comes each time the host stops or starts taking writes (its database file deleted, a full disk that has room again), and first on a stream opened while it is read-only.',
-      // Read by the route itself: the ticket is the request guard's, the event id is checked below.
+      // The ticket is read by the request guard too, before the route runs (guard.ts).
       query: EventsQuery,
       header: EventsHeaders,
       security: [{ bearer: [] }, { ticket: [] }],
@@ -242,7 +243,8 @@ export const eventsApi: Api = {
       answerDoc: { description: 'A stream of frames; the schema is that of one frame’s data', mediaType: 'text/event-stream' },
       errors: { 400: 'invalid_request: Last-Event-ID is not an event id' },
       grouped: false,
-      koa: (ctx, { engine, streams, tickets, redis, storageMode }) => stream(ctx, engine, streams, opener(ctx, streams, tickets), redis, storageMode()),
+      koa: (ctx, { engine, streams, tickets, redis, storageMode }, query) =>
+        stream(ctx, query, engine, streams, opener(ctx, query, streams, tickets), redis, storageMode()),
     }),
   ],
 }
@@ -251,20 +253,19 @@ export const eventsApi: Api = {
  * The token a stream was opened with: the request's bearer token if it opens the API, else the
  * one that took its ticket (the guard let the request in by one of them).
  */
-function opener(ctx: Context, streams: EventStreams, tickets: StreamTickets): string {
+function opener(ctx: Context, query: EventsQuery, streams: EventStreams, tickets: StreamTickets): string {
   const bearer = bearerToken(ctx.get('authorization') || undefined)
   if (bearer !== null && streams.opensApi(bearer)) return bearer
-  const byTicket = typeof ctx.query.ticket === 'string' ? tickets.tokenOf(ctx.query.ticket, Date.now()) : null
+  const byTicket = query.ticket !== undefined ? tickets.tokenOf(query.ticket, Date.now()) : null
   if (byTicket === null) throw new HttpError('unauthorized', 'A valid Authorization: Bearer token is required')
   return byTicket
 }
 
-function stream(ctx: Context, engine: Engine, streams: EventStreams, token: string, redis: RedisReport | undefined, mode: StorageMode): void {
+function stream(ctx: Context, query: EventsQuery, engine: Engine, streams: EventStreams, token: string, redis: RedisReport | undefined, mode: StorageMode): void {
+  // The query's last_event_id was held to LAST_EVENT_ID with the query; the header wins over it.
   const header = ctx.get('last-event-id')
-  const resumeFrom = header || (typeof ctx.query.last_event_id === 'string' ? ctx.query.last_event_id : '')
-  if (resumeFrom !== '' && !LAST_EVENT_ID.test(resumeFrom)) {
-    throw new HttpError('invalid_request', `${header ? 'Last-Event-ID' : 'last_event_id'}: must be an event id`)
-  }
+  if (header !== '' && !LAST_EVENT_ID.test(header)) throw new HttpError('invalid_request', 'Last-Event-ID: must be an event id')
+  const resumeFrom = header || (query.last_event_id ?? '')
   const stream = new PassThrough()
   ctx.req.socket.setTimeout(0)
   ctx.req.socket.setNoDelay(true)

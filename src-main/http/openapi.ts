@@ -14,8 +14,9 @@
  *     `{detail, code}` gets a schema of its own there too.
  *  3. One `route({...})` record in its API's list: method, path, operationId, summary, the
  *     schemas, its own error statuses with the codes it answers, whether it runs in the commit
- *     group, and `run`. 401 and 403 (token, Host, Origin), 500, 503, and for POST/PUT/PATCH
- *     400/413/415/507 are added for every route.
+ *     group, and `run`. 400 (a query key the route does not declare, besides its own fields),
+ *     401 and 403 (token, Host, Origin), 500, 503, and for POST/PUT/PATCH 413/415/507 are added
+ *     for every route.
  *  4. `npm run api:types`, then `npm test` (it fails on a stale api-types.ts, on an answer the
  *     document does not describe, and on what the OpenAPI linter finds).
  */
@@ -32,7 +33,7 @@ const errorResponse = (codes: string, schema: z.ZodType = ErrorBody): ZodOpenApi
 
 /** Answers any route may give, each a named response of the document. */
 const SHARED = {
-  400: { ...errorResponse('invalid_request (the failing fields are named in detail)'), id: 'BadRequest' },
+  400: { ...errorResponse('invalid_request (the failing fields are named in detail, and so is a query key the route does not declare)'), id: 'BadRequest' },
   401: { ...errorResponse('unauthorized: no valid `Authorization: Bearer <token>`'), id: 'Unauthorized' },
   403: { ...errorResponse('forbidden_host (the Host header does not name this server), forbidden_origin (a cross-site Origin)'), id: 'Forbidden' },
   413: { ...errorResponse('payload_too_large: the body is larger than the limit'), id: 'PayloadTooLarge' },
@@ -91,9 +92,9 @@ function operation(tag: string, route: AnyRoute): ZodOpenApiOperationObject {
       ...(other.schema ? { content: { [other.mediaType ?? 'application/json']: { schema: other.schema } } } : {}),
     }
   }
-  const shared: number[] = [403, 500, 503]
+  // 400 on every route: a query key it does not declare is refused, on a route that declares no query too.
+  const shared: number[] = [400, 403, 500, 503]
   if (!route.public) shared.push(401)
-  if (write || route.params || route.query) shared.push(400)
   if (write) shared.push(413, 415, 507)
   for (const status of [...new Set([...shared, ...Object.keys(own).map(Number)])].sort()) {
     const error = own[status]

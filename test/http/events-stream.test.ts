@@ -69,6 +69,21 @@ test('a resume point that is not an event id is 400 naming where it was given: t
   expect(await byQuery.json()).toEqual({ code: 'invalid_request', detail: 'last_event_id: must be an event id' })
 })
 
+test('the stream takes its query as every route does: a resume point given twice, or a key it does not declare (a filter it does not have), is 400 naming it', async () => {
+  host = await startTestHost()
+  host.engine.submit({ job_type: 'a', cost_units: 1 })
+  const twice = await host.call('/api/events/stream?last_event_id=0&last_event_id=0')
+  expect(twice.status).toBe(400)
+  expect(await twice.json()).toEqual({ code: 'invalid_request', detail: 'last_event_id: given more than once' })
+  const filter = await host.call('/api/events/stream?job_id=nope&type=JOB_DONE')
+  expect(filter.status).toBe(400)
+  expect(await filter.json()).toEqual({ code: 'invalid_request', detail: '(query): Unrecognized keys: "job_id", "type"' })
+  // Given once, it resumes.
+  const once = await host.call('/api/events/stream?last_event_id=0')
+  expect(once.status).toBe(200)
+  expect((await readEvents(once, (m) => m.some((e) => e.event === 'JOB_SUBMITTED'))).some((e) => e.event === 'JOB_SUBMITTED')).toBe(true)
+})
+
 test('a replay counts the events missed, not the ids between: after host restarts (each begins a new block of ids) every stored event missed is sent, with no gap', async () => {
   host = await startTestHost()
   const dataDir = host.dataDir

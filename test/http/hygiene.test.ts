@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { answerClientError, answerConnect } from '../../src-main/http/server'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { until } from '../helpers/until'
+import { allRoutes, fill } from './routes'
 import { dbDigest } from './support'
 
 let host: TestHost
@@ -268,6 +269,36 @@ describe('paths and queries', () => {
     const answer = await raw(request('GET', '/api/scheduler/jobs?foo=bar'))
     expect(answer.status).toBe(400)
     expect(answer.json).toMatchObject({ code: 'invalid_request', detail: '(query): Unrecognized key: "foo"' })
+  })
+
+  test('a query key a route does not declare is refused 400 naming it, on every route, the fast paths too', async () => {
+    const refused = (answer: Raw, what: string) => {
+      expect(answer.status, `${what}: ${answer.head}`).toBe(400)
+      expect(answer.json, what).toMatchObject({ code: 'invalid_request', detail: expect.stringContaining('(query): Unrecognized key: "dry_run"') })
+    }
+    const job = host.engine.submit({ job_type: 'noop', cost_units: 1, queue: 'dry' }).job.id
+    // Every GET, the event stream and the routes that declare a query of their own among them.
+    for (const route of allRoutes().filter((r) => r.method === 'GET')) {
+      const target = `${fill(route.path, job)}?dry_run=true`
+      refused(await raw(request('GET', target)), target)
+    }
+    // Destructive POSTs carry out nothing: the bulk cancel, a queue's pause.
+    refused(await raw(request('POST', '/api/jobs/bulk/cancel?dry_run=true', json({ states: ['QUEUED'], queue: 'dry' }))), 'bulk cancel')
+    refused(await raw(request('POST', '/api/queues/dry/pause?dry_run=true', json({}))), 'pause')
+    refused(await raw(request('DELETE', '/api/schedules/nightly?dry_run=true')), 'schedule rm')
+    refused(await raw(request('POST', '/api/events/ticket?dry_run=true', json({}))), 'ticket')
+    expect(host.engine.getJob(job).state).toBe('QUEUED')
+    const queues = (await raw(request('GET', '/api/queues'))).json!.queues as { queue: string; paused: boolean }[]
+    expect(queues.filter((q) => q.paused)).toEqual([])
+    // The lane's routes, in the very shape the front and the lane serve but for the query: nothing is submitted or claimed.
+    const before = (await raw(request('GET', '/api/scheduler/jobs'))).json!.jobs as unknown[]
+    refused(await raw(request('POST', `${SUBMIT}?dry_run=true`, json({ job_type: 'noop', cost_units: 1 }))), 'submit')
+    refused(await raw(request('POST', '/internal/worker/claim?dry_run=true', json({ worker_id: 'w-query', streams: ['dry'], max_wait_ms: 0 }))), 'claim')
+    expect((await raw(request('GET', '/api/scheduler/jobs'))).json!.jobs).toHaveLength(before.length)
+    expect(host.engine.getJob(job).state).toBe('QUEUED')
+    // Given twice, the key is named as on every route; an empty query is none.
+    expect((await raw(request('GET', '/api/capacity?x=1&x=2'))).json).toEqual({ code: 'invalid_request', detail: 'x: given more than once' })
+    expect((await raw(request('GET', '/api/capacity?'))).status).toBe(200)
   })
 })
 
