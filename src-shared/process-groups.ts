@@ -22,6 +22,7 @@ export interface ProcessGroup {
 export const GROUP_GRACE_MS = 2000
 
 interface Stat {
+  ppid: number
   pgrp: number
   started: string
   /** Exited, not yet reaped: holds its pid, runs nothing. */
@@ -38,10 +39,11 @@ function statOf(pid: number): Stat | null {
   }
   // The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-  // From field 3 on: state is field 3, pgrp field 5, starttime field 22.
+  // From field 3 on: state is field 3, ppid field 4, pgrp field 5, starttime field 22.
+  const ppid = Number(fields[1])
   const pgrp = Number(fields[2])
   const started = fields[19]
-  return Number.isInteger(pgrp) && started ? { pgrp, started, zombie: fields[0] === 'Z' } : null
+  return Number.isInteger(pgrp) && started ? { ppid, pgrp, started, zombie: fields[0] === 'Z' } : null
 }
 
 /** When a process started, to tell it later from another given its pid; null where that cannot be known. */
@@ -64,8 +66,8 @@ export function stillLeads(group: ProcessGroup): boolean {
 /** The group this process is in: never one to signal from here. */
 const ownGroup = statOf(process.pid)?.pgrp ?? null
 
-/** The processes in the group now, each with its start (Linux; none elsewhere). */
-function membersOf(pgid: number): { pid: number; started: string }[] {
+/** Every process now, each with its stat (Linux; none elsewhere). */
+function processes(): (Stat & { pid: number })[] {
   let pids: string[]
   try {
     pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name))
@@ -74,8 +76,22 @@ function membersOf(pgid: number): { pid: number; started: string }[] {
   }
   return pids.flatMap((name) => {
     const stat = statOf(Number(name))
-    return stat?.pgrp === pgid ? [{ pid: Number(name), started: stat.started }] : []
+    return stat ? [{ pid: Number(name), ...stat }] : []
   })
+}
+
+/** The processes in the group now, each with its start (Linux; none elsewhere). */
+function membersOf(pgid: number): { pid: number; started: string }[] {
+  return processes().flatMap((p) => (p.pgrp === pgid ? [{ pid: p.pid, started: p.started }] : []))
+}
+
+/**
+ * The groups this process's children lead (Linux; none elsewhere): the programs it started
+ * detached, each known here whether or not its start has been told yet. A child not yet reaped
+ * holds its pid, so each is the one started.
+ */
+export function groupsOfChildren(): ProcessGroup[] {
+  return processes().flatMap((p) => (p.ppid === process.pid && p.pgrp === p.pid && !p.zombie ? [{ pgid: p.pid, started: p.started }] : []))
 }
 
 function signal(target: number, name: NodeJS.Signals): void {

@@ -48,10 +48,10 @@ ${TARGET_HELP}
                        Give it on every worker on another machine than the host's
   --worker-id ID       this worker's name [<hostname>-<pid>]; not local-<slot>.<generation>,
                        the names the host's own local workers have
-  --grace-s S          on SIGTERM or a refusal, how long running jobs may finish before they are failed as retryable [10]
+  --grace-s S          on SIGTERM, SIGINT, SIGHUP or a refusal, how long running jobs may finish before they are failed as retryable (a second Ctrl-C ends it) [10]
   -h, --help
 
-It runs until SIGTERM or SIGINT (exit status 0), or until the host refuses it: a token it does
+It runs until SIGTERM, SIGINT or SIGHUP (exit status 0), or until the host refuses it: a token it does
 not know or has revoked, no worker API at --url (a server there that is not Leasehold: an answer
 not JSON, or a 405 or 501 without Leasehold's {detail, code}), or a claim it finds invalid (a host
 of another version) (exit status 1, with the host's reason). A worker that cannot run — a handler thread
@@ -138,8 +138,8 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const target = redis ? redisTarget(redis.url, flags, env) : await resolveClientTarget(flags, env)
   const log = limitRetryLines((line: string) => console.error(line))
   const route: RemoteRoute = redis ? { via: 'redis', url: redis.url, token: target.token, prefix: redis.prefix } : { via: 'http', url: target.url, token: target.token }
-  // It stops once, on SIGTERM/SIGINT (exit status 0) or when the host refuses it (1), letting
-  // running jobs finish for --grace-s either way.
+  // It stops once, on SIGTERM/SIGINT/SIGHUP (exit status 0) or when the host refuses it (1),
+  // letting running jobs finish for --grace-s either way.
   let stopping = false
   let exit!: (code: number) => void
   const stopped = new Promise<number>((resolve) => (exit = resolve))
@@ -148,6 +148,16 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
     stopping = true
     log(`leasehold worker: stopping; running jobs have ${graceS} s to finish`)
     runtime.stop(graceS * 1000).then(() => exit(code), () => exit(1))
+  }
+  // A signal again while it stops never kills it: a worker gone at once would leave its exec
+  // programs running (nothing else knows them). A SIGTERM or SIGHUP again is ignored (process
+  // managers, and a closing terminal with its shell, send two); a second Ctrl-C ends the grace:
+  // the running jobs are stopped now, their programs with them.
+  const signalled = (signal: 'SIGTERM' | 'SIGINT' | 'SIGHUP') => {
+    if (!stopping) return stop(0)
+    if (signal !== 'SIGINT') return log(`leasehold worker: ${signal} again: already stopping`)
+    log('leasehold worker: SIGINT again: stopping the running jobs now')
+    void runtime.stop(0)
   }
   const runtime = new WorkerRuntime({
     transport: await openTransport(route, workerId, undefined, log),
@@ -174,9 +184,9 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const missing = missingHandlersDir(flags.handlers)
   for (const problem of missing ? [missing, ...problems] : problems) await reportProblem(problem)
   // The signal handlers go in before the "taking" line: whoever reads that line may stop the
-  // worker at once, and a SIGTERM with no handler yet would kill it without its drain.
-  process.once('SIGTERM', () => stop(0))
-  process.once('SIGINT', () => stop(0))
+  // worker at once, and a SIGTERM with no handler yet would kill it without its drain. SIGHUP
+  // (its terminal closed) stops it as SIGTERM does.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => signalled(signal))
   runtime.begin()
   // Over Redis the prefix too: a worker on another prefix than its host's is only ever unanswered.
   const where = route.via === 'redis' ? `${target.url} (prefix ${route.prefix})` : target.url

@@ -1,5 +1,5 @@
 import { BroadcastChannel } from 'node:worker_threads'
-import { endGroups, type ProcessGroup } from '../src-shared/process-groups'
+import { endGroups, groupsOfChildren, type ProcessGroup } from '../src-shared/process-groups'
 import type { ExecGroupNotice } from '../src-shared/ipc-protocol'
 
 /**
@@ -36,8 +36,14 @@ export class ExecGroupWatch {
     }
   }
 
-  /** Ends every group still running, each only while it is still the one started. */
+  /**
+   * Ends every group still running, each only while it is still the one started: those told of,
+   * and those this process's children lead, a program started moments before (its notice may
+   * still be on its way from its thread when the host goes, as when the worker was stopped).
+   */
   endAll(): Promise<void> {
-    return endGroups(this.groups.values())
+    const groups = new Map(this.groups)
+    for (const group of groupsOfChildren()) groups.set(group.pgid, group)
+    return endGroups(groups.values())
   }
 }

@@ -61,9 +61,20 @@ const execGroups = new ExecGroupWatch((notice) => {
 // with SIGKILL), the IPC channel closes and the worker ends; its leases expire on the host's side.
 // Its exec programs end first: nothing else is left that knows them.
 process.on('disconnect', () => {
-  process.on('error', () => {}) // a send on the closed channel meanwhile: dropped, not a crash before the programs end
   void execGroups.endAll().finally(() => process.exit(1))
 })
+// A send to a host that is gone fails (EPIPE) as an 'error' of the process, and may come before
+// the channel's close is seen (a worker stopped while its host died sends what waited as soon as
+// it runs again): dropped, not a crash before the programs end. The close follows.
+process.on('error', () => {})
+
+// SIGHUP and SIGINT reach a local worker only with its host: sent to the whole process group, by
+// a terminal that closes (and the shell it ran) or by Ctrl-C. The host takes them as a stop and
+// drains its workers; a worker that died of one would leave its jobs' attempts charged and, its
+// host dying with it, its exec programs running. So the worker lets its host stop it, and if its
+// host is gone (a stopped worker whose host was killed is sent SIGHUP by the kernel) it ends its
+// programs as the channel's close above has it.
+for (const signal of ['SIGHUP', 'SIGINT'] as const) process.on(signal, () => {})
 
 /** A handler module that did not load, or whose threads die as it loads (the runtime's onProblem): logged, and reported to the host. */
 async function reportProblem(problem: { file: string; error: string }): Promise<void> {

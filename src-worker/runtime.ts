@@ -193,6 +193,8 @@ export class WorkerRuntime {
   private reporting = false
   /** Resolves once the worker has stopped claiming and every job has ended and been reported. */
   private drained: (() => void) | null = null
+  /** Once {@link stop} is asked: when its grace ends, the timer that ends it, and the stop itself. */
+  private stopping: { graceEnds: number; timer: NodeJS.Timeout; done: Promise<void> } | null = null
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
   /** How many reports an exchange carries (report-budget.ts). */
@@ -597,20 +599,36 @@ export class WorkerRuntime {
 
   /**
    * Drains: stops claiming, lets running jobs finish for up to `graceMs`, then aborts them and
-   * fails them as retryable, reports everything, and ends the handler threads.
+   * fails them as retryable, reports everything, and ends the handler threads. Asked again while
+   * it drains, it is the same stop, its grace ending sooner if the new one does (`leasehold
+   * worker`'s second Ctrl-C: 0).
    */
-  async stop(graceMs: number): Promise<void> {
+  stop(graceMs: number): Promise<void> {
+    const graceEnds = performance.now() + graceMs
+    if (!this.stopping) {
+      this.stopping = { graceEnds, timer: setTimeout(() => this.graceOver(), graceMs), done: this.drain() }
+    } else if (graceEnds < this.stopping.graceEnds) {
+      clearTimeout(this.stopping.timer)
+      this.stopping.graceEnds = graceEnds
+      this.stopping.timer = setTimeout(() => this.graceOver(), graceMs)
+    }
+    return this.stopping.done
+  }
+
+  /** A stop's grace is over: the jobs still running are stopped, as `shutdown`. */
+  private graceOver(): void {
+    for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
+    for (const job of this.running.values()) this.stopJob(job, 'shutdown')
+  }
+
+  private async drain(): Promise<void> {
     this.stopClaiming.abort()
     clearTimeout(this.pollTimer)
     for (const thread of this.drivers.keys()) thread.post({ type: 'drain' })
     const drained = new Promise<void>((resolve) => (this.drained = resolve))
     this.checkDrained()
-    const timer = setTimeout(() => {
-      for (const [thread, owner] of this.drivers) this.adopt(thread, this.table!.takeOver(owner))
-      for (const job of this.running.values()) this.stopJob(job, 'shutdown')
-    }, graceMs)
     await drained
-    clearTimeout(timer)
+    clearTimeout(this.stopping!.timer)
     for (const restart of this.restartTimers) clearTimeout(restart)
     clearTimeout(this.watchTimer)
     if (this.droppedAfterRefusal > 0) this.options.log(`leasehold worker: ${this.droppedAfterRefusal} report(s) dropped on the way out, the host refusing this worker; their leases expire on the host`)

@@ -3,6 +3,7 @@
  * and a local worker that dies, or whose host dies, leaves none of them running
  * (docs/workers.md, "Stopping a job's programs").
  */
+import Database from 'better-sqlite3'
 import { spawn } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -10,7 +11,7 @@ import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
 import { endGroups, processStarted } from '../../src-shared/process-groups'
 import { tempDir } from '../helpers/host'
 import { type ServeProcess, startServe } from '../helpers/process'
-import { attempts, cancelUnfinished, cleanUp, poolReady, QUEUE, settled, startHost, submit, until, waitForEvent } from './support'
+import { attempts, cancelUnfinished, cleanUp, killChildren, poolReady, QUEUE, settled, spawnWorker, startHost, submit, until, waitForEvent, workerStarted } from './support'
 
 /** Whether a process still runs: there, and not a zombie. */
 function runs(pid: number): boolean {
@@ -59,6 +60,36 @@ async function pidsIn(marker: string): Promise<number[]> {
   return pids
 }
 
+/** The parent of a process, from /proc. */
+const parentOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1])
+
+/**
+ * `leasehold serve` started as a shell with job control starts a command from a terminal: in a
+ * process group of its own (which its local workers join), under a parent in another group of
+ * the same session. `served.exited` is the shell's, which waits for the host and exits with its
+ * status. An exec job is submitted, and once its program runs the host's pid, its worker's and
+ * the program's (a shell with a sleep in the background) are answered.
+ */
+async function serveAsJobRunningExec(): Promise<{ dataDir: string; host: number; worker: number; shell: number; sleep: number }> {
+  const dataDir = tempDir()
+  dirs.push(dataDir)
+  served = await startServe(['--data-dir', dataDir, '--port', '0', '--busy', '0', '--workers', '1', '--drain-grace-s', '1', '--exec-allow', '/bin/sh'], {}, ['bash', '-c', 'set -m; "$@" & wait $!', 'bash'])
+  const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
+  const marker = join(tempDir(), 'pids')
+  const res = await fetch(`${served.url}${QUEUE}/jobs/submit`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ job_type: 'exec', cost_units: 1, payload: shellWithChild(marker) }),
+  })
+  expect(res.status, await res.text()).toBe(201)
+  const [shell, sleep] = await pidsIn(marker)
+  const worker = parentOf(shell!)
+  const host = parentOf(worker)
+  started.add(worker)
+  started.add(host)
+  return { dataDir, host, worker, shell: shell!, sleep: sleep! }
+}
+
 let host: Awaited<ReturnType<typeof startHost>>
 
 beforeAll(async () => {
@@ -72,6 +103,7 @@ afterEach(async () => {
     await served.exited
     served = null
   }
+  await killChildren()
   if (host) cancelUnfinished(host)
   killLeftovers()
 })
@@ -123,24 +155,76 @@ test("a local worker that dies has its exec programs ended by the host, before i
 })
 
 test('a local worker whose host dies ends its exec programs before it exits', async () => {
-  const dataDir = tempDir()
-  dirs.push(dataDir)
-  served = await startServe(['--data-dir', dataDir, '--port', '0', '--busy', '0', '--workers', '1', '--exec-allow', '/bin/sh'])
-  const token = readFileSync(join(dataDir, 'token'), 'utf8').trim()
-  const marker = join(tempDir(), 'pids')
-  const res = await fetch(`${served.url}${QUEUE}/jobs/submit`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ job_type: 'exec', cost_units: 1, payload: shellWithChild(marker) }),
-  })
-  expect(res.status, await res.text()).toBe(201)
-  const [shell, sleep] = await pidsIn(marker)
-  const worker = Number(readFileSync(`/proc/${shell}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1])
-  started.add(worker)
-  served.child.kill('SIGKILL')
-  await served.exited
+  const { host: hostPid, worker, shell, sleep } = await serveAsJobRunningExec()
+  process.kill(hostPid, 'SIGKILL')
+  await served!.exited
   // The rule is what ends, not how soon: the group's grace is 2 s, and a loaded machine slows the worker's exit.
-  await until(() => !runs(shell!) && !runs(sleep!) && !runs(worker), 15_000, 'the orphaned worker ended its programs and exited')
+  await until(() => !runs(shell) && !runs(sleep) && !runs(worker), 15_000, 'the orphaned worker ended its programs and exited')
+})
+
+test.each([
+  ['SIGHUP', 'its terminal closing'],
+  ['SIGINT', 'Ctrl-C in its terminal'],
+] as const)("%s to the host's whole process group (%s) stops the host cleanly: its local worker, signalled too, drains, its exec programs end, and the job's attempt ends in the drain, leaving none to be charged at the next start", async (signal, _how) => {
+  const { dataDir, host: hostPid, worker, shell, sleep } = await serveAsJobRunningExec()
+  process.kill(-hostPid, signal)
+  await until(() => served!.stderr().includes(`leasehold: ${signal}: finishing requests in flight and closing the database`), 5000, 'the stop began')
+  // A terminal that closes sends two: the kernel to its foreground group, and the shell to its jobs.
+  if (signal === 'SIGHUP') process.kill(-hostPid, signal)
+  expect(await served!.exited, served!.stderr()).toBe(0)
+  if (signal === 'SIGHUP') expect(served!.stderr()).toContain('leasehold: SIGHUP again: already stopping')
+  await until(() => !runs(shell) && !runs(sleep) && !runs(worker), 15_000, 'the worker drained, its programs ended, and it exited')
+  // The drain released the lease (the attempt failed `shutdown` and was given back): none was
+  // expired as its worker's death, and none is left active for the next start to expire.
+  const db = new Database(join(dataDir, 'leasehold.db'), { readonly: true })
+  try {
+    expect(db.prepare('SELECT state FROM leases').all()).toEqual([{ state: 'RELEASED' }])
+    expect(db.prepare('SELECT state FROM jobs').all()).toEqual([{ state: 'QUEUED' }])
+  } finally {
+    db.close()
+  }
+})
+
+test('a stopped local worker whose host is killed is sent SIGHUP by the kernel (its process group orphaned) and still ends its exec programs before it exits', async () => {
+  const { host: hostPid, worker, shell, sleep } = await serveAsJobRunningExec()
+  process.kill(worker, 'SIGSTOP')
+  // Stopped before its host dies: the kernel hangs up a group left orphaned with a stopped process in it.
+  await until(() => /^\d+ \(.*\) T /s.test(readFileSync(`/proc/${worker}/stat`, 'utf8')), 5000, 'the worker stopped')
+  process.kill(hostPid, 'SIGKILL')
+  await served!.exited
+  await until(() => !runs(shell) && !runs(sleep) && !runs(worker), 15_000, 'the orphaned worker ended its programs and exited')
+})
+
+/** A `leasehold worker` of this test's host running an exec job (of a queue the host's own worker does not take), with its program's pids. */
+async function workerRunningExec(graceS: number): Promise<{ worker: ReturnType<typeof spawnWorker>; id: string; shell: number; sleep: number }> {
+  const worker = spawnWorker(host, ['--exec-allow', '/bin/sh', '--streams', 'signals', '--grace-s', String(graceS)])
+  await workerStarted(worker)
+  const marker = join(tempDir(), 'pids')
+  const id = await submit(host, { job_type: 'exec', queue: 'signals', payload: shellWithChild(marker) })
+  const [shell, sleep] = await pidsIn(marker)
+  return { worker, id, shell: shell!, sleep: sleep! }
+}
+
+test('leasehold worker takes SIGHUP (its terminal closing) as SIGTERM: it drains, ending its exec programs with their jobs, and a second SIGHUP does not kill it', async () => {
+  const { worker, id, shell, sleep } = await workerRunningExec(2)
+  worker.child.kill('SIGHUP')
+  await until(() => worker.output().includes('stopping; running jobs have 2 s to finish'), 5000, 'the drain began')
+  worker.child.kill('SIGHUP')
+  expect(await worker.exited, worker.output()).toBe(0)
+  expect(worker.output()).toContain('leasehold worker: SIGHUP again: already stopping')
+  await until(() => !runs(shell) && !runs(sleep), 5000, 'the shell and its background sleep ended')
+  // Failed as the drain fails a job (requeued), not left to its lease's expiry.
+  expect(attempts(host, id)[0]).toMatchObject({ outcome: 'FAILED', disposition: 'REQUEUED' })
+})
+
+test("leasehold worker's second Ctrl-C ends the drain's grace: the running jobs stop now, their exec programs with them, before it exits", async () => {
+  const { worker, shell, sleep } = await workerRunningExec(600)
+  worker.child.kill('SIGINT')
+  await until(() => worker.output().includes('stopping; running jobs have 600 s to finish'), 5000, 'the drain began')
+  worker.child.kill('SIGINT')
+  expect(await worker.exited, worker.output()).toBe(0)
+  expect(worker.output()).toContain('leasehold worker: SIGINT again: stopping the running jobs now')
+  expect(runs(shell) || runs(sleep)).toBe(false)
 })
 
 test('a process group is not signalled once the process under its id is not the one recorded (pid reuse)', async () => {
