@@ -251,6 +251,14 @@ describe('queue API: claim expiry', () => {
     expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', attempts: 0, next_retry_at: null })
   })
 
+  it("a lapsed claim clears the job's progress and note, as a requeue does: they told of the claim that ended", () => {
+    const { engine, clock, job } = claimed()
+    engine.updateStatus(job.id, { state: 'PREPARING', note: 'prep', progress: 0.5 })
+    clock.advance(61 * SECOND)
+    engine.reap()
+    expect(engine.getJob(job.id)).toMatchObject({ state: 'QUEUED', progress: null, note: null })
+  })
+
   it('a job whose claim expired keeps its place ahead of later submits', () => {
     const { engine, clock, job } = claimed()
     clock.advance(10 * SECOND)

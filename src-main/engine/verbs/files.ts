@@ -9,7 +9,7 @@ import type { Contention, FileReleaseReason } from '../rules/file-leases'
 import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest } from '../reads/list'
 import { cancelRequestedBy } from '../reads/timeline'
 import { newId } from '../store/ids'
-import { cancelNow } from './moves'
+import { cancelNow, NOTHING_SAID } from './moves'
 import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
 
 /** A denied requester retries exactly once, this long after the denial (the files contract: "exactly 3 minutes"). */
@@ -658,7 +658,7 @@ export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: strin
   releaseFilesOfLease(ctx, lease.id, 'job_blocked')
   const job = getJob(ctx, lease.job_id) // its message is acknowledged: an operator's retry gives it a new one
   // Progress and note were told of the attempt that ended (as on a requeue): its note ("acquiring …") is not why it waits now.
-  moveJob(ctx, job, 'BLOCKED', { progress: null, note: null }, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
+  moveJob(ctx, job, 'BLOCKED', NOTHING_SAID, { type: 'JOB_BLOCKED', data: { state: 'BLOCKED', blocker_id: blockerId, lease_id: lease.id } })
 }
 
 /**

@@ -5,7 +5,7 @@ import { EngineError, invalid } from '../rules/errors'
 import { nextJobSeq } from '../store/counters'
 import { keyedId } from '../store/ids'
 import { closeBlockersOfCanceledJob } from './files'
-import { cancelNow } from './moves'
+import { cancelNow, NOTHING_SAID } from './moves'
 import { getJob, insertJob, type JobEvent, moveJob, SELECT_JOBS, updateJob } from '../store/rows'
 import type { PageRequest } from '../reads/list'
 import { readTimeline, readTimelinePage } from '../reads/timeline'
@@ -87,13 +87,13 @@ export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now:
   return at !== null && at > now ? at : null
 }
 
-/** Returns an expired the queue API claim to QUEUED, inside the caller's transaction: no attempt counted, same place. */
+/** Returns an expired queue API claim's job to QUEUED, inside the caller's transaction: no attempt counted, same place, its progress and note cleared. */
 export function expireClaim(ctx: EngineContext, job: JobRow): JobRow {
   return moveJob(
     ctx,
     job,
     'QUEUED',
-    { claimed_by: null, claim_expires_at: null, next_retry_at: null },
+    { claimed_by: null, claim_expires_at: null, next_retry_at: null, ...NOTHING_SAID },
     { type: 'JOB_CLAIM_EXPIRED', data: { state: 'QUEUED', worker_id: job.claimed_by } },
   )
 }

@@ -12,6 +12,13 @@ import { reportOnReturn } from './capacity'
  */
 
 /**
+ * The progress and note a job is left with when it waits again (a requeue, a lapsed claim, a
+ * blocker's halt): none, as they told of the attempt or claim that ended; its errors stay on its
+ * attempt.
+ */
+export const NOTHING_SAID = { progress: null, note: null } as const satisfies Partial<JobRow>
+
+/**
  * Puts a job back in the queue, eligible at `retryAt` (the end of a backoff) or, if null, now,
  * with no progress or note, and a new stream message: the message of the attempt that ended is acknowledged, and the new
  * one waits for the next delivery. `changes` are any other columns the caller's rule sets. A job
@@ -29,8 +36,7 @@ export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt
       claim_expires_at: null,
       next_retry_at: retryAt,
       eligible_at: retryAt ?? ctx.clock.now(),
-      progress: null,
-      note: null, // progress and note told of the attempt that ended; its errors stay on its attempt
+      ...NOTHING_SAID,
       stream_message_id: messageId,
       ...changes,
     },
