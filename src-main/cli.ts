@@ -159,8 +159,8 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     }
     // SIGHUP is what closing its terminal sends (to the whole foreground group, and again from
     // the shell): a stop like SIGTERM's, not a death that leaves the database unclosed and the
-    // attempts of its local workers charged. Those workers take no such signal from the group
-    // (src-worker/main.ts): the host stops them, draining.
+    // attempts of its local workers charged. Those workers die of no such signal from the group,
+    // nor of a SIGTERM to it (src-worker/main.ts): the host stops them, draining.
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => shutdown(signal))
   })
   // The first line is what scripts wait for; the link is how a person gets into the dashboard.

@@ -25,7 +25,10 @@ const linkToken = env[LINK_TOKEN_ENV]
 delete env[LINK_TOKEN_ENV]
 const channel = processChannel()
 const transport = new IpcTransport(channel, (command) => {
-  if (command.type === 'drain') void runtime.stop(command.grace_ms).then(() => process.exit(0))
+  if (command.type === 'drain') {
+    endBy({ by: 'drain' })
+    void runtime.stop(command.grace_ms).then(() => process.exit(0))
+  }
 })
 const runtime = new WorkerRuntime({
   transport,
@@ -61,6 +64,7 @@ const execGroups = new ExecGroupWatch((notice) => {
 // with SIGKILL), the IPC channel closes and the worker ends; its leases expire on the host's side.
 // Its exec programs end first: nothing else is left that knows them.
 process.on('disconnect', () => {
+  endBy({ by: 'host_gone' })
   void execGroups.endAll().finally(() => process.exit(1))
 })
 // A send to a host that is gone fails (EPIPE) as an 'error' of the process, and may come before
@@ -75,6 +79,46 @@ process.on('error', () => {})
 // host is gone (a stopped worker whose host was killed is sent SIGHUP by the kernel) it ends its
 // programs as the channel's close above has it.
 for (const signal of ['SIGHUP', 'SIGINT'] as const) process.on(signal, () => {})
+
+/**
+ * How long a local worker sent SIGTERM waits for its host's drain before it dies of the signal.
+ * A host sends the drain in the turn it takes its own SIGTERM (pool/supervisor.ts `stop`), so a
+ * SIGTERM to both comes with a drain within the host's event-loop delay and the message's trip:
+ * milliseconds, a few hundred on a loaded machine. A SIGTERM meant for the worker alone costs it
+ * only this long.
+ */
+const HOST_DRAIN_WAIT_MS = 500
+
+/**
+ * How this worker is ending, if it is: drained by its host; sent SIGTERM, waiting to learn whether
+ * its host stops too; or its host gone.
+ */
+type Ending = { by: 'drain' } | { by: 'SIGTERM'; timer: NodeJS.Timeout } | { by: 'host_gone' }
+let ending: Ending | null = null
+
+/** The worker ends as `next` has it; a SIGTERM's wait for the drain is over either way. */
+function endBy(next: Ending): void {
+  if (ending?.by === 'SIGTERM') clearTimeout(ending.timer)
+  ending = next
+}
+
+// SIGTERM comes from one of two senders, told apart only by whether the host's drain follows. A
+// stop of the host's whole process group or control group (`systemctl stop` with systemd's default
+// KillMode=control-group, `kill -- -PGID`, `timeout`) signals the host too, which drains its
+// workers: a worker that died of it would leave its jobs' attempts charged (`worker_exited`)
+// instead of given back. A `kill` of this worker alone must still end it, as SIGTERM's default
+// does: its host then ends its exec programs, expires its leases and starts another (the worker
+// leaves its programs to the host, which hears of its exit at once: ended from here, a program's
+// death would be reported as its job's failure). A SIGTERM while the worker drains or its host is
+// gone changes nothing: its host kills a worker still draining after the grace.
+process.on('SIGTERM', () => {
+  if (ending) return
+  const timer = setTimeout(() => {
+    process.removeAllListeners('SIGTERM')
+    process.kill(process.pid, 'SIGTERM')
+  }, HOST_DRAIN_WAIT_MS)
+  endBy({ by: 'SIGTERM', timer })
+})
 
 /** A handler module that did not load, or whose threads die as it loads (the runtime's onProblem): logged, and reported to the host. */
 async function reportProblem(problem: { file: string; error: string }): Promise<void> {

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
 import { endGroups, processStarted } from '../../src-shared/process-groups'
 import { tempDir } from '../helpers/host'
 import { type ServeProcess, startServe } from '../helpers/process'
-import { attempts, cancelUnfinished, cleanUp, killChildren, poolReady, QUEUE, settled, spawnWorker, startHost, submit, until, waitForEvent, workerStarted } from './support'
+import { attempts, cancelUnfinished, cleanUp, events, killChildren, poolReady, QUEUE, settled, spawnWorker, startHost, submit, until, waitForEvent, workerStarted } from './support'
 
 /** Whether a process still runs: there, and not a zombie. */
 function runs(pid: number): boolean {
@@ -135,14 +135,20 @@ test("exec: a cancel ends the program's whole process group", async () => {
   await until(() => !runs(shell!) && !runs(sleep!), 3000, 'the shell and its background sleep ended')
 })
 
-test("a local worker that dies has its exec programs ended by the host, before its job's next attempt starts them again", async () => {
-  const marker = join(tempDir(), 'pids')
+/** An exec job of two attempts, once its program runs on this test's host's local worker: the job, the worker's pid and the program's. */
+async function poolWorkerRunningExec(marker: string): Promise<{ id: string; worker: number; shell: number; sleep: number }> {
   const id = await submit(host, { job_type: 'exec', max_attempts: 2, payload: shellWithChild(marker) })
   const [shell, sleep] = await pidsIn(marker)
   const [worker] = host.pool!.pids()
-  process.kill(worker!, 'SIGKILL')
+  return { id, worker: worker!, shell: shell!, sleep: sleep! }
+}
+
+test("a local worker that dies has its exec programs ended by the host, before its job's next attempt starts them again", async () => {
+  const marker = join(tempDir(), 'pids')
+  const { id, worker, shell, sleep } = await poolWorkerRunningExec(marker)
+  process.kill(worker, 'SIGKILL')
   await waitForEvent(host, { job: id, type: 'JOB_REQUEUED' }, 5000)
-  await until(() => !runs(shell!) && !runs(sleep!), 5000, "the dead worker's shell and its background sleep ended")
+  await until(() => !runs(shell) && !runs(sleep), 5000, "the dead worker's shell and its background sleep ended")
   // Its next attempt runs alone.
   await until(() => attempts(host, id).length === 2, 15_000, 'the second attempt')
   const [again] = await until(async () => {
@@ -150,8 +156,22 @@ test("a local worker that dies has its exec programs ended by the host, before i
     return pids[0] !== shell ? pids : null
   }, 10_000, 'the second attempt started its shell')
   expect(runs(again!)).toBe(true)
-  expect(runs(shell!) || runs(sleep!)).toBe(false)
+  expect(runs(shell) || runs(sleep)).toBe(false)
   expect(host.lines.some((line) => line.includes('left 1 exec program(s) running; ending them'))).toBe(true)
+})
+
+test("a SIGTERM to a local worker alone (its host not stopping) ends it: its exec programs end and its job's attempt is charged as its exit (worker_exited)", async () => {
+  await poolReady(host, 1) // a worker killed by the test before is running again
+  const { id, worker, shell, sleep } = await poolWorkerRunningExec(join(tempDir(), 'pids'))
+  process.kill(worker, 'SIGTERM')
+  await waitForEvent(host, { job: id, type: 'JOB_REQUEUED' }, 5000)
+  expect(events(host, { job: id, type: 'LEASE_EXPIRED' })).toMatchObject([{ data: { reason: 'worker_exited' } }])
+  const [attempt] = attempts(host, id)
+  expect(attempt).toMatchObject({ outcome: 'TIMEOUT', disposition: 'REQUEUED' })
+  // It died of the signal, as SIGTERM's default has it, once no drain came.
+  expect(runs(worker)).toBe(false)
+  expect(host.lines).toContainEqual(expect.stringContaining(`local worker ${attempt!.worker_id} exited (signal)`))
+  await until(() => !runs(shell) && !runs(sleep), 5000, "the worker's shell and its background sleep ended")
 })
 
 test('a local worker whose host dies ends its exec programs before it exits', async () => {
@@ -165,6 +185,7 @@ test('a local worker whose host dies ends its exec programs before it exits', as
 test.each([
   ['SIGHUP', 'its terminal closing'],
   ['SIGINT', 'Ctrl-C in its terminal'],
+  ['SIGTERM', "systemctl stop with systemd's default KillMode, kill -- -PGID, timeout"],
 ] as const)("%s to the host's whole process group (%s) stops the host cleanly: its local worker, signalled too, drains, its exec programs end, and the job's attempt ends in the drain, leaving none to be charged at the next start", async (signal, _how) => {
   const { dataDir, host: hostPid, worker, shell, sleep } = await serveAsJobRunningExec()
   process.kill(-hostPid, signal)
