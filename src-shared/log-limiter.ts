@@ -18,6 +18,11 @@ export class LogLimiter {
     this.last.delete(key)
   }
 
+  /** Lets the next line of every key through at once ({@link forget}). */
+  forgetAll(): void {
+    this.last.clear()
+  }
+
   line(key: string, text: string): void {
     const now = this.now()
     const last = this.last.get(key)
@@ -34,18 +39,34 @@ export class LogLimiter {
 /** How a worker's retry lines end (src-worker/runtime.ts, driver.ts): "…; retrying in 1 s". */
 const RETRY_LINE = /; retrying in \d+ m?s$/
 
+/** A worker's line that it reached its host again after a retry line (src-worker/transport.ts HostContact). */
+const AGAIN_LINE = /^leasehold worker .+: connected to the host at .+ again$/
+
 /**
  * A worker's log with its retry lines limited: "the host answered 507 storage_full (…); retrying
  * in 1 s" comes after every failed exchange (about three a second while the host's disk is full),
  * and is printed at most once a minute for each kind of fault, with the count of those held back,
  * as the host logs its own faults (docs/operations.md). The kind is the line up to its first
  * parenthesis ("the host answered 507 storage_full", "the host did not answer"): the details
- * inside may differ from one line to the next. Every other line passes as it is.
+ * inside may differ from one line to the next.
+ *
+ * The line that the worker reached its host again ends the outage: each of the worker's talkers
+ * that said a retry line says it, and it is printed once, if a retry line was printed or held
+ * back since the last one; then a retry line of a later outage is printed at once. Every other
+ * line passes as it is.
  */
 export function limitRetryLines(log: (line: string) => void, now: () => number = Date.now, intervalMs = 60_000): (line: string) => void {
   const limiter = new LogLimiter(log, now, intervalMs)
+  let retried = false
   return (line) => {
+    if (AGAIN_LINE.test(line)) {
+      if (!retried) return
+      retried = false
+      limiter.forgetAll()
+      return log(line)
+    }
     if (!RETRY_LINE.test(line)) return log(line)
+    retried = true
     limiter.line(line.split(' (')[0]!, line)
   }
 }

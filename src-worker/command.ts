@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs'
 import { hostname } from 'node:os'
-import { openTransport, type RemoteRoute } from './transport-open'
+import { openTransport } from './transport-open'
+import { hostPlace, type RemoteRoute } from './transport'
 import { WorkerRuntime } from './runtime'
 import { DEFAULT_REDIS_PREFIX, redactedUrl, redisPrefixRefusal } from '../src-shared/redis-streams'
 import { checkToken, resolveClientTarget } from '../src-shared/client-target'
@@ -189,8 +190,7 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => signalled(signal))
   runtime.begin()
   // Over Redis the prefix too: a worker on another prefix than its host's is only ever unanswered.
-  const where = route.via === 'redis' ? `${target.url} (prefix ${route.prefix})` : target.url
-  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${where}`)
+  console.log(`leasehold worker ${workerId} taking ${types.join(', ')} from ${hostPlace(route)}`)
   return stopped
 }
 

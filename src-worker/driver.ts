@@ -3,7 +3,7 @@ import { JobTable } from './job-table'
 import { failuresOfRefusedCompletions, ReportBudget, type Reports, refusedReportLine, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
-import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type HostRoute, refusesWorker } from './transport'
+import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, HostContact, type HostRoute, refusesWorker } from './transport'
 
 /**
  * A worker's driving thread: its first handler thread claims, runs and reports its own jobs
@@ -112,9 +112,11 @@ export class Driver {
 
   private readonly table: JobTable
 
+  /** `contact`: what it says of the host being out of reach, and back (transport.ts HostContact). */
   constructor(
     private readonly options: DriveOptions,
     private readonly deps: DriverDeps,
+    private readonly contact = new HostContact(null),
   ) {
     this.table = new JobTable(options.table)
     this.runTimes = new RunTimes(options.shortRunMs)
@@ -189,7 +191,7 @@ export class Driver {
     const params: ExchangeRequest = { worker_id }
     if (reports.complete.length > 0) params.complete = reports.complete
     if (reports.fail.length > 0) params.fail = reports.fail
-    if (asked > 0) params.claim = { streams, job_types: jobTypes, gpu_available: gpu, max_jobs: asked, max_wait_ms: longPoll ? claimWaitMs : 0 }
+    if (asked > 0) params.claim = { streams, job_types: jobTypes, gpu_available: gpu, max_jobs: asked, max_wait_ms: longPoll ? this.contact.claimWaitMs(claimWaitMs) : 0 }
     const id = this.nextId++
     const abandon = longPoll ? new AbortController() : null
     this.inFlight.set(id, { longPoll, asked, sentAt: performance.now(), reports, abandon, abandoned: false })
@@ -205,6 +207,8 @@ export class Driver {
     const sent = this.inFlight.get(id)
     if (!sent) return // the link closed meanwhile: its reports went to the runtime
     this.inFlight.delete(id)
+    const again = sent.abandoned ? null : this.contact.answered()
+    if (again !== null) this.line(again)
     this.reportBudget.taken()
     const { completed, failed, jobs } = answer
     this.pace.answered(sent.sentAt, claimWaitedMs(answer, sent.sentAt, performance.now()), sent.asked, jobs.length)
@@ -279,7 +283,7 @@ export class Driver {
         this.settled(sent.reports)
       }
     } else {
-      this.line(`leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`)
+      this.line(this.contact.retrying(error))
       this.pauseUntil = Date.now() + 1000
       if (!sent.abandoned) this.putBack(sent.reports)
     }

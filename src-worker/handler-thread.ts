@@ -16,7 +16,7 @@ import { type HandlerOptions, loadHandlers } from './handlers'
 import { type DriveAddress, Driver, type DriverDeps } from './driver'
 import { lowerPriority } from './niceness'
 import { type FromThread, jobInfo, MessageBatch, type RunProgress, type ToThread } from './thread-protocol'
-import type { AttemptError } from './transport'
+import { type AttemptError, HostContact, reachedAgainLine } from './transport'
 import { LinkTransport } from './transport-link'
 import { openTransport } from './transport-open'
 
@@ -363,6 +363,7 @@ port.on('messageerror', (error) => {
  */
 async function drive({ route, ...options }: DriveAddress): Promise<Driver | null> {
   const deps: Omit<DriverDeps, 'exchange'> = { start: (claim, run) => void runJob(run, jobInfo(claim), claim.payload), tell: send }
+  const contact = new HostContact(reachedAgainLine(options.worker_id, route))
   if (route.via === 'link') {
     let linked: Driver | null = null
     const link = await LinkTransport.open({ path: route.path, token: route.token, thread: options.thread }, options.worker_id, () => {
@@ -373,10 +374,10 @@ async function drive({ route, ...options }: DriveAddress): Promise<Driver | null
       yieldCpu()
       return null
     }
-    return (linked = new Driver(options, { ...deps, exchange: (request, signal) => link.exchange(request, signal) }))
+    return (linked = new Driver(options, { ...deps, exchange: (request, signal) => link.exchange(request, signal) }, contact))
   }
   const transport = await openTransport(route, options.worker_id, `thread-${options.thread}`)
-  return new Driver(options, { ...deps, exchange: (request, signal) => transport.exchange(request, signal) })
+  return new Driver(options, { ...deps, exchange: (request, signal) => transport.exchange(request, signal) }, contact)
 }
 
 /**

@@ -12,7 +12,7 @@ import { jobInfo } from './thread-protocol'
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable, type TakenJob } from './job-table'
 import { failuresOfRefusedCompletions, ReportBudget, refusedReportLine, refusesReports, tooLarge } from './report-budget'
-import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostError, type HostRoute, LeaseLostError, refusedLine, refusesWorker, type WorkerTransport } from './transport'
+import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostContact, HostError, type HostRoute, LeaseLostError, reachedAgainLine, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -209,6 +209,11 @@ export class WorkerRuntime {
   private pollAt = Infinity
   /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
   private readonly pace: ClaimPace
+  /**
+   * Whether the host is out of reach, for the log (transport.ts HostContact). The runtime's own
+   * transport goes where its driving thread's route does: the route names the host.
+   */
+  private readonly contact: HostContact
   /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
   private readonly table: JobTable | null
   /** The runtime claims the worker's jobs itself: no thread drives them (no route, or a link that failed or closed). */
@@ -292,6 +297,7 @@ export class WorkerRuntime {
   constructor(private readonly options: RuntimeOptions) {
     this.runTimes = new RunTimes(options.shortRunMs)
     this.pace = new ClaimPace()
+    this.contact = new HostContact(reachedAgainLine(options.workerId, options.drive))
     this.table = options.drive ? new JobTable(options.concurrency) : null
     this.claimsHere = !this.table
   }
@@ -748,7 +754,7 @@ export class WorkerRuntime {
     if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
     if (outbox.complete.length > 0) request.complete = outbox.complete
     if (outbox.fail.length > 0) request.fail = outbox.fail
-    if (maxJobs > 0) request.claim = { streams, job_types: this.claimTypes(), gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? (this.options.claimWaitMs ?? 20_000) : 0 }
+    if (maxJobs > 0) request.claim = { streams, job_types: this.claimTypes(), gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? this.contact.claimWaitMs(this.options.claimWaitMs ?? 20_000) : 0 }
     this.reserved += maxJobs
     if (!this.claimsHere) this.table?.runtimeAsks(this.reserved)
     if (longPoll) this.polling = true
@@ -772,7 +778,7 @@ export class WorkerRuntime {
         const heartbeat = tooLarge(error) ? withoutNotes(outbox.heartbeat) : outbox.heartbeat
         this.putBack({ heartbeat, ...this.reportBudget.afterRefused(outbox, error, log) })
       } else {
-        log(`leasehold worker: ${exchangeFailure(error as Error)}; retrying in 1 s`)
+        log(this.contact.retrying(error as Error))
         this.pauseUntil = Date.now() + 1000
         this.putBack(outbox)
       }
@@ -787,6 +793,8 @@ export class WorkerRuntime {
       this.putBack(outbox)
     }
     if (answer) {
+      const again = longPoll && this.stopClaiming.signal.aborted ? null : this.contact.answered()
+      if (again !== null) log(again)
       this.pace.answered(sentAt, claimWaitedMs(answer, sentAt, performance.now()), maxJobs, answer.jobs.length)
       this.reportBudget.taken()
       answer.heartbeats.forEach((a, i) => this.onHeartbeatAnswer(a, beaten[i]))

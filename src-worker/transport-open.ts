@@ -1,7 +1,4 @@
-import type { HostRoute, WorkerTransport } from './transport'
-
-/** The routes `leasehold worker` reaches its host by: the worker API over HTTP, or Redis Streams. */
-export type RemoteRoute = Exclude<HostRoute, { via: 'link' }>
+import type { RemoteRoute, WorkerTransport } from './transport'
 
 /**
  * A transport over `route` for worker `workerId`. Over Redis, `channel` names the reply stream

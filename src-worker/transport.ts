@@ -1,4 +1,5 @@
 import type { IpcParams } from '../src-shared/ipc-protocol'
+import { redactedUrl } from '../src-shared/redis-streams'
 import type { AttemptFailure, FileHeartbeat, WorkerClaimed, WorkerExchangeAnswer } from '../src-shared/worker-exchange'
 
 /**
@@ -107,6 +108,56 @@ export const exchangeFailure = (error: Error): string =>
       : `the host did not answer (${error.message})`
 
 /**
+ * What a talker of the worker (its runtime, its driving thread: each exchanges with the host on
+ * its own) says of the host being out of reach: the line of an exchange it asks again in a second,
+ * and, at the first answer after such a line, the line that it reached the host again — so the log
+ * tells where each outage of the host ends (limitRetryLines prints that line once, however many
+ * talkers say it). Only a worker outside the host says it, naming the host as its "taking" line
+ * does: a local worker's IPC and link end with their host, and come back with a new process.
+ */
+export class HostContact {
+  private lost = false
+  /** `againLine`: what to say when the host answers after a retry line; null to say nothing. */
+  constructor(private readonly againLine: string | null) {}
+
+  /** The line of an exchange that failed and is sent again in a second; the host counts as lost until one is answered. */
+  retrying(error: Error): string {
+    this.lost = true
+    return `leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`
+  }
+
+  /**
+   * How long a long-poll's claim waits at the host for jobs: not at all while the host is lost,
+   * so that the first exchange it answers comes back at once and says so, rather than after
+   * `ms` with no job to take.
+   */
+  claimWaitMs(ms: number): number {
+    return this.lost ? 0 : ms
+  }
+
+  /** An exchange was answered: the line to log if the host had been lost, else null. */
+  answered(): string | null {
+    if (!this.lost) return null
+    this.lost = false
+    return this.againLine
+  }
+}
+
+/**
+ * The line a `leasehold worker` says when it reaches its host again after it logged a retry line
+ * (HostContact), worded as `leasehold submit --wait` says it; none for a local worker's link.
+ */
+export function reachedAgainLine(workerId: string, route: HostRoute | undefined): string | null {
+  if (route === undefined || route.via === 'link') return null
+  return `leasehold worker ${workerId}: connected to the host at ${hostPlace(route)} again`
+}
+
+/** Where a `leasehold worker` takes its jobs from, as its log names it: the host's URL, or Redis's (its password hidden) with the prefix. */
+export function hostPlace(route: RemoteRoute): string {
+  return route.via === 'redis' ? `${redactedUrl(route.url)} (prefix ${route.prefix})` : route.url
+}
+
+/**
  * An exchange the worker could not send, found before it left: its request cannot be written as
  * JSON (a string longer than the engine makes, a BigInt, an object that contains itself), or is
  * longer than its way to the host carries. Sent again unchanged, it would fail again: its reports
@@ -163,6 +214,9 @@ export type HostRoute =
   | { via: 'link'; path: string; token: string }
   | { via: 'http'; url: string; token: string }
   | { via: 'redis'; url: string; token: string; prefix: string }
+
+/** The routes `leasehold worker` reaches its host by: the worker API over HTTP, or Redis Streams. */
+export type RemoteRoute = Exclude<HostRoute, { via: 'link' }>
 
 /**
  * A file request of the gate: the file, the job's owner id, and the job's lease with its token,

@@ -1071,4 +1071,26 @@ describe('leasehold worker', () => {
       'leasehold worker: the host answered 507 storage_full (attempt 5); retrying in 1 s (4 more like it since the last such line)',
     ])
   })
+
+  test('leasehold worker says when it reaches the host again after it lost it, and logs a later outage again', () => {
+    const printed: string[] = []
+    let now = 0
+    const log = limitRetryLines((line) => printed.push(line), () => now)
+    const retry = 'leasehold worker: the host did not answer (connect ECONNREFUSED 127.0.0.1:9); retrying in 1 s'
+    const again = 'leasehold worker w1: connected to the host at http://127.0.0.1:9 again'
+    // An answer with no outage before it says nothing.
+    log(again)
+    // Both talkers (the runtime and the driving thread) lose the host: one retry line printed,
+    // the other held back; each says it reached the host again, and the log says it once.
+    log(retry)
+    log(retry)
+    now += 1000
+    log(again)
+    log(again)
+    // A later outage, within the minute: its retry line is printed at once, and its end too.
+    now += 5000
+    log(retry)
+    log(again)
+    expect(printed).toEqual([retry, again, retry, again])
+  })
 })
