@@ -63,10 +63,11 @@ const execGroups = new ExecGroupWatch((notice) => {
 // A worker outlives its host only as an orphan holding nothing: when the host goes (even killed
 // with SIGKILL), the IPC channel closes and the worker ends; its leases expire on the host's side.
 // Its exec programs end first: nothing else is left that knows them.
-process.on('disconnect', () => {
+function hostGone(): void {
   endBy({ by: 'host_gone' })
   void execGroups.endAll().finally(() => process.exit(1))
-})
+}
+process.on('disconnect', hostGone)
 // A send to a host that is gone fails (EPIPE) as an 'error' of the process, and may come before
 // the channel's close is seen (a worker stopped while its host died sends what waited as soon as
 // it runs again): dropped, not a crash before the programs end. The close follows.
@@ -119,6 +120,10 @@ process.on('SIGTERM', () => {
   }, HOST_DRAIN_WAIT_MS)
   endBy({ by: 'SIGTERM', timer })
 })
+
+// A host gone while this code loaded (a pool stopped as it started its workers) closed the channel
+// before anyone listened: told to nobody, the worker would run on for ever, an orphan.
+if (process.connected === false) hostGone()
 
 /** A handler module that did not load, or whose threads die as it loads (the runtime's onProblem): logged, and reported to the host. */
 async function reportProblem(problem: { file: string; error: string }): Promise<void> {
