@@ -1,6 +1,8 @@
 import { parseArgs } from 'node:util'
+import { MAX_ID_CHARS } from './limits'
 import { printable } from './printable'
 import { DOT_SEGMENT_REFUSAL, isDotSegment } from './queue-name'
+import { actorNameFault } from './worker-id'
 
 /**
  * The command line's rules that both programs' commands follow — the host's client commands
@@ -60,6 +62,16 @@ export const CLIENT_TARGET_HELP = `${TARGET_HELP}
  */
 export function checkPathSegment(command: string, word: string, kind: string): void {
   if (isDotSegment(word)) throw new ConfigError(`${command}: "${word}" is not ${kind}: ${DOT_SEGMENT_REFUSAL}`)
+}
+
+/**
+ * A name of who acts given by a flag (`--worker-id`, `--by`): refused before the host is looked
+ * for, as the host would refuse it (worker-id.ts), with the flag named.
+ */
+export function checkActorName(flag: string, name: string): void {
+  const fault = actorNameFault(name)
+  if (fault !== null) throw new ConfigError(`--${flag} ${fault} (got ${printable(JSON.stringify(name))})`)
+  if (name.length > MAX_ID_CHARS) throw new ConfigError(`--${flag} must be 1 to ${MAX_ID_CHARS} characters (got ${name.length})`)
 }
 
 /** Parses flags strictly: an unknown flag, a missing value or a stray argument is a ConfigError (exit 2). */

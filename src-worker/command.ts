@@ -5,14 +5,12 @@ import { hostPlace, type RemoteRoute } from './transport'
 import { WorkerRuntime } from './runtime'
 import { DEFAULT_REDIS_PREFIX, redactedUrl, redisPrefixRefusal } from '../src-shared/redis-streams'
 import { checkToken, resolveClientTarget } from '../src-shared/client-target'
-import { ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
+import { checkActorName, ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
-import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_ID_CHARS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName, WorkerId } from '../src-shared/worker-exchange'
+import { DEFAULT_WORKER_CONCURRENCY, HANDLER_LOAD_TIMEOUT_MS, MAX_STREAMS, MAX_WORKER_CONCURRENCY, QueueName } from '../src-shared/worker-exchange'
 import { isLocalWorkerId, localWorkerIdRefused } from '../src-shared/local-worker-id'
-import { actorNameFault } from '../src-shared/worker-id'
-import { printable } from '../src-shared/printable'
 
 export const WORKER_HELP = `Usage: leasehold worker [flags]
 
@@ -123,10 +121,8 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   const concurrency = wholeNumber('concurrency', flags.concurrency, 1, MAX_WORKER_CONCURRENCY) ?? DEFAULT_WORKER_CONCURRENCY
   const graceS = wholeNumber('grace-s', flags['grace-s'], 0, 3600) ?? 10
   const workerId = flags['worker-id'] ?? `${hostname()}-${process.pid}`
-  // Refused here as the host would refuse its every request (worker-id.ts), said before it starts.
-  const fault = actorNameFault(workerId)
-  if (fault !== null) throw new ConfigError(`--worker-id ${fault} (got ${printable(JSON.stringify(workerId))})`)
-  if (!WorkerId.safeParse(workerId).success) throw new ConfigError(`--worker-id must be 1 to ${MAX_ID_CHARS} characters (got ${workerId.length})`)
+  // Refused here as the host would refuse its every request, said before it starts.
+  checkActorName('worker-id', workerId)
   if (isLocalWorkerId(workerId)) throw new ConfigError(`--worker-id: ${localWorkerIdRefused(workerId)}`)
   if (flags.streams !== undefined && list(flags.streams).length === 0) throw new ConfigError('--streams needs at least one queue name (leave it out for the default queue)')
   const streams = flags.streams === undefined ? ['default'] : list(flags.streams)

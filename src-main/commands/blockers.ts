@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
-import { checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
+import { checkActorName, checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { idEnd, idsEndingWith, SHORT_ID_END, shortId } from '../../src-shared/short-id'
 import { heldByItsJob, heldPath, holderName } from '../../src-shared/file-owner'
 import type { ClientTarget } from '../../src-shared/client-target'
@@ -83,7 +83,7 @@ export async function blockersCommand(argv: string[], env: NodeJS.ProcessEnv): P
   if (extra.length > 0) throw new ConfigError(`blockers resolve takes one blocker and one action (got also "${extra[0]}")`)
   if (!(ACTIONS as readonly string[]).includes(action)) throw new ConfigError(`the action must be retry, force_release or cancel (got "${action}")`)
   checkPathSegment('blockers resolve', id, 'a blocker id')
-  if (flags.by !== undefined && flags.by.trim() === '') throw new ConfigError('--by needs a name (leave it out to answer as operator)')
+  if (flags.by !== undefined) checkActorName('by', flags.by)
   if (SHORT_ID_END.test(id)) throw new ConfigError(`"${id}" is too short to name a blocker: give its whole id, or its end with 8 characters or more (…d17c7b59)`)
   const target = await findHost(flags, env)
   const body = { action: action as Action, ...(flags.note === undefined ? {} : { note: flags.note }), ...(flags.by === undefined ? {} : { by: flags.by }) }

@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import { DEAD_LETTER_STATES, type JobState, SHOWN_STATES } from '../engine/rules/states'
-import { ConfigError, parseCommandLine, CLIENT_TARGET_HELP, stopIfOutputFailed, wholeNumber } from '../../src-shared/command-line'
+import { checkActorName, ConfigError, parseCommandLine, CLIENT_TARGET_HELP, stopIfOutputFailed, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi } from './http-client'
 import { printable } from '../../src-shared/printable'
@@ -263,6 +263,7 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
   }
   const { state, deadLetter, jobType } = selection(flags)
   if (!deadLetter) throw new ConfigError('jobs retry needs a job id, or --dead-letter to retry every dead-lettered job')
+  if (flags.by !== undefined) checkActorName('by', flags.by)
   const target = await findHost(flags, env)
   const body = { dead_letter: true, states: state && [state], job_type: jobType, dry_run: flags['dry-run'] === true, requested_by: flags.by ?? 'operator' }
   const answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
@@ -303,6 +304,7 @@ function overCapacityLine(listed: readonly string[], count: number, outcome: 'no
 async function jobAction(action: Action, argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: flags, positionals } = parseCommandLine<JobsFlags>(argv, action === 'cancel' ? ['reason', 'by'] : ['by'], ['json'], true, FLAG_HOMES)
   const given = oneJob(action, positionals)
+  if (flags.by !== undefined) checkActorName('by', flags.by)
   const requested_by = flags.by ?? 'operator'
   const target = await findHost(flags, env)
   const jobId = await wholeJobId(target, given)

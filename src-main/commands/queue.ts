@@ -1,6 +1,6 @@
 import { findHost } from './host-target'
 import type { components } from '../../src-shared/api-types'
-import { checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
+import { checkActorName, checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
 import { MAX_ID_CHARS } from '../../src-shared/limits'
 import { answered, hostApi } from './http-client'
 import { printable } from '../../src-shared/printable'
@@ -51,6 +51,7 @@ export async function queueCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   }
   const { values: flags, positionals } = parseCommandLine<QueueFlags>(rest, sub === 'list' ? [] : ['by'], ['json'], true, FLAG_HOMES)
   const name = queueName(sub, positionals)
+  if (flags.by !== undefined) checkActorName('by', flags.by)
   const target = await findHost(flags, env)
 
   if (sub === 'list') {

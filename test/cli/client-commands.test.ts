@@ -562,6 +562,9 @@ describe('leasehold jobs', async () => {
     [['--verbose'], 'verbose'],
     [['retry', '--state', 'FAILED'], 'jobs retry needs a job id, or --dead-letter to retry every dead-lettered job'],
     [['retry', '--dead-letter', '--state', 'CANCELED'], '--dead-letter with --state CANCELED finds nothing'],
+    [['cancel', 'j-1', '--by', ' ops'], '--by must not begin or end with whitespace (got " ops")'],
+    [['retry', '--dead-letter', '--by', 'a\u0007b'], '--by must not contain control or invisible characters'],
+    [['run-now', 'j-1', '--by', 'o'.repeat(201)], '--by must be 1 to 200 characters (got 201)'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
     const result = await cli(['jobs', ...args])
     expect(result.status).toBe(2)
@@ -1042,7 +1045,8 @@ describe('leasehold blockers', async () => {
     [['resolve'], 'blockers resolve needs a blocker id and an action'],
     [['resolve', 'b-1', 'skip'], 'the action must be retry, force_release or cancel (got "skip")'],
     [['list', '--state', 'closed'], '--state must be open, resolved or all (got "closed")'],
-    [['resolve', 'b-1', 'retry', '--by', ' '], '--by needs a name (leave it out to answer as operator)'],
+    [['resolve', 'b-1', 'retry', '--by', ' '], '--by must not be blank (got " ")'],
+    [['resolve', 'b-1', 'retry', '--by', 'ops\u200b'], '--by must not contain control or invisible characters (a newline, a bidi mark, a zero-width space) (got "ops\\u200b")'],
     [['forget'], 'blockers needs list or resolve (got "forget")'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
     const result = await cli(['blockers', ...args])
@@ -1070,9 +1074,9 @@ describe('leasehold queue', async () => {
     host.engine.cancel(id)
   })
 
-  test('pause and resume show the queue name escaped, as list does; a --by holding control characters is refused', async () => {
+  test('pause and resume show the queue name escaped, as list does; a --by holding control characters is refused, shown escaped', async () => {
     const refused = await cli(['queue', 'pause', 'q\x1b[31m', '--by', 'ops\x1b]0;x\x07'])
-    expect([refused.status, refused.stderr.trim()]).toEqual([2, 'leasehold: --by: must not contain control or invisible characters (a newline, a bidi mark, a zero-width space) (invalid_request)'])
+    expect([refused.status, refused.stderr.trim()]).toEqual([2, 'leasehold: --by must not contain control or invisible characters (a newline, a bidi mark, a zero-width space) (got "ops\\u001b]0;x\\u0007")'])
     const paused = await cli(['queue', 'pause', 'q\x1b[31m', '--by', 'ops'])
     expect(paused.stdout).toMatch(/^queue q\\u001b\[31m paused since \S+ by ops$/m)
     const resumed = await cli(['queue', 'resume', 'q\x1b[31m'])
@@ -1096,6 +1100,7 @@ describe('leasehold queue', async () => {
     [['stop', 'q'], 'queue needs one of list, pause, resume'],
     [['pause'], 'queue pause needs the name of a queue'],
     [['list', 'extra'], 'extra'],
+    [['pause', 'q', '--by', 'ops '], '--by must not begin or end with whitespace (got "ops ")'],
   ])('bad input (%j) is one line and exit 2', async (args, text) => {
     const result = await cli(['queue', ...args])
     expect(result.status).toBe(2)
