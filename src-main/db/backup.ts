@@ -23,13 +23,17 @@ export interface BackupReport {
 export async function backupDatabase(sqlite: Database, dir: string, now: Date, nativeBinding?: string): Promise<BackupReport> {
   const started = performance.now()
   refuseUnusableFolder(dir)
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
   const path = join(dir, `leasehold-${now.toISOString().replace(/[:.]/g, '-')}.db`)
   const partial = `${path}.partial`
-  removeCutShort(dir)
   try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    removeCutShort(dir)
     // Private from its first byte (SQLite gives its journal the same mode).
     closeSync(openSync(partial, 'wx', 0o600))
+  } catch (error) {
+    throw notWritable(dir, error) ?? error
+  }
+  try {
     await copyOnce(sqlite, partial)
     closedCleanly(partial, nativeBinding)
     chmodSync(partial, 0o600) // as created, whatever the umask
@@ -42,8 +46,8 @@ export async function backupDatabase(sqlite: Database, dir: string, now: Date, n
 }
 
 /**
- * A backups folder that is not one: what the operator put at its path, which no disk fault
- * explains and no retry mends. The host answers it `409 backup_folder_unusable`, not as the
+ * A backups folder that is not one, or one the host may not write in: what the operator put at
+ * its path, which no disk fault explains and no retry mends. The host answers it `409 backup_folder_unusable`, not as the
  * disk's `storage_error`.
  */
 export class BackupFolderError extends Error {
@@ -94,6 +98,23 @@ function closedCleanly(copy: string, nativeBinding?: string): void {
   } finally {
     db.close()
   }
+}
+
+/** What the errors of a folder the host may not write in say of it. */
+const NOT_WRITABLE: Readonly<Record<string, string>> = {
+  EROFS: 'is on a read-only file system',
+  EACCES: 'is not writable by the user the host runs as',
+  EPERM: 'is not writable by the user the host runs as',
+}
+
+/**
+ * A folder the host may not write in (a read-only mount, another user's folder) as what it is:
+ * the operator's to change, like a file at the folder's path, not a failing disk. Null for any
+ * other error, which stays the disk's.
+ */
+function notWritable(dir: string, error: unknown): BackupFolderError | null {
+  const said = NOT_WRITABLE[(error as NodeJS.ErrnoException).code ?? '']
+  return said === undefined ? null : new BackupFolderError(`${dir} ${said}: make it writable, or make it a link to a folder that is (nothing was written)`)
 }
 
 /** A copy's file until it is whole, and the files SQLite writes beside it (the copy's journal; its log while its mark is taken out). */

@@ -184,7 +184,7 @@ export const systemApi: Api = {
       answer: BackupAnswer,
       status: 201,
       errors: {
-        409: 'backup_folder_unusable: <data-dir>/backups is a file, or a link to nothing or to a file; the detail says what to do (nothing was written)',
+        409: 'backup_folder_unusable: <data-dir>/backups is a file, a link to nothing or to a file, or a folder the host may not write in (a read-only mount, another user\'s); the detail says what to do (nothing was written)',
         503: 'storage_error: the copy could not be read or written',
         507: 'storage_full: the disk has no room for the copy (nothing of it is left)',
       },

@@ -5,7 +5,9 @@
  * is the database.
  */
 import BetterSqlite3 from 'better-sqlite3'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { startTestHost, type TestHost } from '../helpers/host'
@@ -86,6 +88,29 @@ describe('a backup while the host serves', () => {
     expect(existsSync(nowhere)).toBe(false)
   })
 
+  test('a backups folder on a read-only file system is 409 backup_folder_unusable saying so, not the disk\'s storage_error', async (context) => {
+    const host = await startTestHost()
+    hosts.push(host)
+    const readOnlyMount = mountReadOnly()
+    // A mount needs root, which CI runs as; elsewhere the case cannot be set up.
+    if (readOnlyMount === null) return context.skip()
+    const backups = join(host.dataDir, 'backups')
+    try {
+      symlinkSync(readOnlyMount, backups)
+      const answer = await host.call('/api/storage/backup', { method: 'POST' })
+      const error = await body(answer)
+      expect(answer.status, JSON.stringify(error)).toBe(409)
+      expect(error).toEqual({ code: 'backup_folder_unusable', detail: `The backup was not taken: ${backups} is on a read-only file system: make it writable, or make it a link to a folder that is (nothing was written)` })
+      const printed = await runCliAsync(['backup', '--url', host.url, '--token', host.token])
+      expect(printed.status).toBe(1)
+      expect(printed.stderr).toContain(`${backups} is on a read-only file system`)
+      expect(printed.stderr).not.toMatch(/EROFS|storage_error/)
+    } finally {
+      execFileSync('umount', [readOnlyMount])
+      rmSync(readOnlyMount, { recursive: true })
+    }
+  })
+
   test('leasehold backup prints where the backup is; restored with the host stopped, it is the database the next start opens, as a file closed cleanly', async () => {
     const host = await startTestHost()
     hosts.push(host)
@@ -133,3 +158,15 @@ describe('a backup while the host serves', () => {
     expect(again.filter((line) => line.includes('is a backup taken'))).toEqual([])
   })
 })
+
+/** A fresh read-only tmpfs mount, or null where this user may not mount one. */
+function mountReadOnly(): string | null {
+  const at = mkdtempSync(join(tmpdir(), 'leasehold-ro-'))
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', at], { stdio: 'ignore' })
+    return at
+  } catch {
+    rmSync(at, { recursive: true, force: true })
+    return null
+  }
+}
