@@ -1,14 +1,18 @@
 import { type Handler, JobError } from '../handler-api'
 
-/** `sleep {ms}`: waits, reporting progress; honours the abort signal. For demos and tests. */
+/**
+ * `sleep {ms}`: waits, reporting progress; honours the abort signal. For demos and tests. Timed on
+ * the monotonic clock: a wall clock set ahead or back meanwhile (NTP, a user) neither ends the
+ * wait early nor stretches it.
+ */
 export const sleep: Handler = {
   type: 'sleep',
   async run({ payload, signal, progress }) {
     const ms = sleepMs(payload)
-    const started = Date.now()
-    while (Date.now() - started < ms) {
+    const started = performance.now()
+    while (performance.now() - started < ms) {
       signal.throwIfAborted()
-      const left = ms - (Date.now() - started)
+      const left = ms - (performance.now() - started)
       // One listener at a time on the run's signal: each step takes its own away when it ends.
       await new Promise<void>((resolve) => {
         const wake = () => {
@@ -19,10 +23,10 @@ export const sleep: Handler = {
         const timer = setTimeout(wake, Math.min(left, 250))
         signal.addEventListener('abort', wake, { once: true })
       })
-      progress(Math.min(1, (Date.now() - started) / Math.max(ms, 1)))
+      progress(Math.min(1, (performance.now() - started) / Math.max(ms, 1)))
     }
     signal.throwIfAborted()
-    return { slept_ms: Date.now() - started }
+    return { slept_ms: Math.round(performance.now() - started) }
   },
 }
 

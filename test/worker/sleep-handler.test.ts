@@ -10,6 +10,7 @@ import type { HandlerContext } from '../../src-worker/handler-api'
 
 afterEach(() => {
   vi.useRealTimers()
+  vi.restoreAllMocks()
 })
 
 test('a long sleep keeps at most one abort listener on the run signal, and an abort still ends it at once', async () => {
@@ -32,4 +33,18 @@ test('sleep takes ms, a number of milliseconds ≥ 0, or none (no payload, an ob
   for (const payload of [[], 'str', 5, { ms: null }, { ms: '100' }, { ms: -1 }, { ms: Number.NaN }]) {
     await expect(run(payload)).rejects.toMatchObject({ code: 'invalid_payload', retryable: false })
   }
+})
+
+test('a sleep lasts its ms on the monotonic clock: a wall clock set ahead meanwhile does not end it early', async () => {
+  const wall = Date.now
+  const start = wall()
+  // Three hours ahead from the first step on, as NTP or a user might set it.
+  vi.spyOn(Date, 'now').mockImplementation(() => (wall() - start > 50 ? wall() + 3 * 3_600_000 : wall()))
+  const began = performance.now()
+  const result = await sleep.run({ payload: { ms: 400 }, signal: new AbortController().signal, progress: () => {} } as unknown as HandlerContext)
+  const took = performance.now() - began
+  expect(took).toBeGreaterThanOrEqual(395)
+  expect(result).toEqual({ slept_ms: expect.any(Number) })
+  expect((result as { slept_ms: number }).slept_ms).toBeGreaterThanOrEqual(395)
+  expect((result as { slept_ms: number }).slept_ms).toBeLessThan(60_000)
 })
