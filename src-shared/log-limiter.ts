@@ -26,7 +26,8 @@ export class LogLimiter {
   line(key: string, text: string): void {
     const now = this.now()
     const last = this.last.get(key)
-    if (last && now - last.at < this.intervalMs) {
+    // A clock read earlier than the last line's (set back) lets the line through: otherwise it would wait out the hours the clock went back.
+    if (last && now >= last.at && now - last.at < this.intervalMs) {
       last.held += 1
       return
     }

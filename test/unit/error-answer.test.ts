@@ -102,4 +102,17 @@ describe('a repeated log line is printed at most once a minute (LogLimiter)', ()
     limiter.line('reaper', 'reaper failed')
     expect(lines).toHaveLength(3)
   })
+
+  test('a clock set back does not hold a line back for as long as it went back: the minute counts again from the next line', () => {
+    const clock = new ManualClock(10 * MINUTE)
+    const lines: string[] = []
+    const limiter = new LogLimiter((line) => lines.push(line), () => clock.now())
+    limiter.line('reaper', 'reaper failed')
+    clock.set(clock.now() - 3 * 60 * MINUTE)
+    limiter.line('reaper', 'reaper failed')
+    expect(lines).toEqual(['reaper failed', 'reaper failed'])
+    clock.advance(SECOND)
+    limiter.line('reaper', 'reaper failed')
+    expect(lines).toHaveLength(2)
+  })
 })
