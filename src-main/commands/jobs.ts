@@ -1,5 +1,5 @@
 import { findHost } from './host-target'
-import { DEAD_LETTER_STATES, type JobState, SHOWN_STATES } from '../engine/rules/states'
+import { DEAD_LETTER_STATES, type JobState, SHOWN_STATES } from '../../src-shared/job-states'
 import { checkActorName, ConfigError, parseCommandLine, CLIENT_TARGET_HELP, stopIfOutputFailed, wholeNumber } from '../../src-shared/command-line'
 import type { ClientTarget } from '../../src-shared/client-target'
 import { answered, HostError, hostApi } from './http-client'

@@ -1,8 +1,7 @@
 import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import BetterSqlite3, { type Database } from 'better-sqlite3'
-import { clearHostMark } from './open'
-import { BACKUP_TAKEN_AT_KEY } from '../engine/store/counters'
+import { markAsBackup } from './open'
 
 /** A backup taken: the file it wrote, its size, and how long the copy took. */
 export interface BackupReport {
@@ -91,10 +90,7 @@ function refuseUnusableFolder(dir: string): void {
 function closedCleanly(copy: string, nativeBinding?: string): void {
   const db = new BetterSqlite3(copy, nativeBinding ? { nativeBinding } : {})
   try {
-    db.transaction(() => {
-      clearHostMark(db)
-      db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(BACKUP_TAKEN_AT_KEY, String(Date.now()))
-    })()
+    markAsBackup(db, Date.now())
   } finally {
     db.close()
   }

@@ -717,6 +717,20 @@ export function clearHostMark(sqlite: Database): void {
 }
 
 /**
+ * The settings key a backup's copy carries: when it was taken, in epoch milliseconds. A start
+ * that finds it is a start on a restored backup (engine/store/counters.ts `goPastRestoredBackup`).
+ */
+export const BACKUP_TAKEN_AT_KEY = 'backup_taken_at'
+
+/** Marks a copy (db/backup.ts) as a backup taken at `takenAt`, in place of the running host's mark, in one commit. */
+export function markAsBackup(sqlite: Database, takenAt: number): void {
+  sqlite.transaction(() => {
+    clearHostMark(sqlite)
+    sqlite.prepare(PUT_SETTING).run(BACKUP_TAKEN_AT_KEY, String(takenAt))
+  })()
+}
+
+/**
  * What a start that fails leaves: the file as it found it. One that found it not closed cleanly
  * leaves the last host's mark, and that the log was recovered (its own close removes the log), so
  * that the next start still checks the file and does not take the log's absence for a loss; one

@@ -63,11 +63,11 @@ import { listJobs, listJobsOn, type JobListQuery, type PageQuery, type PageReque
 import { nextEligibleAt, type WorkerFilter } from './reads/pick'
 import * as queues from './verbs/queues'
 import { retryJob } from './verbs/retry'
-import { runNow } from './reads/scheduled'
 import * as prune from './verbs/prune'
 import * as reaper from './verbs/reaper'
 import * as schedules from './verbs/schedules'
 import * as stats from './reads/stats'
+import { sampleStats } from './verbs/stats-samples'
 import { pruneStatsStep } from './verbs/stats-retention'
 import * as storage from './store/storage'
 import { LEASED_STATES, WAITING_STATES } from './rules/states'
@@ -124,15 +124,29 @@ export type { JobListQuery } from './reads/list'
 export type { WorkerFilter } from './reads/pick'
 export type { EndedMessage, Outbox, OutboxBacklog, OutboxChanges, OutboxFillCursor, OutboxFillStep, OutboxGrant, OutboxMessage } from './store/outbox'
 export { streamMessageName } from './store/streams'
-export type { StatusUpdate, SubmitJob } from './verbs/jobs'
+export { checkSubmit, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_DELAY_MS, type StatusUpdate, type SubmitJob } from './verbs/jobs'
 export { RESOLUTIONS, type Resolution } from './rules/blockers'
 export type { ResolveBlocker } from './verbs/blockers'
 export type { Overlap } from './rules/schedules'
-export type { Firing, JobTemplate, Schedule, ScheduleChange, ScheduleInput, ScheduleOrigin, ScheduleRun } from './verbs/schedules'
+export {
+  OVERLAP_POLICIES,
+  RUN_OUTCOMES,
+  SCHEDULE_NAME,
+  SCHEDULE_STATES,
+  type Firing,
+  type JobTemplate,
+  type Schedule,
+  type ScheduleChange,
+  type ScheduleInput,
+  type ScheduleOrigin,
+  type ScheduleRun,
+} from './verbs/schedules'
 export { type EveryField, HEARD_AT, MAX_BATCH_ITEMS, MAX_CLAIM_JOBS, type ItemResult, type WorkerExchange } from './verbs/batch'
 export { BULK_ACTIONS, BULK_STATES, type BulkAction, type BulkCursor, type BulkFilter, type BulkPlan, type BulkStep } from './verbs/bulk'
 export type { CountedState, QueuePause, QueueSummary } from './verbs/queues'
-export type { Bucket, Metric, Range, Snapshot, StatsSample, TimeseriesPoint } from './reads/stats'
+export { BUCKETS, METRICS, RANGES, type Bucket, type Metric, type Range, type Snapshot, type StatsSample, type TimeseriesPoint } from './reads/stats'
+export { PRUNE_BATCH, pruneCutoff } from './verbs/prune'
+export { STATS_RETAIN_MS } from './verbs/stats-retention'
 export type { StorageFigures } from './store/storage'
 
 export interface EngineOptions {
@@ -388,7 +402,7 @@ export class Engine {
 
   // Delayed jobs, paused queues, retries and bulk operations (docs/operations.md)
   /** Runs a delayed job now (409 `not_scheduled` unless it waits for its `run_at`). */
-  runNow = (jobId: string, requestedBy: string | null = null): Job => toJob(runNow(this.ctx, jobId, requestedBy))
+  runNow = (jobId: string, requestedBy: string | null = null): Job => toJob(jobs.runNow(this.ctx, jobId, requestedBy))
   /** A FAILED, TIMEOUT or CANCELED job back to QUEUED as a new run with a fresh attempt budget. */
   retry = (jobId: string, requestedBy: string | null = null): Job => toJob(retryJob(this.ctx, jobId, this.capacity.totalUnits(), requestedBy))
   pauseQueue = (queue: string, requestedBy: string | null = null): queues.QueuePause => queues.pauseQueue(this.ctx, queue, requestedBy)
@@ -555,7 +569,7 @@ export class Engine {
   reportMeasuredBusy = (rating: number): boolean => this.capacity.reportMeasuredBusy(rating)
   snapshot = (): stats.Snapshot => stats.snapshot(this.ctx, this.capacity)
   /** Writes one sample of the gauges (the host's stats timer). */
-  sampleStats = (): stats.StatsSample => stats.sampleStats(this.ctx, this.capacity)
+  sampleStats = (): stats.StatsSample => sampleStats(this.ctx, this.capacity)
   timeseries = (metric: stats.Metric, bucket: stats.Bucket, range: stats.Range): stats.TimeseriesPoint[] => stats.timeseries(this.ctx, metric, bucket, range)
   /** When the stats history starts (first sample or event), or null: the time series know no earlier time. */
   seriesStart = (): number | null => stats.seriesStart(this.ctx)

@@ -1,6 +1,5 @@
 import { z } from 'zod'
-import { type Engine, type EveryField, type Job, MAX_BATCH_ITEMS } from '../engine'
-import { checkSubmit, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine/verbs/jobs'
+import { checkSubmit, DEFAULT_PRIORITY, DEFAULT_QUEUE, type Engine, type EveryField, type Job, MAX_BATCH_ITEMS, MAX_DELAY_MS, type SubmitJob as EngineSubmitJob } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { EngineError } from '../engine/rules/errors'
 import { prefersMinimal } from './body'

@@ -1,7 +1,6 @@
 import { z } from 'zod'
-import type { Schedule } from '../engine'
+import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME, SCHEDULE_STATES, type Schedule } from '../engine'
 import { iso } from '../engine/rules/clock'
-import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME, SCHEDULE_STATES } from '../engine/verbs/schedules'
 import { SubmitJob } from './queue-api'
 import { type Api, NOT_FOUND, route } from './route'
 import { IsoTime } from './schemas'

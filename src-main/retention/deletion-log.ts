@@ -1,5 +1,5 @@
+import { pruneCutoff } from '../engine'
 import { HOUR } from '../engine/rules/clock'
-import { pruneCutoff } from '../engine/verbs/prune'
 
 /** After the first line, at most one line in this long: the deletions between are added up into it. */
 export const DELETION_LOG_EVERY_MS = HOUR

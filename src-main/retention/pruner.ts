@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks'
-import type { Engine } from '../engine'
+import { type Engine, PRUNE_BATCH, pruneCutoff } from '../engine'
 import { MINUTE, SECOND } from '../engine/rules/clock'
-import { PRUNE_BATCH, pruneCutoff } from '../engine/verbs/prune'
 import { DeletionLog } from './deletion-log'
 
 /** How often retention runs, and how soon after the host starts. */

@@ -1,7 +1,6 @@
 import { statSync } from 'node:fs'
-import type { Engine } from '../engine'
+import { type Engine, STATS_RETAIN_MS } from '../engine'
 import { DAY } from '../engine/rules/clock'
-import { STATS_RETAIN_MS } from '../engine/verbs/stats-retention'
 import type { Pruner, PrunePass } from './pruner'
 
 /** The database's size on disk and the retention that bounds it (GET /api/storage, `leasehold status`). */

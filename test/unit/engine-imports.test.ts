@@ -45,6 +45,14 @@ function engineFiles(dir = ENGINE): string[] {
   })
 }
 
+/** A write in a module's text: a transaction begun, SQL that writes, or a row layer's write named. */
+const WRITE = /\btransact\(|\b(INSERT\s+(OR\s+\w+\s+)?INTO|DELETE\s+FROM|UPDATE\s+\w+\s+SET)\b|\b(insertJob|updateJob|moveJob|writeSetting)\(/
+
+/** Each line of `source` that writes, as `line: text`. */
+export function writes(source: string): string[] {
+  return source.split('\n').flatMap((text, i) => (WRITE.test(text) ? [`${i + 1}: ${text.trim()}`] : []))
+}
+
 /** Every import of one engine module by another, type imports and re-exports included. */
 function engineImports(): Import[] {
   const found: Import[] = []
@@ -119,6 +127,13 @@ describe('the engine modules', () => {
     expect(named).toEqual([])
   })
 
+  test('no read module writes: every write is a verb', () => {
+    const reads = engineFiles().filter((file) => file.startsWith('reads/'))
+    expect(reads.length).toBeGreaterThan(4)
+    const found = reads.flatMap((file) => writes(readFileSync(join(ENGINE, file), 'utf8')).map((line) => `${file}:${line}`))
+    expect(found).toEqual([])
+  })
+
   test('have no run-time import cycle', () => {
     const graph = new Map<string, string[]>()
     for (const { from, to, typeOnly } of engineImports()) if (!typeOnly) graph.set(from, [...(graph.get(from) ?? []), to])
@@ -143,5 +158,10 @@ describe('the engine modules', () => {
       '3: ctx.counters.nextFence()',
     ])
     expect(cacheReads('queuePaused(ctx, q)\nctx.clock.now()\nctx.countsOf')).toEqual([])
+    expect(writes("return ctx.transact(() => {\nctx.stmt(`INSERT OR REPLACE INTO stats_samples (ts)`)\nreturn updateJob(ctx, job, {})\nctx.one('SELECT ts FROM jobs')")).toEqual([
+      '1: return ctx.transact(() => {',
+      '2: ctx.stmt(`INSERT OR REPLACE INTO stats_samples (ts)`)',
+      '3: return updateJob(ctx, job, {})',
+    ])
   })
 })

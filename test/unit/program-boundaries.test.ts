@@ -5,9 +5,10 @@
  * imports included (a type import still ties one program's code to another's), and src-shared
  * imports none of them. docs/architecture.md draws the layers.
  */
-import { readdirSync, readFileSync } from 'node:fs'
-import { join, relative, resolve } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { describe, expect, test } from 'vitest'
+import { importsOf, sources } from '../helpers/imports'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const PROGRAMS = ['src-main', 'src-worker', 'src-renderer', 'src-shared'] as const
@@ -19,18 +20,6 @@ const ALLOWED: Record<Program, readonly Program[]> = {
   'src-worker': ['src-shared'],
   'src-renderer': ['src-shared'],
   'src-shared': [],
-}
-
-function sources(dir: string): string[] {
-  return readdirSync(join(ROOT, dir), { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && /\.(ts|svelte|mjs)$/.test(entry.name))
-    .map((entry) => relative(ROOT, join(entry.parentPath, entry.name)))
-}
-
-/** Every relative import of a file (static, type-only and dynamic alike), as a path from the root. */
-export function importsOf(file: string, source: string): string[] {
-  const specifiers = [...source.matchAll(/(?:^|\s)(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/gm)].map((m) => m[1] ?? m[2]!)
-  return specifiers.filter((s) => s.startsWith('.')).map((s) => relative(ROOT, resolve(ROOT, file, '..', s)))
 }
 
 function crossings(): string[] {

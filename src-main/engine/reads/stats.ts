@@ -83,13 +83,10 @@ export interface StatsSample {
   busy_rating: number
 }
 
-/**
- * Writes one sample of the gauges, and the counts of the events since the last such write
- * (recent-counts.ts); the host calls this on a timer (`--stats-interval-s`).
- */
-export function sampleStats(ctx: EngineContext, capacity: CapacityStore): StatsSample {
+/** The gauges now, as one sample (verbs/stats-samples.ts writes it). */
+export function gaugeSample(ctx: EngineContext, capacity: CapacityStore): StatsSample {
   const c = capacity.figures()
-  const sample: StatsSample = {
+  return {
     ts: ctx.clock.now(),
     leases_active: ctx.activeLeases.committed().length,
     jobs_queued: countState(ctx, 'QUEUED'),
@@ -97,16 +94,6 @@ export function sampleStats(ctx: EngineContext, capacity: CapacityStore): StatsS
     capacity_used: c.leased,
     busy_rating: c.busy_rating,
   }
-  ctx.transact(() => {
-    ctx
-      .stmt(
-        `INSERT OR REPLACE INTO stats_samples (ts, leases_active, jobs_queued, jobs_running, capacity_used, busy_rating)
-         VALUES (@ts, @leases_active, @jobs_queued, @jobs_running, @capacity_used, @busy_rating)`,
-      )
-      .run(sample)
-    ctx.counts.store()
-  })
-  return sample
 }
 
 export const GAUGE_METRICS = ['leases_active', 'jobs_queued', 'jobs_running', 'capacity_used', 'busy_rating'] as const

@@ -1,3 +1,4 @@
+import { BACKUP_TAKEN_AT_KEY } from '../../db/open'
 import type { StoreContext } from './context'
 import { readSetting, writeSetting } from './settings'
 
@@ -59,12 +60,6 @@ export interface FloorKeeper {
   /** Stores a floor at or below every number of its rows now, or `next` (the number being taken) when it holds none; inside the reserving transaction. */
   storeFloor(next: number): void
 }
-
-/**
- * The settings key a backup's copy carries (db/backup.ts): when it was taken, in epoch
- * milliseconds. A start that finds it is a start on a restored backup ({@link Counters.goPastRestoredBackup}).
- */
-export const BACKUP_TAKEN_AT_KEY = 'backup_taken_at'
 
 /**
  * More event ids (or stream message ids) than a host gives in a millisecond, by far: a drain of

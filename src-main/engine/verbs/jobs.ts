@@ -1,6 +1,7 @@
 import type { EventRow, JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import type { EventData } from '../rules/events'
+import { iso } from '../rules/clock'
 import { EngineError, invalid } from '../rules/errors'
 import { nextJobSeq } from '../store/counters'
 import { keyedId } from '../store/ids'
@@ -8,6 +9,7 @@ import { closeBlockersOfCanceledJob } from './files'
 import { cancelNow, NOTHING_SAID } from './moves'
 import { getJob, insertJob, type JobEvent, moveJob, SELECT_JOBS, updateJob } from '../store/rows'
 import type { PageRequest } from '../reads/list'
+import { isScheduled } from '../reads/scheduled'
 import { readTimeline, readTimelinePage } from '../reads/timeline'
 import { nextStreamMessageId } from '../store/streams'
 import { CANCEL_AT_ONCE_STATES, CLAIM_STATES, LEASED_STATES, type JobState, type Priority, priorityRank, shownState, TERMINAL_STATES } from '../rules/states'
@@ -85,6 +87,29 @@ export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 export function delayedUntil(input: Pick<SubmitJob, 'run_at' | 'delay_ms'>, now: number): number | null {
   const at = input.run_at ?? (input.delay_ms != null ? now + input.delay_ms : null)
   return at !== null && at > now ? at : null
+}
+
+/**
+ * Runs a delayed job now: it becomes eligible at once (its place in line is now) and its
+ * `run_at` is cleared. `JOB_RUN_NOW` records the time it was scheduled for and who asked. A job
+ * that is not waiting for its `run_at` answers 409 `not_scheduled`.
+ */
+export function runNow(ctx: EngineContext, jobId: string, requestedBy: string | null = null): JobRow {
+  return ctx.transact(() => {
+    const job = getJob(ctx, jobId)
+    const now = ctx.clock.now()
+    if (!isScheduled(job, now)) {
+      // A retry's backoff is the retry policy's wait, not a time the submitter chose: run-now leaves it.
+      const why = job.state !== 'QUEUED' ? '' : job.eligible_at > now ? ` and waits out its retry's backoff until ${iso(job.eligible_at)}` : ' and eligible'
+      throw new EngineError('not_scheduled', `Job ${jobId} is ${shownState(job.state as JobState)}${why}; only a QUEUED job waiting for its run_at can be run now`)
+    }
+    return updateJob(
+      ctx,
+      job,
+      { eligible_at: now, run_at: null },
+      { type: 'JOB_RUN_NOW', data: { state: 'QUEUED', run_at: job.run_at, requested_by: requestedBy } },
+    )
+  })
 }
 
 /** Returns an expired queue API claim's job to QUEUED, inside the caller's transaction: no attempt counted, same place, its progress and note cleared. */

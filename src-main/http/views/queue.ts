@@ -8,16 +8,18 @@ import {
   ATTEMPT_DISPOSITIONS,
   ATTEMPT_OUTCOMES,
   type Attempt,
+  BUCKETS,
   ENTITY_TYPES,
   type Event,
   EVENT_TYPES,
   type Job,
   type Lease,
+  METRICS,
+  RANGES,
   type ScheduleOrigin,
   type Waiting,
 } from '../../engine'
 import { iso } from '../../engine/rules/clock'
-import { BUCKETS, METRICS, RANGES } from '../../engine/reads/stats'
 import { type JobState as JobStateName, SHOWN_STATES, shownState, type ShownState, TERMINAL_STATES } from '../../engine/rules/states'
 import { FinalStatus, IsoTime, LeaseState, NextCursor, PRIORITY } from '../schemas'
 import { wireEventData } from './event-data'
