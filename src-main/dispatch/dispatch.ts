@@ -11,7 +11,9 @@ import type { Takes } from '../worker-roster/directory'
  * {@link Dispatch.claim} with a {@link Deliver} and the signal of its client's going, and writes
  * what it is handed: it holds no scheduling rule and no ordering of its own.
  *
- * The rules it keeps, each held by the test of the same name in test/unit/dispatch.test.ts:
+ * The rules it keeps, each held by the test of the same name in test/unit/dispatch.test.ts
+ * (lease-on-submit's in test/unit/lease-on-submit.test.ts); docs/architecture.md points here
+ * rather than copy them:
  *
  * - **A waiting claim never misses work committed in the same group.** The wait begins inside
  *   the operation that found nothing, and every commit that carries a wake event (a submit, a
@@ -24,10 +26,12 @@ import type { Takes } from '../worker-roster/directory'
  *   that woke it is answered**: the worker waiting for work hears of it first.
  * - **A claim whose worker is gone is never granted, or its grant is handed back.** A claim
  *   whose signal has aborted stops waiting and claims nothing; one granted as its client went is
- *   answered without its jobs, whose leases are given back at once, costing no attempt.
+ *   answered without its jobs, whose leases are given back at once (`Engine.handBackLeases`),
+ *   costing no attempt.
  * - **Each answer is delivered exactly once**, whichever of the grant, the wait's end, an abort
  *   or the host's stop comes first; a deliver that throws is logged and not called again.
- * - **Waiting claims are served oldest first**, each within its own streams.
+ * - **Waiting claims are served oldest first**, each within its own streams, and a grant follows
+ *   the same head-of-line rule as any claim.
  * - **A worker whose lease expired for its silence is handed no job by a claim it left waiting**:
  *   those claims end with nothing claimed inside the expiry's transaction; it is served again
  *   once it asks again.
@@ -38,7 +42,7 @@ import type { Takes } from '../worker-roster/directory'
  * - **Lease-on-submit obeys the same capacity, priority and head-of-line rules as a claim**: a
  *   one-job submit is leased in its own submit only when that is certain to be what the claims'
  *   turn at the commit would decide (engine/verbs/grants.ts `grantOnSubmit`;
- *   test/unit/lease-on-submit.test.ts runs both ways and compares).
+ *   random runs made both ways must answer every claim the same jobs).
  */
 
 /**

@@ -3,6 +3,8 @@
  * same name; the last, lease-on-submit's, is in lease-on-submit.test.ts. Time is the engine's
  * ManualClock, moved; the waits are for conditions.
  */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import { type Deliver, Dispatch, type ServedExchange } from '../../src-main/dispatch/dispatch'
 import type { Assignment, Denial, Engine, ExchangeAnswer } from '../../src-main/engine'
@@ -507,4 +509,23 @@ test('an exchange whose report the host refuses is answered at once, though its 
   await until(() => dispatch?.size === 1)
   dispatch.close()
   expect((await accepted).completed[0]!.ok).toBe(true)
+})
+
+/** The rules in bold in dispatch.ts's header, each as a test's name spells it. */
+export function headerRules(source: string): string[] {
+  const header = source.slice(source.indexOf('The rules it keeps'), source.indexOf('*/', source.indexOf('The rules it keeps')))
+  const bold = [...header.replace(/\n \*\s+/g, ' ').matchAll(/\*\*([^*]+)\*\*/g)].map((m) => m[1]!.replace(/\.$/, ''))
+  return bold.map((rule) => rule[0]!.toLowerCase() + rule.slice(1))
+}
+
+/** The names of the tests and groups of a test file. */
+const testNames = (source: string): string[] => [...source.matchAll(/^\s*(?:test|describe)\('([^']+)'/gm)].map((m) => m[1]!.replaceAll('’', "'"))
+
+test('each rule in dispatch.ts’s header is the name of a test (here, or lease-on-submit’s)', () => {
+  const read = (path: string) => readFileSync(join(import.meta.dirname, '../..', path), 'utf8')
+  const rules = headerRules(read('src-main/dispatch/dispatch.ts'))
+  expect(rules.length).toBeGreaterThan(8)
+  const names = [...testNames(read('test/unit/dispatch.test.ts')), ...testNames(read('test/unit/lease-on-submit.test.ts'))]
+  expect(rules.filter((rule) => !names.some((name) => name.startsWith(rule)))).toEqual([])
+  expect(headerRules(' * The rules it keeps:\n *\n * - **A rule that runs\n *   on.** More.\n */')).toEqual(['a rule that runs on'])
 })
