@@ -56,8 +56,8 @@ export interface LaneDependencies {
  *
  * Nothing is answered differently: the lane runs the same steps as Koa's app, in the same order,
  * with the same code — the request guard (guard.ts), the body's reading and validation, the
- * route itself, the woken claims' turn before the answer (server.ts), the same headers, and any
- * error through the same {@link ErrorReplies}.
+ * route itself (route.ts `invoke`, as Koa's router calls it), the same headers (body.ts `API_HEADERS`,
+ * which `writeJson` sets), and any error through the same {@link ErrorReplies}.
  */
 export function createLane(apis: readonly Api[], deps: LaneDependencies): Lane {
   const byPath = new Map<string, RunRoute>()
