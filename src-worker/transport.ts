@@ -27,13 +27,6 @@ export const noAnswer = (): ExchangeAnswer => ({ heartbeats: [], completed: [], 
 /** How an attempt failed, as the runtime always reports it: every field the exchange allows, filled. */
 export type AttemptError = Required<Pick<AttemptFailure, 'code' | 'message' | 'retryable'>> & Pick<AttemptFailure, 'stack'>
 
-/** The attempt's identity, sent with every call made under its lease. */
-export interface AttemptRef {
-  job_id: string
-  attempt_id: string
-  lease_token: string
-}
-
 export type FileAcquireAnswer =
   | { granted: true }
   | { granted: false; code: 'file_lease_held'; retry_at: string | null; holder: unknown }

@@ -46,7 +46,7 @@ import {
   toLeaseExtended,
   toSubmitResult,
 } from './domain'
-import { eventsAfter, newestEventId, replayAfter, replayStart } from './store/event-log'
+import { newestEventId, replayAfter } from './store/event-log'
 import type { RestoredBackup } from './store/counters'
 import type { WorkerProblem } from './rules/events'
 import * as files from './verbs/files'
@@ -448,10 +448,6 @@ export class Engine {
   // The event log
   /** The newest event's id (0 for an empty log): where a resuming stream client stands against the log. */
   newestEventId = (): number => newestEventId(this.ctx)
-  /** Up to `limit` events after the one with id `after`, oldest first (a stream client's replay). */
-  eventsAfter = (after: number, limit: number): Event[] => eventsAfter(this.ctx, after, limit).map(toEvent)
-  /** The id a replay of at most `limit` events after `after` starts from: `after`, or a later one when more were missed. */
-  replayStart = (after: number, limit: number): number => replayStart(this.ctx, after, limit)
   /** What a stream client resuming after `after` is told it missed (a gap) and is sent, at most `limit` events (store/event-log.ts replayAfter). */
   replayAfter = (after: number, limit: number): { gap: { missed_from: number; missed_to: number } | null; events: Event[] } => {
     const { gap, events } = replayAfter(this.ctx, after, limit)

@@ -1,4 +1,3 @@
-import type Router from '@koa/router'
 import type { Context, Middleware } from 'koa'
 import type { ServerResponse } from 'node:http'
 import { z } from 'zod'
@@ -374,15 +373,6 @@ export async function routeBody(route: RunRoute, read: () => unknown): Promise<u
   } catch (error) {
     if (error instanceof HttpError) return itemwise(json)
     throw error
-  }
-}
-
-/** Registers every route of `apis` on `router`, in order: the first route that matches a request answers it. */
-export function registerRoutes(router: Router, apis: readonly Api[], deps: RouteDeps, bodyLimit: number): void {
-  for (const api of apis) {
-    for (const route of api.routes) {
-      router.register(fullPath(api, route), [route.method], koaHandler(route, deps, bodyLimit))
-    }
   }
 }
 

@@ -158,7 +158,7 @@ describe('the events a run writes', () => {
     clock.set(T0 + 3 * HOUR + MINUTE)
     engine.fireDueSchedules()
 
-    const events = engine.eventsAfter(0, 10_000)
+    const events = engine.replayAfter(0, 10_000).events
     const types = new Set(events.map((e) => e.event_type))
     for (const type of ['JOB_SUBMITTED', 'JOB_RUN_NOW', 'LEASE_GRANTED', 'LEASE_EXPIRED', 'JOB_REQUEUED', 'FILE_LEASE_CONTENDED', 'BLOCKER_OPENED', 'FILE_LEASE_REVOKED', 'SCHEDULE_CREATED', 'SCHEDULE_FIRED'] as const) {
       expect(types, type).toContain(type)

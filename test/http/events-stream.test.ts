@@ -107,10 +107,10 @@ test('a replay starts after the newest events it may send: older missed ones are
   host.engine.submit({ job_type: 'seen', cost_units: 1 })
   const seen = host.engine.newestEventId()
   const ids = [1, 2, 3, 4].map(() => host.engine.jobEvents(host.engine.submit({ job_type: 'missed', cost_units: 1 }).job.id).at(-1)!.id)
-  const all = host.engine.eventsAfter(seen, 100).map((event) => event.id)
-  expect(host.engine.replayStart(seen, all.length)).toBe(seen)
+  const all = host.engine.replayAfter(seen, 100).events.map((event) => event.id)
+  expect(host.engine.replayAfter(seen, all.length).gap).toBeNull()
   // At most 3: the replay starts after the fourth newest, and the gap names what is before it.
-  expect(host.engine.replayStart(seen, 3)).toBe(all.at(-4))
+  expect(host.engine.replayAfter(seen, 3)).toMatchObject({ gap: { missed_from: seen + 1, missed_to: all.at(-4) }, events: all.slice(-3).map((id) => ({ id })) })
   expect(all.at(-1)).toBe(ids.at(-1))
 })
 

@@ -59,7 +59,7 @@ describe('health and capacity', () => {
     host = await startTestHost({ busy: 'auto' })
     const capacity = await (await host.call('/api/capacity')).json()
     expect(capacity.busy_mode).toBe('auto')
-    const measured = host.engine.eventsAfter(0, 100).filter((e) => e.event_type === 'BUSY_MEASURED')
+    const measured = host.engine.replayAfter(0, 100).events.filter((e) => e.event_type === 'BUSY_MEASURED')
     expect(measured.map((e) => e.data)).toEqual([{ busy_rating: capacity.busy_rating }])
   })
 

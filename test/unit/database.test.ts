@@ -663,10 +663,10 @@ describe('migrations', () => {
     old.sqlite.close()
 
     const { engine, sqlite } = openFileEngine(path)
-    expect(engine.replayStart(40, 100)).toBe(41)
-    expect(engine.replayStart(41, 100)).toBe(41)
+    expect(engine.replayAfter(40, 100).gap).toEqual({ missed_from: 41, missed_to: 41 })
+    expect(engine.replayAfter(41, 100).gap).toBeNull()
     sqlite.close()
-    expect(setup().engine.replayStart(0, 100)).toBe(0)
+    expect(setup().engine.replayAfter(0, 100).gap).toBeNull()
   })
 
   it("0027 stores a schedule's template payload null as {}, the payload its jobs get, and leaves other payloads as they were", () => {

@@ -483,21 +483,22 @@ describe('a resuming reader is told of the events deleted after its Last-Event-I
     const seen = engine.newestEventId()
     engine.setCapacity({ total_units: 50 }) // CAPACITY_CHANGED: names no job
     const capacityChanged = engine.newestEventId()
-    expect(engine.replayStart(seen, 100)).toBe(seen)
+    const gapAfter = (after: number, limit = 100) => engine.replayAfter(after, limit).gap
+    expect(gapAfter(seen)).toBeNull()
     clock.advance(RETAIN_DAYS * DAY + 1)
     expect(engine.pruneJoblessEvents(pruneCutoff(clock.now(), RETAIN_DAYS)!, 10)).toBe(1)
-    expect(engine.replayStart(seen, 100)).toBe(capacityChanged)
+    expect(gapAfter(seen)).toEqual({ missed_from: seen + 1, missed_to: capacityChanged })
 
     const { job } = engine.submit(aJob())
     engine.cancel(job.id)
     const canceled = engine.newestEventId()
     engine.submit(aJob()) // left after it
     expect(engine.deleteFinishedJobs([job.id])).toEqual([job.id])
-    expect(engine.replayStart(seen, 100)).toBe(canceled)
-    expect(engine.replayStart(canceled, 100)).toBe(canceled) // a reader that saw it misses nothing
+    expect(gapAfter(seen)).toEqual({ missed_from: seen + 1, missed_to: canceled })
+    expect(gapAfter(canceled)).toBeNull() // a reader that saw it misses nothing
     // Of what follows the largest deleted id, the newest `limit` are sent.
     engine.submit(aJob())
-    expect(engine.replayStart(seen, 1)).toBe(engine.eventsAfter(canceled, 10).at(-2)!.id)
+    expect(gapAfter(seen, 1)).toEqual({ missed_from: seen + 1, missed_to: engine.replayAfter(canceled, 10).events.at(-2)!.id })
   })
 })
 

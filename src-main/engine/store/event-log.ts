@@ -173,7 +173,7 @@ export function noteEventsDeleted(ctx: StoreContext, largest: number): void {
  * newest `limit` are sent. Events are counted, not ids: the ids are sparse (each start of a host
  * begins a new block of them), so their difference is not a count, and a jump of ids loses nothing.
  */
-export function replayStart(ctx: StoreContext, after: number, limit: number): number {
+function replayStart(ctx: StoreContext, after: number, limit: number): number {
   const whole = Math.max(after, eventsDeletedThrough(ctx))
   return ctx.one<{ id: number }>('SELECT id FROM events WHERE id > ? ORDER BY id DESC LIMIT 1 OFFSET ?', whole, limit)?.id ?? whole
 }
@@ -193,6 +193,6 @@ export function replayAfter(ctx: StoreContext, after: number, limit: number): { 
 }
 
 /** Up to `limit` events after the one with id `after`, oldest first. */
-export function eventsAfter(ctx: StoreContext, after: number, limit: number): EventRow[] {
+function eventsAfter(ctx: StoreContext, after: number, limit: number): EventRow[] {
   return ctx.all<EventRow>('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?', after, limit)
 }
