@@ -158,8 +158,11 @@ export interface EngineOptions {
 }
 
 /**
- * The scheduler: every scheduling rule (docs/architecture.md) as one method per verb, each one SQLite transaction
- * that appends its events. It knows no HTTP, Electron or timers; the APIs adapt its results,
+ * The scheduler: every scheduling rule (docs/architecture.md) as one method per verb, each atomic
+ * with the events it appends: called on its own, a verb is one SQLite transaction; called in a
+ * commit group, it runs under a savepoint of the group's transaction, so one that throws undoes
+ * only itself, and it is durable when the group commits (store/transaction.ts). It knows no
+ * HTTP, Electron or timers; the APIs adapt its results,
  * and the host's timers call {@link Engine.reap} and {@link Engine.sampleStats}.
  */
 export class Engine {
