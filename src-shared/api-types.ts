@@ -754,11 +754,17 @@ export interface paths {
         get: operations["getSchedule"];
         put?: never;
         post?: never;
-        /** Delete a schedule (the jobs it made stay) */
+        /**
+         * Delete a schedule (the jobs it made stay)
+         * @description With If-Match, deleted only if the schedule is still at that revision, else 412.
+         */
         delete: operations["deleteSchedule"];
         options?: never;
         head?: never;
-        /** Change a schedule: each field given replaces its own (job as a whole); enabled false pauses it */
+        /**
+         * Change a schedule: each field given replaces its own (job as a whole); enabled false pauses it
+         * @description With If-Match (the ETag it was read with: its revision in quotes, `"3"`) the change is made only if the schedule is still at that revision, else 412: an edit made from an old read never undoes a change made since.
+         */
         patch: operations["changeSchedule"];
         trace?: never;
     };
@@ -1728,6 +1734,8 @@ export interface components {
             /** @description the next three firings, next_fire_at first */
             next_fire_times: components["schemas"]["Timestamp"][];
             last_run: components["schemas"]["ScheduleRun"] | null;
+            /** @description counts the changes to its settings (cron, timezone, job, overlap), 1 when created; pausing, resuming and firing leave it. Its ETag is this number in quotes: send it in If-Match to PATCH or DELETE only the schedule as read */
+            revision: number;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
@@ -3974,6 +3982,8 @@ export interface operations {
             /** @description Created */
             201: {
                 headers: {
+                    /** @description the schedule's revision in quotes (its view's revision): If-Match takes it */
+                    ETag: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4023,6 +4033,8 @@ export interface operations {
             /** @description OK */
             200: {
                 headers: {
+                    /** @description the schedule's revision in quotes (its view's revision): If-Match takes it */
+                    ETag: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4050,7 +4062,10 @@ export interface operations {
     deleteSchedule: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description the ETag the change was made from (the revision read, in quotes): another is 412 precondition_failed and nothing changes; without it the change is made whatever the schedule holds */
+                "If-Match"?: string;
+            };
             path: {
                 name: string;
             };
@@ -4081,6 +4096,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description precondition_failed: If-Match names another revision than the schedule is at (its settings changed since it was read); nothing changed */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
             503: components["responses"]["StorageError"];
         };
@@ -4088,7 +4112,10 @@ export interface operations {
     changeSchedule: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description the ETag the change was made from (the revision read, in quotes): another is 412 precondition_failed and nothing changes; without it the change is made whatever the schedule holds */
+                "If-Match"?: string;
+            };
             path: {
                 name: string;
             };
@@ -4110,6 +4137,8 @@ export interface operations {
             /** @description OK */
             200: {
                 headers: {
+                    /** @description the schedule's revision in quotes (its view's revision): If-Match takes it */
+                    ETag: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4131,6 +4160,15 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             /** @description schedule_not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description precondition_failed: If-Match names another revision than the schedule is at (its settings changed since it was read); nothing changed */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };

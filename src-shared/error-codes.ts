@@ -41,6 +41,8 @@ export const ENGINE_ERROR_CODES = [
   'not_scheduled',
   /** A file acquire before its one retry is due. */
   'retry_too_early',
+  /** A write made from an old read (If-Match naming a revision the thing is no longer at). */
+  'precondition_failed',
 ] as const
 
 export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number]
@@ -130,6 +132,7 @@ export const ERROR_STATUS = {
   duplicate_schedule: 409,
   not_scheduled: 409,
   backup_folder_unusable: 409,
+  precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
   retry_too_early: 429,

@@ -419,6 +419,12 @@ export const schedules = sqliteTable(
     enabled: integer('enabled').notNull(),
     /** The earliest firing not yet handled; null while disabled (or when the expression never fires again). */
     next_fire_at: integer('next_fire_at'),
+    /**
+     * Counts the changes to its settings (cron, timezone, job, overlap), 1 at its creation: the
+     * ETag of its view, which an edit names in If-Match to be refused when made from an old read.
+     * Its firings and its pausing leave it as it is (docs/schedules.md, "Editing from a read").
+     */
+    revision: integer('revision').notNull().default(1),
     created_at: integer('created_at').notNull(),
     updated_at: integer('updated_at').notNull(),
   },

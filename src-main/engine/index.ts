@@ -133,6 +133,7 @@ export {
   RUN_OUTCOMES,
   SCHEDULE_NAME,
   SCHEDULE_STATES,
+  type ExpectedRevisions,
   type Firing,
   type JobTemplate,
   type Schedule,
@@ -459,9 +460,10 @@ export class Engine {
 
   // Recurring schedules (docs/schedules.md)
   createSchedule = (input: schedules.ScheduleInput): schedules.Schedule => schedules.createSchedule(this.ctx, this.capacity, input)
-  updateSchedule = (name: string, change: schedules.ScheduleChange): schedules.Schedule =>
-    schedules.updateSchedule(this.ctx, this.capacity, name, change)
-  deleteSchedule = (name: string): schedules.Schedule => schedules.deleteSchedule(this.ctx, name)
+  /** `expected`: the revisions the change was made from (If-Match); another is 412 `precondition_failed`, nothing written. */
+  updateSchedule = (name: string, change: schedules.ScheduleChange, expected?: schedules.ExpectedRevisions): schedules.Schedule =>
+    schedules.updateSchedule(this.ctx, this.capacity, name, change, expected)
+  deleteSchedule = (name: string, expected?: schedules.ExpectedRevisions): schedules.Schedule => schedules.deleteSchedule(this.ctx, name, expected)
   getSchedule = (name: string): schedules.Schedule => schedules.getSchedule(this.ctx, name)
   listSchedules = (): schedules.Schedule[] => schedules.listSchedules(this.ctx)
   /** Which schedule firing made each of these jobs (for the job views). */

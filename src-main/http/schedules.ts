@@ -1,10 +1,11 @@
 import { z } from 'zod'
-import { OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME, SCHEDULE_STATES, type Schedule } from '../engine'
+import { type ExpectedRevisions, OVERLAP_POLICIES, RUN_OUTCOMES, SCHEDULE_NAME, SCHEDULE_STATES, type Schedule } from '../engine'
 import { iso } from '../engine/rules/clock'
 import { SubmitJob } from './queue-api'
-import { type Api, NOT_FOUND, route } from './route'
+import { type AnswerDoc, type Api, NOT_FOUND, route, type RouteCall } from './route'
 import { IsoTime } from './schemas'
 import { queueState } from './views/queue'
+import { entityTag } from '../../src-shared/entity-tag'
 
 /**
  * Recurring schedules (docs/schedules.md): a cron expression, a time zone and the job each firing
@@ -75,6 +76,10 @@ export const ScheduleView = z
     next_fire_at: IsoTime.nullable().meta({ description: 'the earliest firing not yet handled; null while paused, finished or stopped' }),
     next_fire_times: z.array(IsoTime).meta({ description: 'the next three firings, next_fire_at first' }),
     last_run: ScheduleRunView.nullable(),
+    revision: z.number().int().min(1).meta({
+      description:
+        'counts the changes to its settings (cron, timezone, job, overlap), 1 when created; pausing, resuming and firing leave it. Its ETag is this number in quotes: send it in If-Match to PATCH or DELETE only the schedule as read',
+    }),
     created_at: IsoTime,
     updated_at: IsoTime,
   })
@@ -98,6 +103,7 @@ export function scheduleView(schedule: Schedule): ScheduleView {
     next_fire_at: iso(schedule.next_fire_at),
     next_fire_times: schedule.next_fire_times.map((at) => iso(at)),
     last_run: run && { fire_at: iso(run.fire_at), outcome: run.outcome, reason: run.reason, job_id: run.job_id, job_state: run.job_state && queueState(run.job_state) },
+    revision: schedule.revision,
     created_at: iso(schedule.created_at),
     updated_at: iso(schedule.updated_at),
   }
@@ -108,6 +114,39 @@ const PathName = z.string().min(1).max(200)
 
 const NameParams = z.object({ name: PathName })
 const SCHEDULE_400 = 'invalid_request, invalid_cron, invalid_timezone (with the reason), cost_exceeds_capacity (of the job)'
+
+/**
+ * The revisions an If-Match names (RFC 9110 13.1.1): absent or `*` (any schedule there is) sets
+ * no condition; otherwise the strong tags of the form this host gives. A weak tag (`W/"3"`)
+ * never matches under If-Match's strong comparison, nor does a tag this host never gave: a list
+ * of only those names no revision, and the write is refused.
+ */
+export function ifMatchRevisions(header: string | undefined): ExpectedRevisions | undefined {
+  if (header === undefined) return undefined
+  const tags = header.split(',').map((tag) => tag.trim())
+  if (tags.includes('*')) return undefined
+  return tags.flatMap((tag) => (/^"([1-9][0-9]{0,14})"$/.exec(tag) ? [Number(tag.slice(1, -1))] : []))
+}
+
+/** The schedule's answer, with its revision as the ETag. */
+function tagged(schedule: Schedule, call: RouteCall<unknown>): z.infer<typeof ScheduleAnswer> {
+  call.setHeader('ETag', entityTag(schedule.revision))
+  return { schedule: scheduleView(schedule) }
+}
+
+/** The document's entry of an answer that carries the schedule's ETag. */
+const taggedDoc = (description: string): AnswerDoc => ({
+  description,
+  headers: z.object({ ETag: z.string().meta({ description: "the schedule's revision in quotes (its view's revision): If-Match takes it" }) }),
+})
+
+const IfMatchHeader = z.object({
+  'If-Match': z.string().optional().meta({
+    description:
+      'the ETag the change was made from (the revision read, in quotes): another is 412 precondition_failed and nothing changes; without it the change is made whatever the schedule holds',
+  }),
+})
+const SCHEDULE_412 = 'precondition_failed: If-Match names another revision than the schedule is at (its settings changed since it was read); nothing changed'
 
 export const schedulesApi: Api = {
   tag: 'schedules',
@@ -131,10 +170,10 @@ export const schedulesApi: Api = {
       body: CreateSchedule,
       answer: ScheduleAnswer,
       status: 201,
-      answerDoc: { description: 'Created' },
+      answerDoc: taggedDoc('Created'),
       errors: { 400: SCHEDULE_400, 409: 'duplicate_schedule' },
       grouped: true,
-      run: ({ body }, { engine }) => ({ schedule: scheduleView(engine.createSchedule(body)) }),
+      run: ({ body }, { engine }, call) => tagged(engine.createSchedule(body), call),
     }),
     route({
       method: 'GET',
@@ -143,32 +182,39 @@ export const schedulesApi: Api = {
       summary: 'One schedule',
       params: NameParams,
       answer: ScheduleAnswer,
+      answerDoc: taggedDoc('OK'),
       errors: { 404: NOT_FOUND.schedule },
       grouped: false,
-      run: ({ params }, { engine }) => ({ schedule: scheduleView(engine.getSchedule(params.name)) }),
+      run: ({ params }, { engine }, call) => tagged(engine.getSchedule(params.name), call),
     }),
     route({
       method: 'PATCH',
       path: '/:name',
       id: 'changeSchedule',
       summary: 'Change a schedule: each field given replaces its own (job as a whole); enabled false pauses it',
+      description:
+        'With If-Match (the ETag it was read with: its revision in quotes, `"3"`) the change is made only if the schedule is still at that revision, else 412: an edit made from an old read never undoes a change made since.',
       params: NameParams,
+      header: IfMatchHeader,
       body: ChangeSchedule,
       answer: ScheduleAnswer,
-      errors: { 400: SCHEDULE_400, 404: NOT_FOUND.schedule },
+      answerDoc: taggedDoc('OK'),
+      errors: { 400: SCHEDULE_400, 404: NOT_FOUND.schedule, 412: SCHEDULE_412 },
       grouped: true,
-      run: ({ body, params }, { engine }) => ({ schedule: scheduleView(engine.updateSchedule(params.name, body)) }),
+      run: ({ body, params }, { engine }, call) => tagged(engine.updateSchedule(params.name, body, ifMatchRevisions(call.header('if-match'))), call),
     }),
     route({
       method: 'DELETE',
       path: '/:name',
       id: 'deleteSchedule',
       summary: 'Delete a schedule (the jobs it made stay)',
+      description: 'With If-Match, deleted only if the schedule is still at that revision, else 412.',
       params: NameParams,
+      header: IfMatchHeader,
       answer: ScheduleAnswer,
-      errors: { 404: NOT_FOUND.schedule },
+      errors: { 404: NOT_FOUND.schedule, 412: SCHEDULE_412 },
       grouped: true,
-      run: ({ params }, { engine }) => ({ schedule: scheduleView(engine.deleteSchedule(params.name)) }),
+      run: ({ params }, { engine }, call) => ({ schedule: scheduleView(engine.deleteSchedule(params.name, ifMatchRevisions(call.header('if-match')))) }),
     }),
   ],
 }

@@ -10,7 +10,7 @@ import { body, clockedHost, API_T0, expectError, expectInvalid, ISO_MS, keys, po
 const S = '/api/schedules'
 const start = clockedHost({ totalUnits: 20 })
 
-const SCHEDULE_KEYS = ['created_at', 'cron', 'enabled', 'id', 'job', 'last_run', 'name', 'next_fire_at', 'next_fire_times', 'overlap', 'state', 'timezone', 'updated_at']
+const SCHEDULE_KEYS = ['created_at', 'cron', 'enabled', 'id', 'job', 'last_run', 'name', 'next_fire_at', 'next_fire_times', 'overlap', 'revision', 'state', 'timezone', 'updated_at']
 
 const nightly = (overrides: Record<string, unknown> = {}) => ({
   name: 'nightly',
@@ -109,6 +109,30 @@ describe('the schedule routes', () => {
     await expectError(await host.call(`${S}/nightly`), 404, 'schedule_not_found')
   })
 
+  test('GET, POST and PATCH answer the revision as ETag; a PATCH or DELETE whose If-Match names an old one is 412 precondition_failed, and changes nothing', async () => {
+    const { host } = await start()
+    const created = await post(host, S, nightly())
+    expect([created.headers.get('etag'), (await body(created)).schedule.revision]).toEqual(['"1"', 1])
+    expect((await host.call(`${S}/nightly`)).headers.get('etag')).toBe('"1"')
+    const edited = await host.call(`${S}/nightly`, { method: 'PATCH', json: { cron: '0 3 * * *' }, headers: { 'if-match': '"1"' } })
+    expect([edited.status, edited.headers.get('etag'), (await body(edited)).schedule.revision]).toEqual([200, '"2"', 2])
+    // Made from the first read: refused, whatever it would change.
+    const stale = await host.call(`${S}/nightly`, { method: 'PATCH', json: { job: { job_type: 'restore', cost_units: 1 } }, headers: { 'if-match': '"1"' } })
+    const refused = await expectError(stale, 412, 'precondition_failed')
+    expect(refused.detail).toMatch(/^Schedule nightly changed since it was read .*: read it again/)
+    await expectError(await host.call(`${S}/nightly`, { method: 'DELETE', headers: { 'if-match': '"1"' } }), 412, 'precondition_failed')
+    // A weak tag never matches under If-Match; * matches the schedule there is.
+    await expectError(await host.call(`${S}/nightly`, { method: 'PATCH', json: { overlap: 'skip' }, headers: { 'if-match': 'W/"2"' } }), 412, 'precondition_failed')
+    expect(await body(await host.call(`${S}/nightly`))).toMatchObject({ schedule: { cron: '0 3 * * *', overlap: 'allow', job: { job_type: 'backup' }, revision: 2 } })
+    expect((await host.call(`${S}/nightly`, { method: 'PATCH', json: { overlap: 'skip' }, headers: { 'if-match': '"7", "2"' } })).status).toBe(200)
+    expect((await host.call(`${S}/nightly`, { method: 'PATCH', json: { overlap: 'allow' }, headers: { 'if-match': '*' } })).status).toBe(200)
+    // Without If-Match, as ever: the change is made.
+    expect((await body(await patch(host, 'nightly', { job: { job_type: 'restore', cost_units: 1 } }))).schedule).toMatchObject({ job: { job_type: 'restore' }, revision: 5 })
+    const deleted = await host.call(`${S}/nightly`, { method: 'DELETE', headers: { 'if-match': '"5"' } })
+    expect(deleted.status).toBe(200)
+    await expectError(await host.call(`${S}/nightly`), 404, 'schedule_not_found')
+  })
+
   test('the OpenAPI document has the routes with request and response schemas', async () => {
     const { host } = await start()
     const doc = await body(await host.call('/api/openapi.json'))
@@ -121,6 +145,13 @@ describe('the schedule routes', () => {
     const request = doc.paths[S].post.requestBody.content['application/json'].schema
     const createBody = request.$ref ? doc.components.schemas[request.$ref.split('/').pop()] : request
     expect(createBody.required).toEqual(expect.arrayContaining(['name', 'cron', 'job']))
+    for (const [method, status] of [['get', '200'], ['patch', '200']] as const) expect(Object.keys(doc.paths[`${S}/{name}`][method].responses[status].headers)).toEqual(['ETag'])
+    expect(Object.keys(doc.paths[S].post.responses['201'].headers)).toEqual(['ETag'])
+    for (const method of ['patch', 'delete']) {
+      const operation = doc.paths[`${S}/{name}`][method]
+      expect(operation.parameters.filter((p: { in: string }) => p.in === 'header').map((p: { name: string }) => p.name)).toEqual(['If-Match'])
+      expect(operation.responses['412'].description).toMatch(/^precondition_failed/)
+    }
   })
 })
 

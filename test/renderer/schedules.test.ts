@@ -26,6 +26,7 @@ function schedule(overrides: Partial<Schedule> = {}): Schedule {
     next_fire_at: iso(T0 + 2 * HOUR),
     next_fire_times: [iso(T0 + 2 * HOUR), iso(T0 + 26 * HOUR), iso(T0 + 50 * HOUR)],
     last_run: null,
+    revision: 1,
     created_at: iso(T0),
     updated_at: iso(T0),
     ...overrides,

@@ -293,6 +293,55 @@ describe('creating, changing and deleting schedules', () => {
   })
 })
 
+describe('editing from a read: the revision (docs/schedules.md)', () => {
+  const stored = (engine: Engine) => sql(engine).one<Record<string, unknown>>("SELECT * FROM schedules WHERE name = 'nightly'")
+
+  it('a schedule edit made from an old read is refused (412 precondition_failed), and nothing is written', () => {
+    const { engine } = setup()
+    const read = engine.createSchedule(aSchedule())
+    expect(read.revision).toBe(1)
+    // Another edit lands between the read and this one.
+    expect(engine.updateSchedule('nightly', { job: { job_type: 'backup', cost_units: 2 } }, [read.revision]).revision).toBe(2)
+    const before = stored(engine)
+    const events = scheduleEvents(engine).length
+    const refused = expectEngineError(() => engine.updateSchedule('nightly', { cron: '0 3 * * *', job: { job_type: 'restore', cost_units: 1 } }, [read.revision]), 412, 'precondition_failed')
+    expect(refused.detail).toBe(
+      'Schedule nightly changed since it was read (the request was made from revision 1; it is at revision 2): read it again and make the change over what it holds now',
+    )
+    expect(stored(engine)).toEqual(before)
+    expect(scheduleEvents(engine)).toHaveLength(events)
+    // Made from the revision in force, it goes ahead; with no revision named, as before.
+    expect(engine.updateSchedule('nightly', { cron: '0 3 * * *' }, [1, 2])).toMatchObject({ cron: '0 3 * * *', revision: 3, job: { cost_units: 2 } })
+    expect(engine.updateSchedule('nightly', { overlap: 'skip' }).revision).toBe(4)
+    // An If-Match of only tags the host never gave names no revision: refused too.
+    expectEngineError(() => engine.updateSchedule('nightly', { overlap: 'allow' }, []), 412, 'precondition_failed')
+  })
+
+  it('a schedule delete made from an old read is refused, and the schedule stays', () => {
+    const { engine } = setup()
+    engine.createSchedule(aSchedule())
+    engine.updateSchedule('nightly', { timezone: 'Europe/Berlin' })
+    expectEngineError(() => engine.deleteSchedule('nightly', [1]), 412, 'precondition_failed')
+    expect(engine.getSchedule('nightly').timezone).toBe('Europe/Berlin')
+    expect(engine.deleteSchedule('nightly', [2]).revision).toBe(2)
+  })
+
+  it('pausing, resuming and firing leave the revision: an edit made before them is not refused for them', () => {
+    const { engine, clock } = setup()
+    const read = engine.createSchedule(aSchedule({ cron: '0 * * * *' }))
+    engine.updateSchedule('nightly', { enabled: false })
+    engine.updateSchedule('nightly', { enabled: true })
+    clock.advance(2 * HOUR)
+    expect(engine.fireDueSchedules()).toHaveLength(1)
+    expect(engine.getSchedule('nightly').revision).toBe(read.revision)
+    engine.updateSchedule('nightly', { enabled: false })
+    // The edit sends no `enabled`: the pause made since stays.
+    expect(engine.updateSchedule('nightly', { overlap: 'skip' }, [read.revision])).toMatchObject({ overlap: 'skip', enabled: false, revision: 2 })
+    // A change to the values in force writes nothing, the revision included.
+    expect(engine.updateSchedule('nightly', { overlap: 'skip' }, [2]).revision).toBe(2)
+  })
+})
+
 describe('firing', () => {
   it('a firing submits its job through the submit verb; the job records its schedule and fire time', () => {
     const { engine, clock } = setup()

@@ -79,9 +79,21 @@ export interface Schedule {
   /** The next {@link UPCOMING} firings, `next_fire_at` first. */
   next_fire_times: number[]
   last_run: ScheduleRun | null
+  /** Counts the changes to its settings (cron, timezone, job, overlap); 1 when created. See {@link checkRevision}. */
+  revision: number
   created_at: number
   updated_at: number
 }
+
+/**
+ * The revisions a write was made from (an If-Match's): the write goes ahead only when the
+ * schedule's own is among them, else 412 `precondition_failed` and nothing is written. Empty:
+ * none could match (an If-Match naming only tags this host never gave). Absent: no condition.
+ */
+export type ExpectedRevisions = readonly number[]
+
+/** The settings whose change makes a new revision: what an edit replaces. Enabling and firing do not. */
+const REVISED = ['cron', 'timezone', 'job', 'overlap'] as const satisfies readonly (typeof CHANGEABLE)[number][]
 
 /** What one firing did. */
 export interface Firing {
@@ -382,6 +394,20 @@ function getRow(ctx: EngineContext, name: string): ScheduleRow {
   return row
 }
 
+/**
+ * Refuses a write made from a read of another revision than the schedule's now (412
+ * `precondition_failed`): its settings changed since, and the write would undo that change
+ * unseen. Checked in the transaction that writes, so no change can come between.
+ */
+function checkRevision(row: ScheduleRow, expected: ExpectedRevisions | undefined): void {
+  if (expected === undefined || expected.includes(row.revision)) return
+  const named = expected.length === 0 ? 'a revision it never had' : `revision ${expected.join(' or ')}`
+  throw new EngineError(
+    'precondition_failed',
+    `Schedule ${row.name} changed since it was read (the request was made from ${named}; it is at revision ${row.revision}): read it again and make the change over what it holds now`,
+  )
+}
+
 /** The state of a run's job, or null when it made none or the job is gone (pruned). */
 const runJobState = (ctx: EngineContext, jobId: string | null): JobState | null =>
   jobId === null ? null : ((findJob(ctx, jobId)?.state as JobState | undefined) ?? null)
@@ -419,6 +445,7 @@ function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
     next_fire_at: row.next_fire_at,
     next_fire_times: upcoming,
     last_run: lastRun(ctx, row.id),
+    revision: row.revision,
     created_at: row.created_at,
     updated_at: row.updated_at,
   }
@@ -500,13 +527,14 @@ export function createSchedule(ctx: EngineContext, capacity: CapacityStore, inpu
       overlap,
       enabled: enabled ? 1 : 0,
       next_fire_at: enabled ? fireTimeAfter(cron, now) : null,
+      revision: 1,
       created_at: now,
       updated_at: now,
     }
     ctx
       .stmt(
-        `INSERT INTO schedules (id, name, cron, timezone, job, overlap, enabled, next_fire_at, created_at, updated_at)
-         VALUES (@id, @name, @cron, @timezone, @job, @overlap, @enabled, @next_fire_at, @created_at, @updated_at)`,
+        `INSERT INTO schedules (id, name, cron, timezone, job, overlap, enabled, next_fire_at, revision, created_at, updated_at)
+         VALUES (@id, @name, @cron, @timezone, @job, @overlap, @enabled, @next_fire_at, @revision, @created_at, @updated_at)`,
       )
       .run(row)
     ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_CREATED', {
@@ -540,13 +568,15 @@ function storedCron(cron: string, timezone: string): Cron | null {
  * next firing, so it cannot fire until enabled again. Only the fields whose value changes count:
  * a change that gives every field its value in force writes nothing and logs no event (a script
  * that applies its settings at every start leaves the log as it was), and `SCHEDULE_UPDATED`
- * names the fields that did change.
+ * names the fields that did change. A change to its settings (not enabling it) makes a new
+ * revision; `expected` refuses a change made from another ({@link checkRevision}).
  */
-export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name: string, change: ScheduleChange): Schedule {
+export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name: string, change: ScheduleChange, expected?: ExpectedRevisions): Schedule {
   const given = CHANGEABLE.filter((key) => change[key] !== undefined)
   if (given.length === 0) throw invalid('(body): give at least one of cron, timezone, job, overlap, enabled')
   return ctx.transact(() => {
     const row = getRow(ctx, name)
+    checkRevision(row, expected)
     const now = ctx.clock.now()
     const timezone = change.timezone !== undefined ? canonicalTimeZone(change.timezone ?? localTimeZone()) : row.timezone
     const cronText = change.cron !== undefined ? change.cron.trim() : row.cron
@@ -580,12 +610,13 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
       overlap,
       enabled: enabled ? 1 : 0,
       next_fire_at: next,
+      revision: changed.some((key) => (REVISED as readonly string[]).includes(key)) ? row.revision + 1 : row.revision,
       updated_at: now,
     }
     ctx
       .stmt(
         `UPDATE schedules SET cron = @cron, timezone = @timezone, job = @job, overlap = @overlap, enabled = @enabled,
-           next_fire_at = @next_fire_at, updated_at = @updated_at WHERE id = @id`,
+           next_fire_at = @next_fire_at, revision = @revision, updated_at = @updated_at WHERE id = @id`,
       )
       .run(updated)
     ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_UPDATED', { name, changed, enabled, next_fire_at: next })
@@ -595,11 +626,13 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
 
 /**
  * Deletes a schedule and answers it as it was. The runs that made a job still kept stay, to say
- * which schedule made it, and go with their jobs (prune.ts); the others go now.
+ * which schedule made it, and go with their jobs (prune.ts); the others go now. `expected`
+ * refuses a delete made from a read of another revision ({@link checkRevision}).
  */
-export function deleteSchedule(ctx: EngineContext, name: string): Schedule {
+export function deleteSchedule(ctx: EngineContext, name: string, expected?: ExpectedRevisions): Schedule {
   return ctx.transact(() => {
     const row = getRow(ctx, name)
+    checkRevision(row, expected)
     const schedule = decode(ctx, row)
     ctx.run('DELETE FROM schedules WHERE id = ?', row.id)
     ctx.run(
