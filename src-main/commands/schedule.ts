@@ -3,10 +3,14 @@ import { printable } from '../../src-shared/printable'
 import { findHost } from './host-target'
 import type { components, paths } from '../../src-shared/api-types'
 import { shortId } from '../../src-shared/short-id'
+import { entityTag } from '../../src-shared/entity-tag'
 import { checkPathSegment, ConfigError, parseCommandLine, CLIENT_TARGET_HELP } from '../../src-shared/command-line'
-import { answered, hostApi } from './http-client'
+import { answered, HostError, hostApi } from './http-client'
 import { table } from './text-table'
 import { buildSubmit, type SubmitFlags } from './submit'
+
+/** How many times `edit` makes its change over a fresh read when the schedule changed under it. */
+const EDIT_ATTEMPTS = 3
 
 export const SCHEDULE_HELP = `Usage: leasehold schedule <add|edit|list|pause|resume|rm> [NAME] [flags]
 
@@ -17,7 +21,9 @@ missed while the host was down are caught up with one run, the latest.
   add NAME --cron EXPR --type TYPE [flags]   create a schedule
   edit NAME [flags of add]                   change what the flags given say, keep the rest
                                              (the job's other fields too); a new --cron or
-                                             --tz fires from its first firing after now
+                                             --tz fires from its first firing after now; an
+                                             edit by someone else meanwhile is kept, the
+                                             change made over it (docs/schedules.md)
   list                                       every schedule: state (enabled, paused, finished:
                                              no firing left, or stopped: its cron can no longer
                                              be read here), overlap, next firing, last run
@@ -42,7 +48,8 @@ ${CLIENT_TARGET_HELP}
 
 Exit 2 on bad input: a flag, or a value the host refuses (a cron expression, a time zone, --units
 over the whole capacity: the reason is printed, naming the flag); exit 1 when the host refuses
-otherwise (no such schedule, a name already taken).`
+otherwise (no such schedule, a name already taken, a schedule edited by someone else under each
+of edit's ${EDIT_ATTEMPTS} tries).`
 
 /** The flags of the job template are submit's (less --key and --wait: each firing is a new job, followed by nobody). */
 interface ScheduleFlags extends Omit<SubmitFlags, 'key' | 'wait'> {
@@ -150,13 +157,32 @@ export async function scheduleCommand(argv: string[], env: NodeJS.ProcessEnv): P
 }
 
 /**
- * The PATCH body of `edit`. Job fields given are laid over the template in force, read first:
- * PATCH replaces the job whole, and the user named only the fields to change.
+ * `edit`'s PATCH. Job fields given are laid over the template in force, read first: PATCH
+ * replaces the job whole, and the user named only the fields to change. The PATCH names the
+ * revision read (If-Match), so an edit landing between the read and the PATCH is never undone:
+ * the host refuses (412), and the fields are laid over a fresh read, up to {@link EDIT_ATTEMPTS}
+ * times. Without job fields nothing is read, and each field given replaces its own as it is.
  */
-async function changeBody(target: ClientTarget, name: string, edit: ScheduleEdit): Promise<ChangeBody> {
-  if (Object.keys(edit.job).length === 0) return edit.change
-  const { schedule } = await answered(target, hostApi(target).GET('/api/schedules/{name}', named(name)))
-  return { ...edit.change, job: { ...schedule.job, ...edit.job } }
+async function editSchedule(target: ClientTarget, name: string, edit: ScheduleEdit): Promise<{ schedule: ScheduleView }> {
+  const api = hostApi(target)
+  if (Object.keys(edit.job).length === 0) return answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: edit.change }))
+  for (let attempt = 1; ; attempt++) {
+    const { schedule } = await answered(target, api.GET('/api/schedules/{name}', named(name)))
+    const body = { ...edit.change, job: { ...schedule.job, ...edit.job } }
+    try {
+      return await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body, headers: { 'if-match': entityTag(schedule.revision) } }))
+    } catch (error) {
+      if (!(error instanceof HostError) || error.code !== 'precondition_failed') throw error
+      if (attempt === EDIT_ATTEMPTS) {
+        throw new HostError(
+          error.status,
+          error.code,
+          `schedule ${name} was changed by someone else during each of ${EDIT_ATTEMPTS} tries to edit it (another operator or program edits it now): this edit changed nothing; run it again`,
+          error.body,
+        )
+      }
+    }
+  }
 }
 
 async function run(action: Action, name: string, body: CreateBody | ScheduleEdit | undefined, target: ClientTarget, json: boolean): Promise<number> {
@@ -178,7 +204,7 @@ async function run(action: Action, name: string, body: CreateBody | ScheduleEdit
       : action === 'rm'
         ? await answered(target, api.DELETE('/api/schedules/{name}', named(name)))
         : action === 'edit'
-          ? await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: await changeBody(target, name, body as ScheduleEdit) }))
+          ? await editSchedule(target, name, body as ScheduleEdit)
           : await answered(target, api.PATCH('/api/schedules/{name}', { ...named(name), body: { enabled: action === 'resume' } }))
   const { schedule } = answer
   if (json) console.log(JSON.stringify(answer, null, 2))

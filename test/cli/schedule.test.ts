@@ -7,6 +7,7 @@ import type { ChildProcess } from 'node:child_process'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { MINUTE, ManualClock } from '../../src-main/engine/rules/clock'
 import { sql } from '../helpers/database'
+import { cuttingProxy } from '../helpers/cutting-proxy'
 import { startTestHost, type TestHost } from '../helpers/host'
 import { runCliAsync } from '../helpers/process'
 
@@ -131,6 +132,58 @@ describe('leasehold schedule', () => {
     expect(host.engine.getSchedule('nightly').cron).toBe('0 3 * * *')
     const missing = await cli(['schedule', 'edit', 'nope', '--units', '2'])
     expect([missing.status, lines(missing.stderr)]).toEqual([1, ['leasehold: No schedule nope (schedule_not_found)']])
+  })
+
+  test('an edit racing another edit keeps both: the other edit, landing between its read and its PATCH, is not undone; the edit is made over it', async () => {
+    await cli(['schedule', 'add', 'nightly', '--cron', '0 2 * * *', '--tz', 'UTC', '--type', 'backup', '--payload', '{"to": "/mnt"}', '--units', '3'])
+    const seen: string[] = []
+    let raced = false
+    // Another operator moves the payload once, just before the CLI's first PATCH reaches the host.
+    const proxy = await cuttingProxy(host.url, {
+      cut: false,
+      before: async (method) => {
+        seen.push(method)
+        if (method !== 'PATCH' || raced) return
+        raced = true
+        const { job } = host.engine.getSchedule('nightly')
+        await host.engine.run(() => host.engine.updateSchedule('nightly', { job: { ...job, payload: { to: '/srv' } } }))
+      },
+    })
+    try {
+      const edited = await runCliAsync(['schedule', 'edit', 'nightly', '--units', '5', '--url', proxy.url, '--token', host.token], CLEAN_ENV, (child) => children.push(child))
+      expect([edited.status, edited.stderr, edited.stdout.trim()]).toEqual([0, '', 'edited nightly; next firing 2026-02-07T02:00:00.000Z'])
+      expect(host.engine.getSchedule('nightly').job).toEqual({ job_type: 'backup', cost_units: 5, payload: { to: '/srv' } })
+      // Refused once (412), read again, and made over the fresh read.
+      expect(seen).toEqual(['GET', 'PATCH', 'GET', 'PATCH'])
+      expect(proxy.statuses()).toEqual([200, 412, 200, 200])
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('an edit whose schedule changes under each of its tries changes nothing and says so, exit 1', async () => {
+    await cli(['schedule', 'add', 'nightly', '--cron', '0 2 * * *', '--tz', 'UTC', '--type', 'backup', '--units', '3'])
+    let other = 0
+    const proxy = await cuttingProxy(host.url, {
+      cut: false,
+      before: async (method) => {
+        if (method !== 'PATCH') return
+        other += 1
+        const { job } = host.engine.getSchedule('nightly')
+        await host.engine.run(() => host.engine.updateSchedule('nightly', { job: { ...job, payload: { other } } }))
+      },
+    })
+    try {
+      const edited = await runCliAsync(['schedule', 'edit', 'nightly', '--units', '5', '--url', proxy.url, '--token', host.token], CLEAN_ENV, (child) => children.push(child))
+      expect([edited.status, edited.stdout, lines(edited.stderr)]).toEqual([
+        1,
+        '',
+        ['leasehold: schedule nightly was changed by someone else during each of 3 tries to edit it (another operator or program edits it now): this edit changed nothing; run it again (precondition_failed)'],
+      ])
+      expect(host.engine.getSchedule('nightly').job).toEqual({ job_type: 'backup', cost_units: 3, payload: { other: 3 } })
+    } finally {
+      await proxy.close()
+    }
   })
 
   test('edit gives a stopped schedule a zone it reads, as its resume line says: it fires again', async () => {

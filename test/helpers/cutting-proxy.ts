@@ -3,7 +3,9 @@
  * a connection goes through (its Host header rewritten to the host's), any later one has its
  * connection destroyed before a byte of an answer, and never reaches the host. This is what a
  * client meets when the host closes an idle connection just as a request leaves on it. With
- * `cut: false` it passes every request, and only records the host's answers.
+ * `cut: false` it passes every request, and only records the host's answers. `before` runs ahead
+ * of each request it passes, and the request waits for it: a test drives the host between two
+ * requests of one command.
  */
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -21,14 +23,19 @@ export interface CuttingProxy {
   close(): Promise<void>
 }
 
-export async function cuttingProxy(target: string, { cut = true } = {}): Promise<CuttingProxy> {
+export interface ProxyOptions {
+  cut?: boolean
+  before?: (method: string, path: string) => Promise<void> | void
+}
+
+export async function cuttingProxy(target: string, { cut = true, before }: ProxyOptions = {}): Promise<CuttingProxy> {
   const upstream = new URL(target)
   const served = new WeakSet<object>()
   let cuts = 0
   let passed = 0
   const statuses: number[] = []
   const requests: { path: string; authorization?: string }[] = []
-  const server = http.createServer((req, res) => {
+  const server = http.createServer(async (req, res) => {
     if (cut && served.has(req.socket)) {
       cuts += 1
       req.socket.destroy()
@@ -37,6 +44,7 @@ export async function cuttingProxy(target: string, { cut = true } = {}): Promise
     served.add(req.socket)
     passed += 1
     requests.push({ path: req.url ?? '', ...(req.headers.authorization === undefined ? {} : { authorization: req.headers.authorization }) })
+    await before?.(req.method ?? 'GET', req.url ?? '')
     const forward = http.request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, agent: false },
       (answer) => {
