@@ -1,5 +1,6 @@
 import createClient, { type Client } from 'openapi-fetch'
 import type { components, paths } from '../../src-shared/api-types'
+import { entityTag } from '../../src-shared/entity-tag'
 
 import type { Connection } from './connection'
 
@@ -226,8 +227,11 @@ export class ApiClient {
 
   listSchedules = (): Promise<{ schedules: Schedule[] }> => this.call(this.api.GET('/api/schedules'))
   createSchedule = (input: ScheduleInput): Promise<{ schedule: Schedule }> => this.call(this.api.POST('/api/schedules', { body: input }))
-  updateSchedule = (name: string, change: ScheduleChange): Promise<{ schedule: Schedule }> =>
-    this.call(this.api.PATCH('/api/schedules/{name}', { params: { path: { name } }, body: change }))
+  /** With `revision`, made only if the schedule is still at it (If-Match): else ApiError `precondition_failed`. */
+  updateSchedule = (name: string, change: ScheduleChange, revision?: number): Promise<{ schedule: Schedule }> =>
+    this.call(
+      this.api.PATCH('/api/schedules/{name}', { params: { path: { name }, header: revision === undefined ? {} : { 'If-Match': entityTag(revision) } }, body: change }),
+    )
   deleteSchedule = (name: string): Promise<{ schedule: Schedule }> => this.call(this.api.DELETE('/api/schedules/{name}', { params: { path: { name } } }))
   getStorage = (): Promise<Storage> => this.call(this.api.GET('/api/storage'))
   getHealth = (): Promise<Schemas['Health']> => this.call(this.api.GET('/api/health'))

@@ -16,13 +16,15 @@ export interface ScheduleDraft {
   enabled: boolean
   /** The template's fields the form does not show (tags, constraints, max_attempts …), kept as they are on an edit. */
   rest: Omit<JobTemplate, 'job_type' | 'cost_units' | 'priority' | 'queue' | 'payload'>
+  /** The revision of the schedule the form was opened with (null for a new one): a save names it, so it never undoes an edit made since. */
+  revision: number | null
 }
 
 export const PRIORITY_CHOICES: readonly Priority[] = ['LOW', 'NORMAL', 'HIGH', 'URGENT']
 
 /** A new schedule: every day at 02:00 in `timezone`, a job of one unit. */
 export function emptyDraft(timezone: string): ScheduleDraft {
-  return { name: '', cron: '0 2 * * *', timezone, job_type: '', cost_units: 1, priority: 'NORMAL', queue: '', payload: '', overlap: 'allow', enabled: true, rest: {} }
+  return { name: '', cron: '0 2 * * *', timezone, job_type: '', cost_units: 1, priority: 'NORMAL', queue: '', payload: '', overlap: 'allow', enabled: true, rest: {}, revision: null }
 }
 
 /** The form filled in with a schedule, to edit it. */
@@ -40,6 +42,7 @@ export function draftOf(schedule: Schedule): ScheduleDraft {
     overlap: schedule.overlap,
     enabled: schedule.enabled,
     rest,
+    revision: schedule.revision,
   }
 }
 
@@ -118,6 +121,10 @@ const CODE_FIELDS: Readonly<Record<string, DraftField>> = {
   invalid_timezone: 'timezone',
 }
 
+/** What the form says when the host refused its save because the schedule changed since the form opened. */
+export const CHANGED_SINCE_OPENED =
+  'This schedule was changed since this form opened (by another operator or program), so nothing was saved: Cancel, open it again to see it as it is now, and make your change there.'
+
 /**
  * The host's refusal of a draft as a problem of the field it is about: its code says so for a
  * name taken or a cron or time zone it cannot read, and otherwise the host starts its `detail`
@@ -126,6 +133,7 @@ const CODE_FIELDS: Readonly<Record<string, DraftField>> = {
  * words (`at most 200 characters`), not in its own terms.
  */
 export function hostProblem(detail: string, code?: string): FormProblem {
+  if (code === 'precondition_failed') return { field: null, message: CHANGED_SINCE_OPENED }
   const named = /^([a-z_.]+):/.exec(detail)?.[1]
   const field = (code !== undefined && CODE_FIELDS[code]) || (named !== undefined && HOST_FIELDS[named]) || null
   const message = detail

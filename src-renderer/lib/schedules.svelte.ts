@@ -33,9 +33,9 @@ export class SchedulesState {
     return this.send(createInput(draft), (input) => this.api.createSchedule(input))
   }
 
-  /** Changes the schedule `name` (its timing, job and overlap) from a draft; true once the host took it. */
+  /** Changes the schedule `name` (its timing, job and overlap) from a draft, if it is still at the revision the draft was made from; true once the host took it. */
   update(name: string, draft: ScheduleDraft): Promise<boolean> {
-    return this.send(changeInput(draft), (change) => this.api.updateSchedule(name, change))
+    return this.send(changeInput(draft), (change) => this.api.updateSchedule(name, change, draft.revision ?? undefined))
   }
 
   setEnabled(name: string, enabled: boolean): Promise<void> {

@@ -5,7 +5,7 @@ import SchedulesView from '../../src-renderer/components/SchedulesView.svelte'
 import { ApiClient, type Schedule } from '../../src-renderer/lib/api'
 import { describeCron } from '../../src-renderer/lib/cron-words'
 import { outerSpaces } from '../../src-renderer/lib/names'
-import { changeInput, createInput, draftOf, emptyDraft, hostProblem, localTimeZone } from '../../src-renderer/lib/schedule-form'
+import { CHANGED_SINCE_OPENED, changeInput, createInput, draftOf, emptyDraft, hostProblem, localTimeZone } from '../../src-renderer/lib/schedule-form'
 import { SchedulesState } from '../../src-renderer/lib/schedules.svelte'
 import { event, fakeFetch, iso, T0, typeText } from './support'
 import { until } from '../helpers/until'
@@ -295,6 +295,21 @@ describe('the Schedules view', () => {
     await vi.waitFor(() => expect(el.querySelector('tr[data-schedule="weekdays"]')).not.toBeNull())
     expect(calls.find((c) => c.method === 'POST')!.body).toMatchObject({ name: 'weekdays', cron: '0 9 * * 1-5', timezone: 'Europe/Berlin', job: { job_type: 'report', cost_units: 2 } })
     expect(el.querySelector('[data-testid="schedule-form"]')).toBeNull()
+  })
+
+  test('an edit saved after the schedule changed since the form opened overwrites nothing: the form says so and stays open', async () => {
+    const stale = () => new Response(JSON.stringify({ code: 'precondition_failed', detail: 'Schedule nightly changed since it was read' }), { status: 412 })
+    const { el, calls } = await view([schedule({ revision: 4 })], { 'PATCH /api/schedules/nightly': stale })
+    ;[...el.querySelectorAll<HTMLButtonElement>('tr[data-schedule="nightly"] button')].find((b) => b.textContent === 'Edit')!.click()
+    flushSync()
+    const form = el.querySelector('[data-testid="schedule-form"]')!
+    typeText(form.querySelector('[name="cost_units"]') as HTMLInputElement, '3')
+    ;(form.querySelector('button[type="submit"]') as HTMLButtonElement).click()
+    await vi.waitFor(() => expect(form.querySelector('[data-testid="schedule-form-error"]')).not.toBeNull())
+    expect(text(form.querySelector('[data-testid="schedule-form-error"]'))).toBe(CHANGED_SINCE_OPENED)
+    // The save named the revision the form opened with.
+    expect(calls.filter((c) => c.method === 'PATCH').map((c) => [c.headers['if-match'], c.body])).toEqual([['"4"', expect.objectContaining({ job: expect.objectContaining({ cost_units: 3 }) })]])
+    expect(el.querySelector('[data-testid="schedule-form"]')).not.toBeNull()
   })
 
   test('a form that cannot be sent says why next to the field, and sends nothing', async () => {

@@ -45,14 +45,15 @@ export function job(overrides: Partial<Job> = {}): Job {
 
 /** A fetch that answers from a table of `METHOD path` → body (or a status with a body). */
 export function fakeFetch(routes: Record<string, object | ((body: any) => unknown)>) {
-  const calls: { method: string; path: string; body: unknown }[] = []
+  const calls: { method: string; path: string; body: unknown; headers: Record<string, string> }[] = []
   const fetcher = async (request: Request): Promise<Response> => {
     const { method } = request
     const url = new URL(request.url)
     const path = url.pathname + url.search
     const text = await request.text()
     const body = text === '' ? undefined : JSON.parse(text)
-    calls.push({ method, path, body })
+    // By their lower-case names, as fetch gives them (happy-dom keeps the case they were set in).
+    calls.push({ method, path, body, headers: Object.fromEntries([...request.headers].map(([name, value]) => [name.toLowerCase(), value])) })
     const route = routes[`${method} ${path}`] ?? routes[`${method} ${url.pathname}`]
     if (route === undefined) return new Response(JSON.stringify({ code: 'not_found', detail: `no ${method} ${path}` }), { status: 404 })
     const answer: unknown = await (typeof route === 'function' ? (route as (body: unknown) => unknown)(body) : route)
