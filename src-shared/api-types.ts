@@ -2162,7 +2162,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description backup_folder_unusable: <data-dir>/backups is a file, or a link to nothing or to a file; the detail says what to do (nothing was written) */
+            /** @description backup_folder_unusable: <data-dir>/backups is a file, a link to nothing or to a file, or a folder the host may not write in (a read-only mount, another user's); the detail says what to do (nothing was written) */
             409: {
                 headers: {
                     [name: string]: unknown;
