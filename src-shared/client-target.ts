@@ -78,6 +78,24 @@ export interface HostFile {
 }
 
 /**
+ * host.json's text as a host writes it (src-main/data-dir/lock.ts): an http(s) URL and the
+ * host's pid, a positive whole number; null for anything else, which no host wrote and which
+ * names no host. A trailing slash is dropped: requests add their paths to the URL.
+ */
+export function parseHostFile(text: string): HostFile | null {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return null
+  }
+  const { url, pid } = (parsed ?? {}) as { url?: unknown; pid?: unknown }
+  if (typeof url !== 'string' || !/^https?:\/\//.test(url) || !URL.canParse(url)) return null
+  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0) return null
+  return { url: url.replace(/\/+$/, ''), pid }
+}
+
+/**
  * A file the user cannot read: not the same as one that is not there. A data dir of another user
  * (mode 0700) would otherwise read as "no host is running", and send the user to start a second
  * host; this names the permission problem instead (exit 1: not a mistake in the flags).
@@ -104,13 +122,7 @@ function readOptional(path: string): string | null {
 /** The data dir's host.json, or null when there is none (no host runs there) or it is not one; UnreadableError when the user may not read it. */
 export function readHostFile(dataDir: string): HostFile | null {
   const text = readOptional(join(dataDir, HOST_FILE))
-  if (!text) return null
-  try {
-    const host = JSON.parse(text) as Partial<HostFile>
-    return typeof host.url === 'string' && typeof host.pid === 'number' ? { url: host.url, pid: host.pid } : null
-  } catch {
-    return null
-  }
+  return text ? parseHostFile(text) : null
 }
 
 /**

@@ -189,7 +189,7 @@ export function storageStartError(error: unknown, dataDir: string): HostStartErr
   return new HostStartError(`the disk that holds the data dir ${dataDir} ${fault === 'full' ? 'is full' : 'failed a write'} (${reason(error)})`)
 }
 
-/** Writes host.json (mode 0600), saying where the host listens. */
+/** Writes host.json (mode 0600), saying where the host listens: what parseHostFile (src-shared/client-target.ts) reads. */
 export function writeHostFile(path: string, host: HostFile): void {
   try {
     writeFileSync(path, `${JSON.stringify(host)}\n`, { mode: 0o600 })

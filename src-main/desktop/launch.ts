@@ -1,7 +1,7 @@
 // What `npm start` (scripts/start.js) decides, as pure functions: which program to run, what to
 // tell the user in each case, the child's environment, and how an interrupt stops the child.
 // start.js gathers the facts (files, the process table, the native build) and acts on the answers.
-import type { RunningHost } from './running-host'
+import type { HostFile } from '../../src-shared/client-target'
 import type { SandboxProblem } from './sandbox'
 
 /** The Electron executable, or why there is none. */
@@ -54,7 +54,7 @@ export function chooseLaunch(facts: { electron: ElectronState; sandbox: SandboxP
  * without building: if the running host is the app, its single-instance lock shows that window;
  * if it is `leasehold serve`, the app opens a window on it. Otherwise the user is told where it is.
  */
-export function whenAlreadyRunning(running: RunningHost, electronReady: boolean): Launch {
+export function whenAlreadyRunning(running: HostFile, electronReady: boolean): Launch {
   const where = `a Leasehold host is already running at ${running.url} (pid ${running.pid}); out/ is not rebuilt under it`
   return electronReady
     ? { run: 'electron', notice: [`leasehold: ${where}. Showing its window.`] }

@@ -1,32 +1,17 @@
 import { join } from 'node:path'
-import { HOST_FILE, hostHolds, processAlive, untrustedHostFile } from '../../src-shared/client-target'
+import { HOST_FILE, type HostFile, hostHolds, parseHostFile, processAlive, untrustedHostFile } from '../../src-shared/client-target'
 import { readRegularFile } from '../../src-shared/regular-file'
 
-/** A host that owns a data dir: what `<dataDir>/host.json` names. */
-export interface RunningHost {
-  url: string
-  pid: number
-}
-
 /**
- * The host `host.json` names, if its process is alive. A host writes the file once it listens
- * and removes it when it stops; a host killed with SIGKILL leaves it behind, so a file whose pid
- * is gone means nothing runs. `ownPid` is never "another" host (a pid reused by this very
- * process). Malformed content counts as no host: the file is advice, not a lock — the lock that
- * keeps a second host off the database is the host's own.
+ * The host `host.json` names ({@link parseHostFile}), if its process is alive. A host writes the
+ * file once it listens and removes it when it stops; a host killed with SIGKILL leaves it behind,
+ * so a file whose pid is gone means nothing runs. `ownPid` is never "another" host (a pid reused
+ * by this very process). Malformed content counts as no host: the file is advice, not a lock —
+ * the lock that keeps a second host off the database is the host's own.
  */
-export function runningHostFrom(text: string | null, isAlive: (pid: number) => boolean, ownPid: number): RunningHost | null {
-  if (text === null) return null
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    return null
-  }
-  const { url, pid } = (parsed ?? {}) as { url?: unknown; pid?: unknown }
-  if (typeof url !== 'string' || !/^https?:\/\//.test(url)) return null
-  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0 || pid === ownPid) return null
-  return isAlive(pid) ? { url: url.replace(/\/+$/, ''), pid } : null
+export function runningHostFrom(text: string | null, isAlive: (pid: number) => boolean, ownPid: number): HostFile | null {
+  const host = text === null ? null : parseHostFile(text)
+  return host !== null && host.pid !== ownPid && isAlive(host.pid) ? host : null
 }
 
 /**
@@ -34,7 +19,7 @@ export function runningHostFrom(text: string | null, isAlive: (pid: number) => b
  * lock: for a host that has just taken the lock itself, src-main/data-dir/lock.ts). Anything that
  * talks to the host asks {@link runningHost}.
  */
-export function readRunningHost(dataDir: string): RunningHost | null {
+export function readRunningHost(dataDir: string): HostFile | null {
   let text: string | null
   try {
     text = readRegularFile(join(dataDir, HOST_FILE)) // a FIFO there is no host's: read as none, never waited on
@@ -53,7 +38,7 @@ export function readRunningHost(dataDir: string): RunningHost | null {
  * saying why. `nativeBinding`: better-sqlite3's
  * addon built for Electron, in the desktop app.
  */
-export async function runningHost(dataDir: string, nativeBinding?: string): Promise<RunningHost | null> {
+export async function runningHost(dataDir: string, nativeBinding?: string): Promise<HostFile | null> {
   const named = readRunningHost(dataDir)
   return named !== null && untrustedHostFile(dataDir) === null && (await hostHolds(dataDir, named.pid, nativeBinding)) && (await answersHealth(named.url)) ? named : null
 }
