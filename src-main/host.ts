@@ -1,5 +1,5 @@
-import { randomBytes, randomUUID } from 'node:crypto'
-import { existsSync, type Stats, writeFileSync } from 'node:fs'
+import { randomUUID } from 'node:crypto'
+import { existsSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -27,6 +27,7 @@ import { counted } from '../src-shared/plural'
 import { answerError, type ErrorAnswer, readOnlyAnswer } from './error-answer'
 import { localUrl } from './data-dir/dashboard-link'
 import { createDataDir, type DataDirLock, HostStartError, keepDataPrivate, lockDataDir, removeHostFile, storageStartError, unlockedHostError, writeHostFile } from './data-dir/lock'
+import { loadOrCreateToken, writeTokenFile } from './data-dir/token'
 import { checkRequest, guardInput, ownHostNames } from './http/guard'
 import { createHttpApp, pathOf } from './http/server'
 import { attachFront } from './http/front'
@@ -34,11 +35,8 @@ import { servedInTurn } from './http/in-turn'
 import { holdConnections } from './http/connection-gate'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { writeAllowVariable } from '../src-shared/write-allow'
-import { MIN_TOKEN_CHARS, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/limits'
 import { LogLimiter } from '../src-shared/log-limiter'
 import { prefixTakenMessage } from '../src-shared/redis-streams'
-import { othersMayWrite } from '../src-shared/others-may-write'
-import { readRegularFile } from '../src-shared/regular-file'
 import { forkSpawner, type Spawner } from './pool/spawn'
 import { WorkerPool } from './pool/supervisor'
 import { type PassHealth, Pruner } from './retention/pruner'
@@ -112,60 +110,8 @@ const DEFAULT_RENDERER_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.ts
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]'])
 
-/**
- * The token from --token, else `<dataDir>/token`, created (mode 0600) on first start. It is hex:
- * a base64url token starts with `-` one time in 64, and a command line then reads
- * `--token -Xy…` as a missing value. A token file another user owns or may write is refused
- * ({@link refuseSharedToken}).
- */
-export function loadOrCreateToken(dataDir: string, given: string | null): string {
-  if (given) return given
-  const path = join(dataDir, 'token')
-  const vet = (stats: Stats) => refuseSharedToken(path, stats)
-  let stored: string | null = null
-  try {
-    stored = readRegularFile(path, vet).trim()
-  } catch (error) {
-    const e = error as NodeJS.ErrnoException
-    if (error instanceof HostStartError) throw error
-    if (e.code !== 'ENOENT') throw new Error(`cannot read the token file ${path} (${e.code === 'EISDIR' ? 'it is a directory, not a regular file' : e.message}): remove it to have one made, or give --token`)
-  }
-  if (stored) {
-    // A token anyone could guess would open the API to every program on the machine.
-    if (stored.length < MIN_TOKEN_CHARS) throw new Error(`the token in ${path} is shorter than ${MIN_TOKEN_CHARS} characters: write a longer one there, or delete the file to have one made`)
-    if (!TOKEN_CHARS.test(stored)) throw new Error(`the token in ${path} ${TOKEN_CHARS_RULE}: write another there, or delete the file to have one made`)
-    return stored
-  }
-  const token = randomBytes(32).toString('hex')
-  if (stored === '') {
-    // An empty file, as a crash right after its creation leaves one: a token of no use to anyone
-    // (and an API no client could open), replaced by a new one.
-    writeFileSync(path, `${token}\n`, { mode: 0o600 })
-    return token
-  }
-  try {
-    writeFileSync(path, `${token}\n`, { mode: 0o600, flag: 'wx' })
-    return token
-  } catch (error) {
-    // Another host started at the same moment and wrote it first: use theirs.
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return readRegularFile(path, vet).trim()
-    throw error
-  }
-}
-
-/**
- * Refuses a token file another user owns or may write (src-shared/others-may-write.ts): its
- * token may be one they chose, and a host that served with it would take their requests as its
- * own. It is not made private here, nor replaced: the token in it may be given to clients already.
- */
-function refuseSharedToken(path: string, stats: Stats): void {
-  const shared = othersMayWrite(path, stats, '600')
-  if (shared) {
-    throw new HostStartError(
-      `the token file ${path} ${shared.why}: another user may have written the token, and know it; remove the file to have a new token made, or, if you wrote the token, run \`${shared.fix}\``,
-    )
-  }
-}
+/** The host's API token, as a window on a host already running reads it too (src-main/electron.ts). */
+export { loadOrCreateToken }
 
 function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
@@ -785,7 +731,7 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
     if (existsSync(join(config.dataDir, LOCK_FILE))) return
     try {
       relock = lockDataDir(config.dataDir, options.nativeBinding)
-      if (!config.token) writeFileSync(join(config.dataDir, 'token'), `${token}\n`, { mode: 0o600, flag: 'wx' })
+      if (!config.token) writeTokenFile(config.dataDir, token)
       scopedTokens.restoreFile()
       writeOwnHostFile()
       log(`leasehold: the data dir ${config.dataDir} went with the database: its token, worker tokens, host.json and lock are written back`)

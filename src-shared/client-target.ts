@@ -70,6 +70,8 @@ export const answerTimeoutMs = (target: ClientTarget): number => target.timeoutM
 export const HOST_FILE = 'host.json'
 /** The file a running host holds locked for its lifetime (src-main/data-dir/lock.ts). */
 export const LOCK_FILE = 'host.lock'
+/** The host's API token, made on its first start (src-main/data-dir/token.ts) unless it was given one. */
+export const TOKEN_FILE = 'token'
 
 /** What host.json says: where the host listens, and its process. */
 export interface HostFile {
@@ -257,8 +259,9 @@ export async function resolveClientTarget(flags: { url?: string; token?: string;
     ['LEASEHOLD_TOKEN', envSetting(env, 'LEASEHOLD_TOKEN')],
     [`the #token= of ${urlSource}`, linked],
   ]
-  const [tokenSource, token] = givenTokens.find(([, value]) => value !== undefined) ?? [join(dataDir, 'token'), readOptional(join(dataDir, 'token'))]
-  if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${join(dataDir, 'token')} exists`)
+  const tokenFile = join(dataDir, TOKEN_FILE)
+  const [tokenSource, token] = givenTokens.find(([, value]) => value !== undefined) ?? [tokenFile, readOptional(tokenFile)]
+  if (!token) throw new ConfigError(`no token: give --token, set LEASEHOLD_TOKEN, or run where ${tokenFile} exists`)
   checkToken(tokenSource, token)
   return { url: `${url.origin}${url.pathname.replace(/\/+$/, '')}`, token, tokenSource, timeoutMs: timeoutS * 1000, ...(named === null ? { dataDir } : {}) }
 }

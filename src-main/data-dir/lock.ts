@@ -5,7 +5,8 @@ import { LockFile } from '../db/lock-file'
 import { cannotOpen, damagedDatabaseLine, DatabaseHeldError } from '../db/open'
 import { storageFault } from '../error-answer'
 import { readRunningHost } from '../desktop/running-host'
-import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile } from '../../src-shared/client-target'
+import { WORKER_TOKENS_FILE } from './worker-tokens'
+import { HOST_FILE, LOCK_FILE, readHostFile, type HostFile, TOKEN_FILE } from '../../src-shared/client-target'
 import { othersMayWrite } from '../../src-shared/others-may-write'
 
 /** Why a host cannot start on its data dir; the CLI prints it as one line and exits 1. */
@@ -90,7 +91,7 @@ function danglingLinkTarget(path: string): string | null {
 }
 
 /** The files of a data dir that hold secrets or every job's data: the token, the worker tokens' digests, the database and its log. */
-const PRIVATE_FILES = ['token', 'worker-tokens.json', 'leasehold.db', 'leasehold.db-wal', 'leasehold.db-shm']
+const PRIVATE_FILES = [TOKEN_FILE, WORKER_TOKENS_FILE, 'leasehold.db', 'leasehold.db-wal', 'leasehold.db-shm']
 
 /**
  * Makes the data dir's files readable and writable by their owner alone (0600), as a start
