@@ -9,7 +9,8 @@ import { redisPrefixRefusal } from '../src-shared/redis-streams'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
 import type { Durability } from './db/open'
-import { MIN_LEASE_WINDOW_S } from './engine/rules/engine-config'
+import { FIRST_CAPACITY } from './engine/rules/capacity'
+import { DEFAULT_ENGINE_CONFIG, MIN_LEASE_WINDOW_S } from './engine/rules/engine-config'
 
 // Shared with the worker program's command and the host's client commands; named here too for
 // the host's code that reads its configuration from this module.
@@ -160,12 +161,12 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'exec-allow', env: 'LEASEHOLD_EXEC_ALLOW', value: 'PROGRAMS', help: "programs the exec handler of local workers may run, comma-separated (none: they take no exec jobs): absolute paths, or bare names looked up in the worker's own PATH (never the job's); a job's env may not set the variables that choose which code runs (PATH, LD_*, BASH_ENV, …: docs/workers.md). An entry allows what the job's arguments can make the program do: list a script of yours with fixed arguments, not a general tool (git, tar)", schema: execAllowList, default: '' },
   { name: 'write-allow', env: 'LEASEHOLD_WRITE_ALLOW', value: 'FOLDERS|none', help: "the folders the file.write handler of local workers may write under, comma-separated absolute paths (the file a write lands in, its links followed), or none for no file.write at all (default: anywhere the host's user may write; anyone with a token that may submit can then write any file of that user's)", schema: writeAllowList },
   { name: 'drain-grace-s', env: 'LEASEHOLD_DRAIN_GRACE_S', value: 'S', help: 'on shutdown, how long running jobs may finish before they are failed as retryable', schema: int(0, 3600), default: '10' },
-  { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: 'total capacity units (default: the stored setting, first 100)', schema: int(1, 1_000_000) },
+  { name: 'total-units', env: 'LEASEHOLD_TOTAL_UNITS', value: 'N', help: `total capacity units (default: the stored setting, first ${FIRST_CAPACITY.total_units})`, schema: int(1, 1_000_000) },
   { name: 'busy', env: 'LEASEHOLD_BUSY', value: '0-10|auto', help: 'busy rating, or auto to measure CPU load (default: the stored setting, first auto)', schema: busyRating },
-  { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: '30' },
-  { name: 'heartbeat-grace-s', env: 'LEASEHOLD_HEARTBEAT_GRACE_S', value: 'S', help: 'added to the TTL before a silent lease expires', schema: int(0, 3600), default: '5' },
-  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: 'how long a claim through the queue API holds a job (at least 2: a lease request it makes and is denied is told to ask again after 10 s, or half of it when that is less)', schema: int(2, 86_400), default: '60' },
-  { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: '3' },
+  { name: 'lease-ttl-s', env: 'LEASEHOLD_LEASE_TTL_S', value: 'S', help: 'lease time-to-live when a request names none', schema: int(1, 3600), default: String(DEFAULT_ENGINE_CONFIG.leaseTtlS) },
+  { name: 'heartbeat-grace-s', env: 'LEASEHOLD_HEARTBEAT_GRACE_S', value: 'S', help: 'added to the TTL before a silent lease expires', schema: int(0, 3600), default: String(DEFAULT_ENGINE_CONFIG.heartbeatGraceS) },
+  { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: `how long a claim through the queue API holds a job (at least 2: a lease request it makes and is denied is told to ask again after ${DEFAULT_ENGINE_CONFIG.leaseRetryAfterS} s, or half of it when that is less)`, schema: int(2, 86_400), default: String(DEFAULT_ENGINE_CONFIG.claimTtlS) },
+  { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: String(DEFAULT_ENGINE_CONFIG.maxAttempts) },
   { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
   { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept besides loopback and the --host address, comma-separated (names or addresses, no port)', schema: z.string().refine(hostNamesOnly, { error: (issue) => hostNamesRule(String(issue.input)) }), default: '' },
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, MAX_BODY_LIMIT_BYTES), default: String(1024 * 1024) },

@@ -216,7 +216,6 @@ async function startLocked(config: HostConfig, options: HostOptions, lock: DataD
       claimTtlS: config.claimTtlS,
       maxAttempts: config.maxAttempts,
     },
-    capacity: { total_units: 100, busy_rating: null },
   })
   /**
    * A database restored from a backup: the ids the backed-up host gave after the copy (events,

@@ -1,7 +1,7 @@
 import type { Database } from 'better-sqlite3'
 import { connectionPath } from '../db/connection'
 import type { CapacityChange, CapacityStore } from './memory/capacity-store'
-import type { CapacityFigures, CapacitySettings } from './rules/capacity'
+import { type CapacityFigures, type CapacitySettings, FIRST_CAPACITY } from './rules/capacity'
 import { type Clock, SleepWatch } from './rules/clock'
 import { EngineContext, SLEEPS_KEPT } from './memory/context'
 import { type CommitListener, DEFAULT_ENGINE_CONFIG, type EngineConfig, type EventListener } from './store/context'
@@ -180,7 +180,7 @@ export class Engine {
   private readonly sleptListeners = new Set<(sleptMs: number, renewed: reaper.SleepRenewals) => void>()
 
   constructor(options: EngineOptions) {
-    this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config }, options.capacity ?? { total_units: 100, busy_rating: null })
+    this.ctx = new EngineContext(options.db, options.clock, { ...DEFAULT_ENGINE_CONFIG, ...options.config }, options.capacity ?? FIRST_CAPACITY)
     this.capacity = this.ctx.capacityStore
     this.ctx.load()
     this.sleeps = new SleepWatch(options.clock)

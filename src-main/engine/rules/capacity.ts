@@ -13,6 +13,9 @@ export interface CapacitySettings {
   busy_rating: number | null
 }
 
+/** A data dir's capacity until the operator sets one (`--total-units`, `--busy`, the API): 100 units, the busy rating measured. */
+export const FIRST_CAPACITY: Readonly<CapacitySettings> = { total_units: 100, busy_rating: null }
+
 export interface CapacityFigures {
   total_units: number
   busy_rating: number
