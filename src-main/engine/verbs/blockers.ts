@@ -1,11 +1,11 @@
 import type { BlockerRow, JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
-import type { Resolution } from '../rules/blockers'
+import { answeredBy, type Resolution } from '../rules/blockers'
 import { EngineError, notFound } from '../rules/errors'
 import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest } from '../reads/list'
 import { cancelNow, requeue } from './moves'
-import { getJob, recordJobEvent } from '../store/rows'
-import { revokeFile } from './files'
+import { getJob } from '../store/rows'
+import { closeBlocker, revokeFile } from './files'
 
 
 export interface ResolveBlocker {
@@ -81,7 +81,7 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
     if (blocker.state !== 'OPEN') {
       throw new EngineError('blocker_resolved', `Blocker ${blockerId} was already resolved (${blocker.resolution})`)
     }
-    const by = answer.by ?? 'operator'
+    const by = answeredBy(answer.by)
     const job = blocker.requester_job_id ? getJob(ctx, blocker.requester_job_id) : null
     const halted = job?.state === 'BLOCKED' ? job : null
     const taken = answer.action === 'force_release' ? revokeFile(ctx, blocker, by) !== null : null
@@ -90,19 +90,7 @@ export function resolveBlocker(ctx: EngineContext, blockerId: string, answer: Re
     } else if (halted) {
       requeueBlocked(ctx, halted, `blocker ${answer.action}`)
     }
-    ctx.run(
-      "UPDATE blockers SET state = 'RESOLVED', resolution = ?, note = ?, resolved_by = ?, resolved_at = ?, taken_from_holder = ? WHERE id = ?",
-      answer.action,
-      answer.note ?? null,
-      by,
-      ctx.clock.now(),
-      taken === null ? null : taken ? 1 : 0,
-      blocker.id,
-    )
-    // A force release says whether the holder still held the file, and so lost it.
-    const resolved = { action: answer.action, note: answer.note ?? null, by, file: blocker.file, ...(taken === null ? {} : { taken_from_holder: taken }) }
-    if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_RESOLVED', resolved)
-    else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_RESOLVED', entity: 'BLOCKER', entityId: blocker.id, data: resolved })
+    closeBlocker(ctx, blocker, { action: answer.action, note: answer.note ?? null, by, taken })
     return { blocker: getBlocker(ctx, blocker.id), taken_from_holder: taken }
   })
 }

@@ -6,6 +6,7 @@ import { fileKey, keysAbove, keysBelow } from '../rules/file-keys'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
 import type { Contention, FileReleaseReason } from '../rules/file-leases'
+import { answeredBy, type Resolution } from '../rules/blockers'
 import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest } from '../reads/list'
 import { cancelRequestedBy } from '../reads/timeline'
 import { newId } from '../store/ids'
@@ -663,24 +664,35 @@ export function blockLease(ctx: EngineContext, lease: LeaseRow, blockerId: strin
 
 /**
  * A BLOCKED job canceled directly closes its open blockers (inside the cancel's transaction),
- * resolved by whoever asked for the cancel: "operator" when the request did not say, as for an
- * answer to the blocker itself.
+ * resolved by whoever asked for the cancel ({@link answeredBy}), as for an answer to the blocker itself.
  */
 export function closeBlockersOfCanceledJob(ctx: EngineContext, jobId: string, reason: string | null, by: string | null): void {
-  const resolvedBy = by ?? 'operator'
   for (const blocker of ctx.all<BlockerRow>("SELECT * FROM blockers WHERE requester_job_id = ? AND state = 'OPEN'", jobId)) {
-    ctx.run(
-      "UPDATE blockers SET state = 'RESOLVED', resolution = 'cancel', note = ?, resolved_by = ?, resolved_at = ? WHERE id = ?",
-      reason,
-      resolvedBy,
-      ctx.clock.now(),
-      blocker.id,
-    )
-    recordJobEvent(ctx, jobId, {
-      type: 'BLOCKER_RESOLVED',
-      entity: 'BLOCKER',
-      entityId: blocker.id,
-      data: { action: 'cancel', note: reason, by: resolvedBy, file: blocker.file },
-    })
+    closeBlocker(ctx, blocker, { action: 'cancel', note: reason, by: answeredBy(by), taken: null })
   }
+}
+
+/** An answer that closes a blocker; `taken`, for a force release, whether the holder the report names still held the file (null for the other answers). */
+export interface BlockerClosing {
+  action: Resolution
+  note: string | null
+  by: string
+  taken: boolean | null
+}
+
+/** Marks an open blocker RESOLVED with its answer (inside the caller's transaction), with its BLOCKER_RESOLVED event. */
+export function closeBlocker(ctx: EngineContext, blocker: BlockerRow, { action, note, by, taken }: BlockerClosing): void {
+  ctx.run(
+    "UPDATE blockers SET state = 'RESOLVED', resolution = ?, note = ?, resolved_by = ?, resolved_at = ?, taken_from_holder = ? WHERE id = ?",
+    action,
+    note,
+    by,
+    ctx.clock.now(),
+    taken === null ? null : taken ? 1 : 0,
+    blocker.id,
+  )
+  // A force release says whether the holder still held the file, and so lost it.
+  const resolved = { action, note, by, file: blocker.file, ...(taken === null ? {} : { taken_from_holder: taken }) }
+  if (blocker.requester_job_id === null) ctx.appendEvent('BLOCKER', blocker.id, 'BLOCKER_RESOLVED', resolved)
+  else recordJobEvent(ctx, blocker.requester_job_id, { type: 'BLOCKER_RESOLVED', entity: 'BLOCKER', entityId: blocker.id, data: resolved })
 }
