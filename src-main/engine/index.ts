@@ -476,7 +476,7 @@ export class Engine {
   nextScheduleFireAt = (): number | null => schedules.nextScheduleFireAt(this.ctx)
   /** Re-aims the schedules whose next firing was reckoned on a clock since set back; how many moved. */
   reaimSchedules = (): number => schedules.reaimSchedules(this.ctx)
-  /** Makes good a sleep of the machine ({@link noticeSleep}), then expires due leases (but those of spared workers: {@link spareLeases}), claims and idle file leases; returns how many of each. */
+  /** Makes good a sleep of the machine ({@link noticeSleep}) and re-aims what a clock set back stretched (reaper.ts `reaimAfterSetBack`), then expires due leases (but those of spared workers: {@link spareLeases}), claims and idle file leases; returns how many of each. */
   reap = (): { leases: number; claims: number; idleFiles: number } => {
     this.noticeSleep()
     return {

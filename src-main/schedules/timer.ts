@@ -1,5 +1,5 @@
 import type { Engine } from '../engine'
-import type { Clock } from '../engine/rules/clock'
+import { type Clock, SET_BACK_MS } from '../engine/rules/clock'
 
 /** The timer functions the service uses; tests hand in their own to see what it arms. */
 export interface Timers {
@@ -30,8 +30,6 @@ export interface ScheduleTimerOptions {
 }
 
 export const MAX_SLEEP_MS = 60_000
-/** How far back the clock must go between two checks to count as set back (a check is at least once a second). */
-const SET_BACK_MS = 1_000
 const RETRY_MS = 1_000
 
 /**

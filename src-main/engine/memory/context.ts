@@ -44,6 +44,8 @@ export class EngineContext extends StoreContext {
    * not count a sleep.
    */
   readonly sleeps: Array<{ wokeAt: number; sleptMs: number }> = []
+  /** The wall clock at the reaper's last pass, null before the first: a pass that reads it further back sees the clock set back (verbs/reaper.ts). */
+  reapedAt: number | null = null
 
   /** `capacity`: the settings used until an operator changes them (then the stored ones win). */
   constructor(db: Database, clock: Clock, config: EngineConfig, capacity: CapacitySettings) {

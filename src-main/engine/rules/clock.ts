@@ -53,6 +53,9 @@ export class ManualClock implements Clock {
   }
 }
 
+/** How far back the wall clock must go between two looks (about a second apart) to count as set back. */
+export const SET_BACK_MS = SECOND
+
 /** The least the wall clock must run ahead of the awake clock, between two looks, for a {@link SleepWatch} to see a sleep. */
 export const SLEEP_AT_LEAST_MS = SECOND
 
@@ -61,7 +64,7 @@ export const SLEEP_AT_LEAST_MS = SECOND
  * ({@link Clock.awake}) by at least {@link SLEEP_AT_LEAST_MS}. A clock set ahead reads the same,
  * and is the same to whoever holds a lease: time in which it could not be heard, though it did
  * nothing wrong. NTP's slewing moves both clocks alike, and a clock set back reads as no sleep
- * (the reaper re-aims what that moved: engine/verbs/reaper.ts). A clock without an awake clock
+ * (the reaper re-aims what that moved: engine/verbs/reaper.ts `reaimAfterSetBack`). A clock without an awake clock
  * never reads a sleep.
  */
 export class SleepWatch {

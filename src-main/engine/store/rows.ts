@@ -292,6 +292,17 @@ export function extendLease(ctx: StoreContext, lease: LeaseRow, now: number, exp
   return extended
 }
 
+/**
+ * Writes a lease re-aimed after the wall clock was set back (verbs/reaper.ts): the moments its
+ * limits count from, and its expiry.
+ */
+export function reaimLease(ctx: StoreContext, lease: LeaseRow, moments: Pick<LeaseRow, 'granted_at' | 'last_heartbeat_at' | 'expires_at'>): LeaseRow {
+  ctx.run('UPDATE leases SET granted_at = ?, last_heartbeat_at = ?, expires_at = ? WHERE fence = ?', moments.granted_at, moments.last_heartbeat_at, moments.expires_at, lease.fence)
+  const reaimed = { ...lease, ...moments }
+  ctx.rowWrites.leaseExtended(reaimed)
+  return reaimed
+}
+
 /** Writes a lease's new expiry alone: it lasts longer, and no heartbeat came (see renewLeasesOf). */
 export function renewLeaseExpiry(ctx: StoreContext, lease: LeaseRow, expiresAt: number): LeaseRow {
   ctx.run('UPDATE leases SET expires_at = ? WHERE fence = ?', expiresAt, lease.fence)

@@ -531,6 +531,18 @@ export function renewFilesAfterSleep(ctx: EngineContext, now: number): number {
   return held
 }
 
+/**
+ * After the wall clock was set back (reaper.ts `reaimAfterSetBack`): no held file lease goes idle
+ * later than {@link FILE_IDLE_MS} from `now` (a `last_heartbeat_at` after `now` reads `now`), no
+ * denied requester's one retry is further off than {@link FILE_RETRY_MS}, and no handover lasts
+ * past {@link FILE_HANDOVER_MS} from `now`. Inside the caller's transaction.
+ */
+export function reaimFilesAfterSetBack(ctx: EngineContext, now: number): void {
+  ctx.run("UPDATE file_leases SET last_heartbeat_at = ? WHERE state = 'ACTIVE' AND last_heartbeat_at > ?", now, now)
+  ctx.run('UPDATE file_contentions SET retry_at = ? WHERE retry_at > ?', now + FILE_RETRY_MS, now + FILE_RETRY_MS)
+  ctx.run('UPDATE file_handovers SET until = ? WHERE until > ?', now + FILE_HANDOVER_MS, now + FILE_HANDOVER_MS)
+}
+
 /** Stop-idle: releases every file lease with no acquire or heartbeat for {@link FILE_IDLE_MS}. */
 export function releaseIdleFiles(ctx: EngineContext): number {
   const idleLeases = () =>

@@ -28,11 +28,21 @@ function asleepSince(ctx: EngineContext, since: number): number {
 /**
  * The latest a heartbeat may carry the lease to: the earlier of {@link runtimeLimit} and, once its
  * job is asked to cancel, the cancel's time and the TTL and grace. Infinity when neither applies.
+ * A cancel recorded after now (the wall clock was set back since) counts from no later than the
+ * first heartbeat or reaper pass that sees it so: the lease is carried no further than it is aimed
+ * then, and the reaper aims no lease further than its TTL and grace from now (reaper.ts). The
+ * grant a runtime counts from the reaper moves itself.
  */
 export function heartbeatLimit(ctx: EngineContext, lease: LeaseRow, job: JobRow): number {
   const canceledAt = job.cancel_requested ? cancelRequestedAt(ctx, job, lease.granted_at) : null
-  const byCancel = canceledAt === null ? Infinity : canceledAt + lastsMs(lease) + asleepSince(ctx, canceledAt)
-  return Math.min(byCancel, runtimeLimit(ctx, lease, job))
+  return Math.min(canceledAt === null ? Infinity : cancelLimit(ctx, lease, canceledAt), runtimeLimit(ctx, lease, job))
+}
+
+/** The latest a heartbeat may carry the lease to once its job was asked to cancel at `canceledAt` (see {@link heartbeatLimit}). */
+function cancelLimit(ctx: EngineContext, lease: LeaseRow, canceledAt: number): number {
+  const now = ctx.clock.now()
+  if (canceledAt > now) return Math.min(lease.expires_at, now + lastsMs(lease))
+  return canceledAt + lastsMs(lease) + asleepSince(ctx, canceledAt)
 }
 
 /**

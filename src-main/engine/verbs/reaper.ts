@@ -1,12 +1,13 @@
 import type { JobRow, LeaseRow } from '../../db/schema'
 import { activeLeasesNow, committedActiveLeases } from '../memory/active-leases'
 import type { EngineContext } from '../memory/context'
-import { nextIdleFileAt, renewFilesAfterSleep } from './files'
+import { nextIdleFileAt, reaimFilesAfterSetBack, renewFilesAfterSleep } from './files'
 import { expireClaim } from './jobs'
 import { expireLease } from './lease-end'
-import { earliest } from '../rules/clock'
+import { nextRetryAt } from '../rules/backoff'
+import { earliest, SET_BACK_MS } from '../rules/clock'
 import type { LeaseExpiryReason } from '../rules/events'
-import { extendLease, renewLeaseExpiry, SELECT_JOBS, updateJob } from '../store/rows'
+import { reaimLease, renewLeaseExpiry, SELECT_JOBS, updateJob } from '../store/rows'
 import { readSetting, writeSetting } from '../store/settings'
 
 /** Leases expired per transaction, so one reaper pass never holds the write lock for long. */
@@ -34,13 +35,13 @@ const dueAt = (lease: LeaseRow, now: number, spared: SparedWorkers): boolean => 
 
 /**
  * Expires every ACTIVE lease whose `expires_at` has come, but those of spared workers
- * (`ctx.sparedWorkers`), in batches of {@link BATCH} per transaction. Returns how many it
- * expired. The host calls this on a short timer and once right after opening the database, so
+ * (`ctx.sparedWorkers`), in batches of {@link BATCH} per transaction, after re-aiming what a
+ * clock set back stretched ({@link reaimAfterSetBack}). Returns how many it expired. The host calls this on a short timer and once right after opening the database, so
  * leases granted before a restart expire on time.
  */
 export function expireDueLeases(ctx: EngineContext): number {
   const spared = ctx.sparedWorkers()
-  if (anyLeaseAimedPastItsTtl(ctx)) reaimLeasesAfterSetBack(ctx)
+  reaimAfterSetBack(ctx)
   let total = 0
   // Looked for in memory first: a tick with no lease due (every tick of an idle host) begins no transaction.
   while (anyLeaseDue(ctx, spared)) {
@@ -59,26 +60,89 @@ export function expireDueLeases(ctx: EngineContext): number {
 /** How long from `now` a lease heartbeated now would last: its TTL and grace. */
 const lastsFrom = (lease: LeaseRow, now: number): number => now + (lease.ttl_s + lease.grace_s) * 1000
 
-function anyLeaseAimedPastItsTtl(ctx: EngineContext): boolean {
+/**
+ * The host keeps its times by the wall clock, which may be set back (NTP correcting a clock that
+ * ran fast, a user setting it; while the host runs or while it is down). Then every moment kept
+ * as "now + a duration" lies further off than its duration, and every moment kept as "now" lies
+ * in the future. Held here, at each pass of the reaper (and so right after the database opens):
+ * no wait the host set lasts longer than its duration from now, and no limit counts from a moment
+ * in the future. The ACTIVE leases are checked in memory at every pass; the rest, kept only on
+ * disk, when a set-back is seen ({@link clockSetBack}).
+ */
+function reaimAfterSetBack(ctx: EngineContext): void {
+  if (anyLeaseAimedPastNow(ctx)) reaimLeasesAfterSetBack(ctx)
   const now = ctx.clock.now()
-  for (const { lease } of activeLeasesNow(ctx)) if (lease.expires_at > lastsFrom(lease, now)) return true
+  if (clockSetBack(ctx, now)) reaimWaitsAfterSetBack(ctx)
+  ctx.reapedAt = now
+}
+
+/** Whether the lease is due later than its TTL and grace from now, or was granted after now: the clock was set back since. */
+const aimedPastNow = (lease: LeaseRow, now: number): boolean => lease.expires_at > lastsFrom(lease, now) || lease.granted_at > now
+
+function anyLeaseAimedPastNow(ctx: EngineContext): boolean {
+  const now = ctx.clock.now()
+  for (const { lease } of activeLeasesNow(ctx)) if (aimedPastNow(lease, now)) return true
   return false
 }
 
 /**
- * A lease expires by the wall clock, so after the clock is set back (NTP correcting a clock that
- * ran fast, a user setting it; while the host ran or while it was down) a lease heartbeated before
+ * A lease expires by the wall clock, so after the clock is set back a lease heartbeated before
  * would stay ACTIVE for as long as the clock went back: a worker gone meanwhile held its job and
  * its capacity that long. No lease is ever due later than its TTL and grace from now: one aimed
  * further is re-aimed there, as if heartbeated now (a live worker's next heartbeat keeps it as
- * ever). Returns how many were.
+ * ever). And its max_runtime_s counts from no grant in the future: a grant after now moves to now
+ * less the time its heartbeats showed it running (verbs/lease-limits.ts). Returns how many were.
  */
 function reaimLeasesAfterSetBack(ctx: EngineContext): number {
   return ctx.transact(() => {
     const now = ctx.clock.now()
-    const far = activeLeasesWhere(ctx, (lease) => lease.expires_at > lastsFrom(lease, now))
-    for (const lease of far) extendLease(ctx, lease, now, lastsFrom(lease, now))
+    const far = activeLeasesWhere(ctx, (lease) => aimedPastNow(lease, now))
+    for (const lease of far) {
+      const granted_at = lease.granted_at > now ? now - (lease.last_heartbeat_at - lease.granted_at) : lease.granted_at
+      reaimLease(ctx, lease, { granted_at, last_heartbeat_at: now, expires_at: Math.min(lease.expires_at, lastsFrom(lease, now)) })
+    }
     return far.length
+  })
+}
+
+/**
+ * Whether the clock reads earlier than it did by more than {@link SET_BACK_MS}: than at the
+ * reaper's last pass, or, at the first pass after the database opens, than the newest moment the
+ * store kept as "now" (the clock was set back while the host was down).
+ */
+function clockSetBack(ctx: EngineContext, now: number): boolean {
+  const before = ctx.reapedAt ?? newestMomentStored(ctx)
+  return before !== null && now < before - SET_BACK_MS
+}
+
+/**
+ * The newest moment the store kept as "now": its newest event's time, or a held file lease's last
+ * heartbeat (which appends no event). Null for an empty store.
+ */
+function newestMomentStored(ctx: EngineContext): number | null {
+  const event = ctx.one<{ ts: number }>('SELECT ts FROM events ORDER BY id DESC LIMIT 1')?.ts ?? null
+  const file = ctx.one<{ at: number | null }>("SELECT MAX(last_heartbeat_at) AS at FROM file_leases WHERE state = 'ACTIVE'")?.at ?? null
+  return event === null || file === null ? (event ?? file) : Math.max(event, file)
+}
+
+/**
+ * The waits kept on disk, re-aimed after the clock was set back: a retry waits no longer than its
+ * own backoff from now (the attempt that ended is the job's `attempts`, and the backoff policy
+ * the host's now), a queue API claim runs out no later than its claim TTL from now, and the file
+ * gate's waits are re-aimed likewise (files.ts). A delayed job's `run_at` stays: the store keeps
+ * a submit's `delay_ms` as the moment it named, which cannot be told from a `run_at` given as a
+ * time, and that is the submitter's own wall-clock intent.
+ */
+function reaimWaitsAfterSetBack(ctx: EngineContext): void {
+  ctx.transact(() => {
+    const now = ctx.clock.now()
+    for (const job of ctx.all<JobRow>(`${SELECT_JOBS} WHERE state = 'QUEUED' AND next_retry_at > ?`, now)) {
+      const retryAt = nextRetryAt(now, job.attempts, ctx.config.backoff)
+      if (job.next_retry_at! > retryAt) updateJob(ctx, job, { next_retry_at: retryAt, eligible_at: retryAt })
+    }
+    const claimsUntil = now + ctx.config.claimTtlS * 1000
+    for (const job of ctx.all<JobRow>(`${SELECT_JOBS} WHERE ${HELD_BY_CLAIM} AND claim_expires_at > ?`, claimsUntil)) updateJob(ctx, job, { claim_expires_at: claimsUntil })
+    reaimFilesAfterSetBack(ctx, now)
   })
 }
 
