@@ -512,6 +512,17 @@ describe('integration: blocked after the retry → halt and the blocker contract
     await expectError(await post(host, `/api/blockers/${id}/resolve`, { action: 'force_release' }), 409, 'blocker_resolved')
   })
 
+  test('a handover ends when its job ends: the requester canceled after a force release, a third owner is granted the file at once', async () => {
+    const { w1, w2, answer } = await halt()
+    expect(await body(await post(host, `/api/blockers/${answer.blocker.blocker_id}/resolve`, { action: 'force_release' }))).toMatchObject({ taken_from_holder: true, job_state: 'QUEUED' })
+    expect((await post(host, `${QUEUE}/jobs/${w2.job_id}/cancel`, {})).status).toBe(200)
+    expect(await jobState(w2.job_id)).toBe('CANCELED')
+    expect((await post(host, `${WORKER}/fail`, { ...attempt(w1), error: { code: 'file_lost', message: 'file taken by an operator' } })).status).toBe(200)
+    const res = await acquire('someone-else')
+    expect(res.status).toBe(200)
+    expect(await body(res)).toMatchObject({ granted: true, file_lease: { owner_id: 'someone-else' } })
+  })
+
   /** qholder holds FILE, and qreq, naming no job lease, is halted on it at its retry: the open report's id. */
   async function haltWithoutJobs(): Promise<string> {
     await start()

@@ -261,6 +261,37 @@ describe("the operator's answers", () => {
     expect(engine.acquireFile({ file: FILE, owner_id: 'w4' })).toMatchObject({ granted: true })
   })
 
+  test('a handover ends when its job ends: the requester canceled, another owner takes the file at once', () => {
+    const { engine, clock, blocker, requester } = halted()
+    engine.resolveBlocker(blocker.id, { action: 'force_release' })
+    clock.advance(SECOND)
+    expect(engine.cancel(requester.job.id)).toMatchObject({ state: 'CANCELED' })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true, file_lease: { owner_id: 'w3' } })
+    expect(sql(engine).all('SELECT * FROM file_handovers')).toEqual([])
+  })
+
+  /** The requester a force release handed FILE to fails its next attempt without taking the file. */
+  function handedOverThenFailed(retryable: boolean) {
+    const s = halted()
+    s.engine.resolveBlocker(s.blocker.id, { action: 'force_release' })
+    const again = claimOrFail(s.engine, 'w2')
+    const report = { job_id: s.requester.job.id, attempt_id: again.lease.attempt_id, worker_id: 'w2', lease_token: again.lease.token }
+    return { ...s, failed: s.engine.fail({ ...report, error: { code: 'failing', retryable } }) }
+  }
+
+  test('a handover ends when its job ends: the requester failed for good on its next attempt, another owner takes the file at once', () => {
+    const { engine, requester, failed } = handedOverThenFailed(false)
+    expect(failed).toMatchObject({ requeued: false })
+    expect(engine.getJob(requester.job.id).state).toBe('FAILED')
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ granted: true })
+  })
+
+  test('a handover outlives a requeue of its job: the requester failed with attempts left is still handed the file', () => {
+    const { engine, blocker, requester, failed } = handedOverThenFailed(true)
+    expect(failed).toMatchObject({ requeued: true })
+    expect(engine.acquireFile({ file: FILE, owner_id: 'w3' })).toMatchObject({ code: 'file_lease_held', contention: { holder: { job_id: requester.job.id }, handed_over: { blocker_id: blocker.id } } })
+  })
+
   test('an owner refused while the file was handed over is refused afresh at its retry, never halted on a file nobody holds', () => {
     const { engine, clock, blocker } = halted()
     engine.acquireFile({ file: '/repo/x.ts', owner_id: 'w3' })

@@ -206,8 +206,8 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
  * The live handovers of this path, of a folder above it and of paths inside it, oldest first. An
  * operator's force release answers a halted requester: the file it took goes to that requester
  * (see {@link handedTo}), and every other owner — the one it was taken from included — is refused
- * it until the requester acquires it (or a folder above it) or {@link FILE_HANDOVER_MS} pass.
- * Otherwise the old holder, still running, would take it straight back.
+ * it until the requester acquires it (or a folder above it), its job ends (moves.ts `endJob`), or
+ * {@link FILE_HANDOVER_MS} pass. Otherwise the old holder, still running, would take it straight back.
  */
 function liveHandovers(ctx: EngineContext, file: string, now: number): FileHandoverRow[] {
   const [from, to] = keysBelow(file)
