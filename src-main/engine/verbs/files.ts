@@ -2,6 +2,7 @@ import type { AcquireRefusalCode } from '../../../src-shared/error-codes'
 import { printable } from '../../../src-shared/printable'
 import type { BlockerRow, FileContentionRow, FileHandoverRow, FileLeaseRow, LeaseRow } from '../../db/schema'
 import { SECOND } from '../rules/clock'
+import { type JobState, TERMINAL_STATES } from '../rules/states'
 import { fileKey, keysAbove, keysBelow } from '../rules/file-keys'
 import type { EngineContext } from '../memory/context'
 import { EngineError, invalid } from '../rules/errors'
@@ -11,7 +12,7 @@ import { decodeCursor, encodeCursor, MAX_LIST_LIMIT, pageLimit, type PageRequest
 import { cancelRequestedBy } from '../reads/timeline'
 import { newId } from '../store/ids'
 import { cancelNow, NOTHING_SAID } from './moves'
-import { endLease, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
+import { endLease, findJob, findLease, getLease, getJob, moveJob, notActive, recordJobEvent } from '../store/rows'
 
 /** A denied requester retries exactly once, this long after the denial (the files contract: "exactly 3 minutes"). */
 export const FILE_RETRY_MS = 180 * SECOND
@@ -206,18 +207,29 @@ export function acquireFile(ctx: EngineContext, request: FileLeaseRequest): Acqu
  * The live handovers of this path, of a folder above it and of paths inside it, oldest first. An
  * operator's force release answers a halted requester: the file it took goes to that requester
  * (see {@link handedTo}), and every other owner — the one it was taken from included — is refused
- * it until the requester acquires it (or a folder above it), its job ends (moves.ts `endJob`), or
+ * it until the requester acquires it (or a folder above it), its job ends, or
  * {@link FILE_HANDOVER_MS} pass. Otherwise the old holder, still running, would take it straight back.
+ *
+ * A handover to a job that has ended (done, failed, timed out, canceled, or deleted) is over: that
+ * job will never take the file. It is told here, where handovers are read, and not as each job
+ * ends: every job's end would then pay a statement for the few that were ever handed a file.
  */
 function liveHandovers(ctx: EngineContext, file: string, now: number): FileHandoverRow[] {
   const [from, to] = keysBelow(file)
-  return ctx.all<FileHandoverRow>(
+  const handovers = ctx.all<FileHandoverRow>(
     'SELECT * FROM file_handovers WHERE (file IN (SELECT value FROM json_each(?)) OR (file >= ? AND file < ?)) AND until > ? ORDER BY handed_at',
     JSON.stringify(keysAbove(file)),
     from,
     to,
     now,
   )
+  return handovers.filter((handover) => handover.job_id === null || !jobEnded(ctx, handover.job_id))
+}
+
+/** Whether the job has come to its end: a terminal state, or no longer stored. */
+function jobEnded(ctx: EngineContext, jobId: string): boolean {
+  const job = findJob(ctx, jobId)
+  return job === undefined || TERMINAL_STATES.has(job.state as JobState)
 }
 
 /** Whether a handover is to this requester: its owner id, and the halted job when the report named one, in any attempt. */

@@ -5,8 +5,8 @@ import { EngineError, type ErrorExtra } from '../rules/errors'
 import { type EventData, JOB_ENDED_EVENTS, type LeaseExpiryReason } from '../rules/events'
 import { hasRevokedFiles, releaseFilesOfLease } from './files'
 import { limitThatEnded } from './lease-limits'
-import { endJob, requeue } from './moves'
-import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, notActive } from '../store/rows'
+import { requeue } from './moves'
+import { type Disposition, endLease, getLease, type HeartbeatReport, jobOfLease, json, type Leased, leasesOfJob, moveJob, notActive } from '../store/rows'
 import type { FinalStatus, TerminalState } from '../rules/states'
 import { sameJson } from '../../../src-shared/same-json'
 import { parseStored } from '../store/stored-value'
@@ -37,7 +37,7 @@ const FINAL_STATUS_OF: Record<string, FinalStatus> = {
 
 /** Ends a job in a terminal state. */
 function finishJob(ctx: EngineContext, job: JobRow, to: TerminalState, outcome: Outcome, deadLetter: boolean): JobRow {
-  return endJob(
+  return moveJob(
     ctx,
     job,
     to,

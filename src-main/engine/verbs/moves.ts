@@ -1,14 +1,14 @@
 import type { JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
-import { type JobEvent, moveJob } from '../store/rows'
-import type { JobState, TerminalState } from '../rules/states'
+import { moveJob } from '../store/rows'
+import type { JobState } from '../rules/states'
 import { nextStreamMessageId } from '../store/streams'
 import { reportOnReturn } from './capacity'
 
 /**
- * The moves of a job that several verbs make, each written once: back to the queue (after a
- * failed or expired attempt, or an operator's answer to a blocker), canceled at once (by a
- * cancel, or an operator's answer to a blocker), and the end every job comes to.
+ * The two moves of a job that several verbs make, each written once: back to the queue (after
+ * a failed or expired attempt, or an operator's answer to a blocker), and canceled at once (by
+ * a cancel, or an operator's answer to a blocker).
  */
 
 /**
@@ -50,22 +50,11 @@ export function requeue(ctx: EngineContext, job: JobRow, reason: string, retryAt
 
 /** Cancels a job that holds no lease, at once: it ends CANCELED. */
 export function cancelNow(ctx: EngineContext, job: JobRow, reason: string | null, note: string | null, requestedBy: string | null = null): JobRow {
-  return endJob(
+  return moveJob(
     ctx,
     job,
     'CANCELED',
     { claimed_by: null, claim_expires_at: null, final_status: 'CANCELED', finished_at: ctx.clock.now(), note: note ?? job.note },
     { type: 'JOB_CANCELED', data: { state: 'CANCELED', from: job.state as JobState, reason, requested_by: requestedBy } },
   )
-}
-
-/**
- * Moves a job to a terminal state: every end (done, failed, timed out, canceled) passes here. A
- * file an operator's force release handed to the job (files.ts, `liveHandovers`) is kept for it
- * no more: it will never take it, and every other owner would be refused the file until the
- * handover lapsed. A job requeued keeps its handover, as its next attempt takes the file.
- */
-export function endJob(ctx: EngineContext, job: JobRow, to: TerminalState, changes: Partial<JobRow>, event: JobEvent): JobRow {
-  ctx.run('DELETE FROM file_handovers WHERE job_id = ?', job.id)
-  return moveJob(ctx, job, to, changes, event)
 }
