@@ -1,5 +1,6 @@
 import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
 import { JobTable } from './job-table'
+import { jobLogLine } from './run-log'
 import { failuresOfRefusedCompletions, ReportBudget, type Reports, refusedReportLine, refusesReports } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
@@ -320,8 +321,7 @@ export class Driver {
 
   /** A log line of one of this thread's jobs, as the runtime writes a job's lines. */
   logLine(run: number, line: string): string {
-    const { claim } = this.runs.get(run)!
-    return `[${claim.job_type} ${claim.job_id.slice(-8)}] ${line}`
+    return jobLogLine(this.runs.get(run)!.claim, line)
   }
 
   /** Gives one of this thread's jobs to the runtime now (its handler is at the file gate, which the runtime keeps). */

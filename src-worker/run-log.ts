@@ -1,5 +1,8 @@
 import { MAX_NOTE_CHARS } from '../src-shared/limits'
+import { printable } from '../src-shared/printable'
+import { shortId } from '../src-shared/short-id'
 import { cut } from './attempt-error'
+import type { Claim } from './transport'
 
 /**
  * What a handler's `log()` may write into its worker's log (the host's, for a local worker):
@@ -7,6 +10,16 @@ import { cut } from './attempt-error'
  * buggy handler filled the host's log and its disk — a 5 MB line in one call, 13.5 MB in 3.5 s
  * from a loop. Applied in the handler's thread, before a line is copied anywhere.
  */
+
+/**
+ * A line a job's handler logged, as the worker's log writes it, whichever thread claimed the job:
+ * under the job's type and short id (`[thumbnail …81c03f9a] …`), every control character escaped.
+ * The line carries what the job's program wrote, and the job type is the submitter's: an escape
+ * sequence would reach the operator's terminal, a carriage return forge a line of the log.
+ */
+export function jobLogLine(claim: Pick<Claim, 'job_type' | 'job_id'>, line: string): string {
+  return printable(`[${claim.job_type} ${shortId(claim.job_id)}] ${line}`)
+}
 
 /** The longest line a handler logs: a longer one is cut, with the mark `… (cut)`, as a note is. */
 export const MAX_LOG_LINE_CHARS = MAX_NOTE_CHARS

@@ -1,11 +1,11 @@
 import { resolve } from 'node:path'
-import { printable } from '../src-shared/printable'
 import { jobOwnerId } from '../src-shared/file-owner'
 import { boundHeapGrowth } from '../src-shared/heap-growth'
 import { DRAIN_KILL_AFTER_MS } from '../src-shared/limits'
 import { GateRefusal, shownPath } from './gate-path'
 import { HandlerThread, type RunListener, type RunOutcome } from './handler-thread-client'
 import { type HandlerOptions, ignoredHandlerFiles } from './handlers'
+import { jobLogLine } from './run-log'
 import { placeBatch, RunTimes } from './thread-placement'
 import { diedBeforeWork, moduleAtFault, nextThreadRestart, type ThreadDeath } from './thread-crashes'
 import { jobInfo } from './thread-protocol'
@@ -266,9 +266,7 @@ export class WorkerRuntime {
       if (note !== null) job.note = note
       this.queueBeat(job)
     },
-    // A handler's lines carry what the job's program wrote, and the job type is the submitter's:
-    // control characters are escaped, or an escape sequence would reach the operator's terminal.
-    log: (job, line) => this.options.log(printable(`[${job.claim.job_type} ${job.claim.job_id.slice(-8)}] ${line}`)),
+    log: (job, line) => this.options.log(jobLogLine(job.claim, line)),
     gate: (job, file) => this.gate(job, file),
     end: (job, outcome) => this.finish(job, outcome),
     line: (text) => this.options.log(text),

@@ -3,6 +3,7 @@
  * lines dropped counted in one line of their own (src-worker/run-log.ts).
  */
 import { afterEach, expect, test } from 'vitest'
+import { shortId } from '../../src-shared/short-id'
 import { LOG_BURST_LINES, LOG_LINES_PER_S, MAX_LOG_LINE_CHARS, RunLog } from '../../src-worker/run-log'
 import { cleanUp, dataDirWith, poolReady, settled, startHost, submit } from './support'
 
@@ -18,13 +19,13 @@ test("a handler's log line is cut as a note is, and a job's lines past a burst a
   await poolReady(host, 1)
   const huge = await submit(host, { job_type: 'test.huge-line' })
   expect((await settled(host, huge, 20_000)).job.state).toBe('DONE')
-  const hugeLines = host.lines.filter((line) => line.includes(`[test.huge-line ${huge.slice(-8)}]`))
+  const hugeLines = host.lines.filter((line) => line.includes(`[test.huge-line ${shortId(huge)}]`))
   expect(hugeLines).toHaveLength(1)
   expect(hugeLines[0]).toMatch(new RegExp(`\\] H{${MAX_LOG_LINE_CHARS - '… (cut)'.length}}… \\(cut\\)$`))
 
   const many = await submit(host, { job_type: 'test.many-lines' })
   expect((await settled(host, many, 30_000)).job.state).toBe('DONE')
-  const manyLines = host.lines.filter((line) => line.includes(`[test.many-lines ${many.slice(-8)}]`))
+  const manyLines = host.lines.filter((line) => line.includes(`[test.many-lines ${shortId(many)}]`))
   // The burst at once (the loop takes well under a second, the steady rate adding a few more), then the count.
   expect(manyLines.length).toBeGreaterThanOrEqual(LOG_BURST_LINES + 1)
   expect(manyLines.length).toBeLessThan(LOG_BURST_LINES + 5 * LOG_LINES_PER_S)

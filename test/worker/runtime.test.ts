@@ -1488,13 +1488,20 @@ test('a stopping worker sends the reports of the long-poll it gives up again, wi
   expect(last.claim).toBeUndefined()
 })
 
-test("a handler's log lines reach the worker's log with control characters escaped: a program's escape sequence never reaches the operator's terminal", async () => {
+test.each(['the runtime', 'a driving thread'])("a handler's log lines reach the worker's log with control characters escaped, under the job's short id, whether its job was claimed by %s: a program's escape sequence never reaches the operator's terminal", async (claimer) => {
   const NOISY = `export default { type: 'test.noisy', run: ({ log }) => { log('\\u001b[2J\\u001b]0;owned\\u0007red\\rline'); return null } }\n`
-  const transport = new ScriptedTransport([aJobOf('noisy', 'test.noisy', {})])
-  const lines = await started(transport, { modules: { 'noisy.mjs': NOISY } })
-  await until(() => transport.completed.some((c) => c.job_id === 'noisy'), 5000, 'the job reported')
-  expect(lines).toContain('[test.noisy noisy] \\u001b[2J\\u001b]0;owned\\u0007red\\u000dline')
-  expect(lines.every((line) => !/[\u0000-\u001f\u007f-\u009f]/.test(line))).toBe(true)
+  const id = '0195f3a2-7c1e-7b44-9a1d-5e7f81c03f9a'
+  const transport = new ScriptedTransport([aJobOf(id, 'test.noisy', {})])
+  const link = claimer === 'a driving thread' ? await transport.driveOver('link') : null
+  try {
+    const lines = await started(transport, { modules: { 'noisy.mjs': NOISY }, ...(link ? { threads: 1, drive: link.drive } : {}) })
+    await until(() => transport.completed.some((c) => c.job_id === id), 5000, 'the job reported')
+    expect(transport.viaThread.includes(id)).toBe(link !== null)
+    expect(lines).toContain('[test.noisy …81c03f9a] \\u001b[2J\\u001b]0;owned\\u0007red\\u000dline')
+    expect(lines.every((line) => !/[\u0000-\u001f\u007f-\u009f]/.test(line))).toBe(true)
+  } finally {
+    link?.close()
+  }
 })
 
 test('ctx.log writes a value that is not a string as util.inspect shows it, on one line, under the job’s name', async () => {
