@@ -1,10 +1,11 @@
-import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
+import { nextExchange, onceThisTurn } from './exchange-plan'
+import { claimSize, exchangeRequest, ExchangeSteps } from './exchange-steps'
 import { JobTable } from './job-table'
 import { jobLogLine } from './run-log'
-import { failuresOfRefusedCompletions, ReportBudget, type Reports, refusedReportLine, refusesReports } from './report-budget'
+import { putBackReports, type Reports, refusesReports, reportsAnswered } from './report-budget'
 import { RunTimes } from './thread-placement'
 import type { FromThread, RunProgress } from './thread-protocol'
-import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, HostContact, type HostRoute, refusesWorker } from './transport'
+import { type AttemptError, type Claim, droppedLine, type ExchangeAnswer, type ExchangeRequest, HostContact, type HostRoute, refusesWorker } from './transport'
 
 /**
  * A worker's driving thread: its first handler thread claims, runs and reports its own jobs
@@ -17,8 +18,9 @@ import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeReques
  * The thread gives the runtime a job itself when the job may run long (the runtime places it on
  * another thread), when its handler passes the file gate, and when the link closes.
  *
- * It talks to the host as the runtime does (exchange-plan.ts): reports go as soon as no other
- * report is in flight, and carry the claim for the free entries when no long-poll is in flight.
+ * It talks to the host as the runtime does (exchange-plan.ts), with the same steps
+ * (exchange-steps.ts): reports go as soon as no other report is in flight, and carry the claim
+ * for the free entries when no long-poll is in flight.
  */
 
 export interface DriveOptions {
@@ -97,11 +99,9 @@ export class Driver {
   private readonly reportEntries = new Map<string, number>()
   private readonly runTimes: RunTimes
   private pauseUntil = 0
-  /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
-  private readonly pace: ClaimPace
+  /** What this thread keeps from one exchange to the next: the report budget, the claims' pace, the host's being out of reach. */
+  private readonly steps: ExchangeSteps
   private lookAgain: NodeJS.Timeout | null = null
-  /** How many reports an exchange carries (report-budget.ts). */
-  private readonly reportBudget = new ReportBudget()
   private draining = false
   private saidDrained = false
   /** The link has closed: everything has gone to the runtime. */
@@ -117,11 +117,11 @@ export class Driver {
   constructor(
     private readonly options: DriveOptions,
     private readonly deps: DriverDeps,
-    private readonly contact = new HostContact(null),
+    contact = new HostContact(null),
   ) {
     this.table = new JobTable(options.table)
     this.runTimes = new RunTimes(options.shortRunMs)
-    this.pace = new ClaimPace()
+    this.steps = new ExchangeSteps(contact, options.claimWaitMs)
   }
 
   private get polling(): boolean {
@@ -170,7 +170,7 @@ export class Driver {
       polling: this.polling,
       free: this.free,
       reportsDueInMs: null,
-      claimDueInMs: this.pace.dueInMs(performance.now()),
+      claimDueInMs: this.steps.pace.dueInMs(performance.now()),
     })
     if (next && 'longPoll' in next) this.exchange(next.longPoll)
     else if (next) this.lookAgainIn(next.pollInMs)
@@ -186,13 +186,10 @@ export class Driver {
   }
 
   private exchange(longPoll: boolean): void {
-    const { worker_id, streams, gpu, jobTypes, claimWaitMs } = this.options
-    const reports = this.reportBudget.take(this.outbox)
-    const asked = Math.min(this.free, 256)
-    const params: ExchangeRequest = { worker_id }
-    if (reports.complete.length > 0) params.complete = reports.complete
-    if (reports.fail.length > 0) params.fail = reports.fail
-    if (asked > 0) params.claim = { streams, job_types: jobTypes, gpu_available: gpu, max_jobs: asked, max_wait_ms: longPoll ? this.contact.claimWaitMs(claimWaitMs) : 0 }
+    const { worker_id, streams, gpu, jobTypes } = this.options
+    const reports = this.steps.budget.take(this.outbox)
+    const asked = claimSize(this.free)
+    const params = exchangeRequest(worker_id, undefined, reports, this.steps.claim(streams, jobTypes, gpu, asked, longPoll))
     const id = this.nextId++
     const abandon = longPoll ? new AbortController() : null
     this.inFlight.set(id, { longPoll, asked, sentAt: performance.now(), reports, abandon, abandoned: false })
@@ -208,20 +205,14 @@ export class Driver {
     const sent = this.inFlight.get(id)
     if (!sent) return // the link closed meanwhile: its reports went to the runtime
     this.inFlight.delete(id)
-    const again = sent.abandoned ? null : this.contact.answered()
-    if (again !== null) this.line(again)
-    this.reportBudget.taken()
-    const { completed, failed, jobs } = answer
-    this.pace.answered(sent.sentAt, claimWaitedMs(answer, sent.sentAt, performance.now()), sent.asked, jobs.length)
-    for (const a of completed) if (!a.ok) this.line(refusedReportLine(a, 'completion'))
-    for (const a of failed) if (!a.ok) this.line(refusedReportLine(a, 'failure'))
-    this.outbox.fail.push(...failuresOfRefusedCompletions(sent.reports.complete, completed))
+    this.steps.answered(answer, sent.sentAt, sent.asked, sent.abandoned, this.line)
+    reportsAnswered(answer, sent.reports.complete, this.outbox, this.line)
     this.settled(sent.reports)
     // Jobs granted to a claim given up on are not run: the host expires their leases (it saw the
     // request abandoned, or sees the worker exit). The others all take their entries before any
     // handler starts, and only then is the claim no longer counted as asking: a handler that
     // blocks this thread leaves the table saying which slots are the worker's.
-    const started = !sent.abandoned && !this.draining ? jobs.map((claim) => this.take(claim)) : []
+    const started = !sent.abandoned && !this.draining ? answer.jobs.map((claim) => this.take(claim)) : []
     if (sent.asked > 0) this.publishAsked()
     void this.startAll(started.filter((own) => own !== null))
     this.pump()
@@ -270,23 +261,22 @@ export class Driver {
     if (sent.asked > 0) this.publishAsked()
     const reports = sent.reports.complete.length + sent.reports.fail.length
     if (refusesWorker(error, reports)) {
-      if (!sent.abandoned) this.putBack(sent.reports)
+      if (!sent.abandoned) putBackReports(this.outbox, sent.reports)
       this.deps.tell({ type: 'refused', status: error.status, code: error.code, detail: error.message })
       return this.refused()
     }
     if (this.draining) {
-      if (reports > 0 && !sent.abandoned) this.line(`leasehold worker: ${exchangeFailure(error)}; ${reports} report(s) dropped on the way out`)
+      if (reports > 0 && !sent.abandoned) this.line(droppedLine(error, reports))
       if (!sent.abandoned) this.settled(sent.reports)
     } else if (refusesReports(error)) {
       // Sent again at once, smaller (report-budget.ts); one dropped is settled.
       if (!sent.abandoned) {
-        this.putBack(this.reportBudget.afterRefused(sent.reports, error, (line) => this.line(line)))
+        putBackReports(this.outbox, this.steps.budget.afterRefused(sent.reports, error, this.line))
         this.settled(sent.reports)
       }
     } else {
-      this.line(this.contact.retrying(error))
-      this.pauseUntil = Date.now() + 1000
-      if (!sent.abandoned) this.putBack(sent.reports)
+      this.pauseUntil = this.steps.retryAt(error, this.line)
+      if (!sent.abandoned) putBackReports(this.outbox, sent.reports)
     }
     this.pump()
   }
@@ -365,7 +355,7 @@ export class Driver {
     for (const sent of this.inFlight.values()) {
       if (!sent.longPoll || sent.abandoned) continue
       sent.abandoned = true
-      this.putBack(sent.reports)
+      putBackReports(this.outbox, sent.reports)
       sent.abandon?.abort()
     }
     this.publishAsked()
@@ -404,7 +394,7 @@ export class Driver {
     this.unlinked = true
     const entries = this.table.heldBy(this.options.owner).filter((entry) => this.table.handOver(entry))
     if (entries.length > 0) this.deps.tell({ type: 'adopt', entries })
-    for (const sent of this.inFlight.values()) if (!sent.abandoned) this.putBack(sent.reports)
+    for (const sent of this.inFlight.values()) if (!sent.abandoned) putBackReports(this.outbox, sent.reports)
     this.inFlight.clear()
     this.publishAsked()
     this.deps.tell({ type: 'unlinked', ...this.outbox })
@@ -427,12 +417,6 @@ export class Driver {
     }
   }
 
-  private putBack(reports: Reports): void {
-    this.outbox.complete.unshift(...reports.complete)
-    this.outbox.fail.unshift(...reports.fail)
-  }
-
-  private line(text: string): void {
-    this.deps.tell({ type: 'line', line: text })
-  }
+  /** A line for the worker's log (one function for the driver's life, handed to the steps that log). */
+  private readonly line = (text: string): void => this.deps.tell({ type: 'line', line: text })
 }

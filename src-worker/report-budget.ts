@@ -1,11 +1,28 @@
 import { MAX_BATCH_ITEMS, MAX_ERROR_CHARS } from '../src-shared/limits'
 import { cut, SHORT_MESSAGE_CHARS, shortened } from './attempt-error'
-import { type ExchangeRequest, HostError, type ReportAnswer, UnsentRequest } from './transport'
+import { type ExchangeAnswer, type ExchangeRequest, HostError, type ReportAnswer, UnsentRequest } from './transport'
 
 /** The completions and failures of one exchange. */
 export interface Reports {
   complete: NonNullable<ExchangeRequest['complete']>
   fail: NonNullable<ExchangeRequest['fail']>
+}
+
+/** Reports that did not reach the host, back at the head of `outbox`: they go with the next exchange (completions and failures are idempotent). */
+export function putBackReports(outbox: Reports, reports: Reports): void {
+  outbox.complete.unshift(...reports.complete)
+  outbox.fail.unshift(...reports.fail)
+}
+
+/**
+ * What the host answered of the completions `sent` and the failures of an exchange: each
+ * refusal is logged ({@link refusedReportLine}), and the completions refused though their lease
+ * holds go into `outbox` as failures ({@link failuresOfRefusedCompletions}).
+ */
+export function reportsAnswered(answer: ExchangeAnswer, sent: Reports['complete'], outbox: Reports, log: (line: string) => void): void {
+  for (const a of answer.completed) if (!a.ok) log(refusedReportLine(a, 'completion'))
+  for (const a of answer.failed) if (!a.ok) log(refusedReportLine(a, 'failure'))
+  outbox.fail.push(...failuresOfRefusedCompletions(sent, answer.completed))
 }
 
 /**

@@ -9,10 +9,11 @@ import { jobLogLine } from './run-log'
 import { placeBatch, RunTimes } from './thread-placement'
 import { diedBeforeWork, moduleAtFault, nextThreadRestart, type ThreadDeath } from './thread-crashes'
 import { jobInfo } from './thread-protocol'
-import { ClaimPace, claimWaitedMs, nextExchange, onceThisTurn } from './exchange-plan'
+import { nextExchange, onceThisTurn } from './exchange-plan'
+import { claimSize, exchangeRequest, ExchangeSteps } from './exchange-steps'
 import { JobTable, type TakenJob } from './job-table'
-import { failuresOfRefusedCompletions, ReportBudget, refusedReportLine, refusesReports, tooLarge } from './report-budget'
-import { type AttemptError, type Claim, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostContact, HostError, type HostRoute, LeaseLostError, reachedAgainLine, refusedLine, refusesWorker, type WorkerTransport } from './transport'
+import { putBackReports, refusesReports, reportsAnswered, tooLarge } from './report-budget'
+import { type AttemptError, type Claim, droppedLine, type ExchangeAnswer, type ExchangeRequest, exchangeFailure, type FileAcquireAnswer, type GateRequest, type HeartbeatAnswer, HostContact, HostError, type HostRoute, LeaseLostError, reachedAgainLine, refusedLine, refusesWorker, type WorkerTransport } from './transport'
 
 export interface RuntimeOptions {
   transport: WorkerTransport
@@ -29,7 +30,7 @@ export interface RuntimeOptions {
   log: (line: string) => void
   /** Where the worker's token came from, for the line a refused token stops it with (transport.ts refusedLine). */
   tokenSource?: string
-  /** How long a claim long-polls when the worker has nothing else to say. */
+  /** How long a claim long-polls when the worker has nothing else to say (default CLAIM_WAIT_MS, exchange-steps.ts). */
   claimWaitMs?: number
   /** How long an aborted handler may take to stop before its thread is replaced. */
   abortGraceMs?: number
@@ -197,8 +198,6 @@ export class WorkerRuntime {
   private stopping: { graceEnds: number; timer: NodeJS.Timeout; done: Promise<void> } | null = null
   /** After a failed exchange, the next one waits until then. */
   private pauseUntil = 0
-  /** How many reports an exchange carries (report-budget.ts). */
-  private readonly reportBudget = new ReportBudget()
   /** Why the host refuses this worker, once it has (see {@link refused}). */
   private refusal: HostError | null = null
   /** Completions and failures dropped since the host refused this worker: said in one line as it stops. */
@@ -207,13 +206,12 @@ export class WorkerRuntime {
   private pollTimer: NodeJS.Timeout | undefined
   /** When {@link pollTimer} fires (performance.now()). */
   private pollAt = Infinity
-  /** How soon the next claim may go while jobs stream in (exchange-plan.ts). */
-  private readonly pace: ClaimPace
   /**
-   * Whether the host is out of reach, for the log (transport.ts HostContact). The runtime's own
-   * transport goes where its driving thread's route does: the route names the host.
+   * What the runtime keeps from one exchange to the next: the report budget, the claims' pace,
+   * whether the host is out of reach (for the log: the runtime's own transport goes where its
+   * driving thread's route does, so the route names the host).
    */
-  private readonly contact: HostContact
+  private readonly steps: ExchangeSteps
   /** The slots a driving thread claims for (job-table.ts); none when no thread drives. */
   private readonly table: JobTable | null
   /** The runtime claims the worker's jobs itself: no thread drives them (no route, or a link that failed or closed). */
@@ -294,8 +292,7 @@ export class WorkerRuntime {
 
   constructor(private readonly options: RuntimeOptions) {
     this.runTimes = new RunTimes(options.shortRunMs)
-    this.pace = new ClaimPace()
-    this.contact = new HostContact(reachedAgainLine(options.workerId, options.drive))
+    this.steps = new ExchangeSteps(new HostContact(reachedAgainLine(options.workerId, options.drive)), options.claimWaitMs)
     this.table = options.drive ? new JobTable(options.concurrency) : null
     this.claimsHere = !this.table
   }
@@ -349,11 +346,11 @@ export class WorkerRuntime {
    */
   private newThread(index: number): HandlerThread<Running> {
     const handlers = { ...this.options.handlers, skip: [...this.skipped] }
-    const { drive: route, workerId, streams, gpu, claimWaitMs } = this.options
+    const { drive: route, workerId, streams, gpu } = this.options
     const drives = index === 0 && route !== undefined && this.table !== null && !this.claimsHere && !this.stopClaiming.signal.aborted
     if (!drives) return this.typesOf(new HandlerThread(handlers, this.listener))
     const owner = ++this.lastOwner
-    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, gpu, claimWaitMs: claimWaitMs ?? 20_000, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
+    const drive = { table: this.table.buffer as SharedArrayBuffer, owner, worker_id: workerId, streams, gpu, claimWaitMs: this.steps.claimWaitMs, handsOverLong: this.threadCount > 1, shortRunMs: this.options.shortRunMs }
     const thread = new HandlerThread(handlers, this.listener, { route, thread: index, ...drive })
     this.drivers.set(thread, owner)
     this.takesAtStart.set(thread, this.table.takes())
@@ -704,7 +701,7 @@ export class WorkerRuntime {
       polling: this.polling,
       free: this.free,
       reportsDueInMs: this.reportsDueIn(),
-      claimDueInMs: this.pace.dueInMs(performance.now()),
+      claimDueInMs: this.steps.pace.dueInMs(performance.now()),
     })
     if (next && 'longPoll' in next) void this.exchange(next.longPoll)
     else if (next) this.pollLater(next.pollInMs)
@@ -743,16 +740,13 @@ export class WorkerRuntime {
   /** One round trip: the reports gathered so far, and a claim for the free slots. */
   private async exchange(longPoll: boolean): Promise<void> {
     const { transport, workerId, streams, log } = this.options
-    const outbox: Outbox = { heartbeat: this.outbox.heartbeat, ...this.reportBudget.take(this.outbox) }
+    const outbox: Outbox = { heartbeat: this.outbox.heartbeat, ...this.steps.budget.take(this.outbox) }
     // The host answers each heartbeat in the order sent: the nth answer is for the nth attempt.
     const beaten = [...outbox.heartbeat.keys()]
     this.outbox = { ...this.outbox, heartbeat: new Map() }
-    const maxJobs = Math.min(this.free, 256)
-    const request: ExchangeRequest = { worker_id: workerId }
-    if (outbox.heartbeat.size > 0) request.heartbeat = [...outbox.heartbeat.values()]
-    if (outbox.complete.length > 0) request.complete = outbox.complete
-    if (outbox.fail.length > 0) request.fail = outbox.fail
-    if (maxJobs > 0) request.claim = { streams, job_types: this.claimTypes(), gpu_available: this.options.gpu, max_jobs: maxJobs, max_wait_ms: longPoll ? this.contact.claimWaitMs(this.options.claimWaitMs ?? 20_000) : 0 }
+    const maxJobs = claimSize(this.free)
+    const heartbeat = outbox.heartbeat.size > 0 ? [...outbox.heartbeat.values()] : undefined
+    const request = exchangeRequest(workerId, heartbeat, outbox, this.steps.claim(streams, this.claimTypes(), this.options.gpu, maxJobs, longPoll))
     this.reserved += maxJobs
     if (!this.claimsHere) this.table?.runtimeAsks(this.reserved)
     if (longPoll) this.polling = true
@@ -769,15 +763,14 @@ export class WorkerRuntime {
         this.droppedAfterRefusal += ends
       } else if (this.stopClaiming.signal.aborted) {
         // Stopping: a host that does not answer now is not waited for; the leases expire there.
-        if (reports > 0) log(`leasehold worker: ${exchangeFailure(error as Error)}; ${reports} report(s) dropped on the way out`)
+        if (reports > 0) log(droppedLine(error as Error, reports))
       } else if (refusesReports(error)) {
         // Sent again at once, smaller (report-budget.ts); the heartbeats without their notes,
         // should they be what made the exchange too large.
         const heartbeat = tooLarge(error) ? withoutNotes(outbox.heartbeat) : outbox.heartbeat
-        this.putBack({ heartbeat, ...this.reportBudget.afterRefused(outbox, error, log) })
+        this.putBack({ heartbeat, ...this.steps.budget.afterRefused(outbox, error, log) })
       } else {
-        log(this.contact.retrying(error as Error))
-        this.pauseUntil = Date.now() + 1000
+        this.pauseUntil = this.steps.retryAt(error as Error, log)
         this.putBack(outbox)
       }
     } finally {
@@ -791,14 +784,9 @@ export class WorkerRuntime {
       this.putBack(outbox)
     }
     if (answer) {
-      const again = longPoll && this.stopClaiming.signal.aborted ? null : this.contact.answered()
-      if (again !== null) log(again)
-      this.pace.answered(sentAt, claimWaitedMs(answer, sentAt, performance.now()), maxJobs, answer.jobs.length)
-      this.reportBudget.taken()
+      this.steps.answered(answer, sentAt, maxJobs, longPoll && this.stopClaiming.signal.aborted, log)
       answer.heartbeats.forEach((a, i) => this.onHeartbeatAnswer(a, beaten[i]))
-      for (const a of answer.completed) if (!a.ok) log(refusedReportLine(a, 'completion'))
-      for (const a of answer.failed) if (!a.ok) log(refusedReportLine(a, 'failure'))
-      this.outbox.fail.push(...failuresOfRefusedCompletions(outbox.complete, answer.completed))
+      reportsAnswered(answer, outbox.complete, this.outbox, log)
       this.place(answer.jobs)
     }
     // Only now that its jobs hold their entries: a driving thread never counts a slot twice.
@@ -814,8 +802,7 @@ export class WorkerRuntime {
    */
   private putBack(outbox: Outbox): void {
     for (const [attemptId, beat] of outbox.heartbeat) if (!this.outbox.heartbeat.has(attemptId)) this.outbox.heartbeat.set(attemptId, beat)
-    this.outbox.complete.unshift(...outbox.complete)
-    this.outbox.fail.unshift(...outbox.fail)
+    putBackReports(this.outbox, outbox)
   }
 
   /** The host's answer to the heartbeat of the attempt `attemptId`. */

@@ -100,6 +100,12 @@ export const exchangeFailure = (error: Error): string =>
       ? error.message
       : `the host did not answer (${error.message})`
 
+/** The line of a stopping talker whose exchange failed: it does not wait for a host that does not answer, and the leases of the `count` reports it carried expire there. */
+export const droppedLine = (error: Error, count: number): string => `leasehold worker: ${exchangeFailure(error)}; ${count} report(s) dropped on the way out`
+
+/** How long a talker waits after an exchange the host did not answer before it sends the next, with that one's reports. */
+export const RETRY_MS = 1000
+
 /**
  * What a talker of the worker (its runtime, its driving thread: each exchanges with the host on
  * its own) says of the host being out of reach: the line of an exchange it asks again in a second,
@@ -116,7 +122,7 @@ export class HostContact {
   /** The line of an exchange that failed and is sent again in a second; the host counts as lost until one is answered. */
   retrying(error: Error): string {
     this.lost = true
-    return `leasehold worker: ${exchangeFailure(error)}; retrying in 1 s`
+    return `leasehold worker: ${exchangeFailure(error)}; retrying in ${RETRY_MS / 1000} s`
   }
 
   /**
