@@ -10,24 +10,32 @@ export const sleep: Handler = {
   async run({ payload, signal, progress }) {
     const ms = sleepMs(payload)
     const started = performance.now()
-    while (performance.now() - started < ms) {
+    let left = ms
+    while (left > 0) {
       signal.throwIfAborted()
-      const left = ms - (performance.now() - started)
-      // One listener at a time on the run's signal: each step takes its own away when it ends.
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer)
-          signal.removeEventListener('abort', wake)
-          resolve()
-        }
-        const timer = setTimeout(wake, Math.min(left, 250))
-        signal.addEventListener('abort', wake, { once: true })
-      })
-      progress(Math.min(1, (performance.now() - started) / Math.max(ms, 1)))
+      const step = Math.min(left, 250)
+      await pause(step, signal)
+      // The last step ends the wait as its timer fires: Node's timers count whole milliseconds of
+      // a clock of their own, and can fire a little before this one reads the whole step.
+      left = step === left ? 0 : ms - (performance.now() - started)
+      progress(left > 0 ? (ms - left) / ms : 1)
     }
     signal.throwIfAborted()
     return { slept_ms: Math.round(performance.now() - started) }
   },
+}
+
+/** Waits `ms`, or until `signal` aborts. One listener at a time on the run's signal: each step takes its own away when it ends. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const wake = () => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', wake)
+      resolve()
+    }
+    const timer = setTimeout(wake, ms)
+    signal.addEventListener('abort', wake, { once: true })
+  })
 }
 
 /**
