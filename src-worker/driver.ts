@@ -161,7 +161,7 @@ export class Driver {
 
   private send(): void {
     if (this.unlinked) return
-    const wait = this.pauseUntil - Date.now()
+    const wait = this.pauseUntil - performance.now()
     if (wait > 0) return void setTimeout(() => this.pump(), wait)
     const next = nextExchange({
       reports: this.hasReports,

@@ -62,9 +62,13 @@ export class ExchangeSteps {
     this.budget.taken()
   }
 
-  /** An exchange the host did not answer: says so, and when the next may leave (Date.now()), its reports with it. */
+  /**
+   * An exchange the host did not answer: says so, and when the next may leave, its reports with
+   * it: on the monotonic clock (performance.now()), so that a wall clock set back meanwhile (NTP
+   * stepping it as the machine boots, say) does not hold the worker back for as long as it went.
+   */
   retryAt(error: Error, log: (line: string) => void): number {
     log(this.contact.retrying(error))
-    return Date.now() + RETRY_MS
+    return performance.now() + RETRY_MS
   }
 }

@@ -689,7 +689,7 @@ export class WorkerRuntime {
       this.dropOutbox()
       return this.checkDrained()
     }
-    const wait = this.pauseUntil - Date.now()
+    const wait = this.pauseUntil - performance.now()
     if (wait > 0) {
       setTimeout(() => this.pump(), wait)
       return

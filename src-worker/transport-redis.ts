@@ -108,11 +108,11 @@ export class RedisTransport implements WorkerTransport {
    * it would claim are heartbeaten by the runtime, which would never hear the host's answers.
    */
   private runtimeDeaf: Error | null = null
-  private runtimeCheckedAt = 0
+  private runtimeCheckedAt = Number.NEGATIVE_INFINITY
   /** The calls that stopped waiting before their answer came (the newest {@link ABANDONED_REMEMBERED}): their answers are late. */
   private readonly abandoned = new Set<number>()
   /** When Redis last answered a read of the answers (one returns at least every {@link READ_BLOCK_MS}). */
-  private heardAt = Date.now()
+  private heardAt = performance.now()
   /** Why the connection to Redis could not be made, while it cannot (the socket's error); null while it is open. */
   private connectFault: string | null = null
   /** A call ended saying Redis did not answer: its next answer is said too. */
@@ -239,8 +239,8 @@ export class RedisTransport implements WorkerTransport {
     while (!this.closed) {
       try {
         from ??= await this.start()
-        if (this.channel && Date.now() - this.runtimeCheckedAt >= READ_BLOCK_MS) {
-          this.runtimeCheckedAt = Date.now()
+        if (this.channel && performance.now() - this.runtimeCheckedAt >= READ_BLOCK_MS) {
+          this.runtimeCheckedAt = performance.now()
           await this.runtimeHears()
         }
         const answer = (await this.reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, from)) as [string, [string, string[]][]][] | null
@@ -274,8 +274,8 @@ export class RedisTransport implements WorkerTransport {
 
   /** Redis answered a read: said in the log when a call ended saying it did not. */
   private heard(): void {
-    const silentMs = Date.now() - this.heardAt
-    this.heardAt = Date.now()
+    const silentMs = performance.now() - this.heardAt
+    this.heardAt = performance.now()
     if (!this.saidSilent) return
     this.saidSilent = false
     this.log?.(`leasehold worker: Redis at ${redactedUrl(this.url)} answers again (after ${Math.round(silentMs / 1000)} s)`)
@@ -288,7 +288,7 @@ export class RedisTransport implements WorkerTransport {
    * fault, the kind being the line up to its first parenthesis (limitRetryLines).
    */
   private unanswered(waitedMs: number): Error {
-    const silentMs = Date.now() - this.heardAt
+    const silentMs = performance.now() - this.heardAt
     if (silentMs < SILENT_AFTER_MS) return new Error(`no answer from the host over Redis within ${Math.round(waitedMs / 1000)} s`)
     this.saidSilent = true
     const url = redactedUrl(this.url)

@@ -7,7 +7,7 @@ import { constants, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, 
 import { createServer } from 'node:http'
 import { type AddressInfo, createServer as createNetServer } from 'node:net'
 import { join } from 'node:path'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, expect, test, vi } from 'vitest'
 import { type RuntimeOptions, WorkerRuntime } from '../../src-worker/runtime'
 import { CLAIM_PACE_MS, CLAIM_STREAM_MS, ClaimPace, claimWaitedMs, nextExchange, type SendState } from '../../src-worker/exchange-plan'
 import type { AttemptFailure } from '../../src-shared/worker-exchange'
@@ -1438,6 +1438,25 @@ test('a worker whose host does not answer, or answers that it is stopping, asks 
     await until(() => transport.exchanges >= 2, 5000, 'a second exchange')
     expect(refusals).toEqual([])
     expect(lines[0]).toBe(`leasehold worker: ${said}; retrying in 1 s`)
+    await runtime!.stop(0)
+    runtime = null
+  }
+})
+
+test('a worker whose host does not answer asks again within a second of each failure on the monotonic clock: a wall clock set back meanwhile does not hold it back', async () => {
+  const wall = Date.now
+  const transport = new FailingTransport(new Error('connect ECONNREFUSED 127.0.0.1:1'))
+  const exchange = transport.exchange.bind(transport)
+  transport.exchange = () => {
+    // While the worker waits out its second, the clock is set back an hour (NTP stepping it, say).
+    if (transport.exchanges === 0) setTimeout(() => vi.spyOn(Date, 'now').mockImplementation(() => wall() - 3_600_000), 200)
+    return exchange()
+  }
+  try {
+    await started(transport)
+    await until(() => transport.exchanges >= 3, 5000, 'two more exchanges after the clock went back')
+  } finally {
+    vi.restoreAllMocks()
     await runtime!.stop(0)
     runtime = null
   }
