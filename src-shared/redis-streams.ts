@@ -22,7 +22,7 @@ export function redisFaultWords(error: unknown): string {
   if (/max retries per request limit|^Command timed out/.test(message)) return 'Redis did not answer in time'
   // ioredis's words for a command sent while its connection is down (enableOfflineQueue off).
   if (/^Stream isn't writeable/.test(message)) return 'Redis is not connected'
-  return notRedisWords(message) ?? message
+  return notRedisWords(message) ?? missingDatabaseWords(message) ?? message
 }
 
 /**
@@ -35,6 +35,64 @@ export function notRedisWords(message: string): string | null {
   if (!got) return null
   return `the server at that address does not speak the Redis protocol (its answer began with ${got[1]}): check the host and port of the Redis URL`
 }
+/**
+ * The highest database number a `--redis` URL may name. Redis numbers its databases from 0 to
+ * its `databases` setting less one (16 by default); a number past this is a typo, not a database.
+ */
+export const MAX_REDIS_DB = 9999
+
+/** The form a `--redis` URL takes, as its refusal says it. */
+const REDIS_URL_FORM = 'redis://[user:password@]host[:port][/db], or rediss:// for TLS'
+
+/**
+ * Why a `--redis` URL (or LEASEHOLD_REDIS) is refused, or null when it may be used: the scheme,
+ * a host, a port from 1 to 65535, at most a database number in the path, and nothing after it.
+ * ioredis would take a path that is no number as `SELECT NaN` (an uncaught rejection), and one it
+ * cannot parse fails the start only once the database is open.
+ */
+export function redisUrlProblem(url: string): string | null {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return `must be a URL of the form ${REDIS_URL_FORM}: this one cannot be read (a port that is no number from 1 to 65535, an unclosed [, no host)`
+  }
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') return `must be a URL of the form ${REDIS_URL_FORM}`
+  if (parsed.hostname === '') return `names no host: it takes the form ${REDIS_URL_FORM}`
+  if (parsed.port === '0') return 'names port 0: the port is a number from 1 to 65535'
+  if (parsed.search !== '' || parsed.hash !== '') return `must end with its database number: it takes no ?options or #fragment (${REDIS_URL_FORM})`
+  const db = parsed.pathname.replace(/^\//, '')
+  if (db !== '' && !(/^\d+$/.test(db) && Number(db) <= MAX_REDIS_DB)) {
+    return `names the database ${JSON.stringify(decodeURIComponent(db))}: the path after the port is a database number from 0 to ${MAX_REDIS_DB} (0 when left out)`
+  }
+  return null
+}
+
+/**
+ * Redis's refusal of a database it does not have (`SELECT 99` on a server with 16). ioredis says
+ * it as an error and then goes on, on database 0: see {@link reconnectOnMissingDatabase}.
+ */
+export const isMissingDatabase = (message: string): boolean => /^ERR (DB index is out of range|invalid DB index)/.test(message)
+
+/**
+ * Keeps a client off a connection whose SELECT of the URL's database Redis refused: ioredis would
+ * otherwise go ready on database 0 and everything sent there would land in another database than
+ * the one named. The client drops that connection and tries again as after an outage (its
+ * retryStrategy), so that what it holds waits, and goes on once the server has the database.
+ */
+export function reconnectOnMissingDatabase(client: { on(event: 'error', listener: (error: Error) => void): unknown; disconnect(reconnect?: boolean): void }): void {
+  client.on('error', (error) => {
+    if (isMissingDatabase(error.message)) client.disconnect(true)
+  })
+}
+
+/** Redis's refusal of the URL's database, in words that say what to mend. */
+const missingDatabaseWords = (message: string): string | null =>
+  isMissingDatabase(message) ? `Redis has no database of the URL's number (${message}): its databases setting allows fewer; check the /db of the Redis URL` : null
+
+/** The longest `--redis-prefix` (serve's and the worker's). */
+export const MAX_REDIS_PREFIX_CHARS = 100
+
 /** The consumer group the host reads with, on every stream it reads or claims on. */
 export const CONSUMER_GROUP = 'leasehold'
 

@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type IpcMethod, type IpcParams, IpcResponse } from '../src-shared/ipc-protocol'
 import { LogLimiter } from '../src-shared/log-limiter'
-import { ANSWER_MARGIN_MS, entryField, isRedisRefusal, notRedisWords, prefixClaimKey, redactedUrl, replyStream, requestStream } from '../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, entryField, isMissingDatabase, isRedisRefusal, notRedisWords, prefixClaimKey, reconnectOnMissingDatabase, redactedUrl, redisFaultWords, replyStream, requestStream } from '../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../src-shared/worker-exchange'
 import { type ExchangeAnswer, type ExchangeRequest, type FileAcquireAnswer, type GateRequest, HostError, LeaseLostError, noAnswer, TransportRefusal, TransportSilence, requestText, type WorkerTransport } from './transport'
 
@@ -147,13 +147,18 @@ export class RedisTransport implements WorkerTransport {
       if (this.reader.status !== 'ready') this.connectFault = error.message
       limiter?.line(
         'redis',
-        isRedisRefusal(error.message)
+        isMissingDatabase(error.message)
+          ? `leasehold worker: Redis at ${redactedUrl(url)}: ${redisFaultWords(error)}; it asks again every 2 s at most`
+          : isRedisRefusal(error.message)
           ? `leasehold worker: Redis at ${redactedUrl(url)} refused this worker's connection (${error.message}): check the user and password in the URL; it asks again every 2 s at most`
           : `leasehold worker: Redis at ${redactedUrl(url)} ${unreachable(error.message)}; ioredis reconnects every 2 s at most`,
       )
     }
     this.writer.on('error', said)
     this.reader.on('error', said)
+    // Requests sent on database 0 would never reach the host: the connection is dropped and made again.
+    reconnectOnMissingDatabase(this.writer)
+    reconnectOnMissingDatabase(this.reader)
     // A reconnect may reach a Redis that restarted empty, and lost the requests waiting there: the
     // calls waiting for an answer end now and are asked again at once, rather than when their
     // timers run out. An answer that still comes for one is late, and what it grants is given back.

@@ -2,7 +2,7 @@ import { type ChainableCommander, Redis, type RedisOptions, ReplyError } from 'i
 import { type EndedMessage, type Engine, type Outbox, type OutboxFillCursor, type OutboxFillStep, type OutboxGrant, type OutboxMessage, streamMessageName } from '../engine'
 import type { RedisHealth } from '../http/views/system'
 import { LogLimiter } from '../../src-shared/log-limiter'
-import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, globEscaped, isRedisRefusal, notRedisWords, prefixTakenMessage, queueStream, redactedUrl, redisFaultWords } from '../../src-shared/redis-streams'
+import { CONSUMER_GROUP, DEFAULT_REDIS_PREFIX, DISCONNECT_TIMEOUT_MS, globEscaped, isRedisRefusal, notRedisWords, prefixTakenMessage, queueStream, redactedUrl, reconnectOnMissingDatabase, redisFaultWords } from '../../src-shared/redis-streams'
 import { QueueName } from '../../src-shared/worker-exchange'
 import { Answering, UNANSWERED_AFTER_MS } from './answering'
 import { scanKeys } from './keys'
@@ -256,6 +256,8 @@ export class RedisRelay {
       disconnectTimeout: DISCONNECT_TIMEOUT_MS,
     }
     this.redis = new Redis(options.url, redisOptions)
+    // A database the server does not have: its refusal is said as any other, and nothing goes to database 0.
+    reconnectOnMissingDatabase(this.redis)
     this.claim = new PrefixClaim(this.prefix, options.identity ?? processIdentity())
     this.claim.onChange(() => this.claimChanged())
     this.redis.on('error', (error: Error) => {

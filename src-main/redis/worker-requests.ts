@@ -12,7 +12,7 @@ import type { WorkerDirectory } from '../worker-roster/directory'
 import type { RedisLeaseHold } from './lease-hold'
 import type { PrefixClaim } from './prefix-claim'
 import type { RedisRelay } from './relay'
-import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, isRedisRefusal, entryTimeMs, READER_NAME, redactedUrl, redisFaultWords, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
+import { ANSWER_MARGIN_MS, CONSUMER_GROUP, DISCONNECT_TIMEOUT_MS, entryField, isRedisRefusal, entryTimeMs, READER_NAME, reconnectOnMissingDatabase, redactedUrl, redisFaultWords, REPLY_CHANNEL, replyStream, requestStream } from '../../src-shared/redis-streams'
 import { grantedLeaseIds, MAX_LONG_POLL_MS } from '../../src-shared/worker-exchange'
 
 /**
@@ -207,6 +207,8 @@ export class RedisWorkerRequests {
     const onError = (error: Error) => this.limiter.line('redis workers', `leasehold: Redis at ${redactedUrl(options.url)} (remote workers): ${redisFaultWords(error)}`)
     this.reader.on('error', onError)
     this.writer.on('error', onError)
+    reconnectOnMissingDatabase(this.reader)
+    reconnectOnMissingDatabase(this.writer)
     // No answer can go out while the writer's connection is down, or while Redis does not answer
     // on an open one (paused, or a network that drops packets): the requests that wait end now,
     // granted nothing, rather than be granted a job their worker cannot hear of.

@@ -29,7 +29,7 @@ afterEach(async () => {
   if (admin.status === 'ready') await admin.flushall()
 })
 
-function relayFor(engine: Engine, options: { stuckAfterMs?: number; departedAfterMs?: number; log?: (line: string) => void } = {}): RedisRelay {
+function relayFor(engine: Engine, options: { url?: string; stuckAfterMs?: number; departedAfterMs?: number; log?: (line: string) => void } = {}): RedisRelay {
   const relay = new RedisRelay({ engine, url: server.url, prefix: PREFIX, log: () => {}, ...options })
   relays.push(relay)
   return relay
@@ -506,6 +506,22 @@ describe('the outbox and the relay', () => {
     // It counted all the same, and found the streams in step.
     expect(watch.commands.filter((args) => args[0]?.toLowerCase() === 'xlen').map((args) => args[1]).sort()).toEqual([stream('a'), stream('b')])
     expect(lines.filter((line) => /lost or gained/.test(line))).toEqual([])
+  }, 15_000)
+
+  test('a URL naming a database the server does not have is no connection: health says Redis refuses it, the messages wait in the outbox, and nothing is written to database 0', async () => {
+    const { engine } = setup()
+    const lines: string[] = []
+    const relay = relayFor(engine, { url: server.url.replace(/\/0$/, '/99'), log: (line) => lines.push(line) })
+    await relay.start()
+    const job = engine.submit(aJob()).job
+    await until(() => relay.health().refused !== null, 5000, 'the refusal in health')
+    // Long enough for a connection that went on, on database 0, to have published the job's message and claimed the prefix.
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect(relay.health()).toMatchObject({ connected: false, refused: expect.stringMatching(/DB index is out of range/), waiting: 1 })
+    expect(await admin.keys('*')).toEqual([])
+    expect(lines).toContainEqual(expect.stringMatching(/^leasehold: Redis at redis:\/\/127\.0\.0\.1:\d+\/99: Redis has no database of the URL's number .*check the \/db of the Redis URL; messages wait in the outbox$/))
+    expect(lines.join('\n')).not.toMatch(/connected/)
+    expect(job.stream_message_id).not.toBeNull()
   }, 15_000)
 
   /** A relay whose queue stream's key holds a string, once Redis has refused the pass that publishes a job's message there. */

@@ -632,6 +632,19 @@ describe('remote workers over Redis only', () => {
     expect(stderr).not.toContain('retrying')
   })
 
+  test('a remote worker whose URL names a database the server does not have sends nothing to database 0, and says what to mend', async () => {
+    const lines: string[] = []
+    const transport = new RedisTransport(server.url.replace(/\/0$/, '/99'), 'token', 'w-nodb', 'leasehold:', undefined, (line) => lines.push(line))
+    try {
+      void transport.exchange({ worker_id: 'w-nodb' }).catch(() => {})
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      expect(await admin.keys('*')).toEqual([])
+      expect(lines).toContainEqual(expect.stringMatching(/^leasehold worker: Redis at redis:\/\/127\.0\.0\.1:\d+\/99: Redis has no database of the URL's number .*check the \/db of the Redis URL; it asks again every 2 s at most$/))
+    } finally {
+      transport.close()
+    }
+  }, 15_000)
+
   test('a remote worker whose Redis is paused (SIGSTOP) says Redis does not answer, not the host, and says so when Redis answers again', async () => {
     host = await startTestHost({ redisUrl: server.url })
     const lines: string[] = []
