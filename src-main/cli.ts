@@ -115,7 +115,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
 async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // The host (Koa, SQLite, drizzle, the engine) is loaded for `serve` only: the client commands
   // start in about half the time without it.
-  const [{ startHost }, { DatabaseOpenError }, { HostStartError }, { parseServeArgs }] = await Promise.all([
+  const [{ startHost }, { DatabaseOpenError }, { HostStartError }, { parseServeArgs, serveVariableWarnings }] = await Promise.all([
     import('./host'),
     import('./db/open'),
     import('./data-dir/lock'),
@@ -125,6 +125,7 @@ async function serve(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let config
   try {
     config = parseServeArgs(argv, env)
+    for (const line of serveVariableWarnings(env)) console.error(line)
     host = await startHost(config)
   } catch (error) {
     if (error instanceof DatabaseOpenError || error instanceof HostStartError) {

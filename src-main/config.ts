@@ -2,13 +2,14 @@ import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { defaultDataDir } from '../src-shared/client-target'
-import { ConfigError, envSetting, flagError, isPlainWholeNumber, joinDashedValues, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText } from '../src-shared/command-line'
+import { ConfigError, edgeWhitespaceProblem, emptyListProblem, envSetting, flagError, isPlainWholeNumber, joinDashedValues, listEntries, refuseEmptyValues, refuseRepeatedFlags, refuseUndecodedText, unknownVariableWarnings } from '../src-shared/command-line'
 import { DEFAULT_WORKER_CONCURRENCY, MAX_WORKER_CONCURRENCY, MIN_TOKEN_CHARS, QueueName, TOKEN_CHARS, TOKEN_CHARS_RULE } from '../src-shared/worker-exchange'
 import { MAX_BODY_LIMIT_BYTES, MAX_STREAMS } from '../src-shared/limits'
-import { redisPrefixRefusal } from '../src-shared/redis-streams'
+import { MAX_REDIS_DB, MAX_REDIS_PREFIX_CHARS, redisPrefixRefusal, redisUrlProblem } from '../src-shared/redis-streams'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
 import type { Durability } from './db/open'
+import { WAL_VFS_VARIABLE, walVfsSettingProblem } from './db/wal-vfs-setting'
 import { FIRST_CAPACITY } from './engine/rules/capacity'
 import { DEFAULT_ENGINE_CONFIG, MIN_LEASE_WINDOW_S } from './engine/rules/engine-config'
 
@@ -88,8 +89,10 @@ const int = (min: number, max: number) => {
 const redisPrefix = z
   .string()
   .min(1, 'must not be empty')
-  .max(100)
+  .max(MAX_REDIS_PREFIX_CHARS, `must be at most ${MAX_REDIS_PREFIX_CHARS} characters`)
   .refine((prefix) => redisPrefixRefusal(prefix) === null, { error: (issue) => redisPrefixRefusal(String(issue.input)) ?? '' })
+/** A Redis URL as ioredis can use it, naming the database it means (src-shared/redis-streams.ts). */
+const redisUrl = z.string().refine((url) => redisUrlProblem(url) === null, { error: (issue) => redisUrlProblem(String(issue.input)) ?? '' })
 const yesOrNo = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((value) => value === 'true')
 
 const BUSY_MESSAGE = 'must be a number from 0 to 10, or auto'
@@ -115,15 +118,36 @@ interface Flag {
 /** A Host header's name as --allowed-host takes it: a DNS name, an IPv4 address or a bracketed IPv6 one; no port, no wildcard. */
 const HOST_NAME = /^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)$/i
 
-const hostNames = (value: string) => value.split(',').map((name) => name.trim()).filter(Boolean)
+const hostNames = listEntries
 const hostNamesOnly = (value: string) => hostNames(value).every((name) => HOST_NAME.test(name))
 const hostNamesRule = (value: string) =>
   `each name is a host name without a port or a wildcard (the port is the server's own): "${hostNames(value).find((name) => !HOST_NAME.test(name))}" is not one`
 
+/** Extra Host header names, comma-separated; none when not given, but a list of commas alone is a mistake. */
+const allowedHosts = z
+  .string()
+  .refine((value) => emptyListProblem(value, 'host') === null, { error: (issue) => emptyListProblem(String(issue.input), 'host') ?? '' })
+  .refine(hostNamesOnly, { error: (issue) => hostNamesRule(String(issue.input)) })
+
+/**
+ * An address to listen on. `[::1]` is how a URL writes an IPv6 address (and how --allowed-host
+ * takes one): read as the address itself, which is what listen() takes.
+ */
+const listenAddress = z
+  .string()
+  .min(1, 'must not be empty')
+  .transform((value) => /^\[[0-9a-f:.]+\]$/i.exec(value)?.[0].slice(1, -1) ?? value)
+
+/** A data dir's path: whitespace at either end would name a new, empty one. */
+const dataDirPath = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((path) => edgeWhitespaceProblem(path) === null, { error: (issue) => edgeWhitespaceProblem(String(issue.input)) ?? '' })
+
 /** Queue names, comma-separated: each one a worker's claim may name, at most as many as a claim names. */
 const workerStreams = z
   .string()
-  .transform((value) => value.split(',').map((name) => name.trim()).filter(Boolean))
+  .transform(listEntries)
   .refine((names) => names.length > 0, 'needs at least one queue name')
   .refine((names) => names.length <= MAX_STREAMS, `names at most ${MAX_STREAMS} queues`)
   .superRefine((names, context) => {
@@ -134,6 +158,7 @@ const workerStreams = z
 /** An exec allow-list: absolute paths and bare names, no relative path (src-shared/exec-allow.ts says why). */
 const execAllowList = z
   .string()
+  .refine((value) => emptyListProblem(value, 'program') === null, { error: (issue) => emptyListProblem(String(issue.input), 'program') ?? '' })
   .transform(execAllowEntries)
   .superRefine((entries, context) => {
     const relative = relativeExecEntry(entries)
@@ -149,8 +174,8 @@ const writeAllowList = z.string().transform((value, context) => {
 })
 
 export const SERVE_FLAGS: Flag[] = [
-  { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: z.string().min(1, 'must not be empty') },
-  { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning)', schema: z.string().min(1, 'must not be empty'), default: '127.0.0.1' },
+  { name: 'data-dir', env: 'LEASEHOLD_DATA_DIR', value: 'PATH', help: 'where the database and token live', schema: dataDirPath },
+  { name: 'host', env: 'LEASEHOLD_HOST', value: 'ADDR', help: 'address to listen on (another than loopback prints a warning); an IPv6 one as ::1 or [::1]', schema: listenAddress, default: '127.0.0.1' },
   { name: 'port', env: 'LEASEHOLD_PORT', value: 'N', help: 'port to listen on; 0 picks a free one', schema: int(0, 65535), default: '7878' },
   { name: 'token', env: 'LEASEHOLD_TOKEN', value: 'TOKEN', help: 'API token (default: <data-dir>/token, created on first start)', schema: z.string().min(MIN_TOKEN_CHARS, `must be at least ${MIN_TOKEN_CHARS} characters`).regex(TOKEN_CHARS, TOKEN_CHARS_RULE) },
   { name: 'workers', env: 'LEASEHOLD_WORKERS', value: 'N', help: 'local worker processes (0 = none: only external workers)', schema: int(0, 64), default: '2' },
@@ -168,11 +193,11 @@ export const SERVE_FLAGS: Flag[] = [
   { name: 'claim-ttl-s', env: 'LEASEHOLD_CLAIM_TTL_S', value: 'S', help: `how long a claim through the queue API holds a job (at least 2: a lease request it makes and is denied is told to ask again after ${DEFAULT_ENGINE_CONFIG.leaseRetryAfterS} s, or half of it when that is less)`, schema: int(2, 86_400), default: String(DEFAULT_ENGINE_CONFIG.claimTtlS) },
   { name: 'max-attempts', env: 'LEASEHOLD_MAX_ATTEMPTS', value: 'N', help: 'attempts a job gets unless its submit says otherwise', schema: int(1, 1000), default: String(DEFAULT_ENGINE_CONFIG.maxAttempts) },
   { name: 'durability', env: 'LEASEHOLD_DURABILITY', value: 'normal|full', help: 'normal survives a killed process; full also survives power loss, slower', schema: z.enum(['normal', 'full'], { error: 'must be normal or full' }), default: 'normal' },
-  { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept besides loopback and the --host address, comma-separated (names or addresses, no port)', schema: z.string().refine(hostNamesOnly, { error: (issue) => hostNamesRule(String(issue.input)) }), default: '' },
+  { name: 'allowed-host', env: 'LEASEHOLD_ALLOWED_HOSTS', value: 'NAMES', help: 'extra Host header names to accept besides loopback and the --host address, comma-separated (names or addresses, no port)', schema: allowedHosts, default: '' },
   { name: 'body-limit', env: 'LEASEHOLD_BODY_LIMIT', value: 'BYTES', help: 'largest JSON body accepted', schema: int(1024, MAX_BODY_LIMIT_BYTES), default: String(1024 * 1024) },
   { name: 'stats-interval-s', env: 'LEASEHOLD_STATS_INTERVAL_S', value: 'S', help: 'how often the time-series gauges are sampled', schema: int(1, 3600), default: '10' },
-  { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: 'carry the queues over Redis Streams too: redis://[user:password@]host:port/db, rediss:// for TLS (docs/redis.md)', schema: z.string().regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL') },
-  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: "prefix of every Redis key the host writes, without * ? [ ] or \\; one host per prefix, and none that begins another host's or begins with one", schema: redisPrefix, default: 'leasehold:' },
+  { name: 'redis', env: 'LEASEHOLD_REDIS', value: 'URL', help: `carry the queues over Redis Streams too: redis://[user:password@]host[:port][/db] (db 0 to ${MAX_REDIS_DB}), rediss:// for TLS (docs/redis.md)`, schema: redisUrl },
+  { name: 'redis-prefix', env: 'LEASEHOLD_REDIS_PREFIX', value: 'PREFIX', help: `prefix of every Redis key the host writes, at most ${MAX_REDIS_PREFIX_CHARS} characters, without * ? [ ] or \\; one host per prefix, and none that begins another host's or begins with one`, schema: redisPrefix, default: 'leasehold:' },
   { name: 'retain-days', env: 'LEASEHOLD_RETAIN_DAYS', value: 'DAYS', help: 'days a finished job is kept, then deleted with its history (0 = forever)', schema: int(0, 36_500), default: '7' },
 ]
 
@@ -223,6 +248,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     }
     return parsed.data
   }
+  const walVfs = envSetting(env, WAL_VFS_VARIABLE)
+  const walVfsProblem = walVfsSettingProblem(walVfs)
+  if (walVfsProblem !== null) throw new ConfigError(`${WAL_VFS_VARIABLE} ${walVfsProblem} (got ${JSON.stringify(walVfs)})`)
   const busy = read('busy') as number | 'auto' | undefined
   const leaseTtlS = read('lease-ttl-s') as number
   const heartbeatGraceS = read('heartbeat-grace-s') as number
@@ -254,10 +282,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     claimTtlS: read('claim-ttl-s') as number,
     maxAttempts: read('max-attempts') as number,
     durability: read('durability') as Durability,
-    allowedHosts: (read('allowed-host') as string)
-      .split(',')
-      .map((h) => h.trim().toLowerCase())
-      .filter(Boolean),
+    allowedHosts: listEntries(read('allowed-host') as string).map((h) => h.toLowerCase()),
     bodyLimitBytes: read('body-limit') as number,
     statsIntervalS: read('stats-interval-s') as number,
     retainDays: read('retain-days') as number,
@@ -265,3 +290,22 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, defaults:
     redisPrefix: read('redis-prefix') as string,
   }
 }
+
+/**
+ * The variables some Leasehold command reads: serve's, the client commands' and the worker's, the
+ * database's switch, and those the host sets for its local workers. Any other LEASEHOLD_* is a
+ * warning at start ({@link unknownVariableWarnings}).
+ */
+const KNOWN_VARIABLES = [
+  ...SERVE_FLAGS.map((f) => f.env),
+  'LEASEHOLD_URL',
+  'LEASEHOLD_TOKEN',
+  'LEASEHOLD_TIMEOUT_S',
+  WAL_VFS_VARIABLE,
+  // A fault the Redis tests inject (redis/relay.ts).
+  'LEASEHOLD_FAULT_KILL_BEFORE_XADD',
+  ...['ID', 'LINK', 'LINK_TOKEN', 'HANDLERS', 'EXEC_ALLOW', 'WRITE_ALLOW', 'BODY_LIMIT'].map((name) => `LEASEHOLD_WORKER_${name}`),
+]
+
+/** The lines serve prints as it starts, one for each LEASEHOLD_* variable no command reads. */
+export const serveVariableWarnings = (env: NodeJS.ProcessEnv): string[] => unknownVariableWarnings(env, KNOWN_VARIABLES)

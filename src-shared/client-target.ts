@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs'
 import { homedir, userInfo } from 'node:os'
 import { join, posix, win32 } from 'node:path'
-import { ConfigError, envSetting, wholeNumberOf } from './command-line'
+import { ConfigError, edgeWhitespaceProblem, envSetting, wholeNumberOf } from './command-line'
 import { lockHeld, lockPid } from './host-lock'
 import { TOKEN_CHARS } from './limits'
 import { othersMayWrite, shellWord } from './others-may-write'
@@ -227,7 +227,16 @@ export class NoHostError extends Error {
 
 /** The data dir a command reads: `--data-dir`, else LEASEHOLD_DATA_DIR (an empty one is unset), else the default. */
 export function dataDirOf(flags: { 'data-dir'?: string }, env: NodeJS.ProcessEnv): string {
-  return flags['data-dir'] ?? envSetting(env, 'LEASEHOLD_DATA_DIR') ?? defaultDataDir(env)
+  if (flags['data-dir'] !== undefined) return checkedDataDir('--data-dir', flags['data-dir'])
+  const fromEnv = envSetting(env, 'LEASEHOLD_DATA_DIR')
+  return fromEnv !== undefined ? checkedDataDir('LEASEHOLD_DATA_DIR', fromEnv) : defaultDataDir(env)
+}
+
+/** A data dir given by `source`, held to the rule serve holds it to ({@link edgeWhitespaceProblem}). */
+function checkedDataDir(source: string, path: string): string {
+  const problem = edgeWhitespaceProblem(path)
+  if (problem !== null) throw new ConfigError(`${source} ${problem} (got ${JSON.stringify(path)})`)
+  return path
 }
 
 /**

@@ -202,6 +202,44 @@ export function envSetting(env: NodeJS.ProcessEnv, name: string): string | undef
 }
 
 /**
+ * Why a path (a data dir) is refused, or null: one that begins or ends with whitespace (`--data-dir
+ * " "`, a variable set with a trailing space) names another folder than the one meant, and a host
+ * would make it, new and empty, with a new token.
+ */
+export function edgeWhitespaceProblem(path: string): string | null {
+  return path.trim() === path ? null : `begins or ends with whitespace, which would name another folder than the one meant: remove it`
+}
+
+/** A comma-separated list's entries, each trimmed, blanks left out. */
+export const listEntries = (value: string): string[] => value.split(',').map((entry) => entry.trim()).filter(Boolean)
+
+/**
+ * Why a comma-separated list is refused when it names nothing (`","`, `" "`): a value given that
+ * way is a mistake (an unset shell variable between commas), not a way to say none. Null for a list
+ * that names something, and for no value at all.
+ */
+export function emptyListProblem(value: string, what: string): string | null {
+  return value !== '' && listEntries(value).length === 0 ? `names no ${what}: it holds only commas and blanks (leave it out for none)` : null
+}
+
+/**
+ * Warnings, one line each, for the LEASEHOLD_* variables of `env` that no command reads (`known`
+ * holds those that some command does): a misspelt one (`LEASEHOLD_ALLOWED_HOST`) would otherwise
+ * be ignored without a word, with the likely one meant named when one is near.
+ */
+export function unknownVariableWarnings(env: NodeJS.ProcessEnv, known: readonly string[]): string[] {
+  // Compared as flags are (`allowed-hosts`), so that the flags' synonyms and typos serve here too.
+  const word = (name: string) => name.replace(/^LEASEHOLD_/, '').toLowerCase().replace(/_/g, '-')
+  return Object.keys(env)
+    .filter((name) => name.startsWith('LEASEHOLD_') && !known.includes(name))
+    .sort()
+    .map((name) => {
+      const meant = likelyFlag(word(name), known.map(word))
+      return `leasehold: warning: ${name} is no variable Leasehold reads, and is ignored${meant ? ` (did you mean LEASEHOLD_${meant.toUpperCase().replace(/-/g, '_')}?)` : ''}`
+    })
+}
+
+/**
  * Words a user brings from other schedulers for a flag that has another name here: "retries"
  * or "delay" name `--max-attempts` and `--in`. (The API's own fields are {@link FIELD_FLAGS}.)
  */
@@ -213,6 +251,10 @@ const FLAG_SYNONYMS: Readonly<Record<string, string>> = {
   delay: 'in',
   'idempotency-key': 'key',
   'dedupe-key': 'key',
+  // serve's: the API's capacity fields and a lease's TTL (PUT /api/capacity, a lease request's ttl_sec).
+  'busy-rating': 'busy',
+  capacity: 'total-units',
+  'ttl-sec': 'lease-ttl-s',
 }
 
 /**
@@ -222,7 +264,7 @@ const FLAG_SYNONYMS: Readonly<Record<string, string>> = {
  */
 export function likelyFlag(typed: string, flags: readonly string[]): string | undefined {
   // The API's field, as written there (`--cost_units`) or with dashes (`--cost-units`, `--run-at`).
-  const synonym = FLAG_SYNONYMS[typed] ?? FIELD_FLAGS[typed.replace(/-/g, '_')]
+  const synonym = FLAG_SYNONYMS[typed.replace(/_/g, '-')] ?? FIELD_FLAGS[typed.replace(/-/g, '_')]
   if (synonym !== undefined && flags.includes(synonym)) return synonym
   const begun = flags.filter((flag) => typed.length >= 3 && flag.startsWith(typed))
   if (begun.length === 1) return begun[0]
@@ -249,9 +291,10 @@ function typoDistance(a: string, b: string): number {
 /**
  * Whether `value` is a whole number written in plain decimal (an optional minus, then digits).
  * Number() also takes "", " 3", "0x5", "1e1" and "+3", which a user who typed them did not mean
- * as 0, 3, 5, 10 and 3: every numeric flag and variable is held to this.
+ * as 0, 3, 5, 10 and 3: every numeric flag and variable is held to this. "-0" is none: a range
+ * check reads it as 0 (`--port -0` a free port), though a minus says the user meant another number.
  */
-export const isPlainWholeNumber = (value: string): boolean => /^-?\d+$/.test(value)
+export const isPlainWholeNumber = (value: string): boolean => /^(\d+|-0*[1-9]\d*)$/.test(value)
 
 /** A flag's whole number from `min` to `max`, or undefined when it was not given; anything else is a ConfigError. */
 export function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number | undefined {

@@ -3,9 +3,9 @@ import { hostname } from 'node:os'
 import { openTransport } from './transport-open'
 import { hostPlace, type RemoteRoute } from './transport'
 import { WorkerRuntime } from './runtime'
-import { DEFAULT_REDIS_PREFIX, redactedUrl, redisPrefixRefusal } from '../src-shared/redis-streams'
+import { DEFAULT_REDIS_PREFIX, MAX_REDIS_PREFIX_CHARS, redactedUrl, redisPrefixRefusal, redisUrlProblem } from '../src-shared/redis-streams'
 import { checkToken, resolveClientTarget } from '../src-shared/client-target'
-import { checkActorName, ConfigError, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
+import { checkActorName, ConfigError, emptyListProblem, envSetting, parseFlags, runClient, TARGET_HELP, watchClosedOutput, wholeNumber } from '../src-shared/command-line'
 import { limitRetryLines } from '../src-shared/log-limiter'
 import { EXEC_ALLOW_RULE, execAllowEntries, relativeExecEntry } from '../src-shared/exec-allow'
 import { type WriteAllow, writeAllowEntries, writeAllowProblem } from '../src-shared/write-allow'
@@ -22,8 +22,10 @@ all: the same exchange is carried over Redis Streams to a host started with serv
 Flags:
 ${TARGET_HELP}
   --redis URL          talk to the host through this Redis only (env LEASEHOLD_REDIS, which a
-                       --url flag overrides; --redis and --url do not go together)
-  --redis-prefix P     the host's --redis-prefix (env LEASEHOLD_REDIS_PREFIX), without * ? [ ] or \\
+                       --url flag overrides; --redis and --url do not go together):
+                       redis://[user:password@]host[:port][/db], rediss:// for TLS
+  --redis-prefix P     the host's --redis-prefix (env LEASEHOLD_REDIS_PREFIX), at most 100
+                       characters, without * ? [ ] or \\
                        [leasehold:]
   --streams a,b        streams (job queues) to take jobs from, in priority order [default]
   --concurrency N      jobs at once (1–${MAX_WORKER_CONCURRENCY}), sharing up to 4 handler threads [${DEFAULT_WORKER_CONCURRENCY}]
@@ -84,16 +86,12 @@ export function parseWorkerArgs(argv: string[]): WorkerFlags {
 
 /** Over Redis the worker names no host: its token is all it needs of one (a URL only to say where it takes jobs from). */
 function redisTarget(url: string, flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; token: string; tokenSource: string } {
-  if (!/^rediss?:\/\/\S+$/.test(url)) throw new ConfigError('--redis must be a redis:// or rediss:// URL')
   const token = flags.token ?? envSetting(env, 'LEASEHOLD_TOKEN')
   if (!token) throw new ConfigError('--redis needs --token (or LEASEHOLD_TOKEN): the host checks it on every request')
   const tokenSource = flags.token !== undefined ? '--token' : 'LEASEHOLD_TOKEN'
   checkToken(tokenSource, token)
   return { url: redactedUrl(url), token, tokenSource }
 }
-
-/** The longest --redis-prefix, as serve takes it. */
-const MAX_PREFIX_CHARS = 100
 
 /**
  * The Redis the worker talks through, if any: `--redis`, else LEASEHOLD_REDIS unless a `--url`
@@ -105,9 +103,11 @@ function redisRoute(flags: WorkerFlags, env: NodeJS.ProcessEnv): { url: string; 
   if (flags.redis !== undefined && flags.url !== undefined) throw new ConfigError('--redis and --url: give one (--redis reaches the host through Redis only)')
   const url = flags.redis ?? (flags.url === undefined ? envSetting(env, 'LEASEHOLD_REDIS') : undefined)
   if (url === undefined) return null
+  const urlProblem = redisUrlProblem(url)
+  if (urlProblem !== null) throw new ConfigError(`${flags.redis !== undefined ? '--redis' : 'LEASEHOLD_REDIS'} ${urlProblem} (got ${JSON.stringify(url)})`)
   const prefix = flags['redis-prefix'] ?? envSetting(env, 'LEASEHOLD_REDIS_PREFIX') ?? DEFAULT_REDIS_PREFIX
   const source = flags['redis-prefix'] !== undefined ? '--redis-prefix' : 'LEASEHOLD_REDIS_PREFIX'
-  if (prefix.length > MAX_PREFIX_CHARS) throw new ConfigError(`${source} must be at most ${MAX_PREFIX_CHARS} characters (got ${prefix.length})`)
+  if (prefix.length > MAX_REDIS_PREFIX_CHARS) throw new ConfigError(`${source} must be at most ${MAX_REDIS_PREFIX_CHARS} characters (got ${prefix.length})`)
   // As serve refuses it: no host can be on such a prefix, and the worker's requests would wait unread.
   const refusal = redisPrefixRefusal(prefix)
   if (refusal !== null) throw new ConfigError(`${source} ${refusal} (got ${JSON.stringify(prefix)})`)
@@ -126,6 +126,8 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv): Pro
   if (isLocalWorkerId(workerId)) throw new ConfigError(`--worker-id: ${localWorkerIdRefused(workerId)}`)
   if (flags.streams !== undefined && list(flags.streams).length === 0) throw new ConfigError('--streams needs at least one queue name (leave it out for the default queue)')
   const streams = flags.streams === undefined ? ['default'] : list(flags.streams)
+  const emptyExecAllow = emptyListProblem(flags['exec-allow'] ?? '', 'program')
+  if (emptyExecAllow !== null) throw new ConfigError(`--exec-allow ${emptyExecAllow} (got ${JSON.stringify(flags['exec-allow'])})`)
   const execAllow = execAllowEntries(flags['exec-allow'] ?? '')
   const relative = relativeExecEntry(execAllow)
   if (relative !== undefined) throw new ConfigError(`--exec-allow ${EXEC_ALLOW_RULE(relative)}`)

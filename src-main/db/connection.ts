@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { existsSync } from 'node:fs'
 import { resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { WAL_VFS_VARIABLE, walVfsOff } from './wal-vfs-setting'
 
 /**
  * How the host's process names its database file to SQLite: on Linux and macOS, through SQLite's
@@ -80,7 +81,7 @@ function processVfs(nativeBinding?: string): string | null {
  * own words (the file is missing, was built for another platform, is not the extension).
  */
 export function loadWalVfs(file: string, options: BetterSqlite3.Options = {}): string | null {
-  if (/^(off|0|false|no)$/i.test(process.env.LEASEHOLD_WAL_VFS ?? '')) return 'LEASEHOLD_WAL_VFS=off'
+  if (walVfsOff(process.env[WAL_VFS_VARIABLE])) return 'LEASEHOLD_WAL_VFS=off'
   const probe = new BetterSqlite3(':memory:', options)
   try {
     probe.loadExtension(file) // its entry point, sqlite3_walvfs_init, is named after the file

@@ -127,6 +127,10 @@ describe('a usage mistake is one line and exit 2', () => {
     ['a queue name the host would refuse', ['worker', '--streams', `a,${'q'.repeat(201)}`], `--streams: "${'q'.repeat(40)}…" is not a queue name: Too big: expected string to have <=200 characters`],
     ['a worker’s queue named as a dot segment', ['worker', '--streams', 'a,.'], '--streams: "." is not a queue name: cannot be "." or ".." (a URL path drops such a segment)'],
     ['a worker’s empty list of queues', ['worker', '--streams', ' , '], '--streams needs at least one queue name (leave it out for the default queue)'],
+    ['a worker’s Redis URL whose database is no number', ['worker', '--redis', 'redis://127.0.0.1:7969/abc'], '--redis names the database "abc": the path after the port is a database number from 0 to 9999 (0 when left out) (got "redis://127.0.0.1:7969/abc")'],
+    ['a worker’s Redis URL whose port is no number', ['worker', '--redis', 'redis://127.0.0.1:notaport'], '--redis must be a URL of the form redis://[user:password@]host[:port][/db], or rediss:// for TLS: this one cannot be read (a port that is no number from 1 to 65535, an unclosed [, no host) (got "redis://127.0.0.1:notaport")'],
+    ['a worker’s list of programs that names none', ['worker', '--exec-allow', ' , '], '--exec-allow names no program: it holds only commas and blanks (leave it out for none) (got " , ")'],
+    ['a worker’s grace of -0', ['worker', '--grace-s', '-0'], '--grace-s must be a whole number from 0 to 3600 (got "-0")'],
     ['a token revoked with no id', ['token', 'revoke'], 'usage: leasehold token create --scope worker|admin | list | revoke ID'],
     ['a token created with no scope', ['token', 'create'], '--scope must be one of: worker, admin'],
     ['a token command’s misspelt flag', ['token', 'create', '--scop', 'worker'], "Unknown option '--scop' (did you mean --scope?)"],
@@ -158,6 +162,16 @@ describe('a usage mistake is one line and exit 2', () => {
     const result = await run(args, { LEASEHOLD_DATA_DIR: host.dataDir })
     expect(result.status, result.stderr).toBe(2)
     expect(lines(result.stderr)).toEqual([`leasehold: ${flag} needs a value`])
+  })
+
+  test.each([
+    ['--data-dir', ['status', '--data-dir', `${tempDir('lead-')} `], {}],
+    ['--data-dir', ['worker', '--data-dir', ' '], {}],
+    ['LEASEHOLD_DATA_DIR', ['status'], { LEASEHOLD_DATA_DIR: ` ${tempDir('lead-')}` }],
+  ])('a data dir that begins or ends with whitespace is refused by the client commands too, naming %s', async (source, args, env) => {
+    const result = await run(args, env)
+    expect(result.status, result.stderr).toBe(2)
+    expect(lines(result.stderr)).toEqual([expect.stringMatching(new RegExp(`^leasehold: ${source} begins or ends with whitespace, which would name another folder than the one meant: remove it \\(got ".*"\\)$`))])
   })
 
   test('a token is made only in a data dir a host has started in: a folder with no leasehold.db is refused, and nothing is written there', async () => {

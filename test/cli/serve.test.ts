@@ -52,6 +52,27 @@ describe('leasehold command line', () => {
     expect(/--data-dir .*\[(.+)\]\n/.exec(serve.stdout)![1]).toBe(defaultDataDir({ ...process.env, ...env }))
   })
 
+  test.each(['redis://127.0.0.1:7969/abc', 'redis://127.0.0.1:notaport', 'redis://127.0.0.1:99999', 'redis://[::1', 'redis://:@', 'redis://127.0.0.1:7969/-1'])(
+    'a Redis URL that cannot be used (%s) is one line naming --redis and exit 2, before the data dir is opened',
+    (url) => {
+      const dir = dataDir()
+      const result = runCli(['serve', '--data-dir', dir, '--redis', url])
+      expect(result.status, result.stderr).toBe(2)
+      expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^leasehold: --redis (must be a URL of the form|names the database)/)])
+      expect(existsSync(join(dir, 'leasehold.db'))).toBe(false)
+    },
+  )
+
+  test('a LEASEHOLD_* variable no command reads is a warning line at start naming the one likely meant, and the host starts', async () => {
+    const serve = await startServe(['--data-dir', dataDir(), '--port', '0'], { LEASEHOLD_ALLOWED_HOST: 'box.example' })
+    try {
+      expect(serve.stderr()).toContain('leasehold: warning: LEASEHOLD_ALLOWED_HOST is no variable Leasehold reads, and is ignored (did you mean LEASEHOLD_ALLOWED_HOSTS?)\n')
+    } finally {
+      serve.child.kill('SIGTERM')
+      await serve.exited
+    }
+  })
+
   test('a bad LEASEHOLD_* variable is named the same way', () => {
     const result = runCli(['serve', '--data-dir', dataDir()], { LEASEHOLD_PORT: '99999' })
     expect(result.status).toBe(2)

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { homedir } from 'node:os'
 import { describe, expect, test } from 'vitest'
 import { dashboardLink } from '../../src-main/data-dir/dashboard-link'
-import { ConfigError, DEFAULT_WORKER_CONCURRENCY, defaultDataDir, localWorkerSlots, parseServeArgs } from '../../src-main/config'
+import { ConfigError, DEFAULT_WORKER_CONCURRENCY, defaultDataDir, localWorkerSlots, parseServeArgs, serveVariableWarnings } from '../../src-main/config'
 
 describe('serve configuration', () => {
   test('defaults: loopback, port 7878, two local workers, normal durability, stored capacity kept', () => {
@@ -174,6 +174,90 @@ describe('serve configuration', () => {
     const home = defaultDataDir({}, 'linux')
     expect(home).toBe(join(homedir(), '.config', 'leasehold'))
     for (const XDG_CONFIG_HOME of ['', 'config', './config']) expect(defaultDataDir({ XDG_CONFIG_HOME }, 'linux')).toBe(home)
+  })
+})
+
+describe('serve refuses a mistyped value in one line, never a crash or a silent substitute', () => {
+  test('a Redis URL is checked whole: scheme, host, a port from 1 to 65535, a database number from 0 to 9999 and nothing after it; a user and password may be given', () => {
+    for (const url of ['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/0', 'rediss://u:p@redis.example:6380/15', 'redis://[::1]:6379/2', 'redis://:secret@h/9999'])
+      expect(parseServeArgs(['--redis', url], {}).redisUrl).toBe(url)
+    const refused: [string, RegExp][] = [
+      ['redis://127.0.0.1:6379/abc', /^--redis names the database "abc": the path after the port is a database number from 0 to 9999 \(0 when left out\) \(got "redis:\/\/127\.0\.0\.1:6379\/abc"\)$/],
+      ['redis://127.0.0.1:6379/-1', /^--redis names the database "-1"/],
+      ['redis://127.0.0.1:6379/10000', /^--redis names the database "10000"/],
+      ['redis://127.0.0.1:6379/1/2', /^--redis names the database "1\/2"/],
+      ['redis://127.0.0.1:notaport', /^--redis must be a URL of the form redis:\/\/\[user:password@\]host\[:port\]\[\/db\], or rediss:\/\/ for TLS: this one cannot be read/],
+      ['redis://127.0.0.1:99999', /^--redis must be a URL of the form .*cannot be read/],
+      ['redis://127.0.0.1:0', /^--redis names port 0/],
+      ['redis://[::1', /^--redis must be a URL of the form .*cannot be read/],
+      ['redis://:@', /^--redis must be a URL of the form .*cannot be read/],
+      ['redis://127.0.0.1:6379/1?db=2', /^--redis must end with its database number: it takes no \?options/],
+      ['http://127.0.0.1:6379', /^--redis must be a URL of the form/],
+    ]
+    for (const [url, message] of refused) {
+      expect(() => parseServeArgs(['--redis', url], {})).toThrow(message)
+      expect(() => parseServeArgs([], { LEASEHOLD_REDIS: url })).toThrow(new RegExp(`^LEASEHOLD_REDIS ${message.source.slice('^--redis '.length)}`))
+    }
+  })
+
+  test('-0 is no whole number: a setting whose minimum is 0 refuses it as one whose minimum is 1 does', () => {
+    for (const flag of ['port', 'workers', 'retain-days', 'drain-grace-s', 'heartbeat-grace-s', 'worker-nice', 'total-units']) {
+      expect(() => parseServeArgs([`--${flag}`, '-0'], {})).toThrow(new RegExp(`^--${flag} must be a whole number from \\d+ to \\d+ \\(got "-0"\\)$`))
+      expect(() => parseServeArgs([`--${flag}`, '-00'], {})).toThrow(/\(got "-00"\)$/)
+    }
+    expect(parseServeArgs(['--port', '0'], {}).port).toBe(0)
+  })
+
+  test('a data dir that begins or ends with whitespace is refused, not made new and empty', () => {
+    for (const [args, env, source] of [
+      [['--data-dir', ' '], {}, '--data-dir'],
+      [['--data-dir', '/srv/lh '], {}, '--data-dir'],
+      [[], { LEASEHOLD_DATA_DIR: '/srv/lh ' }, 'LEASEHOLD_DATA_DIR'],
+      [[], { LEASEHOLD_DATA_DIR: '\t/srv/lh' }, 'LEASEHOLD_DATA_DIR'],
+    ] as const) {
+      expect(() => parseServeArgs([...args], { ...env })).toThrow(new RegExp(`^${source} begins or ends with whitespace, which would name another folder than the one meant: remove it \\(got ".*"\\)$`))
+    }
+  })
+
+  test('a list that names nothing but commas and blanks is refused: --exec-allow and --allowed-host as --write-allow and --worker-streams are', () => {
+    expect(() => parseServeArgs(['--exec-allow', ','], {})).toThrow(/^--exec-allow names no program: it holds only commas and blanks \(leave it out for none\) \(got ","\)$/)
+    expect(() => parseServeArgs(['--exec-allow', ' '], {})).toThrow(/^--exec-allow names no program/)
+    expect(() => parseServeArgs(['--allowed-host', ','], {})).toThrow(/^--allowed-host names no host: it holds only commas and blanks/)
+    expect(() => parseServeArgs([], { LEASEHOLD_ALLOWED_HOSTS: ' , ' })).toThrow(/^LEASEHOLD_ALLOWED_HOSTS names no host/)
+    expect(parseServeArgs([], {}).execAllow).toEqual([])
+    expect(parseServeArgs([], {}).allowedHosts).toEqual([])
+    expect(parseServeArgs(['--allowed-host', 'a.example, B.example'], {}).allowedHosts).toEqual(['a.example', 'b.example'])
+  })
+
+  test("an API field's name given to serve names the flag that sets it: busy_rating, capacity, ttl_sec", () => {
+    expect(() => parseServeArgs(['--busy-rating', '8'], {})).toThrow(/^Unknown option '--busy-rating' \(did you mean --busy\?\)$/)
+    expect(() => parseServeArgs(['--busy_rating', '8'], {})).toThrow(/^Unknown option '--busy_rating' \(did you mean --busy\?\)$/)
+    expect(() => parseServeArgs(['--capacity', '5'], {})).toThrow(/^Unknown option '--capacity' \(did you mean --total-units\?\)$/)
+    expect(() => parseServeArgs(['--ttl_sec', '5'], {})).toThrow(/^Unknown option '--ttl_sec' \(did you mean --lease-ttl-s\?\)$/)
+  })
+
+  test('a Redis prefix over 100 characters says the limit in words', () => {
+    expect(() => parseServeArgs([], { LEASEHOLD_REDIS_PREFIX: 'p'.repeat(101) })).toThrow(/^LEASEHOLD_REDIS_PREFIX must be at most 100 characters \(got "p+"\)$/)
+    expect(parseServeArgs([], { LEASEHOLD_REDIS_PREFIX: 'p'.repeat(100) }).redisPrefix).toBe('p'.repeat(100))
+  })
+
+  test('--host [::1], the URL form of an IPv6 address, is taken as the address ::1', () => {
+    expect(parseServeArgs(['--host', '[::1]'], {}).host).toBe('::1')
+    expect(parseServeArgs(['--host', '::1'], {}).host).toBe('::1')
+  })
+
+  test('LEASEHOLD_WAL_VFS takes on or off (1/0, true/false, yes/no); another value is refused, not read as on', () => {
+    for (const value of ['off', 'OFF', '0', 'no', 'on', '1', 'true', 'yes']) expect(() => parseServeArgs([], { LEASEHOLD_WAL_VFS: value })).not.toThrow()
+    expect(() => parseServeArgs([], { LEASEHOLD_WAL_VFS: 'disable' })).toThrow(/^LEASEHOLD_WAL_VFS must be on or off \(also 1\/0, true\/false, yes\/no\) \(got "disable"\)$/)
+  })
+
+  test('a LEASEHOLD_* variable no command reads is a warning naming it, and the one likely meant', () => {
+    expect(serveVariableWarnings({ LEASEHOLD_ALLOWED_HOST: 'x', LEASEHOLD_WORKER: '0', LEASEHOLD_ZZZ: '1', LEASEHOLD_PORT: '1', LEASEHOLD_TOKEN: 't', LEASEHOLD_WAL_VFS: 'off', PATH: '/bin' })).toEqual([
+      'leasehold: warning: LEASEHOLD_ALLOWED_HOST is no variable Leasehold reads, and is ignored (did you mean LEASEHOLD_ALLOWED_HOSTS?)',
+      'leasehold: warning: LEASEHOLD_WORKER is no variable Leasehold reads, and is ignored (did you mean LEASEHOLD_WORKERS?)',
+      'leasehold: warning: LEASEHOLD_ZZZ is no variable Leasehold reads, and is ignored',
+    ])
+    expect(serveVariableWarnings({ LEASEHOLD_URL: 'u', LEASEHOLD_TIMEOUT_S: '3', LEASEHOLD_WORKER_LINK: 'x' })).toEqual([])
   })
 })
 
