@@ -36,8 +36,9 @@ const dueAt = (lease: LeaseRow, now: number, spared: SparedWorkers): boolean => 
 /**
  * Expires every ACTIVE lease whose `expires_at` has come, but those of spared workers
  * (`ctx.sparedWorkers`), in batches of {@link BATCH} per transaction, after re-aiming what a
- * clock set back stretched ({@link reaimAfterSetBack}). Returns how many it expired. The host calls this on a short timer and once right after opening the database, so
- * leases granted before a restart expire on time.
+ * clock set back stretched ({@link reaimAfterSetBack}). Returns how many it expired. The host
+ * calls this on a short timer and once right after opening the database, so leases granted
+ * before a restart expire on time.
  */
 export function expireDueLeases(ctx: EngineContext): number {
   const spared = ctx.sparedWorkers()
