@@ -35,6 +35,7 @@ export function notRedisWords(message: string): string | null {
   if (!got) return null
   return `the server at that address does not speak the Redis protocol (its answer began with ${got[1]}): check the host and port of the Redis URL`
 }
+
 /**
  * The highest database number a `--redis` URL may name. Redis numbers its databases from 0 to
  * its `databases` setting less one (16 by default); a number past this is a typo, not a database.

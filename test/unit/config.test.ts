@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { homedir } from 'node:os'
 import { describe, expect, test } from 'vitest'
@@ -258,6 +259,19 @@ describe('serve refuses a mistyped value in one line, never a crash or a silent 
       'leasehold: warning: LEASEHOLD_ZZZ is no variable Leasehold reads, and is ignored',
     ])
     expect(serveVariableWarnings({ LEASEHOLD_URL: 'u', LEASEHOLD_TIMEOUT_S: '3', LEASEHOLD_WORKER_LINK: 'x' })).toEqual([])
+  })
+
+  test('every LEASEHOLD_* variable the programs read is one serve knows: none is warned of', () => {
+    // Each name spelt out in the host's, the worker's or the shared code; not an error code, and not the doc's example of a typo.
+    const notVariables = new Set(['LEASEHOLD_DAMAGED_VALUE', 'LEASEHOLD_ALLOWED_HOST'])
+    const named = new Set<string>()
+    for (const dir of ['src-main', 'src-worker', 'src-shared']) {
+      for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.ts'))) {
+        for (const [name] of readFileSync(join(dir, file), 'utf8').matchAll(/\bLEASEHOLD_[A-Z][A-Z_]*[A-Z]\b/g)) if (!notVariables.has(name)) named.add(name)
+      }
+    }
+    expect(named.size).toBeGreaterThan(20)
+    expect(serveVariableWarnings(Object.fromEntries([...named].map((name) => [name, 'x'])))).toEqual([])
   })
 })
 
