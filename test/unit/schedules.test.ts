@@ -4,11 +4,13 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { EventRow } from '../../src-main/db/schema'
 import type { Engine } from '../../src-main/engine'
 import { HOUR, MINUTE, SECOND } from '../../src-main/engine/rules/clock'
-import { canonicalTimeZone, dueFiring, hostTimeZone, parseCron, type ScheduleInput } from '../../src-main/engine/verbs/schedules'
+import { canonicalTimeZone, dueFiring, hostTimeZone, JOBLESS_RUNS_SQL, parseCron, type ScheduleInput } from '../../src-main/engine/verbs/schedules'
+import { EXPIRED_RUNS_SQL } from '../../src-main/engine/verbs/prune'
+import { idKeySql, keyedId } from '../../src-main/engine/store/ids'
 import { ScheduleTimer, type Timers } from '../../src-main/schedules/timer'
 import { setup, T0 } from '../helpers/engine'
 import { expectEngineError, FakeTimers, openFileEngine, tempDir } from './support'
-import { sql } from '../helpers/database'
+import { database, sql } from '../helpers/database'
 
 const DAY = 24 * HOUR
 
@@ -583,6 +585,47 @@ describe('the runs a schedule keeps: the database stops growing (docs/retention.
     expect(runsOf(engine)).toEqual([expect.objectContaining({ fire_at: T0 + 2 * MINUTE, job_id: jobs[1] })])
     expect(engine.scheduleOrigins([jobs[1]!]).get(jobs[1]!)).toEqual({ name: 'nightly', fire_at: T0 + 2 * MINUTE })
     engine.deleteFinishedJobs(jobs.slice(1))
+    expect(runsOf(engine)).toEqual([])
+  })
+})
+
+describe("a schedule's runs find their jobs by their key", () => {
+  const plan = (engine: Engine, statement: string, ...params: unknown[]) =>
+    (database(engine).prepare(`EXPLAIN QUERY PLAN ${statement}`).all(...params) as { detail: string }[]).map((row) => row.detail)
+
+  it("deleting a schedule, and pruning its runs, find the runs' jobs by their key: the plans scan no table", () => {
+    const { engine } = setup()
+    for (const [statement, params] of [
+      [JOBLESS_RUNS_SQL, ['id']],
+      [EXPIRED_RUNS_SQL, [{ id: 'id', cutoff: T0, limit: 10 }]],
+    ] as const) {
+      const steps = plan(engine, statement, ...params)
+      expect(steps.filter((step) => step.startsWith('SCAN')), statement).toEqual([])
+      expect(steps, statement).toContainEqual(expect.stringMatching(/^SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)$/))
+      expect(steps, statement).toContainEqual(expect.stringMatching(/^SEARCH jobs USING (COVERING )?INDEX jobs_unkeyed_id \(id=\?\)$/))
+    }
+  })
+
+  it('the key SQL reads from a keyed id is the key the id names', () => {
+    const { engine } = setup()
+    for (const key of [0, 1, 255, 4096, 123456789, 2 ** 48 - 1]) {
+      const id = keyedId(key)
+      expect(sql(engine).one<{ key: number }>(`SELECT ${idKeySql('?')} AS key`, ...Array(12).fill(id))?.key).toBe(key)
+    }
+  })
+
+  it('a run whose job has an id from before ids named their key keeps the job, and goes with it', () => {
+    const { engine, clock } = setup()
+    engine.createSchedule(aSchedule({ cron: '* * * * *' }))
+    clock.set(T0 + MINUTE)
+    const [fired] = engine.fireDueSchedules()
+    engine.cancel(fired!.job_id!)
+    const unkeyed = '01890a5d-ac96-774b-bcce-b302099a8057' // a UUID version 7, as job ids were
+    sql(engine).run('UPDATE jobs SET id = ? WHERE id = ?', unkeyed, fired!.job_id)
+    sql(engine).run('UPDATE schedule_runs SET job_id = ? WHERE job_id = ?', unkeyed, fired!.job_id)
+    engine.deleteSchedule('nightly')
+    expect(runsOf(engine).map((run) => run.job_id)).toEqual([unkeyed])
+    expect(engine.deleteFinishedJobs([unkeyed])).toEqual([unkeyed])
     expect(runsOf(engine)).toEqual([])
   })
 })

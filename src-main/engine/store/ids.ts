@@ -74,5 +74,17 @@ export function idKey(id: string): number | null {
   return match ? parseInt(match[1]! + match[2]! + match[3]!, 16) : null
 }
 
+/** Where the key's 12 hex digits stand in a {@link keyedId} (1-based, as SQL's substr counts). */
+const KEY_DIGITS = [16, 17, 18, 21, 22, 23, 25, 26, 27, 28, 29, 30]
+
+/**
+ * {@link idKey} in SQL, of the keyed id in `column`: its key, for a read by the table's key where a
+ * statement matches rows by id. SQLite reads no hex, so each digit is looked up in the digits'
+ * string. Only for a column known to hold a keyed id (its 15th character `8`, UNKEYED_ID_CLAUSE).
+ */
+export function idKeySql(column: string): string {
+  return KEY_DIGITS.map((at, i) => `(instr('0123456789abcdef', substr(${column}, ${at}, 1)) - 1) * ${16 ** (KEY_DIGITS.length - 1 - i)}`).join(' + ')
+}
+
 /** A lease token: 24 random bytes, base64url (the secret that names a lease in the worker API). */
 export const newToken = (): string => randomBytes(24).toString('base64url')

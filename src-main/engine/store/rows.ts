@@ -2,7 +2,7 @@ import { type JobRow, type LeaseRow, UNKEYED_ID_CLAUSE } from '../../db/schema'
 import type { StoreContext } from './context'
 import { EngineError, type ErrorExtra, jobNotFound, leaseNotFound } from '../rules/errors'
 import type { EventData, EventEntity, EventType } from '../rules/events'
-import { idKey } from './ids'
+import { idKey, idKeySql } from './ids'
 import { assertMove, type AttemptDisposition, type FinalStatus, type JobState } from '../rules/states'
 
 /**
@@ -39,6 +39,17 @@ function rowById<Row extends { id: string }>(ctx: StoreContext, select: string, 
 
 /** The job with this id, or undefined (see rowById). */
 export const findJob = (ctx: StoreContext, jobId: string): JobRow | undefined => rowById<JobRow>(ctx, SELECT_JOBS, 'seq', jobId)
+
+/**
+ * SQL: whether the job whose id `column` holds exists, found as {@link findJob} finds it: by the
+ * key its id names, or through the partial index for an older unkeyed id. One indexed read a row,
+ * where `jobs.id = column` alone reads all of jobs (there is no full index on ids).
+ */
+export function jobExistsSql(column: string): string {
+  return `CASE WHEN substr(${column}, 15, 1) = '8'
+    THEN EXISTS (SELECT 1 FROM jobs WHERE jobs.seq = ${idKeySql(column)} AND jobs.id = ${column})
+    ELSE EXISTS (SELECT 1 FROM jobs WHERE jobs.id = ${column} AND ${UNKEYED_ID_CLAUSE}) END`
+}
 
 export function getJob(ctx: StoreContext, jobId: string): JobRow {
   const job = findJob(ctx, jobId)

@@ -3,7 +3,7 @@ import { DAY } from '../rules/clock'
 import type { EngineContext } from '../memory/context'
 import { storeRecentCounts } from '../memory/recent-counts'
 import { noteEventsDeleted } from '../store/event-log'
-import { fenceOfLease, findJob, SELECT_JOBS } from '../store/rows'
+import { fenceOfLease, findJob, jobExistsSql, SELECT_JOBS } from '../store/rows'
 import { TIMELINE_CHAIN } from '../reads/timeline'
 
 /**
@@ -52,9 +52,9 @@ const KEPT_RUN = `(EXISTS (SELECT 1 FROM schedules WHERE schedules.id = schedule
       (SELECT MAX(r.seq) FROM schedule_runs r WHERE r.schedule_id = schedule_runs.schedule_id AND r.outcome = 'FIRED'))))`
 
 /** Up to `limit` runs of schedule `id` from before `cutoff` that no job of theirs keeps, and that are not kept (KEPT_RUN). */
-const EXPIRED_RUNS_SQL = `DELETE FROM schedule_runs WHERE seq IN (
+export const EXPIRED_RUNS_SQL = `DELETE FROM schedule_runs WHERE seq IN (
   SELECT seq FROM schedule_runs WHERE schedule_id = @id AND fire_at < @cutoff
-    AND (job_id IS NULL OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = schedule_runs.job_id)) AND NOT ${KEPT_RUN}
+    AND (job_id IS NULL OR NOT ${jobExistsSql('schedule_runs.job_id')}) AND NOT ${KEPT_RUN}
   LIMIT @limit)`
 
 /** The fences on the chains of leases (a job's leases, rows.ts `leasesOfJob`) that start at the fences of a JSON array. */

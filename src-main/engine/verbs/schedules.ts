@@ -10,7 +10,7 @@ import { OVERLAP_POLICIES, type Overlap, SCHEDULE_STATES, type ScheduleState } f
 import { parseStored } from '../store/stored-value'
 import { newId } from '../store/ids'
 import { checkSubmit, costExceedsCapacity, submit, type SubmitJob } from './jobs'
-import { findJob, recordJobEvent } from '../store/rows'
+import { findJob, jobExistsSql, recordJobEvent } from '../store/rows'
 import { isTzRule } from '../../../src-shared/tz-rule'
 import { type JobState, TERMINAL_STATES } from '../rules/states'
 
@@ -624,6 +624,9 @@ export function updateSchedule(ctx: EngineContext, capacity: CapacityStore, name
   })
 }
 
+/** The runs of schedule `?` that hold no job, or whose job is gone. */
+export const JOBLESS_RUNS_SQL = `DELETE FROM schedule_runs WHERE schedule_id = ? AND (job_id IS NULL OR NOT ${jobExistsSql('schedule_runs.job_id')})`
+
 /**
  * Deletes a schedule and answers it as it was. The runs that made a job still kept stay, to say
  * which schedule made it, and go with their jobs (prune.ts); the others go now. `expected`
@@ -635,10 +638,7 @@ export function deleteSchedule(ctx: EngineContext, name: string, expected?: Expe
     checkRevision(row, expected)
     const schedule = decode(ctx, row)
     ctx.run('DELETE FROM schedules WHERE id = ?', row.id)
-    ctx.run(
-      'DELETE FROM schedule_runs WHERE schedule_id = ? AND (job_id IS NULL OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = schedule_runs.job_id))',
-      row.id,
-    )
+    ctx.run(JOBLESS_RUNS_SQL, row.id)
     ctx.appendEvent('SCHEDULE', row.id, 'SCHEDULE_DELETED', { name })
     return schedule
   })
