@@ -254,6 +254,33 @@ function zoneFileNames(): Map<string, string> {
  * `invalid_timezone` with the reason.
  */
 export function parseCron(cron: string, timezone: string): Cron {
+  return remembered(parsedCrons, `${timezone}\n${cron}`, () => readCron(cron, timezone))
+}
+
+/**
+ * How many parsed expressions, and lists of upcoming firings, are kept: more than a host has
+ * schedules, so that a list read or a firing pass does the cron work of none it did before (1–3
+ * ms each; a host with a thousand schedules would stall for seconds).
+ */
+const REMEMBERED = 4096
+
+/** `make()`'s value for `key`, kept in `map`; the oldest kept goes past {@link REMEMBERED}. A throw keeps nothing. */
+function remembered<V>(map: Map<string, V>, key: string, make: () => V): V {
+  const kept = map.get(key)
+  if (kept !== undefined) return kept
+  const value = make()
+  if (map.size >= REMEMBERED) map.delete(map.keys().next().value!)
+  map.set(key, value)
+  return value
+}
+
+/**
+ * The expressions read, by zone and text. A Cron made paused and never started holds no state a
+ * computation changes: every use here passes the moment to reckon from, so one serves them all.
+ */
+const parsedCrons = new Map<string, Cron>()
+
+function readCron(cron: string, timezone: string): Cron {
   let parsed: Cron
   try {
     parsed = new Cron(cron, { timezone, paused: true })
@@ -423,11 +450,20 @@ function lastRun(ctx: EngineContext, scheduleId: string): ScheduleRun | null {
   return { fire_at: row.fire_at, outcome: row.outcome as RunOutcome, reason: row.reason, job_id: row.job_id, job_state: runJobState(ctx, row.job_id) }
 }
 
+/** Each schedule's upcoming firings, by its expression, zone and next firing, which alone decide them. */
+const upcomingTimes = new Map<string, readonly number[]>()
+
+/** The schedule's next {@link UPCOMING} firings (throws when its expression cannot be read). */
+function upcomingOf(row: ScheduleRow): number[] {
+  const key = `${row.timezone}\n${row.cron}\n${row.next_fire_at}`
+  return [...remembered(upcomingTimes, key, () => upcomingFireTimes(parseCron(row.cron, row.timezone), row.next_fire_at, UPCOMING))]
+}
+
 function decode(ctx: EngineContext, row: ScheduleRow): Schedule {
   let upcoming: number[] = []
   let readable = true
   try {
-    upcoming = upcomingFireTimes(parseCron(row.cron, row.timezone), row.next_fire_at, UPCOMING)
+    upcoming = upcomingOf(row)
   } catch {
     // An expression this host can no longer read (a time zone its ICU data dropped): no upcoming times.
     readable = false
