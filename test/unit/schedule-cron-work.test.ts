@@ -3,7 +3,7 @@ import { MINUTE } from '../../src-main/engine/rules/clock'
 import { setup, T0 } from '../helpers/engine'
 
 /** croner's Cron, counting the expressions it reads and the upcoming firings it computes. */
-const counted = vi.hoisted(() => ({ parses: 0, nextRuns: 0 }))
+const counted = vi.hoisted(() => ({ parses: 0, nextRuns: 0, previousRuns: 0 }))
 vi.mock('croner', async (original) => {
   const { Cron } = await original<typeof import('croner')>()
   class CountedCron extends Cron {
@@ -15,6 +15,11 @@ vi.mock('croner', async (original) => {
     override nextRuns(n: number, previous?: Date | string): Date[] {
       counted.nextRuns += 1
       return super.nextRuns(n, previous)
+    }
+
+    override previousRuns(n: number, reference?: Date | string): Date[] {
+      counted.previousRuns += 1
+      return super.previousRuns(n, reference)
     }
   }
   return { Cron: CountedCron }
@@ -51,5 +56,16 @@ describe('the cron work of schedules: each expression read once, each list of up
     const [after] = engine.listSchedules()
     expect(counted.nextRuns).toBe(computed + 1)
     expect(after!.next_fire_times).toEqual([T0 + 10 * MINUTE, T0 + 15 * MINUTE, T0 + 20 * MINUTE])
+  })
+
+  it("a firing pass reckons an expression's firings once, however many due schedules share it", () => {
+    const { engine, clock } = setup()
+    for (const name of ['x', 'y', 'z']) engine.createSchedule({ name, cron: '*/2 * * * *', timezone: 'UTC', job })
+    clock.set(T0 + 3 * MINUTE)
+    const before = counted.previousRuns
+    const firings = engine.fireDueSchedules()
+    expect(firings.map((firing) => firing.fire_at)).toEqual([T0 + 2 * MINUTE, T0 + 2 * MINUTE, T0 + 2 * MINUTE])
+    expect(counted.previousRuns).toBe(before + 1)
+    expect(engine.listSchedules().map((schedule) => schedule.next_fire_at)).toEqual([T0 + 4 * MINUTE, T0 + 4 * MINUTE, T0 + 4 * MINUTE])
   })
 })

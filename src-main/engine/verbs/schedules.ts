@@ -358,10 +358,31 @@ export interface DueFiring {
  */
 export function dueFiring(cron: Cron, nextFireAt: number | null, now: number): DueFiring | null {
   if (nextFireAt === null || nextFireAt > now) return null
+  const around = firingsAround(cron, now)
+  const fireAt = Math.max(around.latest ?? nextFireAt, nextFireAt)
+  return { fire_at: fireAt, next_fire_at: around.next, caught_up: fireAt > nextFireAt }
+}
+
+/** The firings around a moment: the latest at or before it (if any), and the first after it. */
+interface FiringsAround {
+  now: number
+  latest: number | null
+  next: number | null
+}
+
+/**
+ * Each expression's firings around the last moment asked: a firing pass asks each of its due
+ * schedules at one moment, and schedules share their expressions (every minute, every hour).
+ */
+const lastAround = new WeakMap<Cron, FiringsAround>()
+
+function firingsAround(cron: Cron, now: number): FiringsAround {
+  const kept = lastAround.get(cron)
+  if (kept?.now === now) return kept
   // croner's previousRuns excludes its reference: `now + 1` includes a firing at `now` itself.
-  const latest = cron.previousRuns(1, new Date(now + 1))[0]?.getTime() ?? nextFireAt
-  const fireAt = Math.max(latest, nextFireAt)
-  return { fire_at: fireAt, next_fire_at: fireTimeAfter(cron, now), caught_up: fireAt > nextFireAt }
+  const around = { now, latest: cron.previousRuns(1, new Date(now + 1))[0]?.getTime() ?? null, next: fireTimeAfter(cron, now) }
+  lastAround.set(cron, around)
+  return around
 }
 
 // ---------------------------------------------------------------------------------------------
